@@ -1,0 +1,148 @@
+"""`dpspec budget`: the achieved budget of a spec (or the composed total of a program).
+
+Public facts such as swapping's largest stratum are computed from the data only when the
+mechanism's budget depends on them (they are functions of the invariants, so printing them
+discloses nothing the release does not).
+"""
+from __future__ import annotations
+
+import math
+
+from dpspec import ir, ledger as ledger_mod
+from dpspec.budget.premetrics import format_number, json_number
+from dpspec.checker import check
+from dpspec.describe import notation
+
+
+def _budget_json(b):
+    return b.to_json() if b is not None else None
+
+
+def _conversion_json(c) -> dict:
+    out = c.result.to_json()
+    out["method"] = c.method
+    out["citation"] = c.citation
+    return out
+
+
+def spec_ledger(spec: ir.Spec, data=None):
+    """(checked, facts, statement, flavor, ledger) for one spec, without running the mechanism."""
+    checked = check(spec)
+    mech, params = checked.mechanism, checked.params
+    facts = {}
+    if getattr(mech, "needs_data_for_budget", False):
+        if data is None:
+            from dpspec.data import load_data
+
+            data, _ = load_data(spec)
+        facts = mech.public_facts(spec, params, data)
+    statement = mech.budget(spec, params, facts)
+    flavor = mech.flavor(spec, params)
+    return checked, facts, statement, flavor, ledger_mod.build(spec, flavor, statement)
+
+
+def budget_summary(spec: ir.Spec, delta: float | None = None, method: str = "cks20") -> dict:
+    if spec.program is not None:
+        from dpspec.program import program_summary
+
+        return program_summary(spec, delta=delta, method=method)
+    checked, facts, statement, flavor, ledger = spec_ledger(spec)
+    delta = delta if delta is not None else float(spec.premetric.option("delta") or ledger_mod.DEFAULT_DELTA)
+    currencies = ledger_mod.other_currencies(ledger.declared, delta)
+    headline = _fmt(_budget_json(ledger.declared), named=False) if ledger.declared is not None else "undefined"
+    return {
+        "spec": spec.title,
+        "notation": notation(spec, headline),
+        "flavor": {
+            "domain": spec.domain.name,
+            "stage": spec.domain.stage,
+            "invariants": [q.describe() for q in spec.invariants],
+            "unit": spec.unit.table,
+            "relation": spec.unit.relation,
+            "premetric": spec.premetric.kind,
+            "premetric_options": {k: float(v) for k, v in spec.premetric.options},
+        },
+        "mechanism": {"name": checked.mechanism.name, "version": checked.mechanism.version},
+        "native": {
+            "flavor": {"unit": flavor.table, "relation": flavor.relation, "premetric": flavor.premetric},
+            "budget": _budget_json(statement.actual),
+            "worst_case": _budget_json(statement.worst),
+            "per_universe": bool(statement.per_universe),
+            "depends_on": {k: (json_number(v) if isinstance(v, float) else v) for k, v in statement.depends_on.items()},
+            "notes": list(statement.notes),
+        },
+        "steps": [{"what": s.what, "from": str(s.source), "to": str(s.result), "method": s.method, "citation": s.citation} for s in ledger.steps],
+        "budget": _budget_json(ledger.declared),
+        "worst_case": _budget_json(ledger.worst),
+        "problem": ledger.problem,
+        "conversions": [_conversion_json(c) for c in currencies],
+        "headline_conversion": method,
+        "public_information": [{"statistic": p.query.describe(), "released": p.source} for p in spec.public],
+        "bounds": [
+            {"bound": b.bound.describe(), "achieved": json_number(b.achieved) if not math.isnan(b.achieved) else None,
+             "holds": b.holds, "currency": b.currency}
+            for b in ledger.bounds
+        ],
+        "bounds_hold": ledger.bounds_hold and ledger.problem is None,
+    }
+
+
+def budget_text(summary: dict) -> str:
+    if "program" in summary:
+        from dpspec.program import program_text
+
+        return program_text(summary)
+    lines = [summary["spec"] or "(untitled spec)", "  " + summary["notation"], ""]
+    native = summary["native"]
+    nf = native["flavor"]
+    lines.append(f"mechanism {summary['mechanism']['name']} proves, for its native flavor ({nf['relation']} on {nf['unit']}, {nf['premetric']}):")
+    lines.append(f"  {_fmt(native['budget'])}" + ("   (per universe: the value for the actual universe)" if native["per_universe"] else ""))
+    if native["per_universe"]:
+        worst = _fmt(native["worst_case"]) if native["worst_case"] else "no finite worst case over the admitted universes"
+        lines.append(f"  worst case over the admitted universes: {worst}")
+    for k, v in native["depends_on"].items():
+        lines.append(f"  depends on {k} = {v}")
+    for note in native["notes"]:
+        lines.append(f"  note: {note}")
+    if summary["steps"]:
+        lines.append("converted to the spec's flavor:")
+        for s in summary["steps"]:
+            lines.append(f"  {s['what']}: {s['from']} -> {s['to']}  [{s['method']}]")
+    if summary["problem"]:
+        lines.append(f"cannot express the budget in the spec's flavor: {summary['problem']}")
+    else:
+        lines.append(f"budget in the spec's flavor: {_fmt(summary['budget'])}")
+    if summary["conversions"]:
+        lines.append("in other currencies:")
+        for c in summary["conversions"]:
+            figures = ", ".join(f"{k} = {_num(v)}" for k, v in c.items() if k not in ("premetric", "method", "citation"))
+            lines.append(f"  {c['premetric']}: {figures}   [{c['method']}]")
+    for p in summary["public_information"]:
+        lines.append(f"conditioned on public information: {p['statistic']} (released: {p['released']})")
+    for b in summary["bounds"]:
+        state = "holds" if b["holds"] else "EXCEEDED"
+        achieved = _num(b["achieved"]) if b["achieved"] is not None else "?"
+        lines.append(f"declared {b['bound']}: {state} (achieved {achieved}; {b['currency']})")
+    return "\n".join(lines)
+
+
+def _num(v) -> str:
+    """Budgets are printed to 4 decimals (small ones to 4 significant digits): reports must not
+    round a 1.0986 to 1.1."""
+    if not isinstance(v, (int, float)) or isinstance(v, bool):
+        return str(v)
+    if math.isinf(v) or v == 0 or float(v).is_integer():
+        return format_number(v)
+    if abs(v) < 0.01:
+        return f"{v:.4g}"
+    return f"{v:.4f}".rstrip("0").rstrip(".")
+
+
+def _fmt(budget_json: dict | None, named: bool = True) -> str:
+    if not budget_json:
+        return "undefined"
+    items = [f"{k} = {_num(v)}" for k, v in budget_json.items() if k != "premetric"]
+    text = ", ".join(items)
+    if not named:
+        return f"({text})" if len(items) > 1 else text
+    return f"{budget_json['premetric']}: " + text

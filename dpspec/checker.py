@@ -1,0 +1,261 @@
+"""Static checks of a spec: every name resolves, types and ranges hold, the mechanism's
+parameters fit its schema, and every invariant the mechanism induces is declared.
+
+All problems of a file are collected and raised together as one SpecError.
+"""
+from __future__ import annotations
+
+from fractions import Fraction
+
+import attrs
+
+from dpspec import ir, plugins
+from dpspec.diagnostics import unknown
+from dpspec.errors import Diagnostic, SpecError
+from dpspec.mechanism import Mechanism, resolve_params
+
+STAGES = ("raw", "collected", "edited", "imputed", "sampled", "tabulated", "finetuning")
+TUNING_SOURCES = ("confidential", "public", "synthetic", "none")
+BUDGET_QUANTITIES = ("epsilon", "rho", "delta", "mu")
+CONVERSION_METHODS = ("bs16", "cks20")
+
+
+@attrs.frozen
+class CheckedSpec:
+    """A spec that passed every check, with its mechanism resolved."""
+
+    spec: ir.Spec
+    mechanism: Mechanism | None
+    params: dict
+    induced: tuple[ir.CountQuery, ...]
+
+
+def _at(node, fallback=None) -> tuple[int | None, int | None]:
+    loc = getattr(node, "loc", None) or fallback
+    return (loc.line, loc.column) if loc else (None, None)
+
+
+class _Checker:
+    def __init__(self, spec: ir.Spec):
+        self.spec = spec
+        self.problems: list[Diagnostic] = []
+        self.tables = {t.name: t for t in spec.domain.tables} if spec.domain else {}
+
+    def error(self, message: str, node=None, hint: str | None = None, fallback=None):
+        self.problems.append(Diagnostic(message, *_at(node, fallback), hint=hint))
+
+    def unknown(self, kind, name, candidates, node):
+        message, hint = unknown(kind, name, candidates)
+        self.error(message, node, hint)
+
+    # ---- the domain ----
+    def domain(self):
+        spec = self.spec
+        if spec.domain is None:
+            self.error("the spec has no domain section: say who is protected (domain NAME { table ... })", fallback=ir.Loc(1, 1))
+            return
+        seen = set()
+        for t in spec.domain.tables:
+            if t.name in seen:
+                self.error(f"table '{t.name}' is declared twice", t)
+            seen.add(t.name)
+            self.table(t)
+        if spec.domain.stage and spec.domain.stage not in STAGES:
+            self.unknown("life-cycle stage", spec.domain.stage, STAGES, spec.domain)
+        geo = spec.domain.geography
+        if geo:
+            all_columns = {c.name for t in spec.domain.tables for c in t.columns}
+            for i, level in enumerate(geo.levels):
+                if level not in all_columns:
+                    self.unknown("geography level column", level, all_columns, geo)
+                if level in geo.levels[:i]:
+                    self.error(f"geography level '{level}' appears twice", geo)
+
+    def table(self, t: ir.Table):
+        names = set()
+        for c in t.columns:
+            if c.name in names:
+                self.error(f"column '{c.name}' is declared twice in table '{t.name}'", c)
+            names.add(c.name)
+            ty = c.type
+            if ty.kind == "int" and ty.low > ty.high:
+                self.error(f"column '{c.name}': the range {ty.low}..{ty.high} is empty", c)
+            if ty.kind == "enum" and len(set(ty.values)) != len(ty.values):
+                dupes = sorted({v for v in ty.values if ty.values.count(v) > 1})
+                self.error(f"column '{c.name}': the value set repeats {', '.join(dupes)}", c)
+            if ty.kind == "category" and ty.parent:
+                if ty.parent == c.name:
+                    self.error(f"column '{c.name}' cannot be nested in itself", c)
+                elif ty.parent not in t.column_names:
+                    self.unknown(f"parent column in table '{t.name}'", ty.parent, t.column_names, c)
+        if t.parent:
+            if t.parent not in self.tables:
+                self.unknown("table", t.parent, self.tables, t)
+            if t.link and t.link not in t.column_names:
+                self.unknown(f"link column in table '{t.name}'", t.link, t.column_names, t)
+            parent = self.tables.get(t.parent)
+            if parent and t.link and t.link not in parent.column_names:
+                self.error(f"table '{t.name}' links to '{t.parent}' by '{t.link}', but '{t.parent}' has no column '{t.link}'", t)
+
+    # ---- data ----
+    def data(self):
+        seen = set()
+        for d in self.spec.data:
+            if d.table not in self.tables:
+                self.unknown("table", d.table, self.tables, d)
+            if d.table in seen:
+                self.error(f"table '{d.table}' has two data sources", d)
+            seen.add(d.table)
+            if not d.path.lower().endswith((".csv", ".parquet", ".pq", ".csv.gz")):
+                self.error(f"data source '{d.path}': dpspec reads .csv and .parquet files", d)
+
+    # ---- count queries ----
+    def query(self, q: ir.CountQuery, where: str):
+        t = self.tables.get(q.table)
+        if t is None:
+            self.unknown("table", q.table, self.tables, q)
+            return
+        for col in q.by:
+            if col not in t.column_names:
+                self.unknown(f"column of table '{t.name}'", col, t.column_names, q)
+        if q.level:
+            geo = self.spec.domain.geography
+            levels = geo.levels if geo else ()
+            if q.level not in levels:
+                self.unknown("geography level", q.level, levels, q)
+            elif q.level not in t.column_names:
+                self.error(f"{where}: table '{t.name}' has no column for geography level '{q.level}'", q)
+
+    def where(self):
+        for q in self.spec.invariants:
+            self.query(q, "invariant")
+        for p in self.spec.public:
+            self.query(p.query, "public information")
+
+    # ---- unit and premetric ----
+    def unit(self):
+        u = self.spec.unit
+        if u is None:
+            self.error("the spec has no unit: say what is protected (unit TABLE : hamming|symdiff)", fallback=ir.Loc(1, 1))
+            return
+        if u.table not in self.tables:
+            self.unknown("table", u.table, self.tables, u)
+        if u.bound:
+            if u.bound.k < 1:
+                self.error("a unit holds at least one record", u)
+            finer = self.tables.get(u.bound.finer)
+            if finer is None:
+                self.unknown("table", u.bound.finer, self.tables, u)
+            elif finer.parent != u.table:
+                self.error(f"'holds at most {u.bound.k} {u.bound.finer}' needs table '{u.bound.finer}' to be linked to '{u.table}' (table {u.bound.finer} unit ... in {u.table} by ID)", u)
+
+    def premetric(self):
+        p = self.spec.premetric
+        if p is None:
+            self.error("the spec has no premetric: say how change is measured (premetric pure|approximate delta D|zcdp|renyi alpha A|gdp)", fallback=ir.Loc(1, 1))
+            return
+        allowed = {"approximate": ("delta",), "renyi": ("alpha",)}.get(p.kind, ())
+        for name, value in p.options:
+            if name not in allowed:
+                what = f"premetric {p.kind} takes " + (", ".join(allowed) if allowed else "no options")
+                self.error(f"unknown option '{name}': {what}", p)
+        delta, alpha = p.option("delta"), p.option("alpha")
+        if p.kind == "approximate":
+            if delta is None:
+                self.error("premetric approximate needs a delta (premetric approximate delta 1e-10)", p)
+            elif not 0 < delta < 1:
+                self.error(f"delta must be between 0 and 1 exclusive, got {ir.format_number(delta)}", p)
+        if p.kind == "renyi":
+            if alpha is None:
+                self.error("premetric renyi needs an order (premetric renyi alpha 2)", p)
+            elif alpha <= 1:
+                self.error(f"the Rényi order alpha must exceed 1, got {ir.format_number(alpha)}", p)
+
+    # ---- budgets, releases, tuning ----
+    def budgets(self):
+        for b in self.spec.budgets:
+            if b.quantity not in BUDGET_QUANTITIES:
+                self.unknown("budget quantity", b.quantity, BUDGET_QUANTITIES, b)
+            if b.value < 0:
+                self.error("a budget cannot be negative", b)
+            for name, value in b.with_:
+                if name not in BUDGET_QUANTITIES:
+                    self.unknown("budget quantity", name, BUDGET_QUANTITIES, b)
+                if name == "delta" and not 0 < value < 1:
+                    self.error(f"delta must be between 0 and 1 exclusive, got {ir.format_number(value)}", b)
+            if b.method and b.method not in CONVERSION_METHODS:
+                self.unknown("conversion method", b.method, CONVERSION_METHODS, b)
+
+    def releases(self, mechanism: Mechanism | None):
+        for r in self.spec.releases:
+            if r.kind == "count" and r.query is not None:
+                self.query(r.query, "release")
+            elif r.kind == "microdata" and r.name not in self.tables:
+                self.unknown("table", r.name, self.tables, r)
+            elif r.kind == "output" and mechanism is not None and r.name not in mechanism.outputs:
+                self.unknown(f"output of mechanism '{mechanism.name}'", r.name, mechanism.outputs, r)
+        t = self.spec.tuning
+        if t and t.source not in TUNING_SOURCES:
+            self.unknown("tuning source", t.source, TUNING_SOURCES, t)
+
+    # ---- the mechanism ----
+    def mechanism(self):
+        call = self.spec.mechanism
+        if call is None:
+            self.error("the spec has no mechanism section (mechanism NAME { ... })", fallback=ir.Loc(1, 1))
+            return None, {}, ()
+        mechs = plugins.mechanisms()
+        if call.name not in mechs:
+            self.unknown("mechanism", call.name, mechs, call)
+            return None, {}, ()
+        mech = mechs[call.name]
+        if self.spec.domain is None:
+            return mech, {}, ()
+        params, problems = resolve_params(mech, call, self.spec)
+        self.problems.extend(problems)
+        if problems:
+            return mech, params, ()
+        for d in mech.check(self.spec, params):
+            if d.line is None and call.loc:
+                d = attrs.evolve(d, line=call.loc.line, column=call.loc.column)
+            self.problems.append(d)
+        if any(d.line == call.loc.line for d in self.problems if call.loc):
+            return mech, params, ()
+        induced = tuple(mech.induced_invariants(self.spec, params))
+        for q in induced:
+            if not implied_by(q, self.spec.invariants):
+                self.error(
+                    f"mechanism '{call.name}' keeps '{q.describe()}' exact, but the invariants do not declare it: "
+                    "the stated budget would be false (infinite under the declared multiverse); "
+                    f"add '{q.describe()}' to the invariants section",
+                    call,
+                )
+        return mech, params, induced
+
+
+def implied_by(query: ir.CountQuery, declared) -> bool:
+    """A count is determined by a declared count of the same table over a superset of columns."""
+    cols = set(query.columns)
+    return any(d.table == query.table and cols <= set(d.columns) for d in declared)
+
+
+def check(spec: ir.Spec) -> CheckedSpec:
+    """Check a spec; raises SpecError listing every problem."""
+    if spec.program is not None:
+        raise SpecError([Diagnostic("this file is a program; check its specs or run 'dpspec budget' on it", 1, 1)], spec.path, spec.text)
+    c = _Checker(spec)
+    c.domain()
+    c.data()
+    c.where()
+    c.unit()
+    c.premetric()
+    c.budgets()
+    mech, params, induced = c.mechanism()
+    c.releases(mech)
+    if c.problems:
+        raise SpecError(c.problems, spec.path, spec.text)
+    return CheckedSpec(spec, mech, params, induced)
+
+
+def exact(value) -> Fraction:
+    return value if isinstance(value, Fraction) else Fraction(value)

@@ -1,0 +1,279 @@
+"""The `dpspec` command line.
+
+Exit codes: 0 success; 1 a spec, data, budget or audit failure the user must fix; 2 a usage
+error (click's own). Errors a user can cause are printed as messages, never as tracebacks.
+"""
+from __future__ import annotations
+
+import functools
+import json
+import os
+import sys
+
+import click
+
+from dpspec import ir
+from dpspec.errors import DpspecError
+
+
+def _fail(message: str) -> None:
+    click.echo(message, err=True)
+    sys.exit(1)
+
+
+def friendly(func):
+    """Turn user errors into messages and exit 1; anything else is reported as a dpspec bug."""
+
+    @functools.wraps(func)
+    def wrapper(*args, **kwargs):
+        try:
+            return func(*args, **kwargs)
+        except DpspecError as exc:
+            _fail(str(exc))
+        except RecursionError:
+            _fail("error: the input is nested too deeply to process")
+        except (click.exceptions.Exit, click.exceptions.Abort, click.ClickException, SystemExit):
+            raise
+        except KeyboardInterrupt:
+            _fail("interrupted; no output was written")
+        except Exception as exc:  # a bug in dpspec or a plugin, not the user's fault
+            _fail(f"internal error ({type(exc).__name__}): {exc}\nThis is a bug in dpspec or one of its plugins; please report it with the spec that caused it.")
+
+    return wrapper
+
+
+def _load(path: str) -> ir.Spec:
+    from dpspec.parser import parse, read_source
+
+    return parse(read_source(path), path)
+
+
+def _dump(data) -> None:
+    click.echo(json.dumps(data, indent=2, sort_keys=False, default=str))
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="dpspec")
+def main():
+    """dpspec: declare, compile and audit differential privacy specifications."""
+
+
+@main.command("check")
+@click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@friendly
+def check_cmd(files):
+    """Check spec FILES: names, types, ranges, mechanism parameters, invariants."""
+    from dpspec.checker import check
+
+    failed = 0
+    for path in files:
+        try:
+            spec = _load(path)
+            if spec.program is None:
+                check(spec)
+            else:
+                from dpspec.program import load_program
+
+                load_program(spec)
+        except DpspecError as exc:
+            click.echo(str(exc), err=True)
+            failed += 1
+        except RecursionError:
+            click.echo(f"{path}: error: the input is nested too deeply to process", err=True)
+            failed += 1
+        else:
+            click.echo(f"{path}: ok")
+    if failed:
+        sys.exit(1)
+
+
+@main.command("show")
+@click.argument("file", type=click.Path(dir_okay=False))
+@click.option("--json", "as_json", is_flag=True, help="The IR as JSON (stable, documented in README).")
+@friendly
+def show_cmd(file, as_json):
+    """Show a spec's intermediate representation."""
+    spec = _load(file)
+    if as_json:
+        _dump(ir.to_jsonable(spec))
+        return
+    from dpspec.describe import describe_spec
+
+    click.echo(describe_spec(spec))
+
+
+@main.command("fmt")
+@click.argument("file", type=click.Path(dir_okay=False))
+@click.option("--write", is_flag=True, help="Rewrite FILE in place (atomically).")
+@click.option("--check", "check_only", is_flag=True, help="Exit 1 if FILE is not in canonical form.")
+@friendly
+def fmt_cmd(file, write, check_only):
+    """Print a spec in canonical form."""
+    from dpspec.atomic import write_text
+    from dpspec.formatter import format_spec
+
+    spec = _load(file)
+    text = format_spec(spec)
+    if check_only:
+        if text != spec.text:
+            _fail(f"{file}: not in canonical form (run dpspec fmt --write)")
+        return
+    if write:
+        if text != spec.text:
+            write_text(file, text)
+        return
+    click.echo(text, nl=False)
+
+
+@main.command("compile")
+@click.argument("file", type=click.Path(dir_okay=False))
+@click.option("-o", "--output", "outdir", type=click.Path(file_okay=False), help="Output directory (default: out/<spec name>).")
+@click.option("--seed", type=int, default=None, help="Make the run reproducible (voids the protection; the audit says so).")
+@click.option("--runs", type=click.IntRange(1, 10_000), default=1, help="Repeat the mechanism to measure utility (internal report).")
+@friendly
+def compile_cmd(file, outdir, seed, runs):
+    """Check FILE, run its mechanism on its data, write the release and the reports."""
+    from dpspec.compiler import compile_spec
+    from dpspec.output import write_result
+
+    spec = _load(file)
+    outdir = outdir or os.path.join("out", os.path.splitext(os.path.basename(file))[0])
+    click.echo(f"compiling {file} ...", err=True)
+    result = compile_spec(spec, seed=seed, runs=runs)
+    written = write_result(result, outdir)
+    ledger = result.ledger
+    click.echo(f"mechanism: {result.mechanism.name} {result.mechanism.version}")
+    if ledger.declared is not None:
+        click.echo(f"budget in the spec's flavor: {ledger.declared}")
+    elif ledger.problem:
+        click.echo(f"budget: cannot be expressed in the spec's flavor: {ledger.problem}")
+    for check in ledger.bounds:
+        state = "holds" if check.holds else "EXCEEDED"
+        click.echo(f"declared bound {check.bound.describe()}: {state} (achieved {check.achieved:.6g}; {check.currency})")
+    for name, info in written["outputs"].items():
+        click.echo(f"wrote {os.path.join(outdir, info['file'])} ({info['rows']} rows)")
+    for kind in ("html", "markdown", "json", "internal_html", "internal_markdown"):
+        if kind in written:
+            click.echo(f"wrote {os.path.join(outdir, written[kind])}")
+    click.echo(f"wrote {os.path.join(outdir, written['manifest'])}")
+    critical = [f for f in result.findings if getattr(f, "severity", "") == "critical"]
+    for f in sorted(result.findings, key=lambda f: {"critical": 0, "warning": 1, "info": 2}.get(f.severity, 3)):
+        click.echo(f"[{f.severity}] {f.rule}: {f.message}")
+    if critical or not ledger.bounds_hold:
+        sys.exit(1)
+
+
+@main.command("budget")
+@click.argument("file", type=click.Path(dir_okay=False))
+@click.option("--json", "as_json", is_flag=True)
+@click.option("--delta", type=float, default=None, help="delta for conversions to approximate DP (default: the spec's, else 1e-10).")
+@click.option("--conversion", type=click.Choice(["bs16", "cks20"]), default="cks20", show_default=True,
+              help="zCDP to approximate DP conversion.")
+@friendly
+def budget_cmd(file, as_json, delta, conversion):
+    """The budget a spec's mechanism achieves, in the paper's notation and in other currencies."""
+    from dpspec.budget_report import budget_summary, budget_text
+
+    spec = _load(file)
+    summary = budget_summary(spec, delta=delta, method=conversion)
+    if as_json:
+        _dump(summary)
+    else:
+        click.echo(budget_text(summary))
+    if not summary["bounds_hold"]:
+        if not as_json:
+            click.echo("error: a declared budget bound is exceeded", err=True)
+        sys.exit(1)
+
+
+@main.command("convert")
+@click.argument("params", nargs=-1, required=True)
+@click.option("--to", "to", type=click.Choice(["pure", "approx", "zcdp", "renyi", "gdp"]), default=None)
+@click.option("--delta", type=float, default=None)
+@click.option("--epsilon", type=float, default=None, help="target epsilon (for delta at a given epsilon)")
+@click.option("--alpha", type=float, default=None)
+@click.option("--method", type=click.Choice(["bs16", "cks20"]), default="cks20", show_default=True)
+@click.option("--from-unit", type=click.Choice(["hamming", "symdiff"]), default=None)
+@click.option("--to-unit", type=click.Choice(["hamming", "symdiff"]), default=None)
+@click.option("--group", type=click.IntRange(1), default=None, help="group privacy: a unit holding at most K finer units")
+@click.option("--json", "as_json", is_flag=True)
+@friendly
+def convert_cmd(params, to, delta, epsilon, alpha, method, from_unit, to_unit, group, as_json):
+    """Convert a budget, e.g. `dpspec convert rho=15.29 --to approx --delta 1e-10 --method bs16`."""
+    from dpspec.budget import convert_request
+
+    values = {}
+    for item in params:
+        if "=" not in item:
+            raise click.UsageError(f"expected NAME=VALUE, got {item!r}")
+        key, _, value = item.partition("=")
+        values[key.strip()] = value.strip()
+    out = convert_request(values, to=to, delta=delta, epsilon=epsilon, alpha=alpha, method=method,
+                          from_unit=from_unit, to_unit=to_unit, group=group)
+    if as_json:
+        _dump(out)
+        return
+    skip = {"premetric", "method", "citation"}
+    figures = ", ".join(f"{k} = {v}" for k, v in out.items() if k not in skip)
+    click.echo(f"{out.get('premetric', '')}: {figures}")
+    if out.get("method"):
+        click.echo(f"method: {out['method']}")
+    if out.get("citation"):
+        click.echo(f"source: {out['citation']}")
+
+
+@main.command("audit")
+@click.argument("file", type=click.Path(dir_okay=False))
+@click.option("--baseline", type=click.Path(dir_okay=False), default=None, help="Compare against this spec.")
+@click.option("-o", "--output", "outdir", type=click.Path(file_okay=False), default=None, help="Write the audit report here.")
+@click.option("--json", "as_json", is_flag=True)
+@friendly
+def audit_cmd(file, baseline, outdir, as_json):
+    """Flag privacy theatrics in a spec (optionally against a baseline spec)."""
+    from dpspec.audit_cli import run_audit_command
+
+    code = run_audit_command(file, baseline, outdir, as_json)
+    sys.exit(code)
+
+
+@main.command("plugins")
+@click.option("--json", "as_json", is_flag=True)
+@friendly
+def plugins_cmd(as_json):
+    """List the installed mechanism plugins and their parameters."""
+    from dpspec.plugins import describe_mechanisms
+
+    mechs = describe_mechanisms()
+    if as_json:
+        _dump(mechs)
+        return
+    for m in mechs:
+        click.echo(f"{m['name']} {m['version']}  ({m['package']} {m['package_version']})")
+        click.echo(f"    {m['description']}")
+        for p in m["parameters"]:
+            extra = []
+            if p.get("required"):
+                extra.append("required")
+            if "default" in p:
+                extra.append(f"default {p['default']}")
+            if "range" in p:
+                extra.append(f"range {p['range']}")
+            if "choices" in p:
+                extra.append("one of " + ", ".join(p["choices"]))
+            suffix = f" [{'; '.join(extra)}]" if extra else ""
+            click.echo(f"    {p['name']} ({p['type']}){suffix}: {p['doc']}")
+
+
+def _add_plugin_commands():
+    try:
+        from dpspec.plugins import manager
+
+        manager().hook.dpspec_cli(group=main)
+    except Exception as exc:  # a broken third-party plugin must not break the core commands
+        click.echo(f"warning: a plugin failed to add its commands: {exc}", err=True)
+
+
+_add_plugin_commands()
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,149 @@
+"""The compile pipeline: check, load data, run the mechanism, account the budget, audit.
+
+    spec --check--> checked spec --+ data --mechanism--> release
+                                   +--facts--> budget statement --ledger--> spec-flavor budget
+    everything --audit--> findings;  --report--> HTML / Markdown / JSON
+"""
+from __future__ import annotations
+
+import hashlib
+import secrets
+import time
+
+import attrs
+import numpy as np
+import pandas as pd
+
+from dpspec import ir, ledger as ledger_mod
+from dpspec.checker import CheckedSpec, check
+from dpspec.data import load_data
+from dpspec.errors import MechanismError
+from dpspec.mechanism import Release
+
+
+@attrs.define
+class Result:
+    checked: CheckedSpec
+    spec_hash: str
+    data_hashes: dict
+    facts: dict
+    statement: object
+    ledger: ledger_mod.FlavorLedger
+    release: Release
+    published: dict  # name -> DataFrame: exactly what the spec releases
+    seed: int | None
+    runs: int = 1
+    utility: dict = attrs.Factory(dict)  # internal only: computed against the confidential data
+    findings: list = attrs.Factory(list)
+    timings: dict = attrs.Factory(dict)
+
+    @property
+    def spec(self) -> ir.Spec:
+        return self.checked.spec
+
+    @property
+    def mechanism(self):
+        return self.checked.mechanism
+
+    @property
+    def outputs(self) -> dict:
+        return self.published
+
+
+def spec_sha256(spec: ir.Spec) -> str:
+    return hashlib.sha256((spec.text or "").encode("utf-8")).hexdigest()
+
+
+def make_rng(seed: int | None) -> np.random.Generator:
+    """Philox seeded from 256 bits of operating-system entropy, or from an explicit seed.
+
+    An explicit seed makes a run reproducible, which also means anyone who knows the seed can
+    remove the noise: the audit says so.
+    """
+    entropy = secrets.randbits(256) if seed is None else int(seed)
+    return np.random.Generator(np.random.Philox(np.random.SeedSequence(entropy)))
+
+
+def count_table(frame: pd.DataFrame, query: ir.CountQuery) -> pd.DataFrame:
+    """The released count table for a query: one row per observed combination, with `count`."""
+    cols = list(query.columns)
+    if not cols:
+        return pd.DataFrame({"count": [len(frame)]})
+    counts = frame.groupby(cols, observed=True, dropna=False).size().rename("count").reset_index()
+    return counts
+
+
+def _counts(frame: pd.DataFrame, cols) -> pd.Series:
+    """Counts by cols with text keys, so dtypes (category vs object) do not matter."""
+    if not cols:
+        return pd.Series([len(frame)])
+    keys = frame[list(cols)].astype(str)
+    return keys.value_counts().sort_index()
+
+
+def verify_invariants(induced, before: dict, outputs: dict) -> None:
+    """Every induced invariant recomputed on the released microdata must equal the input's."""
+    for q in induced:
+        if q.table in outputs and q.table in before:
+            if not _counts(before[q.table], q.columns).equals(_counts(outputs[q.table], q.columns)):
+                raise MechanismError(f"invariant '{q.describe()}' changed during the run; the release was not written")
+
+
+def published_outputs(spec: ir.Spec, release: Release) -> dict:
+    """Select and compute what the spec's release section publishes."""
+    if not spec.releases:
+        return dict(release.outputs)
+    out = {}
+    for item in spec.releases:
+        if item.kind == "microdata":
+            if item.name not in release.outputs:
+                raise MechanismError(f"the spec releases microdata '{item.name}', but the mechanism produced none")
+            out[item.name] = release.outputs[item.name]
+        elif item.kind == "output":
+            out[item.name] = release.outputs[item.name]
+        else:
+            q = item.query
+            if q.table not in release.outputs:
+                raise MechanismError(f"the spec releases '{q.describe()}', but the mechanism produced no {q.table} microdata to tabulate")
+            name = "count_" + "_".join([q.table, *q.columns])
+            out[name] = count_table(release.outputs[q.table], q)
+    return out
+
+
+def compile_spec(spec: ir.Spec, data: dict | None = None, seed: int | None = None, runs: int = 1, audit: bool = True) -> Result:
+    """Run a spec end to end in memory (nothing is written; see `write_result`)."""
+    timings = {}
+    t0 = time.perf_counter()
+    checked = check(spec)
+    mech, params = checked.mechanism, checked.params
+    if data is None:
+        data, hashes = load_data(spec)
+    else:
+        hashes = {name: hashlib.sha256(pd.util.hash_pandas_object(df, index=False).values.tobytes()).hexdigest() for name, df in data.items()}
+    timings["load"] = time.perf_counter() - t0
+    facts = mech.public_facts(spec, params, data)
+    statement = mech.budget(spec, params, facts)
+    flavor = mech.flavor(spec, params)
+    account = ledger_mod.build(spec, flavor, statement)
+    rng = make_rng(seed)
+    t0 = time.perf_counter()
+    release = mech.run(spec, params, data, rng)
+    timings["run"] = time.perf_counter() - t0
+    verify_invariants(checked.induced, data, release.outputs)
+    published = published_outputs(spec, release)
+    utility = {}
+    if runs > 1:
+        extra = [release]
+        for _ in range(runs - 1):
+            r = mech.run(spec, params, data, rng)
+            verify_invariants(checked.induced, data, r.outputs)
+            extra.append(r)
+        utility = mech.utility(spec, params, data, extra)
+    elif release.internal:
+        utility = dict(release.internal)
+    result = Result(checked, spec_sha256(spec), hashes, facts, statement, account, release, published, seed, runs, utility, timings=timings)
+    if audit:
+        from dpspec.audit import run_audit
+
+        result.findings = run_audit(spec, result=result)
+    return result

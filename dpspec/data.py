@@ -1,0 +1,157 @@
+"""Load each table from its declared source and validate it against the domain.
+
+Values are read as text first so that codes such as `N` ("not applicable") stay values and
+are never turned into missing data; only an empty field is missing. Every problem becomes a
+DataError naming the file, table, column, row numbers and values (the first few of each kind
+and how many in all).
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+
+import numpy as np
+import pandas as pd
+
+from dpspec import ir
+from dpspec.errors import DataError
+
+SHOW = 5
+TRUE_WORDS = {"true", "t", "yes", "y", "1"}
+FALSE_WORDS = {"false", "f", "no", "n", "0"}
+
+
+def resolve_path(spec: ir.Spec, source: ir.DataSource) -> str:
+    return source.path if os.path.isabs(source.path) else os.path.join(spec.base_dir, source.path)
+
+
+def file_sha256(path: str) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _read_raw(path: str, fmt: str, columns: list[str]) -> pd.DataFrame:
+    try:
+        if fmt == "parquet":
+            import pyarrow.parquet as pq
+
+            present = set(pq.read_schema(path).names)
+            frame = pd.read_parquet(path, columns=[c for c in columns if c in present])
+        else:
+            header = pd.read_csv(path, nrows=0)
+            frame = pd.read_csv(
+                path,
+                dtype=str,
+                keep_default_na=False,
+                na_values=[""],
+                usecols=[c for c in columns if c in header.columns],
+            )
+    except FileNotFoundError:
+        raise DataError(f"{path}: the data file does not exist") from None
+    except (OSError, ValueError, pd.errors.ParserError, ImportError) as exc:
+        raise DataError(f"{path}: cannot read the file as {fmt}: {exc}") from None
+    return frame
+
+
+class _Problems:
+    def __init__(self, path: str, table: str):
+        self.path, self.table = path, table
+        self.lines: list[str] = []
+
+    def add(self, column: str, what: str, mask: np.ndarray, values: pd.Series):
+        bad = np.flatnonzero(mask)
+        if not len(bad):
+            return
+        shown = ", ".join(f"row {i + 1}: {values.iloc[i]!r}" for i in bad[:SHOW])
+        more = f" (and {len(bad) - SHOW} more)" if len(bad) > SHOW else ""
+        self.lines.append(f"  column '{column}': {len(bad)} {what}: {shown}{more}")
+
+    def raise_if_any(self):
+        if self.lines:
+            head = f"{self.path}: table '{self.table}' does not match the domain (rows count data rows from 1):"
+            raise DataError("\n".join([head, *self.lines]))
+
+
+def _validate_column(col: ir.Column, series: pd.Series, problems: _Problems) -> pd.Series:
+    ty = col.type
+    missing = series.isna().to_numpy()
+    if not col.nullable:
+        problems.add(col.name, "missing values where none are allowed", missing, series.astype(object).where(~missing, "<empty>"))
+    present = ~missing
+    if ty.kind == "int":
+        numeric = pd.to_numeric(series, errors="coerce")
+        finite = numeric.notna().to_numpy()
+        integral = np.zeros(len(series), dtype=bool)
+        integral[finite] = np.equal(np.mod(numeric.to_numpy()[finite], 1), 0)
+        problems.add(col.name, "values that are not whole numbers", present & ~integral, series)
+        ok = present & integral
+        values = numeric.to_numpy()
+        out_of_range = np.zeros(len(series), dtype=bool)
+        out_of_range[ok] = (values[ok] < ty.low) | (values[ok] > ty.high)
+        problems.add(col.name, f"values outside {ty.low}..{ty.high}", out_of_range, series)
+        if col.nullable:
+            return numeric.astype("Int64")
+        return numeric.fillna(0).astype(np.int64) if ok.all() else numeric
+    if ty.kind == "bool":
+        if series.dtype == bool:
+            return series
+        text = series.astype(str).str.strip().str.lower()
+        is_true, is_false = text.isin(TRUE_WORDS).to_numpy(), text.isin(FALSE_WORDS).to_numpy()
+        problems.add(col.name, "values that are not true/false", present & ~is_true & ~is_false, series)
+        return pd.Series(is_true, index=series.index) if not col.nullable else pd.Series(np.where(missing, None, is_true), index=series.index, dtype="boolean")
+    text = series.astype(str).where(present, None) if series.dtype != object else series
+    if ty.kind == "enum":
+        allowed = set(ty.values)
+        outside = present & ~text.isin(allowed).to_numpy()
+        problems.add(col.name, f"values outside {{{', '.join(ty.values)}}}", outside, series)
+        return pd.Categorical(text, categories=list(ty.values))
+    return text.astype("category")
+
+
+def load_table(spec: ir.Spec, source: ir.DataSource) -> pd.DataFrame:
+    """Read and validate one table; the file is only ever opened for reading."""
+    table = spec.domain.table(source.table)
+    path = resolve_path(spec, source)
+    frame = _read_raw(path, source.format, list(table.column_names))
+    missing = [c for c in table.column_names if c not in frame.columns]
+    if missing:
+        raise DataError(f"{path}: table '{table.name}' needs column(s) {', '.join(missing)}, which the file does not have")
+    problems = _Problems(path, table.name)
+    out = {}
+    for col in table.columns:
+        out[col.name] = _validate_column(col, frame[col.name], problems)
+    problems.raise_if_any()
+    result = pd.DataFrame(out)
+    _check_nesting(table, result, path)
+    return result
+
+
+def _check_nesting(table: ir.Table, frame: pd.DataFrame, path: str):
+    """`county : category in state`: each county code must sit in exactly one state."""
+    for col in table.columns:
+        parent = col.type.parent
+        if col.type.kind != "category" or not parent:
+            continue
+        pairs = frame[[parent, col.name]].drop_duplicates()
+        counts = pairs.groupby(col.name, observed=True)[parent].nunique()
+        bad = counts[counts > 1]
+        if len(bad):
+            code = bad.index[0]
+            parents = sorted(map(str, pairs.loc[pairs[col.name] == code, parent].unique()))
+            raise DataError(
+                f"{path}: table '{table.name}': {col.name} '{code}' lies in more than one {parent} "
+                f"({', '.join(parents[:SHOW])}); the domain says {col.name} is nested in {parent}"
+                + (f" ({len(bad)} such {col.name} codes in all)" if len(bad) > 1 else "")
+            )
+
+
+def load_data(spec: ir.Spec) -> tuple[dict[str, pd.DataFrame], dict[str, str]]:
+    """All declared tables, and each source file's SHA-256 (for the manifest)."""
+    frames, hashes = {}, {}
+    for source in spec.data:
+        frames[source.table] = load_table(spec, source)
+        hashes[source.path] = file_sha256(resolve_path(spec, source))
+    return frames, hashes

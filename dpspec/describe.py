@@ -1,0 +1,101 @@
+"""Plain-language descriptions of a spec: the paper's one-line notation and the five questions.
+
+Shared by `dpspec show`, `dpspec budget` and the reports, so every place says the same thing.
+"""
+from __future__ import annotations
+
+from dpspec import ir
+
+PREMETRIC_WORDS = {
+    "pure": ("MULT", "the multiplicative distance (pure differential privacy): the largest log-ratio of output probabilities"),
+    "approximate": ("MULT_delta", "the delta-approximate multiplicative divergence ((epsilon, delta)-DP): the log-ratio bound may fail with probability up to delta"),
+    "zcdp": ("nRényi", "the normalized Rényi metric (zero-concentrated DP, rho)"),
+    "renyi": ("Rényi_alpha", "the Rényi divergence of a fixed order alpha (Rényi DP)"),
+    "gdp": ("GDP", "Gaussian differential privacy: distinguishing neighbors is no easier than two unit-variance Gaussians mu apart"),
+}
+RELATION_WORDS = {
+    "hamming": ("Hamming", "changing one {unit} (its records altered, the number of {unit}s fixed)"),
+    "symdiff": ("symmetric difference", "adding or removing one {unit}"),
+}
+
+
+def premetric_symbol(p: ir.Premetric | None) -> str:
+    if p is None:
+        return "?"
+    symbol = PREMETRIC_WORDS[p.kind][0]
+    options = ", ".join(f"{k}={ir.format_number(v)}" for k, v in p.options)
+    return f"{symbol}({options})" if options else symbol
+
+
+def unit_name(spec: ir.Spec) -> str:
+    if spec.unit is None or spec.domain is None:
+        return "unit"
+    table = spec.domain.table(spec.unit.table)
+    return table.unit if table else spec.unit.table
+
+
+def multiverse_symbol(spec: ir.Spec) -> str:
+    if not spec.invariants:
+        return "{X}"
+    parts = ["×".join(q.columns) if q.columns else f"#{q.table}" for q in spec.invariants]
+    return "D[" + "; ".join(parts) + "]"
+
+
+def notation(spec: ir.Spec, budget: str = "eps_D") -> str:
+    """eps_D-DP(X, multiverse, d_X, D_Pr) in the seed paper's notation."""
+    domain = spec.domain
+    x = f"X_{domain.stage}({domain.name})" if domain and domain.stage else (f"X({domain.name})" if domain else "X")
+    d_x = "?"
+    if spec.unit:
+        d_x = f"d_{RELATION_WORDS[spec.unit.relation][0]}({unit_name(spec)})"
+    return f"{budget}-DP({x}, {multiverse_symbol(spec)}, {d_x}, {premetric_symbol(spec.premetric)})"
+
+
+def five_questions(spec: ir.Spec) -> list[tuple[str, str, str]]:
+    """(question, block, answer) in plain language."""
+    d = spec.domain
+    who = "no domain declared"
+    if d:
+        tables = ", ".join(f"{t.name} ({len(t.columns)} columns, one row per {t.unit})" for t in d.tables)
+        stage = f" at the '{d.stage}' stage of the data's life cycle" if d.stage else ""
+        who = f"{d.description or d.name}{stage}: {tables}"
+    if spec.invariants:
+        where = ("only among datasets that agree exactly on: " + "; ".join(q.describe() for q in spec.invariants)
+                 + ". Those statistics are published without noise and are not protected.")
+    else:
+        where = "among all datasets of the domain (no invariants)"
+    if spec.public:
+        where += " Conditioned on public information: " + "; ".join(f"{p.query.describe()} ({p.source})" for p in spec.public) + "."
+    what = "no unit declared"
+    if spec.unit:
+        what = RELATION_WORDS[spec.unit.relation][1].format(unit=unit_name(spec))
+        if spec.unit.bound:
+            what += f"; each {unit_name(spec)} holds at most {spec.unit.bound.k} {spec.unit.bound.finer} records"
+    how = "no premetric declared"
+    if spec.premetric:
+        how = PREMETRIC_WORDS[spec.premetric.kind][1]
+        if spec.premetric.options:
+            how += " (" + ", ".join(f"{k} = {ir.format_number(v)}" for k, v in spec.premetric.options) + ")"
+        if spec.premetric.events:
+            how += f", but measured only on the events '{spec.premetric.events}'"
+    how_much = "; ".join(b.describe() for b in spec.budgets) or "no bound declared"
+    return [
+        ("Who is protected?", "domain", who),
+        ("Where does protection extend?", "multiverse", where),
+        ("What is the unit of protection?", "input premetric", what),
+        ("How is change measured?", "output premetric", how),
+        ("How much protection?", "budget", how_much),
+    ]
+
+
+def describe_spec(spec: ir.Spec) -> str:
+    lines = [spec.title or "(untitled spec)", notation(spec), ""]
+    for question, block, answer in five_questions(spec):
+        lines.append(f"{question} [{block}]")
+        lines.append(f"  {answer}")
+    if spec.mechanism:
+        params = ", ".join(f"{p.name}: {ir.to_jsonable(p.value)}" for p in spec.mechanism.params.params)
+        lines += ["", f"mechanism {spec.mechanism.name}: {params}"]
+    if spec.releases:
+        lines.append("releases: " + "; ".join(r.describe() for r in spec.releases))
+    return "\n".join(lines)

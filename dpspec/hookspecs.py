@@ -1,0 +1,32 @@
+"""The plugin contract: every hook a dpspec plugin may implement, in one place.
+
+Built-in mechanisms and audit rules use exactly these hooks through the `dpspec` entry-point
+group, the same path a third party uses; the core never imports a mechanism by name.
+"""
+from __future__ import annotations
+
+import pluggy
+
+PROJECT = "dpspec"
+hookspec = pluggy.HookspecMarker(PROJECT)
+hookimpl = pluggy.HookimplMarker(PROJECT)
+
+
+@hookspec
+def dpspec_mechanisms():
+    """Return a list of `dpspec.mechanism.Mechanism` instances this plugin provides."""
+
+
+@hookspec
+def dpspec_audit_rules():
+    """Return a list of `dpspec.audit.Rule` objects (each with an id, a severity and a check)."""
+
+
+@hookspec
+def dpspec_report_sections(result):
+    """Return a list of `dpspec.report.Section` to add to the reports of a compiled `result`."""
+
+
+@hookspec
+def dpspec_cli(group):
+    """Add subcommands to the `dpspec` click group."""

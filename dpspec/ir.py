@@ -1,0 +1,365 @@
+"""The intermediate representation: one frozen attrs class per concept of a DP specification.
+
+The IR is what every later stage (checker, mechanisms, budget calculus, audit, reports) reads.
+It holds no behaviour that belongs to a plugin, and serializes to JSON (`dpspec show --json`)
+so that other tools can read a spec without our parser.
+"""
+from __future__ import annotations
+
+from fractions import Fraction
+from typing import Any
+
+import attrs
+
+
+@attrs.frozen
+class Loc:
+    """Where a construct starts in its source file (1-based)."""
+
+    line: int
+    column: int
+
+
+def _loc_field():
+    # Locations are for messages only: two specs that differ only in layout are the same spec.
+    return attrs.field(default=None, eq=False, repr=False)
+
+
+# ---- who: the domain ----------------------------------------------------------------------
+
+
+@attrs.frozen
+class ColumnType:
+    """A column's value set.
+
+    kind is one of: "category" (open set of codes, optionally nested `in` a parent column),
+    "enum" (the listed values), "int" (an inclusive range), "bool".
+    """
+
+    kind: str
+    values: tuple[str, ...] = ()
+    low: int | None = None
+    high: int | None = None
+    parent: str | None = None
+
+
+@attrs.frozen
+class Column:
+    name: str
+    type: ColumnType
+    nullable: bool = False
+    loc: Loc | None = _loc_field()
+
+
+@attrs.frozen
+class Table:
+    """A table of the domain; each row is one `unit` (household, person, event)."""
+
+    name: str
+    unit: str
+    columns: tuple[Column, ...]
+    parent: str | None = None  # the table whose units contain this one's (persons in households)
+    link: str | None = None  # the column that holds the parent unit's id
+    loc: Loc | None = _loc_field()
+
+    def column(self, name: str) -> Column | None:
+        return next((c for c in self.columns if c.name == name), None)
+
+    @property
+    def column_names(self) -> tuple[str, ...]:
+        return tuple(c.name for c in self.columns)
+
+
+@attrs.frozen
+class Geography:
+    """A geography hierarchy: level columns from the coarsest to the finest."""
+
+    name: str
+    levels: tuple[str, ...]
+    loc: Loc | None = _loc_field()
+
+
+@attrs.frozen
+class Domain:
+    """Who is protected: the data at one stage of its life cycle."""
+
+    name: str
+    description: str | None
+    stage: str | None
+    tables: tuple[Table, ...]
+    geography: Geography | None = None
+    loc: Loc | None = _loc_field()
+
+    def table(self, name: str) -> Table | None:
+        return next((t for t in self.tables if t.name == name), None)
+
+
+@attrs.frozen
+class DataSource:
+    table: str
+    path: str
+    loc: Loc | None = _loc_field()
+
+    @property
+    def format(self) -> str:
+        return "parquet" if self.path.lower().endswith((".parquet", ".pq")) else "csv"
+
+
+# ---- where: invariants and public information --------------------------------------------
+
+
+@attrs.frozen
+class CountQuery:
+    """Counts of a table's rows by some columns; `level` adds a geography level column."""
+
+    table: str
+    by: tuple[str, ...] = ()
+    level: str | None = None
+    loc: Loc | None = _loc_field()
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        """All grouping columns, the level included, in a canonical order."""
+        cols = list(self.by)
+        if self.level and self.level not in cols:
+            cols.insert(0, self.level)
+        return tuple(cols)
+
+    def key(self) -> tuple[str, frozenset[str]]:
+        """Identity of the statistic regardless of how its columns were written."""
+        return (self.table, frozenset(self.columns))
+
+    def describe(self) -> str:
+        cols = ", ".join(self.columns)
+        return f"count {self.table} by {cols}" if cols else f"count {self.table}"
+
+
+@attrs.frozen
+class PublicInfo:
+    """A statistic released elsewhere without DP noise; the guarantee is conditioned on it."""
+
+    query: CountQuery
+    source: str
+    loc: Loc | None = _loc_field()
+
+
+# ---- what: the unit ----------------------------------------------------------------------
+
+
+@attrs.frozen
+class UnitBound:
+    """`holds at most k persons`: each unit contains at most k records of a finer table."""
+
+    k: int
+    finer: str
+
+
+@attrs.frozen
+class Unit:
+    """The input premetric d_X: a neighbor relation on one table's units."""
+
+    table: str
+    relation: str  # "hamming" (change one unit) or "symdiff" (add or remove one unit)
+    bound: UnitBound | None = None
+    loc: Loc | None = _loc_field()
+
+
+# ---- how: the output premetric -----------------------------------------------------------
+
+PREMETRIC_KINDS = ("pure", "approximate", "zcdp", "renyi", "gdp")
+
+
+@attrs.frozen
+class Premetric:
+    """The output premetric D_Pr, with its parameters (delta for approximate, alpha for Rényi)."""
+
+    kind: str
+    options: tuple[tuple[str, Fraction], ...] = ()
+    events: str | None = None  # a reduced event space ("subspace" guarantee), if any
+    loc: Loc | None = _loc_field()
+
+    def option(self, name: str) -> Fraction | None:
+        return dict(self.options).get(name)
+
+
+# ---- the mechanism -----------------------------------------------------------------------
+
+
+@attrs.frozen
+class Param:
+    """One mechanism parameter as written. value: Fraction, str, Name, tuple or ParamBlock."""
+
+    name: str
+    value: Any
+    loc: Loc | None = _loc_field()
+
+
+@attrs.frozen
+class Name:
+    """A bare identifier used as a value (a column, a table, a keyword like `bs16`)."""
+
+    text: str
+
+    def __str__(self) -> str:
+        return self.text
+
+
+@attrs.frozen
+class ParamBlock:
+    params: tuple[Param, ...]
+    loc: Loc | None = _loc_field()
+
+    def get(self, name: str) -> Param | None:
+        return next((p for p in self.params if p.name == name), None)
+
+
+@attrs.frozen
+class MechanismCall:
+    name: str
+    params: ParamBlock
+    loc: Loc | None = _loc_field()
+
+
+# ---- how much: budget bounds -------------------------------------------------------------
+
+
+@attrs.frozen
+class BudgetBound:
+    """A stated bound such as `epsilon <= 16`, possibly quoted in another currency."""
+
+    quantity: str  # epsilon, rho, delta, mu
+    op: str  # <=, <, =
+    value: Fraction
+    with_: tuple[tuple[str, Fraction], ...] = ()  # e.g. delta = 1e-10 for an epsilon bound
+    relation: str | None = None  # the neighbor relation the figure is quoted under
+    method: str | None = None  # the conversion the figure was computed with (bs16, cks20)
+    loc: Loc | None = _loc_field()
+
+    def describe(self) -> str:
+        text = f"{self.quantity} {self.op} {format_number(self.value)}"
+        for k, v in self.with_:
+            text += f" with {k} = {format_number(v)}"
+        if self.relation:
+            text += f" under {self.relation}"
+        if self.method:
+            text += f" by {self.method}"
+        return text
+
+
+# ---- what is published -------------------------------------------------------------------
+
+
+@attrs.frozen
+class ReleaseItem:
+    kind: str  # "microdata", "count", "output"
+    name: str  # table name (microdata, count) or a mechanism output name
+    query: CountQuery | None = None
+    loc: Loc | None = _loc_field()
+
+    def describe(self) -> str:
+        if self.kind == "count" and self.query is not None:
+            return self.query.describe()
+        return f"{self.kind} {self.name}"
+
+
+@attrs.frozen
+class Tuning:
+    """How the mechanism's parameters were chosen: on `confidential`, `public` or `synthetic` data."""
+
+    source: str
+    note: str | None = None
+    loc: Loc | None = _loc_field()
+
+
+@attrs.frozen
+class ProgramPart:
+    """One spec file of a program, or a group of specs on disjoint universes (parallel)."""
+
+    paths: tuple[str, ...]
+    parallel: bool = False
+    label: str | None = None
+
+
+@attrs.frozen
+class Program:
+    title: str
+    parts: tuple[ProgramPart, ...]
+
+
+@attrs.frozen
+class Spec:
+    """A whole .dps file."""
+
+    title: str | None = None
+    domain: Domain | None = None
+    data: tuple[DataSource, ...] = ()
+    invariants: tuple[CountQuery, ...] = ()
+    public: tuple[PublicInfo, ...] = ()
+    unit: Unit | None = None
+    premetric: Premetric | None = None
+    mechanism: MechanismCall | None = None
+    budgets: tuple[BudgetBound, ...] = ()
+    releases: tuple[ReleaseItem, ...] = ()
+    tuning: Tuning | None = None
+    program: Program | None = None
+    path: str | None = attrs.field(default=None, eq=False, repr=False)
+    text: str | None = attrs.field(default=None, eq=False, repr=False)
+
+    @property
+    def base_dir(self) -> str:
+        import os
+
+        return os.path.dirname(os.path.abspath(self.path)) if self.path else os.getcwd()
+
+
+# ---- numbers and JSON --------------------------------------------------------------------
+
+
+def format_number(value) -> str:
+    """Print an exact number the way a person would write it: 0.05, 1e-10, 104/4099, 16."""
+    if not isinstance(value, Fraction):
+        return repr(value) if isinstance(value, float) else str(value)
+    if value.denominator == 1:
+        return str(value.numerator)
+    den = value.denominator
+    twos = fives = 0
+    while den % 2 == 0:
+        den //= 2
+        twos += 1
+    while den % 5 == 0:
+        den //= 5
+        fives += 1
+    if den != 1:
+        return f"{value.numerator}/{value.denominator}"
+    digits = max(twos, fives)
+    scaled = value * 10**digits
+    if abs(scaled.numerator) == 1 and digits > 4:
+        return f"{'-' if scaled < 0 else ''}1e-{digits}"
+    text = f"{abs(scaled.numerator):0{digits + 1}d}"
+    sign = "-" if value < 0 else ""
+    return f"{sign}{text[:-digits]}.{text[-digits:]}"
+
+
+def to_jsonable(obj):
+    """Plain JSON data for any IR object; exact fractions become their written form."""
+    if isinstance(obj, Fraction):
+        if obj.denominator == 1:
+            return obj.numerator
+        text = format_number(obj)
+        return text if "/" in text else float(obj)
+    if isinstance(obj, Name):
+        return obj.text
+    if isinstance(obj, ParamBlock):
+        return {p.name: to_jsonable(p.value) for p in obj.params}
+    if attrs.has(type(obj)):
+        out = {}
+        for field in attrs.fields(type(obj)):
+            if field.name == "loc" or (isinstance(obj, Spec) and field.name in ("path", "text")):
+                continue
+            out[field.name.rstrip("_")] = to_jsonable(getattr(obj, field.name))
+        return out
+    if isinstance(obj, (tuple, list)):
+        return [to_jsonable(x) for x in obj]
+    if isinstance(obj, dict):
+        return {str(k): to_jsonable(v) for k, v in obj.items()}
+    return obj

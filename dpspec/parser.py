@@ -1,0 +1,462 @@
+"""Parse .dps text into the IR.
+
+Lark (LALR, contextual lexer) builds the parse tree from `grammar/dps.lark`; a Transformer turns
+it into IR objects. Syntax errors become SpecError diagnostics with a plain-language list of
+what was expected, never a Lark traceback.
+"""
+from __future__ import annotations
+
+import functools
+import os
+from fractions import Fraction
+from importlib import resources
+
+import lark
+from lark import Token, Transformer, v_args
+
+from dpspec import ir
+from dpspec.errors import Diagnostic, SpecError
+
+MAX_BYTES = 5_000_000
+MAX_NESTING = 50
+
+
+@functools.lru_cache(maxsize=1)
+def _parser() -> lark.Lark:
+    try:  # installed: the grammar ships inside the wheel as the dpspec.grammar package
+        grammar = resources.files("dpspec.grammar").joinpath("dps.lark").read_text(encoding="utf-8")
+    except ModuleNotFoundError:  # running from a source checkout
+        here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        with open(os.path.join(here, "grammar", "dps.lark"), encoding="utf-8") as fh:
+            grammar = fh.read()
+    return lark.Lark(grammar, parser="lalr", propagate_positions=True, maybe_placeholders=False)
+
+
+def _loc(meta) -> ir.Loc | None:
+    if meta is None or getattr(meta, "empty", True):
+        return None
+    return ir.Loc(meta.line, meta.column)
+
+
+def _tok_loc(tok: Token) -> ir.Loc:
+    return ir.Loc(tok.line, tok.column)
+
+
+def _string(tok: Token) -> str:
+    body = str(tok)[1:-1]
+    return body.replace('\\"', '"').replace("\\\\", "\\")
+
+
+class _Section:
+    """A top-level item tagged with the Spec field it fills."""
+
+    def __init__(self, field: str, value, loc: ir.Loc | None, many: bool = False):
+        self.field, self.value, self.loc, self.many = field, value, loc, many
+
+
+@v_args(meta=True)
+class _ToIR(Transformer):
+    # ---- top level ----
+    def start(self, meta, items):
+        return items
+
+    def spec_title(self, meta, children):
+        return _Section("title", _string(children[0]), _loc(meta))
+
+    # ---- domain ----
+    def domain(self, meta, children):
+        name = str(children[0])
+        rest = children[1:]
+        description = None
+        if rest and isinstance(rest[0], Token) and rest[0].type == "STRING":
+            description = _string(rest[0])
+            rest = rest[1:]
+        stage = next((c[1] for c in rest if isinstance(c, tuple) and c[0] == "stage"), None)
+        stages = [c for c in rest if isinstance(c, tuple) and c[0] == "stage"]
+        geos = [c for c in rest if isinstance(c, ir.Geography)]
+        tables = tuple(c for c in rest if isinstance(c, ir.Table))
+        problems = []
+        if len(stages) > 1:
+            problems.append(Diagnostic("the domain declares its stage twice", stages[1][2].line, stages[1][2].column))
+        if len(geos) > 1:
+            problems.append(Diagnostic("the domain declares more than one geography", geos[1].loc.line, geos[1].loc.column))
+        value = ir.Domain(name, description, stage, tables, geos[0] if geos else None, _loc(meta))
+        section = _Section("domain", value, _loc(meta))
+        section.problems = problems
+        return section
+
+    def stage(self, meta, children):
+        return ("stage", str(children[0]), _loc(meta))
+
+    def geography(self, meta, children):
+        return ir.Geography(str(children[0]), tuple(str(c) for c in children[1:]), _loc(meta))
+
+    def table(self, meta, children):
+        name, unit = str(children[0]), str(children[1])
+        parent = link = None
+        columns = []
+        for c in children[2:]:
+            if isinstance(c, tuple) and c and c[0] == "link":
+                parent, link = c[1], c[2]
+            else:
+                columns.append(c)
+        return ir.Table(name, unit, tuple(columns), parent, link, _loc(meta))
+
+    def link(self, meta, children):
+        return ("link", str(children[0]), str(children[1]))
+
+    def column(self, meta, children):
+        nullable = any(isinstance(c, Token) and c.type == "NULLABLE" for c in children)
+        return ir.Column(str(children[0]), children[1], nullable, _tok_loc(children[0]))
+
+    def category_type(self, meta, children):
+        return ir.ColumnType("category", parent=str(children[0]) if children else None)
+
+    def enum_type(self, meta, children):
+        return ir.ColumnType("enum", values=tuple(children))
+
+    def int_type(self, meta, children):
+        return ir.ColumnType("int", low=children[0], high=children[1])
+
+    def bool_type(self, meta, children):
+        return ir.ColumnType("bool")
+
+    def pos_int(self, meta, children):
+        return int(children[0])
+
+    def neg_int(self, meta, children):
+        return -int(children[0])
+
+    def atom_name(self, meta, children):
+        return str(children[0])
+
+    def atom_string(self, meta, children):
+        return _string(children[0])
+
+    def atom_int(self, meta, children):
+        return str(children[0])
+
+    # ---- data ----
+    def data_source(self, meta, children):
+        return _Section("data", ir.DataSource(str(children[0]), _string(children[1]), _loc(meta)), _loc(meta), many=True)
+
+    # ---- where ----
+    def count_query(self, meta, children):
+        table = str(children[0])
+        by, level = (), None
+        for c in children[1:]:
+            if isinstance(c, tuple) and c[0] == "by":
+                by = c[1]
+            elif isinstance(c, tuple) and c[0] == "at":
+                level = c[1]
+        return ir.CountQuery(table, by, level, _loc(meta))
+
+    def by_clause(self, meta, children):
+        return ("by", tuple(str(c) for c in children))
+
+    def at_clause(self, meta, children):
+        return ("at", str(children[0]))
+
+    def invariants(self, meta, children):
+        return _Section("invariants", tuple(children), _loc(meta), many=True)
+
+    def public_item(self, meta, children):
+        return ir.PublicInfo(children[0], _string(children[1]), _loc(meta))
+
+    def public(self, meta, children):
+        return _Section("public", tuple(children), _loc(meta), many=True)
+
+    # ---- what ----
+    def unit(self, meta, children):
+        bound = children[2] if len(children) > 2 else None
+        return _Section("unit", ir.Unit(str(children[0]), str(children[1]), bound, _loc(meta)), _loc(meta))
+
+    def holds(self, meta, children):
+        return ir.UnitBound(int(children[0]), str(children[1]))
+
+    # ---- how ----
+    def premetric(self, meta, children):
+        kind = str(children[0])
+        options, events = [], None
+        for c in children[1:]:
+            if isinstance(c, tuple) and c[0] == "events":
+                events = c[1]
+            else:
+                options.append(c)
+        return _Section("premetric", ir.Premetric(kind, tuple(options), events, _loc(meta)), _loc(meta))
+
+    def premetric_option(self, meta, children):
+        return (str(children[0]), children[1])
+
+    def events(self, meta, children):
+        return ("events", _string(children[0]))
+
+    # ---- mechanism ----
+    def mechanism(self, meta, children):
+        return _Section("mechanism", ir.MechanismCall(str(children[0]), children[1], _loc(meta)), _loc(meta))
+
+    def param_block(self, meta, children):
+        return ir.ParamBlock(tuple(children), _loc(meta))
+
+    def param(self, meta, children):
+        return ir.Param(children[0], children[1], _loc(meta))
+
+    def key(self, meta, children):
+        return "*".join(str(c) for c in children)
+
+    def key_string(self, meta, children):
+        return _string(children[0])
+
+    def string_value(self, meta, children):
+        return _string(children[0])
+
+    def name_list(self, meta, children):
+        return tuple(ir.Name(str(c)) for c in children)
+
+    def name_value(self, meta, children):
+        return ir.Name(str(children[0]))
+
+    def list_value(self, meta, children):
+        items = []
+        for c in children:
+            if isinstance(c, tuple):
+                items.extend(c)
+            else:
+                items.append(c)
+        return tuple(items)
+
+    # ---- arithmetic, exact ----
+    def number(self, meta, children):
+        return Fraction(str(children[0]))
+
+    def neg(self, meta, children):
+        return -children[0]
+
+    def add(self, meta, children):
+        return children[0] + children[1]
+
+    def sub(self, meta, children):
+        return children[0] - children[1]
+
+    def mul(self, meta, children):
+        return children[0] * children[1]
+
+    def div(self, meta, children):
+        if children[1] == 0:
+            raise _ValueProblem("division by zero", meta)
+        return children[0] / children[1]
+
+    def pow(self, meta, children):
+        base, exponent = children
+        if exponent.denominator != 1 or abs(exponent) > 64:
+            raise _ValueProblem("exponents must be whole numbers between -64 and 64", meta)
+        if base == 0 and exponent < 0:
+            raise _ValueProblem("division by zero", meta)
+        return base ** int(exponent)
+
+    # ---- how much ----
+    def budget(self, meta, children):
+        quantity, op, value = str(children[0]), str(children[1]), children[2]
+        with_, relation, method = [], None, None
+        for c in children[3:]:
+            if c[0] == "with":
+                with_.append((c[1], c[2]))
+            elif c[0] == "under":
+                relation = c[1]
+            elif c[0] == "by":
+                method = c[1]
+        bound = ir.BudgetBound(quantity, op, value, tuple(with_), relation, method, _loc(meta))
+        return _Section("budgets", (bound,), _loc(meta), many=True)
+
+    def budget_with(self, meta, children):
+        return ("with", str(children[0]), children[1])
+
+    def budget_under(self, meta, children):
+        return ("under", str(children[0]))
+
+    def budget_method(self, meta, children):
+        return ("by", str(children[0]))
+
+    # ---- releases, tuning, programs ----
+    def release(self, meta, children):
+        return _Section("releases", tuple(children), _loc(meta), many=True)
+
+    def release_microdata(self, meta, children):
+        return ir.ReleaseItem("microdata", str(children[0]), None, _loc(meta))
+
+    def release_count(self, meta, children):
+        q = children[0]
+        return ir.ReleaseItem("count", q.table, q, _loc(meta))
+
+    def release_output(self, meta, children):
+        return ir.ReleaseItem("output", str(children[0]), None, _loc(meta))
+
+    def tuning(self, meta, children):
+        note = _string(children[1]) if len(children) > 1 else None
+        return _Section("tuning", ir.Tuning(str(children[0]), note, _loc(meta)), _loc(meta))
+
+    def program(self, meta, children):
+        return _Section("program", ir.Program(_string(children[0]), tuple(children[1:])), _loc(meta))
+
+    def program_include(self, meta, children):
+        return ir.ProgramPart((_string(children[0]),))
+
+    def program_parallel(self, meta, children):
+        label = next((c[1] for c in children if isinstance(c, tuple)), None)
+        paths = tuple(p for c in children if isinstance(c, ir.ProgramPart) for p in c.paths)
+        return ir.ProgramPart(paths, parallel=True, label=label)
+
+    def parallel_label(self, meta, children):
+        return ("label", _string(children[0]))
+
+
+class _ValueProblem(Exception):
+    def __init__(self, message, meta):
+        super().__init__(message)
+        self.message = message
+        self.meta = meta
+
+
+_TERMINAL_NAMES = {
+    "NAME": "a name",
+    "STRING": "a quoted string",
+    "INT": "a whole number",
+    "NUMBER": "a number",
+    "LBRACE": "'{'",
+    "RBRACE": "'}'",
+    "LSQB": "'['",
+    "RSQB": "']'",
+    "LPAR": "'('",
+    "RPAR": "')'",
+    "COLON": "':'",
+    "COMMA": "','",
+    "MORETHAN": "'>'",
+    "RELATION": "a neighbor relation (hamming or symdiff)",
+    "PREMETRIC_KIND": "a premetric (pure, approximate, zcdp, renyi or gdp)",
+    "BOUND_OP": "'<=', '<' or '='",
+    "NULLABLE": "'nullable'",
+    "$END": "the end of the file",
+}
+
+
+def _describe_expected(expected) -> str:
+    names = []
+    for term in sorted(expected):
+        if term in _TERMINAL_NAMES:
+            names.append(_TERMINAL_NAMES[term])
+            continue
+        try:
+            pattern = _parser().get_terminal(term).pattern
+            if pattern.type == "str":
+                names.append(f"'{pattern.value}'")
+                continue
+        except KeyError:
+            pass
+        names.append(term.lower())
+    names = sorted(set(names))
+    if len(names) > 8:
+        return ", ".join(names[:8]) + ", ..."
+    return ", ".join(names)
+
+
+def _describe_token(token) -> str:
+    if token.type == "$END":
+        return "end of file"
+    return f"'{str(token)[:30]}'"
+
+
+def _syntax_diagnostic(err: lark.exceptions.LarkError) -> Diagnostic:
+    if isinstance(err, lark.exceptions.UnexpectedToken):
+        tok = err.token
+        expected = _describe_expected(err.expected)
+        line = tok.line if tok.type != "$END" or tok.line else None
+        return Diagnostic(f"unexpected {_describe_token(tok)}; expected {expected}", line or err.line, tok.column if tok.type != "$END" else err.column)
+    if isinstance(err, lark.exceptions.UnexpectedCharacters):
+        char = err.char
+        shown = repr(char) if not char.isprintable() else f"'{char}'"
+        return Diagnostic(f"unexpected character {shown}", err.line, err.column)
+    if isinstance(err, lark.exceptions.UnexpectedEOF):
+        return Diagnostic(f"the file ends too early; expected {_describe_expected(err.expected)}")
+    return Diagnostic(f"syntax error: {err}")
+
+
+def read_source(path: str) -> str:
+    """Read a spec file as UTF-8 text, turning every failure into a SpecError."""
+    try:
+        size = os.path.getsize(path)
+        if size > MAX_BYTES:
+            raise SpecError(f"the file is {size} bytes; specs are limited to {MAX_BYTES}", path)
+        with open(path, "rb") as fh:
+            raw = fh.read()
+    except OSError as exc:
+        raise SpecError(f"cannot read the file: {exc.strerror or exc}", path) from None
+    if b"\x00" in raw:
+        raise SpecError("this is a binary file, not a .dps spec", path)
+    try:
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = raw[: exc.start].count(b"\n") + 1
+        raise SpecError([Diagnostic(f"the file is not valid UTF-8 (byte {exc.start})", line, 1)], path) from None
+
+
+def _nesting_problem(text: str) -> Diagnostic | None:
+    depth = 0
+    line = 1
+    for ch in text:
+        if ch in "{[(":
+            depth += 1
+            if depth > MAX_NESTING:
+                return Diagnostic(f"brackets are nested more than {MAX_NESTING} deep", line, 1)
+        elif ch in "}])":
+            depth -= 1
+        elif ch == "\n":
+            line += 1
+    return None
+
+
+def parse(text: str, path: str | None = None) -> ir.Spec:
+    """Parse a spec's text; raises SpecError with every problem found."""
+    deep = _nesting_problem(text)
+    if deep:
+        raise SpecError([deep], path, text)
+    try:
+        tree = _parser().parse(text)
+    except lark.exceptions.LarkError as err:
+        raise SpecError([_syntax_diagnostic(err)], path, text) from None
+    try:
+        sections = _ToIR().transform(tree)
+    except lark.exceptions.VisitError as err:
+        inner = err.orig_exc
+        if isinstance(inner, _ValueProblem):
+            meta = inner.meta
+            raise SpecError([Diagnostic(inner.message, getattr(meta, "line", None), getattr(meta, "column", None))], path, text) from None
+        raise
+    return _assemble(sections, path, text)
+
+
+_SINGLE = {"title": "spec title", "domain": "domain", "unit": "unit", "premetric": "premetric",
+           "mechanism": "mechanism", "tuning": "tuning", "program": "program"}
+
+
+def _assemble(sections, path, text) -> ir.Spec:
+    fields: dict = {}
+    problems: list[Diagnostic] = []
+    for s in sections:
+        problems.extend(getattr(s, "problems", []))
+        if s.many:
+            fields[s.field] = fields.get(s.field, ()) + (s.value if isinstance(s.value, tuple) else (s.value,))
+        elif s.field in fields:
+            loc = s.loc or ir.Loc(1, 1)
+            problems.append(Diagnostic(f"a second {_SINGLE[s.field]} section; a spec has exactly one", loc.line, loc.column))
+        else:
+            fields[s.field] = s.value
+    if problems:
+        raise SpecError(problems, path, text)
+    return ir.Spec(path=path, text=text, **fields)
+
+
+def load_text_or_path(path_or_text: str) -> ir.Spec:
+    """`dpspec.load`: a path to a .dps file, or the text of one."""
+    if "\n" not in path_or_text and (path_or_text.endswith(".dps") or os.path.exists(path_or_text)):
+        return parse(read_source(path_or_text), path_or_text)
+    return parse(path_or_text, None)

@@ -1,0 +1,89 @@
+"""The plugin manager: loads every module of the `dpspec` entry-point group through pluggy."""
+from __future__ import annotations
+
+import functools
+from importlib import metadata
+
+import pluggy
+
+from dpspec import hookspecs
+from dpspec.errors import SpecError
+
+
+class PluginLoadError(Exception):
+    pass
+
+
+@functools.lru_cache(maxsize=1)
+def manager() -> pluggy.PluginManager:
+    pm = pluggy.PluginManager(hookspecs.PROJECT)
+    pm.add_hookspecs(hookspecs)
+    pm.load_setuptools_entrypoints(hookspecs.PROJECT)
+    return pm
+
+
+def plugin_distribution(plugin) -> tuple[str, str]:
+    """(package name, version) of the distribution that registered a plugin module."""
+    pm = manager()
+    for plugin_obj, dist in pm.list_plugin_distinfo():
+        if plugin_obj is plugin:
+            return dist.metadata["name"], dist.version
+    return "?", "?"
+
+
+@functools.lru_cache(maxsize=1)
+def mechanisms() -> dict:
+    """name -> Mechanism, from every plugin; a name registered twice is an error."""
+    found: dict = {}
+    pm = manager()
+    for impl in pm.hook.dpspec_mechanisms.get_hookimpls():
+        for mech in impl.function() or []:
+            if mech.name in found:
+                raise PluginLoadError(f"two plugins register a mechanism named '{mech.name}'")
+            mech._dpspec_package = plugin_distribution(impl.plugin)
+            found[mech.name] = mech
+    return found
+
+
+def mechanism(name: str):
+    mechs = mechanisms()
+    if name not in mechs:
+        from dpspec.diagnostics import unknown
+
+        message, hint = unknown("mechanism", name, mechs)
+        raise SpecError([message + (f"; {hint}" if hint else "")])
+    return mechs[name]
+
+
+def audit_rules() -> list:
+    rules = []
+    for group in manager().hook.dpspec_audit_rules():
+        rules.extend(group or [])
+    return rules
+
+
+def report_sections(result) -> list:
+    sections = []
+    for group in manager().hook.dpspec_report_sections(result=result):
+        sections.extend(group or [])
+    return sections
+
+
+def describe_mechanisms() -> list[dict]:
+    out = []
+    for name, mech in sorted(mechanisms().items()):
+        package, package_version = getattr(mech, "_dpspec_package", ("?", "?"))
+        out.append({
+            "name": name,
+            "version": mech.version,
+            "package": package,
+            "package_version": package_version,
+            "description": mech.description,
+            "parameters": mech.parameters.to_json(),
+            "outputs": dict(mech.outputs),
+        })
+    return out
+
+
+def entry_points() -> list[str]:
+    return sorted(ep.name for ep in metadata.entry_points(group=hookspecs.PROJECT))

@@ -1,0 +1,141 @@
+"""Randomized response (Warner 1965): the classroom example of pure DP, and the worked example
+for plugin authors.
+
+Each unit reports its binary attribute truthfully with probability p and the other value
+otherwise. Under Hamming distance on that unit (change one unit's answer) the likelihood ratio
+of any output is at most max(p/(1-p), (1-p)/p), so the mechanism is pure |ln(p/(1-p))|-DP. The
+number of units is published exactly: `count TABLE` is an invariant.
+"""
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+import numpy as np
+import pandas as pd
+
+from dpspec import ir
+from dpspec.errors import Diagnostic
+from dpspec.hookspecs import hookimpl
+from dpspec.mechanism import Mechanism, NativeFlavor, ParameterSchema, ParamSpec, Release
+
+__version__ = "1.0.0"
+MAX_DENOMINATOR = 1 << 62
+
+
+def epsilon(p: Fraction) -> float:
+    """Pure DP budget of randomized response with truth probability p."""
+    p = Fraction(p)
+    if p in (0, 1):
+        return math.inf
+    return abs(math.log(p) - math.log(1 - p))
+
+
+def bernoulli(p: Fraction, n: int, rng: np.random.Generator) -> np.ndarray:
+    """n exact Bernoulli(p) draws: a uniform integer below the denominator, compared exactly."""
+    p = Fraction(p)
+    return rng.integers(0, p.denominator, size=n, dtype=np.int64) < p.numerator
+
+
+def estimate(reported_yes: np.ndarray, p: Fraction) -> dict:
+    """Unbiased estimate of the true proportion, with its estimated standard error."""
+    n = int(reported_yes.size)
+    q = float(reported_yes.mean()) if n else math.nan
+    scale = 2 * float(p) - 1
+    if n == 0 or scale == 0:
+        return {"n": n, "reported_proportion": q, "estimate": math.nan, "standard_error": math.inf}
+    est = (q - (1 - float(p))) / scale
+    se = math.sqrt(q * (1 - q) / n) / abs(scale)
+    return {"n": n, "reported_proportion": q, "estimate": est, "standard_error": se}
+
+
+class RandomizedResponse(Mechanism):
+    name = "randomized_response"
+    version = __version__
+    description = "Warner's randomized response on one binary column: each unit answers truthfully with probability p."
+    parameters = ParameterSchema((
+        ParamSpec("table", "table", "the table whose units answer", required=True),
+        ParamSpec("column", "column", "the binary column (bool, or an enumerated set of two values)", required=True),
+        ParamSpec("p", "number", "probability of answering truthfully", required=True, low=Fraction(0), high=Fraction(1)),
+        ParamSpec("positive", "string", "the value counted as 'yes' (default: true, or the first listed value)"),
+    ))
+    outputs = {
+        "responses": "one randomized answer per unit, in input order",
+        "estimate": "the unbiased estimate of the proportion of 'yes' with its standard error",
+    }
+
+    def _column(self, spec, params) -> ir.Column:
+        return spec.domain.table(params["table"]).column(params["column"])
+
+    def check(self, spec, params):
+        problems = []
+        table = spec.domain.table(params["table"])
+        col = table.column(params["column"])
+        if col is None:
+            return [Diagnostic(f"table '{table.name}' has no column '{params['column']}'")]
+        if col.type.kind not in ("bool", "enum") or (col.type.kind == "enum" and len(col.type.values) != 2):
+            problems.append(Diagnostic(f"column '{col.name}' must be binary (bool, or a set of exactly two values) for randomized response"))
+        elif params.get("positive") is not None:
+            allowed = ("true", "false") if col.type.kind == "bool" else col.type.values
+            if params["positive"] not in allowed:
+                problems.append(Diagnostic(f"positive value '{params['positive']}' is not one of {', '.join(allowed)}"))
+        p = params["p"]
+        if p.denominator > MAX_DENOMINATOR:
+            problems.append(Diagnostic(f"p = {p} has too large a denominator for the exact sampler (at most 2^62)"))
+        return problems
+
+    def flavor(self, spec, params):
+        return NativeFlavor(params["table"], "hamming", "pure")
+
+    def induced_invariants(self, spec, params):
+        return [ir.CountQuery(params["table"])]
+
+    def budget(self, spec, params, facts):
+        from dpspec.budget import BudgetStatement, PureDP
+
+        return BudgetStatement(PureDP(epsilon(params["p"])), worst=PureDP(epsilon(params["p"])),
+                               notes=(f"epsilon = |ln(p/(1-p))| with p = {ir.format_number(params['p'])}",))
+
+    def _positive(self, spec, params):
+        col = self._column(spec, params)
+        if col.type.kind == "bool":
+            return params.get("positive", "true") != "false"
+        return params.get("positive") or col.type.values[0]
+
+    def run(self, spec, params, data, rng):
+        frame = data[params["table"]]
+        values = frame[params["column"]]
+        truth = (values == self._positive(spec, params)).to_numpy(dtype=bool)
+        keep = bernoulli(params["p"], len(truth), rng)
+        reported = np.where(keep, truth, ~truth)
+        col = self._column(spec, params)
+        if col.type.kind == "bool":
+            answers = pd.Series(reported, name=col.name)
+        else:
+            pos = self._positive(spec, params)
+            neg = next(v for v in col.type.values if v != pos)
+            answers = pd.Series(np.where(reported, pos, neg), name=col.name)
+        est = estimate(reported, params["p"])
+        internal = {"true_proportion": float(truth.mean()) if len(truth) else math.nan}
+        return Release(
+            outputs={"responses": answers.to_frame(), "estimate": pd.DataFrame([est])},
+            facts={"n": int(len(truth))},
+            internal=internal,
+        )
+
+    def utility(self, spec, params, data, releases):
+        truth = releases[0].internal["true_proportion"]
+        estimates = np.array([r.outputs["estimate"]["estimate"].iloc[0] for r in releases])
+        errors = estimates - truth
+        return {
+            "true_proportion": truth,
+            "runs": len(releases),
+            "mean_estimate": float(estimates.mean()),
+            "mean_absolute_error": float(np.abs(errors).mean()),
+            "root_mean_squared_error": float(np.sqrt((errors**2).mean())),
+        }
+
+
+@hookimpl
+def dpspec_mechanisms():
+    return [RandomizedResponse()]
