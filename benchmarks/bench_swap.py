@@ -1,0 +1,106 @@
+"""Throughput and memory of the PSA (`swap_records`) on census-like households.
+
+    python benchmarks/bench_swap.py [N ...] [--rate P] [--repeat R]
+
+Defaults: N = 1e5 1e6 1e7, rate 0.05 (match state x size, swap county, hold tenure). For each
+size it prints the wall time (best of R runs), units per second, the peak memory the swap
+allocates (tracemalloc, in a separate run so tracing does not slow the timed ones) against the
+input frame's size, and the ratio to a floor measured in the same run: sorting the stratum
+keys once plus one random permutation of all units, which any swapping by strata must at
+least do. Invariants are checked after each run, outside the timing.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+import tracemalloc
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT), str(ROOT / "plugins"), str(ROOT / "benchmarks")]
+
+from dpspec_swap.algorithm import induced_invariants, swap_records  # noqa: E402
+from dpspec_swap.utility import count_table  # noqa: E402
+from synthetic_population import households  # noqa: E402
+
+MATCH, SWAP, HOLD = ["state", "size"], ["county"], ["tenure"]
+
+
+def floor_seconds(df: pd.DataFrame, rng: np.random.Generator) -> float:
+    """Sort the stratum keys once (int64 keys, numpy's default sort) + permute all units."""
+    keys = df["state"].cat.codes.to_numpy().astype(np.int64) * 16 + df["size"].cat.codes.to_numpy()
+    t0 = time.perf_counter()
+    np.argsort(keys)
+    rng.permutation(len(df))
+    return time.perf_counter() - t0
+
+
+def swap_seconds(df: pd.DataFrame, rate: str, seed: int):
+    t0 = time.perf_counter()
+    res = swap_records(df, MATCH, SWAP, rate, np.random.default_rng(seed))
+    return time.perf_counter() - t0, res
+
+
+def peak_bytes(df: pd.DataFrame, rate: str, seed: int) -> int:
+    tracemalloc.start()
+    try:
+        tracemalloc.reset_peak()
+        res = swap_records(df, MATCH, SWAP, rate, np.random.default_rng(seed))
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    del res
+    return peak
+
+
+def check(df: pd.DataFrame, out: pd.DataFrame) -> None:
+    for q in induced_invariants(MATCH, SWAP, HOLD):
+        if not count_table(df, q).equals(count_table(out, q)):
+            raise AssertionError(f"invariant {q} moved")
+
+
+def run(n: int, rate: str, repeat: int) -> dict:
+    df = households(n, seed=1)
+    frame = int(df.memory_usage(deep=True, index=True).sum())
+    floors, times = [], []
+    res = None
+    for r in range(repeat):
+        floors.append(floor_seconds(df, np.random.default_rng(r)))
+        t, res = swap_seconds(df, rate, seed=r)
+        times.append(t)
+    check(df, res.data)
+    peak = peak_bytes(df, rate, seed=repeat)
+    best, floor = min(times), min(floors)
+    return {"n": n, "seconds": best, "units_per_s": n / best, "floor_s": floor,
+            "ratio": best / floor, "peak_mb": peak / 2**20, "frame_mb": frame / 2**20,
+            "peak_over_frame": peak / frame, "selected": res.n_selected,
+            "strata": res.n_strata_touched}
+
+
+def main(argv: list[str]) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("sizes", nargs="*", type=lambda s: int(float(s)),
+                    default=[10**5, 10**6, 10**7])
+    ap.add_argument("--rate", default="0.05")
+    ap.add_argument("--repeat", type=int, default=None,
+                    help="timed runs per size (default 3, 1 at 10^7 and above)")
+    args = ap.parse_args(argv)
+    header = (f"{'units':>10} {'swap s':>8} {'units/s':>11} {'floor s':>8} {'ratio':>6} "
+              f"{'peak MB':>8} {'frame MB':>9} {'peak/frame':>10} {'selected':>9} {'strata':>6}")
+    print(f"PSA benchmark: match {'x'.join(MATCH)}, swap {SWAP[0]}, rate {args.rate}")
+    print(header)
+    for n in args.sizes:
+        repeat = args.repeat or (1 if n >= 10**7 else 3)
+        m = run(n, args.rate, repeat)
+        print(f"{m['n']:>10,} {m['seconds']:>8.3f} {m['units_per_s']:>11,.0f} {m['floor_s']:>8.3f} "
+              f"{m['ratio']:>6.2f} {m['peak_mb']:>8.1f} {m['frame_mb']:>9.1f} "
+              f"{m['peak_over_frame']:>10.2f} {m['selected']:>9,} {m['strata']:>6}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

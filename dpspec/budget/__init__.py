@@ -1,0 +1,100 @@
+"""Budget calculus: premetric values, conversions, unit changes, composition, statements.
+
+Every figure this package produces comes with the rule that produced it (a `Conversion` or a
+`Ledger`), because a budget means nothing without its currency and its exchange rate.
+"""
+from __future__ import annotations
+
+from dpspec.errors import ConversionError
+
+from .composition import Ledger, LedgerEntry, Release, compose, parallel, sequential
+from .conversions import (
+    CITATIONS,
+    Conversion,
+    approx_to_approx,
+    bs16_delta,
+    bs16_epsilon,
+    chain,
+    cks20_delta,
+    cks20_epsilon,
+    conversion_json,
+    convert,
+    gdp_delta,
+    gdp_epsilon,
+    gdp_to_approx,
+    gdp_to_zcdp,
+    identity,
+    pure_to_approx,
+    pure_to_renyi,
+    pure_to_zcdp,
+    renyi_delta,
+    renyi_epsilon,
+    renyi_to_approx,
+    renyi_to_renyi,
+    zcdp_to_approx,
+    zcdp_to_renyi,
+)
+from .premetrics import (
+    KINDS,
+    ApproxDP,
+    Budget,
+    GaussianDP,
+    InvalidBudget,
+    PureDP,
+    RenyiCurve,
+    RenyiDP,
+    ZCDP,
+    budget_from_params,
+    format_number,
+    normalize_kind,
+)
+from .statement import BudgetStatement, PublicCondition
+from .units import RELATIONS, change_relation, group, normalize_relation
+
+__all__ = [
+    "KINDS", "RELATIONS", "CITATIONS",
+    "Budget", "PureDP", "ApproxDP", "ZCDP", "RenyiDP", "RenyiCurve", "GaussianDP",
+    "InvalidBudget", "ConversionError", "budget_from_params", "normalize_kind", "format_number",
+    "Conversion", "convert", "chain", "identity", "conversion_json",
+    "pure_to_zcdp", "pure_to_approx", "pure_to_renyi", "zcdp_to_approx", "zcdp_to_renyi",
+    "renyi_to_approx", "renyi_to_renyi", "gdp_to_approx", "gdp_to_zcdp", "approx_to_approx",
+    "bs16_epsilon", "bs16_delta", "cks20_epsilon", "cks20_delta", "renyi_epsilon",
+    "renyi_delta", "gdp_epsilon", "gdp_delta",
+    "change_relation", "group", "normalize_relation",
+    "Release", "Ledger", "LedgerEntry", "compose", "sequential", "parallel",
+    "BudgetStatement", "PublicCondition",
+    "convert_request",
+]
+
+
+def convert_request(params: dict, *, to=None, delta=None, epsilon=None, alpha=None,
+                    method: str = "cks20", from_unit=None, to_unit=None, group=None) -> dict:
+    """One conversion request, as `dpspec convert` and `dpspec.convert(...)` make it.
+
+    Applies, in this order, a unit change (from_unit -> to_unit), group privacy (a unit of at
+    most `group` finer units), then a premetric conversion (`to`; inferred as approx when only
+    delta or epsilon is given, renyi when only alpha is). Unit changes come first because they
+    are tighter in the native premetric (zCDP x4, then convert). Returns a JSON-ready dict: the
+    resulting parameters plus 'premetric', 'method' and 'citation'."""
+    from .units import change_relation as _change_relation
+    from .units import group as _group
+
+    budget = budget_from_params(params)
+    steps = []
+    if (from_unit is None) != (to_unit is None):
+        raise ConversionError("a unit change needs both the relation it is quoted under and the target relation")
+    if from_unit is not None:
+        steps.append(_change_relation(budget, from_unit, to_unit))
+        budget = steps[-1].result
+    if group is not None:
+        steps.append(_group(budget, group))
+        budget = steps[-1].result
+    if to is None:
+        if delta is not None or epsilon is not None:
+            to = "approx"
+        elif alpha is not None:
+            to = "renyi"
+    if to is not None:
+        steps.append(convert(budget, to, delta=delta, epsilon=epsilon, alpha=alpha, method=method))
+    result = chain(*steps) if steps else identity(budget)
+    return conversion_json(result)

@@ -1,0 +1,540 @@
+"""Conversions between premetrics, each returned with the method and the result it cites.
+
+The same mechanism has different budgets under different conversions (rho = 15.29 is
+eps = 52.82 by Bun-Steinke and 51.56 by Canonne-Kamath-Steinke at delta = 1e-10), so no figure
+leaves this module without the name of the rule that produced it. Conversions that do not exist
+(approximate to pure, anything to pure) raise `ConversionError` saying why.
+
+Numerics: closed forms where they exist; otherwise a root of a monotone function found with
+`scipy.optimize.brentq` in log space, to about 1e-15 relative.
+"""
+from __future__ import annotations
+
+import math
+
+import attrs
+from scipy.optimize import brentq
+from scipy.special import log_ndtr
+
+from dpspec.errors import ConversionError
+
+from .premetrics import (
+    ApproxDP,
+    Budget,
+    GaussianDP,
+    PureDP,
+    RenyiCurve,
+    RenyiDP,
+    ZCDP,
+    json_number,
+    normalize_kind,
+    to_float,
+)
+
+CITATIONS = {
+    "pure-zcdp": "Bun & Steinke (2016), Concentrated Differential Privacy: Simplifications, "
+    "Extensions, and Lower Bounds, Proposition 1.4",
+    "bs16": "Bun & Steinke (2016), Concentrated Differential Privacy: Simplifications, "
+    "Extensions, and Lower Bounds, Proposition 1.3",
+    "cks20": "Canonne, Kamath & Steinke (2020), The Discrete Gaussian for Differential Privacy, "
+    "Proposition 12 and Corollary 13 (the conversion OpenDP's make_zCDP_to_approxDP uses)",
+    "mironov17": "Mironov (2017), Rényi Differential Privacy, Proposition 3",
+    "cks20-renyi": "Canonne, Kamath & Steinke (2020), Proposition 12; Balle, Barthe, Gaboardi, "
+    "Hsu & Sato (2020), Hypothesis Testing Interpretations and Renyi Differential Privacy, "
+    "Theorem 21",
+    "zcdp-renyi": "Bun & Steinke (2016), Definition 1.1 (zCDP bounds the Rényi divergence of "
+    "order alpha by alpha * rho)",
+    "renyi-monotone": "van Erven & Harremoës (2014), Rényi Divergence and Kullback-Leibler "
+    "Divergence, Theorem 3 (Rényi divergence is nondecreasing in its order)",
+    "pure-renyi": "Bun & Steinke (2016), Proposition 1.4, and D_alpha <= D_infinity = epsilon",
+    "pure-approx": "Dwork & Roth (2014), The Algorithmic Foundations of Differential Privacy, "
+    "Definition 2.4 (pure DP is (epsilon, 0)-DP); below epsilon: Kairouz, Oh & Viswanath "
+    "(2015), The Composition Theorem for Differential Privacy (the privacy region of "
+    "epsilon-DP is that of randomized response)",
+    "approx-weaken": "Dwork & Roth (2014), Definition 2.4 ((epsilon, delta)-DP implies "
+    "(epsilon', delta') for every epsilon' >= epsilon, delta' >= delta)",
+    "drs22": "Dong, Roth & Su (2022), Gaussian Differential Privacy, JRSS-B, Corollary 2.13 "
+    "(mu-GDP holds iff (epsilon, delta(epsilon))-DP holds for every epsilon)",
+    "gdp-zcdp": "Dong, Roth & Su (2022), Gaussian Differential Privacy (mu-GDP is dominated by "
+    "the pair N(0,1), N(mu,1), whose Rényi divergence of order alpha is alpha * mu^2 / 2)",
+    "identity": "",
+}
+
+APPROX_METHODS = ("cks20", "bs16")
+RENYI_METHODS = ("cks20", "mironov17")
+
+
+@attrs.frozen
+class Conversion:
+    """One conversion: what went in, what came out, by which rule.
+
+    exact: the result is a closed form evaluated in floating point (False: a numerical
+    optimum or root, accurate to about 1e-15 relative).
+    lossless: the result is equivalent to the source (False: it is only implied by it).
+    steps: the single conversions of a chain, in order (empty for a single step).
+    """
+
+    source: Budget
+    result: Budget
+    method: str
+    citation: str
+    exact: bool
+    lossless: bool = False
+    steps: tuple["Conversion", ...] = ()
+    note: str = ""
+
+    def to_json(self) -> dict:
+        out = {
+            "source": self.source.to_json(),
+            "result": self.result.to_json(),
+            "method": self.method,
+            "citation": self.citation,
+            "exact": self.exact,
+            "lossless": self.lossless,
+        }
+        if self.note:
+            out["note"] = self.note
+        if self.steps:
+            out["steps"] = [s.to_json() for s in self.steps]
+        return out
+
+    def __str__(self) -> str:
+        return f"{self.source} -> {self.result} [{self.method}]"
+
+
+def identity(budget: Budget, note: str = "") -> Conversion:
+    """The no-op conversion, so callers can always hold a Conversion."""
+    return Conversion(budget, budget, "identity", "", exact=True, lossless=True, note=note)
+
+
+def chain(*steps: Conversion) -> Conversion:
+    """Compose conversions applied one after another into one record naming every step."""
+    real = [s for s in steps if s.method != "identity"]
+    if not real:
+        return steps[0] if steps else None
+    if len(real) == 1:
+        return real[0]
+    flat = []
+    for s in real:
+        flat.extend(s.steps or (s,))
+    return Conversion(
+        source=real[0].source,
+        result=real[-1].result,
+        method=" then ".join(s.method for s in flat),
+        citation="; ".join(dict.fromkeys(s.citation for s in flat if s.citation)),
+        exact=all(s.exact for s in flat),
+        lossless=all(s.lossless for s in flat),
+        steps=tuple(flat),
+        note=" ".join(s.note for s in flat if s.note),
+    )
+
+
+# ---- zCDP -> (epsilon, delta) --------------------------------------------------------------
+
+
+def _log_delta_arg(delta) -> float:
+    d = to_float(delta, "delta")
+    if not 0 <= d <= 1:
+        raise ConversionError(f"delta must be in [0, 1], got {d!r}")
+    return d
+
+
+def bs16_epsilon(rho: float, delta: float) -> float:
+    """eps = rho + 2 sqrt(rho ln(1/delta)) (the Census Bureau's published figures use it)."""
+    rho, delta = float(rho), _log_delta_arg(delta)
+    if rho == 0 or delta >= 1:
+        return 0.0 if delta >= 1 else rho
+    if delta == 0 or math.isinf(rho):
+        return math.inf
+    return rho + 2.0 * math.sqrt(rho * -math.log(delta))
+
+
+def bs16_delta(rho: float, epsilon: float) -> float:
+    """The inverse of `bs16_epsilon`: delta = exp(-(eps - rho)^2 / (4 rho)) for eps >= rho."""
+    rho, eps = float(rho), float(epsilon)
+    if rho == 0:
+        return 0.0
+    if math.isinf(rho) or eps <= rho:
+        return 1.0
+    if math.isinf(eps):
+        return 0.0
+    return math.exp(-((eps - rho) ** 2) / (4.0 * rho))
+
+
+def _renyi_cks_log_delta(alpha: float, tau: float, eps: float) -> float:
+    """log delta from one Rényi bound D_alpha <= tau at eps (CKS20 Prop. 12), not clamped."""
+    return (alpha - 1.0) * (tau - eps) + alpha * math.log1p(-1.0 / alpha) - math.log(alpha - 1.0)
+
+
+def cks20_log_delta(rho: float, epsilon: float) -> float:
+    """log of the CKS20 delta for rho-zCDP at eps: inf over alpha > 1 of
+
+        (alpha - 1)(alpha rho - eps) + alpha ln(1 - 1/alpha) - ln(alpha - 1).
+
+    The objective is strictly convex in alpha (its derivative (2 alpha - 1) rho - eps +
+    ln(1 - 1/alpha) is increasing), so the minimum is the root of that derivative; finding the
+    root (with alpha = 1 + e^s, so alpha near 1 stays representable) is accurate to machine
+    precision where a direct minimization would only locate alpha to sqrt(machine eps)."""
+    rho, eps = float(rho), float(epsilon)
+    if rho < 0 or eps < 0:
+        raise ConversionError("rho and epsilon must be at least 0")
+    if rho == 0 or math.isinf(eps):
+        return -math.inf
+    if math.isinf(rho):
+        return 0.0
+
+    def slope(s: float) -> float:  # d/d alpha of the objective, at alpha = 1 + e^s
+        return (1.0 + 2.0 * math.exp(s)) * rho - eps + s - math.log1p(math.exp(s))
+
+    # slope < -10 at s_lo and > 0 at s_hi (alpha >= 2 there); both are clipped so that e^s stays
+    # finite and nonzero. Clipping can only cost tightness: every alpha gives a valid bound.
+    s_lo = max(-700.0, min(0.0, eps - 3.0 * rho - 10.0))
+    s_hi = min(700.0, max(0.0, math.log((eps + 1.0) / 2.0) - math.log(rho)))
+    if slope(s_hi) <= 0:
+        s_star = s_hi
+    elif slope(s_lo) >= 0:
+        s_star = s_lo
+    else:
+        s_star = brentq(slope, s_lo, s_hi, xtol=1e-14, rtol=1e-15, maxiter=500)
+    t = math.exp(s_star)
+    value = t * ((1.0 + t) * rho - eps) + (1.0 + t) * (s_star - math.log1p(t)) - s_star
+    return min(0.0, value)
+
+
+def cks20_delta(rho: float, epsilon: float) -> float:
+    """delta at eps for rho-zCDP by CKS20 Corollary 13 (at most 1)."""
+    return math.exp(cks20_log_delta(rho, epsilon))
+
+
+def _invert_log_delta(log_delta_at, delta: float, start: float) -> float:
+    """Smallest eps >= 0 with log_delta_at(eps) <= ln(delta), for a nonincreasing log_delta_at."""
+    target = math.log(delta)
+    if log_delta_at(0.0) <= target:
+        return 0.0
+    hi = max(start, 1.0)
+    while log_delta_at(hi) > target:
+        if hi > 1e307:
+            return math.inf
+        hi *= 2.0
+    return brentq(lambda e: log_delta_at(e) - target, 0.0, hi, xtol=1e-13, rtol=1e-15, maxiter=500)
+
+
+def cks20_epsilon(rho: float, delta: float) -> float:
+    """eps at delta for rho-zCDP by CKS20 Corollary 13: bisection on the monotone delta(eps)."""
+    rho, delta = float(rho), _log_delta_arg(delta)
+    if delta >= 1 or rho == 0:
+        return 0.0
+    if delta == 0 or math.isinf(rho):
+        return math.inf
+    return _invert_log_delta(lambda e: cks20_log_delta(rho, e), delta, bs16_epsilon(rho, delta))
+
+
+def _check_method(method: str, allowed: tuple[str, ...]) -> str:
+    m = str(method).strip().lower()
+    if m not in allowed:
+        raise ConversionError(f"unknown conversion method {method!r}; expected one of {', '.join(allowed)}")
+    return m
+
+
+def _need_one(delta, epsilon, what: str):
+    if (delta is None) == (epsilon is None):
+        raise ConversionError(
+            f"converting {what} to (epsilon, delta) needs exactly one of delta (to get epsilon) "
+            "or epsilon (to get delta)"
+        )
+
+
+def zcdp_to_approx(b: ZCDP, *, delta=None, epsilon=None, method: str = "cks20") -> Conversion:
+    """rho-zCDP to (eps, delta): give delta to get eps, or eps to get delta."""
+    m = _check_method(method, APPROX_METHODS)
+    _need_one(delta, epsilon, "zCDP")
+    if delta is not None:
+        d = _log_delta_arg(delta)
+        eps = bs16_epsilon(b.rho, d) if m == "bs16" else cks20_epsilon(b.rho, d)
+        result = ApproxDP(eps, d)
+    else:
+        eps = to_float(epsilon, "epsilon")
+        d = bs16_delta(b.rho, eps) if m == "bs16" else cks20_delta(b.rho, eps)
+        result = ApproxDP(eps, d)
+    return Conversion(b, result, m, CITATIONS[m], exact=(m == "bs16"))
+
+
+def pure_to_zcdp(b: PureDP) -> Conversion:
+    """eps-DP implies (eps^2/2)-zCDP."""
+    return Conversion(b, ZCDP(b.epsilon**2 / 2.0), "pure-zcdp", CITATIONS["pure-zcdp"], exact=True)
+
+
+def pure_to_approx(b: PureDP, *, delta=None, epsilon=None) -> Conversion:
+    """eps-DP is (eps, 0)-DP; at a smaller eps' it is (eps', (e^eps - e^eps')/(1 + e^eps))-DP."""
+    if epsilon is None:
+        # (eps, 0) implies (eps, delta) for any requested delta; state the stronger one.
+        return Conversion(b, ApproxDP(b.epsilon, 0.0), "pure-approx", CITATIONS["pure-approx"],
+                          exact=True, lossless=True)
+    e2 = to_float(epsilon, "epsilon")
+    if e2 >= b.epsilon:
+        d = 0.0
+    elif math.isinf(b.epsilon):
+        d = 1.0
+    else:
+        d = -math.expm1(e2 - b.epsilon) / (1.0 + math.exp(-b.epsilon))
+    return Conversion(b, ApproxDP(e2, d), "pure-approx", CITATIONS["pure-approx"], exact=True)
+
+
+def pure_to_renyi(b: PureDP, alpha) -> Conversion:
+    """eps-DP bounds D_alpha by min(eps, alpha eps^2 / 2)."""
+    result = _renyi_at(alpha, lambda a: min(b.epsilon, a * b.epsilon**2 / 2.0))
+    return Conversion(b, result, "pure-renyi", CITATIONS["pure-renyi"], exact=True)
+
+
+def _renyi_at(alpha, eps_of_alpha) -> Budget:
+    if isinstance(alpha, (list, tuple)):
+        return RenyiCurve(tuple((a, eps_of_alpha(to_float(a, "alpha"))) for a in alpha))
+    a = to_float(alpha, "alpha")
+    return RenyiDP(a, eps_of_alpha(a))
+
+
+def zcdp_to_renyi(b: ZCDP, alpha) -> Conversion:
+    """rho-zCDP is (alpha, alpha rho)-RDP for every alpha > 1 (a list of alphas gives a curve)."""
+    return Conversion(b, _renyi_at(alpha, lambda a: a * b.rho), "zcdp-renyi",
+                      CITATIONS["zcdp-renyi"], exact=True)
+
+
+# ---- Rényi -> (epsilon, delta) -------------------------------------------------------------
+
+
+def renyi_epsilon(alpha: float, tau: float, delta: float, method: str = "cks20") -> float:
+    """eps at delta from D_alpha <= tau: Mironov's eps = tau + ln(1/delta)/(alpha - 1), or the
+    improved tau + ln(1 - 1/alpha) - (ln delta + ln alpha)/(alpha - 1) (never larger)."""
+    delta = _log_delta_arg(delta)
+    if delta >= 1:
+        return 0.0
+    if math.isinf(alpha):
+        return tau
+    if delta == 0 or math.isinf(tau):
+        return math.inf
+    if method == "mironov17":
+        eps = tau - math.log(delta) / (alpha - 1.0)
+    else:
+        eps = tau + math.log1p(-1.0 / alpha) - (math.log(delta) + math.log(alpha)) / (alpha - 1.0)
+    return max(0.0, eps)
+
+
+def renyi_delta(alpha: float, tau: float, epsilon: float, method: str = "cks20") -> float:
+    """delta at eps from D_alpha <= tau (the inverse of `renyi_epsilon`, at most 1)."""
+    eps = float(epsilon)
+    if math.isinf(alpha):
+        return 0.0 if eps >= tau else 1.0
+    if math.isinf(tau):
+        return 1.0
+    if math.isinf(eps):
+        return 0.0
+    if method == "mironov17":
+        log_d = -(alpha - 1.0) * (eps - tau)
+    else:
+        log_d = _renyi_cks_log_delta(alpha, tau, eps)
+    return math.exp(min(0.0, log_d))
+
+
+def renyi_to_approx(b: RenyiDP | RenyiCurve, *, delta=None, epsilon=None,
+                    method: str = "cks20") -> Conversion:
+    """(alpha, eps)-RDP (or a curve: the best point) to (eps', delta)."""
+    m = "mironov17" if str(method).lower() in ("bs16", "mironov17") else _check_method(method, RENYI_METHODS)
+    _need_one(delta, epsilon, "Rényi DP")
+    points = b.points
+    if delta is not None:
+        d = _log_delta_arg(delta)
+        eps, best = min((renyi_epsilon(a, t, d, m), a) for a, t in points)
+        result = ApproxDP(eps, d)
+    else:
+        e = to_float(epsilon, "epsilon")
+        d, best = min((renyi_delta(a, t, e, m), a) for a, t in points)
+        result = ApproxDP(e, d)
+    note = f"best order alpha = {best:g} of {len(points)}" if len(points) > 1 else ""
+    cite = CITATIONS["mironov17" if m == "mironov17" else "cks20-renyi"]
+    return Conversion(b, result, m, cite, exact=True, note=note)
+
+
+def renyi_to_renyi(b: RenyiDP | RenyiCurve, alpha) -> Conversion:
+    """D_alpha is nondecreasing in alpha: a bound at order a holds at every order below a."""
+    def at(a: float) -> float:
+        above = [t for a0, t in b.points if a0 >= a]
+        if not above:
+            raise ConversionError(
+                f"a Rényi bound at order {max(a0 for a0, _ in b.points):g} says nothing about the "
+                f"larger order {a:g} (Rényi divergence grows with its order)"
+            )
+        return min(above)
+
+    result = _renyi_at(alpha, at)
+    if result == b:
+        return identity(b)
+    return Conversion(b, result, "renyi-monotone", CITATIONS["renyi-monotone"], exact=True)
+
+
+# ---- Gaussian DP ---------------------------------------------------------------------------
+
+
+def gdp_log_delta(mu: float, epsilon: float) -> float:
+    """log of delta(eps) = Phi(-eps/mu + mu/2) - e^eps Phi(-eps/mu - mu/2), in log space so
+    that tiny deltas keep their relative precision."""
+    mu, eps = float(mu), float(epsilon)
+    if mu == 0 or math.isinf(eps):
+        return -math.inf
+    if math.isinf(mu):
+        return 0.0
+    a = float(log_ndtr(-eps / mu + mu / 2.0))
+    b = eps + float(log_ndtr(-eps / mu - mu / 2.0))
+    if b >= a:
+        return -math.inf
+    return min(0.0, a + math.log(-math.expm1(b - a)))
+
+
+def gdp_delta(mu: float, epsilon: float) -> float:
+    """The exact delta at eps for mu-GDP (Dong, Roth & Su, Corollary 2.13)."""
+    return math.exp(gdp_log_delta(mu, epsilon))
+
+
+def gdp_epsilon(mu: float, delta: float) -> float:
+    """The exact eps at delta for mu-GDP: root of the decreasing delta(eps)."""
+    mu, delta = float(mu), _log_delta_arg(delta)
+    if delta >= 1 or mu == 0:
+        return 0.0
+    if delta == 0 or math.isinf(mu):
+        return math.inf
+    return _invert_log_delta(lambda e: gdp_log_delta(mu, e), delta, mu * mu / 2 + mu * math.sqrt(-2 * math.log(delta)))
+
+
+def gdp_to_approx(b: GaussianDP, *, delta=None, epsilon=None) -> Conversion:
+    """mu-GDP to one (eps, delta) point of its exact privacy profile."""
+    _need_one(delta, epsilon, "Gaussian DP")
+    if delta is not None:
+        d = _log_delta_arg(delta)
+        return Conversion(b, ApproxDP(gdp_epsilon(b.mu, d), d), "drs22", CITATIONS["drs22"], exact=False)
+    e = to_float(epsilon, "epsilon")
+    return Conversion(b, ApproxDP(e, gdp_delta(b.mu, e)), "drs22", CITATIONS["drs22"], exact=True)
+
+
+def gdp_to_zcdp(b: GaussianDP) -> Conversion:
+    """mu-GDP implies (mu^2/2)-zCDP."""
+    return Conversion(b, ZCDP(b.mu**2 / 2.0), "gdp-zcdp", CITATIONS["gdp-zcdp"], exact=True)
+
+
+# ---- approximate DP ------------------------------------------------------------------------
+
+
+def approx_to_approx(b: ApproxDP, *, delta=None, epsilon=None) -> Conversion:
+    """(eps, delta) restated at a larger delta or a larger eps (weakening only)."""
+    if delta is None and epsilon is None:
+        return identity(b)
+    e = b.epsilon if epsilon is None else to_float(epsilon, "epsilon")
+    d = b.delta if delta is None else _log_delta_arg(delta)
+    if e < b.epsilon or d < b.delta:
+        raise ConversionError(
+            f"{b} does not imply (epsilon = {e:g}, delta = {d:g}): an (epsilon, delta) guarantee "
+            "alone cannot be restated with a smaller epsilon or delta (the mechanism's full "
+            "privacy profile would be needed)"
+        )
+    if (e, d) == (b.epsilon, b.delta):
+        return identity(b)
+    return Conversion(b, ApproxDP(e, d), "approx-weaken", CITATIONS["approx-weaken"], exact=True)
+
+
+# ---- dispatch ------------------------------------------------------------------------------
+
+_NO_PURE = {
+    "approx": "(epsilon, delta)-DP allows any output with probability delta, which no finite "
+    "pure epsilon bounds",
+    "zcdp": "zCDP bounds Rényi divergences of finite order only; a Gaussian-noise mechanism is "
+    "zCDP but its output likelihood ratio is unbounded",
+    "renyi": "a Rényi bound at finite orders does not bound the max log-ratio (order infinity)",
+    "gdp": "mu-GDP for mu > 0 allows an unbounded likelihood ratio (the Gaussian trade-off)",
+}
+
+_NOT_IMPLIED = {
+    ("approx", "zcdp"): "(epsilon, delta)-DP with delta > 0 allows a catastrophic event of "
+    "probability delta, under which every Rényi divergence is infinite",
+    ("approx", "renyi"): "(epsilon, delta)-DP with delta > 0 allows a catastrophic event of "
+    "probability delta, under which every Rényi divergence is infinite",
+    ("approx", "gdp"): "a single (epsilon, delta) point does not determine a Gaussian trade-off "
+    "function (delta > 0 allows a catastrophic event)",
+    ("zcdp", "gdp"): "zCDP bounds Rényi divergences only, which do not determine the trade-off "
+    "function that Gaussian DP bounds",
+    ("renyi", "zcdp"): "zCDP needs a bound at every order alpha > 1; a Rényi bound at finitely "
+    "many orders does not give one",
+    ("renyi", "gdp"): "Rényi bounds do not determine the trade-off function that Gaussian DP bounds",
+    ("pure", "gdp"): "eps-DP does imply some mu-GDP, but dpspec has no exact rule for it; "
+    "convert to zcdp or approx instead",
+}
+
+
+def convert(budget: Budget, to: str, *, delta=None, epsilon=None, alpha=None,
+            method: str = "cks20") -> Conversion:
+    """Convert a budget to premetric `to` ('pure', 'approx', 'zcdp', 'renyi', 'gdp').
+
+    approx targets need delta (to get eps) or epsilon (to get delta); renyi targets need alpha.
+    `method` chooses between the zCDP/Rényi -> approx bounds ('cks20', 'bs16'; 'mironov17' for
+    Rényi) and is ignored where one exact rule exists."""
+    from .premetrics import budget_from_params
+
+    budget = budget_from_params(budget)
+    src, dst = budget.kind, normalize_kind(to)
+    if dst == "approx" and src != "approx" and delta is not None and epsilon is not None:
+        raise ConversionError("give delta (to get epsilon) or epsilon (to get delta), not both")
+    if src == dst and src != "renyi" and src != "approx":
+        return identity(budget)
+    if dst == "pure" and src == "renyi" and math.isinf(budget.points[-1][0]):
+        # A bound at order infinity is a bound on the max log-ratio: pure DP itself.
+        return Conversion(budget, PureDP(budget.points[-1][1]), "renyi-infinity",
+                          "Mironov (2017), Rényi Differential Privacy, Section 3 (order infinity "
+                          "is pure DP)", exact=True)
+    if dst == "pure":
+        raise ConversionError(
+            f"the conversion {src} -> pure does not exist: {_NO_PURE[src]}"
+        )
+    if (src, dst) in _NOT_IMPLIED:
+        raise ConversionError(f"the conversion {src} -> {dst} does not exist: {_NOT_IMPLIED[src, dst]}")
+    if dst == "renyi" and alpha is None:
+        if src == "renyi":
+            return identity(budget)
+        raise ConversionError(f"converting {src} to Rényi DP needs the order alpha")
+    if dst == "approx" and src not in ("approx", "pure") and delta is None and epsilon is None:
+        raise ConversionError(
+            f"converting {src} to (epsilon, delta) needs delta (to get epsilon) or epsilon (to get delta)"
+        )
+
+    if src == "pure":
+        if dst == "zcdp":
+            return pure_to_zcdp(budget)
+        if dst == "approx":
+            return pure_to_approx(budget, epsilon=epsilon)
+        if dst == "renyi":
+            return pure_to_renyi(budget, alpha)
+    if src == "approx":
+        return approx_to_approx(budget, delta=delta, epsilon=epsilon)
+    if src == "zcdp":
+        if dst == "approx":
+            return zcdp_to_approx(budget, delta=delta, epsilon=epsilon, method=method)
+        if dst == "renyi":
+            return zcdp_to_renyi(budget, alpha)
+    if src == "renyi":
+        if dst == "approx":
+            return renyi_to_approx(budget, delta=delta, epsilon=epsilon, method=method)
+        if dst == "renyi":
+            return renyi_to_renyi(budget, alpha)
+    if src == "gdp":
+        if dst == "approx":
+            return gdp_to_approx(budget, delta=delta, epsilon=epsilon)
+        if dst == "zcdp":
+            return gdp_to_zcdp(budget)
+        if dst == "renyi":
+            step = gdp_to_zcdp(budget)
+            return chain(step, zcdp_to_renyi(step.result, alpha))
+    raise ConversionError(f"the conversion {src} -> {dst} does not exist")  # pragma: no cover
+
+
+def conversion_json(c: Conversion) -> dict:
+    """Flat JSON of a conversion's result: its parameters, premetric, method and citation."""
+    out = {k: (json_number(v) if not isinstance(v, list) else [json_number(x) for x in v])
+           for k, v in c.result.params().items()}
+    out.update({"premetric": c.result.kind, "method": c.method, "citation": c.citation})
+    return out

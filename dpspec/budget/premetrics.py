@@ -1,0 +1,291 @@
+"""Budget values, one immutable class per output premetric.
+
+A budget is only meaningful together with its premetric (its currency), so each value carries
+its kind, the seed paper's name for the premetric, and prints its parameters by name. Numbers
+are stored as floats (they may arrive as `Fraction`, `Decimal` or text); `math.inf` is allowed
+and means "no finite guarantee".
+"""
+from __future__ import annotations
+
+import math
+from decimal import Decimal
+from fractions import Fraction
+from typing import ClassVar
+
+import attrs
+
+from dpspec.errors import ConversionError
+
+KINDS = ("pure", "approx", "zcdp", "renyi", "gdp")
+
+
+class InvalidBudget(ConversionError, ValueError):
+    """A budget parameter out of range (negative epsilon, delta above 1, alpha at most 1...)."""
+
+
+def to_float(value, name: str = "value") -> float:
+    """Turn a user number (int, float, Fraction, Decimal, numeric text, 'inf') into a float.
+
+    float(Fraction) is correctly rounded, so exact inputs lose nothing beyond one rounding."""
+    if isinstance(value, bool):
+        raise InvalidBudget(f"{name} must be a number, not {value!r}")
+    if isinstance(value, (int, float, Fraction, Decimal)):
+        out = float(value)
+    elif isinstance(value, str):
+        text = value.strip()
+        try:
+            out = float(Fraction(text))
+        except (ValueError, ZeroDivisionError):
+            try:
+                out = float(text)
+            except ValueError:
+                raise InvalidBudget(f"{name} must be a number, got {value!r}") from None
+    else:
+        try:
+            out = float(value)  # numpy scalars
+        except (TypeError, ValueError):
+            raise InvalidBudget(f"{name} must be a number, got {value!r}") from None
+    if math.isnan(out):
+        raise InvalidBudget(f"{name} must be a number, got NaN")
+    return out
+
+
+def format_number(x: float) -> str:
+    """Print a budget figure the way the literature quotes it: 52.82, 2.63, 1e-10, inf."""
+    if math.isinf(x):
+        return "inf" if x > 0 else "-inf"
+    if x == 0:
+        return "0"
+    if abs(x) >= 1:
+        if float(x).is_integer() and abs(x) < 1e15:
+            return str(int(x))
+        text = f"{x:.2f}".rstrip("0").rstrip(".")
+        return text
+    return f"{x:.3g}"
+
+
+def json_number(x: float):
+    """A float for JSON; infinities become the string 'inf' (JSON has no infinity)."""
+    if math.isinf(x):
+        return "inf" if x > 0 else "-inf"
+    return x
+
+
+def _nonneg(name):
+    def convert(value):
+        out = to_float(value, name)
+        if out < 0:
+            raise InvalidBudget(f"{name} must be at least 0, got {format_number(out)}")
+        return out
+
+    return convert
+
+
+def _probability(value):
+    out = to_float(value, "delta")
+    if not 0 <= out <= 1:
+        raise InvalidBudget(f"delta must be in [0, 1], got {out!r}")
+    return out
+
+
+def _order(value):
+    out = to_float(value, "alpha")
+    if not out > 1:
+        raise InvalidBudget(f"the Rényi order alpha must exceed 1, got {format_number(out)}")
+    return out
+
+
+class Budget:
+    """Common behaviour of all premetric values (subclasses are frozen attrs classes)."""
+
+    kind: ClassVar[str] = ""
+    paper_name: ClassVar[str] = ""
+
+    def params(self) -> dict:
+        return {f.name: getattr(self, f.name) for f in attrs.fields(type(self))}
+
+    @property
+    def is_finite(self) -> bool:
+        """True when the value is a real guarantee (no infinite parameter)."""
+        return all(math.isfinite(v) for v in self.params().values())
+
+    def to_json(self) -> dict:
+        out = {"premetric": self.kind}
+        out.update({k: json_number(v) for k, v in self.params().items()})
+        return out
+
+    def __str__(self) -> str:
+        items = [f"{k} = {format_number(v)}" for k, v in self.params().items()]
+        return items[0] if len(items) == 1 else "(" + ", ".join(items) + ")"
+
+
+@attrs.frozen(str=False)
+class PureDP(Budget):
+    """Pure epsilon: the max log-ratio of output probabilities."""
+
+    kind: ClassVar[str] = "pure"
+    paper_name: ClassVar[str] = "multiplicative distance (MULT)"
+    epsilon: float = attrs.field(converter=_nonneg("epsilon"))
+
+
+@attrs.frozen(str=False)
+class ApproxDP(Budget):
+    """(epsilon, delta): the max log-ratio after discounting probability delta."""
+
+    kind: ClassVar[str] = "approx"
+    paper_name: ClassVar[str] = "delta-approximate multiplicative divergence"
+    epsilon: float = attrs.field(converter=_nonneg("epsilon"))
+    delta: float = attrs.field(converter=_probability)
+
+    @property
+    def is_finite(self) -> bool:
+        """delta = 1 promises nothing even with a finite epsilon."""
+        return math.isfinite(self.epsilon) and self.delta < 1
+
+
+@attrs.frozen(str=False)
+class ZCDP(Budget):
+    """rho-zCDP: Rényi divergence of every order alpha at most alpha * rho."""
+
+    kind: ClassVar[str] = "zcdp"
+    paper_name: ClassVar[str] = "normalized Rényi metric (zCDP)"
+    rho: float = attrs.field(converter=_nonneg("rho"))
+
+
+@attrs.frozen(str=False)
+class RenyiDP(Budget):
+    """(alpha, epsilon)-RDP: Rényi divergence of one order alpha at most epsilon."""
+
+    kind: ClassVar[str] = "renyi"
+    paper_name: ClassVar[str] = "Rényi divergence of order alpha"
+    alpha: float = attrs.field(converter=_order)
+    epsilon: float = attrs.field(converter=_nonneg("epsilon"))
+
+    @property
+    def points(self) -> tuple[tuple[float, float], ...]:
+        return ((self.alpha, self.epsilon),)
+
+    @property
+    def is_finite(self) -> bool:
+        return math.isfinite(self.epsilon)
+
+
+def _curve(points) -> tuple[tuple[float, float], ...]:
+    pairs = {}
+    for pair in points:
+        try:
+            a, e = pair
+        except (TypeError, ValueError):
+            raise InvalidBudget(f"a Rényi curve point must be (alpha, epsilon), got {pair!r}") from None
+        a, e = _order(a), _nonneg("epsilon")(e)
+        # The same order stated twice: the smaller bound holds (both are claims about one divergence).
+        pairs[a] = min(e, pairs.get(a, math.inf))
+    if not pairs:
+        raise InvalidBudget("a Rényi curve needs at least one (alpha, epsilon) point")
+    return tuple(sorted(pairs.items()))
+
+
+@attrs.frozen(str=False)
+class RenyiCurve(Budget):
+    """Rényi bounds at several orders (an RDP accountant's output); each point holds."""
+
+    kind: ClassVar[str] = "renyi"
+    paper_name: ClassVar[str] = "Rényi divergence of order alpha"
+    points: tuple[tuple[float, float], ...] = attrs.field(converter=_curve)
+
+    def params(self) -> dict:
+        return {"alpha": [a for a, _ in self.points], "epsilon": [e for _, e in self.points]}
+
+    @property
+    def is_finite(self) -> bool:
+        return any(math.isfinite(e) for _, e in self.points)
+
+    def to_json(self) -> dict:
+        return {
+            "premetric": self.kind,
+            "alpha": [json_number(a) for a, _ in self.points],
+            "epsilon": [json_number(e) for _, e in self.points],
+        }
+
+    def __str__(self) -> str:
+        return "{" + ", ".join(
+            f"alpha {format_number(a)}: epsilon = {format_number(e)}" for a, e in self.points
+        ) + "}"
+
+
+@attrs.frozen(str=False)
+class GaussianDP(Budget):
+    """mu-GDP: distinguishing neighbors is no easier than telling N(0,1) from N(mu,1)."""
+
+    kind: ClassVar[str] = "gdp"
+    paper_name: ClassVar[str] = "Gaussian differential privacy"
+    mu: float = attrs.field(converter=_nonneg("mu"))
+
+
+PREMETRIC_CLASSES = {"pure": PureDP, "approx": ApproxDP, "zcdp": ZCDP, "renyi": RenyiDP, "gdp": GaussianDP}
+
+_KIND_ALIASES = {
+    "pure": "pure", "puredp": "pure", "mult": "pure", "eps": "pure", "epsilon": "pure",
+    "approx": "approx", "approximate": "approx", "approxdp": "approx", "eps-delta": "approx",
+    "zcdp": "zcdp", "rho": "zcdp", "zero-concentrated": "zcdp", "concentrated": "zcdp",
+    "renyi": "renyi", "rényi": "renyi", "rdp": "renyi",
+    "gdp": "gdp", "gaussian": "gdp", "gaussiandp": "gdp", "mu": "gdp",
+}
+
+
+def normalize_kind(name: str) -> str:
+    """Map a premetric name a user may type ('zCDP', 'rdp', 'approximate') to its kind."""
+    key = str(name).strip().lower().replace("_", "-")
+    if key not in _KIND_ALIASES:
+        raise ConversionError(
+            f"unknown premetric {name!r}; expected one of {', '.join(KINDS)}"
+        )
+    return _KIND_ALIASES[key]
+
+
+def budget_from_params(params: dict) -> Budget:
+    """Build a budget from named parameters: {'rho': ..}, {'epsilon': .., 'delta': ..}, ...
+
+    A 'premetric' key may disambiguate ({'premetric': 'approx', 'epsilon': 1} is (1, 0)).
+    Lists for alpha and epsilon make a Rényi curve."""
+    if isinstance(params, Budget):
+        return params
+    given = {str(k).strip().lower(): v for k, v in dict(params).items() if v is not None}
+    if "eps" in given and "epsilon" not in given:
+        given["epsilon"] = given.pop("eps")
+    kind = normalize_kind(given.pop("premetric")) if "premetric" in given else None
+    keys = frozenset(given)
+    if kind is None:
+        by_keys = {
+            frozenset({"epsilon"}): "pure",
+            frozenset({"epsilon", "delta"}): "approx",
+            frozenset({"rho"}): "zcdp",
+            frozenset({"alpha", "epsilon"}): "renyi",
+            frozenset({"mu"}): "gdp",
+        }
+        if keys not in by_keys:
+            raise InvalidBudget(
+                f"cannot tell the premetric from parameters {sorted(keys)}; give one of "
+                "{epsilon}, {epsilon, delta}, {rho}, {alpha, epsilon}, {mu}"
+            )
+        kind = by_keys[keys]
+    allowed = {"pure": {"epsilon"}, "approx": {"epsilon", "delta"}, "zcdp": {"rho"},
+               "renyi": {"alpha", "epsilon"}, "gdp": {"mu"}}[kind]
+    extra = keys - allowed
+    if extra:
+        raise InvalidBudget(f"parameters {sorted(extra)} do not belong to premetric {kind}")
+    missing = allowed - keys - ({"delta"} if kind == "approx" else set())
+    if missing:
+        raise InvalidBudget(f"premetric {kind} needs {sorted(missing)}")
+    if kind == "approx":
+        return ApproxDP(given["epsilon"], given.get("delta", 0.0))
+    if kind == "renyi":
+        alpha, eps = given["alpha"], given["epsilon"]
+        if isinstance(alpha, (list, tuple)) or isinstance(eps, (list, tuple)):
+            if not (isinstance(alpha, (list, tuple)) and isinstance(eps, (list, tuple))
+                    and len(alpha) == len(eps)):
+                raise InvalidBudget("a Rényi curve needs equally long lists of alpha and epsilon")
+            return RenyiCurve(tuple(zip(alpha, eps)))
+        return RenyiDP(alpha, eps)
+    (name,) = allowed
+    return PREMETRIC_CLASSES[kind](given[name])

@@ -1,0 +1,136 @@
+"""Changing the unit of protection: the neighbor relation, and coarser units (groups).
+
+A budget is stated for one input premetric. Re-quoting it for another unit is itself a
+conversion, with a rule and a citation, and some directions do not exist: a budget for
+change-one neighbors says nothing about add/remove neighbors, because the two relations compare
+datasets from different domains (fixed size versus any size).
+"""
+from __future__ import annotations
+
+import math
+import numbers
+
+from dpspec.errors import ConversionError
+
+from .conversions import Conversion, identity
+from .premetrics import ApproxDP, Budget, GaussianDP, PureDP, ZCDP, budget_from_params
+
+RELATIONS = ("symdiff", "hamming")
+
+_RELATION_ALIASES = {
+    "symdiff": "symdiff", "symmetric-difference": "symdiff", "add-remove": "symdiff",
+    "add/remove": "symdiff", "addremove": "symdiff", "add-or-remove": "symdiff",
+    "unbounded": "symdiff",
+    "hamming": "hamming", "change-one": "hamming", "change": "hamming", "replace": "hamming",
+    "replace-one": "hamming", "substitution": "hamming", "bounded": "hamming",
+}
+
+GROUP_CITATIONS = {
+    "pure": "Dwork & Roth (2014), The Algorithmic Foundations of Differential Privacy, "
+    "Theorem 2.2 (group privacy)",
+    "zcdp": "Bun & Steinke (2016), Concentrated Differential Privacy, Proposition 1.9 "
+    "(group privacy: k^2 rho)",
+    "approx": "Vadhan (2017), The Complexity of Differential Privacy, group privacy for "
+    "(epsilon, delta)-DP, applied step by step: (k eps, k e^((k-1) eps) delta)",
+    "gdp": "Dong, Roth & Su (2022), Gaussian Differential Privacy, Theorem 2.14 (group privacy: k mu)",
+}
+
+
+def normalize_relation(name: str) -> str:
+    """Map 'add/remove', 'change-one', 'bounded'... to 'symdiff' or 'hamming'."""
+    key = str(name).strip().lower().replace("_", "-").replace(" ", "-")
+    if key not in _RELATION_ALIASES:
+        raise ConversionError(f"unknown neighbor relation {name!r}; expected symdiff or hamming")
+    return _RELATION_ALIASES[key]
+
+
+def _scale(budget: Budget, k: int) -> tuple[Budget, str]:
+    """The budget for neighbors at distance k, and the rule, per premetric (k >= 1)."""
+    if isinstance(budget, PureDP):
+        return PureDP(k * budget.epsilon), f"pure epsilon x {k}"
+    if isinstance(budget, ZCDP):
+        return ZCDP(k * k * budget.rho), f"zCDP rho x {k * k}"
+    if isinstance(budget, GaussianDP):
+        return GaussianDP(k * budget.mu), f"GDP mu x {k}"
+    if isinstance(budget, ApproxDP):
+        eps, delta = budget.epsilon, budget.delta
+        # Chaining one step at a time gives delta * (1 + e^eps + ... + e^((k-1) eps)); the
+        # simpler published bound k e^((k-1) eps) delta is at least that, and is what we state.
+        if delta == 0:
+            new_delta = 0.0
+        elif math.isinf(eps):
+            new_delta = 1.0
+        else:  # in log space: e^((k-1) eps) overflows long before the product exceeds 1
+            new_delta = math.exp(min(0.0, math.log(k) + (k - 1) * eps + math.log(delta)))
+        return ApproxDP(k * eps, new_delta), f"(k eps, k e^((k-1) eps) delta) with k = {k}"
+    raise ConversionError(
+        f"no exact group-privacy rule for {budget.kind} budgets: a Rényi bound at one order "
+        "only gives group bounds from bounds at higher orders (Mironov 2017, Proposition 2); "
+        "convert to zcdp or approx first"
+    )
+
+
+def change_relation(budget, from_relation: str, to_relation: str) -> Conversion:
+    """Re-quote a budget from one neighbor relation to another.
+
+    symdiff -> hamming: a change-one step is a removal and an addition (two add/remove steps):
+    pure x2, zCDP x4, GDP x2, approx (2 eps, (1 + e^eps) delta). hamming -> symdiff does not
+    exist in general."""
+    budget = budget_from_params(budget)
+    src, dst = normalize_relation(from_relation), normalize_relation(to_relation)
+    if src == dst:
+        return identity(budget)
+    if src == "hamming":
+        raise ConversionError(
+            "the conversion hamming -> symdiff does not exist: a change-one (Hamming) budget "
+            "compares datasets of the same size only, so it says nothing about adding or "
+            "removing a record (the add/remove relation ranges over datasets of different sizes)"
+        )
+    if isinstance(budget, ApproxDP):
+        eps, delta = budget.epsilon, budget.delta
+        if delta == 0:
+            new_delta = 0.0
+        elif math.isinf(eps):
+            new_delta = 1.0
+        else:  # (1 + e^eps) delta, in log space
+            new_delta = math.exp(min(0.0, eps + math.log1p(math.exp(-eps)) + math.log(delta)))
+        result, rule = ApproxDP(2 * eps, new_delta), "(2 eps, (1 + e^eps) delta)"
+        citation = ("Dwork & Roth (2014), Definition 2.4 applied twice: P(S) <= e^eps (e^eps "
+                    "P''(S) + delta) + delta")
+    elif budget.kind == "renyi":
+        raise ConversionError(
+            "no exact rule re-quotes a Rényi bound of one order from add/remove to change-one "
+            "neighbors: the weak triangle inequality for Rényi divergence (Mironov 2017, "
+            "Proposition 11) needs bounds at higher orders; convert to zcdp or approx first"
+        )
+    else:
+        result, rule = _scale(budget, 2)
+        citation = GROUP_CITATIONS[budget.kind] + "; a change-one neighbor is two add/remove steps"
+    return Conversion(
+        budget, result, "symdiff-to-hamming", citation, exact=True,
+        note=f"a change-one neighbor is an add/remove pair: {rule}",
+    )
+
+
+def group(budget, k) -> Conversion:
+    """The budget for a coarser unit holding at most k finer units (group privacy).
+
+    pure x k, zCDP x k^2, approx (k eps, k e^((k-1) eps) delta), GDP x k."""
+    budget = budget_from_params(budget)
+    if isinstance(k, bool):
+        raise ConversionError(f"a group size must be a whole number, got {k!r}")
+    if not isinstance(k, numbers.Integral):
+        if isinstance(k, numbers.Real) and float(k).is_integer():
+            k = int(k)
+        else:
+            raise ConversionError(f"a group size must be a whole number, got {k!r}")
+    k = int(k)
+    if k < 1:
+        raise ConversionError(f"a group size must be at least 1, got {k}")
+    if k == 1:
+        return identity(budget)
+    result, rule = _scale(budget, k)
+    return Conversion(
+        budget, result, f"group-{k}", GROUP_CITATIONS[budget.kind], exact=True,
+        note=f"a unit of at most {k} finer units: {rule}",
+    )

@@ -1,0 +1,131 @@
+"""Programs: several releases of the same confidential data, composed into one ledger.
+
+A program file lists spec files (`include "a.dps"`); specs inside `parallel { ... }` ran on
+disjoint parts of the data (the states, say) and compose in parallel. Each spec's budget is
+first put in its own declared flavor; composition needs them all to protect the same unit
+under the same relation, and says so when they do not.
+"""
+from __future__ import annotations
+
+import math
+import os
+
+import attrs
+
+from dpspec import ir
+from dpspec.budget import compose
+from dpspec.budget.composition import Release as LedgerRelease
+from dpspec.budget.statement import BudgetStatement, PublicCondition
+from dpspec.errors import Diagnostic, SpecError
+from dpspec.ledger import DEFAULT_DELTA, _holds
+from dpspec.parser import parse, read_source
+
+KIND_OF_BOUND = {"epsilon": "approx", "rho": "zcdp", "mu": "gdp"}
+
+
+@attrs.frozen
+class Member:
+    path: str
+    spec: ir.Spec
+    statement: BudgetStatement
+    group: str | None
+
+
+def load_program(program_spec: ir.Spec) -> list[Member]:
+    """Parse and account every spec a program includes (without running mechanisms)."""
+    from dpspec.budget_report import spec_ledger
+
+    base = program_spec.base_dir
+    members: list[Member] = []
+    for i, part in enumerate(program_spec.program.parts):
+        group = (part.label or f"parallel-{i + 1}") if part.parallel else None
+        for rel in part.paths:
+            path = rel if os.path.isabs(rel) else os.path.join(base, rel)
+            spec = parse(read_source(path), path)
+            if spec.program is not None:
+                raise SpecError([Diagnostic(f"'{rel}' is itself a program; programs include specs only")], program_spec.path, program_spec.text)
+            _, _, statement, _, ledger = spec_ledger(spec)
+            if ledger.declared is None:
+                raise SpecError([Diagnostic(f"'{rel}': its budget cannot be expressed in its own flavor: {ledger.problem}")], program_spec.path, program_spec.text)
+            members.append(Member(rel, spec, BudgetStatement(ledger.declared, ledger.worst, statement.per_universe,
+                                                             statement.depends_on, statement.notes), group))
+    _check_same_currency(program_spec, members)
+    return members
+
+
+def _check_same_currency(program_spec, members):
+    flavors = {(m.spec.unit.table, m.spec.unit.relation) for m in members}
+    domains = {m.spec.domain.name for m in members}
+    problems = []
+    if len(domains) > 1:
+        problems.append(Diagnostic(f"the included specs protect different domains ({', '.join(sorted(domains))}); composition is about releases of the same data"))
+    if len(flavors) > 1:
+        listed = "; ".join(f"{t} under {r}" for t, r in sorted(flavors))
+        problems.append(Diagnostic(f"the included specs use different units or neighbor relations ({listed}); convert them to one unit before composing"))
+    if problems:
+        raise SpecError(problems, program_spec.path, program_spec.text)
+
+
+def program_ledger(program_spec: ir.Spec, delta: float | None = None, method: str = "cks20"):
+    members = load_program(program_spec)
+    releases = []
+    for m in members:
+        universe = os.path.splitext(os.path.basename(m.path))[0] if m.group else None
+        releases.append(LedgerRelease(m.spec.title or m.path, m.statement, universe=universe, parallel_group=m.group))
+    public = [PublicCondition(p.query.describe(), p.source) for m in members for p in m.spec.public]
+    kinds = {m.spec.premetric.kind for m in members}
+    to = None
+    if any(b.quantity == "epsilon" and b.with_ for b in program_spec.budgets) or kinds == {"approximate"}:
+        to = "approx"
+    ledger = compose(releases, to=to, delta=delta or DEFAULT_DELTA, method=method, public=public)
+    return members, ledger
+
+
+def program_summary(program_spec: ir.Spec, delta: float | None = None, method: str = "cks20") -> dict:
+    members, ledger = program_ledger(program_spec, delta, method)
+    bounds = []
+    for b in program_spec.budgets:
+        total = ledger.total
+        figure = total.params().get(b.quantity)
+        words = f"composed total ({ledger.method})"
+        if figure is None and b.quantity in KIND_OF_BOUND:
+            kwargs = {"delta": float(dict(b.with_).get("delta", delta or DEFAULT_DELTA))} if b.quantity == "epsilon" else {}
+            conv = ledger.total_in(KIND_OF_BOUND[b.quantity], method=b.method or method, **kwargs) if b.quantity == "epsilon" else ledger.total_in(KIND_OF_BOUND[b.quantity])
+            figure = conv.result.params()[b.quantity]
+            words += f", converted by {conv.method}"
+        holds = figure is not None and _holds(b.op, float(figure), float(b.value))
+        bounds.append({"bound": b.describe(), "achieved": figure, "holds": holds, "currency": words})
+    return {
+        "program": program_spec.program.title,
+        "releases": [
+            {"spec": m.path, "title": m.spec.title, "parallel_group": m.group, "budget": m.statement.actual.to_json()}
+            for m in members
+        ],
+        "ledger": ledger.to_json(),
+        "total": ledger.total.to_json(),
+        "method": ledger.method,
+        "total_stated": bool(program_spec.budgets),
+        "bounds": bounds,
+        "bounds_hold": all(b["holds"] for b in bounds),
+    }
+
+
+def program_text(summary: dict) -> str:
+    from dpspec.budget_report import _fmt
+
+    lines = [f"program: {summary['program']}"]
+    for r in summary["releases"]:
+        group = f"  [parallel: {r['parallel_group']}]" if r["parallel_group"] else ""
+        lines.append(f"  {r['spec']}: {_fmt(r['budget'])}{group}")
+    lines.append(f"total: {_fmt(summary['total'])}")
+    lines.append(f"  by {summary['method']}")
+    for note in summary["ledger"]["notes"]:
+        lines.append(f"  note: {note}")
+    if not summary["total_stated"]:
+        lines.append("warning: the program states no total budget bound (uncomposed releases)")
+    for b in summary["bounds"]:
+        state = "holds" if b["holds"] else "EXCEEDED"
+        fig = b["achieved"]
+        shown = f"{fig:.4f}" if isinstance(fig, float) and math.isfinite(fig) else str(fig)
+        lines.append(f"declared {b['bound']}: {state} (achieved {shown}; {b['currency']})")
+    return "\n".join(lines)

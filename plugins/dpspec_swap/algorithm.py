@@ -1,0 +1,393 @@
+"""The permutation swapping algorithm (PSA), vectorized over strata.
+
+Records are grouped by their match key; in each stratum with two or more records every record
+is selected with probability p (a stratum whose draw selects exactly one record is redrawn,
+since one record cannot be deranged), and the selected records receive the swapping values of
+the record that a uniformly random derangement maps them to. Theorem II.1 needs the
+derangement to be uniform over all derangements, which is why a random n-cycle is not used.
+
+Only loops over rejection rounds are Python loops; the number of records still in play shrinks
+geometrically from round to round.
+"""
+from __future__ import annotations
+
+from fractions import Fraction
+
+import attrs
+import numpy as np
+import pandas as pd
+
+from dpspec.errors import DataError, MechanismError
+from dpspec_swap.theorem import as_rate
+
+# Codes are kept dense enough that arrays indexed by stratum stay about as small as the data.
+_DENSE_FACTOR = 4
+_INT32_MAX = np.iinfo(np.int32).max
+
+
+# ---------------------------------------------------------------------------------------------
+# stratum codes
+# ---------------------------------------------------------------------------------------------
+
+
+def stratum_codes(df: pd.DataFrame, cols) -> tuple[np.ndarray, int]:
+    """Integer codes in [0, n_codes) that are equal exactly when the rows agree on ``cols``.
+
+    Some codes in the range may be unused. Missing values are a value of their own (they are
+    data to the invariants, too). Categorical and small-range integer columns are coded
+    without hashing, which keeps this linear and cheap on census-sized frames.
+    """
+    cols = list(cols)
+    check_columns(df, cols)
+    n = len(df)
+    if not cols or n == 0:
+        return np.zeros(n, dtype=np.int32), (1 if n else 0)
+    parts = [_column_codes(df[c]) for c in cols]
+    cards = [card for _, card in parts]
+    total = 1
+    for card in cards:
+        total *= card
+    limit = max(_DENSE_FACTOR * n, 1 << 16)
+    if total <= min(limit, _INT32_MAX):
+        acc = parts[0][0].astype(np.int32)
+        for codes, card in parts[1:]:
+            acc *= card
+            acc += codes
+        return acc, total
+    # Wide keys: combine in int64 and re-densify whenever the code space gets too large.
+    acc = parts[0][0].astype(np.int64)
+    card_acc = cards[0]
+    for codes, card in parts[1:]:
+        if card_acc * card >= 1 << 62:
+            acc, card_acc = _densify(acc)
+        acc *= card
+        acc += codes
+        card_acc *= card
+    if card_acc > limit:
+        acc, card_acc = _densify(acc)
+    if card_acc <= _INT32_MAX:
+        acc = acc.astype(np.int32)
+    return acc, card_acc
+
+
+def _densify(codes: np.ndarray) -> tuple[np.ndarray, int]:
+    dense, uniques = pd.factorize(codes)
+    return dense.astype(np.int64, copy=False), len(uniques)
+
+
+def _column_codes(s: pd.Series) -> tuple[np.ndarray, int]:
+    """(codes, cardinality) for one column; codes are small non-negative integers."""
+    if isinstance(s.dtype, pd.CategoricalDtype):
+        codes = s.cat.codes.to_numpy()
+        # -1 marks a missing value: shift so it becomes code 0.
+        wide = np.int16 if len(s.cat.categories) < (1 << 15) - 1 else np.int32
+        return codes.astype(wide) + 1, len(s.cat.categories) + 1
+    if s.dtype == bool:
+        return s.to_numpy().view(np.uint8), 2
+    if isinstance(s.dtype, np.dtype) and s.dtype.kind in "iu" and len(s):
+        values = s.to_numpy()
+        lo, hi = int(values.min()), int(values.max())
+        if hi - lo < max(2 * len(s), 1 << 16):
+            # Subtract in the unsigned type of the same width: wraps exactly, never overflows.
+            unsigned = np.dtype(f"u{values.dtype.itemsize}")
+            offset = values - np.array(lo, dtype=values.dtype)[()] if values.dtype.kind == "u" \
+                else values.view(unsigned) - np.array(lo, dtype=values.dtype).view(unsigned)[()]
+            return offset.astype(np.int32 if hi - lo <= _INT32_MAX else np.int64), hi - lo + 1
+    codes, uniques = pd.factorize(s, use_na_sentinel=False)
+    return codes, max(len(uniques), 1)
+
+
+def check_columns(df: pd.DataFrame, cols) -> None:
+    """DataError naming the columns a mechanism needs that the data does not have."""
+    missing = [c for c in cols if c not in df.columns]
+    if missing:
+        raise DataError(
+            f"column(s) {', '.join(map(repr, missing))} not in the data "
+            f"(it has {', '.join(map(repr, map(str, df.columns)))})"
+        )
+
+
+def _rng(rng) -> np.random.Generator:
+    if isinstance(rng, np.random.Generator):
+        return rng
+    return np.random.default_rng(rng)
+
+
+# ---------------------------------------------------------------------------------------------
+# uniform derangements
+# ---------------------------------------------------------------------------------------------
+
+
+def uniform_derangements(sizes, rng) -> np.ndarray:
+    """One uniformly random derangement per contiguous segment, all segments at once.
+
+    ``sizes[k]`` is the length of segment k; segments lie end to end in [0, sum(sizes)).
+    Returns ``perm`` with ``perm[i]`` in the segment of i and ``perm[i] != i``. A uniform
+    permutation conditioned on having no fixed point is uniform over derangements, so each
+    segment whose draw has a fixed point is redrawn on its own until it has none (about e
+    draws per segment on average).
+    """
+    rng = _rng(rng)
+    sizes = np.asarray(sizes, dtype=np.int64)
+    if sizes.ndim != 1:
+        raise ValueError("sizes must be one-dimensional")
+    if (sizes < 0).any():
+        raise ValueError("segment sizes must be non-negative")
+    if (sizes == 1).any():
+        raise ValueError("a segment of one element has no derangement")
+    n = int(sizes.sum())
+    starts = np.cumsum(sizes) - sizes
+    perm = np.empty(n, dtype=np.int64)
+    todo = np.flatnonzero(sizes > 0)
+    while todo.size:
+        todo_sizes = sizes[todo]
+        local_seg = np.repeat(np.arange(todo.size, dtype=np.int64), todo_sizes)
+        pos = _segment_positions(starts[todo], todo_sizes, local_seg)
+        drawn = pos[_shuffle_within(local_seg, rng)]
+        perm[pos] = drawn
+        fixed = local_seg[drawn == pos]
+        if fixed.size == 0:
+            break
+        redo = np.zeros(todo.size, dtype=bool)
+        redo[fixed] = True
+        todo = todo[redo]
+    return perm
+
+
+def _segment_positions(starts: np.ndarray, sizes: np.ndarray, local_seg: np.ndarray) -> np.ndarray:
+    """Concatenated ranges [start, start + size) for each segment, without a Python loop."""
+    offsets = np.cumsum(sizes) - sizes
+    within = np.arange(local_seg.size, dtype=np.int64) - offsets[local_seg]
+    return starts[local_seg] + within
+
+
+def _shuffle_within(local_seg: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """A uniformly random permutation of the positions of each run of equal ``local_seg``.
+
+    Take a uniformly random permutation of all positions and sort it stably by segment: the
+    positions of one segment keep the relative order the permutation gave them, which is
+    uniformly random. (Stable sorting of small keys is a linear-time radix sort in numpy.)
+    """
+    m = local_seg.size
+    perm = rng.permutation(m)
+    n_seg = int(local_seg[-1]) + 1 if m else 0
+    return perm[stable_order(local_seg[perm], n_seg)]
+
+
+def stable_order(keys: np.ndarray, n_keys: int) -> np.ndarray:
+    """Indices that sort ``keys`` (integers in [0, n_keys)) stably.
+
+    numpy's stable sort is a linear radix sort for 16-bit keys; wider keys up to 32 bits are
+    sorted as two 16-bit digits, least significant first, which beats a comparison sort.
+    """
+    if n_keys <= 1 << 16:
+        return np.argsort(keys.astype(np.uint16), kind="stable")
+    if n_keys <= 1 << 32:
+        low = np.argsort((keys & 0xFFFF).astype(np.uint16), kind="stable")
+        high = np.argsort((keys[low] >> 16).astype(np.uint16), kind="stable")
+        return low[high]
+    return np.argsort(keys, kind="stable")
+
+
+# ---------------------------------------------------------------------------------------------
+# selection
+# ---------------------------------------------------------------------------------------------
+
+
+def _bernoulli(n: int, q: Fraction, rng: np.random.Generator) -> np.ndarray:
+    """n independent draws of Bernoulli(q), by exact integer comparison U < num, U ~ [0, den)."""
+    num, den = q.numerator, q.denominator
+    if num == 0:
+        return np.zeros(n, dtype=bool)
+    if num == den:
+        return np.ones(n, dtype=bool)
+    for dtype in (np.uint8, np.uint16, np.uint32, np.uint64):
+        if den - 1 <= np.iinfo(dtype).max:
+            return rng.integers(0, den, size=n, dtype=dtype) < dtype(num)
+    raise MechanismError(
+        f"swap rate {q} has a denominator above 2**64; give it with fewer digits"
+    )
+
+
+def select(strata_codes, p, rng) -> np.ndarray:
+    """Which records the PSA swaps: a boolean mask over the records.
+
+    Each record of a stratum with two or more records is selected with probability p; a
+    stratum whose draw selects exactly one record is redrawn as a whole until it does not.
+    Records alone in their stratum are never selected.
+    """
+    rng = _rng(rng)
+    q = as_rate(p)
+    codes = np.asarray(strata_codes)
+    n = codes.size
+    if n == 0:
+        return np.zeros(0, dtype=bool)
+    n_codes = int(codes.max()) + 1
+    sizes = np.bincount(codes, minlength=n_codes)
+    sel = _bernoulli(n, q, rng)
+    singletons = sizes == 1
+    if singletons.any():
+        sel &= ~singletons[codes]
+    counts = np.bincount(codes[sel], minlength=n_codes)
+    bad = np.flatnonzero(counts == 1)
+    if bad.size == 0:
+        return sel
+    is_bad = np.zeros(n_codes, dtype=bool)
+    is_bad[bad] = True
+    rows = np.flatnonzero(is_bad[codes])
+    local = np.searchsorted(bad, codes[rows])
+    n_bad = bad.size
+    while rows.size:
+        draw = _bernoulli(rows.size, q, rng)
+        sel[rows] = draw
+        again = np.bincount(local[draw], minlength=n_bad) == 1
+        if not again.any():
+            break
+        keep = again[local]
+        rows, local = rows[keep], local[keep]
+    return sel
+
+
+# ---------------------------------------------------------------------------------------------
+# swapping
+# ---------------------------------------------------------------------------------------------
+
+
+@attrs.frozen(eq=False)
+class SwapResult:
+    """The swapped data and what a report or a carry-along step needs to know about it.
+
+    ``source[i]`` is the row whose swapping values row i received (i itself if not swapped).
+    """
+
+    data: pd.DataFrame
+    source: np.ndarray = attrs.field(repr=False)
+    n_selected: int
+    n_strata_touched: int
+
+
+def swap_records(df: pd.DataFrame, match, swap, p, rng) -> SwapResult:
+    """Run the PSA on ``df``: match key ``match``, swapping variables ``swap``, rate ``p``.
+
+    The input frame is never modified; the result has the same columns, dtypes and index.
+    """
+    match, swap = list(match), list(swap)
+    if not swap:
+        raise MechanismError("the PSA needs at least one swapping variable")
+    overlap = sorted(set(match) & set(swap), key=str)
+    if overlap:
+        raise MechanismError(
+            f"column(s) {', '.join(map(repr, overlap))} cannot both match and be swapped"
+        )
+    check_columns(df, match + swap)
+    rng = _rng(rng)
+    q = as_rate(p)
+    codes, n_codes = stratum_codes(df, match)
+    sel = select(codes, q, rng)
+    chosen = np.flatnonzero(sel)
+    chosen_codes = codes[chosen]
+    grouped = chosen[stable_order(chosen_codes, n_codes)]
+    seg_sizes = np.bincount(chosen_codes)
+    seg_sizes = seg_sizes[seg_sizes > 0]
+    targets = grouped[uniform_derangements(seg_sizes, rng)]
+    source = np.arange(len(df), dtype=np.int64)
+    source[grouped] = targets
+    out = _swapped_frame(df, swap, grouped, targets)
+    return SwapResult(
+        data=out, source=source, n_selected=int(chosen.size), n_strata_touched=int(seg_sizes.size)
+    )
+
+
+def _swapped_frame(df: pd.DataFrame, swap, rows: np.ndarray, targets: np.ndarray) -> pd.DataFrame:
+    """A new frame whose swap columns take, at ``rows``, the values found at ``targets``."""
+    # Copy-on-write (always on from pandas 3) makes a shallow copy safe; older pandas copies.
+    out = df.copy(deep=not _copy_on_write())
+    for col in swap:
+        out[col] = _scatter(df[col], rows, targets)
+    return out
+
+
+def _scatter(s: pd.Series, rows: np.ndarray, targets: np.ndarray):
+    """The column's values with ``values[rows] = values[targets]`` (positional, a new array)."""
+    values = s.array.copy()
+    if rows.size:
+        values[rows] = s.array.take(targets)
+    return values
+
+
+def _copy_on_write() -> bool:
+    if int(pd.__version__.split(".")[0]) >= 3:
+        return True
+    return bool(pd.get_option("mode.copy_on_write"))
+
+
+# ---------------------------------------------------------------------------------------------
+# units above and below the swap unit
+# ---------------------------------------------------------------------------------------------
+
+
+def carry_along(child_df: pd.DataFrame, parent_key_col: str, parent_df_before: pd.DataFrame,
+                result: SwapResult, swap) -> pd.DataFrame:
+    """Give every child record (a person) the swapped values of its parent (its household).
+
+    Households are the swap unit, so their geography moves with all their members. The key
+    column has the same name in both frames and must be unique among the parents. A child
+    column that disagrees with its household before the swap is a data error: carrying it
+    along would silently overwrite a real inconsistency.
+    """
+    swap = list(swap)
+    check_columns(parent_df_before, [parent_key_col, *swap])
+    check_columns(child_df, [parent_key_col])
+    if len(result.source) != len(parent_df_before):
+        raise MechanismError("the swap result does not belong to this parent table")
+    keys = pd.Index(parent_df_before[parent_key_col])
+    if not keys.is_unique:
+        dup = keys[keys.duplicated()][0]
+        raise DataError(f"column {parent_key_col!r}: key {dup!r} names more than one parent record")
+    pos = keys.get_indexer(child_df[parent_key_col])
+    if (pos < 0).any():
+        row = int(np.flatnonzero(pos < 0)[0])
+        raise DataError(
+            f"column {parent_key_col!r}, row {child_df.index[row]!r}: value "
+            f"{child_df[parent_key_col].iloc[row]!r} matches no parent record"
+        )
+    out = child_df.copy(deep=not _copy_on_write())
+    for col in swap:
+        before = parent_df_before[col].array.take(pos)
+        if col in child_df.columns:
+            mismatch = ~_equal_or_both_missing(child_df[col].array, before)
+            if mismatch.any():
+                row = int(np.flatnonzero(mismatch)[0])
+                raise DataError(
+                    f"column {col!r}, row {child_df.index[row]!r}: value "
+                    f"{child_df[col].iloc[row]!r} differs from its parent's "
+                    f"{before[row]!r} before the swap"
+                )
+        after = parent_df_before[col].array.take(result.source[pos])
+        if col in child_df.columns and after.dtype != child_df[col].dtype:
+            after = after.astype(child_df[col].dtype)
+        out[col] = after
+    return out
+
+
+def _equal_or_both_missing(a, b) -> np.ndarray:
+    """Elementwise equality in which two missing values count as equal."""
+    if a.dtype != b.dtype:
+        a, b = a.astype(object), b.astype(object)
+    a_na, b_na = np.asarray(pd.isna(a)), np.asarray(pd.isna(b))
+    eq = pd.Series(a, copy=False) == pd.Series(b, copy=False)
+    eq = eq.to_numpy(dtype=bool, na_value=False)
+    return (eq & ~a_na & ~b_na) | (a_na & b_na)
+
+
+def induced_invariants(match, swap, hold) -> list[tuple[str, ...]]:
+    """The count queries the PSA keeps exactly: match x hold, and match x swap.
+
+    Swapping moves the swapping values only among records with the same match key, so the
+    multiset of (match, hold) rows and the multiset of (match, swap) values never change;
+    every statistic that is a function of those two tables is invariant too.
+    """
+    match, swap, hold = list(match), list(swap), list(hold)
+    queries = [tuple(match + [c for c in hold if c not in match]),
+               tuple(match + [c for c in swap if c not in match])]
+    return list(dict.fromkeys(queries))

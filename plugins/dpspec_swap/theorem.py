@@ -1,0 +1,122 @@
+"""The PSA's budget (seed paper, Theorem II.1) and the data fact it depends on (b).
+
+The budget is a per-universe quantity: it depends on the data only through b, the size of the
+largest match-key stratum that holds at least two different records, and b is a function of the
+invariants. Everything here is exact where the theorem is: the rate is an exact fraction and
+ln(o) is computed from its integer numerator and denominator.
+"""
+from __future__ import annotations
+
+import math
+from decimal import Decimal
+from fractions import Fraction
+from numbers import Rational
+
+import numpy as np
+import pandas as pd
+
+from dpspec.errors import MechanismError
+
+
+def as_rate(p) -> Fraction:
+    """The swap rate as an exact fraction in [0, 1].
+
+    A float is read as the decimal the user wrote (0.05 -> 1/20), not as its binary
+    approximation, so that a spec's ``rate: 0.05`` means exactly one in twenty.
+    """
+    if isinstance(p, bool):
+        raise MechanismError(f"swap rate must be a number, not {p!r}")
+    if isinstance(p, Fraction):
+        q = p
+    elif isinstance(p, (int, Rational)):
+        q = Fraction(p)
+    elif isinstance(p, (float, np.floating)):
+        if not math.isfinite(p):
+            raise MechanismError(f"swap rate must be finite, got {p!r}")
+        q = Fraction(repr(float(p)))
+    elif isinstance(p, (Decimal, str)):
+        try:
+            q = Fraction(p)
+        except (ValueError, ArithmeticError) as exc:
+            raise MechanismError(f"swap rate {p!r} is not a number") from exc
+    else:
+        raise MechanismError(f"swap rate must be a number, got {type(p).__name__}")
+    if not 0 <= q <= 1:
+        raise MechanismError(f"swap rate must lie in [0, 1], got {p}")
+    return q
+
+
+def log_odds(p) -> float:
+    """ln(p / (1 - p)) from the exact numerator and denominator (no cancellation near 0 or 1)."""
+    q = as_rate(p)
+    num, den = q.numerator, q.denominator
+    if num == 0 or num == den:
+        raise MechanismError("the odds of a swap rate of 0 or 1 are not finite")
+    # p = num/den, 1 - p = (den - num)/den, so o = num / (den - num); math.log takes big ints.
+    return math.log(num) - math.log(den - num)
+
+
+def psa_epsilon(b: int, p) -> float:
+    """Theorem II.1: the pure-DP budget of the PSA, subject to its invariants.
+
+    ``b`` is the size of the largest stratum holding two different records (0 if none).
+    With b == 0 nothing can move, so the budget is 0; with p in {0, 1} and b > 0 the
+    mechanism is deterministic on a stratum that could differ, so no finite budget exists.
+    """
+    if isinstance(b, bool) or not isinstance(b, (int, np.integer)):
+        raise MechanismError(f"b must be a non-negative integer, got {b!r}")
+    b = int(b)
+    if b < 0:
+        raise MechanismError(f"b must be a non-negative integer, got {b}")
+    q = as_rate(p)
+    if b == 0:
+        return 0.0
+    if q == 0 or q == 1:
+        return math.inf
+    ln_o = log_odds(q)
+    ln_b1 = math.log(b + 1)
+    if q <= Fraction(1, 2):
+        return ln_b1 - ln_o
+    return max(ln_o, ln_b1 - ln_o)
+
+
+def largest_stratum(df: pd.DataFrame, match, other_cols) -> tuple[int, dict | None]:
+    """b and the match key of the stratum that attains it (None when b == 0).
+
+    A stratum counts only if two of its records differ in some swapping or holding column:
+    swapping identical records changes nothing, so such strata cannot leak. Ties go to the
+    stratum whose key appears first in the data. Row identities are exact integer codes
+    (no hashing), so b is exact.
+    """
+    # Imported here: the algorithm module imports this one for as_rate.
+    from dpspec_swap.algorithm import check_columns, stratum_codes
+
+    match = list(match)
+    other = [c for c in other_cols if c not in match]
+    check_columns(df, match + other)
+    n = len(df)
+    if n == 0 or not other:
+        return 0, None
+    s_codes, n_strata = stratum_codes(df, match)
+    r_codes, n_rows = stratum_codes(df, match + other)
+    # Each distinct row code lies in exactly one stratum; count distinct rows per stratum.
+    stratum_of_row = np.full(n_rows, -1, dtype=np.int64)
+    stratum_of_row[r_codes] = s_codes
+    present = stratum_of_row[stratum_of_row >= 0]
+    distinct = np.bincount(present, minlength=n_strata)
+    sizes = np.bincount(s_codes, minlength=n_strata)
+    sizes = np.where(distinct >= 2, sizes, 0)
+    if sizes.max(initial=0) == 0:
+        return 0, None
+    b = int(sizes.max())
+    winners = np.flatnonzero(sizes == b)
+    rows_in_winners = np.flatnonzero(np.isin(s_codes, winners))
+    first_row = int(rows_in_winners[0])
+    key = {c: _plain(df[c].iloc[first_row]) for c in match}
+    return b, key
+
+
+def _plain(value):
+    """numpy scalars to Python scalars, so keys serialize to JSON."""
+    return value.item() if hasattr(value, "item") else value
+
