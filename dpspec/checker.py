@@ -44,8 +44,8 @@ class _Checker:
     def error(self, message: str, node=None, hint: str | None = None, fallback=None):
         self.problems.append(Diagnostic(message, *_at(node, fallback), hint=hint))
 
-    def unknown(self, kind, name, candidates, node):
-        message, hint = unknown(kind, name, candidates)
+    def unknown(self, kind, name, candidates, node, where=None):
+        message, hint = unknown(kind, name, candidates, where)
         self.error(message, node, hint)
 
     # ---- the domain ----
@@ -87,12 +87,12 @@ class _Checker:
                 if ty.parent == c.name:
                     self.error(f"column '{c.name}' cannot be nested in itself", c)
                 elif ty.parent not in t.column_names:
-                    self.unknown(f"parent column in table '{t.name}'", ty.parent, t.column_names, c)
+                    self.unknown("parent column", ty.parent, t.column_names, c, f"table '{t.name}'")
         if t.parent:
             if t.parent not in self.tables:
                 self.unknown("table", t.parent, self.tables, t)
             if t.link and t.link not in t.column_names:
-                self.unknown(f"link column in table '{t.name}'", t.link, t.column_names, t)
+                self.unknown("link column", t.link, t.column_names, t, f"table '{t.name}'")
             parent = self.tables.get(t.parent)
             if parent and t.link and t.link not in parent.column_names:
                 self.error(f"table '{t.name}' links to '{t.parent}' by '{t.link}', but '{t.parent}' has no column '{t.link}'", t)
@@ -117,7 +117,7 @@ class _Checker:
             return
         for col in q.by:
             if col not in t.column_names:
-                self.unknown(f"column of table '{t.name}'", col, t.column_names, q)
+                self.unknown("column", col, t.column_names, q, f"table '{t.name}'")
         if q.level:
             geo = self.spec.domain.geography
             levels = geo.levels if geo else ()
@@ -193,7 +193,7 @@ class _Checker:
             elif r.kind == "microdata" and r.name not in self.tables:
                 self.unknown("table", r.name, self.tables, r)
             elif r.kind == "output" and mechanism is not None and r.name not in mechanism.outputs:
-                self.unknown(f"output of mechanism '{mechanism.name}'", r.name, mechanism.outputs, r)
+                self.unknown("output", r.name, mechanism.outputs, r, f"mechanism '{mechanism.name}'")
         t = self.spec.tuning
         if t and t.source not in TUNING_SOURCES:
             self.unknown("tuning source", t.source, TUNING_SOURCES, t)

@@ -10,12 +10,12 @@ def suggest(name: str, candidates) -> str | None:
     return matches[0] if matches else None
 
 
-def unknown(kind: str, name: str, candidates) -> tuple[str, str | None]:
-    """Message and hint for a name that does not resolve."""
+def unknown(kind: str, name: str, candidates, where: str | None = None) -> tuple[str, str | None]:
+    """Message and hint for a name that does not resolve: "unknown column 'x' in table 't'"."""
     guess = suggest(name, candidates)
     hint = f"did you mean '{guess}'?" if guess else None
     known = sorted(candidates)
-    message = f"unknown {kind} '{name}'"
+    message = f"unknown {kind} '{name}'" + (f" in {where}" if where else "")
     if not guess and known and len(known) <= 12:
         message += f" (known: {', '.join(known)})"
     return message, hint

@@ -152,7 +152,7 @@ def resolve_params(mechanism: Mechanism, call: ir.MechanismCall, spec: ir.Spec) 
     given = {p.name: p for p in call.params.params}
     for p in call.params.params:
         if schema.get(p.name) is None:
-            message, hint = unknown(f"parameter of mechanism '{mechanism.name}'", p.name, [s.name for s in schema.params])
+            message, hint = unknown("parameter", p.name, [s.name for s in schema.params], f"mechanism '{mechanism.name}'")
             problems.append(Diagnostic(message, *_loc_of(p, call.loc), hint=hint))
     columns = _all_columns(spec)
     tables = [t.name for t in spec.domain.tables] if spec.domain else []

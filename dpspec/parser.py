@@ -19,6 +19,7 @@ from dpspec.errors import Diagnostic, SpecError
 
 MAX_BYTES = 5_000_000
 MAX_NESTING = 50
+MAX_NUMBER_BITS = 4096
 
 
 @functools.lru_cache(maxsize=1)
@@ -169,7 +170,7 @@ class _ToIR(Transformer):
     # ---- what ----
     def unit(self, meta, children):
         bound = children[2] if len(children) > 2 else None
-        return _Section("unit", ir.Unit(str(children[0]), str(children[1]), bound, _loc(meta)), _loc(meta))
+        return _Section("unit", ir.Unit(str(children[0]), str(children[1]), bound, _tok_loc(children[0])), _loc(meta))
 
     def holds(self, meta, children):
         return ir.UnitBound(int(children[0]), str(children[1]))
@@ -252,6 +253,9 @@ class _ToIR(Transformer):
             raise _ValueProblem("exponents must be whole numbers between -64 and 64", meta)
         if base == 0 and exponent < 0:
             raise _ValueProblem("division by zero", meta)
+        bits = max(base.numerator.bit_length(), base.denominator.bit_length()) * abs(int(exponent))
+        if bits > MAX_NUMBER_BITS:
+            raise _ValueProblem("this number is too large to be a meaningful parameter", meta)
         return base ** int(exponent)
 
     # ---- how much ----
@@ -354,8 +358,8 @@ def _describe_expected(expected) -> str:
             pass
         names.append(term.lower())
     names = sorted(set(names))
-    if len(names) > 8:
-        return ", ".join(names[:8]) + ", ..."
+    if len(names) > 16:
+        return ", ".join(names[:16]) + ", ..."
     return ", ".join(names)
 
 
@@ -368,7 +372,13 @@ def _describe_token(token) -> str:
 def _syntax_diagnostic(err: lark.exceptions.LarkError) -> Diagnostic:
     if isinstance(err, lark.exceptions.UnexpectedToken):
         tok = err.token
-        expected = _describe_expected(err.expected)
+        accepted = err.expected
+        if getattr(err, "interactive_parser", None) is not None:
+            try:  # the full set of terminals the parser state accepts, keywords included
+                accepted = err.interactive_parser.accepts() or accepted
+            except Exception:
+                pass
+        expected = _describe_expected(accepted)
         line = tok.line if tok.type != "$END" or tok.line else None
         return Diagnostic(f"unexpected {_describe_token(tok)}; expected {expected}", line or err.line, tok.column if tok.type != "$END" else err.column)
     if isinstance(err, lark.exceptions.UnexpectedCharacters):
