@@ -1,0 +1,26 @@
+"""The wheel carries the grammar and every built-in plugin, registered by entry points."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import zipfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def test_wheel_ships_grammar_and_plugins(tmp_path):
+    build = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index", "-q", "-w", str(tmp_path), ROOT],
+        capture_output=True, text=True,
+    )
+    assert build.returncode == 0, build.stderr
+    (wheel,) = tmp_path.glob("dpspec-*.whl")
+    with zipfile.ZipFile(wheel) as zf:
+        names = set(zf.namelist())
+        entry_points = next(zf.read(n).decode() for n in names if n.endswith("entry_points.txt"))
+    assert "dpspec/grammar/dps.lark" in names
+    for plugin in ("dpspec_rr/__init__.py", "dpspec_swap/__init__.py", "dpspec_topdown/__init__.py"):
+        assert plugin in names
+    assert "[dpspec]" in entry_points and "randomized_response = dpspec_rr" in entry_points
+    assert "dpspec = dpspec.cli:main" in entry_points
