@@ -1,2 +1,46 @@
-"""dpspec"""
+"""dpspec: a declarative language and compiler for differential privacy specifications.
+
+The Python API mirrors the command line:
+
+    spec = dpspec.load("specs/acs_ma_vision_rr.dps")    # a path, or the text of a spec
+    result = dpspec.compile(spec, seed=None)            # outputs as DataFrames, ledger, findings
+    findings = dpspec.audit(spec, baseline=None)
+    dpspec.convert({"rho": 15.29}, to="approx", delta=1e-10, method="bs16")
+"""
+from __future__ import annotations
+
 __version__ = "0.1.0"
+
+
+def load(path_or_text: str):
+    """Parse a spec from a file path or from its text (raises SpecError)."""
+    from dpspec.parser import load_text_or_path
+
+    return load_text_or_path(path_or_text)
+
+
+def compile(spec, data=None, seed=None, runs: int = 1):  # noqa: A001 - the product's verb
+    """Check, run and account a spec in memory; `dpspec.output.write_result` writes it."""
+    from dpspec.compiler import compile_spec
+
+    if isinstance(spec, str):
+        spec = load(spec)
+    return compile_spec(spec, data=data, seed=seed, runs=runs)
+
+
+def audit(spec, baseline=None):
+    """Privacy-theatrics findings for a spec, optionally against a baseline spec."""
+    from dpspec.audit import run_audit
+
+    if isinstance(spec, str):
+        spec = load(spec)
+    if isinstance(baseline, str):
+        baseline = load(baseline)
+    return run_audit(spec, baseline=baseline)
+
+
+def convert(params: dict, **options) -> dict:
+    """Budget conversions, as `dpspec convert`: returns the resulting parameters."""
+    from dpspec.budget import convert_request
+
+    return convert_request(params, **options)
