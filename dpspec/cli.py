@@ -138,8 +138,11 @@ def compile_cmd(file, outdir, seed, runs):
 
     spec = _load(file)
     outdir = outdir or os.path.join("out", os.path.splitext(os.path.basename(file))[0])
+    from dpspec.progress import StderrBar, reporting
+
     click.echo(f"compiling {file} ...", err=True)
-    result = compile_spec(spec, seed=seed, runs=runs)
+    with reporting(StderrBar()):
+        result = compile_spec(spec, seed=seed, runs=runs)
     written = write_result(result, outdir)
     ledger = result.ledger
     click.echo(f"mechanism: {result.mechanism.name} {result.mechanism.version}")

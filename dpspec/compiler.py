@@ -14,7 +14,7 @@ import attrs
 import numpy as np
 import pandas as pd
 
-from dpspec import ir, ledger as ledger_mod
+from dpspec import ir, ledger as ledger_mod, progress
 from dpspec.checker import CheckedSpec, check
 from dpspec.data import load_data
 from dpspec.errors import MechanismError
@@ -134,7 +134,8 @@ def compile_spec(spec: ir.Spec, data: dict | None = None, seed: int | None = Non
     utility = {}
     if runs > 1:
         extra = [release]
-        for _ in range(runs - 1):
+        for i in range(runs - 1):
+            progress.report("repeated runs", i + 1, runs - 1)
             r = mech.run(spec, params, data, rng)
             verify_invariants(checked.induced, data, r.outputs)
             extra.append(r)
