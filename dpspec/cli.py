@@ -147,12 +147,16 @@ def compile_cmd(file, outdir, seed, runs):
     ledger = result.ledger
     click.echo(f"mechanism: {result.mechanism.name} {result.mechanism.version}")
     if ledger.declared is not None:
-        click.echo(f"budget in the spec's flavor: {ledger.declared}")
+        from dpspec.budget_report import _fmt
+
+        click.echo(f"budget in the spec's flavor: {_fmt(ledger.declared.to_json())}")
     elif ledger.problem:
         click.echo(f"budget: cannot be expressed in the spec's flavor: {ledger.problem}")
     for check in ledger.bounds:
         state = "holds" if check.holds else "EXCEEDED"
         click.echo(f"declared bound {check.bound.describe()}: {state} (achieved {check.achieved:.6g}; {check.currency})")
+    if seed is not None:
+        click.echo(f"warning: run with the known seed {seed}: anyone with the seed can remove the noise; not for publication", err=True)
     for name, info in written["outputs"].items():
         click.echo(f"wrote {os.path.join(outdir, info['file'])} ({info['rows']} rows)")
     for kind in ("html", "markdown", "json", "internal_html", "internal_markdown"):
