@@ -5,8 +5,6 @@ All problems of a file are collected and raised together as one SpecError.
 """
 from __future__ import annotations
 
-from fractions import Fraction
-
 import attrs
 
 from dpspec import ir, plugins
@@ -215,11 +213,12 @@ class _Checker:
         self.problems.extend(problems)
         if problems:
             return mech, params, ()
-        for d in mech.check(self.spec, params):
+        plugin_problems = mech.check(self.spec, params)
+        for d in plugin_problems:
             if d.line is None and call.loc:
                 d = attrs.evolve(d, line=call.loc.line, column=call.loc.column)
             self.problems.append(d)
-        if any(d.line == call.loc.line for d in self.problems if call.loc):
+        if plugin_problems:
             return mech, params, ()
         induced = tuple(mech.induced_invariants(self.spec, params))
         for q in induced:
@@ -256,6 +255,3 @@ def check(spec: ir.Spec) -> CheckedSpec:
         raise SpecError(c.problems, spec.path, spec.text)
     return CheckedSpec(spec, mech, params, induced)
 
-
-def exact(value) -> Fraction:
-    return value if isinstance(value, Fraction) else Fraction(value)

@@ -75,6 +75,17 @@ class _Problems:
             raise DataError("\n".join([head, *self.lines]))
 
 
+def _as_text(series: pd.Series) -> pd.Series:
+    """Codes as text without touching every row: categoricals only rename their categories."""
+    if isinstance(series.dtype, pd.CategoricalDtype):
+        categories = series.cat.categories.astype(str)
+        if categories.is_unique:
+            return series.cat.rename_categories(categories)
+    if series.dtype == object:
+        return series
+    return series.astype(str).where(series.notna(), None)
+
+
 def _validate_column(col: ir.Column, series: pd.Series, problems: _Problems) -> pd.Series:
     ty = col.type
     missing = series.isna().to_numpy()
@@ -102,13 +113,15 @@ def _validate_column(col: ir.Column, series: pd.Series, problems: _Problems) -> 
         is_true, is_false = text.isin(TRUE_WORDS).to_numpy(), text.isin(FALSE_WORDS).to_numpy()
         problems.add(col.name, "values that are not true/false", present & ~is_true & ~is_false, series)
         return pd.Series(is_true, index=series.index) if not col.nullable else pd.Series(np.where(missing, None, is_true), index=series.index, dtype="boolean")
-    text = series.astype(str).where(present, None) if series.dtype != object else series
+    text = _as_text(series)
     if ty.kind == "enum":
         allowed = set(ty.values)
         outside = present & ~text.isin(allowed).to_numpy()
         problems.add(col.name, f"values outside {{{', '.join(ty.values)}}}", outside, series)
+        if isinstance(text.dtype, pd.CategoricalDtype):
+            return text.cat.set_categories(list(ty.values))
         return pd.Categorical(text, categories=list(ty.values))
-    return text.astype("category")
+    return text if isinstance(text.dtype, pd.CategoricalDtype) else text.astype("category")
 
 
 def load_table(spec: ir.Spec, source: ir.DataSource) -> pd.DataFrame:

@@ -1,0 +1,59 @@
+"""`dpspec audit`: findings on a spec without running its mechanism, optionally against a
+baseline spec, as text, JSON or report files.
+
+The audit also runs on specs that fail their check (an undeclared invariant is exactly what it
+must report), so only a file that does not parse is an error here.
+"""
+from __future__ import annotations
+
+import json
+import os
+
+import click
+
+from dpspec.atomic import write_text
+from dpspec.parser import parse, read_source
+
+SEVERITY_ORDER = ("critical", "warning", "info")
+
+
+def _load(path):
+    return parse(read_source(path), path)
+
+
+def run_audit_command(path: str, baseline_path: str | None, outdir: str | None, as_json: bool) -> int:
+    from dpspec.audit import audit
+
+    spec = _load(path)
+    baseline = _load(baseline_path) if baseline_path else None
+    outcome = audit(spec, baseline=baseline)
+    if outdir:
+        from dpspec.report import render_all
+
+        os.makedirs(outdir, exist_ok=True)
+        for filename, text in render_all(spec=spec, baseline=baseline, outcome=outcome).values():
+            write_text(os.path.join(outdir, filename), text)
+    if as_json:
+        click.echo(json.dumps([f.to_json() for f in outcome.findings], indent=2))
+    else:
+        _print_text(spec, outcome, outdir)
+    return 1 if any(f.severity == "critical" for f in outcome.findings) else 0
+
+
+def _print_text(spec, outcome, outdir):
+    click.echo(f"audit of {os.path.basename(spec.path or 'spec')}: {spec.title or '(untitled)'}")
+    for problem in outcome.check_problems:
+        click.echo(f"  check: {problem}")
+    if not outcome.findings:
+        click.echo("  no findings")
+    for f in outcome.findings:
+        click.echo(f"[{f.severity}] {f.rule}: {f.message}")
+    if outcome.comparison is not None:
+        click.echo("")
+        click.echo(f"against the baseline '{outcome.comparison.baseline_title}':")
+        for row in outcome.comparison.rows:
+            click.echo(f"  {row.block:<11} {row.verdict:<12} {row.reason}")
+    for rule, why in outcome.skipped:
+        click.echo(f"  (rule {rule} not run: {why})")
+    if outdir:
+        click.echo(f"wrote the audit report to {outdir}")

@@ -1,0 +1,207 @@
+"""The `swap` mechanism: the permutation swapping algorithm (PSA) as a dpspec plugin.
+
+The algorithm and the theorem live in `algorithm.py` and `theorem.py`; this module only ties
+them to a spec: which table is swapped, which of its columns match, swap and hold, which
+statistics the swap keeps exact (they must be declared invariants), and what the budget is
+for the actual universe.
+"""
+from __future__ import annotations
+
+from fractions import Fraction
+
+import pandas as pd
+
+from dpspec import ir
+from dpspec.diagnostics import unknown
+from dpspec.errors import DataError, Diagnostic, MechanismError
+from dpspec.mechanism import Mechanism, NativeFlavor, ParameterSchema, ParamSpec, Release
+from dpspec_swap import accuracy, whatif
+from dpspec_swap.algorithm import carry_along, swap_records
+from dpspec_swap.roles import carried_tables, nesting_parents, roles, swap_table, without_implied
+from dpspec_swap.theorem import largest_stratum, log_odds, psa_epsilon
+
+__version__ = "1.0.0"
+MAX_DENOMINATOR = 1 << 64  # the exact Bernoulli sampler compares against integers below 2**64
+
+
+def _param_loc(spec: ir.Spec, name: str) -> tuple[int | None, int | None]:
+    call = spec.mechanism
+    p = call.params.get(name) if call else None
+    loc = (p.loc if p is not None else None) or (call.loc if call else None)
+    return (loc.line, loc.column) if loc else (None, None)
+
+
+class PermutationSwapping(Mechanism):
+    name = "swap"
+    version = __version__
+    description = ("Permutation swapping (PSA): within each stratum of the match key, selected units "
+                   "exchange their swapping columns by a uniformly random derangement.")
+    needs_data_for_budget = True  # eps_D depends on b, the largest stratum of the actual data
+    parameters = ParameterSchema((
+        ParamSpec("table", "table", "the table of swap units (default: the spec's unit table)"),
+        ParamSpec("match", "columns", "the match key: holding columns whose values form the strata", required=True),
+        ParamSpec("swap", "columns", "the swapping columns, exchanged among the selected units of a stratum", required=True),
+        ParamSpec("rate", "number", "the swap rate p: each unit of a stratum is selected with probability p",
+                  required=True, low=Fraction(0), high=Fraction(1)),
+    ))
+    outputs: dict[str, str] = {}  # the swapped microdata are named after their tables
+
+    # ---- static checks ----
+    def check(self, spec, params):
+        table = swap_table(spec, params)
+        if table is None:
+            return [Diagnostic("mechanism 'swap' needs a table: give 'table: NAME' or declare the spec's unit",
+                               *_param_loc(spec, "table"))]
+        problems = []
+        for role in ("match", "swap"):
+            for c in params[role]:
+                if c not in table.column_names:
+                    message, hint = unknown("column", c, table.column_names, f"table '{table.name}' (the swapped table)")
+                    problems.append(Diagnostic(f"parameter '{role}': {message}", *_param_loc(spec, role), hint=hint))
+        if problems:
+            return problems
+        match, swap = list(params["match"]), list(params["swap"])
+        both = [c for c in match if c in swap]
+        if both:
+            problems.append(Diagnostic(
+                f"column(s) {', '.join(both)} cannot both be in the match key and be swapped: "
+                "a match column is held fixed within its stratum", *_param_loc(spec, "swap")))
+        for c in swap:
+            parent = next(iter(nesting_parents(table, c)), None)  # held fixed, it fixes its own parents
+            if parent is not None and parent not in match and parent not in swap:
+                problems.append(Diagnostic(
+                    f"'{c}' is nested in '{parent}'; swapping it between records with different '{parent}' "
+                    f"would break the nesting: add '{parent}' to the match key", *_param_loc(spec, "swap")))
+        for child in spec.domain.tables:
+            if child.parent == table.name and child.link in swap:
+                problems.append(Diagnostic(
+                    f"'{child.link}' links table '{child.name}' to '{table.name}' and cannot be swapped",
+                    *_param_loc(spec, "swap")))
+        rate = params["rate"]
+        if rate.denominator > MAX_DENOMINATOR:
+            problems.append(Diagnostic(
+                f"rate {rate} has a denominator above 2^64, too fine for the exact sampler; give it with fewer digits",
+                *_param_loc(spec, "rate")))
+        return problems
+
+    def flavor(self, spec, params):
+        return NativeFlavor(swap_table(spec, params).name, "hamming", "pure")
+
+    def induced_invariants(self, spec, params):
+        """match x hold and match x swap, plus the carried units' unswapped columns.
+
+        Household ids and the persons' own columns never move, so when persons are carried
+        along every count of persons by their unswapped columns is published exactly too.
+        """
+        if self.check(spec, params):
+            return []  # the parameters are wrong; check() has said how
+        table = swap_table(spec, params)
+        match, swap, hold = roles(spec, params)
+        queries = [ir.CountQuery(table.name, without_implied(table, match + hold)),
+                   ir.CountQuery(table.name, without_implied(table, match + swap))]
+        for child in carried_tables(spec, table):
+            kept = [c for c in child.column_names if c not in swap]
+            queries.append(ir.CountQuery(child.name, without_implied(child, kept)))
+        return list(dict.fromkeys(queries))
+
+    # ---- facts and budget ----
+    def _frame(self, spec, params, data) -> pd.DataFrame:
+        table = swap_table(spec, params)
+        if table.name not in data:
+            raise DataError(f"mechanism 'swap' needs data for table '{table.name}' (data {table.name} from \"FILE\")")
+        return data[table.name]
+
+    def public_facts(self, spec, params, data):
+        """b and its stratum, and b under alternative match keys; all functions of the invariants.
+
+        A stratum's size is a marginal of the declared (match x hold) count; the alternative keys
+        kept here are those whose counts the declared invariants publish as well.
+        """
+        df = self._frame(spec, params, data)
+        match, swap, hold = roles(spec, params)
+        b, key = largest_stratum(df, match, swap + hold)
+        sizes = whatif.stratum_sizes(df, match)
+        alternatives = [row for row in whatif.stratifications(spec, params, df) if row["from_invariants"]]
+        return {
+            "b": b,
+            "largest_stratum": key,
+            "match": match,
+            "swap": swap,
+            "hold": hold,
+            "records": int(len(df)),
+            "strata": int((sizes > 0).sum()),
+            "strata_of_two_or_more": int((sizes >= 2).sum()),
+            "alternatives": alternatives,
+        }
+
+    def budget(self, spec, params, facts):
+        from dpspec.budget import BudgetStatement, PureDP
+
+        if "b" not in facts:
+            raise MechanismError("the swap budget depends on b, the largest stratum of the data; compute the facts first")
+        b, p = int(facts["b"]), params["rate"]
+        eps = psa_epsilon(b, p)
+        return BudgetStatement(
+            PureDP(eps),
+            worst=None,
+            per_universe=True,
+            depends_on={"b": b, "largest_stratum": facts.get("largest_stratum")},
+            notes=budget_notes(b, p, facts.get("match", params["match"])),
+        )
+
+    # ---- running ----
+    def run(self, spec, params, data, rng):
+        table = swap_table(spec, params)
+        df = self._frame(spec, params, data)
+        match, swap, _ = roles(spec, params)
+        result = swap_records(df, match, swap, params["rate"], rng)
+        outputs = {table.name: result.data}
+        for child in carried_tables(spec, table):
+            if child.name not in data:
+                raise DataError(f"table '{child.name}' has a data source but no data was loaded for it")
+            carried = [c for c in swap if c in child.column_names]
+            outputs[child.name] = carry_along(data[child.name], child.link, df, result, carried)
+        run = {
+            "swapped_records": result.n_selected,
+            "swapped_fraction": result.n_selected / len(df) if len(df) else 0.0,
+            "strata_touched": result.n_strata_touched,
+            "tables": self._errors(spec, params, data, outputs),
+        }
+        # The summary of this one run has the shape `utility` gives for several runs.
+        internal = {**accuracy.summarize(params["rate"], [run]), "run": run}
+        notes = (f"{len(outputs) - 1} linked table(s) carried along with the swapped {table.name}",) if len(outputs) > 1 else ()
+        return Release(outputs=outputs, facts={"swap_table": table.name}, internal=internal, notes=notes)
+
+    def _errors(self, spec, params, data, outputs) -> dict:
+        """This run's MAPE for each released count table (default: swap x hold, the paper's)."""
+        table = swap_table(spec, params)
+        match, swap, hold = roles(spec, params)
+        default = ir.CountQuery(table.name, tuple(swap + hold))
+        tables = accuracy.queries(spec, default)
+        return accuracy.table_errors(tables, self.induced_invariants(spec, params), data, outputs)
+
+    def utility(self, spec, params, data, releases):
+        """Per released table, the MAPE against the confidential data over the runs."""
+        return accuracy.summarize(params["rate"], [r.internal["run"] for r in releases])
+
+
+def budget_notes(b: int, p: Fraction, match) -> tuple[str, ...]:
+    """The theorem's branch with the numbers filled in, and why there is no finite worst case."""
+    key = " x ".join(match) if match else "(no match key: one stratum)"
+    if b == 0:
+        notes = [f"b = 0: no stratum of the match key {key} holds two different records, "
+                 "so nothing can move: epsilon = 0"]
+    elif p in (0, 1):
+        notes = [f"b = {b:,}: the largest stratum of the match key {key} holding two different records",
+                 f"rate {ir.format_number(p)} makes the swap deterministic on a stratum that could differ: "
+                 "no finite epsilon (Theorem II.1)"]
+    else:
+        branch = ("p <= 1/2: epsilon = ln(b+1) - ln(o)" if p <= Fraction(1, 2)
+                  else "p > 1/2: epsilon = max(ln(o), ln(b+1) - ln(o))")
+        notes = [f"b = {b:,}: the largest stratum of the match key {key} holding two different records",
+                 f"Theorem II.1, {branch} with o = p/(1-p), ln(o) = {log_odds(p):.6f}"]
+    notes.append("per universe: b is a function of the invariants, so epsilon differs between universes; "
+                 "no finite worst case exists because the domain does not bound the number of units, "
+                 "and epsilon grows as ln(b+1) with the largest stratum")
+    notes.append("finer match keys give smaller b and a smaller nominal epsilon only by publishing more invariants")
+    return tuple(notes)
