@@ -98,8 +98,10 @@ def budget_text(summary: dict) -> str:
     lines.append(f"mechanism {summary['mechanism']['name']} proves, for its native flavor ({nf['relation']} on {nf['unit']}, {nf['premetric']}):")
     lines.append(f"  {_fmt(native['budget'])}" + ("   (per universe: the value for the actual universe)" if native["per_universe"] else ""))
     if native["per_universe"]:
-        worst = _fmt(native["worst_case"]) if native["worst_case"] else "no finite worst case over the admitted universes"
-        lines.append(f"  worst case over the admitted universes: {worst}")
+        if native["worst_case"]:
+            lines.append(f"  worst case over the admitted universes: {_fmt(native['worst_case'])}")
+        else:
+            lines.append("  no finite worst case over the admitted universes")
     for k, v in native["depends_on"].items():
         lines.append(f"  depends on {k} = {v}")
     for note in native["notes"]:

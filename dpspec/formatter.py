@@ -2,7 +2,7 @@
 
 Sections come in the order of the five questions (who, where, what, how, how much), numbers
 keep their exact value (0.05, 1e-10, 104/4099), and formatting the output again changes
-nothing. Comments are not kept: the IR does not hold them.
+nothing. Comments are kept, moved to the line before the section they were in.
 """
 from __future__ import annotations
 
@@ -146,17 +146,18 @@ def _program(p: ir.Program) -> list[str]:
 
 
 def format_spec(spec: ir.Spec) -> str:
-    blocks: list[list[str]] = []
+    """The canonical text; comments are kept, each before the section it was in or preceded."""
+    blocks: list[tuple[tuple[str, ...], list[str]]] = []
     if spec.title is not None:
-        blocks.append([f"spec {quote(spec.title)}"])
+        blocks.append((("title",), [f"spec {quote(spec.title)}"]))
     if spec.domain:
-        blocks.append(_domain(spec.domain))
+        blocks.append((("domain",), _domain(spec.domain)))
     if spec.data:
-        blocks.append([f"data {d.table} from {quote(d.path)}" for d in spec.data])
+        blocks.append((("data",), [f"data {d.table} from {quote(d.path)}" for d in spec.data]))
     if spec.invariants:
-        blocks.append(["invariants {", *[f"{INDENT}{_query(q)}" for q in spec.invariants], "}"])
+        blocks.append((("invariants",), ["invariants {", *[f"{INDENT}{_query(q)}" for q in spec.invariants], "}"]))
     if spec.public:
-        blocks.append(["public {", *[f"{INDENT}{_query(p.query)} released {quote(p.source)}" for p in spec.public], "}"])
+        blocks.append((("public",), ["public {", *[f"{INDENT}{_query(p.query)} released {quote(p.source)}" for p in spec.public], "}"]))
     how = []
     if spec.unit:
         u = spec.unit
@@ -165,16 +166,26 @@ def format_spec(spec: ir.Spec) -> str:
     if spec.premetric:
         how.append(_premetric(spec.premetric))
     if how:
-        blocks.append(how)
+        blocks.append((("unit", "premetric"), how))
     if spec.mechanism:
-        blocks.append([f"mechanism {spec.mechanism.name} {_block(spec.mechanism.params, 0)}"])
+        blocks.append((("mechanism",), [f"mechanism {spec.mechanism.name} {_block(spec.mechanism.params, 0)}"]))
     if spec.budgets:
-        blocks.append([_budget(b) for b in spec.budgets])
+        blocks.append((("budgets",), [_budget(b) for b in spec.budgets]))
     if spec.releases:
-        blocks.append(_release(spec.releases))
+        blocks.append((("releases",), _release(spec.releases)))
     if spec.tuning:
         t = spec.tuning
-        blocks.append([f"tuned on {t.source}" + (f" {quote(t.note)}" if t.note is not None else "")])
+        blocks.append((("tuning",), [f"tuned on {t.source}" + (f" {quote(t.note)}" if t.note is not None else "")]))
     if spec.program:
-        blocks.append(_program(spec.program))
-    return "\n\n".join("\n".join(b) for b in blocks) + "\n"
+        blocks.append((("program",), _program(spec.program)))
+    trailing = list(spec.comments_for(ir.END_COMMENTS))
+    if trailing:
+        blocks.append(((), trailing))
+    texts = []
+    for i, (fields, lines) in enumerate(blocks):
+        comments = [c for f in fields for c in spec.comments_for(f)]
+        if i == 0 and comments and fields:  # a file's header comment stands apart
+            texts.append("\n".join(comments))
+            comments = []
+        texts.append("\n".join(comments + lines))
+    return "\n\n".join(texts) + "\n"

@@ -166,6 +166,8 @@ class Unit:
 
 # ---- how: the output premetric -----------------------------------------------------------
 
+END_COMMENTS = "end"  # comments after the last section
+
 PREMETRIC_KINDS = ("pure", "approximate", "zcdp", "renyi", "gdp")
 
 
@@ -304,6 +306,11 @@ class Spec:
     program: Program | None = None
     path: str | None = attrs.field(default=None, eq=False, repr=False)
     text: str | None = attrs.field(default=None, eq=False, repr=False)
+    # Comments are layout, not meaning: kept for `dpspec fmt`, ignored by equality and JSON.
+    comments: tuple[tuple[str, tuple[str, ...]], ...] = attrs.field(default=(), eq=False, repr=False)
+
+    def comments_for(self, field: str) -> tuple[str, ...]:
+        return dict(self.comments).get(field, ())
 
     @property
     def base_dir(self) -> str:
@@ -354,7 +361,7 @@ def to_jsonable(obj):
     if attrs.has(type(obj)):
         out = {}
         for field in attrs.fields(type(obj)):
-            if field.name == "loc" or (isinstance(obj, Spec) and field.name in ("path", "text")):
+            if field.name == "loc" or (isinstance(obj, Spec) and field.name in ("path", "text", "comments")):
                 continue
             out[field.name.rstrip("_")] = to_jsonable(getattr(obj, field.name))
         return out

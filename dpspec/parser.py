@@ -30,7 +30,16 @@ def _parser() -> lark.Lark:
         here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
         with open(os.path.join(here, "grammar", "dps.lark"), encoding="utf-8") as fh:
             grammar = fh.read()
-    return lark.Lark(grammar, parser="lalr", propagate_positions=True, maybe_placeholders=False)
+    return lark.Lark(grammar, parser="lalr", propagate_positions=True, maybe_placeholders=False,
+                     lexer_callbacks={"COMMENT": _collect_comment})
+
+
+_comments: list[Token] = []  # filled by the lexer during one parse (parsing is not reentrant)
+
+
+def _collect_comment(token: Token) -> Token:
+    _comments.append(token)
+    return token
 
 
 def _loc(meta) -> ir.Loc | None:
@@ -429,10 +438,12 @@ def parse(text: str, path: str | None = None) -> ir.Spec:
     deep = _nesting_problem(text)
     if deep:
         raise SpecError([deep], path, text)
+    _comments.clear()
     try:
         tree = _parser().parse(text)
     except lark.exceptions.LarkError as err:
         raise SpecError([_syntax_diagnostic(err)], path, text) from None
+    comments = [(c.line, str(c)) for c in _comments]
     try:
         sections = _ToIR().transform(tree)
     except lark.exceptions.VisitError as err:
@@ -441,14 +452,25 @@ def parse(text: str, path: str | None = None) -> ir.Spec:
             meta = inner.meta
             raise SpecError([Diagnostic(inner.message, getattr(meta, "line", None), getattr(meta, "column", None))], path, text) from None
         raise
-    return _assemble(sections, path, text)
+    spans = [(child.meta.line, child.meta.end_line) for child in tree.children]
+    return _assemble(sections, path, text, _attach_comments(comments, sections, spans))
+
+
+def _attach_comments(comments, sections, spans) -> tuple:
+    """Each comment belongs to the first top-level section that ends at or after its line (so a
+    comment inside or just before a section stays with it); later ones go to the end."""
+    attached: dict[str, list[str]] = {}
+    for line, text in comments:
+        field = next((s.field for s, (_, end) in zip(sections, spans) if end >= line), ir.END_COMMENTS)
+        attached.setdefault(field, []).append(text.rstrip())
+    return tuple((field, tuple(lines)) for field, lines in attached.items())
 
 
 _SINGLE = {"title": "spec title", "domain": "domain", "unit": "unit", "premetric": "premetric",
            "mechanism": "mechanism", "tuning": "tuning", "program": "program"}
 
 
-def _assemble(sections, path, text) -> ir.Spec:
+def _assemble(sections, path, text, comments=()) -> ir.Spec:
     fields: dict = {}
     problems: list[Diagnostic] = []
     for s in sections:
@@ -462,7 +484,7 @@ def _assemble(sections, path, text) -> ir.Spec:
             fields[s.field] = s.value
     if problems:
         raise SpecError(problems, path, text)
-    return ir.Spec(path=path, text=text, **fields)
+    return ir.Spec(path=path, text=text, comments=comments, **fields)
 
 
 def load_text_or_path(path_or_text: str) -> ir.Spec:

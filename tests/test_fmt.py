@@ -118,3 +118,25 @@ def test_bundled_specs_round_trip():
         with open(path, encoding="utf-8") as fh:
             spec = parse(fh.read(), path)
         assert parse(format_spec(spec)) == spec, path
+
+
+def test_comments_survive_formatting():
+    text = """# header
+spec "c"   # about the title
+
+// domain notes
+domain d {
+  table t unit u {
+    a : int 0..1   # inline
+  }
+}
+unit t : hamming
+premetric pure
+# trailing
+"""
+    once = format_spec(parse(text))
+    for comment in ("# header", "# about the title", "// domain notes", "# inline", "# trailing"):
+        assert comment in once
+    assert once.index("# inline") < once.index("domain d {")
+    assert once.rstrip().endswith("# trailing")
+    assert format_spec(parse(once)) == once
