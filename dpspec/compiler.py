@@ -142,17 +142,14 @@ def compile_spec(spec: ir.Spec, data: dict | None = None, seed: int | None = Non
     timings["run"] = time.perf_counter() - t0
     verify_invariants(checked.induced, data, release.outputs)
     published = published_outputs(spec, release)
-    utility = {}
-    if runs > 1:
-        extra = [release]
-        for i in range(runs - 1):
-            progress.report("repeated runs", i + 1, runs - 1)
-            r = mech.run(spec, params, data, rng)
-            verify_invariants(checked.induced, data, r.outputs)
-            extra.append(r)
-        utility = mech.utility(spec, params, data, extra)
-    elif release.internal:
-        utility = dict(release.internal)
+    releases = [release]
+    for i in range(runs - 1):
+        progress.report("repeated runs", i + 1, runs - 1)
+        r = mech.run(spec, params, data, rng)
+        verify_invariants(checked.induced, data, r.outputs)
+        releases.append(r)
+    # Utility is measured against the confidential data: it feeds the internal report only.
+    utility = mech.utility(spec, params, data, releases) if (runs > 1 or release.internal) else {}
     result = Result(checked, spec_sha256(spec), hashes, facts, statement, account, release, published, seed, runs, utility, timings=timings)
     if audit:
         from dpspec.audit import run_audit

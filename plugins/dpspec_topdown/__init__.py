@@ -1,0 +1,12 @@
+"""TopDown (2020 US Census) as a dpspec mechanism plugin: exact discrete Gaussian noise on
+hierarchical marginals, then top-down nonnegative integer estimation on a real solver (HiGHS)."""
+from __future__ import annotations
+
+from dpspec.hookspecs import hookimpl
+
+from .plugin import TopDown, __version__  # noqa: F401
+
+
+@hookimpl
+def dpspec_mechanisms():
+    return [TopDown()]

@@ -1,0 +1,242 @@
+"""The `topdown` mechanism: the 2020 Census TopDown algorithm as a dpspec plugin.
+
+The spec names the person table, the histogram variables (enumerated columns), the total rho
+and its split over geographic levels (`levels`) and over queries (`queries`: one block for every
+level, or one block per level). Geography comes from the domain's hierarchy; the root level may
+be given a share under the name `nation`. The spec's declared invariants on the person table
+are enforced exactly and are the mechanism's induced invariants: an invariant it cannot keep
+(a column that is neither a level nor a histogram variable) is a check error.
+"""
+from __future__ import annotations
+
+from fractions import Fraction
+
+import numpy as np
+import pandas as pd
+
+from dpspec import ir, progress
+from dpspec.errors import Diagnostic, SpecError
+from dpspec.mechanism import Mechanism, NativeFlavor, ParameterSchema, ParamSpec, Release
+
+from .allocation import allocate
+from .engine import run_topdown
+from .histogram import Schema
+
+__version__ = "1.0.0"
+ROOT = "nation"
+
+
+def _variables(spec: ir.Spec, params: dict) -> dict:
+    table = spec.domain.table(params["table"])
+    out = {}
+    for name in params["variables"]:
+        col = table.column(name)
+        ty = col.type
+        if ty.kind == "enum":
+            out[name] = list(ty.values)
+        elif ty.kind == "bool":
+            out[name] = [False, True]
+        elif ty.kind == "int":
+            out[name] = list(range(ty.low, ty.high + 1))
+    return out
+
+
+def _levels(spec: ir.Spec) -> list[str]:
+    geo = spec.domain.geography
+    return [ROOT, *geo.levels] if geo else [ROOT]
+
+
+def _query_key(name: str, variables) -> tuple:
+    if name == "total":
+        return ()
+    if name == "detailed":
+        return tuple(variables)
+    return tuple(name.split("*"))
+
+
+def _strategy(params: dict, levels: list[str], variables) -> dict:
+    """{level: [(query, share), ...]} for every level that has a budget share."""
+    block = params["queries"]
+    measured = list(params["levels"])
+    per_level = all(isinstance(p.value, ir.ParamBlock) for p in block.params) and block.params
+    out = {}
+    for level in measured:
+        source = block.get(level).value if per_level and block.get(level) else (None if per_level else block)
+        if source is None:
+            raise SpecError(f"queries: no query shares for level '{level}'")
+        out[level] = [(_query_key(p.name, variables), p.value) for p in source.params]
+    return out
+
+
+def _relation(spec: ir.Spec, params: dict) -> str:
+    """Sensitivity is computed for the spec's relation when the unit is the person table."""
+    return spec.unit.relation if spec.unit and spec.unit.table == params["table"] else "symdiff"
+
+
+def _invariants(spec: ir.Spec, params: dict):
+    """(level, query) pairs for the declared invariants on the person table; and problems."""
+    levels = _levels(spec)
+    variables = set(params["variables"])
+    out, problems = [], []
+    for q in spec.invariants:
+        if q.table != params["table"]:
+            continue
+        geo = [c for c in q.columns if c in levels]
+        rest = [c for c in q.columns if c not in levels]
+        bad = [c for c in rest if c not in variables]
+        if bad or len(geo) > 1:
+            what = f"columns {', '.join(bad)} are neither geography levels nor histogram variables" if bad else "it names two geography levels"
+            problems.append(Diagnostic(f"TopDown cannot keep the invariant '{q.describe()}' exact: {what}",
+                                       *((q.loc.line, q.loc.column) if q.loc else (None, None))))
+            continue
+        out.append(((geo[0] if geo else ROOT), tuple(rest), q))
+    return out, problems
+
+
+class TopDown(Mechanism):
+    name = "topdown"
+    version = __version__
+    description = ("The 2020 Census TopDown algorithm: discrete Gaussian noise on every geographic unit's "
+                   "queries, then top-down nonnegative integer least-squares estimation with invariants.")
+    parameters = ParameterSchema((
+        ParamSpec("table", "table", "the person table", required=True),
+        ParamSpec("variables", "columns", "the histogram variables (enumerated, boolean or integer-range columns)", required=True),
+        ParamSpec("rho", "number", "the total zCDP budget", required=True, low=Fraction(0)),
+        ParamSpec("levels", "shares", "share of rho per geographic level ('nation' is the root); must sum to 1", required=True),
+        ParamSpec("queries", "block", "share of each level's rho per query (total, detailed, or var*var); "
+                  "one block for all levels or one per level; must sum to 1", required=True),
+        ParamSpec("workers", "int", "solver processes (default: all cores)", low=Fraction(1), high=Fraction(256)),
+    ))
+    outputs = {
+        "microdata": "privacy-protected person records (geography and histogram variables); named after the table",
+        "measurements": "the noisy measurements: level, geocode, query, cell, value, variance",
+    }
+
+    def check(self, spec, params):
+        problems = []
+        table = spec.domain.table(params["table"])
+        if spec.domain.geography is None:
+            return [Diagnostic("TopDown needs a geography hierarchy in the domain (geography NAME { state > county ... })")]
+        for level in spec.domain.geography.levels:
+            if table.column(level) is None:
+                problems.append(Diagnostic(f"table '{table.name}' has no column for geography level '{level}'"))
+        for name in params["variables"]:
+            col = table.column(name)
+            if col is None:
+                problems.append(Diagnostic(f"histogram variable '{name}' is not a column of table '{table.name}'"))
+            elif col.type.kind == "category":
+                problems.append(Diagnostic(f"histogram variable '{name}' must have a declared value set (enumerated, bool or int range), not an open category"))
+            elif name in spec.domain.geography.levels:
+                problems.append(Diagnostic(f"'{name}' is a geography level, not a histogram variable"))
+        known = set(_levels(spec))
+        for level in params["levels"]:
+            if level not in known:
+                problems.append(Diagnostic(f"levels: '{level}' is not a geography level (known: {', '.join(_levels(spec))})"))
+        if not isinstance(params["queries"], ir.ParamBlock):
+            problems.append(Diagnostic("queries: expected a block such as { total: 1/2  detailed: 1/2 }"))
+        if problems:
+            return problems
+        _, inv_problems = _invariants(spec, params)
+        problems.extend(inv_problems)
+        try:
+            self._allocation(spec, params)
+        except SpecError as exc:
+            problems.extend(exc.diagnostics)
+        return problems
+
+    def _allocation(self, spec, params):
+        variables = _variables(spec, params)
+        schema = Schema.from_variables(variables)
+        strategy = {lv: [(schema.canonical(q), s) for q, s in entries]
+                    for lv, entries in _strategy(params, _levels(spec), list(variables)).items()}
+        return allocate(params["rho"], params["levels"], strategy, _relation(spec, params))
+
+    def flavor(self, spec, params):
+        return NativeFlavor(params["table"], _relation(spec, params), "zcdp")
+
+    def induced_invariants(self, spec, params):
+        invariants, problems = _invariants(spec, params)
+        return [] if problems else [q for _, _, q in invariants]
+
+    def budget(self, spec, params, facts):
+        from dpspec.budget import BudgetStatement, ZCDP
+
+        alloc = self._allocation(spec, params)
+        notes = [f"rho = {ir.format_number(alloc.rho)} split over levels "
+                 + ", ".join(f"{lv} {ir.format_number(s)}" for lv, s in alloc.level_shares.items()),
+                 f"L2 sensitivity squared {alloc.queries[0].sensitivity2} per query under {alloc.relation}; "
+                 "variance s^2 / (2 rho_q) per query"]
+        if alloc.rho_spent != alloc.total_rho:
+            notes.append(f"noise variances were rounded up to exact rationals: the noise costs rho = "
+                         f"{float(alloc.rho_spent):.12g}, within the stated {float(alloc.total_rho):.12g}")
+        return BudgetStatement.fixed(ZCDP(float(alloc.total_rho)), *notes)
+
+    def run(self, spec, params, data, rng):
+        variables = _variables(spec, params)
+        invariants, _ = _invariants(spec, params)
+        persons = data[params["table"]]
+        frame = pd.DataFrame({c: persons[c].astype(object) if c in variables else persons[c]
+                              for c in [*spec.domain.geography.levels, *variables]})
+        result = run_topdown(
+            frame, _levels(spec), variables,
+            _strategy(params, _levels(spec), list(variables)), params["rho"], params["levels"],
+            _relation(spec, params), [(lv, q) for lv, q, _ in invariants], rng,
+            progress=lambda stage, done, total: progress.report(f"{stage} level", done, total),
+            workers=params.get("workers"),
+        )
+        micro = result.microdata
+        for col in micro.columns:  # the same codes as the input, so invariants compare exactly
+            if col in persons.columns and isinstance(persons[col].dtype, pd.CategoricalDtype):
+                micro[col] = pd.Categorical(micro[col].astype(str), categories=persons[col].cat.categories)
+        errors = accuracy(spec, params, frame, result.microdata)
+        timings = {lv: {k: v for k, v in t.items() if isinstance(v, (int, float, bool))} for lv, t in result.timings["levels"].items()}
+        return Release(
+            outputs={params["table"]: micro, "measurements": result.measurements},
+            facts={"total_rho": float(result.total_rho), "rho_spent": float(result.rho_spent),
+                   "solver_share": result.timings["solver_share"], "timings": timings},
+            internal={"errors": errors},
+        )
+
+    def utility(self, spec, params, data, releases):
+        runs = [r.internal["errors"] for r in releases]
+        table = pd.concat([pd.DataFrame(r) for r in runs])
+        summary = table.groupby(["level", "query"], sort=False)["mean_absolute_error"].agg(["mean", "std"]).reset_index()
+        return {
+            "runs": len(releases),
+            "error_by_level_and_query": [
+                {"level": row.level, "query": row.query, "mean_absolute_error": float(row["mean"]),
+                 "sd_over_runs": float(row["std"]) if len(releases) > 1 else None}
+                for _, row in summary.iterrows()
+            ],
+        }
+
+
+def accuracy(spec, params, confidential: pd.DataFrame, protected: pd.DataFrame) -> list[dict]:
+    """Mean absolute error of every (level, query) table against the confidential data.
+
+    Computed against the confidential data: internal report only."""
+    variables = list(params["variables"])
+    queries = {"total": (), "detailed": tuple(variables)}
+    block = params["queries"]
+    for p in block.params:
+        if isinstance(p.value, ir.ParamBlock):
+            for inner in p.value.params:
+                queries[inner.name] = _query_key(inner.name, variables)
+        else:
+            queries[p.name] = _query_key(p.name, variables)
+    out = []
+    for level in _levels(spec):
+        geo = [] if level == ROOT else [level]
+        for name, query in queries.items():
+            cols = geo + list(query)
+            if cols:
+                a = confidential.groupby(cols, observed=True).size()
+                b = protected.groupby(cols, observed=True).size()
+                a.index = a.index.map(lambda k: tuple(map(str, k)) if isinstance(k, tuple) else str(k))
+                b.index = b.index.map(lambda k: tuple(map(str, k)) if isinstance(k, tuple) else str(k))
+                diff = a.sub(b, fill_value=0).abs()
+                mae = float(diff.mean()) if len(diff) else 0.0
+            else:
+                mae = float(abs(len(confidential) - len(protected)))
+            out.append({"level": level, "query": name, "mean_absolute_error": mae})
+    return out
