@@ -120,7 +120,8 @@ def _validate_column(col: ir.Column, series: pd.Series, problems: _Problems) -> 
         problems.add(col.name, f"values outside {{{', '.join(ty.values)}}}", outside, series)
         if isinstance(text.dtype, pd.CategoricalDtype):
             return text.cat.set_categories(list(ty.values))
-        return pd.Categorical(text, categories=list(ty.values))
+        # values outside the set were reported above; they become missing here
+        return pd.Categorical(text.where(~outside, None), categories=list(ty.values))
     return text if isinstance(text.dtype, pd.CategoricalDtype) else text.astype("category")
 
 
