@@ -10,6 +10,7 @@ import attrs
 from dpspec import ir, plugins
 from dpspec.diagnostics import unknown
 from dpspec.errors import Diagnostic, SpecError
+from dpspec.invariants import determines
 from dpspec.mechanism import Mechanism, resolve_params
 
 STAGES = ("raw", "collected", "edited", "imputed", "sampled", "tabulated", "finetuning")
@@ -222,7 +223,7 @@ class _Checker:
             return mech, params, ()
         induced = tuple(mech.induced_invariants(self.spec, params))
         for q in induced:
-            if not implied_by(q, self.spec.invariants):
+            if not determines(self.spec.invariants, q, self.spec.domain):
                 self.error(
                     f"mechanism '{call.name}' keeps '{q.describe()}' exact, but the invariants do not declare it: "
                     "the stated budget would be false (infinite under the declared multiverse); "
@@ -230,12 +231,6 @@ class _Checker:
                     call,
                 )
         return mech, params, induced
-
-
-def implied_by(query: ir.CountQuery, declared) -> bool:
-    """A count is determined by a declared count of the same table over a superset of columns."""
-    cols = set(query.columns)
-    return any(d.table == query.table and cols <= set(d.columns) for d in declared)
 
 
 def check(spec: ir.Spec) -> CheckedSpec:

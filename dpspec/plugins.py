@@ -63,9 +63,20 @@ def audit_rules() -> list:
 
 
 def report_sections(result) -> list:
+    """Every plugin's sections; a plugin that fails gets a section saying so, not a lost report."""
     sections = []
-    for group in manager().hook.dpspec_report_sections(result=result):
-        sections.extend(group or [])
+    for impl in manager().hook.dpspec_report_sections.get_hookimpls():
+        try:
+            sections.extend(impl.function(result=result) or [])
+        except Exception as exc:  # one broken plugin must not take the whole report down
+            from markupsafe import escape
+
+            from dpspec.report import Section
+
+            name = getattr(impl.plugin, "__name__", impl.plugin_name)
+            message = f"The plugin {name} failed to produce its report section ({type(exc).__name__}: {exc})."
+            sections.append(Section(f"Section from {name} unavailable", html=f"<p>{escape(message)}</p>",
+                                    markdown=message, data={"error": message}))
     return sections
 
 

@@ -11,7 +11,7 @@ import math
 import numpy as np
 
 from dpspec import ir
-from dpspec.checker import implied_by
+from dpspec.invariants import implied_by
 from dpspec_swap.utility import count_table, mape
 
 

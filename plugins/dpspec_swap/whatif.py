@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from dpspec import ir
-from dpspec.checker import implied_by
+from dpspec.invariants import implied_by
 from dpspec_swap.algorithm import stratum_codes
 from dpspec_swap.roles import nesting_parents, roles, swap_table
 from dpspec_swap.theorem import as_rate, largest_stratum, psa_epsilon

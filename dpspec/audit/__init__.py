@@ -1,0 +1,133 @@
+"""The audit: privacy-theatrics rules run over a spec, its budget account and a baseline.
+
+Rules come from every plugin's `dpspec_audit_rules` hook (the built-in ones are a plugin like
+any other). A rule that needs a baseline or a budget account is skipped, and listed as
+skipped, when there is none: an oversight body should know which checks did not run.
+"""
+from __future__ import annotations
+
+import sys
+import types
+
+import attrs
+
+from dpspec import ir
+from dpspec.audit.base import SEVERITIES, SEVERITY_RANK, Finding, Rule, by_severity, jsonable
+from dpspec.audit.context import Account, AuditContext, SoftCheck, build_context
+
+
+class RuleConflict(Exception):
+    """Two plugins register audit rules with the same id."""
+
+
+def all_rules() -> list[Rule]:
+    """Every registered rule, built-in ones included even when the package is not installed
+    (running from a source tree registers no entry points)."""
+    from dpspec import plugins
+    from dpspec.audit import builtin_rules
+
+    pm = plugins.manager()
+    if not pm.is_registered(builtin_rules) and pm.get_plugin("audit") is None:
+        pm.register(builtin_rules, name="audit")
+    rules: dict[str, Rule] = {}
+    for r in plugins.audit_rules():
+        if r.id in rules and rules[r.id] is not r:
+            raise RuleConflict(f"two plugins register an audit rule with id '{r.id}'")
+        rules[r.id] = r
+    return list(rules.values())
+
+
+@attrs.frozen
+class Audit:
+    """The outcome of an audit: findings (most severe first), what ran, what was skipped."""
+
+    findings: tuple[Finding, ...]
+    rules_run: tuple[str, ...]
+    skipped: tuple[tuple[str, str], ...]  # (rule id, why)
+    comparison: object | None = None
+    check_problems: tuple[str, ...] = ()
+    account_problem: str | None = None
+    context: AuditContext | None = attrs.field(default=None, eq=False, repr=False)
+
+    @property
+    def worst(self) -> str | None:
+        return self.findings[0].severity if self.findings else None
+
+    def text(self) -> str:
+        """Plain text for a terminal: findings, the comparison table, the rules not run."""
+        lines = []
+        if self.check_problems:
+            lines.append("the spec does not pass the check (audited anyway):")
+            lines += [f"  {p}" for p in self.check_problems]
+        for f in self.findings:
+            lines.append(f"[{f.severity}] {f.rule}: {f.message}")
+        if not self.findings:
+            lines.append("no findings")
+        if self.comparison is not None:
+            lines.append("")
+            lines.append(f"against the baseline '{self.comparison.baseline_title}':")
+            for r in self.comparison.rows:
+                lines.append(f"  {r.block:<10} {r.verdict:<12} {r.reason}")
+        for rule, why in self.skipped:
+            lines.append(f"not run: {rule} ({why})")
+        return "\n".join(lines)
+
+    def to_json(self) -> dict:
+        return {
+            "findings": [f.to_json() for f in self.findings],
+            "rules_run": list(self.rules_run),
+            "skipped": [{"rule": r, "reason": why} for r, why in self.skipped],
+            "comparison": self.comparison.to_json() if self.comparison is not None else None,
+            "check_problems": list(self.check_problems),
+            "account_problem": self.account_problem,
+        }
+
+
+def audit(spec: ir.Spec | None = None, result=None, baseline=None, *, compute_budget: bool = True,
+          rules: list[Rule] | None = None) -> Audit:
+    """Run every rule. `baseline` is a Spec or a compiled Result. Without a `result`, the budget
+    account is computed from the data's public facts when the spec checks (`compute_budget`)."""
+    ctx = build_context(spec if spec is not None else result.spec, result, baseline, compute_budget)
+    return run_rules(ctx, rules)
+
+
+def run_rules(ctx: AuditContext, rules: list[Rule] | None = None) -> Audit:
+    """Run the rules over an assembled context, skipping (and listing) those it cannot serve."""
+    findings, ran, skipped = [], [], []
+    for r in rules if rules is not None else all_rules():
+        if r.needs_baseline and ctx.baseline is None:
+            skipped.append((r.id, "needs a baseline spec"))
+            continue
+        if r.needs_result and not ctx.has_account:
+            why = (ctx.account.problem if ctx.account is not None and ctx.account.problem
+                   else "needs the budget account (the spec must check and its data must be readable)")
+            skipped.append((r.id, why))
+            continue
+        findings.extend(r.check(ctx))
+        ran.append(r.id)
+    problems = tuple(d.message for d in ctx.checked.problems) if ctx.checked else ()
+    return Audit(tuple(by_severity(findings)), tuple(ran), tuple(skipped), ctx.comparison, problems,
+                 ctx.account.problem if ctx.account is not None else None, ctx)
+
+
+def run_audit(spec, result=None, baseline=None, **kwargs) -> list[Finding]:
+    """The findings of `audit(...)`, most severe first."""
+    return list(audit(spec, result, baseline, **kwargs).findings)
+
+
+class _CallableModule(types.ModuleType):
+    """Importing this subpackage rebinds the attribute `dpspec.audit` from the top-level API
+    function to this module; calling the module keeps `dpspec.audit(spec, baseline=None)` working."""
+
+    def __call__(self, spec, baseline=None, result=None, **kwargs) -> list[Finding]:
+        from dpspec.parser import load_text_or_path
+
+        spec = load_text_or_path(spec) if isinstance(spec, str) else spec
+        baseline = load_text_or_path(baseline) if isinstance(baseline, str) else baseline
+        return run_audit(spec, result=result, baseline=baseline, **kwargs)
+
+
+sys.modules[__name__].__class__ = _CallableModule
+
+__all__ = ["Audit", "AuditContext", "Account", "Finding", "Rule", "RuleConflict", "SEVERITIES", "SEVERITY_RANK",
+           "SoftCheck", "all_rules", "audit", "run_rules", "by_severity", "build_context", "jsonable", "run_audit"]

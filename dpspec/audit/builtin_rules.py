@@ -1,0 +1,604 @@
+"""The built-in privacy-theatrics rules (DESIGN.md section 4), registered like any plugin's.
+
+Each rule reads the spec (and, when it needs them, the budget account or a baseline) and says
+in plain words, with the numbers, how the nominal budget may overstate the protection. The
+seed paper's "perverse guide" (section 3) lists the levers: a later or narrower domain, more
+invariants, finer units, weaker premetrics or coarser events, renamed currencies, data-dependent
+design; composition and universes add the rest.
+"""
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+import attrs
+
+from dpspec import ir
+from dpspec.audit.base import Finding, Rule
+from dpspec.audit.compare import domain_differences
+from dpspec.audit.currency import (
+    ancestors,
+    describe_premetric,
+    group_size,
+    program_total,
+    quote,
+    unit_word,
+)
+from dpspec.audit.multiverse import (
+    FINE_LEVEL_NAMES,
+    determines,
+    geography_levels,
+    merged_domain,
+    refinement,
+    undetermined,
+)
+from dpspec.budget import format_number, group
+from dpspec.errors import ConversionError, DpspecError
+from dpspec.hookspecs import hookimpl
+
+RULES: list[Rule] = []
+
+
+def rule(id: str, severity: str, title: str, *, needs_baseline: bool = False, needs_result: bool = False):
+    """Register a check function as a built-in rule."""
+    def wrap(fn):
+        doc = " ".join((fn.__doc__ or "").split())
+        RULES.append(Rule(id, severity, title, fn, needs_baseline, needs_result, doc))
+        return fn
+
+    return wrap
+
+
+def _num(value) -> str:
+    if value is None:
+        return "unknown"
+    if isinstance(value, dict):
+        return "(" + ", ".join(f"{k} {_num(v)}" for k, v in value.items()) + ")"
+    if isinstance(value, (list, tuple)):
+        return ", ".join(_num(v) for v in value)
+    if isinstance(value, str):
+        return value
+    if isinstance(value, (int,)) and not isinstance(value, bool):
+        return f"{value:,}"
+    return ir.format_number(value) if not isinstance(value, float) else format_number(value)
+
+
+def _budget(value) -> str:
+    if value is None:
+        return "unknown"
+    return str(value) if value.is_finite else "infinite (no finite guarantee)"
+
+
+def _list(items) -> str:
+    items = list(items)
+    return "; ".join(f"'{i}'" for i in items)
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}" + ("" if n == 1 else "s")
+
+
+# ---- who -----------------------------------------------------------------------------------
+
+
+@rule("narrower-domain", "warning", "The domain protects less than the baseline's", needs_baseline=True)
+def narrower_domain(ctx) -> list[Finding]:
+    """The domain starts later in the data life cycle than the baseline's, or drops tables,
+    variables or values: less is protected, so the same noise buys a smaller budget."""
+    diff = domain_differences(ctx.spec, ctx.baseline)
+    parts = []
+    if diff["stage"] == "later":
+        parts.append(f"it starts at stage '{ctx.spec.domain.stage}', later in the data life cycle than the "
+                     f"baseline's '{ctx.baseline.domain.stage}', so whatever happened before (editing, imputation, "
+                     "sampling) is outside the protection")
+    if diff["dropped"]:
+        parts.append(f"it drops {', '.join(diff['dropped'])}, which the baseline protects")
+    if diff["narrowed"]:
+        parts.append(f"it narrows the admitted values of {', '.join(diff['narrowed'])}")
+    if not parts:
+        return []
+    message = ("The spec's domain is narrower than the baseline's: " + "; ".join(parts)
+               + ". A smaller domain needs less budget for the same noise; the two budgets protect different data.")
+    return [Finding("narrower-domain", "warning", message, diff)]
+
+
+# ---- where ---------------------------------------------------------------------------------
+
+
+@rule("added-invariants", "warning", "More invariants than the baseline: a shattered multiverse", needs_baseline=True)
+def added_invariants(ctx) -> list[Finding]:
+    """The spec keeps statistics exact that the baseline's invariants do not fix (more
+    invariants, or the same at a finer geography): its universes are smaller, and a smaller
+    nominal budget is bought with exact disclosure."""
+    spec, base = ctx.spec, ctx.baseline
+    domain = merged_domain(spec.domain, base.domain)
+    extra = undetermined(spec.invariants, base.invariants, domain)
+    if not extra:
+        return []
+    order = refinement(spec.invariants, base.invariants, domain)
+    message = (f"The spec publishes {_plural(len(extra), 'statistic')} exactly that the baseline's invariants do "
+               f"not fix: {_list(q.describe() for q in extra)}. ")
+    if order == "finer":
+        message += ("Its multiverse shatters the baseline's: each universe is a piece of a baseline universe, so "
+                    "datasets that differ in these counts are never compared, and those differences are not protected.")
+    else:
+        message += ("Its multiverse cuts across the baseline's (each also fixes something the other does not), "
+                    "so the two guarantees protect different comparisons.")
+    evidence = {"extra_invariants": [q.describe() for q in extra], "order": order}
+    row = ctx.comparison.row("budget") if ctx.comparison else None
+    if row is not None and "spec_converted" in row.evidence:
+        vs, vb = row.evidence["spec_converted"], row.evidence["baseline_converted"]
+        message += (f" In one currency the spec's budget is {_budget(vs)} against the baseline's {_budget(vb)}; "
+                    "any reduction comes from disclosing these counts exactly, not from more noise.")
+        evidence.update({"spec_budget": vs, "baseline_budget": vb, "currency": row.evidence["currency"]})
+    return [Finding("added-invariants", "warning", message, evidence)]
+
+
+@rule("fine-invariants", "warning", "Invariants at a very fine geography")
+def fine_invariants(ctx) -> list[Finding]:
+    """An invariant at the finest declared geography level, or at a level named block, block
+    group or tract: exact counts there describe a handful of people."""
+    spec = ctx.spec
+    domain = spec.domain
+    levels = domain.geography.levels if domain and domain.geography else ()
+    finest = levels[-1] if len(levels) > 1 else None
+    named, at_finest = [], []
+    for q in spec.invariants:
+        geo = geography_levels(q, domain)
+        fine = [c for c in geo if c.lower() in FINE_LEVEL_NAMES]
+        if fine:
+            named.append((q, fine[0]))
+        elif finest and finest in geo:
+            at_finest.append((q, finest))
+    if not named and not at_finest:
+        return []
+    hits = named + at_finest
+    severity = "warning" if named else "info"
+    described = "; ".join(f"'{q.describe()}' (at {level})" for q, level in hits)
+    where = "a very fine geography" if named else "the finest geography the spec declares"
+    message = (f"The spec publishes {_plural(len(hits), 'invariant')} exactly at {where}: {described}. "
+               "Exact counts in small areas can single out households or persons, and every invariant shrinks "
+               "the universes within which the budget protects anyone.")
+    if not named:
+        message += " Judge whether these areas are small."
+    evidence = {"invariants": [{"invariant": q.describe(), "level": level} for q, level in hits],
+                "finest_declared_level": finest}
+    return [Finding("fine-invariants", severity, message, evidence)]
+
+
+@rule("undeclared-invariants", "critical", "The mechanism keeps statistics exact that the spec does not declare")
+def undeclared_invariants(ctx) -> list[Finding]:
+    """The mechanism induces invariants the spec does not declare: under the declared
+    multiverse the mechanism separates datasets with certainty, so the stated budget is false
+    (infinite)."""
+    checked = ctx.checked
+    if checked is None or checked.mechanism is None or ctx.spec.domain is None:
+        return []
+    missing = undetermined(checked.induced, ctx.spec.invariants, ctx.spec.domain)
+    if not missing:
+        return []
+    name = checked.mechanism.name
+    stated = "; ".join(b.describe() for b in ctx.spec.budgets) or "the stated budget"
+    message = (f"Mechanism '{name}' publishes {_list(q.describe() for q in missing)} exactly, but the spec's "
+               "invariants do not declare " + ("it" if len(missing) == 1 else "them") + ". The declared "
+               "multiverse compares datasets that differ in these counts, and the mechanism tells such datasets "
+               f"apart with certainty: under the declared flavor its budget is infinite, so '{stated}' is false. "
+               "Declare these invariants (and report the disclosure) or use a mechanism that does not fix them.")
+    evidence = {"mechanism": name, "undeclared": [q.describe() for q in missing],
+                "declared": [q.describe() for q in ctx.spec.invariants]}
+    return [Finding("undeclared-invariants", "critical", message, evidence)]
+
+
+@rule("public-information", "info", "The guarantee is conditioned on public information")
+def public_information(ctx) -> list[Finding]:
+    """Public information (released elsewhere without noise) shapes the release: the guarantee
+    holds only among datasets consistent with it."""
+    public = ctx.spec.public
+    if not public:
+        return []
+    items = "; ".join(f"'{p.query.describe()}' (released in {p.source})" for p in public)
+    message = (f"The guarantee is conditioned on {_plural(len(public), 'public statistic')} released without "
+               f"noise: {items}. The budget holds only among datasets that agree with "
+               + ("it" if len(public) == 1 else "them") + " (a Pufferfish guarantee with the same budget): "
+               "what they disclose is not protected by this release, and an attacker is assumed to know it.")
+    evidence = {"public": [{"statistic": p.query.describe(), "source": p.source} for p in public]}
+    return [Finding("public-information", "info", message, evidence)]
+
+
+# ---- what ----------------------------------------------------------------------------------
+
+
+@rule("finer-unit", "warning", "The unit of protection is finer than the baseline's", needs_baseline=True)
+def finer_unit(ctx) -> list[Finding]:
+    """The unit is finer than the baseline's (person against household, event against user):
+    the budget per coarser unit is the group-privacy budget, which the report states."""
+    us, ub = ctx.spec.unit, ctx.baseline.unit
+    if us is None or ub is None or us.table == ub.table:
+        return []
+    domain = merged_domain(ctx.spec.domain, ctx.baseline.domain)
+    if ub.table not in ancestors(us.table, domain):
+        return []
+    k = group_size(us.table, ub.table, ub, us)
+    q = quote(ctx.spec, ctx.result, ctx.account)
+    fine, coarse = unit_word(domain, us.table), unit_word(domain, ub.table)
+    evidence = {"unit": us.table, "baseline_unit": ub.table, "k": k}
+    message = (f"The spec protects one {fine} at a time; the baseline protects a whole {coarse}. "
+               f"Changing one {coarse} can change every {fine} in it, so the spec's budget per {fine} "
+               f"understates what a {coarse} loses.")
+    if k is None:
+        message += (f" Nothing bounds how many {us.table} a {coarse} holds, so no budget per {coarse} "
+                    f"follows; declare 'unit {ub.table} : {ub.relation} holds at most K {us.table}' to get the "
+                    "group-privacy figure.")
+        return [Finding("finer-unit", "warning", message, evidence)]
+    if q is not None:
+        try:
+            conv = group(q.budget, k)
+        except ConversionError as exc:
+            message += f" A {coarse} holds up to {k} {us.table}, but no group-privacy rule applies: {exc}."
+        else:
+            message += (f" A {coarse} holds up to {k} {us.table}, so the spec's {q.budget} per {fine} is "
+                        f"{conv.result} per {coarse} by group privacy ({conv.note}; {conv.citation}). "
+                        f"Compare that figure, not {q.budget}, with the baseline's.")
+            evidence.update({"budget": q.budget, "budget_source": q.source, "group_budget": conv.result,
+                             "method": conv.method, "citation": conv.citation})
+    return [Finding("finer-unit", "warning", message, evidence)]
+
+
+# ---- how -----------------------------------------------------------------------------------
+
+FACT_NAMES_FOR_N = ("n_units", "n", "units", "n_records", "records")
+
+
+def _positive_int(value) -> int | None:
+    if hasattr(value, "item"):
+        value = value.item()
+    if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+        return value
+    return None
+
+
+def unit_count(ctx) -> int | None:
+    """The number of protected units, only where it is public: a fact the budget is computed
+    from, the size of the published microdata, or, when the invariants fix the total anyway,
+    the run's count or the data's row count."""
+    spec, unit = ctx.spec, ctx.spec.unit
+    for key in FACT_NAMES_FOR_N:
+        n = _positive_int(ctx.facts.get(key))
+        if n:
+            return n
+    if unit is None:
+        return None
+    published = getattr(ctx.result, "published", None) or {}
+    if unit.table in published:
+        return int(len(published[unit.table])) or None
+    fixed = list(spec.invariants) + [p.query for p in spec.public]
+    if not determines(fixed, ir.CountQuery(unit.table), spec.domain):
+        return None
+    release = getattr(ctx.result, "release", None)
+    run_facts = getattr(release, "facts", None) or {}
+    for key in FACT_NAMES_FOR_N:
+        n = _positive_int(run_facts.get(key))
+        if n:
+            return n
+    outputs = getattr(release, "outputs", None) or {}
+    if unit.table in outputs:
+        return int(len(outputs[unit.table])) or None
+    source = next((d for d in spec.data if d.table == unit.table), None)
+    if ctx.result is None and source is not None and ctx.checked is not None and ctx.checked.passed:
+        from dpspec.data import load_table
+
+        try:
+            return int(len(load_table(spec, source))) or None
+        except DpspecError:
+            return None
+    return None
+
+
+@rule("weaker-premetric", "critical", "Approximate DP, or a delta that is large against the population")
+def weaker_premetric(ctx) -> list[Finding]:
+    """Approximate DP instead of pure, or a delta large against 1/(number of units): a
+    mechanism may then publish some units' records in full."""
+    p = ctx.spec.premetric
+    if p is None or p.kind != "approximate" or p.option("delta") is None:
+        return []
+    delta = p.option("delta")
+    unit = ctx.spec.unit.table if ctx.spec.unit else "unit"
+    n = unit_count(ctx)
+    base_pure = ctx.baseline is not None and ctx.baseline.premetric is not None and ctx.baseline.premetric.kind == "pure"
+    evidence = {"delta": delta, "n": n, "baseline_pure": base_pure}
+    lead = (f"The premetric is approximate DP with delta = {_num(delta)}: the guarantee may fail outright with "
+            "probability up to delta. A mechanism that publishes each unit's record in full with probability delta "
+            "satisfies it with epsilon = 0.")
+    if n is not None:
+        expected = float(delta) * n
+        evidence.update({"one_over_n": 1 / n, "expected_records_exposed": expected})
+        if Fraction(delta) > Fraction(1, n):
+            message = (lead + f" With n = {n:,} units ({unit}), delta exceeds 1/n = {format_number(1 / n)}: such a "
+                       f"mechanism would be expected to expose {format_number(expected)} complete records.")
+            return [Finding("weaker-premetric", "critical", message, evidence)]
+        message = lead + (f" With n = {n:,} units ({unit}) such a mechanism would expose {format_number(expected)} records "
+                          "in expectation; delta is small against 1/n, but the guarantee is still weaker than pure DP.")
+        severity = "info"
+    elif float(delta) > 1e-6:
+        message = lead + (" The number of units is not public here (the invariants do not fix it and no "
+                          "release states it); delta above 1e-6 is large against 1/n for any population of "
+                          "fewer than a million units.")
+        severity = "warning"
+    else:
+        message = lead + " Delta is small, but the guarantee is weaker than pure DP."
+        severity = "info"
+    if base_pure:
+        message += " The baseline uses pure DP, so the two budgets are not in the same currency."
+        severity = "warning" if severity == "info" else severity
+    return [Finding("weaker-premetric", severity, message, evidence)]
+
+
+@rule("coarse-events", "warning", "Protection measured on a reduced event space")
+def coarse_events(ctx) -> list[Finding]:
+    """Change in the output is measured only on some events (subspace-style guarantees): the
+    budget bounds a coarser sigma-algebra, not the mechanism's real behaviour."""
+    p = ctx.spec.premetric
+    if p is None or not p.events:
+        return []
+    message = (f"The output premetric is measured only on the events \"{p.events}\", not on every event of the "
+               "output space. The budget then bounds what an observer learns from those events alone; whatever "
+               "else the output reveals is not covered, so the figure looks smaller than the mechanism's real "
+               "rate of change.")
+    return [Finding("coarse-events", "warning", message, {"events": p.events})]
+
+
+# ---- how much ------------------------------------------------------------------------------
+
+
+def _effective_methods(spec: ir.Spec) -> dict[str, str]:
+    """bound -> the conversion it was (or will be) computed with, for bounds that need one."""
+    p = spec.premetric
+    if p is None or p.kind in ("pure", "approximate"):
+        return {}
+    out = {}
+    for b in spec.budgets:
+        needs = b.quantity in ("epsilon", "delta") and (b.with_ or p.kind in ("zcdp", "gdp"))
+        if needs or b.method:
+            out[b.describe()] = b.method or "cks20"
+    return out
+
+
+@rule("redenomination", "warning", "Budgets quoted in different currencies")
+def redenomination(ctx) -> list[Finding]:
+    """Budgets quoted in different currencies (premetric, conversion, add/remove against
+    change-one, unit) and read as if they were the same."""
+    spec = ctx.spec
+    findings = []
+    unit = spec.unit
+    if unit is not None:
+        for b in spec.budgets:
+            if b.relation and b.relation != unit.relation:
+                message = (f"The bound '{b.describe()}' is quoted for {_relation(b.relation)} neighbors, but the "
+                           f"spec's unit uses {_relation(unit.relation)} neighbors ({unit.relation}). ")
+                if b.relation == "symdiff":
+                    message += ("One change-one step is an add/remove pair, so in the spec's own currency the "
+                                "figure doubles for pure DP and quadruples for zCDP.")
+                else:
+                    message += ("A change-one figure says nothing about adding or removing a unit; it cannot be "
+                                "restated in the spec's currency.")
+                evidence = {"bound": b.describe(), "quoted_under": b.relation, "unit_relation": unit.relation}
+                check = _bound_check(ctx, b)
+                if check is not None and not math.isnan(check.achieved):
+                    message += f" The ledger computes {format_number(check.achieved)} for it ({check.currency})."
+                    evidence["achieved_in_quoted_currency"] = check.achieved
+                findings.append(Finding("redenomination", "warning", message, evidence))
+    methods = _effective_methods(spec)
+    if len(set(methods.values())) > 1:
+        listing = "; ".join(f"'{k}' by {v}" for k, v in methods.items())
+        message = (f"The spec's bounds use different conversions: {listing}. The same mechanism has different "
+                   "epsilons under Bun-Steinke (bs16) and Canonne-Kamath-Steinke (cks20) (rho = 15.29 at "
+                   "delta = 1e-10 is 52.82 by one and 51.56 by the other): figures from different conversions "
+                   "cannot be compared as if they were the same.")
+        findings.append(Finding("redenomination", "warning", message, {"methods": methods}))
+    if ctx.baseline is not None:
+        findings.extend(_redenominated_against_baseline(ctx))
+    return findings
+
+
+def _relation(rel: str) -> str:
+    return {"hamming": "change-one", "symdiff": "add/remove"}.get(rel, rel)
+
+
+def _bound_check(ctx, bound):
+    ledger = ctx.ledger
+    if ledger is None:
+        return None
+    return next((c for c in ledger.bounds if c.bound == bound), None)
+
+
+def _currency(spec: ir.Spec) -> dict:
+    p, u = spec.premetric, spec.unit
+    return {
+        "premetric": describe_premetric(attrs.evolve(p, events=None)) if p else None,
+        "relation": u.relation if u else None,
+        "methods": tuple(sorted(set(_effective_methods(spec).values()))),
+        "quoted_relations": tuple(sorted({b.relation or (u.relation if u else "") for b in spec.budgets})),
+    }
+
+
+def _redenominated_against_baseline(ctx) -> list[Finding]:
+    cs, cb = _currency(ctx.spec), _currency(ctx.baseline)
+    names = {"premetric": "output premetric",
+             "relation": "neighbor relation", "methods": "conversion method",
+             "quoted_relations": "relation the bounds are quoted under"}
+    differ = [k for k in cs if cs[k] != cb[k] and (cs[k] or cb[k])]
+    if not differ or not ctx.spec.budgets or not ctx.baseline.budgets:
+        return []
+    row = ctx.comparison.row("budget")
+    listing = "; ".join(f"{names[k]}: {_show(cs[k])} against {_show(cb[k])}" for k in differ)
+    message = (f"The spec and the baseline quote their budgets in different currencies ({listing}); their numbers "
+               "cannot be read side by side. ")
+    evidence = {"differences": {k: {"spec": cs[k], "baseline": cb[k]} for k in differ}}
+    if "spec_converted" in row.evidence:
+        message += (f"In one currency ({row.evidence['currency']}) the spec's budget is "
+                    f"{_budget(row.evidence['spec_converted'])} and the baseline's "
+                    f"{_budget(row.evidence['baseline_converted'])}" + VERDICT_WORDS[row.verdict] + ".")
+        evidence.update({"currency": row.evidence["currency"], "spec_budget": row.evidence["spec_converted"],
+                         "baseline_budget": row.evidence["baseline_converted"], "verdict": row.verdict})
+    else:
+        message += f"No common currency exists: {row.evidence.get('no_common_currency', row.reason)}."
+    return [Finding("redenomination", "warning", message, evidence)]
+
+
+VERDICT_WORDS = {"same": ": the same protection", "stronger": ": the spec's is the smaller (stronger)",
+                 "weaker": ": the spec's is the larger (weaker)", "incomparable": ", and neither is smaller in every parameter"}
+
+
+def _show(value) -> str:
+    if value is None or value == ():
+        return "none"
+    if isinstance(value, tuple):
+        return ", ".join(_show(v) for v in value)
+    if isinstance(value, Fraction):
+        return ir.format_number(value)
+    return str(value)
+
+
+@rule("data-dependent-design", "critical", "Mechanism tuned on the confidential data")
+def data_dependent_design(ctx) -> list[Finding]:
+    """The mechanism's parameters were chosen using the confidential data: the
+    meta-mechanism (tuning plus mechanism) is what the data goes through, and its budget is
+    what counts."""
+    t = ctx.spec.tuning
+    if t is None or t.source != "confidential":
+        return []
+    note = f" (\"{t.note}\")" if t.note else ""
+    message = (f"The mechanism's parameters were chosen using the confidential data itself{note}. The stated budget "
+               "covers the mechanism with its parameters fixed, not the tuning: what the data actually goes through "
+               "is the tuning plus the mechanism, whose budget is not stated. (In the extreme, a constant output "
+               "chosen to equal the data has budget 0 as a mechanism and infinity once its design is counted.) "
+               "Tune on public, earlier or synthetic data, or account for the tuning in the budget.")
+    return [Finding("data-dependent-design", "critical", message, {"tuned_on": t.source, "note": t.note})]
+
+
+@rule("uncomposed-releases", "warning", "Several releases without a stated total budget")
+def uncomposed_releases(ctx) -> list[Finding]:
+    """Several releases of the same data whose total budget is not stated: each figure
+    looks small alone; what the data loses is their composition."""
+    spec = ctx.spec
+    if spec.budgets:
+        return []
+    if spec.program is not None:
+        parts = spec.program.parts
+        paths = [p for part in parts for p in part.paths]
+        if len(paths) < 2:
+            return []
+        parallel = [part for part in parts if part.parallel]
+        message = (f"The program '{spec.program.title}' releases {len(paths)} specs of the same data "
+                   f"({', '.join(paths)}) but states no total budget. Each release's budget may look small alone; "
+                   "what the data loses is their composition (the sum in one currency"
+                   + ("; parallel parts on disjoint universes count once, at their largest" if parallel else "")
+                   + ").")
+        evidence = {"program": spec.program.title, "specs": paths, "parallel_groups": len(parallel)}
+        found = program_total(spec)
+        if found is not None:
+            message += f" Composed, they cost {_budget(found[0])}."
+            evidence["total"] = found[0]
+        message += " State the total with a 'budget' line so it is checked."
+        return [Finding("uncomposed-releases", "warning", message, evidence)]
+    mech = ctx.checked.mechanism if ctx.checked else None
+    if mech is None:
+        return []
+    outputs = set(getattr(mech, "outputs", {}) or {})
+    if spec.releases:
+        released = sorted({r.name for r in spec.releases if r.kind in ("output", "microdata")}
+                          | ({r.name for r in spec.releases if r.kind == "count"} & outputs))
+    else:
+        released = sorted(outputs)
+    if len(released) < 2:
+        return []
+    message = (f"The spec releases {len(released)} outputs of mechanism '{mech.name}' ({', '.join(released)}) and "
+               "states no budget bound. Nothing says what the releases cost together; if any of them comes from a "
+               "separate run, their budgets add up. State the total as a 'budget' line so the ledger checks it.")
+    return [Finding("uncomposed-releases", "warning", message, {"mechanism": mech.name, "released": released})]
+
+
+@rule("infinite-budget", "critical", "No finite budget: the mechanism cannot meet the declared flavor", needs_result=True)
+def infinite_budget(ctx) -> list[Finding]:
+    """The mechanism cannot meet the declared flavor at all (for example swapping with
+    p = 0 or 1 and a stratum holding two different records)."""
+    stmt, ledger = ctx.statement, ctx.ledger
+    actual = ledger.declared if ledger is not None and ledger.declared is not None else getattr(stmt, "actual", None)
+    if actual is None or actual.is_finite:
+        return []
+    name = ctx.checked.mechanism.name if ctx.checked and ctx.checked.mechanism else "the mechanism"
+    depends = dict(getattr(stmt, "depends_on", {}) or {})
+    facts = ", ".join(f"{k} = {_num(v)}" for k, v in depends.items())
+    message = (f"No finite budget exists: under the declared flavor {name} can reveal the data with certainty "
+               f"(its budget is {actual})" + (f", given {facts}" if facts else "") + ". ")
+    notes = list(getattr(stmt, "notes", ()) or ())
+    if notes:  # the mechanism's own words for why; the first notes carry the reason
+        message += " ".join(n.rstrip(".") + "." for n in notes[:2]) + " "
+    message += "Any finite budget quoted for this release is false."
+    return [Finding("infinite-budget", "critical", message.strip(), {"budget": actual, "depends_on": depends, "notes": notes})]
+
+
+@rule("per-universe-budget", "warning", "The budget differs between universes", needs_result=True)
+def per_universe_budget(ctx) -> list[Finding]:
+    """eps_D varies between universes: show the actual universe's value and the worst case
+    over the universes the spec admits."""
+    stmt, ledger = ctx.statement, ctx.ledger
+    if stmt is None or not getattr(stmt, "per_universe", False):
+        return []
+    actual = ledger.declared if ledger is not None and ledger.declared is not None else stmt.actual
+    worst = ledger.worst if ledger is not None and ledger.declared is not None else stmt.worst
+    depends = dict(getattr(stmt, "depends_on", {}) or {})
+    facts = ", ".join(f"{k} = {_num(v)}" for k, v in depends.items()) or "the universe"
+    finite_worst = worst is not None and worst.is_finite
+    message = (f"The budget is a function of the universe: it depends on {facts}, public functions of the "
+               f"invariants. In the actual universe it is {_budget(actual)}; "
+               + (f"the worst case over the universes the spec admits is {worst}."
+                  if finite_worst else "over the universes the spec admits it has no finite worst case.")
+               + " Other universes (another stratification, other invariants) give other figures, and finer "
+               "strata give smaller nominal budgets.")
+    severity = "info" if finite_worst else "warning"
+    return [Finding("per-universe-budget", severity, message,
+                    {"actual": actual, "worst": worst, "depends_on": depends})]
+
+
+@rule("bound-not-met", "critical", "A declared budget bound does not hold", needs_result=True)
+def bound_not_met(ctx) -> list[Finding]:
+    """A declared bound that the achieved budget exceeds, or that cannot be checked in its
+    quoted currency: the spec promises what the mechanism does not deliver."""
+    ledger = ctx.ledger
+    if ledger is None:
+        return []
+    findings = []
+    if ledger.problem:
+        findings.append(Finding("bound-not-met", "critical",
+                                f"The mechanism's budget cannot be stated in the spec's flavor: {ledger.problem}.",
+                                {"problem": ledger.problem}))
+    for check in ledger.bounds:
+        if check.holds:
+            continue
+        if math.isnan(check.achieved):
+            message = f"The declared bound '{check.bound.describe()}' {check.currency}."
+        else:
+            achieved = format_number(check.achieved) if math.isfinite(check.achieved) else "no finite budget"
+            message = (f"The declared bound '{check.bound.describe()}' does not hold: the mechanism achieves "
+                       f"{achieved} ({check.currency}).")
+        findings.append(Finding("bound-not-met", "critical", message,
+                                {"bound": check.bound.describe(), "achieved": check.achieved, "currency": check.currency}))
+    return findings
+
+
+@rule("known-seed", "critical", "The run used a known seed")
+def known_seed(ctx) -> list[Finding]:
+    """An explicit seed makes the noise reproducible: anyone who knows it can remove it
+    (judged on a compiled release only)."""
+    seed = getattr(ctx.result, "seed", None)
+    if seed is None:
+        return []
+    message = (f"The release was produced with the explicit seed {seed}. Anyone who knows the seed can reproduce "
+               "the random draws and remove them: this release is not protected. Use it for tests only.")
+    return [Finding("known-seed", "critical", message, {"seed": int(seed)})]
+
+
+@hookimpl
+def dpspec_audit_rules():
+    return list(RULES)

@@ -1,0 +1,65 @@
+"""Reports for oversight bodies: one model, three forms (HTML, Markdown, JSON), two audiences.
+
+`render_all(result)` returns every file to write. The public forms always exist; the internal
+forms exist only when the result carries utility figures (computed against the confidential
+data), which never enter the public ones. Plugins add sections by returning `Section` objects
+from the `dpspec_report_sections` hook.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+
+FILENAMES = {
+    "html": "report.html",
+    "markdown": "report.md",
+    "json": "report.json",
+    "internal_html": "internal-report.html",
+    "internal_markdown": "internal-report.md",
+}
+
+
+@attrs.frozen
+class Section:
+    """A report section a mechanism plugin contributes.
+
+    html: markup for the HTML report (screened: anything that would run a script or fetch from
+    another host is withheld and the data shown instead); markdown: the same for the Markdown
+    report; data: JSON-ready figures for report.json. internal: computed against the
+    confidential data, so only the internal report shows it. Escape your own values.
+    """
+
+    title: str
+    html: str = ""
+    markdown: str = ""
+    data: Any = attrs.Factory(dict)
+    internal: bool = False
+
+
+def render_all(result=None, *, spec=None, baseline=None, outcome=None) -> dict[str, tuple[str, str]]:
+    """{kind: (filename, text)} for a compiled `result` (or a `spec` alone, for an audit report).
+
+    kinds: html, markdown, json, and internal_html / internal_markdown when `result.utility` is
+    non-empty. `baseline` (a Spec or a Result) adds the comparison table."""
+    from dpspec.audit import audit
+    from dpspec.report.model import build_model
+    from dpspec.report.render import render_html, render_json, render_markdown
+
+    spec = spec if spec is not None else result.spec
+    if outcome is None:
+        outcome = audit(spec, result, baseline)
+    public = build_model(result, spec=spec, audience="public", outcome=outcome)
+    out = {
+        "html": (FILENAMES["html"], render_html(public)),
+        "markdown": (FILENAMES["markdown"], render_markdown(public)),
+        "json": (FILENAMES["json"], render_json(public)),
+    }
+    if result is not None and result.utility:
+        internal = build_model(result, spec=spec, audience="internal", outcome=outcome)
+        out["internal_html"] = (FILENAMES["internal_html"], render_html(internal))
+        out["internal_markdown"] = (FILENAMES["internal_markdown"], render_markdown(internal))
+    return out
+
+
+__all__ = ["FILENAMES", "Section", "render_all"]

@@ -1,0 +1,276 @@
+"""One report model, built once, from which the HTML, Markdown and JSON forms are rendered.
+
+The model is plain JSON data, so the three forms cannot disagree. It is built for one audience:
+the public model holds the spec, the budget and its accounting, public facts (functions of the
+invariants, which the budget depends on), what the spec releases and the audit; the internal
+model adds what was computed against the confidential data or depends on a run (utility, the
+run's own facts and notes, timings).
+"""
+from __future__ import annotations
+
+import math
+import os
+
+from dpspec import __version__, describe, ir, plugins
+from dpspec.audit import audit as run_audit_outcome
+from dpspec.audit.base import jsonable
+from dpspec.audit.currency import flavor_spec
+from dpspec.audit.multiverse import granularity, undetermined
+from dpspec.budget import format_number
+
+AUDIENCES = ("public", "internal")
+HEADLINE_PARAM = {"pure": "epsilon", "approx": "epsilon", "zcdp": "rho", "renyi": "epsilon", "gdp": "mu"}
+AUDIENCE_NOTES = {
+    "public": ("For publication. It contains the specification, the budget and how it was computed, the "
+               "public facts the budget depends on, what the specification releases, and the audit. "
+               "Nothing else computed from the confidential data appears here."),
+    "internal": ("Not for publication. Besides everything in the public report it contains "
+                 "figures computed against the confidential data (utility, run notes, timings)."),
+}
+
+
+def budget_json(b) -> dict | None:
+    """A budget for the model: its parameters, its premetric's names, and a sentence form."""
+    if b is None:
+        return None
+    out = jsonable(b.to_json())
+    out["text"] = str(b) if b.is_finite else "infinite (no finite guarantee)"
+    out["paper_name"] = b.paper_name
+    out["finite"] = bool(b.is_finite)
+    return out
+
+
+def headline(b) -> str:
+    """The number in front of -DP(...) in the paper's notation."""
+    if b is None:
+        return "eps_D"
+    if not b.is_finite:
+        return "inf"
+    value = b.params().get(HEADLINE_PARAM.get(b.kind, ""), None)
+    if isinstance(value, list):
+        return str(b)
+    return format_number(value) if value is not None else str(b)
+
+
+def _number(value):
+    """A float figure for JSON (infinities as text), or None."""
+    if value is None:
+        return None
+    value = float(value)
+    if math.isnan(value):
+        return None
+    return jsonable(value)
+
+
+def _invariants(spec: ir.Spec, induced) -> list[dict]:
+    out = []
+    induced_keys = {q.key() for q in induced}
+    undeclared = {q.key() for q in undetermined(induced, spec.invariants, spec.domain)}
+    for q in spec.invariants:
+        origin = "declared; the mechanism keeps it exact" if q.key() in induced_keys else "declared"
+        out.append({"statistic": q.describe(), "granularity": granularity(q, spec.domain), "origin": origin,
+                    "declared": True})
+    declared_keys = {q.key() for q in spec.invariants}
+    for q in induced:
+        if q.key() in declared_keys:
+            continue
+        origin = ("kept exact by the mechanism, NOT declared" if q.key() in undeclared
+                  else "kept exact by the mechanism; implied by the declared invariants")
+        out.append({"statistic": q.describe(), "granularity": granularity(q, spec.domain), "origin": origin,
+                    "declared": False})
+    return out
+
+
+def _mechanism(spec: ir.Spec, checked) -> dict | None:
+    if spec.mechanism is None:
+        return None
+    mech = checked.mechanism if checked else None
+    package, package_version = getattr(mech, "_dpspec_package", ("?", "?"))
+    return {
+        "name": spec.mechanism.name,
+        "version": getattr(mech, "version", None),
+        "package": package,
+        "package_version": package_version,
+        "description": getattr(mech, "description", "") or "",
+        "parameters": {p.name: jsonable(ir.to_jsonable(p.value)) for p in spec.mechanism.params.params},
+    }
+
+
+def _budget(ctx) -> dict:
+    """The budget block; every key is present (None when unknown) so templates stay simple."""
+    ledger, stmt = ctx.ledger, ctx.statement
+    out = {"available": False, "problem": ctx.account.problem if ctx.account else None, "native": None,
+           "declared": None, "worst": None, "headline": "eps_D", "currencies": [], "steps": [], "bounds": [],
+           "bounds_hold": None}
+    if ledger is None:
+        out["problem"] = out["problem"] or "no budget account (the spec did not check, or its data was not read)"
+        return out
+    flavor = ledger.native_flavor
+    out.update({
+        "available": True,
+        "native": {
+            "flavor": {"table": flavor.table, "relation": flavor.relation, "premetric": flavor.premetric},
+            "actual": budget_json(stmt.actual),
+            "worst": budget_json(stmt.worst),
+            "per_universe": bool(stmt.per_universe),
+            "depends_on": jsonable(dict(stmt.depends_on)),
+            "notes": list(stmt.notes),
+            "public": [str(p) for p in getattr(stmt, "public", ())],
+        },
+        "declared": budget_json(ledger.declared),
+        "worst": budget_json(ledger.worst),
+        "problem": ledger.problem,
+        "headline": headline(ledger.declared),
+        "currencies": [{"budget": budget_json(c.result), "premetric": c.result.paper_name, "method": c.method,
+                        "citation": c.citation} for c in ledger.currencies],
+        "steps": [{"what": s.what, "from": budget_json(s.source), "to": budget_json(s.result), "method": s.method,
+                   "citation": s.citation} for s in ledger.steps],
+        "bounds": [{"bound": c.bound.describe(), "limit": _number(c.bound.value), "achieved": _number(c.achieved),
+                    "holds": bool(c.holds), "currency": c.currency} for c in ledger.bounds],
+        "bounds_hold": bool(ledger.bounds_hold),
+    })
+    return out
+
+
+def _sections(result, audience: str) -> list[dict]:
+    """Sections mechanism plugins contribute; internal ones only in the internal report."""
+    if result is None:
+        return []
+    out = []
+    for s in plugins.report_sections(result):
+        internal = bool(getattr(s, "internal", False))
+        if internal and audience != "internal":
+            continue
+        out.append({"title": str(s.title), "html": s.html or "", "markdown": s.markdown or "",
+                    "data": jsonable(s.data), "internal": internal})
+    return out
+
+
+def _provenance(spec: ir.Spec, result, checked) -> dict:
+    from dpspec.compiler import spec_sha256
+    from dpspec.output import seed_policy
+
+    mechanisms = [{k: m[k] for k in ("name", "version", "package", "package_version")}
+                  for m in plugins.describe_mechanisms()]
+    out = {
+        "dpspec_version": __version__,
+        "spec_file": os.path.basename(spec.path) if spec.path else None,
+        "spec_sha256": result.spec_hash if result is not None else spec_sha256(spec),
+        "data": [{"file": os.path.basename(k), "sha256": v} for k, v in sorted((result.data_hashes or {}).items())]
+        if result is not None else [{"file": os.path.basename(d.path), "sha256": None} for d in spec.data],
+        "plugins": mechanisms,
+        "seed_policy": seed_policy(result.seed) if result is not None else None,
+        "runs": getattr(result, "runs", None),
+        "compiled": result is not None,
+    }
+    return out
+
+
+def _releases(spec: ir.Spec, result) -> list[dict]:
+    if result is None:
+        return [{"name": r.describe(), "rows": None} for r in spec.releases]
+    return [{"name": name, "rows": int(len(frame))} for name, frame in result.published.items()]
+
+
+def _internal(result) -> dict:
+    if result is None:
+        return {}
+    release = result.release
+    return {
+        "utility": jsonable(dict(result.utility or {})),
+        "run_facts": jsonable(dict(getattr(release, "facts", {}) or {})),
+        "run_notes": list(getattr(release, "notes", ()) or ()),
+        "timings": jsonable(dict(result.timings or {})),
+    }
+
+
+def _program(spec: ir.Spec) -> dict | None:
+    """A program's members, composed total and bounds (`dpspec budget` on the program)."""
+    from dpspec.errors import DpspecError
+    from dpspec.program import program_summary
+
+    if spec.program is None:
+        return None
+    try:
+        summary = program_summary(spec)
+    except DpspecError as exc:
+        return {"title": spec.program.title, "problem": str(exc), "members": [], "total": None, "method": None,
+                "bounds": [], "bounds_hold": None, "notes": []}
+    total = summary["total"]
+    return {
+        "title": summary["program"],
+        "problem": None,
+        "members": [{"spec": r["spec"], "title": r["title"], "parallel_group": r["parallel_group"],
+                     "budget": r["budget"]} for r in summary["releases"]],
+        "total": jsonable(total),
+        "total_text": _budget_text(total),
+        "method": summary["method"],
+        "bounds": [{"bound": b["bound"], "achieved": _number(b["achieved"]), "holds": bool(b["holds"]),
+                    "currency": b["currency"], "limit": None} for b in summary["bounds"]],
+        "bounds_hold": bool(summary["bounds_hold"]) if summary["bounds"] else None,
+        "notes": list(summary["ledger"].get("notes", [])),
+    }
+
+
+def _budget_text(budget_json: dict) -> str:
+    from dpspec.budget import budget_from_params
+
+    params = {k: v for k, v in budget_json.items() if k != "premetric"}
+    try:
+        b = budget_from_params({"premetric": budget_json["premetric"], **params})
+    except (ValueError, TypeError, KeyError):
+        return str(budget_json)
+    return str(b) if b.is_finite else "infinite (no finite guarantee)"
+
+
+def build_model(result=None, *, spec: ir.Spec | None = None, audience: str = "public", baseline=None,
+                outcome=None) -> dict:
+    """The report model for one audience. Give a compiled `result`, or a `spec` alone (an audit
+    report without a release). `baseline` is a Spec or a compiled Result; `outcome` an
+    `dpspec.audit.Audit` already run (it is run here otherwise)."""
+    if audience not in AUDIENCES:
+        raise ValueError(f"audience must be one of {AUDIENCES}")
+    spec = spec if spec is not None else result.spec
+    if outcome is None:
+        outcome = run_audit_outcome(spec, result, baseline)
+    ctx = outcome.context
+    checked = ctx.checked
+    budget = _budget(ctx)
+    program = _program(spec)
+    flavor = flavor_spec(spec)
+    notation = describe.notation(flavor, budget["headline"])
+    if program is not None and program["total"] is not None:
+        from dpspec.budget import budget_from_params
+
+        notation = describe.notation(flavor, headline(budget_from_params(
+            {k: v for k, v in program["total"].items()})))
+    model = {
+        "format": "dpspec-report/1",
+        "audience": audience,
+        "audience_note": AUDIENCE_NOTES[audience],
+        "title": spec.title or (os.path.basename(spec.path) if spec.path else "untitled spec"),
+        "kind": "program" if program is not None else "spec",
+        "program": program,
+        "notation": notation,
+        "notation_symbolic": describe.notation(flavor),
+        "questions": [{"question": q, "block": b, "answer": a} for q, b, a in describe.five_questions(flavor)],
+        "invariants": _invariants(spec, checked.induced if checked else ()),
+        "public_information": [{"statistic": p.query.describe(), "source": p.source} for p in spec.public],
+        "mechanism": _mechanism(spec, checked),
+        "check_problems": list(outcome.check_problems),
+        "budget": budget,
+        # Only the facts the budget is computed from; a run's own facts may depend on its noise.
+        "public_facts": jsonable(dict(ctx.facts or {})),
+        "findings": [f.to_json() for f in outcome.findings],
+        "severity_counts": {s: sum(1 for f in outcome.findings if f.severity == s) for s in ("critical", "warning", "info")},
+        "audit": {"rules_run": list(outcome.rules_run),
+                  "skipped": [{"rule": r, "reason": why} for r, why in outcome.skipped]},
+        "comparison": outcome.comparison.to_json() if outcome.comparison is not None else None,
+        "baseline_title": ctx.baseline.title if ctx.baseline is not None else None,
+        "releases": _releases(spec, result),
+        "sections": _sections(result, audience),
+        "provenance": _provenance(spec, result, checked),
+    }
+    if audience == "internal":
+        model["internal"] = _internal(result)
+    return model

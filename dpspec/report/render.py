@@ -1,0 +1,186 @@
+"""Render a report model to HTML and Markdown with the package's Jinja templates.
+
+Templates come only from the dpspec package (never from a spec's directory). HTML is
+autoescaped; Markdown has no autoescaping in Jinja, so every expression goes through a
+`finalize` hook that escapes Markdown and HTML syntax: a category named `<script>` prints as
+text in both. Only markup this package builds (figures) or a plugin section that passes the
+safety screen is inserted as is.
+"""
+from __future__ import annotations
+
+import functools
+import json
+import math
+import re
+
+import jinja2
+from markupsafe import Markup
+
+from dpspec.budget import format_number
+from dpspec.report import svg
+
+CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
+
+# Markup a plugin may not put into a self-contained report: scripts, frames, external fetches.
+_UNSAFE = re.compile(
+    r"<\s*(script|iframe|object|embed|link|meta|base|form|frame)\b|\bon[a-z]+\s*=|javascript:|https?:|"
+    r"url\s*\(|\b(src|href|xlink:href|action)\s*=\s*(?![\"']?\s*(data:|#))",
+    re.IGNORECASE,
+)
+
+
+def screen(markup: str) -> bool:
+    """True when plugin-supplied markup may be inserted (no script, no request leaves the page)."""
+    text = (markup or "").replace('xmlns="http://www.w3.org/2000/svg"', "")
+    return not _UNSAFE.search(text)
+
+
+class TrustedMarkdown(str):
+    """Markdown this package (or a screened plugin section) wrote; not escaped again."""
+
+
+_MD_SPECIAL = re.compile(r"([\\`*_\[\]{}|#!~])")
+
+
+def md_escape(value) -> str:
+    """Escape a value for Markdown: no emphasis, links, tables or raw HTML can come from it."""
+    if value is None:
+        return ""
+    if isinstance(value, TrustedMarkdown):
+        return value
+    if isinstance(value, float):
+        value = format_number(value)
+    text = str(value).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    text = _MD_SPECIAL.sub(r"\\\1", text)
+    return " ".join(text.split("\n"))
+
+
+def fmt(value) -> str:
+    """Numbers as the literature quotes them; infinities and missing values in words."""
+    if value is None:
+        return "—"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, str):
+        return value
+    if isinstance(value, (int, float)):
+        if isinstance(value, float) and math.isnan(value):
+            return "—"
+        return format_number(float(value)) if isinstance(value, float) else f"{value:,}"
+    return str(value)
+
+
+def compact(value) -> str:
+    """A value on one line: scalars as numbers, flat lists and mappings in words, else JSON."""
+    if isinstance(value, dict) and all(not isinstance(v, (dict, list)) for v in value.values()):
+        return ", ".join(f"{k} {fmt(v)}" for k, v in value.items()) or "—"
+    if isinstance(value, list) and all(not isinstance(v, (dict, list)) for v in value):
+        return ", ".join(fmt(v) for v in value) or "—"
+    if isinstance(value, (dict, list)):
+        return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(", ", ": "))
+    return fmt(value)
+
+
+def pretty_json(value) -> str:
+    return json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False)
+
+
+def _common_filters(env: jinja2.Environment):
+    env.filters["fmt"] = fmt
+    env.filters["json"] = pretty_json
+    env.filters["compact"] = compact
+    env.globals["CSP"] = CSP
+
+
+@functools.lru_cache(maxsize=1)
+def html_env() -> jinja2.Environment:
+    env = jinja2.Environment(loader=jinja2.PackageLoader("dpspec", "templates"), autoescape=True,
+                             undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+    _common_filters(env)
+    return env
+
+
+@functools.lru_cache(maxsize=1)
+def markdown_env() -> jinja2.Environment:
+    env = jinja2.Environment(loader=jinja2.PackageLoader("dpspec", "templates"), autoescape=False,
+                             undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True,
+                             finalize=md_escape, keep_trailing_newline=True)
+    _common_filters(env)
+    env.filters["trusted"] = TrustedMarkdown
+    return env
+
+
+# ---- figures ---------------------------------------------------------------------------------
+
+
+def _float(value):
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return math.inf if value == "inf" else None
+    return float(value)
+
+
+def figures(model: dict) -> dict:
+    """The inline SVG figures of the HTML report, keyed by section."""
+    out = {}
+    budget = model["budget"]
+    bounds = budget.get("bounds") or []
+    drawable = [b for b in bounds if b["achieved"] is not None]
+    if drawable:
+        bars = [svg.Bar(b["bound"], _float(b["achieved"]), "ok" if b["holds"] else "bad", _float(b["limit"]))
+                for b in drawable]
+        out["bounds"] = svg.bar_chart("Achieved budget against each declared bound (dashed line)", bars)
+    native = budget["native"] or {}
+    declared, worst = budget.get("declared"), budget.get("worst")
+    if native.get("per_universe") and declared:
+        param = _headline_param(declared)
+        bars = [svg.Bar("actual universe", _float(declared.get(param)), "neutral")]
+        bars.append(svg.Bar("worst admitted universe", _float(worst.get(param)) if worst else math.inf,
+                            "muted" if worst and worst.get("finite") else "bad"))
+        out["universes"] = svg.bar_chart(f"Budget ({param}) in the actual universe and the worst case", bars)
+    comparison = model.get("comparison")
+    if comparison:
+        row = next((r for r in comparison["rows"] if r["block"] == "budget"), None)
+        ev = row["evidence"] if row else {}
+        if "spec_converted" in ev:
+            param = _headline_param(ev["spec_converted"])
+            bars = [svg.Bar("this spec", _float(ev["spec_converted"].get(param)), "neutral"),
+                    svg.Bar("baseline", _float(ev["baseline_converted"].get(param)), "muted")]
+            out["comparison"] = svg.bar_chart(f"Budgets in one currency ({param}; {ev['currency']})", bars)
+    return out
+
+
+def _headline_param(budget_json: dict) -> str:
+    from dpspec.report.model import HEADLINE_PARAM
+
+    return HEADLINE_PARAM.get(budget_json.get("premetric"), "epsilon")
+
+
+def _sections_html(model: dict) -> list[dict]:
+    out = []
+    for s in model["sections"]:
+        safe = screen(s["html"])
+        out.append({**s, "html": Markup(s["html"]) if safe else None, "screened_out": not safe})
+    return out
+
+
+def _sections_markdown(model: dict) -> list[dict]:
+    out = []
+    for s in model["sections"]:
+        safe = screen(s["markdown"])
+        out.append({**s, "markdown": TrustedMarkdown(s["markdown"]) if safe else None, "screened_out": not safe})
+    return out
+
+
+def render_html(model: dict) -> str:
+    return html_env().get_template("report.html.j2").render(m=model, figures=figures(model),
+                                                            sections=_sections_html(model))
+
+
+def render_markdown(model: dict) -> str:
+    return markdown_env().get_template("report.md.j2").render(m=model, sections=_sections_markdown(model))
+
+
+def render_json(model: dict) -> str:
+    return json.dumps(model, indent=2, sort_keys=True, ensure_ascii=False, allow_nan=False) + "\n"

@@ -1,0 +1,284 @@
+"""TopDown end to end: measure every unit with discrete Gaussian noise, then estimate top-down.
+
+Why the final checks: the release is only as good as its guarantees (children add up to their
+parent at every level, counts are nonnegative integers, invariants equal their confidential
+values). They are cheap to re-verify from the output, so every run does, and a violation is a
+MechanismError rather than a quietly inconsistent release.
+
+Least-squares weights are 1/sigma² (the noise parameter). The noise variance itself is below
+sigma² when sigma² is small (it tends to 0), and weighting by it would make the fit's weights
+differ by many orders of magnitude for no gain in accuracy.
+
+Levels without a budget share are not measured: the implicit root typically (the first
+measured level is then fitted jointly with no parent), or an intermediate level (its units are
+then estimated as sums of their children). The finest level must be measured.
+"""
+from __future__ import annotations
+
+import time
+from fractions import Fraction
+from typing import Callable, Mapping, Sequence
+
+import attrs
+import numpy as np
+import pandas as pd
+import scipy.sparse as sp
+
+from dpspec.errors import MechanismError, SpecError
+
+from .allocation import Allocation, allocate, query_name
+from .hierarchy import Hierarchy, build_hierarchy
+from .histogram import Schema, aggregate, marginal, unit_histograms
+from .noise import discrete_gaussian, discrete_gaussian_variance
+from .postprocess import (GroupConstraint, MeasuredQuery, NodeTask, default_workers, make_pool,
+                          solve_level)
+
+_PARALLEL_MIN_SIZE = 20_000  # children x active cells in a level below which a pool costs more
+
+
+@attrs.define
+class TopDownResult:
+    """The protected microdata, the noisy measurements, and how the run went."""
+
+    microdata: pd.DataFrame
+    schema: Schema
+    hierarchy: Hierarchy
+    allocation: Allocation
+    noisy: dict  # (level, query) -> (units x groups) int64 noisy answers
+    histograms: dict  # level -> protected (units x cells) csr histogram
+    timings: dict
+    total_rho: Fraction
+    rho_spent: Fraction
+
+    @property
+    def measurements(self) -> pd.DataFrame:
+        """Tidy noisy measurements: level, geocode, query, cell, value, variance (one row each)."""
+        frames = []
+        for qb in self.allocation.queries:
+            y = self.noisy[(qb.level, qb.query)]
+            codes = self.hierarchy.level(qb.level).codes
+            units, groups = y.shape
+            frames.append(pd.DataFrame({
+                "level": pd.Categorical.from_codes(np.zeros(y.size, dtype=np.int8), [qb.level]),
+                "geocode": pd.Categorical.from_codes(np.repeat(np.arange(units), groups),
+                                                     pd.Index(list(codes)).astype(str)),
+                "query": pd.Categorical.from_codes(np.zeros(y.size, dtype=np.int8), [qb.name]),
+                "cell": np.tile(np.arange(groups, dtype=np.int32), units),
+                "value": y.ravel(),
+                "variance": np.full(y.size, discrete_gaussian_variance(qb.sigma2)),
+            }))
+        out = pd.concat(frames, ignore_index=True)
+        for col in ("level", "geocode", "query"):
+            out[col] = out[col].astype("category")
+        return out
+
+
+def run_topdown(persons: pd.DataFrame, levels: Sequence[str], variables: Mapping[str, Sequence],
+                strategy: Mapping[str, Sequence], rho, level_shares: Mapping[str, object],
+                relation: str, invariants: Sequence[tuple], rng: np.random.Generator,
+                progress: Callable[[str, int, int], None] | None = None,
+                workers: int | None = None) -> TopDownResult:
+    """Run TopDown on person records; see the module docstring for the semantics.
+
+    ``levels`` lists the geography columns top first (a leading name that is not a column is
+    the implicit root, e.g. "nation"); ``variables`` maps each histogram variable to its
+    categories; ``strategy`` maps each measured level to ``[(query, share), ...]`` where a query
+    is a tuple of variable names (``()`` is the total); ``level_shares`` splits ``rho`` (zCDP)
+    over levels; ``relation`` is "symdiff" (add/remove one person) or "hamming" (change one);
+    ``invariants`` are ``(level, query)`` pairs released exactly. ``workers`` > 1 solves the
+    nodes of large levels in a process pool (forkserver), so a script calling this must guard
+    its entry point with ``if __name__ == "__main__":``. ``progress(level, done, total)`` is
+    called as nodes finish.
+    """
+    t_run = time.perf_counter()
+    schema = Schema.from_variables(variables)
+    cells = schema.cell_index(persons)
+    hier = build_hierarchy(persons, levels)
+    names = hier.names
+    for lv in list(level_shares) + list(strategy):
+        hier.index(lv)  # SpecError for unknown levels
+    canon = {lv: [(schema.canonical(q), s) for q, s in entries] for lv, entries in strategy.items()}
+    alloc = allocate(rho, level_shares, canon, relation)
+    measured = [k for k, lv in enumerate(names) if lv in alloc.level_shares]
+    if measured[-1] != len(names) - 1:
+        raise SpecError(f"the finest level {names[-1]!r} must be measured (give it a budget share)")
+    inv = _canonical_invariants(invariants, schema, hier)
+
+    n_cells = schema.n_cells
+    conf = [unit_histograms(hier.record_unit[k], cells, lv.n_units, n_cells)
+            for k, lv in enumerate(hier.levels)]
+    timings: dict = {"levels": {}}
+    noisy: dict = {}
+    for k in measured:
+        t0 = time.perf_counter()
+        for qb in alloc.for_level(names[k]):
+            true = marginal(conf[k], schema, qb.query)
+            noisy[(names[k], qb.query)] = true + discrete_gaussian(qb.sigma2, true.shape, rng)
+        timings["levels"][names[k]] = {"noise_seconds": time.perf_counter() - t0,
+                                       "units": hier.levels[k].n_units}
+
+    workers = default_workers() if workers is None else max(1, int(workers))
+    protected: dict[int, sp.csr_matrix] = {}
+    pool = None
+    try:
+        prev = None
+        for k in measured:
+            tasks = _level_tasks(k, prev, hier, schema, alloc, noisy, conf, inv, protected)
+            queries = [MeasuredQuery(qb.name, schema.groups(qb.query), schema.marginal_size(qb.query),
+                                     1.0 / float(qb.sigma2))
+                       for qb in alloc.for_level(names[k])]
+            size = sum(t.n_children * (np.count_nonzero(t.parent) if t.parent is not None else n_cells)
+                       for t in tasks)
+            use_pool = workers > 1 and len(tasks) >= 2 * workers and size >= _PARALLEL_MIN_SIZE
+            if use_pool and pool is None:
+                pool = make_pool(workers)
+            cb = (lambda d, n, _lv=names[k]: progress(_lv, d, n)) if progress else None
+            t0 = time.perf_counter()
+            results = solve_level(tasks, queries, workers, cb, pool if use_pool else None)
+            wall = time.perf_counter() - t0
+            protected[k] = _assemble(tasks, results, hier.levels[k].n_units, n_cells, k, prev, hier)
+            timings["levels"][names[k]].update({
+                "solve_seconds": wall,
+                "nodes": len(tasks),
+                "node_seconds": sum(r.total_seconds for r in results),
+                "qp_seconds": sum(r.qp_seconds for r in results),
+                "rounding_seconds": sum(r.round_seconds for r in results),
+                "milp_nodes": sum(r.used_milp for r in results),
+                "qp_capped_nodes": sum(not r.qp_optimal for r in results),
+                "max_variables": max((r.n_variables for r in results), default=0),
+                "parallel": bool(use_pool),
+                "solver_peak_mb": max((r.peak_rss_mb for r in results), default=0.0),
+            })
+            prev = k
+    finally:
+        if pool is not None:
+            pool.shutdown()
+    for k in range(len(names) - 1, -1, -1):  # unmeasured levels are sums of their children
+        if k not in protected:
+            protected[k] = aggregate(protected[k + 1], hier.levels[k + 1].parent, hier.levels[k].n_units)
+    _verify(hier, schema, protected, conf, inv)
+    micro = _microdata(hier, schema, protected[len(names) - 1])
+    node = sum(t.get("node_seconds", 0.0) for t in timings["levels"].values())
+    solver = sum(t.get("qp_seconds", 0.0) + t.get("rounding_seconds", 0.0) for t in timings["levels"].values())
+    timings["total_seconds"] = time.perf_counter() - t_run
+    timings["solver_seconds"] = solver
+    timings["solver_share"] = solver / node if node > 0 else 0.0
+    timings["workers"] = workers
+    return TopDownResult(micro, schema, hier, alloc, noisy,
+                         {names[k]: protected[k] for k in range(len(names))}, timings,
+                         alloc.total_rho, alloc.rho_spent)
+
+
+def _canonical_invariants(invariants, schema: Schema, hier: Hierarchy) -> list[tuple[int, tuple]]:
+    out = []
+    for item in invariants:
+        try:
+            level, query = item
+        except (TypeError, ValueError):
+            raise SpecError(f"an invariant is (level, query), got {item!r}") from None
+        entry = (hier.index(level), schema.canonical(query))
+        if entry not in out:
+            out.append(entry)
+    # Top-down can always split a parent among its children when the invariant queries form a
+    # chain (each one's variables contain the previous one's): per group of the finest query it
+    # is a transportation problem. Two non-nested queries (hhgq and votingage per block) fix
+    # two margins of a three-way table, which the already fixed parent may not admit.
+    queries = sorted({q for _, q in out}, key=len)
+    for small, big in zip(queries, queries[1:]):
+        if not set(small) <= set(big):
+            raise SpecError(
+                f"invariants {query_name(small)!r} and {query_name(big)!r} are not nested: TopDown "
+                "needs the invariant queries to form a chain (each one's variables within the "
+                "next one's), or a parent's histogram may admit no split among its children; "
+                f"declare their join ({query_name(schema.canonical(set(small) | set(big)))!r}) instead")
+    return out
+
+
+def _level_tasks(k, prev, hier, schema, alloc, noisy, conf, inv, protected) -> list[NodeTask]:
+    """One task per parent unit (or a single task over the whole level when nothing is above)."""
+    names = hier.names
+    n_units = hier.levels[k].n_units
+    y_all = [noisy[(names[k], qb.query)] for qb in alloc.for_level(names[k])]
+    if prev is None:
+        spans = [(0, n_units)]
+        parents = [None]
+    else:
+        anc = hier.ancestor(k, prev)
+        counts = np.bincount(anc, minlength=hier.levels[prev].n_units)
+        stop = np.cumsum(counts)
+        spans = list(zip((stop - counts).tolist(), stop.tolist()))
+        ph = protected[prev]
+        parents = [np.asarray(ph[p].toarray()).ravel().astype(np.int64) for p in range(len(spans))]
+    # invariants this level must enforce, with the confidential targets at their own level
+    inv_here = []
+    for lvl, q in inv:
+        if prev is not None and lvl <= prev:
+            continue  # already fixed in the parent's histogram
+        own = min(lvl, k)
+        target = marginal(conf[own], schema, q)
+        child_set = hier.ancestor(k, own) if own < k else np.arange(n_units)
+        inv_here.append((f"{query_name(q)} at {names[lvl]}", schema.groups(q), schema.marginal_size(q),
+                         child_set, target))
+    tasks = []
+    for p, (a, b) in enumerate(spans):
+        if b == a:
+            continue
+        cons = []
+        for name, groups, ng, child_set, target in inv_here:
+            sets, local = np.unique(child_set[a:b], return_inverse=True)
+            cons.append(GroupConstraint(name, groups, ng, local.astype(np.int64), target[sets]))
+        tasks.append(NodeTask(key=p, n_children=b - a, n_cells=schema.n_cells, parent=parents[p],
+                              measurements=tuple(y[a:b] for y in y_all), constraints=tuple(cons)))
+    return tasks
+
+
+def _assemble(tasks, results, n_units, n_cells, k, prev, hier) -> sp.csr_matrix:
+    """The level's protected histogram from the nodes' COO triplets."""
+    if prev is None:
+        offsets = {tasks[0].key: 0}
+    else:
+        anc = hier.ancestor(k, prev)
+        counts = np.bincount(anc, minlength=hier.levels[prev].n_units)
+        starts = np.cumsum(counts) - counts
+        offsets = {t.key: int(starts[t.key]) for t in tasks}
+    rows = np.concatenate([r.child + offsets[r.key] for r in results]) if results else np.zeros(0, np.int64)
+    cols = np.concatenate([r.cell for r in results]) if results else np.zeros(0, np.int64)
+    vals = np.concatenate([r.count for r in results]) if results else np.zeros(0, np.int64)
+    h = sp.csr_matrix((vals, (rows, cols)), shape=(n_units, n_cells), dtype=np.int64)
+    h.sum_duplicates()
+    return h
+
+
+def _verify(hier, schema, protected, conf, inv) -> None:
+    """Raise MechanismError unless the release keeps every guarantee exactly."""
+    names = hier.names
+    for k, h in protected.items():
+        if h.dtype.kind not in "iu":
+            raise MechanismError(f"level {names[k]}: counts are not integers")
+        if h.nnz and h.data.min() < 0:
+            raise MechanismError(f"level {names[k]}: a count is negative")
+    for k in range(1, len(names)):
+        up = aggregate(protected[k], hier.levels[k].parent, hier.levels[k - 1].n_units)
+        if (up != protected[k - 1]).nnz:
+            raise MechanismError(f"level {names[k]} does not add up to level {names[k - 1]}")
+    for lvl, q in inv:
+        if not np.array_equal(marginal(protected[lvl], schema, q), marginal(conf[lvl], schema, q)):
+            raise MechanismError(f"invariant {query_name(q)} at {names[lvl]} moved")
+
+
+def _microdata(hier: Hierarchy, schema: Schema, finest: sp.csr_matrix) -> pd.DataFrame:
+    """One row per protected person: every explicit level's code and the histogram variables."""
+    coo = finest.tocoo()
+    unit = np.repeat(coo.row.astype(np.int64), coo.data)
+    cell = np.repeat(coo.col.astype(np.int64), coo.data)
+    order = np.lexsort((cell, unit))
+    unit, cell = unit[order], cell[order]
+    last = len(hier.levels) - 1
+    cols = {}
+    for k, lv in enumerate(hier.levels):
+        if lv.implicit:
+            continue
+        idx = hier.ancestor(last, k)[unit]
+        cols[lv.name] = pd.Index(list(lv.codes)).take(idx).to_numpy()
+    cols.update(schema.decode(cell))
+    return pd.DataFrame(cols)

@@ -1,0 +1,130 @@
+"""The detailed histogram: one cell per combination of the histogram variables' categories.
+
+Why a schema object: every query in TopDown is a marginal of this histogram, and a marginal is
+only a relabelling of cells ("which group does each cell fall into"). Keeping that relabelling
+as an integer array per query, instead of a dense query matrix, is what lets 2,016-cell
+histograms over tens of thousands of units fit in memory and solve quickly.
+
+Cells are numbered in C order over the variables in declaration order; a marginal's groups are
+numbered in C order over its variables in the same (declaration) order, whatever order the
+query lists them in.
+"""
+from __future__ import annotations
+
+from typing import Mapping, Sequence
+
+import attrs
+import numpy as np
+import pandas as pd
+import scipy.sparse as sp
+
+from dpspec.errors import DataError, SpecError
+
+from .allocation import query_name
+
+
+@attrs.frozen
+class Schema:
+    """Histogram variables and their categories, in declaration order."""
+
+    names: tuple
+    categories: tuple  # tuple of tuples, one per variable
+
+    @classmethod
+    def from_variables(cls, variables: Mapping[str, Sequence]) -> "Schema":
+        if not variables:
+            raise SpecError("the histogram needs at least one variable")
+        names, cats = [], []
+        for name, values in variables.items():
+            values = tuple(values)
+            if not values:
+                raise SpecError(f"histogram variable {name!r} has no categories")
+            if len(set(values)) != len(values):
+                raise SpecError(f"histogram variable {name!r} lists a category twice")
+            names.append(str(name))
+            cats.append(values)
+        return cls(tuple(names), tuple(cats))
+
+    @property
+    def shape(self) -> tuple:
+        return tuple(len(c) for c in self.categories)
+
+    @property
+    def n_cells(self) -> int:
+        return int(np.prod(self.shape))
+
+    def canonical(self, query: Sequence[str]) -> tuple:
+        """The query's variables in declaration order; unknown or repeated names are SpecErrors."""
+        query = tuple(query)
+        unknown = [v for v in query if v not in self.names]
+        if unknown:
+            raise SpecError(
+                f"query {query_name(query)!r} names {unknown}, which are not histogram variables "
+                f"(known: {list(self.names)})")
+        if len(set(query)) != len(query):
+            raise SpecError(f"query {query_name(query)!r} names a variable twice")
+        return tuple(v for v in self.names if v in query)
+
+    def marginal_size(self, query: Sequence[str]) -> int:
+        q = self.canonical(query)
+        return int(np.prod([len(self.categories[self.names.index(v)]) for v in q])) if q else 1
+
+    def groups(self, query: Sequence[str]) -> np.ndarray:
+        """For every cell, the index of the marginal group (query cell) it falls into."""
+        q = self.canonical(query)
+        if not q:
+            return np.zeros(self.n_cells, dtype=np.int64)
+        coords = np.unravel_index(np.arange(self.n_cells), self.shape)
+        axes = [self.names.index(v) for v in q]
+        return np.ravel_multi_index([coords[a] for a in axes], [self.shape[a] for a in axes]).astype(np.int64)
+
+    def indicator(self, query: Sequence[str]) -> sp.csr_matrix:
+        """Sparse (cells x groups) 0/1 matrix: a histogram row times it is the marginal."""
+        g = self.groups(query)
+        n = self.n_cells
+        return sp.csr_matrix((np.ones(n, dtype=np.int64), (np.arange(n), g)),
+                             shape=(n, self.marginal_size(query)))
+
+    def cell_index(self, frame: pd.DataFrame) -> np.ndarray:
+        """Cell of every record; a value outside its variable's categories is a DataError."""
+        idx = np.zeros(len(frame), dtype=np.int64)
+        for name, cats in zip(self.names, self.categories):
+            if name not in frame.columns:
+                raise DataError(f"column {name!r} (a histogram variable) is missing from the data")
+            codes = pd.Index(list(cats)).get_indexer(frame[name]).astype(np.int64)
+            bad = np.flatnonzero(codes < 0)
+            if bad.size:
+                row = bad[0]
+                raise DataError(
+                    f"column {name!r}, row {row}: value {frame[name].iloc[row]!r} is not one of its "
+                    f"categories {list(cats)} ({bad.size} such rows)")
+            idx = idx * len(cats) + codes
+        return idx
+
+    def decode(self, cells: np.ndarray) -> dict:
+        """Category values of each variable for an array of cell indices."""
+        coords = np.unravel_index(np.asarray(cells, dtype=np.int64), self.shape)
+        out = {}
+        for name, cats, c in zip(self.names, self.categories, coords):
+            out[name] = pd.Index(list(cats)).take(c).to_numpy()
+        return out
+
+
+def unit_histograms(unit: np.ndarray, cell: np.ndarray, n_units: int, n_cells: int) -> sp.csr_matrix:
+    """Sparse (units x cells) counts from one (unit, cell) pair per record."""
+    data = np.ones(unit.size, dtype=np.int64)
+    h = sp.csr_matrix((data, (unit, cell)), shape=(n_units, n_cells), dtype=np.int64)
+    h.sum_duplicates()
+    return h
+
+
+def marginal(hist: sp.spmatrix, schema: Schema, query: Sequence[str]) -> np.ndarray:
+    """Dense (units x groups) answers of a marginal query for every unit."""
+    return np.asarray((hist @ schema.indicator(query)).toarray(), dtype=np.int64)
+
+
+def aggregate(hist: sp.spmatrix, parent: np.ndarray, n_parents: int) -> sp.csr_matrix:
+    """Sum the rows of a (children x cells) histogram into their parents' rows."""
+    n = hist.shape[0]
+    up = sp.csr_matrix((np.ones(n, dtype=np.int64), (parent, np.arange(n))), shape=(n_parents, n))
+    return (up @ hist).tocsr()

@@ -1,0 +1,465 @@
+"""Top-down estimation of one node's children: weighted least squares, then integer rounding.
+
+Why two solver calls: the least-squares fit (a convex QP, HiGHS's active-set solver) uses every
+noisy measurement with weight 1/variance but returns fractions; the rounding step (an LP, also
+HiGHS) picks, for each fractional cell, floor or ceiling so that every constraint still holds
+exactly. The rounding LP's rows are per-cell sums over children (one partition), per-child totals
+and invariant groups (a laminar family as long as the invariant queries are nested): two laminar
+families make a totally unimodular matrix, so the simplex vertex is integral. If invariants are
+not nested the LP may be fractional, and the same problem is re-solved as a MILP.
+
+Sparsity: a cell that is 0 in the (already fixed) parent is 0 in every child, and a group whose
+invariant target is 0 fixes its cells to 0, so those variables never enter the solver. A
+measured marginal group that holds a single free variable is put on that variable's diagonal
+instead of getting an auxiliary variable.
+
+Nodes of a level are independent: ``solve_level`` runs them in worker processes.
+"""
+from __future__ import annotations
+
+import concurrent.futures as cf
+import multiprocessing as mp
+import os
+import resource
+import time
+from typing import Callable, Sequence
+
+import attrs
+import highspy
+import numpy as np
+import scipy.sparse as sp
+
+from dpspec.errors import MechanismError
+
+_INF = highspy.kHighsInf
+_INT_TOL = 1e-6
+
+
+@attrs.frozen
+class MeasuredQuery:
+    """A measured marginal at the children's level: cell -> group map and weight 1/variance."""
+
+    name: str
+    groups: np.ndarray  # (n_cells,) group of every cell
+    n_groups: int
+    weight: float
+
+
+@attrs.frozen
+class GroupConstraint:
+    """Exact marginal targets for sets of children (an invariant, aggregated as needed)."""
+
+    name: str
+    groups: np.ndarray  # (n_cells,) group of every cell
+    n_groups: int
+    child_set: np.ndarray  # (n_children,) which target row each child belongs to
+    target: np.ndarray  # (n_sets, n_groups) int64
+
+
+@attrs.frozen
+class NodeTask:
+    """Everything one node's solve needs (picklable, no shared state)."""
+
+    key: int
+    n_children: int
+    n_cells: int
+    parent: np.ndarray | None  # (n_cells,) int64 fixed parent histogram, None at the top
+    measurements: tuple  # per MeasuredQuery: (n_children, n_groups) int64 noisy answers
+    constraints: tuple  # of GroupConstraint
+
+
+@attrs.frozen
+class NodeResult:
+    key: int
+    child: np.ndarray  # COO triplets of the integer children histograms (count > 0 only)
+    cell: np.ndarray
+    count: np.ndarray
+    qp_seconds: float
+    round_seconds: float
+    total_seconds: float
+    n_variables: int
+    used_milp: bool
+    qp_optimal: bool  # False: the fit stopped at its iteration cap (feasible, not optimal)
+    peak_rss_mb: float = 0.0  # peak memory of the process that solved the node
+
+
+def _peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+# --- HiGHS plumbing ---------------------------------------------------------------------------
+
+
+# The active-set QP solver can stall or cycle on degenerate fits (measurements with almost no
+# noise: every residual and multiplier is 0 at the optimum). A dual tolerance of 1e-5 (on weights
+# scaled to at most 1) avoids that at no visible cost in accuracy; if a solve still hits the
+# iteration cap it is repeated with a small Hessian regularization.
+_QP_ATTEMPTS = ({"dual_feasibility_tolerance": 1e-5},
+                {"dual_feasibility_tolerance": 1e-5, "qp_regularization_value": 1e-4})
+
+
+def _highs(cost, lower, upper, a: sp.csc_matrix, row_lo, row_hi, hess=None, integer=False, options=None):
+    """Solve one LP / QP (diagonal Hessian) / MILP with HiGHS; returns (status, x, seconds).
+
+    ``x`` is None unless the solve is optimal, or (QP only) stopped at its iteration cap with
+    a primal feasible iterate.
+    """
+    h = highspy.Highs()
+    h.setOptionValue("output_flag", False)
+    h.setOptionValue("random_seed", 0)
+    for key, value in (options or {}).items():
+        h.setOptionValue(key, value)
+    if integer:
+        h.setOptionValue("mip_rel_gap", 0.0)
+        h.setOptionValue("threads", 1)
+    n, m = len(cost), a.shape[0]
+    lp = highspy.HighsLp()
+    lp.num_col_, lp.num_row_ = n, m
+    lp.col_cost_ = np.asarray(cost, dtype=np.float64)
+    lp.col_lower_ = np.asarray(lower, dtype=np.float64)
+    lp.col_upper_ = np.asarray(upper, dtype=np.float64)
+    lp.row_lower_ = np.asarray(row_lo, dtype=np.float64)
+    lp.row_upper_ = np.asarray(row_hi, dtype=np.float64)
+    lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
+    lp.a_matrix_.start_ = a.indptr.astype(np.int32)
+    lp.a_matrix_.index_ = a.indices.astype(np.int32)
+    lp.a_matrix_.value_ = a.data.astype(np.float64)
+    if integer:
+        lp.integrality_ = [highspy.HighsVarType.kInteger] * n
+    model = highspy.HighsModel()
+    model.lp_ = lp
+    if hess is not None:
+        nz = np.flatnonzero(hess)
+        start = np.searchsorted(nz, np.arange(n + 1)).astype(np.int32)
+        hs = highspy.HighsHessian()
+        hs.dim_ = n
+        hs.format_ = highspy.HessianFormat.kTriangular
+        hs.start_ = start
+        hs.index_ = nz.astype(np.int32)
+        hs.value_ = np.asarray(hess, dtype=np.float64)[nz]
+        model.hessian_ = hs
+        h.setOptionValue("qp_nullspace_limit", max(4000, n + 1))
+        h.setOptionValue("qp_iteration_limit", 4 * n + 2000)
+    h.passModel(model)
+    t0 = time.perf_counter()
+    h.run()
+    seconds = time.perf_counter() - t0
+    status = h.getModelStatus()
+    x = None
+    if status == highspy.HighsModelStatus.kOptimal:
+        x = np.asarray(h.getSolution().col_value, dtype=np.float64)
+    elif hess is not None and status == highspy.HighsModelStatus.kIterationLimit:
+        sol = h.getSolution()
+        if sol.value_valid:
+            x = np.asarray(sol.col_value, dtype=np.float64)
+            act = a @ x
+            tol = 1e-6 * (1.0 + np.abs(np.asarray(row_lo)))
+            if np.any(act < row_lo - tol) or np.any(act > row_hi + tol) or np.any(x < lower - 1e-6):
+                x = None
+    return status, x, seconds
+
+
+class _Rows:
+    """Accumulates sparse constraint rows (row, col, value) with bounds."""
+
+    def __init__(self):
+        self.r, self.c, self.v, self.lo, self.hi = [], [], [], [], []
+        self.n = 0
+
+    def add(self, rows, cols, vals, lo, hi):
+        """``rows`` are local row ids 0..len(lo)-1 of this block."""
+        self.r.append(np.asarray(rows, dtype=np.int64) + self.n)
+        self.c.append(np.asarray(cols, dtype=np.int64))
+        self.v.append(np.broadcast_to(np.asarray(vals, dtype=np.float64), np.shape(rows)))
+        self.lo.append(np.asarray(lo, dtype=np.float64))
+        self.hi.append(np.asarray(hi, dtype=np.float64))
+        self.n += len(lo)
+
+    def matrix(self, n_cols):
+        if not self.r:
+            return sp.csc_matrix((0, n_cols)), np.zeros(0), np.zeros(0)
+        a = sp.csc_matrix((np.concatenate(self.v), (np.concatenate(self.r), np.concatenate(self.c))),
+                          shape=(self.n, n_cols))
+        return a, np.concatenate(self.lo), np.concatenate(self.hi)
+
+
+def _sum_rows(keys, n_keys):
+    """Rows summing the variables that share a key: (local row of each var, keys with a row)."""
+    present = np.flatnonzero(np.bincount(keys, minlength=n_keys))
+    local = np.full(n_keys, -1, dtype=np.int64)
+    local[present] = np.arange(present.size)
+    return local[keys], present
+
+
+# --- one node ---------------------------------------------------------------------------------
+
+
+def solve_node(task: NodeTask, queries: Sequence[MeasuredQuery]) -> NodeResult:
+    """Nonnegative integer children histograms: WLS fit to the noisy answers, then rounding."""
+    t_start = time.perf_counter()
+    nc, ncell = task.n_children, task.n_cells
+    cells = np.flatnonzero(task.parent > 0) if task.parent is not None else np.arange(ncell)
+    free = np.ones((nc, cells.size), dtype=bool)
+    for con in task.constraints:
+        zero = con.target[:, con.groups[cells]] == 0  # (n_sets, n_active)
+        free &= ~zero[con.child_set]
+    vc, va = np.nonzero(free)  # variable -> child, active position
+    vcell = cells[va]
+    n_x = vc.size
+    if task.parent is not None:
+        _check_cells_coverable(task, cells, va)
+    for con in task.constraints:
+        _check_targets_coverable(con, vc, vcell)
+    if n_x == 0:
+        return NodeResult(task.key, *(np.zeros(0, dtype=np.int64),) * 3, 0.0, 0.0,
+                          time.perf_counter() - t_start, 0, False, True)
+
+    # Objective: sum_q w_q sum_{child, group} (answer - y)^2, weights scaled to max 1.
+    wmax = max(q.weight for q in queries) if queries else 1.0
+    hess_x, cost_x = np.zeros(n_x), np.zeros(n_x)
+    z_hess, z_cost = [], []
+    zrows = _Rows()
+    n_z = 0
+    for q, y in zip(queries, task.measurements):
+        w = q.weight / wmax
+        key = vc * q.n_groups + q.groups[vcell]
+        cnt = np.bincount(key, minlength=nc * q.n_groups)
+        yflat = np.asarray(y, dtype=np.float64).ravel()
+        single = cnt[key] == 1
+        hess_x[single] += 2.0 * w
+        cost_x[single] -= 2.0 * w * yflat[key[single]]
+        multi = np.flatnonzero(~single)
+        if multi.size:
+            local, present = _sum_rows(key[multi], nc * q.n_groups)
+            zcols = n_x + n_z + np.arange(present.size)
+            # rows: sum x - z = 0
+            zrows.add(np.concatenate([local, np.arange(present.size)]),
+                      np.concatenate([multi, zcols]),
+                      np.concatenate([np.ones(multi.size), -np.ones(present.size)]),
+                      np.zeros(present.size), np.zeros(present.size))
+            z_hess.append(np.full(present.size, 2.0 * w))
+            z_cost.append(-2.0 * w * yflat[present])
+            n_z += present.size
+    n_var = n_x + n_z
+    rows = _Rows()
+    if zrows.n:
+        a_z, lo_z, hi_z = zrows.matrix(n_var)
+    _add_structural_rows(rows, task, cells, va, vc, vcell, n_x)
+    a_s, lo_s, hi_s = rows.matrix(n_var)
+    if zrows.n:
+        a = sp.vstack([a_z, a_s]).tocsc()
+        lo, hi = np.concatenate([lo_z, lo_s]), np.concatenate([hi_z, hi_s])
+    else:
+        a, lo, hi = a_s.tocsc(), lo_s, hi_s
+    hess = np.concatenate([hess_x] + z_hess)
+    cost = np.concatenate([cost_x] + z_cost)
+    lower = np.zeros(n_var)  # z are sums of nonnegative x
+    upper = np.full(n_var, _INF)
+    qp_seconds, sol, qp_optimal = 0.0, None, False
+    for options in _QP_ATTEMPTS:
+        status, x, seconds = _highs(cost, lower, upper, a, lo, hi, hess=hess, options=options)
+        qp_seconds += seconds
+        if x is not None:
+            sol, qp_optimal = x, status == highspy.HighsModelStatus.kOptimal
+        if qp_optimal:
+            break
+    if sol is None:
+        if status == highspy.HighsModelStatus.kInfeasible:
+            raise MechanismError(
+                f"TopDown node {task.key}: no nonnegative split of the parent's histogram among its "
+                f"{nc} children meets the invariants ({', '.join(c.name for c in task.constraints)})")
+        raise MechanismError(f"TopDown least-squares step failed at node {task.key}: HiGHS says {status}")
+    xstar = np.maximum(sol[:n_x], 0.0)
+    counts, round_seconds, used_milp = _round(task, xstar, va, vc, vcell, cells)
+    keep = counts > 0
+    return NodeResult(task.key, vc[keep].astype(np.int64), vcell[keep].astype(np.int64),
+                      counts[keep].astype(np.int64), qp_seconds, round_seconds,
+                      time.perf_counter() - t_start, int(n_var), used_milp, qp_optimal, _peak_rss_mb())
+
+
+def _check_cells_coverable(task, cells, va):
+    covered = np.bincount(va, minlength=cells.size) > 0
+    if not covered.all():
+        raise MechanismError(
+            f"TopDown node {task.key}: parent cell {int(cells[~covered][0])} is positive but every "
+            "child is forced to 0 there by an invariant; the invariants contradict each other")
+
+
+def _check_targets_coverable(con, vc, vcell):
+    key = con.child_set[vc] * con.n_groups + con.groups[vcell]
+    has = np.bincount(key, minlength=con.target.size).reshape(con.target.shape) > 0
+    bad = (con.target > 0) & ~has
+    if bad.any():
+        s, g = np.argwhere(bad)[0]
+        raise MechanismError(
+            f"invariant {con.name}: target {int(con.target[s, g])} for group {int(g)} cannot be met "
+            "because the parent histogram has no persons in any of its cells")
+
+
+def _add_structural_rows(rows: _Rows, task, cells, va, vc, vcell, n_x, base=None, lo_hi=None):
+    """Parent-sum rows (per active cell) and invariant rows (per child set and group)."""
+    if task.parent is not None:
+        rows.add(va, np.arange(n_x), 1.0, task.parent[cells], task.parent[cells])
+    for con in task.constraints:
+        key = con.child_set[vc] * con.n_groups + con.groups[vcell]
+        local, present = _sum_rows(key, con.target.size)
+        t = con.target.ravel()[present].astype(np.float64)
+        rows.add(local, np.arange(n_x), 1.0, t, t)
+
+
+def _round(task, xstar, va, vc, vcell, cells):
+    """Integer children histograms keeping every row of the QP exactly (LP, MILP if needed)."""
+    near = np.rint(xstar)
+    fixed = np.abs(xstar - near) <= _INT_TOL
+    base = np.where(fixed, near, np.floor(xstar))
+    fi = np.flatnonzero(~fixed)
+    if fi.size == 0:
+        counts = base.astype(np.int64)
+        if _rows_hold(task, counts, va, vc, vcell, cells):
+            return counts, 0.0, False
+    t0 = time.perf_counter()
+    for attempt in ("lp", "milp", "wide"):
+        if fi.size == 0 and attempt != "wide":
+            continue
+        if attempt == "wide":  # numerical trouble: let every variable move by one more unit
+            base = np.maximum(np.floor(xstar) - 1.0, 0.0)
+            fi = np.arange(xstar.size)
+            width = np.ceil(xstar) + 1.0 - base
+        else:
+            width = np.ones(fi.size)
+        counts = _round_once(task, xstar, base, fi, width, va, vc, vcell, cells,
+                             integer=attempt != "lp")
+        if counts is not None and _rows_hold(task, counts, va, vc, vcell, cells):
+            return counts, time.perf_counter() - t0, attempt != "lp"
+    raise MechanismError(f"TopDown rounding failed at node {task.key}: no integer solution keeps "
+                         "the parent sums and invariants")
+
+
+def _round_once(task, xstar, base, fi, width, va, vc, vcell, cells, integer):
+    """Solve for the increments delta on variables ``fi`` (others stay at ``base``)."""
+    n_x, nf = xstar.size, fi.size
+    col = np.full(n_x, -1, dtype=np.int64)
+    col[fi] = np.arange(nf)
+    rows = _Rows()
+    sel = fi  # only free variables appear in the rows; fixed ones move to the bounds
+
+    def add_sum(keys_all, n_keys, target):
+        """sum over free vars with key k of delta = target[k] - sum over all vars with key k of base."""
+        basesum = np.bincount(keys_all, weights=base, minlength=n_keys)
+        local, present = _sum_rows(keys_all[sel], n_keys)
+        rhs = np.asarray(target, dtype=np.float64)[present] - basesum[present]
+        rows.add(local, np.arange(nf), 1.0, rhs, rhs)
+        others = np.setdiff1d(np.flatnonzero(np.bincount(keys_all, minlength=n_keys)), present)
+        return bool(np.all(np.abs(np.asarray(target, dtype=np.float64)[others] - basesum[others]) < 0.5))
+
+    ok = True
+    if task.parent is not None:
+        ok &= add_sum(va, cells.size, task.parent[cells])
+    for con in task.constraints:
+        key = con.child_set[vc] * con.n_groups + con.groups[vcell]
+        ok &= add_sum(key, con.target.size, con.target.ravel())
+    # keep each child's total within floor/ceil of its least-squares total
+    tot = np.bincount(vc, weights=xstar, minlength=task.n_children)
+    bsum = np.bincount(vc, weights=base, minlength=task.n_children)
+    local, present = _sum_rows(vc[sel], task.n_children)
+    t_lo = np.floor(tot[present] + _INT_TOL) - bsum[present]
+    t_hi = np.ceil(tot[present] - _INT_TOL) - bsum[present]
+    t_lo, t_hi = np.minimum(t_lo, t_hi), np.maximum(t_lo, t_hi)
+    rows.add(local, np.arange(nf), 1.0, t_lo, t_hi)
+    if not ok:
+        return None
+    a, lo, hi = rows.matrix(nf)
+    frac = xstar[fi] - base[fi]
+    if np.all(width == 1.0):
+        cost = 1.0 - 2.0 * frac  # |base + d - x| = frac + d (1 - 2 frac) for d in {0, 1}
+        status, d, _ = _highs(cost, np.zeros(nf), width, a.tocsc(), lo, hi, integer=integer)
+    else:  # L1 distance with auxiliary variables e >= |base + d - x|
+        status, d = _round_wide(frac, width, a, lo, hi)
+    if d is None:
+        return None
+    d = d[:nf]
+    if np.any(np.abs(d - np.rint(d)) > _INT_TOL):
+        return None
+    counts = base.copy()
+    counts[fi] += np.rint(d)
+    return counts.astype(np.int64)
+
+
+def _round_wide(frac, width, a, lo, hi):
+    nf = frac.size
+    eye = sp.identity(nf, format="csc")
+    # rows: a d = rhs ; d - e <= frac ; -d - e <= -frac
+    big = sp.vstack([sp.hstack([a, sp.csc_matrix((a.shape[0], nf))]),
+                     sp.hstack([eye, -eye]), sp.hstack([-eye, -eye])]).tocsc()
+    row_lo = np.concatenate([lo, np.full(2 * nf, -_INF)])
+    row_hi = np.concatenate([hi, frac, -frac])
+    cost = np.concatenate([np.zeros(nf), np.ones(nf)])
+    lower = np.zeros(2 * nf)
+    upper = np.concatenate([width, np.full(nf, _INF)])
+    status, d, _ = _highs(cost, lower, upper, big, row_lo, row_hi, integer=True)
+    return status, d
+
+
+def _rows_hold(task, counts, va, vc, vcell, cells) -> bool:
+    """Exact integer check of parent sums and invariant targets."""
+    if np.any(counts < 0):
+        return False
+    if task.parent is not None:
+        if not np.array_equal(np.bincount(va, weights=counts, minlength=cells.size).astype(np.int64),
+                              task.parent[cells]):
+            return False
+    for con in task.constraints:
+        key = con.child_set[vc] * con.n_groups + con.groups[vcell]
+        got = np.bincount(key, weights=counts, minlength=con.target.size).astype(np.int64)
+        if not np.array_equal(got, con.target.ravel()):
+            return False
+    return True
+
+
+# --- a whole level ----------------------------------------------------------------------------
+
+
+def _solve_chunk(tasks, queries):
+    return [solve_node(t, queries) for t in tasks]
+
+
+def solve_level(tasks: Sequence[NodeTask], queries: Sequence[MeasuredQuery], workers: int = 1,
+                progress: Callable[[int, int], None] | None = None,
+                pool: cf.Executor | None = None) -> list[NodeResult]:
+    """Solve every node of a level, in parallel when ``pool`` is given; results in task order."""
+    n = len(tasks)
+    results: list[NodeResult | None] = [None] * n
+    done = 0
+    if pool is None or n < 2:
+        for i, t in enumerate(tasks):
+            results[i] = solve_node(t, queries)
+            done += 1
+            if progress:
+                progress(done, n)
+        return results  # type: ignore[return-value]
+    # largest nodes first, in chunks small enough to balance and large enough to amortize IPC
+    size = np.array([t.n_children * (np.count_nonzero(t.parent) if t.parent is not None else t.n_cells)
+                     for t in tasks])
+    order = np.argsort(-size, kind="stable")
+    n_chunks = min(n, max(4 * workers, n // 8))
+    chunks = [order[i::n_chunks] for i in range(n_chunks)]
+    futures = {pool.submit(_solve_chunk, [tasks[i] for i in c], list(queries)): c for c in chunks}
+    for fut in cf.as_completed(futures):
+        idx = futures[fut]
+        for i, r in zip(idx, fut.result()):
+            results[i] = r
+        done += len(idx)
+        if progress:
+            progress(done, n)
+    return results  # type: ignore[return-value]
+
+
+def make_pool(workers: int) -> cf.Executor:
+    """A process pool that does not inherit solver state (forkserver where available)."""
+    methods = mp.get_all_start_methods()
+    ctx = mp.get_context("forkserver" if "forkserver" in methods else "spawn")
+    return cf.ProcessPoolExecutor(max_workers=workers, mp_context=ctx)
+
+
+def default_workers() -> int:
+    return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1))

@@ -1,0 +1,103 @@
+"""Regenerate `reports/` from every spec in `specs/` (the public reports only).
+
+Each spec `specs/<dir>/<name>.dps` gets `reports/<dir>/<name>/report.{html,md,json}`. A spec
+that checks and whose data is present is compiled (its mechanism runs, so the report shows the
+release); one that does not check, or a program, gets an audit report from the spec alone. When
+`<name>.baseline.dps` sits next to it, the report compares against that baseline. Internal
+reports (utility against the confidential data) are never written here.
+
+    python scripts/regenerate_reports.py            # all specs
+    python scripts/regenerate_reports.py specs/audit/clean.dps ...
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+for extra in (ROOT, ROOT / "plugins"):
+    if str(extra) not in sys.path:
+        sys.path.insert(0, str(extra))
+
+from dpspec.atomic import write_text  # noqa: E402
+from dpspec.errors import DpspecError  # noqa: E402
+from dpspec.parser import load_text_or_path  # noqa: E402
+
+PUBLIC_KINDS = ("html", "markdown", "json")
+
+
+def baseline_for(path: Path) -> Path | None:
+    if path.name.endswith(".baseline.dps"):
+        return None
+    candidate = path.with_name(path.name[: -len(".dps")] + ".baseline.dps")
+    return candidate if candidate.exists() else None
+
+
+def compiled_or_none(spec):
+    """A compiled result when the spec checks and its data can be read, else None (and why)."""
+    from dpspec.checker import check
+    from dpspec.compiler import compile_spec
+
+    if spec.program is not None:
+        return None, "a program (audit report of its composition)"
+    try:
+        check(spec)
+    except DpspecError:
+        return None, "does not check (audit report from the spec alone)"
+    try:
+        return compile_spec(spec, audit=False), "compiled"
+    except DpspecError as exc:
+        return None, f"not compiled: {str(exc).splitlines()[0]}"
+
+
+def regenerate(path: Path, specs_dir: Path, reports_dir: Path) -> tuple[Path, str, str | None]:
+    from dpspec.audit import audit
+    from dpspec.report import render_all
+
+    spec = load_text_or_path(str(path))
+    result, how = compiled_or_none(spec)
+    base_path = baseline_for(path)
+    baseline = load_text_or_path(str(base_path)) if base_path else None
+    outcome = audit(spec, result, baseline)
+    rendered = render_all(result, spec=spec, baseline=baseline, outcome=outcome)
+    rel = path.relative_to(specs_dir)
+    outdir = reports_dir / rel.parent / rel.name[: -len(".dps")]
+    for kind in PUBLIC_KINDS:
+        filename, text = rendered[kind]
+        write_text(str(outdir / filename), text)
+    return outdir, how, outcome.worst
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("specs", nargs="*", help="spec files (default: every .dps under specs/)")
+    parser.add_argument("--specs-dir", default=str(ROOT / "specs"))
+    parser.add_argument("--reports-dir", default=str(ROOT / "reports"))
+    args = parser.parse_args(argv)
+    specs_dir, reports_dir = Path(args.specs_dir).resolve(), Path(args.reports_dir).resolve()
+    paths = [Path(p).resolve() for p in args.specs] or sorted(specs_dir.rglob("*.dps"))
+    failures = 0
+    index = ["# Reports generated from `specs/`", "",
+             "Regenerate with `python scripts/regenerate_reports.py`. Public reports only.", "",
+             "| spec | report | how | most severe finding |", "| --- | --- | --- | --- |"]
+    for path in paths:
+        start = time.perf_counter()
+        try:
+            outdir, how, worst = regenerate(path, specs_dir, reports_dir)
+        except DpspecError as exc:
+            failures += 1
+            print(f"FAILED {path}: {exc}", file=sys.stderr)
+            continue
+        rel_spec = path.relative_to(specs_dir)
+        rel_report = outdir.relative_to(reports_dir) / "report.html"
+        index.append(f"| `{rel_spec}` | [{rel_report}]({rel_report}) | {how} | {worst or 'none'} |")
+        print(f"{rel_spec}: {how}; most severe finding: {worst or 'none'} ({time.perf_counter() - start:.1f} s)")
+    if not args.specs:
+        write_text(str(reports_dir / "README.md"), "\n".join(index) + "\n")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
