@@ -205,7 +205,11 @@ class _Checker:
             return None, {}, ()
         mechs = plugins.mechanisms()
         if call.name not in mechs:
-            self.unknown("mechanism", call.name, mechs, call)
+            broken = {name: why for name, why in plugins.failures()}
+            if call.name in broken:
+                self.error(f"the plugin providing mechanism '{call.name}' failed to load: {broken[call.name]}", call)
+            else:
+                self.unknown("mechanism", call.name, mechs, call)
             return None, {}, ()
         mech = mechs[call.name]
         if self.spec.domain is None:

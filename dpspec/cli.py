@@ -36,6 +36,9 @@ def friendly(func):
             raise
         except KeyboardInterrupt:
             _fail("interrupted; no output was written")
+        except BrokenPipeError:  # the reader (e.g. `| head`) went away: not an error of ours
+            sys.stderr.close()
+            os._exit(0)
         except Exception as exc:  # a bug in dpspec or a plugin, not the user's fault
             _fail(f"internal error ({type(exc).__name__}): {exc}\nThis is a bug in dpspec or one of its plugins; please report it with the spec that caused it.")
 
@@ -272,12 +275,15 @@ def plugins_cmd(as_json):
 
 
 def _add_plugin_commands():
-    try:
-        from dpspec.plugins import manager
+    from dpspec.plugins import failures, manager
 
-        manager().hook.dpspec_cli(group=main)
-    except Exception as exc:  # a broken third-party plugin must not break the core commands
-        click.echo(f"warning: a plugin failed to add its commands: {exc}", err=True)
+    for impl in manager().hook.dpspec_cli.get_hookimpls():
+        try:
+            impl.function(group=main)
+        except Exception as exc:  # a broken third-party plugin must not break the core commands
+            click.echo(f"warning: plugin '{impl.plugin_name}' failed to add its commands: {exc}", err=True)
+    for name, why in failures():
+        click.echo(f"warning: plugin '{name}' failed to load: {why}", err=True)
 
 
 _add_plugin_commands()

@@ -64,13 +64,23 @@ def make_rng(seed: int | None) -> np.random.Generator:
     return np.random.Generator(np.random.Philox(np.random.SeedSequence(entropy)))
 
 
+FULL_TABLE_CELLS = 1_000_000
+
+
 def count_table(frame: pd.DataFrame, query: ir.CountQuery) -> pd.DataFrame:
-    """The released count table for a query: one row per observed combination, with `count`."""
+    """The released count table for a query, with a `count` column.
+
+    When every grouping column has a known value set (categorical), the table has every cell,
+    zeros included: its shape then says nothing about the data, and a missing row cannot be
+    mistaken for a suppressed one. Otherwise (integer columns, or more than a million cells) it
+    lists the observed combinations.
+    """
     cols = list(query.columns)
     if not cols:
         return pd.DataFrame({"count": [len(frame)]})
-    counts = frame.groupby(cols, observed=True, dropna=False).size().rename("count").reset_index()
-    return counts
+    sizes = [len(frame[c].cat.categories) if isinstance(frame[c].dtype, pd.CategoricalDtype) else None for c in cols]
+    full = all(s is not None for s in sizes) and int(np.prod(sizes)) <= FULL_TABLE_CELLS
+    return frame.groupby(cols, observed=not full, dropna=False).size().rename("count").reset_index()
 
 
 def _counts(frame: pd.DataFrame, cols) -> pd.Series:

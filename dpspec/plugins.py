@@ -14,21 +14,41 @@ class PluginLoadError(Exception):
     pass
 
 
+_distributions: dict[int, tuple[str, str]] = {}
+_failures: list[tuple[str, str]] = []
+
+
 @functools.lru_cache(maxsize=1)
 def manager() -> pluggy.PluginManager:
+    """Every plugin of the `dpspec` entry-point group, each loaded on its own: one that fails to
+    import is recorded (see `failures()`) and the others still work."""
     pm = pluggy.PluginManager(hookspecs.PROJECT)
     pm.add_hookspecs(hookspecs)
-    pm.load_setuptools_entrypoints(hookspecs.PROJECT)
+    for ep in metadata.entry_points(group=hookspecs.PROJECT):
+        if pm.get_plugin(ep.name) is not None or pm.is_blocked(ep.name):
+            continue
+        try:
+            plugin = ep.load()
+            pm.register(plugin, name=ep.name)
+        except Exception as exc:  # a broken third-party package must not take dpspec down
+            _failures.append((ep.name, f"{type(exc).__name__}: {exc}"))
+            continue
+        dist = getattr(ep, "dist", None)
+        if dist is not None:
+            _distributions[id(plugin)] = (dist.metadata["name"], dist.version)
     return pm
+
+
+def failures() -> list[tuple[str, str]]:
+    """(entry point, error) for every plugin that could not be loaded."""
+    manager()
+    return list(_failures)
 
 
 def plugin_distribution(plugin) -> tuple[str, str]:
     """(package name, version) of the distribution that registered a plugin module."""
-    pm = manager()
-    for plugin_obj, dist in pm.list_plugin_distinfo():
-        if plugin_obj is plugin:
-            return dist.metadata["name"], dist.version
-    return "?", "?"
+    manager()
+    return _distributions.get(id(plugin), ("?", "?"))
 
 
 @functools.lru_cache(maxsize=1)
@@ -51,6 +71,9 @@ def mechanism(name: str):
         from dpspec.diagnostics import unknown
 
         message, hint = unknown("mechanism", name, mechs)
+        broken = [f"{n} ({why})" for n, why in failures()]
+        if broken:
+            message += "; plugins that failed to load: " + ", ".join(broken)
         raise SpecError([message + (f"; {hint}" if hint else "")])
     return mechs[name]
 

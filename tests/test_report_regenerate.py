@@ -31,3 +31,16 @@ def test_regenerate_is_public_only_and_deterministic(tmp_path):
             assert f.read_bytes() == (b / f.name).read_bytes(), f
     compared = json.loads((tmp_path / "a" / "audit" / "added_invariants" / "report.json").read_text())
     assert compared["comparison"] is not None  # the .baseline.dps next to it was used
+
+
+def test_reports_directory_is_current(tmp_path):
+    """reports/ must be what the current specs, data and dpspec produce: regenerate every
+    report into a temporary directory and compare byte for byte."""
+    script = _script()
+    assert script.main(["--reports-dir", str(tmp_path)]) == 0
+    committed = ROOT / "reports"
+    fresh = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*") if p.is_file())
+    current = sorted(p.relative_to(committed) for p in committed.rglob("*") if p.is_file())
+    assert fresh == current, "reports/ lists other files than the specs produce: run scripts/regenerate_reports.py"
+    stale = [str(p) for p in fresh if (tmp_path / p).read_bytes() != (committed / p).read_bytes()]
+    assert not stale, f"stale reports (run scripts/regenerate_reports.py): {stale[:10]}"

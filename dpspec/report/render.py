@@ -81,6 +81,19 @@ def compact(value) -> str:
     return fmt(value)
 
 
+def as_records(value):
+    """Rows for a table when a figure is a list of records or a mapping of records, else None
+    (utility figures such as error by level and query read better as tables than as JSON)."""
+    if isinstance(value, dict) and value and all(isinstance(v, dict) for v in value.values()):
+        value = [{"name": k, **v} for k, v in value.items()]
+    if isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
+        columns: list = []
+        for row in value:
+            columns.extend(k for k in row if k not in columns)
+        return {"columns": columns, "rows": [[row.get(c) for c in columns] for row in value]}
+    return None
+
+
 def pretty_json(value) -> str:
     return json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False)
 
@@ -88,6 +101,7 @@ def pretty_json(value) -> str:
 def _common_filters(env: jinja2.Environment):
     env.filters["fmt"] = fmt
     env.filters["json"] = pretty_json
+    env.filters["as_records"] = as_records
     env.filters["compact"] = compact
     env.globals["CSP"] = CSP
 
