@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 from fractions import Fraction
 from importlib import resources
 
@@ -433,6 +434,33 @@ def _nesting_problem(text: str) -> Diagnostic | None:
     return None
 
 
+_SECTION_START = re.compile(
+    r"^(spec|domain|data|invariants|public|unit|premetric|mechanism|budget|release|tuned|program)\b")
+MAX_SYNTAX_ERRORS = 20
+
+
+def _syntax_errors(text: str, first: lark.exceptions.LarkError) -> list[Diagnostic]:
+    """The first syntax error, then one more per later section that fails on its own.
+
+    After an error, parsing resumes at the next line that starts a top-level section (at
+    column 1), so one typo does not hide the next section's problems nor cascade."""
+    lines = text.split("\n")
+    errors = [_syntax_diagnostic(first)]
+    while len(errors) < MAX_SYNTAX_ERRORS:
+        after = errors[-1].line
+        if not after:
+            break
+        resume = next((i for i in range(after, len(lines)) if _SECTION_START.match(lines[i])), None)
+        if resume is None:
+            break
+        try:
+            _parser().parse("\n" * resume + "\n".join(lines[resume:]))
+            break
+        except lark.exceptions.LarkError as err:
+            errors.append(_syntax_diagnostic(err))
+    return errors
+
+
 def parse(text: str, path: str | None = None) -> ir.Spec:
     """Parse a spec's text; raises SpecError with every problem found."""
     deep = _nesting_problem(text)
@@ -442,7 +470,7 @@ def parse(text: str, path: str | None = None) -> ir.Spec:
     try:
         tree = _parser().parse(text)
     except lark.exceptions.LarkError as err:
-        raise SpecError([_syntax_diagnostic(err)], path, text) from None
+        raise SpecError(_syntax_errors(text, err), path, text) from None
     comments = [(c.line, str(c)) for c in _comments]
     try:
         sections = _ToIR().transform(tree)

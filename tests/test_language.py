@@ -194,3 +194,11 @@ def test_valid_spec_checks():
     assert checked.mechanism.name == "randomized_response"
     assert checked.params["p"] == Fraction(3, 4)
     assert [q.describe() for q in checked.induced] == ["count people"]
+
+
+def test_syntax_errors_in_several_sections_are_all_reported():
+    text = 'spec "x"\ndomain d { table t unit u { a : int 0..x } }\nunit t : hammming\npremetric pure $\nmechanism m { a: 1 }\nbudget epsilon <=\n'
+    with pytest.raises(SpecError) as info:
+        parse(text, "bad.dps")
+    heads = [line for line in str(info.value).splitlines() if ": error: " in line]
+    assert [h.split(": error: ")[0] for h in heads] == ["bad.dps:2:40", "bad.dps:3:10", "bad.dps:4:16", "bad.dps:6:16"]
