@@ -70,10 +70,17 @@ def fmt(value) -> str:
     return str(value)
 
 
+def _flat_list(value) -> bool:
+    return isinstance(value, list) and all(not isinstance(v, (dict, list)) for v in value)
+
+
 def compact(value) -> str:
     """A value on one line: scalars as numbers, flat lists and mappings in words, else JSON."""
-    if isinstance(value, dict) and all(not isinstance(v, (dict, list)) for v in value.values()):
-        return ", ".join(f"{k} {fmt(v)}" for k, v in value.items()) or "—"
+    if isinstance(value, dict) and all(not isinstance(v, dict) and (not isinstance(v, list) or _flat_list(v))
+                                       for v in value.values()):
+        parts = [f"{k} [{', '.join(fmt(x) for x in v)}]" if isinstance(v, list) else f"{k} {fmt(v)}"
+                 for k, v in value.items()]
+        return ", ".join(parts) or "—"
     if isinstance(value, list) and all(not isinstance(v, (dict, list)) for v in value):
         return ", ".join(fmt(v) for v in value) or "—"
     if isinstance(value, (dict, list)):
