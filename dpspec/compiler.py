@@ -36,6 +36,7 @@ class Result:
     utility: dict = attrs.Factory(dict)  # internal only: computed against the confidential data
     findings: list = attrs.Factory(list)
     timings: dict = attrs.Factory(dict)
+    audit_outcome: object = None  # the whole audit (findings, rules run, skipped), for the reports
 
     @property
     def spec(self) -> ir.Spec:
@@ -162,7 +163,8 @@ def compile_spec(spec: ir.Spec, data: dict | None = None, seed: int | None = Non
     utility = mech.utility(spec, params, data, releases) if (runs > 1 or release.internal) else {}
     result = Result(checked, spec_sha256(spec), hashes, facts, statement, account, release, published, seed, runs, utility, timings=timings)
     if audit:
-        from dpspec.audit import run_audit
+        from dpspec.audit import audit as run_audit
 
-        result.findings = run_audit(spec, result=result)
+        result.audit_outcome = run_audit(spec, result)
+        result.findings = list(result.audit_outcome.findings)
     return result

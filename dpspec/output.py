@@ -56,7 +56,7 @@ def write_result(result, outdir: str) -> dict:
         write_frame(os.path.join(outdir, filename), frame)
         files[name] = {"file": filename, "rows": int(len(frame))}
     written = {"outputs": files}
-    for kind, (filename, text) in render_all(result).items():
+    for kind, (filename, text) in render_all(result, outcome=result.audit_outcome).items():
         write_text(os.path.join(outdir, filename), text)
         written[kind] = filename
     man = manifest(result, files)
