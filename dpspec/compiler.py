@@ -13,6 +13,7 @@ import time
 import attrs
 import numpy as np
 import pandas as pd
+from randomgen import ChaCha
 
 from dpspec import ir, ledger as ledger_mod, progress
 from dpspec.checker import CheckedSpec, check
@@ -56,13 +57,15 @@ def spec_sha256(spec: ir.Spec) -> str:
 
 
 def make_rng(seed: int | None) -> np.random.Generator:
-    """Philox seeded from 256 bits of operating-system entropy, or from an explicit seed.
+    """ChaCha20 (a cryptographically secure stream cipher) behind numpy's Generator API.
 
-    An explicit seed makes a run reproducible, which also means anyone who knows the seed can
-    remove the noise: the audit says so.
+    Without a seed the key is 256 bits of operating-system entropy, so no one can predict or
+    replay the noise. An explicit seed makes a run reproducible, which also means anyone who
+    knows the seed can remove the noise: the audit says so.
     """
-    entropy = secrets.randbits(256) if seed is None else int(seed)
-    return np.random.Generator(np.random.Philox(np.random.SeedSequence(entropy)))
+    if seed is None:
+        return np.random.Generator(ChaCha(key=secrets.randbits(256), counter=0, rounds=20))
+    return np.random.Generator(ChaCha(seed=int(seed) % (1 << 256), rounds=20))
 
 
 FULL_TABLE_CELLS = 1_000_000

@@ -23,7 +23,7 @@ def _table_filename(name: str, frame) -> str:
 
 def seed_policy(seed) -> dict:
     if seed is None:
-        return {"seeded": False, "source": "operating-system entropy (256 bits) into numpy Philox"}
+        return {"seeded": False, "source": "ChaCha20 (cryptographically secure) keyed with 256 bits of operating-system entropy"}
     return {"seeded": True, "seed": int(seed),
             "warning": "a known seed lets anyone reproduce the noise and remove it: this release is NOT protected"}
 

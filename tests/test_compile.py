@@ -75,3 +75,15 @@ def test_bundled_quick_start_spec_compiles(tmp_path):
     assert result.exit_code == 0, result.output
     estimate = pd.read_csv(tmp_path / "o" / "estimate.csv")
     assert estimate["n"].iloc[0] == 7634
+
+
+def test_randomness_is_chacha20_from_os_entropy_unless_seeded():
+    from randomgen import ChaCha
+
+    from dpspec.compiler import make_rng
+
+    a, b = make_rng(None), make_rng(None)
+    assert isinstance(a.bit_generator, ChaCha)
+    assert a.bit_generator.state["state"]["rounds"] == 20
+    assert not (a.integers(0, 2**62, 8) == b.integers(0, 2**62, 8)).all()
+    assert (make_rng(7).integers(0, 2**62, 8) == make_rng(7).integers(0, 2**62, 8)).all()
