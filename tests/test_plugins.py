@@ -106,3 +106,36 @@ def test_third_party_mechanism_runs_in_a_spec(plugin_venv, small_spec):
     assert summary["bounds_hold"] is True
     # The plugin is not installed in this environment, so the same spec does not resolve here.
     assert "geometric_count" not in plugins.mechanisms()
+
+
+def test_a_plugin_that_fails_to_import_is_reported_not_fatal(monkeypatch, small_spec):
+    from importlib import metadata
+
+    real = metadata.entry_points(group="dpspec")
+    broken = metadata.EntryPoint(name="broken_mechanism", value="dpspec_no_such_module_xyz", group="dpspec")
+
+    def entry_points(group=None):
+        return list(real) + [broken] if group == "dpspec" else metadata.entry_points(group=group)
+
+    def reset():
+        plugins.manager.cache_clear()
+        plugins.mechanisms.cache_clear()
+        plugins._failures.clear()
+        plugins._distributions.clear()
+
+    monkeypatch.setattr(plugins.metadata, "entry_points", entry_points)
+    reset()
+    try:
+        assert "randomized_response" in plugins.mechanisms()
+        (name, why), = plugins.failures()
+        assert name == "broken_mechanism" and "dpspec_no_such_module_xyz" in why
+        result = CliRunner().invoke(main, ["check", str(small_spec)])
+        assert result.exit_code == 0, result.output
+        text = small_spec.read_text().replace("mechanism randomized_response", "mechanism broken_mechanism")
+        small_spec.write_text(text)
+        result = CliRunner().invoke(main, ["check", str(small_spec)])
+        assert result.exit_code == 1
+        assert "the plugin providing mechanism 'broken_mechanism' failed to load: ModuleNotFoundError" in result.output
+    finally:
+        monkeypatch.undo()
+        reset()
