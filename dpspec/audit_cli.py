@@ -14,9 +14,6 @@ import click
 from dpspec.atomic import write_text
 from dpspec.parser import parse, read_source
 
-SEVERITY_ORDER = ("critical", "warning", "info")
-
-
 def _load(path):
     return parse(read_source(path), path)
 
@@ -42,18 +39,6 @@ def run_audit_command(path: str, baseline_path: str | None, outdir: str | None, 
 
 def _print_text(spec, outcome, outdir):
     click.echo(f"audit of {os.path.basename(spec.path or 'spec')}: {spec.title or '(untitled)'}")
-    for problem in outcome.check_problems:
-        click.echo(f"  check: {problem}")
-    if not outcome.findings:
-        click.echo("  no findings")
-    for f in outcome.findings:
-        click.echo(f"[{f.severity}] {f.rule}: {f.message}")
-    if outcome.comparison is not None:
-        click.echo("")
-        click.echo(f"against the baseline '{outcome.comparison.baseline_title}':")
-        for row in outcome.comparison.rows:
-            click.echo(f"  {row.block:<11} {row.verdict:<12} {row.reason}")
-    for rule, why in outcome.skipped:
-        click.echo(f"  (rule {rule} not run: {why})")
+    click.echo(outcome.text())
     if outdir:
         click.echo(f"wrote the audit report to {outdir}")
