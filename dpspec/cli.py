@@ -5,7 +5,6 @@ error (click's own). Errors a user can cause are printed as messages, never as t
 """
 from __future__ import annotations
 
-import functools
 import json
 import os
 import sys
@@ -13,36 +12,8 @@ import sys
 import click
 
 from dpspec import ir
+from dpspec.cli_errors import fail as _fail, friendly
 from dpspec.errors import DpspecError
-
-
-def _fail(message: str) -> None:
-    click.echo(message, err=True)
-    sys.exit(1)
-
-
-def friendly(func):
-    """Turn user errors into messages and exit 1; anything else is reported as a dpspec bug."""
-
-    @functools.wraps(func)
-    def wrapper(*args, **kwargs):
-        try:
-            return func(*args, **kwargs)
-        except DpspecError as exc:
-            _fail(str(exc))
-        except RecursionError:
-            _fail("error: the input is nested too deeply to process")
-        except (click.exceptions.Exit, click.exceptions.Abort, click.ClickException, SystemExit):
-            raise
-        except KeyboardInterrupt:
-            _fail("interrupted; no output was written")
-        except BrokenPipeError:  # the reader (e.g. `| head`) went away: not an error of ours
-            sys.stderr.close()
-            os._exit(0)
-        except Exception as exc:  # a bug in dpspec or a plugin, not the user's fault
-            _fail(f"internal error ({type(exc).__name__}): {exc}\nThis is a bug in dpspec or one of its plugins; please report it with the spec that caused it.")
-
-    return wrapper
 
 
 def _load(path: str) -> ir.Spec:

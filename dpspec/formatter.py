@@ -110,14 +110,7 @@ def _premetric(p: ir.Premetric) -> str:
 
 
 def _budget(b: ir.BudgetBound) -> str:
-    text = f"budget {b.quantity} {b.op} {_number(b.value)}"
-    for name, value in b.with_:
-        text += f" with {name} = {_number(value)}"
-    if b.relation:
-        text += f" under {b.relation}"
-    if b.method:
-        text += f" by {b.method}"
-    return text
+    return f"budget {b.describe(_number)}"
 
 
 def _release(items) -> list[str]:

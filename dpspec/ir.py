@@ -237,10 +237,12 @@ class BudgetBound:
     method: str | None = None  # the conversion the figure was computed with (bs16, cks20)
     loc: Loc | None = _loc_field()
 
-    def describe(self) -> str:
-        text = f"{self.quantity} {self.op} {format_number(self.value)}"
+    def describe(self, number=None) -> str:
+        """The bound as written in a spec (the formatter passes its own number printer)."""
+        number = number or format_number
+        text = f"{self.quantity} {self.op} {number(self.value)}"
         for k, v in self.with_:
-            text += f" with {k} = {format_number(v)}"
+            text += f" with {k} = {number(v)}"
         if self.relation:
             text += f" under {self.relation}"
         if self.method:

@@ -99,15 +99,18 @@ def to_spec_flavor(spec: ir.Spec, native_flavor, budget):
 
 def other_currencies(budget, delta: float) -> tuple:
     """The declared budget restated in the other premetrics, each conversion named."""
-    out = []
-    targets = {"pure": [], "approx": [("zcdp", {}), ("approx", {"method": "bs16"}), ("approx", {"method": "cks20"})],
-               "zcdp": [("approx", {"method": "bs16"}), ("approx", {"method": "cks20"})],
-               "renyi": [("approx", {})], "gdp": [("approx", {}), ("zcdp", {})], "approx": []}
     if budget is None or not budget.is_finite:
         return ()
-    plan = list(targets.get(budget.kind, []))
-    if budget.kind == "pure":
-        plan = [("zcdp", {}), ("approx", {}), ("approx", {"method": "bs16", "via": "zcdp"}), ("approx", {"method": "cks20", "via": "zcdp"})]
+    # (target premetric, options); "via" chains through zCDP, as a zCDP accountant would report
+    plans = {
+        "pure": [("zcdp", {}), ("approx", {}), ("approx", {"method": "bs16", "via": "zcdp"}),
+                 ("approx", {"method": "cks20", "via": "zcdp"})],
+        "zcdp": [("approx", {"method": "bs16"}), ("approx", {"method": "cks20"})],
+        "renyi": [("approx", {})],
+        "gdp": [("approx", {}), ("zcdp", {})],
+    }
+    out = []
+    plan = plans.get(budget.kind, [])
     for to, kwargs in plan:
         kwargs = dict(kwargs)
         via = kwargs.pop("via", None)

@@ -11,31 +11,15 @@ Infinite budgets are the string "inf" (JSON has no infinity).
 """
 from __future__ import annotations
 
-import functools
 import json
-import sys
 
 import click
 
 from dpspec.budget.premetrics import json_number
-from dpspec.errors import DpspecError
+from dpspec.cli_errors import friendly
 from dpspec_swap import whatif
 
 RATES_HELP = "swap rates, comma-separated: 0.05, 5% or 1/20 (exact: 0.05 means one in twenty)"
-
-
-def _user_errors(func):
-    """Errors a user can cause become a message and exit status 1, never a traceback."""
-
-    @functools.wraps(func)
-    def wrapper(*args, **kwargs):
-        try:
-            return func(*args, **kwargs)
-        except DpspecError as exc:
-            click.echo(str(exc), err=True)
-            sys.exit(1)
-
-    return wrapper
 
 
 def _rates(ctx, param, value):
@@ -74,7 +58,7 @@ def swap_group():
               help="size of the largest stratum holding two different records")
 @click.option("--rate", "rates", callback=_rates, required=True, help=RATES_HELP)
 @click.option("--json", "as_json", is_flag=True, help="a list of {b, rate, epsilon}")
-@_user_errors
+@friendly
 def epsilon_cmd(b, rates, as_json):
     """The PSA's pure-DP budget for largest stratum B at each swap RATE."""
     rows = whatif.epsilon_rows(b, rates)
@@ -92,7 +76,7 @@ def epsilon_cmd(b, rates, as_json):
 @click.option("--rates", callback=_rates, default=None, help=RATES_HELP + " [default: 1%,2%,5%,10%,50%]")
 @click.option("--key", "keys", multiple=True, metavar="COL[,COL...]", help="an extra match key to compare (repeatable)")
 @click.option("--json", "as_json", is_flag=True)
-@_user_errors
+@friendly
 def whatif_cmd(spec_file, rates, keys, as_json):
     """b, its stratum and epsilon under alternative match keys for a swap SPEC.
 

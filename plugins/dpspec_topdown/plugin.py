@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-import numpy as np
 import pandas as pd
 
 from dpspec import ir, progress

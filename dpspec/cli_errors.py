@@ -1,0 +1,43 @@
+"""How every dpspec command, built-in or added by a plugin, reports failure.
+
+User errors become a message and exit status 1; anything else is reported as a bug, never as a
+traceback. Plugins decorate their click commands with `friendly` too.
+"""
+from __future__ import annotations
+
+import functools
+import os
+import sys
+
+import click
+
+from dpspec.errors import DpspecError
+
+
+def fail(message: str) -> None:
+    click.echo(message, err=True)
+    sys.exit(1)
+
+
+def friendly(func):
+    """Turn user errors into messages and exit 1; anything else is reported as a dpspec bug."""
+
+    @functools.wraps(func)
+    def wrapper(*args, **kwargs):
+        try:
+            return func(*args, **kwargs)
+        except DpspecError as exc:
+            fail(str(exc))
+        except RecursionError:
+            fail("error: the input is nested too deeply to process")
+        except (click.exceptions.Exit, click.exceptions.Abort, click.ClickException, SystemExit):
+            raise
+        except KeyboardInterrupt:
+            fail("interrupted; no output was written")
+        except BrokenPipeError:  # the reader (e.g. `| head`) went away: not an error of ours
+            sys.stderr.close()
+            os._exit(0)
+        except Exception as exc:  # a bug in dpspec or a plugin, not the user's fault
+            fail(f"internal error ({type(exc).__name__}): {exc}\nThis is a bug in dpspec or one of its plugins; please report it with the spec that caused it.")
+
+    return wrapper
