@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "plugins")]
 
 from dpspec_topdown.engine import run_topdown  # noqa: E402
-from dpspec_topdown.noise import discrete_gaussian  # noqa: E402
+from dpspec.noise import discrete_gaussian  # noqa: E402
 from dpspec_topdown.synthetic import (LEVELS, PL94_VARIABLES, PRODUCTION_LEVEL_SHARES,  # noqa: E402
                                       PRODUCTION_RHO, generate_population, pl94_strategy)
 

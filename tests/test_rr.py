@@ -11,6 +11,7 @@ import pytest
 from dpspec.compiler import compile_spec, make_rng
 from dpspec.parser import parse, read_source
 import dpspec_rr as mod
+from dpspec.noise import bernoulli
 
 
 def test_epsilon_formula():
@@ -24,7 +25,7 @@ def test_epsilon_formula():
 
 def test_bernoulli_frequency_is_p():
     n = 400_000
-    draws = mod.bernoulli(Fraction(3, 7), n, make_rng(11))
+    draws = bernoulli(Fraction(3, 7), n, make_rng(11))
     # Binomial standard deviation is about 0.00078; allow 5 of them.
     assert abs(draws.mean() - 3 / 7) < 5 * math.sqrt(3 / 7 * 4 / 7 / n)
 

@@ -16,6 +16,7 @@ import pandas as pd
 
 from dpspec import ir
 from dpspec.errors import Diagnostic
+from dpspec.noise import bernoulli
 from dpspec.hookspecs import hookimpl
 from dpspec.mechanism import Mechanism, NativeFlavor, ParameterSchema, ParamSpec, Release
 
@@ -29,12 +30,6 @@ def epsilon(p: Fraction) -> float:
     if p in (0, 1):
         return math.inf
     return abs(math.log(p) - math.log(1 - p))
-
-
-def bernoulli(p: Fraction, n: int, rng: np.random.Generator) -> np.ndarray:
-    """n exact Bernoulli(p) draws: a uniform integer below the denominator, compared exactly."""
-    p = Fraction(p)
-    return rng.integers(0, p.denominator, size=n, dtype=np.int64) < p.numerator
 
 
 def estimate(reported_yes: np.ndarray, p: Fraction) -> dict:

@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 
 from dpspec.errors import DataError, MechanismError
+from dpspec.noise import bernoulli
 from dpspec_swap.theorem import as_rate
 
 # Codes are kept dense enough that arrays indexed by stratum stay about as small as the data.
@@ -194,21 +195,6 @@ def stable_order(keys: np.ndarray, n_keys: int) -> np.ndarray:
 # ---------------------------------------------------------------------------------------------
 
 
-def _bernoulli(n: int, q: Fraction, rng: np.random.Generator) -> np.ndarray:
-    """n independent draws of Bernoulli(q), by exact integer comparison U < num, U ~ [0, den)."""
-    num, den = q.numerator, q.denominator
-    if num == 0:
-        return np.zeros(n, dtype=bool)
-    if num == den:
-        return np.ones(n, dtype=bool)
-    for dtype in (np.uint8, np.uint16, np.uint32, np.uint64):
-        if den - 1 <= np.iinfo(dtype).max:
-            return rng.integers(0, den, size=n, dtype=dtype) < dtype(num)
-    raise MechanismError(
-        f"swap rate {q} has a denominator above 2**64; give it with fewer digits"
-    )
-
-
 def select(strata_codes, p, rng) -> np.ndarray:
     """Which records the PSA swaps: a boolean mask over the records.
 
@@ -224,7 +210,7 @@ def select(strata_codes, p, rng) -> np.ndarray:
         return np.zeros(0, dtype=bool)
     n_codes = int(codes.max()) + 1
     sizes = np.bincount(codes, minlength=n_codes)
-    sel = _bernoulli(n, q, rng)
+    sel = bernoulli(q, n, rng)
     singletons = sizes == 1
     if singletons.any():
         sel &= ~singletons[codes]
@@ -238,7 +224,7 @@ def select(strata_codes, p, rng) -> np.ndarray:
     local = np.searchsorted(bad, codes[rows])
     n_bad = bad.size
     while rows.size:
-        draw = _bernoulli(rows.size, q, rng)
+        draw = bernoulli(q, rows.size, rng)
         sel[rows] = draw
         again = np.bincount(local[draw], minlength=n_bad) == 1
         if not again.any():

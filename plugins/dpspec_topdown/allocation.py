@@ -21,7 +21,7 @@ import attrs
 
 from dpspec.errors import SpecError
 
-from .noise import as_fraction, effective_sigma2
+from dpspec.noise import as_fraction, effective_sigma2
 
 SENSITIVITY_SQUARED = {"symdiff": 1, "hamming": 2}
 

@@ -29,7 +29,7 @@ from dpspec.errors import MechanismError, SpecError
 from .allocation import Allocation, allocate, query_name
 from .hierarchy import Hierarchy, build_hierarchy
 from .histogram import Schema, aggregate, marginal, unit_histograms
-from .noise import discrete_gaussian, discrete_gaussian_variance
+from dpspec.noise import discrete_gaussian, discrete_gaussian_variance
 from .postprocess import (GroupConstraint, MeasuredQuery, NodeTask, default_workers, make_pool,
                           solve_level)
 

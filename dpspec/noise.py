@@ -1,4 +1,6 @@
-"""Exact discrete Gaussian noise (Canonne, Kamath & Steinke 2020), vectorized over samples.
+"""The project's exact noise samplers: Bernoulli(p) and the discrete Gaussian (Canonne, Kamath &
+Steinke 2020), vectorized over samples. One sampler per distribution for the whole project:
+mechanisms import them from here (``dpspec.noise``), never write their own.
 
 Why exact: a rounded continuous Gaussian, or a float comparison in an acceptance test, leaks
 through the low-order bits of floating point and voids the zCDP proof. Every random decision
@@ -48,6 +50,22 @@ def as_fraction(value) -> Fraction:
     if isinstance(value, float):
         return Fraction(repr(value))
     return Fraction(value)
+
+
+def bernoulli(p, n: int, rng: np.random.Generator) -> np.ndarray:
+    """n exact Bernoulli(p) draws: a uniform integer below p's denominator compared with its numerator."""
+    p = as_fraction(p)
+    if not 0 <= p <= 1:
+        raise ValueError(f"a probability must lie in [0, 1], got {p}")
+    num, den = p.numerator, p.denominator
+    if num == 0:
+        return np.zeros(n, dtype=bool)
+    if num == den:
+        return np.ones(n, dtype=bool)
+    for dtype in (np.uint8, np.uint16, np.uint32, np.uint64):
+        if den - 1 <= np.iinfo(dtype).max:
+            return rng.integers(0, den, size=n, dtype=dtype) < dtype(num)
+    return _bern_ratio_big(np.full(n, num, dtype=object), np.full(n, den, dtype=object), rng)
 
 
 def effective_sigma2(sigma2) -> Fraction:
