@@ -138,6 +138,17 @@ def _program(p: ir.Program) -> list[str]:
     return out
 
 
+def _notes(notes) -> list[str]:
+    """One string per line of a note's text, so long prose stays readable in the spec."""
+    out = ["notes {"]
+    for n in notes:
+        lines = n.text.split("\n")
+        out.append(f"{INDENT}{n.key}: {quote(lines[0])}")
+        out.extend(f"{INDENT * 2}{quote(line)}" for line in lines[1:])
+    out.append("}")
+    return out
+
+
 def format_spec(spec: ir.Spec) -> str:
     """The canonical text; comments are kept, each before the section it was in or preceded."""
     blocks: list[tuple[tuple[str, ...], list[str]]] = []
@@ -171,6 +182,8 @@ def format_spec(spec: ir.Spec) -> str:
         blocks.append((("tuning",), [f"tuned on {t.source}" + (f" {quote(t.note)}" if t.note is not None else "")]))
     if spec.program:
         blocks.append((("program",), _program(spec.program)))
+    if spec.notes:
+        blocks.append((("notes",), _notes(spec.notes)))
     trailing = list(spec.comments_for(ir.END_COMMENTS))
     if trailing:
         blocks.append(((), trailing))

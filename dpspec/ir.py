@@ -291,6 +291,17 @@ class Program:
 
 
 @attrs.frozen
+class Note:
+    """Prose that travels with a spec (a registry entry's text field, keyed by its dotted path).
+
+    Notes carry what a spec cannot (yet) state formally; the audit lists them as unchecked."""
+
+    key: str
+    text: str
+    loc: Loc | None = _loc_field()
+
+
+@attrs.frozen
 class Spec:
     """A whole .dps file."""
 
@@ -306,10 +317,14 @@ class Spec:
     releases: tuple[ReleaseItem, ...] = ()
     tuning: Tuning | None = None
     program: Program | None = None
+    notes: tuple[Note, ...] = ()
     path: str | None = attrs.field(default=None, eq=False, repr=False)
     text: str | None = attrs.field(default=None, eq=False, repr=False)
     # Comments are layout, not meaning: kept for `dpspec fmt`, ignored by equality and JSON.
     comments: tuple[tuple[str, tuple[str, ...]], ...] = attrs.field(default=(), eq=False, repr=False)
+
+    def note(self, key: str) -> str | None:
+        return next((n.text for n in self.notes if n.key == key), None)
 
     def comments_for(self, field: str) -> tuple[str, ...]:
         return dict(self.comments).get(field, ())

@@ -323,6 +323,14 @@ class _ToIR(Transformer):
     def parallel_label(self, meta, children):
         return ("label", _string(children[0]))
 
+    def notes(self, meta, children):
+        return _Section("notes", tuple(children), _loc(meta), many=True)
+
+    def note(self, meta, children):
+        key = ".".join(str(c) for c in children if c.type == "NAME")
+        text = "\n".join(_string(c) for c in children if c.type == "STRING")
+        return ir.Note(key, text, _loc(meta))
+
 
 class _ValueProblem(Exception):
     def __init__(self, message, meta):
@@ -435,7 +443,7 @@ def _nesting_problem(text: str) -> Diagnostic | None:
 
 
 _SECTION_START = re.compile(
-    r"^(spec|domain|data|invariants|public|unit|premetric|mechanism|budget|release|tuned|program)\b")
+    r"^(spec|domain|data|invariants|public|unit|premetric|mechanism|budget|release|tuned|program|notes)\b")
 MAX_SYNTAX_ERRORS = 20
 
 

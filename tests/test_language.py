@@ -132,7 +132,7 @@ def _replace(old: str, new: str) -> str:
 # Each case: a malformed spec and the exact first line of its message.
 MALFORMED = [
     ("syntax: missing brace", _replace("premetric pure", "premetric pure {"),
-     "bad.dps:18:16: error: unexpected '{'; expected 'budget', 'data', 'domain', 'invariants', 'mechanism', 'on'"),
+     "bad.dps:18:16: error: unexpected '{'; expected 'budget', 'data', 'domain', 'invariants', 'mechanism', 'notes', 'on'"),
     ("syntax: bad relation", _replace("people : hamming", "people : hammming"),
      "bad.dps:17:15: error: unexpected 'hammming'; expected a neighbor relation (hamming or symdiff)"),
     ("syntax: bad character", _replace("premetric pure", "premetric pure $"),
