@@ -258,6 +258,7 @@ def _add_plugin_commands():
 
 
 _add_plugin_commands()
+__import__("dpspec.registry_cli").registry_cli.register(main)  # export/import --registry (OpenDP Deployments Registry)
 
 if __name__ == "__main__":
     main()

@@ -1,0 +1,149 @@
+"""Reading a registry entry: YAML with the line and column of every field, and validation
+against the registry's own schema, so that every error names the field and where it is.
+
+Errors are `SpecError`s on the entry file (file:line:col, a caret under the field), never a
+traceback.
+"""
+from __future__ import annotations
+
+import functools
+from importlib import resources
+
+import yaml
+
+from dpspec.errors import Diagnostic, SpecError
+
+MAX_BYTES = 1 << 20
+SCHEMA_FILE = "deployments-schema.yaml"
+
+
+@functools.lru_cache(maxsize=1)
+def schema() -> dict:
+    """The bundled registry schema (see dpspec/registry/schema/README.md)."""
+    text = resources.files("dpspec.registry").joinpath("schema", SCHEMA_FILE).read_text(encoding="utf-8")
+    return yaml.safe_load(text)
+
+
+class _Loader(yaml.SafeLoader):
+    """Safe YAML where dates stay strings (the registry's schema wants 'YYYY-MM-DD' strings and
+    its own check rejects a YAML date) and every mapping remembers where its keys are."""
+
+
+_Loader.yaml_implicit_resolvers = {
+    ch: [(tag, rx) for tag, rx in resolvers if tag != "tag:yaml.org,2002:timestamp"]
+    for ch, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+
+
+class Entry:
+    """A parsed entry: the data, the source text and the position of every field."""
+
+    def __init__(self, data, text: str, path: str | None, marks: dict[tuple, tuple[int, int]]):
+        self.data, self.text, self.path, self.marks = data, text, path, marks
+
+    def where(self, field: tuple) -> tuple[int | None, int | None]:
+        """(line, column) of a field, or of its nearest present parent."""
+        field = tuple(field)
+        while field and field not in self.marks:
+            field = field[:-1]
+        return self.marks.get(field, (1, 1))
+
+    def error(self, field: tuple, message: str, hint: str | None = None) -> SpecError:
+        return errors(self, [(field, message, hint)])
+
+    def get(self, *field, default=None):
+        node = self.data
+        for key in field:
+            if not isinstance(node, dict) or key not in node:
+                return default
+            node = node[key]
+        return node
+
+
+def dotted(field) -> str:
+    return ".".join(str(k) for k in field) or "(the entry)"
+
+
+def errors(entry: Entry, problems) -> SpecError:
+    """One SpecError listing (field, message, hint) problems, each located in the entry file."""
+    diags = []
+    for field, message, hint in problems:
+        line, col = entry.where(field)
+        diags.append(Diagnostic(f"{dotted(field)}: {message}", line, col, hint=hint))
+    return SpecError(diags, entry.path, entry.text)
+
+
+def _marks(node, path=(), out=None) -> dict:
+    out = {} if out is None else out
+    out.setdefault(path, (node.start_mark.line + 1, node.start_mark.column + 1))
+    if isinstance(node, yaml.MappingNode):
+        for key, value in node.value:
+            child = path + (key.value,)
+            out[child] = (key.start_mark.line + 1, key.start_mark.column + 1)
+            _marks(value, child, out)
+    elif isinstance(node, yaml.SequenceNode):
+        for i, value in enumerate(node.value):
+            _marks(value, path + (i,), out)
+    return out
+
+
+def read_entry(path: str) -> Entry:
+    try:
+        with open(path, "rb") as fh:
+            raw = fh.read(MAX_BYTES + 1)
+    except OSError as exc:
+        raise SpecError(f"cannot read the registry entry: {exc.strerror or exc}", path) from None
+    if len(raw) > MAX_BYTES:
+        raise SpecError(f"the entry is larger than {MAX_BYTES} bytes", path)
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise SpecError(f"the entry is not valid UTF-8 (byte {exc.start})", path) from None
+    return parse_entry(text, path)
+
+
+def parse_entry(text: str, path: str | None = None) -> Entry:
+    """Parse YAML text into an Entry; a YAML syntax error is located like any other."""
+    try:
+        node = yaml.compose(text, Loader=_Loader)
+        data = yaml.load(text, Loader=_Loader)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line, col = (mark.line + 1, mark.column + 1) if mark is not None else (None, None)
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise SpecError([Diagnostic(f"not valid YAML: {problem}", line, col)], path, text) from None
+    if not isinstance(data, dict):
+        raise SpecError([Diagnostic("a registry entry is a YAML mapping (url_slug, status, tier, deployment)", 1, 1)], path, text)
+    return Entry(data, text, path, _marks(node) if node is not None else {})
+
+
+def schema_problems(data) -> list[tuple[tuple, str, str | None]]:
+    """(field, message, hint) for every violation of the registry schema, in file order."""
+    from jsonschema import Draft7Validator
+
+    validator = Draft7Validator(schema(), format_checker=Draft7Validator.FORMAT_CHECKER)
+    out = []
+    for err in validator.iter_errors(data):
+        field = tuple(err.absolute_path)
+        hint = None
+        if err.validator == "additionalProperties":
+            allowed = sorted(err.schema.get("properties", {}))
+            extra = sorted(set(err.instance) - set(allowed)) if isinstance(err.instance, dict) else []
+            for key in extra:
+                out.append((field + (key,), f"unknown field '{key}'", "allowed here: " + ", ".join(allowed)))
+            continue
+        if err.validator == "required":
+            out.append((field, err.message.replace("is a required property", "is required here"), None))
+            continue
+        if err.validator == "enum":
+            hint = "one of: " + ", ".join(repr(v) for v in err.validator_value)
+        out.append((field, err.message, hint))
+    return out
+
+
+def validate(entry: Entry) -> None:
+    """Raise a located SpecError listing every schema violation."""
+    problems = schema_problems(entry.data)
+    if problems:
+        problems.sort(key=lambda p: entry.where(p[0]))
+        raise errors(entry, problems)
