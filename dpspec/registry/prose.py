@@ -39,7 +39,7 @@ def split_formal(text: str | None) -> tuple[str, str | None]:
 
 # ---- neighbour relation and unit ---------------------------------------------------------
 
-_CHANGE_ONE = re.compile(r"change[- ]one|bounded (?:neighbou?r|dp|adjacen)|modification of a single|"
+_CHANGE_ONE = re.compile(r"change[- ]one|(?<!un)bounded (?:neighbou?r|dp|adjacen)|modification of a single|"
                          r"replac(?:e|ing|ement) (?:of )?(?:one|a single)|substitut|hamming", re.I)
 _ADD_REMOVE = re.compile(r"add(?:ing)?[ -]?(?:/|or|and)[ -]?remov|addition or removal|insert(?:ion)? or delet|"
                          r"unbounded (?:neighbou?r|dp|adjacen)|presence or absence|symmetric difference", re.I)
