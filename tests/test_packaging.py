@@ -20,7 +20,8 @@ def test_wheel_ships_grammar_and_plugins(tmp_path):
         names = set(zf.namelist())
         entry_points = next(zf.read(n).decode() for n in names if n.endswith("entry_points.txt"))
     assert "dpspec/grammar/dps.lark" in names
-    for plugin in ("dpspec_rr/__init__.py", "dpspec_swap/__init__.py", "dpspec_topdown/__init__.py"):
+    assert "dpspec/registry/schema/deployments-schema.yaml" in names  # the registry schema export/import validate with
+    for plugin in ("dpspec_rr/__init__.py", "dpspec_swap/__init__.py", "dpspec_topdown/__init__.py", "dpspec_declared/__init__.py"):
         assert plugin in names
     assert "[dpspec]" in entry_points and "randomized_response = dpspec_rr" in entry_points
     assert "dpspec = dpspec.cli:main" in entry_points
