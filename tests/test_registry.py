@@ -399,3 +399,17 @@ def test_export_then_import_is_exact_for_fractions(tmp_path):
     back = build_spec(entry)
     rho = next(p.value for p in back.mechanism.params.params if p.name == "rho")
     assert rho == ir.Fraction(19776, 1000) and not math.isnan(float(rho))
+
+
+def test_published_conversion_is_a_bound_only_when_rho_implies_it(tmp_path):
+    """rho 0.5 implies epsilon 5.22 at delta 1e-6 (CKS20): a quoted 6.0 becomes a checked bound,
+    a quoted 3.0 (not implied by rho alone) stays a claim listed as unchecked."""
+    implied = build_spec(read_entry(str(prose_entry(tmp_path, variant="Zero-concentrated DP",
+                                                    params="rho: 0.5\nepsilon: 6.0\ndelta: 1.0e-6"))))
+    assert [b.quantity for b in implied.budgets] == ["rho", "epsilon"]
+    assert implied.note("dpspec.unchecked") is None or "not implied" not in implied.note("dpspec.unchecked")
+    claim = build_spec(read_entry(str(prose_entry(tmp_path, variant="Zero-concentrated DP",
+                                                  params="rho: 0.5\nepsilon: 3.0\ndelta: 1.0e-6", name="b.yaml"))))
+    assert [b.quantity for b in claim.budgets] == ["rho"]
+    assert "is not implied by rho = 0.5 alone" in claim.note("dpspec.unchecked")
+    assert budget_summary(parse(format_spec(claim)))["bounds_hold"]

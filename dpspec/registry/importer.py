@@ -77,7 +77,7 @@ def _fragment(entry: Entry, field, code: str) -> ir.Spec:
         raise entry.error(field, f"its dpspec block does not parse: {first}") from None
 
 
-def _stated(entry: Entry, problems: _Problems, formal: ir.Spec | None):
+def _stated(entry: Entry, problems: _Problems, formal: ir.Spec | None, unchecked: list[str]):
     """(premetric, declared-mechanism budget parameters, budget bounds)."""
     variant = entry.get(D, "dp_variant", "variant_name")
     raw = entry.get(*PARAMS) or {}
@@ -119,9 +119,23 @@ def _stated(entry: Entry, problems: _Problems, formal: ir.Spec | None):
         return (ir.Premetric("approximate", (("delta", delta),)), {"epsilon": eps, "delta": delta},
                 (ir.BudgetBound("epsilon", "<=", eps, (("delta", delta),)),))
     bounds = [ir.BudgetBound("rho", "<=", rho)]
-    if eps is not None and delta is not None:  # a published conversion: the budget command checks it
-        bounds.append(ir.BudgetBound("epsilon", "<=", eps, (("delta", delta),)))
+    if eps is not None and delta is not None:
+        implied = _implied_epsilon(rho, delta)
+        if float(eps) >= implied:  # a published conversion that rho implies: the budget command checks it
+            bounds.append(ir.BudgetBound("epsilon", "<=", eps, (("delta", delta),)))
+        else:
+            unchecked.append(f"the entry's (epsilon = {ir.format_number(eps)}, delta = {ir.format_number(delta)}) is not "
+                             f"implied by rho = {ir.format_number(rho)} alone (the conversion of Canonne, Kamath & Steinke 2020 gives "
+                             f"epsilon = {implied:.4g}); it may rest on an analysis of the mechanism the entry does not state")
     return ir.Premetric("zcdp"), {"rho": rho}, tuple(bounds)
+
+
+def _implied_epsilon(rho: Fraction, delta: Fraction) -> float:
+    """The epsilon at delta that rho-zCDP implies for every mechanism (Canonne, Kamath & Steinke 2020)."""
+    from dpspec.budget import ZCDP
+    from dpspec.budget.conversions import convert
+
+    return convert(ZCDP(float(rho)), "approx", delta=float(delta), method="cks20").result.epsilon
 
 
 def _unit(entry: Entry, problems: _Problems, formal: ir.Spec | None, unchecked: list[str]):
@@ -220,7 +234,7 @@ def build_spec(entry: Entry) -> ir.Spec:
         formal[part] = _fragment(entry, field, code) if code else None
     carried = formal["budget"].note(UNCHECKED_NOTE) if formal["budget"] is not None else None
     unchecked = [line.lstrip("- ") for line in (carried or "").split("\n") if line.strip()]
-    premetric, stated, bounds = _stated(entry, problems, formal["budget"])
+    premetric, stated, bounds = _stated(entry, problems, formal["budget"], unchecked)
     unit, unit_tables = _unit(entry, problems, formal["unit"], unchecked)
     problems.raise_any()
     invariants, public = _where(entry, formal["where"], unchecked)
