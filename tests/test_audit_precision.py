@@ -194,3 +194,10 @@ def test_without_a_count_invariant_the_add_remove_bound_cannot_be_checked():
 
     (ac,) = build(approx, NativeFlavor("visits", "hamming", "approx"), BudgetStatement(ApproxDP(1.0, 1e-9))).bounds
     assert math.isnan(ac.achieved) and "does not scale with the distance" in ac.currency
+
+
+def test_compiling_a_spec_without_data_for_the_mechanism_table_is_a_data_error():
+    from dpspec.compiler import compile_spec
+
+    with pytest.raises(DataError, match=r"no data for table\(s\) visits, which mechanism 'randomized_response' reads"):
+        compile_spec(load("hospital_visits"))
