@@ -71,7 +71,8 @@ def test_findings_are_ordered_most_severe_first():
 def test_rules_needing_a_baseline_are_skipped_and_listed():
     outcome = audit(load("clean"))
     skipped = {rule for rule, _ in outcome.skipped}
-    assert {"finer-unit", "added-invariants", "narrower-domain"} <= skipped
+    assert {"added-invariants", "narrower-domain"} <= skipped
+    assert "finer-unit" in outcome.rules_run  # it also judges links to coarser entities alone
     assert "fine-invariants" in outcome.rules_run
 
 
@@ -263,7 +264,7 @@ def test_known_seed_is_critical():
 
 def test_compile_runs_the_audit():
     result = compile_spec(load("data_dependent"))
-    assert [f.rule for f in result.findings] == ["data-dependent-design", "linked-unit"]
+    assert [f.rule for f in result.findings] == ["data-dependent-design", "finer-unit"]
 
 
 def test_a_plugin_rule_runs_beside_the_built_in_ones():

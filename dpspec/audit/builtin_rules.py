@@ -248,10 +248,18 @@ def public_information(ctx) -> list[Finding]:
 # ---- what ----------------------------------------------------------------------------------
 
 
-@rule("finer-unit", "warning", "The unit of protection is finer than the baseline's", needs_baseline=True)
+@rule("finer-unit", "warning", "The unit of protection is finer than the baseline's, or than an entity the domain links it to")
 def finer_unit(ctx) -> list[Finding]:
-    """The unit is finer than the baseline's (person against household, event against user):
-    the budget per coarser unit is the group-privacy budget, which the report states."""
+    """The unit is finer than the baseline's (person against household, event against user),
+    or the domain links it to a coarser entity (visits in patients, employees in firms), even
+    without a baseline: the budget per coarser unit is the group-privacy budget, stated when a
+    bound on how many units one entity holds makes it exist."""
+    return _finer_than_baseline(ctx) + _linked_unit(ctx)
+
+
+def _finer_than_baseline(ctx) -> list[Finding]:
+    if ctx.baseline is None:
+        return []
     us, ub = ctx.spec.unit, ctx.baseline.unit
     if us is None or ub is None or us.table == ub.table:
         return []
@@ -284,17 +292,14 @@ PERSON_WORDS = frozenset({"person", "persons", "people", "individual", "patient"
                           "child", "pupil", "account_holder", "subscriber", "beneficiary", "enrollee"})
 
 
-@rule("linked-unit", "warning", "The unit is part of a coarser entity the domain links it to")
-def linked_unit(ctx) -> list[Finding]:
-    """The unit's table is linked to a coarser entity (visits in patients, employees in firms):
-    the budget protects one fine unit, and the coarse entity loses the group-privacy budget,
-    which follows only when the spec bounds how many fine units one entity holds."""
+def _linked_unit(ctx) -> list[Finding]:
+    """One finding per coarser entity the unit's table is linked to, nearest first."""
     spec, unit = ctx.spec, ctx.spec.unit
     if unit is None or spec.domain is None or spec.program is not None:
         return []
     chain = ancestors(unit.table, spec.domain)
     base_unit = ctx.baseline.unit.table if ctx.baseline is not None and ctx.baseline.unit else None
-    chain = [a for a in chain if a != base_unit]  # finer-unit already compares against the baseline's
+    chain = [a for a in chain if a != base_unit]  # compared against the baseline above
     if not chain:
         return []
     q = quote(spec, ctx.result, ctx.account)
@@ -318,7 +323,7 @@ def linked_unit(ctx) -> list[Finding]:
             text, found = _group_words(q, k, fine, coarse, unit.table)
             message += text
             evidence.update(found)
-        findings.append(Finding("linked-unit", severity, message, evidence))
+        findings.append(Finding("finer-unit", severity, message, evidence))
     return findings
 
 
