@@ -87,6 +87,8 @@ def unit_finer_than_person(ctx):
     if unit is None or unit.bound is not None:
         return []
     table = ctx.spec.domain.table(unit.table) if ctx.spec.domain else None
+    if table is not None and table.parent:  # linked to its person-like entity: finer-unit's case
+        return []
     name = table.unit if table is not None else unit.table
     kind = finer_kind(name, ctx.spec.note("privacy_loss.privacy_unit"))
     if kind is None or ctx.ledger is None or ctx.ledger.declared is None:
