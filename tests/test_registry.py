@@ -413,3 +413,16 @@ def test_published_conversion_is_a_bound_only_when_rho_implies_it(tmp_path):
     assert [b.quantity for b in claim.budgets] == ["rho"]
     assert "is not implied by rho = 0.5 alone" in claim.note("dpspec.unchecked")
     assert budget_summary(parse(format_spec(claim)))["bounds_hold"]
+
+
+def test_a_unit_linked_to_its_person_is_left_to_finer_unit(tmp_path):
+    """When the domain links the user-days to their persons, finer-unit speaks (with the link's
+    bound); unit-finer-than-person stays silent instead of saying it twice."""
+    spec = build_spec(read_entry(str(prose_entry(tmp_path))))
+    pid = ir.Column("pid", ir.ColumnType("category"))
+    days = attrs.evolve(spec.domain.table("user_days"), columns=(pid,), parent="persons_of_days", link="pid")
+    people = ir.Table("persons_of_days", "person", (pid,))
+    others = tuple(t for t in spec.domain.tables if t.name != "user_days")
+    linked = attrs.evolve(spec, domain=attrs.evolve(spec.domain, tables=(days, people) + others))
+    rules = {f.rule for f in audit(parse(format_spec(linked))).findings}
+    assert "unit-finer-than-person" not in rules and "finer-unit" in rules
