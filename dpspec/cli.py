@@ -112,7 +112,10 @@ def compile_cmd(file, outdir, seed, runs):
 
     spec = _load(file)
     outdir = outdir or os.path.join("out", os.path.splitext(os.path.basename(file))[0])
+    from dpspec.input_guard import check_output_target, input_paths
     from dpspec.progress import StderrBar, reporting
+
+    check_output_target(outdir, input_paths(spec))  # before the run: inputs are never written to
 
     click.echo(f"compiling {file} ...", err=True)
     with reporting(StderrBar()):

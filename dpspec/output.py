@@ -47,8 +47,10 @@ def manifest(result, files: dict) -> dict:
 
 def write_result(result, outdir: str) -> dict:
     """Write everything; returns {kind: path}."""
+    from dpspec.input_guard import check_output_target, input_paths
     from dpspec.report import render_all
 
+    check_output_target(outdir, input_paths(result.spec))
     os.makedirs(outdir, exist_ok=True)
     files = {}
     for name, frame in result.published.items():
