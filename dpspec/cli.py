@@ -115,12 +115,15 @@ def compile_cmd(file, outdir, seed, runs):
     from dpspec.input_guard import check_output_target, input_paths
     from dpspec.progress import StderrBar, reporting
 
-    check_output_target(outdir, input_paths(spec))  # before the run: inputs are never written to
+    from dpspec.output_set import check_replaceable, target_lock
 
+    check_output_target(outdir, input_paths(spec))  # before the run: inputs are never written to
     click.echo(f"compiling {file} ...", err=True)
-    with reporting(StderrBar()):
-        result = compile_spec(spec, seed=seed, runs=runs)
-    written = write_result(result, outdir)
+    with target_lock(outdir):  # a second compile into the same folder is refused, not interleaved
+        check_replaceable(outdir)
+        with reporting(StderrBar()):
+            result = compile_spec(spec, seed=seed, runs=runs)
+        written = write_result(result, outdir)
     ledger = result.ledger
     click.echo(f"mechanism: {result.mechanism.name} {result.mechanism.version}")
     if ledger.declared is not None:
