@@ -1,7 +1,7 @@
 """The `dpspec` command line.
 
 Exit codes: 0 success; 1 a spec, data, budget or audit failure the user must fix; 2 a usage
-error (click's own). Errors a user can cause are printed as messages, never as tracebacks.
+error (click's own); 3 an internal error (a bug in dpspec or a plugin, see `cli_errors`). Errors a user can cause are printed as messages, never as tracebacks.
 """
 from __future__ import annotations
 

@@ -15,6 +15,7 @@ import pandas as pd
 
 from dpspec import ir
 from dpspec.errors import DataError
+from dpspec.values import shown as shown_value
 
 SHOW = 5
 TRUE_WORDS = {"true", "t", "yes", "y", "1"}
@@ -56,6 +57,22 @@ def _read_raw(path: str, fmt: str, columns: list[str]) -> pd.DataFrame:
     return frame
 
 
+def _delimiter_hint(path: str) -> str:
+    """When the header is one field holding ';', tab or '|', the file was written with another delimiter."""
+    try:
+        with open(path, "rb") as fh:
+            first = fh.readline(1 << 16).decode("utf-8", "replace")
+    except OSError:
+        return ""
+    if "," in first:
+        return ""
+    for delimiter, name in ((";", "semicolons"), ("\t", "tabs"), ("|", "'|'")):
+        if delimiter in first:
+            return (f"\nhint: the header line is separated by {name}, but dpspec reads comma-separated files; "
+                    "convert the file to commas (or to Parquet)")
+    return ""
+
+
 class _Problems:
     def __init__(self, path: str, table: str):
         self.path, self.table = path, table
@@ -65,7 +82,7 @@ class _Problems:
         bad = np.flatnonzero(mask)
         if not len(bad):
             return
-        shown = ", ".join(f"row {i + 1}: {values.iloc[i]!r}" for i in bad[:SHOW])
+        shown = ", ".join(f"row {i + 1}: {shown_value(values.iloc[i])}" for i in bad[:SHOW])
         more = f" (and {len(bad) - SHOW} more)" if len(bad) > SHOW else ""
         self.lines.append(f"  column '{column}': {len(bad)} {what}: {shown}{more}")
 
@@ -132,7 +149,8 @@ def load_table(spec: ir.Spec, source: ir.DataSource) -> pd.DataFrame:
     frame = _read_raw(path, source.format, list(table.column_names))
     missing = [c for c in table.column_names if c not in frame.columns]
     if missing:
-        raise DataError(f"{path}: table '{table.name}' needs column(s) {', '.join(missing)}, which the file does not have")
+        raise DataError(f"{path}: table '{table.name}' needs column(s) {', '.join(missing)}, which the file does not have"
+                        + (_delimiter_hint(path) if source.format != "parquet" else ""))
     problems = _Problems(path, table.name)
     out = {}
     for col in table.columns:

@@ -19,6 +19,7 @@ import pandas as pd
 
 from dpspec.errors import DataError, MechanismError
 from dpspec.noise import bernoulli
+from dpspec.values import shown
 from dpspec_swap.theorem import as_rate
 
 # Codes are kept dense enough that arrays indexed by stratum stay about as small as the data.
@@ -329,13 +330,13 @@ def carry_along(child_df: pd.DataFrame, parent_key_col: str, parent_df_before: p
     keys = pd.Index(parent_df_before[parent_key_col])
     if not keys.is_unique:
         dup = keys[keys.duplicated()][0]
-        raise DataError(f"column {parent_key_col!r}: key {dup!r} names more than one parent record")
+        raise DataError(f"column {parent_key_col!r}: key {shown(dup)} names more than one parent record")
     pos = keys.get_indexer(child_df[parent_key_col])
     if (pos < 0).any():
         row = int(np.flatnonzero(pos < 0)[0])
         raise DataError(
-            f"column {parent_key_col!r}, row {child_df.index[row]!r}: value "
-            f"{child_df[parent_key_col].iloc[row]!r} matches no parent record"
+            f"column {parent_key_col!r}, row {shown(child_df.index[row])}: value "
+            f"{shown(child_df[parent_key_col].iloc[row])} matches no parent record"
         )
     out = child_df.copy(deep=not _copy_on_write())
     for col in swap:
@@ -345,9 +346,9 @@ def carry_along(child_df: pd.DataFrame, parent_key_col: str, parent_df_before: p
             if mismatch.any():
                 row = int(np.flatnonzero(mismatch)[0])
                 raise DataError(
-                    f"column {col!r}, row {child_df.index[row]!r}: value "
-                    f"{child_df[col].iloc[row]!r} differs from its parent's "
-                    f"{before[row]!r} before the swap"
+                    f"column {col!r}, row {shown(child_df.index[row])}: value "
+                    f"{shown(child_df[col].iloc[row])} differs from its parent's "
+                    f"{shown(before[row])} before the swap"
                 )
         after = parent_df_before[col].array.take(result.source[pos])
         if col in child_df.columns and after.dtype != child_df[col].dtype:
