@@ -15,6 +15,7 @@ import pandas as pd
 
 from dpspec import ir
 from dpspec.errors import DataError
+from dpspec.reading import NotRegularFile, require_regular
 from dpspec.values import shown as shown_value
 
 SHOW = 5
@@ -36,6 +37,7 @@ def file_sha256(path: str) -> str:
 
 def _read_raw(path: str, fmt: str, columns: list[str]) -> pd.DataFrame:
     try:
+        require_regular(path)
         if fmt == "parquet":
             import pyarrow.parquet as pq
 
@@ -52,6 +54,8 @@ def _read_raw(path: str, fmt: str, columns: list[str]) -> pd.DataFrame:
             )
     except FileNotFoundError:
         raise DataError(f"{path}: the data file does not exist") from None
+    except NotRegularFile:
+        raise DataError(f"{path}: not a regular file (a device, pipe or folder); data is read from files") from None
     except (OSError, ValueError, pd.errors.ParserError, ImportError) as exc:
         raise DataError(f"{path}: cannot read the file as {fmt}: {exc}") from None
     return frame

@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import os
 import re
+import sys
 from fractions import Fraction
 from importlib import resources
 
@@ -17,10 +18,14 @@ from lark import Token, Transformer, v_args
 
 from dpspec import ir
 from dpspec.errors import Diagnostic, SpecError
+from dpspec.reading import NotRegularFile, open_regular
 
 MAX_BYTES = 5_000_000
 MAX_NESTING = 50
 MAX_NUMBER_BITS = 4096
+MAX_DIGITS = 100  # digits in one number literal
+MAX_EXPONENT = 400  # |e| in 1e400: beyond any meaningful parameter, and cheap to keep exact
+MAX_MAGNITUDE = Fraction(int(sys.float_info.max))
 
 
 @functools.lru_cache(maxsize=1)
@@ -133,10 +138,10 @@ class _ToIR(Transformer):
         return ir.ColumnType("bool")
 
     def pos_int(self, meta, children):
-        return int(children[0])
+        return _whole(children[0], meta)
 
     def neg_int(self, meta, children):
-        return -int(children[0])
+        return -_whole(children[0], meta)
 
     def atom_name(self, meta, children):
         return str(children[0])
@@ -183,7 +188,7 @@ class _ToIR(Transformer):
         return _Section("unit", ir.Unit(str(children[0]), str(children[1]), bound, _tok_loc(children[0])), _loc(meta))
 
     def holds(self, meta, children):
-        return ir.UnitBound(int(children[0]), str(children[1]))
+        return ir.UnitBound(_whole(children[0], meta), str(children[1]))
 
     # ---- how ----
     def premetric(self, meta, children):
@@ -238,24 +243,24 @@ class _ToIR(Transformer):
 
     # ---- arithmetic, exact ----
     def number(self, meta, children):
-        return Fraction(str(children[0]))
+        return _literal(str(children[0]), meta)
 
     def neg(self, meta, children):
         return -children[0]
 
     def add(self, meta, children):
-        return children[0] + children[1]
+        return _bounded(children[0] + children[1], meta)
 
     def sub(self, meta, children):
-        return children[0] - children[1]
+        return _bounded(children[0] - children[1], meta)
 
     def mul(self, meta, children):
-        return children[0] * children[1]
+        return _bounded(children[0] * children[1], meta)
 
     def div(self, meta, children):
         if children[1] == 0:
             raise _ValueProblem("division by zero", meta)
-        return children[0] / children[1]
+        return _bounded(children[0] / children[1], meta)
 
     def pow(self, meta, children):
         base, exponent = children
@@ -266,7 +271,7 @@ class _ToIR(Transformer):
         bits = max(base.numerator.bit_length(), base.denominator.bit_length()) * abs(int(exponent))
         if bits > MAX_NUMBER_BITS:
             raise _ValueProblem("this number is too large to be a meaningful parameter", meta)
-        return base ** int(exponent)
+        return _bounded(base ** int(exponent), meta)
 
     # ---- how much ----
     def budget(self, meta, children):
@@ -322,6 +327,32 @@ class _ToIR(Transformer):
 
     def parallel_label(self, meta, children):
         return ("label", _string(children[0]))
+
+
+def _whole(token, meta) -> int:
+    """A whole-number literal, refusing digit counts no parameter needs (and int() would reject)."""
+    if len(token) > MAX_DIGITS:
+        raise _ValueProblem(f"this number has {len(token)} digits; numbers in a spec have at most {MAX_DIGITS}", meta)
+    return int(token)
+
+
+def _literal(text: str, meta) -> Fraction:
+    """An exact number literal, bounded before it is built: `1e-99999999` would take hours."""
+    mantissa, _, exponent = text.lower().partition("e")
+    digits = len(mantissa.replace(".", ""))
+    if digits > MAX_DIGITS:
+        raise _ValueProblem(f"this number has {digits} digits; numbers in a spec have at most {MAX_DIGITS}", meta)
+    if exponent and (len(exponent.lstrip("+-").lstrip("0")) > 4 or abs(int(exponent)) > MAX_EXPONENT):
+        raise _ValueProblem(f"the exponent of {text[:20]}{'...' if len(text) > 20 else ''} is too large; "
+                            f"numbers in a spec have exponents between -{MAX_EXPONENT} and {MAX_EXPONENT}", meta)
+    return _bounded(Fraction(text), meta)
+
+
+def _bounded(value: Fraction, meta) -> Fraction:
+    """Exact, but within floating point's range: budgets are accounted in floats downstream."""
+    if max(value.numerator.bit_length(), value.denominator.bit_length()) > MAX_NUMBER_BITS or abs(value) > MAX_MAGNITUDE:
+        raise _ValueProblem("this number is too large to be a meaningful parameter (at most about 1.8e308)", meta)
+    return value
 
 
 class _ValueProblem(Exception):
@@ -403,11 +434,12 @@ def _syntax_diagnostic(err: lark.exceptions.LarkError) -> Diagnostic:
 def read_source(path: str) -> str:
     """Read a spec file as UTF-8 text, turning every failure into a SpecError."""
     try:
-        size = os.path.getsize(path)
-        if size > MAX_BYTES:
-            raise SpecError(f"the file is {size} bytes; specs are limited to {MAX_BYTES}", path)
-        with open(path, "rb") as fh:
-            raw = fh.read()
+        with open_regular(path) as fh:
+            raw = fh.read(MAX_BYTES + 1)
+        if len(raw) > MAX_BYTES:
+            raise SpecError(f"the file is larger than {MAX_BYTES} bytes, the limit for a spec", path)
+    except NotRegularFile:
+        raise SpecError("not a regular file (a device, pipe or folder); a spec is read from a file", path) from None
     except OSError as exc:
         raise SpecError(f"cannot read the file: {exc.strerror or exc}", path) from None
     if b"\x00" in raw:

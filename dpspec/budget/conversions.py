@@ -11,6 +11,7 @@ Numerics: closed forms where they exist; otherwise a root of a monotone function
 from __future__ import annotations
 
 import math
+from contextlib import contextmanager
 
 import attrs
 from scipy.optimize import brentq
@@ -474,6 +475,23 @@ def convert(budget: Budget, to: str, *, delta=None, epsilon=None, alpha=None,
     approx targets need delta (to get eps) or epsilon (to get delta); renyi targets need alpha.
     `method` chooses between the zCDP/Rényi -> approx bounds ('cks20', 'bs16'; 'mironov17' for
     Rényi) and is ignored where one exact rule exists."""
+    with beyond_floats(budget):
+        return _convert(budget, to, delta=delta, epsilon=epsilon, alpha=alpha, method=method)
+
+
+@contextmanager
+def beyond_floats(budget):
+    """Budgets so large that a conversion overflows floating point (or its root finder cannot
+    converge) are a user's error to fix, not a crash: they protect nothing anyway."""
+    try:
+        yield
+    except (OverflowError, FloatingPointError, RuntimeError) as exc:
+        raise ConversionError(f"converting this {getattr(budget, 'kind', '')} budget overflows floating point ({exc}); "
+                              "a budget this large protects nothing: check the figures") from None
+
+
+def _convert(budget: Budget, to: str, *, delta=None, epsilon=None, alpha=None,
+             method: str = "cks20") -> Conversion:
     from .premetrics import budget_from_params
 
     budget = budget_from_params(budget)
