@@ -54,6 +54,8 @@ def _read_raw(path: str, fmt: str, columns: list[str]) -> pd.DataFrame:
             )
     except FileNotFoundError:
         raise DataError(f"{path}: the data file does not exist") from None
+    except pd.errors.EmptyDataError:
+        raise DataError(f"{path}: the file is empty (not even a header line); there is no table to read") from None
     except NotRegularFile:
         raise DataError(f"{path}: not a regular file (a device, pipe or folder); data is read from files") from None
     except (OSError, ValueError, pd.errors.ParserError, ImportError) as exc:
@@ -155,9 +157,15 @@ def load_table(spec: ir.Spec, source: ir.DataSource) -> pd.DataFrame:
     if missing:
         raise DataError(f"{path}: table '{table.name}' needs column(s) {', '.join(missing)}, which the file does not have"
                         + (_delimiter_hint(path) if source.format != "parquet" else ""))
+    if not len(frame):
+        raise DataError(f"{path}: table '{table.name}' has no rows (the file holds only its header): there is "
+                        "nothing to protect, and dpspec does not publish a release of nothing")
     problems = _Problems(path, table.name)
     out = {}
     for col in table.columns:
+        if pd.api.types.is_string_dtype(frame[col.name].dtype):  # NUL bytes in text: a binary or corrupt file, not a code
+            nul = frame[col.name].str.contains("\x00", regex=False, na=False).to_numpy()
+            problems.add(col.name, "values holding NUL bytes (is the file binary or corrupt?)", nul, frame[col.name])
         out[col.name] = _validate_column(col, frame[col.name], problems)
     problems.raise_if_any()
     result = pd.DataFrame(out)
