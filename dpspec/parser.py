@@ -37,7 +37,26 @@ def _parser() -> lark.Lark:
         with open(os.path.join(here, "grammar", "dps.lark"), encoding="utf-8") as fh:
             grammar = fh.read()
     return lark.Lark(grammar, parser="lalr", propagate_positions=True, maybe_placeholders=False,
-                     lexer_callbacks={"COMMENT": _collect_comment})
+                     lexer_callbacks={"COMMENT": _collect_comment}, cache=_grammar_cache(grammar))
+
+
+def _grammar_cache(grammar: str):
+    """Lark's analysed grammar, cached per user (building it is most of `dpspec check`'s time).
+
+    The cache is a pickle, so it lives in the user's own cache folder (mode 0700), never in a
+    shared temporary folder; its name carries the grammar's hash and lark's version."""
+    import hashlib
+
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    folder = os.path.join(base, "dpspec")
+    try:
+        os.makedirs(folder, mode=0o700, exist_ok=True)
+        if not os.access(folder, os.W_OK) or os.stat(folder).st_uid != os.getuid():
+            return False
+    except OSError:
+        return False
+    digest = hashlib.sha256(grammar.encode("utf-8")).hexdigest()[:16]
+    return os.path.join(folder, f"grammar-{lark.__version__}-{digest}.cache")
 
 
 _comments: list[Token] = []  # filled by the lexer during one parse (parsing is not reentrant)

@@ -14,8 +14,6 @@ import math
 from contextlib import contextmanager
 
 import attrs
-from scipy.optimize import brentq
-from scipy.special import log_ndtr
 
 from dpspec.errors import ConversionError
 
@@ -196,6 +194,8 @@ def cks20_log_delta(rho: float, epsilon: float) -> float:
     elif slope(s_lo) >= 0:
         s_star = s_lo
     else:
+        from scipy.optimize import brentq  # lazily: `dpspec check` must not pay for scipy
+
         s_star = brentq(slope, s_lo, s_hi, xtol=1e-14, rtol=1e-15, maxiter=500)
     t = math.exp(s_star)
     value = t * ((1.0 + t) * rho - eps) + (1.0 + t) * (s_star - math.log1p(t)) - s_star
@@ -217,6 +217,8 @@ def _invert_log_delta(log_delta_at, delta: float, start: float) -> float:
         if hi > 1e307:
             return math.inf
         hi *= 2.0
+    from scipy.optimize import brentq
+
     return brentq(lambda e: log_delta_at(e) - target, 0.0, hi, xtol=1e-13, rtol=1e-15, maxiter=500)
 
 
@@ -383,6 +385,8 @@ def gdp_log_delta(mu: float, epsilon: float) -> float:
         return -math.inf
     if math.isinf(mu):
         return 0.0
+    from scipy.special import log_ndtr
+
     a = float(log_ndtr(-eps / mu + mu / 2.0))
     b = eps + float(log_ndtr(-eps / mu - mu / 2.0))
     if b >= a:
