@@ -32,6 +32,8 @@ def _protected(inputs) -> list[tuple[str, str]]:
     """(input as the user named it, each folder holding it: as named and with links resolved)."""
     out = []
     for named in inputs:
+        if "\x00" in named:  # names no file; reading it fails with a clear error later
+            continue
         for path in {os.path.abspath(named), os.path.realpath(named)}:
             out.append((named, os.path.dirname(path)))
     return out
@@ -40,7 +42,11 @@ def _protected(inputs) -> list[tuple[str, str]]:
 def check_output_target(outdir: str, inputs) -> None:
     """Raise UnsafeOutputError unless writing the output set into `outdir` leaves every input alone."""
     targets = {os.path.abspath(outdir), os.path.realpath(outdir)}
+    if "\x00" in outdir:
+        raise UnsafeOutputError(f"error: the output folder {outdir!r} holds a NUL byte")
     for named in inputs:
+        if "\x00" in named:
+            continue
         files = {os.path.abspath(named), os.path.realpath(named)}
         if targets & files:
             raise UnsafeOutputError(f"error: the output folder {outdir} is the input {named}; refusing to write over an input")

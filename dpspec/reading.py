@@ -5,6 +5,7 @@ runs out, and a FIFO would block forever on open; both are refused before a byte
 """
 from __future__ import annotations
 
+import errno
 import os
 import stat
 
@@ -15,7 +16,11 @@ class NotRegularFile(OSError):
 
 def require_regular(path: str) -> None:
     """Raise NotRegularFile unless `path` (symlinks followed) is a regular file; OSError if absent."""
-    if not stat.S_ISREG(os.stat(path).st_mode):
+    try:
+        mode = os.stat(path).st_mode
+    except ValueError:  # a NUL byte in the path: no file can have that name
+        raise OSError(errno.EINVAL, "the path holds a NUL byte", path) from None
+    if not stat.S_ISREG(mode):
         raise NotRegularFile(f"{path} is not a regular file")
 
 

@@ -106,3 +106,16 @@ def test_budget_overflow_through_the_api():
         dpspec.convert({"rho": 10 ** 400}, to="approx", delta=1e-10)
     with pytest.raises(ConversionError, match="overflows"):
         dpspec.convert({"epsilon": 1e308}, to="zcdp")
+
+
+def test_a_nul_byte_in_an_include_or_data_path_is_a_user_error(tmp_path):
+    from dpspec.errors import DpspecError
+    from dpspec.parser import parse
+    from dpspec.program import load_program
+
+    program = parse('program "p" {\n  include "a\x00b.dps"\n}\n', str(tmp_path / "p.dps"))
+    with pytest.raises(SpecError, match="NUL byte"):
+        load_program(program)
+    spec = parse(SMALL_SPEC.replace("people.csv", "pe\x00ople.csv"), str(tmp_path / "s.dps"))
+    with pytest.raises(DpspecError, match="NUL byte"):
+        dpspec.compile(spec)
