@@ -127,7 +127,8 @@ def uniform_derangements(sizes, rng) -> np.ndarray:
     Returns ``perm`` with ``perm[i]`` in the segment of i and ``perm[i] != i``. A uniform
     permutation conditioned on having no fixed point is uniform over derangements, so each
     segment whose draw has a fixed point is redrawn on its own until it has none (about e
-    draws per segment on average).
+    draws per segment on average). Small segments are shuffled together in one batch; large
+    ones (`LARGE_STRATUM`) are drawn one by one (`_derangement`).
     """
     rng = _rng(rng)
     sizes = np.asarray(sizes, dtype=np.int64)
@@ -140,7 +141,9 @@ def uniform_derangements(sizes, rng) -> np.ndarray:
     n = int(sizes.sum())
     starts = np.cumsum(sizes) - sizes
     perm = np.empty(n, dtype=np.int64)
-    todo = np.flatnonzero(sizes > 0)
+    for k in np.flatnonzero(sizes >= LARGE_STRATUM):
+        perm[starts[k]:starts[k] + sizes[k]] = starts[k] + _derangement(int(sizes[k]), rng)
+    todo = np.flatnonzero((sizes > 0) & (sizes < LARGE_STRATUM))
     while todo.size:
         todo_sizes = sizes[todo]
         local_seg = np.repeat(np.arange(todo.size, dtype=np.int64), todo_sizes)
@@ -154,6 +157,21 @@ def uniform_derangements(sizes, rng) -> np.ndarray:
         redo[fixed] = True
         todo = todo[redo]
     return perm
+
+
+LARGE_STRATUM = 2048  # strata at least this large are drawn one by one, without the batch's sort
+
+
+def _derangement(size: int, rng: np.random.Generator) -> np.ndarray:
+    """A uniform derangement of range(size) by rejection on one permutation at a time: a uniform
+    permutation conditioned on having no fixed point is uniform over derangements (about e
+    draws). For a large stratum this is cheaper than shuffling it inside the batch, which
+    sorts by segment, and a redraw touches this stratum alone."""
+    identity = np.arange(size, dtype=np.int64)
+    while True:
+        perm = rng.permutation(size)
+        if not (perm == identity).any():
+            return perm
 
 
 def _segment_positions(starts: np.ndarray, sizes: np.ndarray, local_seg: np.ndarray) -> np.ndarray:
