@@ -310,6 +310,7 @@ class Spec:
     text: str | None = attrs.field(default=None, eq=False, repr=False)
     # Comments are layout, not meaning: kept for `dpspec fmt`, ignored by equality and JSON.
     comments: tuple[tuple[str, tuple[str, ...]], ...] = attrs.field(default=(), eq=False, repr=False)
+    eol_comments: tuple = attrs.field(default=(), eq=False, repr=False)  # see dpspec.eol_comments
 
     def comments_for(self, field: str) -> tuple[str, ...]:
         return dict(self.comments).get(field, ())

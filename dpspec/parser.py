@@ -13,10 +13,11 @@ import sys
 from fractions import Fraction
 from importlib import resources
 
+import attrs
 import lark
 from lark import Token, Transformer, v_args
 
-from dpspec import ir
+from dpspec import eol_comments, ir
 from dpspec.errors import Diagnostic, SpecError
 from dpspec.reading import NotRegularFile, open_regular
 
@@ -522,7 +523,7 @@ def parse(text: str, path: str | None = None) -> ir.Spec:
         tree = _parser().parse(text)
     except lark.exceptions.LarkError as err:
         raise SpecError(_syntax_errors(text, err), path, text) from None
-    comments = [(c.line, str(c)) for c in _comments]
+    comments, eol = eol_comments.split(_comments, text)
     try:
         sections = _ToIR().transform(tree)
     except lark.exceptions.VisitError as err:
@@ -532,7 +533,8 @@ def parse(text: str, path: str | None = None) -> ir.Spec:
             raise SpecError([Diagnostic(inner.message, getattr(meta, "line", None), getattr(meta, "column", None))], path, text) from None
         raise
     spans = [(child.meta.line, child.meta.end_line) for child in tree.children]
-    return _assemble(sections, path, text, _attach_comments(comments, sections, spans))
+    spec = _assemble(sections, path, text, _attach_comments(comments, sections, spans))
+    return attrs.evolve(spec, eol_comments=eol) if eol else spec
 
 
 def _attach_comments(comments, sections, spans) -> tuple:
