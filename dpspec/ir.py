@@ -373,3 +373,11 @@ def to_jsonable(obj):
     if isinstance(obj, dict):
         return {str(k): to_jsonable(v) for k, v in obj.items()}
     return obj
+
+
+def spec_sha256(spec: Spec) -> str:
+    """The spec file's identity in manifests and reports (here, not in the compiler, so that
+    reports need not reach back up the pipeline)."""
+    import hashlib
+
+    return hashlib.sha256((spec.text or "").encode("utf-8")).hexdigest()

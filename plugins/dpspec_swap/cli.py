@@ -86,9 +86,7 @@ def whatif_cmd(spec_file, rates, keys, as_json):
     Reads the confidential data: the table is for the custodian. Keys marked as published by
     the invariants disclose nothing the release does not; the others would.
     """
-    from dpspec.checker import check
-    from dpspec.data import load_table
-    from dpspec.parser import parse, read_source
+    from dpspec.api import check, load_table, parse, read_source
     from dpspec_swap import whatif
     from dpspec_swap.roles import roles, swap_table
 
