@@ -1,7 +1,7 @@
 """The `dpspec` command line.
 
 Exit codes: 0 success; 1 a spec, data, budget or audit failure the user must fix; 2 a usage
-error (click's own). Errors a user can cause are printed as messages, never as tracebacks.
+error (click's own); 3 an internal error (a bug in dpspec or a plugin, see `cli_errors`). Errors a user can cause are printed as messages, never as tracebacks.
 """
 from __future__ import annotations
 
@@ -112,12 +112,18 @@ def compile_cmd(file, outdir, seed, runs):
 
     spec = _load(file)
     outdir = outdir or os.path.join("out", os.path.splitext(os.path.basename(file))[0])
+    from dpspec.input_guard import check_output_target, input_paths
     from dpspec.progress import StderrBar, reporting
 
+    from dpspec.output_set import check_replaceable, target_lock
+
+    check_output_target(outdir, input_paths(spec))  # before the run: inputs are never written to
     click.echo(f"compiling {file} ...", err=True)
-    with reporting(StderrBar()):
-        result = compile_spec(spec, seed=seed, runs=runs)
-    written = write_result(result, outdir)
+    with target_lock(outdir):  # a second compile into the same folder is refused, not interleaved
+        check_replaceable(outdir)
+        with reporting(StderrBar()):
+            result = compile_spec(spec, seed=seed, runs=runs)
+        written = write_result(result, outdir)
     ledger = result.ledger
     click.echo(f"mechanism: {result.mechanism.name} {result.mechanism.version}")
     if ledger.declared is not None:

@@ -1,7 +1,7 @@
 """How every dpspec command, built-in or added by a plugin, reports failure.
 
-User errors become a message and exit status 1; anything else is reported as a bug, never as a
-traceback. Plugins decorate their click commands with `friendly` too.
+User errors become a message and exit status 1; anything else is reported as a bug with exit
+status 3 (never as a traceback), so a pipeline can tell a bad input from a broken tool. Plugins decorate their click commands with `friendly` too.
 """
 from __future__ import annotations
 
@@ -14,9 +14,12 @@ import click
 from dpspec.errors import DpspecError
 
 
-def fail(message: str) -> None:
+INTERNAL_ERROR = 3
+
+
+def fail(message: str, code: int = 1) -> None:
     click.echo(message, err=True)
-    sys.exit(1)
+    sys.exit(code)
 
 
 def friendly(func):
@@ -38,6 +41,7 @@ def friendly(func):
             sys.stderr.close()
             os._exit(0)
         except Exception as exc:  # a bug in dpspec or a plugin, not the user's fault
-            fail(f"internal error ({type(exc).__name__}): {exc}\nThis is a bug in dpspec or one of its plugins; please report it with the spec that caused it.")
+            fail(f"internal error ({type(exc).__name__}): {exc}\nThis is a bug in dpspec or one of its plugins, not a "
+                 "problem with your input; please report it with the spec that caused it.", INTERNAL_ERROR)
 
     return wrapper

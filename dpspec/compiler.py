@@ -19,6 +19,7 @@ from dpspec import ir, ledger as ledger_mod, progress
 from dpspec.checker import CheckedSpec, check
 from dpspec.data import load_data
 from dpspec.errors import DataError, MechanismError
+from dpspec.ir import spec_sha256
 from dpspec.mechanism import Release
 
 
@@ -50,10 +51,6 @@ class Result:
     @property
     def outputs(self) -> dict:
         return self.published
-
-
-def spec_sha256(spec: ir.Spec) -> str:
-    return hashlib.sha256((spec.text or "").encode("utf-8")).hexdigest()
 
 
 def make_rng(seed: int | None) -> np.random.Generator:

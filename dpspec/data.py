@@ -15,6 +15,8 @@ import pandas as pd
 
 from dpspec import ir
 from dpspec.errors import DataError
+from dpspec.reading import NotRegularFile, require_regular
+from dpspec.values import shown as shown_value
 
 SHOW = 5
 TRUE_WORDS = {"true", "t", "yes", "y", "1"}
@@ -35,6 +37,7 @@ def file_sha256(path: str) -> str:
 
 def _read_raw(path: str, fmt: str, columns: list[str]) -> pd.DataFrame:
     try:
+        require_regular(path)
         if fmt == "parquet":
             import pyarrow.parquet as pq
 
@@ -51,9 +54,29 @@ def _read_raw(path: str, fmt: str, columns: list[str]) -> pd.DataFrame:
             )
     except FileNotFoundError:
         raise DataError(f"{path}: the data file does not exist") from None
+    except pd.errors.EmptyDataError:
+        raise DataError(f"{path}: the file is empty (not even a header line); there is no table to read") from None
+    except NotRegularFile:
+        raise DataError(f"{path}: not a regular file (a device, pipe or folder); data is read from files") from None
     except (OSError, ValueError, pd.errors.ParserError, ImportError) as exc:
         raise DataError(f"{path}: cannot read the file as {fmt}: {exc}") from None
     return frame
+
+
+def _delimiter_hint(path: str) -> str:
+    """When the header is one field holding ';', tab or '|', the file was written with another delimiter."""
+    try:
+        with open(path, "rb") as fh:
+            first = fh.readline(1 << 16).decode("utf-8", "replace")
+    except OSError:
+        return ""
+    if "," in first:
+        return ""
+    for delimiter, name in ((";", "semicolons"), ("\t", "tabs"), ("|", "'|'")):
+        if delimiter in first:
+            return (f"\nhint: the header line is separated by {name}, but dpspec reads comma-separated files; "
+                    "convert the file to commas (or to Parquet)")
+    return ""
 
 
 class _Problems:
@@ -65,7 +88,7 @@ class _Problems:
         bad = np.flatnonzero(mask)
         if not len(bad):
             return
-        shown = ", ".join(f"row {i + 1}: {values.iloc[i]!r}" for i in bad[:SHOW])
+        shown = ", ".join(f"row {i + 1}: {shown_value(values.iloc[i])}" for i in bad[:SHOW])
         more = f" (and {len(bad) - SHOW} more)" if len(bad) > SHOW else ""
         self.lines.append(f"  column '{column}': {len(bad)} {what}: {shown}{more}")
 
@@ -132,10 +155,17 @@ def load_table(spec: ir.Spec, source: ir.DataSource) -> pd.DataFrame:
     frame = _read_raw(path, source.format, list(table.column_names))
     missing = [c for c in table.column_names if c not in frame.columns]
     if missing:
-        raise DataError(f"{path}: table '{table.name}' needs column(s) {', '.join(missing)}, which the file does not have")
+        raise DataError(f"{path}: table '{table.name}' needs column(s) {', '.join(missing)}, which the file does not have"
+                        + (_delimiter_hint(path) if source.format != "parquet" else ""))
+    if not len(frame):
+        raise DataError(f"{path}: table '{table.name}' has no rows (the file holds only its header): there is "
+                        "nothing to protect, and dpspec does not publish a release of nothing")
     problems = _Problems(path, table.name)
     out = {}
     for col in table.columns:
+        if pd.api.types.is_string_dtype(frame[col.name].dtype):  # NUL bytes in text: a binary or corrupt file, not a code
+            nul = frame[col.name].str.contains("\x00", regex=False, na=False).to_numpy()
+            problems.add(col.name, "values holding NUL bytes (is the file binary or corrupt?)", nul, frame[col.name])
         out[col.name] = _validate_column(col, frame[col.name], problems)
     problems.raise_if_any()
     result = pd.DataFrame(out)

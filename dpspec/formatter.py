@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from fractions import Fraction
 
-from dpspec import ir
+from dpspec import eol_comments, ir
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _INT = re.compile(r"[0-9]+\Z")
@@ -182,8 +182,8 @@ def format_spec(spec: ir.Spec) -> str:
     if spec.tuning:
         t = spec.tuning
         blocks.append((("tuning",), [f"tuned on {t.source}" + (f" {quote(t.note)}" if t.note is not None else "")]))
-    if spec.program:
-        blocks.append((("program",), _program(spec.program)))
+    if spec.program:  # a program file reads top-down: what it composes, then its bounds
+        blocks.insert(0, (("program",), _program(spec.program)))
     if spec.notes:
         blocks.append((("notes",), _notes(spec.notes)))
     trailing = list(spec.comments_for(ir.END_COMMENTS))
@@ -196,4 +196,4 @@ def format_spec(spec: ir.Spec) -> str:
             texts.append("\n".join(comments))
             comments = []
         texts.append("\n".join(comments + lines))
-    return "\n\n".join(texts) + "\n"
+    return eol_comments.place("\n\n".join(texts), spec.eol_comments) + "\n"

@@ -24,7 +24,7 @@ def dpspec_audit_rules():
 
 @hookspec
 def dpspec_report_sections(result):
-    """Return a list of `dpspec.report.Section` to add to the reports of a compiled `result`."""
+    """Return a list of `dpspec.contract.Section` to add to the reports of a compiled `result`."""
 
 
 @hookspec

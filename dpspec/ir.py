@@ -323,6 +323,7 @@ class Spec:
     text: str | None = attrs.field(default=None, eq=False, repr=False)
     # Comments are layout, not meaning: kept for `dpspec fmt`, ignored by equality and JSON.
     comments: tuple[tuple[str, tuple[str, ...]], ...] = attrs.field(default=(), eq=False, repr=False)
+    eol_comments: tuple = attrs.field(default=(), eq=False, repr=False)  # see dpspec.eol_comments
 
     def note(self, key: str) -> str | None:
         return next((n.text for n in self.notes if n.key == key), None)
@@ -388,3 +389,11 @@ def to_jsonable(obj):
     if isinstance(obj, dict):
         return {str(k): to_jsonable(v) for k, v in obj.items()}
     return obj
+
+
+def spec_sha256(spec: Spec) -> str:
+    """The spec file's identity in manifests and reports (here, not in the compiler, so that
+    reports need not reach back up the pipeline)."""
+    import hashlib
+
+    return hashlib.sha256((spec.text or "").encode("utf-8")).hexdigest()

@@ -1,6 +1,6 @@
 """Write a compiled result into an output directory: published tables, manifest, reports.
 
-Every file is written atomically; the confidential inputs are only ever read. Internal
+The whole set is swapped in at once (`dpspec.output_set`); the confidential inputs are only ever read. Internal
 (utility) figures go to a separately named report so the public one never carries them.
 """
 from __future__ import annotations
@@ -12,13 +12,11 @@ import platform
 import numpy as np
 
 from dpspec import __version__, ir
-from dpspec.atomic import write_frame, write_text
-
-LARGE_ROWS = 500_000  # larger tables are written as Parquet
 
 
 def _table_filename(name: str, frame) -> str:
-    return f"{name}.parquet" if len(frame) > LARGE_ROWS else f"{name}.csv"
+    """One format whatever the row count, so a reader's pipeline never meets a surprise."""
+    return f"{name}.csv"
 
 
 def seed_policy(seed) -> dict:
@@ -46,21 +44,30 @@ def manifest(result, files: dict) -> dict:
 
 
 def write_result(result, outdir: str) -> dict:
-    """Write everything; returns {kind: path}."""
+    """Write the whole output set (releases, reports, manifest) in one swap; returns {kind: path}.
+
+    The manifest lists every other file of the set with its SHA-256, so a reader can check that
+    a set is whole (`dpspec.output_set.verify_set`)."""
+    from dpspec.input_guard import check_output_target, input_paths
+    from dpspec.output_set import MANIFEST, file_entries, output_set
     from dpspec.report import render_all
 
-    os.makedirs(outdir, exist_ok=True)
-    files = {}
-    for name, frame in result.published.items():
-        filename = _table_filename(name, frame)
-        write_frame(os.path.join(outdir, filename), frame)
-        files[name] = {"file": filename, "rows": int(len(frame))}
-    written = {"outputs": files}
-    for kind, (filename, text) in render_all(result, outcome=result.audit_outcome).items():
-        write_text(os.path.join(outdir, filename), text)
-        written[kind] = filename
-    man = manifest(result, files)
-    man["reports"] = {k: v for k, v in written.items() if k != "outputs"}
-    write_text(os.path.join(outdir, "manifest.json"), json.dumps(man, indent=2, sort_keys=True) + "\n")
-    written["manifest"] = "manifest.json"
+    check_output_target(outdir, input_paths(result.spec))
+    with output_set(outdir) as staged:
+        files = {}
+        for name, frame in result.published.items():
+            filename = _table_filename(name, frame)
+            frame.to_csv(os.path.join(staged, filename), index=False)
+            files[name] = {"file": filename, "rows": int(len(frame))}
+        written = {"outputs": files}
+        for kind, (filename, text) in render_all(result, outcome=result.audit_outcome).items():
+            with open(os.path.join(staged, filename), "w", encoding="utf-8", newline="\n") as fh:
+                fh.write(text)
+            written[kind] = filename
+        man = manifest(result, files)
+        man["reports"] = {k: v for k, v in written.items() if k != "outputs"}
+        man["files"] = file_entries(staged)
+        with open(os.path.join(staged, MANIFEST), "w", encoding="utf-8", newline="\n") as fh:
+            fh.write(json.dumps(man, indent=2, sort_keys=True) + "\n")
+        written["manifest"] = MANIFEST
     return written

@@ -9,18 +9,24 @@ from __future__ import annotations
 import functools
 import os
 import re
+import sys
 from fractions import Fraction
 from importlib import resources
 
+import attrs
 import lark
 from lark import Token, Transformer, v_args
 
-from dpspec import ir
+from dpspec import eol_comments, ir
 from dpspec.errors import Diagnostic, SpecError
+from dpspec.reading import NotRegularFile, open_regular
 
 MAX_BYTES = 5_000_000
 MAX_NESTING = 50
 MAX_NUMBER_BITS = 4096
+MAX_DIGITS = 100  # digits in one number literal
+MAX_EXPONENT = 400  # |e| in 1e400: beyond any meaningful parameter, and cheap to keep exact
+MAX_MAGNITUDE = Fraction(int(sys.float_info.max))
 
 
 @functools.lru_cache(maxsize=1)
@@ -32,7 +38,26 @@ def _parser() -> lark.Lark:
         with open(os.path.join(here, "grammar", "dps.lark"), encoding="utf-8") as fh:
             grammar = fh.read()
     return lark.Lark(grammar, parser="lalr", propagate_positions=True, maybe_placeholders=False,
-                     lexer_callbacks={"COMMENT": _collect_comment})
+                     lexer_callbacks={"COMMENT": _collect_comment}, cache=_grammar_cache(grammar))
+
+
+def _grammar_cache(grammar: str):
+    """Lark's analysed grammar, cached per user (building it is most of `dpspec check`'s time).
+
+    The cache is a pickle, so it lives in the user's own cache folder (mode 0700), never in a
+    shared temporary folder; its name carries the grammar's hash and lark's version."""
+    import hashlib
+
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    folder = os.path.join(base, "dpspec")
+    try:
+        os.makedirs(folder, mode=0o700, exist_ok=True)
+        if not os.access(folder, os.W_OK) or os.stat(folder).st_uid != os.getuid():
+            return False
+    except OSError:
+        return False
+    digest = hashlib.sha256(grammar.encode("utf-8")).hexdigest()[:16]
+    return os.path.join(folder, f"grammar-{lark.__version__}-{digest}.cache")
 
 
 _comments: list[Token] = []  # filled by the lexer during one parse (parsing is not reentrant)
@@ -137,10 +162,10 @@ class _ToIR(Transformer):
         return ir.ColumnType("bool")
 
     def pos_int(self, meta, children):
-        return int(children[0])
+        return _whole(children[0], meta)
 
     def neg_int(self, meta, children):
-        return -int(children[0])
+        return -_whole(children[0], meta)
 
     def atom_name(self, meta, children):
         return str(children[0])
@@ -187,7 +212,7 @@ class _ToIR(Transformer):
         return _Section("unit", ir.Unit(str(children[0]), str(children[1]), bound, _tok_loc(children[0])), _loc(meta))
 
     def holds(self, meta, children):
-        return ir.UnitBound(int(children[0]), str(children[1]))
+        return ir.UnitBound(_whole(children[0], meta), str(children[1]))
 
     # ---- how ----
     def premetric(self, meta, children):
@@ -242,24 +267,24 @@ class _ToIR(Transformer):
 
     # ---- arithmetic, exact ----
     def number(self, meta, children):
-        return Fraction(str(children[0]))
+        return _literal(str(children[0]), meta)
 
     def neg(self, meta, children):
         return -children[0]
 
     def add(self, meta, children):
-        return children[0] + children[1]
+        return _bounded(children[0] + children[1], meta)
 
     def sub(self, meta, children):
-        return children[0] - children[1]
+        return _bounded(children[0] - children[1], meta)
 
     def mul(self, meta, children):
-        return children[0] * children[1]
+        return _bounded(children[0] * children[1], meta)
 
     def div(self, meta, children):
         if children[1] == 0:
             raise _ValueProblem("division by zero", meta)
-        return children[0] / children[1]
+        return _bounded(children[0] / children[1], meta)
 
     def pow(self, meta, children):
         base, exponent = children
@@ -270,7 +295,7 @@ class _ToIR(Transformer):
         bits = max(base.numerator.bit_length(), base.denominator.bit_length()) * abs(int(exponent))
         if bits > MAX_NUMBER_BITS:
             raise _ValueProblem("this number is too large to be a meaningful parameter", meta)
-        return base ** int(exponent)
+        return _bounded(base ** int(exponent), meta)
 
     # ---- how much ----
     def budget(self, meta, children):
@@ -334,6 +359,32 @@ class _ToIR(Transformer):
         key = ".".join(str(c) for c in children if c.type == "NAME")
         text = "\n".join(_string(c) for c in children if c.type == "STRING")
         return ir.Note(key, text, _loc(meta))
+
+
+def _whole(token, meta) -> int:
+    """A whole-number literal, refusing digit counts no parameter needs (and int() would reject)."""
+    if len(token) > MAX_DIGITS:
+        raise _ValueProblem(f"this number has {len(token)} digits; numbers in a spec have at most {MAX_DIGITS}", meta)
+    return int(token)
+
+
+def _literal(text: str, meta) -> Fraction:
+    """An exact number literal, bounded before it is built: `1e-99999999` would take hours."""
+    mantissa, _, exponent = text.lower().partition("e")
+    digits = len(mantissa.replace(".", ""))
+    if digits > MAX_DIGITS:
+        raise _ValueProblem(f"this number has {digits} digits; numbers in a spec have at most {MAX_DIGITS}", meta)
+    if exponent and (len(exponent.lstrip("+-").lstrip("0")) > 4 or abs(int(exponent)) > MAX_EXPONENT):
+        raise _ValueProblem(f"the exponent of {text[:20]}{'...' if len(text) > 20 else ''} is too large; "
+                            f"numbers in a spec have exponents between -{MAX_EXPONENT} and {MAX_EXPONENT}", meta)
+    return _bounded(Fraction(text), meta)
+
+
+def _bounded(value: Fraction, meta) -> Fraction:
+    """Exact, but within floating point's range: budgets are accounted in floats downstream."""
+    if max(value.numerator.bit_length(), value.denominator.bit_length()) > MAX_NUMBER_BITS or abs(value) > MAX_MAGNITUDE:
+        raise _ValueProblem("this number is too large to be a meaningful parameter (at most about 1.8e308)", meta)
+    return value
 
 
 class _ValueProblem(Exception):
@@ -415,11 +466,12 @@ def _syntax_diagnostic(err: lark.exceptions.LarkError) -> Diagnostic:
 def read_source(path: str) -> str:
     """Read a spec file as UTF-8 text, turning every failure into a SpecError."""
     try:
-        size = os.path.getsize(path)
-        if size > MAX_BYTES:
-            raise SpecError(f"the file is {size} bytes; specs are limited to {MAX_BYTES}", path)
-        with open(path, "rb") as fh:
-            raw = fh.read()
+        with open_regular(path) as fh:
+            raw = fh.read(MAX_BYTES + 1)
+        if len(raw) > MAX_BYTES:
+            raise SpecError(f"the file is larger than {MAX_BYTES} bytes, the limit for a spec", path)
+    except NotRegularFile:
+        raise SpecError("not a regular file (a device, pipe or folder); a spec is read from a file", path) from None
     except OSError as exc:
         raise SpecError(f"cannot read the file: {exc.strerror or exc}", path) from None
     if b"\x00" in raw:
@@ -483,7 +535,7 @@ def parse(text: str, path: str | None = None) -> ir.Spec:
         tree = _parser().parse(text)
     except lark.exceptions.LarkError as err:
         raise SpecError(_syntax_errors(text, err), path, text) from None
-    comments = [(c.line, str(c)) for c in _comments]
+    comments, eol = eol_comments.split(_comments, text)
     try:
         sections = _ToIR().transform(tree)
     except lark.exceptions.VisitError as err:
@@ -493,7 +545,8 @@ def parse(text: str, path: str | None = None) -> ir.Spec:
             raise SpecError([Diagnostic(inner.message, getattr(meta, "line", None), getattr(meta, "column", None))], path, text) from None
         raise
     spans = [(child.meta.line, child.meta.end_line) for child in tree.children]
-    return _assemble(sections, path, text, _attach_comments(comments, sections, spans))
+    spec = _assemble(sections, path, text, _attach_comments(comments, sections, spans))
+    return attrs.evolve(spec, eol_comments=eol) if eol else spec
 
 
 def _attach_comments(comments, sections, spans) -> tuple:

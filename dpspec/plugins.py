@@ -94,7 +94,7 @@ def report_sections(result) -> list:
         except Exception as exc:  # one broken plugin must not take the whole report down
             from markupsafe import escape
 
-            from dpspec.report import Section
+            from dpspec.contract import Section
 
             name = getattr(impl.plugin, "__name__", impl.plugin_name)
             message = f"The plugin {name} failed to produce its report section ({type(exc).__name__}: {exc})."

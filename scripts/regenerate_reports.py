@@ -8,10 +8,16 @@ reports (utility against the confidential data) are never written here.
 
     python scripts/regenerate_reports.py            # all specs
     python scripts/regenerate_reports.py specs/audit/clean.dps ...
+
+`reports/fingerprints.json` records, for each report, a SHA-256 of everything it was made from
+(the spec, its baseline, included specs, data files, and dpspec's own code and templates), so
+tests/test_report_regenerate.py regenerates only the reports whose inputs changed.
 """
 from __future__ import annotations
 
 import argparse
+import hashlib
+import json
 import sys
 import time
 from pathlib import Path
@@ -52,6 +58,52 @@ def compiled_or_none(spec):
         return None, f"not compiled: {str(exc).splitlines()[0]}"
 
 
+CODE_DIRS = ("dpspec", "plugins", "grammar")
+CODE_SUFFIXES = (".py", ".lark", ".html", ".md", ".j2", ".css", ".js", ".toml")
+FINGERPRINTS = "fingerprints.json"
+
+
+def code_digest(root: Path = ROOT) -> str:
+    """One hash of dpspec's code, plugins, grammar, templates and pyproject (what renders a report)."""
+    h = hashlib.sha256()
+    files = [root / "pyproject.toml"] + sorted(p for d in CODE_DIRS for p in (root / d).rglob("*")
+                                              if p.is_file() and p.suffix in CODE_SUFFIXES and "__pycache__" not in p.parts)
+    for f in files:
+        h.update(str(f.relative_to(root)).encode() + b"\0" + f.read_bytes() + b"\0")
+    return h.hexdigest()
+
+
+def _inputs(path: Path, seen: set) -> list[Path]:
+    """The spec file, its baseline, included specs and data files, as far as they can be found."""
+    if path in seen or not path.is_file():
+        return []
+    seen.add(path)
+    out = [path]
+    base = baseline_for(path)
+    if base:
+        out += _inputs(base, seen)
+    try:
+        spec = load_text_or_path(str(path))
+    except DpspecError:
+        return out
+    for source in spec.data:
+        data = Path(source.path) if Path(source.path).is_absolute() else path.parent / source.path
+        if data.is_file():
+            out.append(data)
+    if spec.program is not None:
+        for part in spec.program.parts:
+            for rel in part.paths:
+                out += _inputs((path.parent / rel).resolve(), seen)
+    return out
+
+
+def fingerprint(path: Path, code: str) -> str:
+    h = hashlib.sha256(code.encode())
+    for f in _inputs(path.resolve(), set()):
+        h.update(f.name.encode() + b"\0" + f.read_bytes() + b"\0")
+    return h.hexdigest()
+
+
 def regenerate(path: Path, specs_dir: Path, reports_dir: Path) -> tuple[Path, str, str | None]:
     from dpspec.audit import audit
     from dpspec.report import render_all
@@ -79,6 +131,9 @@ def main(argv=None) -> int:
     specs_dir, reports_dir = Path(args.specs_dir).resolve(), Path(args.reports_dir).resolve()
     paths = [Path(p).resolve() for p in args.specs] or sorted(specs_dir.rglob("*.dps"))
     failures = 0
+    code = code_digest()
+    prints_path = reports_dir / FINGERPRINTS
+    prints = json.loads(prints_path.read_text()) if prints_path.exists() and args.specs else {}
     index = ["# Reports generated from `specs/`", "",
              "Regenerate with `python scripts/regenerate_reports.py`. Public reports only.", "",
              "| spec | report | how | most severe finding |", "| --- | --- | --- | --- |"]
@@ -91,11 +146,13 @@ def main(argv=None) -> int:
             print(f"FAILED {path}: {exc}", file=sys.stderr)
             continue
         rel_spec = path.relative_to(specs_dir)
+        prints[str(rel_spec)] = fingerprint(path, code)
         rel_report = outdir.relative_to(reports_dir) / "report.html"
         index.append(f"| `{rel_spec}` | [{rel_report}]({rel_report}) | {how} | {worst or 'none'} |")
         print(f"{rel_spec}: {how}; most severe finding: {worst or 'none'} ({time.perf_counter() - start:.1f} s)")
     if not args.specs:
         write_text(str(reports_dir / "README.md"), "\n".join(index) + "\n")
+    write_text(str(prints_path), json.dumps(dict(sorted(prints.items())), indent=1) + "\n")
     return 1 if failures else 0
 
 

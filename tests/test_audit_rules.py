@@ -156,7 +156,7 @@ def test_added_invariants_names_the_extra_statistic_and_both_budgets():
 
 
 def test_fine_invariants_is_info_when_the_finest_level_has_an_ordinary_name():
-    spec = variant("clean", ("invariants { count persons }", "invariants { count persons  count households by county }"))
+    spec = variant("clean", ("invariants {\n  count persons\n}", "invariants { count persons  count households by county }"))
     spec = attrs.evolve(spec, domain=attrs.evolve(spec.domain, geography=attrs.evolve(
         spec.domain.geography, levels=("state", "county"))))
     (f,) = fired(run_audit(spec, compute_budget=False), "fine-invariants")
@@ -188,7 +188,7 @@ def test_weaker_premetric_compares_delta_with_one_over_n():
     small = variant("large_delta", ("delta 0.01", "delta 1e-10"), ("with delta = 0.01", "with delta = 1e-10"))
     (g,) = fired(run_audit(small), "weaker-premetric")
     assert g.severity == "info"
-    unknown = variant("large_delta", ("invariants { count persons }", "invariants { }"),
+    unknown = variant("large_delta", ("invariants {\n  count persons\n}", "invariants { }"),
                       ("delta 0.01", "delta 1e-5"), ("with delta = 0.01", "with delta = 1e-5"))
     (h,) = fired(run_audit(unknown, compute_budget=False), "weaker-premetric")
     assert h.severity == "warning" and h.evidence["n"] is None
@@ -250,7 +250,7 @@ def test_uncomposed_releases_states_the_composed_total():
 
 
 def test_uncomposed_releases_flags_several_outputs_without_a_bound():
-    spec = variant("clean", ("budget epsilon <= 6.6\n", ""), ("release { output estimate }", "release { output estimate  output responses }"))
+    spec = variant("clean", ("budget epsilon <= 6.6\n", ""), ("release {\n  output estimate\n}", "release { output estimate  output responses }"))
     (f,) = fired(run_audit(spec), "uncomposed-releases")
     assert f.evidence["released"] == ["estimate", "responses"]
 

@@ -137,6 +137,6 @@ premetric pure
     once = format_spec(parse(text))
     for comment in ("# header", "# about the title", "// domain notes", "# inline", "# trailing"):
         assert comment in once
-    assert once.index("# inline") < once.index("domain d {")
+    assert "    a : int 0..1  # inline\n" in once  # end-of-line comments stay on their line
     assert once.rstrip().endswith("# trailing")
     assert format_spec(parse(once)) == once

@@ -34,13 +34,38 @@ def test_regenerate_is_public_only_and_deterministic(tmp_path):
 
 
 def test_reports_directory_is_current(tmp_path):
-    """reports/ must be what the current specs, data and dpspec produce: regenerate every
-    report into a temporary directory and compare byte for byte."""
+    """reports/ must be what the current specs, data and dpspec produce. A report whose recorded
+    fingerprint (spec, baseline, includes, data, dpspec's code) matches its inputs now was made
+    from exactly these inputs; the others are regenerated into a temporary directory and
+    compared byte for byte, so the test costs only what changed."""
     script = _script()
-    assert script.main(["--reports-dir", str(tmp_path)]) == 0
-    committed = ROOT / "reports"
-    fresh = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*") if p.is_file())
-    current = sorted(p.relative_to(committed) for p in committed.rglob("*") if p.is_file())
-    assert fresh == current, "reports/ lists other files than the specs produce: run scripts/regenerate_reports.py"
-    stale = [str(p) for p in fresh if (tmp_path / p).read_bytes() != (committed / p).read_bytes()]
+    committed, specs_dir = ROOT / "reports", ROOT / "specs"
+    specs = sorted(specs_dir.rglob("*.dps"))
+    names = {str(p.relative_to(specs_dir)) for p in specs}
+    expected = {"README.md", script.FINGERPRINTS} | {
+        f"{n[: -len('.dps')]}/{f}" for n in names for f in ("report.html", "report.json", "report.md")}
+    current = {str(p.relative_to(committed)) for p in committed.rglob("*") if p.is_file()}
+    assert current == expected, "reports/ lists other files than the specs produce: run scripts/regenerate_reports.py"
+    prints = json.loads((committed / script.FINGERPRINTS).read_text())
+    assert set(prints) == names, "reports/fingerprints.json is out of date: run scripts/regenerate_reports.py"
+    code = script.code_digest()
+    changed = [p for p in specs if prints[str(p.relative_to(specs_dir))] != script.fingerprint(p, code)]
+    if not changed:
+        return
+    assert script.main([*map(str, changed), "--specs-dir", str(specs_dir), "--reports-dir", str(tmp_path)]) == 0
+    stale = []
+    for p in changed:
+        rel = str(p.relative_to(specs_dir))[: -len(".dps")]
+        stale += [f"{rel}/{f.name}" for f in (tmp_path / rel).iterdir() if f.read_bytes() != (committed / rel / f.name).read_bytes()]
     assert not stale, f"stale reports (run scripts/regenerate_reports.py): {stale[:10]}"
+
+
+def test_a_fingerprint_moves_with_each_input(tmp_path):
+    script = _script()
+    spec = tmp_path / "s.dps"
+    spec.write_text((ROOT / "specs" / "acs_ma_vision_rr.dps").read_text().replace('"data/', f'"{ROOT}/specs/data/'))
+    first = script.fingerprint(spec, "code-a")
+    assert script.fingerprint(spec, "code-a") == first
+    assert script.fingerprint(spec, "code-b") != first
+    spec.write_text(spec.read_text() + "\n# a comment\n")
+    assert script.fingerprint(spec, "code-a") != first

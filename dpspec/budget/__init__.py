@@ -12,6 +12,7 @@ from .conversions import (
     CITATIONS,
     Conversion,
     approx_to_approx,
+    beyond_floats,
     bs16_delta,
     bs16_epsilon,
     chain,
@@ -76,10 +77,15 @@ def convert_request(params: dict, *, to=None, delta=None, epsilon=None, alpha=No
     delta or epsilon is given, renyi when only alpha is). Unit changes come first because they
     are tighter in the native premetric (zCDP x4, then convert). Returns a JSON-ready dict: the
     resulting parameters plus 'premetric', 'method' and 'citation'."""
+    budget = budget_from_params(params)
+    with beyond_floats(budget):
+        return _request(budget, to, delta, epsilon, alpha, method, from_unit, to_unit, group)
+
+
+def _request(budget, to, delta, epsilon, alpha, method, from_unit, to_unit, group) -> dict:
     from .units import change_relation as _change_relation
     from .units import group as _group
 
-    budget = budget_from_params(params)
     steps = []
     if (from_unit is None) != (to_unit is None):
         raise ConversionError("a unit change needs both the relation it is quoted under and the target relation")

@@ -11,10 +11,9 @@ Numerics: closed forms where they exist; otherwise a root of a monotone function
 from __future__ import annotations
 
 import math
+from contextlib import contextmanager
 
 import attrs
-from scipy.optimize import brentq
-from scipy.special import log_ndtr
 
 from dpspec.errors import ConversionError
 
@@ -195,6 +194,8 @@ def cks20_log_delta(rho: float, epsilon: float) -> float:
     elif slope(s_lo) >= 0:
         s_star = s_lo
     else:
+        from scipy.optimize import brentq  # lazily: `dpspec check` must not pay for scipy
+
         s_star = brentq(slope, s_lo, s_hi, xtol=1e-14, rtol=1e-15, maxiter=500)
     t = math.exp(s_star)
     value = t * ((1.0 + t) * rho - eps) + (1.0 + t) * (s_star - math.log1p(t)) - s_star
@@ -216,6 +217,8 @@ def _invert_log_delta(log_delta_at, delta: float, start: float) -> float:
         if hi > 1e307:
             return math.inf
         hi *= 2.0
+    from scipy.optimize import brentq
+
     return brentq(lambda e: log_delta_at(e) - target, 0.0, hi, xtol=1e-13, rtol=1e-15, maxiter=500)
 
 
@@ -382,6 +385,8 @@ def gdp_log_delta(mu: float, epsilon: float) -> float:
         return -math.inf
     if math.isinf(mu):
         return 0.0
+    from scipy.special import log_ndtr
+
     a = float(log_ndtr(-eps / mu + mu / 2.0))
     b = eps + float(log_ndtr(-eps / mu - mu / 2.0))
     if b >= a:
@@ -474,6 +479,23 @@ def convert(budget: Budget, to: str, *, delta=None, epsilon=None, alpha=None,
     approx targets need delta (to get eps) or epsilon (to get delta); renyi targets need alpha.
     `method` chooses between the zCDP/Rényi -> approx bounds ('cks20', 'bs16'; 'mironov17' for
     Rényi) and is ignored where one exact rule exists."""
+    with beyond_floats(budget):
+        return _convert(budget, to, delta=delta, epsilon=epsilon, alpha=alpha, method=method)
+
+
+@contextmanager
+def beyond_floats(budget):
+    """Budgets so large that a conversion overflows floating point (or its root finder cannot
+    converge) are a user's error to fix, not a crash: they protect nothing anyway."""
+    try:
+        yield
+    except (OverflowError, FloatingPointError, RuntimeError) as exc:
+        raise ConversionError(f"converting this {getattr(budget, 'kind', '')} budget overflows floating point ({exc}); "
+                              "a budget this large protects nothing: check the figures") from None
+
+
+def _convert(budget: Budget, to: str, *, delta=None, epsilon=None, alpha=None,
+             method: str = "cks20") -> Conversion:
     from .premetrics import budget_from_params
 
     budget = budget_from_params(budget)

@@ -29,10 +29,31 @@ def to_float(value, name: str = "value") -> float:
     float(Fraction) is correctly rounded, so exact inputs lose nothing beyond one rounding."""
     if isinstance(value, bool):
         raise InvalidBudget(f"{name} must be a number, not {value!r}")
+    try:
+        out = _float(value, name)
+    except OverflowError:
+        raise InvalidBudget(f"{name} = {_short(value)} is too large to account with (at most about 1.8e308; "
+                            "write inf for an unbounded budget)") from None
+    if math.isnan(out):
+        raise InvalidBudget(f"{name} must be a number, got NaN")
+    return out
+
+
+def _short(value) -> str:
+    text = str(value)
+    return text if len(text) <= 24 else text[:20] + "..."
+
+
+def _float(value, name: str) -> float:
     if isinstance(value, (int, float, Fraction, Decimal)):
         out = float(value)
     elif isinstance(value, str):
         text = value.strip()
+        if len(text) > 400:
+            raise InvalidBudget(f"{name} must be a number of at most 400 characters, got {_short(text)}")
+        exponent = text.lower().partition("e")[2]
+        if exponent and len(exponent.lstrip("+-").lstrip("0")) > 4:  # Fraction('1e-99999999') takes hours
+            raise InvalidBudget(f"{name} = {_short(text)}: the exponent is out of range")
         try:
             out = float(Fraction(text))
         except (ValueError, ZeroDivisionError):
@@ -45,8 +66,6 @@ def to_float(value, name: str = "value") -> float:
             out = float(value)  # numpy scalars
         except (TypeError, ValueError):
             raise InvalidBudget(f"{name} must be a number, got {value!r}") from None
-    if math.isnan(out):
-        raise InvalidBudget(f"{name} must be a number, got NaN")
     return out
 
 

@@ -7,9 +7,7 @@ from the `dpspec_report_sections` hook.
 """
 from __future__ import annotations
 
-from typing import Any
-
-import attrs
+from dpspec.contract import Section  # noqa: F401 - re-exported: the contract owns it
 
 FILENAMES = {
     "html": "report.html",
@@ -18,23 +16,6 @@ FILENAMES = {
     "internal_html": "internal-report.html",
     "internal_markdown": "internal-report.md",
 }
-
-
-@attrs.frozen
-class Section:
-    """A report section a mechanism plugin contributes.
-
-    html: markup for the HTML report (screened: anything that would run a script or fetch from
-    another host is withheld and the data shown instead); markdown: the same for the Markdown
-    report; data: JSON-ready figures for report.json. internal: computed against the
-    confidential data, so only the internal report shows it. Escape your own values.
-    """
-
-    title: str
-    html: str = ""
-    markdown: str = ""
-    data: Any = attrs.Factory(dict)
-    internal: bool = False
 
 
 def render_all(result=None, *, spec=None, baseline=None, outcome=None) -> dict[str, tuple[str, str]]:

@@ -148,7 +148,7 @@ def _sections(result, audience: str) -> list[dict]:
 
 
 def _provenance(spec: ir.Spec, result, checked) -> dict:
-    from dpspec.compiler import spec_sha256
+    from dpspec.ir import spec_sha256
     from dpspec.output import seed_policy
 
     mechanisms = [{k: m[k] for k in ("name", "version", "package", "package_version")}

@@ -11,12 +11,8 @@ from __future__ import annotations
 import math
 from fractions import Fraction
 
-import numpy as np
-import pandas as pd
-
 from dpspec import ir
 from dpspec.errors import Diagnostic
-from dpspec.noise import bernoulli
 from dpspec.hookspecs import hookimpl
 from dpspec.mechanism import Mechanism, NativeFlavor, ParameterSchema, ParamSpec, Release
 
@@ -98,6 +94,11 @@ class RandomizedResponse(Mechanism):
         return params.get("positive") or col.type.values[0]
 
     def run(self, spec, params, data, rng):
+        import numpy as np  # lazily: `dpspec check` and `--help` must not pay for numpy or pandas
+        import pandas as pd
+
+        from dpspec.noise import bernoulli
+
         frame = data[params["table"]]
         values = frame[params["column"]]
         truth = (values == self._positive(spec, params)).to_numpy(dtype=bool)
@@ -119,6 +120,8 @@ class RandomizedResponse(Mechanism):
         )
 
     def utility(self, spec, params, data, releases):
+        import numpy as np
+
         truth = releases[0].internal["true_proportion"]
         estimates = np.array([r.outputs["estimate"]["estimate"].iloc[0] for r in releases])
         errors = estimates - truth

@@ -19,6 +19,7 @@ import pandas as pd
 
 from dpspec.errors import DataError, MechanismError
 from dpspec.noise import bernoulli
+from dpspec.values import shown
 from dpspec_swap.theorem import as_rate
 
 # Codes are kept dense enough that arrays indexed by stratum stay about as small as the data.
@@ -126,7 +127,8 @@ def uniform_derangements(sizes, rng) -> np.ndarray:
     Returns ``perm`` with ``perm[i]`` in the segment of i and ``perm[i] != i``. A uniform
     permutation conditioned on having no fixed point is uniform over derangements, so each
     segment whose draw has a fixed point is redrawn on its own until it has none (about e
-    draws per segment on average).
+    draws per segment on average). Small segments are shuffled together in one batch; large
+    ones (`LARGE_STRATUM`) are drawn one by one (`_derangement`).
     """
     rng = _rng(rng)
     sizes = np.asarray(sizes, dtype=np.int64)
@@ -139,7 +141,9 @@ def uniform_derangements(sizes, rng) -> np.ndarray:
     n = int(sizes.sum())
     starts = np.cumsum(sizes) - sizes
     perm = np.empty(n, dtype=np.int64)
-    todo = np.flatnonzero(sizes > 0)
+    for k in np.flatnonzero(sizes >= LARGE_STRATUM):
+        perm[starts[k]:starts[k] + sizes[k]] = starts[k] + _derangement(int(sizes[k]), rng)
+    todo = np.flatnonzero((sizes > 0) & (sizes < LARGE_STRATUM))
     while todo.size:
         todo_sizes = sizes[todo]
         local_seg = np.repeat(np.arange(todo.size, dtype=np.int64), todo_sizes)
@@ -153,6 +157,21 @@ def uniform_derangements(sizes, rng) -> np.ndarray:
         redo[fixed] = True
         todo = todo[redo]
     return perm
+
+
+LARGE_STRATUM = 2048  # strata at least this large are drawn one by one, without the batch's sort
+
+
+def _derangement(size: int, rng: np.random.Generator) -> np.ndarray:
+    """A uniform derangement of range(size) by rejection on one permutation at a time: a uniform
+    permutation conditioned on having no fixed point is uniform over derangements (about e
+    draws). For a large stratum this is cheaper than shuffling it inside the batch, which
+    sorts by segment, and a redraw touches this stratum alone."""
+    identity = np.arange(size, dtype=np.int64)
+    while True:
+        perm = rng.permutation(size)
+        if not (perm == identity).any():
+            return perm
 
 
 def _segment_positions(starts: np.ndarray, sizes: np.ndarray, local_seg: np.ndarray) -> np.ndarray:
@@ -329,13 +348,13 @@ def carry_along(child_df: pd.DataFrame, parent_key_col: str, parent_df_before: p
     keys = pd.Index(parent_df_before[parent_key_col])
     if not keys.is_unique:
         dup = keys[keys.duplicated()][0]
-        raise DataError(f"column {parent_key_col!r}: key {dup!r} names more than one parent record")
+        raise DataError(f"column {parent_key_col!r}: key {shown(dup)} names more than one parent record")
     pos = keys.get_indexer(child_df[parent_key_col])
     if (pos < 0).any():
         row = int(np.flatnonzero(pos < 0)[0])
         raise DataError(
-            f"column {parent_key_col!r}, row {child_df.index[row]!r}: value "
-            f"{child_df[parent_key_col].iloc[row]!r} matches no parent record"
+            f"column {parent_key_col!r}, row {shown(child_df.index[row])}: value "
+            f"{shown(child_df[parent_key_col].iloc[row])} matches no parent record"
         )
     out = child_df.copy(deep=not _copy_on_write())
     for col in swap:
@@ -345,9 +364,9 @@ def carry_along(child_df: pd.DataFrame, parent_key_col: str, parent_df_before: p
             if mismatch.any():
                 row = int(np.flatnonzero(mismatch)[0])
                 raise DataError(
-                    f"column {col!r}, row {child_df.index[row]!r}: value "
-                    f"{child_df[col].iloc[row]!r} differs from its parent's "
-                    f"{before[row]!r} before the swap"
+                    f"column {col!r}, row {shown(child_df.index[row])}: value "
+                    f"{shown(child_df[col].iloc[row])} differs from its parent's "
+                    f"{shown(before[row])} before the swap"
                 )
         after = parent_df_before[col].array.take(result.source[pos])
         if col in child_df.columns and after.dtype != child_df[col].dtype:

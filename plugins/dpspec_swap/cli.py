@@ -17,12 +17,13 @@ import click
 
 from dpspec.budget.premetrics import json_number
 from dpspec.cli_errors import friendly
-from dpspec_swap import whatif
 
 RATES_HELP = "swap rates, comma-separated: 0.05, 5% or 1/20 (exact: 0.05 means one in twenty)"
 
 
 def _rates(ctx, param, value):
+    from dpspec_swap import whatif  # pandas-heavy: not for `dpspec --help`
+
     if value is None:
         return None
     try:
@@ -61,6 +62,8 @@ def swap_group():
 @friendly
 def epsilon_cmd(b, rates, as_json):
     """The PSA's pure-DP budget for largest stratum B at each swap RATE."""
+    from dpspec_swap import whatif  # pandas-heavy: not for `dpspec --help`
+
     rows = whatif.epsilon_rows(b, rates)
     if as_json:
         click.echo(_json(rows))
@@ -83,9 +86,8 @@ def whatif_cmd(spec_file, rates, keys, as_json):
     Reads the confidential data: the table is for the custodian. Keys marked as published by
     the invariants disclose nothing the release does not; the others would.
     """
-    from dpspec.checker import check
-    from dpspec.data import load_table
-    from dpspec.parser import parse, read_source
+    from dpspec.api import check, load_table, parse, read_source
+    from dpspec_swap import whatif
     from dpspec_swap.roles import roles, swap_table
 
     spec = parse(read_source(spec_file), spec_file)
@@ -119,6 +121,8 @@ def whatif_cmd(spec_file, rates, keys, as_json):
 def whatif_text(rows: list[dict], rates) -> str:
     """A fixed-width table; marks: * the spec's key, ! not published by the invariants,
     ~ does not hold the swapped columns' parents fixed."""
+    from dpspec_swap import whatif  # pandas-heavy: not for `dpspec --help`
+
     head = ["match key", "b", "largest stratum", *[f"eps@{float(r):g}" for r in rates]]
     body = []
     for row in rows:

@@ -9,14 +9,10 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-import pandas as pd
-
 from dpspec import ir
 from dpspec.diagnostics import unknown
 from dpspec.errors import DataError, Diagnostic, MechanismError
 from dpspec.mechanism import Mechanism, NativeFlavor, ParameterSchema, ParamSpec, Release
-from dpspec_swap import accuracy, whatif
-from dpspec_swap.algorithm import carry_along, swap_records
 from dpspec_swap.roles import carried_tables, nesting_parents, roles, swap_table, without_implied
 from dpspec_swap.theorem import largest_stratum, log_odds, psa_epsilon
 
@@ -117,6 +113,8 @@ class PermutationSwapping(Mechanism):
         A stratum's size is a marginal of the declared (match x hold) count; the alternative keys
         kept here are those whose counts the declared invariants publish as well.
         """
+        from dpspec_swap import whatif  # pandas-heavy: imported when data is at hand, not for `check`
+
         df = self._frame(spec, params, data)
         match, swap, hold = roles(spec, params)
         b, key = largest_stratum(df, match, swap + hold)
@@ -151,6 +149,9 @@ class PermutationSwapping(Mechanism):
 
     # ---- running ----
     def run(self, spec, params, data, rng):
+        from dpspec_swap import accuracy
+        from dpspec_swap.algorithm import carry_along, swap_records
+
         table = swap_table(spec, params)
         df = self._frame(spec, params, data)
         match, swap, _ = roles(spec, params)
@@ -177,11 +178,15 @@ class PermutationSwapping(Mechanism):
         table = swap_table(spec, params)
         match, swap, hold = roles(spec, params)
         default = ir.CountQuery(table.name, tuple(swap + hold))
+        from dpspec_swap import accuracy
+
         tables = accuracy.queries(spec, default)
         return accuracy.table_errors(tables, self.induced_invariants(spec, params), data, outputs)
 
     def utility(self, spec, params, data, releases):
         """Per released table, the MAPE against the confidential data over the runs."""
+        from dpspec_swap import accuracy
+
         return accuracy.summarize(params["rate"], [r.internal["run"] for r in releases])
 
 

@@ -13,7 +13,7 @@ from fractions import Fraction
 
 from markupsafe import Markup, escape
 
-from dpspec.report import Section
+from dpspec.api import Section
 from dpspec_swap.theorem import psa_epsilon
 
 RATE_GRID = tuple(Fraction(x) for x in (

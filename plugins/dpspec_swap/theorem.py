@@ -12,9 +12,6 @@ from decimal import Decimal
 from fractions import Fraction
 from numbers import Rational
 
-import numpy as np
-import pandas as pd
-
 from dpspec.errors import MechanismError
 
 
@@ -24,6 +21,8 @@ def as_rate(p) -> Fraction:
     A float is read as the decimal the user wrote (0.05 -> 1/20), not as its binary
     approximation, so that a spec's ``rate: 0.05`` means exactly one in twenty.
     """
+    import numpy as np
+
     if isinstance(p, bool):
         raise MechanismError(f"swap rate must be a number, not {p!r}")
     if isinstance(p, Fraction):
@@ -63,6 +62,8 @@ def psa_epsilon(b: int, p) -> float:
     With b == 0 nothing can move, so the budget is 0; with p in {0, 1} and b > 0 the
     mechanism is deterministic on a stratum that could differ, so no finite budget exists.
     """
+    import numpy as np
+
     if isinstance(b, bool) or not isinstance(b, (int, np.integer)):
         raise MechanismError(f"b must be a non-negative integer, got {b!r}")
     b = int(b)
@@ -88,6 +89,8 @@ def largest_stratum(df: pd.DataFrame, match, other_cols) -> tuple[int, dict | No
     stratum whose key appears first in the data. Row identities are exact integer codes
     (no hashing), so b is exact.
     """
+    import numpy as np
+
     # Imported here: the algorithm module imports this one for as_rate.
     from dpspec_swap.algorithm import check_columns, stratum_codes
 

@@ -21,8 +21,6 @@ import attrs
 
 from dpspec.errors import SpecError
 
-from dpspec.noise import as_fraction, effective_sigma2
-
 SENSITIVITY_SQUARED = {"symdiff": 1, "hamming": 2}
 
 Query = tuple  # a marginal: tuple of histogram variable names; () is the total
@@ -90,6 +88,8 @@ def sensitivity_squared(relation: str) -> int:
 
 def check_shares(shares: Mapping, what: str) -> dict:
     """Shares as exact positive Fractions summing to exactly 1, or a SpecError naming them."""
+    from dpspec.noise import as_fraction, effective_sigma2
+
     if not shares:
         raise SpecError(f"{what}: no shares given")
     out = {}
@@ -120,6 +120,8 @@ def allocate(rho, level_shares: Mapping[str, object], strategy: Mapping[str, lis
     ``strategy`` maps each measured level to ``[(query, share), ...]``. Levels absent from
     ``level_shares`` are not measured (the implicit root, typically).
     """
+    from dpspec.noise import as_fraction, effective_sigma2
+
     rho = as_fraction(rho)
     if rho <= 0:
         raise SpecError(f"the zCDP budget rho must be positive, got {rho}")

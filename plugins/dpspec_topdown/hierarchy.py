@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 from dpspec.errors import DataError, SpecError
+from dpspec.values import shown
 
 
 @attrs.frozen
@@ -133,8 +134,8 @@ def _unique_parent(child: np.ndarray, parent: np.ndarray, child_codes, child_col
         code = child_codes[c[i]]
         others = [parent_codes[x] for x in p[c == c[i]]]
         raise DataError(
-            f"geography is not a tree: {child_col} {code!r} lies in more than one {parent_col} "
-            f"({', '.join(repr(o) for o in others)}); codes must identify a unit within its level "
+            f"geography is not a tree: {child_col} {shown(code)} lies in more than one {parent_col} "
+            f"({', '.join(shown(o) for o in others)}); codes must identify a unit within its level "
             f"(use full geocodes)")
     out = np.empty(child_codes.size, dtype=np.int64)
     out[c] = p

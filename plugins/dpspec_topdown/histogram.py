@@ -15,8 +15,6 @@ from typing import Mapping, Sequence
 
 import attrs
 import numpy as np
-import pandas as pd
-import scipy.sparse as sp
 
 from dpspec.errors import DataError, SpecError
 
@@ -80,6 +78,8 @@ class Schema:
 
     def indicator(self, query: Sequence[str]) -> sp.csr_matrix:
         """Sparse (cells x groups) 0/1 matrix: a histogram row times it is the marginal."""
+        import scipy.sparse as sp  # pandas and scipy lazily: `dpspec check` uses Schema without them
+
         g = self.groups(query)
         n = self.n_cells
         return sp.csr_matrix((np.ones(n, dtype=np.int64), (np.arange(n), g)),
@@ -87,6 +87,8 @@ class Schema:
 
     def cell_index(self, frame: pd.DataFrame) -> np.ndarray:
         """Cell of every record; a value outside its variable's categories is a DataError."""
+        import pandas as pd
+
         idx = np.zeros(len(frame), dtype=np.int64)
         for name, cats in zip(self.names, self.categories):
             if name not in frame.columns:
@@ -103,6 +105,8 @@ class Schema:
 
     def decode(self, cells: np.ndarray) -> dict:
         """Category values of each variable for an array of cell indices."""
+        import pandas as pd
+
         coords = np.unravel_index(np.asarray(cells, dtype=np.int64), self.shape)
         out = {}
         for name, cats, c in zip(self.names, self.categories, coords):
@@ -112,6 +116,8 @@ class Schema:
 
 def unit_histograms(unit: np.ndarray, cell: np.ndarray, n_units: int, n_cells: int) -> sp.csr_matrix:
     """Sparse (units x cells) counts from one (unit, cell) pair per record."""
+    import scipy.sparse as sp
+
     data = np.ones(unit.size, dtype=np.int64)
     h = sp.csr_matrix((data, (unit, cell)), shape=(n_units, n_cells), dtype=np.int64)
     h.sum_duplicates()
@@ -125,6 +131,8 @@ def marginal(hist: sp.spmatrix, schema: Schema, query: Sequence[str]) -> np.ndar
 
 def aggregate(hist: sp.spmatrix, parent: np.ndarray, n_parents: int) -> sp.csr_matrix:
     """Sum the rows of a (children x cells) histogram into their parents' rows."""
+    import scipy.sparse as sp
+
     n = hist.shape[0]
     up = sp.csr_matrix((np.ones(n, dtype=np.int64), (parent, np.arange(n))), shape=(n_parents, n))
     return (up @ hist).tocsr()

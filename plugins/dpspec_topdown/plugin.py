@@ -11,15 +11,11 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-import pandas as pd
-
 from dpspec import ir, progress
 from dpspec.errors import Diagnostic, SpecError
 from dpspec.mechanism import Mechanism, NativeFlavor, ParameterSchema, ParamSpec, Release
 
 from .allocation import allocate
-from .engine import run_topdown
-from .histogram import Schema
 
 __version__ = "1.0.0"
 ROOT = "nation"
@@ -144,6 +140,8 @@ class TopDown(Mechanism):
         return problems
 
     def _allocation(self, spec, params):
+        from .histogram import Schema  # numpy: imported when a topdown spec is checked, not at startup
+
         variables = _variables(spec, params)
         schema = Schema.from_variables(variables)
         strategy = {lv: [(schema.canonical(q), s) for q, s in entries]
@@ -171,6 +169,10 @@ class TopDown(Mechanism):
         return BudgetStatement.fixed(ZCDP(float(alloc.total_rho)), *notes)
 
     def run(self, spec, params, data, rng):
+        import pandas as pd  # lazily, with the engine: `dpspec check` needs neither
+
+        from .engine import run_topdown
+
         variables = _variables(spec, params)
         invariants, _ = _invariants(spec, params)
         persons = data[params["table"]]
@@ -197,6 +199,8 @@ class TopDown(Mechanism):
         )
 
     def utility(self, spec, params, data, releases):
+        import pandas as pd
+
         runs = [r.internal["errors"] for r in releases]
         table = pd.concat([pd.DataFrame(r) for r in runs])
         summary = table.groupby(["level", "query"], sort=False)["mean_absolute_error"].agg(["mean", "std"]).reset_index()

@@ -1,0 +1,45 @@
+#!/usr/bin/env python3
+"""`dpspec check` of bundled specs and `dpspec --help` against the floor `python -c "import lark, attrs, click"`.
+
+    python benchmarks/bench_startup.py [--repeat 7]
+
+Each command runs as a fresh process; the figure is the best of --repeat wall times (the
+machine's load only ever adds time). Goal (issue 12): check within 3x the floor.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DPSPEC = [sys.executable, "-c", "from dpspec.cli import main; main()"]
+
+
+def best(cmd, repeat: int) -> float:
+    times = []
+    for _ in range(repeat):
+        t = time.perf_counter()
+        subprocess.run(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
+        times.append(time.perf_counter() - t)
+    return min(times)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--repeat", type=int, default=7)
+    args = ap.parse_args()
+    floor = best([sys.executable, "-c", "import lark, attrs, click"], args.repeat)
+    print(f"floor (import lark, attrs, click): {floor:.3f} s")
+    cases = {"--help": ["--help"]}
+    for spec in ("acs_ma_vision_rr.dps", "ma1940_swap.dps", "acs_national_topdown.dps", "acs_program/program.dps"):
+        cases[f"check {spec}"] = ["check", os.path.join("specs", spec)]
+    for name, extra in cases.items():
+        t = best(DPSPEC + extra, args.repeat)
+        print(f"{name:40s} {t:.3f} s  {t / floor:.2f}x the floor")
+
+
+if __name__ == "__main__":
+    main()

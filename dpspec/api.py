@@ -1,0 +1,44 @@
+"""The public surface for plugins: everything a mechanism or audit plugin may use from the core.
+
+Plugins import from here (or from the top-level `dpspec` package), not from internals such as
+`dpspec.checker` or `dpspec.data`, so the core can be reorganised without breaking them. Names
+resolve on first use, so importing this module costs nothing: `dpspec --help` loads every
+plugin, and must not load pandas on their behalf.
+"""
+from __future__ import annotations
+
+import importlib
+
+_WHERE = {
+    # the contract
+    "hookimpl": "dpspec.hookspecs", "Mechanism": "dpspec.mechanism", "NativeFlavor": "dpspec.mechanism",
+    "ParameterSchema": "dpspec.mechanism", "ParamSpec": "dpspec.mechanism", "Release": "dpspec.mechanism",
+    "Section": "dpspec.contract", "Rule": "dpspec.audit.base", "Finding": "dpspec.audit.base",
+    # errors a plugin raises for the user to fix
+    "DpspecError": "dpspec.errors", "SpecError": "dpspec.errors", "DataError": "dpspec.errors",
+    "MechanismError": "dpspec.errors", "ConversionError": "dpspec.errors", "Diagnostic": "dpspec.errors",
+    # reading and checking specs and their data
+    "parse": "dpspec.parser", "read_source": "dpspec.parser", "load": "dpspec",
+    "check": "dpspec.checker", "CheckedSpec": "dpspec.checker",
+    "load_table": "dpspec.data", "load_data": "dpspec.data", "resolve_path": "dpspec.data",
+    # randomness, noise, budgets, messages
+    "make_rng": "dpspec.compiler", "bernoulli": "dpspec.noise", "discrete_gaussian": "dpspec.noise",
+    "discrete_laplace": "dpspec.noise", "shown": "dpspec.values", "friendly": "dpspec.cli_errors",
+    "report_progress": ("dpspec.progress", "report"),
+}
+
+__all__ = sorted(_WHERE)
+
+
+def __getattr__(name: str):
+    where = _WHERE.get(name)
+    if where is None:
+        raise AttributeError(f"module 'dpspec.api' has no attribute {name!r}")
+    module, attr = where if isinstance(where, tuple) else (where, name)
+    value = getattr(importlib.import_module(module), attr)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return __all__

@@ -1,0 +1,59 @@
+"""Inputs are sacred: refuse an output folder that could overwrite or displace an input.
+
+An output set is swapped into its folder as a whole (see `dpspec.output_set`), so a target that
+is, or contains, a folder holding an input would move that input away; a target that is the
+input's own folder would put release files beside it, one name away from overwriting it. Paths
+are compared after resolving symlinks, so a link to the data folder is caught too.
+"""
+from __future__ import annotations
+
+import os
+
+from dpspec.errors import DpspecError
+
+
+class UnsafeOutputError(DpspecError):
+    """The output folder would write to, over or around a confidential input."""
+
+
+def input_paths(spec) -> list[str]:
+    """Every file a compile of `spec` reads: the spec itself and each data source."""
+    from dpspec.data import resolve_path
+
+    paths = [spec.path] if spec.path else []
+    return paths + [resolve_path(spec, source) for source in spec.data]
+
+
+def _within(path: str, folder: str) -> bool:
+    return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)
+
+
+def _protected(inputs) -> list[tuple[str, str]]:
+    """(input as the user named it, each folder holding it: as named and with links resolved)."""
+    out = []
+    for named in inputs:
+        if "\x00" in named:  # names no file; reading it fails with a clear error later
+            continue
+        for path in {os.path.abspath(named), os.path.realpath(named)}:
+            out.append((named, os.path.dirname(path)))
+    return out
+
+
+def check_output_target(outdir: str, inputs) -> None:
+    """Raise UnsafeOutputError unless writing the output set into `outdir` leaves every input alone."""
+    targets = {os.path.abspath(outdir), os.path.realpath(outdir)}
+    if "\x00" in outdir:
+        raise UnsafeOutputError(f"error: the output folder {outdir!r} holds a NUL byte")
+    for named in inputs:
+        if "\x00" in named:
+            continue
+        files = {os.path.abspath(named), os.path.realpath(named)}
+        if targets & files:
+            raise UnsafeOutputError(f"error: the output folder {outdir} is the input {named}; refusing to write over an input")
+    for named, folder in _protected(inputs):
+        for target in targets:
+            if _within(folder, target):
+                where = "is the folder holding" if folder == target else "contains"
+                raise UnsafeOutputError(
+                    f"error: the output folder {outdir} {where} the input {named}; refusing to write there, "
+                    f"since writing the release would overwrite or move the input. Choose a folder outside {folder}")

@@ -1,0 +1,199 @@
+"""All-or-nothing output sets: a release and its reports appear together or not at all.
+
+A compile writes its whole set into a fresh hidden folder beside the target and then swaps it in
+with one atomic exchange of the two folders (`renameat2(RENAME_EXCHANGE)` on Linux; two renames
+elsewhere, undone on the next run if interrupted between them). So after any interruption, even
+SIGKILL, the target holds the complete old set or the complete new one, never a mix; the
+leftovers are removed by the next compile into that target. A lock file beside the target
+(`flock`, released by the kernel when the process dies) refuses a second concurrent compile.
+"""
+from __future__ import annotations
+
+import ctypes
+import errno
+import json
+import os
+import shutil
+import tempfile
+from contextlib import contextmanager
+
+from dpspec.atomic import _umask
+from dpspec.data import file_sha256 as sha256_file
+from dpspec.errors import DpspecError
+
+MANIFEST = "manifest.json"
+_NEW, _OLD, _LOCK = ".dpspec-new-", ".dpspec-old-", ".dpspec-lock"
+_held: dict[str, int] = {}  # target -> how many nested holders in this process
+
+
+class OutputSetError(DpspecError):
+    """The target folder cannot take an output set (busy, not a folder, foreign files)."""
+
+
+def _target(outdir: str) -> str:
+    return os.path.realpath(outdir)
+
+
+def _sibling(target: str, kind: str) -> str:
+    return os.path.join(os.path.dirname(target), "." + os.path.basename(target) + kind)
+
+
+@contextmanager
+def target_lock(outdir: str):
+    """Hold the target's lock (re-entrant within this process); refuse if another process holds it."""
+    import fcntl
+
+    target = _target(outdir)
+    if target in _held:
+        _held[target] += 1
+        try:
+            yield
+        finally:
+            _held[target] -= 1
+        return
+    os.makedirs(os.path.dirname(target), exist_ok=True)
+    fd = os.open(_sibling(target, _LOCK), os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        raise OutputSetError(f"error: another dpspec compile is writing to {outdir}; wait for it or choose another output folder") from None
+    _held[target] = 1
+    try:
+        _recover(target)
+        yield
+    finally:
+        del _held[target]
+        os.close(fd)  # closing releases the lock; the lock file stays (removing it would race)
+
+
+def _leftovers(target: str, kind: str) -> list[str]:
+    parent, prefix = os.path.dirname(target), "." + os.path.basename(target) + kind
+    return sorted(os.path.join(parent, n) for n in os.listdir(parent) if n.startswith(prefix))
+
+
+def _recover(target: str) -> None:
+    """Under the lock: finish or undo what an interrupted compile left beside the target."""
+    old = _leftovers(target, _OLD)
+    if old and not os.path.lexists(target):  # killed between the two fallback renames
+        os.rename(max(old, key=os.path.getmtime), target)
+    for path in _leftovers(target, _NEW) + _leftovers(target, _OLD):
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def _set_files(target: str) -> set | None:
+    """The file names a previous set's manifest lists, or None if the folder holds no dpspec set."""
+    try:
+        with open(os.path.join(target, MANIFEST), encoding="utf-8") as fh:
+            man = json.load(fh)
+    except (OSError, ValueError):
+        return None
+    if not isinstance(man, dict) or "dpspec_version" not in man:
+        return None
+    names = set(man.get("files", {}))
+    names |= {v["file"] for v in man.get("outputs", {}).values() if isinstance(v, dict) and "file" in v}
+    names |= {v for v in man.get("reports", {}).values() if isinstance(v, str)}
+    return names | {MANIFEST}
+
+
+def check_replaceable(outdir: str) -> None:
+    """The target must be new, empty, or a previous output set: a swap replaces the whole folder."""
+    target = _target(outdir)
+    if not os.path.lexists(target):
+        return
+    if not os.path.isdir(target):
+        raise OutputSetError(f"error: the output path {outdir} exists and is not a folder")
+    present = set(os.listdir(target))
+    if not present:
+        return
+    known = _set_files(target)
+    foreign = sorted(present - known) if known is not None else sorted(present)
+    if foreign:
+        shown = ", ".join(foreign[:5]) + (f" (and {len(foreign) - 5} more)" if len(foreign) > 5 else "")
+        raise OutputSetError(
+            f"error: the output folder {outdir} holds files that are not part of a dpspec output set ({shown}); "
+            "a compile replaces the whole folder, so choose a new or empty folder")
+
+
+def file_entries(folder: str) -> dict:
+    """{name: {sha256, bytes}} for every file in a staged set (the manifest's `files`)."""
+    out = {}
+    for name in sorted(os.listdir(folder)):
+        path = os.path.join(folder, name)
+        out[name] = {"sha256": sha256_file(path), "bytes": os.path.getsize(path)}
+    return out
+
+
+def _fsync(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+_RENAME_EXCHANGE = 2
+_AT_FDCWD = -100
+
+
+def _exchange(a: str, b: str) -> bool:
+    """Atomically swap two paths (Linux renameat2); False where the system cannot."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        renameat2 = libc.renameat2
+    except (OSError, AttributeError):
+        return False
+    if renameat2(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE) == 0:
+        return True
+    err = ctypes.get_errno()
+    if err in (errno.ENOSYS, errno.EINVAL, errno.ENOTSUP):
+        return False
+    raise OSError(err, os.strerror(err), b)
+
+
+def _swap_in(staged: str, target: str) -> None:
+    if not os.path.lexists(target):
+        os.rename(staged, target)
+        return
+    if _exchange(staged, target):
+        shutil.rmtree(staged, ignore_errors=True)  # `staged` now holds the old set
+        return
+    old = tempfile.mkdtemp(prefix="." + os.path.basename(target) + _OLD, dir=os.path.dirname(target))
+    os.rmdir(old)
+    os.rename(target, old)
+    os.rename(staged, target)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+@contextmanager
+def output_set(outdir: str):
+    """Yield an empty staging folder; when the block succeeds, it becomes `outdir` in one swap.
+
+    If the block fails, the staging folder is removed and `outdir` keeps its previous set."""
+    target = _target(outdir)
+    with target_lock(outdir):
+        check_replaceable(outdir)
+        staged = tempfile.mkdtemp(prefix="." + os.path.basename(target) + _NEW, dir=os.path.dirname(target))
+        try:
+            yield staged
+            os.chmod(staged, 0o777 & ~_umask())  # mkdtemp makes 0700; a set gets the usual mode
+            for name in os.listdir(staged):
+                _fsync(os.path.join(staged, name))
+            _fsync(staged)
+            _swap_in(staged, target)
+            _fsync(os.path.dirname(target))
+        except BaseException:
+            shutil.rmtree(staged, ignore_errors=True)
+            raise
+
+
+def verify_set(outdir: str) -> list[str]:
+    """Problems with a written set (missing, extra or altered files); empty when it is whole."""
+    with open(os.path.join(outdir, MANIFEST), encoding="utf-8") as fh:
+        files = json.load(fh).get("files", {})
+    present = set(os.listdir(outdir)) - {MANIFEST}
+    problems = [f"missing {n}" for n in sorted(set(files) - present)]
+    problems += [f"not in the manifest: {n}" for n in sorted(present - set(files))]
+    problems += [f"altered: {n}" for n in sorted(set(files) & present)
+                 if sha256_file(os.path.join(outdir, n)) != files[n]["sha256"]]
+    return problems

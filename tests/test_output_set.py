@@ -1,0 +1,177 @@
+"""All-or-nothing output sets: manifest with SHA-256 of every file, swap-in, leftovers, lock, SIGKILL."""
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+from click.testing import CliRunner
+
+from dpspec.cli import main
+from dpspec.output_set import verify_set
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _compile(spec, out, *extra):
+    return CliRunner().invoke(main, ["compile", str(spec), "-o", str(out), *extra])
+
+
+def _hidden(parent):
+    return sorted(n for n in os.listdir(parent) if ".dpspec-new-" in n or ".dpspec-old-" in n)
+
+
+def test_manifest_lists_every_file_with_its_sha256(small_spec, tmp_path):
+    out = tmp_path / "out"
+    assert _compile(small_spec, out).exit_code == 0
+    man = json.loads((out / "manifest.json").read_text())
+    assert set(man["files"]) == set(os.listdir(out)) - {"manifest.json"}
+    assert {"responses.csv", "estimate.csv", "report.html", "report.md", "report.json"} <= set(man["files"])
+    assert verify_set(str(out)) == []
+    (out / "responses.csv").write_text("tampered\n")
+    assert verify_set(str(out)) == ["altered: responses.csv"]
+
+
+def test_release_files_keep_one_format_whatever_the_row_count():
+    import pandas as pd
+
+    from dpspec.output import _table_filename
+
+    assert _table_filename("t", pd.DataFrame({"a": range(3)})) == "t.csv"
+    assert _table_filename("t", pd.DataFrame({"a": range(600_000)})) == "t.csv"
+
+
+def test_recompile_swaps_the_whole_set_and_leaves_nothing_behind(small_spec, tmp_path):
+    out = tmp_path / "out"
+    assert _compile(small_spec, out).exit_code == 0
+    (tmp_path / ".out.dpspec-new-crashed").mkdir()  # what a killed compile leaves
+    (tmp_path / ".out.dpspec-new-crashed" / "responses.csv").write_text("half")
+    (tmp_path / ".out.dpspec-old-crashed").mkdir()
+    first = (out / "manifest.json").read_text()
+    assert _compile(small_spec, out).exit_code == 0
+    assert (out / "manifest.json").read_text() != first
+    assert verify_set(str(out)) == []
+    assert _hidden(tmp_path) == []
+
+
+def test_interrupted_fallback_swap_is_undone_on_the_next_run(small_spec, tmp_path):
+    from dpspec.output_set import target_lock
+
+    out = tmp_path / "out"
+    assert _compile(small_spec, out).exit_code == 0
+    os.rename(out, tmp_path / ".out.dpspec-old-x")  # killed between the two renames
+    with target_lock(str(out)):
+        assert verify_set(str(out)) == []
+    assert _hidden(tmp_path) == []
+
+
+def test_a_folder_with_foreign_files_is_not_replaced(small_spec, tmp_path):
+    out = tmp_path / "mine"
+    out.mkdir()
+    (out / "thesis.tex").write_text("years of work")
+    result = _compile(small_spec, out)
+    assert result.exit_code == 1 and "not part of a dpspec output set (thesis.tex)" in result.output
+    assert os.listdir(out) == ["thesis.tex"]
+
+
+def test_failed_compile_keeps_the_old_set(small_spec, tmp_path):
+    out = tmp_path / "out"
+    assert _compile(small_spec, out).exit_code == 0
+    before = (out / "manifest.json").read_text()
+    (small_spec.parent / "people.csv").write_text("region,district,age,smoker,status\nnorth,n1,999,true,N\n")
+    assert _compile(small_spec, out).exit_code == 1
+    assert (out / "manifest.json").read_text() == before and verify_set(str(out)) == []
+    assert _hidden(tmp_path) == []
+
+
+def test_a_held_lock_refuses_a_second_compile(small_spec, tmp_path):
+    import fcntl
+
+    out = tmp_path / "out"
+    fd = os.open(tmp_path / ".out.dpspec-lock", os.O_RDWR | os.O_CREAT)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    try:
+        result = _compile(small_spec, out)
+    finally:
+        os.close(fd)
+    assert result.exit_code == 1 and "another dpspec compile is writing" in result.output
+    assert not out.exists()
+    assert _compile(small_spec, out).exit_code == 0  # released: the next one goes through
+
+
+def _spawn(args, **kw):
+    env = dict(os.environ, PYTHONPATH=ROOT)
+    return subprocess.Popen([sys.executable, *args], cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, **kw)
+
+
+def test_concurrent_compiles_into_one_folder(small_spec, tmp_path):
+    out = tmp_path / "out"
+    procs = [_spawn(["-m", "dpspec.cli", "compile", str(small_spec), "-o", str(out)]) for _ in range(2)]
+    results = [(p.wait(timeout=120), p.stderr.read()) for p in procs]
+    for p in procs:
+        p.stdout.close()
+        p.stderr.close()
+    codes = [c for c, _ in results]
+    assert 0 in codes and set(codes) <= {0, 1}, results
+    for code, err in results:
+        if code == 1:
+            assert "another dpspec compile is writing" in err
+    assert verify_set(str(out)) == [] and _hidden(tmp_path) == []
+
+
+# A compile whose writing phase is slowed down, so that kills land while the set is written
+# and swapped; it says READY once imported, so the kill times measure the compile itself.
+_SLOW = textwrap.dedent('''\
+    import sys, time
+    import dpspec.output_set as s
+    fsync, swap = s._fsync, s._swap_in
+    s._fsync = lambda p: (time.sleep(0.03), fsync(p))
+    s._swap_in = lambda a, b: (time.sleep(0.05), swap(a, b), time.sleep(0.05))
+    from dpspec.cli import main
+    print("READY", flush=True)
+    main(sys.argv[1:])
+    ''')
+
+
+def test_sigkill_at_random_moments_leaves_the_old_or_the_new_set(small_spec, tmp_path):
+    out = tmp_path / "out"
+    driver = tmp_path / "slow_compile.py"
+    driver.write_text(_SLOW)
+    args = [str(driver), "compile", str(small_spec), "-o", str(out)]
+
+    def run(kill_after=None):
+        p = _spawn(args)
+        assert p.stdout.readline().strip() == "READY"
+        start = time.perf_counter()
+        if kill_after is None:
+            p.communicate(timeout=120)
+        else:
+            time.sleep(kill_after)
+            p.send_signal(signal.SIGKILL)
+            p.communicate(timeout=120)
+        return p.returncode, time.perf_counter() - start
+
+    code, duration = run()
+    assert code == 0
+    manifests = {(out / "manifest.json").read_text()}
+    for seed in range(5):
+        code, _ = run(random.Random(seed).uniform(0, duration))
+        assert out.is_dir(), f"seed {seed}: the target vanished"
+        assert verify_set(str(out)) == [], f"seed {seed}: a mixed or partial set"
+        manifests.add((out / "manifest.json").read_text())
+    assert run()[0] == 0  # the next run cleans whatever the kills left
+    assert verify_set(str(out)) == [] and _hidden(tmp_path) == []
+
+
+@pytest.mark.parametrize("kind", ["new", "old"])
+def test_leftover_names_belong_to_their_own_target_only(small_spec, tmp_path, kind):
+    (tmp_path / f".other.dpspec-{kind}-x").mkdir()
+    assert _compile(small_spec, tmp_path / "out").exit_code == 0
+    assert (tmp_path / f".other.dpspec-{kind}-x").exists()

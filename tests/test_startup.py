@@ -1,0 +1,43 @@
+"""The everyday path is light: `dpspec --help` and `dpspec check` import neither pandas nor scipy
+(timings against `import lark, attrs, click`: benchmarks/bench_startup.py)."""
+from __future__ import annotations
+
+import glob
+import os
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+_PROBE = """
+import sys
+from dpspec.cli import main
+try:
+    main(sys.argv[1:], standalone_mode=False)
+except SystemExit:
+    pass
+print(",".join(sorted(m for m in ("pandas", "scipy") if m in sys.modules)) or "none")
+"""
+
+
+def _heavy_modules(*args) -> str:
+    done = subprocess.run([sys.executable, "-c", _PROBE, *args], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip().split("\n")[-1]
+
+
+def test_help_imports_neither_pandas_nor_scipy():
+    assert _heavy_modules("--help") == "none"
+
+
+def test_check_of_every_bundled_spec_imports_neither_pandas_nor_scipy():
+    specs = sorted(p for p in glob.glob(os.path.join(ROOT, "specs", "*.dps")))
+    assert len(specs) >= 5
+    assert _heavy_modules("check", *specs) == "none"
+
+
+def test_the_probe_would_notice_pandas():
+    assert _heavy_modules("compile", "--help") == "none"
+    done = subprocess.run([sys.executable, "-c", "import pandas\n" + _PROBE, "--help"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120)
+    assert done.stdout.strip().split("\n")[-1] == "pandas"
