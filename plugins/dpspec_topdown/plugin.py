@@ -196,6 +196,11 @@ class TopDown(Mechanism):
             internal={"errors": errors},
         )
 
+    def likelihood(self, spec, params, outputs):
+        from .likelihood import measurement_likelihoods
+
+        return measurement_likelihoods(spec, params, outputs)
+
     def utility(self, spec, params, data, releases):
         runs = [r.internal["errors"] for r in releases]
         table = pd.concat([pd.DataFrame(r) for r in runs])
