@@ -10,6 +10,7 @@ from fractions import Fraction
 from typing import Any
 
 import attrs
+import numpy as np
 
 from dpspec import ir
 from dpspec.diagnostics import unknown
@@ -166,8 +167,6 @@ class CountLikelihood:
     @classmethod
     def exact(cls, query: ir.CountQuery, cells, value, description: str = "released exactly") -> "CountLikelihood":
         """Answers published without noise (invariants): probability 1 at the true count."""
-        import numpy as np
-
         value = np.asarray(value, dtype=np.int64)
 
         def logpmf(truth):
@@ -178,8 +177,6 @@ class CountLikelihood:
 
     @property
     def is_exact(self) -> bool:
-        import numpy as np
-
         return bool(np.all(np.asarray(self.variance) == 0))
 
 

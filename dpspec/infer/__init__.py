@@ -11,6 +11,8 @@ noisy answers *and* the public ones, instead of treating post-processed numbers 
 """
 from __future__ import annotations
 
+import math
+
 import attrs
 import numpy as np
 
@@ -31,6 +33,7 @@ class InferResult:
     requested: str
     draws: object  # sampler.Draws
     acceptance_estimate: float
+    log10_acceptance_estimate: float
     cells: list  # one dict per cell (labels, summaries, post-processed, noisy)
     contractions: dict
     used: tuple
@@ -46,6 +49,7 @@ class InferResult:
             "quantity": "rate" if self.rate else "count", "prior": self.prior,
             "method": self.method, "method_requested": self.requested,
             "acceptance_rate_estimate": self.acceptance_estimate,
+            "log10_acceptance_rate_estimate": self.log10_acceptance_estimate,
             "acceptance_rate": d.acceptance, "effective_sample_size": d.ess,
             "proposals": d.proposals, "draws": int(len(self.samples)),
             "conditioned_on": list(self.used), "left_out": list(self.ignored),
@@ -70,12 +74,12 @@ def _rates(x: np.ndarray, model) -> np.ndarray:
 
 
 def _direct(model) -> np.ndarray:
-    """The noisy answer of each cell on its own, if one was released (else NaN)."""
+    """The noisy estimate of each cell on its own, if the release has one (else NaN)."""
     out = np.full(model.n_cells, np.nan)
     for b in model.blocks:
         m = b.matrix.tocsr()
         single = np.flatnonzero(np.diff(m.indptr) == 1)
-        out[m.indices[m.indptr[single]]] = np.asarray(b.likelihood.value, dtype=float)[single]
+        out[m.indices[m.indptr[single]]] = np.asarray(b.likelihood.estimate, dtype=float)[single]
     return out
 
 
@@ -116,8 +120,8 @@ def infer(spec, release_dir: str, target: str, prior: str | None = None, draws: 
     if method == "rejection":
         result = sampler.rejection(model, pri, int(draws), rng, limit, pilot=pilot)
         if result is None:
-            need = "more than 10^12" if pilot[0] <= 0 else f"about {int(draws) / pilot[0]:,.0f}"
-            notes.append(f"too large for exact rejection sampling: the estimated acceptance rate is {pilot[0]:.3g} "
+            need = f"about 10^{math.log10(int(draws)) - pilot.log10_rate:.0f}"
+            notes.append(f"too large for exact rejection sampling: the estimated acceptance rate is 10^{pilot.log10_rate:.1f} "
                          f"({sampler.PILOT:,} prior draws), so {int(draws):,} exact draws would need {need} proposals "
                          f"(limit {limit:,}); fell back to importance sampling (Algorithm 2)")
     if result is None:
@@ -138,7 +142,7 @@ def infer(spec, release_dir: str, target: str, prior: str | None = None, draws: 
     for k in range(model.n_cells):
         row = {"cell": labels[k], **{c: str(model.cells[c].iloc[k]) for c in model.cells.columns}}
         row.update({name: float(v[k]) for name, v in stats.items()})
-        row["noisy"] = None if np.isnan(direct[k]) else float(direct[k])
+        row["noisy_estimate"] = None if np.isnan(direct[k]) else float(direct[k])
         row["post_processed"] = None
         cells.append(row)
     contracted = {"zeros": [], "bounds": [], "checked": False}
@@ -157,4 +161,4 @@ def infer(spec, release_dir: str, target: str, prior: str | None = None, draws: 
     n_out = int(draws)
     samples = sampler.resample(result, n_out, rng) if result.method == "importance" else result.x
     return InferResult(spec.title, mech.name, query.describe(), bool(rate), pri.description, result.method, method,
-                       result, pilot[0], cells, contracted, model.used, model.ignored, notes, samples, seed)
+                       result, pilot.rate, pilot.log10_rate, cells, contracted, model.used, model.ignored, notes, samples, seed)

@@ -58,19 +58,30 @@ def log_likelihood_max(model: Model) -> float:
     return float(sum(np.sum(b.likelihood.log_max) for b in model.blocks))
 
 
-def estimate_acceptance(model: Model, prior: Prior, rng, n: int = PILOT) -> tuple[float, np.ndarray]:
-    """Pilot estimate of Algorithm 1's acceptance rate; also returns the pilot's accepted draws."""
+@attrs.frozen
+class Pilot:
+    """Algorithm 1's acceptance rate estimated from prior draws (and the draws it accepted)."""
+
+    rate: float
+    log10_rate: float  # kept separately: the rate itself underflows for large targets
+    kept: np.ndarray
+
+
+def estimate_acceptance(model: Model, prior: Prior, rng, n: int = PILOT) -> Pilot:
+    """Pilot estimate of Algorithm 1's acceptance rate: the mean of L / max L over prior draws."""
     x = prior.sample(model, n, rng)
-    ratio = np.exp(log_likelihood(model, x) - log_likelihood_max(model))
-    accept = rng.random(n) < ratio
-    return float(ratio.mean()), x[accept]
+    log_ratio = log_likelihood(model, x) - log_likelihood_max(model)
+    accept = rng.random(n) < np.exp(log_ratio)
+    log_rate = float(logsumexp(log_ratio) - np.log(n)) if np.any(np.isfinite(log_ratio)) else -np.inf
+    return Pilot(float(np.exp(log_rate)), log_rate / np.log(10), x[accept])
 
 
 def rejection(model: Model, prior: Prior, draws: int, rng, max_proposals: int = MAX_PROPOSALS,
-              pilot: tuple | None = None) -> Draws | None:
+              pilot: Pilot | None = None) -> Draws | None:
     """Algorithm 1; None when the estimated cost exceeds max_proposals."""
-    rate, kept = pilot if pilot is not None else estimate_acceptance(model, prior, rng)
-    proposals = PILOT
+    pilot = pilot if pilot is not None else estimate_acceptance(model, prior, rng)
+    rate, kept = pilot.rate, pilot.kept
+    proposals = PILOT  # the pilot's draws count, and its accepted ones are kept
     if rate <= 0 or draws / rate > max_proposals:
         return None
     accepted = [kept]

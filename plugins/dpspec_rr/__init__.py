@@ -118,6 +118,12 @@ class RandomizedResponse(Mechanism):
             internal=internal,
         )
 
+    def likelihood(self, spec, params, outputs):
+        from .likelihood import responses_likelihood
+
+        return responses_likelihood(params["table"], params["column"], str(self._positive(spec, params)),
+                                    params["p"], outputs)
+
     def utility(self, spec, params, data, releases):
         truth = releases[0].internal["true_proportion"]
         estimates = np.array([r.outputs["estimate"]["estimate"].iloc[0] for r in releases])
