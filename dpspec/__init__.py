@@ -48,6 +48,6 @@ def convert(params: dict, **options) -> dict:
 
 def infer(spec, release_dir: str, target: str, **options):
     """Posterior of `target` given a compiled release and the public information (`dpspec infer`)."""
-    from dpspec.infer import infer as run_infer
+    from dpspec.inference import infer as run_infer
 
     return run_infer(spec, release_dir, target, **options)

@@ -11,8 +11,6 @@ noisy answers *and* the public ones, instead of treating post-processed numbers 
 """
 from __future__ import annotations
 
-import math
-
 import attrs
 import numpy as np
 
@@ -113,23 +111,7 @@ def infer(spec, release_dir: str, target: str, prior: str | None = None, draws: 
     model = build_model(spec, query, likelihoods, release.outputs)
     pri = make_prior(prior, model)
     rng = make_rng(seed)
-    notes = []
-    pilot = sampler.estimate_acceptance(model, pri, rng)
-    limit = max_proposals or sampler.MAX_PROPOSALS
-    result = None
-    if method == "rejection":
-        result = sampler.rejection(model, pri, int(draws), rng, limit, pilot=pilot)
-        if result is None:
-            need = f"about 10^{math.log10(int(draws)) - pilot.log10_rate:.0f}"
-            notes.append(f"too large for exact rejection sampling: the estimated acceptance rate is 10^{pilot.log10_rate:.1f} "
-                         f"({sampler.PILOT:,} prior draws), so {int(draws):,} exact draws would need {need} proposals "
-                         f"(limit {limit:,}); fell back to importance sampling (Algorithm 2)")
-    if result is None:
-        result = sampler.importance(model, pri, int(draws), rng)
-        notes.extend(result.notes)
-        if (result.ess or 0) < min(100, int(draws)):
-            notes.append(f"effective sample size {result.ess:.1f} is small: intervals are unreliable; "
-                         "a coarser target or more draws would help")
+    result, pilot, notes = sampler.sample(model, pri, int(draws), rng, method, max_proposals or sampler.MAX_PROPOSALS)
     x = result.x
     w = result.weights
     if rate:

@@ -43,7 +43,7 @@ def parse_target(text: str, spec: ir.Spec) -> ir.CountQuery:
     columns = tuple(c.strip() for c in cols.split(",")) if cols else ()
     for c in columns:
         if table.column(c) is None:
-            message, hint = unknown("column", c, table.column_names(), f"table '{table_name}'")
+            message, hint = unknown("column", c, table.column_names, f"table '{table_name}'")
             raise InferError(f"--target: {message}" + (f"; {hint}" if hint else ""))
     if len(set(columns)) != len(columns):
         raise InferError(f"--target '{text}': a column is named twice")

@@ -9,7 +9,8 @@ expected number of proposals exceeds the budget falls back to importance samplin
 Algorithm 2 (importance sampling): draw from a proposal q and weight by prior x likelihood / q.
 The proposal here is built from the release itself: the Gaussian least-squares fit of the cells
 to the noisy answers under the public totals, widened, drawn cell after cell as integer centres
-plus discrete Gaussian steps (the project's exact sampler), so q is exact too. Weights correct
+plus discrete Gaussian steps (the project's exact sampler), negative values folded onto the
+counts, so q is exact too. Weights correct
 for every approximation; the effective sample size says how many draws they are worth.
 """
 from __future__ import annotations
@@ -135,12 +136,29 @@ def _proposal(mean, cov, n: int, rng) -> tuple[np.ndarray, np.ndarray]:
     logq = np.zeros(n)
     for j in range(f):
         cond = mean[j] + z[:, :j] @ chol[j, :j]
-        centre = np.rint(cond).astype(np.int64)
-        s2 = effective_sigma2(Fraction(max(chol[j, j] ** 2, 1e-2)).limit_denominator(1 << 20))
-        step = discrete_gaussian(s2, n, rng)
-        x[:, j] = centre + step
-        z[:, j] = (x[:, j] - cond) / chol[j, j]
-        logq += discrete_gaussian_logpmf(s2, step)
+        centre = np.maximum(np.rint(cond), 0).astype(np.int64)  # a negative fit means "near 0"
+        # Below 0 the posterior is a Gaussian tail, of scale about v/|cond| rather than sqrt(v):
+        # narrow the step there. Variances are rounded to a grid of powers of 2^(1/2) so that
+        # each distinct one is one call of the exact sampler.
+        v = chol[j, j] ** 2  # the conditional variance of this cell given the earlier ones
+        var = np.where(cond < 0, np.minimum(v, (v / np.maximum(-cond, 1e-9)) ** 2), v)
+        grid = np.exp2(np.round(2 * np.log2(np.maximum(var, 0.25))) / 2)
+        raw = np.empty(n, dtype=np.int64)
+        s2_of = {}
+        for g in np.unique(grid):
+            rows = np.flatnonzero(grid == g)
+            s2 = effective_sigma2(Fraction(float(g)).limit_denominator(1 << 20))
+            s2_of[g] = s2
+            raw[rows] = centre[rows] + discrete_gaussian(s2, rows.size, rng)
+        # fold negative values onto x >= 0 (x = -raw - 1): counts are never negative, and the
+        # folded pmf stays exact, q(x) = p(x - centre) + p(-x - 1 - centre)
+        xj = np.where(raw < 0, -raw - 1, raw)
+        x[:, j] = xj
+        z[:, j] = (xj - cond) / chol[j, j]
+        for g, s2 in s2_of.items():
+            rows = np.flatnonzero(grid == g)
+            logq[rows] += np.logaddexp(discrete_gaussian_logpmf(s2, xj[rows] - centre[rows]),
+                                       discrete_gaussian_logpmf(s2, -xj[rows] - 1 - centre[rows]))
     return x, logq
 
 
@@ -185,3 +203,26 @@ def effective_draws(draws: Draws) -> float:
 
 
 __all__ = ["Draws", "rejection", "importance", "estimate_acceptance", "resample", "log_likelihood"]
+
+
+def sample(model: Model, prior: Prior, draws: int, rng, method: str = "rejection",
+           max_proposals: int = MAX_PROPOSALS) -> tuple[Draws, Pilot, list[str]]:
+    """Estimate Algorithm 1's acceptance rate, run it if affordable, else Algorithm 2; with notes."""
+    notes = []
+    pilot = estimate_acceptance(model, prior, rng)
+    result = None
+    if method == "rejection":
+        result = rejection(model, prior, draws, rng, max_proposals, pilot=pilot)
+        if result is None:
+            need = f"about 10^{np.log10(draws) - pilot.log10_rate:.0f}"
+            notes.append(f"too large for exact rejection sampling: the estimated acceptance rate is 10^{pilot.log10_rate:.1f} "
+                         f"(mean likelihood ratio over {PILOT:,} prior draws), so {draws:,} exact draws would need {need} "
+                         f"proposals (limit {max_proposals:,}); fell back to importance sampling (Algorithm 2)")
+    if result is None:
+        result = importance(model, prior, draws, rng)
+        notes.extend(result.notes)
+        if (result.ess or 0) < min(100, draws):
+            notes.append(f"effective sample size {result.ess:.1f} is small: intervals are unreliable; "
+                         "a coarser target or more draws would help")
+    return result, pilot, notes
+

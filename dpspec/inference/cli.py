@@ -53,13 +53,13 @@ def _text(result) -> str:
 @friendly
 def infer_cmd(spec, release_dir, target, rate, prior, draws, method, seed, as_json, outdir):
     """Posterior of TARGET given the release in RELEASE_DIR and the spec's public information."""
-    from dpspec.infer import infer
+    from dpspec.inference import infer
     from dpspec.parser import parse, read_source
 
     result = infer(parse(read_source(spec), spec), release_dir, target, prior=prior, draws=draws,
                    method=method, seed=seed, rate=rate)
     if outdir:
-        from dpspec.infer.report import write_report
+        from dpspec.inference.report import write_report
 
         written = write_report(result, outdir)
         if not as_json:
