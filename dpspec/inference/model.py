@@ -107,20 +107,9 @@ def _column_values(spec: ir.Spec, table: str, column: str, seen: list) -> list[s
 
 def _matrix(cells: pd.DataFrame, frame: pd.DataFrame, columns) -> sp.csr_matrix:
     """rows x K 0/1 matrix: row r covers the cells that agree with it on `columns`."""
-    cell_keys = pd.Index(_keys(cells, columns))
-    row_keys = _keys(frame, columns)
-    codes, uniques = pd.factorize(cell_keys)
-    pos = pd.Index(uniques).get_indexer(row_keys)
-    by_code = pd.Series(np.arange(len(cells))).groupby(codes).apply(np.asarray)
-    rows, cols = [], []
-    for r, p in enumerate(pos):
-        if p >= 0:
-            members = by_code.iloc[p]
-            rows.append(np.full(members.size, r))
-            cols.append(members)
-    if not rows:
-        return sp.csr_matrix((len(frame), len(cells)), dtype=np.int64)
-    r, c = np.concatenate(rows), np.concatenate(cols)
+    pairs = pd.DataFrame({"key": _keys(frame, columns), "row": np.arange(len(frame))}).merge(
+        pd.DataFrame({"key": _keys(cells, columns), "cell": np.arange(len(cells))}), on="key")
+    r, c = pairs["row"].to_numpy(), pairs["cell"].to_numpy()
     return sp.csr_matrix((np.ones(r.size, dtype=np.int64), (r, c)), shape=(len(frame), len(cells)))
 
 

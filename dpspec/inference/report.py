@@ -99,7 +99,7 @@ def build_model(result) -> dict:
             "figure_truncated": len(data["cells"]) > MAX_ROWS_IN_FIGURE}
 
 
-def write_report(result, outdir: str) -> dict:
+def write_report(result, outdir: str, with_draws: bool = True) -> dict:
     """Write report.html, report.md, result.json and draws.csv (the unweighted draws) into outdir."""
     os.makedirs(outdir, exist_ok=True)
     model = build_model(result)
@@ -110,12 +110,14 @@ def write_report(result, outdir: str) -> dict:
     }
     for _, (name, text) in files.items():
         write_text(os.path.join(outdir, name), text)
+    out = {k: v[0] for k, v in files.items()}
+    if not with_draws:
+        return out
     import pandas as pd
 
     from dpspec.atomic import write_frame
 
     labels = [c["cell"] for c in model["r"]["cells"]]
     write_frame(os.path.join(outdir, "draws.csv"), pd.DataFrame(result.samples, columns=labels))
-    out = {k: v[0] for k, v in files.items()}
     out["draws"] = "draws.csv"
     return out
