@@ -114,7 +114,11 @@ def _matrix(cells: pd.DataFrame, frame: pd.DataFrame, columns) -> sp.csr_matrix:
 
 
 def _microdata_counts(outputs: dict, query: ir.CountQuery) -> pd.DataFrame | None:
-    """A count table for `query` tabulated from released microdata of its table, if any."""
+    """A count table for `query`: a released one (`count_TABLE_COLS`, as `release` names it), or
+    one tabulated from released microdata of its table; None if neither is there."""
+    table = outputs.get("_".join(["count", query.table, *query.columns]))
+    if table is not None and "count" in table.columns and set(query.columns) <= set(table.columns):
+        return table[[*query.columns, "count"]].astype({c: str for c in query.columns})
     frame = outputs.get(query.table)
     if frame is None or not set(query.columns) <= set(frame.columns):
         return None

@@ -37,7 +37,7 @@ class Prior:
                 continue
             theta = rng.gamma(np.where(a > 0, a, 1.0), size=(n, sl.size)) * (a > 0)
             theta /= theta.sum(axis=1, keepdims=True)
-            out[:, sl] = rng.multinomial(int(total), theta)
+            out[:, sl] = _multinomial_rows(int(total), theta, rng)
         return out
 
     def logpmf(self, model: Model, x: np.ndarray) -> np.ndarray:
@@ -56,6 +56,22 @@ class Prior:
             out += np.sum(gammaln(xs[:, sl] + a[sl]) - gammaln(a[sl]) - gammaln(xs[:, sl] + 1.0), axis=1)
             ok &= xs[:, model.group == g].sum(axis=1) == total
         return np.where(ok, out, -np.inf)
+
+
+def _multinomial_rows(total: int, theta: np.ndarray, rng) -> np.ndarray:
+    """One Multinomial(total, theta[i]) draw per row, as a chain of conditional binomials
+    (vectorized over rows; numpy's multinomial loops over rows one at a time)."""
+    n, k = theta.shape
+    out = np.zeros((n, k), dtype=np.int64)
+    left = np.full(n, total, dtype=np.int64)
+    mass = np.ones(n)
+    for j in range(k - 1):
+        p = np.clip(np.divide(theta[:, j], mass, out=np.zeros(n), where=mass > 0), 0.0, 1.0)
+        out[:, j] = rng.binomial(left, p)
+        left -= out[:, j]
+        mass -= theta[:, j]
+    out[:, k - 1] = left
+    return out
 
 
 def make_prior(text: str | None, model: Model, base_dir: str = ".") -> Prior:

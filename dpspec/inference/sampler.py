@@ -66,6 +66,7 @@ class Pilot:
     rate: float
     log10_rate: float  # kept separately: the rate itself underflows for large targets
     kept: np.ndarray
+    proposals: int
 
 
 def estimate_acceptance(model: Model, prior: Prior, rng, n: int = PILOT) -> Pilot:
@@ -74,7 +75,7 @@ def estimate_acceptance(model: Model, prior: Prior, rng, n: int = PILOT) -> Pilo
     log_ratio = log_likelihood(model, x) - log_likelihood_max(model)
     accept = rng.random(n) < np.exp(log_ratio)
     log_rate = float(logsumexp(log_ratio) - np.log(n)) if np.any(np.isfinite(log_ratio)) else -np.inf
-    return Pilot(float(np.exp(log_rate)), log_rate / np.log(10), x[accept])
+    return Pilot(float(np.exp(log_rate)), log_rate / np.log(10), x[accept], n)
 
 
 def rejection(model: Model, prior: Prior, draws: int, rng, max_proposals: int = MAX_PROPOSALS,
@@ -82,7 +83,7 @@ def rejection(model: Model, prior: Prior, draws: int, rng, max_proposals: int = 
     """Algorithm 1; None when the estimated cost exceeds max_proposals."""
     pilot = pilot if pilot is not None else estimate_acceptance(model, prior, rng)
     rate, kept = pilot.rate, pilot.kept
-    proposals = PILOT  # the pilot's draws count, and its accepted ones are kept
+    proposals = pilot.proposals  # the pilot's draws count, and its accepted ones are kept
     if rate <= 0 or draws / rate > max_proposals:
         return None
     accepted = [kept]
@@ -206,17 +207,17 @@ __all__ = ["Draws", "rejection", "importance", "estimate_acceptance", "resample"
 
 
 def sample(model: Model, prior: Prior, draws: int, rng, method: str = "rejection",
-           max_proposals: int = MAX_PROPOSALS) -> tuple[Draws, Pilot, list[str]]:
+           max_proposals: int = MAX_PROPOSALS, pilot_draws: int = PILOT) -> tuple[Draws, Pilot, list[str]]:
     """Estimate Algorithm 1's acceptance rate, run it if affordable, else Algorithm 2; with notes."""
     notes = []
-    pilot = estimate_acceptance(model, prior, rng)
+    pilot = estimate_acceptance(model, prior, rng, pilot_draws)
     result = None
     if method == "rejection":
         result = rejection(model, prior, draws, rng, max_proposals, pilot=pilot)
         if result is None:
             need = f"about 10^{np.log10(draws) - pilot.log10_rate:.0f}"
             notes.append(f"too large for exact rejection sampling: the estimated acceptance rate is 10^{pilot.log10_rate:.1f} "
-                         f"(mean likelihood ratio over {PILOT:,} prior draws), so {draws:,} exact draws would need {need} "
+                         f"(mean likelihood ratio over {pilot_draws:,} prior draws), so {draws:,} exact draws would need {need} "
                          f"proposals (limit {max_proposals:,}); fell back to importance sampling (Algorithm 2)")
     if result is None:
         result = importance(model, prior, draws, rng)
