@@ -8,7 +8,7 @@ expected number of proposals exceeds the budget falls back to importance samplin
 
 Algorithm 2 (importance sampling): draw from a proposal q and weight by prior x likelihood / q.
 The proposal here is built from the release itself: the Gaussian least-squares fit of the cells
-to the noisy answers under the public totals, widened, drawn cell after cell as integer centres
+to the noisy answers under the public totals, drawn cell after cell as integer centres
 plus discrete Gaussian steps (the project's exact sampler), negative values folded onto the
 counts, so q is exact too. Weights correct
 for every approximation; the effective sample size says how many draws they are worth.
@@ -30,7 +30,7 @@ PILOT = 20_000
 MAX_PROPOSALS = 5_000_000
 BATCH = 50_000
 MAX_ELEMENTS = 20_000_000  # draws x cells kept in memory for importance sampling
-WIDEN = 1.2  # proposal variance / least-squares variance: a little wider than the fit
+WIDEN = 1.0  # proposal variance / least-squares variance (wider costs ESS exponentially in the cells)
 
 
 @attrs.frozen
@@ -197,13 +197,6 @@ def resample(draws: Draws, n: int, rng) -> np.ndarray:
         return draws.x[:n]
     idx = rng.choice(len(draws.weights), size=n, p=draws.weights)
     return draws.x[idx]
-
-
-def effective_draws(draws: Draws) -> float:
-    return float(len(draws.x)) if draws.method == "rejection" else float(draws.ess or 0.0)
-
-
-__all__ = ["Draws", "rejection", "importance", "estimate_acceptance", "resample", "log_likelihood"]
 
 
 def sample(model: Model, prior: Prior, draws: int, rng, method: str = "rejection",
