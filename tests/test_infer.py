@@ -183,6 +183,20 @@ def test_conditioning_on_public_totals_narrows_intervals():
     assert widths[1] < 0.8 * widths[0], widths
 
 
+def test_public_statistics_released_elsewhere_condition_too_and_must_nest():
+    rng = make_rng(9)
+    cells = pd.DataFrame(CELLS, columns=["area", "kind"])
+    truth = np.array([4, 6, 7, 3])
+    lk = dg_block(ir.CountQuery("persons", ("area", "kind")), cells, truth, 4, rng)
+    outputs = {"persons": microdata(dict(zip(CELLS, truth)))}
+    spec = spec_with('count persons\n}\npublic {\n  count persons by area released "an earlier census"')
+    model = build_model(spec, parse_target("count persons by area, kind", spec), [lk], outputs)
+    assert list(model.totals) == [10, 10] and model.group_query.columns == ("area",)
+    crossed = spec_with('count persons by area\n}\npublic {\n  count persons by kind released "a survey"')
+    with pytest.raises(InferError, match="not nested"):
+        build_model(crossed, parse_target("count persons by area, kind", crossed), [lk], outputs)
+
+
 def test_contractions_are_counted_on_a_hand_made_case():
     post = np.array([0, 0, 5, 10, 0, 7])
     lower = np.array([0, 0, 3, 4, 0, 7])
