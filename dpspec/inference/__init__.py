@@ -123,7 +123,7 @@ def infer(spec, release_dir: str, target: str, prior: str | None = None, draws: 
     cells = []
     for k in range(model.n_cells):
         row = {"cell": labels[k], **{c: str(model.cells[c].iloc[k]) for c in model.cells.columns}}
-        row.update({name: float(v[k]) for name, v in stats.items()})
+        row.update({name: float(v[k]) if np.isfinite(v[k]) else None for name, v in stats.items()})  # JSON has no NaN
         row["noisy_estimate"] = None if np.isnan(direct[k]) else float(direct[k])
         row["post_processed"] = None
         cells.append(row)
