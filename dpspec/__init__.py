@@ -44,3 +44,10 @@ def convert(params: dict, **options) -> dict:
     from dpspec.budget import convert_request
 
     return convert_request(params, **options)
+
+
+def infer(spec, release_dir: str, target: str, **options):
+    """Posterior of `target` given a compiled release and the public information (`dpspec infer`)."""
+    from dpspec.inference import infer as run_infer
+
+    return run_infer(spec, release_dir, target, **options)

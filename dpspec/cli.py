@@ -251,6 +251,9 @@ def plugins_cmd(as_json):
             click.echo(f"    {p['name']} ({p['type']}){suffix}: {p['doc']}")
 
 
+main.add_command(__import__("dpspec.inference.cli", fromlist=["infer_cmd"]).infer_cmd)  # `dpspec infer` (seed 2)
+
+
 def _add_plugin_commands():
     from dpspec.plugins import failures, manager
 

@@ -10,6 +10,7 @@ from fractions import Fraction
 from typing import Any
 
 import attrs
+import numpy as np
 
 from dpspec import ir
 from dpspec.diagnostics import unknown
@@ -125,6 +126,58 @@ class Mechanism:
     def utility(self, spec: ir.Spec, params: dict, data: dict, releases: list) -> dict:
         """Optional: figures over repeated runs against the confidential data (internal only)."""
         return {}
+
+    # ---- optional: likelihood of the release, for `dpspec infer` (seed 2) -------------------
+    def likelihood(self, spec: ir.Spec, params: dict, outputs: dict) -> "list[CountLikelihood] | None":
+        """Optional: the noise distribution of released noisy counts given the confidential ones.
+
+        `outputs` holds the published frames of one release (as `dpspec compile` wrote them).
+        Return one `CountLikelihood` per released count query, or None when the mechanism
+        cannot state its likelihood (then `dpspec infer` refuses, rather than guessing).
+        """
+        return None
+
+
+# ---- the likelihood hook's type (used by `dpspec infer`) ----------------------------------
+
+
+@attrs.frozen
+class CountLikelihood:
+    """Released noisy answers to one count query, and their likelihood given the true counts.
+
+    query: the count query (table and grouping columns) the noisy answers estimate.
+    cells: one row per released answer, a column per grouping column giving its cell (as text).
+    value: the released answers (integers), one per row.
+    logpmf(truth): log P(released answer | true count), elementwise for an integer array of
+    true counts of shape (draws, rows); independent across rows given the truth.
+    log_max: per row, the largest value logpmf can take (the rejection sampler's bound).
+    estimate, variance: a rough centre and spread per row (floats), used only to build
+    importance-sampling proposals; a wrong guess costs efficiency, never validity.
+    """
+
+    query: ir.CountQuery
+    cells: Any  # pandas.DataFrame
+    value: Any  # numpy integer array
+    logpmf: Any  # Callable[[np.ndarray], np.ndarray]
+    log_max: Any  # numpy array, one value per row
+    estimate: Any  # numpy array
+    variance: Any  # numpy array
+    description: str = ""
+
+    @classmethod
+    def exact(cls, query: ir.CountQuery, cells, value, description: str = "released exactly") -> "CountLikelihood":
+        """Answers published without noise (invariants): probability 1 at the true count."""
+        value = np.asarray(value, dtype=np.int64)
+
+        def logpmf(truth):
+            return np.where(np.asarray(truth) == value, 0.0, -np.inf)
+
+        zeros = np.zeros(value.shape)
+        return cls(query, cells, value, logpmf, zeros, value.astype(float), zeros, description)
+
+    @property
+    def is_exact(self) -> bool:
+        return bool(np.all(np.asarray(self.variance) == 0))
 
 
 # ---- resolving a mechanism block against its schema ---------------------------------------

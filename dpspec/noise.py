@@ -99,12 +99,20 @@ def discrete_gaussian_variance(sigma2) -> float:
 
 def discrete_gaussian_pmf(sigma2, support) -> np.ndarray:
     """Probabilities of the discrete Gaussian at integer points (floats; for tests and plots)."""
+    return np.exp(discrete_gaussian_logpmf(sigma2, support))
+
+
+def discrete_gaussian_logpmf(sigma2, support) -> np.ndarray:
+    """Log-probabilities of the discrete Gaussian at integer points (floats; no underflow).
+
+    The likelihood `dpspec infer` uses for discrete Gaussian noisy counts: log P(noise = x).
+    """
     s2 = float(as_fraction(sigma2))
     bound = int(math.floor(60.0 * math.sqrt(s2))) + 2
     n = np.arange(1, bound + 1, dtype=np.float64)
-    z = 1.0 + 2.0 * float(np.sum(np.exp(-n * n / (2.0 * s2))))
+    log_z = math.log(1.0 + 2.0 * float(np.sum(np.exp(-n * n / (2.0 * s2)))))
     x = np.asarray(support, dtype=np.float64)
-    return np.exp(-x * x / (2.0 * s2)) / z
+    return -x * x / (2.0 * s2) - log_z
 
 
 # --- Bernoulli primitives (each returns a boolean array; arrays are int64 or object) -------

@@ -119,7 +119,30 @@ def regenerate(path: Path, specs_dir: Path, reports_dir: Path) -> tuple[Path, st
     for kind in PUBLIC_KINDS:
         filename, text = rendered[kind]
         write_text(str(outdir / filename), text)
+    infer_example(path, outdir)
     return outdir, how, outcome.worst
+
+
+def infer_example(path: Path, outdir: Path) -> None:
+    """When `<name>.infer.json` sits next to the spec, compile it with the seed given there into a
+    scratch directory and write `dpspec infer`'s report for the given target into outdir/infer
+    (seeded twice, so the committed report is reproducible; the scratch release is discarded)."""
+    import json
+    import tempfile
+
+    sidecar = path.with_name(path.name[: -len(".dps")] + ".infer.json")
+    if not sidecar.exists():
+        return
+    import dpspec
+    from dpspec.inference.report import write_report
+    from dpspec.output import write_result
+
+    example = json.loads(sidecar.read_text(encoding="utf-8"))
+    with tempfile.TemporaryDirectory() as scratch:
+        write_result(dpspec.compile(str(path), seed=example["compile_seed"]), scratch)
+        result = dpspec.infer(str(path), scratch, example["target"], draws=example.get("draws", 2000),
+                              seed=example["seed"], prior=example.get("prior"))
+        write_report(result, str(outdir / "infer"), with_draws=False)
 
 
 def main(argv=None) -> int:

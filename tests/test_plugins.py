@@ -92,13 +92,18 @@ def test_third_party_plugin_adds_a_command(plugin_venv):
     assert out.stdout.strip() == "hello from dpspec-geometric"
 
 
-def test_third_party_mechanism_runs_in_a_spec(plugin_venv, small_spec):
+def use_geometric_count(small_spec) -> None:
+    """Rewrite the small spec to use the third-party mechanism (add/remove one, no invariant)."""
     text = small_spec.read_text()
     text = text.replace("mechanism randomized_response { table: people  column: smoker  p: 3/4 }",
                         "mechanism geometric_count { table: people  epsilon: 1/2 }")
     text = text.replace("unit people : hamming", "unit people : symdiff").replace("count people\n", "")
     text = text.replace("budget epsilon <= 1.1", "budget epsilon <= 0.5").replace("output responses\n  output estimate", "output count")
     small_spec.write_text(text)
+
+
+def test_third_party_mechanism_runs_in_a_spec(plugin_venv, small_spec):
+    use_geometric_count(small_spec)
     out = _dpspec(plugin_venv, "budget", "--json", str(small_spec))
     assert out.returncode == 0, out.stdout + out.stderr
     summary = json.loads(out.stdout)
@@ -106,6 +111,17 @@ def test_third_party_mechanism_runs_in_a_spec(plugin_venv, small_spec):
     assert summary["bounds_hold"] is True
     # The plugin is not installed in this environment, so the same spec does not resolve here.
     assert "geometric_count" not in plugins.mechanisms()
+
+
+def test_third_party_likelihood_reaches_dpspec_infer(plugin_venv, small_spec, tmp_path):
+    """The plugin's own likelihood is used: infer gets past 'no likelihood' to the model, which
+    needs a public total for its default prior (this spec publishes none) and says so."""
+    use_geometric_count(small_spec)
+    release = tmp_path / "release"
+    _dpspec(plugin_venv, "compile", str(small_spec), "-o", str(release), "--seed", "1")
+    out = _dpspec(plugin_venv, "infer", str(small_spec), str(release), "--target", "count people")
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert "no public total covers 'count people'" in out.stderr and "Traceback" not in out.stderr
 
 
 def test_a_plugin_that_fails_to_import_is_reported_not_fatal(monkeypatch, small_spec):

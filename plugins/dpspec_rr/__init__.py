@@ -119,6 +119,12 @@ class RandomizedResponse(Mechanism):
             internal=internal,
         )
 
+    def likelihood(self, spec, params, outputs):
+        from .likelihood import responses_likelihood
+
+        return responses_likelihood(params["table"], params["column"], str(self._positive(spec, params)),
+                                    params["p"], outputs)
+
     def utility(self, spec, params, data, releases):
         import numpy as np
 

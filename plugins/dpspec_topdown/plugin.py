@@ -198,6 +198,11 @@ class TopDown(Mechanism):
             internal={"errors": errors},
         )
 
+    def likelihood(self, spec, params, outputs):
+        from .likelihood import measurement_likelihoods
+
+        return measurement_likelihoods(spec, params, outputs)
+
     def utility(self, spec, params, data, releases):
         import pandas as pd
 

@@ -43,6 +43,25 @@ class GeometricCount(Mechanism):
         return Release(outputs={"count": pd.DataFrame({"count": [len(data[params["table"]]) + noise]})})
 
 
+    def likelihood(self, spec, params, outputs):
+        """Its own likelihood, for `dpspec infer`: P(v | t) = (1 - q)/(1 + q) q^|v - t|."""
+        from dpspec import ir
+        from dpspec.mechanism import CountLikelihood
+
+        if "count" not in outputs:
+            return None
+        q = math.exp(-float(params["epsilon"]))
+        value = outputs["count"]["count"].to_numpy(dtype=np.int64)[:1]
+        log_max = math.log((1 - q) / (1 + q))
+
+        def logpmf(truth):
+            return log_max + np.abs(value - np.asarray(truth)) * math.log(q)
+
+        return [CountLikelihood(ir.CountQuery(params["table"]), pd.DataFrame(index=pd.RangeIndex(1)), value, logpmf,
+                                np.array([log_max]), value.astype(float), np.array([2 * q / (1 - q) ** 2]),
+                                "two-sided geometric noise")]
+
+
 @hookimpl
 def dpspec_mechanisms():
     return [GeometricCount()]

@@ -1,0 +1,71 @@
+"""`dpspec infer SPEC RELEASE_DIR --target ...`: posterior inference on a compiled release."""
+from __future__ import annotations
+
+import json
+
+import click
+
+from dpspec.cli_errors import friendly
+
+
+def _text(result) -> str:
+    data = result.to_json()
+    lines = [f"{data['spec']}: posterior of {data['target']}" + (" (rates)" if result.rate else ""),
+             f"prior: {data['prior']}"]
+    if data["method"] == "rejection":
+        lines.append(f"method: exact rejection sampling (Algorithm 1); acceptance rate {data['acceptance_rate']:.4g} "
+                     f"({data['proposals']:,} proposals, {data['draws']:,} draws)")
+    else:
+        lines.append(f"method: importance sampling (Algorithm 2); effective sample size {data['effective_sample_size']:.1f} "
+                     f"of {data['proposals']:,} proposals (exact rejection's estimated acceptance rate "
+                     f"10^{data['log10_acceptance_rate_estimate']:.1f})")
+    lines += [f"note: {n}" for n in data["notes"]]
+    width = max(len(c["cell"]) for c in data["cells"])
+    lines.append(f"{'cell':<{width}}  {'mean':>10}  {'median':>8}  {'90% interval':>21}  {'95% interval':>21}  {'post-proc.':>10}")
+    for c in data["cells"]:
+        def f(v):
+            return "—" if v is None else f"{v:.4g}"
+        lines.append(f"{c['cell']:<{width}}  {f(c['mean']):>10}  {f(c['median']):>8}  "
+                     f"{'[' + f(c['q05']) + ', ' + f(c['q95']) + ']':>21}  {'[' + f(c['q025']) + ', ' + f(c['q975']) + ']':>21}  "
+                     f"{f(c['post_processed']):>10}")
+    con = data["contractions"]
+    if con.get("checked"):
+        lines.append(f"post-processing contracted {len(con['zeros'])} cell(s) to 0 and {len(con['bounds'])} to their upper "
+                     "bound where the 95% interval holds other values")
+    for u in data["left_out"]:
+        lines.append(f"left out: {u}")
+    return "\n".join(lines)
+
+
+@click.command("infer")
+@click.argument("spec", type=click.Path(dir_okay=False))
+@click.argument("release_dir", type=click.Path(file_okay=False))
+@click.option("--target", required=True, help='A count query, e.g. "count persons by PUMA, HISP".')
+@click.option("--rate", is_flag=True, help="Report each cell as a share of its row (all target columns but the last).")
+@click.option("--prior", default=None, help="dirichlet-multinomial[:A] (default A = 1) or a CSV of the target's columns and alpha.")
+@click.option("--draws", type=int, default=2000, show_default=True, help="Posterior draws to produce.")
+@click.option("--method", type=click.Choice(["rejection", "importance"]), default="rejection", show_default=True,
+              help="Exact rejection (falls back to importance sampling when too costly) or importance sampling.")
+@click.option("--seed", type=int, default=None, help="Seed the sampler (reproducible draws).")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@click.option("-o", "--output", "outdir", type=click.Path(file_okay=False), default=None,
+              help="Write report.html, report.md, result.json and draws.csv here.")
+@friendly
+def infer_cmd(spec, release_dir, target, rate, prior, draws, method, seed, as_json, outdir):
+    """Posterior of TARGET given the release in RELEASE_DIR and the spec's public information."""
+    from dpspec.inference import infer
+    from dpspec.parser import parse, read_source
+
+    result = infer(parse(read_source(spec), spec), release_dir, target, prior=prior, draws=draws,
+                   method=method, seed=seed, rate=rate)
+    if outdir:
+        from dpspec.inference.report import write_report
+
+        written = write_report(result, outdir)
+        if not as_json:
+            for name in written.values():
+                click.echo(f"wrote {outdir}/{name}", err=True)
+    if as_json:
+        click.echo(json.dumps(result.to_json(), indent=2, default=float))
+    else:
+        click.echo(_text(result))

@@ -1,0 +1,123 @@
+"""The inference report: HTML (inline SVG figure), Markdown and JSON, written atomically.
+
+It uses the compile reports' conventions: templates from the package only, HTML autoescaped
+under the same Content-Security-Policy (nothing leaves the page), Markdown escaped by the same
+finalize hook, every label in the figure escaped.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+
+from markupsafe import Markup, escape
+
+from dpspec import __version__
+from dpspec.atomic import write_text
+from dpspec.budget import format_number
+from dpspec.report.render import html_env, markdown_env
+from dpspec.report.svg import COLORS
+
+MAX_ROWS_IN_FIGURE = 60
+
+
+def _num(v) -> str:
+    return "—" if v is None or (isinstance(v, float) and math.isnan(v)) else format_number(float(v))
+
+
+def interval_figure(title: str, cells: list[dict]) -> Markup:
+    """One row per cell on its own scale: 95% (thin) and 90% (thick) intervals, the median (dot),
+    the post-processed value (red diamond) and the noisy estimate (open circle)."""
+    cells = cells[:MAX_ROWS_IN_FIGURE]
+    row, top, left, right, width = 24, 44, 190, 70, 680
+    plot = width - left - right
+    height = top + row * len(cells) + 16
+    out = [f'<svg role="img" class="figure" viewBox="0 0 {width} {height}" width="{width}" height="{height}" '
+           f'aria-label="{escape(title)}"><title>{escape(title)}</title>',
+           f'<text x="0" y="16" font-size="13" font-weight="600">{escape(title)}</text>',
+           f'<text x="0" y="34" font-size="11" fill="#444">own scale per row · thin 95%, thick 90% interval · '
+           f'dot median · <tspan fill="{COLORS["bad"]}">◆ post-processed</tspan> · ○ noisy estimate</text>']
+    for i, c in enumerate(cells):
+        y = top + i * row + row / 2
+        values = [c.get(k) for k in ("q025", "q975", "post_processed", "noisy_estimate")]
+        finite = [float(v) for v in values if v is not None and math.isfinite(float(v))]
+        lo, hi = (min(finite), max(finite)) if finite else (0.0, 1.0)
+        if hi - lo < 1e-9:
+            lo, hi = lo - 1, hi + 1
+        pad = (hi - lo) * 0.05
+        lo, hi = lo - pad, hi + pad
+
+        def x(v):
+            return left + plot * (float(v) - lo) / (hi - lo)
+
+        out.append(f'<text x="{left - 8}" y="{y + 4:.1f}" font-size="11" text-anchor="end">{escape(_clip(c["cell"]))}</text>')
+        out.append(f'<line x1="{left}" x2="{left + plot}" y1="{y:.1f}" y2="{y:.1f}" stroke="#e3e6ea"/>')
+        if c.get("q025") is not None and math.isfinite(c["q025"]):
+            out.append(f'<line x1="{x(c["q025"]):.1f}" x2="{x(c["q975"]):.1f}" y1="{y:.1f}" y2="{y:.1f}" '
+                       f'stroke="{COLORS["neutral"]}" stroke-width="2"/>')
+            out.append(f'<line x1="{x(c["q05"]):.1f}" x2="{x(c["q95"]):.1f}" y1="{y:.1f}" y2="{y:.1f}" '
+                       f'stroke="{COLORS["neutral"]}" stroke-width="6"/>')
+            out.append(f'<circle cx="{x(c["median"]):.1f}" cy="{y:.1f}" r="3.5" fill="#fff" stroke="#111"/>')
+        if c.get("noisy_estimate") is not None:
+            out.append(f'<circle cx="{x(c["noisy_estimate"]):.1f}" cy="{y:.1f}" r="5" fill="none" stroke="#111"/>')
+        if c.get("post_processed") is not None:
+            px, s = x(c["post_processed"]), 5
+            out.append(f'<path d="M{px:.1f},{y - s:.1f} L{px + s:.1f},{y:.1f} L{px:.1f},{y + s:.1f} '
+                       f'L{px - s:.1f},{y:.1f} Z" fill="{COLORS["bad"]}"/>')
+        out.append(f'<text x="{left}" y="{y - 5:.1f}" font-size="9" fill="#666">{escape(_num(lo + pad))}</text>')
+        out.append(f'<text x="{left + plot + 4}" y="{y + 4:.1f}" font-size="9" fill="#666">{escape(_num(hi - pad))}</text>')
+    out.append("</svg>")
+    return Markup("".join(out))
+
+
+def _clip(text: str, n: int = 30) -> str:
+    text = str(text)
+    return text if len(text) <= n else text[: n - 1] + "…"
+
+
+def build_model(result) -> dict:
+    """What the templates show: the JSON result plus the figure and plain statements."""
+    data = result.to_json()
+    contracted = data["contractions"]
+    statements = []
+    if not contracted.get("checked"):
+        statements.append("The release holds no post-processed values for these cells, so there is nothing to compare.")
+    else:
+        nz, nb = len(contracted["zeros"]), len(contracted["bounds"])
+        what = "rate" if result.rate else "count"
+        statements.append(
+            f"Post-processing published {nz} {what}{'s' if nz != 1 else ''} as 0 where the 95% credible interval "
+            f"also holds larger values (several plausible values contracted into 0)" if nz else
+            "No cell was contracted to 0: wherever post-processing published 0, the posterior agrees.")
+        if nb:
+            statements.append(f"Post-processing pushed {nb} cell{'s' if nb != 1 else ''} to its upper bound "
+                              f"({'1' if result.rate else 'the public total'}) although the 95% interval holds smaller values.")
+    rate, log10 = data["acceptance_rate_estimate"], data["log10_acceptance_rate_estimate"]
+    return {"r": data, "version": __version__, "statements": statements,
+            "acceptance_text": f"{rate:.2g}" if rate > 1e-6 else f"10^{log10:.1f}",
+            "figure": interval_figure(f"Posterior intervals against post-processed values: {result.target}", data["cells"]),
+            "figure_truncated": len(data["cells"]) > MAX_ROWS_IN_FIGURE}
+
+
+def write_report(result, outdir: str, with_draws: bool = True) -> dict:
+    """Write report.html, report.md, result.json and draws.csv (the unweighted draws) into outdir."""
+    os.makedirs(outdir, exist_ok=True)
+    model = build_model(result)
+    files = {
+        "html": ("report.html", html_env().get_template("infer.html.j2").render(m=model)),
+        "markdown": ("report.md", markdown_env().get_template("infer.md.j2").render(m=model)),
+        "json": ("result.json", json.dumps(model["r"], indent=2, sort_keys=True, default=float) + "\n"),
+    }
+    for _, (name, text) in files.items():
+        write_text(os.path.join(outdir, name), text)
+    out = {k: v[0] for k, v in files.items()}
+    if not with_draws:
+        return out
+    import pandas as pd
+
+    from dpspec.atomic import write_frame
+
+    labels = [c["cell"] for c in model["r"]["cells"]]
+    write_frame(os.path.join(outdir, "draws.csv"), pd.DataFrame(result.samples, columns=labels))
+    out["draws"] = "draws.csv"
+    return out

@@ -1,0 +1,222 @@
+"""Posterior sampling given the release and the public totals (Seeman et al. 2022, Appendix B).
+
+Algorithm 1 (exact rejection): draw the cells from the prior, which already agrees with every
+public total, and accept with probability L(release | cells) / max L. Accepted draws are exact
+posterior draws, but the acceptance rate is the prior mass near the release: it shrinks
+exponentially with the number of noisy answers. A pilot run estimates it first; a target whose
+expected number of proposals exceeds the budget falls back to importance sampling.
+
+Algorithm 2 (importance sampling): draw from a proposal q and weight by prior x likelihood / q.
+The proposal here is built from the release itself: the Gaussian least-squares fit of the cells
+to the noisy answers under the public totals, drawn cell after cell as integer centres
+plus discrete Gaussian steps (the project's exact sampler), negative values folded onto the
+counts, so q is exact too. Weights correct
+for every approximation; the effective sample size says how many draws they are worth.
+"""
+from __future__ import annotations
+
+from fractions import Fraction
+
+import attrs
+import numpy as np
+from scipy.special import logsumexp
+
+from dpspec.noise import discrete_gaussian, discrete_gaussian_logpmf, effective_sigma2
+
+from .model import Model
+from .prior import Prior
+
+PILOT = 20_000
+MAX_PROPOSALS = 5_000_000
+BATCH = 50_000
+MAX_ELEMENTS = 20_000_000  # draws x cells kept in memory for importance sampling
+WIDEN = 1.0  # proposal variance / least-squares variance (wider costs ESS exponentially in the cells)
+
+
+@attrs.frozen
+class Draws:
+    """Posterior draws (n x K) with normalized weights (uniform for exact draws)."""
+
+    method: str
+    x: np.ndarray
+    weights: np.ndarray
+    proposals: int
+    acceptance: float | None = None  # rejection: accepted / proposed (or the pilot's estimate)
+    ess: float | None = None  # importance: effective sample size
+    notes: tuple = ()
+
+
+def log_likelihood(model: Model, x: np.ndarray) -> np.ndarray:
+    """log L(release | cells) for each row of x (n x K)."""
+    out = np.zeros(x.shape[0])
+    for b in model.blocks:
+        truth = (b.matrix @ x.T).T
+        out += np.sum(b.likelihood.logpmf(truth), axis=1)
+    return out
+
+
+def log_likelihood_max(model: Model) -> float:
+    return float(sum(np.sum(b.likelihood.log_max) for b in model.blocks))
+
+
+@attrs.frozen
+class Pilot:
+    """Algorithm 1's acceptance rate estimated from prior draws (and the draws it accepted)."""
+
+    rate: float
+    log10_rate: float  # kept separately: the rate itself underflows for large targets
+    kept: np.ndarray
+    proposals: int
+
+
+def estimate_acceptance(model: Model, prior: Prior, rng, n: int = PILOT) -> Pilot:
+    """Pilot estimate of Algorithm 1's acceptance rate: the mean of L / max L over prior draws."""
+    x = prior.sample(model, n, rng)
+    log_ratio = log_likelihood(model, x) - log_likelihood_max(model)
+    accept = rng.random(n) < np.exp(log_ratio)
+    log_rate = float(logsumexp(log_ratio) - np.log(n)) if np.any(np.isfinite(log_ratio)) else -np.inf
+    return Pilot(float(np.exp(log_rate)), log_rate / np.log(10), x[accept], n)
+
+
+def rejection(model: Model, prior: Prior, draws: int, rng, max_proposals: int = MAX_PROPOSALS,
+              pilot: Pilot | None = None) -> Draws | None:
+    """Algorithm 1; None when the estimated cost exceeds max_proposals."""
+    pilot = pilot if pilot is not None else estimate_acceptance(model, prior, rng)
+    rate, kept = pilot.rate, pilot.kept
+    proposals = pilot.proposals  # the pilot's draws count, and its accepted ones are kept
+    if rate <= 0 or draws / rate > max_proposals:
+        return None
+    accepted = [kept]
+    got = len(kept)
+    lmax = log_likelihood_max(model)
+    while got < draws and proposals < 2 * max_proposals:
+        n = int(min(BATCH * 4, max(1000, 1.2 * (draws - got) / rate)))
+        x = prior.sample(model, n, rng)
+        accept = rng.random(n) < np.exp(log_likelihood(model, x) - lmax)
+        accepted.append(x[accept])
+        got += int(accept.sum())
+        proposals += n
+    x = np.concatenate(accepted)[:draws]
+    return Draws("rejection", x, np.full(len(x), 1.0 / max(len(x), 1)), proposals,
+                 acceptance=got / proposals)
+
+
+def _least_squares(model: Model) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Free cells, the fixed offset/map x = t0 + T f, and the fit's mean and covariance of f."""
+    k = model.n_cells
+    rows = [b.matrix.toarray().astype(float) for b in model.blocks]
+    a = np.vstack(rows)
+    y = np.concatenate([np.asarray(b.likelihood.estimate, dtype=float) for b in model.blocks])
+    w = 1.0 / np.maximum(np.concatenate([np.asarray(b.likelihood.variance, dtype=float) for b in model.blocks]), 1e-9)
+    scale = float(max(model.totals.max(), 1))
+    ridge = 1.0 / scale**2  # a vague anchor so unmeasured cells stay defined
+    # first an unconstrained fit, to pick each group's largest cell as the one its total determines
+    h0 = a.T @ (w[:, None] * a) + ridge * np.eye(k)
+    guess = np.linalg.solve(h0, a.T @ (w * y) + ridge * np.repeat(model.totals / np.bincount(model.group), np.bincount(model.group)))
+    determined = np.array([np.flatnonzero(model.group == g)[np.argmax(guess[model.group == g])] for g in range(len(model.totals))])
+    free = np.setdiff1d(np.arange(k), determined)
+    t = np.zeros((k, free.size))
+    t[free, np.arange(free.size)] = 1.0
+    for g, d in enumerate(determined):
+        t[d, model.group[free] == g] = -1.0
+    t0 = np.zeros(k)
+    t0[determined] = model.totals
+    at = a @ t
+    h = at.T @ (w[:, None] * at) + ridge * np.eye(free.size)
+    cov = np.linalg.inv(h)
+    mean = cov @ (at.T @ (w * (y - a @ t0)))
+    return t0, t, mean, (cov + cov.T) / 2
+
+
+def _proposal(mean, cov, n: int, rng) -> tuple[np.ndarray, np.ndarray]:
+    """n integer draws of the free cells and their exact log proposal probabilities."""
+    f = mean.size
+    chol = np.linalg.cholesky(WIDEN * cov + 1e-9 * np.eye(f))
+    x = np.zeros((n, f), dtype=np.int64)
+    z = np.zeros((n, f))
+    logq = np.zeros(n)
+    for j in range(f):
+        cond = mean[j] + z[:, :j] @ chol[j, :j]
+        centre = np.maximum(np.rint(cond), 0).astype(np.int64)  # a negative fit means "near 0"
+        # Below 0 the posterior is a Gaussian tail, of scale about v/|cond| rather than sqrt(v):
+        # narrow the step there. Variances are rounded to a grid of powers of 2^(1/2) so that
+        # each distinct one is one call of the exact sampler.
+        v = chol[j, j] ** 2  # the conditional variance of this cell given the earlier ones
+        var = np.where(cond < 0, np.minimum(v, (v / np.maximum(-cond, 1e-9)) ** 2), v)
+        grid = np.exp2(np.round(2 * np.log2(np.maximum(var, 0.25))) / 2)
+        raw = np.empty(n, dtype=np.int64)
+        s2_of = {}
+        for g in np.unique(grid):
+            rows = np.flatnonzero(grid == g)
+            s2 = effective_sigma2(Fraction(float(g)).limit_denominator(1 << 20))
+            s2_of[g] = s2
+            raw[rows] = centre[rows] + discrete_gaussian(s2, rows.size, rng)
+        # fold negative values onto x >= 0 (x = -raw - 1): counts are never negative, and the
+        # folded pmf stays exact, q(x) = p(x - centre) + p(-x - 1 - centre)
+        xj = np.where(raw < 0, -raw - 1, raw)
+        x[:, j] = xj
+        z[:, j] = (xj - cond) / chol[j, j]
+        for g, s2 in s2_of.items():
+            rows = np.flatnonzero(grid == g)
+            logq[rows] += np.logaddexp(discrete_gaussian_logpmf(s2, xj[rows] - centre[rows]),
+                                       discrete_gaussian_logpmf(s2, -xj[rows] - 1 - centre[rows]))
+    return x, logq
+
+
+def importance(model: Model, prior: Prior, draws: int, rng, proposals: int | None = None) -> Draws:
+    """Algorithm 2 with the least-squares proposal; weights prior x likelihood / proposal."""
+    n = proposals or max(20 * draws, 10_000)
+    n = int(min(n, max(MAX_ELEMENTS // max(model.n_cells, 1), 1000)))
+    t0, t, mean, cov = _least_squares(model)
+    xs, logws = [], []
+    for start in range(0, n, BATCH):
+        m = min(BATCH, n - start)
+        f, logq = _proposal(mean, cov, m, rng)
+        x = np.rint(t0 + f @ t.T).astype(np.int64)
+        lp = prior.logpmf(model, x)
+        ll = np.where(np.isfinite(lp), log_likelihood(model, np.where(np.isfinite(lp)[:, None], x, 0)), -np.inf)
+        xs.append(x)
+        logws.append(lp + ll - logq)
+    x = np.concatenate(xs)
+    logw = np.concatenate(logws)
+    notes = []
+    if not np.any(np.isfinite(logw)):
+        w = np.full(n, 1.0 / n)
+        ess = 0.0
+        notes.append("no proposal had positive posterior probability: the release and the prior disagree "
+                     "beyond what the noise explains")
+    else:
+        w = np.exp(logw - logsumexp(logw))
+        ess = float(1.0 / np.sum(w * w))
+    return Draws("importance", x, w, n, ess=ess, notes=tuple(notes))
+
+
+def resample(draws: Draws, n: int, rng) -> np.ndarray:
+    """n unweighted draws (multinomial resampling of weighted ones)."""
+    if draws.method == "rejection":
+        return draws.x[:n]
+    idx = rng.choice(len(draws.weights), size=n, p=draws.weights)
+    return draws.x[idx]
+
+
+def sample(model: Model, prior: Prior, draws: int, rng, method: str = "rejection",
+           max_proposals: int = MAX_PROPOSALS, pilot_draws: int = PILOT) -> tuple[Draws, Pilot, list[str]]:
+    """Estimate Algorithm 1's acceptance rate, run it if affordable, else Algorithm 2; with notes."""
+    notes = []
+    pilot = estimate_acceptance(model, prior, rng, pilot_draws)
+    result = None
+    if method == "rejection":
+        result = rejection(model, prior, draws, rng, max_proposals, pilot=pilot)
+        if result is None:
+            need = f"about 10^{np.log10(draws) - pilot.log10_rate:.0f}"
+            notes.append(f"too large for exact rejection sampling: the estimated acceptance rate is 10^{pilot.log10_rate:.1f} "
+                         f"(mean likelihood ratio over {pilot_draws:,} prior draws), so {draws:,} exact draws would need {need} "
+                         f"proposals (limit {max_proposals:,}); fell back to importance sampling (Algorithm 2)")
+    if result is None:
+        result = importance(model, prior, draws, rng)
+        notes.extend(result.notes)
+        if (result.ess or 0) < min(100, draws):
+            notes.append(f"effective sample size {result.ess:.1f} is small: intervals are unreliable; "
+                         "a coarser target or more draws would help")
+    return result, pilot, notes
+
