@@ -39,6 +39,15 @@ def audit(spec, baseline=None):
     return run_audit(spec, baseline=baseline)
 
 
+def verify(spec, runs=None, seed=None, confidence: float = 0.95):
+    """Test the spec's mechanism empirically against its claimed budget (`dpspec verify`)."""
+    from dpspec.verify import DEFAULT_RUNS, verify as _verify
+
+    if isinstance(spec, str):
+        spec = load(spec)
+    return _verify(spec, runs=runs or DEFAULT_RUNS, seed=seed, confidence=confidence)
+
+
 def convert(params: dict, **options) -> dict:
     """Budget conversions, as `dpspec convert`: returns the resulting parameters."""
     from dpspec.budget import convert_request
