@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import time
 from fractions import Fraction
 
@@ -11,6 +12,7 @@ import pandas as pd
 import pytest
 from click.testing import CliRunner
 from dpspec_rr import RandomizedResponse
+from dpspec_swap.plugin import PermutationSwapping
 
 import dpspec
 from dpspec.cli import main
@@ -18,7 +20,7 @@ from dpspec.mechanism import Mechanism, NativeFlavor, NeighbourPair, ParameterSc
 from dpspec.noise import discrete_gaussian
 from dpspec.verify import VerifyError, verify
 from dpspec.verify.bounds import cp_lower, cp_upper, largest_detectable, loss_bound, runs_needed
-from tests.conftest import SMALL_CSV, SMALL_SPEC
+from tests.conftest import SMALL_CSV, SMALL_SPEC, SPECS
 from tests.verify_helpers import registered, third_party_module, write_spec
 
 
@@ -281,3 +283,62 @@ def test_compile_shows_the_verification_and_rejects_a_result_for_another_spec(tm
     other = _rr_spec(tmp_path, p="2/3")
     wrong = CliRunner().invoke(main, ["audit", other, "--verify", str(tmp_path / "v.json")])
     assert wrong.exit_code == 1 and "made for another spec" in wrong.output
+
+
+# ---- the built-in mechanisms -----------------------------------------------------------------
+
+
+class SwapLeavingPairsInPlace(PermutationSwapping):
+    """Swapping whose 'derangement' leaves both records of a selected pair as fixed points."""
+
+    name = "swap_fixed_points"
+
+    def run(self, spec, params, data, rng):
+        from dpspec_swap import algorithm
+
+        honest = algorithm.uniform_derangements
+
+        def leaky(sizes, rng):
+            perm = honest(sizes, rng)
+            sizes = np.asarray(sizes, dtype=np.int64)
+            pairs = (np.cumsum(sizes) - sizes)[sizes == 2]
+            perm[pairs], perm[pairs + 1] = pairs, pairs + 1
+            return perm
+
+        algorithm.uniform_derangements = leaky
+        try:
+            return super().run(spec, params, data, rng)
+        finally:
+            algorithm.uniform_derangements = honest
+
+
+def _bundled(name, tmp_path=None, mechanism=None):
+    path = os.path.join(SPECS, name)
+    if mechanism is None:
+        return dpspec.load(path)
+    text = open(path, encoding="utf-8").read().replace("mechanism swap {", f"mechanism {mechanism} {{")
+    return dpspec.load(write_spec(tmp_path, text))
+
+
+def test_swapping_is_consistent_on_a_two_record_stratum():
+    result = verify(_bundled("ma1940_swap.dps"), runs=50_000, seed=6)
+    assert result.verdict == "consistent" and result.path == "mechanism", result.text()
+    (pair,) = result.pairs
+    assert pair.distance == 2
+    # the theorem's eps_D for b = 2 at p = 0.05, doubled for the distance-2 pair
+    assert math.isclose(result.claimed, 2 * (math.log(3) - math.log(0.05 / 0.95)))
+    assert 0 < result.lower_bound <= 2 * math.log(0.95 / 0.05)  # the pair's true loss: (1-s)/s = 1/o²
+
+
+def test_swapping_that_leaves_fixed_points_is_refuted(tmp_path):
+    with registered(SwapLeavingPairsInPlace()):
+        result = verify(_bundled("ma1940_swap.dps", tmp_path, "swap_fixed_points"), runs=50_000, seed=7)
+    assert result.verdict == "refuted", result.text()
+    assert result.lower_bound > result.claimed
+
+
+def test_topdown_is_consistent_on_a_miniature_geography():
+    result = verify(_bundled("acs_national_topdown.dps"), runs=4_000, seed=8)
+    assert result.verdict == "consistent" and result.path == "mechanism", result.text()
+    assert result.flavor["premetric"] == "zcdp" and result.claimed == 2.0
+    assert 0 < result.lower_bound <= 2.0

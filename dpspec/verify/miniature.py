@@ -55,7 +55,7 @@ def _has_alternative(col: ir.Column) -> bool:
     return not ((ty.kind == "enum" and len(ty.values) < 2) or (ty.kind == "int" and ty.high <= ty.low))
 
 
-def _row(table: ir.Table, variants: dict[str, int]) -> dict:
+def record(table: ir.Table, variants: dict[str, int]) -> dict:
     """One record: each column at its variant, nested codes built from their parents' codes."""
     row: dict = {}
     pending = list(table.columns)
@@ -86,17 +86,17 @@ def typed_frame(table: ir.Table, rows: list[dict]) -> pd.DataFrame:
     return pd.DataFrame(out)
 
 
-def _id_columns(spec: ir.Spec) -> dict[str, str]:
+def id_columns(spec: ir.Spec) -> dict[str, str]:
     """{table: link column} for tables whose units are pointed to by a finer table."""
     return {t.parent: t.link for t in spec.domain.tables if t.parent and t.link}
 
 
 def miniature_rows(spec: ir.Spec) -> dict[str, list[dict]]:
     """UNITS records per table; linked tables get one child per parent unit."""
-    ids = _id_columns(spec)
+    ids = id_columns(spec)
     rows = {}
     for table in spec.domain.tables:
-        records = [_row(table, {}) for _ in range(UNITS)]
+        records = [record(table, {}) for _ in range(UNITS)]
         for key in {ids.get(table.name), table.link} - {None}:
             col = table.column(key)
             if col is not None:
@@ -153,7 +153,7 @@ def generic_pairs(spec: ir.Spec, induced=()) -> list[NeighbourPair]:
         if same_universe(spec, queries, left, right) is None:
             pairs.append(NeighbourPair(f"remove one {table.name} unit", left, right))
     else:
-        fixed = {_id_columns(spec).get(table.name), table.link} - {None}
+        fixed = {id_columns(spec).get(table.name), table.link} - {None}
         free = [c for c in table.columns if c.name not in fixed and _has_alternative(c)]
         candidates = [[c.name for c in free]] + [[c.name] for c in free]
         seen = set()
@@ -164,7 +164,7 @@ def generic_pairs(spec: ir.Spec, induced=()) -> list[NeighbourPair]:
             variants = {c: 1 for c in columns}
             for c in columns:
                 variants.update({k: 1 for k in _children(table, c)})
-            changed = dict(_row(table, variants))
+            changed = dict(record(table, variants))
             for key in fixed:
                 changed[key] = rows[table.name][0][key]
             right_rows = dict(rows)
