@@ -93,6 +93,8 @@ class _Checker:
             if t.link and t.link not in t.column_names:
                 self.unknown("link column", t.link, t.column_names, t, f"table '{t.name}'")
             parent = self.tables.get(t.parent)
+            if t.link_bound is not None and t.link_bound < 1:
+                self.error(f"table '{t.name}': 'at most {t.link_bound}' must be at least 1 (a {t.parent} unit holds at least one {t.unit})", t)
             if parent and t.link and t.link not in parent.column_names:
                 self.error(f"table '{t.name}' links to '{t.parent}' by '{t.link}', but '{t.parent}' has no column '{t.link}'", t)
 

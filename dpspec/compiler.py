@@ -18,7 +18,7 @@ from randomgen import ChaCha
 from dpspec import ir, ledger as ledger_mod, progress
 from dpspec.checker import CheckedSpec, check
 from dpspec.data import load_data
-from dpspec.errors import MechanismError
+from dpspec.errors import DataError, MechanismError
 from dpspec.mechanism import Release
 
 
@@ -135,6 +135,16 @@ def published_outputs(spec: ir.Spec, release: Release) -> dict:
     return out
 
 
+def _require_data(spec: ir.Spec, mech, params: dict, data: dict) -> None:
+    """Every table the mechanism takes as a parameter, and the one it protects, needs data."""
+    wanted = {params[p.name] for p in mech.parameters.params if p.type == "table" and params.get(p.name)}
+    wanted.add(mech.flavor(spec, params).table)
+    missing = sorted(t for t in wanted if t not in data)
+    if missing:
+        raise DataError(f"{spec.path or 'the spec'}: no data for table(s) {', '.join(missing)}, which mechanism "
+                        f"'{mech.name}' reads; add a line such as: data {missing[0]} from \"{missing[0]}.csv\"")
+
+
 def compile_spec(spec: ir.Spec, data: dict | None = None, seed: int | None = None, runs: int = 1, audit: bool = True) -> Result:
     """Run a spec end to end in memory (nothing is written; see `write_result`)."""
     timings = {}
@@ -146,6 +156,7 @@ def compile_spec(spec: ir.Spec, data: dict | None = None, seed: int | None = Non
     else:
         hashes = {name: hashlib.sha256(pd.util.hash_pandas_object(df, index=False).values.tobytes()).hexdigest() for name, df in data.items()}
     timings["load"] = time.perf_counter() - t0
+    _require_data(spec, mech, params, data)
     facts = mech.public_facts(spec, params, data)
     statement = mech.budget(spec, params, facts)
     flavor = mech.flavor(spec, params)

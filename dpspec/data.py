@@ -140,7 +140,23 @@ def load_table(spec: ir.Spec, source: ir.DataSource) -> pd.DataFrame:
     problems.raise_if_any()
     result = pd.DataFrame(out)
     _check_nesting(table, result, path)
+    _check_link_bound(table, result, path)
     return result
+
+
+def _check_link_bound(table: ir.Table, frame: pd.DataFrame, path: str):
+    """`in patients by pid at most 30`: the group-privacy figure rests on it, so the data must keep it."""
+    if table.link_bound is None or table.link not in frame.columns:
+        return
+    sizes = frame.groupby(table.link, observed=True).size()
+    over = sizes[sizes > table.link_bound]
+    if len(over):
+        shown = ", ".join(f"{k} ({v} rows)" for k, v in over.head(SHOW).items())
+        raise DataError(
+            f"{path}: table '{table.name}': {len(over)} {table.parent} {table.link} value"
+            + ("s hold" if len(over) > 1 else " holds") + f" more than {table.link_bound} {table.name} rows, "
+            f"the bound the domain declares ('in {table.parent} by {table.link} at most {table.link_bound}'): {shown}"
+        )
 
 
 def _check_nesting(table: ir.Table, frame: pd.DataFrame, path: str):

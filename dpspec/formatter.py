@@ -90,6 +90,8 @@ def _domain(d: ir.Domain) -> list[str]:
         out.append(f"{INDENT}geography {d.geography.name} {{ " + " > ".join(d.geography.levels) + " }")
     for t in d.tables:
         link = f" in {t.parent} by {t.link}" if t.parent else ""
+        if t.parent and t.link_bound is not None:
+            link += f" at most {t.link_bound}"
         out.append(f"{INDENT}table {t.name} unit {t.unit}{link} {{")
         width = max((len(c.name) for c in t.columns), default=0)
         for c in t.columns:

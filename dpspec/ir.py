@@ -61,6 +61,7 @@ class Table:
     parent: str | None = None  # the table whose units contain this one's (persons in households)
     link: str | None = None  # the column that holds the parent unit's id
     loc: Loc | None = _loc_field()
+    link_bound: int | None = None  # `in P by ID at most K`: one parent unit holds at most K rows
 
     def column(self, name: str) -> Column | None:
         return next((c for c in self.columns if c.name == name), None)

@@ -12,9 +12,10 @@ import math
 import attrs
 
 from dpspec import ir
-from dpspec.budget import change_relation, convert, group
+from dpspec.budget import change_relation, convert, group, hamming_to_symdiff_fixed_size
 from dpspec.budget.premetrics import format_number
 from dpspec.errors import ConversionError
+from dpspec.invariants import determines
 
 SPEC_TO_KIND = {"pure": "pure", "approximate": "approx", "zcdp": "zcdp", "renyi": "renyi", "gdp": "gdp"}
 DEFAULT_DELTA = 1e-10
@@ -63,12 +64,16 @@ def _unit_steps(spec: ir.Spec, native_table: str, budget):
     tables = {t.name: t for t in spec.domain.tables}
     finer = tables.get(native_table)
     if finer is not None and finer.parent == unit.table:
-        if unit.bound is None or unit.bound.finer != native_table:
+        if unit.bound is not None and unit.bound.finer == native_table:
+            k = unit.bound.k
+        elif finer.link_bound is not None:
+            k = finer.link_bound
+        else:
             raise ConversionError(
                 f"the mechanism protects one {native_table} record, but the spec's unit is {unit.table}; "
-                f"group privacy needs a bound: unit {unit.table} : {unit.relation} holds at most K {native_table}"
+                f"group privacy needs a bound: unit {unit.table} : {unit.relation} holds at most K {native_table}, "
+                f"or 'in {unit.table} by {finer.link} at most K' on table {native_table}"
             )
-        k = unit.bound.k
         conv = group(budget, k)
         return conv.result, [Step("unit", budget, conv.result, conv.method, conv.citation)]
     coarser = tables.get(unit.table)
@@ -78,13 +83,33 @@ def _unit_steps(spec: ir.Spec, native_table: str, budget):
     raise ConversionError(f"no known relation between the mechanism's unit ({native_table}) and the spec's unit ({unit.table})")
 
 
+def fixes_size(spec: ir.Spec) -> bool:
+    """Whether the invariants (or public counts) fix how many units a dataset holds: then every
+    dataset the guarantee compares has one size."""
+    if spec.unit is None or spec.domain is None:
+        return False
+    fixed = list(spec.invariants) + [p.query for p in spec.public]
+    return determines(fixed, ir.CountQuery(spec.unit.table), spec.domain)
+
+
+def _relation_step(spec: ir.Spec, value, native_relation: str):
+    """change-one -> add/remove exists only where the dataset size is fixed (factor 2 on the
+    distance); every other direction is `change_relation`'s."""
+    try:
+        return change_relation(value, native_relation, spec.unit.relation)
+    except ConversionError:
+        if native_relation == "hamming" and spec.unit.relation == "symdiff" and fixes_size(spec):
+            return hamming_to_symdiff_fixed_size(value)
+        raise
+
+
 def to_spec_flavor(spec: ir.Spec, native_flavor, budget):
     """Convert one budget value from the native flavor into the spec's; returns (value, steps)."""
     if budget is None:
         return None, []
     value, steps = _unit_steps(spec, native_flavor.table, budget)
     if native_flavor.relation != spec.unit.relation:
-        conv = change_relation(value, native_flavor.relation, spec.unit.relation)
+        conv = _relation_step(spec, value, native_flavor.relation)
         steps.append(Step("relation", value, conv.result, conv.method, conv.citation))
         value = conv.result
     kind = SPEC_TO_KIND[spec.premetric.kind]

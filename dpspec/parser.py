@@ -104,17 +104,21 @@ class _ToIR(Transformer):
 
     def table(self, meta, children):
         name, unit = str(children[0]), str(children[1])
-        parent = link = None
+        parent = link = link_bound = None
         columns = []
         for c in children[2:]:
             if isinstance(c, tuple) and c and c[0] == "link":
-                parent, link = c[1], c[2]
+                parent, link, link_bound = c[1], c[2], c[3]
             else:
                 columns.append(c)
-        return ir.Table(name, unit, tuple(columns), parent, link, _loc(meta))
+        return ir.Table(name, unit, tuple(columns), parent, link, _loc(meta), link_bound)
 
     def link(self, meta, children):
-        return ("link", str(children[0]), str(children[1]))
+        bound = children[2] if len(children) > 2 else None
+        return ("link", str(children[0]), str(children[1]), bound)
+
+    def link_bound(self, meta, children):
+        return int(children[0])
 
     def column(self, meta, children):
         nullable = any(isinstance(c, Token) and c.type == "NULLABLE" for c in children)

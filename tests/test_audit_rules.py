@@ -71,7 +71,8 @@ def test_findings_are_ordered_most_severe_first():
 def test_rules_needing_a_baseline_are_skipped_and_listed():
     outcome = audit(load("clean"))
     skipped = {rule for rule, _ in outcome.skipped}
-    assert {"finer-unit", "added-invariants", "narrower-domain"} <= skipped
+    assert {"added-invariants", "narrower-domain"} <= skipped
+    assert "finer-unit" in outcome.rules_run  # it also judges links to coarser entities alone
     assert "fine-invariants" in outcome.rules_run
 
 
@@ -202,7 +203,11 @@ def test_weaker_premetric_reads_n_from_a_compiled_release():
 
 def test_redenomination_flags_bounds_under_another_relation_and_mixed_conversions():
     (f,) = [x for x in fired(run_audit(load("redenomination")), "redenomination") if "quoted_under" in x.evidence]
-    assert f.evidence == {"bound": "epsilon <= 0.55 under symdiff", "quoted_under": "symdiff", "unit_relation": "hamming"}
+    assert {k: f.evidence[k] for k in ("bound", "quoted_under", "unit_relation")} == {
+        "bound": "epsilon <= 0.55 under symdiff", "quoted_under": "symdiff", "unit_relation": "hamming"}
+    assert f.severity == "warning" and f.evidence["restated"].epsilon == pytest.approx(1.1)
+    # `count persons` fixes the size, so the add/remove figure is exact: ln 3 / 2 per add/remove step
+    assert f.evidence["achieved_in_quoted_currency"] == pytest.approx(math.log(3) / 2)
     mixed = variant("clean", ("premetric pure", "premetric zcdp"),
                     ("budget epsilon <= 6.6", "budget epsilon <= 60 with delta = 1e-10 by bs16\n"
                                              "budget epsilon <= 60 with delta = 1e-10 by cks20"))
@@ -211,13 +216,17 @@ def test_redenomination_flags_bounds_under_another_relation_and_mixed_conversion
 
 
 def test_redenomination_against_a_baseline_converts_to_one_currency():
+    # rho <= 22 looks larger than epsilon <= 6.6 and is the same protection: an honest quote
     zcdp = variant("clean", ("premetric pure", "premetric zcdp"), ("budget epsilon <= 6.6", "budget rho <= 22"))
-    (f,) = fired(run_audit(zcdp, baseline=load("clean")), "redenomination")
-    # ln(3) x 6 per household, as zCDP: rho = eps^2 / 2 on both sides.
-    rho = (6 * math.log(3)) ** 2 / 2
-    assert f.evidence["spec_budget"].rho == pytest.approx(rho)
-    assert f.evidence["baseline_budget"].rho == pytest.approx(rho)
-    assert f.evidence["verdict"] == "same"
+    assert not fired(run_audit(zcdp, baseline=load("clean")), "redenomination")
+    # mu <= 6.6 looks like the baseline's epsilon <= 6.6; in one currency it is the same protection
+    gdp = variant("clean", ("premetric pure", "premetric gdp"), ("budget epsilon <= 6.6", "budget mu <= 6.6"))
+    (f,) = fired(run_audit(gdp, baseline=load("clean")), "redenomination")
+    # as zCDP: the spec's stated mu^2 / 2 (no pure -> GDP rule gives an achieved mu) against the
+    # baseline's achieved (6 ln 3)^2 / 2 per household
+    assert f.evidence["spec_budget"].rho == pytest.approx(6.6 ** 2 / 2)
+    assert f.evidence["baseline_budget"].rho == pytest.approx((6 * math.log(3)) ** 2 / 2)
+    assert f.evidence["verdict"] == "weaker" and "the baseline's is stronger" in f.message
 
 
 def test_infinite_budget_and_the_exceeded_bound_at_rate_one():
@@ -255,7 +264,7 @@ def test_known_seed_is_critical():
 
 def test_compile_runs_the_audit():
     result = compile_spec(load("data_dependent"))
-    assert [f.rule for f in result.findings] == ["data-dependent-design"]
+    assert [f.rule for f in result.findings] == ["data-dependent-design", "finer-unit"]
 
 
 def test_a_plugin_rule_runs_beside_the_built_in_ones():

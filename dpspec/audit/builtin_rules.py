@@ -18,12 +18,14 @@ from dpspec.audit.base import Finding, Rule
 from dpspec.audit.compare import domain_differences
 from dpspec.audit.currency import (
     ancestors,
+    bound_budget,
     describe_premetric,
     group_size,
     program_total,
     quote,
     unit_word,
 )
+from dpspec.audit.identifiers import identifier_columns
 from dpspec.audit.multiverse import (
     FINE_LEVEL_NAMES,
     determines,
@@ -32,7 +34,7 @@ from dpspec.audit.multiverse import (
     refinement,
     undetermined,
 )
-from dpspec.budget import format_number, group
+from dpspec.budget import change_relation, format_number, group
 from dpspec.errors import ConversionError, DpspecError
 from dpspec.hookspecs import hookimpl
 
@@ -134,10 +136,48 @@ def added_invariants(ctx) -> list[Finding]:
     return [Finding("added-invariants", "warning", message, evidence)]
 
 
-@rule("fine-invariants", "warning", "Invariants at a very fine geography")
+@rule("fine-invariants", "warning", "Invariants at a very fine geography, or by an identifier")
 def fine_invariants(ctx) -> list[Finding]:
-    """An invariant at the finest declared geography level, or at a level named block, block
-    group or tract: exact counts there describe a handful of people."""
+    """An invariant counted by an identifier-like column (one unit per value) publishes a piece
+    of every record exactly, whether declared or induced by a mechanism (a swap holding an id
+    column); an invariant at the finest declared geography level, or at a level named block,
+    block group or tract, describes a handful of people."""
+    return _identifier_invariants(ctx) + _fine_geography_invariants(ctx)
+
+
+def _identifier_invariants(ctx) -> list[Finding]:
+    spec = ctx.spec
+    induced = tuple(ctx.checked.induced) if ctx.checked is not None else ()
+    mech = ctx.checked.mechanism.name if ctx.checked is not None and ctx.checked.mechanism else None
+    declared_keys = {q.key() for q in spec.invariants}
+    findings = []
+    seen = set()
+    for q, origin in [(q, "declared") for q in spec.invariants] + [(q, "induced") for q in induced]:
+        if q.key() in seen or (origin == "induced" and q.key() in declared_keys):
+            continue
+        seen.add(q.key())
+        ids = identifier_columns(q, spec.domain)
+        if not ids:
+            continue
+        columns = ", ".join(f"'{c}'" for c, _ in ids)
+        why = "; ".join(r for _, r in ids)
+        record = unit_word(spec.domain, q.table)
+        if origin == "declared":
+            lead = f"The invariant '{q.describe()}' is counted by {columns}, an identifier ({why})."
+        else:
+            lead = (f"Mechanism '{mech}' holds {columns} fixed, an identifier ({why}), so it keeps "
+                    f"'{q.describe()}' exact: an invariant the spec's author may never have meant to declare.")
+        message = (lead + f" A count by an identifier has one {record} group per value: publishing it exactly "
+                   f"publishes part of every individual record, the worst case of an invariant. No budget "
+                   "protects what it discloses. Drop the identifier from the invariant"
+                   + (" (or from the mechanism's held columns)" if origin == "induced" else "") + ".")
+        findings.append(Finding("fine-invariants", "critical", message,
+                                {"invariant": q.describe(), "identifier_columns": [c for c, _ in ids],
+                                 "why": why, "origin": origin, "mechanism": mech if origin == "induced" else None}))
+    return findings
+
+
+def _fine_geography_invariants(ctx) -> list[Finding]:
     spec = ctx.spec
     domain = spec.domain
     levels = domain.geography.levels if domain and domain.geography else ()
@@ -208,17 +248,25 @@ def public_information(ctx) -> list[Finding]:
 # ---- what ----------------------------------------------------------------------------------
 
 
-@rule("finer-unit", "warning", "The unit of protection is finer than the baseline's", needs_baseline=True)
+@rule("finer-unit", "warning", "The unit of protection is finer than the baseline's, or than an entity the domain links it to")
 def finer_unit(ctx) -> list[Finding]:
-    """The unit is finer than the baseline's (person against household, event against user):
-    the budget per coarser unit is the group-privacy budget, which the report states."""
+    """The unit is finer than the baseline's (person against household, event against user),
+    or the domain links it to a coarser entity (visits in patients, employees in firms), even
+    without a baseline: the budget per coarser unit is the group-privacy budget, stated when a
+    bound on how many units one entity holds makes it exist."""
+    return _finer_than_baseline(ctx) + _linked_unit(ctx)
+
+
+def _finer_than_baseline(ctx) -> list[Finding]:
+    if ctx.baseline is None:
+        return []
     us, ub = ctx.spec.unit, ctx.baseline.unit
     if us is None or ub is None or us.table == ub.table:
         return []
     domain = merged_domain(ctx.spec.domain, ctx.baseline.domain)
     if ub.table not in ancestors(us.table, domain):
         return []
-    k = group_size(us.table, ub.table, ub, us)
+    k = group_size(us.table, ub.table, ub, us, domain=domain)
     q = quote(ctx.spec, ctx.result, ctx.account)
     fine, coarse = unit_word(domain, us.table), unit_word(domain, ub.table)
     evidence = {"unit": us.table, "baseline_unit": ub.table, "k": k}
@@ -231,17 +279,72 @@ def finer_unit(ctx) -> list[Finding]:
                     "group-privacy figure.")
         return [Finding("finer-unit", "warning", message, evidence)]
     if q is not None:
-        try:
-            conv = group(q.budget, k)
-        except ConversionError as exc:
-            message += f" A {coarse} holds up to {k} {us.table}, but no group-privacy rule applies: {exc}."
-        else:
-            message += (f" A {coarse} holds up to {k} {us.table}, so the spec's {q.budget} per {fine} is "
-                        f"{conv.result} per {coarse} by group privacy ({conv.note}; {conv.citation}). "
-                        f"Compare that figure, not {q.budget}, with the baseline's.")
-            evidence.update({"budget": q.budget, "budget_source": q.source, "group_budget": conv.result,
-                             "method": conv.method, "citation": conv.citation})
+        text, found = _group_words(q, k, fine, coarse, us.table)
+        message += text + (f" Compare that figure, not {q.budget}, with the baseline's." if found else "")
+        evidence.update(found)
     return [Finding("finer-unit", "warning", message, evidence)]
+
+
+# Units that are (or stand for) a person: protecting something finer leaves the person's own
+# protection to group privacy.
+PERSON_WORDS = frozenset({"person", "persons", "people", "individual", "patient", "user", "member", "student",
+                          "employee", "worker", "respondent", "resident", "customer", "client", "citizen",
+                          "child", "pupil", "account_holder", "subscriber", "beneficiary", "enrollee"})
+
+
+def _linked_unit(ctx) -> list[Finding]:
+    """One finding per coarser entity the unit's table is linked to, nearest first."""
+    spec, unit = ctx.spec, ctx.spec.unit
+    if unit is None or spec.domain is None or spec.program is not None:
+        return []
+    chain = ancestors(unit.table, spec.domain)
+    base_unit = ctx.baseline.unit.table if ctx.baseline is not None and ctx.baseline.unit else None
+    chain = [a for a in chain if a != base_unit]  # compared against the baseline above
+    if not chain:
+        return []
+    q = quote(spec, ctx.result, ctx.account)
+    fine = unit_word(spec.domain, unit.table)
+    findings = []
+    for coarse_table in chain:
+        coarse = unit_word(spec.domain, coarse_table)
+        k = group_size(unit.table, coarse_table, unit, domain=spec.domain)
+        person = coarse.lower() in PERSON_WORDS and fine.lower() not in PERSON_WORDS
+        severity = "warning" if person else "info"
+        message = (f"The spec protects one {fine} at a time, and the domain links each {fine} to a {coarse} "
+                   f"(table {unit.table} in {coarse_table}). Changing one {coarse} can change all of its {unit.table}, "
+                   f"so the guarantee for a whole {coarse} is weaker than the quoted figure.")
+        if person:
+            message += f" Here the {coarse} is the person: the quoted budget is not a person's protection."
+        evidence = {"unit": unit.table, "coarser": coarse_table, "k": k}
+        if k is None:
+            message += (f" Nothing bounds how many {unit.table} one {coarse} holds, so no budget per {coarse} follows: "
+                        f"declare it on the link ('in {_link_text(spec.domain, unit.table, coarse_table)} at most K') to get the group-privacy figure.")
+        elif q is not None:
+            text, found = _group_words(q, k, fine, coarse, unit.table)
+            message += text
+            evidence.update(found)
+        findings.append(Finding("finer-unit", severity, message, evidence))
+    return findings
+
+
+def _group_words(q, k: int, fine: str, coarse: str, table: str) -> tuple[str, dict]:
+    """The coarse unit's budget by group privacy, in words and as evidence (empty if no rule applies)."""
+    try:
+        conv = group(q.budget, k)
+    except ConversionError as exc:
+        return f" One {coarse} holds at most {k} {table}, but no group-privacy rule applies: {exc}.", {}
+    text = (f" One {coarse} holds at most {k} {table}, so the {q.budget} per {fine} ({q.source}) is "
+            f"{conv.result} per {coarse} by group privacy ({conv.note}; {conv.citation}).")
+    return text, {"budget": q.budget, "budget_source": q.source, "group_budget": conv.result,
+                  "method": conv.method, "citation": conv.citation}
+
+
+def _link_text(domain: ir.Domain, table: str, coarse_table: str) -> str:
+    """`households by hhid`: the link from the table nearest the coarse one, as written in a spec."""
+    t = domain.table(table)
+    while t is not None and t.parent and t.parent != coarse_table:
+        t = domain.table(t.parent)
+    return f"{coarse_table} by {t.link if t is not None and t.link else 'ID'}"
 
 
 # ---- how -----------------------------------------------------------------------------------
@@ -363,30 +466,18 @@ def _effective_methods(spec: ir.Spec) -> dict[str, str]:
     return out
 
 
-@rule("redenomination", "warning", "Budgets quoted in different currencies")
+@rule("redenomination", "warning", "A budget quoted in another currency looks smaller than the protection it gives")
 def redenomination(ctx) -> list[Finding]:
-    """Budgets quoted in different currencies (premetric, conversion, add/remove against
-    change-one, unit) and read as if they were the same."""
+    """A figure quoted in a different currency (premetric, conversion, add/remove against
+    change-one, unit) that looks comparable or smaller while the protection, restated in one
+    currency, is the same or weaker. Quotes that look larger, or protect more, are honest."""
     spec = ctx.spec
     findings = []
     unit = spec.unit
     if unit is not None:
         for b in spec.budgets:
             if b.relation and b.relation != unit.relation:
-                message = (f"The bound '{b.describe()}' is quoted for {_relation(b.relation)} neighbors, but the "
-                           f"spec's unit uses {_relation(unit.relation)} neighbors ({unit.relation}). ")
-                if b.relation == "symdiff":
-                    message += ("One change-one step is an add/remove pair, so in the spec's own currency the "
-                                "figure doubles for pure DP and quadruples for zCDP.")
-                else:
-                    message += ("A change-one figure says nothing about adding or removing a unit; it cannot be "
-                                "restated in the spec's currency.")
-                evidence = {"bound": b.describe(), "quoted_under": b.relation, "unit_relation": unit.relation}
-                check = _bound_check(ctx, b)
-                if check is not None and not math.isnan(check.achieved):
-                    message += f" The ledger computes {format_number(check.achieved)} for it ({check.currency})."
-                    evidence["achieved_in_quoted_currency"] = check.achieved
-                findings.append(Finding("redenomination", "warning", message, evidence))
+                findings.append(_relation_quote(ctx, b))
     methods = _effective_methods(spec)
     if len(set(methods.values())) > 1:
         listing = "; ".join(f"'{k}' by {v}" for k, v in methods.items())
@@ -398,6 +489,39 @@ def redenomination(ctx) -> list[Finding]:
     if ctx.baseline is not None:
         findings.extend(_redenominated_against_baseline(ctx))
     return findings
+
+
+def _relation_quote(ctx, b) -> Finding:
+    """A bound quoted under another neighbor relation than the unit's, restated in the unit's."""
+    spec, unit = ctx.spec, ctx.spec.unit
+    evidence = {"bound": b.describe(), "quoted_under": b.relation, "unit_relation": unit.relation}
+    message = (f"The bound '{b.describe()}' is quoted for {_relation(b.relation)} neighbors, but the spec's unit uses "
+               f"{_relation(unit.relation)} neighbors ({unit.relation}). ")
+    check = _bound_check(ctx, b)
+    achieved = (f" The ledger computes {format_number(check.achieved)} for it ({check.currency})."
+                if check is not None and not math.isnan(check.achieved) else "")
+    if check is not None and not math.isnan(check.achieved):
+        evidence["achieved_in_quoted_currency"] = check.achieved
+    if b.relation != "symdiff":
+        message += ("A change-one figure is the larger of the two for the same mechanism and says nothing about adding "
+                    "or removing a unit; it is checked in its own currency." + achieved)
+        return Finding("redenomination", "info", message, evidence)
+    restated = None
+    try:
+        quoted = bound_budget(spec, b)
+        restated = change_relation(quoted, "symdiff", "hamming") if quoted is not None else None
+    except ConversionError:
+        pass
+    if restated is not None:
+        message += (f"One change-one step is an add/remove pair, so the quoted {restated.source} per add/remove step is "
+                    f"{restated.result} per change-one {unit_word(spec.domain, unit.table)}, the spec's own currency "
+                    f"({restated.note}). The smaller-looking figure is the same protection in another currency, not "
+                    "more noise; quote the change-one figure.")
+        evidence.update({"restated": restated.result, "method": restated.method})
+    else:
+        message += ("One change-one step is an add/remove pair, so in the spec's own currency the figure is larger "
+                    "(pure x2, zCDP x4): the smaller-looking number is a different currency, not more noise.")
+    return Finding("redenomination", "warning", message + achieved, evidence)
 
 
 def _relation(rel: str) -> str:
@@ -421,6 +545,37 @@ def _currency(spec: ir.Spec) -> dict:
     }
 
 
+# A headline within this factor of another "looks comparable": readers do not weigh 1.1 against 1.0.
+LOOKS_COMPARABLE = 1.1
+
+
+def _headline(spec: ir.Spec) -> tuple[str, float] | None:
+    """The number a reader sees first: the first bound's quantity and value."""
+    b = spec.budgets[0] if spec.budgets else None
+    return (b.quantity, float(b.value)) if b is not None else None
+
+
+def _strength(vs, vb) -> str:
+    """Which of two budgets in one currency is stronger, and by how much, in words."""
+    name, a, c = _main_param(vs), _main_param(vs, value=True), _main_param(vb, value=True)
+    if a is None or c is None or not (math.isfinite(a) and math.isfinite(c)):
+        return ""
+    if math.isclose(a, c, rel_tol=1e-9):
+        return "neither is stronger: the same protection"
+    who = "the baseline's" if a > c else "the spec's"
+    diff = abs(a - c)
+    pct = f" ({100 * diff / max(a, c):.0f}% smaller)"
+    return f"{who} is stronger: its {name} is smaller by {format_number(diff)}{pct}"
+
+
+def _main_param(budget, value: bool = False):
+    names = {"pure": "epsilon", "approx": "epsilon", "renyi": "epsilon", "zcdp": "rho", "gdp": "mu"}
+    name = names.get(budget.kind)
+    if not value:
+        return name
+    return float(budget.params()[name]) if name in budget.params() else None
+
+
 def _redenominated_against_baseline(ctx) -> list[Finding]:
     cs, cb = _currency(ctx.spec), _currency(ctx.baseline)
     names = {"premetric": "output premetric",
@@ -430,18 +585,31 @@ def _redenominated_against_baseline(ctx) -> list[Finding]:
     if not differ or not ctx.spec.budgets or not ctx.baseline.budgets:
         return []
     row = ctx.comparison.row("budget")
+    hs, hb = _headline(ctx.spec), _headline(ctx.baseline)
+    looks = hs[1] <= hb[1] * LOOKS_COMPARABLE
     listing = "; ".join(f"{names[k]}: {_show(cs[k])} against {_show(cb[k])}" for k in differ)
-    message = (f"The spec and the baseline quote their budgets in different currencies ({listing}); their numbers "
-               "cannot be read side by side. ")
-    evidence = {"differences": {k: {"spec": cs[k], "baseline": cb[k]} for k in differ}}
-    if "spec_converted" in row.evidence:
-        message += (f"In one currency ({row.evidence['currency']}) the spec's budget is "
-                    f"{_budget(row.evidence['spec_converted'])} and the baseline's "
-                    f"{_budget(row.evidence['baseline_converted'])}" + VERDICT_WORDS[row.verdict] + ".")
-        evidence.update({"currency": row.evidence["currency"], "spec_budget": row.evidence["spec_converted"],
-                         "baseline_budget": row.evidence["baseline_converted"], "verdict": row.verdict})
-    else:
-        message += f"No common currency exists: {row.evidence.get('no_common_currency', row.reason)}."
+    evidence = {"differences": {k: {"spec": cs[k], "baseline": cb[k]} for k in differ},
+                "spec_headline": {hs[0]: hs[1]}, "baseline_headline": {hb[0]: hb[1]}}
+    if "spec_converted" not in row.evidence:
+        message = (f"The spec and the baseline quote their budgets in different currencies ({listing}), and no "
+                   f"common currency exists: {row.evidence.get('no_common_currency', row.reason)}. The figures "
+                   f"({hs[0]} = {format_number(hs[1])} against {hb[0]} = {format_number(hb[1])}) cannot be read "
+                   "side by side, and neither can be said to protect more.")
+        return [Finding("redenomination", "warning", message, evidence)]
+    vs, vb, verdict = row.evidence["spec_converted"], row.evidence["baseline_converted"], row.verdict
+    evidence.update({"currency": row.evidence["currency"], "spec_budget": vs, "baseline_budget": vb,
+                     "verdict": verdict, "strength": _strength(vs, vb)})
+    if verdict not in ("same", "weaker", "incomparable") or not looks:
+        return []  # an honest quote: the spec protects more, or its figure does not look smaller
+    message = (f"The spec quotes {hs[0]} = {format_number(hs[1])} and the baseline {hb[0]} = {format_number(hb[1])}, "
+               f"in different currencies ({listing}): the spec's figure looks "
+               + ("smaller" if hs[1] < hb[1] else "comparable") + ". "
+               f"In one currency ({row.evidence['currency']}) the spec's budget is {_budget(vs)} and the baseline's "
+               f"{_budget(vb)}" + VERDICT_WORDS[verdict] + ".")
+    strength = _strength(vs, vb)
+    if strength and verdict != "same":
+        message += f" In that currency {strength}."
+    message += " The smaller-looking number comes from the currency, not from more noise."
     return [Finding("redenomination", "warning", message, evidence)]
 
 

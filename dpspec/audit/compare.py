@@ -237,7 +237,7 @@ def compare_unit(spec: ir.Spec, baseline: ir.Spec) -> BlockComparison:
                   "currencies. An add/remove budget converts to change-one (pure x2, zCDP x4), not the "
                   "reverse; the budget row converts before comparing.")
     elif ub.table in ancestors(us.table, domain):
-        k = group_size(us.table, ub.table, ub, us)
+        k = group_size(us.table, ub.table, ub, us, domain=domain)
         evidence = {"finer": us.table, "coarser": ub.table, "k": k}
         fine, coarse = unit_word(domain, us.table), unit_word(domain, ub.table)
         verdict = "weaker"
@@ -245,7 +245,7 @@ def compare_unit(spec: ir.Spec, baseline: ir.Spec) -> BlockComparison:
         reason += (f" (which holds at most {k} {us.table}): by group privacy its budget counts {k} times (pure) per {coarse}."
                    if k else f"; without a bound on how many {us.table} a {coarse} holds, no group-privacy figure exists.")
     elif us.table in ancestors(ub.table, domain):
-        k = group_size(ub.table, us.table, us, ub)
+        k = group_size(ub.table, us.table, us, ub, domain=domain)
         evidence = {"finer": ub.table, "coarser": us.table, "k": k}
         verdict = "stronger"
         reason = (f"The spec protects a whole {unit_word(domain, us.table)}, coarser than the baseline's "

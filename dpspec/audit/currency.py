@@ -55,11 +55,28 @@ def ancestors(table: str, domain: ir.Domain | None) -> list[str]:
     return out
 
 
-def group_size(finer: str, coarser: str, *units: ir.Unit | None) -> int | None:
-    """k from a `unit COARSER : ... holds at most k FINER` declaration, if any spec makes it."""
+def group_size(finer: str, coarser: str, *units: ir.Unit | None, domain: ir.Domain | None = None) -> int | None:
+    """How many FINER units one COARSER unit holds at most: from a `unit COARSER : ... holds at
+    most k FINER` declaration, or else from the domain's links (`in P by ID at most k`), whose
+    bounds multiply along a chain (visits in patients in practices)."""
     for u in units:
         if u is not None and u.table == coarser and u.bound is not None and u.bound.finer == finer:
             return u.bound.k
+    return link_group_size(finer, coarser, domain)
+
+
+def link_group_size(finer: str, coarser: str, domain: ir.Domain | None) -> int | None:
+    """The product of the link bounds from FINER up to COARSER; None if one is missing."""
+    k, t = 1, domain.table(finer) if domain else None
+    seen = set()
+    while t is not None and t.parent and t.name not in seen:
+        seen.add(t.name)
+        if t.link_bound is None:
+            return None
+        k *= t.link_bound
+        if t.parent == coarser:
+            return k
+        t = domain.table(t.parent)
     return None
 
 
@@ -232,7 +249,7 @@ def common_currency(qs: Quote, qb: Quote, spec: ir.Spec, baseline: ir.Spec):
         else:
             raise ConversionError(f"the units {qs.table} and {qb.table} are not nested one in the other, "
                                   "so neither budget converts into the other's unit")
-        k = group_size(finer, coarser, spec.unit, baseline.unit)
+        k = group_size(finer, coarser, spec.unit, baseline.unit, domain=domain)
         if k is None:
             raise ConversionError(f"one spec protects {finer} records and the other whole {coarser}; "
                                   f"without a declared bound (unit {coarser} : ... holds at most K {finer}) "

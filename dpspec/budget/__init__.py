@@ -49,7 +49,7 @@ from .premetrics import (
     normalize_kind,
 )
 from .statement import BudgetStatement, PublicCondition
-from .units import RELATIONS, change_relation, group, normalize_relation
+from .units import RELATIONS, change_relation, group, hamming_to_symdiff_fixed_size, normalize_relation
 
 __all__ = [
     "KINDS", "RELATIONS", "CITATIONS",
@@ -60,7 +60,7 @@ __all__ = [
     "renyi_to_approx", "renyi_to_renyi", "gdp_to_approx", "gdp_to_zcdp", "approx_to_approx",
     "bs16_epsilon", "bs16_delta", "cks20_epsilon", "cks20_delta", "renyi_epsilon",
     "renyi_delta", "gdp_epsilon", "gdp_delta",
-    "change_relation", "group", "normalize_relation",
+    "change_relation", "group", "hamming_to_symdiff_fixed_size", "normalize_relation",
     "Release", "Ledger", "LedgerEntry", "compose", "sequential", "parallel",
     "BudgetStatement", "PublicCondition",
     "convert_request",

@@ -112,6 +112,30 @@ def change_relation(budget, from_relation: str, to_relation: str) -> Conversion:
     )
 
 
+def hamming_to_symdiff_fixed_size(budget) -> Conversion:
+    """Re-quote a change-one budget for add/remove neighbors where every dataset compared has
+    the same size (a declared count invariant on the unit's table fixes it).
+
+    On datasets of one size the add/remove distance is exactly twice the change-one distance,
+    so a budget per change-one step is half of it per add/remove step: pure / 2, zCDP / 4,
+    GDP / 2. Approximate and Rényi budgets do not scale with the distance, so no rule exists."""
+    budget = budget_from_params(budget)
+    halves = {"pure": lambda b: (PureDP(b.epsilon / 2), "pure epsilon / 2"),
+              "zcdp": lambda b: (ZCDP(b.rho / 4), "zCDP rho / 4"),
+              "gdp": lambda b: (GaussianDP(b.mu / 2), "GDP mu / 2")}
+    if budget.kind not in halves:
+        raise ConversionError(
+            f"even on datasets of one size, a change-one {budget.kind} budget has no exact add/remove "
+            "form: it does not scale with the distance (only pure, zCDP and GDP budgets do)")
+    result, rule = halves[budget.kind](budget)
+    return Conversion(
+        budget, result, "hamming-to-symdiff-fixed-size",
+        GROUP_CITATIONS[budget.kind] + ", read backwards: the add/remove distance is twice the change-one "
+        "distance on datasets of one size", exact=True,
+        note=f"the count invariant fixes the dataset size, so one change-one step is two add/remove steps: {rule}",
+    )
+
+
 def group(budget, k) -> Conversion:
     """The budget for a coarser unit holding at most k finer units (group privacy).
 

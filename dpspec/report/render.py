@@ -55,6 +55,14 @@ def md_escape(value) -> str:
     return " ".join(text.split("\n"))
 
 
+def pct(p) -> str:
+    """A probability as a percentage; near-certain values are not rounded up to a false 100%."""
+    p = float(p)
+    if p > 0.9999:
+        return "over 99.99%"
+    return f"{100 * p:.4g}%"
+
+
 def fmt(value) -> str:
     """Numbers as the literature quotes them; infinities and missing values in words."""
     if value is None:
@@ -107,6 +115,7 @@ def pretty_json(value) -> str:
 
 def _common_filters(env: jinja2.Environment):
     env.filters["fmt"] = fmt
+    env.filters["pct"] = pct
     env.filters["json"] = pretty_json
     env.filters["as_records"] = as_records
     env.filters["compact"] = compact
@@ -160,6 +169,9 @@ def figures(model: dict) -> dict:
         bars.append(svg.Bar("worst admitted universe", _float(worst.get(param)) if worst else math.inf,
                             "muted" if worst and worst.get("finite") else "bad"))
         out["universes"] = svg.bar_chart(f"Budget ({param}) in the actual universe and the worst case", bars)
+    words = model.get("plain_words") or {}
+    if words.get("available"):
+        out["plain_words"] = _tradeoff_figure(words["rows"])
     comparison = model.get("comparison")
     if comparison:
         row = next((r for r in comparison["rows"] if r["block"] == "budget"), None)
@@ -170,6 +182,24 @@ def figures(model: dict) -> dict:
                     svg.Bar("baseline", _float(ev["baseline_converted"].get(param)), "muted")]
             out["comparison"] = svg.bar_chart(f"Budgets in one currency ({param}; {ev['currency']})", bars)
     return out
+
+
+def _tradeoff_figure(rows: list[dict]) -> Markup:
+    """Each entity's trade-off curve against perfect privacy (f(alpha) = 1 - alpha)."""
+    import numpy as np
+
+    from dpspec.budget import budget_from_params
+    from dpspec.budget.interpret import tradeoff
+
+    alpha = np.linspace(0.0, 1.0, 101)
+    def budget(params: dict):
+        return budget_from_params({k: v if k == "premetric" else _float(v) for k, v in params.items()})
+
+    series = [(r["who"], alpha.tolist(), tradeoff(budget(r["read_as"]), alpha).tolist()) for r in rows]
+    return svg.curve_chart("What a test can do: trade-off curves", series,
+                           x_label="false-positive rate alpha (type I error)",
+                           y_label="smallest miss rate f(alpha)",
+                           reference=("perfect privacy: 1 - alpha", [0.0, 1.0], [1.0, 0.0]))
 
 
 def _headline_param(budget_json: dict) -> str:

@@ -73,3 +73,47 @@ def bar_chart(title: str, bars: list[Bar], *, axis: str = "", width: int = 640) 
 def _clip(text: str, n: int = 30) -> str:
     text = str(text)
     return text if len(text) <= n else text[: n - 1] + "…"
+
+
+SERIES_COLORS = ("#3b5b92", "#a4262c", "#2f6f4f", "#8a5a00")
+
+
+def curve_chart(title: str, series: list[tuple[str, list[float], list[float]]], *, x_label: str, y_label: str,
+                reference: tuple[str, list[float], list[float]] | None = None, size: int = 320) -> Markup:
+    """Curves on the unit square as an <svg> element (text escaped, no external references);
+    `reference` is drawn dashed (for trade-off curves: perfect privacy, f(alpha) = 1 - alpha)."""
+    left, top, pad, legend = 48, 30, 12, 18 * (len(series) + (1 if reference else 0))
+    width, height = left + size + pad + 220, top + size + 40 + max(0, legend - size)
+
+    def point(x: float, y: float) -> str:
+        return f"{left + size * min(max(x, 0.0), 1.0):.1f},{top + size * (1 - min(max(y, 0.0), 1.0)):.1f}"
+
+    out = [f'<svg role="img" class="figure" viewBox="0 0 {width} {height}" width="{width}" height="{height}" '
+           f'aria-label="{escape(title)}">', f"<title>{escape(title)}</title>",
+           f'<text x="0" y="16" font-size="13" font-weight="600">{escape(title)}</text>',
+           f'<rect x="{left}" y="{top}" width="{size}" height="{size}" fill="none" stroke="{COLORS["muted"]}"/>']
+    for t in (0.0, 0.5, 1.0):
+        out.append(f'<text x="{left + size * t:.1f}" y="{top + size + 14}" font-size="10" text-anchor="middle">{t:g}</text>')
+        out.append(f'<text x="{left - 4}" y="{top + size * (1 - t) + 4:.1f}" font-size="10" text-anchor="end">{t:g}</text>')
+    out.append(f'<text x="{left + size / 2:.1f}" y="{top + size + 30}" font-size="11" text-anchor="middle">{escape(x_label)}</text>')
+    out.append(f'<text x="12" y="{top + size / 2:.1f}" font-size="11" text-anchor="middle" '
+               f'transform="rotate(-90 12 {top + size / 2:.1f})">{escape(y_label)}</text>')
+    entries = []
+    if reference is not None:
+        label, xs, ys = reference
+        pts = " ".join(point(x, y) for x, y in zip(xs, ys))
+        out.append(f'<polyline points="{pts}" fill="none" stroke="{COLORS["muted"]}" stroke-width="1.5" stroke-dasharray="4,3"/>')
+        entries.append((label, COLORS["muted"], True))
+    for i, (label, xs, ys) in enumerate(series):
+        color = SERIES_COLORS[i % len(SERIES_COLORS)]
+        pts = " ".join(point(x, y) for x, y in zip(xs, ys) if math.isfinite(x) and math.isfinite(y))
+        out.append(f'<polyline points="{pts}" fill="none" stroke="{color}" stroke-width="2"/>')
+        entries.append((label, color, False))
+    for i, (label, color, dashed) in enumerate(entries):
+        y = top + 8 + 18 * i
+        x = left + size + pad
+        dash = ' stroke-dasharray="4,3"' if dashed else ""
+        out.append(f'<line x1="{x}" x2="{x + 18}" y1="{y}" y2="{y}" stroke="{color}" stroke-width="2"{dash}/>')
+        out.append(f'<text x="{x + 24}" y="{y + 4}" font-size="11">{escape(_clip(label, 34))}</text>')
+    out.append("</svg>")
+    return Markup("".join(out))

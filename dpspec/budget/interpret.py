@@ -1,0 +1,121 @@
+"""What a budget means for one person: an attacker's largest posterior belief and best test.
+
+An oversight board asks what a number allows an attacker to learn. Two readings, each by a
+formula the report names so anyone can recompute it:
+
+* posterior belief: an attacker who believes with probability p that a person has a trait
+  sees the release; under epsilon-DP the posterior odds are at most the prior odds times
+  e^epsilon, so the belief is at most p e^eps / (p e^eps + 1 - p). Approximate DP allows the
+  bound to fail with probability delta. zCDP and GDP have no single epsilon: they are read at a
+  stated delta through their (epsilon, delta) profiles (CKS20 for zCDP, the exact GDP dual of
+  Dong, Roth & Su for GDP), which is where their trade-off curves meet the posterior bound.
+* hypothesis test: the attacker tests "has the trait" against "has not". The trade-off curve
+  f(alpha) is the smallest type II error at type I error alpha; 1 - f(alpha) is the best power.
+"""
+from __future__ import annotations
+
+import math
+
+import attrs
+import numpy as np
+from scipy.special import ndtr, ndtri
+
+from .conversions import cks20_delta, cks20_epsilon, gdp_epsilon
+from .premetrics import ApproxDP, Budget, GaussianDP, PureDP, RenyiDP, ZCDP
+
+PRIORS = (0.01, 0.10, 0.50)
+TEST_ALPHAS = (0.01, 0.05)
+
+FORMULAS = {
+    "pure": "posterior ≤ p e^eps / (p e^eps + 1 - p) (posterior odds at most prior odds x e^eps; "
+            "the Bayesian reading of Kasiviswanathan and Smith 2014)",
+    "approx": "posterior ≤ p e^eps / (p e^eps + 1 - p), except on outcomes of total probability at most delta "
+              "(the (eps, delta) definition: P[S | trait] ≤ e^eps P[S | no trait] + delta)",
+    "zcdp": "eps = eps_CKS20(rho, delta), the tightest epsilon of the rho-zCDP privacy profile (Canonne, Kamath and "
+            "Steinke 2020, Corollary 13); then posterior ≤ p e^eps / (p e^eps + 1 - p) except with probability delta",
+    "gdp": "eps = eps_GDP(mu, delta), the exact (eps, delta) dual of the trade-off curve "
+           "G_mu(alpha) = Phi(Phi^-1(1 - alpha) - mu) (Dong, Roth and Su 2022, Corollary 2.13); then "
+           "posterior ≤ p e^eps / (p e^eps + 1 - p) except with probability delta",
+}
+CURVES = {
+    "pure": "f(alpha) = max(0, 1 - e^eps alpha, e^-eps (1 - alpha)) (Wasserman and Zhou 2010; Kairouz, Oh and Viswanath 2015)",
+    "approx": "f(alpha) = max(0, 1 - delta - e^eps alpha, e^-eps (1 - delta - alpha)) (Kairouz, Oh and Viswanath 2015)",
+    "zcdp": "f(alpha) = the upper envelope, over eps, of the (eps, delta_CKS20(rho, eps)) curves (each point of the "
+            "profile is a valid bound; computed on a grid, so it is conservative)",
+    "gdp": "f(alpha) = G_mu(alpha) = Phi(Phi^-1(1 - alpha) - mu) (Dong, Roth and Su 2022, Definition 2.5)",
+}
+
+
+def posterior(prior: float, epsilon: float) -> float:
+    """The largest posterior belief from prior p when the likelihood ratio is at most e^eps."""
+    if math.isinf(epsilon):
+        return 1.0
+    if prior <= 0:
+        return 0.0
+    # p e^eps / (p e^eps + 1 - p), written to stay finite for large eps
+    return 1.0 / (1.0 + (1.0 - prior) / prior * math.exp(-epsilon))
+
+
+def approx_tradeoff(alpha: np.ndarray, epsilon: float, delta: float) -> np.ndarray:
+    """The (eps, delta)-DP trade-off curve at type I errors alpha."""
+    alpha = np.asarray(alpha, dtype=float)
+    if math.isinf(epsilon):
+        return np.zeros_like(alpha)
+    return np.maximum.reduce([np.zeros_like(alpha), 1.0 - delta - math.exp(epsilon) * alpha,
+                              math.exp(-epsilon) * (1.0 - delta - alpha)])
+
+
+def tradeoff(budget: Budget, alpha) -> np.ndarray:
+    """The trade-off curve the budget guarantees, at type I errors alpha (see CURVES)."""
+    alpha = np.asarray(alpha, dtype=float)
+    if isinstance(budget, PureDP):
+        return approx_tradeoff(alpha, budget.epsilon, 0.0)
+    if isinstance(budget, ApproxDP):
+        return approx_tradeoff(alpha, budget.epsilon, budget.delta)
+    if isinstance(budget, GaussianDP):
+        if math.isinf(budget.mu):
+            return np.zeros_like(alpha)
+        return ndtr(ndtri(1.0 - np.clip(alpha, 0.0, 1.0)) - budget.mu)
+    if isinstance(budget, ZCDP):
+        if math.isinf(budget.rho):
+            return np.zeros_like(alpha)
+        hi = max(8.0, budget.rho + 8.0 * math.sqrt(budget.rho) + 8.0)
+        curves = [approx_tradeoff(alpha, e, cks20_delta(budget.rho, e)) for e in np.linspace(0.0, hi, 400)]
+        return np.maximum.reduce(curves)
+    raise ValueError(f"no trade-off curve for {budget.kind} budgets here; convert to zCDP or approximate DP first")
+
+
+@attrs.frozen
+class Reading:
+    """One budget read as posterior beliefs and test powers, with the formula that gives them."""
+
+    budget: Budget
+    epsilon: float  # the epsilon the posterior bound uses
+    delta: float  # the failure probability the bound allows (0 for pure DP)
+    posteriors: tuple[tuple[float, float], ...]  # (prior, largest posterior)
+    powers: tuple[tuple[float, float], ...]  # (type I error alpha, largest power 1 - f(alpha))
+    formula: str
+    curve: str
+
+
+def read(budget: Budget, delta: float) -> Reading:
+    """The budget's posterior bounds at PRIORS and test powers at TEST_ALPHAS. zCDP and GDP are
+    read at `delta`; approximate DP at its own delta."""
+    kind = budget.kind
+    if isinstance(budget, PureDP):
+        eps, d = budget.epsilon, 0.0
+    elif isinstance(budget, ApproxDP):
+        eps, d = budget.epsilon, budget.delta
+    elif isinstance(budget, ZCDP):
+        eps, d = cks20_epsilon(budget.rho, delta), delta
+    elif isinstance(budget, GaussianDP):
+        eps, d = gdp_epsilon(budget.mu, delta), delta
+    elif isinstance(budget, RenyiDP):
+        raise ValueError("a Rényi budget of one order is read after converting it to approximate DP")
+    else:
+        raise ValueError(f"cannot read a {kind} budget")
+    f = tradeoff(budget, np.array(TEST_ALPHAS))
+    return Reading(budget, float(eps), float(d),
+                   tuple((p, posterior(p, eps)) for p in PRIORS),
+                   tuple((a, float(1.0 - v)) for a, v in zip(TEST_ALPHAS, f)),
+                   FORMULAS[kind], CURVES[kind])
