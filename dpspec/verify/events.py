@@ -66,13 +66,32 @@ def _threshold_candidates(sl: np.ndarray, sr: np.ndarray):
 
 
 def _key_candidates(kl: np.ndarray, kr: np.ndarray, n_keys: int):
-    """Prefixes of outputs ordered by estimated ratio P_first/P_second; counts of each prefix."""
-    cl = np.bincount(kl, minlength=n_keys).astype(float)
-    cr = np.bincount(kr, minlength=n_keys).astype(float)
-    order = np.argsort(-(cl + 0.5) / (cr + 0.5), kind="stable")
+    """Prefixes of outputs ordered by estimated ratio P_first/P_second, and each prefix's counts.
+
+    The order is estimated on the first half of the selection runs and the prefixes are counted
+    on the second: ordering and scoring on the same runs would favour sets of outputs seen once
+    (every output of a continuous mechanism), which never recur in the held-out runs."""
+    half = len(kl) // 2
+
+    def counts(keys):
+        return np.bincount(keys, minlength=n_keys).astype(float)
+
+    order = np.argsort(-(counts(kl[:half]) + 0.5) / (counts(kr[:half]) + 0.5), kind="stable")
     sizes = np.unique(np.minimum(np.unique(np.geomspace(1, max(n_keys, 1), MAX_KEY_SETS).astype(int)), n_keys))
     sizes = sizes[sizes < n_keys] if n_keys > 1 else sizes[:0]
-    return order, sizes, np.cumsum(cl[order])[sizes - 1], np.cumsum(cr[order])[sizes - 1]
+    cl, cr = counts(kl[half:]), counts(kr[half:])
+    return order, sizes, np.cumsum(cl[order])[sizes - 1], np.cumsum(cr[order])[sizes - 1], len(kl) - half
+
+
+def _scores(kind, cl, cr, n, a, options):
+    """Selection score of the four variants of each event: E or its complement, likelier on the
+    first or on the second dataset; shape (4, events)."""
+    variants = [(cl, cr), (cr, cl), (n - cl, n - cr), (n - cr, n - cl)]
+    if cl.size == 0:
+        return np.zeros((4, 0)), np.zeros((4, 0))
+    scores = np.stack([event_bound(kind, x, y, n, a, **options) for x, y in variants])
+    support = np.stack([x for x, _ in variants]) / max(n, 1)
+    return scores, support
 
 
 def best_event(left: np.ndarray, right: np.ndarray, kind: str, a: float, labels=None, **options) -> EventTest:
@@ -85,18 +104,17 @@ def best_event(left: np.ndarray, right: np.ndarray, kind: str, a: float, labels=
     n_sel, n_test = half, n - half
     keys_l, keys_r, n_keys = _keys(left[:n], right[:n])
     coords, thresholds, tcl, tcr = _threshold_candidates(sl, sr)
-    order, sizes, kcl, kcr = _key_candidates(keys_l[:half], keys_r[:half], n_keys)
-    cand_l = np.concatenate([tcl, kcl])
-    cand_r = np.concatenate([tcr, kcr])
-    if cand_l.size == 0:
+    order, sizes, kcl, kcr, n_keyed = _key_candidates(keys_l[:half], keys_r[:half], n_keys)
+    n_events = tcl.size + kcl.size
+    if n_events == 0:
         return EventTest("no event separates the outputs (they are identical on every run)", n_test, 0, 0, 0.0, False)
-    # four variants per event: E or its complement, likelier on the first or the second dataset
-    variants = [(cand_l, cand_r), (cand_r, cand_l), (n_sel - cand_l, n_sel - cand_r), (n_sel - cand_r, n_sel - cand_l)]
-    scores = np.stack([event_bound(kind, x, y, n_sel, a, **options) for x, y in variants])
+    t_scores, t_support = _scores(kind, tcl, tcr, n_sel, a, options)
+    k_scores, k_support = _scores(kind, kcl, kcr, n_keyed, a, options)
+    scores = np.concatenate([t_scores, k_scores], axis=1)
+    support = np.concatenate([t_support, k_support], axis=1)
     # ties: prefer the event with more support (the larger estimated first-side probability)
-    support = np.stack([x for x, _ in variants]) / max(n_sel, 1)
     flat = np.lexsort((-support.ravel(), -scores.ravel()))[0]
-    variant, index = divmod(int(flat), cand_l.size)
+    variant, index = divmod(int(flat), n_events)
     complement, swapped = variant >= 2, variant in (1, 3)
     if index < tcl.size:
         j, t = int(coords[index]), float(thresholds[index])

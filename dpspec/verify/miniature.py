@@ -17,6 +17,7 @@ from dpspec.mechanism import NeighbourPair
 
 UNITS = 3  # units per miniature table
 MAX_PAIRS = 4
+BATCH = 200_000  # runs per call of a mechanism's batched runner
 _MISSING = -1.0e300  # stands for "no value here in this run" (outputs of varying length)
 
 
@@ -230,9 +231,15 @@ def run_many(mechanism, spec: ir.Spec, params: dict, pair: NeighbourPair, data: 
     """n runs of the mechanism on `data`; each row the statistic of one run."""
     from dpspec.compiler import published_outputs
 
-    if pair.batch is not None:
-        out = np.asarray(pair.batch(data, n, rng), dtype=float)
-        return out.reshape(n, -1)
+    if pair.batch is not None:  # in chunks, so memory stays bounded whatever --runs is
+        chunks = []
+        for start in range(0, n, BATCH):
+            m = min(BATCH, n - start)
+            progress.report(what, start, n)
+            chunks.append(np.asarray(pair.batch(data, m, rng), dtype=float).reshape(m, -1))
+        if len({c.shape[1] for c in chunks}) > 1:
+            raise VerifyError("the mechanism's batched runner returned statistics of different lengths")
+        return np.concatenate(chunks)
     rows = []
     step = max(n // 100, 1)
     for i in range(n):
