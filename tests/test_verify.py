@@ -176,6 +176,23 @@ def test_discrete_gaussian_at_half_the_claimed_variance_is_refuted(tmp_path):
     assert broken.verdict == "refuted" and 0.5 < broken.lower_bound <= 1.0
 
 
+@pytest.mark.parametrize("premetric, words", [
+    ("approximate delta 1e-6", "epsilon at delta = 1e-06"),
+    ("renyi alpha 2", "epsilon at alpha = 2"),
+    ("zcdp", "rho"),
+])
+def test_claims_are_tested_in_the_spec_s_own_currency(tmp_path, premetric, words):
+    text = open(_rr_spec(tmp_path), encoding="utf-8").read().replace("premetric pure", f"premetric {premetric}")
+    honest = verify(dpspec.load(write_spec(tmp_path, text)), runs=40_000, seed=9)
+    assert honest.verdict == "consistent", honest.text()
+    assert f"the {words} is at least" in honest.summary()
+    with registered(TruthierRR()):
+        broken = verify(dpspec.load(write_spec(tmp_path, text.replace("mechanism randomized_response", "mechanism rr_truthier"))),
+                        runs=40_000, seed=9)
+    assert broken.verdict == "refuted", broken.text()
+    assert broken.flavor["premetric"] == {"approximate delta 1e-6": "approx", "renyi alpha 2": "renyi"}.get(premetric, premetric)
+
+
 def test_too_few_runs_is_inconclusive_and_says_how_many(tmp_path):
     result = verify(dpspec.load(_rr_spec(tmp_path)), runs=10, seed=4)
     assert result.verdict == "inconclusive" and result.exit_code == 4

@@ -28,14 +28,20 @@ _PLUGIN_FAILURES = (LookupError, TypeError, ValueError, AttributeError, Arithmet
                     NotImplementedError, AssertionError)
 
 
-def _claim_options(budget) -> tuple[str, float, dict]:
-    """(premetric kind, claimed figure, options for the bound) of a spec-flavor budget."""
+def _claim_options(budget, spec_delta=None) -> tuple[str, float, dict]:
+    """(premetric kind, claimed figure, options for the bound) of a spec-flavor budget.
+
+    An (eps, delta) claim with delta below the spec's delta implies (eps, spec's delta): the
+    bound is taken at the spec's delta, as the spec quotes it."""
     kind = budget.kind
     values = budget.params()
     if kind == "pure":
         return kind, values["epsilon"], {}
     if kind == "approx":
-        return kind, values["epsilon"], {"delta": float(values["delta"])}
+        delta = float(values["delta"])
+        if spec_delta is not None and float(spec_delta) >= delta:
+            delta = float(spec_delta)
+        return kind, values["epsilon"], {"delta": delta}
     if kind == "zcdp":
         return kind, values["rho"], {}
     if kind == "gdp":
@@ -119,7 +125,7 @@ def verify(spec, runs: int = DEFAULT_RUNS, seed: int | None = None, confidence: 
         except _PLUGIN_FAILURES as exc:
             raise VerifyError(f"mechanism '{mech.name}' failed to state its budget on miniature data ({pair.label}): "
                               f"{type(exc).__name__}: {exc}") from None
-        kind, claim, options = _claim_options(claimed)
+        kind, claim, options = _claim_options(claimed, spec.premetric.option("delta") if spec.premetric else None)
         flatten = Flattener()
         try:
             left = run_many(mech, spec, p_params, pair, pair.left, runs, rng, flatten, f"runs on the first dataset ({pair.label})")

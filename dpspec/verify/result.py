@@ -73,12 +73,17 @@ class Verification:
     def quantity(self) -> str:
         return QUANTITY.get(self.flavor.get("premetric"), "budget")
 
+    def _quantity_words(self) -> str:
+        """The quantity with the parameter it is quoted at (epsilon at delta, epsilon at alpha)."""
+        at = next((f" at {k} = {self.flavor[k]:g}" for k in ("delta", "alpha") if k in self.flavor), "")
+        return self.quantity + at
+
     def methods(self) -> list[str]:
         return [CITATIONS["test"], CITATIONS["intervals"], CITATIONS[self.flavor["premetric"]]]
 
     def summary(self) -> str:
         """One sentence that never claims more than the lower bound shows."""
-        q, conf = self.quantity, f"{self.confidence:.0%}"
+        q, conf = self._quantity_words(), f"{self.confidence:.0%}"
         lb, claim = f"{self.lower_bound:.4g}", f"{self.claimed:.4g}"
         if self.verdict == "refuted":
             return (f"refuted: with {conf} confidence the mechanism's {q} is at least {lb}, above the claimed {claim} "
