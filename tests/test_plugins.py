@@ -139,3 +139,20 @@ def test_a_plugin_that_fails_to_import_is_reported_not_fatal(monkeypatch, small_
     finally:
         monkeypatch.undo()
         reset()
+
+
+def test_third_party_mechanism_is_verified_through_the_generic_path(plugin_venv, small_spec):
+    """`dpspec verify` finds the installed plugin by its entry point and, as it supplies no
+    neighbours, builds them from the domain (issue 14)."""
+    text = small_spec.read_text()
+    text = text.replace("mechanism randomized_response { table: people  column: smoker  p: 3/4 }",
+                        "mechanism geometric_count { table: people  epsilon: 1/2 }")
+    text = text.replace("unit people : hamming", "unit people : symdiff").replace("count people\n", "")
+    text = text.replace("budget epsilon <= 1.1", "budget epsilon <= 0.5").replace("output responses\n  output estimate", "output count")
+    small_spec.write_text(text)
+    out = _dpspec(plugin_venv, "verify", "--runs", "1000", "--seed", "3", "--json", str(small_spec))
+    assert out.returncode == 0, out.stdout + out.stderr
+    result = json.loads(out.stdout)
+    assert result["verdict"] == "consistent" and result["neighbours"] == "generic"
+    assert result["mechanism"] == {"name": "geometric_count", "version": "0.3.0"}
+    assert result["claimed"] == 0.5 and 0 <= result["lower_bound"] <= 0.5
