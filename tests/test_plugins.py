@@ -92,13 +92,18 @@ def test_third_party_plugin_adds_a_command(plugin_venv):
     assert out.stdout.strip() == "hello from dpspec-geometric"
 
 
-def test_third_party_mechanism_runs_in_a_spec(plugin_venv, small_spec):
+def _use_geometric_count(small_spec):
+    """Rewrite the small spec for the third-party mechanism: add/remove one person, no invariant."""
     text = small_spec.read_text()
     text = text.replace("mechanism randomized_response { table: people  column: smoker  p: 3/4 }",
                         "mechanism geometric_count { table: people  epsilon: 1/2 }")
     text = text.replace("unit people : hamming", "unit people : symdiff").replace("count people\n", "")
     text = text.replace("budget epsilon <= 1.1", "budget epsilon <= 0.5").replace("output responses\n  output estimate", "output count")
     small_spec.write_text(text)
+
+
+def test_third_party_mechanism_runs_in_a_spec(plugin_venv, small_spec):
+    _use_geometric_count(small_spec)
     out = _dpspec(plugin_venv, "budget", "--json", str(small_spec))
     assert out.returncode == 0, out.stdout + out.stderr
     summary = json.loads(out.stdout)
@@ -144,12 +149,7 @@ def test_a_plugin_that_fails_to_import_is_reported_not_fatal(monkeypatch, small_
 def test_third_party_mechanism_is_verified_through_the_generic_path(plugin_venv, small_spec):
     """`dpspec verify` finds the installed plugin by its entry point and, as it supplies no
     neighbours, builds them from the domain (issue 14)."""
-    text = small_spec.read_text()
-    text = text.replace("mechanism randomized_response { table: people  column: smoker  p: 3/4 }",
-                        "mechanism geometric_count { table: people  epsilon: 1/2 }")
-    text = text.replace("unit people : hamming", "unit people : symdiff").replace("count people\n", "")
-    text = text.replace("budget epsilon <= 1.1", "budget epsilon <= 0.5").replace("output responses\n  output estimate", "output count")
-    small_spec.write_text(text)
+    _use_geometric_count(small_spec)
     out = _dpspec(plugin_venv, "verify", "--runs", "1000", "--seed", "3", "--json", str(small_spec))
     assert out.returncode == 0, out.stdout + out.stderr
     result = json.loads(out.stdout)
