@@ -5,6 +5,7 @@ The Python API mirrors the command line:
     spec = dpspec.load("specs/acs_ma_vision_rr.dps")    # a path, or the text of a spec
     result = dpspec.compile(spec, seed=None)            # outputs as DataFrames, ledger, findings
     findings = dpspec.audit(spec, baseline=None)
+    check = dpspec.verify(spec, runs=20_000)            # empirical lower bound vs the claimed budget
     dpspec.convert({"rho": 15.29}, to="approx", delta=1e-10, method="bs16")
 """
 from __future__ import annotations

@@ -18,7 +18,7 @@ import dpspec
 from dpspec.cli import main
 from dpspec.mechanism import Mechanism, NativeFlavor, NeighbourPair, ParameterSchema, ParamSpec, Release
 from dpspec.noise import discrete_gaussian
-from dpspec.verify import VerifyError, verify
+from dpspec.verify import verify
 from dpspec.verify.bounds import cp_lower, cp_upper, largest_detectable, loss_bound, runs_needed
 from tests.conftest import SMALL_CSV, SMALL_SPEC, SPECS
 from tests.verify_helpers import registered, third_party_module, write_spec

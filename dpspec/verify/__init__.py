@@ -15,7 +15,6 @@ the chance that any reported lower bound exceeds the true loss is at most 1 - co
 """
 from __future__ import annotations
 
-import math
 
 from dpspec import ir
 from dpspec.verify.bounds import largest_detectable, runs_needed
