@@ -5,6 +5,7 @@ The Python API mirrors the command line:
     spec = dpspec.load("specs/acs_ma_vision_rr.dps")    # a path, or the text of a spec
     result = dpspec.compile(spec, seed=None)            # outputs as DataFrames, ledger, findings
     findings = dpspec.audit(spec, baseline=None)
+    check = dpspec.verify(spec, runs=20_000)            # empirical lower bound vs the claimed budget
     dpspec.convert({"rho": 15.29}, to="approx", delta=1e-10, method="bs16")
 """
 from __future__ import annotations
@@ -37,6 +38,15 @@ def audit(spec, baseline=None):
     if isinstance(baseline, str):
         baseline = load(baseline)
     return run_audit(spec, baseline=baseline)
+
+
+def verify(spec, runs=None, seed=None, confidence: float = 0.95):
+    """Test the spec's mechanism empirically against its claimed budget (`dpspec verify`)."""
+    from dpspec.verify import DEFAULT_RUNS, verify as _verify
+
+    if isinstance(spec, str):
+        spec = load(spec)
+    return _verify(spec, runs=runs or DEFAULT_RUNS, seed=seed, confidence=confidence)
 
 
 def convert(params: dict, **options) -> dict:

@@ -18,12 +18,17 @@ def _load(path):
     return parse(read_source(path), path)
 
 
-def run_audit_command(path: str, baseline_path: str | None, outdir: str | None, as_json: bool) -> int:
+def run_audit_command(path: str, baseline_path: str | None, outdir: str | None, as_json: bool,
+                      verify_file: str | None = None) -> int:
     from dpspec.audit import audit
 
     spec = _load(path)
     baseline = _load(baseline_path) if baseline_path else None
     outcome = audit(spec, baseline=baseline)
+    if verify_file:  # a `dpspec verify --json` result becomes a finding
+        from dpspec.verify.finding import load_for, with_finding
+
+        outcome = with_finding(outcome, load_for(verify_file, spec))
     if outdir:
         from dpspec.report import render_all
 

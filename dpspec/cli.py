@@ -14,6 +14,7 @@ import click
 from dpspec import ir
 from dpspec.cli_errors import fail as _fail, friendly
 from dpspec.errors import DpspecError
+from dpspec.verify_cli import verification_option, verify_cmd
 
 
 def _load(path: str) -> ir.Spec:
@@ -104,8 +105,9 @@ def fmt_cmd(file, write, check_only):
 @click.option("-o", "--output", "outdir", type=click.Path(file_okay=False), help="Output directory (default: out/<spec name>).")
 @click.option("--seed", type=int, default=None, help="Make the run reproducible (voids the protection; the audit says so).")
 @click.option("--runs", type=click.IntRange(1, 10_000), default=1, help="Repeat the mechanism to measure utility (internal report).")
+@verification_option
 @friendly
-def compile_cmd(file, outdir, seed, runs):
+def compile_cmd(file, outdir, seed, runs, verify_file=None):
     """Check FILE, run its mechanism on its data, write the release and the reports."""
     from dpspec.compiler import compile_spec
     from dpspec.output import write_result
@@ -123,6 +125,11 @@ def compile_cmd(file, outdir, seed, runs):
         check_replaceable(outdir)
         with reporting(StderrBar()):
             result = compile_spec(spec, seed=seed, runs=runs)
+        if verify_file:  # a `dpspec verify --json` result becomes a finding (issue 14)
+            from dpspec.verify.finding import load_for, with_finding
+
+            result.audit_outcome = with_finding(result.audit_outcome, load_for(verify_file, spec))
+            result.findings = list(result.audit_outcome.findings)
         written = write_result(result, outdir)
     ledger = result.ledger
     click.echo(f"mechanism: {result.mechanism.name} {result.mechanism.version}")
@@ -214,12 +221,13 @@ def convert_cmd(params, to, delta, epsilon, alpha, method, from_unit, to_unit, g
 @click.option("--baseline", type=click.Path(dir_okay=False), default=None, help="Compare against this spec.")
 @click.option("-o", "--output", "outdir", type=click.Path(file_okay=False), default=None, help="Write the audit report here.")
 @click.option("--json", "as_json", is_flag=True)
+@verification_option
 @friendly
-def audit_cmd(file, baseline, outdir, as_json):
+def audit_cmd(file, baseline, outdir, as_json, verify_file=None):
     """Flag privacy theatrics in a spec (optionally against a baseline spec)."""
     from dpspec.audit_cli import run_audit_command
 
-    code = run_audit_command(file, baseline, outdir, as_json)
+    code = run_audit_command(file, baseline, outdir, as_json, verify_file=verify_file)
     sys.exit(code)
 
 
@@ -266,6 +274,7 @@ def _add_plugin_commands():
         click.echo(f"warning: plugin '{name}' failed to load: {why}", err=True)
 
 
+main.add_command(verify_cmd)  # dpspec verify (dpspec/verify_cli.py)
 _add_plugin_commands()
 __import__("dpspec.registry_cli").registry_cli.register(main)  # export/import --registry (OpenDP Deployments Registry)
 

@@ -14,7 +14,12 @@ hookimpl = pluggy.HookimplMarker(PROJECT)
 
 @hookspec
 def dpspec_mechanisms():
-    """Return a list of `dpspec.mechanism.Mechanism` instances this plugin provides."""
+    """Return a list of `dpspec.mechanism.Mechanism` instances this plugin provides.
+
+    Besides the required methods, a mechanism may implement the optional `neighbours(spec,
+    params)`: worst-case neighbouring miniature datasets (`dpspec.mechanism.NeighbourPair`) for
+    `dpspec verify`; without it the verifier builds pairs from the domain.
+    """
 
 
 @hookspec

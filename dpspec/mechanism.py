@@ -92,6 +92,34 @@ class Release:
     notes: tuple[str, ...] = ()
 
 
+# ---- empirical verification (optional; used by `dpspec verify`) ---------------------------
+
+
+@attrs.frozen
+class NeighbourPair:
+    """Two neighbouring miniature datasets in one universe, and what to look at in the outputs.
+
+    left, right: {table: DataFrame}, typed as the domain says; the declared invariants must agree
+    on both (the verifier checks). distance: d_X between them under the spec's relation (the
+    claim is scaled by group privacy when it exceeds 1). params: the mechanism's parameters for
+    this miniature instance (None: the spec's), e.g. a larger noise scale so the claim is small
+    enough to test. statistic(release) -> 1-D numbers: what the events look at (None: every
+    published output, flattened). batch(data, n, rng) -> (n, k) array: n runs at once, each
+    row the statistic of one run (None: `run` is called n times).
+    """
+
+    label: str
+    left: dict
+    right: dict
+    distance: int = 1
+    params: dict | None = None
+    statistic: Any = None
+    batch: Any = None
+
+
+# ---- the mechanism contract ----------------------------------------------------------------
+
+
 class Mechanism:
     """Base class for mechanism plugins; override the methods, keep the signatures."""
 
@@ -178,6 +206,11 @@ class CountLikelihood:
     @property
     def is_exact(self) -> bool:
         return bool(np.all(np.asarray(self.variance) == 0))
+
+    def neighbours(self, spec: ir.Spec, params: dict) -> list[NeighbourPair] | None:
+        """Optional: worst-case neighbouring pairs on miniature instances of the spec's domain, for
+        `dpspec verify`. None: the verifier builds pairs from the domain and the declared relation."""
+        return None
 
 
 # ---- resolving a mechanism block against its schema ---------------------------------------

@@ -155,3 +155,15 @@ def test_a_plugin_that_fails_to_import_is_reported_not_fatal(monkeypatch, small_
     finally:
         monkeypatch.undo()
         reset()
+
+
+def test_third_party_mechanism_is_verified_through_the_generic_path(plugin_venv, small_spec):
+    """`dpspec verify` finds the installed plugin by its entry point and, as it supplies no
+    neighbours, builds them from the domain (issue 14)."""
+    use_geometric_count(small_spec)
+    out = _dpspec(plugin_venv, "verify", "--runs", "1000", "--seed", "3", "--json", str(small_spec))
+    assert out.returncode == 0, out.stdout + out.stderr
+    result = json.loads(out.stdout)
+    assert result["verdict"] == "consistent" and result["neighbours"] == "generic"
+    assert result["mechanism"] == {"name": "geometric_count", "version": "0.3.0"}
+    assert result["claimed"] == 0.5 and 0 <= result["lower_bound"] <= 0.5

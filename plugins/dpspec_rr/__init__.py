@@ -124,6 +124,39 @@ class RandomizedResponse(Mechanism):
 
         return responses_likelihood(params["table"], params["column"], str(self._positive(spec, params)),
                                     params["p"], outputs)
+    def neighbours(self, spec, params):
+        """One unit's answer flips (the worst case: the ratio is p/(1-p) for its report).
+
+        Runs are batched: the miniature table repeated n times is one call to `run`, whose units
+        answer independently, so row r of the batch is run r // units of the miniature."""
+        import numpy as np
+
+        from dpspec.mechanism import NeighbourPair
+        from dpspec.verify.miniature import miniature_rows, typed_frame
+
+        table = spec.domain.table(params["table"])
+        col = self._column(spec, params)
+        pos = self._positive(spec, params)
+        values = (True, False) if col.type.kind == "bool" else (pos, next(v for v in col.type.values if v != pos))
+        rows = miniature_rows(spec)
+        frames = []
+        for value in values:
+            records = [dict(r) for r in rows[table.name]]
+            records[0][col.name] = value
+            frames.append({**{t.name: typed_frame(t, rows[t.name]) for t in spec.domain.tables},
+                           table.name: typed_frame(table, records)})
+
+        def batch(data, n, rng):
+            frame = data[table.name]
+            units = len(frame)
+            repeated = frame.iloc[np.tile(np.arange(units), n)].reset_index(drop=True)
+            release = self.run(spec, params, {**data, table.name: repeated}, rng)
+            answers = release.outputs["responses"][col.name].to_numpy()
+            yes = answers.astype(bool) if col.type.kind == "bool" else answers == pos
+            return yes.reshape(n, units)
+
+        return [NeighbourPair(f"one {table.name} unit's {col.name} is {values[0]} or {values[1]}",
+                              frames[0], frames[1], batch=batch)]
 
     def utility(self, spec, params, data, releases):
         import numpy as np

@@ -189,6 +189,12 @@ class PermutationSwapping(Mechanism):
 
         return accuracy.summarize(params["rate"], [r.internal["run"] for r in releases])
 
+    def neighbours(self, spec, params):
+        """A two-record stratum whose records exchange their held values (`dpspec verify`)."""
+        from dpspec_swap.neighbours import swap_pairs
+
+        return swap_pairs(self, spec, params)
+
 
 def budget_notes(b: int, p: Fraction, match) -> tuple[str, ...]:
     """The theorem's branch with the numbers filled in, and why there is no finite worst case."""

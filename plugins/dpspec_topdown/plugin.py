@@ -218,6 +218,12 @@ class TopDown(Mechanism):
             ],
         }
 
+    def neighbours(self, spec, params):
+        """Miniature neighbours and batched noisy measurements for `dpspec verify`."""
+        from .neighbours import topdown_pairs
+
+        return topdown_pairs(self, spec, params, _variables, ROOT)
+
 
 def accuracy(spec, params, confidential: pd.DataFrame, protected: pd.DataFrame) -> list[dict]:
     """Mean absolute error of every (level, query) table against the confidential data.
