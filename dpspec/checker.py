@@ -69,6 +69,11 @@ class _Checker:
                     self.unknown("geography level column", level, all_columns, geo)
                 if level in geo.levels[:i]:
                     self.error(f"geography level '{level}' appears twice", geo)
+            for i, comp in enumerate(geo.components):
+                if comp not in all_columns:
+                    self.unknown("geography component column", comp, all_columns, geo)
+                if comp in geo.levels or comp in geo.components[:i]:
+                    self.error(f"geography component '{comp}' appears twice", geo)
 
     def table(self, t: ir.Table):
         names = set()
