@@ -158,6 +158,11 @@ def parse(spec: ir.Spec, params: dict, raw: dict | None = None, call_loc=None) -
     design = Design(tuple(tables), levels, components, tuple(detailed), fraction,
                     suppression, tuple(suppress_at), int(params["max_race_codes"]),
                     params.get("max_groups"))
+    declared = params.get("total_rho")
+    if declared is not None and declared != design.total_rho():
+        err(f"total_rho: the tables' budgets add up to {ir.format_number(design.total_rho())}, "
+            f"not the declared {ir.format_number(declared)}", raw.get("total_rho"))
+        return None, problems
     return design, problems
 
 

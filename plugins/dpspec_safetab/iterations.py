@@ -85,9 +85,16 @@ class IterationTable:
     def fanout_bound(self, level: int, granularity: str, max_race_codes: int) -> dict:
         """h_r, h_e and the production bound h_r * max(2, r) + h_e for one selection."""
         sel = self.selection(level, granularity)
-        m = self.mapping.merge(sel[["iteration", "kind"]], on="iteration")
-        h_r = int(m[m["kind"] == "race"]["code"].value_counts().max()) if (m["kind"] == "race").any() else 0
-        h_e = int(m[m["kind"] == "ethnicity"]["code"].value_counts().max()) if (m["kind"] == "ethnicity").any() else 0
+        m = self.mapping.merge(sel[["iteration", "kind", "alone"]], on="iteration")
+
+        def h(mask) -> int:
+            return int(m[mask]["code"].value_counts().max()) if mask.any() else 0
+
+        race = m["kind"] == "race"
+        # alone and alone-or-in-combination iterations form the same hierarchy (production's
+        # assumption); the larger depth of the two is used, so a mapping breaking it stays safe
+        h_r = max(h(race & m["alone"]), h(race & ~m["alone"]))
+        h_e = h(m["kind"] == "ethnicity")
         return {"h_race": h_r, "h_ethnicity": h_e, "max_race_codes": max_race_codes,
                 "fanout": h_r * max(2, max_race_codes) + h_e}
 

@@ -69,6 +69,8 @@ class SafeTab(Mechanism):
         ParamSpec("public_totals", "string", "published population-group totals that choose the detail (SafeTab-H)"),
         ParamSpec("zero_suppression", "number", "probability that a zero total is suppressed", low=Fraction(0), high=Fraction(1)),
         ParamSpec("suppress_at", "block", "geography levels whose small totals are suppressed"),
+        ParamSpec("total_rho", "number", "the declared total rho; the per-cell budgets must add up to it exactly",
+                  low=Fraction(0)),
         ParamSpec("tables", "block", "per table: rho and thresholds per geography and iteration level, and the "
                   "ladder of stage-2 details", required=True),
     ))
