@@ -37,16 +37,20 @@ def choose_detail(noisy_totals: np.ndarray, thresholds) -> np.ndarray:
 
 
 def detail_counts(region: np.ndarray, group: np.ndarray, cell: np.ndarray, selected: np.ndarray,
-                  n_groups: int, n_cells: int) -> tuple[np.ndarray, np.ndarray]:
+                  n_groups: int, n_cells: int, n_regions: int | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Counts of the stage-2 table for the selected (region, group) keys.
 
     selected: sorted flat keys region * n_groups + group. cell: each flattened pair's cell in
-    the detail table (0..n_cells-1). Returns (keys, counts of shape (len(keys), n_cells))."""
+    the detail table (0..n_cells-1). Returns (keys, counts of shape (len(keys), n_cells)).
+    A dense key -> position map makes this one gather and one bincount (no search)."""
     ok = region >= 0
     key = region[ok].astype(np.int64) * n_groups + group[ok]
-    pos = np.searchsorted(selected, key)
-    pos[pos == len(selected)] = 0
-    hit = selected[pos] == key if len(selected) else np.zeros(len(key), dtype=bool)
+    size = (n_regions * n_groups) if n_regions is not None else (int(key.max()) + 1 if key.size else 1)
+    size = max(size, int(selected.max()) + 1 if len(selected) else 0)
+    position = np.full(size, -1, dtype=np.int64)
+    position[selected] = np.arange(len(selected))
+    pos = position[key]
+    hit = pos >= 0
     flat = pos[hit] * n_cells + cell[ok][hit]
     counts = np.bincount(flat, minlength=len(selected) * n_cells).reshape(len(selected), n_cells)
     return selected, counts

@@ -128,7 +128,7 @@ def encode_records(frame: pd.DataFrame, race_columns, eth_column: str, table: It
     race_rows = np.concatenate(rows_list) if rows_list else np.zeros(0, dtype=np.int64)
     race_codes = np.concatenate(codes_list) if codes_list else np.zeros(0, dtype=np.int64)
     # the same code twice in one record counts once
-    key = np.unique(race_rows.astype(np.int64) * (len(table.codes) + 1) + race_codes)
+    key, _ = sorted_unique(race_rows.astype(np.int64) * (len(table.codes) + 1) + race_codes)
     race_rows, race_codes = key // (len(table.codes) + 1), key % (len(table.codes) + 1)
     n_race = np.bincount(race_rows, minlength=n)
     if n and n_race.min() == 0:
@@ -145,6 +145,16 @@ def encode_records(frame: pd.DataFrame, race_columns, eth_column: str, table: It
     eth_idx = table.codes.get_indexer(eth.to_numpy().astype(str))
     _unknown(eth_idx, np.arange(n), eth.to_numpy(), eth_column, source)
     return RecordCodes(n, race_rows, race_codes, n_race, eth_idx)
+
+
+def sorted_unique(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Distinct int64 keys and their multiplicities, by one sort (faster than np.unique's
+    hashing on tens of millions of keys)."""
+    keys = np.sort(keys, kind="stable")
+    if not keys.size:
+        return keys, np.zeros(0, dtype=np.int64)
+    first = np.flatnonzero(np.r_[True, keys[1:] != keys[:-1]])
+    return keys[first], np.diff(np.r_[first, keys.size])
 
 
 def _unknown(idx, rows, values, column, source):
@@ -190,13 +200,13 @@ def flatten(records: RecordCodes, table: IterationTable, selection: pd.DataFrame
     r, i = pairs(records.race_codes, records.race_rows, (kinds == "race") & alone)
     if r.size:
         key = r.astype(np.int64) * n_sel + i
-        uniq, hits = np.unique(key, return_counts=True)
+        uniq, hits = sorted_unique(key)
         full = hits == records.n_race[uniq // n_sel]
         out_rows.append(uniq[full] // n_sel)
         out_its.append(uniq[full] % n_sel)
     r, i = pairs(records.race_codes, records.race_rows, (kinds == "race") & ~alone)
     if r.size:
-        uniq = np.unique(r.astype(np.int64) * n_sel + i)
+        uniq, _ = sorted_unique(r.astype(np.int64) * n_sel + i)
         out_rows.append(uniq // n_sel)
         out_its.append(uniq % n_sel)
     r, i = pairs(records.eth_codes, np.arange(records.n), kinds == "ethnicity")

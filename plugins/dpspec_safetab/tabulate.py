@@ -162,7 +162,7 @@ def _measure(design, td, cell, geo, sel, k, region, group, codes, var_codes, var
         sizes = [len(variables[v]) for v in detail.variables]
         cells = cell_codes([var_codes[v] for v in detail.variables], sizes)
         n_cells = int(np.prod(sizes))
-        _, true = detail_counts(region, group, cells, keys, n_groups, n_cells)
+        _, true = detail_counts(region, group, cells, keys, n_groups, n_cells, n_regions)
         noisy = add_noise(true, s2_second, rng)
         parts = np.unravel_index(np.arange(n_cells), sizes)
         per_cell = {v: np.tile(p, len(keys)) for v, p in zip(detail.variables, parts)}
