@@ -80,6 +80,7 @@ class Geography:
     # geography components outside the hierarchy (`crosscut { place, aiannh }`): each is a
     # column whose units cut across the levels, composed in parallel over its own units
     components: tuple[str, ...] = ()
+    components_loc: Loc | None = _loc_field()
 
 
 @attrs.frozen

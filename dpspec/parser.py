@@ -99,7 +99,7 @@ class _ToIR(Transformer):
         elif len(cuts) > 1:
             problems.append(Diagnostic("the domain declares 'crosscut' twice", cuts[1][2].line, cuts[1][2].column))
         elif cuts:
-            geos[0] = attrs.evolve(geos[0], components=cuts[0][1])
+            geos[0] = attrs.evolve(geos[0], components=cuts[0][1], components_loc=cuts[0][2])
         value = ir.Domain(name, description, stage, tables, geos[0] if geos else None, _loc(meta))
         section = _Section("domain", value, _loc(meta))
         section.problems = problems
