@@ -89,6 +89,7 @@ def budget_summary(spec: ir.Spec, delta: float | None = None, method: str = "cks
             "depends_on": {k: (json_number(v) if isinstance(v, float) else v) for k, v in statement.depends_on.items()},
             "notes": list(statement.notes),
             "components": _components(spec, flavor, statement),
+            "conditioned_on": [p.to_json() for p in statement.public],
         },
         "steps": [{"what": s.what, "from": str(s.source), "to": str(s.result), "method": s.method, "citation": s.citation} for s in ledger.steps],
         "budget": _budget_json(ledger.declared),
@@ -125,6 +126,8 @@ def budget_text(summary: dict) -> str:
         lines.append(f"  depends on {k} = {v}")
     for note in native["notes"]:
         lines.append(f"  note: {note}")
+    for p in native.get("conditioned_on", []):
+        lines.append(f"  conditioned on: {p['description']}" + (f" ({p['source']})" if p.get("source") else ""))
     if native.get("components"):
         lines.append("  its parts (native, then in the spec's flavor):")
         for c in native["components"]:

@@ -211,6 +211,9 @@ def test_safetab_h_is_conditioned_on_safetab_p(h_result):
     assert len(s["public_information"]) == 6
     assert all("SafeTab-P" in p["released"] for p in s["public_information"])
     assert h_result.statement.public and "SafeTab-P" in h_result.statement.public[0].description
+    (cond,) = s["native"]["conditioned_on"]
+    assert "SafeTab-P" in cond["description"] and cond["source"].endswith("safetab_p_published.parquet")
+    assert budget_summary(dpspec.load(str(P_SPEC)))["native"]["conditioned_on"] == []
     ids = [f.rule for f in h_result.findings]
     assert "public-information" in ids
 
