@@ -74,6 +74,7 @@ class SafeTab(Mechanism):
         ParamSpec("tables", "block", "per table: rho and thresholds per geography and iteration level, and the "
                   "ladder of stage-2 details", required=True),
     ))
+    release_size_varies = True  # the chosen details and suppression depend on the noise
     outputs = {"counts": "long-form counts: table, geography, geocode, group, group_level, detail, "
                          "the detail's variables ('*' when not broken down), count"}
 

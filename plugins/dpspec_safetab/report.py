@@ -2,8 +2,8 @@
 
 Public: the adaptive design and its table-choice rule in plain words, and for every
 (table, geography level, iteration level) the noise of each table size: functions of the
-public parameters only (rho, stage fraction, fan-out, thresholds), plus how many groups got
-each detail, which the release itself shows. Internal: the realized error by level and table
+public parameters only (rho, stage fraction, fan-out, thresholds), never of a run's noise, so
+the public report is the same for every run. Internal: the realized error by level and table
 size over the compile's runs, computed against the confidential counts.
 """
 from __future__ import annotations
@@ -31,7 +31,7 @@ def expected_error_rows(facts: dict, variables: dict) -> list[dict]:
             m = _cells(detail, variables)
             rows.append({"table": f["table"], "geography": f["geography"], "level": f["level"], "detail": detail,
                          "cells": m, "sd_per_cell": math.sqrt(s2), "mean_abs_error_per_cell": math.sqrt(2 * s2 / math.pi),
-                         "sd_of_total": math.sqrt(m * s2), "groups": f["chosen"].get(detail, 0),
+                         "sd_of_total": math.sqrt(m * s2),
                          "stage1_sd": math.sqrt(f["sigma2"]["stage 1"]) if "stage 1" in f["sigma2"] else None,
                          "suppression_threshold": f.get("suppression_threshold") if detail == "total" else None})
     return rows
@@ -84,24 +84,25 @@ def public_section(facts: dict, variables: dict) -> Section:
     rows = expected_error_rows(facts, variables)
     text = _design_text(facts)
     headers = ["table", "geography", "iteration level", "detail", "cells", "noise sd per cell",
-               "mean abs error per cell", "sd of the total", "stage-1 sd", "suppressed at or below", "groups"]
+               "mean abs error per cell", "sd of the total", "stage-1 sd", "suppressed at or below"]
     cells = [[r["table"], r["geography"], r["level"], r["detail"], r["cells"], _fmt(r["sd_per_cell"]),
               _fmt(r["mean_abs_error_per_cell"]), _fmt(r["sd_of_total"]), _fmt(r["stage1_sd"]),
-              _fmt(r["suppression_threshold"]), r["groups"]] for r in rows]
+              _fmt(r["suppression_threshold"])] for r in rows]
     t_html, t_md = _table(headers, cells)
     fan = facts.get("fanout", {})
     fan_text = "; ".join(f"{k}: k = {v['fanout_used']} (h_r = {v['h_race']}, h_e = {v['h_ethnicity']}, r = {v['max_race_codes']})"
                          for k, v in fan.items())
     html = Markup("").join(Markup("<p>{}</p>").format(p) for p in text)
     html += Markup("<p>Fan-out per iteration level and geography granularity: {}.</p>").format(fan_text)
-    html += Markup("<p>Expected error of each table size (a function of the public parameters; "
-                   "'groups' is how many groups got that detail, as the release shows):</p>") + t_html
+    html += Markup("<p>Expected error of each table size (a function of the public parameters only; "
+                   "which groups got which detail is in the release):</p>") + t_html
     md = "\n\n".join(text) + f"\n\nFan-out per iteration level and geography granularity: {fan_text}.\n\n" + t_md + "\n"
     return Section("SafeTab: adaptive design and expected error per table size", str(html), md,
                    {"design": text, "fanout": fan, "expected_error": rows})
 
 
 def internal_section(utility: dict) -> Section | None:
+    """Realized error per (level, table size); computed against the confidential counts."""
     rows = utility.get("error_by_level_and_detail")
     if not rows:
         return None
