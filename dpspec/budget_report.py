@@ -11,6 +11,7 @@ import math
 from dpspec import ir, ledger as ledger_mod
 from dpspec.budget.premetrics import format_number, json_number
 from dpspec.checker import check
+from dpspec.errors import ConversionError
 from dpspec.describe import notation
 
 
@@ -39,6 +40,23 @@ def spec_ledger(spec: ir.Spec, data=None):
     statement = mech.budget(spec, params, facts)
     flavor = mech.flavor(spec, params)
     return checked, facts, statement, flavor, ledger_mod.build(spec, flavor, statement)
+
+
+def _components(spec: ir.Spec, flavor, statement) -> list[dict]:
+    """The statement's parts (e.g. each geography level and stage), each also in the spec's flavor."""
+    from dpspec.budget import ZCDP
+
+    out = []
+    for c in getattr(statement, "components", ()):
+        item = {k: (json_number(float(v)) if k == "rho" else v) for k, v in c.items()}
+        if "rho" in c:
+            try:
+                value, _ = ledger_mod.to_spec_flavor(spec, flavor, ZCDP(float(c["rho"])))
+                item["in_spec_flavor"] = _budget_json(value)
+            except ConversionError:  # a part without a conversion is shown natively only
+                item["in_spec_flavor"] = None
+        out.append(item)
+    return out
 
 
 def budget_summary(spec: ir.Spec, delta: float | None = None, method: str = "cks20") -> dict:
@@ -70,6 +88,8 @@ def budget_summary(spec: ir.Spec, delta: float | None = None, method: str = "cks
             "per_universe": bool(statement.per_universe),
             "depends_on": {k: (json_number(v) if isinstance(v, float) else v) for k, v in statement.depends_on.items()},
             "notes": list(statement.notes),
+            "components": _components(spec, flavor, statement),
+            "conditioned_on": [p.to_json() for p in statement.public],
         },
         "steps": [{"what": s.what, "from": str(s.source), "to": str(s.result), "method": s.method, "citation": s.citation} for s in ledger.steps],
         "budget": _budget_json(ledger.declared),
@@ -106,6 +126,14 @@ def budget_text(summary: dict) -> str:
         lines.append(f"  depends on {k} = {v}")
     for note in native["notes"]:
         lines.append(f"  note: {note}")
+    for p in native.get("conditioned_on", []):
+        lines.append(f"  conditioned on: {p['description']}" + (f" ({p['source']})" if p.get("source") else ""))
+    if native.get("components"):
+        lines.append("  its parts (native, then in the spec's flavor):")
+        for c in native["components"]:
+            label = " ".join(f"{k}={v}" for k, v in c.items() if k not in ("rho", "rho_exact", "in_spec_flavor"))
+            spec_part = f" -> {_fmt(c['in_spec_flavor'], named=False)}" if c.get("in_spec_flavor") else ""
+            lines.append(f"    {label}: rho = {c.get('rho_exact', c.get('rho'))}{spec_part}")
     if summary["steps"]:
         lines.append("converted to the spec's flavor:")
         for s in summary["steps"]:

@@ -69,6 +69,12 @@ class _Checker:
                     self.unknown("geography level column", level, all_columns, geo)
                 if level in geo.levels[:i]:
                     self.error(f"geography level '{level}' appears twice", geo)
+            cut = attrs.evolve(geo, loc=geo.components_loc or geo.loc)  # locate at the crosscut line
+            for i, comp in enumerate(geo.components):
+                if comp not in all_columns:
+                    self.unknown("geography component column", comp, all_columns, cut)
+                if comp in geo.levels or comp in geo.components[:i]:
+                    self.error(f"geography component '{comp}' appears twice", cut)
 
     def table(self, t: ir.Table):
         names = set()

@@ -78,6 +78,10 @@ class Geography:
     name: str
     levels: tuple[str, ...]
     loc: Loc | None = _loc_field()
+    # geography components outside the hierarchy (`crosscut { place, aiannh }`): each is a
+    # column whose units cut across the levels, composed in parallel over its own units
+    components: tuple[str, ...] = ()
+    components_loc: Loc | None = _loc_field()
 
 
 @attrs.frozen

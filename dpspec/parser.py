@@ -116,6 +116,14 @@ class _ToIR(Transformer):
             problems.append(Diagnostic("the domain declares its stage twice", stages[1][2].line, stages[1][2].column))
         if len(geos) > 1:
             problems.append(Diagnostic("the domain declares more than one geography", geos[1].loc.line, geos[1].loc.column))
+        # ---- geography components (crosscut) attach to the hierarchy ----
+        cuts = [c for c in rest if isinstance(c, tuple) and c[0] == "crosscut"]
+        if cuts and not geos:
+            problems.append(Diagnostic("'crosscut' needs a geography hierarchy in the domain", cuts[0][2].line, cuts[0][2].column))
+        elif len(cuts) > 1:
+            problems.append(Diagnostic("the domain declares 'crosscut' twice", cuts[1][2].line, cuts[1][2].column))
+        elif cuts:
+            geos[0] = attrs.evolve(geos[0], components=cuts[0][1], components_loc=cuts[0][2])
         value = ir.Domain(name, description, stage, tables, geos[0] if geos else None, _loc(meta))
         section = _Section("domain", value, _loc(meta))
         section.problems = problems
@@ -123,6 +131,9 @@ class _ToIR(Transformer):
 
     def stage(self, meta, children):
         return ("stage", str(children[0]), _loc(meta))
+
+    def crosscut(self, meta, children):
+        return ("crosscut", tuple(str(c) for c in children), _loc(meta))
 
     def geography(self, meta, children):
         return ir.Geography(str(children[0]), tuple(str(c) for c in children[1:]), _loc(meta))

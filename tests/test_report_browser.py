@@ -115,3 +115,31 @@ def test_screenshot(report, tmp_path):
              "--hide-scrollbars")
     data = shot.read_bytes()
     assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 20_000  # a blank page compresses far smaller
+
+
+# ---- SafeTab (issue 9): both production specs compiled, public and internal reports ----------
+
+
+@pytest.mark.parametrize("name", ["safetab_p_production", "safetab_h_production"])
+def test_safetab_reports_render_without_requests(name, tmp_path):
+    result = compile_spec(load_text_or_path(str(ROOT / "specs" / f"{name}.dps")), seed=3, runs=2)
+    files = render_all(result)
+    texts = {}
+    for kind in ("html", "internal_html"):
+        path = tmp_path / f"{kind}.html"
+        path.write_text(files[kind][1], encoding="utf-8")
+        netlog = tmp_path / f"{kind}-netlog.json"
+        dom = chromium(path.as_uri(), tmp_path / f"profile-{kind}", f"--log-net-log={netlog}", "--dump-dom").stdout
+        assert page_requests(netlog) == []
+        parser = _Text()
+        parser.feed(dom)
+        texts[kind] = " ".join(" ".join(parser.text).split())
+    public, internal = texts["html"], texts["internal_html"]
+    assert "SafeTab: adaptive design and expected error per table size" in public
+    assert "noise sd per cell" in public and "Fan-out per iteration level" in public
+    assert "realized error" not in public.lower()  # computed against the confidential data
+    assert "SafeTab: realized error by level and table size" in internal
+    if name == "safetab_h_production":
+        assert "public-information" in public and "SafeTab-P" in public
+    else:
+        assert "Stage 1 measures each group's total with 0.1 of its budget" in public

@@ -72,6 +72,9 @@ class BudgetStatement:
     depends_on: dict = attrs.field(factory=dict, converter=dict, hash=False)
     notes: tuple[str, ...] = attrs.field(default=(), converter=tuple)
     public: tuple[PublicCondition, ...] = attrs.field(default=(), converter=tuple)
+    # the budget's parts, exact (e.g. one per geography level and stage); each a dict with at
+    # least `rho` (or `epsilon`) and labels; shown by `dpspec budget` next to the total
+    components: tuple = attrs.field(default=(), converter=tuple, hash=False)
 
     @classmethod
     def fixed(cls, budget, *notes: str) -> "BudgetStatement":
@@ -111,6 +114,7 @@ class BudgetStatement:
             "depends_on": _jsonable(self.depends_on),
             "notes": list(self.notes),
             "public": [p.to_json() for p in self.public],
+            "components": [_jsonable(c) for c in self.components],
         }
 
     def __str__(self) -> str:

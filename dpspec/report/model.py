@@ -170,7 +170,10 @@ def _provenance(spec: ir.Spec, result, checked) -> dict:
 def _releases(spec: ir.Spec, result) -> list[dict]:
     if result is None:
         return [{"name": r.describe(), "rows": None} for r in spec.releases]
-    return [{"name": name, "rows": int(len(frame))} for name, frame in result.published.items()]
+    # a mechanism whose release size depends on its noise (adaptive detail, suppression) says
+    # so; the public report then gives no row count, which would vary from run to run
+    varies = bool(getattr(result.mechanism, "release_size_varies", False))
+    return [{"name": name, "rows": None if varies else int(len(frame))} for name, frame in result.published.items()]
 
 
 def _internal(result) -> dict:

@@ -1,0 +1,20 @@
+"""SafeTab (2020 Detailed DHC-A and DHC-B) as a dpspec mechanism plugin: counts by detailed
+race/ethnicity group at every geography level, each table's detail chosen adaptively, exact
+discrete Gaussian noise under zCDP."""
+from __future__ import annotations
+
+from dpspec.hookspecs import hookimpl
+
+from .plugin import SafeTab, __version__  # noqa: F401
+
+
+@hookimpl
+def dpspec_mechanisms():
+    return [SafeTab()]
+
+
+@hookimpl
+def dpspec_report_sections(result):
+    from .report import sections
+
+    return sections(result)

@@ -1,0 +1,83 @@
+"""Tabulation, noise and the adaptive choice as vectorized pure functions.
+
+Everything works on integer arrays over (geography unit, group) cells: a record's groups come
+flattened as (row, group) pairs, counts are one `bincount` over the dense cell index, and
+every (table, geography level, iteration level, stage) draws all its noise in one call to the
+project's exact discrete Gaussian sampler. The functions take and return arrays only, so an
+execution engine can map them over partitions of geography units.
+
+Stage 1's noisy totals enter only `choose_detail`, which returns the rung of the ladder for
+each group; the stage-2 measurement receives those rungs and never the totals.
+"""
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+import numpy as np
+
+from dpspec.noise import discrete_gaussian, discrete_gaussian_pmf, effective_sigma2
+
+
+def group_counts(region: np.ndarray, group: np.ndarray, n_regions: int, n_groups: int) -> np.ndarray:
+    """Dense (n_regions, n_groups) counts of flattened (region, group) pairs; region -1 is none."""
+    ok = region >= 0
+    flat = region[ok].astype(np.int64) * n_groups + group[ok]
+    return np.bincount(flat, minlength=n_regions * n_groups).reshape(n_regions, n_groups)
+
+
+def add_noise(counts: np.ndarray, sigma2: Fraction, rng: np.random.Generator) -> np.ndarray:
+    """counts + exact discrete Gaussian noise of parameter sigma2, one draw per cell."""
+    return counts + discrete_gaussian(sigma2, counts.shape, rng) if counts.size else counts.copy()
+
+
+def choose_detail(noisy_totals: np.ndarray, thresholds) -> np.ndarray:
+    """The rung per group: 0 below the first threshold, k when T_k <= total < T_{k+1}."""
+    return np.digitize(noisy_totals, np.asarray(thresholds, dtype=np.float64), right=False).astype(np.int8)
+
+
+def detail_counts(region: np.ndarray, group: np.ndarray, cell: np.ndarray, selected: np.ndarray,
+                  n_groups: int, n_cells: int, n_regions: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Counts of the stage-2 table for the selected (region, group) keys.
+
+    selected: sorted flat keys region * n_groups + group. cell: each flattened pair's cell in
+    the detail table (0..n_cells-1). Returns (keys, counts of shape (len(keys), n_cells)).
+    A dense key -> position map makes this one gather and one bincount (no search)."""
+    ok = region >= 0
+    key = region[ok].astype(np.int64) * n_groups + group[ok]
+    size = (n_regions * n_groups) if n_regions is not None else (int(key.max()) + 1 if key.size else 1)
+    size = max(size, int(selected.max()) + 1 if len(selected) else 0)
+    position = np.full(size, -1, dtype=np.int64)
+    position[selected] = np.arange(len(selected))
+    pos = position[key]
+    hit = pos >= 0
+    flat = pos[hit] * n_cells + cell[ok][hit]
+    counts = np.bincount(flat, minlength=len(selected) * n_cells).reshape(len(selected), n_cells)
+    return selected, counts
+
+
+def suppression_threshold(sigma2: Fraction, chance) -> int | None:
+    """Smallest integer t with P(noise <= t) >= chance: a zero count is dropped (kept only if
+    its noisy value exceeds t) with probability at least `chance`. A public function of the
+    noise parameter, as in production; None when suppression is off."""
+    if chance is None or chance == 0:
+        return None
+    s2 = effective_sigma2(sigma2)
+    bound = int(math.ceil(40 * math.sqrt(float(s2)))) + 2
+    support = np.arange(-bound, bound + 1)
+    cdf = np.cumsum(discrete_gaussian_pmf(s2, support))
+    cdf /= cdf[-1]
+    return int(support[np.searchsorted(cdf, float(chance), side="left")])
+
+
+def cell_codes(values: list[np.ndarray], sizes: list[int]) -> np.ndarray:
+    """Mixed-radix index of a record's cell in a crossed table (variables' codes, their sizes)."""
+    out = np.zeros(len(values[0]) if values else 0, dtype=np.int64)
+    for v, s in zip(values, sizes):
+        out = out * s + v
+    return out
+
+
+def expected_abs_error(sigma2: Fraction) -> float:
+    """E|Z| of the noise (normal approximation, exact to 1e-3 for sigma^2 above 1)."""
+    return math.sqrt(2 * float(effective_sigma2(sigma2)) / math.pi)

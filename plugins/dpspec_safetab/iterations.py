@@ -1,0 +1,223 @@
+"""Characteristic iterations: which population groups a record falls into, and the fan-out.
+
+A record carries up to `max_race_codes` detailed race codes and one ethnicity code. The
+mapping table (codes -> iterations, bundled as data) gives every code its iterations; each
+iteration has a kind (race or ethnicity), a level (0 = the major groups, not tabulated; 1, 2),
+an "alone" flag (race only: alone iterations count a record only if every one of its codes
+maps there; "alone or in combination" ones if any does) and two flags restricting where it is
+tabulated: detailed-only iterations only at detailed geographies, coarse-only ones only at
+coarse geographies.
+
+The fan-out of one (level, granularity) selection is what production bounds as
+h_r * max(2, r) + h_e, with h_r (h_e) the largest number of selected race (ethnicity)
+iterations a single code maps to and r the maximum number of race codes per record; it is the
+number of group cells one record can change, hence the L2 sensitivity squared of the group
+counts. Flattening is vectorized: one merge per kind, no per-record Python loop.
+"""
+from __future__ import annotations
+
+import os
+
+import attrs
+import numpy as np
+import pandas as pd
+
+from dpspec.errors import DataError
+
+GRANULARITIES = ("detailed", "coarse")
+
+
+@attrs.frozen
+class IterationTable:
+    """The bundled code table, iteration table and code -> iteration mapping."""
+
+    codes: pd.Index  # every known race/ethnicity code (str)
+    iterations: pd.DataFrame  # iteration, name, kind, level, alone, detailed_only, coarse_only
+    mapping: pd.DataFrame  # code, iteration
+
+    @classmethod
+    def load(cls, base_dir: str, paths: dict) -> "IterationTable":
+        frames = {}
+        for key, rel in paths.items():
+            path = rel if os.path.isabs(rel) else os.path.join(base_dir, rel)
+            try:
+                frames[key] = pd.read_parquet(path) if path.endswith(".parquet") else pd.read_csv(path, dtype=str, keep_default_na=False)
+            except FileNotFoundError:
+                raise DataError(f"{path}: the {key} table does not exist") from None
+            except (OSError, ValueError) as exc:
+                raise DataError(f"{path}: cannot read the {key} table: {exc}") from None
+            frames[key + "_path"] = path
+        return cls.build(frames["codes"], frames["iterations"], frames["mapping"], frames)
+
+    @classmethod
+    def build(cls, codes: pd.DataFrame, iterations: pd.DataFrame, mapping: pd.DataFrame, where: dict | None = None) -> "IterationTable":
+        where = where or {}
+        its = iterations.copy()
+        its["iteration"] = its["iteration"].astype(str)
+        for flag in ("alone", "detailed_only", "coarse_only"):
+            its[flag] = its[flag].astype("boolean").fillna(False).astype(bool)
+        its["level"] = its["level"].astype(int)
+        code_index = pd.Index(codes["code"].astype(str).unique())
+        mp = pd.DataFrame({"code": mapping["code"].astype(str), "iteration": mapping["iteration"].astype(str)})
+        bad_code = ~mp["code"].isin(code_index)
+        bad_it = ~mp["iteration"].isin(its["iteration"])
+        for mask, what, table in ((bad_code, "code", "codes"), (bad_it, "iteration", "iterations")):
+            if mask.any():
+                rows = np.flatnonzero(mask.to_numpy())
+                first = rows[0]
+                raise DataError(
+                    f"{where.get('mapping_path', 'code -> iteration mapping')}: row {first + 1}: the {what} "
+                    f"'{mp.iloc[first][what]}' is not in the {table} table"
+                    + (f" ({len(rows)} rows in all)" if len(rows) > 1 else ""))
+        both = its["detailed_only"] & its["coarse_only"]
+        if both.any():
+            first = int(np.flatnonzero(both.to_numpy())[0])
+            raise DataError(f"{where.get('iterations_path', 'iterations')}: row {first + 1}: iteration "
+                            f"'{its.iloc[first]['iteration']}' is both detailed-only and coarse-only")
+        return cls(code_index, its.reset_index(drop=True), mp.drop_duplicates().reset_index(drop=True))
+
+    def selection(self, level: int, granularity: str) -> pd.DataFrame:
+        """Iterations tabulated at this iteration level and geography granularity."""
+        its = self.iterations
+        excluded = its["coarse_only"] if granularity == "detailed" else its["detailed_only"]
+        return its[(its["level"] == level) & ~excluded].reset_index(drop=True)
+
+    def fanout_bound(self, level: int, granularity: str, max_race_codes: int) -> dict:
+        """h_r, h_e and the production bound h_r * max(2, r) + h_e for one selection."""
+        sel = self.selection(level, granularity)
+        m = self.mapping.merge(sel[["iteration", "kind", "alone"]], on="iteration")
+
+        def h(mask) -> int:
+            return int(m[mask]["code"].value_counts().max()) if mask.any() else 0
+
+        race = m["kind"] == "race"
+        # alone and alone-or-in-combination iterations form the same hierarchy (production's
+        # assumption); the larger depth of the two is used, so a mapping breaking it stays safe
+        h_r = max(h(race & m["alone"]), h(race & ~m["alone"]))
+        h_e = h(m["kind"] == "ethnicity")
+        return {"h_race": h_r, "h_ethnicity": h_e, "max_race_codes": max_race_codes,
+                "fanout": h_r * max(2, max_race_codes) + h_e}
+
+
+@attrs.frozen
+class RecordCodes:
+    """The records' codes as integers: race (row, code) pairs and one ethnicity code per row."""
+
+    n: int
+    race_rows: np.ndarray
+    race_codes: np.ndarray  # positions in IterationTable.codes
+    n_race: np.ndarray  # race codes per record
+    eth_codes: np.ndarray
+
+
+def encode_records(frame: pd.DataFrame, race_columns, eth_column: str, table: IterationTable,
+                   max_race_codes: int, source: str = "data") -> RecordCodes:
+    """Check and encode the records' codes; unknown codes and too many codes are DataErrors."""
+    n = len(frame)
+    rows_list, codes_list = [], []
+    for col in race_columns:
+        values = frame[col]
+        present = values.notna().to_numpy()
+        if not present.any():
+            continue
+        rows = np.flatnonzero(present)
+        idx = table.codes.get_indexer(values.to_numpy()[rows].astype(str))
+        _unknown(idx, rows, values.to_numpy()[rows], col, source)
+        rows_list.append(rows)
+        codes_list.append(idx)
+    race_rows = np.concatenate(rows_list) if rows_list else np.zeros(0, dtype=np.int64)
+    race_codes = np.concatenate(codes_list) if codes_list else np.zeros(0, dtype=np.int64)
+    # the same code twice in one record counts once
+    key, _ = sorted_unique(race_rows.astype(np.int64) * (len(table.codes) + 1) + race_codes)
+    race_rows, race_codes = key // (len(table.codes) + 1), key % (len(table.codes) + 1)
+    n_race = np.bincount(race_rows, minlength=n)
+    if n and n_race.min() == 0:
+        row = int(np.flatnonzero(n_race == 0)[0])
+        raise DataError(f"{source}: row {row + 1}: the record has no race code (columns {', '.join(race_columns)})")
+    if n and n_race.max() > max_race_codes:
+        row = int(np.flatnonzero(n_race > max_race_codes)[0])
+        raise DataError(f"{source}: row {row + 1}: the record has {n_race[row]} race codes, more than "
+                        f"max_race_codes = {max_race_codes}")
+    eth = frame[eth_column]
+    if eth.isna().any():
+        row = int(np.flatnonzero(eth.isna().to_numpy())[0])
+        raise DataError(f"{source}: row {row + 1}: column '{eth_column}' has no ethnicity code")
+    eth_idx = table.codes.get_indexer(eth.to_numpy().astype(str))
+    _unknown(eth_idx, np.arange(n), eth.to_numpy(), eth_column, source)
+    return RecordCodes(n, race_rows, race_codes, n_race, eth_idx)
+
+
+def sorted_unique(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Distinct int64 keys and their multiplicities, by one sort (faster than np.unique's
+    hashing on tens of millions of keys)."""
+    keys = np.sort(keys, kind="stable")
+    if not keys.size:
+        return keys, np.zeros(0, dtype=np.int64)
+    first = np.flatnonzero(np.r_[True, keys[1:] != keys[:-1]])
+    return keys[first], np.diff(np.r_[first, keys.size])
+
+
+def _unknown(idx, rows, values, column, source):
+    bad = idx < 0
+    if bad.any():
+        first = int(np.flatnonzero(bad)[0])
+        raise DataError(f"{source}: row {rows[first] + 1}: column '{column}' holds the code '{values[first]}', "
+                        f"which is not in the code table ({int(bad.sum())} such values in all)")
+
+
+def flatten(records: RecordCodes, table: IterationTable, selection: pd.DataFrame,
+            max_groups: int, source: str = "data") -> tuple[np.ndarray, np.ndarray]:
+    """(row, iteration position in `selection`) for every group a record falls into.
+
+    Alone iterations need every race code of the record; alone-or-in-combination ones any;
+    ethnicity iterations come from the ethnicity code. A record in more than `max_groups`
+    groups is a DataError: the declared fan-out would understate the sensitivity."""
+    sel_index = pd.Index(selection["iteration"])
+    m = table.mapping
+    pos = sel_index.get_indexer(m["iteration"])
+    keep = pos >= 0
+    code_pos = table.codes.get_indexer(m["code"][keep])
+    it_pos = pos[keep]
+    kinds = selection["kind"].to_numpy()[it_pos]
+    alone = selection["alone"].to_numpy()[it_pos]
+    out_rows, out_its = [], []
+
+    def pairs(codes_of_rows, rows, mask):
+        """Join (row, code) with the code -> iteration pairs under `mask` (sparse, vectorized)."""
+        c = code_pos[mask]
+        it = it_pos[mask]
+        order = np.argsort(c, kind="stable")
+        c, it = c[order], it[order]
+        start = np.searchsorted(c, codes_of_rows, side="left")
+        stop = np.searchsorted(c, codes_of_rows, side="right")
+        counts = stop - start
+        rep_rows = np.repeat(rows, counts)
+        offsets = np.repeat(start - np.cumsum(counts) + counts, counts) + np.arange(counts.sum())
+        return rep_rows, it[offsets]
+
+    n_sel = len(selection)
+    # alone: a (row, iteration) pair that every one of the record's codes reaches
+    r, i = pairs(records.race_codes, records.race_rows, (kinds == "race") & alone)
+    if r.size:
+        key = r.astype(np.int64) * n_sel + i
+        uniq, hits = sorted_unique(key)
+        full = hits == records.n_race[uniq // n_sel]
+        out_rows.append(uniq[full] // n_sel)
+        out_its.append(uniq[full] % n_sel)
+    r, i = pairs(records.race_codes, records.race_rows, (kinds == "race") & ~alone)
+    if r.size:
+        uniq, _ = sorted_unique(r.astype(np.int64) * n_sel + i)
+        out_rows.append(uniq // n_sel)
+        out_its.append(uniq % n_sel)
+    r, i = pairs(records.eth_codes, np.arange(records.n), kinds == "ethnicity")
+    if r.size:
+        out_rows.append(r)
+        out_its.append(i)
+    rows = np.concatenate(out_rows) if out_rows else np.zeros(0, dtype=np.int64)
+    its = np.concatenate(out_its) if out_its else np.zeros(0, dtype=np.int64)
+    per_record = np.bincount(rows, minlength=records.n)
+    if records.n and per_record.max() > max_groups:
+        row = int(np.argmax(per_record > max_groups))
+        raise DataError(f"{source}: row {row + 1}: the record falls into {per_record[row]} population groups, "
+                        f"more than the declared maximum fan-out {max_groups}")
+    return rows.astype(np.int64), its.astype(np.int64)

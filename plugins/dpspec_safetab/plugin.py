@@ -1,0 +1,207 @@
+"""The `safetab` mechanism: SafeTab-P (persons, two stages) and SafeTab-H (households, detail
+chosen from SafeTab-P's published totals), the designs behind the 2020 Detailed DHC-A and B.
+
+Native flavor: zCDP under add/remove one record of the table (one person for SafeTab-P, one
+household for SafeTab-H), as production states its budgets; the compiler converts to the
+spec's relation. Geography levels come from the domain (the hierarchy, plus the `crosscut`
+components such as places and AIAN/NH areas), with the root called `nation`.
+"""
+from __future__ import annotations
+
+import os
+from fractions import Fraction
+
+import pandas as pd
+
+from dpspec import ir
+from dpspec.errors import DataError, Diagnostic, SpecError
+from dpspec.mechanism import Mechanism, NativeFlavor, ParameterSchema, ParamSpec, Release
+
+from . import design as design_mod
+from .iterations import IterationTable
+from .tabulate import Inputs, run as run_design, summarize_errors
+
+__version__ = "1.0.0"
+TABLE_PATHS = {"codes": "codes", "iterations": "iterations", "mapping": "code_map"}
+
+
+def _raw(spec: ir.Spec) -> dict:
+    return {p.name: p for p in spec.mechanism.params.params} if spec.mechanism else {}
+
+
+def _variables(spec: ir.Spec, params: dict, design) -> dict:
+    """Every stage-2 variable with its declared values as text (the order of the domain)."""
+    table = spec.domain.table(params["table"])
+    out = {}
+    for td in design.tables:
+        for d in td.details:
+            for v in d.variables:
+                ty = table.column(v).type
+                if ty.kind == "enum":
+                    out[v] = [str(x) for x in ty.values]
+                elif ty.kind == "int":
+                    out[v] = [str(x) for x in range(ty.low, ty.high + 1)]
+                elif ty.kind == "bool":
+                    out[v] = ["False", "True"]
+    return out
+
+
+class SafeTab(Mechanism):
+    name = "safetab"
+    version = __version__
+    description = ("SafeTab (2020 Detailed DHC-A/B): counts by detailed race/ethnicity group and geography, "
+                   "the detail of each table chosen adaptively by thresholds, exact discrete Gaussian noise, zCDP.")
+    parameters = ParameterSchema((
+        ParamSpec("table", "table", "the record table (persons for SafeTab-P, households for SafeTab-H)", required=True),
+        ParamSpec("race_codes", "columns", "the columns holding a record's detailed race codes", required=True),
+        ParamSpec("ethnicity_code", "column", "the column holding a record's detailed ethnicity code", required=True),
+        ParamSpec("codes", "string", "the race/ethnicity code table (Parquet or CSV, column code)", required=True),
+        ParamSpec("iterations", "string", "the characteristic-iteration table (iteration, kind, level, alone, "
+                  "detailed_only, coarse_only)", required=True),
+        ParamSpec("code_map", "string", "the code -> iteration mapping (code, iteration)", required=True),
+        ParamSpec("max_race_codes", "int", "maximum race codes per record (r in the fan-out h_r*max(2,r)+h_e)",
+                  required=True, low=Fraction(1), high=Fraction(64)),
+        ParamSpec("max_groups", "int", "declared maximum number of groups per record (default: the mapping's bound)",
+                  low=Fraction(1)),
+        ParamSpec("detailed_geographies", "block", "geography levels that tabulate detailed iterations "
+                  "(the others tabulate coarse ones)"),
+        ParamSpec("stage1_fraction", "number", "share of each cell's rho spent on the stage-1 total (SafeTab-P)"),
+        ParamSpec("public_totals", "string", "published population-group totals that choose the detail (SafeTab-H)"),
+        ParamSpec("zero_suppression", "number", "probability that a zero total is suppressed", low=Fraction(0), high=Fraction(1)),
+        ParamSpec("suppress_at", "block", "geography levels whose small totals are suppressed"),
+        ParamSpec("total_rho", "number", "the declared total rho; the per-cell budgets must add up to it exactly",
+                  low=Fraction(0)),
+        ParamSpec("tables", "block", "per table: rho and thresholds per geography and iteration level, and the "
+                  "ladder of stage-2 details", required=True),
+    ))
+    release_size_varies = True  # the chosen details and suppression depend on the noise
+    outputs = {"counts": "long-form counts: table, geography, geocode, group, group_level, detail, "
+                         "the detail's variables ('*' when not broken down), count"}
+
+    # ---- checks ------------------------------------------------------------------------
+    def design(self, spec, params):
+        mech = spec.mechanism
+        design, problems = design_mod.parse(spec, dict(params), raw=_raw(spec), call_loc=mech.loc if mech else None)
+        if problems:
+            raise SpecError(problems)
+        return design
+
+    def check(self, spec, params):
+        problems = []
+        table = spec.domain.table(params["table"])
+        for col in [*params["race_codes"], params["ethnicity_code"]]:
+            if table.column(col) is None:
+                problems.append(Diagnostic(f"'{col}' is not a column of table '{table.name}'"))
+        levels, _ = design_mod.geo_levels(spec)
+        for g in levels[1:]:
+            if table.column(g) is None:
+                problems.append(Diagnostic(f"table '{table.name}' has no column for geography level '{g}'"))
+        if len(params["race_codes"]) > params["max_race_codes"]:
+            raw = _raw(spec).get("race_codes")
+            problems.append(Diagnostic(f"race_codes lists {len(params['race_codes'])} columns, more than "
+                                       f"max_race_codes = {params['max_race_codes']}",
+                                       *((raw.loc.line, raw.loc.column) if raw is not None and raw.loc else (None, None))))
+        if problems:
+            return problems
+        mech = spec.mechanism
+        _, problems = design_mod.parse(spec, dict(params), raw=_raw(spec), call_loc=mech.loc if mech else None)
+        return problems
+
+    def flavor(self, spec, params):
+        return NativeFlavor(params["table"], "symdiff", "zcdp")
+
+    # ---- budget ------------------------------------------------------------------------
+    def budget(self, spec, params, facts):
+        from dpspec.budget import BudgetStatement, ZCDP
+        from dpspec.budget.statement import PublicCondition
+
+        design = self.design(spec, params)
+        total = design.total_rho()
+        k = params.get("max_groups")
+        fan = (f"the declared maximum of {k} groups per record" if k is not None else
+               f"h_r * max(2, r) + h_e groups per record with r = {design.max_race_codes} race codes "
+               "(h_r, h_e from the code -> iteration mapping; 9 for the 2020 mapping)")
+        notes = [
+            f"rho = {ir.format_number(total)} = the sum over tables, geography levels and iteration levels of their rho "
+            "(sequential composition: every record is in one unit of each level; units of a level compose in parallel)",
+            f"sensitivity: a record falls into at most {fan}; each count moves by 1 in at most that many cells, "
+            "so the L2 sensitivity squared is the fan-out k and every noise variance is k / (2 rho_stage)",
+        ]
+        if design.two_stage:
+            notes.append(f"two stages: stage 1 spends {ir.format_number(design.stage1_fraction)} of each cell's rho on "
+                         "the group totals, which are used only to choose the stage-2 table through the thresholds; "
+                         "stage 2 spends the rest on the chosen table (its cells partition the group); "
+                         "detailed-only groups get their total with the whole rho")
+        else:
+            notes.append("one stage: the detail of each table is chosen from published totals (public information), "
+                         "so all of rho is spent on the chosen table")
+        public = []
+        if params.get("public_totals"):
+            public.append(PublicCondition(
+                "population-group totals published by SafeTab-P choose each table's detail; the guarantee is "
+                "conditioned on them (Z-Pufferfish: the choice is a function of public information)",
+                str(params["public_totals"])))
+        stmt = BudgetStatement.fixed(ZCDP(float(total)), *notes)
+        import attrs
+
+        return attrs.evolve(stmt, public=tuple(public), components=tuple(self.components(design)))
+
+    def components(self, design) -> list[dict]:
+        """Every (table, geography level, iteration level, stage) budget, exact."""
+        out = []
+        for td in design.tables:
+            for cell in sorted(td.cells, key=lambda c: (design.geo_levels.index(c.geo), c.level)):
+                stages = design.stages(cell) or [("not measured", Fraction(0))]
+                for stage, rho in stages:
+                    out.append({"table": td.name, "geography": cell.geo, "iteration_level": cell.level,
+                                "stage": stage, "rho": rho, "rho_exact": ir.format_number(rho)})
+        return out
+
+    # ---- run ---------------------------------------------------------------------------
+    def _iteration_table(self, spec, params) -> IterationTable:
+        return IterationTable.load(spec.base_dir, {k: params[v] for k, v in TABLE_PATHS.items()})
+
+    def _public_totals(self, spec, params):
+        path = params.get("public_totals")
+        if not path:
+            return None
+        full = path if os.path.isabs(path) else os.path.join(spec.base_dir, path)
+        try:
+            frame = pd.read_parquet(full) if full.endswith(".parquet") else pd.read_csv(full, dtype=str, keep_default_na=False)
+        except FileNotFoundError:
+            raise DataError(f"{full}: the published totals do not exist") from None
+        except (OSError, ValueError) as exc:
+            raise DataError(f"{full}: cannot read the published totals: {exc}") from None
+        need = {"geography", "geocode", "group", "count"}
+        if not need <= set(frame.columns):
+            raise DataError(f"{full}: the published totals need the columns {', '.join(sorted(need))}")
+        variables = [c for c in frame.columns if c not in need | {"table", "group_level", "detail"}]
+        totals = frame
+        for v in variables:  # the group totals are the rows with no breakdown
+            totals = totals[totals[v].astype(str) == "*"]
+        totals = totals[["geography", "geocode", "group", "count"]].copy()
+        totals["count"] = pd.to_numeric(totals["count"], errors="coerce")
+        if totals["count"].isna().any():
+            raise DataError(f"{full}: column count holds a value that is not a number")
+        return totals.drop_duplicates(["geography", "geocode", "group"])
+
+    def run(self, spec, params, data, rng):
+        design = self.design(spec, params)
+        table = self._iteration_table(spec, params)
+        frame = data[params["table"]]
+        source = next((d.path for d in spec.data if d.table == params["table"]), params["table"])
+        inputs = Inputs(frame, tuple(params["race_codes"]), params["ethnicity_code"],
+                        _variables(spec, params, design), source)
+        outcome = run_design(design, inputs, table, rng, self._public_totals(spec, params))
+        facts = {"design": [{**f, "rho": ir.format_number(f["rho"]),
+                             "sigma2": {k: float(v) for k, v in f["sigma2"].items()}} for f in outcome.facts],
+                 "fanout": outcome.fanouts, "two_stage": design.two_stage,
+                 "stage1_fraction": None if design.stage1_fraction is None else ir.format_number(design.stage1_fraction),
+                 "zero_suppression": None if design.suppression is None else float(design.suppression),
+                 "suppress_at": list(design.suppress_at),
+                 "ladders": {td.name: [d.name for d in td.details] for td in design.tables}}
+        return Release(outputs={"counts": outcome.rows}, facts=facts, internal={"errors": outcome.errors})
+
+    def utility(self, spec, params, data, releases):
+        return {"runs": len(releases),
+                "error_by_level_and_detail": summarize_errors([r.internal["errors"] for r in releases])}

@@ -1,0 +1,45 @@
+"""Build the bundled SafeTab data: a synthetic state and SafeTab-P's published totals.
+
+    python specs/data/safetab/build.py
+
+1. 40,000 households and their persons from `dpspec_safetab.synthetic.population` (seed
+   2020; race and ethnicity codes from the bundled 2020 code table) -> households.parquet,
+   persons.parquet.
+2. SafeTab-P (specs/safetab_p_production.dps) compiled on those persons with seed 2020; its
+   published population-group totals (rows with no sex/age breakdown) ->
+   safetab_p_published.parquet: what SafeTab-H reads as public information. A seeded run is
+   not protected; this is synthetic data, so that is fine here, never for real data.
+"""
+from __future__ import annotations
+
+import os
+import sys
+
+import pandas as pd
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SPECS = os.path.dirname(os.path.dirname(HERE))
+N_HOUSEHOLDS = 40_000
+SEED = 2020
+
+
+def main() -> None:
+    import dpspec
+    from dpspec.compiler import compile_spec
+    from dpspec_safetab.synthetic import population
+
+    codes = pd.read_parquet(os.path.join(HERE, "codes.parquet"))["code"]
+    households, persons = population(N_HOUSEHOLDS, codes, seed=SEED)
+    households.to_parquet(os.path.join(HERE, "households.parquet"), index=False)
+    persons.to_parquet(os.path.join(HERE, "persons.parquet"), index=False)
+    spec = dpspec.load(os.path.join(SPECS, "safetab_p_production.dps"))
+    result = compile_spec(spec, seed=SEED, audit=False)
+    counts = result.published["counts"]
+    totals = counts[(counts["QSEX"] == "*") & (counts["AGE4"] == "*") & (counts["AGE9"] == "*") & (counts["AGE23"] == "*")]
+    totals[["geography", "geocode", "group", "group_level", "detail", "count"]].to_parquet(
+        os.path.join(HERE, "safetab_p_published.parquet"), index=False)
+    print(f"{len(households)} households, {len(persons)} persons, {len(totals)} published totals", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
