@@ -77,7 +77,7 @@ def run_topdown(persons: pd.DataFrame, levels: Sequence[str], variables: Mapping
                 strategy: Mapping[str, Sequence], rho, level_shares: Mapping[str, object],
                 relation: str, invariants: Sequence[tuple], rng: np.random.Generator,
                 progress: Callable[[str, int, int], None] | None = None,
-                workers: int | None = None) -> TopDownResult:
+                workers: int | None = None, recodes: Sequence = ()) -> TopDownResult:
     """Run TopDown on person records; see the module docstring for the semantics.
 
     ``levels`` lists the geography columns top first (a leading name that is not a column is
@@ -85,13 +85,14 @@ def run_topdown(persons: pd.DataFrame, levels: Sequence[str], variables: Mapping
     categories; ``strategy`` maps each measured level to ``[(query, share), ...]`` where a query
     is a tuple of variable names (``()`` is the total); ``level_shares`` splits ``rho`` (zCDP)
     over levels; ``relation`` is "symdiff" (add/remove one person) or "hamming" (change one);
-    ``invariants`` are ``(level, query)`` pairs released exactly. ``workers`` > 1 solves the
+    ``invariants`` are ``(level, query)`` pairs released exactly; ``recodes`` (histogram.Recode)
+    are further query factors. ``workers`` > 1 solves the
     nodes of large levels in a process pool (forkserver), so a script calling this must guard
     its entry point with ``if __name__ == "__main__":``. ``progress(level, done, total)`` is
     called as nodes finish.
     """
     t_run = time.perf_counter()
-    schema = Schema.from_variables(variables)
+    schema = Schema.from_variables(variables).with_recodes(recodes)
     cells = schema.cell_index(persons)
     hier = build_hierarchy(persons, levels)
     names = hier.names

@@ -19,7 +19,7 @@ from dpspec.mechanism import Mechanism, NativeFlavor, ParameterSchema, ParamSpec
 
 from .allocation import allocate
 from .engine import run_topdown
-from .histogram import Schema
+from .histogram import Recode, Schema
 
 __version__ = "1.0.0"
 ROOT = "nation"
@@ -38,6 +38,50 @@ def _variables(spec: ir.Spec, params: dict) -> dict:
         elif ty.kind == "int":
             out[name] = list(range(ty.low, ty.high + 1))
     return out
+
+
+def _recode_value(raw):
+    """A category as written in a recode group: a whole number, a name or a string."""
+    if isinstance(raw, Fraction):
+        return int(raw) if raw.denominator == 1 else raw
+    return str(raw)
+
+
+def _recodes(params: dict, variables: dict) -> list[Recode]:
+    """The declared recodes: ``NAME: { of: VARIABLE  LABEL: [values]  ... }`` each."""
+    block = params.get("recodes")
+    if block is None:
+        return []
+    if not isinstance(block, ir.ParamBlock):
+        raise SpecError("recodes: expected a block such as { hhinstlevels: { of: hhgq  gq: [1, 2] ... } }")
+    out = []
+    for p in block.params:
+        loc = (p.loc.line, p.loc.column) if p.loc else (None, None)
+        body = p.value
+        of = body.get("of") if isinstance(body, ir.ParamBlock) else None
+        if of is None:
+            raise SpecError(Diagnostic(f"recodes: '{p.name}' needs a block with 'of: VARIABLE' and its groups", *loc))
+        variable = str(of.value)
+        if variable not in variables:
+            raise SpecError(Diagnostic(f"recodes: '{p.name}' recodes '{variable}', which is not a histogram "
+                                       f"variable (known: {', '.join(variables)})", *loc))
+        groups = {}
+        for g in body.params:
+            if g.name == "of":
+                continue
+            values = g.value if isinstance(g.value, tuple) else (g.value,)
+            by_text = {str(c): c for c in variables[variable]}  # categories are written as text
+            groups[g.name] = [by_text.get(str(v), v) for v in map(_recode_value, values)]
+        try:
+            out.append(Recode.build(p.name, variable, variables[variable], groups))
+        except SpecError as exc:
+            raise SpecError([Diagnostic(d.message, *loc) for d in exc.diagnostics]) from None
+    return out
+
+
+def _schema(spec: ir.Spec, params: dict) -> Schema:
+    variables = _variables(spec, params)
+    return Schema.from_variables(variables).with_recodes(_recodes(params, variables))
 
 
 def _levels(spec: ir.Spec) -> list[str]:
@@ -104,6 +148,8 @@ class TopDown(Mechanism):
         ParamSpec("levels", "shares", "share of rho per geographic level ('nation' is the root); must sum to 1", required=True),
         ParamSpec("queries", "block", "share of each level's rho per query (total, detailed, or var*var); "
                   "one block for all levels or one per level; must sum to 1", required=True),
+        ParamSpec("recodes", "block", "query factors that group one variable's categories: "
+                  "NAME: { of: VARIABLE  LABEL: [values] ... }, a partition of the variable"),
         ParamSpec("workers", "int", "solver processes (default: all cores)", low=Fraction(1), high=Fraction(256)),
     ))
     outputs = {
@@ -145,7 +191,7 @@ class TopDown(Mechanism):
 
     def _allocation(self, spec, params):
         variables = _variables(spec, params)
-        schema = Schema.from_variables(variables)
+        schema = _schema(spec, params)
         strategy = {lv: [(schema.canonical(q), s) for q, s in entries]
                     for lv, entries in _strategy(params, _levels(spec), list(variables)).items()}
         return allocate(params["rho"], params["levels"], strategy, _relation(spec, params))
@@ -170,6 +216,14 @@ class TopDown(Mechanism):
                          f"{float(alloc.rho_spent):.12g}, within the stated {float(alloc.total_rho):.12g}")
         return BudgetStatement.fixed(ZCDP(float(alloc.total_rho)), *notes)
 
+    def budget_breakdown(self, spec, params):
+        """The allocation an auditor re-derives: one row per (level, query)."""
+        schema = _schema(spec, params)
+        variables = list(schema.names)
+        labels = {(lv, schema.canonical(_query_key(p.name, variables))): " * ".join(p.name.split("*"))
+                  for lv, block in _query_blocks(params) for p in block.params}
+        return {"allocation": allocation_rows(self._allocation(spec, params), labels)}
+
     def run(self, spec, params, data, rng):
         variables = _variables(spec, params)
         invariants, _ = _invariants(spec, params)
@@ -180,6 +234,7 @@ class TopDown(Mechanism):
             frame, _levels(spec), variables,
             _strategy(params, _levels(spec), list(variables)), params["rho"], params["levels"],
             _relation(spec, params), [(lv, q) for lv, q, _ in invariants], rng,
+            recodes=_schema(spec, params).recodes,
             progress=lambda stage, done, total: progress.report(f"{stage} level", done, total),
             workers=params.get("workers"),
         )
@@ -210,10 +265,35 @@ class TopDown(Mechanism):
         }
 
 
+def _query_blocks(params: dict):
+    """(level, block of query shares) for every measured level."""
+    block = params["queries"]
+    per_level = all(isinstance(p.value, ir.ParamBlock) for p in block.params) and block.params
+    for level in params["levels"]:
+        inner = block.get(level) if per_level else None
+        yield level, (inner.value if inner is not None else block)
+
+
+def allocation_rows(alloc, labels: dict | None = None) -> list[dict]:
+    """level, query (as written, factors joined by ' * '), rho, variance (sigma², the noise
+    parameter) and the exact fractions behind them, in level then declaration order."""
+    from dpspec.noise import discrete_gaussian_variance
+
+    labels = labels or {}
+    return [{"level": q.level, "query": labels.get((q.level, q.query), q.name), "rho": float(q.rho), "variance": float(q.sigma2),
+             "share": str(q.share), "rho_exact": str(q.rho), "sigma2_exact": str(q.sigma2),
+             "noise_variance": discrete_gaussian_variance(q.sigma2)}
+            for q in alloc.queries]
+
+
 def accuracy(spec, params, confidential: pd.DataFrame, protected: pd.DataFrame) -> list[dict]:
     """Mean absolute error of every (level, query) table against the confidential data.
 
     Computed against the confidential data: internal report only."""
+    schema = _schema(spec, params)
+    for r in schema.recodes:  # recoded columns, so recode queries are group-bys like the others
+        confidential = confidential.assign(**{r.name: schema.factor_values(r.name, confidential[r.variable])})
+        protected = protected.assign(**{r.name: schema.factor_values(r.name, protected[r.variable].astype(confidential[r.variable].dtype))})
     variables = list(params["variables"])
     queries = {"total": (), "detailed": tuple(variables)}
     block = params["queries"]
