@@ -146,6 +146,7 @@ def run_topdown(persons: pd.DataFrame, levels: Sequence[str], variables: Mapping
                 "rounding_seconds": sum(r.round_seconds for r in results),
                 "milp_nodes": sum(r.used_milp for r in results),
                 "qp_capped_nodes": sum(not r.qp_optimal for r in results),
+                "qp_highs_fallback_nodes": sum(r.qp_solver != "clarabel" for r in results),
                 "max_variables": max((r.n_variables for r in results), default=0),
                 "parallel": bool(use_pool),
                 "solver_peak_mb": max((r.peak_rss_mb for r in results), default=0.0),

@@ -1,7 +1,7 @@
 """Top-down estimation of one node's children: weighted least squares, then integer rounding.
 
-Why two solver calls: the least-squares fit (a convex QP, HiGHS's active-set solver) uses every
-noisy measurement with weight 1/variance but returns fractions; the rounding step (an LP, also
+Why two solver calls: the least-squares fit (a convex QP, solved by interior point with Clarabel,
+HiGHS's active-set QP as the fallback; see qp.py) uses every noisy measurement with weight 1/variance but returns fractions; the rounding step (an LP, also
 HiGHS) picks, for each fractional cell, floor or ceiling so that every constraint still holds
 exactly. The rounding LP's rows are per-cell sums over children (one partition), per-child totals
 and invariant groups (a laminar family as long as the invariant queries are nested): two laminar
@@ -30,6 +30,8 @@ import numpy as np
 import scipy.sparse as sp
 
 from dpspec.errors import MechanismError
+
+from .qp import NodeQP, solve_clarabel
 
 _INF = highspy.kHighsInf
 _INT_TOL = 1e-6
@@ -81,6 +83,7 @@ class NodeResult:
     used_milp: bool
     qp_optimal: bool  # False: the fit stopped at its iteration cap (feasible, not optimal)
     peak_rss_mb: float = 0.0  # peak memory of the process that solved the node
+    qp_solver: str = "clarabel"  # "highs" when the interior-point solve failed and HiGHS took over
 
 
 def _peak_rss_mb() -> float:
@@ -194,9 +197,8 @@ def _sum_rows(keys, n_keys):
 # --- one node ---------------------------------------------------------------------------------
 
 
-def solve_node(task: NodeTask, queries: Sequence[MeasuredQuery]) -> NodeResult:
-    """Nonnegative integer children histograms: WLS fit to the noisy answers, then rounding."""
-    t_start = time.perf_counter()
+def _node_variables(task: NodeTask):
+    """(cells, vc, va, vcell): the active parent cells and every free variable's child and cell."""
     nc, ncell = task.n_children, task.n_cells
     cells = np.flatnonzero(task.parent > 0) if task.parent is not None else np.arange(ncell)
     free = np.ones((nc, cells.size), dtype=bool)
@@ -204,16 +206,14 @@ def solve_node(task: NodeTask, queries: Sequence[MeasuredQuery]) -> NodeResult:
         zero = con.target[:, con.groups[cells]] == 0  # (n_sets, n_active)
         free &= ~zero[con.child_set]
     vc, va = np.nonzero(free)  # variable -> child, active position
-    vcell = cells[va]
-    n_x = vc.size
-    if task.parent is not None:
-        _check_cells_coverable(task, cells, va)
-    for con in task.constraints:
-        _check_targets_coverable(con, vc, vcell)
-    if n_x == 0:
-        return NodeResult(task.key, *(np.zeros(0, dtype=np.int64),) * 3, 0.0, 0.0,
-                          time.perf_counter() - t_start, 0, False, True)
+    return cells, vc, va, cells[va]
 
+
+def build_node_qp(task: NodeTask, queries: Sequence[MeasuredQuery], variables=None) -> NodeQP:
+    """The node's weighted least-squares fit as a QP (see qp.NodeQP); no solver involved."""
+    cells, vc, va, vcell = variables if variables is not None else _node_variables(task)
+    nc = task.n_children
+    n_x = vc.size
     # Objective: sum_q w_q sum_{child, group} (answer - y)^2, weights scaled to max 1.
     wmax = max(q.weight for q in queries) if queries else 1.0
     hess_x, cost_x = np.zeros(n_x), np.zeros(n_x)
@@ -251,18 +251,48 @@ def solve_node(task: NodeTask, queries: Sequence[MeasuredQuery]) -> NodeResult:
         lo, hi = np.concatenate([lo_z, lo_s]), np.concatenate([hi_z, hi_s])
     else:
         a, lo, hi = a_s.tocsc(), lo_s, hi_s
-    hess = np.concatenate([hess_x] + z_hess)
-    cost = np.concatenate([cost_x] + z_cost)
-    lower = np.zeros(n_var)  # z are sums of nonnegative x
-    upper = np.full(n_var, _INF)
-    qp_seconds, sol, qp_optimal = 0.0, None, False
+    return NodeQP(hess=np.concatenate([hess_x] + z_hess), cost=np.concatenate([cost_x] + z_cost),
+                  lower=np.zeros(n_var), upper=np.full(n_var, _INF), a=a, lo=lo, hi=hi, n_x=n_x)
+
+
+def solve_qp(problem: NodeQP, solver: str = "clarabel"):
+    """(x, optimal, seconds, solver used, status): the fit by interior point, HiGHS as fallback.
+
+    ``solver="highs"`` skips Clarabel (for comparisons). x is None if no solver found one.
+    """
+    seconds = 0.0
+    if solver == "clarabel":
+        ok, x, sec, status = solve_clarabel(problem)
+        seconds += sec
+        if ok:
+            return x, True, seconds, "clarabel", status
+    sol, qp_optimal, status = None, False, None
     for options in _QP_ATTEMPTS:
-        status, x, seconds = _highs(cost, lower, upper, a, lo, hi, hess=hess, options=options)
-        qp_seconds += seconds
+        status, x, sec = _highs(problem.cost, problem.lower, problem.upper, problem.a, problem.lo,
+                                problem.hi, hess=problem.hess, options=options)
+        seconds += sec
         if x is not None:
             sol, qp_optimal = x, status == highspy.HighsModelStatus.kOptimal
         if qp_optimal:
             break
+    return sol, qp_optimal, seconds, "highs", status
+
+
+def solve_node(task: NodeTask, queries: Sequence[MeasuredQuery], solver: str = "clarabel") -> NodeResult:
+    """Nonnegative integer children histograms: WLS fit to the noisy answers, then rounding."""
+    t_start = time.perf_counter()
+    nc = task.n_children
+    cells, vc, va, vcell = _node_variables(task)
+    n_x = vc.size
+    if task.parent is not None:
+        _check_cells_coverable(task, cells, va)
+    for con in task.constraints:
+        _check_targets_coverable(con, vc, vcell)
+    if n_x == 0:
+        return NodeResult(task.key, *(np.zeros(0, dtype=np.int64),) * 3, 0.0, 0.0,
+                          time.perf_counter() - t_start, 0, False, True)
+    problem = build_node_qp(task, queries, (cells, vc, va, vcell))
+    sol, qp_optimal, qp_seconds, used, status = solve_qp(problem, solver)
     if sol is None:
         if status == highspy.HighsModelStatus.kInfeasible:
             raise MechanismError(
@@ -274,7 +304,8 @@ def solve_node(task: NodeTask, queries: Sequence[MeasuredQuery]) -> NodeResult:
     keep = counts > 0
     return NodeResult(task.key, vc[keep].astype(np.int64), vcell[keep].astype(np.int64),
                       counts[keep].astype(np.int64), qp_seconds, round_seconds,
-                      time.perf_counter() - t_start, int(n_var), used_milp, qp_optimal, _peak_rss_mb())
+                      time.perf_counter() - t_start, int(problem.n_var), used_milp, qp_optimal,
+                      _peak_rss_mb(), used)
 
 
 def _check_cells_coverable(task, cells, va):
