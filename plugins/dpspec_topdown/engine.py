@@ -30,6 +30,7 @@ from .allocation import Allocation, allocate, query_name
 from .hierarchy import Hierarchy, build_hierarchy
 from .histogram import Schema, aggregate, marginal, unit_histograms
 from dpspec.noise import discrete_gaussian, discrete_gaussian_variance
+from .multipass import PassPlan
 from .postprocess import (GroupConstraint, MeasuredQuery, NodeTask, default_workers, make_pool,
                           solve_level)
 
@@ -77,7 +78,8 @@ def run_topdown(persons: pd.DataFrame, levels: Sequence[str], variables: Mapping
                 strategy: Mapping[str, Sequence], rho, level_shares: Mapping[str, object],
                 relation: str, invariants: Sequence[tuple], rng: np.random.Generator,
                 progress: Callable[[str, int, int], None] | None = None,
-                workers: int | None = None, recodes: Sequence = ()) -> TopDownResult:
+                workers: int | None = None, recodes: Sequence = (),
+                passes: Mapping[str, dict] | None = None) -> TopDownResult:
     """Run TopDown on person records; see the module docstring for the semantics.
 
     ``levels`` lists the geography columns top first (a leading name that is not a column is
@@ -86,7 +88,9 @@ def run_topdown(persons: pd.DataFrame, levels: Sequence[str], variables: Mapping
     is a tuple of variable names (``()`` is the total); ``level_shares`` splits ``rho`` (zCDP)
     over levels; ``relation`` is "symdiff" (add/remove one person) or "hamming" (change one);
     ``invariants`` are ``(level, query)`` pairs released exactly; ``recodes`` (histogram.Recode)
-    are further query factors. ``workers`` > 1 solves the
+    are further query factors. ``passes`` maps a level to its pass structure:
+    ``{"estimation": [[query, ...], ...], "rounding": [[query, ...], ...], "tolerance": t}``
+    (multipass.PassPlan; measured queries left out of the estimation passes form a last pass). ``workers`` > 1 solves the
     nodes of large levels in a process pool (forkserver), so a script calling this must guard
     its entry point with ``if __name__ == "__main__":``. ``progress(level, done, total)`` is
     called as nodes finish.
@@ -104,6 +108,7 @@ def run_topdown(persons: pd.DataFrame, levels: Sequence[str], variables: Mapping
     if measured[-1] != len(names) - 1:
         raise SpecError(f"the finest level {names[-1]!r} must be measured (give it a budget share)")
     inv = _canonical_invariants(invariants, schema, hier)
+    plans = {lv: _pass_plan(lv, spec_, schema, alloc) for lv, spec_ in (passes or {}).items()}
 
     n_cells = schema.n_cells
     conf = [unit_histograms(hier.record_unit[k], cells, lv.n_units, n_cells)
@@ -135,7 +140,8 @@ def run_topdown(persons: pd.DataFrame, levels: Sequence[str], variables: Mapping
                 pool = make_pool(workers)
             cb = (lambda d, n, _lv=names[k]: progress(_lv, d, n)) if progress else None
             t0 = time.perf_counter()
-            results = solve_level(tasks, queries, workers, cb, pool if use_pool else None)
+            results = solve_level(tasks, queries, workers, cb, pool if use_pool else None,
+                                  plan=plans.get(names[k]))
             wall = time.perf_counter() - t0
             protected[k] = _assemble(tasks, results, hier.levels[k].n_units, n_cells, k, prev, hier)
             timings["levels"][names[k]].update({
@@ -147,6 +153,9 @@ def run_topdown(persons: pd.DataFrame, levels: Sequence[str], variables: Mapping
                 "milp_nodes": sum(r.used_milp for r in results),
                 "qp_capped_nodes": sum(not r.qp_optimal for r in results),
                 "qp_highs_fallback_nodes": sum(r.qp_solver != "clarabel" for r in results),
+                "failsafe_nodes": sum(r.failsafe for r in results),
+                "estimation_passes": len(plans[names[k]].estimation) if names[k] in plans else 1,
+                "rounding_passes": len(plans[names[k]].rounding) if names[k] in plans else 1,
                 "max_variables": max((r.n_variables for r in results), default=0),
                 "parallel": bool(use_pool),
                 "solver_peak_mb": max((r.peak_rss_mb for r in results), default=0.0),
@@ -169,6 +178,35 @@ def run_topdown(persons: pd.DataFrame, levels: Sequence[str], variables: Mapping
     return TopDownResult(micro, schema, hier, alloc, noisy,
                          {names[k]: protected[k] for k in range(len(names))}, timings,
                          alloc.total_rho, alloc.rho_spent)
+
+
+def _pass_plan(level: str, spec: Mapping, schema: Schema, alloc: Allocation) -> PassPlan:
+    """A level's PassPlan from query names; SpecError naming the level and query if wrong."""
+    measured = [qb.query for qb in alloc.for_level(level)]
+    if not measured:
+        raise SpecError(f"passes: level {level!r} is not measured, so it has no passes")
+    estimation, seen = [], set()
+    for group in spec.get("estimation", ()):
+        idx = []
+        for q in group:
+            key = schema.canonical(q)
+            if key not in measured:
+                raise SpecError(f"estimation passes at level {level!r}: query {query_name(q)!r} is not "
+                                "measured at that level")
+            if key in seen:
+                raise SpecError(f"estimation passes at level {level!r}: query {query_name(q)!r} is in two passes")
+            seen.add(key)
+            idx.append(measured.index(key))
+        estimation.append(tuple(idx))
+    rest = tuple(i for i, key in enumerate(measured) if key not in seen)
+    if estimation and rest:
+        estimation.append(rest)
+    rounding = tuple(tuple((query_name(schema.canonical(q)), schema.groups(q), schema.marginal_size(q))
+                           for q in group) for group in spec.get("rounding", ()))
+    tolerance = float(spec.get("tolerance", Fraction(1, 10)))
+    if tolerance < 0:
+        raise SpecError(f"pass tolerance at level {level!r} must not be negative")
+    return PassPlan(tuple(estimation), tolerance, rounding)
 
 
 def _canonical_invariants(invariants, schema: Schema, hier: Hierarchy) -> list[tuple[int, tuple]]:

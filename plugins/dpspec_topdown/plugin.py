@@ -84,6 +84,35 @@ def _schema(spec: ir.Spec, params: dict) -> Schema:
     return Schema.from_variables(variables).with_recodes(_recodes(params, variables))
 
 
+def _query_words(item, variables) -> tuple:
+    """A query written as a name (total, detailed, hhgq) or a string ("hhgq * hispanic")."""
+    return _query_key(str(item).replace(" ", ""), variables)
+
+
+def _passes(params: dict, variables) -> dict:
+    """{level: {"estimation": [[query, ...], ...], "rounding": [...], "tolerance": t}}.
+
+    Each of the ``estimation`` and ``rounding`` blocks maps a level to its passes: a block of
+    named passes in order (``{ pass1: ["total"]  pass2: ["hhgq", "hhgq * hispanic"] }``) or one
+    list (one pass; for estimation the remaining measured queries then form a last pass)."""
+    out: dict = {}
+    tolerance = params.get("pass_tolerance", Fraction(1, 10))
+    for what in ("estimation", "rounding"):
+        block = params.get(what)
+        if block is None:
+            continue
+        if not isinstance(block, ir.ParamBlock):
+            raise SpecError(f"{what}: expected a block such as {{ county: [\"total\"] }}")
+        for p in block.params:
+            if isinstance(p.value, ir.ParamBlock):
+                groups = [g.value for g in p.value.params]
+            else:
+                groups = [p.value]
+            out.setdefault(p.name, {"tolerance": tolerance})[what] = [
+                [_query_words(q, variables) for q in (g if isinstance(g, tuple) else (g,))] for g in groups]
+    return out
+
+
 def _levels(spec: ir.Spec) -> list[str]:
     geo = spec.domain.geography
     return [ROOT, *geo.levels] if geo else [ROOT]
@@ -150,6 +179,12 @@ class TopDown(Mechanism):
                   "one block for all levels or one per level; must sum to 1", required=True),
         ParamSpec("recodes", "block", "query factors that group one variable's categories: "
                   "NAME: { of: VARIABLE  LABEL: [values] ... }, a partition of the variable"),
+        ParamSpec("estimation", "block", "least-squares passes per level: { county: [total] } fits the total "
+                  "first and then the other queries, keeping earlier answers within pass_tolerance"),
+        ParamSpec("rounding", "block", "rounding passes per level: { county: { pass1: [\"total\"]  pass2: [\"hhgq\", \"hhgq * hispanic\"] } } "
+                  "keeps each pass's margins within floor/ceil of the fit, then fixes them"),
+        ParamSpec("pass_tolerance", "number", "how far a later estimation pass may move earlier passes' answers "
+                  "(production: 1/10)", low=Fraction(0)),
         ParamSpec("workers", "int", "solver processes (default: all cores)", low=Fraction(1), high=Fraction(256)),
     ))
     outputs = {
@@ -184,7 +219,14 @@ class TopDown(Mechanism):
         _, inv_problems = _invariants(spec, params)
         problems.extend(inv_problems)
         try:
-            self._allocation(spec, params)
+            alloc = self._allocation(spec, params)
+            from .engine import _pass_plan
+
+            schema = _schema(spec, params)
+            for level, plan in _passes(params, list(schema.names)).items():
+                if level not in params["levels"]:
+                    raise SpecError(f"estimation/rounding passes name level '{level}', which has no budget share")
+                _pass_plan(level, plan, schema, alloc)
         except SpecError as exc:
             problems.extend(exc.diagnostics)
         return problems
@@ -234,7 +276,7 @@ class TopDown(Mechanism):
             frame, _levels(spec), variables,
             _strategy(params, _levels(spec), list(variables)), params["rho"], params["levels"],
             _relation(spec, params), [(lv, q) for lv, q, _ in invariants], rng,
-            recodes=_schema(spec, params).recodes,
+            recodes=_schema(spec, params).recodes, passes=_passes(params, list(variables)),
             progress=lambda stage, done, total: progress.report(f"{stage} level", done, total),
             workers=params.get("workers"),
         )
@@ -244,10 +286,13 @@ class TopDown(Mechanism):
                 micro[col] = pd.Categorical(micro[col].astype(str), categories=persons[col].cat.categories)
         errors = accuracy(spec, params, frame, result.microdata)
         timings = {lv: {k: v for k, v in t.items() if isinstance(v, (int, float, bool))} for lv, t in result.timings["levels"].items()}
+        failsafe = {lv: t["failsafe_nodes"] for lv, t in timings.items() if t.get("failsafe_nodes")}
         return Release(
             outputs={params["table"]: micro, "measurements": result.measurements},
             facts={"total_rho": float(result.total_rho), "rho_spent": float(result.rho_spent),
-                   "solver_share": result.timings["solver_share"], "timings": timings},
+                   "solver_share": result.timings["solver_share"], "timings": timings,
+                   # production's failsafe: nodes whose later pass had no solution, redone in one pass
+                   "failsafe_nodes": failsafe},
             internal={"errors": errors},
         )
 

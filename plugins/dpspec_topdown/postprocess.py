@@ -84,6 +84,7 @@ class NodeResult:
     qp_optimal: bool  # False: the fit stopped at its iteration cap (feasible, not optimal)
     peak_rss_mb: float = 0.0  # peak memory of the process that solved the node
     qp_solver: str = "clarabel"  # "highs" when the interior-point solve failed and HiGHS took over
+    failsafe: bool = False  # a later pass had no solution: the node was redone in one pass
 
 
 def _peak_rss_mb() -> float:
@@ -278,8 +279,11 @@ def solve_qp(problem: NodeQP, solver: str = "clarabel"):
     return sol, qp_optimal, seconds, "highs", status
 
 
-def solve_node(task: NodeTask, queries: Sequence[MeasuredQuery], solver: str = "clarabel") -> NodeResult:
-    """Nonnegative integer children histograms: WLS fit to the noisy answers, then rounding."""
+def solve_node(task: NodeTask, queries: Sequence[MeasuredQuery], solver: str = "clarabel",
+               plan=None) -> NodeResult:
+    """Nonnegative integer children histograms: WLS fit to the noisy answers, then rounding.
+
+    ``plan`` (multipass.PassPlan) fits and rounds in passes."""
     t_start = time.perf_counter()
     nc = task.n_children
     cells, vc, va, vcell = _node_variables(task)
@@ -291,8 +295,16 @@ def solve_node(task: NodeTask, queries: Sequence[MeasuredQuery], solver: str = "
     if n_x == 0:
         return NodeResult(task.key, *(np.zeros(0, dtype=np.int64),) * 3, 0.0, 0.0,
                           time.perf_counter() - t_start, 0, False, True)
-    problem = build_node_qp(task, queries, (cells, vc, va, vcell))
-    sol, qp_optimal, qp_seconds, used, status = solve_qp(problem, solver)
+    variables = (cells, vc, va, vcell)
+    failsafe = False
+    if plan is not None and plan.multipass_fit:
+        from .multipass import fit_in_passes
+
+        sol, qp_optimal, qp_seconds, used, problem, failsafe = fit_in_passes(task, queries, plan, variables)
+        status = None if sol is not None else highspy.HighsModelStatus.kInfeasible
+    else:
+        problem = build_node_qp(task, queries, variables)
+        sol, qp_optimal, qp_seconds, used, status = solve_qp(problem, solver)
     if sol is None:
         if status == highspy.HighsModelStatus.kInfeasible:
             raise MechanismError(
@@ -300,12 +312,18 @@ def solve_node(task: NodeTask, queries: Sequence[MeasuredQuery], solver: str = "
                 f"{nc} children meets the invariants ({', '.join(c.name for c in task.constraints)})")
         raise MechanismError(f"TopDown least-squares step failed at node {task.key}: HiGHS says {status}")
     xstar = np.maximum(sol[:n_x], 0.0)
-    counts, round_seconds, used_milp = _round(task, xstar, va, vc, vcell, cells)
+    if plan is not None and plan.rounding:
+        from .multipass import round_in_passes
+
+        counts, round_seconds, used_milp, round_failsafe = round_in_passes(task, xstar, variables, plan)
+        failsafe |= round_failsafe
+    else:
+        counts, round_seconds, used_milp = _round(task, xstar, va, vc, vcell, cells)
     keep = counts > 0
     return NodeResult(task.key, vc[keep].astype(np.int64), vcell[keep].astype(np.int64),
                       counts[keep].astype(np.int64), qp_seconds, round_seconds,
                       time.perf_counter() - t_start, int(problem.n_var), used_milp, qp_optimal,
-                      _peak_rss_mb(), used)
+                      _peak_rss_mb(), used, failsafe)
 
 
 def _check_cells_coverable(task, cells, va):
@@ -338,15 +356,19 @@ def _add_structural_rows(rows: _Rows, task, cells, va, vc, vcell, n_x, base=None
         rows.add(local, np.arange(n_x), 1.0, t, t)
 
 
-def _round(task, xstar, va, vc, vcell, cells):
-    """Integer children histograms keeping every row of the QP exactly (LP, MILP if needed)."""
+def _round(task, xstar, va, vc, vcell, cells, margins=(), fail=True):
+    """Integer children histograms keeping every row of the QP exactly (LP, MILP if needed).
+
+    ``margins``: extra ``(key, n_keys, lo, hi)`` rows (the multipass rounder's margins: sums of
+    the variables sharing a key kept within [lo, hi]). With ``fail=False`` an infeasible
+    rounding returns None instead of raising (the caller has a failsafe)."""
     near = np.rint(xstar)
     fixed = np.abs(xstar - near) <= _INT_TOL
     base = np.where(fixed, near, np.floor(xstar))
     fi = np.flatnonzero(~fixed)
     if fi.size == 0:
         counts = base.astype(np.int64)
-        if _rows_hold(task, counts, va, vc, vcell, cells):
+        if _rows_hold(task, counts, va, vc, vcell, cells, margins):
             return counts, 0.0, False
     t0 = time.perf_counter()
     for attempt in ("lp", "milp", "wide"):
@@ -359,14 +381,16 @@ def _round(task, xstar, va, vc, vcell, cells):
         else:
             width = np.ones(fi.size)
         counts = _round_once(task, xstar, base, fi, width, va, vc, vcell, cells,
-                             integer=attempt != "lp")
-        if counts is not None and _rows_hold(task, counts, va, vc, vcell, cells):
+                             integer=attempt != "lp", margins=margins)
+        if counts is not None and _rows_hold(task, counts, va, vc, vcell, cells, margins):
             return counts, time.perf_counter() - t0, attempt != "lp"
+    if not fail:
+        return None, time.perf_counter() - t0, True
     raise MechanismError(f"TopDown rounding failed at node {task.key}: no integer solution keeps "
                          "the parent sums and invariants")
 
 
-def _round_once(task, xstar, base, fi, width, va, vc, vcell, cells, integer):
+def _round_once(task, xstar, base, fi, width, va, vc, vcell, cells, integer, margins=()):
     """Solve for the increments delta on variables ``fi`` (others stay at ``base``)."""
     n_x, nf = xstar.size, fi.size
     col = np.full(n_x, -1, dtype=np.int64)
@@ -397,6 +421,12 @@ def _round_once(task, xstar, base, fi, width, va, vc, vcell, cells, integer):
     t_hi = np.ceil(tot[present] - _INT_TOL) - bsum[present]
     t_lo, t_hi = np.minimum(t_lo, t_hi), np.maximum(t_lo, t_hi)
     rows.add(local, np.arange(nf), 1.0, t_lo, t_hi)
+    for key, n_keys, m_lo, m_hi in margins:  # the multipass rounder's margins
+        msum = np.bincount(key, weights=base, minlength=n_keys)
+        local, present = _sum_rows(key[sel], n_keys)
+        rows.add(local, np.arange(nf), 1.0, m_lo[present] - msum[present], m_hi[present] - msum[present])
+        others = np.setdiff1d(np.flatnonzero(np.bincount(key, minlength=n_keys)), present)
+        ok &= bool(np.all((m_lo[others] <= msum[others] + 0.5) & (msum[others] <= m_hi[others] + 0.5)))
     if not ok:
         return None
     a, lo, hi = rows.matrix(nf)
@@ -431,10 +461,14 @@ def _round_wide(frac, width, a, lo, hi):
     return status, d
 
 
-def _rows_hold(task, counts, va, vc, vcell, cells) -> bool:
-    """Exact integer check of parent sums and invariant targets."""
+def _rows_hold(task, counts, va, vc, vcell, cells, margins=()) -> bool:
+    """Exact integer check of parent sums, invariant targets and rounder margins."""
     if np.any(counts < 0):
         return False
+    for key, n_keys, m_lo, m_hi in margins:
+        got = np.bincount(key, weights=counts, minlength=n_keys)
+        if np.any(got < m_lo - 0.5) or np.any(got > m_hi + 0.5):
+            return False
     if task.parent is not None:
         if not np.array_equal(np.bincount(va, weights=counts, minlength=cells.size).astype(np.int64),
                               task.parent[cells]):
@@ -450,20 +484,20 @@ def _rows_hold(task, counts, va, vc, vcell, cells) -> bool:
 # --- a whole level ----------------------------------------------------------------------------
 
 
-def _solve_chunk(tasks, queries):
-    return [solve_node(t, queries) for t in tasks]
+def _solve_chunk(tasks, queries, plan=None):
+    return [solve_node(t, queries, plan=plan) for t in tasks]
 
 
 def solve_level(tasks: Sequence[NodeTask], queries: Sequence[MeasuredQuery], workers: int = 1,
                 progress: Callable[[int, int], None] | None = None,
-                pool: cf.Executor | None = None) -> list[NodeResult]:
+                pool: cf.Executor | None = None, plan=None) -> list[NodeResult]:
     """Solve every node of a level, in parallel when ``pool`` is given; results in task order."""
     n = len(tasks)
     results: list[NodeResult | None] = [None] * n
     done = 0
     if pool is None or n < 2:
         for i, t in enumerate(tasks):
-            results[i] = solve_node(t, queries)
+            results[i] = solve_node(t, queries, plan=plan)
             done += 1
             if progress:
                 progress(done, n)
@@ -474,7 +508,7 @@ def solve_level(tasks: Sequence[NodeTask], queries: Sequence[MeasuredQuery], wor
     order = np.argsort(-size, kind="stable")
     n_chunks = min(n, max(4 * workers, n // 8))
     chunks = [order[i::n_chunks] for i in range(n_chunks)]
-    futures = {pool.submit(_solve_chunk, [tasks[i] for i in c], list(queries)): c for c in chunks}
+    futures = {pool.submit(_solve_chunk, [tasks[i] for i in c], list(queries), plan): c for c in chunks}
     for fut in cf.as_completed(futures):
         idx = futures[fut]
         for i, r in zip(idx, fut.result()):
