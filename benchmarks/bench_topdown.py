@@ -102,12 +102,13 @@ def _noise_lower_bound(n: int = 4_000_000) -> None:
 
 
 def production_strategy():
-    """(level shares, per-level strategy, recodes, rho) as the production spec states them."""
+    """(level shares, per-level strategy, recodes, rho, passes) as the production spec states them."""
     spec = parse(PRODUCTION_SPEC.read_text(), str(PRODUCTION_SPEC))
     params = check(spec).params
     schema = topdown_plugin._schema(spec, params)
     strategy = topdown_plugin._strategy(params, topdown_plugin._levels(spec), list(schema.names))
-    return params["levels"], strategy, schema.recodes, params["rho"]
+    passes = topdown_plugin._passes(params, list(schema.names))
+    return params["levels"], strategy, schema.recodes, params["rho"], passes
 
 
 class _Capture:
@@ -161,12 +162,12 @@ def bench_synthetic(n_persons: int, n_blocks: int, workers: int | None, compare:
             last[0] = now
             print(f"  [{now - t0:7.1f} s] {level}: {done}/{total} nodes", flush=True)
 
-    shares, strategy, recodes, rho = production_strategy()
+    shares, strategy, recodes, rho, passes = production_strategy()
     t1 = time.perf_counter()
     with _Capture() as capture:
         res = run_topdown(persons, ["nation"] + LEVELS, PL94_VARIABLES, strategy, rho, shares, "hamming",
                           [("state", ())], make_rng(1), progress=progress, workers=workers,
-                          recodes=recodes)
+                          recodes=recodes, passes=passes)
     wall = time.perf_counter() - t1
     blocks = persons["block"].nunique()
     _report(f"synthetic state, production strategy ({blocks:,} populated blocks; generated in {gen:.1f} s)",

@@ -26,7 +26,7 @@ def _production():
 
 @pytest.fixture(scope="module")
 def captured():
-    shares, strategy, recodes, rho = _production()
+    shares, strategy, recodes, rho, _ = _production()
     nodes = []
     solve = postprocess.solve_node
 
@@ -119,9 +119,42 @@ def test_failsafe_redoes_an_infeasible_later_pass_in_one_pass(captured, monkeypa
 
 
 def test_estimation_pass_naming_an_unmeasured_query_is_a_spec_error():
-    shares, strategy, recodes, rho = _production()
+    shares, strategy, recodes, rho, _ = _production()
     persons = generate_population(500, 20, seed=1)
     with pytest.raises(SpecError, match="estimation passes at level 'nation': query 'total' is not measured"):
         run_topdown(persons, ["nation"] + LEVELS, PL94_VARIABLES, strategy, rho, shares, "hamming",
                     [("state", ())], np.random.default_rng(0), workers=1, recodes=recodes,
                     passes={"nation": {"estimation": [[()]]}})
+
+
+# --- structural zeros (production's nurse_nva_0) ----------------------------------------------
+
+NURSE_NVA_0 = {"nurse_nva_0": {"hhgq": [3], "votingage": [0]}}
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_structural_zero_is_kept_exactly_over_seeds(seed):
+    persons = generate_population(3000, 120, seed=20 + seed)
+    assert not ((persons["hhgq"] == 3) & (persons["votingage"] == 0)).any()
+    shares, strategy, recodes, rho, _ = _production()
+    # a tiny budget: without the constraint, noise would put minors in nursing facilities
+    res = run_topdown(persons, ["nation"] + LEVELS, PL94_VARIABLES, strategy, Fraction(1, 100), shares,
+                      "hamming", [("state", ())], np.random.default_rng(seed), workers=1,
+                      recodes=recodes, structural_zeros=NURSE_NVA_0)
+    micro = res.microdata
+    assert not ((micro["hhgq"] == 3) & (micro["votingage"] == 0)).any()
+    assert len(micro) == len(persons)  # the state invariant, too
+    assert ((micro["hhgq"] == 3) & (micro["votingage"] == 1)).any()  # the cell's neighbour is free
+
+
+def test_data_breaking_a_structural_zero_is_a_data_error_naming_block_and_cell():
+    from dpspec.errors import DataError
+
+    persons = generate_population(500, 20, seed=3)
+    persons.loc[7, "hhgq"] = 3
+    persons.loc[7, "votingage"] = 0
+    shares, strategy, recodes, rho, _ = _production()
+    with pytest.raises(DataError, match=r"structural zero 'nurse_nva_0': 1 records, e.g. row 7 in block .*hhgq=3, votingage=0"):
+        run_topdown(persons, ["nation"] + LEVELS, PL94_VARIABLES, strategy, rho, shares, "hamming",
+                    [("state", ())], np.random.default_rng(0), workers=1, recodes=recodes,
+                    structural_zeros=NURSE_NVA_0)

@@ -113,6 +113,30 @@ def _passes(params: dict, variables) -> dict:
     return out
 
 
+def _structural_zeros(params: dict, variables: dict) -> dict:
+    """{name: {variable: [categories]}} from ``structural_zeros: { NAME: { VAR: [values] ... } }``."""
+    block = params.get("structural_zeros")
+    if block is None:
+        return {}
+    if not isinstance(block, ir.ParamBlock):
+        raise SpecError("structural_zeros: expected a block such as { nurse_nva_0: { hhgq: [3]  votingage: [0] } }")
+    out = {}
+    for p in block.params:
+        loc = (p.loc.line, p.loc.column) if p.loc else (None, None)
+        if not isinstance(p.value, ir.ParamBlock) or not p.value.params:
+            raise SpecError(Diagnostic(f"structural_zeros: '{p.name}' needs a block of VARIABLE: [values]", *loc))
+        cells = {}
+        for v in p.value.params:
+            if v.name not in variables:
+                raise SpecError(Diagnostic(f"structural_zeros: '{p.name}' names '{v.name}', which is not a "
+                                           f"histogram variable", *loc))
+            by_text = {str(c): c for c in variables[v.name]}
+            values = v.value if isinstance(v.value, tuple) else (v.value,)
+            cells[v.name] = [by_text.get(str(x), x) for x in map(_recode_value, values)]
+        out[p.name] = cells
+    return out
+
+
 def _levels(spec: ir.Spec) -> list[str]:
     geo = spec.domain.geography
     return [ROOT, *geo.levels] if geo else [ROOT]
@@ -185,6 +209,8 @@ class TopDown(Mechanism):
                   "keeps each pass's margins within floor/ceil of the fit, then fixes them"),
         ParamSpec("pass_tolerance", "number", "how far a later estimation pass may move earlier passes' answers "
                   "(production: 1/10)", low=Fraction(0)),
+        ParamSpec("structural_zeros", "block", "cells that must be 0 everywhere, e.g. { nurse_nva_0: { hhgq: [3]  "
+                  "votingage: [0] } }; data with a record there is rejected"),
         ParamSpec("workers", "int", "solver processes (default: all cores)", low=Fraction(1), high=Fraction(256)),
     ))
     outputs = {
@@ -223,6 +249,7 @@ class TopDown(Mechanism):
             from .engine import _pass_plan
 
             schema = _schema(spec, params)
+            _structural_zeros(params, _variables(spec, params))
             for level, plan in _passes(params, list(schema.names)).items():
                 if level not in params["levels"]:
                     raise SpecError(f"estimation/rounding passes name level '{level}', which has no budget share")
@@ -277,6 +304,7 @@ class TopDown(Mechanism):
             _strategy(params, _levels(spec), list(variables)), params["rho"], params["levels"],
             _relation(spec, params), [(lv, q) for lv, q, _ in invariants], rng,
             recodes=_schema(spec, params).recodes, passes=_passes(params, list(variables)),
+            structural_zeros=_structural_zeros(params, variables),
             progress=lambda stage, done, total: progress.report(f"{stage} level", done, total),
             workers=params.get("workers"),
         )

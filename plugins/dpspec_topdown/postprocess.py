@@ -68,6 +68,7 @@ class NodeTask:
     parent: np.ndarray | None  # (n_cells,) int64 fixed parent histogram, None at the top
     measurements: tuple  # per MeasuredQuery: (n_children, n_groups) int64 noisy answers
     constraints: tuple  # of GroupConstraint
+    zero_cells: np.ndarray | None = None  # (n_cells,) bool: structural zeros, 0 in every child
 
 
 @attrs.frozen
@@ -206,6 +207,8 @@ def _node_variables(task: NodeTask):
     for con in task.constraints:
         zero = con.target[:, con.groups[cells]] == 0  # (n_sets, n_active)
         free &= ~zero[con.child_set]
+    if task.zero_cells is not None:
+        free &= ~task.zero_cells[cells][None, :]
     vc, va = np.nonzero(free)  # variable -> child, active position
     return cells, vc, va, cells[va]
 
