@@ -132,3 +132,33 @@ def test_recode_groups_cells_like_its_definition():
     counts = np.bincount(g[cells], minlength=3)
     by = schema.factor_values("hhinstlevels", records["hhgq"]).value_counts()
     assert counts.tolist() == [by.get("hh", 0), by.get("inst", 0), by.get("non", 0)]
+
+
+UNITS_SPEC = os.path.join(ROOT, "specs", "pl94_units_topdown.dps")
+
+
+def test_units_release_has_the_production_budget_and_certificate_epsilon():
+    summary = _budget_json(UNITS_SPEC)
+    rho = F(3379, 12343) ** 2  # global_scale = 12343/3379
+    assert sum(F(r["rho_exact"]) for r in summary["allocation"]) == rho
+    assert [r["level"] for r in summary["allocation"]] == ["nation", "state", "county", "tract", "blockgroup", "block"]
+    shares = [F(1, 205), F(1, 205), F(7, 82), F(364, 1025), F(1759, 4100), F(99, 820)]
+    assert sum(shares) == 1
+    assert [F(r["rho_exact"]) for r in summary["allocation"]] == [rho * s for s in shares]
+    cks = next(c for c in summary["conversions"] if c["method"] == "cks20")
+    # the production certificate prints the implied epsilon 1455307/588081 (2.4747) at delta 1e-10
+    assert cks["epsilon"] == pytest.approx(1455307 / 588081, abs=5e-4)
+
+
+def test_units_release_keeps_housing_units_per_block(tmp_path):
+    from dpspec.compiler import compile_spec
+
+    result = compile_spec(parse(open(UNITS_SPEC).read(), UNITS_SPEC), seed=4, audit=False)
+    units = pd.read_parquet(os.path.join(ROOT, "specs", "data", "pl94_synthetic", "pl94_synthetic_units.parquet"))
+    out = result.published["units"]
+    a = units.groupby("block", observed=True).size()
+    b = out.groupby("block", observed=True).size()
+    b.index = b.index.astype(str)
+    a.index = a.index.astype(str)
+    assert a.sort_index().equals(b.sort_index())
+    assert set(out["h1"].astype(int)) <= {0, 1}
