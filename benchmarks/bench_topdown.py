@@ -4,11 +4,14 @@
     python benchmarks/bench_topdown.py --persons 100000    # a smaller state only
     python benchmarks/bench_topdown.py --skip-synthetic    # the excerpt only
 
-For each run it prints the wall time per level (noise, solve), the share of node time spent
-inside HiGHS, peak memory of the main process and of the solver workers, and for the noise the
-ratio to a simple lower bound measured in the same run: drawing the same number of uniform
-integers with the same generator (the exact sampler needs several per sample).
-Targets: excerpt < 30 s; 1M persons with the 2,016-cell histogram < 15 min on 2 cores.
+Synthetic states run the 2020 production strategy read from specs/pl94_production_topdown.dps
+(per-level query shares, the hhinstlevels recode). For each run it prints the wall time per
+level (noise, solve), the solvers' share of node time, peak memory of the main process and of
+the solver workers, time per block, and one line for the largest node solved in the main
+process: the interior-point QP's time (Clarabel) and HiGHS's active-set QP time on the same
+problem, and their ratio (``largest node: ... ratio R``). The noise line gives exact samples per
+second and the ratio to drawing as many uniform integers with the same generator.
+Targets: excerpt < 30 s; 1M persons with the production strategy < 2 min on 2 cores.
 """
 from __future__ import annotations
 
@@ -26,11 +29,16 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "plugins")]
 
-from dpspec_topdown.engine import run_topdown  # noqa: E402
+from dpspec.checker import check  # noqa: E402
+from dpspec.compiler import make_rng  # noqa: E402
 from dpspec.noise import discrete_gaussian  # noqa: E402
-from dpspec_topdown.synthetic import (LEVELS, PL94_VARIABLES, PRODUCTION_LEVEL_SHARES,  # noqa: E402
-                                      PRODUCTION_RHO, generate_population, pl94_strategy)
+from dpspec.parser import parse  # noqa: E402
+from dpspec_topdown import plugin as topdown_plugin  # noqa: E402
+from dpspec_topdown import postprocess  # noqa: E402
+from dpspec_topdown.engine import run_topdown  # noqa: E402
+from dpspec_topdown.synthetic import LEVELS, PL94_VARIABLES, PRODUCTION_RHO, generate_population  # noqa: E402
 
+PRODUCTION_SPEC = ROOT / "specs" / "pl94_production_topdown.dps"
 ACS_CSV = ROOT / "specs" / "data" / "acs_national" / "acs_national_pl94.csv"
 ACS_VARIABLES = {"hhgq": [0, 1, 2], "votingage": [0, 1], "hispanic": [0, 1], "cenrace": list(range(7))}
 ACS_QUERIES = [((), Fraction(1, 5)), (("hhgq",), Fraction(1, 5)),
@@ -63,7 +71,7 @@ def _report(title: str, res, wall: float, n_persons: int, persons: pd.DataFrame 
     t = res.timings
     print(f"\n== {title}: {n_persons:,} persons, {res.schema.n_cells:,} cells, "
           f"{t['workers']} worker(s)")
-    print(f"{'level':<11}{'units':>8}{'nodes':>7}{'noise s':>9}{'solve s':>9}{'HiGHS s':>9}"
+    print(f"{'level':<11}{'units':>8}{'nodes':>7}{'noise s':>9}{'solve s':>9}{'solver s':>9}"
           f"{'max vars':>9}{'milp':>6}{'capped':>7}")
     for level, row in t["levels"].items():
         print(f"{level:<11}{row['units']:>8}{row.get('nodes', 0):>7}{row['noise_seconds']:>9.2f}"
@@ -71,7 +79,7 @@ def _report(title: str, res, wall: float, n_persons: int, persons: pd.DataFrame 
               f"{row.get('qp_seconds', 0) + row.get('rounding_seconds', 0):>9.2f}"
               f"{row.get('max_variables', 0):>9}{row.get('milp_nodes', 0):>6}{row.get('qp_capped_nodes', 0):>7}")
     own, kids = _peak_mb(res)
-    print(f"total {wall:.1f} s (engine {t['total_seconds']:.1f} s); HiGHS share of node time "
+    print(f"total {wall:.1f} s (engine {t['total_seconds']:.1f} s); solvers' share of node time "
           f"{t['solver_share']:.0%}; peak memory {own:,.0f} MB main, {kids:,.0f} MB largest worker "
           "(0: no pool)")
     print(f"rho declared {res.total_rho} = {float(res.total_rho):.4f}; spent {float(res.rho_spent):.6f}")
@@ -79,16 +87,58 @@ def _report(title: str, res, wall: float, n_persons: int, persons: pd.DataFrame 
         print(_accuracy(res, persons))
 
 
-def _noise_lower_bound(n: int = 2_000_000) -> None:
-    rng = np.random.default_rng(0)
-    t0 = time.perf_counter()
-    discrete_gaussian(Fraction(100), n, rng)
-    exact = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    rng.integers(0, 20, size=n)
-    bound = time.perf_counter() - t0
-    print(f"\n== noise: {n / exact / 1e6:.2f} M exact samples/s at sigma²=100; "
-          f"{exact / bound:.1f}x the time to draw as many uniform integers")
+def _noise_lower_bound(n: int = 4_000_000) -> None:
+    rng = make_rng(0)  # the project's ChaCha20 generator, as in a real run
+    for s2 in (Fraction(100), Fraction(2487929, 2048)):  # the latter: production's nation cenrace
+        discrete_gaussian(s2, 10, rng)  # build the table once, as a run does per sigma²
+        t0 = time.perf_counter()
+        discrete_gaussian(s2, n, rng)
+        exact = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        rng.integers(0, 20, size=n)
+        bound = time.perf_counter() - t0
+        print(f"== noise: {n / exact / 1e6:.2f} M exact samples/s at sigma²={float(s2):.6g}; "
+              f"{exact / bound:.1f}x the time to draw as many uniform integers")
+
+
+def production_strategy():
+    """(level shares, per-level strategy, recodes, rho, passes) as the production spec states them."""
+    spec = parse(PRODUCTION_SPEC.read_text(), str(PRODUCTION_SPEC))
+    params = check(spec).params
+    schema = topdown_plugin._schema(spec, params)
+    strategy = topdown_plugin._strategy(params, topdown_plugin._levels(spec), list(schema.names))
+    passes = topdown_plugin._passes(params, list(schema.names))
+    return params["levels"], strategy, schema.recodes, params["rho"], passes
+
+
+class _Capture:
+    """Keeps the largest node QP built in this process (the levels solved without a pool)."""
+
+    def __init__(self):
+        self.problem = None
+        self._build = postprocess.build_node_qp
+
+    def __enter__(self):
+        def build(task, queries, variables=None):
+            problem = self._build(task, queries, variables)
+            if self.problem is None or problem.n_var > self.problem.n_var:
+                self.problem = problem
+            return problem
+        postprocess.build_node_qp = build
+        return self
+
+    def __exit__(self, *exc):
+        postprocess.build_node_qp = self._build
+
+
+def _largest_node_line(problem, res) -> str:
+    biggest = max(row.get("max_variables", 0) for row in res.timings["levels"].values())
+    x_ip, _, ip, used, _ = postprocess.solve_qp(problem, "clarabel")
+    x_as, _, active, _, _ = postprocess.solve_qp(problem, "highs")
+    gap = abs(problem.objective(x_ip) - problem.objective(x_as)) / (1 + abs(problem.objective(x_as)))
+    return (f"largest node: {problem.n_var:,} variables, {problem.a.shape[0]:,} rows "
+            f"(largest in the run: {biggest:,}); {used} {ip:.2f} s, HiGHS active-set {active:.2f} s, "
+            f"objectives agree to {gap:.1e}; ratio {active / ip:.1f}")
 
 
 def bench_acs(workers: int | None) -> None:
@@ -100,7 +150,7 @@ def bench_acs(workers: int | None) -> None:
     _report("ACS national excerpt (nation > state > PUMA)", res, time.perf_counter() - t0, len(persons), persons)
 
 
-def bench_synthetic(n_persons: int, n_blocks: int, workers: int | None) -> None:
+def bench_synthetic(n_persons: int, n_blocks: int, workers: int | None, compare: bool = True) -> None:
     t0 = time.perf_counter()
     persons = generate_population(n_persons, n_blocks, seed=1)
     gen = time.perf_counter() - t0
@@ -112,13 +162,19 @@ def bench_synthetic(n_persons: int, n_blocks: int, workers: int | None) -> None:
             last[0] = now
             print(f"  [{now - t0:7.1f} s] {level}: {done}/{total} nodes", flush=True)
 
+    shares, strategy, recodes, rho, passes = production_strategy()
     t1 = time.perf_counter()
-    res = run_topdown(persons, ["nation"] + LEVELS, PL94_VARIABLES, pl94_strategy(), PRODUCTION_RHO,
-                      PRODUCTION_LEVEL_SHARES, "hamming", [("state", ())], np.random.default_rng(1),
-                      progress=progress, workers=workers)
+    with _Capture() as capture:
+        res = run_topdown(persons, ["nation"] + LEVELS, PL94_VARIABLES, strategy, rho, shares, "hamming",
+                          [("state", ())], make_rng(1), progress=progress, workers=workers,
+                          recodes=recodes, passes=passes)
     wall = time.perf_counter() - t1
     blocks = persons["block"].nunique()
-    _report(f"synthetic state ({blocks:,} populated blocks; generated in {gen:.1f} s)", res, wall, n_persons, persons)
+    _report(f"synthetic state, production strategy ({blocks:,} populated blocks; generated in {gen:.1f} s)",
+            res, wall, n_persons, persons)
+    print(f"time per block: {wall / blocks * 1e3:.2f} ms ({blocks:,} blocks, {wall:.1f} s)")
+    if compare and capture.problem is not None:
+        print(_largest_node_line(capture.problem, res), flush=True)
 
 
 def main(argv=None) -> None:
@@ -128,6 +184,7 @@ def main(argv=None) -> None:
     ap.add_argument("--workers", type=int, default=None)
     ap.add_argument("--skip-acs", action="store_true")
     ap.add_argument("--skip-synthetic", action="store_true")
+    ap.add_argument("--skip-highs", action="store_true", help="do not time HiGHS on the largest node")
     args = ap.parse_args(argv)
     print(f"cores available: {len(os.sched_getaffinity(0))}")
     _noise_lower_bound()
@@ -135,7 +192,7 @@ def main(argv=None) -> None:
         bench_acs(args.workers)
     if not args.skip_synthetic:
         for n in args.persons:
-            bench_synthetic(n, max(10, int(n * args.blocks_per_person)), args.workers)
+            bench_synthetic(n, max(10, int(n * args.blocks_per_person)), args.workers, not args.skip_highs)
 
 
 if __name__ == "__main__":

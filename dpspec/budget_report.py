@@ -104,6 +104,8 @@ def budget_summary(spec: ir.Spec, delta: float | None = None, method: str = "cks
             for b in ledger.bounds
         ],
         "bounds_hold": ledger.bounds_hold and ledger.problem is None,
+        # the mechanism's own breakdown of the budget (TopDown: "allocation" per level and query)
+        **checked.mechanism.budget_breakdown(spec, checked.params),
     }
 
 

@@ -148,6 +148,11 @@ class Mechanism:
         """A `dpspec.budget.BudgetStatement` under `flavor()`."""
         raise NotImplementedError
 
+    def budget_breakdown(self, spec: ir.Spec, params: dict) -> dict:
+        """Extra keys for `dpspec budget --json` showing how the budget is split (e.g. TopDown's
+        per level and query ``allocation``); must not need the data."""
+        return {}
+
     def run(self, spec: ir.Spec, params: dict, data: dict, rng) -> Release:
         raise NotImplementedError
 

@@ -137,3 +137,64 @@ def test_discrete_laplace_pmf():
 def test_rejects_nonpositive_sigma2():
     with pytest.raises(ValueError):
         discrete_gaussian(Fraction(0), 3, np.random.default_rng(0))
+
+
+# --- the alias-table fast path --------------------------------------------------------------
+
+PRODUCTION_SIGMA2 = [Fraction(2487929, 2048), Fraction(50), Fraction(1, 2), Fraction(300000)]
+
+
+@pytest.mark.parametrize("sigma2", PRODUCTION_SIGMA2, ids=str)
+def test_table_path_pmf_at_speed(sigma2):
+    """2M samples through the table path (the one TopDown uses) against the exact pmf."""
+    s2 = effective_sigma2(sigma2)
+    assert noise._gaussian_table(s2.numerator, s2.denominator) is not None
+    x = discrete_gaussian(sigma2, 2_000_000, np.random.default_rng(17))
+    span = int(8 * float(sigma2) ** 0.5) + 3
+    assert _chi_square_pvalue(x, lambda s: discrete_gaussian_pmf(sigma2, s), -span, span, n_bins=100) > 1e-4
+    var = discrete_gaussian_variance(sigma2)
+    assert abs(x.var() / var - 1) < 5 * (2 / x.size) ** 0.5
+
+
+def test_table_bounds_are_certified():
+    """Every symbol's acceptance bounds bracket 2**k·c·f/w computed independently in floats."""
+    t = noise._gaussian_table(2487929, 2048)
+    s2 = 2487929 / 2048
+    y = np.arange(-t.b, t.b + 1)
+    exact = t.c * np.exp(-(y * y) / (2 * s2)) / np.array(t.weight[: y.size], dtype=float)
+    k = 2.0 ** t.acc_bits
+    assert np.all(exact <= 1.0 + 1e-12)  # weights are upper bounds: acceptance is a probability
+    assert np.all(t.acc_lo[: y.size] <= k * exact * (1 + 1e-12))
+    assert np.all(t.acc_hi[: y.size] >= k * exact * (1 - 1e-12))
+    assert np.all(t.acc_hi[: y.size] - t.acc_lo[: y.size] <= 2)
+    # the alias table gives every symbol exactly its weight
+    cap = 1 << noise._ALIAS_BITS
+    mass = np.zeros(len(t.weight), dtype=object)
+    for i, (th, al) in enumerate(zip(t.thresh.tolist(), t.alias.tolist())):
+        mass[i] += th
+        mass[al] += cap - th
+    assert list(mass) == list(t.weight)
+
+
+def test_exact_decision_when_the_bits_are_inconclusive():
+    """The slow path accepts with probability c·f_s/w_s whatever prefix it starts from."""
+    t = noise._gaussian_table(50, 1)
+    rng = np.random.default_rng(5)
+    s = t.b + 12  # y = 12: f = exp(-144/100), w small enough that c·f/w is far from 0 and 1
+    want = t.c * np.exp(-144 / 100) / t.weight[s]
+    k = t.acc_bits
+    n = 20_000
+    prefixes = rng.integers(0, 1 << k, size=n)  # a uniform prefix: overall P(accept) = want
+    got = np.mean([noise._accept_exactly(t, s, int(a), rng) for a in prefixes])
+    assert abs(got - want) < 5 * (want * (1 - want) / n) ** 0.5
+
+
+def test_tail_sampler_follows_the_gaussian_beyond_b():
+    t = noise._gaussian_table(1, 2)  # sigma² = 1/2, b = 10
+    rng = np.random.default_rng(8)
+    x = np.array([noise._tail_sample(t, rng) for _ in range(3000)])
+    assert np.all(np.abs(x) > t.b)
+    beyond = np.abs(x) - t.b - 1
+    # P(|y| = b+1+L) ∝ exp(-(b+1+L)²) for sigma² = 1/2: L = 0 almost always (ratio e^-23)
+    assert np.mean(beyond == 0) > 0.99
+    assert abs(np.mean(x > 0) - 0.5) < 5 * (0.25 / x.size) ** 0.5

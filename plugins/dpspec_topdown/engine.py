@@ -24,12 +24,13 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
-from dpspec.errors import MechanismError, SpecError
+from dpspec.errors import DataError, MechanismError, SpecError
 
 from .allocation import Allocation, allocate, query_name
 from .hierarchy import Hierarchy, build_hierarchy
 from .histogram import Schema, aggregate, marginal, unit_histograms
 from dpspec.noise import discrete_gaussian, discrete_gaussian_variance
+from .multipass import PassPlan
 from .postprocess import (GroupConstraint, MeasuredQuery, NodeTask, default_workers, make_pool,
                           solve_level)
 
@@ -77,7 +78,9 @@ def run_topdown(persons: pd.DataFrame, levels: Sequence[str], variables: Mapping
                 strategy: Mapping[str, Sequence], rho, level_shares: Mapping[str, object],
                 relation: str, invariants: Sequence[tuple], rng: np.random.Generator,
                 progress: Callable[[str, int, int], None] | None = None,
-                workers: int | None = None) -> TopDownResult:
+                workers: int | None = None, recodes: Sequence = (),
+                passes: Mapping[str, dict] | None = None,
+                structural_zeros: Mapping[str, Mapping[str, Sequence]] | None = None) -> TopDownResult:
     """Run TopDown on person records; see the module docstring for the semantics.
 
     ``levels`` lists the geography columns top first (a leading name that is not a column is
@@ -85,13 +88,19 @@ def run_topdown(persons: pd.DataFrame, levels: Sequence[str], variables: Mapping
     categories; ``strategy`` maps each measured level to ``[(query, share), ...]`` where a query
     is a tuple of variable names (``()`` is the total); ``level_shares`` splits ``rho`` (zCDP)
     over levels; ``relation`` is "symdiff" (add/remove one person) or "hamming" (change one);
-    ``invariants`` are ``(level, query)`` pairs released exactly. ``workers`` > 1 solves the
+    ``invariants`` are ``(level, query)`` pairs released exactly; ``recodes`` (histogram.Recode)
+    are further query factors. ``passes`` maps a level to its pass structure:
+    ``{"estimation": [[query, ...], ...], "rounding": [[query, ...], ...], "tolerance": t}``
+    (multipass.PassPlan; measured queries left out of the estimation passes form a last pass).
+    ``structural_zeros`` maps a name to ``{variable: [categories]}``: the cells matching every
+    listed variable are 0 at every unit (production's nurse_nva_0: no person under 18 in a
+    nursing facility); records in such a cell are a DataError naming the block and cell. ``workers`` > 1 solves the
     nodes of large levels in a process pool (forkserver), so a script calling this must guard
     its entry point with ``if __name__ == "__main__":``. ``progress(level, done, total)`` is
     called as nodes finish.
     """
     t_run = time.perf_counter()
-    schema = Schema.from_variables(variables)
+    schema = Schema.from_variables(variables).with_recodes(recodes)
     cells = schema.cell_index(persons)
     hier = build_hierarchy(persons, levels)
     names = hier.names
@@ -103,6 +112,8 @@ def run_topdown(persons: pd.DataFrame, levels: Sequence[str], variables: Mapping
     if measured[-1] != len(names) - 1:
         raise SpecError(f"the finest level {names[-1]!r} must be measured (give it a budget share)")
     inv = _canonical_invariants(invariants, schema, hier)
+    zero_cells = _structural_zeros(structural_zeros or {}, schema, cells, persons, levels)
+    plans = {lv: _pass_plan(lv, spec_, schema, alloc) for lv, spec_ in (passes or {}).items()}
 
     n_cells = schema.n_cells
     conf = [unit_histograms(hier.record_unit[k], cells, lv.n_units, n_cells)
@@ -124,6 +135,8 @@ def run_topdown(persons: pd.DataFrame, levels: Sequence[str], variables: Mapping
         prev = None
         for k in measured:
             tasks = _level_tasks(k, prev, hier, schema, alloc, noisy, conf, inv, protected)
+            if prev is None and zero_cells is not None:  # children of a zero parent cell stay 0
+                tasks = [attrs.evolve(t, zero_cells=zero_cells) for t in tasks]
             queries = [MeasuredQuery(qb.name, schema.groups(qb.query), schema.marginal_size(qb.query),
                                      1.0 / float(qb.sigma2))
                        for qb in alloc.for_level(names[k])]
@@ -134,7 +147,8 @@ def run_topdown(persons: pd.DataFrame, levels: Sequence[str], variables: Mapping
                 pool = make_pool(workers)
             cb = (lambda d, n, _lv=names[k]: progress(_lv, d, n)) if progress else None
             t0 = time.perf_counter()
-            results = solve_level(tasks, queries, workers, cb, pool if use_pool else None)
+            results = solve_level(tasks, queries, workers, cb, pool if use_pool else None,
+                                  plan=plans.get(names[k]))
             wall = time.perf_counter() - t0
             protected[k] = _assemble(tasks, results, hier.levels[k].n_units, n_cells, k, prev, hier)
             timings["levels"][names[k]].update({
@@ -145,6 +159,10 @@ def run_topdown(persons: pd.DataFrame, levels: Sequence[str], variables: Mapping
                 "rounding_seconds": sum(r.round_seconds for r in results),
                 "milp_nodes": sum(r.used_milp for r in results),
                 "qp_capped_nodes": sum(not r.qp_optimal for r in results),
+                "qp_highs_fallback_nodes": sum(r.qp_solver != "clarabel" for r in results),
+                "failsafe_nodes": sum(r.failsafe for r in results),
+                "estimation_passes": len(plans[names[k]].estimation) if names[k] in plans else 1,
+                "rounding_passes": len(plans[names[k]].rounding) if names[k] in plans else 1,
                 "max_variables": max((r.n_variables for r in results), default=0),
                 "parallel": bool(use_pool),
                 "solver_peak_mb": max((r.peak_rss_mb for r in results), default=0.0),
@@ -157,6 +175,10 @@ def run_topdown(persons: pd.DataFrame, levels: Sequence[str], variables: Mapping
         if k not in protected:
             protected[k] = aggregate(protected[k + 1], hier.levels[k + 1].parent, hier.levels[k].n_units)
     _verify(hier, schema, protected, conf, inv)
+    if zero_cells is not None:
+        for k, h in protected.items():
+            if h[:, np.flatnonzero(zero_cells)].sum() != 0:
+                raise MechanismError(f"level {names[k]}: a structural zero cell holds persons")
     micro = _microdata(hier, schema, protected[len(names) - 1])
     node = sum(t.get("node_seconds", 0.0) for t in timings["levels"].values())
     solver = sum(t.get("qp_seconds", 0.0) + t.get("rounding_seconds", 0.0) for t in timings["levels"].values())
@@ -167,6 +189,64 @@ def run_topdown(persons: pd.DataFrame, levels: Sequence[str], variables: Mapping
     return TopDownResult(micro, schema, hier, alloc, noisy,
                          {names[k]: protected[k] for k in range(len(names))}, timings,
                          alloc.total_rho, alloc.rho_spent)
+
+
+def _structural_zeros(zeros: Mapping, schema: Schema, cells: np.ndarray, persons: pd.DataFrame,
+                      levels: Sequence[str]) -> np.ndarray | None:
+    """Boolean mask of the structural-zero cells; DataError if a record sits in one."""
+    if not zeros:
+        return None
+    coords = np.unravel_index(np.arange(schema.n_cells), schema.shape)
+    mask = np.zeros(schema.n_cells, dtype=bool)
+    for name, spec in zeros.items():
+        this = np.ones(schema.n_cells, dtype=bool)
+        for var, values in spec.items():
+            if var not in schema.names:
+                raise SpecError(f"structural zero {name!r}: {var!r} is not a histogram variable")
+            cats = list(schema.categories[schema.names.index(var)])
+            bad = [v for v in values if v not in cats]
+            if bad:
+                raise SpecError(f"structural zero {name!r}: {bad} are not categories of {var!r} ({cats})")
+            this &= np.isin(coords[schema.names.index(var)], [cats.index(v) for v in values])
+        hit = np.flatnonzero(this[cells])
+        if hit.size:
+            row = int(hit[0])
+            finest = [lv for lv in levels if lv in persons.columns][-1]
+            cell = ", ".join(f"{v}={val}" for v, val in schema.decode(np.array([cells[row]])).items()
+                             for val in [val[0]])
+            raise DataError(f"the data break the structural zero {name!r}: {hit.size} records, e.g. row {row} "
+                            f"in {finest} {persons[finest].iloc[row]!s} (cell {cell})")
+        mask |= this
+    return mask
+
+
+def _pass_plan(level: str, spec: Mapping, schema: Schema, alloc: Allocation) -> PassPlan:
+    """A level's PassPlan from query names; SpecError naming the level and query if wrong."""
+    measured = [qb.query for qb in alloc.for_level(level)]
+    if not measured:
+        raise SpecError(f"passes: level {level!r} is not measured, so it has no passes")
+    estimation, seen = [], set()
+    for group in spec.get("estimation", ()):
+        idx = []
+        for q in group:
+            key = schema.canonical(q)
+            if key not in measured:
+                raise SpecError(f"estimation passes at level {level!r}: query {query_name(q)!r} is not "
+                                "measured at that level")
+            if key in seen:
+                raise SpecError(f"estimation passes at level {level!r}: query {query_name(q)!r} is in two passes")
+            seen.add(key)
+            idx.append(measured.index(key))
+        estimation.append(tuple(idx))
+    rest = tuple(i for i, key in enumerate(measured) if key not in seen)
+    if estimation and rest:
+        estimation.append(rest)
+    rounding = tuple(tuple((query_name(schema.canonical(q)), schema.groups(q), schema.marginal_size(q))
+                           for q in group) for group in spec.get("rounding", ()))
+    tolerance = float(spec.get("tolerance", Fraction(1, 10)))
+    if tolerance < 0:
+        raise SpecError(f"pass tolerance at level {level!r} must not be negative")
+    return PassPlan(tuple(estimation), tolerance, rounding)
 
 
 def _canonical_invariants(invariants, schema: Schema, hier: Hierarchy) -> list[tuple[int, tuple]]:

@@ -8,6 +8,12 @@ histograms over tens of thousands of units fit in memory and solve quickly.
 Cells are numbered in C order over the variables in declaration order; a marginal's groups are
 numbered in C order over its variables in the same (declaration) order, whatever order the
 query lists them in.
+
+Recodes: a query factor may also be a recode of one variable (production's ``hhinstlevels``
+groups the eight ``hhgq`` codes into household / institutional / non-institutional). It is
+still a relabelling of cells, so the solver sees no difference; the recode must partition its
+variable (every category in exactly one group), or a marginal would double count or drop
+persons.
 """
 from __future__ import annotations
 
@@ -22,11 +28,68 @@ from .allocation import query_name
 
 
 @attrs.frozen
+class Recode:
+    """A query factor that groups the categories of one histogram variable."""
+
+    name: str
+    variable: str
+    labels: tuple  # group labels, in declaration order
+    group_of: tuple  # for every category of the variable (in its order), its group index
+
+    @classmethod
+    def build(cls, name: str, variable: str, categories: Sequence, groups: Mapping) -> "Recode":
+        """Check that ``groups`` (label -> values) partitions ``categories``; SpecError otherwise."""
+        categories = list(categories)
+        where = {}
+        for gi, (label, values) in enumerate(groups.items()):
+            values = list(values)
+            if not values:
+                raise SpecError(f"recode {name!r} of {variable!r}: group {label!r} is empty")
+            for v in values:
+                if v not in categories:
+                    raise SpecError(f"recode {name!r} of {variable!r}: group {label!r} lists {v!r}, "
+                                    f"which is not a category of {variable!r} ({categories})")
+                if v in where:
+                    raise SpecError(f"recode {name!r} of {variable!r} does not partition {variable!r}: "
+                                    f"{v!r} is in both {where[v]!r} and {label!r}")
+                where[v] = label
+        missing = [c for c in categories if c not in where]
+        if missing:
+            raise SpecError(f"recode {name!r} of {variable!r} does not partition {variable!r}: "
+                            f"categories {missing} are in no group")
+        labels = tuple(groups)
+        return cls(name, variable, labels, tuple(labels.index(where[c]) for c in categories))
+
+
+@attrs.frozen
 class Schema:
-    """Histogram variables and their categories, in declaration order."""
+    """Histogram variables and their categories, in declaration order, and the declared recodes."""
 
     names: tuple
     categories: tuple  # tuple of tuples, one per variable
+    recodes: tuple = ()  # of Recode
+
+    def with_recodes(self, recodes: Sequence[Recode]) -> "Schema":
+        seen = set(self.names)
+        for r in recodes:
+            if r.name in seen:
+                raise SpecError(f"recode {r.name!r}: the name is already a variable or another recode")
+            if r.variable not in self.names:
+                raise SpecError(f"recode {r.name!r} recodes {r.variable!r}, which is not a histogram variable")
+            if len(r.group_of) != len(self.categories[self.names.index(r.variable)]):
+                raise SpecError(f"recode {r.name!r} does not cover the categories of {r.variable!r}")
+            seen.add(r.name)
+        return attrs.evolve(self, recodes=tuple(recodes))
+
+    def _factor(self, name: str):
+        """(axis, category -> group map or None, size) of a query factor."""
+        if name in self.names:
+            axis = self.names.index(name)
+            return axis, None, len(self.categories[axis])
+        for r in self.recodes:
+            if r.name == name:
+                return self.names.index(r.variable), np.asarray(r.group_of, dtype=np.int64), len(r.labels)
+        raise KeyError(name)
 
     @classmethod
     def from_variables(cls, variables: Mapping[str, Sequence]) -> "Schema":
@@ -52,20 +115,25 @@ class Schema:
         return int(np.prod(self.shape))
 
     def canonical(self, query: Sequence[str]) -> tuple:
-        """The query's variables in declaration order; unknown or repeated names are SpecErrors."""
+        """The query's factors in variable declaration order; unknown or repeated are SpecErrors."""
         query = tuple(query)
-        unknown = [v for v in query if v not in self.names]
+        known = list(self.names) + [r.name for r in self.recodes]
+        unknown = [v for v in query if v not in known]
         if unknown:
             raise SpecError(
                 f"query {query_name(query)!r} names {unknown}, which are not histogram variables "
-                f"(known: {list(self.names)})")
+                f"or recodes (known: {known})")
         if len(set(query)) != len(query):
             raise SpecError(f"query {query_name(query)!r} names a variable twice")
-        return tuple(v for v in self.names if v in query)
+        axes = [self._factor(v)[0] for v in query]
+        if len(set(axes)) != len(axes):
+            raise SpecError(f"query {query_name(query)!r} uses the variable "
+                            f"{self.names[max(axes, key=axes.count)]!r} twice (a recode and its variable?)")
+        return tuple(v for _, v in sorted(zip(axes, query)))
 
     def marginal_size(self, query: Sequence[str]) -> int:
         q = self.canonical(query)
-        return int(np.prod([len(self.categories[self.names.index(v)]) for v in q])) if q else 1
+        return int(np.prod([self._factor(v)[2] for v in q])) if q else 1
 
     def groups(self, query: Sequence[str]) -> np.ndarray:
         """For every cell, the index of the marginal group (query cell) it falls into."""
@@ -73,8 +141,21 @@ class Schema:
         if not q:
             return np.zeros(self.n_cells, dtype=np.int64)
         coords = np.unravel_index(np.arange(self.n_cells), self.shape)
-        axes = [self.names.index(v) for v in q]
-        return np.ravel_multi_index([coords[a] for a in axes], [self.shape[a] for a in axes]).astype(np.int64)
+        index, sizes = [], []
+        for v in q:
+            axis, mapping, size = self._factor(v)
+            index.append(coords[axis] if mapping is None else mapping[coords[axis]])
+            sizes.append(size)
+        return np.ravel_multi_index(index, sizes).astype(np.int64)
+
+    def factor_values(self, name: str, column: pd.Series) -> pd.Series:
+        """A record column expressed in a query factor's categories (a recode's group labels)."""
+        for r in self.recodes:
+            if r.name == name:
+                cats = self.categories[self.names.index(r.variable)]
+                lookup = {c: r.labels[g] for c, g in zip(cats, r.group_of)}
+                return column.map(lookup)
+        return column
 
     def indicator(self, query: Sequence[str]) -> sp.csr_matrix:
         """Sparse (cells x groups) 0/1 matrix: a histogram row times it is the marginal."""

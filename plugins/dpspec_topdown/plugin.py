@@ -36,6 +36,107 @@ def _variables(spec: ir.Spec, params: dict) -> dict:
     return out
 
 
+def _recode_value(raw):
+    """A category as written in a recode group: a whole number, a name or a string."""
+    if isinstance(raw, Fraction):
+        return int(raw) if raw.denominator == 1 else raw
+    return str(raw)
+
+
+def _recodes(params: dict, variables: dict) -> list[Recode]:
+    """The declared recodes: ``NAME: { of: VARIABLE  LABEL: [values]  ... }`` each."""
+    from .histogram import Recode  # numpy, imported when a topdown spec is checked, not at startup
+
+    block = params.get("recodes")
+    if block is None:
+        return []
+    if not isinstance(block, ir.ParamBlock):
+        raise SpecError("recodes: expected a block such as { hhinstlevels: { of: hhgq  gq: [1, 2] ... } }")
+    out = []
+    for p in block.params:
+        loc = (p.loc.line, p.loc.column) if p.loc else (None, None)
+        body = p.value
+        of = body.get("of") if isinstance(body, ir.ParamBlock) else None
+        if of is None:
+            raise SpecError(Diagnostic(f"recodes: '{p.name}' needs a block with 'of: VARIABLE' and its groups", *loc))
+        variable = str(of.value)
+        if variable not in variables:
+            raise SpecError(Diagnostic(f"recodes: '{p.name}' recodes '{variable}', which is not a histogram "
+                                       f"variable (known: {', '.join(variables)})", *loc))
+        groups = {}
+        for g in body.params:
+            if g.name == "of":
+                continue
+            values = g.value if isinstance(g.value, tuple) else (g.value,)
+            by_text = {str(c): c for c in variables[variable]}  # categories are written as text
+            groups[g.name] = [by_text.get(str(v), v) for v in map(_recode_value, values)]
+        try:
+            out.append(Recode.build(p.name, variable, variables[variable], groups))
+        except SpecError as exc:
+            raise SpecError([Diagnostic(d.message, *loc) for d in exc.diagnostics]) from None
+    return out
+
+
+def _schema(spec: ir.Spec, params: dict) -> Schema:
+    from .histogram import Schema
+
+    variables = _variables(spec, params)
+    return Schema.from_variables(variables).with_recodes(_recodes(params, variables))
+
+
+def _query_words(item, variables) -> tuple:
+    """A query written as a name (total, detailed, hhgq) or a string ("hhgq * hispanic")."""
+    return _query_key(str(item).replace(" ", ""), variables)
+
+
+def _passes(params: dict, variables) -> dict:
+    """{level: {"estimation": [[query, ...], ...], "rounding": [...], "tolerance": t}}.
+
+    Each of the ``estimation`` and ``rounding`` blocks maps a level to its passes: a block of
+    named passes in order (``{ pass1: ["total"]  pass2: ["hhgq", "hhgq * hispanic"] }``) or one
+    list (one pass; for estimation the remaining measured queries then form a last pass)."""
+    out: dict = {}
+    tolerance = params.get("pass_tolerance", Fraction(1, 10))
+    for what in ("estimation", "rounding"):
+        block = params.get(what)
+        if block is None:
+            continue
+        if not isinstance(block, ir.ParamBlock):
+            raise SpecError(f"{what}: expected a block such as {{ county: [\"total\"] }}")
+        for p in block.params:
+            if isinstance(p.value, ir.ParamBlock):
+                groups = [g.value for g in p.value.params]
+            else:
+                groups = [p.value]
+            out.setdefault(p.name, {"tolerance": tolerance})[what] = [
+                [_query_words(q, variables) for q in (g if isinstance(g, tuple) else (g,))] for g in groups]
+    return out
+
+
+def _structural_zeros(params: dict, variables: dict) -> dict:
+    """{name: {variable: [categories]}} from ``structural_zeros: { NAME: { VAR: [values] ... } }``."""
+    block = params.get("structural_zeros")
+    if block is None:
+        return {}
+    if not isinstance(block, ir.ParamBlock):
+        raise SpecError("structural_zeros: expected a block such as { nurse_nva_0: { hhgq: [3]  votingage: [0] } }")
+    out = {}
+    for p in block.params:
+        loc = (p.loc.line, p.loc.column) if p.loc else (None, None)
+        if not isinstance(p.value, ir.ParamBlock) or not p.value.params:
+            raise SpecError(Diagnostic(f"structural_zeros: '{p.name}' needs a block of VARIABLE: [values]", *loc))
+        cells = {}
+        for v in p.value.params:
+            if v.name not in variables:
+                raise SpecError(Diagnostic(f"structural_zeros: '{p.name}' names '{v.name}', which is not a "
+                                           f"histogram variable", *loc))
+            by_text = {str(c): c for c in variables[v.name]}
+            values = v.value if isinstance(v.value, tuple) else (v.value,)
+            cells[v.name] = [by_text.get(str(x), x) for x in map(_recode_value, values)]
+        out[p.name] = cells
+    return out
+
+
 def _levels(spec: ir.Spec) -> list[str]:
     geo = spec.domain.geography
     return [ROOT, *geo.levels] if geo else [ROOT]
@@ -100,6 +201,16 @@ class TopDown(Mechanism):
         ParamSpec("levels", "shares", "share of rho per geographic level ('nation' is the root); must sum to 1", required=True),
         ParamSpec("queries", "block", "share of each level's rho per query (total, detailed, or var*var); "
                   "one block for all levels or one per level; must sum to 1", required=True),
+        ParamSpec("recodes", "block", "query factors that group one variable's categories: "
+                  "NAME: { of: VARIABLE  LABEL: [values] ... }, a partition of the variable"),
+        ParamSpec("estimation", "block", "least-squares passes per level: { county: [total] } fits the total "
+                  "first and then the other queries, keeping earlier answers within pass_tolerance"),
+        ParamSpec("rounding", "block", "rounding passes per level: { county: { pass1: [\"total\"]  pass2: [\"hhgq\", \"hhgq * hispanic\"] } } "
+                  "keeps each pass's margins within floor/ceil of the fit, then fixes them"),
+        ParamSpec("pass_tolerance", "number", "how far a later estimation pass may move earlier passes' answers "
+                  "(production: 1/10)", low=Fraction(0)),
+        ParamSpec("structural_zeros", "block", "cells that must be 0 everywhere, e.g. { nurse_nva_0: { hhgq: [3]  "
+                  "votingage: [0] } }; data with a record there is rejected"),
         ParamSpec("workers", "int", "solver processes (default: all cores)", low=Fraction(1), high=Fraction(256)),
     ))
     outputs = {
@@ -134,16 +245,22 @@ class TopDown(Mechanism):
         _, inv_problems = _invariants(spec, params)
         problems.extend(inv_problems)
         try:
-            self._allocation(spec, params)
+            alloc = self._allocation(spec, params)
+            from .engine import _pass_plan
+
+            schema = _schema(spec, params)
+            _structural_zeros(params, _variables(spec, params))
+            for level, plan in _passes(params, list(schema.names)).items():
+                if level not in params["levels"]:
+                    raise SpecError(f"estimation/rounding passes name level '{level}', which has no budget share")
+                _pass_plan(level, plan, schema, alloc)
         except SpecError as exc:
             problems.extend(exc.diagnostics)
         return problems
 
     def _allocation(self, spec, params):
-        from .histogram import Schema  # numpy: imported when a topdown spec is checked, not at startup
-
         variables = _variables(spec, params)
-        schema = Schema.from_variables(variables)
+        schema = _schema(spec, params)
         strategy = {lv: [(schema.canonical(q), s) for q, s in entries]
                     for lv, entries in _strategy(params, _levels(spec), list(variables)).items()}
         return allocate(params["rho"], params["levels"], strategy, _relation(spec, params))
@@ -168,6 +285,14 @@ class TopDown(Mechanism):
                          f"{float(alloc.rho_spent):.12g}, within the stated {float(alloc.total_rho):.12g}")
         return BudgetStatement.fixed(ZCDP(float(alloc.total_rho)), *notes)
 
+    def budget_breakdown(self, spec, params):
+        """The allocation an auditor re-derives: one row per (level, query)."""
+        schema = _schema(spec, params)
+        variables = list(schema.names)
+        labels = {(lv, schema.canonical(_query_key(p.name, variables))): " * ".join(p.name.split("*"))
+                  for lv, block in _query_blocks(params) for p in block.params}
+        return {"allocation": allocation_rows(self._allocation(spec, params), labels)}
+
     def run(self, spec, params, data, rng):
         import pandas as pd  # lazily, with the engine: `dpspec check` needs neither
 
@@ -182,6 +307,8 @@ class TopDown(Mechanism):
             frame, _levels(spec), variables,
             _strategy(params, _levels(spec), list(variables)), params["rho"], params["levels"],
             _relation(spec, params), [(lv, q) for lv, q, _ in invariants], rng,
+            recodes=_schema(spec, params).recodes, passes=_passes(params, list(variables)),
+            structural_zeros=_structural_zeros(params, variables),
             progress=lambda stage, done, total: progress.report(f"{stage} level", done, total),
             workers=params.get("workers"),
         )
@@ -191,10 +318,13 @@ class TopDown(Mechanism):
                 micro[col] = pd.Categorical(micro[col].astype(str), categories=persons[col].cat.categories)
         errors = accuracy(spec, params, frame, result.microdata)
         timings = {lv: {k: v for k, v in t.items() if isinstance(v, (int, float, bool))} for lv, t in result.timings["levels"].items()}
+        failsafe = {lv: t["failsafe_nodes"] for lv, t in timings.items() if t.get("failsafe_nodes")}
         return Release(
             outputs={params["table"]: micro, "measurements": result.measurements},
             facts={"total_rho": float(result.total_rho), "rho_spent": float(result.rho_spent),
-                   "solver_share": result.timings["solver_share"], "timings": timings},
+                   "solver_share": result.timings["solver_share"], "timings": timings,
+                   # production's failsafe: nodes whose later pass had no solution, redone in one pass
+                   "failsafe_nodes": failsafe},
             internal={"errors": errors},
         )
 
@@ -225,10 +355,35 @@ class TopDown(Mechanism):
         return topdown_pairs(self, spec, params, _variables, ROOT)
 
 
+def _query_blocks(params: dict):
+    """(level, block of query shares) for every measured level."""
+    block = params["queries"]
+    per_level = all(isinstance(p.value, ir.ParamBlock) for p in block.params) and block.params
+    for level in params["levels"]:
+        inner = block.get(level) if per_level else None
+        yield level, (inner.value if inner is not None else block)
+
+
+def allocation_rows(alloc, labels: dict | None = None) -> list[dict]:
+    """level, query (as written, factors joined by ' * '), rho, variance (sigma², the noise
+    parameter) and the exact fractions behind them, in level then declaration order."""
+    from dpspec.noise import discrete_gaussian_variance
+
+    labels = labels or {}
+    return [{"level": q.level, "query": labels.get((q.level, q.query), q.name), "rho": float(q.rho), "variance": float(q.sigma2),
+             "share": str(q.share), "rho_exact": str(q.rho), "sigma2_exact": str(q.sigma2),
+             "noise_variance": discrete_gaussian_variance(q.sigma2)}
+            for q in alloc.queries]
+
+
 def accuracy(spec, params, confidential: pd.DataFrame, protected: pd.DataFrame) -> list[dict]:
     """Mean absolute error of every (level, query) table against the confidential data.
 
     Computed against the confidential data: internal report only."""
+    schema = _schema(spec, params)
+    for r in schema.recodes:  # recoded columns, so recode queries are group-bys like the others
+        confidential = confidential.assign(**{r.name: schema.factor_values(r.name, confidential[r.variable])})
+        protected = protected.assign(**{r.name: schema.factor_values(r.name, protected[r.variable].astype(confidential[r.variable].dtype))})
     variables = list(params["variables"])
     queries = {"total": (), "detailed": tuple(variables)}
     block = params["queries"]

@@ -1,7 +1,7 @@
 """Top-down estimation of one node's children: weighted least squares, then integer rounding.
 
-Why two solver calls: the least-squares fit (a convex QP, HiGHS's active-set solver) uses every
-noisy measurement with weight 1/variance but returns fractions; the rounding step (an LP, also
+Why two solver calls: the least-squares fit (a convex QP, solved by interior point with Clarabel,
+HiGHS's active-set QP as the fallback; see qp.py) uses every noisy measurement with weight 1/variance but returns fractions; the rounding step (an LP, also
 HiGHS) picks, for each fractional cell, floor or ceiling so that every constraint still holds
 exactly. The rounding LP's rows are per-cell sums over children (one partition), per-child totals
 and invariant groups (a laminar family as long as the invariant queries are nested): two laminar
@@ -30,6 +30,8 @@ import numpy as np
 import scipy.sparse as sp
 
 from dpspec.errors import MechanismError
+
+from .qp import NodeQP, solve_clarabel
 
 _INF = highspy.kHighsInf
 _INT_TOL = 1e-6
@@ -66,6 +68,7 @@ class NodeTask:
     parent: np.ndarray | None  # (n_cells,) int64 fixed parent histogram, None at the top
     measurements: tuple  # per MeasuredQuery: (n_children, n_groups) int64 noisy answers
     constraints: tuple  # of GroupConstraint
+    zero_cells: np.ndarray | None = None  # (n_cells,) bool: structural zeros, 0 in every child
 
 
 @attrs.frozen
@@ -81,6 +84,8 @@ class NodeResult:
     used_milp: bool
     qp_optimal: bool  # False: the fit stopped at its iteration cap (feasible, not optimal)
     peak_rss_mb: float = 0.0  # peak memory of the process that solved the node
+    qp_solver: str = "clarabel"  # "highs" when the interior-point solve failed and HiGHS took over
+    failsafe: bool = False  # a later pass had no solution: the node was redone in one pass
 
 
 def _peak_rss_mb() -> float:
@@ -194,26 +199,25 @@ def _sum_rows(keys, n_keys):
 # --- one node ---------------------------------------------------------------------------------
 
 
-def solve_node(task: NodeTask, queries: Sequence[MeasuredQuery]) -> NodeResult:
-    """Nonnegative integer children histograms: WLS fit to the noisy answers, then rounding."""
-    t_start = time.perf_counter()
+def _node_variables(task: NodeTask):
+    """(cells, vc, va, vcell): the active parent cells and every free variable's child and cell."""
     nc, ncell = task.n_children, task.n_cells
     cells = np.flatnonzero(task.parent > 0) if task.parent is not None else np.arange(ncell)
     free = np.ones((nc, cells.size), dtype=bool)
     for con in task.constraints:
         zero = con.target[:, con.groups[cells]] == 0  # (n_sets, n_active)
         free &= ~zero[con.child_set]
+    if task.zero_cells is not None:
+        free &= ~task.zero_cells[cells][None, :]
     vc, va = np.nonzero(free)  # variable -> child, active position
-    vcell = cells[va]
-    n_x = vc.size
-    if task.parent is not None:
-        _check_cells_coverable(task, cells, va)
-    for con in task.constraints:
-        _check_targets_coverable(con, vc, vcell)
-    if n_x == 0:
-        return NodeResult(task.key, *(np.zeros(0, dtype=np.int64),) * 3, 0.0, 0.0,
-                          time.perf_counter() - t_start, 0, False, True)
+    return cells, vc, va, cells[va]
 
+
+def build_node_qp(task: NodeTask, queries: Sequence[MeasuredQuery], variables=None) -> NodeQP:
+    """The node's weighted least-squares fit as a QP (see qp.NodeQP); no solver involved."""
+    cells, vc, va, vcell = variables if variables is not None else _node_variables(task)
+    nc = task.n_children
+    n_x = vc.size
     # Objective: sum_q w_q sum_{child, group} (answer - y)^2, weights scaled to max 1.
     wmax = max(q.weight for q in queries) if queries else 1.0
     hess_x, cost_x = np.zeros(n_x), np.zeros(n_x)
@@ -251,18 +255,59 @@ def solve_node(task: NodeTask, queries: Sequence[MeasuredQuery]) -> NodeResult:
         lo, hi = np.concatenate([lo_z, lo_s]), np.concatenate([hi_z, hi_s])
     else:
         a, lo, hi = a_s.tocsc(), lo_s, hi_s
-    hess = np.concatenate([hess_x] + z_hess)
-    cost = np.concatenate([cost_x] + z_cost)
-    lower = np.zeros(n_var)  # z are sums of nonnegative x
-    upper = np.full(n_var, _INF)
-    qp_seconds, sol, qp_optimal = 0.0, None, False
+    return NodeQP(hess=np.concatenate([hess_x] + z_hess), cost=np.concatenate([cost_x] + z_cost),
+                  lower=np.zeros(n_var), upper=np.full(n_var, _INF), a=a, lo=lo, hi=hi, n_x=n_x)
+
+
+def solve_qp(problem: NodeQP, solver: str = "clarabel"):
+    """(x, optimal, seconds, solver used, status): the fit by interior point, HiGHS as fallback.
+
+    ``solver="highs"`` skips Clarabel (for comparisons). x is None if no solver found one.
+    """
+    seconds = 0.0
+    if solver == "clarabel":
+        ok, x, sec, status = solve_clarabel(problem)
+        seconds += sec
+        if ok:
+            return x, True, seconds, "clarabel", status
+    sol, qp_optimal, status = None, False, None
     for options in _QP_ATTEMPTS:
-        status, x, seconds = _highs(cost, lower, upper, a, lo, hi, hess=hess, options=options)
-        qp_seconds += seconds
+        status, x, sec = _highs(problem.cost, problem.lower, problem.upper, problem.a, problem.lo,
+                                problem.hi, hess=problem.hess, options=options)
+        seconds += sec
         if x is not None:
             sol, qp_optimal = x, status == highspy.HighsModelStatus.kOptimal
         if qp_optimal:
             break
+    return sol, qp_optimal, seconds, "highs", status
+
+
+def solve_node(task: NodeTask, queries: Sequence[MeasuredQuery], solver: str = "clarabel",
+               plan=None) -> NodeResult:
+    """Nonnegative integer children histograms: WLS fit to the noisy answers, then rounding.
+
+    ``plan`` (multipass.PassPlan) fits and rounds in passes."""
+    t_start = time.perf_counter()
+    nc = task.n_children
+    cells, vc, va, vcell = _node_variables(task)
+    n_x = vc.size
+    if task.parent is not None:
+        _check_cells_coverable(task, cells, va)
+    for con in task.constraints:
+        _check_targets_coverable(con, vc, vcell)
+    if n_x == 0:
+        return NodeResult(task.key, *(np.zeros(0, dtype=np.int64),) * 3, 0.0, 0.0,
+                          time.perf_counter() - t_start, 0, False, True)
+    variables = (cells, vc, va, vcell)
+    failsafe = False
+    if plan is not None and plan.multipass_fit:
+        from .multipass import fit_in_passes
+
+        sol, qp_optimal, qp_seconds, used, problem, failsafe = fit_in_passes(task, queries, plan, variables)
+        status = None if sol is not None else highspy.HighsModelStatus.kInfeasible
+    else:
+        problem = build_node_qp(task, queries, variables)
+        sol, qp_optimal, qp_seconds, used, status = solve_qp(problem, solver)
     if sol is None:
         if status == highspy.HighsModelStatus.kInfeasible:
             raise MechanismError(
@@ -270,11 +315,18 @@ def solve_node(task: NodeTask, queries: Sequence[MeasuredQuery]) -> NodeResult:
                 f"{nc} children meets the invariants ({', '.join(c.name for c in task.constraints)})")
         raise MechanismError(f"TopDown least-squares step failed at node {task.key}: HiGHS says {status}")
     xstar = np.maximum(sol[:n_x], 0.0)
-    counts, round_seconds, used_milp = _round(task, xstar, va, vc, vcell, cells)
+    if plan is not None and plan.rounding:
+        from .multipass import round_in_passes
+
+        counts, round_seconds, used_milp, round_failsafe = round_in_passes(task, xstar, variables, plan)
+        failsafe |= round_failsafe
+    else:
+        counts, round_seconds, used_milp = _round(task, xstar, va, vc, vcell, cells)
     keep = counts > 0
     return NodeResult(task.key, vc[keep].astype(np.int64), vcell[keep].astype(np.int64),
                       counts[keep].astype(np.int64), qp_seconds, round_seconds,
-                      time.perf_counter() - t_start, int(n_var), used_milp, qp_optimal, _peak_rss_mb())
+                      time.perf_counter() - t_start, int(problem.n_var), used_milp, qp_optimal,
+                      _peak_rss_mb(), used, failsafe)
 
 
 def _check_cells_coverable(task, cells, va):
@@ -307,15 +359,19 @@ def _add_structural_rows(rows: _Rows, task, cells, va, vc, vcell, n_x, base=None
         rows.add(local, np.arange(n_x), 1.0, t, t)
 
 
-def _round(task, xstar, va, vc, vcell, cells):
-    """Integer children histograms keeping every row of the QP exactly (LP, MILP if needed)."""
+def _round(task, xstar, va, vc, vcell, cells, margins=(), fail=True):
+    """Integer children histograms keeping every row of the QP exactly (LP, MILP if needed).
+
+    ``margins``: extra ``(key, n_keys, lo, hi)`` rows (the multipass rounder's margins: sums of
+    the variables sharing a key kept within [lo, hi]). With ``fail=False`` an infeasible
+    rounding returns None instead of raising (the caller has a failsafe)."""
     near = np.rint(xstar)
     fixed = np.abs(xstar - near) <= _INT_TOL
     base = np.where(fixed, near, np.floor(xstar))
     fi = np.flatnonzero(~fixed)
     if fi.size == 0:
         counts = base.astype(np.int64)
-        if _rows_hold(task, counts, va, vc, vcell, cells):
+        if _rows_hold(task, counts, va, vc, vcell, cells, margins):
             return counts, 0.0, False
     t0 = time.perf_counter()
     for attempt in ("lp", "milp", "wide"):
@@ -328,14 +384,16 @@ def _round(task, xstar, va, vc, vcell, cells):
         else:
             width = np.ones(fi.size)
         counts = _round_once(task, xstar, base, fi, width, va, vc, vcell, cells,
-                             integer=attempt != "lp")
-        if counts is not None and _rows_hold(task, counts, va, vc, vcell, cells):
+                             integer=attempt != "lp", margins=margins)
+        if counts is not None and _rows_hold(task, counts, va, vc, vcell, cells, margins):
             return counts, time.perf_counter() - t0, attempt != "lp"
+    if not fail:
+        return None, time.perf_counter() - t0, True
     raise MechanismError(f"TopDown rounding failed at node {task.key}: no integer solution keeps "
                          "the parent sums and invariants")
 
 
-def _round_once(task, xstar, base, fi, width, va, vc, vcell, cells, integer):
+def _round_once(task, xstar, base, fi, width, va, vc, vcell, cells, integer, margins=()):
     """Solve for the increments delta on variables ``fi`` (others stay at ``base``)."""
     n_x, nf = xstar.size, fi.size
     col = np.full(n_x, -1, dtype=np.int64)
@@ -366,6 +424,12 @@ def _round_once(task, xstar, base, fi, width, va, vc, vcell, cells, integer):
     t_hi = np.ceil(tot[present] - _INT_TOL) - bsum[present]
     t_lo, t_hi = np.minimum(t_lo, t_hi), np.maximum(t_lo, t_hi)
     rows.add(local, np.arange(nf), 1.0, t_lo, t_hi)
+    for key, n_keys, m_lo, m_hi in margins:  # the multipass rounder's margins
+        msum = np.bincount(key, weights=base, minlength=n_keys)
+        local, present = _sum_rows(key[sel], n_keys)
+        rows.add(local, np.arange(nf), 1.0, m_lo[present] - msum[present], m_hi[present] - msum[present])
+        others = np.setdiff1d(np.flatnonzero(np.bincount(key, minlength=n_keys)), present)
+        ok &= bool(np.all((m_lo[others] <= msum[others] + 0.5) & (msum[others] <= m_hi[others] + 0.5)))
     if not ok:
         return None
     a, lo, hi = rows.matrix(nf)
@@ -400,10 +464,14 @@ def _round_wide(frac, width, a, lo, hi):
     return status, d
 
 
-def _rows_hold(task, counts, va, vc, vcell, cells) -> bool:
-    """Exact integer check of parent sums and invariant targets."""
+def _rows_hold(task, counts, va, vc, vcell, cells, margins=()) -> bool:
+    """Exact integer check of parent sums, invariant targets and rounder margins."""
     if np.any(counts < 0):
         return False
+    for key, n_keys, m_lo, m_hi in margins:
+        got = np.bincount(key, weights=counts, minlength=n_keys)
+        if np.any(got < m_lo - 0.5) or np.any(got > m_hi + 0.5):
+            return False
     if task.parent is not None:
         if not np.array_equal(np.bincount(va, weights=counts, minlength=cells.size).astype(np.int64),
                               task.parent[cells]):
@@ -419,20 +487,20 @@ def _rows_hold(task, counts, va, vc, vcell, cells) -> bool:
 # --- a whole level ----------------------------------------------------------------------------
 
 
-def _solve_chunk(tasks, queries):
-    return [solve_node(t, queries) for t in tasks]
+def _solve_chunk(tasks, queries, plan=None):
+    return [solve_node(t, queries, plan=plan) for t in tasks]
 
 
 def solve_level(tasks: Sequence[NodeTask], queries: Sequence[MeasuredQuery], workers: int = 1,
                 progress: Callable[[int, int], None] | None = None,
-                pool: cf.Executor | None = None) -> list[NodeResult]:
+                pool: cf.Executor | None = None, plan=None) -> list[NodeResult]:
     """Solve every node of a level, in parallel when ``pool`` is given; results in task order."""
     n = len(tasks)
     results: list[NodeResult | None] = [None] * n
     done = 0
     if pool is None or n < 2:
         for i, t in enumerate(tasks):
-            results[i] = solve_node(t, queries)
+            results[i] = solve_node(t, queries, plan=plan)
             done += 1
             if progress:
                 progress(done, n)
@@ -443,7 +511,7 @@ def solve_level(tasks: Sequence[NodeTask], queries: Sequence[MeasuredQuery], wor
     order = np.argsort(-size, kind="stable")
     n_chunks = min(n, max(4 * workers, n // 8))
     chunks = [order[i::n_chunks] for i in range(n_chunks)]
-    futures = {pool.submit(_solve_chunk, [tasks[i] for i in c], list(queries)): c for c in chunks}
+    futures = {pool.submit(_solve_chunk, [tasks[i] for i in c], list(queries), plan): c for c in chunks}
     for fut in cf.as_completed(futures):
         idx = futures[fut]
         for i, r in zip(idx, fut.result()):

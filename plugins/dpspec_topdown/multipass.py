@@ -1,0 +1,113 @@
+"""Multipass estimation and rounding, as the 2020 production run did them.
+
+Why passes: one least-squares fit over all queries lets the many fine queries (detailed,
+votingage * hispanic * cenrace) pull a unit's total away from its own, far more precise,
+measurement. Production therefore fitted the total first and then everything else, keeping the
+first pass's answers within a tolerance (DAS_2020_Redistricting_Production_Code:
+source/programs/optimization/l2_dataIndep_npass_optimizer.py, "opt_tol": the smallest feasible
+tolerance plus opt_tol_slack = 0.1 from person_default.ini; the smallest feasible tolerance is
+0 here because the constraints do not change between passes, so the tolerance is the slack).
+Its rounder likewise fixed the rounded totals before rounding the finer margins.
+
+Failsafe: when a later pass has no solution (numerically, since the earlier answer is always
+feasible) the node is fitted or rounded again in one pass over everything, and the run reports
+how many nodes needed it. Invariants and parent sums are never relaxed.
+
+Every function is a pure function of the node's inputs.
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+import attrs
+import numpy as np
+import scipy.sparse as sp
+
+_INT_TOL = 1e-6
+
+
+@attrs.frozen
+class PassPlan:
+    """How one level's nodes are fitted and rounded."""
+
+    estimation: tuple = ()  # of tuples of indices into the level's measured queries
+    tolerance: float = 0.1  # |answer - earlier pass's answer| for earlier passes' queries
+    rounding: tuple = ()  # of tuples of (name, groups, n_groups) margins, one tuple per pass
+
+    @property
+    def multipass_fit(self) -> bool:
+        return len(self.estimation) > 1
+
+
+def _margin_key(vc, vcell, groups, n_groups, n_children):
+    return vc * n_groups + groups[vcell], n_children * n_groups
+
+
+def _with_rows(problem, rows, tolerance: float):
+    """``problem`` plus rows est - tol <= (sum of x sharing a key) <= est + tol."""
+    from .postprocess import _sum_rows
+
+    if not rows:
+        return problem
+    blocks, lo, hi = [problem.a], [problem.lo], [problem.hi]
+    for key, n_keys, est in rows:
+        local, present = _sum_rows(key, n_keys)
+        blocks.append(sp.csc_matrix((np.ones(key.size), (local, np.arange(key.size))),
+                                    shape=(present.size, problem.n_var)))
+        lo.append(est[present] - tolerance)
+        hi.append(est[present] + tolerance)
+    return attrs.evolve(problem, a=sp.vstack(blocks).tocsc(), lo=np.concatenate(lo), hi=np.concatenate(hi))
+
+
+def fit_in_passes(task, queries: Sequence, plan: PassPlan, variables):
+    """(x, optimal, seconds, solver, problem, failsafe): the fit pass by pass (see module doc)."""
+    from . import postprocess
+
+    cells, vc, va, vcell = variables
+    n_x = vc.size
+    kept, seconds, solvers = [], 0.0, set()
+    x = optimal = problem = None
+    for idx in plan.estimation:
+        sub = attrs.evolve(task, measurements=tuple(task.measurements[i] for i in idx))
+        problem = _with_rows(postprocess.build_node_qp(sub, [queries[i] for i in idx], variables),
+                             kept, plan.tolerance)
+        x, optimal, sec, used, _ = postprocess.solve_qp(problem)
+        seconds += sec
+        solvers.add(used)
+        if x is None:
+            break
+        for i in idx:
+            key, n_keys = _margin_key(vc, vcell, queries[i].groups, queries[i].n_groups, task.n_children)
+            kept.append((key, n_keys, np.bincount(key, weights=x[:n_x], minlength=n_keys)))
+    if x is not None:
+        return x, optimal, seconds, "highs" if "highs" in solvers else "clarabel", problem, False
+    problem = postprocess.build_node_qp(task, queries, variables)  # failsafe: one pass
+    x, optimal, sec, used, status = postprocess.solve_qp(problem)
+    return x, optimal, seconds + sec, used, problem, True
+
+
+def round_in_passes(task, xstar, variables, plan: PassPlan):
+    """(counts, seconds, used_milp, failsafe): each pass keeps its margins within floor/ceil of
+    the fitted ones and fixes them at their rounded values for the later passes."""
+    from . import postprocess
+
+    cells, vc, va, vcell = variables
+    fixed, seconds, milp = [], 0.0, False
+    counts = None
+    for margins in plan.rounding:
+        ranges = []
+        for _, groups, n_groups in margins:
+            key, n_keys = _margin_key(vc, vcell, groups, n_groups, task.n_children)
+            m = np.bincount(key, weights=xstar, minlength=n_keys)
+            ranges.append((key, n_keys, np.floor(m + _INT_TOL), np.ceil(m - _INT_TOL)))
+        counts, sec, used = postprocess._round(task, xstar, va, vc, vcell, cells,
+                                               margins=fixed + ranges, fail=False)
+        seconds += sec
+        milp |= used
+        if counts is None:
+            counts, sec, used = postprocess._round(task, xstar, va, vc, vcell, cells)
+            return counts, seconds + sec, milp or used, True
+        for key, n_keys, _, _ in ranges:
+            got = np.bincount(key, weights=counts, minlength=n_keys)
+            fixed.append((key, n_keys, got, got))
+    return counts, seconds, milp, False

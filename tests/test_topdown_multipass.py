@@ -1,0 +1,160 @@
+"""Multipass estimation and rounding (production's pass structure) on captured real nodes."""
+import os
+from fractions import Fraction
+
+import numpy as np
+import pytest
+
+from dpspec.errors import SpecError
+from dpspec_topdown import postprocess
+from dpspec_topdown.engine import run_topdown
+from dpspec_topdown.multipass import PassPlan, fit_in_passes, round_in_passes
+from dpspec_topdown.synthetic import LEVELS, PL94_VARIABLES, generate_population
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+FINE = [("hhgq",), ("hhgq", "hispanic"), ("hhgq", "hispanic", "cenrace"), ("hhgq", "votingage", "hispanic", "cenrace")]
+PASSES = {lv: {"estimation": [[()]], "rounding": [[()], FINE], "tolerance": Fraction(1, 10)}
+          for lv in ("state", "county", "tract", "blockgroup")}
+
+
+def _production():
+    import sys
+    sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+    from bench_topdown import production_strategy
+    return production_strategy()
+
+
+@pytest.fixture(scope="module")
+def captured():
+    shares, strategy, recodes, rho, _ = _production()
+    nodes = []
+    solve = postprocess.solve_node
+
+    def capture(task, queries, solver="clarabel", plan=None):
+        nodes.append((task, queries, plan))
+        return solve(task, queries, solver, plan)
+
+    postprocess.solve_node = capture
+    try:
+        persons = generate_population(6000, 200, seed=4)
+        result = run_topdown(persons, ["nation"] + LEVELS, PL94_VARIABLES, strategy, rho, shares, "hamming",
+                             [("state", ())], np.random.default_rng(2), workers=1, recodes=recodes,
+                             passes=PASSES)
+    finally:
+        postprocess.solve_node = solve
+    return nodes, result, persons
+
+
+def test_run_with_production_passes_keeps_every_guarantee(captured):
+    nodes, result, persons = captured
+    assert len(result.microdata) == len(persons)  # state total invariant
+    levels = result.timings["levels"]
+    assert levels["tract"]["estimation_passes"] == 2 and levels["tract"]["rounding_passes"] == 2
+    assert levels["block"]["estimation_passes"] == 1
+    assert sum(t.get("failsafe_nodes", 0) for t in levels.values()) == 0
+    assert any(plan is not None and plan.multipass_fit for _, _, plan in nodes)
+
+
+def _multipass_nodes(nodes):
+    return [(t, q, p) for t, q, p in nodes if p is not None and p.multipass_fit and t.n_children > 1]
+
+
+def test_later_pass_keeps_the_total_within_tolerance(captured):
+    nodes, _, _ = captured
+    checked = 0
+    moved_without_passes = 0.0
+    for task, queries, plan in _multipass_nodes(nodes):
+        variables = postprocess._node_variables(task)
+        cells, vc, va, vcell = variables
+        first = PassPlan(estimation=(plan.estimation[0],), tolerance=plan.tolerance)
+        x1, *_ = fit_in_passes(task, queries, first, variables)
+        x2, _, _, _, _, failsafe = fit_in_passes(task, queries, plan, variables)
+        one = postprocess.solve_qp(postprocess.build_node_qp(task, queries, variables))[0]
+        assert not failsafe
+        tot = lambda x: np.bincount(vc, weights=x[:vc.size], minlength=task.n_children)  # noqa: E731
+        assert np.max(np.abs(tot(x2) - tot(x1))) <= plan.tolerance + 1e-6
+        moved_without_passes = max(moved_without_passes, float(np.max(np.abs(tot(one) - tot(x1)))))
+        checked += 1
+    assert checked >= 2
+    # the constraint matters: a single pass moves some total by more than the tolerance
+    assert moved_without_passes > 0.1
+
+
+def test_multipass_rounder_keeps_each_pass_margins(captured):
+    nodes, _, _ = captured
+    for task, queries, plan in _multipass_nodes(nodes)[:4]:
+        variables = postprocess._node_variables(task)
+        cells, vc, va, vcell = variables
+        x, *_ = fit_in_passes(task, queries, plan, variables)
+        xstar = np.maximum(x[:vc.size], 0.0)
+        counts, _, _, failsafe = round_in_passes(task, xstar, variables, plan)
+        assert not failsafe
+        assert np.all(counts >= 0) and np.array_equal(counts, np.rint(counts))
+        for margins in plan.rounding:
+            for _, groups, n_groups in margins:
+                key = vc * n_groups + groups[vcell]
+                fit = np.bincount(key, weights=xstar, minlength=task.n_children * n_groups)
+                got = np.bincount(key, weights=counts, minlength=task.n_children * n_groups)
+                assert np.all(got >= np.floor(fit + 1e-6)) and np.all(got <= np.ceil(fit - 1e-6))
+        # parent sums exact
+        assert np.array_equal(np.bincount(va, weights=counts, minlength=cells.size), task.parent[cells])
+
+
+def test_failsafe_redoes_an_infeasible_later_pass_in_one_pass(captured, monkeypatch):
+    nodes, _, _ = captured
+    task, queries, plan = _multipass_nodes(nodes)[0]
+    real = postprocess.solve_qp
+    calls = []
+
+    def second_pass_fails(problem, solver="clarabel"):
+        calls.append(problem.n_var)
+        if len(calls) == 2:
+            return None, False, 0.0, "clarabel", "PrimalInfeasible"
+        return real(problem, solver)
+
+    monkeypatch.setattr(postprocess, "solve_qp", second_pass_fails)
+    result = postprocess.solve_node(task, queries, plan=plan)
+    assert result.failsafe
+    assert result.count.sum() == task.parent.sum()  # still a valid split of the parent
+
+
+def test_estimation_pass_naming_an_unmeasured_query_is_a_spec_error():
+    shares, strategy, recodes, rho, _ = _production()
+    persons = generate_population(500, 20, seed=1)
+    with pytest.raises(SpecError, match="estimation passes at level 'nation': query 'total' is not measured"):
+        run_topdown(persons, ["nation"] + LEVELS, PL94_VARIABLES, strategy, rho, shares, "hamming",
+                    [("state", ())], np.random.default_rng(0), workers=1, recodes=recodes,
+                    passes={"nation": {"estimation": [[()]]}})
+
+
+# --- structural zeros (production's nurse_nva_0) ----------------------------------------------
+
+NURSE_NVA_0 = {"nurse_nva_0": {"hhgq": [3], "votingage": [0]}}
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_structural_zero_is_kept_exactly_over_seeds(seed):
+    persons = generate_population(3000, 120, seed=20 + seed)
+    assert not ((persons["hhgq"] == 3) & (persons["votingage"] == 0)).any()
+    shares, strategy, recodes, rho, _ = _production()
+    # a tiny budget: without the constraint, noise would put minors in nursing facilities
+    res = run_topdown(persons, ["nation"] + LEVELS, PL94_VARIABLES, strategy, Fraction(1, 100), shares,
+                      "hamming", [("state", ())], np.random.default_rng(seed), workers=1,
+                      recodes=recodes, structural_zeros=NURSE_NVA_0)
+    micro = res.microdata
+    assert not ((micro["hhgq"] == 3) & (micro["votingage"] == 0)).any()
+    assert len(micro) == len(persons)  # the state invariant, too
+    assert ((micro["hhgq"] == 3) & (micro["votingage"] == 1)).any()  # the cell's neighbour is free
+
+
+def test_data_breaking_a_structural_zero_is_a_data_error_naming_block_and_cell():
+    from dpspec.errors import DataError
+
+    persons = generate_population(500, 20, seed=3)
+    persons.loc[7, "hhgq"] = 3
+    persons.loc[7, "votingage"] = 0
+    shares, strategy, recodes, rho, _ = _production()
+    with pytest.raises(DataError, match=r"structural zero 'nurse_nva_0': 1 records, e.g. row 7 in block .*hhgq=3, votingage=0"):
+        run_topdown(persons, ["nation"] + LEVELS, PL94_VARIABLES, strategy, rho, shares, "hamming",
+                    [("state", ())], np.random.default_rng(0), workers=1, recodes=recodes,
+                    structural_zeros=NURSE_NVA_0)
