@@ -13,6 +13,7 @@ import click
 
 from dpspec import ir
 from dpspec.cli_errors import fail as _fail, friendly
+from dpspec.engine_cli import engine_option, master_option
 from dpspec.errors import DpspecError
 
 
@@ -104,19 +105,22 @@ def fmt_cmd(file, write, check_only):
 @click.option("-o", "--output", "outdir", type=click.Path(file_okay=False), help="Output directory (default: out/<spec name>).")
 @click.option("--seed", type=int, default=None, help="Make the run reproducible (voids the protection; the audit says so).")
 @click.option("--runs", type=click.IntRange(1, 10_000), default=1, help="Repeat the mechanism to measure utility (internal report).")
+@engine_option
+@master_option
 @friendly
-def compile_cmd(file, outdir, seed, runs):
+def compile_cmd(file, outdir, seed, runs, engine_name, spark_master):
     """Check FILE, run its mechanism on its data, write the release and the reports."""
     from dpspec.compiler import compile_spec
     from dpspec.output import write_result
 
     spec = _load(file)
     outdir = outdir or os.path.join("out", os.path.splitext(os.path.basename(file))[0])
+    from dpspec.engine_cli import engine_for
     from dpspec.progress import StderrBar, reporting
 
     click.echo(f"compiling {file} ...", err=True)
-    with reporting(StderrBar()):
-        result = compile_spec(spec, seed=seed, runs=runs)
+    with reporting(StderrBar()), engine_for(engine_name, spark_master) as engine:
+        result = compile_spec(spec, seed=seed, runs=runs, engine=engine)
     written = write_result(result, outdir)
     ledger = result.ledger
     click.echo(f"mechanism: {result.mechanism.name} {result.mechanism.version}")
