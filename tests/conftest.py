@@ -71,7 +71,11 @@ def spark_session():
 
     if find_java() is None:
         pytest.skip("no Java runtime for Spark: apt-get install openjdk-17-jre-headless")
-    engine = SparkEngine("local[2]")
+    # A short-lived JVM: the client JIT and serial GC start faster; adaptive planning only adds
+    # stages to jobs this small.
+    fast = {"spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC",
+            "spark.sql.adaptive.enabled": "false"}
+    engine = SparkEngine("local[2]", conf=fast)
     session = engine.session
     yield session
     engine.close()

@@ -49,5 +49,5 @@ class LocalEngine(Engine):
         if not by:
             return pd.DataFrame({"count": [len(frame)]}, dtype="int64")
         counts = frame.groupby(by, sort=True, dropna=False, observed=True).size().rename("count").reset_index()
-        counts["count"] = counts["count"].astype("int64")
-        return frames.sort_rows(counts, by)
+        schema = {**frames.schema_of(frame), "count": "int64"}
+        return frames.sort_rows(frames.cast(counts, schema), by)

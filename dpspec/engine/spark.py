@@ -10,6 +10,8 @@ import os
 import shutil
 import socket
 import sys
+import warnings
+from contextlib import contextmanager
 from urllib.parse import urlsplit
 
 import pandas as pd
@@ -50,6 +52,24 @@ def master_addresses(master: str) -> list[tuple[str, int]]:
             raise EngineUnavailable(f"cannot read the Spark master URL {master!r}: expected k8s://https://HOST:PORT")
         return [(url.hostname, url.port or (443 if url.scheme == "https" else 80))]
     raise EngineUnavailable(f"unknown Spark master URL {master!r}: use local[N], spark://HOST:PORT, k8s://URL or yarn")
+
+
+@contextmanager
+def _quiet():
+    """pyspark warns about every pandas newer than it was tested with (the engine exchanges only
+    plain integer, float, boolean and string columns, which it handles), and about a failed
+    Arrow collect, which the engine reports itself as the failed unit."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="PySpark does not yet fully support pandas", category=FutureWarning)
+        warnings.filterwarnings("ignore", message="toPandas attempted Arrow optimization", category=UserWarning)
+        warnings.filterwarnings("ignore", message="The copy keyword is deprecated")
+        yield
+
+
+def local_cores(master: str) -> int:
+    """The worker threads of a local[N] master (local: 1; local[*]: every core)."""
+    inside = master[len("local["):].split("]")[0].split(",")[0] if master.startswith("local[") else "1"
+    return os.cpu_count() or 1 if inside == "*" else max(1, int(inside)) if inside.isdigit() else 1
 
 
 def probe_master(master: str, timeout: float = CONNECT_TIMEOUT) -> None:
@@ -105,10 +125,12 @@ class SparkEngine(Engine):
     name = "spark"
 
     def __init__(self, master: str = "local[*]", session=None, partitions: int | None = None,
-                 timeout: float = CONNECT_TIMEOUT):
+                 timeout: float = CONNECT_TIMEOUT, conf: dict | None = None):
         """master: a Spark master URL; session: an existing SparkSession to use instead (never
-        stopped by `close`); partitions: repartition input tables into this many partitions."""
+        stopped by `close`); partitions: repartition input tables into this many partitions;
+        conf: extra Spark settings (executor memory, a cluster's options, ...)."""
         self.master = master
+        self.conf = dict(conf or {})
         self.partitions = partitions
         self._session = session
         self._owned = False
@@ -129,6 +151,7 @@ class SparkEngine(Engine):
         os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
         builder = (SparkSession.builder.master(self.master).appName("dpspec")
                    .config("spark.ui.enabled", "false")
+                   .config("spark.ui.showConsoleProgress", "false")
                    .config("spark.sql.execution.arrow.pyspark.enabled", "true")
                    .config("spark.sql.session.timeZone", "UTC"))
         if self.master.startswith("local"):
@@ -136,7 +159,10 @@ class SparkEngine(Engine):
             # installed in development mode, or a test module, must import on the workers too).
             builder = (builder.config("spark.executorEnv.PYTHONPATH", os.pathsep.join(p for p in sys.path if p))
                        .config("spark.driver.bindAddress", "127.0.0.1").config("spark.driver.host", "127.0.0.1")
-                       .config("spark.sql.shuffle.partitions", "2"))
+                       .config("spark.sql.shuffle.partitions", str(local_cores(self.master)))
+                       .config("spark.default.parallelism", str(local_cores(self.master))))
+        for name, value in self.conf.items():
+            builder = builder.config(name, str(value))
         try:
             session = builder.getOrCreate()
         except Exception as exc:  # the JVM did not start: no usable Java, or a refused master
@@ -162,16 +188,25 @@ class SparkEngine(Engine):
         return table, schema
 
     def read_parquet(self, path: str, columns=None):
+        with _quiet():
+            return self._read_parquet(path, columns)
+
+    def _read_parquet(self, path: str, columns=None):
         if not os.path.exists(path):
             raise DataError(f"{path}: no such Parquet file or directory")
         frame = self.session.read.parquet(path)
         return frame.select(*columns) if columns is not None else frame
 
     def to_pandas(self, table) -> pd.DataFrame:
-        sdf, schema = self._spark_frame(table)
-        return frames.sort_rows(frames.cast(sdf.toPandas(), schema))
+        with _quiet():
+            sdf, schema = self._spark_frame(table)
+            return frames.sort_rows(frames.cast(sdf.toPandas(), schema))
 
     def map_groups(self, table, by, func, *, run_key, stage, schema=None) -> pd.DataFrame:
+        with _quiet():
+            return self._map_groups(table, by, func, run_key=run_key, stage=stage, schema=schema)
+
+    def _map_groups(self, table, by, func, *, run_key, stage, schema=None) -> pd.DataFrame:
         from pyspark.sql import functions as F
 
         by = list(by)
@@ -192,6 +227,10 @@ class SparkEngine(Engine):
         return frames.untag(result, by, out_schema)
 
     def count(self, table, by) -> pd.DataFrame:
+        with _quiet():
+            return self._count(table, by)
+
+    def _count(self, table, by) -> pd.DataFrame:
         by = list(by)
         sdf, schema = self._spark_frame(table)
         if not by:
