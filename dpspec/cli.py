@@ -115,12 +115,14 @@ def compile_cmd(file, outdir, seed, runs, engine_name, spark_master):
 
     spec = _load(file)
     outdir = outdir or os.path.join("out", os.path.splitext(os.path.basename(file))[0])
-    from dpspec.engine_cli import engine_for
+    from dpspec.engine_cli import engine_for, engine_note
     from dpspec.progress import StderrBar, reporting
 
     click.echo(f"compiling {file} ...", err=True)
     with reporting(StderrBar()), engine_for(engine_name, spark_master) as engine:
         result = compile_spec(spec, seed=seed, runs=runs, engine=engine)
+    if note := engine_note(result, engine_name):
+        click.echo(note, err=True)
     written = write_result(result, outdir)
     ledger = result.ledger
     click.echo(f"mechanism: {result.mechanism.name} {result.mechanism.version}")

@@ -33,3 +33,13 @@ def engine_for(name: str, master: str | None):
     finally:
         if engine is not None:
             engine.close()
+
+
+def engine_note(result, engine_name: str) -> str | None:
+    """A note when the chosen engine had nothing to run: the mechanism does not use engines."""
+    from dpspec.engine import accepts_engine
+
+    if engine_name != "local" and not accepts_engine(result.mechanism):
+        return (f"note: mechanism '{result.mechanism.name}' does not use the execution engine yet; "
+                f"it ran in this process, not on {engine_name}")
+    return None
