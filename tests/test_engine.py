@@ -242,3 +242,21 @@ def test_cli_says_when_a_mechanism_ignores_the_chosen_engine(small_spec, tmp_pat
                   "--engine", "spark", "--spark-master", "local[1]")
     assert "does not use the execution engine yet; it ran in this process, not on spark" in res.output
     assert (tmp_path / "out" / "manifest.json").exists()
+
+
+def compile_failing_unit(tmp_path, *engine_args):
+    """The CLI on a spec whose stratum r7 fails: exit 1, the key named, no output set."""
+    from tests.conftest import write_stratified_case
+
+    path = write_stratified_case(str(tmp_path))
+    text = open(path).read().replace("scale: 2 }", 'scale: 2  fail_on: "r7" }')
+    open(path, "w").write(text)
+    res = run_cli("compile", path, "-o", str(tmp_path / "out"), "--seed", "1", *engine_args)
+    assert res.exit_code == 1
+    assert "stratified histogram: the unit of work ('r7',) failed: RuntimeError: this stratum was told to fail" in res.output
+    assert "Traceback" not in res.output
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_failed_unit_leaves_no_output_set(tmp_path, stratified_plugin):
+    compile_failing_unit(tmp_path)

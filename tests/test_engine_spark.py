@@ -84,3 +84,9 @@ def test_a_mechanism_without_the_engine_gives_the_same_release(small_spec, spark
     b = dpspec.compile(str(small_spec), seed=9, engine=spark)
     for name in a.published:
         assert a.published[name].to_csv(index=False) == b.published[name].to_csv(index=False)
+
+
+def test_a_failed_spark_compile_names_the_key_and_leaves_no_output_set(tmp_path, spark, stratified_plugin):
+    from tests.test_engine import compile_failing_unit
+
+    compile_failing_unit(tmp_path, "--engine", "spark", "--spark-master", "local[2]")

@@ -16,6 +16,7 @@ from urllib.parse import urlsplit
 
 import pandas as pd
 
+from dpspec import progress
 from dpspec.engine import frames
 from dpspec.engine.base import Engine, EngineUnavailable, UnitFailed, run_unit
 from dpspec.errors import DataError
@@ -140,8 +141,13 @@ class SparkEngine(Engine):
     @property
     def session(self):
         if self._session is None:
-            self._session = self._start()
-            self._owned = True
+            from pyspark.sql import SparkSession
+
+            # A session already running in this process (a notebook's, a test run's) is reused
+            # by getOrCreate; it belongs to whoever started it, so `close` leaves it running.
+            self._owned = SparkSession.getActiveSession() is None
+            with _quiet():
+                self._session = self._start()
         return self._session
 
     def _start(self):
@@ -220,10 +226,12 @@ class SparkEngine(Engine):
             return run_unit(func, run_key, stage, key if by else (), rows, by, in_schema, out_schema)
 
         grouped = sdf.groupBy(*by) if by else sdf.groupBy(F.lit(0).alias(frames.HIDDEN + "all"))
+        progress.report(stage, 0, 1)  # the units run inside one Spark job: its start and its end
         try:
             result = grouped.applyInPandas(unit, schema=_struct(tagged)).toPandas()
         except Exception as exc:
             raise _unit_error(exc) from None
+        progress.report(stage, 1, 1)
         return frames.untag(result, by, out_schema)
 
     def count(self, table, by) -> pd.DataFrame:

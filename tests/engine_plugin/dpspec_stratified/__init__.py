@@ -19,8 +19,10 @@ from dpspec.mechanism import Mechanism, NativeFlavor, ParameterSchema, ParamSpec
 from dpspec.noise import discrete_laplace
 
 
-def noisy_histogram(key, rows: pd.DataFrame, rng, by, column, scale) -> pd.DataFrame:
+def noisy_histogram(key, rows: pd.DataFrame, rng, by, column, scale, fail_on=None) -> pd.DataFrame:
     """One unit of work: the stratum's histogram of `column`, each cell plus its own noise."""
+    if fail_on is not None and key == (fail_on,):
+        raise RuntimeError("this stratum was told to fail")  # for the failure tests
     counts = rows[column].value_counts(sort=False).sort_index()
     noise = discrete_laplace(scale, len(counts), rng)
     out = {name: [value] * len(counts) for name, value in zip(by, key)}
@@ -38,6 +40,7 @@ class StratifiedHistogram(Mechanism):
         ParamSpec("by", "columns", "the stratum key", required=True),
         ParamSpec("column", "column", "the column tabulated in each stratum", required=True),
         ParamSpec("scale", "int", "integer scale of the discrete Laplace noise", required=True, low=Fraction(1), high=Fraction(1000)),
+        ParamSpec("fail_on", "string", "a stratum whose unit of work raises (to test failure handling)"),
     ))
     outputs = {"histogram": "noisy counts by stratum and value", "strata": "the number of strata"}
 
@@ -51,7 +54,7 @@ class StratifiedHistogram(Mechanism):
 
     def run(self, spec, params, data, rng, engine=None):
         table, by, column = data[params["table"]], list(params["by"]), params["column"]
-        unit = functools.partial(noisy_histogram, by=by, column=column, scale=params["scale"])
+        unit = functools.partial(noisy_histogram, by=by, column=column, scale=params["scale"], fail_on=params.get("fail_on"))
         schema = {**{c: "str" for c in by}, column: "str", "count": "int64"}
         histogram = engine.map_groups(table, by, unit, stage="stratified histogram", schema=schema)
         strata = len(engine.count(table, by))
