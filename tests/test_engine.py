@@ -260,3 +260,10 @@ def compile_failing_unit(tmp_path, *engine_args):
 
 def test_a_failed_unit_leaves_no_output_set(tmp_path, stratified_plugin):
     compile_failing_unit(tmp_path)
+
+
+def test_a_process_pool_gives_the_same_bytes():
+    frame = people(n=3000)
+    alone = EngineRun(LocalEngine(), 8).map_groups(frame, ["state", "size"], shuffle_within, stage="swap")
+    pooled = EngineRun(LocalEngine(processes=2), 8).map_groups(frame, ["state", "size"], shuffle_within, stage="swap")
+    assert pooled.to_csv(index=False) == alone.to_csv(index=False)

@@ -1,4 +1,4 @@
-"""The embedded engine: units of work run in this process, in key order, on pandas frames."""
+"""The embedded engine: units of work run in this process (or a process pool), on pandas frames."""
 from __future__ import annotations
 
 import pandas as pd
@@ -9,8 +9,18 @@ from dpspec.engine.base import Engine, run_unit
 from dpspec.errors import DataError
 
 
+def run_units(func, run_key, stage, units, by, in_schema, out_schema) -> list:
+    """A batch of units, for one pool task (module level, so a worker process can import it)."""
+    return [run_unit(func, run_key, stage, key, rows, by, in_schema, out_schema) for key, rows in units]
+
+
 class LocalEngine(Engine):
     name = "local"
+
+    def __init__(self, processes: int | None = None):
+        """processes: run units in a pool of this many worker processes (the unit function must
+        then be picklable: a module-level function or a functools.partial of one)."""
+        self.processes = processes if processes and processes > 1 else None
 
     def read_parquet(self, path: str, columns=None) -> pd.DataFrame:
         import pyarrow.dataset as ds
@@ -36,12 +46,39 @@ class LocalEngine(Engine):
             parts = [run_unit(func, run_key, stage, (), frame, by, in_schema, out_schema)]
             return frames.untag(parts, by, out_schema)
         groups = frame.groupby(by, sort=True, dropna=False, observed=True)
+        if self.processes and groups.ngroups > 1:
+            return frames.untag(self._in_pool(func, run_key, stage, list(groups), by, in_schema, out_schema), by, out_schema)
         total = groups.ngroups
         parts = []
         for done, (key, rows) in enumerate(groups, start=1):
             parts.append(run_unit(func, run_key, stage, key, rows, by, in_schema, out_schema))
             progress.report(stage, done, total)
         return frames.untag(parts, by, out_schema)
+
+    def _in_pool(self, func, run_key, stage, units, by, in_schema, out_schema) -> list:
+        """Units in batches of similar row counts over a pool; each batch's result as it ends."""
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor, as_completed
+
+        batches, batch, rows_in_batch = [], [], 0
+        target = max(1, sum(len(rows) for _, rows in units) // (4 * self.processes))
+        for unit in units:
+            batch.append(unit)
+            rows_in_batch += len(unit[1])
+            if rows_in_batch >= target:
+                batches.append(batch)
+                batch, rows_in_batch = [], 0
+        if batch:
+            batches.append(batch)
+        parts, done = [], 0
+        # forkserver: a worker never inherits the driver's threads (or a JVM gateway) mid-state
+        with ProcessPoolExecutor(self.processes, mp_context=multiprocessing.get_context("forkserver")) as pool:
+            futures = [pool.submit(run_units, func, run_key, stage, b, by, in_schema, out_schema) for b in batches]
+            for future in as_completed(futures):
+                parts.extend(future.result())
+                done += 1
+                progress.report(stage, done, len(batches))
+        return parts
 
     def count(self, table, by) -> pd.DataFrame:
         by = list(by)
