@@ -198,7 +198,7 @@ class SparkEngine(Engine):
             return self._read_parquet(path, columns)
 
     def _read_parquet(self, path: str, columns=None):
-        if not os.path.exists(path):
+        if "://" not in path and not os.path.exists(path):  # cluster paths (hdfs://, s3a://) are Spark's to check
             raise DataError(f"{path}: no such Parquet file or directory")
         frame = self.session.read.parquet(path)
         return frame.select(*columns) if columns is not None else frame
