@@ -41,16 +41,28 @@ def cast(frame: pd.DataFrame, schema: dict[str, str]) -> pd.DataFrame:
     out = {}
     for name, kind in schema.items():
         col = frame[name].reset_index(drop=True)
+        if kind == "str" and isinstance(col.dtype, pd.CategoricalDtype):
+            out[name] = _decode_text(col)
+            continue
         if isinstance(col.dtype, pd.CategoricalDtype):
             col = col.astype(col.cat.categories.dtype)
         if kind == "str":
             values = col.astype(object)
-            out[name] = values.where(values.isna(), values.map(str, na_action="ignore"))
+            if pd.api.types.infer_dtype(values, skipna=True) not in ("string", "empty"):
+                values = values.map(str, na_action="ignore").astype(object)  # only for columns not already text
+            out[name] = values.where(values.notna(), None) if values.hasnans else values
         elif kind == "bool":
             out[name] = col.astype(bool)
         else:
             out[name] = col.astype(np.dtype(kind))
     return pd.DataFrame(out, index=pd.RangeIndex(len(frame)))
+
+
+def _decode_text(col: pd.Series) -> pd.Series:
+    """A categorical column as text, by indexing its (few) category labels with its codes."""
+    labels = np.array([str(c) for c in col.cat.categories] + [None], dtype=object)
+    codes = col.cat.codes.to_numpy()
+    return pd.Series(labels[np.where(codes < 0, len(labels) - 1, codes)], dtype=object)
 
 
 def schema_of(frame: pd.DataFrame) -> dict[str, str]:
