@@ -20,13 +20,15 @@ def load(path_or_text: str):
     return load_text_or_path(path_or_text)
 
 
-def compile(spec, data=None, seed=None, runs: int = 1):  # noqa: A001 - the product's verb
-    """Check, run and account a spec in memory; `dpspec.output.write_result` writes it."""
+def compile(spec, data=None, seed=None, runs: int = 1, engine=None):  # noqa: A001 - the product's verb
+    """Check, run and account a spec in memory; `dpspec.output.write_result` writes it.
+
+    engine: "local" (default), "spark", or a `dpspec.engine` engine (e.g. SparkEngine("spark://host:7077"))."""
     from dpspec.compiler import compile_spec
 
     if isinstance(spec, str):
         spec = load(spec)
-    return compile_spec(spec, data=data, seed=seed, runs=runs)
+    return compile_spec(spec, data=data, seed=seed, runs=runs, engine=engine)
 
 
 def audit(spec, baseline=None):

@@ -13,6 +13,7 @@ import click
 
 from dpspec import ir
 from dpspec.cli_errors import fail as _fail, friendly
+from dpspec.engine_cli import engine_option, master_option
 from dpspec.errors import DpspecError
 from dpspec.verify_cli import verification_option, verify_cmd
 
@@ -106,14 +107,17 @@ def fmt_cmd(file, write, check_only):
 @click.option("--seed", type=int, default=None, help="Make the run reproducible (voids the protection; the audit says so).")
 @click.option("--runs", type=click.IntRange(1, 10_000), default=1, help="Repeat the mechanism to measure utility (internal report).")
 @verification_option
+@engine_option
+@master_option
 @friendly
-def compile_cmd(file, outdir, seed, runs, verify_file=None):
+def compile_cmd(file, outdir, seed, runs, engine_name, spark_master, verify_file=None):
     """Check FILE, run its mechanism on its data, write the release and the reports."""
     from dpspec.compiler import compile_spec
     from dpspec.output import write_result
 
     spec = _load(file)
     outdir = outdir or os.path.join("out", os.path.splitext(os.path.basename(file))[0])
+    from dpspec.engine_cli import engine_for, engine_note
     from dpspec.input_guard import check_output_target, input_paths
     from dpspec.progress import StderrBar, reporting
 
@@ -123,8 +127,10 @@ def compile_cmd(file, outdir, seed, runs, verify_file=None):
     click.echo(f"compiling {file} ...", err=True)
     with target_lock(outdir):  # a second compile into the same folder is refused, not interleaved
         check_replaceable(outdir)
-        with reporting(StderrBar()):
-            result = compile_spec(spec, seed=seed, runs=runs)
+        with reporting(StderrBar()), engine_for(engine_name, spark_master) as engine:
+            result = compile_spec(spec, seed=seed, runs=runs, engine=engine)
+        if note := engine_note(result, engine_name):
+            click.echo(note, err=True)
         if verify_file:  # a `dpspec verify --json` result becomes a finding (issue 14)
             from dpspec.verify.finding import load_for, with_finding
 

@@ -39,6 +39,7 @@ class Result:
     findings: list = attrs.Factory(list)
     timings: dict = attrs.Factory(dict)
     audit_outcome: object = None  # the whole audit (findings, rules run, skipped), for the reports
+    engine: str = "local"  # the execution engine the units of work ran on
 
     @property
     def spec(self) -> ir.Spec:
@@ -142,8 +143,13 @@ def _require_data(spec: ir.Spec, mech, params: dict, data: dict) -> None:
                         f"'{mech.name}' reads; add a line such as: data {missing[0]} from \"{missing[0]}.csv\"")
 
 
-def compile_spec(spec: ir.Spec, data: dict | None = None, seed: int | None = None, runs: int = 1, audit: bool = True) -> Result:
-    """Run a spec end to end in memory (nothing is written; see `write_result`)."""
+def compile_spec(spec: ir.Spec, data: dict | None = None, seed: int | None = None, runs: int = 1, audit: bool = True,
+                 engine=None) -> Result:
+    """Run a spec end to end in memory (nothing is written; see `write_result`).
+
+    engine: where the mechanism's units of work run: "local" (default), "spark", or a
+    `dpspec.engine.Engine`; mechanisms that do not take an engine run as before.
+    """
     timings = {}
     t0 = time.perf_counter()
     checked = check(spec)
@@ -159,20 +165,31 @@ def compile_spec(spec: ir.Spec, data: dict | None = None, seed: int | None = Non
     flavor = mech.flavor(spec, params)
     account = ledger_mod.build(spec, flavor, statement)
     rng = make_rng(seed)
-    t0 = time.perf_counter()
-    release = mech.run(spec, params, data, rng)
-    timings["run"] = time.perf_counter() - t0
-    verify_invariants(checked.induced, data, release.outputs)
-    published = published_outputs(spec, release)
-    releases = [release]
-    for i in range(runs - 1):
-        progress.report("repeated runs", i + 1, runs - 1)
-        r = mech.run(spec, params, data, rng)
-        verify_invariants(checked.induced, data, r.outputs)
-        releases.append(r)
+    # -- execution engine (issue 11): units of work get streams keyed by the run key --
+    from dpspec.engine import EngineRun, get_engine, new_run_key, run_mechanism
+    from dpspec.engine.streams import derive_run_key
+
+    run_key = new_run_key(seed)
+    chosen = get_engine(engine)
+    try:
+        t0 = time.perf_counter()
+        release = run_mechanism(mech, spec, params, data, rng, EngineRun(chosen, run_key))
+        timings["run"] = time.perf_counter() - t0
+        verify_invariants(checked.induced, data, release.outputs)
+        published = published_outputs(spec, release)
+        releases = [release]
+        for i in range(runs - 1):
+            progress.report("repeated runs", i + 1, runs - 1)
+            r = run_mechanism(mech, spec, params, data, rng, EngineRun(chosen, derive_run_key(run_key, ("repeat", i + 1))))
+            verify_invariants(checked.induced, data, r.outputs)
+            releases.append(r)
+    finally:
+        if chosen is not engine:  # an engine this call started (from a name) is this call's to stop
+            chosen.close()
     # Utility is measured against the confidential data: it feeds the internal report only.
     utility = mech.utility(spec, params, data, releases) if (runs > 1 or release.internal) else {}
     result = Result(checked, spec_sha256(spec), hashes, facts, statement, account, release, published, seed, runs, utility, timings=timings)
+    result.engine = chosen.name
     if audit:
         from dpspec.audit import audit as run_audit
 

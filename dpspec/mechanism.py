@@ -154,6 +154,10 @@ class Mechanism:
         return {}
 
     def run(self, spec: ir.Spec, params: dict, data: dict, rng) -> Release:
+        """Produce the release. A plugin may add a keyword parameter `engine=None`: it then
+        receives a `dpspec.engine.EngineRun` (map over units of work with keyed streams, count,
+        read Parquet) and runs on whichever engine the user chose; without it, `run` is called
+        as before and runs in this process."""
         raise NotImplementedError
 
     def utility(self, spec: ir.Spec, params: dict, data: dict, releases: list) -> dict:

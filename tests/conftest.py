@@ -53,3 +53,83 @@ def small_spec(tmp_path):
     path = tmp_path / "small.dps"
     path.write_text(SMALL_SPEC)
     return path
+
+
+# ---- execution engines (issue 11) ----------------------------------------------------------
+import sys  # noqa: E402
+
+ENGINE_PLUGIN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "engine_plugin")
+if ENGINE_PLUGIN not in sys.path:  # before any Spark session starts: its workers inherit sys.path
+    sys.path.insert(0, ENGINE_PLUGIN)
+
+
+@pytest.fixture(scope="session")
+def spark_session():
+    """One small Spark session (local[2], no UI, 2 shuffle partitions) for the whole test run."""
+    pytest.importorskip("pyspark", reason="pyspark is not installed: pip install -e '.[spark]'")
+    from dpspec.engine.spark import SparkEngine, find_java
+
+    if find_java() is None:
+        pytest.skip("no Java runtime for Spark: apt-get install openjdk-17-jre-headless")
+    # A short-lived JVM: the client JIT and serial GC start faster; adaptive planning only adds
+    # stages to jobs this small.
+    fast = {"spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC",
+            "spark.sql.adaptive.enabled": "false"}
+    engine = SparkEngine("local[2]", conf=fast)
+    session = engine.session
+    yield session
+    engine.close()
+
+
+@pytest.fixture
+def stratified_plugin():
+    """The test mechanism `stratified_histogram` (tests/engine_plugin), registered for one test."""
+    import dpspec_stratified
+
+    from dpspec import plugins
+
+    pm = plugins.manager()
+    pm.register(dpspec_stratified, name="test_stratified_histogram")
+    plugins.mechanisms.cache_clear()
+    yield dpspec_stratified
+    pm.unregister(name="test_stratified_histogram")
+    plugins.mechanisms.cache_clear()
+
+
+STRATIFIED_SPEC = textwrap.dedent('''\
+    spec "stratified"
+    domain survey "synthetic strata" {
+      stage edited
+      table people unit person {
+        region : category
+        age    : int 0..120
+        smoker : bool
+      }
+    }
+    data people from "people.csv"
+    unit people : symdiff
+    premetric pure
+    mechanism stratified_histogram { table: people  by: region  column: smoker  scale: 2 }
+    budget epsilon <= 1
+    release {
+      output histogram
+    }
+    ''')
+
+
+def write_stratified_case(directory, rows: int = 3000, seed: int = 7):
+    """The spec above and a seeded synthetic table of `rows` persons in 25 regions."""
+    import numpy as np
+    import pandas as pd
+
+    gen = np.random.default_rng(seed)
+    frame = pd.DataFrame({
+        "region": np.char.add("r", gen.integers(0, 25, rows).astype(str)),
+        "age": gen.integers(0, 121, rows),
+        "smoker": gen.random(rows) < 0.3,
+    })
+    frame.to_csv(os.path.join(directory, "people.csv"), index=False)
+    path = os.path.join(directory, "stratified.dps")
+    with open(path, "w") as fh:
+        fh.write(STRATIFIED_SPEC)
+    return path

@@ -1,0 +1,113 @@
+"""The execution contract: what a mechanism may ask of an engine.
+
+A mechanism splits its heavy work into units (a swapping stratum, a TopDown node, a SafeTab
+cell), each a group of rows sharing a key, and asks the engine to map a function over them and
+to aggregate counts. The engine decides where the units run (this process, a process pool, a
+Spark cluster); the keyed random streams (`streams.unit_rng`) and canonical frames
+(`frames`) make the result the same wherever they run.
+"""
+from __future__ import annotations
+
+from typing import Callable, Iterable
+
+import pandas as pd
+
+from dpspec.engine import frames, streams
+from dpspec.errors import MechanismError
+
+# func(key, rows, rng) -> output rows, where key is a tuple of plain Python values.
+UnitFunction = Callable[[tuple, pd.DataFrame, "object"], pd.DataFrame]
+
+
+class EngineUnavailable(Exception):
+    """The requested engine cannot start here (not installed, no Java, master unreachable).
+
+    Not a `DpspecError`: the command line reports it as a usage problem (exit 2), since the fix
+    is in how dpspec was installed or invoked, not in the spec or the data.
+    """
+
+
+class UnitFailed(MechanismError):
+    """A unit of work raised; the message names the stage and the unit's key."""
+
+
+def unit_failure(stage: str, key: tuple, exc: BaseException) -> str:
+    return f"{stage}: the unit of work {key!r} failed: {type(exc).__name__}: {exc}"
+
+
+class Engine:
+    """Base class of execution engines. Tables are pandas frames or the engine's own handles."""
+
+    name = "?"
+
+    def read_parquet(self, path: str, columns: Iterable[str] | None = None):
+        """A table from a Parquet file or a (hive-)partitioned directory of Parquet files."""
+        raise NotImplementedError
+
+    def to_pandas(self, table) -> pd.DataFrame:
+        """A table as one canonical pandas frame on the driver (rows sorted by all columns)."""
+        raise NotImplementedError
+
+    def map_groups(self, table, by, func: UnitFunction, *, run_key: int, stage: str,
+                   schema: dict[str, str] | None = None) -> pd.DataFrame:
+        """Run `func(key, rows, rng)` on every group of rows sharing the values of `by`.
+
+        rows: the group's rows in canonical types and order (every column, keys included);
+        rng: the unit's own ChaCha20 generator, keyed by (run key, stage, key).
+        schema: column -> one of frames.DTYPES for the output (default: the input's).
+        Returns every unit's output, in key order, each unit's rows in the order it returned.
+        """
+        raise NotImplementedError
+
+    def count(self, table, by) -> pd.DataFrame:
+        """The number of rows for each observed combination of `by`, sorted, as `count`."""
+        raise NotImplementedError
+
+    def close(self) -> None:
+        """Release resources the engine started (a Spark session it created)."""
+
+
+def unit_stream(run_key: int, stage: str, key: tuple):
+    """The generator of one unit: the stage name is part of the key, so two maps never share."""
+    return streams.unit_rng(run_key, (stage, key))
+
+
+def run_unit(func: UnitFunction, run_key: int, stage: str, key, rows: pd.DataFrame, by: list[str],
+             in_schema: dict[str, str], out_schema: dict[str, str]) -> pd.DataFrame:
+    """Run one unit in canonical form and tag its output; shared by every engine."""
+    key = frames.group_key(key, len(by))
+    rows = frames.sort_rows(frames.cast(rows, in_schema))
+    try:
+        out = func(key, rows, unit_stream(run_key, stage, key))
+        return frames.tag_output(out, key, by, out_schema, in_schema)
+    except Exception as exc:
+        raise UnitFailed(unit_failure(stage, key, exc)) from exc
+
+
+class EngineRun:
+    """An engine bound to one run's key: what a mechanism's `run(..., engine=)` receives."""
+
+    def __init__(self, engine: Engine, run_key: int):
+        self.engine = engine
+        self.run_key = run_key
+
+    @property
+    def name(self) -> str:
+        return self.engine.name
+
+    def map_groups(self, table, by, func: UnitFunction, *, stage: str, schema=None) -> pd.DataFrame:
+        return self.engine.map_groups(table, list(by), func, run_key=self.run_key, stage=stage, schema=schema)
+
+    def count(self, table, by) -> pd.DataFrame:
+        return self.engine.count(table, list(by))
+
+    def read_parquet(self, path: str, columns=None):
+        return self.engine.read_parquet(path, columns)
+
+    def to_pandas(self, table) -> pd.DataFrame:
+        return self.engine.to_pandas(table)
+
+    def rng(self, stage: str, key) -> object:
+        """A unit's generator for work done outside `map_groups` (same stream as inside it)."""
+        key = key if isinstance(key, tuple) else (key,)
+        return unit_stream(self.run_key, stage, frames.group_key(key, len(key)))

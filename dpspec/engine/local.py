@@ -1,0 +1,90 @@
+"""The embedded engine: units of work run in this process (or a process pool), on pandas frames."""
+from __future__ import annotations
+
+import pandas as pd
+
+from dpspec import progress
+from dpspec.engine import frames
+from dpspec.engine.base import Engine, run_unit
+from dpspec.errors import DataError
+
+
+def run_units(func, run_key, stage, units, by, in_schema, out_schema) -> list:
+    """A batch of units, for one pool task (module level, so a worker process can import it)."""
+    return [run_unit(func, run_key, stage, key, rows, by, in_schema, out_schema) for key, rows in units]
+
+
+class LocalEngine(Engine):
+    name = "local"
+
+    def __init__(self, processes: int | None = None):
+        """processes: run units in a pool of this many worker processes (the unit function must
+        then be picklable: a module-level function or a functools.partial of one)."""
+        self.processes = processes if processes and processes > 1 else None
+
+    def read_parquet(self, path: str, columns=None) -> pd.DataFrame:
+        import pyarrow.dataset as ds
+
+        try:
+            dataset = ds.dataset(path, format="parquet", partitioning="hive")
+            table = dataset.to_table(columns=list(columns) if columns is not None else None)
+        except FileNotFoundError:
+            raise DataError(f"{path}: no such Parquet file or directory") from None
+        except (OSError, ValueError) as exc:  # pyarrow's ArrowInvalid is a ValueError
+            raise DataError(f"{path}: cannot read as Parquet: {exc}") from None
+        return table.to_pandas()
+
+    def to_pandas(self, table) -> pd.DataFrame:
+        return frames.sort_rows(frames.canonical(table))
+
+    def map_groups(self, table, by, func, *, run_key, stage, schema=None) -> pd.DataFrame:
+        by = list(by)
+        frame = frames.canonical(table)
+        in_schema = frames.schema_of(frame)
+        out_schema = dict(schema) if schema is not None else in_schema
+        if not by:
+            parts = [run_unit(func, run_key, stage, (), frame, by, in_schema, out_schema)]
+            return frames.untag(parts, by, out_schema)
+        groups = frame.groupby(by, sort=True, dropna=False, observed=True)
+        if self.processes and groups.ngroups > 1:
+            return frames.untag(self._in_pool(func, run_key, stage, list(groups), by, in_schema, out_schema), by, out_schema)
+        total = groups.ngroups
+        parts = []
+        for done, (key, rows) in enumerate(groups, start=1):
+            parts.append(run_unit(func, run_key, stage, key, rows, by, in_schema, out_schema))
+            progress.report(stage, done, total)
+        return frames.untag(parts, by, out_schema)
+
+    def _in_pool(self, func, run_key, stage, units, by, in_schema, out_schema) -> list:
+        """Units in batches of similar row counts over a pool; each batch's result as it ends."""
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor, as_completed
+
+        batches, batch, rows_in_batch = [], [], 0
+        target = max(1, sum(len(rows) for _, rows in units) // (4 * self.processes))
+        for unit in units:
+            batch.append(unit)
+            rows_in_batch += len(unit[1])
+            if rows_in_batch >= target:
+                batches.append(batch)
+                batch, rows_in_batch = [], 0
+        if batch:
+            batches.append(batch)
+        parts, done = [], 0
+        # forkserver: a worker never inherits the driver's threads (or a JVM gateway) mid-state
+        with ProcessPoolExecutor(self.processes, mp_context=multiprocessing.get_context("forkserver")) as pool:
+            futures = [pool.submit(run_units, func, run_key, stage, b, by, in_schema, out_schema) for b in batches]
+            for future in as_completed(futures):
+                parts.extend(future.result())
+                done += 1
+                progress.report(stage, done, len(batches))
+        return parts
+
+    def count(self, table, by) -> pd.DataFrame:
+        by = list(by)
+        frame = frames.canonical(table[by] if by else table)
+        if not by:
+            return pd.DataFrame({"count": [len(frame)]}, dtype="int64")
+        counts = frame.groupby(by, sort=True, dropna=False, observed=True).size().rename("count").reset_index()
+        schema = {**frames.schema_of(frame), "count": "int64"}
+        return frames.sort_rows(frames.cast(counts, schema), by)

@@ -1,0 +1,257 @@
+"""The Apache Spark engine: units of work run as grouped pandas UDFs on a Spark cluster.
+
+pyspark is imported only here and only when this engine is used, so dpspec works without it.
+Each unit runs `base.run_unit`, the same function the local engine runs, so a unit sees the
+same rows and the same keyed stream whichever engine and partitioning ran it.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import sys
+import warnings
+from contextlib import contextmanager
+from urllib.parse import urlsplit
+
+import pandas as pd
+
+from dpspec import progress
+from dpspec.engine import frames
+from dpspec.engine.base import Engine, EngineUnavailable, UnitFailed, run_unit
+from dpspec.errors import DataError
+
+INSTALL = ("the Spark engine needs pyspark and a Java 17 runtime: run pip install 'dpspec[spark]' and "
+           "install Java (on Debian: apt-get install openjdk-17-jre-headless)")
+CONNECT_TIMEOUT = 10.0  # seconds to reach a master before giving up
+
+
+def find_java() -> str | None:
+    """The java executable Spark would launch: $JAVA_HOME/bin/java, else `java` on the PATH."""
+    home = os.environ.get("JAVA_HOME")
+    if home:
+        candidate = os.path.join(home, "bin", "java")
+        return candidate if os.access(candidate, os.X_OK) else None
+    return shutil.which("java")
+
+
+def master_addresses(master: str) -> list[tuple[str, int]]:
+    """The (host, port) pairs to probe before starting; [] for masters with nothing to probe."""
+    if master.startswith("local") or master == "yarn":
+        return []
+    if master.startswith("spark://"):
+        out = []
+        for item in master[len("spark://"):].split(","):
+            host, _, port = item.rpartition(":")
+            if not host or not port.isdigit():
+                raise EngineUnavailable(f"cannot read the Spark master URL {master!r}: expected spark://HOST:PORT")
+            out.append((host.strip("[]"), int(port)))
+        return out
+    if master.startswith("k8s://"):
+        url = urlsplit(master[len("k8s://"):])
+        if not url.hostname:
+            raise EngineUnavailable(f"cannot read the Spark master URL {master!r}: expected k8s://https://HOST:PORT")
+        return [(url.hostname, url.port or (443 if url.scheme == "https" else 80))]
+    raise EngineUnavailable(f"unknown Spark master URL {master!r}: use local[N], spark://HOST:PORT, k8s://URL or yarn")
+
+
+@contextmanager
+def _quiet():
+    """pyspark warns about every pandas newer than it was tested with (the engine exchanges only
+    plain integer, float, boolean and string columns, which it handles), and about a failed
+    Arrow collect, which the engine reports itself as the failed unit."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="PySpark does not yet fully support pandas", category=FutureWarning)
+        warnings.filterwarnings("ignore", message="toPandas attempted Arrow optimization", category=UserWarning)
+        warnings.filterwarnings("ignore", message="The copy keyword is deprecated")
+        yield
+
+
+def local_cores(master: str) -> int:
+    """The worker threads of a local[N] master (local: 1; local[*]: every core)."""
+    inside = master[len("local["):].split("]")[0].split(",")[0] if master.startswith("local[") else "1"
+    return os.cpu_count() or 1 if inside == "*" else max(1, int(inside)) if inside.isdigit() else 1
+
+
+def probe_master(master: str, timeout: float = CONNECT_TIMEOUT) -> None:
+    """Fail within `timeout` seconds per address if no address of the master accepts a connection."""
+    addresses = master_addresses(master)
+    errors = []
+    for host, port in addresses:
+        try:
+            with socket.create_connection((host, port), timeout=timeout):
+                return
+        except OSError as exc:
+            errors.append(f"{host}:{port}: {exc.strerror or exc}")
+    if addresses:
+        raise EngineUnavailable(f"cannot reach the Spark master {master} (waited at most {timeout:g} s per address; {'; '.join(errors)})")
+
+
+def check_available(master: str, timeout: float = CONNECT_TIMEOUT) -> None:
+    """Everything the engine needs, checked in seconds, before a job is planned."""
+    try:
+        import pyspark  # noqa: F401
+    except ImportError:
+        raise EngineUnavailable(INSTALL) from None
+    if find_java() is None:
+        raise EngineUnavailable(INSTALL)
+    probe_master(master, timeout)
+
+
+_SPARK_TYPES = {"int64": "LongType", "float64": "DoubleType", "bool": "BooleanType", "str": "StringType"}
+
+
+def _struct(schema: dict[str, str]):
+    from pyspark.sql import types as T
+
+    return T.StructType([T.StructField(name, getattr(T, _SPARK_TYPES[kind])(), True) for name, kind in schema.items()])
+
+
+def _dtype_of(field) -> str:
+    from pyspark.sql import types as T
+
+    t = field.dataType
+    if isinstance(t, T.BooleanType):
+        return "bool"
+    if isinstance(t, (T.ByteType, T.ShortType, T.IntegerType, T.LongType)):
+        return "int64"
+    if isinstance(t, (T.FloatType, T.DoubleType)):
+        return "float64"
+    if isinstance(t, T.StringType):
+        return "str"
+    raise DataError(f"column '{field.name}' has the Spark type {t.simpleString()}; engines exchange integers, floats, booleans and strings")
+
+
+class SparkEngine(Engine):
+    name = "spark"
+
+    def __init__(self, master: str = "local[*]", session=None, partitions: int | None = None,
+                 timeout: float = CONNECT_TIMEOUT, conf: dict | None = None):
+        """master: a Spark master URL; session: an existing SparkSession to use instead (never
+        stopped by `close`); partitions: repartition input tables into this many partitions;
+        conf: extra Spark settings (executor memory, a cluster's options, ...)."""
+        self.master = master
+        self.conf = dict(conf or {})
+        self.partitions = partitions
+        self._session = session
+        self._owned = False
+        if session is None:
+            check_available(master, timeout)
+
+    @property
+    def session(self):
+        if self._session is None:
+            from pyspark.sql import SparkSession
+
+            # A session already running in this process (a notebook's, a test run's) is reused
+            # by getOrCreate; it belongs to whoever started it, so `close` leaves it running.
+            self._owned = SparkSession.getActiveSession() is None
+            with _quiet():
+                self._session = self._start()
+        return self._session
+
+    def _start(self):
+        from pyspark.sql import SparkSession
+
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+        os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+        builder = (SparkSession.builder.master(self.master).appName("dpspec")
+                   .config("spark.ui.enabled", "false")
+                   .config("spark.ui.showConsoleProgress", "false")
+                   .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+                   .config("spark.sql.session.timeZone", "UTC"))
+        if self.master.startswith("local"):
+            # Workers are local processes: give them this interpreter's import path (a plugin
+            # installed in development mode, or a test module, must import on the workers too).
+            builder = (builder.config("spark.executorEnv.PYTHONPATH", os.pathsep.join(p for p in sys.path if p))
+                       .config("spark.driver.bindAddress", "127.0.0.1").config("spark.driver.host", "127.0.0.1")
+                       .config("spark.sql.shuffle.partitions", str(local_cores(self.master)))
+                       .config("spark.default.parallelism", str(local_cores(self.master))))
+        for name, value in self.conf.items():
+            builder = builder.config(name, str(value))
+        try:
+            session = builder.getOrCreate()
+        except Exception as exc:  # the JVM did not start: no usable Java, or a refused master
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise EngineUnavailable(f"could not start Spark on {self.master} ({first}); {INSTALL}") from None
+        session.sparkContext.setLogLevel("ERROR")
+        return session
+
+    def close(self) -> None:
+        if self._owned and self._session is not None:
+            self._session.stop()
+        self._session, self._owned = None, False
+
+    # ---- tables ---------------------------------------------------------------------------
+
+    def _spark_frame(self, table):
+        """(Spark DataFrame, canonical schema) for a pandas frame or a Spark DataFrame."""
+        if isinstance(table, pd.DataFrame):
+            frame = frames.canonical(table)
+            schema = frames.schema_of(frame)
+            return self.session.createDataFrame(frame, schema=_struct(schema)), schema
+        schema = {f.name: _dtype_of(f) for f in table.schema.fields}
+        return table, schema
+
+    def read_parquet(self, path: str, columns=None):
+        with _quiet():
+            return self._read_parquet(path, columns)
+
+    def _read_parquet(self, path: str, columns=None):
+        if "://" not in path and not os.path.exists(path):  # cluster paths (hdfs://, s3a://) are Spark's to check
+            raise DataError(f"{path}: no such Parquet file or directory")
+        frame = self.session.read.parquet(path)
+        return frame.select(*columns) if columns is not None else frame
+
+    def to_pandas(self, table) -> pd.DataFrame:
+        with _quiet():
+            sdf, schema = self._spark_frame(table)
+            return frames.sort_rows(frames.cast(sdf.toPandas(), schema))
+
+    def map_groups(self, table, by, func, *, run_key, stage, schema=None) -> pd.DataFrame:
+        with _quiet():
+            return self._map_groups(table, by, func, run_key=run_key, stage=stage, schema=schema)
+
+    def _map_groups(self, table, by, func, *, run_key, stage, schema=None) -> pd.DataFrame:
+        from pyspark.sql import functions as F
+
+        by = list(by)
+        sdf, in_schema = self._spark_frame(table)
+        out_schema = dict(schema) if schema is not None else in_schema
+        tagged = {**out_schema, **{k: in_schema[c] for k, c in zip(frames.key_columns(len(by)), by)}, frames.SEQ: "int64"}
+        if self.partitions:
+            sdf = sdf.repartition(self.partitions)
+
+        def unit(key, rows):
+            return run_unit(func, run_key, stage, key if by else (), rows, by, in_schema, out_schema)
+
+        grouped = sdf.groupBy(*by) if by else sdf.groupBy(F.lit(0).alias(frames.HIDDEN + "all"))
+        progress.report(stage, 0, 1)  # the units run inside one Spark job: its start and its end
+        try:
+            result = grouped.applyInPandas(unit, schema=_struct(tagged)).toPandas()
+        except Exception as exc:
+            raise _unit_error(exc) from None
+        progress.report(stage, 1, 1)
+        return frames.untag(result, by, out_schema)
+
+    def count(self, table, by) -> pd.DataFrame:
+        with _quiet():
+            return self._count(table, by)
+
+    def _count(self, table, by) -> pd.DataFrame:
+        by = list(by)
+        sdf, schema = self._spark_frame(table)
+        if not by:
+            return pd.DataFrame({"count": [sdf.count()]}, dtype="int64")
+        counts = sdf.groupBy(*by).count().toPandas()
+        return frames.sort_rows(frames.cast(counts, {**{c: schema[c] for c in by}, "count": "int64"}), by)
+
+
+def _unit_error(exc: Exception) -> Exception:
+    """A failed Spark job as the unit failure it carries (its stage and key), else unchanged."""
+    text = str(exc)
+    marker = UnitFailed.__name__ + ": "
+    if marker in text:
+        line = next(line for line in text.splitlines() if marker in line)
+        return UnitFailed(line.split(marker, 1)[1].strip())
+    return exc

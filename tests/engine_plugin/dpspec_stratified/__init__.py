@@ -1,0 +1,66 @@
+"""A test mechanism that uses the execution-engine contract, as a third-party plugin would.
+
+For every stratum (the rows sharing the values of `by`) it releases the histogram of `column`
+with discrete Laplace noise of integer scale `scale`, drawn from the stratum's own keyed
+stream. It exists to prove that a plugin written against `dpspec.engine` gets the same release
+on every engine and partitioning; it is a test fixture, not a production mechanism (it lists
+only observed strata and values, which a real release must not do).
+"""
+from __future__ import annotations
+
+import functools
+from fractions import Fraction
+
+import numpy as np
+import pandas as pd
+
+from dpspec.hookspecs import hookimpl
+from dpspec.mechanism import Mechanism, NativeFlavor, ParameterSchema, ParamSpec, Release
+from dpspec.noise import discrete_laplace
+
+
+def noisy_histogram(key, rows: pd.DataFrame, rng, by, column, scale, fail_on=None) -> pd.DataFrame:
+    """One unit of work: the stratum's histogram of `column`, each cell plus its own noise."""
+    if fail_on is not None and key == (fail_on,):
+        raise RuntimeError("this stratum was told to fail")  # for the failure tests
+    counts = rows[column].value_counts(sort=False).sort_index()
+    noise = discrete_laplace(scale, len(counts), rng)
+    out = {name: [value] * len(counts) for name, value in zip(by, key)}
+    out[column] = counts.index.to_numpy()
+    out["count"] = counts.to_numpy(dtype=np.int64) + np.asarray(noise, dtype=np.int64)
+    return pd.DataFrame(out)
+
+
+class StratifiedHistogram(Mechanism):
+    name = "stratified_histogram"
+    version = "0.1.0"
+    description = "Per-stratum noisy histograms, computed through the execution engine."
+    parameters = ParameterSchema((
+        ParamSpec("table", "table", "the table", required=True),
+        ParamSpec("by", "columns", "the stratum key", required=True),
+        ParamSpec("column", "column", "the column tabulated in each stratum", required=True),
+        ParamSpec("scale", "int", "integer scale of the discrete Laplace noise", required=True, low=Fraction(1), high=Fraction(1000)),
+        ParamSpec("fail_on", "string", "a stratum whose unit of work raises (to test failure handling)"),
+    ))
+    outputs = {"histogram": "noisy counts by stratum and value", "strata": "the number of strata"}
+
+    def flavor(self, spec, params):
+        return NativeFlavor(params["table"], "symdiff", "pure")
+
+    def budget(self, spec, params, facts):
+        from dpspec.budget import BudgetStatement, PureDP
+
+        return BudgetStatement.fixed(PureDP(1 / params["scale"]))  # one row moves one cell by one
+
+    def run(self, spec, params, data, rng, engine=None):
+        table, by, column = data[params["table"]], list(params["by"]), params["column"]
+        unit = functools.partial(noisy_histogram, by=by, column=column, scale=params["scale"], fail_on=params.get("fail_on"))
+        schema = {**{c: "str" for c in by}, column: "str", "count": "int64"}
+        histogram = engine.map_groups(table, by, unit, stage="stratified histogram", schema=schema)
+        strata = len(engine.count(table, by))
+        return Release(outputs={"histogram": histogram, "strata": pd.DataFrame({"strata": [strata]})})
+
+
+@hookimpl
+def dpspec_mechanisms():
+    return [StratifiedHistogram()]
