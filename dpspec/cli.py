@@ -265,7 +265,7 @@ def plugins_cmd(as_json):
             click.echo(f"    {p['name']} ({p['type']}){suffix}: {p['doc']}")
 
 
-main.add_command(__import__("dpspec.inference.cli", fromlist=["infer_cmd"]).infer_cmd)  # `dpspec infer` (seed 2)
+main.add_command(__import__("dpspec.infer_cli", fromlist=["infer_cmd"]).infer_cmd)  # `dpspec infer` (seed 2)
 
 
 def _add_plugin_commands():

@@ -154,6 +154,8 @@ def compile_spec(spec: ir.Spec, data: dict | None = None, seed: int | None = Non
     t0 = time.perf_counter()
     checked = check(spec)
     mech, params = checked.mechanism, checked.params
+    if why := mech.cannot_run(spec, params):
+        raise MechanismError(why)
     if data is None:
         data, hashes = load_data(spec)
     else:

@@ -140,6 +140,12 @@ class Mechanism:
         """Statistics this mechanism publishes exactly for these parameters."""
         return []
 
+    def cannot_run(self, spec: ir.Spec, params: dict) -> str | None:
+        """Optional: why this mechanism has nothing to run (a budget recorded, not an algorithm).
+
+        Compile refuses with this sentence before it reads any data."""
+        return None
+
     def public_facts(self, spec: ir.Spec, params: dict, data: dict) -> dict:
         """Facts the budget depends on; must be functions of the invariants (or public)."""
         return {}
@@ -163,6 +169,11 @@ class Mechanism:
     def utility(self, spec: ir.Spec, params: dict, data: dict, releases: list) -> dict:
         """Optional: figures over repeated runs against the confidential data (internal only)."""
         return {}
+
+    def neighbours(self, spec: ir.Spec, params: dict) -> list[NeighbourPair] | None:
+        """Optional: worst-case neighbouring pairs on miniature instances of the spec's domain, for
+        `dpspec verify`. None: the verifier builds pairs from the domain and the declared relation."""
+        return None
 
     # ---- optional: likelihood of the release, for `dpspec infer` (seed 2) -------------------
     def likelihood(self, spec: ir.Spec, params: dict, outputs: dict) -> "list[CountLikelihood] | None":
@@ -215,11 +226,6 @@ class CountLikelihood:
     @property
     def is_exact(self) -> bool:
         return bool(np.all(np.asarray(self.variance) == 0))
-
-    def neighbours(self, spec: ir.Spec, params: dict) -> list[NeighbourPair] | None:
-        """Optional: worst-case neighbouring pairs on miniature instances of the spec's domain, for
-        `dpspec verify`. None: the verifier builds pairs from the domain and the declared relation."""
-        return None
 
 
 # ---- resolving a mechanism block against its schema ---------------------------------------

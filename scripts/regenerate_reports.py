@@ -82,6 +82,8 @@ def _inputs(path: Path, seen: set) -> list[Path]:
     base = baseline_for(path)
     if base:
         out += _inputs(base, seen)
+    if infer_sidecar(path).is_file():
+        out.append(infer_sidecar(path))
     try:
         spec = load_text_or_path(str(path))
     except DpspecError:
@@ -95,6 +97,14 @@ def _inputs(path: Path, seen: set) -> list[Path]:
             for rel in part.paths:
                 out += _inputs((path.parent / rel).resolve(), seen)
     return out
+
+
+def infer_sidecar(path: Path) -> Path:
+    """`<name>.infer.json` beside a spec: the seed and target of its bundled `dpspec infer` example."""
+    return path.with_name(path.name[: -len(".dps")] + ".infer.json")
+
+
+INFER_FILES = ("report.html", "report.md", "result.json")
 
 
 def fingerprint(path: Path, code: str) -> str:
@@ -130,7 +140,7 @@ def infer_example(path: Path, outdir: Path) -> None:
     import json
     import tempfile
 
-    sidecar = path.with_name(path.name[: -len(".dps")] + ".infer.json")
+    sidecar = infer_sidecar(path)
     if not sidecar.exists():
         return
     import dpspec

@@ -83,7 +83,7 @@ def test_fmt_prints_and_writes_atomically(small_spec):
     small_spec.write_text(messy)
     printed = run("fmt", small_spec)
     assert printed.exit_code == 0
-    assert "premetric pure\n" in printed.output
+    assert "premetric pure  # comment\n" in printed.output  # spacing canonical, comment kept on its line
     assert run("fmt", "--check", small_spec).exit_code == 1
     assert run("fmt", "--write", small_spec).exit_code == 0
     assert small_spec.read_text() == printed.output

@@ -43,7 +43,9 @@ def test_reports_directory_is_current(tmp_path):
     specs = sorted(specs_dir.rglob("*.dps"))
     names = {str(p.relative_to(specs_dir)) for p in specs}
     expected = {"README.md", script.FINGERPRINTS} | {
-        f"{n[: -len('.dps')]}/{f}" for n in names for f in ("report.html", "report.json", "report.md")}
+        f"{n[: -len('.dps')]}/{f}" for n in names for f in ("report.html", "report.json", "report.md")} | {
+        f"{n[: -len('.dps')]}/infer/{f}" for n in names if script.infer_sidecar(specs_dir / n).is_file()
+        for f in script.INFER_FILES}
     current = {str(p.relative_to(committed)) for p in committed.rglob("*") if p.is_file()}
     assert current == expected, "reports/ lists other files than the specs produce: run scripts/regenerate_reports.py"
     prints = json.loads((committed / script.FINGERPRINTS).read_text())
@@ -56,7 +58,8 @@ def test_reports_directory_is_current(tmp_path):
     stale = []
     for p in changed:
         rel = str(p.relative_to(specs_dir))[: -len(".dps")]
-        stale += [f"{rel}/{f.name}" for f in (tmp_path / rel).iterdir() if f.read_bytes() != (committed / rel / f.name).read_bytes()]
+        stale += [str(f.relative_to(tmp_path)) for f in (tmp_path / rel).rglob("*")
+                  if f.is_file() and f.read_bytes() != (committed / f.relative_to(tmp_path)).read_bytes()]
     assert not stale, f"stale reports (run scripts/regenerate_reports.py): {stale[:10]}"
 
 

@@ -49,7 +49,7 @@ def test_shares_that_do_not_sum_to_one_are_a_spec_error():
 
 
 def test_query_shares_that_do_not_sum_to_one_are_a_spec_error():
-    spec = _spec(ACS, {"total: 1/10": "total: 1/5"})
+    spec = _spec(ACS, {"total: 0.1": "total: 0.2"})
     with pytest.raises(SpecError, match="query shares .* must sum to exactly 1"):
         check(spec)
 
@@ -61,7 +61,7 @@ def test_invariant_the_mechanism_cannot_keep():
 
 
 def test_unknown_level_share():
-    spec = _spec(ACS, {"puma: 1/2": "county: 1/2"})
+    spec = _spec(ACS, {"puma: 0.5": "county: 0.5"})
     with pytest.raises(SpecError, match="levels: 'county' is not a geography level"):
         check(spec)
 

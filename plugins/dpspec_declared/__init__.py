@@ -71,9 +71,15 @@ class Declared(Mechanism):
         where = f" ({params['source']})" if params.get("source") else ""
         return BudgetStatement.fixed(values, f"stated by the curator{where}, not derived by dpspec")
 
+    def cannot_run(self, spec, params):
+        return NOT_RUNNABLE
+
     def run(self, spec, params, data, rng):
-        raise MechanismError("mechanism 'declared' only records a published budget; there is no algorithm to run. "
-                             "Use 'dpspec check', 'dpspec budget' and 'dpspec audit' on this spec.")
+        raise MechanismError(NOT_RUNNABLE)
+
+
+NOT_RUNNABLE = ("mechanism 'declared' only records a published budget; there is no algorithm to run. "
+              "Use 'dpspec check', 'dpspec budget' and 'dpspec audit' on this spec.")
 
 
 @hookimpl

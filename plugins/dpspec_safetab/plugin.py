@@ -11,15 +11,11 @@ from __future__ import annotations
 import os
 from fractions import Fraction
 
-import pandas as pd
-
 from dpspec import ir
 from dpspec.errors import DataError, Diagnostic, SpecError
 from dpspec.mechanism import Mechanism, NativeFlavor, ParameterSchema, ParamSpec, Release
 
 from . import design as design_mod
-from .iterations import IterationTable
-from .tabulate import Inputs, run as run_design, summarize_errors
 
 __version__ = "1.0.0"
 TABLE_PATHS = {"codes": "codes", "iterations": "iterations", "mapping": "code_map"}
@@ -159,12 +155,16 @@ class SafeTab(Mechanism):
 
     # ---- run ---------------------------------------------------------------------------
     def _iteration_table(self, spec, params) -> IterationTable:
+        from .iterations import IterationTable  # pandas: imported when SafeTab runs, not when it is checked
+
         return IterationTable.load(spec.base_dir, {k: params[v] for k, v in TABLE_PATHS.items()})
 
     def _public_totals(self, spec, params):
         path = params.get("public_totals")
         if not path:
             return None
+        import pandas as pd
+
         full = path if os.path.isabs(path) else os.path.join(spec.base_dir, path)
         try:
             frame = pd.read_parquet(full) if full.endswith(".parquet") else pd.read_csv(full, dtype=str, keep_default_na=False)
@@ -186,6 +186,8 @@ class SafeTab(Mechanism):
         return totals.drop_duplicates(["geography", "geocode", "group"])
 
     def run(self, spec, params, data, rng):
+        from .tabulate import Inputs, run as run_design
+
         design = self.design(spec, params)
         table = self._iteration_table(spec, params)
         frame = data[params["table"]]
@@ -203,5 +205,7 @@ class SafeTab(Mechanism):
         return Release(outputs={"counts": outcome.rows}, facts=facts, internal={"errors": outcome.errors})
 
     def utility(self, spec, params, data, releases):
+        from .tabulate import summarize_errors
+
         return {"runs": len(releases),
                 "error_by_level_and_detail": summarize_errors([r.internal["errors"] for r in releases])}

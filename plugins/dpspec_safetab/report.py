@@ -12,7 +12,7 @@ import math
 
 from markupsafe import Markup
 
-from dpspec.report import Section
+from dpspec.api import Section
 
 
 def _cells(detail: str, variables: dict) -> int:

@@ -30,7 +30,7 @@ from .allocation import Allocation, allocate, query_name
 from .hierarchy import Hierarchy, build_hierarchy
 from .histogram import Schema, aggregate, marginal, unit_histograms
 from dpspec.noise import discrete_gaussian, discrete_gaussian_variance
-from .multipass import PassPlan
+from .multipass import pass_plan
 from .postprocess import (GroupConstraint, MeasuredQuery, NodeTask, default_workers, make_pool,
                           solve_level)
 
@@ -113,7 +113,7 @@ def run_topdown(persons: pd.DataFrame, levels: Sequence[str], variables: Mapping
         raise SpecError(f"the finest level {names[-1]!r} must be measured (give it a budget share)")
     inv = _canonical_invariants(invariants, schema, hier)
     zero_cells = _structural_zeros(structural_zeros or {}, schema, cells, persons, levels)
-    plans = {lv: _pass_plan(lv, spec_, schema, alloc) for lv, spec_ in (passes or {}).items()}
+    plans = {lv: pass_plan(lv, spec_, schema, alloc) for lv, spec_ in (passes or {}).items()}
 
     n_cells = schema.n_cells
     conf = [unit_histograms(hier.record_unit[k], cells, lv.n_units, n_cells)
@@ -218,35 +218,6 @@ def _structural_zeros(zeros: Mapping, schema: Schema, cells: np.ndarray, persons
                             f"in {finest} {persons[finest].iloc[row]!s} (cell {cell})")
         mask |= this
     return mask
-
-
-def _pass_plan(level: str, spec: Mapping, schema: Schema, alloc: Allocation) -> PassPlan:
-    """A level's PassPlan from query names; SpecError naming the level and query if wrong."""
-    measured = [qb.query for qb in alloc.for_level(level)]
-    if not measured:
-        raise SpecError(f"passes: level {level!r} is not measured, so it has no passes")
-    estimation, seen = [], set()
-    for group in spec.get("estimation", ()):
-        idx = []
-        for q in group:
-            key = schema.canonical(q)
-            if key not in measured:
-                raise SpecError(f"estimation passes at level {level!r}: query {query_name(q)!r} is not "
-                                "measured at that level")
-            if key in seen:
-                raise SpecError(f"estimation passes at level {level!r}: query {query_name(q)!r} is in two passes")
-            seen.add(key)
-            idx.append(measured.index(key))
-        estimation.append(tuple(idx))
-    rest = tuple(i for i, key in enumerate(measured) if key not in seen)
-    if estimation and rest:
-        estimation.append(rest)
-    rounding = tuple(tuple((query_name(schema.canonical(q)), schema.groups(q), schema.marginal_size(q))
-                           for q in group) for group in spec.get("rounding", ()))
-    tolerance = float(spec.get("tolerance", Fraction(1, 10)))
-    if tolerance < 0:
-        raise SpecError(f"pass tolerance at level {level!r} must not be negative")
-    return PassPlan(tuple(estimation), tolerance, rounding)
 
 
 def _canonical_invariants(invariants, schema: Schema, hier: Hierarchy) -> list[tuple[int, tuple]]:

@@ -17,11 +17,15 @@ Every function is a pure function of the node's inputs.
 """
 from __future__ import annotations
 
-from typing import Sequence
+from fractions import Fraction
+from typing import Mapping, Sequence
 
 import attrs
 import numpy as np
-import scipy.sparse as sp
+
+from dpspec.errors import SpecError
+
+from .allocation import query_name
 
 _INT_TOL = 1e-6
 
@@ -45,6 +49,8 @@ def _margin_key(vc, vcell, groups, n_groups, n_children):
 
 def _with_rows(problem, rows, tolerance: float):
     """``problem`` plus rows est - tol <= (sum of x sharing a key) <= est + tol."""
+    import scipy.sparse as sp  # with the run: `dpspec check` builds pass plans without scipy
+
     from .postprocess import _sum_rows
 
     if not rows:
@@ -111,3 +117,32 @@ def round_in_passes(task, xstar, variables, plan: PassPlan):
             got = np.bincount(key, weights=counts, minlength=n_keys)
             fixed.append((key, n_keys, got, got))
     return counts, seconds, milp, False
+
+
+def pass_plan(level: str, spec: Mapping, schema, alloc) -> PassPlan:
+    """A level's PassPlan from query names; SpecError naming the level and query if wrong."""
+    measured = [qb.query for qb in alloc.for_level(level)]
+    if not measured:
+        raise SpecError(f"passes: level {level!r} is not measured, so it has no passes")
+    estimation, seen = [], set()
+    for group in spec.get("estimation", ()):
+        idx = []
+        for q in group:
+            key = schema.canonical(q)
+            if key not in measured:
+                raise SpecError(f"estimation passes at level {level!r}: query {query_name(q)!r} is not "
+                                "measured at that level")
+            if key in seen:
+                raise SpecError(f"estimation passes at level {level!r}: query {query_name(q)!r} is in two passes")
+            seen.add(key)
+            idx.append(measured.index(key))
+        estimation.append(tuple(idx))
+    rest = tuple(i for i, key in enumerate(measured) if key not in seen)
+    if estimation and rest:
+        estimation.append(rest)
+    rounding = tuple(tuple((query_name(schema.canonical(q)), schema.groups(q), schema.marginal_size(q))
+                           for q in group) for group in spec.get("rounding", ()))
+    tolerance = float(spec.get("tolerance", Fraction(1, 10)))
+    if tolerance < 0:
+        raise SpecError(f"pass tolerance at level {level!r} must not be negative")
+    return PassPlan(tuple(estimation), tolerance, rounding)

@@ -246,14 +246,14 @@ class TopDown(Mechanism):
         problems.extend(inv_problems)
         try:
             alloc = self._allocation(spec, params)
-            from .engine import _pass_plan
+            from .multipass import pass_plan
 
             schema = _schema(spec, params)
             _structural_zeros(params, _variables(spec, params))
             for level, plan in _passes(params, list(schema.names)).items():
                 if level not in params["levels"]:
                     raise SpecError(f"estimation/rounding passes name level '{level}', which has no budget share")
-                _pass_plan(level, plan, schema, alloc)
+                pass_plan(level, plan, schema, alloc)
         except SpecError as exc:
             problems.extend(exc.diagnostics)
         return problems
