@@ -21,6 +21,7 @@ from dpspec.noise import discrete_gaussian_pmf, discrete_gaussian_variance
 from dpspec_safetab import engine, tabulate
 from dpspec_safetab.design import sigma2
 from dpspec_safetab.iterations import IterationTable, encode_records, flatten
+from tests.safetab_helpers import variant as _variant
 
 ROOT = Path(__file__).resolve().parents[1]
 P_SPEC = ROOT / "specs" / "safetab_p_production.dps"
@@ -294,14 +295,6 @@ def test_safetab_h_tabulates_only_groups_safetab_p_published(h_result):
 
 
 # ---- bad input ---------------------------------------------------------------------------------
-
-
-def _variant(tmp_path, old: str, new: str, spec=P_SPEC) -> Path:
-    text = spec.read_text().replace('"data/', f'"{ROOT}/specs/data/')
-    assert old in text
-    path = tmp_path / "variant.dps"
-    path.write_text(text.replace(old, new, 1))
-    return path
 
 
 @pytest.mark.parametrize("old,new,message", [
