@@ -34,6 +34,12 @@ def expected_error_rows(facts: dict, variables: dict) -> list[dict]:
                          "sd_of_total": math.sqrt(m * s2),
                          "stage1_sd": math.sqrt(f["sigma2"]["stage 1"]) if "stage 1" in f["sigma2"] else None,
                          "suppression_threshold": f.get("suppression_threshold") if detail == "total" else None})
+        if "suppression_threshold_detailed_only" in f:  # detailed-only groups: a total with the whole rho
+            s2 = f["sigma2"]["detailed-only total"]
+            rows.append({"table": f["table"], "geography": f["geography"], "level": f["level"],
+                         "detail": "total (detailed-only groups)", "cells": 1, "sd_per_cell": math.sqrt(s2),
+                         "mean_abs_error_per_cell": math.sqrt(2 * s2 / math.pi), "sd_of_total": math.sqrt(s2),
+                         "stage1_sd": None, "suppression_threshold": f["suppression_threshold_detailed_only"]})
     return rows
 
 

@@ -143,7 +143,8 @@ def _measure(design, td, cell, geo, sel, k, region, group, codes, var_codes, var
             keys = (np.arange(n_regions)[:, None] * n_groups + only[None, :]).ravel()
             true = truth.reshape(-1)[keys]
             noisy = add_noise(true, s2_full, rng)
-            blocks.append(_emit(td, cell, geo, codes, sel, keys, n_groups, "total", {}, noisy, true, t_only, errors, variables))
+            blocks.append(_emit(td, cell, geo, codes, sel, keys, n_groups, "total", {}, noisy, true, t_only, errors, variables,
+                                role="detailed-only total"))
     else:
         published = _public_choice(public_totals, geo, codes, sel)
         rung = np.where(np.isnan(published), -1, choose_detail(np.nan_to_num(published, nan=-np.inf), cell.thresholds)).astype(np.int8)
