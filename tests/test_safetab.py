@@ -285,6 +285,23 @@ def test_safetab_p_release_is_long_form_with_the_chosen_detail(p_result):
     assert facts["fanout"]["level2 coarse"]["fanout_used"] == 9
 
 
+def test_totals_and_sex_margins_are_sums_of_the_published_cells(p_result):
+    """Post-processing as production's T1/T2: a broken-down group's total and its male and female
+    counts are the sums of its noisy cells (no fresh noise, no extra budget)."""
+    counts = p_result.published["counts"]
+    broken = counts[counts["detail"] != "total"].copy()
+    age = broken[["AGE4", "AGE9", "AGE23"]].ne("*").any(axis=1)
+    key = ["geography", "geocode", "group", "detail"]
+    cells, margins = broken[age], broken[~age & (broken["QSEX"] != "*")]
+    totals = broken[~age & (broken["QSEX"] == "*")].set_index(key)["count"]
+    by_sex = cells.groupby([*key, "QSEX"])["count"].sum()
+    assert len(margins) == len(by_sex) == 2 * len(totals) > 100
+    pd.testing.assert_series_equal(margins.set_index([*key, "QSEX"])["count"].sort_index(), by_sex.sort_index(),
+                                   check_names=False)
+    pd.testing.assert_series_equal(totals.sort_index(), cells.groupby(key)["count"].sum().sort_index(),
+                                   check_names=False)
+
+
 def test_safetab_h_tabulates_only_groups_safetab_p_published(h_result):
     counts = h_result.published["counts"]
     published = pd.read_parquet(ROOT / "specs" / "data" / "safetab" / "safetab_p_published.parquet")

@@ -62,9 +62,12 @@ def _design_text(facts: dict) -> list[str]:
                    "population-group totals): a group gets the k-th table of the ladder when its published total is "
                    "at least Tk. Groups that were not published are not tabulated. The whole budget goes to the "
                    "chosen table; the guarantee is conditioned on the published totals.")
+    out.append("A group broken down by a table gets no separate total: its total, and its counts by the table's "
+               "first variable (sex, where the table crosses sex with age), are the sums of its published cells.")
     if facts.get("zero_suppression"):
-        out.append(f"Totals at {', '.join(facts['suppress_at'])} are suppressed unless they exceed a threshold set so "
-                   f"that a true zero is dropped with probability {facts['zero_suppression']}.")
+        out.append(f"At {', '.join(facts['suppress_at'])}, a group that gets its total only is published only if that "
+                   f"total exceeds a threshold set so that a true zero is dropped with probability "
+                   f"{facts['zero_suppression']} (the threshold is a function of the noise, in the table below).")
     return out
 
 
