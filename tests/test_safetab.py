@@ -338,7 +338,7 @@ def test_bad_parameters_are_located_spec_errors(tmp_path, old, new, message):
 
 
 def test_declared_fanout_smaller_than_the_data_is_a_data_error(tmp_path):
-    path = _variant(tmp_path, "max_race_codes: 8", "max_race_codes: 8\n  max_groups: 3")
+    path = _variant(tmp_path, "max_groups: 9", "max_groups: 3")
     with pytest.raises(DataError, match=r"row \d+: the record falls into \d+ population groups, more than the declared maximum fan-out 3"):
         compile_spec(dpspec.load(str(path)), seed=1, audit=False)
 

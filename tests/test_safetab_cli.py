@@ -104,7 +104,7 @@ def test_a_record_with_an_unknown_code_exits_1_at_its_row(tmp_path):
 
 
 def test_a_declared_fanout_smaller_than_the_data_exits_1_at_a_row(tmp_path):
-    path = variant(tmp_path, "max_race_codes: 8", "max_race_codes: 8\n  max_groups: 2")
+    path = variant(tmp_path, "max_groups: 9", "max_groups: 2")
     result = _run("compile", path, "-o", tmp_path / "out")
     assert result.exit_code == 1, result.output
     assert "more than the declared maximum fan-out 2" in result.output and "row " in result.output

@@ -21,6 +21,7 @@ def _fan_note(summary) -> str:
 def test_production_fanout_is_read_from_the_mapping(spec):
     s = budget_summary(dpspec.load(str(spec)))
     assert "k = 9 at every iteration level and geography granularity" in _fan_note(s)
+    assert "the declared max_groups, equal to the mapping's bound" in _fan_note(s)
     assert "h_r = 1, h_e = 1, r = 8" in _fan_note(s)
     measured = [c for c in s["native"]["components"] if c["stage"] != "not measured"]
     assert measured and all(c["fanout"] == 9 for c in measured)
@@ -32,7 +33,7 @@ def test_production_fanout_is_read_from_the_mapping(spec):
 def test_fewer_race_codes_per_record_lower_the_fanout(tmp_path):
     """r = 4 instead of 8: production's bound h_r * max(2, r) + h_e falls from 9 to 5, and the
     noise variance of every stage with it (the budget rho itself is unchanged)."""
-    path = _variant(tmp_path, "max_race_codes: 8", "max_race_codes: 4")
+    path = _variant(tmp_path, "max_race_codes: 8\n  max_groups: 9", "max_race_codes: 4")  # k derived, not declared
     path.write_text(path.read_text().replace("QRACE5, QRACE6, QRACE7, QRACE8", "").replace("QRACE4, ", "QRACE4"))
     s = budget_summary(dpspec.load(str(path)))
     assert "k = 5 at every iteration level" in _fan_note(s) and "r = 4" in _fan_note(s)
@@ -43,8 +44,14 @@ def test_fewer_race_codes_per_record_lower_the_fanout(tmp_path):
 
 
 def test_a_declared_larger_fanout_is_used_and_said(tmp_path):
-    path = _variant(tmp_path, "max_race_codes: 8", "max_race_codes: 8\n  max_groups: 12")
+    path = _variant(tmp_path, "max_groups: 9", "max_groups: 12")
     s = budget_summary(dpspec.load(str(path)))
     assert "k = 12 at every iteration level" in _fan_note(s)
-    assert "declared max_groups; the mapping's bound is 9" in _fan_note(s)
+    assert "the declared max_groups, above the mapping's bound 9" in _fan_note(s)
     assert {c["fanout"] for c in s["native"]["components"] if "fanout" in c} == {12}
+
+
+def test_a_declared_smaller_fanout_is_said_to_need_the_data_to_respect_it(tmp_path):
+    s = budget_summary(dpspec.load(str(_variant(tmp_path, "max_groups: 9", "max_groups: 4"))))
+    assert "k = 4 at every iteration level" in _fan_note(s)
+    assert "below the mapping's bound 9" in _fan_note(s) and "a record in more groups is a data error" in _fan_note(s)

@@ -30,8 +30,17 @@ def fanout_text(fanouts: dict) -> str:
     notes; selections with the same k and derivation are named together."""
     groups: dict = {}
     for (level, gran), f in sorted(fanouts.items()):
-        how = (f"h_r * max(2, r) + h_e with h_r = {f['h_race']}, h_e = {f['h_ethnicity']}, r = {f['max_race_codes']}"
-               if f["fanout_used"] == f["fanout"] else f"declared max_groups; the mapping's bound is {f['fanout']}")
+        bound = f"h_r * max(2, r) + h_e with h_r = {f['h_race']}, h_e = {f['h_ethnicity']}, r = {f['max_race_codes']}"
+        k, derived = f["fanout_used"], f["fanout"]
+        if not f.get("declared"):
+            how = bound
+        elif k == derived:
+            how = f"the declared max_groups, equal to the mapping's bound {bound}"
+        elif k > derived:
+            how = f"the declared max_groups, above the mapping's bound {derived}: {bound}"
+        else:
+            how = (f"the declared max_groups, below the mapping's bound {derived} ({bound}): "
+                   "a record in more groups is a data error")
         groups.setdefault((f["fanout_used"], how), []).append(f"level {level} {gran}")
     if len(groups) == 1:
         ((k, how), _), = groups.items()
@@ -133,7 +142,7 @@ class SafeTab(Mechanism):
             "(sequential composition: every record is in one unit of each level; units of a level compose in parallel)",
             "sensitivity: a record falls into at most k groups of one iteration level and geography granularity, "
             "so each count moves by 1 in at most k cells, the L2 sensitivity squared is k and every noise variance "
-            f"is k / (2 rho_stage); from the code -> iteration mapping: {fanout_text(fanouts)}",
+            f"is k / (2 rho_stage); here {fanout_text(fanouts)}",
         ]
         if design.two_stage:
             notes.append(f"two stages: stage 1 spends {ir.format_number(design.stage1_fraction)} of each cell's rho on "
@@ -166,7 +175,7 @@ class SafeTab(Mechanism):
                 key = (cell.level, design.granularity(cell.geo))
                 if key not in out:
                     k, bound = fanout_of(design, table, *key)
-                    out[key] = {**bound, "fanout_used": k}
+                    out[key] = {**bound, "fanout_used": k, "declared": design.max_groups is not None}
         return out
 
     def components(self, design, fanouts: dict | None = None) -> list[dict]:
