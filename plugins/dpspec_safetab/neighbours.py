@@ -31,9 +31,8 @@ import numpy as np
 import pandas as pd
 
 from dpspec import ir
-from dpspec.mechanism import NeighbourPair
-from dpspec.noise import discrete_gaussian
-from dpspec.verify.miniature import miniature_rows, record, typed_frame
+from dpspec.api import NeighbourPair, discrete_gaussian, miniature_rows, typed_frame
+from dpspec.api import miniature_record as record
 
 from .design import ROOT
 from .engine import cell_codes, choose_detail
