@@ -209,6 +209,12 @@ class SafeTab(Mechanism):
                  "ladders": {td.name: [d.name for d in td.details] for td in design.tables}}
         return Release(outputs={"counts": outcome.rows}, facts=facts, internal={"errors": outcome.errors})
 
+    def likelihood(self, spec, params, outputs):
+        """P(published counts | true counts) for `dpspec infer`: detail choice, values, suppression."""
+        from .likelihood import safetab_likelihoods
+
+        return safetab_likelihoods(self, spec, params, outputs)
+
     def neighbours(self, spec, params):
         """A miniature one-tract universe and batched measurement transcripts for `dpspec verify`."""
         from .neighbours import safetab_pairs
