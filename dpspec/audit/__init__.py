@@ -53,6 +53,15 @@ class Audit:
     def worst(self) -> str | None:
         return self.findings[0].severity if self.findings else None
 
+    def plain_words(self) -> dict:
+        """The achieved budget read as what an attacker can learn (see `dpspec.audit.plain_words`)."""
+        from dpspec.audit.plain_words import plain_words
+
+        ctx = self.context
+        if ctx is None:  # an outcome rebuilt without its context (never from run_rules)
+            return {"available": False, "rows": [], "problem": "the audit kept no context to read the budget from"}
+        return plain_words(ctx.spec, ctx.ledger, ctx.result, ctx.account)
+
     def text(self) -> str:
         """Plain text for a terminal: findings, the comparison table, the rules not run."""
         lines = []

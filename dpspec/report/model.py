@@ -16,7 +16,6 @@ from dpspec.audit import audit as run_audit_outcome
 from dpspec.audit.base import jsonable
 from dpspec.audit.currency import flavor_spec
 from dpspec.audit.multiverse import granularity, undetermined
-from dpspec.report.plain_words import plain_words
 from dpspec.budget import format_number
 
 AUDIENCES = ("public", "internal")
@@ -271,7 +270,7 @@ def build_model(result=None, *, spec: ir.Spec | None = None, audience: str = "pu
                   "skipped": [{"rule": r, "reason": why} for r, why in outcome.skipped]},
         "comparison": outcome.comparison.to_json() if outcome.comparison is not None else None,
         "baseline_title": ctx.baseline.title if ctx.baseline is not None else None,
-        "plain_words": jsonable(plain_words(spec, ctx.ledger, result, ctx.account)),
+        "plain_words": jsonable(outcome.plain_words()),
         "releases": _releases(spec, result),
         "sections": _sections(result, audience),
         "provenance": _provenance(spec, result, checked),
