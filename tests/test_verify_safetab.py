@@ -56,8 +56,8 @@ def test_half_the_noise_variance_is_refuted_and_honest_noise_is_not(tmp_path):
     """Under add/remove, removing a person who reaches the whole fan-out k = 3 costs exactly
     the claimed rho = 1/2; at half the variance it costs 1."""
     with registered(HalfVarianceSafeTab()):
-        honest = verify(dpspec.load(_variant(tmp_path, P_SPEC, "symdiff")), runs=40_000, seed=22)
-        broken = verify(dpspec.load(_variant(tmp_path, P_SPEC, "symdiff", "safetab_half")), runs=40_000, seed=22)
+        honest = verify(dpspec.load(_variant(tmp_path, P_SPEC, "symdiff")), runs=100_000, seed=22)
+        broken = verify(dpspec.load(_variant(tmp_path, P_SPEC, "symdiff", "safetab_half")), runs=100_000, seed=22)
     assert honest.verdict == "consistent", honest.text()
     assert math.isclose(honest.claimed, 0.5) and honest.lower_bound <= 0.5
     assert broken.verdict == "refuted", broken.text()
