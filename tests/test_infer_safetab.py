@@ -113,3 +113,23 @@ def test_infer_on_safetab_says_why_no_target_is_informed(tmp_path):
     assert res.exit_code == 1 and "Traceback" not in res.output
     assert "does not inform" in res.output and "'group' is not a column of table 'persons'" in res.output
     assert "and 2" in res.output and "more" in res.output  # the left-out list is summarized, not 27 lines
+
+
+def test_the_rung_probabilities_match_the_mechanism_s_choice():
+    """P(rung r | t) as the likelihood computes it against the frequencies of the mechanism's
+    own stage-1 draw and `choose_detail`, for totals around the thresholds (off-by-one check)."""
+    from dpspec_safetab.engine import add_noise, choose_detail
+    from dpspec_safetab.likelihood import _rung_bounds
+
+    from dpspec.api import make_rng
+
+    thresholds, sigma2, n = (971, 4971, 19971), 283, 200_000
+    tails = DiscreteGaussianTails(sigma2)
+    rng = make_rng(12)
+    for t in (940, 970, 971, 990, 4971):
+        rungs = choose_detail(add_noise(np.full(n, t), sigma2, rng), thresholds)
+        for r in range(4):
+            lo, hi = _rung_bounds(thresholds, r)
+            p = float(np.exp(tails.log_between(lo - t, hi - t)))
+            freq = float(np.mean(rungs == r))
+            assert abs(freq - p) <= 4 * math.sqrt(p * (1 - p) / n) + 1e-9, (t, r, freq, p)
