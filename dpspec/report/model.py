@@ -187,17 +187,12 @@ def _internal(result) -> dict:
     }
 
 
-def _program(spec: ir.Spec) -> dict | None:
-    """A program's members, composed total and bounds (`dpspec budget` on the program)."""
-    from dpspec.errors import DpspecError
-    from dpspec.program import program_summary
-
-    if spec.program is None:
+def _program(spec: ir.Spec, summary: dict | None) -> dict | None:
+    """A program's members, composed total and bounds, from the audit's `program_summary`."""
+    if summary is None:
         return None
-    try:
-        summary = program_summary(spec)
-    except DpspecError as exc:
-        return {"title": spec.program.title, "problem": str(exc), "members": [], "total": None, "method": None,
+    if summary.get("problem") is not None:
+        return {"title": spec.program.title, "problem": summary["problem"], "members": [], "total": None, "method": None,
                 "bounds": [], "bounds_hold": None, "notes": []}
     total = summary["total"]
     return {
@@ -239,7 +234,7 @@ def build_model(result=None, *, spec: ir.Spec | None = None, audience: str = "pu
     ctx = outcome.context
     checked = ctx.checked
     budget = _budget(ctx)
-    program = _program(spec)
+    program = _program(spec, outcome.program_summary())
     flavor = flavor_spec(spec)
     notation = describe.notation(flavor, budget["headline"])
     if program is not None and program["total"] is not None:
