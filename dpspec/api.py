@@ -14,6 +14,8 @@ _WHERE = {
     "hookimpl": "dpspec.hookspecs", "Mechanism": "dpspec.mechanism", "NativeFlavor": "dpspec.mechanism",
     "ParameterSchema": "dpspec.mechanism", "ParamSpec": "dpspec.mechanism", "Release": "dpspec.mechanism",
     "Section": "dpspec.contract", "Rule": "dpspec.audit.base", "Finding": "dpspec.audit.base",
+    # optional hooks' types: `dpspec verify` neighbours, `dpspec infer` likelihoods
+    "NeighbourPair": "dpspec.mechanism", "CountLikelihood": "dpspec.mechanism",
     # errors a plugin raises for the user to fix
     "DpspecError": "dpspec.errors", "SpecError": "dpspec.errors", "DataError": "dpspec.errors",
     "MechanismError": "dpspec.errors", "ConversionError": "dpspec.errors", "Diagnostic": "dpspec.errors",
@@ -25,6 +27,15 @@ _WHERE = {
     "make_rng": "dpspec.compiler", "bernoulli": "dpspec.noise", "discrete_gaussian": "dpspec.noise",
     "discrete_laplace": "dpspec.noise", "shown": "dpspec.values", "friendly": "dpspec.cli_errors",
     "report_progress": ("dpspec.progress", "report"),
+    "discrete_gaussian_logpmf": "dpspec.noise", "discrete_gaussian_variance": "dpspec.noise",
+    # miniature datasets for a mechanism's own `neighbours` (dpspec verify)
+    "miniature_rows": ("dpspec.verify.miniature", "miniature_rows"),
+    "miniature_record": ("dpspec.verify.miniature", "record"),
+    "typed_frame": ("dpspec.verify.miniature", "typed_frame"),
+    "id_columns": ("dpspec.verify.miniature", "id_columns"),
+    "same_universe": ("dpspec.verify.miniature", "same_universe"),
+    "universe_queries": ("dpspec.verify.miniature", "universe_queries"),
+    "generic_pairs": ("dpspec.verify.miniature", "generic_pairs"),
 }
 
 __all__ = sorted(_WHERE)

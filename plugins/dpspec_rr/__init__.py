@@ -131,8 +131,7 @@ class RandomizedResponse(Mechanism):
         answer independently, so row r of the batch is run r // units of the miniature."""
         import numpy as np
 
-        from dpspec.mechanism import NeighbourPair
-        from dpspec.verify.miniature import miniature_rows, typed_frame
+        from dpspec.api import NeighbourPair, miniature_rows, typed_frame
 
         table = spec.domain.table(params["table"])
         col = self._column(spec, params)

@@ -17,7 +17,7 @@ from scipy.stats import binom
 
 from dpspec import ir
 from dpspec.errors import MechanismError
-from dpspec.mechanism import CountLikelihood
+from dpspec.api import CountLikelihood
 
 MAX_UNITS = 200_000
 _CHUNK_ELEMENTS = 4_000_000

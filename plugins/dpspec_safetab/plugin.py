@@ -196,6 +196,11 @@ class SafeTab(Mechanism):
         return out
 
     # ---- run ---------------------------------------------------------------------------
+    def noise_sigma2(self, fanout: int, rho):
+        """The noise parameter of a count a record reaches in `fanout` cells, spending rho:
+        fanout / (2 rho). `run` and the verifier's neighbours both draw with it."""
+        return design_mod.sigma2(fanout, rho)
+
     def _iteration_table(self, spec, params) -> IterationTable:
         from .iterations import IterationTable  # pandas: imported when SafeTab runs, not when it is checked
 
@@ -236,7 +241,7 @@ class SafeTab(Mechanism):
         source = next((d.path for d in spec.data if d.table == params["table"]), params["table"])
         inputs = Inputs(frame, tuple(params["race_codes"]), params["ethnicity_code"],
                         _variables(spec, params, design), source)
-        outcome = run_design(design, inputs, table, rng, self._public_totals(spec, params))
+        outcome = run_design(design, inputs, table, rng, self._public_totals(spec, params), noise=self.noise_sigma2)
         facts = {"design": [{**f, "rho": ir.format_number(f["rho"]),
                              "sigma2": {k: float(v) for k, v in f["sigma2"].items()}} for f in outcome.facts],
                  "fanout": outcome.fanouts, "two_stage": design.two_stage,
@@ -245,6 +250,18 @@ class SafeTab(Mechanism):
                  "suppress_at": list(design.suppress_at),
                  "ladders": {td.name: [d.name for d in td.details] for td in design.tables}}
         return Release(outputs={"counts": outcome.rows}, facts=facts, internal={"errors": outcome.errors})
+
+    def likelihood(self, spec, params, outputs):
+        """P(published counts | true counts) for `dpspec infer`: detail choice, values, suppression."""
+        from .likelihood import safetab_likelihoods
+
+        return safetab_likelihoods(self, spec, params, outputs)
+
+    def neighbours(self, spec, params):
+        """A miniature one-tract universe and batched measurement transcripts for `dpspec verify`."""
+        from .neighbours import safetab_pairs
+
+        return safetab_pairs(self, spec, params)
 
     def utility(self, spec, params, data, releases):
         from .tabulate import summarize_errors
