@@ -1,0 +1,130 @@
+"""Production's facility constraints (hhgq_total_lb/ub): persons per block and hhgq type bounded
+by a second table of housing units and group-quarters facilities, kept exactly at every level."""
+import os
+from fractions import Fraction
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from dpspec.checker import check
+from dpspec.errors import DataError, SpecError
+from dpspec.parser import parse
+from dpspec_topdown.constraints import facility_bounds
+from dpspec_topdown.engine import run_topdown
+from dpspec_topdown.synthetic import LEVELS, PL94_VARIABLES, generate_population
+from tests.test_topdown_multipass import NURSE_NVA_0, PASSES, _production
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SPEC = os.path.join(ROOT, "specs", "pl94_production_topdown.dps")
+CON = {"name": "hhgq_total_lb_ub", "of": "hhgq", "table": "facilities", "type": "gqtype",
+       "occupied": [1, 2, 3, 4, 5, 6, 7], "finest": "block"}
+
+
+def _facilities(persons, seed):
+    """Housing units where households live, 1..residents facilities per occupied GQ type."""
+    rng = np.random.default_rng(seed)
+    by = persons.groupby(["block", "hhgq"], observed=True).size()
+    n = by.to_numpy()
+    kind = by.index.get_level_values("hhgq").to_numpy()
+    rows = np.where(kind == 0, np.ceil(n / 2.5).astype(int) + 1, 1 + rng.binomial(n - 1, 0.3))
+    return pd.DataFrame({"block": np.repeat(by.index.get_level_values("block").astype(str), rows),
+                         "gqtype": np.repeat(kind, rows)})
+
+
+def _bounds(facilities):
+    lower, upper = facility_bounds(CON, facilities, PL94_VARIABLES["hhgq"])
+    return [(CON["name"], ("hhgq",), lower, upper)]
+
+
+def _run(persons, bounds, seed, rho=Fraction(1, 50), passes=PASSES):
+    shares, strategy, recodes, _, _ = _production()
+    return run_topdown(persons, ["nation"] + LEVELS, PL94_VARIABLES, strategy, rho, shares, "hamming",
+                       [("state", ())], np.random.default_rng(seed), workers=1, recodes=recodes,
+                       passes=passes, structural_zeros=NURSE_NVA_0, bounds=bounds)
+
+
+def _hhgq_by_block(micro):
+    return micro.groupby([micro["block"].astype(str), micro["hhgq"].astype(int)]).size().unstack(fill_value=0)
+
+
+def test_facility_bounds_from_the_table():
+    fac = pd.DataFrame({"block": ["b1", "b1", "b1", "b2", "b2"], "gqtype": [0, 0, 3, 5, 5]})
+    lower, upper = facility_bounds(CON, fac, list(range(8)))
+    assert lower.loc["b1"].tolist() == [0, 0, 0, 1, 0, 0, 0, 0]  # housing units may be vacant
+    assert lower.loc["b2"].tolist() == [0, 0, 0, 0, 0, 2, 0, 0]  # one resident per facility at least
+    assert upper.loc["b1"].tolist() == [np.inf, 0, 0, np.inf, 0, 0, 0, 0]
+    assert upper.loc["b2"].tolist() == [0, 0, 0, 0, 0, np.inf, 0, 0]  # no households: no HU
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_every_constraint_and_invariant_exact_over_seeds(seed):
+    persons = generate_population(3000, 120, seed=30 + seed)
+    fac = _facilities(persons, seed)
+    res = _run(persons, _bounds(fac), seed)
+    micro = res.microdata
+    assert len(micro) == len(persons)  # state population invariant
+    assert not ((micro["hhgq"] == 3) & (micro["votingage"] == 0)).any()  # structural zero
+    got = _hhgq_by_block(micro).reindex(columns=range(8), fill_value=0)
+    lower, upper = facility_bounds(CON, fac, list(range(8)))
+    lower = lower.reindex(got.index, fill_value=0)
+    upper = upper.reindex(got.index, fill_value=0.0)
+    assert (got.to_numpy() >= lower.to_numpy()).all()
+    assert (got.to_numpy() <= upper.to_numpy()).all()
+    # blocks that have facilities of a type but whose persons the noise would drop keep them
+    has_gq = lower.to_numpy()[:, 1:].sum()
+    assert has_gq > 0 and got.to_numpy()[:, 1:].sum() >= has_gq
+
+
+def test_without_the_constraints_a_tiny_budget_breaks_them():
+    """The test above could fail: the same runs without bounds put persons where none may be."""
+    broken = 0
+    for seed in range(3):
+        persons = generate_population(3000, 120, seed=30 + seed)
+        fac = _facilities(persons, seed)
+        got = _hhgq_by_block(_run(persons, [], seed).microdata).reindex(columns=range(8), fill_value=0)
+        lower, upper = facility_bounds(CON, fac, list(range(8)))
+        lo = lower.reindex(got.index, fill_value=0).to_numpy()
+        hi = upper.reindex(got.index, fill_value=0.0).to_numpy()
+        broken += int(((got.to_numpy() < lo) | (got.to_numpy() > hi)).sum())
+    assert broken > 0
+
+
+def test_data_breaking_a_constraint_is_a_data_error_naming_block_and_cell():
+    persons = generate_population(500, 20, seed=3)
+    fac = _facilities(persons, 0)
+    block = str(persons["block"].iloc[0])
+    fac = fac[~((fac["block"] == block) & (fac["gqtype"] == 0))]  # the block loses its housing units
+    with pytest.raises(DataError, match=rf"constraint 'hhgq_total_lb_ub': .*block {block}, hhgq = 0: \d+ persons, bounds \[0, 0\]"):
+        _run(persons, _bounds(fac), 0)
+
+
+def test_facility_in_a_block_without_persons_is_a_data_error():
+    persons = generate_population(500, 20, seed=3)
+    fac = pd.concat([_facilities(persons, 0), pd.DataFrame({"block": ["999"], "gqtype": [2]})])
+    with pytest.raises(DataError, match=r"block 999, hhgq = 2: no persons, at least 1 required"):
+        _run(persons, _bounds(fac), 0)
+
+
+def _spec_variant(old, new):
+    text = open(SPEC).read()
+    assert old in text
+    return parse(text.replace(old, new), SPEC)
+
+
+def test_production_spec_states_the_constraints():
+    params = check(parse(open(SPEC).read(), SPEC)).params
+    assert params["constraints"].get("hhgq_total_lb_ub") is not None
+
+
+@pytest.mark.parametrize("old,new,message", [
+    ("  count facilities by block, gqtype\n", "", r"declare them public: invariants \{ count facilities by block, gqtype \}"),
+    ("      type: gqtype\n", "      type: gqkind\n", r"table 'facilities' needs columns 'block' .* and 'gqkind'"),
+    ("      occupied: [1, 2, 3, 4, 5, 6, 7]\n", "      occupied: [1, 9]\n", r"occupied \[9\] are not categories"),
+    ("      of: hhgq\n      table: facilities", "      of: county\n      table: facilities", r"'county', which is not a histogram variable"),
+])
+def test_bad_constraint_is_a_check_error_at_its_line(old, new, message):
+    spec = _spec_variant(old, new)
+    with pytest.raises(SpecError, match=message) as info:
+        check(spec)
+    assert any(d.line for d in info.value.diagnostics)  # points at the constraint in the file
