@@ -12,7 +12,7 @@ from dpspec.errors import DataError, SpecError
 from dpspec.parser import parse
 from dpspec_topdown.constraints import facility_bounds
 from dpspec_topdown.engine import run_topdown
-from dpspec_topdown.synthetic import LEVELS, PL94_VARIABLES, generate_population
+from dpspec_topdown.synthetic import LEVELS, PL94_VARIABLES, generate_facilities, generate_population
 from tests.test_topdown_multipass import NURSE_NVA_0, PASSES, _production
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -23,13 +23,7 @@ CON = {"name": "hhgq_total_lb_ub", "of": "hhgq", "table": "facilities", "type": 
 
 def _facilities(persons, seed):
     """Housing units where households live, 1..residents facilities per occupied GQ type."""
-    rng = np.random.default_rng(seed)
-    by = persons.groupby(["block", "hhgq"], observed=True).size()
-    n = by.to_numpy()
-    kind = by.index.get_level_values("hhgq").to_numpy()
-    rows = np.where(kind == 0, np.ceil(n / 2.5).astype(int) + 1, 1 + rng.binomial(n - 1, 0.3))
-    return pd.DataFrame({"block": np.repeat(by.index.get_level_values("block").astype(str), rows),
-                         "gqtype": np.repeat(kind, rows)})
+    return generate_facilities(persons, seed, gq_rate=0.3)
 
 
 def _bounds(facilities):
@@ -128,3 +122,24 @@ def test_bad_constraint_is_a_check_error_at_its_line(old, new, message):
     with pytest.raises(SpecError, match=message) as info:
         check(spec)
     assert any(d.line for d in info.value.diagnostics)  # points at the constraint in the file
+
+
+def test_infeasible_node_names_its_level_and_parent_unit(monkeypatch):
+    """No silent relaxation: a node whose fit has no solution stops the run, naming where."""
+    import highspy
+
+    from dpspec.errors import MechanismError
+    from dpspec_topdown import postprocess
+
+    persons = generate_population(500, 20, seed=3)
+    real, calls = postprocess.solve_qp, []
+
+    def infeasible_below_the_county(problem, solver="clarabel"):
+        calls.append(1)
+        if len(calls) > 3:  # nation, state and county fits succeed; the first tract node fails
+            return None, False, 0.0, "highs", highspy.HighsModelStatus.kInfeasible
+        return real(problem, solver)
+
+    monkeypatch.setattr(postprocess, "solve_qp", infeasible_below_the_county)
+    with pytest.raises(MechanismError, match=r"cannot split the county \d+ into its tract units: .*no nonnegative split"):
+        _run(persons, [], 0, passes={})

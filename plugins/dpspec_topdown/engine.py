@@ -31,8 +31,8 @@ from .hierarchy import Hierarchy, build_hierarchy
 from .histogram import Schema, aggregate, marginal, unit_histograms
 from dpspec.noise import discrete_gaussian, discrete_gaussian_variance
 from .multipass import pass_plan
-from .postprocess import (BoundConstraint, GroupConstraint, MeasuredQuery, NodeTask, default_workers, make_pool,
-                          solve_level)
+from .postprocess import (BoundConstraint, GroupConstraint, MeasuredQuery, NodeError, NodeTask,
+                          default_workers, make_pool, solve_level)
 
 _PARALLEL_MIN_SIZE = 20_000  # children x active cells in a level below which a pool costs more
 
@@ -156,8 +156,14 @@ def run_topdown(persons: pd.DataFrame, levels: Sequence[str], variables: Mapping
                 pool = make_pool(workers)
             cb = (lambda d, n, _lv=names[k]: progress(_lv, d, n)) if progress else None
             t0 = time.perf_counter()
-            results = solve_level(tasks, queries, workers, cb, pool if use_pool else None,
-                                  plan=plans.get(names[k]))
+            try:
+                results = solve_level(tasks, queries, workers, cb, pool if use_pool else None,
+                                      plan=plans.get(names[k]))
+            except NodeError as exc:
+                parent = hier.levels[prev] if prev is not None else None
+                where = ("the whole level" if parent is None else f"the {parent.name}" if parent.implicit
+                         else f"the {parent.name} {parent.codes[exc.key]!s}")
+                raise MechanismError(f"TopDown cannot split {where} into its {names[k]} units: {exc}") from None
             wall = time.perf_counter() - t0
             protected[k] = _assemble(tasks, results, hier.levels[k].n_units, n_cells, k, prev, hier)
             timings["levels"][names[k]].update({

@@ -298,11 +298,35 @@ def solve_qp(problem: NodeQP, solver: str = "clarabel"):
     return sol, qp_optimal, seconds, "highs", status
 
 
+class NodeError(MechanismError):
+    """A node that has no solution; ``key`` is its parent unit, so the engine can name it.
+
+    The key travels in ``args`` so the error survives the trip back from a worker process."""
+
+    def __init__(self, key: int, message: str):
+        super().__init__(message)
+        self.key = key
+        self.args = (key, message)
+
+    def __str__(self) -> str:
+        return str(self.args[1])
+
+
 def solve_node(task: NodeTask, queries: Sequence[MeasuredQuery], solver: str = "clarabel",
                plan=None) -> NodeResult:
     """Nonnegative integer children histograms: WLS fit to the noisy answers, then rounding.
 
-    ``plan`` (multipass.PassPlan) fits and rounds in passes."""
+    ``plan`` (multipass.PassPlan) fits and rounds in passes. A node without a solution is a
+    NodeError (never a silently relaxed constraint)."""
+    try:
+        return _solve_node(task, queries, solver, plan)
+    except NodeError:
+        raise
+    except MechanismError as exc:
+        raise NodeError(task.key, str(exc)) from None
+
+
+def _solve_node(task, queries, solver, plan) -> NodeResult:
     t_start = time.perf_counter()
     nc = task.n_children
     cells, vc, va, vcell = _node_variables(task)
