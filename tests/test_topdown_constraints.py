@@ -143,3 +143,28 @@ def test_infeasible_node_names_its_level_and_parent_unit(monkeypatch):
     monkeypatch.setattr(postprocess, "solve_qp", infeasible_below_the_county)
     with pytest.raises(MechanismError, match=r"cannot split the county \d+ into its tract units: .*no nonnegative split"):
         _run(persons, [], 0, passes={})
+
+
+def test_production_spec_compiles_with_its_facilities_table(tmp_path):
+    """The spec path end to end (two tables read, bounds built by the plugin) on one tract."""
+    from dpspec.compiler import compile_spec
+
+    data_dir = os.path.join(ROOT, "specs", "data", "pl94_synthetic")
+    persons = pd.read_parquet(os.path.join(data_dir, "pl94_synthetic.parquet"))
+    facilities = pd.read_parquet(os.path.join(data_dir, "pl94_synthetic_facilities.parquet"))
+    gq_tracts = persons.loc[persons["hhgq"] > 0, "tract"].astype(str).unique()[:1]
+    keep = lambda t: t[t["tract"].astype(str).isin(gq_tracts)].reset_index(drop=True)  # noqa: E731
+    persons, facilities = keep(persons), keep(facilities)
+    (tmp_path / "data" / "pl94_synthetic").mkdir(parents=True)
+    persons.to_parquet(tmp_path / "data" / "pl94_synthetic" / "pl94_synthetic.parquet")
+    facilities.to_parquet(tmp_path / "data" / "pl94_synthetic" / "pl94_synthetic_facilities.parquet")
+    spec_path = tmp_path / "pl94.dps"
+    spec_path.write_text(open(SPEC).read())
+    result = compile_spec(parse(spec_path.read_text(), str(spec_path)), seed=5, audit=False)
+    micro = result.published["persons"]
+    assert len(micro) == len(persons)
+    got = _hhgq_by_block(micro).reindex(columns=range(8), fill_value=0)
+    lower, upper = facility_bounds(CON, facilities, list(range(8)))
+    assert (got.to_numpy() >= lower.reindex(got.index, fill_value=0).to_numpy()).all()
+    assert (got.to_numpy() <= upper.reindex(got.index, fill_value=0.0).to_numpy()).all()
+    assert lower.to_numpy()[:, 1:].sum() > 0  # the tracts hold occupied group quarters
