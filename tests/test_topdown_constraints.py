@@ -168,3 +168,12 @@ def test_production_spec_compiles_with_its_facilities_table(tmp_path):
     assert (got.to_numpy() >= lower.reindex(got.index, fill_value=0).to_numpy()).all()
     assert (got.to_numpy() <= upper.reindex(got.index, fill_value=0.0).to_numpy()).all()
     assert lower.to_numpy()[:, 1:].sum() > 0  # the tracts hold occupied group quarters
+
+
+def test_node_error_survives_the_trip_from_a_worker():
+    import pickle
+
+    from dpspec_topdown.postprocess import NodeError
+
+    err = pickle.loads(pickle.dumps(NodeError(7, "no split")))
+    assert err.key == 7 and str(err) == "no split"
