@@ -401,7 +401,8 @@ def _check_bounds_coverable(task, b, vc, vcell):
 
 
 def _bound_rows(b, vc, vcell):
-    """(local row of each variable, lower, upper) for the bounded groups that hold variables."""
+    """(use, local, present, lower, upper): which variables sit in a binding group (a lower bound
+    above 0 or a finite upper bound), their local row, and the rows' groups and bounds."""
     key = vc * b.n_groups + b.groups[vcell]
     lo, hi = b.lower.ravel().astype(np.float64), b.upper.ravel().astype(np.float64)
     binding = (lo > 0) | np.isfinite(hi)
@@ -483,7 +484,7 @@ def _round_once(task, xstar, base, fi, width, va, vc, vcell, cells, integer, mar
         key = con.child_set[vc] * con.n_groups + con.groups[vcell]
         ok &= add_sum(key, con.target.size, con.target.ravel())
     for b in task.bounds:
-        use, _, present, b_lo, b_hi = _bound_rows(b, vc, vcell)
+        use = _bound_rows(b, vc, vcell)[0]
         key = np.where(use, vc * b.n_groups + b.groups[vcell], b.lower.size)  # unbounded: a spare key
         margins = (*margins, (key, b.lower.size + 1, np.append(b.lower.ravel().astype(np.float64), -_INF),
                               np.append(np.where(np.isfinite(b.upper.ravel()), b.upper.ravel(), _INF), _INF)))
