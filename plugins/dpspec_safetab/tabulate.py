@@ -143,7 +143,8 @@ def _measure(design, td, cell, geo, sel, k, region, group, codes, var_codes, var
             keys = (np.arange(n_regions)[:, None] * n_groups + only[None, :]).ravel()
             true = truth.reshape(-1)[keys]
             noisy = add_noise(true, s2_full, rng)
-            blocks.append(_emit(td, cell, geo, codes, sel, keys, n_groups, "total", {}, noisy, true, t_only, errors, variables))
+            blocks.append(_emit(td, cell, geo, codes, sel, keys, n_groups, "total", {}, noisy, true, t_only, errors, variables,
+                                role="detailed-only total"))
     else:
         published = _public_choice(public_totals, geo, codes, sel)
         rung = np.where(np.isnan(published), -1, choose_detail(np.nan_to_num(published, nan=-np.inf), cell.thresholds)).astype(np.int8)
@@ -172,6 +173,13 @@ def _measure(design, td, cell, geo, sel, k, region, group, codes, var_codes, var
         # the group's total is the sum of its published cells (post-processing, as production)
         blocks.append(_emit(td, cell, geo, codes, sel, keys, n_groups, detail.name, {}, noisy.sum(axis=1),
                             true.sum(axis=1), None, errors, variables, role="sum of cells"))
+        if len(sizes) > 1:  # and, as production's T2, the margin of the first variable (sex)
+            first = detail.variables[0]
+            margin = {first: np.tile(np.arange(sizes[0]), len(keys))}
+            blocks.append(_emit(td, cell, geo, codes, sel, np.repeat(keys, sizes[0]), n_groups, detail.name, margin,
+                                noisy.reshape(len(keys), sizes[0], -1).sum(axis=2).reshape(-1),
+                                true.reshape(len(keys), sizes[0], -1).sum(axis=2).reshape(-1), None, errors,
+                                variables, role=f"margin of {first}"))
     return blocks, fact, errors
 
 
