@@ -18,7 +18,7 @@ import pandas as pd
 
 from dpspec import progress
 from dpspec.engine import frames
-from dpspec.engine.base import Engine, EngineUnavailable, UnitFailed, run_unit
+from dpspec.engine.base import Engine, EngineUnavailable, UnitFailed, run_item, run_unit
 from dpspec.errors import DataError
 
 INSTALL = ("the Spark engine needs pyspark and a Java 17 runtime: run pip install 'dpspec[spark]' and "
@@ -245,6 +245,27 @@ class SparkEngine(Engine):
             return pd.DataFrame({"count": [sdf.count()]}, dtype="int64")
         counts = sdf.groupBy(*by).count().toPandas()
         return frames.sort_rows(frames.cast(counts, {**{c: schema[c] for c in by}, "count": "int64"}), by)
+
+
+    def map_items(self, items, func, *, run_key, stage) -> list:
+        """Driver-built units as one Spark job over an RDD; results back in the items' order."""
+        with _quiet():
+            if not items:
+                return []
+            context = self.session.sparkContext
+            slices = max(1, min(len(items), self.partitions or context.defaultParallelism))
+
+            def work(indexed):
+                i, (key, payload) = indexed
+                return i, run_item(func, run_key, stage, key, payload)
+
+            progress.report(stage, 0, len(items))
+            try:
+                results = context.parallelize(list(enumerate(items)), slices).map(work).collect()
+            except Exception as exc:
+                raise _unit_error(exc) from None
+            progress.report(stage, len(items), len(items))
+            return [r for _, r in sorted(results, key=lambda pair: pair[0])]
 
 
 def _unit_error(exc: Exception) -> Exception:
