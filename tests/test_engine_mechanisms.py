@@ -87,3 +87,23 @@ def test_the_release_files_depend_on_the_seed(tmp_path, name):
     one = release_bytes(compile_on(spec, "local"), tmp_path / "one")
     assert release_bytes(compile_on(spec, "local"), tmp_path / "again") == one
     assert release_bytes(compile_on(spec, "local", seed=2027), tmp_path / "other") != one
+
+
+def test_spark_reports_progress_over_its_tasks(spark_session):
+    """The bar moves on Spark too: from 0 to every task of the job (a task is a batch of units)."""
+    from dpspec import progress
+    from dpspec.engine import EngineRun
+    from dpspec.engine.spark import SparkEngine
+    from tests.test_engine import people, shuffle_within
+
+    seen = []
+    with progress.reporting(lambda stage, done, total: seen.append((stage, done, total))):
+        EngineRun(SparkEngine(session=spark_session, partitions=4), 5).map_groups(
+            people(n=400), ["state"], shuffle_within, stage="swap")
+        EngineRun(SparkEngine(session=spark_session, partitions=3), 5).map_items(
+            [(("node", i), i) for i in range(6)], lambda key, payload, rng: payload * 2, stage="nodes")
+    swap = [s for s in seen if s[0] == "swap"]
+    nodes = [s for s in seen if s[0] == "nodes"]
+    assert swap[0] == ("swap", 0, 1) and swap[-1][1] == swap[-1][2] >= 2
+    assert nodes[0] == ("nodes", 0, 1) and nodes[-1] == ("nodes", 3, 3)  # three partitions
+    assert all(done <= total for _, done, total in seen)
