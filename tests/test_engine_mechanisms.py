@@ -8,6 +8,7 @@ their rows (every k-th), with the spec text unchanged but for its data path.
 """
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
@@ -107,3 +108,48 @@ def test_spark_reports_progress_over_its_tasks(spark_session):
     assert swap[0] == ("swap", 0, 1) and swap[-1][1] == swap[-1][2] >= 2
     assert nodes[0] == ("nodes", 0, 1) and nodes[-1] == ("nodes", 3, 3)  # three partitions
     assert all(done <= total for _, done, total in seen)
+
+
+def _children(pid: int) -> list[int]:
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as f:
+            return [int(p) for p in f.read().split()]
+    except OSError:
+        return []
+
+
+def test_a_killed_spark_compile_leaves_no_output_set(tmp_path, spark_session):
+    """SIGKILL a `compile --engine spark` once its JVM is up (Spark starting or running the swap of
+    1.1M households, which takes minutes here): no output set, no partial set."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    out = tmp_path / "out"
+    cmd = [sys.executable, "-c", "from dpspec.cli import main; main()", "compile", str(SPECS / "ma1940_swap.dps"),
+           "-o", str(out), "--seed", "1", "--engine", "spark", "--spark-master", "local[1]"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    jvm = []
+    try:
+        deadline = time.monotonic() + 120
+        while proc.poll() is None and not jvm and time.monotonic() < deadline:
+            jvm = _children(proc.pid)
+            time.sleep(0.2)
+        assert jvm, "the compile never started Spark"
+        time.sleep(4)
+        assert proc.poll() is None, "the compile ended before it could be killed"
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+    finally:
+        for pid in jvm:  # the JVM this test's compile started
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        if proc.poll() is None:
+            proc.kill()
+    assert not out.exists()
+    # no staged or half-written set either; only the target's lock file (an flock the kernel
+    # released when the process died, by design left in place: dpspec.output_set)
+    assert [p.name for p in tmp_path.iterdir()] == [".out.dpspec-lock"]
