@@ -62,7 +62,9 @@ def one_run(mechanism: str, engine_name: str, master: str, data: str) -> dict:
 
     from dpspec.engine import EngineRun, get_engine, new_run_key
 
-    engine = get_engine(engine_name, master if engine_name == "spark" else None)
+    # Spark's driver JVM gets 4 GB: TopDown's node payloads pass through it (default 1 GB).
+    engine = get_engine(engine_name, master, conf={"spark.driver.memory": "4g"}) if engine_name == "spark" \
+        else get_engine(engine_name)
     run = EngineRun(engine, new_run_key(SEED))
     t0 = time.perf_counter()
     try:

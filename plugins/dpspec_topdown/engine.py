@@ -150,12 +150,13 @@ def run_topdown(persons: pd.DataFrame, levels: Sequence[str], variables: Mapping
                        for qb in alloc.for_level(names[k])]
             size = sum(t.n_children * (np.count_nonzero(t.parent) if t.parent is not None else n_cells)
                        for t in tasks)
-            use_pool = workers > 1 and len(tasks) >= 2 * workers and size >= _PARALLEL_MIN_SIZE
+            on_engine = engine is not None and engine.name != "local"  # the engine runs the nodes
+            use_pool = not on_engine and workers > 1 and len(tasks) >= 2 * workers and size >= _PARALLEL_MIN_SIZE
             if use_pool and pool is None:
                 pool = make_pool(workers)
             cb = (lambda d, n, _lv=names[k]: progress(_lv, d, n)) if progress else None
             t0 = time.perf_counter()
-            if engine is None or engine.name == "local":
+            if not on_engine:
                 results = solve_level(tasks, queries, workers, cb, pool if use_pool else None,
                                       plan=plans.get(names[k]))
             else:
