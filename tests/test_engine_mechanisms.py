@@ -153,3 +153,32 @@ def test_a_killed_spark_compile_leaves_no_output_set(tmp_path, spark_session):
     # no staged or half-written set either; only the target's lock file (an flock the kernel
     # released when the process died, by design left in place: dpspec.output_set)
     assert [p.name for p in tmp_path.iterdir()] == [".out.dpspec-lock"]
+
+
+def test_each_swap_stratum_draws_from_its_own_stream():
+    """A stratum's swap depends on its own rows and key only: removing another stratum, or
+    reordering the table's strata, leaves its exchanges as they were (with one shared
+    generator, every later stratum's draws would move)."""
+    import numpy as np
+
+    from dpspec.engine import EngineRun, LocalEngine
+    from dpspec_swap.algorithm import swap_records_on
+    from tests.test_engine import people
+
+    frame = people(n=3000).assign(county=lambda f: np.arange(len(f)) % 17)
+    run = EngineRun(LocalEngine(), 11)
+
+    def exchanges(table):
+        result = swap_records_on(run, table.reset_index(drop=True), ["state"], ["county"], "1/5")
+        ids = table["id"].to_numpy()
+        moved = result.source != np.arange(len(table))
+        return {(s, a, b) for s, a, b in zip(table["state"].to_numpy()[moved], ids[moved], ids[result.source[moved]])}
+
+    frame = frame.assign(id=np.arange(len(frame)))
+    full = exchanges(frame)
+    states = sorted(frame["state"].unique())
+    kept = frame[frame["state"] != states[0]]
+    assert exchanges(kept) == {e for e in full if e[0] != states[0]}
+    assert {e for e in full if e[0] == states[0]}  # the removed stratum did swap
+    reordered = pd.concat([frame[frame["state"] == s] for s in reversed(states)])
+    assert exchanges(reordered) == full
