@@ -3,7 +3,7 @@
     python benchmarks/bench_scale.py                          # 1M and 10M persons, local and spark local[2]
     python benchmarks/bench_scale.py --persons 1000000        # one size
     python benchmarks/bench_scale.py --engines local --mechanisms swap
-    python benchmarks/bench_scale.py --spark-master spark://HOST:7077 --data hdfs://...  # a cluster
+    python benchmarks/bench_scale.py --spark-master spark://HOST:7077 --engines spark --data /shared/dir  # a cluster
 
 The population (`--states` states of P.L. 94 persons with block geography, dpspec_topdown's
 synthetic generator, seeded) is written once per size as Parquet partitioned by state
@@ -57,7 +57,6 @@ def build(path: Path, n_persons: int, states: int) -> None:
 
 def one_run(mechanism: str, engine_name: str, master: str, data: str) -> dict:
     """One run in this process: read, run, hash the release; time and peak memory."""
-    import numpy as np
     import pandas as pd
 
     from dpspec.engine import EngineRun, get_engine, new_run_key
@@ -96,7 +95,7 @@ def one_run(mechanism: str, engine_name: str, master: str, data: str) -> dict:
     digest = hashlib.sha256(pd.util.hash_pandas_object(out, index=False).to_numpy().tobytes()).hexdigest()[:16]
     return {"mechanism": mechanism, "engine": engine_name, "persons": int(len(persons)), "seconds": wall,
             "read_seconds": read, "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-            "release": digest, "rows": int(len(out)), "numpy": np.__version__}
+            "release": digest, "rows": int(len(out))}
 
 
 def main(argv=None) -> None:
@@ -106,7 +105,8 @@ def main(argv=None) -> None:
     ap.add_argument("--engines", nargs="+", default=["local", "spark"], choices=["local", "spark"])
     ap.add_argument("--mechanisms", nargs="+", default=["swap", "topdown"], choices=["swap", "topdown"])
     ap.add_argument("--spark-master", default="local[2]")
-    ap.add_argument("--data", default="/tmp/dpspec_bench_scale", help="where the Parquet populations live")
+    ap.add_argument("--data", default="/tmp/dpspec_bench_scale",
+                    help="where the Parquet populations are built and read (on a cluster: a shared filesystem)")
     ap.add_argument("--one", nargs=3, metavar=("MECHANISM", "ENGINE", "PATH"), help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.one:
@@ -115,10 +115,9 @@ def main(argv=None) -> None:
     rows = []
     for n in sorted(args.persons):
         path = Path(args.data) / f"persons_{n}_{args.states}states"
-        if "://" not in args.data:
-            t0 = time.perf_counter()
-            build(path, n, args.states)
-            print(f"== {n:,} persons in {args.states} states: {path} ({time.perf_counter() - t0:.1f} s to build)", flush=True)
+        t0 = time.perf_counter()
+        build(path, n, args.states)
+        print(f"== {n:,} persons in {args.states} states: {path} ({time.perf_counter() - t0:.1f} s to build)", flush=True)
         for mech in args.mechanisms:
             for eng in args.engines:
                 cmd = [sys.executable, __file__, "--one", mech, eng, str(path), "--spark-master", args.spark_master]
