@@ -17,6 +17,9 @@ from dpspec.errors import MechanismError
 
 # func(key, rows, rng) -> output rows, where key is a tuple of plain Python values.
 UnitFunction = Callable[[tuple, pd.DataFrame, "object"], pd.DataFrame]
+# func(key, payload, rng) -> a picklable result: a unit whose input is not rows of a table (a
+# TopDown node's histograms), built by the driver.
+ItemFunction = Callable[[tuple, object, "object"], object]
 
 
 class EngineUnavailable(Exception):
@@ -63,6 +66,14 @@ class Engine:
         """The number of rows for each observed combination of `by`, sorted, as `count`."""
         raise NotImplementedError
 
+    def map_items(self, items, func: ItemFunction, *, run_key: int, stage: str) -> list:
+        """Run `func(key, payload, rng)` on every (key, payload) of `items`; results in their order.
+
+        For units whose input the driver builds (payloads must pickle: numpy arrays, attrs
+        classes); rng is the unit's own stream, keyed by (run key, stage, key) as in map_groups.
+        """
+        raise NotImplementedError
+
     def close(self) -> None:
         """Release resources the engine started (a Spark session it created)."""
 
@@ -73,13 +84,32 @@ def unit_stream(run_key: int, stage: str, key: tuple):
 
 
 def run_unit(func: UnitFunction, run_key: int, stage: str, key, rows: pd.DataFrame, by: list[str],
-             in_schema: dict[str, str], out_schema: dict[str, str]) -> pd.DataFrame:
-    """Run one unit in canonical form and tag its output; shared by every engine."""
+             in_schema: dict[str, str], out_schema: dict[str, str], canonical: bool = False) -> pd.DataFrame:
+    """Run one unit in canonical form and tag its output; shared by every engine.
+
+    canonical: the rows are already in canonical types and order, and units run in key order
+    (the local engine sorts the whole table once, which is much cheaper than once per unit);
+    the output is then only cast, not tagged for a later sort.
+    """
     key = frames.group_key(key, len(by))
-    rows = frames.sort_rows(frames.cast(rows, in_schema))
+    rows = rows.reset_index(drop=True) if canonical else frames.sort_rows(frames.cast(rows, in_schema))
     try:
         out = func(key, rows, unit_stream(run_key, stage, key))
+        if canonical:
+            if not isinstance(out, pd.DataFrame):
+                raise TypeError(f"a unit of work must return a pandas DataFrame, not {type(out).__name__}")
+            return frames.cast(out, out_schema)
         return frames.tag_output(out, key, by, out_schema, in_schema)
+    except Exception as exc:
+        raise UnitFailed(unit_failure(stage, key, exc)) from exc
+
+
+def run_item(func: ItemFunction, run_key: int, stage: str, key, payload):
+    """Run one driver-built unit with its keyed stream; a failure names the stage and key."""
+    key = key if isinstance(key, tuple) else (key,)
+    key = frames.group_key(key, len(key))
+    try:
+        return func(key, payload, unit_stream(run_key, stage, key))
     except Exception as exc:
         raise UnitFailed(unit_failure(stage, key, exc)) from exc
 
@@ -100,6 +130,9 @@ class EngineRun:
 
     def count(self, table, by) -> pd.DataFrame:
         return self.engine.count(table, list(by))
+
+    def map_items(self, items, func: ItemFunction, *, stage: str) -> list:
+        return self.engine.map_items(list(items), func, run_key=self.run_key, stage=stage)
 
     def read_parquet(self, path: str, columns=None):
         return self.engine.read_parquet(path, columns)

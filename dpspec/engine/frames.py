@@ -93,9 +93,20 @@ def tag_output(out: pd.DataFrame, key: tuple, by: list[str], schema: dict[str, s
     out = cast(out, schema)
     n = len(out)
     for name, col, value in zip(key_columns(len(by)), by, key):
-        out[name] = cast(pd.DataFrame({col: [value] * n}), {col: in_schema[col]})[col].to_numpy()
+        out[name] = constant(value, in_schema[col], n)
     out[SEQ] = np.arange(n, dtype=np.int64)
     return out
+
+
+def constant(value, kind: str, n: int) -> np.ndarray:
+    """n copies of one key value in the canonical type `kind` (missing: None, or NaN for floats)."""
+    if kind == "str":
+        out = np.empty(n, dtype=object)
+        out[:] = None if value is None else str(value)
+        return out
+    if kind == "float64":
+        return np.full(n, np.nan if value is None else float(value), dtype=np.float64)
+    return np.full(n, value, dtype=np.dtype(kind))
 
 
 def untag(frames_or_frame, by: list[str], schema: dict[str, str]) -> pd.DataFrame:

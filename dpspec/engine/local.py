@@ -5,7 +5,7 @@ import pandas as pd
 
 from dpspec import progress
 from dpspec.engine import frames
-from dpspec.engine.base import Engine, run_unit
+from dpspec.engine.base import Engine, run_item, run_unit
 from dpspec.errors import DataError
 
 
@@ -45,15 +45,19 @@ class LocalEngine(Engine):
         if not by:
             parts = [run_unit(func, run_key, stage, (), frame, by, in_schema, out_schema)]
             return frames.untag(parts, by, out_schema)
+        # One sort of the whole table by the keys, then every column: each group's rows come out
+        # in the canonical order a unit must see (`frames.sort_rows`), with no per-unit sort.
+        frame = frames.sort_rows(frame, [*by, *(c for c in frame.columns if c not in by)])
         groups = frame.groupby(by, sort=True, dropna=False, observed=True)
         if self.processes and groups.ngroups > 1:
             return frames.untag(self._in_pool(func, run_key, stage, list(groups), by, in_schema, out_schema), by, out_schema)
         total = groups.ngroups
         parts = []
         for done, (key, rows) in enumerate(groups, start=1):
-            parts.append(run_unit(func, run_key, stage, key, rows, by, in_schema, out_schema))
+            parts.append(run_unit(func, run_key, stage, key, rows, by, in_schema, out_schema, canonical=True))
             progress.report(stage, done, total)
-        return frames.untag(parts, by, out_schema)
+        # groupby(sort=True, dropna=False) visits the keys in `frames.untag`'s order (missing last)
+        return frames.cast(pd.concat(parts, ignore_index=True), out_schema)
 
     def _in_pool(self, func, run_key, stage, units, by, in_schema, out_schema) -> list:
         """Units in batches of similar row counts over a pool; each batch's result as it ends."""
@@ -88,3 +92,10 @@ class LocalEngine(Engine):
         counts = frame.groupby(by, sort=True, dropna=False, observed=True).size().rename("count").reset_index()
         schema = {**frames.schema_of(frame), "count": "int64"}
         return frames.sort_rows(frames.cast(counts, schema), by)
+
+    def map_items(self, items, func, *, run_key, stage) -> list:
+        out = []
+        for done, (key, payload) in enumerate(items, start=1):
+            out.append(run_item(func, run_key, stage, key, payload))
+            progress.report(stage, done, len(items))
+        return out

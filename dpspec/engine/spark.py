@@ -18,7 +18,7 @@ import pandas as pd
 
 from dpspec import progress
 from dpspec.engine import frames
-from dpspec.engine.base import Engine, EngineUnavailable, UnitFailed, run_unit
+from dpspec.engine.base import Engine, EngineUnavailable, UnitFailed, run_item, run_unit
 from dpspec.errors import DataError
 
 INSTALL = ("the Spark engine needs pyspark and a Java 17 runtime: run pip install 'dpspec[spark]' and "
@@ -226,12 +226,11 @@ class SparkEngine(Engine):
             return run_unit(func, run_key, stage, key if by else (), rows, by, in_schema, out_schema)
 
         grouped = sdf.groupBy(*by) if by else sdf.groupBy(F.lit(0).alias(frames.HIDDEN + "all"))
-        progress.report(stage, 0, 1)  # the units run inside one Spark job: its start and its end
         try:
-            result = grouped.applyInPandas(unit, schema=_struct(tagged)).toPandas()
+            with job_progress(self.session.sparkContext, stage):
+                result = grouped.applyInPandas(unit, schema=_struct(tagged)).toPandas()
         except Exception as exc:
             raise _unit_error(exc) from None
-        progress.report(stage, 1, 1)
         return frames.untag(result, by, out_schema)
 
     def count(self, table, by) -> pd.DataFrame:
@@ -245,6 +244,72 @@ class SparkEngine(Engine):
             return pd.DataFrame({"count": [sdf.count()]}, dtype="int64")
         counts = sdf.groupBy(*by).count().toPandas()
         return frames.sort_rows(frames.cast(counts, {**{c: schema[c] for c in by}, "count": "int64"}), by)
+
+
+    def map_items(self, items, func, *, run_key, stage) -> list:
+        """Driver-built units as one Spark job over an RDD; results back in the items' order."""
+        with _quiet():
+            if not items:
+                return []
+            context = self.session.sparkContext
+            slices = max(1, min(len(items), self.partitions or context.defaultParallelism))
+
+            def work(indexed):
+                i, (key, payload) = indexed
+                return i, run_item(func, run_key, stage, key, payload)
+
+            try:
+                with job_progress(context, stage):
+                    results = context.parallelize(list(enumerate(items)), slices).map(work).collect()
+            except Exception as exc:
+                raise _unit_error(exc) from None
+            return [r for _, r in sorted(results, key=lambda pair: pair[0])]
+
+
+@contextmanager
+def job_progress(context, stage: str, every: float = 0.5):
+    """Report a Spark job's progress as it runs: its finished tasks out of all its tasks.
+
+    A task is a batch of units of work (a partition), so the bar moves as batches finish; the
+    jobs are found by a job group of their own, polled from a thread that carries the caller's
+    progress reporter (a context variable).
+    """
+    import contextvars
+    import threading
+    import uuid
+
+    group = f"dpspec-{uuid.uuid4().hex}"
+    context.setJobGroup(group, f"dpspec: {stage}")
+    stop = threading.Event()
+    tracker = context.statusTracker()
+
+    def counts() -> tuple[int, int]:
+        done = total = 0
+        for job in tracker.getJobIdsForGroup(group):
+            info = tracker.getJobInfo(job)
+            for stage_id in (info.stageIds if info is not None else ()):
+                stage_info = tracker.getStageInfo(stage_id)
+                if stage_info is not None:
+                    done, total = done + stage_info.numCompletedTasks, total + stage_info.numTasks
+        return done, total
+
+    def poll():
+        while not stop.wait(every):
+            done, total = counts()
+            if total:
+                progress.report(stage, min(done, total - 1), total)  # done only when collected
+
+    progress.report(stage, 0, 1)
+    thread = threading.Thread(target=contextvars.copy_context().run, args=(poll,), daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
+        context.setLocalProperty("spark.jobGroup.id", None)
+    total = max(counts()[1], 1)
+    progress.report(stage, total, total)
 
 
 def _unit_error(exc: Exception) -> Exception:

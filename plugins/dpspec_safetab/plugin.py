@@ -232,7 +232,7 @@ class SafeTab(Mechanism):
             raise DataError(f"{full}: column count holds a value that is not a number")
         return totals.drop_duplicates(["geography", "geocode", "group"])
 
-    def run(self, spec, params, data, rng):
+    def run(self, spec, params, data, rng, engine=None):
         from .tabulate import Inputs, run as run_design
 
         design = self.design(spec, params)
@@ -241,7 +241,8 @@ class SafeTab(Mechanism):
         source = next((d.path for d in spec.data if d.table == params["table"]), params["table"])
         inputs = Inputs(frame, tuple(params["race_codes"]), params["ethnicity_code"],
                         _variables(spec, params, design), source)
-        outcome = run_design(design, inputs, table, rng, self._public_totals(spec, params), noise=self.noise_sigma2)
+        outcome = run_design(design, inputs, table, rng, self._public_totals(spec, params), noise=self.noise_sigma2,
+                             engine=engine)
         facts = {"design": [{**f, "rho": ir.format_number(f["rho"]),
                              "sigma2": {k: float(v) for k, v in f["sigma2"].items()}} for f in outcome.facts],
                  "fanout": outcome.fanouts, "two_stage": design.two_stage,

@@ -68,14 +68,21 @@ def fanout_of(design: Design, table: IterationTable, level: int, granularity: st
 
 
 def run(design: Design, inputs: Inputs, table: IterationTable, rng: np.random.Generator,
-        public_totals: pd.DataFrame | None = None, noise=sigma2) -> Outcome:
-    """noise(fanout, rho) -> sigma²: the mechanism's calibration (`SafeTab.noise_sigma2`)."""
+        public_totals: pd.DataFrame | None = None, noise=sigma2, engine=None) -> Outcome:
+    """Measure every (table, geography level, iteration level) cell of the design.
+
+    noise(fanout, rho) -> sigma²: the mechanism's calibration (`SafeTab.noise_sigma2`).
+    engine (a `dpspec.engine.EngineRun`): each cell is a unit of work with its own stream,
+    keyed by (table, geography, level), run on that engine, so every engine releases the same
+    counts; without one, the cells draw in turn from `rng`.
+    """
     records = encode_records(inputs.frame, inputs.race_columns, inputs.eth_column, table,
                              design.max_race_codes, inputs.source)
     var_codes = _variable_codes(inputs)
     flat_cache: dict = {}
     region_cache: dict = {}
     blocks, facts, errors, fanouts = [], [], [], {}
+    units, items = [], []  # each cell's (blocks, fact, errors); or the cells as units of work
     for td in design.tables:
         for geo in design.geo_levels:
             for cell in sorted((c for c in td.cells if c.geo == geo), key=lambda c: c.level):
@@ -93,16 +100,29 @@ def run(design: Design, inputs: Inputs, table: IterationTable, rng: np.random.Ge
                 if geo not in region_cache:
                     region_cache[geo] = _regions(inputs.frame, geo)
                 region_of_row, codes = region_cache[geo]
-                out = _measure(design, td, cell, geo, sel, k, region_of_row[rows], its, codes,
-                               {v: c[rows] for v, c in var_codes.items()}, inputs.variables, rng,
-                               public_totals, noise)
-                blocks.extend(out[0])
-                facts.append(out[1])
-                errors.extend(out[2])
+                args = (design, td, cell, geo, sel, k, region_of_row[rows], its, codes,
+                        {v: c[rows] for v, c in var_codes.items()}, inputs.variables)
+                if engine is None:
+                    units.append(_measure(*args, rng, public_totals, noise))
+                else:
+                    pub = public_totals[public_totals["geography"] == geo] if public_totals is not None else None
+                    items.append(((td.name, geo, cell.level), (*args, pub, noise)))
+    if engine is not None:
+        units = engine.map_items(items, _measure_unit, stage="safetab cells")
+    for out in units:
+        blocks.extend(out[0])
+        facts.append(out[1])
+        errors.extend(out[2])
     variables = list(inputs.variables)
     columns = ["table", "geography", "geocode", "group", "group_level", "detail", *variables, "count"]
     rows = pd.concat(blocks, ignore_index=True) if blocks else pd.DataFrame(columns=columns)
     return Outcome(rows[columns], facts, errors, fanouts)
+
+
+def _measure_unit(key, payload, rng):
+    """One (table, geography, level) cell as a unit of work, drawing from its keyed stream."""
+    *args, public_totals, noise = payload
+    return _measure(*args, rng, public_totals, noise)
 
 
 def _public_choice(public_totals, geo, codes, sel) -> np.ndarray:

@@ -271,11 +271,8 @@ class SwapResult:
     n_strata_touched: int
 
 
-def swap_records(df: pd.DataFrame, match, swap, p, rng) -> SwapResult:
-    """Run the PSA on ``df``: match key ``match``, swapping variables ``swap``, rate ``p``.
-
-    The input frame is never modified; the result has the same columns, dtypes and index.
-    """
+def check_roles(df: pd.DataFrame, match, swap) -> tuple[list, list]:
+    """(match, swap) as lists; MechanismError or DataError if the PSA cannot run with them."""
     match, swap = list(match), list(swap)
     if not swap:
         raise MechanismError("the PSA needs at least one swapping variable")
@@ -285,6 +282,15 @@ def swap_records(df: pd.DataFrame, match, swap, p, rng) -> SwapResult:
             f"column(s) {', '.join(map(repr, overlap))} cannot both match and be swapped"
         )
     check_columns(df, match + swap)
+    return match, swap
+
+
+def swap_records(df: pd.DataFrame, match, swap, p, rng) -> SwapResult:
+    """Run the PSA on ``df``: match key ``match``, swapping variables ``swap``, rate ``p``.
+
+    The input frame is never modified; the result has the same columns, dtypes and index.
+    """
+    match, swap = check_roles(df, match, swap)
     rng = _rng(rng)
     q = as_rate(p)
     codes, n_codes = stratum_codes(df, match)
@@ -396,3 +402,55 @@ def induced_invariants(match, swap, hold) -> list[tuple[str, ...]]:
     queries = [tuple(match + [c for c in hold if c not in match]),
                tuple(match + [c for c in swap if c not in match])]
     return list(dict.fromkeys(queries))
+
+
+# ---------------------------------------------------------------------------------------------
+# the PSA on an execution engine: one unit of work per stratum, each with its own keyed stream
+# ---------------------------------------------------------------------------------------------
+
+ROW, SOURCE = "__swap_row", "__swap_source"
+
+
+def stratum_sources(n: int, p, rng) -> tuple[np.ndarray, np.ndarray]:
+    """The PSA inside one stratum of n records: (chosen, targets), positions in [0, n).
+
+    Record chosen[i] receives the swapping values of record targets[i]; the same selection
+    rule and uniform derangement as `swap_records`, drawn from the stratum's own stream.
+    """
+    sel = select(np.zeros(n, dtype=np.int32), p, rng)
+    chosen = np.flatnonzero(sel)
+    if chosen.size == 0:
+        return chosen, chosen
+    return chosen, chosen[uniform_derangements([chosen.size], rng)]
+
+
+def swap_unit(key, rows: pd.DataFrame, rng, rate) -> pd.DataFrame:
+    """One stratum as a unit of work: its rows arrive sorted by row number, so the draw is
+    the same on every engine; only the swapped rows and their sources go back."""
+    row = rows[ROW].to_numpy()
+    chosen, targets = stratum_sources(len(row), rate, rng)
+    return pd.DataFrame({ROW: row[chosen], SOURCE: row[targets]})
+
+
+def swap_records_on(engine, df: pd.DataFrame, match, swap, p) -> SwapResult:
+    """`swap_records` with one unit of work per stratum on `engine` (a `dpspec.engine.EngineRun`).
+
+    Each stratum draws from a stream keyed by the run key and its match values, so the result
+    is the same on every engine and partitioning. Only the match columns and a row number go
+    to the engine; the swapped frame is assembled here from the (row, source) pairs.
+    """
+    import functools
+
+    match, swap = check_roles(df, match, swap)
+    q = as_rate(p)
+    table = pd.DataFrame({c: df[c].to_numpy() if not isinstance(df[c].dtype, pd.CategoricalDtype) else df[c].array
+                          for c in match}, index=pd.RangeIndex(len(df)))
+    table[ROW] = np.arange(len(df), dtype=np.int64)
+    pairs = engine.map_groups(table, match, functools.partial(swap_unit, rate=q), stage="swap",
+                              schema={ROW: "int64", SOURCE: "int64"})
+    rows, targets = pairs[ROW].to_numpy(), pairs[SOURCE].to_numpy()
+    source = np.arange(len(df), dtype=np.int64)
+    source[rows] = targets
+    codes, _ = stratum_codes(df, match)
+    return SwapResult(data=_swapped_frame(df, swap, rows, targets), source=source,
+                      n_selected=int(rows.size), n_strata_touched=int(np.unique(codes[rows]).size))

@@ -148,14 +148,17 @@ class PermutationSwapping(Mechanism):
         )
 
     # ---- running ----
-    def run(self, spec, params, data, rng):
+    def run(self, spec, params, data, rng, engine=None):
         from dpspec_swap import accuracy
-        from dpspec_swap.algorithm import carry_along, swap_records
+        from dpspec_swap.algorithm import carry_along, swap_records, swap_records_on
 
         table = swap_table(spec, params)
         df = self._frame(spec, params, data)
         match, swap, _ = roles(spec, params)
-        result = swap_records(df, match, swap, params["rate"], rng)
+        # On an engine (what `compile` gives): one unit per stratum with its own keyed stream, so
+        # every engine releases the same bytes; without one (older callers), the batched draw.
+        result = (swap_records_on(engine, df, match, swap, params["rate"]) if engine is not None
+                  else swap_records(df, match, swap, params["rate"], rng))
         outputs = {table.name: result.data}
         for child in carried_tables(spec, table):
             if child.name not in data:

@@ -15,6 +15,7 @@ then estimated as sums of their children). The finest level must be measured.
 """
 from __future__ import annotations
 
+import functools
 import time
 from fractions import Fraction
 from typing import Callable, Mapping, Sequence
@@ -32,7 +33,7 @@ from .histogram import Schema, aggregate, marginal, unit_histograms
 from dpspec.noise import discrete_gaussian, discrete_gaussian_variance
 from .multipass import pass_plan
 from .postprocess import (BoundConstraint, GroupConstraint, MeasuredQuery, NodeError, NodeTask,
-                          default_workers, make_pool, solve_level)
+                          default_workers, make_pool, solve_level, solve_node)
 
 _PARALLEL_MIN_SIZE = 20_000  # children x active cells in a level below which a pool costs more
 
@@ -81,7 +82,7 @@ def run_topdown(persons: pd.DataFrame, levels: Sequence[str], variables: Mapping
                 workers: int | None = None, recodes: Sequence = (),
                 passes: Mapping[str, dict] | None = None,
                 structural_zeros: Mapping[str, Mapping[str, Sequence]] | None = None,
-                bounds: Sequence[tuple] = ()) -> TopDownResult:
+                bounds: Sequence[tuple] = (), engine=None) -> TopDownResult:
     """Run TopDown on person records; see the module docstring for the semantics.
 
     ``levels`` lists the geography columns top first (a leading name that is not a column is
@@ -103,7 +104,10 @@ def run_topdown(persons: pd.DataFrame, levels: Sequence[str], variables: Mapping
     DataError naming the block and group; a run that broke them a MechanismError. ``workers`` > 1 solves the
     nodes of large levels in a process pool (forkserver), so a script calling this must guard
     its entry point with ``if __name__ == "__main__":``. ``progress(level, done, total)`` is
-    called as nodes finish.
+    called as nodes finish. ``engine`` (a `dpspec.engine.EngineRun`): the noise of each parent
+    node's children is drawn from a stream keyed by (level, parent code), so the release does
+    not depend on where nodes run, and the nodes of a level are solved as units of work on it
+    (the local engine keeps this process's pool); without one, ``rng`` draws each level at once.
     """
     t_run = time.perf_counter()
     schema = Schema.from_variables(variables).with_recodes(recodes)
@@ -127,11 +131,14 @@ def run_topdown(persons: pd.DataFrame, levels: Sequence[str], variables: Mapping
             for k, lv in enumerate(hier.levels)]
     timings: dict = {"levels": {}}
     noisy: dict = {}
-    for k in measured:
+    for i, k in enumerate(measured):
         t0 = time.perf_counter()
-        for qb in alloc.for_level(names[k]):
-            true = marginal(conf[k], schema, qb.query)
-            noisy[(names[k], qb.query)] = true + discrete_gaussian(qb.sigma2, true.shape, rng)
+        trues = {qb.query: marginal(conf[k], schema, qb.query) for qb in alloc.for_level(names[k])}
+        if engine is None:
+            for qb in alloc.for_level(names[k]):
+                noisy[(names[k], qb.query)] = trues[qb.query] + discrete_gaussian(qb.sigma2, trues[qb.query].shape, rng)
+        else:
+            noisy.update(_keyed_noise(k, measured[i - 1] if i else None, hier, alloc, trues, engine))
         timings["levels"][names[k]] = {"noise_seconds": time.perf_counter() - t0,
                                        "units": hier.levels[k].n_units}
 
@@ -151,14 +158,22 @@ def run_topdown(persons: pd.DataFrame, levels: Sequence[str], variables: Mapping
                        for qb in alloc.for_level(names[k])]
             size = sum(t.n_children * (np.count_nonzero(t.parent) if t.parent is not None else n_cells)
                        for t in tasks)
-            use_pool = workers > 1 and len(tasks) >= 2 * workers and size >= _PARALLEL_MIN_SIZE
+            on_engine = engine is not None and engine.name != "local"  # the engine runs the nodes
+            use_pool = not on_engine and workers > 1 and len(tasks) >= 2 * workers and size >= _PARALLEL_MIN_SIZE
             if use_pool and pool is None:
                 pool = make_pool(workers)
             cb = (lambda d, n, _lv=names[k]: progress(_lv, d, n)) if progress else None
             t0 = time.perf_counter()
             try:
-                results = solve_level(tasks, queries, workers, cb, pool if use_pool else None,
-                                      plan=plans.get(names[k]))
+                if not on_engine:
+                    results = solve_level(tasks, queries, workers, cb, pool if use_pool else None,
+                                          plan=plans.get(names[k]))
+                else:
+                    parent_codes = hier.levels[prev].codes if prev is not None else None
+                    items = [((names[k], _code(parent_codes, t.key)), t) for t in tasks]
+                    results = engine.map_items(items, functools.partial(_solve_item, queries=queries,
+                                                                        plan=plans.get(names[k])),
+                                               stage=f"{names[k]} level")
             except NodeError as exc:
                 parent = hier.levels[prev] if prev is not None else None
                 where = ("the whole level" if parent is None else f"the {parent.name}" if parent.implicit
@@ -205,6 +220,42 @@ def run_topdown(persons: pd.DataFrame, levels: Sequence[str], variables: Mapping
     return TopDownResult(micro, schema, hier, alloc, noisy,
                          {names[k]: protected[k] for k in range(len(names))}, timings,
                          alloc.total_rho, alloc.rho_spent)
+
+
+def _code(codes, index: int):
+    """A unit's code as a plain key value (the whole level, when there is no parent level)."""
+    if codes is None:
+        return "all"
+    code = codes[index]
+    return code.item() if isinstance(code, np.generic) else code
+
+
+def _keyed_noise(k: int, prev: int | None, hier: Hierarchy, alloc: Allocation, trues: dict, engine) -> dict:
+    """Level k's noisy answers, the children of each parent node drawing from the stream keyed
+    by (level, parent code): one stream per node, never shared, whatever engine solves it."""
+    name = hier.names[k]
+    n_units = hier.levels[k].n_units
+    if prev is None:
+        spans, keys = [(0, n_units)], ["all"]
+    else:
+        counts = np.bincount(hier.ancestor(k, prev), minlength=hier.levels[prev].n_units)
+        stop = np.cumsum(counts)
+        spans = list(zip((stop - counts).tolist(), stop.tolist()))
+        keys = [_code(hier.levels[prev].codes, p) for p in range(len(spans))]
+    out = {(name, qb.query): trues[qb.query].copy() for qb in alloc.for_level(name)}
+    for (a, b), key in zip(spans, keys):
+        if b == a:
+            continue
+        rng = engine.rng("topdown noise", (name, key))
+        for qb in alloc.for_level(name):
+            block = out[(name, qb.query)][a:b]
+            block += discrete_gaussian(qb.sigma2, block.shape, rng)
+    return out
+
+
+def _solve_item(key, task: NodeTask, rng, queries, plan):
+    """One parent node as a unit of work on an engine (the solve itself draws no randomness)."""
+    return solve_node(task, queries, plan=plan)
 
 
 def _structural_zeros(zeros: Mapping, schema: Schema, cells: np.ndarray, persons: pd.DataFrame,

@@ -299,7 +299,7 @@ class TopDown(Mechanism):
                   for lv, block in _query_blocks(params) for p in block.params}
         return {"allocation": allocation_rows(self._allocation(spec, params), labels)}
 
-    def run(self, spec, params, data, rng):
+    def run(self, spec, params, data, rng, engine=None):
         import pandas as pd  # lazily, with the engine: `dpspec check` needs neither
 
         from .engine import run_topdown
@@ -322,7 +322,7 @@ class TopDown(Mechanism):
             recodes=_schema(spec, params).recodes, passes=_passes(params, list(variables)),
             structural_zeros=_structural_zeros(params, variables), bounds=bounds,
             progress=lambda stage, done, total: progress.report(f"{stage} level", done, total),
-            workers=params.get("workers"),
+            workers=params.get("workers"), engine=engine,
         )
         micro = result.microdata
         for col in micro.columns:  # the same codes as the input, so invariants compare exactly

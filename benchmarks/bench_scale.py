@@ -1,0 +1,143 @@
+"""Scale: TopDown and swapping on a synthetic multi-state population, local engine vs Spark.
+
+    python benchmarks/bench_scale.py                          # 1M and 10M persons, local and spark local[2]
+    python benchmarks/bench_scale.py --persons 1000000        # one size
+    python benchmarks/bench_scale.py --engines local --mechanisms swap
+    python benchmarks/bench_scale.py --spark-master spark://HOST:7077 --engines spark --data /shared/dir  # a cluster
+
+The population (`--states` states of P.L. 94 persons with block geography, dpspec_topdown's
+synthetic generator, seeded) is written once per size as Parquet partitioned by state
+(`--data`, default a directory under /tmp), and every run reads it back through the engine's
+`read_parquet`. Each (mechanism, engine, size) runs in its own process, so the peak driver
+memory printed (ru_maxrss) is that run's alone; Spark's executors are other processes (on a
+cluster, other machines) and are not counted. Swapping exchanges the whole geography of
+records within (state, votingage, hispanic) at rate 5%; TopDown runs the 2020 production
+strategy (specs/pl94_production_topdown.dps) over nation > state > county > tract > block
+group > block. Each run's release is hashed, so the local and Spark lines can be compared by
+eye: the same seed must give the same digest on both engines. The last lines give how time
+grows from the smallest to the largest size (the ratio of times against the ratio of persons).
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT), str(ROOT / "plugins"), str(ROOT / "benchmarks")]
+
+SEED = 2026
+MATCH, SWAP, RATE = ["state", "votingage", "hispanic"], ["county", "tract", "blockgroup", "block"], "0.05"
+
+
+def build(path: Path, n_persons: int, states: int) -> None:
+    """The population as Parquet partitioned by state (hive layout), state by state."""
+    from dpspec_topdown.synthetic import generate_population
+
+    if (path / "_SUCCESS").exists():
+        return
+    path.mkdir(parents=True, exist_ok=True)
+    per_state = n_persons // states
+    for s in range(states):
+        code = f"{s + 1:02d}"
+        n = per_state + (n_persons - per_state * states if s == states - 1 else 0)
+        frame = generate_population(n, max(300, n // 40), seed=SEED + s, state=code)
+        part = path / f"state={code}"
+        part.mkdir(exist_ok=True)
+        frame.drop(columns="state").to_parquet(part / "part-0.parquet", index=False)
+        del frame
+    (path / "_SUCCESS").write_text("")
+
+
+def one_run(mechanism: str, engine_name: str, master: str, data: str) -> dict:
+    """One run in this process: read, run, hash the release; time and peak memory."""
+    import pandas as pd
+
+    from dpspec.engine import EngineRun, get_engine, new_run_key
+
+    # Spark's driver JVM gets 4 GB: TopDown's node payloads pass through it (default 1 GB).
+    engine = get_engine(engine_name, master, conf={"spark.driver.memory": "4g"}) if engine_name == "spark" \
+        else get_engine(engine_name)
+    run = EngineRun(engine, new_run_key(SEED))
+    t0 = time.perf_counter()
+    try:
+        # The driver holds the table: both mechanisms assemble their release on it. The units
+        # of work (strata, nodes) run on the engine.
+        import pyarrow.dataset as ds
+
+        persons = ds.dataset(data, format="parquet", partitioning="hive").to_table().to_pandas()
+        persons["state"] = persons["state"].astype(str).str.zfill(2)
+        read = time.perf_counter() - t0
+        if mechanism == "swap":
+            from dpspec_swap.algorithm import swap_records_on
+
+            result = swap_records_on(run, persons, MATCH, SWAP, RATE)
+            out = result.data
+        else:
+            from bench_topdown import production_strategy
+            from dpspec_topdown.engine import run_topdown
+            from dpspec_topdown.synthetic import LEVELS, PL94_VARIABLES
+
+            shares, strategy, recodes, rho, passes = production_strategy()
+            persons = persons.astype({c: "int64" for c in PL94_VARIABLES})
+            res = run_topdown(persons, ["nation"] + LEVELS, PL94_VARIABLES, strategy, rho, shares, "hamming",
+                              [("state", ())], None, recodes=recodes, passes=passes, engine=run)
+            out = res.microdata
+        wall = time.perf_counter() - t0
+    finally:
+        engine.close()
+    digest = hashlib.sha256(pd.util.hash_pandas_object(out, index=False).to_numpy().tobytes()).hexdigest()[:16]
+    return {"mechanism": mechanism, "engine": engine_name, "persons": int(len(persons)), "seconds": wall,
+            "read_seconds": read, "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+            "release": digest, "rows": int(len(out))}
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--persons", type=int, nargs="+", default=[1_000_000, 10_000_000])
+    ap.add_argument("--states", type=int, default=10)
+    ap.add_argument("--engines", nargs="+", default=["local", "spark"], choices=["local", "spark"])
+    ap.add_argument("--mechanisms", nargs="+", default=["swap", "topdown"], choices=["swap", "topdown"])
+    ap.add_argument("--spark-master", default="local[2]")
+    ap.add_argument("--data", default="/tmp/dpspec_bench_scale",
+                    help="where the Parquet populations are built and read (on a cluster: a shared filesystem)")
+    ap.add_argument("--one", nargs=3, metavar=("MECHANISM", "ENGINE", "PATH"), help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if args.one:
+        print(json.dumps(one_run(*args.one[:2], args.spark_master, args.one[2])), flush=True)
+        return
+    rows = []
+    for n in sorted(args.persons):
+        path = Path(args.data) / f"persons_{n}_{args.states}states"
+        t0 = time.perf_counter()
+        build(path, n, args.states)
+        print(f"== {n:,} persons in {args.states} states: {path} ({time.perf_counter() - t0:.1f} s to build)", flush=True)
+        for mech in args.mechanisms:
+            for eng in args.engines:
+                cmd = [sys.executable, __file__, "--one", mech, eng, str(path), "--spark-master", args.spark_master]
+                done = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "PYTHONWARNINGS": "ignore"})
+                if done.returncode != 0:
+                    print(f"{mech:8s} {eng:6s} {n:>11,}  FAILED: {done.stderr.strip().splitlines()[-1:]}", flush=True)
+                    continue
+                row = json.loads(done.stdout.strip().splitlines()[-1])
+                rows.append(row)
+                print(f"{mech:8s} {eng:6s} {n:>11,} persons  {row['seconds']:8.1f} s (read {row['read_seconds']:.1f} s)  "
+                      f"peak driver {row['peak_mb']:8.0f} MB  release {row['release']}", flush=True)
+    sizes = sorted({r["persons"] for r in rows})
+    if len(sizes) > 1:
+        for mech in args.mechanisms:
+            for eng in args.engines:
+                t = {r["persons"]: r["seconds"] for r in rows if r["mechanism"] == mech and r["engine"] == eng}
+                if sizes[0] in t and sizes[-1] in t:
+                    print(f"growth {mech} on {eng}: x{t[sizes[-1]] / t[sizes[0]]:.1f} time for "
+                          f"x{sizes[-1] / sizes[0]:.0f} persons", flush=True)
+
+
+if __name__ == "__main__":
+    main()
