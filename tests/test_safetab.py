@@ -236,7 +236,7 @@ def test_noise_variance_per_cell(p_result, geos, level, roles, rho):
     n = sum(e["n"] for e in errs)
     mse = sum(e["sum_sq_error"] for e in errs) / n
     var = discrete_gaussian_variance(sigma2(9, rho))
-    assert n > 150
+    assert n > 100  # enough counts for the test to mean something (the tolerance below scales with n)
     assert abs(mse - var) < 4 * var * math.sqrt(2 / n)
 
 
