@@ -9,6 +9,14 @@ import click
 from dpspec.cli_errors import friendly
 
 
+def _refuse_over_input(output: str | None, source: str) -> None:
+    """Before any work: `-o` naming the file being read would replace it."""
+    if output is not None:
+        from dpspec.input_guard import check_output_file
+
+        check_output_file(output, [source])
+
+
 def _write_or_print(text: str, output: str | None) -> None:
     if output is None:
         click.echo(text, nl=False)
@@ -33,6 +41,7 @@ def export_cmd(file, registry, output):
 
     if not registry:
         raise click.UsageError("say which format: --registry")
+    _refuse_over_input(output, file)
     spec = parse(read_source(file), file)
     if spec.program is not None:
         raise SpecError("a program composes several releases; export each of its specs", file)
@@ -52,6 +61,7 @@ def import_cmd(entry, registry, output):
 
     if not registry:
         raise click.UsageError("say which format: --registry")
+    _refuse_over_input(output, entry)
     _write_or_print(import_text(read_entry(entry)), output)
 
 

@@ -88,9 +88,13 @@ def _marks(node, path=(), out=None) -> dict:
 
 
 def read_entry(path: str) -> Entry:
+    from dpspec.reading import NotRegularFile, open_regular
+
     try:
-        with open(path, "rb") as fh:
+        with open_regular(path) as fh:  # a FIFO would block, a device would fill MAX_BYTES with junk
             raw = fh.read(MAX_BYTES + 1)
+    except NotRegularFile:
+        raise SpecError("not a regular file (a device, pipe or folder); a registry entry is a YAML file", path) from None
     except OSError as exc:
         raise SpecError(f"cannot read the registry entry: {exc.strerror or exc}", path) from None
     if len(raw) > MAX_BYTES:

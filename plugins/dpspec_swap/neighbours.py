@@ -15,8 +15,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from dpspec.mechanism import NeighbourPair
-from dpspec.verify.miniature import id_columns, miniature_rows, record, typed_frame
+from dpspec.api import NeighbourPair, id_columns, miniature_rows, record, typed_frame
 from dpspec_swap.roles import roles, swap_table
 
 STRATUM = 2

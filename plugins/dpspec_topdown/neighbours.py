@@ -16,9 +16,9 @@ import itertools
 
 import numpy as np
 
-from dpspec.mechanism import NeighbourPair
-from dpspec.noise import discrete_gaussian
-from dpspec.verify.miniature import miniature_rows, record, same_universe, typed_frame, universe_queries
+from dpspec.api import (
+    NeighbourPair, discrete_gaussian, miniature_rows, record, same_universe, typed_frame, universe_queries,
+)
 
 
 def _answers(frame, level: str | None, query: tuple, variables: dict, units: list) -> np.ndarray:

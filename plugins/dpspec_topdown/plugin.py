@@ -11,9 +11,7 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-from dpspec import ir, progress
-from dpspec.errors import Diagnostic, SpecError
-from dpspec.mechanism import Mechanism, NativeFlavor, ParameterSchema, ParamSpec, Release
+from dpspec.api import Diagnostic, Mechanism, NativeFlavor, ParamSpec, ParameterSchema, Release, SpecError, ir, progress
 
 from .allocation import allocate
 
@@ -273,7 +271,7 @@ class TopDown(Mechanism):
         return [] if problems else [q for _, _, q in invariants]
 
     def budget(self, spec, params, facts):
-        from dpspec.budget import BudgetStatement, ZCDP
+        from dpspec.api import BudgetStatement, ZCDP
 
         alloc = self._allocation(spec, params)
         notes = [f"rho = {ir.format_number(alloc.rho)} split over levels "
@@ -367,7 +365,7 @@ def _query_blocks(params: dict):
 def allocation_rows(alloc, labels: dict | None = None) -> list[dict]:
     """level, query (as written, factors joined by ' * '), rho, variance (sigma², the noise
     parameter) and the exact fractions behind them, in level then declaration order."""
-    from dpspec.noise import discrete_gaussian_variance
+    from dpspec.api import discrete_gaussian_variance
 
     labels = labels or {}
     return [{"level": q.level, "query": labels.get((q.level, q.query), q.name), "rho": float(q.rho), "variance": float(q.sigma2),

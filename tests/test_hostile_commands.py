@@ -1,0 +1,142 @@
+"""The commands added after the first hardening pass hold as `compile` does: `infer -o`,
+`export -o` and `import -o` never write over, into or around what they read, and every file
+they (or `--verify`, a release, SafeTab's tables) read is a regular file of bounded size."""
+from __future__ import annotations
+
+import glob
+import hashlib
+import json
+import os
+import shutil
+import time
+
+import pytest
+from click.testing import CliRunner
+
+from dpspec.cli import main
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SPECS = os.path.join(ROOT, "specs")
+ENTRY = sorted(glob.glob(os.path.join(SPECS, "registry", "*.yaml")))[0]
+TARGET = ["--target", "count persons by DEYE"]
+
+
+def digest(folder) -> dict:
+    return {os.path.relpath(os.path.join(d, f), folder): hashlib.sha256(open(os.path.join(d, f), "rb").read()).hexdigest()
+            for d, _, files in os.walk(folder) for f in files}
+
+
+@pytest.fixture
+def spec_and_release(tmp_path):
+    """A spec with its data in a folder of its own, and a folder standing for its release."""
+    shutil.copy(os.path.join(SPECS, "acs_ma_vision_rr.dps"), tmp_path / "rr.dps")
+    data = tmp_path / "data" / "acs"
+    data.mkdir(parents=True)
+    os.symlink(os.path.join(SPECS, "data", "acs", "ma2019.csv"), data / "ma2019.csv")
+    release = tmp_path / "release"
+    release.mkdir()
+    (release / "manifest.json").write_text('{"dpspec_version": "x", "outputs": {}}')
+    (release / "report.html").write_text("<p>the release's own report</p>")
+    return str(tmp_path / "rr.dps"), release
+
+
+@pytest.mark.parametrize("where", ["release", "release/sub", ".", "data", "data/acs"])
+def test_infer_output_in_or_around_an_input_is_refused_before_sampling(spec_and_release, where):
+    spec, release = spec_and_release
+    base = os.path.dirname(spec)
+    before = digest(base)
+    res = CliRunner().invoke(main, ["infer", spec, str(release), *TARGET, "-o", os.path.join(base, where)])
+    assert res.exit_code == 1, res.output
+    assert "refusing" in res.output and "Traceback" not in res.output
+    assert digest(base) == before  # nothing written, nothing moved
+
+
+def test_infer_output_over_a_prior_file_is_refused(spec_and_release, tmp_path_factory):
+    spec, release = spec_and_release
+    elsewhere = tmp_path_factory.mktemp("prior")
+    (elsewhere / "prior.csv").write_text("DEYE,alpha\n1,1\n")
+    res = CliRunner().invoke(main, ["infer", spec, str(release), *TARGET, "--prior", str(elsewhere / "prior.csv"),
+                                    "-o", str(elsewhere)])
+    assert res.exit_code == 1 and "prior.csv" in res.output and "refusing" in res.output, res.output
+
+
+def test_infer_reads_no_release_table_that_is_a_device(tmp_path):
+    from dpspec.inference.release import InferError, load_release
+
+    (tmp_path / "manifest.json").write_text(json.dumps({"outputs": {"t": {"file": "t.csv"}}}))
+    os.symlink("/dev/zero", tmp_path / "t.csv")
+    start = time.time()
+    with pytest.raises(InferError, match="not a regular file"):
+        load_release(str(tmp_path))
+    assert time.time() - start < 5
+
+
+@pytest.mark.parametrize("how", ["same", "link"])
+def test_export_over_its_own_spec_is_refused(tmp_path, how):
+    spec = tmp_path / "rr.dps"
+    shutil.copy(os.path.join(SPECS, "acs_ma_vision_rr.dps"), spec)
+    before = spec.read_bytes()
+    out = tmp_path / "rr.dps"
+    if how == "link":
+        out = tmp_path / "link.dps"
+        os.symlink(spec, out)
+    res = CliRunner().invoke(main, ["export", "--registry", str(spec), "-o", str(out)])
+    assert res.exit_code == 1 and "refusing to write over an input" in res.output, res.output
+    assert spec.read_bytes() == before
+
+
+def test_import_over_its_own_entry_is_refused(tmp_path):
+    entry = tmp_path / "entry.yaml"
+    shutil.copy(ENTRY, entry)
+    before = entry.read_bytes()
+    res = CliRunner().invoke(main, ["import", "--registry", str(entry), "-o", str(entry)])
+    assert res.exit_code == 1 and "refusing to write over an input" in res.output, res.output
+    assert entry.read_bytes() == before
+    ok = CliRunner().invoke(main, ["import", "--registry", str(entry), "-o", str(tmp_path / "new.dps")])
+    assert ok.exit_code == 0 and (tmp_path / "new.dps").exists(), ok.output  # the guard refuses only the input
+
+
+@pytest.mark.parametrize("odd", ["/dev/zero", "fifo", "folder"])
+def test_import_reads_only_a_regular_entry(tmp_path, odd):
+    path = {"/dev/zero": "/dev/zero", "fifo": str(tmp_path / "fifo"), "folder": str(tmp_path)}[odd]
+    if odd == "fifo":
+        os.mkfifo(path)  # opening a FIFO for reading would wait for a writer forever
+    start = time.time()
+    res = CliRunner().invoke(main, ["import", "--registry", path, "-o", str(tmp_path / "x.dps")])
+    assert res.exit_code in (1, 2) and "Traceback" not in res.output, res.output
+    assert time.time() - start < 10 and not (tmp_path / "x.dps").exists()
+
+
+@pytest.mark.parametrize("content", [None, '{"verdict": ' + "9" * 5000 + "}", "[" * 100_000, b"\xff\xfe"])
+def test_a_hostile_verification_file_is_a_user_error(tmp_path, content):
+    from dpspec.verify.miniature import VerifyError
+    from dpspec.verify.result import load_json
+
+    path = "/dev/zero"
+    if content is not None:
+        path = str(tmp_path / "v.json")
+        with open(path, "wb") as fh:
+            fh.write(content if isinstance(content, bytes) else content.encode())
+    start = time.time()
+    with pytest.raises(VerifyError):
+        load_json(path)
+    assert time.time() - start < 10
+
+
+def test_compile_reads_the_verification_file_before_running(tmp_path):
+    """A bad --verify file fails the compile at once, before the mechanism runs and writes nothing."""
+    res = CliRunner().invoke(main, ["compile", os.path.join(SPECS, "acs_ma_vision_rr.dps"), "--verify", "/dev/zero",
+                                    "-o", str(tmp_path / "out")])
+    assert res.exit_code == 1 and "not a regular file" in res.output, res.output
+    assert "compiling" not in res.output and not (tmp_path / "out").exists()
+
+
+def test_safetab_tables_that_are_devices_are_data_errors(tmp_path):
+    from dpspec_safetab.iterations import IterationTable
+
+    from dpspec.errors import DataError
+
+    start = time.time()
+    with pytest.raises(DataError, match="not a regular file"):
+        IterationTable.load(str(tmp_path), {"codes": "/dev/zero", "iterations": "/dev/zero", "mapping": "/dev/zero"})
+    assert time.time() - start < 5
