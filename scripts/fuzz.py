@@ -90,15 +90,7 @@ def original(name: str) -> str:
 
 def run_api(text: str, path: str, with_data: bool) -> str:
     """'ok', 'user-error' or 'internal: ...' for one mutated spec through the Python API."""
-    from dpspec.errors import DpspecError
-
-    try:
-        _api_steps(text, path, with_data)
-    except DpspecError:
-        return "user-error"
-    except Exception as exc:  # noqa: BLE001 - the point: anything else is a bug
-        return f"internal: {type(exc).__name__}: {str(exc)[:200]}\n{traceback.format_exc(limit=-3)}"
-    return "ok"
+    return _outcome(_api_steps, text, path, with_data)
 
 
 def _api_steps(text, path, with_data):
@@ -131,14 +123,20 @@ def _export(spec):
         pass
 
 
+# A user error whose message carries a Python exception's name: plugin code crashed and a
+# wrapper (verify's) reported it as exit 1. Counted apart, so such bugs are seen, not hidden.
+_MASKED = re.compile(r"\b(KeyError|TypeError|AttributeError|IndexError|ValueError|ZeroDivisionError|NameError|"
+                     r"AssertionError|RuntimeError|NotImplementedError|OverflowError|RecursionError): ")
+
+
 def _outcome(step, *args) -> str:
-    """'ok', 'user-error' or 'internal: ...' for one call."""
+    """'ok', 'user-error', 'plugin-crash: ...' or 'internal: ...' for one call."""
     from dpspec.errors import DpspecError
 
     try:
         step(*args)
-    except DpspecError:
-        return "user-error"
+    except DpspecError as exc:
+        return f"plugin-crash: {str(exc)[:300]}" if _MASKED.search(str(exc)) else "user-error"
     except Exception as exc:  # noqa: BLE001 - the point: anything else is a bug
         return f"internal: {type(exc).__name__}: {str(exc)[:200]}\n{traceback.format_exc(limit=-3)}"
     return "ok"
@@ -334,9 +332,15 @@ def case(index: int, seed: int, tmp: str | None, cli_every: int, data_every: int
     return name, kind, text, outcome
 
 
+LABELS = ("ok", "user-error", "plugin-crash", "internal")
+
+
+def label(outcome: str) -> str:
+    return next(lab for lab in LABELS if outcome.startswith(lab))
+
+
 def worse(a: str, b: str) -> str:
-    order = ("ok", "user-error")
-    return max(a, b, key=lambda o: order.index(o) if o in order else len(order))
+    return max(a, b, key=lambda o: LABELS.index(label(o)))
 
 
 def main(argv=None) -> int:
@@ -358,13 +362,13 @@ def main(argv=None) -> int:
         for i in range(args.cases):
             name, kind, text, outcome = case(i, args.seed, tmp, args.cli_every, args.data_every, args.verify_every,
                                              args.infer_every)
-            label = "internal" if outcome.startswith("internal") else outcome
-            outcomes[label] += 1
-            by_kind[kind, label] += 1
-            by_subject[subject(i, args.infer_every), label] += 1
-            if label == "internal":
+            lab = label(outcome)
+            outcomes[lab] += 1
+            by_kind[kind, lab] += 1
+            by_subject[subject(i, args.infer_every), lab] += 1
+            if lab in ("internal", "plugin-crash"):
                 first = outcome.split("\n")[0][:160]
-                internal[first] += 1
+                internal[lab, first] += 1
                 if args.save:
                     os.makedirs(args.save, exist_ok=True)
                     with open(os.path.join(args.save, f"case-{i}.dps"), "w", encoding="utf-8", errors="surrogateescape") as fh:
@@ -375,11 +379,11 @@ def main(argv=None) -> int:
                 print(f"{i + 1} cases, {time.time() - start:.0f} s: {dict(outcomes)}", flush=True)
     print(f"\n{args.cases} cases in {time.time() - start:.0f} s (seed {args.seed}): " + ", ".join(f"{k} {v}" for k, v in sorted(outcomes.items())))
     for kind in [*KINDS, "params", "args"]:
-        print(f"  {kind:15s} " + ", ".join(f"{label} {by_kind[kind, label]}" for label in ("ok", "user-error", "internal")))
+        print(f"  {kind:15s} " + ", ".join(f"{lab} {by_kind[kind, lab]}" for lab in LABELS))
     for what in SUBJECTS:
-        print(f"  {what:15s} " + ", ".join(f"{label} {by_subject[what, label]}" for label in ("ok", "user-error", "internal")))
-    for message, n in internal.most_common():
-        print(f"  internal x{n}: {message}")
+        print(f"  {what:15s} " + ", ".join(f"{lab} {by_subject[what, lab]}" for lab in LABELS))
+    for (lab, message), n in internal.most_common():
+        print(f"  {lab} x{n}: {message}")
     return 1 if outcomes["internal"] else 0
 
 
