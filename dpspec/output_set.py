@@ -96,6 +96,14 @@ def _set_files(target: str) -> set | None:
     return names | {MANIFEST}
 
 
+def refuse_release_folder(outdir: str, command: str) -> None:
+    """For commands that write report files (audit, infer): never into a compile's output set,
+    whose reports they would replace and whose manifest they would break."""
+    if os.path.isdir(outdir) and _set_files(_target(outdir)) is not None:
+        raise OutputSetError(f"error: {outdir} holds a release written by `dpspec compile`; the files of `dpspec {command}` "
+                             "would replace its reports and break its manifest. Choose another folder")
+
+
 def check_replaceable(outdir: str) -> None:
     """The target must be new, empty, or a previous output set: a swap replaces the whole folder."""
     target = _target(outdir)

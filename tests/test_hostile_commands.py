@@ -140,3 +140,37 @@ def test_safetab_tables_that_are_devices_are_data_errors(tmp_path):
     with pytest.raises(DataError, match="not a regular file"):
         IterationTable.load(str(tmp_path), {"codes": "/dev/zero", "iterations": "/dev/zero", "mapping": "/dev/zero"})
     assert time.time() - start < 5
+
+
+def _fake_release(folder):
+    folder.mkdir()
+    (folder / "report.html").write_text("<p>the release's report</p>")
+    (folder / "manifest.json").write_text(json.dumps({"dpspec_version": "x", "outputs": {}, "files": {"report.html": {}}}))
+    return folder
+
+
+@pytest.mark.parametrize("where", ["spec folder", "other release"])
+def test_audit_output_beside_its_spec_or_over_a_release_is_refused(spec_and_release, tmp_path_factory, where):
+    spec, _ = spec_and_release
+    base = os.path.dirname(spec)
+    target = base if where == "spec folder" else str(_fake_release(tmp_path_factory.mktemp("o") / "rel"))
+    before = digest(base), digest(target)
+    res = CliRunner().invoke(main, ["audit", spec, "-o", target])
+    assert res.exit_code == 1 and ("refusing" in res.output or "holds a release" in res.output), res.output
+    assert (digest(base), digest(target)) == before
+
+
+def test_audit_output_into_a_fresh_folder_is_written(spec_and_release, tmp_path_factory):
+    spec, _ = spec_and_release
+    out = tmp_path_factory.mktemp("audit") / "out"
+    res = CliRunner().invoke(main, ["audit", spec, "-o", str(out)])
+    assert res.exit_code in (0, 1) and "refusing" not in res.output and (out / "report.html").exists(), res.output
+
+
+def test_infer_output_over_another_release_is_refused(spec_and_release, tmp_path_factory):
+    spec, release = spec_and_release
+    other = _fake_release(tmp_path_factory.mktemp("o") / "rel")
+    before = digest(other)
+    res = CliRunner().invoke(main, ["infer", spec, str(release), *TARGET, "-o", str(other)])
+    assert res.exit_code == 1 and "holds a release" in res.output, res.output
+    assert digest(other) == before
