@@ -70,3 +70,88 @@ def test_the_import_check_would_notice_an_internal(tmp_path):
 def test_report_model_does_not_reach_back_into_the_compiler():
     text = open(os.path.join(ROOT, "dpspec", "report", "model.py"), encoding="utf-8").read()
     assert "dpspec.compiler" not in text
+
+
+def _core_import_graph() -> tuple[dict, dict]:
+    """(module-level imports, all imports including those inside functions) between dpspec's own
+    modules, read from the source. `dpspec/__init__.py` is left out: its verbs sit on top."""
+    import ast
+
+    files = {}
+    for folder, _, names in os.walk(os.path.join(ROOT, "dpspec")):
+        for f in names:
+            if f.endswith(".py"):
+                rel = os.path.relpath(os.path.join(folder, f), ROOT)[:-3].replace(os.sep, ".")
+                files[rel[: -len(".__init__")] if rel.endswith(".__init__") else rel] = os.path.join(folder, f)
+
+    def module_of(name: str) -> str | None:
+        while name and name not in files:
+            name = name.rpartition(".")[0]
+        return name if name and name != "dpspec" else None
+
+    top, every = {}, {}
+    for mod, path in files.items():
+        tree = ast.parse(open(path, encoding="utf-8").read())
+        package = mod if path.endswith("__init__.py") else mod.rpartition(".")[0]
+        top[mod], every[mod] = set(), set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    anchor = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
+                    base = anchor + ("." + base if base else "")
+                targets = [f"{base}.{a.name}" for a in node.names]
+            else:
+                continue
+            for t in filter(None, map(module_of, targets)):
+                if t != mod:
+                    every[mod].add(t)
+                    if node in tree.body:
+                        top[mod].add(t)
+    return top, every
+
+
+def _cycles(graph: dict) -> list[set]:
+    """Strongly connected components of more than one module."""
+    index, low, stack, on, out = {}, {}, [], set(), []
+
+    def visit(n):
+        index[n] = low[n] = len(index)
+        stack.append(n)
+        on.add(n)
+        for m in graph.get(n, ()):
+            if m not in index:
+                visit(m)
+                low[n] = min(low[n], low[m])
+            elif m in on:
+                low[n] = min(low[n], index[m])
+        if low[n] == index[n]:
+            comp = set()
+            while True:
+                m = stack.pop()
+                on.discard(m)
+                comp.add(m)
+                if m == n:
+                    break
+            if len(comp) > 1:
+                out.append(comp)
+
+    for n in sorted(graph):
+        if n not in index:
+            visit(n)
+    return out
+
+
+def test_the_core_imports_one_way():
+    """No circle of imports among dpspec's modules at module level, and inside functions only the
+    one known pair (`program` prints with `budget_report`'s formatter, which prints programs)."""
+    top, every = _core_import_graph()
+    assert len(top) > 60 and "dpspec.checker" in top["dpspec.budget_report"]
+    assert _cycles(top) == []
+    assert [c for c in _cycles(every) if c != {"dpspec.budget_report", "dpspec.program"}] == []
+
+
+def test_the_cycle_finder_finds_a_cycle():
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [{"a", "b", "c"}]
