@@ -174,3 +174,19 @@ def test_infer_output_over_another_release_is_refused(spec_and_release, tmp_path
     res = CliRunner().invoke(main, ["infer", spec, str(release), *TARGET, "-o", str(other)])
     assert res.exit_code == 1 and "holds a release" in res.output, res.output
     assert digest(other) == before
+
+
+@pytest.mark.parametrize("tier", ["9" * 5000, "³", "three"])
+def test_export_of_an_odd_tier_note_is_a_located_error(tier):
+    """Found by scripts/fuzz.py: int() of a 5,000-digit tier note crashed `dpspec export`."""
+    import re
+
+    from dpspec.errors import SpecError
+    from dpspec.parser import parse
+    from dpspec.registry.export import entry_yaml
+
+    path = os.path.join(SPECS, "registry", "dhc_persons.dps")
+    text = open(path, encoding="utf-8").read()
+    assert re.search(r'tier: "3"', text)
+    with pytest.raises(SpecError, match="tier"):
+        entry_yaml(parse(text.replace('tier: "3"', f'tier: "{tier}"'), path))
