@@ -190,3 +190,29 @@ def test_export_of_an_odd_tier_note_is_a_located_error(tier):
     assert re.search(r'tier: "3"', text)
     with pytest.raises(SpecError, match="tier"):
         entry_yaml(parse(text.replace('tier: "3"', f'tier: "{tier}"'), path))
+
+
+@pytest.mark.parametrize("command", [
+    ["compile", os.path.join(SPECS, "acs_ma_vision_rr.dps"), "-o", "/proc/no/such/folder"],
+    ["audit", os.path.join(SPECS, "acs_ma_vision_rr.dps"), "-o", "/proc/no/such/folder"],
+    ["export", "--registry", os.path.join(SPECS, "registry", "dhc_persons.dps"), "-o", "/proc/no/such/entry.yaml"],
+    ["import", "--registry", ENTRY, "-o", "/proc/no/such/spec.dps"],
+])
+def test_an_output_path_the_system_refuses_is_a_user_error(command):
+    """A folder that cannot be made (here under /proc), a read-only disk or a full one is the
+    user's to fix: exit 1 naming the path, not exit 3 "internal error"."""
+    res = CliRunner().invoke(main, command)
+    assert res.exit_code == 1 and "/proc/no" in res.output and "internal error" not in res.output, res.output
+
+
+def test_an_os_error_without_a_path_is_still_internal(monkeypatch, tmp_path):
+    import errno
+
+    import dpspec.compiler
+
+    def broken(*args, **kwargs):
+        raise OSError(errno.EIO, "input/output error")
+
+    monkeypatch.setattr(dpspec.compiler, "compile_spec", broken)
+    res = CliRunner().invoke(main, ["compile", os.path.join(SPECS, "acs_ma_vision_rr.dps"), "-o", str(tmp_path / "o")])
+    assert res.exit_code == 3 and "internal error (OSError)" in res.output, res.output
