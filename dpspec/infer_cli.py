@@ -42,13 +42,12 @@ def _check_outdir(outdir: str, spec, release_dir: str, prior: str | None) -> Non
     import os
 
     from dpspec.input_guard import check_output_target, input_paths
+    from dpspec.output_set import refuse_release_folder
 
     inputs = input_paths(spec)
     if prior and not prior.startswith("dirichlet-multinomial"):  # a prior CSV, as make_prior finds it
         inputs += [p for p in {prior, os.path.join(spec.base_dir, prior)} if os.path.isfile(p)]
     check_output_target(outdir, inputs, folders=[release_dir])
-    from dpspec.output_set import refuse_release_folder
-
     refuse_release_folder(outdir, "infer")  # another release's folder: its reports would be replaced
 
 
