@@ -121,9 +121,10 @@ def compile_cmd(file, outdir, seed, runs, engine_name, spark_master, verify_file
     from dpspec.input_guard import check_output_target, input_paths
     from dpspec.progress import StderrBar, reporting
 
-    from dpspec.output_set import check_replaceable, target_lock
+    from dpspec.output_set import check_replaceable, refuse_release_folder, target_lock
 
     check_output_target(outdir, input_paths(spec) + ([verify_file] if verify_file else []))  # before the run
+    refuse_release_folder(outdir, "compile", itself=False)  # never a set nested inside another release
     if verify_file:  # a `dpspec verify --json` result (issue 14), read before the run so a bad file fails fast
         from dpspec.verify.finding import load_for, with_finding
 

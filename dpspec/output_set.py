@@ -96,12 +96,22 @@ def _set_files(target: str) -> set | None:
     return names | {MANIFEST}
 
 
-def refuse_release_folder(outdir: str, command: str) -> None:
-    """For commands that write report files (audit, infer): never into a compile's output set,
-    whose reports they would replace and whose manifest they would break."""
-    if os.path.isdir(outdir) and _set_files(_target(outdir)) is not None:
-        raise OutputSetError(f"error: {outdir} holds a release written by `dpspec compile`; the files of `dpspec {command}` "
-                             "would replace its reports and break its manifest. Choose another folder")
+def refuse_release_folder(outdir: str, command: str, itself: bool = True) -> None:
+    """Never write into a compile's output set, nor below one: the set's files are exactly those
+    its manifest lists. `itself=False` (compile replacing its own target) checks only the folders
+    above `outdir`; audit and infer, whose report files would replace the set's, check it too."""
+    folder = _target(outdir)
+    if not itself:
+        folder = os.path.dirname(folder)
+    while True:
+        if os.path.isdir(folder) and _set_files(folder) is not None:
+            where = "holds" if folder == _target(outdir) else f"is inside {folder}, which holds"
+            raise OutputSetError(f"error: {outdir} {where} a release written by `dpspec compile`; writing the files of "
+                                 f"`dpspec {command}` there would break that release's manifest. Choose another folder")
+        parent = os.path.dirname(folder)
+        if parent == folder:
+            return
+        folder = parent
 
 
 def check_replaceable(outdir: str) -> None:

@@ -21,10 +21,12 @@ from __future__ import annotations
 
 import argparse
 import collections
+import contextlib
 import glob
 import os
 import random
 import re
+import shutil
 import sys
 import tempfile
 import time
@@ -152,7 +154,7 @@ def run_verify(text: str, path: str, seed: int) -> str:
 
 # ---- the newer commands' other inputs --------------------------------------------------------
 ENTRIES = sorted(os.path.relpath(p, SPECS_DIR) for p in glob.glob(os.path.join(SPECS_DIR, "registry", "*.yaml")))
-SUBJECTS = ["spec", "entry", "convert", "verify-json", "infer"]
+SUBJECTS = ["spec", "entry", "convert", "verify-json", "infer", "writer"]
 CONVERT_KEYS = ["epsilon", "epsilon", "rho", "rho", "mu", "mu", "delta", "alpha", "eps", "", "x"]
 CONVERT_VALUES = HUGE_NUMBERS + ["1", "0.5", "1e-10", "3/4", "1/3", "-0", "1e-320", "0x10", "1_000", " ", "é", "1,5"] + ["1", "2.5", "0.01"] * 8
 INFER_TARGETS = ["count persons by DEYE"] * 5 + ["count persons", "count persons by DEYE, PUMA", "count households by DEYE"]
@@ -294,11 +296,81 @@ def run_cli(text: str, name: str, tmp: str, with_data: bool) -> str:
     return worst
 
 
+WRITERS = ["export", "import", "audit", "infer", "audit", "export", "import", "infer", "compile"]
+# Devices only through links made in the scratch folder: if a guard ever broke, a rename would
+# replace the link there, never the machine's /dev/null (which a run as root once did).
+ODD_OUTPUTS = ["link-to-dev-null", "link-to-dev-zero", "fifo", "/proc/x", "/proc/self/status", "/proc/x/y", ".", "", "out", "out/sub/deep",
+               "a" * 300, "é/ü", "existing-file", "link-to-copy", "spec-folder", "release", "release/sub",
+               "~", "-", "--help", "/sys/kernel"]
+
+
+# (no NUL byte: a shell cannot pass one, and click's own path check raises on it before dpspec runs)
+
+
+def writer_case(rng: random.Random) -> tuple[str, str]:
+    return rng.choice(WRITERS), rng.choice(ODD_OUTPUTS)
+
+
+@contextlib.contextmanager
+def _scratch_cwd(tmp: str):
+    """Work in a fresh folder under tmp (relative outputs such as '.' land there), then go back."""
+    before = os.getcwd()
+    here = tempfile.mkdtemp(dir=tmp)
+    os.chdir(here)
+    try:
+        yield here
+    finally:
+        os.chdir(before)
+        shutil.rmtree(here, ignore_errors=True)
+
+
+def run_writer(command: str, output: str, tmp: str) -> str:
+    """One writing command (`export/import/audit/infer/compile -o`) aimed at an odd output path,
+    from a scratch working folder: exit 3 or a traceback is internal."""
+    from click.testing import CliRunner
+
+    from dpspec.cli import main
+
+    rr = os.path.join(SPECS_DIR, "acs_ma_vision_rr.dps")
+    rel = release(tmp)
+    runner = CliRunner()
+    with _scratch_cwd(tmp) as here:
+        with open("existing-file", "w") as fh:
+            fh.write("keep me\n")
+        shutil.copy(rr, "copy.dps")
+        os.symlink(os.path.join(here, "copy.dps"), "link-to-copy")
+        os.symlink("/dev/null", "link-to-dev-null")
+        os.symlink("/dev/zero", "link-to-dev-zero")
+        os.mkfifo("fifo")
+        out = {"spec-folder": here, "release": rel, "release/sub": os.path.join(rel, "sub")}.get(output, output)
+        args = {
+            "export": ["export", "--registry", os.path.join(SPECS_DIR, "registry", "dhc_persons.dps")],
+            "import": ["import", "--registry", os.path.join(SPECS_DIR, ENTRIES[0])],
+            "audit": ["audit", "copy.dps"],
+            "infer": ["infer", rr, rel, "--target", "count persons by DEYE", "--draws", "10", "--seed", "1"],
+            "compile": ["compile", "copy.dps", "--seed", "1"],
+        }[command] + ["-o", out]
+        result = runner.invoke(main, args)
+        if result.exit_code not in (0, 1, 2) or "Traceback" in result.output or (
+                result.exception is not None and not isinstance(result.exception, SystemExit)):
+            return f"internal: dpspec {command} -o {output!r} exit {result.exit_code}: {result.output[-300:]}"
+        kept = [os.path.islink(n) for n in ("link-to-copy", "link-to-dev-null", "link-to-dev-zero")]
+        named = output == "existing-file"  # export/import may replace the file they are told to write
+        with open("existing-file") as fh:
+            existing = fh.read()
+        if (existing != "keep me\n" and not named) or not all(kept) or not os.path.exists("fifo"):
+            return f"internal: dpspec {command} -o {output!r} changed a file it did not name"
+    return "user-error" if result.exit_code else "ok"
+
+
 def subject(index: int, infer_every: int) -> str:
     """What case `index` fuzzes: mostly specs; every 10th a registry entry, every 10th convert,
-    every 20th a verification result, every `infer_every`th infer's arguments."""
+    every 20th a verification result, every `infer_every`th infer's arguments, every 100th a
+    writing command aimed at an odd output path."""
     if infer_every > 0 and index % infer_every == infer_every - 1:
         return "infer"
+    if index % 100 == 42:
+        return "writer"
     return {3: "entry", 6: "convert"}.get(index % 10, "verify-json" if index % 20 == 9 else "spec")
 
 
@@ -321,6 +393,9 @@ def case(index: int, seed: int, tmp: str | None, cli_every: int, data_every: int
     if what == "infer":
         args = infer_case(rng, tmp)
         return "infer", "args", repr(args), run_infer(args, tmp)
+    if what == "writer" and tmp is not None:
+        command, output = writer_case(rng)
+        return command, "output", repr(output), run_writer(command, output, tmp)
     name, kind = rng.choice(SPECS), rng.choice(KINDS)
     text = mutate(original(name), kind, rng)
     with_data = data_every > 0 and index % data_every == 0
@@ -378,7 +453,7 @@ def main(argv=None) -> int:
             if (i + 1) % args.report_every == 0:
                 print(f"{i + 1} cases, {time.time() - start:.0f} s: {dict(outcomes)}", flush=True)
     print(f"\n{args.cases} cases in {time.time() - start:.0f} s (seed {args.seed}): " + ", ".join(f"{k} {v}" for k, v in sorted(outcomes.items())))
-    for kind in [*KINDS, "params", "args"]:
+    for kind in [*KINDS, "params", "args", "output"]:
         print(f"  {kind:15s} " + ", ".join(f"{lab} {by_kind[kind, lab]}" for lab in LABELS))
     for what in SUBJECTS:
         print(f"  {what:15s} " + ", ".join(f"{lab} {by_subject[what, lab]}" for lab in LABELS))

@@ -216,3 +216,72 @@ def test_an_os_error_without_a_path_is_still_internal(monkeypatch, tmp_path):
     monkeypatch.setattr(dpspec.compiler, "compile_spec", broken)
     res = CliRunner().invoke(main, ["compile", os.path.join(SPECS, "acs_ma_vision_rr.dps"), "-o", str(tmp_path / "o")])
     assert res.exit_code == 3 and "internal error (OSError)" in res.output, res.output
+
+
+def test_infer_report_of_a_release_without_post_processing(tmp_path):
+    """Found by fuzz.py's writers: `infer -o` crashed rendering a randomized-response release
+    (no post-processed table, so no contraction details) with exit 3."""
+    import dpspec
+    from dpspec.output import write_result
+
+    write_result(dpspec.compile(os.path.join(SPECS, "acs_ma_vision_rr.dps"), seed=1), str(tmp_path / "rel"))
+    res = CliRunner().invoke(main, ["infer", os.path.join(SPECS, "acs_ma_vision_rr.dps"), str(tmp_path / "rel"), *TARGET,
+                                    "--draws", "10", "--seed", "1", "-o", str(tmp_path / "out")])
+    assert res.exit_code == 0, res.output
+    assert (tmp_path / "out" / "report.html").exists() and (tmp_path / "out" / "report.md").exists()
+
+
+def test_fuzzed_writers_aimed_at_odd_outputs_never_crash(tmp_path):
+    """Each writing command once at each odd output path of scripts/fuzz.py (a sample, to stay fast)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("dpspec_fuzz", os.path.join(ROOT, "scripts", "fuzz.py"))
+    fuzz = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(fuzz)
+    for i, output in enumerate(fuzz.ODD_OUTPUTS):
+        command = ["export", "import", "audit", "infer"][i % 4]
+        outcome = fuzz.run_writer(command, output, str(tmp_path))
+        assert not outcome.startswith("internal"), outcome
+
+
+@pytest.mark.parametrize("kind", ["link to /dev/null", "fifo", "folder"])
+def test_an_atomic_write_never_replaces_a_device_pipe_or_folder(tmp_path, kind):
+    """Renaming a new file over `-o /dev/null` replaced the machine's /dev/null when run as root
+    (found by fuzz.py's writers). Tested through a link, so a regression could only replace the link."""
+    from dpspec.atomic import NotAFileTarget, write_text
+
+    target = tmp_path / "target"
+    if kind == "link to /dev/null":
+        os.symlink("/dev/null", target)
+    elif kind == "fifo":
+        os.mkfifo(target)
+    else:
+        target.mkdir()
+    with pytest.raises(NotAFileTarget, match="not a regular file"):
+        write_text(str(target), "x")
+    assert os.path.islink(target) == (kind == "link to /dev/null") and not list(tmp_path.glob(".tmp-*"))
+    res = CliRunner().invoke(main, ["export", "--registry", os.path.join(SPECS, "registry", "dhc_persons.dps"),
+                                    "-o", str(target)])
+    assert res.exit_code in (1, 2) and ("not a regular file" in res.output or "is a directory" in res.output), res.output
+
+
+def test_an_atomic_write_through_a_link_replaces_the_file_it_names(tmp_path):
+    from dpspec.atomic import write_text
+
+    (tmp_path / "real.txt").write_text("old")
+    os.symlink(tmp_path / "real.txt", tmp_path / "link.txt")
+    write_text(str(tmp_path / "link.txt"), "new")
+    assert os.path.islink(tmp_path / "link.txt") and (tmp_path / "real.txt").read_text() == "new"
+
+
+@pytest.mark.parametrize("command", ["audit", "compile", "export"])
+def test_nothing_is_written_below_a_compile_release(spec_and_release, tmp_path_factory, command):
+    spec, _ = spec_and_release
+    release = _fake_release(tmp_path_factory.mktemp("o") / "rel")
+    before = digest(release)
+    out = str(release / "sub" / ("x.yaml" if command == "export" else ""))
+    args = {"audit": ["audit", spec, "-o", out], "compile": ["compile", spec, "-o", out],
+            "export": ["export", "--registry", os.path.join(SPECS, "registry", "dhc_persons.dps"), "-o", out]}[command]
+    res = CliRunner().invoke(main, args)
+    assert res.exit_code == 1 and "release written by `dpspec compile`" in res.output, res.output
+    assert digest(release) == before and not (release / "sub").exists()
