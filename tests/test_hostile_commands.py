@@ -285,3 +285,14 @@ def test_nothing_is_written_below_a_compile_release(spec_and_release, tmp_path_f
     res = CliRunner().invoke(main, args)
     assert res.exit_code == 1 and "release written by `dpspec compile`" in res.output, res.output
     assert digest(release) == before and not (release / "sub").exists()
+
+
+@pytest.mark.parametrize("text", ["url_slug: " + "9" * 5000, "[" * 100_000])
+def test_a_registry_entry_with_a_huge_number_or_deep_nesting_is_a_located_error(text):
+    """Found by fuzz.py at 100,000 cases: PyYAML's int() of a 5,000-digit number crashed import."""
+    from dpspec.errors import SpecError
+    from dpspec.registry.entry import parse_entry
+
+    with pytest.raises(SpecError, match="not a usable registry entry|not valid YAML") as err:
+        parse_entry(text, "entry.yaml")
+    assert err.value.diagnostics[0].line == 1
