@@ -51,6 +51,8 @@ def target_lock(outdir: str):
         finally:
             _held[target] -= 1
         return
+    if os.path.lexists(target) and not os.path.isdir(target):  # before a lock file appears beside, say, /dev/null
+        raise OutputSetError(f"error: the output path {outdir} exists and is not a folder")
     os.makedirs(os.path.dirname(target), exist_ok=True)
     fd = os.open(_sibling(target, _LOCK), os.O_RDWR | os.O_CREAT, 0o644)
     try:

@@ -296,3 +296,11 @@ def test_a_registry_entry_with_a_huge_number_or_deep_nesting_is_a_located_error(
     with pytest.raises(SpecError, match="not a usable registry entry|not valid YAML") as err:
         parse_entry(text, "entry.yaml")
     assert err.value.diagnostics[0].line == 1
+
+
+def test_compile_into_a_device_leaves_no_lock_file_beside_it(tmp_path):
+    """`compile -o /dev/null` was refused, but only after creating /dev/.null.dpspec-lock."""
+    os.symlink("/dev/null", tmp_path / "dn")
+    res = CliRunner().invoke(main, ["compile", os.path.join(SPECS, "acs_ma_vision_rr.dps"), "-o", str(tmp_path / "dn")])
+    assert res.exit_code == 1 and "not a folder" in res.output, res.output
+    assert not os.path.exists("/dev/.null.dpspec-lock") and sorted(os.listdir(tmp_path)) == ["dn"]
