@@ -304,3 +304,38 @@ def test_compile_into_a_device_leaves_no_lock_file_beside_it(tmp_path):
     res = CliRunner().invoke(main, ["compile", os.path.join(SPECS, "acs_ma_vision_rr.dps"), "-o", str(tmp_path / "dn")])
     assert res.exit_code == 1 and "not a folder" in res.output, res.output
     assert not os.path.exists("/dev/.null.dpspec-lock") and sorted(os.listdir(tmp_path)) == ["dn"]
+
+
+def test_tiny_prior_concentrations_draw_valid_dirichlet_rows():
+    """Found by fuzz.py: --prior dirichlet-multinomial:1e-320 made every gamma draw underflow to 0
+    and numpy's binomial crash on NaN (exit 3). Concentrations below 1e-300 are refused; rows that
+    underflow above it are drawn again in log space, where each is one-hot with probability
+    alpha_i / sum(alpha) (fixed seed; 4 standard errors)."""
+    import numpy as np
+
+    from dpspec.inference.prior import _redraw_underflowed
+
+    rng = np.random.default_rng(2024)
+    n = 20_000
+    for scale in (1e-300, 1e-100, 1e-8):
+        a = np.array([scale, 2 * scale, 0.0])
+        theta = rng.gamma(np.where(a > 0, a, 1.0), size=(n, 3)) * (a > 0)
+        _redraw_underflowed(theta, a, rng)
+        theta /= theta.sum(axis=1, keepdims=True)
+        assert not np.isnan(theta).any() and np.all(theta[:, 2] == 0)
+        se = np.sqrt(1 / 3 * 2 / 3 / n)
+        assert abs(theta[:, 0].mean() - 1 / 3) < 4 * se, (scale, theta[:, 0].mean())
+
+
+def test_a_prior_concentration_below_floats_is_a_user_error(tmp_path):
+    import dpspec
+    from dpspec.inference import InferError
+    from dpspec.output import write_result
+
+    spec = os.path.join(SPECS, "acs_ma_vision_rr.dps")
+    write_result(dpspec.compile(spec, seed=1), str(tmp_path / "rel"))
+    with pytest.raises(InferError, match="between 1e-300 and 1e300"):
+        dpspec.infer(spec, str(tmp_path / "rel"), "count persons by DEYE", prior="dirichlet-multinomial:1e-320", draws=20)
+    ok = dpspec.infer(spec, str(tmp_path / "rel"), "count persons by DEYE", prior="dirichlet-multinomial:1e-300",
+                      draws=20, seed=1)
+    assert ok.samples.shape[0] == 20
