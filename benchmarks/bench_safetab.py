@@ -8,7 +8,9 @@ Prints the wall time of the mechanism (flattening, tabulation, both stages, supp
 long-form output), records per second, the peak resident memory of the process against the
 input frame, and the ratio to a floor measured in the same run: one groupby-count of the
 flattened (geography unit, group) rows the run tabulates plus drawing the same number of
-discrete Gaussian noise samples. Target: under 60 s on 2 cores.
+discrete Gaussian noise samples. Then the whole compile as `dpspec compile` runs it on those
+records (check, budget, the mechanism, audit, public and internal reports rendered).
+Target: under 60 s on 2 cores.
 """
 from __future__ import annotations
 
@@ -27,8 +29,9 @@ sys.path[:0] = [str(ROOT), str(ROOT / "plugins")]
 
 import dpspec  # noqa: E402
 from dpspec.checker import check  # noqa: E402
-from dpspec.compiler import make_rng  # noqa: E402
+from dpspec.compiler import compile_spec, make_rng  # noqa: E402
 from dpspec.noise import discrete_gaussian  # noqa: E402
+from dpspec.report import render_all  # noqa: E402
 from dpspec_safetab import tabulate  # noqa: E402
 from dpspec_safetab.iterations import encode_records, flatten  # noqa: E402
 from dpspec_safetab.synthetic import population  # noqa: E402
@@ -99,7 +102,14 @@ def main() -> None:
     print(f"peak memory: {peak_mb:,.0f} MB resident ({peak_mb / frame_mb:.1f}x the input frame)")
     print(f"floor: groupby-count {t_count:.1f} s + {n_noise:,} discrete Gaussian draws {t_noise:.1f} s = {floor:.1f} s; "
           f"ratio {elapsed / floor:.2f}x")
-    print("target < 60 s:", "met" if elapsed < 60 else "NOT met")
+    t0 = time.perf_counter()
+    result = compile_spec(spec, data={"persons": persons}, seed=args.seed, audit=True)
+    files = render_all(result)
+    whole = time.perf_counter() - t0
+    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(f"whole compile (check, budget, mechanism, audit, {len(files)} reports rendered): {whole:.1f} s = "
+          f"{len(persons) / whole:,.0f} records/s; peak memory so far {peak_mb:,.0f} MB")
+    print("target < 60 s:", "met" if max(elapsed, whole) < 60 else "NOT met")
 
 
 if __name__ == "__main__":

@@ -5,7 +5,8 @@
     python benchmarks/bench_topdown.py --skip-synthetic    # the excerpt only
 
 Synthetic states run the 2020 production strategy read from specs/pl94_production_topdown.dps
-(per-level query shares, the hhinstlevels recode). For each run it prints the wall time per
+(per-level query shares, the hhinstlevels recode, the passes, the structural zero nurse_nva_0
+and the facility constraints hhgq_total_lb/ub on a generated facilities table). For each run it prints the wall time per
 level (noise, solve), the solvers' share of node time, peak memory of the main process and of
 the solver workers, time per block, and one line for the largest node solved in the main
 process: the interior-point QP's time (Clarabel) and HiGHS's active-set QP time on the same
@@ -36,7 +37,9 @@ from dpspec.parser import parse  # noqa: E402
 from dpspec_topdown import plugin as topdown_plugin  # noqa: E402
 from dpspec_topdown import postprocess  # noqa: E402
 from dpspec_topdown.engine import run_topdown  # noqa: E402
-from dpspec_topdown.synthetic import LEVELS, PL94_VARIABLES, PRODUCTION_RHO, generate_population  # noqa: E402
+from dpspec_topdown.constraints import facility_bounds, facility_constraints  # noqa: E402
+from dpspec_topdown.synthetic import (LEVELS, PL94_VARIABLES, PRODUCTION_RHO, generate_facilities,  # noqa: E402
+                                      generate_population)
 
 PRODUCTION_SPEC = ROOT / "specs" / "pl94_production_topdown.dps"
 ACS_CSV = ROOT / "specs" / "data" / "acs_national" / "acs_national_pl94.csv"
@@ -111,6 +114,21 @@ def production_strategy():
     return params["levels"], strategy, schema.recodes, params["rho"], passes
 
 
+def production_constraints(persons: pd.DataFrame):
+    """(structural zeros, bounds) as the production spec states them, on generated facilities."""
+    spec = parse(PRODUCTION_SPEC.read_text(), str(PRODUCTION_SPEC))
+    params = check(spec).params
+    variables = topdown_plugin._variables(spec, params)  # categories as the spec writes them
+    facilities = generate_facilities(persons, seed=1)
+    bounds = []
+    for c in facility_constraints(spec, params, variables):
+        c = {**c, "occupied": [int(v) for v in c["occupied"]]}  # the generator's integer codes
+        bounds.append((c["name"], (c["of"],), *facility_bounds(c, facilities, PL94_VARIABLES[c["of"]])))
+    zeros = {name: {var: [int(v) for v in values] for var, values in cells.items()}
+             for name, cells in topdown_plugin._structural_zeros(params, variables).items()}
+    return zeros, bounds
+
+
 class _Capture:
     """Keeps the largest node QP built in this process (the levels solved without a pool)."""
 
@@ -163,11 +181,12 @@ def bench_synthetic(n_persons: int, n_blocks: int, workers: int | None, compare:
             print(f"  [{now - t0:7.1f} s] {level}: {done}/{total} nodes", flush=True)
 
     shares, strategy, recodes, rho, passes = production_strategy()
+    zeros, bounds = production_constraints(persons)
     t1 = time.perf_counter()
     with _Capture() as capture:
         res = run_topdown(persons, ["nation"] + LEVELS, PL94_VARIABLES, strategy, rho, shares, "hamming",
                           [("state", ())], make_rng(1), progress=progress, workers=workers,
-                          recodes=recodes, passes=passes)
+                          recodes=recodes, passes=passes, structural_zeros=zeros, bounds=bounds)
     wall = time.perf_counter() - t1
     blocks = persons["block"].nunique()
     _report(f"synthetic state, production strategy ({blocks:,} populated blocks; generated in {gen:.1f} s)",

@@ -2,9 +2,9 @@
 
     python benchmarks/bench_verify.py [--runs N ...] [--seed S]
 
-For each spec (randomized response, swapping, TopDown) and each number of runs per dataset it
-prints the wall time, mechanism runs per second (both datasets counted), the lower bound and
-the claim. The floor measured in the same run is the cost of drawing the randomness alone:
+For each spec (randomized response, swapping, TopDown, SafeTab-P and -H) and each number of
+runs per dataset it prints the wall time, mechanism runs per second (both datasets counted),
+the lower bound and the claim. The floor measured in the same run is the cost of drawing the randomness alone:
 N exact Bernoulli(p) draws per unit for randomized response, which any verification of it
 must at least make; the ratio says how much the event selection and intervals add.
 """
@@ -24,7 +24,8 @@ from dpspec.compiler import make_rng  # noqa: E402
 from dpspec.noise import bernoulli  # noqa: E402
 from dpspec.verify import verify  # noqa: E402
 
-SPECS = ["acs_ma_vision_rr.dps", "ma1940_swap.dps", "acs_national_topdown.dps"]
+SPECS = ["acs_ma_vision_rr.dps", "ma1940_swap.dps", "acs_national_topdown.dps", "safetab_p_production.dps",
+         "safetab_h_production.dps"]
 
 
 def main() -> None:

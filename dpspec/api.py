@@ -14,6 +14,8 @@ _WHERE = {
     "hookimpl": "dpspec.hookspecs", "Mechanism": "dpspec.mechanism", "NativeFlavor": "dpspec.mechanism",
     "ParameterSchema": "dpspec.mechanism", "ParamSpec": "dpspec.mechanism", "Release": "dpspec.mechanism",
     "Section": "dpspec.contract", "Rule": "dpspec.audit.base", "Finding": "dpspec.audit.base",
+    # optional hooks' types: `dpspec verify` neighbours, `dpspec infer` likelihoods
+    "NeighbourPair": "dpspec.mechanism", "CountLikelihood": "dpspec.mechanism",
     # errors a plugin raises for the user to fix
     "DpspecError": "dpspec.errors", "SpecError": "dpspec.errors", "DataError": "dpspec.errors",
     "MechanismError": "dpspec.errors", "ConversionError": "dpspec.errors", "Diagnostic": "dpspec.errors",
@@ -27,19 +29,22 @@ _WHERE = {
     "report_progress": ("dpspec.progress", "report"),
     # the language's types and the progress channel, as modules (ir.Spec, progress.report, ...)
     "ir": ("dpspec.ir", None), "progress": ("dpspec.progress", None),
-    # what a mechanism states about itself: its budget, its likelihood, its neighbouring pairs
+    # what a mechanism states about its budget
     "BudgetStatement": "dpspec.budget", "PureDP": "dpspec.budget", "ZCDP": "dpspec.budget",
     "PublicCondition": "dpspec.budget.statement", "json_number": "dpspec.budget.premetrics",
-    "CountLikelihood": "dpspec.mechanism", "NeighbourPair": "dpspec.mechanism",
     # the exact samplers' companions: their laws and variances
     "as_fraction": "dpspec.noise", "effective_sigma2": "dpspec.noise", "discrete_gaussian_pmf": "dpspec.noise",
     "discrete_gaussian_logpmf": "dpspec.noise", "discrete_gaussian_variance": "dpspec.noise",
     # spec analysis and messages: what invariants imply, "did you mean"
     "implied_by": "dpspec.invariants", "unknown": "dpspec.diagnostics",
-    # building verify's miniature neighbouring datasets
-    "miniature_rows": "dpspec.verify.miniature", "typed_frame": "dpspec.verify.miniature",
-    "record": "dpspec.verify.miniature", "same_universe": "dpspec.verify.miniature",
-    "universe_queries": "dpspec.verify.miniature", "id_columns": "dpspec.verify.miniature",
+    # miniature datasets for a mechanism's own `neighbours` (dpspec verify)
+    "miniature_rows": ("dpspec.verify.miniature", "miniature_rows"),
+    "miniature_record": ("dpspec.verify.miniature", "record"),
+    "typed_frame": ("dpspec.verify.miniature", "typed_frame"),
+    "id_columns": ("dpspec.verify.miniature", "id_columns"),
+    "same_universe": ("dpspec.verify.miniature", "same_universe"),
+    "universe_queries": ("dpspec.verify.miniature", "universe_queries"),
+    "generic_pairs": ("dpspec.verify.miniature", "generic_pairs"),
     # bounded reading: a path a plugin reads must be a regular file, never a device
     "require_regular": "dpspec.reading", "NotRegularFile": "dpspec.reading",
 }

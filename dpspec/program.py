@@ -59,11 +59,30 @@ def _check_same_currency(program_spec, members):
     problems = []
     if len(domains) > 1:
         problems.append(Diagnostic(f"the included specs protect different domains ({', '.join(sorted(domains))}); composition is about releases of the same data"))
-    if len(flavors) > 1:
+    if len(flavors) > 1 and not _joint_tables(members):
         listed = "; ".join(f"{t} under {r}" for t, r in sorted(flavors))
         problems.append(Diagnostic(f"the included specs use different units or neighbor relations ({listed}); convert them to one unit before composing"))
     if problems:
         raise SpecError(problems, program_spec.path, program_spec.text)
+
+
+# --- releases of different tables of one domain (P.L. 94-171: persons and housing units) -----
+
+def _joint_tables(members) -> str | None:
+    """The note that makes releases of different tables compose, or None if they cannot.
+
+    Each release reads one table of the same domain under the same relation, in sequence (no
+    parallel part). Neighbours that differ in one record of every table (one person and one
+    housing unit, changed together) differ in one record of each release's table, so each
+    release keeps its own guarantee and sequential composition sums them: the relation under
+    which the Census Bureau publishes one figure for the P.L. 94-171 file."""
+    relations = {m.spec.unit.relation for m in members}
+    tables = sorted({m.spec.unit.table for m in members})
+    if len(relations) != 1 or any(m.group for m in members):
+        return None
+    return (f"the releases protect different tables ({', '.join(tables)}) of one domain: the total holds "
+            f"for neighbours differing in one record of each ({next(iter(relations))} on every table), "
+            "each release keeping its own guarantee")
 
 
 def program_ledger(program_spec: ir.Spec, delta: float | None = None, method: str = "cks20"):
@@ -78,6 +97,8 @@ def program_ledger(program_spec: ir.Spec, delta: float | None = None, method: st
     if any(b.quantity == "epsilon" and b.with_ for b in program_spec.budgets) or kinds == {"approximate"}:
         to = "approx"
     ledger = compose(releases, to=to, delta=delta or DEFAULT_DELTA, method=method, public=public)
+    if len({m.spec.unit.table for m in members}) > 1:
+        ledger = attrs.evolve(ledger, notes=(*ledger.notes, _joint_tables(members)))
     return members, ledger
 
 

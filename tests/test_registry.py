@@ -93,11 +93,21 @@ def test_the_census_file_totals_add_up():
 
 
 def test_like_with_like_ddhca_against_dhc_persons():
-    """DDHC-A is read as add/remove one person: in change-one currency its rho is 4 x 19.776."""
+    """Both are change-one person budgets under zCDP, so they compare directly: 19.776 against 4.96."""
     result = audit(load(os.path.join(REGISTRY, "ddhc_a.dps")), baseline=load(os.path.join(REGISTRY, "dhc_persons.dps")))
     budget_row = next(r for r in result.comparison.rows if r.block == "budget")
     assert budget_row.verdict == "weaker"
-    assert "rho = 79.1" in budget_row.reason  # 4 * 19.776 = 79.104
+    assert "spec rho = 19.78, baseline rho = 4.96" in budget_row.reason
+
+
+def test_ddhca_entry_is_the_production_safetab_budget_per_changed_person():
+    """The registry entry's rho (published, change-one) is what the production SafeTab-P spec
+    derives: its configured budgets sum to 4.944 add/remove, times 4 for change-one."""
+    entry = budget_summary(load(os.path.join(REGISTRY, "ddhc_a.dps")))
+    production = budget_summary(load(os.path.join(SPECS, "safetab_p_production.dps")))
+    assert production["native"]["flavor"]["relation"] == "symdiff" and production["native"]["budget"]["rho"] == pytest.approx(4.944)
+    assert entry["flavor"]["relation"] == production["flavor"]["relation"] == "hamming"
+    assert entry["budget"] == production["budget"] == {"premetric": "zcdp", "rho": 19.776}
 
 
 # ---- export ------------------------------------------------------------------------------

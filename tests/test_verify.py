@@ -363,6 +363,29 @@ def test_topdown_is_consistent_on_a_miniature_geography():
     assert 0 < result.lower_bound <= 2.0
 
 
+def test_topdown_measuring_at_half_the_variance_is_refuted(tmp_path):
+    """TopDown's pair draws its noisy measurements from the mechanism's allocation; an
+    allocation whose discrete Gaussian variances are half what the claimed rho needs doubles
+    the pair's loss, and 100,000 runs show it above the claim (the honest allocation: below)."""
+    import attrs
+    from dpspec_topdown.plugin import TopDown
+
+    class HalfVarianceTopDown(TopDown):
+        name = "topdown_half"
+
+        def _allocation(self, spec, params):
+            alloc = super()._allocation(spec, params)
+            return attrs.evolve(alloc, queries=tuple(attrs.evolve(q, sigma2=q.sigma2 / 2) for q in alloc.queries))
+
+    text = open(os.path.join(SPECS, "acs_national_topdown.dps"), encoding="utf-8").read()
+    text = text.replace('"data/', f'"{SPECS}/data/').replace("mechanism topdown {", "mechanism topdown_half {")
+    with registered(HalfVarianceTopDown()):
+        broken = verify(dpspec.load(write_spec(tmp_path, text)), runs=100_000, seed=8)
+    honest = verify(_bundled("acs_national_topdown.dps"), runs=40_000, seed=8)
+    assert honest.verdict == "consistent" and honest.lower_bound <= 2.0, honest.text()
+    assert broken.verdict == "refuted" and broken.claimed == 2.0 and 2.0 < broken.lower_bound <= 4.0, broken.text()
+
+
 @pytest.mark.parametrize("kind", ["gdp", "zcdp"])
 def test_gaussian_lower_bounds_are_valid_over_seeded_repetitions(kind):
     """A Gaussian shift of mu is mu-GDP and mu²/2-zCDP exactly; the 90% lower bound from the

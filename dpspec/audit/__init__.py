@@ -53,6 +53,29 @@ class Audit:
     def worst(self) -> str | None:
         return self.findings[0].severity if self.findings else None
 
+    def program_summary(self) -> dict | None:
+        """A program's members, composed total and bounds (`dpspec budget` on the program), or
+        {"problem": why} when it cannot be composed; None for a single spec."""
+        from dpspec.errors import DpspecError
+        from dpspec.program import program_summary
+
+        spec = self.context.spec if self.context is not None else None
+        if spec is None or spec.program is None:
+            return None
+        try:
+            return program_summary(spec)
+        except DpspecError as exc:
+            return {"problem": str(exc)}
+
+    def plain_words(self) -> dict:
+        """The achieved budget read as what an attacker can learn (see `dpspec.audit.plain_words`)."""
+        from dpspec.audit.plain_words import plain_words
+
+        ctx = self.context
+        if ctx is None:  # an outcome rebuilt without its context (never from run_rules)
+            return {"available": False, "rows": [], "problem": "the audit kept no context to read the budget from"}
+        return plain_words(ctx.spec, ctx.ledger, ctx.result, ctx.account)
+
     def text(self) -> str:
         """Plain text for a terminal: findings, the comparison table, the rules not run."""
         lines = []

@@ -144,8 +144,13 @@ def build_model(spec: ir.Spec, target: ir.CountQuery, likelihoods: list, outputs
         else:
             (exact if lk.is_exact else informative).append(lk)
     if not informative:
+        table = spec.domain.table(target.table)
+        foreign = sorted({c for lk in likelihoods for c in lk.query.columns if table.column(c) is None})
+        why = "".join(f"; '{c}' is not a column of table '{target.table}' but a dimension the mechanism publishes, "
+                      "so no target over the table's columns is a sum of its answers" for c in foreign)
+        shown = ignored[:4] + ([f"and {len(ignored) - 4} more"] if len(ignored) > 4 else [])
         raise InferError(f"the release does not inform '{target.describe()}': no released noisy answer is a sum of its cells"
-                         + (f" (left out: {'; '.join(ignored)})" if ignored else ""))
+                         + (f" (left out: {'; '.join(shown)})" if ignored else "") + why)
     # public statistics: exact answers in the release, and declared invariants / public
     # statistics tabulated from released microdata (the mechanism keeps them exact)
     public = [(lk.query, lk.cells.assign(count=lk.value)) for lk in exact]

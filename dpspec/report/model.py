@@ -16,7 +16,6 @@ from dpspec.audit import audit as run_audit_outcome
 from dpspec.audit.base import jsonable
 from dpspec.audit.currency import flavor_spec
 from dpspec.audit.multiverse import granularity, undetermined
-from dpspec.report.plain_words import plain_words
 from dpspec.budget import format_number
 
 
@@ -195,17 +194,12 @@ def _internal(result) -> dict:
     }
 
 
-def _program(spec: ir.Spec) -> dict | None:
-    """A program's members, composed total and bounds (`dpspec budget` on the program)."""
-    from dpspec.errors import DpspecError
-    from dpspec.program import program_summary
-
-    if spec.program is None:
+def _program(spec: ir.Spec, summary: dict | None) -> dict | None:
+    """A program's members, composed total and bounds, from the audit's `program_summary`."""
+    if summary is None:
         return None
-    try:
-        summary = program_summary(spec)
-    except DpspecError as exc:
-        return {"title": spec.program.title, "problem": str(exc), "members": [], "total": None, "method": None,
+    if summary.get("problem") is not None:
+        return {"title": spec.program.title, "problem": summary["problem"], "members": [], "total": None, "method": None,
                 "bounds": [], "bounds_hold": None, "notes": []}
     total = summary["total"]
     return {
@@ -247,7 +241,7 @@ def build_model(result=None, *, spec: ir.Spec | None = None, audience: str = "pu
     ctx = outcome.context
     checked = ctx.checked
     budget = _budget(ctx)
-    program = _program(spec)
+    program = _program(spec, outcome.program_summary())
     flavor = flavor_spec(spec)
     notation = describe.notation(flavor, budget["headline"])
     if program is not None and program["total"] is not None:
@@ -278,7 +272,7 @@ def build_model(result=None, *, spec: ir.Spec | None = None, audience: str = "pu
                   "skipped": [{"rule": r, "reason": why} for r, why in outcome.skipped]},
         "comparison": outcome.comparison.to_json() if outcome.comparison is not None else None,
         "baseline_title": ctx.baseline.title if ctx.baseline is not None else None,
-        "plain_words": jsonable(plain_words(spec, ctx.ledger, result, ctx.account)),
+        "plain_words": jsonable(outcome.plain_words()),
         "releases": _releases(spec, result),
         "sections": _sections(result, audience),
         "provenance": _provenance(spec, result, checked),

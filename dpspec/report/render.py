@@ -82,18 +82,30 @@ def _flat_list(value) -> bool:
     return isinstance(value, list) and all(not isinstance(v, (dict, list)) for v in value)
 
 
-def compact(value) -> str:
+def compact(value, number=fmt) -> str:
     """A value on one line: scalars as numbers, flat lists and mappings in words, else JSON."""
     if isinstance(value, dict) and all(not isinstance(v, dict) and (not isinstance(v, list) or _flat_list(v))
                                        for v in value.values()):
-        parts = [f"{k} [{', '.join(fmt(x) for x in v)}]" if isinstance(v, list) else f"{k} {fmt(v)}"
+        parts = [f"{k} [{', '.join(number(x) for x in v)}]" if isinstance(v, list) else f"{k} {number(v)}"
                  for k, v in value.items()]
         return ", ".join(parts) or "—"
     if isinstance(value, list) and all(not isinstance(v, (dict, list)) for v in value):
-        return ", ".join(fmt(v) for v in value) or "—"
+        return ", ".join(number(v) for v in value) or "—"
     if isinstance(value, (dict, list)):
         return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(", ", ": "))
+    return number(value)
+
+
+def _written(value) -> str:
+    """A spec's own number as its author wrote it (0.9999 stays 0.9999, not the rounded 1)."""
+    if isinstance(value, float) and math.isfinite(value):
+        return repr(value)
     return fmt(value)
+
+
+def as_written(value) -> str:
+    """Mechanism parameters: like `compact`, but numbers exactly as the spec states them."""
+    return compact(value, _written)
 
 
 def as_records(value):
@@ -119,6 +131,7 @@ def _common_filters(env: jinja2.Environment):
     env.filters["json"] = pretty_json
     env.filters["as_records"] = as_records
     env.filters["compact"] = compact
+    env.filters["as_written"] = as_written
     env.globals["CSP"] = CSP
 
 

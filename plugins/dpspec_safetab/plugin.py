@@ -26,6 +26,29 @@ def _raw(spec: ir.Spec) -> dict:
     return {p.name: p for p in spec.mechanism.params.params} if spec.mechanism else {}
 
 
+def fanout_text(fanouts: dict) -> str:
+    """'k = 9 at every iteration level and geography granularity (h_r * ...)' for the budget
+    notes; selections with the same k and derivation are named together."""
+    groups: dict = {}
+    for (level, gran), f in sorted(fanouts.items()):
+        bound = f"h_r * max(2, r) + h_e with h_r = {f['h_race']}, h_e = {f['h_ethnicity']}, r = {f['max_race_codes']}"
+        k, derived = f["fanout_used"], f["fanout"]
+        if not f.get("declared"):
+            how = bound
+        elif k == derived:
+            how = f"the declared max_groups, equal to the mapping's bound {bound}"
+        elif k > derived:
+            how = f"the declared max_groups, above the mapping's bound {derived}: {bound}"
+        else:
+            how = (f"the declared max_groups, below the mapping's bound {derived} ({bound}): "
+                   "a record in more groups is a data error")
+        groups.setdefault((f["fanout_used"], how), []).append(f"level {level} {gran}")
+    if len(groups) == 1:
+        ((k, how), _), = groups.items()
+        return f"k = {k} at every iteration level and geography granularity ({how})"
+    return "; ".join(f"k = {k} at {', '.join(where)} ({how})" for (k, how), where in groups.items())
+
+
 def _variables(spec: ir.Spec, params: dict, design) -> dict:
     """Every stage-2 variable with its declared values as text (the order of the domain)."""
     table = spec.domain.table(params["table"])
@@ -113,15 +136,13 @@ class SafeTab(Mechanism):
 
         design = self.design(spec, params)
         total = design.total_rho()
-        k = params.get("max_groups")
-        fan = (f"the declared maximum of {k} groups per record" if k is not None else
-               f"h_r * max(2, r) + h_e groups per record with r = {design.max_race_codes} race codes "
-               "(h_r, h_e from the code -> iteration mapping; 9 for the 2020 mapping)")
+        fanouts = self.fanouts(spec, params, design)
         notes = [
             f"rho = {ir.format_number(total)} = the sum over tables, geography levels and iteration levels of their rho "
             "(sequential composition: every record is in one unit of each level; units of a level compose in parallel)",
-            f"sensitivity: a record falls into at most {fan}; each count moves by 1 in at most that many cells, "
-            "so the L2 sensitivity squared is the fan-out k and every noise variance is k / (2 rho_stage)",
+            "sensitivity: a record falls into at most k groups of one iteration level and geography granularity, "
+            "so each count moves by 1 in at most k cells, the L2 sensitivity squared is k and every noise variance "
+            f"is k / (2 rho_stage); here {fanout_text(fanouts)}",
         ]
         if design.two_stage:
             notes.append(f"two stages: stage 1 spends {ir.format_number(design.stage1_fraction)} of each cell's rho on "
@@ -140,20 +161,46 @@ class SafeTab(Mechanism):
         stmt = BudgetStatement.fixed(ZCDP(float(total)), *notes)
         import attrs
 
-        return attrs.evolve(stmt, public=tuple(public), components=tuple(self.components(design)))
+        return attrs.evolve(stmt, public=tuple(public), components=tuple(self.components(design, fanouts)))
 
-    def components(self, design) -> list[dict]:
-        """Every (table, geography level, iteration level, stage) budget, exact."""
+    def fanouts(self, spec, params, design) -> dict:
+        """{(iteration level, granularity): production's bound with h_r, h_e and the k used}, read
+        from the bundled (public) code -> iteration mapping, so the statement names the true k."""
+        from .tabulate import fanout_of
+
+        table = self._iteration_table(spec, params)
+        out = {}
+        for td in design.tables:
+            for cell in td.cells:
+                key = (cell.level, design.granularity(cell.geo))
+                if key not in out:
+                    k, bound = fanout_of(design, table, *key)
+                    out[key] = {**bound, "fanout_used": k, "declared": design.max_groups is not None}
+        return out
+
+    def components(self, design, fanouts: dict | None = None) -> list[dict]:
+        """Every (table, geography level, iteration level, stage) budget, exact, with the fan-out k
+        and the noise variance k / (2 rho) of each measured stage."""
         out = []
         for td in design.tables:
             for cell in sorted(td.cells, key=lambda c: (design.geo_levels.index(c.geo), c.level)):
                 stages = design.stages(cell) or [("not measured", Fraction(0))]
+                fan = (fanouts or {}).get((cell.level, design.granularity(cell.geo)))
                 for stage, rho in stages:
-                    out.append({"table": td.name, "geography": cell.geo, "iteration_level": cell.level,
-                                "stage": stage, "rho": rho, "rho_exact": ir.format_number(rho)})
+                    part = {"table": td.name, "geography": cell.geo, "iteration_level": cell.level,
+                            "stage": stage, "rho": rho, "rho_exact": ir.format_number(rho)}
+                    if fan is not None and rho > 0:
+                        part["fanout"] = fan["fanout_used"]
+                        part["noise_variance"] = float(f"{float(design_mod.sigma2(fan['fanout_used'], rho)):.9g}")
+                    out.append(part)
         return out
 
     # ---- run ---------------------------------------------------------------------------
+    def noise_sigma2(self, fanout: int, rho):
+        """The noise parameter of a count a record reaches in `fanout` cells, spending rho:
+        fanout / (2 rho). `run` and the verifier's neighbours both draw with it."""
+        return design_mod.sigma2(fanout, rho)
+
     def _iteration_table(self, spec, params) -> IterationTable:
         from .iterations import IterationTable  # pandas: imported when SafeTab runs, not when it is checked
 
@@ -195,7 +242,7 @@ class SafeTab(Mechanism):
         source = next((d.path for d in spec.data if d.table == params["table"]), params["table"])
         inputs = Inputs(frame, tuple(params["race_codes"]), params["ethnicity_code"],
                         _variables(spec, params, design), source)
-        outcome = run_design(design, inputs, table, rng, self._public_totals(spec, params))
+        outcome = run_design(design, inputs, table, rng, self._public_totals(spec, params), noise=self.noise_sigma2)
         facts = {"design": [{**f, "rho": ir.format_number(f["rho"]),
                              "sigma2": {k: float(v) for k, v in f["sigma2"].items()}} for f in outcome.facts],
                  "fanout": outcome.fanouts, "two_stage": design.two_stage,
@@ -204,6 +251,18 @@ class SafeTab(Mechanism):
                  "suppress_at": list(design.suppress_at),
                  "ladders": {td.name: [d.name for d in td.details] for td in design.tables}}
         return Release(outputs={"counts": outcome.rows}, facts=facts, internal={"errors": outcome.errors})
+
+    def likelihood(self, spec, params, outputs):
+        """P(published counts | true counts) for `dpspec infer`: detail choice, values, suppression."""
+        from .likelihood import safetab_likelihoods
+
+        return safetab_likelihoods(self, spec, params, outputs)
+
+    def neighbours(self, spec, params):
+        """A miniature one-tract universe and batched measurement transcripts for `dpspec verify`."""
+        from .neighbours import safetab_pairs
+
+        return safetab_pairs(self, spec, params)
 
     def utility(self, spec, params, data, releases):
         from .tabulate import summarize_errors

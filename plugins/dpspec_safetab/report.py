@@ -34,6 +34,12 @@ def expected_error_rows(facts: dict, variables: dict) -> list[dict]:
                          "sd_of_total": math.sqrt(m * s2),
                          "stage1_sd": math.sqrt(f["sigma2"]["stage 1"]) if "stage 1" in f["sigma2"] else None,
                          "suppression_threshold": f.get("suppression_threshold") if detail == "total" else None})
+        if "suppression_threshold_detailed_only" in f:  # detailed-only groups: a total with the whole rho
+            s2 = f["sigma2"]["detailed-only total"]
+            rows.append({"table": f["table"], "geography": f["geography"], "level": f["level"],
+                         "detail": "total (detailed-only groups)", "cells": 1, "sd_per_cell": math.sqrt(s2),
+                         "mean_abs_error_per_cell": math.sqrt(2 * s2 / math.pi), "sd_of_total": math.sqrt(s2),
+                         "stage1_sd": None, "suppression_threshold": f["suppression_threshold_detailed_only"]})
     return rows
 
 
@@ -56,9 +62,12 @@ def _design_text(facts: dict) -> list[str]:
                    "population-group totals): a group gets the k-th table of the ladder when its published total is "
                    "at least Tk. Groups that were not published are not tabulated. The whole budget goes to the "
                    "chosen table; the guarantee is conditioned on the published totals.")
+    out.append("A group broken down by a table gets no separate total: its total, and its counts by the table's "
+               "first variable (sex, where the table crosses sex with age), are the sums of its published cells.")
     if facts.get("zero_suppression"):
-        out.append(f"Totals at {', '.join(facts['suppress_at'])} are suppressed unless they exceed a threshold set so "
-                   f"that a true zero is dropped with probability {facts['zero_suppression']}.")
+        out.append(f"At {', '.join(facts['suppress_at'])}, a group that gets its total only is published only if that "
+                   f"total exceeds a threshold set so that a true zero is dropped with probability "
+                   f"{facts['zero_suppression']} (the threshold is a function of the noise, in the table below).")
     return out
 
 

@@ -68,7 +68,8 @@ def fanout_of(design: Design, table: IterationTable, level: int, granularity: st
 
 
 def run(design: Design, inputs: Inputs, table: IterationTable, rng: np.random.Generator,
-        public_totals: pd.DataFrame | None = None) -> Outcome:
+        public_totals: pd.DataFrame | None = None, noise=sigma2) -> Outcome:
+    """noise(fanout, rho) -> sigma²: the mechanism's calibration (`SafeTab.noise_sigma2`)."""
     records = encode_records(inputs.frame, inputs.race_columns, inputs.eth_column, table,
                              design.max_race_codes, inputs.source)
     var_codes = _variable_codes(inputs)
@@ -94,7 +95,7 @@ def run(design: Design, inputs: Inputs, table: IterationTable, rng: np.random.Ge
                 region_of_row, codes = region_cache[geo]
                 out = _measure(design, td, cell, geo, sel, k, region_of_row[rows], its, codes,
                                {v: c[rows] for v, c in var_codes.items()}, inputs.variables, rng,
-                               public_totals)
+                               public_totals, noise)
                 blocks.extend(out[0])
                 facts.append(out[1])
                 errors.extend(out[2])
@@ -115,12 +116,12 @@ def _public_choice(public_totals, geo, codes, sel) -> np.ndarray:
     return dense
 
 
-def _measure(design, td, cell, geo, sel, k, region, group, codes, var_codes, variables, rng, public_totals):
+def _measure(design, td, cell, geo, sel, k, region, group, codes, var_codes, variables, rng, public_totals, noise=sigma2):
     n_regions, n_groups = len(codes), len(sel)
     truth = group_counts(region, group, n_regions, n_groups)
     detailed_only = sel["detailed_only"].to_numpy()
     stages = dict(design.stages(cell))
-    s2_second = sigma2(k, stages["stage 2"])
+    s2_second = noise(k, stages["stage 2"])
     suppress = geo in design.suppress_at
     t_zero = suppression_threshold(s2_second, design.suppression) if suppress else None
     blocks, errors = [], []
@@ -128,8 +129,8 @@ def _measure(design, td, cell, geo, sel, k, region, group, codes, var_codes, var
             "rho": cell.rho, "fanout": k, "units": n_regions, "groups": n_groups,
             "thresholds": list(cell.thresholds), "sigma2": {"stage 2": s2_second}}
     if design.two_stage:
-        s2_first = sigma2(k, stages["stage 1"])
-        s2_full = sigma2(k, cell.rho)
+        s2_first = noise(k, stages["stage 1"])
+        s2_full = noise(k, cell.rho)
         fact["sigma2"] = {"stage 1": s2_first, "stage 2": s2_second, "detailed-only total": s2_full}
         adaptive = np.flatnonzero(~detailed_only)
         only = np.flatnonzero(detailed_only)
@@ -143,7 +144,8 @@ def _measure(design, td, cell, geo, sel, k, region, group, codes, var_codes, var
             keys = (np.arange(n_regions)[:, None] * n_groups + only[None, :]).ravel()
             true = truth.reshape(-1)[keys]
             noisy = add_noise(true, s2_full, rng)
-            blocks.append(_emit(td, cell, geo, codes, sel, keys, n_groups, "total", {}, noisy, true, t_only, errors, variables))
+            blocks.append(_emit(td, cell, geo, codes, sel, keys, n_groups, "total", {}, noisy, true, t_only, errors, variables,
+                                role="detailed-only total"))
     else:
         published = _public_choice(public_totals, geo, codes, sel)
         rung = np.where(np.isnan(published), -1, choose_detail(np.nan_to_num(published, nan=-np.inf), cell.thresholds)).astype(np.int8)
@@ -172,6 +174,13 @@ def _measure(design, td, cell, geo, sel, k, region, group, codes, var_codes, var
         # the group's total is the sum of its published cells (post-processing, as production)
         blocks.append(_emit(td, cell, geo, codes, sel, keys, n_groups, detail.name, {}, noisy.sum(axis=1),
                             true.sum(axis=1), None, errors, variables, role="sum of cells"))
+        if len(sizes) > 1:  # and, as production's T2, the margin of the first variable (sex)
+            first = detail.variables[0]
+            margin = {first: np.tile(np.arange(sizes[0]), len(keys))}
+            blocks.append(_emit(td, cell, geo, codes, sel, np.repeat(keys, sizes[0]), n_groups, detail.name, margin,
+                                noisy.reshape(len(keys), sizes[0], -1).sum(axis=2).reshape(-1),
+                                true.reshape(len(keys), sizes[0], -1).sum(axis=2).reshape(-1), None, errors,
+                                variables, role=f"margin of {first}"))
     return blocks, fact, errors
 
 

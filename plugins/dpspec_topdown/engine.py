@@ -31,8 +31,8 @@ from .hierarchy import Hierarchy, build_hierarchy
 from .histogram import Schema, aggregate, marginal, unit_histograms
 from dpspec.api import discrete_gaussian, discrete_gaussian_variance
 from .multipass import pass_plan
-from .postprocess import (GroupConstraint, MeasuredQuery, NodeTask, default_workers, make_pool,
-                          solve_level)
+from .postprocess import (BoundConstraint, GroupConstraint, MeasuredQuery, NodeError, NodeTask,
+                          default_workers, make_pool, solve_level)
 
 _PARALLEL_MIN_SIZE = 20_000  # children x active cells in a level below which a pool costs more
 
@@ -80,7 +80,8 @@ def run_topdown(persons: pd.DataFrame, levels: Sequence[str], variables: Mapping
                 progress: Callable[[str, int, int], None] | None = None,
                 workers: int | None = None, recodes: Sequence = (),
                 passes: Mapping[str, dict] | None = None,
-                structural_zeros: Mapping[str, Mapping[str, Sequence]] | None = None) -> TopDownResult:
+                structural_zeros: Mapping[str, Mapping[str, Sequence]] | None = None,
+                bounds: Sequence[tuple] = ()) -> TopDownResult:
     """Run TopDown on person records; see the module docstring for the semantics.
 
     ``levels`` lists the geography columns top first (a leading name that is not a column is
@@ -94,7 +95,12 @@ def run_topdown(persons: pd.DataFrame, levels: Sequence[str], variables: Mapping
     (multipass.PassPlan; measured queries left out of the estimation passes form a last pass).
     ``structural_zeros`` maps a name to ``{variable: [categories]}``: the cells matching every
     listed variable are 0 at every unit (production's nurse_nva_0: no person under 18 in a
-    nursing facility); records in such a cell are a DataError naming the block and cell. ``workers`` > 1 solves the
+    nursing facility); records in such a cell are a DataError naming the block and cell.
+    ``bounds`` are ``(name, query, lower, upper)``: ``lower`` and ``upper`` are DataFrames indexed
+    by finest-level code with one column per group of the marginal ``query`` (``upper`` +inf when
+    unbounded); every unit's answer is kept within the sums of its finest units' bounds at every
+    level (production's hhgq_total_lb/ub from the facilities table). Data outside them are a
+    DataError naming the block and group; a run that broke them a MechanismError. ``workers`` > 1 solves the
     nodes of large levels in a process pool (forkserver), so a script calling this must guard
     its entry point with ``if __name__ == "__main__":``. ``progress(level, done, total)`` is
     called as nodes finish.
@@ -114,6 +120,7 @@ def run_topdown(persons: pd.DataFrame, levels: Sequence[str], variables: Mapping
     inv = _canonical_invariants(invariants, schema, hier)
     zero_cells = _structural_zeros(structural_zeros or {}, schema, cells, persons, levels)
     plans = {lv: pass_plan(lv, spec_, schema, alloc) for lv, spec_ in (passes or {}).items()}
+    level_bounds = _level_bounds(bounds, schema, hier, cells)
 
     n_cells = schema.n_cells
     conf = [unit_histograms(hier.record_unit[k], cells, lv.n_units, n_cells)
@@ -137,6 +144,8 @@ def run_topdown(persons: pd.DataFrame, levels: Sequence[str], variables: Mapping
             tasks = _level_tasks(k, prev, hier, schema, alloc, noisy, conf, inv, protected)
             if prev is None and zero_cells is not None:  # children of a zero parent cell stay 0
                 tasks = [attrs.evolve(t, zero_cells=zero_cells) for t in tasks]
+            if level_bounds:
+                tasks = _with_bounds(tasks, k, prev, hier, level_bounds)
             queries = [MeasuredQuery(qb.name, schema.groups(qb.query), schema.marginal_size(qb.query),
                                      1.0 / float(qb.sigma2))
                        for qb in alloc.for_level(names[k])]
@@ -147,8 +156,14 @@ def run_topdown(persons: pd.DataFrame, levels: Sequence[str], variables: Mapping
                 pool = make_pool(workers)
             cb = (lambda d, n, _lv=names[k]: progress(_lv, d, n)) if progress else None
             t0 = time.perf_counter()
-            results = solve_level(tasks, queries, workers, cb, pool if use_pool else None,
-                                  plan=plans.get(names[k]))
+            try:
+                results = solve_level(tasks, queries, workers, cb, pool if use_pool else None,
+                                      plan=plans.get(names[k]))
+            except NodeError as exc:
+                parent = hier.levels[prev] if prev is not None else None
+                where = ("the whole level" if parent is None else f"the {parent.name}" if parent.implicit
+                         else f"the {parent.name} {parent.codes[exc.key]!s}")
+                raise MechanismError(f"TopDown cannot split {where} into its {names[k]} units: {exc}") from None
             wall = time.perf_counter() - t0
             protected[k] = _assemble(tasks, results, hier.levels[k].n_units, n_cells, k, prev, hier)
             timings["levels"][names[k]].update({
@@ -175,6 +190,7 @@ def run_topdown(persons: pd.DataFrame, levels: Sequence[str], variables: Mapping
         if k not in protected:
             protected[k] = aggregate(protected[k + 1], hier.levels[k + 1].parent, hier.levels[k].n_units)
     _verify(hier, schema, protected, conf, inv)
+    _verify_bounds(hier, schema, protected, level_bounds)
     if zero_cells is not None:
         for k, h in protected.items():
             if h[:, np.flatnonzero(zero_cells)].sum() != 0:
@@ -218,6 +234,79 @@ def _structural_zeros(zeros: Mapping, schema: Schema, cells: np.ndarray, persons
                             f"in {finest} {persons[finest].iloc[row]!s} (cell {cell})")
         mask |= this
     return mask
+
+
+def _level_bounds(bounds, schema: Schema, hier: Hierarchy, cells: np.ndarray) -> list:
+    """[(name, query, [(lower, upper) per level])]: the finest units' bounds summed up the tree.
+
+    The confidential data must lie within them (DataError naming the block and group)."""
+    out = []
+    last = len(hier.levels) - 1
+    finest = hier.levels[last]
+    conf = unit_histograms(hier.record_unit[last], cells, finest.n_units, schema.n_cells)
+    for name, query, lower, upper in bounds:
+        q = schema.canonical(query)
+        n_groups = schema.marginal_size(q)
+        for frame in (lower, upper):
+            if frame.shape[1] != n_groups:
+                raise SpecError(f"constraint {name!r}: {frame.shape[1]} bound columns for the "
+                                f"{n_groups} groups of {query_name(q)!r}")
+        # finest units without persons: their lower bounds must be 0
+        codes = pd.Index(finest.codes).astype(str)
+        lower, upper = lower.set_axis(lower.index.astype(str)), upper.set_axis(upper.index.astype(str))
+        empty = lower.index.difference(codes)
+        low_empty = lower.loc[empty].to_numpy() > 0 if len(empty) else np.zeros((0, n_groups), bool)
+        if low_empty.any():
+            r, g = np.argwhere(low_empty)[0]
+            raise DataError(f"the data break the constraint {name!r}: {hier.names[last]} {empty[r]!s}, "
+                            f"{query_name(q)} = {lower.columns[g]!s}: no persons, at least "
+                            f"{int(lower.loc[empty].to_numpy()[r, g])} required")
+        lo = lower.reindex(codes).fillna(0).to_numpy(dtype=np.int64)
+        hi = upper.reindex(codes).fillna(0).to_numpy(dtype=np.float64)
+        truth = marginal(conf, schema, q)
+        bad = (truth < lo) | (truth > hi)
+        if bad.any():
+            u, g = np.argwhere(bad)[0]
+            raise DataError(f"the data break the constraint {name!r}: {int(bad.sum())} cells, e.g. "
+                            f"{hier.names[last]} {finest.codes[u]!s}, {query_name(q)} = {lower.columns[g]!s}: "
+                            f"{int(truth[u, g])} persons, bounds [{int(lo[u, g])}, {hi[u, g]:g}]")
+        per_level = [None] * len(hier.levels)
+        for k in range(len(hier.levels)):
+            anc = hier.ancestor(last, k) if k < last else np.arange(finest.n_units)
+            n_k = hier.levels[k].n_units
+            lk = np.zeros((n_k, n_groups), dtype=np.int64)
+            hk = np.zeros((n_k, n_groups), dtype=np.float64)
+            np.add.at(lk, anc, lo)
+            np.add.at(hk, anc, hi)
+            per_level[k] = (lk, hk)
+        out.append((name, schema.groups(q), n_groups, q, per_level))
+    return out
+
+
+def _with_bounds(tasks, k, prev, hier, level_bounds) -> list[NodeTask]:
+    """Each node's children's bounds (a slice of level k's, children are contiguous per parent)."""
+    if prev is None:
+        starts = {tasks[0].key: 0}
+    else:
+        counts = np.bincount(hier.ancestor(k, prev), minlength=hier.levels[prev].n_units)
+        begin = np.cumsum(counts) - counts
+        starts = {t.key: int(begin[t.key]) for t in tasks}
+    out = []
+    for t in tasks:
+        a, b = starts[t.key], starts[t.key] + t.n_children
+        out.append(attrs.evolve(t, bounds=tuple(
+            BoundConstraint(name, groups, ng, per_level[k][0][a:b], per_level[k][1][a:b])
+            for name, groups, ng, _, per_level in level_bounds)))
+    return out
+
+
+def _verify_bounds(hier, schema, protected, level_bounds) -> None:
+    for name, _, _, q, per_level in level_bounds:
+        for k, h in protected.items():
+            got = marginal(h, schema, q)
+            lo, hi = per_level[k]
+            if np.any(got < lo) or np.any(got > hi):
+                raise MechanismError(f"constraint {name} broken at level {hier.names[k]}")
 
 
 def _canonical_invariants(invariants, schema: Schema, hier: Hierarchy) -> list[tuple[int, tuple]]:

@@ -16,9 +16,8 @@ import itertools
 
 import numpy as np
 
-from dpspec.api import (
-    NeighbourPair, discrete_gaussian, miniature_rows, record, same_universe, typed_frame, universe_queries,
-)
+from dpspec.api import NeighbourPair, discrete_gaussian, miniature_rows, same_universe, typed_frame, universe_queries
+from dpspec.api import miniature_record as record
 
 
 def _answers(frame, level: str | None, query: tuple, variables: dict, units: list) -> np.ndarray:

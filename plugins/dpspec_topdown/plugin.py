@@ -211,6 +211,9 @@ class TopDown(Mechanism):
                   "(production: 1/10)", low=Fraction(0)),
         ParamSpec("structural_zeros", "block", "cells that must be 0 everywhere, e.g. { nurse_nva_0: { hhgq: [3]  "
                   "votingage: [0] } }; data with a record there is rejected"),
+        ParamSpec("constraints", "block", "bounds on persons per block from a second table, e.g. { hhgq_total_lb_ub: "
+                  "{ of: hhgq  table: facilities  type: gqtype  occupied: [1, 2] } }: none of a type the block "
+                  "lacks, at least one per occupied facility; its counts by block and type must be invariants"),
         ParamSpec("workers", "int", "solver processes (default: all cores)", low=Fraction(1), high=Fraction(256)),
     ))
     outputs = {
@@ -250,6 +253,9 @@ class TopDown(Mechanism):
 
             schema = _schema(spec, params)
             _structural_zeros(params, _variables(spec, params))
+            from .constraints import facility_constraints
+
+            facility_constraints(spec, params, _variables(spec, params))
             for level, plan in _passes(params, list(schema.names)).items():
                 if level not in params["levels"]:
                     raise SpecError(f"estimation/rounding passes name level '{level}', which has no budget share")
@@ -301,6 +307,12 @@ class TopDown(Mechanism):
         variables = _variables(spec, params)
         invariants, _ = _invariants(spec, params)
         persons = data[params["table"]]
+        from .constraints import facility_bounds, facility_constraints
+
+        bounds = []
+        for con in facility_constraints(spec, params, variables):
+            lower, upper = facility_bounds(con, data[con["table"]], variables[con["of"]])
+            bounds.append((con["name"], (con["of"],), lower, upper))
         frame = pd.DataFrame({c: persons[c].astype(object) if c in variables else persons[c]
                               for c in [*spec.domain.geography.levels, *variables]})
         result = run_topdown(
@@ -308,7 +320,7 @@ class TopDown(Mechanism):
             _strategy(params, _levels(spec), list(variables)), params["rho"], params["levels"],
             _relation(spec, params), [(lv, q) for lv, q, _ in invariants], rng,
             recodes=_schema(spec, params).recodes, passes=_passes(params, list(variables)),
-            structural_zeros=_structural_zeros(params, variables),
+            structural_zeros=_structural_zeros(params, variables), bounds=bounds,
             progress=lambda stage, done, total: progress.report(f"{stage} level", done, total),
             workers=params.get("workers"),
         )

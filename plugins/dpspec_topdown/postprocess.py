@@ -59,6 +59,19 @@ class GroupConstraint:
 
 
 @attrs.frozen
+class BoundConstraint:
+    """Lower and upper bounds on marginal groups of each child (production's hhgq_total_lb/ub).
+
+    ``upper`` may be +inf; a group whose upper bound is 0 fixes its cells to 0."""
+
+    name: str
+    groups: np.ndarray  # (n_cells,) group of every cell
+    n_groups: int
+    lower: np.ndarray  # (n_children, n_groups) int64
+    upper: np.ndarray  # (n_children, n_groups) float64, +inf when unbounded
+
+
+@attrs.frozen
 class NodeTask:
     """Everything one node's solve needs (picklable, no shared state)."""
 
@@ -69,6 +82,7 @@ class NodeTask:
     measurements: tuple  # per MeasuredQuery: (n_children, n_groups) int64 noisy answers
     constraints: tuple  # of GroupConstraint
     zero_cells: np.ndarray | None = None  # (n_cells,) bool: structural zeros, 0 in every child
+    bounds: tuple = ()  # of BoundConstraint: per-child bounds on marginal groups
 
 
 @attrs.frozen
@@ -209,6 +223,8 @@ def _node_variables(task: NodeTask):
         free &= ~zero[con.child_set]
     if task.zero_cells is not None:
         free &= ~task.zero_cells[cells][None, :]
+    for b in task.bounds:
+        free &= b.upper[:, b.groups[cells]] > 0
     vc, va = np.nonzero(free)  # variable -> child, active position
     return cells, vc, va, cells[va]
 
@@ -282,11 +298,35 @@ def solve_qp(problem: NodeQP, solver: str = "clarabel"):
     return sol, qp_optimal, seconds, "highs", status
 
 
+class NodeError(MechanismError):
+    """A node that has no solution; ``key`` is its parent unit, so the engine can name it.
+
+    The key travels in ``args`` so the error survives the trip back from a worker process."""
+
+    def __init__(self, key: int, message: str):
+        super().__init__(message)
+        self.key = key
+        self.args = (key, message)
+
+    def __str__(self) -> str:
+        return str(self.args[1])
+
+
 def solve_node(task: NodeTask, queries: Sequence[MeasuredQuery], solver: str = "clarabel",
                plan=None) -> NodeResult:
     """Nonnegative integer children histograms: WLS fit to the noisy answers, then rounding.
 
-    ``plan`` (multipass.PassPlan) fits and rounds in passes."""
+    ``plan`` (multipass.PassPlan) fits and rounds in passes. A node without a solution is a
+    NodeError (never a silently relaxed constraint)."""
+    try:
+        return _solve_node(task, queries, solver, plan)
+    except NodeError:
+        raise
+    except MechanismError as exc:
+        raise NodeError(task.key, str(exc)) from None
+
+
+def _solve_node(task, queries, solver, plan) -> NodeResult:
     t_start = time.perf_counter()
     nc = task.n_children
     cells, vc, va, vcell = _node_variables(task)
@@ -295,6 +335,8 @@ def solve_node(task: NodeTask, queries: Sequence[MeasuredQuery], solver: str = "
         _check_cells_coverable(task, cells, va)
     for con in task.constraints:
         _check_targets_coverable(con, vc, vcell)
+    for b in task.bounds:
+        _check_bounds_coverable(task, b, vc, vcell)
     if n_x == 0:
         return NodeResult(task.key, *(np.zeros(0, dtype=np.int64),) * 3, 0.0, 0.0,
                           time.perf_counter() - t_start, 0, False, True)
@@ -348,6 +390,27 @@ def _check_targets_coverable(con, vc, vcell):
             "because the parent histogram has no persons in any of its cells")
 
 
+def _check_bounds_coverable(task, b, vc, vcell):
+    has = np.bincount(vc * b.n_groups + b.groups[vcell], minlength=b.lower.size).reshape(b.lower.shape) > 0
+    bad = (b.lower > 0) & ~has
+    if bad.any():
+        c, g = np.argwhere(bad)[0]
+        raise MechanismError(
+            f"TopDown node {task.key}: constraint {b.name} needs at least {int(b.lower[c, g])} persons in "
+            f"group {int(g)} of child {int(c)}, but the parent histogram has none in any of its cells")
+
+
+def _bound_rows(b, vc, vcell):
+    """(use, local, present, lower, upper): which variables sit in a binding group (a lower bound
+    above 0 or a finite upper bound), their local row, and the rows' groups and bounds."""
+    key = vc * b.n_groups + b.groups[vcell]
+    lo, hi = b.lower.ravel().astype(np.float64), b.upper.ravel().astype(np.float64)
+    binding = (lo > 0) | np.isfinite(hi)
+    use = binding[key]
+    local, present = _sum_rows(key[use], b.lower.size)
+    return use, local, present, lo[present], np.where(np.isfinite(hi[present]), hi[present], _INF)
+
+
 def _add_structural_rows(rows: _Rows, task, cells, va, vc, vcell, n_x, base=None, lo_hi=None):
     """Parent-sum rows (per active cell) and invariant rows (per child set and group)."""
     if task.parent is not None:
@@ -357,6 +420,10 @@ def _add_structural_rows(rows: _Rows, task, cells, va, vc, vcell, n_x, base=None
         local, present = _sum_rows(key, con.target.size)
         t = con.target.ravel()[present].astype(np.float64)
         rows.add(local, np.arange(n_x), 1.0, t, t)
+    for b in task.bounds:
+        use, local, present, lo, hi = _bound_rows(b, vc, vcell)
+        if present.size:
+            rows.add(local, np.flatnonzero(use), 1.0, lo, hi)
 
 
 def _round(task, xstar, va, vc, vcell, cells, margins=(), fail=True):
@@ -416,6 +483,11 @@ def _round_once(task, xstar, base, fi, width, va, vc, vcell, cells, integer, mar
     for con in task.constraints:
         key = con.child_set[vc] * con.n_groups + con.groups[vcell]
         ok &= add_sum(key, con.target.size, con.target.ravel())
+    for b in task.bounds:
+        use = _bound_rows(b, vc, vcell)[0]
+        key = np.where(use, vc * b.n_groups + b.groups[vcell], b.lower.size)  # unbounded: a spare key
+        margins = (*margins, (key, b.lower.size + 1, np.append(b.lower.ravel().astype(np.float64), -_INF),
+                              np.append(np.where(np.isfinite(b.upper.ravel()), b.upper.ravel(), _INF), _INF)))
     # keep each child's total within floor/ceil of its least-squares total
     tot = np.bincount(vc, weights=xstar, minlength=task.n_children)
     bsum = np.bincount(vc, weights=base, minlength=task.n_children)
@@ -468,6 +540,10 @@ def _rows_hold(task, counts, va, vc, vcell, cells, margins=()) -> bool:
     """Exact integer check of parent sums, invariant targets and rounder margins."""
     if np.any(counts < 0):
         return False
+    for b in task.bounds:
+        got = np.bincount(vc * b.n_groups + b.groups[vcell], weights=counts, minlength=b.lower.size)
+        if np.any(got < b.lower.ravel() - 0.5) or np.any(got > b.upper.ravel() + 0.5):
+            return False
     for key, n_keys, m_lo, m_hi in margins:
         got = np.bincount(key, weights=counts, minlength=n_keys)
         if np.any(got < m_lo - 0.5) or np.any(got > m_hi + 0.5):

@@ -138,3 +138,17 @@ def generate_population(n_persons: int = 1_000_000, n_blocks: int = 25_000, seed
         "hispanic": hispanic,
         "cenrace": cenrace,
     })
+
+
+def generate_facilities(persons: pd.DataFrame, seed: int = 0, gq_rate: float = 0.05) -> pd.DataFrame:
+    """A facilities table for ``persons``: one row per housing unit (``gqtype`` 0: households of
+    about 2.5 persons plus a few vacant units) and per occupied group-quarters facility (1 +
+    Binomial(residents - 1, gq_rate) per block and type, so never more than the residents)."""
+    rng = np.random.default_rng(seed)
+    by = persons.groupby(["block", "hhgq"], observed=True).size()
+    n = by.to_numpy()
+    kind = by.index.get_level_values("hhgq").to_numpy().astype(np.int64)
+    housing = np.ceil(n / 2.5).astype(np.int64) + rng.binomial(n, 0.04)
+    rows = np.where(kind == 0, housing, 1 + rng.binomial(np.maximum(n - 1, 0), gq_rate))
+    return pd.DataFrame({"block": np.repeat(by.index.get_level_values("block").astype(str), rows),
+                         "gqtype": np.repeat(kind, rows)})

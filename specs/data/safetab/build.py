@@ -1,6 +1,7 @@
 """Build the bundled SafeTab data: a synthetic state and SafeTab-P's published totals.
 
-    python specs/data/safetab/build.py
+    python specs/data/safetab/build.py                    # everything
+    python specs/data/safetab/build.py --published-only   # step 2 only (after a change to SafeTab-P's noise)
 
 1. 40,000 households and their persons from `dpspec_safetab.synthetic.population` (seed
    2020; race and ethnicity codes from the bundled 2020 code table) -> households.parquet,
@@ -23,22 +24,29 @@ N_HOUSEHOLDS = 40_000
 SEED = 2020
 
 
-def main() -> None:
+def published_totals() -> pd.DataFrame:
+    """SafeTab-P's published population-group totals on the bundled persons (seed 2020)."""
     import dpspec
     from dpspec.compiler import compile_spec
+
+    spec = dpspec.load(os.path.join(SPECS, "safetab_p_production.dps"))
+    counts = compile_spec(spec, seed=SEED, audit=False).published["counts"]
+    totals = counts[(counts["QSEX"] == "*") & (counts["AGE4"] == "*") & (counts["AGE9"] == "*") & (counts["AGE23"] == "*")]
+    return totals[["geography", "geocode", "group", "group_level", "detail", "count"]].reset_index(drop=True)
+
+
+def main() -> None:
     from dpspec_safetab.synthetic import population
 
-    codes = pd.read_parquet(os.path.join(HERE, "codes.parquet"))["code"]
-    households, persons = population(N_HOUSEHOLDS, codes, seed=SEED)
-    households.to_parquet(os.path.join(HERE, "households.parquet"), index=False)
-    persons.to_parquet(os.path.join(HERE, "persons.parquet"), index=False)
-    spec = dpspec.load(os.path.join(SPECS, "safetab_p_production.dps"))
-    result = compile_spec(spec, seed=SEED, audit=False)
-    counts = result.published["counts"]
-    totals = counts[(counts["QSEX"] == "*") & (counts["AGE4"] == "*") & (counts["AGE9"] == "*") & (counts["AGE23"] == "*")]
-    totals[["geography", "geocode", "group", "group_level", "detail", "count"]].to_parquet(
-        os.path.join(HERE, "safetab_p_published.parquet"), index=False)
-    print(f"{len(households)} households, {len(persons)} persons, {len(totals)} published totals", file=sys.stderr)
+    if "--published-only" not in sys.argv[1:]:
+        codes = pd.read_parquet(os.path.join(HERE, "codes.parquet"))["code"]
+        households, persons = population(N_HOUSEHOLDS, codes, seed=SEED)
+        households.to_parquet(os.path.join(HERE, "households.parquet"), index=False)
+        persons.to_parquet(os.path.join(HERE, "persons.parquet"), index=False)
+        print(f"{len(households)} households, {len(persons)} persons", file=sys.stderr)
+    totals = published_totals()
+    totals.to_parquet(os.path.join(HERE, "safetab_p_published.parquet"), index=False)
+    print(f"{len(totals)} published totals", file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -1,7 +1,8 @@
-"""The report's "protection in plain words": the achieved budget read as what an attacker can
-learn about one unit, and about a coarser entity (patient, household) by group privacy where
-the domain bounds how many units it holds. Numbers come from `dpspec.budget.interpret`; the
-report prints the formula next to each so a reader can recompute them."""
+"""Protection in plain words: the achieved budget read as what an attacker can learn about one
+unit, and about a coarser entity (patient, household) by group privacy where the domain bounds
+how many units it holds. Computed with the audit (`Audit.plain_words`), rendered by the report,
+which prints the formula next to each number so a reader can recompute it. Numbers come from
+`dpspec.budget.interpret`."""
 from __future__ import annotations
 
 import math

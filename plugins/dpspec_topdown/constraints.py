@@ -1,0 +1,108 @@
+"""Production's facility constraints: bounds on persons per block implied by a second table.
+
+The spec states them as
+
+    constraints: { hhgq_total_lb_ub: { of: hhgq  table: facilities  type: gqtype
+                                       occupied: [1, 2, 3, 4, 5, 6, 7] } }
+
+For every finest unit (block) and category c of the histogram variable ``of``: no person in c
+where the table lists no row of type c (no household persons without housing units, no
+residents of a facility type the block does not have); and, for the ``occupied`` types (rows
+that stand for occupied facilities), at least one person per row. Why an invariant is
+required: the bounds are computed from the table's exact counts by block and type, so those
+counts must be declared public (``count facilities by block, gqtype``) or the release would
+leak them without saying so.
+"""
+from __future__ import annotations
+
+from fractions import Fraction
+
+from dpspec.api import Diagnostic, SpecError, ir
+
+
+def _loc(p):
+    return (p.loc.line, p.loc.column) if p.loc else (None, None)
+
+
+def _value(raw):
+    if isinstance(raw, Fraction):
+        return int(raw) if raw.denominator == 1 else raw
+    return str(raw)
+
+
+def facility_constraints(spec: ir.Spec, params: dict, variables: dict) -> list[dict]:
+    """The declared constraints, checked against the domain and the invariants (SpecError)."""
+    block = params.get("constraints")
+    if block is None:
+        return []
+    if not isinstance(block, ir.ParamBlock):
+        raise SpecError("constraints: expected a block such as { hhgq_total_lb_ub: { of: hhgq  "
+                        "table: facilities  type: gqtype  occupied: [1, 2] } }")
+    geo = spec.domain.geography
+    finest = geo.levels[-1] if geo else None
+    out = []
+    for p in block.params:
+        loc = _loc(p)
+        body = p.value
+        if not isinstance(body, ir.ParamBlock):
+            raise SpecError(Diagnostic(f"constraints: '{p.name}' needs a block with of, table and type", *loc))
+        fields = {q.name: q.value for q in body.params}
+        unknown = sorted(set(fields) - {"of", "table", "type", "occupied"})
+        missing = [f for f in ("of", "table", "type") if f not in fields]
+        if unknown or missing:
+            what = f"unknown field(s) {', '.join(unknown)}" if unknown else f"missing {', '.join(missing)}"
+            raise SpecError(Diagnostic(f"constraints: '{p.name}': {what} (fields: of, table, type, occupied)", *loc))
+        of, table_name, type_col = str(fields["of"]), str(fields["table"]), str(fields["type"])
+        if of not in variables:
+            raise SpecError(Diagnostic(f"constraints: '{p.name}' bounds '{of}', which is not a histogram "
+                                       f"variable (known: {', '.join(variables)})", *loc))
+        table = spec.domain.table(table_name)
+        if table is None or table_name == params["table"]:
+            raise SpecError(Diagnostic(f"constraints: '{p.name}' reads table '{table_name}', which is not a "
+                                       "second table of the domain", *loc))
+        if finest is None or table.column(finest) is None or table.column(type_col) is None:
+            raise SpecError(Diagnostic(f"constraints: '{p.name}': table '{table_name}' needs columns "
+                                       f"'{finest}' (the finest level) and '{type_col}'", *loc))
+        cats = list(variables[of])
+        by_text = {str(c): c for c in cats}
+        raw = fields.get("occupied", ())
+        occupied = [by_text.get(str(v), v) for v in map(_value, raw if isinstance(raw, tuple) else (raw,))]
+        bad = [v for v in occupied if v not in cats]
+        if bad:
+            raise SpecError(Diagnostic(f"constraints: '{p.name}': occupied {bad} are not categories of "
+                                       f"'{of}' ({cats})", *loc))
+        declared = any(q.table == table_name and set(q.columns) == {finest, type_col} for q in spec.invariants)
+        if not declared:
+            raise SpecError(Diagnostic(
+                f"constraints: '{p.name}' uses the counts of '{table_name}' by {finest} and {type_col}; "
+                f"declare them public: invariants {{ count {table_name} by {finest}, {type_col} }}", *loc))
+        out.append({"name": p.name, "of": of, "table": table_name, "type": type_col,
+                    "occupied": occupied, "finest": finest})
+    return out
+
+
+def facility_bounds(constraint: dict, frame, categories) -> tuple:
+    """(lower, upper) DataFrames indexed by finest-unit code, one column per category.
+
+    ``frame`` is the facilities table; a type that is not a category of the variable is a
+    DataError naming the row."""
+    import numpy as np
+    import pandas as pd
+
+    from dpspec.api import DataError
+
+    finest, type_col = constraint["finest"], constraint["type"]
+    types = frame[type_col]
+    by_text = {str(c): c for c in categories}
+    mapped = types.map(lambda v: by_text.get(str(v)))
+    if mapped.isna().any():
+        row = int(np.flatnonzero(mapped.isna().to_numpy())[0])
+        raise DataError(f"constraint {constraint['name']!r}: table {constraint['table']!r} row {row}: "
+                        f"{type_col} = {types.iloc[row]!s} is not a category of {constraint['of']!r}")
+    codes = frame[finest].astype(str)
+    counts = pd.crosstab(codes, pd.Categorical(mapped, categories=list(categories)), dropna=False)
+    counts = counts.reindex(columns=list(categories), fill_value=0)
+    occupied = np.isin(np.asarray(categories, dtype=object), np.asarray(constraint["occupied"], dtype=object))
+    lower = counts * occupied.astype(np.int64)
+    upper = counts.where(counts == 0, np.inf).astype(np.float64)
+    return lower, upper
