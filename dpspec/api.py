@@ -27,7 +27,16 @@ _WHERE = {
     "make_rng": "dpspec.compiler", "bernoulli": "dpspec.noise", "discrete_gaussian": "dpspec.noise",
     "discrete_laplace": "dpspec.noise", "shown": "dpspec.values", "friendly": "dpspec.cli_errors",
     "report_progress": ("dpspec.progress", "report"),
+    # the language's types and the progress channel, as modules (ir.Spec, progress.report, ...)
+    "ir": ("dpspec.ir", None), "progress": ("dpspec.progress", None),
+    # what a mechanism states about its budget
+    "BudgetStatement": "dpspec.budget", "PureDP": "dpspec.budget", "ZCDP": "dpspec.budget",
+    "PublicCondition": "dpspec.budget.statement", "json_number": "dpspec.budget.premetrics",
+    # the exact samplers' companions: their laws and variances
+    "as_fraction": "dpspec.noise", "effective_sigma2": "dpspec.noise", "discrete_gaussian_pmf": "dpspec.noise",
     "discrete_gaussian_logpmf": "dpspec.noise", "discrete_gaussian_variance": "dpspec.noise",
+    # spec analysis and messages: what invariants imply, "did you mean"
+    "implied_by": "dpspec.invariants", "unknown": "dpspec.diagnostics",
     # miniature datasets for a mechanism's own `neighbours` (dpspec verify)
     "miniature_rows": ("dpspec.verify.miniature", "miniature_rows"),
     "miniature_record": ("dpspec.verify.miniature", "record"),
@@ -36,6 +45,8 @@ _WHERE = {
     "same_universe": ("dpspec.verify.miniature", "same_universe"),
     "universe_queries": ("dpspec.verify.miniature", "universe_queries"),
     "generic_pairs": ("dpspec.verify.miniature", "generic_pairs"),
+    # bounded reading: a path a plugin reads must be a regular file, never a device
+    "require_regular": "dpspec.reading", "NotRegularFile": "dpspec.reading",
 }
 
 __all__ = sorted(_WHERE)
@@ -46,7 +57,9 @@ def __getattr__(name: str):
     if where is None:
         raise AttributeError(f"module 'dpspec.api' has no attribute {name!r}")
     module, attr = where if isinstance(where, tuple) else (where, name)
-    value = getattr(importlib.import_module(module), attr)
+    value = importlib.import_module(module)
+    if attr is not None:
+        value = getattr(value, attr)
     globals()[name] = value
     return value
 

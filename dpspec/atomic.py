@@ -5,13 +5,38 @@ A reader never sees a half-written release, and an interrupted run leaves the pr
 from __future__ import annotations
 
 import os
+import stat
 import tempfile
 from contextlib import contextmanager
+
+from dpspec.errors import DpspecError
+
+
+class NotAFileTarget(DpspecError):
+    """The output path names a device, pipe, socket or folder: replacing it is never what was meant."""
+
+
+def _file_target(target: str) -> str:
+    """Where to write: links followed (a link keeps pointing at the new file), and only ever a
+    regular file or a new name. Renaming over `/dev/null` as root would replace the device for
+    every process on the machine; `-o /dev/stdout` would replace the link."""
+    if not os.path.lexists(target):
+        return target
+    real = os.path.realpath(target)
+    try:
+        mode = os.stat(real).st_mode
+    except OSError:  # a dangling link: write the file it names
+        return real
+    if not stat.S_ISREG(mode):
+        raise NotAFileTarget(f"error: {target} is not a regular file (a device, pipe or folder); dpspec writes its "
+                             "output as a new file and will not replace it (leave out -o to print to standard output)")
+    return real
 
 
 @contextmanager
 def atomic_path(target: str):
     """Yield a temporary path next to `target`; on success it replaces `target` atomically."""
+    target = _file_target(target)
     directory = os.path.dirname(os.path.abspath(target)) or "."
     os.makedirs(directory, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=os.path.basename(target), dir=directory)

@@ -18,12 +18,23 @@ def _load(path):
     return parse(read_source(path), path)
 
 
+def _check_outdir(outdir: str, spec, others: list) -> None:
+    """The audit's report files never land beside an input, nor over a compile's output set."""
+    from dpspec.input_guard import check_output_target, input_paths
+    from dpspec.output_set import refuse_release_folder
+
+    check_output_target(outdir, input_paths(spec) + others)
+    refuse_release_folder(outdir, "audit")
+
+
 def run_audit_command(path: str, baseline_path: str | None, outdir: str | None, as_json: bool,
                       verify_file: str | None = None) -> int:
     from dpspec.audit import audit
 
     spec = _load(path)
     baseline = _load(baseline_path) if baseline_path else None
+    if outdir:
+        _check_outdir(outdir, spec, [p for p in (baseline_path, verify_file) if p])
     outcome = audit(spec, baseline=baseline)
     if verify_file:  # a `dpspec verify --json` result becomes a finding
         from dpspec.verify.finding import load_for, with_finding

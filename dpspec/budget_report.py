@@ -26,7 +26,7 @@ def _conversion_json(c) -> dict:
     return out
 
 
-def spec_ledger(spec: ir.Spec, data=None):
+def spec_ledger(spec: ir.Spec, data=None, currencies: bool = True):
     """(checked, facts, statement, flavor, ledger) for one spec, without running the mechanism."""
     checked = check(spec)
     mech, params = checked.mechanism, checked.params
@@ -39,7 +39,7 @@ def spec_ledger(spec: ir.Spec, data=None):
         facts = mech.public_facts(spec, params, data)
     statement = mech.budget(spec, params, facts)
     flavor = mech.flavor(spec, params)
-    return checked, facts, statement, flavor, ledger_mod.build(spec, flavor, statement)
+    return checked, facts, statement, flavor, ledger_mod.build(spec, flavor, statement, currencies)
 
 
 def _components(spec: ir.Spec, flavor, statement) -> list[dict]:

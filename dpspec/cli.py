@@ -121,9 +121,14 @@ def compile_cmd(file, outdir, seed, runs, engine_name, spark_master, verify_file
     from dpspec.input_guard import check_output_target, input_paths
     from dpspec.progress import StderrBar, reporting
 
-    from dpspec.output_set import check_replaceable, target_lock
+    from dpspec.output_set import check_replaceable, refuse_release_folder, target_lock
 
-    check_output_target(outdir, input_paths(spec))  # before the run: inputs are never written to
+    check_output_target(outdir, input_paths(spec) + ([verify_file] if verify_file else []))  # before the run
+    refuse_release_folder(outdir, "compile", itself=False)  # never a set nested inside another release
+    if verify_file:  # a `dpspec verify --json` result (issue 14), read before the run so a bad file fails fast
+        from dpspec.verify.finding import load_for, with_finding
+
+        verified = load_for(verify_file, spec)
     click.echo(f"compiling {file} ...", err=True)
     with target_lock(outdir):  # a second compile into the same folder is refused, not interleaved
         check_replaceable(outdir)
@@ -131,10 +136,8 @@ def compile_cmd(file, outdir, seed, runs, engine_name, spark_master, verify_file
             result = compile_spec(spec, seed=seed, runs=runs, engine=engine)
         if note := engine_note(result, engine_name):
             click.echo(note, err=True)
-        if verify_file:  # a `dpspec verify --json` result becomes a finding (issue 14)
-            from dpspec.verify.finding import load_for, with_finding
-
-            result.audit_outcome = with_finding(result.audit_outcome, load_for(verify_file, spec))
+        if verify_file:  # the verification result becomes a finding
+            result.audit_outcome = with_finding(result.audit_outcome, verified)
             result.findings = list(result.audit_outcome.findings)
         written = write_result(result, outdir)
     ledger = result.ledger

@@ -5,6 +5,7 @@ status 3 (never as a traceback), so a pipeline can tell a bad input from a broke
 """
 from __future__ import annotations
 
+import errno
 import functools
 import os
 import sys
@@ -15,6 +16,11 @@ from dpspec.errors import DpspecError
 
 
 INTERNAL_ERROR = 3
+# A file-system refusal naming a path (a missing or read-only folder, a full disk, no permission)
+# is the user's to fix, not a bug: exit 1 with the path, never "internal error".
+_FILE_SYSTEM = {errno.EACCES, errno.EPERM, errno.ENOENT, errno.ENOTDIR, errno.EISDIR, errno.EEXIST, errno.ENOSPC,
+                errno.EROFS, errno.EDQUOT, errno.ENAMETOOLONG, errno.ELOOP, errno.EMFILE, errno.ENFILE, errno.EBUSY,
+                errno.ETXTBSY, errno.EXDEV, errno.EFBIG}
 
 
 def fail(message: str, code: int = 1) -> None:
@@ -40,8 +46,17 @@ def friendly(func):
         except BrokenPipeError:  # the reader (e.g. `| head`) went away: not an error of ours
             sys.stderr.close()
             os._exit(0)
+        except OSError as exc:
+            if exc.filename is None or exc.errno not in _FILE_SYSTEM:
+                _internal(exc)
+            fail(f"error: {exc.filename}: {exc.strerror} (a file-system problem: check that the path exists, is "
+                 "writable and has free space)")
         except Exception as exc:  # a bug in dpspec or a plugin, not the user's fault
-            fail(f"internal error ({type(exc).__name__}): {exc}\nThis is a bug in dpspec or one of its plugins, not a "
-                 "problem with your input; please report it with the spec that caused it.", INTERNAL_ERROR)
+            _internal(exc)
 
     return wrapper
+
+
+def _internal(exc: Exception) -> None:
+    fail(f"internal error ({type(exc).__name__}): {exc}\nThis is a bug in dpspec or one of its plugins, not a "
+         "problem with your input; please report it with the spec that caused it.", INTERNAL_ERROR)

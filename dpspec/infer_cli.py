@@ -37,6 +37,20 @@ def _text(result) -> str:
     return "\n".join(lines)
 
 
+def _check_outdir(outdir: str, spec, release_dir: str, prior: str | None) -> None:
+    """Refuse an output folder that is, holds or sits inside an input: spec, data, prior, release."""
+    import os
+
+    from dpspec.input_guard import check_output_target, input_paths
+    from dpspec.output_set import refuse_release_folder
+
+    inputs = input_paths(spec)
+    if prior and not prior.startswith("dirichlet-multinomial"):  # a prior CSV, as make_prior finds it
+        inputs += [p for p in {prior, os.path.join(spec.base_dir, prior)} if os.path.isfile(p)]
+    check_output_target(outdir, inputs, folders=[release_dir])
+    refuse_release_folder(outdir, "infer")  # another release's folder: its reports would be replaced
+
+
 @click.command("infer")
 @click.argument("spec", type=click.Path(dir_okay=False))
 @click.argument("release_dir", type=click.Path(file_okay=False))
@@ -56,8 +70,10 @@ def infer_cmd(spec, release_dir, target, rate, prior, draws, method, seed, as_js
     from dpspec.inference import infer
     from dpspec.parser import parse, read_source
 
-    result = infer(parse(read_source(spec), spec), release_dir, target, prior=prior, draws=draws,
-                   method=method, seed=seed, rate=rate)
+    parsed = parse(read_source(spec), spec)
+    if outdir:  # before sampling: the reports never land in, over or around an input or the release
+        _check_outdir(outdir, parsed, release_dir, prior)
+    result = infer(parsed, release_dir, target, prior=prior, draws=draws, method=method, seed=seed, rate=rate)
     if outdir:
         from dpspec.inference.report import write_report
 

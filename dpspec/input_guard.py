@@ -34,20 +34,37 @@ def _protected(inputs) -> list[tuple[str, str]]:
     for named in inputs:
         if "\x00" in named:  # names no file; reading it fails with a clear error later
             continue
-        for path in {os.path.abspath(named), os.path.realpath(named)}:
+        for path in _forms(named):
             out.append((named, os.path.dirname(path)))
     return out
 
 
-def check_output_target(outdir: str, inputs) -> None:
-    """Raise UnsafeOutputError unless writing the output set into `outdir` leaves every input alone."""
-    targets = {os.path.abspath(outdir), os.path.realpath(outdir)}
+def _forms(path: str) -> set[str]:
+    """The path as named (absolute) and with its links resolved."""
+    return {os.path.abspath(path), os.path.realpath(path)}
+
+
+def check_output_target(outdir: str, inputs, folders=()) -> None:
+    """Raise UnsafeOutputError unless writing into `outdir` leaves every input alone.
+
+    `folders` are inputs read as a whole (a release folder): the output may be neither inside
+    one nor around one."""
     if "\x00" in outdir:
         raise UnsafeOutputError(f"error: the output folder {outdir!r} holds a NUL byte")
+    targets = _forms(outdir)
+    for named in folders:
+        if "\x00" in named:
+            continue
+        for folder in _forms(named):
+            for target in targets:
+                if _within(target, folder) or _within(folder, target):
+                    raise UnsafeOutputError(
+                        f"error: the output folder {outdir} {'is or is inside' if _within(target, folder) else 'contains'} "
+                        f"the input folder {named}; refusing to write there. Choose a folder outside {named}")
     for named in inputs:
         if "\x00" in named:
             continue
-        files = {os.path.abspath(named), os.path.realpath(named)}
+        files = _forms(named)
         if targets & files:
             raise UnsafeOutputError(f"error: the output folder {outdir} is the input {named}; refusing to write over an input")
     for named, folder in _protected(inputs):
@@ -57,3 +74,15 @@ def check_output_target(outdir: str, inputs) -> None:
                 raise UnsafeOutputError(
                     f"error: the output folder {outdir} {where} the input {named}; refusing to write there, "
                     f"since writing the release would overwrite or move the input. Choose a folder outside {folder}")
+
+
+def check_output_file(output: str, inputs) -> None:
+    """Raise UnsafeOutputError if writing the file `output` would replace one of `inputs`.
+
+    Compared as named and with links resolved, so `-o link-to-the-spec.dps` is caught too; a
+    link as output is replaced by the new file, but a hard-to-see link to an input is refused."""
+    if "\x00" in output:
+        raise UnsafeOutputError(f"error: the output path {output!r} holds a NUL byte")
+    for named in inputs:
+        if "\x00" not in named and _forms(output) & _forms(named):
+            raise UnsafeOutputError(f"error: the output {output} is the input {named}; refusing to write over an input")

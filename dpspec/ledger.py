@@ -188,7 +188,9 @@ def _holds(op: str, achieved: float, limit: float) -> bool:
     return math.isclose(achieved, limit, rel_tol=1e-9)
 
 
-def build(spec: ir.Spec, native_flavor, statement) -> FlavorLedger:
+def build(spec: ir.Spec, native_flavor, statement, currencies: bool = True) -> FlavorLedger:
+    """The ledger; `currencies=False` skips restating it in other premetrics (CKS20 needs scipy),
+    for callers that read only the declared and worst-case figures, such as `dpspec check`."""
     problem = None
     steps: list[Step] = []
     declared = worst = None
@@ -207,4 +209,4 @@ def build(spec: ir.Spec, native_flavor, statement) -> FlavorLedger:
             continue
         checks.append(BoundCheck(bound, figure, _holds(bound.op, figure, float(bound.value)), words))
     return FlavorLedger(statement, native_flavor, tuple(steps), declared, worst, problem,
-                        other_currencies(declared, delta), tuple(checks))
+                        other_currencies(declared, delta) if currencies else (), tuple(checks))

@@ -10,7 +10,6 @@ from fractions import Fraction
 from typing import Any
 
 import attrs
-import numpy as np
 
 from dpspec import ir
 from dpspec.diagnostics import unknown
@@ -215,6 +214,8 @@ class CountLikelihood:
     @classmethod
     def exact(cls, query: ir.CountQuery, cells, value, description: str = "released exactly") -> "CountLikelihood":
         """Answers published without noise (invariants): probability 1 at the true count."""
+        import numpy as np  # here, not at module level: every plugin imports this module, and `check` needs no numpy
+
         value = np.asarray(value, dtype=np.int64)
 
         def logpmf(truth):
@@ -225,6 +226,8 @@ class CountLikelihood:
 
     @property
     def is_exact(self) -> bool:
+        import numpy as np
+
         return bool(np.all(np.asarray(self.variance) == 0))
 
 

@@ -87,13 +87,25 @@ def effective_sigma2(sigma2) -> Fraction:
     return Fraction(-((-p * big_q) // q), big_q)
 
 
+def _float_sigma2(sigma2) -> float:
+    """sigma² as a float, or a clear error when a tiny budget (rho = 1e-400) puts it beyond floats."""
+    try:
+        return float(as_fraction(sigma2))
+    except OverflowError:
+        from dpspec.errors import MechanismError
+
+        f = as_fraction(sigma2)
+        raise MechanismError(f"the noise parameter sigma² (about 10^{len(str(f.numerator)) - len(str(f.denominator))}) is "
+                             "beyond floating point (above 1.8e308): the budget is too small to release anything") from None
+
+
 def discrete_gaussian_variance(sigma2) -> float:
     """Variance of the discrete Gaussian with parameter sigma² (a float: used only as a weight).
 
     It is below sigma² for small sigma² (0.37 at sigma² = 1/2) and equal to it to 1e-16 from
     sigma² of about 10 on.
     """
-    s2 = float(as_fraction(sigma2))
+    s2 = _float_sigma2(sigma2)
     if s2 > 100.0:
         return s2
     bound = int(math.floor(60.0 * math.sqrt(s2))) + 2
@@ -112,7 +124,7 @@ def discrete_gaussian_logpmf(sigma2, support) -> np.ndarray:
 
     The likelihood `dpspec infer` uses for discrete Gaussian noisy counts: log P(noise = x).
     """
-    s2 = float(as_fraction(sigma2))
+    s2 = _float_sigma2(sigma2)
     bound = int(math.floor(60.0 * math.sqrt(s2))) + 2
     n = np.arange(1, bound + 1, dtype=np.float64)
     log_z = math.log(1.0 + 2.0 * float(np.sum(np.exp(-n * n / (2.0 * s2)))))

@@ -19,14 +19,9 @@ def _table_filename(name: str, frame) -> str:
     return f"{name}.csv"
 
 
-def seed_policy(seed) -> dict:
-    if seed is None:
-        return {"seeded": False, "source": "ChaCha20 (cryptographically secure) keyed with 256 bits of operating-system entropy"}
-    return {"seeded": True, "seed": int(seed),
-            "warning": "a known seed lets anyone reproduce the noise and remove it: this release is NOT protected"}
-
-
 def manifest(result, files: dict) -> dict:
+    from dpspec.report.model import seed_policy
+
     mech = result.mechanism
     package, package_version = getattr(mech, "_dpspec_package", ("?", "?"))
     return {

@@ -51,6 +51,8 @@ def target_lock(outdir: str):
         finally:
             _held[target] -= 1
         return
+    if os.path.lexists(target) and not os.path.isdir(target):  # before a lock file appears beside, say, /dev/null
+        raise OutputSetError(f"error: the output path {outdir} exists and is not a folder")
     os.makedirs(os.path.dirname(target), exist_ok=True)
     fd = os.open(_sibling(target, _LOCK), os.O_RDWR | os.O_CREAT, 0o644)
     try:
@@ -94,6 +96,24 @@ def _set_files(target: str) -> set | None:
     names |= {v["file"] for v in man.get("outputs", {}).values() if isinstance(v, dict) and "file" in v}
     names |= {v for v in man.get("reports", {}).values() if isinstance(v, str)}
     return names | {MANIFEST}
+
+
+def refuse_release_folder(outdir: str, command: str, itself: bool = True) -> None:
+    """Never write into a compile's output set, nor below one: the set's files are exactly those
+    its manifest lists. `itself=False` (compile replacing its own target) checks only the folders
+    above `outdir`; audit and infer, whose report files would replace the set's, check it too."""
+    folder = _target(outdir)
+    if not itself:
+        folder = os.path.dirname(folder)
+    while True:
+        if os.path.isdir(folder) and _set_files(folder) is not None:
+            where = "holds" if folder == _target(outdir) else f"is inside {folder}, which holds"
+            raise OutputSetError(f"error: {outdir} {where} a release written by `dpspec compile`; writing the files of "
+                                 f"`dpspec {command}` there would break that release's manifest. Choose another folder")
+        parent = os.path.dirname(folder)
+        if parent == folder:
+            return
+        folder = parent
 
 
 def check_replaceable(outdir: str) -> None:

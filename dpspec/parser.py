@@ -27,6 +27,7 @@ MAX_NUMBER_BITS = 4096
 MAX_DIGITS = 100  # digits in one number literal
 MAX_EXPONENT = 400  # |e| in 1e400: beyond any meaningful parameter, and cheap to keep exact
 MAX_MAGNITUDE = Fraction(int(sys.float_info.max))
+MIN_MAGNITUDE = Fraction(1, 10**300)  # a non-zero parameter below this (rho = 1e-400) puts noise beyond floats
 
 
 @functools.lru_cache(maxsize=1)
@@ -395,6 +396,8 @@ def _bounded(value: Fraction, meta) -> Fraction:
     """Exact, but within floating point's range: budgets are accounted in floats downstream."""
     if max(value.numerator.bit_length(), value.denominator.bit_length()) > MAX_NUMBER_BITS or abs(value) > MAX_MAGNITUDE:
         raise _ValueProblem("this number is too large to be a meaningful parameter (at most about 1.8e308)", meta)
+    if value and abs(value) < MIN_MAGNITUDE:
+        raise _ValueProblem("this number is too small to be a meaningful parameter (0, or at least 1e-300 in size)", meta)
     return value
 
 
@@ -509,6 +512,21 @@ def _nesting_problem(text: str) -> Diagnostic | None:
     return None
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _surrogate_problem(text: str) -> Diagnostic | None:
+    """Text handed to the API (never a file: read_source decodes strictly) with a lone surrogate
+    cannot be hashed or written as UTF-8; say where, before anything else runs."""
+    found = _SURROGATE.search(text)
+    if found is None:
+        return None
+    line = text.count("\n", 0, found.start()) + 1
+    return Diagnostic("the text holds a character that is not valid Unicode (a lone surrogate, e.g. from bytes "
+                      "decoded with 'surrogateescape'); specs are UTF-8 text",
+                      line, found.start() - (text.rfind("\n", 0, found.start()) + 1) + 1)
+
+
 _SECTION_START = re.compile(
     r"^(spec|domain|data|invariants|public|unit|premetric|mechanism|budget|release|tuned|program|notes)\b")
 MAX_SYNTAX_ERRORS = 20
@@ -538,7 +556,7 @@ def _syntax_errors(text: str, first: lark.exceptions.LarkError) -> list[Diagnost
 
 def parse(text: str, path: str | None = None) -> ir.Spec:
     """Parse a spec's text; raises SpecError with every problem found."""
-    deep = _nesting_problem(text)
+    deep = _nesting_problem(text) or _surrogate_problem(text)
     if deep:
         raise SpecError([deep], path, text)
     _comments.clear()

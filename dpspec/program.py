@@ -44,7 +44,7 @@ def load_program(program_spec: ir.Spec) -> list[Member]:
             spec = parse(read_source(path), path)
             if spec.program is not None:
                 raise SpecError([Diagnostic(f"'{rel}' is itself a program; programs include specs only")], program_spec.path, program_spec.text)
-            _, _, statement, _, ledger = spec_ledger(spec)
+            _, _, statement, _, ledger = spec_ledger(spec, currencies=False)  # declared and worst only: no scipy
             if ledger.declared is None:
                 raise SpecError([Diagnostic(f"'{rel}': its budget cannot be expressed in its own flavor: {ledger.problem}")], program_spec.path, program_spec.text)
             members.append(Member(rel, spec, BudgetStatement(ledger.declared, ledger.worst, statement.per_universe,

@@ -9,6 +9,19 @@ import click
 from dpspec.cli_errors import friendly
 
 
+def _refuse_over_input(output: str | None, source: str, command: str) -> None:
+    """Before any work: `-o` naming the file being read would replace it, and a file added to a
+    compile's output set would break its manifest."""
+    if output is not None:
+        import os
+
+        from dpspec.input_guard import check_output_file
+        from dpspec.output_set import refuse_release_folder
+
+        check_output_file(output, [source])
+        refuse_release_folder(os.path.dirname(os.path.abspath(output)), command)
+
+
 def _write_or_print(text: str, output: str | None) -> None:
     if output is None:
         click.echo(text, nl=False)
@@ -33,6 +46,7 @@ def export_cmd(file, registry, output):
 
     if not registry:
         raise click.UsageError("say which format: --registry")
+    _refuse_over_input(output, file, "export")
     spec = parse(read_source(file), file)
     if spec.program is not None:
         raise SpecError("a program composes several releases; export each of its specs", file)
@@ -52,6 +66,7 @@ def import_cmd(entry, registry, output):
 
     if not registry:
         raise click.UsageError("say which format: --registry")
+    _refuse_over_input(output, entry, "import")
     _write_or_print(import_text(read_entry(entry)), output)
 
 

@@ -6,9 +6,14 @@
 
 Each case takes a bundled spec, applies one mutation (byte flips, truncations, huge numbers,
 odd data and include paths, line deletions and duplications), then parses, checks, formats,
-describes and accounts it through the Python API; every `--cli-every`th case also runs
-`dpspec check/show/fmt/budget` on it. An outcome is `ok`, `user-error` (a DpspecError, exit 1
-or 2) or `internal` (any other exception, exit 3, or a traceback): the goal is zero internal.
+describes, accounts and exports it (registry YAML) through the Python API, and every
+`--verify-every`th case also runs `dpspec verify` on it with a few runs; every `--cli-every`th
+case also runs `dpspec check/show/fmt/budget` on it. Other cases fuzz the newer commands' inputs
+instead of a spec: mutated registry entries (`import --registry`), `convert` parameters with huge
+or odd numbers, mutated `verify --json` results (as `--verify FILE` reads them), and `infer`'s
+target, prior and draws against a release compiled once. An outcome is `ok`, `user-error` (a
+DpspecError, exit 1 or 2) or `internal` (any other exception, exit 3, or a traceback): the goal
+is zero internal.
 Specs whose budget needs their data are accounted once in `--data-every` cases (loading the
 1940 households takes a second). tests/test_fuzz.py runs the same engine with hypothesis.
 """
@@ -16,10 +21,12 @@ from __future__ import annotations
 
 import argparse
 import collections
+import contextlib
 import glob
 import os
 import random
 import re
+import shutil
 import sys
 import tempfile
 import time
@@ -85,15 +92,7 @@ def original(name: str) -> str:
 
 def run_api(text: str, path: str, with_data: bool) -> str:
     """'ok', 'user-error' or 'internal: ...' for one mutated spec through the Python API."""
-    from dpspec.errors import DpspecError
-
-    try:
-        _api_steps(text, path, with_data)
-    except DpspecError:
-        return "user-error"
-    except Exception as exc:  # noqa: BLE001 - the point: anything else is a bug
-        return f"internal: {type(exc).__name__}: {str(exc)[:200]}\n{traceback.format_exc(limit=-3)}"
-    return "ok"
+    return _outcome(_api_steps, text, path, with_data)
 
 
 def _api_steps(text, path, with_data):
@@ -108,9 +107,158 @@ def _api_steps(text, path, with_data):
     describe_spec(spec)
     if spec.program is None:
         checked = check(spec)
+        _export(spec)
         if getattr(checked.mechanism, "needs_data_for_budget", False) and not with_data:
             return
     budget_summary(spec)
+
+
+def _export(spec):
+    """`dpspec export --registry`: a spec without the registry's notes is a user error, never a
+    crash; that user error (most specs lack the notes) does not stop the other steps."""
+    from dpspec.errors import DpspecError
+    from dpspec.registry.export import entry_yaml
+
+    try:
+        entry_yaml(spec)
+    except DpspecError:
+        pass
+
+
+# A user error whose message carries a Python exception's name: plugin code crashed and a
+# wrapper (verify's) reported it as exit 1. Counted apart, so such bugs are seen, not hidden.
+_MASKED = re.compile(r"\b(KeyError|TypeError|AttributeError|IndexError|ValueError|ZeroDivisionError|NameError|"
+                     r"AssertionError|RuntimeError|NotImplementedError|OverflowError|RecursionError): ")
+
+
+def _outcome(step, *args) -> str:
+    """'ok', 'user-error', 'plugin-crash: ...' or 'internal: ...' for one call."""
+    from dpspec.errors import DpspecError
+
+    try:
+        step(*args)
+    except DpspecError as exc:
+        return f"plugin-crash: {str(exc)[:300]}" if _MASKED.search(str(exc)) else "user-error"
+    except Exception as exc:  # noqa: BLE001 - the point: anything else is a bug
+        return f"internal: {type(exc).__name__}: {str(exc)[:200]}\n{traceback.format_exc(limit=-3)}"
+    return "ok"
+
+
+def run_verify(text: str, path: str, seed: int) -> str:
+    """`dpspec verify` with a few runs on a mutated spec."""
+    from dpspec.parser import parse
+    from dpspec.verify import verify
+
+    return _outcome(lambda: verify(parse(text, path), runs=20, seed=seed))
+
+
+# ---- the newer commands' other inputs --------------------------------------------------------
+ENTRIES = sorted(os.path.relpath(p, SPECS_DIR) for p in glob.glob(os.path.join(SPECS_DIR, "registry", "*.yaml")))
+SUBJECTS = ["spec", "entry", "convert", "verify-json", "infer", "writer"]
+CONVERT_KEYS = ["epsilon", "epsilon", "rho", "rho", "mu", "mu", "delta", "alpha", "eps", "", "x"]
+CONVERT_VALUES = HUGE_NUMBERS + ["1", "0.5", "1e-10", "3/4", "1/3", "-0", "1e-320", "0x10", "1_000", " ", "é", "1,5"] + ["1", "2.5", "0.01"] * 8
+INFER_TARGETS = ["count persons by DEYE"] * 5 + ["count persons", "count persons by DEYE, PUMA", "count households by DEYE"]
+
+
+def run_entry(text: str, path: str) -> str:
+    """A mutated registry entry through `dpspec import --registry`'s steps, then check."""
+    def steps():
+        from dpspec.checker import check
+        from dpspec.parser import parse
+        from dpspec.registry.entry import parse_entry
+        from dpspec.registry.importer import import_text
+
+        check(parse(import_text(parse_entry(text, path)), path[:-5] + ".dps"))
+
+    return _outcome(steps)
+
+
+def convert_case(rng: random.Random) -> tuple[dict, dict]:
+    params = {rng.choice(CONVERT_KEYS): rng.choice(CONVERT_VALUES) for _ in range(rng.choice([1, 1, 1, 2, 3]))}
+    options = {}
+    if rng.random() < 0.5:
+        options["to"] = rng.choice(["pure", "approx", "zcdp", "renyi", "gdp"])
+    for key in ("delta", "epsilon", "alpha"):
+        if rng.random() < 0.3:
+            options[key] = float(rng.choice(["1e-10", "0.5", "1e308", "1e-320", "0", "-1", "inf", "nan", "2", "1"]))
+    if rng.random() < 0.2:
+        options["from_unit"], options["to_unit"] = rng.choice([("hamming", "symdiff"), ("symdiff", "hamming"), ("hamming", None)])
+    if rng.random() < 0.2:
+        options["group"] = rng.choice([1, 2, 10**6, 10**400])
+    options["method"] = rng.choice(["cks20", "bs16"])
+    return params, options
+
+
+def run_convert(params: dict, options: dict) -> str:
+    from dpspec.budget import convert_request
+
+    return _outcome(lambda: convert_request(params, **options))
+
+
+_VERIFY_JSON: list[str] = []
+
+
+def verify_json() -> str:
+    """A real `dpspec verify --json` result (made once) for the fuzzer to mutate."""
+    if not _VERIFY_JSON:
+        import json
+
+        from dpspec.parser import parse
+        from dpspec.verify import verify
+
+        spec = parse(original("acs_ma_vision_rr.dps"), os.path.join(SPECS_DIR, "acs_ma_vision_rr.dps"))
+        _VERIFY_JSON.append(json.dumps(verify(spec, runs=200, seed=1).to_json(), indent=2))
+    return _VERIFY_JSON[0]
+
+
+def run_verify_json(text: str, tmp: str) -> str:
+    """A mutated verification result read as `--verify FILE` reads it, and made a finding."""
+    def steps():
+        from dpspec.verify.finding import finding
+        from dpspec.verify.result import load_json
+
+        path = os.path.join(tmp, "verify.json")
+        with open(path, "w", encoding="utf-8", errors="surrogateescape") as fh:
+            fh.write(text)
+        finding(load_json(path))
+
+    return _outcome(steps)
+
+
+_RELEASE: dict = {}
+
+
+def release(tmp: str) -> str:
+    """A release of the randomized-response spec, compiled once (seeded) for `infer` to read."""
+    if "path" not in _RELEASE:
+        import dpspec
+        from dpspec.output import write_result
+
+        _RELEASE["path"] = os.path.join(tmp, "release")
+        write_result(dpspec.compile(os.path.join(SPECS_DIR, "acs_ma_vision_rr.dps"), seed=1), _RELEASE["path"])
+    return _RELEASE["path"]
+
+
+def infer_case(rng: random.Random, tmp: str) -> dict:
+    kind = rng.choice(KINDS)
+    prior = rng.choice([None, "dirichlet-multinomial", "dirichlet-multinomial:" + rng.choice(CONVERT_VALUES),
+                        rng.choice(ODD_PATHS), "prior.csv"])
+    if prior == "prior.csv":
+        prior = os.path.join(tmp, "prior.csv")
+        with open(prior, "w", encoding="utf-8", errors="surrogateescape") as fh:
+            fh.write(mutate("DEYE,alpha\n1,1\n2,1\n", kind, rng))
+    target = rng.choice(INFER_TARGETS)
+    return {"target": mutate(target, kind, rng) if rng.random() < 0.3 else target, "prior": prior,
+            "draws": rng.choice([10, 20] * 6 + [0, -5, 10**7, 10**400]),
+            "method": rng.choice(["rejection", "importance", "rejection", "importance", "exact"]),
+            "rate": rng.random() < 0.2, "seed": rng.randrange(2**32)}
+
+
+def run_infer(args: dict, tmp: str) -> str:
+    from dpspec.inference import infer
+
+    spec = os.path.join(SPECS_DIR, "acs_ma_vision_rr.dps")
+    return _outcome(lambda: infer(spec, release(tmp), max_proposals=2000, **args))
 
 
 def mirror(tmp: str) -> None:
@@ -148,16 +296,127 @@ def run_cli(text: str, name: str, tmp: str, with_data: bool) -> str:
     return worst
 
 
-def case(index: int, seed: int, tmp: str | None, cli_every: int, data_every: int):
-    """(spec, kind, text, outcome) for case `index` of a run with `seed`: reproducible alone."""
+WRITERS = ["export", "import", "audit", "infer", "audit", "export", "import", "infer", "compile"]
+# Devices only through links made in the scratch folder: if a guard ever broke, a rename would
+# replace the link there, never the machine's /dev/null (which a run as root once did).
+ODD_OUTPUTS = ["link-to-dev-null", "link-to-dev-zero", "fifo", "/proc/x", "/proc/self/status", "/proc/x/y", ".", "", "out", "out/sub/deep",
+               "a" * 300, "é/ü", "existing-file", "link-to-copy", "spec-folder", "release", "release/sub",
+               "~", "-", "--help", "/sys/kernel"]
+
+
+# (no NUL byte: a shell cannot pass one, and click's own path check raises on it before dpspec runs)
+
+
+def writer_case(rng: random.Random) -> tuple[str, str]:
+    return rng.choice(WRITERS), rng.choice(ODD_OUTPUTS)
+
+
+@contextlib.contextmanager
+def _scratch_cwd(tmp: str):
+    """Work in a fresh folder under tmp (relative outputs such as '.' land there), then go back."""
+    before = os.getcwd()
+    here = tempfile.mkdtemp(dir=tmp)
+    os.chdir(here)
+    try:
+        yield here
+    finally:
+        os.chdir(before)
+        shutil.rmtree(here, ignore_errors=True)
+
+
+def run_writer(command: str, output: str, tmp: str) -> str:
+    """One writing command (`export/import/audit/infer/compile -o`) aimed at an odd output path,
+    from a scratch working folder: exit 3 or a traceback is internal."""
+    from click.testing import CliRunner
+
+    from dpspec.cli import main
+
+    rr = os.path.join(SPECS_DIR, "acs_ma_vision_rr.dps")
+    rel = release(tmp)
+    runner = CliRunner()
+    with _scratch_cwd(tmp) as here:
+        with open("existing-file", "w") as fh:
+            fh.write("keep me\n")
+        shutil.copy(rr, "copy.dps")
+        os.symlink(os.path.join(here, "copy.dps"), "link-to-copy")
+        os.symlink("/dev/null", "link-to-dev-null")
+        os.symlink("/dev/zero", "link-to-dev-zero")
+        os.mkfifo("fifo")
+        out = {"spec-folder": here, "release": rel, "release/sub": os.path.join(rel, "sub")}.get(output, output)
+        args = {
+            "export": ["export", "--registry", os.path.join(SPECS_DIR, "registry", "dhc_persons.dps")],
+            "import": ["import", "--registry", os.path.join(SPECS_DIR, ENTRIES[0])],
+            "audit": ["audit", "copy.dps"],
+            "infer": ["infer", rr, rel, "--target", "count persons by DEYE", "--draws", "10", "--seed", "1"],
+            "compile": ["compile", "copy.dps", "--seed", "1"],
+        }[command] + ["-o", out]
+        result = runner.invoke(main, args)
+        if result.exit_code not in (0, 1, 2) or "Traceback" in result.output or (
+                result.exception is not None and not isinstance(result.exception, SystemExit)):
+            return f"internal: dpspec {command} -o {output!r} exit {result.exit_code}: {result.output[-300:]}"
+        kept = [os.path.islink(n) for n in ("link-to-copy", "link-to-dev-null", "link-to-dev-zero")]
+        kept.append(not glob.glob("/dev/.*dpspec-lock"))  # nothing may appear beside a device
+        named = output == "existing-file"  # export/import may replace the file they are told to write
+        with open("existing-file") as fh:
+            existing = fh.read()
+        if (existing != "keep me\n" and not named) or not all(kept) or not os.path.exists("fifo"):
+            return f"internal: dpspec {command} -o {output!r} changed a file it did not name"
+    return "user-error" if result.exit_code else "ok"
+
+
+def subject(index: int, infer_every: int) -> str:
+    """What case `index` fuzzes: mostly specs; every 10th a registry entry, every 10th convert,
+    every 20th a verification result, every `infer_every`th infer's arguments, every 100th a
+    writing command aimed at an odd output path."""
+    if infer_every > 0 and index % infer_every == infer_every - 1:
+        return "infer"
+    if index % 100 == 42:
+        return "writer"
+    return {3: "entry", 6: "convert"}.get(index % 10, "verify-json" if index % 20 == 9 else "spec")
+
+
+def case(index: int, seed: int, tmp: str | None, cli_every: int, data_every: int, verify_every: int = 0,
+         infer_every: int = 0):
+    """(input, kind, text, outcome) for case `index` of a run with `seed`: reproducible alone."""
     rng = random.Random(f"{seed}:{index}")
+    what = subject(index, infer_every if tmp is not None else 0)
+    if what == "entry":
+        name, kind = rng.choice(ENTRIES), rng.choice(KINDS)
+        text = mutate(original(name), kind, rng)
+        return name, kind, text, run_entry(text, os.path.join(SPECS_DIR, name))
+    if what == "convert":
+        params, options = convert_case(rng)
+        return "convert", "params", repr((params, options)), run_convert(params, options)
+    if what == "verify-json" and tmp is not None:
+        kind = rng.choice(KINDS)
+        text = mutate(verify_json(), kind, rng)
+        return "verify.json", kind, text, run_verify_json(text, tmp)
+    if what == "infer":
+        args = infer_case(rng, tmp)
+        return "infer", "args", repr(args), run_infer(args, tmp)
+    if what == "writer" and tmp is not None:
+        command, output = writer_case(rng)
+        return command, "output", repr(output), run_writer(command, output, tmp)
     name, kind = rng.choice(SPECS), rng.choice(KINDS)
     text = mutate(original(name), kind, rng)
     with_data = data_every > 0 and index % data_every == 0
     outcome = run_api(text, os.path.join(SPECS_DIR, name), with_data)
+    if verify_every > 0 and index % verify_every == 0 and not outcome.startswith("internal"):
+        outcome = worse(outcome, run_verify(text, os.path.join(SPECS_DIR, name), index))
     if tmp is not None and cli_every > 0 and index % cli_every == 0 and not outcome.startswith("internal"):
-        outcome = run_cli(text, name, tmp, with_data)
+        outcome = worse(outcome, run_cli(text, name, tmp, with_data))
     return name, kind, text, outcome
+
+
+LABELS = ("ok", "user-error", "plugin-crash", "internal")
+
+
+def label(outcome: str) -> str:
+    return next(lab for lab in LABELS if outcome.startswith(lab))
+
+
+def worse(a: str, b: str) -> str:
+    return max(a, b, key=lambda o: LABELS.index(label(o)))
 
 
 def main(argv=None) -> int:
@@ -166,21 +425,26 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--cli-every", type=int, default=20, help="run the CLI on every Nth case (0: never)")
     ap.add_argument("--data-every", type=int, default=50, help="account data-dependent budgets every Nth case")
+    ap.add_argument("--verify-every", type=int, default=25, help="run `verify` (20 runs) on every Nth spec case (0: never)")
+    ap.add_argument("--infer-every", type=int, default=200, help="fuzz `infer`'s arguments in every Nth case (0: never)")
     ap.add_argument("--save", default=None, help="folder to write each internal error's spec and message into")
     ap.add_argument("--report-every", type=int, default=5000)
     args = ap.parse_args(argv)
     outcomes, by_kind, internal = collections.Counter(), collections.Counter(), collections.Counter()
+    by_subject = collections.Counter()
     start = time.time()
     with tempfile.TemporaryDirectory(prefix="dpspec-fuzz-") as tmp:
         mirror(tmp)
         for i in range(args.cases):
-            name, kind, text, outcome = case(i, args.seed, tmp, args.cli_every, args.data_every)
-            label = "internal" if outcome.startswith("internal") else outcome
-            outcomes[label] += 1
-            by_kind[kind, label] += 1
-            if label == "internal":
+            name, kind, text, outcome = case(i, args.seed, tmp, args.cli_every, args.data_every, args.verify_every,
+                                             args.infer_every)
+            lab = label(outcome)
+            outcomes[lab] += 1
+            by_kind[kind, lab] += 1
+            by_subject[subject(i, args.infer_every), lab] += 1
+            if lab in ("internal", "plugin-crash"):
                 first = outcome.split("\n")[0][:160]
-                internal[first] += 1
+                internal[lab, first] += 1
                 if args.save:
                     os.makedirs(args.save, exist_ok=True)
                     with open(os.path.join(args.save, f"case-{i}.dps"), "w", encoding="utf-8", errors="surrogateescape") as fh:
@@ -190,10 +454,12 @@ def main(argv=None) -> int:
             if (i + 1) % args.report_every == 0:
                 print(f"{i + 1} cases, {time.time() - start:.0f} s: {dict(outcomes)}", flush=True)
     print(f"\n{args.cases} cases in {time.time() - start:.0f} s (seed {args.seed}): " + ", ".join(f"{k} {v}" for k, v in sorted(outcomes.items())))
-    for kind in KINDS:
-        print(f"  {kind:15s} " + ", ".join(f"{label} {by_kind[kind, label]}" for label in ("ok", "user-error", "internal")))
-    for message, n in internal.most_common():
-        print(f"  internal x{n}: {message}")
+    for kind in [*KINDS, "params", "args", "output"]:
+        print(f"  {kind:15s} " + ", ".join(f"{lab} {by_kind[kind, lab]}" for lab in LABELS))
+    for what in SUBJECTS:
+        print(f"  {what:15s} " + ", ".join(f"{lab} {by_subject[what, lab]}" for lab in LABELS))
+    for (lab, message), n in internal.most_common():
+        print(f"  {lab} x{n}: {message}")
     return 1 if outcomes["internal"] else 0
 
 

@@ -76,6 +76,8 @@ HUGE = {
     "long mantissa": ("p: 3/4", "p: 0." + "3" * 200, "201 digits"),
     "product beyond floats": ("p: 3/4", "p: 10^64*10^64*10^64*10^64*10^64", "too large"),
     "budget beyond floats": ("budget epsilon <= 1.1", "budget epsilon <= 1e308*10", "too large"),
+    "below floats": ("p: 3/4", "p: 1e-400", "too small"),  # TopDown's sigma² = 1/(2 rho) would pass 1.8e308
+    "quotient below floats": ("p: 3/4", "p: 1e-200/1e200", "too small"),
 }
 
 
@@ -119,3 +121,36 @@ def test_a_nul_byte_in_an_include_or_data_path_is_a_user_error(tmp_path):
     spec = parse(SMALL_SPEC.replace("people.csv", "pe\x00ople.csv"), str(tmp_path / "s.dps"))
     with pytest.raises(DpspecError, match="NUL byte"):
         dpspec.compile(spec)
+
+
+def test_a_lone_surrogate_in_api_text_is_a_located_spec_error():
+    """Found by scripts/fuzz.py: verify hashed the text and crashed on a character UTF-8 cannot hold."""
+    text = SMALL_SPEC.replace("p: 3/4", "p: 3/4 # caf\udce9")
+    with pytest.raises(SpecError) as err:
+        dpspec.load(text)
+    line = next(i for i, t in enumerate(SMALL_SPEC.split("\n"), 1) if "p: 3/4" in t)
+    assert "not valid Unicode" in str(err.value) and err.value.diagnostics[0].line == line
+
+
+def test_topdown_without_pass_tolerance_checks_and_tiny_budgets_are_refused():
+    """Found by scripts/fuzz.py at 100,000 cases: TopDown crashed when pass_tolerance was left out,
+    and on rho = 1e-400 (sigma² beyond floats) while describing its allocation."""
+    from dpspec.checker import check
+    from dpspec.describe import describe_spec
+    from dpspec.parser import parse
+
+    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "specs", "pl94_production_topdown.dps")
+    text = open(path, encoding="utf-8").read()
+    assert "  pass_tolerance: 0.1\n" in text
+    spec = parse(text.replace("  pass_tolerance: 0.1\n", ""), path)
+    assert check(spec).mechanism.name == "topdown"
+    describe_spec(spec)
+    with pytest.raises(SpecError, match="too small"):
+        parse(text.replace("  rho: 293764/114921", "  rho: 1e-400"), path)
+    from fractions import Fraction
+
+    from dpspec.errors import MechanismError
+    from dpspec.noise import discrete_gaussian_variance
+
+    with pytest.raises(MechanismError, match="beyond floating point"):  # sigma² reached by arithmetic, not a literal
+        discrete_gaussian_variance(Fraction(10**400, 3))

@@ -60,3 +60,57 @@ def test_fuzzed_specs_never_crash_the_cli(mirror, name, kind, seed):
     text = fuzz.mutate(fuzz.original(name), kind, random.Random(seed))
     outcome = fuzz.run_cli(text, name, mirror, False)
     assert not outcome.startswith("internal"), outcome
+
+
+@pytest.fixture(scope="module")
+def scratch(tmp_path_factory):
+    return str(tmp_path_factory.mktemp("fuzz-scratch"))
+
+
+def test_the_newer_inputs_pass_unmutated(scratch):
+    """Each fuzzed input of the newer commands is accepted as it is, so mutations start from valid."""
+    for name in fuzz.ENTRIES:
+        assert fuzz.run_entry(fuzz.original(name), os.path.join(fuzz.SPECS_DIR, name)) == "ok", name
+    assert fuzz.run_convert({"rho": "0.5"}, {"to": "approx", "delta": 1e-10}) == "ok"
+    assert fuzz.run_verify_json(fuzz.verify_json(), scratch) == "ok"
+    assert fuzz.run_infer({"target": "count persons by DEYE", "draws": 10, "seed": 1}, scratch) == "ok"
+    assert fuzz.run_verify(fuzz.original("acs_ma_vision_rr.dps"), os.path.join(fuzz.SPECS_DIR, "acs_ma_vision_rr.dps"), 1) == "ok"
+
+
+@settings(max_examples=60, **SETTINGS)
+@given(name=st.sampled_from(fuzz.ENTRIES), kind=st.sampled_from(fuzz.KINDS), seed=st.integers(0, 2**32))
+def test_fuzzed_registry_entries_never_crash_import(name, kind, seed):
+    text = fuzz.mutate(fuzz.original(name), kind, random.Random(seed))
+    outcome = fuzz.run_entry(text, os.path.join(fuzz.SPECS_DIR, name))
+    assert not outcome.startswith("internal"), outcome
+
+
+@settings(max_examples=150, **SETTINGS)
+@given(seed=st.integers(0, 2**32))
+def test_fuzzed_convert_parameters_never_crash(seed):
+    params, options = fuzz.convert_case(random.Random(seed))
+    outcome = fuzz.run_convert(params, options)
+    assert not outcome.startswith("internal"), (params, options, outcome)
+
+
+@settings(max_examples=60, **SETTINGS)
+@given(kind=st.sampled_from(fuzz.KINDS), seed=st.integers(0, 2**32))
+def test_fuzzed_verification_results_never_crash(scratch, kind, seed):
+    outcome = fuzz.run_verify_json(fuzz.mutate(fuzz.verify_json(), kind, random.Random(seed)), scratch)
+    assert not outcome.startswith("internal"), outcome
+
+
+@settings(max_examples=12, **SETTINGS)
+@given(seed=st.integers(0, 2**32))
+def test_fuzzed_infer_arguments_never_crash(scratch, seed):
+    args = fuzz.infer_case(random.Random(seed), scratch)
+    outcome = fuzz.run_infer(args, scratch)
+    assert not outcome.startswith("internal"), (args, outcome)
+
+
+@settings(max_examples=8, **SETTINGS)
+@given(name=st.sampled_from(fuzz.SPECS), kind=st.sampled_from(fuzz.KINDS), seed=st.integers(0, 2**32))
+def test_fuzzed_specs_never_crash_verify(name, kind, seed):
+    text = fuzz.mutate(fuzz.original(name), kind, random.Random(seed))
+    outcome = fuzz.run_verify(text, os.path.join(fuzz.SPECS_DIR, name), seed)
+    assert not outcome.startswith("internal"), outcome

@@ -20,6 +20,21 @@ from .model import Model, _keys
 from .release import InferError
 
 DEFAULT = "dirichlet-multinomial:1"
+MIN_ALPHA, MAX_ALPHA = 1e-300, 1e300  # beyond these the gamma draws (log U / a) leave floating point
+
+
+def _redraw_underflowed(theta: np.ndarray, a: np.ndarray, rng: np.random.Generator) -> None:
+    """Rows whose gamma draws all underflowed to 0 (tiny concentrations such as 1e-320: 0/0 would
+    be NaN) are drawn again in log space, Gamma(a) = Gamma(a + 1) U^(1/a), and normalised there."""
+    dead = np.flatnonzero(theta.sum(axis=1) == 0)
+    if dead.size == 0:
+        return
+    pos = a > 0
+    with np.errstate(divide="ignore"):
+        log_g = np.log(rng.gamma(a[pos] + 1.0, size=(dead.size, int(pos.sum())))) + np.log(rng.random((dead.size, int(pos.sum())))) / a[pos]
+    rows = np.zeros((dead.size, a.size))
+    rows[:, pos] = np.exp(log_g - log_g.max(axis=1, keepdims=True))
+    theta[dead] = rows
 
 
 @attrs.frozen
@@ -36,6 +51,7 @@ class Prior:
             if not np.any(a > 0):  # only possible for a zero total (make_prior checks)
                 continue
             theta = rng.gamma(np.where(a > 0, a, 1.0), size=(n, sl.size)) * (a > 0)
+            _redraw_underflowed(theta, a, rng)
             theta /= theta.sum(axis=1, keepdims=True)
             out[:, sl] = _multinomial_rows(int(total), theta, rng)
         return out
@@ -83,8 +99,8 @@ def make_prior(text: str | None, model: Model, base_dir: str = ".") -> Prior:
             a = float(value) if value else 1.0
         except ValueError:
             raise InferError(f"--prior '{text}': the concentration must be a number, as in dirichlet-multinomial:0.5") from None
-        if not (np.isfinite(a) and a > 0):
-            raise InferError(f"--prior '{text}': the concentration must be a positive number")
+        if not (np.isfinite(a) and MIN_ALPHA <= a <= MAX_ALPHA):
+            raise InferError(f"--prior '{text}': the concentration must be a positive number between 1e-300 and 1e300")
         return Prior(np.full(model.n_cells, a), f"Dirichlet-multinomial within each public total, every concentration {a:g}")
     path = text if os.path.isabs(text) else os.path.join(base_dir, text)
     if not os.path.isfile(path) and os.path.isfile(text):
@@ -103,9 +119,10 @@ def make_prior(text: str | None, model: Model, base_dir: str = ".") -> Prior:
         alpha = pd.to_numeric(frame["alpha"]).to_numpy(dtype=float)
     except ValueError:
         raise InferError(f"--prior {path}: column 'alpha' must hold numbers") from None
-    bad = np.flatnonzero(~np.isfinite(alpha) | (alpha < 0))
+    bad = np.flatnonzero(~np.isfinite(alpha) | (alpha < 0) | ((alpha > 0) & ((alpha < MIN_ALPHA) | (alpha > MAX_ALPHA))))
     if bad.size:
-        raise InferError(f"--prior {path}, row {bad[0] + 2}: alpha must be a finite number >= 0, got {frame['alpha'].iloc[bad[0]]!r}")
+        raise InferError(f"--prior {path}, row {bad[0] + 2}: alpha must be 0 or a number between 1e-300 and 1e300, "
+                         f"got {frame['alpha'].iloc[bad[0]]!r}")
     given = pd.Series(alpha, index=_keys(frame, cols))
     if given.index.duplicated().any():
         raise InferError(f"--prior {path}: cell {given.index[given.index.duplicated()][0]!r} is listed twice")

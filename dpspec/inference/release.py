@@ -12,6 +12,7 @@ import attrs
 import pandas as pd
 
 from dpspec.errors import DpspecError
+from dpspec.reading import require_regular
 
 
 class InferError(DpspecError):
@@ -46,6 +47,7 @@ def load_release(path: str, spec_sha256: str | None = None) -> LoadedRelease:
     for name, entry in listed.items():
         file = os.path.join(path, os.path.basename(str(entry.get("file", ""))))
         try:
+            require_regular(file)  # a table linked to /dev/zero would be read until memory runs out
             outputs[name] = pd.read_parquet(file) if file.endswith(".parquet") else pd.read_csv(file, keep_default_na=False)
         except (OSError, ValueError) as exc:
             raise InferError(f"{file}: cannot read the published table '{name}' ({exc})") from None

@@ -7,6 +7,7 @@ traceback.
 from __future__ import annotations
 
 import functools
+import re
 from importlib import resources
 
 import yaml
@@ -88,9 +89,13 @@ def _marks(node, path=(), out=None) -> dict:
 
 
 def read_entry(path: str) -> Entry:
+    from dpspec.reading import NotRegularFile, open_regular
+
     try:
-        with open(path, "rb") as fh:
+        with open_regular(path) as fh:  # a FIFO would block, a device would fill MAX_BYTES with junk
             raw = fh.read(MAX_BYTES + 1)
+    except NotRegularFile:
+        raise SpecError("not a regular file (a device, pipe or folder); a registry entry is a YAML file", path) from None
     except OSError as exc:
         raise SpecError(f"cannot read the registry entry: {exc.strerror or exc}", path) from None
     if len(raw) > MAX_BYTES:
@@ -112,6 +117,11 @@ def parse_entry(text: str, path: str | None = None) -> Entry:
         line, col = (mark.line + 1, mark.column + 1) if mark is not None else (None, None)
         problem = getattr(exc, "problem", None) or str(exc)
         raise SpecError([Diagnostic(f"not valid YAML: {problem}", line, col)], path, text) from None
+    except (ValueError, RecursionError):  # a number of 5,000 digits (int() refuses), or nesting beyond Python's stack
+        huge = re.search(r"[0-9_]{4000,}", text)
+        line, col = (text.count("\n", 0, huge.start()) + 1, huge.start() - text.rfind("\n", 0, huge.start())) if huge else (1, 1)
+        what = "a number with thousands of digits" if huge else "nesting too deep to read"
+        raise SpecError([Diagnostic(f"not a usable registry entry: {what}", line, col)], path, text) from None
     if not isinstance(data, dict):
         raise SpecError([Diagnostic("a registry entry is a YAML mapping (url_slug, status, tier, deployment)", 1, 1)], path, text)
     return Entry(data, text, path, _marks(node) if node is not None else {})

@@ -122,7 +122,7 @@ def entry_data(spec: ir.Spec) -> dict:
     entry = {
         "url_slug": notes.get("url_slug") or re.sub(r"[^a-z0-9]+", "-", spec.title.lower()).strip("-"),
         "status": notes.get("status", "Draft"),
-        "tier": int(notes["tier"]) if notes.get("tier", "").isdigit() else 3,
+        "tier": _tier(notes.get("tier")),
         "deployment": deployment,
     }
     bad = schema_problems(entry)
@@ -130,6 +130,14 @@ def entry_data(spec: ir.Spec) -> dict:
         raise SpecError([Diagnostic(f"the exported entry breaks the registry schema at {dotted(f)}: {m}", 1, 1)
                          for f, m, _ in bad], spec.path, spec.text)
     return entry
+
+
+def _tier(note: str | None):
+    """The tier note as a number; anything else is passed on for the schema check to name
+    (int() of a 5,000-digit or superscript note would crash instead)."""
+    if note is None:
+        return 3
+    return int(note) if re.fullmatch(r"[0-9]{1,4}", note.strip()) else note
 
 
 class _Dumper(yaml.SafeDumper):

@@ -18,6 +18,15 @@ from dpspec.audit.currency import flavor_spec
 from dpspec.audit.multiverse import granularity, undetermined
 from dpspec.budget import format_number
 
+
+def seed_policy(seed) -> dict:
+    """Where a release's randomness came from (manifest and reports): here, below `output`."""
+    if seed is None:
+        return {"seeded": False, "source": "ChaCha20 (cryptographically secure) keyed with 256 bits of operating-system entropy"}
+    return {"seeded": True, "seed": int(seed),
+            "warning": "a known seed lets anyone reproduce the noise and remove it: this release is NOT protected"}
+
+
 AUDIENCES = ("public", "internal")
 HEADLINE_PARAM = {"pure": "epsilon", "approx": "epsilon", "zcdp": "rho", "renyi": "epsilon", "gdp": "mu"}
 AUDIENCE_NOTES = {
@@ -148,8 +157,6 @@ def _sections(result, audience: str) -> list[dict]:
 
 def _provenance(spec: ir.Spec, result, checked) -> dict:
     from dpspec.ir import spec_sha256
-    from dpspec.output import seed_policy
-
     mechanisms = [{k: m[k] for k in ("name", "version", "package", "package_version")}
                   for m in plugins.describe_mechanisms()]
     out = {

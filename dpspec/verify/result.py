@@ -130,17 +130,23 @@ class Verification:
         return "\n".join(lines)
 
 
+MAX_RESULT_BYTES = 5_000_000  # a verification result is a few kB; more is not one
+
+
 def load_json(path: str) -> dict:
     """A verification result file written by `dpspec verify --json` (raises VerifyError)."""
+    from dpspec.reading import NotRegularFile, open_regular
     from dpspec.verify.miniature import VerifyError
 
     try:
-        with open(path, encoding="utf-8") as fh:
-            data = json.load(fh)
+        with open_regular(path) as fh:  # a device such as /dev/zero would be read without end
+            data = json.loads(fh.read(MAX_RESULT_BYTES + 1))
+    except NotRegularFile:
+        raise VerifyError(f"{path}: not a regular file (a device, pipe or folder); give the file `dpspec verify --json` wrote") from None
     except OSError as exc:
         raise VerifyError(f"{path}: cannot read the verification result: {exc.strerror or exc}") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise VerifyError(f"{path}: not a verification result (invalid JSON: {exc})") from None
+    except (ValueError, RecursionError) as exc:  # invalid JSON or UTF-8, a 5,000-digit number, deep nesting
+        raise VerifyError(f"{path}: not a verification result (invalid JSON: {str(exc)[:200]})") from None
     missing = [k for k in ("verdict", "claimed", "lower_bound", "confidence", "runs", "flavor", "spec_sha256")
                if not isinstance(data, dict) or k not in data]
     if missing or data.get("verdict") not in VERDICTS:

@@ -11,10 +11,7 @@ from __future__ import annotations
 import math
 from fractions import Fraction
 
-from dpspec import ir
-from dpspec.errors import Diagnostic
-from dpspec.hookspecs import hookimpl
-from dpspec.mechanism import Mechanism, NativeFlavor, ParameterSchema, ParamSpec, Release
+from dpspec.api import Diagnostic, Mechanism, NativeFlavor, ParamSpec, ParameterSchema, Release, hookimpl, ir
 
 __version__ = "1.0.0"
 MAX_DENOMINATOR = 1 << 62
@@ -82,7 +79,7 @@ class RandomizedResponse(Mechanism):
         return [ir.CountQuery(params["table"])]
 
     def budget(self, spec, params, facts):
-        from dpspec.budget import BudgetStatement, PureDP
+        from dpspec.api import BudgetStatement, PureDP
 
         return BudgetStatement(PureDP(epsilon(params["p"])), worst=PureDP(epsilon(params["p"])),
                                notes=(f"epsilon = |ln(p/(1-p))| with p = {ir.format_number(params['p'])}",))
@@ -97,7 +94,7 @@ class RandomizedResponse(Mechanism):
         import numpy as np  # lazily: `dpspec check` and `--help` must not pay for numpy or pandas
         import pandas as pd
 
-        from dpspec.noise import bernoulli
+        from dpspec.api import bernoulli
 
         frame = data[params["table"]]
         values = frame[params["column"]]

@@ -15,9 +15,7 @@ import pandas as pd
 from scipy.special import logsumexp
 from scipy.stats import binom
 
-from dpspec import ir
-from dpspec.errors import MechanismError
-from dpspec.api import CountLikelihood
+from dpspec.api import CountLikelihood, MechanismError, ir
 
 MAX_UNITS = 200_000
 _CHUNK_ELEMENTS = 4_000_000

@@ -3,7 +3,7 @@ race/ethnicity group at every geography level, each table's detail chosen adapti
 discrete Gaussian noise under zCDP."""
 from __future__ import annotations
 
-from dpspec.hookspecs import hookimpl
+from dpspec.api import hookimpl
 
 from .plugin import SafeTab, __version__  # noqa: F401
 

@@ -18,8 +18,7 @@ from fractions import Fraction
 
 import attrs
 
-from dpspec import ir
-from dpspec.errors import Diagnostic
+from dpspec.api import Diagnostic, ir
 
 ROOT = "nation"
 ITERATION_LEVELS = {"level1": 1, "level2": 2}

@@ -16,7 +16,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from dpspec.noise import discrete_gaussian, discrete_gaussian_pmf, effective_sigma2
+from dpspec.api import discrete_gaussian, discrete_gaussian_pmf, effective_sigma2
 
 
 def group_counts(region: np.ndarray, group: np.ndarray, n_regions: int, n_groups: int) -> np.ndarray:

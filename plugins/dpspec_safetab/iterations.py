@@ -22,7 +22,7 @@ import attrs
 import numpy as np
 import pandas as pd
 
-from dpspec.errors import DataError
+from dpspec.api import DataError, require_regular
 
 GRANULARITIES = ("detailed", "coarse")
 
@@ -41,6 +41,7 @@ class IterationTable:
         for key, rel in paths.items():
             path = rel if os.path.isabs(rel) else os.path.join(base_dir, rel)
             try:
+                require_regular(path)  # never a device such as /dev/zero
                 frames[key] = pd.read_parquet(path) if path.endswith(".parquet") else pd.read_csv(path, dtype=str, keep_default_na=False)
             except FileNotFoundError:
                 raise DataError(f"{path}: the {key} table does not exist") from None

@@ -32,8 +32,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from dpspec import ir
-from dpspec.api import CountLikelihood, discrete_gaussian_logpmf
+from dpspec.api import CountLikelihood, discrete_gaussian_logpmf, ir
 
 from .design import ROOT
 from .engine import choose_detail, suppression_threshold

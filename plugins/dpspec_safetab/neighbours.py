@@ -30,9 +30,7 @@ import attrs
 import numpy as np
 import pandas as pd
 
-from dpspec import ir
-from dpspec.api import NeighbourPair, discrete_gaussian, miniature_rows, typed_frame
-from dpspec.api import miniature_record as record
+from dpspec.api import NeighbourPair, discrete_gaussian, ir, miniature_record as record, miniature_rows, typed_frame
 
 from .design import ROOT
 from .engine import cell_codes, choose_detail

@@ -11,9 +11,10 @@ from __future__ import annotations
 import os
 from fractions import Fraction
 
-from dpspec import ir
-from dpspec.errors import DataError, Diagnostic, SpecError
-from dpspec.mechanism import Mechanism, NativeFlavor, ParameterSchema, ParamSpec, Release
+from dpspec.api import (
+    DataError, Diagnostic, Mechanism, NativeFlavor, ParamSpec, ParameterSchema, Release, SpecError, ir,
+    require_regular,
+)
 
 from . import design as design_mod
 
@@ -131,8 +132,7 @@ class SafeTab(Mechanism):
 
     # ---- budget ------------------------------------------------------------------------
     def budget(self, spec, params, facts):
-        from dpspec.budget import BudgetStatement, ZCDP
-        from dpspec.budget.statement import PublicCondition
+        from dpspec.api import BudgetStatement, PublicCondition, ZCDP
 
         design = self.design(spec, params)
         total = design.total_rho()
@@ -214,6 +214,7 @@ class SafeTab(Mechanism):
 
         full = path if os.path.isabs(path) else os.path.join(spec.base_dir, path)
         try:
+            require_regular(full)  # never a device such as /dev/zero
             frame = pd.read_parquet(full) if full.endswith(".parquet") else pd.read_csv(full, dtype=str, keep_default_na=False)
         except FileNotFoundError:
             raise DataError(f"{full}: the published totals do not exist") from None

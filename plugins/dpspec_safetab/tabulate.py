@@ -15,7 +15,7 @@ import attrs
 import numpy as np
 import pandas as pd
 
-from dpspec.errors import DataError
+from dpspec.api import DataError
 
 from .design import ROOT, Design, sigma2
 from .engine import add_noise, cell_codes, choose_detail, detail_counts, group_counts, suppression_threshold

@@ -5,7 +5,7 @@ budget against the swap rate for the actual stratification and for alternative o
 """
 from __future__ import annotations
 
-from dpspec.hookspecs import hookimpl
+from dpspec.api import hookimpl
 from dpspec_swap.plugin import PermutationSwapping, __version__
 
 __all__ = ["PermutationSwapping", "__version__"]

@@ -10,8 +10,7 @@ import math
 
 import numpy as np
 
-from dpspec import ir
-from dpspec.invariants import implied_by
+from dpspec.api import implied_by, ir
 from dpspec_swap.utility import count_table, mape
 
 

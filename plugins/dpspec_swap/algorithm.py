@@ -17,9 +17,7 @@ import attrs
 import numpy as np
 import pandas as pd
 
-from dpspec.errors import DataError, MechanismError
-from dpspec.noise import bernoulli
-from dpspec.values import shown
+from dpspec.api import DataError, MechanismError, bernoulli, shown
 from dpspec_swap.theorem import as_rate
 
 # Codes are kept dense enough that arrays indexed by stratum stay about as small as the data.

@@ -15,8 +15,7 @@ import json
 
 import click
 
-from dpspec.budget.premetrics import json_number
-from dpspec.cli_errors import friendly
+from dpspec.api import friendly, json_number
 
 RATES_HELP = "swap rates, comma-separated: 0.05, 5% or 1/20 (exact: 0.05 means one in twenty)"
 

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-from dpspec import ir
-from dpspec.diagnostics import unknown
-from dpspec.errors import DataError, Diagnostic, MechanismError
-from dpspec.mechanism import Mechanism, NativeFlavor, ParameterSchema, ParamSpec, Release
+from dpspec.api import (
+    DataError, Diagnostic, Mechanism, MechanismError, NativeFlavor, ParamSpec, ParameterSchema, Release, ir,
+    unknown,
+)
 from dpspec_swap.roles import carried_tables, nesting_parents, roles, swap_table, without_implied
 from dpspec_swap.theorem import largest_stratum, log_odds, psa_epsilon
 
@@ -133,7 +133,7 @@ class PermutationSwapping(Mechanism):
         }
 
     def budget(self, spec, params, facts):
-        from dpspec.budget import BudgetStatement, PureDP
+        from dpspec.api import BudgetStatement, PureDP
 
         if "b" not in facts:
             raise MechanismError("the swap budget depends on b, the largest stratum of the data; compute the facts first")

@@ -5,7 +5,7 @@ Shared by the mechanism, the what-if table and the report, so that all three rea
 """
 from __future__ import annotations
 
-from dpspec import ir
+from dpspec.api import ir
 
 
 def swap_table(spec: ir.Spec, params: dict) -> ir.Table | None:

@@ -12,7 +12,7 @@ from decimal import Decimal
 from fractions import Fraction
 from numbers import Rational
 
-from dpspec.errors import MechanismError
+from dpspec.api import MechanismError
 
 
 def as_rate(p) -> Fraction:

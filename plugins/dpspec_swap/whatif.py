@@ -14,8 +14,7 @@ from fractions import Fraction
 import numpy as np
 import pandas as pd
 
-from dpspec import ir
-from dpspec.invariants import implied_by
+from dpspec.api import implied_by, ir
 from dpspec_swap.algorithm import stratum_codes
 from dpspec_swap.roles import nesting_parents, roles, swap_table
 from dpspec_swap.theorem import as_rate, largest_stratum, psa_epsilon
@@ -134,7 +133,7 @@ def with_epsilons(rows: list[dict], rates) -> list[dict]:
 
 def validate_key(table: ir.Table, swap, key: tuple[str, ...]) -> str | None:
     """A problem with a user-given key, or None."""
-    from dpspec.diagnostics import unknown
+    from dpspec.api import unknown
 
     for c in key:
         if c not in table.column_names:

@@ -2,7 +2,7 @@
 hierarchical marginals, then top-down nonnegative integer estimation on a real solver (HiGHS)."""
 from __future__ import annotations
 
-from dpspec.hookspecs import hookimpl
+from dpspec.api import hookimpl
 
 from .plugin import TopDown, __version__  # noqa: F401
 

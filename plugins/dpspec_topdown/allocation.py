@@ -19,7 +19,7 @@ from typing import Iterable, Mapping
 
 import attrs
 
-from dpspec.errors import SpecError
+from dpspec.api import SpecError
 
 SENSITIVITY_SQUARED = {"symdiff": 1, "hamming": 2}
 
@@ -88,7 +88,7 @@ def sensitivity_squared(relation: str) -> int:
 
 def check_shares(shares: Mapping, what: str) -> dict:
     """Shares as exact positive Fractions summing to exactly 1, or a SpecError naming them."""
-    from dpspec.noise import as_fraction, effective_sigma2
+    from dpspec.api import as_fraction, effective_sigma2
 
     if not shares:
         raise SpecError(f"{what}: no shares given")
@@ -120,7 +120,7 @@ def allocate(rho, level_shares: Mapping[str, object], strategy: Mapping[str, lis
     ``strategy`` maps each measured level to ``[(query, share), ...]``. Levels absent from
     ``level_shares`` are not measured (the implicit root, typically).
     """
-    from dpspec.noise import as_fraction, effective_sigma2
+    from dpspec.api import as_fraction, effective_sigma2
 
     rho = as_fraction(rho)
     if rho <= 0:

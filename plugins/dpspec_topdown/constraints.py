@@ -17,8 +17,7 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-from dpspec import ir
-from dpspec.errors import Diagnostic, SpecError
+from dpspec.api import Diagnostic, SpecError, ir
 
 
 def _loc(p):
@@ -90,7 +89,7 @@ def facility_bounds(constraint: dict, frame, categories) -> tuple:
     import numpy as np
     import pandas as pd
 
-    from dpspec.errors import DataError
+    from dpspec.api import DataError
 
     finest, type_col = constraint["finest"], constraint["type"]
     types = frame[type_col]

@@ -25,12 +25,12 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
-from dpspec.errors import DataError, MechanismError, SpecError
+from dpspec.api import DataError, MechanismError, SpecError
 
 from .allocation import Allocation, allocate, query_name
 from .hierarchy import Hierarchy, build_hierarchy
 from .histogram import Schema, aggregate, marginal, unit_histograms
-from dpspec.noise import discrete_gaussian, discrete_gaussian_variance
+from dpspec.api import discrete_gaussian, discrete_gaussian_variance
 from .multipass import pass_plan
 from .postprocess import (BoundConstraint, GroupConstraint, MeasuredQuery, NodeError, NodeTask,
                           default_workers, make_pool, solve_level, solve_node)

@@ -16,8 +16,7 @@ import attrs
 import numpy as np
 import pandas as pd
 
-from dpspec.errors import DataError, SpecError
-from dpspec.values import shown
+from dpspec.api import DataError, SpecError, shown
 
 
 @attrs.frozen

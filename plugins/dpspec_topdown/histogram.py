@@ -22,7 +22,7 @@ from typing import Mapping, Sequence
 import attrs
 import numpy as np
 
-from dpspec.errors import DataError, SpecError
+from dpspec.api import DataError, SpecError
 
 from .allocation import query_name
 

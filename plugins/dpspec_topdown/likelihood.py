@@ -14,8 +14,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from dpspec import ir
-from dpspec.api import CountLikelihood, MechanismError, discrete_gaussian_logpmf, discrete_gaussian_variance
+from dpspec.api import CountLikelihood, MechanismError, discrete_gaussian_logpmf, discrete_gaussian_variance, ir
 
 ROOT = "nation"
 

@@ -23,7 +23,7 @@ from typing import Mapping, Sequence
 import attrs
 import numpy as np
 
-from dpspec.errors import SpecError
+from dpspec.api import SpecError
 
 from .allocation import query_name
 

@@ -11,9 +11,7 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-from dpspec import ir, progress
-from dpspec.errors import Diagnostic, SpecError
-from dpspec.mechanism import Mechanism, NativeFlavor, ParameterSchema, ParamSpec, Release
+from dpspec.api import Diagnostic, Mechanism, NativeFlavor, ParamSpec, ParameterSchema, Release, SpecError, ir, progress
 
 from .allocation import allocate
 
@@ -96,7 +94,9 @@ def _passes(params: dict, variables) -> dict:
     named passes in order (``{ pass1: ["total"]  pass2: ["hhgq", "hhgq * hispanic"] }``) or one
     list (one pass; for estimation the remaining measured queries then form a last pass)."""
     out: dict = {}
-    tolerance = params.get("pass_tolerance", Fraction(1, 10))
+    tolerance = params.get("pass_tolerance")
+    if tolerance is None:  # absent (the checker gives it as None): production's slack
+        tolerance = Fraction(1, 10)
     for what in ("estimation", "rounding"):
         block = params.get(what)
         if block is None:
@@ -279,7 +279,7 @@ class TopDown(Mechanism):
         return [] if problems else [q for _, _, q in invariants]
 
     def budget(self, spec, params, facts):
-        from dpspec.budget import BudgetStatement, ZCDP
+        from dpspec.api import BudgetStatement, ZCDP
 
         alloc = self._allocation(spec, params)
         notes = [f"rho = {ir.format_number(alloc.rho)} split over levels "
@@ -379,7 +379,7 @@ def _query_blocks(params: dict):
 def allocation_rows(alloc, labels: dict | None = None) -> list[dict]:
     """level, query (as written, factors joined by ' * '), rho, variance (sigma², the noise
     parameter) and the exact fractions behind them, in level then declaration order."""
-    from dpspec.noise import discrete_gaussian_variance
+    from dpspec.api import discrete_gaussian_variance
 
     labels = labels or {}
     return [{"level": q.level, "query": labels.get((q.level, q.query), q.name), "rho": float(q.rho), "variance": float(q.sigma2),

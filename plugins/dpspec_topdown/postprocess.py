@@ -29,7 +29,7 @@ import highspy
 import numpy as np
 import scipy.sparse as sp
 
-from dpspec.errors import MechanismError
+from dpspec.api import MechanismError
 
 from .qp import NodeQP, solve_clarabel
 

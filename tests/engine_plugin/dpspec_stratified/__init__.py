@@ -14,9 +14,7 @@ from fractions import Fraction
 import numpy as np
 import pandas as pd
 
-from dpspec.hookspecs import hookimpl
-from dpspec.mechanism import Mechanism, NativeFlavor, ParameterSchema, ParamSpec, Release
-from dpspec.noise import discrete_laplace
+from dpspec.api import Mechanism, NativeFlavor, ParamSpec, ParameterSchema, Release, discrete_laplace, hookimpl
 
 
 def noisy_histogram(key, rows: pd.DataFrame, rng, by, column, scale, fail_on=None) -> pd.DataFrame:
@@ -48,7 +46,7 @@ class StratifiedHistogram(Mechanism):
         return NativeFlavor(params["table"], "symdiff", "pure")
 
     def budget(self, spec, params, facts):
-        from dpspec.budget import BudgetStatement, PureDP
+        from dpspec.api import BudgetStatement, PureDP
 
         return BudgetStatement.fixed(PureDP(1 / params["scale"]))  # one row moves one cell by one
 

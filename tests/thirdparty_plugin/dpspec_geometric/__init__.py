@@ -15,8 +15,7 @@ import click
 import numpy as np
 import pandas as pd
 
-from dpspec.hookspecs import hookimpl
-from dpspec.mechanism import Mechanism, NativeFlavor, ParameterSchema, ParamSpec, Release
+from dpspec.api import Mechanism, NativeFlavor, ParamSpec, ParameterSchema, Release, hookimpl
 
 
 class GeometricCount(Mechanism):
@@ -33,7 +32,7 @@ class GeometricCount(Mechanism):
         return NativeFlavor(params["table"], "symdiff", "pure")
 
     def budget(self, spec, params, facts):
-        from dpspec.budget import BudgetStatement, PureDP
+        from dpspec.api import BudgetStatement, PureDP
 
         return BudgetStatement.fixed(PureDP(float(params["epsilon"])))
 
@@ -45,8 +44,7 @@ class GeometricCount(Mechanism):
 
     def likelihood(self, spec, params, outputs):
         """Its own likelihood, for `dpspec infer`: P(v | t) = (1 - q)/(1 + q) q^|v - t|."""
-        from dpspec import ir
-        from dpspec.mechanism import CountLikelihood
+        from dpspec.api import CountLikelihood, ir
 
         if "count" not in outputs:
             return None
