@@ -38,7 +38,8 @@ _CORE_IMPORT = re.compile(r"^\s*(?:from\s+(dpspec(?:\.\w+)*)\s+import\s+(.+)|imp
 def core_imports_beyond_the_api(root: str) -> list[str]:
     """Each line under `root` that imports from dpspec other than `dpspec.api` (or plain `import dpspec`)."""
     offenders = []
-    for folder, _, files in os.walk(root):
+    for folder, dirs, files in os.walk(root):
+        dirs[:] = [d for d in dirs if d not in ("build", "__pycache__") and not d.endswith(".egg-info")]  # build artifacts
         for f in sorted(files):
             if f.endswith(".py"):
                 path = os.path.join(folder, f)

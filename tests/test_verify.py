@@ -403,3 +403,12 @@ def test_gaussian_lower_bounds_are_valid_over_seeded_repetitions(kind):
     # expected at most 10; 20 is beyond the 99.8% quantile of Binomial(100, 0.1)
     assert above <= 20, above
     assert np.mean(bounds) > 0.5 * truth  # and the bound is informative, not trivially valid
+
+
+def test_production_topdown_with_its_recode_is_verified():
+    """The production strategy measures recode queries (hhinstlevels of hhgq): the neighbours
+    count them from the recoded records (a KeyError before)."""
+    spec = dpspec.load(os.path.join(SPECS, "pl94_production_topdown.dps"))
+    result = verify(spec, runs=1000, seed=2)
+    assert result.path == "mechanism" and result.verdict == "consistent", result.text()
+    assert 0 < result.lower_bound < result.claimed

@@ -33,11 +33,22 @@ def _answers(frame, level: str | None, query: tuple, variables: dict, units: lis
     return out
 
 
-def topdown_pairs(mechanism, spec, params, variables_of, root: str) -> list[NeighbourPair]:
+def _recoded(frame, recodes, variables: dict):
+    """The frame with one column per recode (its group label for each record's category), so
+    that queries over recodes such as production's hhinstlevels are counted like variables."""
+    out = frame.copy()
+    for r in recodes:
+        label_of = {str(c): r.labels[g] for c, g in zip(variables[r.variable], r.group_of)}
+        out[r.name] = out[r.variable].astype(str).map(label_of)
+    return out
+
+
+def topdown_pairs(mechanism, spec, params, variables_of, root: str, recodes=()) -> list[NeighbourPair]:
     table = spec.domain.table(params["table"])
     levels = list(spec.domain.geography.levels)
     finest = levels[-1]
     variables = variables_of(spec, params)
+    factors = {**variables, **{r.name: list(r.labels) for r in recodes}}  # what queries count by
     alloc = mechanism._allocation(spec, params)
     rows = miniature_rows(spec)
     base = [dict(r) for r in rows[table.name]]
@@ -56,11 +67,12 @@ def topdown_pairs(mechanism, spec, params, variables_of, root: str) -> list[Neig
         return []
     moves, left, right = pair
     parts = []  # (sigma², answers on the left, answers on the right) of the cells that differ
+    counted = {side: _recoded(frames[table.name], recodes, variables) for side, frames in (("left", left), ("right", right))}
     for qb in alloc.queries:
         level = None if qb.level == root else qb.level
         units = sorted(set(left[table.name][level].astype(str)) | set(right[table.name][level].astype(str))) if level else [""]
-        a = _answers(left[table.name], level, qb.query, variables, units)
-        b = _answers(right[table.name], level, qb.query, variables, units)
+        a = _answers(counted["left"], level, qb.query, factors, units)
+        b = _answers(counted["right"], level, qb.query, factors, units)
         differ = np.flatnonzero(a != b)
         if differ.size:
             parts.append((qb.sigma2, a[differ], b[differ]))

@@ -364,7 +364,7 @@ class TopDown(Mechanism):
         """Miniature neighbours and batched noisy measurements for `dpspec verify`."""
         from .neighbours import topdown_pairs
 
-        return topdown_pairs(self, spec, params, _variables, ROOT)
+        return topdown_pairs(self, spec, params, _variables, ROOT, recodes=_schema(spec, params).recodes)
 
 
 def _query_blocks(params: dict):
