@@ -25,13 +25,13 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "plugins")]
 
 from dpspec import ir  # noqa: E402
-from dpspec.compiler import make_rng  # noqa: E402
+from dpspec.run.compiler import make_rng  # noqa: E402
 from dpspec.inference import sampler  # noqa: E402
 from dpspec.inference.model import build_model, parse_target  # noqa: E402
 from dpspec.inference.prior import make_prior  # noqa: E402
-from dpspec.mechanism import CountLikelihood  # noqa: E402
-from dpspec.noise import discrete_gaussian, discrete_gaussian_logpmf  # noqa: E402
-from dpspec.parser import load_text_or_path  # noqa: E402
+from dpspec.contract.mechanism import CountLikelihood  # noqa: E402
+from dpspec.run.noise import discrete_gaussian, discrete_gaussian_logpmf  # noqa: E402
+from dpspec.language.parser import load_text_or_path  # noqa: E402
 
 
 def synthetic(k: int, sigma2: float, rng):

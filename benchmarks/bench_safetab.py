@@ -28,9 +28,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "plugins")]
 
 import dpspec  # noqa: E402
-from dpspec.checker import check  # noqa: E402
-from dpspec.compiler import compile_spec, make_rng  # noqa: E402
-from dpspec.noise import discrete_gaussian  # noqa: E402
+from dpspec.check.checker import check  # noqa: E402
+from dpspec.run.compiler import compile_spec, make_rng  # noqa: E402
+from dpspec.run.noise import discrete_gaussian  # noqa: E402
 from dpspec.report import render_all  # noqa: E402
 from dpspec_safetab import tabulate  # noqa: E402
 from dpspec_safetab.iterations import encode_records, flatten  # noqa: E402

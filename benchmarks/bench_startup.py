@@ -15,7 +15,7 @@ import sys
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-DPSPEC = [sys.executable, "-c", "from dpspec.cli import main; main()"]
+DPSPEC = [sys.executable, "-c", "from dpspec.cli.main import main; main()"]
 
 
 def best(cmd, repeat: int) -> float:

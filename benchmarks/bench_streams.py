@@ -7,7 +7,7 @@ For N unit keys (default 100,000 keys shaped like TopDown's (level, geocode) and
 unit_rng` (canonical key encoding, SHA-256, a ChaCha20 generator) and drawing D numbers from it
 (default 0: the per-key overhead alone), against creating the same number of plain ChaCha20
 generators from consecutive integer keys (no hashing, no encoding) and drawing the same, and
-against `dpspec.compiler.make_rng(seed)` (ChaCha20 seeded through numpy's SeedSequence, the
+against `dpspec.run.compiler.make_rng(seed)` (ChaCha20 seeded through numpy's SeedSequence, the
 project's run generator). Each variant runs R times, interleaved, and the best time counts (the
 machine is shared). The ratio is the premium keyed streams cost over the cheapest possible
 per-unit generator; the absolute keys/s bounds how many units a second a mechanism can start.
@@ -25,7 +25,7 @@ from randomgen import ChaCha
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT)]
 
-from dpspec.compiler import make_rng  # noqa: E402
+from dpspec.run.compiler import make_rng  # noqa: E402
 from dpspec.engine.streams import unit_rng  # noqa: E402
 
 

@@ -30,10 +30,10 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "plugins")]
 
-from dpspec.checker import check  # noqa: E402
-from dpspec.compiler import make_rng  # noqa: E402
-from dpspec.noise import discrete_gaussian  # noqa: E402
-from dpspec.parser import parse  # noqa: E402
+from dpspec.check.checker import check  # noqa: E402
+from dpspec.run.compiler import make_rng  # noqa: E402
+from dpspec.run.noise import discrete_gaussian  # noqa: E402
+from dpspec.language.parser import parse  # noqa: E402
 from dpspec_topdown import plugin as topdown_plugin  # noqa: E402
 from dpspec_topdown import postprocess  # noqa: E402
 from dpspec_topdown.engine import run_topdown  # noqa: E402

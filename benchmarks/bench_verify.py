@@ -20,8 +20,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "plugins")]
 
 import dpspec  # noqa: E402
-from dpspec.compiler import make_rng  # noqa: E402
-from dpspec.noise import bernoulli  # noqa: E402
+from dpspec.run.compiler import make_rng  # noqa: E402
+from dpspec.run.noise import bernoulli  # noqa: E402
 from dpspec.verify import verify  # noqa: E402
 
 SPECS = ["acs_ma_vision_rr.dps", "ma1940_swap.dps", "acs_national_topdown.dps", "safetab_p_production.dps",

@@ -15,16 +15,16 @@ __version__ = "0.1.0"
 
 def load(path_or_text: str):
     """Parse a spec from a file path or from its text (raises SpecError)."""
-    from dpspec.parser import load_text_or_path
+    from dpspec.language.parser import load_text_or_path
 
     return load_text_or_path(path_or_text)
 
 
 def compile(spec, data=None, seed=None, runs: int = 1, engine=None):  # noqa: A001 - the product's verb
-    """Check, run and account a spec in memory; `dpspec.output.write_result` writes it.
+    """Check, run and account a spec in memory; `dpspec.publish.output.write_result` writes it.
 
     engine: "local" (default), "spark", or a `dpspec.engine` engine (e.g. SparkEngine("spark://host:7077"))."""
-    from dpspec.compiler import compile_spec
+    from dpspec.run.compiler import compile_spec
 
     if isinstance(spec, str):
         spec = load(spec)

@@ -1,7 +1,7 @@
 """The public surface for plugins: everything a mechanism or audit plugin may use from the core.
 
 Plugins import from here (or from the top-level `dpspec` package), not from internals such as
-`dpspec.checker` or `dpspec.data`, so the core can be reorganised without breaking them. Names
+`dpspec.check.checker` or `dpspec.check.data`, so the core can be reorganised without breaking them. Names
 resolve on first use, so importing this module costs nothing: `dpspec --help` loads every
 plugin, and must not load pandas on their behalf.
 """
@@ -11,32 +11,32 @@ import importlib
 
 _WHERE = {
     # the contract
-    "hookimpl": "dpspec.hookspecs", "Mechanism": "dpspec.mechanism", "NativeFlavor": "dpspec.mechanism",
-    "ParameterSchema": "dpspec.mechanism", "ParamSpec": "dpspec.mechanism", "Release": "dpspec.mechanism",
+    "hookimpl": "dpspec.contract.hookspecs", "Mechanism": "dpspec.contract.mechanism", "NativeFlavor": "dpspec.contract.mechanism",
+    "ParameterSchema": "dpspec.contract.mechanism", "ParamSpec": "dpspec.contract.mechanism", "Release": "dpspec.contract.mechanism",
     "Section": "dpspec.contract", "Rule": "dpspec.audit.base", "Finding": "dpspec.audit.base",
     # optional hooks' types: `dpspec verify` neighbours, `dpspec infer` likelihoods
-    "NeighbourPair": "dpspec.mechanism", "CountLikelihood": "dpspec.mechanism",
+    "NeighbourPair": "dpspec.contract.mechanism", "CountLikelihood": "dpspec.contract.mechanism",
     # errors a plugin raises for the user to fix
     "DpspecError": "dpspec.errors", "SpecError": "dpspec.errors", "DataError": "dpspec.errors",
     "MechanismError": "dpspec.errors", "ConversionError": "dpspec.errors", "Diagnostic": "dpspec.errors",
     # reading and checking specs and their data
-    "parse": "dpspec.parser", "read_source": "dpspec.parser", "load": "dpspec",
-    "check": "dpspec.checker", "CheckedSpec": "dpspec.checker",
-    "load_table": "dpspec.data", "load_data": "dpspec.data", "resolve_path": "dpspec.data",
+    "parse": "dpspec.language.parser", "read_source": "dpspec.language.parser", "load": "dpspec",
+    "check": "dpspec.check.checker", "CheckedSpec": "dpspec.check.checker",
+    "load_table": "dpspec.check.data", "load_data": "dpspec.check.data", "resolve_path": "dpspec.check.data",
     # randomness, noise, budgets, messages
-    "make_rng": "dpspec.compiler", "bernoulli": "dpspec.noise", "discrete_gaussian": "dpspec.noise",
-    "discrete_laplace": "dpspec.noise", "shown": "dpspec.values", "friendly": "dpspec.cli_errors",
-    "report_progress": ("dpspec.progress", "report"),
+    "make_rng": "dpspec.run.compiler", "bernoulli": "dpspec.run.noise", "discrete_gaussian": "dpspec.run.noise",
+    "discrete_laplace": "dpspec.run.noise", "shown": "dpspec.language.values", "friendly": "dpspec.cli.errors",
+    "report_progress": ("dpspec.run.progress", "report"),
     # the language's types and the progress channel, as modules (ir.Spec, progress.report, ...)
-    "ir": ("dpspec.ir", None), "progress": ("dpspec.progress", None),
+    "ir": ("dpspec.ir", None), "progress": ("dpspec.run.progress", None),
     # what a mechanism states about its budget
     "BudgetStatement": "dpspec.budget", "PureDP": "dpspec.budget", "ZCDP": "dpspec.budget",
     "PublicCondition": "dpspec.budget.statement", "json_number": "dpspec.budget.premetrics",
     # the exact samplers' companions: their laws and variances
-    "as_fraction": "dpspec.noise", "effective_sigma2": "dpspec.noise", "discrete_gaussian_pmf": "dpspec.noise",
-    "discrete_gaussian_logpmf": "dpspec.noise", "discrete_gaussian_variance": "dpspec.noise",
+    "as_fraction": "dpspec.run.noise", "effective_sigma2": "dpspec.run.noise", "discrete_gaussian_pmf": "dpspec.run.noise",
+    "discrete_gaussian_logpmf": "dpspec.run.noise", "discrete_gaussian_variance": "dpspec.run.noise",
     # spec analysis and messages: what invariants imply, "did you mean"
-    "implied_by": "dpspec.invariants", "unknown": "dpspec.diagnostics",
+    "implied_by": "dpspec.check.invariants", "unknown": "dpspec.language.diagnostics",
     # miniature datasets for a mechanism's own `neighbours` (dpspec verify)
     "miniature_rows": ("dpspec.verify.miniature", "miniature_rows"),
     "miniature_record": ("dpspec.verify.miniature", "record"),
@@ -46,7 +46,7 @@ _WHERE = {
     "universe_queries": ("dpspec.verify.miniature", "universe_queries"),
     "generic_pairs": ("dpspec.verify.miniature", "generic_pairs"),
     # bounded reading: a path a plugin reads must be a regular file, never a device
-    "require_regular": "dpspec.reading", "NotRegularFile": "dpspec.reading",
+    "require_regular": "dpspec.language.reading", "NotRegularFile": "dpspec.language.reading",
 }
 
 __all__ = sorted(_WHERE)

@@ -35,7 +35,7 @@ class SpecError(DpspecError):
         super().__init__(self.render())
 
     def render(self) -> str:
-        from dpspec.diagnostics import render_diagnostics
+        from dpspec.language.diagnostics import render_diagnostics
 
         return render_diagnostics(self.diagnostics, self.path, self.text)
 

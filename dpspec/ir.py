@@ -327,7 +327,7 @@ class Spec:
     text: str | None = attrs.field(default=None, eq=False, repr=False)
     # Comments are layout, not meaning: kept for `dpspec fmt`, ignored by equality and JSON.
     comments: tuple[tuple[str, tuple[str, ...]], ...] = attrs.field(default=(), eq=False, repr=False)
-    eol_comments: tuple = attrs.field(default=(), eq=False, repr=False)  # see dpspec.eol_comments
+    eol_comments: tuple = attrs.field(default=(), eq=False, repr=False)  # see dpspec.language.eol_comments
 
     def note(self, key: str) -> str | None:
         return next((n.text for n in self.notes if n.key == key), None)

@@ -96,11 +96,11 @@ def run_api(text: str, path: str, with_data: bool) -> str:
 
 
 def _api_steps(text, path, with_data):
-    from dpspec.budget_report import budget_summary
-    from dpspec.checker import check
-    from dpspec.describe import describe_spec
-    from dpspec.formatter import format_spec
-    from dpspec.parser import parse
+    from dpspec.budget.budget_report import budget_summary
+    from dpspec.check.checker import check
+    from dpspec.language.describe import describe_spec
+    from dpspec.language.formatter import format_spec
+    from dpspec.language.parser import parse
 
     spec = parse(text, path)
     format_spec(spec)
@@ -146,7 +146,7 @@ def _outcome(step, *args) -> str:
 
 def run_verify(text: str, path: str, seed: int) -> str:
     """`dpspec verify` with a few runs on a mutated spec."""
-    from dpspec.parser import parse
+    from dpspec.language.parser import parse
     from dpspec.verify import verify
 
     return _outcome(lambda: verify(parse(text, path), runs=20, seed=seed))
@@ -163,8 +163,8 @@ INFER_TARGETS = ["count persons by DEYE"] * 5 + ["count persons", "count persons
 def run_entry(text: str, path: str) -> str:
     """A mutated registry entry through `dpspec import --registry`'s steps, then check."""
     def steps():
-        from dpspec.checker import check
-        from dpspec.parser import parse
+        from dpspec.check.checker import check
+        from dpspec.language.parser import parse
         from dpspec.registry.entry import parse_entry
         from dpspec.registry.importer import import_text
 
@@ -203,7 +203,7 @@ def verify_json() -> str:
     if not _VERIFY_JSON:
         import json
 
-        from dpspec.parser import parse
+        from dpspec.language.parser import parse
         from dpspec.verify import verify
 
         spec = parse(original("acs_ma_vision_rr.dps"), os.path.join(SPECS_DIR, "acs_ma_vision_rr.dps"))
@@ -232,7 +232,7 @@ def release(tmp: str) -> str:
     """A release of the randomized-response spec, compiled once (seeded) for `infer` to read."""
     if "path" not in _RELEASE:
         import dpspec
-        from dpspec.output import write_result
+        from dpspec.publish.output import write_result
 
         _RELEASE["path"] = os.path.join(tmp, "release")
         write_result(dpspec.compile(os.path.join(SPECS_DIR, "acs_ma_vision_rr.dps"), seed=1), _RELEASE["path"])
@@ -277,7 +277,7 @@ def run_cli(text: str, name: str, tmp: str, with_data: bool) -> str:
     """The same through `dpspec check/show/fmt/budget`: exit 3 or a traceback is internal."""
     from click.testing import CliRunner
 
-    from dpspec.cli import main
+    from dpspec.cli.main import main
 
     path = os.path.join(tmp, os.path.dirname(name), "__fuzz__.dps")
     with open(path, "w", encoding="utf-8", errors="surrogateescape") as fh:
@@ -329,7 +329,7 @@ def run_writer(command: str, output: str, tmp: str) -> str:
     from a scratch working folder: exit 3 or a traceback is internal."""
     from click.testing import CliRunner
 
-    from dpspec.cli import main
+    from dpspec.cli.main import main
 
     rr = os.path.join(SPECS_DIR, "acs_ma_vision_rr.dps")
     rel = release(tmp)

@@ -27,9 +27,9 @@ for extra in (ROOT, ROOT / "plugins"):
     if str(extra) not in sys.path:
         sys.path.insert(0, str(extra))
 
-from dpspec.atomic import write_text  # noqa: E402
+from dpspec.publish.atomic import write_text  # noqa: E402
 from dpspec.errors import DpspecError  # noqa: E402
-from dpspec.parser import load_text_or_path  # noqa: E402
+from dpspec.language.parser import load_text_or_path  # noqa: E402
 
 PUBLIC_KINDS = ("html", "markdown", "json")
 
@@ -43,8 +43,8 @@ def baseline_for(path: Path) -> Path | None:
 
 def compiled_or_none(spec):
     """A compiled result when the spec checks and its data can be read, else None (and why)."""
-    from dpspec.checker import check
-    from dpspec.compiler import compile_spec
+    from dpspec.check.checker import check
+    from dpspec.run.compiler import compile_spec
 
     if spec.program is not None:
         return None, "a program (audit report of its composition)"
@@ -145,7 +145,7 @@ def infer_example(path: Path, outdir: Path) -> None:
         return
     import dpspec
     from dpspec.inference.report import write_report
-    from dpspec.output import write_result
+    from dpspec.publish.output import write_result
 
     example = json.loads(sidecar.read_text(encoding="utf-8"))
     with tempfile.TemporaryDirectory() as scratch:

@@ -86,7 +86,7 @@ def stratified_plugin():
     """The test mechanism `stratified_histogram` (tests/engine_plugin), registered for one test."""
     import dpspec_stratified
 
-    from dpspec import plugins
+    from dpspec.contract import plugins
 
     pm = plugins.manager()
     pm.register(dpspec_stratified, name="test_stratified_histogram")

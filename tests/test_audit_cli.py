@@ -6,7 +6,7 @@ import os
 
 from click.testing import CliRunner
 
-from dpspec.cli import main
+from dpspec.cli.main import main
 from tests.conftest import SPECS
 
 AUDIT = os.path.join(SPECS, "audit")

@@ -9,7 +9,7 @@ import pytest
 from dpspec import ir
 from dpspec.audit.compare import compare, implies
 from dpspec.audit.multiverse import closure, determines, refinement
-from dpspec.parser import parse
+from dpspec.language.parser import parse
 
 HEADER = """
 domain d "test" {

@@ -11,10 +11,10 @@ from dpspec import ir
 from dpspec.audit import run_audit
 from dpspec.budget import BudgetStatement, PureDP, ZCDP
 from dpspec.errors import DataError
-from dpspec.formatter import format_spec
-from dpspec.ledger import build
-from dpspec.mechanism import NativeFlavor
-from dpspec.parser import parse
+from dpspec.language.formatter import format_spec
+from dpspec.budget.ledger import build
+from dpspec.contract.mechanism import NativeFlavor
+from dpspec.language.parser import parse
 
 CASES = Path(__file__).parent / "audit_cases"
 AUDIT = Path(__file__).resolve().parents[1] / "specs" / "audit"
@@ -79,7 +79,7 @@ def test_the_link_bound_is_parsed_formatted_and_checked_against_data(tmp_path):
     spec = load("hospital_visits")
     assert spec.domain.table("visits").link_bound == 30
     assert "unit visit in patients by pid at most 30 {" in format_spec(spec)
-    from dpspec.data import _check_link_bound
+    from dpspec.check.data import _check_link_bound
     import pandas as pd
 
     frame = pd.DataFrame({"pid": ["1"] * 31 + ["2"], "ward": ["a"] * 32, "emergency": ["true"] * 32})
@@ -202,7 +202,7 @@ def test_without_a_count_invariant_the_add_remove_bound_cannot_be_checked():
 
 
 def test_compiling_a_spec_without_data_for_the_mechanism_table_is_a_data_error():
-    from dpspec.compiler import compile_spec
+    from dpspec.run.compiler import compile_spec
 
     with pytest.raises(DataError, match=r"no data for table\(s\) visits, which mechanism 'randomized_response' reads"):
         compile_spec(load("hospital_visits"))

@@ -11,10 +11,10 @@ import pytest
 
 from dpspec.audit import Finding, Rule, all_rules, audit, run_audit
 from dpspec.audit.base import SEVERITIES, by_severity
-from dpspec.checker import check
-from dpspec.compiler import compile_spec
+from dpspec.check.checker import check
+from dpspec.run.compiler import compile_spec
 from dpspec.errors import SpecError
-from dpspec.parser import load_text_or_path, parse
+from dpspec.language.parser import load_text_or_path, parse
 
 AUDIT = Path(__file__).resolve().parents[1] / "specs" / "audit"
 DESIGN_RULES = ("finer-unit", "added-invariants", "fine-invariants", "undeclared-invariants", "weaker-premetric",

@@ -11,7 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 import dpspec
-from dpspec.cli import main
+from dpspec.cli.main import main
 from dpspec.errors import ConversionError, SpecError
 from tests.conftest import SMALL_SPEC
 
@@ -24,7 +24,7 @@ _DEVICES = textwrap.dedent('''\
     import os, resource, sys
     resource.setrlimit(resource.RLIMIT_AS, (1_500_000_000, 1_500_000_000))
     from click.testing import CliRunner
-    from dpspec.cli import main
+    from dpspec.cli.main import main
     tmp = sys.argv[1]
     cases = {
         "spec": ["check", "/dev/zero"],
@@ -59,9 +59,9 @@ def test_a_folder_as_spec_is_a_clear_error(tmp_path):
 
 
 def test_an_oversized_spec_is_refused(tmp_path, monkeypatch):
-    import dpspec.parser
+    import dpspec.language.parser
 
-    monkeypatch.setattr(dpspec.parser, "MAX_BYTES", 100)
+    monkeypatch.setattr(dpspec.language.parser, "MAX_BYTES", 100)
     path = tmp_path / "big.dps"
     path.write_text(SMALL_SPEC)
     with pytest.raises(SpecError, match="larger than 100 bytes"):
@@ -112,8 +112,8 @@ def test_budget_overflow_through_the_api():
 
 def test_a_nul_byte_in_an_include_or_data_path_is_a_user_error(tmp_path):
     from dpspec.errors import DpspecError
-    from dpspec.parser import parse
-    from dpspec.program import load_program
+    from dpspec.language.parser import parse
+    from dpspec.budget.program import load_program
 
     program = parse('program "p" {\n  include "a\x00b.dps"\n}\n', str(tmp_path / "p.dps"))
     with pytest.raises(SpecError, match="NUL byte"):
@@ -135,9 +135,9 @@ def test_a_lone_surrogate_in_api_text_is_a_located_spec_error():
 def test_topdown_without_pass_tolerance_checks_and_tiny_budgets_are_refused():
     """Found by scripts/fuzz.py at 100,000 cases: TopDown crashed when pass_tolerance was left out,
     and on rho = 1e-400 (sigma² beyond floats) while describing its allocation."""
-    from dpspec.checker import check
-    from dpspec.describe import describe_spec
-    from dpspec.parser import parse
+    from dpspec.check.checker import check
+    from dpspec.language.describe import describe_spec
+    from dpspec.language.parser import parse
 
     path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "specs", "pl94_production_topdown.dps")
     text = open(path, encoding="utf-8").read()
@@ -150,7 +150,7 @@ def test_topdown_without_pass_tolerance_checks_and_tiny_budgets_are_refused():
     from fractions import Fraction
 
     from dpspec.errors import MechanismError
-    from dpspec.noise import discrete_gaussian_variance
+    from dpspec.run.noise import discrete_gaussian_variance
 
     with pytest.raises(MechanismError, match="beyond floating point"):  # sigma² reached by arithmetic, not a literal
         discrete_gaussian_variance(Fraction(10**400, 3))

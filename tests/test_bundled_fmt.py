@@ -7,7 +7,7 @@ import os
 import pytest
 
 import dpspec
-from dpspec.formatter import format_spec
+from dpspec.language.formatter import format_spec
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BUNDLED = sorted(glob.glob(os.path.join(ROOT, "specs", "**", "*.dps"), recursive=True))
@@ -52,6 +52,6 @@ def test_end_of_line_comments_stay_on_their_lines():
 
 
 def test_a_comment_whose_line_is_gone_is_kept_on_its_own_line():
-    from dpspec.eol_comments import place
+    from dpspec.language.eol_comments import place
 
     assert place("a b\nc d", ((("x", "y"), "# lost"),)) == "# lost\na b\nc d"

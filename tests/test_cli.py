@@ -9,7 +9,7 @@ from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from dpspec.cli import main
+from dpspec.cli.main import main
 from tests.conftest import SMALL_SPEC
 
 

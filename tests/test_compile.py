@@ -8,7 +8,7 @@ import os
 import pandas as pd
 from click.testing import CliRunner
 
-from dpspec.cli import main
+from dpspec.cli.main import main
 from tests.conftest import SPECS
 
 
@@ -80,7 +80,7 @@ def test_bundled_quick_start_spec_compiles(tmp_path):
 def test_randomness_is_chacha20_from_os_entropy_unless_seeded():
     from randomgen import ChaCha
 
-    from dpspec.compiler import make_rng
+    from dpspec.run.compiler import make_rng
 
     a, b = make_rng(None), make_rng(None)
     assert isinstance(a.bit_generator, ChaCha)

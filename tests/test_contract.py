@@ -26,7 +26,7 @@ def test_every_public_api_name_resolves():
 
 
 def test_plugin_manager_and_api_import_neither_the_report_nor_the_compiler():
-    probe = "import sys, dpspec.plugins, dpspec.api; print(sorted(m for m in ('dpspec.report', 'dpspec.compiler') if m in sys.modules))"
+    probe = "import sys, dpspec.contract.plugins, dpspec.api; print(sorted(m for m in ('dpspec.report', 'dpspec.run.compiler') if m in sys.modules))"
     done = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert done.stdout.strip() == "[]", done.stdout + done.stderr
 
@@ -61,16 +61,16 @@ def test_plugins_import_only_the_public_api(root):
 
 
 def test_the_import_check_would_notice_an_internal(tmp_path):
-    (tmp_path / "p.py").write_text("from dpspec.api import ir\nimport dpspec\n    from dpspec.noise import bernoulli\n"
-                                   "from dpspec import ir\nimport dpspec.checker\nfrom dpspec import load, compile\n")
+    (tmp_path / "p.py").write_text("from dpspec.api import ir\nimport dpspec\n    from dpspec.run.noise import bernoulli\n"
+                                   "from dpspec import ir\nimport dpspec.check.checker\nfrom dpspec import load, compile\n")
     found = core_imports_beyond_the_api(str(tmp_path))
-    assert [line.rsplit(": ", 1)[1] for line in found] == ["from dpspec.noise import bernoulli", "from dpspec import ir",
-                                                            "import dpspec.checker"]
+    assert [line.rsplit(": ", 1)[1] for line in found] == ["from dpspec.run.noise import bernoulli", "from dpspec import ir",
+                                                            "import dpspec.check.checker"]
 
 
 def test_report_model_does_not_reach_back_into_the_compiler():
     text = open(os.path.join(ROOT, "dpspec", "report", "model.py"), encoding="utf-8").read()
-    assert "dpspec.compiler" not in text
+    assert "dpspec.run.compiler" not in text
 
 
 def _core_import_graph() -> tuple[dict, dict]:
@@ -149,9 +149,9 @@ def test_the_core_imports_one_way():
     """No circle of imports among dpspec's modules at module level, and inside functions only the
     one known pair (`program` prints with `budget_report`'s formatter, which prints programs)."""
     top, every = _core_import_graph()
-    assert len(top) > 60 and "dpspec.checker" in top["dpspec.budget_report"]
+    assert len(top) > 60 and "dpspec.check.checker" in top["dpspec.budget.budget_report"]
     assert _cycles(top) == []
-    assert [c for c in _cycles(every) if c != {"dpspec.budget_report", "dpspec.program"}] == []
+    assert [c for c in _cycles(every) if c != {"dpspec.budget.budget_report", "dpspec.budget.program"}] == []
 
 
 def test_the_cycle_finder_finds_a_cycle():

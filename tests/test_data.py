@@ -4,9 +4,9 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from dpspec.data import load_data
+from dpspec.check.data import load_data
 from dpspec.errors import DataError
-from dpspec.parser import parse, read_source
+from dpspec.language.parser import parse, read_source
 
 
 def _load(small_spec):

@@ -141,7 +141,7 @@ def test_count_and_parquet_partitioned_directory(tmp_path):
 
 
 def test_the_engine_names_match():
-    from dpspec.engine_cli import ENGINES as CLI_ENGINES
+    from dpspec.cli.engine import ENGINES as CLI_ENGINES
 
     assert CLI_ENGINES == ENGINES
     assert get_engine(None).name == "local"
@@ -164,7 +164,7 @@ def test_a_plugin_using_the_engine_compiles_reproducibly(tmp_path, stratified_pl
 def test_existing_plugins_keep_their_run_signature(small_spec):
     import dpspec
     from dpspec.engine import accepts_engine
-    from dpspec.plugins import mechanism
+    from dpspec.contract.plugins import mechanism
 
     assert not accepts_engine(mechanism("randomized_response"))
     result = dpspec.compile(str(small_spec), seed=1, engine=LocalEngine())
@@ -172,7 +172,7 @@ def test_existing_plugins_keep_their_run_signature(small_spec):
 
 
 def run_cli(*args):
-    from dpspec.cli import main
+    from dpspec.cli.main import main
 
     return CliRunner().invoke(main, list(args))
 

@@ -20,7 +20,7 @@ SPECS = ROOT / "specs"
 
 
 def release_bytes(result, out: Path) -> dict[str, bytes]:
-    from dpspec.output import write_result
+    from dpspec.publish.output import write_result
 
     write_result(result, str(out))
     files = {p.name: p.read_bytes() for p in sorted(out.iterdir()) if p.suffix == ".csv"}
@@ -92,7 +92,7 @@ def test_the_release_files_depend_on_the_seed(tmp_path, name):
 
 def test_spark_reports_progress_over_its_tasks(spark_session):
     """The bar moves on Spark too: from 0 to every task of the job (a task is a batch of units)."""
-    from dpspec import progress
+    from dpspec.run import progress
     from dpspec.engine import EngineRun
     from dpspec.engine.spark import SparkEngine
     from tests.test_engine import people, shuffle_within
@@ -127,7 +127,7 @@ def test_a_killed_spark_compile_leaves_no_output_set(tmp_path, spark_session):
     import time
 
     out = tmp_path / "out"
-    cmd = [sys.executable, "-c", "from dpspec.cli import main; main()", "compile", str(SPECS / "ma1940_swap.dps"),
+    cmd = [sys.executable, "-c", "from dpspec.cli.main import main; main()", "compile", str(SPECS / "ma1940_swap.dps"),
            "-o", str(out), "--seed", "1", "--engine", "spark", "--spark-master", "local[1]"]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     jvm = []
@@ -151,7 +151,7 @@ def test_a_killed_spark_compile_leaves_no_output_set(tmp_path, spark_session):
             proc.kill()
     assert not out.exists()
     # no staged or half-written set either; only the target's lock file (an flock the kernel
-    # released when the process died, by design left in place: dpspec.output_set)
+    # released when the process died, by design left in place: dpspec.publish.output_set)
     assert [p.name for p in tmp_path.iterdir()] == [".out.dpspec-lock"]
 
 

@@ -33,7 +33,7 @@ def test_units_are_byte_identical_on_spark_under_any_partitioning(spark, spark_s
 
 def test_a_plugin_on_the_contract_releases_the_same_bytes_on_both_engines(tmp_path, spark, stratified_plugin):
     import dpspec
-    from dpspec.output import write_result
+    from dpspec.publish.output import write_result
     from tests.conftest import write_stratified_case
 
     path = write_stratified_case(str(tmp_path))

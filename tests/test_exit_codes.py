@@ -5,8 +5,8 @@ from __future__ import annotations
 import pandas as pd
 from click.testing import CliRunner
 
-from dpspec.cli import main
-from dpspec.values import plain, shown
+from dpspec.cli.main import main
+from dpspec.language.values import plain, shown
 
 
 def test_ok_user_problem_and_usage(small_spec, tmp_path):
@@ -18,12 +18,12 @@ def test_ok_user_problem_and_usage(small_spec, tmp_path):
 
 
 def test_an_internal_error_exits_3_and_says_it_is_a_bug(small_spec, tmp_path, monkeypatch):
-    import dpspec.compiler
+    import dpspec.run.compiler
 
     def broken(*args, **kwargs):
         raise ZeroDivisionError("division by zero")
 
-    monkeypatch.setattr(dpspec.compiler, "compile_spec", broken)
+    monkeypatch.setattr(dpspec.run.compiler, "compile_spec", broken)
     result = CliRunner().invoke(main, ["compile", str(small_spec), "-o", str(tmp_path / "o")])
     assert result.exit_code == 3, result.output
     assert "internal error (ZeroDivisionError)" in result.output and "bug in dpspec" in result.output
@@ -33,7 +33,7 @@ def test_an_internal_error_exits_3_and_says_it_is_a_bug(small_spec, tmp_path, mo
 def test_plugin_commands_decorated_with_friendly_share_the_codes():
     import click
 
-    from dpspec.cli_errors import friendly
+    from dpspec.cli.errors import friendly
     from dpspec.errors import DataError
 
     @click.command()

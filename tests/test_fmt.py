@@ -9,8 +9,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from dpspec import ir
-from dpspec.formatter import format_spec
-from dpspec.parser import parse
+from dpspec.language.formatter import format_spec
+from dpspec.language.parser import parse
 from tests.conftest import SPECS
 from tests.test_language import EVERYTHING
 

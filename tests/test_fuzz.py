@@ -33,9 +33,9 @@ def test_every_bundled_spec_is_fuzzed_and_passes_unmutated(mirror):
 
 
 def test_the_oracle_catches_an_internal_error(monkeypatch):
-    import dpspec.formatter
+    import dpspec.language.formatter
 
-    monkeypatch.setattr(dpspec.formatter, "format_spec", lambda spec: 1 / 0)
+    monkeypatch.setattr(dpspec.language.formatter, "format_spec", lambda spec: 1 / 0)
     name = "acs_ma_vision_rr.dps"
     assert fuzz.run_api(fuzz.original(name), os.path.join(fuzz.SPECS_DIR, name), False).startswith("internal: ZeroDivisionError")
 

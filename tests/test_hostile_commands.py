@@ -13,7 +13,7 @@ import time
 import pytest
 from click.testing import CliRunner
 
-from dpspec.cli import main
+from dpspec.cli.main import main
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SPECS = os.path.join(ROOT, "specs")
@@ -182,7 +182,7 @@ def test_export_of_an_odd_tier_note_is_a_located_error(tier):
     import re
 
     from dpspec.errors import SpecError
-    from dpspec.parser import parse
+    from dpspec.language.parser import parse
     from dpspec.registry.export import entry_yaml
 
     path = os.path.join(SPECS, "registry", "dhc_persons.dps")
@@ -208,12 +208,12 @@ def test_an_output_path_the_system_refuses_is_a_user_error(command):
 def test_an_os_error_without_a_path_is_still_internal(monkeypatch, tmp_path):
     import errno
 
-    import dpspec.compiler
+    import dpspec.run.compiler
 
     def broken(*args, **kwargs):
         raise OSError(errno.EIO, "input/output error")
 
-    monkeypatch.setattr(dpspec.compiler, "compile_spec", broken)
+    monkeypatch.setattr(dpspec.run.compiler, "compile_spec", broken)
     res = CliRunner().invoke(main, ["compile", os.path.join(SPECS, "acs_ma_vision_rr.dps"), "-o", str(tmp_path / "o")])
     assert res.exit_code == 3 and "internal error (OSError)" in res.output, res.output
 
@@ -222,7 +222,7 @@ def test_infer_report_of_a_release_without_post_processing(tmp_path):
     """Found by fuzz.py's writers: `infer -o` crashed rendering a randomized-response release
     (no post-processed table, so no contraction details) with exit 3."""
     import dpspec
-    from dpspec.output import write_result
+    from dpspec.publish.output import write_result
 
     write_result(dpspec.compile(os.path.join(SPECS, "acs_ma_vision_rr.dps"), seed=1), str(tmp_path / "rel"))
     res = CliRunner().invoke(main, ["infer", os.path.join(SPECS, "acs_ma_vision_rr.dps"), str(tmp_path / "rel"), *TARGET,
@@ -248,7 +248,7 @@ def test_fuzzed_writers_aimed_at_odd_outputs_never_crash(tmp_path):
 def test_an_atomic_write_never_replaces_a_device_pipe_or_folder(tmp_path, kind):
     """Renaming a new file over `-o /dev/null` replaced the machine's /dev/null when run as root
     (found by fuzz.py's writers). Tested through a link, so a regression could only replace the link."""
-    from dpspec.atomic import NotAFileTarget, write_text
+    from dpspec.publish.atomic import NotAFileTarget, write_text
 
     target = tmp_path / "target"
     if kind == "link to /dev/null":
@@ -266,7 +266,7 @@ def test_an_atomic_write_never_replaces_a_device_pipe_or_folder(tmp_path, kind):
 
 
 def test_an_atomic_write_through_a_link_replaces_the_file_it_names(tmp_path):
-    from dpspec.atomic import write_text
+    from dpspec.publish.atomic import write_text
 
     (tmp_path / "real.txt").write_text("old")
     os.symlink(tmp_path / "real.txt", tmp_path / "link.txt")
@@ -330,7 +330,7 @@ def test_tiny_prior_concentrations_draw_valid_dirichlet_rows():
 def test_a_prior_concentration_below_floats_is_a_user_error(tmp_path):
     import dpspec
     from dpspec.inference import InferError
-    from dpspec.output import write_result
+    from dpspec.publish.output import write_result
 
     spec = os.path.join(SPECS, "acs_ma_vision_rr.dps")
     write_result(dpspec.compile(spec, seed=1), str(tmp_path / "rel"))

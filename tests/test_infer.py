@@ -16,14 +16,14 @@ from click.testing import CliRunner
 
 import dpspec
 from dpspec import ir
-from dpspec.cli import main
-from dpspec.compiler import make_rng
+from dpspec.cli.main import main
+from dpspec.run.compiler import make_rng
 from dpspec.inference import InferError, sampler, summary
 from dpspec.inference.model import build_model, parse_target
 from dpspec.inference.prior import Prior, make_prior
-from dpspec.mechanism import CountLikelihood
-from dpspec.noise import discrete_gaussian, discrete_gaussian_logpmf, discrete_gaussian_pmf
-from dpspec.parser import load_text_or_path
+from dpspec.contract.mechanism import CountLikelihood
+from dpspec.run.noise import discrete_gaussian, discrete_gaussian_logpmf, discrete_gaussian_pmf
+from dpspec.language.parser import load_text_or_path
 
 from .conftest import SPECS
 
@@ -105,7 +105,7 @@ def test_randomized_response_likelihood_is_the_binomial_convolution():
 
 def test_topdown_variance_inverts_to_sigma2():
     from dpspec_topdown.likelihood import sigma2_from_variance
-    from dpspec.noise import discrete_gaussian_variance
+    from dpspec.run.noise import discrete_gaussian_variance
 
     for s2 in (0.3, 1.0, 4.0, 50.0, 400.0):
         assert math.isclose(sigma2_from_variance(discrete_gaussian_variance(s2)), s2, rel_tol=1e-6)
@@ -225,7 +225,7 @@ def test_weighted_quantiles_match_numpy_for_uniform_weights():
 
 
 def compile_to(spec: str, out, seed: int) -> None:
-    from dpspec.output import write_result
+    from dpspec.publish.output import write_result
 
     write_result(dpspec.compile(spec, seed=seed), str(out))
 
@@ -302,7 +302,7 @@ def test_bad_input_is_a_message_not_a_traceback(hispanic_release, tmp_path):
 
 def test_a_mechanism_without_a_likelihood_is_refused(tmp_path):
     spec = load_text_or_path(os.path.join(SPECS, "ma1940_swap.dps"))
-    from dpspec.compiler import spec_sha256
+    from dpspec.run.compiler import spec_sha256
 
     (tmp_path / "manifest.json").write_text(json.dumps({"outputs": {}, "spec": {"sha256": spec_sha256(spec)}}))
     with pytest.raises(InferError, match="does not state the likelihood"):

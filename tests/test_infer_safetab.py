@@ -14,7 +14,7 @@ from scipy.special import logsumexp
 
 import dpspec
 from dpspec.api import check, discrete_gaussian_logpmf
-from dpspec.cli import main
+from dpspec.cli.main import main
 
 ROOT = Path(__file__).resolve().parents[1]
 P_SPEC = ROOT / "specs" / "safetab_p_production.dps"

@@ -7,7 +7,7 @@ import os
 import pytest
 from click.testing import CliRunner
 
-from dpspec.cli import main
+from dpspec.cli.main import main
 
 
 def _state(folder):
@@ -69,8 +69,8 @@ def test_symlinked_data_file_protects_the_folder_it_points_into(tmp_path):
 
 def test_api_write_result_refuses_too(spec_with_data_folder, tmp_path):
     import dpspec
-    from dpspec.input_guard import UnsafeOutputError
-    from dpspec.output import write_result
+    from dpspec.publish.input_guard import UnsafeOutputError
+    from dpspec.publish.output import write_result
 
     spec = dpspec.load(str(spec_with_data_folder))
     result = dpspec.compile(spec, seed=1)
@@ -81,7 +81,7 @@ def test_api_write_result_refuses_too(spec_with_data_folder, tmp_path):
 
 
 def test_an_input_file_as_output_folder_is_refused(spec_with_data_folder, tmp_path):
-    from dpspec.input_guard import UnsafeOutputError, check_output_target
+    from dpspec.publish.input_guard import UnsafeOutputError, check_output_target
 
     data = str(tmp_path / "specs" / "data" / "people.csv")
     with pytest.raises(UnsafeOutputError, match="is the input"):

@@ -7,9 +7,9 @@ from fractions import Fraction
 import pytest
 
 from dpspec import ir
-from dpspec.checker import check
+from dpspec.check.checker import check
 from dpspec.errors import SpecError
-from dpspec.parser import parse
+from dpspec.language.parser import parse
 from tests.conftest import SMALL_SPEC
 
 EVERYTHING = '''

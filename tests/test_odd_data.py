@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 from click.testing import CliRunner
 
-from dpspec.cli import main
+from dpspec.cli.main import main
 
 
 def _compile(spec, tmp_path):

@@ -13,8 +13,8 @@ import time
 import pytest
 from click.testing import CliRunner
 
-from dpspec.cli import main
-from dpspec.output_set import verify_set
+from dpspec.cli.main import main
+from dpspec.publish.output_set import verify_set
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -41,7 +41,7 @@ def test_manifest_lists_every_file_with_its_sha256(small_spec, tmp_path):
 def test_release_files_keep_one_format_whatever_the_row_count():
     import pandas as pd
 
-    from dpspec.output import _table_filename
+    from dpspec.publish.output import _table_filename
 
     assert _table_filename("t", pd.DataFrame({"a": range(3)})) == "t.csv"
     assert _table_filename("t", pd.DataFrame({"a": range(600_000)})) == "t.csv"
@@ -61,7 +61,7 @@ def test_recompile_swaps_the_whole_set_and_leaves_nothing_behind(small_spec, tmp
 
 
 def test_interrupted_fallback_swap_is_undone_on_the_next_run(small_spec, tmp_path):
-    from dpspec.output_set import target_lock
+    from dpspec.publish.output_set import target_lock
 
     out = tmp_path / "out"
     assert _compile(small_spec, out).exit_code == 0
@@ -113,7 +113,7 @@ def _spawn(args, **kw):
 
 def test_concurrent_compiles_into_one_folder(small_spec, tmp_path):
     out = tmp_path / "out"
-    procs = [_spawn(["-m", "dpspec.cli", "compile", str(small_spec), "-o", str(out)]) for _ in range(2)]
+    procs = [_spawn(["-m", "dpspec.cli.main", "compile", str(small_spec), "-o", str(out)]) for _ in range(2)]
     results = [(p.wait(timeout=120), p.stderr.read()) for p in procs]
     for p in procs:
         p.stdout.close()
@@ -130,11 +130,11 @@ def test_concurrent_compiles_into_one_folder(small_spec, tmp_path):
 # and swapped; it says READY once imported, so the kill times measure the compile itself.
 _SLOW = textwrap.dedent('''\
     import sys, time
-    import dpspec.output_set as s
+    import dpspec.publish.output_set as s
     fsync, swap = s._fsync, s._swap_in
     s._fsync = lambda p: (time.sleep(0.03), fsync(p))
     s._swap_in = lambda a, b: (time.sleep(0.05), swap(a, b), time.sleep(0.05))
-    from dpspec.cli import main
+    from dpspec.cli.main import main
     print("READY", flush=True)
     main(sys.argv[1:])
     ''')

@@ -24,4 +24,4 @@ def test_wheel_ships_grammar_and_plugins(tmp_path):
     for plugin in ("dpspec_rr/__init__.py", "dpspec_swap/__init__.py", "dpspec_topdown/__init__.py", "dpspec_declared/__init__.py"):
         assert plugin in names
     assert "[dpspec]" in entry_points and "randomized_response = dpspec_rr" in entry_points
-    assert "dpspec = dpspec.cli:main" in entry_points
+    assert "dpspec = dpspec.cli.main:main" in entry_points

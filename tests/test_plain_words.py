@@ -11,7 +11,7 @@ import pytest
 
 from dpspec.budget import ApproxDP, GaussianDP, PureDP, ZCDP
 from dpspec.budget.interpret import posterior, read, tradeoff
-from dpspec.parser import parse
+from dpspec.language.parser import parse
 from dpspec.report.model import build_model
 from dpspec.report.render import render_html, render_markdown
 from dpspec.report.render import pct

@@ -10,8 +10,8 @@ import sysconfig
 import pytest
 from click.testing import CliRunner
 
-from dpspec import plugins
-from dpspec.cli import main
+from dpspec.contract import plugins
+from dpspec.cli.main import main
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -74,7 +74,7 @@ def plugin_venv(tmp_path_factory):
 
 
 def _dpspec(python, *args, cwd=None):
-    return subprocess.run([str(python), "-m", "dpspec.cli", *args], capture_output=True, text=True, cwd=cwd)
+    return subprocess.run([str(python), "-m", "dpspec.cli.main", *args], capture_output=True, text=True, cwd=cwd)
 
 
 def test_third_party_plugin_is_discovered(plugin_venv):

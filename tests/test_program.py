@@ -7,7 +7,7 @@ import os
 
 from click.testing import CliRunner
 
-from dpspec.cli import main
+from dpspec.cli.main import main
 from tests.conftest import SPECS
 
 PROGRAM = os.path.join(SPECS, "acs_program", "program.dps")

@@ -15,11 +15,11 @@ from jsonschema import Draft7Validator
 
 from dpspec import ir
 from dpspec.audit import audit
-from dpspec.budget_report import budget_summary
-from dpspec.cli import main
+from dpspec.budget.budget_report import budget_summary
+from dpspec.cli.main import main
 from dpspec.errors import MechanismError, SpecError
-from dpspec.formatter import format_spec
-from dpspec.parser import parse, read_source
+from dpspec.language.formatter import format_spec
+from dpspec.language.parser import parse, read_source
 from dpspec.registry import prose
 from dpspec.registry.entry import parse_entry, read_entry, schema
 from dpspec.registry.export import entry_data, entry_yaml
@@ -260,7 +260,7 @@ def test_approximate_and_string_delta(tmp_path):
 
 
 def test_declared_mechanism_cannot_run(tmp_path):
-    from dpspec.plugins import mechanisms
+    from dpspec.contract.plugins import mechanisms
 
     with pytest.raises(MechanismError):
         mechanisms()["declared"].run(None, {}, {}, None)
@@ -395,7 +395,7 @@ def test_notes_round_trip_through_the_formatter():
 def test_declared_needs_exactly_one_budget_shape(tmp_path):
     text = read_source(os.path.join(REGISTRY, "pl94_persons.dps")).replace("  rho: 2.56\n", "")
     with pytest.raises(SpecError, match="state one budget"):
-        from dpspec.checker import check
+        from dpspec.check.checker import check
 
         check(parse(text))
 

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from dpspec.compiler import compile_spec
-from dpspec.parser import load_text_or_path
+from dpspec.run.compiler import compile_spec
+from dpspec.language.parser import load_text_or_path
 from dpspec.report import render_all
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from dpspec import plugins
-from dpspec.compiler import compile_spec
-from dpspec.hookspecs import hookimpl
-from dpspec.parser import load_text_or_path, parse
+from dpspec.contract import plugins
+from dpspec.run.compiler import compile_spec
+from dpspec.contract.hookspecs import hookimpl
+from dpspec.language.parser import load_text_or_path, parse
 from dpspec.report import FILENAMES, Section, render_all
 from dpspec.report.model import build_model
 from dpspec.report.render import md_escape, screen

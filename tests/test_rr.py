@@ -8,10 +8,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from dpspec.compiler import compile_spec, make_rng
-from dpspec.parser import parse, read_source
+from dpspec.run.compiler import compile_spec, make_rng
+from dpspec.language.parser import parse, read_source
 import dpspec_rr as mod
-from dpspec.noise import bernoulli
+from dpspec.run.noise import bernoulli
 
 
 def test_epsilon_formula():

@@ -13,11 +13,11 @@ import pandas as pd
 import pytest
 
 import dpspec
-from dpspec.budget_report import budget_summary
-from dpspec.compiler import compile_spec, make_rng
-from dpspec.data import load_data
+from dpspec.budget.budget_report import budget_summary
+from dpspec.run.compiler import compile_spec, make_rng
+from dpspec.check.data import load_data
 from dpspec.errors import DataError, SpecError
-from dpspec.noise import discrete_gaussian_pmf, discrete_gaussian_variance
+from dpspec.run.noise import discrete_gaussian_pmf, discrete_gaussian_variance
 from dpspec_safetab import engine, tabulate
 from dpspec_safetab.design import sigma2
 from dpspec_safetab.iterations import IterationTable, encode_records, flatten
@@ -360,7 +360,7 @@ domain d {
 
 
 def test_crosscut_parses_formats_and_round_trips():
-    from dpspec.formatter import format_spec
+    from dpspec.language.formatter import format_spec
 
     spec = dpspec.load(CROSSCUT)
     assert spec.domain.geography.components == ("place", "aiannh")
@@ -371,7 +371,7 @@ def test_crosscut_parses_formats_and_round_trips():
 
 
 def test_crosscut_errors_are_located():
-    from dpspec.checker import check
+    from dpspec.check.checker import check
 
     with pytest.raises(SpecError, match=r"4:\d+: error: .*geography component column 'plaec'"):
         check(dpspec.load(CROSSCUT.replace("{ place,", "{ plaec,")))

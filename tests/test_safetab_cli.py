@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 from click.testing import CliRunner
 
-from dpspec.cli import main
+from dpspec.cli.main import main
 from tests.safetab_helpers import H_SPEC, P_SPEC, ROOT
 from tests.safetab_helpers import variant
 

@@ -9,9 +9,9 @@ from fractions import Fraction as F
 import pytest
 
 import dpspec
-from dpspec.budget_report import budget_summary
-from dpspec.compiler import compile_spec
-from dpspec.noise import discrete_gaussian_variance
+from dpspec.budget.budget_report import budget_summary
+from dpspec.run.compiler import compile_spec
+from dpspec.run.noise import discrete_gaussian_variance
 from dpspec_safetab.design import sigma2
 from tests.safetab_helpers import H_SPEC, P_SPEC
 from tests.safetab_helpers import variant as _variant

@@ -11,7 +11,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 _PROBE = """
 import sys
-from dpspec.cli import main
+from dpspec.cli.main import main
 try:
     main(sys.argv[1:], standalone_mode=False)
 except SystemExit:
@@ -27,7 +27,7 @@ def _heavy_modules(*args) -> str:
 
 
 def test_help_imports_neither_pandas_nor_scipy():
-    assert _heavy_modules("--help") == "none"  # nor numpy: the contract (dpspec.mechanism) loads it lazily
+    assert _heavy_modules("--help") == "none"  # nor numpy: the contract (dpspec.contract.mechanism) loads it lazily
 
 
 def test_check_of_a_spec_without_arrays_imports_no_numpy():

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from dpspec.cli import main
+from dpspec.cli.main import main
 
 SPECS = Path(__file__).resolve().parents[1] / "specs"
 MA1940 = str(SPECS / "ma1940_swap.dps")

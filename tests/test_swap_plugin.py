@@ -12,13 +12,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from dpspec import plugins
-from dpspec.budget_report import budget_summary, spec_ledger
-from dpspec.checker import check
-from dpspec.compiler import compile_spec
-from dpspec.data import load_data
+from dpspec.contract import plugins
+from dpspec.budget.budget_report import budget_summary, spec_ledger
+from dpspec.check.checker import check
+from dpspec.run.compiler import compile_spec
+from dpspec.check.data import load_data
 from dpspec.errors import SpecError
-from dpspec.parser import parse, read_source
+from dpspec.language.parser import parse, read_source
 from dpspec_swap import PermutationSwapping
 from dpspec_swap.report import sections
 from dpspec_swap.whatif import alternative_keys

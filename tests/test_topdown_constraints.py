@@ -7,9 +7,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from dpspec.checker import check
+from dpspec.check.checker import check
 from dpspec.errors import DataError, SpecError
-from dpspec.parser import parse
+from dpspec.language.parser import parse
 from dpspec_topdown.constraints import facility_bounds
 from dpspec_topdown.engine import run_topdown
 from dpspec_topdown.synthetic import LEVELS, PL94_VARIABLES, generate_facilities, generate_population
@@ -147,7 +147,7 @@ def test_infeasible_node_names_its_level_and_parent_unit(monkeypatch):
 
 def test_production_spec_compiles_with_its_facilities_table(tmp_path):
     """The spec path end to end (two tables read, bounds built by the plugin) on one tract."""
-    from dpspec.compiler import compile_spec
+    from dpspec.run.compiler import compile_spec
 
     data_dir = os.path.join(ROOT, "specs", "data", "pl94_synthetic")
     persons = pd.read_parquet(os.path.join(data_dir, "pl94_synthetic.parquet"))

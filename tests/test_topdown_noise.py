@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from dpspec import noise
-from dpspec.noise import (discrete_gaussian, discrete_gaussian_pmf, discrete_gaussian_variance,
+from dpspec.run import noise
+from dpspec.run.noise import (discrete_gaussian, discrete_gaussian_pmf, discrete_gaussian_variance,
                                   discrete_laplace, effective_sigma2)
 
 

@@ -10,11 +10,11 @@ import pandas as pd
 import pytest
 from click.testing import CliRunner
 
-from dpspec.checker import check
-from dpspec.cli import main
-from dpspec.compiler import compile_spec
+from dpspec.check.checker import check
+from dpspec.cli.main import main
+from dpspec.run.compiler import compile_spec
 from dpspec.errors import DataError, SpecError
-from dpspec.parser import parse, read_source
+from dpspec.language.parser import parse, read_source
 from tests.conftest import SPECS
 
 PL94 = os.path.join(SPECS, "pl94_production_topdown.dps")

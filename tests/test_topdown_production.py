@@ -11,10 +11,10 @@ import pandas as pd
 import pytest
 from click.testing import CliRunner
 
-from dpspec.checker import check
-from dpspec.cli import main
+from dpspec.check.checker import check
+from dpspec.cli.main import main
 from dpspec.errors import SpecError
-from dpspec.parser import parse
+from dpspec.language.parser import parse
 from dpspec_topdown.histogram import Recode, Schema
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -63,7 +63,7 @@ def test_production_allocation_recomputed_from_the_fractions():
     for row, (level, query, rho_q, var) in zip(rows, expected):
         assert F(row["rho_exact"]) == rho_q, (level, query)
         assert row["rho"] == pytest.approx(float(rho_q), rel=1e-15)
-        # sigma² is used exactly, or rounded up by less than 2**-24 relative (dpspec.noise)
+        # sigma² is used exactly, or rounded up by less than 2**-24 relative (dpspec.run.noise)
         assert var <= F(row["sigma2_exact"]) <= var * (1 + F(1, 2 ** 24)), (level, query)
         assert row["variance"] == pytest.approx(float(var), rel=1e-7)
     assert sum(F(r["rho_exact"]) for r in rows) == RHO
@@ -151,7 +151,7 @@ def test_units_release_has_the_production_budget_and_certificate_epsilon():
 
 
 def test_units_release_keeps_housing_units_per_block(tmp_path):
-    from dpspec.compiler import compile_spec
+    from dpspec.run.compiler import compile_spec
 
     result = compile_spec(parse(open(UNITS_SPEC).read(), UNITS_SPEC), seed=4, audit=False)
     units = pd.read_parquet(os.path.join(ROOT, "specs", "data", "pl94_synthetic", "pl94_synthetic_units.parquet"))

@@ -6,7 +6,7 @@ from fractions import Fraction as F
 import pytest
 from click.testing import CliRunner
 
-from dpspec.cli import main
+from dpspec.cli.main import main
 from tests.conftest import SPECS
 
 PROGRAM = os.path.join(SPECS, "pl94_program", "program.dps")

@@ -15,9 +15,9 @@ from dpspec_rr import RandomizedResponse
 from dpspec_swap.plugin import PermutationSwapping
 
 import dpspec
-from dpspec.cli import main
-from dpspec.mechanism import Mechanism, NativeFlavor, NeighbourPair, ParameterSchema, ParamSpec, Release
-from dpspec.noise import discrete_gaussian
+from dpspec.cli.main import main
+from dpspec.contract.mechanism import Mechanism, NativeFlavor, NeighbourPair, ParameterSchema, ParamSpec, Release
+from dpspec.run.noise import discrete_gaussian
 from dpspec.verify import verify
 from dpspec.verify.bounds import cp_lower, cp_upper, largest_detectable, loss_bound, runs_needed
 from tests.conftest import SMALL_CSV, SMALL_SPEC, SPECS

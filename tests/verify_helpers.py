@@ -7,8 +7,8 @@ import importlib.util
 import os
 import types
 
-from dpspec import plugins
-from dpspec.hookspecs import hookimpl
+from dpspec.contract import plugins
+from dpspec.contract.hookspecs import hookimpl
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 

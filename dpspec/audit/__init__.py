@@ -23,7 +23,7 @@ class RuleConflict(Exception):
 def all_rules() -> list[Rule]:
     """Every registered rule, built-in ones included even when the package is not installed
     (running from a source tree registers no entry points)."""
-    from dpspec import plugins
+    from dpspec.contract import plugins
     from dpspec.audit import builtin_rules
 
     pm = plugins.manager()
@@ -57,7 +57,7 @@ class Audit:
         """A program's members, composed total and bounds (`dpspec budget` on the program), or
         {"problem": why} when it cannot be composed; None for a single spec."""
         from dpspec.errors import DpspecError
-        from dpspec.program import program_summary
+        from dpspec.budget.program import program_summary
 
         spec = self.context.spec if self.context is not None else None
         if spec is None or spec.program is None:
@@ -143,7 +143,7 @@ class _CallableModule(types.ModuleType):
     function to this module; calling the module keeps `dpspec.audit(spec, baseline=None)` working."""
 
     def __call__(self, spec, baseline=None, result=None, **kwargs) -> list[Finding]:
-        from dpspec.parser import load_text_or_path
+        from dpspec.language.parser import load_text_or_path
 
         spec = load_text_or_path(spec) if isinstance(spec, str) else spec
         baseline = load_text_or_path(baseline) if isinstance(baseline, str) else baseline

@@ -36,7 +36,7 @@ from dpspec.audit.multiverse import (
 )
 from dpspec.budget import change_relation, format_number, group
 from dpspec.errors import ConversionError, DpspecError
-from dpspec.hookspecs import hookimpl
+from dpspec.contract.hookspecs import hookimpl
 
 RULES: list[Rule] = []
 
@@ -388,7 +388,7 @@ def unit_count(ctx) -> int | None:
         return int(len(outputs[unit.table])) or None
     source = next((d for d in spec.data if d.table == unit.table), None)
     if ctx.result is None and source is not None and ctx.checked is not None and ctx.checked.passed:
-        from dpspec.data import load_table
+        from dpspec.check.data import load_table
 
         try:
             return int(len(load_table(spec, source))) or None

@@ -24,9 +24,9 @@ from dpspec.audit.currency import (
 from dpspec.audit.currency import order as budget_order
 from dpspec.audit.multiverse import merged_domain, refinement, undetermined
 from dpspec.budget import ApproxDP, GaussianDP, PureDP, RenyiDP, ZCDP, convert
-from dpspec.checker import STAGES
+from dpspec.check.checker import STAGES
 from dpspec.errors import ConversionError
-from dpspec.ledger import DEFAULT_DELTA, SPEC_TO_KIND
+from dpspec.budget.ledger import DEFAULT_DELTA, SPEC_TO_KIND
 
 VERDICTS = ("same", "stronger", "weaker", "incomparable")
 BLOCKS = ("domain", "multiverse", "unit", "premetric", "budget")

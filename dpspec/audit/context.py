@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import attrs
 
-from dpspec import ir, plugins
+from dpspec import ir
+from dpspec.contract import plugins
 from dpspec.errors import Diagnostic, DpspecError, SpecError
 
 
@@ -46,8 +47,8 @@ _PLUGIN_FAILURES = (DpspecError, LookupError, TypeError, ValueError, AttributeEr
 
 def soft_check(spec: ir.Spec) -> SoftCheck:
     """Check a spec; on failure keep the problems and whatever still resolves."""
-    from dpspec.checker import check
-    from dpspec.mechanism import resolve_params
+    from dpspec.check.checker import check
+    from dpspec.contract.mechanism import resolve_params
 
     if spec.program is not None:
         return SoftCheck(spec)
@@ -78,7 +79,7 @@ def account_from_result(result) -> Account:
 def compute_account(checked: SoftCheck) -> Account:
     """The budget account without running the mechanism (`dpspec budget`'s path: the data is read
     only when the mechanism's budget depends on public facts of it)."""
-    from dpspec.budget_report import spec_ledger
+    from dpspec.budget.budget_report import spec_ledger
 
     if not checked.passed or checked.mechanism is None:
         return Account(problem="the spec does not pass the check, so its budget cannot be computed")
@@ -91,7 +92,7 @@ def compute_account(checked: SoftCheck) -> Account:
 
 @attrs.define
 class AuditContext:
-    """Everything a rule may read. The `result` is a compiled `dpspec.compiler.Result` or None."""
+    """Everything a rule may read. The `result` is a compiled `dpspec.run.compiler.Result` or None."""
 
     spec: ir.Spec
     checked: SoftCheck

@@ -3,7 +3,7 @@
 A budget is a banknote and its flavor the currency. To compare two, both are converted to one
 unit (group privacy when one unit holds the other's), one relation (change-one: add/remove
 converts to it, not the reverse) and one premetric (the first both convert to), every step
-named by `dpspec.ledger.to_spec_flavor`. When no such currency exists, `common_currency` says
+named by `dpspec.budget.ledger.to_spec_flavor`. When no such currency exists, `common_currency` says
 why instead of returning numbers.
 """
 from __future__ import annotations
@@ -18,8 +18,8 @@ from dpspec import ir
 from dpspec.audit.multiverse import merged_domain
 from dpspec.budget import ApproxDP, GaussianDP, PureDP, RenyiDP, ZCDP
 from dpspec.errors import ConversionError, DpspecError
-from dpspec.ledger import DEFAULT_DELTA, SPEC_TO_KIND, to_spec_flavor
-from dpspec.mechanism import NativeFlavor
+from dpspec.budget.ledger import DEFAULT_DELTA, SPEC_TO_KIND, to_spec_flavor
+from dpspec.contract.mechanism import NativeFlavor
 
 KIND_TO_SPEC = {v: k for k, v in SPEC_TO_KIND.items()}
 PREMETRIC_WORDS = {"pure": "pure DP (MULT)", "approx": "approximate DP", "zcdp": "zCDP",
@@ -125,7 +125,7 @@ def bound_budget(spec: ir.Spec, bound: ir.BudgetBound):
 
 def program_total(spec: ir.Spec):
     """(composed total, first member spec) of a program, or None when it cannot be composed."""
-    from dpspec.program import program_ledger
+    from dpspec.budget.program import program_ledger
 
     try:
         members, ledger = program_ledger(spec)
@@ -138,7 +138,7 @@ def flavor_spec(spec: ir.Spec) -> ir.Spec:
     """The spec whose flavor stands for this one: a program's members share one flavor."""
     if spec.program is None:
         return spec
-    from dpspec.parser import parse, read_source
+    from dpspec.language.parser import parse, read_source
 
     for part in spec.program.parts:
         for rel in part.paths:

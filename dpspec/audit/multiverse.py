@@ -6,12 +6,12 @@ second, which holds when the first set of invariants determines the second. A co
 columns determines a count by fewer columns of the same table, and, because a nested column
 (`county : category in state`, or a geography `state > county`) determines its parent, a count
 by county also determines the count by state. We close each declared count's columns under
-that "determines" relation (dpspec.invariants) and compare.
+that "determines" relation (dpspec.check.invariants) and compare.
 """
 from __future__ import annotations
 
 from dpspec import ir
-from dpspec.invariants import closure, determines, implied_by, parents, undetermined  # noqa: F401
+from dpspec.check.invariants import closure, determines, implied_by, parents, undetermined  # noqa: F401
 
 # Geography levels fine enough that exact counts there single out small groups of people.
 FINE_LEVEL_NAMES = frozenset({"block", "blocks", "block_group", "blockgroup", "bg", "tract", "tracts",

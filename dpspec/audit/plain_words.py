@@ -11,7 +11,7 @@ from dpspec import ir
 from dpspec.audit.currency import ancestors, flavor_spec, group_size, quote, unit_word
 from dpspec.budget import ConversionError, convert, group
 from dpspec.budget.interpret import CURVES, PRIORS, TEST_ALPHAS, read
-from dpspec.ledger import DEFAULT_DELTA
+from dpspec.budget.ledger import DEFAULT_DELTA
 
 
 def reading_delta(spec: ir.Spec) -> tuple[float, str]:

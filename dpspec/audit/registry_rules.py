@@ -13,7 +13,7 @@ import re
 from dpspec.audit.base import Rule
 from dpspec.budget import group
 from dpspec.errors import DpspecError
-from dpspec.hookspecs import hookimpl
+from dpspec.contract.hookspecs import hookimpl
 
 RULES: list[Rule] = []
 

@@ -4,7 +4,7 @@
     run = EngineRun(engine, streams.new_run_key(seed))
     out = run.map_groups(table, ["state", "size"], swap_stratum, stage="swap")
 
-Mechanisms receive an `EngineRun` through `Mechanism.run(..., engine=)`; see `dpspec.mechanism`.
+Mechanisms receive an `EngineRun` through `Mechanism.run(..., engine=)`; see `dpspec.contract.mechanism`.
 """
 from __future__ import annotations
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from dpspec import progress
+from dpspec.run import progress
 from dpspec.engine import frames
 from dpspec.engine.base import Engine, run_item, run_unit
 from dpspec.errors import DataError

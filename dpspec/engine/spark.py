@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 
 import pandas as pd
 
-from dpspec import progress
+from dpspec.run import progress
 from dpspec.engine import frames
 from dpspec.engine.base import Engine, EngineUnavailable, UnitFailed, run_item, run_unit
 from dpspec.errors import DataError

@@ -5,7 +5,7 @@ generator whose 256-bit key is SHA-256 of the run key and a canonical encoding o
 The same run key therefore gives the same draws on any engine, in any order, under any
 partitioning; distinct keys get unrelated streams (SHA-256 is collision resistant, and ChaCha20
 with distinct keys is a family of independent pseudorandom streams). The run key is the seed when
-one is given, else 256 bits of operating-system entropy, exactly as `dpspec.compiler.make_rng`.
+one is given, else 256 bits of operating-system entropy, exactly as `dpspec.run.compiler.make_rng`.
 """
 from __future__ import annotations
 

@@ -85,9 +85,9 @@ def infer(spec, release_dir: str, target: str, prior: str | None = None, draws: 
           method: str = "rejection", seed: int | None = None, rate: bool = False,
           max_proposals: int | None = None) -> InferResult:
     """Posterior draws and summaries of `target` given the release in `release_dir`."""
-    from dpspec.checker import check
-    from dpspec.compiler import make_rng, spec_sha256
-    from dpspec.parser import load_text_or_path
+    from dpspec.check.checker import check
+    from dpspec.run.compiler import make_rng, spec_sha256
+    from dpspec.language.parser import load_text_or_path
 
     from . import sampler, summary
     from .model import build_model, parse_target

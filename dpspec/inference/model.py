@@ -19,8 +19,8 @@ import pandas as pd
 import scipy.sparse as sp
 
 from dpspec import ir
-from dpspec.diagnostics import unknown
-from dpspec.mechanism import CountLikelihood
+from dpspec.language.diagnostics import unknown
+from dpspec.contract.mechanism import CountLikelihood
 
 from .release import InferError
 

@@ -12,7 +12,7 @@ import attrs
 import pandas as pd
 
 from dpspec.errors import DpspecError
-from dpspec.reading import require_regular
+from dpspec.language.reading import require_regular
 
 
 class InferError(DpspecError):

@@ -13,7 +13,7 @@ import os
 from markupsafe import Markup, escape
 
 from dpspec import __version__
-from dpspec.atomic import write_text
+from dpspec.publish.atomic import write_text
 from dpspec.budget import format_number
 from dpspec.report.render import html_env, markdown_env
 from dpspec.report.svg import COLORS
@@ -115,7 +115,7 @@ def write_report(result, outdir: str, with_draws: bool = True) -> dict:
         return out
     import pandas as pd
 
-    from dpspec.atomic import write_frame
+    from dpspec.publish.atomic import write_frame
 
     labels = [c["cell"] for c in model["r"]["cells"]]
     write_frame(os.path.join(outdir, "draws.csv"), pd.DataFrame(result.samples, columns=labels))

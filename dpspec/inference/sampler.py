@@ -21,7 +21,7 @@ import attrs
 import numpy as np
 from scipy.special import logsumexp
 
-from dpspec.noise import discrete_gaussian, discrete_gaussian_logpmf, effective_sigma2
+from dpspec.run.noise import discrete_gaussian, discrete_gaussian_logpmf, effective_sigma2
 
 from .model import Model
 from .prior import Prior

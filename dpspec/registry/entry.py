@@ -89,7 +89,7 @@ def _marks(node, path=(), out=None) -> dict:
 
 
 def read_entry(path: str) -> Entry:
-    from dpspec.reading import NotRegularFile, open_regular
+    from dpspec.language.reading import NotRegularFile, open_regular
 
     try:
         with open_regular(path) as fh:  # a FIFO would block, a device would fill MAX_BYTES with junk

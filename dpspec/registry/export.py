@@ -20,7 +20,7 @@ import yaml
 from dpspec import ir
 from dpspec.audit.registry_rules import UNCHECKED_NOTE
 from dpspec.errors import Diagnostic, SpecError
-from dpspec.formatter import format_spec
+from dpspec.language.formatter import format_spec
 from dpspec.registry import prose
 from dpspec.registry.entry import schema, schema_problems, dotted
 
@@ -60,7 +60,7 @@ def _budget_params(budget) -> dict:
 
 
 def _achieved(spec: ir.Spec):
-    from dpspec.budget_report import spec_ledger
+    from dpspec.budget.budget_report import spec_ledger
 
     _, _, _, _, ledger = spec_ledger(spec)
     if ledger.declared is None or not ledger.declared.is_finite:

@@ -68,7 +68,7 @@ def _number(value, field, problems: _Problems) -> Fraction | None:
 
 def _fragment(entry: Entry, field, code: str) -> ir.Spec:
     """Parse a fenced dpspec block; its errors point at the entry field that holds it."""
-    from dpspec.parser import parse
+    from dpspec.language.parser import parse
 
     try:
         return parse(code, None)
@@ -258,9 +258,9 @@ def build_spec(entry: Entry) -> ir.Spec:
 
 def import_text(entry: Entry) -> str:
     """The canonical .dps text of an entry, checked: what `dpspec import` writes."""
-    from dpspec.checker import check
-    from dpspec.formatter import format_spec
-    from dpspec.parser import parse
+    from dpspec.check.checker import check
+    from dpspec.language.formatter import format_spec
+    from dpspec.language.parser import parse
 
     text = format_spec(build_spec(entry))
     try:

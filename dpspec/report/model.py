@@ -11,7 +11,9 @@ from __future__ import annotations
 import math
 import os
 
-from dpspec import __version__, describe, ir, plugins
+from dpspec import __version__, ir
+from dpspec.language import describe
+from dpspec.contract import plugins
 from dpspec.audit import audit as run_audit_outcome
 from dpspec.audit.base import jsonable
 from dpspec.audit.currency import flavor_spec

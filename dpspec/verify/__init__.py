@@ -52,7 +52,7 @@ def _claim_options(budget, spec_delta=None) -> tuple[str, float, dict]:
 
 def _claim(spec, mech, params, pair):
     """The mechanism's own claim for this miniature universe, in the spec's currency."""
-    from dpspec import ledger as ledger_mod
+    from dpspec.budget import ledger as ledger_mod
     from dpspec.budget import group
 
     facts = mech.public_facts(spec, params, pair.left)
@@ -84,9 +84,9 @@ def verify(spec, runs: int = DEFAULT_RUNS, seed: int | None = None, confidence: 
     Raises SpecError for a spec that does not check and VerifyError when there is nothing to
     verify (no mechanism, an infinite claim, no neighbours) or the mechanism fails on miniature data.
     """
-    from dpspec.checker import check
-    from dpspec.compiler import make_rng, spec_sha256
-    from dpspec.parser import load_text_or_path
+    from dpspec.check.checker import check
+    from dpspec.run.compiler import make_rng, spec_sha256
+    from dpspec.language.parser import load_text_or_path
 
     if isinstance(spec, str):
         spec = load_text_or_path(spec)

@@ -36,7 +36,7 @@ def finding(data: dict) -> Finding:
 
 def load_for(path: str, spec) -> dict:
     """Read a verification result file and check it was made for `spec`."""
-    from dpspec.compiler import spec_sha256
+    from dpspec.run.compiler import spec_sha256
 
     data = load_json(path)
     if data["spec_sha256"] != spec_sha256(spec):

@@ -11,9 +11,10 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from dpspec import ir, progress
+from dpspec import ir
+from dpspec.run import progress
 from dpspec.errors import DpspecError
-from dpspec.mechanism import NeighbourPair
+from dpspec.contract.mechanism import NeighbourPair
 
 UNITS = 3  # units per miniature table
 MAX_PAIRS = 4
@@ -229,7 +230,7 @@ def stack(rows: list[np.ndarray]) -> np.ndarray:
 def run_many(mechanism, spec: ir.Spec, params: dict, pair: NeighbourPair, data: dict, n: int, rng,
              flatten: Flattener, what: str) -> np.ndarray:
     """n runs of the mechanism on `data`; each row the statistic of one run."""
-    from dpspec.compiler import published_outputs
+    from dpspec.run.compiler import published_outputs
 
     if pair.batch is not None:  # in chunks, so memory stays bounded whatever --runs is
         chunks = []

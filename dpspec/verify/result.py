@@ -135,7 +135,7 @@ MAX_RESULT_BYTES = 5_000_000  # a verification result is a few kB; more is not o
 
 def load_json(path: str) -> dict:
     """A verification result file written by `dpspec verify --json` (raises VerifyError)."""
-    from dpspec.reading import NotRegularFile, open_regular
+    from dpspec.language.reading import NotRegularFile, open_regular
     from dpspec.verify.miniature import VerifyError
 
     try:

@@ -10,7 +10,7 @@ group's true total t and cells c (independent noise, so the factors multiply):
   is never published; only this interval is. (SafeTab-H's detail comes from public totals: no
   factor.)
 - the published values: a total (rung 0, and detailed-only groups with the whole rho) or the
-  stage-2 cells, each value = truth + discrete Gaussian noise (pmf in `dpspec.noise`); a group's
+  stage-2 cells, each value = truth + discrete Gaussian noise (pmf in `dpspec.run.noise`); a group's
   total beside its cells is their sum (post-processing) and adds nothing.
 - a group that is absent where suppression applies was suppressed: P(absent | t) =
   P(rung 0 | t) F2(threshold - t) (a zero total is kept only above the threshold).

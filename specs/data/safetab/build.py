@@ -27,7 +27,7 @@ SEED = 2020
 def published_totals() -> pd.DataFrame:
     """SafeTab-P's published population-group totals on the bundled persons (seed 2020)."""
     import dpspec
-    from dpspec.compiler import compile_spec
+    from dpspec.run.compiler import compile_spec
 
     spec = dpspec.load(os.path.join(SPECS, "safetab_p_production.dps"))
     counts = compile_spec(spec, seed=SEED, audit=False).published["counts"]

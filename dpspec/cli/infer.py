@@ -5,7 +5,7 @@ import json
 
 import click
 
-from dpspec.cli_errors import friendly
+from dpspec.cli.errors import friendly
 
 
 def _text(result) -> str:
@@ -41,8 +41,8 @@ def _check_outdir(outdir: str, spec, release_dir: str, prior: str | None) -> Non
     """Refuse an output folder that is, holds or sits inside an input: spec, data, prior, release."""
     import os
 
-    from dpspec.input_guard import check_output_target, input_paths
-    from dpspec.output_set import refuse_release_folder
+    from dpspec.publish.input_guard import check_output_target, input_paths
+    from dpspec.publish.output_set import refuse_release_folder
 
     inputs = input_paths(spec)
     if prior and not prior.startswith("dirichlet-multinomial"):  # a prior CSV, as make_prior finds it
@@ -68,7 +68,7 @@ def _check_outdir(outdir: str, spec, release_dir: str, prior: str | None) -> Non
 def infer_cmd(spec, release_dir, target, rate, prior, draws, method, seed, as_json, outdir):
     """Posterior of TARGET given the release in RELEASE_DIR and the spec's public information."""
     from dpspec.inference import infer
-    from dpspec.parser import parse, read_source
+    from dpspec.language.parser import parse, read_source
 
     parsed = parse(read_source(spec), spec)
     if outdir:  # before sampling: the reports never land in, over or around an input or the release

@@ -17,9 +17,10 @@ import attrs
 import lark
 from lark import Token, Transformer, v_args
 
-from dpspec import eol_comments, ir
+from dpspec import ir
+from dpspec.language import eol_comments
 from dpspec.errors import Diagnostic, SpecError
-from dpspec.reading import NotRegularFile, open_regular
+from dpspec.language.reading import NotRegularFile, open_regular
 
 MAX_BYTES = 5_000_000
 MAX_NESTING = 50
@@ -35,7 +36,7 @@ def _parser() -> lark.Lark:
     try:  # installed: the grammar ships inside the wheel as the dpspec.grammar package
         grammar = resources.files("dpspec.grammar").joinpath("dps.lark").read_text(encoding="utf-8")
     except ModuleNotFoundError:  # running from a source checkout
-        here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        here = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # dpspec/language/ -> repo
         with open(os.path.join(here, "grammar", "dps.lark"), encoding="utf-8") as fh:
             grammar = fh.read()
     return lark.Lark(grammar, parser="lalr", propagate_positions=True, maybe_placeholders=False,

@@ -9,7 +9,8 @@ from __future__ import annotations
 import re
 from fractions import Fraction
 
-from dpspec import eol_comments, ir
+from dpspec import ir
+from dpspec.language import eol_comments
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _INT = re.compile(r"[0-9]+\Z")

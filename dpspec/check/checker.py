@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import attrs
 
-from dpspec import ir, plugins
-from dpspec.diagnostics import unknown
+from dpspec import ir
+from dpspec.contract import plugins
+from dpspec.language.diagnostics import unknown
 from dpspec.errors import Diagnostic, SpecError
-from dpspec.invariants import determines
-from dpspec.mechanism import Mechanism, resolve_params
+from dpspec.check.invariants import determines
+from dpspec.contract.mechanism import Mechanism, resolve_params
 
 STAGES = ("raw", "collected", "edited", "imputed", "sampled", "tabulated", "finetuning")
 TUNING_SOURCES = ("confidential", "public", "synthetic", "none")

@@ -12,7 +12,7 @@ from typing import Any
 import attrs
 
 from dpspec import ir
-from dpspec.diagnostics import unknown
+from dpspec.language.diagnostics import unknown
 from dpspec.errors import Diagnostic
 
 PARAM_TYPES = ("number", "int", "column", "columns", "table", "string", "choice", "shares", "block")

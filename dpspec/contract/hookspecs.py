@@ -14,10 +14,10 @@ hookimpl = pluggy.HookimplMarker(PROJECT)
 
 @hookspec
 def dpspec_mechanisms():
-    """Return a list of `dpspec.mechanism.Mechanism` instances this plugin provides.
+    """Return a list of `dpspec.contract.mechanism.Mechanism` instances this plugin provides.
 
     Besides the required methods, a mechanism may implement the optional `neighbours(spec,
-    params)`: worst-case neighbouring miniature datasets (`dpspec.mechanism.NeighbourPair`) for
+    params)`: worst-case neighbouring miniature datasets (`dpspec.contract.mechanism.NeighbourPair`) for
     `dpspec verify`; without it the verifier builds pairs from the domain.
     """
 

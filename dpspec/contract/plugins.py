@@ -6,7 +6,7 @@ from importlib import metadata
 
 import pluggy
 
-from dpspec import hookspecs
+from dpspec.contract import hookspecs
 from dpspec.errors import SpecError
 
 
@@ -68,7 +68,7 @@ def mechanisms() -> dict:
 def mechanism(name: str):
     mechs = mechanisms()
     if name not in mechs:
-        from dpspec.diagnostics import unknown
+        from dpspec.language.diagnostics import unknown
 
         message, hint = unknown("mechanism", name, mechs)
         broken = [f"{n} ({why})" for n, why in failures()]

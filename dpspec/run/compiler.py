@@ -15,12 +15,14 @@ import numpy as np
 import pandas as pd
 from randomgen import ChaCha
 
-from dpspec import ir, ledger as ledger_mod, progress
-from dpspec.checker import CheckedSpec, check
-from dpspec.data import load_data
+from dpspec import ir
+from dpspec.budget import ledger as ledger_mod
+from dpspec.run import progress
+from dpspec.check.checker import CheckedSpec, check
+from dpspec.check.data import load_data
 from dpspec.errors import DataError, MechanismError
 from dpspec.ir import spec_sha256
-from dpspec.mechanism import Release
+from dpspec.contract.mechanism import Release
 
 
 @attrs.define

@@ -1,6 +1,6 @@
 """The project's exact noise samplers: Bernoulli(p) and the discrete Gaussian (Canonne, Kamath &
 Steinke 2020), vectorized over samples. One sampler per distribution for the whole project:
-mechanisms import them from here (``dpspec.noise``), never write their own.
+mechanisms import them from here (``dpspec.run.noise``), never write their own.
 
 Why exact: a rounded continuous Gaussian, or a float comparison in an acceptance test, leaks
 through the low-order bits of floating point and voids the zCDP proof. Every random decision

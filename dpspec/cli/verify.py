@@ -9,7 +9,7 @@ import sys
 
 import click
 
-from dpspec.cli_errors import friendly
+from dpspec.cli.errors import friendly
 
 
 @click.command("verify")
@@ -23,8 +23,8 @@ from dpspec.cli_errors import friendly
 @friendly
 def verify_cmd(file, runs, seed, confidence, as_json):
     """Test FILE's mechanism empirically against its claimed budget (exit 0 consistent, 1 refuted, 4 inconclusive)."""
-    from dpspec.parser import parse, read_source
-    from dpspec.progress import StderrBar, reporting
+    from dpspec.language.parser import parse, read_source
+    from dpspec.run.progress import StderrBar, reporting
     from dpspec.verify import DEFAULT_RUNS, verify
 
     spec = parse(read_source(file), file)

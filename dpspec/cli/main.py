@@ -1,7 +1,7 @@
 """The `dpspec` command line.
 
 Exit codes: 0 success; 1 a spec, data, budget or audit failure the user must fix; 2 a usage
-error (click's own); 3 an internal error (a bug in dpspec or a plugin, see `cli_errors`). Errors a user can cause are printed as messages, never as tracebacks.
+error (click's own); 3 an internal error (a bug in dpspec or a plugin, see `dpspec.cli.errors`). Errors a user can cause are printed as messages, never as tracebacks.
 """
 from __future__ import annotations
 
@@ -12,14 +12,14 @@ import sys
 import click
 
 from dpspec import ir
-from dpspec.cli_errors import fail as _fail, friendly
-from dpspec.engine_cli import engine_option, master_option
+from dpspec.cli.errors import fail as _fail, friendly
+from dpspec.cli.engine import engine_option, master_option
 from dpspec.errors import DpspecError
-from dpspec.verify_cli import verification_option, verify_cmd
+from dpspec.cli.verify import verification_option, verify_cmd
 
 
 def _load(path: str) -> ir.Spec:
-    from dpspec.parser import parse, read_source
+    from dpspec.language.parser import parse, read_source
 
     return parse(read_source(path), path)
 
@@ -39,7 +39,7 @@ def main():
 @friendly
 def check_cmd(files):
     """Check spec FILES: names, types, ranges, mechanism parameters, invariants."""
-    from dpspec.checker import check
+    from dpspec.check.checker import check
 
     failed = 0
     for path in files:
@@ -48,7 +48,7 @@ def check_cmd(files):
             if spec.program is None:
                 check(spec)
             else:
-                from dpspec.program import load_program
+                from dpspec.budget.program import load_program
 
                 load_program(spec)
         except DpspecError as exc:
@@ -73,7 +73,7 @@ def show_cmd(file, as_json):
     if as_json:
         _dump(ir.to_jsonable(spec))
         return
-    from dpspec.describe import describe_spec
+    from dpspec.language.describe import describe_spec
 
     click.echo(describe_spec(spec))
 
@@ -85,8 +85,8 @@ def show_cmd(file, as_json):
 @friendly
 def fmt_cmd(file, write, check_only):
     """Print a spec in canonical form."""
-    from dpspec.atomic import write_text
-    from dpspec.formatter import format_spec
+    from dpspec.publish.atomic import write_text
+    from dpspec.language.formatter import format_spec
 
     spec = _load(file)
     text = format_spec(spec)
@@ -112,16 +112,16 @@ def fmt_cmd(file, write, check_only):
 @friendly
 def compile_cmd(file, outdir, seed, runs, engine_name, spark_master, verify_file=None):
     """Check FILE, run its mechanism on its data, write the release and the reports."""
-    from dpspec.compiler import compile_spec
-    from dpspec.output import write_result
+    from dpspec.run.compiler import compile_spec
+    from dpspec.publish.output import write_result
 
     spec = _load(file)
     outdir = outdir or os.path.join("out", os.path.splitext(os.path.basename(file))[0])
-    from dpspec.engine_cli import engine_for, engine_note
-    from dpspec.input_guard import check_output_target, input_paths
-    from dpspec.progress import StderrBar, reporting
+    from dpspec.cli.engine import engine_for, engine_note
+    from dpspec.publish.input_guard import check_output_target, input_paths
+    from dpspec.run.progress import StderrBar, reporting
 
-    from dpspec.output_set import check_replaceable, refuse_release_folder, target_lock
+    from dpspec.publish.output_set import check_replaceable, refuse_release_folder, target_lock
 
     check_output_target(outdir, input_paths(spec) + ([verify_file] if verify_file else []))  # before the run
     refuse_release_folder(outdir, "compile", itself=False)  # never a set nested inside another release
@@ -143,7 +143,7 @@ def compile_cmd(file, outdir, seed, runs, engine_name, spark_master, verify_file
     ledger = result.ledger
     click.echo(f"mechanism: {result.mechanism.name} {result.mechanism.version}")
     if ledger.declared is not None:
-        from dpspec.budget_report import _fmt
+        from dpspec.budget.budget_report import _fmt
 
         click.echo(f"budget in the spec's flavor: {_fmt(ledger.declared.to_json())}")
     elif ledger.problem:
@@ -175,7 +175,7 @@ def compile_cmd(file, outdir, seed, runs, engine_name, spark_master, verify_file
 @friendly
 def budget_cmd(file, as_json, delta, conversion):
     """The budget a spec's mechanism achieves, in the paper's notation and in other currencies."""
-    from dpspec.budget_report import budget_summary, budget_text
+    from dpspec.budget.budget_report import budget_summary, budget_text
 
     spec = _load(file)
     summary = budget_summary(spec, delta=delta, method=conversion)
@@ -234,7 +234,7 @@ def convert_cmd(params, to, delta, epsilon, alpha, method, from_unit, to_unit, g
 @friendly
 def audit_cmd(file, baseline, outdir, as_json, verify_file=None):
     """Flag privacy theatrics in a spec (optionally against a baseline spec)."""
-    from dpspec.audit_cli import run_audit_command
+    from dpspec.cli.audit import run_audit_command
 
     code = run_audit_command(file, baseline, outdir, as_json, verify_file=verify_file)
     sys.exit(code)
@@ -245,7 +245,7 @@ def audit_cmd(file, baseline, outdir, as_json, verify_file=None):
 @friendly
 def plugins_cmd(as_json):
     """List the installed mechanism plugins and their parameters."""
-    from dpspec.plugins import describe_mechanisms
+    from dpspec.contract.plugins import describe_mechanisms
 
     mechs = describe_mechanisms()
     if as_json:
@@ -268,11 +268,11 @@ def plugins_cmd(as_json):
             click.echo(f"    {p['name']} ({p['type']}){suffix}: {p['doc']}")
 
 
-main.add_command(__import__("dpspec.infer_cli", fromlist=["infer_cmd"]).infer_cmd)  # `dpspec infer` (seed 2)
+main.add_command(__import__("dpspec.cli.infer", fromlist=["infer_cmd"]).infer_cmd)  # `dpspec infer` (seed 2)
 
 
 def _add_plugin_commands():
-    from dpspec.plugins import failures, manager
+    from dpspec.contract.plugins import failures, manager
 
     for impl in manager().hook.dpspec_cli.get_hookimpls():
         try:
@@ -283,9 +283,9 @@ def _add_plugin_commands():
         click.echo(f"warning: plugin '{name}' failed to load: {why}", err=True)
 
 
-main.add_command(verify_cmd)  # dpspec verify (dpspec/verify_cli.py)
+main.add_command(verify_cmd)  # dpspec verify (dpspec/cli/verify.py)
 _add_plugin_commands()
-__import__("dpspec.registry_cli").registry_cli.register(main)  # export/import --registry (OpenDP Deployments Registry)
+__import__("dpspec.cli.registry", fromlist=["register"]).register(main)  # export/import --registry (OpenDP Deployments Registry)
 
 if __name__ == "__main__":
     main()

@@ -1,6 +1,6 @@
 """Inputs are sacred: refuse an output folder that could overwrite or displace an input.
 
-An output set is swapped into its folder as a whole (see `dpspec.output_set`), so a target that
+An output set is swapped into its folder as a whole (see `dpspec.publish.output_set`), so a target that
 is, or contains, a folder holding an input would move that input away; a target that is the
 input's own folder would put release files beside it, one name away from overwriting it. Paths
 are compared after resolving symlinks, so a link to the data folder is caught too.
@@ -18,7 +18,7 @@ class UnsafeOutputError(DpspecError):
 
 def input_paths(spec) -> list[str]:
     """Every file a compile of `spec` reads: the spec itself and each data source."""
-    from dpspec.data import resolve_path
+    from dpspec.check.data import resolve_path
 
     paths = [spec.path] if spec.path else []
     return paths + [resolve_path(spec, source) for source in spec.data]

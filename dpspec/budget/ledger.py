@@ -15,7 +15,7 @@ from dpspec import ir
 from dpspec.budget import change_relation, convert, group, hamming_to_symdiff_fixed_size
 from dpspec.budget.premetrics import format_number
 from dpspec.errors import ConversionError
-from dpspec.invariants import determines
+from dpspec.check.invariants import determines
 
 SPEC_TO_KIND = {"pure": "pure", "approximate": "approx", "zcdp": "zcdp", "renyi": "renyi", "gdp": "gdp"}
 DEFAULT_DELTA = 1e-10

@@ -17,8 +17,8 @@ from dpspec.budget import compose
 from dpspec.budget.composition import Release as LedgerRelease
 from dpspec.budget.statement import BudgetStatement, PublicCondition
 from dpspec.errors import Diagnostic, SpecError
-from dpspec.ledger import DEFAULT_DELTA, _holds
-from dpspec.parser import parse, read_source
+from dpspec.budget.ledger import DEFAULT_DELTA, _holds
+from dpspec.language.parser import parse, read_source
 
 KIND_OF_BOUND = {"epsilon": "approx", "rho": "zcdp", "mu": "gdp"}
 
@@ -33,7 +33,7 @@ class Member:
 
 def load_program(program_spec: ir.Spec) -> list[Member]:
     """Parse and account every spec a program includes (without running mechanisms)."""
-    from dpspec.budget_report import spec_ledger
+    from dpspec.budget.budget_report import spec_ledger
 
     base = program_spec.base_dir
     members: list[Member] = []
@@ -132,7 +132,7 @@ def program_summary(program_spec: ir.Spec, delta: float | None = None, method: s
 
 
 def program_text(summary: dict) -> str:
-    from dpspec.budget_report import _fmt
+    from dpspec.budget.budget_report import _fmt
 
     lines = [f"program: {summary['program']}"]
     for r in summary["releases"]:

@@ -15,8 +15,8 @@ import pandas as pd
 
 from dpspec import ir
 from dpspec.errors import DataError
-from dpspec.reading import NotRegularFile, require_regular
-from dpspec.values import shown as shown_value
+from dpspec.language.reading import NotRegularFile, require_regular
+from dpspec.language.values import shown as shown_value
 
 SHOW = 5
 TRUE_WORDS = {"true", "t", "yes", "y", "1"}

@@ -17,8 +17,8 @@ import shutil
 import tempfile
 from contextlib import contextmanager
 
-from dpspec.atomic import _umask
-from dpspec.data import file_sha256 as sha256_file
+from dpspec.publish.atomic import _umask
+from dpspec.check.data import file_sha256 as sha256_file
 from dpspec.errors import DpspecError
 
 MANIFEST = "manifest.json"

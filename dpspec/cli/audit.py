@@ -11,8 +11,8 @@ import os
 
 import click
 
-from dpspec.atomic import write_text
-from dpspec.parser import parse, read_source
+from dpspec.publish.atomic import write_text
+from dpspec.language.parser import parse, read_source
 
 def _load(path):
     return parse(read_source(path), path)
@@ -20,8 +20,8 @@ def _load(path):
 
 def _check_outdir(outdir: str, spec, others: list) -> None:
     """The audit's report files never land beside an input, nor over a compile's output set."""
-    from dpspec.input_guard import check_output_target, input_paths
-    from dpspec.output_set import refuse_release_folder
+    from dpspec.publish.input_guard import check_output_target, input_paths
+    from dpspec.publish.output_set import refuse_release_folder
 
     check_output_target(outdir, input_paths(spec) + others)
     refuse_release_folder(outdir, "audit")

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import click
 
-from dpspec.cli_errors import friendly
+from dpspec.cli.errors import friendly
 
 
 def _refuse_over_input(output: str | None, source: str, command: str) -> None:
@@ -15,8 +15,8 @@ def _refuse_over_input(output: str | None, source: str, command: str) -> None:
     if output is not None:
         import os
 
-        from dpspec.input_guard import check_output_file
-        from dpspec.output_set import refuse_release_folder
+        from dpspec.publish.input_guard import check_output_file
+        from dpspec.publish.output_set import refuse_release_folder
 
         check_output_file(output, [source])
         refuse_release_folder(os.path.dirname(os.path.abspath(output)), command)
@@ -26,7 +26,7 @@ def _write_or_print(text: str, output: str | None) -> None:
     if output is None:
         click.echo(text, nl=False)
         return
-    from dpspec.atomic import write_text
+    from dpspec.publish.atomic import write_text
 
     write_text(output, text)
     click.echo(f"wrote {output}", err=True)
@@ -41,7 +41,7 @@ def _write_or_print(text: str, output: str | None) -> None:
 def export_cmd(file, registry, output):
     """Export spec FILE as an OpenDP Deployments Registry entry (YAML, valid against its schema)."""
     from dpspec.errors import SpecError
-    from dpspec.parser import parse, read_source
+    from dpspec.language.parser import parse, read_source
     from dpspec.registry.export import entry_yaml
 
     if not registry:

@@ -1,6 +1,6 @@
 """Write a compiled result into an output directory: published tables, manifest, reports.
 
-The whole set is swapped in at once (`dpspec.output_set`); the confidential inputs are only ever read. Internal
+The whole set is swapped in at once (`dpspec.publish.output_set`); the confidential inputs are only ever read. Internal
 (utility) figures go to a separately named report so the public one never carries them.
 """
 from __future__ import annotations
@@ -42,9 +42,9 @@ def write_result(result, outdir: str) -> dict:
     """Write the whole output set (releases, reports, manifest) in one swap; returns {kind: path}.
 
     The manifest lists every other file of the set with its SHA-256, so a reader can check that
-    a set is whole (`dpspec.output_set.verify_set`)."""
-    from dpspec.input_guard import check_output_target, input_paths
-    from dpspec.output_set import MANIFEST, file_entries, output_set
+    a set is whole (`dpspec.publish.output_set.verify_set`)."""
+    from dpspec.publish.input_guard import check_output_target, input_paths
+    from dpspec.publish.output_set import MANIFEST, file_entries, output_set
     from dpspec.report import render_all
 
     check_output_target(outdir, input_paths(result.spec))

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import math
 
-from dpspec import ir, ledger as ledger_mod
+from dpspec import ir
+from dpspec.budget import ledger as ledger_mod
 from dpspec.budget.premetrics import format_number, json_number
-from dpspec.checker import check
+from dpspec.check.checker import check
 from dpspec.errors import ConversionError
-from dpspec.describe import notation
+from dpspec.language.describe import notation
 
 
 def _budget_json(b):
@@ -33,7 +34,7 @@ def spec_ledger(spec: ir.Spec, data=None, currencies: bool = True):
     facts = {}
     if getattr(mech, "needs_data_for_budget", False):
         if data is None:
-            from dpspec.data import load_data
+            from dpspec.check.data import load_data
 
             data, _ = load_data(spec)
         facts = mech.public_facts(spec, params, data)
@@ -61,7 +62,7 @@ def _components(spec: ir.Spec, flavor, statement) -> list[dict]:
 
 def budget_summary(spec: ir.Spec, delta: float | None = None, method: str = "cks20") -> dict:
     if spec.program is not None:
-        from dpspec.program import program_summary
+        from dpspec.budget.program import program_summary
 
         return program_summary(spec, delta=delta, method=method)
     checked, facts, statement, flavor, ledger = spec_ledger(spec)
@@ -111,7 +112,7 @@ def budget_summary(spec: ir.Spec, delta: float | None = None, method: str = "cks
 
 def budget_text(summary: dict) -> str:
     if "program" in summary:
-        from dpspec.program import program_text
+        from dpspec.budget.program import program_text
 
         return program_text(summary)
     lines = [summary["spec"] or "(untitled spec)", "  " + summary["notation"], ""]

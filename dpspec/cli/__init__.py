@@ -1,0 +1,1 @@
+"""The command line, on top of every stage (`dpspec = dpspec.cli.main.main:main`)."""
