@@ -46,7 +46,7 @@ _WHERE = {
     "universe_queries": ("dpspec.verify.miniature", "universe_queries"),
     "generic_pairs": ("dpspec.verify.miniature", "generic_pairs"),
     # bounded reading: a path a plugin reads must be a regular file, never a device
-    "require_regular": "dpspec.language.reading", "NotRegularFile": "dpspec.language.reading",
+    "LazyModule": "dpspec.run.lazy", "require_regular": "dpspec.language.reading", "NotRegularFile": "dpspec.language.reading",
 }
 
 __all__ = sorted(_WHERE)

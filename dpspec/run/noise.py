@@ -36,7 +36,10 @@ import math
 from fractions import Fraction
 
 import attrs
-import numpy as np
+
+from dpspec.run.lazy import LazyModule
+
+np = LazyModule("numpy", "np", globals())  # the samplers need it; budget arithmetic (effective_sigma2) does not
 
 _SMALL_P = 1 << 25  # sigma² numerators up to this are used exactly
 _INT64_SAFE = (1 << 62) - 1  # int64 operands are kept below this bound
@@ -188,13 +191,13 @@ _FACT = math.factorial(_FACT_N)  # 20! < 2**63
 # A uniform U in [0, 20!) is below 20!/k! with probability exactly 1/k!, and these events are
 # nested, so one draw decides the first 19 trials Bernoulli(1/2), ..., Bernoulli(1/20) of the
 # K loop for gamma = 1 at once.
-_FACT_THRESHOLDS = np.array([_FACT // math.factorial(k) for k in range(_FACT_N, 1, -1)], dtype=np.int64)
+_FACT_THRESHOLDS = tuple(_FACT // math.factorial(k) for k in range(_FACT_N, 1, -1))  # int64-safe, ascending
 
 
 def _bern_exp_one(size: int, rng: np.random.Generator) -> np.ndarray:
     """Bernoulli(exp(-1)): K = the first k >= 2 whose trial Bernoulli(1/k) fails; 1 iff K is odd."""
     u = rng.integers(0, _FACT, size=size, dtype=np.int64)
-    successes = _FACT_N - 1 - np.searchsorted(_FACT_THRESHOLDS, u, side="right")  # trials k = 2..
+    successes = _FACT_N - 1 - np.searchsorted(np.asarray(_FACT_THRESHOLDS, dtype=np.int64), u, side="right")  # trials k = 2..
     k = successes + 2
     out = (k % 2) == 1
     rest = np.flatnonzero(successes == _FACT_N - 1)  # all 19 succeeded (u == 0): keep going

@@ -19,12 +19,16 @@ from __future__ import annotations
 
 from typing import Mapping, Sequence
 
+import math
+
 import attrs
-import numpy as np
 
 from dpspec.api import DataError, SpecError
 
 from .allocation import query_name
+from dpspec.api import LazyModule
+
+np = LazyModule("numpy", "np", globals())  # imported when an array is first built, not by `dpspec check`
 
 
 @attrs.frozen
@@ -88,7 +92,7 @@ class Schema:
             return axis, None, len(self.categories[axis])
         for r in self.recodes:
             if r.name == name:
-                return self.names.index(r.variable), np.asarray(r.group_of, dtype=np.int64), len(r.labels)
+                return self.names.index(r.variable), r.group_of, len(r.labels)
         raise KeyError(name)
 
     @classmethod
@@ -112,7 +116,7 @@ class Schema:
 
     @property
     def n_cells(self) -> int:
-        return int(np.prod(self.shape))
+        return math.prod(self.shape)
 
     def canonical(self, query: Sequence[str]) -> tuple:
         """The query's factors in variable declaration order; unknown or repeated are SpecErrors."""
@@ -133,7 +137,7 @@ class Schema:
 
     def marginal_size(self, query: Sequence[str]) -> int:
         q = self.canonical(query)
-        return int(np.prod([self._factor(v)[2] for v in q])) if q else 1
+        return math.prod(self._factor(v)[2] for v in q)
 
     def groups(self, query: Sequence[str]) -> np.ndarray:
         """For every cell, the index of the marginal group (query cell) it falls into."""
@@ -144,7 +148,7 @@ class Schema:
         index, sizes = [], []
         for v in q:
             axis, mapping, size = self._factor(v)
-            index.append(coords[axis] if mapping is None else mapping[coords[axis]])
+            index.append(coords[axis] if mapping is None else np.asarray(mapping, dtype=np.int64)[coords[axis]])
             sizes.append(size)
         return np.ravel_multi_index(index, sizes).astype(np.int64)
 

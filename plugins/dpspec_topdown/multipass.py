@@ -21,11 +21,13 @@ from fractions import Fraction
 from typing import Mapping, Sequence
 
 import attrs
-import numpy as np
 
 from dpspec.api import SpecError
 
 from .allocation import query_name
+from dpspec.api import LazyModule
+
+np = LazyModule("numpy", "np", globals())  # imported by a run, not by `dpspec check`'s pass plans
 
 _INT_TOL = 1e-6
 
@@ -119,7 +121,7 @@ def round_in_passes(task, xstar, variables, plan: PassPlan):
     return counts, seconds, milp, False
 
 
-def pass_plan(level: str, spec: Mapping, schema, alloc) -> PassPlan:
+def pass_plan(level: str, spec: Mapping, schema, alloc, groups: bool = True) -> PassPlan:
     """A level's PassPlan from query names; SpecError naming the level and query if wrong."""
     measured = [qb.query for qb in alloc.for_level(level)]
     if not measured:
@@ -140,7 +142,7 @@ def pass_plan(level: str, spec: Mapping, schema, alloc) -> PassPlan:
     rest = tuple(i for i, key in enumerate(measured) if key not in seen)
     if estimation and rest:
         estimation.append(rest)
-    rounding = tuple(tuple((query_name(schema.canonical(q)), schema.groups(q), schema.marginal_size(q))
+    rounding = tuple(tuple((query_name(schema.canonical(q)), schema.groups(q) if groups else None, schema.marginal_size(q))
                            for q in group) for group in spec.get("rounding", ()))
     tolerance = float(spec.get("tolerance", Fraction(1, 10)))
     if tolerance < 0:

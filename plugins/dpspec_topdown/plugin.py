@@ -259,7 +259,7 @@ class TopDown(Mechanism):
             for level, plan in _passes(params, list(schema.names)).items():
                 if level not in params["levels"]:
                     raise SpecError(f"estimation/rounding passes name level '{level}', which has no budget share")
-                pass_plan(level, plan, schema, alloc)
+                pass_plan(level, plan, schema, alloc, groups=False)  # names checked; arrays at run time
         except SpecError as exc:
             problems.extend(exc.diagnostics)
         return problems
