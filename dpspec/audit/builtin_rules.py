@@ -231,14 +231,15 @@ def undeclared_invariants(ctx) -> list[Finding]:
 
 @rule("public-information", "info", "The guarantee is conditioned on public information")
 def public_information(ctx) -> list[Finding]:
-    """Public information (released elsewhere without noise) shapes the release: the guarantee
-    holds only among datasets consistent with it."""
+    """Public information (released elsewhere, exactly or with its own noise) shapes the release:
+    the guarantee holds only among datasets consistent with it, its values taken as known."""
     public = ctx.spec.public
     if not public:
         return []
     items = "; ".join(f"'{p.query.describe()}' (released in {p.source})" for p in public)
-    message = (f"The guarantee is conditioned on {_plural(len(public), 'public statistic')} released without "
-               f"noise: {items}. The budget holds only among datasets that agree with "
+    message = (f"The guarantee is conditioned on {_plural(len(public), 'public statistic')} released "
+               f"elsewhere and taken as known, exactly as published (with or without their own noise): {items}. "
+               "The budget holds only among datasets that agree with "
                + ("it" if len(public) == 1 else "them") + " (a Pufferfish guarantee with the same budget): "
                "what they disclose is not protected by this release, and an attacker is assumed to know it.")
     evidence = {"public": [{"statistic": p.query.describe(), "source": p.source} for p in public]}
