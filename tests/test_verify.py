@@ -257,22 +257,28 @@ def test_cli_exit_codes_and_json(tmp_path):
 @pytest.mark.parametrize("case, words", [
     ("no-mechanism", "names no mechanism"),
     ("infinite", "infinite claim"),
-    ("failing", "failed on miniature data"),
 ])
 def test_bad_input_is_a_message_not_a_traceback(tmp_path, case, words):
     if case == "no-mechanism":
         text = SMALL_SPEC.replace("mechanism randomized_response { table: people  column: smoker  p: 3/4 }\n", "")
         text = text.replace("budget epsilon <= 1.1\n", "").replace("  output responses\n  output estimate\n", "")
         path = write_spec(tmp_path, text, SMALL_CSV)
-    elif case == "infinite":
-        path = _rr_spec(tmp_path, p="1")
     else:
-        path = _rr_spec(tmp_path, "rr_failing")
-    with registered(FailingMechanism()):
-        out = CliRunner().invoke(main, ["verify", path, "--runs", "50"])
+        path = _rr_spec(tmp_path, p="1")
+    out = CliRunner().invoke(main, ["verify", path, "--runs", "50"])
     assert out.exit_code == 1, out.output
     assert words in out.output and "Traceback" not in out.output
     assert "internal error" not in out.output
+
+
+def test_a_plugin_crashing_on_miniature_data_is_an_internal_error_naming_it(tmp_path):
+    """A KeyError in a mechanism's own code is a bug (exit 3, as everywhere), not the spec's fault."""
+    path = _rr_spec(tmp_path, "rr_failing")
+    with registered(FailingMechanism()):
+        out = CliRunner().invoke(main, ["verify", path, "--runs", "50"])
+    assert out.exit_code == 3, out.output
+    assert "internal error" in out.output and "failed on miniature data" in out.output
+    assert "KeyError" in out.output and "rr_failing" in out.output and "Traceback" not in out.output
 
 
 def test_a_refuted_claim_is_a_critical_audit_finding(tmp_path):

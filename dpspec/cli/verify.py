@@ -1,6 +1,6 @@
 """`dpspec verify SPEC`: the empirical test of a mechanism's claimed budget, on the command line.
 
-Exit codes: 0 consistent, 1 refuted (or a spec or plugin the user must fix), 4 inconclusive.
+Exit codes: 0 consistent, 1 refuted (or a spec the user must fix), 3 a mechanism whose code crashes, 4 inconclusive.
 """
 from __future__ import annotations
 

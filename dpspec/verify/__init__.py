@@ -15,8 +15,8 @@ the chance that any reported lower bound exceeds the true loss is at most 1 - co
 """
 from __future__ import annotations
 
-
 from dpspec import ir
+from dpspec.errors import DpspecError
 from dpspec.verify.bounds import largest_detectable, runs_needed
 from dpspec.verify.events import best_event
 from dpspec.verify.miniature import Flattener, VerifyError, generic_pairs, run_many, same_universe, universe_queries
@@ -25,6 +25,16 @@ from dpspec.verify.result import EXIT_CODES, PairResult, Verification, load_json
 DEFAULT_RUNS = 20_000
 _PLUGIN_FAILURES = (LookupError, TypeError, ValueError, AttributeError, ArithmeticError, RuntimeError,
                     NotImplementedError, AssertionError)
+
+
+class PluginFailure(RuntimeError):
+    """Plugin code crashed on miniature data: a bug (exit 3 at the command line, as any internal
+    error), named with the mechanism and the step, never blamed on the spec."""
+
+
+def _crash(mech, step: str, exc: BaseException) -> PluginFailure:
+    return PluginFailure(f"mechanism '{mech.name}' failed {step}: {type(exc).__name__}: {exc} "
+                         "(a bug in the plugin's code, not a problem of the spec)")
 
 
 def _claim_options(budget, spec_delta=None) -> tuple[str, float, dict]:
@@ -106,7 +116,7 @@ def verify(spec, runs: int = DEFAULT_RUNS, seed: int | None = None, confidence: 
         if pairs is None:
             pairs = generic_pairs(spec, checked.induced)
     except _PLUGIN_FAILURES as exc:
-        raise VerifyError(f"mechanism '{mech.name}' failed to supply neighbouring datasets: {type(exc).__name__}: {exc}") from None
+        raise _crash(mech, "to supply neighbouring datasets", exc) from None
     if not pairs:
         raise VerifyError(f"mechanism '{mech.name}' supplied no neighbouring datasets to test")
     queries = universe_queries(spec, checked.induced)
@@ -122,8 +132,7 @@ def verify(spec, runs: int = DEFAULT_RUNS, seed: int | None = None, confidence: 
         try:
             claimed = _claim(spec, mech, p_params, pair)
         except _PLUGIN_FAILURES as exc:
-            raise VerifyError(f"mechanism '{mech.name}' failed to state its budget on miniature data ({pair.label}): "
-                              f"{type(exc).__name__}: {exc}") from None
+            raise _crash(mech, f"to state its budget on miniature data ({pair.label})", exc) from None
         kind, claim, options = _claim_options(claimed, spec.premetric.option("delta") if spec.premetric else None)
         flatten = Flattener()
         try:
@@ -131,11 +140,10 @@ def verify(spec, runs: int = DEFAULT_RUNS, seed: int | None = None, confidence: 
             right = run_many(mech, spec, p_params, pair, pair.right, runs, rng, flatten, f"runs on the second dataset ({pair.label})")
         except VerifyError:
             raise
-        except Exception as exc:  # any failure of plugin code on miniature data is reported, not raised
-            from dpspec.errors import DpspecError
-
-            why = str(exc) if isinstance(exc, DpspecError) else f"{type(exc).__name__}: {exc}"
-            raise VerifyError(f"mechanism '{mech.name}' failed on miniature data ({pair.label}): {why}") from None
+        except DpspecError as exc:  # the mechanism refused the miniature data in words: a message, exit 1
+            raise VerifyError(f"mechanism '{mech.name}' failed on miniature data ({pair.label}): {exc}") from None
+        except Exception as exc:  # plugin code crashed: a bug, reported with its mechanism and step
+            raise _crash(mech, f"on miniature data ({pair.label})", exc) from None
         width = max(left.shape[1], right.shape[1])
         left, right = _pad(left, width), _pad(right, width)
         test = best_event(left, right, kind, a, labels=flatten.labels, **options)

@@ -23,8 +23,9 @@ _MISSING = -1.0e300  # stands for "no value here in this run" (outputs of varyin
 
 
 class VerifyError(DpspecError):
-    """Verification cannot proceed (no mechanism, no neighbours, a failing mechanism, an
-    infinite claim); the user must fix the spec or the plugin."""
+    """Verification cannot proceed (no mechanism, no neighbours, a mechanism refusing the miniature
+    data in words, an infinite claim); the user must fix the spec. Crashes of plugin code are
+    `dpspec.verify.PluginFailure` instead: bugs, not the user's fault."""
 
 
 def _children(table: ir.Table, column: str) -> list[str]:
