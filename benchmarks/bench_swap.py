@@ -6,8 +6,9 @@ Defaults: N = 1e5 1e6 1e7, rate 0.05 (match state x size, swap county, hold tenu
 size it prints the wall time (best of R runs), units per second, the peak memory the swap
 allocates (tracemalloc, in a separate run so tracing does not slow the timed ones) against the
 input frame's size, and the ratio to a peer floor measured in the same run: select with
-probability p, then permute the swapping column within strata among the selected (radix-sorted
-keys), which any swapping by strata must at least do. Invariants are checked after each run,
+probability p (the PSA's exact sampler), group the selected by stratum with the PSA's own radix
+sort, then shuffle the swapping column within each stratum, which any swapping by strata must
+at least do. Invariants are checked after each run,
 outside the timing. Goal (issue 12): at most 1.5x the floor at 10^7 households, at 5% and 50%.
 """
 from __future__ import annotations
@@ -24,7 +25,9 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "plugins"), str(ROOT / "benchmarks")]
 
-from dpspec_swap.algorithm import induced_invariants, swap_records  # noqa: E402
+from dpspec.api import bernoulli  # noqa: E402
+from dpspec_swap.algorithm import induced_invariants, stable_order, swap_records  # noqa: E402
+from dpspec_swap.theorem import as_rate  # noqa: E402
 from dpspec_swap.utility import count_table  # noqa: E402
 from synthetic_population import households  # noqa: E402
 
@@ -32,21 +35,25 @@ MATCH, SWAP, HOLD = ["state", "size"], ["county"], ["tenure"]
 
 
 def floor_seconds(df: pd.DataFrame, rate: str, rng: np.random.Generator) -> float:
-    """The honest peer: select each unit with probability p, then permute the swapping column
-    within strata among the selected (a shuffle, not a derangement, so no rejection), keys
-    radix-sorted (numpy's stable sort on 16-bit keys), and write the new column."""
-    from fractions import Fraction
-
-    p = float(Fraction(rate))
+    """The honest peer, with the PSA's own primitives: select each unit with probability p (the
+    project's exact `bernoulli`), group the selected by stratum with the PSA's linear radix sort
+    (`stable_order`), shuffle the swapping column within each stratum (one in-place shuffle per
+    stratum: a uniform permutation, where the PSA must also reject those with a fixed point),
+    and write the new column."""
+    q = as_rate(rate)
     t0 = time.perf_counter()
-    keys = (df["state"].cat.codes.to_numpy().astype(np.uint16) * 16 + df["size"].cat.codes.to_numpy()).astype(np.uint16)
+    keys = df["state"].cat.codes.to_numpy().astype(np.int64) * 16 + df["size"].cat.codes.to_numpy()
     county = df["county"].cat.codes.to_numpy()
-    chosen = np.flatnonzero(rng.random(len(df)) < p)
-    grouped = chosen[np.argsort(keys[chosen], kind="stable")]
-    shuffle = rng.permutation(grouped.size)
-    within = shuffle[np.argsort(keys[grouped][shuffle], kind="stable")]
+    chosen = np.flatnonzero(bernoulli(q, len(df), rng))
+    chosen_keys = keys[chosen]
+    grouped = chosen[stable_order(chosen_keys, int(keys.max()) + 1 if keys.size else 1)]
+    sizes = np.bincount(chosen_keys)
+    sizes = sizes[sizes > 0]
+    shuffled = grouped.copy()
+    for start, end in zip((np.cumsum(sizes) - sizes).tolist(), np.cumsum(sizes).tolist()):
+        rng.shuffle(shuffled[start:end])
     out = county.copy()
-    out[grouped] = county[grouped[within]]
+    out[grouped] = county[shuffled]
     pd.Categorical.from_codes(out, categories=df["county"].cat.categories)
     return time.perf_counter() - t0
 
