@@ -67,33 +67,36 @@ def one_run(mechanism: str, engine_name: str, master: str, data: str) -> dict:
     run = EngineRun(engine, new_run_key(SEED))
     t0 = time.perf_counter()
     try:
-        # The driver holds the table: both mechanisms assemble their release on it. The units
-        # of work (strata, nodes) run on the engine.
-        import pyarrow.dataset as ds
-
-        persons = ds.dataset(data, format="parquet", partitioning="hive").to_table().to_pandas()
-        persons["state"] = persons["state"].astype(str).str.zfill(2)
-        read = time.perf_counter() - t0
         if mechanism == "swap":
+            # Swapping still assembles its release on the driver, which holds the table; the
+            # strata run on the engine.
+            import pyarrow.dataset as ds
+
+            persons = ds.dataset(data, format="parquet", partitioning="hive").to_table().to_pandas()
+            persons["state"] = persons["state"].astype(str).str.zfill(2)
+            read = time.perf_counter() - t0
             from dpspec_swap.algorithm import swap_records_on
 
             result = swap_records_on(run, persons, MATCH, SWAP, RATE)
-            out = result.data
+            out, n_persons = result.data, len(persons)
         else:
+            # TopDown reads the table through the engine (`read_parquet`: on Spark it stays
+            # there) and takes only its counts by geography and by block x histogram cell.
             from bench_topdown import production_strategy
             from dpspec_topdown.engine import run_topdown
             from dpspec_topdown.synthetic import LEVELS, PL94_VARIABLES
 
+            persons = run.read_parquet(data, LEVELS + list(PL94_VARIABLES))
+            read = time.perf_counter() - t0
             shares, strategy, recodes, rho, passes = production_strategy()
-            persons = persons.astype({c: "int64" for c in PL94_VARIABLES})
             res = run_topdown(persons, ["nation"] + LEVELS, PL94_VARIABLES, strategy, rho, shares, "hamming",
                               [("state", ())], None, recodes=recodes, passes=passes, engine=run)
-            out = res.microdata
+            out, n_persons = res.microdata, int(res.confidential["nation"].sum())
         wall = time.perf_counter() - t0
     finally:
         engine.close()
     digest = hashlib.sha256(pd.util.hash_pandas_object(out, index=False).to_numpy().tobytes()).hexdigest()[:16]
-    return {"mechanism": mechanism, "engine": engine_name, "persons": int(len(persons)), "seconds": wall,
+    return {"mechanism": mechanism, "engine": engine_name, "persons": int(n_persons), "seconds": wall,
             "read_seconds": read, "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
             "release": digest, "rows": int(len(out))}
 

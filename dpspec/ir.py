@@ -107,7 +107,8 @@ class DataSource:
 
     @property
     def format(self) -> str:
-        return "parquet" if self.path.lower().endswith((".parquet", ".pq")) else "csv"
+        # a path ending in / is a directory of Parquet files (hive-partitioned, as Spark writes them)
+        return "parquet" if self.path.lower().endswith((".parquet", ".pq", "/")) else "csv"
 
 
 # ---- where: invariants and public information --------------------------------------------

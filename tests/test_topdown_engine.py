@@ -9,6 +9,7 @@ import scipy.sparse as sp
 from dpspec.errors import MechanismError, SpecError
 from dpspec_topdown import engine
 from dpspec_topdown.engine import run_topdown
+from dpspec_topdown.hierarchy import build_hierarchy
 from dpspec_topdown.histogram import Schema, marginal, unit_histograms
 from dpspec_topdown.synthetic import (LEVELS, PL94_VARIABLES, PRODUCTION_LEVEL_SHARES, PRODUCTION_RHO,
                                       generate_population, pl94_strategy)
@@ -123,7 +124,9 @@ def test_measurements_table(persons):
     assert detailed["variance"].iloc[0] == pytest.approx(float(qb.sigma2))
     # noisy answers scatter around the truth with the declared variance
     schema = Schema.from_variables(PL94_VARIABLES)
-    conf = marginal(unit_histograms(hier.record_unit[-1], schema.cell_index(persons),
+    records = build_hierarchy(persons, ALL_LEVELS)  # per record, independently of the run's counts
+    assert records.levels[-1].codes.tolist() == hier.levels[-1].codes.tolist()
+    conf = marginal(unit_histograms(records.record_unit[-1], schema.cell_index(persons),
                                     hier.levels[-1].n_units, 2016), schema, DETAILED)
     resid = res.noisy[("block", DETAILED)] - conf
     assert abs(resid.var() / float(qb.sigma2) - 1) < 5 * (2 / resid.size) ** 0.5
@@ -159,7 +162,8 @@ def test_non_nested_invariants_are_a_spec_error(persons):
 def test_verify_catches_a_broken_release(persons):
     res = _run(persons, seed=0)
     hier, schema = res.hierarchy, res.schema
-    conf = [unit_histograms(hier.record_unit[k], schema.cell_index(persons), lv.n_units, 2016)
+    records = build_hierarchy(persons, ALL_LEVELS)
+    conf = [unit_histograms(records.record_unit[k], schema.cell_index(persons), lv.n_units, 2016)
             for k, lv in enumerate(hier.levels)]
     protected = {k: res.histograms[name].copy() for k, name in enumerate(hier.names)}
     engine._verify(hier, schema, protected, conf, [(1, ())])  # the real release passes

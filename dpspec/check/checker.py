@@ -114,8 +114,9 @@ class _Checker:
             if d.table in seen:
                 self.error(f"table '{d.table}' has two data sources", d)
             seen.add(d.table)
-            if not d.path.lower().endswith((".csv", ".parquet", ".pq", ".csv.gz")):
-                self.error(f"data source '{d.path}': dpspec reads .csv and .parquet files", d)
+            if not d.path.lower().endswith((".csv", ".parquet", ".pq", ".csv.gz", "/")):
+                self.error(f"data source '{d.path}': dpspec reads .csv and .parquet files, and directories "
+                           "of Parquet files (a path ending in /)", d)
 
     # ---- count queries ----
     def query(self, q: ir.CountQuery, where: str):

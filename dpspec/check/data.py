@@ -7,13 +7,13 @@ and how many in all).
 """
 from __future__ import annotations
 
-import hashlib
 import os
 
 import numpy as np
 import pandas as pd
 
 from dpspec import ir
+from dpspec.check.sources import file_sha256, is_directory, is_parquet, read_parquet_directory, source_sha256  # noqa: F401 (file_sha256: re-exported)
 from dpspec.errors import DataError
 from dpspec.language.reading import NotRegularFile, require_regular
 from dpspec.language.values import shown as shown_value
@@ -27,16 +27,10 @@ def resolve_path(spec: ir.Spec, source: ir.DataSource) -> str:
     return source.path if os.path.isabs(source.path) else os.path.join(spec.base_dir, source.path)
 
 
-def file_sha256(path: str) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def _read_raw(path: str, fmt: str, columns: list[str]) -> pd.DataFrame:
     try:
+        if fmt == "parquet" and is_directory(path):  # hive-partitioned Parquet (issue 11)
+            return read_parquet_directory(path, columns)
         require_regular(path)
         if fmt == "parquet":
             import pyarrow.parquet as pq
@@ -152,14 +146,13 @@ def load_table(spec: ir.Spec, source: ir.DataSource) -> pd.DataFrame:
     """Read and validate one table; the file is only ever opened for reading."""
     table = spec.domain.table(source.table)
     path = resolve_path(spec, source)
-    frame = _read_raw(path, source.format, list(table.column_names))
+    fmt = "parquet" if is_parquet(path, source.format) else source.format
+    frame = _read_raw(path, fmt, list(table.column_names))
     missing = [c for c in table.column_names if c not in frame.columns]
     if missing:
-        raise DataError(f"{path}: table '{table.name}' needs column(s) {', '.join(missing)}, which the file does not have"
-                        + (_delimiter_hint(path) if source.format != "parquet" else ""))
+        raise missing_columns_error(path, table, missing, fmt)
     if not len(frame):
-        raise DataError(f"{path}: table '{table.name}' has no rows (the file holds only its header): there is "
-                        "nothing to protect, and dpspec does not publish a release of nothing")
+        raise empty_table_error(path, table)
     problems = _Problems(path, table.name)
     out = {}
     for col in table.columns:
@@ -174,11 +167,25 @@ def load_table(spec: ir.Spec, source: ir.DataSource) -> pd.DataFrame:
     return result
 
 
+def missing_columns_error(path: str, table: ir.Table, missing: list[str], fmt: str) -> DataError:
+    return DataError(f"{path}: table '{table.name}' needs column(s) {', '.join(missing)}, which the file does not have"
+                     + (_delimiter_hint(path) if fmt != "parquet" else ""))
+
+
+def empty_table_error(path: str, table: ir.Table) -> DataError:
+    return DataError(f"{path}: table '{table.name}' has no rows (the file holds only its header): there is "
+                     "nothing to protect, and dpspec does not publish a release of nothing")
+
+
 def _check_link_bound(table: ir.Table, frame: pd.DataFrame, path: str):
     """`in patients by pid at most 30`: the group-privacy figure rests on it, so the data must keep it."""
     if table.link_bound is None or table.link not in frame.columns:
         return
-    sizes = frame.groupby(table.link, observed=True).size()
+    check_link_sizes(table, frame.groupby(table.link, observed=True).size(), path)
+
+
+def check_link_sizes(table: ir.Table, sizes: pd.Series, path: str):
+    """DataError if a link value (index of `sizes`) holds more rows than the declared bound."""
     over = sizes[sizes > table.link_bound]
     if len(over):
         shown = ", ".join(f"{k} ({v} rows)" for k, v in over.head(SHOW).items())
@@ -193,7 +200,7 @@ def _check_nesting(table: ir.Table, frame: pd.DataFrame, path: str):
     """`county : category in state`: each county code must sit in exactly one state."""
     for col in table.columns:
         parent = col.type.parent
-        if col.type.kind != "category" or not parent:
+        if col.type.kind != "category" or not parent or col.name not in frame.columns or parent not in frame.columns:
             continue
         pairs = frame[[parent, col.name]].drop_duplicates()
         counts = pairs.groupby(col.name, observed=True)[parent].nunique()
@@ -213,5 +220,5 @@ def load_data(spec: ir.Spec) -> tuple[dict[str, pd.DataFrame], dict[str, str]]:
     frames, hashes = {}, {}
     for source in spec.data:
         frames[source.table] = load_table(spec, source)
-        hashes[source.path] = file_sha256(resolve_path(spec, source))
+        hashes[source.path] = source_sha256(resolve_path(spec, source))
     return frames, hashes

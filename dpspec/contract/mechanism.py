@@ -127,6 +127,12 @@ class Mechanism:
     description: str = ""
     parameters: ParameterSchema = ParameterSchema(())
     outputs: dict[str, str] = {}
+    # Opt-in (issue 11): True when `run(..., engine=)` can take a table held by the engine. A
+    # table whose source is Parquet (a file or a hive-partitioned directory) then reaches `run`
+    # as a `dpspec.api.EngineTable`, read and validated by the engine (on Spark nothing
+    # row-level reaches the driver): count it with `engine.count(table, by)`. Other tables, and
+    # every table of a mechanism that leaves this False, arrive as validated pandas frames.
+    engine_tables: bool = False
 
     def check(self, spec: ir.Spec, params: dict) -> list[Diagnostic]:
         """Extra semantic checks beyond the schema (e.g. columns disjoint). Return problems."""

@@ -51,6 +51,18 @@ class Engine:
         """A table as one canonical pandas frame on the driver (rows sorted by all columns)."""
         raise NotImplementedError
 
+    def parquet_columns(self, path: str) -> list[str]:
+        """The column names of a Parquet source (partition columns included), reading no rows."""
+        raise NotImplementedError
+
+    def cast(self, table, kinds: dict[str, str]):
+        """The table with the named columns converted to canonical kinds (frames.DTYPES).
+
+        Used once a table's values were validated: whole numbers to int64, codes to text,
+        true/false words to bool; other columns are kept. A table of the engine's own kind.
+        """
+        raise NotImplementedError
+
     def map_groups(self, table, by, func: UnitFunction, *, run_key: int, stage: str,
                    schema: dict[str, str] | None = None) -> pd.DataFrame:
         """Run `func(key, rows, rng)` on every group of rows sharing the values of `by`.
@@ -126,10 +138,10 @@ class EngineRun:
         return self.engine.name
 
     def map_groups(self, table, by, func: UnitFunction, *, stage: str, schema=None) -> pd.DataFrame:
-        return self.engine.map_groups(table, list(by), func, run_key=self.run_key, stage=stage, schema=schema)
+        return self.engine.map_groups(handle(table), list(by), func, run_key=self.run_key, stage=stage, schema=schema)
 
     def count(self, table, by) -> pd.DataFrame:
-        return self.engine.count(table, list(by))
+        return self.engine.count(handle(table), list(by))
 
     def map_items(self, items, func: ItemFunction, *, stage: str) -> list:
         return self.engine.map_items(list(items), func, run_key=self.run_key, stage=stage)
@@ -138,9 +150,16 @@ class EngineRun:
         return self.engine.read_parquet(path, columns)
 
     def to_pandas(self, table) -> pd.DataFrame:
-        return self.engine.to_pandas(table)
+        return self.engine.to_pandas(handle(table))
 
     def rng(self, stage: str, key) -> object:
         """A unit's generator for work done outside `map_groups` (same stream as inside it)."""
         key = key if isinstance(key, tuple) else (key,)
         return unit_stream(self.run_key, stage, frames.group_key(key, len(key)))
+
+
+def handle(table):
+    """The engine's own table behind an `EngineTable` (a validated engine-side table), else `table`."""
+    from dpspec.engine.table import EngineTable
+
+    return table.handle if isinstance(table, EngineTable) else table

@@ -6,6 +6,7 @@ import pandas as pd
 from dpspec.run import progress
 from dpspec.engine import frames
 from dpspec.engine.base import Engine, run_item, run_unit
+from dpspec.check.sources import parquet_dataset
 from dpspec.errors import DataError
 
 
@@ -23,16 +24,29 @@ class LocalEngine(Engine):
         self.processes = processes if processes and processes > 1 else None
 
     def read_parquet(self, path: str, columns=None) -> pd.DataFrame:
-        import pyarrow.dataset as ds
-
+        """Text as categoricals (a label per distinct code, not a string per row); partition
+        columns as text, as written in the directory names (state=01 stays "01", as on Spark)."""
         try:
-            dataset = ds.dataset(path, format="parquet", partitioning="hive")
+            dataset = parquet_dataset(path)
             table = dataset.to_table(columns=list(columns) if columns is not None else None)
         except FileNotFoundError:
             raise DataError(f"{path}: no such Parquet file or directory") from None
         except (OSError, ValueError) as exc:  # pyarrow's ArrowInvalid is a ValueError
             raise DataError(f"{path}: cannot read as Parquet: {exc}") from None
-        return table.to_pandas()
+        return table.to_pandas(strings_to_categorical=True)
+
+    def parquet_columns(self, path: str) -> list[str]:
+        try:
+            return list(parquet_dataset(path).schema.names)
+        except FileNotFoundError:
+            raise DataError(f"{path}: no such Parquet file or directory") from None
+        except (OSError, ValueError) as exc:
+            raise DataError(f"{path}: cannot read as Parquet: {exc}") from None
+
+    def cast(self, table, kinds) -> pd.DataFrame:
+        from dpspec.engine.casting import cast_column
+
+        return table.assign(**{name: cast_column(table[name], kind) for name, kind in kinds.items()})
 
     def to_pandas(self, table) -> pd.DataFrame:
         return frames.sort_rows(frames.canonical(table))
@@ -85,13 +99,7 @@ class LocalEngine(Engine):
         return parts
 
     def count(self, table, by) -> pd.DataFrame:
-        by = list(by)
-        frame = frames.canonical(table[by] if by else table)
-        if not by:
-            return pd.DataFrame({"count": [len(frame)]}, dtype="int64")
-        counts = frame.groupby(by, sort=True, dropna=False, observed=True).size().rename("count").reset_index()
-        schema = {**frames.schema_of(frame), "count": "int64"}
-        return frames.sort_rows(frames.cast(counts, schema), by)
+        return count_frame(table, by)
 
     def map_items(self, items, func, *, run_key, stage) -> list:
         out = []
@@ -99,3 +107,19 @@ class LocalEngine(Engine):
             out.append(run_item(func, run_key, stage, key, payload))
             progress.report(stage, done, len(items))
         return out
+
+
+def count_frame(table: pd.DataFrame, by) -> pd.DataFrame:
+    """`Engine.count` of a pandas frame, in this process (any engine counts a driver's frame so)."""
+    by = list(by)
+    if not by:
+        return pd.DataFrame({"count": [len(table)]}, dtype="int64")
+    frame = table[by]
+    # Grouped as stored (categoricals by their codes: fast at millions of rows), then the few
+    # resulting rows cast to canonical types; values equal only once cast are merged.
+    counts = frame.groupby(by, sort=False, dropna=False, observed=True).size().rename("count").reset_index()
+    counts = frames.cast(counts, {**frames.schema_of(frame), "count": "int64"})
+    if counts.duplicated(by).any():
+        counts = counts.groupby(by, sort=False, dropna=False)["count"].sum().reset_index()
+    return frames.sort_rows(counts, by)
+

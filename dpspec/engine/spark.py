@@ -200,8 +200,41 @@ class SparkEngine(Engine):
     def _read_parquet(self, path: str, columns=None):
         if "://" not in path and not os.path.exists(path):  # cluster paths (hdfs://, s3a://) are Spark's to check
             raise DataError(f"{path}: no such Parquet file or directory")
-        frame = self.session.read.parquet(path)
+        # Partition values as text, as the directory names spell them (state=01 stays "01"): the
+        # domain, not Spark's guess, says what a column holds. The setting is read when the files
+        # are listed, here, so it is restored at once.
+        conf = self.session.conf
+        key = "spark.sql.sources.partitionColumnTypeInference.enabled"
+        before = conf.get(key, "true")
+        conf.set(key, "false")
+        try:
+            frame = self.session.read.parquet(path)
+        except Exception as exc:  # Spark's AnalysisException: not Parquet, or no files in it
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise DataError(f"{path}: cannot read as Parquet: {first}") from None
+        finally:
+            conf.set(key, before)
         return frame.select(*columns) if columns is not None else frame
+
+    def parquet_columns(self, path: str) -> list[str]:
+        with _quiet():
+            return list(self._read_parquet(path).columns)
+
+    def cast(self, table, kinds):
+        from pyspark.sql import functions as F
+        from pyspark.sql import types as T
+
+        sdf, schema = self._spark_frame(table)
+        text = (T.StringType, T.BinaryType)
+        out = []
+        for field in sdf.schema.fields:
+            kind, col = kinds.get(field.name), F.col(field.name)
+            if kind == "int64" and isinstance(field.dataType, text):
+                col = col.cast("double").cast("long")  # "3.0" is a whole number, as in pandas
+            elif kind is not None:
+                col = col.cast({"int64": "long", "float64": "double", "bool": "boolean", "str": "string"}[kind])
+            out.append(col.alias(field.name))
+        return sdf.select(*out)
 
     def to_pandas(self, table) -> pd.DataFrame:
         with _quiet():
@@ -238,12 +271,20 @@ class SparkEngine(Engine):
             return self._count(table, by)
 
     def _count(self, table, by) -> pd.DataFrame:
+        if isinstance(table, pd.DataFrame):  # already on the driver: shipping it to count is waste
+            from dpspec.engine.local import count_frame
+
+            return count_frame(table, by)
         by = list(by)
         sdf, schema = self._spark_frame(table)
         if not by:
             return pd.DataFrame({"count": [sdf.count()]}, dtype="int64")
         counts = sdf.groupBy(*by).count().toPandas()
-        return frames.sort_rows(frames.cast(counts, {**{c: schema[c] for c in by}, "count": "int64"}), by)
+        kinds = {c: schema[c] for c in by}
+        for c in by:  # a missing integer or boolean comes back as NaN or None: as pandas types it
+            if kinds[c] in ("int64", "bool") and counts[c].isna().any():
+                kinds[c] = "float64" if kinds[c] == "int64" else "str"
+        return frames.sort_rows(frames.cast(counts, {**kinds, "count": "int64"}), by)
 
 
     def map_items(self, items, func, *, run_key, stage) -> list:

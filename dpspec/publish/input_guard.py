@@ -52,6 +52,8 @@ def check_output_target(outdir: str, inputs, folders=()) -> None:
     if "\x00" in outdir:
         raise UnsafeOutputError(f"error: the output folder {outdir!r} holds a NUL byte")
     targets = _forms(outdir)
+    # a data source that is a directory (partitioned Parquet) is read as a whole, like a folder
+    folders = list(folders) + [p for p in inputs if "\x00" not in p and os.path.isdir(p)]
     for named in folders:
         if "\x00" in named:
             continue

@@ -27,7 +27,7 @@ def manifest(result, files: dict) -> dict:
     return {
         "dpspec_version": __version__,
         "spec": {"path": os.path.basename(result.spec.path or "<text>"), "title": result.spec.title, "sha256": result.spec_hash},
-        "data": {os.path.basename(k): {"sha256": v} for k, v in result.data_hashes.items()},
+        "data": {os.path.basename(k.rstrip("/")): {"sha256": v} for k, v in result.data_hashes.items()},  # a directory by its name
         "mechanism": {"name": mech.name, "version": mech.version, "package": package, "package_version": package_version,
                       "parameters": ir.to_jsonable(result.checked.params)},
         "seed_policy": seed_policy(result.seed),

@@ -165,7 +165,7 @@ def _provenance(spec: ir.Spec, result, checked) -> dict:
         "dpspec_version": __version__,
         "spec_file": os.path.basename(spec.path) if spec.path else None,
         "spec_sha256": result.spec_hash if result is not None else spec_sha256(spec),
-        "data": [{"file": os.path.basename(k), "sha256": v} for k, v in sorted((result.data_hashes or {}).items())]
+        "data": [{"file": os.path.basename(k.rstrip("/")), "sha256": v} for k, v in sorted((result.data_hashes or {}).items())]
         if result is not None else [{"file": os.path.basename(d.path), "sha256": None} for d in spec.data],
         "plugins": mechanisms,
         "seed_policy": seed_policy(result.seed) if result is not None else None,

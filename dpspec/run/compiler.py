@@ -19,7 +19,6 @@ from dpspec import ir
 from dpspec.budget import ledger as ledger_mod
 from dpspec.run import progress
 from dpspec.check.checker import CheckedSpec, check
-from dpspec.check.data import load_data
 from dpspec.errors import DataError, MechanismError
 from dpspec.ir import spec_sha256
 from dpspec.contract.mechanism import Release
@@ -98,13 +97,22 @@ def _text_counts(frame: pd.DataFrame, cols) -> pd.Series:
     return frame[list(cols)].astype(str).value_counts().sort_index()
 
 
-def verify_invariants(induced, before: dict, outputs: dict) -> None:
-    """Every induced invariant recomputed on the released microdata must equal the input's."""
+def verify_invariants(induced, before: dict, outputs: dict, engine=None) -> None:
+    """Every induced invariant recomputed on the released microdata must equal the input's.
+
+    An input the engine holds (`EngineTable`) is counted by the engine (`_engine_counts_equal`)."""
+    from dpspec.engine.table import EngineTable
+
     for q in induced:
         if q.table not in outputs or q.table not in before:
             continue
         a, b = before[q.table], outputs[q.table]
         cols = list(q.columns)
+        if isinstance(a, EngineTable):
+            equal = _engine_counts_equal(engine, a, b, cols)
+            if not equal:
+                raise MechanismError(f"invariant '{q.describe()}' changed during the run; the release was not written")
+            continue
         same_types = all(a[c].dtype == b[c].dtype for c in cols)
         if same_types:
             equal = _counts(a, cols).equals(_counts(b, cols))
@@ -112,6 +120,19 @@ def verify_invariants(induced, before: dict, outputs: dict) -> None:
             equal = _text_counts(a, cols).equals(_text_counts(b, cols)) if cols else len(a) == len(b)
         if not equal:
             raise MechanismError(f"invariant '{q.describe()}' changed during the run; the release was not written")
+
+
+def _engine_counts_equal(engine, table, output: pd.DataFrame, cols) -> bool:
+    """An engine table's counts by `cols` against a released frame's, compared as text."""
+    from dpspec.engine.loading import engine_counts
+    from dpspec.engine.local import count_frame
+
+    def as_text(counts: pd.DataFrame) -> pd.DataFrame:
+        return counts.astype({c: str for c in cols}).sort_values(cols, kind="mergesort").reset_index(drop=True)
+
+    before = engine_counts(engine, table, cols)
+    after = count_frame(output, cols)
+    return as_text(before).equals(as_text(after)) if cols else int(before["count"].sum()) == int(after["count"].sum())
 
 
 def published_outputs(spec: ir.Spec, release: Release) -> dict:
@@ -158,34 +179,35 @@ def compile_spec(spec: ir.Spec, data: dict | None = None, seed: int | None = Non
     mech, params = checked.mechanism, checked.params
     if why := mech.cannot_run(spec, params):
         raise MechanismError(why)
-    if data is None:
-        data, hashes = load_data(spec)
-    else:
-        hashes = {name: hashlib.sha256(pd.util.hash_pandas_object(df, index=False).values.tobytes()).hexdigest() for name, df in data.items()}
-    timings["load"] = time.perf_counter() - t0
-    _require_data(spec, mech, params, data)
-    facts = mech.public_facts(spec, params, data)
-    statement = mech.budget(spec, params, facts)
-    flavor = mech.flavor(spec, params)
-    account = ledger_mod.build(spec, flavor, statement)
-    rng = make_rng(seed)
     # -- execution engine (issue 11): units of work get streams keyed by the run key --
     from dpspec.engine import EngineRun, get_engine, new_run_key, run_mechanism
+    from dpspec.engine.loading import load_data_on
     from dpspec.engine.streams import derive_run_key
 
-    run_key = new_run_key(seed)
     chosen = get_engine(engine)
     try:
+        if data is None:  # Parquet sources of a mechanism that takes engine tables stay on the engine
+            data, hashes = load_data_on(spec, chosen, mech)
+        else:
+            hashes = {name: hashlib.sha256(pd.util.hash_pandas_object(df, index=False).values.tobytes()).hexdigest() for name, df in data.items()}
+        timings["load"] = time.perf_counter() - t0
+        _require_data(spec, mech, params, data)
+        facts = mech.public_facts(spec, params, data)
+        statement = mech.budget(spec, params, facts)
+        flavor = mech.flavor(spec, params)
+        account = ledger_mod.build(spec, flavor, statement)
+        rng = make_rng(seed)
+        run_key = new_run_key(seed)
         t0 = time.perf_counter()
         release = run_mechanism(mech, spec, params, data, rng, EngineRun(chosen, run_key))
         timings["run"] = time.perf_counter() - t0
-        verify_invariants(checked.induced, data, release.outputs)
+        verify_invariants(checked.induced, data, release.outputs, chosen)
         published = published_outputs(spec, release)
         releases = [release]
         for i in range(runs - 1):
             progress.report("repeated runs", i + 1, runs - 1)
             r = run_mechanism(mech, spec, params, data, rng, EngineRun(chosen, derive_run_key(run_key, ("repeat", i + 1))))
-            verify_invariants(checked.induced, data, r.outputs)
+            verify_invariants(checked.induced, data, r.outputs, chosen)
             releases.append(r)
     finally:
         if chosen is not engine:  # an engine this call started (from a name) is this call's to stop

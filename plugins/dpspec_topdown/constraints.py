@@ -82,27 +82,41 @@ def facility_constraints(spec: ir.Spec, params: dict, variables: dict) -> list[d
 
 
 def facility_bounds(constraint: dict, frame, categories) -> tuple:
+    """(lower, upper) DataFrames indexed by finest-unit code, one column per category, from the
+    facilities table itself (see `facility_bounds_from_counts`)."""
+    by = [constraint["finest"], constraint["type"]]
+    counts = frame.groupby(by, observed=True, dropna=False, sort=True).size().rename("count").reset_index()
+    return facility_bounds_from_counts(constraint, counts, categories)
+
+
+def facility_bounds_from_counts(constraint: dict, counts, categories) -> tuple:
     """(lower, upper) DataFrames indexed by finest-unit code, one column per category.
 
-    ``frame`` is the facilities table; a type that is not a category of the variable is a
-    DataError naming the row."""
+    ``counts`` is the facilities table counted by finest unit and type (a ``count`` column:
+    the engine counts it, so the table itself need not reach this process); a type that is not
+    a category of the variable is a DataError naming it."""
     import numpy as np
     import pandas as pd
 
     from dpspec.api import DataError
 
     finest, type_col = constraint["finest"], constraint["type"]
-    types = frame[type_col]
+    types = counts[type_col]
     by_text = {str(c): c for c in categories}
     mapped = types.map(lambda v: by_text.get(str(v)))
     if mapped.isna().any():
         row = int(np.flatnonzero(mapped.isna().to_numpy())[0])
-        raise DataError(f"constraint {constraint['name']!r}: table {constraint['table']!r} row {row}: "
-                        f"{type_col} = {types.iloc[row]!s} is not a category of {constraint['of']!r}")
-    codes = frame[finest].astype(str)
-    counts = pd.crosstab(codes, pd.Categorical(mapped, categories=list(categories)), dropna=False)
-    counts = counts.reindex(columns=list(categories), fill_value=0)
+        rows = int(counts["count"].to_numpy()[mapped.isna().to_numpy()].sum())
+        raise DataError(f"constraint {constraint['name']!r}: table {constraint['table']!r}: "
+                        f"{type_col} = {types.iloc[row]!s} is not a category of {constraint['of']!r} "
+                        f"({rows} rows hold such values)")
+    codes = counts[finest].astype(str).to_numpy()
+    column = pd.Index(list(categories), dtype=object).get_indexer(mapped.to_numpy(dtype=object))
+    index = pd.Index(sorted(set(codes)), name=finest)
+    table = np.zeros((len(index), len(categories)), dtype=np.int64)
+    np.add.at(table, (index.get_indexer(codes), column), counts["count"].to_numpy(dtype=np.int64))
+    tally = pd.DataFrame(table, index=index, columns=pd.Index(list(categories)))
     occupied = np.isin(np.asarray(categories, dtype=object), np.asarray(constraint["occupied"], dtype=object))
-    lower = counts * occupied.astype(np.int64)
-    upper = counts.where(counts == 0, np.inf).astype(np.float64)
+    lower = tally * occupied.astype(np.int64)
+    upper = tally.where(tally == 0, np.inf).astype(np.float64)
     return lower, upper

@@ -51,6 +51,7 @@ class TopDownResult:
     timings: dict
     total_rho: Fraction
     rho_spent: Fraction
+    confidential: dict = attrs.Factory(dict)  # level -> confidential (units x cells) csr: internal figures only
 
     @property
     def measurements(self) -> pd.DataFrame:
@@ -111,9 +112,12 @@ def run_topdown(persons: pd.DataFrame, levels: Sequence[str], variables: Mapping
     """
     t_run = time.perf_counter()
     schema = Schema.from_variables(variables).with_recodes(recodes)
-    cells = schema.cell_index(persons)
-    hier = build_hierarchy(persons, levels)
+    geography, tallies = person_counts(persons, levels, schema, engine)
+    hier = build_hierarchy(geography, levels, counted=True)
     names = hier.names
+    finest_unit = _finest_units(hier, tallies)
+    weights = tallies["count"].to_numpy(dtype=np.int64)
+    cells = schema.cell_index(tallies, weights)
     for lv in list(level_shares) + list(strategy):
         hier.index(lv)  # SpecError for unknown levels
     canon = {lv: [(schema.canonical(q), s) for q, s in entries] for lv, entries in strategy.items()}
@@ -122,21 +126,25 @@ def run_topdown(persons: pd.DataFrame, levels: Sequence[str], variables: Mapping
     if measured[-1] != len(names) - 1:
         raise SpecError(f"the finest level {names[-1]!r} must be measured (give it a budget share)")
     inv = _canonical_invariants(invariants, schema, hier)
-    zero_cells = _structural_zeros(structural_zeros or {}, schema, cells, persons, levels)
+    zero_cells = _structural_zeros(structural_zeros or {}, schema, cells, weights, tallies, hier)
     plans = {lv: pass_plan(lv, spec_, schema, alloc) for lv, spec_ in (passes or {}).items()}
-    level_bounds = _level_bounds(bounds, schema, hier, cells)
 
     n_cells = schema.n_cells
-    conf = [unit_histograms(hier.record_unit[k], cells, lv.n_units, n_cells)
+    last = len(hier.levels) - 1
+    conf = [unit_histograms(hier.ancestor(last, k)[finest_unit], cells, lv.n_units, n_cells, weights)
             for k, lv in enumerate(hier.levels)]
+    del tallies, cells, weights, finest_unit  # the histograms hold what the run needs
+    level_bounds = _level_bounds(bounds, schema, hier, conf[last])
     timings: dict = {"levels": {}}
     noisy: dict = {}
     for i, k in enumerate(measured):
         t0 = time.perf_counter()
         trues = {qb.query: marginal(conf[k], schema, qb.query) for qb in alloc.for_level(names[k])}
         if engine is None:
-            for qb in alloc.for_level(names[k]):
-                noisy[(names[k], qb.query)] = trues[qb.query] + discrete_gaussian(qb.sigma2, trues[qb.query].shape, rng)
+            for qb in alloc.for_level(names[k]):  # in place: the true answers are not kept
+                answers = trues[qb.query]
+                answers += discrete_gaussian(qb.sigma2, answers.shape, rng)
+                noisy[(names[k], qb.query)] = answers
         else:
             noisy.update(_keyed_noise(k, measured[i - 1] if i else None, hier, alloc, trues, engine))
         timings["levels"][names[k]] = {"noise_seconds": time.perf_counter() - t0,
@@ -219,7 +227,40 @@ def run_topdown(persons: pd.DataFrame, levels: Sequence[str], variables: Mapping
     timings["workers"] = workers
     return TopDownResult(micro, schema, hier, alloc, noisy,
                          {names[k]: protected[k] for k in range(len(names))}, timings,
-                         alloc.total_rho, alloc.rho_spent)
+                         alloc.total_rho, alloc.rho_spent,
+                         confidential={names[k]: conf[k] for k in range(len(names))})
+
+
+def person_counts(persons, levels: Sequence[str], schema: Schema, engine=None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """What TopDown needs of the person table, as counts: (geography, cells).
+
+    geography: the distinct combinations of the geography columns (one row per finest unit when
+    the geography is a tree); cells: persons per (finest unit, histogram variables), as
+    `count`. With an engine the engine counts (on Spark the person table never reaches this
+    process: only these counts do); without one, pandas counts the frame. Columns the table
+    lacks are left out, for the hierarchy and the schema to report.
+    """
+    present = set(persons.columns)
+    geo = [c for c in levels if c in present]
+    finest = geo[-1:] if geo else []
+    by_cell = finest + [v for v in schema.names if v in present]
+    if engine is not None:
+        return engine.count(persons, geo), engine.count(persons, by_cell)
+
+    def count(cols):
+        if not cols:
+            return pd.DataFrame({"count": [len(persons)]}, dtype=np.int64)
+        return persons.groupby(cols, observed=True, dropna=False, sort=True).size().rename("count").reset_index()
+
+    return count(geo), count(by_cell)
+
+
+def _finest_units(hier: Hierarchy, tallies: pd.DataFrame) -> np.ndarray:
+    """The finest unit of each row of the cell counts (finest codes are unique: a tree was built)."""
+    finest = hier.levels[-1]
+    if finest.implicit or finest.name not in tallies.columns:
+        return np.zeros(len(tallies), dtype=np.int64)
+    return pd.Index(finest.codes).get_indexer(tallies[finest.name].to_numpy(dtype=object)).astype(np.int64)
 
 
 def _code(codes, index: int):
@@ -242,7 +283,7 @@ def _keyed_noise(k: int, prev: int | None, hier: Hierarchy, alloc: Allocation, t
         stop = np.cumsum(counts)
         spans = list(zip((stop - counts).tolist(), stop.tolist()))
         keys = [_code(hier.levels[prev].codes, p) for p in range(len(spans))]
-    out = {(name, qb.query): trues[qb.query].copy() for qb in alloc.for_level(name)}
+    out = {(name, qb.query): trues[qb.query] for qb in alloc.for_level(name)}  # noise added in place
     for (a, b), key in zip(spans, keys):
         if b == a:
             continue
@@ -258,8 +299,8 @@ def _solve_item(key, task: NodeTask, rng, queries, plan):
     return solve_node(task, queries, plan=plan)
 
 
-def _structural_zeros(zeros: Mapping, schema: Schema, cells: np.ndarray, persons: pd.DataFrame,
-                      levels: Sequence[str]) -> np.ndarray | None:
+def _structural_zeros(zeros: Mapping, schema: Schema, cells: np.ndarray, weights: np.ndarray,
+                      tallies: pd.DataFrame, hier: Hierarchy) -> np.ndarray | None:
     """Boolean mask of the structural-zero cells; DataError if a record sits in one."""
     if not zeros:
         return None
@@ -278,23 +319,23 @@ def _structural_zeros(zeros: Mapping, schema: Schema, cells: np.ndarray, persons
         hit = np.flatnonzero(this[cells])
         if hit.size:
             row = int(hit[0])
-            finest = [lv for lv in levels if lv in persons.columns][-1]
+            finest = hier.levels[-1].name
             cell = ", ".join(f"{v}={val}" for v, val in schema.decode(np.array([cells[row]])).items()
                              for val in [val[0]])
-            raise DataError(f"the data break the structural zero {name!r}: {hit.size} records, e.g. row {row} "
-                            f"in {finest} {persons[finest].iloc[row]!s} (cell {cell})")
+            raise DataError(f"the data break the structural zero {name!r}: {int(weights[hit].sum())} records, e.g. "
+                            f"in {finest} {tallies[finest].iloc[row]!s} (cell {cell})")
         mask |= this
     return mask
 
 
-def _level_bounds(bounds, schema: Schema, hier: Hierarchy, cells: np.ndarray) -> list:
+def _level_bounds(bounds, schema: Schema, hier: Hierarchy, conf) -> list:
     """[(name, query, [(lower, upper) per level])]: the finest units' bounds summed up the tree.
 
-    The confidential data must lie within them (DataError naming the block and group)."""
+    conf: the finest level's confidential histogram. The confidential data must lie within
+    the bounds (DataError naming the block and group)."""
     out = []
     last = len(hier.levels) - 1
     finest = hier.levels[last]
-    conf = unit_histograms(hier.record_unit[last], cells, finest.n_units, schema.n_cells)
     for name, query, lower, upper in bounds:
         q = schema.canonical(query)
         n_groups = schema.marginal_size(q)

@@ -61,11 +61,14 @@ class Hierarchy:
         return idx
 
 
-def build_hierarchy(records: pd.DataFrame, levels: Sequence[str], root: str = "nation") -> Hierarchy:
+def build_hierarchy(records: pd.DataFrame, levels: Sequence[str], root: str = "nation",
+                    counted: bool = False) -> Hierarchy:
     """Levels from record columns, top first; a single-unit root is added when the data has none.
 
     The root is implicit when ``levels`` starts with a name that is not a column (it is then the
     root's name) or when the first column holds more than one unit (the root is then ``root``).
+    counted: the rows are distinct combinations of records (counts), not records: errors then
+    name no row numbers.
     """
     levels = [str(v) for v in levels]
     if not levels:
@@ -85,6 +88,8 @@ def build_hierarchy(records: pd.DataFrame, levels: Sequence[str], root: str = "n
         if col not in records.columns:
             raise DataError(f"geography column {col!r} is missing from the data")
         if records[col].isna().any():
+            if counted:
+                raise DataError(f"geography column {col!r}: some records have no value")
             row = int(np.flatnonzero(records[col].isna().to_numpy())[0])
             raise DataError(f"geography column {col!r}, row {row}: the value is missing")
     if root_name is None and records[columns[0]].nunique() > 1:

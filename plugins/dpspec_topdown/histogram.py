@@ -170,8 +170,11 @@ class Schema:
         return sp.csr_matrix((np.ones(n, dtype=np.int64), (np.arange(n), g)),
                              shape=(n, self.marginal_size(query)))
 
-    def cell_index(self, frame: pd.DataFrame) -> np.ndarray:
-        """Cell of every record; a value outside its variable's categories is a DataError."""
+    def cell_index(self, frame: pd.DataFrame, weights: np.ndarray | None = None) -> np.ndarray:
+        """Cell of every record; a value outside its variable's categories is a DataError.
+
+        weights: the frame's rows are counts of records (how many each): the error then says
+        how many records hold the value instead of a row number."""
         import pandas as pd
 
         idx = np.zeros(len(frame), dtype=np.int64)
@@ -180,6 +183,10 @@ class Schema:
                 raise DataError(f"column {name!r} (a histogram variable) is missing from the data")
             codes = pd.Index(list(cats)).get_indexer(frame[name]).astype(np.int64)
             bad = np.flatnonzero(codes < 0)
+            if bad.size and weights is not None:
+                raise DataError(
+                    f"column {name!r}: value {frame[name].iloc[bad[0]]!r} is not one of its categories "
+                    f"{list(cats)} ({int(np.asarray(weights)[bad].sum())} records hold such values)")
             if bad.size:
                 row = bad[0]
                 raise DataError(
@@ -199,11 +206,13 @@ class Schema:
         return out
 
 
-def unit_histograms(unit: np.ndarray, cell: np.ndarray, n_units: int, n_cells: int) -> sp.csr_matrix:
-    """Sparse (units x cells) counts from one (unit, cell) pair per record."""
+def unit_histograms(unit: np.ndarray, cell: np.ndarray, n_units: int, n_cells: int,
+                    weights: np.ndarray | None = None) -> sp.csr_matrix:
+    """Sparse (units x cells) counts from one (unit, cell) pair per record, or per count of
+    records (`weights`: how many records each pair stands for)."""
     import scipy.sparse as sp
 
-    data = np.ones(unit.size, dtype=np.int64)
+    data = np.ones(unit.size, dtype=np.int64) if weights is None else np.asarray(weights, dtype=np.int64)
     h = sp.csr_matrix((data, (unit, cell)), shape=(n_units, n_cells), dtype=np.int64)
     h.sum_duplicates()
     return h

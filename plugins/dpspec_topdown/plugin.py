@@ -220,6 +220,7 @@ class TopDown(Mechanism):
         "microdata": "privacy-protected person records (geography and histogram variables); named after the table",
         "measurements": "the noisy measurements: level, geocode, query, cell, value, variance",
     }
+    engine_tables = True  # a Parquet person table stays on the engine: TopDown only counts it
 
     def check(self, spec, params):
         problems = []
@@ -304,17 +305,23 @@ class TopDown(Mechanism):
 
         from .engine import run_topdown
 
+        from dpspec.api import EngineTable
+
         variables = _variables(spec, params)
         invariants, _ = _invariants(spec, params)
         persons = data[params["table"]]
-        from .constraints import facility_bounds, facility_constraints
+        from .constraints import facility_bounds_from_counts, facility_constraints
 
         bounds = []
         for con in facility_constraints(spec, params, variables):
-            lower, upper = facility_bounds(con, data[con["table"]], variables[con["of"]])
+            lower, upper = facility_bounds_from_counts(con, _table_counts(data[con["table"]], [con["finest"], con["type"]], engine),
+                                           variables[con["of"]])
             bounds.append((con["name"], (con["of"],), lower, upper))
-        frame = pd.DataFrame({c: persons[c].astype(object) if c in variables else persons[c]
-                              for c in [*spec.domain.geography.levels, *variables]})
+        if isinstance(persons, EngineTable):  # held by the engine: counted there, never collected
+            frame = persons
+        else:
+            frame = pd.DataFrame({c: persons[c].astype(object) if c in variables else persons[c]
+                                  for c in [*spec.domain.geography.levels, *variables]})
         result = run_topdown(
             frame, _levels(spec), variables,
             _strategy(params, _levels(spec), list(variables)), params["rho"], params["levels"],
@@ -326,9 +333,10 @@ class TopDown(Mechanism):
         )
         micro = result.microdata
         for col in micro.columns:  # the same codes as the input, so invariants compare exactly
-            if col in persons.columns and isinstance(persons[col].dtype, pd.CategoricalDtype):
-                micro[col] = pd.Categorical(micro[col].astype(str), categories=persons[col].cat.categories)
-        errors = accuracy(spec, params, frame, result.microdata)
+            dtype = persons.dtype(col) if isinstance(persons, EngineTable) else persons[col].dtype if col in persons.columns else None
+            if isinstance(dtype, pd.CategoricalDtype):
+                micro[col] = pd.Categorical(micro[col].astype(str), categories=dtype.categories)
+        errors = accuracy(spec, params, result)
         timings = {lv: {k: v for k, v in t.items() if isinstance(v, (int, float, bool))} for lv, t in result.timings["levels"].items()}
         failsafe = {lv: t["failsafe_nodes"] for lv, t in timings.items() if t.get("failsafe_nodes")}
         return Release(
@@ -388,14 +396,22 @@ def allocation_rows(alloc, labels: dict | None = None) -> list[dict]:
             for q in alloc.queries]
 
 
-def accuracy(spec, params, confidential: pd.DataFrame, protected: pd.DataFrame) -> list[dict]:
-    """Mean absolute error of every (level, query) table against the confidential data.
+def _table_counts(table, by, engine):
+    """Rows of a table by `by` (a `count` column): on the engine when it holds the table."""
+    if engine is not None:
+        return engine.count(table, by)
+    return table.groupby(list(by), observed=True, dropna=False, sort=True).size().rename("count").reset_index()
 
-    Computed against the confidential data: internal report only."""
-    schema = _schema(spec, params)
-    for r in schema.recodes:  # recoded columns, so recode queries are group-bys like the others
-        confidential = confidential.assign(**{r.name: schema.factor_values(r.name, confidential[r.variable])})
-        protected = protected.assign(**{r.name: schema.factor_values(r.name, protected[r.variable].astype(confidential[r.variable].dtype))})
+
+def accuracy(spec, params, result) -> list[dict]:
+    """Mean absolute error of every (level, query) table against the confidential data: over
+    the cells either side has persons in, |confidential - protected| on average.
+
+    From the run's confidential and protected histograms (sparse), so no person table is
+    needed. Computed against the confidential data: internal report only."""
+    import numpy as np
+
+    schema = result.schema
     variables = list(params["variables"])
     queries = {"total": (), "detailed": tuple(variables)}
     block = params["queries"]
@@ -407,17 +423,14 @@ def accuracy(spec, params, confidential: pd.DataFrame, protected: pd.DataFrame) 
             queries[p.name] = _query_key(p.name, variables)
     out = []
     for level in _levels(spec):
-        geo = [] if level == ROOT else [level]
         for name, query in queries.items():
-            cols = geo + list(query)
-            if cols:
-                a = confidential.groupby(cols, observed=True).size()
-                b = protected.groupby(cols, observed=True).size()
-                a.index = a.index.map(lambda k: tuple(map(str, k)) if isinstance(k, tuple) else str(k))
-                b.index = b.index.map(lambda k: tuple(map(str, k)) if isinstance(k, tuple) else str(k))
-                diff = a.sub(b, fill_value=0).abs()
-                mae = float(diff.mean()) if len(diff) else 0.0
-            else:
-                mae = float(abs(len(confidential) - len(protected)))
-            out.append({"level": level, "query": name, "mean_absolute_error": mae})
+            indicator = schema.indicator(query)
+            a = (result.confidential[level] @ indicator).tocsr()
+            b = (result.histograms[level] @ indicator).tocsr()
+            either = a + b  # counts are nonnegative: a + b is nonzero where either side is
+            either.eliminate_zeros()
+            cells = either.nnz
+            diff = float(abs(a - b).sum())
+            mae = diff / cells if cells else 0.0
+            out.append({"level": level, "query": name, "mean_absolute_error": float(np.float64(mae))})
     return out

@@ -1,0 +1,145 @@
+"""A spec's Parquet tables read and validated by the engine, never collected on the driver.
+
+`dpspec.check.data.load_table` reads a table into pandas and checks it row by row. For a
+national table on Spark that is exactly what must not happen, so here every check is made from
+aggregates the engine computes (`Engine.count`): the distinct values of each column with their
+row counts, and of each chain of nested columns (state > county > tract) together. The driver
+then holds distinct codes and counts, never rows. The same checks as `load_table` (columns
+present, table not empty, values in their declared domains, no missing values where none are
+allowed, no NUL bytes, geography nesting, link bounds), with the same wording except that a bad
+value is shown with how many rows hold it instead of its row numbers (rows have no order on a
+cluster). Both engines run this code, so they accept and refuse the same data in the same words.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from dpspec import ir
+from dpspec.check import data as checks
+from dpspec.check.sources import is_parquet, source_sha256
+from dpspec.engine.base import Engine, handle
+from dpspec.engine.table import EngineTable
+from dpspec.errors import DataError
+from dpspec.language.values import shown as shown_value
+
+
+def takes_engine_tables(mechanism) -> bool:
+    """Whether a mechanism declared it can run on engine-held tables (`Mechanism.engine_tables`)."""
+    return bool(getattr(mechanism, "engine_tables", False))
+
+
+def load_data_on(spec: ir.Spec, engine: Engine, mechanism) -> tuple[dict, dict]:
+    """Each declared table and its source's fingerprint, as `check.data.load_data` gives them,
+    except that a Parquet source of a mechanism that takes engine tables is an `EngineTable`."""
+    engine_side = takes_engine_tables(mechanism)
+    tables, hashes = {}, {}
+    for source in spec.data:
+        path = checks.resolve_path(spec, source)
+        if engine_side and is_parquet(path, source.format):
+            tables[source.table] = load_engine_table(spec, source, engine)
+        else:
+            tables[source.table] = checks.load_table(spec, source)
+        hashes[source.path] = source_sha256(path)
+    return tables, hashes
+
+
+class _Tally:
+    """Problems found in the distinct values of columns, shown with their row counts."""
+
+    def __init__(self, path: str, table: str):
+        self.path, self.table = path, table
+        self.lines: list[str] = []
+        self.rows: np.ndarray = np.zeros(0, dtype=np.int64)  # row count of each distinct value
+
+    def add(self, column: str, what: str, mask: np.ndarray, values: pd.Series):
+        bad = np.flatnonzero(mask)
+        if not len(bad):
+            return
+        n = int(self.rows[bad].sum())
+        shown = ", ".join(f"{shown_value(values.iloc[i])} ({_rows(self.rows[i])})" for i in bad[:checks.SHOW])
+        more = f" (and {len(bad) - checks.SHOW} more distinct values)" if len(bad) > checks.SHOW else ""
+        self.lines.append(f"  column '{column}': {n} {what}: {shown}{more}")
+
+    def raise_if_any(self):
+        if self.lines:
+            head = f"{self.path}: table '{self.table}' does not match the domain (each value with its number of rows):"
+            raise DataError("\n".join([head, *self.lines]))
+
+
+def _rows(n) -> str:
+    return f"{int(n)} row" + ("" if n == 1 else "s")
+
+
+def column_groups(table: ir.Table) -> list[list[str]]:
+    """Columns counted together: each chain of nested categories (parent first), every other alone."""
+    parent = {c.name: c.type.parent for c in table.columns if c.type.kind == "category" and c.type.parent}
+    root = {}
+    for name in table.column_names:
+        top, seen = name, set()
+        while top in parent and parent[top] in table.column_names and top not in seen:
+            seen.add(top)
+            top = parent[top]
+        root[name] = top
+    groups: dict[str, list[str]] = {}
+    for name in table.column_names:
+        groups.setdefault(root[name], []).append(name)
+    return list(groups.values())
+
+
+def kind_of(col: ir.Column) -> str:
+    """The canonical kind a validated column is cast to (nullable whole numbers travel as floats)."""
+    kind = col.type.kind
+    if kind == "int":
+        return "float64" if col.nullable else "int64"
+    if kind == "bool":
+        return "bool"
+    return "str"
+
+
+def load_engine_table(spec: ir.Spec, source: ir.DataSource, engine: Engine) -> EngineTable:
+    """Read a Parquet source on the engine, validate it from aggregates, cast it; see the module doc."""
+    table = spec.domain.table(source.table)
+    path = checks.resolve_path(spec, source)
+    present = engine.parquet_columns(path)
+    missing = [c for c in table.column_names if c not in present]
+    if missing:
+        raise checks.missing_columns_error(path, table, missing, "parquet")
+    raw = engine.read_parquet(path, list(table.column_names))
+    group_counts = [(group, engine.count(raw, group)) for group in column_groups(table)]
+    rows = int(group_counts[0][1]["count"].sum()) if group_counts else 0
+    if rows == 0:
+        raise checks.empty_table_error(path, table)
+    tally = _Tally(path, table.name)
+    categories = {}
+    for col in table.columns:
+        group = next(counts for names, counts in group_counts if col.name in names)
+        values, tally.rows = distinct(group, col.name)
+        if pd.api.types.is_string_dtype(values.dtype):
+            nul = values.str.contains("\x00", regex=False, na=False).to_numpy()
+            tally.add(col.name, "values holding NUL bytes (is the file binary or corrupt?)", nul, values)
+        typed = checks._validate_column(col, values, tally)
+        if col.type.kind == "enum":
+            categories[col.name] = tuple(col.type.values)
+        elif col.type.kind == "category":
+            categories[col.name] = tuple(typed.cat.categories)
+    tally.raise_if_any()
+    for names, counts in group_counts:
+        checks._check_nesting(table, counts, path)
+        if table.link_bound is not None and table.link in names:
+            values, sizes = distinct(counts, table.link)
+            checks.check_link_sizes(table, pd.Series(sizes, index=values.to_numpy()), path)
+    kinds = {c.name: kind_of(c) for c in table.columns}
+    return EngineTable(engine.cast(raw, kinds), table.name, path, rows, kinds, categories)
+
+
+def distinct(counts: pd.DataFrame, column: str) -> tuple[pd.Series, np.ndarray]:
+    """A column's distinct values (missing last) and the rows of each, from a counts frame."""
+    per = counts.groupby(column, sort=True, dropna=False)["count"].sum()
+    values = pd.Series(per.index.to_numpy(), dtype=per.index.dtype if per.index.dtype != object else object)
+    return values.reset_index(drop=True), per.to_numpy(dtype=np.int64)
+
+
+def engine_counts(engine: Engine, table, by) -> pd.DataFrame:
+    """`engine.count` of an engine table or a frame (the compile's invariant check uses it)."""
+    return engine.count(handle(table), list(by))

@@ -1,0 +1,247 @@
+"""Tables read and validated by the engine itself (issue 11): a Parquet source of a mechanism
+that takes engine tables (TopDown) never reaches the driver as rows.
+
+Every data check `load_table` makes is made here from engine aggregates, on both engines, with
+the same words; TopDown from a partitioned directory gives the release it gives from the same
+data in a CSV file, on the local engine and on Spark; and on Spark no row-level table is
+collected: every frame that comes back to the driver is a count.
+"""
+from __future__ import annotations
+
+import re
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from dpspec.language.parser import parse
+from dpspec.errors import DataError
+
+SPEC = textwrap.dedent('''\
+    spec "engine-held persons"
+
+    domain d "a partitioned person table" {
+      stage edited
+      geography geo { state > county }
+      table households unit household {
+        hid : category
+      }
+      table persons unit person in households by hid at most 6 {
+        state  : category
+        county : category in state
+        hid    : category
+        age    : int 0..99
+        sex    : {"1", "2"}
+      }
+    }
+
+    data persons from "SOURCE"
+
+    invariants {
+      count persons by state
+    }
+
+    unit persons : hamming
+    premetric zcdp
+
+    mechanism topdown {
+      table: persons
+      variables: sex
+      rho: 1
+      levels: {
+        nation: 0.25
+        state: 0.25
+        county: 0.5
+      }
+      queries: {
+        total: 0.5
+        detailed: 0.5
+      }
+    }
+    ''')
+
+
+NO_LINK = re.sub(r"\n *table households[^}]*}|\n *hid +: category| in households by hid at most 6", "", SPEC)
+
+
+def population(n: int = 2000, seed: int = 3) -> pd.DataFrame:
+    """Persons in 3 states x 4 counties, households of at most 6, ages and sexes at random."""
+    rng = np.random.default_rng(seed)
+    state = rng.choice(["01", "02", "10"], n)
+    county = np.char.add(state.astype(str), rng.choice(["001", "003", "005", "007"], n))
+    return pd.DataFrame({"state": state, "county": county, "hid": [f"h{i // 4}" for i in range(n)],
+                         "age": rng.integers(0, 100, n), "sex": rng.choice(["1", "2"], n)})
+
+
+def write_partitioned(frame: pd.DataFrame, path: Path) -> Path:
+    """Hive layout by state, as Spark writes it (state=01/...), with a _SUCCESS marker."""
+    if frame.empty:  # a table of no rows still has its columns, in one empty file
+        (path / "state=01").mkdir(parents=True)
+        frame.drop(columns="state").to_parquet(path / "state=01" / "part-0.parquet", index=False)
+    for code, part in frame.groupby("state", sort=True):
+        (path / f"state={code}").mkdir(parents=True, exist_ok=True)
+        part.drop(columns="state").to_parquet(path / f"state={code}" / "part-0.parquet", index=False)
+    (path / "_SUCCESS").write_text("")
+    return path
+
+
+def spec_for(tmp_path: Path, source: str, text: str = SPEC):
+    path = tmp_path / "persons.dps"
+    path.write_text(text.replace("SOURCE", source))
+    return parse(path.read_text(), str(path))
+
+
+@pytest.fixture(params=["local", "spark"])
+def engine(request):
+    from dpspec.engine import LocalEngine
+
+    if request.param == "local":
+        return LocalEngine()
+    from dpspec.engine.spark import SparkEngine
+
+    return SparkEngine(session=request.getfixturevalue("spark_session"))
+
+
+def load(tmp_path, frame, engine, text=SPEC):
+    from dpspec.engine.loading import load_engine_table
+
+    write_partitioned(frame, tmp_path / "persons")
+    spec = spec_for(tmp_path, "persons/", text)
+    return load_engine_table(spec, spec.data[0], engine)
+
+
+def test_a_valid_directory_becomes_an_engine_table(tmp_path, engine):
+    from dpspec.engine.local import count_frame
+
+    frame = population()
+    table = load(tmp_path, frame, engine)
+    assert table.rows == len(frame) and table.kinds["age"] == "int64" and table.kinds["state"] == "str"
+    assert table.categories["sex"] == ("1", "2")
+    assert table.categories["state"] == ("01", "02", "10")  # partition values as text: "01" stays "01"
+    counts = engine.count(table.handle, ["state", "sex"])
+    assert counts.equals(count_frame(frame, ["state", "sex"]))
+
+
+@pytest.mark.parametrize("change,message", [
+    (lambda f: f.drop(columns="age"), r"table 'persons' needs column\(s\) age, which the file does not have"),
+    (lambda f: f.iloc[:0], r"table 'persons' has no rows"),
+    (lambda f: f.assign(age=np.where(np.arange(len(f)) < 3, 120, f["age"])),
+     r"column 'age': 3 values outside 0\.\.99: 120 \(3 rows\)"),
+    (lambda f: f.assign(age=np.where(np.arange(len(f)) < 2, 4.5, f["age"])),
+     r"column 'age': 2 values that are not whole numbers: 4\.5 \(2 rows\)"),
+    (lambda f: f.assign(sex=np.where(np.arange(len(f)) < 5, "9", f["sex"])),
+     r"column 'sex': 5 values outside \{1, 2\}: .?9.? \(5 rows\)"),
+    (lambda f: f.assign(hid=f["hid"].where(np.arange(len(f)) != 7, None)),
+     r"column 'hid': 1 missing values where none are allowed: .?<empty>.? \(1 row\)"),
+    (lambda f: f.assign(state=np.where(np.arange(len(f)) == 0, "01", f["state"]),
+                        county=np.where(np.arange(len(f)) == 0, "02001", f["county"])),
+     r"county '02001' lies in more than one state \(01, 02\)"),
+    (lambda f: f.assign(hid=np.where(np.arange(len(f)) < 7, "big", f["hid"])),
+     r"1 households hid value holds more than 6 persons rows.*big \(7 rows\)"),
+], ids=["column", "empty", "range", "whole", "enum", "missing", "nesting", "link"])
+def test_each_data_check_on_the_engine(tmp_path, engine, change, message):
+    frame = change(population())
+    with pytest.raises(DataError, match=message):
+        load(tmp_path, frame, engine)
+
+
+def test_directory_fingerprint_streams_every_data_file_and_nothing_else(tmp_path):
+    from dpspec.check.sources import directory_sha256
+
+    path = write_partitioned(population(300), tmp_path / "persons")
+    first = directory_sha256(str(path))
+    (path / "_SUCCESS").write_text("other marker")  # not data: readers skip it, so does the fingerprint
+    (path / ".part-0.parquet.crc").write_text("x")
+    assert directory_sha256(str(path)) == first
+    part = path / "state=02" / "part-0.parquet"
+    part.write_bytes(part.read_bytes() + b"\0")  # one byte more in one file
+    assert directory_sha256(str(path)) != first
+    part.write_bytes(part.read_bytes()[:-1])
+    part.rename(path / "state=02" / "part-1.parquet")  # the same bytes under another name
+    assert directory_sha256(str(path)) != first
+
+
+def release(result, out: Path) -> dict:
+    from dpspec.publish.output import write_result
+
+    write_result(result, str(out))
+    return {p.name: p.read_bytes() for p in sorted(out.iterdir()) if p.suffix == ".csv"}
+
+
+def test_topdown_from_a_partitioned_directory_gives_the_csv_release(tmp_path):
+    """The same persons as a CSV file (pandas, today's path) and as a partitioned directory
+    (an engine table): the same release, byte for byte, and the manifest fingerprints the
+    directory."""
+    import dpspec
+    from dpspec.engine.table import EngineTable
+
+    frame = population()
+    frame.to_csv(tmp_path / "persons.csv", index=False)
+    write_partitioned(frame, tmp_path / "persons")
+    (tmp_path / "csv.dps").write_text(SPEC.replace("SOURCE", "persons.csv"))
+    (tmp_path / "dir.dps").write_text(SPEC.replace("SOURCE", "persons/"))
+    from_csv = dpspec.compile(str(tmp_path / "csv.dps"), seed=7)
+    seen = {}
+    from dpspec_topdown.plugin import TopDown
+
+    original = TopDown.run
+
+    def spy(self, spec, params, data, rng, engine=None):
+        seen["persons"] = type(data["persons"])
+        return original(self, spec, params, data, rng, engine=engine)
+
+    TopDown.run = spy
+    try:
+        from_dir = dpspec.compile(str(tmp_path / "dir.dps"), seed=7)
+    finally:
+        TopDown.run = original
+    assert seen["persons"] is EngineTable
+    assert release(from_dir, tmp_path / "a") == release(from_csv, tmp_path / "b")
+    assert from_dir.release.internal == from_csv.release.internal
+    assert list(from_dir.data_hashes) == ["persons/"] and len(from_dir.data_hashes["persons/"]) == 64
+
+
+def test_the_output_may_not_go_inside_a_data_directory(tmp_path):
+    from dpspec.publish.input_guard import UnsafeOutputError, check_output_target
+
+    data = write_partitioned(population(200), tmp_path / "persons")
+    with pytest.raises(UnsafeOutputError, match="is or is inside the input folder"):
+        check_output_target(str(data / "out"), [str(data)])
+
+
+def test_on_spark_the_driver_collects_counts_not_persons(tmp_path, spark_session, monkeypatch):
+    """Compile TopDown on Spark from a partitioned directory: every frame Spark hands the driver
+    is an aggregate (far fewer rows than persons), and the engine is never asked for the table
+    itself; the release is the local engine's, byte for byte."""
+    import dpspec
+
+    from dpspec.engine.spark import SparkEngine
+
+    DataFrame = type(spark_session.range(1))  # the session's own DataFrame class (classic or connect)
+
+    frame = population(6000)
+    write_partitioned(frame, tmp_path / "persons")
+    (tmp_path / "dir.dps").write_text(NO_LINK.replace("SOURCE", "persons/"))  # no household codes to count
+    local = dpspec.compile(str(tmp_path / "dir.dps"), seed=11)
+
+    class NoRows(SparkEngine):
+        def to_pandas(self, table):
+            raise AssertionError("the driver asked for the whole table")
+
+        def map_groups(self, table, by, func, **kw):
+            raise AssertionError("TopDown needs no row-level units")
+
+    collected = []
+    to_pandas = DataFrame.toPandas
+
+    def counting(self):
+        out = to_pandas(self)
+        collected.append(len(out))
+        return out
+
+    monkeypatch.setattr(DataFrame, "toPandas", counting)
+    on_spark = dpspec.compile(str(tmp_path / "dir.dps"), seed=11, engine=NoRows(session=spark_session, partitions=3))
+    assert collected and max(collected) <= len(frame) // 20, collected  # 12 counties x 2 sexes, codes: not 6,000 persons
+    assert release(on_spark, tmp_path / "spark") == release(local, tmp_path / "local")
