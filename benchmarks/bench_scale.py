@@ -78,7 +78,7 @@ def one_run(mechanism: str, engine_name: str, master: str, data: str) -> dict:
             from dpspec_swap.algorithm import swap_records_on
 
             result = swap_records_on(run, persons, MATCH, SWAP, RATE)
-            out, n_persons = result.data, len(persons)
+            out, n_persons, dense_mb = result.data, len(persons), 0.0
         else:
             # TopDown reads the table through the engine (`read_parquet`: on Spark it stays
             # there) and takes only its counts by geography and by block x histogram cell.
@@ -92,13 +92,16 @@ def one_run(mechanism: str, engine_name: str, master: str, data: str) -> dict:
             res = run_topdown(persons, ["nation"] + LEVELS, PL94_VARIABLES, strategy, rho, shares, "hamming",
                               [("state", ())], None, recodes=recodes, passes=passes, engine=run)
             out, n_persons = res.microdata, int(res.confidential["nation"].sum())
+            # what the driver must hold whatever the engine: the noisy measurements (dense: every
+            # cell of every unit gets noise, and they are part of the release)
+            dense_mb = sum(a.nbytes for a in res.noisy.values()) / 2**20
         wall = time.perf_counter() - t0
     finally:
         engine.close()
     digest = hashlib.sha256(pd.util.hash_pandas_object(out, index=False).to_numpy().tobytes()).hexdigest()[:16]
     return {"mechanism": mechanism, "engine": engine_name, "persons": int(n_persons), "seconds": wall,
             "read_seconds": read, "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-            "release": digest, "rows": int(len(out))}
+            "release": digest, "rows": int(len(out)), "measurements_mb": dense_mb}
 
 
 def main(argv=None) -> None:
@@ -131,7 +134,8 @@ def main(argv=None) -> None:
                 row = json.loads(done.stdout.strip().splitlines()[-1])
                 rows.append(row)
                 print(f"{mech:8s} {eng:6s} {n:>11,} persons  {row['seconds']:8.1f} s (read {row['read_seconds']:.1f} s)  "
-                      f"peak driver {row['peak_mb']:8.0f} MB  release {row['release']}", flush=True)
+                      f"peak driver {row['peak_mb']:8.0f} MB  release {row['release']}"
+                      + (f"  (noisy measurements {row['measurements_mb']:.0f} MB)" if row["measurements_mb"] else ""), flush=True)
     sizes = sorted({r["persons"] for r in rows})
     if len(sizes) > 1:
         for mech in args.mechanisms:

@@ -245,3 +245,23 @@ def test_on_spark_the_driver_collects_counts_not_persons(tmp_path, spark_session
     on_spark = dpspec.compile(str(tmp_path / "dir.dps"), seed=11, engine=NoRows(session=spark_session, partitions=3))
     assert collected and max(collected) <= len(frame) // 20, collected  # 12 counties x 2 sexes, codes: not 6,000 persons
     assert release(on_spark, tmp_path / "spark") == release(local, tmp_path / "local")
+
+
+def test_spark_ships_driver_built_units_in_bounded_batches(spark_session, monkeypatch):
+    """map_items sends units in jobs of at most MAX_JOB_BYTES of payload (TopDown's block level
+    is gigabytes at 10M persons): with a tiny bound every unit is its own job, and the results
+    are still every unit's, in the items' order, drawn from the unit's own stream."""
+    from dpspec.engine import EngineRun, LocalEngine
+    from dpspec.engine import spark as spark_engine
+    from dpspec.engine.spark import SparkEngine, payload_batches
+
+    items = [(("node", i), np.full(500 * (i % 3 + 1), i)) for i in range(7)]
+    sizes = [len(b) for b in payload_batches(items, 9_000)]
+    assert sum(sizes) == 7 and max(sizes) < 7 and min(sizes) >= 1
+
+    def unit(key, payload, rng):
+        return int(payload.sum()) + int(rng.integers(0, 1 << 30))
+
+    monkeypatch.setattr(spark_engine, "MAX_JOB_BYTES", 1)
+    on_spark = EngineRun(SparkEngine(session=spark_session), 4).map_items(items, unit, stage="nodes")
+    assert on_spark == EngineRun(LocalEngine(), 4).map_items(items, unit, stage="nodes")

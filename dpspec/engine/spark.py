@@ -288,23 +288,56 @@ class SparkEngine(Engine):
 
 
     def map_items(self, items, func, *, run_key, stage) -> list:
-        """Driver-built units as one Spark job over an RDD; results back in the items' order."""
+        """Driver-built units as Spark jobs over RDDs; results back in the items' order.
+
+        Units are shipped in batches of at most `MAX_JOB_BYTES` of payload, one job each, so
+        the driver never serializes a whole level at once (TopDown's block level holds
+        gigabytes of noisy measurements at 10M persons) and the driver JVM holds one batch."""
         with _quiet():
             if not items:
                 return []
             context = self.session.sparkContext
-            slices = max(1, min(len(items), self.partitions or context.defaultParallelism))
 
             def work(indexed):
                 i, (key, payload) = indexed
                 return i, run_item(func, run_key, stage, key, payload)
 
+            results = []
             try:
                 with job_progress(context, stage):
-                    results = context.parallelize(list(enumerate(items)), slices).map(work).collect()
+                    for batch in payload_batches(items, MAX_JOB_BYTES):
+                        slices = max(1, min(len(batch), self.partitions or context.defaultParallelism))
+                        results.extend(context.parallelize(batch, slices).map(work).collect())
             except Exception as exc:
                 raise _unit_error(exc) from None
             return [r for _, r in sorted(results, key=lambda pair: pair[0])]
+
+
+MAX_JOB_BYTES = 256 << 20  # payload bytes shipped to Spark in one map_items job
+
+
+def payload_bytes(payload) -> int:
+    """A payload's pickled size, its arrays counted without copying them (out-of-band buffers)."""
+    import pickle
+
+    buffers = []
+    head = pickle.dumps(payload, protocol=5, buffer_callback=buffers.append)
+    return len(head) + sum(b.raw().nbytes for b in buffers)
+
+
+def payload_batches(items, limit: int) -> list[list]:
+    """(index, item) pairs in consecutive batches of at most `limit` payload bytes (at least one item)."""
+    out, batch, size = [], [], 0
+    for i, item in enumerate(items):
+        n = payload_bytes(item[1])
+        if batch and size + n > limit:
+            out.append(batch)
+            batch, size = [], 0
+        batch.append((i, item))
+        size += n
+    if batch:
+        out.append(batch)
+    return out
 
 
 @contextmanager
