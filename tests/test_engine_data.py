@@ -265,3 +265,20 @@ def test_spark_ships_driver_built_units_in_bounded_batches(spark_session, monkey
     monkeypatch.setattr(spark_engine, "MAX_JOB_BYTES", 1)
     on_spark = EngineRun(SparkEngine(session=spark_session), 4).map_items(items, unit, stage="nodes")
     assert on_spark == EngineRun(LocalEngine(), 4).map_items(items, unit, stage="nodes")
+
+
+def test_a_directory_source_loads_into_pandas_for_other_mechanisms(tmp_path):
+    """Mechanisms that take pandas frames (swapping, SafeTab) read a directory source too: the
+    same validated frame as from a CSV file, rows aside (a directory is stored by partition)."""
+    from dpspec.check.data import load_table
+
+    frame = population(500)
+    frame.to_csv(tmp_path / "persons.csv", index=False)
+    write_partitioned(frame, tmp_path / "persons")
+    from_csv = load_table(spec_for(tmp_path, "persons.csv"), spec_for(tmp_path, "persons.csv").data[0])
+    spec = spec_for(tmp_path, "persons/")
+    from_dir = load_table(spec, spec.data[0])
+    key = ["hid", "state", "county", "age", "sex"]
+    a = from_csv.sort_values(key).reset_index(drop=True)
+    b = from_dir.sort_values(key).reset_index(drop=True)
+    pd.testing.assert_frame_equal(a, b)
