@@ -18,7 +18,7 @@ import pandas as pd
 from dpspec import ir
 from dpspec.check import data as checks
 from dpspec.check.sources import is_parquet, source_sha256
-from dpspec.engine.base import Engine, handle
+from dpspec.engine.base import Engine
 from dpspec.engine.table import EngineTable
 from dpspec.errors import DataError
 from dpspec.language.values import shown as shown_value
@@ -139,7 +139,3 @@ def distinct(counts: pd.DataFrame, column: str) -> tuple[pd.Series, np.ndarray]:
     values = pd.Series(per.index.to_numpy(), dtype=per.index.dtype if per.index.dtype != object else object)
     return values.reset_index(drop=True), per.to_numpy(dtype=np.int64)
 
-
-def engine_counts(engine: Engine, table, by) -> pd.DataFrame:
-    """`engine.count` of an engine table or a frame (the compile's invariant check uses it)."""
-    return engine.count(handle(table), list(by))

@@ -5,7 +5,7 @@ import pandas as pd
 
 from dpspec.run import progress
 from dpspec.engine import frames
-from dpspec.engine.base import Engine, run_item, run_unit
+from dpspec.engine.base import Engine, handle, run_item, run_unit
 from dpspec.check.sources import parquet_dataset
 from dpspec.errors import DataError
 
@@ -49,11 +49,11 @@ class LocalEngine(Engine):
         return table.assign(**{name: cast_column(table[name], kind) for name, kind in kinds.items()})
 
     def to_pandas(self, table) -> pd.DataFrame:
-        return frames.sort_rows(frames.canonical(table))
+        return frames.sort_rows(frames.canonical(handle(table)))
 
     def map_groups(self, table, by, func, *, run_key, stage, schema=None) -> pd.DataFrame:
         by = list(by)
-        frame = frames.canonical(table)
+        frame = frames.canonical(handle(table))
         in_schema = frames.schema_of(frame)
         out_schema = dict(schema) if schema is not None else in_schema
         if not by:
@@ -99,7 +99,7 @@ class LocalEngine(Engine):
         return parts
 
     def count(self, table, by) -> pd.DataFrame:
-        return count_frame(table, by)
+        return count_frame(handle(table), by)
 
     def map_items(self, items, func, *, run_key, stage) -> list:
         out = []

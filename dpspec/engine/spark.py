@@ -18,7 +18,7 @@ import pandas as pd
 
 from dpspec.run import progress
 from dpspec.engine import frames
-from dpspec.engine.base import Engine, EngineUnavailable, UnitFailed, run_item, run_unit
+from dpspec.engine.base import Engine, EngineUnavailable, UnitFailed, handle, run_item, run_unit
 from dpspec.errors import DataError
 
 INSTALL = ("the Spark engine needs pyspark and a Java 17 runtime: run pip install 'dpspec[spark]' and "
@@ -186,6 +186,7 @@ class SparkEngine(Engine):
 
     def _spark_frame(self, table):
         """(Spark DataFrame, canonical schema) for a pandas frame or a Spark DataFrame."""
+        table = handle(table)
         if isinstance(table, pd.DataFrame):
             frame = frames.canonical(table)
             schema = frames.schema_of(frame)
@@ -271,6 +272,7 @@ class SparkEngine(Engine):
             return self._count(table, by)
 
     def _count(self, table, by) -> pd.DataFrame:
+        table = handle(table)
         if isinstance(table, pd.DataFrame):  # already on the driver: shipping it to count is waste
             from dpspec.engine.local import count_frame
 

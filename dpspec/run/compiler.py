@@ -124,13 +124,12 @@ def verify_invariants(induced, before: dict, outputs: dict, engine=None) -> None
 
 def _engine_counts_equal(engine, table, output: pd.DataFrame, cols) -> bool:
     """An engine table's counts by `cols` against a released frame's, compared as text."""
-    from dpspec.engine.loading import engine_counts
     from dpspec.engine.local import count_frame
 
     def as_text(counts: pd.DataFrame) -> pd.DataFrame:
         return counts.astype({c: str for c in cols}).sort_values(cols, kind="mergesort").reset_index(drop=True)
 
-    before = engine_counts(engine, table, cols)
+    before = engine.count(table, cols)  # engines count the table they hold behind an EngineTable
     after = count_frame(output, cols)
     return as_text(before).equals(as_text(after)) if cols else int(before["count"].sum()) == int(after["count"].sum())
 
