@@ -499,18 +499,24 @@ def _verify(hier, schema, protected, conf, inv) -> None:
 
 
 def _microdata(hier: Hierarchy, schema: Schema, finest: sp.csr_matrix) -> pd.DataFrame:
-    """One row per protected person: every explicit level's code and the histogram variables."""
-    coo = finest.tocoo()
-    unit = np.repeat(coo.row.astype(np.int64), coo.data)
-    cell = np.repeat(coo.col.astype(np.int64), coo.data)
-    order = np.lexsort((cell, unit))
-    unit, cell = unit[order], cell[order]
+    """One row per protected person: every explicit level's code and the histogram variables.
+
+    Rows are sorted by finest unit, then cell: the order in which a canonical CSR lists its
+    entries. Each column is built per nonzero (unit, cell) entry and then repeated by its count,
+    so no per-person index arrays are made on the way (at 10M persons they were most of the
+    driver's peak)."""
+    if not finest.has_canonical_format:
+        finest = finest.copy()
+        finest.sum_duplicates()
+    counts = finest.data.astype(np.int64)
+    entry_unit = np.repeat(np.arange(finest.shape[0], dtype=np.int64), np.diff(finest.indptr))
     last = len(hier.levels) - 1
     cols = {}
     for k, lv in enumerate(hier.levels):
         if lv.implicit:
             continue
-        idx = hier.ancestor(last, k)[unit]
-        cols[lv.name] = pd.Index(list(lv.codes)).take(idx).to_numpy()
-    cols.update(schema.decode(cell))
+        per_unit = pd.Index(list(lv.codes)).take(hier.ancestor(last, k)).to_numpy()
+        cols[lv.name] = np.repeat(per_unit[entry_unit], counts)
+    for name, values in schema.decode(finest.indices).items():
+        cols[name] = np.repeat(values, counts)
     return pd.DataFrame(cols)
