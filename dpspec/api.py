@@ -24,7 +24,7 @@ _WHERE = {
     "check": "dpspec.check.checker", "CheckedSpec": "dpspec.check.checker",
     "load_table": "dpspec.check.data", "load_data": "dpspec.check.data", "resolve_path": "dpspec.check.data",
     # randomness, noise, budgets, messages
-    "make_rng": "dpspec.run.compiler", "bernoulli": "dpspec.run.noise", "discrete_gaussian": "dpspec.run.noise",
+    "make_rng": "dpspec.run.compiler", "bernoulli": "dpspec.run.noise", "bernoulli_ratios": "dpspec.run.noise", "discrete_gaussian": "dpspec.run.noise",
     "discrete_laplace": "dpspec.run.noise", "shown": "dpspec.language.values", "friendly": "dpspec.cli.errors",
     "report_progress": ("dpspec.run.progress", "report"),
     # the language's types and the progress channel, as modules (ir.Spec, progress.report, ...)
