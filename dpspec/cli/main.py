@@ -121,7 +121,7 @@ def compile_cmd(file, outdir, seed, runs, engine_name, spark_master, verify_file
     from dpspec.publish.input_guard import check_output_target, input_paths
     from dpspec.run.progress import StderrBar, reporting
 
-    from dpspec.publish.output_set import check_replaceable, refuse_release_folder, target_lock
+    from dpspec.publish.output_set import claimed_target, refuse_release_folder
 
     check_output_target(outdir, input_paths(spec) + ([verify_file] if verify_file else []))  # before the run
     refuse_release_folder(outdir, "compile", itself=False)  # never a set nested inside another release
@@ -130,8 +130,7 @@ def compile_cmd(file, outdir, seed, runs, engine_name, spark_master, verify_file
 
         verified = load_for(verify_file, spec)
     click.echo(f"compiling {file} ...", err=True)
-    with target_lock(outdir):  # a second compile into the same folder is refused, not interleaved
-        check_replaceable(outdir)
+    with claimed_target(outdir, "compile"):  # a second writer into the same folder is refused, not interleaved
         with reporting(StderrBar()), engine_for(engine_name, spark_master) as engine:
             result = compile_spec(spec, seed=seed, runs=runs, engine=engine)
         if note := engine_note(result, engine_name):
