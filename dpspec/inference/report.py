@@ -116,9 +116,12 @@ def report_files(result, with_draws: bool = True) -> dict:
 
 def write_report(result, outdir: str, spec, release_dir: str, with_draws: bool = True) -> dict:
     """Write the report files and a manifest into outdir as one output set; returns {kind: filename}."""
-    from dpspec.publish.report_set import file_entry, spec_entry, write_report_set
+    from dpspec.check.data import file_sha256
+    from dpspec.publish.report_set import spec_entry, write_report_set
 
-    fields = {"spec": spec_entry(spec), "release": file_entry(os.path.join(release_dir, "manifest.json")),
+    release = {"path": os.path.basename(os.path.normpath(release_dir)),  # the release's manifest pins every table
+               "manifest_sha256": file_sha256(os.path.join(release_dir, "manifest.json"))}
+    fields = {"spec": spec_entry(spec), "release": release,
               "target": result.target, "method": result.method,
               "seed": result.seed}  # draws are post-processing: a known seed reproduces them, it exposes nothing
     return write_report_set(outdir, "infer", report_files(result, with_draws), fields)

@@ -20,10 +20,10 @@ def spec_entry(spec) -> dict:
 
 
 def file_entry(path: str) -> dict:
-    """Any other input file (a verification result, a release's manifest), by name and SHA-256."""
+    """Any other input file (a verification result), by name and SHA-256."""
     from dpspec.check.data import file_sha256
 
-    return {"path": os.path.basename(os.path.normpath(path)), "sha256": file_sha256(path)}
+    return {"path": os.path.basename(path), "sha256": file_sha256(path)}
 
 
 def write_report_set(outdir: str, command: str, files: dict, fields: dict) -> dict:
