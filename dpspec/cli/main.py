@@ -142,9 +142,9 @@ def compile_cmd(file, outdir, seed, runs, engine_name, spark_master, verify_file
     ledger = result.ledger
     click.echo(f"mechanism: {result.mechanism.name} {result.mechanism.version}")
     if ledger.declared is not None:
-        from dpspec.budget.budget_report import _fmt
+        from dpspec.budget.budget_text import budget_line
 
-        click.echo(f"budget in the spec's flavor: {_fmt(ledger.declared.to_json())}")
+        click.echo(f"budget in the spec's flavor: {budget_line(ledger.declared.to_json())}")
     elif ledger.problem:
         click.echo(f"budget: cannot be expressed in the spec's flavor: {ledger.problem}")
     for check in ledger.bounds:
