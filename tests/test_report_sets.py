@@ -35,11 +35,12 @@ def rr(tmp_path_factory):
     from dpspec.publish.output import write_result
 
     base = tmp_path_factory.mktemp("rr")
-    shutil.copy(os.path.join(SPECS, "acs_ma_vision_rr.dps"), base / "rr.dps")
-    (base / "data" / "acs").mkdir(parents=True)
-    os.symlink(os.path.join(SPECS, "data", "acs", "ma2019.csv"), base / "data" / "acs" / "ma2019.csv")
-    write_result(dpspec.compile(str(base / "rr.dps"), seed=1), str(base / "release"))
-    return str(base / "rr.dps"), str(base / "release")
+    folder = base / "spec"  # the release goes beside it: never inside a folder holding an input
+    (folder / "data" / "acs").mkdir(parents=True)
+    shutil.copy(os.path.join(SPECS, "acs_ma_vision_rr.dps"), folder / "rr.dps")
+    os.symlink(os.path.join(SPECS, "data", "acs", "ma2019.csv"), folder / "data" / "acs" / "ma2019.csv")
+    write_result(dpspec.compile(str(folder / "rr.dps"), seed=1), str(base / "release"))
+    return str(folder / "rr.dps"), str(base / "release")
 
 
 def _infer(rr, out, seed=1, *extra):
@@ -116,11 +117,12 @@ def test_an_audit_set_is_not_a_release(rr, tmp_path):
 
 
 @pytest.mark.parametrize("command", ["audit", "infer"])
-@pytest.mark.parametrize("where", ["spec folder", "around the data folder"])
+@pytest.mark.parametrize("where", ["spec folder", "inside the spec folder", "around the data folder"])
 def test_output_in_or_around_an_input_folder_is_refused_with_the_input_intact(rr, command, where):
     spec, release = rr
     base = os.path.dirname(spec)
-    out = base if where == "spec folder" else os.path.join(base, "data")
+    out = {"spec folder": base, "inside the spec folder": os.path.join(base, "reports"),
+           "around the data folder": os.path.join(base, "data")}[where]
     before = digest(base), sorted(os.listdir(base))
     res = _run(["audit", spec, "-o", out] if command == "audit" else _infer(rr, out))
     assert res.exit_code == 1 and "refusing" in res.output and "Traceback" not in res.output, res.output
