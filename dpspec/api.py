@@ -25,7 +25,7 @@ _WHERE = {
     "load_table": "dpspec.check.data", "load_data": "dpspec.check.data", "resolve_path": "dpspec.check.data",
     "EngineTable": "dpspec.engine.table",  # a validated table the engine holds (Mechanism.engine_tables)
     # randomness, noise, budgets, messages
-    "make_rng": "dpspec.run.compiler", "bernoulli": "dpspec.run.noise", "discrete_gaussian": "dpspec.run.noise",
+    "make_rng": "dpspec.run.compiler", "bernoulli": "dpspec.run.noise", "bernoulli_ratios": "dpspec.run.noise", "discrete_gaussian": "dpspec.run.noise",
     "discrete_laplace": "dpspec.run.noise", "shown": "dpspec.language.values", "friendly": "dpspec.cli.errors",
     "report_progress": ("dpspec.run.progress", "report"),
     # the language's types and the progress channel, as modules (ir.Spec, progress.report, ...)

@@ -144,7 +144,7 @@ def infer_example(path: Path, outdir: Path) -> None:
     if not sidecar.exists():
         return
     import dpspec
-    from dpspec.inference.report import write_report
+    from dpspec.inference.report import report_files
     from dpspec.publish.output import write_result
 
     example = json.loads(sidecar.read_text(encoding="utf-8"))
@@ -152,7 +152,8 @@ def infer_example(path: Path, outdir: Path) -> None:
         write_result(dpspec.compile(str(path), seed=example["compile_seed"]), scratch)
         result = dpspec.infer(str(path), scratch, example["target"], draws=example.get("draws", 2000),
                               seed=example["seed"], prior=example.get("prior"))
-        write_report(result, str(outdir / "infer"), with_draws=False)
+        for filename, text in report_files(result, with_draws=False).values():  # the public reports only, no set
+            write_text(str(outdir / "infer" / filename), text)
 
 
 def main(argv=None) -> int:

@@ -48,9 +48,12 @@ SMALL_CSV = textwrap.dedent('''\
 
 @pytest.fixture
 def small_spec(tmp_path):
-    """Path to a valid spec whose data sits beside it."""
-    (tmp_path / "people.csv").write_text(SMALL_CSV)
-    path = tmp_path / "small.dps"
+    """Path to a valid spec whose data sits beside it, in tmp_path/in: outputs go beside that
+    folder (tmp_path/out), since a compile refuses to write inside a folder holding an input."""
+    folder = tmp_path / "in"
+    folder.mkdir()
+    (folder / "people.csv").write_text(SMALL_CSV)
+    path = folder / "small.dps"
     path.write_text(SMALL_SPEC)
     return path
 
@@ -118,7 +121,8 @@ STRATIFIED_SPEC = textwrap.dedent('''\
 
 
 def write_stratified_case(directory, rows: int = 3000, seed: int = 7):
-    """The spec above and a seeded synthetic table of `rows` persons in 25 regions."""
+    """The spec above and a seeded synthetic table of `rows` persons in 25 regions, in
+    `directory`/in (outputs go beside that folder, never inside a folder holding an input)."""
     import numpy as np
     import pandas as pd
 
@@ -128,8 +132,16 @@ def write_stratified_case(directory, rows: int = 3000, seed: int = 7):
         "age": gen.integers(0, 121, rows),
         "smoker": gen.random(rows) < 0.3,
     })
+    directory = os.path.join(directory, "in")
+    os.makedirs(directory, exist_ok=True)
     frame.to_csv(os.path.join(directory, "people.csv"), index=False)
     path = os.path.join(directory, "stratified.dps")
     with open(path, "w") as fh:
         fh.write(STRATIFIED_SPEC)
     return path
+
+
+def beside(folder, name: str = "out"):
+    """A path next to `folder`, not inside it: a compile refuses to write inside a folder that
+    holds one of its inputs, and tests keep their inputs in tmp_path."""
+    return folder.parent / f"{folder.name}-{name}"

@@ -29,8 +29,8 @@ _DEVICES = textwrap.dedent('''\
     cases = {
         "spec": ["check", "/dev/zero"],
         "include": ["check", os.path.join(tmp, "program.dps")],
-        "data": ["compile", os.path.join(tmp, "small.dps"), "-o", os.path.join(tmp, "out")],
-        "fifo": ["compile", os.path.join(tmp, "fifo.dps"), "-o", os.path.join(tmp, "out2")],
+        "data": ["compile", os.path.join(tmp, "small.dps"), "-o", tmp + "-out"],
+        "fifo": ["compile", os.path.join(tmp, "fifo.dps"), "-o", tmp + "-out2"],
     }
     for name, args in cases.items():
         r = CliRunner().invoke(main, args)

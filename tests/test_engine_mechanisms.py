@@ -33,6 +33,8 @@ def subset_spec(tmp_path: Path, name: str, every: int) -> str:
     text = (SPECS / name).read_text()
     if every == 1:
         return str(SPECS / name)
+    tmp_path = tmp_path / "in"  # outputs go beside it: never inside a folder holding an input
+    tmp_path.mkdir(exist_ok=True)
 
     def cut(match):
         table, rel = match.group(1), match.group(2)

@@ -1,4 +1,5 @@
-"""Inputs are sacred: a compile refuses any output folder that could write over or move an input."""
+"""Inputs are sacred: a compile refuses any output folder that could write over, move or sit among
+its inputs (the folder holding an input, anything inside it, anything around it)."""
 from __future__ import annotations
 
 import hashlib
@@ -33,7 +34,7 @@ def spec_with_data_folder(tmp_path):
     return spec
 
 
-@pytest.mark.parametrize("target", ["specs/data", "specs", "."])
+@pytest.mark.parametrize("target", ["specs/data", "specs", ".", "specs/data/release", "specs/out"])
 def test_compile_into_an_input_folder_is_refused_and_inputs_stay_identical(spec_with_data_folder, tmp_path, target):
     before = _state(tmp_path)
     result = CliRunner().invoke(main, ["compile", str(spec_with_data_folder), "-o", str(tmp_path / target)])

@@ -100,7 +100,7 @@ def test_a_held_lock_refuses_a_second_compile(small_spec, tmp_path):
         result = _compile(small_spec, out)
     finally:
         os.close(fd)
-    assert result.exit_code == 1 and "another dpspec compile is writing" in result.output
+    assert result.exit_code == 1 and "is writing to" in result.output
     assert not out.exists()
     assert _compile(small_spec, out).exit_code == 0  # released: the next one goes through
 
@@ -122,7 +122,7 @@ def test_concurrent_compiles_into_one_folder(small_spec, tmp_path):
     assert 0 in codes and set(codes) <= {0, 1}, results
     for code, err in results:
         if code == 1:
-            assert "another dpspec compile is writing" in err
+            assert "is writing to" in err
     assert verify_set(str(out)) == [] and _hidden(tmp_path) == []
 
 

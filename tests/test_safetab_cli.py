@@ -4,6 +4,8 @@ under the spec's relation; every bad input of the issue exits 1 with a located m
 line or data row), never a traceback."""
 from __future__ import annotations
 
+from tests.conftest import beside
+
 import json
 from fractions import Fraction as F
 
@@ -70,18 +72,18 @@ SPEC_ERRORS = [
 @pytest.mark.parametrize("old,new,message,at", [(*e, None)[:4] for e in SPEC_ERRORS])
 def test_bad_parameters_exit_1_at_the_spec_line(tmp_path, old, new, message, at):
     path = variant(tmp_path, old, new)
-    result = _run("compile", path, "-o", tmp_path / "out")
+    result = _run("compile", path, "-o", beside(tmp_path))
     assert result.exit_code == 1, result.output
     assert message in result.output and "Traceback" not in result.output
     line = next(i for i, row in enumerate(path.read_text().splitlines(), 1)
                 if (at or new.splitlines()[0]) in row and not row.lstrip().startswith("#"))
     assert f"variant.dps:{line}:" in result.output
-    assert not (tmp_path / "out").exists()
+    assert not (beside(tmp_path)).exists()
 
 
 def test_a_mapping_with_an_unknown_code_exits_1_at_its_row(tmp_path):
     path = variant(tmp_path, 'code_map: "', f'code_map: "{_bad_map(tmp_path, {"code": "0042", "iteration": "1001"})}" # ')
-    result = _run("compile", path, "-o", tmp_path / "out")
+    result = _run("compile", path, "-o", beside(tmp_path))
     assert result.exit_code == 1, result.output
     assert "map.csv: row 14089: the code '0042' is not in the codes table" in result.output
     assert "Traceback" not in result.output
@@ -89,7 +91,7 @@ def test_a_mapping_with_an_unknown_code_exits_1_at_its_row(tmp_path):
 
 def test_a_mapping_to_an_unknown_group_exits_1_at_its_row(tmp_path):
     path = variant(tmp_path, 'code_map: "', f'code_map: "{_bad_map(tmp_path, {"code": "1000", "iteration": "Q999"})}" # ')
-    result = _run("compile", path, "-o", tmp_path / "out")
+    result = _run("compile", path, "-o", beside(tmp_path))
     assert result.exit_code == 1, result.output
     assert "row 14089: the iteration 'Q999' is not in the iterations table" in result.output
 
@@ -97,7 +99,7 @@ def test_a_mapping_to_an_unknown_group_exits_1_at_its_row(tmp_path):
 def test_a_record_with_an_unknown_code_exits_1_at_its_row(tmp_path):
     path = variant(tmp_path, '"data/safetab/persons.parquet"'.replace('"data/', f'"{ROOT}/specs/data/'),
                    f'"{_bad_persons(tmp_path)}"')
-    result = _run("compile", path, "-o", tmp_path / "out")
+    result = _run("compile", path, "-o", beside(tmp_path))
     assert result.exit_code == 1, result.output
     assert "row 42: column 'QRACE1' holds the code '0042', which is not in the code table" in result.output
     assert "Traceback" not in result.output
@@ -105,7 +107,7 @@ def test_a_record_with_an_unknown_code_exits_1_at_its_row(tmp_path):
 
 def test_a_declared_fanout_smaller_than_the_data_exits_1_at_a_row(tmp_path):
     path = variant(tmp_path, "max_groups: 9", "max_groups: 2")
-    result = _run("compile", path, "-o", tmp_path / "out")
+    result = _run("compile", path, "-o", beside(tmp_path))
     assert result.exit_code == 1, result.output
     assert "more than the declared maximum fan-out 2" in result.output and "row " in result.output
     assert "Traceback" not in result.output

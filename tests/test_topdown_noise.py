@@ -198,3 +198,21 @@ def test_tail_sampler_follows_the_gaussian_beyond_b():
     # P(|y| = b+1+L) ∝ exp(-(b+1+L)²) for sigma² = 1/2: L = 0 almost always (ratio e^-23)
     assert np.mean(beyond == 0) > 0.99
     assert abs(np.mean(x > 0) - 0.5) < 5 * (0.25 / x.size) ** 0.5
+
+
+def test_bernoulli_ratios_per_element_probabilities():
+    """Each draw has its own num/den, in int64 and beyond it; bad probabilities are refused."""
+    n = 60_000
+    rng = np.random.default_rng(12)
+    num = np.tile([0, 1, 2, 5], n // 4)
+    den = np.tile([3, 3, 7, 5], n // 4)
+    got = noise.bernoulli_ratios(num, den, rng).reshape(-1, 4).mean(axis=0)
+    for g, w in zip(got, [0, 1 / 3, 2 / 7, 1]):
+        assert abs(g - w) <= 5 * (w * (1 - w) / (n // 4)) ** 0.5 + 1e-12
+    big = 3 * 2**70 + 1
+    draws = noise.bernoulli_ratios(np.array([big // 3] * n, dtype=object), np.array([big] * n, dtype=object), rng)
+    assert abs(draws.mean() - 1 / 3) < 5 * (2 / 9 / n) ** 0.5
+    with pytest.raises(ValueError):
+        noise.bernoulli_ratios([2], [1], rng)
+    with pytest.raises(ValueError):
+        noise.bernoulli_ratios([1, 1], [2], rng)

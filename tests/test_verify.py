@@ -1,6 +1,8 @@
 """`dpspec verify`: lower bounds that are valid, honest claims consistent, broken ones refuted."""
 from __future__ import annotations
 
+from tests.conftest import beside
+
 import json
 import math
 import os
@@ -299,10 +301,10 @@ def test_compile_shows_the_verification_and_rejects_a_result_for_another_spec(tm
     path = _rr_spec(tmp_path)
     made = CliRunner().invoke(main, ["verify", path, "--runs", "4000", "--seed", "1", "--json"])
     (tmp_path / "v.json").write_text(made.stdout)
-    out = CliRunner().invoke(main, ["compile", path, "-o", str(tmp_path / "out"), "--verify", str(tmp_path / "v.json")])
+    out = CliRunner().invoke(main, ["compile", path, "-o", str(beside(tmp_path)), "--verify", str(tmp_path / "v.json")])
     assert out.exit_code == 0, out.output
     assert "[info] empirical-verification: the claimed budget passed an empirical test: consistent" in out.output
-    report = (tmp_path / "out" / "report.html").read_text()
+    report = (beside(tmp_path) / "report.html").read_text()
     assert "empirical-verification" in report and "4,000 runs per dataset" in report
     assert "does not prove the claim" in report
     other = _rr_spec(tmp_path, p="2/3")

@@ -79,7 +79,7 @@ def account_from_result(result) -> Account:
 def compute_account(checked: SoftCheck) -> Account:
     """The budget account without running the mechanism (`dpspec budget`'s path: the data is read
     only when the mechanism's budget depends on public facts of it)."""
-    from dpspec.budget.budget_report import spec_ledger
+    from dpspec.budget.spec_account import spec_ledger
 
     if not checked.passed or checked.mechanism is None:
         return Account(problem="the spec does not pass the check, so its budget cannot be computed")

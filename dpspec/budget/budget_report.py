@@ -2,7 +2,8 @@
 
 Public facts such as swapping's largest stratum are computed from the data only when the
 mechanism's budget depends on them (they are functions of the invariants, so printing them
-discloses nothing the release does not).
+discloses nothing the release does not). One spec's account is `spec_account.spec_ledger`;
+this module imports it and prints programs (`program`), one way.
 """
 from __future__ import annotations
 
@@ -10,8 +11,10 @@ import math
 
 from dpspec import ir
 from dpspec.budget import ledger as ledger_mod
-from dpspec.budget.premetrics import format_number, json_number
-from dpspec.check.checker import check
+from dpspec.budget.budget_text import budget_figure, budget_line
+from dpspec.budget.premetrics import json_number
+from dpspec.budget.program import program_summary, program_text
+from dpspec.budget.spec_account import spec_ledger
 from dpspec.errors import ConversionError
 from dpspec.language.describe import notation
 
@@ -25,22 +28,6 @@ def _conversion_json(c) -> dict:
     out["method"] = c.method
     out["citation"] = c.citation
     return out
-
-
-def spec_ledger(spec: ir.Spec, data=None, currencies: bool = True):
-    """(checked, facts, statement, flavor, ledger) for one spec, without running the mechanism."""
-    checked = check(spec)
-    mech, params = checked.mechanism, checked.params
-    facts = {}
-    if getattr(mech, "needs_data_for_budget", False):
-        if data is None:
-            from dpspec.check.data import load_data
-
-            data, _ = load_data(spec)
-        facts = mech.public_facts(spec, params, data)
-    statement = mech.budget(spec, params, facts)
-    flavor = mech.flavor(spec, params)
-    return checked, facts, statement, flavor, ledger_mod.build(spec, flavor, statement, currencies)
 
 
 def _components(spec: ir.Spec, flavor, statement) -> list[dict]:
@@ -62,13 +49,11 @@ def _components(spec: ir.Spec, flavor, statement) -> list[dict]:
 
 def budget_summary(spec: ir.Spec, delta: float | None = None, method: str = "cks20") -> dict:
     if spec.program is not None:
-        from dpspec.budget.program import program_summary
-
         return program_summary(spec, delta=delta, method=method)
     checked, facts, statement, flavor, ledger = spec_ledger(spec)
     delta = delta if delta is not None else float(spec.premetric.option("delta") or ledger_mod.DEFAULT_DELTA)
     currencies = ledger_mod.other_currencies(ledger.declared, delta)
-    headline = _fmt(_budget_json(ledger.declared), named=False) if ledger.declared is not None else "undefined"
+    headline = budget_line(_budget_json(ledger.declared), named=False) if ledger.declared is not None else "undefined"
     return {
         "spec": spec.title,
         "notation": notation(spec, headline),
@@ -112,17 +97,15 @@ def budget_summary(spec: ir.Spec, delta: float | None = None, method: str = "cks
 
 def budget_text(summary: dict) -> str:
     if "program" in summary:
-        from dpspec.budget.program import program_text
-
         return program_text(summary)
     lines = [summary["spec"] or "(untitled spec)", "  " + summary["notation"], ""]
     native = summary["native"]
     nf = native["flavor"]
     lines.append(f"mechanism {summary['mechanism']['name']} proves, for its native flavor ({nf['relation']} on {nf['unit']}, {nf['premetric']}):")
-    lines.append(f"  {_fmt(native['budget'])}" + ("   (per universe: the value for the actual universe)" if native["per_universe"] else ""))
+    lines.append(f"  {budget_line(native['budget'])}" + ("   (per universe: the value for the actual universe)" if native["per_universe"] else ""))
     if native["per_universe"]:
         if native["worst_case"]:
-            lines.append(f"  worst case over the admitted universes: {_fmt(native['worst_case'])}")
+            lines.append(f"  worst case over the admitted universes: {budget_line(native['worst_case'])}")
         else:
             lines.append("  no finite worst case over the admitted universes")
     for k, v in native["depends_on"].items():
@@ -135,7 +118,7 @@ def budget_text(summary: dict) -> str:
         lines.append("  its parts (native, then in the spec's flavor):")
         for c in native["components"]:
             label = " ".join(f"{k}={v}" for k, v in c.items() if k not in ("rho", "rho_exact", "in_spec_flavor"))
-            spec_part = f" -> {_fmt(c['in_spec_flavor'], named=False)}" if c.get("in_spec_flavor") else ""
+            spec_part = f" -> {budget_line(c['in_spec_flavor'], named=False)}" if c.get("in_spec_flavor") else ""
             lines.append(f"    {label}: rho = {c.get('rho_exact', c.get('rho'))}{spec_part}")
     if summary["steps"]:
         lines.append("converted to the spec's flavor:")
@@ -144,38 +127,16 @@ def budget_text(summary: dict) -> str:
     if summary["problem"]:
         lines.append(f"cannot express the budget in the spec's flavor: {summary['problem']}")
     else:
-        lines.append(f"budget in the spec's flavor: {_fmt(summary['budget'])}")
+        lines.append(f"budget in the spec's flavor: {budget_line(summary['budget'])}")
     if summary["conversions"]:
         lines.append("in other currencies:")
         for c in summary["conversions"]:
-            figures = ", ".join(f"{k} = {_num(v)}" for k, v in c.items() if k not in ("premetric", "method", "citation"))
+            figures = ", ".join(f"{k} = {budget_figure(v)}" for k, v in c.items() if k not in ("premetric", "method", "citation"))
             lines.append(f"  {c['premetric']}: {figures}   [{c['method']}]")
     for p in summary["public_information"]:
         lines.append(f"conditioned on public information: {p['statistic']} (released: {p['released']})")
     for b in summary["bounds"]:
         state = "holds" if b["holds"] else "EXCEEDED"
-        achieved = _num(b["achieved"]) if b["achieved"] is not None else "?"
+        achieved = budget_figure(b["achieved"]) if b["achieved"] is not None else "?"
         lines.append(f"declared {b['bound']}: {state} (achieved {achieved}; {b['currency']})")
     return "\n".join(lines)
-
-
-def _num(v) -> str:
-    """Budgets are printed to 4 decimals (small ones to 4 significant digits): reports must not
-    round a 1.0986 to 1.1."""
-    if not isinstance(v, (int, float)) or isinstance(v, bool):
-        return str(v)
-    if math.isinf(v) or v == 0 or float(v).is_integer():
-        return format_number(v)
-    if abs(v) < 0.01:
-        return f"{v:.4g}"
-    return f"{v:.4f}".rstrip("0").rstrip(".")
-
-
-def _fmt(budget_json: dict | None, named: bool = True) -> str:
-    if not budget_json:
-        return "undefined"
-    items = [f"{k} = {_num(v)}" for k, v in budget_json.items() if k != "premetric"]
-    text = ", ".join(items)
-    if not named:
-        return f"({text})" if len(items) > 1 else text
-    return f"{budget_json['premetric']}: " + text

@@ -14,6 +14,8 @@ import attrs
 
 from dpspec import ir
 from dpspec.budget import compose
+from dpspec.budget.budget_text import budget_line
+from dpspec.budget.spec_account import spec_ledger
 from dpspec.budget.composition import Release as LedgerRelease
 from dpspec.budget.statement import BudgetStatement, PublicCondition
 from dpspec.errors import Diagnostic, SpecError
@@ -33,8 +35,6 @@ class Member:
 
 def load_program(program_spec: ir.Spec) -> list[Member]:
     """Parse and account every spec a program includes (without running mechanisms)."""
-    from dpspec.budget.budget_report import spec_ledger
-
     base = program_spec.base_dir
     members: list[Member] = []
     for i, part in enumerate(program_spec.program.parts):
@@ -132,13 +132,11 @@ def program_summary(program_spec: ir.Spec, delta: float | None = None, method: s
 
 
 def program_text(summary: dict) -> str:
-    from dpspec.budget.budget_report import _fmt
-
     lines = [f"program: {summary['program']}"]
     for r in summary["releases"]:
         group = f"  [parallel: {r['parallel_group']}]" if r["parallel_group"] else ""
-        lines.append(f"  {r['spec']}: {_fmt(r['budget'])}{group}")
-    lines.append(f"total: {_fmt(summary['total'])}")
+        lines.append(f"  {r['spec']}: {budget_line(r['budget'])}{group}")
+    lines.append(f"total: {budget_line(summary['total'])}")
     lines.append(f"  by {summary['method']}")
     for note in summary["ledger"]["notes"]:
         lines.append(f"  note: {note}")

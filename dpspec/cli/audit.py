@@ -11,7 +11,6 @@ import os
 
 import click
 
-from dpspec.publish.atomic import write_text
 from dpspec.language.parser import parse, read_source
 
 def _load(path):
@@ -24,28 +23,36 @@ def _check_outdir(outdir: str, spec, others: list) -> None:
     from dpspec.publish.output_set import refuse_release_folder
 
     check_output_target(outdir, input_paths(spec) + others)
-    refuse_release_folder(outdir, "audit")
+    refuse_release_folder(outdir, "audit", itself=False)  # never a set inside another set; the folder itself: claimed_target
+
+
+def _write_set(outdir: str, spec, baseline, verify_file: str | None, outcome) -> None:
+    """The reports and a manifest naming the spec, baseline and verification they audit, as one set."""
+    from dpspec.publish.report_set import file_entry, spec_entry, write_report_set
+    from dpspec.report import render_all
+
+    fields = {"spec": spec_entry(spec), "baseline": spec_entry(baseline) if baseline is not None else None,
+              "verification": file_entry(verify_file) if verify_file else None}
+    write_report_set(outdir, "audit", render_all(spec=spec, baseline=baseline, outcome=outcome), fields)
 
 
 def run_audit_command(path: str, baseline_path: str | None, outdir: str | None, as_json: bool,
                       verify_file: str | None = None) -> int:
     from dpspec.audit import audit
+    from dpspec.publish.output_set import claimed_target
 
     spec = _load(path)
     baseline = _load(baseline_path) if baseline_path else None
     if outdir:
         _check_outdir(outdir, spec, [p for p in (baseline_path, verify_file) if p])
-    outcome = audit(spec, baseline=baseline)
-    if verify_file:  # a `dpspec verify --json` result becomes a finding
-        from dpspec.verify.finding import load_for, with_finding
+    with claimed_target(outdir, "audit"):  # locked for the whole run; the set is swapped in whole at the end
+        outcome = audit(spec, baseline=baseline)
+        if verify_file:  # a `dpspec verify --json` result becomes a finding
+            from dpspec.verify.finding import load_for, with_finding
 
-        outcome = with_finding(outcome, load_for(verify_file, spec))
-    if outdir:
-        from dpspec.report import render_all
-
-        os.makedirs(outdir, exist_ok=True)
-        for filename, text in render_all(spec=spec, baseline=baseline, outcome=outcome).values():
-            write_text(os.path.join(outdir, filename), text)
+            outcome = with_finding(outcome, load_for(verify_file, spec))
+        if outdir:
+            _write_set(outdir, spec, baseline, verify_file, outcome)
     if as_json:
         click.echo(json.dumps([f.to_json() for f in outcome.findings], indent=2))
     else:

@@ -48,7 +48,7 @@ def _check_outdir(outdir: str, spec, release_dir: str, prior: str | None) -> Non
     if prior and not prior.startswith("dirichlet-multinomial"):  # a prior CSV, as make_prior finds it
         inputs += [p for p in {prior, os.path.join(spec.base_dir, prior)} if os.path.isfile(p)]
     check_output_target(outdir, inputs, folders=[release_dir])
-    refuse_release_folder(outdir, "infer")  # another release's folder: its reports would be replaced
+    refuse_release_folder(outdir, "infer", itself=False)  # never a set inside another set; the folder itself: claimed_target
 
 
 @click.command("infer")
@@ -63,24 +63,26 @@ def _check_outdir(outdir: str, spec, release_dir: str, prior: str | None) -> Non
 @click.option("--seed", type=int, default=None, help="Seed the sampler (reproducible draws).")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @click.option("-o", "--output", "outdir", type=click.Path(file_okay=False), default=None,
-              help="Write report.html, report.md, result.json and draws.csv here.")
+              help="Write report.html, report.md, result.json, draws.csv and manifest.json here, as one set.")
 @friendly
 def infer_cmd(spec, release_dir, target, rate, prior, draws, method, seed, as_json, outdir):
     """Posterior of TARGET given the release in RELEASE_DIR and the spec's public information."""
     from dpspec.inference import infer
     from dpspec.language.parser import parse, read_source
+    from dpspec.publish.output_set import claimed_target
 
     parsed = parse(read_source(spec), spec)
     if outdir:  # before sampling: the reports never land in, over or around an input or the release
         _check_outdir(outdir, parsed, release_dir, prior)
-    result = infer(parsed, release_dir, target, prior=prior, draws=draws, method=method, seed=seed, rate=rate)
-    if outdir:
-        from dpspec.inference.report import write_report
+    with claimed_target(outdir, "infer"):  # locked for the whole run; the set is swapped in whole at the end
+        result = infer(parsed, release_dir, target, prior=prior, draws=draws, method=method, seed=seed, rate=rate)
+        if outdir:
+            from dpspec.inference.report import write_report
 
-        written = write_report(result, outdir)
-        if not as_json:
-            for name in written.values():
-                click.echo(f"wrote {outdir}/{name}", err=True)
+            written = write_report(result, outdir, parsed, release_dir)
+            if not as_json:
+                for name in written.values():
+                    click.echo(f"wrote {outdir}/{name}", err=True)
     if as_json:
         click.echo(json.dumps(result.to_json(), indent=2, default=float))
     else:

@@ -121,7 +121,7 @@ def compile_cmd(file, outdir, seed, runs, engine_name, spark_master, verify_file
     from dpspec.publish.input_guard import check_output_target, input_paths
     from dpspec.run.progress import StderrBar, reporting
 
-    from dpspec.publish.output_set import check_replaceable, refuse_release_folder, target_lock
+    from dpspec.publish.output_set import claimed_target, refuse_release_folder
 
     check_output_target(outdir, input_paths(spec) + ([verify_file] if verify_file else []))  # before the run
     refuse_release_folder(outdir, "compile", itself=False)  # never a set nested inside another release
@@ -130,8 +130,7 @@ def compile_cmd(file, outdir, seed, runs, engine_name, spark_master, verify_file
 
         verified = load_for(verify_file, spec)
     click.echo(f"compiling {file} ...", err=True)
-    with target_lock(outdir):  # a second compile into the same folder is refused, not interleaved
-        check_replaceable(outdir)
+    with claimed_target(outdir, "compile"):  # a second writer into the same folder is refused, not interleaved
         with reporting(StderrBar()), engine_for(engine_name, spark_master) as engine:
             result = compile_spec(spec, seed=seed, runs=runs, engine=engine)
         if note := engine_note(result, engine_name):
@@ -143,9 +142,9 @@ def compile_cmd(file, outdir, seed, runs, engine_name, spark_master, verify_file
     ledger = result.ledger
     click.echo(f"mechanism: {result.mechanism.name} {result.mechanism.version}")
     if ledger.declared is not None:
-        from dpspec.budget.budget_report import _fmt
+        from dpspec.budget.budget_text import budget_line
 
-        click.echo(f"budget in the spec's flavor: {_fmt(ledger.declared.to_json())}")
+        click.echo(f"budget in the spec's flavor: {budget_line(ledger.declared.to_json())}")
     elif ledger.problem:
         click.echo(f"budget: cannot be expressed in the spec's flavor: {ledger.problem}")
     for check in ledger.bounds:

@@ -36,6 +36,9 @@ def load_release(path: str, spec_sha256: str | None = None) -> LoadedRelease:
     try:
         with open(man_path, encoding="utf-8") as fh:
             manifest = json.load(fh)
+        if isinstance(manifest, dict) and manifest.get("command", "compile") != "compile":  # an audit's or infer's set
+            raise InferError(f"{path}: holds the reports of `dpspec {manifest['command']}`, not a release; "
+                             "give the output directory of `dpspec compile`")
         listed = manifest["outputs"]
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise InferError(f"{man_path}: unreadable manifest ({exc})") from None

@@ -1,4 +1,4 @@
-"""The inference report: HTML (inline SVG figure), Markdown and JSON, written atomically.
+"""The inference report: HTML (inline SVG figure), Markdown and JSON, written as one output set.
 
 It uses the compile reports' conventions: templates from the package only, HTML autoescaped
 under the same Content-Security-Policy (nothing leaves the page), Markdown escaped by the same
@@ -13,7 +13,6 @@ import os
 from markupsafe import Markup, escape
 
 from dpspec import __version__
-from dpspec.publish.atomic import write_text
 from dpspec.budget import format_number
 from dpspec.report.render import html_env, markdown_env
 from dpspec.report.svg import COLORS
@@ -99,25 +98,30 @@ def build_model(result) -> dict:
             "figure_truncated": len(data["cells"]) > MAX_ROWS_IN_FIGURE}
 
 
-def write_report(result, outdir: str, with_draws: bool = True) -> dict:
-    """Write report.html, report.md, result.json and draws.csv (the unweighted draws) into outdir."""
-    os.makedirs(outdir, exist_ok=True)
+def report_files(result, with_draws: bool = True) -> dict:
+    """{kind: (filename, content)}: report.html, report.md, result.json and (a table) draws.csv,
+    the unweighted draws."""
     model = build_model(result)
     files = {
         "html": ("report.html", html_env().get_template("infer.html.j2").render(m=model)),
         "markdown": ("report.md", markdown_env().get_template("infer.md.j2").render(m=model)),
         "json": ("result.json", json.dumps(model["r"], indent=2, sort_keys=True, default=float) + "\n"),
     }
-    for _, (name, text) in files.items():
-        write_text(os.path.join(outdir, name), text)
-    out = {k: v[0] for k, v in files.items()}
-    if not with_draws:
-        return out
-    import pandas as pd
+    if with_draws:
+        import pandas as pd
 
-    from dpspec.publish.atomic import write_frame
+        files["draws"] = ("draws.csv", pd.DataFrame(result.samples, columns=[c["cell"] for c in model["r"]["cells"]]))
+    return files
 
-    labels = [c["cell"] for c in model["r"]["cells"]]
-    write_frame(os.path.join(outdir, "draws.csv"), pd.DataFrame(result.samples, columns=labels))
-    out["draws"] = "draws.csv"
-    return out
+
+def write_report(result, outdir: str, spec, release_dir: str, with_draws: bool = True) -> dict:
+    """Write the report files and a manifest into outdir as one output set; returns {kind: filename}."""
+    from dpspec.check.data import file_sha256
+    from dpspec.publish.report_set import spec_entry, write_report_set
+
+    release = {"path": os.path.basename(os.path.normpath(release_dir)),  # the release's manifest pins every table
+               "manifest_sha256": file_sha256(os.path.join(release_dir, "manifest.json"))}
+    fields = {"spec": spec_entry(spec), "release": release,
+              "target": result.target, "method": result.method,
+              "seed": result.seed}  # draws are post-processing: a known seed reproduces them, it exposes nothing
+    return write_report_set(outdir, "infer", report_files(result, with_draws), fields)

@@ -2,7 +2,8 @@
 
 An output set is swapped into its folder as a whole (see `dpspec.publish.output_set`), so a target that
 is, or contains, a folder holding an input would move that input away; a target that is the
-input's own folder would put release files beside it, one name away from overwriting it. Paths
+input's own folder, or inside it, would put release files among confidential inputs, one name
+away from overwriting them (and a release is published from there). Paths
 are compared after resolving symlinks, so a link to the data folder is caught too.
 """
 from __future__ import annotations
@@ -71,11 +72,12 @@ def check_output_target(outdir: str, inputs, folders=()) -> None:
             raise UnsafeOutputError(f"error: the output folder {outdir} is the input {named}; refusing to write over an input")
     for named, folder in _protected(inputs):
         for target in targets:
-            if _within(folder, target):
-                where = "is the folder holding" if folder == target else "contains"
+            if _within(folder, target) or _within(target, folder):
+                where = ("is the folder holding" if folder == target else "contains" if _within(folder, target)
+                         else "is inside the folder holding")
                 raise UnsafeOutputError(
                     f"error: the output folder {outdir} {where} the input {named}; refusing to write there, "
-                    f"since writing the release would overwrite or move the input. Choose a folder outside {folder}")
+                    f"since the output would overwrite, move or sit among the inputs. Choose a folder outside {folder}")
 
 
 def check_output_file(output: str, inputs) -> None:

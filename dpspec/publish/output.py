@@ -5,7 +5,6 @@ The whole set is swapped in at once (`dpspec.publish.output_set`); the confident
 """
 from __future__ import annotations
 
-import json
 import os
 import platform
 
@@ -26,6 +25,7 @@ def manifest(result, files: dict) -> dict:
     package, package_version = getattr(mech, "_dpspec_package", ("?", "?"))
     return {
         "dpspec_version": __version__,
+        "command": "compile",
         "spec": {"path": os.path.basename(result.spec.path or "<text>"), "title": result.spec.title, "sha256": result.spec_hash},
         "data": {os.path.basename(k.rstrip("/")): {"sha256": v} for k, v in result.data_hashes.items()},  # a directory by its name
         "mechanism": {"name": mech.name, "version": mech.version, "package": package, "package_version": package_version,
@@ -44,7 +44,7 @@ def write_result(result, outdir: str) -> dict:
     The manifest lists every other file of the set with its SHA-256, so a reader can check that
     a set is whole (`dpspec.publish.output_set.verify_set`)."""
     from dpspec.publish.input_guard import check_output_target, input_paths
-    from dpspec.publish.output_set import MANIFEST, file_entries, output_set
+    from dpspec.publish.output_set import MANIFEST, output_set, stage_text, write_manifest
     from dpspec.report import render_all
 
     check_output_target(outdir, input_paths(result.spec))
@@ -56,13 +56,10 @@ def write_result(result, outdir: str) -> dict:
             files[name] = {"file": filename, "rows": int(len(frame))}
         written = {"outputs": files}
         for kind, (filename, text) in render_all(result, outcome=result.audit_outcome).items():
-            with open(os.path.join(staged, filename), "w", encoding="utf-8", newline="\n") as fh:
-                fh.write(text)
+            stage_text(staged, filename, text)
             written[kind] = filename
         man = manifest(result, files)
         man["reports"] = {k: v for k, v in written.items() if k != "outputs"}
-        man["files"] = file_entries(staged)
-        with open(os.path.join(staged, MANIFEST), "w", encoding="utf-8", newline="\n") as fh:
-            fh.write(json.dumps(man, indent=2, sort_keys=True) + "\n")
+        write_manifest(staged, man)
         written["manifest"] = MANIFEST
     return written

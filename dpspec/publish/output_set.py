@@ -6,6 +6,10 @@ elsewhere, undone on the next run if interrupted between them). So after any int
 SIGKILL, the target holds the complete old set or the complete new one, never a mix; the
 leftovers are removed by the next compile into that target. A lock file beside the target
 (`flock`, released by the kernel when the process dies) refuses a second concurrent compile.
+
+`dpspec audit -o` and `dpspec infer -o` write their reports the same way; each manifest names
+the command that wrote it (`command`, "compile" when absent), and a folder holding one command's
+set is never replaced by another command's.
 """
 from __future__ import annotations
 
@@ -59,7 +63,8 @@ def target_lock(outdir: str):
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
         os.close(fd)
-        raise OutputSetError(f"error: another dpspec compile is writing to {outdir}; wait for it or choose another output folder") from None
+        raise OutputSetError(f"error: another dpspec compile, audit or infer is writing to {outdir}; wait for it or "
+                             "choose another output folder") from None
     _held[target] = 1
     try:
         _recover(target)
@@ -83,14 +88,25 @@ def _recover(target: str) -> None:
         shutil.rmtree(path, ignore_errors=True)
 
 
-def _set_files(target: str) -> set | None:
-    """The file names a previous set's manifest lists, or None if the folder holds no dpspec set."""
+def _manifest(target: str) -> dict | None:
+    """A previous set's manifest, or None if the folder holds no dpspec set."""
     try:
         with open(os.path.join(target, MANIFEST), encoding="utf-8") as fh:
             man = json.load(fh)
     except (OSError, ValueError):
         return None
-    if not isinstance(man, dict) or "dpspec_version" not in man:
+    return man if isinstance(man, dict) and "dpspec_version" in man else None
+
+
+def _set_command(man: dict) -> str:
+    """Which command wrote a set: compile's manifests from before audit and infer wrote sets name none."""
+    return str(man.get("command", "compile"))
+
+
+def _set_files(target: str) -> set | None:
+    """The file names a previous set's manifest lists, or None if the folder holds no dpspec set."""
+    man = _manifest(target)
+    if man is None:
         return None
     names = set(man.get("files", {}))
     names |= {v["file"] for v in man.get("outputs", {}).values() if isinstance(v, dict) and "file" in v}
@@ -98,26 +114,31 @@ def _set_files(target: str) -> set | None:
     return names | {MANIFEST}
 
 
+def _written_by(command: str) -> str:
+    return "a release written by `dpspec compile`" if command == "compile" else f"the output set of `dpspec {command}`"
+
+
 def refuse_release_folder(outdir: str, command: str, itself: bool = True) -> None:
-    """Never write into a compile's output set, nor below one: the set's files are exactly those
-    its manifest lists. `itself=False` (compile replacing its own target) checks only the folders
-    above `outdir`; audit and infer, whose report files would replace the set's, check it too."""
+    """Never write into an output set, nor below one: the set's files are exactly those its
+    manifest lists. `itself=False` (a command replacing its own previous set) checks only the
+    folders above `outdir`; `output_set` then refuses a set another command wrote."""
     folder = _target(outdir)
     if not itself:
         folder = os.path.dirname(folder)
     while True:
-        if os.path.isdir(folder) and _set_files(folder) is not None:
+        man = _manifest(folder) if os.path.isdir(folder) else None
+        if man is not None:
             where = "holds" if folder == _target(outdir) else f"is inside {folder}, which holds"
-            raise OutputSetError(f"error: {outdir} {where} a release written by `dpspec compile`; writing the files of "
-                                 f"`dpspec {command}` there would break that release's manifest. Choose another folder")
+            raise OutputSetError(f"error: {outdir} {where} {_written_by(_set_command(man))}; writing the files of "
+                                 f"`dpspec {command}` there would break that set's manifest. Choose another folder")
         parent = os.path.dirname(folder)
         if parent == folder:
             return
         folder = parent
 
 
-def check_replaceable(outdir: str) -> None:
-    """The target must be new, empty, or a previous output set: a swap replaces the whole folder."""
+def check_replaceable(outdir: str, command: str = "compile") -> None:
+    """The target must be new, empty, or a previous output set of `command`: a swap replaces the whole folder."""
     target = _target(outdir)
     if not os.path.lexists(target):
         return
@@ -126,13 +147,29 @@ def check_replaceable(outdir: str) -> None:
     present = set(os.listdir(target))
     if not present:
         return
+    man = _manifest(target)
+    if man is not None and _set_command(man) != command:
+        raise OutputSetError(f"error: the output folder {outdir} holds {_written_by(_set_command(man))}; "
+                             f"`dpspec {command}` would replace it. Choose another folder")
     known = _set_files(target)
     foreign = sorted(present - known) if known is not None else sorted(present)
     if foreign:
         shown = ", ".join(foreign[:5]) + (f" (and {len(foreign) - 5} more)" if len(foreign) > 5 else "")
         raise OutputSetError(
             f"error: the output folder {outdir} holds files that are not part of a dpspec output set ({shown}); "
-            "a compile replaces the whole folder, so choose a new or empty folder")
+            f"`dpspec {command}` replaces the whole folder, so choose a new or empty folder")
+
+
+@contextmanager
+def claimed_target(outdir: str | None, command: str):
+    """For a whole run: hold the target's lock and make sure it can take `command`'s set, so a
+    second writer or an unusable folder is refused before the work, not after. No-op without a target."""
+    if outdir is None:
+        yield
+        return
+    with target_lock(outdir):
+        check_replaceable(outdir, command)
+        yield
 
 
 def file_entries(folder: str) -> dict:
@@ -142,6 +179,18 @@ def file_entries(folder: str) -> dict:
         path = os.path.join(folder, name)
         out[name] = {"sha256": sha256_file(path), "bytes": os.path.getsize(path)}
     return out
+
+
+def stage_text(staged: str, filename: str, text: str) -> None:
+    """One text file of a set being staged (UTF-8, `\\n` line ends whatever the platform)."""
+    with open(os.path.join(staged, filename), "w", encoding="utf-8", newline="\n") as fh:
+        fh.write(text)
+
+
+def write_manifest(staged: str, man: dict) -> None:
+    """Last file of a staged set: `man` with `files`, every other file's SHA-256 and size."""
+    man["files"] = file_entries(staged)
+    stage_text(staged, MANIFEST, json.dumps(man, indent=2, sort_keys=True) + "\n")
 
 
 def _fsync(path: str) -> None:
@@ -186,13 +235,12 @@ def _swap_in(staged: str, target: str) -> None:
 
 
 @contextmanager
-def output_set(outdir: str):
+def output_set(outdir: str, command: str = "compile"):
     """Yield an empty staging folder; when the block succeeds, it becomes `outdir` in one swap.
 
     If the block fails, the staging folder is removed and `outdir` keeps its previous set."""
     target = _target(outdir)
-    with target_lock(outdir):
-        check_replaceable(outdir)
+    with claimed_target(outdir, command):
         staged = tempfile.mkdtemp(prefix="." + os.path.basename(target) + _NEW, dir=os.path.dirname(target))
         try:
             yield staged

@@ -60,7 +60,7 @@ def _budget_params(budget) -> dict:
 
 
 def _achieved(spec: ir.Spec):
-    from dpspec.budget.budget_report import spec_ledger
+    from dpspec.budget.spec_account import spec_ledger
 
     _, _, _, _, ledger = spec_ledger(spec)
     if ledger.declared is None or not ledger.declared.is_finite:

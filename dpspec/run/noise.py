@@ -76,6 +76,21 @@ def bernoulli(p, n: int, rng: np.random.Generator) -> np.ndarray:
     return _bern_ratio_big(np.full(n, num, dtype=object), np.full(n, den, dtype=object), rng)
 
 
+def bernoulli_ratios(num, den, rng: np.random.Generator) -> np.ndarray:
+    """Exact Bernoulli(num[i] / den[i]) draws, one per element, for integer arrays (int64 or
+    Python ints of any size, 0 <= num <= den, den >= 1): `bernoulli` when each draw has its own
+    probability, by the same digit comparison."""
+    num = np.asarray(num)
+    den = np.asarray(den)
+    if num.shape != den.shape:
+        raise ValueError("num and den must have the same shape")
+    if num.size and (bool((num < 0).any()) or bool((den < 1).any()) or bool((num > den).any())):
+        raise ValueError("each probability num/den must lie in [0, 1] with den >= 1")
+    if num.dtype != object and den.dtype != object and (den.size == 0 or int(den.max()) <= _INT64_SAFE):
+        return _bern_ratio(num.astype(np.int64), den.astype(np.int64), rng)
+    return _bern_ratio_big(num.astype(object), den.astype(object), rng)
+
+
 def effective_sigma2(sigma2) -> Fraction:
     """The sigma² the sampler really uses: sigma² itself, or sigma² rounded up (see module doc)."""
     s2 = as_fraction(sigma2)

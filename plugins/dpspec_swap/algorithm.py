@@ -4,9 +4,10 @@ Records are grouped by their match key; in each stratum with two or more records
 is selected with probability p (a stratum whose draw selects exactly one record is redrawn,
 since one record cannot be deranged), and the selected records receive the swapping values of
 the record that a uniformly random derangement maps them to. Theorem II.1 needs the
-derangement to be uniform over all derangements, which is why a random n-cycle is not used.
+derangement to be uniform over all derangements, which is why a random n-cycle is not used
+(`dpspec_swap.derangements` draws it at about the cost of one shuffle).
 
-Only loops over rejection rounds are Python loops; the number of records still in play shrinks
+Only loops over redraw rounds are Python loops; the number of records still in play shrinks
 geometrically from round to round.
 """
 from __future__ import annotations
@@ -18,6 +19,7 @@ import numpy as np
 import pandas as pd
 
 from dpspec.api import DataError, MechanismError, bernoulli, shown
+from dpspec_swap.derangements import LARGE_STRATUM, stable_order, uniform_derangements  # noqa: F401
 from dpspec_swap.theorem import as_rate
 
 # Codes are kept dense enough that arrays indexed by stratum stay about as small as the data.
@@ -114,132 +116,45 @@ def _rng(rng) -> np.random.Generator:
 
 
 # ---------------------------------------------------------------------------------------------
-# uniform derangements
-# ---------------------------------------------------------------------------------------------
-
-
-def uniform_derangements(sizes, rng) -> np.ndarray:
-    """One uniformly random derangement per contiguous segment, all segments at once.
-
-    ``sizes[k]`` is the length of segment k; segments lie end to end in [0, sum(sizes)).
-    Returns ``perm`` with ``perm[i]`` in the segment of i and ``perm[i] != i``. A uniform
-    permutation conditioned on having no fixed point is uniform over derangements, so each
-    segment whose draw has a fixed point is redrawn on its own until it has none (about e
-    draws per segment on average). Small segments are shuffled together in one batch; large
-    ones (`LARGE_STRATUM`) are drawn one by one (`_derangement`).
-    """
-    rng = _rng(rng)
-    sizes = np.asarray(sizes, dtype=np.int64)
-    if sizes.ndim != 1:
-        raise ValueError("sizes must be one-dimensional")
-    if (sizes < 0).any():
-        raise ValueError("segment sizes must be non-negative")
-    if (sizes == 1).any():
-        raise ValueError("a segment of one element has no derangement")
-    n = int(sizes.sum())
-    starts = np.cumsum(sizes) - sizes
-    perm = np.empty(n, dtype=np.int64)
-    for k in np.flatnonzero(sizes >= LARGE_STRATUM):
-        perm[starts[k]:starts[k] + sizes[k]] = starts[k] + _derangement(int(sizes[k]), rng)
-    todo = np.flatnonzero((sizes > 0) & (sizes < LARGE_STRATUM))
-    while todo.size:
-        todo_sizes = sizes[todo]
-        local_seg = np.repeat(np.arange(todo.size, dtype=np.int64), todo_sizes)
-        pos = _segment_positions(starts[todo], todo_sizes, local_seg)
-        drawn = pos[_shuffle_within(local_seg, rng)]
-        perm[pos] = drawn
-        fixed = local_seg[drawn == pos]
-        if fixed.size == 0:
-            break
-        redo = np.zeros(todo.size, dtype=bool)
-        redo[fixed] = True
-        todo = todo[redo]
-    return perm
-
-
-LARGE_STRATUM = 2048  # strata at least this large are drawn one by one, without the batch's sort
-
-
-def _derangement(size: int, rng: np.random.Generator) -> np.ndarray:
-    """A uniform derangement of range(size) by rejection on one permutation at a time: a uniform
-    permutation conditioned on having no fixed point is uniform over derangements (about e
-    draws). For a large stratum this is cheaper than shuffling it inside the batch, which
-    sorts by segment, and a redraw touches this stratum alone."""
-    identity = np.arange(size, dtype=np.int64)
-    while True:
-        perm = rng.permutation(size)
-        if not (perm == identity).any():
-            return perm
-
-
-def _segment_positions(starts: np.ndarray, sizes: np.ndarray, local_seg: np.ndarray) -> np.ndarray:
-    """Concatenated ranges [start, start + size) for each segment, without a Python loop."""
-    offsets = np.cumsum(sizes) - sizes
-    within = np.arange(local_seg.size, dtype=np.int64) - offsets[local_seg]
-    return starts[local_seg] + within
-
-
-def _shuffle_within(local_seg: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    """A uniformly random permutation of the positions of each run of equal ``local_seg``.
-
-    Take a uniformly random permutation of all positions and sort it stably by segment: the
-    positions of one segment keep the relative order the permutation gave them, which is
-    uniformly random. (Stable sorting of small keys is a linear-time radix sort in numpy.)
-    """
-    m = local_seg.size
-    perm = rng.permutation(m)
-    n_seg = int(local_seg[-1]) + 1 if m else 0
-    return perm[stable_order(local_seg[perm], n_seg)]
-
-
-def stable_order(keys: np.ndarray, n_keys: int) -> np.ndarray:
-    """Indices that sort ``keys`` (integers in [0, n_keys)) stably.
-
-    numpy's stable sort is a linear radix sort for 16-bit keys; wider keys up to 32 bits are
-    sorted as two 16-bit digits, least significant first, which beats a comparison sort.
-    """
-    if n_keys <= 1 << 16:
-        return np.argsort(keys.astype(np.uint16), kind="stable")
-    if n_keys <= 1 << 32:
-        low = np.argsort((keys & 0xFFFF).astype(np.uint16), kind="stable")
-        high = np.argsort((keys[low] >> 16).astype(np.uint16), kind="stable")
-        return low[high]
-    return np.argsort(keys, kind="stable")
-
-
-# ---------------------------------------------------------------------------------------------
 # selection
 # ---------------------------------------------------------------------------------------------
 
 
 def select(strata_codes, p, rng) -> np.ndarray:
-    """Which records the PSA swaps: a boolean mask over the records.
+    """Which records the PSA swaps: a boolean mask over the records (see `selected_rows`)."""
+    codes = np.asarray(strata_codes)
+    mask = np.zeros(codes.size, dtype=bool)
+    if codes.size:
+        mask[selected_rows(codes, int(codes.max()) + 1, p, _rng(rng))] = True
+    return mask
+
+
+def selected_rows(codes: np.ndarray, n_codes: int, p, rng: np.random.Generator) -> np.ndarray:
+    """The positions of the records the PSA swaps, in increasing order.
 
     Each record of a stratum with two or more records is selected with probability p; a
     stratum whose draw selects exactly one record is redrawn as a whole until it does not.
-    Records alone in their stratum are never selected.
+    Records alone in their stratum are never selected: such a stratum is found only when its
+    record was drawn (redrawing it until unselected would end the same way), which spares a
+    count of every stratum's size.
     """
-    rng = _rng(rng)
     q = as_rate(p)
-    codes = np.asarray(strata_codes)
-    n = codes.size
-    if n == 0:
-        return np.zeros(0, dtype=bool)
-    n_codes = int(codes.max()) + 1
-    sizes = np.bincount(codes, minlength=n_codes)
-    sel = bernoulli(q, n, rng)
-    singletons = sizes == 1
-    if singletons.any():
-        sel &= ~singletons[codes]
-    counts = np.bincount(codes[sel], minlength=n_codes)
+    sel = bernoulli(q, codes.size, rng)
+    chosen = np.flatnonzero(sel)
+    counts = np.bincount(codes[chosen], minlength=n_codes)
     bad = np.flatnonzero(counts == 1)
     if bad.size == 0:
-        return sel
+        return chosen
     is_bad = np.zeros(n_codes, dtype=bool)
     is_bad[bad] = True
     rows = np.flatnonzero(is_bad[codes])
     local = np.searchsorted(bad, codes[rows])
     n_bad = bad.size
+    alone = np.bincount(local, minlength=n_bad) == 1
+    if alone.any():
+        sel[rows[alone[local]]] = False
+        keep = ~alone[local]
+        rows, local = rows[keep], local[keep]
     while rows.size:
         draw = bernoulli(q, rows.size, rng)
         sel[rows] = draw
@@ -248,7 +163,7 @@ def select(strata_codes, p, rng) -> np.ndarray:
             break
         keep = again[local]
         rows, local = rows[keep], local[keep]
-    return sel
+    return np.flatnonzero(sel)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -260,13 +175,25 @@ def select(strata_codes, p, rng) -> np.ndarray:
 class SwapResult:
     """The swapped data and what a report or a carry-along step needs to know about it.
 
-    ``source[i]`` is the row whose swapping values row i received (i itself if not swapped).
+    Row ``rows[i]`` received the swapping values of row ``targets[i]``; every other row kept its own.
     """
 
     data: pd.DataFrame
-    source: np.ndarray = attrs.field(repr=False)
-    n_selected: int
+    rows: np.ndarray = attrs.field(repr=False)
+    targets: np.ndarray = attrs.field(repr=False)
     n_strata_touched: int
+
+    @property
+    def n_selected(self) -> int:
+        return int(self.rows.size)
+
+    @property
+    def source(self) -> np.ndarray:
+        """``source[i]``: the row whose swapping values row i received (i itself if not swapped).
+        Built on demand: a whole-table index array is a cost only carrying along needs."""
+        source = np.arange(len(self.data), dtype=np.int64)
+        source[self.rows] = self.targets
+        return source
 
 
 def check_roles(df: pd.DataFrame, match, swap) -> tuple[list, list]:
@@ -292,19 +219,14 @@ def swap_records(df: pd.DataFrame, match, swap, p, rng) -> SwapResult:
     rng = _rng(rng)
     q = as_rate(p)
     codes, n_codes = stratum_codes(df, match)
-    sel = select(codes, q, rng)
-    chosen = np.flatnonzero(sel)
+    chosen = selected_rows(codes, n_codes, q, rng)
     chosen_codes = codes[chosen]
     grouped = chosen[stable_order(chosen_codes, n_codes)]
     seg_sizes = np.bincount(chosen_codes)
     seg_sizes = seg_sizes[seg_sizes > 0]
     targets = grouped[uniform_derangements(seg_sizes, rng)]
-    source = np.arange(len(df), dtype=np.int64)
-    source[grouped] = targets
     out = _swapped_frame(df, swap, grouped, targets)
-    return SwapResult(
-        data=out, source=source, n_selected=int(chosen.size), n_strata_touched=int(seg_sizes.size)
-    )
+    return SwapResult(data=out, rows=grouped, targets=targets, n_strata_touched=int(seg_sizes.size))
 
 
 def _swapped_frame(df: pd.DataFrame, swap, rows: np.ndarray, targets: np.ndarray) -> pd.DataFrame:
@@ -347,7 +269,8 @@ def carry_along(child_df: pd.DataFrame, parent_key_col: str, parent_df_before: p
     swap = list(swap)
     check_columns(parent_df_before, [parent_key_col, *swap])
     check_columns(child_df, [parent_key_col])
-    if len(result.source) != len(parent_df_before):
+    source = result.source
+    if len(source) != len(parent_df_before):
         raise MechanismError("the swap result does not belong to this parent table")
     keys = pd.Index(parent_df_before[parent_key_col])
     if not keys.is_unique:
@@ -372,7 +295,7 @@ def carry_along(child_df: pd.DataFrame, parent_key_col: str, parent_df_before: p
                     f"{shown(child_df[col].iloc[row])} differs from its parent's "
                     f"{shown(before[row])} before the swap"
                 )
-        after = parent_df_before[col].array.take(result.source[pos])
+        after = parent_df_before[col].array.take(source[pos])
         if col in child_df.columns and after.dtype != child_df[col].dtype:
             after = after.astype(child_df[col].dtype)
         out[col] = after
@@ -415,8 +338,7 @@ def stratum_sources(n: int, p, rng) -> tuple[np.ndarray, np.ndarray]:
     Record chosen[i] receives the swapping values of record targets[i]; the same selection
     rule and uniform derangement as `swap_records`, drawn from the stratum's own stream.
     """
-    sel = select(np.zeros(n, dtype=np.int32), p, rng)
-    chosen = np.flatnonzero(sel)
+    chosen = selected_rows(np.zeros(n, dtype=np.int32), 1, p, rng)
     if chosen.size == 0:
         return chosen, chosen
     return chosen, chosen[uniform_derangements([chosen.size], rng)]
@@ -447,8 +369,6 @@ def swap_records_on(engine, df: pd.DataFrame, match, swap, p) -> SwapResult:
     pairs = engine.map_groups(table, match, functools.partial(swap_unit, rate=q), stage="swap",
                               schema={ROW: "int64", SOURCE: "int64"})
     rows, targets = pairs[ROW].to_numpy(), pairs[SOURCE].to_numpy()
-    source = np.arange(len(df), dtype=np.int64)
-    source[rows] = targets
     codes, _ = stratum_codes(df, match)
-    return SwapResult(data=_swapped_frame(df, swap, rows, targets), source=source,
-                      n_selected=int(rows.size), n_strata_touched=int(np.unique(codes[rows]).size))
+    return SwapResult(data=_swapped_frame(df, swap, rows, targets), rows=rows, targets=targets,
+                      n_strata_touched=int(np.unique(codes[rows]).size))
