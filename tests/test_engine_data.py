@@ -164,8 +164,10 @@ def test_directory_fingerprint_streams_every_data_file_and_nothing_else(tmp_path
 
 
 def release(result, out: Path) -> dict:
+    """The release files, written outside the folder holding the inputs (which is refused)."""
     from dpspec.publish.output import write_result
 
+    out = out.parent.parent / "releases" / out.name if out.parent.name == "inputs" else out
     write_result(result, str(out))
     return {p.name: p.read_bytes() for p in sorted(out.iterdir()) if p.suffix == ".csv"}
 
@@ -174,6 +176,8 @@ def test_topdown_from_a_partitioned_directory_gives_the_csv_release(tmp_path):
     """The same persons as a CSV file (pandas, today's path) and as a partitioned directory
     (an engine table): the same release, byte for byte, and the manifest fingerprints the
     directory."""
+    tmp_path = tmp_path / "inputs"  # the spec and its data; releases go beside, not inside
+    tmp_path.mkdir()
     import dpspec
     from dpspec.engine.table import EngineTable
 
@@ -215,6 +219,8 @@ def test_on_spark_the_driver_collects_counts_not_persons(tmp_path, spark_session
     """Compile TopDown on Spark from a partitioned directory: every frame Spark hands the driver
     is an aggregate (far fewer rows than persons), and the engine is never asked for the table
     itself; the release is the local engine's, byte for byte."""
+    tmp_path = tmp_path / "inputs"  # the spec and its data; releases go beside, not inside
+    tmp_path.mkdir()
     import dpspec
 
     from dpspec.engine.spark import SparkEngine
