@@ -47,18 +47,21 @@ def directory_sha256(path: str) -> str:
         name = rel.replace(os.sep, "/").encode("utf-8")
         full = os.path.join(path, rel)
         digest.update(len(name).to_bytes(8, "big") + name + os.path.getsize(full).to_bytes(8, "big"))
-        with open(full, "rb") as fh:
-            for block in iter(lambda: fh.read(1 << 20), b""):
-                digest.update(block)
+        _stream_into(digest, full)
     return digest.hexdigest()
 
 
 def file_sha256(path: str) -> str:
     digest = hashlib.sha256()
+    _stream_into(digest, path)
+    return digest.hexdigest()
+
+
+def _stream_into(digest, path: str) -> None:
+    """Feed a file's bytes to `digest` a megabyte at a time (a table may not fit in memory)."""
     with open(path, "rb") as fh:
         for block in iter(lambda: fh.read(1 << 20), b""):
             digest.update(block)
-    return digest.hexdigest()
 
 
 def source_sha256(path: str) -> str:

@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 
 from dpspec.api import DataError, MechanismError, bernoulli, shown
-from dpspec_swap.derangements import LARGE_STRATUM, stable_order, uniform_derangements  # noqa: F401
+from dpspec_swap.derangements import stable_order, uniform_derangements
 from dpspec_swap.theorem import as_rate
 
 # Codes are kept dense enough that arrays indexed by stratum stay about as small as the data.

@@ -244,15 +244,17 @@ def person_counts(persons, levels: Sequence[str], schema: Schema, engine=None) -
     geo = [c for c in levels if c in present]
     finest = geo[-1:] if geo else []
     by_cell = finest + [v for v in schema.names if v in present]
+    return table_counts(persons, geo, engine), table_counts(persons, by_cell, engine)
+
+
+def table_counts(table, by, engine=None) -> pd.DataFrame:
+    """Rows of a table per combination of `by`, as `count`: counted by the engine when there is
+    one (it may hold the table), else by pandas."""
     if engine is not None:
-        return engine.count(persons, geo), engine.count(persons, by_cell)
-
-    def count(cols):
-        if not cols:
-            return pd.DataFrame({"count": [len(persons)]}, dtype=np.int64)
-        return persons.groupby(cols, observed=True, dropna=False, sort=True).size().rename("count").reset_index()
-
-    return count(geo), count(by_cell)
+        return engine.count(table, by)
+    if not by:
+        return pd.DataFrame({"count": [len(table)]}, dtype=np.int64)
+    return table.groupby(list(by), observed=True, dropna=False, sort=True).size().rename("count").reset_index()
 
 
 def _finest_units(hier: Hierarchy, tallies: pd.DataFrame) -> np.ndarray:

@@ -303,7 +303,7 @@ class TopDown(Mechanism):
     def run(self, spec, params, data, rng, engine=None):
         import pandas as pd  # lazily, with the engine: `dpspec check` needs neither
 
-        from .engine import run_topdown
+        from .engine import run_topdown, table_counts
 
         from dpspec.api import EngineTable
 
@@ -314,7 +314,7 @@ class TopDown(Mechanism):
 
         bounds = []
         for con in facility_constraints(spec, params, variables):
-            lower, upper = facility_bounds_from_counts(con, _table_counts(data[con["table"]], [con["finest"], con["type"]], engine),
+            lower, upper = facility_bounds_from_counts(con, table_counts(data[con["table"]], [con["finest"], con["type"]], engine),
                                            variables[con["of"]])
             bounds.append((con["name"], (con["of"],), lower, upper))
         if isinstance(persons, EngineTable):  # held by the engine: counted there, never collected
@@ -396,21 +396,12 @@ def allocation_rows(alloc, labels: dict | None = None) -> list[dict]:
             for q in alloc.queries]
 
 
-def _table_counts(table, by, engine):
-    """Rows of a table by `by` (a `count` column): on the engine when it holds the table."""
-    if engine is not None:
-        return engine.count(table, by)
-    return table.groupby(list(by), observed=True, dropna=False, sort=True).size().rename("count").reset_index()
-
-
 def accuracy(spec, params, result) -> list[dict]:
     """Mean absolute error of every (level, query) table against the confidential data: over
     the cells either side has persons in, |confidential - protected| on average.
 
     From the run's confidential and protected histograms (sparse), so no person table is
     needed. Computed against the confidential data: internal report only."""
-    import numpy as np
-
     schema = result.schema
     variables = list(params["variables"])
     queries = {"total": (), "detailed": tuple(variables)}
@@ -432,5 +423,5 @@ def accuracy(spec, params, result) -> list[dict]:
             cells = either.nnz
             diff = float(abs(a - b).sum())
             mae = diff / cells if cells else 0.0
-            out.append({"level": level, "query": name, "mean_absolute_error": float(np.float64(mae))})
+            out.append({"level": level, "query": name, "mean_absolute_error": mae})
     return out
