@@ -155,7 +155,7 @@ def test_units_release_keeps_housing_units_per_block(tmp_path):
 
     result = compile_spec(parse(open(UNITS_SPEC).read(), UNITS_SPEC), seed=4, audit=False)
     units = pd.read_parquet(os.path.join(ROOT, "specs", "data", "pl94_synthetic", "pl94_synthetic_units.parquet"))
-    out = result.published["units"]
+    out = result.published["units"].to_pandas()  # streamed; small here
     a = units.groupby("block", observed=True).size()
     b = out.groupby("block", observed=True).size()
     b.index = b.index.astype(str)

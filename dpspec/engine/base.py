@@ -90,9 +90,17 @@ class Engine:
         """Release resources the engine started (a Spark session it created)."""
 
 
-def unit_stream(run_key: int, stage: str, key: tuple):
+def unit_stream(run_key: int, stage: str, key: tuple, position: int = 0):
     """The generator of one unit: the stage name is part of the key, so two maps never share."""
-    return streams.unit_rng(run_key, (stage, key))
+    return streams.unit_rng(run_key, (stage, key), position)
+
+
+def keyed_rng(run_key: int, stage: str, key, position: int = 0):
+    """`EngineRun.rng` from the run key alone: a unit of work that runs elsewhere (a Spark
+    executor, a pool worker) draws from the same stream as the driver would, from `position`
+    (`streams.stream_position`) on."""
+    key = key if isinstance(key, tuple) else (key,)
+    return unit_stream(run_key, stage, frames.group_key(key, len(key)), position)
 
 
 def run_unit(func: UnitFunction, run_key: int, stage: str, key, rows: pd.DataFrame, by: list[str],
@@ -154,8 +162,7 @@ class EngineRun:
 
     def rng(self, stage: str, key) -> object:
         """A unit's generator for work done outside `map_groups` (same stream as inside it)."""
-        key = key if isinstance(key, tuple) else (key,)
-        return unit_stream(self.run_key, stage, frames.group_key(key, len(key)))
+        return keyed_rng(self.run_key, stage, key)
 
 
 def handle(table):

@@ -65,9 +65,20 @@ def stream_key(run_key: int, key) -> int:
     return int.from_bytes(digest, "big")
 
 
-def unit_rng(run_key: int, key) -> np.random.Generator:
-    """The generator of one unit of work: ChaCha20 (20 rounds) keyed by `stream_key`."""
-    return np.random.Generator(ChaCha(key=stream_key(run_key, key), counter=0, rounds=20))
+def unit_rng(run_key: int, key, position: int = 0) -> np.random.Generator:
+    """The generator of one unit of work: ChaCha20 (20 rounds) keyed by `stream_key`.
+
+    position: start this many 32-bit words into the stream (`stream_position` of an earlier
+    generator of the same unit), so a later draw can be repeated without repeating the earlier
+    ones: TopDown re-draws one query's noise when it writes the measurements."""
+    return np.random.Generator(ChaCha(key=stream_key(run_key, key), counter=int(position), rounds=20))
+
+
+def stream_position(rng: np.random.Generator) -> int:
+    """How many 32-bit words a `unit_rng` generator has used: where `unit_rng(..., position=)`
+    resumes it, draw for draw (ChaCha keeps no other state between draws)."""
+    low, high = (int(w) for w in rng.bit_generator.state["state"]["ctr"])
+    return low | (high << 64)
 
 
 def derive_run_key(run_key: int, label) -> int:

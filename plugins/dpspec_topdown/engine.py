@@ -30,8 +30,9 @@ from dpspec.api import DataError, MechanismError, SpecError
 from .allocation import Allocation, allocate, query_name
 from .hierarchy import Hierarchy, build_hierarchy
 from .histogram import Schema, aggregate, marginal, unit_histograms
-from dpspec.api import discrete_gaussian, discrete_gaussian_variance
+from dpspec.api import discrete_gaussian
 from .multipass import pass_plan
+from .node_noise import LevelNoise, NodeNoise
 from .postprocess import (BoundConstraint, GroupConstraint, MeasuredQuery, NodeError, NodeTask,
                           default_workers, make_pool, solve_level, solve_node)
 
@@ -40,40 +41,45 @@ _PARALLEL_MIN_SIZE = 20_000  # children x active cells in a level below which a 
 
 @attrs.define
 class TopDownResult:
-    """The protected microdata, the noisy measurements, and how the run went."""
+    """The protected histograms, what the noisy measurements are made of, and how the run went.
 
-    microdata: pd.DataFrame
+    The release tables are streamed (`microdata_table`, `measurements_table`): neither is held
+    whole. `microdata` and `measurements` read them into frames, for small runs and tests."""
+
     schema: Schema
     hierarchy: Hierarchy
     allocation: Allocation
-    noisy: dict  # (level, query) -> (units x groups) int64 noisy answers
+    noisy: dict  # (level, query) -> (units x groups) int64 noisy answers: runs without an engine only
     histograms: dict  # level -> protected (units x cells) csr histogram
     timings: dict
     total_rho: Fraction
     rho_spent: Fraction
-    confidential: dict = attrs.Factory(dict)  # level -> confidential (units x cells) csr: internal figures only
+    confidential: dict = attrs.Factory(dict)  # level -> confidential (units x cells) csr
+    noise_plans: dict = attrs.Factory(dict)  # level -> node_noise.LevelNoise: noise drawn in the nodes
+    run_key: int | None = attrs.field(default=None, repr=False)  # the engine run's key (re-draws the noise)
+
+    def microdata_table(self, categories: Mapping | None = None, chunk_rows: int | None = None):
+        """The protected person records as a StreamedTable (see release_tables.microdata_table)."""
+        from .release_tables import CHUNK_ROWS, microdata_table
+
+        return microdata_table(self.hierarchy, self.schema, self.histograms, categories, chunk_rows or CHUNK_ROWS)
+
+    def measurements_table(self, chunk_rows: int | None = None):
+        """The noisy measurements as a StreamedTable: level, geocode, query, cell, value, variance."""
+        from .release_tables import CHUNK_ROWS, measurements_table
+
+        return measurements_table(self.hierarchy, self.schema, self.allocation, self.confidential, self.noisy,
+                                  self.noise_plans, self.run_key, chunk_rows or CHUNK_ROWS)
+
+    @property
+    def microdata(self) -> pd.DataFrame:
+        """One row per protected person, whole: for small runs and tests."""
+        return self.microdata_table().to_pandas()
 
     @property
     def measurements(self) -> pd.DataFrame:
-        """Tidy noisy measurements: level, geocode, query, cell, value, variance (one row each)."""
-        frames = []
-        for qb in self.allocation.queries:
-            y = self.noisy[(qb.level, qb.query)]
-            codes = self.hierarchy.level(qb.level).codes
-            units, groups = y.shape
-            frames.append(pd.DataFrame({
-                "level": pd.Categorical.from_codes(np.zeros(y.size, dtype=np.int8), [qb.level]),
-                "geocode": pd.Categorical.from_codes(np.repeat(np.arange(units), groups),
-                                                     pd.Index(list(codes)).astype(str)),
-                "query": pd.Categorical.from_codes(np.zeros(y.size, dtype=np.int8), [qb.name]),
-                "cell": np.tile(np.arange(groups, dtype=np.int32), units),
-                "value": y.ravel(),
-                "variance": np.full(y.size, discrete_gaussian_variance(qb.sigma2)),
-            }))
-        out = pd.concat(frames, ignore_index=True)
-        for col in ("level", "geocode", "query"):
-            out[col] = out[col].astype("category")
-        return out
+        """Tidy noisy measurements, whole: for small runs and tests."""
+        return self.measurements_table().to_pandas()
 
 
 def run_topdown(persons: pd.DataFrame, levels: Sequence[str], variables: Mapping[str, Sequence],
@@ -108,7 +114,8 @@ def run_topdown(persons: pd.DataFrame, levels: Sequence[str], variables: Mapping
     called as nodes finish. ``engine`` (a `dpspec.engine.EngineRun`): the noise of each parent
     node's children is drawn from a stream keyed by (level, parent code), so the release does
     not depend on where nodes run, and the nodes of a level are solved as units of work on it
-    (the local engine keeps this process's pool); without one, ``rng`` draws each level at once.
+    (the local engine keeps this process's pool); each node draws its own noise, so no level's
+    noisy answers are ever whole in one process; without one, ``rng`` draws each level at once.
     """
     t_run = time.perf_counter()
     schema = Schema.from_variables(variables).with_recodes(recodes)
@@ -136,19 +143,19 @@ def run_topdown(persons: pd.DataFrame, levels: Sequence[str], variables: Mapping
     del tallies, cells, weights, finest_unit  # the histograms hold what the run needs
     level_bounds = _level_bounds(bounds, schema, hier, conf[last])
     timings: dict = {"levels": {}}
-    noisy: dict = {}
-    for i, k in enumerate(measured):
+    noisy: dict = {}  # without an engine: every level's noisy answers, drawn whole from `rng`
+    for k in measured:
         t0 = time.perf_counter()
-        trues = {qb.query: marginal(conf[k], schema, qb.query) for qb in alloc.for_level(names[k])}
         if engine is None:
             for qb in alloc.for_level(names[k]):  # in place: the true answers are not kept
-                answers = trues[qb.query]
+                answers = marginal(conf[k], schema, qb.query)
                 answers += discrete_gaussian(qb.sigma2, answers.shape, rng)
                 noisy[(names[k], qb.query)] = answers
-        else:
-            noisy.update(_keyed_noise(k, measured[i - 1] if i else None, hier, alloc, trues, engine))
+        # with an engine each node draws its children's noise itself (node_noise), when solved
         timings["levels"][names[k]] = {"noise_seconds": time.perf_counter() - t0,
                                        "units": hier.levels[k].n_units}
+    run_key = engine.run_key if engine is not None else None
+    noise_plans: dict = {}
 
     workers = default_workers() if workers is None else max(1, int(workers))
     protected: dict[int, sp.csr_matrix] = {}
@@ -156,7 +163,7 @@ def run_topdown(persons: pd.DataFrame, levels: Sequence[str], variables: Mapping
     try:
         prev = None
         for k in measured:
-            tasks = _level_tasks(k, prev, hier, schema, alloc, noisy, conf, inv, protected)
+            tasks = _level_tasks(k, prev, hier, schema, alloc, noisy, conf, inv, protected, run_key)
             if prev is None and zero_cells is not None:  # children of a zero parent cell stay 0
                 tasks = [attrs.evolve(t, zero_cells=zero_cells) for t in tasks]
             if level_bounds:
@@ -189,6 +196,9 @@ def run_topdown(persons: pd.DataFrame, levels: Sequence[str], variables: Mapping
                 raise MechanismError(f"TopDown cannot split {where} into its {names[k]} units: {exc}") from None
             wall = time.perf_counter() - t0
             protected[k] = _assemble(tasks, results, hier.levels[k].n_units, n_cells, k, prev, hier)
+            if engine is not None:
+                noise_plans[names[k]] = _noise_plan(tasks, results, k, prev, hier)
+                timings["levels"][names[k]]["noise_seconds"] = sum(r.noise_seconds for r in results)
             timings["levels"][names[k]].update({
                 "solve_seconds": wall,
                 "nodes": len(tasks),
@@ -218,17 +228,17 @@ def run_topdown(persons: pd.DataFrame, levels: Sequence[str], variables: Mapping
         for k, h in protected.items():
             if h[:, np.flatnonzero(zero_cells)].sum() != 0:
                 raise MechanismError(f"level {names[k]}: a structural zero cell holds persons")
-    micro = _microdata(hier, schema, protected[len(names) - 1])
     node = sum(t.get("node_seconds", 0.0) for t in timings["levels"].values())
     solver = sum(t.get("qp_seconds", 0.0) + t.get("rounding_seconds", 0.0) for t in timings["levels"].values())
     timings["total_seconds"] = time.perf_counter() - t_run
     timings["solver_seconds"] = solver
     timings["solver_share"] = solver / node if node > 0 else 0.0
     timings["workers"] = workers
-    return TopDownResult(micro, schema, hier, alloc, noisy,
+    return TopDownResult(schema, hier, alloc, noisy,
                          {names[k]: protected[k] for k in range(len(names))}, timings,
                          alloc.total_rho, alloc.rho_spent,
-                         confidential={names[k]: conf[k] for k in range(len(names))})
+                         confidential={names[k]: conf[k] for k in range(len(names))},
+                         noise_plans=noise_plans, run_key=run_key)
 
 
 def person_counts(persons, levels: Sequence[str], schema: Schema, engine=None) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -273,31 +283,9 @@ def _code(codes, index: int):
     return code.item() if isinstance(code, np.generic) else code
 
 
-def _keyed_noise(k: int, prev: int | None, hier: Hierarchy, alloc: Allocation, trues: dict, engine) -> dict:
-    """Level k's noisy answers, the children of each parent node drawing from the stream keyed
-    by (level, parent code): one stream per node, never shared, whatever engine solves it."""
-    name = hier.names[k]
-    n_units = hier.levels[k].n_units
-    if prev is None:
-        spans, keys = [(0, n_units)], ["all"]
-    else:
-        counts = np.bincount(hier.ancestor(k, prev), minlength=hier.levels[prev].n_units)
-        stop = np.cumsum(counts)
-        spans = list(zip((stop - counts).tolist(), stop.tolist()))
-        keys = [_code(hier.levels[prev].codes, p) for p in range(len(spans))]
-    out = {(name, qb.query): trues[qb.query] for qb in alloc.for_level(name)}  # noise added in place
-    for (a, b), key in zip(spans, keys):
-        if b == a:
-            continue
-        rng = engine.rng("topdown noise", (name, key))
-        for qb in alloc.for_level(name):
-            block = out[(name, qb.query)][a:b]
-            block += discrete_gaussian(qb.sigma2, block.shape, rng)
-    return out
-
-
 def _solve_item(key, task: NodeTask, rng, queries, plan):
-    """One parent node as a unit of work on an engine (the solve itself draws no randomness)."""
+    """One parent node as a unit of work on an engine (its noise comes from the task's own keyed
+    stream, "topdown noise", not from `rng`: the stream the driver drew it from before)."""
     return solve_node(task, queries, plan=plan)
 
 
@@ -379,12 +367,8 @@ def _level_bounds(bounds, schema: Schema, hier: Hierarchy, conf) -> list:
 
 def _with_bounds(tasks, k, prev, hier, level_bounds) -> list[NodeTask]:
     """Each node's children's bounds (a slice of level k's, children are contiguous per parent)."""
-    if prev is None:
-        starts = {tasks[0].key: 0}
-    else:
-        counts = np.bincount(hier.ancestor(k, prev), minlength=hier.levels[prev].n_units)
-        begin = np.cumsum(counts) - counts
-        starts = {t.key: int(begin[t.key]) for t in tasks}
+    spans = _spans(k, prev, hier)
+    starts = {t.key: spans[t.key][0] for t in tasks}
     out = []
     for t in tasks:
         a, b = starts[t.key], starts[t.key] + t.n_children
@@ -428,21 +412,34 @@ def _canonical_invariants(invariants, schema: Schema, hier: Hierarchy) -> list[t
     return out
 
 
-def _level_tasks(k, prev, hier, schema, alloc, noisy, conf, inv, protected) -> list[NodeTask]:
-    """One task per parent unit (or a single task over the whole level when nothing is above)."""
+def _spans(k: int, prev: int | None, hier: Hierarchy) -> list[tuple[int, int]]:
+    """Level k's units [a, b) under each unit of level prev (children of a parent are
+    contiguous), or the whole level as one span when nothing is above."""
+    if prev is None:
+        return [(0, hier.levels[k].n_units)]
+    counts = np.bincount(hier.ancestor(k, prev), minlength=hier.levels[prev].n_units)
+    stop = np.cumsum(counts)
+    return list(zip((stop - counts).tolist(), stop.tolist()))
+
+
+def _level_tasks(k, prev, hier, schema, alloc, noisy, conf, inv, protected, run_key=None) -> list[NodeTask]:
+    """One task per parent unit (or a single task over the whole level when nothing is above).
+
+    A level drawn whole (`noisy`) hands each node its slice of the noisy answers; otherwise each
+    node gets its children's confidential histograms and draws their noise from the stream
+    keyed (level, parent code) of the run `run_key` (node_noise)."""
     names = hier.names
     n_units = hier.levels[k].n_units
-    y_all = [noisy[(names[k], qb.query)] for qb in alloc.for_level(names[k])]
+    level_queries = alloc.for_level(names[k])
+    drawn = all((names[k], qb.query) in noisy for qb in level_queries)
+    y_all = [noisy[(names[k], qb.query)] for qb in level_queries] if drawn else None
+    spans = _spans(k, prev, hier)
     if prev is None:
-        spans = [(0, n_units)]
         parents = [None]
     else:
-        anc = hier.ancestor(k, prev)
-        counts = np.bincount(anc, minlength=hier.levels[prev].n_units)
-        stop = np.cumsum(counts)
-        spans = list(zip((stop - counts).tolist(), stop.tolist()))
         ph = protected[prev]
         parents = [np.asarray(ph[p].toarray()).ravel().astype(np.int64) for p in range(len(spans))]
+    parent_codes = hier.levels[prev].codes if prev is not None else None
     # invariants this level must enforce, with the confidential targets at their own level
     inv_here = []
     for lvl, q in inv:
@@ -461,20 +458,33 @@ def _level_tasks(k, prev, hier, schema, alloc, noisy, conf, inv, protected) -> l
         for name, groups, ng, child_set, target in inv_here:
             sets, local = np.unique(child_set[a:b], return_inverse=True)
             cons.append(GroupConstraint(name, groups, ng, local.astype(np.int64), target[sets]))
+        if drawn:
+            measured, noise = tuple(y[a:b] for y in y_all), None
+        else:
+            measured, noise = (), NodeNoise(run_key, (names[k], _code(parent_codes, p)),
+                                            tuple(qb.sigma2 for qb in level_queries), conf[k][a:b])
         tasks.append(NodeTask(key=p, n_children=b - a, n_cells=schema.n_cells, parent=parents[p],
-                              measurements=tuple(y[a:b] for y in y_all), constraints=tuple(cons)))
+                              measurements=measured, constraints=tuple(cons), noise=noise))
     return tasks
+
+
+def _noise_plan(tasks, results, k, prev, hier) -> LevelNoise:
+    """Where each node of level k drew its noise (from its results), for re-drawing it later."""
+    spans = _spans(k, prev, hier)
+    parent_codes = hier.levels[prev].codes if prev is not None else None
+    name = hier.names[k]
+    n_queries = max((r.noise_positions.size for r in results), default=0)
+    return LevelNoise(
+        starts=np.array([spans[t.key][0] for t in tasks], dtype=np.int64),
+        stops=np.array([spans[t.key][1] for t in tasks], dtype=np.int64),
+        keys=tuple((name, _code(parent_codes, t.key)) for t in tasks),
+        positions=np.array([r.noise_positions for r in results], dtype=np.uint64).reshape(len(results), n_queries))
 
 
 def _assemble(tasks, results, n_units, n_cells, k, prev, hier) -> sp.csr_matrix:
     """The level's protected histogram from the nodes' COO triplets."""
-    if prev is None:
-        offsets = {tasks[0].key: 0}
-    else:
-        anc = hier.ancestor(k, prev)
-        counts = np.bincount(anc, minlength=hier.levels[prev].n_units)
-        starts = np.cumsum(counts) - counts
-        offsets = {t.key: int(starts[t.key]) for t in tasks}
+    spans = _spans(k, prev, hier)
+    offsets = {t.key: spans[t.key][0] for t in tasks}
     rows = np.concatenate([r.child + offsets[r.key] for r in results]) if results else np.zeros(0, np.int64)
     cols = np.concatenate([r.cell for r in results]) if results else np.zeros(0, np.int64)
     vals = np.concatenate([r.count for r in results]) if results else np.zeros(0, np.int64)
@@ -499,26 +509,3 @@ def _verify(hier, schema, protected, conf, inv) -> None:
         if not np.array_equal(marginal(protected[lvl], schema, q), marginal(conf[lvl], schema, q)):
             raise MechanismError(f"invariant {query_name(q)} at {names[lvl]} moved")
 
-
-def _microdata(hier: Hierarchy, schema: Schema, finest: sp.csr_matrix) -> pd.DataFrame:
-    """One row per protected person: every explicit level's code and the histogram variables.
-
-    Rows are sorted by finest unit, then cell: the order in which a canonical CSR lists its
-    entries. Each column is built per nonzero (unit, cell) entry and then repeated by its count,
-    so no per-person index arrays are made on the way (at 10M persons they were most of the
-    driver's peak)."""
-    if not finest.has_canonical_format:
-        finest = finest.copy()
-        finest.sum_duplicates()
-    counts = finest.data.astype(np.int64)
-    entry_unit = np.repeat(np.arange(finest.shape[0], dtype=np.int64), np.diff(finest.indptr))
-    last = len(hier.levels) - 1
-    cols = {}
-    for k, lv in enumerate(hier.levels):
-        if lv.implicit:
-            continue
-        per_unit = pd.Index(list(lv.codes)).take(hier.ancestor(last, k)).to_numpy()
-        cols[lv.name] = np.repeat(per_unit[entry_unit], counts)
-    for name, values in schema.decode(finest.indices).items():
-        cols[name] = np.repeat(values, counts)
-    return pd.DataFrame(cols)

@@ -331,16 +331,18 @@ class TopDown(Mechanism):
             progress=lambda stage, done, total: progress.report(f"{stage} level", done, total),
             workers=params.get("workers"), engine=engine,
         )
-        micro = result.microdata
-        for col in micro.columns:  # the same codes as the input, so invariants compare exactly
+        categories = {}  # the same codes as the input, so invariants compare exactly
+        for col in [*spec.domain.geography.levels, *variables]:
             dtype = persons.dtype(col) if isinstance(persons, EngineTable) else persons[col].dtype if col in persons.columns else None
             if isinstance(dtype, pd.CategoricalDtype):
-                micro[col] = pd.Categorical(micro[col].astype(str), categories=dtype.categories)
+                categories[col] = dtype
+        # both tables are streamed: written chunk by chunk, counted from the protected histograms
+        micro = result.microdata_table(categories)
         errors = accuracy(spec, params, result)
         timings = {lv: {k: v for k, v in t.items() if isinstance(v, (int, float, bool))} for lv, t in result.timings["levels"].items()}
         failsafe = {lv: t["failsafe_nodes"] for lv, t in timings.items() if t.get("failsafe_nodes")}
         return Release(
-            outputs={params["table"]: micro, "measurements": result.measurements},
+            outputs={params["table"]: micro, "measurements": result.measurements_table()},
             facts={"total_rho": float(result.total_rho), "rho_spent": float(result.rho_spent),
                    "solver_share": result.timings["solver_share"], "timings": timings,
                    # production's failsafe: nodes whose later pass had no solution, redone in one pass

@@ -83,6 +83,7 @@ class NodeTask:
     constraints: tuple  # of GroupConstraint
     zero_cells: np.ndarray | None = None  # (n_cells,) bool: structural zeros, 0 in every child
     bounds: tuple = ()  # of BoundConstraint: per-child bounds on marginal groups
+    noise: object = None  # node_noise.NodeNoise: draw `measurements` in the node (then left empty)
 
 
 @attrs.frozen
@@ -100,6 +101,8 @@ class NodeResult:
     peak_rss_mb: float = 0.0  # peak memory of the process that solved the node
     qp_solver: str = "clarabel"  # "highs" when the interior-point solve failed and HiGHS took over
     failsafe: bool = False  # a later pass had no solution: the node was redone in one pass
+    noise_positions: np.ndarray | None = None  # (n_queries,) uint64: where each query's draws began
+    noise_seconds: float = 0.0  # drawing the node's noise (when the node drew it)
 
 
 def _peak_rss_mb() -> float:
@@ -317,9 +320,16 @@ def solve_node(task: NodeTask, queries: Sequence[MeasuredQuery], solver: str = "
     """Nonnegative integer children histograms: WLS fit to the noisy answers, then rounding.
 
     ``plan`` (multipass.PassPlan) fits and rounds in passes. A node without a solution is a
-    NodeError (never a silently relaxed constraint)."""
+    NodeError (never a silently relaxed constraint). A task with `noise` draws its children's
+    noisy answers first (node_noise), so they exist only while this node is solved."""
     try:
-        return _solve_node(task, queries, solver, plan)
+        if task.noise is None:
+            return _solve_node(task, queries, solver, plan)
+        from .node_noise import draw_node_noise
+
+        measurements, positions, seconds = draw_node_noise(task.noise, queries)
+        result = _solve_node(attrs.evolve(task, measurements=measurements, noise=None), queries, solver, plan)
+        return attrs.evolve(result, noise_positions=positions, noise_seconds=seconds)
     except NodeError:
         raise
     except MechanismError as exc:

@@ -1,0 +1,209 @@
+"""TopDown's two release tables as `StreamedTable`s: written a piece at a time, never held whole.
+
+Why: at national size neither the protected microdata (a row per person) nor the noisy
+measurements (every cell of every query at every unit) fit one process, yet both follow from
+small things a run keeps anyway. The microdata are the protected finest histogram (sparse),
+expanded a range of finest units at a time; their counts, which invariant checks and release
+queries need, come from the protected histograms without a pass over persons. The measurements
+are the confidential histograms (sparse) plus noise re-drawn one query of one node at a time
+from the node's keyed stream, resumed where the node's own draws for that query began
+(`node_noise.LevelNoise`). Rows come in the order the whole frames always had, so the files
+written chunk by chunk hold the same bytes.
+"""
+from __future__ import annotations
+
+from typing import Mapping
+
+import attrs
+import numpy as np
+import pandas as pd
+import scipy.sparse as sp
+
+from dpspec.api import StreamedTable, discrete_gaussian, discrete_gaussian_variance, keyed_rng
+
+from .node_noise import STAGE, LevelNoise, group_sums
+
+CHUNK_ROWS = 1 << 20  # rows per chunk (whole finest units, whole nodes): ~50 MB of frame at most
+
+
+@attrs.frozen
+class _Microdata:
+    """The microdata's rows for any range of finest units, and its counts from the histograms."""
+
+    hier: object
+    schema: object
+    histograms: Mapping  # level name -> protected (units x cells) csr, canonical
+    categories: Mapping  # column -> CategoricalDtype given to the column (the input's codes)
+    per_unit: Mapping  # explicit level name -> its code for every finest unit
+
+    @classmethod
+    def build(cls, hier, schema, histograms: Mapping, categories: Mapping | None) -> "_Microdata":
+        last = len(hier.levels) - 1
+        canonical = {}
+        for name, h in histograms.items():
+            if not h.has_canonical_format:
+                h = h.copy()
+                h.sum_duplicates()
+            canonical[name] = h
+        per_unit = {lv.name: _codes(lv).take(hier.ancestor(last, k)).to_numpy()
+                    for k, lv in enumerate(hier.levels) if not lv.implicit}
+        return cls(hier, schema, canonical, dict(categories or {}), per_unit)
+
+    @property
+    def finest(self) -> sp.csr_matrix:
+        return self.histograms[self.hier.names[-1]]
+
+    def typed(self, frame: pd.DataFrame) -> pd.DataFrame:
+        """Columns the input held as categoricals get the input's categories (codes compare exactly)."""
+        for col, dtype in self.categories.items():
+            if col in frame.columns:
+                frame[col] = pd.Categorical(frame[col].astype(str), categories=dtype.categories)
+        return frame
+
+    def rows(self, start: int, stop: int) -> pd.DataFrame:
+        """Persons of finest units [start, stop): sorted by unit, then cell (a canonical CSR's order).
+
+        Each column is built per nonzero (unit, cell) entry and then repeated by its count, so no
+        per-person index array is made on the way."""
+        sub = self.finest[start:stop]
+        counts = sub.data.astype(np.int64)
+        entry_unit = np.repeat(np.arange(start, stop, dtype=np.int64), np.diff(sub.indptr))
+        cols = {name: np.repeat(codes[entry_unit], counts) for name, codes in self.per_unit.items()}
+        for name, values in self.schema.decode(sub.indices).items():
+            cols[name] = np.repeat(values, counts)
+        return self.typed(pd.DataFrame(cols))
+
+    def count(self, by: list) -> pd.DataFrame:
+        """Persons per observed combination of `by`, sorted, as `count`: from the protected
+        histogram of the finest level `by` names (the levels above it follow from the tree)."""
+        hier, schema = self.hier, self.schema
+        geo = [c for c in by if c in self.per_unit]
+        variables = [c for c in by if c not in self.per_unit]
+        deepest = max((hier.index(c) for c in geo), default=0)
+        query = schema.canonical(variables)
+        h = sp.coo_matrix(self.histograms[hier.names[deepest]] @ schema.indicator(query))
+        keep = h.data != 0
+        unit, group, count = h.row[keep], h.col[keep], h.data[keep].astype(np.int64)
+        cols = {}
+        for c in geo:
+            k = hier.index(c)
+            cols[c] = _codes(hier.levels[k]).take(hier.ancestor(deepest, k)[unit]).to_numpy()
+        if variables:  # a representative cell of each group: the other variables' first category
+            coords = np.unravel_index(group, [len(schema.categories[schema.names.index(v)]) for v in query])
+            cell = np.ravel_multi_index([coords[query.index(v)] if v in query else np.zeros(group.size, np.int64)
+                                         for v in schema.names], schema.shape)
+            decoded = schema.decode(cell)
+            cols.update({v: decoded[v] for v in variables})
+        frame = self.typed(pd.DataFrame({c: cols[c] for c in by}))
+        frame["count"] = count
+        out = frame.groupby(list(by), observed=True, sort=True, dropna=False)["count"].sum().reset_index()
+        return out.astype({"count": "int64"})
+
+    def chunk_bounds(self, chunk_rows: int) -> list[tuple[int, int]]:
+        """Ranges of whole finest units of about `chunk_rows` persons each."""
+        return batches(np.asarray(self.finest.sum(axis=1), dtype=np.int64).ravel(), chunk_rows)
+
+
+def microdata_table(hier, schema, histograms: Mapping, categories: Mapping | None = None,
+                    chunk_rows: int = CHUNK_ROWS) -> StreamedTable:
+    """One row per protected person: every explicit level's code and the histogram variables.
+
+    histograms: level name -> protected (units x cells) csr (the finest gives the rows, the
+    others the counts). categories: column -> CategoricalDtype (the input's, when it had one)."""
+    micro = _Microdata.build(hier, schema, histograms, categories)
+    bounds = micro.chunk_bounds(max(1, int(chunk_rows)))
+
+    def chunks():
+        for start, stop in bounds:
+            yield micro.rows(start, stop)
+
+    empty = micro.rows(0, 0)
+    return StreamedTable(columns=list(empty.columns), rows=int(micro.finest.sum()), chunks=chunks,
+                         dtypes=empty.dtypes.to_dict(), counter=micro.count)
+
+
+def measurements_table(hier, schema, alloc, confidential: Mapping, noisy: Mapping, plans: Mapping,
+                       run_key: int | None, chunk_rows: int = CHUNK_ROWS) -> StreamedTable:
+    """Tidy noisy measurements: level, geocode, query, cell, value, variance (one row each).
+
+    Level by level and query by query in the allocation's order, then unit and cell. A (level,
+    query) is taken from `noisy` when the run drew it whole ((units x groups) arrays, runs without
+    an engine), else re-drawn node by node: confidential answers (from `confidential`, level ->
+    csr) plus the node's noise for that query, resumed at the position `plans[level]` recorded."""
+    columns = ["level", "geocode", "query", "cell", "value", "variance"]
+    queries = list(alloc.queries)
+    level_codes = {qb.level: _codes(hier.level(qb.level)).astype(str) for qb in queries}
+    dtypes = {
+        "level": pd.CategoricalDtype(_concat_categories([pd.Index([qb.level]) for qb in queries])),
+        "geocode": pd.CategoricalDtype(_concat_categories([level_codes[qb.level] for qb in queries])),
+        "query": pd.CategoricalDtype(_concat_categories([pd.Index([qb.name]) for qb in queries])),
+        "cell": np.dtype(np.int32), "value": np.dtype(np.int64), "variance": np.dtype(np.float64),
+    }
+    geo_index = {lv: dtypes["geocode"].categories.get_indexer(codes) for lv, codes in level_codes.items()}
+    chunk_rows = max(1, int(chunk_rows))
+
+    def frame(qb, start: int, y: np.ndarray) -> pd.DataFrame:
+        units, groups = y.shape
+        n = y.size
+        return pd.DataFrame({
+            "level": pd.Categorical.from_codes(np.full(n, dtypes["level"].categories.get_loc(qb.level)),
+                                               dtype=dtypes["level"]),
+            "geocode": pd.Categorical.from_codes(np.repeat(geo_index[qb.level][start:start + units], groups),
+                                                 dtype=dtypes["geocode"]),
+            "query": pd.Categorical.from_codes(np.full(n, dtypes["query"].categories.get_loc(qb.name)),
+                                               dtype=dtypes["query"]),
+            "cell": np.tile(np.arange(groups, dtype=np.int32), units),
+            "value": y.ravel(),
+            "variance": np.full(n, discrete_gaussian_variance(qb.sigma2)),
+        })
+
+    def chunks():
+        for qb in queries:
+            groups = schema.marginal_size(qb.query)
+            if (qb.level, qb.query) in noisy:
+                y_all = noisy[(qb.level, qb.query)]
+                step = max(1, chunk_rows // groups)
+                for start in range(0, y_all.shape[0], step):
+                    yield frame(qb, start, y_all[start:start + step])
+                continue
+            plan: LevelNoise = plans[qb.level]
+            j = [q.query for q in alloc.for_level(qb.level)].index(qb.query)
+            cell_groups = schema.groups(qb.query)
+            conf = confidential[qb.level]
+            for first, last in batches((plan.stops - plan.starts) * groups, chunk_rows):
+                start, stop = int(plan.starts[first]), int(plan.stops[last - 1])
+                y = group_sums(conf[start:stop], cell_groups, groups)
+                for i in range(first, last):
+                    a, b = int(plan.starts[i]) - start, int(plan.stops[i]) - start
+                    rng = keyed_rng(run_key, STAGE, plan.keys[i], position=int(plan.positions[i, j]))
+                    y[a:b] += discrete_gaussian(qb.sigma2, (b - a, groups), rng)
+                yield frame(qb, start, y)
+
+    rows = sum(hier.level(qb.level).n_units * schema.marginal_size(qb.query) for qb in queries)
+    return StreamedTable(columns=columns, rows=int(rows), chunks=chunks, dtypes=dtypes)
+
+
+def batches(sizes: np.ndarray, rows: int) -> list[tuple[int, int]]:
+    """Consecutive ranges [first, last) of items (finest units, nodes) holding about `rows` rows
+    each, given each item's rows; an item is never split."""
+    cum = np.cumsum(np.asarray(sizes, dtype=np.int64))
+    if not cum.size:
+        return []
+    cuts = np.searchsorted(cum, np.arange(rows, int(cum[-1]), rows), side="left") + 1
+    bounds = np.unique(np.concatenate([[0], np.minimum(cuts, cum.size), [cum.size]]))
+    return list(zip(bounds[:-1].tolist(), bounds[1:].tolist()))
+
+
+def _codes(level) -> pd.Index:
+    """A level's unit codes as an Index (whole numbers as int64, names as objects)."""
+    return pd.Index(list(level.codes))
+
+
+def _concat_categories(per_frame: list) -> pd.Index:
+    """The categories a column gets when frames whose column had these categories are
+    concatenated and then made categorical: the shared ones when every frame has the same, else
+    the sorted union (pandas falls back to objects, and `astype("category")` sorts them)."""
+    first = per_frame[0]
+    if all(idx.equals(first) for idx in per_frame[1:]):
+        return first
+    return pd.Index(sorted(set().union(*(set(idx) for idx in per_frame))), dtype=object)
