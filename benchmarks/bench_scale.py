@@ -13,8 +13,10 @@ memory printed (ru_maxrss) is that run's alone; Spark's executors are other proc
 cluster, other machines) and are not counted. Swapping exchanges the whole geography of
 records within (state, votingage, hispanic) at rate 5%; TopDown runs the 2020 production
 strategy (specs/pl94_production_topdown.dps) over nation > state > county > tract > block
-group > block. Each run's release is hashed, so the local and Spark lines can be compared by
-eye: the same seed must give the same digest on both engines. The last lines give how time
+group > block. Each run's release is hashed (TopDown's microdata and noisy measurements, both
+streamed a chunk at a time as a compile writes them; the time to stream them is printed apart,
+and the peak includes it), so the local and Spark lines can be compared by eye: the same seed
+must give the same digests on both engines. The last lines give how time
 grows from the smallest to the largest size (the ratio of times against the ratio of persons).
 """
 from __future__ import annotations
@@ -78,7 +80,7 @@ def one_run(mechanism: str, engine_name: str, master: str, data: str) -> dict:
             from dpspec_swap.algorithm import swap_records_on
 
             result = swap_records_on(run, persons, MATCH, SWAP, RATE)
-            out, n_persons, dense_mb = result.data, len(persons), 0.0
+            n_persons, tables = len(persons), {"microdata": lambda: iter([result.data])}
         else:
             # TopDown reads the table through the engine (`read_parquet`: on Spark it stays
             # there) and takes only its counts by geography and by block x histogram cell.
@@ -91,17 +93,29 @@ def one_run(mechanism: str, engine_name: str, master: str, data: str) -> dict:
             shares, strategy, recodes, rho, passes = production_strategy()
             res = run_topdown(persons, ["nation"] + LEVELS, PL94_VARIABLES, strategy, rho, shares, "hamming",
                               [("state", ())], None, recodes=recodes, passes=passes, engine=run)
-            out, n_persons = res.microdata, int(res.confidential["nation"].sum())
-            # what the driver must hold whatever the engine: the noisy measurements (dense: every
-            # cell of every unit gets noise, and they are part of the release)
-            dense_mb = sum(a.nbytes for a in res.noisy.values()) / 2**20
+            n_persons = int(res.confidential["nation"].sum())
+            # both release tables are streamed: read a chunk at a time, as `dpspec compile` writes
+            # them; the noisy measurements are re-drawn node by node, never whole
+            micro, meas = res.microdata_table(), res.measurements_table()
+            tables = {"microdata": micro.iter_chunks, "measurements": meas.iter_chunks}
+            dense_mb = meas.rows * 8 / 2**20  # what one int64 array of every noisy answer would take
         wall = time.perf_counter() - t0
+        digests, rows = {}, {}
+        for name, chunks in tables.items():  # row hashes, chunk by chunk: the whole frame's digest
+            h, n = hashlib.sha256(), 0
+            for chunk in chunks():
+                h.update(pd.util.hash_pandas_object(chunk, index=False).to_numpy().tobytes())
+                n += len(chunk)
+            digests[name], rows[name] = h.hexdigest()[:16], n
+        stream = time.perf_counter() - t0 - wall
     finally:
         engine.close()
-    digest = hashlib.sha256(pd.util.hash_pandas_object(out, index=False).to_numpy().tobytes()).hexdigest()[:16]
     return {"mechanism": mechanism, "engine": engine_name, "persons": int(n_persons), "seconds": wall,
-            "read_seconds": read, "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-            "release": digest, "rows": int(len(out)), "measurements_mb": dense_mb}
+            "read_seconds": read, "stream_seconds": stream,
+            "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+            "release": digests["microdata"], "measurements": digests.get("measurements"),
+            "rows": rows["microdata"], "measurement_rows": rows.get("measurements", 0),
+            "measurements_mb": dense_mb if mechanism == "topdown" else 0.0}
 
 
 def main(argv=None) -> None:
@@ -135,7 +149,9 @@ def main(argv=None) -> None:
                 rows.append(row)
                 print(f"{mech:8s} {eng:6s} {n:>11,} persons  {row['seconds']:8.1f} s (read {row['read_seconds']:.1f} s)  "
                       f"peak driver {row['peak_mb']:8.0f} MB  release {row['release']}"
-                      + (f"  (noisy measurements {row['measurements_mb']:.0f} MB)" if row["measurements_mb"] else ""), flush=True)
+                      + (f"  measurements {row['measurements']} ({row['measurement_rows']:,} rows streamed in "
+                         f"{row['stream_seconds']:.1f} s with the microdata; {row['measurements_mb']:.0f} MB as one "
+                         f"dense array, never made)" if row["measurements"] else ""), flush=True)
     sizes = sorted({r["persons"] for r in rows})
     if len(sizes) > 1:
         for mech in args.mechanisms:

@@ -31,7 +31,7 @@ def captured():
     solve = postprocess.solve_node
 
     def capture(task, queries, solver="clarabel", plan=None):
-        nodes.append((task, queries, plan))
+        nodes.append((postprocess.node_inputs(task, queries)[0], queries, plan))  # as the node solves it
         return solve(task, queries, solver, plan)
 
     postprocess.solve_node = capture

@@ -34,7 +34,7 @@ from dpspec.api import discrete_gaussian
 from .multipass import pass_plan
 from .node_noise import LevelNoise, NodeNoise
 from .postprocess import (BoundConstraint, GroupConstraint, MeasuredQuery, NodeError, NodeTask,
-                          default_workers, make_pool, solve_level, solve_node)
+                          default_workers, make_pool, solve_level, solve_node, task_size)
 
 _PARALLEL_MIN_SIZE = 20_000  # children x active cells in a level below which a pool costs more
 
@@ -171,8 +171,7 @@ def run_topdown(persons: pd.DataFrame, levels: Sequence[str], variables: Mapping
             queries = [MeasuredQuery(qb.name, schema.groups(qb.query), schema.marginal_size(qb.query),
                                      1.0 / float(qb.sigma2))
                        for qb in alloc.for_level(names[k])]
-            size = sum(t.n_children * (np.count_nonzero(t.parent) if t.parent is not None else n_cells)
-                       for t in tasks)
+            size = sum(task_size(t) for t in tasks)
             on_engine = engine is not None and engine.name != "local"  # the engine runs the nodes
             use_pool = not on_engine and workers > 1 and len(tasks) >= 2 * workers and size >= _PARALLEL_MIN_SIZE
             if use_pool and pool is None:
@@ -196,7 +195,7 @@ def run_topdown(persons: pd.DataFrame, levels: Sequence[str], variables: Mapping
                 raise MechanismError(f"TopDown cannot split {where} into its {names[k]} units: {exc}") from None
             wall = time.perf_counter() - t0
             protected[k] = _assemble(tasks, results, hier.levels[k].n_units, n_cells, k, prev, hier)
-            if engine is not None:
+            if any(t.noise is not None for t in tasks):  # the nodes drew the level's noise
                 noise_plans[names[k]] = _noise_plan(tasks, results, k, prev, hier)
                 timings["levels"][names[k]]["noise_seconds"] = sum(r.noise_seconds for r in results)
             timings["levels"][names[k]].update({
@@ -434,11 +433,9 @@ def _level_tasks(k, prev, hier, schema, alloc, noisy, conf, inv, protected, run_
     drawn = all((names[k], qb.query) in noisy for qb in level_queries)
     y_all = [noisy[(names[k], qb.query)] for qb in level_queries] if drawn else None
     spans = _spans(k, prev, hier)
-    if prev is None:
-        parents = [None]
-    else:
-        ph = protected[prev]
-        parents = [np.asarray(ph[p].toarray()).ravel().astype(np.int64) for p in range(len(spans))]
+    # parents' histograms as sparse rows (made dense in the node): a dense row per parent would
+    # be n_cells values for each of the level's parents (3.9 GB for a nation's block groups)
+    parents = [None] if prev is None else [protected[prev][p] for p in range(len(spans))]
     parent_codes = hier.levels[prev].codes if prev is not None else None
     # invariants this level must enforce, with the confidential targets at their own level
     inv_here = []

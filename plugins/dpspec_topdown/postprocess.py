@@ -78,7 +78,8 @@ class NodeTask:
     key: int
     n_children: int
     n_cells: int
-    parent: np.ndarray | None  # (n_cells,) int64 fixed parent histogram, None at the top
+    parent: np.ndarray | None  # (n_cells,) int64 fixed parent histogram (or a 1 x n_cells csr row,
+    # made dense when the node is solved), None at the top
     measurements: tuple  # per MeasuredQuery: (n_children, n_groups) int64 noisy answers
     constraints: tuple  # of GroupConstraint
     zero_cells: np.ndarray | None = None  # (n_cells,) bool: structural zeros, 0 in every child
@@ -323,17 +324,29 @@ def solve_node(task: NodeTask, queries: Sequence[MeasuredQuery], solver: str = "
     NodeError (never a silently relaxed constraint). A task with `noise` draws its children's
     noisy answers first (node_noise), so they exist only while this node is solved."""
     try:
-        if task.noise is None:
-            return _solve_node(task, queries, solver, plan)
-        from .node_noise import draw_node_noise
-
-        measurements, positions, seconds = draw_node_noise(task.noise, queries)
-        result = _solve_node(attrs.evolve(task, measurements=measurements, noise=None), queries, solver, plan)
-        return attrs.evolve(result, noise_positions=positions, noise_seconds=seconds)
+        task, positions, seconds = node_inputs(task, queries)
+        result = _solve_node(task, queries, solver, plan)
+        return result if positions is None else attrs.evolve(result, noise_positions=positions, noise_seconds=seconds)
     except NodeError:
         raise
     except MechanismError as exc:
         raise NodeError(task.key, str(exc)) from None
+
+
+def node_inputs(task: NodeTask, queries: Sequence[MeasuredQuery]) -> tuple[NodeTask, np.ndarray | None, float]:
+    """(task, noise positions, noise seconds): the task as the solve reads it, made in the node.
+
+    A parent histogram sent as a sparse row becomes dense; a task sent with `noise` draws its
+    children's noisy answers (node_noise), and the positions say where each query's draws began
+    (None when the measurements came with the task)."""
+    if task.parent is not None and sp.issparse(task.parent):
+        task = attrs.evolve(task, parent=np.asarray(task.parent.toarray(), dtype=np.int64).ravel())
+    if task.noise is None:
+        return task, None, 0.0
+    from .node_noise import draw_node_noise
+
+    measurements, positions, seconds = draw_node_noise(task.noise, queries)
+    return attrs.evolve(task, measurements=measurements, noise=None), positions, seconds
 
 
 def _solve_node(task, queries, solver, plan) -> NodeResult:
@@ -573,6 +586,14 @@ def _rows_hold(task, counts, va, vc, vcell, cells, margins=()) -> bool:
 # --- a whole level ----------------------------------------------------------------------------
 
 
+def task_size(task: NodeTask) -> int:
+    """Children times the parent's active cells: how large the node's problem is."""
+    if task.parent is None:
+        return task.n_children * task.n_cells
+    active = task.parent.count_nonzero() if sp.issparse(task.parent) else np.count_nonzero(task.parent)
+    return task.n_children * int(active)
+
+
 def _solve_chunk(tasks, queries, plan=None):
     return [solve_node(t, queries, plan=plan) for t in tasks]
 
@@ -592,8 +613,7 @@ def solve_level(tasks: Sequence[NodeTask], queries: Sequence[MeasuredQuery], wor
                 progress(done, n)
         return results  # type: ignore[return-value]
     # largest nodes first, in chunks small enough to balance and large enough to amortize IPC
-    size = np.array([t.n_children * (np.count_nonzero(t.parent) if t.parent is not None else t.n_cells)
-                     for t in tasks])
+    size = np.array([task_size(t) for t in tasks])
     order = np.argsort(-size, kind="stable")
     n_chunks = min(n, max(4 * workers, n // 8))
     chunks = [order[i::n_chunks] for i in range(n_chunks)]

@@ -206,4 +206,4 @@ def _concat_categories(per_frame: list) -> pd.Index:
     first = per_frame[0]
     if all(idx.equals(first) for idx in per_frame[1:]):
         return first
-    return pd.Index(sorted(set().union(*(set(idx) for idx in per_frame))), dtype=object)
+    return pd.Index(sorted(set().union(*(set(idx) for idx in per_frame))))
