@@ -26,7 +26,10 @@ _WHERE = {
     "EngineTable": "dpspec.engine.table",  # a validated table the engine holds (Mechanism.engine_tables)
     # randomness, noise, budgets, messages
     "make_rng": "dpspec.run.compiler", "bernoulli": "dpspec.run.noise", "bernoulli_ratios": "dpspec.run.noise", "discrete_gaussian": "dpspec.run.noise",
-    "discrete_laplace": "dpspec.run.noise", "shown": "dpspec.language.values", "friendly": "dpspec.cli.errors",
+    "discrete_laplace": "dpspec.run.noise",
+    # noise keyed per unit of work: cell i draws from its own stream (run key, key i), batched
+    "keyed_discrete_gaussian": "dpspec.run.keyed_noise", "KeyColumns": "dpspec.engine.keyed_words",
+    "shown": "dpspec.language.values", "friendly": "dpspec.cli.errors",
     "report_progress": ("dpspec.run.progress", "report"),
     # the language's types and the progress channel, as modules (ir.Spec, progress.report, ...)
     "ir": ("dpspec.ir", None), "progress": ("dpspec.run.progress", None),

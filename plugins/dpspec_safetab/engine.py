@@ -16,7 +16,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from dpspec.api import discrete_gaussian, discrete_gaussian_pmf, effective_sigma2
+from dpspec.api import discrete_gaussian, discrete_gaussian_pmf, effective_sigma2, keyed_discrete_gaussian
 
 
 def group_counts(region: np.ndarray, group: np.ndarray, n_regions: int, n_groups: int) -> np.ndarray:
@@ -29,6 +29,19 @@ def group_counts(region: np.ndarray, group: np.ndarray, n_regions: int, n_groups
 def add_noise(counts: np.ndarray, sigma2: Fraction, rng: np.random.Generator) -> np.ndarray:
     """counts + exact discrete Gaussian noise of parameter sigma2, one draw per cell."""
     return counts + discrete_gaussian(sigma2, counts.shape, rng) if counts.size else counts.copy()
+
+
+def add_keyed_noise(counts: np.ndarray, sigma2: Fraction, run_key: int, keys) -> np.ndarray:
+    """counts + exact discrete Gaussian noise, row i's cells drawn from the stream of ``keys[i]``.
+
+    counts: one row per key (a (geography, group) cell), any number of cells per row; keys: a
+    sequence of unit keys or a `dpspec.api.KeyColumns`. Each cell's noise depends on the run
+    key and its own key only, so any batching of cells, on any engine, gives the same counts.
+    """
+    if not counts.size:
+        return counts.copy()
+    per_key = counts.size // len(keys)
+    return counts + keyed_discrete_gaussian(sigma2, run_key, keys, per_key).reshape(counts.shape)
 
 
 def choose_detail(noisy_totals: np.ndarray, thresholds) -> np.ndarray:

@@ -15,14 +15,15 @@ import attrs
 import numpy as np
 import pandas as pd
 
-from dpspec.api import DataError
+from dpspec.api import DataError, KeyColumns
 
 from .design import ROOT, Design, sigma2
-from .engine import add_noise, cell_codes, choose_detail, detail_counts, group_counts, suppression_threshold
+from .engine import add_keyed_noise, cell_codes, choose_detail, detail_counts, group_counts, suppression_threshold
 from .iterations import IterationTable, encode_records, flatten
 
 NATION_CODE = "US"
 ALL = "*"
+NOISE_STREAM = "safetab cell noise"  # first part of every cell's stream key
 
 
 @attrs.frozen
@@ -72,10 +73,12 @@ def run(design: Design, inputs: Inputs, table: IterationTable, rng: np.random.Ge
     """Measure every (table, geography level, iteration level) cell of the design.
 
     noise(fanout, rho) -> sigma²: the mechanism's calibration (`SafeTab.noise_sigma2`).
-    engine (a `dpspec.engine.EngineRun`): each cell is a unit of work with its own stream,
-    keyed by (table, geography, level), run on that engine, so every engine releases the same
-    counts; without one, the cells draw in turn from `rng`.
+    engine (a `dpspec.engine.EngineRun`): each (table, geography, level) block is a unit of
+    work run on that engine. Noise is keyed finer, per (geography, group) cell and stage, from
+    the engine's run key (without an engine, from a run key drawn from `rng`), so every engine
+    and every batching of cells releases the same counts.
     """
+    run_key = engine.run_key if engine is not None else int.from_bytes(rng.bytes(32), "little")
     records = encode_records(inputs.frame, inputs.race_columns, inputs.eth_column, table,
                              design.max_race_codes, inputs.source)
     var_codes = _variable_codes(inputs)
@@ -103,10 +106,10 @@ def run(design: Design, inputs: Inputs, table: IterationTable, rng: np.random.Ge
                 args = (design, td, cell, geo, sel, k, region_of_row[rows], its, codes,
                         {v: c[rows] for v, c in var_codes.items()}, inputs.variables)
                 if engine is None:
-                    units.append(_measure(*args, rng, public_totals, noise))
+                    units.append(_measure(*args, run_key, public_totals, noise))
                 else:
                     pub = public_totals[public_totals["geography"] == geo] if public_totals is not None else None
-                    items.append(((td.name, geo, cell.level), (*args, pub, noise)))
+                    items.append(((td.name, geo, cell.level), (*args, run_key, pub, noise)))
     if engine is not None:
         units = engine.map_items(items, _measure_unit, stage="safetab cells")
     for out in units:
@@ -120,9 +123,10 @@ def run(design: Design, inputs: Inputs, table: IterationTable, rng: np.random.Ge
 
 
 def _measure_unit(key, payload, rng):
-    """One (table, geography, level) cell as a unit of work, drawing from its keyed stream."""
-    *args, public_totals, noise = payload
-    return _measure(*args, rng, public_totals, noise)
+    """One (table, geography, level) block as a unit of work; its cells draw from their own
+    keyed streams (the run key travels in the payload), not from the unit's ``rng``."""
+    *args, run_key, public_totals, noise = payload
+    return _measure(*args, run_key, public_totals, noise)
 
 
 def _public_choice(public_totals, geo, codes, sel) -> np.ndarray:
@@ -136,8 +140,16 @@ def _public_choice(public_totals, geo, codes, sel) -> np.ndarray:
     return dense
 
 
-def _measure(design, td, cell, geo, sel, k, region, group, codes, var_codes, variables, rng, public_totals, noise=sigma2):
+def _measure(design, td, cell, geo, sel, k, region, group, codes, var_codes, variables, run_key, public_totals, noise=sigma2):
     n_regions, n_groups = len(codes), len(sel)
+    iterations = sel["iteration"].to_numpy()
+
+    def with_noise(true, flat, s2, stage):
+        """true + noise, row i (cell flat[i] = region * n_groups + group) from that cell's stream."""
+        keys = KeyColumns((NOISE_STREAM, td.name, geo, cell.level),
+                          (codes[flat // n_groups], iterations[flat % n_groups]), (stage,))
+        return add_keyed_noise(true, s2, run_key, keys)
+
     truth = group_counts(region, group, n_regions, n_groups)
     detailed_only = sel["detailed_only"].to_numpy()
     stages = dict(design.stages(cell))
@@ -154,7 +166,8 @@ def _measure(design, td, cell, geo, sel, k, region, group, codes, var_codes, var
         fact["sigma2"] = {"stage 1": s2_first, "stage 2": s2_second, "detailed-only total": s2_full}
         adaptive = np.flatnonzero(~detailed_only)
         only = np.flatnonzero(detailed_only)
-        stage1 = add_noise(truth[:, adaptive], s2_first, rng)
+        stage1_cells = (np.arange(n_regions)[:, None] * n_groups + adaptive[None, :]).ravel()
+        stage1 = with_noise(truth[:, adaptive].reshape(-1), stage1_cells, s2_first, "stage 1").reshape(n_regions, -1)
         rung = np.full((n_regions, n_groups), -1, dtype=np.int8)
         rung[:, adaptive] = choose_detail(stage1, cell.thresholds)
         del stage1  # used only through the choice
@@ -163,8 +176,8 @@ def _measure(design, td, cell, geo, sel, k, region, group, codes, var_codes, var
             fact["suppression_threshold_detailed_only"] = t_only
             keys = (np.arange(n_regions)[:, None] * n_groups + only[None, :]).ravel()
             true = truth.reshape(-1)[keys]
-            noisy = add_noise(true, s2_full, rng)
-            blocks.append(_emit(td, cell, geo, codes, sel, keys, n_groups, "total", {}, noisy, true, t_only, errors, variables,
+            measured = with_noise(true, keys, s2_full, "detailed-only total")
+            blocks.append(_emit(td, cell, geo, codes, sel, keys, n_groups, "total", {}, measured, true, t_only, errors, variables,
                                 role="detailed-only total"))
     else:
         published = _public_choice(public_totals, geo, codes, sel)
@@ -178,14 +191,14 @@ def _measure(design, td, cell, geo, sel, k, region, group, codes, var_codes, var
             continue
         if not detail.variables:
             true = truth.reshape(-1)[keys]
-            noisy = add_noise(true, s2_second, rng)
+            noisy = with_noise(true, keys, s2_second, "stage 2")
             blocks.append(_emit(td, cell, geo, codes, sel, keys, n_groups, detail.name, {}, noisy, true, t_zero, errors, variables))
             continue
         sizes = [len(variables[v]) for v in detail.variables]
         cells = cell_codes([var_codes[v] for v in detail.variables], sizes)
         n_cells = int(np.prod(sizes))
         _, true = detail_counts(region, group, cells, keys, n_groups, n_cells, n_regions)
-        noisy = add_noise(true, s2_second, rng)
+        noisy = with_noise(true, keys, s2_second, "stage 2")
         parts = np.unravel_index(np.arange(n_cells), sizes)
         per_cell = {v: np.tile(p, len(keys)) for v, p in zip(detail.variables, parts)}
         rep = np.repeat(keys, n_cells)
