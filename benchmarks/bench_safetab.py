@@ -7,10 +7,12 @@ run end to end with the production parameters (specs/safetab_p_production.dps).
 Prints the wall time of the mechanism (flattening, tabulation, both stages, suppression,
 long-form output), records per second, the peak resident memory of the process against the
 input frame, and the ratio to a floor measured in the same run: one groupby-count of the
-flattened (geography unit, group) rows the run tabulates plus drawing the same number of
-discrete Gaussian noise samples. Then the whole compile as `dpspec compile` runs it on those
-records (check, budget, the mechanism, audit, public and internal reports rendered).
-Target: under 60 s on 2 cores.
+flattened (geography unit, group) rows the run tabulates plus the same keyed noise (every
+(geography, group) cell's stream key, its ChaCha20 words and the table sampler's draws, for
+the same cells and draw counts, under another run key). For comparison it also prints what
+the same number of draws costs from a single generator (the pre-keying floor). Then the whole
+compile as `dpspec compile` runs it on those records (check, budget, the mechanism, audit,
+public and internal reports rendered). Target: under 60 s on 2 cores.
 """
 from __future__ import annotations
 
@@ -30,6 +32,8 @@ sys.path[:0] = [str(ROOT), str(ROOT / "plugins")]
 import dpspec  # noqa: E402
 from dpspec.check.checker import check  # noqa: E402
 from dpspec.run.compiler import compile_spec, make_rng  # noqa: E402
+from dpspec.engine.keyed_words import stream_keys  # noqa: E402
+from dpspec.run.keyed_noise import keyed_discrete_gaussian  # noqa: E402
 from dpspec.run.noise import discrete_gaussian  # noqa: E402
 from dpspec.report import render_all  # noqa: E402
 from dpspec_safetab import tabulate  # noqa: E402
@@ -57,20 +61,21 @@ def main() -> None:
           f"{persons['tract'].nunique()} tracts, {persons['place'].nunique()} places, "
           f"{persons['aiannh'].nunique()} AIAN/NH areas (generated in {gen:.1f} s; frame {frame_mb:.0f} MB)")
 
-    draws = []
-    real_noise = tabulate.add_noise
+    draws = []  # (sigma², cell keys, draws per cell) of every noise call
+    real_noise = tabulate.add_keyed_noise
 
-    def counting_noise(counts, s2, rng):
-        draws.append((counts.size, s2))
-        return real_noise(counts, s2, rng)
+    def counting_noise(counts, s2, run_key, keys):
+        draws.append((s2, keys, counts.size // len(keys) if len(keys) else 0))
+        return real_noise(counts, s2, run_key, keys)
 
-    tabulate.add_noise = counting_noise
+    tabulate.add_keyed_noise = counting_noise
     t0 = time.perf_counter()
     release = mech.run(spec, params, {"persons": persons}, make_rng(args.seed))
     elapsed = time.perf_counter() - t0
-    tabulate.add_noise = real_noise
+    tabulate.add_keyed_noise = real_noise
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    n_noise = sum(n for n, _ in draws)
+    n_cells = sum(len(keys) for _, keys, _ in draws)
+    n_noise = sum(len(keys) * per for _, keys, per in draws)
     rows = release.outputs["counts"]
 
     # the floor: the flattened rows of every (geography, iteration level) this run tabulated
@@ -94,14 +99,25 @@ def main() -> None:
     flat.groupby(["geo", "group"]).size()
     t_count = time.perf_counter() - t0
     t0 = time.perf_counter()
-    discrete_gaussian(Fraction(9, 2) / Fraction(1431, 10000), n_noise, make_rng(1))
+    for s2, keys, per in draws:
+        keyed_discrete_gaussian(s2, args.seed + 1, keys, per)
     t_noise = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    for _, keys, _ in draws:
+        stream_keys(args.seed + 1, keys)
+    t_keys = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    discrete_gaussian(Fraction(9, 2) / Fraction(1431, 10000), n_noise, make_rng(1))
+    t_one = time.perf_counter() - t0
     floor = t_count + t_noise
     print(f"SafeTab-P end to end: {elapsed:.1f} s for {len(persons):,} persons = {len(persons) / elapsed:,.0f} records/s; "
-          f"{len(flat):,} flattened (unit, group) rows, {n_noise:,} noise draws, {len(rows):,} published rows")
+          f"{len(flat):,} flattened (unit, group) rows, {n_noise:,} noise draws in {n_cells:,} keyed (cell, stage) "
+          f"streams, {len(rows):,} published rows")
     print(f"peak memory: {peak_mb:,.0f} MB resident ({peak_mb / frame_mb:.1f}x the input frame)")
-    print(f"floor: groupby-count {t_count:.1f} s + {n_noise:,} discrete Gaussian draws {t_noise:.1f} s = {floor:.1f} s; "
-          f"ratio {elapsed / floor:.2f}x")
+    print(f"floor: groupby-count {t_count:.1f} s + keyed noise {t_noise:.1f} s (of which {n_cells:,} SHA-256 stream "
+          f"keys {t_keys:.1f} s) = {floor:.1f} s; ratio {elapsed / floor:.2f}x")
+    print(f"for comparison: the same {n_noise:,} draws from one generator take {t_one:.1f} s "
+          f"(the floor before noise was keyed per cell: {t_count + t_one:.1f} s)")
     t0 = time.perf_counter()
     result = compile_spec(spec, data={"persons": persons}, seed=args.seed, audit=True)
     files = render_all(result)

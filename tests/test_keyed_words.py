@@ -4,6 +4,7 @@ first block and across the block counter's carry; stream keys equal `streams.str
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import pytest
 from randomgen import ChaCha
 
@@ -75,12 +76,16 @@ def test_stream_keys_equal_stream_key():
     (np.array([3, 1, 3, -5]), np.array([True, False, True, True])),
     (np.array([1, 1.0, True, "1", None, 2.5, np.int64(1)], dtype=object),),  # mixed: equal values, different keys
     (np.array([1.0, 2.5, 1.0]),),
+    (np.repeat(np.array(["25001", "25003", "x"], dtype=object), 12), np.arange(36) % 5),  # runs of a first value
+    (pd.Categorical.from_codes(np.repeat([2, 0, 1], 12), ["a", "b", "c"]),
+     pd.Categorical.from_codes(np.arange(36) % 4, ["1010", "2000", "3000", "é"])),
 ])
 def test_key_columns_equal_their_tuples(columns):
     keys = KeyColumns(("safetab cell noise", "t1", "county", 2), columns, ("stage 2",))
     expected = key_words([stream_key(7, keys.key(i)) for i in range(len(keys))])
     assert np.array_equal(stream_keys(7, keys), expected)
     assert np.array_equal(stream_keys(7, keys[1:3]), expected[1:3])
+    assert np.array_equal(stream_keys(7, keys.encoded()[2:]), expected[2:])
 
 
 def test_mixed_values_that_compare_equal_get_different_streams():

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import struct
-from itertools import repeat
+from collections import deque
 
 import attrs
 import numpy as np
@@ -31,6 +31,7 @@ _CONSTANTS = (0x61707865, 0x3320646E, 0x79622D32, 0x6B206574)  # "expand 32-byte
 _DOUBLE_ROUNDS = 10  # ChaCha20
 _WORDS_PER_BLOCK = 8  # 64-bit words
 _BATCH = 1 << 14  # blocks per pass: 16 columns of 16k uint32 stay in cache
+_HASH_BATCH = 1 << 16  # keys hashed per pass
 _QUARTER_ROUNDS = ((0, 4, 8, 12), (1, 5, 9, 13), (2, 6, 10, 14), (3, 7, 11, 15),
                    (0, 5, 10, 15), (1, 6, 11, 12), (2, 7, 8, 13), (3, 4, 9, 14))
 
@@ -41,16 +42,23 @@ def key_words(keys) -> np.ndarray:
     return np.frombuffer(raw, dtype="<u4").reshape(-1, 8).astype(np.uint32)
 
 
+def _column(values):
+    """A key column: a pandas Categorical as is (its codes are the factorization), else an array."""
+    return values if isinstance(values, pd.Categorical) else np.asarray(values)
+
+
 @attrs.frozen
 class KeyColumns:
     """Unit keys given column-wise: key i is ``(*prefix, columns[0][i], columns[1][i], ..., *suffix)``.
 
     The cheap way to name many cells of one block (a SafeTab (table, geography, level) block's
-    (geocode, group) cells): each distinct column value is encoded once, not once per key.
+    (geocode, group) cells): each distinct column value is encoded once, not once per key. A
+    column may be a pandas Categorical (``Categorical.from_codes(region, geocodes)``), whose
+    codes then serve as the factorization.
     """
 
     prefix: tuple = attrs.field(converter=tuple)
-    columns: tuple = attrs.field(converter=lambda cols: tuple(np.asarray(c) for c in cols))
+    columns: tuple = attrs.field(converter=lambda cols: tuple(_column(c) for c in cols))
     suffix: tuple = attrs.field(converter=tuple, default=())
 
     def __attrs_post_init__(self):
@@ -67,6 +75,31 @@ class KeyColumns:
         """Key i as the plain tuple `streams.stream_key` would be given."""
         return (*self.prefix, *(_plain(c[i]) for c in self.columns), *self.suffix)
 
+    def encoded(self) -> "EncodedKeys":
+        """The keys with every distinct value of each column encoded once."""
+        n_parts = len(self.prefix) + len(self.columns) + len(self.suffix)
+        head = b"T" + struct.pack(">Q", n_parts) + b"".join(encode_key(p) for p in self.prefix)
+        tail = b"".join(encode_key(p) for p in self.suffix)
+        last = len(self.columns) - 1
+        parts = [_encoded_codes(col, tail if i == last else b"") for i, col in enumerate(self.columns)]
+        return EncodedKeys(head, tuple(c for c, _ in parts), tuple(e for _, e in parts))
+
+
+@attrs.frozen
+class EncodedKeys:
+    """`KeyColumns` after encoding: key i is ``head + encodings[0][codes[0][i]] + ...`` (the
+    suffix folded into the last column's encodings). Slicing keeps the encodings."""
+
+    head: bytes
+    codes: tuple
+    encodings: tuple
+
+    def __len__(self) -> int:
+        return len(self.codes[0])
+
+    def __getitem__(self, rows: slice) -> "EncodedKeys":
+        return attrs.evolve(self, codes=tuple(c[rows] for c in self.codes))
+
 
 def _plain(value):
     return value.item() if isinstance(value, np.generic) else value
@@ -75,24 +108,19 @@ def _plain(value):
 def stream_keys(run_key: int, keys) -> np.ndarray:
     """`streams.stream_key(run_key, key)` for every key, as an (N, 8) uint32 array.
 
-    keys: a sequence of unit keys, or a `KeyColumns`. One SHA-256 per key (a Python loop over
-    units, not records): the hash state after the domain and run key (and a `KeyColumns`'
-    prefix) is computed once and copied, and the encodings of key parts are memoized.
+    keys: a sequence of unit keys, a `KeyColumns` or its `EncodedKeys`. One SHA-256 per key (a
+    loop over units, not records, run by C-level maps): the hash state after the domain and run
+    key (and a `KeyColumns`' prefix, and a run of keys' shared first column) is computed once
+    and copied, and the encodings of key parts are memoized.
     """
     base = hashlib.sha256(DOMAIN + int(run_key).to_bytes(KEY_BITS // 8, "big"))
     if isinstance(keys, KeyColumns):
-        messages = _column_messages(keys, base)
+        keys = keys.encoded()
+    if isinstance(keys, EncodedKeys):
+        raw = _column_digests(keys, base)
     else:
         memo: dict = {}
-        messages = [_encode_memo(key, memo) for key in keys]
-    copy = base.copy
-
-    def digest(message: bytes) -> bytes:
-        h = copy()
-        h.update(message)
-        return h.digest()
-
-    raw = b"".join(map(digest, messages))
+        raw = _digests(base, [_encode_memo(key, memo) for key in keys])
     if not raw:
         return np.zeros((0, 8), dtype=np.uint32)
     # stream_key reads the digest as a big-endian integer; ChaCha takes it as little-endian words
@@ -100,31 +128,67 @@ def stream_keys(run_key: int, keys) -> np.ndarray:
     return np.ascontiguousarray(flipped).view("<u4").astype(np.uint32)
 
 
-def _column_messages(keys: KeyColumns, base) -> list:
-    """Each key's encoding after its common head, which is fed into ``base`` (in place)."""
-    n_parts = len(keys.prefix) + len(keys.columns) + len(keys.suffix)
-    base.update(b"T" + struct.pack(">Q", n_parts) + b"".join(encode_key(p) for p in keys.prefix))
-    tail = b"".join(encode_key(p) for p in keys.suffix)
-    messages = None
-    for col in keys.columns:
-        part = _encoded_column(col)
-        messages = part if messages is None else list(map(bytes.__add__, messages, part))
-    return list(map(bytes.__add__, messages, repeat(tail, len(messages)))) if tail else messages
+def _digests(head, messages: list) -> bytes:
+    """SHA-256 of what ``head`` was fed followed by each message: 32 bytes per message.
+
+    C-level maps over copies of ``head`` (no Python frame per key), in bounded batches."""
+    digest_type = type(head)
+    out = []
+    for start in range(0, len(messages), _HASH_BATCH):
+        hashes = [head.copy() for _ in range(min(_HASH_BATCH, len(messages) - start))]
+        deque(map(digest_type.update, hashes, messages[start:start + _HASH_BATCH]), maxlen=0)
+        out.append(b"".join(map(digest_type.digest, hashes)))
+    return b"".join(out)
 
 
-def _encoded_column(col: np.ndarray) -> list:
-    """encode_key of every value of a column, each distinct value encoded once.
+def _column_digests(keys: EncodedKeys, base) -> bytes:
+    """The digests of encoded column-wise keys; ``base`` is fed their common head (in place).
+
+    Consecutive keys sharing their first column's value (a SafeTab block's cells come
+    geocode by geocode) hash that value once per run, from a copy of the head."""
+    base.update(keys.head)
+    if not len(keys):
+        return b""
+    first_codes, first_encoded = keys.codes[0], keys.encodings[0]
+    if len(keys.codes) == 1:
+        return _digests(base, first_encoded[first_codes].tolist())
+    rest = None
+    for codes, encoded in zip(keys.codes[1:], keys.encodings[1:]):
+        part = encoded[codes].tolist()
+        rest = part if rest is None else list(map(bytes.__add__, rest, part))
+    starts = np.flatnonzero(np.diff(first_codes)) + 1
+    if 4 * (starts.size + 1) > len(keys):  # short runs: whole messages cost less
+        return _digests(base, list(map(bytes.__add__, first_encoded[first_codes].tolist(), rest)))
+    out = []
+    for lo, hi in zip(np.r_[0, starts], np.r_[starts, len(keys)]):
+        head = base.copy()
+        head.update(first_encoded[first_codes[lo]])
+        out.append(_digests(head, rest[lo:hi]))
+    return b"".join(out)
+
+
+def _encoded_codes(col, tail: bytes = b"") -> tuple[np.ndarray, np.ndarray]:
+    """(codes, encodings): value i of the column encodes as ``encodings[codes[i]]`` (+ ``tail``),
+    each distinct value encoded once.
 
     Hashing merges values that compare equal (1, 1.0 and True), which encode differently
-    only across types: a column of one kind (all text, or a numeric or boolean array) is
-    factorized; a mixed object column is encoded value by value.
+    only across types: a Categorical brings its own codes; a column of one kind (all text, or
+    a numeric or boolean array) is factorized; a mixed object column is told apart by (type,
+    value).
     """
-    if col.dtype == object and pd.api.types.infer_dtype(col, skipna=False) != "string":
+    if isinstance(col, pd.Categorical):
+        if (col.codes < 0).any():
+            raise ValueError("a key column holds a missing value")
+        codes, uniques = col.codes, list(col.categories)
+    elif col.dtype == object and pd.api.types.infer_dtype(col, skipna=False) != "string":
         memo: dict = {}
-        return [memo[k] if (k := (type(v), v)) in memo else memo.setdefault(k, encode_key(v)) for v in col]
-    codes, uniques = pd.factorize(col, use_na_sentinel=False)
-    encoded = np.array([encode_key(_plain(u)) for u in uniques] + [b""], dtype=object)
-    return encoded[codes].tolist()
+        codes = np.array([memo.setdefault((type(v), v), len(memo)) for v in col], dtype=np.int64)
+        uniques = [v for _, v in memo]
+    else:
+        codes, uniques = pd.factorize(col, use_na_sentinel=False)
+    encoded = np.empty(len(uniques), dtype=object)
+    encoded[:] = [encode_key(_plain(u)) + tail for u in uniques]
+    return codes, encoded
 
 
 def _encode_memo(key, memo: dict) -> bytes:
@@ -154,11 +218,13 @@ def chacha_blocks(keys: np.ndarray, counters: np.ndarray) -> np.ndarray:
     out = np.empty((m, 16), dtype=np.uint32)
     for start in range(0, m, _BATCH):
         stop = min(m, start + _BATCH)
-        out[start:stop] = _blocks(keys[start:stop], counters[start:stop])
+        out[start:stop] = _block_rows(keys[start:stop], counters[start:stop]).T
     return out
 
 
-def _blocks(keys: np.ndarray, counters: np.ndarray) -> np.ndarray:
+def _block_rows(keys: np.ndarray, counters: np.ndarray) -> np.ndarray:
+    """The blocks as 16 rows of n uint32 (word w of every block in row w): one array per state
+    word keeps every operation a contiguous in-place numpy pass."""
     n = len(counters)
     state = np.empty((16, n), dtype=np.uint32)
     state[:4] = np.asarray(_CONSTANTS, dtype=np.uint32)[:, None]
@@ -166,7 +232,8 @@ def _blocks(keys: np.ndarray, counters: np.ndarray) -> np.ndarray:
     state[12] = (counters & np.uint64(0xFFFFFFFF)).astype(np.uint32)
     state[13] = (counters >> np.uint64(32)).astype(np.uint32)
     state[14:] = 0
-    x = [row.copy() for row in state]
+    out = state.copy()
+    x = list(out)  # views: the rounds update ``out`` in place
     tmp = np.empty(n, dtype=np.uint32)
     for _ in range(_DOUBLE_ROUNDS):
         for a, b, c, d in _QUARTER_ROUNDS:
@@ -175,9 +242,8 @@ def _blocks(keys: np.ndarray, counters: np.ndarray) -> np.ndarray:
                 np.add(x[add_to], x[add], out=x[add_to])
                 np.bitwise_xor(x[mix], x[add_to], out=x[mix])
                 _rotl(x[mix], bits, tmp)
-    for i in range(16):
-        np.add(x[i], state[i], out=x[i])
-    return np.stack(x, axis=1)
+    out += state
+    return out
 
 
 def _rotl(v: np.ndarray, bits: int, tmp: np.ndarray) -> None:
@@ -199,12 +265,19 @@ def lane_words(keys: np.ndarray, counts) -> np.ndarray:
     if (counts < 0).any():
         raise ValueError("counts must be nonnegative")
     n_blocks = -(-counts // _WORDS_PER_BLOCK)
+    first = np.cumsum(n_blocks) - n_blocks  # each lane's first block, in the batch's numbering
     lane = np.repeat(np.arange(len(keys)), n_blocks)
-    first = np.cumsum(n_blocks) - n_blocks
     block = np.arange(len(lane), dtype=np.int64) - np.repeat(first, n_blocks)
-    out = chacha_blocks(keys[lane], block.astype(np.uint64))
-    words = (out[:, 0::2].astype(np.uint64) | (out[:, 1::2].astype(np.uint64) << np.uint64(32))).reshape(-1)
-    # keep each lane's first counts[i] words out of its n_blocks * 8
-    start = np.repeat(first * _WORDS_PER_BLOCK, counts)
-    offset = np.arange(int(counts.sum()), dtype=np.int64) - np.repeat(np.cumsum(counts) - counts, counts)
-    return words[start + offset]
+    # draw j of lane i: word j % 8 of the lane's block j // 8
+    j = np.arange(int(counts.sum()), dtype=np.int64) - np.repeat(np.cumsum(counts) - counts, counts)
+    draw_block = np.repeat(first, counts) + j // _WORDS_PER_BLOCK
+    low_row = 2 * (j % _WORDS_PER_BLOCK)
+    out = np.empty(j.size, dtype=np.uint64)
+    for start in range(0, len(lane), _BATCH):
+        stop = min(len(lane), start + _BATCH)
+        rows = _block_rows(keys[lane[start:stop]], block[start:stop].astype(np.uint64))
+        lo, hi = np.searchsorted(draw_block, [start, stop])  # draws are in block order
+        b = draw_block[lo:hi] - start
+        r = low_row[lo:hi]
+        out[lo:hi] = rows[r, b].astype(np.uint64) | (rows[r + 1, b].astype(np.uint64) << np.uint64(32))
+    return out

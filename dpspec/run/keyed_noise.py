@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from dpspec.engine.keyed_words import KeyColumns, lane_words, stream_keys
+from dpspec.engine.keyed_words import EncodedKeys, KeyColumns, lane_words, stream_keys
 from dpspec.run import noise
 
 _BATCH_DRAWS = 1 << 17  # first-round words per batch of cells: bounds the ChaCha temporaries
@@ -42,6 +42,8 @@ def keyed_discrete_gaussian(sigma2, run_key: int, keys, counts) -> np.ndarray:
     counts = np.broadcast_to(np.asarray(counts, dtype=np.int64), (n_keys,))
     if (counts < 0).any():
         raise ValueError("draw counts must be nonnegative")
+    if isinstance(keys, KeyColumns):
+        keys = keys.encoded()  # each distinct value once, not once per batch
     s2 = noise.effective_sigma2(sigma2)
     table = noise._gaussian_table(s2.numerator, s2.denominator)
     out = np.empty(int(counts.sum()), dtype=np.int64)
@@ -57,7 +59,7 @@ def keyed_discrete_gaussian(sigma2, run_key: int, keys, counts) -> np.ndarray:
 
 
 def _rows(keys, lo: int, hi: int):
-    return keys[lo:hi] if isinstance(keys, KeyColumns) else [keys[i] for i in range(lo, hi)]
+    return keys[lo:hi] if isinstance(keys, EncodedKeys) else [keys[i] for i in range(lo, hi)]
 
 
 def _batch(s2, table, key_words: np.ndarray, counts: np.ndarray) -> np.ndarray:

@@ -142,12 +142,14 @@ def _public_choice(public_totals, geo, codes, sel) -> np.ndarray:
 
 def _measure(design, td, cell, geo, sel, k, region, group, codes, var_codes, variables, run_key, public_totals, noise=sigma2):
     n_regions, n_groups = len(codes), len(sel)
-    iterations = sel["iteration"].to_numpy()
+    geocode_type, group_type = pd.CategoricalDtype(codes), pd.CategoricalDtype(sel["iteration"].to_numpy())
 
     def with_noise(true, flat, s2, stage):
-        """true + noise, row i (cell flat[i] = region * n_groups + group) from that cell's stream."""
+        """true + noise, row i (cell flat[i] = region * n_groups + group) from that cell's stream,
+        keyed (NOISE_STREAM, table, geography, level, geocode, group, stage)."""
         keys = KeyColumns((NOISE_STREAM, td.name, geo, cell.level),
-                          (codes[flat // n_groups], iterations[flat % n_groups]), (stage,))
+                          (pd.Categorical.from_codes(flat // n_groups, dtype=geocode_type),
+                           pd.Categorical.from_codes(flat % n_groups, dtype=group_type)), (stage,))
         return add_keyed_noise(true, s2, run_key, keys)
 
     truth = group_counts(region, group, n_regions, n_groups)
@@ -167,7 +169,7 @@ def _measure(design, td, cell, geo, sel, k, region, group, codes, var_codes, var
         adaptive = np.flatnonzero(~detailed_only)
         only = np.flatnonzero(detailed_only)
         stage1_cells = (np.arange(n_regions)[:, None] * n_groups + adaptive[None, :]).ravel()
-        stage1 = with_noise(truth[:, adaptive].reshape(-1), stage1_cells, s2_first, "stage 1").reshape(n_regions, -1)
+        stage1 = with_noise(truth[:, adaptive].reshape(-1), stage1_cells, s2_first, "stage 1").reshape(n_regions, adaptive.size)
         rung = np.full((n_regions, n_groups), -1, dtype=np.int8)
         rung[:, adaptive] = choose_detail(stage1, cell.thresholds)
         del stage1  # used only through the choice
