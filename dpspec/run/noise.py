@@ -582,12 +582,11 @@ def _table_draws(table: _Table, first: np.ndarray, source) -> np.ndarray:
         accept = acc < table.acc_lo[sym]
         doubt = np.flatnonzero(~accept)
         doubt = doubt[acc[doubt] < table.acc_hi[sym[doubt]]]
-        # i is a position in this round; pending (after round one) maps it to the draw's index
         for i in doubt:  # about 2**-acc_bits of the draws: decide exactly
-            accept[i] = _accept_exactly(table, int(sym[i]), int(acc[i]), source.rng(int(i if pending is None else pending[i])))
+            accept[i] = _accept_exactly(table, int(sym[i]), int(acc[i]), source.rng(_draw_index(pending, i)))
         values = sym - table.b
         for i in np.flatnonzero(accept & (sym == table.tail)):  # probability below 2**-80
-            values[i] = _tail_sample(table, source.rng(int(i if pending is None else pending[i])))
+            values[i] = _tail_sample(table, source.rng(_draw_index(pending, i)))
         if pending is None:  # first round: keep everything, redo the rejected ones
             out[:] = values
             pending = np.flatnonzero(~accept)
@@ -596,6 +595,11 @@ def _table_draws(table: _Table, first: np.ndarray, source) -> np.ndarray:
             pending = pending[~accept]
         r = source.words(pending) if pending.size else pending[:0].astype(np.uint64)
     return out
+
+
+def _draw_index(pending, i) -> int:
+    """The draw at position i of a round: i itself in round one, then ``pending[i]``."""
+    return int(i if pending is None else pending[i])
 
 
 def _accept_exactly(table: _Table, s: int, acc: int, rng: np.random.Generator) -> bool:
