@@ -17,6 +17,7 @@ import pandas as pd
 
 from dpspec.api import DataError
 
+from .combinations import Origin, combinations, rows_text
 from .design import ROOT, Design, sigma2
 from .engine import add_noise, cell_codes, choose_detail, detail_counts, group_counts, suppression_threshold
 from .iterations import IterationTable, encode_records, flatten
@@ -27,7 +28,7 @@ ALL = "*"
 
 @attrs.frozen
 class Inputs:
-    frame: pd.DataFrame
+    frame: object  # the records: a pandas frame, or an EngineTable (dpspec.api) the engine holds
     race_columns: tuple[str, ...]
     eth_column: str
     variables: dict  # detail variable -> list of its values (as text)
@@ -49,16 +50,30 @@ def _regions(frame: pd.DataFrame, geo: str) -> tuple[np.ndarray, np.ndarray]:
     return cat.codes.astype(np.int64), np.asarray(cat.categories.astype(str), dtype=object)
 
 
-def _variable_codes(inputs: Inputs) -> dict:
+def _variable_codes(frame: pd.DataFrame, inputs: Inputs, origin: Origin) -> dict:
     out = {}
     for var, values in inputs.variables.items():
-        codes = pd.Categorical(inputs.frame[var].astype("string"), categories=values).codes.astype(np.int64)
+        codes = pd.Categorical(frame[var].astype("string"), categories=values).codes.astype(np.int64)
         if (codes < 0).any():
             row = int(np.flatnonzero(codes < 0)[0])
-            raise DataError(f"{inputs.source}: row {row + 1}: column '{var}' holds '{inputs.frame[var].iloc[row]}', "
+            value = frame[var].iloc[row]
+            if origin.numbered:
+                raise DataError(f"{inputs.source}: row {origin.row(row)}: column '{var}' holds '{value}', "
+                                f"not one of {', '.join(values)}")
+            same = frame[var].astype("string").eq(str(value)).fillna(False).to_numpy(dtype=bool) \
+                if not pd.isna(value) else frame[var].isna().to_numpy()
+            raise DataError(f"{inputs.source}: column '{var}' holds '{value}' in {rows_text(origin.count(same))}, "
                             f"not one of {', '.join(values)}")
         out[var] = codes
     return out
+
+
+def read_columns(design: Design, inputs: Inputs) -> list[str]:
+    """The columns a run reads: every measured geography, the race and ethnicity codes and
+    every stage-2 variable; records are counted per distinct combination of them."""
+    measured = {c.geo for td in design.tables for c in td.cells if c.rho != 0}
+    geos = [g for g in design.geo_levels if g != ROOT and g in measured]
+    return list(dict.fromkeys([*geos, *inputs.race_columns, inputs.eth_column, *inputs.variables]))
 
 
 def fanout_of(design: Design, table: IterationTable, level: int, granularity: str) -> tuple[int, dict]:
@@ -74,11 +89,14 @@ def run(design: Design, inputs: Inputs, table: IterationTable, rng: np.random.Ge
     noise(fanout, rho) -> sigma²: the mechanism's calibration (`SafeTab.noise_sigma2`).
     engine (a `dpspec.engine.EngineRun`): each cell is a unit of work with its own stream,
     keyed by (table, geography, level), run on that engine, so every engine releases the same
-    counts; without one, the cells draw in turn from `rng`.
+    counts; without one, the cells draw in turn from `rng`. The records are read as their
+    distinct combinations with counts (`combinations`: counted by the engine when it holds
+    them), and every count is a weighted sum over those.
     """
-    records = encode_records(inputs.frame, inputs.race_columns, inputs.eth_column, table,
-                             design.max_race_codes, inputs.source)
-    var_codes = _variable_codes(inputs)
+    frame, origin = combinations(inputs.frame, read_columns(design, inputs), engine)
+    records = encode_records(frame, inputs.race_columns, inputs.eth_column, table,
+                             design.max_race_codes, inputs.source, origin)
+    var_codes = _variable_codes(frame, inputs, origin)
     flat_cache: dict = {}
     region_cache: dict = {}
     blocks, facts, errors, fanouts = [], [], [], {}
@@ -98,9 +116,9 @@ def run(design: Design, inputs: Inputs, table: IterationTable, rng: np.random.Ge
                     fanouts[f"level{cell.level} {gran}"] = {**bound, "fanout_used": k}
                 sel, k, rows, its = flat_cache[key]
                 if geo not in region_cache:
-                    region_cache[geo] = _regions(inputs.frame, geo)
+                    region_cache[geo] = _regions(frame, geo)
                 region_of_row, codes = region_cache[geo]
-                args = (design, td, cell, geo, sel, k, region_of_row[rows], its, codes,
+                args = (design, td, cell, geo, sel, k, region_of_row[rows], its, origin.weight[rows], codes,
                         {v: c[rows] for v, c in var_codes.items()}, inputs.variables)
                 if engine is None:
                     units.append(_measure(*args, rng, public_totals, noise))
@@ -136,9 +154,9 @@ def _public_choice(public_totals, geo, codes, sel) -> np.ndarray:
     return dense
 
 
-def _measure(design, td, cell, geo, sel, k, region, group, codes, var_codes, variables, rng, public_totals, noise=sigma2):
+def _measure(design, td, cell, geo, sel, k, region, group, weight, codes, var_codes, variables, rng, public_totals, noise=sigma2):
     n_regions, n_groups = len(codes), len(sel)
-    truth = group_counts(region, group, n_regions, n_groups)
+    truth = group_counts(region, group, n_regions, n_groups, weight)
     detailed_only = sel["detailed_only"].to_numpy()
     stages = dict(design.stages(cell))
     s2_second = noise(k, stages["stage 2"])
@@ -184,7 +202,7 @@ def _measure(design, td, cell, geo, sel, k, region, group, codes, var_codes, var
         sizes = [len(variables[v]) for v in detail.variables]
         cells = cell_codes([var_codes[v] for v in detail.variables], sizes)
         n_cells = int(np.prod(sizes))
-        _, true = detail_counts(region, group, cells, keys, n_groups, n_cells, n_regions)
+        _, true = detail_counts(region, group, cells, keys, n_groups, n_cells, n_regions, weight)
         noisy = add_noise(true, s2_second, rng)
         parts = np.unravel_index(np.arange(n_cells), sizes)
         per_cell = {v: np.tile(p, len(keys)) for v, p in zip(detail.variables, parts)}
