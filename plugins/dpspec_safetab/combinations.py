@@ -82,3 +82,17 @@ def combination_labels(frame: pd.DataFrame, columns: list[str]) -> np.ndarray:
         size *= radix
     labels, _ = pd.factorize(key)
     return labels.astype(np.int64)
+
+
+def text_codes(values: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+    """(each value's position in `labels`, -1 where missing; the distinct values as text).
+
+    What `values.astype(str)` would give, computed on the distinct values only: a column of a
+    few thousand codes over millions of rows is hashed once, not converted row by row."""
+    codes, uniques = pd.factorize(values, use_na_sentinel=True)
+    text = np.array([str(u) for u in uniques], dtype=object)
+    merged, labels = pd.factorize(text)  # values equal only as text (1 and "1") are one label
+    codes = codes.astype(np.int64)
+    if len(labels) < len(text):
+        codes = np.where(codes >= 0, merged[np.maximum(codes, 0)], -1)
+    return codes, np.asarray(labels, dtype=object)

@@ -24,7 +24,7 @@ import pandas as pd
 
 from dpspec.api import DataError, require_regular
 
-from .combinations import Origin, rows_text
+from .combinations import Origin, rows_text, text_codes
 
 GRANULARITIES = ("detailed", "coarse")
 
@@ -127,13 +127,13 @@ def encode_records(frame: pd.DataFrame, race_columns, eth_column: str, table: It
     origin = origin if origin is not None else Origin.records(n)
     rows_list, codes_list = [], []
     for col in race_columns:
-        values = frame[col]
-        present = values.notna().to_numpy()
+        found, labels = text_codes(frame[col])
+        present = found >= 0
         if not present.any():
             continue
         rows = np.flatnonzero(present)
-        idx = table.codes.get_indexer(values.to_numpy()[rows].astype(str))
-        _unknown(idx, rows, values.to_numpy()[rows], col, source, origin)
+        idx = table.codes.get_indexer(labels)[found[rows]]
+        _unknown(idx, rows, labels, found[rows], col, source, origin)
         rows_list.append(rows)
         codes_list.append(idx)
     race_rows = np.concatenate(rows_list) if rows_list else np.zeros(0, dtype=np.int64)
@@ -156,15 +156,15 @@ def encode_records(frame: pd.DataFrame, race_columns, eth_column: str, table: It
         shown = ", ".join(f"'{c}'" for c in table.codes[race_codes[race_rows == row]])
         raise DataError(f"{source}: {rows_text(origin.count(over))} have more race codes than max_race_codes = "
                         f"{max_race_codes}, such as the {n_race[row]} codes {shown} ({rows_text(int(origin.weight[row]))})")
-    eth = frame[eth_column]
-    if eth.isna().any():
-        missing = eth.isna().to_numpy()
+    found, labels = text_codes(frame[eth_column])
+    if (found < 0).any():
+        missing = found < 0
         row = int(np.flatnonzero(missing)[0])
         where = f"row {origin.row(row)}: " if origin.numbered else ""
         many = "" if origin.numbered else f" in {rows_text(origin.count(missing))}"
         raise DataError(f"{source}: {where}column '{eth_column}' has no ethnicity code{many}")
-    eth_idx = table.codes.get_indexer(eth.to_numpy().astype(str))
-    _unknown(eth_idx, np.arange(n), eth.to_numpy(), eth_column, source, origin)
+    eth_idx = table.codes.get_indexer(labels)[found]
+    _unknown(eth_idx, np.arange(n), labels, found, eth_column, source, origin)
     return RecordCodes(n, race_rows, race_codes, n_race, eth_idx, origin, table)
 
 
@@ -178,16 +178,18 @@ def sorted_unique(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return keys[first], np.diff(np.r_[first, keys.size])
 
 
-def _unknown(idx, rows, values, column, source, origin: Origin):
+def _unknown(idx, rows, labels, found, column, source, origin: Origin):
+    """A DataError for the first code not in the code table: rows' codes are labels[found]."""
     bad = idx < 0
     if bad.any():
         first = int(np.flatnonzero(bad)[0])
         total = origin.count(rows[bad])
+        value = labels[found[first]]
         if origin.numbered:
-            raise DataError(f"{source}: row {origin.row(rows[first])}: column '{column}' holds the code '{values[first]}', "
+            raise DataError(f"{source}: row {origin.row(rows[first])}: column '{column}' holds the code '{value}', "
                             f"which is not in the code table ({total} such values in all)")
-        same = rows[bad & (values.astype(str) == str(values[first]))]
-        raise DataError(f"{source}: column '{column}' holds the code '{values[first]}' in {rows_text(origin.count(same))}, "
+        same = rows[found == found[first]]
+        raise DataError(f"{source}: column '{column}' holds the code '{value}' in {rows_text(origin.count(same))}, "
                         f"which is not in the code table ({total} such values in all)")
 
 

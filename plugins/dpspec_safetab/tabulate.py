@@ -17,7 +17,7 @@ import pandas as pd
 
 from dpspec.api import DataError
 
-from .combinations import Origin, combinations, rows_text
+from .combinations import Origin, combinations, rows_text, text_codes
 from .design import ROOT, Design, sigma2
 from .engine import add_noise, cell_codes, choose_detail, detail_counts, group_counts, suppression_threshold
 from .iterations import IterationTable, encode_records, flatten
@@ -46,22 +46,26 @@ class Outcome:
 def _regions(frame: pd.DataFrame, geo: str) -> tuple[np.ndarray, np.ndarray]:
     if geo == ROOT:
         return np.zeros(len(frame), dtype=np.int64), np.array([NATION_CODE], dtype=object)
-    cat = pd.Categorical(frame[geo].astype("string"))
-    return cat.codes.astype(np.int64), np.asarray(cat.categories.astype(str), dtype=object)
+    codes, labels = text_codes(frame[geo])  # units sorted by their codes as text
+    order = np.argsort(labels, kind="stable")
+    rank = np.empty(len(labels), dtype=np.int64)
+    rank[order] = np.arange(len(labels))
+    return np.where(codes >= 0, rank[np.maximum(codes, 0)], -1), labels[order]
 
 
 def _variable_codes(frame: pd.DataFrame, inputs: Inputs, origin: Origin) -> dict:
     out = {}
     for var, values in inputs.variables.items():
-        codes = pd.Categorical(frame[var].astype("string"), categories=values).codes.astype(np.int64)
+        found, labels = text_codes(frame[var])
+        position = pd.Index(values).get_indexer(labels)
+        codes = np.where(found >= 0, position[np.maximum(found, 0)], -1)
         if (codes < 0).any():
             row = int(np.flatnonzero(codes < 0)[0])
             value = frame[var].iloc[row]
             if origin.numbered:
                 raise DataError(f"{inputs.source}: row {origin.row(row)}: column '{var}' holds '{value}', "
                                 f"not one of {', '.join(values)}")
-            same = frame[var].astype("string").eq(str(value)).fillna(False).to_numpy(dtype=bool) \
-                if not pd.isna(value) else frame[var].isna().to_numpy()
+            same = found == found[row]  # the rows holding that value (or missing, as it is)
             raise DataError(f"{inputs.source}: column '{var}' holds '{value}' in {rows_text(origin.count(same))}, "
                             f"not one of {', '.join(values)}")
         out[var] = codes
@@ -112,14 +116,16 @@ def run(design: Design, inputs: Inputs, table: IterationTable, rng: np.random.Ge
                     sel = table.selection(cell.level, gran)
                     k, bound = fanout_of(design, table, cell.level, gran)
                     rows, its = flatten(records, table, sel, k, inputs.source)
-                    flat_cache[key] = (sel, k, rows, its)
+                    # what each flattened (row, group) pair carries, gathered once per selection
+                    carried = (origin.weight[rows], {v: c[rows] for v, c in var_codes.items()})
+                    flat_cache[key] = (sel, k, rows, its, *carried)
                     fanouts[f"level{cell.level} {gran}"] = {**bound, "fanout_used": k}
-                sel, k, rows, its = flat_cache[key]
+                sel, k, rows, its, weight, pair_vars = flat_cache[key]
                 if geo not in region_cache:
                     region_cache[geo] = _regions(frame, geo)
                 region_of_row, codes = region_cache[geo]
-                args = (design, td, cell, geo, sel, k, region_of_row[rows], its, origin.weight[rows], codes,
-                        {v: c[rows] for v, c in var_codes.items()}, inputs.variables)
+                args = (design, td, cell, geo, sel, k, region_of_row[rows], its, weight, codes, pair_vars,
+                        inputs.variables)
                 if engine is None:
                     units.append(_measure(*args, rng, public_totals, noise))
                 else:
