@@ -20,7 +20,7 @@ from dpspec.api import DataError
 from .combinations import Origin, combinations, rows_text, text_codes
 from .design import ROOT, Design, sigma2
 from .engine import add_noise, cell_codes, choose_detail, detail_counts, group_counts, suppression_threshold
-from .iterations import IterationTable, encode_records, flatten
+from .iterations import IterationTable, RecordCodes, encode_records, flatten
 
 NATION_CODE = "US"
 ALL = "*"
@@ -72,6 +72,27 @@ def _variable_codes(frame: pd.DataFrame, inputs: Inputs, origin: Origin) -> dict
     return out
 
 
+@attrs.frozen
+class Records:
+    """The records as SafeTab counts them: their distinct combinations of the columns it reads
+    (`frame`), what each stands for (`origin`), their codes and their stage-2 variables' codes."""
+
+    frame: pd.DataFrame
+    origin: Origin
+    codes: RecordCodes
+    variables: dict  # variable -> each row's position among the variable's values
+
+
+def read_records(inputs: Inputs, columns: list[str], table: IterationTable, max_race_codes: int,
+                 engine=None) -> Records:
+    """The records of `inputs` counted per distinct combination of `columns` (by the engine when
+    it holds them), checked and encoded; a bad record is a DataError naming its row, or on an
+    engine table the value and how many rows hold it."""
+    frame, origin = combinations(inputs.frame, columns, engine)
+    codes = encode_records(frame, inputs.race_columns, inputs.eth_column, table, max_race_codes, inputs.source, origin)
+    return Records(frame, origin, codes, _variable_codes(frame, inputs, origin))
+
+
 def read_columns(design: Design, inputs: Inputs) -> list[str]:
     """The columns a run reads: every measured geography, the race and ethnicity codes and
     every stage-2 variable; records are counted per distinct combination of them."""
@@ -97,10 +118,8 @@ def run(design: Design, inputs: Inputs, table: IterationTable, rng: np.random.Ge
     distinct combinations with counts (`combinations`: counted by the engine when it holds
     them), and every count is a weighted sum over those.
     """
-    frame, origin = combinations(inputs.frame, read_columns(design, inputs), engine)
-    records = encode_records(frame, inputs.race_columns, inputs.eth_column, table,
-                             design.max_race_codes, inputs.source, origin)
-    var_codes = _variable_codes(frame, inputs, origin)
+    read = read_records(inputs, read_columns(design, inputs), table, design.max_race_codes, engine)
+    frame, origin, records, var_codes = read.frame, read.origin, read.codes, read.variables
     flat_cache: dict = {}
     region_cache: dict = {}
     blocks, facts, errors, fanouts = [], [], [], {}
