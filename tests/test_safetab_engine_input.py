@@ -110,38 +110,17 @@ def test_the_release_depends_on_the_seed(tmp_path):
     assert release(dpspec.compile(spec, seed=1), tmp_path / "a") != release(dpspec.compile(spec, seed=2), tmp_path / "b")
 
 
-def test_on_spark_a_directory_gives_the_local_release_and_only_counts_reach_the_driver(tmp_path, spark_session,
-                                                                                        monkeypatch):
+def test_on_spark_a_directory_gives_the_local_release_and_only_counts_reach_the_driver(tmp_path, counts_only_spark):
     """Persons that share their combinations (each of 200 people ten times): compiled on Spark
     from a partitioned directory, every frame the driver collects is a count (at most one row
-    per combination, never one per person), the table itself is never asked for, and the
-    release is the local one from a CSV file, byte for byte."""
-    from dpspec.engine.spark import SparkEngine
-
+    per combination, never one per person), the table itself is never asked for, no unit of
+    work reads rows, and the release is the local one from a CSV file, byte for byte."""
     inputs = tmp_path / "in"
     people = pd.read_parquet(DATA / "persons.parquet").iloc[:200]
     frame = pd.concat([people] * 10, ignore_index=True)
     sources = write_sources(frame, inputs)
     local = dpspec.compile(spec_reading(inputs, sources["csv"], name="csv"), seed=11)
-
-    class NoRows(SparkEngine):
-        def to_pandas(self, table):
-            raise AssertionError("the driver asked for the whole table")
-
-        def map_groups(self, table, by, func, **kw):
-            raise AssertionError("SafeTab needs no row-level units")
-
-    DataFrame = type(spark_session.range(1))
-    collected = []
-    to_pandas = DataFrame.toPandas
-
-    def counting(self):
-        out = to_pandas(self)
-        collected.append(len(out))
-        return out
-
-    monkeypatch.setattr(DataFrame, "toPandas", counting)
-    engine = NoRows(session=spark_session, partitions=3)
+    engine, collected = counts_only_spark
     on_spark = dpspec.compile(spec_reading(inputs, sources["dir"], name="dir"), seed=11, engine=engine)
     assert collected and max(collected) <= len(people), collected
     assert release(on_spark, tmp_path / "spark") == release(local, tmp_path / "local")
