@@ -68,7 +68,7 @@ def _variable_codes(frame: pd.DataFrame, inputs: Inputs, origin: Origin) -> dict
             same = found == found[row]  # the rows holding that value (or missing, as it is)
             raise DataError(f"{inputs.source}: column '{var}' holds '{value}' in {rows_text(origin.count(same))}, "
                             f"not one of {', '.join(values)}")
-        out[var] = codes
+        out[var] = codes.astype(np.min_scalar_type(max(len(values) - 1, 0)))  # small: gathered per flattened pair
     return out
 
 
