@@ -286,3 +286,17 @@ def test_a_csv_record_with_an_unknown_code_exits_1_at_its_row(tmp_path):
     assert result.exit_code == 1, result.output
     assert "row 42: column 'QRACE1' holds the code '0042', which is not in the code table" in result.output
     assert "Traceback" not in result.output
+
+
+def test_a_geography_or_variable_with_no_value_at_all_reads(tmp_path):
+    """A column entirely missing (no AIAN/NH area among these records) has no labels at all:
+    its units are none, as before; a variable entirely missing is a clear DataError."""
+    from dpspec_safetab.tabulate import _regions
+
+    frame = pd.DataFrame({"aiannh": pd.Series([None] * 4, dtype=object), "tract": ["2", "1", None, "2"]})
+    region, codes = _regions(frame, "aiannh")
+    assert region.tolist() == [-1] * 4 and codes.tolist() == []
+    region, codes = _regions(frame, "tract")
+    assert region.tolist() == [1, 0, -1, 1] and codes.tolist() == ["1", "2"]
+    with pytest.raises(DataError, match=r"persons.csv: row 1: column 'SEX' holds 'None', not one of 1, 2"):
+        read(records().assign(SEX=None), "frame", tmp_path)

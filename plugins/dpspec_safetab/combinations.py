@@ -94,5 +94,10 @@ def text_codes(values: pd.Series) -> tuple[np.ndarray, np.ndarray]:
     merged, labels = pd.factorize(text)  # values equal only as text (1 and "1") are one label
     codes = codes.astype(np.int64)
     if len(labels) < len(text):
-        codes = np.where(codes >= 0, merged[np.maximum(codes, 0)], -1)
+        codes = through(merged, codes)
     return codes, np.asarray(labels, dtype=object)
+
+
+def through(mapping: np.ndarray, codes: np.ndarray) -> np.ndarray:
+    """mapping[codes] as int64, with -1 (missing) kept -1, even when `mapping` is empty."""
+    return np.append(np.asarray(mapping, dtype=np.int64), -1)[codes]

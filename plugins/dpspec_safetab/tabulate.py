@@ -17,7 +17,7 @@ import pandas as pd
 
 from dpspec.api import DataError
 
-from .combinations import Origin, combinations, rows_text, text_codes
+from .combinations import Origin, combinations, rows_text, text_codes, through
 from .design import ROOT, Design, sigma2
 from .engine import add_noise, cell_codes, choose_detail, detail_counts, group_counts, suppression_threshold
 from .iterations import IterationTable, RecordCodes, encode_records, flatten
@@ -50,15 +50,14 @@ def _regions(frame: pd.DataFrame, geo: str) -> tuple[np.ndarray, np.ndarray]:
     order = np.argsort(labels, kind="stable")
     rank = np.empty(len(labels), dtype=np.int64)
     rank[order] = np.arange(len(labels))
-    return np.where(codes >= 0, rank[np.maximum(codes, 0)], -1), labels[order]
+    return through(rank, codes), labels[order]
 
 
 def _variable_codes(frame: pd.DataFrame, inputs: Inputs, origin: Origin) -> dict:
     out = {}
     for var, values in inputs.variables.items():
         found, labels = text_codes(frame[var])
-        position = pd.Index(values).get_indexer(labels)
-        codes = np.where(found >= 0, position[np.maximum(found, 0)], -1)
+        codes = through(pd.Index(values).get_indexer(labels), found)
         if (codes < 0).any():
             row = int(np.flatnonzero(codes < 0)[0])
             value = frame[var].iloc[row]
