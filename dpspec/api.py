@@ -24,6 +24,7 @@ _WHERE = {
     "check": "dpspec.check.checker", "CheckedSpec": "dpspec.check.checker",
     "load_table": "dpspec.check.data", "load_data": "dpspec.check.data", "resolve_path": "dpspec.check.data",
     "EngineTable": "dpspec.engine.table",  # a validated table the engine holds (Mechanism.engine_tables)
+    "StreamedTable": "dpspec.contract.streamed", "frame_chunks": "dpspec.contract.streamed",  # a release written by chunks
     # randomness, noise, budgets, messages
     "make_rng": "dpspec.run.compiler", "bernoulli": "dpspec.run.noise", "bernoulli_ratios": "dpspec.run.noise", "discrete_gaussian": "dpspec.run.noise",
     "discrete_laplace": "dpspec.run.noise", "shown": "dpspec.language.values", "friendly": "dpspec.cli.errors",

@@ -124,6 +124,23 @@ def test_a_valid_directory_becomes_an_engine_table(tmp_path, engine):
     assert counts.equals(count_frame(frame, ["state", "sex"]))
 
 
+def test_a_nullable_bool_keeps_its_missing_values(tmp_path, engine):
+    """A `bool nullable` column travels as pandas' nullable boolean on both engines: its missing
+    values stay missing when counted and inside units of work (a plain bool would make them False)."""
+    from dpspec.engine import EngineRun
+
+    frame = population(200).assign(employed=lambda f: pd.array(
+        np.where(np.arange(len(f)) % 5 == 0, None, np.arange(len(f)) % 2 == 0), dtype="boolean"))
+    text = SPEC.replace('sex    : {"1", "2"}', 'sex    : {"1", "2"}\n        employed : bool nullable')
+    table = load(tmp_path, frame, engine, text)
+    assert table.kinds["employed"] == "boolean" and str(table.dtype("employed")) == "boolean"
+    counts = engine.count(table.handle, ["employed"])
+    assert counts["employed"].isna().sum() == 1 and counts["count"].tolist() == [80, 80, 40]
+    seen = EngineRun(engine, 1).map_groups(table, ["state"], lambda key, rows, rng: rows[["employed"]],
+                                           stage="t", schema={"employed": "boolean"})
+    assert str(seen["employed"].dtype) == "boolean" and int(seen["employed"].isna().sum()) == 40
+
+
 @pytest.mark.parametrize("change,message", [
     (lambda f: f.drop(columns="age"), r"table 'persons' needs column\(s\) age, which the file does not have"),
     (lambda f: f.iloc[:0], r"table 'persons' has no rows"),

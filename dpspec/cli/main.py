@@ -133,12 +133,12 @@ def compile_cmd(file, outdir, seed, runs, engine_name, spark_master, verify_file
     with claimed_target(outdir, "compile"):  # a second writer into the same folder is refused, not interleaved
         with reporting(StderrBar()), engine_for(engine_name, spark_master) as engine:
             result = compile_spec(spec, seed=seed, runs=runs, engine=engine)
-        if note := engine_note(result, engine_name):
-            click.echo(note, err=True)
-        if verify_file:  # the verification result becomes a finding
-            result.audit_outcome = with_finding(result.audit_outcome, verified)
-            result.findings = list(result.audit_outcome.findings)
-        written = write_result(result, outdir)
+            if note := engine_note(result, engine_name):
+                click.echo(note, err=True)
+            if verify_file:  # the verification result becomes a finding
+                result.audit_outcome = with_finding(result.audit_outcome, verified)
+                result.findings = list(result.audit_outcome.findings)
+            written = write_result(result, outdir)  # while the engine runs: it may stream the release
     ledger = result.ledger
     click.echo(f"mechanism: {result.mechanism.name} {result.mechanism.version}")
     if ledger.declared is not None:

@@ -9,8 +9,10 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-# The column types units of work exchange with an engine (Spark's Long/Double/Boolean/String).
-DTYPES = ("int64", "float64", "bool", "str")
+# The column types units of work exchange with an engine (Spark's Long/Double/Boolean/String);
+# "boolean" is a bool column that may be missing (pandas' nullable BooleanDtype): a plain bool
+# cannot hold a missing value, and turning one into False would change the data.
+DTYPES = ("int64", "float64", "bool", "boolean", "str")
 HIDDEN = "__dpspec_"
 SEQ = HIDDEN + "seq"
 
@@ -24,6 +26,8 @@ def dtype_name(series: pd.Series) -> str:
     dtype = series.dtype
     if isinstance(dtype, pd.CategoricalDtype):
         dtype = dtype.categories.dtype
+    if isinstance(dtype, pd.BooleanDtype):
+        return "boolean"
     if pd.api.types.is_bool_dtype(dtype):
         return "bool"
     if pd.api.types.is_integer_dtype(dtype):
@@ -53,6 +57,8 @@ def cast(frame: pd.DataFrame, schema: dict[str, str]) -> pd.DataFrame:
             out[name] = values.where(values.notna(), None) if values.hasnans else values
         elif kind == "bool":
             out[name] = col.astype(bool)
+        elif kind == "boolean":
+            out[name] = col.astype("boolean")
         else:
             out[name] = col.astype(np.dtype(kind))
     return pd.DataFrame(out, index=pd.RangeIndex(len(frame)))

@@ -88,12 +88,13 @@ def column_groups(table: ir.Table) -> list[list[str]]:
 
 
 def kind_of(col: ir.Column) -> str:
-    """The canonical kind a validated column is cast to (nullable whole numbers travel as floats)."""
+    """The canonical kind a validated column is cast to (nullable whole numbers travel as floats,
+    nullable bools as pandas' nullable "boolean")."""
     kind = col.type.kind
     if kind == "int":
         return "float64" if col.nullable else "int64"
     if kind == "bool":
-        return "bool"
+        return "boolean" if col.nullable else "bool"
     return "str"
 
 

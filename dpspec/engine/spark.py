@@ -98,13 +98,19 @@ def check_available(master: str, timeout: float = CONNECT_TIMEOUT) -> None:
     probe_master(master, timeout)
 
 
-_SPARK_TYPES = {"int64": "LongType", "float64": "DoubleType", "bool": "BooleanType", "str": "StringType"}
+_SPARK_TYPES = {"int64": "LongType", "float64": "DoubleType", "bool": "BooleanType", "boolean": "BooleanType",
+               "str": "StringType"}
+# Spark has one boolean type, nullable or not: a column cast to dpspec's nullable "boolean" says so
+# in its field metadata, so units and counts read its missing values back as missing.
+KIND_METADATA = "dpspec_kind"
 
 
 def _struct(schema: dict[str, str]):
     from pyspark.sql import types as T
 
-    return T.StructType([T.StructField(name, getattr(T, _SPARK_TYPES[kind])(), True) for name, kind in schema.items()])
+    return T.StructType([T.StructField(name, getattr(T, _SPARK_TYPES[kind])(), True,
+                                       {KIND_METADATA: kind} if kind == "boolean" else None)
+                         for name, kind in schema.items()])
 
 
 def _dtype_of(field) -> str:
@@ -112,7 +118,7 @@ def _dtype_of(field) -> str:
 
     t = field.dataType
     if isinstance(t, T.BooleanType):
-        return "bool"
+        return "boolean" if (field.metadata or {}).get(KIND_METADATA) == "boolean" else "bool"
     if isinstance(t, (T.ByteType, T.ShortType, T.IntegerType, T.LongType)):
         return "int64"
     if isinstance(t, (T.FloatType, T.DoubleType)):
@@ -233,8 +239,9 @@ class SparkEngine(Engine):
             if kind == "int64" and isinstance(field.dataType, text):
                 col = col.cast("double").cast("long")  # "3.0" is a whole number, as in pandas
             elif kind is not None:
-                col = col.cast({"int64": "long", "float64": "double", "bool": "boolean", "str": "string"}[kind])
-            out.append(col.alias(field.name))
+                col = col.cast({"int64": "long", "float64": "double", "bool": "boolean", "boolean": "boolean",
+                                "str": "string"}[kind])
+            out.append(col.alias(field.name, metadata={KIND_METADATA: kind}) if kind == "boolean" else col.alias(field.name))
         return sdf.select(*out)
 
     def to_pandas(self, table) -> pd.DataFrame:

@@ -46,4 +46,4 @@ class EngineTable:
 
         if column in self.categories:
             return pd.CategoricalDtype(list(self.categories[column]))
-        return {"int64": "int64", "float64": "float64", "bool": "bool"}.get(self.kinds[column], "object")
+        return {"int64": "int64", "float64": "float64", "bool": "bool", "boolean": "boolean"}.get(self.kinds[column], "object")

@@ -45,6 +45,7 @@ def write_result(result, outdir: str) -> dict:
     a set is whole (`dpspec.publish.output_set.verify_set`)."""
     from dpspec.publish.input_guard import check_output_target, input_paths
     from dpspec.publish.output_set import MANIFEST, output_set, stage_text, write_manifest
+    from dpspec.publish.table_csv import write_table_csv
     from dpspec.report import render_all
 
     check_output_target(outdir, input_paths(result.spec))
@@ -52,8 +53,8 @@ def write_result(result, outdir: str) -> dict:
         files = {}
         for name, frame in result.published.items():
             filename = _table_filename(name, frame)
-            frame.to_csv(os.path.join(staged, filename), index=False)
-            files[name] = {"file": filename, "rows": int(len(frame))}
+            rows = write_table_csv(frame, os.path.join(staged, filename))  # a StreamedTable chunk by chunk
+            files[name] = {"file": filename, "rows": rows}
         written = {"outputs": files}
         for kind, (filename, text) in render_all(result, outcome=result.audit_outcome).items():
             stage_text(staged, filename, text)

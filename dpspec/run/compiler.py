@@ -22,6 +22,7 @@ from dpspec.check.checker import CheckedSpec, check
 from dpspec.errors import DataError, MechanismError
 from dpspec.ir import spec_sha256
 from dpspec.contract.mechanism import Release
+from dpspec.contract.streamed import StreamedTable
 
 
 @attrs.define
@@ -81,9 +82,29 @@ def count_table(frame: pd.DataFrame, query: ir.CountQuery) -> pd.DataFrame:
     cols = list(query.columns)
     if not cols:
         return pd.DataFrame({"count": [len(frame)]})
+    if isinstance(frame, StreamedTable):
+        return _streamed_count_table(frame, cols)
     sizes = [len(frame[c].cat.categories) if isinstance(frame[c].dtype, pd.CategoricalDtype) else None for c in cols]
     full = all(s is not None for s in sizes) and int(np.prod(sizes)) <= FULL_TABLE_CELLS
     return frame.groupby(cols, observed=not full, dropna=False).size().rename("count").reset_index()
+
+
+def _streamed_count_table(table: StreamedTable, cols: list) -> pd.DataFrame:
+    """`count_table` of a streamed table: its counts (where its rows live), then, as for a frame,
+    every cell with zeros when every column declares its value set (a CategoricalDtype)."""
+    counts = table.count(cols)
+    dtypes = [table.dtypes.get(c) for c in cols]
+    if not all(isinstance(d, pd.CategoricalDtype) for d in dtypes):
+        return counts
+    if int(np.prod([len(d.categories) for d in dtypes])) > FULL_TABLE_CELLS:
+        return counts.astype({c: d for c, d in zip(cols, dtypes)})
+    grid = pd.MultiIndex.from_product([d.categories for d in dtypes], names=cols)
+    keyed = counts.astype({c: str for c in cols}).set_index(cols)["count"]
+    text = pd.MultiIndex.from_product([d.categories.astype(str) for d in dtypes], names=cols)
+    full = keyed.reindex(text, fill_value=0).to_numpy(dtype=np.int64)
+    out = grid.to_frame(index=False).astype({c: d for c, d in zip(cols, dtypes)})
+    out["count"] = full
+    return out
 
 
 def _counts(frame: pd.DataFrame, cols) -> pd.Series:
@@ -108,7 +129,7 @@ def verify_invariants(induced, before: dict, outputs: dict, engine=None) -> None
             continue
         a, b = before[q.table], outputs[q.table]
         cols = list(q.columns)
-        if isinstance(a, EngineTable):
+        if isinstance(a, EngineTable) or isinstance(b, StreamedTable):
             equal = _engine_counts_equal(engine, a, b, cols)
             if not equal:
                 raise MechanismError(f"invariant '{q.describe()}' changed during the run; the release was not written")
@@ -122,16 +143,30 @@ def verify_invariants(induced, before: dict, outputs: dict, engine=None) -> None
             raise MechanismError(f"invariant '{q.describe()}' changed during the run; the release was not written")
 
 
-def _engine_counts_equal(engine, table, output: pd.DataFrame, cols) -> bool:
-    """An engine table's counts by `cols` against a released frame's, compared as text."""
+def _engine_counts_equal(engine, table, output, cols) -> bool:
+    """A table's counts by `cols` against a released table's, compared as text; either may be
+    held elsewhere (an `EngineTable` input, a `StreamedTable` output) and is then counted there."""
     from dpspec.engine.local import count_frame
+    from dpspec.engine.table import EngineTable
 
     def as_text(counts: pd.DataFrame) -> pd.DataFrame:
         return counts.astype({c: str for c in cols}).sort_values(cols, kind="mergesort").reset_index(drop=True)
 
-    before = engine.count(table, cols)  # engines count the table they hold behind an EngineTable
-    after = count_frame(output, cols)
+    def counted(t) -> pd.DataFrame:
+        if isinstance(t, EngineTable):
+            return engine.count(t, cols)  # engines count the table they hold behind an EngineTable
+        return t.count(cols) if isinstance(t, StreamedTable) else count_frame(t, cols)
+
+    before, after = counted(table), counted(output)
     return as_text(before).equals(as_text(after)) if cols else int(before["count"].sum()) == int(after["count"].sum())
+
+
+def _detach(published: dict) -> dict:
+    """Outputs that an engine streams, read whole before that engine stops: a caller that gave
+    compile an engine's name rather than the engine cannot keep it running for the write (the
+    command line passes the engine itself, and writes while it runs)."""
+    return {name: t.to_pandas() if isinstance(t, StreamedTable) and t.engine_bound else t
+            for name, t in published.items()}
 
 
 def published_outputs(spec: ir.Spec, release: Release) -> dict:
@@ -208,6 +243,8 @@ def compile_spec(spec: ir.Spec, data: dict | None = None, seed: int | None = Non
             r = run_mechanism(mech, spec, params, data, rng, EngineRun(chosen, derive_run_key(run_key, ("repeat", i + 1))))
             verify_invariants(checked.induced, data, r.outputs, chosen)
             releases.append(r)
+        if chosen is not engine:  # outputs read from an engine this call stops are read now
+            published = _detach(published)
     finally:
         if chosen is not engine:  # an engine this call started (from a name) is this call's to stop
             chosen.close()

@@ -15,6 +15,7 @@ from dpspec import ir
 from dpspec.run import progress
 from dpspec.errors import DpspecError
 from dpspec.contract.mechanism import NeighbourPair
+from dpspec.contract.streamed import StreamedTable
 
 UNITS = 3  # units per miniature table
 MAX_PAIRS = 4
@@ -206,6 +207,8 @@ class Flattener:
         parts, labels = [], []
         for name in sorted(outputs):
             frame = outputs[name]
+            if isinstance(frame, StreamedTable):  # a miniature release is small: read it whole
+                frame = frame.to_pandas()
             if not isinstance(frame, pd.DataFrame):
                 frame = pd.DataFrame({name: np.atleast_1d(np.asarray(frame))})
             for col in frame.columns:

@@ -1,0 +1,78 @@
+"""A release table written piece by piece: what a mechanism returns when no process should hold it.
+
+Why: a national release (hundreds of millions of person records) does not fit the driver, and an
+engine may hold it on its executors. A mechanism then puts a `StreamedTable` in
+`Release.outputs` instead of a pandas frame. The core never asks for the whole table: it writes
+the chunks one after another (the bytes equal those of the concatenated frame written at once),
+checks invariants and tabulates release queries from `count`, and reads its size from `rows`.
+"""
+from __future__ import annotations
+
+from typing import Callable, Iterator
+
+import attrs
+import pandas as pd
+
+
+@attrs.frozen
+class StreamedTable:
+    """A table known by its chunks.
+
+    columns: the column names, in order; every chunk has exactly these.
+    rows: the number of rows (a mechanism knows it before writing: the report shows it).
+    chunks: returns a fresh iterator of pandas frames, in the table's final row order; each call
+    starts again from the first row.
+    dtypes: column -> pandas dtype of the chunks (a CategoricalDtype says the column's value set:
+    release queries then list every cell, zeros included, as for a frame).
+    counter: by -> rows per observed combination of `by`, as `count`, sorted by `by`; computed
+    where the rows live (an engine). Without it `count` goes through the chunks.
+    engine_bound: the chunks are read from an execution engine, which must still run when they
+    are read (the command line writes the release before stopping the engine).
+    """
+
+    columns: tuple = attrs.field(converter=tuple)
+    rows: int
+    chunks: Callable[[], Iterator[pd.DataFrame]] = attrs.field(repr=False)
+    dtypes: dict = attrs.field(factory=dict, repr=False)
+    counter: Callable[[list], pd.DataFrame] | None = attrs.field(default=None, repr=False)
+    engine_bound: bool = False
+
+    def __len__(self) -> int:
+        return self.rows
+
+    def iter_chunks(self) -> Iterator[pd.DataFrame]:
+        """The chunks, each checked to have the declared columns (a mechanism bug otherwise)."""
+        for chunk in self.chunks():
+            if list(chunk.columns) != list(self.columns):
+                raise ValueError(f"a chunk of a streamed table has the columns {list(chunk.columns)}, "
+                                 f"not the declared {list(self.columns)}")
+            yield chunk
+
+    def count(self, by) -> pd.DataFrame:
+        """Rows per observed combination of `by` (sorted), as `count`; one row when `by` is empty."""
+        by = list(by)
+        if not by:
+            return pd.DataFrame({"count": [self.rows]}, dtype="int64")
+        if self.counter is not None:
+            return self.counter(by)
+        parts = [c.groupby(by, observed=True, dropna=False, sort=False).size() for c in self.iter_chunks()]
+        if not parts:
+            return pd.DataFrame({**{c: pd.Series([], dtype=self.dtypes.get(c, object)) for c in by},
+                                 "count": pd.Series([], dtype="int64")})
+        total = pd.concat(parts).groupby(level=list(range(len(by))), dropna=False, sort=True).sum()
+        return total.rename("count").reset_index().astype({"count": "int64"})
+
+    def to_pandas(self) -> pd.DataFrame:
+        """The whole table as one frame: for small tables and tests, never on a national path."""
+        parts = list(self.iter_chunks())
+        if not parts:
+            return pd.DataFrame({c: pd.Series([], dtype=self.dtypes.get(c, object)) for c in self.columns})
+        return pd.concat(parts, ignore_index=True)
+
+
+def frame_chunks(frame: pd.DataFrame, size: int) -> Callable[[], Iterator[pd.DataFrame]]:
+    """A `chunks` callable over an in-memory frame, `size` rows at a time (tests, small engines)."""
+    def chunks():
+        for start in range(0, len(frame), max(1, int(size))):
+            yield frame.iloc[start:start + size]
+    return chunks
