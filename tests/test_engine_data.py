@@ -232,7 +232,7 @@ def test_the_output_may_not_go_inside_a_data_directory(tmp_path):
         check_output_target(str(data / "out"), [str(data)])
 
 
-def test_on_spark_the_driver_collects_counts_not_persons(tmp_path, spark_session, monkeypatch):
+def test_on_spark_the_driver_collects_counts_not_persons(tmp_path, counts_only_spark):
     """Compile TopDown on Spark from a partitioned directory: every frame Spark hands the driver
     is an aggregate (far fewer rows than persons), and the engine is never asked for the table
     itself; the release is the local engine's, byte for byte."""
@@ -240,32 +240,13 @@ def test_on_spark_the_driver_collects_counts_not_persons(tmp_path, spark_session
     tmp_path.mkdir()
     import dpspec
 
-    from dpspec.engine.spark import SparkEngine
-
-    DataFrame = type(spark_session.range(1))  # the session's own DataFrame class (classic or connect)
-
     frame = population(6000)
     write_partitioned(frame, tmp_path / "persons")
     (tmp_path / "dir.dps").write_text(NO_LINK.replace("SOURCE", "persons/"))  # no household codes to count
     local = dpspec.compile(str(tmp_path / "dir.dps"), seed=11)
 
-    class NoRows(SparkEngine):
-        def to_pandas(self, table):
-            raise AssertionError("the driver asked for the whole table")
-
-        def map_groups(self, table, by, func, **kw):
-            raise AssertionError("TopDown needs no row-level units")
-
-    collected = []
-    to_pandas = DataFrame.toPandas
-
-    def counting(self):
-        out = to_pandas(self)
-        collected.append(len(out))
-        return out
-
-    monkeypatch.setattr(DataFrame, "toPandas", counting)
-    on_spark = dpspec.compile(str(tmp_path / "dir.dps"), seed=11, engine=NoRows(session=spark_session, partitions=3))
+    engine, collected = counts_only_spark  # TopDown needs no row-level units
+    on_spark = dpspec.compile(str(tmp_path / "dir.dps"), seed=11, engine=engine)
     assert collected and max(collected) <= len(frame) // 20, collected  # 12 counties x 2 sexes, codes: not 6,000 persons
     assert release(on_spark, tmp_path / "spark") == release(local, tmp_path / "local")
 

@@ -115,11 +115,68 @@ def count_frame(table: pd.DataFrame, by) -> pd.DataFrame:
     if not by:
         return pd.DataFrame({"count": [len(table)]}, dtype="int64")
     frame = table[by]
-    # Grouped as stored (categoricals by their codes: fast at millions of rows), then the few
+    # Grouped as stored (categoricals by their codes: fast at millions of rows), then the
     # resulting rows cast to canonical types; values equal only once cast are merged.
     counts = frame.groupby(by, sort=False, dropna=False, observed=True).size().rename("count").reset_index()
-    counts = frames.cast(counts, {**frames.schema_of(frame), "count": "int64"})
+    schema = {**frames.schema_of(frame), "count": "int64"}
+    order = canonical_order(counts, by, schema)
+    if order is not None:  # sorted on the stored codes, then cast: no text compared row by row
+        return frames.cast(counts.iloc[order], schema)
+    counts = frames.cast(counts, schema)
     if counts.duplicated(by).any():
         counts = counts.groupby(by, sort=False, dropna=False)["count"].sum().reset_index()
     return frames.sort_rows(counts, by)
 
+
+
+def canonical_order(counts: pd.DataFrame, by: list[str], schema: dict[str, str]):
+    """The row order `frames.sort_rows(frames.cast(counts, schema), by)` gives, computed on the
+    stored values: a categorical column ranks its few categories once (in canonical form, missing
+    last), a numeric or boolean column sorts as it is. None when a column is stored otherwise
+    (plain text) or two categories are equal once cast: the caller then casts and sorts.
+
+    Why: the rows of a count by many columns are many (a SafeTab run counts each distinct
+    combination of 18 columns: about 765,000 at 1M persons), and sorting them as text costs
+    seconds that ranking categories does not."""
+    import numpy as np
+
+    keys = []  # per column, each row's rank among the column's values (missing last)
+    for col in by:
+        series = counts[col]
+        kind = schema[col]
+        if isinstance(series.dtype, pd.CategoricalDtype):
+            labels = frames.cast(pd.DataFrame({col: series.cat.categories}), {col: kind})[col]
+            if labels.duplicated().any() or labels.isna().any():
+                return None
+            rank = np.empty(len(labels), dtype=np.int64)
+            rank[np.argsort(labels.to_numpy(), kind="stable")] = np.arange(len(labels))
+            keys.append(np.append(rank, len(labels))[series.cat.codes.to_numpy()])  # code -1 (missing): last
+        elif kind in ("int64", "bool") and (pd.api.types.is_integer_dtype(series.dtype)
+                                            or pd.api.types.is_bool_dtype(series.dtype)):
+            keys.append(np.unique(series.to_numpy(), return_inverse=True)[1].reshape(-1))
+        elif kind == "float64" and pd.api.types.is_float_dtype(series.dtype):
+            values = series.to_numpy(dtype=np.float64)
+            missing = np.isnan(values)
+            rank = np.unique(np.where(missing, 0.0, values), return_inverse=True)[1].reshape(-1)
+            keys.append(np.where(missing, rank.max(initial=0) + 1, rank))
+        else:
+            return None
+    return np.argsort(mixed_radix(keys), kind="stable")
+
+
+def mixed_radix(ranks: list) -> np.ndarray:
+    """One int64 per row ordering the rows as the rank columns do lexicographically (first most
+    significant): one argsort of it is much faster than a lexsort of many columns. Before the
+    radix product could overflow, the key so far is replaced by its dense rank (order kept)."""
+    import numpy as np
+
+    key = np.zeros(len(ranks[0]) if ranks else 0, dtype=np.int64)
+    size = 1
+    for rank in ranks:
+        radix = int(rank.max()) + 1 if len(rank) else 1
+        if size * radix >= 2 ** 62:
+            key = np.unique(key, return_inverse=True)[1].reshape(-1).astype(np.int64)
+            size = int(key.max()) + 1 if len(key) else 1
+        key = key * radix + rank
+        size *= radix
+    return key

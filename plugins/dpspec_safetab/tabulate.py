@@ -17,9 +17,10 @@ import pandas as pd
 
 from dpspec.api import DataError, KeyColumns
 
+from .combinations import Origin, combinations, rows_text, text_codes, through
 from .design import ROOT, Design, sigma2
 from .engine import add_keyed_noise, cell_codes, choose_detail, detail_counts, group_counts, suppression_threshold
-from .iterations import IterationTable, encode_records, flatten
+from .iterations import IterationTable, RecordCodes, encode_records, flatten
 
 NATION_CODE = "US"
 ALL = "*"
@@ -28,7 +29,7 @@ NOISE_STREAM = "safetab cell noise"  # first part of every cell's stream key
 
 @attrs.frozen
 class Inputs:
-    frame: pd.DataFrame
+    frame: object  # the records: a pandas frame, or an EngineTable (dpspec.api) the engine holds
     race_columns: tuple[str, ...]
     eth_column: str
     variables: dict  # detail variable -> list of its values (as text)
@@ -46,20 +47,58 @@ class Outcome:
 def _regions(frame: pd.DataFrame, geo: str) -> tuple[np.ndarray, np.ndarray]:
     if geo == ROOT:
         return np.zeros(len(frame), dtype=np.int64), np.array([NATION_CODE], dtype=object)
-    cat = pd.Categorical(frame[geo].astype("string"))
-    return cat.codes.astype(np.int64), np.asarray(cat.categories.astype(str), dtype=object)
+    codes, labels = text_codes(frame[geo])  # units sorted by their codes as text
+    order = np.argsort(labels, kind="stable")
+    rank = np.empty(len(labels), dtype=np.int64)
+    rank[order] = np.arange(len(labels))
+    return through(rank, codes), labels[order]
 
 
-def _variable_codes(inputs: Inputs) -> dict:
+def _variable_codes(frame: pd.DataFrame, inputs: Inputs, origin: Origin) -> dict:
     out = {}
     for var, values in inputs.variables.items():
-        codes = pd.Categorical(inputs.frame[var].astype("string"), categories=values).codes.astype(np.int64)
+        found, labels = text_codes(frame[var])
+        codes = through(pd.Index(values).get_indexer(labels), found)
         if (codes < 0).any():
             row = int(np.flatnonzero(codes < 0)[0])
-            raise DataError(f"{inputs.source}: row {row + 1}: column '{var}' holds '{inputs.frame[var].iloc[row]}', "
+            value = frame[var].iloc[row]
+            if origin.numbered:
+                raise DataError(f"{inputs.source}: row {origin.row(row)}: column '{var}' holds '{value}', "
+                                f"not one of {', '.join(values)}")
+            same = found == found[row]  # the rows holding that value (or missing, as it is)
+            raise DataError(f"{inputs.source}: column '{var}' holds '{value}' in {rows_text(origin.count(same))}, "
                             f"not one of {', '.join(values)}")
-        out[var] = codes
+        out[var] = codes.astype(np.min_scalar_type(max(len(values) - 1, 0)))  # small: gathered per flattened pair
     return out
+
+
+@attrs.frozen
+class Records:
+    """The records as SafeTab counts them: their distinct combinations of the columns it reads
+    (`frame`), what each stands for (`origin`), their codes and their stage-2 variables' codes."""
+
+    frame: pd.DataFrame
+    origin: Origin
+    codes: RecordCodes
+    variables: dict  # variable -> each row's position among the variable's values
+
+
+def read_records(inputs: Inputs, columns: list[str], table: IterationTable, max_race_codes: int,
+                 engine=None) -> Records:
+    """The records of `inputs` counted per distinct combination of `columns` (by the engine when
+    it holds them), checked and encoded; a bad record is a DataError naming its row, or on an
+    engine table the value and how many rows hold it."""
+    frame, origin = combinations(inputs.frame, columns, engine)
+    codes = encode_records(frame, inputs.race_columns, inputs.eth_column, table, max_race_codes, inputs.source, origin)
+    return Records(frame, origin, codes, _variable_codes(frame, inputs, origin))
+
+
+def read_columns(design: Design, inputs: Inputs) -> list[str]:
+    """The columns a run reads: every measured geography, the race and ethnicity codes and
+    every stage-2 variable; records are counted per distinct combination of them."""
+    measured = {c.geo for td in design.tables for c in td.cells if c.rho != 0}
+    geos = [g for g in design.geo_levels if g != ROOT and g in measured]
+    return list(dict.fromkeys([*geos, *inputs.race_columns, inputs.eth_column, *inputs.variables]))
 
 
 def fanout_of(design: Design, table: IterationTable, level: int, granularity: str) -> tuple[int, dict]:
@@ -76,12 +115,13 @@ def run(design: Design, inputs: Inputs, table: IterationTable, rng: np.random.Ge
     engine (a `dpspec.engine.EngineRun`): each (table, geography, level) block is a unit of
     work run on that engine. Noise is keyed finer, per (geography, group) cell and stage, from
     the engine's run key (without an engine, from a run key drawn from `rng`), so every engine
-    and every batching of cells releases the same counts.
+    and every batching of cells releases the same counts. The records are read as their
+    distinct combinations with counts (`combinations`: counted by the engine when it holds
+    them), and every count is a weighted sum over those.
     """
     run_key = engine.run_key if engine is not None else int.from_bytes(rng.bytes(32), "little")
-    records = encode_records(inputs.frame, inputs.race_columns, inputs.eth_column, table,
-                             design.max_race_codes, inputs.source)
-    var_codes = _variable_codes(inputs)
+    read = read_records(inputs, read_columns(design, inputs), table, design.max_race_codes, engine)
+    frame, origin, records, var_codes = read.frame, read.origin, read.codes, read.variables
     flat_cache: dict = {}
     region_cache: dict = {}
     blocks, facts, errors, fanouts = [], [], [], {}
@@ -97,14 +137,16 @@ def run(design: Design, inputs: Inputs, table: IterationTable, rng: np.random.Ge
                     sel = table.selection(cell.level, gran)
                     k, bound = fanout_of(design, table, cell.level, gran)
                     rows, its = flatten(records, table, sel, k, inputs.source)
-                    flat_cache[key] = (sel, k, rows, its)
+                    # what each flattened (row, group) pair carries, gathered once per selection
+                    carried = (origin.weight[rows], {v: c[rows] for v, c in var_codes.items()})
+                    flat_cache[key] = (sel, k, rows, its, *carried)
                     fanouts[f"level{cell.level} {gran}"] = {**bound, "fanout_used": k}
-                sel, k, rows, its = flat_cache[key]
+                sel, k, rows, its, weight, pair_vars = flat_cache[key]
                 if geo not in region_cache:
-                    region_cache[geo] = _regions(inputs.frame, geo)
+                    region_cache[geo] = _regions(frame, geo)
                 region_of_row, codes = region_cache[geo]
-                args = (design, td, cell, geo, sel, k, region_of_row[rows], its, codes,
-                        {v: c[rows] for v, c in var_codes.items()}, inputs.variables)
+                args = (design, td, cell, geo, sel, k, region_of_row[rows], its, weight, codes, pair_vars,
+                        inputs.variables)
                 if engine is None:
                     units.append(_measure(*args, run_key, public_totals, noise))
                 else:
@@ -140,7 +182,8 @@ def _public_choice(public_totals, geo, codes, sel) -> np.ndarray:
     return dense
 
 
-def _measure(design, td, cell, geo, sel, k, region, group, codes, var_codes, variables, run_key, public_totals, noise=sigma2):
+def _measure(design, td, cell, geo, sel, k, region, group, weight, codes, var_codes, variables, run_key, public_totals,
+             noise=sigma2):
     n_regions, n_groups = len(codes), len(sel)
     geocode_type, group_type = pd.CategoricalDtype(codes), pd.CategoricalDtype(sel["iteration"].to_numpy())
 
@@ -152,7 +195,7 @@ def _measure(design, td, cell, geo, sel, k, region, group, codes, var_codes, var
                            pd.Categorical.from_codes(flat % n_groups, dtype=group_type)), (stage,))
         return add_keyed_noise(true, s2, run_key, keys)
 
-    truth = group_counts(region, group, n_regions, n_groups)
+    truth = group_counts(region, group, n_regions, n_groups, weight)
     detailed_only = sel["detailed_only"].to_numpy()
     stages = dict(design.stages(cell))
     s2_second = noise(k, stages["stage 2"])
@@ -199,7 +242,7 @@ def _measure(design, td, cell, geo, sel, k, region, group, codes, var_codes, var
         sizes = [len(variables[v]) for v in detail.variables]
         cells = cell_codes([var_codes[v] for v in detail.variables], sizes)
         n_cells = int(np.prod(sizes))
-        _, true = detail_counts(region, group, cells, keys, n_groups, n_cells, n_regions)
+        _, true = detail_counts(region, group, cells, keys, n_groups, n_cells, n_regions, weight)
         noisy = with_noise(true, keys, s2_second, "stage 2")
         parts = np.unravel_index(np.arange(n_cells), sizes)
         per_cell = {v: np.tile(p, len(keys)) for v, p in zip(detail.variables, parts)}
