@@ -51,7 +51,8 @@ class LocalEngine(Engine):
     def to_pandas(self, table) -> pd.DataFrame:
         return frames.sort_rows(frames.canonical(handle(table)))
 
-    def map_groups(self, table, by, func, *, run_key, stage, schema=None) -> pd.DataFrame:
+    def map_groups(self, table, by, func, *, run_key, stage, schema=None, collect=True) -> pd.DataFrame:
+        """collect=False changes nothing here: this process is where the outputs live anyway."""
         by = list(by)
         frame = frames.canonical(handle(table))
         in_schema = frames.schema_of(frame)
@@ -100,6 +101,17 @@ class LocalEngine(Engine):
 
     def count(self, table, by) -> pd.DataFrame:
         return count_frame(handle(table), by)
+
+    def stream(self, table, order_by=None, columns=None, chunk_rows=None):
+        """The frame sorted once (canonical types), then handed out in slices of `chunk_rows`."""
+        from dpspec.engine.base import STREAM_CHUNK_ROWS
+
+        frame = handle(table)
+        frame = frame[list(columns)] if columns is not None else frame
+        frame = frames.sort_rows(frames.canonical(frame), order_by)
+        size = max(1, int(chunk_rows or STREAM_CHUNK_ROWS))
+        for start in range(0, len(frame), size):
+            yield frame.iloc[start:start + size].reset_index(drop=True)
 
     def map_items(self, items, func, *, run_key, stage) -> list:
         out = []

@@ -23,7 +23,9 @@ class EngineTable:
     kinds: column -> canonical kind (frames.DTYPES);
     categories: column -> the value set a pandas frame of this table would have as categories
     (the domain's values for enumerations, the observed codes, sorted, for open categories), so
-    a mechanism can give its microdata the same column types as a compile from pandas would.
+    a mechanism can give its microdata the same column types as a compile from pandas would;
+    counter: the holding engine's `count` of this table, so that steps without an engine (a
+    mechanism's `public_facts`) can still count it where it lives.
     """
 
     handle: object = attrs.field(repr=False)
@@ -32,6 +34,14 @@ class EngineTable:
     rows: int
     kinds: dict
     categories: dict = attrs.Factory(dict)
+    counter: object = attrs.field(default=None, repr=False, eq=False)  # by -> `Engine.count` of the handle
+
+    def count(self, by) -> "pd.DataFrame":
+        """Rows per observed combination of `by`, counted by the engine that holds the table
+        (for steps that get no engine, such as `Mechanism.public_facts`)."""
+        if self.counter is None:
+            raise ValueError(f"table '{self.name}' was built without its engine's counter")
+        return self.counter(list(by))
 
     def __len__(self) -> int:
         return self.rows
