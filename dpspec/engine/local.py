@@ -53,16 +53,24 @@ class LocalEngine(Engine):
 
     def map_groups(self, table, by, func, *, run_key, stage, schema=None, collect=True) -> pd.DataFrame:
         """collect=False changes nothing here: this process is where the outputs live anyway."""
-        by = list(by)
-        frame = frames.canonical(handle(table))
-        in_schema = frames.schema_of(frame)
-        out_schema = dict(schema) if schema is not None else in_schema
+        out = self._map_groups(table, list(by), func, run_key, stage, schema)
+        return out if collect else frames.compact(out)
+
+    def _map_groups(self, table, by, func, run_key, stage, schema) -> pd.DataFrame:
+        raw = handle(table)
         if not by:
+            frame = frames.canonical(raw)
+            in_schema = frames.schema_of(frame)
+            out_schema = dict(schema) if schema is not None else in_schema
             parts = [run_unit(func, run_key, stage, (), frame, by, in_schema, out_schema)]
             return frames.untag(parts, by, out_schema)
         # One sort of the whole table by the keys, then every column: each group's rows come out
         # in the canonical order a unit must see (`frames.sort_rows`), with no per-unit sort.
-        frame = frames.sort_rows(frame, [*by, *(c for c in frame.columns if c not in by)])
+        # Sorted while codes are still categorical (by their canonical order), then decoded.
+        frame = frames.sort_rows(frames.lexical(raw), [*by, *(c for c in raw.columns if c not in by)])
+        frame = frames.canonical(frame)
+        in_schema = frames.schema_of(frame)
+        out_schema = dict(schema) if schema is not None else in_schema
         groups = frame.groupby(by, sort=True, dropna=False, observed=True)
         if self.processes and groups.ngroups > 1:
             return frames.untag(self._in_pool(func, run_key, stage, list(groups), by, in_schema, out_schema), by, out_schema)
@@ -103,15 +111,15 @@ class LocalEngine(Engine):
         return count_frame(handle(table), by)
 
     def stream(self, table, order_by=None, columns=None, chunk_rows=None):
-        """The frame sorted once (canonical types), then handed out in slices of `chunk_rows`."""
+        """The frame sorted once, then handed out in slices of `chunk_rows` in canonical types."""
         from dpspec.engine.base import STREAM_CHUNK_ROWS
 
         frame = handle(table)
         frame = frame[list(columns)] if columns is not None else frame
-        frame = frames.sort_rows(frames.canonical(frame), order_by)
+        frame = frames.sort_rows(frames.lexical(frame), order_by)  # codes sorted, decoded per chunk
         size = max(1, int(chunk_rows or STREAM_CHUNK_ROWS))
         for start in range(0, len(frame), size):
-            yield frame.iloc[start:start + size].reset_index(drop=True)
+            yield frames.canonical(frame.iloc[start:start + size])
 
     def map_items(self, items, func, *, run_key, stage) -> list:
         out = []
