@@ -100,6 +100,13 @@ class Engine:
         """The number of rows for each observed combination of `by`, sorted, as `count`."""
         raise NotImplementedError
 
+    def count_distinct(self, table, by, columns) -> pd.DataFrame:
+        """Per observed combination of `by` (sorted): `count`, its rows, and for each of
+        `columns` the number of distinct values it takes there (a missing value counts as one).
+        One row per group, however many rows it holds: e.g. whether a stratum holds two
+        different records, without the records."""
+        raise NotImplementedError
+
     def map_items(self, items, func: ItemFunction, *, run_key: int, stage: str) -> list:
         """Run `func(key, payload, rng)` on every (key, payload) of `items`; results in their order.
 
@@ -172,6 +179,9 @@ class EngineRun:
 
     def count(self, table, by) -> pd.DataFrame:
         return self.engine.count(handle(table), list(by))
+
+    def count_distinct(self, table, by, columns) -> pd.DataFrame:
+        return self.engine.count_distinct(handle(table), list(by), list(columns))
 
     def map_items(self, items, func: ItemFunction, *, stage: str) -> list:
         return self.engine.map_items(list(items), func, run_key=self.run_key, stage=stage)

@@ -110,6 +110,9 @@ class LocalEngine(Engine):
     def count(self, table, by) -> pd.DataFrame:
         return count_frame(handle(table), by)
 
+    def count_distinct(self, table, by, columns) -> pd.DataFrame:
+        return count_distinct_frame(handle(table), by, columns)
+
     def stream(self, table, order_by=None, columns=None, chunk_rows=None):
         """The frame sorted once, then handed out in slices of `chunk_rows` in canonical types."""
         from dpspec.engine.base import STREAM_CHUNK_ROWS
@@ -143,3 +146,15 @@ def count_frame(table: pd.DataFrame, by) -> pd.DataFrame:
         counts = counts.groupby(by, sort=False, dropna=False)["count"].sum().reset_index()
     return frames.sort_rows(counts, by)
 
+
+
+def count_distinct_frame(table: pd.DataFrame, by, columns) -> pd.DataFrame:
+    """`Engine.count_distinct` of a pandas frame, in this process."""
+    by, columns = list(by), list(columns)
+    if not by:
+        return pd.DataFrame({"count": [len(table)], **{c: [table[c].nunique(dropna=False)] for c in columns}}, dtype="int64")
+    grouped = table[by + columns].groupby(by, sort=False, dropna=False, observed=True)
+    out = grouped[columns].nunique(dropna=False) if columns else pd.DataFrame(index=grouped.size().index)
+    out.insert(0, "count", grouped.size())
+    schema = {**frames.schema_of(table[by]), "count": "int64", **{c: "int64" for c in columns}}
+    return frames.sort_rows(frames.cast(out.reset_index(), schema), by)

@@ -347,6 +347,23 @@ class SparkEngine(Engine):
         return frames.sort_rows(frames.cast(counts, {**kinds, "count": "int64"}), by)
 
 
+    def count_distinct(self, table, by, columns) -> pd.DataFrame:
+        table = handle(table)
+        if isinstance(table, pd.DataFrame):
+            from dpspec.engine.local import count_distinct_frame
+
+            return count_distinct_frame(table, by, columns)
+        from pyspark.sql import functions as F
+
+        with _quiet():
+            sdf, schema = self._spark_frame(table)
+            # countDistinct skips nulls: a column's missing values are one more value when present
+            aggs = [F.count(F.lit(1)).alias("count")] + [
+                (F.countDistinct(c) + F.max(F.col(c).isNull().cast("int"))).alias(c) for c in columns]
+            out = (sdf.groupBy(*by).agg(*aggs) if by else sdf.agg(*aggs)).toPandas()
+        return frames.sort_rows(frames.cast(out, {**{c: schema[c] for c in by}, "count": "int64",
+                                                  **{c: "int64" for c in columns}}), by)
+
     def map_items(self, items, func, *, run_key, stage) -> list:
         """Driver-built units as Spark jobs over RDDs; results back in the items' order.
 

@@ -3,7 +3,8 @@
 Why: a national household table does not fit the driver. When compile hands the mechanism an
 `EngineTable` (a Parquet source read by the engine), every step is an engine operation:
 
-- public facts (b, strata) from one engine count of the table by all its columns;
+- public facts (b, strata, the alternative keys) from per-stratum engine aggregates: records and
+  distinct values of each other column, one row per stratum;
 - one unit of work per stratum (`map_groups(..., collect=False)`): it gets its stratum's rows
   in canonical order (sorted by every column) and returns them swapped, drawing from the
   stratum's keyed stream exactly as `stratum_sources` does on a pandas frame, plus a hidden
@@ -27,10 +28,28 @@ from dpspec_swap.theorem import as_rate
 SELECTED = "__swap_selected"  # hidden output column: the row received another record's values
 
 
-def histogram(table, columns) -> tuple[pd.DataFrame, np.ndarray]:
-    """(distinct rows of `columns`, sorted; how many records each holds), counted by the engine."""
-    counts = table.count(list(columns))
-    return counts.drop(columns="count"), counts["count"].to_numpy(dtype=np.int64)
+def engine_stratification(table, key, others) -> dict:
+    """`whatif.stratification` of an engine-held table from one engine aggregate: per stratum
+    of `key`, its records and the distinct values of every other column (a stratum holds two
+    different records exactly when some column takes two values in it). The driver gets one
+    row per stratum. Ties for b go to the first key in sorted order (rows have no order here)."""
+    key = list(key)
+    others = [c for c in dict.fromkeys(others) if c not in key]
+    per = table.count_distinct(key, others)
+    sizes = per["count"].to_numpy(dtype=np.int64)
+    differs = (per[others].to_numpy() >= 2).any(axis=1) if others else np.zeros(len(per), dtype=bool)
+    eligible = np.where(differs, sizes, 0)
+    b = int(eligible.max(initial=0))
+    where = None
+    if b:
+        first = int(np.flatnonzero(eligible == b)[0])
+        where = {c: _plain(per[c].iloc[first]) for c in key}
+    return {"match": key, "b": b, "largest_stratum": where, "strata": int(len(per)),
+            "strata_of_two_or_more": int((sizes >= 2).sum())}
+
+
+def _plain(value):
+    return value.item() if isinstance(value, np.generic) else value
 
 
 def swap_stratum_rows(key, rows: pd.DataFrame, rng, rate, swap) -> pd.DataFrame:

@@ -120,17 +120,21 @@ class PermutationSwapping(Mechanism):
 
         df = self._frame(spec, params, data)
         match, swap, hold = roles(spec, params)
-        weights = None
-        if isinstance(df, EngineTable):  # held by the engine: its distinct rows with their counts
-            from dpspec_swap.on_engine import histogram
+        if isinstance(df, EngineTable):  # held by the engine: per-stratum counts from it
+            from dpspec_swap.on_engine import engine_stratification
 
-            records = df.rows
-            df, weights = histogram(df, df.columns)
+            own, records = engine_stratification(df, match, swap + hold + match), df.rows
+
+            def measure(key, others):  # an alternative's row has the fields the pandas one has
+                return {k: v for k, v in engine_stratification(df, key, others).items() if k != "strata"}
+            b, key = own["b"], own["largest_stratum"]
+            strata, two_or_more = own["strata"], own["strata_of_two_or_more"]
         else:
-            records = len(df)
-        b, key = largest_stratum(df, match, swap + hold, weights)
-        sizes = whatif.stratum_sizes(df, match, weights)
-        alternatives = [row for row in whatif.stratifications(spec, params, df, weights=weights) if row["from_invariants"]]
+            measure, records = None, len(df)
+            b, key = largest_stratum(df, match, swap + hold)
+            sizes = whatif.stratum_sizes(df, match)
+            strata, two_or_more = int((sizes > 0).sum()), int((sizes >= 2).sum())
+        alternatives = whatif.stratifications(spec, params, df, measure=measure, only_from_invariants=True)
         return {
             "b": b,
             "largest_stratum": key,
@@ -138,8 +142,8 @@ class PermutationSwapping(Mechanism):
             "swap": swap,
             "hold": hold,
             "records": int(records),
-            "strata": int((sizes > 0).sum()),
-            "strata_of_two_or_more": int((sizes >= 2).sum()),
+            "strata": strata,
+            "strata_of_two_or_more": two_or_more,
             "alternatives": alternatives,
         }
 

@@ -81,15 +81,13 @@ def psa_epsilon(b: int, p) -> float:
     return max(ln_o, ln_b1 - ln_o)
 
 
-def largest_stratum(df: pd.DataFrame, match, other_cols, weights=None) -> tuple[int, dict | None]:
+def largest_stratum(df: pd.DataFrame, match, other_cols) -> tuple[int, dict | None]:
     """b and the match key of the stratum that attains it (None when b == 0).
 
     A stratum counts only if two of its records differ in some swapping or holding column:
     swapping identical records changes nothing, so such strata cannot leak. Ties go to the
     stratum whose key appears first in the data. Row identities are exact integer codes
-    (no hashing), so b is exact. weights: each row stands for this many records (a table's
-    distinct rows with their counts, as an engine gives them; ties then go to the first key
-    in their sorted order).
+    (no hashing), so b is exact.
     """
     import numpy as np
 
@@ -109,7 +107,7 @@ def largest_stratum(df: pd.DataFrame, match, other_cols, weights=None) -> tuple[
     stratum_of_row[r_codes] = s_codes
     present = stratum_of_row[stratum_of_row >= 0]
     distinct = np.bincount(present, minlength=n_strata)
-    sizes = weighted_bincount(s_codes, n_strata, weights)
+    sizes = np.bincount(s_codes, minlength=n_strata)
     sizes = np.where(distinct >= 2, sizes, 0)
     if sizes.max(initial=0) == 0:
         return 0, None
@@ -119,17 +117,6 @@ def largest_stratum(df: pd.DataFrame, match, other_cols, weights=None) -> tuple[
     first_row = int(rows_in_winners[0])
     key = {c: _plain(df[c].iloc[first_row]) for c in match}
     return b, key
-
-
-def weighted_bincount(codes, n_codes: int, weights=None):
-    """Records per code: rows counted once each, or by their integer weights (exactly)."""
-    import numpy as np
-
-    if weights is None:
-        return np.bincount(codes, minlength=n_codes)
-    out = np.zeros(n_codes, dtype=np.int64)
-    np.add.at(out, codes, np.asarray(weights, dtype=np.int64))
-    return out
 
 
 def _plain(value):

@@ -7,6 +7,7 @@ for keys with coarser and finer geography, with and without the other match colu
 """
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 from fractions import Fraction
@@ -17,7 +18,7 @@ import pandas as pd
 from dpspec.api import implied_by, ir
 from dpspec_swap.algorithm import stratum_codes
 from dpspec_swap.roles import nesting_parents, roles, swap_table
-from dpspec_swap.theorem import as_rate, largest_stratum, psa_epsilon, weighted_bincount
+from dpspec_swap.theorem import as_rate, largest_stratum, psa_epsilon
 
 DEFAULT_RATES = (Fraction(1, 100), Fraction(2, 100), Fraction(5, 100), Fraction(10, 100), Fraction(50, 100))
 MAX_SUBSET_COLUMNS = 4  # all subsets of the non-geographic match columns, when there are few
@@ -50,11 +51,10 @@ def epsilon_rows(b: int, rates) -> list[dict]:
     return [{"b": int(b), "rate": float(as_rate(p)), "epsilon": psa_epsilon(int(b), p)} for p in rates]
 
 
-def stratum_sizes(df: pd.DataFrame, match, weights=None) -> np.ndarray:
-    """Number of records in each stratum code of the key (unused codes count 0); weights: the
-    records each row stands for (distinct rows with their counts)."""
+def stratum_sizes(df: pd.DataFrame, match) -> np.ndarray:
+    """Number of records in each stratum code of the key (unused codes count 0)."""
     codes, n_codes = stratum_codes(df, list(match))
-    return weighted_bincount(codes, n_codes, weights)
+    return np.bincount(codes, minlength=n_codes)
 
 
 def _geography(table: ir.Table, spec: ir.Spec, swap) -> tuple[list[str], list[str]]:
@@ -94,31 +94,37 @@ def alternative_keys(spec: ir.Spec, params: dict) -> list[tuple[str, ...]]:
     return list(dict.fromkeys(keys))
 
 
-def stratification(df: pd.DataFrame, key, others, weights=None) -> dict:
+def stratification(df: pd.DataFrame, key, others) -> dict:
     """b, the stratum attaining it and the number of strata that can swap, for one key."""
     key = list(key)
-    b, where = largest_stratum(df, key, [c for c in others if c not in key], weights)
-    sizes = stratum_sizes(df, key, weights)
+    b, where = largest_stratum(df, key, [c for c in others if c not in key])
+    sizes = stratum_sizes(df, key)
     return {"match": key, "b": int(b), "largest_stratum": where, "strata_of_two_or_more": int((sizes >= 2).sum())}
 
 
-def stratifications(spec: ir.Spec, params: dict, df: pd.DataFrame, extra_keys=(), weights=None) -> list[dict]:
+def stratifications(spec: ir.Spec, params: dict, df: pd.DataFrame, extra_keys=(), measure=None,
+                    only_from_invariants: bool = False) -> list[dict]:
     """One row per alternative key (the spec's own first), each computed on `df`.
 
     from_invariants: the key's counts are published by the spec's declared invariants, so its
     b discloses nothing new. keeps_nesting: the key holds every parent of the swapped columns
-    fixed (otherwise a swap could move a county into another state). weights: the records
-    each row of `df` stands for (a table's distinct rows with their counts).
+    fixed (otherwise a swap could move a county into another state). measure(key, others):
+    `stratification` computed elsewhere (an engine's counts; `df` is then unused);
+    only_from_invariants: measure only the keys whose counts the invariants publish.
     """
     table = swap_table(spec, params)
     match, swap, hold = roles(spec, params)
     keys = alternative_keys(spec, params) + [tuple(k) for k in extra_keys]
     parents = {ps[0] for c in swap if (ps := nesting_parents(table, c)) and ps[0] not in swap}
+    measure = measure or functools.partial(stratification, df)
     rows = []
     for key in dict.fromkeys(keys):
-        row = stratification(df, key, swap + hold + match, weights)
+        published = implied_by(ir.CountQuery(table.name, key), spec.invariants)
+        if only_from_invariants and not published:
+            continue
+        row = measure(key, swap + hold + match)
         row["is_spec"] = list(key) == list(match)
-        row["from_invariants"] = implied_by(ir.CountQuery(table.name, key), spec.invariants)
+        row["from_invariants"] = published
         row["keeps_nesting"] = parents <= set(key)
         rows.append(row)
     return rows
