@@ -234,3 +234,25 @@ def test_held_outputs_stream_in_one_order_on_both_engines(spark_session):
         only = pd.concat(run.stream(table, order_by=["value"], columns=["value"]), ignore_index=True)
         assert only["value"].tolist() == sorted(frame["value"].tolist())
     on_spark.drop(held_spark)
+
+
+def test_carrying_along_from_parquet_reads_the_linked_tables_into_pandas(tmp_path):
+    """No engine join yet: a spec that carries swaps along to persons still compiles from
+    Parquet (its tables read into this process), and every person gets its household's county."""
+    import dpspec
+    from tests.test_swap_plugin import INVARIANTS, PERSONS_INVARIANT, household_spec, make_households, make_persons
+
+    folder = tmp_path / "in"
+    folder.mkdir()
+    hh = make_households(300, 21)
+    household_spec(folder, hh, persons=make_persons(hh, 22), invariants=INVARIANTS + [PERSONS_INVARIANT])
+    for name in ("households", "persons"):
+        pd.read_csv(folder / f"{name}.csv").to_parquet(folder / f"{name}.parquet", index=False)
+    path = folder / "households.dps"
+    path.write_text(path.read_text().replace(".csv", ".parquet"))
+    result = dpspec.compile(str(path), seed=3)
+    out_hh, out_p = result.published["households"], result.published["persons"]
+    joined = out_p.merge(out_hh[["hhid", "county"]], on="hhid", suffixes=("", "_household"))
+    assert len(joined) == len(out_p) == len(make_persons(hh, 22))
+    assert (joined["county"].astype(str) == joined["county_household"].astype(str)).all()
+    assert (out_hh.sort_values("hhid")["county"].astype(str).to_numpy() != hh["county"].to_numpy()).sum() > 30

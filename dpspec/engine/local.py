@@ -74,11 +74,11 @@ class LocalEngine(Engine):
         groups = frame.groupby(by, sort=True, dropna=False, observed=True)
         if self.processes and groups.ngroups > 1:
             return frames.untag(self._in_pool(func, run_key, stage, list(groups), by, in_schema, out_schema), by, out_schema)
-        total = groups.ngroups
-        parts = []
+        total, parts, rows = groups.ngroups, [], None
         for done, (key, rows) in enumerate(groups, start=1):
             parts.append(run_unit(func, run_key, stage, key, rows, by, in_schema, out_schema, canonical=True))
             progress.report(stage, done, total)
+        del groups, frame, rows  # the decoded input: not held while the outputs are combined
         # groupby(sort=True, dropna=False) visits the keys in `frames.untag`'s order (missing last)
         return frames.cast(pd.concat(parts, ignore_index=True), out_schema)
 

@@ -176,7 +176,8 @@ class PermutationSwapping(Mechanism):
                 return self._run_on_engine(spec, params, df, engine)
             # Carrying swaps along to linked tables is not an engine join yet: such a spec's
             # tables are read into this process and swapped as from pandas (README, Engines).
-            data = {name: engine.to_pandas(t) if isinstance(t, EngineTable) else t for name, t in data.items()}
+            data = {name: engine.to_pandas(t).astype({c: t.dtype(c) for c in t.columns}) if isinstance(t, EngineTable)
+                    else t for name, t in data.items()}
             df = data[table.name]
         # On an engine (what `compile` gives): one unit per stratum with its own keyed stream, so
         # every engine releases the same bytes; without one (older callers), the batched draw.
