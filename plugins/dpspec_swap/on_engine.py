@@ -48,6 +48,13 @@ def engine_stratification(table, key, others) -> dict:
             "strata_of_two_or_more": int((sizes >= 2).sum())}
 
 
+def alternative_measure(table):
+    """`whatif.stratifications`' measure on an engine table: rows with the pandas rows' fields."""
+    def measure(key, others) -> dict:
+        return {k: v for k, v in engine_stratification(table, key, others).items() if k != "strata"}
+    return measure
+
+
 def _plain(value):
     return value.item() if isinstance(value, np.generic) else value
 

@@ -114,19 +114,16 @@ class PermutationSwapping(Mechanism):
         A stratum's size is a marginal of the declared (match x hold) count; the alternative keys
         kept here are those whose counts the declared invariants publish as well.
         """
-        from dpspec_swap import whatif  # pandas-heavy: imported when data is at hand, not for `check`
-
         from dpspec.api import EngineTable
+        from dpspec_swap import whatif  # pandas-heavy: imported when data is at hand, not for `check`
 
         df = self._frame(spec, params, data)
         match, swap, hold = roles(spec, params)
-        if isinstance(df, EngineTable):  # held by the engine: per-stratum counts from it
-            from dpspec_swap.on_engine import engine_stratification
+        if isinstance(df, EngineTable):  # held by the engine: per-stratum aggregates from it
+            from dpspec_swap.on_engine import engine_stratification, alternative_measure
 
             own, records = engine_stratification(df, match, swap + hold + match), df.rows
-
-            def measure(key, others):  # an alternative's row has the fields the pandas one has
-                return {k: v for k, v in engine_stratification(df, key, others).items() if k != "strata"}
+            measure = alternative_measure(df)
             b, key = own["b"], own["largest_stratum"]
             strata, two_or_more = own["strata"], own["strata_of_two_or_more"]
         else:
