@@ -92,19 +92,30 @@ def one_run(mechanism: str, engine_name: str, master: str, data: str) -> dict:
             n_persons = int(run.count(held_in, [])["count"].iloc[0])
             persons = EngineTable(held_in, "persons", data, n_persons, kinds, engine=engine)
             read = time.perf_counter() - t0
+            phases, mark = {}, time.perf_counter()
+
+            def phase(name):
+                nonlocal mark
+                now = time.perf_counter()
+                phases[name], mark = round(now - mark, 1), now
+
             facts = on_engine.engine_stratification(persons, MATCH, [c for c in kinds if c not in MATCH])
+            phase("facts")
             held = on_engine.swap_engine_table(run, persons, MATCH, SWAP, RATE)
+            phase("units")
             figures = on_engine.run_figures(run, held, MATCH)
+            phase("figures")
             release = on_engine.streamed_release(run, persons, held)
             target = Path(data).parent / f"swap-release-{engine_name}.csv"
             n_rows = write_table_csv(release, str(target))
+            phase("stream")
             wall = time.perf_counter() - t0
             digest = file_digest(target)
             target.unlink()
             return {"mechanism": mechanism, "engine": engine_name, "persons": n_persons, "seconds": wall,
                     "read_seconds": read, "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
                     "release": digest, "rows": int(n_rows), "measurements_mb": 0.0, "b": facts["b"],
-                    "swapped": figures["swapped_records"]}
+                    "swapped": figures["swapped_records"], "phases": phases}
         else:
             # TopDown reads the table through the engine (`read_parquet`: on Spark it stays
             # there) and takes only its counts by geography and by block x histogram cell.
@@ -161,7 +172,7 @@ def main(argv=None) -> None:
                 rows.append(row)
                 print(f"{mech:8s} {eng:6s} {n:>11,} persons  {row['seconds']:8.1f} s (read {row['read_seconds']:.1f} s)  "
                       f"peak driver {row['peak_mb']:8.0f} MB  release {row['release']}"
-                      + (f"  (b = {row['b']:,}, {row['swapped']:,} swapped)" if "b" in row else "")
+                      + (f"  (b = {row['b']:,}, {row['swapped']:,} swapped; seconds {row['phases']})" if "b" in row else "")
                       + (f"  (noisy measurements {row['measurements_mb']:.0f} MB)" if row["measurements_mb"] else ""), flush=True)
     sizes = sorted({r["persons"] for r in rows})
     if len(sizes) > 1:
