@@ -92,6 +92,29 @@ def sort_rows(frame: pd.DataFrame, columns=None) -> pd.DataFrame:
     return frame.sort_values(cols, kind="mergesort", na_position="last").reset_index(drop=True)
 
 
+def lexical(frame: pd.DataFrame) -> pd.DataFrame:
+    """`frame` with each categorical's categories in the order of their canonical values (text
+    by code point, numbers by value), so that sorting by the codes (fast: no strings compared)
+    gives `sort_rows`' order of the canonical frame."""
+    out = {}
+    for name in frame.columns:
+        col = frame[name]
+        if isinstance(col.dtype, pd.CategoricalDtype) and len(col.cat.categories) > 1:
+            cats = col.cat.categories
+            key = [str(c) for c in cats] if dtype_name(col) == "str" else list(cats)
+            order = sorted(range(len(cats)), key=key.__getitem__)
+            col = col.cat.reorder_categories(cats[order])
+        out[name] = col
+    return pd.DataFrame(out, index=frame.index) if out else frame
+
+
+def compact(frame: pd.DataFrame) -> pd.DataFrame:
+    """A canonical frame held for later counts and sorts: text columns as categoricals (one
+    label per distinct value: grouping and sorting compare codes, not strings)."""
+    return frame.assign(**{c: frame[c].astype("category") for c in frame.columns
+                           if frame[c].dtype == object and dtype_name(frame[c]) == "str"})
+
+
 def tag_output(out: pd.DataFrame, key: tuple, by: list[str], schema: dict[str, str], in_schema: dict[str, str]) -> pd.DataFrame:
     """A unit's output in `schema`, with hidden key and sequence columns for the final ordering."""
     if not isinstance(out, pd.DataFrame):

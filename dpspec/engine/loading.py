@@ -131,7 +131,7 @@ def load_engine_table(spec: ir.Spec, source: ir.DataSource, engine: Engine) -> E
             values, sizes = distinct(counts, table.link)
             checks.check_link_sizes(table, pd.Series(sizes, index=values.to_numpy()), path)
     kinds = {c.name: kind_of(c) for c in table.columns}
-    return EngineTable(engine.cast(raw, kinds), table.name, path, rows, kinds, categories)
+    return EngineTable(engine.cast(raw, kinds), table.name, path, rows, kinds, categories, engine=engine)
 
 
 def distinct(counts: pd.DataFrame, column: str) -> tuple[pd.Series, np.ndarray]:

@@ -51,25 +51,34 @@ class LocalEngine(Engine):
     def to_pandas(self, table) -> pd.DataFrame:
         return frames.sort_rows(frames.canonical(handle(table)))
 
-    def map_groups(self, table, by, func, *, run_key, stage, schema=None) -> pd.DataFrame:
-        by = list(by)
-        frame = frames.canonical(handle(table))
-        in_schema = frames.schema_of(frame)
-        out_schema = dict(schema) if schema is not None else in_schema
+    def map_groups(self, table, by, func, *, run_key, stage, schema=None, collect=True) -> pd.DataFrame:
+        """collect=False changes nothing here: this process is where the outputs live anyway."""
+        out = self._map_groups(table, list(by), func, run_key, stage, schema)
+        return out if collect else frames.compact(out)
+
+    def _map_groups(self, table, by, func, run_key, stage, schema) -> pd.DataFrame:
+        raw = handle(table)
         if not by:
+            frame = frames.canonical(raw)
+            in_schema = frames.schema_of(frame)
+            out_schema = dict(schema) if schema is not None else in_schema
             parts = [run_unit(func, run_key, stage, (), frame, by, in_schema, out_schema)]
             return frames.untag(parts, by, out_schema)
         # One sort of the whole table by the keys, then every column: each group's rows come out
         # in the canonical order a unit must see (`frames.sort_rows`), with no per-unit sort.
-        frame = frames.sort_rows(frame, [*by, *(c for c in frame.columns if c not in by)])
+        # Sorted while codes are still categorical (by their canonical order), then decoded.
+        frame = frames.sort_rows(frames.lexical(raw), [*by, *(c for c in raw.columns if c not in by)])
+        frame = frames.canonical(frame)
+        in_schema = frames.schema_of(frame)
+        out_schema = dict(schema) if schema is not None else in_schema
         groups = frame.groupby(by, sort=True, dropna=False, observed=True)
         if self.processes and groups.ngroups > 1:
             return frames.untag(self._in_pool(func, run_key, stage, list(groups), by, in_schema, out_schema), by, out_schema)
-        total = groups.ngroups
-        parts = []
+        total, parts, rows = groups.ngroups, [], None
         for done, (key, rows) in enumerate(groups, start=1):
             parts.append(run_unit(func, run_key, stage, key, rows, by, in_schema, out_schema, canonical=True))
             progress.report(stage, done, total)
+        del groups, frame, rows  # the decoded input: not held while the outputs are combined
         # groupby(sort=True, dropna=False) visits the keys in `frames.untag`'s order (missing last)
         return frames.cast(pd.concat(parts, ignore_index=True), out_schema)
 
@@ -100,6 +109,20 @@ class LocalEngine(Engine):
 
     def count(self, table, by) -> pd.DataFrame:
         return count_frame(handle(table), by)
+
+    def count_distinct(self, table, by, columns) -> pd.DataFrame:
+        return count_distinct_frame(handle(table), by, columns)
+
+    def stream(self, table, order_by=None, columns=None, chunk_rows=None):
+        """The frame sorted once, then handed out in slices of `chunk_rows` in canonical types."""
+        from dpspec.engine.base import STREAM_CHUNK_ROWS
+
+        frame = handle(table)
+        frame = frame[list(columns)] if columns is not None else frame
+        frame = frames.sort_rows(frames.lexical(frame), order_by)  # codes sorted, decoded per chunk
+        size = max(1, int(chunk_rows or STREAM_CHUNK_ROWS))
+        for start in range(0, len(frame), size):
+            yield frames.canonical(frame.iloc[start:start + size])
 
     def map_items(self, items, func, *, run_key, stage) -> list:
         out = []
@@ -180,3 +203,15 @@ def mixed_radix(ranks: list) -> np.ndarray:
         key = key * radix + rank
         size *= radix
     return key
+
+
+def count_distinct_frame(table: pd.DataFrame, by, columns) -> pd.DataFrame:
+    """`Engine.count_distinct` of a pandas frame, in this process."""
+    by, columns = list(by), list(columns)
+    if not by:
+        return pd.DataFrame({"count": [len(table)], **{c: [table[c].nunique(dropna=False)] for c in columns}}, dtype="int64")
+    grouped = table[by + columns].groupby(by, sort=False, dropna=False, observed=True)
+    out = grouped[columns].nunique(dropna=False) if columns else pd.DataFrame(index=grouped.size().index)
+    out.insert(0, "count", grouped.size())
+    schema = {**frames.schema_of(table[by]), "count": "int64", **{c: "int64" for c in columns}}
+    return frames.sort_rows(frames.cast(out.reset_index(), schema), by)
