@@ -93,7 +93,8 @@ def streamed_release(engine, table, held) -> StreamedTable:
             yield chunk.astype(dtypes)
 
     return StreamedTable(columns, table.rows, chunks, dtypes=dtypes,
-                         counter=lambda by: engine.count(held, by), engine_bound=True)
+                         counter=lambda by: engine.count(held, by), engine_bound=True,
+                         release=lambda: engine.drop(held))
 
 
 def run_figures(engine, held, match) -> dict:
