@@ -177,24 +177,17 @@ def failing_unit(key, rows, rng, rate, swap):
 
 
 @pytest.mark.parametrize("engine", ["local", "spark"])
-def test_a_unit_that_breaks_an_invariant_is_caught(tmp_path, request, monkeypatch, engine):
+@pytest.mark.parametrize("unit,message", [
+    (broken_unit, r"invariant 'count households by [a-z, ]*county[a-z, ]*' changed"),
+    (failing_unit, r"swap: the unit of work \('MA', 3\) failed: RuntimeError: no derangement today"),
+], ids=["breaks an invariant: caught", "fails: named by its stratum"])
+def test_a_bad_unit_is_reported(tmp_path, request, monkeypatch, engine, unit, message):
     from dpspec_swap import on_engine
 
     specs = layouts(tmp_path, "ma1940_swap.dps")
-    monkeypatch.setattr(on_engine, "swap_stratum_rows", broken_unit)
+    monkeypatch.setattr(on_engine, "swap_stratum_rows", unit)
     chosen = "local" if engine == "local" else spark(request.getfixturevalue("spark_session"))
-    with pytest.raises(MechanismError, match=r"invariant 'count households by [a-z, ]*county[a-z, ]*' changed"):
-        compile_on(specs["file"], chosen)
-
-
-@pytest.mark.parametrize("engine", ["local", "spark"])
-def test_a_failed_unit_names_its_stratum(tmp_path, request, monkeypatch, engine):
-    from dpspec_swap import on_engine
-
-    specs = layouts(tmp_path, "ma1940_swap.dps")
-    monkeypatch.setattr(on_engine, "swap_stratum_rows", failing_unit)
-    chosen = "local" if engine == "local" else spark(request.getfixturevalue("spark_session"))
-    with pytest.raises(MechanismError, match=r"swap: the unit of work \('MA', 3\) failed: RuntimeError: no derangement today"):
+    with pytest.raises(MechanismError, match=message):
         compile_on(specs["file"], chosen)
 
 
