@@ -141,6 +141,37 @@ def test_a_nullable_bool_keeps_its_missing_values(tmp_path, engine):
     assert str(seen["employed"].dtype) == "boolean" and int(seen["employed"].isna().sum()) == 40
 
 
+def test_a_large_id_column_is_checked_from_one_profile_row(tmp_path, engine, monkeypatch):
+    """A household id with more codes than VALUE_SET_LIMIT is not counted code by code (a row per
+    household on the driver): its profile (one row) shows it clean, it gets no value set, and
+    the other columns are checked as before. A dirty id is counted in full, so its error reads
+    as any other column's."""
+    from dpspec.engine import loading
+
+    monkeypatch.setattr(loading, "VALUE_SET_LIMIT", 100)
+    counted = []
+    real = type(engine).count
+
+    def watched(self, table, by):
+        counted.append(list(by))
+        return real(self, table, by)
+
+    monkeypatch.setattr(type(engine), "count", watched)
+    frame = population()
+    table = load(tmp_path, frame, engine)
+    assert ["hid"] not in counted and "hid" not in table.categories and table.rows == len(frame)
+    assert table.kinds["hid"] == "str" and table.categories["sex"] == ("1", "2")
+    profile = engine.profile(table.handle, "hid")
+    assert profile == {"rows": 2000, "distinct": 500, "missing": 0, "nul": 0, "largest": 4}
+    counted.clear()
+    big = frame.assign(hid=np.where(np.arange(len(frame)) < 7, "big", frame["hid"]))
+    with pytest.raises(DataError, match=r"1 households hid value holds more than 6 persons rows.*big \(7 rows\)"):
+        load(tmp_path / "dirty", big, engine)
+    assert ["hid"] in counted
+    with pytest.raises(DataError, match=r"column 'hid': 1 missing values where none are allowed"):
+        load(tmp_path / "missing", frame.assign(hid=frame["hid"].where(np.arange(len(frame)) != 7, None)), engine)
+
+
 @pytest.mark.parametrize("change,message", [
     (lambda f: f.drop(columns="age"), r"table 'persons' needs column\(s\) age, which the file does not have"),
     (lambda f: f.iloc[:0], r"table 'persons' has no rows"),

@@ -100,6 +100,13 @@ class Engine:
         """The number of rows for each observed combination of `by`, sorted, as `count`."""
         raise NotImplementedError
 
+    def profile(self, table, column: str) -> dict:
+        """One column summed up in one row, whatever its number of distinct values: `rows`,
+        `distinct` (a missing value counts as one), `missing`, `nul` (text values holding a NUL
+        byte) and `largest` (the rows of its most frequent value). Lets a loader check a column of
+        millions of codes (a household id) without bringing them to the driver."""
+        raise NotImplementedError
+
     def count_distinct(self, table, by, columns) -> pd.DataFrame:
         """Per observed combination of `by` (sorted): `count`, its rows, and for each of
         `columns` the number of distinct values it takes there (a missing value counts as one).

@@ -113,6 +113,9 @@ class LocalEngine(Engine):
     def count_distinct(self, table, by, columns) -> pd.DataFrame:
         return count_distinct_frame(handle(table), by, columns)
 
+    def profile(self, table, column: str) -> dict:
+        return profile_series(handle(table)[column])
+
     def stream(self, table, order_by=None, columns=None, chunk_rows=None):
         """The frame sorted once, then handed out in slices of `chunk_rows` in canonical types."""
         from dpspec.engine.base import STREAM_CHUNK_ROWS
@@ -203,6 +206,24 @@ def mixed_radix(ranks: list) -> np.ndarray:
         key = key * radix + rank
         size *= radix
     return key
+
+
+def profile_series(series: pd.Series) -> dict:
+    """`Engine.profile` of one pandas column (a categorical's text is searched per category)."""
+    import numpy as np
+
+    sizes = series.value_counts(dropna=False, sort=False)
+    missing = int(series.isna().sum())
+    if isinstance(series.dtype, pd.CategoricalDtype):
+        labels = pd.Series(series.cat.categories)
+        bad = np.flatnonzero(labels.astype(str).str.contains("\x00", regex=False).to_numpy()) if len(labels) else []
+        nul = int(np.isin(series.cat.codes.to_numpy(), bad).sum()) if len(bad) else 0
+    elif pd.api.types.is_string_dtype(series.dtype) or series.dtype == object:
+        nul = int(series.astype(str).str.contains("\x00", regex=False).sum()) if len(series) else 0
+    else:
+        nul = 0
+    return {"rows": int(len(series)), "distinct": int(len(sizes[sizes > 0])), "missing": missing, "nul": nul,
+            "largest": int(sizes.max()) if len(sizes) else 0}
 
 
 def count_distinct_frame(table: pd.DataFrame, by, columns) -> pd.DataFrame:

@@ -354,6 +354,29 @@ class SparkEngine(Engine):
         return frames.sort_rows(frames.cast(counts, {**kinds, "count": "int64"}), by)
 
 
+    def profile(self, table, column: str) -> dict:
+        table = handle(table)
+        if isinstance(table, pd.DataFrame):
+            from dpspec.engine.local import profile_series
+
+            return profile_series(table[column])
+        from pyspark.sql import functions as F
+        from pyspark.sql import types as T
+
+        with _quiet():
+            sdf, _ = self._spark_frame(table)
+            col = F.col(column)
+            text = isinstance(sdf.schema[column].dataType, T.StringType)
+            nul = F.sum((F.instr(col, "\x00") > 0).cast("long")) if text else F.lit(0)
+            # one row per distinct value, then one row of sums: nothing the size of the column comes back
+            per = sdf.groupBy(col).agg(F.count(F.lit(1)).alias("n"), F.max(col.isNull().cast("long")).alias("null"))
+            row = per.agg(F.sum("n").alias("rows"), F.count(F.lit(1)).alias("distinct"),
+                          F.sum(F.when(F.col("null") == 1, F.col("n")).otherwise(0)).alias("missing"),
+                          F.max("n").alias("largest")).collect()[0]
+            bad = sdf.agg(nul.alias("nul")).collect()[0]["nul"] if text else 0
+        return {"rows": int(row["rows"] or 0), "distinct": int(row["distinct"] or 0), "missing": int(row["missing"] or 0),
+                "nul": int(bad or 0), "largest": int(row["largest"] or 0)}
+
     def count_distinct(self, table, by, columns) -> pd.DataFrame:
         table = handle(table)
         if isinstance(table, pd.DataFrame):
