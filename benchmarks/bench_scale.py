@@ -11,7 +11,9 @@ synthetic generator, seeded) is written once per size as Parquet partitioned by 
 `read_parquet`. Each (mechanism, engine, size) runs in its own process, so the peak driver
 memory printed (ru_maxrss) is that run's alone; Spark's executors are other processes (on a
 cluster, other machines) and are not counted. Swapping exchanges the whole geography of
-records within (state, votingage, hispanic) at rate 5%; TopDown runs the 2020 production
+records within (state, votingage, hispanic) at rate 5% through the plugin's engine path (the
+table read, swapped and released by the engine; the release streamed, sorted, to a CSV file
+whose bytes are hashed); TopDown runs the 2020 production
 strategy (specs/pl94_production_topdown.dps) over nation > state > county > tract > block
 group > block. Each run's release is hashed (TopDown's microdata and noisy measurements, both
 streamed a chunk at a time as a compile writes them; the time to stream them is printed apart,
@@ -57,6 +59,15 @@ def build(path: Path, n_persons: int, states: int) -> None:
     (path / "_SUCCESS").write_text("")
 
 
+def file_digest(path: Path) -> str:
+    """SHA-256 of a file read a megabyte at a time (a 10M-row release is not read whole)."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()[:16]
+
+
 def one_run(mechanism: str, engine_name: str, master: str, data: str) -> dict:
     """One run in this process: read, run, hash the release; time and peak memory."""
     import pandas as pd
@@ -70,17 +81,43 @@ def one_run(mechanism: str, engine_name: str, master: str, data: str) -> dict:
     t0 = time.perf_counter()
     try:
         if mechanism == "swap":
-            # Swapping still assembles its release on the driver, which holds the table; the
-            # strata run on the engine.
-            import pyarrow.dataset as ds
+            # The plugin's engine path (`dpspec_swap.on_engine`): the engine reads the table,
+            # swaps each stratum where it lives and streams the release, sorted, to a CSV file;
+            # the driver holds per-stratum aggregates and one chunk of the release at a time.
+            from dpspec.api import EngineTable
+            from dpspec.publish.table_csv import write_table_csv
+            from dpspec_swap import on_engine
+            from dpspec_topdown.synthetic import LEVELS, PL94_VARIABLES
 
-            persons = ds.dataset(data, format="parquet", partitioning="hive").to_table().to_pandas()
-            persons["state"] = persons["state"].astype(str).str.zfill(2)
+            kinds = {**{c: "str" for c in LEVELS}, **{c: "int64" for c in PL94_VARIABLES}}
+            held_in = engine.cast(run.read_parquet(data, list(kinds)), kinds)
+            n_persons = int(run.count(held_in, [])["count"].iloc[0])
+            persons = EngineTable(held_in, "persons", data, n_persons, kinds, engine=engine)
             read = time.perf_counter() - t0
-            from dpspec_swap.algorithm import swap_records_on
+            phases, mark = {}, time.perf_counter()
 
-            result = swap_records_on(run, persons, MATCH, SWAP, RATE)
-            n_persons, tables = len(persons), {"microdata": lambda: iter([result.data])}
+            def phase(name):
+                nonlocal mark
+                now = time.perf_counter()
+                phases[name], mark = round(now - mark, 1), now
+
+            facts = on_engine.engine_stratification(persons, MATCH, [c for c in kinds if c not in MATCH])
+            phase("facts")
+            held = on_engine.swap_engine_table(run, persons, MATCH, SWAP, RATE)
+            phase("units")
+            figures = on_engine.run_figures(run, held, MATCH)
+            phase("figures")
+            release = on_engine.streamed_release(run, persons, held)
+            target = Path(data).parent / f"swap-release-{engine_name}.csv"
+            n_rows = write_table_csv(release, str(target))
+            phase("stream")
+            wall = time.perf_counter() - t0
+            digest = file_digest(target)
+            target.unlink()
+            return {"mechanism": mechanism, "engine": engine_name, "persons": n_persons, "seconds": wall,
+                    "read_seconds": read, "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+                    "release": digest, "rows": int(n_rows), "measurements_mb": 0.0, "b": facts["b"],
+                    "swapped": figures["swapped_records"], "phases": phases}
         else:
             # TopDown reads the table through the engine (`read_parquet`: on Spark it stays
             # there) and takes only its counts by geography and by block x histogram cell.
@@ -115,7 +152,7 @@ def one_run(mechanism: str, engine_name: str, master: str, data: str) -> dict:
             "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
             "release": digests["microdata"], "measurements": digests.get("measurements"),
             "rows": rows["microdata"], "measurement_rows": rows.get("measurements", 0),
-            "measurements_mb": dense_mb if mechanism == "topdown" else 0.0}
+            "measurements_mb": dense_mb}
 
 
 def main(argv=None) -> None:
@@ -149,9 +186,10 @@ def main(argv=None) -> None:
                 rows.append(row)
                 print(f"{mech:8s} {eng:6s} {n:>11,} persons  {row['seconds']:8.1f} s (read {row['read_seconds']:.1f} s)  "
                       f"peak driver {row['peak_mb']:8.0f} MB  release {row['release']}"
+                      + (f"  (b = {row['b']:,}, {row['swapped']:,} swapped; seconds {row['phases']})" if "b" in row else "")
                       + (f"  measurements {row['measurements']} ({row['measurement_rows']:,} rows streamed in "
                          f"{row['stream_seconds']:.1f} s with the microdata; {row['measurements_mb']:.0f} MB as one "
-                         f"dense array, never made)" if row["measurements"] else ""), flush=True)
+                         f"dense array, never made)" if row.get("measurements") else ""), flush=True)
     sizes = sorted({r["persons"] for r in rows})
     if len(sizes) > 1:
         for mech in args.mechanisms:

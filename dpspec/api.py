@@ -28,7 +28,10 @@ _WHERE = {
     "keyed_rng": "dpspec.engine.base", "stream_position": "dpspec.engine.streams",  # a unit's stream, drawn or resumed anywhere
     # randomness, noise, budgets, messages
     "make_rng": "dpspec.run.compiler", "bernoulli": "dpspec.run.noise", "bernoulli_ratios": "dpspec.run.noise", "discrete_gaussian": "dpspec.run.noise",
-    "discrete_laplace": "dpspec.run.noise", "shown": "dpspec.language.values", "friendly": "dpspec.cli.errors",
+    "discrete_laplace": "dpspec.run.noise",
+    # noise keyed per unit of work: cell i draws from its own stream (run key, key i), batched
+    "keyed_discrete_gaussian": "dpspec.run.keyed_noise", "KeyColumns": "dpspec.engine.keyed_words",
+    "shown": "dpspec.language.values", "friendly": "dpspec.cli.errors",
     "report_progress": ("dpspec.run.progress", "report"),
     # the language's types and the progress channel, as modules (ir.Spec, progress.report, ...)
     "ir": ("dpspec.ir", None), "progress": ("dpspec.run.progress", None),

@@ -85,6 +85,33 @@ def spark_session():
 
 
 @pytest.fixture
+def counts_only_spark(spark_session, monkeypatch):
+    """(a Spark engine that refuses to hand the driver a table or to run row-level units, the
+    number of rows of every frame Spark hands the driver): for tests that only aggregates reach
+    the driver of a compile from engine-held tables."""
+    from dpspec.engine.spark import SparkEngine
+
+    class NoRows(SparkEngine):
+        def to_pandas(self, table):
+            raise AssertionError("the driver asked for the whole table")
+
+        def map_groups(self, table, by, func, **kw):
+            raise AssertionError("the mechanism ran row-level units of work")
+
+    DataFrame = type(spark_session.range(1))  # the session's own DataFrame class (classic or connect)
+    collected = []
+    to_pandas = DataFrame.toPandas
+
+    def counting(self):
+        out = to_pandas(self)
+        collected.append(len(out))
+        return out
+
+    monkeypatch.setattr(DataFrame, "toPandas", counting)
+    return NoRows(session=spark_session, partitions=3), collected
+
+
+@pytest.fixture
 def stratified_plugin():
     """The test mechanism `stratified_histogram` (tests/engine_plugin), registered for one test."""
     import dpspec_stratified

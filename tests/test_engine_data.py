@@ -124,6 +124,54 @@ def test_a_valid_directory_becomes_an_engine_table(tmp_path, engine):
     assert counts.equals(count_frame(frame, ["state", "sex"]))
 
 
+def test_a_nullable_bool_keeps_its_missing_values(tmp_path, engine):
+    """A `bool nullable` column travels as pandas' nullable boolean on both engines: its missing
+    values stay missing when counted and inside units of work (a plain bool would make them False)."""
+    from dpspec.engine import EngineRun
+
+    frame = population(200).assign(employed=lambda f: pd.array(
+        np.where(np.arange(len(f)) % 5 == 0, None, np.arange(len(f)) % 2 == 0), dtype="boolean"))
+    text = SPEC.replace('sex    : {"1", "2"}', 'sex    : {"1", "2"}\n        employed : bool nullable')
+    table = load(tmp_path, frame, engine, text)
+    assert table.kinds["employed"] == "boolean" and str(table.dtype("employed")) == "boolean"
+    counts = engine.count(table.handle, ["employed"])
+    assert counts["employed"].isna().sum() == 1 and counts["count"].tolist() == [80, 80, 40]
+    seen = EngineRun(engine, 1).map_groups(table, ["state"], lambda key, rows, rng: rows[["employed"]],
+                                           stage="t", schema={"employed": "boolean"})
+    assert str(seen["employed"].dtype) == "boolean" and int(seen["employed"].isna().sum()) == 40
+
+
+def test_a_large_id_column_is_checked_from_one_profile_row(tmp_path, engine, monkeypatch):
+    """A household id with more codes than VALUE_SET_LIMIT is not counted code by code (a row per
+    household on the driver): its profile (one row) shows it clean, it gets no value set, and
+    the other columns are checked as before. A dirty id is counted in full, so its error reads
+    as any other column's."""
+    from dpspec.engine import loading
+
+    monkeypatch.setattr(loading, "VALUE_SET_LIMIT", 100)
+    counted = []
+    real = type(engine).count
+
+    def watched(self, table, by):
+        counted.append(list(by))
+        return real(self, table, by)
+
+    monkeypatch.setattr(type(engine), "count", watched)
+    frame = population()
+    table = load(tmp_path, frame, engine)
+    assert ["hid"] not in counted and "hid" not in table.categories and table.rows == len(frame)
+    assert table.kinds["hid"] == "str" and table.categories["sex"] == ("1", "2")
+    profile = engine.profile(table.handle, "hid")
+    assert profile == {"rows": 2000, "distinct": 500, "missing": 0, "nul": 0, "largest": 4}
+    counted.clear()
+    big = frame.assign(hid=np.where(np.arange(len(frame)) < 7, "big", frame["hid"]))
+    with pytest.raises(DataError, match=r"1 households hid value holds more than 6 persons rows.*big \(7 rows\)"):
+        load(tmp_path / "dirty", big, engine)
+    assert ["hid"] in counted
+    with pytest.raises(DataError, match=r"column 'hid': 1 missing values where none are allowed"):
+        load(tmp_path / "missing", frame.assign(hid=frame["hid"].where(np.arange(len(frame)) != 7, None)), engine)
+
+
 @pytest.mark.parametrize("change,message", [
     (lambda f: f.drop(columns="age"), r"table 'persons' needs column\(s\) age, which the file does not have"),
     (lambda f: f.iloc[:0], r"table 'persons' has no rows"),
@@ -215,7 +263,7 @@ def test_the_output_may_not_go_inside_a_data_directory(tmp_path):
         check_output_target(str(data / "out"), [str(data)])
 
 
-def test_on_spark_the_driver_collects_counts_not_persons(tmp_path, spark_session, monkeypatch):
+def test_on_spark_the_driver_collects_counts_not_persons(tmp_path, counts_only_spark):
     """Compile TopDown on Spark from a partitioned directory: every frame Spark hands the driver
     is an aggregate (far fewer rows than persons), and the engine is never asked for the table
     itself; the release is the local engine's, byte for byte."""
@@ -223,32 +271,13 @@ def test_on_spark_the_driver_collects_counts_not_persons(tmp_path, spark_session
     tmp_path.mkdir()
     import dpspec
 
-    from dpspec.engine.spark import SparkEngine
-
-    DataFrame = type(spark_session.range(1))  # the session's own DataFrame class (classic or connect)
-
     frame = population(6000)
     write_partitioned(frame, tmp_path / "persons")
     (tmp_path / "dir.dps").write_text(NO_LINK.replace("SOURCE", "persons/"))  # no household codes to count
     local = dpspec.compile(str(tmp_path / "dir.dps"), seed=11)
 
-    class NoRows(SparkEngine):
-        def to_pandas(self, table):
-            raise AssertionError("the driver asked for the whole table")
-
-        def map_groups(self, table, by, func, **kw):
-            raise AssertionError("TopDown needs no row-level units")
-
-    collected = []
-    to_pandas = DataFrame.toPandas
-
-    def counting(self):
-        out = to_pandas(self)
-        collected.append(len(out))
-        return out
-
-    monkeypatch.setattr(DataFrame, "toPandas", counting)
-    on_spark = dpspec.compile(str(tmp_path / "dir.dps"), seed=11, engine=NoRows(session=spark_session, partitions=3))
+    engine, collected = counts_only_spark  # TopDown needs no row-level units
+    on_spark = dpspec.compile(str(tmp_path / "dir.dps"), seed=11, engine=engine)
     assert collected and max(collected) <= len(frame) // 20, collected  # 12 counties x 2 sexes, codes: not 6,000 persons
     assert release(on_spark, tmp_path / "spark") == release(local, tmp_path / "local")
 

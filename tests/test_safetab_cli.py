@@ -96,18 +96,21 @@ def test_a_mapping_to_an_unknown_group_exits_1_at_its_row(tmp_path):
     assert "row 14089: the iteration 'Q999' is not in the iterations table" in result.output
 
 
-def test_a_record_with_an_unknown_code_exits_1_at_its_row(tmp_path):
+def test_a_record_with_an_unknown_code_exits_1_naming_the_code(tmp_path):
+    """A Parquet table is held by the engine, whose rows have no numbers: the message names the
+    code and how many rows hold it (tests/test_safetab_engine_input.py: a CSV names its row)."""
     path = variant(tmp_path, '"data/safetab/persons.parquet"'.replace('"data/', f'"{ROOT}/specs/data/'),
                    f'"{_bad_persons(tmp_path)}"')
     result = _run("compile", path, "-o", beside(tmp_path))
     assert result.exit_code == 1, result.output
-    assert "row 42: column 'QRACE1' holds the code '0042', which is not in the code table" in result.output
+    assert "column 'QRACE1' holds the code '0042' in 1 row, which is not in the code table" in result.output
     assert "Traceback" not in result.output
 
 
-def test_a_declared_fanout_smaller_than_the_data_exits_1_at_a_row(tmp_path):
+def test_a_declared_fanout_smaller_than_the_data_exits_1_naming_the_codes(tmp_path):
     path = variant(tmp_path, "max_groups: 9", "max_groups: 2")
     result = _run("compile", path, "-o", beside(tmp_path))
     assert result.exit_code == 1, result.output
-    assert "more than the declared maximum fan-out 2" in result.output and "row " in result.output
+    assert "rows fall into more population groups than the declared maximum fan-out 2" in result.output
+    assert "such as 3 for race codes '" in result.output
     assert "Traceback" not in result.output

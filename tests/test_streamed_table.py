@@ -139,3 +139,26 @@ def test_a_compile_whose_mechanism_streams_writes_the_same_set(tmp_path, monkeyp
         return json.load(open(os.path.join(outdir, "manifest.json")))["outputs"]
 
     assert outputs(tmp_path / "plain") == outputs(tmp_path / "chunked")
+
+
+def test_extra_runs_free_their_engine_held_outputs(tmp_path, monkeypatch):
+    """`--runs 3` measures three releases and writes one: the two extra runs' streamed outputs
+    are released (a Spark cache unpersisted) once their figures are taken; the written one is not."""
+    from dpspec import load
+    from dpspec.engine import LocalEngine
+    from dpspec.engine import run_mechanism as original
+
+    freed = []
+
+    def streaming(mech, spec, params, data, rng, engine_run):
+        release = original(mech, spec, params, data, rng, engine_run)
+        n = len(freed)
+        outs = {k: streamed(v, 500, release=lambda n=n: freed.append(n)) if isinstance(v, pd.DataFrame) else v
+                for k, v in release.outputs.items()}
+        freed.append(None)  # one entry per run: the index names the run
+        return attrs.evolve(release, outputs=outs)
+
+    monkeypatch.setattr("dpspec.engine.run_mechanism", streaming)
+    compiler.compile_spec(load(os.path.join(SPECS, "acs_ma2019_swap.dps")), seed=5, runs=3, audit=False,
+                          engine=LocalEngine())
+    assert sorted(x for x in freed if x is not None) == [1, 2]

@@ -13,7 +13,9 @@ import numpy as np
 import pandas as pd
 
 from dpspec import ir
-from dpspec.check.sources import file_sha256, is_directory, is_parquet, read_parquet_directory, source_sha256  # noqa: F401 (file_sha256: re-exported)
+from dpspec.check.sources import (  # noqa: F401 (file_sha256: re-exported)
+    file_sha256, is_directory, is_parquet, is_uri, parquet_dataset, read_parquet_directory, source_sha256,
+)
 from dpspec.errors import DataError
 from dpspec.language.reading import NotRegularFile, require_regular
 from dpspec.language.values import shown as shown_value
@@ -24,13 +26,18 @@ FALSE_WORDS = {"false", "f", "no", "n", "0"}
 
 
 def resolve_path(spec: ir.Spec, source: ir.DataSource) -> str:
-    return source.path if os.path.isabs(source.path) else os.path.join(spec.base_dir, source.path)
+    """A source's path: relative to the spec's folder, unless absolute or a URI (hdfs://...)."""
+    if os.path.isabs(source.path) or is_uri(source.path):
+        return source.path
+    return os.path.join(spec.base_dir, source.path)
 
 
 def _read_raw(path: str, fmt: str, columns: list[str]) -> pd.DataFrame:
     try:
         if fmt == "parquet" and is_directory(path):  # hive-partitioned Parquet (issue 11)
             return read_parquet_directory(path, columns)
+        if is_uri(path):  # a cluster location (hdfs://, s3a://): through pyarrow's filesystem
+            return _read_uri(path, fmt, columns)
         require_regular(path)
         if fmt == "parquet":
             import pyarrow.parquet as pq
@@ -55,6 +62,19 @@ def _read_raw(path: str, fmt: str, columns: list[str]) -> pd.DataFrame:
     except (OSError, ValueError, pd.errors.ParserError, ImportError) as exc:
         raise DataError(f"{path}: cannot read the file as {fmt}: {exc}") from None
     return frame
+
+
+def _read_uri(path: str, fmt: str, columns: list[str]) -> pd.DataFrame:
+    """A single file named by a URI; a CSV is streamed from the filesystem as a local one is read."""
+    if fmt == "parquet":
+        dataset = parquet_dataset(path)
+        return dataset.to_table(columns=[c for c in columns if c in set(dataset.schema.names)]).to_pandas()
+    from dpspec.check.sources import filesystem
+
+    handle, inner = filesystem(path)
+    with handle.open_input_stream(inner) as fh:
+        frame = pd.read_csv(fh, dtype=str, keep_default_na=False, na_values=[""])
+    return frame[[c for c in columns if c in frame.columns]]
 
 
 def _delimiter_hint(path: str) -> str:

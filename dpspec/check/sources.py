@@ -5,16 +5,55 @@ and fingerprinted by streaming every data file it holds, in a fixed order, throu
 manifest then pins the exact bytes a release was computed from, as it does for a single file.
 Files and folders whose names start with '.' or '_' (_SUCCESS, .crc files) are not data: Spark
 and pyarrow skip them, and so does the fingerprint.
+
+A source may also be a URI (hdfs://, s3a://, gs://, file://), as a cluster names its data: it is
+listed, read and fingerprinted through pyarrow's filesystem for that scheme, so the manifest pins
+its bytes as it pins a local file's. A location this machine cannot reach is a DataError saying
+so, since dpspec never publishes a release it could not fingerprint.
 """
 from __future__ import annotations
 
 import hashlib
 import os
+import re
 
 from dpspec.errors import DataError
 
+_URI = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
+# Hadoop's S3 connectors name the same buckets pyarrow reads as s3://
+_SCHEMES = {"s3a": "s3", "s3n": "s3"}
+
+
+def is_uri(path: str) -> bool:
+    return bool(_URI.match(path))
+
+
+def filesystem(path: str):
+    """(pyarrow filesystem, path within it) for a URI; a DataError when it cannot be reached."""
+    from pyarrow import fs
+
+    scheme, rest = path.split("://", 1)
+    try:
+        return fs.FileSystem.from_uri(f"{_SCHEMES.get(scheme.lower(), scheme)}://{rest}")
+    except (OSError, ValueError, ImportError) as exc:  # unknown scheme, no libhdfs, no credentials
+        raise DataError(f"{path}: cannot reach this location from here to read and fingerprint it "
+                        f"({str(exc).splitlines()[0] if str(exc) else type(exc).__name__}); give a path this "
+                        "machine can read, or run dpspec where the cluster's filesystem is mounted") from None
+
+
+def local_path(path: str) -> str | None:
+    """The local path a source names (a file:// URI's path), or None for a remote location."""
+    if not is_uri(path):
+        return path
+    return path[len("file://"):] if path.lower().startswith("file://") else None
+
 
 def is_directory(path: str) -> bool:
+    if is_uri(path):
+        from pyarrow import fs
+
+        handle, inner = filesystem(path)
+        return handle.get_file_info(inner.rstrip("/") or "/").type == fs.FileType.Directory
     return os.path.isdir(path)
 
 
@@ -29,12 +68,34 @@ def _hidden(name: str) -> bool:
 
 def data_files(path: str) -> list[str]:
     """The data files of a directory source, as paths relative to it, sorted (the fingerprint's order)."""
+    if is_uri(path):
+        return _uri_data_files(path)
     out = []
     for root, dirs, files in os.walk(path):
         dirs[:] = sorted(d for d in dirs if not _hidden(d))
         rel = os.path.relpath(root, path)
         out.extend(os.path.normpath(os.path.join(rel, f)) for f in files if not _hidden(f))
     return sorted(out)
+
+
+def _uri_data_files(path: str) -> list[str]:
+    from pyarrow import fs
+
+    handle, inner = filesystem(path)
+    inner = inner.rstrip("/")
+    out = []
+    for info in handle.get_file_info(fs.FileSelector(inner, recursive=True)):
+        rel = info.path[len(inner):].lstrip("/")
+        if info.type == fs.FileType.File and not any(_hidden(part) for part in rel.split("/")):
+            out.append(rel.replace("/", os.sep))
+    return sorted(out)
+
+
+def _size(path: str) -> int:
+    if is_uri(path):
+        handle, inner = filesystem(path)
+        return int(handle.get_file_info(inner).size)
+    return os.path.getsize(path)
 
 
 def directory_sha256(path: str) -> str:
@@ -45,8 +106,8 @@ def directory_sha256(path: str) -> str:
         raise DataError(f"{path}: the directory holds no data files")
     for rel in files:
         name = rel.replace(os.sep, "/").encode("utf-8")
-        full = os.path.join(path, rel)
-        digest.update(len(name).to_bytes(8, "big") + name + os.path.getsize(full).to_bytes(8, "big"))
+        full = path.rstrip("/") + "/" + rel.replace(os.sep, "/") if is_uri(path) else os.path.join(path, rel)
+        digest.update(len(name).to_bytes(8, "big") + name + _size(full).to_bytes(8, "big"))
         _stream_into(digest, full)
     return digest.hexdigest()
 
@@ -59,6 +120,16 @@ def file_sha256(path: str) -> str:
 
 def _stream_into(digest, path: str) -> None:
     """Feed a file's bytes to `digest` a megabyte at a time (a table may not fit in memory)."""
+    if is_uri(path):
+        handle, inner = filesystem(path)
+        try:
+            stream = handle.open_input_stream(inner)
+        except FileNotFoundError:
+            raise DataError(f"{path}: the data file does not exist") from None
+        with stream as fh:
+            for block in iter(lambda: fh.read(1 << 20), b""):
+                digest.update(block)
+        return
     with open(path, "rb") as fh:
         for block in iter(lambda: fh.read(1 << 20), b""):
             digest.update(block)
@@ -83,11 +154,15 @@ def parquet_dataset(path: str):
     import pyarrow as pa
     import pyarrow.dataset as ds
 
-    if not is_directory(path):  # a single file has no partitions
-        return ds.dataset(path, format="parquet")
-    probe = ds.dataset(path, format="parquet", partitioning="hive")
+    directory = is_directory(path)
+    where = {}
+    if is_uri(path):
+        where["filesystem"], path = filesystem(path)
+    if not directory:  # a single file has no partitions
+        return ds.dataset(path, format="parquet", **where)
+    probe = ds.dataset(path, format="parquet", partitioning="hive", **where)
     names = probe.partitioning.schema.names if probe.partitioning is not None else []
     if not names:
         return probe
     text = ds.partitioning(pa.schema([(n, pa.string()) for n in names]), flavor="hive")
-    return ds.dataset(path, format="parquet", partitioning=text)
+    return ds.dataset(path, format="parquet", partitioning=text, **where)

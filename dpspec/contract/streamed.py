@@ -28,6 +28,8 @@ class StreamedTable:
     where the rows live (an engine). Without it `count` goes through the chunks.
     engine_bound: the chunks are read from an execution engine, which must still run when they
     are read (the command line writes the release before stopping the engine).
+    release: frees what holds the rows (a Spark cache), called once the table is no longer
+    needed, e.g. for the extra runs of `--runs R`, which are only measured, never written.
     """
 
     columns: tuple = attrs.field(converter=tuple)
@@ -36,6 +38,7 @@ class StreamedTable:
     dtypes: dict = attrs.field(factory=dict, repr=False)
     counter: Callable[[list], pd.DataFrame] | None = attrs.field(default=None, repr=False)
     engine_bound: bool = False
+    release: Callable[[], None] | None = attrs.field(default=None, repr=False)
 
     def __len__(self) -> int:
         return self.rows

@@ -8,7 +8,7 @@ Spark cluster); the keyed random streams (`streams.unit_rng`) and canonical fram
 """
 from __future__ import annotations
 
-from typing import Callable, Iterable
+from typing import Callable, Iterable, Iterator
 
 import pandas as pd
 
@@ -20,6 +20,9 @@ UnitFunction = Callable[[tuple, pd.DataFrame, "object"], pd.DataFrame]
 # func(key, payload, rng) -> a picklable result: a unit whose input is not rows of a table (a
 # TopDown node's histograms), built by the driver.
 ItemFunction = Callable[[tuple, object, "object"], object]
+
+
+STREAM_CHUNK_ROWS = 500_000  # rows an engine moves to the driver at once in `stream`
 
 
 class EngineUnavailable(Exception):
@@ -64,18 +67,51 @@ class Engine:
         raise NotImplementedError
 
     def map_groups(self, table, by, func: UnitFunction, *, run_key: int, stage: str,
-                   schema: dict[str, str] | None = None) -> pd.DataFrame:
+                   schema: dict[str, str] | None = None, collect: bool = True) -> pd.DataFrame:
         """Run `func(key, rows, rng)` on every group of rows sharing the values of `by`.
 
         rows: the group's rows in canonical types and order (every column, keys included);
         rng: the unit's own ChaCha20 generator, keyed by (run key, stage, key).
         schema: column -> one of frames.DTYPES for the output (default: the input's).
         Returns every unit's output, in key order, each unit's rows in the order it returned.
+        collect=False: the outputs stay where they were computed, as a table of the engine's own
+        (a pandas frame locally, a cached Spark DataFrame on Spark) in no promised row order,
+        for `count`, `stream` and `drop`: what a mechanism whose output is as large as its input
+        (swapped microdata) returns without the driver ever holding it. Every unit has run (and
+        a failed one raised, naming its key) when this returns.
         """
         raise NotImplementedError
 
+    def stream(self, table, order_by=None, columns=None, chunk_rows: int | None = None) -> Iterator[pd.DataFrame]:
+        """A table to the driver one chunk at a time, rows sorted by `order_by` (default: every
+        returned column, in order; missing values last), in canonical types.
+
+        columns: the columns to return (default all). chunk_rows: about how many rows the
+        engine moves to the driver at once (default `STREAM_CHUNK_ROWS`), so the driver holds
+        one chunk, not the table. Rows equal in every sorted column are interchangeable, so
+        sorting by every column gives the same chunks' bytes on every engine and partitioning.
+        """
+        raise NotImplementedError
+
+    def drop(self, table) -> None:
+        """Forget a table `map_groups(collect=False)` returned (a Spark cache); a no-op by default."""
+
     def count(self, table, by) -> pd.DataFrame:
         """The number of rows for each observed combination of `by`, sorted, as `count`."""
+        raise NotImplementedError
+
+    def profile(self, table, column: str) -> dict:
+        """One column summed up in one row, whatever its number of distinct values: `rows`,
+        `distinct` (a missing value counts as one), `missing`, `nul` (text values holding a NUL
+        byte) and `largest` (the rows of its most frequent value). Lets a loader check a column of
+        millions of codes (a household id) without bringing them to the driver."""
+        raise NotImplementedError
+
+    def count_distinct(self, table, by, columns) -> pd.DataFrame:
+        """Per observed combination of `by` (sorted): `count`, its rows, and for each of
+        `columns` the number of distinct values it takes there (a missing value counts as one).
+        One row per group, however many rows it holds: e.g. whether a stratum holds two
+        different records, without the records."""
         raise NotImplementedError
 
     def map_items(self, items, func: ItemFunction, *, run_key: int, stage: str) -> list:
@@ -145,11 +181,22 @@ class EngineRun:
     def name(self) -> str:
         return self.engine.name
 
-    def map_groups(self, table, by, func: UnitFunction, *, stage: str, schema=None) -> pd.DataFrame:
-        return self.engine.map_groups(handle(table), list(by), func, run_key=self.run_key, stage=stage, schema=schema)
+    def map_groups(self, table, by, func: UnitFunction, *, stage: str, schema=None, collect: bool = True):
+        """See `Engine.map_groups`; collect=False keeps the outputs on the engine."""
+        return self.engine.map_groups(handle(table), list(by), func, run_key=self.run_key, stage=stage,
+                                      schema=schema, collect=collect)
+
+    def stream(self, table, order_by=None, columns=None, chunk_rows: int | None = None) -> Iterator[pd.DataFrame]:
+        return self.engine.stream(handle(table), order_by, columns, chunk_rows)
+
+    def drop(self, table) -> None:
+        self.engine.drop(handle(table))
 
     def count(self, table, by) -> pd.DataFrame:
         return self.engine.count(handle(table), list(by))
+
+    def count_distinct(self, table, by, columns) -> pd.DataFrame:
+        return self.engine.count_distinct(handle(table), list(by), list(columns))
 
     def map_items(self, items, func: ItemFunction, *, stage: str) -> list:
         return self.engine.map_items(list(items), func, run_key=self.run_key, stage=stage)

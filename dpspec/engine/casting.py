@@ -46,7 +46,7 @@ def _truth(series: pd.Series) -> pd.Series:
 
 
 def cast_column(series: pd.Series, kind: str) -> pd.Series:
-    """One column as `kind`: "str" (categorical text), "int64", "float64" or "bool"."""
+    """One column as `kind`: "str" (categorical text), "int64", "float64", "bool" or "boolean"."""
     if kind == "str":
         return _text(series)
     if kind == "int64":
@@ -55,4 +55,7 @@ def cast_column(series: pd.Series, kind: str) -> pd.Series:
         return pd.to_numeric(_values(series, lambda s: pd.to_numeric(s, errors="coerce")), errors="coerce")
     if kind == "bool":
         return _values(series, _truth).astype(bool)
+    if kind == "boolean":  # a nullable bool: missing stays missing, never False
+        truth = _values(series, _truth).astype(object)
+        return truth.where(~series.isna().to_numpy(), None).astype("boolean")
     raise ValueError(f"unknown column kind {kind!r}")

@@ -9,8 +9,10 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-# The column types units of work exchange with an engine (Spark's Long/Double/Boolean/String).
-DTYPES = ("int64", "float64", "bool", "str")
+# The column types units of work exchange with an engine (Spark's Long/Double/Boolean/String);
+# "boolean" is a bool column that may be missing (pandas' nullable BooleanDtype): a plain bool
+# cannot hold a missing value, and turning one into False would change the data.
+DTYPES = ("int64", "float64", "bool", "boolean", "str")
 HIDDEN = "__dpspec_"
 SEQ = HIDDEN + "seq"
 
@@ -24,6 +26,8 @@ def dtype_name(series: pd.Series) -> str:
     dtype = series.dtype
     if isinstance(dtype, pd.CategoricalDtype):
         dtype = dtype.categories.dtype
+    if isinstance(dtype, pd.BooleanDtype):
+        return "boolean"
     if pd.api.types.is_bool_dtype(dtype):
         return "bool"
     if pd.api.types.is_integer_dtype(dtype):
@@ -53,6 +57,8 @@ def cast(frame: pd.DataFrame, schema: dict[str, str]) -> pd.DataFrame:
             out[name] = values.where(values.notna(), None) if values.hasnans else values
         elif kind == "bool":
             out[name] = col.astype(bool)
+        elif kind == "boolean":
+            out[name] = col.astype("boolean")
         else:
             out[name] = col.astype(np.dtype(kind))
     return pd.DataFrame(out, index=pd.RangeIndex(len(frame)))
@@ -84,6 +90,29 @@ def sort_rows(frame: pd.DataFrame, columns=None) -> pd.DataFrame:
     if not cols or len(frame) < 2:
         return frame.reset_index(drop=True)
     return frame.sort_values(cols, kind="mergesort", na_position="last").reset_index(drop=True)
+
+
+def lexical(frame: pd.DataFrame) -> pd.DataFrame:
+    """`frame` with each categorical's categories in the order of their canonical values (text
+    by code point, numbers by value), so that sorting by the codes (fast: no strings compared)
+    gives `sort_rows`' order of the canonical frame."""
+    out = {}
+    for name in frame.columns:
+        col = frame[name]
+        if isinstance(col.dtype, pd.CategoricalDtype) and len(col.cat.categories) > 1:
+            cats = col.cat.categories
+            key = [str(c) for c in cats] if dtype_name(col) == "str" else list(cats)
+            order = sorted(range(len(cats)), key=key.__getitem__)
+            col = col.cat.reorder_categories(cats[order])
+        out[name] = col
+    return pd.DataFrame(out, index=frame.index) if out else frame
+
+
+def compact(frame: pd.DataFrame) -> pd.DataFrame:
+    """A canonical frame held for later counts and sorts: text columns as categoricals (one
+    label per distinct value: grouping and sorting compare codes, not strings)."""
+    return frame.assign(**{c: frame[c].astype("category") for c in frame.columns
+                           if frame[c].dtype == object and dtype_name(frame[c]) == "str"})
 
 
 def tag_output(out: pd.DataFrame, key: tuple, by: list[str], schema: dict[str, str], in_schema: dict[str, str]) -> pd.DataFrame:

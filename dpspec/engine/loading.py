@@ -88,13 +88,41 @@ def column_groups(table: ir.Table) -> list[list[str]]:
 
 
 def kind_of(col: ir.Column) -> str:
-    """The canonical kind a validated column is cast to (nullable whole numbers travel as floats)."""
+    """The canonical kind a validated column is cast to (nullable whole numbers travel as floats,
+    nullable bools as pandas' nullable "boolean")."""
     kind = col.type.kind
     if kind == "int":
         return "float64" if col.nullable else "int64"
     if kind == "bool":
-        return "bool"
+        return "boolean" if col.nullable else "bool"
     return "str"
+
+
+# A unit id column (the column a table links by, such as a household id: an open category, not
+# nested) with more distinct codes than this is checked from its `Engine.profile` (one row)
+# instead of its codes with their counts (a row per household on the driver). It then has no
+# value set: a release query by it would have more cells than `count_table` lists in full anyway
+# (FULL_TABLE_CELLS).
+VALUE_SET_LIMIT = 1_000_000
+
+
+def _profiled(engine: Engine, raw, table: ir.Table, ids: set) -> dict:
+    """{column: profile} of the id columns (`ids`) too large to count value by value and clean
+    by their profile; a column with a problem is counted in full, so the error shows its values
+    exactly as for any other column."""
+    out = {}
+    for group in column_groups(table):
+        col = table.column(group[0])
+        if len(group) != 1 or col.name not in ids or col.type.kind != "category" or col.type.parent:
+            continue
+        prof = engine.profile(raw, col.name)
+        if prof["distinct"] <= VALUE_SET_LIMIT:
+            continue
+        linked = table.link_bound is not None and table.link == col.name
+        if (prof["missing"] and not col.nullable) or prof["nul"] or (linked and prof["largest"] > table.link_bound):
+            continue
+        out[col.name] = prof
+    return out
 
 
 def load_engine_table(spec: ir.Spec, source: ir.DataSource, engine: Engine) -> EngineTable:
@@ -106,13 +134,19 @@ def load_engine_table(spec: ir.Spec, source: ir.DataSource, engine: Engine) -> E
     if missing:
         raise checks.missing_columns_error(path, table, missing, "parquet")
     raw = engine.read_parquet(path, list(table.column_names))
-    group_counts = [(group, engine.count(raw, group)) for group in column_groups(table)]
-    rows = int(group_counts[0][1]["count"].sum()) if group_counts else 0
+    ids = {t.link for t in spec.domain.tables if t.link}  # the columns that name a unit (household ids)
+    profiled = _profiled(engine, raw, table, ids)
+    group_counts = [(group, engine.count(raw, group)) for group in column_groups(table)
+                    if not (len(group) == 1 and group[0] in profiled)]
+    rows = (int(group_counts[0][1]["count"].sum()) if group_counts
+            else next((p["rows"] for p in profiled.values()), 0))
     if rows == 0:
         raise checks.empty_table_error(path, table)
     tally = _Tally(path, table.name)
     categories = {}
     for col in table.columns:
+        if col.name in profiled:  # clean by its profile; too many codes to list as a value set
+            continue
         group = next(counts for names, counts in group_counts if col.name in names)
         values, tally.rows = distinct(group, col.name)
         if pd.api.types.is_string_dtype(values.dtype):
@@ -130,7 +164,7 @@ def load_engine_table(spec: ir.Spec, source: ir.DataSource, engine: Engine) -> E
             values, sizes = distinct(counts, table.link)
             checks.check_link_sizes(table, pd.Series(sizes, index=values.to_numpy()), path)
     kinds = {c.name: kind_of(c) for c in table.columns}
-    return EngineTable(engine.cast(raw, kinds), table.name, path, rows, kinds, categories)
+    return EngineTable(engine.cast(raw, kinds), table.name, path, rows, kinds, categories, engine=engine)
 
 
 def distinct(counts: pd.DataFrame, column: str) -> tuple[pd.Series, np.ndarray]:

@@ -98,13 +98,19 @@ def check_available(master: str, timeout: float = CONNECT_TIMEOUT) -> None:
     probe_master(master, timeout)
 
 
-_SPARK_TYPES = {"int64": "LongType", "float64": "DoubleType", "bool": "BooleanType", "str": "StringType"}
+_SPARK_TYPES = {"int64": "LongType", "float64": "DoubleType", "bool": "BooleanType", "boolean": "BooleanType",
+               "str": "StringType"}
+# Spark has one boolean type, nullable or not: a column cast to dpspec's nullable "boolean" says so
+# in its field metadata, so units and counts read its missing values back as missing.
+KIND_METADATA = "dpspec_kind"
 
 
 def _struct(schema: dict[str, str]):
     from pyspark.sql import types as T
 
-    return T.StructType([T.StructField(name, getattr(T, _SPARK_TYPES[kind])(), True) for name, kind in schema.items()])
+    return T.StructType([T.StructField(name, getattr(T, _SPARK_TYPES[kind])(), True,
+                                       {KIND_METADATA: kind} if kind == "boolean" else None)
+                         for name, kind in schema.items()])
 
 
 def _dtype_of(field) -> str:
@@ -112,7 +118,7 @@ def _dtype_of(field) -> str:
 
     t = field.dataType
     if isinstance(t, T.BooleanType):
-        return "bool"
+        return "boolean" if (field.metadata or {}).get(KIND_METADATA) == "boolean" else "bool"
     if isinstance(t, (T.ByteType, T.ShortType, T.IntegerType, T.LongType)):
         return "int64"
     if isinstance(t, (T.FloatType, T.DoubleType)):
@@ -233,8 +239,9 @@ class SparkEngine(Engine):
             if kind == "int64" and isinstance(field.dataType, text):
                 col = col.cast("double").cast("long")  # "3.0" is a whole number, as in pandas
             elif kind is not None:
-                col = col.cast({"int64": "long", "float64": "double", "bool": "boolean", "str": "string"}[kind])
-            out.append(col.alias(field.name))
+                col = col.cast({"int64": "long", "float64": "double", "bool": "boolean", "boolean": "boolean",
+                                "str": "string"}[kind])
+            out.append(col.alias(field.name, metadata={KIND_METADATA: kind}) if kind == "boolean" else col.alias(field.name))
         return sdf.select(*out)
 
     def to_pandas(self, table) -> pd.DataFrame:
@@ -242,11 +249,11 @@ class SparkEngine(Engine):
             sdf, schema = self._spark_frame(table)
             return frames.sort_rows(frames.cast(sdf.toPandas(), schema))
 
-    def map_groups(self, table, by, func, *, run_key, stage, schema=None) -> pd.DataFrame:
+    def map_groups(self, table, by, func, *, run_key, stage, schema=None, collect=True):
         with _quiet():
-            return self._map_groups(table, by, func, run_key=run_key, stage=stage, schema=schema)
+            return self._map_groups(table, by, func, run_key=run_key, stage=stage, schema=schema, collect=collect)
 
-    def _map_groups(self, table, by, func, *, run_key, stage, schema=None) -> pd.DataFrame:
+    def _map_groups(self, table, by, func, *, run_key, stage, schema=None, collect=True):
         from pyspark.sql import functions as F
 
         by = list(by)
@@ -260,12 +267,70 @@ class SparkEngine(Engine):
             return run_unit(func, run_key, stage, key if by else (), rows, by, in_schema, out_schema)
 
         grouped = sdf.groupBy(*by) if by else sdf.groupBy(F.lit(0).alias(frames.HIDDEN + "all"))
+        if not collect:
+            return self._held(grouped.applyInPandas(unit, schema=_struct(tagged)).select(*out_schema), stage)
         try:
             with job_progress(self.session.sparkContext, stage):
                 result = grouped.applyInPandas(unit, schema=_struct(tagged)).toPandas()
         except Exception as exc:
             raise _unit_error(exc) from None
         return frames.untag(result, by, out_schema)
+
+    def _held(self, sdf, stage: str):
+        """Units' outputs kept on the executors: cached (memory, then disk) and computed now, so
+        that a failed unit is reported here with its key and later counts and streams read the
+        cache. Should Spark lose a cached block it recomputes it; units draw from keyed streams,
+        so the recomputed rows are the same rows."""
+        from pyspark import StorageLevel
+
+        held = sdf.persist(StorageLevel.MEMORY_AND_DISK)
+        try:
+            with job_progress(self.session.sparkContext, stage):
+                held.count()
+        except Exception as exc:
+            held.unpersist()
+            raise _unit_error(exc) from None
+        return held
+
+    def drop(self, table) -> None:
+        table = handle(table)
+        if not isinstance(table, pd.DataFrame) and hasattr(table, "unpersist"):
+            table.unpersist()
+
+    def stream(self, table, order_by=None, columns=None, chunk_rows=None):
+        """Sorted on the executors (range partitions of about `chunk_rows` rows, each sorted),
+        then fetched a partition at a time (`toLocalIterator`) as Arrow batches packed on the
+        executors: the driver holds about one partition, and no row becomes a Python object."""
+        from dpspec.engine.base import STREAM_CHUNK_ROWS
+
+        size = max(1, int(chunk_rows or STREAM_CHUNK_ROWS))
+        with _quiet():
+            sdf, schema = self._spark_frame(table)
+            if columns is not None:
+                sdf, schema = sdf.select(*columns), {c: schema[c] for c in columns}
+            packed, parts = self._sorted_batches(sdf, list(order_by) if order_by is not None else list(sdf.columns), size)
+            rows = iter(packed.toLocalIterator(prefetchPartitions=parts > 1))
+        pending, held = [], 0
+        for row in rows:
+            frame = _unpack(row[0])
+            pending.append(frame)
+            held += len(frame)
+            if held >= size:
+                yield frames.cast(pd.concat(pending, ignore_index=True), schema)
+                pending, held = [], 0
+        if pending:
+            yield frames.cast(pd.concat(pending, ignore_index=True), schema)
+
+    def _sorted_batches(self, sdf, order: list, size: int):
+        """(a DataFrame of one binary column: each row an Arrow IPC stream of consecutive rows in
+        the global order, partitions in order; its number of partitions)."""
+        from pyspark.sql import functions as F
+
+        keys = [F.col(c).asc_nulls_last() for c in order]
+        rows = sdf.count()
+        parts = max(1, -(-rows // size))
+        ordered = (sdf.repartitionByRange(parts, *keys) if parts > 1 else sdf.coalesce(1)).sortWithinPartitions(*keys)
+        return ordered.mapInArrow(_pack_batches, "chunk binary"), parts
 
     def count(self, table, by) -> pd.DataFrame:
         with _quiet():
@@ -288,6 +353,46 @@ class SparkEngine(Engine):
                 kinds[c] = "float64" if kinds[c] == "int64" else "str"
         return frames.sort_rows(frames.cast(counts, {**kinds, "count": "int64"}), by)
 
+
+    def profile(self, table, column: str) -> dict:
+        table = handle(table)
+        if isinstance(table, pd.DataFrame):
+            from dpspec.engine.local import profile_series
+
+            return profile_series(table[column])
+        from pyspark.sql import functions as F
+        from pyspark.sql import types as T
+
+        with _quiet():
+            sdf, _ = self._spark_frame(table)
+            col = F.col(column)
+            text = isinstance(sdf.schema[column].dataType, T.StringType)
+            nul = F.sum((F.instr(col, "\x00") > 0).cast("long")) if text else F.lit(0)
+            # one row per distinct value, then one row of sums: nothing the size of the column comes back
+            per = sdf.groupBy(col).agg(F.count(F.lit(1)).alias("n"), F.max(col.isNull().cast("long")).alias("null"))
+            row = per.agg(F.sum("n").alias("rows"), F.count(F.lit(1)).alias("distinct"),
+                          F.sum(F.when(F.col("null") == 1, F.col("n")).otherwise(0)).alias("missing"),
+                          F.max("n").alias("largest")).collect()[0]
+            bad = sdf.agg(nul.alias("nul")).collect()[0]["nul"] if text else 0
+        return {"rows": int(row["rows"] or 0), "distinct": int(row["distinct"] or 0), "missing": int(row["missing"] or 0),
+                "nul": int(bad or 0), "largest": int(row["largest"] or 0)}
+
+    def count_distinct(self, table, by, columns) -> pd.DataFrame:
+        table = handle(table)
+        if isinstance(table, pd.DataFrame):
+            from dpspec.engine.local import count_distinct_frame
+
+            return count_distinct_frame(table, by, columns)
+        from pyspark.sql import functions as F
+
+        with _quiet():
+            sdf, schema = self._spark_frame(table)
+            # countDistinct skips nulls: a column's missing values are one more value when present
+            aggs = [F.count(F.lit(1)).alias("count")] + [
+                (F.countDistinct(c) + F.max(F.col(c).isNull().cast("int"))).alias(c) for c in columns]
+            out = (sdf.groupBy(*by).agg(*aggs) if by else sdf.agg(*aggs)).toPandas()
+        return frames.sort_rows(frames.cast(out, {**{c: schema[c] for c in by}, "count": "int64",
+                                                  **{c: "int64" for c in columns}}), by)
 
     def map_items(self, items, func, *, run_key, stage) -> list:
         """Driver-built units as Spark jobs over RDDs; results back in the items' order.
@@ -313,6 +418,26 @@ class SparkEngine(Engine):
             except Exception as exc:
                 raise _unit_error(exc) from None
             return [r for _, r in sorted(results, key=lambda pair: pair[0])]
+
+
+def _pack_batches(batches):
+    """On an executor: each Arrow batch of a partition as one row holding its IPC stream bytes
+    (order kept: a partition's batches arrive in its row order)."""
+    import pyarrow as pa
+
+    for batch in batches:
+        if batch.num_rows == 0:
+            continue
+        sink = pa.BufferOutputStream()
+        with pa.ipc.new_stream(sink, batch.schema) as writer:
+            writer.write_batch(batch)
+        yield pa.RecordBatch.from_arrays([pa.array([sink.getvalue().to_pybytes()], pa.binary())], names=["chunk"])
+
+
+def _unpack(blob: bytes) -> pd.DataFrame:
+    import pyarrow as pa
+
+    return pa.ipc.open_stream(blob).read_pandas()
 
 
 MAX_JOB_BYTES = 256 << 20  # payload bytes shipped to Spark in one map_items job

@@ -23,7 +23,9 @@ class EngineTable:
     kinds: column -> canonical kind (frames.DTYPES);
     categories: column -> the value set a pandas frame of this table would have as categories
     (the domain's values for enumerations, the observed codes, sorted, for open categories), so
-    a mechanism can give its microdata the same column types as a compile from pandas would.
+    a mechanism can give its microdata the same column types as a compile from pandas would;
+    engine: the engine that holds it, so that steps without an engine (a mechanism's
+    `public_facts`) can still aggregate it where it lives (`count`, `count_distinct`).
     """
 
     handle: object = attrs.field(repr=False)
@@ -32,6 +34,22 @@ class EngineTable:
     rows: int
     kinds: dict
     categories: dict = attrs.Factory(dict)
+    engine: object = attrs.field(default=None, repr=False, eq=False)
+
+    def count(self, by) -> "pd.DataFrame":
+        """Rows per observed combination of `by` (`Engine.count`), counted by the engine that
+        holds the table (for steps that get no engine, such as `Mechanism.public_facts`)."""
+        return self._engine().count(self.handle, list(by))
+
+    def count_distinct(self, by, columns) -> "pd.DataFrame":
+        """Per combination of `by`: its rows and the distinct values of each of `columns`
+        (`Engine.count_distinct`), computed by the engine that holds the table."""
+        return self._engine().count_distinct(self.handle, list(by), list(columns))
+
+    def _engine(self):
+        if self.engine is None:
+            raise ValueError(f"table '{self.name}' was built without the engine that holds it")
+        return self.engine
 
     def __len__(self) -> int:
         return self.rows
@@ -46,4 +64,4 @@ class EngineTable:
 
         if column in self.categories:
             return pd.CategoricalDtype(list(self.categories[column]))
-        return {"int64": "int64", "float64": "float64", "bool": "bool"}.get(self.kinds[column], "object")
+        return {"int64": "int64", "float64": "float64", "bool": "bool", "boolean": "boolean"}.get(self.kinds[column], "object")

@@ -20,9 +20,11 @@ class UnsafeOutputError(DpspecError):
 def input_paths(spec) -> list[str]:
     """Every file a compile of `spec` reads: the spec itself and each data source."""
     from dpspec.check.data import resolve_path
+    from dpspec.check.sources import local_path
 
     paths = [spec.path] if spec.path else []
-    return paths + [resolve_path(spec, source) for source in spec.data]
+    local = (local_path(resolve_path(spec, source)) for source in spec.data)  # a remote URI holds no local folder
+    return paths + [p for p in local if p is not None]
 
 
 def _within(path: str, folder: str) -> bool:

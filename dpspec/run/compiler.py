@@ -169,6 +169,14 @@ def _detach(published: dict) -> dict:
             for name, t in published.items()}
 
 
+def _release_outputs(releases) -> None:
+    """Free the engine-held outputs of runs that are measured but never written (`--runs R`)."""
+    for r in releases:
+        for table in r.outputs.values():
+            if isinstance(table, StreamedTable) and table.release is not None:
+                table.release()
+
+
 def published_outputs(spec: ir.Spec, release: Release) -> dict:
     """Select and compute what the spec's release section publishes."""
     if not spec.releases:
@@ -250,6 +258,8 @@ def compile_spec(spec: ir.Spec, data: dict | None = None, seed: int | None = Non
             chosen.close()
     # Utility is measured against the confidential data: it feeds the internal report only.
     utility = mech.utility(spec, params, data, releases) if (runs > 1 or release.internal) else {}
+    if chosen is engine:  # a caller's engine keeps running: free what the measured-only runs hold
+        _release_outputs(releases[1:])
     result = Result(checked, spec_sha256(spec), hashes, facts, statement, account, release, published, seed, runs, utility, timings=timings)
     result.engine = chosen.name
     if audit:

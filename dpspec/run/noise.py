@@ -538,16 +538,43 @@ def _raw64(n: int, rng: np.random.Generator) -> np.ndarray:
     return rng.integers(0, 1 << 64, size=n, dtype=np.uint64, endpoint=False)
 
 
+class _OneStream:
+    """Every word of a table draw from one generator, in the order the sampler asks for them."""
+
+    def __init__(self, rng: np.random.Generator):
+        self._rng = rng
+
+    def words(self, pending: np.ndarray) -> np.ndarray:
+        return _raw64(pending.size, self._rng)
+
+    def rng(self, draw: int) -> np.random.Generator:
+        return self._rng
+
+
 def _table_sample(n: int, table: _Table, rng: np.random.Generator) -> np.ndarray:
+    """n table draws from one generator: n words first, then whatever the rare paths need."""
+    return _table_draws(table, _raw64(n, rng), _OneStream(rng))
+
+
+def _table_draws(table: _Table, first: np.ndarray, source) -> np.ndarray:
+    """The table sampler: draw i starts from the 64-bit word ``first[i]``.
+
+    The rare steps ask ``source`` for more randomness: ``source.words(pending)`` gives one new
+    word for each draw (by index) still pending after a rejection, and ``source.rng(i)`` is
+    the generator draw i's exact acceptance and tail steps read from. With one generator
+    (`_OneStream`) this is the classic order: n words, then each round's exact steps in draw
+    order, then the next round's words. `dpspec.run.keyed_noise` gives every draw its own
+    unit's stream instead, so the same code path serves keyed (per-cell) randomness.
+    """
+    n = first.size
     out = np.empty(n, dtype=np.int64)
     pending = None  # all of them, in the first round
     shift_bucket = np.uint64(64 - table.bits)
     shift_alias = np.uint64(table.acc_bits)
     mask_alias = np.uint64((1 << _ALIAS_BITS) - 1)
     mask_acc = np.uint64((1 << table.acc_bits) - 1)
-    todo = n
-    while todo:
-        r = _raw64(todo, rng)
+    r = first
+    while r.size:
         bucket = (r >> shift_bucket).astype(np.intp)
         u = (r >> shift_alias) & mask_alias
         sym = np.where(u < table.thresh[bucket], bucket, table.alias[bucket])
@@ -556,18 +583,23 @@ def _table_sample(n: int, table: _Table, rng: np.random.Generator) -> np.ndarray
         doubt = np.flatnonzero(~accept)
         doubt = doubt[acc[doubt] < table.acc_hi[sym[doubt]]]
         for i in doubt:  # about 2**-acc_bits of the draws: decide exactly
-            accept[i] = _accept_exactly(table, int(sym[i]), int(acc[i]), rng)
+            accept[i] = _accept_exactly(table, int(sym[i]), int(acc[i]), source.rng(_draw_index(pending, i)))
         values = sym - table.b
         for i in np.flatnonzero(accept & (sym == table.tail)):  # probability below 2**-80
-            values[i] = _tail_sample(table, rng)
+            values[i] = _tail_sample(table, source.rng(_draw_index(pending, i)))
         if pending is None:  # first round: keep everything, redo the rejected ones
             out[:] = values
             pending = np.flatnonzero(~accept)
         else:
             out[pending[accept]] = values[accept]
             pending = pending[~accept]
-        todo = pending.size
+        r = source.words(pending) if pending.size else pending[:0].astype(np.uint64)
     return out
+
+
+def _draw_index(pending, i) -> int:
+    """The draw at position i of a round: i itself in round one, then ``pending[i]``."""
+    return int(i if pending is None else pending[i])
 
 
 def _accept_exactly(table: _Table, s: int, acc: int, rng: np.random.Generator) -> bool:

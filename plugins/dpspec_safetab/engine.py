@@ -16,19 +16,45 @@ from fractions import Fraction
 
 import numpy as np
 
-from dpspec.api import discrete_gaussian, discrete_gaussian_pmf, effective_sigma2
+from dpspec.api import discrete_gaussian, discrete_gaussian_pmf, effective_sigma2, keyed_discrete_gaussian
 
 
-def group_counts(region: np.ndarray, group: np.ndarray, n_regions: int, n_groups: int) -> np.ndarray:
-    """Dense (n_regions, n_groups) counts of flattened (region, group) pairs; region -1 is none."""
+def tally(index: np.ndarray, weight: np.ndarray | None, size: int) -> np.ndarray:
+    """int64 counts of each index in 0..size-1, every occurrence counting `weight` (default 1).
+
+    A weighted bincount sums in float64, exact for whole numbers below 2**53 (far above any
+    population), and is cast back, so weighted and unweighted counts are the same integers."""
+    if weight is None:
+        return np.bincount(index, minlength=size)
+    return np.bincount(index, weights=weight, minlength=size).astype(np.int64)
+
+
+def group_counts(region: np.ndarray, group: np.ndarray, n_regions: int, n_groups: int,
+                 weight: np.ndarray | None = None) -> np.ndarray:
+    """Dense (n_regions, n_groups) counts of flattened (region, group) pairs; region -1 is none.
+
+    weight: how many records each pair stands for (a distinct combination's count)."""
     ok = region >= 0
     flat = region[ok].astype(np.int64) * n_groups + group[ok]
-    return np.bincount(flat, minlength=n_regions * n_groups).reshape(n_regions, n_groups)
+    return tally(flat, None if weight is None else weight[ok], n_regions * n_groups).reshape(n_regions, n_groups)
 
 
 def add_noise(counts: np.ndarray, sigma2: Fraction, rng: np.random.Generator) -> np.ndarray:
     """counts + exact discrete Gaussian noise of parameter sigma2, one draw per cell."""
     return counts + discrete_gaussian(sigma2, counts.shape, rng) if counts.size else counts.copy()
+
+
+def add_keyed_noise(counts: np.ndarray, sigma2: Fraction, run_key: int, keys) -> np.ndarray:
+    """counts + exact discrete Gaussian noise, row i's cells drawn from the stream of ``keys[i]``.
+
+    counts: one row per key (a (geography, group) cell), any number of cells per row; keys: a
+    sequence of unit keys or a `dpspec.api.KeyColumns`. Each cell's noise depends on the run
+    key and its own key only, so any batching of cells, on any engine, gives the same counts.
+    """
+    if not counts.size:
+        return counts.copy()
+    per_key = counts.size // len(keys)
+    return counts + keyed_discrete_gaussian(sigma2, run_key, keys, per_key).reshape(counts.shape)
 
 
 def choose_detail(noisy_totals: np.ndarray, thresholds) -> np.ndarray:
@@ -37,11 +63,13 @@ def choose_detail(noisy_totals: np.ndarray, thresholds) -> np.ndarray:
 
 
 def detail_counts(region: np.ndarray, group: np.ndarray, cell: np.ndarray, selected: np.ndarray,
-                  n_groups: int, n_cells: int, n_regions: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+                  n_groups: int, n_cells: int, n_regions: int | None = None,
+                  weight: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Counts of the stage-2 table for the selected (region, group) keys.
 
     selected: sorted flat keys region * n_groups + group. cell: each flattened pair's cell in
-    the detail table (0..n_cells-1). Returns (keys, counts of shape (len(keys), n_cells)).
+    the detail table (0..n_cells-1); weight: how many records each pair stands for (default 1).
+    Returns (keys, counts of shape (len(keys), n_cells)).
     A dense key -> position map makes this one gather and one bincount (no search)."""
     ok = region >= 0
     key = region[ok].astype(np.int64) * n_groups + group[ok]
@@ -52,8 +80,8 @@ def detail_counts(region: np.ndarray, group: np.ndarray, cell: np.ndarray, selec
     pos = position[key]
     hit = pos >= 0
     flat = pos[hit] * n_cells + cell[ok][hit]
-    counts = np.bincount(flat, minlength=len(selected) * n_cells).reshape(len(selected), n_cells)
-    return selected, counts
+    counts = tally(flat, None if weight is None else weight[ok][hit], len(selected) * n_cells)
+    return selected, counts.reshape(len(selected), n_cells)
 
 
 def suppression_threshold(sigma2: Fraction, chance) -> int | None:

@@ -24,6 +24,8 @@ import pandas as pd
 
 from dpspec.api import DataError, require_regular
 
+from .combinations import Origin, rows_text, text_codes
+
 GRANULARITIES = ("detailed", "coarse")
 
 
@@ -102,28 +104,36 @@ class IterationTable:
 
 @attrs.frozen
 class RecordCodes:
-    """The records' codes as integers: race (row, code) pairs and one ethnicity code per row."""
+    """The records' codes as integers: race (row, code) pairs and one ethnicity code per row.
+
+    A row is one record or, from `combinations`, a distinct combination standing for
+    `origin.weight` records; `origin` also says how to name a bad row in a message."""
 
     n: int
     race_rows: np.ndarray
     race_codes: np.ndarray  # positions in IterationTable.codes
     n_race: np.ndarray  # race codes per record
     eth_codes: np.ndarray
+    origin: Origin | None = None
+    table: IterationTable | None = None  # for naming a record's codes in a message
 
 
 def encode_records(frame: pd.DataFrame, race_columns, eth_column: str, table: IterationTable,
-                   max_race_codes: int, source: str = "data") -> RecordCodes:
-    """Check and encode the records' codes; unknown codes and too many codes are DataErrors."""
+                   max_race_codes: int, source: str = "data", origin: Origin | None = None) -> RecordCodes:
+    """Check and encode the records' codes; unknown codes and too many codes are DataErrors.
+
+    origin: what the rows stand for (default: each row one record, numbered as it stands)."""
     n = len(frame)
+    origin = origin if origin is not None else Origin.records(n)
     rows_list, codes_list = [], []
     for col in race_columns:
-        values = frame[col]
-        present = values.notna().to_numpy()
+        found, labels = text_codes(frame[col])
+        present = found >= 0
         if not present.any():
             continue
         rows = np.flatnonzero(present)
-        idx = table.codes.get_indexer(values.to_numpy()[rows].astype(str))
-        _unknown(idx, rows, values.to_numpy()[rows], col, source)
+        idx = table.codes.get_indexer(labels)[found[rows]]
+        _unknown(idx, rows, labels, found[rows], col, source, origin)
         rows_list.append(rows)
         codes_list.append(idx)
     race_rows = np.concatenate(rows_list) if rows_list else np.zeros(0, dtype=np.int64)
@@ -133,19 +143,29 @@ def encode_records(frame: pd.DataFrame, race_columns, eth_column: str, table: It
     race_rows, race_codes = key // (len(table.codes) + 1), key % (len(table.codes) + 1)
     n_race = np.bincount(race_rows, minlength=n)
     if n and n_race.min() == 0:
-        row = int(np.flatnonzero(n_race == 0)[0])
-        raise DataError(f"{source}: row {row + 1}: the record has no race code (columns {', '.join(race_columns)})")
+        none = n_race == 0
+        row = int(np.flatnonzero(none)[0])
+        where = f"row {origin.row(row)}: the record has" if origin.numbered else f"{rows_text(origin.count(none))} have"
+        raise DataError(f"{source}: {where} no race code (columns {', '.join(race_columns)})")
     if n and n_race.max() > max_race_codes:
-        row = int(np.flatnonzero(n_race > max_race_codes)[0])
-        raise DataError(f"{source}: row {row + 1}: the record has {n_race[row]} race codes, more than "
-                        f"max_race_codes = {max_race_codes}")
-    eth = frame[eth_column]
-    if eth.isna().any():
-        row = int(np.flatnonzero(eth.isna().to_numpy())[0])
-        raise DataError(f"{source}: row {row + 1}: column '{eth_column}' has no ethnicity code")
-    eth_idx = table.codes.get_indexer(eth.to_numpy().astype(str))
-    _unknown(eth_idx, np.arange(n), eth.to_numpy(), eth_column, source)
-    return RecordCodes(n, race_rows, race_codes, n_race, eth_idx)
+        over = n_race > max_race_codes
+        row = int(np.flatnonzero(over)[0])
+        if origin.numbered:
+            raise DataError(f"{source}: row {origin.row(row)}: the record has {n_race[row]} race codes, more than "
+                            f"max_race_codes = {max_race_codes}")
+        shown = ", ".join(f"'{c}'" for c in table.codes[race_codes[race_rows == row]])
+        raise DataError(f"{source}: {rows_text(origin.count(over))} have more race codes than max_race_codes = "
+                        f"{max_race_codes}, such as the {n_race[row]} codes {shown} ({rows_text(int(origin.weight[row]))})")
+    found, labels = text_codes(frame[eth_column])
+    if (found < 0).any():
+        missing = found < 0
+        row = int(np.flatnonzero(missing)[0])
+        where = f"row {origin.row(row)}: " if origin.numbered else ""
+        many = "" if origin.numbered else f" in {rows_text(origin.count(missing))}"
+        raise DataError(f"{source}: {where}column '{eth_column}' has no ethnicity code{many}")
+    eth_idx = table.codes.get_indexer(labels)[found]
+    _unknown(eth_idx, np.arange(n), labels, found, eth_column, source, origin)
+    return RecordCodes(n, race_rows, race_codes, n_race, eth_idx, origin, table)
 
 
 def sorted_unique(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -158,12 +178,19 @@ def sorted_unique(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return keys[first], np.diff(np.r_[first, keys.size])
 
 
-def _unknown(idx, rows, values, column, source):
+def _unknown(idx, rows, labels, found, column, source, origin: Origin):
+    """A DataError for the first code not in the code table: rows' codes are labels[found]."""
     bad = idx < 0
     if bad.any():
         first = int(np.flatnonzero(bad)[0])
-        raise DataError(f"{source}: row {rows[first] + 1}: column '{column}' holds the code '{values[first]}', "
-                        f"which is not in the code table ({int(bad.sum())} such values in all)")
+        total = origin.count(rows[bad])
+        value = labels[found[first]]
+        if origin.numbered:
+            raise DataError(f"{source}: row {origin.row(rows[first])}: column '{column}' holds the code '{value}', "
+                            f"which is not in the code table ({total} such values in all)")
+        same = rows[found == found[first]]
+        raise DataError(f"{source}: column '{column}' holds the code '{value}' in {rows_text(origin.count(same))}, "
+                        f"which is not in the code table ({total} such values in all)")
 
 
 def flatten(records: RecordCodes, table: IterationTable, selection: pd.DataFrame,
@@ -218,7 +245,21 @@ def flatten(records: RecordCodes, table: IterationTable, selection: pd.DataFrame
     its = np.concatenate(out_its) if out_its else np.zeros(0, dtype=np.int64)
     per_record = np.bincount(rows, minlength=records.n)
     if records.n and per_record.max() > max_groups:
-        row = int(np.argmax(per_record > max_groups))
-        raise DataError(f"{source}: row {row + 1}: the record falls into {per_record[row]} population groups, "
-                        f"more than the declared maximum fan-out {max_groups}")
+        _beyond_fanout(records, per_record, max_groups, source)
     return rows.astype(np.int64), its.astype(np.int64)
+
+
+def _beyond_fanout(records: RecordCodes, per_record: np.ndarray, max_groups: int, source: str):
+    """The DataError for records in more groups than the declared fan-out: the first one's row,
+    or (rows without numbers) how many rows and the codes of the first such combination."""
+    over = per_record > max_groups
+    row = int(np.argmax(over))
+    origin = records.origin if records.origin is not None else Origin.records(records.n)
+    if origin.numbered:
+        raise DataError(f"{source}: row {origin.row(row)}: the record falls into {per_record[row]} population groups, "
+                        f"more than the declared maximum fan-out {max_groups}")
+    codes = records.table.codes
+    race = ", ".join(f"'{c}'" for c in codes[records.race_codes[records.race_rows == row]])
+    raise DataError(f"{source}: {rows_text(origin.count(over))} fall into more population groups than the declared "
+                    f"maximum fan-out {max_groups}, such as {per_record[row]} for race codes {race} and ethnicity "
+                    f"code '{codes[records.eth_codes[row]]}' ({rows_text(int(origin.weight[row]))})")

@@ -95,6 +95,9 @@ class SafeTab(Mechanism):
                   "ladder of stage-2 details", required=True),
     ))
     release_size_varies = True  # the chosen details and suppression depend on the noise
+    # a Parquet record table stays on the engine: SafeTab reads only its distinct combinations'
+    # counts (tabulate.read_columns), so on Spark the records never reach the driver
+    engine_tables = True
     outputs = {"counts": "long-form counts: table, geography, geocode, group, group_level, detail, "
                          "the detail's variables ('*' when not broken down), count"}
 

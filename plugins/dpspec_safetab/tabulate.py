@@ -15,19 +15,21 @@ import attrs
 import numpy as np
 import pandas as pd
 
-from dpspec.api import DataError
+from dpspec.api import DataError, KeyColumns
 
+from .combinations import Origin, combinations, rows_text, text_codes, through
 from .design import ROOT, Design, sigma2
-from .engine import add_noise, cell_codes, choose_detail, detail_counts, group_counts, suppression_threshold
-from .iterations import IterationTable, encode_records, flatten
+from .engine import add_keyed_noise, cell_codes, choose_detail, detail_counts, group_counts, suppression_threshold
+from .iterations import IterationTable, RecordCodes, encode_records, flatten
 
 NATION_CODE = "US"
 ALL = "*"
+NOISE_STREAM = "safetab cell noise"  # first part of every cell's stream key
 
 
 @attrs.frozen
 class Inputs:
-    frame: pd.DataFrame
+    frame: object  # the records: a pandas frame, or an EngineTable (dpspec.api) the engine holds
     race_columns: tuple[str, ...]
     eth_column: str
     variables: dict  # detail variable -> list of its values (as text)
@@ -45,20 +47,58 @@ class Outcome:
 def _regions(frame: pd.DataFrame, geo: str) -> tuple[np.ndarray, np.ndarray]:
     if geo == ROOT:
         return np.zeros(len(frame), dtype=np.int64), np.array([NATION_CODE], dtype=object)
-    cat = pd.Categorical(frame[geo].astype("string"))
-    return cat.codes.astype(np.int64), np.asarray(cat.categories.astype(str), dtype=object)
+    codes, labels = text_codes(frame[geo])  # units sorted by their codes as text
+    order = np.argsort(labels, kind="stable")
+    rank = np.empty(len(labels), dtype=np.int64)
+    rank[order] = np.arange(len(labels))
+    return through(rank, codes), labels[order]
 
 
-def _variable_codes(inputs: Inputs) -> dict:
+def _variable_codes(frame: pd.DataFrame, inputs: Inputs, origin: Origin) -> dict:
     out = {}
     for var, values in inputs.variables.items():
-        codes = pd.Categorical(inputs.frame[var].astype("string"), categories=values).codes.astype(np.int64)
+        found, labels = text_codes(frame[var])
+        codes = through(pd.Index(values).get_indexer(labels), found)
         if (codes < 0).any():
             row = int(np.flatnonzero(codes < 0)[0])
-            raise DataError(f"{inputs.source}: row {row + 1}: column '{var}' holds '{inputs.frame[var].iloc[row]}', "
+            value = frame[var].iloc[row]
+            if origin.numbered:
+                raise DataError(f"{inputs.source}: row {origin.row(row)}: column '{var}' holds '{value}', "
+                                f"not one of {', '.join(values)}")
+            same = found == found[row]  # the rows holding that value (or missing, as it is)
+            raise DataError(f"{inputs.source}: column '{var}' holds '{value}' in {rows_text(origin.count(same))}, "
                             f"not one of {', '.join(values)}")
-        out[var] = codes
+        out[var] = codes.astype(np.min_scalar_type(max(len(values) - 1, 0)))  # small: gathered per flattened pair
     return out
+
+
+@attrs.frozen
+class Records:
+    """The records as SafeTab counts them: their distinct combinations of the columns it reads
+    (`frame`), what each stands for (`origin`), their codes and their stage-2 variables' codes."""
+
+    frame: pd.DataFrame
+    origin: Origin
+    codes: RecordCodes
+    variables: dict  # variable -> each row's position among the variable's values
+
+
+def read_records(inputs: Inputs, columns: list[str], table: IterationTable, max_race_codes: int,
+                 engine=None) -> Records:
+    """The records of `inputs` counted per distinct combination of `columns` (by the engine when
+    it holds them), checked and encoded; a bad record is a DataError naming its row, or on an
+    engine table the value and how many rows hold it."""
+    frame, origin = combinations(inputs.frame, columns, engine)
+    codes = encode_records(frame, inputs.race_columns, inputs.eth_column, table, max_race_codes, inputs.source, origin)
+    return Records(frame, origin, codes, _variable_codes(frame, inputs, origin))
+
+
+def read_columns(design: Design, inputs: Inputs) -> list[str]:
+    """The columns a run reads: every measured geography, the race and ethnicity codes and
+    every stage-2 variable; records are counted per distinct combination of them."""
+    measured = {c.geo for td in design.tables for c in td.cells if c.rho != 0}
+    geos = [g for g in design.geo_levels if g != ROOT and g in measured]
+    return list(dict.fromkeys([*geos, *inputs.race_columns, inputs.eth_column, *inputs.variables]))
 
 
 def fanout_of(design: Design, table: IterationTable, level: int, granularity: str) -> tuple[int, dict]:
@@ -72,13 +112,16 @@ def run(design: Design, inputs: Inputs, table: IterationTable, rng: np.random.Ge
     """Measure every (table, geography level, iteration level) cell of the design.
 
     noise(fanout, rho) -> sigma²: the mechanism's calibration (`SafeTab.noise_sigma2`).
-    engine (a `dpspec.engine.EngineRun`): each cell is a unit of work with its own stream,
-    keyed by (table, geography, level), run on that engine, so every engine releases the same
-    counts; without one, the cells draw in turn from `rng`.
+    engine (a `dpspec.engine.EngineRun`): each (table, geography, level) block is a unit of
+    work run on that engine. Noise is keyed finer, per (geography, group) cell and stage, from
+    the engine's run key (without an engine, from a run key drawn from `rng`), so every engine
+    and every batching of cells releases the same counts. The records are read as their
+    distinct combinations with counts (`combinations`: counted by the engine when it holds
+    them), and every count is a weighted sum over those.
     """
-    records = encode_records(inputs.frame, inputs.race_columns, inputs.eth_column, table,
-                             design.max_race_codes, inputs.source)
-    var_codes = _variable_codes(inputs)
+    run_key = engine.run_key if engine is not None else int.from_bytes(rng.bytes(32), "little")
+    read = read_records(inputs, read_columns(design, inputs), table, design.max_race_codes, engine)
+    frame, origin, records, var_codes = read.frame, read.origin, read.codes, read.variables
     flat_cache: dict = {}
     region_cache: dict = {}
     blocks, facts, errors, fanouts = [], [], [], {}
@@ -94,19 +137,21 @@ def run(design: Design, inputs: Inputs, table: IterationTable, rng: np.random.Ge
                     sel = table.selection(cell.level, gran)
                     k, bound = fanout_of(design, table, cell.level, gran)
                     rows, its = flatten(records, table, sel, k, inputs.source)
-                    flat_cache[key] = (sel, k, rows, its)
+                    # what each flattened (row, group) pair carries, gathered once per selection
+                    carried = (origin.weight[rows], {v: c[rows] for v, c in var_codes.items()})
+                    flat_cache[key] = (sel, k, rows, its, *carried)
                     fanouts[f"level{cell.level} {gran}"] = {**bound, "fanout_used": k}
-                sel, k, rows, its = flat_cache[key]
+                sel, k, rows, its, weight, pair_vars = flat_cache[key]
                 if geo not in region_cache:
-                    region_cache[geo] = _regions(inputs.frame, geo)
+                    region_cache[geo] = _regions(frame, geo)
                 region_of_row, codes = region_cache[geo]
-                args = (design, td, cell, geo, sel, k, region_of_row[rows], its, codes,
-                        {v: c[rows] for v, c in var_codes.items()}, inputs.variables)
+                args = (design, td, cell, geo, sel, k, region_of_row[rows], its, weight, codes, pair_vars,
+                        inputs.variables)
                 if engine is None:
-                    units.append(_measure(*args, rng, public_totals, noise))
+                    units.append(_measure(*args, run_key, public_totals, noise))
                 else:
                     pub = public_totals[public_totals["geography"] == geo] if public_totals is not None else None
-                    items.append(((td.name, geo, cell.level), (*args, pub, noise)))
+                    items.append(((td.name, geo, cell.level), (*args, run_key, pub, noise)))
     if engine is not None:
         units = engine.map_items(items, _measure_unit, stage="safetab cells")
     for out in units:
@@ -120,9 +165,10 @@ def run(design: Design, inputs: Inputs, table: IterationTable, rng: np.random.Ge
 
 
 def _measure_unit(key, payload, rng):
-    """One (table, geography, level) cell as a unit of work, drawing from its keyed stream."""
-    *args, public_totals, noise = payload
-    return _measure(*args, rng, public_totals, noise)
+    """One (table, geography, level) block as a unit of work; its cells draw from their own
+    keyed streams (the run key travels in the payload), not from the unit's ``rng``."""
+    *args, run_key, public_totals, noise = payload
+    return _measure(*args, run_key, public_totals, noise)
 
 
 def _public_choice(public_totals, geo, codes, sel) -> np.ndarray:
@@ -136,9 +182,20 @@ def _public_choice(public_totals, geo, codes, sel) -> np.ndarray:
     return dense
 
 
-def _measure(design, td, cell, geo, sel, k, region, group, codes, var_codes, variables, rng, public_totals, noise=sigma2):
+def _measure(design, td, cell, geo, sel, k, region, group, weight, codes, var_codes, variables, run_key, public_totals,
+             noise=sigma2):
     n_regions, n_groups = len(codes), len(sel)
-    truth = group_counts(region, group, n_regions, n_groups)
+    geocode_type, group_type = pd.CategoricalDtype(codes), pd.CategoricalDtype(sel["iteration"].to_numpy())
+
+    def with_noise(true, flat, s2, stage):
+        """true + noise, row i (cell flat[i] = region * n_groups + group) from that cell's stream,
+        keyed (NOISE_STREAM, table, geography, level, geocode, group, stage)."""
+        keys = KeyColumns((NOISE_STREAM, td.name, geo, cell.level),
+                          (pd.Categorical.from_codes(flat // n_groups, dtype=geocode_type),
+                           pd.Categorical.from_codes(flat % n_groups, dtype=group_type)), (stage,))
+        return add_keyed_noise(true, s2, run_key, keys)
+
+    truth = group_counts(region, group, n_regions, n_groups, weight)
     detailed_only = sel["detailed_only"].to_numpy()
     stages = dict(design.stages(cell))
     s2_second = noise(k, stages["stage 2"])
@@ -154,7 +211,8 @@ def _measure(design, td, cell, geo, sel, k, region, group, codes, var_codes, var
         fact["sigma2"] = {"stage 1": s2_first, "stage 2": s2_second, "detailed-only total": s2_full}
         adaptive = np.flatnonzero(~detailed_only)
         only = np.flatnonzero(detailed_only)
-        stage1 = add_noise(truth[:, adaptive], s2_first, rng)
+        stage1_cells = (np.arange(n_regions)[:, None] * n_groups + adaptive[None, :]).ravel()
+        stage1 = with_noise(truth[:, adaptive].reshape(-1), stage1_cells, s2_first, "stage 1").reshape(n_regions, adaptive.size)
         rung = np.full((n_regions, n_groups), -1, dtype=np.int8)
         rung[:, adaptive] = choose_detail(stage1, cell.thresholds)
         del stage1  # used only through the choice
@@ -163,8 +221,8 @@ def _measure(design, td, cell, geo, sel, k, region, group, codes, var_codes, var
             fact["suppression_threshold_detailed_only"] = t_only
             keys = (np.arange(n_regions)[:, None] * n_groups + only[None, :]).ravel()
             true = truth.reshape(-1)[keys]
-            noisy = add_noise(true, s2_full, rng)
-            blocks.append(_emit(td, cell, geo, codes, sel, keys, n_groups, "total", {}, noisy, true, t_only, errors, variables,
+            measured = with_noise(true, keys, s2_full, "detailed-only total")
+            blocks.append(_emit(td, cell, geo, codes, sel, keys, n_groups, "total", {}, measured, true, t_only, errors, variables,
                                 role="detailed-only total"))
     else:
         published = _public_choice(public_totals, geo, codes, sel)
@@ -178,14 +236,14 @@ def _measure(design, td, cell, geo, sel, k, region, group, codes, var_codes, var
             continue
         if not detail.variables:
             true = truth.reshape(-1)[keys]
-            noisy = add_noise(true, s2_second, rng)
+            noisy = with_noise(true, keys, s2_second, "stage 2")
             blocks.append(_emit(td, cell, geo, codes, sel, keys, n_groups, detail.name, {}, noisy, true, t_zero, errors, variables))
             continue
         sizes = [len(variables[v]) for v in detail.variables]
         cells = cell_codes([var_codes[v] for v in detail.variables], sizes)
         n_cells = int(np.prod(sizes))
-        _, true = detail_counts(region, group, cells, keys, n_groups, n_cells, n_regions)
-        noisy = add_noise(true, s2_second, rng)
+        _, true = detail_counts(region, group, cells, keys, n_groups, n_cells, n_regions, weight)
+        noisy = with_noise(true, keys, s2_second, "stage 2")
         parts = np.unravel_index(np.arange(n_cells), sizes)
         per_cell = {v: np.tile(p, len(keys)) for v, p in zip(detail.variables, parts)}
         rep = np.repeat(keys, n_cells)

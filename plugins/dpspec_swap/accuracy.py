@@ -31,15 +31,19 @@ def table_errors(tables, invariants, data: dict, outputs: dict) -> dict:
     for q in tables:
         if q.table not in data or q.table not in outputs:
             continue
-        truth = count_table(data[q.table], q.columns)
-        released = count_table(outputs[q.table], q.columns)
-        out[table_name(q)] = {
-            "query": q.describe(),
-            "invariant": implied_by(q, invariants),
-            "cells": int((truth != 0).sum()),
-            "mape_percent": mape(truth, released),
-        }
+        out[table_name(q)] = table_error(q, invariants, count_table(data[q.table], q.columns),
+                                         count_table(outputs[q.table], q.columns))
     return out
+
+
+def table_error(query: ir.CountQuery, invariants, truth, released) -> dict:
+    """One released table's entry: its query, whether it is invariant, its cells and MAPE."""
+    return {
+        "query": query.describe(),
+        "invariant": implied_by(query, invariants),
+        "cells": int((truth != 0).sum()),
+        "mape_percent": mape(truth, released),
+    }
 
 
 def _stats(values: list[float]) -> dict:

@@ -33,6 +33,7 @@ class PermutationSwapping(Mechanism):
     description = ("Permutation swapping (PSA): within each stratum of the match key, selected units "
                    "exchange their swapping columns by a uniformly random derangement.")
     needs_data_for_budget = True  # eps_D depends on b, the largest stratum of the actual data
+    engine_tables = True  # a Parquet table stays on the engine: facts, units and release are engine operations
     parameters = ParameterSchema((
         ParamSpec("table", "table", "the table of swap units (default: the spec's unit table)"),
         ParamSpec("match", "columns", "the match key: holding columns whose values form the strata", required=True),
@@ -113,22 +114,33 @@ class PermutationSwapping(Mechanism):
         A stratum's size is a marginal of the declared (match x hold) count; the alternative keys
         kept here are those whose counts the declared invariants publish as well.
         """
+        from dpspec.api import EngineTable
         from dpspec_swap import whatif  # pandas-heavy: imported when data is at hand, not for `check`
 
         df = self._frame(spec, params, data)
         match, swap, hold = roles(spec, params)
-        b, key = largest_stratum(df, match, swap + hold)
-        sizes = whatif.stratum_sizes(df, match)
-        alternatives = [row for row in whatif.stratifications(spec, params, df) if row["from_invariants"]]
+        if isinstance(df, EngineTable):  # held by the engine: per-stratum aggregates from it
+            from dpspec_swap.on_engine import engine_stratification, alternative_measure
+
+            own, records = engine_stratification(df, match, swap + hold + match), df.rows
+            measure = alternative_measure(df)
+            b, key = own["b"], own["largest_stratum"]
+            strata, two_or_more = own["strata"], own["strata_of_two_or_more"]
+        else:
+            measure, records = None, len(df)
+            b, key = largest_stratum(df, match, swap + hold)
+            sizes = whatif.stratum_sizes(df, match)
+            strata, two_or_more = int((sizes > 0).sum()), int((sizes >= 2).sum())
+        alternatives = whatif.stratifications(spec, params, df, measure=measure, only_from_invariants=True)
         return {
             "b": b,
             "largest_stratum": key,
             "match": match,
             "swap": swap,
             "hold": hold,
-            "records": int(len(df)),
-            "strata": int((sizes > 0).sum()),
-            "strata_of_two_or_more": int((sizes >= 2).sum()),
+            "records": int(records),
+            "strata": strata,
+            "strata_of_two_or_more": two_or_more,
             "alternatives": alternatives,
         }
 
@@ -149,12 +161,21 @@ class PermutationSwapping(Mechanism):
 
     # ---- running ----
     def run(self, spec, params, data, rng, engine=None):
+        from dpspec.api import EngineTable
         from dpspec_swap import accuracy
         from dpspec_swap.algorithm import carry_along, swap_records, swap_records_on
 
         table = swap_table(spec, params)
         df = self._frame(spec, params, data)
         match, swap, _ = roles(spec, params)
+        if isinstance(df, EngineTable):
+            if not carried_tables(spec, table):
+                return self._run_on_engine(spec, params, df, engine)
+            # Carrying swaps along to linked tables is not an engine join yet: such a spec's
+            # tables are read into this process and swapped as from pandas (README, Engines).
+            data = {name: engine.to_pandas(t).astype({c: t.dtype(c) for c in t.columns}) if isinstance(t, EngineTable)
+                    else t for name, t in data.items()}
+            df = data[table.name]
         # On an engine (what `compile` gives): one unit per stratum with its own keyed stream, so
         # every engine releases the same bytes; without one (older callers), the batched draw.
         result = (swap_records_on(engine, df, match, swap, params["rate"]) if engine is not None
@@ -175,6 +196,27 @@ class PermutationSwapping(Mechanism):
         internal = {**accuracy.summarize(params["rate"], [run]), "run": run}
         notes = (f"{len(outputs) - 1} linked table(s) carried along with the swapped {table.name}",) if len(outputs) > 1 else ()
         return Release(outputs=outputs, facts={"swap_table": table.name}, internal=internal, notes=notes)
+
+    def _run_on_engine(self, spec, params, df, engine) -> Release:
+        """The PSA on an engine-held table (`on_engine`): the release is streamed from the engine."""
+        from dpspec_swap import accuracy, on_engine
+
+        table = swap_table(spec, params)
+        match, swap, hold = roles(spec, params)
+        held = on_engine.swap_engine_table(engine, df, match, swap, params["rate"])
+        release = on_engine.streamed_release(engine, df, held)
+        figures = on_engine.run_figures(engine, held, match)
+        tables = accuracy.queries(spec, on_engine.default_query(table, swap, hold))
+        errors = on_engine.table_errors(tables, self.induced_invariants(spec, params),
+                                        {table.name: (df.count, release.count)})
+        run = {
+            "swapped_records": figures["swapped_records"],
+            "swapped_fraction": figures["swapped_records"] / df.rows if df.rows else 0.0,
+            "strata_touched": figures["strata_touched"],
+            "tables": errors,
+        }
+        internal = {**accuracy.summarize(params["rate"], [run]), "run": run}
+        return Release(outputs={table.name: release}, facts={"swap_table": table.name}, internal=internal)
 
     def _errors(self, spec, params, data, outputs) -> dict:
         """This run's MAPE for each released count table (default: swap x hold, the paper's)."""

@@ -7,6 +7,7 @@ for keys with coarser and finer geography, with and without the other match colu
 """
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 from fractions import Fraction
@@ -101,22 +102,29 @@ def stratification(df: pd.DataFrame, key, others) -> dict:
     return {"match": key, "b": int(b), "largest_stratum": where, "strata_of_two_or_more": int((sizes >= 2).sum())}
 
 
-def stratifications(spec: ir.Spec, params: dict, df: pd.DataFrame, extra_keys=()) -> list[dict]:
+def stratifications(spec: ir.Spec, params: dict, df: pd.DataFrame, extra_keys=(), measure=None,
+                    only_from_invariants: bool = False) -> list[dict]:
     """One row per alternative key (the spec's own first), each computed on `df`.
 
     from_invariants: the key's counts are published by the spec's declared invariants, so its
     b discloses nothing new. keeps_nesting: the key holds every parent of the swapped columns
-    fixed (otherwise a swap could move a county into another state).
+    fixed (otherwise a swap could move a county into another state). measure(key, others):
+    `stratification` computed elsewhere (an engine's counts; `df` is then unused);
+    only_from_invariants: measure only the keys whose counts the invariants publish.
     """
     table = swap_table(spec, params)
     match, swap, hold = roles(spec, params)
     keys = alternative_keys(spec, params) + [tuple(k) for k in extra_keys]
     parents = {ps[0] for c in swap if (ps := nesting_parents(table, c)) and ps[0] not in swap}
+    measure = measure or functools.partial(stratification, df)
     rows = []
     for key in dict.fromkeys(keys):
-        row = stratification(df, key, swap + hold + match)
+        published = implied_by(ir.CountQuery(table.name, key), spec.invariants)
+        if only_from_invariants and not published:
+            continue
+        row = measure(key, swap + hold + match)
         row["is_spec"] = list(key) == list(match)
-        row["from_invariants"] = implied_by(ir.CountQuery(table.name, key), spec.invariants)
+        row["from_invariants"] = published
         row["keeps_nesting"] = parents <= set(key)
         rows.append(row)
     return rows
