@@ -172,6 +172,13 @@ def test_a_large_id_column_is_checked_from_one_profile_row(tmp_path, engine, mon
         load(tmp_path / "missing", frame.assign(hid=frame["hid"].where(np.arange(len(frame)) != 7, None)), engine)
 
 
+def test_a_profile_counts_missing_and_nul_values_on_both_engines(tmp_path, engine):
+    frame = pd.DataFrame({"h": ["a", "a", "b\x00x", "b\x00x", "b\x00x", None, "c"]})
+    frame.to_parquet(tmp_path / "t.parquet", index=False)
+    assert engine.profile(engine.read_parquet(str(tmp_path / "t.parquet")), "h") == \
+        {"rows": 7, "distinct": 4, "missing": 1, "nul": 3, "largest": 3}
+
+
 @pytest.mark.parametrize("change,message", [
     (lambda f: f.drop(columns="age"), r"table 'persons' needs column\(s\) age, which the file does not have"),
     (lambda f: f.iloc[:0], r"table 'persons' has no rows"),

@@ -1,6 +1,7 @@
 """The embedded engine: units of work run in this process (or a process pool), on pandas frames."""
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 
 from dpspec.run import progress
@@ -154,7 +155,6 @@ def count_frame(table: pd.DataFrame, by) -> pd.DataFrame:
     return frames.sort_rows(counts, by)
 
 
-
 def canonical_order(counts: pd.DataFrame, by: list[str], schema: dict[str, str]):
     """The row order `frames.sort_rows(frames.cast(counts, schema), by)` gives, computed on the
     stored values: a categorical column ranks its few categories once (in canonical form, missing
@@ -164,8 +164,6 @@ def canonical_order(counts: pd.DataFrame, by: list[str], schema: dict[str, str])
     Why: the rows of a count by many columns are many (a SafeTab run counts each distinct
     combination of 18 columns: about 765,000 at 1M persons), and sorting them as text costs
     seconds that ranking categories does not."""
-    import numpy as np
-
     keys = []  # per column, each row's rank among the column's values (missing last)
     for col in by:
         series = counts[col]
@@ -194,8 +192,6 @@ def mixed_radix(ranks: list) -> np.ndarray:
     """One int64 per row ordering the rows as the rank columns do lexicographically (first most
     significant): one argsort of it is much faster than a lexsort of many columns. Before the
     radix product could overflow, the key so far is replaced by its dense rank (order kept)."""
-    import numpy as np
-
     key = np.zeros(len(ranks[0]) if ranks else 0, dtype=np.int64)
     size = 1
     for rank in ranks:
@@ -210,8 +206,6 @@ def mixed_radix(ranks: list) -> np.ndarray:
 
 def profile_series(series: pd.Series) -> dict:
     """`Engine.profile` of one pandas column (a categorical's text is searched per category)."""
-    import numpy as np
-
     sizes = series.value_counts(dropna=False, sort=False)
     missing = int(series.isna().sum())
     if isinstance(series.dtype, pd.CategoricalDtype):

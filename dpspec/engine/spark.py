@@ -367,15 +367,16 @@ class SparkEngine(Engine):
             sdf, _ = self._spark_frame(table)
             col = F.col(column)
             text = isinstance(sdf.schema[column].dataType, T.StringType)
-            nul = F.sum((F.instr(col, "\x00") > 0).cast("long")) if text else F.lit(0)
-            # one row per distinct value, then one row of sums: nothing the size of the column comes back
-            per = sdf.groupBy(col).agg(F.count(F.lit(1)).alias("n"), F.max(col.isNull().cast("long")).alias("null"))
+            has_nul = (F.instr(col, "\x00") > 0).cast("long") if text else F.lit(0).cast("long")
+            # one row per distinct value, then one row of sums, in one pass over the table:
+            # nothing the size of the column comes back
+            per = sdf.groupBy(col).agg(F.count(F.lit(1)).alias("n"), F.max(col.isNull().cast("long")).alias("null"),
+                                       F.max(has_nul).alias("nul"))
             row = per.agg(F.sum("n").alias("rows"), F.count(F.lit(1)).alias("distinct"),
                           F.sum(F.when(F.col("null") == 1, F.col("n")).otherwise(0)).alias("missing"),
+                          F.sum(F.when(F.col("nul") == 1, F.col("n")).otherwise(0)).alias("nul"),
                           F.max("n").alias("largest")).collect()[0]
-            bad = sdf.agg(nul.alias("nul")).collect()[0]["nul"] if text else 0
-        return {"rows": int(row["rows"] or 0), "distinct": int(row["distinct"] or 0), "missing": int(row["missing"] or 0),
-                "nul": int(bad or 0), "largest": int(row["largest"] or 0)}
+        return {k: int(row[k] or 0) for k in ("rows", "distinct", "missing", "nul", "largest")}
 
     def count_distinct(self, table, by, columns) -> pd.DataFrame:
         table = handle(table)
