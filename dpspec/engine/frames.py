@@ -28,8 +28,8 @@ def dtype_name(series: pd.Series) -> str:
         dtype = dtype.categories.dtype
     if isinstance(dtype, pd.BooleanDtype):
         return "boolean"
-    if pd.api.types.is_bool_dtype(dtype):
-        return "bool"
+    if pd.api.types.is_bool_dtype(dtype):  # a categorical of bools may still miss values
+        return "boolean" if dtype is not series.dtype and series.isna().any() else "bool"
     if pd.api.types.is_integer_dtype(dtype):
         return "int64" if not series.isna().any() else "float64"
     if pd.api.types.is_float_dtype(dtype):
@@ -48,8 +48,9 @@ def cast(frame: pd.DataFrame, schema: dict[str, str]) -> pd.DataFrame:
         if kind == "str" and isinstance(col.dtype, pd.CategoricalDtype):
             out[name] = _decode_text(col)
             continue
-        if isinstance(col.dtype, pd.CategoricalDtype):
-            col = col.astype(col.cat.categories.dtype)
+        if isinstance(col.dtype, pd.CategoricalDtype):  # ints or bools with missing: via object
+            cats = col.cat.categories.dtype
+            col = col.astype(object if cats.kind in "iub" and col.hasnans else cats)
         if kind == "str":
             values = col.astype(object)
             if pd.api.types.infer_dtype(values, skipna=True) not in ("string", "empty"):
@@ -92,20 +93,60 @@ def sort_rows(frame: pd.DataFrame, columns=None) -> pd.DataFrame:
     return frame.sort_values(cols, kind="mergesort", na_position="last").reset_index(drop=True)
 
 
-def lexical(frame: pd.DataFrame) -> pd.DataFrame:
-    """`frame` with each categorical's categories in the order of their canonical values (text
-    by code point, numbers by value), so that sorting by the codes (fast: no strings compared)
-    gives `sort_rows`' order of the canonical frame."""
-    out = {}
-    for name in frame.columns:
-        col = frame[name]
-        if isinstance(col.dtype, pd.CategoricalDtype) and len(col.cat.categories) > 1:
-            cats = col.cat.categories
-            key = [str(c) for c in cats] if dtype_name(col) == "str" else list(cats)
-            order = sorted(range(len(cats)), key=key.__getitem__)
-            col = col.cat.reorder_categories(cats[order])
-        out[name] = col
-    return pd.DataFrame(out, index=frame.index) if out else frame
+def canonical_order(frame: pd.DataFrame, columns=None) -> np.ndarray:
+    """The row positions in `sort_rows(canonical(frame), columns)`' order, found without decoding
+    the frame: a categorical ranks its few categories once (no string compared per row), and one
+    stable argsort of a single int64 key replaces a sort by many columns. Ties keep the stored
+    order, as `sort_rows`' stable sort does, so taking these rows then decoding them gives that
+    frame byte for byte."""
+    cols = list(frame.columns) if columns is None else list(columns)
+    if not cols or len(frame) < 2:
+        return np.arange(len(frame))
+    return np.argsort(order_key(frame, cols), kind="stable")
+
+
+def order_key(frame: pd.DataFrame, columns) -> np.ndarray:
+    """One int64 per row that orders the rows as their canonical values in `columns` do
+    (lexicographically, missing last), and is equal for two rows exactly when those values are:
+    categories equal only once cast (1 and "1") share a rank, so a caller can merge them."""
+    return mixed_radix([canonical_rank(frame[c]) for c in columns])
+
+
+def canonical_rank(series: pd.Series) -> np.ndarray:
+    """Each row's dense rank among the column's canonical values (text by code point, numbers by
+    value, False before True), missing values last; equal canonical values share a rank."""
+    kind = dtype_name(series)
+    if isinstance(series.dtype, pd.CategoricalDtype):
+        labels = cast(pd.DataFrame({"v": series.cat.categories}), {"v": kind})["v"]
+        ranks = _dense_rank(labels)  # per category; code -1 (missing) takes the extra last rank
+        return np.append(ranks, ranks.max(initial=-1) + 1)[series.cat.codes.to_numpy()]
+    return _dense_rank(cast(pd.DataFrame({"v": series}), {"v": kind})["v"])
+
+
+def _dense_rank(values: pd.Series) -> np.ndarray:
+    """Ranks of a canonical column: its values hashed once (`pd.factorize`), then only the
+    distinct ones sorted; missing (None, NaN, NA) ranks after every value."""
+    if isinstance(values.dtype, pd.BooleanDtype):
+        values = values.to_numpy(dtype=np.float64, na_value=np.nan)  # False < True, NA missing
+    codes, uniques = pd.factorize(np.asarray(values))
+    rank_of = np.unique(uniques, return_inverse=True)[1].reshape(-1).astype(np.int64)
+    return np.append(rank_of, rank_of.max(initial=-1) + 1)[codes]
+
+
+def mixed_radix(ranks: list) -> np.ndarray:
+    """One int64 per row ordering the rows as the rank columns do lexicographically (first most
+    significant): one argsort of it is much faster than a lexsort of many columns. Before the
+    radix product could overflow, the key so far is replaced by its dense rank (order kept)."""
+    key = np.zeros(len(ranks[0]) if ranks else 0, dtype=np.int64)
+    size = 1
+    for rank in ranks:
+        radix = int(rank.max()) + 1 if len(rank) else 1
+        if size * radix >= 2 ** 62:
+            key = np.unique(key, return_inverse=True)[1].reshape(-1).astype(np.int64)
+            size = int(key.max()) + 1 if len(key) else 1
+        key = key * radix + rank
+        size *= radix
+    return key
 
 
 def compact(frame: pd.DataFrame) -> pd.DataFrame:

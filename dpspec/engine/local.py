@@ -67,9 +67,8 @@ class LocalEngine(Engine):
             return frames.untag(parts, by, out_schema)
         # One sort of the whole table by the keys, then every column: each group's rows come out
         # in the canonical order a unit must see (`frames.sort_rows`), with no per-unit sort.
-        # Sorted while codes are still categorical (by their canonical order), then decoded.
-        frame = frames.sort_rows(frames.lexical(raw), [*by, *(c for c in raw.columns if c not in by)])
-        frame = frames.canonical(frame)
+        # Ordered on the stored codes (`frames.canonical_order`), then decoded.
+        frame = frames.canonical(raw.take(frames.canonical_order(raw, [*by, *(c for c in raw.columns if c not in by)])))
         in_schema = frames.schema_of(frame)
         out_schema = dict(schema) if schema is not None else in_schema
         groups = frame.groupby(by, sort=True, dropna=False, observed=True)
@@ -123,7 +122,7 @@ class LocalEngine(Engine):
 
         frame = handle(table)
         frame = frame[list(columns)] if columns is not None else frame
-        frame = frames.sort_rows(frames.lexical(frame), order_by)  # codes sorted, decoded per chunk
+        frame = frame.take(frames.canonical_order(frame, order_by))  # ordered on codes, decoded per chunk
         size = max(1, int(chunk_rows or STREAM_CHUNK_ROWS))
         for start in range(0, len(frame), size):
             yield frames.canonical(frame.iloc[start:start + size])
@@ -146,62 +145,13 @@ def count_frame(table: pd.DataFrame, by) -> pd.DataFrame:
     # resulting rows cast to canonical types; values equal only once cast are merged.
     counts = frame.groupby(by, sort=False, dropna=False, observed=True).size().rename("count").reset_index()
     schema = {**frames.schema_of(frame), "count": "int64"}
-    order = canonical_order(counts, by, schema)
-    if order is not None:  # sorted on the stored codes, then cast: no text compared row by row
-        return frames.cast(counts.iloc[order], schema)
-    counts = frames.cast(counts, schema)
-    if counts.duplicated(by).any():
-        counts = counts.groupby(by, sort=False, dropna=False)["count"].sum().reset_index()
-    return frames.sort_rows(counts, by)
-
-
-def canonical_order(counts: pd.DataFrame, by: list[str], schema: dict[str, str]):
-    """The row order `frames.sort_rows(frames.cast(counts, schema), by)` gives, computed on the
-    stored values: a categorical column ranks its few categories once (in canonical form, missing
-    last), a numeric or boolean column sorts as it is. None when a column is stored otherwise
-    (plain text) or two categories are equal once cast: the caller then casts and sorts.
-
-    Why: the rows of a count by many columns are many (a SafeTab run counts each distinct
-    combination of 18 columns: about 765,000 at 1M persons), and sorting them as text costs
-    seconds that ranking categories does not."""
-    keys = []  # per column, each row's rank among the column's values (missing last)
-    for col in by:
-        series = counts[col]
-        kind = schema[col]
-        if isinstance(series.dtype, pd.CategoricalDtype):
-            labels = frames.cast(pd.DataFrame({col: series.cat.categories}), {col: kind})[col]
-            if labels.duplicated().any() or labels.isna().any():
-                return None
-            rank = np.empty(len(labels), dtype=np.int64)
-            rank[np.argsort(labels.to_numpy(), kind="stable")] = np.arange(len(labels))
-            keys.append(np.append(rank, len(labels))[series.cat.codes.to_numpy()])  # code -1 (missing): last
-        elif kind in ("int64", "bool") and (pd.api.types.is_integer_dtype(series.dtype)
-                                            or pd.api.types.is_bool_dtype(series.dtype)):
-            keys.append(np.unique(series.to_numpy(), return_inverse=True)[1].reshape(-1))
-        elif kind == "float64" and pd.api.types.is_float_dtype(series.dtype):
-            values = series.to_numpy(dtype=np.float64)
-            missing = np.isnan(values)
-            rank = np.unique(np.where(missing, 0.0, values), return_inverse=True)[1].reshape(-1)
-            keys.append(np.where(missing, rank.max(initial=0) + 1, rank))
-        else:
-            return None
-    return np.argsort(mixed_radix(keys), kind="stable")
-
-
-def mixed_radix(ranks: list) -> np.ndarray:
-    """One int64 per row ordering the rows as the rank columns do lexicographically (first most
-    significant): one argsort of it is much faster than a lexsort of many columns. Before the
-    radix product could overflow, the key so far is replaced by its dense rank (order kept)."""
-    key = np.zeros(len(ranks[0]) if ranks else 0, dtype=np.int64)
-    size = 1
-    for rank in ranks:
-        radix = int(rank.max()) + 1 if len(rank) else 1
-        if size * radix >= 2 ** 62:
-            key = np.unique(key, return_inverse=True)[1].reshape(-1).astype(np.int64)
-            size = int(key.max()) + 1 if len(key) else 1
-        key = key * radix + rank
-        size *= radix
-    return key
+    key = frames.order_key(counts, by)  # on the stored codes: no text compared row by row
+    order = np.argsort(key, kind="stable")
+    first = np.flatnonzero(np.diff(key[order], prepend=-1))  # one row per distinct canonical key
+    out = frames.cast(counts.iloc[order[first]], schema)
+    if len(first) < len(counts):  # values equal only once cast (1 and "1") are one combination
+        out["count"] = np.add.reduceat(counts["count"].to_numpy()[order], first)
+    return out
 
 
 def profile_series(series: pd.Series) -> dict:
