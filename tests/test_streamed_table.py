@@ -96,6 +96,24 @@ def test_a_changed_invariant_is_caught_on_a_streamed_output():
         compiler.verify_invariants([query], {"t": frame}, {"t": streamed(moved, 11)})
 
 
+def test_an_engine_held_input_is_counted_by_its_own_engine():
+    """An `EngineTable` input carries the engine that holds it: the invariant check needs no other."""
+    from dpspec.api import EngineTable
+    from dpspec.engine import LocalEngine
+
+    frame = sample_frame()
+    held = EngineTable(frame, "t", "t.parquet", len(frame), {"county": "str", "size": "int64", "owner": "bool"},
+                       engine=LocalEngine())
+    query = attrs.make_class("Q", ["table", "columns", "describe"])("t", ("county", "owner"), lambda: "count t by county, owner")
+    compiler.verify_invariants([query], {"t": held}, {"t": frame.sample(frac=1, random_state=1)})
+    moved = frame.copy()
+    moved.loc[0, "owner"] = not moved.loc[0, "owner"]
+    with pytest.raises(MechanismError, match="changed during the run"):
+        compiler.verify_invariants([query], {"t": held}, {"t": moved})
+    with pytest.raises(MechanismError, match="changed during the run"):
+        compiler.verify_invariants([query], {"t": held}, {"t": streamed(moved, 11)})
+
+
 def test_detach_reads_engine_bound_tables_only():
     frame = sample_frame(30)
     bound, free = streamed(frame, 4, engine_bound=True), streamed(frame, 4)

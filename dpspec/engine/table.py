@@ -25,7 +25,8 @@ class EngineTable:
     (the domain's values for enumerations, the observed codes, sorted, for open categories), so
     a mechanism can give its microdata the same column types as a compile from pandas would;
     engine: the engine that holds it, so that steps without an engine (a mechanism's
-    `public_facts`) can still aggregate it where it lives (`count`, `count_distinct`).
+    `public_facts`, compile's invariant check) can still aggregate it where it lives (`count`,
+    `count_distinct`).
     """
 
     handle: object = attrs.field(repr=False)
