@@ -1,11 +1,12 @@
 """The local engine's canonical row order at scale: `LocalEngine.stream` and `map_groups`.
 
-    python benchmarks/bench_engine_order.py [N] [--repeat R]
+    python benchmarks/bench_engine_order.py [N] [--repeat R] [--blocks B] [--plain-text]
 
 Builds N rows (default 1,000,000; fixed seed) shaped like a person table read from Parquet
 (text codes as categoricals, as `LocalEngine.read_parquet` gives them): state (51 codes), county
-(about 3,000), block (about 100,000), race (63 codes, 5% missing), sex, plus an int64 age and a
-bool. Times, best of R (the machine is shared):
+(about 3,000), block (B per county, default 30: about 92,000), race (63 codes, 5% missing), sex,
+plus an int64 age and a bool. --plain-text holds block as plain text (one string per row, as a
+pandas-loaded frame may) instead of a categorical. Times, best of R (the machine is shared):
 
 - stream: every chunk of `LocalEngine.stream` (sorted by every column, the default);
 - map_groups: `LocalEngine.map_groups` by state with a unit that returns its row count (the
@@ -31,12 +32,12 @@ sys.path[:0] = [str(ROOT)]
 from dpspec.engine import LocalEngine  # noqa: E402
 
 
-def population(n: int, seed: int = 0) -> pd.DataFrame:
+def population(n: int, blocks: int = 30, seed: int = 0) -> pd.DataFrame:
     rng = np.random.default_rng(seed)
     states = np.array([f"{i:02d}" for i in range(1, 57) if i not in (3, 7, 14, 43, 52)])
     state = rng.integers(0, len(states), n)
     county = rng.integers(0, 60, n)
-    block = rng.integers(0, 30, n)
+    block = rng.integers(0, blocks, n)
     race = pd.Categorical(np.char.zfill(rng.integers(1, 64, n).astype(str), 2))
     race[rng.random(n) < 0.05] = np.nan
     return pd.DataFrame({
@@ -79,8 +80,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("n", nargs="?", type=int, default=1_000_000)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--blocks", type=int, default=30)
+    parser.add_argument("--plain-text", action="store_true")
     args = parser.parse_args()
-    table = population(args.n)
+    table = population(args.n, args.blocks)
+    if args.plain_text:
+        table["block"] = table["block"].astype(object)
     engine = LocalEngine()
     print(f"{args.n:,} rows; distinct: " + ", ".join(f"{c} {table[c].nunique()}" for c in table.columns))
     for name, run in (("stream", run_stream), ("map_groups", run_map)):

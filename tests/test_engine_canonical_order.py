@@ -39,8 +39,12 @@ def column(kind: str, n: int, rng) -> pd.Series:
         return pd.Series(pd.Categorical(rng.random(n) < 0.5, categories=[True, False]))
     if kind == "cat_bool_missing":  # canonical nullable boolean
         return pd.Series(pd.Categorical(pick([True, False], 0.3), categories=[True, False]))
-    if kind == "text":
-        return pd.Series(pick(["b", "a", "B", "ab", "", "z9", "ä"], 0.2), dtype=object)
+    if kind == "text":  # missing as None or NaN
+        values = pick(["b", "a", "B", "ab", "", "z9", "ä"], 0.2)
+        values[rng.random(n) < 0.1] = np.nan
+        return pd.Series(values, dtype=object)
+    if kind == "string_dtype":  # pandas' own text type, missing as NA
+        return pd.Series(pd.array(pick(["b", "a", "Ab", "", "a "], 0.2), dtype="string"))
     if kind == "mixed_text":  # plain object column of numbers and text: cast with str()
         return pd.Series(pick([1, "1", 2.5, "2.5", "a", 10], 0.1), dtype=object)
     if kind == "float":
@@ -55,7 +59,7 @@ def column(kind: str, n: int, rng) -> pd.Series:
     raise ValueError(kind)
 
 
-KINDS = ["cat_text", "cat_mixed", "cat_int", "cat_int_full", "cat_bool", "cat_bool_missing", "text", "mixed_text", "float", "int",
+KINDS = ["cat_text", "cat_mixed", "cat_int", "cat_int_full", "cat_bool", "cat_bool_missing", "text", "string_dtype", "mixed_text", "float", "int",
          "bool", "maybe"]
 
 

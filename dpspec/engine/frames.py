@@ -120,6 +120,8 @@ def canonical_rank(series: pd.Series) -> np.ndarray:
         labels = cast(pd.DataFrame({"v": series.cat.categories}), {"v": kind})["v"]
         ranks = _dense_rank(labels)  # per category; code -1 (missing) takes the extra last rank
         return np.append(ranks, ranks.max(initial=-1) + 1)[series.cat.codes.to_numpy()]
+    if kind == "str" and pd.api.types.infer_dtype(series, skipna=True) in ("string", "empty"):
+        return _dense_rank(series)  # text already (missing as None, NaN or NA): no cast, no copy
     return _dense_rank(cast(pd.DataFrame({"v": series}), {"v": kind})["v"])
 
 
