@@ -109,7 +109,7 @@ def order_key(frame: pd.DataFrame, columns) -> np.ndarray:
     """One int64 per row that orders the rows as their canonical values in `columns` do
     (lexicographically, missing last), and is equal for two rows exactly when those values are:
     categories equal only once cast (1 and "1") share a rank, so a caller can merge them."""
-    return mixed_radix([canonical_rank(frame[c]) for c in columns])
+    return mixed_radix(canonical_rank(frame[c]) for c in columns)
 
 
 def canonical_rank(series: pd.Series) -> np.ndarray:
@@ -135,20 +135,25 @@ def _dense_rank(values: pd.Series) -> np.ndarray:
     return np.append(rank_of, rank_of.max(initial=-1) + 1)[codes]
 
 
-def mixed_radix(ranks: list) -> np.ndarray:
+def mixed_radix(ranks) -> np.ndarray:
     """One int64 per row ordering the rows as the rank columns do lexicographically (first most
-    significant): one argsort of it is much faster than a lexsort of many columns. Before the
-    radix product could overflow, the key so far is replaced by its dense rank (order kept)."""
-    key = np.zeros(len(ranks[0]) if ranks else 0, dtype=np.int64)
-    size = 1
+    significant): one argsort of it is much faster than a lexsort of many columns. The columns
+    are folded in one at a time (an iterable: only the key and one column are held at once, not
+    every column's ranks). Before the radix product could overflow, the key so far is replaced by
+    its dense rank (order kept)."""
+    key, size = None, 1
     for rank in ranks:
         radix = int(rank.max()) + 1 if len(rank) else 1
+        if key is None:
+            key, size = np.array(rank, dtype=np.int64), radix
+            continue
         if size * radix >= 2 ** 62:
             key = np.unique(key, return_inverse=True)[1].reshape(-1).astype(np.int64)
             size = int(key.max()) + 1 if len(key) else 1
-        key = key * radix + rank
+        key *= radix
+        key += rank
         size *= radix
-    return key
+    return key if key is not None else np.zeros(0, dtype=np.int64)
 
 
 def compact(frame: pd.DataFrame) -> pd.DataFrame:
