@@ -43,8 +43,8 @@ def column(kind: str, n: int, rng) -> pd.Series:
         values = pick(["b", "a", "B", "ab", "", "z9", "ä"], 0.2)
         values[rng.random(n) < 0.1] = np.nan
         return pd.Series(values, dtype=object)
-    if kind == "string_dtype":  # pandas' own text type, missing as NA
-        return pd.Series(pd.array(pick(["b", "a", "Ab", "", "a "], 0.2), dtype="string"))
+    if kind == "string_dtype":  # pandas' own text types: "string" (missing as NA), "str" (as NaN)
+        return pd.Series(pick(["b", "a", "Ab", "", "a "], 0.2), dtype=["string", "str"][int(rng.integers(0, 2))])
     if kind == "mixed_text":  # plain object column of numbers and text: cast with str()
         return pd.Series(pick([1, "1", 2.5, "2.5", "a", 10], 0.1), dtype=object)
     if kind == "float":

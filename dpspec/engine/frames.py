@@ -29,7 +29,7 @@ def dtype_name(series: pd.Series) -> str:
     if isinstance(dtype, pd.BooleanDtype):
         return "boolean"
     if pd.api.types.is_bool_dtype(dtype):  # a categorical of bools may still miss values
-        return "boolean" if dtype is not series.dtype and series.isna().any() else "bool"
+        return "boolean" if isinstance(series.dtype, pd.CategoricalDtype) and series.isna().any() else "bool"
     if pd.api.types.is_integer_dtype(dtype):
         return "int64" if not series.isna().any() else "float64"
     if pd.api.types.is_float_dtype(dtype):
