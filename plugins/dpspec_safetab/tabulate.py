@@ -1,9 +1,11 @@
-"""Run a SafeTab design on records: every (table, geography level, iteration level) in turn.
+"""Run a SafeTab design on records: every (table, geography level, iteration level) block.
 
-For each one: flatten records into their groups, count (geography unit, group) totals, pick
-each group's stage-2 detail (from a noisy stage-1 total, or from published totals), measure
-the chosen tables with exact discrete Gaussian noise, suppress small totals where declared,
-and emit long-form rows. Figures computed against the confidential counts (the realized
+`run` checks the records, has them counted per (block, geography unit, group, stage-2 cell)
+where they live (`truths`), summed by the engine, and measured in batches of geography units
+(`measured`). `_measure` is one block's measurement over such a batch: pick each group's
+stage-2 detail (from a noisy stage-1 total, or from published totals), measure the chosen
+tables with exact discrete Gaussian noise keyed per cell, suppress small totals where declared,
+and emit the release rows. Figures computed against the confidential counts (the realized
 error) are returned separately for the internal report.
 """
 from __future__ import annotations
@@ -38,7 +40,7 @@ class Inputs:
 
 @attrs.frozen
 class Outcome:
-    rows: pd.DataFrame
+    rows: object  # the release: a StreamedTable read from the engine, or a frame (a run without an engine)
     facts: list  # per (table, geo, level): public parameters and the published choice
     errors: list  # per (table, geo, level, detail): realized error (internal)
     fanouts: dict
