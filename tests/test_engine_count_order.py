@@ -47,6 +47,21 @@ def test_counts_match_casting_every_row_then_sorting(by):
     assert got["count"].sum() == len(frame)
 
 
+@pytest.mark.parametrize("by", [["geo", "race", "age"], ["text", "geo"], ["maybe", "label"], ["none", "size", "flag"]])
+def test_totals_match_casting_every_row_then_summing_and_sorting(by):
+    """`LocalEngine.total` orders and merges its sums as `count_frame` does its counts."""
+    from dpspec.engine import LocalEngine
+
+    frame = table().assign(count=np.random.default_rng(2).integers(0, 50, 3000))
+    schema = frames.schema_of(frame[by])
+    rows = frames.cast(frame[by], schema).assign(count=frame["count"].to_numpy())
+    want = rows.groupby(by, sort=False, dropna=False)["count"].sum().reset_index()
+    want = frames.sort_rows(frames.cast(want, {**schema, "count": "int64"}), by)
+    pd.testing.assert_frame_equal(LocalEngine().total(frame, by), want)
+    merged = pd.DataFrame({"c": pd.Categorical([1, "1", 2], categories=[1, "1", 2]), "count": [4, 5, 6]})
+    assert LocalEngine().total(merged, ["c"]).to_dict("list") == {"c": ["1", "2"], "count": [9, 6]}
+
+
 def test_plain_text_and_labels_equal_once_cast_are_ranked_and_merged():
     """1 and "1" are one value once cast: one rank, so their counts are merged into one row."""
     frame = pd.DataFrame({"c": pd.Categorical([1, "1", 2, 1], categories=[1, "1", 2]), "t": ["b", "a", "b", "a"]})

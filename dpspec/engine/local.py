@@ -133,13 +133,11 @@ class LocalEngine(Engine):
     def total(self, table, by, column="count", *, stage="total", collect=True):
         frame = handle(table)
         by = list(by)
-        summed = (frame.groupby(by, sort=False, dropna=False, observed=True)[column].sum().reset_index()
-                  if by else pd.DataFrame({column: [frame[column].sum()]}))
-        schema = {**frames.schema_of(summed[by]), column: "int64"}
-        summed = frames.cast(summed, schema)
-        if summed.duplicated(by).any():  # values equal only once cast (a category 1 and "1")
-            summed = summed.groupby(by, sort=False, dropna=False)[column].sum().reset_index()
-        return frames.sort_rows(summed, by) if collect else frames.compact(summed)
+        if not by:
+            return frames.cast(pd.DataFrame({column: [frame[column].sum()]}), {column: "int64"})
+        summed = frame.groupby(by, sort=False, dropna=False, observed=True)[column].sum().reset_index()
+        summed = sums_in_order(summed, by, column, {**frames.schema_of(summed[by]), column: "int64"})
+        return summed if collect else frames.compact(summed)
 
     def count_distinct(self, table, by, columns) -> pd.DataFrame:
         return count_distinct_frame(handle(table), by, columns)
@@ -175,13 +173,19 @@ def count_frame(table: pd.DataFrame, by) -> pd.DataFrame:
     # Grouped as stored (categoricals by their codes: fast at millions of rows), then the
     # resulting rows cast to canonical types; values equal only once cast are merged.
     counts = frame.groupby(by, sort=False, dropna=False, observed=True).size().rename("count").reset_index()
-    schema = {**frames.schema_of(frame), "count": "int64"}
-    key = frames.order_key(counts, by)  # on the stored codes: no text compared row by row
+    return sums_in_order(counts, by, "count", {**frames.schema_of(frame), "count": "int64"})
+
+
+def sums_in_order(sums: pd.DataFrame, by: list[str], column: str, schema: dict[str, str]) -> pd.DataFrame:
+    """Per-group sums of a frame grouped as stored, as one row per canonical combination of `by`,
+    in `frames.sort_rows` order: ordered on the stored codes (`frames.order_key`: no text compared
+    row by row), then cast; groups equal only once cast (categories 1 and "1") are added up."""
+    key = frames.order_key(sums, by)
     order = np.argsort(key, kind="stable")
     first = np.flatnonzero(np.diff(key[order], prepend=-1))  # one row per distinct canonical key
-    out = frames.cast(counts.iloc[order[first]], schema)
-    if len(first) < len(counts):  # values equal only once cast (1 and "1") are one combination
-        out["count"] = np.add.reduceat(counts["count"].to_numpy()[order], first)
+    out = frames.cast(sums.iloc[order[first]], schema)
+    if len(first) < len(sums):
+        out[column] = np.add.reduceat(sums[column].to_numpy(dtype=out[column].dtype)[order], first)
     return out
 
 
