@@ -116,7 +116,7 @@ def test_a_misordered_rank_is_caught():
     assert frames.canonical_order(frame).tolist() == expected_positions(frame, None).tolist() == [1, 0, 2, 3]
 
 
-@pytest.mark.parametrize("seed", range(0, 40, 4))
+@pytest.mark.parametrize("seed", range(0, 60, 3))
 def test_local_engine_streams_and_maps_in_that_order(seed):
     """`stream` (order_by, missing last) and `map_groups` (keys, then every column) hand out
     exactly the rows of `sort_rows(canonical(frame))`, whatever kinds the columns are."""
@@ -124,9 +124,10 @@ def test_local_engine_streams_and_maps_in_that_order(seed):
     if len(frame) == 0:
         return
     engine = LocalEngine()
-    streamed = pd.concat(list(engine.stream(frame, order_by, chunk_rows=10_000)), ignore_index=True)
     want = frames.sort_rows(frames.canonical(frame), order_by)
-    pd.testing.assert_frame_equal(streamed, want, check_exact=True)
+    chunks = list(engine.stream(frame, order_by, chunk_rows=7))
+    assert all(c.dtypes.equals(want.dtypes) for c in chunks)  # the table's kinds, even in a chunk with no missing value
+    pd.testing.assert_frame_equal(pd.concat(chunks, ignore_index=True), want, check_exact=True)
 
     by = [frame.columns[0]]
     seen = []

@@ -152,9 +152,10 @@ class LocalEngine(Engine):
         frame = handle(table)
         frame = frame[list(columns)] if columns is not None else frame
         frame = frame.take(frames.canonical_order(frame, order_by))  # ordered on codes, decoded per chunk
+        schema = frames.schema_of(frame)  # the table's kinds, not a chunk's (a chunk may miss no value)
         size = max(1, int(chunk_rows or STREAM_CHUNK_ROWS))
         for start in range(0, len(frame), size):
-            yield frames.canonical(frame.iloc[start:start + size])
+            yield frames.canonical(frame.iloc[start:start + size], schema)
 
     def map_items(self, items, func, *, run_key, stage) -> list:
         out = []
