@@ -25,7 +25,7 @@ def column(kind: str, n: int, rng) -> pd.Series:
         return out
 
     if kind == "cat_text":
-        cats = ["b", "a", "10", "9", "é", "Z", "", "a b", "unused"]
+        cats = ["b", "a", "10", "9", "é", "Z", "", "a b", "\uffff", "\U0001d11e", "unused"]  # code point order
         return pd.Series(pd.Categorical(pick(cats[:-1], 0.2), categories=list(rng.permutation(cats))))
     if kind == "cat_mixed":  # 1 and "1", 2 and "2" are one value each once cast to text
         cats = [1, "1", 2, "2", "02", 10, "x"]
@@ -44,7 +44,7 @@ def column(kind: str, n: int, rng) -> pd.Series:
         values[rng.random(n) < 0.1] = np.nan
         return pd.Series(values, dtype=object)
     if kind == "string_dtype":  # pandas' own text types: "string" (missing as NA), "str" (as NaN)
-        return pd.Series(pick(["b", "a", "Ab", "", "a "], 0.2), dtype=["string", "str"][int(rng.integers(0, 2))])
+        return pd.Series(pick(["b", "a", "Ab", "", "a ", "\uffff", "\U0001d11e"], 0.2), dtype=["string", "str"][int(rng.integers(0, 2))])
     if kind == "mixed_text":  # plain object column of numbers and text: cast with str()
         return pd.Series(pick([1, "1", 2.5, "2.5", "a", 10], 0.1), dtype=object)
     if kind == "float":

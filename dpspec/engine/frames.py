@@ -67,7 +67,11 @@ def cast(frame: pd.DataFrame, schema: dict[str, str]) -> pd.DataFrame:
 
 def _decode_text(col: pd.Series) -> pd.Series:
     """A categorical column as text, by indexing its (few) category labels with its codes."""
-    labels = np.array([str(c) for c in col.cat.categories] + [None], dtype=object)
+    cats = col.cat.categories
+    if isinstance(cats.dtype, pd.StringDtype):  # text already: converted at once, not one by one
+        labels = np.append(cats.to_numpy(dtype=object), np.array([None], dtype=object))
+    else:
+        labels = np.array([str(c) for c in cats] + [None], dtype=object)
     codes = col.cat.codes.to_numpy()
     return pd.Series(labels[np.where(codes < 0, len(labels) - 1, codes)], dtype=object)
 
@@ -117,7 +121,9 @@ def canonical_rank(series: pd.Series) -> np.ndarray:
     value, False before True), missing values last; equal canonical values share a rank."""
     kind = dtype_name(series)
     if isinstance(series.dtype, pd.CategoricalDtype):
-        labels = cast(pd.DataFrame({"v": series.cat.categories}), {"v": kind})["v"]
+        cats = series.cat.categories
+        labels = (pd.Series(cats) if kind == "str" and isinstance(cats.dtype, pd.StringDtype)  # text already
+                  else cast(pd.DataFrame({"v": cats}), {"v": kind})["v"])
         ranks = _dense_rank(labels)  # per category; code -1 (missing) takes the extra last rank
         return np.append(ranks, ranks.max(initial=-1) + 1)[series.cat.codes.to_numpy()]
     if kind == "str" and pd.api.types.infer_dtype(series, skipna=True) in ("string", "empty"):
@@ -128,6 +134,11 @@ def canonical_rank(series: pd.Series) -> np.ndarray:
 def _dense_rank(values: pd.Series) -> np.ndarray:
     """Ranks of a canonical column: its values hashed once (`pd.factorize`), then only the
     distinct ones sorted; missing (None, NaN, NA) ranks after every value."""
+    if isinstance(values.dtype, pd.StringDtype):  # pandas' text: sorted by its own (Arrow) sort,
+        codes, uniques = values.factorize()       # UTF-8 bytes in code point order, not str by str
+        rank_of = np.empty(len(uniques), dtype=np.int64)
+        rank_of[uniques.argsort()] = np.arange(len(uniques))  # distinct values: a permutation
+        return np.append(rank_of, len(uniques))[codes]
     if isinstance(values.dtype, pd.BooleanDtype):
         values = values.to_numpy(dtype=np.float64, na_value=np.nan)  # False < True, NA missing
     codes, uniques = pd.factorize(np.asarray(values))
