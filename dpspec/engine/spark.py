@@ -395,6 +395,13 @@ class SparkEngine(Engine):
         return frames.sort_rows(frames.cast(out, {**{c: schema[c] for c in by}, "count": "int64",
                                                   **{c: "int64" for c in columns}}), by)
 
+    def lookup(self, table, key, parent, take, compare=None, *, stage="lookup", show=5):
+        """A left join on the executors, its checks observed in the same pass (`spark_lookup`)."""
+        from dpspec.engine.spark_lookup import lookup
+
+        with _quiet():
+            return lookup(self, table, key, parent, dict(take), dict(compare or {}), stage=stage, show=show)
+
     def map_items(self, items, func, *, run_key, stage) -> list:
         """Driver-built units as Spark jobs over RDDs; results back in the items' order.
 
