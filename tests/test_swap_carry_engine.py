@@ -113,6 +113,18 @@ def test_the_same_rows_as_the_pandas_carry_along(tmp_path):
     assert moved.sum() > 100  # rate 1/2: the swap moved many households, and their persons with them
 
 
+def test_persons_from_csv_join_the_households_the_engine_holds(tmp_path):
+    """Households from Parquet (held by the engine), persons from CSV (read in this process):
+    the persons still take their household's county by the engine's lookup, same rows."""
+    hh, persons = population()
+    spec = parquet_spec(tmp_path / "in", hh, persons)
+    mixed = Path(spec).with_name("mixed.dps")
+    mixed.write_text(Path(spec).read_text().replace("persons.parquet", "persons.csv"))
+    both_parquet, one_csv = compile_on(spec, "local"), compile_on(str(mixed), "local")
+    for name in ("households", "persons"):
+        assert as_text_rows(one_csv.published[name]).equals(as_text_rows(both_parquet.published[name])), name
+
+
 def orphan(hh, persons):
     """Three persons of a household that does not exist (hhid 999999), one of 888888."""
     extra = pd.DataFrame({"hhid": [999999, 999999, 999999, 888888], "county": ["a1"] * 4, "age": [30, 31, 32, 33]})
@@ -186,6 +198,7 @@ def test_lookup_joins_and_checks_alike_on_both_engines(spark_session):
     from dpspec.engine import EngineRun, LocalEngine
 
     child, parent = lookup_case()
+    inputs = (child.copy(), parent.copy())
     local, on_spark = EngineRun(LocalEngine(), 1), EngineRun(spark(spark_session, partitions=2), 1)
     results = {}
     for run in (local, on_spark):
@@ -193,6 +206,7 @@ def test_lookup_joins_and_checks_alike_on_both_engines(spark_session):
         assert checks.ok and checks.mismatched_rows == {"was": 0}
         results[run.name] = pd.concat(run.stream(table), ignore_index=True)
         run.drop(table)
+    assert child.equals(inputs[0]) and parent.equals(inputs[1])  # inputs never modified
     assert results["local"].equals(results["spark"])
     assert results["local"].to_dict("list") == {"k": ["a", "a", "b", "c", None], "v": [1, 1, 2, 3, 4],
                                                 "was": ["x", "x", "y", "z", "w"], "n": [2, 3, 1, 5, 4]}

@@ -92,7 +92,7 @@ def lookup_frame(child: pd.DataFrame, key: str, parent: pd.DataFrame, take: dict
                           mismatched_rows=mismatched_rows, mismatched=mismatched)
     if not checks.ok:
         return None, checks
-    out = child.copy()
+    out = child.copy(deep=False)  # columns are replaced, never written into: the input stays as it was
     for col, pcol in take.items():
         out[col] = _taken(parent[pcol], pos, child_kinds.get(col, parent_kinds[pcol]))
     return frames.compact(out), checks
