@@ -18,7 +18,6 @@ join, that path read both tables into the driver.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import os
 import resource
@@ -91,14 +90,6 @@ def build(folder: Path, households: int) -> Path:
     return spec
 
 
-def digest(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()[:16]
-
-
 def one_run(spec: str, engine_name: str, master: str, out: str) -> dict:
     """In this process: compile on the engine, write the release (the engine still running, as
     the command line does), hash it; time and peak memory."""
@@ -116,7 +107,9 @@ def one_run(spec: str, engine_name: str, master: str, out: str) -> dict:
     finally:
         engine.close()
     seconds = time.perf_counter() - start
-    files = {name: digest(Path(out) / name) for name in ("households.csv", "persons.csv")}
+    from bench_scale import file_digest  # this script's folder is on the path
+
+    files = {name: file_digest(Path(out) / name) for name in ("households.csv", "persons.csv")}
     rows = {name: sum(1 for _ in open(Path(out) / name)) - 1 for name in files}
     return {"engine": engine_name, "seconds": round(seconds, 1), "compile_seconds": round(compiled, 1),
             "peak_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024), "digests": files, "rows": rows}

@@ -132,6 +132,13 @@ class Engine:
         """
         raise NotImplementedError
 
+    def counts_differ(self, table, other, by) -> int:
+        """The number of cells of the count by `by` (values compared as text, a missing value
+        as one more value) in which two tables differ: 0 when every combination has as many
+        rows in both. Computed where the tables live, so checking that a release kept an
+        invariant by a household id brings one number to the driver, not a row per household."""
+        raise NotImplementedError
+
     def map_items(self, items, func: ItemFunction, *, run_key: int, stage: str) -> list:
         """Run `func(key, payload, rng)` on every (key, payload) of `items`; results in their order.
 

@@ -134,6 +134,11 @@ class LocalEngine(Engine):
 
         return lookup_frame(handle(table), key, handle(parent), dict(take), dict(compare or {}), show)
 
+    def counts_differ(self, table, other, by) -> int:
+        from dpspec.engine.lookup import counts_differ_frames
+
+        return counts_differ_frames(count_frame(handle(table), by), count_frame(handle(other), by), by)
+
     def map_items(self, items, func, *, run_key, stage) -> list:
         out = []
         for done, (key, payload) in enumerate(items, start=1):

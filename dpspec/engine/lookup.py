@@ -125,3 +125,19 @@ def equal_or_both_missing(a, b) -> np.ndarray:
     a_na, b_na = np.asarray(pd.isna(a)), np.asarray(pd.isna(b))
     eq = np.asarray(a == b, dtype=bool) if a.dtype == b.dtype else np.asarray(a.astype(object) == b.astype(object), dtype=bool)
     return (eq & ~a_na & ~b_na) | (a_na & b_na)
+
+
+def counts_differ_frames(a: pd.DataFrame, b: pd.DataFrame, by) -> int:
+    """`Engine.counts_differ` of two count frames (`Engine.count`'s): cells, compared as text,
+    whose counts differ (a cell missing on one side counts 0 there)."""
+    by = list(by)
+    if not by:
+        return int(int(a[COUNT].sum()) != int(b[COUNT].sum()))
+
+    def as_text(counts: pd.DataFrame) -> pd.Series:
+        keys = counts[by].astype(str)  # as compile compares counts: the same text on both sides
+        return pd.Series(counts[COUNT].to_numpy(dtype=np.int64), index=pd.MultiIndex.from_frame(keys))
+
+    left, right = as_text(a), as_text(b)
+    both = pd.concat([left.rename("a"), right.rename("b")], axis=1).fillna(0)
+    return int((both["a"] != both["b"]).sum())

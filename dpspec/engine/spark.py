@@ -402,6 +402,13 @@ class SparkEngine(Engine):
         with _quiet():
             return lookup(self, table, key, parent, dict(take), dict(compare or {}), stage=stage, show=show)
 
+    def counts_differ(self, table, other, by) -> int:
+        """Both counts and their full outer join on the executors; one number comes back."""
+        from dpspec.engine.spark_lookup import counts_differ
+
+        with _quiet():
+            return counts_differ(self, table, other, list(by))
+
     def map_items(self, items, func, *, run_key, stage) -> list:
         """Driver-built units as Spark jobs over RDDs; results back in the items' order.
 

@@ -34,7 +34,7 @@ def carry_on_engine(engine, child, link: str, held_parent, parent: EngineTable, 
             yield chunk.astype(dtypes)
 
     return StreamedTable(columns, len(child), chunks, dtypes=dtypes, counter=lambda by: engine.count(joined, by),
-                         engine_bound=True, release=lambda: engine.drop(joined))
+                         engine_bound=True, release=lambda: engine.drop(joined), held=joined)
 
 
 def release_dtypes(child, parent: EngineTable, carried) -> dict:

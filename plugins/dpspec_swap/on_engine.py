@@ -103,7 +103,7 @@ def streamed_release(engine, table, held) -> StreamedTable:
 
     return StreamedTable(columns, table.rows, chunks, dtypes=dtypes,
                          counter=lambda by: engine.count(held, by), engine_bound=True,
-                         release=lambda: engine.drop(held))
+                         release=lambda: engine.drop(held), held=held)
 
 
 def run_figures(engine, held, match) -> dict:
