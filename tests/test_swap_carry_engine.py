@@ -121,6 +121,7 @@ def test_persons_from_csv_join_the_households_the_engine_holds(tmp_path):
     mixed = Path(spec).with_name("mixed.dps")
     mixed.write_text(Path(spec).read_text().replace("persons.parquet", "persons.csv"))
     both_parquet, one_csv = compile_on(spec, "local"), compile_on(str(mixed), "local")
+    assert type(one_csv.release.outputs["persons"]).__name__ == "StreamedTable"  # joined by the engine
     for name in ("households", "persons"):
         assert as_text_rows(one_csv.published[name]).equals(as_text_rows(both_parquet.published[name])), name
 

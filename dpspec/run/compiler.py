@@ -149,7 +149,8 @@ def _engine_counts_equal(engine, table, output, cols) -> bool:
     from dpspec.engine.local import count_frame
     from dpspec.engine.table import EngineTable
 
-    if isinstance(table, EngineTable) and isinstance(output, StreamedTable) and output.held is not None and cols:
+    if engine is not None and isinstance(table, EngineTable) and isinstance(output, StreamedTable) \
+            and output.held is not None and cols:
         return engine.counts_differ(table.handle, output.held, cols) == 0  # both on the engine: one number back
 
     def as_text(counts: pd.DataFrame) -> pd.DataFrame:
