@@ -4,6 +4,7 @@ run end to end with the production parameters (specs/safetab_p_production.dps).
     python benchmarks/bench_safetab.py                    # ~1M persons (405,000 households)
     python benchmarks/bench_safetab.py --households 40000 # a smaller state
     python benchmarks/bench_safetab.py --from-parquet     # the records as a Parquet file the engine holds
+    python benchmarks/bench_safetab.py --from-parquet --engine spark   # ... held by Spark (local[2])
 
 Prints the wall (and CPU) time of the mechanism (flattening, tabulation, both stages, suppression,
 long-form output), records per second, the peak resident memory of the process against the
@@ -15,12 +16,15 @@ the same number of draws costs from a single generator (the pre-keying floor). T
 compile as `dpspec compile` runs it on those records (check, budget, the mechanism, audit,
 public and internal reports rendered).
 
-SafeTab counts the records per distinct combination of the columns it reads (one engine count)
-and tabulates those; the benchmark prints how many combinations the state has. By default the
-records are a pandas frame in this process (a CSV source, or a caller's frame); with
---from-parquet they are written to a Parquet file that the local engine reads, validates and
-holds (an EngineTable, what `dpspec compile` does with a Parquet source), and the peak memory
-is then measured from there: the frame is dropped before the engine reads the file.
+SafeTab counts the records where they are: a frame in this process in one pass, an engine's
+table by partitions (a county each) on the engine, whose shares the engine sums; the sums are
+measured in batches of geography units, on the engine too, and the release streams back. The
+benchmark prints how many distinct combinations of the columns it reads the state has (what the
+driver held before the tabulation moved to the engine). By default the records are a pandas
+frame in this process (a CSV source, or a caller's frame); with --from-parquet they are written
+to a Parquet file that an engine reads, validates and holds (an EngineTable, what `dpspec
+compile` does with a Parquet source), and the peak memory of this process is then measured from
+there: the frame is dropped before the engine reads the file.
 Target: under 60 s on 2 cores.
 """
 from __future__ import annotations
@@ -60,6 +64,9 @@ def main() -> None:
     ap.add_argument("--households", type=int, default=405_000)
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--from-parquet", action="store_true", help="hand SafeTab an engine-held Parquet table")
+    ap.add_argument("--engine", choices=("local", "spark"), default="local",
+                    help="the engine that holds the Parquet table (with --from-parquet)")
+    ap.add_argument("--spark-master", default="local[2]")
     args = ap.parse_args()
 
     spec = dpspec.load(str(SPEC))
@@ -85,7 +92,7 @@ def main() -> None:
             persons.to_parquet(path, index=False)
             data = persons = None  # the engine reads the file: the frame is not kept beside it
             gc.collect()
-            data, engine, table_mb = _engine_held(str(path), spec, args.seed)
+            data, engine, table_mb = _engine_held(str(path), spec, args.seed, args.engine, args.spark_master)
     draws = []  # (sigma², cell keys, draws per cell) of every noise call
     real_noise = tabulate.add_keyed_noise
 
@@ -100,8 +107,9 @@ def main() -> None:
     tabulate.add_keyed_noise = real_noise
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     if args.from_parquet:
-        print(f"peak memory through the engine-held table: {peak_mb:,.0f} MB resident "
-              f"(the engine's table {table_mb:.0f} MB)")
+        held = f"the engine's table {table_mb:.0f} MB" if table_mb is not None else "the table on Spark's executors"
+        print(f"peak memory of this process (the driver) through the engine-held table: {peak_mb:,.0f} MB resident "
+              f"({held})")
         persons = engine.to_pandas(data["persons"])  # for the floor and the whole compile below
     n_cells = sum(len(keys) for _, keys, _ in draws)
     n_noise = sum(len(keys) * per for _, keys, per in draws)
@@ -166,18 +174,18 @@ def _inputs(mech, spec, params, persons):
                            _variables(spec, params, mech.design(spec, params)))
 
 
-def _engine_held(path: str, spec, seed):
-    """The Parquet file read by the local engine as `dpspec compile` reads a Parquet source
-    (validated, cast, held in the engine): (data, engine run, the table's size in MB)."""
-    from dpspec.engine import EngineRun, LocalEngine, new_run_key
+def _engine_held(path: str, spec, seed, name: str = "local", master: str = "local[2]"):
+    """The Parquet file read by an engine as `dpspec compile` reads a Parquet source (validated,
+    cast, held in the engine): (data, engine run, the table's size in MB, None on Spark)."""
+    from dpspec.engine import EngineRun, get_engine, new_run_key
     from dpspec.engine.loading import load_engine_table
 
     source = attrs.evolve(spec.data[0], path=path)
-    engine = LocalEngine()
+    engine = get_engine(name, master=master if name == "spark" else None)
     t0 = time.perf_counter()
     table = load_engine_table(attrs.evolve(spec, data=(source,)), source, engine)
-    print(f"read and validated by the local engine in {time.perf_counter() - t0:.1f} s")
-    size = table.handle.memory_usage(deep=True).sum() / 2**20
+    print(f"read and validated by the {name} engine in {time.perf_counter() - t0:.1f} s")
+    size = table.handle.memory_usage(deep=True).sum() / 2**20 if name == "local" else None
     return {"persons": table}, EngineRun(engine, new_run_key(seed)), size
 
 

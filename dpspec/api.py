@@ -25,6 +25,7 @@ _WHERE = {
     "load_table": "dpspec.check.data", "load_data": "dpspec.check.data", "resolve_path": "dpspec.check.data",
     "EngineTable": "dpspec.engine.table",  # a validated table the engine holds (Mechanism.engine_tables)
     "StreamedTable": "dpspec.contract.streamed", "frame_chunks": "dpspec.contract.streamed",  # a release written by chunks
+    "local_engine_run": "dpspec.engine",  # an engine of a mechanism's own when its caller gave none
     "keyed_rng": "dpspec.engine.base", "stream_position": "dpspec.engine.streams",  # a unit's stream, drawn or resumed anywhere
     # randomness, noise, budgets, messages
     "make_rng": "dpspec.run.compiler", "bernoulli": "dpspec.run.noise", "bernoulli_ratios": "dpspec.run.noise", "discrete_gaussian": "dpspec.run.noise",

@@ -22,6 +22,7 @@ from dpspec_safetab.combinations import combinations
 from dpspec_safetab.engine import detail_counts, group_counts
 from dpspec_safetab.iterations import flatten
 from dpspec_safetab.tabulate import Inputs, read_records
+from dpspec_safetab.validate import check_records
 from tests.safetab_helpers import H_SPEC, P_SPEC, ROOT
 from tests.test_safetab import _toy_table
 
@@ -113,8 +114,9 @@ def test_the_release_depends_on_the_seed(tmp_path):
 def test_on_spark_a_directory_gives_the_local_release_and_only_counts_reach_the_driver(tmp_path, counts_only_spark):
     """Persons that share their combinations (each of 200 people ten times): compiled on Spark
     from a partitioned directory, every frame the driver collects is a count (at most one row
-    per combination, never one per person), the table itself is never asked for, no unit of
-    work reads rows, and the release is the local one from a CSV file, byte for byte."""
+    per combination, never one per person), the table itself is never asked for, units of work
+    read rows only on the executors, keeping their outputs there, and the release is the local
+    one from a CSV file, byte for byte."""
     inputs = tmp_path / "in"
     people = pd.read_parquet(DATA / "persons.parquet").iloc[:200]
     frame = pd.concat([people] * 10, ignore_index=True)
@@ -177,8 +179,10 @@ def fan_table():
     return IterationTable.build(pd.DataFrame({"code": list(toy.codes)}), pd.concat([toy.iterations, extra]), mapping)
 
 
-def read(frame: pd.DataFrame, how: str, tmp_path: Path, max_race_codes: int = 2, engine=None, table=None):
-    """read_records of `frame` as a frame ("frame") or as a Parquet file the engine holds."""
+def read(frame: pd.DataFrame, how: str, tmp_path: Path, max_race_codes: int = 2, engine=None, table=None, fanouts=None):
+    """read_records of `frame` as a frame ("frame") or as a Parquet file the engine holds, after
+    the driver's checks a run makes first (`validate.check_records`, on code combinations):
+    both must name a bad record the same way."""
     from dpspec.api import EngineTable
     from dpspec.engine import EngineRun, LocalEngine
 
@@ -191,14 +195,33 @@ def read(frame: pd.DataFrame, how: str, tmp_path: Path, max_race_codes: int = 2,
         data = EngineTable(engine.read_parquet(str(path)), "persons", str(path), len(frame), {c: "str" for c in frame})
         engine = EngineRun(engine, 1)
     inputs = Inputs(data, ("R1", "R2"), "E", {"SEX": ["1", "2"]}, source)
-    return read_records(inputs, ["R1", "R2", "E", "SEX"], table or _toy_table(), max_race_codes, engine)
+    messages = []
+    for check in (lambda: check_records(inputs, table or _toy_table(), max_race_codes, fanouts or {}, engine),
+                  lambda: read_records(inputs, ["R1", "R2", "E", "SEX"], table or _toy_table(), max_race_codes, engine)):
+        try:
+            out = check()
+        except DataError as exc:
+            messages.append(str(exc))
+    if messages:  # read_records does not flatten: a fan-out only the driver's checks see
+        assert messages[0] == messages[-1] and len(messages) == (1 if fanouts else 2), messages
+        raise DataError(messages[0])
+    return out
 
 
 def fanout(frame, how, tmp_path, engine=None):
     """Flatten at level 1 with a declared fan-out of 3 (a record with codes A1 and B1 has 4)."""
     table = fan_table()
+    try:
+        read(frame, how, tmp_path, engine=engine, table=table, fanouts={(1, "coarse"): 3})
+    except DataError as exc:
+        checked = str(exc)
+    else:
+        raise AssertionError("the driver's checks let a record beyond the fan-out through")
     rec = read(frame, how, tmp_path, engine=engine, table=table).codes
-    return flatten(rec, table, table.selection(1, "coarse"), 3, "persons.csv" if how == "frame" else "persons.parquet")
+    with pytest.raises(DataError) as info:
+        flatten(rec, table, table.selection(1, "coarse"), 3, "persons.csv" if how == "frame" else "persons.parquet")
+    assert str(info.value) == checked
+    raise info.value
 
 
 BAD = {  # name: (records, call, message on a frame, message on an engine table)

@@ -15,7 +15,7 @@ from dpspec.engine.streams import new_run_key, unit_rng
 ENGINES = ("local", "spark")
 
 __all__ = ["ENGINES", "Engine", "EngineRun", "EngineUnavailable", "LocalEngine", "UnitFailed",
-           "get_engine", "new_run_key", "unit_rng"]
+           "get_engine", "local_engine_run", "new_run_key", "unit_rng"]
 
 
 def get_engine(engine=None, master: str | None = None, **options) -> Engine:
@@ -32,6 +32,12 @@ def get_engine(engine=None, master: str | None = None, **options) -> Engine:
 
         return SparkEngine(master or "local[*]", **options)
     raise ValueError(f"unknown engine {name!r}: expected one of {', '.join(ENGINES)}")
+
+
+def local_engine_run(run_key: int) -> EngineRun:
+    """An `EngineRun` on a local engine of its own: for a mechanism called without an engine (an
+    older caller, a test) that runs its units through the contract all the same."""
+    return EngineRun(LocalEngine(), run_key)
 
 
 def accepts_engine(mechanism) -> bool:

@@ -67,7 +67,8 @@ class Engine:
         raise NotImplementedError
 
     def map_groups(self, table, by, func: UnitFunction, *, run_key: int, stage: str,
-                   schema: dict[str, str] | None = None, collect: bool = True) -> pd.DataFrame:
+                   schema: dict[str, str] | None = None, collect: bool = True, columns=None,
+                   ordered: bool = True) -> pd.DataFrame:
         """Run `func(key, rows, rng)` on every group of rows sharing the values of `by`.
 
         rows: the group's rows in canonical types and order (every column, keys included);
@@ -79,6 +80,9 @@ class Engine:
         for `count`, `stream` and `drop`: what a mechanism whose output is as large as its input
         (swapped microdata) returns without the driver ever holding it. Every unit has run (and
         a failed one raised, naming its key) when this returns.
+        columns: the columns the units read (default every column; the keys always come along).
+        ordered=False (only with collect=False): a unit may see its rows in any order, for a unit
+        whose result depends on their multiset only (a sum); spares the engine sorting them.
         """
         raise NotImplementedError
 
@@ -98,6 +102,17 @@ class Engine:
 
     def count(self, table, by) -> pd.DataFrame:
         """The number of rows for each observed combination of `by`, sorted, as `count`."""
+        raise NotImplementedError
+
+    def total(self, table, by, column: str = "count", *, stage: str = "total", collect: bool = True):
+        """Per observed combination of `by`: the sum of the whole-number `column` over its rows.
+
+        What a map-then-sum needs: units emit partial counts keyed by what they count (a
+        geography unit and group), and the engine adds them up where they live. collect=True: a
+        pandas frame on the driver, sorted by `by`; collect=False: a table of the engine's own,
+        in no promised order, for `map_groups`, `count`, `stream` and `drop` (its rows are as
+        many as the distinct keys, which may be far too many for the driver).
+        """
         raise NotImplementedError
 
     def profile(self, table, column: str) -> dict:
@@ -165,15 +180,21 @@ def keyed_rng(run_key: int, stage: str, key, position: int = 0):
 
 
 def run_unit(func: UnitFunction, run_key: int, stage: str, key, rows: pd.DataFrame, by: list[str],
-             in_schema: dict[str, str], out_schema: dict[str, str], canonical: bool = False) -> pd.DataFrame:
+             in_schema: dict[str, str], out_schema: dict[str, str], canonical: bool = False,
+             ordered: bool = True) -> pd.DataFrame:
     """Run one unit in canonical form and tag its output; shared by every engine.
 
     canonical: the rows are already in canonical types and order, and units run in key order
     (the local engine sorts the whole table once, which is much cheaper than once per unit);
-    the output is then only cast, not tagged for a later sort.
+    the output is then only cast, not tagged for a later sort. ordered=False: the rows are cast
+    to canonical types but not sorted (`Engine.map_groups`).
     """
     key = frames.group_key(key, len(by))
-    rows = rows.reset_index(drop=True) if canonical else frames.sort_rows(frames.cast(rows, in_schema))
+    if canonical:
+        rows = rows.reset_index(drop=True)
+    else:
+        rows = frames.cast(rows, in_schema)
+        rows = frames.sort_rows(rows) if ordered else rows
     try:
         out = func(key, rows, unit_stream(run_key, stage, key))
         if canonical:
@@ -206,10 +227,13 @@ class EngineRun:
     def name(self) -> str:
         return self.engine.name
 
-    def map_groups(self, table, by, func: UnitFunction, *, stage: str, schema=None, collect: bool = True):
+    def map_groups(self, table, by, func: UnitFunction, *, stage: str, schema=None, collect: bool = True,
+                   columns=None, ordered: bool = True):
         """See `Engine.map_groups`; collect=False keeps the outputs on the engine."""
+        if not ordered and collect:
+            raise ValueError("map_groups(ordered=False) keeps its outputs on the engine: pass collect=False")
         return self.engine.map_groups(handle(table), list(by), func, run_key=self.run_key, stage=stage,
-                                      schema=schema, collect=collect)
+                                      schema=schema, collect=collect, columns=columns, ordered=ordered)
 
     def stream(self, table, order_by=None, columns=None, chunk_rows: int | None = None) -> Iterator[pd.DataFrame]:
         return self.engine.stream(handle(table), order_by, columns, chunk_rows)
@@ -219,6 +243,10 @@ class EngineRun:
 
     def count(self, table, by) -> pd.DataFrame:
         return self.engine.count(handle(table), list(by))
+
+    def total(self, table, by, column: str = "count", *, stage: str = "total", collect: bool = True):
+        """See `Engine.total`: sums of `column` per combination of `by`."""
+        return self.engine.total(handle(table), list(by), column, stage=stage, collect=collect)
 
     def count_distinct(self, table, by, columns) -> pd.DataFrame:
         return self.engine.count_distinct(handle(table), list(by), list(columns))

@@ -52,10 +52,30 @@ class LocalEngine(Engine):
     def to_pandas(self, table) -> pd.DataFrame:
         return frames.sort_rows(frames.canonical(handle(table)))
 
-    def map_groups(self, table, by, func, *, run_key, stage, schema=None, collect=True) -> pd.DataFrame:
+    def map_groups(self, table, by, func, *, run_key, stage, schema=None, collect=True, columns=None,
+                   ordered=True) -> pd.DataFrame:
         """collect=False changes nothing here: this process is where the outputs live anyway."""
-        out = self._map_groups(table, list(by), func, run_key, stage, schema)
+        by = list(by)
+        if columns is not None:
+            table = handle(table)[list(dict.fromkeys([*by, *columns]))]
+        if not ordered:
+            return frames.compact(self._map_unordered(table, by, func, run_key, stage, schema))
+        out = self._map_groups(table, by, func, run_key, stage, schema)
         return out if collect else frames.compact(out)
+
+    def _map_unordered(self, table, by, func, run_key, stage, schema) -> pd.DataFrame:
+        """Units over the rows as stored: no sort, each group only cast to canonical types."""
+        raw = handle(table)
+        in_schema = frames.schema_of(raw)
+        out_schema = dict(schema) if schema is not None else in_schema
+        groups = raw.groupby(by, sort=False, dropna=False, observed=True) if by else [((), raw)]
+        total = groups.ngroups if by else 1
+        parts = []
+        for done, (key, rows) in enumerate(groups, start=1):
+            rows = frames.cast(rows, in_schema)
+            parts.append(run_unit(func, run_key, stage, key, rows, by, in_schema, out_schema, canonical=True))
+            progress.report(stage, done, total)
+        return frames.cast(pd.concat(parts, ignore_index=True), out_schema)
 
     def _map_groups(self, table, by, func, run_key, stage, schema) -> pd.DataFrame:
         raw = handle(table)
@@ -110,6 +130,17 @@ class LocalEngine(Engine):
 
     def count(self, table, by) -> pd.DataFrame:
         return count_frame(handle(table), by)
+
+    def total(self, table, by, column="count", *, stage="total", collect=True):
+        frame = handle(table)
+        by = list(by)
+        summed = (frame.groupby(by, sort=False, dropna=False, observed=True)[column].sum().reset_index()
+                  if by else pd.DataFrame({column: [frame[column].sum()]}))
+        schema = {**frames.schema_of(summed[by]), column: "int64"}
+        summed = frames.cast(summed, schema)
+        if summed.duplicated(by).any():  # values equal only once cast (a category 1 and "1")
+            summed = summed.groupby(by, sort=False, dropna=False)[column].sum().reset_index()
+        return frames.sort_rows(summed, by) if collect else frames.compact(summed)
 
     def count_distinct(self, table, by, columns) -> pd.DataFrame:
         return count_distinct_frame(handle(table), by, columns)

@@ -249,22 +249,26 @@ class SparkEngine(Engine):
             sdf, schema = self._spark_frame(table)
             return frames.sort_rows(frames.cast(sdf.toPandas(), schema))
 
-    def map_groups(self, table, by, func, *, run_key, stage, schema=None, collect=True):
+    def map_groups(self, table, by, func, *, run_key, stage, schema=None, collect=True, columns=None, ordered=True):
         with _quiet():
-            return self._map_groups(table, by, func, run_key=run_key, stage=stage, schema=schema, collect=collect)
+            return self._map_groups(table, by, func, run_key=run_key, stage=stage, schema=schema, collect=collect,
+                                    columns=columns, ordered=ordered)
 
-    def _map_groups(self, table, by, func, *, run_key, stage, schema=None, collect=True):
+    def _map_groups(self, table, by, func, *, run_key, stage, schema=None, collect=True, columns=None, ordered=True):
         from pyspark.sql import functions as F
 
         by = list(by)
         sdf, in_schema = self._spark_frame(table)
+        if columns is not None:
+            keep = list(dict.fromkeys([*by, *columns]))
+            sdf, in_schema = sdf.select(*keep), {c: in_schema[c] for c in keep}
         out_schema = dict(schema) if schema is not None else in_schema
         tagged = {**out_schema, **{k: in_schema[c] for k, c in zip(frames.key_columns(len(by)), by)}, frames.SEQ: "int64"}
         if self.partitions:
             sdf = sdf.repartition(self.partitions)
 
         def unit(key, rows):
-            return run_unit(func, run_key, stage, key if by else (), rows, by, in_schema, out_schema)
+            return run_unit(func, run_key, stage, key if by else (), rows, by, in_schema, out_schema, ordered=ordered)
 
         grouped = sdf.groupBy(*by) if by else sdf.groupBy(F.lit(0).alias(frames.HIDDEN + "all"))
         if not collect:
@@ -347,12 +351,21 @@ class SparkEngine(Engine):
         if not by:
             return pd.DataFrame({"count": [sdf.count()]}, dtype="int64")
         counts = sdf.groupBy(*by).count().toPandas()
-        kinds = {c: schema[c] for c in by}
-        for c in by:  # a missing integer or boolean comes back as NaN or None: as pandas types it
-            if kinds[c] in ("int64", "bool") and counts[c].isna().any():
-                kinds[c] = "float64" if kinds[c] == "int64" else "str"
-        return frames.sort_rows(frames.cast(counts, {**kinds, "count": "int64"}), by)
+        return frames.sort_rows(frames.cast(counts, {**_returned_kinds(counts, schema, by), "count": "int64"}), by)
 
+
+    def total(self, table, by, column="count", *, stage="total", collect=True):
+        from pyspark.sql import functions as F
+
+        with _quiet():
+            sdf, schema = self._spark_frame(table)
+            by = list(by)
+            summed = (sdf.groupBy(*by) if by else sdf.groupBy()).agg(F.sum(column).cast("long").alias(column))
+            if not collect:
+                return self._held(summed, stage)
+            out = summed.toPandas()
+        kinds = _returned_kinds(out, schema, by)
+        return frames.sort_rows(frames.cast(out.fillna({column: 0}), {**kinds, column: "int64"}), by)
 
     def profile(self, table, column: str) -> dict:
         table = handle(table)
@@ -526,6 +539,16 @@ def job_progress(context, stage: str, every: float = 0.5):
         context.setLocalProperty("spark.jobGroup.id", None)
     total = max(counts()[1], 1)
     progress.report(stage, total, total)
+
+
+def _returned_kinds(frame: pd.DataFrame, schema: dict, by: list) -> dict:
+    """The canonical kinds of grouping columns Spark returned: a missing integer or boolean key
+    comes back as NaN or None, so such a column is typed as pandas would type it."""
+    kinds = {c: schema[c] for c in by}
+    for c in by:
+        if kinds[c] in ("int64", "bool") and frame[c].isna().any():
+            kinds[c] = "float64" if kinds[c] == "int64" else "str"
+    return kinds
 
 
 def _unit_error(exc: Exception) -> Exception:

@@ -1,13 +1,15 @@
-"""The record table as its distinct combinations of the columns SafeTab reads, each with a count.
+"""Records as their distinct combinations of some columns, each with a count.
 
-Why: every count SafeTab publishes is a sum over records of something that depends only on a
-record's geography, race and ethnicity codes and stage-2 variables. So the engine counts the
-records per distinct combination of those columns (one `engine.count`: on Spark the table never
-reaches the driver, only these rows do), and the codes are encoded and flattened once per
-combination instead of once per record, the counts being weighted sums. A pandas frame (a CSV
-source, or a caller handing records directly) is reduced the same way in this process, keeping
-for each combination the number of its first record, so that a bad record is still named by its
-row; an engine table has no row order, so its messages name the value and how many rows hold it.
+Why: every check and every count SafeTab makes is a sum over records of something that depends
+only on a few of a record's columns. So records are reduced to their distinct combinations of
+those columns with how many records each stands for, and codes are encoded and flattened once
+per combination instead of once per record, the counts being weighted sums: the driver checks
+the records from their code combinations (`validate`, counted by the engine for its table, so
+on Spark only these rows reach the driver), and each unit of work reduces its partition so
+(`truths`). A pandas frame (a CSV source, or a caller handing records directly) is reduced in
+this process, keeping for each combination the number of its first record, so that a bad
+record is still named by its row; an engine table has no row order, so its messages name the
+value and how many rows hold it.
 """
 from __future__ import annotations
 

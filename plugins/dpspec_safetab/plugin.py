@@ -95,8 +95,8 @@ class SafeTab(Mechanism):
                   "ladder of stage-2 details", required=True),
     ))
     release_size_varies = True  # the chosen details and suppression depend on the noise
-    # a Parquet record table stays on the engine: SafeTab reads only its distinct combinations'
-    # counts (tabulate.read_columns), so on Spark the records never reach the driver
+    # a Parquet record table stays on the engine: it is checked from counts by code combination
+    # and tabulated by partitions where it lives (tabulate.run), so on Spark no record reaches the driver
     engine_tables = True
     outputs = {"counts": "long-form counts: table, geography, geocode, group, group_level, detail, "
                          "the detail's variables ('*' when not broken down), count"}

@@ -1,9 +1,11 @@
-"""Run a SafeTab design on records: every (table, geography level, iteration level) in turn.
+"""Run a SafeTab design on records: every (table, geography level, iteration level) block.
 
-For each one: flatten records into their groups, count (geography unit, group) totals, pick
-each group's stage-2 detail (from a noisy stage-1 total, or from published totals), measure
-the chosen tables with exact discrete Gaussian noise, suppress small totals where declared,
-and emit long-form rows. Figures computed against the confidential counts (the realized
+`run` checks the records, has them counted per (block, geography unit, group, stage-2 cell)
+where they live (`truths`), summed by the engine, and measured in batches of geography units
+(`measured`). `_measure` is one block's measurement over such a batch: pick each group's
+stage-2 detail (from a noisy stage-1 total, or from published totals), measure the chosen
+tables with exact discrete Gaussian noise keyed per cell, suppress small totals where declared,
+and emit the release rows. Figures computed against the confidential counts (the realized
 error) are returned separately for the internal report.
 """
 from __future__ import annotations
@@ -20,7 +22,7 @@ from dpspec.api import DataError, KeyColumns
 from .combinations import Origin, combinations, rows_text, text_codes, through
 from .design import ROOT, Design, sigma2
 from .engine import add_keyed_noise, cell_codes, choose_detail, detail_counts, group_counts, suppression_threshold
-from .iterations import IterationTable, RecordCodes, encode_records, flatten
+from .iterations import IterationTable, RecordCodes, encode_records
 
 NATION_CODE = "US"
 ALL = "*"
@@ -38,7 +40,7 @@ class Inputs:
 
 @attrs.frozen
 class Outcome:
-    rows: pd.DataFrame
+    rows: object  # the release: a StreamedTable read from the engine, or a frame (a run without an engine)
     facts: list  # per (table, geo, level): public parameters and the published choice
     errors: list  # per (table, geo, level, detail): realized error (internal)
     fanouts: dict
@@ -112,63 +114,64 @@ def run(design: Design, inputs: Inputs, table: IterationTable, rng: np.random.Ge
     """Measure every (table, geography level, iteration level) cell of the design.
 
     noise(fanout, rho) -> sigma²: the mechanism's calibration (`SafeTab.noise_sigma2`).
-    engine (a `dpspec.engine.EngineRun`): each (table, geography, level) block is a unit of
-    work run on that engine. Noise is keyed finer, per (geography, group) cell and stage, from
-    the engine's run key (without an engine, from a run key drawn from `rng`), so every engine
-    and every batching of cells releases the same counts. The records are read as their
-    distinct combinations with counts (`combinations`: counted by the engine when it holds
-    them), and every count is a weighted sum over those.
+    engine (a `dpspec.engine.EngineRun`): where the units of work run. The records are checked
+    on the driver from the counts of their code combinations (`validate`), then counted by
+    partitions where they live (`truths`), the shares summed by the engine, and the sums
+    measured in batches of geography units (`measured`); the release stays on the engine and
+    is streamed. Noise is keyed per (geography, group) cell and stage, from the engine's run key
+    (without an engine, from a run key drawn from `rng`, on a local engine of the run's own, and
+    the release is then returned as one frame), so every engine, partitioning and batching of
+    cells releases the same counts.
     """
-    run_key = engine.run_key if engine is not None else int.from_bytes(rng.bytes(32), "little")
-    read = read_records(inputs, read_columns(design, inputs), table, design.max_race_codes, engine)
-    frame, origin, records, var_codes = read.frame, read.origin, read.codes, read.variables
-    flat_cache: dict = {}
-    region_cache: dict = {}
-    blocks, facts, errors, fanouts = [], [], [], {}
-    units, items = [], []  # each cell's (blocks, fact, errors); or the cells as units of work
-    for td in design.tables:
-        for geo in design.geo_levels:
-            for cell in sorted((c for c in td.cells if c.geo == geo), key=lambda c: c.level):
-                if cell.rho == 0:
-                    continue
-                gran = design.granularity(geo)
-                key = (cell.level, gran)
-                if key not in flat_cache:
-                    sel = table.selection(cell.level, gran)
-                    k, bound = fanout_of(design, table, cell.level, gran)
-                    rows, its = flatten(records, table, sel, k, inputs.source)
-                    # what each flattened (row, group) pair carries, gathered once per selection
-                    carried = (origin.weight[rows], {v: c[rows] for v, c in var_codes.items()})
-                    flat_cache[key] = (sel, k, rows, its, *carried)
-                    fanouts[f"level{cell.level} {gran}"] = {**bound, "fanout_used": k}
-                sel, k, rows, its, weight, pair_vars = flat_cache[key]
-                if geo not in region_cache:
-                    region_cache[geo] = _regions(frame, geo)
-                region_of_row, codes = region_cache[geo]
-                args = (design, td, cell, geo, sel, k, region_of_row[rows], its, weight, codes, pair_vars,
-                        inputs.variables)
-                if engine is None:
-                    units.append(_measure(*args, run_key, public_totals, noise))
-                else:
-                    pub = public_totals[public_totals["geography"] == geo] if public_totals is not None else None
-                    items.append(((td.name, geo, cell.level), (*args, run_key, pub, noise)))
-    if engine is not None:
-        units = engine.map_items(items, _measure_unit, stage="safetab cells")
-    for out in units:
-        blocks.extend(out[0])
-        facts.append(out[1])
-        errors.extend(out[2])
-    variables = list(inputs.variables)
-    columns = ["table", "geography", "geocode", "group", "group_level", "detail", *variables, "count"]
-    rows = pd.concat(blocks, ignore_index=True) if blocks else pd.DataFrame(columns=columns)
-    return Outcome(rows[columns], facts, errors, fanouts)
+    from functools import partial
 
+    from dpspec.api import EngineTable, local_engine_run
 
-def _measure_unit(key, payload, rng):
-    """One (table, geography, level) block as a unit of work; its cells draw from their own
-    keyed streams (the run key travels in the payload), not from the unit's ``rng``."""
-    *args, run_key, public_totals, noise = payload
-    return _measure(*args, run_key, public_totals, noise)
+    from .measured import MEASURED_SCHEMA, measure_bucket, rebuild_facts, release_table
+    from .plan import Plan, bucket_count, measured_blocks, partition_column
+    from .truths import TRUTH_SCHEMA, partition_truths
+    from .validate import check_records
+
+    own = engine is None
+    run_key = int.from_bytes(rng.bytes(32), "little") if own else engine.run_key
+    engine = local_engine_run(run_key) if own else engine
+    blocks = measured_blocks(design)
+    fanouts, fanout_facts = {}, {}
+    for geo, level in blocks:
+        gran = design.granularity(geo)
+        if (level, gran) not in fanouts:
+            k, bound = fanout_of(design, table, level, gran)
+            fanouts[(level, gran)] = k
+            fanout_facts[f"level{level} {gran}"] = {**bound, "fanout_used": k}
+    check_records(inputs, table, design.max_race_codes, fanouts, engine)
+    data = inputs.frame
+    plan = Plan(design, table, tuple(inputs.race_columns), inputs.eth_column, dict(inputs.variables), inputs.source,
+                tuple(read_columns(design, inputs)), blocks, fanouts, bucket_count(len(data)), run_key,
+                public_totals, noise)
+    if isinstance(data, EngineTable):
+        distinct = {g: len(data.categories[g]) for g in design.geo_levels if g in data.categories}
+    else:
+        distinct = {g: int(data[g].nunique()) for g in design.geo_levels if g in data.columns}
+    held = data.handle if isinstance(data, EngineTable) else data
+    if isinstance(held, pd.DataFrame):  # the records are in this process already: one pass over them
+        truths = partition_truths((), held[list(plan.columns)], None, plan)
+    else:  # counted where they live, a partition (a county) per unit of work
+        truths = engine.map_groups(data, partition_column(design, distinct, len(data)),
+                                   partial(partition_truths, plan=plan), stage="safetab tabulation",
+                                   schema=TRUTH_SCHEMA, collect=False, columns=list(plan.columns), ordered=False)
+    summed = engine.total(truths, ["block", "bucket", "geocode", "group", "cell"], stage="safetab sums", collect=False)
+    engine.drop(truths)
+    measured = engine.map_groups(summed, ["block", "bucket"], partial(measure_bucket, plan=plan), stage="safetab cells",
+                                 schema=MEASURED_SCHEMA, collect=False, ordered=False)
+    engine.drop(summed)
+    facts, errors = rebuild_facts(plan, engine.total(measured, ["kind", "table", "geography", "level", "rung", "role",
+                                                                 "cell"], stage="safetab figures"))
+    rows = release_table(engine, measured, plan)
+    if own:
+        frame = rows.to_pandas()
+        rows.release()
+        rows = frame
+    return Outcome(rows, facts, errors, fanout_facts)
 
 
 def _public_choice(public_totals, geo, codes, sel) -> np.ndarray:
@@ -182,8 +185,35 @@ def _public_choice(public_totals, geo, codes, sel) -> np.ndarray:
     return dense
 
 
-def _measure(design, td, cell, geo, sel, k, region, group, weight, codes, var_codes, variables, run_key, public_totals,
-             noise=sigma2):
+def cell_fact(design: Design, td, cell, geo: str, k: int, sel: pd.DataFrame, noise=sigma2) -> dict:
+    """The public figures of one (table, geography, level) cell: its budget, fan-out, noise
+    parameters and suppression thresholds (the units measured and the details chosen come from
+    the run: `measured.rebuild_facts`)."""
+    stages = dict(design.stages(cell))
+    s2_second = noise(k, stages["stage 2"])
+    suppress = geo in design.suppress_at
+    fact = {"table": td.name, "geography": geo, "level": cell.level, "granularity": design.granularity(geo),
+            "rho": cell.rho, "fanout": k, "units": 0, "groups": len(sel), "thresholds": list(cell.thresholds),
+            "sigma2": {"stage 2": s2_second}}
+    if design.two_stage:
+        s2_full = noise(k, cell.rho)
+        fact["sigma2"] = {"stage 1": noise(k, stages["stage 1"]), "stage 2": s2_second, "detailed-only total": s2_full}
+        if sel["detailed_only"].to_numpy().any():
+            fact["suppression_threshold_detailed_only"] = (suppression_threshold(s2_full, design.suppression)
+                                                           if suppress else None)
+    fact["suppression_threshold"] = suppression_threshold(s2_second, design.suppression) if suppress else None
+    fact["chosen"] = {d.name: 0 for d in td.details}
+    return fact
+
+
+def _measure(plan, t: int, td, cell, geo: str, region, group, weight, codes, var_codes):
+    """Measure one cell of the design over some geography units (a bucket of them): `codes`
+    their codes, sorted; (region, group, weight, var_codes) the summed counts, a region of -1
+    for none. Returns a `measured.Emitted` with the release rows and the run's figures."""
+    from .measured import Emitted
+
+    design, variables, run_key = plan.design, plan.variables, plan.run_key
+    sel, k = plan.selection(cell.level, geo), plan.fanout(cell.level, geo)
     n_regions, n_groups = len(codes), len(sel)
     geocode_type, group_type = pd.CategoricalDtype(codes), pd.CategoricalDtype(sel["iteration"].to_numpy())
 
@@ -197,47 +227,36 @@ def _measure(design, td, cell, geo, sel, k, region, group, weight, codes, var_co
 
     truth = group_counts(region, group, n_regions, n_groups, weight)
     detailed_only = sel["detailed_only"].to_numpy()
-    stages = dict(design.stages(cell))
-    s2_second = noise(k, stages["stage 2"])
-    suppress = geo in design.suppress_at
-    t_zero = suppression_threshold(s2_second, design.suppression) if suppress else None
-    blocks, errors = [], []
-    fact = {"table": td.name, "geography": geo, "level": cell.level, "granularity": design.granularity(geo),
-            "rho": cell.rho, "fanout": k, "units": n_regions, "groups": n_groups,
-            "thresholds": list(cell.thresholds), "sigma2": {"stage 2": s2_second}}
+    fact = cell_fact(design, td, cell, geo, k, sel, plan.noise)
+    s2_second, t_zero = fact["sigma2"]["stage 2"], fact["suppression_threshold"]
+    out = Emitted(plan, t, design.geo_levels.index(geo), cell.level, codes, n_groups)
     if design.two_stage:
-        s2_first = noise(k, stages["stage 1"])
-        s2_full = noise(k, cell.rho)
-        fact["sigma2"] = {"stage 1": s2_first, "stage 2": s2_second, "detailed-only total": s2_full}
         adaptive = np.flatnonzero(~detailed_only)
         only = np.flatnonzero(detailed_only)
         stage1_cells = (np.arange(n_regions)[:, None] * n_groups + adaptive[None, :]).ravel()
-        stage1 = with_noise(truth[:, adaptive].reshape(-1), stage1_cells, s2_first, "stage 1").reshape(n_regions, adaptive.size)
+        stage1 = with_noise(truth[:, adaptive].reshape(-1), stage1_cells, fact["sigma2"]["stage 1"],
+                            "stage 1").reshape(n_regions, adaptive.size)
         rung = np.full((n_regions, n_groups), -1, dtype=np.int8)
         rung[:, adaptive] = choose_detail(stage1, cell.thresholds)
         del stage1  # used only through the choice
         if only.size:
-            t_only = suppression_threshold(s2_full, design.suppression) if suppress else None
-            fact["suppression_threshold_detailed_only"] = t_only
+            s2_full, t_only = fact["sigma2"]["detailed-only total"], fact["suppression_threshold_detailed_only"]
             keys = (np.arange(n_regions)[:, None] * n_groups + only[None, :]).ravel()
             true = truth.reshape(-1)[keys]
-            measured = with_noise(true, keys, s2_full, "detailed-only total")
-            blocks.append(_emit(td, cell, geo, codes, sel, keys, n_groups, "total", {}, measured, true, t_only, errors, variables,
-                                role="detailed-only total"))
+            out.add(keys, -1, "detailed-only total", {}, with_noise(true, keys, s2_full, "detailed-only total"), true,
+                    t_only)
     else:
-        published = _public_choice(public_totals, geo, codes, sel)
+        published = _public_choice(plan.public_totals, geo, codes, sel)
         rung = np.where(np.isnan(published), -1, choose_detail(np.nan_to_num(published, nan=-np.inf), cell.thresholds)).astype(np.int8)
-    fact["suppression_threshold"] = t_zero
-    fact["chosen"] = {}
+    out.metric(-1, "units", n_regions)
     for r, detail in enumerate(td.details):
         keys = np.flatnonzero(rung.reshape(-1) == r)
-        fact["chosen"][detail.name] = int(keys.size)
+        out.metric(r, "chosen", keys.size)
         if not keys.size:
             continue
         if not detail.variables:
             true = truth.reshape(-1)[keys]
-            noisy = with_noise(true, keys, s2_second, "stage 2")
-            blocks.append(_emit(td, cell, geo, codes, sel, keys, n_groups, detail.name, {}, noisy, true, t_zero, errors, variables))
+            out.add(keys, r, "total", {}, with_noise(true, keys, s2_second, "stage 2"), true, t_zero)
             continue
         sizes = [len(variables[v]) for v in detail.variables]
         cells = cell_codes([var_codes[v] for v in detail.variables], sizes)
@@ -246,47 +265,16 @@ def _measure(design, td, cell, geo, sel, k, region, group, weight, codes, var_co
         noisy = with_noise(true, keys, s2_second, "stage 2")
         parts = np.unravel_index(np.arange(n_cells), sizes)
         per_cell = {v: np.tile(p, len(keys)) for v, p in zip(detail.variables, parts)}
-        rep = np.repeat(keys, n_cells)
-        blocks.append(_emit(td, cell, geo, codes, sel, rep, n_groups, detail.name, per_cell,
-                            noisy.reshape(-1), true.reshape(-1), None, errors, variables))
+        out.add(np.repeat(keys, n_cells), r, "cell", per_cell, noisy.reshape(-1), true.reshape(-1), None)
         # the group's total is the sum of its published cells (post-processing, as production)
-        blocks.append(_emit(td, cell, geo, codes, sel, keys, n_groups, detail.name, {}, noisy.sum(axis=1),
-                            true.sum(axis=1), None, errors, variables, role="sum of cells"))
+        out.add(keys, r, "sum of cells", {}, noisy.sum(axis=1), true.sum(axis=1), None)
         if len(sizes) > 1:  # and, as production's T2, the margin of the first variable (sex)
             first = detail.variables[0]
             margin = {first: np.tile(np.arange(sizes[0]), len(keys))}
-            blocks.append(_emit(td, cell, geo, codes, sel, np.repeat(keys, sizes[0]), n_groups, detail.name, margin,
-                                noisy.reshape(len(keys), sizes[0], -1).sum(axis=2).reshape(-1),
-                                true.reshape(len(keys), sizes[0], -1).sum(axis=2).reshape(-1), None, errors,
-                                variables, role=f"margin of {first}"))
-    return blocks, fact, errors
-
-
-def _emit(td, cell, geo, codes, sel, keys, n_groups, detail, per_cell, noisy, true, threshold, errors, variables, role=None):
-    """Long-form rows for one measured block; suppressed totals are dropped."""
-    keep = noisy > threshold if threshold is not None else np.ones(len(noisy), dtype=bool)
-    err = np.abs(noisy.astype(np.float64) - true)
-    errors.append({"table": td.name, "geography": geo, "level": cell.level, "detail": detail,
-                   "cells": "total" if not per_cell else "cell", "role": role or ("total" if not per_cell else "cell"),
-                   "n": int(len(noisy)), "sum_abs_error": float(err.sum()), "sum_sq_error": float((err ** 2).sum()),
-                   "suppressed": int((~keep).sum()), "suppressed_true_zero": int(((~keep) & (true == 0)).sum()),
-                   "true_zero": int((true == 0).sum())})
-    keys = keys[keep]
-    frame = {
-        "table": np.full(len(keys), td.name, dtype=object),
-        "geography": np.full(len(keys), geo, dtype=object),
-        "geocode": codes[keys // n_groups],
-        "group": sel["iteration"].to_numpy()[keys % n_groups],
-        "group_level": np.full(len(keys), cell.level, dtype=np.int8),
-        "detail": np.full(len(keys), detail, dtype=object),
-    }
-    for v, values in variables.items():
-        if v in per_cell:
-            frame[v] = np.asarray(values, dtype=object)[per_cell[v][keep]]
-        else:
-            frame[v] = np.full(len(keys), ALL, dtype=object)
-    frame["count"] = noisy[keep].astype(np.int64)
-    return pd.DataFrame(frame)
+            out.add(np.repeat(keys, sizes[0]), r, "margin", margin,
+                    noisy.reshape(len(keys), sizes[0], -1).sum(axis=2).reshape(-1),
+                    true.reshape(len(keys), sizes[0], -1).sum(axis=2).reshape(-1), None)
+    return out
 
 
 def summarize_errors(errors_over_runs: list[list[dict]]) -> list[dict]:

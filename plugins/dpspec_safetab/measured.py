@@ -1,0 +1,194 @@
+"""The second units of a SafeTab run: a bucket of one block's geography units measured from
+their summed counts, and the release read back from what those units left on the engine.
+
+Why: every count SafeTab releases depends only on its own (geography unit, group) cell (its
+truth, its keyed noise, its stage-1 choice), so any batching of units gives the same release;
+buckets keep each unit of work a bounded size at any scale. A unit returns compact integer
+rows, release rows (kind 0) and the run's internal figures (kind 1: errors, units, details
+chosen), summed by the engine; the driver turns the few figure rows into the facts and the
+error summaries, and streams the release, decoding each chunk into its long-form text.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from dpspec.api import StreamedTable
+
+from .plan import Plan
+
+ROLES = ("detailed-only total", "total", "sum of cells", "margin", "cell")  # a group's totals before its cells
+EMITTED = ("detailed-only total", "total", "cell", "sum of cells", "margin")  # the order the report lists them
+METRICS = ("n", "sum_abs_error", "sum_sq_error", "suppressed", "suppressed_true_zero", "true_zero", "units", "chosen")
+MEASURED_SCHEMA = {"kind": "int64", "table": "int64", "geography": "int64", "level": "int64", "geocode": "str",
+                   "group": "int64", "rung": "int64", "role": "int64", "cell": "int64", "count": "int64"}
+ORDER = ["kind", "table", "geography", "level", "geocode", "group", "rung", "role", "cell"]
+ALL = "*"
+RELEASE, FIGURE = 0, 1
+
+
+class Emitted:
+    """What one cell of the design measured over a bucket: release rows and figure rows."""
+
+    def __init__(self, plan: Plan, t: int, g: int, level: int, codes, n_groups: int):
+        self.plan, self.t, self.g, self.level = plan, t, g, level
+        self.codes, self.n_groups = np.asarray(codes, dtype=object), n_groups
+        self.parts, self.figures = [], []
+
+    def add(self, keys, rung: int, role: str, per_cell: dict, noisy, true, threshold) -> None:
+        """One measured block: flat (unit, group) keys, its cells' variables, noisy and true
+        counts; a total at or below `threshold` is suppressed (dropped, and counted)."""
+        noisy, true = np.asarray(noisy, dtype=np.int64), np.asarray(true, dtype=np.int64)
+        keep = noisy > threshold if threshold is not None else np.ones(len(noisy), dtype=bool)
+        err = np.abs(noisy - true)
+        r = ROLES.index(role)
+        for name, value in (("n", len(noisy)), ("sum_abs_error", err.sum()), ("sum_sq_error", (err * err).sum()),
+                            ("suppressed", (~keep).sum()), ("suppressed_true_zero", ((~keep) & (true == 0)).sum()),
+                            ("true_zero", (true == 0).sum())):
+            self.figures.append((rung, r, METRICS.index(name), int(value)))
+        keys = keys[keep]
+        n = len(keys)
+        self.parts.append(pd.DataFrame({
+            "kind": np.full(n, RELEASE, dtype=np.int64), "table": np.full(n, self.t, dtype=np.int64),
+            "geography": np.full(n, self.g, dtype=np.int64), "level": np.full(n, self.level, dtype=np.int64),
+            "geocode": self.codes[keys // self.n_groups], "group": (keys % self.n_groups).astype(np.int64),
+            "rung": np.full(n, rung, dtype=np.int64), "role": np.full(n, r, dtype=np.int64),
+            "cell": self._cells(per_cell, keep), "count": noisy[keep]}))
+
+    def metric(self, rung: int, name: str, value: int) -> None:
+        self.figures.append((rung, -1, METRICS.index(name), int(value)))
+
+    def _cells(self, per_cell: dict, keep) -> np.ndarray:
+        """Each row's stage-2 cell over every variable: code + 1 per variable, 0 for '*'."""
+        out = np.zeros(int(keep.sum()), dtype=np.int64)
+        for var, values in self.plan.variables.items():
+            digit = per_cell[var][keep].astype(np.int64) + 1 if var in per_cell else 0
+            out = out * (len(values) + 1) + digit
+        return out
+
+    def frame(self) -> pd.DataFrame:
+        fig = np.array(self.figures, dtype=np.int64).reshape(-1, 4)
+        n = len(fig)
+        figures = pd.DataFrame({
+            "kind": np.full(n, FIGURE, dtype=np.int64), "table": np.full(n, self.t, dtype=np.int64),
+            "geography": np.full(n, self.g, dtype=np.int64), "level": np.full(n, self.level, dtype=np.int64),
+            "geocode": np.full(n, None, dtype=object), "group": np.full(n, -1, dtype=np.int64),
+            "rung": fig[:, 0], "role": fig[:, 1], "cell": fig[:, 2], "count": fig[:, 3]})
+        return pd.concat([*self.parts, figures], ignore_index=True)
+
+
+def measure_bucket(key, rows: pd.DataFrame, rng, plan: Plan) -> pd.DataFrame:
+    """One (block, bucket) unit: every table measuring the block, over the bucket's geography
+    units, from their summed counts (`truths`); noise comes from each cell's keyed stream, not
+    from `rng`. The result depends on the rows' multiset only."""
+    from .tabulate import _measure
+
+    geo, level = plan.blocks[int(key[0])]
+    codes, region = np.unique(rows["geocode"].to_numpy(dtype=object), return_inverse=True)
+    group = rows["group"].to_numpy(dtype=np.int64)
+    marker = group < 0  # a unit's marker row: it exists, whatever its records' groups
+    region = np.where(marker, -1, region.reshape(-1))
+    group = np.where(marker, 0, group)
+    cell = np.where(marker, 0, rows["cell"].to_numpy(dtype=np.int64))
+    var_codes = dict(zip(plan.variables, np.unravel_index(cell, plan.sizes))) if plan.variables else {}
+    weight = rows["count"].to_numpy(dtype=np.int64)
+    parts = [_measure(plan, t, td, c, geo, region, group, weight, codes, var_codes).frame()
+             for t, td in enumerate(plan.design.tables)
+             if (c := td.cell(geo, level)) is not None and c.rho != 0]
+    if not parts:
+        return pd.DataFrame({c: pd.Series([], dtype=object if k == "str" else "int64") for c, k in MEASURED_SCHEMA.items()})
+    return pd.concat(parts, ignore_index=True)
+
+
+def rebuild_facts(plan: Plan, totals: pd.DataFrame) -> tuple[list, list]:
+    """(facts, errors) of the run, in the order of its cells, from the summed figure rows."""
+    from .tabulate import cell_fact
+
+    design = plan.design
+    fig = totals[totals["kind"] == FIGURE]
+    value = {(int(t), int(g), int(lv), int(r), int(ro), int(m)): int(c) for t, g, lv, r, ro, m, c in zip(
+        fig["table"], fig["geography"], fig["level"], fig["rung"], fig["role"], fig["cell"], fig["count"])}
+    facts, errors = [], []
+    for t, td in enumerate(design.tables):
+        for g, geo in enumerate(design.geo_levels):
+            for cell in sorted((c for c in td.cells if c.geo == geo), key=lambda c: c.level):
+                if cell.rho == 0:
+                    continue
+                sel = plan.selection(cell.level, geo)
+                fact = cell_fact(design, td, cell, geo, plan.fanout(cell.level, geo), sel, plan.noise)
+                here = {k[3:]: v for k, v in value.items() if k[:3] == (t, g, cell.level)}
+                fact["units"] = here.get((-1, -1, METRICS.index("units")), 0)
+                for r, detail in enumerate(td.details):
+                    fact["chosen"][detail.name] = here.get((r, -1, METRICS.index("chosen")), 0)
+                facts.append(fact)
+                blocks = sorted({(r, ro) for r, ro, _ in here if ro >= 0}, key=lambda b: (b[0], EMITTED.index(ROLES[b[1]])))
+                if design.two_stage and sel["detailed_only"].to_numpy().any() and (-1, 0) not in blocks:
+                    blocks.insert(0, (-1, 0))  # measured over no unit: a block of no cells
+                for r, ro in blocks:
+                    errors.append(_error(td, geo, cell.level, r, ro, {m: here.get((r, ro, i), 0)
+                                                                      for i, m in enumerate(METRICS[:6])}))
+    return facts, errors
+
+
+def _error(td, geo, level, rung, role, sums) -> dict:
+    """One block's realized error, as the internal report reads it."""
+    name = ROLES[role]
+    detail = "total" if rung < 0 else td.details[rung].name
+    if name == "margin":
+        name = f"margin of {td.details[rung].variables[0]}"
+    return {"table": td.name, "geography": geo, "level": level, "detail": detail,
+            "cells": "cell" if ROLES[role] in ("cell", "margin") else "total", "role": name,
+            "n": sums["n"], "sum_abs_error": float(sums["sum_abs_error"]), "sum_sq_error": float(sums["sum_sq_error"]),
+            "suppressed": sums["suppressed"], "suppressed_true_zero": sums["suppressed_true_zero"],
+            "true_zero": sums["true_zero"]}
+
+
+def release_columns(plan: Plan) -> list[str]:
+    return ["table", "geography", "geocode", "group", "group_level", "detail", *plan.variables, "count"]
+
+
+def release_table(engine, measured, plan: Plan) -> StreamedTable:
+    """The release as it streams from the engine: sorted by table, geography level, iteration
+    level, geography unit, group, detail, role and cell, decoded a chunk at a time."""
+    kinds = engine.count(measured, ["kind"])
+    rows = int(kinds.loc[kinds["kind"] == RELEASE, "count"].sum())
+    columns = release_columns(plan)
+    dtypes = {c: object for c in columns} | {"group_level": np.int8, "count": np.int64}
+
+    def chunks():
+        for chunk in engine.stream(measured, order_by=ORDER):
+            chunk = chunk[chunk["kind"] == RELEASE]
+            if len(chunk):
+                yield decode(chunk, plan)
+
+    return StreamedTable(columns, rows, chunks, dtypes=dtypes, engine_bound=True, release=lambda: engine.drop(measured))
+
+
+def decode(chunk: pd.DataFrame, plan: Plan) -> pd.DataFrame:
+    """Integer release rows as the published long form (names, group codes, '*' for totals)."""
+    design = plan.design
+    t = chunk["table"].to_numpy()
+    g = chunk["geography"].to_numpy()
+    level = chunk["level"].to_numpy()
+    rung = chunk["rung"].to_numpy()
+    group = np.empty(len(chunk), dtype=object)
+    detail = np.empty(len(chunk), dtype=object)
+    for gi, lv in set(zip(g.tolist(), level.tolist())):
+        here = (g == gi) & (level == lv)
+        group[here] = plan.selection(lv, design.geo_levels[gi])["iteration"].to_numpy(dtype=object)[chunk["group"].to_numpy()[here]]
+    for ti, td in enumerate(design.tables):
+        names = np.array([*(d.name for d in td.details), "total"], dtype=object)  # rung -1: detailed-only
+        here = t == ti
+        detail[here] = names[rung[here]]
+    out = {"table": np.array([td.name for td in design.tables], dtype=object)[t],
+           "geography": np.array(design.geo_levels, dtype=object)[g],
+           "geocode": chunk["geocode"].to_numpy(dtype=object), "group": group,
+           "group_level": level.astype(np.int8), "detail": detail}
+    cell = chunk["cell"].to_numpy()
+    digits = {}
+    for var, values in reversed(list(plan.variables.items())):
+        cell, digit = np.divmod(cell, len(values) + 1)
+        digits[var] = np.array([ALL, *values], dtype=object)[digit]
+    out.update({var: digits[var] for var in plan.variables})
+    out["count"] = chunk["count"].to_numpy(dtype=np.int64)
+    return pd.DataFrame(out)

@@ -1,0 +1,70 @@
+"""The first units of a SafeTab run: a partition of the records counted per (block, geography
+unit, group, stage-2 cell).
+
+Why: every count SafeTab measures is a sum over records, so a partition of them (a county's
+records, on the executor that holds them) can count its share of every block, and the engine
+adds the shares up (`Engine.total`) where they live. The driver never sees a record nor a count
+per record combination. Each geography unit a partition holds also gets a marker row (group
+-1): a unit with records is measured even where none of them falls into a group, as when the
+whole table was tabulated at once.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from .engine import cell_codes
+from .iterations import flatten
+from .plan import Plan, buckets_of
+
+MARKER = -1  # the group (and cell) of a geography unit's marker row
+TRUTH_SCHEMA = {"block": "int64", "bucket": "int64", "geocode": "str", "group": "int64", "cell": "int64",
+                "count": "int64"}
+
+
+def partition_truths(key, rows: pd.DataFrame, rng, plan: Plan) -> pd.DataFrame:
+    """One partition's counts of every block (a `map_groups` unit; draws nothing from `rng`)."""
+    from .tabulate import Inputs, _regions, read_records
+
+    inputs = Inputs(rows, plan.race_columns, plan.eth_column, plan.variables, plan.source)
+    read = read_records(inputs, list(plan.columns), plan.table, plan.design.max_race_codes)
+    weight = read.origin.weight
+    cell = (cell_codes([read.variables[v].astype(np.int64) for v in plan.variables], plan.sizes)
+            if plan.variables else np.zeros(len(read.frame), dtype=np.int64))
+    flat, regions, parts = {}, {}, []
+    for block, (geo, level) in enumerate(plan.blocks):
+        sel_key = (level, plan.design.granularity(geo))
+        if sel_key not in flat:
+            flat[sel_key] = flatten(read.codes, plan.table, plan.selection(level, geo), plan.fanout(level, geo),
+                                    plan.source)
+        if geo not in regions:
+            regions[geo] = _regions(read.frame, geo)
+        parts.append(block_truths(block, *regions[geo], *flat[sel_key], cell, weight,
+                                  len(plan.selection(level, geo)), plan))
+    if not parts:
+        return pd.DataFrame({c: pd.Series([], dtype=object if k == "str" else "int64") for c, k in TRUTH_SCHEMA.items()})
+    return pd.concat(parts, ignore_index=True)
+
+
+def block_truths(block: int, region_of_row, labels, rows, groups, cell, weight, n_groups: int, plan: Plan) -> pd.DataFrame:
+    """The (geography unit, group, cell) sums of one block over this partition, and a marker
+    row per geography unit present (its records' count)."""
+    n_cells = plan.n_cells
+    region = region_of_row[rows]
+    ok = region >= 0
+    key = (region[ok] * n_groups + groups[ok]) * n_cells + cell[rows[ok]]
+    uniq, inverse = np.unique(key, return_inverse=True)
+    sums = np.bincount(inverse.reshape(-1), weights=weight[rows[ok]], minlength=len(uniq)).astype(np.int64)
+    present = region_of_row >= 0
+    units = np.bincount(region_of_row[present], weights=weight[present], minlength=len(labels)).astype(np.int64)
+    marked = np.flatnonzero(units > 0)
+    unit_of = np.concatenate([uniq // (n_groups * n_cells), marked])
+    bucket = buckets_of(labels, plan.buckets)
+    return pd.DataFrame({
+        "block": np.full(len(unit_of), block, dtype=np.int64),
+        "bucket": bucket[unit_of],
+        "geocode": np.asarray(labels, dtype=object)[unit_of],
+        "group": np.concatenate([(uniq // n_cells) % n_groups, np.full(len(marked), MARKER)]).astype(np.int64),
+        "cell": np.concatenate([uniq % n_cells, np.full(len(marked), MARKER)]).astype(np.int64),
+        "count": np.concatenate([sums, units[marked]]),
+    })
