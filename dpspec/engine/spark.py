@@ -413,7 +413,8 @@ class SparkEngine(Engine):
         from dpspec.engine.spark_lookup import lookup
 
         with _quiet():
-            return lookup(self, table, key, parent, dict(take), dict(compare or {}), stage=stage, show=show)
+            return lookup(self, table, key, parent, dict(take), dict(compare or {}), stage=stage, show=show,
+                          kind_metadata=KIND_METADATA)
 
     def counts_differ(self, table, other, by) -> int:
         """Both counts and their full outer join on the executors; one number comes back."""

@@ -21,11 +21,10 @@ def _spark_type(kind: str) -> str:
     return {"int64": "long", "float64": "double", "bool": "boolean", "boolean": "boolean", "str": "string"}[kind]
 
 
-def lookup(engine, table, key: str, parent, take: dict, compare: dict, *, stage: str, show: int):
+def lookup(engine, table, key: str, parent, take: dict, compare: dict, *, stage: str, show: int, kind_metadata: str):
+    """`SparkEngine.lookup`; kind_metadata: the field metadata key that marks a nullable bool."""
     from pyspark.sql import Observation
     from pyspark.sql import functions as F
-
-    from dpspec.engine.spark import KIND_METADATA
 
     child, child_kinds = engine._spark_frame(table)
     par, parent_kinds = engine._spark_frame(parent)
@@ -60,7 +59,7 @@ def lookup(engine, table, key: str, parent, take: dict, compare: dict, *, stage:
                               F.sum(missing.cast("long")).alias("unmatched"),
                               *[F.sum(differs(c).cast("long")).alias(f"m{i}") for i, c in enumerate(compared)])
     columns = [*child.columns, *(c for c in take if c not in child.columns)]
-    out = observed.select(*[_as(F.col(taken[c]).cast(_spark_type(kind(c))), c, kind(c), KIND_METADATA)
+    out = observed.select(*[_as(F.col(taken[c]).cast(_spark_type(kind(c))), c, kind(c), kind_metadata)
                             if c in take else F.col(c) for c in columns])
     held = engine._held(out, stage)
     metrics = observation.get
