@@ -137,8 +137,9 @@ class LocalEngine(Engine):
         summed = (frame.groupby(by, sort=False, dropna=False, observed=True)[column].sum().reset_index()
                   if by else pd.DataFrame({column: [frame[column].sum()]}))
         schema = {**frames.schema_of(summed[by]), column: "int64"}
+        categorical = any(isinstance(frame[c].dtype, pd.CategoricalDtype) for c in by)
         summed = frames.cast(summed, schema)
-        if summed.duplicated(by).any():  # values equal only once cast (a category 1 and "1")
+        if categorical and summed.duplicated(by).any():  # values equal only once cast (a category 1 and "1")
             summed = summed.groupby(by, sort=False, dropna=False)[column].sum().reset_index()
         return frames.sort_rows(summed, by) if collect else frames.compact(summed)
 

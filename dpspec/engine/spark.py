@@ -353,7 +353,6 @@ class SparkEngine(Engine):
         counts = sdf.groupBy(*by).count().toPandas()
         return frames.sort_rows(frames.cast(counts, {**_returned_kinds(counts, schema, by), "count": "int64"}), by)
 
-
     def total(self, table, by, column="count", *, stage="total", collect=True):
         from pyspark.sql import functions as F
 
