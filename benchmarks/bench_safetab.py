@@ -87,12 +87,13 @@ def main() -> None:
           f"({combos / len(persons):.0%})")
     data, engine = {"persons": persons}, None
     if args.from_parquet:
-        with tempfile.TemporaryDirectory(prefix="bench_safetab_") as folder:
-            path = Path(folder) / "persons.parquet"
-            persons.to_parquet(path, index=False)
-            data = persons = None  # the engine reads the file: the frame is not kept beside it
-            gc.collect()
-            data, engine, table_mb = _engine_held(str(path), spec, args.seed, args.engine, args.spark_master)
+        # kept until main returns (removed then, or at exit): Spark reads the file lazily, during the run
+        folder = tempfile.TemporaryDirectory(prefix="bench_safetab_")
+        path = Path(folder.name) / "persons.parquet"
+        persons.to_parquet(path, index=False)
+        data = persons = None  # the engine reads the file: the frame is not kept beside it
+        gc.collect()
+        data, engine, table_mb = _engine_held(str(path), spec, args.seed, args.engine, args.spark_master)
     draws = []  # (sigma², cell keys, draws per cell) of every noise call
     real_noise = tabulate.add_keyed_noise
 
@@ -101,6 +102,7 @@ def main() -> None:
         return real_noise(counts, s2, run_key, keys)
 
     tabulate.add_keyed_noise = counting_noise
+    before_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     t0, c0 = time.perf_counter(), time.process_time()
     release = mech.run(spec, params, data, make_rng(args.seed), engine=engine)
     elapsed, cpu = time.perf_counter() - t0, time.process_time() - c0
@@ -109,7 +111,12 @@ def main() -> None:
     if args.from_parquet:
         held = f"the engine's table {table_mb:.0f} MB" if table_mb is not None else "the table on Spark's executors"
         print(f"peak memory of this process (the driver) through the engine-held table: {peak_mb:,.0f} MB resident "
-              f"({held})")
+              f"({held}; the peak before the run, generating the state included, was {before_mb:,.0f} MB)")
+        if args.engine == "spark":  # the units ran on the executors: their draws are not seen from here
+            print(f"SafeTab-P on Spark {args.spark_master}: {elapsed:.1f} s (driver CPU {cpu:.1f} s), "
+                  f"{len(release.outputs['counts']):,} published rows, streamed from the executors")
+            engine.engine.close()
+            return
         persons = engine.to_pandas(data["persons"])  # for the floor and the whole compile below
     n_cells = sum(len(keys) for _, keys, _ in draws)
     n_noise = sum(len(keys) * per for _, keys, per in draws)

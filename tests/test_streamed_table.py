@@ -112,6 +112,10 @@ def test_an_engine_held_input_is_counted_by_its_own_engine():
         compiler.verify_invariants([query], {"t": held}, {"t": moved})
     with pytest.raises(MechanismError, match="changed during the run"):
         compiler.verify_invariants([query], {"t": held}, {"t": streamed(moved, 11)})
+    # an output the same engine holds: compared there (`counts_differ`), by the input's engine
+    compiler.verify_invariants([query], {"t": held}, {"t": streamed(frame, 11, held=frame.iloc[::-1])})
+    with pytest.raises(MechanismError, match="changed during the run"):
+        compiler.verify_invariants([query], {"t": held}, {"t": streamed(frame, 11, held=moved)})
 
 
 def test_detach_reads_engine_bound_tables_only():

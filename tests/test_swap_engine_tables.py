@@ -125,12 +125,10 @@ def test_engine_facts_and_figures_equal_the_pandas_ones(tmp_path):
     assert not moved.equals(original.groupby(["PUMA", "RAC1P"], observed=True).size())  # the swap did something
 
 
-def test_on_spark_only_counts_and_the_streamed_release_reach_the_driver(tmp_path, spark_session, monkeypatch):
-    """Every frame Spark's toPandas hands the driver is a count (far fewer rows than the
-    households), the engine is never asked for the whole table, and the only rows streamed are
-    the release's, once, while it is written."""
-    specs = layouts(tmp_path, "ma1940_swap.dps")
-    rows = len(source_frame("ma1940_swap.dps"))
+def watched_spark(spark_session, monkeypatch, partitions: int):
+    """(a Spark engine that refuses to hand the driver a whole table, the (columns, rows) of
+    every frame Spark's toPandas hands the driver, the rows of every batch toLocalIterator
+    streams): what a test that only aggregates and the release reach the driver watches."""
     from dpspec.engine.spark import SparkEngine
 
     class NoRows(SparkEngine):
@@ -153,7 +151,17 @@ def test_on_spark_only_counts_and_the_streamed_release_reach_the_driver(tmp_path
 
     monkeypatch.setattr(DataFrame, "toPandas", counting)
     monkeypatch.setattr(DataFrame, "toLocalIterator", iterating)
-    result = compile_on(specs["dir"], NoRows(session=spark_session, partitions=2))
+    return NoRows(session=spark_session, partitions=partitions), collected, streamed
+
+
+def test_on_spark_only_counts_and_the_streamed_release_reach_the_driver(tmp_path, spark_session, monkeypatch):
+    """Every frame Spark's toPandas hands the driver is a count (far fewer rows than the
+    households), the engine is never asked for the whole table, and the only rows streamed are
+    the release's, once, while it is written."""
+    specs = layouts(tmp_path, "ma1940_swap.dps")
+    rows = len(source_frame("ma1940_swap.dps"))
+    engine, collected, streamed = watched_spark(spark_session, monkeypatch, partitions=2)
+    result = compile_on(specs["dir"], engine)
     assert collected and all("count" in cols for cols, _ in collected), collected  # aggregates only
     assert max(n for _, n in collected) <= rows // 20, (rows, collected)
     assert not streamed  # nothing streamed before the release is written
@@ -229,9 +237,12 @@ def test_held_outputs_stream_in_one_order_on_both_engines(spark_session):
     on_spark.drop(held_spark)
 
 
-def test_carrying_along_from_parquet_reads_the_linked_tables_into_pandas(tmp_path):
-    """No engine join yet: a spec that carries swaps along to persons still compiles from
-    Parquet (its tables read into this process), and every person gets its household's county."""
+def test_carrying_along_from_parquet_is_an_engine_join(tmp_path):
+    """A spec that carries swaps along to persons compiles from Parquet with the persons joined
+    on the engine (`Engine.lookup`; tests/test_swap_carry_engine.py), and every person gets its
+    household's county."""
+    from dpspec.api import StreamedTable
+
     import dpspec
     from tests.test_swap_plugin import INVARIANTS, PERSONS_INVARIANT, household_spec, make_households, make_persons
 
@@ -244,6 +255,7 @@ def test_carrying_along_from_parquet_reads_the_linked_tables_into_pandas(tmp_pat
     path = folder / "households.dps"
     path.write_text(path.read_text().replace(".csv", ".parquet"))
     result = dpspec.compile(str(path), seed=3)
+    assert isinstance(result.release.outputs["persons"], StreamedTable)
     out_hh, out_p = result.published["households"], result.published["persons"]
     joined = out_p.merge(out_hh[["hhid", "county"]], on="hhid", suffixes=("", "_household"))
     assert len(joined) == len(out_p) == len(make_persons(hh, 22))

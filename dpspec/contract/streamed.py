@@ -30,6 +30,9 @@ class StreamedTable:
     are read (the command line writes the release before stopping the engine).
     release: frees what holds the rows (a Spark cache), called once the table is no longer
     needed, e.g. for the extra runs of `--runs R`, which are only measured, never written.
+    held: the engine's own table behind the chunks (what `map_groups(collect=False)` or
+    `lookup` returned), so that compile compares its counts with the input's where both live
+    (`Engine.counts_differ`) instead of bringing both counts to the driver.
     """
 
     columns: tuple = attrs.field(converter=tuple)
@@ -39,6 +42,7 @@ class StreamedTable:
     counter: Callable[[list], pd.DataFrame] | None = attrs.field(default=None, repr=False)
     engine_bound: bool = False
     release: Callable[[], None] | None = attrs.field(default=None, repr=False)
+    held: object = attrs.field(default=None, repr=False)
 
     def __len__(self) -> int:
         return self.rows

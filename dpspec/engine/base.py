@@ -129,6 +129,31 @@ class Engine:
         different records, without the records."""
         raise NotImplementedError
 
+    # ---- a keyed lookup: children take their parent's values (issue 11, carrying swaps) ----
+
+    def lookup(self, table, key: str, parent, take: dict, compare: dict | None = None, *,
+               stage: str = "lookup", show: int = 5):
+        """`table` (children: persons) with each column of `take` (child column -> parent
+        column) given the value of the parent row whose `key` equals the child's `key` (a left
+        join on a key unique among the parents; a parent value is cast to the child column's
+        kind), kept where it was computed as `map_groups(collect=False)` keeps its outputs.
+
+        compare: child column -> parent column it must equal before anything is taken (two
+        missing values are equal). Returns (table or None, `lookup.LookupChecks`): the parent
+        keys held by more than one parent row (then no join is made), the child rows whose key
+        names no parent, the child rows that disagree with `compare`, each with its first
+        `show` values (canonical order) and row counts; aggregates only reach the driver. The
+        table is None unless every check passed.
+        """
+        raise NotImplementedError
+
+    def counts_differ(self, table, other, by) -> int:
+        """The number of cells of the count by `by` (values compared as text, a missing value
+        as one more value) in which two tables differ: 0 when every combination has as many
+        rows in both. Computed where the tables live, so checking that a release kept an
+        invariant by a household id brings one number to the driver, not a row per household."""
+        raise NotImplementedError
+
     def map_items(self, items, func: ItemFunction, *, run_key: int, stage: str) -> list:
         """Run `func(key, payload, rng)` on every (key, payload) of `items`; results in their order.
 
@@ -228,6 +253,12 @@ class EngineRun:
 
     def map_items(self, items, func: ItemFunction, *, stage: str) -> list:
         return self.engine.map_items(list(items), func, run_key=self.run_key, stage=stage)
+
+    def lookup(self, table, key: str, parent, take: dict, compare: dict | None = None, *,
+               stage: str = "lookup", show: int = 5):
+        """See `Engine.lookup`: children take their parent's values where the tables live."""
+        return self.engine.lookup(handle(table), key, handle(parent), dict(take), dict(compare or {}),
+                                  stage=stage, show=show)
 
     def read_parquet(self, path: str, columns=None):
         return self.engine.read_parquet(path, columns)

@@ -157,6 +157,17 @@ class LocalEngine(Engine):
         for start in range(0, len(frame), size):
             yield frames.canonical(frame.iloc[start:start + size], schema)
 
+    def lookup(self, table, key, parent, take, compare=None, *, stage="lookup", show=5):
+        """Joined in this process (`lookup.lookup_frame`): the tables live here anyway."""
+        from dpspec.engine.lookup import lookup_frame
+
+        return lookup_frame(handle(table), key, handle(parent), dict(take), dict(compare or {}), show)
+
+    def counts_differ(self, table, other, by) -> int:
+        from dpspec.engine.lookup import counts_differ_frames
+
+        return counts_differ_frames(count_frame(handle(table), by), count_frame(handle(other), by), by)
+
     def map_items(self, items, func, *, run_key, stage) -> list:
         out = []
         for done, (key, payload) in enumerate(items, start=1):

@@ -353,7 +353,6 @@ class SparkEngine(Engine):
         counts = sdf.groupBy(*by).count().toPandas()
         return frames.sort_rows(frames.cast(counts, {**_returned_kinds(counts, schema, by), "count": "int64"}), by)
 
-
     def total(self, table, by, column="count", *, stage="total", collect=True):
         from pyspark.sql import functions as F
 
@@ -407,6 +406,21 @@ class SparkEngine(Engine):
             out = (sdf.groupBy(*by).agg(*aggs) if by else sdf.agg(*aggs)).toPandas()
         return frames.sort_rows(frames.cast(out, {**{c: schema[c] for c in by}, "count": "int64",
                                                   **{c: "int64" for c in columns}}), by)
+
+    def lookup(self, table, key, parent, take, compare=None, *, stage="lookup", show=5):
+        """A left join on the executors, its checks observed in the same pass (`spark_lookup`)."""
+        from dpspec.engine.spark_lookup import lookup
+
+        with _quiet():
+            return lookup(self, table, key, parent, dict(take), dict(compare or {}), stage=stage, show=show,
+                          kind_metadata=KIND_METADATA)
+
+    def counts_differ(self, table, other, by) -> int:
+        """Both counts and their full outer join on the executors; one number comes back."""
+        from dpspec.engine.spark_lookup import counts_differ
+
+        with _quiet():
+            return counts_differ(self, table, other, list(by))
 
     def map_items(self, items, func, *, run_key, stage) -> list:
         """Driver-built units as Spark jobs over RDDs; results back in the items' order.

@@ -81,10 +81,10 @@ def measure_bucket(key, rows: pd.DataFrame, rng, plan: Plan) -> pd.DataFrame:
     """One (block, bucket) unit: every table measuring the block, over the bucket's geography
     units, from their summed counts (`truths`); noise comes from each cell's keyed stream, not
     from `rng`. The result depends on the rows' multiset only."""
-    from .tabulate import _measure
+    from .tabulate import _measure, sorted_codes
 
     geo, level = plan.blocks[int(key[0])]
-    codes, region = np.unique(rows["geocode"].to_numpy(dtype=object), return_inverse=True)
+    region, codes = sorted_codes(rows["geocode"])
     group = rows["group"].to_numpy(dtype=np.int64)
     marker = group < 0  # a unit's marker row: it exists, whatever its records' groups
     region = np.where(marker, -1, region.reshape(-1))

@@ -49,7 +49,13 @@ class Outcome:
 def _regions(frame: pd.DataFrame, geo: str) -> tuple[np.ndarray, np.ndarray]:
     if geo == ROOT:
         return np.zeros(len(frame), dtype=np.int64), np.array([NATION_CODE], dtype=object)
-    codes, labels = text_codes(frame[geo])  # units sorted by their codes as text
+    return sorted_codes(frame[geo])
+
+
+def sorted_codes(values: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+    """(each value's position among the distinct values sorted as text, -1 where missing; those
+    values): hashing the rows and sorting only the distinct values (geocodes: a few thousand)."""
+    codes, labels = text_codes(values)
     order = np.argsort(labels, kind="stable")
     rank = np.empty(len(labels), dtype=np.int64)
     rank[order] = np.arange(len(labels))

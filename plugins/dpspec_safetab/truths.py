@@ -53,8 +53,8 @@ def block_truths(block: int, region_of_row, labels, rows, groups, cell, weight, 
     region = region_of_row[rows]
     ok = region >= 0
     key = (region[ok] * n_groups + groups[ok]) * n_cells + cell[rows[ok]]
-    uniq, inverse = np.unique(key, return_inverse=True)
-    sums = np.bincount(inverse.reshape(-1), weights=weight[rows[ok]], minlength=len(uniq)).astype(np.int64)
+    inverse, uniq = pd.factorize(key)  # hashed, not sorted: the engine orders the sums if it must
+    sums = np.bincount(inverse, weights=weight[rows[ok]], minlength=len(uniq)).astype(np.int64)
     present = region_of_row >= 0
     units = np.bincount(region_of_row[present], weights=weight[present], minlength=len(labels)).astype(np.int64)
     marked = np.flatnonzero(units > 0)
@@ -63,7 +63,8 @@ def block_truths(block: int, region_of_row, labels, rows, groups, cell, weight, 
     return pd.DataFrame({
         "block": np.full(len(unit_of), block, dtype=np.int64),
         "bucket": bucket[unit_of],
-        "geocode": np.asarray(labels, dtype=object)[unit_of],
+        "geocode": pd.Categorical.from_codes(unit_of, categories=pd.Index(labels, dtype=object)) if len(labels)
+        else np.asarray(labels, dtype=object)[unit_of],  # a label per unit, not a string per row
         "group": np.concatenate([(uniq // n_cells) % n_groups, np.full(len(marked), MARKER)]).astype(np.int64),
         "cell": np.concatenate([uniq % n_cells, np.full(len(marked), MARKER)]).astype(np.int64),
         "count": np.concatenate([sums, units[marked]]),

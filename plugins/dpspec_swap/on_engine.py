@@ -26,6 +26,7 @@ from dpspec_swap.algorithm import stratum_sources
 from dpspec_swap.theorem import as_rate
 
 SELECTED = "__swap_selected"  # hidden output column: the row received another record's values
+BEFORE = "__swap_before_"  # hidden output columns: a swapping column's value before the swap (carrying along)
 
 
 def engine_stratification(table, key, others) -> dict:
@@ -59,11 +60,15 @@ def _plain(value):
     return value.item() if isinstance(value, np.generic) else value
 
 
-def swap_stratum_rows(key, rows: pd.DataFrame, rng, rate, swap) -> pd.DataFrame:
+def swap_stratum_rows(key, rows: pd.DataFrame, rng, rate, swap, before=()) -> pd.DataFrame:
     """One stratum as a unit of work: its rows (canonical order) with the chosen rows' swapping
-    columns taken from their derangement targets, and the hidden `SELECTED` flag."""
+    columns taken from their derangement targets, and the hidden `SELECTED` flag; `before`:
+    swapping columns whose own values are kept too (hidden `BEFORE` columns), for the check
+    that carried units agreed with their parent before the swap. The draws never depend on it."""
     chosen, targets = stratum_sources(len(rows), rate, rng)
     out = rows.copy()
+    for col in before:
+        out[BEFORE + col] = rows[col].to_numpy()
     for col in swap:
         values = rows[col].to_numpy()
         column = values.copy()
@@ -75,10 +80,14 @@ def swap_stratum_rows(key, rows: pd.DataFrame, rng, rate, swap) -> pd.DataFrame:
     return out
 
 
-def swap_engine_table(engine, table, match, swap, rate):
-    """Run the PSA on an `EngineTable`; the swapped rows stay on the engine (its own table)."""
-    schema = {**{c: table.kinds[c] for c in table.columns}, SELECTED: "bool"}
-    unit = functools.partial(swap_stratum_rows, rate=as_rate(rate), swap=list(swap))
+def swap_engine_table(engine, table, match, swap, rate, keep_before=()):
+    """Run the PSA on an `EngineTable`; the swapped rows stay on the engine (its own table).
+    keep_before: swapping columns whose values before the swap stay beside them (`BEFORE`)."""
+    keep_before = list(keep_before)
+    schema = {**{c: table.kinds[c] for c in table.columns}, SELECTED: "bool",
+              **{BEFORE + c: table.kinds[c] for c in keep_before}}
+    extra = {"before": keep_before} if keep_before else {}  # a plain unit's call stays as it was
+    unit = functools.partial(swap_stratum_rows, rate=as_rate(rate), swap=list(swap), **extra)
     return engine.map_groups(table, list(match), unit, stage="swap", schema=schema, collect=False)
 
 
@@ -94,7 +103,7 @@ def streamed_release(engine, table, held) -> StreamedTable:
 
     return StreamedTable(columns, table.rows, chunks, dtypes=dtypes,
                          counter=lambda by: engine.count(held, by), engine_bound=True,
-                         release=lambda: engine.drop(held))
+                         release=lambda: engine.drop(held), held=held)
 
 
 def run_figures(engine, held, match) -> dict:

@@ -169,13 +169,12 @@ class PermutationSwapping(Mechanism):
         df = self._frame(spec, params, data)
         match, swap, _ = roles(spec, params)
         if isinstance(df, EngineTable):
-            if not carried_tables(spec, table):
-                return self._run_on_engine(spec, params, df, engine)
-            # Carrying swaps along to linked tables is not an engine join yet: such a spec's
-            # tables are read into this process and swapped as from pandas (README, Engines).
+            return self._run_on_engine(spec, params, df, engine, data)
+        if any(isinstance(t, EngineTable) for t in data.values()):
+            # The swapped table was read into this process (CSV) but a linked one is held by the
+            # engine: carry_along joins in this process, so that one is read here too.
             data = {name: engine.to_pandas(t).astype({c: t.dtype(c) for c in t.columns}) if isinstance(t, EngineTable)
                     else t for name, t in data.items()}
-            df = data[table.name]
         # On an engine (what `compile` gives): one unit per stratum with its own keyed stream, so
         # every engine releases the same bytes; without one (older callers), the batched draw.
         result = (swap_records_on(engine, df, match, swap, params["rate"]) if engine is not None
@@ -194,21 +193,38 @@ class PermutationSwapping(Mechanism):
         }
         # The summary of this one run has the shape `utility` gives for several runs.
         internal = {**accuracy.summarize(params["rate"], [run]), "run": run}
-        notes = (f"{len(outputs) - 1} linked table(s) carried along with the swapped {table.name}",) if len(outputs) > 1 else ()
-        return Release(outputs=outputs, facts={"swap_table": table.name}, internal=internal, notes=notes)
+        return Release(outputs=outputs, facts={"swap_table": table.name}, internal=internal,
+                       notes=carried_notes(table, outputs))
 
-    def _run_on_engine(self, spec, params, df, engine) -> Release:
-        """The PSA on an engine-held table (`on_engine`): the release is streamed from the engine."""
+    def _run_on_engine(self, spec, params, df, engine, data) -> Release:
+        """The PSA on an engine-held table (`on_engine`): the release is streamed from the engine;
+        linked tables take their swapped values by an engine join (`carry_on_engine`)."""
         from dpspec_swap import accuracy, on_engine
+        from dpspec_swap.carry_on_engine import carry_on_engine
 
         table = swap_table(spec, params)
         match, swap, hold = roles(spec, params)
-        held = on_engine.swap_engine_table(engine, df, match, swap, params["rate"])
+        children = carried_tables(spec, table)
+        carried = {child.name: [c for c in swap if c in child.column_names] for child in children}
+        keep = list(dict.fromkeys(c for cols in carried.values() for c in cols))
+        held = on_engine.swap_engine_table(engine, df, match, swap, params["rate"], keep_before=keep)
         release = on_engine.streamed_release(engine, df, held)
+        outputs = {table.name: release}
+        counters = {table.name: (df.count, release.count)}
+        try:
+            for child in children:
+                if child.name not in data:
+                    raise DataError(f"table '{child.name}' has a data source but no data was loaded for it")
+                source = data[child.name]
+                outputs[child.name] = carry_on_engine(engine, source, child.link, held, df, carried[child.name])
+                counters[child.name] = (lambda by, t=source: engine.count(t, by), outputs[child.name].count)
+        except Exception:
+            for out in outputs.values():  # the engine's caches of this run: nothing will read them
+                out.release()
+            raise
         figures = on_engine.run_figures(engine, held, match)
         tables = accuracy.queries(spec, on_engine.default_query(table, swap, hold))
-        errors = on_engine.table_errors(tables, self.induced_invariants(spec, params),
-                                        {table.name: (df.count, release.count)})
+        errors = on_engine.table_errors(tables, self.induced_invariants(spec, params), counters)
         run = {
             "swapped_records": figures["swapped_records"],
             "swapped_fraction": figures["swapped_records"] / df.rows if df.rows else 0.0,
@@ -216,7 +232,8 @@ class PermutationSwapping(Mechanism):
             "tables": errors,
         }
         internal = {**accuracy.summarize(params["rate"], [run]), "run": run}
-        return Release(outputs={table.name: release}, facts={"swap_table": table.name}, internal=internal)
+        return Release(outputs=outputs, facts={"swap_table": table.name}, internal=internal,
+                       notes=carried_notes(table, outputs))
 
     def _errors(self, spec, params, data, outputs) -> dict:
         """This run's MAPE for each released count table (default: swap x hold, the paper's)."""
@@ -239,6 +256,13 @@ class PermutationSwapping(Mechanism):
         from dpspec_swap.neighbours import swap_pairs
 
         return swap_pairs(self, spec, params)
+
+
+def carried_notes(table: ir.Table, outputs: dict) -> tuple[str, ...]:
+    """The release's note that linked tables moved with the swapped one, when they did."""
+    if len(outputs) < 2:
+        return ()
+    return (f"{len(outputs) - 1} linked table(s) carried along with the swapped {table.name}",)
 
 
 def budget_notes(b: int, p: Fraction, match) -> tuple[str, ...]:
