@@ -50,7 +50,9 @@ def test_any_partition_of_the_records_sums_to_the_same_counts(persons):
     """By county (what a run on Spark does), by tract, and at random: the summed shares equal
     one pass over all records, row for row, and every geography unit has its marker."""
     plan = run_plan(persons)
-    whole = summed([partition_truths((), persons, None, plan)])
+    one_pass = partition_truths((), persons, None, plan)
+    assert not one_pass.duplicated(KEYS).any()  # one pass's counts are the sums: a run skips `total`
+    whole = summed([one_pass])
     rng = np.random.default_rng(0)
     for labels in (persons["county"], persons["tract"], pd.Series(rng.integers(0, 7, len(persons)))):
         parts = [partition_truths((), rows.reset_index(drop=True), None, plan)

@@ -159,14 +159,15 @@ def run(design: Design, inputs: Inputs, table: IterationTable, rng: np.random.Ge
     else:
         distinct = {g: int(data[g].nunique()) for g in design.geo_levels if g in data.columns}
     held = data.handle if isinstance(data, EngineTable) else data
-    if isinstance(held, pd.DataFrame):  # the records are in this process already: one pass over them
-        truths = partition_truths((), held[list(plan.columns)], None, plan)
-    else:  # counted where they live, a partition (a county) per unit of work
+    if isinstance(held, pd.DataFrame):  # the records are in this process already: one pass over them,
+        summed = partition_truths((), held[list(plan.columns)], None, plan)  # whose counts are the sums
+    else:  # counted where they live, a partition (a county) per unit of work, then summed there
         truths = engine.map_groups(data, partition_column(design, distinct, len(data)),
                                    partial(partition_truths, plan=plan), stage="safetab tabulation",
                                    schema=TRUTH_SCHEMA, collect=False, columns=list(plan.columns), ordered=False)
-    summed = engine.total(truths, ["block", "bucket", "geocode", "group", "cell"], stage="safetab sums", collect=False)
-    engine.drop(truths)
+        summed = engine.total(truths, ["block", "bucket", "geocode", "group", "cell"], stage="safetab sums",
+                              collect=False)
+        engine.drop(truths)
     measured = engine.map_groups(summed, ["block", "bucket"], partial(measure_bucket, plan=plan), stage="safetab cells",
                                  schema=MEASURED_SCHEMA, collect=False, ordered=False)
     engine.drop(summed)
