@@ -15,11 +15,12 @@ import pandas as pd
 
 from dpspec.api import StreamedTable
 
-from .plan import Plan
+from .plan import Plan, empty_frame
 
 ROLES = ("detailed-only total", "total", "sum of cells", "margin", "cell")  # a group's totals before its cells
 EMITTED = ("detailed-only total", "total", "cell", "sum of cells", "margin")  # the order the report lists them
-METRICS = ("n", "sum_abs_error", "sum_sq_error", "suppressed", "suppressed_true_zero", "true_zero", "units", "chosen")
+METRICS = ("n", "sum_abs_error", "sum_sq_error", "suppressed", "suppressed_true_zero", "true_zero", "units", "chosen",
+           "rows")  # rows: release rows kept, so the release's size needs no pass over the table
 MEASURED_SCHEMA = {"kind": "int64", "table": "int64", "geography": "int64", "level": "int64", "geocode": "str",
                    "group": "int64", "rung": "int64", "role": "int64", "cell": "int64", "count": "int64"}
 ORDER = ["kind", "table", "geography", "level", "geocode", "group", "rung", "role", "cell"]
@@ -48,6 +49,7 @@ class Emitted:
             self.figures.append((rung, r, METRICS.index(name), int(value)))
         keys = keys[keep]
         n = len(keys)
+        self.metric(-1, "rows", n)
         self.parts.append(pd.DataFrame({
             "kind": np.full(n, RELEASE, dtype=np.int64), "table": np.full(n, self.t, dtype=np.int64),
             "geography": np.full(n, self.g, dtype=np.int64), "level": np.full(n, self.level, dtype=np.int64),
@@ -96,7 +98,7 @@ def measure_bucket(key, rows: pd.DataFrame, rng, plan: Plan) -> pd.DataFrame:
              for t, td in enumerate(plan.design.tables)
              if (c := td.cell(geo, level)) is not None and c.rho != 0]
     if not parts:
-        return pd.DataFrame({c: pd.Series([], dtype=object if k == "str" else "int64") for c, k in MEASURED_SCHEMA.items()})
+        return empty_frame(MEASURED_SCHEMA)
     return pd.concat(parts, ignore_index=True)
 
 
@@ -106,8 +108,10 @@ def rebuild_facts(plan: Plan, totals: pd.DataFrame) -> tuple[list, list]:
 
     design = plan.design
     fig = totals[totals["kind"] == FIGURE]
-    value = {(int(t), int(g), int(lv), int(r), int(ro), int(m)): int(c) for t, g, lv, r, ro, m, c in zip(
-        fig["table"], fig["geography"], fig["level"], fig["rung"], fig["role"], fig["cell"], fig["count"])}
+    per_cell: dict = {}  # (table, geography, level) -> {(rung, role, metric): sum}
+    for t, g, lv, r, ro, m, c in zip(fig["table"], fig["geography"], fig["level"], fig["rung"], fig["role"],
+                                      fig["cell"], fig["count"]):
+        per_cell.setdefault((int(t), int(g), int(lv)), {})[(int(r), int(ro), int(m))] = int(c)
     facts, errors = [], []
     for t, td in enumerate(design.tables):
         for g, geo in enumerate(design.geo_levels):
@@ -116,14 +120,15 @@ def rebuild_facts(plan: Plan, totals: pd.DataFrame) -> tuple[list, list]:
                     continue
                 sel = plan.selection(cell.level, geo)
                 fact = cell_fact(design, td, cell, geo, plan.fanout(cell.level, geo), sel, plan.noise)
-                here = {k[3:]: v for k, v in value.items() if k[:3] == (t, g, cell.level)}
+                here = per_cell.get((t, g, cell.level), {})
                 fact["units"] = here.get((-1, -1, METRICS.index("units")), 0)
                 for r, detail in enumerate(td.details):
                     fact["chosen"][detail.name] = here.get((r, -1, METRICS.index("chosen")), 0)
                 facts.append(fact)
                 blocks = sorted({(r, ro) for r, ro, _ in here if ro >= 0}, key=lambda b: (b[0], EMITTED.index(ROLES[b[1]])))
-                if design.two_stage and sel["detailed_only"].to_numpy().any() and (-1, 0) not in blocks:
-                    blocks.insert(0, (-1, 0))  # measured over no unit: a block of no cells
+                only = (-1, ROLES.index("detailed-only total"))
+                if design.two_stage and sel["detailed_only"].to_numpy().any() and only not in blocks:
+                    blocks.insert(0, only)  # measured over no unit: a block of no cells
                 for r, ro in blocks:
                     errors.append(_error(td, geo, cell.level, r, ro, {m: here.get((r, ro, i), 0)
                                                                       for i, m in enumerate(METRICS[:6])}))
@@ -147,11 +152,15 @@ def release_columns(plan: Plan) -> list[str]:
     return ["table", "geography", "geocode", "group", "group_level", "detail", *plan.variables, "count"]
 
 
-def release_table(engine, measured, plan: Plan) -> StreamedTable:
-    """The release as it streams from the engine: sorted by table, geography level, iteration
-    level, geography unit, group, detail, role and cell, decoded a chunk at a time."""
-    kinds = engine.count(measured, ["kind"])
-    rows = int(kinds.loc[kinds["kind"] == RELEASE, "count"].sum())
+def released_rows(totals: pd.DataFrame) -> int:
+    """The release's number of rows, from the summed figures (each unit counts the rows it kept)."""
+    rows = (totals["kind"] == FIGURE) & (totals["cell"] == METRICS.index("rows"))
+    return int(totals.loc[rows, "count"].sum())
+
+
+def release_table(engine, measured, plan: Plan, rows: int) -> StreamedTable:
+    """The release as it streams from the engine (`rows` of them): sorted by table, geography
+    level, iteration level, geography unit, group, detail, role and cell, decoded a chunk at a time."""
     columns = release_columns(plan)
     dtypes = {c: object for c in columns} | {"group_level": np.int8, "count": np.int64}
 

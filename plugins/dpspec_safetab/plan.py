@@ -53,6 +53,11 @@ class Plan:
         return self.fanouts[(level, self.design.granularity(geo))]
 
 
+def empty_frame(schema: dict) -> pd.DataFrame:
+    """A unit's output with no rows, in its declared columns (text as object, else int64)."""
+    return pd.DataFrame({c: pd.Series([], dtype=object if k == "str" else "int64") for c, k in schema.items()})
+
+
 def measured_blocks(design: Design) -> tuple:
     """Every (geography level, iteration level) some table measures (rho > 0), in the order the
     tables' cells are run: geography levels in the design's order, then iteration levels."""

@@ -133,7 +133,7 @@ def run(design: Design, inputs: Inputs, table: IterationTable, rng: np.random.Ge
 
     from dpspec.api import EngineTable, local_engine_run
 
-    from .measured import MEASURED_SCHEMA, measure_bucket, rebuild_facts, release_table
+    from .measured import MEASURED_SCHEMA, measure_bucket, rebuild_facts, release_table, released_rows
     from .plan import Plan, bucket_count, measured_blocks, partition_column
     from .truths import TRUTH_SCHEMA, partition_truths
     from .validate import check_records
@@ -154,14 +154,11 @@ def run(design: Design, inputs: Inputs, table: IterationTable, rng: np.random.Ge
     plan = Plan(design, table, tuple(inputs.race_columns), inputs.eth_column, dict(inputs.variables), inputs.source,
                 tuple(read_columns(design, inputs)), blocks, fanouts, bucket_count(len(data)), run_key,
                 public_totals, noise)
-    if isinstance(data, EngineTable):
-        distinct = {g: len(data.categories[g]) for g in design.geo_levels if g in data.categories}
-    else:
-        distinct = {g: int(data[g].nunique()) for g in design.geo_levels if g in data.columns}
     held = data.handle if isinstance(data, EngineTable) else data
     if isinstance(held, pd.DataFrame):  # the records are in this process already: one pass over them,
         summed = partition_truths((), held[list(plan.columns)], None, plan)  # whose counts are the sums
     else:  # counted where they live, a partition (a county) per unit of work, then summed there
+        distinct = {g: len(data.categories[g]) for g in design.geo_levels if g in data.categories}
         truths = engine.map_groups(data, partition_column(design, distinct, len(data)),
                                    partial(partition_truths, plan=plan), stage="safetab tabulation",
                                    schema=TRUTH_SCHEMA, collect=False, columns=list(plan.columns), ordered=False)
@@ -171,9 +168,10 @@ def run(design: Design, inputs: Inputs, table: IterationTable, rng: np.random.Ge
     measured = engine.map_groups(summed, ["block", "bucket"], partial(measure_bucket, plan=plan), stage="safetab cells",
                                  schema=MEASURED_SCHEMA, collect=False, ordered=False)
     engine.drop(summed)
-    facts, errors = rebuild_facts(plan, engine.total(measured, ["kind", "table", "geography", "level", "rung", "role",
-                                                                 "cell"], stage="safetab figures"))
-    rows = release_table(engine, measured, plan)
+    totals = engine.total(measured, ["kind", "table", "geography", "level", "rung", "role", "cell"],
+                          stage="safetab figures")
+    facts, errors = rebuild_facts(plan, totals)
+    rows = release_table(engine, measured, plan, released_rows(totals))
     if own:
         frame = rows.to_pandas()
         rows.release()

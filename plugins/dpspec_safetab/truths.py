@@ -15,7 +15,7 @@ import pandas as pd
 
 from .engine import cell_codes
 from .iterations import flatten
-from .plan import Plan, buckets_of
+from .plan import Plan, buckets_of, empty_frame
 
 MARKER = -1  # the group (and cell) of a geography unit's marker row
 TRUTH_SCHEMA = {"block": "int64", "bucket": "int64", "geocode": "str", "group": "int64", "cell": "int64",
@@ -42,7 +42,7 @@ def partition_truths(key, rows: pd.DataFrame, rng, plan: Plan) -> pd.DataFrame:
         parts.append(block_truths(block, *regions[geo], *flat[sel_key], cell, weight,
                                   len(plan.selection(level, geo)), plan))
     if not parts:
-        return pd.DataFrame({c: pd.Series([], dtype=object if k == "str" else "int64") for c, k in TRUTH_SCHEMA.items()})
+        return empty_frame(TRUTH_SCHEMA)
     return pd.concat(parts, ignore_index=True)
 
 
