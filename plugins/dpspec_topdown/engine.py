@@ -33,6 +33,7 @@ from .histogram import Schema, aggregate, marginal, unit_histograms
 from dpspec.api import discrete_gaussian
 from .multipass import pass_plan
 from .node_noise import LevelNoise, NodeNoise
+from .spine import group_sum, split_geography, unit_groups
 from .postprocess import (BoundConstraint, GroupConstraint, MeasuredQuery, NodeError, NodeTask,
                           default_workers, make_pool, solve_level, solve_node, task_size)
 
@@ -89,7 +90,7 @@ def run_topdown(persons: pd.DataFrame, levels: Sequence[str], variables: Mapping
                 workers: int | None = None, recodes: Sequence = (),
                 passes: Mapping[str, dict] | None = None,
                 structural_zeros: Mapping[str, Mapping[str, Sequence]] | None = None,
-                bounds: Sequence[tuple] = (), engine=None) -> TopDownResult:
+                bounds: Sequence[tuple] = (), engine=None, aian: tuple[str, str] | None = None) -> TopDownResult:
     """Run TopDown on person records; see the module docstring for the semantics.
 
     ``levels`` lists the geography columns top first (a leading name that is not a column is
@@ -116,11 +117,17 @@ def run_topdown(persons: pd.DataFrame, levels: Sequence[str], variables: Mapping
     not depend on where nodes run, and the nodes of a level are solved as units of work on it
     (the local engine keeps this process's pool); each node draws its own noise, so no level's
     noisy answers are ever whole in one process; without one, ``rng`` draws each level at once.
+    ``aian`` = (level, flag column): production's AIAN spine (spine.py): that level and every
+    level below it but the finest are split into the parts inside (flag 1) and outside AIAN
+    areas; an invariant at a split level holds on the sum of each unit's parts only.
     """
     t_run = time.perf_counter()
     schema = Schema.from_variables(variables).with_recodes(recodes)
-    geography, tallies = person_counts(persons, levels, schema, engine)
-    hier = build_hierarchy(geography, levels, counted=True)
+    geography, tallies = person_counts(persons, levels, schema, engine, flags=[aian[1]] if aian else [])
+    labels = {}
+    if aian is not None:
+        geography, labels = split_geography(geography, levels, *aian)
+    hier = build_hierarchy(geography, levels, counted=True).with_labels(labels)
     names = hier.names
     finest_unit = _finest_units(hier, tallies)
     weights = tallies["count"].to_numpy(dtype=np.int64)
@@ -133,6 +140,7 @@ def run_topdown(persons: pd.DataFrame, levels: Sequence[str], variables: Mapping
     if measured[-1] != len(names) - 1:
         raise SpecError(f"the finest level {names[-1]!r} must be measured (give it a budget share)")
     inv = _canonical_invariants(invariants, schema, hier)
+    _check_split_invariants(inv, hier)
     zero_cells = _structural_zeros(structural_zeros or {}, schema, cells, weights, tallies, hier)
     plans = {lv: pass_plan(lv, spec_, schema, alloc) for lv, spec_ in (passes or {}).items()}
 
@@ -240,12 +248,14 @@ def run_topdown(persons: pd.DataFrame, levels: Sequence[str], variables: Mapping
                          noise_plans=noise_plans, run_key=run_key)
 
 
-def person_counts(persons, levels: Sequence[str], schema: Schema, engine=None) -> tuple[pd.DataFrame, pd.DataFrame]:
+def person_counts(persons, levels: Sequence[str], schema: Schema, engine=None,
+                  flags: Sequence[str] = ()) -> tuple[pd.DataFrame, pd.DataFrame]:
     """What TopDown needs of the person table, as counts: (geography, cells).
 
     geography: the distinct combinations of the geography columns (one row per finest unit when
     the geography is a tree); cells: persons per (finest unit, histogram variables), as
-    `count`. With an engine the engine counts (on Spark the person table never reaches this
+    `count`; ``flags`` are further columns counted with the geography (the AIAN flag of the
+    spine). With an engine the engine counts (on Spark the person table never reaches this
     process: only these counts do); without one, pandas counts the frame. Columns the table
     lacks are left out, for the hierarchy and the schema to report.
     """
@@ -253,7 +263,7 @@ def person_counts(persons, levels: Sequence[str], schema: Schema, engine=None) -
     geo = [c for c in levels if c in present]
     finest = geo[-1:] if geo else []
     by_cell = finest + [v for v in schema.names if v in present]
-    return table_counts(persons, geo, engine), table_counts(persons, by_cell, engine)
+    return table_counts(persons, geo + [f for f in flags if f in present], engine), table_counts(persons, by_cell, engine)
 
 
 def table_counts(table, by, engine=None) -> pd.DataFrame:
@@ -411,6 +421,18 @@ def _canonical_invariants(invariants, schema: Schema, hier: Hierarchy) -> list[t
     return out
 
 
+def _check_split_invariants(inv, hier: Hierarchy) -> None:
+    """An invariant at a split level below the first split one would fix totals of parts that
+    cross the split (a county's AIAN and non-AIAN parts lie in different state parts): the
+    spine cannot keep it; production keeps none there (person_default.ini: State and Block only)."""
+    split = [k for k, lv in enumerate(hier.levels) if lv.labels is not None]
+    for lvl, q in inv:
+        if split and split[0] < lvl <= split[-1]:
+            raise SpecError(f"with the AIAN spine, TopDown keeps invariants at {hier.names[split[0]]} "
+                            f"(on the sum of its parts) or at {hier.names[-1]}, not at {hier.names[lvl]} "
+                            f"({query_name(q)!r})")
+
+
 def _spans(k: int, prev: int | None, hier: Hierarchy) -> list[tuple[int, int]]:
     """Level k's units [a, b) under each unit of level prev (children of a parent are
     contiguous), or the whole level as one span when nothing is above."""
@@ -443,8 +465,12 @@ def _level_tasks(k, prev, hier, schema, alloc, noisy, conf, inv, protected, run_
         if prev is not None and lvl <= prev:
             continue  # already fixed in the parent's histogram
         own = min(lvl, k)
+        # at its own level an invariant holds per published unit: the sum of a split unit's parts
+        groups, n_groups = unit_groups(hier.levels[own]) if own == lvl else (np.arange(hier.levels[own].n_units), None)
         target = marginal(conf[own], schema, q)
-        child_set = hier.ancestor(k, own) if own < k else np.arange(n_units)
+        if n_groups is not None and n_groups != target.shape[0]:
+            target = group_sum(target, groups, n_groups)
+        child_set = groups[hier.ancestor(k, own)]
         inv_here.append((f"{query_name(q)} at {names[lvl]}", schema.groups(q), schema.marginal_size(q),
                          child_set, target))
     tasks = []
@@ -503,6 +529,8 @@ def _verify(hier, schema, protected, conf, inv) -> None:
         if (up != protected[k - 1]).nnz:
             raise MechanismError(f"level {names[k]} does not add up to level {names[k - 1]}")
     for lvl, q in inv:
-        if not np.array_equal(marginal(protected[lvl], schema, q), marginal(conf[lvl], schema, q)):
+        groups, n_groups = unit_groups(hier.levels[lvl])
+        if not np.array_equal(group_sum(marginal(protected[lvl], schema, q), groups, n_groups),
+                              group_sum(marginal(conf[lvl], schema, q), groups, n_groups)):
             raise MechanismError(f"invariant {query_name(q)} at {names[lvl]} moved")
 

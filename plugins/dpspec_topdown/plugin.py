@@ -137,6 +137,57 @@ def _structural_zeros(params: dict, variables: dict) -> dict:
     return out
 
 
+def _spine(spec: ir.Spec, params: dict) -> dict:
+    """{"aian": (split level, flag column)} from ``spine: { aian: COLUMN }``, or {}.
+
+    Production's AIAN spine (spine.py): the first geography level (the state) and every level
+    below it but the finest are split into their parts inside and outside AIAN areas, which
+    the person column COLUMN marks (0/1 or boolean, constant within each finest unit)."""
+    block = params.get("spine")
+    if block is None:
+        return {}
+    if not isinstance(block, ir.ParamBlock):
+        raise SpecError("spine: expected a block such as { aian: aian }")
+    table = spec.domain.table(params["table"])
+    geo = spec.domain.geography.levels if spec.domain.geography else []
+    out = {}
+    for p in block.params:
+        loc = (p.loc.line, p.loc.column) if p.loc else (None, None)
+        if p.name != "aian":
+            raise SpecError(Diagnostic(f"spine: unknown setting '{p.name}' (known: aian)", *loc))
+        column = str(p.value)
+        col = table.column(column)
+        if col is None:
+            raise SpecError(Diagnostic(f"spine: aian names '{column}', which is not a column of table '{table.name}'", *loc))
+        if column in geo or column in params["variables"]:
+            raise SpecError(Diagnostic(f"spine: aian names '{column}', a geography level or histogram variable, "
+                                       "not a flag marking the units inside AIAN areas", *loc))
+        ty = col.type
+        flag = ty.kind == "bool" or (ty.kind == "enum" and {str(v) for v in ty.values} <= {"0", "1"}) or (
+            ty.kind == "int" and 0 <= ty.low and ty.high <= 1)
+        if not flag:
+            raise SpecError(Diagnostic(f"spine: aian column '{column}' must be boolean or take the values 0 and 1", *loc))
+        if len(geo) < 2:
+            raise SpecError(Diagnostic("spine: the AIAN split needs a level to split above the finest one", *loc))
+        out["aian"] = (geo[0], column)
+    return out
+
+
+def _split_invariant_problems(spec: ir.Spec, params: dict, spine: dict) -> list:
+    """Invariants the AIAN spine cannot keep: at a split level below the first (engine's
+    _check_split_invariants, here located at the invariant)."""
+    if "aian" not in spine:
+        return []
+    geo = list(spec.domain.geography.levels)
+    inside = set(geo[1:-1])
+    out = []
+    for q in spec.invariants:
+        if q.table == params["table"] and inside & set(q.columns):
+            out.append(Diagnostic(f"with the AIAN spine, TopDown keeps '{q.describe()}' only at {geo[0]} (on the sum "
+                                  f"of its parts) or at {geo[-1]}", *((q.loc.line, q.loc.column) if q.loc else (None, None))))
+    return out
+
+
 def _levels(spec: ir.Spec) -> list[str]:
     geo = spec.domain.geography
     return [ROOT, *geo.levels] if geo else [ROOT]
@@ -214,6 +265,9 @@ class TopDown(Mechanism):
         ParamSpec("constraints", "block", "bounds on persons per block from a second table, e.g. { hhgq_total_lb_ub: "
                   "{ of: hhgq  table: facilities  type: gqtype  occupied: [1, 2] } }: none of a type the block "
                   "lacks, at least one per occupied facility; its counts by block and type must be invariants"),
+        ParamSpec("spine", "block", "the geographic spine, as production ran it: { aian: COLUMN } splits the state "
+                  "(the first level) and the levels below it but the finest into their parts inside and outside "
+                  "AIAN areas (COLUMN: 1 inside), measured separately; the state invariant holds on the parts' sum"),
         ParamSpec("workers", "int", "solver processes (default: all cores)", low=Fraction(1), high=Fraction(256)),
     ))
     outputs = {
@@ -257,6 +311,7 @@ class TopDown(Mechanism):
             from .constraints import facility_constraints
 
             facility_constraints(spec, params, _variables(spec, params))
+            problems.extend(_split_invariant_problems(spec, params, _spine(spec, params)))
             for level, plan in _passes(params, list(schema.names)).items():
                 if level not in params["levels"]:
                     raise SpecError(f"estimation/rounding passes name level '{level}', which has no budget share")
@@ -298,7 +353,19 @@ class TopDown(Mechanism):
         variables = list(schema.names)
         labels = {(lv, schema.canonical(_query_key(p.name, variables))): " * ".join(p.name.split("*"))
                   for lv, block in _query_blocks(params) for p in block.params}
-        return {"allocation": allocation_rows(self._allocation(spec, params), labels)}
+        out = {"allocation": allocation_rows(self._allocation(spec, params), labels)}
+        spine = _spine(spec, params)
+        if "aian" in spine:
+            level, column = spine["aian"]
+            geo = list(spec.domain.geography.levels)
+            split = geo[geo.index(level):-1]
+            out["spine"] = {"aian": {
+                "column": column, "split_levels": split,
+                "geounit_classes": [{"class": f"{part} part", "levels": split,
+                                     "budget": "the level's share (the allocation rows of the level)"}
+                                    for part in ("AIAN", "non-AIAN")],
+                "invariants": f"held at {level} on the sum of each unit's two parts, never on a part"}}
+        return out
 
     def run(self, spec, params, data, rng, engine=None):
         import pandas as pd  # lazily, with the engine: `dpspec check` needs neither
@@ -312,6 +379,7 @@ class TopDown(Mechanism):
         persons = data[params["table"]]
         from .constraints import facility_bounds_from_counts, facility_constraints
 
+        spine = _spine(spec, params)
         bounds = []
         for con in facility_constraints(spec, params, variables):
             lower, upper = facility_bounds_from_counts(con, table_counts(data[con["table"]], [con["finest"], con["type"]], engine),
@@ -321,7 +389,8 @@ class TopDown(Mechanism):
             frame = persons
         else:
             frame = pd.DataFrame({c: persons[c].astype(object) if c in variables else persons[c]
-                                  for c in [*spec.domain.geography.levels, *variables]})
+                                  for c in [*spec.domain.geography.levels, *variables, *(
+                                      [spine["aian"][1]] if "aian" in spine else [])]})
         result = run_topdown(
             frame, _levels(spec), variables,
             _strategy(params, _levels(spec), list(variables)), params["rho"], params["levels"],
@@ -329,7 +398,7 @@ class TopDown(Mechanism):
             recodes=_schema(spec, params).recodes, passes=_passes(params, list(variables)),
             structural_zeros=_structural_zeros(params, variables), bounds=bounds,
             progress=lambda stage, done, total: progress.report(f"{stage} level", done, total),
-            workers=params.get("workers"), engine=engine,
+            workers=params.get("workers"), engine=engine, aian=spine.get("aian"),
         )
         categories = {}  # the same codes as the input, so invariants compare exactly
         for col in [*spec.domain.geography.levels, *variables]:
@@ -346,7 +415,7 @@ class TopDown(Mechanism):
             facts={"total_rho": float(result.total_rho), "rho_spent": float(result.rho_spent),
                    "solver_share": result.timings["solver_share"], "timings": timings,
                    # production's failsafe: nodes whose later pass had no solution, redone in one pass
-                   "failsafe_nodes": failsafe},
+                   "failsafe_nodes": failsafe, **_spine_facts(result)},
             internal={"errors": errors},
         )
 
@@ -375,6 +444,14 @@ class TopDown(Mechanism):
         from .neighbours import topdown_pairs
 
         return topdown_pairs(self, spec, params, _variables, ROOT, recodes=_schema(spec, params).recodes)
+
+
+def _spine_facts(result) -> dict:
+    """The spine the run measured on: per split level, its units and how many were split."""
+    split = {lv.name: {"parts": lv.n_units, "units": len(set(lv.labels)),
+                       "split_units": lv.n_units - len(set(lv.labels))}
+             for lv in result.hierarchy.levels if lv.labels is not None}
+    return {"aian_spine": split} if split else {}
 
 
 def _query_blocks(params: dict):

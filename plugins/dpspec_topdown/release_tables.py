@@ -45,7 +45,7 @@ class _Microdata:
                 h = h.copy()
                 h.sum_duplicates()
             canonical[name] = h
-        per_unit = {lv.name: _codes(lv).take(hier.ancestor(last, k)).to_numpy()
+        per_unit = {lv.name: _published(lv).take(hier.ancestor(last, k)).to_numpy()
                     for k, lv in enumerate(hier.levels) if not lv.implicit}
         return cls(hier, schema, canonical, dict(categories or {}), per_unit)
 
@@ -87,7 +87,7 @@ class _Microdata:
         cols = {}
         for c in geo:
             k = hier.index(c)
-            cols[c] = _codes(hier.levels[k]).take(hier.ancestor(deepest, k)[unit]).to_numpy()
+            cols[c] = _published(hier.levels[k]).take(hier.ancestor(deepest, k)[unit]).to_numpy()
         if variables:  # a representative cell of each group: the other variables' first category
             coords = np.unravel_index(group, [len(schema.categories[schema.names.index(v)]) for v in query])
             cell = np.ravel_multi_index([coords[query.index(v)] if v in query else np.zeros(group.size, np.int64)
@@ -197,6 +197,12 @@ def batches(sizes: np.ndarray, rows: int) -> list[tuple[int, int]]:
 def _codes(level) -> pd.Index:
     """A level's unit codes as an Index (whole numbers as int64, names as objects)."""
     return pd.Index(list(level.codes))
+
+
+def _published(level) -> pd.Index:
+    """A level's codes as the release names them: a unit the spine split (spine.py) under the
+    code of the unit it is a part of; the measurements keep the parts' own codes (`_codes`)."""
+    return _codes(level) if level.labels is None else pd.Index(list(level.labels))
 
 
 def _concat_categories(per_frame: list) -> pd.Index:
