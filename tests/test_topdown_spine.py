@@ -183,11 +183,171 @@ def test_production_spec_runs_on_the_aian_spine(tmp_path):
     spec_path = tmp_path / "pl94.dps"
     spec_path.write_text(open(os.path.join(ROOT, "specs", "pl94_production_topdown.dps")).read())
     result = compile_spec(parse(spec_path.read_text(), str(spec_path)), seed=3, audit=False)
-    split = result.release.facts["aian_spine"]
+    split = result.release.facts["split_spine"]
     assert split["state"] == {"parts": 2, "units": 1, "split_units": 1}
     assert split["tract"]["split_units"] >= 1  # the area cuts a tract
+    assert split["blockgroup"]["split_units"] >= 1  # a block group with a group-quarters block is split
     micro = result.published["persons"].to_pandas()
     assert len(micro) == len(persons)
     assert set(micro["tract"].astype(str)) == set(tracts)
     m = result.published["measurements"].to_pandas()
     assert {"01/AIAN", "01/non-AIAN"} <= set(m.loc[m["level"] == "state", "geocode"].astype(str))
+    # the optimized spine: each county part holds one tract part, which it measures with both shares
+    bypass = result.release.facts["bypass_spine"]
+    assert "0" not in bypass["county"] and bypass["tract"]["bypassed"] == 2
+    assert not (m["level"] == "tract").any()  # bypassed geounits publish no measurement
+
+
+# --- the optimized spine: single-child geounits bypassed --------------------------------------
+
+BYPASS = ["county", "tract", "blockgroup"]
+
+
+def test_bypass_classes_follow_single_child_chains():
+    from dpspec_topdown.hierarchy import build_hierarchy
+    from dpspec_topdown.spine import BYPASSED, bypass_classes, check_budget_per_person
+
+    # county A: one tract with one block group with one block (a chain); county B: two tracts,
+    # B1 with one block group of two blocks, B2 with one block group of one block
+    geo = pd.DataFrame({"county": ["A", "B", "B", "B"], "tract": ["A1", "B1", "B1", "B2"],
+                        "blockgroup": ["A1a", "B1a", "B1a", "B2a"], "block": ["A1a1", "B1a1", "B1a2", "B2a1"]})
+    hier = build_hierarchy(geo, ["nation", "county", "tract", "blockgroup", "block"], counted=True)
+    classes = bypass_classes(hier, BYPASS)
+    names = hier.names
+    got = {names[k]: dict(zip(hier.levels[k].codes, c.tolist())) for k, c in classes.items()}
+    # A's chain ends at its top: the county spends county + tract + block group + block
+    assert got["county"] == {"A": 3, "B": 0}
+    assert got["tract"] == {"A1": BYPASSED, "B1": 1, "B2": 2}  # B2's chain runs down to its block
+    assert got["blockgroup"] == {"A1a": BYPASSED, "B1a": BYPASSED, "B2a": BYPASSED}
+    assert got["block"] == {"A1a1": BYPASSED, "B1a1": 0, "B1a2": 0, "B2a1": BYPASSED}
+    from fractions import Fraction as F
+
+    shares = [F(0), F(1, 4), F(1, 4), F(1, 4), F(1, 4)]
+    check_budget_per_person(hier, classes, shares)  # every block's geounits spend rho exactly
+    broken = dict(classes)
+    broken[names.index("block")] = np.zeros(4, dtype=np.int64)  # A1a1 measured again: spent twice
+    with pytest.raises(Exception, match="do not spend rho exactly"):
+        check_budget_per_person(hier, broken, shares)
+
+
+@pytest.fixture(scope="module")
+def single_child_persons():
+    """Two tracts with a single block group and two with two, from the bundled state."""
+    p = pd.read_parquet(os.path.join(ROOT, "specs", "data", "pl94_synthetic", "pl94_synthetic.parquet"))
+    n = p.groupby(p["tract"].astype(str))["blockgroup"].nunique()
+    tracts = list(n.index[n.to_numpy() == 1][:2]) + list(n.index[n.to_numpy() == 2][:2])
+    return p[p["tract"].astype(str).isin(tracts)].reset_index(drop=True), tracts[:2]
+
+
+def test_single_child_geounits_are_measured_once_with_both_shares(single_child_persons):
+    from fractions import Fraction as F
+
+    from dpspec.api import discrete_gaussian_variance, effective_sigma2
+
+    persons, single = single_child_persons
+    shares = dict(PRODUCTION_LEVEL_SHARES)
+    rho = F(1)
+    res = run_topdown(persons, ALL_LEVELS, PL94_VARIABLES, pl94_strategy(tuple(shares)), rho, shares, "hamming",
+                      [("state", ())], np.random.default_rng(1), workers=1, bypass=BYPASS)
+    tract, bg = res.hierarchy.level("tract"), res.hierarchy.level("blockgroup")
+    cls_tract = dict(zip(tract.codes, res.budget_classes["tract"][0]))
+    assert {c for c, v in cls_tract.items() if v == 1} == set(single)
+    m = res.measurements
+    # a bypassed block group has no measurement; its tract's total has the merged variance
+    bgs_of_single = {c for c, p in zip(bg.codes, bg.parent) if tract.codes[p] in single}
+    assert not set(m.loc[m["level"] == "blockgroup", "geocode"].astype(str)) & bgs_of_single
+    total_share = dict(pl94_strategy(("x",))["x"])[()]
+    merged = effective_sigma2(F(2) / (2 * rho * (shares["tract"] + shares["blockgroup"]) * total_share))
+    plain = effective_sigma2(F(2) / (2 * rho * shares["tract"] * total_share))
+    t = m[(m["level"] == "tract") & (m["query"] == "total")].set_index(m.loc[(m["level"] == "tract") & (m["query"] == "total"), "geocode"].astype(str))
+    for code in tract.codes:
+        want = merged if code in single else plain
+        assert t.loc[code, "variance"] == pytest.approx(discrete_gaussian_variance(want), rel=1e-12)
+    # the bypassed child is its parent
+    h_tract, h_bg = res.histograms["tract"], res.histograms["blockgroup"]
+    for i, code in enumerate(bg.codes):
+        if code in bgs_of_single:
+            assert (h_bg[i] != h_tract[bg.parent[i]]).nnz == 0
+    assert int(h_tract.sum()) == len(persons)
+
+
+def test_bypass_misuse_is_a_located_spec_error():
+    text = _spec().replace("    aian: aian\n", "    bypass: LEVELS\n")
+    line = text.splitlines().index("    bypass: LEVELS") + 1
+    check(parse(text.replace("LEVELS", "[county]"), "s.dps"))
+    with pytest.raises(SpecError, match=f"s.dps:{line}:.*'tract', which is not a geography level"):
+        check(parse(text.replace("LEVELS", "[tract]"), "s.dps"))
+    with pytest.raises(SpecError, match=f"s.dps:{line}:.*'block', the finest level"):
+        check(parse(text.replace("LEVELS", "[block]"), "s.dps"))
+    no_share = text.replace("levels: { nation: 1/4  state: 1/4  county: 1/4  block: 1/4 }",
+                            "levels: { nation: 1/4  state: 1/4  block: 1/2 }")
+    with pytest.raises(SpecError, match=f"s.dps:{line}:.*'county', which has no budget share.*without budget"):
+        check(parse(no_share.replace("LEVELS", "[county]"), "s.dps"))
+
+
+def test_budget_json_lists_the_bypass_classes_exactly():
+    from fractions import Fraction as F
+
+    result = CliRunner().invoke(main, ["budget", "--json", os.path.join(ROOT, "specs", "pl94_production_topdown.dps")])
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.output)
+    rows = out["spine"]["bypass"]["classes"]
+    rho = F(542, 339) ** 2
+    shares = {"county": F(447, 4099), "tract": F(687, 4099), "blockgroup": F(1256, 4099), "block": F(165, 4099)}
+    row = next(r for r in rows if (r["level"], r["through"], r["query"]) == ("tract", "block", "total"))
+    assert F(row["rho_exact"]) == rho * (shares["tract"] + shares["blockgroup"] + shares["block"]) * F(1567, 4102)
+    assert {(r["level"], r["through"]) for r in rows} == {
+        ("county", "tract"), ("county", "blockgroup"), ("county", "block"), ("tract", "blockgroup"),
+        ("tract", "block"), ("blockgroup", "block")}
+    assert sum(F(r["rho_exact"]) for r in out["allocation"]) == rho  # the per-person total is unchanged
+
+
+# --- spine block groups split by the group-quarters types present -------------------------------
+
+
+def test_gq_signatures_and_the_split_keep_published_codes():
+    from dpspec_topdown.spine import gq_signatures, split_by_signature
+
+    counts = pd.DataFrame({"block": ["a", "a", "b", "c"], "gqtype": [0, 3, 5, 0], "count": [4, 1, 2, 7]})
+    sig = gq_signatures(counts, "block", "gqtype", [1, 2, 3, 4, 5, 6, 7])
+    assert sig.to_dict() == {"a": 1 << 2, "b": 1 << 4}  # housing units (type 0) are not a GQ type
+    geo = pd.DataFrame({"state": ["01"] * 4, "blockgroup": ["g1", "g1", "g1", "g2"], "block": ["a", "b", "c", "d"],
+                        "aian": [0, 0, 0, 1]})
+    out, labels = split_geography(geo, ["nation", "state", "blockgroup", "block"], "state", "aian")
+    out, labels = split_by_signature(out, ["nation", "state", "blockgroup", "block"], sig, labels)
+    assert list(out["blockgroup"]) == ["g1/non-AIAN/gq4", "g1/non-AIAN/gq16", "g1/non-AIAN/gq0", "g2/AIAN/gq0"]
+    assert labels["blockgroup"] == {"g1/non-AIAN/gq4": "g1", "g1/non-AIAN/gq16": "g1", "g1/non-AIAN/gq0": "g1",
+                                    "g2/AIAN/gq0": "g2"}
+
+
+def test_block_groups_are_split_by_their_gq_types(persons):
+    from dpspec_topdown.spine import gq_signatures
+
+    blocks = np.unique(persons["block"].astype(str))
+    counts = pd.DataFrame({"block": blocks[:6], "gqtype": [1, 1, 4, 4, 1, 7], "count": 1})
+    sig = gq_signatures(counts, "block", "gqtype", list(range(1, 8)))
+    res = run_topdown(persons, ALL_LEVELS, PL94_VARIABLES, pl94_strategy(tuple(SHARES)), 1, SHARES, "hamming",
+                      [("state", ())], np.random.default_rng(2), workers=1, gq_signature=sig)
+    bg = res.hierarchy.level("blockgroup")
+    parts = pd.Series(list(bg.labels)).value_counts()
+    assert parts.max() >= 2  # a block group with GQ blocks is measured as several geounits
+    assert all(str(c).startswith(str(lab) + "/gq") for c, lab in zip(bg.codes, bg.labels))
+    micro = res.microdata
+    assert set(micro["blockgroup"].astype(str)) == set(persons["blockgroup"].astype(str))
+    assert len(micro) == len(persons)
+
+
+def test_gq_blockgroups_misuse_is_a_located_spec_error():
+    text = SPEC.replace("    aian: COLUMN\n", "    gq_blockgroups: {\n      table: TABLE\n      type: gqtype\n"
+                                           "      types: [1, 2]\n    }\n")
+    text = text.replace("AIAN_TYPE", "{0, 1}").replace("INVARIANT", "state")
+    text = text.replace("    sex : {0, 1}\n  }\n", "    sex : {0, 1}\n  }\n  table facilities unit facility {\n"
+                        "    state : category\n    county : category in state\n    block : category in county\n"
+                        "    gqtype : {0, 1, 2}\n  }\n")
+    line = text.splitlines().index("    gq_blockgroups: {") + 1
+    with pytest.raises(SpecError, match=f"s.dps:{line}:.*declare them public: invariants"):
+        check(parse(text.replace("TABLE", "facilities"), "s.dps"))
+    with pytest.raises(SpecError, match=f"s.dps:{line}:.*'persons', which must be a second table"):
+        check(parse(text.replace("TABLE", "persons"), "s.dps"))
+    public = text.replace("  count persons by state\n", "  count persons by state\n  count facilities by block, gqtype\n")
+    check(parse(public.replace("TABLE", "facilities"), "s.dps"))

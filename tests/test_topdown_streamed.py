@@ -80,7 +80,7 @@ def _draw_levels_whole(monkeypatch):
     their own (then the measurements come from those dense arrays)."""
     original = td_engine._level_tasks
 
-    def level_tasks(k, prev, hier, schema, alloc, noisy, conf, inv, protected, run_key=None):
+    def level_tasks(k, prev, hier, schema, alloc, noisy, conf, inv, protected, run_key=None, classes=None):
         name = hier.names[k]
         parent_codes = hier.levels[prev].codes if prev is not None else None
         answers = {qb.query: marginal(conf[k], schema, qb.query) for qb in alloc.for_level(name)}
@@ -92,7 +92,7 @@ def _draw_levels_whole(monkeypatch):
                 block = answers[qb.query][a:b]
                 block += discrete_gaussian(qb.sigma2, block.shape, rng)
         noisy.update({(name, q): y for q, y in answers.items()})
-        return original(k, prev, hier, schema, alloc, noisy, conf, inv, protected, run_key)
+        return original(k, prev, hier, schema, alloc, noisy, conf, inv, protected, run_key, classes)
 
     monkeypatch.setattr(td_engine, "_level_tasks", level_tasks)
 

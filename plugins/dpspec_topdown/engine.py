@@ -32,8 +32,9 @@ from .hierarchy import Hierarchy, build_hierarchy
 from .histogram import Schema, aggregate, marginal, unit_histograms
 from dpspec.api import discrete_gaussian
 from .multipass import pass_plan
-from .node_noise import LevelNoise, NodeNoise
-from .spine import group_sum, split_geography, unit_groups
+from .node_noise import LevelNoise, NodeNoise, add_class_noise
+from .spine import (BYPASSED, bypass_classes, check_budget_per_person, class_share, group_sum, split_by_signature,
+                    split_geography, unit_groups)
 from .postprocess import (BoundConstraint, GroupConstraint, MeasuredQuery, NodeError, NodeTask,
                           default_workers, make_pool, solve_level, solve_node, task_size)
 
@@ -57,6 +58,8 @@ class TopDownResult:
     rho_spent: Fraction
     confidential: dict = attrs.Factory(dict)  # level -> confidential (units x cells) csr
     noise_plans: dict = attrs.Factory(dict)  # level -> node_noise.LevelNoise: noise drawn in the nodes
+    # optimized spine: level -> (class of every unit, per query {class: sigma²}) (spine.py)
+    budget_classes: dict = attrs.Factory(dict)
     run_key: int | None = attrs.field(default=None, repr=False)  # the engine run's key (re-draws the noise)
 
     def microdata_table(self, categories: Mapping | None = None, chunk_rows: int | None = None):
@@ -70,7 +73,7 @@ class TopDownResult:
         from .release_tables import CHUNK_ROWS, measurements_table
 
         return measurements_table(self.hierarchy, self.schema, self.allocation, self.confidential, self.noisy,
-                                  self.noise_plans, self.run_key, chunk_rows or CHUNK_ROWS)
+                                  self.noise_plans, self.run_key, chunk_rows or CHUNK_ROWS, self.budget_classes)
 
     @property
     def microdata(self) -> pd.DataFrame:
@@ -90,7 +93,8 @@ def run_topdown(persons: pd.DataFrame, levels: Sequence[str], variables: Mapping
                 workers: int | None = None, recodes: Sequence = (),
                 passes: Mapping[str, dict] | None = None,
                 structural_zeros: Mapping[str, Mapping[str, Sequence]] | None = None,
-                bounds: Sequence[tuple] = (), engine=None, aian: tuple[str, str] | None = None) -> TopDownResult:
+                bounds: Sequence[tuple] = (), engine=None, aian: tuple[str, str] | None = None,
+                bypass: Sequence[str] = (), gq_signature: pd.Series | None = None) -> TopDownResult:
     """Run TopDown on person records; see the module docstring for the semantics.
 
     ``levels`` lists the geography columns top first (a leading name that is not a column is
@@ -120,6 +124,10 @@ def run_topdown(persons: pd.DataFrame, levels: Sequence[str], variables: Mapping
     ``aian`` = (level, flag column): production's AIAN spine (spine.py): that level and every
     level below it but the finest are split into the parts inside (flag 1) and outside AIAN
     areas; an invariant at a split level holds on the sum of each unit's parts only.
+    ``bypass`` names levels whose single-child units are bypassed (production's optimized spine,
+    spine.py): such a unit is measured with its own and its child's shares, the child not at all.
+    ``gq_signature`` (finest code -> bit mask of the group-quarters types present, spine.
+    gq_signatures) splits the level above the finest by it, as production's spine block groups.
     """
     t_run = time.perf_counter()
     schema = Schema.from_variables(variables).with_recodes(recodes)
@@ -127,6 +135,8 @@ def run_topdown(persons: pd.DataFrame, levels: Sequence[str], variables: Mapping
     labels = {}
     if aian is not None:
         geography, labels = split_geography(geography, levels, *aian)
+    if gq_signature is not None:
+        geography, labels = split_by_signature(geography, levels, gq_signature, labels)
     hier = build_hierarchy(geography, levels, counted=True).with_labels(labels)
     names = hier.names
     finest_unit = _finest_units(hier, tallies)
@@ -141,6 +151,7 @@ def run_topdown(persons: pd.DataFrame, levels: Sequence[str], variables: Mapping
         raise SpecError(f"the finest level {names[-1]!r} must be measured (give it a budget share)")
     inv = _canonical_invariants(invariants, schema, hier)
     _check_split_invariants(inv, hier)
+    classes = _budget_classes(hier, alloc, bypass)
     zero_cells = _structural_zeros(structural_zeros or {}, schema, cells, weights, tallies, hier)
     plans = {lv: pass_plan(lv, spec_, schema, alloc) for lv, spec_ in (passes or {}).items()}
 
@@ -155,9 +166,12 @@ def run_topdown(persons: pd.DataFrame, levels: Sequence[str], variables: Mapping
     for k in measured:
         t0 = time.perf_counter()
         if engine is None:
-            for qb in alloc.for_level(names[k]):  # in place: the true answers are not kept
+            for j, qb in enumerate(alloc.for_level(names[k])):  # in place: the true answers are not kept
                 answers = marginal(conf[k], schema, qb.query)
-                answers += discrete_gaussian(qb.sigma2, answers.shape, rng)
+                if names[k] in classes:
+                    add_class_noise(answers, classes[names[k]][0], classes[names[k]][1][j], rng)
+                else:
+                    answers += discrete_gaussian(qb.sigma2, answers.shape, rng)
                 noisy[(names[k], qb.query)] = answers
         # with an engine each node draws its children's noise itself (node_noise), when solved
         timings["levels"][names[k]] = {"noise_seconds": time.perf_counter() - t0,
@@ -171,7 +185,8 @@ def run_topdown(persons: pd.DataFrame, levels: Sequence[str], variables: Mapping
     try:
         prev = None
         for k in measured:
-            tasks = _level_tasks(k, prev, hier, schema, alloc, noisy, conf, inv, protected, run_key)
+            tasks = _level_tasks(k, prev, hier, schema, alloc, noisy, conf, inv, protected, run_key,
+                                 classes.get(names[k]))
             if prev is None and zero_cells is not None:  # children of a zero parent cell stay 0
                 tasks = [attrs.evolve(t, zero_cells=zero_cells) for t in tasks]
             if level_bounds:
@@ -245,7 +260,7 @@ def run_topdown(persons: pd.DataFrame, levels: Sequence[str], variables: Mapping
                          {names[k]: protected[k] for k in range(len(names))}, timings,
                          alloc.total_rho, alloc.rho_spent,
                          confidential={names[k]: conf[k] for k in range(len(names))},
-                         noise_plans=noise_plans, run_key=run_key)
+                         noise_plans=noise_plans, run_key=run_key, budget_classes=classes)
 
 
 def person_counts(persons, levels: Sequence[str], schema: Schema, engine=None,
@@ -424,11 +439,12 @@ def _canonical_invariants(invariants, schema: Schema, hier: Hierarchy) -> list[t
 def _check_split_invariants(inv, hier: Hierarchy) -> None:
     """An invariant at a split level below the first split one would fix totals of parts that
     cross the split (a county's AIAN and non-AIAN parts lie in different state parts): the
-    spine cannot keep it; production keeps none there (person_default.ini: State and Block only)."""
+    spine cannot keep it; production keeps none there (person_default.ini: State and Block only).
+    The first split level's invariants hold on the sum of each unit's parts."""
     split = [k for k, lv in enumerate(hier.levels) if lv.labels is not None]
     for lvl, q in inv:
         if split and split[0] < lvl <= split[-1]:
-            raise SpecError(f"with the AIAN spine, TopDown keeps invariants at {hier.names[split[0]]} "
+            raise SpecError(f"with a split spine, TopDown keeps invariants at {hier.names[split[0]]} "
                             f"(on the sum of its parts) or at {hier.names[-1]}, not at {hier.names[lvl]} "
                             f"({query_name(q)!r})")
 
@@ -443,7 +459,35 @@ def _spans(k: int, prev: int | None, hier: Hierarchy) -> list[tuple[int, int]]:
     return list(zip((stop - counts).tolist(), stop.tolist()))
 
 
-def _level_tasks(k, prev, hier, schema, alloc, noisy, conf, inv, protected, run_key=None) -> list[NodeTask]:
+def _budget_classes(hier: Hierarchy, alloc: Allocation, bypass: Sequence[str]) -> dict:
+    """{measured level: (class of every unit, per query {class: exact sigma²})} under the
+    optimized spine's bypass (spine.py); {} without one. Checks that every block's geounits
+    still spend exactly rho."""
+    if not bypass:
+        return {}
+    from dpspec.api import effective_sigma2
+
+    names = hier.names
+    for name in bypass:
+        hier.index(name)  # SpecError for an unknown level
+    depth = bypass_classes(hier, bypass)
+    shares = [alloc.level_shares.get(n, Fraction(0)) for n in names]
+    check_budget_per_person(hier, depth, shares)
+    out = {}
+    for k, cls in depth.items():
+        if names[k] not in alloc.level_shares:
+            continue
+        present = sorted(int(c) for c in np.unique(cls) if c != BYPASSED)
+        per_query = tuple({c: qb.sigma2 if c == 0 else effective_sigma2(
+                               Fraction(qb.sensitivity2) / (2 * alloc.rho * class_share(shares, k, c) * qb.share))
+                           for c in present} for qb in alloc.for_level(names[k]))
+        out[names[k]] = (cls, per_query, [class_share(shares, k, c) / shares[k] if c >= 0 else Fraction(0)
+                                          for c in range(len(names) - k)])
+    return out
+
+
+def _level_tasks(k, prev, hier, schema, alloc, noisy, conf, inv, protected, run_key=None,
+                 classes=None) -> list[NodeTask]:
     """One task per parent unit (or a single task over the whole level when nothing is above).
 
     A level drawn whole (`noisy`) hands each node its slice of the noisy answers; otherwise each
@@ -481,13 +525,19 @@ def _level_tasks(k, prev, hier, schema, alloc, noisy, conf, inv, protected, run_
         for name, groups, ng, child_set, target in inv_here:
             sets, local = np.unique(child_set[a:b], return_inverse=True)
             cons.append(GroupConstraint(name, groups, ng, local.astype(np.int64), target[sets]))
+        cls = classes[0][a:b] if classes is not None else None
         if drawn:
             measured, noise = tuple(y[a:b] for y in y_all), None
         else:
             measured, noise = (), NodeNoise(run_key, (names[k], _code(parent_codes, p)),
-                                            tuple(qb.sigma2 for qb in level_queries), conf[k][a:b])
+                                            tuple(qb.sigma2 for qb in level_queries), conf[k][a:b],
+                                            cls, classes[1] if classes is not None else None)
+        scale = None
+        if cls is not None:  # weights follow each child's budget: 0 for a bypassed child
+            ratio = np.array([float(r) for r in classes[2]])
+            scale = np.where(cls >= 0, ratio[np.maximum(cls, 0)], 0.0)
         tasks.append(NodeTask(key=p, n_children=b - a, n_cells=schema.n_cells, parent=parents[p],
-                              measurements=measured, constraints=tuple(cons), noise=noise))
+                              measurements=measured, constraints=tuple(cons), noise=noise, child_scale=scale))
     return tasks
 
 

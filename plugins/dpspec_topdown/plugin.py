@@ -138,11 +138,14 @@ def _structural_zeros(params: dict, variables: dict) -> dict:
 
 
 def _spine(spec: ir.Spec, params: dict) -> dict:
-    """{"aian": (split level, flag column)} from ``spine: { aian: COLUMN }``, or {}.
+    """{"aian": (split level, flag column), "bypass": [level, ...]} from
+    ``spine: { aian: COLUMN  bypass: [county, tract, blockgroup] }`` (either may be absent).
 
     Production's AIAN spine (spine.py): the first geography level (the state) and every level
     below it but the finest are split into their parts inside and outside AIAN areas, which
-    the person column COLUMN marks (0/1 or boolean, constant within each finest unit)."""
+    the person column COLUMN marks (0/1 or boolean, constant within each finest unit).
+    Production's optimized spine: a unit of a `bypass` level with a single child is measured
+    with its own and its child's shares, the child not at all."""
     block = params.get("spine")
     if block is None:
         return {}
@@ -153,8 +156,14 @@ def _spine(spec: ir.Spec, params: dict) -> dict:
     out = {}
     for p in block.params:
         loc = (p.loc.line, p.loc.column) if p.loc else (None, None)
+        if p.name == "bypass":
+            out["bypass"] = _bypass_levels(spec, params, p.value, loc)
+            continue
+        if p.name == "gq_blockgroups":
+            out["gq_blockgroups"] = _gq_blockgroups(spec, params, p.value, loc)
+            continue
         if p.name != "aian":
-            raise SpecError(Diagnostic(f"spine: unknown setting '{p.name}' (known: aian)", *loc))
+            raise SpecError(Diagnostic(f"spine: unknown setting '{p.name}' (known: aian, bypass, gq_blockgroups)", *loc))
         column = str(p.value)
         col = table.column(column)
         if col is None:
@@ -173,17 +182,73 @@ def _spine(spec: ir.Spec, params: dict) -> dict:
     return out
 
 
+def _bypass_levels(spec: ir.Spec, params: dict, value, loc) -> list[str]:
+    """The levels whose single-child units the optimized spine bypasses, checked: each a
+    geography level with a budget share and a level below it (a bypassed unit's budget moves
+    into a geounit that measures it; a level without a share would leave it unspent)."""
+    levels = _levels(spec)
+    names = [str(v) for v in (value if isinstance(value, tuple) else (value,))]
+    for name in names:
+        if name not in levels:
+            raise SpecError(Diagnostic(f"spine: bypass names '{name}', which is not a geography level "
+                                       f"(known: {', '.join(levels)})", *loc))
+        if name == levels[-1]:
+            raise SpecError(Diagnostic(f"spine: bypass names '{name}', the finest level: its units have no "
+                                       "child to bypass into", *loc))
+        if name not in params["levels"]:
+            raise SpecError(Diagnostic(f"spine: bypass names '{name}', which has no budget share: its "
+                                       "single-child units would take their child's budget and measure nothing, "
+                                       "leaving those geounits without budget", *loc))
+    if len(set(names)) != len(names):
+        raise SpecError(Diagnostic("spine: bypass lists a level twice", *loc))
+    return names
+
+
+def _gq_blockgroups(spec: ir.Spec, params: dict, value, loc) -> dict:
+    """``gq_blockgroups: { table: T  type: COLUMN  types: [..] }``: split the level above the
+    finest by which of `types` each finest unit's rows of T have. The spine must be public, so
+    T's counts by finest level and type must be declared invariant."""
+    geo = spec.domain.geography.levels if spec.domain.geography else []
+    fields = {q.name: q.value for q in value.params} if isinstance(value, ir.ParamBlock) else {}
+    if set(fields) != {"table", "type", "types"}:
+        raise SpecError(Diagnostic("spine: gq_blockgroups needs { table: TABLE  type: COLUMN  types: [values] }", *loc))
+    table_name, type_col = str(fields["table"]), str(fields["type"])
+    table = spec.domain.table(table_name)
+    if len(geo) < 2:
+        raise SpecError(Diagnostic("spine: gq_blockgroups needs a level above the finest to split", *loc))
+    finest = geo[-1]
+    if table is None or table_name == params["table"] or table.column(finest) is None or table.column(type_col) is None:
+        raise SpecError(Diagnostic(f"spine: gq_blockgroups reads '{table_name}', which must be a second table of the "
+                                   f"domain with columns '{finest}' and '{type_col}'", *loc))
+    if not any(q.table == table_name and set(q.columns) == {finest, type_col} for q in spec.invariants):
+        raise SpecError(Diagnostic(f"spine: gq_blockgroups builds the spine from the counts of '{table_name}' by "
+                                   f"{finest} and {type_col}, so the spine would leak them; declare them public: "
+                                   f"invariants {{ count {table_name} by {finest}, {type_col} }}", *loc))
+    raw = fields["types"]
+    types = [_recode_value(v) for v in (raw if isinstance(raw, tuple) else (raw,))]
+    return {"table": table_name, "type": type_col, "types": types, "finest": finest, "level": geo[-2]}
+
+
+def _split_levels(spec: ir.Spec, spine: dict) -> list[str]:
+    """The geography levels the spine splits, top first."""
+    geo = list(spec.domain.geography.levels)
+    split = set(geo[:-1]) if "aian" in spine else set()
+    if "gq_blockgroups" in spine:
+        split.add(geo[-2])
+    return [lv for lv in geo if lv in split]
+
+
 def _split_invariant_problems(spec: ir.Spec, params: dict, spine: dict) -> list:
-    """Invariants the AIAN spine cannot keep: at a split level below the first (engine's
+    """Invariants a split spine cannot keep: at a split level below the first (engine's
     _check_split_invariants, here located at the invariant)."""
-    if "aian" not in spine:
+    split = _split_levels(spec, spine)
+    if not split:
         return []
     geo = list(spec.domain.geography.levels)
-    inside = set(geo[1:-1])
     out = []
     for q in spec.invariants:
-        if q.table == params["table"] and inside & set(q.columns):
-            out.append(Diagnostic(f"with the AIAN spine, TopDown keeps '{q.describe()}' only at {geo[0]} (on the sum "
+        if q.table == params["table"] and set(split[1:]) & set(q.columns):
+            out.append(Diagnostic(f"with a split spine, TopDown keeps '{q.describe()}' only at {split[0]} (on the sum "
                                   f"of its parts) or at {geo[-1]}", *((q.loc.line, q.loc.column) if q.loc else (None, None))))
     return out
 
@@ -353,18 +418,21 @@ class TopDown(Mechanism):
         variables = list(schema.names)
         labels = {(lv, schema.canonical(_query_key(p.name, variables))): " * ".join(p.name.split("*"))
                   for lv, block in _query_blocks(params) for p in block.params}
-        out = {"allocation": allocation_rows(self._allocation(spec, params), labels)}
+        alloc = self._allocation(spec, params)
+        out = {"allocation": allocation_rows(alloc, labels)}
         spine = _spine(spec, params)
+        if "bypass" in spine:
+            out.setdefault("spine", {})["bypass"] = bypass_rows(alloc, _levels(spec), spine["bypass"], labels)
         if "aian" in spine:
             level, column = spine["aian"]
             geo = list(spec.domain.geography.levels)
             split = geo[geo.index(level):-1]
-            out["spine"] = {"aian": {
+            out.setdefault("spine", {})["aian"] = {
                 "column": column, "split_levels": split,
                 "geounit_classes": [{"class": f"{part} part", "levels": split,
                                      "budget": "the level's share (the allocation rows of the level)"}
                                     for part in ("AIAN", "non-AIAN")],
-                "invariants": f"held at {level} on the sum of each unit's two parts, never on a part"}}
+                "invariants": f"held at {level} on the sum of each unit's two parts, never on a part"}
         return out
 
     def run(self, spec, params, data, rng, engine=None):
@@ -399,6 +467,7 @@ class TopDown(Mechanism):
             structural_zeros=_structural_zeros(params, variables), bounds=bounds,
             progress=lambda stage, done, total: progress.report(f"{stage} level", done, total),
             workers=params.get("workers"), engine=engine, aian=spine.get("aian"),
+            bypass=spine.get("bypass", ()), gq_signature=_gq_signature(spine, data, engine),
         )
         categories = {}  # the same codes as the input, so invariants compare exactly
         for col in [*spec.domain.geography.levels, *variables]:
@@ -446,12 +515,31 @@ class TopDown(Mechanism):
         return topdown_pairs(self, spec, params, _variables, ROOT, recodes=_schema(spec, params).recodes)
 
 
+def _gq_signature(spine: dict, data, engine):
+    """Each finest unit's group-quarters types present (spine.gq_signatures), or None."""
+    gq = spine.get("gq_blockgroups")
+    if gq is None:
+        return None
+    from .engine import table_counts
+    from .spine import gq_signatures
+
+    counts = table_counts(data[gq["table"]], [gq["finest"], gq["type"]], engine)
+    return gq_signatures(counts, gq["finest"], gq["type"], gq["types"])
+
+
 def _spine_facts(result) -> dict:
+    import numpy as np
+
     """The spine the run measured on: per split level, its units and how many were split."""
     split = {lv.name: {"parts": lv.n_units, "units": len(set(lv.labels)),
                        "split_units": lv.n_units - len(set(lv.labels))}
              for lv in result.hierarchy.levels if lv.labels is not None}
-    return {"aian_spine": split} if split else {}
+    out = {"split_spine": split} if split else {}
+    if result.budget_classes:  # units per budget class: "0" spends the level's share, "bypassed" nothing
+        out["bypass_spine"] = {
+            level: {("bypassed" if c < 0 else str(int(c))): int(n) for c, n in zip(*np.unique(cls, return_counts=True))}
+            for level, (cls, _, _) in result.budget_classes.items()}
+    return out
 
 
 def _query_blocks(params: dict):
@@ -461,6 +549,34 @@ def _query_blocks(params: dict):
     for level in params["levels"]:
         inner = block.get(level) if per_level else None
         yield level, (inner.value if inner is not None else block)
+
+
+def bypass_rows(alloc, levels: list[str], bypass: list[str], labels: dict) -> dict:
+    """The optimized spine's budget classes: for every bypass level, a unit whose single-child
+    chain reaches `through` spends the shares of its level down to that one (spine.py), each
+    query at its own level's query share; its chain's units spend nothing. One row per (class,
+    query) with exact fractions; the rows of class 0 are the allocation's own."""
+    from dpspec.api import discrete_gaussian_variance, effective_sigma2
+
+    from .spine import class_share
+
+    shares = [alloc.level_shares.get(lv, Fraction(0)) for lv in levels]
+    rows = []
+    for level in bypass:
+        k = levels.index(level)
+        depth = 0
+        while k + depth + 1 < len(levels) and (depth == 0 or levels[k + depth] in bypass):
+            depth += 1
+            share = class_share(shares, k, depth)
+            for q in alloc.for_level(level):
+                rho_q = alloc.rho * share * q.share
+                sigma2 = effective_sigma2(Fraction(q.sensitivity2) / (2 * rho_q))
+                rows.append({"level": level, "through": levels[k + depth], "class": depth,
+                             "query": labels.get((q.level, q.query), q.name), "level_share": str(share),
+                             "rho": float(rho_q), "rho_exact": str(rho_q), "sigma2_exact": str(sigma2),
+                             "variance": float(sigma2), "noise_variance": discrete_gaussian_variance(sigma2)})
+    return {"levels": list(bypass), "classes": rows,
+            "note": "a bypassed unit (the single child) spends nothing; every block's geounits still spend rho"}
 
 
 def allocation_rows(alloc, labels: dict | None = None) -> list[dict]:
