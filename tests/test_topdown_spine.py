@@ -165,11 +165,10 @@ def test_budget_json_lists_the_spine(tmp_path):
     assert sum(float(r["rho"]) for r in out["allocation"]) == pytest.approx(1.0)
 
 
-def test_production_spec_runs_on_the_aian_spine(tmp_path):
-    """specs/pl94_production_topdown.dps end to end on the tracts its AIAN area cuts: the state
-    and the counties are split, the release names the published codes, the total is exact."""
-    from dpspec.run.compiler import compile_spec
-
+def _production_on_a_cut_tract(tmp_path, n_blockgroups=None):
+    """(spec path, persons, tracts): specs/pl94_production_topdown.dps on one tract its AIAN area
+    cuts (on its first AIAN block group holding group quarters and first non-AIAN one, if
+    `n_blockgroups` is 2)."""
     data_dir = os.path.join(ROOT, "specs", "data", "pl94_synthetic")
     persons = pd.read_parquet(os.path.join(data_dir, "pl94_synthetic.parquet"))
     facilities = pd.read_parquet(os.path.join(data_dir, "pl94_synthetic_facilities.parquet"))
@@ -177,11 +176,25 @@ def test_production_spec_runs_on_the_aian_spine(tmp_path):
     tracts = cut.index[cut.to_numpy() == 2][:1]  # one tract the area cuts
     keep = lambda t: t[t["tract"].astype(str).isin(tracts)].reset_index(drop=True)  # noqa: E731
     persons, facilities = keep(persons), keep(facilities)
+    if n_blockgroups == 2:
+        by_bg = persons.groupby(persons["blockgroup"].astype(str)).agg(aian=("aian", "max"), gq=("hhgq", "max"))
+        bgs = [by_bg.index[(by_bg["aian"] == 1) & (by_bg["gq"] > 0)][0], by_bg.index[by_bg["aian"] == 0][0]]
+        persons = persons[persons["blockgroup"].astype(str).isin(bgs)].reset_index(drop=True)
+        facilities = facilities[facilities["blockgroup"].astype(str).isin(bgs)].reset_index(drop=True)
     (tmp_path / "data" / "pl94_synthetic").mkdir(parents=True)
     persons.to_parquet(tmp_path / "data" / "pl94_synthetic" / "pl94_synthetic.parquet")
     facilities.to_parquet(tmp_path / "data" / "pl94_synthetic" / "pl94_synthetic_facilities.parquet")
     spec_path = tmp_path / "pl94.dps"
     spec_path.write_text(open(os.path.join(ROOT, "specs", "pl94_production_topdown.dps")).read())
+    return spec_path, persons, tracts
+
+
+def test_production_spec_runs_on_the_aian_spine(tmp_path):
+    """specs/pl94_production_topdown.dps end to end on a tract its AIAN area cuts: the state
+    and the counties are split, the release names the published codes, the total is exact."""
+    from dpspec.run.compiler import compile_spec
+
+    spec_path, persons, tracts = _production_on_a_cut_tract(tmp_path)
     result = compile_spec(parse(spec_path.read_text(), str(spec_path)), seed=3, audit=False)
     split = result.release.facts["split_spine"]
     assert split["state"] == {"parts": 2, "units": 1, "split_units": 1}
@@ -351,3 +364,22 @@ def test_gq_blockgroups_misuse_is_a_located_spec_error():
         check(parse(text.replace("TABLE", "persons"), "s.dps"))
     public = text.replace("  count persons by state\n", "  count persons by state\n  count facilities by block, gqtype\n")
     check(parse(public.replace("TABLE", "facilities"), "s.dps"))
+
+
+@pytest.mark.slow  # a Spark job per level: about 90 s on this loaded two-core machine
+def test_the_spine_releases_the_same_bytes_on_spark(tmp_path, spark_session):
+    """AIAN split, bypass and GQ block groups: local and Spark give byte-identical releases."""
+    import dpspec
+    from dpspec.engine.spark import SparkEngine
+    from dpspec.publish.output import write_result
+
+    (tmp_path / "in").mkdir()
+    spec_path, _, _ = _production_on_a_cut_tract(tmp_path / "in", 2)  # outputs beside, never among the inputs
+
+    def release(engine, out):
+        write_result(dpspec.compile(str(spec_path), seed=7, engine=engine), str(out))
+        return {p.name: p.read_bytes() for p in sorted(out.iterdir()) if p.suffix == ".csv"}
+
+    local = release("local", tmp_path / "local")
+    assert local
+    assert release(SparkEngine(session=spark_session), tmp_path / "spark") == local
