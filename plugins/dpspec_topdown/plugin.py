@@ -75,6 +75,13 @@ def _recodes(params: dict, variables: dict) -> list[Recode]:
     return out
 
 
+def _bound_categories(spec: ir.Spec, params: dict) -> dict:
+    """What a constraint may bound: each histogram variable's categories and each recode's group
+    labels (production bounds persons per block on gqlevels, a recode of the detailed GQ types)."""
+    variables = _variables(spec, params)
+    return {**variables, **{r.name: list(r.labels) for r in _recodes(params, variables)}}
+
+
 def _schema(spec: ir.Spec, params: dict) -> Schema:
     from .histogram import Schema
 
@@ -375,7 +382,7 @@ class TopDown(Mechanism):
             _structural_zeros(params, _variables(spec, params))
             from .constraints import facility_constraints
 
-            facility_constraints(spec, params, _variables(spec, params))
+            facility_constraints(spec, params, _bound_categories(spec, params))
             problems.extend(_split_invariant_problems(spec, params, _spine(spec, params)))
             for level, plan in _passes(params, list(schema.names)).items():
                 if level not in params["levels"]:
@@ -449,9 +456,10 @@ class TopDown(Mechanism):
 
         spine = _spine(spec, params)
         bounds = []
-        for con in facility_constraints(spec, params, variables):
+        categories = _bound_categories(spec, params)
+        for con in facility_constraints(spec, params, categories):
             lower, upper = facility_bounds_from_counts(con, table_counts(data[con["table"]], [con["finest"], con["type"]], engine),
-                                           variables[con["of"]])
+                                           categories[con["of"]])
             bounds.append((con["name"], (con["of"],), lower, upper))
         if isinstance(persons, EngineTable):  # held by the engine: counted there, never collected
             frame = persons
