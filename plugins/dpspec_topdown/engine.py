@@ -28,6 +28,7 @@ import scipy.sparse as sp
 from dpspec.api import DataError, MechanismError, SpecError
 
 from .allocation import Allocation, allocate, query_name
+from . import equality
 from .hierarchy import Hierarchy, build_hierarchy
 from .histogram import Schema, aggregate, marginal, unit_histograms
 from dpspec.api import discrete_gaussian
@@ -94,7 +95,8 @@ def run_topdown(persons: pd.DataFrame, levels: Sequence[str], variables: Mapping
                 passes: Mapping[str, dict] | None = None,
                 structural_zeros: Mapping[str, Mapping[str, Sequence]] | None = None,
                 bounds: Sequence[tuple] = (), engine=None, aian: tuple[str, str] | None = None,
-                bypass: Sequence[str] = (), gq_signature: pd.Series | None = None) -> TopDownResult:
+                bypass: Sequence[str] = (), gq_signature: pd.Series | None = None,
+                equalities: Sequence[tuple] = ()) -> TopDownResult:
     """Run TopDown on person records; see the module docstring for the semantics.
 
     ``levels`` lists the geography columns top first (a leading name that is not a column is
@@ -128,6 +130,9 @@ def run_topdown(persons: pd.DataFrame, levels: Sequence[str], variables: Mapping
     spine.py): such a unit is measured with its own and its child's shares, the child not at all.
     ``gq_signature`` (finest code -> bit mask of the group-quarters types present, spine.
     gq_signatures) splits the level above the finest by it, as production's spine block groups.
+    ``equalities`` are ``(name, query, counts)``: the release's marginal ``query`` must equal an
+    already released product at every finest unit (equality.py); ``counts`` is that product
+    counted by (finest level, query factors) as `count`.
     """
     t_run = time.perf_counter()
     schema = Schema.from_variables(variables).with_recodes(recodes)
@@ -161,6 +166,12 @@ def run_topdown(persons: pd.DataFrame, levels: Sequence[str], variables: Mapping
             for k, lv in enumerate(hier.levels)]
     del tallies, cells, weights, finest_unit  # the histograms hold what the run needs
     level_bounds = _level_bounds(bounds, schema, hier, conf[last])
+    equal = []
+    for name, query, counts in equalities:
+        q = schema.canonical(query)
+        targets = equality.per_level(equality.released_targets(name, counts, names[last], q, schema, hier), hier)
+        equality.check_against(name, q, targets, schema, hier, conf, inv, zero_cells)
+        equal.append((name, q, targets, schema.groups(q), schema.marginal_size(q)))
     timings: dict = {"levels": {}}
     noisy: dict = {}  # without an engine: every level's noisy answers, drawn whole from `rng`
     for k in measured:
@@ -191,6 +202,8 @@ def run_topdown(persons: pd.DataFrame, levels: Sequence[str], variables: Mapping
                 tasks = [attrs.evolve(t, zero_cells=zero_cells) for t in tasks]
             if level_bounds:
                 tasks = _with_bounds(tasks, k, prev, hier, level_bounds)
+            if equal:
+                tasks = _with_equalities(tasks, k, prev, hier, schema, equal)
             queries = [MeasuredQuery(qb.name, schema.groups(qb.query), schema.marginal_size(qb.query),
                                      1.0 / float(qb.sigma2))
                        for qb in alloc.for_level(names[k])]
@@ -245,6 +258,9 @@ def run_topdown(persons: pd.DataFrame, levels: Sequence[str], variables: Mapping
         if k not in protected:
             protected[k] = aggregate(protected[k + 1], hier.levels[k + 1].parent, hier.levels[k].n_units)
     _verify(hier, schema, protected, conf, inv)
+    for name, q, targets, _, _ in equal:
+        if ((protected[last] @ schema.indicator(q)) != targets[last]).nnz:
+            raise MechanismError(f"the release does not reproduce the released product {name!r}")
     _verify_bounds(hier, schema, protected, level_bounds)
     if zero_cells is not None:
         for k, h in protected.items():
@@ -399,6 +415,20 @@ def _with_bounds(tasks, k, prev, hier, level_bounds) -> list[NodeTask]:
         out.append(attrs.evolve(t, bounds=tuple(
             BoundConstraint(name, groups, ng, per_level[k][0][a:b], per_level[k][1][a:b])
             for name, groups, ng, _, per_level in level_bounds)))
+    return out
+
+
+def _with_equalities(tasks, k, prev, hier, schema, equal) -> list[NodeTask]:
+    """Each node's children held to the released product (their rows of its level's targets)."""
+    spans = _spans(k, prev, hier)
+    out = []
+    for t in tasks:
+        a = spans[t.key][0]
+        b = a + t.n_children
+        cons = tuple(GroupConstraint(f"equal_to {name}", groups, n_groups, np.arange(t.n_children, dtype=np.int64),
+                                     np.asarray(targets[k][a:b].toarray(), dtype=np.int64))
+                     for name, _, targets, groups, n_groups in equal)
+        out.append(attrs.evolve(t, constraints=t.constraints + cons))
     return out
 
 

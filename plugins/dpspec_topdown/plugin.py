@@ -236,6 +236,44 @@ def _gq_blockgroups(spec: ir.Spec, params: dict, value, loc) -> dict:
     return {"table": table_name, "type": type_col, "types": types, "finest": finest, "level": geo[-2]}
 
 
+def _equalities(spec: ir.Spec, params: dict) -> list[dict]:
+    """``equal_to: { NAME: { table: T  query: "hhgq * votingage" } }``: the release's marginal
+    `query` (factors: variables or recodes) must reproduce T, an already released product
+    (equality.py). T is a table of the domain with the finest level and one column per factor,
+    and it must be declared public (`public { count T by block, hhgq, votingage released "..." }`):
+    the guarantee is then stated as conditioned on it."""
+    block = params.get("equal_to")
+    if block is None:
+        return []
+    if not isinstance(block, ir.ParamBlock):
+        raise SpecError("equal_to: expected a block such as { pl94: { table: pl94_release  query: \"hhgq * votingage\" } }")
+    geo = spec.domain.geography.levels if spec.domain.geography else []
+    finest = geo[-1] if geo else None
+    schema = _schema(spec, params)
+    out = []
+    for p in block.params:
+        loc = (p.loc.line, p.loc.column) if p.loc else (None, None)
+        fields = {q.name: q.value for q in p.value.params} if isinstance(p.value, ir.ParamBlock) else {}
+        if set(fields) != {"table", "query"}:
+            raise SpecError(Diagnostic(f"equal_to: '{p.name}' needs {{ table: TABLE  query: \"a * b\" }}", *loc))
+        table_name = str(fields["table"])
+        try:
+            query = schema.canonical(_query_words(fields["query"], list(schema.names)))
+        except SpecError as exc:
+            raise SpecError([Diagnostic(f"equal_to: '{p.name}': {d.message}", *loc) for d in exc.diagnostics]) from None
+        table = spec.domain.table(table_name)
+        need = [finest, *query]
+        if table is None or table_name == params["table"] or any(table.column(c) is None for c in need):
+            raise SpecError(Diagnostic(f"equal_to: '{p.name}' reads '{table_name}', which must be a second table of the "
+                                       f"domain with columns {', '.join(need)} (the released product)", *loc))
+        public = any(info.query.table == table_name and set(info.query.columns) == set(need) for info in spec.public)
+        if not public:
+            raise SpecError(Diagnostic(f"equal_to: '{p.name}' holds the release to '{table_name}'; declare that product "
+                                       f"public: public {{ count {table_name} by {', '.join(need)} released \"...\" }}", *loc))
+        out.append({"name": p.name, "table": table_name, "query": query, "finest": finest})
+    return out
+
+
 def _split_levels(spec: ir.Spec, spine: dict) -> list[str]:
     """The geography levels the spine splits, top first."""
     geo = list(spec.domain.geography.levels)
@@ -340,6 +378,8 @@ class TopDown(Mechanism):
         ParamSpec("spine", "block", "the geographic spine, as production ran it: { aian: COLUMN } splits the state "
                   "(the first level) and the levels below it but the finest into their parts inside and outside "
                   "AIAN areas (COLUMN: 1 inside), measured separately; the state invariant holds on the parts' sum"),
+        ParamSpec("equal_to", "block", "hold the release to a product already released: { pl94: { table: T  query: "
+                  "\"hhgq * votingage\" } } keeps that marginal equal to T's at every finest unit (T declared public)"),
         ParamSpec("workers", "int", "solver processes (default: all cores)", low=Fraction(1), high=Fraction(256)),
     ))
     outputs = {
@@ -384,6 +424,7 @@ class TopDown(Mechanism):
 
             facility_constraints(spec, params, _bound_categories(spec, params))
             problems.extend(_split_invariant_problems(spec, params, _spine(spec, params)))
+            _equalities(spec, params)
             for level, plan in _passes(params, list(schema.names)).items():
                 if level not in params["levels"]:
                     raise SpecError(f"estimation/rounding passes name level '{level}', which has no budget share")
@@ -476,6 +517,8 @@ class TopDown(Mechanism):
             progress=lambda stage, done, total: progress.report(f"{stage} level", done, total),
             workers=params.get("workers"), engine=engine, aian=spine.get("aian"),
             bypass=spine.get("bypass", ()), gq_signature=_gq_signature(spine, data, engine),
+            equalities=[(e["name"], e["query"], table_counts(data[e["table"]], [e["finest"], *e["query"]], engine))
+                        for e in _equalities(spec, params)],
         )
         categories = {}  # the same codes as the input, so invariants compare exactly
         for col in [*spec.domain.geography.levels, *variables]:
