@@ -118,13 +118,45 @@ def test_failsafe_redoes_an_infeasible_later_pass_in_one_pass(captured, monkeypa
     assert result.count.sum() == task.parent.sum()  # still a valid split of the parent
 
 
-def test_estimation_pass_naming_an_unmeasured_query_is_a_spec_error():
+def test_estimation_pass_fitting_nothing_measured_is_a_spec_error():
+    """A pass may name queries the level does not measure (production's orderings are shared by
+    the levels), but one that fits nothing measured is an error."""
     shares, strategy, recodes, rho, _ = _production()
     persons = generate_population(500, 20, seed=1)
-    with pytest.raises(SpecError, match="estimation passes at level 'nation': query 'total' is not measured"):
+    with pytest.raises(SpecError, match="estimation pass 1 at level 'nation' fits no query measured at that level"):
         run_topdown(persons, ["nation"] + LEVELS, PL94_VARIABLES, strategy, rho, shares, "hamming",
                     [("state", ())], np.random.default_rng(0), workers=1, recodes=recodes,
                     passes={"nation": {"estimation": [[()]]}})
+    # the US level does not measure 'total': a pass naming it with a measured query runs
+    result = run_topdown(persons, ["nation"] + LEVELS, PL94_VARIABLES, strategy, rho, shares, "hamming",
+                         [("state", ())], np.random.default_rng(0), workers=1, recodes=recodes,
+                         passes={"nation": {"estimation": [[(), ("hhgq",)]]}})
+    assert result.timings["levels"]["nation"]["estimation_passes"] == 2
+    assert len(result.microdata) == len(persons)
+
+
+def test_constrain_to_holds_queries_the_pass_did_not_fit(captured):
+    """After a pass fitting the total, constrain-to [total, hhgq] holds hhgq's answers too."""
+    from dpspec_topdown.histogram import Schema
+
+    nodes, result, _ = captured
+    schema = result.schema
+    total, hhgq = (schema.groups(()), 1), (schema.groups(("hhgq",)), schema.marginal_size(("hhgq",)))
+    held_moved, free_moved = 0.0, 0.0
+    for task, queries, plan in _multipass_nodes(nodes)[:4]:
+        variables = postprocess._node_variables(task)
+        cells, vc, va, vcell = variables
+        key = vc * hhgq[1] + hhgq[0][vcell]
+        margin = lambda x: np.bincount(key, weights=x[:vc.size], minlength=task.n_children * hhgq[1])  # noqa: E731
+        x1, *_ = fit_in_passes(task, queries, PassPlan(estimation=(plan.estimation[0],), tolerance=0.1), variables)
+        held = PassPlan(estimation=plan.estimation, tolerance=0.1, constrain=((total, hhgq),))
+        x2, _, _, _, _, failsafe = fit_in_passes(task, queries, held, variables)
+        assert not failsafe
+        x3, *_ = fit_in_passes(task, queries, plan, variables)  # default: only the fitted total is held
+        held_moved = max(held_moved, float(np.max(np.abs(margin(x2) - margin(x1)))))
+        free_moved = max(free_moved, float(np.max(np.abs(margin(x3) - margin(x1)))))
+    assert held_moved <= 0.1 + 1e-6
+    assert free_moved > 0.1  # without the list the second pass moves hhgq: the test can fail
 
 
 # --- structural zeros (production's nurse_nva_0) ----------------------------------------------
@@ -158,3 +190,17 @@ def test_data_breaking_a_structural_zero_is_a_data_error_naming_block_and_cell()
         run_topdown(persons, ["nation"] + LEVELS, PL94_VARIABLES, strategy, rho, shares, "hamming",
                     [("state", ())], np.random.default_rng(0), workers=1, recodes=recodes,
                     structural_zeros=NURSE_NVA_0)
+
+
+def test_constrain_to_in_a_spec(tmp_path):
+    from dpspec.check.checker import check
+    from dpspec.language.parser import parse
+
+    text = open(os.path.join(ROOT, "specs", "pl94_production_topdown.dps")).read()
+    text = text.replace("  pass_tolerance: 0.1\n", '  pass_tolerance: 0.1\n  constrain_to: {\n    state: {\n'
+                        '      pass1: ["total", "hhgq"]\n    }\n  }\n')
+    text = text.replace('"data/pl94_synthetic/', '"' + os.path.join(ROOT, "specs", "data", "pl94_synthetic") + "/")
+    check(parse(text, str(tmp_path / "s.dps")))
+    two = text.replace('      pass1: ["total", "hhgq"]\n', '      pass1: ["total", "hhgq"]\n      pass2: ["total"]\n')
+    with pytest.raises(SpecError, match="constrain_to at level 'state': 2 lists for the 1 estimation passes"):
+        check(parse(two, str(tmp_path / "s.dps")))

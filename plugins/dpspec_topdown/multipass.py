@@ -9,6 +9,10 @@ tolerance plus opt_tol_slack = 0.1 from person_default.ini; the smallest feasibl
 0 here because the constraints do not change between passes, so the tolerance is the slack).
 Its rounder likewise fixed the rounded totals before rounding the finer margins.
 
+Constrain-to lists (production's L2_Constrain_to_Ordering, sequential_optimizers.py:262-264):
+which answers of a pass the later passes hold may differ from the queries it fits, and a pass
+may name a query the level does not measure (its answer in the pass's solution is then held).
+
 Failsafe: when a later pass has no solution (numerically, since the earlier answer is always
 feasible) the node is fitted or rounded again in one pass over everything, and the run reports
 how many nodes needed it. Invariants and parent sums are never relaxed.
@@ -39,6 +43,9 @@ class PassPlan:
     estimation: tuple = ()  # of tuples of indices into the level's measured queries
     tolerance: float = 0.1  # |answer - earlier pass's answer| for earlier passes' queries
     rounding: tuple = ()  # of tuples of (name, groups, n_groups) margins, one tuple per pass
+    # per estimation pass, the (groups, n_groups) margins later passes hold within the tolerance
+    # (production's constrain-to ordering); None: the pass's measured queries
+    constrain: tuple | None = None
 
     @property
     def multipass_fit(self) -> bool:
@@ -73,7 +80,7 @@ def fit_in_passes(task, queries: Sequence, plan: PassPlan, variables):
 
     cells, vc, va, vcell = variables
     n_x = vc.size
-    kept, seconds, solvers = [], 0.0, set()
+    kept, seconds, solvers, kept_passes = [], 0.0, set(), []
     x = optimal = problem = None
     for idx in plan.estimation:
         sub = attrs.evolve(task, measurements=tuple(task.measurements[i] for i in idx))
@@ -84,8 +91,13 @@ def fit_in_passes(task, queries: Sequence, plan: PassPlan, variables):
         solvers.add(used)
         if x is None:
             break
-        for i in idx:
-            key, n_keys = _margin_key(vc, vcell, queries[i].groups, queries[i].n_groups, task.n_children)
+        if plan.constrain is None:
+            held = [(queries[i].groups, queries[i].n_groups) for i in idx]
+        else:
+            held = plan.constrain[len(kept_passes)] if len(kept_passes) < len(plan.constrain) else ()
+        kept_passes.append(idx)
+        for groups, n_groups in held:
+            key, n_keys = _margin_key(vc, vcell, groups, n_groups, task.n_children)
             kept.append((key, n_keys, np.bincount(key, weights=x[:n_x], minlength=n_keys)))
     if x is not None:
         return x, optimal, seconds, "highs" if "highs" in solvers else "clarabel", problem, False
@@ -126,25 +138,40 @@ def pass_plan(level: str, spec: Mapping, schema, alloc, groups: bool = True) -> 
     measured = [qb.query for qb in alloc.for_level(level)]
     if not measured:
         raise SpecError(f"passes: level {level!r} is not measured, so it has no passes")
-    estimation, seen = [], set()
-    for group in spec.get("estimation", ()):
-        idx = []
+    # a pass may name a query the level does not measure (production's orderings are shared by
+    # the levels): it is not fitted, but its answer is held for later passes like the others
+    estimation, named, seen = [], [], set()
+    for n, group in enumerate(spec.get("estimation", ())):
+        idx, keys = [], []
         for q in group:
             key = schema.canonical(q)
-            if key not in measured:
-                raise SpecError(f"estimation passes at level {level!r}: query {query_name(q)!r} is not "
-                                "measured at that level")
             if key in seen:
                 raise SpecError(f"estimation passes at level {level!r}: query {query_name(q)!r} is in two passes")
             seen.add(key)
-            idx.append(measured.index(key))
+            keys.append(key)
+            if key in measured:
+                idx.append(measured.index(key))
+        if not idx:
+            raise SpecError(f"estimation pass {n + 1} at level {level!r} fits no query measured at that level "
+                            f"({', '.join(query_name(k) for k in keys)}; measured: "
+                            f"{', '.join(query_name(k) for k in measured)})")
         estimation.append(tuple(idx))
+        named.append(keys)
     rest = tuple(i for i, key in enumerate(measured) if key not in seen)
     if estimation and rest:
         estimation.append(rest)
+    held = spec.get("constrain_to")
+    if held is not None and len(held) > max(len(estimation) - 1, 0):
+        raise SpecError(f"constrain_to at level {level!r}: {len(held)} lists for the {max(len(estimation) - 1, 0)} "
+                        "estimation passes that have a later pass")
+    lists = [[schema.canonical(q) for q in group] for group in (held or [])] + named[len(held or []):]
+    constrain = tuple(tuple((schema.groups(k) if groups else None, schema.marginal_size(k)) for k in keys)
+                      for keys in lists)
+    if held is None and all(set(keys) <= set(measured) for keys in named):
+        constrain = None  # the default: exactly the fitted queries
     rounding = tuple(tuple((query_name(schema.canonical(q)), schema.groups(q) if groups else None, schema.marginal_size(q))
                            for q in group) for group in spec.get("rounding", ()))
     tolerance = float(spec.get("tolerance", Fraction(1, 10)))
     if tolerance < 0:
         raise SpecError(f"pass tolerance at level {level!r} must not be negative")
-    return PassPlan(tuple(estimation), tolerance, rounding)
+    return PassPlan(tuple(estimation), tolerance, rounding, constrain)

@@ -99,12 +99,15 @@ def _passes(params: dict, variables) -> dict:
 
     Each of the ``estimation`` and ``rounding`` blocks maps a level to its passes: a block of
     named passes in order (``{ pass1: ["total"]  pass2: ["hhgq", "hhgq * hispanic"] }``) or one
-    list (one pass; for estimation the remaining measured queries then form a last pass)."""
+    list (one pass; for estimation the remaining measured queries then form a last pass).
+    ``constrain_to`` maps a level to, per estimation pass in order, the queries whose answers
+    later passes hold within the tolerance (production's L2_Constrain_to_Ordering; by default
+    the queries the pass names)."""
     out: dict = {}
     tolerance = params.get("pass_tolerance")
     if tolerance is None:  # absent (the checker gives it as None): production's slack
         tolerance = Fraction(1, 10)
-    for what in ("estimation", "rounding"):
+    for what in ("estimation", "rounding", "constrain_to"):
         block = params.get(what)
         if block is None:
             continue
@@ -368,6 +371,8 @@ class TopDown(Mechanism):
                   "first and then the other queries, keeping earlier answers within pass_tolerance"),
         ParamSpec("rounding", "block", "rounding passes per level: { county: { pass1: [\"total\"]  pass2: [\"hhgq\", \"hhgq * hispanic\"] } } "
                   "keeps each pass's margins within floor/ceil of the fit, then fixes them"),
+        ParamSpec("constrain_to", "block", "per level and estimation pass, the queries later passes hold within "
+                  "pass_tolerance: { county: { pass1: [\"total\", \"hhgq\"] } } (default: the queries the pass names)"),
         ParamSpec("pass_tolerance", "number", "how far a later estimation pass may move earlier passes' answers "
                   "(production: 1/10)", low=Fraction(0)),
         ParamSpec("structural_zeros", "block", "cells that must be 0 everywhere, e.g. { nurse_nva_0: { hhgq: [3]  "
