@@ -118,9 +118,30 @@ def _passes(params: dict, variables) -> dict:
                 groups = [g.value for g in p.value.params]
             else:
                 groups = [p.value]
-            out.setdefault(p.name, {"tolerance": tolerance})[what] = [
-                [_query_words(q, variables) for q in (g if isinstance(g, tuple) else (g,))] for g in groups]
+            out.setdefault(p.name, {"tolerance": tolerance})[what] = _pass_lists(p.value, variables)
+    block = params.get("outer_passes")
+    if block is not None:
+        if not isinstance(block, ir.ParamBlock):
+            raise SpecError("outer_passes: expected a block such as { county: { outer1: { estimation: ... } } }")
+        for p in block.params:
+            loc = (p.loc.line, p.loc.column) if p.loc else (None, None)
+            if not isinstance(p.value, ir.ParamBlock) or not p.value.params:
+                raise SpecError(Diagnostic(f"outer_passes: '{p.name}' needs a block of outer passes", *loc))
+            outer = []
+            for o in p.value.params:
+                body = {q.name: q.value for q in o.value.params} if isinstance(o.value, ir.ParamBlock) else {}
+                if not {"estimation", "rounding"} <= set(body) or set(body) - {"estimation", "rounding", "constrain_to"}:
+                    raise SpecError(Diagnostic(f"outer_passes: '{p.name}' outer pass '{o.name}' needs estimation and "
+                                               "rounding passes (and may have constrain_to)", *loc))
+                outer.append({"tolerance": tolerance, **{k: _pass_lists(v, variables) for k, v in body.items()}})
+            out.setdefault(p.name, {"tolerance": tolerance})["outer"] = outer
     return out
+
+
+def _pass_lists(value, variables) -> list:
+    """Passes as lists of query keys: a block of named passes in order, or one list."""
+    groups = [g.value for g in value.params] if isinstance(value, ir.ParamBlock) else [value]
+    return [[_query_words(q, variables) for q in (g if isinstance(g, tuple) else (g,))] for g in groups]
 
 
 def _structural_zeros(params: dict, variables: dict) -> dict:
@@ -371,6 +392,9 @@ class TopDown(Mechanism):
                   "first and then the other queries, keeping earlier answers within pass_tolerance"),
         ParamSpec("rounding", "block", "rounding passes per level: { county: { pass1: [\"total\"]  pass2: [\"hhgq\", \"hhgq * hispanic\"] } } "
                   "keeps each pass's margins within floor/ceil of the fit, then fixes them"),
+        ParamSpec("outer_passes", "block", "interleaved outer passes per level: { county: { outer1: { estimation: "
+                  "{ pass1: [\"total\"] }  rounding: { pass1: [\"total\"] } }  outer2: { ... } } }: each outer pass fits "
+                  "and rounds its queries, then its last rounding pass's answers are fixed exactly for the next"),
         ParamSpec("constrain_to", "block", "per level and estimation pass, the queries later passes hold within "
                   "pass_tolerance: { county: { pass1: [\"total\", \"hhgq\"] } } (default: the queries the pass names)"),
         ParamSpec("pass_tolerance", "number", "how far a later estimation pass may move earlier passes' answers "

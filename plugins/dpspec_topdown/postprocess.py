@@ -378,6 +378,14 @@ def _solve_node(task, queries, solver, plan) -> NodeResult:
                           0, False, True, _peak_rss_mb())
     variables = (cells, vc, va, vcell)
     failsafe = False
+    if plan is not None and plan.outer:
+        from .multipass import solve_interleaved
+
+        counts, qp_seconds, round_seconds, used_milp = solve_interleaved(task, queries, plan, variables)
+        keep = counts > 0
+        return NodeResult(task.key, vc[keep].astype(np.int64), vcell[keep].astype(np.int64),
+                          counts[keep].astype(np.int64), qp_seconds, round_seconds,
+                          time.perf_counter() - t_start, int(n_x), used_milp, True, _peak_rss_mb())
     if plan is not None and plan.multipass_fit:
         from .multipass import fit_in_passes
 
