@@ -7,7 +7,7 @@ define_spines.py:87-132: the geocode becomes state, AIAN flag, county, ...), so 
 areas are near the spine and get accurate totals. Every level from the state down is then nested
 in one part; the parts are measured as state-level geounits with the state's budget; and the
 state population, which policy holds invariant, is kept only on the sum of a state's two parts
-(topdown_engine.py:313-329, manipulate_nodes.py:325-344 makeChildGroups), never on a part.
+(topdown_engine.py:313-329, manipulate_nodes.py:324-344 makeChildGroups), never on a part.
 
 A split unit keeps its published code as its label: the release names the original geography,
 the noisy measurements the parts (e.g. "01/AIAN", "01/non-AIAN").

@@ -12,30 +12,15 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "..", "plugins"))
 
-from dpspec_topdown.synthetic import generate_population  # noqa: E402
+from dpspec_topdown.synthetic import aian_blocks, generate_population  # noqa: E402
 
 PERSONS, BLOCKS, SEED = 60_000, 6_000, 2020
 AIAN_SEED, AIAN_TRACTS = 2024, 4
 
 
-def aian_blocks(frame, seed: int = AIAN_SEED, n_tracts: int = AIAN_TRACTS) -> set:
-    """Blocks inside a synthetic AIAN area: some block groups of a few tracts, so that the area
-    cuts across counties, tracts and block groups (production's AIAN spine splits them all)."""
-    import numpy as np
-
-    rng = np.random.default_rng(seed)
-    tracts = np.unique(frame["tract"].astype(str))
-    chosen = rng.choice(tracts, size=n_tracts, replace=False)
-    bgs = frame.loc[frame["tract"].astype(str).isin(chosen), ["tract", "blockgroup"]].astype(str).drop_duplicates()
-    picked = bgs.groupby("tract", sort=True)["blockgroup"].apply(
-        lambda s: list(s.sort_values()[: max(1, (len(s) + 1) // 2)]))
-    inside = {bg for group in picked for bg in group}
-    return set(frame.loc[frame["blockgroup"].astype(str).isin(inside), "block"].astype(str))
-
-
 def main() -> None:
     frame = generate_population(PERSONS, BLOCKS, seed=SEED)
-    frame["aian"] = frame["block"].astype(str).isin(aian_blocks(frame)).astype("int64")
+    frame["aian"] = frame["block"].astype(str).isin(aian_blocks(frame, AIAN_SEED, AIAN_TRACTS)).astype("int64")
     for col in ("state", "county", "tract", "blockgroup", "block"):
         frame[col] = frame[col].astype("category")
     frame.to_parquet(os.path.join(HERE, "pl94_synthetic.parquet"), index=False, compression="zstd")
