@@ -149,3 +149,27 @@ def test_the_spec_path_reproduces_the_product(tmp_path):
     got = micro.groupby([micro["block"].astype(str), micro["hhgq"].astype(int)]).size()
     want = pl94.groupby([pl94["block"].astype(str), pl94["hhgq"].astype(int)]).size()
     assert got.reindex(want.index.union(got.index), fill_value=0).equals(want.reindex(want.index.union(got.index), fill_value=0))
+
+
+def test_a_product_breaking_a_facility_bound_is_a_data_error():
+    from dpspec_topdown.constraints import facility_bounds
+    from dpspec_topdown.synthetic import generate_facilities
+
+    persons = generate_population(1500, 60, seed=46)  # its blocks hold group quarters
+    # a product within the bounds (the data's own counts), then one block's GQ residents moved
+    counts = persons.groupby(BY, observed=True).size().rename("count").reset_index()
+    facilities = generate_facilities(persons, 1, gq_rate=0.3)
+    con = {"name": "hhgq_total_lb_ub", "of": "hhgq", "table": "facilities", "type": "gqtype",
+           "occupied": [1, 2, 3, 4, 5, 6, 7], "finest": "block"}
+    lower, upper = facility_bounds(con, facilities, PL94_VARIABLES["hhgq"])
+    bounds = [(con["name"], ("hhgq",), lower, upper)]
+    gq = counts[(counts["hhgq"].astype(int) > 0)]
+    block = str(gq["block"].iloc[0])
+    moved = counts.copy()
+    rows = (moved["block"].astype(str) == block) & (moved["hhgq"].astype(int) > 0)
+    moved.loc[rows, "hhgq"] = 0  # the block's group-quarters residents become household persons
+    moved = moved.groupby(BY, observed=True)["count"].sum().reset_index()
+    with pytest.raises(DataError, match=f"breaks the constraint 'hhgq_total_lb_ub' at block '{block}'"):
+        run_topdown(persons, ALL_LEVELS, PL94_VARIABLES, pl94_strategy(tuple(SHARES)), 1, SHARES, "hamming",
+                    [("state", ())], np.random.default_rng(1), workers=1, bounds=bounds,
+                    equalities=[("pl94", ("hhgq", "votingage"), moved)])

@@ -171,6 +171,7 @@ def run_topdown(persons: pd.DataFrame, levels: Sequence[str], variables: Mapping
         q = schema.canonical(query)
         targets = equality.per_level(equality.released_targets(name, counts, names[last], q, schema, hier), hier)
         equality.check_against(name, q, targets, schema, hier, conf, inv, zero_cells)
+        equality.check_bounds(name, q, targets[last], schema, level_bounds, hier)
         equal.append((name, q, targets, schema.groups(q), schema.marginal_size(q)))
     timings: dict = {"levels": {}}
     noisy: dict = {}  # without an engine: every level's noisy answers, drawn whole from `rng`

@@ -75,6 +75,31 @@ def per_level(target: sp.csr_matrix, hier) -> list[sp.csr_matrix]:
     return out
 
 
+def _regroup(schema, query: tuple, coarser: tuple) -> sp.csr_matrix:
+    """(groups of query x groups of coarser) 0/1: the coarser marginal's group of each group
+    (coarser's factors within query's)."""
+    pairs = np.unique(np.stack([schema.groups(query), schema.groups(coarser)], axis=1), axis=0)
+    return sp.csr_matrix((np.ones(len(pairs), dtype=np.int64), (pairs[:, 0], pairs[:, 1])),
+                         shape=(schema.marginal_size(query), schema.marginal_size(coarser)))
+
+
+def check_bounds(name: str, query: tuple, target: sp.csr_matrix, schema, level_bounds, hier) -> None:
+    """DataError when the released product breaks a facility bound it determines (the bound's
+    factors within the product's): no release could keep both."""
+    last = len(hier.levels) - 1
+    for bound_name, _, _, q, per_level in level_bounds:
+        if not set(q) <= set(query):
+            continue
+        got = np.asarray((target @ _regroup(schema, query, q)).toarray(), dtype=np.int64)
+        lo, hi = per_level[last]
+        bad = np.argwhere((got < lo) | (got > hi))
+        if bad.size:
+            u, g = bad[0]
+            raise DataError(f"equal_to {name!r}: the released product breaks the constraint {bound_name!r} at "
+                            f"{hier.levels[last].name} {shown(hier.levels[last].codes[u])} (group {int(g)} of "
+                            f"{query_name(q)!r}): released {int(got[u, g])}, bounds [{int(lo[u, g])}, {hi[u, g]:g}]")
+
+
 def check_against(name: str, query: tuple, targets: list, schema, hier, conf: list, invariants, zero_cells) -> None:
     """DataError when the released product contradicts what this release must also keep: an
     invariant it determines (its factors within the product's) or a structural zero."""
@@ -85,10 +110,7 @@ def check_against(name: str, query: tuple, targets: list, schema, hier, conf: li
     for lvl, q in invariants:
         if not set(q) <= set(query):
             continue
-        q_groups = schema.groups(q)
-        pairs = np.unique(np.stack([eq_groups, q_groups], axis=1), axis=0)
-        to_q = sp.csr_matrix((np.ones(len(pairs), dtype=np.int64), (pairs[:, 0], pairs[:, 1])),
-                             shape=(n_eq, schema.marginal_size(q)))
+        to_q = _regroup(schema, query, q)
         groups, n = unit_groups(hier.levels[lvl])
         released = group_sum(np.asarray((targets[lvl] @ to_q).toarray(), dtype=np.int64), groups, n)
         truth = group_sum(np.asarray((conf[lvl] @ schema.indicator(q)).toarray(), dtype=np.int64), groups, n)
