@@ -484,6 +484,13 @@ class TopDown(Mechanism):
                  + ", ".join(f"{lv} {ir.format_number(s)}" for lv, s in alloc.level_shares.items()),
                  f"L2 sensitivity squared {alloc.queries[0].sensitivity2} per query under {alloc.relation}; "
                  "variance s^2 / (2 rho_q) per query"]
+        spine = _spine(spec, params)
+        if "aian" in spine:
+            notes.append(f"spine: each {spine['aian'][0]} and the levels below it are measured as their AIAN and "
+                         f"non-AIAN parts (flag '{spine['aian'][1]}'), each part with its level's share")
+        if "bypass" in spine:
+            notes.append(f"spine: single-child units of {', '.join(spine['bypass'])} are measured once with their "
+                         "child's share added (the child not at all); every block's geounits still spend rho")
         if alloc.rho_spent != alloc.total_rho:
             notes.append(f"noise variances were rounded up to exact rationals: the noise costs rho = "
                          f"{float(alloc.rho_spent):.12g}, within the stated {float(alloc.total_rho):.12g}")
