@@ -1,0 +1,135 @@
+"""One open document: its best IR and its problems, from dpspec's own parser and checker.
+
+A half-typed file does not parse, yet the editor still wants its tables and columns: when the
+whole text fails, every top-level section is parsed on its own, the failing ones are blanked
+(line numbers kept) and the rest is parsed again, so one broken section does not hide the
+others. The last spec that parsed is kept as a fallback for names.
+"""
+from __future__ import annotations
+
+import os
+
+import attrs
+
+from dpspec import ir
+from dpspec.errors import Diagnostic, DpspecError, SpecError
+from dpspec.lsp import text as tx
+
+
+@attrs.frozen
+class Problem:
+    """A diagnostic placed in this document (0-based line, columns [start, end))."""
+
+    line: int
+    start: int
+    end: int
+    message: str
+    severity: str = "error"
+    hint: str | None = None
+
+
+@attrs.define
+class Analysis:
+    text: str
+    path: str | None
+    spec: ir.Spec | None  # the whole text's IR, or the sections that parse
+    parsed: bool  # the whole text parsed
+    problems: list[Problem]
+
+
+def _parse(text: str, path: str | None) -> ir.Spec:
+    from dpspec.language.parser import parse
+
+    return parse(text, path)
+
+
+def _salvage(text: str, path: str | None) -> ir.Spec | None:
+    """The IR of the sections that parse on their own (the others blanked, lines kept)."""
+    lines = text.split("\n")
+    keep = [False] * len(lines)
+    for s in tx.sections(text):
+        chunk = "\n" * s.start + "\n".join(lines[s.start:s.end])
+        try:
+            _parse(chunk, path)
+        except (DpspecError, RecursionError):
+            continue
+        keep[s.start:s.end] = [True] * (s.end - s.start)
+    try:
+        return _parse("\n".join(line if k else "" for line, k in zip(lines, keep)), path)
+    except (DpspecError, RecursionError):
+        return None
+
+
+def _placed(d: Diagnostic, text: str) -> Problem:
+    if d.line is None:
+        return Problem(0, 0, len(tx.line_of(text, 0)), d.message, d.severity, d.hint)
+    line, column = d.line - 1, max((d.column or 1) - 1, 0)
+    return Problem(line, column, tx.token_end(text, line, column), d.message, d.severity, d.hint)
+
+
+def _include_line(text: str, path: str) -> tuple[int, int]:
+    """(line, column) of the `include` naming `path` (a problem in an included spec shows there)."""
+    name = os.path.basename(path)
+    for i, line in enumerate(text.split("\n")):
+        if "include" in line and name in line:
+            return i, line.find('"') if '"' in line else line.find("include")
+    return 0, 0
+
+
+def _spec_problems(err: SpecError, text: str, path: str | None) -> list[Problem]:
+    if err.path and (path is None or os.path.abspath(err.path) != os.path.abspath(path)):  # from an included spec
+        line, column = _include_line(text, err.path)
+        out = []
+        for d in err.diagnostics:
+            where = f"{os.path.basename(err.path)}:{d.line}: " if d.line else f"{os.path.basename(err.path)}: "
+            out.append(Problem(line, column, tx.token_end(text, line, column), where + d.message, d.severity, d.hint))
+        return out
+    return [_placed(d, text) for d in err.diagnostics]
+
+
+def plugin_problems() -> list[Problem]:
+    """Plugins that failed to load, as warnings on every document (the server stays up)."""
+    from dpspec.contract import plugins
+
+    out = [Problem(0, 0, 0, f"plugin '{name}' failed to load: {why}; its mechanisms, parameters and "
+                   "audit rules are unavailable", "warning") for name, why in plugins.failures()]
+    try:
+        plugins.mechanisms()
+    except Exception as exc:  # two plugins registering one name, or a hook that raises
+        out.append(Problem(0, 0, 0, f"the mechanism plugins could not be listed: {exc}", "warning"))
+    return out
+
+
+def _check(spec: ir.Spec) -> None:
+    if spec.program is not None:
+        from dpspec.budget.program import load_program
+
+        load_program(spec)
+    else:
+        from dpspec.check.checker import check
+
+        check(spec)
+
+
+def analyse(text: str, path: str | None, previous: ir.Spec | None = None) -> Analysis:
+    """Parse and check `text`; never raises. `previous`: the last spec that parsed (fallback)."""
+    problems = plugin_problems()
+    try:
+        spec = _parse(text, path)
+    except SpecError as err:
+        problems += _spec_problems(err, text, path)
+        return Analysis(text, path, _salvage(text, path) or previous, False, problems)
+    except RecursionError:
+        problems.append(Problem(0, 0, 0, "the input is nested too deeply to process"))
+        return Analysis(text, path, previous, False, problems)
+    try:
+        _check(spec)
+    except SpecError as err:
+        problems += _spec_problems(err, text, path)
+    except DpspecError as err:
+        problems.append(Problem(0, 0, len(tx.line_of(text, 0)), str(err)))
+    except Exception as exc:  # a bug in dpspec or a plugin's check(): shown, and the server lives on
+        problems.append(Problem(0, 0, len(tx.line_of(text, 0)),
+                                f"internal error while checking ({type(exc).__name__}: {exc}); "
+                                "this is a bug in dpspec or in a plugin, please report it"))
+    return Analysis(text, path, spec, True, problems)
