@@ -43,21 +43,27 @@ def _parse(text: str, path: str | None) -> ir.Spec:
     return parse(text, path)
 
 
-def _salvage(text: str, path: str | None) -> ir.Spec | None:
-    """The IR of the sections that parse on their own (the others blanked, lines kept)."""
+def _salvage(text: str, path: str | None, err: SpecError) -> ir.Spec | None:
+    """The IR of the sections without a syntax error: those holding one are blanked (line
+    numbers kept) and the rest parsed again, a few rounds at most (a blanked section may have
+    hidden an error in the next)."""
     lines = text.split("\n")
-    keep = [False] * len(lines)
-    for s in tx.sections(text):
-        chunk = "\n" * s.start + "\n".join(lines[s.start:s.end])
+    spans = tx.sections(text)
+    for _ in range(5):
+        bad = {d.line - 1 for d in err.diagnostics if d.line}
+        hit = [s for s in spans if any(s.start <= b < s.end for b in bad)]
+        if not hit and bad:  # an error before the first section, or between sections
+            return None
+        for s in hit:
+            lines[s.start:s.end] = [""] * (s.end - s.start)
+        spans = [s for s in spans if s not in hit]
         try:
-            _parse(chunk, path)
-        except (DpspecError, RecursionError):
-            continue
-        keep[s.start:s.end] = [True] * (s.end - s.start)
-    try:
-        return _parse("\n".join(line if k else "" for line, k in zip(lines, keep)), path)
-    except (DpspecError, RecursionError):
-        return None
+            return _parse("\n".join(lines), path)
+        except SpecError as again:
+            err = again
+        except RecursionError:
+            return None
+    return None
 
 
 def _placed(d: Diagnostic, text: str) -> Problem:
@@ -118,7 +124,7 @@ def analyse(text: str, path: str | None, previous: ir.Spec | None = None) -> Ana
         spec = _parse(text, path)
     except SpecError as err:
         problems += _spec_problems(err, text, path)
-        return Analysis(text, path, _salvage(text, path) or previous, False, problems)
+        return Analysis(text, path, _salvage(text, path, err) or previous, False, problems)
     except RecursionError:
         problems.append(Problem(0, 0, 0, "the input is nested too deeply to process"))
         return Analysis(text, path, previous, False, problems)
