@@ -114,6 +114,12 @@ class Client:
         self.notify("textDocument/didChange", {"textDocument": {"uri": doc_uri, "version": version},
                                                "contentChanges": [{"text": text}]})
 
+    def edit(self, doc_uri: str, start: tuple[int, int], end: tuple[int, int], text: str, version: int) -> None:
+        """An incremental change: replace the range [start, end) (line, character) by `text`."""
+        rng = {"start": {"line": start[0], "character": start[1]}, "end": {"line": end[0], "character": end[1]}}
+        self.notify("textDocument/didChange", {"textDocument": {"uri": doc_uri, "version": version},
+                                               "contentChanges": [{"range": rng, "text": text}]})
+
     def close(self, timeout: float = 20.0) -> int:
         """shutdown, exit; the server's exit status."""
         self.request("shutdown")

@@ -93,6 +93,18 @@ def test_diagnostics_are_the_checkers_at_the_right_ranges(client):
     assert doc.change(open(SWAP).read()) == []
 
 
+def test_incremental_changes_are_applied(client):
+    doc = _Doc(client, open(SWAP).read())
+    at = _pos(doc.text, "0.05")
+    doc.version += 1
+    client.edit(doc.uri, (at["line"], at["character"]), (at["line"], at["character"] + 4), "1.5", doc.version)
+    [d] = client.diagnostics(doc.uri, doc.version)
+    assert d["message"] == "parameter 'rate': 1.5 is outside the allowed range [0, 1]"
+    doc.version += 1
+    client.edit(doc.uri, (at["line"], at["character"]), (at["line"], at["character"] + 3), "0.05", doc.version)
+    assert client.diagnostics(doc.uri, doc.version) == []
+
+
 def test_syntax_errors_are_located(client):
     text = open(SWAP).read().replace("  swap: county\n", "  swap: county: oops\n")
     doc = _Doc(client, text)
@@ -252,6 +264,31 @@ def test_malformed_requests_get_errors_not_a_dead_server(client):
     doc = _Doc(client, open(SWAP).read())  # still serving
     assert doc.diagnostics == []
     assert doc.ask("textDocument/hover", "domain census1940", 2) is not None
+
+
+def test_fuzzed_specs_never_break_the_analysis():
+    """In-process, on scripts/fuzz.py's mutations of every bundled spec: each feature answers
+    (possibly nothing) at every kind of place, and never raises."""
+    import random
+
+    from dpspec.lsp import complete, document, hover, navigate
+    from tests.test_fuzz import fuzz
+
+    rng = random.Random(26)
+    for n in range(40):
+        name = rng.choice(fuzz.SPECS)
+        path = os.path.join(fuzz.SPECS_DIR, name)
+        text = fuzz.mutate(fuzz.original(name), rng.choice(fuzz.KINDS), rng)
+        a = document.analyse(text, path)
+        assert a.parsed or a.problems, name
+        lines = text.split("\n")
+        for _ in range(6):
+            line = rng.randrange(len(lines) + 1)
+            character = rng.randrange(len(lines[line]) + 2) if line < len(lines) else 0
+            hover.hover(text, a.spec, line, character)
+            complete.complete(text, a.spec, line, character)
+            navigate.definition(text, a.spec, path, line, character)
+        navigate.symbols(text, a.spec)
 
 
 PROBE = '''

@@ -166,15 +166,15 @@ def _in_block(headers: list[str], words: list[str], before: str, text: str, line
         if words[0] == "table" and len(words) >= 2 and words[-1] != "unit":
             return _keywords(("unit", "in", "by", "at most"))
         return []
-    if kind == "table":
-        if ":" in before:
-            after = before.split(":", 1)[1].split()
-            if after[-1:] == ["in"]:
-                return _columns(spec, inner[1] if len(inner) > 1 else None)
-            if after and after[0] in ("category", "bool") or (after and re.match(r"int$", after[0]) and len(after) > 1):
-                return _keywords(("nullable",))
-            return _keywords(COLUMN_TYPES, "column type")
-        return []
+    if kind == "table":  # a column: `name : type [nullable]`
+        if ":" not in words:
+            return []
+        after = words[words.index(":") + 1:]
+        if after[-1:] == ["in"]:
+            return _columns(spec, inner[1] if len(inner) > 1 else None)
+        if after and (after[0] in ("category", "bool") or (after[0] == "int" and len(after) > 1)):
+            return _keywords(("nullable",))
+        return [] if after else _keywords(COLUMN_TYPES, "column type")
     if kind in ("geography", "crosscut"):
         return _columns(spec)
     if outer in ("invariants", "public", "release"):

@@ -93,16 +93,17 @@ def _spec_problems(err: SpecError, text: str, path: str | None) -> list[Problem]
     return [_placed(d, text) for d in err.diagnostics]
 
 
-def plugin_problems() -> list[Problem]:
-    """Plugins that failed to load, as warnings on every document (the server stays up)."""
+def plugin_problems(text: str) -> list[Problem]:
+    """Plugins that failed to load, as warnings on every document's first line (the server stays up)."""
     from dpspec.contract import plugins
 
-    out = [Problem(0, 0, 0, f"plugin '{name}' failed to load: {why}; its mechanisms, parameters and "
+    width = len(tx.line_of(text, 0))
+    out = [Problem(0, 0, width, f"plugin '{name}' failed to load: {why}; its mechanisms, parameters and "
                    "audit rules are unavailable", "warning") for name, why in plugins.failures()]
     try:
         plugins.mechanisms()
     except Exception as exc:  # two plugins registering one name, or a hook that raises
-        out.append(Problem(0, 0, 0, f"the mechanism plugins could not be listed: {exc}", "warning"))
+        out.append(Problem(0, 0, width, f"the mechanism plugins could not be listed: {exc}", "warning"))
     return out
 
 
@@ -119,7 +120,7 @@ def _check(spec: ir.Spec) -> None:
 
 def analyse(text: str, path: str | None, previous: ir.Spec | None = None) -> Analysis:
     """Parse and check `text`; never raises. `previous`: the last spec that parsed (fallback)."""
-    problems = plugin_problems()
+    problems = plugin_problems(text)
     try:
         spec = _parse(text, path)
     except SpecError as err:

@@ -7,6 +7,8 @@ need no work here.
 """
 from __future__ import annotations
 
+import functools
+
 from dpspec import ir
 from dpspec.lsp import text as tx
 
@@ -66,18 +68,27 @@ def _block_answer(spec: ir.Spec, keyword: str) -> str:
     return f"**{question}** ({block})\n\n{answer}"
 
 
+@functools.lru_cache(maxsize=64)
+def _reading(budget, delta: float):
+    """The audit's reading of one budget (a zCDP trade-off curve takes a moment: hovering the
+    same line again is instant)."""
+    from dpspec.audit.plain_words import _readable
+    from dpspec.budget.interpret import read
+
+    return read(_readable(budget, delta), delta)
+
+
 def budget_reading(spec: ir.Spec, bound: ir.BudgetBound) -> str:
     """A declared bound read as an attacker's largest posterior belief and best test."""
     from dpspec.audit.currency import bound_budget
-    from dpspec.audit.plain_words import _readable, reading_delta
-    from dpspec.budget.interpret import read
+    from dpspec.audit.plain_words import reading_delta
 
     try:
         budget = bound_budget(spec, bound)
         if budget is None:
             return ""
         delta, source = reading_delta(spec)
-        r = read(_readable(budget, delta), delta)
+        r = _reading(budget, delta)
     except Exception as exc:  # a bound that cannot be read (a conversion that does not exist)
         return f"This bound cannot be read in plain words: {exc}"
     posteriors = "; ".join(f"{p:.0%} → {_percent(q)}" for p, q in r.posteriors)
