@@ -113,6 +113,16 @@ def test_syntax_errors_are_located(client):
     assert d["range"]["start"] == _pos(text, ": oops")
 
 
+def test_columns_are_in_utf16_units(client):
+    """LSP counts UTF-16 code units: a character beyond the BMP takes two."""
+    text = open(SWAP).read().replace('spec "1940 Massachusetts household swapping"', 'spec "𝔘𝔘" stray')
+    doc = _Doc(client, text)
+    [d] = doc.diagnostics
+    assert d["message"].startswith("unexpected 'stray'")
+    assert d["range"]["start"] == {"line": _pos(text, "stray")["line"], "character": 12}  # 10 code points
+    assert d["range"]["end"]["character"] == 17
+
+
 def test_hover_answers_the_blocks_question(client):
     doc = _Doc(client, open(SWAP).read())
     domain = doc.ask("textDocument/hover", "domain census1940", 2)["contents"]

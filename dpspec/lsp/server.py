@@ -66,13 +66,30 @@ class DpsServer(LanguageServer):
         return result
 
 
-def _range(line: int, start: int, end_line: int, end: int) -> lsp.Range:
-    return lsp.Range(lsp.Position(line, start), lsp.Position(end_line, end))
+class _Lines:
+    """A document's lines split as the parser splits them (at newlines only), with the codec the
+    client negotiated: the analysis counts code points, LSP clients UTF-16 units by default."""
+
+    def __init__(self, ls: DpsServer, text: str):
+        self.codec, self.lines = ls.workspace.position_codec, text.split("\n")
 
 
-def _diagnostic(p: document.Problem) -> lsp.Diagnostic:
+def _range(doc: _Lines | None, line: int, start: int, end_line: int, end: int) -> lsp.Range:
+    if doc is None:
+        return lsp.Range(lsp.Position(line, start), lsp.Position(end_line, end))
+    to_client = doc.codec.position_to_client_units
+    return lsp.Range(to_client(doc.lines, lsp.Position(line, start)), to_client(doc.lines, lsp.Position(end_line, end)))
+
+
+def _position(ls: DpsServer, text: str, params) -> tuple[int, int]:
+    """The request's position in code points."""
+    pos = ls.workspace.position_codec.position_from_client_units(text.split("\n"), params.position)
+    return pos.line, pos.character
+
+
+def _diagnostic(doc, p: document.Problem) -> lsp.Diagnostic:
     message = p.message + (f"\nhint: {p.hint}" if p.hint else "")
-    return lsp.Diagnostic(range=_range(p.line, p.start, p.line, max(p.end, p.start)), message=message,
+    return lsp.Diagnostic(range=_range(doc, p.line, p.start, p.line, max(p.end, p.start)), message=message,
                           severity=SEVERITY.get(p.severity, lsp.DiagnosticSeverity.Error), source="dpspec",
                           data={"hint": p.hint} if p.hint else None)
 
@@ -96,8 +113,9 @@ server = DpsServer()
 
 def publish(ls: DpsServer, uri: str, version: int | None = None) -> None:
     result = ls.refresh(uri)
+    doc = _Lines(ls, result.text)
     ls.text_document_publish_diagnostics(lsp.PublishDiagnosticsParams(
-        uri=uri, version=version, diagnostics=[_diagnostic(p) for p in result.problems]))
+        uri=uri, version=version, diagnostics=[_diagnostic(doc, p) for p in result.problems]))
 
 
 @server.feature(lsp.TEXT_DOCUMENT_DID_OPEN)
@@ -129,12 +147,12 @@ def did_close(ls: DpsServer, params: lsp.DidCloseTextDocumentParams):
 @guarded(None)
 def hover(ls: DpsServer, params: lsp.HoverParams):
     a = ls.analysis(params.text_document.uri)
-    pos = params.position
-    markdown = hovering.hover(a.text, a.spec, pos.line, pos.character)
+    line, character = _position(ls, a.text, params)
+    markdown = hovering.hover(a.text, a.spec, line, character)
     if not markdown:
         return None
-    hit = tx.word_at(a.text, pos.line, pos.character)
-    rng = _range(pos.line, hit[1], pos.line, hit[2]) if hit else None
+    hit = tx.word_at(a.text, line, character)
+    rng = _range(_Lines(ls, a.text), line, hit[1], line, hit[2]) if hit else None
     return lsp.Hover(contents=lsp.MarkupContent(kind=lsp.MarkupKind.Markdown, value=markdown), range=rng)
 
 
@@ -142,40 +160,42 @@ def hover(ls: DpsServer, params: lsp.HoverParams):
 @guarded(lsp.CompletionList(is_incomplete=False, items=[]))
 def complete(ls: DpsServer, params: lsp.CompletionParams):
     a = ls.analysis(params.text_document.uri)
-    items = completion.complete(a.text, a.spec, params.position.line, params.position.character)
+    items = completion.complete(a.text, a.spec, *_position(ls, a.text, params))
     return lsp.CompletionList(is_incomplete=False, items=[
         lsp.CompletionItem(label=i.label, kind=ITEM_KIND.get(i.kind), detail=i.detail or None,
                            documentation=lsp.MarkupContent(kind=lsp.MarkupKind.Markdown, value=i.doc) if i.doc else None)
         for i in items])
 
 
-def _location(uri: str, place: navigate.Place) -> lsp.Location:
+def _location(uri: str, doc: _Lines, place: navigate.Place) -> lsp.Location:
     from pygls.uris import from_fs_path
 
-    target = from_fs_path(place.path) if place.path else uri
-    return lsp.Location(uri=target, range=_range(place.line, place.start, place.line, place.end))
+    if place.path:  # the start of another file
+        return lsp.Location(uri=from_fs_path(place.path), range=_range(None, 0, 0, 0, 0))
+    return lsp.Location(uri=uri, range=_range(doc, place.line, place.start, place.line, place.end))
 
 
 @server.feature(lsp.TEXT_DOCUMENT_DEFINITION)
 @guarded([])
 def definition(ls: DpsServer, params: lsp.DefinitionParams):
     a = ls.analysis(params.text_document.uri)
-    places = navigate.definition(a.text, a.spec, a.path, params.position.line, params.position.character)
-    return [_location(params.text_document.uri, p) for p in places]
+    places = navigate.definition(a.text, a.spec, a.path, *_position(ls, a.text, params))
+    return [_location(params.text_document.uri, _Lines(ls, a.text), p) for p in places]
 
 
-def _symbol(s: navigate.Symbol) -> lsp.DocumentSymbol:
+def _symbol(doc, s: navigate.Symbol) -> lsp.DocumentSymbol:
     sel = s.selection
     return lsp.DocumentSymbol(name=s.name, kind=SYMBOL_KIND.get(s.kind, lsp.SymbolKind.Object), detail=s.detail or None,
-                              range=_range(*s.range), selection_range=_range(sel.line, sel.start, sel.line, sel.end),
-                              children=[_symbol(c) for c in s.children])
+                              range=_range(doc, *s.range), selection_range=_range(doc, sel.line, sel.start, sel.line, sel.end),
+                              children=[_symbol(doc, c) for c in s.children])
 
 
 @server.feature(lsp.TEXT_DOCUMENT_DOCUMENT_SYMBOL)
 @guarded([])
 def symbols(ls: DpsServer, params: lsp.DocumentSymbolParams):
     a = ls.analysis(params.text_document.uri)
-    return [_symbol(s) for s in navigate.symbols(a.text, a.spec)]
+    doc = _Lines(ls, a.text)
+    return [_symbol(doc, s) for s in navigate.symbols(a.text, a.spec)]
 
 
 @server.feature(lsp.TEXT_DOCUMENT_FORMATTING)
@@ -191,7 +211,7 @@ def formatting(ls: DpsServer, params: lsp.DocumentFormattingParams):
     if formatted == a.text:
         return []
     lines = a.text.split("\n")
-    return [lsp.TextEdit(range=_range(0, 0, len(lines) - 1, len(lines[-1])), new_text=formatted)]
+    return [lsp.TextEdit(range=_range(_Lines(ls, a.text), 0, 0, len(lines) - 1, len(lines[-1])), new_text=formatted)]
 
 
 def main() -> None:
