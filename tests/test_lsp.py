@@ -267,6 +267,7 @@ def test_malformed_requests_get_errors_not_a_dead_server(client):
     assert bad["error"]["code"] == -32602  # invalid params
     assert client.request("dpspec/noSuchMethod", {})["error"]["code"] == -32601  # method not found
     client.send_raw(b"{this is not json")
+    assert client.wait(None)["error"]["code"] == -32700  # parse error, id null
     client.send_raw(b'{"jsonrpc": "2.0", "id": "x", "method": "textDocument/completion", "params": null}')
     unknown = client.request("textDocument/hover", {"textDocument": {"uri": "file:///never/opened.dps"},
                                                     "position": {"line": 99, "character": 99}})
@@ -314,6 +315,11 @@ class Probe(Mechanism):
         ParamSpec("target", "table", "the probed table", required=True),
     ))
 
+    def check(self, spec, params):
+        if params["sharpness"] == 7:
+            raise RuntimeError("a bug in this plugin's check")
+        return []
+
 @hookimpl
 def dpspec_mechanisms():
     return [Probe()]
@@ -345,6 +351,10 @@ def test_third_party_parameters_and_a_broken_plugin(tmp_path):
         doc.change(text.replace("  sh\n", "  sharpness: 12\n  target: households\n"))
         assert any("sharpness" in d["message"] and "[1, 9]" in d["message"] for d in doc.diagnostics)
         assert "how sharp the probe is" in doc.ask("textDocument/hover", "sharpness", 2)["contents"]["value"]
+        doc.change(text.replace("  sh\n", "  sharpness: 7\n  target: households\n"))  # the plugin's check() raises
+        assert any("internal error while checking (RuntimeError: a bug in this plugin's check)" in d["message"]
+                   for d in doc.diagnostics)
+        assert doc.ask("textDocument/hover", "sharpness", 2) is not None  # and the server still answers
         assert c.close() == 0
     finally:
         c.kill()

@@ -50,6 +50,14 @@ class DpsServer(LanguageServer):
                          protocol_cls=Protocol)
         self.analyses: dict[str, document.Analysis] = {}
 
+    def report_server_error(self, error: Exception, source) -> None:
+        """A message that is not JSON gets JSON-RPC's parse error (id null), then pygls' notice."""
+        import json
+
+        if isinstance(error, json.JSONDecodeError) or isinstance(error.__cause__, json.JSONDecodeError):
+            self.protocol._send_data({"jsonrpc": "2.0", "id": None, "error": {"code": -32700, "message": f"Parse error: {error}"}})
+        super().report_server_error(error, source)
+
     def analysis(self, uri: str) -> document.Analysis:
         doc = self.workspace.get_text_document(uri)
         known = self.analyses.get(uri)
