@@ -163,6 +163,8 @@ def _in_block(headers: list[str], words: list[str], before: str, text: str, line
             return _keywords(STAGES, "life-cycle stage")
         if words[0] == "table" and words[-1] == "in":
             return _tables(spec)
+        if words[0] == "table" and words[-1] == "by":  # the link column, in both tables
+            return _columns(spec)
         if words[0] == "table" and len(words) >= 2 and words[-1] != "unit":
             return _keywords(("unit", "in", "by", "at most"))
         return []
