@@ -30,11 +30,26 @@ class Problem:
 
 @attrs.define
 class Analysis:
+    """A document's problems, and its IR for hovers and completion. When the text does not
+    parse, the IR of the sections that do is recovered on first use, not before the
+    diagnostics are published: typing must not wait for it."""
+
     text: str
     path: str | None
-    spec: ir.Spec | None  # the whole text's IR, or the sections that parse
     parsed: bool  # the whole text parsed
     problems: list[Problem]
+    good: ir.Spec | None = None  # this text's spec, else the last one that parsed
+    _syntax: SpecError | None = None  # the syntax error to recover from
+    _recovered: ir.Spec | None = None
+
+    @property
+    def spec(self) -> ir.Spec | None:
+        """The whole text's IR, or the sections that parse, or the last spec that parsed."""
+        if self.parsed:
+            return self.good
+        if self._syntax is not None:
+            self._recovered, self._syntax = _salvage(self.text, self.path, self._syntax), None
+        return self._recovered or self.good
 
 
 def _parse(text: str, path: str | None) -> ir.Spec:
@@ -125,10 +140,10 @@ def analyse(text: str, path: str | None, previous: ir.Spec | None = None) -> Ana
         spec = _parse(text, path)
     except SpecError as err:
         problems += _spec_problems(err, text, path)
-        return Analysis(text, path, _salvage(text, path, err) or previous, False, problems)
+        return Analysis(text, path, False, problems, previous, err)
     except RecursionError:
         problems.append(Problem(0, 0, 0, "the input is nested too deeply to process"))
-        return Analysis(text, path, previous, False, problems)
+        return Analysis(text, path, False, problems, previous)
     try:
         _check(spec)
     except SpecError as err:
@@ -139,4 +154,4 @@ def analyse(text: str, path: str | None, previous: ir.Spec | None = None) -> Ana
         problems.append(Problem(0, 0, len(tx.line_of(text, 0)),
                                 f"internal error while checking ({type(exc).__name__}: {exc}); "
                                 "this is a bug in dpspec or in a plugin, please report it"))
-    return Analysis(text, path, spec, True, problems)
+    return Analysis(text, path, True, problems, spec)

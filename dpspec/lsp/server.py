@@ -69,7 +69,7 @@ class DpsServer(LanguageServer):
         doc = self.workspace.get_text_document(uri)
         previous = self.analyses.get(uri)
         path = to_fs_path(uri) if uri.startswith("file:") else None
-        result = document.analyse(doc.source, path, previous.spec if previous else None)
+        result = document.analyse(doc.source, path, previous.good if previous else None)
         self.analyses[uri] = result
         return result
 
