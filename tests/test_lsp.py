@@ -203,6 +203,17 @@ def test_go_to_definition_of_tables_columns_and_includes(client):
     assert prog.diagnostics == []  # the program composes: its included specs were checked
 
 
+def test_a_problem_in_an_included_spec_shows_on_its_include_line(client, tmp_path):
+    (tmp_path / "broken.dps").write_text(open(SWAP).read().replace("rate: 0.05", "rate: 1.5"))
+    program = tmp_path / "program.dps"
+    text = 'program "two releases" {\n  include "broken.dps"\n}\n'
+    program.write_text(text)
+    client.open(uri(program), text)
+    [d] = client.diagnostics(uri(program), 1)
+    assert d["range"]["start"] == {"line": 1, "character": 10}
+    assert "broken.dps:34: parameter 'rate': 1.5 is outside the allowed range" in d["message"]
+
+
 def test_document_symbols_outline_the_spec(client):
     doc = _Doc(client, open(SWAP).read())
     symbols = doc.ask("textDocument/documentSymbol")
