@@ -27,6 +27,7 @@ class Client:
         self.lock = threading.Condition()
         self.next_id = 0
         self.stderr = b""
+        self.corrupted: list[bytes] = []  # lines on stdout that are not protocol headers
         threading.Thread(target=self._read, daemon=True).start()
         threading.Thread(target=self._drain_stderr, daemon=True).start()
 
@@ -47,8 +48,10 @@ class Client:
                 line = line.strip()
                 if not line:
                     break
-                name, _, value = line.decode("ascii").partition(":")
-                if name.lower() == "content-length":
+                name, colon, value = line.decode("ascii", "replace").partition(":")
+                if not colon or not name or " " in name:  # not a header: the stream is corrupt
+                    self.corrupted.append(line)
+                elif name.lower() == "content-length":
                     length = int(value)
             message = json.loads(out.read(length))
             if "id" in message and "method" not in message:

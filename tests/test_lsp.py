@@ -26,6 +26,7 @@ def client():
     try:
         yield c
         assert c.close() == 0, c.stderr.decode(errors="replace")[-2000:]
+        assert c.corrupted == []
     finally:
         c.kill()
 
@@ -327,6 +328,7 @@ class Probe(Mechanism):
     ))
 
     def check(self, spec, params):
+        print("a stray print on stdout", flush=True)  # must not corrupt the protocol's stream
         if params["sharpness"] == 7:
             raise RuntimeError("a bug in this plugin's check")
         return []
@@ -366,6 +368,7 @@ def test_third_party_parameters_and_a_broken_plugin(tmp_path):
         assert any("internal error while checking (RuntimeError: a bug in this plugin's check)" in d["message"]
                    for d in doc.diagnostics)
         assert doc.ask("textDocument/hover", "sharpness", 2) is not None  # and the server still answers
+        assert c.corrupted == []  # the plugin's print went to stderr, not into the protocol
         c.proc.stdin.close()  # the editor died without shutting the server down: it exits too
         assert c.proc.wait(20) == 0
     finally:

@@ -223,6 +223,10 @@ def formatting(ls: DpsServer, params: lsp.DocumentFormattingParams):
 
 
 def main() -> None:
-    """Serve over stdin/stdout until the client says exit."""
+    """Serve over stdin/stdout until the client says exit (or its pipe closes)."""
+    import sys
+
     logging.basicConfig(level=logging.WARNING, format="%(name)s: %(message)s")  # to stderr: stdout is the protocol
-    server.start_io()
+    protocol_out = sys.stdout.buffer
+    sys.stdout = sys.stderr  # a plugin's stray print() must not corrupt the protocol's stream
+    server.start_io(sys.stdin.buffer, protocol_out)
