@@ -202,6 +202,8 @@ def test_go_to_definition_of_tables_columns_and_includes(client):
     [target] = prog.ask("textDocument/definition", "pl94_production_topdown", 3)
     assert target["uri"] == uri(os.path.join(SPECS, "pl94_production_topdown.dps"))
     assert prog.diagnostics == []  # the program composes: its included specs were checked
+    included = prog.ask("textDocument/hover", "pl94_units_topdown", 2)["contents"]["value"]
+    assert "-DP(" in included  # the included spec's title and notation
 
 
 def test_a_problem_in_an_included_spec_shows_on_its_include_line(client, tmp_path):

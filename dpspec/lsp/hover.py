@@ -122,10 +122,28 @@ def _column_doc(spec: ir.Spec, name: str) -> str | None:
                        for t, c in found)
 
 
-def hover(text: str, spec: ir.Spec | None, line: int, character: int) -> str | None:
+def _included(text: str, path: str | None, line: int, character: int) -> str | None:
+    """An `include`d spec's title and its one-line notation."""
+    from dpspec.language.describe import notation
+    from dpspec.language.parser import parse, read_source
+    from dpspec.lsp.navigate import include_target
+
+    target = include_target(text, line, character, path)
+    if target is None:
+        return None
+    try:
+        spec = parse(read_source(target.path), target.path)
+    except Exception as exc:  # shown as a diagnostic on the include line
+        return f"`{target.path}` does not parse: {str(exc).splitlines()[0]}"
+    return f"**{spec.title or '(untitled spec)'}**\n\n`{notation(spec)}`"
+
+
+def hover(text: str, spec: ir.Spec | None, line: int, character: int, path: str | None = None) -> str | None:
     """Markdown for the word under the cursor, or None."""
     from dpspec.language.describe import PREMETRIC_WORDS, RELATION_WORDS
 
+    if (included := _included(text, path, line, character)) is not None:
+        return included
     hit = tx.word_at(text, line, character)
     if hit is None:
         return None

@@ -42,7 +42,7 @@ def _name_place(text: str, loc: ir.Loc | None, name: str) -> Place | None:
     return Place(None, line, m.start(), m.end())
 
 
-def _include_target(text: str, line: int, character: int, path: str | None) -> Place | None:
+def include_target(text: str, line: int, character: int, path: str | None) -> Place | None:
     source = tx.line_of(text, line)
     if not re.match(r"\s*include\b", source):
         return None
@@ -59,7 +59,7 @@ def _include_target(text: str, line: int, character: int, path: str | None) -> P
 
 def definition(text: str, spec: ir.Spec | None, path: str | None, line: int, character: int) -> list[Place]:
     """Where the `include`d file, table or column under the cursor is declared."""
-    target = _include_target(text, line, character, path)
+    target = include_target(text, line, character, path)
     if target is not None:
         return [target]
     hit = tx.word_at(text, line, character)

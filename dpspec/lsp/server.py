@@ -156,7 +156,7 @@ def did_close(ls: DpsServer, params: lsp.DidCloseTextDocumentParams):
 def hover(ls: DpsServer, params: lsp.HoverParams):
     a = ls.analysis(params.text_document.uri)
     line, character = _position(ls, a.text, params)
-    markdown = hovering.hover(a.text, a.spec, line, character)
+    markdown = hovering.hover(a.text, a.spec, line, character, a.path)
     if not markdown:
         return None
     hit = tx.word_at(a.text, line, character)
