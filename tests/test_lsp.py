@@ -385,3 +385,12 @@ def test_third_party_parameters_and_a_broken_plugin(tmp_path):
         assert c.proc.wait(20) == 0
     finally:
         c.kill()
+
+
+def test_without_pygls_the_command_says_what_to_install():
+    import subprocess
+    import sys
+
+    probe = "import sys; sys.modules['pygls'] = None; from dpspec.cli.main import main; main(['lsp'])"
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert done.returncode == 1 and "pip install 'dpspec[lsp]'" in done.stderr

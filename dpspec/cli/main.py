@@ -268,6 +268,7 @@ def plugins_cmd(as_json):
 
 
 @main.command("lsp")
+@friendly
 def lsp_cmd():
     """Serve the Language Server Protocol over stdin/stdout, for editors (needs the `lsp` extra)."""
     try:
