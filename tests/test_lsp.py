@@ -387,10 +387,13 @@ def test_third_party_parameters_and_a_broken_plugin(tmp_path):
         c.kill()
 
 
-def test_without_pygls_the_command_says_what_to_install():
-    import subprocess
+def test_without_pygls_the_command_says_what_to_install(monkeypatch):
     import sys
 
-    probe = "import sys; sys.modules['pygls'] = None; from dpspec.cli.main import main; main(['lsp'])"
-    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, cwd=ROOT)
-    assert done.returncode == 1 and "pip install 'dpspec[lsp]'" in done.stderr
+    from click.testing import CliRunner
+
+    from dpspec.cli.main import main
+
+    monkeypatch.setitem(sys.modules, "dpspec.lsp.server", None)  # as if pygls were not installed
+    done = CliRunner().invoke(main, ["lsp"])
+    assert done.exit_code == 1 and "pip install 'dpspec[lsp]'" in done.output
