@@ -1,9 +1,9 @@
 """One open document: its best IR and its problems, from dpspec's own parser and checker.
 
 A half-typed file does not parse, yet the editor still wants its tables and columns: when the
-whole text fails, every top-level section is parsed on its own, the failing ones are blanked
-(line numbers kept) and the rest is parsed again, so one broken section does not hide the
-others. The last spec that parsed is kept as a fallback for names.
+whole text fails, the top-level sections holding syntax errors are blanked (line numbers kept)
+and the rest is parsed again, so one broken section does not hide the others. The last spec
+that parsed is kept as a fallback for names.
 """
 from __future__ import annotations
 
@@ -66,8 +66,9 @@ def _salvage(text: str, path: str | None, err: SpecError) -> ir.Spec | None:
     spans = tx.sections(text)
     for _ in range(5):
         bad = {d.line - 1 for d in err.diagnostics if d.line}
-        hit = [s for s in spans if any(s.start <= b < s.end for b in bad)]
-        if not hit and bad:  # an error before the first section, or between sections
+        # the section each error is in (or trails: an unclosed brace fails at the end of the file)
+        hit = {max((s for s in spans if s.start <= b), key=lambda s: s.start, default=None) for b in bad} - {None}
+        if not hit:  # an error before the first section
             return None
         for s in hit:
             lines[s.start:s.end] = [""] * (s.end - s.start)
