@@ -397,3 +397,40 @@ def test_without_pygls_the_command_says_what_to_install(monkeypatch):
     monkeypatch.setitem(sys.modules, "dpspec.lsp.server", None)  # as if pygls were not installed
     done = CliRunner().invoke(main, ["lsp"])
     assert done.exit_code == 1 and "pip install 'dpspec[lsp]'" in done.output
+
+
+COMPLETIONS = [  # (text with | at the cursor, what must be offered, exactly or among others)
+    ("budget |", ["epsilon", "rho", "delta", "mu"]),
+    ("budget epsilon <= 1 |", ["with", "under", "by"]),
+    ("budget epsilon <= 1 with |", ["epsilon", "rho", "delta", "mu"]),
+    ("budget epsilon <= 1 under |", ["hamming", "symdiff"]),
+    ("budget rho <= 1 by |", ["bs16", "cks20"]),
+    ("premetric approximate |", ["delta", "on"]),
+    ("tuned on |", ["confidential", "public", "synthetic", "none"]),
+    ("domain d {\n  stage |\n}", ["raw", "collected", "edited", "imputed", "sampled", "tabulated", "finetuning"]),
+    ("domain d {\n  |\n}", ["stage", "geography", "crosscut", "table"]),
+    ("domain d {\n  table t unit person {\n    age: |\n  }\n}", ["category", "int", "bool"]),
+    ("domain d {\n  table t unit person {\n    age: int 0..9 |\n  }\n}", ["nullable"]),
+    ("domain d {\n  table t unit person {\n    a: category\n    b: category in |\n  }\n}", ["a"]),
+    ("domain d {\n  table h unit household { hh: int 0..9 }\n  table p unit person in |\n}", ["h"]),
+    ('program "p" {\n  |\n}', ["include", "parallel"]),
+    ("invariants {\n  |\n}", ["count"]),
+    ("public {\n  count t |\n}", ["by", "at"]),
+    ('# a comment |', None),
+    ('spec "a string |', []),
+]
+
+
+@pytest.mark.parametrize("marked, expected", COMPLETIONS)
+def test_completion_contexts(marked, expected):
+    """In-process: what each place of the language offers."""
+    from dpspec.lsp import complete, document
+
+    text = marked.replace("|", "")
+    before = marked[:marked.index("|")]
+    line, character = before.count("\n"), len(before.split("\n")[-1])
+    labels = [i.label for i in complete.complete(text, document.analyse(text, None).spec, line, character)]
+    if expected is None:
+        assert "count" not in labels  # a comment is not code
+    else:
+        assert labels == expected

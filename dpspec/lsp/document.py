@@ -1,9 +1,9 @@
 """One open document: its best IR and its problems, from dpspec's own parser and checker.
 
 A half-typed file does not parse, yet the editor still wants its tables and columns: when the
-whole text fails, the top-level sections holding syntax errors are blanked (line numbers kept)
-and the rest is parsed again, so one broken section does not hide the others. The last spec
-that parsed is kept as a fallback for names.
+whole text fails, the lines holding syntax errors (else their top-level sections) are blanked,
+line numbers kept, and the rest is parsed again, so the line being typed does not hide the
+others. The last spec that parsed is kept as a fallback for names.
 """
 from __future__ import annotations
 
@@ -59,20 +59,44 @@ def _parse(text: str, path: str | None) -> ir.Spec:
 
 
 def _salvage(text: str, path: str | None, err: SpecError) -> ir.Spec | None:
-    """The IR of the sections without a syntax error: those holding one are blanked (line
-    numbers kept) and the rest parsed again, a few rounds at most (a blanked section may have
-    hidden an error in the next)."""
+    """The IR of what parses: first without the lines holding syntax errors (the line being
+    typed), else without the sections holding them; line numbers are kept either way."""
+    return _without(text, path, err, _error_lines) or _without(text, path, err, _error_sections)
+
+
+def _error_lines(lines: list[str], errors) -> set[int]:
+    """The line of each error, or the line before it when the error is the first token of its
+    line: `table p unit person in` fails at the next line's `}`, yet the line being typed is
+    the unfinished one."""
+    out = set()
+    for d in errors:
+        line = d.line - 1
+        if line >= len(lines):
+            continue
+        if not lines[line][: max((d.column or 1) - 1, 0)].strip():
+            line = next((i for i in range(line - 1, -1, -1) if lines[i].strip()), line)
+        out.add(line)
+    return out
+
+
+def _error_sections(lines: list[str], errors) -> set[int]:
+    """Every line of the sections the errors are in (or trail: an unclosed brace fails at the end)."""
+    spans = tx.sections("\n".join(lines))
+    bad = {d.line - 1 for d in errors}
+    hit = {max((s for s in spans if s.start <= b), key=lambda s: s.start, default=None) for b in bad} - {None}
+    return {i for s in hit for i in range(s.start, s.end)}
+
+
+def _without(text: str, path: str | None, err: SpecError, blank) -> ir.Spec | None:
+    """Parse again with the lines `blank(lines, located errors)` emptied, a few rounds at most (a blanked part
+    may have hidden an error after it)."""
     lines = text.split("\n")
-    spans = tx.sections(text)
-    for _ in range(5):
-        bad = {d.line - 1 for d in err.diagnostics if d.line}
-        # the section each error is in (or trails: an unclosed brace fails at the end of the file)
-        hit = {max((s for s in spans if s.start <= b), key=lambda s: s.start, default=None) for b in bad} - {None}
-        if not hit:  # an error before the first section
+    for _ in range(4):
+        drop = blank(lines, [d for d in err.diagnostics if d.line]) - {i for i, line in enumerate(lines) if not line}
+        if not drop:  # nothing left to blank (an error before the first section)
             return None
-        for s in hit:
-            lines[s.start:s.end] = [""] * (s.end - s.start)
-        spans = [s for s in spans if s not in hit]
+        for i in drop:
+            lines[i] = ""
         try:
             return _parse("\n".join(lines), path)
         except SpecError as again:
