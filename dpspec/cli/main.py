@@ -267,6 +267,17 @@ def plugins_cmd(as_json):
             click.echo(f"    {p['name']} ({p['type']}){suffix}: {p['doc']}")
 
 
+@main.command("lsp")
+@friendly
+def lsp_cmd():
+    """Serve the Language Server Protocol over stdin/stdout, for editors (needs the `lsp` extra)."""
+    try:
+        from dpspec.lsp.server import main as serve
+    except ImportError as exc:
+        _fail(f"dpspec lsp needs pygls: pip install 'dpspec[lsp]' ({exc})")
+    serve()
+
+
 main.add_command(__import__("dpspec.cli.infer", fromlist=["infer_cmd"]).infer_cmd)  # `dpspec infer` (seed 2)
 
 
