@@ -189,3 +189,20 @@ def test_lexer_tokenizes_every_bundled_spec_without_errors():
         tokens = list(lexer.get_tokens(path.read_text(encoding="utf-8")))
         assert not [t for t in tokens if t[0] is Error], path
         assert (Keyword, "spec") in tokens or (Keyword, "program") in tokens, path
+
+
+def test_benchmark_pages_are_written_by_the_common_writer(tmp_path, monkeypatch):
+    """Benchmarks publish through benchmarks/doc_table.py: the page names its command and conditions."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import doc_table
+
+    monkeypatch.setattr(doc_table, "PAGES", tmp_path / "docs" / "performance")
+    path = doc_table.write("bench_demo", "Demo", "What it measures.", ["size", "seconds"], [[10, "0.5"], ["a|b", 1]],
+                           notes=["best of 3"], command="python benchmarks/bench_demo.py 10")
+    text = path.read_text()
+    assert text.startswith("# Demo\n")
+    assert "by `python benchmarks/bench_demo.py 10`" in text and "| size | seconds |" in text
+    assert "| a\\|b | 1 |" in text and "- best of 3" in text
+    assert doc_table.write("bench_demo", "x", "y", ["a"], [], enabled=False) is None
+    for page in (DOCS / "performance").glob("bench_*.md"):  # every committed table came from the writer
+        assert "This page is written by the script" in page.read_text(), page
