@@ -206,3 +206,34 @@ def test_benchmark_pages_are_written_by_the_common_writer(tmp_path, monkeypatch)
     assert doc_table.write("bench_demo", "x", "y", ["a"], [], enabled=False) is None
     for page in (DOCS / "performance").glob("bench_*.md"):  # every committed table came from the writer
         assert "This page is written by the script" in page.read_text(), page
+
+
+def _bullet(page: str, start: str) -> str:
+    """The bullet of the JSON page that starts with `start` (up to the next bullet)."""
+    text = page.split(f"- {start}", 1)[1]
+    return text.split("\n- ", 1)[0]
+
+
+def test_json_page_documents_every_key(tmp_path):
+    """Each command's real top-level keys all appear in its bullet of docs/reference/json.md."""
+    import json
+
+    page = (DOCS / "reference" / "json.md").read_text(encoding="utf-8")
+    cases = {
+        "`dpspec show --json`": reference_pages.json_output(["show", "docs/tutorials/vision.dps", "--json"]),
+        "`dpspec budget --json`": reference_pages.json_output(["budget", "docs/tutorials/vision.dps", "--json"]),
+        "`dpspec convert --json`": reference_pages.json_output(["convert", "rho=1", "--to", "approx", "--delta", "1e-10", "--json"]),
+        "`dpspec plugins --json`": reference_pages.json_output(["plugins", "--json"])[0],
+        "`dpspec audit --json`": reference_pages.json_output(["audit", "specs/audit/finer_unit.dps", "--json"])[0],
+    }
+    from dpspec.cli.main import main
+
+    out = tmp_path / "release"
+    result = CliRunner().invoke(main, ["compile", str(DOCS / "tutorials" / "vision.dps"), "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    cases["A compiled release's `manifest.json`"] = json.loads((out / "manifest.json").read_text())
+    for start, data in cases.items():
+        bullet = _bullet(page, start)
+        keys = [k for k in data if not (start.startswith("`dpspec convert") and k in ("epsilon", "delta", "rho", "mu"))]
+        missing = [k for k in keys if f"`{k}`" not in bullet]
+        assert not missing, f"{start}: undocumented keys {missing}"

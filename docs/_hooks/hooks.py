@@ -29,6 +29,7 @@ MARKERS = {
     "cli": reference_pages.commands_reference,
     "exit-codes": reference_pages.exit_codes_table,
     "api": reference_pages.api_table,
+    "json-examples": reference_pages.json_examples,
     "mechanism-list": reference_pages.mechanism_list,
     "rule-list": reference_pages.rule_list,
     "performance-list": reference_pages.performance_list,

@@ -86,6 +86,50 @@ def exit_codes_table() -> str:
     return "\n".join(lines)
 
 
+# ---- JSON outputs -----------------------------------------------------------------------------
+
+JSON_EXAMPLES = [
+    ("dpspec show --json", ["show", "docs/tutorials/vision.dps", "--json"], None),
+    ("dpspec budget --json", ["budget", "docs/tutorials/vision.dps", "--json"], None),
+    ("dpspec audit --json", ["audit", "specs/audit/finer_unit.dps", "--json"], None),
+    ("dpspec convert --json", ["convert", "rho=15.29", "--to", "approx", "--delta", "1e-10", "--method", "bs16",
+                               "--json"], None),
+    ("dpspec plugins --json", ["plugins", "--json"], 1),  # the first mechanism only
+]
+
+
+def json_output(args: list[str]):
+    """What `dpspec ARGS` prints, parsed, run from the repository root in this process."""
+    import json
+    import os
+
+    from click.testing import CliRunner
+
+    from dpspec.cli.main import main
+
+    here = os.getcwd()
+    os.chdir(ROOT)
+    try:
+        result = CliRunner().invoke(main, args, catch_exceptions=False)
+    finally:
+        os.chdir(here)
+    return json.loads(result.stdout)
+
+
+def json_examples() -> str:
+    """Each command's real output on a bundled spec, produced when the site is built."""
+    import json
+
+    out = []
+    for title, args, first in JSON_EXAMPLES:
+        data = json_output(args)
+        if first is not None:
+            data = data[:first]
+        out += [f"### `{title}`", "", f"`dpspec {' '.join(args)}`" + (" (the first entry)" if first else "") + ":", "",
+                "```json", json.dumps(data, indent=2, ensure_ascii=False), "```", ""]
+    return "\n".join(out)
+
+
 # ---- plugin API -----------------------------------------------------------------------------
 
 
