@@ -70,6 +70,7 @@ def test_site_builds_strictly(tmp_path):
     # ```dps fences are highlighted by our lexer: keywords get Pygments' keyword class
     reference = (site / "language/reference/index.html").read_text(encoding="utf-8")
     assert '<span class="k">domain</span>' in reference
+    assert "no-check" not in reference  # the harness's fence option is not shown to readers
 
 
 @pytest.mark.parametrize("body, options", list(fences("dps")))
@@ -237,3 +238,18 @@ def test_json_page_documents_every_key(tmp_path):
         keys = [k for k in data if not (start.startswith("`dpspec convert") and k in ("epsilon", "delta", "rho", "mu"))]
         missing = [k for k in keys if f"`{k}`" not in bullet]
         assert not missing, f"{start}: undocumented keys {missing}"
+
+
+def test_every_guide_joins_the_nav_without_editing_it():
+    """A guide written on another branch (docs/guides/*.md, nested too) lands in the Guides section,
+    `editors.md` first; generated mechanism pages land in theirs."""
+    class F:
+        def __init__(self, src_uri):
+            self.src_uri = src_uri
+
+    nav = [{"Home": "index.md"}, {"Guides": []}, {"Mechanisms": ["mechanisms/index.md"]}]
+    files = [F(p) for p in ("index.md", "guides/zeta.md", "guides/editors.md", "guides/alpha.md", "guides/more/deep.md",
+                            "mechanisms/index.md", "mechanisms/swap.md", "guides/picture.png")]
+    hooks._extend_nav({"nav": nav}, files)
+    assert nav[1]["Guides"] == ["guides/editors.md", "guides/alpha.md", "guides/more/deep.md", "guides/zeta.md"]
+    assert nav[2]["Mechanisms"] == ["mechanisms/index.md", "mechanisms/swap.md"]

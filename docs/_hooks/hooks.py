@@ -110,9 +110,9 @@ def _extend_nav(config, files):
     def add(title, folder, order=()):
         section = _section(nav, title)
         listed = _listed(section)
-        found = [p for p in pages if p.startswith(folder + "/") and p.count("/") == 1 and p not in listed]
+        found = [p for p in pages if p.startswith(folder + "/") and p not in listed]
         rank = {name: i for i, name in enumerate(order)}
-        found.sort(key=lambda p: (rank.get(p.split("/")[1], len(rank)), p))
+        found.sort(key=lambda p: (rank.get(p[len(folder) + 1:], len(rank)), p))
         section.extend(found)
 
     add("Guides", "guides", GUIDE_ORDER)
