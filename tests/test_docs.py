@@ -3,7 +3,8 @@
 Conventions (docs/**/*.md, README.md): a ```dps fence is a complete spec that `dpspec check`
 accepts, unless the fence says `dps no-check`; in a ```console fence each `$ ` line is a command
 run from the repository root that exits 0, or N when the line ends with `  # exit N`. `dpspec`
-commands run in this process through click (fast); other commands run in a shell.
+(or `.venv/bin/dpspec`) commands run in this process through click, all in one process (fast);
+other commands run in a shell.
 """
 from __future__ import annotations
 
@@ -89,7 +90,7 @@ def test_dps_examples_check(body, options, tmp_path):
 def test_console_examples_exit_as_shown(command, code, monkeypatch):
     monkeypatch.chdir(ROOT)
     words = shlex.split(command)
-    if words[0] == "dpspec":
+    if words[0] in ("dpspec", ".venv/bin/dpspec"):
         from dpspec.cli.main import main
 
         result = CliRunner().invoke(main, words[1:], catch_exceptions=False)
