@@ -10,6 +10,7 @@ third-party one gets a page from its own fields.
 from __future__ import annotations
 
 import difflib
+import functools
 import re
 from pathlib import Path
 
@@ -221,16 +222,21 @@ def _rule_package(rule_obj) -> str:
     return "?"
 
 
+@functools.lru_cache(maxsize=None)
+def _findings(spec: str, baseline: str | None) -> tuple:
+    """The audit of an example (several rules share one), once per build."""
+    import dpspec
+
+    return tuple(dpspec.audit(dpspec.load(str(ROOT / spec)),
+                              baseline=dpspec.load(str(ROOT / baseline)) if baseline else None))
+
+
 def _example_section(rule_id: str, spec: str, baseline: str | None) -> str:
     """The example pair as a diff against its baseline (or the spec alone), and what the audit
     says about it: run here, so an example that stops triggering its rule fails the build."""
-    import dpspec
-
     spec_path = ROOT / spec
     base_path = ROOT / baseline if baseline else None
-    findings = dpspec.audit(dpspec.load(str(spec_path)),
-                            baseline=dpspec.load(str(base_path)) if base_path else None)
-    mine = [f for f in findings if f.rule == rule_id]
+    mine = [f for f in _findings(spec, baseline) if f.rule == rule_id]
     if not mine:
         raise MissingPart(f"audit rule '{rule_id}' does not fire on its example {spec}"
                           + (f" against {baseline}" if baseline else ""))
