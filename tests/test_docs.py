@@ -254,3 +254,19 @@ def test_every_guide_joins_the_nav_without_editing_it():
     hooks._extend_nav({"nav": nav}, files)
     assert nav[1]["Guides"] == ["guides/editors.md", "guides/alpha.md", "guides/more/deep.md", "guides/zeta.md"]
     assert nav[2]["Mechanisms"] == ["mechanisms/index.md", "mechanisms/swap.md"]
+
+
+def test_a_third_party_mechanism_gets_a_page_from_its_schema(monkeypatch):
+    from dpspec.contract import plugins
+
+    acme = {"name": "acme_noise", "version": "2.1", "package": "acme-dp", "package_version": "2.1.0",
+            "description": "Adds Acme noise.", "outputs": {"counts": "the noisy counts"},
+            "parameters": [{"name": "scale", "type": "number", "doc": "noise scale", "required": True,
+                            "range": [0, None]},
+                           {"name": "mode", "type": "choice", "doc": "how", "required": False,
+                            "choices": ["a", "b"], "default": "a"}]}
+    monkeypatch.setattr(plugins, "describe_mechanisms", lambda: [acme])
+    page = reference_pages.mechanism_pages()["mechanisms/acme_noise.md"]
+    assert "| `scale` | number | yes |  | [0, inf] | noise scale |" in page
+    assert "| `mode` | choice | no | a | a, b | how |" in page
+    assert "| `counts` | the noisy counts |" in page and "third-party plugin" in page
