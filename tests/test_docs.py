@@ -58,6 +58,7 @@ def console_commands():
                 yield pytest.param(command, code, id=f"{param.id}: {command}")
 
 
+@pytest.mark.slow
 def test_site_builds_strictly(tmp_path):
     """mkdocs --strict: a broken link, a missing page, an undocumented grammar rule, mechanism or
     rule, or a rule example that no longer triggers its rule fails the build."""
