@@ -136,6 +136,13 @@ def test_reference_page_covers_every_grammar_rule():
         hooks.fill_markers(page.replace("<!-- syntax: tuning -->", ""), hooks.REFERENCE_PAGE)
 
 
+def test_markers_work_alone_on_a_line_only():
+    """A marker quoted in prose (`<!-- syntax: unit -->` in backticks) is left as written."""
+    prose = "Write `<!-- syntax: unit -->` in a page, or `<!-- dpspec:cli -->`."
+    assert hooks.fill_markers(prose, "guides/x.md") == prose
+    assert hooks.fill_markers("<!-- syntax: unit -->\n", "guides/x.md").startswith("```text\nunit :")
+
+
 def test_syntax_box_is_the_grammars_text():
     rules = grammar_doc.read_rules()
     assert rules["unit"] == 'unit : "unit" NAME ":" RELATION holds?'

@@ -10,7 +10,7 @@ import re
 from pathlib import Path
 
 GRAMMAR = Path(__file__).resolve().parents[2] / "grammar" / "dps.lark"
-MARKER = re.compile(r"<!--\s*syntax:\s*([^>]*?)\s*-->")
+MARKER = re.compile(r"^[ \t]*<!--\s*syntax:\s*([^>]*?)\s*-->[ \t]*$", re.M)  # alone on its line
 _DEFINITION = re.compile(r"^[?!]?([A-Za-z_][A-Za-z0-9_]*)(\.[0-9]+)?\s*:(.*)$")
 
 

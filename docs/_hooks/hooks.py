@@ -34,7 +34,7 @@ MARKERS = {
     "rule-list": reference_pages.rule_list,
     "performance-list": reference_pages.performance_list,
 }
-_MARKER = re.compile(r"<!--\s*dpspec:([a-z-]+)\s*-->")
+_MARKER = re.compile(r"^[ \t]*<!--\s*dpspec:([a-z-]+)\s*-->[ \t]*$", re.M)  # alone on its line
 _NO_CHECK = re.compile(r"^(\s*```+\s*dps)\s+no-check\s*$", re.M)
 
 
