@@ -57,7 +57,9 @@ def fill_markers(markdown: str, src_path: str) -> str:
     if src_path == REFERENCE_PAGE:
         missing = grammar_doc.uncovered(markdown)
         if missing:
-            raise ValueError(f"docs/{REFERENCE_PAGE} documents no syntax for grammar rules: {', '.join(missing)}")
+            raise ValueError(f"docs/{REFERENCE_PAGE} documents no syntax for grammar rules: {', '.join(missing)} "
+                             f"(name each in a marker such as <!-- syntax: {' '.join(missing)} --> beside the text "
+                             "that explains it)")
     markdown = grammar_doc.expand(markdown)
 
     def fill(match):

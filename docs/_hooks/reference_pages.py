@@ -174,7 +174,8 @@ def mechanism_pages() -> dict[str, str]:
     for m in describe_mechanisms():
         part = _part("mechanisms", m["name"])
         if part is None and m["package"] == BUILTIN_PACKAGE:
-            raise MissingPart(f"built-in mechanism '{m['name']}' has no docs/_parts/mechanisms/{m['name']}.md")
+            raise MissingPart(f"built-in mechanism '{m['name']}' has no docs/_parts/mechanisms/{m['name']}.md "
+                              "(what it proves, its budget formula, its bundled specs: see docs/writing-docs.md)")
         rows = ["| parameter | type | required | default | range or choices | meaning |",
                 "| --- | --- | --- | --- | --- | --- |"]
         for p in m["parameters"]:
@@ -263,7 +264,8 @@ def rule_pages() -> dict[str, str]:
         package = _rule_package(r)
         part = _part("rules", r.id)
         if part is None and package == BUILTIN_PACKAGE:
-            raise MissingPart(f"built-in audit rule '{r.id}' has no docs/_parts/rules/{r.id}.md")
+            raise MissingPart(f"built-in audit rule '{r.id}' has no docs/_parts/rules/{r.id}.md "
+                              "(why it matters, how to fix it, its example: see docs/writing-docs.md)")
         needs = []
         if r.needs_baseline:
             needs.append("a `--baseline` spec")
