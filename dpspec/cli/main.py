@@ -65,7 +65,7 @@ def check_cmd(files):
 
 @main.command("show")
 @click.argument("file", type=click.Path(dir_okay=False))
-@click.option("--json", "as_json", is_flag=True, help="The IR as JSON (stable, documented in README).")
+@click.option("--json", "as_json", is_flag=True, help="The IR as JSON (stable, documented in docs/reference/json.md).")
 @friendly
 def show_cmd(file, as_json):
     """Show a spec's intermediate representation."""
