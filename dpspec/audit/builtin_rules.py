@@ -600,17 +600,22 @@ def _redenominated_against_baseline(ctx) -> list[Finding]:
     vs, vb, verdict = row.evidence["spec_converted"], row.evidence["baseline_converted"], row.verdict
     evidence.update({"currency": row.evidence["currency"], "spec_budget": vs, "baseline_budget": vb,
                      "verdict": verdict, "strength": _strength(vs, vb)})
-    if verdict not in ("same", "weaker", "incomparable") or not looks:
-        return []  # an honest quote: the spec protects more, or its figure does not look smaller
+    smaller = hs[1] < hb[1]
+    # A smaller-looking figure for the same protection is the maneuver; a comparable-looking one
+    # only when it protects less (equal figures, equal protection: an honest change of currency).
+    misleads = verdict in ("weaker", "incomparable") or (verdict == "same" and smaller)
+    if not misleads or not looks:
+        return []  # an honest quote: the spec protects as much or more than its figure suggests
     message = (f"The spec quotes {hs[0]} = {format_number(hs[1])} and the baseline {hb[0]} = {format_number(hb[1])}, "
                f"in different currencies ({listing}): the spec's figure looks "
-               + ("smaller" if hs[1] < hb[1] else "comparable") + ". "
+               + ("smaller" if smaller else "comparable") + ". "
                f"In one currency ({row.evidence['currency']}) the spec's budget is {_budget(vs)} and the baseline's "
                f"{_budget(vb)}" + VERDICT_WORDS[verdict] + ".")
     strength = _strength(vs, vb)
     if strength and verdict != "same":
         message += f" In that currency {strength}."
-    message += " The smaller-looking number comes from the currency, not from more noise."
+    message += (" The smaller-looking number comes from the currency, not from more noise." if smaller else
+                " The comparable-looking number hides weaker protection: the difference is the currency's.")
     return [Finding("redenomination", "warning", message, evidence)]
 
 
