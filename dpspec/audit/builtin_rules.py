@@ -54,8 +54,8 @@ def rule(id: str, severity: str, title: str, *, needs_baseline: bool = False, ne
 def _num(value) -> str:
     if value is None:
         return "unknown"
-    if isinstance(value, dict):
-        return "(" + ", ".join(f"{k} {_num(v)}" for k, v in value.items()) + ")"
+    if isinstance(value, dict):  # a stratum's key: 'state = MA, size = 2', never read as a size
+        return "(" + ", ".join(f"{k} = {_num(v)}" for k, v in value.items()) + ")"
     if isinstance(value, (list, tuple)):
         return ", ".join(_num(v) for v in value)
     if isinstance(value, str):
@@ -702,7 +702,7 @@ def infinite_budget(ctx) -> list[Finding]:
         return []
     name = ctx.checked.mechanism.name if ctx.checked and ctx.checked.mechanism else "the mechanism"
     depends = dict(getattr(stmt, "depends_on", {}) or {})
-    facts = ", ".join(f"{k} = {_num(v)}" for k, v in depends.items())
+    facts = _facts_in_words(ctx, depends)
     message = (f"No finite budget exists: under the declared flavor {name} can reveal the data with certainty "
                f"(its budget is {actual})" + (f", given {facts}" if facts else "") + ". ")
     notes = list(getattr(stmt, "notes", ()) or ())
@@ -710,6 +710,26 @@ def infinite_budget(ctx) -> list[Finding]:
         message += " ".join(n.rstrip(".") + "." for n in notes[:2]) + " "
     message += "Any finite budget quoted for this release is false."
     return [Finding("infinite-budget", "critical", message.strip(), {"budget": actual, "depends_on": depends, "notes": notes})]
+
+
+def _facts_in_words(ctx, facts: dict) -> str:
+    """Public facts with the mechanism's labels ('b = 264,331 (households in the largest
+    stratum ...)'), never bare internal keys; a key without a label is shown as its words."""
+    labels = {}
+    mech = ctx.checked.mechanism if ctx.checked else None
+    if mech is not None and ctx.spec.mechanism is not None:
+        try:
+            labels = dict(mech.fact_labels(ctx.spec, ctx.checked.params) or {})
+        except AttributeError:  # a plugin from before the hook
+            labels = {}
+    parts = []
+    for key, value in facts.items():
+        label = labels.get(key)
+        if label and label.startswith(f"{key}:"):
+            parts.append(f"{key} = {_num(value)} ({label[len(key) + 1:].strip()})")
+        else:
+            parts.append(f"{label or str(key).replace('_', ' ')}: {_num(value)}")
+    return "; ".join(parts)
 
 
 @rule("per-universe-budget", "warning", "The budget differs between universes", needs_result=True)
@@ -722,7 +742,7 @@ def per_universe_budget(ctx) -> list[Finding]:
     actual = ledger.declared if ledger is not None and ledger.declared is not None else stmt.actual
     worst = ledger.worst if ledger is not None and ledger.declared is not None else stmt.worst
     depends = dict(getattr(stmt, "depends_on", {}) or {})
-    facts = ", ".join(f"{k} = {_num(v)}" for k, v in depends.items()) or "the universe"
+    facts = _facts_in_words(ctx, depends) or "the universe"
     finite_worst = worst is not None and worst.is_finite
     message = (f"The budget is a function of the universe: it depends on {facts}, public functions of the "
                f"invariants. In the actual universe it is {_budget(actual)}; "

@@ -78,6 +78,31 @@ def fmt(value) -> str:
     return str(value)
 
 
+def plain(value) -> str:
+    """A public fact for a reader: a mapping as 'state = MA, size = 2', a list as words."""
+    if value is None:
+        return "— (none)"
+    if isinstance(value, dict):
+        return ", ".join(f"{k} = {fmt(v)}" for k, v in value.items()) or "— (none)"
+    if isinstance(value, list) and all(not isinstance(v, (dict, list)) for v in value):
+        return ", ".join(fmt(v) for v in value) or "— (none)"
+    return compact(value)
+
+
+PREMETRIC_NAMES = {"pure": "pure DP (MULT)", "approx": "approximate DP (epsilon, delta)",
+                   "zcdp": "zero-concentrated DP (zCDP, rho)", "renyi": "Rényi DP", "gdp": "Gaussian DP (mu)"}
+RELATION_NAMES = {"hamming": "changing one record of table {t} (hamming)",
+                  "symdiff": "adding or removing one record of table {t} (symdiff)"}
+
+
+def premetric_words(kind: str) -> str:
+    return PREMETRIC_NAMES.get(kind, kind)
+
+
+def relation_words(relation: str, table: str) -> str:
+    return RELATION_NAMES.get(relation, relation + " on {t}").format(t=table)
+
+
 def _flat_list(value) -> bool:
     return isinstance(value, list) and all(not isinstance(v, (dict, list)) for v in value)
 
@@ -132,6 +157,9 @@ def _common_filters(env: jinja2.Environment):
     env.filters["as_records"] = as_records
     env.filters["compact"] = compact
     env.filters["as_written"] = as_written
+    env.filters["plain"] = plain
+    env.filters["premetric_words"] = premetric_words
+    env.filters["relation_words"] = relation_words
     env.globals["CSP"] = CSP
 
 
