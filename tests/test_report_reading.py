@@ -38,7 +38,8 @@ class _Visible(HTMLParser):
 def visible(html: str) -> str:
     p = _Visible()
     p.feed(html)
-    return " ".join(" ".join(p.text).split())
+    text = " ".join(" ".join(p.text).split())
+    return re.sub(r" ([,.:;)])", r"\1", text)  # text split at inline tags reads as one sentence
 
 
 def section(html: str, name: str) -> str:
@@ -115,11 +116,42 @@ def test_a_report_without_a_run_says_the_mechanism_did_not_run():
 
 def test_conversions_and_the_theorem_are_said_in_words(files):
     budget = visible(section(files["html"], "budget"))
-    assert "pure-zcdp, then bs16 : pure epsilon to zCDP rho (rho = epsilon²/2); then zCDP rho to (epsilon, delta) by Bun & Steinke 2016" in budget
+    assert "pure-zcdp, then bs16: pure epsilon to zCDP rho (rho = epsilon²/2); then zCDP rho to (epsilon, delta) by Bun & Steinke 2016" in budget
     assert "delta (δ) is the probability that the epsilon bound may fail" in budget
     assert "pure DP (MULT), changing one record of table households (hamming)" in budget
     # the theorem's symbols: what ln and o are, which paper, which p
     assert re.search(r"Theorem II\.1 of Bailie, Gong & Meng .*where ln is the natural logarithm and o = p/\(1-p\) the odds "
                      r"that a unit is selected for swapping; here p = 0\.05", budget)
     plain = visible(section(files["html"], "plain-words"))
-    assert "from the ledger" not in plain and "what the mechanism achieves, as dpspec computes it" in plain
+    assert "from the ledger" not in plain and "achieved by the mechanism, as dpspec computes it" in plain
+    assert "its power is the share of true cases it detects" in plain
+    # the bounds' currency in words, not the ledger's shorthand
+    assert "pure DP (MULT), change one unit (hamming)" in budget and "pure, hamming" not in budget
+
+
+def test_findings_say_what_their_rule_catches_and_what_severities_mean(files):
+    findings = visible(section(files["html"], "findings"))
+    assert "Critical: the stated protection is false or not met" in findings
+    model = json.loads(files["json"])
+    (f,) = [f for f in model["findings"] if f["rule"] == "added-invariants"]
+    assert f["title"] and f["title"] in findings
+    assert f"({f['rule']}) **{f['title']}.**" in files["markdown"].replace("\\-", "-")
+
+
+def test_the_budget_says_what_a_flavor_is_and_the_swap_table_has_words_for_its_symbols(files):
+    budget = visible(section(files["html"], "budget"))
+    assert "A budget is a number in a currency: its flavor, the four other building blocks" in budget
+    html = files["html"]
+    assert "eps at p" not in html and "epsilon at swap rate p = 0.05" in html
+    assert "b (units in the largest stratum)" in html
+
+
+def test_a_bound_quoted_in_another_currency_is_spelled_out():
+    from dpspec.language import describe
+
+    spec = load_text_or_path(str(AUDIT / "redenomination.dps"))
+    answer = dict((q, a) for q, _, a in describe.five_questions(spec))["How much protection?"]
+    assert answer == ("epsilon <= 0.55 under symdiff (quoted for adding or removing one unit; changing a unit "
+                      "is a removal and an addition)")
+    where = dict(describe.notation_glossary(spec))["D[#persons]"]
+    assert "#T is the number of rows of table T" in where and "×" not in where

@@ -22,7 +22,7 @@ from dpspec.budget.ledger import DEFAULT_DELTA, SPEC_TO_KIND, to_spec_flavor
 from dpspec.contract.mechanism import NativeFlavor
 
 # Where a quoted budget comes from, in words a reader without the ledger's vocabulary follows.
-ACHIEVED = "what the mechanism achieves, as dpspec computes it (not the bound the spec declares)"
+ACHIEVED = "achieved by the mechanism, as dpspec computes it, not the bound the spec declares"
 
 KIND_TO_SPEC = {v: k for k, v in SPEC_TO_KIND.items()}
 PREMETRIC_WORDS = {"pure": "pure DP (MULT)", "approx": "approximate DP", "zcdp": "zCDP",

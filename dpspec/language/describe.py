@@ -75,8 +75,10 @@ def notation_glossary(spec: ir.Spec, budget: str = "eps_D") -> list[tuple[str, s
                 + (f"; here {BUDGET_WORDS[kind]}" if kind in BUDGET_WORDS else ""))
     if spec.invariants:
         listing = "; ".join(q.describe() for q in spec.invariants)
+        symbol = multiverse_symbol(spec)
+        marks = (["× reads 'by'"] if "×" in symbol else []) + (["#T is the number of rows of table T"] if "#" in symbol else [])
         where = (f"the multiverse: only datasets that agree exactly on these counts are compared ({listing}); "
-                 "× reads 'by', and the counts are published without noise")
+                 + "; ".join(marks + ["the counts are published without noise"]))
     else:
         where = "the multiverse: every dataset of the domain (no statistic is published exactly)"
     d_x, unit_words = "?", "the unit of protection (none declared)"
@@ -88,6 +90,19 @@ def notation_glossary(spec: ir.Spec, budget: str = "eps_D") -> list[tuple[str, s
            + (PREMETRIC_WORDS[kind][1] if kind else "none declared"))
     return [(budget, headline), (x, x_words), (multiverse_symbol(spec), where), (d_x, unit_words),
             (premetric_symbol(spec.premetric), how)]
+
+
+QUOTED_UNDER = {"hamming": "quoted for changing one unit",
+                "symdiff": "quoted for adding or removing one unit; changing a unit is a removal and an addition"}
+QUOTED_BY = {"bs16": "converted by Bun & Steinke 2016", "cks20": "converted by Canonne, Kamath & Steinke 2020"}
+
+
+def _bound_words(b: ir.BudgetBound) -> str:
+    """A declared bound as written, with its currency words spelled out ('under symdiff' ...)."""
+    words = [QUOTED_UNDER.get(b.relation, f"quoted under {b.relation}") if b.relation else "",
+             QUOTED_BY.get(b.method, f"converted by {b.method}") if b.method else ""]
+    words = [w for w in words if w]
+    return b.describe() + (f" ({'; '.join(words)})" if words else "")
 
 
 def five_questions(spec: ir.Spec) -> list[tuple[str, str, str]]:
@@ -117,7 +132,7 @@ def five_questions(spec: ir.Spec) -> list[tuple[str, str, str]]:
             how += " (" + ", ".join(f"{k} = {ir.format_number(v)}" for k, v in spec.premetric.options) + ")"
         if spec.premetric.events:
             how += f", but measured only on the events '{spec.premetric.events}'"
-    how_much = "; ".join(b.describe() for b in spec.budgets) or "no bound declared"
+    how_much = "; ".join(_bound_words(b) for b in spec.budgets) or "no bound declared"
     return [
         ("Who is protected?", "domain", who),
         ("Where does protection extend?", "multiverse", where),

@@ -188,6 +188,14 @@ def _shown_facts(facts: dict, labels: dict) -> list[dict]:
     return out
 
 
+def _findings(findings) -> list[dict]:
+    """Each finding with its rule's title (what the rule catches, in words) beside its id."""
+    from dpspec.audit import all_rules
+
+    titles = {r.id: r.title for r in all_rules()}
+    return [{**f.to_json(), "title": titles.get(f.rule)} for f in findings]
+
+
 def _provenance(spec: ir.Spec, result, checked) -> dict:
     from dpspec.ir import spec_sha256
     ran = spec.mechanism.name if spec.mechanism is not None else None
@@ -307,7 +315,7 @@ def build_model(result=None, *, spec: ir.Spec | None = None, audience: str = "pu
         # Only the facts the budget is computed from; a run's own facts may depend on its noise.
         "public_facts": jsonable(dict(ctx.facts or {})),
         "public_facts_shown": _shown_facts(jsonable(dict(ctx.facts or {})), labels),
-        "findings": [f.to_json() for f in outcome.findings],
+        "findings": _findings(outcome.findings),
         "severity_counts": {s: sum(1 for f in outcome.findings if f.severity == s) for s in ("critical", "warning", "info")},
         "audit": {"rules_run": list(outcome.rules_run),
                   "skipped": [{"rule": r, "reason": why} for r, why in outcome.skipped]},

@@ -99,6 +99,15 @@ def premetric_words(kind: str) -> str:
     return PREMETRIC_NAMES.get(kind, kind)
 
 
+def currency_words(currency: str) -> str:
+    """A bound's currency as the ledger names it ('pure, hamming') in words; other forms as they are."""
+    short = {"hamming": "change one unit (hamming)", "symdiff": "add or remove one unit (symdiff)"}
+    parts = [p.strip() for p in str(currency).split(",")]
+    if len(parts) == 2 and parts[0] in PREMETRIC_NAMES and parts[1] in short:
+        return f"{PREMETRIC_NAMES[parts[0]]}, {short[parts[1]]}"
+    return str(currency)
+
+
 def relation_words(relation: str, table: str) -> str:
     return RELATION_NAMES.get(relation, relation + " on {t}").format(t=table)
 
@@ -160,6 +169,7 @@ def _common_filters(env: jinja2.Environment):
     env.filters["plain"] = plain
     env.filters["premetric_words"] = premetric_words
     env.filters["relation_words"] = relation_words
+    env.filters["currency_words"] = currency_words
     env.globals["CSP"] = CSP
 
 
