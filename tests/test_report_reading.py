@@ -155,3 +155,19 @@ def test_a_bound_quoted_in_another_currency_is_spelled_out():
                       "is a removal and an addition)")
     where = dict(describe.notation_glossary(spec))["D[#persons]"]
     assert "#T is the number of rows of table T" in where and "×" not in where
+
+
+def test_noise_notes_say_what_sensitivity_and_their_symbols_are():
+    """TopDown's and SafeTab's budget notes gloss the L2 sensitivity and their symbols in words."""
+    from dpspec.check.checker import check
+
+    for name, words in (("acs_national_topdown", ("the sum of the squared changes one record can make",
+                                                  "rho_q being that query's share of rho")),
+                        ("safetab_p_production", ("how much one record can change the counts",
+                                                  "rho_stage being the stage's share of rho",
+                                                  "the most race codes of one record"))):
+        spec = load_text_or_path(str(ROOT / "specs" / f"{name}.dps"))
+        checked = check(spec)
+        notes = " ".join(checked.mechanism.budget(spec, checked.params, {}).notes)
+        for w in words:
+            assert w in notes, (name, w)

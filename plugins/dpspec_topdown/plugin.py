@@ -283,10 +283,11 @@ class TopDown(Mechanism):
         from dpspec.api import BudgetStatement, ZCDP
 
         alloc = self._allocation(spec, params)
-        notes = [f"rho = {ir.format_number(alloc.rho)} split over levels "
+        notes = [f"rho = {ir.format_number(alloc.rho)} split over geographic levels in shares "
                  + ", ".join(f"{lv} {ir.format_number(s)}" for lv, s in alloc.level_shares.items()),
-                 f"L2 sensitivity squared {alloc.queries[0].sensitivity2} per query under {alloc.relation}; "
-                 "variance s^2 / (2 rho_q) per query"]
+                 f"L2 sensitivity squared s^2 = {alloc.queries[0].sensitivity2} per query under {alloc.relation} "
+                 "(the sum of the squared changes one record can make to a query's counts); each query's noise "
+                 "variance is s^2 / (2 rho_q), rho_q being that query's share of rho"]
         if alloc.rho_spent != alloc.total_rho:
             notes.append(f"noise variances were rounded up to exact rationals: the noise costs rho = "
                          f"{float(alloc.rho_spent):.12g}, within the stated {float(alloc.total_rho):.12g}")
