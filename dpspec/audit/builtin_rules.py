@@ -9,6 +9,7 @@ design; composition and universes add the rest.
 from __future__ import annotations
 
 import math
+import re
 from fractions import Fraction
 
 import attrs
@@ -724,11 +725,13 @@ def _facts_in_words(ctx, facts: dict) -> str:
             labels = {}
     parts = []
     for key, value in facts.items():
-        label = labels.get(key)
-        if label and label.startswith(f"{key}:"):
+        # a finding is one sentence: the label without its asides, in lower case mid-sentence
+        label = re.sub(r"\s*\([^()]*\)", "", labels.get(key) or "").strip()
+        if label.startswith(f"{key}:"):
             parts.append(f"{key} = {_num(value)} ({label[len(key) + 1:].strip()})")
         else:
-            parts.append(f"{label or str(key).replace('_', ' ')}: {_num(value)}")
+            label = label or str(key).replace("_", " ")
+            parts.append(f"{label[:1].lower()}{label[1:]}: {_num(value)}")
     return "; ".join(parts)
 
 
