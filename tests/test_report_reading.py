@@ -171,3 +171,13 @@ def test_noise_notes_say_what_sensitivity_and_their_symbols_are():
         notes = " ".join(checked.mechanism.budget(spec, checked.params, {}).notes)
         for w in words:
             assert w in notes, (name, w)
+
+
+def test_mechanism_descriptions_gloss_their_terms(files):
+    mech = visible(section(files["html"], "mechanism"))
+    assert "derangement (a shuffle in which no selected unit keeps its own values)" in mech
+    from dpspec.contract import plugins
+
+    described = {m["name"]: m["description"] for m in plugins.describe_mechanisms()}
+    assert "discrete Gaussian (bell-shaped)" in described["topdown"] and "least squares" in described["topdown"]
+    assert "discrete Gaussian (bell-shaped)" in described["safetab"]

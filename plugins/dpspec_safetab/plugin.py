@@ -71,7 +71,8 @@ class SafeTab(Mechanism):
     name = "safetab"
     version = __version__
     description = ("SafeTab (2020 Detailed DHC-A/B): counts by detailed race/ethnicity group and geography, "
-                   "the detail of each table chosen adaptively by thresholds, exact discrete Gaussian noise, zCDP.")
+                   "the detail of each table chosen by thresholds on a noisy total, integer noise from an exact "
+                   "discrete Gaussian (bell-shaped) distribution, budget in zCDP.")
     parameters = ParameterSchema((
         ParamSpec("table", "table", "the record table (persons for SafeTab-P, households for SafeTab-H)", required=True),
         ParamSpec("race_codes", "columns", "the columns holding a record's detailed race codes", required=True),

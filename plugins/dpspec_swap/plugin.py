@@ -30,8 +30,9 @@ def _param_loc(spec: ir.Spec, name: str) -> tuple[int | None, int | None]:
 class PermutationSwapping(Mechanism):
     name = "swap"
     version = __version__
-    description = ("Permutation swapping (PSA): within each stratum of the match key, selected units "
-                   "exchange their swapping columns by a uniformly random derangement.")
+    description = ("Permutation swapping (PSA): within each stratum (the units sharing the match key's values), "
+                   "units selected at the swap rate exchange their swapping columns by a uniformly random "
+                   "derangement (a shuffle in which no selected unit keeps its own values).")
     needs_data_for_budget = True  # eps_D depends on b, the largest stratum of the actual data
     engine_tables = True  # a Parquet table stays on the engine: facts, units and release are engine operations
     parameters = ParameterSchema((

@@ -192,8 +192,9 @@ def _invariants(spec: ir.Spec, params: dict):
 class TopDown(Mechanism):
     name = "topdown"
     version = __version__
-    description = ("The 2020 Census TopDown algorithm: discrete Gaussian noise on every geographic unit's "
-                   "queries, then top-down nonnegative integer least-squares estimation with invariants.")
+    description = ("The 2020 Census TopDown algorithm: integer noise from a discrete Gaussian (bell-shaped) "
+                   "distribution on every count of every geographic unit, then, from the nation down, the "
+                   "nonnegative whole-number counts closest to the noisy ones (least squares) that keep the invariants.")
     parameters = ParameterSchema((
         ParamSpec("table", "table", "the person table", required=True),
         ParamSpec("variables", "columns", "the histogram variables (enumerated, boolean or integer-range columns)", required=True),
