@@ -126,3 +126,18 @@ def test_the_default_output_from_elsewhere_is_unchanged(spec_with_data_folder, t
     result = CliRunner().invoke(main, ["compile", "specs/small.dps"])
     assert result.exit_code == 0 and "lies among the inputs" not in result.output
     assert (tmp_path / "out" / "small" / "manifest.json").is_file()
+
+
+def test_an_import_over_its_own_entry_suggests_a_file_beside_it(tmp_path):
+    import shutil
+
+    from tests.conftest import SPECS
+
+    entry = tmp_path / "entry.yaml"
+    shutil.copy(os.path.join(SPECS, "registry", "pl94_persons.yaml"), entry)
+    res = CliRunner().invoke(main, ["import", "--registry", str(entry), "-o", str(entry)])
+    assert res.exit_code == 1
+    suggestion = res.output.rsplit("for example -o ", 1)[1].split()[0]
+    assert suggestion == str(tmp_path / "entry-new.yaml")
+    ok = CliRunner().invoke(main, ["import", "--registry", str(entry), "-o", suggestion])
+    assert ok.exit_code == 0, ok.output

@@ -147,4 +147,10 @@ def check_output_file(output: str, inputs) -> None:
         raise UnsafeOutputError(f"error: the output path {output!r} holds a NUL byte")
     for named in inputs:
         if "\x00" not in named and _forms(output) & _forms(named):
-            raise UnsafeOutputError(f"error: the output {output} is the input {named}; refusing to write over an input")
+            root, ext = os.path.splitext(output)
+            other = f"{root}-new{ext}"  # beside it, unless that is an input too
+            free = not any("\x00" not in i and _forms(other) & _forms(i) for i in inputs)
+            refused = UnsafeOutputError(f"error: the output {output} is the input {named}; refusing to write over an "
+                                        "input" + (f", for example -o {other}" if free else ""))
+            refused.suggestion = other if free else None
+            raise refused
