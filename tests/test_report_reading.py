@@ -181,3 +181,13 @@ def test_mechanism_descriptions_gloss_their_terms(files):
     described = {m["name"]: m["description"] for m in plugins.describe_mechanisms()}
     assert "discrete Gaussian (bell-shaped)" in described["topdown"] and "least squares" in described["topdown"]
     assert "discrete Gaussian (bell-shaped)" in described["safetab"]
+
+
+def test_a_program_says_how_its_budgets_compose_and_quotes_each_in_words():
+    spec = load_text_or_path(str(ROOT / "specs" / "acs_program" / "program.dps"))
+    files = render_all(spec=spec)
+    program = visible(section(files["html"][1], "program"))
+    assert "Budgets of several releases of the same data add up (sequential composition)" in program
+    assert "count once, at the largest of them (parallel composition)" in program
+    assert "premetric pure" not in program and "ACS 2019 MA: hearing difficulty epsilon = 0.693 states" in program
+    assert "| ma\\_hearing\\_rr.dps | ACS 2019 MA: hearing difficulty | epsilon = 0.693 | states |" in files["markdown"][1]

@@ -249,7 +249,8 @@ def _program(spec: ir.Spec, summary: dict | None) -> dict | None:
         "title": summary["program"],
         "problem": None,
         "members": [{"spec": r["spec"], "title": r["title"], "parallel_group": r["parallel_group"],
-                     "budget": r["budget"]} for r in summary["releases"]],
+                     "budget": r["budget"], "budget_text": _budget_text(r["budget"]) if isinstance(r["budget"], dict)
+                     else str(r["budget"])} for r in summary["releases"]],
         "total": jsonable(total),
         "total_text": _budget_text(total),
         "method": summary["method"],

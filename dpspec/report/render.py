@@ -95,6 +95,11 @@ RELATION_NAMES = {"hamming": "changing one record of table {t} (hamming)",
                   "symdiff": "adding or removing one record of table {t} (symdiff)"}
 
 
+PROGRAM_WORDS = ("Budgets of several releases of the same data add up (sequential composition); releases "
+                 "that each use a separate part of the data (a parallel group, such as one per state) count once, "
+                 "at the largest of them (parallel composition).")
+
+
 def premetric_words(kind: str) -> str:
     return PREMETRIC_NAMES.get(kind, kind)
 
@@ -171,6 +176,7 @@ def _common_filters(env: jinja2.Environment):
     env.filters["relation_words"] = relation_words
     env.filters["currency_words"] = currency_words
     env.globals["CSP"] = CSP
+    env.globals["PROGRAM_WORDS"] = PROGRAM_WORDS
 
 
 @functools.lru_cache(maxsize=1)
