@@ -191,3 +191,10 @@ def test_a_program_says_how_its_budgets_compose_and_quotes_each_in_words():
     assert "count once, at the largest of them (parallel composition)" in program
     assert "premetric pure" not in program and "ACS 2019 MA: hearing difficulty epsilon = 0.693 states" in program
     assert "| ma\\_hearing\\_rr.dps | ACS 2019 MA: hearing difficulty | epsilon = 0.693 | states |" in files["markdown"][1]
+
+
+def test_the_summary_uses_no_term_before_it_is_explained(files):
+    summary = files["html"][files["html"].index('<div class="summary"'):files["html"].index('<section id="questions">')]
+    text = visible(summary)
+    assert "flavor" not in text and "Budget achieved, in the spec's terms" in text
+    assert "Budget achieved, in the spec's terms: epsilon = 5.25" in files["markdown"]
