@@ -103,7 +103,7 @@ def fmt_cmd(file, write, check_only):
 
 @main.command("compile")
 @click.argument("file", type=click.Path(dir_okay=False))
-@click.option("-o", "--output", "outdir", type=click.Path(file_okay=False), help="Output directory (default: out/<spec name>).")
+@click.option("-o", "--output", "outdir", type=click.Path(file_okay=False), help="Output directory (default: out/<spec name>; beside the spec's folder when run from inside it).")
 @click.option("--seed", type=int, default=None, help="Make the run reproducible (voids the protection; the audit says so).")
 @click.option("--runs", type=click.IntRange(1, 10_000), default=1, help="Repeat the mechanism to measure utility (internal report).")
 @verification_option
@@ -116,9 +116,12 @@ def compile_cmd(file, outdir, seed, runs, engine_name, spark_master, verify_file
     from dpspec.publish.output import write_result
 
     spec = _load(file)
-    outdir = outdir or os.path.join("out", os.path.splitext(os.path.basename(file))[0])
     from dpspec.cli.engine import engine_for, engine_note
-    from dpspec.publish.input_guard import check_output_target, input_paths
+    from dpspec.publish.input_guard import check_output_target, default_output, input_paths
+    if not outdir:  # from inside the spec's folder the default moves beside it, never among the inputs
+        outdir, moved = default_output(file, input_paths(spec) + ([verify_file] if verify_file else []))
+        if moved:
+            click.echo(f"note: {moved}", err=True)
     from dpspec.run.progress import StderrBar, reporting
 
     from dpspec.publish.output_set import claimed_target, refuse_release_folder

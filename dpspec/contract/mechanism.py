@@ -158,6 +158,12 @@ class Mechanism:
         """Facts the budget depends on; must be functions of the invariants (or public)."""
         return {}
 
+    def fact_labels(self, spec: ir.Spec, params: dict) -> dict[str, str]:
+        """Optional: a plain label, with its unit, for each key of `public_facts` (and for the
+        columns of a fact that is a list of records, as 'fact.column'), so the public report shows
+        readable words instead of keys. Unlabelled keys are shown as their words."""
+        return {}
+
     def budget(self, spec: ir.Spec, params: dict, facts: dict):
         """A `dpspec.budget.BudgetStatement` under `flavor()`."""
         raise NotImplementedError

@@ -192,8 +192,9 @@ def _invariants(spec: ir.Spec, params: dict):
 class TopDown(Mechanism):
     name = "topdown"
     version = __version__
-    description = ("The 2020 Census TopDown algorithm: discrete Gaussian noise on every geographic unit's "
-                   "queries, then top-down nonnegative integer least-squares estimation with invariants.")
+    description = ("The 2020 Census TopDown algorithm: integer noise from a discrete Gaussian (bell-shaped) "
+                   "distribution on every count of every geographic unit, then, from the nation down, the "
+                   "nonnegative whole-number counts closest to the noisy ones (least squares) that keep the invariants.")
     parameters = ParameterSchema((
         ParamSpec("table", "table", "the person table", required=True),
         ParamSpec("variables", "columns", "the histogram variables (enumerated, boolean or integer-range columns)", required=True),
@@ -283,10 +284,11 @@ class TopDown(Mechanism):
         from dpspec.api import BudgetStatement, ZCDP
 
         alloc = self._allocation(spec, params)
-        notes = [f"rho = {ir.format_number(alloc.rho)} split over levels "
+        notes = [f"rho = {ir.format_number(alloc.rho)} split over geographic levels in shares "
                  + ", ".join(f"{lv} {ir.format_number(s)}" for lv, s in alloc.level_shares.items()),
-                 f"L2 sensitivity squared {alloc.queries[0].sensitivity2} per query under {alloc.relation}; "
-                 "variance s^2 / (2 rho_q) per query"]
+                 f"L2 sensitivity squared s^2 = {alloc.queries[0].sensitivity2} per query under {alloc.relation} "
+                 "(the sum of the squared changes one record can make to a query's counts); each query's noise "
+                 "variance is s^2 / (2 rho_q), rho_q being that query's share of rho"]
         if alloc.rho_spent != alloc.total_rho:
             notes.append(f"noise variances were rounded up to exact rationals: the noise costs rho = "
                          f"{float(alloc.rho_spent):.12g}, within the stated {float(alloc.total_rho):.12g}")
