@@ -22,9 +22,14 @@ FIGURE = re.compile(r"\b\d[\d,]*(?:\.\d+)?\s?(?:ms|s|min|KB|MB|GB|KiB|MiB|GiB)\b
                     r"\b\d+(?:\.\d+)?x (?:the|that) floor|\bx\d+(?:\.\d+)? the time")
 
 
+WRITTEN_BY_SCRIPT = "This page is written by the script"
+
+
 def documents() -> list[Path]:
+    """README and docs pages, less the benchmark pages a script writes (their figures are its output)."""
     docs = sorted((ROOT / "docs").rglob("*.md")) if (ROOT / "docs").is_dir() else []
-    return [p for p in [ROOT / "README.md", *docs] if p.is_file()]
+    return [p for p in [ROOT / "README.md", *docs]
+            if p.is_file() and WRITTEN_BY_SCRIPT not in p.read_text(encoding="utf-8")]
 
 
 def paragraphs(text: str) -> list[str]:
