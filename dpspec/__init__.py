@@ -12,6 +12,8 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
+__import__("dpspec.contract.legacy", fromlist=["install"]).install()  # dpspec 0.1's import paths, deprecated
+
 
 def load(path_or_text: str):
     """Parse a spec from a file path or from its text (raises SpecError)."""

@@ -54,7 +54,9 @@ def run_audit_command(path: str, baseline_path: str | None, outdir: str | None, 
         if outdir:
             _write_set(outdir, spec, baseline, verify_file, outcome)
     if as_json:
-        click.echo(json.dumps([f.to_json() for f in outcome.findings], indent=2))
+        from dpspec.schemas import versioned
+
+        click.echo(json.dumps(versioned("findings", [f.to_json() for f in outcome.findings]), indent=2))
     else:
         _print_text(spec, outcome, outdir)
     return 1 if any(f.severity == "critical" for f in outcome.findings) else 0

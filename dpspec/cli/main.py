@@ -24,11 +24,32 @@ def _load(path: str) -> ir.Spec:
     return parse(read_source(path), path)
 
 
-def _dump(data) -> None:
-    click.echo(json.dumps(data, indent=2, sort_keys=False, default=str))
+def _dump(kind: str, data) -> None:
+    """A JSON document of format `kind`, stamped with its version (`dpspec.schemas`)."""
+    from dpspec.schemas import versioned
+
+    click.echo(json.dumps(versioned(kind, data), indent=2, sort_keys=False, default=str))
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class _Group(click.Group):
+    """dpspec's command group: a usage error (exit 2) of a command run with `--json` is also a
+    JSON document on stdout, like every other failure of one (`dpspec.cli.errors.fail`)."""
+
+    def invoke(self, ctx):
+        protected = getattr(ctx, "_protected_args", None)  # click >= 8.2 names it so; older: protected_args
+        words = [*(protected if protected is not None else ctx.protected_args), *ctx.args]  # invoke consumes them
+        try:
+            return super().invoke(ctx)
+        except click.UsageError as exc:
+            if "--json" in words:
+                from dpspec.cli.errors import error_document
+
+                message = f"Error: {exc.format_message()}"  # as click prints it on stderr
+                click.echo(json.dumps(error_document(message, exc.exit_code), indent=2))
+            raise
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="dpspec")
 def main():
     """dpspec: declare, compile and audit differential privacy specifications."""
@@ -71,7 +92,7 @@ def show_cmd(file, as_json):
     """Show a spec's intermediate representation."""
     spec = _load(file)
     if as_json:
-        _dump(ir.to_jsonable(spec))
+        _dump("spec", ir.to_jsonable(spec))
         return
     from dpspec.language.describe import describe_spec
 
@@ -115,6 +136,7 @@ def compile_cmd(file, outdir, seed, runs, engine_name, spark_master, verify_file
     from dpspec.run.compiler import compile_spec
     from dpspec.publish.output import write_result
 
+    _warn_deprecated_imports()
     spec = _load(file)
     outdir = outdir or os.path.join("out", os.path.splitext(os.path.basename(file))[0])
     from dpspec.cli.engine import engine_for, engine_note
@@ -179,7 +201,7 @@ def budget_cmd(file, as_json, delta, conversion):
     spec = _load(file)
     summary = budget_summary(spec, delta=delta, method=conversion)
     if as_json:
-        _dump(summary)
+        _dump("budget", summary)
     else:
         click.echo(budget_text(summary))
     if not summary["bounds_hold"]:
@@ -213,7 +235,7 @@ def convert_cmd(params, to, delta, epsilon, alpha, method, from_unit, to_unit, g
     out = convert_request(values, to=to, delta=delta, epsilon=epsilon, alpha=alpha, method=method,
                           from_unit=from_unit, to_unit=to_unit, group=group)
     if as_json:
-        _dump(out)
+        _dump("conversion", out)
         return
     skip = {"premetric", "method", "citation"}
     figures = ", ".join(f"{k} = {v}" for k, v in out.items() if k not in skip)
@@ -239,6 +261,15 @@ def audit_cmd(file, baseline, outdir, as_json, verify_file=None):
     sys.exit(code)
 
 
+def _warn_deprecated_imports() -> None:
+    """Once per plugin: the 0.1 import paths it still uses, each with the import to use instead."""
+    from dpspec.contract.plugins import deprecations
+
+    for name, messages in deprecations().items():
+        for message in messages:
+            click.echo(f"warning: plugin '{name}': DeprecationWarning: {message}", err=True)
+
+
 @main.command("plugins")
 @click.option("--json", "as_json", is_flag=True)
 @friendly
@@ -246,9 +277,10 @@ def plugins_cmd(as_json):
     """List the installed mechanism plugins and their parameters."""
     from dpspec.contract.plugins import describe_mechanisms
 
+    _warn_deprecated_imports()
     mechs = describe_mechanisms()
     if as_json:
-        _dump(mechs)
+        _dump("plugins", mechs)
         return
     for m in mechs:
         click.echo(f"{m['name']} {m['version']}  ({m['package']} {m['package_version']})")
@@ -270,14 +302,27 @@ def plugins_cmd(as_json):
 main.add_command(__import__("dpspec.cli.infer", fromlist=["infer_cmd"]).infer_cmd)  # `dpspec infer` (seed 2)
 
 
+def _with_error_handling(command: click.Command) -> None:
+    """Wrap a plugin's command (and a group's subcommands) in `friendly`: plugins need no CLI helper."""
+    if command.callback is not None and not getattr(command.callback, "_dpspec_friendly", False):
+        command.callback = friendly(command.callback)
+        command.callback._dpspec_friendly = True
+    for sub in getattr(command, "commands", {}).values():
+        _with_error_handling(sub)
+
+
 def _add_plugin_commands():
     from dpspec.contract.plugins import failures, manager
 
     for impl in manager().hook.dpspec_cli.get_hookimpls():
+        before = dict(main.commands)
         try:
             impl.function(group=main)
         except Exception as exc:  # a broken third-party plugin must not break the core commands
             click.echo(f"warning: plugin '{impl.plugin_name}' failed to add its commands: {exc}", err=True)
+        for name, command in main.commands.items():
+            if before.get(name) is not command:
+                _with_error_handling(command)
     for name, why in failures():
         click.echo(f"warning: plugin '{name}' failed to load: {why}", err=True)
 

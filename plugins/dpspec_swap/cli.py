@@ -15,7 +15,7 @@ import json
 
 import click
 
-from dpspec.api import friendly, json_number
+from dpspec.api import json_number
 
 RATES_HELP = "swap rates, comma-separated: 0.05, 5% or 1/20 (exact: 0.05 means one in twenty)"
 
@@ -58,7 +58,6 @@ def swap_group():
               help="size of the largest stratum holding two different records")
 @click.option("--rate", "rates", callback=_rates, required=True, help=RATES_HELP)
 @click.option("--json", "as_json", is_flag=True, help="a list of {b, rate, epsilon}")
-@friendly
 def epsilon_cmd(b, rates, as_json):
     """The PSA's pure-DP budget for largest stratum B at each swap RATE."""
     from dpspec_swap import whatif  # pandas-heavy: not for `dpspec --help`
@@ -78,7 +77,6 @@ def epsilon_cmd(b, rates, as_json):
 @click.option("--rates", callback=_rates, default=None, help=RATES_HELP + " [default: 1%,2%,5%,10%,50%]")
 @click.option("--key", "keys", multiple=True, metavar="COL[,COL...]", help="an extra match key to compare (repeatable)")
 @click.option("--json", "as_json", is_flag=True)
-@friendly
 def whatif_cmd(spec_file, rates, keys, as_json):
     """b, its stratum and epsilon under alternative match keys for a swap SPEC.
 
