@@ -24,6 +24,12 @@ def _load(path: str) -> ir.Spec:
     return parse(read_source(path), path)
 
 
+def _load_text(text: str, path: str) -> ir.Spec:
+    from dpspec.language.parser import parse
+
+    return parse(text, path)
+
+
 def _dump(kind: str, data) -> None:
     """A JSON document of format `kind`, stamped with its version (`dpspec.schemas`)."""
     from dpspec.schemas import versioned
@@ -102,18 +108,28 @@ def show_cmd(file, as_json):
 @main.command("fmt")
 @click.argument("file", type=click.Path(dir_okay=False))
 @click.option("--write", is_flag=True, help="Rewrite FILE in place (atomically).")
-@click.option("--check", "check_only", is_flag=True, help="Exit 1 if FILE is not in canonical form.")
+@click.option("--check", "check_only", is_flag=True, help="Exit 1 if FILE is not in canonical form (with --upgrade: not at the current language version).")
+@click.option("--upgrade", is_flag=True, help="Rewrite FILE to the current .dps language version, keeping its layout "
+              "(nothing to change yet: the language has one version).")
 @friendly
-def fmt_cmd(file, write, check_only):
-    """Print a spec in canonical form."""
+def fmt_cmd(file, write, check_only, upgrade):
+    """Print a spec in canonical form (or, with --upgrade, at the current language version)."""
     from dpspec.publish.atomic import write_text
     from dpspec.language.formatter import format_spec
 
     spec = _load(file)
-    text = format_spec(spec)
+    if upgrade:
+        from dpspec.language.version import LANGUAGE_VERSION, upgrade as upgraded
+
+        text = upgraded(spec.text)
+        _load_text(text, file)  # an upgrade step that broke the file is a bug, never written
+        howto = f"not at .dps language version {LANGUAGE_VERSION} (run dpspec fmt --upgrade --write)"
+    else:
+        text = format_spec(spec)
+        howto = "not in canonical form (run dpspec fmt --write)"
     if check_only:
         if text != spec.text:
-            _fail(f"{file}: not in canonical form (run dpspec fmt --write)")
+            _fail(f"{file}: {howto}")
         return
     if write:
         if text != spec.text:
