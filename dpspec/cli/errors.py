@@ -31,13 +31,22 @@ def fail(message: str, code: int = 1, diagnostics=None, path: str | None = None)
     click.echo(message, err=True)
     if json_wanted():
         click.echo(json.dumps(error_document(message, code, diagnostics, path), indent=2))
+    elif _params().get("output_format") == "sarif":  # SARIF readers get a log whose run failed, not nothing
+        from dpspec.report.sarif import error_log
+
+        click.echo(json.dumps(error_log(message, diagnostics, path), indent=2))
     sys.exit(code)
 
 
-def json_wanted() -> bool:
-    """True inside a command run with `--json` (its parameter is named `as_json` throughout)."""
+def _params() -> dict:
     ctx = click.get_current_context(silent=True)
-    return bool(ctx is not None and ctx.params.get("as_json"))
+    return ctx.params if ctx is not None else {}
+
+
+def json_wanted() -> bool:
+    """True inside a command run with `--json` (its parameter is named `as_json` throughout) or `--format json`."""
+    params = _params()
+    return bool(params.get("as_json") or params.get("output_format") == "json")
 
 
 def error_document(message: str, code: int, diagnostics=None, path: str | None = None) -> dict:

@@ -47,12 +47,16 @@ class _Group(click.Group):
         try:
             return super().invoke(ctx)
         except click.UsageError as exc:
+            if isinstance(exc, click.NoSuchOption) and exc.option_name == "--format" and exc.ctx is not None:
+                exc = click.UsageError(f"`dpspec {exc.ctx.info_name}` has no findings to write as SARIF or in another "
+                                       "format: --format is for `dpspec check` (its problems) and `dpspec audit` (its "
+                                       "findings)", exc.ctx)
             if "--json" in words:
                 from dpspec.cli.errors import error_document
 
                 message = f"Error: {exc.format_message()}"  # as click prints it on stderr
                 click.echo(json.dumps(error_document(message, exc.exit_code), indent=2))
-            raise
+            raise exc
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
@@ -61,17 +65,24 @@ def main():
     """dpspec: declare, compile and audit differential privacy specifications."""
 
 
+FORMAT_SARIF = click.option("--format", "output_format", type=click.Choice(["text", "sarif"]), default="text",
+                            show_default=True, help="sarif: SARIF 2.1.0 on stdout, for code-scanning tools.")
+
+
 @main.command("check")
 @click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@FORMAT_SARIF
 @friendly
-def check_cmd(files):
+def check_cmd(files, output_format):
     """Check spec FILES: names, types, ranges, mechanism parameters, invariants."""
     from dpspec.check.checker import check
 
-    failed = 0
+    failures = []
     for path in files:
+        stage = "parse-error"
         try:
             spec = _load(path)
+            stage = "check-error"
             if spec.program is None:
                 check(spec)
             else:
@@ -80,13 +91,19 @@ def check_cmd(files):
                 load_program(spec)
         except DpspecError as exc:
             click.echo(str(exc), err=True)
-            failed += 1
+            failures.append((path, stage, exc))
         except RecursionError:
-            click.echo(f"{path}: error: the input is nested too deeply to process", err=True)
-            failed += 1
+            message = "error: the input is nested too deeply to process"
+            click.echo(f"{path}: {message}", err=True)
+            failures.append((path, stage, message))
         else:
-            click.echo(f"{path}: ok")
-    if failed:
+            if output_format == "text":
+                click.echo(f"{path}: ok")
+    if output_format == "sarif":
+        from dpspec.report.sarif import check_log
+
+        click.echo(json.dumps(check_log(failures), indent=2))
+    if failures:
         sys.exit(1)
 
 
@@ -267,13 +284,18 @@ def convert_cmd(params, to, delta, epsilon, alpha, method, from_unit, to_unit, g
 @click.option("--baseline", type=click.Path(dir_okay=False), default=None, help="Compare against this spec.")
 @click.option("-o", "--output", "outdir", type=click.Path(file_okay=False), default=None, help="Write the audit report here.")
 @click.option("--json", "as_json", is_flag=True)
+@click.option("--format", "output_format", type=click.Choice(["text", "json", "sarif"]), default=None,
+              help="text (default), json (as --json) or sarif: SARIF 2.1.0 for code-scanning tools.")
 @verification_option
 @friendly
-def audit_cmd(file, baseline, outdir, as_json, verify_file=None):
+def audit_cmd(file, baseline, outdir, as_json, output_format, verify_file=None):
     """Flag privacy theatrics in a spec (optionally against a baseline spec)."""
     from dpspec.cli.audit import run_audit_command
 
-    code = run_audit_command(file, baseline, outdir, as_json, verify_file=verify_file)
+    if as_json and output_format not in (None, "json"):
+        raise click.UsageError(f"--json and --format {output_format} ask for two formats; give one")
+    code = run_audit_command(file, baseline, outdir, "json" if as_json else (output_format or "text"),
+                             verify_file=verify_file)
     sys.exit(code)
 
 
