@@ -12,7 +12,7 @@ import sys
 import click
 
 from dpspec import ir
-from dpspec.cli.errors import fail as _fail, friendly
+from dpspec.cli.errors import friendly
 from dpspec.cli.engine import engine_option, master_option
 from dpspec.errors import DpspecError
 from dpspec.cli.verify import verification_option, verify_cmd
@@ -65,15 +65,38 @@ def main():
     """dpspec: declare, compile and audit differential privacy specifications."""
 
 
+def _bounds_hold(spec: ir.Spec) -> None:
+    """Raise a SpecError at each declared budget bound the spec's mechanism does not meet."""
+    from dpspec.budget.budget_report import budget_summary
+    from dpspec.errors import Diagnostic, SpecError
+
+    summary = budget_summary(spec)
+    if summary["bounds_hold"]:
+        return
+    where = {b.describe(): b.loc for b in spec.budgets}
+    problems = []
+    for b in summary["bounds"]:
+        if not b["holds"]:
+            loc = where.get(b["bound"])
+            problems.append(Diagnostic(f"the declared bound '{b['bound']}' does not hold: the mechanism achieves "
+                                       f"{b['achieved']} ({b.get('currency', '')})", loc.line if loc else None,
+                                       loc.column if loc else None))
+    error = SpecError(problems, spec.path, spec.text)
+    error.rule = "bound-exceeded"
+    raise error
+
+
 FORMAT_SARIF = click.option("--format", "output_format", type=click.Choice(["text", "sarif"]), default="text",
                             show_default=True, help="sarif: SARIF 2.1.0 on stdout, for code-scanning tools.")
 
 
 @main.command("check")
 @click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@click.option("--bounds", is_flag=True, help="Also compute each spec's budget and fail when a declared bound "
+              "(`budget epsilon <= ...`) does not hold (as `dpspec budget` does for one file).")
 @FORMAT_SARIF
 @friendly
-def check_cmd(files, output_format):
+def check_cmd(files, bounds, output_format):
     """Check spec FILES: names, types, ranges, mechanism parameters, invariants."""
     from dpspec.check.checker import check
 
@@ -89,7 +112,10 @@ def check_cmd(files, output_format):
                 from dpspec.budget.program import load_program
 
                 load_program(spec)
+            if bounds:
+                _bounds_hold(spec)
         except DpspecError as exc:
+            stage = getattr(exc, "rule", stage)
             click.echo(str(exc), err=True)
             failures.append((path, stage, exc))
         except RecursionError:
@@ -123,18 +149,34 @@ def show_cmd(file, as_json):
 
 
 @main.command("fmt")
-@click.argument("file", type=click.Path(dir_okay=False))
+@click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False))
 @click.option("--write", is_flag=True, help="Rewrite FILE in place (atomically).")
 @click.option("--check", "check_only", is_flag=True, help="Exit 1 if FILE is not in canonical form (with --upgrade: not at the current language version).")
 @click.option("--upgrade", is_flag=True, help="Rewrite FILE to the current .dps language version, keeping its layout "
               "(nothing to change yet: the language has one version).")
 @friendly
-def fmt_cmd(file, write, check_only, upgrade):
-    """Print a spec in canonical form (or, with --upgrade, at the current language version)."""
+def fmt_cmd(files, write, check_only, upgrade):
+    """Print a spec in canonical form (or, with --upgrade, at the current language version).
+
+    Several FILES need --check or --write (as a pre-commit hook gives them)."""
+    if len(files) > 1 and not (check_only or write):
+        raise click.UsageError("several files: add --check or --write (printing them one after another would "
+                               "make one file of many)")
+    failed = [file for file in files if not _fmt_one(file, write, check_only, upgrade)]
+    if failed:
+        sys.exit(1)
+
+
+def _fmt_one(file: str, write: bool, check_only: bool, upgrade: bool) -> bool:
+    """One file of `dpspec fmt`; False when --check finds it not in form (or it cannot be read)."""
     from dpspec.publish.atomic import write_text
     from dpspec.language.formatter import format_spec
 
-    spec = _load(file)
+    try:
+        spec = _load(file)
+    except DpspecError as exc:
+        click.echo(str(exc), err=True)
+        return False
     if upgrade:
         from dpspec.language.version import LANGUAGE_VERSION, upgrade as upgraded
 
@@ -146,13 +188,15 @@ def fmt_cmd(file, write, check_only, upgrade):
         howto = "not in canonical form (run dpspec fmt --write)"
     if check_only:
         if text != spec.text:
-            _fail(f"{file}: {howto}")
-        return
+            click.echo(f"{file}: {howto}", err=True)
+            return False
+        return True
     if write:
         if text != spec.text:
             write_text(file, text)
-        return
+        return True
     click.echo(text, nl=False)
+    return True
 
 
 @main.command("compile")

@@ -28,6 +28,7 @@ SECTION = {
 CHECK_RULES = {
     "parse-error": "The file cannot be read or parsed as a .dps spec",
     "check-error": "The spec breaks a rule of the language: names, types, ranges, parameters, invariants",
+    "bound-exceeded": "A declared budget bound does not hold for the spec's mechanism (check --bounds)",
 }
 
 
