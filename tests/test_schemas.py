@@ -187,3 +187,26 @@ def test_a_result_file_from_a_newer_format_is_refused_naming_both_versions(small
     broken.write_text('{"verdict": ')
     result = CliRunner().invoke(main, ["audit", str(small_spec), "--verify", str(broken)])
     assert result.exit_code == 1 and "invalid JSON" in result.stderr
+
+
+def test_a_malformed_or_newer_release_manifest_is_refused_by_infer(small_spec, tmp_path):
+    release = tmp_path / "release"
+    release.mkdir()
+    (release / "manifest.json").write_text('{"command": "compile", "outputs": ')
+    result = CliRunner().invoke(main, ["infer", str(small_spec), str(release), "--target", "count people", "--json"])
+    assert result.exit_code == 1 and "unreadable manifest" in result.stderr
+    assert_valid("error", json.loads(result.stdout))
+    (release / "manifest.json").write_text(json.dumps({"format_version": "7.2", "command": "compile", "outputs": {}}))
+    result = CliRunner().invoke(main, ["infer", str(small_spec), str(release), "--target", "count people"])
+    assert result.exit_code == 1
+    assert "manifest format version 7.2" in result.stderr and f"(format version {schemas.version('manifest')})" in result.stderr
+
+
+def test_dpspec_schema_prints_each_shipped_schema():
+    listed = CliRunner().invoke(main, ["schema"])
+    assert listed.exit_code == 0
+    assert [line.split()[:2] for line in listed.stdout.splitlines()] == [[k, v] for k, v in sorted(schemas.FORMAT_VERSIONS.items())]
+    for kind in schemas.FORMAT_VERSIONS:
+        assert run("schema", kind) == schemas.schema(kind)
+    wrong = CliRunner().invoke(main, ["schema", "budgt"])
+    assert wrong.exit_code == 2 and "did you mean 'budget'" in wrong.stderr

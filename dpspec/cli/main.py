@@ -343,6 +343,25 @@ def audit_cmd(file, baseline, outdir, as_json, output_format, verify_file=None):
     sys.exit(code)
 
 
+@main.command("schema")
+@click.argument("kind", required=False)
+@friendly
+def schema_cmd(kind):
+    """Print the JSON Schema of a JSON output KIND (without KIND: every kind and its format version)."""
+    from dpspec.schemas import FORMAT_VERSIONS, schema
+
+    if kind is None:
+        for name, version in sorted(FORMAT_VERSIONS.items()):
+            click.echo(f"{name} {version}  {schema(name)['title']}")
+        return
+    if kind not in FORMAT_VERSIONS:
+        from dpspec.language.diagnostics import unknown
+
+        message, hint = unknown("JSON format", kind, FORMAT_VERSIONS)
+        raise click.BadParameter(message + (f"; {hint}" if hint else ""), param_hint="KIND")
+    click.echo(json.dumps(schema(kind), indent=2))
+
+
 def _warn_deprecated_imports() -> None:
     """Once per plugin: the 0.1 import paths it still uses, each with the import to use instead."""
     from dpspec.contract.plugins import deprecations
