@@ -24,6 +24,7 @@ def test_wheel_ships_grammar_and_plugins(tmp_path):
     from dpspec.schemas import FORMAT_VERSIONS
 
     assert {f"dpspec/schemas/{kind}.schema.json" for kind in FORMAT_VERSIONS} <= names  # every JSON output's schema
+    assert {"dpspec_swap/schemas/epsilon.schema.json", "dpspec_swap/schemas/whatif.schema.json"} <= names
     for plugin in ("dpspec_rr/__init__.py", "dpspec_swap/__init__.py", "dpspec_topdown/__init__.py", "dpspec_declared/__init__.py"):
         assert plugin in names
     assert "[dpspec]" in entry_points and "randomized_response = dpspec_rr" in entry_points

@@ -1,8 +1,8 @@
 """`dpspec swap ...`: the budget calculator and the what-if table of stratifications.
 
-JSON output (stable):
-  swap epsilon --json  -> [{"b": int, "rate": float, "epsilon": float | "inf"}, ...]
-  swap whatif --json   -> {"spec", "table", "swap", "hold", "rates": [float],
+JSON output (stable; JSON Schemas in schemas/, each format versioned as the core's are):
+  swap epsilon --json  -> [{"format_version", "b": int, "rate": float, "epsilon": float | "inf"}, ...]
+  swap whatif --json   -> {"format_version", "spec", "table", "swap", "hold", "rates": [float],
                            "rows": [{"match": [str], "b": int, "largest_stratum": {col: value} | null,
                                      "strata_of_two_or_more": int, "is_spec": bool,
                                      "from_invariants": bool, "keeps_nesting": bool,
@@ -17,6 +17,7 @@ import click
 
 from dpspec.api import json_number
 
+FORMAT_VERSION = "1.0"  # of both outputs: schemas/epsilon.schema.json, schemas/whatif.schema.json
 RATES_HELP = "swap rates, comma-separated: 0.05, 5% or 1/20 (exact: 0.05 means one in twenty)"
 
 
@@ -64,7 +65,7 @@ def epsilon_cmd(b, rates, as_json):
 
     rows = whatif.epsilon_rows(b, rates)
     if as_json:
-        click.echo(_json(rows))
+        click.echo(_json([{"format_version": FORMAT_VERSION, **row} for row in rows]))
         return
     click.echo(f"b = {b:,}")
     click.echo(f"{'rate':>8}  epsilon")
@@ -108,7 +109,7 @@ def whatif_cmd(spec_file, rates, keys, as_json):
     rates = rates or list(whatif.DEFAULT_RATES)
     rows = whatif.with_epsilons(whatif.stratifications(spec, params, frame, extra), rates)
     if as_json:
-        click.echo(_json({"spec": spec.title, "table": table.name, "swap": swap, "hold": hold,
+        click.echo(_json({"format_version": FORMAT_VERSION, "spec": spec.title, "table": table.name, "swap": swap, "hold": hold,
                           "rates": [float(r) for r in rates], "rows": rows}))
         return
     click.echo(f"{spec.title or spec_file}: swapping {', '.join(swap)} of {table.name}; holding {', '.join(hold) or '(nothing)'}")
