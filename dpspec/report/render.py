@@ -291,4 +291,6 @@ def render_markdown(model: dict) -> str:
 
 
 def render_json(model: dict) -> str:
-    return json.dumps(model, indent=2, sort_keys=True, ensure_ascii=False, allow_nan=False) + "\n"
+    from dpspec.schemas import versioned
+
+    return json.dumps(versioned("report", model), indent=2, sort_keys=True, ensure_ascii=False, allow_nan=False) + "\n"
