@@ -436,3 +436,45 @@ def test_a_unit_linked_to_its_person_is_left_to_finer_unit(tmp_path):
     linked = attrs.evolve(spec, domain=attrs.evolve(spec.domain, tables=(days, people) + others))
     rules = {f.rule for f in audit(parse(format_spec(linked))).findings}
     assert "unit-finer-than-person" not in rules and "finer-unit" in rules
+
+
+# ---- issue 30: the bundled production specs carry their curator notes ------------------------
+
+# each compilable production spec and the bundled entry of the same product
+PRODUCTS = [("pl94_production_topdown.dps", "pl94_persons.yaml"), ("safetab_p_production.dps", "ddhc_a.yaml")]
+
+
+def _fields(node, prefix=()):
+    for key, value in node.items():
+        if isinstance(value, dict):
+            yield from _fields(value, prefix + (key,))
+        else:
+            yield prefix + (key,), value
+
+
+def _prose(text):
+    """A field's curator prose, without the formal ```dpspec block an export appends."""
+    return text.split("```dpspec", 1)[0].strip() if isinstance(text, str) else text
+
+
+@pytest.mark.parametrize("spec_name, entry_name", PRODUCTS)
+def test_a_production_spec_exports_its_products_registry_entry(spec_name, entry_name, tmp_path):
+    out = tmp_path / "entry.yaml"
+    result = run("export", "--registry", os.path.join(SPECS, spec_name), "-o", out)
+    assert result.exit_code == 0, result.output
+    text = out.read_text(encoding="utf-8")
+    assert validate_independently(text) == []
+    exported = dict(_fields(yaml.safe_load(text)))
+    bundled = dict(_fields(yaml.safe_load(open(os.path.join(REGISTRY, entry_name), encoding="utf-8"))))
+    assert set(exported) == set(bundled)
+    name = ("deployment", "basic", "name")  # the spec's own title: it runs on a synthetic state
+    assert load(os.path.join(SPECS, spec_name)).title == exported[name]
+    rho = ("deployment", "privacy_loss", "privacy_parameters", "rho")
+    # the exact achieved rho, against the entry's published figure (to the digits it is published with)
+    digits = len(str(bundled[rho]).split(".")[1])
+    assert round(exported[rho], digits) == bundled[rho]
+    for path in set(bundled) - {name, rho}:
+        assert _prose(exported[path]) == _prose(bundled[path]), path
+    # the formal flavor is the entry's too (its import, bundled beside it)
+    spec, entry = load(os.path.join(SPECS, spec_name)), load(os.path.join(REGISTRY, entry_name[:-5] + ".dps"))
+    assert (spec.unit, spec.premetric) == (entry.unit, entry.premetric)

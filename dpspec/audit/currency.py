@@ -21,6 +21,9 @@ from dpspec.errors import ConversionError, DpspecError
 from dpspec.budget.ledger import DEFAULT_DELTA, SPEC_TO_KIND, to_spec_flavor
 from dpspec.contract.mechanism import NativeFlavor
 
+# Where a quoted budget comes from, in words a reader without the ledger's vocabulary follows.
+ACHIEVED = "achieved by the mechanism, as dpspec computes it, not the bound the spec declares"
+
 KIND_TO_SPEC = {v: k for k, v in SPEC_TO_KIND.items()}
 PREMETRIC_WORDS = {"pure": "pure DP (MULT)", "approx": "approximate DP", "zcdp": "zCDP",
                    "renyi": "Rényi DP", "gdp": "Gaussian DP"}
@@ -164,7 +167,7 @@ def quote(spec: ir.Spec, result=None, account=None) -> Quote | None:
     if spec.unit is None:
         return None
     if ledger is not None and ledger.declared is not None:
-        return Quote(ledger.declared, spec.unit.table, spec.unit.relation, "achieved (from the ledger)",
+        return Quote(ledger.declared, spec.unit.table, spec.unit.relation, ACHIEVED,
                      unit=unit_word(spec.domain, spec.unit.table))
     for bound in spec.budgets:
         try:

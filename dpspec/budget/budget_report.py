@@ -140,3 +140,12 @@ def budget_text(summary: dict) -> str:
         achieved = budget_figure(b["achieved"]) if b["achieved"] is not None else "?"
         lines.append(f"declared {b['bound']}: {state} (achieved {achieved}; {b['currency']})")
     return "\n".join(lines)
+
+
+class BudgetSummary(dict):
+    """`budget_summary` as returned by `dpspec.budget`: the same dict, which also keeps its spec
+    (a notebook shows the spec's report, budget section included: dpspec.report.notebook)."""
+
+    def __init__(self, summary: dict, spec: ir.Spec):
+        super().__init__(summary)
+        self.spec = spec

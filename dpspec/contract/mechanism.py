@@ -46,6 +46,9 @@ class ParamSpec:
 
 @attrs.frozen
 class ParameterSchema:
+    """A mechanism's declared parameters, checked against a spec's `mechanism` block and shown
+    by `dpspec plugins` and the mechanism's documentation page."""
+
     params: tuple[ParamSpec, ...]
 
     def get(self, name: str) -> ParamSpec | None:
@@ -153,6 +156,12 @@ class Mechanism:
 
     def public_facts(self, spec: ir.Spec, params: dict, data: dict) -> dict:
         """Facts the budget depends on; must be functions of the invariants (or public)."""
+        return {}
+
+    def fact_labels(self, spec: ir.Spec, params: dict) -> dict[str, str]:
+        """Optional: a plain label, with its unit, for each key of `public_facts` (and for the
+        columns of a fact that is a list of records, as 'fact.column'), so the public report shows
+        readable words instead of keys. Unlabelled keys are shown as their words."""
         return {}
 
     def budget(self, spec: ir.Spec, params: dict, facts: dict):

@@ -1,8 +1,8 @@
 """`dpspec swap ...`: the budget calculator and the what-if table of stratifications.
 
-JSON output (stable):
-  swap epsilon --json  -> [{"b": int, "rate": float, "epsilon": float | "inf"}, ...]
-  swap whatif --json   -> {"spec", "table", "swap", "hold", "rates": [float],
+JSON output (stable; JSON Schemas in schemas/, each format versioned as the core's are):
+  swap epsilon --json  -> [{"format_version", "b": int, "rate": float, "epsilon": float | "inf"}, ...]
+  swap whatif --json   -> {"format_version", "spec", "table", "swap", "hold", "rates": [float],
                            "rows": [{"match": [str], "b": int, "largest_stratum": {col: value} | null,
                                      "strata_of_two_or_more": int, "is_spec": bool,
                                      "from_invariants": bool, "keeps_nesting": bool,
@@ -15,8 +15,9 @@ import json
 
 import click
 
-from dpspec.api import friendly, json_number
+from dpspec.api import json_number
 
+FORMAT_VERSION = "1.0"  # of both outputs: schemas/epsilon.schema.json, schemas/whatif.schema.json
 RATES_HELP = "swap rates, comma-separated: 0.05, 5% or 1/20 (exact: 0.05 means one in twenty)"
 
 
@@ -58,14 +59,13 @@ def swap_group():
               help="size of the largest stratum holding two different records")
 @click.option("--rate", "rates", callback=_rates, required=True, help=RATES_HELP)
 @click.option("--json", "as_json", is_flag=True, help="a list of {b, rate, epsilon}")
-@friendly
 def epsilon_cmd(b, rates, as_json):
     """The PSA's pure-DP budget for largest stratum B at each swap RATE."""
     from dpspec_swap import whatif  # pandas-heavy: not for `dpspec --help`
 
     rows = whatif.epsilon_rows(b, rates)
     if as_json:
-        click.echo(_json(rows))
+        click.echo(_json([{"format_version": FORMAT_VERSION, **row} for row in rows]))
         return
     click.echo(f"b = {b:,}")
     click.echo(f"{'rate':>8}  epsilon")
@@ -78,7 +78,6 @@ def epsilon_cmd(b, rates, as_json):
 @click.option("--rates", callback=_rates, default=None, help=RATES_HELP + " [default: 1%,2%,5%,10%,50%]")
 @click.option("--key", "keys", multiple=True, metavar="COL[,COL...]", help="an extra match key to compare (repeatable)")
 @click.option("--json", "as_json", is_flag=True)
-@friendly
 def whatif_cmd(spec_file, rates, keys, as_json):
     """b, its stratum and epsilon under alternative match keys for a swap SPEC.
 
@@ -110,7 +109,7 @@ def whatif_cmd(spec_file, rates, keys, as_json):
     rates = rates or list(whatif.DEFAULT_RATES)
     rows = whatif.with_epsilons(whatif.stratifications(spec, params, frame, extra), rates)
     if as_json:
-        click.echo(_json({"spec": spec.title, "table": table.name, "swap": swap, "hold": hold,
+        click.echo(_json({"format_version": FORMAT_VERSION, "spec": spec.title, "table": table.name, "swap": swap, "hold": hold,
                           "rates": [float(r) for r in rates], "rows": rows}))
         return
     click.echo(f"{spec.title or spec_file}: swapping {', '.join(swap)} of {table.name}; holding {', '.join(hold) or '(nothing)'}")

@@ -141,15 +141,24 @@ def budget_html(data: dict) -> Markup:
         legend.append(Markup('<li><span style="color:{}">&#9632;</span> {}</li>').format(
             color, f"b = {curve['b']:,}: {keys}{spec}"))
     legend.append(Markup("</ul>"))
-    head = Markup("").join(Markup("<th>{}</th>").format(f"eps at p = {p:g}") for p in data["table_rates"])
-    rows = [Markup("<table><thead><tr><th>match key</th><th>b</th><th>largest stratum</th>{}</tr></thead><tbody>").format(head)]
+    rates = [RATE_HEAD.format(p=p) for p in data["table_rates"]]
+    head = Markup("").join(Markup("<th>{}</th>").format(h) for h in rates)
+    rows = [Markup('<table class="stack"><thead><tr><th>match key</th><th>{}</th><th>largest stratum</th>{}</tr></thead>'
+                   "<tbody>").format(B_HEAD, head)]
     for k in data["keys"]:
         where = ", ".join(f"{c} = {v}" for c, v in (k["largest_stratum"] or {}).items()) or "-"
-        cells = Markup("").join(Markup("<td>{}</td>").format(_fmt(e["epsilon"])) for e in k["epsilon"])
+        cells = Markup("").join(Markup('<td data-label="{}">{}</td>').format(h, _fmt(e["epsilon"]))
+                                for h, e in zip(rates, k["epsilon"]))
         label = _key_label(k["match"]) + (" (this spec)" if k["is_spec"] else "")
-        rows.append(Markup("<tr><td>{}</td><td>{}</td><td>{}</td>{}</tr>").format(label, f"{k['b']:,}", where, cells))
+        rows.append(Markup('<tr><td data-label="match key">{}</td><td data-label="{}">{}</td>'
+                           '<td data-label="largest stratum">{}</td>{}</tr>').format(label, B_HEAD, f"{k['b']:,}", where, cells))
     rows.append(Markup("</tbody></table>"))
     return Markup("").join(parts + legend + rows)
+
+
+# Column heads in words: a printed report has no hover text to explain "eps" or "b".
+RATE_HEAD = "epsilon at swap rate p = {p:g}"
+B_HEAD = "b (units in the largest stratum)"
 
 
 # ---- Markdown ------------------------------------------------------------------------------
@@ -167,7 +176,7 @@ def md(value) -> str:
 def budget_markdown(data: dict) -> str:
     lines = [md(f"This release: b = {data['b']:,}, p = {data['rate']:g}, epsilon = {_fmt(data['epsilon'])}. "
                 "Finer match keys lower b and the nominal budget only by publishing more statistics exactly."), ""]
-    head = ["match key", "b", "largest stratum", *[f"eps at p = {p:g}" for p in data["table_rates"]]]
+    head = ["match key", B_HEAD, "largest stratum", *[RATE_HEAD.format(p=p) for p in data["table_rates"]]]
     lines.append("| " + " | ".join(md(h) for h in head) + " |")
     lines.append("|" + "---|" * len(head))
     for k in data["keys"]:

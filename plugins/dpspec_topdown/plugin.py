@@ -377,8 +377,9 @@ def _invariants(spec: ir.Spec, params: dict):
 class TopDown(Mechanism):
     name = "topdown"
     version = __version__
-    description = ("The 2020 Census TopDown algorithm: discrete Gaussian noise on every geographic unit's "
-                   "queries, then top-down nonnegative integer least-squares estimation with invariants.")
+    description = ("The 2020 Census TopDown algorithm: integer noise from a discrete Gaussian (bell-shaped) "
+                   "distribution on every count of every geographic unit, then, from the nation down, the "
+                   "nonnegative whole-number counts closest to the noisy ones (least squares) that keep the invariants.")
     parameters = ParameterSchema((
         ParamSpec("table", "table", "the person table", required=True),
         ParamSpec("variables", "columns", "the histogram variables (enumerated, boolean or integer-range columns)", required=True),
@@ -480,10 +481,11 @@ class TopDown(Mechanism):
         from dpspec.api import BudgetStatement, ZCDP
 
         alloc = self._allocation(spec, params)
-        notes = [f"rho = {ir.format_number(alloc.rho)} split over levels "
+        notes = [f"rho = {ir.format_number(alloc.rho)} split over geographic levels in shares "
                  + ", ".join(f"{lv} {ir.format_number(s)}" for lv, s in alloc.level_shares.items()),
-                 f"L2 sensitivity squared {alloc.queries[0].sensitivity2} per query under {alloc.relation}; "
-                 "variance s^2 / (2 rho_q) per query"]
+                 f"L2 sensitivity squared s^2 = {alloc.queries[0].sensitivity2} per query under {alloc.relation} "
+                 "(the sum of the squared changes one record can make to a query's counts); each query's noise "
+                 "variance is s^2 / (2 rho_q), rho_q being that query's share of rho"]
         spine = _spine(spec, params)
         if "aian" in spine:
             notes.append(f"spine: each {spine['aian'][0]} and the levels below it are measured as their AIAN and "
