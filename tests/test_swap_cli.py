@@ -29,7 +29,7 @@ def test_epsilon_json_reproduces_the_paper():
     res = run("swap", "epsilon", "--b", str(B_1940), "--rate", "0.01,0.05,0.10,0.50", "--json")
     assert res.exit_code == 0, res.output
     rows = json.loads(res.output)
-    assert [set(r) for r in rows] == [{"b", "rate", "epsilon"}] * 4
+    assert [set(r) for r in rows] == [{"b", "rate", "epsilon", "minimum_epsilon", "minimum_rate"}] * 4
     assert [r["b"] for r in rows] == [B_1940] * 4
     assert [r["rate"] for r in rows] == [0.01, 0.05, 0.1, 0.5]
     assert [round(r["epsilon"], 2) for r in rows] == [17.08, 15.43, 14.68, 12.48]
