@@ -121,7 +121,8 @@ def _sample_point(point: Point, data: dict, runs: int, engine, run_key: int, off
     spec, mech, params = point.checked.spec, point.checked.mechanism, point.checked.params
     for r in range(runs):
         key = derive_run_key(run_key, ("sweep", point.index, r))
-        release = run_mechanism(mech, spec, params, data, make_rng(key), EngineRun(engine, key))
+        with progress.reporting(None):  # the sweep's bar counts points and runs, not a run's own stages
+            release = run_mechanism(mech, spec, params, data, make_rng(key), EngineRun(engine, key))
         try:
             verify_invariants(point.checked.induced, data, release.outputs)
             rows = realized.measure(realized.comparisons(spec, mech, params, data, release, truth), off_by)
@@ -156,7 +157,8 @@ def run_sweep(spec: ir.Spec, axes, grid: list[dict], *, runs: int = 0, engine=No
         run_key = new_run_key(seed)
         for point in points:
             try:
-                account(point, data, delta, method)
+                with progress.reporting(None):
+                    account(point, data, delta, method)
                 if runs:
                     _sample_point(point, data, runs, chosen, run_key, off_by, truth, tick)
                 else:
