@@ -1,0 +1,267 @@
+"""`dpspec sweep` (issue 28): the grid, overriding parameters through the checker, refusals, the
+budget per point, expected error against the empirical variance, realized errors only in the
+internal report, failing and interrupted sweeps."""
+from __future__ import annotations
+
+import json
+import math
+from fractions import Fraction
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from click.testing import CliRunner
+
+from dpspec.api import MechanismError, SpecError, parse, read_source
+from dpspec.cli.main import main
+from dpspec.sweep import grid
+from dpspec.sweep.grid import GridError, parse_axis, product
+from dpspec.sweep.override import addressable, override
+from dpspec.sweep.runner import pareto, run_sweep
+
+SPECS = Path(__file__).resolve().parents[1] / "specs"
+TOPDOWN = str(SPECS / "acs_ma_hispanic_topdown.dps")
+RR = str(SPECS / "acs_ma_vision_rr.dps")
+SAFETAB = str(SPECS / "safetab_p_production.dps")
+
+SWAP = """spec "small swap"
+domain d {
+  geography g { state > county }
+  table households unit household {
+    hhid : int 1..100000
+    state : category
+    county : category in state
+    size : int 1..4
+    tenure : {owned, rented}
+  }
+}
+data households from "households.csv"
+invariants {
+  count households by state, size, tenure
+  count households by county, size
+}
+unit households : hamming
+premetric pure
+mechanism swap { table: households  match: state, size  swap: county  rate: 0.1 }
+release {
+  microdata households
+  count households by county, tenure
+}
+"""
+
+
+def load(path):
+    return parse(read_source(path), path)
+
+
+def cli(*args):
+    return CliRunner().invoke(main, list(args), catch_exceptions=False)
+
+
+@pytest.fixture
+def swap_spec(tmp_path):
+    folder = tmp_path / "in"  # outputs go beside it: never where the inputs live
+    folder.mkdir()
+    rng = np.random.default_rng(5)
+    n = 3000
+    state = rng.choice(["A", "B"], size=n)
+    county = np.where(state == "A", rng.choice(["a1", "a2", "a3"], size=n), rng.choice(["b1", "b2"], size=n))
+    pd.DataFrame({"hhid": np.arange(1, n + 1), "state": state, "county": county, "size": rng.integers(1, 5, size=n),
+                  "tenure": rng.choice(["owned", "rented"], size=n)}).to_csv(folder / "households.csv", index=False)
+    path = folder / "swap.dps"
+    path.write_text(SWAP)
+    return str(path)
+
+
+# ---- the grid ------------------------------------------------------------------------------
+
+
+def test_lists_percent_and_fractions_are_exact():
+    axis = parse_axis("rate=0.01, 5%,1/20,0.1")
+    assert axis.name == "rate"
+    assert axis.values == (Fraction(1, 100), Fraction(1, 20), Fraction(1, 10))  # 5% and 1/20 are one value
+
+
+def test_ranges_are_exact_and_inclusive():
+    assert parse_axis("p=0.1:0.5:0.1").values == tuple(Fraction(k, 10) for k in range(1, 6))
+    assert parse_axis("p=0:1:0.3").values == (0, Fraction(3, 10), Fraction(6, 10), Fraction(9, 10))
+    assert parse_axis("p=0.5,0.1:0.2:0.1").values == (Fraction(1, 2), Fraction(1, 10), Fraction(1, 5))
+
+
+def test_log_ranges_hit_both_ends_and_are_geometric():
+    values = parse_axis("rho=log:1e-3:1:7").values
+    assert len(values) == 7 and values[0] == Fraction(1, 1000) and values[-1] == 1
+    ratios = [float(b / a) for a, b in zip(values, values[1:])]
+    assert ratios == pytest.approx([10 ** 0.5] * 6, rel=1e-5)
+    assert all(isinstance(v, Fraction) for v in values)
+
+
+def test_product_grid_shape_and_order():
+    axes = [parse_axis("a=1,2"), parse_axis("b=0.1:0.3:0.1")]
+    points = product(axes)
+    assert len(points) == 6
+    assert points[0] == {"a": 1, "b": Fraction(1, 10)} and points[1] == {"a": 1, "b": Fraction(1, 5)}
+    assert points[-1] == {"a": 2, "b": Fraction(3, 10)}
+
+
+@pytest.mark.parametrize("text, message", [
+    ("rate", "expected NAME=VALUES"), ("rate=", "no values"), ("rate=0.5:0.1:0.1", "no values"),
+    ("rate=x", "is not a number"), ("rate=0:1:0", "step must be positive"), ("rho=log:0:1:3", "positive"),
+    ("rho=log:1:2", "log:START:STOP:N"), ("rate=0:1:1e-9", "at most"),
+])
+def test_bad_axes_are_refused(text, message):
+    with pytest.raises(GridError, match=message):
+        parse_axis(text)
+
+
+def test_grid_limits():
+    with pytest.raises(GridError, match="the grid is empty"):
+        grid.check_size(0, 1, 100, False)
+    with pytest.raises(GridError, match="more than the limit of 100; .* --yes"):
+        grid.check_size(101, 1, 100, False)
+    grid.check_size(101, 1, 100, True)
+    with pytest.raises(GridError, match="given twice"):
+        product([parse_axis("a=1"), parse_axis("a=2")])
+
+
+def test_pareto_keeps_points_no_other_beats_on_both():
+    items = [(0, 1.0, 5.0), (1, 2.0, 3.0), (2, 2.0, 4.0), (3, 3.0, 3.0), (4, 1.0, 5.0), (5, math.inf, 0.0)]
+    assert pareto(items) == {0, 1, 4}
+
+
+# ---- overriding through the checker ---------------------------------------------------------
+
+
+def test_nested_topdown_parameters_are_addressable_and_rechecked():
+    spec = load(TOPDOWN)
+    names = addressable(spec)
+    assert {"rho", "levels.nation", "levels.PUMA", "queries.total", "queries.detailed", "pass_tolerance"} <= set(names)
+    new = override(spec, {"queries.total": Fraction(1, 2), "queries.detailed": Fraction(1, 2), "rho": Fraction(2)})
+    from dpspec.api import check
+
+    params = check(new).params
+    assert params["rho"] == 2
+    assert {p.name: p.value for p in params["queries"].params} == {"total": Fraction(1, 2), "detailed": Fraction(1, 2)}
+    assert spec.mechanism.params.get("rho").value == Fraction(1, 10)  # the original IR is untouched
+
+
+def test_safetab_budgets_and_thresholds_are_addressable():
+    names = addressable(load(SAFETAB))
+    assert "tables.t1.rho.nation.level2" in names and names["tables.t1.rho.nation.level2"] == Fraction("2.134")
+    assert names["tables.t1.thresholds.county.level2.1"] == 4971
+    assert "stage1_fraction" in names and "total_rho" in names
+
+
+def test_an_unknown_name_is_refused_with_did_you_mean():
+    res = CliRunner().invoke(main, ["sweep", TOPDOWN, "--vary", "level.PUMA=0.5", "-o", "unused"])
+    assert res.exit_code == 1
+    assert "unknown parameter 'level.PUMA'" in res.output and "did you mean 'levels.PUMA'?" in res.output
+
+
+def test_a_value_outside_the_range_is_refused_by_the_checker(swap_spec, tmp_path):
+    res = CliRunner().invoke(main, ["sweep", swap_spec, "--vary", "rate=0.1,1.5", "-o", str(tmp_path / "o")])
+    assert res.exit_code == 1
+    assert "at the point rate = 1.5: parameter 'rate': 1.5 is outside the allowed range [0, 1]" in res.output
+    assert not (tmp_path / "o").exists()
+
+
+def test_shares_that_no_longer_sum_are_refused_and_balance_fixes_them(tmp_path):
+    res = CliRunner().invoke(main, ["sweep", TOPDOWN, "--vary", "levels.nation=0.1,0.3", "-o", str(tmp_path / "o")])
+    assert res.exit_code == 1 and "shares must sum to exactly 1" in res.output
+    res = cli("sweep", TOPDOWN, "--vary", "levels.nation=0.1,0.3", "--balance", "levels.PUMA", "-o", str(tmp_path / "o"))
+    assert res.exit_code == 0, res.output
+    report = json.loads((tmp_path / "o" / "report.json").read_text())
+    assert [p["values"] for p in report["points"]] == [{"levels.nation": "0.1", "levels.PUMA": "0.9"},
+                                                        {"levels.nation": "0.3", "levels.PUMA": "0.7"}]
+    # TopDown's expected error: the measurement variance s^2 / (2 rho_q) at each level's share
+    nation_total = [e for e in report["points"][0]["expected_error"] if e["table"] == "nation: total"][0]
+    assert nation_total["variance"] == pytest.approx(2 / (2 * 0.1 * 0.1 * 0.25), rel=1e-9)
+    assert not (tmp_path / "o" / "internal-report.html").exists()  # no runs: nothing confidential
+
+
+def test_an_empty_grid_and_a_large_grid_are_refused(tmp_path):
+    res = CliRunner().invoke(main, ["sweep", RR, "--vary", "p=0.9:0.6:0.1"])
+    assert res.exit_code == 1 and "no values" in res.output
+    res = CliRunner().invoke(main, ["sweep", RR, "--vary", "p=0.6:0.9:0.01", "--limit", "10", "-o", str(tmp_path / "o")])
+    assert res.exit_code == 1 and "31 points" in res.output and "--yes" in res.output
+    assert not (tmp_path / "o").exists()
+
+
+# ---- budgets and expected error --------------------------------------------------------------
+
+
+def test_budget_per_point_in_the_spec_currency_and_the_common_one():
+    spec = load(TOPDOWN)
+    axes = [parse_axis("rho=0.1,1")]
+    sweep = run_sweep(spec, axes, product(axes))
+    a, b = sweep.points
+    assert a.budget == {"premetric": "zcdp", "rho": 0.1} and b.budget["rho"] == 1
+    assert a.common["method"] == "cks20" and a.common["delta"] == 1e-10
+    from dpspec.budget import ZCDP, convert
+
+    assert a.common["epsilon"] == pytest.approx(convert(ZCDP(0.1), "approx", delta=1e-10).result.epsilon)
+    assert a.bounds_hold and not b.bounds_hold  # the spec declares rho <= 0.1
+
+
+def test_randomized_response_expected_variance_matches_many_runs():
+    """p(1-p) / (n (2p-1)^2) for the estimated proportion, against 3000 runs on the ACS data."""
+    spec = load(RR)
+    sweep = run_sweep(spec, [parse_axis("p=0.7")], [{"p": Fraction(7, 10)}])
+    point = sweep.points[0]
+    expected = point.expected[0]["variance"]
+    from dpspec.api import check, load_data, make_rng
+
+    checked = check(point.checked.spec)
+    data, _ = load_data(point.checked.spec)
+    mech = checked.mechanism
+    n = len(data["persons"])
+    assert expected == pytest.approx(0.21 / (n * 0.16))
+    rng = make_rng(11)
+    truth = (data["persons"]["DEYE"].astype(str) == "1").to_numpy()
+    runs = 3000
+    from dpspec.api import bernoulli  # the sampler the mechanism draws with, batched over the runs
+
+    reports = np.where(bernoulli(Fraction(7, 10), (runs, n), rng), truth, ~truth)
+    estimates = (reports.mean(axis=1) - 0.3) / 0.4
+    variance = estimates.var(ddof=1)
+    # the sample variance of 3000 draws has relative sd sqrt(2/2999) = 2.6%: 4 sd
+    assert variance == pytest.approx(expected, rel=4 * math.sqrt(2 / (runs - 1)))
+    assert abs(estimates.mean() - truth.mean()) < 4 * math.sqrt(expected / runs)
+    # and the mechanism's own run draws the same law: its estimate is one of these draws
+    one = mech.run(checked.spec, checked.params, data, rng).outputs["estimate"].iloc[0]
+    assert abs(one["estimate"] - truth.mean()) < 6 * math.sqrt(expected)
+
+
+def test_topdown_expected_variance_matches_the_spread_of_its_measurements():
+    """The noisy measurements of 12 runs: the pooled variance across runs per cell against the
+    expected variance of the PUMA-level queries (275 degrees of freedom: relative sd 8.5%)."""
+    spec = load(TOPDOWN)
+    sweep = run_sweep(spec, [parse_axis("rho=0.1")], [{"rho": Fraction(1, 10)}])
+    point = sweep.points[0]
+    expected = {e["table"]: e["variance"] for e in point.expected}
+    from dpspec.api import check, load_data
+    from dpspec.engine import EngineRun, get_engine, run_mechanism
+    from dpspec.run.compiler import make_rng
+    from dpspec.run import progress
+
+    checked = check(spec)
+    data, _ = load_data(spec)
+    engine = get_engine("local")
+    frames = []
+    with progress.reporting(None):
+        for r in range(12):
+            release = run_mechanism(checked.mechanism, spec, checked.params, data, make_rng(r), EngineRun(engine, 100 + r))
+            m = release.outputs["measurements"]
+            m = m.to_pandas() if hasattr(m, "to_pandas") else m
+            frames.append(m.assign(run=r))
+    table = pd.concat(frames)
+    table = table.astype({"level": str, "query": str, "geocode": str})
+    for query, name in (("HISP", "PUMA: detailed"), ("total", "PUMA: total")):
+        rows = table[(table["level"] == "PUMA") & (table["query"] == query)]
+        cells = rows.groupby(["geocode", "cell"])["value"]
+        dof = cells.size() - 1
+        df = int(dof.sum())
+        assert df == (5 * 5 if query == "HISP" else 5) * 11
+        pooled = float((cells.var(ddof=1) * dof).sum() / df)
+        assert pooled == pytest.approx(expected[name], rel=4 * math.sqrt(2 / df)), (name, pooled, df)
