@@ -161,7 +161,7 @@ def xy_chart(title: str, series: list[tuple[str, list[float], list[float]]], *, 
 
     out = [f'<svg role="img" class="figure" viewBox="0 0 {width} {height}" width="{width}" height="{height}" '
            f'aria-label="{escape(title)}"><title>{escape(title)}</title>',
-           f'<text x="0" y="16" font-size="13" font-weight="600">{escape(_clip(title, 80))}</text>',
+           f'<text x="0" y="16" font-size="13" font-weight="600">{escape(_clip(title, 100))}</text>',
            f'<rect x="{left}" y="{top}" width="{pw}" height="{ph}" fill="none" stroke="{COLORS["muted"]}"/>']
     for t in _nice_ticks(x0, x1):
         out.append(f'<text x="{px(t):.1f}" y="{top + ph + 14}" font-size="10" text-anchor="middle">{t:g}</text>')
@@ -174,7 +174,7 @@ def xy_chart(title: str, series: list[tuple[str, list[float], list[float]]], *, 
         color = SERIES_COLORS[i % len(SERIES_COLORS)]
         pts = [(j, x, y) for j, (x, y) in enumerate(zip(xs, ys))
                if x is not None and y is not None and math.isfinite(x) and math.isfinite(y)]
-        if len(pts) > 1:
+        if len(pts) > 1 and len({x for _, x, _ in pts}) == len(pts):  # a curve only when x is a function
             line = " ".join(f"{px(x):.1f},{py(y):.1f}" for _, x, y in sorted(pts, key=lambda p: p[1]))
             out.append(f'<polyline points="{line}" fill="none" stroke="{color}" stroke-width="1.5"/>')
         for j, x, y in pts:
