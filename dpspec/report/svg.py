@@ -143,6 +143,21 @@ def _range_of(values: list[float]) -> tuple[float, float]:
     return low - pad, high + pad
 
 
+def _head(title: str, width: int, height: int) -> list[str]:
+    return [f'<svg role="img" class="figure" viewBox="0 0 {width} {height}" width="{width}" height="{height}" '
+            f'aria-label="{escape(title)}"><title>{escape(title)}</title>',
+            f'<text x="0" y="16" font-size="13" font-weight="600">{escape(_clip(title, 100))}</text>']
+
+
+def _y_axis(y0: float, y1: float, py, left: int, top: int, ph: float, label: str) -> list[str]:
+    """Tick values and the rotated label of a vertical axis."""
+    out = [f'<text x="{left - 4}" y="{py(t) + 4:.1f}" font-size="10" text-anchor="end">{t:g}</text>'
+           for t in _nice_ticks(y0, y1)]
+    out.append(f'<text x="12" y="{top + ph / 2:.1f}" font-size="11" text-anchor="middle" '
+               f'transform="rotate(-90 12 {top + ph / 2:.1f})">{escape(_clip(label, 40))}</text>')
+    return out
+
+
 def xy_chart(title: str, series: list[tuple[str, list[float], list[float]]], *, x_label: str, y_label: str,
              marked: set | None = None, width: int = 640, height: int = 300) -> Markup:
     """Lines with points on real axes as an <svg> element (text escaped, no external references).
@@ -159,17 +174,12 @@ def xy_chart(title: str, series: list[tuple[str, list[float], list[float]]], *, 
     def py(y):
         return top + ph * (1 - (y - y0) / (y1 - y0))
 
-    out = [f'<svg role="img" class="figure" viewBox="0 0 {width} {height}" width="{width}" height="{height}" '
-           f'aria-label="{escape(title)}"><title>{escape(title)}</title>',
-           f'<text x="0" y="16" font-size="13" font-weight="600">{escape(_clip(title, 100))}</text>',
-           f'<rect x="{left}" y="{top}" width="{pw}" height="{ph}" fill="none" stroke="{COLORS["muted"]}"/>']
+    out = _head(title, width, height)
+    out.append(f'<rect x="{left}" y="{top}" width="{pw}" height="{ph}" fill="none" stroke="{COLORS["muted"]}"/>')
     for t in _nice_ticks(x0, x1):
         out.append(f'<text x="{px(t):.1f}" y="{top + ph + 14}" font-size="10" text-anchor="middle">{t:g}</text>')
-    for t in _nice_ticks(y0, y1):
-        out.append(f'<text x="{left - 4}" y="{py(t) + 4:.1f}" font-size="10" text-anchor="end">{t:g}</text>')
     out.append(f'<text x="{left + pw / 2:.1f}" y="{height - 6}" font-size="11" text-anchor="middle">{escape(x_label)}</text>')
-    out.append(f'<text x="12" y="{top + ph / 2:.1f}" font-size="11" text-anchor="middle" '
-               f'transform="rotate(-90 12 {top + ph / 2:.1f})">{escape(_clip(y_label, 40))}</text>')
+    out.extend(_y_axis(y0, y1, py, left, top, ph, y_label))
     for i, (label, xs, ys) in enumerate(series):
         color = SERIES_COLORS[i % len(SERIES_COLORS)]
         pts = [(j, x, y) for j, (x, y) in enumerate(zip(xs, ys))
@@ -205,14 +215,9 @@ def boxplot_chart(title: str, boxes: list[tuple[str, list[float]]], *, y_label: 
     def py(y):
         return top + ph * (1 - (y - y0) / (y1 - y0))
 
-    out = [f'<svg role="img" class="figure" viewBox="0 0 {width} {height}" width="{width}" height="{height}" '
-           f'aria-label="{escape(title)}"><title>{escape(title)}</title>',
-           f'<text x="0" y="16" font-size="13" font-weight="600">{escape(_clip(title, 80))}</text>',
-           f'<line x1="{left}" x2="{left}" y1="{top}" y2="{top + ph}" stroke="{COLORS["muted"]}"/>']
-    for t in _nice_ticks(y0, y1):
-        out.append(f'<text x="{left - 4}" y="{py(t) + 4:.1f}" font-size="10" text-anchor="end">{t:g}</text>')
-    out.append(f'<text x="12" y="{top + ph / 2:.1f}" font-size="11" text-anchor="middle" '
-               f'transform="rotate(-90 12 {top + ph / 2:.1f})">{escape(_clip(y_label, 40))}</text>')
+    out = _head(title, width, height)
+    out.append(f'<line x1="{left}" x2="{left}" y1="{top}" y2="{top + ph}" stroke="{COLORS["muted"]}"/>')
+    out.extend(_y_axis(y0, y1, py, left, top, ph, y_label))
     slot = pw / max(len(boxes), 1)
     for i, (label, values) in enumerate(boxes):
         cx = left + slot * (i + 0.5)
