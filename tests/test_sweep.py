@@ -373,3 +373,18 @@ def test_the_seed_figure_point_at_half(tmp_path):
     assert len(mapes) == 1
     assert all(abs(m - 13.78) < 3 * 0.45 for m in mapes), mapes
     assert round(sweep.points[0].common["epsilon"], 2) == 12.48
+
+
+def test_safetab_expected_variance_follows_the_stage_split():
+    """k / (2 rho_stage) per noisy count: doubling the stage-1 fraction halves stage 1's variance and
+    moves stage 2's by (1 - 0.1) / (1 - 0.2); nation, level 1: rho 0.008 with k = 9 groups."""
+    axes = [parse_axis("stage1_fraction=0.1,0.2")]
+    a, b = run_sweep(load(SAFETAB), axes, product(axes)).points
+    ea = {e["table"]: e["variance"] for e in a.expected}
+    eb = {e["table"]: e["variance"] for e in b.expected}
+    assert set(ea) == set(eb) and len(ea) == 22
+    assert ea["t1: nation, iteration level 1, stage 1"] == pytest.approx(9 / (2 * 0.008 * 0.1), rel=1e-9)
+    for name in ea:
+        ratio = 2.0 if name.endswith("stage 1") else 0.8 / 0.9
+        assert ea[name] / eb[name] == pytest.approx(ratio, rel=1e-6), name
+    assert a.budget == b.budget  # the split moves noise between stages, not the total
