@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 from click.testing import CliRunner
 
-from dpspec.api import MechanismError, SpecError, parse, read_source
+from dpspec.api import MechanismError, parse, read_source
 from dpspec.cli.main import main
 from dpspec.sweep import grid
 from dpspec.sweep.grid import GridError, parse_axis, product
@@ -364,14 +364,14 @@ def test_randomized_response_realized_error_by_run(tmp_path):
 @pytest.mark.slow
 def test_the_seed_figure_point_at_half(tmp_path):
     """MAPE of the 1940 county x tenure table at p = 50%: the seed reports 13.78%. One run here
-    (it swaps 1.14M households); benchmarks/bench_sweep.py runs the figure's 4 rates x 20 runs,
-    whose run-to-run sd at 50% (about 0.4 points) sets the tolerance: 3 sd of the seed's value."""
+    (it swaps 1.14M households); benchmarks/bench_sweep.py runs the figure's 4 rates x 20 runs:
+    mean 13.66%, run-to-run sd 0.21 points at 50%, which sets the tolerance: 3 sd of the seed's value."""
     spec = load(str(SPECS / "ma1940_swap.dps"))
     sweep = run_sweep(spec, [parse_axis("rate=0.5")], [{"rate": Fraction(1, 2)}], runs=1, seed=28)
     mapes = [r["mape_percent"] for r in sweep.points[0].realized
              if r["table"] == "count households by county, tenure" and r["size"] == "all"]
     assert len(mapes) == 1
-    assert all(abs(m - 13.78) < 3 * 0.45 for m in mapes), mapes
+    assert all(abs(m - 13.78) < 3 * 0.21 for m in mapes), mapes
     assert round(sweep.points[0].common["epsilon"], 2) == 12.48
 
 

@@ -7,7 +7,7 @@ interrupted sweep raises before anything is written (the caller writes the set a
 from __future__ import annotations
 
 import math
-from fractions import Fraction
+import time
 
 import attrs
 
@@ -15,7 +15,7 @@ from dpspec import ir
 from dpspec.budget import convert, ledger as ledger_mod
 from dpspec.budget.budget_text import budget_line
 from dpspec.check.checker import CheckedSpec, check
-from dpspec.errors import ConversionError, Diagnostic, DpspecError, SpecError
+from dpspec.errors import ConversionError, DpspecError, SpecError
 from dpspec.run import progress
 from dpspec.sweep import realized
 from dpspec.sweep.override import balanced, override
@@ -35,6 +35,7 @@ class Point:
     expected: list | None = None
     realized: list = attrs.Factory(list)  # rows with a "run" key: internal only
     runs_done: int = 0
+    run_seconds: float = 0.0  # time inside the mechanism's runs: the floor a sweep cannot beat
 
     def label(self) -> str:
         return ", ".join(f"{k} = {ir.format_number(v)}" for k, v in self.values.items())
@@ -121,8 +122,10 @@ def _sample_point(point: Point, data: dict, runs: int, engine, run_key: int, off
     spec, mech, params = point.checked.spec, point.checked.mechanism, point.checked.params
     for r in range(runs):
         key = derive_run_key(run_key, ("sweep", point.index, r))
+        started = time.perf_counter()
         with progress.reporting(None):  # the sweep's bar counts points and runs, not a run's own stages
             release = run_mechanism(mech, spec, params, data, make_rng(key), EngineRun(engine, key))
+        point.run_seconds += time.perf_counter() - started
         try:
             verify_invariants(point.checked.induced, data, release.outputs)
             rows = realized.measure(realized.comparisons(spec, mech, params, data, release, truth), off_by)
