@@ -388,3 +388,24 @@ def test_safetab_expected_variance_follows_the_stage_split():
         ratio = 2.0 if name.endswith("stage 1") else 0.8 / 0.9
         assert ea[name] / eb[name] == pytest.approx(ratio, rel=1e-6), name
     assert a.budget == b.budget  # the split moves noise between stages, not the total
+
+
+@pytest.mark.browser
+def test_the_internal_report_renders_in_a_headless_browser(swap_spec, tmp_path):
+    import shutil
+    import subprocess
+
+    browser = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
+    if browser is None:
+        pytest.skip("headless Chromium is not installed (Debian package 'chromium')")
+    out = tmp_path / "o"
+    assert cli("sweep", swap_spec, "--vary", "rate=0.05,0.5", "--runs", "2", "--seed", "1", "-o", str(out)).exit_code == 0
+    for name in ("report.html", "internal-report.html"):
+        html = (out / name).read_text()
+        assert "<script" not in html and "://" not in html.replace('xmlns="http://www.w3.org/2000/svg"', ""), name
+    dom = subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+                          f"--user-data-dir={tmp_path / 'profile'}", "--host-resolver-rules=MAP * ~NOTFOUND",
+                          "--dump-dom", (out / "internal-report.html").as_uri()],
+                         capture_output=True, text=True, timeout=90, check=True).stdout
+    assert "Data-dependent design." in dom and "Pareto points" in dom
+    assert dom.count("<svg") >= 3  # expected error, realized error against budget, boxplots
