@@ -409,3 +409,13 @@ def test_the_internal_report_renders_in_a_headless_browser(swap_spec, tmp_path):
                          capture_output=True, text=True, timeout=90, check=True).stdout
     assert "Data-dependent design." in dom and "Pareto points" in dom
     assert dom.count("<svg") >= 3  # expected error, realized error against budget, boxplots
+
+
+def test_runs_of_a_mechanism_that_only_records_a_budget_are_refused(tmp_path):
+    spec = str(SPECS / "registry" / "dhc_persons.dps")
+    res = CliRunner().invoke(main, ["sweep", spec, "--vary", "rho=1,2", "--runs", "1", "-o", str(tmp_path / "o")])
+    assert res.exit_code == 1 and "no algorithm to run" in res.output
+    res = cli("sweep", spec, "--vary", "rho=1,2", "-o", str(tmp_path / "o"))  # budgets alone are fine
+    assert res.exit_code == 0, res.output
+    points = json.loads((tmp_path / "o" / "report.json").read_text())["points"]
+    assert [p["budget"]["rho"] for p in points] == [1, 2]

@@ -15,7 +15,7 @@ from dpspec import ir
 from dpspec.budget import convert, ledger as ledger_mod
 from dpspec.budget.budget_text import budget_line
 from dpspec.check.checker import CheckedSpec, check
-from dpspec.errors import ConversionError, DpspecError, SpecError
+from dpspec.errors import ConversionError, DpspecError, MechanismError, SpecError
 from dpspec.run import progress
 from dpspec.sweep import realized
 from dpspec.sweep.override import balanced, override
@@ -144,6 +144,8 @@ def run_sweep(spec: ir.Spec, axes, grid: list[dict], *, runs: int = 0, engine=No
 
     points = plan(spec, grid, balance)
     mech = points[0].checked.mechanism
+    if runs and (why := mech.cannot_run(points[0].checked.spec, points[0].checked.params)):
+        raise MechanismError(why)
     chosen = get_engine(engine)
     sweep = Sweep(spec, list(axes), points, runs, off_by, delta, method, seed, chosen.name)
     total = len(points) * max(runs, 1)
