@@ -173,6 +173,7 @@ def run_sweep(spec: ir.Spec, axes, grid: list[dict], *, runs: int = 0, engine=No
                 raise
             except Exception as exc:  # one point's failure is reported with its parameters; the others run
                 point.status = "failed"
+                point.realized = []  # a failed point has no figures: part of its runs would mislead
                 point.error = str(exc) if isinstance(exc, DpspecError) else f"{type(exc).__name__}: {exc}"
                 done[0] += (runs - point.runs_done) if runs else 1
                 progress.report("sweep (points x runs)", done[0], total)
