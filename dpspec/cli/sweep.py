@@ -17,7 +17,7 @@ from dpspec.cli.errors import friendly
 
 
 @click.command("sweep")
-@click.argument("file", type=click.Path(dir_okay=False))
+@click.argument("file", metavar="SPEC", type=click.Path(dir_okay=False))
 @click.option("--vary", "vary", multiple=True, required=True, metavar="NAME=VALUES",
               help="a mechanism parameter and its values: 0.01,0.05 (a list), 0.1:0.5:0.1 (a range), "
                    "log:1e-3:1:7 (a log-range), 1/20 or 5% (exact). Several --vary form a product grid. "
