@@ -437,3 +437,14 @@ def test_a_sweep_on_spark_gives_the_local_figures(swap_spec, tmp_path, spark_ses
     assert spark.engine == "spark"
     assert [p.realized for p in spark.points] == [p.realized for p in local.points]
     assert all(p.realized for p in local.points)
+
+
+def test_points_as_units_of_work_on_a_process_pool_give_the_same_figures(swap_spec):
+    spec = load(swap_spec)
+    axes = [parse_axis("rate=0.05,0.2,0.5")]
+    one = run_sweep(spec, axes, product(axes), runs=2, seed=12)
+    pooled = run_sweep(spec, axes, product(axes), runs=2, seed=12, workers=2)
+    assert [p.status for p in pooled.points] == ["ok"] * 3
+    assert [p.realized for p in pooled.points] == [p.realized for p in one.points]
+    assert [p.common for p in pooled.points] == [p.common for p in one.points]
+    assert pooled.data_hashes == one.data_hashes and one.data_hashes

@@ -36,10 +36,13 @@ from dpspec.cli.errors import friendly
               help="zCDP to approximate DP conversion for the common currency")
 @click.option("--limit", type=click.IntRange(1), default=None, help="largest grid run without --yes [default: 100]")
 @click.option("--yes", is_flag=True, help="run a grid larger than --limit")
+@click.option("--workers", type=click.IntRange(1, 256), default=1, show_default=True,
+              help="local processes running the points as units of work (each reads the data once)")
 @engine_option
 @master_option
 @friendly
-def sweep_cmd(file, vary, balance, runs, outdir, seed, off_by, delta, conversion, limit, yes, engine_name, spark_master):
+def sweep_cmd(file, vary, balance, runs, outdir, seed, off_by, delta, conversion, limit, yes, workers, engine_name,
+              spark_master):
     """Run SPEC over a grid of mechanism parameters: budget, expected error and (--runs) realized error."""
     from dpspec.cli.engine import engine_for
     from dpspec.language.parser import parse, read_source
@@ -64,7 +67,7 @@ def sweep_cmd(file, vary, balance, runs, outdir, seed, off_by, delta, conversion
     with claimed_target(outdir, "sweep"):
         with reporting(StderrBar()), engine_for(engine_name, spark_master) as engine:
             sweep = run_sweep(spec, axes, points, runs=runs, engine=engine, seed=seed, off_by=off_by,
-                              delta=delta, method=conversion, balance=balance)
+                              delta=delta, method=conversion, balance=balance, workers=workers)
         written = write_report_set(outdir, "sweep", report.files(sweep), {
             "spec": spec_entry(spec), "data": {os.path.basename(k.rstrip("/")): {"sha256": v}
                                                for k, v in sweep.data_hashes.items()},

@@ -136,9 +136,80 @@ def _sample_point(point: Point, data: dict, runs: int, engine, run_key: int, off
         tick()
 
 
+def _do_point(point: Point, data, runs: int, engine, run_key: int, off_by: float, delta: float, method: str,
+              truth: realized.TruthCache, tick) -> None:
+    """One point, whole: its account and its runs; a failure is recorded on the point."""
+    try:
+        with progress.reporting(None):
+            account(point, data, delta, method)
+        if runs:
+            _sample_point(point, data, runs, engine, run_key, off_by, truth, tick)
+        point.status = "ok"
+    except (KeyboardInterrupt, SystemExit):
+        raise
+    except Exception as exc:  # one point's failure is reported with its parameters; the others run
+        point.status = "failed"
+        point.realized = []  # a failed point has no figures: part of its runs would mislead
+        point.error = str(exc) if isinstance(exc, DpspecError) else f"{type(exc).__name__}: {exc}"
+
+
+# ---- points as units of work in a local process pool (--workers) ------------------------------
+
+_WORKER: dict = {}
+RESULT_FIELDS = ("status", "error", "budget", "budget_text", "common", "bounds_hold", "expected", "realized",
+                 "runs_done", "run_seconds")
+
+
+def _worker_start(spec: ir.Spec) -> None:
+    """A pool worker reads the data once, on its own local engine, for every point it is given."""
+    from dpspec.engine import LocalEngine
+    from dpspec.engine.loading import load_data_on
+
+    engine = LocalEngine()
+    data, _ = load_data_on(spec, engine, check(spec).mechanism) if spec.data else ({}, {})
+    _WORKER.update(spec=spec, engine=engine, data=data, truth=realized.TruthCache(data))
+
+
+def _worker_point(index: int, values: dict, runs: int, run_key: int, off_by: float, delta: float, method: str) -> dict:
+    w = _WORKER
+    point = Point(index, values, check(override(w["spec"], values)))
+    _do_point(point, w["data"], runs, w["engine"], run_key, off_by, delta, method, w["truth"], lambda: None)
+    return {k: getattr(point, k) for k in RESULT_FIELDS}
+
+
+def _pooled(spec, points, workers: int, runs: int, run_key: int, off_by, delta, method, tick) -> None:
+    """Each point a unit of work on a pool of `workers` processes; streams are keyed by (run key,
+    point, run), so the figures do not depend on the number of workers."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+
+    # forkserver: a worker never inherits this process's threads mid-state (as the local engine)
+    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("forkserver"),
+                             initializer=_worker_start, initargs=(spec,)) as pool:
+        futures = {pool.submit(_worker_point, p.index, p.values, runs, run_key, off_by, delta, method): p
+                   for p in points}
+        try:
+            for future in as_completed(futures):
+                point = futures[future]
+                try:
+                    for k, v in future.result().items():
+                        setattr(point, k, v)
+                except Exception as exc:  # the worker itself died (memory, a signal)
+                    point.status, point.error = "failed", f"{type(exc).__name__}: {exc}"
+                for _ in range(max(runs, 1)):
+                    tick()
+        except BaseException:
+            for f in futures:
+                f.cancel()
+            raise
+
+
 def run_sweep(spec: ir.Spec, axes, grid: list[dict], *, runs: int = 0, engine=None, seed: int | None = None,
-              off_by: float = 5, delta: float = 1e-10, method: str = "cks20", balance=(), data=None) -> Sweep:
-    """The whole sweep in memory (nothing written). runs = 0: budgets and expected errors only."""
+              off_by: float = 5, delta: float = 1e-10, method: str = "cks20", balance=(), data=None,
+              workers: int = 1) -> Sweep:
+    """The whole sweep in memory (nothing written). runs = 0: budgets and expected errors only.
+
+    workers > 1 (local engine only): the points run as units of work on a process pool."""
     from dpspec.engine import get_engine, new_run_key
     from dpspec.engine.loading import load_data_on
 
@@ -147,6 +218,8 @@ def run_sweep(spec: ir.Spec, axes, grid: list[dict], *, runs: int = 0, engine=No
     if runs and (why := mech.cannot_run(points[0].checked.spec, points[0].checked.params)):
         raise MechanismError(why)
     chosen = get_engine(engine)
+    if workers > 1 and chosen.name != "local":
+        raise MechanismError("--workers runs points in local processes; on Spark the units of work are spread by Spark")
     sweep = Sweep(spec, list(axes), points, runs, off_by, delta, method, seed, chosen.name)
     total = len(points) * max(runs, 1)
     done = [0]
@@ -156,27 +229,23 @@ def run_sweep(spec: ir.Spec, axes, grid: list[dict], *, runs: int = 0, engine=No
         progress.report("sweep (points x runs)", done[0], total)
 
     try:
+        run_key = new_run_key(seed)
+        if workers > 1 and len(points) > 1:
+            _pooled(spec, points, min(workers, len(points)), runs, run_key, off_by, delta, method, tick)
+            from dpspec.check.data import resolve_path
+            from dpspec.check.sources import source_sha256
+
+            sweep.data_hashes = {s.path: source_sha256(resolve_path(spec, s)) for s in spec.data}
+            return sweep
         if data is None and spec.data:  # once for every point: facts (b, n) and the runs read it
             data, sweep.data_hashes = load_data_on(spec, chosen, mech)
         truth = realized.TruthCache(data or {})
-        run_key = new_run_key(seed)
         for point in points:
-            try:
-                with progress.reporting(None):
-                    account(point, data, delta, method)
-                if runs:
-                    _sample_point(point, data, runs, chosen, run_key, off_by, truth, tick)
-                else:
-                    tick()
-                point.status = "ok"
-            except (KeyboardInterrupt, SystemExit):
-                raise
-            except Exception as exc:  # one point's failure is reported with its parameters; the others run
-                point.status = "failed"
-                point.realized = []  # a failed point has no figures: part of its runs would mislead
-                point.error = str(exc) if isinstance(exc, DpspecError) else f"{type(exc).__name__}: {exc}"
-                done[0] += (runs - point.runs_done) if runs else 1
-                progress.report("sweep (points x runs)", done[0], total)
+            before = done[0]
+            _do_point(point, data, runs, chosen, run_key, off_by, delta, method, truth, tick)
+            if runs == 0 or point.status != "ok":
+                done[0] = before + max(runs, 1) - 1
+                tick()
     finally:
         if chosen is not engine:
             chosen.close()
