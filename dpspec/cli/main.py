@@ -443,6 +443,7 @@ def _add_plugin_commands():
 
 
 main.add_command(verify_cmd)  # dpspec verify (dpspec/cli/verify.py)
+main.add_command(__import__("dpspec.cli.sweep", fromlist=["sweep_cmd"]).sweep_cmd)  # dpspec sweep (issue 28)
 _add_plugin_commands()
 __import__("dpspec.cli.registry", fromlist=["register"]).register(main)  # export/import --registry (OpenDP Deployments Registry)
 

@@ -184,6 +184,23 @@ class Mechanism:
         """Optional: figures over repeated runs against the confidential data (internal only)."""
         return {}
 
+    # ---- optional: for `dpspec sweep` (issue 28) ----------------------------------------------
+    def expected_error(self, spec: ir.Spec, params: dict, facts: dict) -> list[dict] | None:
+        """Optional: the error the mechanism promises from public parameters alone, per released
+        figure, for `dpspec sweep`'s public report. One dict per (table, level, query):
+        {"table": str, "level": str | None, "query": str, "variance": float, "of": str}, where
+        `of` names the figure whose error it is ("noisy measurement", "estimated proportion").
+        None: the mechanism states no such figure (swapping's error depends on the data)."""
+        return None
+
+    def compared_counts(self, spec: ir.Spec, params: dict, data: dict, release: Release) -> list[dict] | None:
+        """Optional: released counts beside the confidential ones, for `dpspec sweep --runs`
+        (internal report only). One dict per table: {"table": str, "level": str | None,
+        "truth": Series, "released": Series}, both indexed by cell. None: the sweep compares the
+        released microdata's count tables with the data's (by geography level), which needs no
+        hook."""
+        return None
+
     def neighbours(self, spec: ir.Spec, params: dict) -> list[NeighbourPair] | None:
         """Optional: worst-case neighbouring pairs on miniature instances of the spec's domain, for
         `dpspec verify`. None: the verifier builds pairs from the domain and the declared relation."""

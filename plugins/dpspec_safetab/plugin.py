@@ -201,6 +201,23 @@ class SafeTab(Mechanism):
                     out.append(part)
         return out
 
+    def expected_error(self, spec, params, facts):
+        """Per (table, geography level, iteration level, stage): the variance of each noisy count,
+        the discrete Gaussian's exact variance at k / (2 rho_stage), from the design alone."""
+        from dpspec.api import discrete_gaussian_variance
+
+        design = self.design(spec, params)
+        out = []
+        for part in self.components(design, self.fanouts(spec, params, design)):
+            if "fanout" not in part:
+                continue
+            sigma2 = design_mod.sigma2(part["fanout"], part["rho"])
+            out.append({"table": f"{part['table']}: {part['geography']}, iteration level {part['iteration_level']}, "
+                                 f"{part['stage']}", "level": part["geography"],
+                        "query": f"{part['table']} level {part['iteration_level']} {part['stage']}",
+                        "variance": float(discrete_gaussian_variance(sigma2)), "of": "noisy count"})
+        return out
+
     # ---- run ---------------------------------------------------------------------------
     def noise_sigma2(self, fanout: int, rho):
         """The noise parameter of a count a record reaches in `fanout` cells, spending rho:

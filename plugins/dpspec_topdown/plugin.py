@@ -302,6 +302,13 @@ class TopDown(Mechanism):
                   for lv, block in _query_blocks(params) for p in block.params}
         return {"allocation": allocation_rows(self._allocation(spec, params), labels)}
 
+    def expected_error(self, spec, params, facts):
+        """Per (level, query): the variance of each noisy measurement, from the allocation alone
+        (the discrete Gaussian's exact variance at its sigma²); post-processing is not included."""
+        return [{"table": f"{row['level']}: {row['query']}", "level": row["level"], "query": row["query"],
+                 "variance": float(row["noise_variance"]), "of": "noisy measurement, before post-processing"}
+                for row in self.budget_breakdown(spec, params)["allocation"]]
+
     def run(self, spec, params, data, rng, engine=None):
         import pandas as pd  # lazily, with the engine: `dpspec check` needs neither
 
