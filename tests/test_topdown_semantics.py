@@ -1,0 +1,152 @@
+"""Per-attribute and per-geography budgets of the P.L. 94-171 production specs, pinned to the
+Census Bureau's published production certificates.
+
+Source of every pinned figure: uscensusbureau/DAS_2020_Redistricting_Production_Code,
+docs/certificates/DAS-PL94171-PRODUCTION-RUN1A-202106241420-US-Persons.certificate.pdf (page 8,
+"Per-attribute semantics", delta = 1e-10, "zCDP-implied epsilon") and
+...-US-Units.certificate.pdf (page 7). The certificates print two decimals; their conversion is
+Canonne, Kamath & Steinke (2020) Corollary 13 (source/programs/engine/curve.py), which is
+dpspec's `cks20`. The same idea is the first seed paper's per-attribute analysis (Part III §4.2).
+"""
+import json
+import os
+
+import pytest
+from click.testing import CliRunner
+
+from dpspec.budget.budget_report import budget_summary
+from dpspec.cli.main import main
+from dpspec.errors import SpecError
+from dpspec.language.parser import parse, read_source
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PERSONS = os.path.join(ROOT, "specs", "pl94_production_topdown.dps")
+UNITS = os.path.join(ROOT, "specs", "pl94_units_topdown.dps")
+
+# US-Persons certificate, page 8: attribute -> epsilon; "Block-within-X" -> epsilon
+US_PERSONS_ATTRIBUTES = {"hhgq": 7.24, "votingage": 7.57, "hispanic": 10.04, "cenrace": 10.08}
+US_PERSONS_GEOGRAPHY = {"blockgroup": 2.93, "tract": 9.38, "county": 11.70, "state": 13.05, "nation": 16.89}
+# the certificate's total: "Total zCDP-implied epsilon = 17849145/1041158 (~ 17.14)"
+US_PERSONS_TOTAL = 17849145 / 1041158
+# US-Units certificate, page 7
+US_UNITS_ATTRIBUTES = {"h1": 2.47}
+US_UNITS_GEOGRAPHY = {"blockgroup": 0.82, "tract": 1.81, "county": 2.35, "state": 2.46, "nation": 2.47}
+US_UNITS_TOTAL = 1455307 / 588081
+
+
+def _semantics(path):
+    return budget_summary(parse(read_source(path), path))
+
+
+def _pinned(summary, attributes, geography):
+    sem = summary["semantics"]
+    assert sem["delta"] == 1e-10 and sem["conversion"] == "cks20"
+    got_a = {a["attribute"]: round(a["epsilon"], 2) for a in sem["attributes"]}
+    got_g = {g["within"]: round(g["epsilon"], 2) for g in sem["geographies"]}
+    return got_a, got_g
+
+
+def test_us_persons_certificate_figures():
+    summary = _semantics(PERSONS)
+    got_a, got_g = _pinned(summary, US_PERSONS_ATTRIBUTES, US_PERSONS_GEOGRAPHY)
+    assert got_a == US_PERSONS_ATTRIBUTES
+    assert got_g == US_PERSONS_GEOGRAPHY
+    cks = next(c for c in summary["conversions"] if c["premetric"] == "approx" and c["method"] == "cks20")
+    # the certificate's fraction is an upper rounding of a bisection to 1e-7
+    assert cks["epsilon"] == pytest.approx(US_PERSONS_TOTAL, abs=1e-6)
+
+
+def test_us_units_certificate_figures():
+    summary = _semantics(UNITS)
+    got_a, got_g = _pinned(summary, US_UNITS_ATTRIBUTES, US_UNITS_GEOGRAPHY)
+    assert got_a == US_UNITS_ATTRIBUTES
+    assert got_g == US_UNITS_GEOGRAPHY
+    cks = next(c for c in summary["conversions"] if c["premetric"] == "approx" and c["method"] == "cks20")
+    assert cks["epsilon"] == pytest.approx(US_UNITS_TOTAL, abs=1e-6)
+
+
+def test_exact_rhos_and_queries():
+    """Exact accounting: hhgq is spent by hhgq, hhinstlevels and every query crossing hhgq
+    (here only detailed) at each of the six levels; the geography rhos nest and the nation's
+    excludes only the nation's own level."""
+    sem = _semantics(PERSONS)["semantics"]
+    hhgq = next(a for a in sem["attributes"] if a["attribute"] == "hhgq")
+    assert {q["query"] for q in hhgq["queries"]} == {"hhgq", "hhinstlevels", "hhgq * votingage * hispanic * cenrace"}
+    assert len(hhgq["queries"]) == 18
+    rhos = [g["rho"] for g in sem["geographies"]]
+    assert rhos == sorted(rhos)
+    nation = sem["geographies"][-1]
+    assert nation["levels"] == ["state", "county", "tract", "blockgroup", "block"]
+    from fractions import Fraction as F
+    rho = F(542, 339) ** 2
+    assert F(nation["rho_exact"]) == rho * (1 - F(104, 4099))
+    assert F(sem["geographies"][0]["rho_exact"]) == rho * F(165, 4099)
+
+
+def test_a_wrong_share_breaks_a_pinned_figure(tmp_path):
+    """Moving 200/4097 of the block level from detailed to total (shares still summing to 1,
+    the total rho unchanged) changes the per-attribute figures: the pins catch it."""
+    text = read_source(PERSONS)
+    wrong = text.replace("      total: 5/4097\n      cenrace: 9/4097", "      total: 205/4097\n      cenrace: 9/4097")
+    wrong = wrong.replace("      detailed: 3945/4097", "      detailed: 3745/4097")
+    assert wrong.count("205/4097") == 1 and "3745/4097" in wrong
+    summary = budget_summary(parse(wrong, str(tmp_path / "wrong.dps")))
+    got_a, got_g = _pinned(summary, US_PERSONS_ATTRIBUTES, US_PERSONS_GEOGRAPHY)
+    assert got_a != US_PERSONS_ATTRIBUTES  # the pin fails on the wrong copy
+    assert got_g == US_PERSONS_GEOGRAPHY  # level shares untouched: geography unchanged
+
+
+def test_wrong_level_share_breaks_the_geography_pin(tmp_path):
+    text = read_source(PERSONS)
+    wrong = text.replace("    tract: 687/4099\n    blockgroup: 1256/4099", "    tract: 887/4099\n    blockgroup: 1056/4099")
+    assert wrong != text
+    summary = budget_summary(parse(wrong, str(tmp_path / "wrong.dps")))
+    _, got_g = _pinned(summary, US_PERSONS_ATTRIBUTES, US_PERSONS_GEOGRAPHY)
+    assert got_g != US_PERSONS_GEOGRAPHY
+    assert got_g["blockgroup"] == US_PERSONS_GEOGRAPHY["blockgroup"]  # the block level is unchanged
+
+
+def test_cli_text_and_json():
+    r = CliRunner().invoke(main, ["budget", "--per-attribute", PERSONS])
+    assert r.exit_code == 0, r.output
+    assert "attribute cenrace: rho = 1.0088, epsilon = 10.08" in r.output
+    assert "a block within its tract: rho = 0.8862, epsilon = 9.38" in r.output
+    r = CliRunner().invoke(main, ["budget", "--json", UNITS])
+    data = json.loads(r.output)
+    assert [g["description"] for g in data["semantics"]["geographies"]][0] == "a block within its blockgroup"
+    assert data["semantics"]["geographies"][-1]["description"] == "a block within the nation"
+    assert "allocation" in data and "bounds" in data  # additive: the old keys stay
+
+
+def test_delta_option_changes_the_figures():
+    r = CliRunner().invoke(main, ["budget", "--json", "--delta", "1e-6", UNITS])
+    sem = json.loads(r.output)["semantics"]
+    assert sem["delta"] == 1e-6
+    assert sem["attributes"][0]["epsilon"] < 2.47
+
+
+def test_per_attribute_request_without_attribute_structure_is_refused():
+    rr = os.path.join(ROOT, "specs", "acs_ma_vision_rr.dps")
+    r = CliRunner().invoke(main, ["budget", "--per-attribute", rr])
+    assert r.exit_code == 1
+    assert "mechanism 'randomized_response' has no attribute structure" in r.output
+    assert "acs_ma_vision_rr.dps" in r.output
+    # without the request its budget is printed as before, with no semantics key
+    r = CliRunner().invoke(main, ["budget", "--json", rr])
+    assert r.exit_code == 0 and "semantics" not in json.loads(r.output)
+    program = os.path.join(ROOT, "specs", "pl94_program", "program.dps")
+    with pytest.raises(SpecError, match="not a program"):
+        budget_summary(parse(read_source(program), program), per_attribute=True)
+
+
+def test_semantics_of_an_unmeasured_level_and_a_one_group_recode():
+    """A recode putting every category in one group distinguishes nothing: it spends no
+    attribute's budget; a level without a share adds nothing to the geographies above it."""
+    text = read_source(PERSONS)
+    one = text.replace("      household: [0]\n      institutional: [1, 2, 3, 4]\n      noninstitutional: [5, 6, 7]",
+                       "      all: [0, 1, 2, 3, 4, 5, 6, 7]")
+    assert one != text
+    sem = budget_summary(parse(one, PERSONS))["semantics"]
+    hhgq = next(a for a in sem["attributes"] if a["attribute"] == "hhgq")
+    assert "hhinstlevels" not in {q["query"] for q in hhgq["queries"]}
+    assert round(hhgq["epsilon"], 2) < US_PERSONS_ATTRIBUTES["hhgq"]
