@@ -46,23 +46,18 @@ def _pinned(summary, attributes, geography):
     return got_a, got_g
 
 
-def test_us_persons_certificate_figures():
-    summary = _semantics(PERSONS)
-    got_a, got_g = _pinned(summary, US_PERSONS_ATTRIBUTES, US_PERSONS_GEOGRAPHY)
-    assert got_a == US_PERSONS_ATTRIBUTES
-    assert got_g == US_PERSONS_GEOGRAPHY
+@pytest.mark.parametrize("path,attributes,geography,total", [
+    (PERSONS, US_PERSONS_ATTRIBUTES, US_PERSONS_GEOGRAPHY, US_PERSONS_TOTAL),
+    (UNITS, US_UNITS_ATTRIBUTES, US_UNITS_GEOGRAPHY, US_UNITS_TOTAL),
+], ids=["US-Persons", "US-Units"])
+def test_certificate_figures(path, attributes, geography, total):
+    summary = _semantics(path)
+    got_a, got_g = _pinned(summary, attributes, geography)
+    assert got_a == attributes
+    assert got_g == geography
     cks = next(c for c in summary["conversions"] if c["premetric"] == "approx" and c["method"] == "cks20")
     # the certificate's fraction is an upper rounding of a bisection to 1e-7
-    assert cks["epsilon"] == pytest.approx(US_PERSONS_TOTAL, abs=1e-6)
-
-
-def test_us_units_certificate_figures():
-    summary = _semantics(UNITS)
-    got_a, got_g = _pinned(summary, US_UNITS_ATTRIBUTES, US_UNITS_GEOGRAPHY)
-    assert got_a == US_UNITS_ATTRIBUTES
-    assert got_g == US_UNITS_GEOGRAPHY
-    cks = next(c for c in summary["conversions"] if c["premetric"] == "approx" and c["method"] == "cks20")
-    assert cks["epsilon"] == pytest.approx(US_UNITS_TOTAL, abs=1e-6)
+    assert cks["epsilon"] == pytest.approx(total, abs=1e-6)
 
 
 def test_exact_rhos_and_queries():

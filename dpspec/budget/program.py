@@ -70,10 +70,7 @@ def _in_program_unit(program_spec, members):
         worst, _ = to_program_unit(program_spec, domain, m, m.statement.worst)
         statement = attrs.evolve(m.statement, actual=actual, worst=worst)
         out.append(attrs.evolve(m, statement=statement, own_budget=m.statement.actual, unit_steps=tuple(steps)))
-    relations = {m.spec.unit.relation for m in members} | {program_spec.unit.relation}
-    if len({m.spec.premetric.kind for m in members}) > 1 and len(relations) > 1:
-        pass  # compose() converts premetrics; relations are already the program's
-    return out
+    return out  # one unit and relation now; compose() puts differing premetrics in one
 
 
 def _check_same_currency(program_spec, members):

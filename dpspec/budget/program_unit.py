@@ -98,7 +98,7 @@ def to_program_unit(program_spec: ir.Spec, domain: ir.Domain, member, budget):
             f"'{unit.table}': link the tables in the domain ('in {unit.table} by ID at most K') or state "
             f"'unit {unit.table} : {unit.relation} holds at most K {own.table}' in the program")], program_spec.path, program_spec.text)
     # the ledger's own conversions, with the program's unit in place of the member's
-    as_program = attrs.evolve(member.spec, unit=attrs.evolve(unit, bound=unit.bound))
+    as_program = attrs.evolve(member.spec, unit=unit)
     try:
         value, ledger_steps = to_spec_flavor(as_program, NativeFlavor(table, own.relation, budget.kind), budget)
     except ConversionError as exc:
