@@ -145,3 +145,19 @@ def test_semantics_of_an_unmeasured_level_and_a_one_group_recode():
     hhgq = next(a for a in sem["attributes"] if a["attribute"] == "hhgq")
     assert "hhinstlevels" not in {q["query"] for q in hhgq["queries"]}
     assert round(hhgq["epsilon"], 2) < US_PERSONS_ATTRIBUTES["hhgq"]
+
+
+def test_reports_show_the_per_attribute_table():
+    """The public report (HTML, Markdown, report.json) carries the same figures; a mechanism
+    without attribute structure gets no such section."""
+    from dpspec.report import render_all
+
+    out = render_all(spec=parse(read_source(UNITS), UNITS))
+    md, html, data = out["markdown"][1], out["html"][1], json.loads(out["json"][1])
+    assert "| attribute h1 | 11417641/152349649 | 2.47 | 6 queries |" in md
+    assert "<td>a block within its tract</td>" in html and "<td>1.81</td>" in html
+    assert [round(g["epsilon"], 2) for g in data["budget"]["semantics"]["geographies"]] == list(US_UNITS_GEOGRAPHY.values())
+    rr = os.path.join(ROOT, "specs", "acs_ma_vision_rr.dps")
+    out = render_all(spec=parse(read_source(rr), rr))
+    assert "Per attribute and per geography" not in out["markdown"][1]
+    assert json.loads(out["json"][1])["budget"]["semantics"] is None
