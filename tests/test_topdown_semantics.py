@@ -161,3 +161,58 @@ def test_reports_show_the_per_attribute_table():
     out = render_all(spec=parse(read_source(rr), rr))
     assert "Per attribute and per geography" not in out["markdown"][1]
     assert json.loads(out["json"][1])["budget"]["semantics"] is None
+
+
+# Puerto Rico runs (PR-Persons certificate page 7, PR-Units page 7): no US level; the persons
+# strategy has its own query shares (ProductionCandidate..._PR in the certificate's table).
+PR_QUERIES = ["total", "cenrace", "hispanic", "votingage", "hhinstlevels", "hhgq", "hispanic * cenrace",
+              "votingage * cenrace", "votingage * hispanic", "votingage * hispanic * cenrace", "detailed"]
+PR_PERSONS_SHARES = {
+    "state": [None, "11/108", "11/108", "11/108", "11/108", "11/108", "53/513", "53/513", "11/108", "56/513", "25/342"],
+    "county": ["3126/4097"] + ["10/4097"] * 5 + ["28/4097", "28/4097", "10/4097", "101/4097", "754/4097"],
+    "tract": ["1467/4102", "13/4102", "1/586", "1/586", "1/586", "1/586", "866/2051", "15/2051", "1/586", "50/2051", "725/4102"],
+    "blockgroup": ["1876/4103"] + ["4/4103"] * 5 + ["749/4103", "10/4103", "4/4103", "27/4103", "1417/4103"],
+    "block": ["5/4097", "9/4097"] + ["5/4097"] * 4 + ["21/4097", "21/4097", "5/4097", "71/4097", "3945/4097"],
+}
+PR_PERSONS_LEVELS = {"state": "689/4099", "county": "695/4099", "tract": "772/4099", "blockgroup": "1778/4099", "block": "165/4099"}
+PR_PERSONS_ATTRIBUTES = {"hhgq": 8.69, "votingage": 9.49, "hispanic": 11.65, "cenrace": 11.69}
+PR_PERSONS_GEOGRAPHY = {"blockgroup": 2.93, "tract": 11.18, "county": 13.51, "state": 15.41}
+PR_UNITS_LEVELS = {"state": "5047/876580", "county": "18746/219145", "tract": "94451/262974",
+                   "blockgroup": "281911/657435", "block": "99/820"}
+PR_UNITS_GEOGRAPHY = {"blockgroup": 0.82, "tract": 1.81, "county": 2.35, "state": 2.47}
+
+
+def _block(name, body: dict) -> str:
+    return f"  {name}: {{\n" + "".join(f"    {k}: {v}\n" for k, v in body.items()) + "  }\n"
+
+
+def _puerto_rico(text, levels, queries=None):
+    """The US spec with Puerto Rico's level (and query) shares: the mechanism's budget blocks replaced."""
+    start = text.index("  levels: {")
+    end = text.index("\n  }\n", text.index("  queries: {") if queries else start) + 5
+    new = _block("levels", levels)
+    if queries:
+        new += "  queries: {\n" + "".join(
+            f"    {lv}: {{\n" + "".join(f"      {q}: {v}\n" for q, v in zip(PR_QUERIES, vals) if v) + "    }\n"
+            for lv, vals in queries.items()) + "  }\n"
+        text = text.replace("    state: [total]\n", "", 1)  # PR measures no state total
+        text = text.replace("budget epsilon <= 17.15 with delta = 1e-10 by cks20\n", "")
+        nation = text.index("    nation: {\n      pass1:")
+        text = text[:nation] + text[text.index("    }\n", nation) + 6:]
+        start = text.index("  levels: {")
+        end = text.index("\n  }\n", text.index("  queries: {")) + 5
+    return text[:start] + new + text[end:]
+
+
+@pytest.mark.parametrize("which", ["PR-Persons", "PR-Units"])
+def test_puerto_rico_certificate_figures(which):
+    if which == "PR-Persons":
+        text = _puerto_rico(read_source(PERSONS), PR_PERSONS_LEVELS, PR_PERSONS_SHARES)
+        attributes, geography, path = PR_PERSONS_ATTRIBUTES, PR_PERSONS_GEOGRAPHY, PERSONS
+    else:
+        text = _puerto_rico(read_source(UNITS), PR_UNITS_LEVELS)
+        attributes, geography, path = US_UNITS_ATTRIBUTES, PR_UNITS_GEOGRAPHY, UNITS
+    summary = budget_summary(parse(text, path))
+    got_a, got_g = _pinned(summary, attributes, geography)
+    assert got_a == attributes
+    assert {k: got_g[k] for k in geography} == geography  # the certificate stops at the state
