@@ -78,7 +78,9 @@ def _check_same_currency(program_spec, members):
     domains = {m.spec.domain.name for m in members}
     problems = []
     if len(domains) > 1:
-        problems.append(Diagnostic(f"the included specs protect different domains ({', '.join(sorted(domains))}); composition is about releases of the same data"))
+        which = "; ".join(f"'{m.path}' protects '{m.spec.domain.name}'" for m in members)
+        problems.append(Diagnostic(f"the included specs protect different domains ({', '.join(sorted(domains))}): "
+                                   f"{which}; composition is about releases of the same data"))
     if len(flavors) > 1 and not _joint_tables(members):
         listed = "; ".join(f"{t} under {r}" for t, r in sorted(flavors))
         problems.append(Diagnostic(f"the included specs use different units or neighbor relations ({listed}); convert them to one unit before composing"))
