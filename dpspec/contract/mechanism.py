@@ -173,6 +173,14 @@ class Mechanism:
         per level and query ``allocation``); must not need the data."""
         return {}
 
+    def semantics(self, spec: ir.Spec, params: dict) -> dict | None:
+        """Optional: the budget that protects each attribute and each geography (the 2020
+        certificates' "per-attribute semantics"), for mechanisms whose queries have attribute
+        structure. ``{"attributes": [{"attribute", "rho", "queries"}], "geographies":
+        [{"within", "finest", "levels", "rho"}]}`` with exact zCDP rhos in the native flavor;
+        None when the mechanism has no such structure (then a per-attribute request is refused)."""
+        return None
+
     def run(self, spec: ir.Spec, params: dict, data: dict, rng) -> Release:
         """Produce the release. A plugin may add a keyword parameter `engine=None`: it then
         receives a `dpspec.engine.EngineRun` (map over units of work with keyed streams, count,

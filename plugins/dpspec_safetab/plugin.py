@@ -158,6 +158,11 @@ class SafeTab(Mechanism):
         else:
             notes.append("one stage: the detail of each table is chosen from published totals (public information), "
                          "so all of rho is spent on the chosen table")
+        from .change_one import change_one_note
+
+        change_one = change_one_note(spec, params, total)
+        if change_one:
+            notes.append(change_one)
         public = []
         if params.get("public_totals"):
             public.append(PublicCondition(

@@ -309,6 +309,14 @@ class TopDown(Mechanism):
                  "variance": float(row["noise_variance"]), "of": "noisy measurement, before post-processing"}
                 for row in self.budget_breakdown(spec, params)["allocation"]]
 
+    def semantics(self, spec, params):
+        """Per-attribute and per-geography rho, as the P.L. 94-171 certificates account them."""
+        from .semantics import attribute_rhos, geography_rhos
+
+        alloc = self._allocation(spec, params)
+        return {"attributes": attribute_rhos(alloc, _schema(spec, params)),
+                "geographies": geography_rhos(alloc, _levels(spec))}
+
     def run(self, spec, params, data, rng, engine=None):
         import pandas as pd  # lazily, with the engine: `dpspec check` needs neither
 
