@@ -39,6 +39,7 @@ _WHERE = {
     # noise keyed per unit of work: cell i draws from its own stream (run key, key i), batched
     "keyed_discrete_gaussian": "dpspec.run.keyed_noise", "KeyColumns": "dpspec.engine.keyed_words",
     "shown": "dpspec.language.values",
+    "exact_number": ("dpspec.sweep.grid", "number"),  # '0.05', '5%', '1/20' -> an exact Fraction (DpspecError if not)
     "report_progress": ("dpspec.run.progress", "report"),
     # the language's types and the progress channel, as modules (ir.Spec, progress.report, ...)
     "ir": ("dpspec.ir", None), "progress": ("dpspec.run.progress", None),

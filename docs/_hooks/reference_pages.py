@@ -142,7 +142,7 @@ def api_table() -> str:
 
     lines = ["| name | defined in | what it is |", "| --- | --- | --- |"]
     for name in api.__all__:
-        where = api._WHERE[name]
+        where = api._WHERE.get(name, (api.__name__, name))  # names defined in dpspec.api itself
         module, attr = where if isinstance(where, tuple) else (where, name)
         obj = importlib.import_module(module)
         if attr is not None:

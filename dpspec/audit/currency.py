@@ -134,7 +134,14 @@ def program_total(spec: ir.Spec):
         members, ledger = program_ledger(spec)
     except DpspecError:
         return None
-    return (ledger.total, members[0].spec) if members else None
+    return (ledger.total, _with_program_unit(spec, members[0].spec)) if members else None
+
+
+def _with_program_unit(program: ir.Spec, member: ir.Spec) -> ir.Spec:
+    """A member's flavor with the program's composed unit, when the program states one."""
+    import attrs
+
+    return attrs.evolve(member, unit=program.unit) if program.unit is not None else member
 
 
 def flavor_spec(spec: ir.Spec) -> ir.Spec:
@@ -147,7 +154,7 @@ def flavor_spec(spec: ir.Spec) -> ir.Spec:
         for rel in part.paths:
             path = rel if os.path.isabs(rel) else os.path.join(spec.base_dir, rel)
             try:
-                return parse(read_source(path), path)
+                return _with_program_unit(spec, parse(read_source(path), path))
             except DpspecError:
                 return spec
     return spec

@@ -273,13 +273,15 @@ def compile_cmd(file, outdir, seed, runs, engine_name, spark_master, verify_file
 @click.option("--delta", type=float, default=None, help="delta for conversions to approximate DP (default: the spec's, else 1e-10).")
 @click.option("--conversion", type=click.Choice(["bs16", "cks20"]), default="cks20", show_default=True,
               help="zCDP to approximate DP conversion.")
+@click.option("--per-attribute", is_flag=True,
+              help="Require the per-attribute and per-geography budgets (an error for a mechanism without attribute structure).")
 @friendly
-def budget_cmd(file, as_json, delta, conversion):
+def budget_cmd(file, as_json, delta, conversion, per_attribute):
     """The budget a spec's mechanism achieves, in the paper's notation and in other currencies."""
     from dpspec.budget.budget_report import budget_summary, budget_text
 
     spec = _load(file)
-    summary = budget_summary(spec, delta=delta, method=conversion)
+    summary = budget_summary(spec, delta=delta, method=conversion, per_attribute=per_attribute)
     if as_json:
         _dump("budget", summary)
     else:
@@ -443,6 +445,7 @@ def _add_plugin_commands():
 
 
 main.add_command(verify_cmd)  # dpspec verify (dpspec/cli/verify.py)
+main.add_command(__import__("dpspec.cli.sweep", fromlist=["sweep_cmd"]).sweep_cmd)  # dpspec sweep (issue 28)
 _add_plugin_commands()
 __import__("dpspec.cli.registry", fromlist=["register"]).register(main)  # export/import --registry (OpenDP Deployments Registry)
 

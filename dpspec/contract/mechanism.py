@@ -173,6 +173,14 @@ class Mechanism:
         per level and query ``allocation``); must not need the data."""
         return {}
 
+    def semantics(self, spec: ir.Spec, params: dict) -> dict | None:
+        """Optional: the budget that protects each attribute and each geography (the 2020
+        certificates' "per-attribute semantics"), for mechanisms whose queries have attribute
+        structure. ``{"attributes": [{"attribute", "rho", "queries"}], "geographies":
+        [{"within", "finest", "levels", "rho"}]}`` with exact zCDP rhos in the native flavor;
+        None when the mechanism has no such structure (then a per-attribute request is refused)."""
+        return None
+
     def run(self, spec: ir.Spec, params: dict, data: dict, rng) -> Release:
         """Produce the release. A plugin may add a keyword parameter `engine=None`: it then
         receives a `dpspec.engine.EngineRun` (map over units of work with keyed streams, count,
@@ -183,6 +191,23 @@ class Mechanism:
     def utility(self, spec: ir.Spec, params: dict, data: dict, releases: list) -> dict:
         """Optional: figures over repeated runs against the confidential data (internal only)."""
         return {}
+
+    # ---- optional: for `dpspec sweep` (issue 28) ----------------------------------------------
+    def expected_error(self, spec: ir.Spec, params: dict, facts: dict) -> list[dict] | None:
+        """Optional: the error the mechanism promises from public parameters alone, per released
+        figure, for `dpspec sweep`'s public report. One dict per (table, level, query):
+        {"table": str, "level": str | None, "query": str, "variance": float, "of": str}, where
+        `of` names the figure whose error it is ("noisy measurement", "estimated proportion").
+        None: the mechanism states no such figure (swapping's error depends on the data)."""
+        return None
+
+    def compared_counts(self, spec: ir.Spec, params: dict, data: dict, release: Release) -> list[dict] | None:
+        """Optional: released counts beside the confidential ones, for `dpspec sweep --runs`
+        (internal report only). One dict per table: {"table": str, "level": str | None,
+        "truth": Series, "released": Series}, both indexed by cell. None: the sweep compares the
+        released microdata's count tables with the data's (by geography level), which needs no
+        hook."""
+        return None
 
     def neighbours(self, spec: ir.Spec, params: dict) -> list[NeighbourPair] | None:
         """Optional: worst-case neighbouring pairs on miniature instances of the spec's domain, for

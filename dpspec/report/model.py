@@ -144,6 +144,20 @@ def _budget(ctx) -> dict:
     return out
 
 
+def _semantics(spec: ir.Spec, checked, ctx) -> dict | None:
+    """Per-attribute and per-geography budgets, when the mechanism has them (as `dpspec budget`)."""
+    if checked is None or ctx.ledger is None or spec.premetric is None:
+        return None
+    raw = checked.mechanism.semantics(spec, checked.params)
+    if raw is None:
+        return None
+    from dpspec.budget.ledger import DEFAULT_DELTA
+    from dpspec.budget.semantics import semantics_json
+
+    delta = float(spec.premetric.option("delta") or DEFAULT_DELTA)
+    return semantics_json(spec, ctx.ledger.native_flavor, raw, delta)
+
+
 def _sections(result, audience: str) -> list[dict]:
     """Sections mechanism plugins contribute; internal ones only in the internal report."""
     if result is None:
@@ -288,6 +302,7 @@ def build_model(result=None, *, spec: ir.Spec | None = None, audience: str = "pu
     labels = _fact_labels(spec, checked)
     if budget["native"] is not None:
         budget["native"]["depends_on_shown"] = _shown_facts(budget["native"]["depends_on"], labels)
+    budget["semantics"] = _semantics(spec, checked, ctx)  # additive: per attribute and geography
     program = _program(spec, outcome.program_summary())
     flavor = flavor_spec(spec)
     notation = describe.notation(flavor, budget["headline"])

@@ -158,6 +158,11 @@ class SafeTab(Mechanism):
         else:
             notes.append("one stage: the detail of each table is chosen from published totals (public information), "
                          "so all of rho is spent on the chosen table")
+        from .change_one import change_one_note
+
+        change_one = change_one_note(spec, params, total)
+        if change_one:
+            notes.append(change_one)
         public = []
         if params.get("public_totals"):
             public.append(PublicCondition(
@@ -199,6 +204,23 @@ class SafeTab(Mechanism):
                         part["fanout"] = fan["fanout_used"]
                         part["noise_variance"] = float(f"{float(design_mod.sigma2(fan['fanout_used'], rho)):.9g}")
                     out.append(part)
+        return out
+
+    def expected_error(self, spec, params, facts):
+        """Per (table, geography level, iteration level, stage): the variance of each noisy count,
+        the discrete Gaussian's exact variance at k / (2 rho_stage), from the design alone."""
+        from dpspec.api import discrete_gaussian_variance
+
+        design = self.design(spec, params)
+        out = []
+        for part in self.components(design, self.fanouts(spec, params, design)):
+            if "fanout" not in part:
+                continue
+            sigma2 = design_mod.sigma2(part["fanout"], part["rho"])
+            out.append({"table": f"{part['table']}: {part['geography']}, iteration level {part['iteration_level']}, "
+                                 f"{part['stage']}", "level": part["geography"],
+                        "query": f"{part['table']} level {part['iteration_level']} {part['stage']}",
+                        "variance": float(discrete_gaussian_variance(sigma2)), "of": "noisy count"})
         return out
 
     # ---- run ---------------------------------------------------------------------------

@@ -521,6 +521,21 @@ class TopDown(Mechanism):
                 "invariants": f"held at {level} on the sum of each unit's two parts, never on a part"}
         return out
 
+    def expected_error(self, spec, params, facts):
+        """Per (level, query): the variance of each noisy measurement, from the allocation alone
+        (the discrete Gaussian's exact variance at its sigma²); post-processing is not included."""
+        return [{"table": f"{row['level']}: {row['query']}", "level": row["level"], "query": row["query"],
+                 "variance": float(row["noise_variance"]), "of": "noisy measurement, before post-processing"}
+                for row in self.budget_breakdown(spec, params)["allocation"]]
+
+    def semantics(self, spec, params):
+        """Per-attribute and per-geography rho, as the P.L. 94-171 certificates account them."""
+        from .semantics import attribute_rhos, geography_rhos
+
+        alloc = self._allocation(spec, params)
+        return {"attributes": attribute_rhos(alloc, _schema(spec, params)),
+                "geographies": geography_rhos(alloc, _levels(spec))}
+
     def run(self, spec, params, data, rng, engine=None):
         import pandas as pd  # lazily, with the engine: `dpspec check` needs neither
 
