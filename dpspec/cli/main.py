@@ -12,7 +12,7 @@ import sys
 import click
 
 from dpspec import ir
-from dpspec.cli.errors import friendly
+from dpspec.cli.errors import fail, friendly
 from dpspec.cli.engine import engine_option, master_option
 from dpspec.errors import DpspecError
 from dpspec.cli.verify import verification_option, verify_cmd
@@ -412,7 +412,7 @@ def lsp_cmd():
     try:
         from dpspec.lsp.server import main as serve
     except ImportError as exc:
-        _fail(f"dpspec lsp needs pygls: pip install 'dpspec[lsp]' ({exc})")
+        fail(f"dpspec lsp needs pygls: pip install 'dpspec[lsp]' ({exc})")
     serve()
 
 
