@@ -26,7 +26,7 @@ def test_production_fanout_is_read_from_the_mapping(spec):
     s = budget_summary(dpspec.load(str(spec)))
     assert "k = 9 at every iteration level and geography granularity" in _fan_note(s)
     assert "the declared max_groups, equal to the mapping's bound" in _fan_note(s)
-    assert "h_r = 1, h_e = 1, r = 8" in _fan_note(s)
+    assert "h_r = 1 and h_e = 1" in _fan_note(s) and "r = 8, the most race codes of one record" in _fan_note(s)
     measured = [c for c in s["native"]["components"] if c["stage"] != "not measured"]
     assert measured and all(c["fanout"] == 9 for c in measured)
     for c in measured:  # the variance is k / (2 rho) of that stage's exact rho

@@ -5,8 +5,8 @@ eps = 52.82 by Bun-Steinke and 51.56 by Canonne-Kamath-Steinke at delta = 1e-10)
 leaves this module without the name of the rule that produced it. Conversions that do not exist
 (approximate to pure, anything to pure) raise `ConversionError` saying why.
 
-Numerics: closed forms where they exist; otherwise a root of a monotone function found with
-`scipy.optimize.brentq` in log space, to about 1e-15 relative.
+Numerics: closed forms where they exist; otherwise a root of a monotone function found by
+bisection in log space, to about 1e-15 relative (plain Python: `dpspec check` loads no scipy).
 """
 from __future__ import annotations
 
@@ -224,13 +224,27 @@ def cks20_log_delta(rho: float, epsilon: float) -> float:
         s_star = s_hi
     elif slope(s_lo) >= 0:
         s_star = s_lo
-    else:
-        from scipy.optimize import brentq  # lazily: `dpspec check` must not pay for scipy
-
-        s_star = brentq(slope, s_lo, s_hi, xtol=1e-14, rtol=1e-15, maxiter=500)
+    else:  # the slope increases with s (its derivative is 2 rho e^s + 1/(1+e^s) > 0): bisect
+        s_star = _root_of_increasing(slope, s_lo, s_hi)
     t = math.exp(s_star)
     value = t * ((1.0 + t) * rho - eps) + (1.0 + t) * (s_star - math.log1p(t)) - s_star
     return min(0.0, value)
+
+
+def _root_of_increasing(f, lo: float, hi: float, rtol: float = 1e-15) -> float:
+    """The root of an increasing f with f(lo) < 0 <= f(hi), by bisection to rtol relative (or to
+    the last representable step): plain Python, so the conversions `dpspec check` makes (a
+    program's ledger) load no scipy. Returns the upper end, where f >= 0: for an inverted delta
+    that is the side whose bound holds."""
+    while hi - lo > rtol * abs(hi):
+        mid = 0.5 * (lo + hi)
+        if mid in (lo, hi):
+            break
+        if f(mid) < 0:
+            lo = mid
+        else:
+            hi = mid
+    return hi
 
 
 def cks20_delta(rho: float, epsilon: float) -> float:
@@ -248,9 +262,7 @@ def _invert_log_delta(log_delta_at, delta: float, start: float) -> float:
         if hi > 1e307:
             return math.inf
         hi *= 2.0
-    from scipy.optimize import brentq
-
-    return brentq(lambda e: log_delta_at(e) - target, 0.0, hi, xtol=1e-13, rtol=1e-15, maxiter=500)
+    return _root_of_increasing(lambda e: target - log_delta_at(e), 0.0, hi)
 
 
 def cks20_epsilon(rho: float, delta: float) -> float:
@@ -260,7 +272,10 @@ def cks20_epsilon(rho: float, delta: float) -> float:
         return 0.0
     if delta == 0 or math.isinf(rho):
         return math.inf
-    return _invert_log_delta(lambda e: cks20_log_delta(rho, e), delta, bs16_epsilon(rho, delta))
+    loose = bs16_epsilon(rho, delta)
+    # CKS20 is never looser than BS16 in exact arithmetic; where rounding in delta(eps) would make
+    # the inverted figure larger (eps far below 1e-15), the BS16 figure is the valid, smaller one.
+    return min(_invert_log_delta(lambda e: cks20_log_delta(rho, e), delta, loose), loose)
 
 
 def _check_method(method: str, allowed: tuple[str, ...]) -> str:
