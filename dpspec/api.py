@@ -29,7 +29,7 @@ _WHERE = {
     "keyed_rng": "dpspec.engine.base", "stream_position": "dpspec.engine.streams",  # a unit's stream, drawn or resumed anywhere
     # randomness, noise, budgets, messages
     "make_rng": "dpspec.run.compiler", "bernoulli": "dpspec.run.noise", "bernoulli_ratios": "dpspec.run.noise", "discrete_gaussian": "dpspec.run.noise",
-    "discrete_laplace": "dpspec.run.noise",
+    "discrete_laplace": "dpspec.run.noise", "bernoulli_exp": "dpspec.run.noise",
     # noise keyed per unit of work: cell i draws from its own stream (run key, key i), batched
     "keyed_discrete_gaussian": "dpspec.run.keyed_noise", "KeyColumns": "dpspec.engine.keyed_words",
     "shown": "dpspec.language.values", "friendly": "dpspec.cli.errors",

@@ -214,7 +214,17 @@ class _ToIR(Transformer):
         return _Section("invariants", tuple(children), _loc(meta), many=True)
 
     def public_item(self, meta, children):
-        return ir.PublicInfo(children[0], _string(children[1]), _loc(meta))
+        use = children[2] if len(children) > 2 else None
+        return ir.PublicInfo(children[0], _string(children[1]), _loc(meta), use)
+
+    def public_use(self, meta, children):
+        return str(children[0])
+
+    def pufferfish(self, meta, children):
+        return _Section("pufferfish", children[0], _loc(meta))
+
+    def pufferfish_class(self, meta, children):
+        return ir.Pufferfish(str(children[0]), tuple(children[1:]), _loc(meta))
 
     def public(self, meta, children):
         return _Section("public", tuple(children), _loc(meta), many=True)
@@ -529,7 +539,7 @@ def _surrogate_problem(text: str) -> Diagnostic | None:
 
 
 _SECTION_START = re.compile(
-    r"^(spec|domain|data|invariants|public|unit|premetric|mechanism|budget|release|tuned|program|notes)\b")
+    r"^(spec|domain|data|invariants|public|pufferfish|unit|premetric|mechanism|budget|release|tuned|program|notes)\b")
 MAX_SYNTAX_ERRORS = 20
 
 
@@ -590,7 +600,8 @@ def _attach_comments(comments, sections, spans) -> tuple:
 
 
 _SINGLE = {"title": "spec title", "domain": "domain", "unit": "unit", "premetric": "premetric",
-           "mechanism": "mechanism", "tuning": "tuning", "program": "program"}
+           "mechanism": "mechanism", "tuning": "tuning", "program": "program",
+           "pufferfish": "pufferfish"}
 
 
 def _assemble(sections, path, text, comments=()) -> ir.Spec:
