@@ -249,6 +249,44 @@ class WassersteinExponential(_CountRelease):
         return Release(outputs={"counts": frame}, facts={"total": total, "period": period, "sampler": info},
                        internal={"counts": counts, "outcome": outcome})
 
+    def neighbours(self, spec, params):
+        """Two miniature datasets the guarantee compares, on three cells.
+
+        Without a total in Z: one unit present in cell a against absent, the DP pair (with the naive
+        base the truncation at 0 makes the normalizers differ, so the loss is largest there). With
+        the total in Z: given the total, present-against-absent couples to a unit moved from cell a
+        to cell b, the pair the class's sensitivity of 2 is computed for."""
+        import numpy as np
+
+        from dpspec.api import NeighbourPair, typed_frame
+
+        table = spec.domain.table(params["table"])
+        cell_col = table.column(params["cell"])
+        names = ["a", "b", "c"]
+
+        def rows(cells):
+            out = []
+            for i, cell in enumerate(cells):
+                r = {c.name: (False if c.type.kind == "bool" else (c.type.values[0] if c.type.kind == "enum" else
+                      (c.type.low if c.type.kind == "int" else "p"))) for c in table.columns}
+                r[cell_col.name] = cell
+                out.append(r)
+            return {table.name: typed_frame(table, out)}
+
+        mini = {**params, "period": None, "release_period": None, "outcome": None, "public_total": None}
+        if not self._total_in_z(spec, params):
+            left, right, label = rows(["a", "b"]), rows(["b"]), "one person present in cell a, or absent"
+        else:
+            left, right, label = rows(["a", "b"]), rows(["b", "b"]), "given the total, one person in cell a or in cell b"
+
+        def batch(data, n, rng):
+            frame = data[table.name]
+            counts = np.array([(frame[cell_col.name].astype(str) == c).sum() for c in names], dtype=np.int64)
+            y, _, _ = self.draw(spec, mini, counts, None, int(counts.sum()), None, rng, draws=n)
+            return y
+
+        return [NeighbourPair(label, left, right, params=mini, batch=batch)]
+
     def likelihood(self, spec, params, outputs):
         """The naive base measure's release is independent across cells given the counts:
         P(y | c) = exp(-r |y - c|) / Z_r(c), Z_r(c) = (1 - e^{-r(c+1)} + e^{-r}) / (1 - e^{-r}).
