@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-from dpspec.api import (BudgetStatement, DataError, Diagnostic, Mechanism, NativeFlavor, ParamSpec, ParameterSchema,
+from dpspec.api import (BudgetStatement, DataError, Diagnostic, SpecError, Mechanism, NativeFlavor, ParamSpec, ParameterSchema,
                         PublicCondition, PureDP, Release, hookimpl, ir)
 
 BASES = ("naive", "congenial", "prior")
@@ -162,7 +162,7 @@ class _CountRelease(Mechanism):
         total = int(counts.sum())
         if params.get("public_total") is not None and int(params["public_total"]) != total:
             line, col = self._at(spec, "public_total")
-            raise DataError([Diagnostic(f"the public total {params['public_total']:,} disagrees with the data: "
+            raise SpecError([Diagnostic(f"the public total {params['public_total']:,} disagrees with the data: "
                                         f"{total:,} rows in period {period_label or '(all)'}; Z must be exact statistics of the same data",
                                         line, col)], spec.path, spec.text)
         return cells, counts, outcome, total, previous, period_label

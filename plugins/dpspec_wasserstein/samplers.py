@@ -96,13 +96,15 @@ def _prior_proposals(alpha, total, counts, r, size, rng):
     a_sum = int(alpha.sum())
     slots = total + a_sum - 1
     edges = np.cumsum(alpha)[:-1]  # the bar that closes cell i is bar number edges[i] - 1
-    out = np.empty((size, len(alpha)), dtype=np.int64)
-    for j in range(size):
-        bars = np.sort(rng.choice(slots, size=a_sum - 1, replace=False)) if a_sum > 1 else np.empty(0, dtype=np.int64)
-        closes = bars[edges - 1] if len(edges) else np.empty(0, dtype=np.int64)
-        # stars before the bar that closes cell i: its position minus the bars before it
-        stars_upto = np.concatenate(([0], closes - (edges - 1), [total]))
-        out[j] = np.diff(stars_upto)
+    if a_sum > 1:
+        # rows of a uniform permutation (numpy's Fisher-Yates on integers): the first A - 1 are the bars
+        bars = np.sort(rng.permuted(np.broadcast_to(np.arange(slots), (size, slots)), axis=1)[:, :a_sum - 1], axis=1)
+        closes = bars[:, edges - 1]
+    else:
+        closes = np.empty((size, 0), dtype=np.int64)
+    # stars before the bar that closes cell i: its position minus the bars before it
+    stars_upto = np.column_stack([np.zeros(size, dtype=np.int64), closes - (edges - 1), np.full(size, total)])
+    out = np.diff(stars_upto, axis=1)
     ok = _accept_exp(np.abs(out - counts).sum(axis=1), r, rng)
     return out, ok
 

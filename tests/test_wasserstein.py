@@ -1,0 +1,174 @@
+"""The Wasserstein exponential mechanism's exact samplers against their exact pmfs, congeniality,
+the post-processing alternative, refusal with a cost estimate, and `verify` (issue 23)."""
+from __future__ import annotations
+
+import itertools
+import math
+from fractions import Fraction
+
+import numpy as np
+import pytest
+from scipy.stats import chisquare
+
+import dpspec
+from dpspec.errors import MechanismError, SpecError
+from dpspec_wasserstein import samplers
+from dpspec_wasserstein.plugin import WassersteinExponential
+from dpspec_wasserstein.postprocess import project_to_total, two_stage
+
+from .verify_helpers import registered, write_spec
+
+DRAWS = 40_000
+
+
+def _chi2(observed_keys, pmf: dict, min_expected=20):
+    """Chi-square p-value of draws against an exact pmf, rare outcomes pooled into one bin."""
+    keys = list(pmf)
+    probs = np.array([float(pmf[k]) for k in keys])
+    probs /= probs.sum()
+    index = {k: i for i, k in enumerate(keys)}
+    counts = np.zeros(len(keys))
+    for k in observed_keys:
+        counts[index[k]] += 1
+    expected = probs * len(observed_keys)
+    big = expected >= min_expected
+    obs = np.append(counts[big], counts[~big].sum())
+    exp = np.append(expected[big], expected[~big].sum())
+    if exp[-1] == 0:
+        obs, exp = obs[:-1], exp[:-1]
+    return chisquare(obs, exp).pvalue
+
+
+def test_naive_draws_follow_the_truncated_laplace_pmf():
+    rng = np.random.default_rng(11)
+    r = Fraction(2, 3)
+    y, info = samplers.naive(np.array([0, 3]), r, DRAWS, rng)
+    assert info["method"] == "product form" and (y >= 0).all()
+    for j, c in enumerate((0, 3)):
+        pmf = {k: math.exp(-float(r) * abs(k - c)) for k in range(0, 40)}
+        assert _chi2(list(y[:, j]), pmf) > 1e-3
+
+
+@pytest.mark.parametrize("centre, lo, hi", [(5, 0, 2), (1, 0, 4), (0, 3, None), (7, 6, 7)])
+def test_truncated_laplace_on_bounded_supports(centre, lo, hi):
+    rng = np.random.default_rng(12)
+    r = Fraction(1, 2)
+    x = samplers.truncated_laplace(np.full(DRAWS // 2, centre), lo, None if hi is None else np.full(DRAWS // 2, hi), r, rng)
+    top = hi if hi is not None else lo + 60
+    pmf = {k: math.exp(-0.5 * abs(k - centre)) for k in range(lo, top + 1)}
+    assert x.min() >= lo and (hi is None or x.max() <= hi)
+    assert _chi2(list(x), pmf) > 1e-3
+
+
+def _compositions(total, n):
+    for bars in itertools.combinations(range(total + n - 1), n - 1):
+        edges = (-1,) + bars + (total + n - 1,)
+        yield tuple(edges[i + 1] - edges[i] - 1 for i in range(n))
+
+
+def test_congenial_draws_follow_the_exact_pmf_and_sum_to_the_total():
+    rng = np.random.default_rng(13)
+    counts, total, r = np.array([1, 2, 1]), 4, Fraction(1, 3)
+    y, info = samplers.congenial(counts, total, r, DRAWS, rng)
+    assert (y.sum(axis=1) == total).all() and (y >= 0).all()
+    assert 0 < info["acceptance"] <= 1
+    pmf = {v: math.exp(-float(r) * np.abs(np.array(v) - counts).sum()) for v in _compositions(total, 3)}
+    assert _chi2([tuple(row) for row in y], pmf) > 1e-3
+
+
+def test_prior_congenial_draws_follow_the_exact_pmf():
+    rng = np.random.default_rng(1)
+    counts, alpha, total, r = np.array([0, 3, 1]), np.array([1, 3, 2]), 4, Fraction(1, 2)
+    y, info = samplers.prior(counts, alpha, total, r, DRAWS // 2, rng)
+    assert (y.sum(axis=1) == total).all()
+    pmf = {v: math.exp(-float(r) * np.abs(np.array(v) - counts).sum())
+           * math.prod(math.comb(v[i] + int(alpha[i]) - 1, v[i]) for i in range(3)) for v in _compositions(total, 3)}
+    assert _chi2([tuple(row) for row in y], pmf) > 1e-3
+
+
+def test_a_too_expensive_exact_draw_is_refused_with_the_estimate():
+    rng = np.random.default_rng(15)
+    with pytest.raises(MechanismError) as err:
+        samplers.congenial(np.arange(200), int(np.arange(200).sum()), Fraction(1, 50), 10, rng, max_proposals=1000)
+    assert "proposed counts" in str(err.value) and "MCMC" in str(err.value)
+
+
+def test_post_processing_is_congenial_and_counts_its_contractions():
+    rng = np.random.default_rng(16)
+    noisy = rng.integers(-30, 60, size=(200, 12))
+    out = project_to_total(noisy, 150)
+    assert (out.sum(axis=1) == 150).all() and (out >= 0).all()
+    deaths = rng.integers(-10, 40, size=(200, 12))
+    cases, d, flags = two_stage(noisy, deaths, 150)
+    assert (d <= cases).all() and (d >= 0).all()
+    assert flags["ContractedDeathZeros"].sum() == (deaths < 0).sum()
+    # an exactly congenial vector is its own projection
+    assert (project_to_total(np.array([3, 0, 7]), 10) == [3, 0, 7]).all()
+
+
+SPEC = """spec "small"
+domain d {
+  table people unit person {
+    county : category
+  }
+}
+data people from "people.csv"
+public {
+  count people released "bulletin" used as total
+}
+pufferfish {
+  class independent
+}
+unit people : symdiff
+premetric pure
+mechanism MECH {
+  table: people
+  cell: county
+  epsilon: 2
+  base: BASE
+}
+budget epsilon <= 2
+"""
+CSV = "county\n" + "\n".join(["a"] * 5 + ["b"] * 2 + ["c"] * 9) + "\n"
+
+
+def test_a_congenial_release_sums_to_the_public_total_and_a_wrong_total_is_an_error_at_its_line(tmp_path):
+    path = write_spec(tmp_path, SPEC.replace("MECH", "wasserstein_exponential").replace("BASE", "congenial"), CSV)
+    spec = dpspec.load(path)
+    from dpspec.check.checker import check
+    from dpspec.check.data import load_data
+
+    checked = check(spec)
+    data, _ = load_data(spec)
+    rel = checked.mechanism.run(spec, checked.params, data, np.random.default_rng(1))
+    assert rel.outputs["counts"]["people"].sum() == 16
+    bad = write_spec(tmp_path, SPEC.replace("MECH", "wasserstein_exponential").replace("BASE", "congenial")
+                     .replace("epsilon: 2\n", "epsilon: 2\n  public_total: 15\n"), CSV, "bad.dps")
+    spec = dpspec.load(bad)
+    checked = check(spec)
+    with pytest.raises(SpecError) as err:
+        checked.mechanism.run(spec, checked.params, data, np.random.default_rng(1))
+    assert "disagrees with the data" in str(err.value) and err.value.diagnostics[0].line == 20
+
+
+class Understated(WassersteinExponential):
+    """Samples with a quarter of the sensitivity its budget states (rates four times too large)."""
+
+    name = "wasserstein_understated"
+
+    def rates(self, spec, params):
+        r_c, r_o = super().rates(spec, params)
+        return 4 * r_c, (None if r_o is None else 4 * r_o)
+
+
+@pytest.mark.parametrize("base", ["naive", "congenial"])
+def test_verify_is_consistent_for_the_honest_mechanism_and_refutes_an_understated_sensitivity(tmp_path, base):
+    from dpspec.verify import verify
+
+    honest = verify(dpspec.load(write_spec(tmp_path, SPEC.replace("MECH", "wasserstein_exponential").replace("BASE", base), CSV)),
+                    runs=10_000, seed=3)
+    assert honest.verdict == "consistent", honest.text()
+    with registered(Understated()):
+        broken = verify(dpspec.load(write_spec(tmp_path, SPEC.replace("MECH", "wasserstein_understated").replace("BASE", base),
+                                               CSV, "u.dps")), runs=10_000, seed=3)
+    assert broken.verdict == "refuted" and broken.lower_bound > 2, broken.text()
