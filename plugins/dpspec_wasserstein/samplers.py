@@ -11,8 +11,8 @@ Theorem 9 holds only for exact draws.
   the naive product, the last one set to C minus their sum and accepted with probability
   exp(-r |y_n - c_n|) (0 if negative), which leaves exactly the target;
 - prior (Dirichlet-multinomial with integer concentrations a_i = previous counts + 1, on the same
-  vectors): Polya-urn proposals (uniform bars and stars, exact) accepted with probability
-  exp(-r ||y - c||_1).
+  vectors): the same last-cell rejection, from exponentially tilted per-cell laws tabulated over
+  the whole support (float64 tables: see `prior`).
 Each sampler measures its acceptance rate; a pilot run estimates the cost first, and a cost
 above the limit is refused with the estimate.
 """
@@ -89,26 +89,6 @@ def _congenial_proposals(counts, total, r, size, rng):
     return np.column_stack([head, last]), ok
 
 
-def _prior_proposals(alpha, total, counts, r, size, rng):
-    """Dirichlet-multinomial(total, alpha) proposals for integer alpha: bars among total + A - 1
-    slots chosen uniformly without replacement give a uniform composition into A parts; the parts
-    grouped alpha_i at a time are the counts. Accepted with probability exp(-r ||y - c||_1)."""
-    a_sum = int(alpha.sum())
-    slots = total + a_sum - 1
-    edges = np.cumsum(alpha)[:-1]  # the bar that closes cell i is bar number edges[i] - 1
-    if a_sum > 1:
-        # rows of a uniform permutation (numpy's Fisher-Yates on integers): the first A - 1 are the bars
-        bars = np.sort(rng.permuted(np.broadcast_to(np.arange(slots), (size, slots)), axis=1)[:, :a_sum - 1], axis=1)
-        closes = bars[:, edges - 1]
-    else:
-        closes = np.empty((size, 0), dtype=np.int64)
-    # stars before the bar that closes cell i: its position minus the bars before it
-    stars_upto = np.column_stack([np.zeros(size, dtype=np.int64), closes - (edges - 1), np.full(size, total)])
-    out = np.diff(stars_upto, axis=1)
-    ok = _accept_exp(np.abs(out - counts).sum(axis=1), r, rng)
-    return out, ok
-
-
 def _rejection(propose, draws: int, n: int, max_proposals: int, what: str) -> tuple[np.ndarray, dict]:
     """Exact rejection: a pilot estimates the acceptance rate; refuse when the expected number of
     proposed coordinates exceeds the limit; then draw in rounds until `draws` are accepted."""
@@ -141,9 +121,82 @@ def congenial(counts, total: int, r: Fraction, draws: int, rng, max_proposals: i
                       max_proposals, "deterministic congenial")
 
 
+MAX_TABLE = 50_000_000  # entries of the prior sampler's per-cell tables (cells x (total + 1))
+
+
+def _prior_tables(counts, alpha, total, r):
+    """log h_i(k) = -r |k - c_i| + log C(k + a_i - 1, k) on the whole support 0..total of each cell."""
+    from scipy.special import gammaln
+
+    k = np.arange(total + 1, dtype=float)[None, :]
+    a = alpha.astype(float)[:, None]
+    return -float(r) * np.abs(k - counts[:, None]) + gammaln(k + a) - gammaln(k + 1) - gammaln(a)
+
+
+def _tilt(logh, total):
+    """lambda with sum_i E[y_i] = total under q_i(k) proportional to h_i(k) e^{-lambda k} (bisection):
+    the tilt leaves the target given the sum unchanged and centres the proposals' sum on it."""
+    k = np.arange(logh.shape[1], dtype=float)
+
+    def mean_sum(lam):
+        w = logh - lam * k
+        w = np.exp(w - w.max(axis=1, keepdims=True))
+        return float(((w * k).sum(axis=1) / w.sum(axis=1)).sum())
+
+    lo, hi = -1.0, 1.0
+    while mean_sum(lo) < total:
+        lo *= 2
+    while mean_sum(hi) > total:
+        hi *= 2
+    for _ in range(30):  # the tilt changes only the acceptance rate, never the law
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if mean_sum(mid) > total else (lo, mid)
+    return (lo + hi) / 2
+
+
 def prior(counts, alpha, total: int, r: Fraction, draws: int, rng, max_proposals: int = 10**8):
-    """Vectors summing to `total` with P(y) proportional to exp(-r ||y - c||_1) DirMult(y; total, alpha)."""
+    """Vectors summing to `total` with P(y) proportional to exp(-r ||y - c||_1) DirMult(y; total, alpha).
+
+    The target is a product of h_i(y_i) = exp(-r |y_i - c_i|) C(y_i + a_i - 1, y_i) given the sum.
+    Proposals: every cell but the widest from its tilted law q_i (tables over the whole support
+    0..total, so nothing is truncated), the widest set to the total minus their sum and accepted
+    with probability q_n(y_n) / max q_n, which leaves exactly the target. Unlike the two other
+    samplers the tables are float64 (a Dirichlet-multinomial weight is not a rational exponent):
+    the draw is exact up to float64 rounding of the pmf, with no Markov chain."""
     counts = np.asarray(counts, dtype=np.int64)
     alpha = np.asarray(alpha, dtype=np.int64)
-    return _rejection(lambda size: _prior_proposals(alpha, total, counts, r, size, rng), draws, len(counts),
-                      max_proposals, "prior congenial")
+    n = len(counts)
+    if n * (total + 1) > MAX_TABLE:
+        raise MechanismError(f"the prior congenial sampler needs {n} x {total + 1:,} probability tables "
+                             f"({n * (total + 1):.3g} entries, above the limit of {MAX_TABLE:.3g})")
+    if n == 1:
+        return np.full((draws, 1), total, dtype=np.int64), {"acceptance": 1.0, "method": "a single cell"}
+    logh = _prior_tables(counts, alpha, total, r)
+    lam = _tilt(logh, total)
+    logq = logh - lam * np.arange(total + 1)[None, :]
+    logq -= logq.max(axis=1, keepdims=True)
+    q = np.exp(logq)
+    q /= q.sum(axis=1, keepdims=True)
+    k = np.arange(total + 1)
+    var = (q * k**2).sum(axis=1) - ((q * k).sum(axis=1)) ** 2
+    last = int(np.argmax(var))
+    head = [i for i in range(n) if i != last]
+    cdf = np.cumsum(q[head], axis=1)
+    cdf[:, -1] = 1.0
+    accept_last = np.exp(logq[last])  # q_n(k) / max q_n
+
+    def propose(size):
+        u = rng.random((size, len(head)))
+        ys = np.empty((size, n), dtype=np.int64)
+        for j, i in enumerate(head):
+            ys[:, i] = np.searchsorted(cdf[j], u[:, j], side="right")
+        rest = total - ys[:, head].sum(axis=1)
+        ys[:, last] = rest
+        ok = (rest >= 0) & (rest <= total)
+        idx = np.flatnonzero(ok)
+        ok[idx] = rng.random(idx.size) < accept_last[rest[idx]]
+        return ys, ok
+
+    y, info = _rejection(propose, draws, n, max_proposals, "prior congenial")
+    info.update(method="rejection from tilted float64 tables", tilt=lam)
+    return y, info
