@@ -210,3 +210,38 @@ def test_the_case_study_specs_check():
     for name in sorted(os.listdir(CASE)):
         if name.endswith(".dps"):
             check(dpspec.load(os.path.join(CASE, name)))
+
+
+# ---- the audit ----------------------------------------------------------------------------
+
+
+def _audit(tmp_path, text, baseline=None):
+    from dpspec.audit import audit
+
+    path = tmp_path / "a.dps"
+    path.write_text(text)
+    base = None
+    if baseline is not None:
+        (tmp_path / "b.dps").write_text(baseline)
+        base = dpspec.load(str(tmp_path / "b.dps"))
+    return audit(dpspec.load(str(path)), baseline=base, compute_budget=False)
+
+
+def test_the_audit_names_the_class_and_flags_a_guarantee_conditional_on_independence(tmp_path):
+    findings = {f.rule: f for f in _audit(tmp_path, small()).findings}
+    f = findings["pufferfish-class"]
+    assert f.severity == "warning" and "conditional on independence" in f.message
+    dep = {f.rule: f for f in _audit(tmp_path, small("dependence p0 0.2 p1 0.8 n 30")).findings}["pufferfish-class"]
+    assert dep.severity == "info" and "between 0.2 and 0.8" in dep.message
+
+
+def test_the_audit_compares_block_by_block_with_a_dp_baseline(tmp_path):
+    dp = small().replace('pufferfish {\n  class independent\n}\n', "").replace(
+        'public {\n  count people released "bulletin" used as total\n}\n', "").replace("base: congenial", "base: naive")
+    findings = {f.rule: f for f in _audit(tmp_path, small(), dp).findings}
+    f = findings["pufferfish-vs-dp"]
+    for block in ("domain:", "multiverse:", "unit:", "premetric:", "budget:", "public information:", "class of distributions:"):
+        assert block in f.message
+    assert "count people" in f.evidence["public_not_in_baseline"]
+    # a DP spec audited against itself says nothing of the kind
+    assert "pufferfish-vs-dp" not in {f.rule for f in _audit(tmp_path, dp, dp).findings}
