@@ -172,3 +172,68 @@ def test_verify_is_consistent_for_the_honest_mechanism_and_refutes_an_understate
         broken = verify(dpspec.load(write_spec(tmp_path, SPEC.replace("MECH", "wasserstein_understated").replace("BASE", base),
                                                CSV, "u.dps")), runs=10_000, seed=3)
     assert broken.verdict == "refuted" and broken.lower_bound > 2, broken.text()
+
+
+KNG = """spec "kng"
+domain d {
+  table people unit person {
+    vision : bool
+  }
+}
+public {
+  count people released "bulletin" used as total
+}
+pufferfish {
+  class independent
+}
+unit people : hamming
+premetric pure
+mechanism MECH {
+  table: people
+  column: vision
+  epsilon: 1
+}
+budget epsilon <= 1
+"""
+
+
+def test_kng_privacy_error_is_of_order_1_over_n_below_the_sampling_error_theorem_11():
+    """Theorem 11: the K-norm gradient mechanism's error is O(1/n) while sampling error is
+    O(1/sqrt(n)): n * (theta - S/n) keeps one spread as n grows, and its ratio to the sampling
+    standard deviation sqrt(p(1-p)/n) falls like 1/sqrt(n)."""
+    from dpspec.check.checker import check
+    from dpspec.language.parser import parse
+
+    spec = parse(KNG.replace("MECH", "wasserstein_kng"))
+    checked = check(spec)
+    mech, params = checked.mechanism, checked.params
+    rng = np.random.default_rng(21)
+    p, spreads, ratios = 0.3, [], []
+    for n in (100, 10_000, 1_000_000):
+        s = int(p * n)
+        theta = mech.draw(spec, params, s, n, rng, draws=4000) / n
+        spread = float(np.std(n * (theta - s / n)))
+        spreads.append(spread)
+        ratios.append(float(np.std(theta - s / n)) / math.sqrt(p * (1 - p) / n))
+    # scale 2 Delta / epsilon = 2: a discrete Laplace of scale 2 has sd about 2.8, whatever n
+    assert all(2.4 < v < 3.2 for v in spreads), spreads
+    assert ratios[1] < ratios[0] / 5 and ratios[2] < ratios[1] / 5, ratios
+
+
+@pytest.mark.parametrize("mech", ["wasserstein_kng"])
+def test_kng_verify_consistent_and_understated_refuted(tmp_path, mech):
+    from dpspec.verify import verify
+    from dpspec_wasserstein.kng import WassersteinKNG
+
+    class UnderstatedKNG(WassersteinKNG):
+        name = "wasserstein_kng_understated"
+
+        def rate(self, spec, params):
+            return 4 * super().rate(spec, params)
+
+    honest = verify(dpspec.load(write_spec(tmp_path, KNG.replace("MECH", mech))), runs=10_000, seed=4)
+    assert honest.verdict == "consistent", honest.text()
+    with registered(UnderstatedKNG()):
+        broken = verify(dpspec.load(write_spec(tmp_path, KNG.replace("MECH", "wasserstein_kng_understated"), name="u.dps")),
+                        runs=10_000, seed=4)
+    assert broken.verdict == "refuted" and broken.lower_bound > 1, broken.text()

@@ -343,4 +343,6 @@ class NoisyPostprocessed(_CountRelease):
 
 @hookimpl
 def dpspec_mechanisms():
-    return [WassersteinExponential(), NoisyPostprocessed()]
+    from .kng import WassersteinKNG
+
+    return [WassersteinExponential(), NoisyPostprocessed(), WassersteinKNG()]
