@@ -237,3 +237,55 @@ def test_kng_verify_consistent_and_understated_refuted(tmp_path, mech):
         broken = verify(dpspec.load(write_spec(tmp_path, KNG.replace("MECH", "wasserstein_kng_understated"), name="u.dps")),
                         runs=10_000, seed=4)
     assert broken.verdict == "refuted" and broken.lower_bound > 1, broken.text()
+
+
+INFER = """spec "infer"
+domain d {
+  table cases unit person {
+    county : category
+    died   : bool
+  }
+}
+data cases from "cases.csv"
+public {
+  count cases released "bulletin" used as total
+}
+pufferfish {
+  class independent
+}
+unit cases : symdiff
+premetric pure
+mechanism wasserstein_exponential {
+  table: cases
+  cell: county
+  outcome: died
+  epsilon: 4
+  base: naive
+}
+budget epsilon <= 4
+release {
+  output counts
+  output total
+}
+"""
+
+
+def test_infer_conditions_on_cases_and_deaths_tied_by_deaths_at_most_cases(tmp_path):
+    """The latent table is county x died, so deaths <= cases holds in every posterior draw; the
+    deaths' likelihood is the truncated law on 0..released cases (the outcome's base measure)."""
+    from dpspec.publish.output import write_result
+
+    rows = ["county,died"] + ["Cameron,True"] + ["Cameron,False"] * 2 + ["Erie,True"] * 3 + ["Erie,False"] * 30
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "cases.csv").write_text("\n".join(rows) + "\n")
+    (src / "s.dps").write_text(INFER)
+    out = tmp_path / "out"
+    write_result(dpspec.compile(str(src / "s.dps"), seed=5), str(out))
+    r = dpspec.infer(str(src / "s.dps"), str(out), "count cases by county, died", draws=300, seed=2, method="importance")
+    labels = [c["cell"] for c in r.cells]
+    assert len(labels) == 4 and np.all(r.samples.sum(axis=1) == 36)
+    died = [i for i, c in enumerate(labels) if "died=True" in c]
+    truth = {"county=Cameron, died=True": 1, "county=Erie, died=True": 3}
+    for i in died:
+        assert r.cells[i]["q025"] <= truth[labels[i]] <= r.cells[i]["q975"]

@@ -14,6 +14,8 @@ import numpy as np
 
 from dpspec.api import CountLikelihood, ir
 
+BOOL_TRUE = "True"  # how a bool cell is written in a target's cells (the domain's value text)
+
 
 def _log_norm(c: np.ndarray, r: float, upper=None) -> np.ndarray:
     """log sum_{k=0}^{upper} exp(-r |k - c|) for integer c >= 0 (upper None: infinity)."""
@@ -39,11 +41,11 @@ def _one(query, cells, value, r: float, upper, what: str) -> CountLikelihood:
 
     scale = 1 / r
     log_max = -_log_norm(np.zeros(len(value)), r, upper)  # the mass at y = c is largest at c = 0
-    return CountLikelihood(query, cells, value, logpmf, np.maximum(log_max, 0.0) * 0 + log_max,
+    return CountLikelihood(query, cells, value, logpmf, log_max,
                            value.astype(float), np.full(len(value), 2 * scale * scale), what)
 
 
-def naive_likelihoods(params, outputs, r_c, r_o):
+def naive_likelihoods(params, outputs, r_c, r_o, total_z=None):
     frame = outputs.get("counts")
     if frame is None:
         return None
@@ -54,6 +56,12 @@ def naive_likelihoods(params, outputs, r_c, r_o):
                 f"Wasserstein exponential mechanism, naive base, rate {float(r_c):g}")]
     if r_o is not None and params.get("outcome") in frame.columns:
         z = frame[params["outcome"]].to_numpy(dtype=np.int64)
-        out.append(_one(ir.CountQuery(params["table"], (cell, params["outcome"])), cells, z, float(r_o), y,
+        died = cells.assign(**{params["outcome"]: BOOL_TRUE})
+        out.append(_one(ir.CountQuery(params["table"], (cell, params["outcome"])), died, z, float(r_o), y,
                         f"outcome counts on 0..released count, rate {float(r_o):g}"))
+    total = outputs.get("total")
+    if total_z is not None and total is not None:
+        columns = list(total_z.query.columns)
+        out.append(CountLikelihood.exact(total_z.query, total[columns].astype(str).reset_index(drop=True),
+                                         total["count"].to_numpy(), "the public total the release conditions on (Z)"))
     return out

@@ -167,6 +167,15 @@ class _CountRelease(Mechanism):
                                         line, col)], spec.path, spec.text)
         return cells, counts, outcome, total, previous, period_label
 
+    def _total_frame(self, spec, params, period, total):
+        """The period total the release conditions on (public: Z), as the public count query's cells."""
+        import pandas as pd
+
+        z = _public_use(spec, "total")
+        columns = z.query.columns if z is not None else ()
+        row = {c: period for c in columns if c == params.get("period")}
+        return pd.DataFrame([{**row, "count": total}])
+
     def _frame(self, params, cells, period, counts, outcome):
         import pandas as pd
 
@@ -191,7 +200,8 @@ class WassersteinExponential(_CountRelease):
         ParamSpec("max_proposals", "int", "refuse when an exact draw would need more proposed counts than this",
                   default=10**8, low=Fraction(1)),
     ))
-    outputs = {"counts": "the released counts by cell (and outcome counts) for the period"}
+    outputs = {"counts": "the released counts by cell (and outcome counts) for the period",
+               "total": "the period total the release conditions on (Z, public)"}
 
     def check(self, spec, params):
         problems = super().check(spec, params)
@@ -246,7 +256,8 @@ class WassersteinExponential(_CountRelease):
             raise DataError("the base measure puts no mass on the confidential counts")
         y, z, info = self.draw(spec, params, counts, outcome, total, previous, rng)
         frame = self._frame(params, cells, period, y[0], None if z is None else z[0])
-        return Release(outputs={"counts": frame}, facts={"total": total, "period": period, "sampler": info},
+        return Release(outputs={"counts": frame, "total": self._total_frame(spec, params, period, total)},
+                       facts={"total": total, "period": period, "sampler": info},
                        internal={"counts": counts, "outcome": outcome})
 
     def neighbours(self, spec, params):
@@ -296,7 +307,7 @@ class WassersteinExponential(_CountRelease):
         from .likelihood import naive_likelihoods
 
         r_c, r_o = self.rates(spec, params)
-        return naive_likelihoods(params, outputs, r_c, r_o)
+        return naive_likelihoods(params, outputs, r_c, r_o, _public_use(spec, "total"))
 
 
 class NoisyPostprocessed(_CountRelease):
@@ -305,7 +316,8 @@ class NoisyPostprocessed(_CountRelease):
     description = ("Seed 2's post-processing alternative: discrete Laplace counts made congenial (nonnegative, summing to "
                    "the public total, outcome at most the count) by a deterministic two-stage post-processing.")
     parameters = ParameterSchema(_CountRelease.common)
-    outputs = {"counts": "the post-processed counts by cell (and outcome counts) for the period"}
+    outputs = {"counts": "the post-processed counts by cell (and outcome counts) for the period",
+               "total": "the period total the release conditions on (Z, public)"}
 
     def sensitivities(self, spec, params):
         # Lemma 8: a DP release restricted by exact public counts keeps its budget; its noise is the
@@ -337,7 +349,8 @@ class NoisyPostprocessed(_CountRelease):
         cells, counts, outcome, total, previous, period = self.prepare(spec, params, data)
         y, z, flags = self.draw(spec, params, counts, outcome, total, rng)
         frame = self._frame(params, cells, period, y[0], None if z is None else z[0])
-        return Release(outputs={"counts": frame}, facts={"total": total, "period": period},
+        return Release(outputs={"counts": frame, "total": self._total_frame(spec, params, period, total)},
+                       facts={"total": total, "period": period},
                        internal={"contractions": {k: int(v.sum()) for k, v in flags.items()}})
 
 
