@@ -98,10 +98,23 @@ def dependent_count_sensitivity(n: int, q0: float, q1: float) -> float:
     has secret 1 with probability q_x (independently given x). The count is x + Bin(n-1, q_x),
     so the sensitivity is W_inf(1 + Bin(n-1, q1), Bin(n-1, q0))."""
     import numpy as np
-    from scipy.stats import binom
 
     k = np.arange(n)
-    return w_inf_discrete(k + 1, binom.pmf(k, n - 1, q1), k, binom.pmf(k, n - 1, q0))
+    return w_inf_discrete(k + 1, _binomial_pmf(n - 1, q1), k, _binomial_pmf(n - 1, q0))
+
+
+def _binomial_pmf(m: int, q: float):
+    """Bin(m, q) on 0..m (log-space, so large m does not overflow; q in {0, 1} exactly)."""
+    import numpy as np
+    from scipy.special import gammaln
+
+    k = np.arange(m + 1)
+    if q <= 0 or q >= 1:
+        out = np.zeros(m + 1)
+        out[0 if q <= 0 else m] = 1.0
+        return out
+    log = gammaln(m + 1) - gammaln(k + 1) - gammaln(m - k + 1) + k * np.log(q) + (m - k) * np.log1p(-q)
+    return np.exp(log - log.max())
 
 
 def count_sensitivity(c: ir.Pufferfish | None) -> Fraction | float:
