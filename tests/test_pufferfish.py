@@ -245,3 +245,17 @@ def test_the_audit_compares_block_by_block_with_a_dp_baseline(tmp_path):
     assert "count people" in f.evidence["public_not_in_baseline"]
     # a DP spec audited against itself says nothing of the kind
     assert "pufferfish-vs-dp" not in {f.rule for f in _audit(tmp_path, dp, dp).findings}
+
+
+def test_a_program_states_the_conditional_independence_lemma_6_assumes(tmp_path):
+    from dpspec.budget.program import program_summary
+
+    (tmp_path / "a.dps").write_text(small().replace('spec "small"', 'spec "a"'))
+    dp = small().replace('spec "small"', 'spec "b"').replace('pufferfish {\n  class independent\n}\n', "").replace(
+        'public {\n  count people released "bulletin" used as total\n}\n', "").replace("base: congenial", "base: naive")
+    (tmp_path / "b.dps").write_text(dp)
+    (tmp_path / "p.dps").write_text('program "p" {\n  include "a.dps"\n  include "b.dps"\n}\nbudget epsilon <= 4\n')
+    summary = program_summary(dpspec.load(str(tmp_path / "p.dps")))
+    notes = " ".join(summary["ledger"]["notes"])
+    assert "Lemma 6" in notes and "conditionally independent given the data and Z" in notes
+    assert "every release's class" in notes and summary["total"]["epsilon"] == 4

@@ -104,8 +104,9 @@ class _CountRelease(Mechanism):
         eps_c, eps_o = self._epsilons(params)
         used = self._used_sensitivity(spec, params, sens)
         total = eps_c * Fraction(sens["counts"]["wasserstein"]) / Fraction(used["counts"])
-        notes = [f"epsilon-Z-Pufferfish: the loss's Wasserstein sensitivity over the class is "
-                 f"{ir.format_number(Fraction(sens['counts']['wasserstein']))} (DP sensitivity "
+        notes = [("epsilon-Z-Pufferfish: the loss's Wasserstein sensitivity over the class is " if spec.pufferfish is not None
+                  else "differential privacy (no pufferfish block): the loss's sensitivity is ")
+                 + f"{ir.format_number(Fraction(sens['counts']['wasserstein']))} (DP sensitivity "
                  f"{ir.format_number(sens['counts']['dp'])}, Lemma 12)"]
         if eps_o is not None:
             total += eps_o * Fraction(sens["outcome"]["wasserstein"]) / Fraction(used["outcome"])
