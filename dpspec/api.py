@@ -39,6 +39,8 @@ _WHERE = {
     # what a mechanism states about its budget
     "BudgetStatement": "dpspec.budget", "PureDP": "dpspec.budget", "ZCDP": "dpspec.budget",
     "PublicCondition": "dpspec.budget.statement", "json_number": "dpspec.budget.premetrics",
+    # Z-Pufferfish (seed 2): the class of distributions and Wasserstein sensitivities, as a module
+    "pufferfish": ("dpspec.budget.pufferfish", None),
     # the exact samplers' companions: their laws and variances
     "as_fraction": "dpspec.run.noise", "effective_sigma2": "dpspec.run.noise", "discrete_gaussian_pmf": "dpspec.run.noise",
     "discrete_gaussian_logpmf": "dpspec.run.noise", "discrete_gaussian_variance": "dpspec.run.noise",

@@ -289,3 +289,27 @@ def test_infer_conditions_on_cases_and_deaths_tied_by_deaths_at_most_cases(tmp_p
     truth = {"county=Cameron, died=True": 1, "county=Erie, died=True": 3}
     for i in died:
         assert r.cells[i]["q025"] <= truth[labels[i]] <= r.cells[i]["q975"]
+
+
+def test_a_prior_base_with_zero_mass_on_the_confidential_counts_is_an_error_at_its_line(tmp_path):
+    from dpspec.check.checker import check
+    from dpspec.check.data import load_data
+
+    text = SPEC.replace("MECH", "wasserstein_exponential").replace("BASE", "prior\n  period: month\n  prior_offset: 0").replace(
+        "    county : category\n", "    month  : category\n    county : category\n").replace(
+        'count people released "bulletin" used as total', 'count people by month released "bulletin" used as total\n'
+        '  count people by month, county released "last month" used as base')
+    csv = "month,county\n" + "\n".join(["m1,a"] * 3 + ["m1,b"] * 2 + ["m2,a"] * 4 + ["m2,c"] * 5) + "\n"
+    spec = dpspec.load(write_spec(tmp_path, text, csv))
+    checked = check(spec)
+    data, _ = load_data(spec)
+    with pytest.raises(SpecError) as err:
+        checked.mechanism.run(spec, checked.params, data, np.random.default_rng(1))
+    d = err.value.diagnostics[0]
+    assert "no mass on the confidential counts" in d.message and "c (5 now)" in d.message
+    assert spec.text.splitlines()[d.line - 1].strip() == "prior_offset: 0"
+    # the default offset gives every cell mass, and the release sums to the month's total
+    ok = dpspec.load(write_spec(tmp_path, text.replace("  prior_offset: 0\n", ""), csv, "ok.dps"))
+    checked = check(ok)
+    rel = checked.mechanism.run(ok, checked.params, data, np.random.default_rng(1))
+    assert rel.outputs["counts"]["people"].sum() == 9

@@ -14,7 +14,7 @@ from __future__ import annotations
 from fractions import Fraction
 
 from dpspec.api import (BudgetStatement, Diagnostic, Mechanism, NativeFlavor, ParamSpec, ParameterSchema, PublicCondition,
-                        PureDP, Release, hookimpl, ir)
+                        PureDP, Release, hookimpl, ir, pufferfish)
 
 
 class WassersteinKNG(Mechanism):
@@ -45,17 +45,15 @@ class WassersteinKNG(Mechanism):
         return NativeFlavor(params["table"], spec.unit.relation if spec.unit else "hamming", "pure")
 
     def sensitivity(self, spec):
-        from dpspec.budget.pufferfish import count_sensitivity
 
-        return count_sensitivity(spec.pufferfish)
+        return pufferfish.count_sensitivity(spec.pufferfish)
 
     def rate(self, spec, params) -> Fraction:
         return Fraction(params["epsilon"]) / (2 * Fraction(self.sensitivity(spec)))
 
     def budget(self, spec, params, facts):
-        from dpspec.budget.pufferfish import dp_cell_counts_sensitivity
 
-        dp = dp_cell_counts_sensitivity("symdiff")
+        dp = pufferfish.dp_cell_counts_sensitivity("symdiff")
         note = (f"epsilon-Z-Pufferfish (Theorem 10): the gradient's Wasserstein sensitivity over the class is "
                 f"{ir.format_number(Fraction(self.sensitivity(spec)))} (DP sensitivity {ir.format_number(dp)}, Lemma 12)")
         conditions = tuple(PublicCondition(p.query.describe(), p.source) for p in spec.public)

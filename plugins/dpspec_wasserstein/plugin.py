@@ -12,20 +12,14 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-from dpspec.api import (BudgetStatement, DataError, Diagnostic, SpecError, Mechanism, NativeFlavor, ParamSpec, ParameterSchema,
-                        PublicCondition, PureDP, Release, hookimpl, ir)
+from dpspec.api import (BudgetStatement, DataError, Diagnostic, Mechanism, NativeFlavor, ParamSpec, ParameterSchema,
+                        PublicCondition, PureDP, Release, SpecError, hookimpl, ir, pufferfish)
 
 BASES = ("naive", "congenial", "prior")
 
 
 def _public_use(spec, use: str):
     return next((p for p in spec.public if p.use == use), None)
-
-
-def _class_sensitivity(spec, total_in_z: bool):
-    from dpspec.budget.pufferfish import cell_counts_sensitivity
-
-    return cell_counts_sensitivity(spec.pufferfish, total_in_z)
 
 
 class _CountRelease(Mechanism):
@@ -76,21 +70,20 @@ class _CountRelease(Mechanism):
 
     def sensitivities(self, spec, params) -> dict:
         """The Wasserstein sensitivity of each released statistic's loss over the class, beside its DP one."""
-        from dpspec.budget.pufferfish import cell_counts_sensitivity, dp_cell_counts_sensitivity, plain_words
 
         relation = spec.unit.relation if spec.unit else "symdiff"
         # a changed unit (hamming) is one moved between cells, as a present/absent one is given the total
-        counts_w = cell_counts_sensitivity(spec.pufferfish, self._total_in_z(spec, params) or relation == "hamming")
+        counts_w = pufferfish.cell_counts_sensitivity(spec.pufferfish, self._total_in_z(spec, params) or relation == "hamming")
         scale = 2 if relation == "hamming" else 1
-        out = {"counts": {"wasserstein": counts_w, "dp": dp_cell_counts_sensitivity(relation),
+        out = {"counts": {"wasserstein": counts_w, "dp": pufferfish.dp_cell_counts_sensitivity(relation),
                           "loss": "||y - counts||_1",
                           "given": "the period total (Z)" if self._total_in_z(spec, params) else "nothing"}}
         if params.get("outcome") is not None:
-            out["outcome"] = {"wasserstein": cell_counts_sensitivity(spec.pufferfish, False) * scale,
-                              "dp": dp_cell_counts_sensitivity(relation), "loss": "||y - outcome counts||_1",
+            out["outcome"] = {"wasserstein": pufferfish.cell_counts_sensitivity(spec.pufferfish, False) * scale,
+                              "dp": pufferfish.dp_cell_counts_sensitivity(relation), "loss": "||y - outcome counts||_1",
                               "given": "no outcome total in Z"}
         out["class"] = spec.pufferfish.kind if spec.pufferfish else "independent"
-        out["class_in_words"] = plain_words(spec.pufferfish)
+        out["class_in_words"] = pufferfish.plain_words(spec.pufferfish)
         return out
 
     def _conditions(self, spec):
@@ -98,7 +91,6 @@ class _CountRelease(Mechanism):
                      for p in spec.public)
 
     def budget(self, spec, params, facts):
-        from dpspec.budget.pufferfish import CONDITIONAL_INDEPENDENCE
 
         sens = self.sensitivities(spec, params)
         eps_c, eps_o = self._epsilons(params)
@@ -110,7 +102,7 @@ class _CountRelease(Mechanism):
                  f"{ir.format_number(sens['counts']['dp'])}, Lemma 12)"]
         if eps_o is not None:
             total += eps_o * Fraction(sens["outcome"]["wasserstein"]) / Fraction(used["outcome"])
-            notes.append("counts and outcome counts compose by Lemma 6: " + CONDITIONAL_INDEPENDENCE)
+            notes.append("counts and outcome counts compose by Lemma 6: " + pufferfish.CONDITIONAL_INDEPENDENCE)
         if used["counts"] < sens["counts"]["wasserstein"]:
             notes.append(f"the mechanism uses sensitivity {ir.format_number(used['counts'])}, below the class's "
                          f"{ir.format_number(Fraction(sens['counts']['wasserstein']))}: its budget grows in proportion")
@@ -122,7 +114,6 @@ class _CountRelease(Mechanism):
         return {k: Fraction(sens[k]["wasserstein"]) for k in ("counts", "outcome") if k in sens}
 
     def budget_breakdown(self, spec, params):
-        from dpspec.budget.pufferfish import CONDITIONAL_INDEPENDENCE
 
         sens = self.sensitivities(spec, params)
         jsonable = {k: ({kk: (float(vv) if isinstance(vv, Fraction) else vv) for kk, vv in v.items()} if isinstance(v, dict) else v)
@@ -196,6 +187,8 @@ class WassersteinExponential(_CountRelease):
     parameters = ParameterSchema(_CountRelease.common + (
         ParamSpec("base", "choice", "the base measure: naive (nonnegative integers), congenial (vectors summing to the "
                   "public total), prior (Dirichlet-multinomial from the previous period's counts)", default="naive", choices=BASES),
+        ParamSpec("prior_offset", "int", "the prior base's concentrations: previous counts plus this (0 is the paper's "
+                  "literal choice; a cell with no previous count then has no mass)", default=1, low=Fraction(0)),
         ParamSpec("sensitivity", "number", "the sensitivity the sampler uses (default: the class's Wasserstein sensitivity)",
                   low=Fraction(0)),
         ParamSpec("max_proposals", "int", "refuse when an exact draw would need more proposed counts than this",
@@ -243,18 +236,35 @@ class WassersteinExponential(_CountRelease):
         elif base == "congenial":
             y, info = samplers.congenial(counts, total, r_c, draws, rng, limit)
         else:
-            alpha = (previous if previous is not None else np.zeros_like(counts)) + 1
-            y, info = samplers.prior(counts, alpha, total, r_c, draws, rng, limit)
+            alpha = (previous if previous is not None else np.zeros_like(counts)) + int(params.get("prior_offset", 1))
+            if previous is None:
+                alpha = np.maximum(alpha, 1)  # no earlier period: a flat Dirichlet
+            live = alpha > 0  # a cell without concentration has no mass: it stays at 0
+            y = np.zeros((draws, len(counts)), dtype=np.int64)
+            y[:, live], info = samplers.prior(counts[live], alpha[live], total, r_c, draws, rng, limit)
         z = None
         if outcome is not None:
             # the outcome's base measure: counting measure on 0..released count (cases >= deaths)
             z = samplers.truncated_laplace(np.broadcast_to(outcome, y.shape), 0, y, r_o, rng)
         return y, z, info
 
+    def zero_mass(self, spec, params, cells, counts, previous):
+        """A prior base that gives no mass to the confidential counts is refused: the mechanism could
+        never release anything near them (and Theorem 9 needs the base to support them)."""
+        if params["base"] != "prior" or previous is None:
+            return
+        dead = (previous + int(params.get("prior_offset", 1)) == 0) & (counts > 0)
+        if dead.any():
+            names = ", ".join(f"{c} ({n:,} now)" for c, n in zip(cells[dead][:5], counts[dead][:5]))
+            line, col = self._at(spec, "prior_offset")
+            raise SpecError([Diagnostic(f"the prior base measure puts no mass on the confidential counts: with prior_offset "
+                                        f"{params.get('prior_offset')}, cells with no count in the previous period get "
+                                        f"concentration 0, but {names} have counts now",
+                                        line, col, hint="use prior_offset 1 (the default)")], spec.path, spec.text)
+
     def run(self, spec, params, data, rng):
         cells, counts, outcome, total, previous, period = self.prepare(spec, params, data)
-        if params["base"] in ("congenial", "prior") and counts.sum() != total:  # pragma: no cover (total comes from the data)
-            raise DataError("the base measure puts no mass on the confidential counts")
+        self.zero_mass(spec, params, cells, counts, previous)
         y, z, info = self.draw(spec, params, counts, outcome, total, previous, rng)
         frame = self._frame(params, cells, period, y[0], None if z is None else z[0])
         return Release(outputs={"counts": frame, "total": self._total_frame(spec, params, period, total)},
