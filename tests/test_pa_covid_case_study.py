@@ -20,10 +20,10 @@ def test_case_study_on_three_counties_writes_one_report_set(tmp_path):
     script = _script()
     out = tmp_path / "cs"
     assert script.main(["-o", str(out), "--replicates", "4", "--counties", "Allegheny,Erie,Cameron",
-                        "--months", "2020-04,2020-05", "--seed", "1"]) == 0
+                        "--months", "2020-05", "--seed", "1"]) == 0
     reps = pd.read_csv(out / "replicates.csv")
     assert set(reps["method"]) == {"postprocessing", "wasserstein_naive", "wasserstein_congenial", "wasserstein_prior"}
-    assert set(reps["budget"]) == {"low", "high"} and len(reps) == 4 * 2 * 2 * 4 * 3
+    assert set(reps["budget"]) == {"low", "high"} and len(reps) == 4 * 2 * 1 * 4 * 3
     # congenial releases (post-processing and both congenial bases) sum to the month's total of these counties
     sums = reps.groupby(["method", "budget", "month", "replicate"]).agg(r=("released_cases", "sum"), t=("cases", "sum"))
     congenial = sums.loc[[m for m in sums.index if m[0] != "wasserstein_naive"]]

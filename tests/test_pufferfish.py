@@ -259,3 +259,14 @@ def test_a_program_states_the_conditional_independence_lemma_6_assumes(tmp_path)
     notes = " ".join(summary["ledger"]["notes"])
     assert "Lemma 6" in notes and "conditionally independent given the data and Z" in notes
     assert "every release's class" in notes and summary["total"]["epsilon"] == 4
+
+
+def test_post_processing_keeps_its_dp_budget_under_independence_and_pays_for_dependence(tmp_path):
+    path = tmp_path / "pp.dps"
+    path.write_text(small().replace("mechanism wasserstein_exponential", "mechanism noisy_postprocessed").replace("  base: congenial\n", ""))
+    summary = budget_summary(dpspec.load(str(path)))
+    assert summary["budget"]["epsilon"] == 2 and summary["pufferfish"]["sensitivity"]["counts"]["wasserstein"] == 1
+    path.write_text(path.read_text().replace("class independent", "class dependence p0 0.2 p1 0.6 n 10"))
+    summary = budget_summary(dpspec.load(str(path)))
+    factor = pf.dependent_count_sensitivity(10, 0.2, 0.6)
+    assert factor > 1 and math.isclose(summary["budget"]["epsilon"], 2 * factor)

@@ -121,7 +121,7 @@ class _CountRelease(Mechanism):
         return {"pufferfish": {"guarantee": "epsilon-Z-Pufferfish (seed 2, Definition 3)",
                                "Z": [{"statistic": p.query.describe(), "released": p.source, "used_as": p.use} for p in spec.public],
                                "secrets": "each unit's presence and record (the spec's unit)",
-                               "sensitivity": jsonable, "composition": CONDITIONAL_INDEPENDENCE}}
+                               "sensitivity": jsonable, "composition": pufferfish.CONDITIONAL_INDEPENDENCE}}
 
     # ---- data ----
     def prepare(self, spec, params, data):
@@ -333,12 +333,18 @@ class NoisyPostprocessed(_CountRelease):
     def sensitivities(self, spec, params):
         # Lemma 8: a DP release restricted by exact public counts keeps its budget; its noise is the
         # DP geometric mechanism's (sensitivity 1 per count under add/remove, 2 under change-one)
+        # (DP implies Pufferfish only for independent units: under a dependence class the same noise
+        # protects a pair as much as the count's Wasserstein sensitivity allows)
         out = super().sensitivities(spec, params)
+        factor = pufferfish.count_sensitivity(spec.pufferfish)
         for k in ("counts", "outcome"):
             if k in out:
-                out[k]["wasserstein"] = out[k]["dp"]
+                out[k]["wasserstein"] = out[k]["dp"] * factor
                 out[k]["given"] = "nothing (Lemma 8: the DP noise, then post-processing with Z)"
         return out
+
+    def _used_sensitivity(self, spec, params, sens):
+        return {k: Fraction(sens[k]["dp"]) for k in ("counts", "outcome") if k in sens}
 
     def draw(self, spec, params, counts, outcome, total, rng, draws: int = 1):
         import numpy as np
