@@ -8,8 +8,9 @@ Theorem 9 holds only for exact draws.
 - naive (counting measure on the nonnegative integers): the target is a product of discrete
   Laplace laws truncated at 0, drawn coordinatewise by rejection of negatives;
 - congenial (counting measure on vectors summing to the public total C): n - 1 coordinates from
-  the naive product, the last one set to C minus their sum and accepted with probability
-  exp(-r |y_n - c_n|) (0 if negative), which leaves exactly the target;
+  the naive laws tilted by exp(-lambda k) (rational lambda: exact), the last one set to C minus
+  their sum and accepted with probability proportional to its own tilted weight (0 if negative),
+  which leaves exactly the target (the tilt multiplies it by exp(-lambda C), a constant);
 - prior (Dirichlet-multinomial with integer concentrations a_i = previous counts + 1, on the same
   vectors): the same last-cell rejection, from exponentially tilted per-cell laws tabulated over
   the whole support (float64 tables: see `prior`).
@@ -18,6 +19,7 @@ above the limit is refused with the estimate.
 """
 from __future__ import annotations
 
+import math
 from fractions import Fraction
 
 import numpy as np
@@ -25,16 +27,12 @@ import numpy as np
 from dpspec.api import MechanismError, bernoulli_exp, discrete_laplace
 
 PILOT = 256  # proposals of the pilot run that estimates the acceptance rate
+BATCH_COUNTS = 1 << 21  # proposed counts per round (bounds memory: a few arrays of this many int64)
 
 
 def rate(epsilon: Fraction, sensitivity: Fraction) -> Fraction:
     """r = epsilon / (2 Delta): the exponential mechanism's rate (Theorem 9)."""
     return Fraction(epsilon) / (2 * Fraction(sensitivity))
-
-
-def _accept_exp(distance: np.ndarray, r: Fraction, rng) -> np.ndarray:
-    """Exact Bernoulli(exp(-r * distance)) per element (distance >= 0 integers)."""
-    return bernoulli_exp(np.asarray(distance, dtype=np.int64) * r.numerator, r.denominator, rng)
 
 
 def truncated_laplace(centre: np.ndarray, lo: np.ndarray, hi, r: Fraction, rng) -> np.ndarray:
@@ -79,13 +77,67 @@ def naive(counts: np.ndarray, r: Fraction, draws: int, rng) -> tuple[np.ndarray,
     return truncated_laplace(c, 0, None, r, rng), {"acceptance": None, "method": "product form"}
 
 
-def _congenial_proposals(counts, total, r, size, rng):
-    """Proposals and their exact acceptance for the congenial sampler (see the module doc)."""
-    head = truncated_laplace(np.broadcast_to(counts[:-1], (size, len(counts) - 1)), 0, None, r, rng)
+def _l1_tilt(counts, total: int, r: Fraction) -> Fraction:
+    """A rational tilt lambda in [-r/2, r/2] with sum_i E[y_i] near `total` when y_i has the law
+    exp(-r |k - c_i| - lambda k) on k >= 0. Truncation at 0 pushes small cells up, so without a tilt
+    the proposals' sum drifts above the total by about a scale per small cell and the acceptance
+    collapses at national size; the tilt removes the drift. It only sets the acceptance rate (the
+    target given the sum is unchanged), so it is found in floats and then rounded to r * j / 64."""
+    rf = float(r)
+    width = int(math.ceil(60 / (rf / 2)))
+    offs = np.arange(-width, width + 1, dtype=float)
+    c = counts.astype(float)[:, None]
+    k = c + offs[None, :]
+    valid = k >= 0
+
+    def mean_sum(lam):
+        logw = np.where(valid, -rf * np.abs(offs)[None, :] - lam * offs[None, :], -np.inf)
+        w = np.exp(logw - logw.max(axis=1, keepdims=True))
+        return float(((w * np.where(valid, k, 0)).sum(axis=1) / w.sum(axis=1)).sum())
+
+    lo, hi = -rf / 2, rf / 2
+    if mean_sum(hi) > total or mean_sum(lo) < total:
+        return Fraction(0) if abs(mean_sum(0.0) - total) <= abs(mean_sum(hi) - total) else Fraction(1, 2) * r
+    for _ in range(25):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if mean_sum(mid) > total else (lo, mid)
+    return r * Fraction(round((lo + hi) / 2 / rf * 64), 64)
+
+
+def tilted_truncated_laplace(centre: np.ndarray, r: Fraction, lam: Fraction, rng) -> np.ndarray:
+    """Draws of P(k) proportional to exp(-r |k - c| - lam k) on k >= 0, |lam| < r: a truncated discrete
+    Laplace of rate r - |lam| accepted with probability exp(-2 |lam| |k - c|) on the side lam pushes
+    away from (the ratio of the two laws there, 1 on the other side)."""
+    centre = np.asarray(centre, dtype=np.int64)
+    if lam == 0:
+        return truncated_laplace(centre, 0, None, r, rng)
+    out = np.empty(centre.shape, dtype=np.int64)
+    flat_c = centre.ravel()
+    pending = np.arange(flat_c.size)
+    two = 2 * abs(lam)
+    while pending.size:
+        y = truncated_laplace(flat_c[pending], 0, None, r - abs(lam), rng)
+        d = (y - flat_c[pending]) * (1 if lam > 0 else -1)
+        ok = d <= 0
+        far = np.flatnonzero(~ok)
+        ok[far] = bernoulli_exp(d[far] * two.numerator, two.denominator, rng)
+        out.ravel()[pending[ok]] = y[ok]
+        pending = pending[~ok]
+    return out
+
+
+def _congenial_proposals(counts, total, r, lam, size, rng):
+    """Proposals and their exact acceptance for the congenial sampler (see the module doc): the first
+    n - 1 cells from their tilted laws, the last set to the remainder and accepted with probability
+    exp(-(r |d| + lam d)), d = y_n - c_n, its tilted weight over the largest one (at d = 0)."""
+    head = tilted_truncated_laplace(np.broadcast_to(counts[:-1], (size, len(counts) - 1)), r, lam, rng)
     last = total - head.sum(axis=1)
     ok = last >= 0
     idx = np.flatnonzero(ok)
-    ok[idx] = _accept_exp(np.abs(last[idx] - counts[-1]), r, rng)
+    d = last[idx] - counts[-1]
+    exponent_den = r.denominator * lam.denominator
+    num = np.abs(d) * (r.numerator * lam.denominator) + d * (lam.numerator * r.denominator)
+    ok[idx] = bernoulli_exp(num, exponent_den, rng)
     return np.column_stack([head, last]), ok
 
 
@@ -104,7 +156,7 @@ def _rejection(propose, draws: int, n: int, max_proposals: int, what: str) -> tu
             "'max_proposals', lower the privacy (a larger epsilon), or use another base measure; MCMC is not "
             "used because the guarantee holds only for exact draws")
     while got < draws:
-        size = int(min(max(64, 1.2 * (draws - got) / rate_est), 1 << 16))
+        size = int(min(max(64, 1.2 * (draws - got) / rate_est), max(64, BATCH_COUNTS // n)))
         y, ok = propose(size)
         accepted.append(y[ok])
         tried += size
@@ -117,8 +169,11 @@ def congenial(counts, total: int, r: Fraction, draws: int, rng, max_proposals: i
     counts = np.asarray(counts, dtype=np.int64)
     if len(counts) == 1:
         return np.full((draws, 1), total, dtype=np.int64), {"acceptance": 1.0, "method": "a single cell"}
-    return _rejection(lambda size: _congenial_proposals(counts, total, r, size, rng), draws, len(counts),
-                      max_proposals, "deterministic congenial")
+    lam = _l1_tilt(counts, total, r)
+    y, info = _rejection(lambda size: _congenial_proposals(counts, total, r, lam, size, rng), draws, len(counts),
+                         max_proposals, "deterministic congenial")
+    info["tilt"] = float(lam)
+    return y, info
 
 
 MAX_TABLE = 50_000_000  # entries of the prior sampler's per-cell tables (cells x (total + 1))
