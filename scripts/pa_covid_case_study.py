@@ -93,12 +93,13 @@ def summarize(reps: pd.DataFrame) -> pd.DataFrame:
     reps["deaths_equal_cases"] = (reps["released_deaths"] == reps["released_cases"]) & (reps["released_cases"] > 0)
     keys = ["method", "budget", "month", "county"]
     g = reps.groupby(keys, sort=True)
-    return g.agg(cases=("cases", "first"), deaths=("deaths", "first"), population=("population", "first"),
-                 true_rate=("true_rate", "first"), rate_q05=("rate", lambda s: s.quantile(0.05)),
-                 rate_q25=("rate", lambda s: s.quantile(0.25)), rate_median=("rate", "median"),
-                 rate_q75=("rate", lambda s: s.quantile(0.75)), rate_q95=("rate", lambda s: s.quantile(0.95)),
-                 mean_relative_error=("relative_error", "mean"), released_zero_cases=("zero_cases", "mean"),
-                 released_zero_deaths=("zero_deaths", "mean"), deaths_equal_cases=("deaths_equal_cases", "mean")).reset_index()
+    out = g.agg(cases=("cases", "first"), deaths=("deaths", "first"), population=("population", "first"),
+                true_rate=("true_rate", "first"), mean_relative_error=("relative_error", "mean"),
+                released_zero_cases=("zero_cases", "mean"), released_zero_deaths=("zero_deaths", "mean"),
+                deaths_equal_cases=("deaths_equal_cases", "mean"))
+    q = g["rate"].quantile([0.05, 0.25, 0.5, 0.75, 0.95]).unstack()
+    q.columns = ["rate_q05", "rate_q25", "rate_median", "rate_q75", "rate_q95"]
+    return out.join(q).reset_index()
 
 
 LABELS = {"postprocessing": "post-processing", "wasserstein_naive": "Wasserstein, naive",
