@@ -84,7 +84,7 @@ def _l1_tilt(counts, total: int, r: Fraction) -> Fraction:
     collapses at national size; the tilt removes the drift. It only sets the acceptance rate (the
     target given the sum is unchanged), so it is found in floats and then rounded to r * j / 64."""
     rf = float(r)
-    width = int(math.ceil(60 / (rf / 2)))
+    width = int(math.ceil(40 / (rf / 2)))  # weights below e^-40 of the centre's are negligible here
     offs = np.arange(-width, width + 1, dtype=float)
     c = counts.astype(float)[:, None]
     k = c + offs[None, :]
@@ -98,7 +98,7 @@ def _l1_tilt(counts, total: int, r: Fraction) -> Fraction:
     lo, hi = -rf / 2, rf / 2
     if mean_sum(hi) > total or mean_sum(lo) < total:
         return Fraction(0) if abs(mean_sum(0.0) - total) <= abs(mean_sum(hi) - total) else Fraction(1, 2) * r
-    for _ in range(25):
+    for _ in range(10):  # the result is rounded to r/64 anyway
         mid = (lo + hi) / 2
         lo, hi = (mid, hi) if mean_sum(mid) > total else (lo, mid)
     return r * Fraction(round((lo + hi) / 2 / rf * 64), 64)
