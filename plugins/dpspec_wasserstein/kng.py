@@ -84,17 +84,12 @@ class WassersteinKNG(Mechanism):
         """One unit's value is 1 or 0 (n, public, unchanged)."""
         import numpy as np
 
-        from dpspec.api import NeighbourPair, typed_frame
+        from dpspec.api import NeighbourPair, miniature_record, typed_frame
 
         table = spec.domain.table(params["table"])
 
         def rows(flags):
-            out = []
-            for f in flags:
-                r = {c.name: (c.type.values[0] if c.type.kind == "enum" else (c.type.low if c.type.kind == "int" else
-                      (False if c.type.kind == "bool" else "p"))) for c in table.columns}
-                r[params["column"]] = f
-                out.append(r)
+            out = [{**miniature_record(table, {}), params["column"]: f} for f in flags]
             return {table.name: typed_frame(table, out)}
 
         def batch(data, n, rng):

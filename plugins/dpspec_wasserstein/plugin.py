@@ -280,19 +280,14 @@ class WassersteinExponential(_CountRelease):
         to cell b, the pair the class's sensitivity of 2 is computed for."""
         import numpy as np
 
-        from dpspec.api import NeighbourPair, typed_frame
+        from dpspec.api import NeighbourPair, miniature_record, typed_frame
 
         table = spec.domain.table(params["table"])
         cell_col = table.column(params["cell"])
         names = ["a", "b", "c"]
 
         def rows(cells):
-            out = []
-            for i, cell in enumerate(cells):
-                r = {c.name: (False if c.type.kind == "bool" else (c.type.values[0] if c.type.kind == "enum" else
-                      (c.type.low if c.type.kind == "int" else "p"))) for c in table.columns}
-                r[cell_col.name] = cell
-                out.append(r)
+            out = [{**miniature_record(table, {}), cell_col.name: cell} for cell in cells]
             return {table.name: typed_frame(table, out)}
 
         mini = {**params, "period": None, "release_period": None, "outcome": None, "public_total": None}
