@@ -41,6 +41,11 @@ from dpspec_topdown.constraints import facility_bounds, facility_constraints  # 
 from dpspec_topdown.synthetic import (LEVELS, PL94_VARIABLES, PRODUCTION_RHO, generate_facilities,  # noqa: E402
                                       generate_population)
 
+import doc_table  # noqa: E402
+
+ROWS: list[list] = []  # one row per run, for the documentation's table
+NOTES: list[str] = []
+
 PRODUCTION_SPEC = ROOT / "specs" / "pl94_production_topdown.dps"
 ACS_CSV = ROOT / "specs" / "data" / "acs_national" / "acs_national_pl94.csv"
 ACS_VARIABLES = {"hhgq": [0, 1, 2], "votingage": [0, 1], "hispanic": [0, 1], "cenrace": list(range(7))}
@@ -59,13 +64,17 @@ def _peak_mb(res) -> tuple[float, float]:
 
 
 def _accuracy(res, persons: pd.DataFrame) -> str:
-    """Mean absolute error of unit totals per explicit level (persons per unit)."""
+    """Mean absolute error of unit totals per explicit level (persons per published unit: a
+    unit the spine split is the sum of its parts)."""
     parts = []
     for level in res.hierarchy.levels:
         if level.implicit:
             continue
-        truth = persons.groupby(level.name).size().reindex(level.codes).to_numpy()
-        got = np.asarray(res.histograms[level.name].sum(axis=1)).ravel()
+        codes = level.codes if level.labels is None else level.labels
+        got = pd.Series(np.asarray(res.histograms[level.name].sum(axis=1)).ravel()).groupby(
+            np.asarray(codes).astype(str)).sum()
+        truth = persons.groupby(persons[level.name].astype(str), observed=True).size().reindex(got.index, fill_value=0)
+        got, truth = got.to_numpy(), truth.to_numpy()
         parts.append(f"{level.name} {np.abs(got - truth).mean():.2f}")
     return "mean |error| of unit totals: " + ", ".join(parts)
 
@@ -82,6 +91,8 @@ def _report(title: str, res, wall: float, n_persons: int, persons: pd.DataFrame 
               f"{row.get('qp_seconds', 0) + row.get('rounding_seconds', 0):>9.2f}"
               f"{row.get('max_variables', 0):>9}{row.get('milp_nodes', 0):>6}{row.get('qp_capped_nodes', 0):>7}")
     own, kids = _peak_mb(res)
+    ROWS.append([title, f"{n_persons:,}", f"{res.schema.n_cells:,}", t["workers"], f"{wall:.1f}",
+                 f"{t['solver_share']:.0%}", f"{own:,.0f}", f"{kids:,.0f}"])
     print(f"total {wall:.1f} s (engine {t['total_seconds']:.1f} s); solvers' share of node time "
           f"{t['solver_share']:.0%}; peak memory {own:,.0f} MB main, {kids:,.0f} MB largest worker "
           "(0: no pool)")
@@ -100,8 +111,10 @@ def _noise_lower_bound(n: int = 4_000_000) -> None:
         t0 = time.perf_counter()
         rng.integers(0, 20, size=n)
         bound = time.perf_counter() - t0
-        print(f"== noise: {n / exact / 1e6:.2f} M exact samples/s at sigma²={float(s2):.6g}; "
-              f"{exact / bound:.1f}x the time to draw as many uniform integers")
+        line = (f"noise: {n / exact / 1e6:.2f} M exact samples/s at sigma²={float(s2):.6g}; "
+                f"{exact / bound:.1f}x the time to draw as many uniform integers")
+        print("== " + line)
+        NOTES.append(line)
 
 
 def production_strategy():
@@ -168,7 +181,8 @@ def bench_acs(workers: int | None) -> None:
     _report("ACS national excerpt (nation > state > PUMA)", res, time.perf_counter() - t0, len(persons), persons)
 
 
-def bench_synthetic(n_persons: int, n_blocks: int, workers: int | None, compare: bool = True) -> None:
+def bench_synthetic(n_persons: int, n_blocks: int, workers: int | None, compare: bool = True,
+                    spine: bool = False) -> None:
     t0 = time.perf_counter()
     persons = generate_population(n_persons, n_blocks, seed=1)
     gen = time.perf_counter() - t0
@@ -192,8 +206,40 @@ def bench_synthetic(n_persons: int, n_blocks: int, workers: int | None, compare:
     _report(f"synthetic state, production strategy ({blocks:,} populated blocks; generated in {gen:.1f} s)",
             res, wall, n_persons, persons)
     print(f"time per block: {wall / blocks * 1e3:.2f} ms ({blocks:,} blocks, {wall:.1f} s)")
+    NOTES.append(f"{n_persons:,} persons: time per block {wall / blocks * 1e3:.2f} ms ({blocks:,} blocks)")
     if compare and capture.problem is not None:
-        print(_largest_node_line(capture.problem, res), flush=True)
+        line = _largest_node_line(capture.problem, res)
+        print(line, flush=True)
+        NOTES.append(f"{n_persons:,} persons: {line}")
+    if spine:
+        bench_spine(persons, workers, wall)
+
+
+def bench_spine(persons: pd.DataFrame, workers: int | None, plain_wall: float) -> None:
+    """The same persons and design on production's spine: a synthetic AIAN area (a tenth of the
+    tracts, half their block groups) splitting the state and everything below it, block groups
+    split by the group-quarters types present, single-child geounits bypassed."""
+    from dpspec_topdown.spine import gq_signatures
+    from dpspec_topdown.synthetic import aian_blocks
+
+    shares, strategy, recodes, rho, passes = production_strategy()
+    zeros, bounds = production_constraints(persons)
+    n_tracts = max(1, persons["tract"].nunique() // 10)
+    persons = persons.assign(aian=persons["block"].astype(str).isin(aian_blocks(persons, 2024, n_tracts)).astype(np.int64))
+    facilities = generate_facilities(persons, seed=1)
+    counts = facilities.groupby(["block", "gqtype"]).size().rename("count").reset_index()
+    signature = gq_signatures(counts, "block", "gqtype", list(range(1, 8)))
+    t0 = time.perf_counter()
+    res = run_topdown(persons, ["nation"] + LEVELS, PL94_VARIABLES, strategy, rho, shares, "hamming",
+                      [("state", ())], make_rng(1), workers=workers, recodes=recodes, passes=passes,
+                      structural_zeros=zeros, bounds=bounds, aian=("state", "aian"),
+                      bypass=["county", "tract", "blockgroup"], gq_signature=signature)
+    wall = time.perf_counter() - t0
+    units = {lv.name: lv.n_units for lv in res.hierarchy.levels}
+    bypassed = {name: int((cls < 0).sum()) for name, (cls, _, _) in res.budget_classes.items()}
+    _report("the same state on production's spine (AIAN split, GQ block groups, bypass)", res, wall, len(persons), persons)
+    print(f"spine: {units} geounits; bypassed {bypassed}; {wall:.1f} s against {plain_wall:.1f} s "
+          f"on the tabulation hierarchy ({wall / plain_wall:.2f}x)", flush=True)
 
 
 def main(argv=None) -> None:
@@ -204,6 +250,8 @@ def main(argv=None) -> None:
     ap.add_argument("--skip-acs", action="store_true")
     ap.add_argument("--skip-synthetic", action="store_true")
     ap.add_argument("--skip-highs", action="store_true", help="do not time HiGHS on the largest node")
+    ap.add_argument("--spine", action="store_true", help="run the synthetic state again on production's spine")
+    doc_table.add_option(ap)
     args = ap.parse_args(argv)
     print(f"cores available: {len(os.sched_getaffinity(0))}")
     _noise_lower_bound()
@@ -211,7 +259,11 @@ def main(argv=None) -> None:
         bench_acs(args.workers)
     if not args.skip_synthetic:
         for n in args.persons:
-            bench_synthetic(n, max(10, int(n * args.blocks_per_person)), args.workers, not args.skip_highs)
+            bench_synthetic(n, max(10, int(n * args.blocks_per_person)), args.workers, not args.skip_highs,
+                            args.spine)
+    doc_table.write("bench_topdown", "TopDown: the ACS excerpt and synthetic states", __doc__.split("\n\n")[0],
+                    ["run", "persons", "cells", "workers", "wall s", "solvers' share", "peak MB main",
+                     "peak MB worker"], ROWS, notes=NOTES, enabled=not args.no_doc)
 
 
 if __name__ == "__main__":

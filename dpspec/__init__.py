@@ -5,12 +5,15 @@ The Python API mirrors the command line:
     spec = dpspec.load("specs/acs_ma_vision_rr.dps")    # a path, or the text of a spec
     result = dpspec.compile(spec, seed=None)            # outputs as DataFrames, ledger, findings
     findings = dpspec.audit(spec, baseline=None)
+    summary = dpspec.budget(spec)                       # as `dpspec budget --json`
     check = dpspec.verify(spec, runs=20_000)            # empirical lower bound vs the claimed budget
     dpspec.convert({"rho": 15.29}, to="approx", delta=1e-10, method="bs16")
 """
 from __future__ import annotations
 
 __version__ = "0.1.0"
+
+__import__("dpspec.contract.legacy", fromlist=["install"]).install()  # dpspec 0.1's import paths, deprecated
 
 
 def load(path_or_text: str):
@@ -26,20 +29,23 @@ def compile(spec, data=None, seed=None, runs: int = 1, engine=None):  # noqa: A0
     engine: "local" (default), "spark", or a `dpspec.engine` engine (e.g. SparkEngine("spark://host:7077"))."""
     from dpspec.run.compiler import compile_spec
 
+    _notebook_display()
     if isinstance(spec, str):
         spec = load(spec)
     return compile_spec(spec, data=data, seed=seed, runs=runs, engine=engine)
 
 
-def audit(spec, baseline=None):
-    """Privacy-theatrics findings for a spec, optionally against a baseline spec."""
+def audit(spec, baseline=None, result=None, **kwargs):
+    """Privacy-theatrics findings for a spec, optionally against a baseline spec (a list, which a
+    notebook shows as the audit report)."""
     from dpspec.audit import run_audit
 
+    _notebook_display()
     if isinstance(spec, str):
         spec = load(spec)
     if isinstance(baseline, str):
         baseline = load(baseline)
-    return run_audit(spec, baseline=baseline)
+    return run_audit(spec, result=result, baseline=baseline, **kwargs)
 
 
 def verify(spec, runs=None, seed=None, confidence: float = 0.95):
@@ -49,6 +55,17 @@ def verify(spec, runs=None, seed=None, confidence: float = 0.95):
     if isinstance(spec, str):
         spec = load(spec)
     return _verify(spec, runs=runs or DEFAULT_RUNS, seed=seed, confidence=confidence)
+
+
+def budget(spec, delta: float | None = None, conversion: str = "cks20") -> dict:
+    """The budget a spec's mechanism achieves, as `dpspec budget --json` gives it (a dict; in a
+    notebook it shows the spec's report)."""
+    from dpspec.budget.budget_report import BudgetSummary, budget_summary
+
+    _notebook_display()
+    if isinstance(spec, str):
+        spec = load(spec)
+    return BudgetSummary(budget_summary(spec, delta=delta, method=conversion), spec)
 
 
 def convert(params: dict, **options) -> dict:
@@ -62,4 +79,15 @@ def infer(spec, release_dir: str, target: str, **options):
     """Posterior of `target` given a compiled release and the public information (`dpspec infer`)."""
     from dpspec.inference import infer as run_infer
 
+    _notebook_display()
     return run_infer(spec, release_dir, target, **options)
+
+
+def _notebook_display() -> None:
+    """Results, audits, budgets and inference results show as their reports in Jupyter: the
+    report stage attaches `_repr_html_` to them (dpspec.report.notebook), so no stage below it
+    knows about reports."""
+    import dpspec.report.notebook  # noqa: F401
+
+
+VERBS = {"audit": audit, "budget": budget}  # dpspec.verbs: the subpackages of the same names call these

@@ -3,11 +3,17 @@
 Plugins import from here (or from the top-level `dpspec` package), not from internals such as
 `dpspec.check.checker` or `dpspec.check.data`, so the core can be reorganised without breaking them. Names
 resolve on first use, so importing this module costs nothing: `dpspec --help` loads every
-plugin, and must not load pandas on their behalf.
+plugin, and must not load pandas on their behalf. Only layers below the CLI are served here.
+
+`API_VERSION` is the contract's version; a plugin declares the one it was written against as
+`DPSPEC_API = "1.1"` in its module (`dpspec.contract.versions`).
 """
 from __future__ import annotations
 
 import importlib
+import warnings
+
+from dpspec.contract.versions import API_VERSION, OLDEST_SERVED
 
 _WHERE = {
     # the contract
@@ -32,7 +38,8 @@ _WHERE = {
     "discrete_laplace": "dpspec.run.noise", "bernoulli_exp": "dpspec.run.noise",
     # noise keyed per unit of work: cell i draws from its own stream (run key, key i), batched
     "keyed_discrete_gaussian": "dpspec.run.keyed_noise", "KeyColumns": "dpspec.engine.keyed_words",
-    "shown": "dpspec.language.values", "friendly": "dpspec.cli.errors",
+    "shown": "dpspec.language.values",
+    "exact_number": ("dpspec.sweep.grid", "number"),  # '0.05', '5%', '1/20' -> an exact Fraction (DpspecError if not)
     "report_progress": ("dpspec.run.progress", "report"),
     # the language's types and the progress channel, as modules (ir.Spec, progress.report, ...)
     "ir": ("dpspec.ir", None), "progress": ("dpspec.run.progress", None),
@@ -58,10 +65,17 @@ _WHERE = {
     "LazyModule": "dpspec.run.lazy", "require_regular": "dpspec.language.reading", "NotRegularFile": "dpspec.language.reading",
 }
 
-__all__ = sorted(_WHERE)
+__all__ = sorted([*_WHERE, "API_VERSION", "OLDEST_SERVED"])
+# names once served here, kept with a DeprecationWarning until plugin API 2.0: name -> (module, why)
+_DEPRECATED = {"friendly": ("dpspec.cli.errors", "dpspec wraps the commands a plugin adds in its error handling "
+                            "itself; drop the decorator (a CLI helper has no place in the plugin API)")}
 
 
 def __getattr__(name: str):
+    if name in _DEPRECATED:
+        module, why = _DEPRECATED[name]
+        warnings.warn(f"dpspec.api.{name} is deprecated (removed in plugin API 2.0): {why}", DeprecationWarning, stacklevel=2)
+        return getattr(importlib.import_module(module), name)
     where = _WHERE.get(name)
     if where is None:
         raise AttributeError(f"module 'dpspec.api' has no attribute {name!r}")

@@ -345,6 +345,7 @@ class Spec:
     tuning: Tuning | None = None
     program: Program | None = None
     notes: tuple[Note, ...] = ()
+    language_version: str | None = None  # the `language X.Y` line, when the file has one
     path: str | None = attrs.field(default=None, eq=False, repr=False)
     text: str | None = attrs.field(default=None, eq=False, repr=False)
     # Comments are layout, not meaning: kept for `dpspec fmt`, ignored by equality and JSON.

@@ -26,7 +26,7 @@ def test_critical_finding_exits_1_and_json_is_a_list_of_findings():
     assert result.exit_code == 1
     findings = json.loads(result.output)
     assert isinstance(findings, list) and findings
-    assert set(findings[0]) == {"rule", "severity", "message", "evidence"}
+    assert set(findings[0]) == {"format_version", "rule", "severity", "message", "evidence"}
     assert findings[0]["rule"] == "undeclared-invariants" and findings[0]["severity"] == "critical"
 
 

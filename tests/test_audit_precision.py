@@ -161,6 +161,27 @@ def test_a_quote_that_looks_larger_for_the_same_protection_is_silent():
     assert not fired(run_audit(stronger, baseline=load("hospital_visits")), "redenomination")
 
 
+def test_a_stronger_currency_at_an_equal_figure_is_silent():
+    # issue 30: pure DP against an approximate-DP baseline at the same epsilon, both achieving the
+    # same: the numbers are equal and the spec's currency is the stronger one; nothing to warn about
+    pure = load("hospital_visits")
+    approx = load("hospital_visits", ("premetric pure", "premetric approximate delta 1e-10"))
+    assert not fired(run_audit(pure, baseline=approx), "redenomination")
+    # the other way round the protection is the same too (the mechanism achieves pure DP); the
+    # weaker declared premetric has its own rule
+    findings = run_audit(approx, baseline=pure)
+    assert not fired(findings, "redenomination") and fired(findings, "weaker-premetric")
+
+
+def test_a_comparable_figure_that_protects_less_says_so_in_words_that_fit():
+    # rho <= 1.2 looks comparable to epsilon <= 1.1 (within 10%) while p = 0.8 protects less
+    weaker = load("hospital_visits", ("premetric pure", "premetric zcdp"), ("p: 0.75", "p: 0.8"),
+                  ("budget epsilon <= 1.1", "budget rho <= 1.2"))
+    (f,) = fired(run_audit(weaker, baseline=load("hospital_visits")), "redenomination")
+    assert f.evidence["verdict"] == "weaker" and "looks comparable" in f.message
+    assert "smaller-looking" not in f.message and "hides weaker protection" in f.message
+
+
 def test_redenomination_says_which_is_stronger_and_by_how_much():
     # p = 0.8 gives ln 4 per visit: rho = (ln 4)^2 / 2 = 0.961 against the baseline's (ln 3)^2 / 2 = 0.603,
     # quoted as rho <= 1, which looks smaller than the baseline's epsilon <= 1.1

@@ -93,3 +93,51 @@ def test_a_separate_output_folder_is_fine(spec_with_data_folder, tmp_path):
     result = CliRunner().invoke(main, ["compile", str(spec_with_data_folder), "-o", str(tmp_path / "out")])
     assert result.exit_code == 0, result.output
     assert (tmp_path / "out" / "responses.csv").exists()
+
+
+# ---- issue 30: a refusal suggests a folder that works; the default moves beside the spec ------
+
+
+@pytest.mark.parametrize("target", ["specs/data", "specs", ".", "specs/data/release", "specs/out"])
+def test_a_refused_output_folder_comes_with_one_that_is_accepted(spec_with_data_folder, tmp_path, target, monkeypatch):
+    monkeypatch.chdir(tmp_path / "specs")
+    result = CliRunner().invoke(main, ["compile", str(spec_with_data_folder), "-o", str(tmp_path / target)])
+    assert result.exit_code == 1
+    suggestion = result.output.rsplit("for example -o ", 1)[1].split()[0]
+    assert not os.path.isabs(suggestion) and not suggestion.startswith(os.pardir + os.sep + os.pardir)
+    accepted = CliRunner().invoke(main, ["compile", str(spec_with_data_folder), "-o", suggestion])
+    assert accepted.exit_code == 0, accepted.output
+    assert os.path.isfile(os.path.join(suggestion, "manifest.json"))
+    assert os.path.realpath(suggestion).startswith(str(tmp_path.resolve()))
+
+
+def test_the_default_output_from_inside_the_specs_folder_lands_beside_it(spec_with_data_folder, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path / "specs")
+    before = _state(tmp_path / "specs")
+    result = CliRunner().invoke(main, ["compile", "small.dps"])
+    assert result.exit_code == 0, result.output
+    assert "the default output folder out/small lies among the inputs" in result.output
+    assert (tmp_path / "out" / "small" / "manifest.json").is_file()
+    assert _state(tmp_path / "specs") == before  # nothing written among the inputs
+
+
+def test_the_default_output_from_elsewhere_is_unchanged(spec_with_data_folder, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(main, ["compile", "specs/small.dps"])
+    assert result.exit_code == 0 and "lies among the inputs" not in result.output
+    assert (tmp_path / "out" / "small" / "manifest.json").is_file()
+
+
+def test_an_import_over_its_own_entry_suggests_a_file_beside_it(tmp_path):
+    import shutil
+
+    from tests.conftest import SPECS
+
+    entry = tmp_path / "entry.yaml"
+    shutil.copy(os.path.join(SPECS, "registry", "pl94_persons.yaml"), entry)
+    res = CliRunner().invoke(main, ["import", "--registry", str(entry), "-o", str(entry)])
+    assert res.exit_code == 1
+    suggestion = res.output.rsplit("for example -o ", 1)[1].split()[0]
+    assert suggestion == str(tmp_path / "entry-new.yaml")
+    ok = CliRunner().invoke(main, ["import", "--registry", str(entry), "-o", suggestion])
+    assert ok.exit_code == 0, ok.output

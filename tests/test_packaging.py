@@ -21,6 +21,10 @@ def test_wheel_ships_grammar_and_plugins(tmp_path):
         entry_points = next(zf.read(n).decode() for n in names if n.endswith("entry_points.txt"))
     assert "dpspec/grammar/dps.lark" in names
     assert "dpspec/registry/schema/deployments-schema.yaml" in names  # the registry schema export/import validate with
+    from dpspec.schemas import FORMAT_VERSIONS
+
+    assert {f"dpspec/schemas/{kind}.schema.json" for kind in FORMAT_VERSIONS} <= names  # every JSON output's schema
+    assert {"dpspec_swap/schemas/epsilon.schema.json", "dpspec_swap/schemas/whatif.schema.json"} <= names
     for plugin in ("dpspec_rr/__init__.py", "dpspec_swap/__init__.py", "dpspec_topdown/__init__.py", "dpspec_declared/__init__.py"):
         assert plugin in names
     assert "[dpspec]" in entry_points and "randomized_response = dpspec_rr" in entry_points

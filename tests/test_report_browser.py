@@ -4,8 +4,10 @@ that does leak as the control). The screenshot is kept under tests/artifacts/.""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
+from html import unescape
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -143,3 +145,81 @@ def test_safetab_reports_render_without_requests(name, tmp_path):
         assert "public-information" in public and "SafeTab-P" in public
     else:
         assert "Stage 1 measures each group's total with 0.1 of its budget" in public
+
+
+# ---- issue 30: the report fits the page at a desktop's and a phone's width and in print ------
+
+# A copy of the report gets a script (its CSP forbids scripts, so the copy drops the CSP) that
+# lists every element reaching past the viewport's right edge, and every box whose content is
+# clipped sideways (a table hidden behind a scrollbar counts as not fitting).
+_MEASURE = """<script>
+addEventListener('load', () => {
+  const w = document.documentElement.clientWidth, bad = [];
+  for (const el of document.querySelectorAll('main *')) {
+    const r = el.getBoundingClientRect(), s = getComputedStyle(el);
+    if (r.width === 0 || s.display === 'none' || el.closest('thead')) continue;
+    if (r.right > w + 1) bad.push('past edge: ' + el.tagName + ' ' + (el.textContent || '').trim().slice(0, 40));
+    if (s.overflowX !== 'visible' && el.scrollWidth > el.clientWidth + 1)
+      bad.push('clipped: ' + el.tagName + ' ' + (el.textContent || '').trim().slice(0, 40));
+  }
+  const out = document.createElement('pre');
+  out.id = 'fit-result';
+  out.textContent = JSON.stringify({width: w, page: document.documentElement.scrollWidth, bad: bad});
+  document.body.appendChild(out);
+});
+</script>"""
+
+
+def measured_fit(html: str, tmp_path: Path, width: int, print_css: bool = False) -> dict:
+    html = re.sub(r'<meta http-equiv="Content-Security-Policy"[^>]*>', "", html)
+    if print_css:  # the print rules applied on screen at the printable width of a page
+        html = html.replace("@media print", "@media all")
+    # Headless Chromium will not make a window narrower than 500 px, so the page is measured in
+    # a frame of the wanted width (its own viewport: media queries see that width).
+    frame = html.replace("</body>", _MEASURE + "</body>").replace("&", "&amp;").replace('"', "&quot;")
+    wrapper = (f'<html><body style="margin:0"><iframe id="f" style="border:0;width:{width}px;height:2000px" '
+               f'srcdoc="{frame}"></iframe><script>'
+               "document.getElementById('f').addEventListener('load', e => { const r = e.target.contentDocument"
+               ".getElementById('fit-result'); const out = document.createElement('pre'); out.id = 'fit-result';"
+               " out.textContent = r ? r.textContent : 'null'; document.body.appendChild(out); });</script></body></html>")
+    path = tmp_path / f"fit-{width}-{print_css}.html"
+    path.write_text(wrapper, encoding="utf-8")
+    dom = chromium(path.as_uri(), tmp_path / f"profile-{width}-{print_css}", "--window-size=1400,2200",
+                   "--hide-scrollbars", "--dump-dom", "--virtual-time-budget=5000").stdout
+    found = re.findall(r'<pre id="fit-result">(.*?)</pre>', dom, re.S)
+    assert found and found[-1] != "null", "the measuring script did not run"
+    fit = json.loads(unescape(found[-1]))
+    assert fit["width"] == width
+    return fit
+
+
+@pytest.fixture(scope="module")
+def swap_report_html() -> str:
+    """The public report with the most public facts and tables: a swap against a baseline."""
+    result = compile_spec(load_text_or_path(str(AUDIT / "added_invariants.dps")), audit=False, seed=1)
+    return render_all(result, baseline=load_text_or_path(str(AUDIT / "added_invariants.baseline.dps")))["html"][1]
+
+
+# 1280 px: a desktop; 390 px: a phone; 739 px: a Letter page less Chromium's default margins, with
+# the print rules (A4's 718 px is close enough to share the result).
+@pytest.mark.parametrize("width, print_css", [(1280, False), (390, False), (739, True)])
+def test_the_report_fits_the_page(swap_report_html, tmp_path, width, print_css):
+    fit = measured_fit(swap_report_html, tmp_path, width, print_css)
+    assert fit["bad"] == [] and fit["page"] <= fit["width"], fit
+
+
+def test_the_measure_sees_a_table_that_does_not_fit(tmp_path):
+    wide = "<table><tr>" + "".join(f"<td>column{i:02d}_without_breaks</td>" for i in range(12)) + "</tr></table>"
+    html = f'<html><body><main><div style="overflow-x:auto">{wide}</div></main></body></html>'
+    fit = measured_fit(html, tmp_path, 390)
+    assert any(b.startswith("clipped: DIV") for b in fit["bad"])
+
+
+def test_the_report_prints_to_pdf(swap_report_html, tmp_path):
+    page = tmp_path / "report.html"
+    page.write_text(swap_report_html, encoding="utf-8")
+    pdf = tmp_path / "report.pdf"
+    chromium(page.as_uri(), tmp_path / "profile-pdf", f"--print-to-pdf={pdf}", "--no-pdf-header-footer")
+    data = pdf.read_bytes()
+    pages = len(re.findall(rb"/Type\s*/Page(?!s)", data))
+    assert data[:5] == b"%PDF-" and pages >= 2, pages  # the whole report, over several pages

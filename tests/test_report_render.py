@@ -277,6 +277,8 @@ def test_a_runs_own_facts_stay_internal():
     result = compile_spec(load("clean"), audit=False)
     assert result.release.facts == {"n": 667}
     out = render_all(result)
-    assert json.loads(out["json"][1])["public_facts"] == {}
+    # n is public only as the declared invariant `count persons` (randomized response's public
+    # fact since issue 28); the run's own report of it stays internal
+    assert json.loads(out["json"][1])["public_facts"] == {"n": 667}
     assert "Facts the run reported" not in out["html"][1]
     assert "Facts the run reported" in out["internal_html"][1]

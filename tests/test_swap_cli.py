@@ -22,6 +22,35 @@ def run(*args):
     return CliRunner().invoke(main, list(args), catch_exceptions=False)
 
 
+SCHEMAS = Path(__file__).resolve().parents[1] / "plugins" / "dpspec_swap" / "schemas"
+# (output, version) -> SHA-256 of its schema's canonical JSON: a schema changes only with its version
+PINS = {("epsilon", "1.0"): "e0f7ce1b1ab5b586bc40403e9d439094c853225ae97c517f89ed9820298febbe", ("whatif", "1.0"): "23c14416c29325c6c6cf64b22ab7870ff50d67cc13f3f834a5e0c03890d6c5c9"}
+
+
+def assert_valid(name: str, document) -> None:
+    import jsonschema
+
+    schema = json.loads((SCHEMAS / f"{name}.schema.json").read_text())
+    errors = [e.message for e in jsonschema.Draft202012Validator(schema).iter_errors(document)]
+    assert not errors, errors[:5]
+
+
+@pytest.mark.parametrize("name", ["epsilon", "whatif"])
+def test_each_output_schema_is_pinned_to_its_version(name):
+    import hashlib
+
+    import jsonschema
+
+    from dpspec_swap.cli import FORMAT_VERSION
+
+    schema = json.loads((SCHEMAS / f"{name}.schema.json").read_text())
+    jsonschema.Draft202012Validator.check_schema(schema)
+    for form in schema.get("oneOf", [schema]):  # epsilon: a list of rows, or with --epsilon an object
+        assert (form.get("items") or form)["properties"]["format_version"]["const"] == FORMAT_VERSION
+    digest = hashlib.sha256(json.dumps(schema, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+    assert digest == PINS[(name, FORMAT_VERSION)], f"{name}.schema.json changed without a format version change"
+
+
 # ---- swap epsilon --------------------------------------------------------------------------
 
 
@@ -29,7 +58,8 @@ def test_epsilon_json_reproduces_the_paper():
     res = run("swap", "epsilon", "--b", str(B_1940), "--rate", "0.01,0.05,0.10,0.50", "--json")
     assert res.exit_code == 0, res.output
     rows = json.loads(res.output)
-    assert [set(r) for r in rows] == [{"b", "rate", "epsilon"}] * 4
+    assert [set(r) for r in rows] == [{"format_version", "b", "rate", "epsilon", "minimum_epsilon", "minimum_rate"}] * 4
+    assert_valid("epsilon", rows)
     assert [r["b"] for r in rows] == [B_1940] * 4
     assert [r["rate"] for r in rows] == [0.01, 0.05, 0.1, 0.5]
     assert [round(r["epsilon"], 2) for r in rows] == [17.08, 15.43, 14.68, 12.48]
@@ -70,6 +100,7 @@ def test_whatif_json_for_1940():
     res = run("swap", "whatif", MA1940, "--rates", "0.05,0.5", "--json")
     assert res.exit_code == 0, res.output
     out = json.loads(res.output)
+    assert_valid("whatif", out)
     assert out["table"] == "households" and out["swap"] == ["county"] and out["hold"] == ["tenure"]
     assert out["rates"] == [0.05, 0.5]
     rows = {" x ".join(r["match"]): r for r in out["rows"]}

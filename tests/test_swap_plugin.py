@@ -440,7 +440,11 @@ def test_report_section_plots_budget_against_rate(text1940, data1940):
     assert set(by_b) == {B_1940, 1_144_424, 163_586}
     assert by_b[B_1940]["is_spec"] and ["state", "size"] in by_b[B_1940]["keys"]
     assert ["state", "size", "tenure"] in by_b[163_586]["keys"]
-    assert len(by_b[B_1940]["epsilon"]) == len(data["rates"])
+    assert len(by_b[B_1940]["epsilon"]) == len(by_b[B_1940]["rates"])
+    # the what-if plot covers each curve's minimum (issue 28): ln(b+1)/2 = 6.24 for the 1940 b
+    assert round(data["minimum_epsilon"], 2) == 6.24 and by_b[B_1940]["minimum"]["rate"] in by_b[B_1940]["rates"]
+    assert min(e for e in by_b[B_1940]["epsilon"] if e != "inf") == pytest.approx(data["minimum_epsilon"])
+    assert "No swap rate gives less than epsilon = 6.24" in section.markdown
     assert "<svg" in section.html and "<polyline" in section.html
     assert "15.43" in section.markdown and "state x size x tenure" in section.markdown
     internal = [s for s in secs if s.internal]

@@ -177,3 +177,41 @@ def test_node_error_survives_the_trip_from_a_worker():
 
     err = pickle.loads(pickle.dumps(NodeError(7, "no split")))
     assert err.key == 7 and str(err) == "no split"
+
+
+def test_bounds_on_a_recode_hold_exactly():
+    """Production states facility bounds on gqlevels, a recode of the detailed GQ types; here on
+    hhinstlevels (household / institutional / non-institutional), from a facilities table by level."""
+    persons = generate_population(1500, 60, seed=46)  # a seed whose blocks hold group quarters
+    fac = _facilities(persons, 1)
+    level = {0: "household", 1: "institutional", 2: "institutional", 3: "institutional", 4: "institutional",
+             5: "noninstitutional", 6: "noninstitutional", 7: "noninstitutional"}
+    fac = fac.assign(gqlevel=fac["gqtype"].astype(int).map(level))
+    con = dict(CON, of="hhinstlevels", type="gqlevel", occupied=["institutional", "noninstitutional"])
+    labels = ["household", "institutional", "noninstitutional"]
+    lower, upper = facility_bounds(con, fac, labels)
+    res = _run(persons, [(con["name"], ("hhinstlevels",), lower, upper)], 3, rho=Fraction(1, 200))
+    micro = res.microdata
+    got = micro.assign(g=micro["hhgq"].astype(int).map(level)).groupby(
+        [micro["block"].astype(str), "g"]).size().unstack(fill_value=0).reindex(columns=labels, fill_value=0)
+    lo = lower.reindex(got.index, fill_value=0).to_numpy()
+    hi = upper.reindex(got.index, fill_value=0.0).to_numpy()
+    assert (got.to_numpy() >= lo).all() and (got.to_numpy() <= hi).all()
+    assert lo[:, 1:].sum() > 0  # some blocks hold occupied facilities
+
+
+def test_the_production_spec_may_bound_a_recode(tmp_path):
+    text = open(SPEC).read()
+    text = text.replace("    gqtype     : {0, 1, 2, 3, 4, 5, 6, 7}\n  }\n  table units",
+                        "    gqtype     : {0, 1, 2, 3, 4, 5, 6, 7}\n    gqlevel    : {household, institutional, noninstitutional}\n  }\n  table units")
+    text = text.replace("  count facilities by block, gqtype\n", "  count facilities by block, gqtype\n  count facilities by block, gqlevel\n")
+    text = text.replace("      of: hhgq\n      table: facilities\n      type: gqtype\n      occupied: [1, 2, 3, 4, 5, 6, 7]",
+                        "      of: hhinstlevels\n      table: facilities\n      type: gqlevel\n      occupied: [institutional, noninstitutional]")
+    assert "of: hhinstlevels" in text
+    path = tmp_path / "spec.dps"
+    text = text.replace('"data/pl94_synthetic/', '"' + os.path.join(ROOT, "specs", "data", "pl94_synthetic") + "/")
+    path.write_text(text)
+    check(parse(text, str(path)))
+    bad = text.replace("occupied: [institutional, noninstitutional]", "occupied: [institutional, prison]")
+    with pytest.raises(SpecError, match=r"occupied \['prison'\] are not categories of 'hhinstlevels'"):
+        check(parse(bad, str(path)))

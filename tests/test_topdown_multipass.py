@@ -2,6 +2,7 @@
 import os
 from fractions import Fraction
 
+import attrs
 import numpy as np
 import pytest
 
@@ -118,13 +119,45 @@ def test_failsafe_redoes_an_infeasible_later_pass_in_one_pass(captured, monkeypa
     assert result.count.sum() == task.parent.sum()  # still a valid split of the parent
 
 
-def test_estimation_pass_naming_an_unmeasured_query_is_a_spec_error():
+def test_estimation_pass_fitting_nothing_measured_is_a_spec_error():
+    """A pass may name queries the level does not measure (production's orderings are shared by
+    the levels), but one that fits nothing measured is an error."""
     shares, strategy, recodes, rho, _ = _production()
     persons = generate_population(500, 20, seed=1)
-    with pytest.raises(SpecError, match="estimation passes at level 'nation': query 'total' is not measured"):
+    with pytest.raises(SpecError, match="estimation pass 1 at level 'nation' fits no query measured at that level"):
         run_topdown(persons, ["nation"] + LEVELS, PL94_VARIABLES, strategy, rho, shares, "hamming",
                     [("state", ())], np.random.default_rng(0), workers=1, recodes=recodes,
                     passes={"nation": {"estimation": [[()]]}})
+    # the US level does not measure 'total': a pass naming it with a measured query runs
+    result = run_topdown(persons, ["nation"] + LEVELS, PL94_VARIABLES, strategy, rho, shares, "hamming",
+                         [("state", ())], np.random.default_rng(0), workers=1, recodes=recodes,
+                         passes={"nation": {"estimation": [[(), ("hhgq",)]]}})
+    assert result.timings["levels"]["nation"]["estimation_passes"] == 2
+    assert len(result.microdata) == len(persons)
+
+
+def test_constrain_to_holds_queries_the_pass_did_not_fit(captured):
+    """After a pass fitting the total, constrain-to [total, hhgq] holds hhgq's answers too."""
+    from dpspec_topdown.histogram import Schema
+
+    nodes, result, _ = captured
+    schema = result.schema
+    total, hhgq = (schema.groups(()), 1), (schema.groups(("hhgq",)), schema.marginal_size(("hhgq",)))
+    held_moved, free_moved = 0.0, 0.0
+    for task, queries, plan in _multipass_nodes(nodes)[:4]:
+        variables = postprocess._node_variables(task)
+        cells, vc, va, vcell = variables
+        key = vc * hhgq[1] + hhgq[0][vcell]
+        margin = lambda x: np.bincount(key, weights=x[:vc.size], minlength=task.n_children * hhgq[1])  # noqa: E731
+        x1, *_ = fit_in_passes(task, queries, PassPlan(estimation=(plan.estimation[0],), tolerance=0.1), variables)
+        held = PassPlan(estimation=plan.estimation, tolerance=0.1, constrain=((total, hhgq),))
+        x2, _, _, _, _, failsafe = fit_in_passes(task, queries, held, variables)
+        assert not failsafe
+        x3, *_ = fit_in_passes(task, queries, plan, variables)  # default: only the fitted total is held
+        held_moved = max(held_moved, float(np.max(np.abs(margin(x2) - margin(x1)))))
+        free_moved = max(free_moved, float(np.max(np.abs(margin(x3) - margin(x1)))))
+    assert held_moved <= 0.1 + 1e-6
+    assert free_moved > 0.1  # without the list the second pass moves hhgq: the test can fail
 
 
 # --- structural zeros (production's nurse_nva_0) ----------------------------------------------
@@ -158,3 +191,123 @@ def test_data_breaking_a_structural_zero_is_a_data_error_naming_block_and_cell()
         run_topdown(persons, ["nation"] + LEVELS, PL94_VARIABLES, strategy, rho, shares, "hamming",
                     [("state", ())], np.random.default_rng(0), workers=1, recodes=recodes,
                     structural_zeros=NURSE_NVA_0)
+
+
+def test_constrain_to_in_a_spec(tmp_path):
+    from dpspec.check.checker import check
+    from dpspec.language.parser import parse
+
+    text = open(os.path.join(ROOT, "specs", "pl94_production_topdown.dps")).read()
+    text = text.replace("  pass_tolerance: 0.1\n", '  pass_tolerance: 0.1\n  constrain_to: {\n    state: {\n'
+                        '      pass1: ["total", "hhgq"]\n    }\n  }\n')
+    text = text.replace('"data/pl94_synthetic/', '"' + os.path.join(ROOT, "specs", "data", "pl94_synthetic") + "/")
+    check(parse(text, str(tmp_path / "s.dps")))
+    two = text.replace('      pass1: ["total", "hhgq"]\n', '      pass1: ["total", "hhgq"]\n      pass2: ["total"]\n')
+    with pytest.raises(SpecError, match="constrain_to at level 'state': 2 lists for the 1 estimation passes"):
+        check(parse(two, str(tmp_path / "s.dps")))
+
+
+# --- interleaved outer passes --------------------------------------------------------------------
+
+
+def _outer_passes(strategy):
+    rest = [q for q, _ in strategy["county"] if q != ()]
+    outer = [{"estimation": [[()]], "rounding": [[()]]}, {"estimation": [rest], "rounding": [FINE]}]
+    return {lv: {"outer": outer, "tolerance": Fraction(1, 10)} for lv in ("county", "tract")}
+
+
+@pytest.mark.slow  # a production-strategy run and a re-solve of every node: ~5 s alone, ~20 s on a loaded machine
+def test_interleaved_outer_passes_fix_each_outer_pass_exactly():
+    """Each outer pass fits and rounds its queries; its last rounding pass's answers (here the
+    children's totals) are then fixed exactly for the next outer pass."""
+    from dpspec_topdown.multipass import pass_plan, solve_interleaved
+
+    shares, strategy, recodes, rho, _ = _production()
+    nodes = []
+    solve = postprocess.solve_node
+
+    def capture(task, queries, solver="clarabel", plan=None):
+        nodes.append((postprocess.node_inputs(task, queries)[0], queries, plan))
+        return solve(task, queries, solver, plan)
+
+    postprocess.solve_node = capture
+    try:
+        persons = generate_population(3000, 400, seed=4)  # 13 block groups in 4 tracts
+        result = run_topdown(persons, ["nation"] + LEVELS, PL94_VARIABLES, strategy, Fraction(1, 20), shares,
+                             "hamming", [("state", ())], np.random.default_rng(5), workers=1, recodes=recodes,
+                             passes=_outer_passes(strategy))
+    finally:
+        postprocess.solve_node = solve
+    assert len(result.microdata) == len(persons)
+    assert result.timings["levels"]["tract"]["outer_passes"] == 2
+    differs = 0
+    for task, queries, plan in nodes:
+        if plan is None or not plan.outer or task.n_children < 2:
+            continue
+        variables = postprocess._node_variables(task)
+        cells, vc, va, vcell = variables
+        tot = lambda c: np.bincount(vc, weights=c, minlength=task.n_children)  # noqa: E731
+        first = attrs.evolve(plan, outer=plan.outer[:1])
+        counts1, *_ = solve_interleaved(task, queries, first, variables)
+        counts, *_ = solve_interleaved(task, queries, plan, variables)
+        assert np.array_equal(tot(counts), tot(counts1))  # outer pass 1's totals, exactly
+        alone, *_ = solve_interleaved(task, queries, attrs.evolve(plan, outer=plan.outer[1:]), variables)
+        differs += not np.array_equal(tot(alone), tot(counts1))
+    assert differs > 0  # without the first outer pass the totals come out otherwise: the test can fail
+
+
+def test_outer_passes_with_passes_of_their_own_are_a_spec_error():
+    shares, strategy, recodes, rho, _ = _production()
+    persons = generate_population(500, 20, seed=1)
+    passes = _outer_passes(strategy)
+    passes["county"]["estimation"] = [[()]]
+    with pytest.raises(SpecError, match="level 'county' has outer passes and estimation/rounding passes of its own"):
+        run_topdown(persons, ["nation"] + LEVELS, PL94_VARIABLES, strategy, rho, shares, "hamming",
+                    [("state", ())], np.random.default_rng(0), workers=1, recodes=recodes, passes=passes)
+
+
+OUTER_SPEC = """spec "outer passes"
+domain d "d" {
+  stage edited
+  geography g { state > county > block }
+  table persons unit person {
+    state : category
+    county : category in state
+    block : category in county
+    sex : {0, 1}
+    age : {0, 1, 2}
+  }
+}
+unit persons : hamming
+premetric zcdp
+mechanism topdown {
+  table: persons
+  variables: sex, age
+  rho: 1
+  outer_passes: {
+    county: {
+      outer1: {
+        estimation: { pass1: ["total"] }
+        rounding: { pass1: ["total"] }
+      }
+      outer2: {
+        estimation: { pass1: ["sex", "detailed"] }
+        rounding: { pass1: ["sex"]  pass2: ["detailed"] }
+      }
+    }
+  }
+  levels: { nation: 1/4  state: 1/4  county: 1/4  block: 1/4 }
+  queries: { total: 1/4  sex: 1/4  detailed: 1/2 }
+}
+"""
+
+
+def test_outer_passes_in_a_spec():
+    from dpspec.check.checker import check
+    from dpspec.language.parser import parse
+
+    check(parse(OUTER_SPEC, "s.dps"))
+    line = OUTER_SPEC.splitlines().index("    county: {") + 1
+    bad = OUTER_SPEC.replace('        rounding: { pass1: ["total"] }\n', "")
+    with pytest.raises(SpecError, match=f"s.dps:{line}:.*outer pass 'outer1' needs estimation and rounding"):
+        check(parse(bad, "s.dps"))

@@ -26,7 +26,8 @@ def test_program_total_is_the_published_file_figure():
     assert summary["total"]["rho"] == pytest.approx(float(persons + units), rel=1e-12)
     assert round(summary["total"]["rho"], 2) == 2.63  # published: 2.56 persons + 0.07 units
     assert summary["bounds_hold"] is True
-    assert any("different tables (persons, units)" in n for n in summary["ledger"]["notes"])
+    # the program states its composed unit: one person with their housing-unit record
+    assert any("composed unit: one person (change one), with at most 1 housing_unit" in n for n in summary["ledger"]["notes"])
 
 
 def test_different_tables_in_a_parallel_part_are_rejected(tmp_path):

@@ -6,14 +6,13 @@ skipped, when there is none: an oversight body should know which checks did not 
 """
 from __future__ import annotations
 
-import sys
-import types
 
 import attrs
 
 from dpspec import ir
 from dpspec.audit.base import SEVERITIES, SEVERITY_RANK, Finding, Rule, by_severity, jsonable
 from dpspec.audit.context import Account, AuditContext, SoftCheck, build_context
+from dpspec.verbs import make_callable
 
 
 class RuleConflict(Exception):
@@ -133,24 +132,22 @@ def run_rules(ctx: AuditContext, rules: list[Rule] | None = None) -> Audit:
                  ctx.account.problem if ctx.account is not None else None, ctx)
 
 
+class Findings(list):
+    """The findings of an audit, most severe first: a list, which also keeps the whole `outcome`
+    (a notebook shows its report: dpspec.report.notebook)."""
+
+    def __init__(self, findings, outcome: Audit | None = None):
+        super().__init__(findings)
+        self.outcome = outcome
+
+
 def run_audit(spec, result=None, baseline=None, **kwargs) -> list[Finding]:
-    """The findings of `audit(...)`, most severe first."""
-    return list(audit(spec, result, baseline, **kwargs).findings)
+    """The findings of `audit(...)`, most severe first (a `Findings` list)."""
+    outcome = audit(spec, result, baseline, **kwargs)
+    return Findings(outcome.findings, outcome)
 
 
-class _CallableModule(types.ModuleType):
-    """Importing this subpackage rebinds the attribute `dpspec.audit` from the top-level API
-    function to this module; calling the module keeps `dpspec.audit(spec, baseline=None)` working."""
+make_callable(__name__, "audit")  # dpspec.verbs: `dpspec.audit(...)` after this subpackage is imported
 
-    def __call__(self, spec, baseline=None, result=None, **kwargs) -> list[Finding]:
-        from dpspec.language.parser import load_text_or_path
-
-        spec = load_text_or_path(spec) if isinstance(spec, str) else spec
-        baseline = load_text_or_path(baseline) if isinstance(baseline, str) else baseline
-        return run_audit(spec, result=result, baseline=baseline, **kwargs)
-
-
-sys.modules[__name__].__class__ = _CallableModule
-
-__all__ = ["Audit", "AuditContext", "Account", "Finding", "Rule", "RuleConflict", "SEVERITIES", "SEVERITY_RANK",
+__all__ = ["Audit", "AuditContext", "Account", "Finding", "Findings", "Rule", "RuleConflict", "SEVERITIES", "SEVERITY_RANK",
            "SoftCheck", "all_rules", "audit", "run_rules", "by_severity", "build_context", "jsonable", "run_audit"]

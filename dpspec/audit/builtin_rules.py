@@ -1,4 +1,4 @@
-"""The built-in privacy-theatrics rules (DESIGN.md section 4), registered like any plugin's.
+"""The built-in privacy-theatrics rules (docs/theory.md, Privacy theatrics; a page per rule in docs/audit/), registered like any plugin's.
 
 Each rule reads the spec (and, when it needs them, the budget account or a baseline) and says
 in plain words, with the numbers, how the nominal budget may overstate the protection. The
@@ -9,6 +9,7 @@ design; composition and universes add the rest.
 from __future__ import annotations
 
 import math
+import re
 from fractions import Fraction
 
 import attrs
@@ -54,8 +55,8 @@ def rule(id: str, severity: str, title: str, *, needs_baseline: bool = False, ne
 def _num(value) -> str:
     if value is None:
         return "unknown"
-    if isinstance(value, dict):
-        return "(" + ", ".join(f"{k} {_num(v)}" for k, v in value.items()) + ")"
+    if isinstance(value, dict):  # a stratum's key: 'state = MA, size = 2', never read as a size
+        return "(" + ", ".join(f"{k} = {_num(v)}" for k, v in value.items()) + ")"
     if isinstance(value, (list, tuple)):
         return ", ".join(_num(v) for v in value)
     if isinstance(value, str):
@@ -647,17 +648,22 @@ def _redenominated_against_baseline(ctx) -> list[Finding]:
     vs, vb, verdict = row.evidence["spec_converted"], row.evidence["baseline_converted"], row.verdict
     evidence.update({"currency": row.evidence["currency"], "spec_budget": vs, "baseline_budget": vb,
                      "verdict": verdict, "strength": _strength(vs, vb)})
-    if verdict not in ("same", "weaker", "incomparable") or not looks:
-        return []  # an honest quote: the spec protects more, or its figure does not look smaller
+    smaller = hs[1] < hb[1]
+    # A smaller-looking figure for the same protection is the maneuver; a comparable-looking one
+    # only when it protects less (equal figures, equal protection: an honest change of currency).
+    misleads = verdict in ("weaker", "incomparable") or (verdict == "same" and smaller)
+    if not misleads or not looks:
+        return []  # an honest quote: the spec protects as much or more than its figure suggests
     message = (f"The spec quotes {hs[0]} = {format_number(hs[1])} and the baseline {hb[0]} = {format_number(hb[1])}, "
                f"in different currencies ({listing}): the spec's figure looks "
-               + ("smaller" if hs[1] < hb[1] else "comparable") + ". "
+               + ("smaller" if smaller else "comparable") + ". "
                f"In one currency ({row.evidence['currency']}) the spec's budget is {_budget(vs)} and the baseline's "
                f"{_budget(vb)}" + VERDICT_WORDS[verdict] + ".")
     strength = _strength(vs, vb)
     if strength and verdict != "same":
         message += f" In that currency {strength}."
-    message += " The smaller-looking number comes from the currency, not from more noise."
+    message += (" The smaller-looking number comes from the currency, not from more noise." if smaller else
+                " The comparable-looking number hides weaker protection: the difference is the currency's.")
     return [Finding("redenomination", "warning", message, evidence)]
 
 
@@ -744,7 +750,7 @@ def infinite_budget(ctx) -> list[Finding]:
         return []
     name = ctx.checked.mechanism.name if ctx.checked and ctx.checked.mechanism else "the mechanism"
     depends = dict(getattr(stmt, "depends_on", {}) or {})
-    facts = ", ".join(f"{k} = {_num(v)}" for k, v in depends.items())
+    facts = _facts_in_words(ctx, depends)
     message = (f"No finite budget exists: under the declared flavor {name} can reveal the data with certainty "
                f"(its budget is {actual})" + (f", given {facts}" if facts else "") + ". ")
     notes = list(getattr(stmt, "notes", ()) or ())
@@ -752,6 +758,28 @@ def infinite_budget(ctx) -> list[Finding]:
         message += " ".join(n.rstrip(".") + "." for n in notes[:2]) + " "
     message += "Any finite budget quoted for this release is false."
     return [Finding("infinite-budget", "critical", message.strip(), {"budget": actual, "depends_on": depends, "notes": notes})]
+
+
+def _facts_in_words(ctx, facts: dict) -> str:
+    """Public facts with the mechanism's labels ('b = 264,331 (households in the largest
+    stratum ...)'), never bare internal keys; a key without a label is shown as its words."""
+    labels = {}
+    mech = ctx.checked.mechanism if ctx.checked else None
+    if mech is not None and ctx.spec.mechanism is not None:
+        try:
+            labels = dict(mech.fact_labels(ctx.spec, ctx.checked.params) or {})
+        except AttributeError:  # a plugin from before the hook
+            labels = {}
+    parts = []
+    for key, value in facts.items():
+        # a finding is one sentence: the label without its asides, in lower case mid-sentence
+        label = re.sub(r"\s*\([^()]*\)", "", labels.get(key) or "").strip()
+        if label.startswith(f"{key}:"):
+            parts.append(f"{key} = {_num(value)} ({label[len(key) + 1:].strip()})")
+        else:
+            label = label or str(key).replace("_", " ")
+            parts.append(f"{label[:1].lower()}{label[1:]}: {_num(value)}")
+    return "; ".join(parts)
 
 
 @rule("per-universe-budget", "warning", "The budget differs between universes", needs_result=True)
@@ -764,7 +792,7 @@ def per_universe_budget(ctx) -> list[Finding]:
     actual = ledger.declared if ledger is not None and ledger.declared is not None else stmt.actual
     worst = ledger.worst if ledger is not None and ledger.declared is not None else stmt.worst
     depends = dict(getattr(stmt, "depends_on", {}) or {})
-    facts = ", ".join(f"{k} = {_num(v)}" for k, v in depends.items()) or "the universe"
+    facts = _facts_in_words(ctx, depends) or "the universe"
     finite_worst = worst is not None and worst.is_finite
     message = (f"The budget is a function of the universe: it depends on {facts}, public functions of the "
                f"invariants. In the actual universe it is {_budget(actual)}; "

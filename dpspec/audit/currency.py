@@ -21,6 +21,9 @@ from dpspec.errors import ConversionError, DpspecError
 from dpspec.budget.ledger import DEFAULT_DELTA, SPEC_TO_KIND, to_spec_flavor
 from dpspec.contract.mechanism import NativeFlavor
 
+# Where a quoted budget comes from, in words a reader without the ledger's vocabulary follows.
+ACHIEVED = "achieved by the mechanism, as dpspec computes it, not the bound the spec declares"
+
 KIND_TO_SPEC = {v: k for k, v in SPEC_TO_KIND.items()}
 PREMETRIC_WORDS = {"pure": "pure DP (MULT)", "approx": "approximate DP", "zcdp": "zCDP",
                    "renyi": "Rényi DP", "gdp": "Gaussian DP"}
@@ -131,7 +134,14 @@ def program_total(spec: ir.Spec):
         members, ledger = program_ledger(spec)
     except DpspecError:
         return None
-    return (ledger.total, members[0].spec) if members else None
+    return (ledger.total, _with_program_unit(spec, members[0].spec)) if members else None
+
+
+def _with_program_unit(program: ir.Spec, member: ir.Spec) -> ir.Spec:
+    """A member's flavor with the program's composed unit, when the program states one."""
+    import attrs
+
+    return attrs.evolve(member, unit=program.unit) if program.unit is not None else member
 
 
 def flavor_spec(spec: ir.Spec) -> ir.Spec:
@@ -144,7 +154,7 @@ def flavor_spec(spec: ir.Spec) -> ir.Spec:
         for rel in part.paths:
             path = rel if os.path.isabs(rel) else os.path.join(spec.base_dir, rel)
             try:
-                return parse(read_source(path), path)
+                return _with_program_unit(spec, parse(read_source(path), path))
             except DpspecError:
                 return spec
     return spec
@@ -164,7 +174,7 @@ def quote(spec: ir.Spec, result=None, account=None) -> Quote | None:
     if spec.unit is None:
         return None
     if ledger is not None and ledger.declared is not None:
-        return Quote(ledger.declared, spec.unit.table, spec.unit.relation, "achieved (from the ledger)",
+        return Quote(ledger.declared, spec.unit.table, spec.unit.relation, ACHIEVED,
                      unit=unit_word(spec.domain, spec.unit.table))
     for bound in spec.budgets:
         try:

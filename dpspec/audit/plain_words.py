@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 
 from dpspec import ir
-from dpspec.audit.currency import ancestors, flavor_spec, group_size, quote, unit_word
+from dpspec.audit.currency import ACHIEVED, ancestors, flavor_spec, group_size, quote, unit_word
 from dpspec.budget import ConversionError, convert, group
 from dpspec.budget.interpret import CURVES, PRIORS, TEST_ALPHAS, read
 from dpspec.budget.ledger import DEFAULT_DELTA
@@ -52,7 +52,7 @@ def plain_words(spec: ir.Spec, ledger=None, result=None, account=None) -> dict:
            "unbounded": []}
     budget, source = None, None
     if ledger is not None and ledger.declared is not None:
-        budget, source = ledger.declared, "achieved (from the ledger)"
+        budget, source = ledger.declared, ACHIEVED
     else:
         q = quote(spec, result, account)
         if q is not None:

@@ -6,6 +6,7 @@ Every figure this package produces comes with the rule that produced it (a `Conv
 from __future__ import annotations
 
 from dpspec.errors import ConversionError
+from dpspec.verbs import make_callable
 
 from .composition import Ledger, LedgerEntry, Release, compose, parallel, sequential
 from .conversions import (
@@ -104,3 +105,6 @@ def _request(budget, to, delta, epsilon, alpha, method, from_unit, to_unit, grou
         steps.append(convert(budget, to, delta=delta, epsilon=epsilon, alpha=alpha, method=method))
     result = chain(*steps) if steps else identity(budget)
     return conversion_json(result)
+
+
+make_callable(__name__, "budget")  # dpspec.verbs: `dpspec.budget(...)` after this subpackage is imported

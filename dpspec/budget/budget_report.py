@@ -15,7 +15,8 @@ from dpspec.budget.budget_text import budget_figure, budget_line
 from dpspec.budget.premetrics import json_number
 from dpspec.budget.program import program_summary, program_text
 from dpspec.budget.spec_account import spec_ledger
-from dpspec.errors import ConversionError
+from dpspec.budget.semantics import no_semantics, semantics_json, semantics_text
+from dpspec.errors import ConversionError, SpecError
 from dpspec.language.describe import notation
 
 
@@ -47,11 +48,20 @@ def _components(spec: ir.Spec, flavor, statement) -> list[dict]:
     return out
 
 
-def budget_summary(spec: ir.Spec, delta: float | None = None, method: str = "cks20") -> dict:
+def budget_summary(spec: ir.Spec, delta: float | None = None, method: str = "cks20", per_attribute: bool = False) -> dict:
+    """`per_attribute` makes the per-attribute and per-geography budgets required: a mechanism
+    without attribute structure is then a SpecError naming it (they are shown whenever the
+    mechanism has them)."""
     if spec.program is not None:
+        if per_attribute:
+            raise SpecError("per-attribute budgets are stated for one spec, not a program: ask for them on a member spec",
+                            spec.path, spec.text)
         return program_summary(spec, delta=delta, method=method)
     checked, facts, statement, flavor, ledger = spec_ledger(spec)
     delta = delta if delta is not None else float(spec.premetric.option("delta") or ledger_mod.DEFAULT_DELTA)
+    raw_semantics = checked.mechanism.semantics(spec, checked.params)
+    if raw_semantics is None and per_attribute:
+        raise no_semantics(spec, checked.mechanism.name)
     currencies = ledger_mod.other_currencies(ledger.declared, delta)
     headline = budget_line(_budget_json(ledger.declared), named=False) if ledger.declared is not None else "undefined"
     return {
@@ -92,6 +102,8 @@ def budget_summary(spec: ir.Spec, delta: float | None = None, method: str = "cks
         "bounds_hold": ledger.bounds_hold and ledger.problem is None,
         # the mechanism's own breakdown of the budget (TopDown: "allocation" per level and query)
         **checked.mechanism.budget_breakdown(spec, checked.params),
+        # per attribute and per geography, as the 2020 certificates print them (additive key)
+        **({"semantics": semantics_json(spec, flavor, raw_semantics, delta)} if raw_semantics is not None else {}),
     }
 
 
@@ -128,6 +140,8 @@ def budget_text(summary: dict) -> str:
         lines.append(f"cannot express the budget in the spec's flavor: {summary['problem']}")
     else:
         lines.append(f"budget in the spec's flavor: {budget_line(summary['budget'])}")
+    if summary.get("semantics"):
+        lines.extend(semantics_text(summary["semantics"]))
     if summary["conversions"]:
         lines.append("in other currencies:")
         for c in summary["conversions"]:
@@ -140,3 +154,12 @@ def budget_text(summary: dict) -> str:
         achieved = budget_figure(b["achieved"]) if b["achieved"] is not None else "?"
         lines.append(f"declared {b['bound']}: {state} (achieved {achieved}; {b['currency']})")
     return "\n".join(lines)
+
+
+class BudgetSummary(dict):
+    """`budget_summary` as returned by `dpspec.budget`: the same dict, which also keeps its spec
+    (a notebook shows the spec's report, budget section included: dpspec.report.notebook)."""
+
+    def __init__(self, summary: dict, spec: ir.Spec):
+        super().__init__(summary)
+        self.spec = spec

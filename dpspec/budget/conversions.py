@@ -59,6 +59,37 @@ CITATIONS = {
     "identity": "",
 }
 
+# The conversions' short names in plain words, for readers of the public report.
+METHOD_WORDS = {
+    "pure-zcdp": "pure epsilon to zCDP rho (rho = epsilon²/2)",
+    "pure-approx": "pure epsilon read as (epsilon, delta) with delta = 0",
+    "pure-renyi": "pure epsilon bounds Rényi DP of every order",
+    "bs16": "zCDP rho to (epsilon, delta) by Bun & Steinke 2016 (epsilon = rho + 2·sqrt(rho·ln(1/delta)))",
+    "cks20": "zCDP rho to (epsilon, delta) by the tighter bound of Canonne, Kamath & Steinke 2020",
+    "mironov17": "Rényi DP to (epsilon, delta) by Mironov 2017",
+    "cks20-renyi": "Rényi DP to (epsilon, delta) by Canonne, Kamath & Steinke 2020",
+    "zcdp-renyi": "zCDP rho to Rényi DP of one order (alpha·rho)",
+    "renyi-monotone": "Rényi DP of a higher order covers lower orders",
+    "approx-weaken": "an (epsilon, delta) guarantee also holds for any larger epsilon or delta",
+    "drs22": "Gaussian DP mu to (epsilon, delta) by Dong, Roth & Su 2022",
+    "gdp-zcdp": "Gaussian DP mu to zCDP rho (mu²/2)",
+    "symdiff-to-hamming": "add/remove-one to change-one neighbours (one change is a removal and an addition)",
+    "identity": "no conversion",
+}
+
+
+def method_words(method: str) -> str:
+    """A ledger's method name ('pure-zcdp, then bs16', 'group-6') in plain words; unknown parts as they are."""
+    parts = []
+    for part in method.replace(", then ", " then ").split(" then "):
+        part = part.strip()
+        if part.startswith("group-") and part[6:].isdigit():
+            parts.append(f"group privacy: one unit holds up to {part[6:]} of the mechanism's units")
+        else:
+            parts.append(METHOD_WORDS.get(part, part))
+    return "; then ".join(parts)
+
+
 APPROX_METHODS = ("cks20", "bs16")
 RENYI_METHODS = ("cks20", "mironov17")
 

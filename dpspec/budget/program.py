@@ -31,6 +31,8 @@ class Member:
     spec: ir.Spec
     statement: BudgetStatement
     group: str | None
+    own_budget: object = None  # in the member's own flavor, before the program's unit (if any)
+    unit_steps: tuple = ()  # program_unit.UnitStep, member flavor -> the program's unit
 
 
 def load_program(program_spec: ir.Spec) -> list[Member]:
@@ -49,8 +51,26 @@ def load_program(program_spec: ir.Spec) -> list[Member]:
                 raise SpecError([Diagnostic(f"'{rel}': its budget cannot be expressed in its own flavor: {ledger.problem}")], program_spec.path, program_spec.text)
             members.append(Member(rel, spec, BudgetStatement(ledger.declared, ledger.worst, statement.per_universe,
                                                              statement.depends_on, statement.notes), group))
+    if program_spec.unit is not None:
+        return _in_program_unit(program_spec, members)
     _check_same_currency(program_spec, members)
     return members
+
+
+def _in_program_unit(program_spec, members):
+    """Every member restated for the program's composed unit (dpspec.budget.program_unit)."""
+    from dpspec.budget.program_unit import check_domains, to_program_unit
+
+    if not members:
+        return members
+    domain = check_domains(program_spec, members)
+    out = []
+    for m in members:
+        actual, steps = to_program_unit(program_spec, domain, m, m.statement.actual)
+        worst, _ = to_program_unit(program_spec, domain, m, m.statement.worst)
+        statement = attrs.evolve(m.statement, actual=actual, worst=worst)
+        out.append(attrs.evolve(m, statement=statement, own_budget=m.statement.actual, unit_steps=tuple(steps)))
+    return out  # one unit and relation now; compose() puts differing premetrics in one
 
 
 def _check_same_currency(program_spec, members):
@@ -58,7 +78,9 @@ def _check_same_currency(program_spec, members):
     domains = {m.spec.domain.name for m in members}
     problems = []
     if len(domains) > 1:
-        problems.append(Diagnostic(f"the included specs protect different domains ({', '.join(sorted(domains))}); composition is about releases of the same data"))
+        which = "; ".join(f"'{m.path}' protects '{m.spec.domain.name}'" for m in members)
+        problems.append(Diagnostic(f"the included specs protect different domains ({', '.join(sorted(domains))}): "
+                                   f"{which}; composition is about releases of the same data"))
     if len(flavors) > 1 and not _joint_tables(members):
         listed = "; ".join(f"{t} under {r}" for t, r in sorted(flavors))
         problems.append(Diagnostic(f"the included specs use different units or neighbor relations ({listed}); convert them to one unit before composing"))
@@ -97,7 +119,12 @@ def program_ledger(program_spec: ir.Spec, delta: float | None = None, method: st
     if any(b.quantity == "epsilon" and b.with_ for b in program_spec.budgets) or kinds == {"approximate"}:
         to = "approx"
     ledger = compose(releases, to=to, delta=delta or DEFAULT_DELTA, method=method, public=public)
-    if len({m.spec.unit.table for m in members}) > 1:
+    if program_spec.unit is not None and members:
+        from dpspec.budget.program_unit import describe_unit
+
+        ledger = attrs.evolve(ledger, notes=(*ledger.notes, "the total protects the program's composed unit: "
+                                             + describe_unit(program_spec.unit, members[0].spec.domain)))
+    elif len({m.spec.unit.table for m in members}) > 1:
         ledger = attrs.evolve(ledger, notes=(*ledger.notes, _joint_tables(members)))
     note = _pufferfish_note(members)
     if note:
@@ -141,9 +168,14 @@ def program_summary(program_spec: ir.Spec, delta: float | None = None, method: s
     return {
         "program": program_spec.program.title,
         "releases": [
-            {"spec": m.path, "title": m.spec.title, "parallel_group": m.group, "budget": m.statement.actual.to_json()}
+            {"spec": m.path, "title": m.spec.title, "parallel_group": m.group, "budget": m.statement.actual.to_json(),
+             # additive: the member's own unit and budget, and each step to the program's unit
+             "unit": {"table": m.spec.unit.table, "relation": m.spec.unit.relation},
+             "own_budget": (m.own_budget or m.statement.actual).to_json(),
+             "unit_steps": [s.to_json() for s in m.unit_steps]}
             for m in members
         ],
+        "unit": _unit_json(program_spec, members),
         "ledger": ledger.to_json(),
         "total": ledger.total.to_json(),
         "method": ledger.method,
@@ -153,10 +185,29 @@ def program_summary(program_spec: ir.Spec, delta: float | None = None, method: s
     }
 
 
+def _unit_json(program_spec, members) -> dict | None:
+    if program_spec.unit is None or not members:
+        return None
+    from dpspec.budget.program_unit import describe_unit
+
+    u = program_spec.unit
+    return {"table": u.table, "relation": u.relation,
+            "holds": {"k": u.bound.k, "table": u.bound.finer} if u.bound else None,
+            "description": describe_unit(u, members[0].spec.domain)}
+
+
 def program_text(summary: dict) -> str:
     lines = [f"program: {summary['program']}"]
+    if summary.get("unit"):
+        lines.append(f"unit: {summary['unit']['description']}")
     for r in summary["releases"]:
         group = f"  [parallel: {r['parallel_group']}]" if r["parallel_group"] else ""
+        if r.get("unit_steps"):
+            lines.append(f"  {r['spec']}: {budget_line(r['own_budget'])} on {r['unit']['table']} ({r['unit']['relation']}){group}")
+            for st in r["unit_steps"]:
+                lines.append(f"    {st['what']}: {st['from']} -> {st['to']}  [{st['method']}]")
+            lines.append(f"    for the program's unit: {budget_line(r['budget'])}")
+            continue
         lines.append(f"  {r['spec']}: {budget_line(r['budget'])}{group}")
     lines.append(f"total: {budget_line(summary['total'])}")
     lines.append(f"  by {summary['method']}")

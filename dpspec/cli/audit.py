@@ -36,8 +36,9 @@ def _write_set(outdir: str, spec, baseline, verify_file: str | None, outcome) ->
     write_report_set(outdir, "audit", render_all(spec=spec, baseline=baseline, outcome=outcome), fields)
 
 
-def run_audit_command(path: str, baseline_path: str | None, outdir: str | None, as_json: bool,
+def run_audit_command(path: str, baseline_path: str | None, outdir: str | None, output_format: str,
                       verify_file: str | None = None) -> int:
+    """Audit and print the findings as `output_format`: "text", "json" or "sarif"."""
     from dpspec.audit import audit
     from dpspec.publish.output_set import claimed_target
 
@@ -53,8 +54,15 @@ def run_audit_command(path: str, baseline_path: str | None, outdir: str | None, 
             outcome = with_finding(outcome, load_for(verify_file, spec))
         if outdir:
             _write_set(outdir, spec, baseline, verify_file, outcome)
-    if as_json:
-        click.echo(json.dumps([f.to_json() for f in outcome.findings], indent=2))
+    if output_format == "json":
+        from dpspec.schemas import versioned
+
+        click.echo(json.dumps(versioned("findings", [f.to_json() for f in outcome.findings]), indent=2))
+    elif output_format == "sarif":
+        from dpspec.audit import all_rules
+        from dpspec.report.sarif import audit_log
+
+        click.echo(json.dumps(audit_log(spec, outcome.findings, all_rules()), indent=2))
     else:
         _print_text(spec, outcome, outdir)
     return 1 if any(f.severity == "critical" for f in outcome.findings) else 0

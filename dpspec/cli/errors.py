@@ -1,12 +1,16 @@
 """How every dpspec command, built-in or added by a plugin, reports failure.
 
 User errors become a message and exit status 1; anything else is reported as a bug with exit
-status 3 (never as a traceback), so a pipeline can tell a bad input from a broken tool. Plugins decorate their click commands with `friendly` too.
+status 3 (never as a traceback), so a pipeline can tell a bad input from a broken tool. dpspec
+wraps the commands plugins add in `friendly` itself (`dpspec.cli.main`). A command run with
+`--json` also prints the failure as a JSON document on stdout (`error_document`), so a pipeline
+reading JSON never gets an empty one; the exit status is the same.
 """
 from __future__ import annotations
 
 import errno
 import functools
+import json
 import os
 import sys
 
@@ -16,6 +20,19 @@ from dpspec.errors import DpspecError
 
 
 INTERNAL_ERROR = 3
+# Every exit status a dpspec command may return, and what it means (the documentation's exit-code
+# page is generated from this table).
+EXIT_CODES = {
+    0: "success",
+    1: "a spec, data, budget or audit failure for the user to fix (a located error, a bound the budget exceeds, "
+       "a critical audit finding, a refuted verification), including a path the file system refuses: a missing "
+       "or read-only folder, no permission, a full disk",
+    2: "a usage error: an unknown option or a missing argument (click's own), or an engine that cannot start "
+       "(pyspark or Java missing, a Spark master that does not answer)",
+    INTERNAL_ERROR: "an internal error: a bug in dpspec or a plugin, whatever the input; please report it with the "
+                    "spec that caused it",
+    4: "an inconclusive verification (`dpspec verify`: this many runs cannot decide the claim)",
+}
 # A file-system refusal naming a path (a missing or read-only folder, a full disk, no permission)
 # is the user's to fix, not a bug: exit 1 with the path, never "internal error".
 _FILE_SYSTEM = {errno.EACCES, errno.EPERM, errno.ENOENT, errno.ENOTDIR, errno.EISDIR, errno.EEXIST, errno.ENOSPC,
@@ -23,9 +40,37 @@ _FILE_SYSTEM = {errno.EACCES, errno.EPERM, errno.ENOENT, errno.ENOTDIR, errno.EI
                 errno.ETXTBSY, errno.EXDEV, errno.EFBIG}
 
 
-def fail(message: str, code: int = 1) -> None:
+def fail(message: str, code: int = 1, diagnostics=None, path: str | None = None) -> None:
     click.echo(message, err=True)
+    if json_wanted():
+        click.echo(json.dumps(error_document(message, code, diagnostics, path), indent=2))
+    elif _params().get("output_format") == "sarif":  # SARIF readers get a log whose run failed, not nothing
+        from dpspec.report.sarif import error_log
+
+        click.echo(json.dumps(error_log(message, diagnostics, path), indent=2))
     sys.exit(code)
+
+
+def _params() -> dict:
+    ctx = click.get_current_context(silent=True)
+    return ctx.params if ctx is not None else {}
+
+
+def json_wanted() -> bool:
+    """True inside a command run with `--json` (its parameter is named `as_json` throughout) or `--format json`."""
+    params = _params()
+    return bool(params.get("as_json") or params.get("output_format") == "json")
+
+
+def error_document(message: str, code: int, diagnostics=None, path: str | None = None) -> dict:
+    """The `error` JSON document: the message, each located problem, the exit status."""
+    from dpspec.schemas import versioned
+
+    diags = [{"file": path, "line": d.line, "column": d.column, "severity": d.severity, "message": d.message,
+              "hint": d.hint} for d in (diagnostics or [])]
+    return versioned("error", {"error": message, "diagnostics": diags or [{"file": path, "message": message,
+                                                                              "severity": "error"}],
+                               "exit_code": code})
 
 
 def friendly(func):
@@ -36,7 +81,7 @@ def friendly(func):
         try:
             return func(*args, **kwargs)
         except DpspecError as exc:
-            fail(str(exc))
+            fail(str(exc), 1, getattr(exc, "diagnostics", None), getattr(exc, "path", None))
         except RecursionError:
             fail("error: the input is nested too deeply to process")
         except (click.exceptions.Exit, click.exceptions.Abort, click.ClickException, SystemExit):
@@ -60,3 +105,4 @@ def friendly(func):
 def _internal(exc: Exception) -> None:
     fail(f"internal error ({type(exc).__name__}): {exc}\nThis is a bug in dpspec or one of its plugins, not a "
          "problem with your input; please report it with the spec that caused it.", INTERNAL_ERROR)
+

@@ -84,6 +84,8 @@ def infer_cmd(spec, release_dir, target, rate, prior, draws, method, seed, as_js
                 for name in written.values():
                     click.echo(f"wrote {outdir}/{name}", err=True)
     if as_json:
-        click.echo(json.dumps(result.to_json(), indent=2, default=float))
+        from dpspec.schemas import versioned
+
+        click.echo(json.dumps(versioned("inference", result.to_json()), indent=2, default=float))
     else:
         click.echo(_text(result))

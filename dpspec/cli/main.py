@@ -12,7 +12,7 @@ import sys
 import click
 
 from dpspec import ir
-from dpspec.cli.errors import fail as _fail, friendly
+from dpspec.cli.errors import fail, friendly
 from dpspec.cli.engine import engine_option, master_option
 from dpspec.errors import DpspecError
 from dpspec.cli.verify import verification_option, verify_cmd
@@ -24,54 +24,124 @@ def _load(path: str) -> ir.Spec:
     return parse(read_source(path), path)
 
 
-def _dump(data) -> None:
-    click.echo(json.dumps(data, indent=2, sort_keys=False, default=str))
+def _load_text(text: str, path: str) -> ir.Spec:
+    from dpspec.language.parser import parse
+
+    return parse(text, path)
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+def _dump(kind: str, data) -> None:
+    """A JSON document of format `kind`, stamped with its version (`dpspec.schemas`)."""
+    from dpspec.schemas import versioned
+
+    click.echo(json.dumps(versioned(kind, data), indent=2, sort_keys=False, default=str))
+
+
+class _Group(click.Group):
+    """dpspec's command group: a usage error (exit 2) of a command run with `--json` is also a
+    JSON document on stdout, like every other failure of one (`dpspec.cli.errors.fail`)."""
+
+    def invoke(self, ctx):
+        protected = getattr(ctx, "_protected_args", None)  # click >= 8.2 names it so; older: protected_args
+        words = [*(protected if protected is not None else ctx.protected_args), *ctx.args]  # invoke consumes them
+        try:
+            return super().invoke(ctx)
+        except click.UsageError as exc:
+            if isinstance(exc, click.NoSuchOption) and exc.option_name == "--format" and exc.ctx is not None:
+                exc = click.UsageError(f"`dpspec {exc.ctx.info_name}` has no findings to write as SARIF or in another "
+                                       "format: --format is for `dpspec check` (its problems) and `dpspec audit` (its "
+                                       "findings)", exc.ctx)
+            if "--json" in words:
+                from dpspec.cli.errors import error_document
+
+                message = f"Error: {exc.format_message()}"  # as click prints it on stderr
+                click.echo(json.dumps(error_document(message, exc.exit_code), indent=2))
+            raise exc
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="dpspec")
 def main():
     """dpspec: declare, compile and audit differential privacy specifications."""
 
 
+def _bounds_hold(spec: ir.Spec) -> None:
+    """Raise a SpecError at each declared budget bound the spec's mechanism does not meet."""
+    from dpspec.budget.budget_report import budget_summary
+    from dpspec.errors import Diagnostic, SpecError
+
+    summary = budget_summary(spec)
+    if summary["bounds_hold"]:
+        return
+    where = {b.describe(): b.loc for b in spec.budgets}
+    problems = []
+    for b in summary["bounds"]:
+        if not b["holds"]:
+            loc = where.get(b["bound"])
+            problems.append(Diagnostic(f"the declared bound '{b['bound']}' does not hold: the mechanism achieves "
+                                       f"{b['achieved']} ({b.get('currency', '')})", loc.line if loc else None,
+                                       loc.column if loc else None))
+    error = SpecError(problems, spec.path, spec.text)
+    error.rule = "bound-exceeded"
+    raise error
+
+
+FORMAT_SARIF = click.option("--format", "output_format", type=click.Choice(["text", "sarif"]), default="text",
+                            show_default=True, help="sarif: SARIF 2.1.0 on stdout, for code-scanning tools.")
+
+
 @main.command("check")
 @click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@click.option("--bounds", is_flag=True, help="Also compute each spec's budget and fail when a declared bound "
+              "(`budget epsilon <= ...`) does not hold (as `dpspec budget` does for one file).")
+@FORMAT_SARIF
 @friendly
-def check_cmd(files):
+def check_cmd(files, bounds, output_format):
     """Check spec FILES: names, types, ranges, mechanism parameters, invariants."""
     from dpspec.check.checker import check
 
-    failed = 0
+    failures = []
     for path in files:
+        stage = "parse-error"
         try:
             spec = _load(path)
+            stage = "check-error"
             if spec.program is None:
                 check(spec)
             else:
                 from dpspec.budget.program import load_program
 
                 load_program(spec)
+            if bounds:
+                _bounds_hold(spec)
         except DpspecError as exc:
+            stage = getattr(exc, "rule", stage)
             click.echo(str(exc), err=True)
-            failed += 1
+            failures.append((path, stage, exc))
         except RecursionError:
-            click.echo(f"{path}: error: the input is nested too deeply to process", err=True)
-            failed += 1
+            message = "error: the input is nested too deeply to process"
+            click.echo(f"{path}: {message}", err=True)
+            failures.append((path, stage, message))
         else:
-            click.echo(f"{path}: ok")
-    if failed:
+            if output_format == "text":
+                click.echo(f"{path}: ok")
+    if output_format == "sarif":
+        from dpspec.report.sarif import check_log
+
+        click.echo(json.dumps(check_log(failures), indent=2))
+    if failures:
         sys.exit(1)
 
 
 @main.command("show")
 @click.argument("file", type=click.Path(dir_okay=False))
-@click.option("--json", "as_json", is_flag=True, help="The IR as JSON (stable, documented in README).")
+@click.option("--json", "as_json", is_flag=True, help="The IR as JSON (stable, documented in docs/reference/json.md).")
 @friendly
 def show_cmd(file, as_json):
     """Show a spec's intermediate representation."""
     spec = _load(file)
     if as_json:
-        _dump(ir.to_jsonable(spec))
+        _dump("spec", ir.to_jsonable(spec))
         return
     from dpspec.language.describe import describe_spec
 
@@ -79,31 +149,59 @@ def show_cmd(file, as_json):
 
 
 @main.command("fmt")
-@click.argument("file", type=click.Path(dir_okay=False))
+@click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False))
 @click.option("--write", is_flag=True, help="Rewrite FILE in place (atomically).")
-@click.option("--check", "check_only", is_flag=True, help="Exit 1 if FILE is not in canonical form.")
+@click.option("--check", "check_only", is_flag=True, help="Exit 1 if FILE is not in canonical form (with --upgrade: not at the current language version).")
+@click.option("--upgrade", is_flag=True, help="Rewrite FILE to the current .dps language version, keeping its layout "
+              "(nothing to change yet: the language has one version).")
 @friendly
-def fmt_cmd(file, write, check_only):
-    """Print a spec in canonical form."""
+def fmt_cmd(files, write, check_only, upgrade):
+    """Print a spec in canonical form (or, with --upgrade, at the current language version).
+
+    Several FILES need --check or --write (as a pre-commit hook gives them)."""
+    if len(files) > 1 and not (check_only or write):
+        raise click.UsageError("several files: add --check or --write (printing them one after another would "
+                               "make one file of many)")
+    failed = [file for file in files if not _fmt_one(file, write, check_only, upgrade)]
+    if failed:
+        sys.exit(1)
+
+
+def _fmt_one(file: str, write: bool, check_only: bool, upgrade: bool) -> bool:
+    """One file of `dpspec fmt`; False when --check finds it not in form (or it cannot be read)."""
     from dpspec.publish.atomic import write_text
     from dpspec.language.formatter import format_spec
 
-    spec = _load(file)
-    text = format_spec(spec)
+    try:
+        spec = _load(file)
+    except DpspecError as exc:
+        click.echo(str(exc), err=True)
+        return False
+    if upgrade:
+        from dpspec.language.version import LANGUAGE_VERSION, upgrade as upgraded
+
+        text = upgraded(spec.text)
+        _load_text(text, file)  # an upgrade step that broke the file is a bug, never written
+        howto = f"not at .dps language version {LANGUAGE_VERSION} (run dpspec fmt --upgrade --write)"
+    else:
+        text = format_spec(spec)
+        howto = "not in canonical form (run dpspec fmt --write)"
     if check_only:
         if text != spec.text:
-            _fail(f"{file}: not in canonical form (run dpspec fmt --write)")
-        return
+            click.echo(f"{file}: {howto}", err=True)
+            return False
+        return True
     if write:
         if text != spec.text:
             write_text(file, text)
-        return
+        return True
     click.echo(text, nl=False)
+    return True
 
 
 @main.command("compile")
 @click.argument("file", type=click.Path(dir_okay=False))
-@click.option("-o", "--output", "outdir", type=click.Path(file_okay=False), help="Output directory (default: out/<spec name>).")
+@click.option("-o", "--output", "outdir", type=click.Path(file_okay=False), help="Output directory (default: out/<spec name>; beside the spec's folder when run from inside it).")
 @click.option("--seed", type=int, default=None, help="Make the run reproducible (voids the protection; the audit says so).")
 @click.option("--runs", type=click.IntRange(1, 10_000), default=1, help="Repeat the mechanism to measure utility (internal report).")
 @verification_option
@@ -115,10 +213,14 @@ def compile_cmd(file, outdir, seed, runs, engine_name, spark_master, verify_file
     from dpspec.run.compiler import compile_spec
     from dpspec.publish.output import write_result
 
+    _warn_deprecated_imports()
     spec = _load(file)
-    outdir = outdir or os.path.join("out", os.path.splitext(os.path.basename(file))[0])
     from dpspec.cli.engine import engine_for, engine_note
-    from dpspec.publish.input_guard import check_output_target, input_paths
+    from dpspec.publish.input_guard import check_output_target, default_output, input_paths
+    if not outdir:  # from inside the spec's folder the default moves beside it, never among the inputs
+        outdir, moved = default_output(file, input_paths(spec) + ([verify_file] if verify_file else []))
+        if moved:
+            click.echo(f"note: {moved}", err=True)
     from dpspec.run.progress import StderrBar, reporting
 
     from dpspec.publish.output_set import claimed_target, refuse_release_folder
@@ -171,15 +273,17 @@ def compile_cmd(file, outdir, seed, runs, engine_name, spark_master, verify_file
 @click.option("--delta", type=float, default=None, help="delta for conversions to approximate DP (default: the spec's, else 1e-10).")
 @click.option("--conversion", type=click.Choice(["bs16", "cks20"]), default="cks20", show_default=True,
               help="zCDP to approximate DP conversion.")
+@click.option("--per-attribute", is_flag=True,
+              help="Require the per-attribute and per-geography budgets (an error for a mechanism without attribute structure).")
 @friendly
-def budget_cmd(file, as_json, delta, conversion):
+def budget_cmd(file, as_json, delta, conversion, per_attribute):
     """The budget a spec's mechanism achieves, in the paper's notation and in other currencies."""
     from dpspec.budget.budget_report import budget_summary, budget_text
 
     spec = _load(file)
-    summary = budget_summary(spec, delta=delta, method=conversion)
+    summary = budget_summary(spec, delta=delta, method=conversion, per_attribute=per_attribute)
     if as_json:
-        _dump(summary)
+        _dump("budget", summary)
     else:
         click.echo(budget_text(summary))
     if not summary["bounds_hold"]:
@@ -213,7 +317,7 @@ def convert_cmd(params, to, delta, epsilon, alpha, method, from_unit, to_unit, g
     out = convert_request(values, to=to, delta=delta, epsilon=epsilon, alpha=alpha, method=method,
                           from_unit=from_unit, to_unit=to_unit, group=group)
     if as_json:
-        _dump(out)
+        _dump("conversion", out)
         return
     skip = {"premetric", "method", "citation"}
     figures = ", ".join(f"{k} = {v}" for k, v in out.items() if k not in skip)
@@ -229,14 +333,47 @@ def convert_cmd(params, to, delta, epsilon, alpha, method, from_unit, to_unit, g
 @click.option("--baseline", type=click.Path(dir_okay=False), default=None, help="Compare against this spec.")
 @click.option("-o", "--output", "outdir", type=click.Path(file_okay=False), default=None, help="Write the audit report here.")
 @click.option("--json", "as_json", is_flag=True)
+@click.option("--format", "output_format", type=click.Choice(["text", "json", "sarif"]), default=None,
+              help="text (default), json (as --json) or sarif: SARIF 2.1.0 for code-scanning tools.")
 @verification_option
 @friendly
-def audit_cmd(file, baseline, outdir, as_json, verify_file=None):
+def audit_cmd(file, baseline, outdir, as_json, output_format, verify_file=None):
     """Flag privacy theatrics in a spec (optionally against a baseline spec)."""
     from dpspec.cli.audit import run_audit_command
 
-    code = run_audit_command(file, baseline, outdir, as_json, verify_file=verify_file)
+    if as_json and output_format not in (None, "json"):
+        raise click.UsageError(f"--json and --format {output_format} ask for two formats; give one")
+    code = run_audit_command(file, baseline, outdir, "json" if as_json else (output_format or "text"),
+                             verify_file=verify_file)
     sys.exit(code)
+
+
+@main.command("schema")
+@click.argument("kind", required=False)
+@friendly
+def schema_cmd(kind):
+    """Print the JSON Schema of a JSON output KIND (without KIND: every kind and its format version)."""
+    from dpspec.schemas import FORMAT_VERSIONS, schema
+
+    if kind is None:
+        for name, version in sorted(FORMAT_VERSIONS.items()):
+            click.echo(f"{name} {version}  {schema(name)['title']}")
+        return
+    if kind not in FORMAT_VERSIONS:
+        from dpspec.language.diagnostics import unknown
+
+        message, hint = unknown("JSON format", kind, FORMAT_VERSIONS)
+        raise click.BadParameter(message + (f"; {hint}" if hint else ""), param_hint="KIND")
+    click.echo(json.dumps(schema(kind), indent=2))
+
+
+def _warn_deprecated_imports() -> None:
+    """Once per plugin: the 0.1 import paths it still uses, each with the import to use instead."""
+    from dpspec.contract.plugins import deprecations
+
+    for name, messages in deprecations().items():
+        for message in messages:
+            click.echo(f"warning: plugin '{name}': DeprecationWarning: {message}", err=True)
 
 
 @main.command("plugins")
@@ -246,9 +383,10 @@ def plugins_cmd(as_json):
     """List the installed mechanism plugins and their parameters."""
     from dpspec.contract.plugins import describe_mechanisms
 
+    _warn_deprecated_imports()
     mechs = describe_mechanisms()
     if as_json:
-        _dump(mechs)
+        _dump("plugins", mechs)
         return
     for m in mechs:
         click.echo(f"{m['name']} {m['version']}  ({m['package']} {m['package_version']})")
@@ -267,22 +405,47 @@ def plugins_cmd(as_json):
             click.echo(f"    {p['name']} ({p['type']}){suffix}: {p['doc']}")
 
 
+@main.command("lsp")
+@friendly
+def lsp_cmd():
+    """Serve the Language Server Protocol over stdin/stdout, for editors (needs the `lsp` extra)."""
+    try:
+        from dpspec.lsp.server import main as serve
+    except ImportError as exc:
+        fail(f"dpspec lsp needs pygls: pip install 'dpspec[lsp]' ({exc})")
+    serve()
+
+
 main.add_command(__import__("dpspec.cli.infer", fromlist=["infer_cmd"]).infer_cmd)  # `dpspec infer` (seed 2)
+
+
+def _with_error_handling(command: click.Command) -> None:
+    """Wrap a plugin's command (and a group's subcommands) in `friendly`: plugins need no CLI helper."""
+    if command.callback is not None and not getattr(command.callback, "_dpspec_friendly", False):
+        command.callback = friendly(command.callback)
+        command.callback._dpspec_friendly = True
+    for sub in getattr(command, "commands", {}).values():
+        _with_error_handling(sub)
 
 
 def _add_plugin_commands():
     from dpspec.contract.plugins import failures, manager
 
     for impl in manager().hook.dpspec_cli.get_hookimpls():
+        before = dict(main.commands)
         try:
             impl.function(group=main)
         except Exception as exc:  # a broken third-party plugin must not break the core commands
             click.echo(f"warning: plugin '{impl.plugin_name}' failed to add its commands: {exc}", err=True)
+        for name, command in main.commands.items():
+            if before.get(name) is not command:
+                _with_error_handling(command)
     for name, why in failures():
         click.echo(f"warning: plugin '{name}' failed to load: {why}", err=True)
 
 
 main.add_command(verify_cmd)  # dpspec verify (dpspec/cli/verify.py)
+main.add_command(__import__("dpspec.cli.sweep", fromlist=["sweep_cmd"]).sweep_cmd)  # dpspec sweep (issue 28)
 _add_plugin_commands()
 __import__("dpspec.cli.registry", fromlist=["register"]).register(main)  # export/import --registry (OpenDP Deployments Registry)
 

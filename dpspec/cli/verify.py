@@ -31,7 +31,9 @@ def verify_cmd(file, runs, seed, confidence, as_json):
     with reporting(StderrBar()):
         result = verify(spec, runs=runs or DEFAULT_RUNS, seed=seed, confidence=confidence)
     if as_json:
-        click.echo(json.dumps(result.to_json(), indent=2))
+        from dpspec.schemas import versioned
+
+        click.echo(json.dumps(versioned("verification", result.to_json()), indent=2))
     else:
         click.echo(result.text())
     sys.exit(result.exit_code)

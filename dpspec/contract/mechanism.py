@@ -46,6 +46,9 @@ class ParamSpec:
 
 @attrs.frozen
 class ParameterSchema:
+    """A mechanism's declared parameters, checked against a spec's `mechanism` block and shown
+    by `dpspec plugins` and the mechanism's documentation page."""
+
     params: tuple[ParamSpec, ...]
 
     def get(self, name: str) -> ParamSpec | None:
@@ -155,6 +158,12 @@ class Mechanism:
         """Facts the budget depends on; must be functions of the invariants (or public)."""
         return {}
 
+    def fact_labels(self, spec: ir.Spec, params: dict) -> dict[str, str]:
+        """Optional: a plain label, with its unit, for each key of `public_facts` (and for the
+        columns of a fact that is a list of records, as 'fact.column'), so the public report shows
+        readable words instead of keys. Unlabelled keys are shown as their words."""
+        return {}
+
     def budget(self, spec: ir.Spec, params: dict, facts: dict):
         """A `dpspec.budget.BudgetStatement` under `flavor()`."""
         raise NotImplementedError
@@ -163,6 +172,14 @@ class Mechanism:
         """Extra keys for `dpspec budget --json` showing how the budget is split (e.g. TopDown's
         per level and query ``allocation``); must not need the data."""
         return {}
+
+    def semantics(self, spec: ir.Spec, params: dict) -> dict | None:
+        """Optional: the budget that protects each attribute and each geography (the 2020
+        certificates' "per-attribute semantics"), for mechanisms whose queries have attribute
+        structure. ``{"attributes": [{"attribute", "rho", "queries"}], "geographies":
+        [{"within", "finest", "levels", "rho"}]}`` with exact zCDP rhos in the native flavor;
+        None when the mechanism has no such structure (then a per-attribute request is refused)."""
+        return None
 
     def run(self, spec: ir.Spec, params: dict, data: dict, rng) -> Release:
         """Produce the release. A plugin may add a keyword parameter `engine=None`: it then
@@ -174,6 +191,23 @@ class Mechanism:
     def utility(self, spec: ir.Spec, params: dict, data: dict, releases: list) -> dict:
         """Optional: figures over repeated runs against the confidential data (internal only)."""
         return {}
+
+    # ---- optional: for `dpspec sweep` (issue 28) ----------------------------------------------
+    def expected_error(self, spec: ir.Spec, params: dict, facts: dict) -> list[dict] | None:
+        """Optional: the error the mechanism promises from public parameters alone, per released
+        figure, for `dpspec sweep`'s public report. One dict per (table, level, query):
+        {"table": str, "level": str | None, "query": str, "variance": float, "of": str}, where
+        `of` names the figure whose error it is ("noisy measurement", "estimated proportion").
+        None: the mechanism states no such figure (swapping's error depends on the data)."""
+        return None
+
+    def compared_counts(self, spec: ir.Spec, params: dict, data: dict, release: Release) -> list[dict] | None:
+        """Optional: released counts beside the confidential ones, for `dpspec sweep --runs`
+        (internal report only). One dict per table: {"table": str, "level": str | None,
+        "truth": Series, "released": Series}, both indexed by cell. None: the sweep compares the
+        released microdata's count tables with the data's (by geography level), which needs no
+        hook."""
+        return None
 
     def neighbours(self, spec: ir.Spec, params: dict) -> list[NeighbourPair] | None:
         """Optional: worst-case neighbouring pairs on miniature instances of the spec's domain, for

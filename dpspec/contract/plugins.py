@@ -2,11 +2,12 @@
 from __future__ import annotations
 
 import functools
+import warnings
 from importlib import metadata
 
 import pluggy
 
-from dpspec.contract import hookspecs
+from dpspec.contract import hookspecs, versions
 from dpspec.errors import SpecError
 
 
@@ -16,6 +17,7 @@ class PluginLoadError(Exception):
 
 _distributions: dict[int, tuple[str, str]] = {}
 _failures: list[tuple[str, str]] = []
+_deprecations: dict[str, list[str]] = {}
 
 
 @functools.lru_cache(maxsize=1)
@@ -28,11 +30,23 @@ def manager() -> pluggy.PluginManager:
         if pm.get_plugin(ep.name) is not None or pm.is_blocked(ep.name):
             continue
         try:
-            plugin = ep.load()
+            with warnings.catch_warnings(record=True) as caught:  # 0.1 import paths: one report per plugin
+                warnings.simplefilter("always", DeprecationWarning)
+                plugin = ep.load()
+            refused = versions.served(getattr(plugin, versions.DECLARATION, versions.OLDEST_SERVED))
+            if refused:
+                _failures.append((ep.name, refused))
+                continue
             pm.register(plugin, name=ep.name)
         except Exception as exc:  # a broken third-party package must not take dpspec down
-            _failures.append((ep.name, f"{type(exc).__name__}: {exc}"))
+            declared = versions.declared_in_source(ep.module)  # a plugin for a newer API may not import here
+            refused = versions.served(declared) if declared is not None else None
+            _failures.append((ep.name, refused or f"{type(exc).__name__}: {exc}"))
             continue
+        found = [str(w.message) for w in caught if issubclass(w.category, DeprecationWarning)
+                 and str(w.message).startswith(("`from dpspec.", "dpspec.api."))]
+        if found:
+            _deprecations[ep.name] = list(dict.fromkeys(found))
         dist = getattr(ep, "dist", None)
         if dist is not None:
             _distributions[id(plugin)] = (dist.metadata["name"], dist.version)
@@ -43,6 +57,12 @@ def failures() -> list[tuple[str, str]]:
     """(entry point, error) for every plugin that could not be loaded."""
     manager()
     return list(_failures)
+
+
+def deprecations() -> dict[str, list[str]]:
+    """entry point -> the deprecated imports its plugin made while loading (each named once)."""
+    manager()
+    return {k: list(v) for k, v in _deprecations.items()}
 
 
 def plugin_distribution(plugin) -> tuple[str, str]:

@@ -42,6 +42,9 @@ def load_release(path: str, spec_sha256: str | None = None) -> LoadedRelease:
         listed = manifest["outputs"]
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise InferError(f"{man_path}: unreadable manifest ({exc})") from None
+    from dpspec.schemas import refuse_newer
+
+    refuse_newer("manifest", manifest, man_path, InferError)
     if spec_sha256 is not None and manifest.get("spec", {}).get("sha256") not in (None, spec_sha256):
         raise InferError(f"{path}: this release was produced by a different version of the spec "
                          f"(its manifest records spec sha256 {manifest['spec']['sha256'][:12]}…); "

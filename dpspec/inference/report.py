@@ -101,11 +101,13 @@ def build_model(result) -> dict:
 def report_files(result, with_draws: bool = True) -> dict:
     """{kind: (filename, content)}: report.html, report.md, result.json and (a table) draws.csv,
     the unweighted draws."""
+    from dpspec.schemas import versioned
+
     model = build_model(result)
     files = {
         "html": ("report.html", html_env().get_template("infer.html.j2").render(m=model)),
         "markdown": ("report.md", markdown_env().get_template("infer.md.j2").render(m=model)),
-        "json": ("result.json", json.dumps(model["r"], indent=2, sort_keys=True, default=float) + "\n"),
+        "json": ("result.json", json.dumps(versioned("inference", model["r"]), indent=2, sort_keys=True, default=float) + "\n"),
     }
     if with_draws:
         import pandas as pd

@@ -60,6 +60,60 @@ def class_symbol(c: ir.Pufferfish) -> str:
     return f"{c.kind}({options})" if options else c.kind
 
 
+BUDGET_WORDS = {
+    "pure": "epsilon (ε), the pure-DP budget: the largest log-ratio of the chances of any output with and without one unit",
+    "approximate": "epsilon (ε), the budget of (epsilon, delta)-DP: the log-ratio bound, allowed to fail with probability up to delta (δ)",
+    "zcdp": "rho (ρ), the zero-concentrated DP budget: a bound on the Rényi divergence of every order, divided by that order",
+    "renyi": "epsilon (ε) of Rényi DP: a bound on the Rényi divergence of the stated order alpha (α)",
+    "gdp": "mu (μ): telling neighbouring datasets apart is no easier than telling two bell curves mu standard deviations apart",
+}
+
+
+def notation_glossary(spec: ir.Spec, budget: str = "eps_D") -> list[tuple[str, str]]:
+    """(symbol, plain words) for each part of `notation`, in order: a printed report has no hover
+    text, so every symbol of the one-line form is spelled out next to it."""
+    domain = spec.domain
+    x = f"X_{domain.stage}({domain.name})" if domain and domain.stage else (f"X({domain.name})" if domain else "X")
+    if domain:
+        stage = f", at the '{domain.stage}' stage of its life cycle" if domain.stage else ""
+        x_words = f"the domain: the data protected, {domain.description or domain.name}{stage}"
+    else:
+        x_words = "the domain (none declared)"
+    kind = spec.premetric.kind if spec.premetric else None
+    headline = ("the budget, eps_D: how much an output may change with one unit; smaller protects more"
+                + (f"; here {BUDGET_WORDS[kind]}" if kind in BUDGET_WORDS else ""))
+    if spec.invariants:
+        listing = "; ".join(q.describe() for q in spec.invariants)
+        symbol = multiverse_symbol(spec)
+        marks = (["× reads 'by'"] if "×" in symbol else []) + (["#T is the number of rows of table T"] if "#" in symbol else [])
+        where = (f"the multiverse: only datasets that agree exactly on these counts are compared ({listing}); "
+                 + "; ".join(marks + ["the counts are published without noise"]))
+    else:
+        where = "the multiverse: every dataset of the domain (no statistic is published exactly)"
+    d_x, unit_words = "?", "the unit of protection (none declared)"
+    if spec.unit:
+        d_x = f"d_{RELATION_WORDS[spec.unit.relation][0]}({unit_name(spec)})"
+        unit_words = ("the input premetric, or unit of protection: neighbouring datasets differ by "
+                      + RELATION_WORDS[spec.unit.relation][1].format(unit=unit_name(spec)))
+    how = ("the output premetric: how a change in the output is measured, "
+           + (PREMETRIC_WORDS[kind][1] if kind else "none declared"))
+    return [(budget, headline), (x, x_words), (multiverse_symbol(spec), where), (d_x, unit_words),
+            (premetric_symbol(spec.premetric), how)]
+
+
+QUOTED_UNDER = {"hamming": "quoted for changing one unit",
+                "symdiff": "quoted for adding or removing one unit; changing a unit is a removal and an addition"}
+QUOTED_BY = {"bs16": "converted by Bun & Steinke 2016", "cks20": "converted by Canonne, Kamath & Steinke 2020"}
+
+
+def _bound_words(b: ir.BudgetBound) -> str:
+    """A declared bound as written, with its currency words spelled out ('under symdiff' ...)."""
+    words = [QUOTED_UNDER.get(b.relation, f"quoted under {b.relation}") if b.relation else "",
+             QUOTED_BY.get(b.method, f"converted by {b.method}") if b.method else ""]
+    words = [w for w in words if w]
+    return b.describe() + (f" ({'; '.join(words)})" if words else "")
+
+
 def five_questions(spec: ir.Spec) -> list[tuple[str, str, str]]:
     """(question, block, answer) in plain language."""
     d = spec.domain
@@ -95,7 +149,7 @@ def five_questions(spec: ir.Spec) -> list[tuple[str, str, str]]:
             how += " (" + ", ".join(f"{k} = {ir.format_number(v)}" for k, v in spec.premetric.options) + ")"
         if spec.premetric.events:
             how += f", but measured only on the events '{spec.premetric.events}'"
-    how_much = "; ".join(b.describe() for b in spec.budgets) or "no bound declared"
+    how_much = "; ".join(_bound_words(b) for b in spec.budgets) or "no bound declared"
     return [
         ("Who is protected?", "domain", who),
         ("Where does protection extend?", "multiverse", where),

@@ -194,6 +194,8 @@ def format_spec(spec: ir.Spec) -> str:
         blocks.insert(0, (("program",), _program(spec.program)))
     if spec.notes:
         blocks.append((("notes",), _notes(spec.notes)))
+    if spec.language_version is not None:  # first, as the language requires
+        blocks.insert(0, (("language_version",), [f"language {spec.language_version}"]))
     trailing = list(spec.comments_for(ir.END_COMMENTS))
     if trailing:
         blocks.append(((), trailing))

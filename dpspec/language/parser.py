@@ -98,6 +98,9 @@ class _ToIR(Transformer):
     def start(self, meta, items):
         return items
 
+    def language_line(self, meta, children):
+        return _Section("language_version", str(children[0]), _loc(meta))
+
     def spec_title(self, meta, children):
         return _Section("title", _string(children[0]), _loc(meta))
 
@@ -570,6 +573,11 @@ def parse(text: str, path: str | None = None) -> ir.Spec:
     deep = _nesting_problem(text) or _surrogate_problem(text)
     if deep:
         raise SpecError([deep], path, text)
+    from dpspec.language.version import version_problem
+
+    newer = version_problem(text)  # before the grammar: a newer file may use constructs unknown here
+    if newer:
+        raise SpecError([Diagnostic(newer[0], newer[1], 1)], path, text)
     _comments.clear()
     try:
         tree = _parser().parse(text)

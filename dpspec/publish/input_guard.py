@@ -14,7 +14,10 @@ from dpspec.errors import DpspecError
 
 
 class UnsafeOutputError(DpspecError):
-    """The output folder would write to, over or around a confidential input."""
+    """The output folder would write to, over or around a confidential input. `suggestion`, when
+    set, is a folder that would be accepted (shown in the message)."""
+
+    suggestion: str | None = None
 
 
 def input_paths(spec) -> list[str]:
@@ -48,10 +51,63 @@ def _forms(path: str) -> set[str]:
 
 
 def check_output_target(outdir: str, inputs, folders=()) -> None:
-    """Raise UnsafeOutputError unless writing into `outdir` leaves every input alone.
+    """Raise UnsafeOutputError unless writing into `outdir` leaves every input alone; the error
+    names a folder that would be accepted, when one is near (see `suggest_output`).
 
     `folders` are inputs read as a whole (a release folder): the output may be neither inside
     one nor around one."""
+    try:
+        _check_target(outdir, inputs, folders)
+    except UnsafeOutputError as error:
+        if "\x00" in outdir:
+            raise
+        suggestion = suggest_output(outdir, inputs, folders)
+        if suggestion is None:
+            raise
+        refused = UnsafeOutputError(f"{error}, for example -o {suggestion}")
+        refused.suggestion = suggestion
+        raise refused from None
+
+
+def suggest_output(outdir: str, inputs, folders=()) -> str | None:
+    """A folder of the same name that writing would leave every input alone in: beside (not
+    inside) the outermost input folder the target falls in, else an `out` folder inside a target
+    that holds inputs. Relative to the working directory when it lies below it; None if none."""
+    name = os.path.basename(os.path.abspath(outdir)) or "out"
+    guarded = [os.path.dirname(p) for named in inputs if "\x00" not in named for p in _forms(named)]
+    guarded += [p for named in list(folders) + [i for i in inputs if "\x00" not in i and os.path.isdir(i)]
+                if "\x00" not in named for p in _forms(named)]
+    target = os.path.abspath(outdir)
+    around = sorted((g for g in guarded if _within(target, g)), key=len)  # outermost first
+    beside = ("out", name) if name != "out" else ("out",)
+    candidates = [os.path.join(os.path.dirname(g.rstrip(os.sep)) or os.sep, *beside) for g in around]
+    candidates.append(os.path.join(target, "out", name) if name != "out" else os.path.join(target, "dpspec-out"))
+    for candidate in candidates:
+        try:
+            _check_target(candidate, inputs, folders)
+        except UnsafeOutputError:
+            continue
+        relative = os.path.relpath(candidate)
+        return relative if not relative.startswith(os.pardir + os.sep + os.pardir) else candidate
+    return None
+
+
+def default_output(spec_file: str, inputs) -> tuple[str, str | None]:
+    """`out/<spec name>` in the working directory, unless that lies among the inputs (run from
+    inside the spec's folder): then the same name beside the spec's folder. Returns the folder
+    and, when it moved, why (for the user)."""
+    default = os.path.join("out", os.path.splitext(os.path.basename(spec_file))[0])
+    try:
+        _check_target(default, inputs)
+    except UnsafeOutputError:
+        moved = suggest_output(default, inputs)
+        if moved is not None:
+            return moved, (f"the default output folder {default} lies among the inputs (inside the spec's or the "
+                           f"data's folder); writing to {moved} instead")
+    return default, None
+
+
+def _check_target(outdir: str, inputs, folders=()) -> None:
     if "\x00" in outdir:
         raise UnsafeOutputError(f"error: the output folder {outdir!r} holds a NUL byte")
     targets = _forms(outdir)
@@ -91,4 +147,10 @@ def check_output_file(output: str, inputs) -> None:
         raise UnsafeOutputError(f"error: the output path {output!r} holds a NUL byte")
     for named in inputs:
         if "\x00" not in named and _forms(output) & _forms(named):
-            raise UnsafeOutputError(f"error: the output {output} is the input {named}; refusing to write over an input")
+            root, ext = os.path.splitext(output)
+            other = f"{root}-new{ext}"  # beside it, unless that is an input too
+            free = not any("\x00" not in i and _forms(other) & _forms(i) for i in inputs)
+            refused = UnsafeOutputError(f"error: the output {output} is the input {named}; refusing to write over an "
+                                        "input" + (f", for example -o {other}" if free else ""))
+            refused.suggestion = other if free else None
+            raise refused

@@ -189,7 +189,9 @@ def stage_text(staged: str, filename: str, text: str) -> None:
 
 def write_manifest(staged: str, man: dict) -> None:
     """Last file of a staged set: `man` with `files`, every other file's SHA-256 and size."""
-    man["files"] = file_entries(staged)
+    from dpspec.schemas import versioned
+
+    man = versioned("manifest", {**man, "files": file_entries(staged)})
     stage_text(staged, MANIFEST, json.dumps(man, indent=2, sort_keys=True) + "\n")
 
 

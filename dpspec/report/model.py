@@ -19,6 +19,7 @@ from dpspec.audit.base import jsonable
 from dpspec.audit.currency import flavor_spec
 from dpspec.audit.multiverse import granularity, undetermined
 from dpspec.budget import format_number
+from dpspec.budget.conversions import method_words
 
 
 def seed_policy(seed) -> dict:
@@ -133,14 +134,28 @@ def _budget(ctx) -> dict:
         "problem": ledger.problem,
         "headline": headline(ledger.declared),
         "currencies": [{"budget": budget_json(c.result), "premetric": c.result.paper_name, "method": c.method,
-                        "citation": c.citation} for c in ledger.currencies],
+                        "method_words": method_words(c.method), "citation": c.citation} for c in ledger.currencies],
         "steps": [{"what": s.what, "from": budget_json(s.source), "to": budget_json(s.result), "method": s.method,
-                   "citation": s.citation} for s in ledger.steps],
+                   "method_words": method_words(s.method), "citation": s.citation} for s in ledger.steps],
         "bounds": [{"bound": c.bound.describe(), "limit": _number(c.bound.value), "achieved": _number(c.achieved),
                     "holds": bool(c.holds), "currency": c.currency} for c in ledger.bounds],
         "bounds_hold": bool(ledger.bounds_hold),
     })
     return out
+
+
+def _semantics(spec: ir.Spec, checked, ctx) -> dict | None:
+    """Per-attribute and per-geography budgets, when the mechanism has them (as `dpspec budget`)."""
+    if checked is None or ctx.ledger is None or spec.premetric is None:
+        return None
+    raw = checked.mechanism.semantics(spec, checked.params)
+    if raw is None:
+        return None
+    from dpspec.budget.ledger import DEFAULT_DELTA
+    from dpspec.budget.semantics import semantics_json
+
+    delta = float(spec.premetric.option("delta") or DEFAULT_DELTA)
+    return semantics_json(spec, ctx.ledger.native_flavor, raw, delta)
 
 
 def _sections(result, audience: str) -> list[dict]:
@@ -157,9 +172,48 @@ def _sections(result, audience: str) -> list[dict]:
     return out
 
 
+def key_words(key: str) -> str:
+    """A fact's key as words when its plugin gives no label: 'strata_of_two_or_more' -> 'Strata of two or more'."""
+    words = str(key).replace("_", " ").strip()
+    return words[:1].upper() + words[1:]
+
+
+def _fact_labels(spec: ir.Spec, checked) -> dict:
+    mech = checked.mechanism if checked else None
+    if mech is None or spec.mechanism is None:
+        return {}
+    try:
+        return dict(mech.fact_labels(spec, checked.params) or {})
+    except AttributeError:  # a plugin written before the hook existed
+        return {}
+
+
+def _shown_facts(facts: dict, labels: dict) -> list[dict]:
+    """The public facts for a reader: each with its label; a list of records as a table whose
+    columns carry labels too (the JSON keeps the raw facts under `public_facts`)."""
+    out = []
+    for key, value in facts.items():
+        item = {"key": key, "label": labels.get(key) or key_words(key), "value": value, "table": None}
+        if isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
+            columns = list(dict.fromkeys(c for row in value for c in row))
+            item["table"] = {"columns": [{"key": c, "label": labels.get(f"{key}.{c}") or key_words(c)} for c in columns],
+                             "rows": [[row.get(c) for c in columns] for row in value]}
+        out.append(item)
+    return out
+
+
+def _findings(findings) -> list[dict]:
+    """Each finding with its rule's title (what the rule catches, in words) beside its id."""
+    from dpspec.audit import all_rules
+
+    titles = {r.id: r.title for r in all_rules()}
+    return [{**f.to_json(), "title": titles.get(f.rule)} for f in findings]
+
+
 def _provenance(spec: ir.Spec, result, checked) -> dict:
     from dpspec.ir import spec_sha256
-    mechanisms = [{k: m[k] for k in ("name", "version", "package", "package_version")}
+    ran = spec.mechanism.name if spec.mechanism is not None else None
+    mechanisms = [{**{k: m[k] for k in ("name", "version", "package", "package_version")}, "ran": m["name"] == ran}
                   for m in plugins.describe_mechanisms()]
     out = {
         "dpspec_version": __version__,
@@ -167,7 +221,8 @@ def _provenance(spec: ir.Spec, result, checked) -> dict:
         "spec_sha256": result.spec_hash if result is not None else spec_sha256(spec),
         "data": [{"file": os.path.basename(k.rstrip("/")), "sha256": v} for k, v in sorted((result.data_hashes or {}).items())]
         if result is not None else [{"file": os.path.basename(d.path), "sha256": None} for d in spec.data],
-        "plugins": mechanisms,
+        "plugins": mechanisms,  # every installed mechanism; `ran` marks the one this spec names
+        "mechanism_plugin": next((m for m in mechanisms if m["ran"]), None),
         "seed_policy": seed_policy(result.seed) if result is not None else None,
         "runs": getattr(result, "runs", None),
         "compiled": result is not None,
@@ -208,7 +263,8 @@ def _program(spec: ir.Spec, summary: dict | None) -> dict | None:
         "title": summary["program"],
         "problem": None,
         "members": [{"spec": r["spec"], "title": r["title"], "parallel_group": r["parallel_group"],
-                     "budget": r["budget"]} for r in summary["releases"]],
+                     "budget": r["budget"], "budget_text": _budget_text(r["budget"]) if isinstance(r["budget"], dict)
+                     else str(r["budget"])} for r in summary["releases"]],
         "total": jsonable(total),
         "total_text": _budget_text(total),
         "method": summary["method"],
@@ -243,6 +299,10 @@ def build_model(result=None, *, spec: ir.Spec | None = None, audience: str = "pu
     ctx = outcome.context
     checked = ctx.checked
     budget = _budget(ctx)
+    labels = _fact_labels(spec, checked)
+    if budget["native"] is not None:
+        budget["native"]["depends_on_shown"] = _shown_facts(budget["native"]["depends_on"], labels)
+    budget["semantics"] = _semantics(spec, checked, ctx)  # additive: per attribute and geography
     program = _program(spec, outcome.program_summary())
     flavor = flavor_spec(spec)
     notation = describe.notation(flavor, budget["headline"])
@@ -260,6 +320,8 @@ def build_model(result=None, *, spec: ir.Spec | None = None, audience: str = "pu
         "program": program,
         "notation": notation,
         "notation_symbolic": describe.notation(flavor),
+        "notation_gloss": [{"symbol": sym, "meaning": words}
+                           for sym, words in describe.notation_glossary(flavor, notation.split("-DP(", 1)[0])],
         "questions": [{"question": q, "block": b, "answer": a} for q, b, a in describe.five_questions(flavor)],
         "invariants": _invariants(spec, checked.induced if checked else ()),
         "public_information": [{"statistic": p.query.describe(), "source": p.source} for p in spec.public],
@@ -268,7 +330,8 @@ def build_model(result=None, *, spec: ir.Spec | None = None, audience: str = "pu
         "budget": budget,
         # Only the facts the budget is computed from; a run's own facts may depend on its noise.
         "public_facts": jsonable(dict(ctx.facts or {})),
-        "findings": [f.to_json() for f in outcome.findings],
+        "public_facts_shown": _shown_facts(jsonable(dict(ctx.facts or {})), labels),
+        "findings": _findings(outcome.findings),
         "severity_counts": {s: sum(1 for f in outcome.findings if f.severity == s) for s in ("critical", "warning", "info")},
         "audit": {"rules_run": list(outcome.rules_run),
                   "skipped": [{"rule": r, "reason": why} for r, why in outcome.skipped]},

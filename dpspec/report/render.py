@@ -78,6 +78,45 @@ def fmt(value) -> str:
     return str(value)
 
 
+def plain(value) -> str:
+    """A public fact for a reader: a mapping as 'state = MA, size = 2', a list as words."""
+    if value is None:
+        return "— (none)"
+    if isinstance(value, dict):
+        return ", ".join(f"{k} = {fmt(v)}" for k, v in value.items()) or "— (none)"
+    if isinstance(value, list) and all(not isinstance(v, (dict, list)) for v in value):
+        return ", ".join(fmt(v) for v in value) or "— (none)"
+    return compact(value)
+
+
+PREMETRIC_NAMES = {"pure": "pure DP (MULT)", "approx": "approximate DP (epsilon, delta)",
+                   "zcdp": "zero-concentrated DP (zCDP, rho)", "renyi": "Rényi DP", "gdp": "Gaussian DP (mu)"}
+RELATION_NAMES = {"hamming": "changing one record of table {t} (hamming)",
+                  "symdiff": "adding or removing one record of table {t} (symdiff)"}
+
+
+PROGRAM_WORDS = ("Budgets of several releases of the same data add up (sequential composition); releases "
+                 "that each use a separate part of the data (a parallel group, such as one per state) count once, "
+                 "at the largest of them (parallel composition).")
+
+
+def premetric_words(kind: str) -> str:
+    return PREMETRIC_NAMES.get(kind, kind)
+
+
+def currency_words(currency: str) -> str:
+    """A bound's currency as the ledger names it ('pure, hamming') in words; other forms as they are."""
+    short = {"hamming": "change one unit (hamming)", "symdiff": "add or remove one unit (symdiff)"}
+    parts = [p.strip() for p in str(currency).split(",")]
+    if len(parts) == 2 and parts[0] in PREMETRIC_NAMES and parts[1] in short:
+        return f"{PREMETRIC_NAMES[parts[0]]}, {short[parts[1]]}"
+    return str(currency)
+
+
+def relation_words(relation: str, table: str) -> str:
+    return RELATION_NAMES.get(relation, relation + " on {t}").format(t=table)
+
+
 def _flat_list(value) -> bool:
     return isinstance(value, list) and all(not isinstance(v, (dict, list)) for v in value)
 
@@ -132,7 +171,12 @@ def _common_filters(env: jinja2.Environment):
     env.filters["as_records"] = as_records
     env.filters["compact"] = compact
     env.filters["as_written"] = as_written
+    env.filters["plain"] = plain
+    env.filters["premetric_words"] = premetric_words
+    env.filters["relation_words"] = relation_words
+    env.filters["currency_words"] = currency_words
     env.globals["CSP"] = CSP
+    env.globals["PROGRAM_WORDS"] = PROGRAM_WORDS
 
 
 @functools.lru_cache(maxsize=1)
@@ -247,4 +291,6 @@ def render_markdown(model: dict) -> str:
 
 
 def render_json(model: dict) -> str:
-    return json.dumps(model, indent=2, sort_keys=True, ensure_ascii=False, allow_nan=False) + "\n"
+    from dpspec.schemas import versioned
+
+    return json.dumps(versioned("report", model), indent=2, sort_keys=True, ensure_ascii=False, allow_nan=False) + "\n"

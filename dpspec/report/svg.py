@@ -165,5 +165,123 @@ def box_chart(title: str, boxes: list[Box], *, axis: str = "", width: int = 640)
     out.append(f'<text x="{left}" y="{axis_y + 16}" font-size="11" fill="#444">{escape(format_number(lo))}</text>')
     out.append(f'<text x="{left + plot}" y="{axis_y + 16}" font-size="11" fill="#444" text-anchor="end">'
                f'{escape(format_number(lo + span))}{(" " + escape(axis)) if axis else ""}</text>')
+
+
+def _nice_ticks(low: float, high: float, n: int = 4) -> list[float]:
+    """Round tick values (1, 2 or 5 times a power of ten) covering [low, high]."""
+    span = high - low
+    if span <= 0:
+        return [low]
+    raw = span / n
+    power = 10 ** math.floor(math.log10(raw))
+    step = next(m * power for m in (1, 2, 5, 10) if m * power >= raw)
+    first = math.ceil(low / step) * step
+    return [first + k * step for k in range(int((high - first) // step) + 1)]
+
+
+def _range_of(values: list[float]) -> tuple[float, float]:
+    values = _finite(values)
+    if not values:
+        return 0.0, 1.0
+    low, high = min(values), max(values)
+    if low == high:
+        pad = abs(low) * 0.1 or 1.0
+        return low - pad, high + pad
+    pad = (high - low) * 0.05
+    return low - pad, high + pad
+
+
+def _head(title: str, width: int, height: int) -> list[str]:
+    return [f'<svg role="img" class="figure" viewBox="0 0 {width} {height}" width="{width}" height="{height}" '
+            f'aria-label="{escape(title)}"><title>{escape(title)}</title>',
+            f'<text x="0" y="16" font-size="13" font-weight="600">{escape(_clip(title, 100))}</text>']
+
+
+def _y_axis(y0: float, y1: float, py, left: int, top: int, ph: float, label: str) -> list[str]:
+    """Tick values and the rotated label of a vertical axis."""
+    out = [f'<text x="{left - 4}" y="{py(t) + 4:.1f}" font-size="10" text-anchor="end">{t:g}</text>'
+           for t in _nice_ticks(y0, y1)]
+    out.append(f'<text x="12" y="{top + ph / 2:.1f}" font-size="11" text-anchor="middle" '
+               f'transform="rotate(-90 12 {top + ph / 2:.1f})">{escape(_clip(label, 40))}</text>')
+    return out
+
+
+def xy_chart(title: str, series: list[tuple[str, list[float], list[float]]], *, x_label: str, y_label: str,
+             marked: set | None = None, width: int = 640, height: int = 300) -> Markup:
+    """Lines with points on real axes as an <svg> element (text escaped, no external references).
+    `marked`: {(series index, point index)} drawn as filled squares (e.g. Pareto points)."""
+    left, right, top, bottom = 64, 200, 26, 42
+    pw, ph = width - left - right, height - top - bottom
+    x0, x1 = _range_of([x for _, xs, _ in series for x in xs])
+    y0, y1 = _range_of([y for _, _, ys in series for y in ys])
+    y0 = min(y0, 0.0) if y0 >= 0 and y0 < (y1 - y0) else y0
+
+    def px(x):
+        return left + pw * (x - x0) / (x1 - x0)
+
+    def py(y):
+        return top + ph * (1 - (y - y0) / (y1 - y0))
+
+    out = _head(title, width, height)
+    out.append(f'<rect x="{left}" y="{top}" width="{pw}" height="{ph}" fill="none" stroke="{COLORS["muted"]}"/>')
+    for t in _nice_ticks(x0, x1):
+        out.append(f'<text x="{px(t):.1f}" y="{top + ph + 14}" font-size="10" text-anchor="middle">{t:g}</text>')
+    out.append(f'<text x="{left + pw / 2:.1f}" y="{height - 6}" font-size="11" text-anchor="middle">{escape(x_label)}</text>')
+    out.extend(_y_axis(y0, y1, py, left, top, ph, y_label))
+    for i, (label, xs, ys) in enumerate(series):
+        color = SERIES_COLORS[i % len(SERIES_COLORS)]
+        pts = [(j, x, y) for j, (x, y) in enumerate(zip(xs, ys))
+               if x is not None and y is not None and math.isfinite(x) and math.isfinite(y)]
+        if len(pts) > 1 and len({x for _, x, _ in pts}) == len(pts):  # a curve only when x is a function
+            line = " ".join(f"{px(x):.1f},{py(y):.1f}" for _, x, y in sorted(pts, key=lambda p: p[1]))
+            out.append(f'<polyline points="{line}" fill="none" stroke="{color}" stroke-width="1.5"/>')
+        for j, x, y in pts:
+            tip = escape(f"{label}: ({x:.4g}, {y:.4g})")
+            if marked and (i, j) in marked:
+                out.append(f'<rect x="{px(x) - 4:.1f}" y="{py(y) - 4:.1f}" width="8" height="8" fill="{color}">'
+                           f"<title>{tip} (Pareto)</title></rect>")
+            else:
+                out.append(f'<circle cx="{px(x):.1f}" cy="{py(y):.1f}" r="3" fill="#fff" stroke="{color}" '
+                           f'stroke-width="1.5"><title>{tip}</title></circle>')
+        y = top + 8 + 16 * i
+        out.append(f'<line x1="{left + pw + 10}" x2="{left + pw + 26}" y1="{y}" y2="{y}" stroke="{color}" stroke-width="2"/>')
+        out.append(f'<text x="{left + pw + 30}" y="{y + 4}" font-size="11">{escape(_clip(label, 28))}</text>')
+    out.append("</svg>")
+    return Markup("".join(out))
+
+
+def boxplot_chart(title: str, boxes: list[tuple[str, list[float]]], *, y_label: str, width: int = 640,
+                  height: int = 280) -> Markup:
+    """One box per label (quartiles, whiskers to the extremes, the median marked) as an <svg>."""
+    import statistics
+
+    left, right, top, bottom = 64, 16, 26, 60
+    pw, ph = width - left - right, height - top - bottom
+    y0, y1 = _range_of([v for _, vs in boxes for v in vs])
+    y0 = min(y0, 0.0) if y0 >= 0 else y0
+
+    def py(y):
+        return top + ph * (1 - (y - y0) / (y1 - y0))
+
+    out = _head(title, width, height)
+    out.append(f'<line x1="{left}" x2="{left}" y1="{top}" y2="{top + ph}" stroke="{COLORS["muted"]}"/>')
+    out.extend(_y_axis(y0, y1, py, left, top, ph, y_label))
+    slot = pw / max(len(boxes), 1)
+    for i, (label, values) in enumerate(boxes):
+        cx = left + slot * (i + 0.5)
+        w = min(40.0, slot * 0.6)
+        out.append(f'<text x="{cx:.1f}" y="{top + ph + 14}" font-size="10" text-anchor="middle">{escape(_clip(label, 18))}</text>')
+        vs = sorted(_finite(values))
+        if not vs:
+            continue
+        q1, med, q3 = (statistics.quantiles(vs, n=4, method="inclusive") if len(vs) > 1 else [vs[0]] * 3)
+        tip = escape(f"{label}: median {med:.4g}, quartiles {q1:.4g} to {q3:.4g}, range {vs[0]:.4g} to {vs[-1]:.4g}, "
+                     f"{len(vs)} runs")
+        out.append(f'<g><title>{tip}</title>'
+                   f'<line x1="{cx:.1f}" x2="{cx:.1f}" y1="{py(vs[-1]):.1f}" y2="{py(vs[0]):.1f}" stroke="#111"/>'
+                   f'<rect x="{cx - w / 2:.1f}" y="{py(q3):.1f}" width="{w:.1f}" height="{max(py(q1) - py(q3), 1):.1f}" '
+                   f'fill="{COLORS["neutral"]}" fill-opacity="0.35" stroke="{COLORS["neutral"]}"/>'
+                   f'<line x1="{cx - w / 2:.1f}" x2="{cx + w / 2:.1f}" y1="{py(med):.1f}" y2="{py(med):.1f}" '
+                   f'stroke="#111" stroke-width="2"/></g>')
     out.append("</svg>")
     return Markup("".join(out))

@@ -146,7 +146,6 @@ def verify_invariants(induced, before: dict, outputs: dict) -> None:
 def _engine_counts_equal(table, output, cols) -> bool:
     """A table's counts by `cols` against a released table's, compared as text; either may be
     held elsewhere (an `EngineTable` input, a `StreamedTable` output) and is then counted there."""
-    from dpspec.engine.local import count_frame
     from dpspec.engine.table import EngineTable
 
     if isinstance(table, EngineTable) and table.engine is not None and isinstance(output, StreamedTable) \
@@ -156,11 +155,18 @@ def _engine_counts_equal(table, output, cols) -> bool:
     def as_text(counts: pd.DataFrame) -> pd.DataFrame:
         return counts.astype({c: str for c in cols}).sort_values(cols, kind="mergesort").reset_index(drop=True)
 
-    def counted(t) -> pd.DataFrame:
-        return t.count(cols) if isinstance(t, (EngineTable, StreamedTable)) else count_frame(t, cols)
-
-    before, after = counted(table), counted(output)
+    before, after = counted(table, cols), counted(output, cols)
     return as_text(before).equals(as_text(after)) if cols else int(before["count"].sum()) == int(after["count"].sum())
+
+
+def counted(table, cols) -> pd.DataFrame:
+    """Counts of a table by `cols` (a `count` column), wherever its rows live: a frame here, an
+    `EngineTable` input or a `StreamedTable` output on its engine."""
+    from dpspec.engine.local import count_frame
+    from dpspec.engine.table import EngineTable
+
+    cols = list(cols)
+    return table.count(cols) if isinstance(table, (EngineTable, StreamedTable)) else count_frame(table, cols)
 
 
 def _detach(published: dict) -> dict:

@@ -147,6 +147,9 @@ def load_json(path: str) -> dict:
         raise VerifyError(f"{path}: cannot read the verification result: {exc.strerror or exc}") from None
     except (ValueError, RecursionError) as exc:  # invalid JSON or UTF-8, a 5,000-digit number, deep nesting
         raise VerifyError(f"{path}: not a verification result (invalid JSON: {str(exc)[:200]})") from None
+    from dpspec.schemas import refuse_newer
+
+    refuse_newer("verification", data, path, VerifyError)
     missing = [k for k in ("verdict", "claimed", "lower_bound", "confidence", "runs", "flavor", "spec_sha256")
                if not isinstance(data, dict) or k not in data]
     if missing or data.get("verdict") not in VERDICTS:

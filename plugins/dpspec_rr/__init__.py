@@ -84,6 +84,30 @@ class RandomizedResponse(Mechanism):
         return BudgetStatement(PureDP(epsilon(params["p"])), worst=PureDP(epsilon(params["p"])),
                                notes=(f"epsilon = |ln(p/(1-p))| with p = {ir.format_number(params['p'])}",))
 
+    def public_facts(self, spec, params, data):
+        """n, the number of units: published exactly (`count TABLE` is the invariant)."""
+        return {"n": int(len(data[params["table"]]))} if params["table"] in data else {}
+
+    def expected_error(self, spec, params, facts):
+        """The estimated proportion's variance given the data: each report is truthful with
+        probability p whatever the answer, so the reported share has variance p(1-p)/n and the
+        unbiased estimate (q - (1-p)) / (2p-1) has p(1-p) / (n (2p-1)^2), whatever the true share."""
+        n, p = facts.get("n"), Fraction(params["p"])
+        if not n or p == Fraction(1, 2):
+            return [{"table": "estimate", "level": None, "query": "proportion of 'yes'", "variance": math.inf,
+                     "of": "estimated proportion"}]
+        return [{"table": "estimate", "level": None, "query": "proportion of 'yes'",
+                 "variance": float(p * (1 - p) / (n * (2 * p - 1) ** 2)), "of": "estimated proportion"}]
+
+    def compared_counts(self, spec, params, data, release):
+        """The estimated count of 'yes' (estimate x n) beside the true count (internal only)."""
+        import pandas as pd
+
+        est = release.outputs["estimate"].iloc[0]
+        truth = int((data[params["table"]][params["column"]] == self._positive(spec, params)).sum())
+        return [{"table": "count of 'yes' (estimated)", "level": None, "truth": pd.Series([truth], index=["yes"]),
+                 "released": pd.Series([float(est["estimate"]) * int(est["n"])], index=["yes"])}]
+
     def _positive(self, spec, params):
         col = self._column(spec, params)
         if col.type.kind == "bool":

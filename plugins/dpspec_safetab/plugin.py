@@ -31,7 +31,8 @@ def fanout_text(fanouts: dict) -> str:
     notes; selections with the same k and derivation are named together."""
     groups: dict = {}
     for (level, gran), f in sorted(fanouts.items()):
-        bound = f"h_r * max(2, r) + h_e with h_r = {f['h_race']}, h_e = {f['h_ethnicity']}, r = {f['max_race_codes']}"
+        bound = (f"h_r * max(2, r) + h_e with h_r = {f['h_race']} and h_e = {f['h_ethnicity']}, the most race and "
+                 f"ethnicity groups one code maps to, and r = {f['max_race_codes']}, the most race codes of one record")
         k, derived = f["fanout_used"], f["fanout"]
         if not f.get("declared"):
             how = bound
@@ -70,7 +71,8 @@ class SafeTab(Mechanism):
     name = "safetab"
     version = __version__
     description = ("SafeTab (2020 Detailed DHC-A/B): counts by detailed race/ethnicity group and geography, "
-                   "the detail of each table chosen adaptively by thresholds, exact discrete Gaussian noise, zCDP.")
+                   "the detail of each table chosen by thresholds on a noisy total, integer noise from an exact "
+                   "discrete Gaussian (bell-shaped) distribution, budget in zCDP.")
     parameters = ParameterSchema((
         ParamSpec("table", "table", "the record table (persons for SafeTab-P, households for SafeTab-H)", required=True),
         ParamSpec("race_codes", "columns", "the columns holding a record's detailed race codes", required=True),
@@ -143,9 +145,10 @@ class SafeTab(Mechanism):
         notes = [
             f"rho = {ir.format_number(total)} = the sum over tables, geography levels and iteration levels of their rho "
             "(sequential composition: every record is in one unit of each level; units of a level compose in parallel)",
-            "sensitivity: a record falls into at most k groups of one iteration level and geography granularity, "
-            "so each count moves by 1 in at most k cells, the L2 sensitivity squared is k and every noise variance "
-            f"is k / (2 rho_stage); here {fanout_text(fanouts)}",
+            "sensitivity (how much one record can change the counts, which sets the noise): a record falls into at "
+            "most k groups of one iteration level and geography granularity, so each count moves by 1 in at most k "
+            "cells, the L2 sensitivity squared (the sum of the squared changes) is k and every noise variance is "
+            f"k / (2 rho_stage), rho_stage being the stage's share of rho; here {fanout_text(fanouts)}",
         ]
         if design.two_stage:
             notes.append(f"two stages: stage 1 spends {ir.format_number(design.stage1_fraction)} of each cell's rho on "
@@ -155,6 +158,11 @@ class SafeTab(Mechanism):
         else:
             notes.append("one stage: the detail of each table is chosen from published totals (public information), "
                          "so all of rho is spent on the chosen table")
+        from .change_one import change_one_note
+
+        change_one = change_one_note(spec, params, total)
+        if change_one:
+            notes.append(change_one)
         public = []
         if params.get("public_totals"):
             public.append(PublicCondition(
@@ -196,6 +204,23 @@ class SafeTab(Mechanism):
                         part["fanout"] = fan["fanout_used"]
                         part["noise_variance"] = float(f"{float(design_mod.sigma2(fan['fanout_used'], rho)):.9g}")
                     out.append(part)
+        return out
+
+    def expected_error(self, spec, params, facts):
+        """Per (table, geography level, iteration level, stage): the variance of each noisy count,
+        the discrete Gaussian's exact variance at k / (2 rho_stage), from the design alone."""
+        from dpspec.api import discrete_gaussian_variance
+
+        design = self.design(spec, params)
+        out = []
+        for part in self.components(design, self.fanouts(spec, params, design)):
+            if "fanout" not in part:
+                continue
+            sigma2 = design_mod.sigma2(part["fanout"], part["rho"])
+            out.append({"table": f"{part['table']}: {part['geography']}, iteration level {part['iteration_level']}, "
+                                 f"{part['stage']}", "level": part["geography"],
+                        "query": f"{part['table']} level {part['iteration_level']} {part['stage']}",
+                        "variance": float(discrete_gaussian_variance(sigma2)), "of": "noisy count"})
         return out
 
     # ---- run ---------------------------------------------------------------------------

@@ -1,8 +1,13 @@
 """`dpspec swap ...`: the budget calculator and the what-if table of stratifications.
 
-JSON output (stable):
-  swap epsilon --json  -> [{"b": int, "rate": float, "epsilon": float | "inf"}, ...]
-  swap whatif --json   -> {"spec", "table", "swap", "hold", "rates": [float],
+JSON output (stable; JSON Schemas in schemas/, each format versioned as the core's are):
+  swap epsilon --json  -> [{"format_version", "b": int, "rate": float, "epsilon": float | "inf",
+                            "minimum_epsilon": float, "minimum_rate": float | null}, ...]
+  swap epsilon --epsilon E --json
+                       -> {"format_version", "b": int, "epsilon": float, "rates": [float, float],
+                           "minimum_epsilon": float, "minimum_rate": float | null,
+                           "rows": [the rows above for --rate, if given]}
+  swap whatif --json   -> {"format_version", "spec", "table", "swap", "hold", "rates": [float],
                            "rows": [{"match": [str], "b": int, "largest_stratum": {col: value} | null,
                                      "strata_of_two_or_more": int, "is_spec": bool,
                                      "from_invariants": bool, "keeps_nesting": bool,
@@ -15,8 +20,9 @@ import json
 
 import click
 
-from dpspec.api import friendly, json_number
+from dpspec.api import json_number
 
+FORMAT_VERSION = "1.0"  # of both outputs: schemas/epsilon.schema.json, schemas/whatif.schema.json
 RATES_HELP = "swap rates, comma-separated: 0.05, 5% or 1/20 (exact: 0.05 means one in twenty)"
 
 
@@ -56,19 +62,39 @@ def swap_group():
 @swap_group.command("epsilon")
 @click.option("--b", "b", type=click.IntRange(0), required=True,
               help="size of the largest stratum holding two different records")
-@click.option("--rate", "rates", callback=_rates, required=True, help=RATES_HELP)
-@click.option("--json", "as_json", is_flag=True, help="a list of {b, rate, epsilon}")
-@friendly
-def epsilon_cmd(b, rates, as_json):
-    """The PSA's pure-DP budget for largest stratum B at each swap RATE."""
+@click.option("--rate", "rates", callback=_rates, default=None, help=RATES_HELP)
+@click.option("--epsilon", "target", type=float, default=None,
+              help="the two rates whose budget is exactly this epsilon (it must be at least the minimum)")
+@click.option("--json", "as_json", is_flag=True, help="a list of {b, rate, epsilon, minimum_epsilon, minimum_rate}; "
+              "with --epsilon an object with both rates")
+def epsilon_cmd(b, rates, target, as_json):
+    """The PSA's pure-DP budget for largest stratum B at each swap RATE, its minimum over all
+    rates and the rate attaining it, and (--epsilon E) the two rates that give E."""
     from dpspec_swap import whatif  # pandas-heavy: not for `dpspec --help`
+    from dpspec_swap.theorem import minimum_epsilon, rates_for_epsilon
 
-    rows = whatif.epsilon_rows(b, rates)
+    if rates is None and target is None:
+        raise click.UsageError("give --rate, --epsilon or both")
+    least, at = minimum_epsilon(b)
+    at = float(at) if at is not None else None
+    minimum = {"minimum_epsilon": least, "minimum_rate": at}
+    rows = [{**row, **minimum} for row in whatif.epsilon_rows(b, rates or [])]
+    pair = [float(r) for r in rates_for_epsilon(b, target)] if target is not None else None
     if as_json:
-        click.echo(_json(rows))
+        rows = [{"format_version": FORMAT_VERSION, **row} for row in rows]
+        click.echo(_json({"format_version": FORMAT_VERSION, "b": b, "epsilon": target, "rates": list(pair),
+                          **minimum, "rows": rows} if pair else rows))
         return
     click.echo(f"b = {b:,}")
-    click.echo(f"{'rate':>8}  epsilon")
+    if at is None:
+        click.echo("b = 0: nothing can move, every rate gives epsilon = 0")
+    else:
+        click.echo(f"smallest epsilon over all rates: ln(b+1)/2 = {least:.4f}, at rate {at:.6g} "
+                   "(no rate gives less)")
+    if pair:
+        click.echo(f"epsilon {target:g} is given by two rates: {pair[0]:.6g} and {pair[1]:.6g}")
+    if rows:
+        click.echo(f"{'rate':>8}  epsilon")
     for row in rows:
         click.echo(f"{_rate_text(row['rate']):>8}  {whatif.format_epsilon(row['epsilon'], 4)}")
 
@@ -78,7 +104,6 @@ def epsilon_cmd(b, rates, as_json):
 @click.option("--rates", callback=_rates, default=None, help=RATES_HELP + " [default: 1%,2%,5%,10%,50%]")
 @click.option("--key", "keys", multiple=True, metavar="COL[,COL...]", help="an extra match key to compare (repeatable)")
 @click.option("--json", "as_json", is_flag=True)
-@friendly
 def whatif_cmd(spec_file, rates, keys, as_json):
     """b, its stratum and epsilon under alternative match keys for a swap SPEC.
 
@@ -110,7 +135,7 @@ def whatif_cmd(spec_file, rates, keys, as_json):
     rates = rates or list(whatif.DEFAULT_RATES)
     rows = whatif.with_epsilons(whatif.stratifications(spec, params, frame, extra), rates)
     if as_json:
-        click.echo(_json({"spec": spec.title, "table": table.name, "swap": swap, "hold": hold,
+        click.echo(_json({"format_version": FORMAT_VERSION, "spec": spec.title, "table": table.name, "swap": swap, "hold": hold,
                           "rates": [float(r) for r in rates], "rows": rows}))
         return
     click.echo(f"{spec.title or spec_file}: swapping {', '.join(swap)} of {table.name}; holding {', '.join(hold) or '(nothing)'}")

@@ -30,8 +30,9 @@ def _param_loc(spec: ir.Spec, name: str) -> tuple[int | None, int | None]:
 class PermutationSwapping(Mechanism):
     name = "swap"
     version = __version__
-    description = ("Permutation swapping (PSA): within each stratum of the match key, selected units "
-                   "exchange their swapping columns by a uniformly random derangement.")
+    description = ("Permutation swapping (PSA): within each stratum (the units sharing the match key's values), "
+                   "units selected at the swap rate exchange their swapping columns by a uniformly random "
+                   "derangement (a shuffle in which no selected unit keeps its own values).")
     needs_data_for_budget = True  # eps_D depends on b, the largest stratum of the actual data
     engine_tables = True  # a Parquet table stays on the engine: facts, units and release are engine operations
     parameters = ParameterSchema((
@@ -144,6 +145,30 @@ class PermutationSwapping(Mechanism):
             "alternatives": alternatives,
         }
 
+    def fact_labels(self, spec, params):
+        """Readable labels for the public report; the unit's own word ('households') as the unit."""
+        table = swap_table(spec, params)
+        units = f"{table.unit}s" if table is not None and table.unit else "records"
+        stratum = f"stratum (a group of {units} sharing the match key's values)"
+        return {
+            "b": f"b: {units} in the largest {stratum} that holds two different {units}",
+            "largest_stratum": f"The largest stratum's match-key values (it holds the b {units})",
+            "match": "Match key: columns whose values form the strata",
+            "swap": "Swapped columns: exchanged between selected units",
+            "hold": "Held columns: never exchanged",
+            "records": f"{units[:1].upper()}{units[1:]} in the data",
+            "strata": "Strata (number of groups)",
+            "strata_of_two_or_more": f"Strata holding at least two {units}",
+            "alternatives": "Other match keys the invariants already publish, and their b",
+            "alternatives.match": "match key",
+            "alternatives.b": f"b ({units} in the largest stratum)",
+            "alternatives.largest_stratum": "where the largest stratum is",
+            "alternatives.strata_of_two_or_more": f"strata of two or more {units}",
+            "alternatives.is_spec": "this spec's key",
+            "alternatives.from_invariants": "published by the invariants",
+            "alternatives.keeps_nesting": "keeps the geography nested",
+        }
+
     def budget(self, spec, params, facts):
         from dpspec.api import BudgetStatement, PureDP
 
@@ -156,7 +181,7 @@ class PermutationSwapping(Mechanism):
             worst=None,
             per_universe=True,
             depends_on={"b": b, "largest_stratum": facts.get("largest_stratum")},
-            notes=budget_notes(b, p, facts.get("match", params["match"])),
+            notes=budget_notes(b, p, facts.get("match", params["match"]), _units(spec, params)),
         )
 
     # ---- running ----
@@ -265,21 +290,33 @@ def carried_notes(table: ir.Table, outputs: dict) -> tuple[str, ...]:
     return (f"{len(outputs) - 1} linked table(s) carried along with the swapped {table.name}",)
 
 
-def budget_notes(b: int, p: Fraction, match) -> tuple[str, ...]:
-    """The theorem's branch with the numbers filled in, and why there is no finite worst case."""
+def _units(spec, params) -> str:
+    table = swap_table(spec, params)
+    return f"{table.unit}s" if table is not None and table.unit else "records"
+
+
+THEOREM = "Theorem II.1 of Bailie, Gong & Meng (the budget of swapping)"
+
+
+def budget_notes(b: int, p: Fraction, match, units: str = "records") -> tuple[str, ...]:
+    """The theorem's branch with the numbers filled in and every symbol in words (a printed
+    report has no hover text), and why there is no finite worst case."""
     key = " x ".join(match) if match else "(no match key: one stratum)"
+    largest = (f"b = {b:,}: the number of {units} in the largest stratum (a group of {units} with the same values "
+               f"of the match key {key}) that holds two different {units}")
     if b == 0:
-        notes = [f"b = 0: no stratum of the match key {key} holds two different records, "
+        notes = [f"b = 0: no stratum of the match key {key} holds two different {units}, "
                  "so nothing can move: epsilon = 0"]
     elif p in (0, 1):
-        notes = [f"b = {b:,}: the largest stratum of the match key {key} holding two different records",
-                 f"rate {ir.format_number(p)} makes the swap deterministic on a stratum that could differ: "
-                 "no finite epsilon (Theorem II.1)"]
+        notes = [largest,
+                 f"swap rate p = {ir.format_number(p)} makes the swap deterministic on a stratum that could differ: "
+                 f"no finite epsilon ({THEOREM})"]
     else:
-        branch = ("p <= 1/2: epsilon = ln(b+1) - ln(o)" if p <= Fraction(1, 2)
-                  else "p > 1/2: epsilon = max(ln(o), ln(b+1) - ln(o))")
-        notes = [f"b = {b:,}: the largest stratum of the match key {key} holding two different records",
-                 f"Theorem II.1, {branch} with o = p/(1-p), ln(o) = {log_odds(p):.6f}"]
+        branch = ("for a swap rate p of at most 1/2, epsilon = ln(b+1) - ln(o)" if p <= Fraction(1, 2)
+                  else "for a swap rate p above 1/2, epsilon = max(ln(o), ln(b+1) - ln(o))")
+        notes = [largest,
+                 f"{THEOREM}: {branch}, where ln is the natural logarithm and o = p/(1-p) the odds that a unit "
+                 f"is selected for swapping; here p = {ir.format_number(p)}, so ln(o) = {log_odds(p):.6f}"]
     notes.append("per universe: b is a function of the invariants, so epsilon differs between universes; "
                  "no finite worst case exists because the domain does not bound the number of units, "
                  "and epsilon grows as ln(b+1) with the largest stratum")

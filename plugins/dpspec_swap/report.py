@@ -14,7 +14,7 @@ from fractions import Fraction
 from markupsafe import Markup, escape
 
 from dpspec.api import Section
-from dpspec_swap.theorem import psa_epsilon
+from dpspec_swap.theorem import minimum_epsilon, psa_epsilon
 
 RATE_GRID = tuple(Fraction(x) for x in (
     "0.005", "0.01", "0.02", "0.03", "0.05", "0.075", "0.1", "0.15", "0.2", "0.3", "0.4", "0.5",
@@ -54,23 +54,39 @@ def budget_data(facts: dict, rate) -> dict:
         c["keys"].append(list(r["match"]))
         c["is_spec"] = c["is_spec"] or bool(r.get("is_spec"))
     for c in curves.values():
-        c["epsilon"] = [_json_eps(psa_epsilon(c["b"], p)) for p in RATE_GRID]
+        least, at = minimum_epsilon(c["b"])
+        at = float(at) if at is not None else None
+        c["minimum"] = {"epsilon": least, "rate": at}
+        c["rates"] = _curve_rates(at)  # the grid, and the curve's minimum with a point past it
+        c["epsilon"] = [_json_eps(psa_epsilon(c["b"], p)) for p in c["rates"]]
     ordered = sorted(curves.values(), key=lambda c: (not c["is_spec"], -c["b"]))
     keys = [{"match": list(r["match"]), "b": int(r["b"]), "largest_stratum": r.get("largest_stratum"),
              "is_spec": bool(r.get("is_spec")),
              "epsilon": [{"rate": float(p), "epsilon": _json_eps(psa_epsilon(int(r["b"]), p))} for p in TABLE_RATES]}
             for r in rows]
     b = int(facts["b"])
+    least, at = minimum_epsilon(b)
     return {
         "rate": float(rate),
         "b": b,
         "largest_stratum": facts.get("largest_stratum"),
         "epsilon": _json_eps(psa_epsilon(b, rate)),
+        "minimum_epsilon": least,
+        "minimum_rate": float(at) if at is not None else None,
         "rates": [float(p) for p in RATE_GRID],
         "curves": ordered,
         "keys": keys,
         "table_rates": [float(p) for p in TABLE_RATES],
     }
+
+
+def _curve_rates(at: float | None) -> list[float]:
+    """The plot's rates for one curve: the fixed grid plus its minimum's rate and one beyond it,
+    so the curve shows where epsilon stops falling and rises again."""
+    rates = {float(p) for p in RATE_GRID}
+    if at is not None:
+        rates |= {at, 1 - (1 - at) / 4}
+    return sorted(rates)
 
 
 def _ticks(top: float) -> list[float]:
@@ -79,6 +95,15 @@ def _ticks(top: float) -> list[float]:
     power = 10 ** math.floor(math.log10(raw)) if raw > 0 else 1
     step = next(m * power for m in (1, 2, 5, 10) if m * power >= raw)
     return [k * step for k in range(int(top // step) + 1)]
+
+
+def _minimum_words(data: dict) -> str:
+    """The curve's floor in a sentence: no rate gives less; every larger epsilon has two rates."""
+    if data.get("minimum_rate") is None:
+        return "With b = 0 every rate gives epsilon = 0."
+    return (f"No swap rate gives less than epsilon = {data['minimum_epsilon']:.2f} for this b (ln(b+1)/2, at "
+            f"p = {data['minimum_rate']:.4g}); every larger epsilon is given by two rates, one on each side "
+            "(dpspec swap epsilon --epsilon E prints both).")
 
 
 # ---- HTML ----------------------------------------------------------------------------------
@@ -112,11 +137,17 @@ def budget_svg(data: dict, width: int = 640, height: int = 320) -> Markup:
                f'transform="rotate(-90 12 {top + plot_h / 2:.1f})">epsilon</text>')
     for i, curve in enumerate(data["curves"]):
         color = PALETTE[i % len(PALETTE)]
-        points = " ".join(f"{x(p):.1f},{y(e):.1f}" for p, e in zip(data["rates"], curve["epsilon"]) if e != "inf")
+        points = " ".join(f"{x(p):.1f},{y(e):.1f}" for p, e in zip(curve.get("rates", data["rates"]), curve["epsilon"])
+                          if e != "inf")
         width_attr = 3 if curve["is_spec"] else 1.5
         label = f"b = {curve['b']:,}: " + "; ".join(_key_label(k) for k in curve["keys"])
         out.append(f'<polyline fill="none" stroke="{color}" stroke-width="{width_attr}" points="{points}">'
                    f"<title>{escape(label)}</title></polyline>")
+        low = curve.get("minimum") or {}
+        if low.get("rate") is not None:
+            where = f"minimum for b = {curve['b']:,}: epsilon = {low['epsilon']:.2f} at p = {low['rate']:.4g}"
+            out.append(f'<circle cx="{x(low["rate"]):.1f}" cy="{y(low["epsilon"]):.1f}" r="3.5" fill="#fff" '
+                       f'stroke="{color}" stroke-width="2"><title>{escape(where)}</title></circle>')
     if data["epsilon"] != "inf":
         px, py = x(data["rate"]), y(data["epsilon"])
         out.append(f'<line x1="{px:.1f}" y1="{top}" x2="{px:.1f}" y2="{top + plot_h}" stroke="#111" stroke-dasharray="3,2"/>')
@@ -130,8 +161,8 @@ def budget_html(data: dict) -> Markup:
     parts = [Markup("<p>"),
              escape(f"The budget of permutation swapping depends on the swap rate and on b, the largest stratum "
                     f"holding two different records. This release: b = {data['b']:,}, p = {data['rate']:g}, "
-                    f"epsilon = {_fmt(data['epsilon'])}. Finer match keys lower b and the nominal budget only by "
-                    f"publishing more statistics exactly; coarser keys do the opposite."),
+                    f"epsilon = {_fmt(data['epsilon'])}. {_minimum_words(data)} Finer match keys lower b and the nominal "
+                    f"budget only by publishing more statistics exactly; coarser keys do the opposite."),
              Markup("</p>"), budget_svg(data)]
     legend = [Markup('<ul class="legend">')]
     for i, curve in enumerate(data["curves"]):
@@ -141,15 +172,24 @@ def budget_html(data: dict) -> Markup:
         legend.append(Markup('<li><span style="color:{}">&#9632;</span> {}</li>').format(
             color, f"b = {curve['b']:,}: {keys}{spec}"))
     legend.append(Markup("</ul>"))
-    head = Markup("").join(Markup("<th>{}</th>").format(f"eps at p = {p:g}") for p in data["table_rates"])
-    rows = [Markup("<table><thead><tr><th>match key</th><th>b</th><th>largest stratum</th>{}</tr></thead><tbody>").format(head)]
+    rates = [RATE_HEAD.format(p=p) for p in data["table_rates"]]
+    head = Markup("").join(Markup("<th>{}</th>").format(h) for h in rates)
+    rows = [Markup('<table class="stack"><thead><tr><th>match key</th><th>{}</th><th>largest stratum</th>{}</tr></thead>'
+                   "<tbody>").format(B_HEAD, head)]
     for k in data["keys"]:
         where = ", ".join(f"{c} = {v}" for c, v in (k["largest_stratum"] or {}).items()) or "-"
-        cells = Markup("").join(Markup("<td>{}</td>").format(_fmt(e["epsilon"])) for e in k["epsilon"])
+        cells = Markup("").join(Markup('<td data-label="{}">{}</td>').format(h, _fmt(e["epsilon"]))
+                                for h, e in zip(rates, k["epsilon"]))
         label = _key_label(k["match"]) + (" (this spec)" if k["is_spec"] else "")
-        rows.append(Markup("<tr><td>{}</td><td>{}</td><td>{}</td>{}</tr>").format(label, f"{k['b']:,}", where, cells))
+        rows.append(Markup('<tr><td data-label="match key">{}</td><td data-label="{}">{}</td>'
+                           '<td data-label="largest stratum">{}</td>{}</tr>').format(label, B_HEAD, f"{k['b']:,}", where, cells))
     rows.append(Markup("</tbody></table>"))
     return Markup("").join(parts + legend + rows)
+
+
+# Column heads in words: a printed report has no hover text to explain "eps" or "b".
+RATE_HEAD = "epsilon at swap rate p = {p:g}"
+B_HEAD = "b (units in the largest stratum)"
 
 
 # ---- Markdown ------------------------------------------------------------------------------
@@ -166,8 +206,8 @@ def md(value) -> str:
 
 def budget_markdown(data: dict) -> str:
     lines = [md(f"This release: b = {data['b']:,}, p = {data['rate']:g}, epsilon = {_fmt(data['epsilon'])}. "
-                "Finer match keys lower b and the nominal budget only by publishing more statistics exactly."), ""]
-    head = ["match key", "b", "largest stratum", *[f"eps at p = {p:g}" for p in data["table_rates"]]]
+                f"{_minimum_words(data)} Finer match keys lower b and the nominal budget only by publishing more statistics exactly."), ""]
+    head = ["match key", B_HEAD, "largest stratum", *[RATE_HEAD.format(p=p) for p in data["table_rates"]]]
     lines.append("| " + " | ".join(md(h) for h in head) + " |")
     lines.append("|" + "---|" * len(head))
     for k in data["keys"]:

@@ -123,3 +123,53 @@ def _plain(value):
     """numpy scalars to Python scalars, so keys serialize to JSON."""
     return value.item() if hasattr(value, "item") else value
 
+
+
+# ---- the whole curve: its minimum and its inverse -------------------------------------------
+#
+# For p <= 1/2 the budget ln(b+1) - ln(o) falls as p grows; for p > 1/2 it is the larger of
+# ln(o) (rising) and ln(b+1) - ln(o) (falling), so the curve has one minimum, where the two
+# meet: ln(o) = ln(b+1)/2, i.e. o = sqrt(b+1). Every larger epsilon E is reached at exactly two
+# rates, one on each side: ln(o) = ln(b+1) - E (the falling branch) and ln(o) = E (the rising one).
+
+
+def _rate_of_log_odds(ln_o: float) -> Fraction:
+    """p = o / (1 + o) from ln(o), as a fraction carried to 40 digits: near 1 a float would hold
+    1 - p to only a few digits, and the theorem maps the rate back through ln(p / (1 - p))."""
+    from decimal import localcontext
+
+    with localcontext() as ctx:
+        ctx.prec = 40
+        o = Decimal(repr(float(ln_o))).exp()
+        return Fraction(o / (1 + o))
+
+
+def minimum_epsilon(b: int) -> tuple[float, Fraction | None]:
+    """(smallest epsilon over all rates, the rate attaining it) for largest stratum b.
+
+    The minimum is ln(b+1)/2 at o = sqrt(b+1), p = sqrt(b+1) / (1 + sqrt(b+1)), on the p > 1/2
+    branch. With b == 0 every rate gives 0 and no rate is singled out (None)."""
+    psa_epsilon(b, Fraction(1, 2))  # validates b
+    b = int(b)
+    if b == 0:
+        return 0.0, None
+    half = math.log(b + 1) / 2
+    return half, _rate_of_log_odds(half)
+
+
+def rates_for_epsilon(b: int, epsilon: float) -> tuple[Fraction, Fraction]:
+    """The two rates (lower, higher) whose budget is exactly `epsilon` for largest stratum b.
+
+    lower: ln(o) = ln(b+1) - epsilon; higher: ln(o) = epsilon. They coincide at the minimum.
+    Refused below the minimum (no rate gives less) and for b == 0 (every rate gives 0)."""
+    low_eps, _ = minimum_epsilon(b)
+    b = int(b)
+    if b == 0:
+        raise MechanismError("with b = 0 nothing can move: every rate gives epsilon = 0")
+    if not math.isfinite(epsilon):
+        raise MechanismError("epsilon must be finite: only rates 0 and 1 give an infinite budget")
+    if epsilon < low_eps * (1 - 1e-12):
+        raise MechanismError(f"no swap rate gives epsilon {epsilon:g} for b = {b:,}: the smallest attainable "
+                             f"is ln(b+1)/2 = {low_eps:.6g}")
+    epsilon = max(epsilon, low_eps)
+    return _rate_of_log_odds(math.log(b + 1) - epsilon), _rate_of_log_odds(epsilon)

@@ -26,20 +26,19 @@ MAX_SUBSET_COLUMNS = 4  # all subsets of the non-geographic match columns, when 
 
 def parse_rates(text: str) -> list[Fraction]:
     """'0.01,5%,1/10' -> exact rates; a decimal means exactly what it says (0.05 is 1/20)."""
+    from dpspec.api import DpspecError, exact_number
+
     rates = []
     for item in str(text).split(","):
         item = item.strip()
         if not item:
             continue
-        scale = 1
-        if item.endswith("%"):
-            item, scale = item[:-1].strip(), 100
         try:
-            value = Fraction(item) / scale
-        except (ValueError, ZeroDivisionError):
+            value = exact_number(item)
+        except DpspecError:
             raise ValueError(f"{item!r} is not a rate (write 0.05, 5% or 1/20)") from None
         if not 0 <= value <= 1:
-            raise ValueError(f"rate {item}{'%' if scale == 100 else ''} is outside [0, 1]")
+            raise ValueError(f"rate {item} is outside [0, 1]")
         rates.append(value)
     if not rates:
         raise ValueError("give at least one rate")

@@ -31,7 +31,10 @@ def _value(raw):
 
 
 def facility_constraints(spec: ir.Spec, params: dict, variables: dict) -> list[dict]:
-    """The declared constraints, checked against the domain and the invariants (SpecError)."""
+    """The declared constraints, checked against the domain and the invariants (SpecError).
+
+    variables: what `of` may name, with its categories: the histogram variables and the
+    recodes (their group labels), so a bound may be stated on a recode."""
     block = params.get("constraints")
     if block is None:
         return []
@@ -55,7 +58,7 @@ def facility_constraints(spec: ir.Spec, params: dict, variables: dict) -> list[d
         of, table_name, type_col = str(fields["of"]), str(fields["table"]), str(fields["type"])
         if of not in variables:
             raise SpecError(Diagnostic(f"constraints: '{p.name}' bounds '{of}', which is not a histogram "
-                                       f"variable (known: {', '.join(variables)})", *loc))
+                                       f"variable or recode (known: {', '.join(variables)})", *loc))
         table = spec.domain.table(table_name)
         if table is None or table_name == params["table"]:
             raise SpecError(Diagnostic(f"constraints: '{p.name}' reads table '{table_name}', which is not a "

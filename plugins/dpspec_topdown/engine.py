@@ -28,11 +28,14 @@ import scipy.sparse as sp
 from dpspec.api import DataError, MechanismError, SpecError
 
 from .allocation import Allocation, allocate, query_name
+from . import equality
 from .hierarchy import Hierarchy, build_hierarchy
 from .histogram import Schema, aggregate, marginal, unit_histograms
 from dpspec.api import discrete_gaussian
 from .multipass import pass_plan
-from .node_noise import LevelNoise, NodeNoise
+from .node_noise import LevelNoise, NodeNoise, add_class_noise
+from .spine import (BYPASSED, bypass_classes, check_budget_per_person, class_share, group_sum, split_by_signature,
+                    split_geography, unit_groups)
 from .postprocess import (BoundConstraint, GroupConstraint, MeasuredQuery, NodeError, NodeTask,
                           default_workers, make_pool, solve_level, solve_node, task_size)
 
@@ -56,6 +59,8 @@ class TopDownResult:
     rho_spent: Fraction
     confidential: dict = attrs.Factory(dict)  # level -> confidential (units x cells) csr
     noise_plans: dict = attrs.Factory(dict)  # level -> node_noise.LevelNoise: noise drawn in the nodes
+    # optimized spine: level -> (class of every unit, per query {class: sigma²}) (spine.py)
+    budget_classes: dict = attrs.Factory(dict)
     run_key: int | None = attrs.field(default=None, repr=False)  # the engine run's key (re-draws the noise)
 
     def microdata_table(self, categories: Mapping | None = None, chunk_rows: int | None = None):
@@ -69,7 +74,7 @@ class TopDownResult:
         from .release_tables import CHUNK_ROWS, measurements_table
 
         return measurements_table(self.hierarchy, self.schema, self.allocation, self.confidential, self.noisy,
-                                  self.noise_plans, self.run_key, chunk_rows or CHUNK_ROWS)
+                                  self.noise_plans, self.run_key, chunk_rows or CHUNK_ROWS, self.budget_classes)
 
     @property
     def microdata(self) -> pd.DataFrame:
@@ -89,7 +94,9 @@ def run_topdown(persons: pd.DataFrame, levels: Sequence[str], variables: Mapping
                 workers: int | None = None, recodes: Sequence = (),
                 passes: Mapping[str, dict] | None = None,
                 structural_zeros: Mapping[str, Mapping[str, Sequence]] | None = None,
-                bounds: Sequence[tuple] = (), engine=None) -> TopDownResult:
+                bounds: Sequence[tuple] = (), engine=None, aian: tuple[str, str] | None = None,
+                bypass: Sequence[str] = (), gq_signature: pd.Series | None = None,
+                equalities: Sequence[tuple] = ()) -> TopDownResult:
     """Run TopDown on person records; see the module docstring for the semantics.
 
     ``levels`` lists the geography columns top first (a leading name that is not a column is
@@ -116,11 +123,26 @@ def run_topdown(persons: pd.DataFrame, levels: Sequence[str], variables: Mapping
     not depend on where nodes run, and the nodes of a level are solved as units of work on it
     (the local engine keeps this process's pool); each node draws its own noise, so no level's
     noisy answers are ever whole in one process; without one, ``rng`` draws each level at once.
+    ``aian`` = (level, flag column): production's AIAN spine (spine.py): that level and every
+    level below it but the finest are split into the parts inside (flag 1) and outside AIAN
+    areas; an invariant at a split level holds on the sum of each unit's parts only.
+    ``bypass`` names levels whose single-child units are bypassed (production's optimized spine,
+    spine.py): such a unit is measured with its own and its child's shares, the child not at all.
+    ``gq_signature`` (finest code -> bit mask of the group-quarters types present, spine.
+    gq_signatures) splits the level above the finest by it, as production's spine block groups.
+    ``equalities`` are ``(name, query, counts)``: the release's marginal ``query`` must equal an
+    already released product at every finest unit (equality.py); ``counts`` is that product
+    counted by (finest level, query factors) as `count`.
     """
     t_run = time.perf_counter()
     schema = Schema.from_variables(variables).with_recodes(recodes)
-    geography, tallies = person_counts(persons, levels, schema, engine)
-    hier = build_hierarchy(geography, levels, counted=True)
+    geography, tallies = person_counts(persons, levels, schema, engine, flags=[aian[1]] if aian else [])
+    labels = {}
+    if aian is not None:
+        geography, labels = split_geography(geography, levels, *aian)
+    if gq_signature is not None:
+        geography, labels = split_by_signature(geography, levels, gq_signature, labels)
+    hier = build_hierarchy(geography, levels, counted=True).with_labels(labels)
     names = hier.names
     finest_unit = _finest_units(hier, tallies)
     weights = tallies["count"].to_numpy(dtype=np.int64)
@@ -133,6 +155,8 @@ def run_topdown(persons: pd.DataFrame, levels: Sequence[str], variables: Mapping
     if measured[-1] != len(names) - 1:
         raise SpecError(f"the finest level {names[-1]!r} must be measured (give it a budget share)")
     inv = _canonical_invariants(invariants, schema, hier)
+    _check_split_invariants(inv, hier)
+    classes = _budget_classes(hier, alloc, bypass)
     zero_cells = _structural_zeros(structural_zeros or {}, schema, cells, weights, tallies, hier)
     plans = {lv: pass_plan(lv, spec_, schema, alloc) for lv, spec_ in (passes or {}).items()}
 
@@ -142,14 +166,24 @@ def run_topdown(persons: pd.DataFrame, levels: Sequence[str], variables: Mapping
             for k, lv in enumerate(hier.levels)]
     del tallies, cells, weights, finest_unit  # the histograms hold what the run needs
     level_bounds = _level_bounds(bounds, schema, hier, conf[last])
+    equal = []
+    for name, query, counts in equalities:
+        q = schema.canonical(query)
+        targets = equality.per_level(equality.released_targets(name, counts, names[last], q, schema, hier), hier)
+        equality.check_against(name, q, targets, schema, hier, conf, inv, zero_cells)
+        equality.check_bounds(name, q, targets[last], schema, level_bounds, hier)
+        equal.append((name, q, targets, schema.groups(q), schema.marginal_size(q)))
     timings: dict = {"levels": {}}
     noisy: dict = {}  # without an engine: every level's noisy answers, drawn whole from `rng`
     for k in measured:
         t0 = time.perf_counter()
         if engine is None:
-            for qb in alloc.for_level(names[k]):  # in place: the true answers are not kept
+            for j, qb in enumerate(alloc.for_level(names[k])):  # in place: the true answers are not kept
                 answers = marginal(conf[k], schema, qb.query)
-                answers += discrete_gaussian(qb.sigma2, answers.shape, rng)
+                if names[k] in classes:
+                    add_class_noise(answers, classes[names[k]][0], classes[names[k]][1][j], rng)
+                else:
+                    answers += discrete_gaussian(qb.sigma2, answers.shape, rng)
                 noisy[(names[k], qb.query)] = answers
         # with an engine each node draws its children's noise itself (node_noise), when solved
         timings["levels"][names[k]] = {"noise_seconds": time.perf_counter() - t0,
@@ -163,11 +197,14 @@ def run_topdown(persons: pd.DataFrame, levels: Sequence[str], variables: Mapping
     try:
         prev = None
         for k in measured:
-            tasks = _level_tasks(k, prev, hier, schema, alloc, noisy, conf, inv, protected, run_key)
+            tasks = _level_tasks(k, prev, hier, schema, alloc, noisy, conf, inv, protected, run_key,
+                                 classes.get(names[k]))
             if prev is None and zero_cells is not None:  # children of a zero parent cell stay 0
                 tasks = [attrs.evolve(t, zero_cells=zero_cells) for t in tasks]
             if level_bounds:
                 tasks = _with_bounds(tasks, k, prev, hier, level_bounds)
+            if equal:
+                tasks = _with_equalities(tasks, k, prev, hier, schema, equal)
             queries = [MeasuredQuery(qb.name, schema.groups(qb.query), schema.marginal_size(qb.query),
                                      1.0 / float(qb.sigma2))
                        for qb in alloc.for_level(names[k])]
@@ -208,8 +245,9 @@ def run_topdown(persons: pd.DataFrame, levels: Sequence[str], variables: Mapping
                 "qp_capped_nodes": sum(not r.qp_optimal for r in results),
                 "qp_highs_fallback_nodes": sum(r.qp_solver != "clarabel" for r in results),
                 "failsafe_nodes": sum(r.failsafe for r in results),
-                "estimation_passes": len(plans[names[k]].estimation) if names[k] in plans else 1,
-                "rounding_passes": len(plans[names[k]].rounding) if names[k] in plans else 1,
+                "estimation_passes": plans[names[k]].n_estimation if names[k] in plans else 1,
+                "rounding_passes": plans[names[k]].n_rounding if names[k] in plans else 1,
+                "outer_passes": len(plans[names[k]].outer) if names[k] in plans else 0,
                 "max_variables": max((r.n_variables for r in results), default=0),
                 "parallel": bool(use_pool),
                 "solver_peak_mb": max((r.peak_rss_mb for r in results), default=0.0),
@@ -222,6 +260,9 @@ def run_topdown(persons: pd.DataFrame, levels: Sequence[str], variables: Mapping
         if k not in protected:
             protected[k] = aggregate(protected[k + 1], hier.levels[k + 1].parent, hier.levels[k].n_units)
     _verify(hier, schema, protected, conf, inv)
+    for name, q, targets, _, _ in equal:
+        if ((protected[last] @ schema.indicator(q)) != targets[last]).nnz:
+            raise MechanismError(f"the release does not reproduce the released product {name!r}")
     _verify_bounds(hier, schema, protected, level_bounds)
     if zero_cells is not None:
         for k, h in protected.items():
@@ -237,15 +278,17 @@ def run_topdown(persons: pd.DataFrame, levels: Sequence[str], variables: Mapping
                          {names[k]: protected[k] for k in range(len(names))}, timings,
                          alloc.total_rho, alloc.rho_spent,
                          confidential={names[k]: conf[k] for k in range(len(names))},
-                         noise_plans=noise_plans, run_key=run_key)
+                         noise_plans=noise_plans, run_key=run_key, budget_classes=classes)
 
 
-def person_counts(persons, levels: Sequence[str], schema: Schema, engine=None) -> tuple[pd.DataFrame, pd.DataFrame]:
+def person_counts(persons, levels: Sequence[str], schema: Schema, engine=None,
+                  flags: Sequence[str] = ()) -> tuple[pd.DataFrame, pd.DataFrame]:
     """What TopDown needs of the person table, as counts: (geography, cells).
 
     geography: the distinct combinations of the geography columns (one row per finest unit when
     the geography is a tree); cells: persons per (finest unit, histogram variables), as
-    `count`. With an engine the engine counts (on Spark the person table never reaches this
+    `count`; ``flags`` are further columns counted with the geography (the AIAN flag of the
+    spine). With an engine the engine counts (on Spark the person table never reaches this
     process: only these counts do); without one, pandas counts the frame. Columns the table
     lacks are left out, for the hierarchy and the schema to report.
     """
@@ -253,7 +296,7 @@ def person_counts(persons, levels: Sequence[str], schema: Schema, engine=None) -
     geo = [c for c in levels if c in present]
     finest = geo[-1:] if geo else []
     by_cell = finest + [v for v in schema.names if v in present]
-    return table_counts(persons, geo, engine), table_counts(persons, by_cell, engine)
+    return table_counts(persons, geo + [f for f in flags if f in present], engine), table_counts(persons, by_cell, engine)
 
 
 def table_counts(table, by, engine=None) -> pd.DataFrame:
@@ -377,6 +420,20 @@ def _with_bounds(tasks, k, prev, hier, level_bounds) -> list[NodeTask]:
     return out
 
 
+def _with_equalities(tasks, k, prev, hier, schema, equal) -> list[NodeTask]:
+    """Each node's children held to the released product (their rows of its level's targets)."""
+    spans = _spans(k, prev, hier)
+    out = []
+    for t in tasks:
+        a = spans[t.key][0]
+        b = a + t.n_children
+        cons = tuple(GroupConstraint(f"equal_to {name}", groups, n_groups, np.arange(t.n_children, dtype=np.int64),
+                                     np.asarray(targets[k][a:b].toarray(), dtype=np.int64))
+                     for name, _, targets, groups, n_groups in equal)
+        out.append(attrs.evolve(t, constraints=t.constraints + cons))
+    return out
+
+
 def _verify_bounds(hier, schema, protected, level_bounds) -> None:
     for name, _, _, q, per_level in level_bounds:
         for k, h in protected.items():
@@ -411,6 +468,19 @@ def _canonical_invariants(invariants, schema: Schema, hier: Hierarchy) -> list[t
     return out
 
 
+def _check_split_invariants(inv, hier: Hierarchy) -> None:
+    """An invariant at a split level below the first split one would fix totals of parts that
+    cross the split (a county's AIAN and non-AIAN parts lie in different state parts): the
+    spine cannot keep it; production keeps none there (person_default.ini: State and Block only).
+    The first split level's invariants hold on the sum of each unit's parts."""
+    split = [k for k, lv in enumerate(hier.levels) if lv.labels is not None]
+    for lvl, q in inv:
+        if split and split[0] < lvl <= split[-1]:
+            raise SpecError(f"with a split spine, TopDown keeps invariants at {hier.names[split[0]]} "
+                            f"(on the sum of its parts) or at {hier.names[-1]}, not at {hier.names[lvl]} "
+                            f"({query_name(q)!r})")
+
+
 def _spans(k: int, prev: int | None, hier: Hierarchy) -> list[tuple[int, int]]:
     """Level k's units [a, b) under each unit of level prev (children of a parent are
     contiguous), or the whole level as one span when nothing is above."""
@@ -421,7 +491,35 @@ def _spans(k: int, prev: int | None, hier: Hierarchy) -> list[tuple[int, int]]:
     return list(zip((stop - counts).tolist(), stop.tolist()))
 
 
-def _level_tasks(k, prev, hier, schema, alloc, noisy, conf, inv, protected, run_key=None) -> list[NodeTask]:
+def _budget_classes(hier: Hierarchy, alloc: Allocation, bypass: Sequence[str]) -> dict:
+    """{measured level: (class of every unit, per query {class: exact sigma²})} under the
+    optimized spine's bypass (spine.py); {} without one. Checks that every block's geounits
+    still spend exactly rho."""
+    if not bypass:
+        return {}
+    from dpspec.api import effective_sigma2
+
+    names = hier.names
+    for name in bypass:
+        hier.index(name)  # SpecError for an unknown level
+    depth = bypass_classes(hier, bypass)
+    shares = [alloc.level_shares.get(n, Fraction(0)) for n in names]
+    check_budget_per_person(hier, depth, shares)
+    out = {}
+    for k, cls in depth.items():
+        if names[k] not in alloc.level_shares:
+            continue
+        present = sorted(int(c) for c in np.unique(cls) if c != BYPASSED)
+        per_query = tuple({c: qb.sigma2 if c == 0 else effective_sigma2(
+                               Fraction(qb.sensitivity2) / (2 * alloc.rho * class_share(shares, k, c) * qb.share))
+                           for c in present} for qb in alloc.for_level(names[k]))
+        out[names[k]] = (cls, per_query, [class_share(shares, k, c) / shares[k] if c >= 0 else Fraction(0)
+                                          for c in range(len(names) - k)])
+    return out
+
+
+def _level_tasks(k, prev, hier, schema, alloc, noisy, conf, inv, protected, run_key=None,
+                 classes=None) -> list[NodeTask]:
     """One task per parent unit (or a single task over the whole level when nothing is above).
 
     A level drawn whole (`noisy`) hands each node its slice of the noisy answers; otherwise each
@@ -443,8 +541,12 @@ def _level_tasks(k, prev, hier, schema, alloc, noisy, conf, inv, protected, run_
         if prev is not None and lvl <= prev:
             continue  # already fixed in the parent's histogram
         own = min(lvl, k)
+        # at its own level an invariant holds per published unit: the sum of a split unit's parts
+        groups, n_groups = unit_groups(hier.levels[own]) if own == lvl else (np.arange(hier.levels[own].n_units), None)
         target = marginal(conf[own], schema, q)
-        child_set = hier.ancestor(k, own) if own < k else np.arange(n_units)
+        if n_groups is not None and n_groups != target.shape[0]:
+            target = group_sum(target, groups, n_groups)
+        child_set = groups[hier.ancestor(k, own)]
         inv_here.append((f"{query_name(q)} at {names[lvl]}", schema.groups(q), schema.marginal_size(q),
                          child_set, target))
     tasks = []
@@ -455,13 +557,19 @@ def _level_tasks(k, prev, hier, schema, alloc, noisy, conf, inv, protected, run_
         for name, groups, ng, child_set, target in inv_here:
             sets, local = np.unique(child_set[a:b], return_inverse=True)
             cons.append(GroupConstraint(name, groups, ng, local.astype(np.int64), target[sets]))
+        cls = classes[0][a:b] if classes is not None else None
         if drawn:
             measured, noise = tuple(y[a:b] for y in y_all), None
         else:
             measured, noise = (), NodeNoise(run_key, (names[k], _code(parent_codes, p)),
-                                            tuple(qb.sigma2 for qb in level_queries), conf[k][a:b])
+                                            tuple(qb.sigma2 for qb in level_queries), conf[k][a:b],
+                                            cls, classes[1] if classes is not None else None)
+        scale = None
+        if cls is not None:  # weights follow each child's budget: 0 for a bypassed child
+            ratio = np.array([float(r) for r in classes[2]])
+            scale = np.where(cls >= 0, ratio[np.maximum(cls, 0)], 0.0)
         tasks.append(NodeTask(key=p, n_children=b - a, n_cells=schema.n_cells, parent=parents[p],
-                              measurements=measured, constraints=tuple(cons), noise=noise))
+                              measurements=measured, constraints=tuple(cons), noise=noise, child_scale=scale))
     return tasks
 
 
@@ -503,6 +611,8 @@ def _verify(hier, schema, protected, conf, inv) -> None:
         if (up != protected[k - 1]).nnz:
             raise MechanismError(f"level {names[k]} does not add up to level {names[k - 1]}")
     for lvl, q in inv:
-        if not np.array_equal(marginal(protected[lvl], schema, q), marginal(conf[lvl], schema, q)):
+        groups, n_groups = unit_groups(hier.levels[lvl])
+        if not np.array_equal(group_sum(marginal(protected[lvl], schema, q), groups, n_groups),
+                              group_sum(marginal(conf[lvl], schema, q), groups, n_groups)):
             raise MechanismError(f"invariant {query_name(q)} at {names[lvl]} moved")
 

@@ -27,6 +27,7 @@ class Level:
     codes: np.ndarray  # unit codes, ordered by (parent, code)
     parent: np.ndarray | None  # int64 index of each unit's parent; None for the root
     implicit: bool = False  # the root added because the data has no single-unit top level
+    labels: np.ndarray | None = None  # published code of each unit when the spine splits the level (spine.py)
 
     @property
     def n_units(self) -> int:
@@ -52,6 +53,12 @@ class Hierarchy:
             if lv.name == name:
                 return i
         raise SpecError(f"unknown geographic level {name!r} (levels: {self.names})")
+
+    def with_labels(self, labels: dict) -> "Hierarchy":
+        """The same tree with published codes for split levels: {level: {spine code: code}}."""
+        levels = tuple(attrs.evolve(lv, labels=np.array([labels[lv.name][c] for c in lv.codes], dtype=object))
+                       if lv.name in labels else lv for lv in self.levels)
+        return attrs.evolve(self, levels=levels)
 
     def ancestor(self, level: int, above: int) -> np.ndarray:
         """For every unit of ``level``, the index of its ancestor at level ``above`` (<= level)."""

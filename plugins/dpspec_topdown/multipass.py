@@ -9,6 +9,10 @@ tolerance plus opt_tol_slack = 0.1 from person_default.ini; the smallest feasibl
 0 here because the constraints do not change between passes, so the tolerance is the slack).
 Its rounder likewise fixed the rounded totals before rounding the finer margins.
 
+Constrain-to lists (production's L2_Constrain_to_Ordering, sequential_optimizers.py:262-264):
+which answers of a pass the later passes hold may differ from the queries it fits, and a pass
+may name a query the level does not measure (its answer in the pass's solution is then held).
+
 Failsafe: when a later pass has no solution (numerically, since the earlier answer is always
 feasible) the node is fitted or rounded again in one pass over everything, and the run reports
 how many nodes needed it. Invariants and parent sums are never relaxed.
@@ -39,10 +43,24 @@ class PassPlan:
     estimation: tuple = ()  # of tuples of indices into the level's measured queries
     tolerance: float = 0.1  # |answer - earlier pass's answer| for earlier passes' queries
     rounding: tuple = ()  # of tuples of (name, groups, n_groups) margins, one tuple per pass
+    # per estimation pass, the (groups, n_groups) margins later passes hold within the tolerance
+    # (production's constrain-to ordering); None: the pass's measured queries
+    constrain: tuple | None = None
+    # interleaved outer passes (production's L2PlusRounderWithBackup_interleaved): PassPlans
+    # solved in turn, each fitted and rounded, its last rounding pass's answers then fixed
+    outer: tuple = ()
 
     @property
     def multipass_fit(self) -> bool:
         return len(self.estimation) > 1
+
+    @property
+    def n_estimation(self) -> int:
+        return sum(len(o.estimation) for o in self.outer) if self.outer else len(self.estimation)
+
+    @property
+    def n_rounding(self) -> int:
+        return sum(len(o.rounding) for o in self.outer) if self.outer else len(self.rounding)
 
 
 def _margin_key(vc, vcell, groups, n_groups, n_children):
@@ -67,40 +85,54 @@ def _with_rows(problem, rows, tolerance: float):
     return attrs.evolve(problem, a=sp.vstack(blocks).tocsc(), lo=np.concatenate(lo), hi=np.concatenate(hi))
 
 
-def fit_in_passes(task, queries: Sequence, plan: PassPlan, variables):
-    """(x, optimal, seconds, solver, problem, failsafe): the fit pass by pass (see module doc)."""
+def fit_in_passes(task, queries: Sequence, plan: PassPlan, variables, fixed: Sequence = ()):
+    """(x, optimal, seconds, solver, problem, failsafe): the fit pass by pass (see module doc).
+
+    fixed: (key, n_keys, value) margins every pass keeps exactly (earlier outer passes')."""
     from . import postprocess
 
     cells, vc, va, vcell = variables
     n_x = vc.size
-    kept, seconds, solvers = [], 0.0, set()
+    kept, seconds, solvers, kept_passes = [], 0.0, set(), []
     x = optimal = problem = None
     for idx in plan.estimation:
         sub = attrs.evolve(task, measurements=tuple(task.measurements[i] for i in idx))
-        problem = _with_rows(postprocess.build_node_qp(sub, [queries[i] for i in idx], variables),
-                             kept, plan.tolerance)
+        problem = _with_rows(_with_rows(postprocess.build_node_qp(sub, [queries[i] for i in idx], variables),
+                                        kept, plan.tolerance), fixed, 0.0)
         x, optimal, sec, used, _ = postprocess.solve_qp(problem)
         seconds += sec
         solvers.add(used)
         if x is None:
             break
-        for i in idx:
-            key, n_keys = _margin_key(vc, vcell, queries[i].groups, queries[i].n_groups, task.n_children)
+        if plan.constrain is None:
+            held = [(queries[i].groups, queries[i].n_groups) for i in idx]
+        else:
+            held = plan.constrain[len(kept_passes)] if len(kept_passes) < len(plan.constrain) else ()
+        kept_passes.append(idx)
+        for groups, n_groups in held:
+            key, n_keys = _margin_key(vc, vcell, groups, n_groups, task.n_children)
             kept.append((key, n_keys, np.bincount(key, weights=x[:n_x], minlength=n_keys)))
     if x is not None:
         return x, optimal, seconds, "highs" if "highs" in solvers else "clarabel", problem, False
+    if fixed:
+        return None, False, seconds, "highs" if "highs" in solvers else "clarabel", problem, True
     problem = postprocess.build_node_qp(task, queries, variables)  # failsafe: one pass
     x, optimal, sec, used, status = postprocess.solve_qp(problem)
     return x, optimal, seconds + sec, used, problem, True
 
 
-def round_in_passes(task, xstar, variables, plan: PassPlan):
+def round_in_passes(task, xstar, variables, plan: PassPlan, fixed: Sequence = ()):
     """(counts, seconds, used_milp, failsafe): each pass keeps its margins within floor/ceil of
-    the fitted ones and fixes them at their rounded values for the later passes."""
+    the fitted ones and fixes them at their rounded values for the later passes.
+
+    fixed: (key, n_keys, value) margins kept exactly throughout (earlier outer passes'); with
+    them a pass without a solution returns counts None (no failsafe: production's interleaved
+    optimizer has none either)."""
     from . import postprocess
 
     cells, vc, va, vcell = variables
-    fixed, seconds, milp = [], 0.0, False
+    interleaved = bool(fixed)
+    fixed, seconds, milp = [(k, n, v, v) for k, n, v in fixed], 0.0, False
     counts = None
     for margins in plan.rounding:
         ranges = []
@@ -113,6 +145,8 @@ def round_in_passes(task, xstar, variables, plan: PassPlan):
         seconds += sec
         milp |= used
         if counts is None:
+            if interleaved:
+                return None, seconds, milp, True
             counts, sec, used = postprocess._round(task, xstar, va, vc, vcell, cells)
             return counts, seconds + sec, milp or used, True
         for key, n_keys, _, _ in ranges:
@@ -121,30 +155,84 @@ def round_in_passes(task, xstar, variables, plan: PassPlan):
     return counts, seconds, milp, False
 
 
+def solve_interleaved(task, queries: Sequence, plan: PassPlan, variables):
+    """(counts, qp_seconds, round_seconds, used_milp): the outer passes in turn (production's
+    L2PlusRounderWithBackup_interleaved, sequential_optimizers.py:249-374): each fits its
+    queries (its estimation passes, holding every earlier outer pass's fixed answers exactly),
+    rounds them (its rounding passes), and its last rounding pass's answers are then fixed
+    exactly for the outer passes after it. A pass without a solution is a MechanismError (no
+    failsafe: production raises there too)."""
+    from dpspec.api import MechanismError
+
+    cells, vc, va, vcell = variables
+    n_x = vc.size
+    fixed, qp_seconds, round_seconds, milp, counts = [], 0.0, 0.0, False, None
+    for n, sub in enumerate(plan.outer):
+        x, _, sec, _, _, failed = fit_in_passes(task, queries, sub, variables, fixed)
+        qp_seconds += sec
+        if x is None or failed:
+            raise MechanismError(f"outer pass {n + 1}: the least-squares fit has no solution that keeps the "
+                                 "earlier outer passes' answers (no failsafe in interleaved passes)")
+        xstar = np.maximum(x[:n_x], 0.0)
+        counts, sec, used, failed = round_in_passes(task, xstar, variables, sub, fixed)
+        round_seconds += sec
+        milp |= used
+        if counts is None:
+            raise MechanismError(f"outer pass {n + 1}: rounding has no solution that keeps the earlier outer "
+                                 "passes' answers (no failsafe in interleaved passes)")
+        for _, groups, n_groups in (sub.rounding[-1] if sub.rounding else ()):
+            key, n_keys = _margin_key(vc, vcell, groups, n_groups, task.n_children)
+            fixed.append((key, n_keys, np.bincount(key, weights=counts, minlength=n_keys)))
+    return counts, qp_seconds, round_seconds, milp
+
+
 def pass_plan(level: str, spec: Mapping, schema, alloc, groups: bool = True) -> PassPlan:
     """A level's PassPlan from query names; SpecError naming the level and query if wrong."""
+    if spec.get("outer"):
+        if spec.get("estimation") or spec.get("rounding") or spec.get("constrain_to"):
+            raise SpecError(f"level {level!r} has outer passes and estimation/rounding passes of its own: "
+                            "give its passes inside the outer passes")
+        subs = tuple(pass_plan(level, {**o, "tolerance": o.get("tolerance", spec.get("tolerance", Fraction(1, 10))),
+                                       "complete": False}, schema, alloc, groups)
+                     for o in spec["outer"])
+        return PassPlan(tolerance=subs[0].tolerance, outer=subs)
     measured = [qb.query for qb in alloc.for_level(level)]
     if not measured:
         raise SpecError(f"passes: level {level!r} is not measured, so it has no passes")
-    estimation, seen = [], set()
-    for group in spec.get("estimation", ()):
-        idx = []
+    # a pass may name a query the level does not measure (production's orderings are shared by
+    # the levels): it is not fitted, but its answer is held for later passes like the others
+    estimation, named, seen = [], [], set()
+    for n, group in enumerate(spec.get("estimation", ())):
+        idx, keys = [], []
         for q in group:
             key = schema.canonical(q)
-            if key not in measured:
-                raise SpecError(f"estimation passes at level {level!r}: query {query_name(q)!r} is not "
-                                "measured at that level")
             if key in seen:
                 raise SpecError(f"estimation passes at level {level!r}: query {query_name(q)!r} is in two passes")
             seen.add(key)
-            idx.append(measured.index(key))
+            keys.append(key)
+            if key in measured:
+                idx.append(measured.index(key))
+        if not idx:
+            raise SpecError(f"estimation pass {n + 1} at level {level!r} fits no query measured at that level "
+                            f"({', '.join(query_name(k) for k in keys)}; measured: "
+                            f"{', '.join(query_name(k) for k in measured)})")
         estimation.append(tuple(idx))
+        named.append(keys)
     rest = tuple(i for i, key in enumerate(measured) if key not in seen)
-    if estimation and rest:
+    if estimation and rest and spec.get("complete", True):  # an outer pass fits only what it names
         estimation.append(rest)
+    held = spec.get("constrain_to")
+    if held is not None and len(held) > max(len(estimation) - 1, 0):
+        raise SpecError(f"constrain_to at level {level!r}: {len(held)} lists for the {max(len(estimation) - 1, 0)} "
+                        "estimation passes that have a later pass")
+    lists = [[schema.canonical(q) for q in group] for group in (held or [])] + named[len(held or []):]
+    constrain = tuple(tuple((schema.groups(k) if groups else None, schema.marginal_size(k)) for k in keys)
+                      for keys in lists)
+    if held is None and all(set(keys) <= set(measured) for keys in named):
+        constrain = None  # the default: exactly the fitted queries
     rounding = tuple(tuple((query_name(schema.canonical(q)), schema.groups(q) if groups else None, schema.marginal_size(q))
                            for q in group) for group in spec.get("rounding", ()))
     tolerance = float(spec.get("tolerance", Fraction(1, 10)))
     if tolerance < 0:
         raise SpecError(f"pass tolerance at level {level!r} must not be negative")
-    return PassPlan(tuple(estimation), tolerance, rounding)
+    return PassPlan(tuple(estimation), tolerance, rounding, constrain)

@@ -32,6 +32,10 @@ class NodeNoise:
     key: tuple  # (level name, parent code): the node's stream
     sigma2: tuple  # exact sigma² of every measured query, in the level's order
     truth: sp.csr_matrix  # (n_children x n_cells) int64 confidential histograms of the children
+    # the optimized spine (spine.py): each child's budget class, and per query the sigma² of every
+    # class (class 0's is `sigma2`); None when every child spends the level's share
+    classes: np.ndarray | None = None
+    class_sigma2: tuple | None = None  # per query: {class: sigma²}
 
 
 def group_sums(hist: sp.spmatrix, groups: np.ndarray, n_groups: int) -> np.ndarray:
@@ -49,12 +53,26 @@ def draw_node_noise(noise: NodeNoise, queries: Sequence) -> tuple[tuple, np.ndar
     t0 = time.perf_counter()
     rng = keyed_rng(noise.run_key, STAGE, noise.key)
     answers, positions = [], []
-    for q, sigma2 in zip(queries, noise.sigma2, strict=True):
+    for j, (q, sigma2) in enumerate(zip(queries, noise.sigma2, strict=True)):
         positions.append(stream_position(rng))
         y = group_sums(noise.truth, q.groups, q.n_groups)
-        y += discrete_gaussian(sigma2, y.shape, rng)
+        if noise.classes is None:
+            y += discrete_gaussian(sigma2, y.shape, rng)
+        else:
+            add_class_noise(y, noise.classes, noise.class_sigma2[j], rng)
         answers.append(y)
     return tuple(answers), np.array(positions, dtype=np.uint64), time.perf_counter() - t0
+
+
+def add_class_noise(y: np.ndarray, classes: np.ndarray, sigma2: dict, rng) -> None:
+    """Noise for rows of several budget classes, class by class in increasing order (one
+    order, so a re-draw from the same stream position gives the same numbers); rows of a
+    bypassed unit (class < 0) are not measured and set to 0."""
+    for c in sorted(sigma2):
+        rows = np.flatnonzero(classes == c)
+        if rows.size:
+            y[rows] += discrete_gaussian(sigma2[c], (rows.size, y.shape[1]), rng)
+    y[classes < 0] = 0
 
 
 @attrs.frozen

@@ -75,6 +75,13 @@ def _recodes(params: dict, variables: dict) -> list[Recode]:
     return out
 
 
+def _bound_categories(spec: ir.Spec, params: dict) -> dict:
+    """What a constraint may bound: each histogram variable's categories and each recode's group
+    labels (production bounds persons per block on gqlevels, a recode of the detailed GQ types)."""
+    variables = _variables(spec, params)
+    return {**variables, **{r.name: list(r.labels) for r in _recodes(params, variables)}}
+
+
 def _schema(spec: ir.Spec, params: dict) -> Schema:
     from .histogram import Schema
 
@@ -92,12 +99,15 @@ def _passes(params: dict, variables) -> dict:
 
     Each of the ``estimation`` and ``rounding`` blocks maps a level to its passes: a block of
     named passes in order (``{ pass1: ["total"]  pass2: ["hhgq", "hhgq * hispanic"] }``) or one
-    list (one pass; for estimation the remaining measured queries then form a last pass)."""
+    list (one pass; for estimation the remaining measured queries then form a last pass).
+    ``constrain_to`` maps a level to, per estimation pass in order, the queries whose answers
+    later passes hold within the tolerance (production's L2_Constrain_to_Ordering; by default
+    the queries the pass names)."""
     out: dict = {}
     tolerance = params.get("pass_tolerance")
     if tolerance is None:  # absent (the checker gives it as None): production's slack
         tolerance = Fraction(1, 10)
-    for what in ("estimation", "rounding"):
+    for what in ("estimation", "rounding", "constrain_to"):
         block = params.get(what)
         if block is None:
             continue
@@ -108,9 +118,30 @@ def _passes(params: dict, variables) -> dict:
                 groups = [g.value for g in p.value.params]
             else:
                 groups = [p.value]
-            out.setdefault(p.name, {"tolerance": tolerance})[what] = [
-                [_query_words(q, variables) for q in (g if isinstance(g, tuple) else (g,))] for g in groups]
+            out.setdefault(p.name, {"tolerance": tolerance})[what] = _pass_lists(p.value, variables)
+    block = params.get("outer_passes")
+    if block is not None:
+        if not isinstance(block, ir.ParamBlock):
+            raise SpecError("outer_passes: expected a block such as { county: { outer1: { estimation: ... } } }")
+        for p in block.params:
+            loc = (p.loc.line, p.loc.column) if p.loc else (None, None)
+            if not isinstance(p.value, ir.ParamBlock) or not p.value.params:
+                raise SpecError(Diagnostic(f"outer_passes: '{p.name}' needs a block of outer passes", *loc))
+            outer = []
+            for o in p.value.params:
+                body = {q.name: q.value for q in o.value.params} if isinstance(o.value, ir.ParamBlock) else {}
+                if not {"estimation", "rounding"} <= set(body) or set(body) - {"estimation", "rounding", "constrain_to"}:
+                    raise SpecError(Diagnostic(f"outer_passes: '{p.name}' outer pass '{o.name}' needs estimation and "
+                                               "rounding passes (and may have constrain_to)", *loc))
+                outer.append({"tolerance": tolerance, **{k: _pass_lists(v, variables) for k, v in body.items()}})
+            out.setdefault(p.name, {"tolerance": tolerance})["outer"] = outer
     return out
+
+
+def _pass_lists(value, variables) -> list:
+    """Passes as lists of query keys: a block of named passes in order, or one list."""
+    groups = [g.value for g in value.params] if isinstance(value, ir.ParamBlock) else [value]
+    return [[_query_words(q, variables) for q in (g if isinstance(g, tuple) else (g,))] for g in groups]
 
 
 def _structural_zeros(params: dict, variables: dict) -> dict:
@@ -134,6 +165,160 @@ def _structural_zeros(params: dict, variables: dict) -> dict:
             values = v.value if isinstance(v.value, tuple) else (v.value,)
             cells[v.name] = [by_text.get(str(x), x) for x in map(_recode_value, values)]
         out[p.name] = cells
+    return out
+
+
+def _spine(spec: ir.Spec, params: dict) -> dict:
+    """{"aian": (split level, flag column), "bypass": [level, ...]} from
+    ``spine: { aian: COLUMN  bypass: [county, tract, blockgroup] }`` (either may be absent).
+
+    Production's AIAN spine (spine.py): the first geography level (the state) and every level
+    below it but the finest are split into their parts inside and outside AIAN areas, which
+    the person column COLUMN marks (0/1 or boolean, constant within each finest unit).
+    Production's optimized spine: a unit of a `bypass` level with a single child is measured
+    with its own and its child's shares, the child not at all."""
+    block = params.get("spine")
+    if block is None:
+        return {}
+    if not isinstance(block, ir.ParamBlock):
+        raise SpecError("spine: expected a block such as { aian: aian }")
+    table = spec.domain.table(params["table"])
+    geo = spec.domain.geography.levels if spec.domain.geography else []
+    out = {}
+    for p in block.params:
+        loc = (p.loc.line, p.loc.column) if p.loc else (None, None)
+        if p.name == "bypass":
+            out["bypass"] = _bypass_levels(spec, params, p.value, loc)
+            continue
+        if p.name == "gq_blockgroups":
+            out["gq_blockgroups"] = _gq_blockgroups(spec, params, p.value, loc)
+            continue
+        if p.name != "aian":
+            raise SpecError(Diagnostic(f"spine: unknown setting '{p.name}' (known: aian, bypass, gq_blockgroups)", *loc))
+        column = str(p.value)
+        col = table.column(column)
+        if col is None:
+            raise SpecError(Diagnostic(f"spine: aian names '{column}', which is not a column of table '{table.name}'", *loc))
+        if column in geo or column in params["variables"]:
+            raise SpecError(Diagnostic(f"spine: aian names '{column}', a geography level or histogram variable, "
+                                       "not a flag marking the units inside AIAN areas", *loc))
+        ty = col.type
+        flag = ty.kind == "bool" or (ty.kind == "enum" and {str(v) for v in ty.values} <= {"0", "1"}) or (
+            ty.kind == "int" and 0 <= ty.low and ty.high <= 1)
+        if not flag:
+            raise SpecError(Diagnostic(f"spine: aian column '{column}' must be boolean or take the values 0 and 1", *loc))
+        if len(geo) < 2:
+            raise SpecError(Diagnostic("spine: the AIAN split needs a level to split above the finest one", *loc))
+        out["aian"] = (geo[0], column)
+    return out
+
+
+def _bypass_levels(spec: ir.Spec, params: dict, value, loc) -> list[str]:
+    """The levels whose single-child units the optimized spine bypasses, checked: each a
+    geography level with a budget share and a level below it (a bypassed unit's budget moves
+    into a geounit that measures it; a level without a share would leave it unspent)."""
+    levels = _levels(spec)
+    names = [str(v) for v in (value if isinstance(value, tuple) else (value,))]
+    for name in names:
+        if name not in levels:
+            raise SpecError(Diagnostic(f"spine: bypass names '{name}', which is not a geography level "
+                                       f"(known: {', '.join(levels)})", *loc))
+        if name == levels[-1]:
+            raise SpecError(Diagnostic(f"spine: bypass names '{name}', the finest level: its units have no "
+                                       "child to bypass into", *loc))
+        if name not in params["levels"]:
+            raise SpecError(Diagnostic(f"spine: bypass names '{name}', which has no budget share: its "
+                                       "single-child units would take their child's budget and measure nothing, "
+                                       "leaving those geounits without budget", *loc))
+    if len(set(names)) != len(names):
+        raise SpecError(Diagnostic("spine: bypass lists a level twice", *loc))
+    return names
+
+
+def _gq_blockgroups(spec: ir.Spec, params: dict, value, loc) -> dict:
+    """``gq_blockgroups: { table: T  type: COLUMN  types: [..] }``: split the level above the
+    finest by which of `types` each finest unit's rows of T have. The spine must be public, so
+    T's counts by finest level and type must be declared invariant."""
+    geo = spec.domain.geography.levels if spec.domain.geography else []
+    fields = {q.name: q.value for q in value.params} if isinstance(value, ir.ParamBlock) else {}
+    if set(fields) != {"table", "type", "types"}:
+        raise SpecError(Diagnostic("spine: gq_blockgroups needs { table: TABLE  type: COLUMN  types: [values] }", *loc))
+    table_name, type_col = str(fields["table"]), str(fields["type"])
+    table = spec.domain.table(table_name)
+    if len(geo) < 2:
+        raise SpecError(Diagnostic("spine: gq_blockgroups needs a level above the finest to split", *loc))
+    finest = geo[-1]
+    if table is None or table_name == params["table"] or table.column(finest) is None or table.column(type_col) is None:
+        raise SpecError(Diagnostic(f"spine: gq_blockgroups reads '{table_name}', which must be a second table of the "
+                                   f"domain with columns '{finest}' and '{type_col}'", *loc))
+    if not any(q.table == table_name and set(q.columns) == {finest, type_col} for q in spec.invariants):
+        raise SpecError(Diagnostic(f"spine: gq_blockgroups builds the spine from the counts of '{table_name}' by "
+                                   f"{finest} and {type_col}, so the spine would leak them; declare them public: "
+                                   f"invariants {{ count {table_name} by {finest}, {type_col} }}", *loc))
+    raw = fields["types"]
+    types = [_recode_value(v) for v in (raw if isinstance(raw, tuple) else (raw,))]
+    return {"table": table_name, "type": type_col, "types": types, "finest": finest, "level": geo[-2]}
+
+
+def _equalities(spec: ir.Spec, params: dict) -> list[dict]:
+    """``equal_to: { NAME: { table: T  query: "hhgq * votingage" } }``: the release's marginal
+    `query` (factors: variables or recodes) must reproduce T, an already released product
+    (equality.py). T is a table of the domain with the finest level and one column per factor,
+    and it must be declared public (`public { count T by block, hhgq, votingage released "..." }`):
+    the guarantee is then stated as conditioned on it."""
+    block = params.get("equal_to")
+    if block is None:
+        return []
+    if not isinstance(block, ir.ParamBlock):
+        raise SpecError("equal_to: expected a block such as { pl94: { table: pl94_release  query: \"hhgq * votingage\" } }")
+    geo = spec.domain.geography.levels if spec.domain.geography else []
+    finest = geo[-1] if geo else None
+    schema = _schema(spec, params)
+    out = []
+    for p in block.params:
+        loc = (p.loc.line, p.loc.column) if p.loc else (None, None)
+        fields = {q.name: q.value for q in p.value.params} if isinstance(p.value, ir.ParamBlock) else {}
+        if set(fields) != {"table", "query"}:
+            raise SpecError(Diagnostic(f"equal_to: '{p.name}' needs {{ table: TABLE  query: \"a * b\" }}", *loc))
+        table_name = str(fields["table"])
+        try:
+            query = schema.canonical(_query_words(fields["query"], list(schema.names)))
+        except SpecError as exc:
+            raise SpecError([Diagnostic(f"equal_to: '{p.name}': {d.message}", *loc) for d in exc.diagnostics]) from None
+        table = spec.domain.table(table_name)
+        need = [finest, *query]
+        if table is None or table_name == params["table"] or any(table.column(c) is None for c in need):
+            raise SpecError(Diagnostic(f"equal_to: '{p.name}' reads '{table_name}', which must be a second table of the "
+                                       f"domain with columns {', '.join(need)} (the released product)", *loc))
+        public = any(info.query.table == table_name and set(info.query.columns) == set(need) for info in spec.public)
+        if not public:
+            raise SpecError(Diagnostic(f"equal_to: '{p.name}' holds the release to '{table_name}'; declare that product "
+                                       f"public: public {{ count {table_name} by {', '.join(need)} released \"...\" }}", *loc))
+        out.append({"name": p.name, "table": table_name, "query": query, "finest": finest})
+    return out
+
+
+def _split_levels(spec: ir.Spec, spine: dict) -> list[str]:
+    """The geography levels the spine splits, top first."""
+    geo = list(spec.domain.geography.levels)
+    split = set(geo[:-1]) if "aian" in spine else set()
+    if "gq_blockgroups" in spine:
+        split.add(geo[-2])
+    return [lv for lv in geo if lv in split]
+
+
+def _split_invariant_problems(spec: ir.Spec, params: dict, spine: dict) -> list:
+    """Invariants a split spine cannot keep: at a split level below the first (engine's
+    _check_split_invariants, here located at the invariant)."""
+    split = _split_levels(spec, spine)
+    if not split:
+        return []
+    geo = list(spec.domain.geography.levels)
+    out = []
+    for q in spec.invariants:
+        if q.table == params["table"] and set(split[1:]) & set(q.columns):
+            out.append(Diagnostic(f"with a split spine, TopDown keeps '{q.describe()}' only at {split[0]} (on the sum "
+                                  f"of its parts) or at {geo[-1]}", *((q.loc.line, q.loc.column) if q.loc else (None, None))))
     return out
 
 
@@ -192,8 +377,9 @@ def _invariants(spec: ir.Spec, params: dict):
 class TopDown(Mechanism):
     name = "topdown"
     version = __version__
-    description = ("The 2020 Census TopDown algorithm: discrete Gaussian noise on every geographic unit's "
-                   "queries, then top-down nonnegative integer least-squares estimation with invariants.")
+    description = ("The 2020 Census TopDown algorithm: integer noise from a discrete Gaussian (bell-shaped) "
+                   "distribution on every count of every geographic unit, then, from the nation down, the "
+                   "nonnegative whole-number counts closest to the noisy ones (least squares) that keep the invariants.")
     parameters = ParameterSchema((
         ParamSpec("table", "table", "the person table", required=True),
         ParamSpec("variables", "columns", "the histogram variables (enumerated, boolean or integer-range columns)", required=True),
@@ -207,6 +393,11 @@ class TopDown(Mechanism):
                   "first and then the other queries, keeping earlier answers within pass_tolerance"),
         ParamSpec("rounding", "block", "rounding passes per level: { county: { pass1: [\"total\"]  pass2: [\"hhgq\", \"hhgq * hispanic\"] } } "
                   "keeps each pass's margins within floor/ceil of the fit, then fixes them"),
+        ParamSpec("outer_passes", "block", "interleaved outer passes per level: { county: { outer1: { estimation: "
+                  "{ pass1: [\"total\"] }  rounding: { pass1: [\"total\"] } }  outer2: { ... } } }: each outer pass fits "
+                  "and rounds its queries, then its last rounding pass's answers are fixed exactly for the next"),
+        ParamSpec("constrain_to", "block", "per level and estimation pass, the queries later passes hold within "
+                  "pass_tolerance: { county: { pass1: [\"total\", \"hhgq\"] } } (default: the queries the pass names)"),
         ParamSpec("pass_tolerance", "number", "how far a later estimation pass may move earlier passes' answers "
                   "(production: 1/10)", low=Fraction(0)),
         ParamSpec("structural_zeros", "block", "cells that must be 0 everywhere, e.g. { nurse_nva_0: { hhgq: [3]  "
@@ -214,6 +405,11 @@ class TopDown(Mechanism):
         ParamSpec("constraints", "block", "bounds on persons per block from a second table, e.g. { hhgq_total_lb_ub: "
                   "{ of: hhgq  table: facilities  type: gqtype  occupied: [1, 2] } }: none of a type the block "
                   "lacks, at least one per occupied facility; its counts by block and type must be invariants"),
+        ParamSpec("spine", "block", "the geographic spine, as production ran it: { aian: COLUMN } splits the state "
+                  "(the first level) and the levels below it but the finest into their parts inside and outside "
+                  "AIAN areas (COLUMN: 1 inside), measured separately; the state invariant holds on the parts' sum"),
+        ParamSpec("equal_to", "block", "hold the release to a product already released: { pl94: { table: T  query: "
+                  "\"hhgq * votingage\" } } keeps that marginal equal to T's at every finest unit (T declared public)"),
         ParamSpec("workers", "int", "solver processes (default: all cores)", low=Fraction(1), high=Fraction(256)),
     ))
     outputs = {
@@ -256,7 +452,9 @@ class TopDown(Mechanism):
             _structural_zeros(params, _variables(spec, params))
             from .constraints import facility_constraints
 
-            facility_constraints(spec, params, _variables(spec, params))
+            facility_constraints(spec, params, _bound_categories(spec, params))
+            problems.extend(_split_invariant_problems(spec, params, _spine(spec, params)))
+            _equalities(spec, params)
             for level, plan in _passes(params, list(schema.names)).items():
                 if level not in params["levels"]:
                     raise SpecError(f"estimation/rounding passes name level '{level}', which has no budget share")
@@ -283,10 +481,18 @@ class TopDown(Mechanism):
         from dpspec.api import BudgetStatement, ZCDP
 
         alloc = self._allocation(spec, params)
-        notes = [f"rho = {ir.format_number(alloc.rho)} split over levels "
+        notes = [f"rho = {ir.format_number(alloc.rho)} split over geographic levels in shares "
                  + ", ".join(f"{lv} {ir.format_number(s)}" for lv, s in alloc.level_shares.items()),
-                 f"L2 sensitivity squared {alloc.queries[0].sensitivity2} per query under {alloc.relation}; "
-                 "variance s^2 / (2 rho_q) per query"]
+                 f"L2 sensitivity squared s^2 = {alloc.queries[0].sensitivity2} per query under {alloc.relation} "
+                 "(the sum of the squared changes one record can make to a query's counts); each query's noise "
+                 "variance is s^2 / (2 rho_q), rho_q being that query's share of rho"]
+        spine = _spine(spec, params)
+        if "aian" in spine:
+            notes.append(f"spine: each {spine['aian'][0]} and the levels below it are measured as their AIAN and "
+                         f"non-AIAN parts (flag '{spine['aian'][1]}'), each part with its level's share")
+        if "bypass" in spine:
+            notes.append(f"spine: single-child units of {', '.join(spine['bypass'])} are measured once with their "
+                         "child's share added (the child not at all); every block's geounits still spend rho")
         if alloc.rho_spent != alloc.total_rho:
             notes.append(f"noise variances were rounded up to exact rationals: the noise costs rho = "
                          f"{float(alloc.rho_spent):.12g}, within the stated {float(alloc.total_rho):.12g}")
@@ -298,7 +504,37 @@ class TopDown(Mechanism):
         variables = list(schema.names)
         labels = {(lv, schema.canonical(_query_key(p.name, variables))): " * ".join(p.name.split("*"))
                   for lv, block in _query_blocks(params) for p in block.params}
-        return {"allocation": allocation_rows(self._allocation(spec, params), labels)}
+        alloc = self._allocation(spec, params)
+        out = {"allocation": allocation_rows(alloc, labels)}
+        spine = _spine(spec, params)
+        if "bypass" in spine:
+            out.setdefault("spine", {})["bypass"] = bypass_rows(alloc, _levels(spec), spine["bypass"], labels)
+        if "aian" in spine:
+            level, column = spine["aian"]
+            geo = list(spec.domain.geography.levels)
+            split = geo[geo.index(level):-1]
+            out.setdefault("spine", {})["aian"] = {
+                "column": column, "split_levels": split,
+                "geounit_classes": [{"class": f"{part} part", "levels": split,
+                                     "budget": "the level's share (the allocation rows of the level)"}
+                                    for part in ("AIAN", "non-AIAN")],
+                "invariants": f"held at {level} on the sum of each unit's two parts, never on a part"}
+        return out
+
+    def expected_error(self, spec, params, facts):
+        """Per (level, query): the variance of each noisy measurement, from the allocation alone
+        (the discrete Gaussian's exact variance at its sigma²); post-processing is not included."""
+        return [{"table": f"{row['level']}: {row['query']}", "level": row["level"], "query": row["query"],
+                 "variance": float(row["noise_variance"]), "of": "noisy measurement, before post-processing"}
+                for row in self.budget_breakdown(spec, params)["allocation"]]
+
+    def semantics(self, spec, params):
+        """Per-attribute and per-geography rho, as the P.L. 94-171 certificates account them."""
+        from .semantics import attribute_rhos, geography_rhos
+
+        alloc = self._allocation(spec, params)
+        return {"attributes": attribute_rhos(alloc, _schema(spec, params)),
+                "geographies": geography_rhos(alloc, _levels(spec))}
 
     def run(self, spec, params, data, rng, engine=None):
         import pandas as pd  # lazily, with the engine: `dpspec check` needs neither
@@ -312,16 +548,19 @@ class TopDown(Mechanism):
         persons = data[params["table"]]
         from .constraints import facility_bounds_from_counts, facility_constraints
 
+        spine = _spine(spec, params)
         bounds = []
-        for con in facility_constraints(spec, params, variables):
+        categories = _bound_categories(spec, params)
+        for con in facility_constraints(spec, params, categories):
             lower, upper = facility_bounds_from_counts(con, table_counts(data[con["table"]], [con["finest"], con["type"]], engine),
-                                           variables[con["of"]])
+                                           categories[con["of"]])
             bounds.append((con["name"], (con["of"],), lower, upper))
         if isinstance(persons, EngineTable):  # held by the engine: counted there, never collected
             frame = persons
         else:
             frame = pd.DataFrame({c: persons[c].astype(object) if c in variables else persons[c]
-                                  for c in [*spec.domain.geography.levels, *variables]})
+                                  for c in [*spec.domain.geography.levels, *variables, *(
+                                      [spine["aian"][1]] if "aian" in spine else [])]})
         result = run_topdown(
             frame, _levels(spec), variables,
             _strategy(params, _levels(spec), list(variables)), params["rho"], params["levels"],
@@ -329,7 +568,10 @@ class TopDown(Mechanism):
             recodes=_schema(spec, params).recodes, passes=_passes(params, list(variables)),
             structural_zeros=_structural_zeros(params, variables), bounds=bounds,
             progress=lambda stage, done, total: progress.report(f"{stage} level", done, total),
-            workers=params.get("workers"), engine=engine,
+            workers=params.get("workers"), engine=engine, aian=spine.get("aian"),
+            bypass=spine.get("bypass", ()), gq_signature=_gq_signature(spine, data, engine),
+            equalities=[(e["name"], e["query"], table_counts(data[e["table"]], [e["finest"], *e["query"]], engine))
+                        for e in _equalities(spec, params)],
         )
         categories = {}  # the same codes as the input, so invariants compare exactly
         for col in [*spec.domain.geography.levels, *variables]:
@@ -346,7 +588,7 @@ class TopDown(Mechanism):
             facts={"total_rho": float(result.total_rho), "rho_spent": float(result.rho_spent),
                    "solver_share": result.timings["solver_share"], "timings": timings,
                    # production's failsafe: nodes whose later pass had no solution, redone in one pass
-                   "failsafe_nodes": failsafe},
+                   "failsafe_nodes": failsafe, **_spine_facts(result)},
             internal={"errors": errors},
         )
 
@@ -377,6 +619,33 @@ class TopDown(Mechanism):
         return topdown_pairs(self, spec, params, _variables, ROOT, recodes=_schema(spec, params).recodes)
 
 
+def _gq_signature(spine: dict, data, engine):
+    """Each finest unit's group-quarters types present (spine.gq_signatures), or None."""
+    gq = spine.get("gq_blockgroups")
+    if gq is None:
+        return None
+    from .engine import table_counts
+    from .spine import gq_signatures
+
+    counts = table_counts(data[gq["table"]], [gq["finest"], gq["type"]], engine)
+    return gq_signatures(counts, gq["finest"], gq["type"], gq["types"])
+
+
+def _spine_facts(result) -> dict:
+    import numpy as np
+
+    """The spine the run measured on: per split level, its units and how many were split."""
+    split = {lv.name: {"parts": lv.n_units, "units": len(set(lv.labels)),
+                       "split_units": lv.n_units - len(set(lv.labels))}
+             for lv in result.hierarchy.levels if lv.labels is not None}
+    out = {"split_spine": split} if split else {}
+    if result.budget_classes:  # units per budget class: "0" spends the level's share, "bypassed" nothing
+        out["bypass_spine"] = {
+            level: {("bypassed" if c < 0 else str(int(c))): int(n) for c, n in zip(*np.unique(cls, return_counts=True))}
+            for level, (cls, _, _) in result.budget_classes.items()}
+    return out
+
+
 def _query_blocks(params: dict):
     """(level, block of query shares) for every measured level."""
     block = params["queries"]
@@ -384,6 +653,34 @@ def _query_blocks(params: dict):
     for level in params["levels"]:
         inner = block.get(level) if per_level else None
         yield level, (inner.value if inner is not None else block)
+
+
+def bypass_rows(alloc, levels: list[str], bypass: list[str], labels: dict) -> dict:
+    """The optimized spine's budget classes: for every bypass level, a unit whose single-child
+    chain reaches `through` spends the shares of its level down to that one (spine.py), each
+    query at its own level's query share; its chain's units spend nothing. One row per (class,
+    query) with exact fractions; the rows of class 0 are the allocation's own."""
+    from dpspec.api import discrete_gaussian_variance, effective_sigma2
+
+    from .spine import class_share
+
+    shares = [alloc.level_shares.get(lv, Fraction(0)) for lv in levels]
+    rows = []
+    for level in bypass:
+        k = levels.index(level)
+        depth = 0
+        while k + depth + 1 < len(levels) and (depth == 0 or levels[k + depth] in bypass):
+            depth += 1
+            share = class_share(shares, k, depth)
+            for q in alloc.for_level(level):
+                rho_q = alloc.rho * share * q.share
+                sigma2 = effective_sigma2(Fraction(q.sensitivity2) / (2 * rho_q))
+                rows.append({"level": level, "through": levels[k + depth], "class": depth,
+                             "query": labels.get((q.level, q.query), q.name), "level_share": str(share),
+                             "rho": float(rho_q), "rho_exact": str(rho_q), "sigma2_exact": str(sigma2),
+                             "variance": float(sigma2), "noise_variance": discrete_gaussian_variance(sigma2)})
+    return {"levels": list(bypass), "classes": rows,
+            "note": "a bypassed unit (the single child) spends nothing; every block's geounits still spend rho"}
 
 
 def allocation_rows(alloc, labels: dict | None = None) -> list[dict]:

@@ -85,6 +85,9 @@ class NodeTask:
     zero_cells: np.ndarray | None = None  # (n_cells,) bool: structural zeros, 0 in every child
     bounds: tuple = ()  # of BoundConstraint: per-child bounds on marginal groups
     noise: object = None  # node_noise.NodeNoise: draw `measurements` in the node (then left empty)
+    # the optimized spine (spine.py): each child's weight relative to the level's (its budget over
+    # the level's share; 0 for a bypassed child, which is not measured); None: all 1
+    child_scale: np.ndarray | None = None
 
 
 @attrs.frozen
@@ -244,14 +247,16 @@ def build_node_qp(task: NodeTask, queries: Sequence[MeasuredQuery], variables=No
     z_hess, z_cost = [], []
     zrows = _Rows()
     n_z = 0
+    scale = task.child_scale
     for q, y in zip(queries, task.measurements):
-        w = q.weight / wmax
+        w = q.weight / wmax if scale is None else (q.weight / wmax) * scale[vc]  # per variable
         key = vc * q.n_groups + q.groups[vcell]
         cnt = np.bincount(key, minlength=nc * q.n_groups)
         yflat = np.asarray(y, dtype=np.float64).ravel()
         single = cnt[key] == 1
-        hess_x[single] += 2.0 * w
-        cost_x[single] -= 2.0 * w * yflat[key[single]]
+        ws = w[single] if scale is not None else w
+        hess_x[single] += 2.0 * ws
+        cost_x[single] -= 2.0 * ws * yflat[key[single]]
         multi = np.flatnonzero(~single)
         if multi.size:
             local, present = _sum_rows(key[multi], nc * q.n_groups)
@@ -261,8 +266,9 @@ def build_node_qp(task: NodeTask, queries: Sequence[MeasuredQuery], variables=No
                       np.concatenate([multi, zcols]),
                       np.concatenate([np.ones(multi.size), -np.ones(present.size)]),
                       np.zeros(present.size), np.zeros(present.size))
-            z_hess.append(np.full(present.size, 2.0 * w))
-            z_cost.append(-2.0 * w * yflat[present])
+            wz = np.full(present.size, w) if scale is None else (q.weight / wmax) * scale[present // q.n_groups]
+            z_hess.append(2.0 * wz)
+            z_cost.append(-2.0 * wz * yflat[present])
             n_z += present.size
     n_var = n_x + n_z
     rows = _Rows()
@@ -363,8 +369,23 @@ def _solve_node(task, queries, solver, plan) -> NodeResult:
     if n_x == 0:
         return NodeResult(task.key, *(np.zeros(0, dtype=np.int64),) * 3, 0.0, 0.0,
                           time.perf_counter() - t_start, 0, False, True)
+    if nc == 1 and task.parent is not None and task.child_scale is not None:
+        # a bypassed geounit's only child (optimized spine): it is its parent, nothing to fit
+        counts = task.parent[vcell]
+        keep = counts > 0
+        return NodeResult(task.key, vc[keep].astype(np.int64), vcell[keep].astype(np.int64),
+                          counts[keep].astype(np.int64), 0.0, 0.0, time.perf_counter() - t_start,
+                          0, False, True, _peak_rss_mb())
     variables = (cells, vc, va, vcell)
     failsafe = False
+    if plan is not None and plan.outer:
+        from .multipass import solve_interleaved
+
+        counts, qp_seconds, round_seconds, used_milp = solve_interleaved(task, queries, plan, variables)
+        keep = counts > 0
+        return NodeResult(task.key, vc[keep].astype(np.int64), vcell[keep].astype(np.int64),
+                          counts[keep].astype(np.int64), qp_seconds, round_seconds,
+                          time.perf_counter() - t_start, int(n_x), used_milp, True, _peak_rss_mb())
     if plan is not None and plan.multipass_fit:
         from .multipass import fit_in_passes
 

@@ -21,7 +21,7 @@ import scipy.sparse as sp
 
 from dpspec.api import StreamedTable, discrete_gaussian, discrete_gaussian_variance, keyed_rng
 
-from .node_noise import STAGE, LevelNoise, group_sums
+from .node_noise import STAGE, LevelNoise, add_class_noise, group_sums
 
 CHUNK_ROWS = 1 << 20  # rows per chunk (whole finest units, whole nodes): ~50 MB of frame at most
 
@@ -45,7 +45,7 @@ class _Microdata:
                 h = h.copy()
                 h.sum_duplicates()
             canonical[name] = h
-        per_unit = {lv.name: _codes(lv).take(hier.ancestor(last, k)).to_numpy()
+        per_unit = {lv.name: _published(lv).take(hier.ancestor(last, k)).to_numpy()
                     for k, lv in enumerate(hier.levels) if not lv.implicit}
         return cls(hier, schema, canonical, dict(categories or {}), per_unit)
 
@@ -87,7 +87,7 @@ class _Microdata:
         cols = {}
         for c in geo:
             k = hier.index(c)
-            cols[c] = _codes(hier.levels[k]).take(hier.ancestor(deepest, k)[unit]).to_numpy()
+            cols[c] = _published(hier.levels[k]).take(hier.ancestor(deepest, k)[unit]).to_numpy()
         if variables:  # a representative cell of each group: the other variables' first category
             coords = np.unravel_index(group, [len(schema.categories[schema.names.index(v)]) for v in query])
             cell = np.ravel_multi_index([coords[query.index(v)] if v in query else np.zeros(group.size, np.int64)
@@ -123,13 +123,16 @@ def microdata_table(hier, schema, histograms: Mapping, categories: Mapping | Non
 
 
 def measurements_table(hier, schema, alloc, confidential: Mapping, noisy: Mapping, plans: Mapping,
-                       run_key: int | None, chunk_rows: int = CHUNK_ROWS) -> StreamedTable:
+                       run_key: int | None, chunk_rows: int = CHUNK_ROWS, classes: Mapping | None = None) -> StreamedTable:
     """Tidy noisy measurements: level, geocode, query, cell, value, variance (one row each).
 
     Level by level and query by query in the allocation's order, then unit and cell. A (level,
     query) is taken from `noisy` when the run drew it whole ((units x groups) arrays, runs without
     an engine), else re-drawn node by node: confidential answers (from `confidential`, level ->
-    csr) plus the node's noise for that query, resumed at the position `plans[level]` recorded."""
+    csr) plus the node's noise for that query, resumed at the position `plans[level]` recorded.
+    classes: level -> (class of every unit, per query {class: sigma²}, ...) under the optimized
+    spine (spine.py): each unit's variance is its class's, and a bypassed unit has no rows."""
+    classes = dict(classes or {})
     columns = ["level", "geocode", "query", "cell", "value", "variance"]
     queries = list(alloc.queries)
     level_codes = {qb.level: _codes(hier.level(qb.level)).astype(str) for qb in queries}
@@ -145,7 +148,18 @@ def measurements_table(hier, schema, alloc, confidential: Mapping, noisy: Mappin
     def frame(qb, start: int, y: np.ndarray) -> pd.DataFrame:
         units, groups = y.shape
         n = y.size
-        return pd.DataFrame({
+        variance = np.full(n, discrete_gaussian_variance(qb.sigma2))
+        keep = None
+        if qb.level in classes:
+            cls = classes[qb.level][0][start:start + units]
+            j = [q.query for q in alloc.for_level(qb.level)].index(qb.query)
+            per_class = classes[qb.level][1][j]
+            by_class = np.array([discrete_gaussian_variance(per_class[c]) if c in per_class else np.nan
+                                 for c in range(max(per_class, default=0) + 1)])
+            unit_var = np.where(cls >= 0, by_class[np.maximum(cls, 0)], np.nan)
+            variance = np.repeat(unit_var, groups)
+            keep = np.repeat(cls >= 0, groups)
+        out = pd.DataFrame({
             "level": pd.Categorical.from_codes(np.full(n, dtypes["level"].categories.get_loc(qb.level)),
                                                dtype=dtypes["level"]),
             "geocode": pd.Categorical.from_codes(np.repeat(geo_index[qb.level][start:start + units], groups),
@@ -154,8 +168,9 @@ def measurements_table(hier, schema, alloc, confidential: Mapping, noisy: Mappin
                                                dtype=dtypes["query"]),
             "cell": np.tile(np.arange(groups, dtype=np.int32), units),
             "value": y.ravel(),
-            "variance": np.full(n, discrete_gaussian_variance(qb.sigma2)),
+            "variance": variance,
         })
+        return out if keep is None else out[keep].reset_index(drop=True)
 
     def chunks():
         for qb in queries:
@@ -176,10 +191,15 @@ def measurements_table(hier, schema, alloc, confidential: Mapping, noisy: Mappin
                 for i in range(first, last):
                     a, b = int(plan.starts[i]) - start, int(plan.stops[i]) - start
                     rng = keyed_rng(run_key, STAGE, plan.keys[i], position=int(plan.positions[i, j]))
-                    y[a:b] += discrete_gaussian(qb.sigma2, (b - a, groups), rng)
+                    if qb.level in classes:
+                        first_unit = int(plan.starts[i])
+                        add_class_noise(y[a:b], classes[qb.level][0][first_unit:first_unit + b - a],
+                                        classes[qb.level][1][j], rng)
+                    else:
+                        y[a:b] += discrete_gaussian(qb.sigma2, (b - a, groups), rng)
                 yield frame(qb, start, y)
 
-    rows = sum(hier.level(qb.level).n_units * schema.marginal_size(qb.query) for qb in queries)
+    rows = sum(_measured_units(hier, classes, qb.level) * schema.marginal_size(qb.query) for qb in queries)
     return StreamedTable(columns=columns, rows=int(rows), chunks=chunks, dtypes=dtypes)
 
 
@@ -197,6 +217,19 @@ def batches(sizes: np.ndarray, rows: int) -> list[tuple[int, int]]:
 def _codes(level) -> pd.Index:
     """A level's unit codes as an Index (whole numbers as int64, names as objects)."""
     return pd.Index(list(level.codes))
+
+
+def _measured_units(hier, classes: Mapping, level: str) -> int:
+    """Units of a level with measurements: all but those the optimized spine bypassed."""
+    if level not in classes:
+        return hier.level(level).n_units
+    return int((classes[level][0] >= 0).sum())
+
+
+def _published(level) -> pd.Index:
+    """A level's codes as the release names them: a unit the spine split (spine.py) under the
+    code of the unit it is a part of; the measurements keep the parts' own codes (`_codes`)."""
+    return _codes(level) if level.labels is None else pd.Index(list(level.labels))
 
 
 def _concat_categories(per_frame: list) -> pd.Index:

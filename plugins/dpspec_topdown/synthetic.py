@@ -152,3 +152,16 @@ def generate_facilities(persons: pd.DataFrame, seed: int = 0, gq_rate: float = 0
     rows = np.where(kind == 0, housing, 1 + rng.binomial(np.maximum(n - 1, 0), gq_rate))
     return pd.DataFrame({"block": np.repeat(by.index.get_level_values("block").astype(str), rows),
                          "gqtype": np.repeat(kind, rows)})
+
+
+def aian_blocks(frame, seed: int, n_tracts: int) -> set:
+    """Blocks inside a synthetic AIAN area: some block groups of a few tracts, so that the area
+    cuts across counties, tracts and block groups (production's AIAN spine splits them all)."""
+    rng = np.random.default_rng(seed)
+    tracts = np.unique(frame["tract"].astype(str))
+    chosen = rng.choice(tracts, size=n_tracts, replace=False)
+    bgs = frame.loc[frame["tract"].astype(str).isin(chosen), ["tract", "blockgroup"]].astype(str).drop_duplicates()
+    picked = bgs.groupby("tract", sort=True)["blockgroup"].apply(
+        lambda s: list(s.sort_values()[: max(1, (len(s) + 1) // 2)]))
+    inside = {bg for group in picked for bg in group}
+    return set(frame.loc[frame["blockgroup"].astype(str).isin(inside), "block"].astype(str))

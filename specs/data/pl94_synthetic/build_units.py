@@ -4,7 +4,8 @@ Run from the repository root after build.py: `python specs/data/pl94_synthetic/b
 (deterministic). Derived from the synthetic person file, block by block: occupied housing units
 are the household persons divided among households of about 2.5 persons (at least one unit
 where anyone lives in a household), vacant units a further 11% on average. h1 is 0 for an
-occupied unit and 1 for a vacant one (our encoding of production's two-valued h1 attribute).
+occupied unit and 1 for a vacant one (our encoding of production's two-valued h1 attribute);
+aian is the block's AIAN flag from the person file.
 Nothing in the output is a census figure.
 """
 from __future__ import annotations
@@ -32,6 +33,9 @@ def main() -> None:
     for col in GEO:
         units[col] = units[col].astype(str).astype("category")
     units["h1"] = h1
+    # the AIAN flag of each unit's block (the person file's), for the AIAN spine
+    flag = persons.groupby(persons["block"].astype(str), observed=True)["aian"].max()
+    units["aian"] = units["block"].astype(str).map(flag).astype("int64")
     units.to_parquet(os.path.join(HERE, "pl94_synthetic_units.parquet"), index=False, compression="zstd")
     print(f"wrote {len(units)} housing units ({int(occupied.sum())} occupied) in {len(blocks)} blocks")
 

@@ -17,6 +17,8 @@ import pandas as pd
 
 from dpspec.api import Mechanism, NativeFlavor, ParamSpec, ParameterSchema, Release, hookimpl
 
+DPSPEC_API = "1.1"  # the plugin API it is written against (dpspec.api.API_VERSION)
+
 
 class GeometricCount(Mechanism):
     name = "geometric_count"

@@ -1,0 +1,77 @@
+"""Per-attribute and per-geography budgets, in epsilon at delta as the 2020 certificates print them.
+
+A mechanism with attribute structure (TopDown) states, through its optional `semantics` hook,
+the zCDP rho that protects each attribute and each geography (see
+plugins/dpspec_topdown/semantics.py). This module puts each rho in the spec's flavor, as the
+total is, and converts it to (epsilon, delta) with the bound the Census Bureau's P.L. 94-171
+production certificates use: Canonne, Kamath & Steinke (2020), Corollary 13, at delta = 1e-10
+unless asked otherwise. The certificates' "Per-attribute semantics" tables are these numbers.
+"""
+from __future__ import annotations
+
+from fractions import Fraction
+
+from dpspec import ir
+from dpspec.budget import ZCDP, convert
+from dpspec.budget.premetrics import json_number
+from dpspec.errors import SpecError
+
+CONVERSION = "cks20"
+SEED_SECTION = ("Bailie, Gong & Meng, Can swapping be differentially private?, Part III §4.2 "
+                "(per-attribute privacy loss: a neighbour differing in one attribute only)")
+
+
+def no_semantics(spec: ir.Spec, mechanism_name: str) -> SpecError:
+    """The refusal of a per-attribute request for a mechanism without attribute structure."""
+    return SpecError(f"mechanism '{mechanism_name}' has no attribute structure: per-attribute and per-geography "
+                     "budgets are defined for mechanisms that measure queries over the attributes of a histogram "
+                     "(topdown); its budget protects the whole record only",
+                     spec.path, spec.text)
+
+
+def _epsilon(spec: ir.Spec, flavor, rho: Fraction, delta: float):
+    """(budget in the spec's flavor as JSON, epsilon at delta or None)."""
+    from dpspec.budget.ledger import to_spec_flavor
+
+    value, _ = to_spec_flavor(spec, flavor, ZCDP(float(rho)))
+    if value.kind == "zcdp":
+        eps = convert(value, "approx", delta=delta, method=CONVERSION).result.epsilon if value.rho > 0 else 0.0
+    elif value.kind == "approx" and float(value.delta) == delta:
+        eps = value.epsilon
+    else:
+        eps = None
+    return value.to_json(), (json_number(float(eps)) if eps is not None else None)
+
+
+def _entry(spec, flavor, item: dict, delta: float) -> dict:
+    rho = Fraction(item["rho"])
+    in_flavor, eps = _epsilon(spec, flavor, rho, delta)
+    extra = {k: v for k, v in item.items() if k != "rho"}
+    return {**extra, "rho": json_number(float(rho)), "rho_exact": ir.format_number(rho),
+            "in_spec_flavor": in_flavor, "epsilon": eps}
+
+
+def describe_geography(g: dict) -> str:
+    """'a block within its tract', '... within the nation' for the root."""
+    where = "the nation" if g["within"] == "nation" else f"its {g['within']}"
+    return f"a {g['finest']} within {where}"
+
+
+def semantics_json(spec: ir.Spec, flavor, raw: dict, delta: float) -> dict:
+    """The `semantics` key of `dpspec budget --json` (additive)."""
+    attributes = [_entry(spec, flavor, a, delta) for a in raw["attributes"]]
+    geographies = [{**_entry(spec, flavor, g, delta), "description": describe_geography(g)} for g in raw["geographies"]]
+    return {"delta": delta, "conversion": CONVERSION, "cited": SEED_SECTION,
+            "attributes": attributes, "geographies": geographies}
+
+
+def semantics_text(sem: dict) -> list[str]:
+    lines = [f"per-attribute and per-geography budgets (epsilon at delta = {sem['delta']:g} by {sem['conversion']}, "
+             "as the 2020 certificates print them; cf. the first seed paper, Part III §4.2):"]
+    for a in sem["attributes"]:
+        shown = f"epsilon = {a['epsilon']:.2f}" if a["epsilon"] is not None else "epsilon undefined"
+        lines.append(f"  attribute {a['attribute']}: rho = {a['rho']:.4f}, {shown}  ({len(a['queries'])} queries involve it)")
+    for g in sem["geographies"]:
+        shown = f"epsilon = {g['epsilon']:.2f}" if g["epsilon"] is not None else "epsilon undefined"
+        lines.append(f"  {g['description']}: rho = {g['rho']:.4f}, {shown}  (levels {', '.join(g['levels']) or 'none'})")
+    return lines

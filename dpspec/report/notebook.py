@@ -1,0 +1,73 @@
+"""Reports in Jupyter: the `_repr_html_` of results, audits, budgets and inference results.
+
+Each shows the very HTML report dpspec writes to disk (same templates, same escaping, same
+Content-Security-Policy), inside a sandboxed `<iframe srcdoc>`: the report's stylesheet cannot
+restyle the notebook, nothing in it can run (the sandbox allows no scripts), and it loads
+nothing from the network (its CSP allows only inline styles and data: images). Display only:
+no stage of the pipeline calls this module; importing it (the top-level verbs do) attaches the
+methods to the classes below, which know nothing of reports.
+"""
+from __future__ import annotations
+
+from markupsafe import escape
+
+HEIGHT = 640  # px: a report scrolls inside its frame rather than lengthening the notebook
+
+
+def framed(report_html: str, title: str) -> str:
+    """A whole HTML document as a sandboxed frame (the document escaped into `srcdoc`)."""
+    return (f'<iframe sandbox="" referrerpolicy="no-referrer" title="{escape(title)}" '
+            f'style="width: 100%; height: {HEIGHT}px; border: 1px solid #ccc" srcdoc="{escape(report_html)}"></iframe>')
+
+
+def result_html(result) -> str:
+    """A compiled result's public report (`report.html` of `dpspec compile`)."""
+    from dpspec.report import render_all
+
+    html = render_all(result, outcome=result.audit_outcome)["html"][1]
+    return framed(html, f"dpspec report: {result.spec.title or 'spec'}")
+
+
+def audit_html(outcome) -> str:
+    """An audit's report (`report.html` of `dpspec audit -o`), with its baseline comparison."""
+    from dpspec.report import render_all
+
+    ctx = outcome.context
+    if ctx is None:  # an outcome assembled by hand: no spec to report on
+        return f"<pre>{escape(repr(outcome))}</pre>"
+    baseline = ctx.baseline_result if ctx.baseline_result is not None else ctx.baseline
+    html = render_all(ctx.result, spec=ctx.spec, baseline=baseline, outcome=outcome)["html"][1]
+    return framed(html, f"dpspec audit: {ctx.spec.title or 'spec'}")
+
+
+def spec_html(spec) -> str:
+    """A spec's report without running its mechanism: its budget, in every currency, with the
+    audit (what `dpspec audit -o` writes)."""
+    from dpspec.audit import audit
+
+    return audit_html(audit(spec))
+
+
+def infer_html(result) -> str:
+    """An inference result's report (`report.html` of `dpspec infer -o`)."""
+    from dpspec.inference.report import report_files
+
+    html = report_files(result, with_draws=False)["html"][1]
+    return framed(html, f"dpspec inference: {result.target}")
+
+
+def _install() -> None:
+    from dpspec.audit import Audit, Findings
+    from dpspec.budget.budget_report import BudgetSummary
+    from dpspec.inference import InferResult
+    from dpspec.run.compiler import Result
+
+    Result._repr_html_ = result_html
+    Audit._repr_html_ = audit_html
+    Findings._repr_html_ = lambda findings: audit_html(findings.outcome) if findings.outcome is not None else (
+        f"<pre>{escape(repr(list(findings)))}</pre>")
+    BudgetSummary._repr_html_ = lambda summary: spec_html(summary.spec)
+    InferResult._repr_html_ = infer_html
+
+
+_install()

@@ -1,0 +1,267 @@
+"""Running a sweep: every point checked first (nothing read), then the data loaded once and each
+point accounted (budget, expected error) and, with runs, run and measured against the data.
+
+A point whose run fails is recorded with its parameters and the message; the others go on. An
+interrupted sweep raises before anything is written (the caller writes the set at the end).
+"""
+from __future__ import annotations
+
+import math
+import time
+
+import attrs
+
+from dpspec import ir
+from dpspec.budget import convert, ledger as ledger_mod
+from dpspec.budget.budget_text import budget_line
+from dpspec.check.checker import CheckedSpec, check
+from dpspec.errors import ConversionError, DpspecError, MechanismError, SpecError
+from dpspec.run import progress
+from dpspec.sweep import realized
+from dpspec.sweep.override import balanced, override
+
+
+@attrs.define
+class Point:
+    index: int
+    values: dict  # {path: Fraction} as varied (and balanced)
+    checked: CheckedSpec | None = None
+    status: str = "pending"  # ok, failed
+    error: str | None = None
+    budget: dict | None = None  # in the spec's currency (the budget calculus's JSON)
+    budget_text: str | None = None
+    common: dict | None = None  # {"epsilon", "delta", "method"}
+    bounds_hold: bool | None = None
+    expected: list | None = None
+    realized: list = attrs.Factory(list)  # rows with a "run" key: internal only
+    runs_done: int = 0
+    run_seconds: float = 0.0  # time inside the mechanism's runs: the floor a sweep cannot beat
+
+    def label(self) -> str:
+        return ", ".join(f"{k} = {ir.format_number(v)}" for k, v in self.values.items())
+
+
+@attrs.define
+class Sweep:
+    spec: ir.Spec
+    axes: list
+    points: list
+    runs: int
+    off_by: float
+    delta: float
+    method: str
+    seed: int | None
+    engine: str = "local"
+    data_hashes: dict = attrs.Factory(dict)
+
+    @property
+    def currency(self) -> str:
+        return (f"epsilon of (epsilon, delta)-DP at delta = {self.delta:g} under the spec's unit "
+                f"({self.spec.unit.table}, {self.spec.unit.relation}); zCDP converted by {self.method}, "
+                "pure epsilon taken as it is (it holds at delta = 0)")
+
+
+def plan(spec: ir.Spec, grid: list[dict], balance=()) -> list[Point]:
+    """Every point's spec, checked now; refuses the sweep listing every point that fails."""
+    points, problems = [], []
+    for i, values in enumerate(grid):
+        values = dict(values)
+        try:
+            pspec = override(spec, values)
+            for path in balance:
+                values[path] = balanced(pspec, path)
+                pspec = override(pspec, {path: values[path]})
+            points.append(Point(i, values, check(pspec)))
+        except SpecError as exc:
+            if any("--vary" in d.message or "--balance" in d.message for d in exc.diagnostics):
+                raise  # an unknown name fails every point alike: say it once
+            label = ", ".join(f"{k} = {ir.format_number(v)}" for k, v in values.items())
+            for d in exc.diagnostics:
+                problems.append(attrs.evolve(d, message=f"at the point {label}: {d.message}"))
+    if problems:
+        raise SpecError(problems, spec.path, spec.text)
+    return points
+
+
+def common_currency(declared, delta: float, method: str) -> dict | None:
+    """The budget as (epsilon, delta)-DP at the sweep's delta, the conversion named."""
+    if declared is None:
+        return None
+    if not declared.is_finite:
+        return {"epsilon": math.inf, "delta": delta, "method": "infinite"}
+    try:
+        conv = convert(declared, "approx", delta=delta, method=method)
+    except ConversionError:
+        return None
+    out = conv.result.to_json()
+    return {"epsilon": out["epsilon"], "delta": out["delta"], "method": conv.method}
+
+
+def account(point: Point, data: dict, delta: float, method: str) -> None:
+    """Budget (spec currency and the common one) and expected error; no mechanism run."""
+    spec, mech, params = point.checked.spec, point.checked.mechanism, point.checked.params
+    facts = mech.public_facts(spec, params, data) if data is not None else {}
+    statement = mech.budget(spec, params, facts)
+    ledger = ledger_mod.build(spec, mech.flavor(spec, params), statement, currencies=False)
+    if ledger.declared is not None:
+        point.budget = ledger.declared.to_json()
+        point.budget_text = budget_line(point.budget)
+    else:
+        point.budget_text = f"cannot be expressed in the spec's flavor: {ledger.problem}"
+    point.common = common_currency(ledger.declared, delta, method)
+    point.bounds_hold = ledger.bounds_hold and ledger.problem is None
+    point.expected = mech.expected_error(spec, params, facts)
+
+
+def _sample_point(point: Point, data: dict, runs: int, engine, run_key: int, off_by: float,
+                  truth: realized.TruthCache, tick) -> None:
+    from dpspec.engine import EngineRun, run_mechanism
+    from dpspec.engine.streams import derive_run_key
+    from dpspec.run.compiler import _release_outputs, make_rng, verify_invariants
+
+    spec, mech, params = point.checked.spec, point.checked.mechanism, point.checked.params
+    for r in range(runs):
+        key = derive_run_key(run_key, ("sweep", point.index, r))
+        started = time.perf_counter()
+        with progress.reporting(None):  # the sweep's bar counts points and runs, not a run's own stages
+            release = run_mechanism(mech, spec, params, data, make_rng(key), EngineRun(engine, key))
+        point.run_seconds += time.perf_counter() - started
+        try:
+            verify_invariants(point.checked.induced, data, release.outputs)
+            rows = realized.measure(realized.comparisons(spec, mech, params, data, release, truth), off_by)
+        finally:
+            _release_outputs([release])
+        point.realized.extend({"run": r, **row} for row in rows)
+        point.runs_done = r + 1
+        tick()
+
+
+def _do_point(point: Point, data, runs: int, engine, run_key: int, off_by: float, delta: float, method: str,
+              truth: realized.TruthCache, tick) -> None:
+    """One point, whole: its account and its runs; a failure is recorded on the point."""
+    try:
+        with progress.reporting(None):
+            account(point, data, delta, method)
+        if runs:
+            _sample_point(point, data, runs, engine, run_key, off_by, truth, tick)
+        point.status = "ok"
+    except (KeyboardInterrupt, SystemExit):
+        raise
+    except Exception as exc:  # one point's failure is reported with its parameters; the others run
+        point.status = "failed"
+        point.realized = []  # a failed point has no figures: part of its runs would mislead
+        point.error = str(exc) if isinstance(exc, DpspecError) else f"{type(exc).__name__}: {exc}"
+
+
+# ---- points as units of work in a local process pool (--workers) ------------------------------
+
+_WORKER: dict = {}
+RESULT_FIELDS = ("status", "error", "budget", "budget_text", "common", "bounds_hold", "expected", "realized",
+                 "runs_done", "run_seconds")
+
+
+def _worker_start(spec: ir.Spec) -> None:
+    """A pool worker reads the data once, on its own local engine, for every point it is given."""
+    from dpspec.engine import LocalEngine
+    from dpspec.engine.loading import load_data_on
+
+    engine = LocalEngine()
+    data, _ = load_data_on(spec, engine, check(spec).mechanism) if spec.data else ({}, {})
+    _WORKER.update(spec=spec, engine=engine, data=data, truth=realized.TruthCache(data))
+
+
+def _worker_point(index: int, values: dict, runs: int, run_key: int, off_by: float, delta: float, method: str) -> dict:
+    w = _WORKER
+    point = Point(index, values, check(override(w["spec"], values)))
+    _do_point(point, w["data"], runs, w["engine"], run_key, off_by, delta, method, w["truth"], lambda: None)
+    return {k: getattr(point, k) for k in RESULT_FIELDS}
+
+
+def _pooled(spec, points, workers: int, runs: int, run_key: int, off_by, delta, method, tick) -> None:
+    """Each point a unit of work on a pool of `workers` processes; streams are keyed by (run key,
+    point, run), so the figures do not depend on the number of workers."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+
+    # forkserver: a worker never inherits this process's threads mid-state (as the local engine)
+    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("forkserver"),
+                             initializer=_worker_start, initargs=(spec,)) as pool:
+        futures = {pool.submit(_worker_point, p.index, p.values, runs, run_key, off_by, delta, method): p
+                   for p in points}
+        try:
+            for future in as_completed(futures):
+                point = futures[future]
+                try:
+                    for k, v in future.result().items():
+                        setattr(point, k, v)
+                except Exception as exc:  # the worker itself died (memory, a signal)
+                    point.status, point.error = "failed", f"{type(exc).__name__}: {exc}"
+                for _ in range(max(runs, 1)):
+                    tick()
+        except BaseException:
+            for f in futures:
+                f.cancel()
+            raise
+
+
+def run_sweep(spec: ir.Spec, axes, grid: list[dict], *, runs: int = 0, engine=None, seed: int | None = None,
+              off_by: float = 5, delta: float = 1e-10, method: str = "cks20", balance=(), data=None,
+              workers: int = 1) -> Sweep:
+    """The whole sweep in memory (nothing written). runs = 0: budgets and expected errors only.
+
+    workers > 1 (local engine only): the points run as units of work on a process pool."""
+    from dpspec.engine import get_engine, new_run_key
+    from dpspec.engine.loading import load_data_on
+
+    points = plan(spec, grid, balance)
+    mech = points[0].checked.mechanism
+    if runs and (why := mech.cannot_run(points[0].checked.spec, points[0].checked.params)):
+        raise MechanismError(why)
+    chosen = get_engine(engine)
+    if workers > 1 and chosen.name != "local":
+        raise MechanismError("--workers runs points in local processes; on Spark the units of work are spread by Spark")
+    sweep = Sweep(spec, list(axes), points, runs, off_by, delta, method, seed, chosen.name)
+    total = len(points) * max(runs, 1)
+    done = [0]
+
+    def tick():
+        done[0] += 1
+        progress.report("sweep (points x runs)", done[0], total)
+
+    try:
+        run_key = new_run_key(seed)
+        if workers > 1 and len(points) > 1:
+            _pooled(spec, points, min(workers, len(points)), runs, run_key, off_by, delta, method, tick)
+            from dpspec.check.data import resolve_path
+            from dpspec.check.sources import source_sha256
+
+            sweep.data_hashes = {s.path: source_sha256(resolve_path(spec, s)) for s in spec.data}
+            return sweep
+        if data is None and spec.data:  # once for every point: facts (b, n) and the runs read it
+            data, sweep.data_hashes = load_data_on(spec, chosen, mech)
+        truth = realized.TruthCache(data or {})
+        for point in points:
+            before = done[0]
+            _do_point(point, data, runs, chosen, run_key, off_by, delta, method, truth, tick)
+            if runs == 0 or point.status != "ok":
+                done[0] = before + max(runs, 1) - 1
+                tick()
+    finally:
+        if chosen is not engine:
+            chosen.close()
+    return sweep
+
+
+def pareto(items: list[tuple[int, float, float]]) -> set[int]:
+    """Indices of the points no other point beats on both budget and error (smaller is better in
+    both; ties on both keep every tied point)."""
+    best = set()
+    for i, b, e in items:
+        if b is None or e is None or not (math.isfinite(b) and math.isfinite(e)):
+            continue
+        beaten = any((b2 <= b and e2 <= e) and (b2 < b or e2 < e)
+                     for j, b2, e2 in items if j != i and b2 is not None and e2 is not None
+                     and math.isfinite(b2) and math.isfinite(e2))
+        if not beaten:
+            best.add(i)
+    return best

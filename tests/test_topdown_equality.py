@@ -1,0 +1,175 @@
+"""Equality to a product already released (equality.py): a marginal of the release reproduces it
+at every block, as the DHC persons file reproduces the P.L. 94 block histogram."""
+from fractions import Fraction
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from dpspec.check.checker import check
+from dpspec.errors import DataError, SpecError
+from dpspec.language.parser import parse
+from dpspec_topdown.engine import run_topdown
+from dpspec_topdown.synthetic import LEVELS, PL94_VARIABLES, PRODUCTION_LEVEL_SHARES, generate_population, pl94_strategy
+
+ALL_LEVELS = ["nation"] + LEVELS
+SHARES = dict(PRODUCTION_LEVEL_SHARES)
+BY = ["block", "hhgq", "votingage"]
+
+
+@pytest.fixture(scope="module")
+def released():
+    """A first release (the 'P.L. 94' product) and its block x hhgq x votingage counts."""
+    persons = generate_population(2000, 80, seed=46)
+    first = run_topdown(persons, ALL_LEVELS, PL94_VARIABLES, pl94_strategy(tuple(SHARES)), 1, SHARES, "hamming",
+                        [("state", ())], np.random.default_rng(0), workers=1)
+    counts = first.microdata.groupby(BY, observed=True).size().rename("count").reset_index()
+    return persons, counts
+
+
+def _second(persons, counts, seed=1, rho=Fraction(1, 20)):
+    return run_topdown(persons, ALL_LEVELS, PL94_VARIABLES, pl94_strategy(tuple(SHARES)), rho, SHARES, "hamming",
+                       [("state", ())], np.random.default_rng(seed), workers=1,
+                       equalities=[("pl94", ("hhgq", "votingage"), counts)])
+
+
+def _by_block(frame, counts):
+    got = frame.groupby(BY, observed=True).size()
+    want = counts.set_index(BY)["count"]
+    got.index = got.index.set_levels([lv.astype(str) for lv in got.index.levels])
+    want.index = want.index.set_levels([lv.astype(str) for lv in want.index.levels])
+    return got.reindex(want.index.union(got.index), fill_value=0), want.reindex(want.index.union(got.index), fill_value=0)
+
+
+def test_the_release_reproduces_the_released_product(released):
+    persons, counts = released
+    for seed in (1, 2):
+        got, want = _by_block(_second(persons, counts, seed).microdata, counts)
+        assert (got == want).all()
+    # and the product is not the confidential data: holding to it moved the release off the truth
+    truth, _ = _by_block(persons, counts)
+    assert (truth.reindex(want.index, fill_value=0) != want).any()
+
+
+def test_a_product_that_contradicts_an_invariant_is_a_data_error(released):
+    persons, counts = released
+    short = counts.copy()
+    short.loc[short.index[0], "count"] += 1  # one person too many in the state
+    with pytest.raises(DataError, match=r"equal_to 'pl94'.*disagrees with the invariant 'total' at state '01'.*"
+                                        r"released 2001, invariant 2000"):
+        _second(persons, short)
+
+
+def test_a_product_with_an_unknown_block_or_value_is_a_data_error(released):
+    persons, counts = released
+    extra = pd.concat([counts, pd.DataFrame({"block": ["nowhere"], "hhgq": [0], "votingage": [1], "count": [1]})])
+    with pytest.raises(DataError, match="persons in block 'nowhere', which holds no one"):
+        _second(persons, extra)
+    bad = counts.assign(votingage=counts["votingage"].astype(int).replace({1: 7}))
+    with pytest.raises(DataError, match="votingage = 7 in the released table is not one of"):
+        _second(persons, bad)
+
+
+SPEC = '''spec "equality"
+domain d "d" {
+  stage edited
+  geography g { state > county > block }
+  table persons unit person {
+    state : category
+    county : category in state
+    block : category in county
+    hhgq : {0, 1}
+    sex : {0, 1}
+  }
+  table pl94 unit person {
+    state : category
+    county : category in state
+    block : category in county
+    hhgq : {0, 1}
+  }
+}
+PUBLIC
+unit persons : hamming
+premetric zcdp
+mechanism topdown {
+  table: persons
+  variables: hhgq, sex
+  rho: 1
+  equal_to: {
+    pl94_block: {
+      table: TABLE
+      query: "hhgq"
+    }
+  }
+  levels: { nation: 1/4  state: 1/4  county: 1/4  block: 1/4 }
+  queries: { total: 1/2  detailed: 1/2 }
+}
+'''
+DECLARED = 'public {\n  count pl94 by block, hhgq released "the 2020 P.L. 94-171 file"\n}'
+
+
+def test_equal_to_misuse_is_a_located_spec_error():
+    good = SPEC.replace("PUBLIC", DECLARED).replace("TABLE", "pl94")
+    check(parse(good, "s.dps"))
+    line = SPEC.splitlines().index("    pl94_block: {") + 1
+    with pytest.raises(SpecError, match=f"s.dps:{line}:.*declare that product public"):
+        check(parse(SPEC.replace("PUBLIC", "").replace("TABLE", "pl94"), "s.dps"))
+    line = good.splitlines().index("    pl94_block: {") + 1
+    with pytest.raises(SpecError, match=f"s.dps:{line}:.*'persons', which must be a second table"):
+        check(parse(SPEC.replace("PUBLIC", DECLARED).replace("TABLE", "persons"), "s.dps"))
+    with pytest.raises(SpecError, match=f"s.dps:{line}:.*'pl94', which must be a second table of the domain with columns block, hhgq, sex"):
+        check(parse(good.replace('query: "hhgq"', 'query: "hhgq * sex"'), "s.dps"))
+
+
+def test_the_spec_path_reproduces_the_product(tmp_path):
+    """End to end through a spec: the released table is read as data, declared public, and the
+    release's block x hhgq counts are its."""
+    from dpspec.run.compiler import compile_spec
+
+    rng = np.random.default_rng(5)
+    n = 600
+    block = rng.integers(0, 12, n)
+    persons = pd.DataFrame({"state": "01", "county": np.where(block < 6, "01001", "01003"),
+                            "block": [f"b{b:02d}" for b in block], "hhgq": (rng.random(n) < 0.1).astype(int),
+                            "sex": rng.integers(0, 2, n)})
+    # a 'released' product: the same block totals, hhgq moved within blocks
+    pl94 = persons[["state", "county", "block", "hhgq"]].copy()
+    pl94["hhgq"] = np.where(rng.random(n) < 0.2, 1 - pl94["hhgq"], pl94["hhgq"])
+    (tmp_path / "in").mkdir()
+    persons.to_parquet(tmp_path / "in" / "persons.parquet")
+    pl94.to_parquet(tmp_path / "in" / "pl94.parquet")
+    text = SPEC.replace("PUBLIC", DECLARED).replace("TABLE", "pl94").replace(
+        "unit persons : hamming", 'data persons from "persons.parquet"\ndata pl94 from "pl94.parquet"\n'
+        "invariants {\n  count persons by state\n}\nunit persons : hamming")
+    text += "release {\n  microdata persons\n}\n"
+    path = tmp_path / "in" / "s.dps"
+    path.write_text(text)
+    result = compile_spec(parse(text, str(path)), seed=2, audit=False)
+    micro = result.published["persons"].to_pandas()
+    got = micro.groupby([micro["block"].astype(str), micro["hhgq"].astype(int)]).size()
+    want = pl94.groupby([pl94["block"].astype(str), pl94["hhgq"].astype(int)]).size()
+    assert got.reindex(want.index.union(got.index), fill_value=0).equals(want.reindex(want.index.union(got.index), fill_value=0))
+
+
+def test_a_product_breaking_a_facility_bound_is_a_data_error():
+    from dpspec_topdown.constraints import facility_bounds
+    from dpspec_topdown.synthetic import generate_facilities
+
+    persons = generate_population(1500, 60, seed=46)  # its blocks hold group quarters
+    # a product within the bounds (the data's own counts), then one block's GQ residents moved
+    counts = persons.groupby(BY, observed=True).size().rename("count").reset_index()
+    facilities = generate_facilities(persons, 1, gq_rate=0.3)
+    con = {"name": "hhgq_total_lb_ub", "of": "hhgq", "table": "facilities", "type": "gqtype",
+           "occupied": [1, 2, 3, 4, 5, 6, 7], "finest": "block"}
+    lower, upper = facility_bounds(con, facilities, PL94_VARIABLES["hhgq"])
+    bounds = [(con["name"], ("hhgq",), lower, upper)]
+    gq = counts[(counts["hhgq"].astype(int) > 0)]
+    block = str(gq["block"].iloc[0])
+    moved = counts.copy()
+    rows = (moved["block"].astype(str) == block) & (moved["hhgq"].astype(int) > 0)
+    moved.loc[rows, "hhgq"] = 0  # the block's group-quarters residents become household persons
+    moved = moved.groupby(BY, observed=True)["count"].sum().reset_index()
+    with pytest.raises(DataError, match=f"breaks the constraint 'hhgq_total_lb_ub' at block '{block}'"):
+        run_topdown(persons, ALL_LEVELS, PL94_VARIABLES, pl94_strategy(tuple(SHARES)), 1, SHARES, "hamming",
+                    [("state", ())], np.random.default_rng(1), workers=1, bounds=bounds,
+                    equalities=[("pl94", ("hhgq", "votingage"), moved)])
