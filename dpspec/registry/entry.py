@@ -27,7 +27,17 @@ def schema() -> dict:
 
 class _Loader(yaml.SafeLoader):
     """Safe YAML where dates stay strings (the registry's schema wants 'YYYY-MM-DD' strings and
-    its own check rejects a YAML date) and every mapping remembers where its keys are."""
+    its own check rejects a YAML date), every mapping remembers where its keys are, and aliases
+    (`*name`) are refused: no registry entry needs one, and nested aliases ("billion laughs")
+    make a 1 KB file expand into gigabytes."""
+
+    def compose_node(self, parent, index):
+        if self.check_event(yaml.AliasEvent):
+            event = self.peek_event()
+            raise yaml.composer.ComposerError(None, None, f"an alias (*{event.anchor}) refers to another node; "
+                                              "aliases are not allowed in a registry entry (write the value out)",
+                                              event.start_mark)
+        return super().compose_node(parent, index)
 
 
 _Loader.yaml_implicit_resolvers = {
