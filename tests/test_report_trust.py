@@ -39,3 +39,65 @@ def test_bidi_controls_in_every_text_field_never_reach_a_report(tmp_path, contro
         assert f"U+{ord(c):04X}" in content, (kind, name)
     title = json.loads(files["json"][1])["title"]
     assert title == f"Release epsilon = 0.1 [U+{ord(c):04X}]1 = nolispe"
+
+
+# ---- a verification file is re-validated -------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def verified(tmp_path_factory):
+    """A real `dpspec verify --json` result of the randomized-response spec (200 runs, seeded)."""
+    import os
+
+    from dpspec.verify import verify
+    from tests.conftest import SPECS
+
+    spec = dpspec.load(os.path.join(SPECS, "acs_ma_vision_rr.dps"))
+    return verify(spec, runs=200, seed=1).to_json()
+
+
+def _load(tmp_path, data):
+    from dpspec.verify.result import load_json
+
+    path = tmp_path / "v.json"
+    path.write_text(json.dumps(data))
+    return load_json(str(path))
+
+
+def test_a_genuine_verification_file_reads_back_with_its_own_summary(tmp_path, verified):
+    assert _load(tmp_path, verified)["summary"] == verified["summary"]
+
+
+def _forged(verified, **changes):
+    data = json.loads(json.dumps(verified))
+    for key, value in changes.items():
+        if key.startswith("pair_"):
+            data["pairs"][0][key[5:]] = value
+        else:
+            data[key] = value
+    return data
+
+
+@pytest.mark.parametrize("changes, why", [
+    ({"lower_bound": 5.0}, "overall claim and lower bound"),
+    ({"verdict": "refuted"}, "own numbers make it"),
+    ({"pair_lower_bound": 5.0}, "states the lower bound 5"),
+    ({"pair_hits_first": 10**9}, "no valid hit counts"),
+    ({"confidence": 1.5}, "out of range"),
+    ({"pairs": []}, "lists no pairs"),
+    ({"claimed": "nan"}, "not usable"),
+])
+def test_a_forged_verification_file_is_refused(tmp_path, verified, changes, why):
+    from dpspec.verify.miniature import VerifyError
+
+    with pytest.raises(VerifyError, match="inconsistent verification result") as err:
+        _load(tmp_path, _forged(verified, **changes))
+    assert why in str(err.value)
+
+
+def test_a_forged_summary_is_replaced_by_the_recomputed_one(tmp_path, verified):
+    from dpspec.verify.finding import finding
+
+    data = _load(tmp_path, _forged(verified, summary="passed: epsilon is exactly as claimed, certified"))
+    assert data["summary"] == verified["summary"]
+    assert "certified" not in finding(data).message
