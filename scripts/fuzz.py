@@ -488,7 +488,7 @@ def run_data(kind: str, rng: random.Random, tmp: str) -> str:
     refused and is, 'ok' when it must be read and is (with the right number of rows)."""
     if kind == "alias-bomb":
         depth = rng.randint(2, 9)
-        text = "a0: &a0 [x, x, x, x, x, x, x, x, x]\n" + "".join(
+        text = "url_slug: bomb\na0: &a0 [x, x, x, x, x, x, x, x, x]\n" + "".join(
             f"a{d}: &a{d} [{', '.join(['*a' + str(d - 1)] * 9)}]\n" for d in range(1, depth))
         outcome = run_entry(text, os.path.join(tmp, "bomb.yaml"))
         return outcome if outcome != "ok" else "internal: an alias bomb was accepted"

@@ -233,7 +233,7 @@ def test_the_units_bound_is_checked_on_the_engine_path(tmp_path):
 
 # ---- registry YAML ---------------------------------------------------------------------------------
 
-BOMB = "a: &a [lol, lol, lol, lol, lol, lol, lol, lol, lol]\n" + "".join(
+BOMB = "url_slug: bomb\na: &a [lol, lol, lol, lol, lol, lol, lol, lol, lol]\n" + "".join(
     f"{c}: &{c} [{', '.join(['*' + p] * 9)}]\n" for p, c in zip("abcdefgh", "bcdefghi"))
 
 
@@ -244,7 +244,7 @@ def test_a_billion_laughs_entry_is_refused_quickly_and_located(tmp_path):
     (tmp_path / "bomb.yaml").write_text(BOMB)
     before, start = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, time.monotonic()
     result = CliRunner().invoke(main, ["import", "--registry", str(tmp_path / "bomb.yaml"), "-o", str(tmp_path / "x.dps")])
-    assert result.exit_code == 1 and "aliases are not allowed" in result.output and "bomb.yaml:2:" in result.output
+    assert result.exit_code == 1 and "aliases are not allowed" in result.output and "bomb.yaml:3:" in result.output
     assert time.monotonic() - start < 5
     assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 100_000  # KB: no expansion
     assert not (tmp_path / "x.dps").exists()

@@ -101,3 +101,95 @@ def test_a_forged_summary_is_replaced_by_the_recomputed_one(tmp_path, verified):
     data = _load(tmp_path, _forged(verified, summary="passed: epsilon is exactly as claimed, certified"))
     assert data["summary"] == verified["summary"]
     assert "certified" not in finding(data).message
+
+
+# ---- released CSVs and spreadsheet formulas ----------------------------------------------------------
+
+SWAP_SPEC = """spec "tiny swap"
+domain d "tiny" {
+  stage edited
+  geography g { state > county }
+  table households unit household {
+    state  : category
+    county : category in state
+    size   : int 1..20
+  }
+}
+data households from "households.csv"
+invariants {
+  count households by state, size
+  count households by county, size
+}
+unit households : hamming
+premetric pure
+mechanism swap { table: households  match: state, size  swap: county  rate: 0.05 }
+budget epsilon <= 16
+release {
+  microdata households
+}
+"""
+
+
+def _swap_case(tmp_path, county: str):
+    folder = tmp_path / "in"
+    folder.mkdir(exist_ok=True)
+    rows = [f"s1,{county if i % 2 else 'c2'},{1 + i % 3}" for i in range(12)]
+    (folder / "households.csv").write_text("state,county,size\n" + "\n".join(rows) + "\n")
+    (folder / "s.dps").write_text(SWAP_SPEC)
+    return folder / "s.dps"
+
+
+@pytest.mark.parametrize("value", ["=cmd|' /C calc'!A0", "@SUM(A1)", "+1+cmd", "-2+3+cmd|' /C calc'!A0", "\tx"])
+def test_a_release_a_spreadsheet_would_run_is_refused_and_nothing_is_published(tmp_path, value):
+    from click.testing import CliRunner
+
+    from dpspec.cli.main import main
+
+    out = tmp_path / "out"
+    ok = CliRunner().invoke(main, ["compile", str(_swap_case(tmp_path, "c1")), "-o", str(out)])
+    assert ok.exit_code == 0, ok.output
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    spec = _swap_case(tmp_path, value)
+    bad = CliRunner().invoke(main, ["compile", str(spec), "-o", str(out)])
+    assert bad.exit_code == 1, bad.output
+    assert "households.csv: column 'county' would release" in bad.output and "runs as a formula" in bad.output
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before  # the previous set, untouched
+    # the data a program reads is not changed: the value is read back exactly as written
+    frame = dpspec.api.load_table(dpspec.load(str(spec)), dpspec.load(str(spec)).data[0])
+    assert value in set(frame["county"].astype(str))
+
+
+def test_negative_numbers_and_ordinary_codes_are_released_as_they_are():
+    from dpspec.publish.table_csv import formula_cells
+
+    assert formula_cells(["-3", "+5", "1e5", "-0.5", "N", "c1", None, "a=b"]) == []
+    assert formula_cells(["=1+1", "-cmd", "@x", "\tq", "\rq"]) == ["=1+1", "-cmd", "@x", "\tq", "\rq"]
+
+
+# ---- error messages never print a file that is not a spec ---------------------------------------------
+
+
+@pytest.mark.parametrize("command", ["include", "check", "link", "registry"])
+def test_an_error_never_prints_the_contents_of_a_file_that_is_not_a_spec(tmp_path, command):
+    from click.testing import CliRunner
+
+    from dpspec.cli.main import main
+
+    secret = tmp_path / "secret.txt"
+    secret.write_text("root:x:0:0:SECRET-TOKEN:/root:/bin/bash\nkey: value\n")
+    (tmp_path / "p.dps").write_text(f'program "p" {{\n  include "{secret}"\n}}\n')
+    (tmp_path / "link.dps").symlink_to(secret)
+    args = {"include": ["check", str(tmp_path / "p.dps")], "check": ["check", str(secret)],
+            "link": ["check", str(tmp_path / "link.dps")],
+            "registry": ["import", "--registry", str(secret), "-o", str(tmp_path / "x.dps")]}[command]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 1 and "its contents are not shown" in result.output, result.output
+    assert "SECRET-TOKEN" not in result.output and "x:0:0" not in result.output and "key: value" not in result.output
+
+
+def test_a_misspelled_first_section_still_gets_its_excerpt(tmp_path):
+    from dpspec.errors import SpecError
+
+    (tmp_path / "s.dps").write_text('spex "x"\n')
+    with pytest.raises(SpecError, match=r"unexpected 'spex'(?s:.*)spex \"x\""):
+        dpspec.load(str(tmp_path / "s.dps"))

@@ -69,4 +69,6 @@ def write_frame(target: str, frame) -> None:
         if target.endswith(".parquet"):
             frame.to_parquet(tmp, index=False)
         else:
-            frame.to_csv(tmp, index=False)
+            from dpspec.publish.table_csv import write_table_csv
+
+            write_table_csv(frame, tmp)
