@@ -124,8 +124,9 @@ def parse_entry(text: str, path: str | None = None) -> Entry:
     """Parse YAML text into an Entry; a YAML syntax error is located like any other. A file with
     none of an entry's top-level keys is not an entry (`/etc/passwd`): nothing of it is shown."""
     if not _ENTRY_KEY.search(text):
-        raise SpecError([Diagnostic("this file is not a registry entry (it has none of the keys url_slug, status, "
-                                    "tier, deployment at its top level); its contents are not shown", 1, None)], path)
+        raise SpecError([Diagnostic("this file is not a registry entry: a registry entry is a YAML mapping with the "
+                                    "keys url_slug, status, tier and deployment at its top level, and this file has "
+                                    "none of them; its contents are not shown", 1, None)], path)
     try:
         node = yaml.compose(text, Loader=_Loader)
         data = yaml.load(text, Loader=_Loader)
