@@ -142,3 +142,29 @@ def test_an_unchanged_link_still_publishes_into_the_folder_it_names(tmp_path):
     result, link, safe, _ = _flipping_case(tmp_path)
     write_result(result, str(link))
     assert "manifest.json" in os.listdir(safe)
+
+
+# ---- deeply nested expressions: an error with a location ------------------------------------------
+
+
+@pytest.mark.parametrize("expression, line", [("+".join(["1/1000"] * 500), 20), ("-" * 600 + "1", 20),
+                                              ("(" + "\n+".join(["1/1000"] * 500) + ")", None),
+                                              ("\n+".join(["1/1000"] * 500), None)])
+def test_a_deeply_nested_expression_is_an_error_at_its_line_and_column(tmp_path, expression, line):
+    from dpspec.errors import SpecError
+
+    (tmp_path / "s.dps").write_text(SMALL_SPEC.replace("budget epsilon <= 1.1", f"budget epsilon <= {expression}"))
+    with pytest.raises(SpecError) as err:
+        dpspec.load(str(tmp_path / "s.dps"))
+    (diag,) = err.value.diagnostics
+    assert "nests more than 200 levels deep" in diag.message and diag.line is not None and diag.column is not None
+    assert diag.line == line if line is not None else diag.line > 20
+    result = CliRunner().invoke(main, ["check", str(tmp_path / "s.dps")])
+    assert result.exit_code == 1 and f"s.dps:{diag.line}:{diag.column}: error" in result.output
+
+
+def test_a_long_but_ordinary_sum_is_still_read(tmp_path):
+    (tmp_path / "s.dps").write_text(SMALL_SPEC.replace("budget epsilon <= 1.1", "budget epsilon <= " + "+".join(["1/100"] * 110)))
+    from fractions import Fraction
+
+    assert dpspec.load(str(tmp_path / "s.dps")).budgets[0].value == Fraction(11, 10)
