@@ -150,11 +150,13 @@ def _descendants(pid: int) -> list[int]:
     out, todo = [], [pid]
     while todo:
         here = todo.pop()
-        try:
-            with open(f"/proc/{here}/task/{here}/children") as fh:
-                kids = [int(p) for p in fh.read().split()]
+        kids = []
+        try:  # every thread's children: a JVM starts processes from any of its threads
+            for task in os.listdir(f"/proc/{here}/task"):
+                with open(f"/proc/{here}/task/{task}/children") as fh:
+                    kids += [int(p) for p in fh.read().split()]
         except OSError:
-            kids = []
+            pass
         out.extend(kids)
         todo.extend(kids)
     return out
