@@ -392,7 +392,7 @@ mechanism randomized_response { table: people  column: smoker  p: 3/4 }
 budget epsilon <= 1.1
 """
 DATA_KINDS = ["parquet-type", "parquet-type", "folder-link", "folder-loop", "folder-device", "folder-fifo",
-              "ragged-csv", "duplicate-header", "alias-bomb"]
+              "ragged-csv", "duplicate-header", "alias-bomb", "bidi-report"]
 BIDI = ["\u202e", "\u202d", "\u202a", "\u202b", "\u202c", "\u2066", "\u2067", "\u2068", "\u2069", "\u200f", "\u061c"]
 
 
@@ -486,6 +486,8 @@ def make_data_case(kind: str, rng: random.Random, here: str) -> tuple[str, bool,
 def run_data(kind: str, rng: random.Random, tmp: str) -> str:
     """One hostile data source read on both paths and fingerprinted: 'user-error' when it must be
     refused and is, 'ok' when it must be read and is (with the right number of rows)."""
+    if kind == "bidi-report":
+        return run_bidi_report(rng, tmp)
     if kind == "alias-bomb":
         depth = rng.randint(2, 9)
         text = "url_slug: bomb\na0: &a0 [x, x, x, x, x, x, x, x, x]\n" + "".join(
@@ -519,6 +521,42 @@ def run_data(kind: str, rng: random.Random, tmp: str) -> str:
         return f"internal: hostile data ({kind}) was read instead of refused"
     if not refused and outcome == "user-error":
         return f"internal: good data ({kind}) was refused"
+    return outcome
+
+
+def run_bidi_report(rng: random.Random, tmp: str) -> str:
+    """Bidi controls in a spec's text fields and in data values, compiled and reported: any control
+    that reaches a report form (HTML, Markdown, JSON) is a bug (it reorders the report's words)."""
+    from dpspec.report.bidi import BIDI_CONTROLS
+
+    def sprinkle(text: str) -> str:
+        """Controls inside the quoted texts a reader sees (the title, the domain's description)."""
+        for _ in range(rng.randint(1, 4)):
+            quoted = [m for m in _STRING.finditer(text) if m.group() in ('"fuzzed data"', '"a small survey"', '"north"')
+                      or any(ch in m.group() for ch in BIDI)]
+            m = rng.choice(quoted)
+            at = rng.randint(m.start() + 1, m.end() - 1)
+            text = text[:at] + rng.choice(BIDI) + text[at:]
+        return text
+
+    def steps():
+        import dpspec
+        from dpspec.report import render_all
+
+        for kind, (name, content) in render_all(dpspec.compile(dpspec.load(path), seed=1)).items():
+            if any(ch in content for ch in BIDI_CONTROLS):
+                raise AssertionError(f"a bidi control reached {name}")
+
+    with _scratch_cwd(tmp) as here:
+        region = sprinkle('"north"').strip('"')  # one region (its district n1 lies in one region only)
+        rows = ["region,district,age,smoker,status"] + [
+            f"{region},n1,{20 + i},{'true' if i % 2 else 'false'},single" for i in range(6)]
+        with open(os.path.join(here, "people.csv"), "w", encoding="utf-8") as fh:
+            fh.write("\n".join(rows) + "\n")
+        path = os.path.join(here, "spec.dps")
+        with open(path, "w", encoding="utf-8") as fh:
+            fh.write(sprinkle(DATA_SPEC.replace("SOURCE", "people.csv")))
+        outcome = _outcome(steps)
     return outcome
 
 

@@ -122,7 +122,7 @@ def test_every_hostile_data_generator_is_refused_or_read_right(scratch, kind):
     be (a loop, a device, an odd type, a ragged row), read with the right rows when not."""
     for seed in range(4):
         outcome = fuzz.run_data(kind, random.Random(f"{kind}:{seed}"), scratch)
-        assert outcome == ("ok" if kind == "folder-link" else "user-error"), outcome
+        assert outcome == ("ok" if kind in ("folder-link", "bidi-report") else "user-error"), outcome
 
 
 def test_the_data_oracle_catches_hostile_data_that_is_read(scratch, monkeypatch):
@@ -134,3 +134,11 @@ def test_the_data_oracle_catches_hostile_data_that_is_read(scratch, monkeypatch)
     monkeypatch.setattr(dpspec.check.sources, "data_files", unguarded)
     outcome = fuzz.run_data("folder-loop", random.Random(1), scratch)
     assert outcome == "internal: hostile data (folder-loop) was read instead of refused", outcome
+
+
+def test_the_bidi_oracle_catches_a_control_that_reaches_a_report(scratch, monkeypatch):
+    import dpspec.report.model
+
+    monkeypatch.setattr(dpspec.report.model, "neutral", lambda model: model)  # the isolation removed
+    outcome = fuzz.run_data("bidi-report", random.Random(3), scratch)
+    assert outcome.startswith("internal: AssertionError: a bidi control reached"), outcome

@@ -301,3 +301,13 @@ def test_spark_reads_a_linked_partition_once_and_refuses_a_loop_and_odd_types(tm
                    folder / "region=north" / "part-2.parquet")
     with pytest.raises(DataError, match=r"(?s)part-2.parquet: .*column 'age' is stored as list"):
         load_engine_table(spec, spec.data[0], engine)
+
+
+def test_a_duplicated_header_is_refused_through_a_file_uri_too(small_spec):
+    data = small_spec.parent / "people.csv"
+    lines = data.read_text().splitlines()
+    data.write_text("\n".join([lines[0] + ",age", *(l + ",99" for l in lines[1:])]) + "\n")
+    small_spec.write_text(small_spec.read_text().replace('"people.csv"', f'"{data.as_uri()}"'))
+    spec = dpspec.load(str(small_spec))
+    with pytest.raises(DataError, match="the header names column 'age' twice"):
+        load_table(spec, spec.data[0])

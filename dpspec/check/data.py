@@ -67,18 +67,23 @@ def _read_raw(path: str, fmt: str, table: ir.Table) -> pd.DataFrame:
 CSV_CHUNK_ROWS = 1_000_000
 
 
-def _read_csv(path: str, columns: list[str]) -> pd.DataFrame:
-    """The declared columns of a CSV, as text. Every field of every row is tokenized (pandas
-    would silently drop a row's extra fields when asked for some columns only), a chunk at a time
-    so that undeclared columns never fill memory; a header naming a column twice is refused."""
-    header = pd.read_csv(path, nrows=1, header=None, dtype=str, keep_default_na=False).iloc[0].tolist()
+def _refuse_repeated(path: str, header: list) -> None:
+    """A header naming a column twice is refused (pandas would quietly rename the second)."""
     seen: set = set()
     for name in header:
         if name in seen:
             raise DataError(f"{path}: the header names column '{name}' twice; dpspec would not know which one holds "
                             "the data (pandas would quietly rename the second)")
         seen.add(name)
-    wanted = [c for c in columns if c in seen]
+
+
+def _read_csv(path: str, columns: list[str]) -> pd.DataFrame:
+    """The declared columns of a CSV, as text. Every field of every row is tokenized (pandas
+    would silently drop a row's extra fields when asked for some columns only), a chunk at a time
+    so that undeclared columns never fill memory; a header naming a column twice is refused."""
+    header = pd.read_csv(path, nrows=1, header=None, dtype=str, keep_default_na=False).iloc[0].tolist()
+    _refuse_repeated(path, header)
+    wanted = [c for c in columns if c in set(header)]
     read = dict(dtype=str, keep_default_na=False, na_values=[""])
     if len(wanted) == len(header):
         return pd.read_csv(path, **read)
@@ -94,6 +99,8 @@ def _read_uri(path: str, fmt: str, columns: list[str]) -> pd.DataFrame:
     from dpspec.check.sources import filesystem
 
     handle, inner = filesystem(path)
+    with handle.open_input_stream(inner) as fh:
+        _refuse_repeated(path, pd.read_csv(fh, nrows=1, header=None, dtype=str, keep_default_na=False).iloc[0].tolist())
     with handle.open_input_stream(inner) as fh:
         frame = pd.read_csv(fh, dtype=str, keep_default_na=False, na_values=[""])
     return frame[[c for c in columns if c in frame.columns]]
