@@ -253,7 +253,7 @@ def driver_kill(master: str, work: Path, conf: dict | None = None, after: float 
     once its Spark job runs: the folder must still hold the first set, whole."""
     from dpspec.publish.output_set import verify_set
 
-    spec = cut_spec(work / "in-driver", *KILL_CASE)
+    spec = cut_spec(work / "in-driver", KILL_CASE[0], 1)  # all 1.1M households: minutes on Spark, never done in seconds
     out = work / "driver-out"
     release_files(spec, "local", out, seed=1)
     before = {p.name: p.read_bytes() for p in out.iterdir()}
