@@ -82,12 +82,18 @@ def test_two_links_to_one_partition_are_refused(tmp_path):
         data_files(str(folder))
 
 
-def test_a_link_to_a_partition_elsewhere_is_read_and_fingerprinted_once(tmp_path):
+def _with_linked_partition(tmp_path):
+    """The partitioned folder plus region=west, a link to 3 rows kept elsewhere: 13 rows in all."""
     folder = _partitioned(tmp_path)
     elsewhere = tmp_path / "store" / "region=west"
     elsewhere.mkdir(parents=True)
     pq.write_table(_in(_people(3), "west"), elsewhere / "part.parquet")
     (folder / "region=west").symlink_to(elsewhere)
+    return folder
+
+
+def test_a_link_to_a_partition_elsewhere_is_read_and_fingerprinted_once(tmp_path):
+    folder = _with_linked_partition(tmp_path)
     spec = dpspec.load(str(tmp_path / "spec.dps"))
     frame = load_table(spec, spec.data[0])
     assert len(frame) == 13 and sorted(frame["region"].unique()) == ["north", "south", "west"]
@@ -286,11 +292,7 @@ def test_spark_reads_a_linked_partition_once_and_refuses_a_loop_and_odd_types(tm
     from dpspec.engine.spark import SparkEngine
 
     engine = SparkEngine(session=spark_session)
-    folder = _partitioned(tmp_path)
-    elsewhere = tmp_path / "store" / "region=west"
-    elsewhere.mkdir(parents=True)
-    pq.write_table(_in(_people(3), "west"), elsewhere / "part.parquet")
-    (folder / "region=west").symlink_to(elsewhere)
+    folder = _with_linked_partition(tmp_path)
     spec = dpspec.load(str(tmp_path / "spec.dps"))
     assert len(load_engine_table(spec, spec.data[0], engine)) == 13
     (folder / "region=north" / "loop").symlink_to("..")
