@@ -38,8 +38,10 @@ ROOT = Path(__file__).resolve().parents[1]
 SPECS = ROOT / "specs"
 sys.path.insert(0, str(ROOT))
 
-# (spec, keep every k-th row of its data): small enough for a loaded two-core machine.
-CASES = [("acs_ma2019_swap.dps", 4), ("acs_national_topdown.dps", 1), ("safetab_p_production.dps", 1)]
+# (spec, keep every k-th row of its data, as Parquet when k > 1): small enough for a loaded
+# two-core machine. The swap case reads its CSV (a table on the driver, strata swapped on the
+# executors); the executor-kill case reads Parquet, so the table itself lives on the executors.
+CASES = [("acs_ma2019_swap.dps", 1), ("acs_national_topdown.dps", 1), ("safetab_p_production.dps", 1)]
 KILL_CASE = ("ma1940_swap.dps", 10)  # a swap job long enough to lose an executor in its middle
 
 
@@ -260,19 +262,22 @@ def driver_kill(master: str, work: Path, conf: dict | None = None, after: float 
     args = [sys.executable, "-m", "dpspec.cli", "compile", spec, "-o", str(out), "--seed", "2", "--engine", "spark",
             "--spark-master", master]
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
-    proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, start_new_session=True)
+    log = open(work / "driver.log", "wb")
+    proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
     try:
         deadline = time.monotonic() + 120
         while proc.poll() is None and not _descendants(proc.pid) and time.monotonic() < deadline:
             time.sleep(0.2)  # until the driver's JVM is up
         time.sleep(after)
         if proc.poll() is not None:
-            return [f"the driver ended (status {proc.returncode}) before it could be killed; raise the data size"]
+            said = [line for line in (work / "driver.log").read_text(errors="replace").splitlines() if "WARN" not in line]
+            return [f"the driver ended (status {proc.returncode}) before it could be killed: " + " | ".join(said[-5:])]
         os.killpg(proc.pid, signal.SIGKILL)  # the driver and its JVM
         proc.wait(timeout=30)
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
+        log.close()
     problems = []
     if {p.name: p.read_bytes() for p in out.iterdir()} != before:
         problems.append("killing the driver changed the previous output set")
