@@ -168,3 +168,12 @@ def test_a_long_but_ordinary_sum_is_still_read(tmp_path):
     from fractions import Fraction
 
     assert dpspec.load(str(tmp_path / "s.dps")).budgets[0].value == Fraction(11, 10)
+
+
+def test_python_m_dpspec_cli_runs_the_command_line():
+    """How a cluster harness or a scheduler without the `dpspec` script starts a compile."""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-m", "dpspec.cli", "--help"], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and "compile" in done.stdout, done.stderr
