@@ -31,6 +31,8 @@ sys.path[:0] = [str(ROOT)]
 
 from dpspec.engine import LocalEngine  # noqa: E402
 
+import doc_table  # noqa: E402
+
 
 def population(n: int, blocks: int = 30, seed: int = 0) -> pd.DataFrame:
     rng = np.random.default_rng(seed)
@@ -82,12 +84,14 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--blocks", type=int, default=30)
     parser.add_argument("--plain-text", action="store_true")
+    doc_table.add_option(parser)
     args = parser.parse_args()
     table = population(args.n, args.blocks)
     if args.plain_text:
         table["block"] = table["block"].astype(object)
     engine = LocalEngine()
     print(f"{args.n:,} rows; distinct: " + ", ".join(f"{c} {table[c].nunique()}" for c in table.columns))
+    rows = []
     for name, run in (("stream", run_stream), ("map_groups", run_map)):
         best = cpu = float("inf")
         for _ in range(args.repeat):
@@ -97,6 +101,12 @@ def main() -> None:
         h = hashlib.sha256()
         run(engine, table, h)
         print(f"{name:>10}: {best:6.2f} s wall, {cpu:6.2f} s CPU (best of {args.repeat})  rows sha256 {h.hexdigest()[:16]}")
+        rows.append([name, f"{args.n:,}", f"{best:.2f}", f"{cpu:.2f}", h.hexdigest()[:16]])
+    doc_table.write("bench_engine_order", "Local engine: canonical row order", __doc__.split("\n\n")[0],
+                    ["operation", "rows", "wall s (best)", "CPU s (best)", "rows sha256"], rows,
+                    notes=[f"Best of {args.repeat}; {args.blocks} blocks"
+                           + (", block as plain text" if args.plain_text else "") + "."],
+                    enabled=not args.no_doc)
 
 
 if __name__ == "__main__":

@@ -31,6 +31,8 @@ from dpspec.inference.model import build_model, parse_target  # noqa: E402
 from dpspec.inference.prior import make_prior  # noqa: E402
 from dpspec.contract.mechanism import CountLikelihood  # noqa: E402
 from dpspec.run.noise import discrete_gaussian, discrete_gaussian_logpmf  # noqa: E402
+
+import doc_table  # noqa: E402
 from dpspec.language.parser import load_text_or_path  # noqa: E402
 
 
@@ -72,8 +74,10 @@ def main(argv=None) -> int:
     ap.add_argument("sizes", nargs="*", type=int, default=[10, 50, 200, 1000])
     ap.add_argument("--proposals", type=int, default=20_000)
     ap.add_argument("--sigma2", type=float, default=50 / 3)
+    doc_table.add_option(ap)
     args = ap.parse_args(argv)
     print(f"{'K':>6} {'seconds':>9} {'proposals/s':>12} {'ESS share':>10} {'log10 acc.':>11} {'floor s':>8} {'ratio':>6}")
+    rows = []
     for k in args.sizes:
         rng = make_rng(k)
         model = synthetic(k, args.sigma2, rng)
@@ -87,6 +91,11 @@ def main(argv=None) -> int:
         floor = time.perf_counter() - t0
         print(f"{k:>6} {seconds:>9.2f} {draws.proposals / seconds:>12,.0f} {draws.ess / draws.proposals:>10.3f} "
               f"{pilot.log10_rate:>11.1f} {floor:>8.2f} {seconds / floor:>6.1f}")
+        rows.append([k, f"{seconds:.2f}", f"{draws.proposals / seconds:,.0f}", f"{draws.ess / draws.proposals:.3f}",
+                     f"{pilot.log10_rate:.1f}", f"{floor:.2f}", f"{seconds / floor:.1f}"])
+    doc_table.write("bench_infer", "Inference (dpspec infer): importance sampling", __doc__.split("\n\n")[0],
+                    ["cells K", "seconds", "proposals/s", "ESS share", "log10 acceptance", "floor s", "ratio"], rows,
+                    notes=[f"{args.proposals:,} proposals, sigma² = {args.sigma2:.4g}."], enabled=not args.no_doc)
     return 0
 
 

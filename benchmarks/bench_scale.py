@@ -36,6 +36,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "plugins"), str(ROOT / "benchmarks")]
 
+import doc_table  # noqa: E402
+
 SEED = 2026
 MATCH, SWAP, RATE = ["state", "votingage", "hispanic"], ["county", "tract", "blockgroup", "block"], "0.05"
 
@@ -165,6 +167,7 @@ def main(argv=None) -> None:
     ap.add_argument("--data", default="/tmp/dpspec_bench_scale",
                     help="where the Parquet populations are built and read (on a cluster: a shared filesystem)")
     ap.add_argument("--one", nargs=3, metavar=("MECHANISM", "ENGINE", "PATH"), help=argparse.SUPPRESS)
+    doc_table.add_option(ap)
     args = ap.parse_args(argv)
     if args.one:
         print(json.dumps(one_run(*args.one[:2], args.spark_master, args.one[2])), flush=True)
@@ -191,13 +194,21 @@ def main(argv=None) -> None:
                          f"{row['stream_seconds']:.1f} s with the microdata; {row['measurements_mb']:.0f} MB as one "
                          f"dense array, never made)" if row.get("measurements") else ""), flush=True)
     sizes = sorted({r["persons"] for r in rows})
-    if len(sizes) > 1:
-        for mech in args.mechanisms:
-            for eng in args.engines:
-                t = {r["persons"]: r["seconds"] for r in rows if r["mechanism"] == mech and r["engine"] == eng}
-                if sizes[0] in t and sizes[-1] in t:
-                    print(f"growth {mech} on {eng}: x{t[sizes[-1]] / t[sizes[0]]:.1f} time for "
-                          f"x{sizes[-1] / sizes[0]:.0f} persons", flush=True)
+    growth = []
+    for mech in args.mechanisms:
+        for eng in args.engines:
+            t = {r["persons"]: r["seconds"] for r in rows if r["mechanism"] == mech and r["engine"] == eng}
+            if len(sizes) > 1 and sizes[0] in t and sizes[-1] in t:
+                growth.append(f"growth {mech} on {eng}: x{t[sizes[-1]] / t[sizes[0]]:.1f} time for "
+                              f"x{sizes[-1] / sizes[0]:.0f} persons")
+                print(growth[-1], flush=True)
+    doc_table.write("bench_scale", "Scale: swapping and TopDown, local engine and Spark", __doc__.split("\n\n")[0],
+                    ["mechanism", "engine", "persons", "seconds", "read s", "peak driver MB", "release digest",
+                     "measurements digest"],
+                    [[r["mechanism"], r["engine"], f"{r['persons']:,}", f"{r['seconds']:.1f}", f"{r['read_seconds']:.1f}",
+                      f"{r['peak_mb']:,.0f}", r["release"], r.get("measurements") or "-"] for r in rows],
+                    notes=[f"{args.states} states; Spark master {args.spark_master}."] + growth,
+                    enabled=not args.no_doc and bool(rows))
 
 
 if __name__ == "__main__":

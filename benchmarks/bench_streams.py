@@ -22,6 +22,8 @@ from pathlib import Path
 import numpy as np
 from randomgen import ChaCha
 
+import doc_table
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT)]
 
@@ -50,6 +52,7 @@ def main(argv=None) -> None:
     parser.add_argument("n", nargs="?", type=int, default=100_000)
     parser.add_argument("--draws", type=int, default=0, help="numbers drawn from each generator")
     parser.add_argument("--repeat", type=int, default=3)
+    doc_table.add_option(parser)
     args = parser.parse_args(argv)
     items = keys(args.n)
     run_key = 2026
@@ -67,6 +70,11 @@ def main(argv=None) -> None:
         print(f"  {name:<40} {args.n / t:>12,.0f} keys/s  ({t:.2f} s)")
     keyed, plain, seeded = best.values()
     print(f"  ratio keyed / plain: {keyed / plain:.2f}x;  keyed / make_rng: {keyed / seeded:.2f}x")
+    rows = [[name, f"{args.n / t:,.0f}", f"{t:.2f}", f"{t / plain:.2f}"] for name, t in best.items()]
+    doc_table.write("bench_streams", "Keyed per-unit random streams", __doc__.split("\n\n")[0],
+                    ["generator", "keys/s", "seconds", "x plain ChaCha20 (the floor)"], rows,
+                    notes=[f"{args.n:,} unit keys, {args.draws} draws each, best of {args.repeat}."],
+                    enabled=not args.no_doc)
 
 
 if __name__ == "__main__":

@@ -31,6 +31,8 @@ from dpspec_swap.theorem import as_rate  # noqa: E402
 from dpspec_swap.utility import count_table  # noqa: E402
 from synthetic_population import households  # noqa: E402
 
+import doc_table  # noqa: E402
+
 MATCH, SWAP, HOLD = ["state", "size"], ["county"], ["tenure"]
 
 
@@ -111,23 +113,35 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--rate", default="0.05", help="comma-separated rates, e.g. 0.05,0.5")
     ap.add_argument("--repeat", type=int, default=None,
                     help="timed runs per size (default 3, 1 at 10^7 and above)")
+    doc_table.add_option(ap)
     args = ap.parse_args(argv)
     header = (f"{'units':>10} {'swap s':>8} {'units/s':>11} {'floor s':>8} {'ratio':>6} "
               f"{'peak MB':>8} {'frame MB':>9} {'peak/frame':>10} {'selected':>9} {'strata':>6}")
+    rows = []
     for rate in args.rate.split(","):
         print(f"PSA benchmark: match {'x'.join(MATCH)}, swap {SWAP[0]}, rate {rate}")
         print(header)
-        table(args, rate)
+        rows += [[rate] + row for row in table(args, rate)]
+    doc_table.write("bench_swap", "Permutation swapping (PSA) against its floor", __doc__.split("\n\n")[0],
+                    ["rate", "units", "swap s", "units/s", "floor s", "ratio", "peak MB", "frame MB", "peak/frame",
+                     "selected", "strata"], rows,
+                    notes=[f"match {' x '.join(MATCH)}, swap {SWAP[0]}; best of the timed runs per size."],
+                    enabled=not args.no_doc)
     return 0
 
 
-def table(args, rate: str) -> None:
+def table(args, rate: str) -> list[list]:
+    rows = []
     for n in args.sizes:
         repeat = args.repeat or (1 if n >= 10**7 else 3)
         m = run(n, rate, repeat)
         print(f"{m['n']:>10,} {m['seconds']:>8.3f} {m['units_per_s']:>11,.0f} {m['floor_s']:>8.3f} "
               f"{m['ratio']:>6.2f} {m['peak_mb']:>8.1f} {m['frame_mb']:>9.1f} "
               f"{m['peak_over_frame']:>10.2f} {m['selected']:>9,} {m['strata']:>6}", flush=True)
+        rows.append([f"{m['n']:,}", f"{m['seconds']:.3f}", f"{m['units_per_s']:,.0f}", f"{m['floor_s']:.3f}",
+                     f"{m['ratio']:.2f}", f"{m['peak_mb']:.1f}", f"{m['frame_mb']:.1f}", f"{m['peak_over_frame']:.2f}",
+                     f"{m['selected']:,}", m["strata"]])
+    return rows
 
 
 if __name__ == "__main__":

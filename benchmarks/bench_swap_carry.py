@@ -26,6 +26,8 @@ import sys
 import time
 from pathlib import Path
 
+import doc_table
+
 ROOT = Path(__file__).resolve().parents[1]
 SEED = 2026
 
@@ -135,6 +137,7 @@ def main(argv=None) -> None:
     parser.add_argument("--old-code", default=None, help="a checkout (dpspec/, plugins/) to run first, for comparison")
     parser.add_argument("--one", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--out", default=None, help=argparse.SUPPRESS)
+    doc_table.add_option(parser)
     args = parser.parse_args(argv)
     if args.one:
         print(json.dumps(one_run(args.one, args.engines, args.spark_master, args.out)))
@@ -143,12 +146,18 @@ def main(argv=None) -> None:
     spec = build(folder, args.households)
     print(f"{args.households:,} households, persons in {spec.parent / 'persons.parquet'}")
     codes = [("before", args.old_code), ("after", None)] if args.old_code else [("after", None)]
+    rows = []
     for label, code in codes:
         for engine in args.engines.split(","):
             out = Path(args.data) / f"out-hh{args.households}-{label}-{engine}"  # never beside the inputs
             result = run_child(spec, engine, args.spark_master, out, code)
             print(f"{label:6} {engine:5} {result['seconds']:8.1f} s (compile {result['compile_seconds']:.1f} s)  "
                   f"peak driver {result['peak_mb']:6d} MB  rows {result['rows']}  digests {result['digests']}", flush=True)
+            rows.append([label, engine, f"{result['seconds']:.1f}", f"{result['compile_seconds']:.1f}",
+                         f"{result['peak_mb']:,}", result["rows"], result["digests"]])
+    doc_table.write("bench_swap_carry", "Swapping carried along to persons", __doc__.split("\n\n")[0],
+                    ["code", "engine", "seconds", "compile s", "peak driver MB", "rows", "digests"], rows,
+                    notes=[f"{args.households:,} households."], enabled=not args.no_doc)
 
 
 if __name__ == "__main__":

@@ -41,6 +41,11 @@ from dpspec_topdown.constraints import facility_bounds, facility_constraints  # 
 from dpspec_topdown.synthetic import (LEVELS, PL94_VARIABLES, PRODUCTION_RHO, generate_facilities,  # noqa: E402
                                       generate_population)
 
+import doc_table  # noqa: E402
+
+ROWS: list[list] = []  # one row per run, for the documentation's table
+NOTES: list[str] = []
+
 PRODUCTION_SPEC = ROOT / "specs" / "pl94_production_topdown.dps"
 ACS_CSV = ROOT / "specs" / "data" / "acs_national" / "acs_national_pl94.csv"
 ACS_VARIABLES = {"hhgq": [0, 1, 2], "votingage": [0, 1], "hispanic": [0, 1], "cenrace": list(range(7))}
@@ -82,6 +87,8 @@ def _report(title: str, res, wall: float, n_persons: int, persons: pd.DataFrame 
               f"{row.get('qp_seconds', 0) + row.get('rounding_seconds', 0):>9.2f}"
               f"{row.get('max_variables', 0):>9}{row.get('milp_nodes', 0):>6}{row.get('qp_capped_nodes', 0):>7}")
     own, kids = _peak_mb(res)
+    ROWS.append([title, f"{n_persons:,}", f"{res.schema.n_cells:,}", t["workers"], f"{wall:.1f}",
+                 f"{t['solver_share']:.0%}", f"{own:,.0f}", f"{kids:,.0f}"])
     print(f"total {wall:.1f} s (engine {t['total_seconds']:.1f} s); solvers' share of node time "
           f"{t['solver_share']:.0%}; peak memory {own:,.0f} MB main, {kids:,.0f} MB largest worker "
           "(0: no pool)")
@@ -100,8 +107,10 @@ def _noise_lower_bound(n: int = 4_000_000) -> None:
         t0 = time.perf_counter()
         rng.integers(0, 20, size=n)
         bound = time.perf_counter() - t0
-        print(f"== noise: {n / exact / 1e6:.2f} M exact samples/s at sigma²={float(s2):.6g}; "
-              f"{exact / bound:.1f}x the time to draw as many uniform integers")
+        line = (f"noise: {n / exact / 1e6:.2f} M exact samples/s at sigma²={float(s2):.6g}; "
+                f"{exact / bound:.1f}x the time to draw as many uniform integers")
+        print("== " + line)
+        NOTES.append(line)
 
 
 def production_strategy():
@@ -192,8 +201,11 @@ def bench_synthetic(n_persons: int, n_blocks: int, workers: int | None, compare:
     _report(f"synthetic state, production strategy ({blocks:,} populated blocks; generated in {gen:.1f} s)",
             res, wall, n_persons, persons)
     print(f"time per block: {wall / blocks * 1e3:.2f} ms ({blocks:,} blocks, {wall:.1f} s)")
+    NOTES.append(f"{n_persons:,} persons: time per block {wall / blocks * 1e3:.2f} ms ({blocks:,} blocks)")
     if compare and capture.problem is not None:
-        print(_largest_node_line(capture.problem, res), flush=True)
+        line = _largest_node_line(capture.problem, res)
+        print(line, flush=True)
+        NOTES.append(f"{n_persons:,} persons: {line}")
 
 
 def main(argv=None) -> None:
@@ -204,6 +216,7 @@ def main(argv=None) -> None:
     ap.add_argument("--skip-acs", action="store_true")
     ap.add_argument("--skip-synthetic", action="store_true")
     ap.add_argument("--skip-highs", action="store_true", help="do not time HiGHS on the largest node")
+    doc_table.add_option(ap)
     args = ap.parse_args(argv)
     print(f"cores available: {len(os.sched_getaffinity(0))}")
     _noise_lower_bound()
@@ -212,6 +225,9 @@ def main(argv=None) -> None:
     if not args.skip_synthetic:
         for n in args.persons:
             bench_synthetic(n, max(10, int(n * args.blocks_per_person)), args.workers, not args.skip_highs)
+    doc_table.write("bench_topdown", "TopDown: the ACS excerpt and synthetic states", __doc__.split("\n\n")[0],
+                    ["run", "persons", "cells", "workers", "wall s", "solvers' share", "peak MB main",
+                     "peak MB worker"], ROWS, notes=NOTES, enabled=not args.no_doc)
 
 
 if __name__ == "__main__":

@@ -39,7 +39,7 @@ def close(a, b, rel=REL):
 
 # (rho, eps at delta = 1e-10 by Bun-Steinke, two decimals): the 2020 Census figures.
 PUBLISHED_BS16 = [
-    (15.29, 52.82),  # P.L. 94-171 and DHC together (DESIGN.md 2.2)
+    (15.29, 52.82),  # P.L. 94-171 and DHC together (docs/theory.md, Currencies)
     (55.371, 126.78),  # the 2020 PLB quoted in the seed paper, Part I
     (4.96, 26.33),
     (7.70, 34.33),

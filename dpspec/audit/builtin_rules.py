@@ -1,4 +1,4 @@
-"""The built-in privacy-theatrics rules (DESIGN.md section 4), registered like any plugin's.
+"""The built-in privacy-theatrics rules (docs/theory.md, Privacy theatrics; a page per rule in docs/audit/), registered like any plugin's.
 
 Each rule reads the spec (and, when it needs them, the budget account or a baseline) and says
 in plain words, with the numbers, how the nominal budget may overstate the protection. The

@@ -16,6 +16,19 @@ from dpspec.errors import DpspecError
 
 
 INTERNAL_ERROR = 3
+# Every exit status a dpspec command may return, and what it means (the documentation's exit-code
+# page is generated from this table).
+EXIT_CODES = {
+    0: "success",
+    1: "a spec, data, budget or audit failure for the user to fix (a located error, a bound the budget exceeds, "
+       "a critical audit finding, a refuted verification), including a path the file system refuses: a missing "
+       "or read-only folder, no permission, a full disk",
+    2: "a usage error: an unknown option or a missing argument (click's own), or an engine that cannot start "
+       "(pyspark or Java missing, a Spark master that does not answer)",
+    INTERNAL_ERROR: "an internal error: a bug in dpspec or a plugin, whatever the input; please report it with the "
+                    "spec that caused it",
+    4: "an inconclusive verification (`dpspec verify`: this many runs cannot decide the claim)",
+}
 # A file-system refusal naming a path (a missing or read-only folder, a full disk, no permission)
 # is the user's to fix, not a bug: exit 1 with the path, never "internal error".
 _FILE_SYSTEM = {errno.EACCES, errno.EPERM, errno.ENOENT, errno.ENOTDIR, errno.EISDIR, errno.EEXIST, errno.ENOSPC,

@@ -65,7 +65,7 @@ def check_cmd(files):
 
 @main.command("show")
 @click.argument("file", type=click.Path(dir_okay=False))
-@click.option("--json", "as_json", is_flag=True, help="The IR as JSON (stable, documented in README).")
+@click.option("--json", "as_json", is_flag=True, help="The IR as JSON (stable, documented in docs/reference/json.md).")
 @friendly
 def show_cmd(file, as_json):
     """Show a spec's intermediate representation."""
@@ -265,6 +265,17 @@ def plugins_cmd(as_json):
                 extra.append("one of " + ", ".join(p["choices"]))
             suffix = f" [{'; '.join(extra)}]" if extra else ""
             click.echo(f"    {p['name']} ({p['type']}){suffix}: {p['doc']}")
+
+
+@main.command("lsp")
+@friendly
+def lsp_cmd():
+    """Serve the Language Server Protocol over stdin/stdout, for editors (needs the `lsp` extra)."""
+    try:
+        from dpspec.lsp.server import main as serve
+    except ImportError as exc:
+        _fail(f"dpspec lsp needs pygls: pip install 'dpspec[lsp]' ({exc})")
+    serve()
 
 
 main.add_command(__import__("dpspec.cli.infer", fromlist=["infer_cmd"]).infer_cmd)  # `dpspec infer` (seed 2)

@@ -46,6 +46,9 @@ class ParamSpec:
 
 @attrs.frozen
 class ParameterSchema:
+    """A mechanism's declared parameters, checked against a spec's `mechanism` block and shown
+    by `dpspec plugins` and the mechanism's documentation page."""
+
     params: tuple[ParamSpec, ...]
 
     def get(self, name: str) -> ParamSpec | None:
