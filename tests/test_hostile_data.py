@@ -313,3 +313,18 @@ def test_a_duplicated_header_is_refused_through_a_file_uri_too(small_spec):
     spec = dpspec.load(str(small_spec))
     with pytest.raises(DataError, match="the header names column 'age' twice"):
         load_table(spec, spec.data[0])
+
+
+def test_list_int64_on_the_engine_path_of_a_swap_compile_is_exit_1(tmp_path):
+    """The swap plugin takes engine tables from Parquet (`load_data_on`): the odd type is refused
+    there too, before the mechanism runs, as a DataError (exit 1), never an internal error."""
+    from tests.test_report_trust import SWAP_SPEC
+
+    folder = tmp_path / "in"
+    folder.mkdir()
+    pq.write_table(pa.table({"state": ["s1"] * 4, "county": ["c1", "c2"] * 2,
+                             "size": pa.array([[1], [2], [1], [2]], pa.list_(pa.int64()))}), folder / "households.parquet")
+    (folder / "s.dps").write_text(SWAP_SPEC.replace('"households.csv"', '"households.parquet"'))
+    result = CliRunner().invoke(main, ["compile", str(folder / "s.dps"), "-o", str(tmp_path / "out")])
+    assert result.exit_code == 1, result.output
+    assert "column 'size' is stored as list" in result.output and not (tmp_path / "out").exists()
