@@ -199,12 +199,18 @@ def release_files(spec: str, engine, out: Path, seed: int = 2026) -> dict[str, b
 def cluster_engine(master: str, conf: dict | None = None):
     from dpspec.engine.spark import SparkEngine
 
-    settings = {"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1"} if "127.0.0.1" in master else {}
-    settings.update({"spark.executor.memory": "512m", "spark.sql.shuffle.partitions": "4",
-                     "spark.default.parallelism": "4", "spark.task.maxFailures": "4",
+    settings = {}
+    if "127.0.0.1" in master:  # the local cluster: loopback only, and short-lived JVMs that start fast
+        fast = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+        settings = {"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1",
+                    "spark.driver.extraJavaOptions": fast, "spark.executor.extraJavaOptions": fast,
+                    "spark.sql.adaptive.enabled": "false", "spark.executor.memory": "512m"}
+    # two partitions: one task per executor of the local cluster, several per stage everywhere
+    settings.update({"spark.sql.shuffle.partitions": "2", "spark.default.parallelism": "2",
+                     "spark.task.maxFailures": "4",
                      "spark.executorEnv.PYTHONPATH": os.pathsep.join(p for p in sys.path if p)})
     settings.update(conf or {})
-    return SparkEngine(master, conf=settings, partitions=4)
+    return SparkEngine(master, conf=settings, partitions=2)
 
 
 def compare(name: str, every: int, engine, work: Path, kill=None) -> list[str]:
