@@ -35,7 +35,7 @@ _WHERE = {
     "keyed_rng": "dpspec.engine.base", "stream_position": "dpspec.engine.streams",  # a unit's stream, drawn or resumed anywhere
     # randomness, noise, budgets, messages
     "make_rng": "dpspec.run.compiler", "bernoulli": "dpspec.run.noise", "bernoulli_ratios": "dpspec.run.noise", "discrete_gaussian": "dpspec.run.noise",
-    "discrete_laplace": "dpspec.run.noise",
+    "discrete_laplace": "dpspec.run.noise", "bernoulli_exp": "dpspec.run.noise",
     # noise keyed per unit of work: cell i draws from its own stream (run key, key i), batched
     "keyed_discrete_gaussian": "dpspec.run.keyed_noise", "KeyColumns": "dpspec.engine.keyed_words",
     "shown": "dpspec.language.values",
@@ -46,6 +46,8 @@ _WHERE = {
     # what a mechanism states about its budget
     "BudgetStatement": "dpspec.budget", "PureDP": "dpspec.budget", "ZCDP": "dpspec.budget",
     "PublicCondition": "dpspec.budget.statement", "json_number": "dpspec.budget.premetrics",
+    # Z-Pufferfish (seed 2): the class of distributions and Wasserstein sensitivities, as a module
+    "pufferfish": ("dpspec.budget.pufferfish", None),
     # the exact samplers' companions: their laws and variances
     "as_fraction": "dpspec.run.noise", "effective_sigma2": "dpspec.run.noise", "discrete_gaussian_pmf": "dpspec.run.noise",
     "discrete_gaussian_logpmf": "dpspec.run.noise", "discrete_gaussian_variance": "dpspec.run.noise",

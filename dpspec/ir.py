@@ -147,6 +147,26 @@ class PublicInfo:
     query: CountQuery
     source: str
     loc: Loc | None = _loc_field()
+    # how the mechanism conditions on it (seed 2, Section 4): "total" (its release must sum to
+    # it) or "base" (it shapes the base measure); None: released elsewhere, not used
+    use: str | None = None
+
+
+PUFFERFISH_CLASSES = ("independent", "dependence", "arbitrary")
+
+
+@attrs.frozen
+class Pufferfish:
+    """An epsilon-Z-Pufferfish guarantee (seed 2, Definition 3): Z is the spec's public block,
+    the secrets and discriminative pairs come from its unit, and `kind` names the class of
+    data-generating distributions the guarantee holds for (with its parameters)."""
+
+    kind: str
+    options: tuple[tuple[str, Fraction], ...] = ()
+    loc: Loc | None = _loc_field()
+
+    def option(self, name: str) -> Fraction | None:
+        return dict(self.options).get(name)
 
 
 # ---- what: the unit ----------------------------------------------------------------------
@@ -316,6 +336,7 @@ class Spec:
     data: tuple[DataSource, ...] = ()
     invariants: tuple[CountQuery, ...] = ()
     public: tuple[PublicInfo, ...] = ()
+    pufferfish: Pufferfish | None = None
     unit: Unit | None = None
     premetric: Premetric | None = None
     mechanism: MechanismCall | None = None

@@ -11,7 +11,9 @@ describes, accounts and exports it (registry YAML) through the Python API, and e
 case also runs `dpspec check/show/fmt/budget` on it. Other cases fuzz the newer commands' inputs
 instead of a spec: mutated registry entries (`import --registry`), `convert` parameters with huge
 or odd numbers, mutated `verify --json` results (as `--verify FILE` reads them), and `infer`'s
-target, prior and draws against a release compiled once. An outcome is `ok`, `user-error` (a
+target, prior and draws against a release compiled once, and hostile data sources (odd Parquet
+types, partitioned folders with links, loops, devices and pipes, ragged rows and duplicated CSV
+headers, YAML alias bombs: `make_data_case`). An outcome is `ok`, `user-error` (a
 DpspecError, exit 1 or 2) or `internal` (any other exception, exit 3, or a traceback): the goal
 is zero internal.
 Specs whose budget needs their data are accounted once in `--data-every` cases (loading the
@@ -154,7 +156,7 @@ def run_verify(text: str, path: str, seed: int) -> str:
 
 # ---- the newer commands' other inputs --------------------------------------------------------
 ENTRIES = sorted(os.path.relpath(p, SPECS_DIR) for p in glob.glob(os.path.join(SPECS_DIR, "registry", "*.yaml")))
-SUBJECTS = ["spec", "entry", "convert", "verify-json", "infer", "writer"]
+SUBJECTS = ["spec", "entry", "convert", "verify-json", "infer", "writer", "data"]
 CONVERT_KEYS = ["epsilon", "epsilon", "rho", "rho", "mu", "mu", "delta", "alpha", "eps", "", "x"]
 CONVERT_VALUES = HUGE_NUMBERS + ["1", "0.5", "1e-10", "3/4", "1/3", "-0", "1e-320", "0x10", "1_000", " ", "é", "1,5"] + ["1", "2.5", "0.01"] * 8
 INFER_TARGETS = ["count persons by DEYE"] * 5 + ["count persons", "count persons by DEYE, PUMA", "count households by DEYE"]
@@ -364,6 +366,200 @@ def run_writer(command: str, output: str, tmp: str) -> str:
     return "user-error" if result.exit_code else "ok"
 
 
+# ---- hostile data files (issue 29) ------------------------------------------------------------
+# Each generator makes a small data source in a scratch folder, and says whether dpspec must
+# refuse it (a DataError) or read it. Reading it on the local path, on the engine path and
+# fingerprinting it must agree with that: accepting a source that must be refused (a loop read
+# twice, a device, a ragged row) is as much a bug as a crash, and is counted as internal.
+DATA_SPEC = """spec "fuzzed data"
+domain survey "a small survey" {
+  stage edited
+  table people unit person {
+    region   : category
+    district : category in region
+    age      : int 0..120
+    smoker   : bool
+    status   : {single, married, "N"}
+  }
+}
+data people from "SOURCE"
+invariants {
+  count people
+}
+unit people : hamming
+premetric pure
+mechanism randomized_response { table: people  column: smoker  p: 3/4 }
+budget epsilon <= 1.1
+"""
+DATA_KINDS = ["parquet-type", "parquet-type", "folder-link", "folder-loop", "folder-device", "folder-fifo",
+              "ragged-csv", "duplicate-header", "alias-bomb", "bidi-report"]
+BIDI = ["\u202e", "\u202d", "\u202a", "\u202b", "\u202c", "\u2066", "\u2067", "\u2068", "\u2069", "\u200f", "\u061c"]
+
+
+def _odd_arrays(rng: random.Random, n: int):
+    """An Arrow array of a type no declared kind accepts (dates, decimals, bytes, lists, structs...)."""
+    import datetime
+    import decimal
+
+    import pyarrow as pa
+
+    odd = [pa.array([datetime.date(2000, 1, 1)] * n, pa.date32()),
+           pa.array([decimal.Decimal("3")] * n, pa.decimal128(5, 0)),
+           pa.array([b"single"] * n, pa.binary()), pa.array([b"\xff\xfe"] * n, pa.large_binary()),
+           pa.array([["single"]] * n, pa.list_(pa.string())), pa.array([[1, 2]] * n, pa.list_(pa.int64())),
+           pa.array([datetime.datetime(2000, 1, 1)] * n, pa.timestamp("us")), pa.array([{"a": 1}] * n),
+           pa.array([datetime.timedelta(1)] * n, pa.duration("s")), pa.array([datetime.time(1)] * n, pa.time32("s"))]
+    return rng.choice(odd)
+
+
+def _people_table(n: int, region: str | None = None):
+    import pyarrow as pa
+
+    cols = {"district": [(region or "north")[0] + "1"] * n, "age": list(range(20, 20 + n)),
+            "smoker": [i % 2 == 0 for i in range(n)], "status": ["single", "married", "N"] * (n // 3) + ["N"] * (n % 3)}
+    if region is None:
+        cols = {"region": ["north"] * n, **cols}
+    return pa.table(cols)
+
+
+def _partition_folder(here: str) -> str:
+    import pyarrow.parquet as pq
+
+    folder = os.path.join(here, "people")
+    for region in ("north", "south"):
+        os.makedirs(os.path.join(folder, f"region={region}"))
+        pq.write_table(_people_table(4, region), os.path.join(folder, f"region={region}", "part.parquet"))
+    return folder
+
+
+def make_data_case(kind: str, rng: random.Random, here: str) -> tuple[str, bool, int]:
+    """Write a spec and its hostile source into `here`: (spec path, must be refused, rows if read)."""
+    import pyarrow.parquet as pq
+
+    source, refused, rows = "people/", True, 8
+    if kind == "parquet-type":
+        array = _odd_arrays(rng, 4)
+        table = _people_table(4)
+        column = rng.choice(["district", "age", "smoker", "status"])
+        table = table.set_column(table.schema.get_field_index(column), column, array)
+        if rng.random() < 0.5:
+            pq.write_table(table, os.path.join(here, "people.parquet"))
+            source = "people.parquet"
+        else:
+            folder = _partition_folder(here)
+            pq.write_table(table.drop(["region"]), os.path.join(folder, "region=north", "odd.parquet"))
+    elif kind.startswith("folder-"):
+        folder = _partition_folder(here)
+        spot = rng.choice([folder, os.path.join(folder, "region=north")])
+        if kind == "folder-link":  # a partition kept elsewhere: read once, as any other
+            elsewhere = os.path.join(here, "store", "region=west")
+            os.makedirs(elsewhere)
+            pq.write_table(_people_table(3, "west"), os.path.join(elsewhere, "part.parquet"))
+            os.symlink(elsewhere, os.path.join(folder, "region=west"))
+            refused, rows = False, 11
+        elif kind == "folder-loop":
+            target = rng.choice(["..", ".", folder, os.path.join(folder, "region=south")])
+            os.symlink(target, os.path.join(spot, rng.choice(["loop", "region=east", "x.parquet"])))
+        elif kind == "folder-device":
+            os.symlink(rng.choice(["/dev/zero", "/dev/urandom", "/dev/null", "/dev/full"]),
+                       os.path.join(spot, rng.choice(["dev.parquet", "region=east"])))
+        else:
+            os.mkfifo(os.path.join(spot, rng.choice(["pipe.parquet", "region=east"])))
+    else:
+        lines = ["region,district,age,smoker,status"] + [f"north,n1,{20 + i},true,single" for i in range(8)]
+        i = rng.randrange(1, len(lines))
+        if kind == "ragged-csv":
+            lines[i] += "," * rng.randint(1, 3) + rng.choice(["", "x", "=1+1", rng.choice(BIDI)])
+        else:
+            names = lines[0].split(",")
+            dup = rng.choice(names)
+            lines = [lines[0] + "," + dup] + [line + ",x" for line in lines[1:]]
+        with open(os.path.join(here, "people.csv"), "w", encoding="utf-8") as fh:
+            fh.write("\n".join(lines) + "\n")
+        source = "people.csv"
+    path = os.path.join(here, "spec.dps")
+    with open(path, "w", encoding="utf-8") as fh:
+        fh.write(DATA_SPEC.replace("SOURCE", source))
+    return path, refused, rows
+
+
+def run_data(kind: str, rng: random.Random, tmp: str) -> str:
+    """One hostile data source read on both paths and fingerprinted: 'user-error' when it must be
+    refused and is, 'ok' when it must be read and is (with the right number of rows)."""
+    if kind == "bidi-report":
+        return run_bidi_report(rng, tmp)
+    if kind == "alias-bomb":
+        depth = rng.randint(2, 9)
+        text = "url_slug: bomb\na0: &a0 [x, x, x, x, x, x, x, x, x]\n" + "".join(
+            f"a{d}: &a{d} [{', '.join(['*a' + str(d - 1)] * 9)}]\n" for d in range(1, depth))
+        outcome = run_entry(text, os.path.join(tmp, "bomb.yaml"))
+        return outcome if outcome != "ok" else "internal: an alias bomb was accepted"
+
+    def steps():
+        import dpspec
+        from dpspec.check.data import load_table
+        from dpspec.check.sources import source_sha256
+        from dpspec.engine.loading import load_engine_table
+        from dpspec.engine.local import LocalEngine
+
+        spec = dpspec.load(path)
+        source = spec.data[0]
+        full = os.path.join(spec.base_dir, source.path)
+        if kind.startswith("folder") or source.path.endswith(".parquet"):
+            got = len(load_engine_table(spec, source, LocalEngine()))
+            if got != rows:
+                raise AssertionError(f"the engine path read {got} rows, not {rows}")
+        got = len(load_table(spec, source))
+        if got != rows:
+            raise AssertionError(f"the local path read {got} rows, not {rows}")
+        source_sha256(full)
+
+    with _scratch_cwd(tmp) as here:
+        path, refused, rows = make_data_case(kind, rng, here)
+        outcome = _outcome(steps)
+    if refused and outcome == "ok":
+        return f"internal: hostile data ({kind}) was read instead of refused"
+    if not refused and outcome == "user-error":
+        return f"internal: good data ({kind}) was refused"
+    return outcome
+
+
+def run_bidi_report(rng: random.Random, tmp: str) -> str:
+    """Bidi controls in a spec's text fields and in data values, compiled and reported: any control
+    that reaches a report form (HTML, Markdown, JSON) is a bug (it reorders the report's words)."""
+    from dpspec.report.bidi import BIDI_CONTROLS
+
+    def sprinkle(text: str) -> str:
+        """Controls inside the quoted texts a reader sees (the title, the domain's description)."""
+        for _ in range(rng.randint(1, 4)):
+            quoted = [m for m in _STRING.finditer(text) if m.group() in ('"fuzzed data"', '"a small survey"', '"north"')
+                      or any(ch in m.group() for ch in BIDI)]
+            m = rng.choice(quoted)
+            at = rng.randint(m.start() + 1, m.end() - 1)
+            text = text[:at] + rng.choice(BIDI) + text[at:]
+        return text
+
+    def steps():
+        import dpspec
+        from dpspec.report import render_all
+
+        for kind, (name, content) in render_all(dpspec.compile(dpspec.load(path), seed=1)).items():
+            if any(ch in content for ch in BIDI_CONTROLS):
+                raise AssertionError(f"a bidi control reached {name}")
+
+    with _scratch_cwd(tmp) as here:
+        region = sprinkle('"north"').strip('"')  # one region (its district n1 lies in one region only)
+        rows = ["region,district,age,smoker,status"] + [
+            f"{region},n1,{20 + i},{'true' if i % 2 else 'false'},single" for i in range(6)]
+        with open(os.path.join(here, "people.csv"), "w", encoding="utf-8") as fh:
+            fh.write("\n".join(rows) + "\n")
+        path = os.path.join(here, "spec.dps")
+        with open(path, "w", encoding="utf-8") as fh:
+            fh.write(sprinkle(DATA_SPEC.replace("SOURCE", "people.csv")))
+        outcome = _outcome(steps)
+    return outcome
+
+
 def subject(index: int, infer_every: int) -> str:
     """What case `index` fuzzes: mostly specs; every 10th a registry entry, every 10th convert,
     every 20th a verification result, every `infer_every`th infer's arguments, every 100th a
@@ -372,6 +568,8 @@ def subject(index: int, infer_every: int) -> str:
         return "infer"
     if index % 100 == 42:
         return "writer"
+    if index % 50 == 17:
+        return "data"
     return {3: "entry", 6: "convert"}.get(index % 10, "verify-json" if index % 20 == 9 else "spec")
 
 
@@ -394,6 +592,9 @@ def case(index: int, seed: int, tmp: str | None, cli_every: int, data_every: int
     if what == "infer":
         args = infer_case(rng, tmp)
         return "infer", "args", repr(args), run_infer(args, tmp)
+    if what == "data" and tmp is not None:
+        kind = rng.choice(DATA_KINDS)
+        return "data", kind, kind, run_data(kind, rng, tmp)
     if what == "writer" and tmp is not None:
         command, output = writer_case(rng)
         return command, "output", repr(output), run_writer(command, output, tmp)
@@ -454,7 +655,7 @@ def main(argv=None) -> int:
             if (i + 1) % args.report_every == 0:
                 print(f"{i + 1} cases, {time.time() - start:.0f} s: {dict(outcomes)}", flush=True)
     print(f"\n{args.cases} cases in {time.time() - start:.0f} s (seed {args.seed}): " + ", ".join(f"{k} {v}" for k, v in sorted(outcomes.items())))
-    for kind in [*KINDS, "params", "args", "output"]:
+    for kind in [*KINDS, "params", "args", "output", *dict.fromkeys(DATA_KINDS)]:
         print(f"  {kind:15s} " + ", ".join(f"{lab} {by_kind[kind, lab]}" for lab in LABELS))
     for what in SUBJECTS:
         print(f"  {what:15s} " + ", ".join(f"{lab} {by_subject[what, lab]}" for lab in LABELS))

@@ -114,3 +114,31 @@ def test_fuzzed_specs_never_crash_verify(name, kind, seed):
     text = fuzz.mutate(fuzz.original(name), kind, random.Random(seed))
     outcome = fuzz.run_verify(text, os.path.join(fuzz.SPECS_DIR, name), seed)
     assert not outcome.startswith("internal"), outcome
+
+
+@pytest.mark.parametrize("kind", sorted(set(fuzz.DATA_KINDS)))
+def test_every_hostile_data_generator_is_refused_or_read_right(scratch, kind):
+    """Each generator of hostile data sources (issue 29), a few seeds each: refused when it must
+    be (a loop, a device, an odd type, a ragged row), read with the right rows when not."""
+    for seed in range(4):
+        outcome = fuzz.run_data(kind, random.Random(f"{kind}:{seed}"), scratch)
+        assert outcome == ("ok" if kind in ("folder-link", "bidi-report") else "user-error"), outcome
+
+
+def test_the_data_oracle_catches_hostile_data_that_is_read(scratch, monkeypatch):
+    import dpspec.check.sources
+
+    def unguarded(path):  # the walk before issue 29: links to folders silently skipped, loops never seen
+        return sorted(os.path.relpath(os.path.join(root, f), path) for root, _, files in os.walk(path) for f in files)
+
+    monkeypatch.setattr(dpspec.check.sources, "data_files", unguarded)
+    outcome = fuzz.run_data("folder-loop", random.Random(1), scratch)
+    assert outcome == "internal: hostile data (folder-loop) was read instead of refused", outcome
+
+
+def test_the_bidi_oracle_catches_a_control_that_reaches_a_report(scratch, monkeypatch):
+    import dpspec.report.model
+
+    monkeypatch.setattr(dpspec.report.model, "neutral", lambda model: model)  # the isolation removed
+    outcome = fuzz.run_data("bidi-report", random.Random(3), scratch)
+    assert outcome.startswith("internal: AssertionError: a bidi control reached"), outcome

@@ -126,7 +126,29 @@ def program_ledger(program_spec: ir.Spec, delta: float | None = None, method: st
                                              + describe_unit(program_spec.unit, members[0].spec.domain)))
     elif len({m.spec.unit.table for m in members}) > 1:
         ledger = attrs.evolve(ledger, notes=(*ledger.notes, _joint_tables(members)))
+    note = _pufferfish_note(members)
+    if note:
+        ledger = attrs.evolve(ledger, notes=(*ledger.notes, note))
     return members, ledger
+
+
+def _pufferfish_note(members) -> str | None:
+    """Z-Pufferfish releases compose like DP ones only under assumptions DP does not need (seed 2):
+    sequential (Lemma 6) when their randomness is conditionally independent given the data and Z,
+    parallel (Lemma 7) over a disjoint partition, and only for one class of distributions."""
+    from dpspec.budget.pufferfish import CONDITIONAL_INDEPENDENCE
+
+    puffer = [m for m in members if m.spec.pufferfish is not None]
+    if not puffer:
+        return None
+    classes = sorted({m.spec.pufferfish.kind for m in puffer})
+    parts = [f"{len(puffer)} of the releases are epsilon-Z-Pufferfish guarantees (class {', '.join(classes)}); "
+             + CONDITIONAL_INDEPENDENCE]
+    if any(m.group for m in puffer):
+        parts.append("the parallel parts compose by Lemma 7 because they read disjoint parts of the data")
+    if len(classes) > 1 or len(puffer) < len(members):
+        parts.append("the total holds only for distributions in every release's class (DP releases: any distribution)")
+    return "; ".join(parts)
 
 
 def program_summary(program_spec: ir.Spec, delta: float | None = None, method: str = "cks20") -> dict:

@@ -15,6 +15,7 @@ from dpspec.check.invariants import determines
 from dpspec.contract.mechanism import Mechanism, resolve_params
 
 STAGES = ("raw", "collected", "edited", "imputed", "sampled", "tabulated", "finetuning")
+PUBLIC_USES = ("total", "base")  # seed 2, Section 4: a total the release matches; counts shaping its base measure
 TUNING_SOURCES = ("confidential", "public", "synthetic", "none")
 BUDGET_QUANTITIES = ("epsilon", "rho", "delta", "mu")
 CONVERSION_METHODS = ("bs16", "cks20")
@@ -140,6 +141,13 @@ class _Checker:
             self.query(q, "invariant")
         for p in self.spec.public:
             self.query(p.query, "public information")
+            if p.use is not None and p.use not in PUBLIC_USES:
+                self.unknown("use of public information", p.use, PUBLIC_USES, p)
+        if self.spec.pufferfish is not None:
+            from dpspec.budget.pufferfish import class_problems
+
+            for message, hint in class_problems(self.spec.pufferfish):
+                self.error(message, self.spec.pufferfish, hint)
 
     # ---- unit and premetric ----
     def unit(self):

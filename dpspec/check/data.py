@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 
 from dpspec import ir
+from dpspec.check.arrow_types import check_parquet_types
 from dpspec.check.sources import (  # noqa: F401 (file_sha256: re-exported)
     file_sha256, is_directory, is_parquet, is_uri, parquet_dataset, read_parquet_directory, source_sha256,
 )
@@ -32,7 +33,10 @@ def resolve_path(spec: ir.Spec, source: ir.DataSource) -> str:
     return os.path.join(spec.base_dir, source.path)
 
 
-def _read_raw(path: str, fmt: str, columns: list[str]) -> pd.DataFrame:
+def _read_raw(path: str, fmt: str, table: ir.Table) -> pd.DataFrame:
+    columns = list(table.column_names)
+    if fmt == "parquet":
+        check_parquet_types(path, table)
     try:
         if fmt == "parquet" and is_directory(path):  # hive-partitioned Parquet (issue 11)
             return read_parquet_directory(path, columns)
@@ -45,23 +49,46 @@ def _read_raw(path: str, fmt: str, columns: list[str]) -> pd.DataFrame:
             present = set(pq.read_schema(path).names)
             frame = pd.read_parquet(path, columns=[c for c in columns if c in present])
         else:
-            header = pd.read_csv(path, nrows=0)
-            frame = pd.read_csv(
-                path,
-                dtype=str,
-                keep_default_na=False,
-                na_values=[""],
-                usecols=[c for c in columns if c in header.columns],
-            )
+            frame = _read_csv(path, columns)
     except FileNotFoundError:
         raise DataError(f"{path}: the data file does not exist") from None
     except pd.errors.EmptyDataError:
         raise DataError(f"{path}: the file is empty (not even a header line); there is no table to read") from None
     except NotRegularFile:
         raise DataError(f"{path}: not a regular file (a device, pipe or folder); data is read from files") from None
-    except (OSError, ValueError, pd.errors.ParserError, ImportError) as exc:
+    except pd.errors.ParserError as exc:  # a row with more fields than the header: its extras would be dropped
+        raise DataError(f"{path}: cannot read the file as {fmt}: {str(exc).strip()}; "
+                        "a row with more fields than the header is refused, not cut to fit") from None
+    except (OSError, ValueError, ImportError) as exc:
         raise DataError(f"{path}: cannot read the file as {fmt}: {exc}") from None
     return frame
+
+
+CSV_CHUNK_ROWS = 1_000_000
+
+
+def _refuse_repeated(path: str, header: list) -> None:
+    """A header naming a column twice is refused (pandas would quietly rename the second)."""
+    seen: set = set()
+    for name in header:
+        if name in seen:
+            raise DataError(f"{path}: the header names column '{name}' twice; dpspec would not know which one holds "
+                            "the data (pandas would quietly rename the second)")
+        seen.add(name)
+
+
+def _read_csv(path: str, columns: list[str]) -> pd.DataFrame:
+    """The declared columns of a CSV, as text. Every field of every row is tokenized (pandas
+    would silently drop a row's extra fields when asked for some columns only), a chunk at a time
+    so that undeclared columns never fill memory; a header naming a column twice is refused."""
+    header = pd.read_csv(path, nrows=1, header=None, dtype=str, keep_default_na=False).iloc[0].tolist()
+    _refuse_repeated(path, header)
+    wanted = [c for c in columns if c in set(header)]
+    read = dict(dtype=str, keep_default_na=False, na_values=[""])
+    if len(wanted) == len(header):
+        return pd.read_csv(path, **read)
+    chunks = [chunk[wanted] for chunk in pd.read_csv(path, chunksize=CSV_CHUNK_ROWS, **read)]
+    return pd.concat(chunks, ignore_index=True) if chunks else pd.DataFrame(columns=wanted, dtype=str)
 
 
 def _read_uri(path: str, fmt: str, columns: list[str]) -> pd.DataFrame:
@@ -72,6 +99,8 @@ def _read_uri(path: str, fmt: str, columns: list[str]) -> pd.DataFrame:
     from dpspec.check.sources import filesystem
 
     handle, inner = filesystem(path)
+    with handle.open_input_stream(inner) as fh:
+        _refuse_repeated(path, pd.read_csv(fh, nrows=1, header=None, dtype=str, keep_default_na=False).iloc[0].tolist())
     with handle.open_input_stream(inner) as fh:
         frame = pd.read_csv(fh, dtype=str, keep_default_na=False, na_values=[""])
     return frame[[c for c in columns if c in frame.columns]]
@@ -167,7 +196,7 @@ def load_table(spec: ir.Spec, source: ir.DataSource) -> pd.DataFrame:
     table = spec.domain.table(source.table)
     path = resolve_path(spec, source)
     fmt = "parquet" if is_parquet(path, source.format) else source.format
-    frame = _read_raw(path, fmt, list(table.column_names))
+    frame = _read_raw(path, fmt, table)
     missing = [c for c in table.column_names if c not in frame.columns]
     if missing:
         raise missing_columns_error(path, table, missing, fmt)
@@ -183,7 +212,7 @@ def load_table(spec: ir.Spec, source: ir.DataSource) -> pd.DataFrame:
     problems.raise_if_any()
     result = pd.DataFrame(out)
     _check_nesting(table, result, path)
-    _check_link_bound(table, result, path)
+    _check_link_bound(table, result, path, spec)
     return result
 
 
@@ -197,23 +226,38 @@ def empty_table_error(path: str, table: ir.Table) -> DataError:
                      "nothing to protect, and dpspec does not publish a release of nothing")
 
 
-def _check_link_bound(table: ir.Table, frame: pd.DataFrame, path: str):
-    """`in patients by pid at most 30`: the group-privacy figure rests on it, so the data must keep it."""
-    if table.link_bound is None or table.link not in frame.columns:
+def declared_bounds(table: ir.Table, spec: ir.Spec | None = None) -> list[tuple[int, str]]:
+    """(k, the declaration in words) for each bound the spec states on how many rows of `table`
+    one parent unit holds: the domain's `in P by ID at most K`, and the unit's `holds at most K`
+    (the group-privacy figure rests on both, so the data must keep them)."""
+    out = []
+    if table.parent and table.link and table.link_bound is not None:
+        out.append((table.link_bound, f"the domain declares 'in {table.parent} by {table.link} at most {table.link_bound}'"))
+    unit = spec.unit if spec is not None else None
+    bound = unit.bound if unit is not None else None
+    if bound is not None and bound.finer == table.name and table.link and table.parent == unit.table:
+        out.append((bound.k, f"the unit declares 'unit {unit.table} : {unit.relation} holds at most {bound.k} {table.name}'"))
+    return out
+
+
+def _check_link_bound(table: ir.Table, frame: pd.DataFrame, path: str, spec: ir.Spec | None = None):
+    """Each declared bound on the rows per parent unit (`declared_bounds`), checked against the data."""
+    if not declared_bounds(table, spec) or table.link not in frame.columns:
         return
-    check_link_sizes(table, frame.groupby(table.link, observed=True).size(), path)
+    check_link_sizes(table, frame.groupby(table.link, observed=True).size(), path, spec)
 
 
-def check_link_sizes(table: ir.Table, sizes: pd.Series, path: str):
-    """DataError if a link value (index of `sizes`) holds more rows than the declared bound."""
-    over = sizes[sizes > table.link_bound]
-    if len(over):
-        shown = ", ".join(f"{k} ({v} rows)" for k, v in over.head(SHOW).items())
-        raise DataError(
-            f"{path}: table '{table.name}': {len(over)} {table.parent} {table.link} value"
-            + ("s hold" if len(over) > 1 else " holds") + f" more than {table.link_bound} {table.name} rows, "
-            f"the bound the domain declares ('in {table.parent} by {table.link} at most {table.link_bound}'): {shown}"
-        )
+def check_link_sizes(table: ir.Table, sizes: pd.Series, path: str, spec: ir.Spec | None = None):
+    """DataError if a link value (index of `sizes`) holds more rows than a declared bound."""
+    for k, declared in declared_bounds(table, spec):
+        over = sizes[sizes > k]
+        if len(over):
+            shown = ", ".join(f"{key} ({v} rows)" for key, v in over.head(SHOW).items())
+            raise DataError(
+                f"{path}: table '{table.name}': {len(over)} {table.parent} {table.link} value"
+                + ("s hold" if len(over) > 1 else " holds") + f" more than {k} {table.name} rows, "
+                f"the bound {declared}: {shown}"
+            )
 
 
 def _check_nesting(table: ir.Table, frame: pd.DataFrame, path: str):

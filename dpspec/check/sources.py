@@ -10,12 +10,18 @@ A source may also be a URI (hdfs://, s3a://, gs://, file://), as a cluster names
 listed, read and fingerprinted through pyarrow's filesystem for that scheme, so the manifest pins
 its bytes as it pins a local file's. A location this machine cannot reach is a DataError saying
 so, since dpspec never publishes a release it could not fingerprint.
+
+A local folder is walked once, by `data_files`, and that list is both what is fingerprinted and
+what is read (pyarrow and Spark get the files, not the folder): a device, pipe or socket in it
+(or a link to one) is refused before a byte is read, and a folder reached twice (a symlink loop
+such as `loop -> ..`, or two links to one folder) is refused rather than read twice.
 """
 from __future__ import annotations
 
 import hashlib
 import os
 import re
+import stat
 
 from dpspec.errors import DataError
 
@@ -67,15 +73,67 @@ def _hidden(name: str) -> bool:
 
 
 def data_files(path: str) -> list[str]:
-    """The data files of a directory source, as paths relative to it, sorted (the fingerprint's order)."""
+    """The data files of a directory source, as paths relative to it, sorted (the fingerprint's order).
+
+    Links are followed (a partition may live elsewhere), but each folder is entered once: one
+    reached again is a loop or a second copy of the same rows, and is refused; so is anything that
+    is not a regular file. Both checks use stat only, so a hostile folder is refused in bounded time."""
     if is_uri(path):
         return _uri_data_files(path)
-    out = []
-    for root, dirs, files in os.walk(path):
-        dirs[:] = sorted(d for d in dirs if not _hidden(d))
-        rel = os.path.relpath(root, path)
-        out.extend(os.path.normpath(os.path.join(rel, f)) for f in files if not _hidden(f))
+    out: list[str] = []
+    seen: dict[tuple[int, int], str] = {}
+    stack = [(path, ".")]
+    while stack:
+        folder, rel = stack.pop()
+        info = _stat(folder)
+        key = (info.st_dev, info.st_ino)
+        if key in seen:
+            raise DataError(f"{path}: the folder {_shown_rel(rel)} is the folder {_shown_rel(seen[key])} reached again "
+                            "through a link (a symlink loop or a second link to the same data); its rows would be "
+                            "read twice. Remove the link")
+        seen[key] = rel
+        try:
+            names = sorted(os.listdir(folder))
+        except OSError as exc:
+            raise DataError(f"{path}: cannot list the folder {_shown_rel(rel)}: {exc.strerror or exc}") from None
+        for name in names:
+            if _hidden(name):
+                continue
+            full, inner = os.path.join(folder, name), os.path.normpath(os.path.join(rel, name))
+            mode = _stat(full).st_mode
+            if stat.S_ISDIR(mode):
+                stack.append((full, inner))
+            elif stat.S_ISREG(mode):
+                out.append(inner)
+            else:
+                raise DataError(f"{path}: {inner} is not a regular file ({_kind(mode)}"
+                                f"{', through a link' if os.path.islink(full) else ''}); a data folder holds "
+                                "only files and folders, and this one could block or never end when read")
     return sorted(out)
+
+
+def _stat(full: str) -> os.stat_result:
+    try:
+        return os.stat(full)
+    except OSError as exc:  # a dangling link, a link loop (ELOOP), no permission
+        raise DataError(f"{full}: cannot read it: {exc.strerror or exc}") from None
+
+
+def _shown_rel(rel: str) -> str:
+    return "(the source itself)" if rel == "." else rel
+
+
+def _kind(mode: int) -> str:
+    for test, name in ((stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+                       (stat.S_ISFIFO, "a named pipe"), (stat.S_ISSOCK, "a socket")):
+        if test(mode):
+            return name
+    return "not a file"
+
+
+def local_files(path: str) -> list[str]:
+    """The full paths of a local directory source's data files (what is read and fingerprinted)."""
+    return [os.path.join(path, rel) for rel in data_files(path)]
 
 
 def _uri_data_files(path: str) -> list[str]:
@@ -150,7 +208,10 @@ def read_parquet_directory(path: str, columns: list[str]):
 
 
 def parquet_dataset(path: str):
-    """A pyarrow dataset of a Parquet file or hive-partitioned directory, partition values as text."""
+    """A pyarrow dataset of a Parquet file or hive-partitioned directory, partition values as text.
+
+    A local directory is read from the files `data_files` lists (and fingerprints), never
+    rediscovered by pyarrow, which would follow a symlink loop and read rows again."""
     import pyarrow as pa
     import pyarrow.dataset as ds
 
@@ -160,9 +221,17 @@ def parquet_dataset(path: str):
         where["filesystem"], path = filesystem(path)
     if not directory:  # a single file has no partitions
         return ds.dataset(path, format="parquet", **where)
-    probe = ds.dataset(path, format="parquet", partitioning="hive", **where)
+    if not where:
+        files = local_files(path)
+        if not files:
+            raise DataError(f"{path}: the directory holds no data files")
+        where = {"partition_base_dir": path}
+        source = files
+    else:
+        source = path
+    probe = ds.dataset(source, format="parquet", partitioning=ds.partitioning(flavor="hive"), **where)
     names = probe.partitioning.schema.names if probe.partitioning is not None else []
     if not names:
         return probe
     text = ds.partitioning(pa.schema([(n, pa.string()) for n in names]), flavor="hive")
-    return ds.dataset(path, format="parquet", partitioning=text, **where)
+    return ds.dataset(source, format="parquet", partitioning=text, **where)

@@ -1,4 +1,4 @@
-"""`python -m dpspec.cli.main`."""
-from dpspec.cli.main.main import main
+"""`python -m dpspec.cli`: the same command line as `dpspec`."""
+from dpspec.cli.main import main
 
 main()

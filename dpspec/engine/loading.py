@@ -17,6 +17,7 @@ import pandas as pd
 
 from dpspec import ir
 from dpspec.check import data as checks
+from dpspec.check.arrow_types import check_parquet_types
 from dpspec.check.sources import is_parquet, source_sha256
 from dpspec.engine.base import Engine
 from dpspec.engine.table import EngineTable
@@ -106,7 +107,7 @@ def kind_of(col: ir.Column) -> str:
 VALUE_SET_LIMIT = 1_000_000
 
 
-def _profiled(engine: Engine, raw, table: ir.Table, ids: set) -> dict:
+def _profiled(engine: Engine, raw, table: ir.Table, ids: set, spec: ir.Spec | None = None) -> dict:
     """{column: profile} of the id columns (`ids`) too large to count value by value and clean
     by their profile; a column with a problem is counted in full, so the error shows its values
     exactly as for any other column."""
@@ -118,8 +119,8 @@ def _profiled(engine: Engine, raw, table: ir.Table, ids: set) -> dict:
         prof = engine.profile(raw, col.name)
         if prof["distinct"] <= VALUE_SET_LIMIT:
             continue
-        linked = table.link_bound is not None and table.link == col.name
-        if (prof["missing"] and not col.nullable) or prof["nul"] or (linked and prof["largest"] > table.link_bound):
+        bounds = [k for k, _ in checks.declared_bounds(table, spec)] if table.link == col.name else []
+        if (prof["missing"] and not col.nullable) or prof["nul"] or (bounds and prof["largest"] > min(bounds)):
             continue
         out[col.name] = prof
     return out
@@ -133,9 +134,10 @@ def load_engine_table(spec: ir.Spec, source: ir.DataSource, engine: Engine) -> E
     missing = [c for c in table.column_names if c not in present]
     if missing:
         raise checks.missing_columns_error(path, table, missing, "parquet")
+    check_parquet_types(path, table)
     raw = engine.read_parquet(path, list(table.column_names))
     ids = {t.link for t in spec.domain.tables if t.link}  # the columns that name a unit (household ids)
-    profiled = _profiled(engine, raw, table, ids)
+    profiled = _profiled(engine, raw, table, ids, spec)
     group_counts = [(group, engine.count(raw, group)) for group in column_groups(table)
                     if not (len(group) == 1 and group[0] in profiled)]
     rows = (int(group_counts[0][1]["count"].sum()) if group_counts
@@ -160,9 +162,9 @@ def load_engine_table(spec: ir.Spec, source: ir.DataSource, engine: Engine) -> E
     tally.raise_if_any()
     for names, counts in group_counts:
         checks._check_nesting(table, counts, path)
-        if table.link_bound is not None and table.link in names:
+        if checks.declared_bounds(table, spec) and table.link in names:
             values, sizes = distinct(counts, table.link)
-            checks.check_link_sizes(table, pd.Series(sizes, index=values.to_numpy()), path)
+            checks.check_link_sizes(table, pd.Series(sizes, index=values.to_numpy()), path, spec)
     kinds = {c.name: kind_of(c) for c in table.columns}
     return EngineTable(engine.cast(raw, kinds), table.name, path, rows, kinds, categories, engine=engine)
 

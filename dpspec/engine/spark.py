@@ -215,7 +215,7 @@ class SparkEngine(Engine):
         before = conf.get(key, "true")
         conf.set(key, "false")
         try:
-            frame = self.session.read.parquet(path)
+            frame = _reader(self.session, path)
         except Exception as exc:  # Spark's AnalysisException: not Parquet, or no files in it
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             raise DataError(f"{path}: cannot read as Parquet: {first}") from None
@@ -559,3 +559,13 @@ def _unit_error(exc: Exception) -> Exception:
         line = next(line for line in text.splitlines() if marker in line)
         return UnitFailed(line.split(marker, 1)[1].strip())
     return exc
+
+
+def _reader(session, path: str):
+    """A local folder is read from the files `data_files` lists and fingerprints (Spark's own
+    listing would follow a symlink loop), with the folder as base for the partition columns."""
+    from dpspec.check.sources import is_directory, local_files
+
+    if "://" in path or not is_directory(path):
+        return session.read.parquet(path)
+    return session.read.option("basePath", path).parquet(*local_files(path))

@@ -14,6 +14,7 @@ from markupsafe import Markup, escape
 
 from dpspec import __version__
 from dpspec.budget import format_number
+from dpspec.report.bidi import neutral
 from dpspec.report.render import html_env, markdown_env
 from dpspec.report.svg import COLORS
 
@@ -92,10 +93,10 @@ def build_model(result) -> dict:
             statements.append(f"Post-processing pushed {nb} cell{'s' if nb != 1 else ''} to its upper bound "
                               f"({'1' if result.rate else 'the public total'}) although the 95% interval holds smaller values.")
     rate, log10 = data["acceptance_rate_estimate"], data["log10_acceptance_rate_estimate"]
-    return {"r": data, "version": __version__, "statements": statements,
+    return neutral({"r": data, "version": __version__, "statements": statements,
             "acceptance_text": f"{rate:.2g}" if rate > 1e-6 else f"10^{log10:.1f}",
             "figure": interval_figure(f"Posterior intervals against post-processed values: {result.target}", data["cells"]),
-            "figure_truncated": len(data["cells"]) > MAX_ROWS_IN_FIGURE}
+            "figure_truncated": len(data["cells"]) > MAX_ROWS_IN_FIGURE})
 
 
 def report_files(result, with_draws: bool = True) -> dict:

@@ -48,7 +48,16 @@ def notation(spec: ir.Spec, budget: str = "eps_D") -> str:
     d_x = "?"
     if spec.unit:
         d_x = f"d_{RELATION_WORDS[spec.unit.relation][0]}({unit_name(spec)})"
+    if spec.pufferfish is not None:  # seed 2, Definition 3: Pufferfish over the pairs given Z, for a class
+        z = "; ".join("×".join(p.query.columns) or f"#{p.query.table}" for p in spec.public) or "∅"
+        return (f"{budget}-Z-Pufferfish({x}, Z=[{z}], class={class_symbol(spec.pufferfish)}, {d_x}, "
+                f"{premetric_symbol(spec.premetric)})")
     return f"{budget}-DP({x}, {multiverse_symbol(spec)}, {d_x}, {premetric_symbol(spec.premetric)})"
+
+
+def class_symbol(c: ir.Pufferfish) -> str:
+    options = ", ".join(f"{k}={ir.format_number(v)}" for k, v in c.options)
+    return f"{c.kind}({options})" if options else c.kind
 
 
 BUDGET_WORDS = {
@@ -119,7 +128,15 @@ def five_questions(spec: ir.Spec) -> list[tuple[str, str, str]]:
     else:
         where = "among all datasets of the domain (no invariants)"
     if spec.public:
-        where += " Conditioned on public information: " + "; ".join(f"{p.query.describe()} ({p.source})" for p in spec.public) + "."
+        where += " Conditioned on public information: " + "; ".join(
+            f"{p.query.describe()} ({p.source}" + (f"; the mechanism uses it as its {p.use})" if p.use else ")")
+            for p in spec.public) + "."
+    if spec.pufferfish is not None:
+        from dpspec.budget.pufferfish import plain_words
+
+        z = "the public information above" if spec.public else "no public information"
+        where += (f" An epsilon-Z-Pufferfish guarantee (seed 2): Z is {z}; the secrets are each unit's presence and "
+                  f"record, compared in pairs; {plain_words(spec.pufferfish)}.")
     what = "no unit declared"
     if spec.unit:
         what = RELATION_WORDS[spec.unit.relation][1].format(unit=unit_name(spec))

@@ -166,7 +166,12 @@ def format_spec(spec: ir.Spec) -> str:
     if spec.invariants:
         blocks.append((("invariants",), ["invariants {", *[f"{INDENT}{_query(q)}" for q in spec.invariants], "}"]))
     if spec.public:
-        blocks.append((("public",), ["public {", *[f"{INDENT}{_query(p.query)} released {quote(p.source)}" for p in spec.public], "}"]))
+        blocks.append((("public",), ["public {", *[f"{INDENT}{_query(p.query)} released {quote(p.source)}"
+                                                   + (f" used as {p.use}" if p.use else "") for p in spec.public], "}"]))
+    if spec.pufferfish:
+        c = spec.pufferfish
+        options = "".join(f" {name} {_number(value)}" for name, value in c.options)
+        blocks.append((("pufferfish",), ["pufferfish {", f"{INDENT}class {c.kind}{options}", "}"]))
     how = []
     if spec.unit:
         u = spec.unit

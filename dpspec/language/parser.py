@@ -217,7 +217,17 @@ class _ToIR(Transformer):
         return _Section("invariants", tuple(children), _loc(meta), many=True)
 
     def public_item(self, meta, children):
-        return ir.PublicInfo(children[0], _string(children[1]), _loc(meta))
+        use = children[2] if len(children) > 2 else None
+        return ir.PublicInfo(children[0], _string(children[1]), _loc(meta), use)
+
+    def public_use(self, meta, children):
+        return str(children[0])
+
+    def pufferfish(self, meta, children):
+        return _Section("pufferfish", children[0], _loc(meta))
+
+    def pufferfish_class(self, meta, children):
+        return ir.Pufferfish(str(children[0]), tuple(children[1:]), _loc(meta))
 
     def public(self, meta, children):
         return _Section("public", tuple(children), _loc(meta), many=True)
@@ -516,6 +526,54 @@ def _nesting_problem(text: str) -> Diagnostic | None:
     return None
 
 
+NOT_A_SPEC = ("this file is not a dpspec spec: it does not begin with a section (spec, program, domain, ...) "
+              "or a comment; its contents are not shown")
+
+
+def _at_first_token(text: str, err) -> bool:
+    """Whether a syntax error sits on the file's first token (after blank and comment lines):
+    then the file is not a spec, and echoing its first line could print a secret."""
+    line, column = getattr(err, "line", None), getattr(err, "column", None)
+    for number, content in enumerate(text.split("\n"), start=1):
+        stripped = content.lstrip(" \t\r\ufeff")
+        if stripped and not stripped.startswith("#"):
+            return (line, column) == (number, len(content) - len(stripped) + 1)
+    return False
+
+
+_SECTION_WORDS = ("spec", "program", "domain", "data", "invariants", "unit", "premetric", "mechanism", "budget",
+                  "release", "public", "tuned", "notes")
+
+
+def _misspelled_section(text: str, path: str | None) -> bool:
+    """A .dps file whose first word is a near miss of a section keyword (`spex`): a spec with a
+    typo, whose error (with its excerpt and suggestion) is worth showing."""
+    import difflib
+
+    word = re.match(r"\s*(?:#[^\n]*\n\s*)*([A-Za-z_]+)(?=[\s\"{])", text)
+    return bool((path is None or path.endswith(".dps")) and word
+                and difflib.get_close_matches(word.group(1).lower(), _SECTION_WORDS, n=1, cutoff=0.7))
+
+
+MAX_TREE_DEPTH = 200  # a 500-term sum or 600 unary minus signs nest deeper than evaluation can follow
+
+
+def _depth_problem(tree) -> Diagnostic | None:
+    """The first place where the parse tree nests deeper than MAX_TREE_DEPTH, measured without
+    recursion, so that a long expression is an error at its line and column, not a stack overflow."""
+    stack = [(tree, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > MAX_TREE_DEPTH:
+            meta = getattr(node, "meta", None)
+            line, column = (getattr(meta, "line", None), getattr(meta, "column", None)) if meta is not None else (None, None)
+            return Diagnostic(f"this expression nests more than {MAX_TREE_DEPTH} levels deep (a very long sum or "
+                              "product, or many signs in a row), more than can be evaluated; write the value out",
+                              line, column)
+        stack.extend((child, depth + 1) for child in getattr(node, "children", ()) if isinstance(child, lark.Tree))
+    return None
+
+
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
@@ -532,7 +590,7 @@ def _surrogate_problem(text: str) -> Diagnostic | None:
 
 
 _SECTION_START = re.compile(
-    r"^(spec|domain|data|invariants|public|unit|premetric|mechanism|budget|release|tuned|program|notes)\b")
+    r"^(spec|domain|data|invariants|public|pufferfish|unit|premetric|mechanism|budget|release|tuned|program|notes)\b")
 MAX_SYNTAX_ERRORS = 20
 
 
@@ -572,7 +630,12 @@ def parse(text: str, path: str | None = None) -> ir.Spec:
     try:
         tree = _parser().parse(text)
     except lark.exceptions.LarkError as err:
+        if _at_first_token(text, err) and not _misspelled_section(text, path):  # /etc/passwd, a CSV: show nothing of it
+            raise SpecError([Diagnostic(NOT_A_SPEC, 1, None)], path) from None
         raise SpecError(_syntax_errors(text, err), path, text) from None
+    deep = _depth_problem(tree)
+    if deep:
+        raise SpecError([deep], path, text)
     comments, eol = eol_comments.split(_comments, text)
     try:
         sections = _ToIR().transform(tree)
@@ -598,7 +661,8 @@ def _attach_comments(comments, sections, spans) -> tuple:
 
 
 _SINGLE = {"title": "spec title", "domain": "domain", "unit": "unit", "premetric": "premetric",
-           "mechanism": "mechanism", "tuning": "tuning", "program": "program"}
+           "mechanism": "mechanism", "tuning": "tuning", "program": "program",
+           "pufferfish": "pufferfish"}
 
 
 def _assemble(sections, path, text, comments=()) -> ir.Spec:

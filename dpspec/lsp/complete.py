@@ -13,8 +13,8 @@ from dpspec.lsp import text as tx
 from dpspec.lsp.hover import OTHER_BLOCKS, installed_mechanisms, mechanism_doc, mechanism_of, parameter_doc
 
 _WORDS = re.compile(r"[A-Za-z_]\w*|<=|[<=:]|[0-9][0-9.eE+-]*")
-SECTIONS = ("spec", "domain", "data", "invariants", "public", "unit", "premetric", "mechanism", "budget",
-            "release", "tuned", "program", "notes")
+SECTIONS = ("language", "spec", "domain", "data", "invariants", "public", "pufferfish", "unit", "premetric",
+            "mechanism", "budget", "release", "tuned", "program", "notes")
 PREMETRICS = ("pure", "approximate", "zcdp", "renyi", "gdp")
 RELATIONS = ("hamming", "symdiff")
 DOMAIN_ITEMS = ("stage", "geography", "crosscut", "table")

@@ -19,6 +19,9 @@ OTHER_BLOCKS = {  # sections that answer none of the five questions: what they a
     "release": "What is published: noisy counts, microdata tables or a mechanism's named outputs.",
     "tuned": "How the mechanism's parameters were chosen: on confidential, public or synthetic data, or none.",
     "program": "Several releases of the same confidential data, whose budgets compose.",
+    "language": "The version of the .dps language the file is written in (a file without it is read as 1.0).",
+    "pufferfish": "The class of data-generating distributions an epsilon-Z-Pufferfish guarantee holds for "
+                  "(independent, dependence, or arbitrary: no finite guarantee).",
     "notes": "Prose that travels with the spec (for example a registry entry's text fields); the audit lists it as unchecked.",
 }
 

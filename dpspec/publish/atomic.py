@@ -33,17 +33,48 @@ def _file_target(target: str) -> str:
     return real
 
 
+def _replaced(target: str) -> os.stat_result | None:
+    """The file `target` replaces (None for a new name). A hard-linked file is refused: a rename
+    gives this name a new file and leaves the other names on the old one, silently apart."""
+    try:
+        info = os.stat(target)
+    except FileNotFoundError:
+        return None
+    if info.st_nlink > 1:
+        raise NotAFileTarget(f"error: {target} has {info.st_nlink} hard links; replacing it would leave the other "
+                             "names holding the old contents. Write to a new name (or remove the other links) instead")
+    return info
+
+
+def _keep_owner_and_mode(tmp: str, before: os.stat_result | None) -> None:
+    """The new file gets the replaced file's mode and owner (a 0600 spec stays 0600), or the
+    usual mode for a new file; an owner this process cannot give it is refused, not changed."""
+    if before is None:
+        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; new outputs get the usual mode
+        return
+    os.chmod(tmp, stat.S_IMODE(before.st_mode))
+    now = os.stat(tmp)
+    if (now.st_uid, now.st_gid) != (before.st_uid, before.st_gid):
+        try:
+            os.chown(tmp, before.st_uid, before.st_gid)
+        except PermissionError:
+            raise NotAFileTarget("error: the file to replace belongs to another user or group, which this process "
+                                 "cannot give the new file; write to a new name instead") from None
+
+
 @contextmanager
 def atomic_path(target: str):
-    """Yield a temporary path next to `target`; on success it replaces `target` atomically."""
+    """Yield a temporary path next to `target`; on success it replaces `target` atomically,
+    keeping the mode and owner of the file it replaces."""
     target = _file_target(target)
     directory = os.path.dirname(os.path.abspath(target)) or "."
     os.makedirs(directory, exist_ok=True)
+    _replaced(target)  # refused before any work
     fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=os.path.basename(target), dir=directory)
     os.close(fd)
     try:
         yield tmp
-        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; outputs get the usual mode
+        _keep_owner_and_mode(tmp, _replaced(target))  # as the file is now, just before the swap
         os.replace(tmp, target)
     except BaseException:
         if os.path.exists(tmp):
@@ -69,4 +100,6 @@ def write_frame(target: str, frame) -> None:
         if target.endswith(".parquet"):
             frame.to_parquet(tmp, index=False)
         else:
-            frame.to_csv(tmp, index=False)
+            from dpspec.publish.table_csv import write_table_csv
+
+            write_table_csv(frame, tmp)

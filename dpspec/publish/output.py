@@ -48,8 +48,10 @@ def write_result(result, outdir: str) -> dict:
     from dpspec.publish.table_csv import write_table_csv
     from dpspec.report import render_all
 
-    check_output_target(outdir, input_paths(result.spec))
-    with output_set(outdir) as staged:
+    inputs = input_paths(result.spec)
+    check_output_target(outdir, inputs)
+    # the folder actually written is checked too, and must still be where outdir leads at the swap
+    with output_set(outdir, guard=lambda target: check_output_target(target, inputs)) as staged:
         files = {}
         for name, frame in result.published.items():
             filename = _table_filename(name, frame)

@@ -237,15 +237,23 @@ def _swap_in(staged: str, target: str) -> None:
 
 
 @contextmanager
-def output_set(outdir: str, command: str = "compile"):
+def output_set(outdir: str, command: str = "compile", guard=None):
     """Yield an empty staging folder; when the block succeeds, it becomes `outdir` in one swap.
 
-    If the block fails, the staging folder is removed and `outdir` keeps its previous set."""
+    If the block fails, the staging folder is removed and `outdir` keeps its previous set.
+    `guard(path)` (the input guard) is run on the folder the path resolves to, the one written;
+    the path must still resolve there just before the swap."""
     target = _target(outdir)
+    if guard is not None:
+        guard(target)
     with claimed_target(outdir, command):
         staged = tempfile.mkdtemp(prefix="." + os.path.basename(target) + _NEW, dir=os.path.dirname(target))
         try:
             yield staged
+            if _target(outdir) != target:  # a link in the path was changed while the set was staged
+                raise OutputSetError(f"error: the output path {outdir} led to {target} when the run began and leads to "
+                                     f"{_target(outdir)} now (a link in it changed during the run); nothing was "
+                                     "published. Name a folder whose path holds no link that others can change")
             os.chmod(staged, 0o777 & ~_umask())  # mkdtemp makes 0700; a set gets the usual mode
             for name in os.listdir(staged):
                 _fsync(os.path.join(staged, name))

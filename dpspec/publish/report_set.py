@@ -35,8 +35,10 @@ def write_report_set(outdir: str, command: str, files: dict, fields: dict) -> di
         for filename, content in files.values():
             if isinstance(content, str):
                 stage_text(staged, filename, content)
-            else:  # a table: CSV, as every table dpspec writes
-                content.to_csv(os.path.join(staged, filename), index=False)
+            else:  # a table: CSV, as every table dpspec writes (and through its one writer)
+                from dpspec.publish.table_csv import write_table_csv
+
+                write_table_csv(content, os.path.join(staged, filename))
         reports = {kind: filename for kind, (filename, _) in files.items()}
         write_manifest(staged, {"dpspec_version": __version__, "command": command, **fields, "reports": reports})
     return {**reports, "manifest": MANIFEST}

@@ -27,7 +27,17 @@ def schema() -> dict:
 
 class _Loader(yaml.SafeLoader):
     """Safe YAML where dates stay strings (the registry's schema wants 'YYYY-MM-DD' strings and
-    its own check rejects a YAML date) and every mapping remembers where its keys are."""
+    its own check rejects a YAML date), every mapping remembers where its keys are, and aliases
+    (`*name`) are refused: no registry entry needs one, and nested aliases ("billion laughs")
+    make a 1 KB file expand into gigabytes."""
+
+    def compose_node(self, parent, index):
+        if self.check_event(yaml.AliasEvent):
+            event = self.peek_event()
+            raise yaml.composer.ComposerError(None, None, f"an alias (*{event.anchor}) refers to another node; "
+                                              "aliases are not allowed in a registry entry (write the value out)",
+                                              event.start_mark)
+        return super().compose_node(parent, index)
 
 
 _Loader.yaml_implicit_resolvers = {
@@ -107,8 +117,16 @@ def read_entry(path: str) -> Entry:
     return parse_entry(text, path)
 
 
+_ENTRY_KEY = re.compile(r"^(url_slug|deployment|status|tier)\s*:", re.MULTILINE)
+
+
 def parse_entry(text: str, path: str | None = None) -> Entry:
-    """Parse YAML text into an Entry; a YAML syntax error is located like any other."""
+    """Parse YAML text into an Entry; a YAML syntax error is located like any other. A file with
+    none of an entry's top-level keys is not an entry (`/etc/passwd`): nothing of it is shown."""
+    if not _ENTRY_KEY.search(text):
+        raise SpecError([Diagnostic("this file is not a registry entry: a registry entry is a YAML mapping with the "
+                                    "keys url_slug, status, tier and deployment at its top level, and this file has "
+                                    "none of them; its contents are not shown", 1, None)], path)
     try:
         node = yaml.compose(text, Loader=_Loader)
         data = yaml.load(text, Loader=_Loader)

@@ -20,6 +20,7 @@ from dpspec.audit.currency import flavor_spec
 from dpspec.audit.multiverse import granularity, undetermined
 from dpspec.budget import format_number
 from dpspec.budget.conversions import method_words
+from dpspec.report.bidi import neutral
 
 
 def seed_policy(seed) -> dict:
@@ -344,4 +345,4 @@ def build_model(result=None, *, spec: ir.Spec | None = None, audience: str = "pu
     }
     if audience == "internal":
         model["internal"] = _internal(result)
-    return model
+    return neutral(model)  # no bidi control from a spec or data reorders the report's words

@@ -119,6 +119,54 @@ def curve_chart(title: str, series: list[tuple[str, list[float], list[float]]], 
     return Markup("".join(out))
 
 
+@attrs.frozen
+class Box:
+    """One row of a box chart: the five-number summary of replicates and a reference value."""
+
+    label: str
+    low: float
+    q1: float
+    median: float
+    q3: float
+    high: float
+    reference: float | None = None  # drawn as a mark (the confidential value)
+
+
+def box_chart(title: str, boxes: list[Box], *, axis: str = "", width: int = 640) -> Markup:
+    """Horizontal box plots (whiskers at low/high, box q1-q3, median line) with a reference mark per row."""
+    row, top, left, right = 26, 30, 230, 70
+    height = top + row * len(boxes) + 24
+    plot = width - left - right
+    values = _finite([v for b in boxes for v in (b.low, b.high, b.reference)])
+    lo, hi = (min(values), max(values)) if values else (0.0, 1.0)
+    lo = min(lo, 0.0)
+    span = (hi - lo) * 1.05 or 1.0
+
+    def x(v: float) -> float:
+        return left + plot * (v - lo) / span
+
+    out = [f'<svg role="img" class="figure" viewBox="0 0 {width} {height}" width="{width}" height="{height}" '
+           f'aria-label="{escape(title)}">', f"<title>{escape(title)}</title>",
+           f'<text x="0" y="16" font-size="13" font-weight="600">{escape(title)}</text>']
+    for i, b in enumerate(boxes):
+        y = top + i * row
+        mid = y + row / 2 - 2
+        out.append(f'<text x="{left - 8}" y="{mid + 4:.1f}" font-size="11" text-anchor="end">{escape(_clip(b.label, 40))}</text>')
+        if all(math.isfinite(v) for v in (b.low, b.q1, b.median, b.q3, b.high)):
+            out.append(f'<line x1="{x(b.low):.1f}" x2="{x(b.high):.1f}" y1="{mid:.1f}" y2="{mid:.1f}" stroke="{COLORS["muted"]}"/>')
+            out.append(f'<rect x="{x(b.q1):.1f}" y="{y + 5}" width="{max(1.0, x(b.q3) - x(b.q1)):.1f}" height="{row - 14}" '
+                       f'fill="{COLORS["neutral"]}" fill-opacity="0.35" stroke="{COLORS["neutral"]}"/>')
+            out.append(f'<line x1="{x(b.median):.1f}" x2="{x(b.median):.1f}" y1="{y + 5}" y2="{y + row - 9}" stroke="#111" stroke-width="2"/>')
+        if b.reference is not None and math.isfinite(b.reference):
+            out.append(f'<line x1="{x(b.reference):.1f}" x2="{x(b.reference):.1f}" y1="{y + 1}" y2="{y + row - 5}" '
+                       f'stroke="{COLORS["bad"]}" stroke-width="2" stroke-dasharray="3,2"/>')
+    axis_y = top + row * len(boxes) + 4
+    out.append(f'<line x1="{left}" x2="{left + plot}" y1="{axis_y}" y2="{axis_y}" stroke="{COLORS["muted"]}"/>')
+    out.append(f'<text x="{left}" y="{axis_y + 16}" font-size="11" fill="#444">{escape(format_number(lo))}</text>')
+    out.append(f'<text x="{left + plot}" y="{axis_y + 16}" font-size="11" fill="#444" text-anchor="end">'
+               f'{escape(format_number(lo + span))}{(" " + escape(axis)) if axis else ""}</text>')
+
+
 def _nice_ticks(low: float, high: float, n: int = 4) -> list[float]:
     """Round tick values (1, 2 or 5 times a power of ten) covering [low, high]."""
     span = high - low

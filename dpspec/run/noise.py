@@ -287,26 +287,43 @@ def _bern_exp_rational(num, den, rng: np.random.Generator) -> np.ndarray:
 # --- distributions ----------------------------------------------------------------------------
 
 
-def discrete_laplace(t: int, size: int, rng: np.random.Generator) -> np.ndarray:
-    """Discrete Laplace with integer scale t: P(y) proportional to exp(-|y|/t) (CKS Algorithm 2)."""
-    t = int(t)
-    if t < 1:
-        raise ValueError("the discrete Laplace scale must be a positive integer")
+def discrete_laplace(t, size: int, rng: np.random.Generator) -> np.ndarray:
+    """Discrete Laplace with scale t: P(y) proportional to exp(-|y|/t) (CKS Algorithm 2).
+
+    t is a positive integer or a rational num/den (CKS draw X with integer scale num and return
+    floor(X / den)); an integer t draws exactly as before."""
+    t = as_fraction(t)
+    if t <= 0:
+        raise ValueError("the discrete Laplace scale must be positive")
+    num, den = t.numerator, t.denominator
     out = np.empty(size, dtype=np.int64)
     pending = np.arange(size)
     while pending.size:
         n = pending.size
-        u = rng.integers(0, t, size=n, dtype=np.int64) if t > 1 else np.zeros(n, dtype=np.int64)
-        keep = _bern_exp_fraction(u, t, rng) if t > 1 else np.ones(n, dtype=bool)
+        u = rng.integers(0, num, size=n, dtype=np.int64) if num > 1 else np.zeros(n, dtype=np.int64)
+        keep = _bern_exp_fraction(u, num, rng) if num > 1 else np.ones(n, dtype=bool)
         x = np.zeros(n, dtype=np.int64)
         ki = np.flatnonzero(keep)
-        x[ki] = u[ki] + t * _geometric_exp_one(ki.size, rng)
+        x[ki] = u[ki] + num * _geometric_exp_one(ki.size, rng)
+        if den > 1:
+            x //= den
         neg = rng.integers(0, 2, size=n, dtype=np.int64) == 1
         ok = keep & ~(neg & (x == 0))
         y = np.where(neg, -x, x)
         out[pending[ok]] = y[ok]
         pending = pending[~ok]
     return out
+
+
+def bernoulli_exp(num, den, rng: np.random.Generator) -> np.ndarray:
+    """Exact Bernoulli(exp(-num[i]/den)) per element, for integers num >= 0 and den >= 1 (the
+    acceptance step of exact rejection samplers whose log-ratio is rational)."""
+    num = np.asarray(num)
+    if num.size and bool((num < 0).any()):
+        raise ValueError("bernoulli_exp needs num >= 0")
+    if num.dtype != object:
+        num = num.astype(np.int64)
+    return _bern_exp_rational(num, int(den), rng)
 
 
 def discrete_gaussian(sigma2, size, rng: np.random.Generator) -> np.ndarray:

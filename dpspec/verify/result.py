@@ -155,4 +155,76 @@ def load_json(path: str) -> dict:
     if missing or data.get("verdict") not in VERDICTS:
         raise VerifyError(f"{path}: not a verification result from `dpspec verify --json` "
                           f"(missing or invalid: {', '.join(missing) or 'verdict'})")
-    return data
+    return revalidated(data, path)
+
+
+def _float(value) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        raise ValueError(f"{value!r} is not a number")
+    out = float(value)
+    if math.isnan(out) or (isinstance(value, str) and value != "inf"):
+        raise ValueError(f"{value!r} is not a number")
+    return out
+
+
+def _close(a: float, b: float) -> bool:
+    """Equal as `_num` writes them (6 decimals), or both infinite."""
+    return a == b or abs(a - b) <= 1e-6 + 1e-9 * max(abs(a), abs(b))
+
+
+def revalidated(data: dict, path: str) -> dict:
+    """The file's verdict, bounds and summary recomputed from its own numbers (the hits of each
+    pair's event, the runs, the confidence and the claim), as `verify` computes them; a file whose
+    stated figures disagree with its numbers is refused rather than quoted (a finding must never
+    repeat a forged "passed"). Returns the data with the recomputed summary."""
+    from dpspec.verify.bounds import event_bound, largest_detectable
+    from dpspec.verify.miniature import VerifyError
+
+    def refuse(why: str):
+        raise VerifyError(f"{path}: an inconsistent verification result ({why}); it is not used. "
+                          "Run `dpspec verify --json` again")
+
+    try:
+        flavor = data["flavor"]
+        kind = flavor.get("premetric") if isinstance(flavor, dict) else None
+        if kind not in QUANTITY:
+            refuse(f"unknown premetric {kind!r}")
+        options = {k: _float(flavor[k]) for k in ("delta", "alpha") if k in flavor}
+        confidence, runs = _float(data["confidence"]), data["runs"]
+        pairs = data.get("pairs")
+        if not 0 < confidence < 1 or not isinstance(runs, int) or isinstance(runs, bool) or runs < 1:
+            refuse("the confidence or the number of runs is out of range")
+        if not isinstance(pairs, list) or not pairs or not all(isinstance(p, dict) for p in pairs):
+            refuse("it lists no pairs, so its bound cannot be recomputed")
+        a = (1 - confidence) / len(pairs)
+        rows = []
+        for p in pairs:
+            n, k1, k2 = (p.get(key) for key in ("test_runs_per_side", "hits_first", "hits_second"))
+            if not all(isinstance(v, int) and not isinstance(v, bool) for v in (n, k1, k2)) or not (0 <= k1 <= n and 0 <= k2 <= n):
+                refuse(f"pair {p.get('pair')!r} has no valid hit counts")
+            claimed, stated = _float(p.get("claimed")), _float(p.get("lower_bound"))
+            bound = float(event_bound(kind, k1, k2, n, a, **options)) if n else 0.0
+            if not _close(bound, stated):
+                refuse(f"pair {p.get('pair')!r} states the lower bound {stated:g}, but its hits "
+                       f"({k1} and {k2} of {n}) give {bound:.6g}")
+            detectable = float(largest_detectable(kind, n, a, **options)) if n else 0.0
+            rows.append((claimed, bound, detectable, p.get("runs_needed")))
+        refuted = [r for r in rows if r[1] > r[0] * (1 + 1e-9)]
+        untestable = [r for r in rows if not r[2] > r[0]]
+        ratio = lambda r: r[1] / max(r[0], 1e-300)  # noqa: E731
+        verdict, head = (("refuted", max(refuted, key=ratio)) if refuted else
+                         ("inconclusive", max(untestable, key=lambda r: r[0])) if untestable else
+                         ("consistent", max(rows, key=ratio)))
+        if verdict != data["verdict"]:
+            refuse(f"it says '{data['verdict']}', but its own numbers make it '{verdict}'")
+        if not (_close(head[0], _float(data["claimed"])) and _close(head[1], _float(data["lower_bound"]))):
+            refuse(f"its overall claim and lower bound ({data['claimed']}, {data['lower_bound']}) are not those of its "
+                   f"pairs ({head[0]:.6g}, {head[1]:.6g})")
+        needed = data.get("runs_needed")
+        if needed is not None and (not isinstance(needed, int) or isinstance(needed, bool)):
+            refuse("runs_needed is not a whole number")
+    except (TypeError, ValueError, OverflowError, KeyError, AttributeError) as exc:
+        refuse(f"a figure is not usable: {str(exc)[:120]}")
+    recomputed = Verification(verdict, head[0], head[1], confidence, runs, dict(flavor), (), {}, "", "",
+                              needed if verdict == "inconclusive" else None)
+    return {**data, "summary": recomputed.summary()}

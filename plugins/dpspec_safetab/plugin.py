@@ -259,6 +259,7 @@ class SafeTab(Mechanism):
         totals["count"] = pd.to_numeric(totals["count"], errors="coerce")
         if totals["count"].isna().any():
             raise DataError(f"{full}: column count holds a value that is not a number")
+        _check_public_counts(totals, full)
         return totals.drop_duplicates(["geography", "geocode", "group"])
 
     def run(self, spec, params, data, rng, engine=None):
@@ -298,3 +299,33 @@ class SafeTab(Mechanism):
 
         return {"runs": len(releases),
                 "error_by_level_and_detail": summarize_errors([r.internal["errors"] for r in releases])}
+
+
+# More persons than live on Earth: no published count of a population group can be this large.
+PUBLIC_COUNT_LIMIT = 10**10
+
+
+def _check_public_counts(totals, full: str) -> None:
+    """Published totals must be counts: whole numbers of a believable size, one per group and
+    geography. Negative values are accepted: SafeTab-P publishes noisy counts without clamping
+    them (the bundled DDHC-A totals hold some), and a negative total chooses the least detail."""
+    import numpy as np
+
+    from dpspec.api import shown as shown_value
+
+    counts = totals["count"].to_numpy(dtype=np.float64)
+    bad = ~np.isfinite(counts) | (np.mod(counts, 1) != 0) | (np.abs(counts) > PUBLIC_COUNT_LIMIT)
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        row = totals.iloc[i]
+        raise DataError(f"{full}: the published total of group {shown_value(row['group'])} in {row['geography']} "
+                        f"{shown_value(row['geocode'])} is {shown_value(row['count'])}, which is not a count (a whole "
+                        f"number of at most {PUBLIC_COUNT_LIMIT:,} in size); {int(bad.sum())} such value(s) in all")
+    keys = ["geography", "geocode", "group"]
+    clash = totals.groupby(keys, sort=False)["count"].nunique()
+    clash = clash[clash > 1]
+    if len(clash):
+        geography, geocode, group = clash.index[0]
+        raise DataError(f"{full}: group {shown_value(group)} in {geography} {shown_value(geocode)} has "
+                        f"{int(clash.iloc[0])} different published totals; which one chose the detail is unknowable, "
+                        "so the file is refused")

@@ -1,0 +1,164 @@
+"""Z-Pufferfish (seed 2, Definition 3): the class of data-generating distributions a guarantee holds
+for, and the Wasserstein sensitivity the mechanisms of Theorems 9-10 need.
+
+The sensitivity of a statistic T under a class is the largest infinity-Wasserstein distance
+between T's conditional distributions given the two secrets of a discriminative pair and Z, over
+the class. It is computed here, not taken on faith, because it is what the class changes: under
+independence a count moves by one person (the DP sensitivity, Lemma 12), under Section 4.4's
+dependence it moves by the people whose secrets follow one person's, and under arbitrary
+dependence it has no finite bound at all ("no free lunch").
+"""
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+from dpspec import ir
+
+CLASS_OPTIONS = {"independent": (), "dependence": ("p0", "p1", "n"), "arbitrary": ()}
+
+NO_FREE_LUNCH = (
+    "no finite guarantee exists for 'class arbitrary': when any dependence between one unit's secret "
+    "and the rest of the data (Z included) is allowed, the other units may copy it, so the statistic's "
+    "distributions given the two secrets of a pair can lie as far apart as the whole population and no "
+    "amount of noise bounds the privacy loss (the 'no free lunch' of Kifer & Machanavajjhala; seed 2, "
+    "remarks on Example 1)")
+NO_FREE_LUNCH_HINT = "declare a narrower class: 'class independent', or 'class dependence p0 A p1 B n N' (seed 2, Section 4.4)"
+
+CONDITIONAL_INDEPENDENCE = (
+    "sequential composition (seed 2, Lemma 6) adds the budgets only because the releases are conditionally "
+    "independent given the data and Z: each mechanism draws from its own randomness and reads no other's output")
+
+
+def class_problems(c: ir.Pufferfish) -> list[tuple[str, str | None]]:
+    """(message, hint) for a class the checker must refuse."""
+    if c.kind not in CLASS_OPTIONS:
+        from dpspec.language.diagnostics import unknown
+
+        return [unknown("class of distributions", c.kind, CLASS_OPTIONS)]
+    if c.kind == "arbitrary":
+        return [(NO_FREE_LUNCH, NO_FREE_LUNCH_HINT)]
+    problems = []
+    allowed = CLASS_OPTIONS[c.kind]
+    for name, _ in c.options:
+        if name not in allowed:
+            problems.append((f"unknown option '{name}': class {c.kind} takes " + (", ".join(allowed) or "no options"), None))
+    if c.kind == "dependence":
+        for name in allowed:
+            if c.option(name) is None:
+                problems.append((f"class dependence needs '{name}' (class dependence p0 0.1 p1 0.9 n 1000)", None))
+        p0, p1, n = c.option("p0"), c.option("p1"), c.option("n")
+        for name, value in (("p0", p0), ("p1", p1)):
+            if value is not None and not 0 <= value <= 1:
+                problems.append((f"{name} = {ir.format_number(value)} is a probability: it must lie in [0, 1]", None))
+        if n is not None and (n.denominator != 1 or n < 1):
+            problems.append(("n (the number of units whose secrets may depend on one unit's) must be a whole number of at least 1", None))
+    return problems
+
+
+def plain_words(c: ir.Pufferfish | None) -> str:
+    """The class as an oversight body reads it: what the guarantee assumes about the data."""
+    if c is None or c.kind == "independent":
+        return ("the guarantee holds for data-generating distributions under which units are independent of "
+                "each other given the public information Z; if one person's record carries information about "
+                "others' (households, contagion), the stated budget does not cover it")
+    if c.kind == "dependence":
+        return (f"the guarantee holds for distributions under which another unit's secret is 1 with probability "
+                f"between {ir.format_number(c.option('p0'))} and {ir.format_number(c.option('p1'))} whatever one "
+                f"unit's secret is, among groups of up to {ir.format_number(c.option('n'))} dependent units "
+                "(seed 2, Section 4.4); stronger dependence is not covered")
+    return NO_FREE_LUNCH
+
+
+# ---- infinity-Wasserstein distances ------------------------------------------------------
+
+
+def w_inf_discrete(support_a, pmf_a, support_b, pmf_b) -> float:
+    """W_inf between two distributions on the line: in one dimension the quantile coupling is
+    optimal for every W_p, so W_inf = sup_u |F^-1(u) - G^-1(u)| over u in (0, 1)."""
+    import numpy as np
+
+    xa, xb = np.asarray(support_a), np.asarray(support_b)
+    ca = np.cumsum(np.asarray(pmf_a, dtype=float))
+    cb = np.cumsum(np.asarray(pmf_b, dtype=float))
+    ca /= ca[-1]
+    cb /= cb[-1]
+    # the quantile functions are constant between consecutive cumulative levels; probe each piece
+    levels = np.union1d(ca, cb)
+    lower = np.concatenate(([0.0], levels[:-1]))
+    probes = (lower + levels) / 2
+    probes = probes[levels - lower > 1e-15]
+    qa = xa[np.minimum(np.searchsorted(ca, probes, side="left"), len(xa) - 1)]
+    qb = xb[np.minimum(np.searchsorted(cb, probes, side="left"), len(xb) - 1)]
+    return float(np.max(np.abs(qa - qb)))
+
+
+def dependent_count_sensitivity(n: int, q0: float, q1: float) -> float:
+    """Section 4.4: one count over n units; given one unit's secret x, each of the n - 1 others
+    has secret 1 with probability q_x (independently given x). The count is x + Bin(n-1, q_x),
+    so the sensitivity is W_inf(1 + Bin(n-1, q1), Bin(n-1, q0))."""
+    import numpy as np
+
+    k = np.arange(n)
+    return w_inf_discrete(k + 1, _binomial_pmf(n - 1, q1), k, _binomial_pmf(n - 1, q0))
+
+
+def _binomial_pmf(m: int, q: float):
+    """Bin(m, q) on 0..m (log-space, so large m does not overflow; q in {0, 1} exactly)."""
+    import numpy as np
+    from scipy.special import gammaln
+
+    k = np.arange(m + 1)
+    if q <= 0 or q >= 1:
+        out = np.zeros(m + 1)
+        out[0 if q <= 0 else m] = 1.0
+        return out
+    log = gammaln(m + 1) - gammaln(k + 1) - gammaln(m - k + 1) + k * np.log(q) + (m - k) * np.log1p(-q)
+    return np.exp(log - log.max())
+
+
+def count_sensitivity(c: ir.Pufferfish | None) -> Fraction | float:
+    """The W_inf sensitivity of one count (the number of units with secret 1) over the class.
+
+    Independence: exactly 1 (the shift coupling; Lemma 12's DP sensitivity). The dependence class
+    holds every member with both conditional probabilities in [p0, p1] (dependence of either
+    sign); W_inf is largest at the two corners, so the maximum over the class is theirs."""
+    if c is None or c.kind == "independent":
+        return Fraction(1)
+    if c.kind == "arbitrary":
+        return math.inf
+    p0, p1, n = float(c.option("p0")), float(c.option("p1")), int(c.option("n"))
+    lo, hi = min(p0, p1), max(p0, p1)
+    return max(1.0, dependent_count_sensitivity(n, lo, hi), dependent_count_sensitivity(n, hi, lo))
+
+
+def cell_counts_sensitivity(c: ir.Pufferfish | None, total_in_z: bool) -> Fraction | float:
+    """W_inf sensitivity of the L1 loss ||y - counts||_1 of a vector of cell counts (a unit in one cell).
+
+    Without a total in Z, the pair moves one cell's count by the count sensitivity. When Z holds
+    the exact total of the cells, the two conditional distributions share that total, so whatever
+    the coupling adds to the unit's cell it takes from others: the L1 change doubles (a unit
+    present in cell a against absent is, given the total, a unit moved from some cell b to a)."""
+    base = count_sensitivity(c)
+    return 2 * base if total_in_z else base
+
+
+def dp_cell_counts_sensitivity(relation: str) -> Fraction:
+    """The DP sensitivity of the same L1 loss under the unit's relation (Lemma 12's comparison)."""
+    return Fraction(2) if relation == "hamming" else Fraction(1)
+
+
+def normal_mean_sensitivity(n: int, r: float, sigma2: float, tau: float, gamma: float, omega: float) -> float:
+    """Example 1 (Appendix C, Example 3): the mean of n exchangeable jointly normal values with Z.
+
+    Var X_i = sigma2, Cov(X_i, X_j) = tau, Cov(X_i, Z) = gamma, Var Z = omega; the secrets of a pair
+    are X_j = a against X_j = b with |a - b| <= r. Given X_j = x and Z, the mean is normal with a
+    variance free of x and a mean linear in x with slope (1 + (n - 1) beta) / n, beta the
+    regression coefficient of another unit on X_j given Z; two normals of equal variance are
+    W_inf apart by their mean difference. Independence (tau = gamma = 0) gives r / n, the DP
+    sensitivity of the mean; beta -> 1 gives r (one unit reveals all)."""
+    residual = sigma2 - gamma * gamma / omega
+    if residual <= 0:
+        return math.inf
+    beta = (tau - gamma * gamma / omega) / residual
+    return abs(r * (1 + (n - 1) * beta) / n)

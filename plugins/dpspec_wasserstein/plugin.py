@@ -1,0 +1,373 @@
+"""The Wasserstein exponential mechanism over count vectors (seed 2, Theorem 9 and Section 4.2) and
+its post-processing alternative, as dpspec mechanisms.
+
+Both release, for one period (a month), the counts of a unit table's rows by a cell column (the
+counties), and optionally the counts of those rows with a binary outcome (deaths among cases).
+Z is the spec's public block: the period's total (`used as total`) and the previous period's
+counts by cell (`used as base`). The guarantee is epsilon-Z-Pufferfish over the spec's
+`pufferfish` class; the sensitivity is the class's Wasserstein sensitivity, computed by
+`dpspec.budget.pufferfish`, unless the spec states one (then the budget is scaled honestly).
+"""
+from __future__ import annotations
+
+from fractions import Fraction
+
+from dpspec.api import (BudgetStatement, DataError, Diagnostic, Mechanism, NativeFlavor, ParamSpec, ParameterSchema,
+                        PublicCondition, PureDP, Release, SpecError, hookimpl, ir, pufferfish)
+
+BASES = ("naive", "congenial", "prior")
+
+
+def _public_use(spec, use: str):
+    return next((p for p in spec.public if p.use == use), None)
+
+
+class _CountRelease(Mechanism):
+    """What the two methods share: parameters, data preparation, the Z-Pufferfish statement."""
+
+    common = (
+        ParamSpec("table", "table", "the unit table (one row per protected unit, e.g. per reported case)", required=True),
+        ParamSpec("cell", "column", "the column whose counts are released (e.g. county)", required=True),
+        ParamSpec("period", "column", "the period column (e.g. month); one period is released, earlier ones are Z"),
+        ParamSpec("release_period", "string", "which period to release (default: the last)"),
+        ParamSpec("outcome", "column", "a bool column: also release the counts of rows where it is true (deaths), at most the cell's count"),
+        ParamSpec("epsilon", "number", "the Z-Pufferfish budget of the whole release", required=True, low=Fraction(0)),
+        ParamSpec("outcome_share", "number", "the share of epsilon spent on the outcome counts", default=Fraction(1, 2),
+                  low=Fraction(0), high=Fraction(1)),
+        ParamSpec("public_total", "int", "the period total as published (Z); checked against the data"),
+    )
+
+    def flavor(self, spec, params):
+        return NativeFlavor(params["table"], spec.unit.relation if spec.unit else "symdiff", "pure")
+
+    def check(self, spec, params):
+        problems = []
+        table = spec.domain.table(params["table"])
+        for name in ("cell", "period", "outcome"):
+            if params.get(name) is not None and table.column(params[name]) is None:
+                problems.append(Diagnostic(f"table '{table.name}' has no column '{params[name]}'", *self._at(spec, name)))
+        out = params.get("outcome")
+        if out is not None and table.column(out) is not None and table.column(out).type.kind != "bool":
+            problems.append(Diagnostic(f"outcome column '{out}' must be bool", *self._at(spec, "outcome")))
+        if params["epsilon"] <= 0:
+            problems.append(Diagnostic("epsilon must be positive", *self._at(spec, "epsilon")))
+        return problems
+
+    def _at(self, spec, name):
+        p = spec.mechanism.params.get(name)
+        loc = (p.loc if p is not None else None) or spec.mechanism.loc
+        return (loc.line, loc.column) if loc else (None, None)
+
+    def _total_in_z(self, spec, params) -> bool:
+        return _public_use(spec, "total") is not None
+
+    def _epsilons(self, params):
+        eps = Fraction(params["epsilon"])
+        if params.get("outcome") is None:
+            return eps, None
+        share = Fraction(params["outcome_share"])
+        return eps * (1 - share), eps * share
+
+    def sensitivities(self, spec, params) -> dict:
+        """The Wasserstein sensitivity of each released statistic's loss over the class, beside its DP one."""
+
+        relation = spec.unit.relation if spec.unit else "symdiff"
+        # a changed unit (hamming) is one moved between cells, as a present/absent one is given the total
+        counts_w = pufferfish.cell_counts_sensitivity(spec.pufferfish, self._total_in_z(spec, params) or relation == "hamming")
+        scale = 2 if relation == "hamming" else 1
+        out = {"counts": {"wasserstein": counts_w, "dp": pufferfish.dp_cell_counts_sensitivity(relation),
+                          "loss": "||y - counts||_1",
+                          "given": "the period total (Z)" if self._total_in_z(spec, params) else "nothing"}}
+        if params.get("outcome") is not None:
+            out["outcome"] = {"wasserstein": pufferfish.cell_counts_sensitivity(spec.pufferfish, False) * scale,
+                              "dp": pufferfish.dp_cell_counts_sensitivity(relation), "loss": "||y - outcome counts||_1",
+                              "given": "no outcome total in Z"}
+        out["class"] = spec.pufferfish.kind if spec.pufferfish else "independent"
+        out["class_in_words"] = pufferfish.plain_words(spec.pufferfish)
+        return out
+
+    def _conditions(self, spec):
+        return tuple(PublicCondition(f"{p.query.describe()}" + (f" (used as {p.use})" if p.use else ""), p.source)
+                     for p in spec.public)
+
+    def budget(self, spec, params, facts):
+
+        sens = self.sensitivities(spec, params)
+        eps_c, eps_o = self._epsilons(params)
+        used = self._used_sensitivity(spec, params, sens)
+        total = eps_c * Fraction(sens["counts"]["wasserstein"]) / Fraction(used["counts"])
+        notes = [("epsilon-Z-Pufferfish: the loss's Wasserstein sensitivity over the class is " if spec.pufferfish is not None
+                  else "differential privacy (no pufferfish block): the loss's sensitivity is ")
+                 + f"{ir.format_number(Fraction(sens['counts']['wasserstein']))} (DP sensitivity "
+                 f"{ir.format_number(sens['counts']['dp'])}, Lemma 12)"]
+        if eps_o is not None:
+            total += eps_o * Fraction(sens["outcome"]["wasserstein"]) / Fraction(used["outcome"])
+            notes.append("counts and outcome counts compose by Lemma 6: " + pufferfish.CONDITIONAL_INDEPENDENCE)
+        if used["counts"] < sens["counts"]["wasserstein"]:
+            notes.append(f"the mechanism uses sensitivity {ir.format_number(used['counts'])}, below the class's "
+                         f"{ir.format_number(Fraction(sens['counts']['wasserstein']))}: its budget grows in proportion")
+        statement = BudgetStatement(PureDP(float(total)), worst=PureDP(float(total)), notes=tuple(notes),
+                                    public=self._conditions(spec))
+        return statement
+
+    def _used_sensitivity(self, spec, params, sens):
+        return {k: Fraction(sens[k]["wasserstein"]) for k in ("counts", "outcome") if k in sens}
+
+    def budget_breakdown(self, spec, params):
+
+        sens = self.sensitivities(spec, params)
+        jsonable = {k: ({kk: (float(vv) if isinstance(vv, Fraction) else vv) for kk, vv in v.items()} if isinstance(v, dict) else v)
+                    for k, v in sens.items()}
+        return {"pufferfish": {"guarantee": "epsilon-Z-Pufferfish (seed 2, Definition 3)",
+                               "Z": [{"statistic": p.query.describe(), "released": p.source, "used_as": p.use} for p in spec.public],
+                               "secrets": "each unit's presence and record (the spec's unit)",
+                               "sensitivity": jsonable, "composition": pufferfish.CONDITIONAL_INDEPENDENCE}}
+
+    # ---- data ----
+    def prepare(self, spec, params, data):
+        """(cells, counts, outcome counts or None, total, previous counts or None, period label)."""
+        import numpy as np
+        import pandas as pd
+
+        frame = data[params["table"]]
+        cell = frame[params["cell"]].astype(str)
+        cells = np.array(sorted(cell.unique()))
+        period_label, previous = None, None
+        mask = np.ones(len(frame), dtype=bool)
+        if params.get("period"):
+            periods = sorted(frame[params["period"]].astype(str).unique())
+            period_label = params.get("release_period") or periods[-1]
+            if period_label not in periods:
+                raise DataError(f"release_period '{period_label}' is not a period of the data ({', '.join(periods)})")
+            per = frame[params["period"]].astype(str).to_numpy()
+            mask = per == period_label
+            i = periods.index(period_label)
+            if i > 0:
+                prev_cells = cell[per == periods[i - 1]]
+                previous = pd.Categorical(prev_cells, categories=cells).value_counts().to_numpy().astype(np.int64)
+        cur = pd.Categorical(cell[mask], categories=cells)
+        counts = cur.value_counts().to_numpy().astype(np.int64)
+        outcome = None
+        if params.get("outcome"):
+            died = frame[params["outcome"]].to_numpy(dtype=bool)[mask]
+            outcome = pd.Categorical(cell[mask][died], categories=cells).value_counts().to_numpy().astype(np.int64)
+        total = int(counts.sum())
+        if params.get("public_total") is not None and int(params["public_total"]) != total:
+            line, col = self._at(spec, "public_total")
+            raise SpecError([Diagnostic(f"the public total {params['public_total']:,} disagrees with the data: "
+                                        f"{total:,} rows in period {period_label or '(all)'}; Z must be exact statistics of the same data",
+                                        line, col)], spec.path, spec.text)
+        return cells, counts, outcome, total, previous, period_label
+
+    def _total_frame(self, spec, params, period, total):
+        """The period total the release conditions on (public: Z), as the public count query's cells."""
+        import pandas as pd
+
+        z = _public_use(spec, "total")
+        columns = z.query.columns if z is not None else ()
+        row = {c: period for c in columns if c == params.get("period")}
+        return pd.DataFrame([{**row, "count": total}])
+
+    def _frame(self, params, cells, period, counts, outcome):
+        import pandas as pd
+
+        out = {params["cell"]: cells, params["table"]: counts}
+        if period is not None:
+            out = {params["period"]: [period] * len(cells), **out}
+        if outcome is not None:
+            out[params["outcome"]] = outcome
+        return pd.DataFrame(out)
+
+
+class WassersteinExponential(_CountRelease):
+    name = "wasserstein_exponential"
+    version = "1.0.0"
+    description = ("Seed 2's Wasserstein exponential mechanism over count vectors, loss ||y - counts||_1, with a base "
+                   "measure from public information (naive, deterministic congenial, prior congenial); exact draws.")
+    parameters = ParameterSchema(_CountRelease.common + (
+        ParamSpec("base", "choice", "the base measure: naive (nonnegative integers), congenial (vectors summing to the "
+                  "public total), prior (Dirichlet-multinomial from the previous period's counts)", default="naive", choices=BASES),
+        ParamSpec("prior_offset", "int", "the prior base's concentrations: previous counts plus this (0 is the paper's "
+                  "literal choice; a cell with no previous count then has no mass)", default=1, low=Fraction(0)),
+        ParamSpec("sensitivity", "number", "the sensitivity the sampler uses (default: the class's Wasserstein sensitivity)",
+                  low=Fraction(0)),
+        ParamSpec("max_proposals", "int", "refuse when an exact draw would need more proposed counts than this",
+                  default=10**8, low=Fraction(1)),
+    ))
+    outputs = {"counts": "the released counts by cell (and outcome counts) for the period",
+               "total": "the period total the release conditions on (Z, public)"}
+
+    def check(self, spec, params):
+        problems = super().check(spec, params)
+        if params["base"] in ("congenial", "prior") and _public_use(spec, "total") is None:
+            problems.append(Diagnostic(f"base measure '{params['base']}' conditions on the period total, but the public "
+                                       "block declares none 'used as total'", *self._at(spec, "base")))
+        if params["base"] == "prior" and _public_use(spec, "base") is None:
+            problems.append(Diagnostic("base measure 'prior' is built from the previous period's counts, but the public "
+                                       "block declares none 'used as base'", *self._at(spec, "base")))
+        if params.get("sensitivity") is not None and params["sensitivity"] <= 0:
+            problems.append(Diagnostic("sensitivity must be positive", *self._at(spec, "sensitivity")))
+        return problems
+
+    def _used_sensitivity(self, spec, params, sens):
+        used = super()._used_sensitivity(spec, params, sens)
+        if params.get("sensitivity") is not None:
+            used = {k: Fraction(params["sensitivity"]) for k in used}
+        return used
+
+    def rates(self, spec, params):
+        from .samplers import rate
+
+        sens = self.sensitivities(spec, params)
+        used = self._used_sensitivity(spec, params, sens)
+        eps_c, eps_o = self._epsilons(params)
+        return rate(eps_c, used["counts"]), (None if eps_o is None else rate(eps_o, used["outcome"]))
+
+    def draw(self, spec, params, counts, outcome, total, previous, rng, draws: int = 1):
+        """`draws` releases of (counts, outcome counts) and the samplers' measured acceptance."""
+        import numpy as np
+
+        from . import samplers
+
+        r_c, r_o = self.rates(spec, params)
+        base, limit = params["base"], int(params["max_proposals"])
+        if base == "naive":
+            y, info = samplers.naive(counts, r_c, draws, rng)
+        elif base == "congenial":
+            y, info = samplers.congenial(counts, total, r_c, draws, rng, limit)
+        else:
+            alpha = (previous if previous is not None else np.zeros_like(counts)) + int(params.get("prior_offset", 1))
+            if previous is None:
+                alpha = np.maximum(alpha, 1)  # no earlier period: a flat Dirichlet
+            live = alpha > 0  # a cell without concentration has no mass: it stays at 0
+            y = np.zeros((draws, len(counts)), dtype=np.int64)
+            y[:, live], info = samplers.prior(counts[live], alpha[live], total, r_c, draws, rng, limit)
+        z = None
+        if outcome is not None:
+            # the outcome's base measure: counting measure on 0..released count (cases >= deaths)
+            z = samplers.truncated_laplace(np.broadcast_to(outcome, y.shape), 0, y, r_o, rng)
+        return y, z, info
+
+    def zero_mass(self, spec, params, cells, counts, previous):
+        """A prior base that gives no mass to the confidential counts is refused: the mechanism could
+        never release anything near them (and Theorem 9 needs the base to support them)."""
+        if params["base"] != "prior" or previous is None:
+            return
+        dead = (previous + int(params.get("prior_offset", 1)) == 0) & (counts > 0)
+        if dead.any():
+            names = ", ".join(f"{c} ({n:,} now)" for c, n in zip(cells[dead][:5], counts[dead][:5]))
+            line, col = self._at(spec, "prior_offset")
+            raise SpecError([Diagnostic(f"the prior base measure puts no mass on the confidential counts: with prior_offset "
+                                        f"{params.get('prior_offset')}, cells with no count in the previous period get "
+                                        f"concentration 0, but {names} have counts now",
+                                        line, col, hint="use prior_offset 1 (the default)")], spec.path, spec.text)
+
+    def run(self, spec, params, data, rng):
+        cells, counts, outcome, total, previous, period = self.prepare(spec, params, data)
+        self.zero_mass(spec, params, cells, counts, previous)
+        y, z, info = self.draw(spec, params, counts, outcome, total, previous, rng)
+        frame = self._frame(params, cells, period, y[0], None if z is None else z[0])
+        return Release(outputs={"counts": frame, "total": self._total_frame(spec, params, period, total)},
+                       facts={"total": total, "period": period, "sampler": info},
+                       internal={"counts": counts, "outcome": outcome})
+
+    def neighbours(self, spec, params):
+        """Two miniature datasets the guarantee compares, on three cells.
+
+        Without a total in Z: one unit present in cell a against absent, the DP pair (with the naive
+        base the truncation at 0 makes the normalizers differ, so the loss is largest there). With
+        the total in Z: given the total, present-against-absent couples to a unit moved from cell a
+        to cell b, the pair the class's sensitivity of 2 is computed for."""
+        import numpy as np
+
+        from dpspec.api import NeighbourPair, miniature_record, typed_frame
+
+        table = spec.domain.table(params["table"])
+        cell_col = table.column(params["cell"])
+        names = ["a", "b", "c"]
+
+        def rows(cells):
+            out = [{**miniature_record(table, {}), cell_col.name: cell} for cell in cells]
+            return {table.name: typed_frame(table, out)}
+
+        mini = {**params, "period": None, "release_period": None, "outcome": None, "public_total": None}
+        if not self._total_in_z(spec, params):
+            left, right, label = rows(["a", "b"]), rows(["b"]), "one person present in cell a, or absent"
+        else:
+            left, right, label = rows(["a", "b"]), rows(["b", "b"]), "given the total, one person in cell a or in cell b"
+
+        def batch(data, n, rng):
+            frame = data[table.name]
+            counts = np.array([(frame[cell_col.name].astype(str) == c).sum() for c in names], dtype=np.int64)
+            y, _, _ = self.draw(spec, mini, counts, None, int(counts.sum()), None, rng, draws=n)
+            return y
+
+        return [NeighbourPair(label, left, right, params=mini, batch=batch)]
+
+    def likelihood(self, spec, params, outputs):
+        """The naive base measure's release is independent across cells given the counts:
+        P(y | c) = exp(-r |y - c|) / Z_r(c), Z_r(c) = (1 - e^{-r(c+1)} + e^{-r}) / (1 - e^{-r}).
+        The congenial ones normalize over all cells jointly, which `CountLikelihood` cannot state."""
+        if params["base"] != "naive":
+            return None
+        from .likelihood import naive_likelihoods
+
+        r_c, r_o = self.rates(spec, params)
+        return naive_likelihoods(params, outputs, r_c, r_o, _public_use(spec, "total"))
+
+
+class NoisyPostprocessed(_CountRelease):
+    name = "noisy_postprocessed"
+    version = "1.0.0"
+    description = ("Seed 2's post-processing alternative: discrete Laplace counts made congenial (nonnegative, summing to "
+                   "the public total, outcome at most the count) by a deterministic two-stage post-processing.")
+    parameters = ParameterSchema(_CountRelease.common)
+    outputs = {"counts": "the post-processed counts by cell (and outcome counts) for the period",
+               "total": "the period total the release conditions on (Z, public)"}
+
+    def sensitivities(self, spec, params):
+        # Lemma 8: a DP release restricted by exact public counts keeps its budget; its noise is the
+        # DP geometric mechanism's (sensitivity 1 per count under add/remove, 2 under change-one)
+        # (DP implies Pufferfish only for independent units: under a dependence class the same noise
+        # protects a pair as much as the count's Wasserstein sensitivity allows)
+        out = super().sensitivities(spec, params)
+        factor = pufferfish.count_sensitivity(spec.pufferfish)
+        for k in ("counts", "outcome"):
+            if k in out:
+                out[k]["wasserstein"] = out[k]["dp"] * factor
+                out[k]["given"] = "nothing (Lemma 8: the DP noise, then post-processing with Z)"
+        return out
+
+    def _used_sensitivity(self, spec, params, sens):
+        return {k: Fraction(sens[k]["dp"]) for k in ("counts", "outcome") if k in sens}
+
+    def draw(self, spec, params, counts, outcome, total, rng, draws: int = 1):
+        import numpy as np
+
+        from dpspec.api import discrete_laplace
+
+        from .postprocess import two_stage
+
+        sens = self.sensitivities(spec, params)
+        eps_c, eps_o = self._epsilons(params)
+        noisy_c = counts + discrete_laplace(Fraction(sens["counts"]["dp"]) / eps_c, draws * len(counts), rng).reshape(draws, -1)
+        noisy_o = None
+        if outcome is not None:
+            noisy_o = outcome + discrete_laplace(Fraction(sens["outcome"]["dp"]) / eps_o, draws * len(counts), rng).reshape(draws, -1)
+        cases, deaths, flags = two_stage(noisy_c, noisy_o, total)
+        return cases, deaths, flags
+
+    def run(self, spec, params, data, rng):
+        cells, counts, outcome, total, previous, period = self.prepare(spec, params, data)
+        y, z, flags = self.draw(spec, params, counts, outcome, total, rng)
+        frame = self._frame(params, cells, period, y[0], None if z is None else z[0])
+        return Release(outputs={"counts": frame, "total": self._total_frame(spec, params, period, total)},
+                       facts={"total": total, "period": period},
+                       internal={"contractions": {k: int(v.sum()) for k, v in flags.items()}})
+
+
+@hookimpl
+def dpspec_mechanisms():
+    from .kng import WassersteinKNG
+
+    return [WassersteinExponential(), NoisyPostprocessed(), WassersteinKNG()]

@@ -1,0 +1,339 @@
+#!/usr/bin/env python3
+"""Check dpspec on a Spark cluster: the same release as the local engine, through lost executors
+and a lost driver.
+
+    python scripts/cluster_check.py --start-local-cluster            # a master and 2 workers here
+    python scripts/cluster_check.py --master spark://HOST:7077 [--conf spark.executor.memory=2g ...]
+
+For each mechanism that runs on engines (swap, TopDown, SafeTab) a bundled spec is compiled with
+one seed on the local engine and on the cluster, and every release file is compared byte for
+byte: noise is keyed per unit of work, so where a unit runs must not matter. Then
+(`--start-local-cluster` only, where the executors' processes are visible) an executor is
+SIGKILLed while the swap job runs: Spark reruns its tasks elsewhere and the release must still be
+byte-identical. Last, a `dpspec compile` driver is SIGKILLed mid-run into a folder holding a
+previous output set: nothing may be published and the previous set must be intact.
+
+The local cluster is started from the installed pyspark (its `spark-class`; nothing is
+downloaded), on the loopback interface only, and stopped at the end. Against a real cluster the
+executors must have Python, numpy, pandas, pyarrow, scipy and dpspec (with its plugins) installed,
+the same versions as the driver (see docs/guides/cluster.md). Exit status: 0 when every check
+passes, 1 otherwise.
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SPECS = ROOT / "specs"
+sys.path.insert(0, str(ROOT))
+
+# (spec, keep every k-th row of its data, as Parquet when k > 1): small enough for a loaded
+# two-core machine. The swap case reads its CSV (a table on the driver, strata swapped on the
+# executors); the executor-kill case reads Parquet, so the table itself lives on the executors.
+CASES = [("acs_ma2019_swap.dps", 1), ("acs_national_topdown.dps", 1), ("safetab_p_production.dps", 1)]
+KILL_CASE = ("ma1940_swap.dps", 10)  # a swap job long enough to lose an executor in its middle
+
+
+# ---- a standalone cluster of separate processes on this machine ---------------------------------
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def spark_class() -> str:
+    import pyspark
+
+    return str(Path(pyspark.__file__).parent / "bin" / "spark-class")
+
+
+class LocalCluster:
+    """A Spark standalone master and `workers` workers, each its own JVM, bound to 127.0.0.1."""
+
+    def __init__(self, workers: int = 2, cores: int = 1, memory: str = "1g"):
+        self.workers, self.cores, self.memory = workers, cores, memory
+        self.procs: list[subprocess.Popen] = []
+        self.work = tempfile.mkdtemp(prefix="dpspec-cluster-")
+        self.master = ""
+
+    def _env(self) -> dict:
+        env = dict(os.environ, SPARK_LOCAL_IP="127.0.0.1", SPARK_LOG_DIR=self.work, SPARK_WORKER_DIR=self.work,
+                   PYSPARK_PYTHON=sys.executable, SPARK_NO_DAEMONIZE="1",
+                   SPARK_DAEMON_MEMORY="256m", SPARK_DAEMON_JAVA_OPTS="-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
+        env.pop("SPARK_HOME", None)  # the installed pyspark's own
+        return env
+
+    def _spawn(self, name: str, args: list[str]) -> subprocess.Popen:
+        log = open(os.path.join(self.work, f"{name}.log"), "wb")
+        proc = subprocess.Popen([spark_class(), *args], env=self._env(), stdout=log, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+        self.procs.append(proc)
+        return proc
+
+    def _wait_for(self, name: str, pattern: str, timeout: float = 120) -> None:
+        deadline = time.monotonic() + timeout
+        path = os.path.join(self.work, f"{name}.log")
+        while time.monotonic() < deadline:
+            with open(path, "rb") as fh:
+                if re.search(pattern.encode(), fh.read()):
+                    return
+            if any(p.poll() is not None for p in self.procs):
+                break
+            time.sleep(0.3)
+        with open(path, "rb") as fh:
+            tail = fh.read()[-2000:].decode("utf-8", "replace")
+        raise RuntimeError(f"the Spark {name} did not start:\n{tail}")
+
+    def start(self) -> "LocalCluster":
+        port = free_port()
+        self._spawn("master", ["org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port", str(port),
+                               "--webui-port", str(free_port())])
+        self._wait_for("master", r"I have been elected leader|Starting Spark master")
+        self.master = f"spark://127.0.0.1:{port}"
+        for i in range(self.workers):
+            self._spawn(f"worker{i}", ["org.apache.spark.deploy.worker.Worker", "--host", "127.0.0.1",
+                                       "--cores", str(self.cores), "--memory", self.memory,
+                                       "--webui-port", str(free_port()), "--work-dir", os.path.join(self.work, f"w{i}"),
+                                       self.master])
+        for i in range(self.workers):
+            self._wait_for(f"worker{i}", r"Successfully registered with master")
+        return self
+
+    def executors(self) -> list[int]:
+        """Process ids of the executor JVMs the workers launched (CoarseGrainedExecutorBackend)."""
+        out = []
+        for worker in self.procs[1:]:
+            for pid in _descendants(worker.pid):
+                try:
+                    with open(f"/proc/{pid}/cmdline", "rb") as fh:
+                        if b"CoarseGrainedExecutorBackend" in fh.read():
+                            out.append(pid)
+                except OSError:
+                    pass
+        return out
+
+    def stop(self) -> None:
+        for proc in reversed(self.procs):  # the processes this harness started, and their children
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, signal.SIGTERM)
+        for proc in self.procs:
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(timeout=10)
+        shutil.rmtree(self.work, ignore_errors=True)
+
+    def __enter__(self):
+        try:
+            return self.start()
+        except BaseException:
+            self.stop()
+            raise
+
+    def __exit__(self, *exc):
+        self.stop()
+
+
+def _descendants(pid: int) -> list[int]:
+    out, todo = [], [pid]
+    while todo:
+        here = todo.pop()
+        kids = []
+        try:  # every thread's children: a JVM starts processes from any of its threads
+            for task in os.listdir(f"/proc/{here}/task"):
+                with open(f"/proc/{here}/task/{task}/children") as fh:
+                    kids += [int(p) for p in fh.read().split()]
+        except OSError:
+            pass
+        out.extend(kids)
+        todo.extend(kids)
+    return out
+
+
+# ---- the checks --------------------------------------------------------------------------------
+
+def cut_spec(folder: Path, name: str, every: int) -> str:
+    """The bundled spec with each data source cut to every `every`-th row (Parquet), in `folder`."""
+    import pandas as pd
+
+    text = (SPECS / name).read_text()
+    if every == 1:
+        return str(SPECS / name)
+    folder.mkdir(parents=True, exist_ok=True)
+
+    def cut(match):
+        table, source = match.group(1), SPECS / match.group(2)
+        frame = pd.read_parquet(source) if source.suffix == ".parquet" else pd.read_csv(source, dtype=str)
+        target = folder / f"{table}.parquet"
+        frame.iloc[::every].reset_index(drop=True).to_parquet(target)
+        return f'data {table} from "{target}"'
+
+    path = folder / name
+    path.write_text(re.sub(r'^data (\w+) from "([^"]+)"', cut, text, flags=re.M))
+    return str(path)
+
+
+def release_files(spec: str, engine, out: Path, seed: int = 2026) -> dict[str, bytes]:
+    """Compile and publish; {file: bytes} of the release tables (the CSVs of the output set)."""
+    import dpspec
+    from dpspec.publish.output import write_result
+
+    write_result(dpspec.compile(spec, seed=seed, engine=engine), str(out))
+    return {p.name: p.read_bytes() for p in sorted(out.iterdir()) if p.suffix == ".csv"}
+
+
+def cluster_engine(master: str, conf: dict | None = None):
+    from dpspec.engine.spark import SparkEngine
+
+    settings = {}
+    if "127.0.0.1" in master:  # the local cluster: loopback only, and short-lived JVMs that start fast
+        fast = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+        settings = {"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1",
+                    "spark.driver.extraJavaOptions": fast, "spark.executor.extraJavaOptions": fast,
+                    "spark.sql.adaptive.enabled": "false", "spark.executor.memory": "512m"}
+    # two partitions: one task per executor of the local cluster, several per stage everywhere
+    settings.update({"spark.sql.shuffle.partitions": "2", "spark.default.parallelism": "2",
+                     "spark.task.maxFailures": "4",
+                     "spark.executorEnv.PYTHONPATH": os.pathsep.join(p for p in sys.path if p)})
+    settings.update(conf or {})
+    return SparkEngine(master, conf=settings, partitions=2)
+
+
+def compare(name: str, every: int, engine, work: Path, kill=None) -> list[str]:
+    """Problems (empty when none): the release of `name` on `engine` against the local engine's.
+    `kill()` runs in a thread during the cluster compile (to lose an executor mid-job)."""
+    import threading
+
+    spec = cut_spec(work / "in", name, every)
+    local = release_files(spec, "local", work / f"{name}-local")
+    thread = threading.Thread(target=kill, daemon=True) if kill else None
+    if thread:
+        thread.start()
+    remote = release_files(spec, engine, work / f"{name}-cluster")
+    if thread:
+        thread.join(timeout=120)
+    if not local:
+        return [f"{name}: the local compile wrote no release file"]
+    if remote.keys() != local.keys():
+        return [f"{name}: the cluster wrote {sorted(remote)}, the local engine {sorted(local)}"]
+    return [f"{name}: {f} differs between the cluster and the local engine" for f in local if remote[f] != local[f]]
+
+
+def executor_killer(cluster: LocalCluster, killed: list, timeout: float = 120):
+    """A function that waits until an executor runs Python tasks, then SIGKILLs that executor."""
+    def kill():
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            for pid in cluster.executors():
+                if any(_is_python(kid) for kid in _descendants(pid)):  # a task is running on it
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(pid, signal.SIGKILL)
+                        killed.append(pid)
+                    return
+            time.sleep(0.05)
+    return kill
+
+
+def _is_python(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as fh:
+            return b"python" in fh.read()
+    except OSError:
+        return False
+
+
+def driver_kill(master: str, work: Path, conf: dict | None = None, after: float = 6.0) -> list[str]:
+    """Publish a set, then SIGKILL a second `dpspec compile` on the cluster into the same folder
+    once its Spark job runs: the folder must still hold the first set, whole."""
+    from dpspec.publish.output_set import verify_set
+
+    spec = cut_spec(work / "in-driver", KILL_CASE[0], 1)  # all 1.1M households: minutes on Spark, never done in seconds
+    out = work / "driver-out"
+    release_files(spec, "local", out, seed=1)
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    args = [sys.executable, "-m", "dpspec.cli", "compile", spec, "-o", str(out), "--seed", "2", "--engine", "spark",
+            "--spark-master", master]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+    log = open(work / "driver.log", "wb")
+    proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 120
+        while proc.poll() is None and not _descendants(proc.pid) and time.monotonic() < deadline:
+            time.sleep(0.2)  # until the driver's JVM is up
+        time.sleep(after)
+        if proc.poll() is not None:
+            said = [line for line in (work / "driver.log").read_text(errors="replace").splitlines() if "WARN" not in line]
+            return [f"the driver ended (status {proc.returncode}) before it could be killed: " + " | ".join(said[-5:])]
+        os.killpg(proc.pid, signal.SIGKILL)  # the driver and its JVM
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+        log.close()
+    problems = []
+    if {p.name: p.read_bytes() for p in out.iterdir()} != before:
+        problems.append("killing the driver changed the previous output set")
+    problems += [f"previous set: {p}" for p in verify_set(str(out))]
+    staged = [p.name for p in work.iterdir() if ".dpspec-new-" in p.name]
+    if staged:
+        problems.append(f"a staged set was left behind: {staged} (the next compile removes it)")
+    return problems
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    where = ap.add_mutually_exclusive_group(required=True)
+    where.add_argument("--master", help="a running cluster's master URL (spark://HOST:PORT, yarn, k8s://...)")
+    where.add_argument("--start-local-cluster", action="store_true", help="start a master and workers on 127.0.0.1")
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="a Spark setting for the driver")
+    ap.add_argument("--skip-driver-kill", action="store_true")
+    args = ap.parse_args(argv)
+    conf = dict(item.split("=", 1) for item in args.conf)
+    problems: list[str] = []
+    with contextlib.ExitStack() as stack:
+        cluster = stack.enter_context(LocalCluster(args.workers)) if args.start_local_cluster else None
+        master = cluster.master if cluster else args.master
+        work = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="dpspec-cluster-check-")))
+        engine = cluster_engine(master, conf)
+        stack.callback(engine.close)
+        for name, every in CASES:
+            start = time.time()
+            found = compare(name, every, engine, work)
+            problems += found
+            print(f"{name}: {'identical' if not found else 'DIFFERENT'} ({time.time() - start:.0f} s)", flush=True)
+        if cluster:
+            killed: list = []
+            found = compare(*KILL_CASE, engine, work, kill=executor_killer(cluster, killed))
+            if not killed:
+                found.append("no executor was seen running a task, so none was killed")
+            problems += found
+            print(f"{KILL_CASE[0]} with an executor SIGKILLed mid-job: "
+                  f"{'identical' if not found else 'FAILED'} (killed {killed})", flush=True)
+        else:
+            print("executor kill: skipped (start a local cluster to see its executors' processes)")
+        if not args.skip_driver_kill:
+            found = driver_kill(master, work, conf)
+            problems += found
+            print(f"driver SIGKILLed mid-compile: {'previous set intact' if not found else 'FAILED'}", flush=True)
+    for p in problems:
+        print("problem:", p)
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,213 @@
+"""Seed 2's case study (Seeman, Slavkovic & Reimherr, Section 4) on Pennsylvania's real counts.
+
+Runs every spec of specs/pa_covid/ (4 methods x 2 budgets) for every month with `--replicates`
+replicates each, and writes one report set: report.html (inline SVG analogues of the paper's
+Figures 1-4), replicates.csv (every released county count), summary.csv (per method, budget,
+month and county) and contractions.csv. The mechanisms run exactly as `dpspec compile` runs
+them (their `draw`, vectorized over replicates); only the month changes between runs.
+
+    python scripts/pa_covid_case_study.py -o out/pa_covid [--replicates 100] [--counties Allegheny,Erie,Cameron]
+"""
+from __future__ import annotations
+
+import argparse
+import glob
+import os
+import sys
+import time
+
+import numpy as np
+import pandas as pd
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SPECS = os.path.join(ROOT, "specs", "pa_covid")
+POPULATION = os.path.join(ROOT, "specs", "data", "pa_covid", "pa_county_population_2019.csv")
+FOCUS = ("Allegheny", "Erie", "Cameron")  # large, middle, small (the paper's Figure 1)
+PER = 100_000  # rates per 100,000 residents
+
+
+def _specs():
+    import dpspec
+    from dpspec.check.checker import check
+
+    out = []
+    for path in sorted(glob.glob(os.path.join(SPECS, "*.dps"))):
+        spec = dpspec.load(path)
+        checked = check(spec)
+        name = os.path.basename(path)[:-4]
+        method, regime = name.rsplit("_", 2)[0], name.rsplit("_", 2)[1]
+        out.append((method, regime, spec, checked))
+    return out
+
+
+def run(replicates: int = 100, counties: list[str] | None = None, seed: int | None = None, months: list[str] | None = None):
+    """(replicates frame, contractions frame, facts): every (method, budget, month, replicate, county)."""
+    from dpspec.check.data import load_data
+
+    specs = _specs()
+    data, _ = load_data(specs[0][2])
+    frame = data["cases"]
+    if counties:
+        unknown = sorted(set(counties) - set(frame["county"].astype(str)))
+        if unknown:
+            raise SystemExit(f"unknown counties: {', '.join(unknown)}")
+        frame = frame[frame["county"].astype(str).isin(counties)].reset_index(drop=True)
+        data = {"cases": frame}
+    all_months = sorted(frame["month"].astype(str).unique())
+    months = months or all_months
+    rng = np.random.default_rng(seed)
+    rows, contractions, timing = [], [], {}
+    for method, regime, spec, checked in specs:
+        mech, base_params = checked.mechanism, checked.params
+        started = time.perf_counter()
+        for month in months:
+            params = {**base_params, "release_period": month}
+            cells, counts, outcome, total, previous, _ = mech.prepare(spec, params, data)
+            if method == "postprocessing":
+                y, z, flags = mech.draw(spec, params, counts, outcome, total, rng, draws=replicates)
+                for name, mask in flags.items():
+                    contractions.append(pd.DataFrame({"method": method, "budget": regime, "month": month, "county": cells,
+                                                      "effect": name, "prevalence": mask.mean(axis=0)}))
+            else:
+                y, z, _ = mech.draw(spec, params, counts, outcome, total, previous, rng, draws=replicates)
+            n = len(cells)
+            rows.append(pd.DataFrame({
+                "method": method, "budget": regime, "epsilon": float(params["epsilon"]), "month": month,
+                "replicate": np.repeat(np.arange(replicates), n), "county": np.tile(cells, replicates),
+                "cases": np.tile(counts, replicates), "deaths": np.tile(outcome, replicates),
+                "released_cases": y.ravel(), "released_deaths": z.ravel()}))
+        timing[f"{method} {regime}"] = time.perf_counter() - started
+    return pd.concat(rows, ignore_index=True), (pd.concat(contractions, ignore_index=True) if contractions else pd.DataFrame()), timing
+
+
+def summarize(reps: pd.DataFrame) -> pd.DataFrame:
+    pop = pd.read_csv(POPULATION).set_index("county")["population"]
+    reps = reps.assign(population=reps["county"].map(pop).to_numpy())
+    reps["rate"] = reps["released_cases"] / reps["population"] * PER
+    reps["true_rate"] = reps["cases"] / reps["population"] * PER
+    with np.errstate(divide="ignore", invalid="ignore"):
+        reps["relative_error"] = np.where(reps["cases"] > 0, 100 * np.abs(reps["released_cases"] - reps["cases"]) / reps["cases"], np.nan)
+    # the Wasserstein releases contract nothing; a released zero is still counted, for comparison
+    reps["zero_cases"] = (reps["released_cases"] == 0) & (reps["cases"] > 0)
+    reps["zero_deaths"] = (reps["released_deaths"] == 0) & (reps["deaths"] > 0)
+    reps["deaths_equal_cases"] = (reps["released_deaths"] == reps["released_cases"]) & (reps["released_cases"] > 0)
+    keys = ["method", "budget", "month", "county"]
+    g = reps.groupby(keys, sort=True)
+    out = g.agg(cases=("cases", "first"), deaths=("deaths", "first"), population=("population", "first"),
+                true_rate=("true_rate", "first"), mean_relative_error=("relative_error", "mean"),
+                released_zero_cases=("zero_cases", "mean"), released_zero_deaths=("zero_deaths", "mean"),
+                deaths_equal_cases=("deaths_equal_cases", "mean"))
+    q = g["rate"].quantile([0.05, 0.25, 0.5, 0.75, 0.95]).unstack()
+    q.columns = ["rate_q05", "rate_q25", "rate_median", "rate_q75", "rate_q95"]
+    return out.join(q).reset_index()
+
+
+LABELS = {"postprocessing": "post-processing", "wasserstein_naive": "Wasserstein, naive",
+          "wasserstein_congenial": "Wasserstein, congenial", "wasserstein_prior": "Wasserstein, prior"}
+
+
+def figures(summary: pd.DataFrame, reps: pd.DataFrame, contractions: pd.DataFrame) -> list[tuple[str, str, object]]:
+    """(heading, caption, svg) for the analogues of the paper's Figures 1-4."""
+    from dpspec.budget.pufferfish import dependent_count_sensitivity
+    from dpspec.report.svg import Bar, Box, bar_chart, box_chart, curve_chart
+
+    out = []
+    pop = pd.read_csv(POPULATION).set_index("county")["population"]
+    reps = reps.assign(rate=reps["released_cases"] / reps["county"].map(pop).to_numpy() * PER)
+    months = sorted(summary["month"].unique())
+    for county in [c for c in FOCUS if c in set(summary["county"])]:
+        for regime in ("low", "high"):
+            boxes = []
+            for month in months:
+                for method in LABELS:
+                    s = reps[(reps["county"] == county) & (reps["budget"] == regime) & (reps["month"] == month) & (reps["method"] == method)]["rate"]
+                    if s.empty:
+                        continue
+                    truth = summary[(summary["county"] == county) & (summary["month"] == month)]["true_rate"].iloc[0]
+                    q = s.quantile([0.0, 0.25, 0.5, 0.75, 1.0]).to_numpy()
+                    boxes.append(Box(f"{month} {LABELS[method]}", *q, reference=truth))
+            out.append((f"Figure 1: {county}, {regime} privacy",
+                        "Released case rates per 100,000 over the replicates (box: quartiles; whiskers: range); dashed red: the confidential rate.",
+                        box_chart(f"{county} case rate per 100,000, {regime} privacy", boxes, axis="per 100,000")))
+    for regime in ("low", "high"):
+        boxes = []
+        for method in LABELS:
+            s = summary[(summary["budget"] == regime) & (summary["method"] == method)]["mean_relative_error"].dropna()
+            if s.empty:
+                continue
+            q = s.quantile([0.0, 0.25, 0.5, 0.75, 1.0]).to_numpy()
+            boxes.append(Box(LABELS[method], *q))
+        out.append((f"Figure 2: relative error, {regime} privacy",
+                    "Mean relative error (%) of the released case counts, one point per county and month, over all counties and months.",
+                    box_chart(f"Relative error of case counts (%), {regime} privacy", boxes, axis="%")))
+    if not contractions.empty:
+        totals = summary.groupby("county")["cases"].sum().sort_values()
+        extremes = [totals.index[0], totals.index[-1]] if len(totals) > 1 else list(totals.index)
+        bars = []
+        for regime in ("low", "high"):
+            for county in extremes:
+                for effect in ("ContractedCaseZeros", "ContractedDeathZeros", "ContractedRates"):
+                    c = contractions[(contractions["budget"] == regime) & (contractions["county"] == county) & (contractions["effect"] == effect)]
+                    bars.append(Bar(f"{regime}: {county} {effect}", float(c["prevalence"].mean()) if not c.empty else 0.0,
+                                    tone="bad" if regime == "high" else "neutral"))
+        out.append(("Figure 3: contractions of post-processing",
+                    f"Share of replicates and months where post-processing maps several noisy values to one output, for the "
+                    f"counties with the fewest ({extremes[0]}) and most ({extremes[-1]}) cases. The Wasserstein releases "
+                    "contract nothing: their rows in summary.csv give, for comparison, how often they release a zero.",
+                    bar_chart("Prevalence of contraction effects", bars, axis="share")))
+    series = []
+    for n in (5, 20, 100):
+        xs = [i / 20 for i in range(21)]
+        ys = [(dependent_count_sensitivity(n, 0.5 - x / 2, 0.5 + x / 2) - 1) / (n - 1) for x in xs]
+        series.append((f"n = {n}", xs, ys))
+    out.append(("Figure 4: sensitivity against dependence",
+                "The Wasserstein sensitivity of one count over n units under Section 4.4's family, q0 = (1 - d)/2 and "
+                "q1 = (1 + d)/2, rescaled from 1 (independence, d = 0) to n (d = 1): (Delta - 1)/(n - 1).",
+                curve_chart("Wasserstein sensitivity of one count", series, x_label="dependence d = q1 - q0",
+                            y_label="(Delta - 1) / (n - 1)")))
+    return out
+
+
+def html(figs, timing, replicates, months) -> str:
+    from markupsafe import escape
+
+    parts = ["<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>PA COVID-19 case study (seed 2)</title>"
+             "<style>body{font-family:system-ui,sans-serif;max-width:980px;margin:2em auto;padding:0 1em}"
+             "figure{margin:1.5em 0}figcaption{color:#444;font-size:.9em}</style></head><body>",
+             "<h1>Partially private data: Pennsylvania's county COVID-19 counts</h1>",
+             f"<p>{replicates} replicates of each method and budget for the months {escape(', '.join(months))}; Z = the month's "
+             "state total and the previous month's county counts. See docs/guides/z-pufferfish.md for what it shows.</p>"]
+    for heading, caption, svg in figs:
+        parts.append(f"<figure><h2>{escape(heading)}</h2>{svg}<figcaption>{escape(caption)}</figcaption></figure>")
+    parts.append("<h2>Time</h2><ul>" + "".join(f"<li>{escape(k)}: {v:.1f} s</li>" for k, v in timing.items()) + "</ul>")
+    parts.append("</body></html>")
+    return "\n".join(parts)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("-o", "--output", required=True, help="the report folder (written whole, or not at all)")
+    ap.add_argument("--replicates", type=int, default=100)
+    ap.add_argument("--counties", help="comma-separated county names (default: all 67)")
+    ap.add_argument("--months", help="comma-separated months (default: all)")
+    ap.add_argument("--seed", type=int, help="reproducible draws (tests only)")
+    args = ap.parse_args(argv)
+    from dpspec.publish.report_set import write_report_set
+
+    counties = args.counties.split(",") if args.counties else None
+    months = args.months.split(",") if args.months else None
+    reps, contractions, timing = run(args.replicates, counties, args.seed, months)
+    summary = summarize(reps)
+    figs = figures(summary, reps, contractions)
+    files = {"html": ("report.html", html(figs, timing, args.replicates, sorted(reps["month"].unique()))),
+             "replicates": ("replicates.csv", reps), "summary": ("summary.csv", summary)}
+    if not contractions.empty:
+        files["contractions"] = ("contractions.csv", contractions)
+    write_report_set(args.output, "pa-covid-case-study", files,
+                     {"replicates": args.replicates, "seconds": {k: round(v, 2) for k, v in timing.items()}})
+    print(f"wrote {args.output}: " + ", ".join(f"{k} {v:.1f} s" for k, v in timing.items()))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

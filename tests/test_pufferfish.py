@@ -1,0 +1,272 @@
+"""Z-Pufferfish in the language and the budget calculus (seed 2; issue 23): the class of
+distributions, Wasserstein sensitivities against closed forms computed independently here, the
+budget statement, and bad input at the spec line."""
+from __future__ import annotations
+
+import json
+import math
+import os
+from fractions import Fraction
+
+import numpy as np
+import pytest
+
+import dpspec
+from dpspec.budget import pufferfish as pf
+from dpspec.budget.budget_report import budget_summary
+from dpspec.check.checker import check
+from dpspec.errors import SpecError
+from dpspec.language.formatter import format_spec
+from dpspec.language.parser import parse
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+CASE = os.path.join(HERE, "..", "specs", "pa_covid")
+
+SMALL = """spec "small"
+domain d {
+  table people unit person {
+    county : category
+  }
+}
+public {
+  count people released "bulletin" used as total
+}
+pufferfish {
+  class CLASS
+}
+unit people : symdiff
+premetric pure
+mechanism wasserstein_exponential {
+  table: people
+  cell: county
+  epsilon: 2
+  base: congenial
+}
+budget epsilon <= 2
+"""
+
+
+def small(cls="independent", **replace):
+    text = SMALL.replace("CLASS", cls)
+    for a, b in replace.items():
+        text = text.replace(a, b)
+    return text
+
+
+# ---- closed forms -----------------------------------------------------------------------
+
+
+def _w_inf_by_cdf_shifts(p: dict, q: dict) -> int:
+    """W_inf on the integers, exactly: the least d with F_P(k) <= F_Q(k + d) and F_Q(k) <= F_P(k + d)
+    for every k (Strassen's theorem for the inf-transport on the line), in rational arithmetic."""
+    support = sorted(set(p) | set(q))
+    lo, hi = support[0], support[-1]
+
+    def cdf(m, k):
+        return sum(v for x, v in m.items() if x <= k)
+
+    for d in range(0, hi - lo + 1):
+        if all(cdf(p, k) <= cdf(q, k + d) and cdf(q, k) <= cdf(p, k + d) for k in range(lo, hi + 1)):
+            return d
+    return hi - lo
+
+
+def _binomial(n, q):
+    return {k: Fraction(math.comb(n, k)) * q**k * (1 - q) ** (n - k) for k in range(n + 1)}
+
+
+@pytest.mark.parametrize("n, q0, q1", [(5, Fraction(1, 2), Fraction(1, 2)), (5, Fraction(1, 5), Fraction(4, 5)),
+                                       (6, Fraction(1, 10), Fraction(1, 2)), (4, Fraction(0), Fraction(1)),
+                                       (7, Fraction(3, 10), Fraction(2, 5))])
+def test_one_count_under_the_section_4_4_family_matches_an_exact_computation(n, q0, q1):
+    given_one = {k + 1: v for k, v in _binomial(n - 1, q1).items()}
+    given_zero = _binomial(n - 1, q0)
+    exact = _w_inf_by_cdf_shifts(given_one, given_zero)
+    assert pf.dependent_count_sensitivity(n, float(q0), float(q1)) == exact
+    if q0 == q1:
+        assert exact == 1  # independence: the DP sensitivity (Lemma 12)
+    if (q0, q1) == (0, 1):
+        assert exact == n  # the most extreme dependence: the whole group
+
+
+def test_the_dependence_class_takes_the_worst_member_and_grows_with_dependence():
+    c = lambda p0, p1: parse(small(f"dependence p0 {p0} p1 {p1} n 50")).pufferfish
+    values = [pf.count_sensitivity(c(Fraction(1, 2) - d, Fraction(1, 2) + d)) for d in (0, 0.1, 0.2, 0.3, 0.5)]
+    assert values[0] == 1 and values == sorted(values) and values[-1] == 50
+    assert pf.count_sensitivity(parse(small()).pufferfish) == 1
+    assert pf.cell_counts_sensitivity(parse(small()).pufferfish, total_in_z=True) == 2
+
+
+def _conditional_slope(n, sigma2, tau, gamma, omega):
+    """d E[mean(X) | X_j = x, Z] / dx from the full joint covariance (independent of the module)."""
+    cov = np.full((n + 1, n + 1), tau, dtype=float)
+    np.fill_diagonal(cov, sigma2)
+    cov[n, :n] = cov[:n, n] = gamma
+    cov[n, n] = omega
+    given = [0, n]
+    mean_row = cov[:n, given].mean(axis=0)
+    coef = np.linalg.solve(cov[np.ix_(given, given)], mean_row)
+    return coef[0]
+
+
+@pytest.mark.parametrize("n, sigma2, tau, gamma, omega", [(10, 1.0, 0.0, 0.0, 1.0), (10, 1.0, 0.3, 0.0, 2.0),
+                                                          (25, 2.0, 0.5, 0.7, 1.5), (4, 1.0, 0.2, -0.4, 1.0)])
+def test_example_1_normal_mean_sensitivity_matches_the_conditional_normal(n, sigma2, tau, gamma, omega):
+    r = 2.0
+    expected = abs(r * _conditional_slope(n, sigma2, tau, gamma, omega))
+    assert math.isclose(pf.normal_mean_sensitivity(n, r, sigma2, tau, gamma, omega), expected, rel_tol=1e-12)
+    if tau == gamma == 0:
+        assert math.isclose(expected, r / n)  # independence: the DP exponential mechanism's sensitivity
+
+
+def test_w_inf_of_shifted_and_reflected_laws():
+    k = np.arange(10)
+    pmf = np.exp(-0.3 * k)
+    assert pf.w_inf_discrete(k, pmf, k + 3, pmf) == 3
+    assert pf.w_inf_discrete(k, pmf, k, pmf) == 0
+
+
+# ---- the language -------------------------------------------------------------------------
+
+
+def test_the_block_parses_formats_and_round_trips():
+    spec = parse(small("dependence p0 0.1 p1 0.9 n 20"))
+    assert spec.pufferfish.kind == "dependence" and spec.pufferfish.option("p1") == Fraction(9, 10)
+    assert spec.public[0].use == "total"
+    again = parse(format_spec(spec))
+    assert again.pufferfish == spec.pufferfish and again.public == spec.public
+
+
+def test_specs_without_the_block_are_unchanged_lemma_8():
+    text = small().replace('pufferfish {\n  class independent\n}\n', "").replace(" used as total", "")
+    spec = parse(text)
+    assert spec.pufferfish is None and spec.public[0].use is None
+    from dpspec.language.describe import notation
+
+    assert "-DP(" in notation(spec)
+
+
+@pytest.mark.parametrize("cls, words", [
+    ("arbitrary", "no finite guarantee"),
+    ("dependence p0 0.1 n 5", "needs 'p1'"),
+    ("dependence p0 0.1 p1 1.5 n 5", "must lie in [0, 1]"),
+    ("independant", "class of distributions"),
+])
+def test_bad_classes_are_errors_at_the_spec_line(cls, words):
+    with pytest.raises(SpecError) as err:
+        check(parse(small(cls)))
+    d = err.value.diagnostics[0]
+    assert words in d.message and d.line == 11
+
+
+def test_arbitrary_dependence_says_no_free_lunch_in_words():
+    with pytest.raises(SpecError) as err:
+        check(parse(small("arbitrary")))
+    d = err.value.diagnostics[0]
+    assert "no free lunch" in d.message and "class independent" in d.hint
+
+
+def test_an_unknown_use_of_public_information_is_an_error():
+    with pytest.raises(SpecError) as err:
+        check(parse(small(**{"used as total": "used as totl"})))
+    assert err.value.diagnostics[0].line == 8
+
+
+def test_a_congenial_base_without_a_total_in_z_is_refused():
+    with pytest.raises(SpecError) as err:
+        check(parse(small(**{" used as total": ""})))
+    assert "used as total" in err.value.diagnostics[0].message
+
+
+# ---- the budget statement -------------------------------------------------------------------
+
+
+def test_show_answers_with_z_and_the_class():
+    from dpspec.language.describe import describe_spec
+
+    text = describe_spec(parse(small("dependence p0 0.2 p1 0.8 n 30")))
+    assert "Z-Pufferfish" in text and "class=dependence(p0=0.2, p1=0.8, n=30)" in text
+    assert "between 0.2 and 0.8" in text and "the mechanism uses it as its total" in text
+
+
+def test_budget_json_carries_both_sensitivities_and_the_assumptions(tmp_path):
+    path = tmp_path / "s.dps"
+    path.write_text(small())
+    summary = budget_summary(dpspec.load(str(path)))
+    json.dumps(summary)
+    sens = summary["pufferfish"]["sensitivity"]["counts"]
+    assert sens["wasserstein"] == 2 and sens["dp"] == 1
+    assert "conditionally independent" in summary["pufferfish"]["composition"]
+    assert summary["budget"]["epsilon"] == 2 and summary["bounds_hold"]
+    # the Section 4.4 class at strong dependence: the same mechanism, the honest budget is larger
+    path.write_text(small("dependence p0 0.1 p1 0.9 n 10").replace("epsilon: 2", "epsilon: 2\n  sensitivity: 2"))
+    summary = budget_summary(dpspec.load(str(path)))
+    w = summary["pufferfish"]["sensitivity"]["counts"]["wasserstein"]
+    assert w == 2 * pf.dependent_count_sensitivity(10, 0.1, 0.9) > 2
+    assert math.isclose(summary["budget"]["epsilon"], 2 * w / 2) and not summary["bounds_hold"]
+
+
+def test_the_case_study_specs_check():
+    for name in sorted(os.listdir(CASE)):
+        if name.endswith(".dps"):
+            check(dpspec.load(os.path.join(CASE, name)))
+
+
+# ---- the audit ----------------------------------------------------------------------------
+
+
+def _audit(tmp_path, text, baseline=None):
+    from dpspec.audit import audit
+
+    path = tmp_path / "a.dps"
+    path.write_text(text)
+    base = None
+    if baseline is not None:
+        (tmp_path / "b.dps").write_text(baseline)
+        base = dpspec.load(str(tmp_path / "b.dps"))
+    return audit(dpspec.load(str(path)), baseline=base, compute_budget=False)
+
+
+def test_the_audit_names_the_class_and_flags_a_guarantee_conditional_on_independence(tmp_path):
+    findings = {f.rule: f for f in _audit(tmp_path, small()).findings}
+    f = findings["pufferfish-class"]
+    assert f.severity == "warning" and "conditional on independence" in f.message
+    dep = {f.rule: f for f in _audit(tmp_path, small("dependence p0 0.2 p1 0.8 n 30")).findings}["pufferfish-class"]
+    assert dep.severity == "info" and "between 0.2 and 0.8" in dep.message
+
+
+def test_the_audit_compares_block_by_block_with_a_dp_baseline(tmp_path):
+    dp = small().replace('pufferfish {\n  class independent\n}\n', "").replace(
+        'public {\n  count people released "bulletin" used as total\n}\n', "").replace("base: congenial", "base: naive")
+    findings = {f.rule: f for f in _audit(tmp_path, small(), dp).findings}
+    f = findings["pufferfish-vs-dp"]
+    for block in ("domain:", "multiverse:", "unit:", "premetric:", "budget:", "public information:", "class of distributions:"):
+        assert block in f.message
+    assert "count people" in f.evidence["public_not_in_baseline"]
+    # a DP spec audited against itself says nothing of the kind
+    assert "pufferfish-vs-dp" not in {f.rule for f in _audit(tmp_path, dp, dp).findings}
+
+
+def test_a_program_states_the_conditional_independence_lemma_6_assumes(tmp_path):
+    from dpspec.budget.program import program_summary
+
+    (tmp_path / "a.dps").write_text(small().replace('spec "small"', 'spec "a"'))
+    dp = small().replace('spec "small"', 'spec "b"').replace('pufferfish {\n  class independent\n}\n', "").replace(
+        'public {\n  count people released "bulletin" used as total\n}\n', "").replace("base: congenial", "base: naive")
+    (tmp_path / "b.dps").write_text(dp)
+    (tmp_path / "p.dps").write_text('program "p" {\n  include "a.dps"\n  include "b.dps"\n}\nbudget epsilon <= 4\n')
+    summary = program_summary(dpspec.load(str(tmp_path / "p.dps")))
+    notes = " ".join(summary["ledger"]["notes"])
+    assert "Lemma 6" in notes and "conditionally independent given the data and Z" in notes
+    assert "every release's class" in notes and summary["total"]["epsilon"] == 4
+
+
+def test_post_processing_keeps_its_dp_budget_under_independence_and_pays_for_dependence(tmp_path):
+    path = tmp_path / "pp.dps"
+    path.write_text(small().replace("mechanism wasserstein_exponential", "mechanism noisy_postprocessed").replace("  base: congenial\n", ""))
+    summary = budget_summary(dpspec.load(str(path)))
+    assert summary["budget"]["epsilon"] == 2 and summary["pufferfish"]["sensitivity"]["counts"]["wasserstein"] == 1
+    path.write_text(path.read_text().replace("class independent", "class dependence p0 0.2 p1 0.6 n 10"))
+    summary = budget_summary(dpspec.load(str(path)))
+    factor = pf.dependent_count_sensitivity(10, 0.2, 0.6)
+    assert factor > 1 and math.isclose(summary["budget"]["epsilon"], 2 * factor)

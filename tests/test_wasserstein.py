@@ -1,0 +1,336 @@
+"""The Wasserstein exponential mechanism's exact samplers against their exact pmfs, congeniality,
+the post-processing alternative, refusal with a cost estimate, and `verify` (issue 23)."""
+from __future__ import annotations
+
+import itertools
+import math
+from fractions import Fraction
+
+import numpy as np
+import pytest
+from scipy.stats import chisquare
+
+import dpspec
+from dpspec.errors import MechanismError, SpecError
+from dpspec_wasserstein import samplers
+from dpspec_wasserstein.plugin import WassersteinExponential
+from dpspec_wasserstein.postprocess import project_to_total, two_stage
+
+from .verify_helpers import registered, write_spec
+
+DRAWS = 40_000
+
+
+def _chi2(observed_keys, pmf: dict, min_expected=20):
+    """Chi-square p-value of draws against an exact pmf, rare outcomes pooled into one bin."""
+    keys = list(pmf)
+    probs = np.array([float(pmf[k]) for k in keys])
+    probs /= probs.sum()
+    index = {k: i for i, k in enumerate(keys)}
+    counts = np.zeros(len(keys))
+    for k in observed_keys:
+        counts[index[k]] += 1
+    expected = probs * len(observed_keys)
+    big = expected >= min_expected
+    obs = np.append(counts[big], counts[~big].sum())
+    exp = np.append(expected[big], expected[~big].sum())
+    if exp[-1] == 0:
+        obs, exp = obs[:-1], exp[:-1]
+    return chisquare(obs, exp).pvalue
+
+
+def test_naive_draws_follow_the_truncated_laplace_pmf():
+    rng = np.random.default_rng(11)
+    r = Fraction(2, 3)
+    y, info = samplers.naive(np.array([0, 3]), r, DRAWS, rng)
+    assert info["method"] == "product form" and (y >= 0).all()
+    for j, c in enumerate((0, 3)):
+        pmf = {k: math.exp(-float(r) * abs(k - c)) for k in range(0, 40)}
+        assert _chi2(list(y[:, j]), pmf) > 1e-3
+
+
+@pytest.mark.parametrize("centre, lo, hi", [(5, 0, 2), (1, 0, 4), (0, 3, None), (7, 6, 7)])
+def test_truncated_laplace_on_bounded_supports(centre, lo, hi):
+    rng = np.random.default_rng(12)
+    r = Fraction(1, 2)
+    x = samplers.truncated_laplace(np.full(DRAWS // 2, centre), lo, None if hi is None else np.full(DRAWS // 2, hi), r, rng)
+    top = hi if hi is not None else lo + 60
+    pmf = {k: math.exp(-0.5 * abs(k - centre)) for k in range(lo, top + 1)}
+    assert x.min() >= lo and (hi is None or x.max() <= hi)
+    assert _chi2(list(x), pmf) > 1e-3
+
+
+def _compositions(total, n):
+    for bars in itertools.combinations(range(total + n - 1), n - 1):
+        edges = (-1,) + bars + (total + n - 1,)
+        yield tuple(edges[i + 1] - edges[i] - 1 for i in range(n))
+
+
+def test_congenial_draws_follow_the_exact_pmf_and_sum_to_the_total():
+    rng = np.random.default_rng(13)
+    counts, total, r = np.array([1, 2, 1]), 4, Fraction(1, 3)
+    y, info = samplers.congenial(counts, total, r, DRAWS, rng)
+    assert (y.sum(axis=1) == total).all() and (y >= 0).all()
+    assert 0 < info["acceptance"] <= 1
+    pmf = {v: math.exp(-float(r) * np.abs(np.array(v) - counts).sum()) for v in _compositions(total, 3)}
+    assert _chi2([tuple(row) for row in y], pmf) > 1e-3
+
+
+def test_prior_congenial_draws_follow_the_exact_pmf():
+    rng = np.random.default_rng(1)
+    counts, alpha, total, r = np.array([0, 3, 1]), np.array([1, 3, 2]), 4, Fraction(1, 2)
+    y, info = samplers.prior(counts, alpha, total, r, DRAWS // 2, rng)
+    assert (y.sum(axis=1) == total).all()
+    pmf = {v: math.exp(-float(r) * np.abs(np.array(v) - counts).sum())
+           * math.prod(math.comb(v[i] + int(alpha[i]) - 1, v[i]) for i in range(3)) for v in _compositions(total, 3)}
+    assert _chi2([tuple(row) for row in y], pmf) > 1e-3
+
+
+def test_a_too_expensive_exact_draw_is_refused_with_the_estimate():
+    rng = np.random.default_rng(15)
+    with pytest.raises(MechanismError) as err:
+        samplers.congenial(np.arange(200), int(np.arange(200).sum()), Fraction(1, 50), 10, rng, max_proposals=1000)
+    assert "proposed counts" in str(err.value) and "MCMC" in str(err.value)
+
+
+def test_post_processing_is_congenial_and_counts_its_contractions():
+    rng = np.random.default_rng(16)
+    noisy = rng.integers(-30, 60, size=(200, 12))
+    out = project_to_total(noisy, 150)
+    assert (out.sum(axis=1) == 150).all() and (out >= 0).all()
+    deaths = rng.integers(-10, 40, size=(200, 12))
+    cases, d, flags = two_stage(noisy, deaths, 150)
+    assert (d <= cases).all() and (d >= 0).all()
+    assert flags["ContractedDeathZeros"].sum() == (deaths < 0).sum()
+    # an exactly congenial vector is its own projection
+    assert (project_to_total(np.array([3, 0, 7]), 10) == [3, 0, 7]).all()
+
+
+SPEC = """spec "small"
+domain d {
+  table people unit person {
+    county : category
+  }
+}
+data people from "people.csv"
+public {
+  count people released "bulletin" used as total
+}
+pufferfish {
+  class independent
+}
+unit people : symdiff
+premetric pure
+mechanism MECH {
+  table: people
+  cell: county
+  epsilon: 2
+  base: BASE
+}
+budget epsilon <= 2
+"""
+CSV = "county\n" + "\n".join(["a"] * 5 + ["b"] * 2 + ["c"] * 9) + "\n"
+
+
+def test_a_congenial_release_sums_to_the_public_total_and_a_wrong_total_is_an_error_at_its_line(tmp_path):
+    path = write_spec(tmp_path, SPEC.replace("MECH", "wasserstein_exponential").replace("BASE", "congenial"), CSV)
+    spec = dpspec.load(path)
+    from dpspec.check.checker import check
+    from dpspec.check.data import load_data
+
+    checked = check(spec)
+    data, _ = load_data(spec)
+    rel = checked.mechanism.run(spec, checked.params, data, np.random.default_rng(1))
+    assert rel.outputs["counts"]["people"].sum() == 16
+    bad = write_spec(tmp_path, SPEC.replace("MECH", "wasserstein_exponential").replace("BASE", "congenial")
+                     .replace("epsilon: 2\n", "epsilon: 2\n  public_total: 15\n"), CSV, "bad.dps")
+    spec = dpspec.load(bad)
+    checked = check(spec)
+    with pytest.raises(SpecError) as err:
+        checked.mechanism.run(spec, checked.params, data, np.random.default_rng(1))
+    assert "disagrees with the data" in str(err.value) and err.value.diagnostics[0].line == 20
+
+
+class Understated(WassersteinExponential):
+    """Samples with a quarter of the sensitivity its budget states (rates four times too large)."""
+
+    name = "wasserstein_understated"
+
+    def rates(self, spec, params):
+        r_c, r_o = super().rates(spec, params)
+        return 4 * r_c, (None if r_o is None else 4 * r_o)
+
+
+@pytest.mark.parametrize("base", ["naive", "congenial"])
+def test_verify_is_consistent_for_the_honest_mechanism_and_refutes_an_understated_sensitivity(tmp_path, base):
+    from dpspec.verify import verify
+
+    honest = verify(dpspec.load(write_spec(tmp_path, SPEC.replace("MECH", "wasserstein_exponential").replace("BASE", base), CSV)),
+                    runs=10_000, seed=3)
+    assert honest.verdict == "consistent", honest.text()
+    with registered(Understated()):
+        broken = verify(dpspec.load(write_spec(tmp_path, SPEC.replace("MECH", "wasserstein_understated").replace("BASE", base),
+                                               CSV, "u.dps")), runs=10_000, seed=3)
+    assert broken.verdict == "refuted" and broken.lower_bound > 2, broken.text()
+
+
+KNG = """spec "kng"
+domain d {
+  table people unit person {
+    vision : bool
+  }
+}
+public {
+  count people released "bulletin" used as total
+}
+pufferfish {
+  class independent
+}
+unit people : hamming
+premetric pure
+mechanism MECH {
+  table: people
+  column: vision
+  epsilon: 1
+}
+budget epsilon <= 1
+"""
+
+
+def test_kng_privacy_error_is_of_order_1_over_n_below_the_sampling_error_theorem_11():
+    """Theorem 11: the K-norm gradient mechanism's error is O(1/n) while sampling error is
+    O(1/sqrt(n)): n * (theta - S/n) keeps one spread as n grows, and its ratio to the sampling
+    standard deviation sqrt(p(1-p)/n) falls like 1/sqrt(n)."""
+    from dpspec.check.checker import check
+    from dpspec.language.parser import parse
+
+    spec = parse(KNG.replace("MECH", "wasserstein_kng"))
+    checked = check(spec)
+    mech, params = checked.mechanism, checked.params
+    rng = np.random.default_rng(21)
+    p, spreads, ratios = 0.3, [], []
+    for n in (100, 10_000, 1_000_000):
+        s = int(p * n)
+        theta = mech.draw(spec, params, s, n, rng, draws=4000) / n
+        spread = float(np.std(n * (theta - s / n)))
+        spreads.append(spread)
+        ratios.append(float(np.std(theta - s / n)) / math.sqrt(p * (1 - p) / n))
+    # scale 2 Delta / epsilon = 2: a discrete Laplace of scale 2 has sd about 2.8, whatever n
+    assert all(2.4 < v < 3.2 for v in spreads), spreads
+    assert ratios[1] < ratios[0] / 5 and ratios[2] < ratios[1] / 5, ratios
+
+
+@pytest.mark.parametrize("mech", ["wasserstein_kng"])
+def test_kng_verify_consistent_and_understated_refuted(tmp_path, mech):
+    from dpspec.verify import verify
+    from dpspec_wasserstein.kng import WassersteinKNG
+
+    class UnderstatedKNG(WassersteinKNG):
+        name = "wasserstein_kng_understated"
+
+        def rate(self, spec, params):
+            return 4 * super().rate(spec, params)
+
+    honest = verify(dpspec.load(write_spec(tmp_path, KNG.replace("MECH", mech))), runs=10_000, seed=4)
+    assert honest.verdict == "consistent", honest.text()
+    with registered(UnderstatedKNG()):
+        broken = verify(dpspec.load(write_spec(tmp_path, KNG.replace("MECH", "wasserstein_kng_understated"), name="u.dps")),
+                        runs=10_000, seed=4)
+    assert broken.verdict == "refuted" and broken.lower_bound > 1, broken.text()
+
+
+INFER = """spec "infer"
+domain d {
+  table cases unit person {
+    county : category
+    died   : bool
+  }
+}
+data cases from "cases.csv"
+public {
+  count cases released "bulletin" used as total
+}
+pufferfish {
+  class independent
+}
+unit cases : symdiff
+premetric pure
+mechanism wasserstein_exponential {
+  table: cases
+  cell: county
+  outcome: died
+  epsilon: 4
+  base: naive
+}
+budget epsilon <= 4
+release {
+  output counts
+  output total
+}
+"""
+
+
+def test_infer_conditions_on_cases_and_deaths_tied_by_deaths_at_most_cases(tmp_path):
+    """The latent table is county x died, so deaths <= cases holds in every posterior draw; the
+    deaths' likelihood is the truncated law on 0..released cases (the outcome's base measure)."""
+    from dpspec.publish.output import write_result
+
+    rows = ["county,died"] + ["Cameron,True"] + ["Cameron,False"] * 2 + ["Erie,True"] * 3 + ["Erie,False"] * 30
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "cases.csv").write_text("\n".join(rows) + "\n")
+    (src / "s.dps").write_text(INFER)
+    out = tmp_path / "out"
+    write_result(dpspec.compile(str(src / "s.dps"), seed=5), str(out))
+    r = dpspec.infer(str(src / "s.dps"), str(out), "count cases by county, died", draws=300, seed=2, method="importance")
+    labels = [c["cell"] for c in r.cells]
+    assert len(labels) == 4 and np.all(r.samples.sum(axis=1) == 36)
+    died = [i for i, c in enumerate(labels) if "died=True" in c]
+    truth = {"county=Cameron, died=True": 1, "county=Erie, died=True": 3}
+    for i in died:
+        assert r.cells[i]["q025"] <= truth[labels[i]] <= r.cells[i]["q975"]
+
+
+def test_a_prior_base_with_zero_mass_on_the_confidential_counts_is_an_error_at_its_line(tmp_path):
+    from dpspec.check.checker import check
+    from dpspec.check.data import load_data
+
+    text = SPEC.replace("MECH", "wasserstein_exponential").replace("BASE", "prior\n  period: month\n  prior_offset: 0").replace(
+        "    county : category\n", "    month  : category\n    county : category\n").replace(
+        'count people released "bulletin" used as total', 'count people by month released "bulletin" used as total\n'
+        '  count people by month, county released "last month" used as base')
+    csv = "month,county\n" + "\n".join(["m1,a"] * 3 + ["m1,b"] * 2 + ["m2,a"] * 4 + ["m2,c"] * 5) + "\n"
+    spec = dpspec.load(write_spec(tmp_path, text, csv))
+    checked = check(spec)
+    data, _ = load_data(spec)
+    with pytest.raises(SpecError) as err:
+        checked.mechanism.run(spec, checked.params, data, np.random.default_rng(1))
+    d = err.value.diagnostics[0]
+    assert "no mass on the confidential counts" in d.message and "c (5 now)" in d.message
+    assert spec.text.splitlines()[d.line - 1].strip() == "prior_offset: 0"
+    # the default offset gives every cell mass, and the release sums to the month's total
+    ok = dpspec.load(write_spec(tmp_path, text.replace("  prior_offset: 0\n", ""), csv, "ok.dps"))
+    checked = check(ok)
+    rel = checked.mechanism.run(ok, checked.params, data, np.random.default_rng(1))
+    assert rel.outputs["counts"]["people"].sum() == 9
+
+
+@pytest.mark.parametrize("lam", [Fraction(1, 8), Fraction(-1, 6)])
+def test_tilted_truncated_laplace_follows_its_pmf(lam):
+    rng = np.random.default_rng(31)
+    r, c = Fraction(1, 3), 2
+    x = samplers.tilted_truncated_laplace(np.full(DRAWS // 2, c), r, lam, rng)
+    pmf = {k: math.exp(-float(r) * abs(k - c) - float(lam) * k) for k in range(0, 80)}
+    assert x.min() >= 0 and _chi2(list(x), pmf) > 1e-3
+
+
+def test_the_congenial_tilt_centres_the_proposals_at_national_size():
+    """Truncation at 0 pushes small cells up; without the tilt 1,500 cells drift far above the total."""
+    rng = np.random.default_rng(32)
+    counts = np.tile(np.array([0, 1, 3, 40, 700]), 300)
+    lam = samplers._l1_tilt(counts, int(counts.sum()), Fraction(1, 8))
+    assert lam > 0
+    drawn = samplers.tilted_truncated_laplace(np.broadcast_to(counts, (10, counts.size)), Fraction(1, 8), lam, rng).sum(axis=1)
+    untilted = samplers.truncated_laplace(np.broadcast_to(counts, (10, counts.size)), 0, None, Fraction(1, 8), rng).sum(axis=1)
+    sd = math.sqrt(counts.size * 2 * 64)
+    assert abs(drawn.mean() - counts.sum()) < 2 * sd < untilted.mean() - counts.sum()
