@@ -258,6 +258,8 @@ def _invert_log_delta(log_delta_at, delta: float, start: float) -> float:
     if log_delta_at(0.0) <= target:
         return 0.0
     hi = max(start, 1.0)
+    if not math.isfinite(hi):
+        raise OverflowError("the search for epsilon starts beyond the largest float")
     while log_delta_at(hi) > target:
         if hi > 1e307:
             return math.inf
