@@ -49,6 +49,9 @@ class PassPlan:
     # interleaved outer passes (production's L2PlusRounderWithBackup_interleaved): PassPlans
     # solved in turn, each fitted and rounded, its last rounding pass's answers then fixed
     outer: tuple = ()
+    # production's opt_tol (l2_dataIndep_npass_optimizer.py:40-45): each later pass holds the
+    # earlier answers within the LP-optimal tolerance plus `tolerance` (the slack)
+    opt_tol: bool = False
 
     @property
     def multipass_fit(self) -> bool:
@@ -85,20 +88,61 @@ def _with_rows(problem, rows, tolerance: float):
     return attrs.evolve(problem, a=sp.vstack(blocks).tocsc(), lo=np.concatenate(lo), hi=np.concatenate(hi))
 
 
-def fit_in_passes(task, queries: Sequence, plan: PassPlan, variables, fixed: Sequence = ()):
+def optimal_tolerance(problem, rows) -> float | None:
+    """The smallest t such that some x meeting every row and bound of ``problem`` keeps each
+    held answer (``rows``: (key, n_keys, est)) within t of ``est``: production's findOptimalTol
+    (l2_dataIndep_npass_optimizer.py:104-160), an LP here solved by HiGHS. None: infeasible."""
+    import scipy.sparse as sp
+
+    from .postprocess import _INF, _highs, _sum_rows
+
+    n = problem.n_var
+    blocks, lo, hi = [sp.hstack([problem.a, sp.csc_matrix((problem.a.shape[0], 1))])], [problem.lo], [problem.hi]
+    for key, n_keys, est in rows:
+        local, present = _sum_rows(key, n_keys)
+        s = sp.csc_matrix((np.ones(key.size), (local, np.arange(key.size))), shape=(present.size, n))
+        for sign in (-1.0, 1.0):  # sum - t <= est  and  sum + t >= est
+            blocks.append(sp.hstack([s, sp.csc_matrix(np.full((present.size, 1), sign))]))
+            lo.append(np.full(present.size, -_INF) if sign < 0 else est[present])
+            hi.append(est[present] if sign < 0 else np.full(present.size, _INF))
+    cost = np.zeros(n + 1)
+    cost[-1] = 1.0
+    _, x, _ = _highs(cost, np.append(problem.lower, 0.0), np.append(problem.upper, _INF),
+                     sp.vstack(blocks).tocsc(), np.concatenate(lo), np.concatenate(hi))
+    return None if x is None else max(float(x[-1]), 0.0)
+
+
+def fit_in_passes(task, queries: Sequence, plan: PassPlan, variables, fixed: Sequence = (), tolerances: list | None = None):
     """(x, optimal, seconds, solver, problem, failsafe): the fit pass by pass (see module doc).
 
-    fixed: (key, n_keys, value) margins every pass keeps exactly (earlier outer passes')."""
+    fixed: (key, n_keys, value) margins every pass keeps exactly (earlier outer passes').
+    tolerances: if a list, each later pass's tolerance is appended to it (with opt_tol, the
+    LP-optimal value plus the slack)."""
     from . import postprocess
 
     cells, vc, va, vcell = variables
     n_x = vc.size
     kept, seconds, solvers, kept_passes = [], 0.0, set(), []
+    held_tol: list = []  # (rows, tolerance) of the passes already held
     x = optimal = problem = None
     for idx in plan.estimation:
         sub = attrs.evolve(task, measurements=tuple(task.measurements[i] for i in idx))
-        problem = _with_rows(_with_rows(postprocess.build_node_qp(sub, [queries[i] for i in idx], variables),
-                                        kept, plan.tolerance), fixed, 0.0)
+        problem = _with_rows(postprocess.build_node_qp(sub, [queries[i] for i in idx], variables), fixed, 0.0)
+        for rows, tol in held_tol:
+            problem = _with_rows(problem, rows, tol)
+        if kept:  # the previous pass's answers, held from this pass on
+            tol = plan.tolerance
+            if plan.opt_tol:
+                best = optimal_tolerance(problem, kept)
+                if best is None:
+                    x = None
+                    break
+                tol += best
+            if tolerances is not None:
+                tolerances.append(tol)
+            held_tol.append((kept, tol))
+            problem = _with_rows(problem, kept, tol)
+            kept = []
         x, optimal, sec, used, _ = postprocess.solve_qp(problem)
         seconds += sec
         solvers.add(used)
@@ -193,7 +237,8 @@ def pass_plan(level: str, spec: Mapping, schema, alloc, groups: bool = True) -> 
             raise SpecError(f"level {level!r} has outer passes and estimation/rounding passes of its own: "
                             "give its passes inside the outer passes")
         subs = tuple(pass_plan(level, {**o, "tolerance": o.get("tolerance", spec.get("tolerance", Fraction(1, 10))),
-                                       "complete": False}, schema, alloc, groups)
+                                       "tolerance_type": spec.get("tolerance_type"), "complete": False},
+                               schema, alloc, groups)
                      for o in spec["outer"])
         return PassPlan(tolerance=subs[0].tolerance, outer=subs)
     measured = [qb.query for qb in alloc.for_level(level)]
@@ -235,4 +280,4 @@ def pass_plan(level: str, spec: Mapping, schema, alloc, groups: bool = True) -> 
     tolerance = float(spec.get("tolerance", Fraction(1, 10)))
     if tolerance < 0:
         raise SpecError(f"pass tolerance at level {level!r} must not be negative")
-    return PassPlan(tuple(estimation), tolerance, rounding, constrain)
+    return PassPlan(tuple(estimation), tolerance, rounding, constrain, opt_tol=spec.get("tolerance_type") == "opt_tol")

@@ -107,6 +107,7 @@ def _passes(params: dict, variables) -> dict:
     tolerance = params.get("pass_tolerance")
     if tolerance is None:  # absent (the checker gives it as None): production's slack
         tolerance = Fraction(1, 10)
+    tolerance_type = str(params.get("pass_tolerance_type") or "const")
     for what in ("estimation", "rounding", "constrain_to"):
         block = params.get(what)
         if block is None:
@@ -118,7 +119,7 @@ def _passes(params: dict, variables) -> dict:
                 groups = [g.value for g in p.value.params]
             else:
                 groups = [p.value]
-            out.setdefault(p.name, {"tolerance": tolerance})[what] = _pass_lists(p.value, variables)
+            out.setdefault(p.name, {"tolerance": tolerance, "tolerance_type": tolerance_type})[what] = _pass_lists(p.value, variables)
     block = params.get("outer_passes")
     if block is not None:
         if not isinstance(block, ir.ParamBlock):
@@ -134,7 +135,7 @@ def _passes(params: dict, variables) -> dict:
                     raise SpecError(Diagnostic(f"outer_passes: '{p.name}' outer pass '{o.name}' needs estimation and "
                                                "rounding passes (and may have constrain_to)", *loc))
                 outer.append({"tolerance": tolerance, **{k: _pass_lists(v, variables) for k, v in body.items()}})
-            out.setdefault(p.name, {"tolerance": tolerance})["outer"] = outer
+            out.setdefault(p.name, {"tolerance": tolerance, "tolerance_type": tolerance_type})["outer"] = outer
     return out
 
 
@@ -400,6 +401,9 @@ class TopDown(Mechanism):
                   "pass_tolerance: { county: { pass1: [\"total\", \"hhgq\"] } } (default: the queries the pass names)"),
         ParamSpec("pass_tolerance", "number", "how far a later estimation pass may move earlier passes' answers "
                   "(production: 1/10)", low=Fraction(0)),
+        ParamSpec("pass_tolerance_type", "choice", "const: later passes hold earlier answers within pass_tolerance; "
+                  "opt_tol: within the LP-optimal tolerance plus pass_tolerance (production's opt_tol, opt_tol_slack)",
+                  choices=("const", "opt_tol")),
         ParamSpec("structural_zeros", "block", "cells that must be 0 everywhere, e.g. { nurse_nva_0: { hhgq: [3]  "
                   "votingage: [0] } }; data with a record there is rejected"),
         ParamSpec("constraints", "block", "bounds on persons per block from a second table, e.g. { hhgq_total_lb_ub: "
