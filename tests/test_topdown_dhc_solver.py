@@ -69,3 +69,168 @@ def test_later_pass_holds_the_first_within_the_optimal_tolerance_plus_slack(opt_
     # without the hold the detailed fit would move the totals further than the tolerance
     free = postprocess.solve_qp(postprocess.build_node_qp(_only_detailed(task), [DETAILED], variables))[0]
     assert np.max(np.abs(_totals(free, vc, 3) - _totals(first, vc, 3))) > 0.5
+
+
+# --- the failsafe ------------------------------------------------------------------------------
+
+# minimal schema [a]: the kept marginal adds over a, i.e. it is b (cell % 2)
+KEEP_B = postprocess.Failsafe(np.arange(4, dtype=np.int64) % 2, 2)
+A_OF_CELL = np.arange(4, dtype=np.int64) // 2
+
+
+def _a_targets(targets):
+    """Each child's a-margin held exactly (an equality target, as equal_to makes them)."""
+    targets = np.asarray(targets, dtype=np.int64)
+    return GroupConstraint("equal_to product", A_OF_CELL, 2, np.arange(len(targets), dtype=np.int64), targets)
+
+
+def test_failsafe_relaxes_the_children_sums_and_keeps_the_minimal_schema_sums():
+    parent = np.array([4, 3, 2, 1])  # a=0: 7, a=1: 3; b=0: 6, b=1: 4
+    targets = [[2, 2], [2, 2], [2, 0]]  # a=1 totals 4: no split of the parent meets them
+    task = _task(parent, [4, 4, 2], [[1, 1, 1, 1], [1, 1, 1, 1], [1, 1, 0, 0]], [_a_targets(targets)])
+    with pytest.raises(postprocess.NodeError, match="no nonnegative split|cannot be met|rounding"):
+        postprocess.solve_node(task, [TOTAL, DETAILED])
+    result = postprocess.solve_node(attrs.evolve(task, failsafe=KEEP_B), [TOTAL, DETAILED])
+    assert result.relaxed and result.failsafe
+    counts = np.zeros((3, 4), dtype=np.int64)
+    np.add.at(counts, (result.child, result.cell), result.count)
+    # the equality targets hold exactly, the b sums (the marginal over the non-minimal schema) too
+    assert np.array_equal(np.stack([counts[:, A_OF_CELL == g].sum(axis=1) for g in (0, 1)], axis=1), targets)
+    assert counts[:, 0::2].sum() == 6 and counts[:, 1::2].sum() == 4
+    # the cells no longer add up to the parent's: by exactly the least slack (|3 - 4| + |7 - 6|)
+    assert np.abs(counts.sum(axis=0) - parent).sum() == 2
+    assert counts.min() >= 0
+
+
+def test_a_node_without_a_solution_even_after_the_failsafe_is_a_failsafe_error():
+    parent = np.array([4, 3, 2, 1])
+    targets = [[3, 2], [3, 2], [2, 0]]  # 12 persons held where the parent has 10
+    task = _task(parent, [5, 5, 2], [[1, 1, 1, 1]] * 3, [_a_targets(targets)])
+    with pytest.raises(postprocess.FailsafeError, match="relaxed over the minimal schema"):
+        postprocess.solve_node(attrs.evolve(task, failsafe=KEEP_B), [TOTAL, DETAILED])
+
+
+def test_the_top_node_is_never_relaxed():
+    task = attrs.evolve(_task([4, 3, 2, 1], [4, 4, 2], [[1, 1, 1, 1]] * 3, [_a_targets([[2, 2], [2, 2], [2, 0]])]),
+                        parent=None, failsafe=KEEP_B)
+    task = attrs.evolve(task, constraints=(GroupConstraint("x", A_OF_CELL, 2, np.zeros(3, dtype=np.int64),
+                                                           np.array([[-1, 2]])),))
+    with pytest.raises(postprocess.NodeError) as info:
+        postprocess.solve_node(task, [TOTAL, DETAILED])
+    assert not isinstance(info.value, postprocess.FailsafeError)
+
+
+# --- the failsafe in a run ---------------------------------------------------------------------
+
+
+def _run_forcing_one_node(monkeypatch, fail_relaxed: bool):
+    """A small run whose first tract node is made to fail its exact solve (as an inconsistent
+    product would make it), so the run must take the failsafe there."""
+    from dpspec.errors import MechanismError
+    from dpspec_topdown.engine import run_topdown
+    from dpspec_topdown.synthetic import (LEVELS, PL94_VARIABLES, PRODUCTION_LEVEL_SHARES, PRODUCTION_RHO,
+                                          generate_population, pl94_strategy)
+
+    exact, relaxed = postprocess._solve_node, postprocess.solve_relaxed
+    forced = []
+
+    def failing(task, queries, solver, plan):
+        if task.n_children > 1 and task.parent is not None and not forced and task.n_children < 20:
+            forced.append(task.key)
+            raise MechanismError("no nonnegative split (forced by the test)")
+        return exact(task, queries, solver, plan)
+
+    def relaxed_or_fail(task, queries, why=""):
+        if fail_relaxed:
+            raise postprocess.FailsafeError(task.key, "no solution even with the children sums relaxed (forced)")
+        return relaxed(task, queries, why)
+
+    monkeypatch.setattr(postprocess, "_solve_node", failing)
+    monkeypatch.setattr(postprocess, "solve_relaxed", relaxed_or_fail)
+    persons = generate_population(1500, 60, seed=3)
+    shares = PRODUCTION_LEVEL_SHARES
+    result = run_topdown(persons, ["nation"] + LEVELS, PL94_VARIABLES, pl94_strategy(tuple(shares)), PRODUCTION_RHO,
+                         shares, "hamming", [("state", ())], np.random.default_rng(0), workers=1,
+                         failsafe=["hhgq"])
+    return result, persons, forced
+
+
+def test_a_run_takes_the_failsafe_and_re_adds_the_levels_above(monkeypatch):
+    result, persons, forced = _run_forcing_one_node(monkeypatch, fail_relaxed=False)
+    assert forced
+    assert sum(t.get("relaxed_nodes", 0) for t in result.timings["levels"].values()) == 1
+    assert len(result.microdata) == len(persons)  # the state total (an invariant) still holds
+    # every level adds up (the run verifies it too): the level above the relaxed node was re-added
+    from dpspec_topdown.histogram import aggregate
+    hist, hier = result.histograms, result.hierarchy
+    for k in range(1, len(hier.levels)):
+        up = aggregate(hist[hier.names[k]], hier.levels[k].parent, hier.levels[k - 1].n_units)
+        assert (up != hist[hier.names[k - 1]]).nnz == 0
+
+
+def test_a_node_the_failsafe_cannot_save_stops_the_run_with_a_data_error(monkeypatch):
+    from dpspec.errors import DataError
+
+    with pytest.raises(DataError, match=r"TopDown cannot split the \w+ \S+ into its \w+ units"):
+        _run_forcing_one_node(monkeypatch, fail_relaxed=True)
+
+
+def test_failsafe_names_histogram_variables():
+    from dpspec.errors import SpecError
+    from dpspec_topdown.engine import _failsafe
+    from dpspec_topdown.histogram import Schema
+
+    schema = Schema.from_variables({"a": [0, 1], "b": [0, 1]})
+    fs = _failsafe(["a"], schema)
+    assert np.array_equal(fs.groups, np.arange(4) % 2) and fs.n_groups == 2
+    with pytest.raises(SpecError, match="minimal_schema names 'c'"):
+        _failsafe(["c"], schema)
+
+
+# --- the settings in a spec --------------------------------------------------------------------
+
+
+def _pl94(replace):
+    import os
+
+    from dpspec.language.parser import parse, read_source
+    from tests.conftest import SPECS
+
+    path = os.path.join(SPECS, "pl94_production_topdown.dps")
+    text = read_source(path)
+    for old, new in replace.items():
+        assert old in text, old
+        text = text.replace(old, new)
+    return parse(text, path)
+
+
+def test_spec_states_the_opt_tol_tolerance_and_the_failsafe():
+    from dpspec.check.checker import check
+    from dpspec_topdown.plugin import _failsafe, _passes
+
+    spec = _pl94({"  pass_tolerance: 0.1\n": "  pass_tolerance: 0.1\n  pass_tolerance_type: opt_tol\n"
+                                             "  failsafe: {\n    minimal_schema: [hhgq]\n  }\n"})
+    params = check(spec).params
+    assert _failsafe(params) == ["hhgq"]
+    passes = _passes(params, ["hhgq", "votingage", "hispanic", "cenrace"])
+    assert {p["tolerance_type"] for p in passes.values()} == {"opt_tol"}
+
+
+def test_a_failsafe_naming_no_histogram_variable_is_a_located_spec_error():
+    from dpspec.check.checker import check
+    from dpspec.errors import SpecError
+
+    spec = _pl94({"  pass_tolerance: 0.1\n": "  pass_tolerance: 0.1\n  failsafe: {\n    minimal_schema: [gqtype]\n  }\n"})
+    with pytest.raises(SpecError) as info:
+        check(spec)
+    found = [d for d in info.value.diagnostics if "minimal_schema names gqtype" in d.message]
+    assert found and found[0].line is not None
+
+
+def test_an_unknown_tolerance_type_is_a_spec_error():
+    from dpspec.check.checker import check
+    from dpspec.errors import SpecError
+
+    spec = _pl94({"  pass_tolerance: 0.1\n": "  pass_tolerance: 0.1\n  pass_tolerance_type: optimal\n"})
+    with pytest.raises(SpecError, match="opt_tol"):
+        check(spec)

@@ -36,7 +36,7 @@ from .multipass import pass_plan
 from .node_noise import LevelNoise, NodeNoise, add_class_noise
 from .spine import (BYPASSED, bypass_classes, check_budget_per_person, class_share, group_sum, split_by_signature,
                     split_geography, unit_groups)
-from .postprocess import (BoundConstraint, GroupConstraint, MeasuredQuery, NodeError, NodeTask,
+from .postprocess import (BoundConstraint, Failsafe, FailsafeError, GroupConstraint, MeasuredQuery, NodeError, NodeTask,
                           default_workers, make_pool, solve_level, solve_node, task_size)
 
 _PARALLEL_MIN_SIZE = 20_000  # children x active cells in a level below which a pool costs more
@@ -96,7 +96,7 @@ def run_topdown(persons: pd.DataFrame, levels: Sequence[str], variables: Mapping
                 structural_zeros: Mapping[str, Mapping[str, Sequence]] | None = None,
                 bounds: Sequence[tuple] = (), engine=None, aian: tuple[str, str] | None = None,
                 bypass: Sequence[str] = (), gq_signature: pd.Series | None = None,
-                equalities: Sequence[tuple] = ()) -> TopDownResult:
+                equalities: Sequence[tuple] = (), failsafe: Sequence[str] | None = None) -> TopDownResult:
     """Run TopDown on person records; see the module docstring for the semantics.
 
     ``levels`` lists the geography columns top first (a leading name that is not a column is
@@ -133,6 +133,10 @@ def run_topdown(persons: pd.DataFrame, levels: Sequence[str], variables: Mapping
     ``equalities`` are ``(name, query, counts)``: the release's marginal ``query`` must equal an
     already released product at every finest unit (equality.py); ``counts`` is that product
     counted by (finest level, query factors) as `count`.
+    ``failsafe`` names the minimal schema's variables: a node without a solution is solved again
+    with its children sums relaxed (postprocess.solve_relaxed, production's backup_feas), and
+    the levels above it are then re-added from its children; a node without a solution even
+    then is a DataError naming the level and the parent unit.
     """
     t_run = time.perf_counter()
     schema = Schema.from_variables(variables).with_recodes(recodes)
@@ -159,6 +163,7 @@ def run_topdown(persons: pd.DataFrame, levels: Sequence[str], variables: Mapping
     classes = _budget_classes(hier, alloc, bypass)
     zero_cells = _structural_zeros(structural_zeros or {}, schema, cells, weights, tallies, hier)
     plans = {lv: pass_plan(lv, spec_, schema, alloc) for lv, spec_ in (passes or {}).items()}
+    backup = _failsafe(failsafe, schema)
 
     n_cells = schema.n_cells
     last = len(hier.levels) - 1
@@ -205,6 +210,8 @@ def run_topdown(persons: pd.DataFrame, levels: Sequence[str], variables: Mapping
                 tasks = _with_bounds(tasks, k, prev, hier, level_bounds)
             if equal:
                 tasks = _with_equalities(tasks, k, prev, hier, schema, equal)
+            if backup is not None and prev is not None:  # the top node has no parent sums to relax
+                tasks = [attrs.evolve(t, failsafe=backup) for t in tasks]
             queries = [MeasuredQuery(qb.name, schema.groups(qb.query), schema.marginal_size(qb.query),
                                      1.0 / float(qb.sigma2))
                        for qb in alloc.for_level(names[k])]
@@ -229,9 +236,14 @@ def run_topdown(persons: pd.DataFrame, levels: Sequence[str], variables: Mapping
                 parent = hier.levels[prev] if prev is not None else None
                 where = ("the whole level" if parent is None else f"the {parent.name}" if parent.implicit
                          else f"the {parent.name} {parent.codes[exc.key]!s}")
-                raise MechanismError(f"TopDown cannot split {where} into its {names[k]} units: {exc}") from None
+                error = DataError if isinstance(exc, FailsafeError) else MechanismError
+                raise error(f"TopDown cannot split {where} into its {names[k]} units: {exc}") from None
             wall = time.perf_counter() - t0
             protected[k] = _assemble(tasks, results, hier.levels[k].n_units, n_cells, k, prev, hier)
+            if any(r.relaxed for r in results):  # the failsafe ran: the levels above are re-added
+                for j in list(protected):
+                    if j < k:
+                        protected[j] = aggregate(protected[k], hier.ancestor(k, j), hier.levels[j].n_units)
             if any(t.noise is not None for t in tasks):  # the nodes drew the level's noise
                 noise_plans[names[k]] = _noise_plan(tasks, results, k, prev, hier)
                 timings["levels"][names[k]]["noise_seconds"] = sum(r.noise_seconds for r in results)
@@ -245,6 +257,7 @@ def run_topdown(persons: pd.DataFrame, levels: Sequence[str], variables: Mapping
                 "qp_capped_nodes": sum(not r.qp_optimal for r in results),
                 "qp_highs_fallback_nodes": sum(r.qp_solver != "clarabel" for r in results),
                 "failsafe_nodes": sum(r.failsafe for r in results),
+                "relaxed_nodes": sum(r.relaxed for r in results),
                 "estimation_passes": plans[names[k]].n_estimation if names[k] in plans else 1,
                 "rounding_passes": plans[names[k]].n_rounding if names[k] in plans else 1,
                 "outer_passes": len(plans[names[k]].outer) if names[k] in plans else 0,
@@ -323,6 +336,18 @@ def _code(codes, index: int):
         return "all"
     code = codes[index]
     return code.item() if isinstance(code, np.generic) else code
+
+
+def _failsafe(variables: Sequence[str] | None, schema: Schema) -> Failsafe | None:
+    """The failsafe's kept marginal: the one adding over the minimal schema's variables."""
+    if not variables:
+        return None
+    bad = [v for v in variables if v not in schema.names]
+    if bad:
+        raise SpecError(f"failsafe: minimal_schema names {', '.join(map(repr, bad))}, not histogram variables "
+                        f"(known: {', '.join(schema.names)})")
+    kept = schema.canonical(tuple(v for v in schema.names if v not in variables))
+    return Failsafe(schema.groups(kept), schema.marginal_size(kept))
 
 
 def _solve_item(key, task: NodeTask, rng, queries, plan):

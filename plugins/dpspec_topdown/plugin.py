@@ -299,6 +299,29 @@ def _equalities(spec: ir.Spec, params: dict) -> list[dict]:
     return out
 
 
+def _failsafe(params: dict) -> list[str] | None:
+    """``failsafe: { minimal_schema: [hhgq] }``: the minimal schema's variables (production's
+    `minimalSchema`, person_default.ini:81), or None when the spec asks for no failsafe."""
+    block = params.get("failsafe")
+    if block is None:
+        return None
+    loc = (None, None)
+    fields = {}
+    if isinstance(block, ir.ParamBlock):
+        fields = {q.name: q for q in block.params}
+        first = block.params[0] if block.params else None
+        loc = (first.loc.line, first.loc.column) if first is not None and first.loc else loc
+    if set(fields) != {"minimal_schema"}:
+        raise SpecError(Diagnostic("failsafe: expected { minimal_schema: [VARIABLE, ...] }", *loc))
+    value = fields["minimal_schema"].value
+    names = [str(v) for v in (value if isinstance(value, tuple) else (value,))]
+    bad = [n for n in names if n not in params["variables"]]
+    if bad or not names:
+        raise SpecError(Diagnostic(f"failsafe: minimal_schema names {', '.join(bad) or 'nothing'}; it needs histogram "
+                                   f"variables (known: {', '.join(params['variables'])})", *loc))
+    return names
+
+
 def _split_levels(spec: ir.Spec, spine: dict) -> list[str]:
     """The geography levels the spine splits, top first."""
     geo = list(spec.domain.geography.levels)
@@ -414,6 +437,8 @@ class TopDown(Mechanism):
                   "AIAN areas (COLUMN: 1 inside), measured separately; the state invariant holds on the parts' sum"),
         ParamSpec("equal_to", "block", "hold the release to a product already released: { pl94: { table: T  query: "
                   "\"hhgq * votingage\" } } keeps that marginal equal to T's at every finest unit (T declared public)"),
+        ParamSpec("failsafe", "block", "production's failsafe: { minimal_schema: [hhgq] } re-solves a node that has no "
+                  "solution with its children sums relaxed, the sums over the other variables kept exact"),
         ParamSpec("workers", "int", "solver processes (default: all cores)", low=Fraction(1), high=Fraction(256)),
     ))
     outputs = {
@@ -459,6 +484,7 @@ class TopDown(Mechanism):
             facility_constraints(spec, params, _bound_categories(spec, params))
             problems.extend(_split_invariant_problems(spec, params, _spine(spec, params)))
             _equalities(spec, params)
+            _failsafe(params)
             for level, plan in _passes(params, list(schema.names)).items():
                 if level not in params["levels"]:
                     raise SpecError(f"estimation/rounding passes name level '{level}', which has no budget share")
@@ -576,6 +602,7 @@ class TopDown(Mechanism):
             bypass=spine.get("bypass", ()), gq_signature=_gq_signature(spine, data, engine),
             equalities=[(e["name"], e["query"], table_counts(data[e["table"]], [e["finest"], *e["query"]], engine))
                         for e in _equalities(spec, params)],
+            failsafe=_failsafe(params),
         )
         categories = {}  # the same codes as the input, so invariants compare exactly
         for col in [*spec.domain.geography.levels, *variables]:

@@ -72,6 +72,16 @@ class BoundConstraint:
 
 
 @attrs.frozen
+class Failsafe:
+    """Production's backup feasibility (optimizer.py:827-910): the marginal that adds over the
+    minimal schema's variables, whose parent sums the relaxed solve still keeps exactly."""
+
+    groups: np.ndarray  # (n_cells,) group of every cell in that marginal
+    n_groups: int
+    obj_slack: float = 1.0  # the total slack may exceed its minimum by this (optimizer.py:899)
+
+
+@attrs.frozen
 class NodeTask:
     """Everything one node's solve needs (picklable, no shared state)."""
 
@@ -88,6 +98,7 @@ class NodeTask:
     # the optimized spine (spine.py): each child's weight relative to the level's (its budget over
     # the level's share; 0 for a bypassed child, which is not measured); None: all 1
     child_scale: np.ndarray | None = None
+    failsafe: Failsafe | None = None  # relax the children sums when the node has no solution
 
 
 @attrs.frozen
@@ -107,6 +118,7 @@ class NodeResult:
     failsafe: bool = False  # a later pass had no solution: the node was redone in one pass
     noise_positions: np.ndarray | None = None  # (n_queries,) uint64: where each query's draws began
     noise_seconds: float = 0.0  # drawing the node's noise (when the node drew it)
+    relaxed: bool = False  # production's failsafe ran: the children need not add up to the parent
 
 
 def _peak_rss_mb() -> float:
@@ -220,10 +232,12 @@ def _sum_rows(keys, n_keys):
 # --- one node ---------------------------------------------------------------------------------
 
 
-def _node_variables(task: NodeTask):
-    """(cells, vc, va, vcell): the active parent cells and every free variable's child and cell."""
+def _node_variables(task: NodeTask, cells: np.ndarray | None = None):
+    """(cells, vc, va, vcell): the active parent cells (or ``cells``) and every free variable's
+    child and cell."""
     nc, ncell = task.n_children, task.n_cells
-    cells = np.flatnonzero(task.parent > 0) if task.parent is not None else np.arange(ncell)
+    if cells is None:
+        cells = np.flatnonzero(task.parent > 0) if task.parent is not None else np.arange(ncell)
     free = np.ones((nc, cells.size), dtype=bool)
     for con in task.constraints:
         zero = con.target[:, con.groups[cells]] == 0  # (n_sets, n_active)
@@ -322,6 +336,11 @@ class NodeError(MechanismError):
         return str(self.args[1])
 
 
+class FailsafeError(NodeError):
+    """A node without a solution even after production's failsafe: the data (or a released
+    product they are held to) contradict the constraints there."""
+
+
 def solve_node(task: NodeTask, queries: Sequence[MeasuredQuery], solver: str = "clarabel",
                plan=None) -> NodeResult:
     """Nonnegative integer children histograms: WLS fit to the noisy answers, then rounding.
@@ -331,12 +350,83 @@ def solve_node(task: NodeTask, queries: Sequence[MeasuredQuery], solver: str = "
     noisy answers first (node_noise), so they exist only while this node is solved."""
     try:
         task, positions, seconds = node_inputs(task, queries)
-        result = _solve_node(task, queries, solver, plan)
+        try:
+            result = _solve_node(task, queries, solver, plan)
+        except MechanismError as exc:
+            # production's failsafe: not at the top node (it has no parent to relax) and not in
+            # interleaved passes (sequential_optimizers.py:198-200, 343-344)
+            if task.failsafe is None or task.parent is None or (plan is not None and plan.outer):
+                raise
+            result = solve_relaxed(task, queries, str(exc))
         return result if positions is None else attrs.evolve(result, noise_positions=positions, noise_seconds=seconds)
     except NodeError:
         raise
     except MechanismError as exc:
         raise NodeError(task.key, str(exc)) from None
+
+
+def solve_relaxed(task: NodeTask, queries: Sequence[MeasuredQuery], why: str = "") -> NodeResult:
+    """Production's backup feasibility (optimizer.py:407-458, 586-640, 827-910): the node again
+    with the children-sum constraints relaxed. Cells are in play wherever the parent's marginal
+    over the non-minimal-schema variables is positive; a linear program finds the smallest total
+    slack sum |parent cell - sum of children| while that marginal's sums stay exact and every
+    invariant, bound and equality target holds; the least squares then keeps the total slack
+    within that minimum plus ``obj_slack``; the rounding keeps the marginal's sums exactly and
+    each child's total within floor/ceil of its fit. FailsafeError if it has no solution either."""
+    t_start = time.perf_counter()
+    fs = task.failsafe
+    parent = np.asarray(task.parent, dtype=np.int64)
+    target = np.bincount(fs.groups, weights=parent, minlength=fs.n_groups)
+    cells = np.flatnonzero(target[fs.groups] > 0)
+    loose = attrs.evolve(task, parent=None)
+    cells, vc, va, vcell = variables = _node_variables(loose, cells)
+    n_x, nc = vc.size, task.n_children
+
+    def fail(what):
+        return FailsafeError(task.key, f"no solution even with the children sums relaxed over the minimal schema "
+                                       f"({what}; the exact solve said: {why})")
+
+    if n_x == 0:
+        raise fail("every cell in play is forced to 0")
+    base = build_node_qp(loose, queries, variables)
+    n_s = 2 * cells.size  # slack above and below each parent cell in play
+    n_var = base.n_var + n_s
+    sp_cols = base.n_var + np.arange(cells.size)
+    sm_cols = sp_cols + cells.size
+    rows = _Rows()
+    # sum of children + s+ - s- = parent cell
+    rows.add(np.concatenate([va, np.arange(cells.size), np.arange(cells.size)]),
+             np.concatenate([np.arange(n_x), sp_cols, sm_cols]),
+             np.concatenate([np.ones(n_x), np.ones(cells.size), -np.ones(cells.size)]),
+             parent[cells], parent[cells])
+    local, present = _sum_rows(fs.groups[vcell], fs.n_groups)  # the minimal schema's sums stay exact
+    rows.add(local, np.arange(n_x), 1.0, target[present], target[present])
+    extra, lo_e, hi_e = rows.matrix(n_var)
+    a = sp.vstack([sp.hstack([base.a, sp.csc_matrix((base.a.shape[0], n_s))]), extra]).tocsc()
+    lo, hi = np.concatenate([base.lo, lo_e]), np.concatenate([base.hi, hi_e])
+    lower, upper = np.zeros(n_var), np.full(n_var, _INF)
+    slack_cost = np.zeros(n_var)
+    slack_cost[base.n_var:] = 1.0
+    status, sol, lp_seconds = _highs(slack_cost, lower, upper, a, lo, hi)
+    if sol is None:
+        raise fail(f"the least-slack linear program says {status}")
+    least = float(sol[base.n_var:].sum())
+    a = sp.vstack([a, sp.csc_matrix(slack_cost[None, :])]).tocsc()
+    problem = NodeQP(hess=np.concatenate([base.hess, np.zeros(n_s)]), cost=np.concatenate([base.cost, np.zeros(n_s)]),
+                     lower=lower, upper=upper, a=a, lo=np.append(lo, -_INF), hi=np.append(hi, least + fs.obj_slack),
+                     n_x=n_x)
+    x, optimal, qp_seconds, used, status = solve_qp(problem)
+    if x is None:
+        raise fail(f"the least squares says {status}")
+    xstar = np.maximum(x[:n_x], 0.0)
+    margin = (fs.groups[vcell], fs.n_groups, target.astype(np.float64), target.astype(np.float64))
+    counts, round_seconds, used_milp = _round(loose, xstar, va, vc, vcell, cells, margins=(margin,), fail=False)
+    if counts is None:
+        raise fail("the rounding has no integer solution")
+    keep = counts > 0
+    return NodeResult(task.key, vc[keep].astype(np.int64), vcell[keep].astype(np.int64), counts[keep].astype(np.int64),
+                      qp_seconds + lp_seconds, round_seconds, time.perf_counter() - t_start, int(problem.n_var),
+                      used_milp, optimal, _peak_rss_mb(), used, True, relaxed=True)
 
 
 def node_inputs(task: NodeTask, queries: Sequence[MeasuredQuery]) -> tuple[NodeTask, np.ndarray | None, float]:
