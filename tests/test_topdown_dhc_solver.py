@@ -234,3 +234,45 @@ def test_an_unknown_tolerance_type_is_a_spec_error():
     spec = _pl94({"  pass_tolerance: 0.1\n": "  pass_tolerance: 0.1\n  pass_tolerance_type: optimal\n"})
     with pytest.raises(SpecError, match="opt_tol"):
         check(spec)
+
+
+# --- joint histograms with a cross constraint --------------------------------------------------
+
+
+def _counts(result, n_children, n_cells):
+    out = np.zeros((n_children, n_cells), dtype=np.int64)
+    np.add.at(out, (result.child, result.cell), result.count)
+    return out
+
+
+def test_joint_node_holds_households_equal_to_occupied_units_at_every_child():
+    from dpspec_topdown.joint import CrossConstraint, solve_joint_node
+
+    households = _task([9, 7, 5, 3], [10, 6, 12], [[4, 3, 2, 1], [3, 1, 2, 0], [2, 4, 1, 3]])
+    # units: cell 0 occupied, cell 1 vacant; 24 occupied units = 24 households in the parent
+    units = NodeTask(key=0, n_children=3, n_cells=2, parent=np.array([24, 5]),
+                     measurements=(np.array([[5, 1], [9, 2], [7, 2]]),), constraints=())
+    unit_detail = MeasuredQuery("detailed", np.arange(2, dtype=np.int64), 2, 1.0)
+    h1 = CrossConstraint("h1", np.zeros(4, dtype=np.int64), np.array([0, -1]), 1)
+    res_h, res_u = solve_joint_node(households, [TOTAL, DETAILED], units, [unit_detail], [h1])
+    h, u = _counts(res_h, 3, 4), _counts(res_u, 3, 2)
+    assert np.array_equal(h.sum(axis=0), [9, 7, 5, 3]) and np.array_equal(u.sum(axis=0), [24, 5])
+    assert np.array_equal(h.sum(axis=1), u[:, 0])  # the tie, child by child
+    assert h.min() >= 0 and u.min() >= 0
+    # solved apart, the two tables disagree somewhere: the tie is what holds them together
+    alone_h = _counts(postprocess.solve_node(households, [TOTAL, DETAILED]), 3, 4)
+    alone_u = _counts(postprocess.solve_node(units, [unit_detail]), 3, 2)
+    assert not np.array_equal(alone_h.sum(axis=1), alone_u[:, 0])
+
+
+def test_joint_node_without_a_solution_is_a_mechanism_error():
+    from dpspec.errors import MechanismError
+    from dpspec_topdown.joint import CrossConstraint, solve_joint_node
+
+    households = _task([9, 7, 5, 3], [10, 6, 12], [[4, 3, 2, 1]] * 3)
+    units = NodeTask(key=0, n_children=3, n_cells=2, parent=np.array([20, 5]),  # 20 occupied, 24 households
+                     measurements=(np.array([[5, 1], [9, 2], [7, 2]]),), constraints=())
+    h1 = CrossConstraint("h1", np.zeros(4, dtype=np.int64), np.array([0, -1]), 1)
+    with pytest.raises(MechanismError, match="cross constraints \\(h1\\)"):
+        solve_joint_node(households, [TOTAL, DETAILED], units,
+                         [MeasuredQuery("detailed", np.arange(2, dtype=np.int64), 2, 1.0)], [h1])

@@ -1,0 +1,125 @@
+"""Two histograms solved jointly at a node, tied by cross constraints (production's stacked
+histograms: DHC households and housing units, optimizer.py:395-400 and 920-927).
+
+Why jointly: the households histogram and the units histogram are estimated from separate
+noisy measurements, but a cross constraint (the DHCH `h1` tie: households = occupied units)
+must hold exactly at every geounit. Fitting them apart and reconciling later would move one
+side away from its own measurements for no reason; one least-squares problem per node lets
+both measurements pull on the shared total.
+
+The least squares is one QP: the two tables' problems side by side (each built by
+``postprocess.build_node_qp``, so sparsity is unchanged: only active cells of each table are
+variables) plus one row per (child, group) of every cross constraint,
+``sum(left cells) - sum(right cells) = 0``. The rounding is done table by table: the first
+table is rounded with each cross constraint's left side kept within floor/ceil of its fit,
+then the second with the right side fixed to those integers (its fit equals the left side's,
+so the integers are within its own floor/ceil). Production rounds the stacked histograms in one
+problem; the two-step rounding is ours and keeps the same constraints exactly.
+"""
+from __future__ import annotations
+
+import time
+from typing import Sequence
+
+import attrs
+import numpy as np
+import scipy.sparse as sp
+
+from dpspec.api import MechanismError
+
+from . import postprocess
+from .postprocess import _INT_TOL, NodeQP, NodeTask, _node_variables, _Rows, _sum_rows
+
+
+@attrs.frozen
+class CrossConstraint:
+    """At every child and group g: sum of the left table's cells in g = sum of the right's."""
+
+    name: str
+    left: np.ndarray  # (n_cells of the left table,) group of every cell, -1 outside the side
+    right: np.ndarray  # (n_cells of the right table,) group of every cell, -1 outside the side
+    n_groups: int
+
+
+def _side(groups, vc, vcell, n_groups):
+    """(variables on the side, their (child, group) keys)."""
+    g = groups[vcell]
+    use = np.flatnonzero(g >= 0)
+    return use, vc[use] * n_groups + g[use]
+
+
+def joint_qp(task_a: NodeTask, queries_a, task_b: NodeTask, queries_b, cross: Sequence[CrossConstraint],
+             variables_a=None, variables_b=None) -> tuple[NodeQP, int]:
+    """(problem, offset): one QP, both tables' fits side by side (the second table's variables
+    from ``offset`` on), tied by the cross constraints' rows."""
+    va_ = variables_a if variables_a is not None else _node_variables(task_a)
+    vb_ = variables_b if variables_b is not None else _node_variables(task_b)
+    pa = postprocess.build_node_qp(task_a, queries_a, va_)
+    pb = postprocess.build_node_qp(task_b, queries_b, vb_)
+    n = pa.n_var + pb.n_var
+    rows = _Rows()
+    for c in cross:
+        ua, ka = _side(c.left, va_[1], va_[3], c.n_groups)
+        ub, kb = _side(c.right, vb_[1], vb_[3], c.n_groups)
+        keys = np.concatenate([ka, kb])
+        local, present = _sum_rows(keys, task_a.n_children * c.n_groups)
+        rows.add(local, np.concatenate([ua, pa.n_var + ub]),
+                 np.concatenate([np.ones(ua.size), -np.ones(ub.size)]), np.zeros(present.size), np.zeros(present.size))
+    a_c, lo_c, hi_c = rows.matrix(n)
+    a = sp.vstack([sp.block_diag([pa.a, pb.a], format="csc"), a_c]).tocsc()
+    return NodeQP(hess=np.concatenate([pa.hess, pb.hess]), cost=np.concatenate([pa.cost, pb.cost]),
+                  lower=np.concatenate([pa.lower, pb.lower]), upper=np.concatenate([pa.upper, pb.upper]),
+                  a=a, lo=np.concatenate([pa.lo, pb.lo, lo_c]), hi=np.concatenate([pa.hi, pb.hi, hi_c]),
+                  n_x=pa.n_x), pa.n_var
+
+
+def solve_joint_node(task_a: NodeTask, queries_a, task_b: NodeTask, queries_b,
+                     cross: Sequence[CrossConstraint]) -> tuple:
+    """(result_a, result_b): both tables' integer children histograms (NodeResult each), every
+    constraint of each table and every cross constraint exact. MechanismError if none exists."""
+    if task_a.n_children != task_b.n_children:
+        raise MechanismError(f"joint node {task_a.key}: the two tables have different children")
+    t0 = time.perf_counter()
+    var_a, var_b = _node_variables(task_a), _node_variables(task_b)
+    for task, (cells, vc, va, vcell) in ((task_a, var_a), (task_b, var_b)):
+        if task.parent is not None:
+            postprocess._check_cells_coverable(task, cells, va)
+    problem, offset = joint_qp(task_a, queries_a, task_b, queries_b, cross, var_a, var_b)
+    x, optimal, qp_seconds, used, status = postprocess.solve_qp(problem)
+    if x is None:
+        raise MechanismError(f"joint node {task_a.key}: no split of the parents' histograms meets the constraints "
+                             f"and the cross constraints ({', '.join(c.name for c in cross)}): {status}")
+    xa = np.maximum(x[:var_a[1].size], 0.0)
+    xb = np.maximum(x[offset:offset + var_b[1].size], 0.0)
+    # first table: each cross constraint's left side within floor/ceil of its fit
+    margins_a = []
+    sides = []
+    for c in cross:
+        ua, ka = _side(c.left, var_a[1], var_a[3], c.n_groups)
+        n_keys = task_a.n_children * c.n_groups + 1
+        key = np.full(var_a[1].size, n_keys - 1, dtype=np.int64)  # off the side: a spare key, unbounded
+        key[ua] = ka
+        fit = np.bincount(key, weights=xa, minlength=n_keys)
+        lo = np.append(np.floor(fit[:-1] + _INT_TOL), -np.inf)
+        hi = np.append(np.ceil(fit[:-1] - _INT_TOL), np.inf)
+        margins_a.append((key, n_keys, lo, hi))
+        sides.append(key)
+    counts_a, sec_a, milp_a = postprocess._round(task_a, xa, var_a[2], var_a[1], var_a[3], var_a[0], margins=tuple(margins_a))
+    margins_b = []
+    for c, key_a in zip(cross, sides):
+        n_keys = task_a.n_children * c.n_groups + 1
+        got = np.bincount(key_a, weights=counts_a, minlength=n_keys).astype(np.float64)
+        ub, kb = _side(c.right, var_b[1], var_b[3], c.n_groups)
+        key = np.full(var_b[1].size, n_keys - 1, dtype=np.int64)
+        key[ub] = kb
+        margins_b.append((key, n_keys, np.append(got[:-1], -np.inf), np.append(got[:-1], np.inf)))
+    counts_b, sec_b, milp_b = postprocess._round(task_b, xb, var_b[2], var_b[1], var_b[3], var_b[0], margins=tuple(margins_b))
+    wall = time.perf_counter() - t0
+    out = []
+    for task, (cells, vc, va, vcell), counts, milp in ((task_a, var_a, counts_a, milp_a), (task_b, var_b, counts_b, milp_b)):
+        keep = counts > 0
+        out.append(postprocess.NodeResult(task.key, vc[keep].astype(np.int64), vcell[keep].astype(np.int64),
+                                          counts[keep].astype(np.int64), qp_seconds, sec_a + sec_b,
+                                          wall, int(problem.n_var), milp_a or milp_b, optimal,
+                                          postprocess._peak_rss_mb(), used))
+    return tuple(out)
