@@ -1,5 +1,7 @@
 """Production's DHC solver constructs on small hand-made nodes: the opt_tol pass tolerance,
 the failsafe over a minimal schema and joint histograms with a cross constraint."""
+from fractions import Fraction
+
 import attrs
 import numpy as np
 import pytest
@@ -276,3 +278,105 @@ def test_joint_node_without_a_solution_is_a_mechanism_error():
     with pytest.raises(MechanismError, match="cross constraints \\(h1\\)"):
         solve_joint_node(households, [TOTAL, DETAILED], units,
                          [MeasuredQuery("detailed", np.arange(2, dtype=np.int64), 2, 1.0)], [h1])
+
+
+JOINT_SPEC = """
+spec "households and housing units solved jointly"
+
+domain tiny "two tables on one geography" {
+  geography census { state > county > block }
+  table households unit household {
+    state  : category
+    county : category in state
+    block  : category in county
+    hhsize : {1, 2, 3}
+    tenure : {0, 1}
+  }
+  table units unit housing_unit {
+    state  : category
+    county : category in state
+    block  : category in county
+    vacs   : {0, 1, 2}
+  }
+}
+
+unit households : hamming
+premetric zcdp
+
+mechanism topdown {
+  table: households
+  variables: hhsize, tenure
+  rho: 1
+  levels: { state: 1/4  county: 1/4  block: 1/2 }
+  queries: { total: 1/4  detailed: 1/4 }
+  joint: {
+    units: {
+      table: units
+      variables: vacs
+      recodes: { occupancy: { of: vacs  occupied: [0]  vacant: [1, 2] } }
+      queries: { occupancy: 1/4  detailed: 1/4 }
+    }
+  }
+  cross_constraints: {
+    h1: {
+      left: "households: total"
+      right: "units: occupancy = occupied"
+    }
+  }
+}
+
+release {
+  microdata households
+}
+"""
+
+
+def _joint_spec(replace=None):
+    from dpspec.language.parser import parse
+
+    text = JOINT_SPEC
+    for old, new in (replace or {}).items():
+        assert old in text, old
+        text = text.replace(old, new)
+    return parse(text, "joint.dps")
+
+
+def test_joint_spec_checks_and_its_budget_lists_both_tables_queries():
+    from dpspec.check.checker import check
+    from dpspec_topdown.plugin import TopDown, _cross_constraints, _joint
+
+    spec = _joint_spec()
+    checked = check(spec)
+    params = checked.params
+    joint = _joint(spec, params)
+    assert [j["table"] for j in joint] == ["units"]
+    (h1,) = _cross_constraints(spec, params, joint)
+    assert h1["left"] == ("households", (), None) and h1["right"] == ("units", ("occupancy",), 0)
+    rows = TopDown().budget_breakdown(spec, params)["allocation"]
+    by = {(r["level"], r["query"]): r for r in rows}
+    assert by[("block", "units: occupancy")]["rho_exact"] == "1/8"  # 1 x 1/2 x 1/4, exact
+    assert by[("county", "detailed")]["rho_exact"] == "1/16"
+    total = sum(Fraction(r["rho_exact"]) for r in rows)
+    assert total == 1
+
+
+@pytest.mark.parametrize("replace, message", [
+    ({'right: "units: occupancy = occupied"': 'right: "persons: total"'},
+     "right side names table 'persons', which is not solved jointly"),
+    ({'right: "units: occupancy = occupied"': 'right: "units: occupancy"'},
+     "the left side has 1 groups and the right side 2"),
+    ({'right: "units: occupancy = occupied"': 'right: "units: occupancy = empty"'},
+     "'empty' is not a group of 'occupancy'"),
+    ({"queries: { occupancy: 1/4  detailed: 1/4 }": "queries: { occupancy: 1/4  detailed: 1/2 }"},
+     "shares must sum to exactly 1"),
+    ({"table: units\n": "table: households\n"}, "names table 'households', which must be a further table"),
+])
+def test_joint_misuse_is_a_located_spec_error(replace, message):
+    from dpspec.check.checker import check
+    from dpspec.errors import SpecError
+
+    with pytest.raises(SpecError) as info:
+        check(_joint_spec(replace))
+    assert message in str(info.value)
+    if "sum to exactly 1" not in message:
+        assert any(message in d.message and d.line is not None for d in info.value.diagnostics)

@@ -13,7 +13,7 @@ from fractions import Fraction
 
 from dpspec.api import Diagnostic, Mechanism, NativeFlavor, ParamSpec, ParameterSchema, Release, SpecError, ir, progress
 
-from .allocation import allocate
+from .allocation import allocate, query_name
 
 __version__ = "1.0.0"
 ROOT = "nation"
@@ -299,6 +299,146 @@ def _equalities(spec: ir.Spec, params: dict) -> list[dict]:
     return out
 
 
+JOINT_MARK = "@"  # a joint table's query keys in the allocation: ("@units", *factors)
+
+
+def _loc_of(p):
+    return (p.loc.line, p.loc.column) if p.loc else (None, None)
+
+
+def _joint(spec: ir.Spec, params: dict) -> list[dict]:
+    """``joint: { NAME: { table: T  variables: a, b  queries: {...}  recodes: {...} } }``: further
+    tables solved with the mechanism's table in one problem per node (joint.py). Each entry:
+    name, table, variables {name: categories}, schema, strategy {level: [(key, share)]}, loc."""
+    block = params.get("joint")
+    if block is None:
+        return []
+    if not isinstance(block, ir.ParamBlock):
+        raise SpecError("joint: expected a block such as { units: { table: units  variables: vacs  queries: { total: 1/4 } } }")
+    geo = spec.domain.geography.levels if spec.domain.geography else []
+    out, seen = [], {params["table"]}
+    for p in block.params:
+        loc = _loc_of(p)
+        fields = {q.name: q.value for q in p.value.params} if isinstance(p.value, ir.ParamBlock) else {}
+        missing = [f for f in ("table", "variables", "queries") if f not in fields]
+        unknown = sorted(set(fields) - {"table", "variables", "queries", "recodes"})
+        if missing or unknown:
+            what = f"missing {', '.join(missing)}" if missing else f"unknown field(s) {', '.join(unknown)}"
+            raise SpecError(Diagnostic(f"joint: '{p.name}': {what} (fields: table, variables, queries, recodes)", *loc))
+        table_name = str(fields["table"])
+        table = spec.domain.table(table_name)
+        if table is None or table_name in seen:
+            raise SpecError(Diagnostic(f"joint: '{p.name}' names table '{table_name}', which must be a further table of "
+                                       "the domain (not the mechanism's table, nor one already joint)", *loc))
+        seen.add(table_name)
+        lacking = [lv for lv in geo if table.column(lv) is None]
+        if lacking:
+            raise SpecError(Diagnostic(f"joint: table '{table_name}' has no column for geography level(s) "
+                                       f"{', '.join(lacking)}: a joint table lives on the same geography", *loc))
+        raw = fields["variables"]
+        names = [str(v) for v in (raw if isinstance(raw, tuple) else (raw,))]
+        sub = {"table": table_name, "variables": names, "recodes": fields.get("recodes"), "queries": fields["queries"]}
+        for name in names:
+            col = table.column(name)
+            if col is None or col.type.kind not in ("enum", "bool", "int") or name in geo:
+                raise SpecError(Diagnostic(f"joint: '{p.name}': '{name}' must be a column of '{table_name}' with a "
+                                           "declared value set (enumerated, bool or int range)", *loc))
+        try:
+            variables = _variables(spec, sub)
+            schema = _schema(spec, sub)
+            if not isinstance(sub["queries"], ir.ParamBlock):
+                raise SpecError("queries: expected a block such as { total: 1/4 }")
+            strategy = {lv: [(schema.canonical(q), sh) for q, sh in entries]
+                        for lv, entries in _strategy(sub, _levels(spec), names, params["levels"]).items()}
+        except SpecError as exc:
+            raise SpecError([Diagnostic(f"joint: '{p.name}': {d.message}", *(loc if d.line is None else (d.line, d.column)))
+                             for d in exc.diagnostics]) from None
+        out.append({"name": p.name, "table": table_name, "variables": variables, "schema": schema,
+                    "strategy": strategy, "loc": loc})
+    return out
+
+
+def _cross_constraints(spec: ir.Spec, params: dict, joint: list[dict]) -> list[dict]:
+    """``cross_constraints: { NAME: { left: "T: QUERY"  right: "U: QUERY = LABEL" } }``: at every
+    unit, the left side's groups equal the right side's (joint.CrossConstraint). Each side names
+    the mechanism's table or a joint one; a table not solved jointly is a located SpecError."""
+    block = params.get("cross_constraints")
+    if block is None:
+        return []
+    if not isinstance(block, ir.ParamBlock):
+        raise SpecError("cross_constraints: expected a block such as { h1: { left: \"households: total\"  "
+                        "right: \"units: occupancy = occupied\" } }")
+    schemas = {params["table"]: _schema(spec, params), **{j["table"]: j["schema"] for j in joint}}
+    out = []
+    for p in block.params:
+        loc = _loc_of(p)
+        fields = {q.name: q.value for q in p.value.params} if isinstance(p.value, ir.ParamBlock) else {}
+        if set(fields) != {"left", "right"}:
+            raise SpecError(Diagnostic(f"cross_constraints: '{p.name}' needs {{ left: \"TABLE: QUERY\"  "
+                                       "right: \"TABLE: QUERY = LABEL\" }", *loc))
+        sides = {}
+        for which in ("left", "right"):
+            text = str(fields[which])
+            table, sep, rest = text.partition(":")
+            table = table.strip()
+            if not sep:
+                raise SpecError(Diagnostic(f"cross_constraints: '{p.name}': {which} side {text!r} must read "
+                                           "\"TABLE: QUERY\" or \"TABLE: QUERY = LABEL\"", *loc))
+            if table not in schemas:
+                raise SpecError(Diagnostic(
+                    f"cross_constraints: '{p.name}': {which} side names table '{table}', which is not solved jointly "
+                    f"(tables solved together: {', '.join(schemas)}; add it under joint)", *loc))
+            schema = schemas[table]
+            query_text, eq, label = rest.partition("=")
+            try:
+                query = schema.canonical(_query_words(query_text.strip(), list(schema.names)))
+            except SpecError as exc:
+                raise SpecError([Diagnostic(f"cross_constraints: '{p.name}': {d.message}", *loc)
+                                 for d in exc.diagnostics]) from None
+            pick = None
+            if eq:
+                if len(query) != 1:
+                    raise SpecError(Diagnostic(f"cross_constraints: '{p.name}': '= LABEL' picks a group of a query of "
+                                               f"one variable or recode, not of {query_name(query)!r}", *loc))
+                axis, mapping, size = schema._factor(query[0])
+                labels = ([str(c) for c in schema.categories[axis]] if mapping is None
+                          else [str(lb) for lb in next(r.labels for r in schema.recodes if r.name == query[0])])
+                if label.strip() not in labels:
+                    raise SpecError(Diagnostic(f"cross_constraints: '{p.name}': {label.strip()!r} is not a group of "
+                                               f"{query[0]!r} (groups: {', '.join(labels)})", *loc))
+                pick = labels.index(label.strip())
+            sides[which] = (table, query, pick, 1 if pick is not None else schema.marginal_size(query))
+        if sides["left"][0] == sides["right"][0]:
+            raise SpecError(Diagnostic(f"cross_constraints: '{p.name}' ties table '{sides['left'][0]}' to itself; "
+                                       "a constraint within one table is an invariant or a constraint", *loc))
+        if sides["left"][3] != sides["right"][3]:
+            raise SpecError(Diagnostic(f"cross_constraints: '{p.name}': the left side has {sides['left'][3]} groups "
+                                       f"and the right side {sides['right'][3]}; they are paired in order", *loc))
+        out.append({"name": p.name, "left": sides["left"][:3], "right": sides["right"][:3],
+                    "n_groups": sides["left"][3], "loc": loc})
+    return out
+
+
+def _is_joint_key(query: tuple) -> bool:
+    return bool(query) and str(query[0]).startswith(JOINT_MARK)
+
+
+def _only_queries(alloc, queries):
+    import attrs
+
+    return attrs.evolve(alloc, queries=tuple(queries))
+
+
+def side_groups(schema, query: tuple, pick: int | None):
+    """Every cell's group on one side of a cross constraint (-1 off the side)."""
+    import numpy as np
+
+    groups = schema.groups(query)
+    if pick is None:
+        return groups
+    return np.where(groups == pick, 0, -1).astype(np.int64)
+
+
 def _failsafe(params: dict) -> list[str] | None:
     """``failsafe: { minimal_schema: [hhgq] }``: the minimal schema's variables (production's
     `minimalSchema`, person_default.ini:81), or None when the spec asks for no failsafe."""
@@ -359,10 +499,10 @@ def _query_key(name: str, variables) -> tuple:
     return tuple(name.split("*"))
 
 
-def _strategy(params: dict, levels: list[str], variables) -> dict:
+def _strategy(params: dict, levels: list[str], variables, measured_levels=None) -> dict:
     """{level: [(query, share), ...]} for every level that has a budget share."""
     block = params["queries"]
-    measured = list(params["levels"])
+    measured = list(measured_levels if measured_levels is not None else params["levels"])
     per_level = all(isinstance(p.value, ir.ParamBlock) for p in block.params) and block.params
     out = {}
     for level in measured:
@@ -437,6 +577,10 @@ class TopDown(Mechanism):
                   "AIAN areas (COLUMN: 1 inside), measured separately; the state invariant holds on the parts' sum"),
         ParamSpec("equal_to", "block", "hold the release to a product already released: { pl94: { table: T  query: "
                   "\"hhgq * votingage\" } } keeps that marginal equal to T's at every finest unit (T declared public)"),
+        ParamSpec("joint", "block", "further tables solved with this one in one problem per node: { units: { table: units  "
+                  "variables: vacs  queries: { total: 1/4 } } }; their query shares and this table's sum to 1 per level"),
+        ParamSpec("cross_constraints", "block", "equalities across jointly solved tables at every unit: { h1: { left: "
+                  "\"households: total\"  right: \"units: occupancy = occupied\" } }"),
         ParamSpec("failsafe", "block", "production's failsafe: { minimal_schema: [hhgq] } re-solves a node that has no "
                   "solution with its children sums relaxed, the sums over the other variables kept exact"),
         ParamSpec("workers", "int", "solver processes (default: all cores)", low=Fraction(1), high=Fraction(256)),
@@ -485,6 +629,7 @@ class TopDown(Mechanism):
             problems.extend(_split_invariant_problems(spec, params, _spine(spec, params)))
             _equalities(spec, params)
             _failsafe(params)
+            _cross_constraints(spec, params, _joint(spec, params))
             for level, plan in _passes(params, list(schema.names)).items():
                 if level not in params["levels"]:
                     raise SpecError(f"estimation/rounding passes name level '{level}', which has no budget share")
@@ -494,10 +639,15 @@ class TopDown(Mechanism):
         return problems
 
     def _allocation(self, spec, params):
+        """The allocation over every measured query; a joint table's queries are keyed
+        ("@NAME", *factors) and share each level's budget with the mechanism's table's."""
         variables = _variables(spec, params)
         schema = _schema(spec, params)
         strategy = {lv: [(schema.canonical(q), s) for q, s in entries]
                     for lv, entries in _strategy(params, _levels(spec), list(variables)).items()}
+        for j in _joint(spec, params):
+            for lv, entries in j["strategy"].items():
+                strategy[lv] = strategy[lv] + [((JOINT_MARK + j["name"], *q), s) for q, s in entries]
         return allocate(params["rho"], params["levels"], strategy, _relation(spec, params))
 
     def flavor(self, spec, params):
@@ -535,6 +685,9 @@ class TopDown(Mechanism):
         labels = {(lv, schema.canonical(_query_key(p.name, variables))): " * ".join(p.name.split("*"))
                   for lv, block in _query_blocks(params) for p in block.params}
         alloc = self._allocation(spec, params)
+        for qb in alloc.queries:
+            if qb.query[:1] and str(qb.query[0]).startswith(JOINT_MARK):
+                labels[(qb.level, qb.query)] = f"{qb.query[0][1:]}: {query_name(qb.query[1:])}"
         out = {"allocation": allocation_rows(alloc, labels)}
         spine = _spine(spec, params)
         if "bypass" in spine:
@@ -563,7 +716,10 @@ class TopDown(Mechanism):
         from .semantics import attribute_rhos, geography_rhos
 
         alloc = self._allocation(spec, params)
-        return {"attributes": attribute_rhos(alloc, _schema(spec, params)),
+        # per attribute of the mechanism's own table: a joint table's queries do not read it; per
+        # geography every query counts (a record moved between blocks moves its joint records too)
+        own = _only_queries(alloc, [q for q in alloc.queries if not _is_joint_key(q.query)])
+        return {"attributes": attribute_rhos(own, _schema(spec, params)),
                 "geographies": geography_rhos(alloc, _levels(spec))}
 
     def run(self, spec, params, data, rng, engine=None):
