@@ -42,6 +42,26 @@ from .postprocess import (BoundConstraint, Failsafe, FailsafeError, GroupConstra
 _PARALLEL_MIN_SIZE = 20_000  # children x active cells in a level below which a pool costs more
 
 
+@attrs.frozen
+class JointTable:
+    """A further table solved with the main one in one problem per node (joint.py): its records,
+    histogram variables, recodes, strategy {level: [(query, share)]} (shares of the same level
+    budget as the main table's), invariants [(level, query)] and the cross constraints tying it
+    to the main table: (name, main query, main group or None, its query, its group or None,
+    number of groups)."""
+
+    name: str
+    records: object
+    variables: Mapping
+    strategy: Mapping
+    recodes: Sequence = ()
+    invariants: Sequence = ()
+    cross: Sequence = ()
+
+
+JOINT_MARK = "@"
+
+
 @attrs.define
 class TopDownResult:
     """The protected histograms, what the noisy measurements are made of, and how the run went.
@@ -62,6 +82,7 @@ class TopDownResult:
     # optimized spine: level -> (class of every unit, per query {class: sigma²}) (spine.py)
     budget_classes: dict = attrs.Factory(dict)
     run_key: int | None = attrs.field(default=None, repr=False)  # the engine run's key (re-draws the noise)
+    joint: dict = attrs.Factory(dict)  # joint table name -> its own TopDownResult (same hierarchy)
 
     def microdata_table(self, categories: Mapping | None = None, chunk_rows: int | None = None):
         """The protected person records as a StreamedTable (see release_tables.microdata_table)."""
@@ -96,7 +117,8 @@ def run_topdown(persons: pd.DataFrame, levels: Sequence[str], variables: Mapping
                 structural_zeros: Mapping[str, Mapping[str, Sequence]] | None = None,
                 bounds: Sequence[tuple] = (), engine=None, aian: tuple[str, str] | None = None,
                 bypass: Sequence[str] = (), gq_signature: pd.Series | None = None,
-                equalities: Sequence[tuple] = (), failsafe: Sequence[str] | None = None) -> TopDownResult:
+                equalities: Sequence[tuple] = (), failsafe: Sequence[str] | None = None,
+                joint: JointTable | None = None) -> TopDownResult:
     """Run TopDown on person records; see the module docstring for the semantics.
 
     ``levels`` lists the geography columns top first (a leading name that is not a column is
@@ -137,10 +159,20 @@ def run_topdown(persons: pd.DataFrame, levels: Sequence[str], variables: Mapping
     with its children sums relaxed (postprocess.solve_relaxed, production's backup_feas), and
     the levels above it are then re-added from its children; a node without a solution even
     then is a DataError naming the level and the parent unit.
+    ``joint`` (JointTable): a second table on the same geography solved with this one in one
+    problem per node, tied by its cross constraints (joint.py); its release is the result's
+    ``joint[name]``. One pass per node (no passes or failsafe with it).
     """
     t_run = time.perf_counter()
     schema = Schema.from_variables(variables).with_recodes(recodes)
     geography, tallies = person_counts(persons, levels, schema, engine, flags=[aian[1]] if aian else [])
+    if joint is not None:
+        if passes or failsafe:
+            raise SpecError("joint tables are solved in one pass per node: estimation, rounding and outer passes "
+                            "and the failsafe are not available with them")
+        schema_j = Schema.from_variables(joint.variables).with_recodes(joint.recodes)
+        geo_j, tallies_j = person_counts(joint.records, levels, schema_j, engine, flags=[aian[1]] if aian else [])
+        geography = pd.concat([geography.astype(object), geo_j.astype(object)], ignore_index=True).drop_duplicates()
     labels = {}
     if aian is not None:
         geography, labels = split_geography(geography, levels, *aian)
@@ -154,7 +186,12 @@ def run_topdown(persons: pd.DataFrame, levels: Sequence[str], variables: Mapping
     for lv in list(level_shares) + list(strategy):
         hier.index(lv)  # SpecError for unknown levels
     canon = {lv: [(schema.canonical(q), s) for q, s in entries] for lv, entries in strategy.items()}
-    alloc = allocate(rho, level_shares, canon, relation)
+    if joint is not None:  # one allocation: both tables' queries share each level's budget
+        for lv, entries in joint.strategy.items():
+            canon.setdefault(lv, [])
+            canon[lv] = canon[lv] + [((JOINT_MARK + joint.name, *schema_j.canonical(q)), s) for q, s in entries]
+    alloc_all = allocate(rho, level_shares, canon, relation)
+    alloc, alloc_j = _split_allocation(alloc_all, joint.name if joint is not None else None)
     measured = [k for k, lv in enumerate(names) if lv in alloc.level_shares]
     if measured[-1] != len(names) - 1:
         raise SpecError(f"the finest level {names[-1]!r} must be measured (give it a budget share)")
@@ -170,6 +207,12 @@ def run_topdown(persons: pd.DataFrame, levels: Sequence[str], variables: Mapping
     conf = [unit_histograms(hier.ancestor(last, k)[finest_unit], cells, lv.n_units, n_cells, weights)
             for k, lv in enumerate(hier.levels)]
     del tallies, cells, weights, finest_unit  # the histograms hold what the run needs
+    side = None
+    if joint is not None:
+        from .joint_run import JointSide
+
+        side = JointSide.build(joint, schema_j, tallies_j, hier, alloc_j, bypass, schema, conf[last])
+        del tallies_j
     level_bounds = _level_bounds(bounds, schema, hier, conf[last])
     equal = []
     for name, query, counts in equalities:
@@ -190,6 +233,8 @@ def run_topdown(persons: pd.DataFrame, levels: Sequence[str], variables: Mapping
                 else:
                     answers += discrete_gaussian(qb.sigma2, answers.shape, rng)
                 noisy[(names[k], qb.query)] = answers
+            if side is not None:
+                side.draw(k, rng)
         # with an engine each node draws its children's noise itself (node_noise), when solved
         timings["levels"][names[k]] = {"noise_seconds": time.perf_counter() - t0,
                                        "units": hier.levels[k].n_units}
@@ -215,6 +260,15 @@ def run_topdown(persons: pd.DataFrame, levels: Sequence[str], variables: Mapping
             queries = [MeasuredQuery(qb.name, schema.groups(qb.query), schema.marginal_size(qb.query),
                                      1.0 / float(qb.sigma2))
                        for qb in alloc.for_level(names[k])]
+            if side is not None:
+                t0 = time.perf_counter()
+                results = side.solve_level(k, prev, tasks, queries, run_key, engine)
+                _joint_timings(timings["levels"][names[k]], results, time.perf_counter() - t0)
+                protected[k] = _assemble(tasks, results, hier.levels[k].n_units, n_cells, k, prev, hier)
+                if any(t.noise is not None for t in tasks):
+                    noise_plans[names[k]] = _noise_plan(tasks, results, k, prev, hier)
+                prev = k
+                continue
             size = sum(task_size(t) for t in tasks)
             on_engine = engine is not None and engine.name != "local"  # the engine runs the nodes
             use_pool = not on_engine and workers > 1 and len(tasks) >= 2 * workers and size >= _PARALLEL_MIN_SIZE
@@ -233,11 +287,7 @@ def run_topdown(persons: pd.DataFrame, levels: Sequence[str], variables: Mapping
                                                                         plan=plans.get(names[k])),
                                                stage=f"{names[k]} level")
             except NodeError as exc:
-                parent = hier.levels[prev] if prev is not None else None
-                where = ("the whole level" if parent is None else f"the {parent.name}" if parent.implicit
-                         else f"the {parent.name} {parent.codes[exc.key]!s}")
-                error = DataError if isinstance(exc, FailsafeError) else MechanismError
-                raise error(f"TopDown cannot split {where} into its {names[k]} units: {exc}") from None
+                raise node_failure(exc, hier, prev, names[k]) from None
             wall = time.perf_counter() - t0
             protected[k] = _assemble(tasks, results, hier.levels[k].n_units, n_cells, k, prev, hier)
             if any(r.relaxed for r in results):  # the failsafe ran: the levels above are re-added
@@ -273,6 +323,9 @@ def run_topdown(persons: pd.DataFrame, levels: Sequence[str], variables: Mapping
         if k not in protected:
             protected[k] = aggregate(protected[k + 1], hier.levels[k + 1].parent, hier.levels[k].n_units)
     _verify(hier, schema, protected, conf, inv)
+    joint_results = {}
+    if side is not None:
+        joint_results[joint.name] = side.finish(protected, run_key)
     for name, q, targets, _, _ in equal:
         if ((protected[last] @ schema.indicator(q)) != targets[last]).nnz:
             raise MechanismError(f"the release does not reproduce the released product {name!r}")
@@ -289,9 +342,40 @@ def run_topdown(persons: pd.DataFrame, levels: Sequence[str], variables: Mapping
     timings["workers"] = workers
     return TopDownResult(schema, hier, alloc, noisy,
                          {names[k]: protected[k] for k in range(len(names))}, timings,
-                         alloc.total_rho, alloc.rho_spent,
+                         alloc_all.total_rho, alloc_all.rho_spent,
                          confidential={names[k]: conf[k] for k in range(len(names))},
-                         noise_plans=noise_plans, run_key=run_key, budget_classes=classes)
+                         noise_plans=noise_plans, run_key=run_key, budget_classes=classes, joint=joint_results)
+
+
+def node_failure(exc: NodeError, hier: Hierarchy, prev: int | None, level: str) -> Exception:
+    """The error a node without a solution stops the run with, naming the parent unit: a
+    DataError after the failsafe (the data contradict the constraints), else a MechanismError."""
+    parent = hier.levels[prev] if prev is not None else None
+    where = ("the whole level" if parent is None else f"the {parent.name}" if parent.implicit
+             else f"the {parent.name} {parent.codes[exc.key]!s}")
+    error = DataError if isinstance(exc, FailsafeError) else MechanismError
+    return error(f"TopDown cannot split {where} into its {level} units: {exc}")
+
+
+def _split_allocation(alloc: Allocation, joint_name: str | None) -> tuple:
+    """(the main table's allocation, the joint table's with its mark stripped, or None)."""
+    if joint_name is None:
+        return alloc, None
+    mark = JOINT_MARK + joint_name
+    main = [q for q in alloc.queries if q.query[:1] != (mark,)]
+    other = [attrs.evolve(q, query=q.query[1:]) for q in alloc.queries if q.query[:1] == (mark,)]
+    return attrs.evolve(alloc, queries=tuple(main)), attrs.evolve(alloc, queries=tuple(other))
+
+
+def _joint_timings(entry: dict, results, wall: float) -> None:
+    entry.update({"solve_seconds": wall, "nodes": len(results), "joint_nodes": len(results),
+                  "node_seconds": sum(r.total_seconds for r in results),
+                  "qp_seconds": sum(r.qp_seconds for r in results),
+                  "rounding_seconds": sum(r.round_seconds for r in results),
+                  "milp_nodes": sum(r.used_milp for r in results),
+                  "max_variables": max((r.n_variables for r in results), default=0),
+                  "estimation_passes": 1, "rounding_passes": 1, "outer_passes": 0,
+                  "solver_peak_mb": max((r.peak_rss_mb for r in results), default=0.0)})
 
 
 def person_counts(persons, levels: Sequence[str], schema: Schema, engine=None,
@@ -598,8 +682,9 @@ def _level_tasks(k, prev, hier, schema, alloc, noisy, conf, inv, protected, run_
     return tasks
 
 
-def _noise_plan(tasks, results, k, prev, hier) -> LevelNoise:
-    """Where each node of level k drew its noise (from its results), for re-drawing it later."""
+def _noise_plan(tasks, results, k, prev, hier, tag: tuple = ()) -> LevelNoise:
+    """Where each node of level k drew its noise (from its results), for re-drawing it later;
+    ``tag`` ends every stream key (a joint table's own streams)."""
     spans = _spans(k, prev, hier)
     parent_codes = hier.levels[prev].codes if prev is not None else None
     name = hier.names[k]
@@ -607,7 +692,7 @@ def _noise_plan(tasks, results, k, prev, hier) -> LevelNoise:
     return LevelNoise(
         starts=np.array([spans[t.key][0] for t in tasks], dtype=np.int64),
         stops=np.array([spans[t.key][1] for t in tasks], dtype=np.int64),
-        keys=tuple((name, _code(parent_codes, t.key)) for t in tasks),
+        keys=tuple((name, _code(parent_codes, t.key), *tag) for t in tasks),
         positions=np.array([r.noise_positions for r in results], dtype=np.uint64).reshape(len(results), n_queries))
 
 

@@ -123,3 +123,32 @@ def solve_joint_node(task_a: NodeTask, queries_a, task_b: NodeTask, queries_b,
                                           wall, int(problem.n_var), milp_a or milp_b, optimal,
                                           postprocess._peak_rss_mb(), used))
     return tuple(out)
+
+
+def side_sums(hist: sp.spmatrix, groups: np.ndarray, n_groups: int) -> np.ndarray:
+    """Dense (units x n_groups) sums of one side of a cross constraint over a histogram."""
+    on = np.flatnonzero(groups >= 0)
+    indicator = sp.csr_matrix((np.ones(on.size, dtype=np.int64), (on, groups[on])), shape=(groups.size, n_groups))
+    return np.asarray((hist @ indicator).toarray(), dtype=np.int64)
+
+
+def solve_joint_pair(task_a: NodeTask, task_b: NodeTask, queries_a, queries_b, cross) -> tuple:
+    """Both tables' node solved jointly, as `postprocess.solve_node` solves one: each task draws
+    its noise first (its own keyed stream), a failure is a NodeError naming the parent unit, and
+    a bypassed single child (optimized spine) is its parent in both tables."""
+    try:
+        ta, pos_a, sec_a = postprocess.node_inputs(task_a, queries_a)
+        tb, pos_b, sec_b = postprocess.node_inputs(task_b, queries_b)
+        if ta.n_children == 1 and ta.parent is not None and ta.child_scale is not None:
+            ra, rb = postprocess.solve_node(ta, queries_a), postprocess.solve_node(tb, queries_b)
+        else:
+            ra, rb = solve_joint_node(ta, queries_a, tb, queries_b, cross)
+    except postprocess.NodeError:
+        raise
+    except MechanismError as exc:
+        raise postprocess.NodeError(task_a.key, str(exc)) from None
+    if pos_a is not None:
+        ra = attrs.evolve(ra, noise_positions=pos_a, noise_seconds=sec_a)
+    if pos_b is not None:
+        rb = attrs.evolve(rb, noise_positions=pos_b, noise_seconds=sec_b)
+    return ra, rb

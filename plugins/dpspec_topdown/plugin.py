@@ -588,6 +588,8 @@ class TopDown(Mechanism):
     outputs = {
         "microdata": "privacy-protected person records (geography and histogram variables); named after the table",
         "measurements": "the noisy measurements: level, geocode, query, cell, value, variance",
+        "joint_measurements": "with a joint table (joint: {...}): its noisy measurements, as measurements "
+                              "(its microdata is named after its table)",
     }
     engine_tables = True  # a Parquet person table stays on the engine: TopDown only counts it
 
@@ -655,6 +657,9 @@ class TopDown(Mechanism):
 
     def induced_invariants(self, spec, params):
         invariants, problems = _invariants(spec, params)
+        for j in _joint(spec, params):  # a joint table's invariants are kept on its release too
+            more, extra = _invariants(spec, {"table": j["table"], "variables": list(j["variables"])})
+            invariants, problems = invariants + more, problems + extra
         return [] if problems else [q for _, _, q in invariants]
 
     def budget(self, spec, params, facts):
@@ -741,12 +746,15 @@ class TopDown(Mechanism):
             lower, upper = facility_bounds_from_counts(con, table_counts(data[con["table"]], [con["finest"], con["type"]], engine),
                                            categories[con["of"]])
             bounds.append((con["name"], (con["of"],), lower, upper))
-        if isinstance(persons, EngineTable):  # held by the engine: counted there, never collected
-            frame = persons
-        else:
-            frame = pd.DataFrame({c: persons[c].astype(object) if c in variables else persons[c]
-                                  for c in [*spec.domain.geography.levels, *variables, *(
-                                      [spine["aian"][1]] if "aian" in spine else [])]})
+        def records(table, names):
+            if isinstance(table, EngineTable):  # held by the engine: counted there, never collected
+                return table
+            return pd.DataFrame({c: table[c].astype(object) if c in names else table[c]
+                                 for c in [*spec.domain.geography.levels, *names, *(
+                                     [spine["aian"][1]] if "aian" in spine else [])]})
+
+        frame = records(persons, variables)
+        joint = _joint_table(spec, params, data, records)
         result = run_topdown(
             frame, _levels(spec), variables,
             _strategy(params, _levels(spec), list(variables)), params["rho"], params["levels"],
@@ -758,20 +766,21 @@ class TopDown(Mechanism):
             bypass=spine.get("bypass", ()), gq_signature=_gq_signature(spine, data, engine),
             equalities=[(e["name"], e["query"], table_counts(data[e["table"]], [e["finest"], *e["query"]], engine))
                         for e in _equalities(spec, params)],
-            failsafe=_failsafe(params),
+            failsafe=_failsafe(params), joint=joint,
         )
-        categories = {}  # the same codes as the input, so invariants compare exactly
-        for col in [*spec.domain.geography.levels, *variables]:
-            dtype = persons.dtype(col) if isinstance(persons, EngineTable) else persons[col].dtype if col in persons.columns else None
-            if isinstance(dtype, pd.CategoricalDtype):
-                categories[col] = dtype
+        categories = _categories(spec, persons, list(variables))  # the input's codes: invariants compare exactly
         # both tables are streamed: written chunk by chunk, counted from the protected histograms
         micro = result.microdata_table(categories)
         errors = accuracy(spec, params, result)
         timings = {lv: {k: v for k, v in t.items() if isinstance(v, (int, float, bool))} for lv, t in result.timings["levels"].items()}
         failsafe = {lv: t["failsafe_nodes"] for lv, t in timings.items() if t.get("failsafe_nodes")}
+        outputs = {params["table"]: micro, "measurements": result.measurements_table()}
+        for j in _joint(spec, params):  # a joint table's release: its microdata and its measurements
+            other = result.joint[j["name"]]
+            outputs[j["table"]] = other.microdata_table(_categories(spec, data[j["table"]], list(j["variables"])))
+            outputs["joint_measurements"] = other.measurements_table()
         return Release(
-            outputs={params["table"]: micro, "measurements": result.measurements_table()},
+            outputs=outputs,
             facts={"total_rho": float(result.total_rho), "rho_spent": float(result.rho_spent),
                    "solver_share": result.timings["solver_share"], "timings": timings,
                    # production's failsafe: nodes whose later pass had no solution, redone in one pass
@@ -804,6 +813,42 @@ class TopDown(Mechanism):
         from .neighbours import topdown_pairs
 
         return topdown_pairs(self, spec, params, _variables, ROOT, recodes=_schema(spec, params).recodes)
+
+
+def _joint_table(spec, params: dict, data, records):
+    """The engine's JointTable for the spec's joint table (at most one), or None."""
+    from .engine import JointTable
+
+    joint = _joint(spec, params)
+    if not joint:
+        return None
+    if len(joint) > 1:
+        raise SpecError(Diagnostic("joint: TopDown solves one further table with its own (two histograms per node)",
+                                   *joint[1]["loc"]))
+    (j,) = joint
+    invariants, problems = _invariants(spec, {"table": j["table"], "variables": list(j["variables"])})
+    if problems:
+        raise SpecError(problems)
+    cross = []
+    for c in _cross_constraints(spec, params, joint):
+        left, right = (c["left"], c["right"]) if c["left"][0] == params["table"] else (c["right"], c["left"])
+        cross.append((c["name"], left[1], left[2], right[1], right[2], c["n_groups"]))
+    return JointTable(j["name"], records(data[j["table"]], j["variables"]), j["variables"], j["strategy"],
+                      recodes=j["schema"].recodes, invariants=[(lv, q) for lv, q, _ in invariants], cross=cross)
+
+
+def _categories(spec, table, names) -> dict:
+    """The input's categorical dtypes per column, so the release's codes compare exactly."""
+    import pandas as pd
+
+    from dpspec.api import EngineTable
+
+    out = {}
+    for col in [*spec.domain.geography.levels, *names]:
+        dtype = table.dtype(col) if isinstance(table, EngineTable) else table[col].dtype if col in table.columns else None
+        if isinstance(dtype, pd.CategoricalDtype):
+            out[col] = dtype
+    return out
 
 
 def _gq_signature(spine: dict, data, engine):

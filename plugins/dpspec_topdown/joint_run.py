@@ -1,0 +1,133 @@
+"""A joint table in a TopDown run: its histograms, noise and invariants beside the main
+table's, on the same hierarchy, solved node by node with the main table (joint.py).
+
+Why a separate holder: the main run (engine.run_topdown) keeps its own table's state in local
+variables; the joint table needs the same state (confidential histograms, noisy answers,
+invariants, budget classes, protected histograms) built by the same helpers, and this class
+keeps it in one place without a second copy of the level loop. The joint table's noise streams
+are keyed (level, parent code, table name), so they never coincide with the main table's.
+"""
+from __future__ import annotations
+
+import functools
+
+import attrs
+import numpy as np
+import scipy.sparse as sp
+
+from dpspec.api import DataError, MechanismError, discrete_gaussian
+
+from .histogram import aggregate, marginal, unit_histograms
+from .joint import CrossConstraint, side_sums, solve_joint_pair
+from .node_noise import add_class_noise
+from .postprocess import MeasuredQuery, NodeError
+
+
+@attrs.define
+class JointSide:
+    table: object  # engine.JointTable
+    schema: object
+    hier: object
+    alloc: object
+    conf: list
+    inv: list
+    classes: dict
+    cross: list
+    noisy: dict = attrs.Factory(dict)
+    protected: dict = attrs.Factory(dict)
+    noise_plans: dict = attrs.Factory(dict)
+
+    @classmethod
+    def build(cls, joint, schema, tallies, hier, alloc, bypass, main_schema, main_finest) -> "JointSide":
+        """The joint table's state; DataError if its data break a cross constraint somewhere."""
+        from .engine import _budget_classes, _canonical_invariants, _check_split_invariants, _finest_units
+        from .plugin import side_groups
+
+        finest_unit = _finest_units(hier, tallies)
+        weights = tallies["count"].to_numpy(dtype=np.int64)
+        cells = schema.cell_index(tallies, weights)
+        last = len(hier.levels) - 1
+        conf = [unit_histograms(hier.ancestor(last, k)[finest_unit], cells, lv.n_units, schema.n_cells, weights)
+                for k, lv in enumerate(hier.levels)]
+        inv = _canonical_invariants(joint.invariants, schema, hier)
+        _check_split_invariants(inv, hier)
+        cross = []
+        for name, main_q, main_pick, q, pick, n_groups in joint.cross:
+            c = CrossConstraint(name, side_groups(main_schema, main_schema.canonical(main_q), main_pick),
+                                side_groups(schema, schema.canonical(q), pick), n_groups)
+            left, right = side_sums(main_finest, c.left, n_groups), side_sums(conf[last], c.right, n_groups)
+            bad = np.argwhere(left != right)
+            if bad.size:
+                u, g = bad[0]
+                raise DataError(f"the data break the cross constraint {name!r}: {hier.names[last]} "
+                                f"{hier.levels[last].codes[u]!s}, group {int(g)}: {int(left[u, g])} in the main table, "
+                                f"{int(right[u, g])} in {joint.name!r} ({len(bad)} units and groups differ)")
+            cross.append(c)
+        return cls(joint, schema, hier, alloc, conf, inv, _budget_classes(hier, alloc, bypass), cross)
+
+    def draw(self, k: int, rng) -> None:
+        """Level k's noisy answers drawn whole (a run without an engine)."""
+        name = self.hier.names[k]
+        for j, qb in enumerate(self.alloc.for_level(name)):
+            answers = marginal(self.conf[k], self.schema, qb.query)
+            if name in self.classes:
+                add_class_noise(answers, self.classes[name][0], self.classes[name][1][j], rng)
+            else:
+                answers += discrete_gaussian(qb.sigma2, answers.shape, rng)
+            self.noisy[(name, qb.query)] = answers
+
+    def solve_level(self, k, prev, tasks, queries, run_key, engine) -> list:
+        """The main table's results for level k's nodes, each solved jointly with this table's."""
+        from .engine import _assemble, _code, _level_tasks, _noise_plan, node_failure
+
+        hier, name = self.hier, self.hier.names[k]
+        mine = _level_tasks(k, prev, hier, self.schema, self.alloc, self.noisy, self.conf, self.inv, self.protected,
+                            run_key, self.classes.get(name))
+        tag = (self.table.name,)
+        mine = [attrs.evolve(t, noise=attrs.evolve(t.noise, key=(*t.noise.key, *tag))) if t.noise is not None else t
+                for t in mine]
+        if [t.key for t in mine] != [t.key for t in tasks]:
+            raise MechanismError(f"level {name}: the joint table's nodes are not the main table's")
+        queries_j = [MeasuredQuery(qb.name, self.schema.groups(qb.query), self.schema.marginal_size(qb.query),
+                                   1.0 / float(qb.sigma2)) for qb in self.alloc.for_level(name)]
+        solve = functools.partial(_joint_item, queries=queries, queries_j=queries_j, cross=self.cross)
+        try:
+            if engine is not None and engine.name != "local":
+                parent_codes = hier.levels[prev].codes if prev is not None else None
+                items = [((name, _code(parent_codes, t.key)), (t, u)) for t, u in zip(tasks, mine)]
+                pairs = engine.map_items(items, solve, stage=f"{name} level (joint)")
+            else:
+                pairs = [solve(None, (t, u), None) for t, u in zip(tasks, mine)]
+        except NodeError as exc:
+            raise node_failure(exc, hier, prev, name) from None
+        results, results_j = [p[0] for p in pairs], [p[1] for p in pairs]
+        self.protected[k] = _assemble(mine, results_j, hier.levels[k].n_units, self.schema.n_cells, k, prev, hier)
+        if any(t.noise is not None for t in mine):
+            self.noise_plans[name] = _noise_plan(mine, results_j, k, prev, hier, tag)
+        return results
+
+    def finish(self, main_protected: dict, run_key):
+        """The joint table's result, checked: it adds up, keeps its invariants, and every cross
+        constraint holds at every unit of every level."""
+        from .engine import TopDownResult, _verify
+
+        hier = self.hier
+        names = hier.names
+        for k in range(len(names) - 1, -1, -1):
+            if k not in self.protected:
+                self.protected[k] = aggregate(self.protected[k + 1], hier.levels[k + 1].parent, hier.levels[k].n_units)
+        _verify(hier, self.schema, self.protected, self.conf, self.inv)
+        for c in self.cross:
+            for k in range(len(names)):
+                if not np.array_equal(side_sums(main_protected[k], c.left, c.n_groups),
+                                      side_sums(self.protected[k], c.right, c.n_groups)):
+                    raise MechanismError(f"cross constraint {c.name} broken at level {names[k]}")
+        return TopDownResult(self.schema, hier, self.alloc, self.noisy, {names[k]: self.protected[k] for k in range(len(names))},
+                             {"levels": {}}, self.alloc.total_rho, self.alloc.rho_spent,
+                             confidential={names[k]: self.conf[k] for k in range(len(names))},
+                             noise_plans=self.noise_plans, run_key=run_key, budget_classes=self.classes)
+
+
+def _joint_item(key, pair, rng, queries, queries_j, cross):
+    """One parent node of both tables (a unit of work on an engine)."""
+    return solve_joint_pair(pair[0], pair[1], queries, queries_j, cross)
