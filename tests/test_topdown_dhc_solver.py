@@ -380,3 +380,129 @@ def test_joint_misuse_is_a_located_spec_error(replace, message):
     assert message in str(info.value)
     if "sum to exactly 1" not in message:
         assert any(message in d.message and d.line is not None for d in info.value.diagnostics)
+
+
+def _households_and_units(seed=1, n_blocks=40):
+    """Housing units (vacs 0 = occupied) and one household per occupied unit, on 4 counties."""
+    import pandas as pd
+
+    rng = np.random.default_rng(seed)
+    blocks = np.array([f"{c:02d}{b:03d}" for c in range(4) for b in range(n_blocks // 4)], dtype=object)
+    per_block = rng.integers(0, 8, size=blocks.size)
+    unit_block = np.repeat(blocks, per_block)
+    vacs = rng.integers(0, 3, size=unit_block.size)
+    occupied = unit_block[vacs == 0]
+    units = pd.DataFrame({"state": "01", "county": [b[:2] for b in unit_block], "block": unit_block, "vacs": vacs})
+    households = pd.DataFrame({"state": "01", "county": [b[:2] for b in occupied], "block": occupied,
+                               "hhsize": rng.integers(1, 4, size=occupied.size),
+                               "tenure": rng.integers(0, 2, size=occupied.size)})
+    return households, units
+
+
+def _joint_run(households, units, **kwargs):
+    from dpspec_topdown.engine import JointTable, run_topdown
+    from dpspec_topdown.histogram import Recode
+
+    shares = {"state": Fraction(1, 4), "county": Fraction(1, 4), "block": Fraction(1, 2)}
+    occupancy = Recode.build("occupancy", "vacs", [0, 1, 2], {"occupied": [0], "vacant": [1, 2]})
+    table = JointTable("units", units, {"vacs": [0, 1, 2]},
+                       {lv: [(("occupancy",), Fraction(1, 4)), (("vacs",), Fraction(1, 4))] for lv in shares},
+                       recodes=[occupancy], invariants=[("block", ())],
+                       cross=[("h1", (), None, ("occupancy",), 0, 1)])
+    strategy = {lv: [((), Fraction(1, 4)), (("hhsize", "tenure"), Fraction(1, 4))] for lv in shares}
+    return run_topdown(households, ["nation", "state", "county", "block"], {"hhsize": [1, 2, 3], "tenure": [0, 1]},
+                       strategy, 1, shares, "hamming", [("state", ())], np.random.default_rng(0), workers=1,
+                       joint=table, **kwargs)
+
+
+def test_a_joint_run_ties_households_to_occupied_units_at_every_level():
+    from dpspec_topdown.joint import side_sums
+
+    households, units = _households_and_units()
+    result = _joint_run(households, units)
+    other = result.joint["units"]
+    hier = result.hierarchy
+    assert len(result.microdata) == len(households)  # the state invariant
+    for k, name in enumerate(hier.names):
+        left = np.asarray(result.histograms[name].sum(axis=1)).ravel()
+        right = side_sums(other.histograms[name], np.array([0, -1, -1]), 1).ravel()
+        assert np.array_equal(left, right), name
+    # the units' invariant (units per block) holds exactly, and the release is not the data
+    out = other.microdata
+    assert out.groupby("block").size().sort_index().equals(units.groupby("block").size().sort_index())
+    assert not np.array_equal(out.groupby("block")["vacs"].apply(lambda v: (v == 0).sum()).sort_index().to_numpy(),
+                              units.groupby("block")["vacs"].apply(lambda v: (v == 0).sum()).sort_index().to_numpy())
+    # both tables' queries share one budget: rho 1 in all
+    assert result.total_rho == 1 and other.allocation.total_rho + result.allocation.total_rho == 1
+    # their noise streams differ (keyed by table): the measurements are not copies of each other
+    assert set(other.measurements["query"]) == {"occupancy", "vacs"}
+
+
+def test_data_breaking_a_cross_constraint_are_a_data_error_naming_the_unit():
+    from dpspec.errors import DataError
+
+    households, units = _households_and_units()
+    extra = households.iloc[[0]].copy()
+    with pytest.raises(DataError, match=r"cross constraint 'h1': block \S+, group 0: \d+ in the main table"):
+        _joint_run(_concat(households, extra), units)
+
+
+def _concat(a, b):
+    import pandas as pd
+
+    return pd.concat([a, b], ignore_index=True)
+
+
+def test_joint_tables_refuse_passes():
+    from dpspec.errors import SpecError
+
+    households, units = _households_and_units(n_blocks=8)
+    with pytest.raises(SpecError, match="one pass per node"):
+        _joint_run(households, units, passes={"county": {"estimation": [[()]], "tolerance": Fraction(1, 10)}})
+
+
+def test_a_joint_spec_compiles_and_releases_both_tables(tmp_path):
+    import pandas as pd
+    from click.testing import CliRunner
+
+    from dpspec.cli.main import main
+
+    households, units = _households_and_units(seed=5)
+    (tmp_path / "in").mkdir()
+    households.to_csv(tmp_path / "in" / "households.csv", index=False)
+    units.to_csv(tmp_path / "in" / "units.csv", index=False)
+    text = JOINT_SPEC.replace("unit households : hamming", 'data households from "households.csv"\n'
+                              'data units from "units.csv"\n\ninvariants {\n  count households by state\n'
+                              "  count units by block\n}\n\nunit households : hamming")
+    text = text.replace("release {\n  microdata households\n}",
+                        "release {\n  microdata households\n  microdata units\n  output joint_measurements\n}")
+    (tmp_path / "in" / "joint.dps").write_text(text)
+    out = tmp_path / "out"
+    result = CliRunner().invoke(main, ["compile", str(tmp_path / "in" / "joint.dps"), "-o", str(out), "--seed", "3"])
+    # a known seed makes the audit's finding critical (exit 1), but the release is written
+    assert result.exit_code == 1 and "[critical] known-seed" in result.output, result.output
+    assert "Traceback" not in result.output and "error" not in result.output.lower().replace("errors", "")
+    h = pd.read_csv(out / "households.csv", dtype=str)
+    u = pd.read_csv(out / "units.csv", dtype=str)
+    assert h["block"].notna().all()
+    occupied = u[u["vacs"] == "0"].groupby("block").size()
+    per_block = h.groupby("block").size().reindex(occupied.index.union(h["block"].unique()), fill_value=0)
+    assert per_block.equals(occupied.reindex(per_block.index, fill_value=0))
+    assert len(pd.read_csv(out / "joint_measurements.csv")) > 0
+
+
+def test_a_second_joint_table_is_a_located_spec_error():
+    from dpspec.check.checker import check
+    from dpspec.errors import SpecError
+
+    spec = _joint_spec({
+        "    vacs   : {0, 1, 2}\n  }\n": "    vacs   : {0, 1, 2}\n  }\n  table rooms unit room {\n    state  : category\n"
+                                       "    county : category in state\n    block  : category in county\n"
+                                       "    kind   : {0, 1}\n  }\n",
+        "      queries: { occupancy: 1/4  detailed: 1/4 }\n    }\n": "      queries: { occupancy: 1/4  detailed: 1/8 }\n    }\n"
+                                                                 "    rooms: {\n      table: rooms\n      variables: kind\n"
+                                                                 "      queries: { total: 1/8 }\n    }\n"})
+    with pytest.raises(SpecError) as info:
+        check(spec)
+    found = [d for d in info.value.diagnostics if "one further table" in d.message]
+    assert found and found[0].line is not None

@@ -355,6 +355,9 @@ def _joint(spec: ir.Spec, params: dict) -> list[dict]:
                              for d in exc.diagnostics]) from None
         out.append({"name": p.name, "table": table_name, "variables": variables, "schema": schema,
                     "strategy": strategy, "loc": loc})
+    if len(out) > 1:
+        raise SpecError(Diagnostic("joint: TopDown solves one further table with its own (two histograms per "
+                                   "node, as production's households and units)", *out[1]["loc"]))
     return out
 
 
@@ -769,6 +772,9 @@ class TopDown(Mechanism):
             failsafe=_failsafe(params), joint=joint,
         )
         categories = _categories(spec, persons, list(variables))  # the input's codes: invariants compare exactly
+        tables = [persons] + [data[j["table"]] for j in _joint(spec, params)]
+        geo_categories = _geography_categories(spec, tables) if len(tables) > 1 else {}
+        categories.update(geo_categories)
         # both tables are streamed: written chunk by chunk, counted from the protected histograms
         micro = result.microdata_table(categories)
         errors = accuracy(spec, params, result)
@@ -777,7 +783,8 @@ class TopDown(Mechanism):
         outputs = {params["table"]: micro, "measurements": result.measurements_table()}
         for j in _joint(spec, params):  # a joint table's release: its microdata and its measurements
             other = result.joint[j["name"]]
-            outputs[j["table"]] = other.microdata_table(_categories(spec, data[j["table"]], list(j["variables"])))
+            outputs[j["table"]] = other.microdata_table({**_categories(spec, data[j["table"]], list(j["variables"])),
+                                                         **geo_categories})
             outputs["joint_measurements"] = other.measurements_table()
         return Release(
             outputs=outputs,
@@ -822,9 +829,6 @@ def _joint_table(spec, params: dict, data, records):
     joint = _joint(spec, params)
     if not joint:
         return None
-    if len(joint) > 1:
-        raise SpecError(Diagnostic("joint: TopDown solves one further table with its own (two histograms per node)",
-                                   *joint[1]["loc"]))
     (j,) = joint
     invariants, problems = _invariants(spec, {"table": j["table"], "variables": list(j["variables"])})
     if problems:
@@ -848,6 +852,22 @@ def _categories(spec, table, names) -> dict:
         dtype = table.dtype(col) if isinstance(table, EngineTable) else table[col].dtype if col in table.columns else None
         if isinstance(dtype, pd.CategoricalDtype):
             out[col] = dtype
+    return out
+
+
+def _geography_categories(spec, tables) -> dict:
+    """Jointly solved tables share one geography: a unit of either may hold records of both in
+    the release, so each geography column's categories are the union of the tables' (if any)."""
+    import pandas as pd
+
+    out = {}
+    for col in spec.domain.geography.levels:
+        found = [_categories(spec, t, [])[col] for t in tables if col in _categories(spec, t, [])]
+        if found:
+            values = pd.Index([])
+            for dtype in found:
+                values = values.union(pd.Index(dtype.categories))
+            out[col] = pd.CategoricalDtype(values)
     return out
 
 
