@@ -506,3 +506,70 @@ def test_a_second_joint_table_is_a_located_spec_error():
         check(spec)
     found = [d for d in info.value.diagnostics if "one further table" in d.message]
     assert found and found[0].line is not None
+
+
+# --- the spine from a reference geography ------------------------------------------------------
+
+
+def _two_tracts():
+    """Persons in tract 01 (block groups 1 and 2) and tract 02 (block group 1 only); the
+    reference geography also has an empty block group 2 in tract 02."""
+    import pandas as pd
+
+    rows = []
+    for tract, bg, block, n in (("01", "1", "1001", 6), ("01", "1", "1002", 4), ("01", "2", "2001", 5),
+                                ("02", "1", "1001", 7), ("02", "1", "1002", 3)):
+        rows += [("1", "001", tract, tract + bg, tract + block, i % 2) for i in range(n)]
+    persons = pd.DataFrame(rows, columns=["state", "county", "tract", "blockgroup", "block", "sex"])
+    reference = pd.concat([persons[["state", "county", "tract", "blockgroup", "block"]].drop_duplicates(),
+                           pd.DataFrame([("1", "001", "02", "022", "022001")],
+                                        columns=["state", "county", "tract", "blockgroup", "block"])],
+                          ignore_index=True)
+    return persons, reference
+
+
+def _spine_run(persons, reference):
+    from dpspec_topdown.engine import run_topdown
+
+    levels = ["nation", "state", "county", "tract", "blockgroup", "block"]
+    shares = {lv: Fraction(1, 5) for lv in levels[1:]}
+    strategy = {lv: [((), Fraction(1, 2)), (("sex",), Fraction(1, 2))] for lv in shares}
+    return run_topdown(persons, levels, {"sex": [0, 1]}, strategy, 4, shares, "hamming", [("state", ())],
+                       np.random.default_rng(1), workers=1, bypass=["county", "tract", "blockgroup"],
+                       reference_geography=reference)
+
+
+def test_the_spine_built_on_the_reference_geography_does_not_bypass_a_tract_with_an_empty_block_group():
+    persons, reference = _two_tracts()
+    from_data = _spine_run(persons, None)
+    from_reference = _spine_run(persons, reference)
+    tract = from_data.hierarchy.names.index("tract")
+    codes = list(from_data.hierarchy.levels[tract].codes)
+    # from the populated units only, tract 02 has a single block group: it is bypassed into it
+    assert from_data.budget_classes["tract"][0][codes.index("02")] == 1
+    # on the reference geography it has two (one empty): it is measured with its own share only
+    ref_codes = list(from_reference.hierarchy.levels[tract].codes)
+    classes = from_reference.budget_classes.get("tract")  # absent: every tract spends its own share
+    assert classes is None or classes[0][ref_codes.index("02")] == 0
+    assert from_reference.hierarchy.levels[-1].n_units == from_data.hierarchy.levels[-1].n_units + 1
+    assert len(from_reference.microdata) == len(persons)  # the empty block stays empty or the total holds
+
+
+def test_a_unit_missing_from_the_reference_geography_is_a_data_error():
+    from dpspec.errors import DataError
+
+    persons, reference = _two_tracts()
+    with pytest.raises(DataError, match="the reference geography has no block 011001"):
+        _spine_run(persons, reference[reference["block"] != "011001"])
+
+
+def test_a_reference_geography_without_the_aian_flag_is_a_located_spec_error():
+    from dpspec.check.checker import check
+    from dpspec.errors import SpecError
+
+    spec = _pl94({"    aian: aian\n    bypass": "    aian: aian\n    geography: facilities\n    bypass"})
+    with pytest.raises(SpecError) as info:
+        check(spec)
+    found = [d for d in info.value.diagnostics if "spine: geography names 'facilities'" in d.message]
+    assert found and found[0].line is not None and "aian" in found[0].message
+    check(_pl94({"    aian: aian\n    bypass": "    aian: aian\n    geography: units\n    bypass"}))  # units has it

@@ -118,7 +118,7 @@ def run_topdown(persons: pd.DataFrame, levels: Sequence[str], variables: Mapping
                 bounds: Sequence[tuple] = (), engine=None, aian: tuple[str, str] | None = None,
                 bypass: Sequence[str] = (), gq_signature: pd.Series | None = None,
                 equalities: Sequence[tuple] = (), failsafe: Sequence[str] | None = None,
-                joint: JointTable | None = None) -> TopDownResult:
+                joint: JointTable | None = None, reference_geography: pd.DataFrame | None = None) -> TopDownResult:
     """Run TopDown on person records; see the module docstring for the semantics.
 
     ``levels`` lists the geography columns top first (a leading name that is not a column is
@@ -162,6 +162,10 @@ def run_topdown(persons: pd.DataFrame, levels: Sequence[str], variables: Mapping
     ``joint`` (JointTable): a second table on the same geography solved with this one in one
     problem per node, tied by its cross constraints (joint.py); its release is the result's
     ``joint[name]``. One pass per node (no passes or failsafe with it).
+    ``reference_geography``: every finest unit of the geography, populated or not (rows of the
+    geography columns, and the AIAN flag with `aian`): the spine is built on it, as production
+    builds its spine from the geography reference file, so a unit whose other children hold no
+    one is not taken for a single-child unit.
     """
     t_run = time.perf_counter()
     schema = Schema.from_variables(variables).with_recodes(recodes)
@@ -172,7 +176,9 @@ def run_topdown(persons: pd.DataFrame, levels: Sequence[str], variables: Mapping
                             "and the failsafe are not available with them")
         schema_j = Schema.from_variables(joint.variables).with_recodes(joint.recodes)
         geo_j, tallies_j = person_counts(joint.records, levels, schema_j, engine, flags=[aian[1]] if aian else [])
-        geography = pd.concat([geography.astype(object), geo_j.astype(object)], ignore_index=True).drop_duplicates()
+        geography = _union_geography(geography, geo_j)
+    if reference_geography is not None:
+        geography = _with_reference(geography, reference_geography, [aian[1]] if aian else [])
     labels = {}
     if aian is not None:
         geography, labels = split_geography(geography, levels, *aian)
@@ -345,6 +351,31 @@ def run_topdown(persons: pd.DataFrame, levels: Sequence[str], variables: Mapping
                          alloc_all.total_rho, alloc_all.rho_spent,
                          confidential={names[k]: conf[k] for k in range(len(names))},
                          noise_plans=noise_plans, run_key=run_key, budget_classes=classes, joint=joint_results)
+
+
+def _with_reference(geography: pd.DataFrame, reference: pd.DataFrame, flags: Sequence[str] = ()) -> pd.DataFrame:
+    """The data's geography and every unit of the reference geography (the spine's tree); a
+    finest unit of the data missing from the reference is a DataError naming it."""
+    columns = [c for c in geography.columns if c != "count"]
+    missing = [c for c in columns if c not in reference.columns]
+    if missing:
+        raise DataError(f"the reference geography lacks the columns {', '.join(missing)}")
+    ref = reference[columns]
+    geo_columns = [c for c in columns if c not in flags]
+    if geo_columns:
+        finest = geo_columns[-1]
+        absent = ~geography[finest].astype(str).isin(ref[finest].astype(str))
+        if absent.any():
+            raise DataError(f"the reference geography has no {finest} {geography[finest][absent].iloc[0]!s} "
+                            f"({int(absent.sum())} units of the data are not in it)")
+    return _union_geography(geography, ref)
+
+
+def _union_geography(a: pd.DataFrame, b: pd.DataFrame) -> pd.DataFrame:
+    """The distinct geography rows (with flags) of two tables' geographies (counts dropped)."""
+    columns = [c for c in a.columns if c != "count"]
+    return (pd.concat([a[columns].astype(object), b[columns].astype(object)], ignore_index=True)
+            .drop_duplicates().reset_index(drop=True))
 
 
 def node_failure(exc: NodeError, hier: Hierarchy, prev: int | None, level: str) -> Exception:

@@ -194,8 +194,12 @@ def _spine(spec: ir.Spec, params: dict) -> dict:
         if p.name == "gq_blockgroups":
             out["gq_blockgroups"] = _gq_blockgroups(spec, params, p.value, loc)
             continue
+        if p.name == "geography":
+            out["geography"] = (str(p.value), loc)
+            continue
         if p.name != "aian":
-            raise SpecError(Diagnostic(f"spine: unknown setting '{p.name}' (known: aian, bypass, gq_blockgroups)", *loc))
+            raise SpecError(Diagnostic(f"spine: unknown setting '{p.name}' (known: aian, bypass, gq_blockgroups, "
+                                       "geography)", *loc))
         column = str(p.value)
         col = table.column(column)
         if col is None:
@@ -211,6 +215,15 @@ def _spine(spec: ir.Spec, params: dict) -> dict:
         if len(geo) < 2:
             raise SpecError(Diagnostic("spine: the AIAN split needs a level to split above the finest one", *loc))
         out["aian"] = (geo[0], column)
+    if "geography" in out:
+        name, loc = out["geography"]
+        ref = spec.domain.table(name)
+        need = [*geo, *([out["aian"][1]] if "aian" in out else [])]
+        if ref is None or name == params["table"] or any(ref.column(c) is None for c in need):
+            raise SpecError(Diagnostic(f"spine: geography names '{name}', which must be a further table of the domain "
+                                       f"with the columns {', '.join(need)} (the reference geography: every "
+                                       f"{geo[-1] if geo else 'unit'}, populated or not)", *loc))
+        out["geography"] = name
     return out
 
 
@@ -770,6 +783,8 @@ class TopDown(Mechanism):
             equalities=[(e["name"], e["query"], table_counts(data[e["table"]], [e["finest"], *e["query"]], engine))
                         for e in _equalities(spec, params)],
             failsafe=_failsafe(params), joint=joint,
+            reference_geography=(table_counts(data[spine["geography"]], [*spec.domain.geography.levels, *(
+                [spine["aian"][1]] if "aian" in spine else [])], engine) if "geography" in spine else None),
         )
         categories = _categories(spec, persons, list(variables))  # the input's codes: invariants compare exactly
         tables = [persons] + [data[j["table"]] for j in _joint(spec, params)]
