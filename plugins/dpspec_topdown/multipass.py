@@ -6,7 +6,7 @@ measurement. Production therefore fitted the total first and then everything els
 first pass's answers within a tolerance (DAS_2020_Redistricting_Production_Code:
 source/programs/optimization/l2_dataIndep_npass_optimizer.py, "opt_tol": the smallest feasible
 tolerance plus opt_tol_slack = 0.1 from person_default.ini; the smallest feasible tolerance is
-0 here because the constraints do not change between passes, so the tolerance is the slack).
+0 up to solver noise because the constraints do not change between passes).
 Its rounder likewise fixed the rounded totals before rounding the finer margins.
 
 Constrain-to lists (production's L2_Constrain_to_Ordering, sequential_optimizers.py:262-264):
@@ -15,7 +15,11 @@ may name a query the level does not measure (its answer in the pass's solution i
 
 Failsafe: when a later pass has no solution (numerically, since the earlier answer is always
 feasible) the node is fitted or rounded again in one pass over everything, and the run reports
-how many nodes needed it. Invariants and parent sums are never relaxed.
+how many nodes needed it. Invariants are never relaxed; parent sums only by production's
+backup feasibility, when the spec asks for it (postprocess.solve_relaxed).
+
+Pass tolerance: fixed (`tolerance`), or production's opt_tol (`optimal_tolerance`: the
+LP-optimal tolerance of the pass's model plus `tolerance` as the slack).
 
 Every function is a pure function of the node's inputs.
 """
