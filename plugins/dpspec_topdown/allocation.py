@@ -24,6 +24,7 @@ from dpspec.api import SpecError
 SENSITIVITY_SQUARED = {"symdiff": 1, "hamming": 2}
 
 Query = tuple  # a marginal: tuple of histogram variable names; () is the total
+JOINT_MARK = "@"  # a joint table's queries in a shared allocation: ("@NAME", *factors)
 
 
 @attrs.frozen

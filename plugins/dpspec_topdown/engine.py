@@ -27,7 +27,7 @@ import scipy.sparse as sp
 
 from dpspec.api import DataError, MechanismError, SpecError
 
-from .allocation import Allocation, allocate, query_name
+from .allocation import JOINT_MARK, Allocation, allocate, query_name
 from . import equality
 from .hierarchy import Hierarchy, build_hierarchy
 from .histogram import Schema, aggregate, marginal, unit_histograms
@@ -57,9 +57,6 @@ class JointTable:
     recodes: Sequence = ()
     invariants: Sequence = ()
     cross: Sequence = ()
-
-
-JOINT_MARK = "@"
 
 
 @attrs.define

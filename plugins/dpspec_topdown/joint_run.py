@@ -13,7 +13,6 @@ import functools
 
 import attrs
 import numpy as np
-import scipy.sparse as sp
 
 from dpspec.api import DataError, MechanismError, discrete_gaussian
 

@@ -13,7 +13,7 @@ from fractions import Fraction
 
 from dpspec.api import Diagnostic, Mechanism, NativeFlavor, ParamSpec, ParameterSchema, Release, SpecError, ir, progress
 
-from .allocation import allocate, query_name
+from .allocation import JOINT_MARK, allocate, query_name
 
 __version__ = "1.0.0"
 ROOT = "nation"
@@ -280,11 +280,9 @@ def _equalities(spec: ir.Spec, params: dict) -> list[dict]:
     (equality.py). T is a table of the domain with the finest level and one column per factor,
     and it must be declared public (`public { count T by block, hhgq, votingage released "..." }`):
     the guarantee is then stated as conditioned on it."""
-    block = params.get("equal_to")
+    block = _block(params, "equal_to", '{ pl94: { table: pl94_release  query: "hhgq * votingage" } }')
     if block is None:
         return []
-    if not isinstance(block, ir.ParamBlock):
-        raise SpecError("equal_to: expected a block such as { pl94: { table: pl94_release  query: \"hhgq * votingage\" } }")
     geo = spec.domain.geography.levels if spec.domain.geography else []
     finest = geo[-1] if geo else None
     schema = _schema(spec, params)
@@ -312,7 +310,12 @@ def _equalities(spec: ir.Spec, params: dict) -> list[dict]:
     return out
 
 
-JOINT_MARK = "@"  # a joint table's query keys in the allocation: ("@units", *factors)
+def _block(params: dict, name: str, example: str):
+    """The parameter `name` as a block, None when absent; a SpecError showing `example` if not a block."""
+    block = params.get(name)
+    if block is not None and not isinstance(block, ir.ParamBlock):
+        raise SpecError(f"{name}: expected a block such as {example}")
+    return block
 
 
 def _loc_of(p):
@@ -323,11 +326,9 @@ def _joint(spec: ir.Spec, params: dict) -> list[dict]:
     """``joint: { NAME: { table: T  variables: a, b  queries: {...}  recodes: {...} } }``: further
     tables solved with the mechanism's table in one problem per node (joint.py). Each entry:
     name, table, variables {name: categories}, schema, strategy {level: [(key, share)]}, loc."""
-    block = params.get("joint")
+    block = _block(params, "joint", "{ units: { table: units  variables: vacs  queries: { total: 1/4 } } }")
     if block is None:
         return []
-    if not isinstance(block, ir.ParamBlock):
-        raise SpecError("joint: expected a block such as { units: { table: units  variables: vacs  queries: { total: 1/4 } } }")
     geo = spec.domain.geography.levels if spec.domain.geography else []
     out, seen = [], {params["table"]}
     for p in block.params:
@@ -378,12 +379,10 @@ def _cross_constraints(spec: ir.Spec, params: dict, joint: list[dict]) -> list[d
     """``cross_constraints: { NAME: { left: "T: QUERY"  right: "U: QUERY = LABEL" } }``: at every
     unit, the left side's groups equal the right side's (joint.CrossConstraint). Each side names
     the mechanism's table or a joint one; a table not solved jointly is a located SpecError."""
-    block = params.get("cross_constraints")
+    block = _block(params, "cross_constraints",
+                   '{ h1: { left: "households: total"  right: "units: occupancy = occupied" } }')
     if block is None:
         return []
-    if not isinstance(block, ir.ParamBlock):
-        raise SpecError("cross_constraints: expected a block such as { h1: { left: \"households: total\"  "
-                        "right: \"units: occupancy = occupied\" } }")
     schemas = {params["table"]: _schema(spec, params), **{j["table"]: j["schema"] for j in joint}}
     out = []
     for p in block.params:
