@@ -461,13 +461,8 @@ def test_joint_tables_refuse_passes():
         _joint_run(households, units, passes={"county": {"estimation": [[()]], "tolerance": Fraction(1, 10)}})
 
 
-def test_a_joint_spec_compiles_and_releases_both_tables(tmp_path):
-    import pandas as pd
-    from click.testing import CliRunner
-
-    from dpspec.cli.main import main
-
-    households, units = _households_and_units(seed=5)
+def _joint_spec_with_data(tmp_path, seed=5):
+    households, units = _households_and_units(seed=seed)
     (tmp_path / "in").mkdir()
     households.to_csv(tmp_path / "in" / "households.csv", index=False)
     units.to_csv(tmp_path / "in" / "units.csv", index=False)
@@ -477,8 +472,18 @@ def test_a_joint_spec_compiles_and_releases_both_tables(tmp_path):
     text = text.replace("release {\n  microdata households\n}",
                         "release {\n  microdata households\n  microdata units\n  output joint_measurements\n}")
     (tmp_path / "in" / "joint.dps").write_text(text)
+    return tmp_path / "in" / "joint.dps"
+
+
+def test_a_joint_spec_compiles_and_releases_both_tables(tmp_path):
+    import pandas as pd
+    from click.testing import CliRunner
+
+    from dpspec.cli.main import main
+
+    spec = _joint_spec_with_data(tmp_path)
     out = tmp_path / "out"
-    result = CliRunner().invoke(main, ["compile", str(tmp_path / "in" / "joint.dps"), "-o", str(out), "--seed", "3"])
+    result = CliRunner().invoke(main, ["compile", str(spec), "-o", str(out), "--seed", "3"])
     # a known seed makes the audit's finding critical (exit 1), but the release is written
     assert result.exit_code == 1 and "[critical] known-seed" in result.output, result.output
     assert "Traceback" not in result.output and "error" not in result.output.lower().replace("errors", "")
@@ -573,3 +578,15 @@ def test_a_reference_geography_without_the_aian_flag_is_a_located_spec_error():
     found = [d for d in info.value.diagnostics if "spine: geography names 'facilities'" in d.message]
     assert found and found[0].line is not None and "aian" in found[0].message
     check(_pl94({"    aian: aian\n    bypass": "    aian: aian\n    geography: units\n    bypass"}))  # units has it
+
+
+@pytest.mark.slow  # a Spark compile: a few seconds on an idle machine (CI runs every test)
+def test_a_joint_spec_releases_the_same_bytes_on_spark(tmp_path, spark_session):
+    from dpspec.engine.spark import SparkEngine
+    from tests.test_engine_mechanisms import compile_on, release_bytes
+
+    spec = str(_joint_spec_with_data(tmp_path, seed=9))
+    local = release_bytes(compile_on(spec, "local"), tmp_path / "local")
+    on_spark = release_bytes(compile_on(spec, SparkEngine(session=spark_session)), tmp_path / "spark")
+    assert set(local) == {"households.csv", "units.csv", "joint_measurements.csv"}
+    assert on_spark == local
