@@ -358,6 +358,9 @@ def test_joint_spec_checks_and_its_budget_lists_both_tables_queries():
     assert by[("county", "detailed")]["rho_exact"] == "1/16"
     total = sum(Fraction(r["rho_exact"]) for r in rows)
     assert total == 1
+    # `dpspec verify`'s neighbours change one household: the units' queries do not read it
+    (pair,) = TopDown().neighbours(spec, params)
+    assert pair.label.startswith("one households record")
 
 
 @pytest.mark.parametrize("replace, message", [

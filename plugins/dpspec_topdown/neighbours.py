@@ -19,6 +19,8 @@ import numpy as np
 from dpspec.api import NeighbourPair, discrete_gaussian, miniature_rows, same_universe, typed_frame, universe_queries
 from dpspec.api import miniature_record as record
 
+from .allocation import JOINT_MARK
+
 
 def _answers(frame, level: str | None, query: tuple, variables: dict, units: list) -> np.ndarray:
     """Counts of every (unit, cell) of a marginal, in a fixed order."""
@@ -69,6 +71,8 @@ def topdown_pairs(mechanism, spec, params, variables_of, root: str, recodes=()) 
     parts = []  # (sigma², answers on the left, answers on the right) of the cells that differ
     counted = {side: _recoded(frames[table.name], recodes, variables) for side, frames in (("left", left), ("right", right))}
     for qb in alloc.queries:
+        if qb.query[:1] and str(qb.query[0]).startswith(JOINT_MARK):
+            continue  # a joint table's query: it does not read the changed record's table
         level = None if qb.level == root else qb.level
         units = sorted(set(left[table.name][level].astype(str)) | set(right[table.name][level].astype(str))) if level else [""]
         a = _answers(counted["left"], level, qb.query, factors, units)
