@@ -345,10 +345,12 @@ def _joint(spec: ir.Spec, params: dict) -> list[dict]:
             raise SpecError(Diagnostic(f"joint: '{p.name}' names table '{table_name}', which must be a further table of "
                                        "the domain (not the mechanism's table, nor one already joint)", *loc))
         seen.add(table_name)
-        lacking = [lv for lv in geo if table.column(lv) is None]
+        spine = params.get("spine")
+        flag = spine.get("aian") if isinstance(spine, ir.ParamBlock) else None
+        lacking = [lv for lv in [*geo, *([str(flag.value)] if flag is not None else [])] if table.column(lv) is None]
         if lacking:
-            raise SpecError(Diagnostic(f"joint: table '{table_name}' has no column for geography level(s) "
-                                       f"{', '.join(lacking)}: a joint table lives on the same geography", *loc))
+            raise SpecError(Diagnostic(f"joint: table '{table_name}' has no column {', '.join(lacking)}: a joint "
+                                       "table lives on the same geography (and spine flag)", *loc))
         raw = fields["variables"]
         names = [str(v) for v in (raw if isinstance(raw, tuple) else (raw,))]
         sub = {"table": table_name, "variables": names, "recodes": fields.get("recodes"), "queries": fields["queries"]}
