@@ -373,6 +373,9 @@ def test_joint_spec_checks_and_its_budget_lists_both_tables_queries():
     ({"queries: { occupancy: 1/4  detailed: 1/4 }": "queries: { occupancy: 1/4  detailed: 1/2 }"},
      "shares must sum to exactly 1"),
     ({"table: units\n": "table: households\n"}, "names table 'households', which must be a further table"),
+    ({"    tenure : {0, 1}\n": "    tenure : {0, 1}\n    aian   : {0, 1}\n",
+      "  variables: hhsize, tenure\n": "  variables: hhsize, tenure\n  spine: { aian: aian }\n"},
+     "table 'units' has no column aian"),
 ])
 def test_joint_misuse_is_a_located_spec_error(replace, message):
     from dpspec.check.checker import check
