@@ -580,7 +580,8 @@ class TopDown(Mechanism):
         ParamSpec("constrain_to", "block", "per level and estimation pass, the queries later passes hold within "
                   "pass_tolerance: { county: { pass1: [\"total\", \"hhgq\"] } } (default: the queries the pass names)"),
         ParamSpec("pass_tolerance", "number", "how far a later estimation pass may move earlier passes' answers "
-                  "(production: 1/10)", low=Fraction(0)),
+                  "(production: 1/10); with pass_tolerance_type: opt_tol, the slack added to the LP-optimal tolerance",
+                  low=Fraction(0)),
         ParamSpec("pass_tolerance_type", "choice", "const: later passes hold earlier answers within pass_tolerance; "
                   "opt_tol: within the LP-optimal tolerance plus pass_tolerance (production's opt_tol, opt_tol_slack)",
                   choices=("const", "opt_tol")),
