@@ -333,6 +333,34 @@ def test_spark_reads_a_linked_partition_once_and_refuses_a_loop_and_odd_types(tm
         load_engine_table(spec, spec.data[0], engine)
 
 
+def _uri_folder_with_a_bad_later_file(tmp_path):
+    """A partitioned folder named by a file:// URI (the hdfs:// / s3a:// code path) whose first
+    file is fine and whose last holds dates in the int column 'age'."""
+    import datetime
+
+    folder = _partitioned(tmp_path)
+    dates = pa.array([datetime.date(2020, 1, 1)] * 2, pa.date32())
+    pq.write_table(_in(_people(2).set_column(2, "age", dates), "south"), folder / "region=south" / "part-9.parquet")
+    (tmp_path / "spec.dps").write_text(SMALL_SPEC.replace('"people.csv"', f'"{folder.as_uri()}/"'))
+    return dpspec.load(str(tmp_path / "spec.dps"))
+
+
+def test_every_file_of_a_uri_folder_has_its_types_checked(tmp_path):
+    spec = _uri_folder_with_a_bad_later_file(tmp_path)
+    for read in (lambda: load_table(spec, spec.data[0]), lambda: load_engine_table(spec, spec.data[0], LocalEngine())):
+        with pytest.raises(DataError, match=r"(?s)file://.*region=south/part-9.parquet: .*column 'age' is stored as "
+                                            r"date32"):
+            read()
+
+
+def test_every_file_of_a_uri_folder_has_its_types_checked_on_spark(tmp_path, spark_session):
+    from dpspec.engine.spark import SparkEngine
+
+    spec = _uri_folder_with_a_bad_later_file(tmp_path)
+    with pytest.raises(DataError, match=r"(?s)region=south/part-9.parquet: .*column 'age' is stored as date32"):
+        load_engine_table(spec, spec.data[0], SparkEngine(session=spark_session))
+
+
 def test_a_duplicated_header_is_refused_through_a_file_uri_too(small_spec):
     data = small_spec.parent / "people.csv"
     lines = data.read_text().splitlines()

@@ -10,6 +10,8 @@ schema.
 """
 from __future__ import annotations
 
+import os
+
 from dpspec import ir
 from dpspec.errors import DataError
 
@@ -62,12 +64,18 @@ def _schemas(path: str):
     """(file, Arrow schema) of each data file: footers only; partition columns are text."""
     import pyarrow.parquet as pq
 
-    from dpspec.check.sources import is_directory, is_uri, local_files, parquet_dataset
+    from dpspec.check.sources import data_files, filesystem, is_directory, is_uri, local_files
     from dpspec.language.reading import NotRegularFile, require_regular
 
     try:
-        if is_uri(path):
-            yield path, parquet_dataset(path).schema
+        if is_uri(path):  # every file's own footer: a dataset's schema is its first file's only
+            handle, inner = filesystem(path)
+            if not is_directory(path):
+                yield path, pq.read_schema(inner, filesystem=handle)
+                return
+            for rel in data_files(path):
+                name = rel.replace(os.sep, "/")
+                yield f"{path.rstrip('/')}/{name}", pq.read_schema(f"{inner.rstrip('/')}/{name}", filesystem=handle)
             return
         if not is_directory(path):
             require_regular(path)
