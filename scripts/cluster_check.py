@@ -186,7 +186,9 @@ def cut_spec(folder: Path, name: str, every: int) -> str:
         return f'data {table} from "{target}"'
 
     path = folder / name
-    path.write_text(re.sub(r'^data (\w+) from "([^"]+)"', cut, text, flags=re.M))
+    text = re.sub(r'^data (\w+) from "([^"]+)"', cut, text, flags=re.M)
+    # the spec's other files (SafeTab's code tables) stay where they are, named absolutely
+    path.write_text(re.sub(r'"(data/[^"]+)"', lambda m: f'"{SPECS / m.group(1)}"', text))
     return str(path)
 
 
