@@ -392,7 +392,11 @@ mechanism randomized_response { table: people  column: smoker  p: 3/4 }
 budget epsilon <= 1.1
 """
 DATA_KINDS = ["parquet-type", "parquet-type", "folder-link", "folder-loop", "folder-device", "folder-fifo",
-              "ragged-csv", "duplicate-header", "alias-bomb", "bidi-report"]
+              "ragged-csv", "duplicate-header", "alias-bomb", "bidi-report", "csv-long-record", "csv-bomb",
+              "parquet-over-limit", "uri-folder-type"]
+# The declared limits the limit cases run under (small, so that a case stays fast): a record of
+# at most RECORD_LIMIT bytes, a source of at most DATA_LIMIT bytes.
+RECORD_LIMIT, DATA_LIMIT = 1024, 16 << 10
 BIDI = ["\u202e", "\u202d", "\u202a", "\u202b", "\u202c", "\u2066", "\u2067", "\u2068", "\u2069", "\u200f", "\u061c"]
 
 
@@ -415,7 +419,7 @@ def _odd_arrays(rng: random.Random, n: int):
 def _people_table(n: int, region: str | None = None):
     import pyarrow as pa
 
-    cols = {"district": [(region or "north")[0] + "1"] * n, "age": list(range(20, 20 + n)),
+    cols = {"district": [(region or "north")[0] + "1"] * n, "age": [20 + i % 80 for i in range(n)],
             "smoker": [i % 2 == 0 for i in range(n)], "status": ["single", "married", "N"] * (n // 3) + ["N"] * (n % 3)}
     if region is None:
         cols = {"region": ["north"] * n, **cols}
@@ -448,6 +452,42 @@ def make_data_case(kind: str, rng: random.Random, here: str) -> tuple[str, bool,
         else:
             folder = _partition_folder(here)
             pq.write_table(table.drop(["region"]), os.path.join(folder, "region=north", "odd.parquet"))
+    elif kind == "parquet-over-limit":  # footers declaring more than DATA_LIMIT in the declared columns
+        big = _people_table(3000)
+        if rng.random() < 0.5:
+            pq.write_table(big, os.path.join(here, "people.parquet"), row_group_size=rng.choice([500, 3000]),
+                           use_dictionary=False)  # plain: 24 KB of ages alone
+            source = "people.parquet"
+        else:
+            folder = _partition_folder(here)
+            for n in range(rng.randint(1, 3)):
+                pq.write_table(_people_table(1500, "north"), os.path.join(folder, "region=north", f"more{n}.parquet"),
+                               use_dictionary=False)
+    elif kind == "uri-folder-type":  # a file:// folder (the hdfs:// / s3a:// path): fine first file, odd later one
+        folder = _partition_folder(here)
+        table = _people_table(4, "south")
+        column = rng.choice(["district", "age", "smoker", "status"])
+        table = table.set_column(table.schema.get_field_index(column), column, _odd_arrays(rng, 4))
+        pq.write_table(table, os.path.join(folder, "region=south", rng.choice(["part-9.parquet", "zz.parquet"])))
+        source = "file://" + os.path.abspath(folder) + "/"
+    elif kind in ("csv-long-record", "csv-bomb"):
+        import gzip
+
+        lines = ["region,district,age,smoker,status"] + [f"north,n1,{20 + i % 80},true,single" for i in range(8)]
+        if kind == "csv-long-record":
+            i = rng.randrange(1, len(lines))
+            long = rng.choice(["x" * (RECORD_LIMIT + rng.randint(1, 5000)),  # one long line
+                               '"' + "line\n" * (RECORD_LIMIT // 5 + rng.randint(1, 500)) + '"',  # a quoted field over many lines
+                               '"' + "open quote\n" * rng.randint(200, 2000)])  # a quote never closed
+            lines[i] = lines[i].rsplit(",", 1)[0] + "," + long
+            body = ("\n".join(lines) + "\n").encode()
+            source = "people.csv"
+        else:  # a few KB that inflate past DATA_LIMIT
+            many = [f"north,n1,{20 + i % 80},true,single" for i in range(rng.randint(4000, 40000))]
+            body = gzip.compress(("\n".join(lines[:1] + many) + "\n").encode())
+            source = "people.csv.gz"
+        with open(os.path.join(here, source), "wb") as fh:
+            fh.write(body)
     elif kind.startswith("folder-"):
         folder = _partition_folder(here)
         spot = rng.choice([folder, os.path.join(folder, "region=north")])
@@ -504,8 +544,8 @@ def run_data(kind: str, rng: random.Random, tmp: str) -> str:
 
         spec = dpspec.load(path)
         source = spec.data[0]
-        full = os.path.join(spec.base_dir, source.path)
-        if kind.startswith("folder") or source.path.endswith(".parquet"):
+        full = source.path if "://" in source.path else os.path.join(spec.base_dir, source.path)
+        if kind.startswith(("folder", "parquet", "uri")) or source.path.endswith(".parquet"):
             got = len(load_engine_table(spec, source, LocalEngine()))
             if got != rows:
                 raise AssertionError(f"the engine path read {got} rows, not {rows}")
@@ -514,9 +554,17 @@ def run_data(kind: str, rng: random.Random, tmp: str) -> str:
             raise AssertionError(f"the local path read {got} rows, not {rows}")
         source_sha256(full)
 
+    from dpspec.check import limits
+
     with _scratch_cwd(tmp) as here:
         path, refused, rows = make_data_case(kind, rng, here)
-        outcome = _outcome(steps)
+        record = limits.MAX_RECORD_BYTES
+        limits.MAX_RECORD_BYTES = RECORD_LIMIT
+        try:
+            with limits.data_limit(DATA_LIMIT if kind in ("csv-bomb", "parquet-over-limit") else None):
+                outcome = _outcome(steps)
+        finally:
+            limits.MAX_RECORD_BYTES = record
     if refused and outcome == "ok":
         return f"internal: hostile data ({kind}) was read instead of refused"
     if not refused and outcome == "user-error":

@@ -259,8 +259,8 @@ def test_a_billion_laughs_entry_is_refused_quickly_and_located(tmp_path):
 # ---- SafeTab-H's published totals ----------------------------------------------------------------
 
 
-@pytest.mark.parametrize("count, refused", [("5", False), ("-5", False), ("2.5", True), (str(2**62), True),
-                                            ("10000000001", True)])
+@pytest.mark.parametrize("count, refused", [("5", False), ("0", False), ("-5", True), ("-1", True), ("2.5", True),
+                                            (str(2**62), True), ("10000000001", True)])
 def test_safetab_h_public_totals_must_be_counts(tmp_path, count, refused):
     from types import SimpleNamespace
 
@@ -269,10 +269,38 @@ def test_safetab_h_public_totals_must_be_counts(tmp_path, count, refused):
     (tmp_path / "totals.csv").write_text(f"geography,geocode,group,count\nnation,US,1002,7\nstate,01,1002,{count}\n")
     read = lambda: SafeTab()._public_totals(SimpleNamespace(base_dir=str(tmp_path)), {"public_totals": "totals.csv"})
     if refused:
-        with pytest.raises(DataError, match=r"totals.csv: the published total of group '1002' in state '01' is .* not a count"):
+        with pytest.raises(DataError, match=r"totals.csv: row 2 \(line 3\): the published total of group '1002' in "
+                                            r"state '01' is .*, which is not a published count"):
             read()
     else:
         assert read()["count"].tolist() == [7, int(count)]
+
+
+def test_safetab_h_negative_total_in_parquet_names_its_row(tmp_path):
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    from dpspec_safetab.plugin import SafeTab
+
+    frame = pd.DataFrame({"geography": ["nation"] * 3, "geocode": ["US"] * 3, "group": ["1", "2", "3"],
+                          "count": [4, 0, -12]}, index=[10, 11, 12])  # a stored index is not the row number
+    frame.to_parquet(tmp_path / "totals.parquet")
+    with pytest.raises(DataError, match=r"totals.parquet: row 3: the published total of group '3' in nation 'US' "
+                                        r"is -12, .*1 such value"):
+        SafeTab()._public_totals(SimpleNamespace(base_dir=str(tmp_path)), {"public_totals": "totals.parquet"})
+
+
+def test_bundled_safetab_h_public_totals_are_published_counts():
+    """The bundled DDHC-A totals are post-processed as production's are: none is negative."""
+    from types import SimpleNamespace
+
+    from dpspec_safetab.plugin import SafeTab
+
+    base = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "specs")
+    totals = SafeTab()._public_totals(SimpleNamespace(base_dir=base),
+                                      {"public_totals": "data/safetab/safetab_p_published.parquet"})
+    assert len(totals) > 10_000 and totals["count"].min() == 0
 
 
 def test_safetab_h_two_different_totals_for_one_group_are_refused(tmp_path):
@@ -303,6 +331,34 @@ def test_spark_reads_a_linked_partition_once_and_refuses_a_loop_and_odd_types(tm
                    folder / "region=north" / "part-2.parquet")
     with pytest.raises(DataError, match=r"(?s)part-2.parquet: .*column 'age' is stored as list"):
         load_engine_table(spec, spec.data[0], engine)
+
+
+def _uri_folder_with_a_bad_later_file(tmp_path):
+    """A partitioned folder named by a file:// URI (the hdfs:// / s3a:// code path) whose first
+    file is fine and whose last holds dates in the int column 'age'."""
+    import datetime
+
+    folder = _partitioned(tmp_path)
+    dates = pa.array([datetime.date(2020, 1, 1)] * 2, pa.date32())
+    pq.write_table(_in(_people(2).set_column(2, "age", dates), "south"), folder / "region=south" / "part-9.parquet")
+    (tmp_path / "spec.dps").write_text(SMALL_SPEC.replace('"people.csv"', f'"{folder.as_uri()}/"'))
+    return dpspec.load(str(tmp_path / "spec.dps"))
+
+
+def test_every_file_of_a_uri_folder_has_its_types_checked(tmp_path):
+    spec = _uri_folder_with_a_bad_later_file(tmp_path)
+    for read in (lambda: load_table(spec, spec.data[0]), lambda: load_engine_table(spec, spec.data[0], LocalEngine())):
+        with pytest.raises(DataError, match=r"(?s)file://.*region=south/part-9.parquet: .*column 'age' is stored as "
+                                            r"date32"):
+            read()
+
+
+def test_every_file_of_a_uri_folder_has_its_types_checked_on_spark(tmp_path, spark_session):
+    from dpspec.engine.spark import SparkEngine
+
+    spec = _uri_folder_with_a_bad_later_file(tmp_path)
+    with pytest.raises(DataError, match=r"(?s)region=south/part-9.parquet: .*column 'age' is stored as date32"):
+        load_engine_table(spec, spec.data[0], SparkEngine(session=spark_session))
 
 
 def test_a_duplicated_header_is_refused_through_a_file_uri_too(small_spec):

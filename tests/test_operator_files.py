@@ -144,6 +144,68 @@ def test_an_unchanged_link_still_publishes_into_the_folder_it_names(tmp_path):
     assert "manifest.json" in os.listdir(safe)
 
 
+def _folder_flip_case(tmp_path):
+    """(result, -o path, the real folder it lies in, the data folder): the run will replace the
+    real folder by a link to the data folder, as a hostile user of a shared parent could."""
+    result, _, _, data = _flipping_case(tmp_path)
+    real = tmp_path / "shared"
+    real.mkdir()
+    return result, real / "out", real, data
+
+
+def _replace_by_link(folder, to):
+    moved = folder.parent / (folder.name + ".moved")
+    os.rename(folder, moved)
+    folder.symlink_to(to)
+    return moved
+
+
+def test_a_parent_folder_replaced_by_a_link_while_staging_writes_nothing_into_the_data(tmp_path, monkeypatch):
+    """Every write goes through the handles opened at the start: the staged files never follow
+    the new link into the data folder, and the changed path is refused before the swap."""
+    import dpspec.report
+
+    from dpspec.publish.output import write_result
+    from dpspec.publish.output_set import OutputSetError
+
+    result, out, real, data = _folder_flip_case(tmp_path)
+    before = sorted(os.listdir(data))
+    render, moved = dpspec.report.render_all, []
+
+    def flipping(*args, **kw):  # the release tables are staged already; the reports follow
+        moved.append(_replace_by_link(real, data))
+        return render(*args, **kw)
+
+    monkeypatch.setattr(dpspec.report, "render_all", flipping)
+    with pytest.raises(OutputSetError, match="a link in it changed during the run"):
+        write_result(result, str(out))
+    assert sorted(os.listdir(data)) == before  # not even a hidden staged folder
+    assert [n for n in os.listdir(moved[0]) if not n.endswith("-lock")] == []  # the staged set was removed
+
+
+def test_a_parent_folder_replaced_by_a_link_at_the_swap_lands_the_set_where_it_was_checked(tmp_path, monkeypatch):
+    """No window: a change after the last look at the path (right before the swap) moves
+    nothing into the data folder; the set is published, whole, in the folder the guard checked."""
+    import dpspec.publish.output_set as output_set
+
+    from dpspec.publish.output import write_result
+    from dpspec.publish.output_set import verify_set
+
+    result, out, real, data = _folder_flip_case(tmp_path)
+    before = sorted(os.listdir(data))
+    swap, moved = output_set._swap_in, []
+
+    def flip_then_swap(*args):
+        moved.append(_replace_by_link(real, data))
+        return swap(*args)
+
+    monkeypatch.setattr(output_set, "_swap_in", flip_then_swap)
+    write_result(result, str(out))
+    assert sorted(os.listdir(data)) == before
+    assert verify_set(str(moved[0] / "out")) == []
+    assert not [n for n in os.listdir(moved[0]) if ".dpspec-new-" in n or ".dpspec-old-" in n]
+
+
 # ---- deeply nested expressions: an error with a location ------------------------------------------
 
 

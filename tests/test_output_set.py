@@ -132,8 +132,8 @@ _SLOW = textwrap.dedent('''\
     import sys, time
     import dpspec.publish.output_set as s
     fsync, swap = s._fsync, s._swap_in
-    s._fsync = lambda p: (time.sleep(0.03), fsync(p))
-    s._swap_in = lambda a, b: (time.sleep(0.05), swap(a, b), time.sleep(0.05))
+    s._fsync = lambda *a: (time.sleep(0.03), fsync(*a))
+    s._swap_in = lambda *a: (time.sleep(0.05), swap(*a), time.sleep(0.05))
     from dpspec.cli.main import main
     print("READY", flush=True)
     main(sys.argv[1:])

@@ -156,10 +156,10 @@ _HELD = """\
 import os, sys, time
 import dpspec.publish.output_set as s
 swap = s._swap_in
-def held(staged, target):
+def held(*args):
     while not os.path.exists({go!r}):
         time.sleep(0.01)
-    swap(staged, target)
+    swap(*args)
 s._swap_in = held
 from dpspec.cli.main import main
 main(sys.argv[1:])
@@ -204,8 +204,8 @@ def stage_text(*args):
     time.sleep(0.02)
     stage(*args)
 s.stage_text = stage_text
-s._fsync = lambda p: (time.sleep(0.03), fsync(p))
-s._swap_in = lambda a, b: (time.sleep(0.05), swap(a, b), time.sleep(0.05))
+s._fsync = lambda *a: (time.sleep(0.03), fsync(*a))
+s._swap_in = lambda *a: (time.sleep(0.05), swap(*a), time.sleep(0.05))
 from dpspec.cli.main import main
 main(sys.argv[1:])
 """

@@ -10,6 +10,8 @@ schema.
 """
 from __future__ import annotations
 
+import os
+
 from dpspec import ir
 from dpspec.errors import DataError
 
@@ -39,7 +41,12 @@ def type_problem(arrow_type, kind: str) -> str | None:
 def check_parquet_types(path: str, table: ir.Table) -> None:
     """DataError unless every data file of the Parquet source `path` has a usable type for each
     declared column it holds, and no column name twice."""
-    for where, schema in _schemas(path):
+    from dpspec.check.limits import FooterTally
+
+    tally = FooterTally(path)
+    for where, metadata in _schemas(path):
+        tally.add(where, metadata, table.column_names)  # declared limits, before any row is read
+        schema = metadata.schema.to_arrow_schema()
         counts: dict[str, int] = {}
         for name in schema.names:
             counts[name] = counts.get(name, 0) + 1
@@ -59,22 +66,28 @@ def check_parquet_types(path: str, table: ir.Table) -> None:
                                        *problems]))
 
 def _schemas(path: str):
-    """(file, Arrow schema) of each data file: footers only; partition columns are text."""
+    """(file, Parquet footer) of each data file: footers only, no rows."""
     import pyarrow.parquet as pq
 
-    from dpspec.check.sources import is_directory, is_uri, local_files, parquet_dataset
+    from dpspec.check.sources import data_files, filesystem, is_directory, is_uri, local_files
     from dpspec.language.reading import NotRegularFile, require_regular
 
     try:
-        if is_uri(path):
-            yield path, parquet_dataset(path).schema
+        if is_uri(path):  # every file's own footer: a dataset's schema is its first file's only
+            handle, inner = filesystem(path)
+            if not is_directory(path):
+                yield path, pq.read_metadata(inner, filesystem=handle)
+                return
+            for rel in data_files(path):
+                name = rel.replace(os.sep, "/")
+                yield f"{path.rstrip('/')}/{name}", pq.read_metadata(f"{inner.rstrip('/')}/{name}", filesystem=handle)
             return
         if not is_directory(path):
             require_regular(path)
-            yield path, pq.read_schema(path)
+            yield path, pq.read_metadata(path)
             return
         for full in local_files(path):
-            yield full, pq.read_schema(full)
+            yield full, pq.read_metadata(full)
     except FileNotFoundError:
         raise DataError(f"{path}: the data file does not exist") from None
     except NotRegularFile:

@@ -14,6 +14,7 @@ import pandas as pd
 
 from dpspec import ir
 from dpspec.check.arrow_types import check_parquet_types
+from dpspec.check.limits import check_csv_file, check_csv_stream
 from dpspec.check.sources import (  # noqa: F401 (file_sha256: re-exported)
     file_sha256, is_directory, is_parquet, is_uri, parquet_dataset, read_parquet_directory, source_sha256,
 )
@@ -81,6 +82,7 @@ def _read_csv(path: str, columns: list[str]) -> pd.DataFrame:
     """The declared columns of a CSV, as text. Every field of every row is tokenized (pandas
     would silently drop a row's extra fields when asked for some columns only), a chunk at a time
     so that undeclared columns never fill memory; a header naming a column twice is refused."""
+    check_csv_file(path)  # record lengths and size within the declared limits, before pandas allocates
     header = pd.read_csv(path, nrows=1, header=None, dtype=str, keep_default_na=False).iloc[0].tolist()
     _refuse_repeated(path, header)
     wanted = [c for c in columns if c in set(header)]
@@ -99,6 +101,8 @@ def _read_uri(path: str, fmt: str, columns: list[str]) -> pd.DataFrame:
     from dpspec.check.sources import filesystem
 
     handle, inner = filesystem(path)
+    with handle.open_input_stream(inner) as fh:
+        check_csv_stream(path, fh)
     with handle.open_input_stream(inner) as fh:
         _refuse_repeated(path, pd.read_csv(fh, nrows=1, header=None, dtype=str, keep_default_na=False).iloc[0].tolist())
     with handle.open_input_stream(inner) as fh:

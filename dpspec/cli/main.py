@@ -204,15 +204,23 @@ def _fmt_one(file: str, write: bool, check_only: bool, upgrade: bool) -> bool:
 @click.option("-o", "--output", "outdir", type=click.Path(file_okay=False), help="Output directory (default: out/<spec name>; beside the spec's folder when run from inside it).")
 @click.option("--seed", type=int, default=None, help="Make the run reproducible (voids the protection; the audit says so).")
 @click.option("--runs", type=click.IntRange(1, 10_000), default=1, help="Repeat the mechanism to measure utility (internal report).")
+@click.option("--max-data-bytes", "max_data", default=None, metavar="SIZE",
+              help="Refuse a data source holding more than SIZE bytes (uncompressed; e.g. 500M, 8G; default 64G).")
 @verification_option
 @engine_option
 @master_option
 @friendly
-def compile_cmd(file, outdir, seed, runs, engine_name, spark_master, verify_file=None):
+def compile_cmd(file, outdir, seed, runs, engine_name, spark_master, verify_file=None, max_data=None):
     """Check FILE, run its mechanism on its data, write the release and the reports."""
     from dpspec.run.compiler import compile_spec
     from dpspec.publish.output import write_result
 
+    from dpspec.check.limits import data_limit, parse_size
+
+    try:
+        limit = None if max_data is None else parse_size(max_data)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--max-data-bytes") from None
     _warn_deprecated_imports()
     spec = _load(file)
     from dpspec.cli.engine import engine_for, engine_note
@@ -233,7 +241,7 @@ def compile_cmd(file, outdir, seed, runs, engine_name, spark_master, verify_file
         verified = load_for(verify_file, spec)
     click.echo(f"compiling {file} ...", err=True)
     with claimed_target(outdir, "compile"):  # a second writer into the same folder is refused, not interleaved
-        with reporting(StderrBar()), engine_for(engine_name, spark_master) as engine:
+        with reporting(StderrBar()), engine_for(engine_name, spark_master) as engine, data_limit(limit):
             result = compile_spec(spec, seed=seed, runs=runs, engine=engine)
             if note := engine_note(result, engine_name):
                 click.echo(note, err=True)

@@ -7,6 +7,12 @@ SIGKILL, the target holds the complete old set or the complete new one, never a 
 leftovers are removed by the next compile into that target. A lock file beside the target
 (`flock`, released by the kernel when the process dies) refuses a second concurrent compile.
 
+Everything beside and in the target is done relative to ONE opened handle of the target's parent
+folder (`os.open(..., O_DIRECTORY | O_NOFOLLOW)`, then `mkdir`, `open` and `rename` with
+`dir_fd=`), and the staged set is written through a handle of its own folder, so a link in the
+`-o` path that is changed during the run cannot redirect any write: the set lands in the folder
+the input guard checked, or nowhere.
+
 `dpspec audit -o` and `dpspec infer -o` write their reports the same way; each manifest names
 the command that wrote it (`command`, "compile" when absent), and a folder holding one command's
 set is never replaced by another command's.
@@ -17,8 +23,9 @@ import ctypes
 import errno
 import json
 import os
+import secrets
 import shutil
-import tempfile
+import stat as statmod
 from contextlib import contextmanager
 
 from dpspec.publish.atomic import _umask
@@ -42,6 +49,40 @@ def _sibling(target: str, kind: str) -> str:
     return os.path.join(os.path.dirname(target), "." + os.path.basename(target) + kind)
 
 
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+
+
+def _fd_path(fd: int) -> str | None:
+    """The folder an open handle is (Linux's /proc), None where the system cannot say."""
+    try:
+        return os.readlink(f"/proc/self/fd/{fd}")
+    except OSError:
+        return None
+
+
+def _open_folder(path: str, outdir: str, dir_fd: int | None = None) -> int:
+    """A handle of the folder `path` (never through a link in its last part); refused if a link
+    earlier in the path led it elsewhere than `path` between resolving and opening."""
+    try:
+        fd = os.open(path, _DIR_FLAGS, dir_fd=dir_fd)
+    except OSError as exc:
+        raise OutputSetError(f"error: cannot open the folder of the output path {outdir}: {exc.strerror}") from None
+    real = _fd_path(fd) if dir_fd is None else None
+    if real is not None and real != path:
+        os.close(fd)
+        raise OutputSetError(f"error: the output path {outdir} led to {path} and then to {real} (a link in it changed "
+                             "during the run); nothing was published. Name a folder whose path holds no link that "
+                             "others can change")
+    return fd
+
+
+def _staged_path(fd: int, fallback: str) -> str:
+    """A path that writes through the staged folder's handle (/proc/self/fd/N), wherever its
+    name's folders may have been moved or relinked since; the plain path where there is no /proc."""
+    via = f"/proc/self/fd/{fd}"
+    return via if _fd_path(fd) is not None and os.path.isdir(via) else fallback
+
+
 @contextmanager
 def target_lock(outdir: str):
     """Hold the target's lock (re-entrant within this process); refuse if another process holds it."""
@@ -58,34 +99,64 @@ def target_lock(outdir: str):
     if os.path.lexists(target) and not os.path.isdir(target):  # before a lock file appears beside, say, /dev/null
         raise OutputSetError(f"error: the output path {outdir} exists and is not a folder")
     os.makedirs(os.path.dirname(target), exist_ok=True)
-    fd = os.open(_sibling(target, _LOCK), os.O_RDWR | os.O_CREAT, 0o644)
+    parent = _open_folder(os.path.dirname(target), outdir)
+    try:
+        fd = os.open(os.path.basename(_sibling(target, _LOCK)), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644,
+                     dir_fd=parent)
+    except BaseException:
+        os.close(parent)
+        raise
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
         os.close(fd)
+        os.close(parent)
         raise OutputSetError(f"error: another dpspec compile, audit or infer is writing to {outdir}; wait for it or "
                              "choose another output folder") from None
     _held[target] = 1
     try:
-        _recover(target)
+        _recover(parent, os.path.basename(target))
         yield
     finally:
         del _held[target]
         os.close(fd)  # closing releases the lock; the lock file stays (removing it would race)
+        os.close(parent)
 
 
-def _leftovers(target: str, kind: str) -> list[str]:
-    parent, prefix = os.path.dirname(target), "." + os.path.basename(target) + kind
-    return sorted(os.path.join(parent, n) for n in os.listdir(parent) if n.startswith(prefix))
+def _leftovers(parent: int, name: str, kind: str) -> list[str]:
+    """Names beside the target (in the folder `parent` is a handle of) left by an interrupted run."""
+    prefix = "." + name + kind
+    return sorted(n for n in os.listdir(parent) if n.startswith(prefix))
 
 
-def _recover(target: str) -> None:
+def _exists(parent: int, name: str) -> bool:
+    try:
+        os.stat(name, dir_fd=parent, follow_symlinks=False)
+        return True
+    except FileNotFoundError:
+        return False
+
+
+def _remove(parent: int, name: str) -> None:
+    """Remove a leftover folder (or whatever was put in its place) beside the target."""
+    try:
+        st = os.stat(name, dir_fd=parent, follow_symlinks=False)
+        if statmod.S_ISDIR(st.st_mode):
+            shutil.rmtree(name, dir_fd=parent, ignore_errors=True)
+        else:
+            os.unlink(name, dir_fd=parent)
+    except OSError:
+        pass
+
+
+def _recover(parent: int, name: str) -> None:
     """Under the lock: finish or undo what an interrupted compile left beside the target."""
-    old = _leftovers(target, _OLD)
-    if old and not os.path.lexists(target):  # killed between the two fallback renames
-        os.rename(max(old, key=os.path.getmtime), target)
-    for path in _leftovers(target, _NEW) + _leftovers(target, _OLD):
-        shutil.rmtree(path, ignore_errors=True)
+    old = _leftovers(parent, name, _OLD)
+    if old and not _exists(parent, name):  # killed between the two fallback renames
+        newest = max(old, key=lambda n: os.stat(n, dir_fd=parent, follow_symlinks=False).st_mtime)
+        os.rename(newest, name, src_dir_fd=parent, dst_dir_fd=parent)
+    for leftover in _leftovers(parent, name, _NEW) + _leftovers(parent, name, _OLD):
+        _remove(parent, leftover)
 
 
 def _manifest(target: str) -> dict | None:
@@ -195,8 +266,8 @@ def write_manifest(staged: str, man: dict) -> None:
     stage_text(staged, MANIFEST, json.dumps(man, indent=2, sort_keys=True) + "\n")
 
 
-def _fsync(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY)
+def _fsync(path: str, dir_fd: int | None = None) -> None:
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0), dir_fd=dir_fd)
     try:
         os.fsync(fd)
     finally:
@@ -204,17 +275,17 @@ def _fsync(path: str) -> None:
 
 
 _RENAME_EXCHANGE = 2
-_AT_FDCWD = -100
 
 
-def _exchange(a: str, b: str) -> bool:
-    """Atomically swap two paths (Linux renameat2); False where the system cannot."""
+def _exchange(parent: int, a: str, b: str) -> bool:
+    """Atomically swap two names in the folder `parent` is a handle of (Linux renameat2); False
+    where the system cannot."""
     try:
         libc = ctypes.CDLL(None, use_errno=True)
         renameat2 = libc.renameat2
     except (OSError, AttributeError):
         return False
-    if renameat2(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE) == 0:
+    if renameat2(parent, os.fsencode(a), parent, os.fsencode(b), _RENAME_EXCHANGE) == 0:
         return True
     err = ctypes.get_errno()
     if err in (errno.ENOSYS, errno.EINVAL, errno.ENOTSUP):
@@ -222,18 +293,29 @@ def _exchange(a: str, b: str) -> bool:
     raise OSError(err, os.strerror(err), b)
 
 
-def _swap_in(staged: str, target: str) -> None:
-    if not os.path.lexists(target):
-        os.rename(staged, target)
+def _swap_in(parent: int, staged: str, name: str) -> None:
+    """Make the staged folder `staged` the target `name`, both names in the folder `parent` is a handle of."""
+    if not _exists(parent, name):
+        os.rename(staged, name, src_dir_fd=parent, dst_dir_fd=parent)
         return
-    if _exchange(staged, target):
-        shutil.rmtree(staged, ignore_errors=True)  # `staged` now holds the old set
+    if _exchange(parent, staged, name):
+        _remove(parent, staged)  # `staged` now holds the old set
         return
-    old = tempfile.mkdtemp(prefix="." + os.path.basename(target) + _OLD, dir=os.path.dirname(target))
-    os.rmdir(old)
-    os.rename(target, old)
-    os.rename(staged, target)
-    shutil.rmtree(old, ignore_errors=True)
+    old = "." + name + _OLD + secrets.token_hex(6)
+    os.rename(name, old, src_dir_fd=parent, dst_dir_fd=parent)
+    os.rename(staged, name, src_dir_fd=parent, dst_dir_fd=parent)
+    _remove(parent, old)
+
+
+def _make_staged(parent: int, name: str) -> str:
+    """A fresh private folder beside the target for the new set; returns its name."""
+    while True:
+        staged = "." + name + _NEW + secrets.token_hex(6)
+        try:
+            os.mkdir(staged, 0o700, dir_fd=parent)
+            return staged
+        except FileExistsError:
+            continue
 
 
 @contextmanager
@@ -241,28 +323,41 @@ def output_set(outdir: str, command: str = "compile", guard=None):
     """Yield an empty staging folder; when the block succeeds, it becomes `outdir` in one swap.
 
     If the block fails, the staging folder is removed and `outdir` keeps its previous set.
-    `guard(path)` (the input guard) is run on the folder the path resolves to, the one written;
-    the path must still resolve there just before the swap."""
+    `guard(path)` (the input guard) is run on the folder the path resolves to, the one written.
+    Every step goes through one handle of that folder's parent (checked to be the folder the
+    guard judged), and the yielded path writes through a handle of the staged folder: a link in the path
+    changed during the run cannot redirect the set. A change that is noticed before the swap
+    (the path no longer leads to the folder written) still refuses the set, to tell the operator."""
     target = _target(outdir)
+    folder, name = os.path.dirname(target), os.path.basename(target)
     if guard is not None:
         guard(target)
     with claimed_target(outdir, command):
-        staged = tempfile.mkdtemp(prefix="." + os.path.basename(target) + _NEW, dir=os.path.dirname(target))
+        parent = _open_folder(folder, outdir)
+        staged = sfd = None
         try:
-            yield staged
+            staged = _make_staged(parent, name)
+            sfd = _open_folder(staged, outdir, dir_fd=parent)
+            yield _staged_path(sfd, os.path.join(folder, staged))
             if _target(outdir) != target:  # a link in the path was changed while the set was staged
                 raise OutputSetError(f"error: the output path {outdir} led to {target} when the run began and leads to "
                                      f"{_target(outdir)} now (a link in it changed during the run); nothing was "
                                      "published. Name a folder whose path holds no link that others can change")
-            os.chmod(staged, 0o777 & ~_umask())  # mkdtemp makes 0700; a set gets the usual mode
-            for name in os.listdir(staged):
-                _fsync(os.path.join(staged, name))
-            _fsync(staged)
-            _swap_in(staged, target)
-            _fsync(os.path.dirname(target))
+            os.fchmod(sfd, 0o777 & ~_umask())  # made 0700; a set gets the usual mode
+            for entry in os.listdir(sfd):
+                _fsync(entry, sfd)
+            os.fsync(sfd)
+            _swap_in(parent, staged, name)
+            staged = None
+            os.fsync(parent)
         except BaseException:
-            shutil.rmtree(staged, ignore_errors=True)
+            if staged is not None:
+                _remove(parent, staged)
             raise
+        finally:
+            if sfd is not None:
+                os.close(sfd)
+            os.close(parent)
 
 
 def verify_set(outdir: str) -> list[str]:

@@ -248,6 +248,7 @@ class SafeTab(Mechanism):
             raise DataError(f"{full}: the published totals do not exist") from None
         except (OSError, ValueError) as exc:
             raise DataError(f"{full}: cannot read the published totals: {exc}") from None
+        frame = frame.reset_index(drop=True)  # row numbers of the file, for errors
         need = {"geography", "geocode", "group", "count"}
         if not need <= set(frame.columns):
             raise DataError(f"{full}: the published totals need the columns {', '.join(sorted(need))}")
@@ -306,21 +307,24 @@ PUBLIC_COUNT_LIMIT = 10**10
 
 
 def _check_public_counts(totals, full: str) -> None:
-    """Published totals must be counts: whole numbers of a believable size, one per group and
-    geography. Negative values are accepted: SafeTab-P publishes noisy counts without clamping
-    them (the bundled DDHC-A totals hold some), and a negative total chooses the least detail."""
+    """Published totals must be counts: whole numbers from 0 to a believable size, one per group
+    and geography. Production feeds SafeTab-H the published Detailed DHC-A totals, which
+    SafeTab-P's post-processing rounds up to 0 (`allow_negative_counts: false`), so a negative
+    total means the file is not that product (raw noisy measurements, or a wrong column)."""
     import numpy as np
 
     from dpspec.api import shown as shown_value
 
     counts = totals["count"].to_numpy(dtype=np.float64)
-    bad = ~np.isfinite(counts) | (np.mod(counts, 1) != 0) | (np.abs(counts) > PUBLIC_COUNT_LIMIT)
+    bad = ~np.isfinite(counts) | (np.mod(counts, 1) != 0) | (counts < 0) | (counts > PUBLIC_COUNT_LIMIT)
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
         row = totals.iloc[i]
-        raise DataError(f"{full}: the published total of group {shown_value(row['group'])} in {row['geography']} "
-                        f"{shown_value(row['geocode'])} is {shown_value(row['count'])}, which is not a count (a whole "
-                        f"number of at most {PUBLIC_COUNT_LIMIT:,} in size); {int(bad.sum())} such value(s) in all")
+        where = f"row {int(totals.index[i]) + 1}" + (f" (line {int(totals.index[i]) + 2})" if not full.endswith(".parquet") else "")
+        raise DataError(f"{full}: {where}: the published total of group {shown_value(row['group'])} in "
+                        f"{row['geography']} {shown_value(row['geocode'])} is {shown_value(row['count'])}, which is not "
+                        f"a published count (a whole number from 0 to {PUBLIC_COUNT_LIMIT:,}; the published DDHC-A "
+                        f"rounds negative noisy counts up to 0); {int(bad.sum())} such value(s) in all")
     keys = ["geography", "geocode", "group"]
     clash = totals.groupby(keys, sort=False)["count"].nunique()
     clash = clash[clash > 1]

@@ -8,8 +8,11 @@
    persons.parquet.
 2. SafeTab-P (specs/safetab_p_production.dps) compiled on those persons with seed 2020; its
    published population-group totals (rows with no sex/age breakdown) ->
-   safetab_p_published.parquet: what SafeTab-H reads as public information. A seeded run is
-   not protected; this is synthetic data, so that is fine here, never for real data.
+   safetab_p_published.parquet: what SafeTab-H reads as public information. Negative counts
+   are set to 0 first, as SafeTab-P's post-processing does for the published Detailed DHC-A
+   (`allow_negative_counts: false`; SafeTab-H's documentation: "the T1 counts have been
+   postprocessed by SafeTab-P"). A seeded run is not protected; this is synthetic data, so
+   that is fine here, never for real data.
 """
 from __future__ import annotations
 
@@ -32,7 +35,9 @@ def published_totals() -> pd.DataFrame:
     spec = dpspec.load(os.path.join(SPECS, "safetab_p_production.dps"))
     counts = compile_spec(spec, seed=SEED, audit=False).published["counts"]
     totals = counts[(counts["QSEX"] == "*") & (counts["AGE4"] == "*") & (counts["AGE9"] == "*") & (counts["AGE23"] == "*")]
-    return totals[["geography", "geocode", "group", "group_level", "detail", "count"]].reset_index(drop=True)
+    totals = totals[["geography", "geocode", "group", "group_level", "detail", "count"]].reset_index(drop=True)
+    totals["count"] = totals["count"].clip(lower=0)  # the published DDHC-A rounds negative counts up to 0
+    return totals
 
 
 def main() -> None:
