@@ -124,7 +124,7 @@ def _sample_point(point: Point, data: dict, runs: int, engine, run_key: int, off
         key = derive_run_key(run_key, ("sweep", point.index, r))
         started = time.perf_counter()
         with progress.reporting(None):  # the sweep's bar counts points and runs, not a run's own stages
-            release = run_mechanism(mech, spec, params, data, make_rng(key), EngineRun(engine, key))
+            release = run_mechanism(mech, spec, params, data, make_rng(key), EngineRun(engine, key), keep_truths=True)
         point.run_seconds += time.perf_counter() - started
         try:
             verify_invariants(point.checked.induced, data, release.outputs)
