@@ -477,3 +477,26 @@ def test_points_as_units_of_work_on_a_process_pool_give_the_same_figures(swap_sp
     assert [p.realized for p in pooled.points] == [p.realized for p in one.points]
     assert [p.common for p in pooled.points] == [p.common for p in one.points]
     assert pooled.data_hashes == one.data_hashes and one.data_hashes
+
+
+def test_a_task_run_again_draws_the_same_noise(swap_spec):
+    """What Spark does when it retries a task after losing an executor: the same (point, run)
+    payload, run again in a worker, gives the same figures as the first time and as the local sweep."""
+    from dpspec.sweep import runner
+
+    spec = load(swap_spec)
+    axes = [parse_axis("rate=0.1,0.5")]
+    local = run_sweep(spec, axes, product(axes), runs=2, seed=31)
+    point = local.points[1]
+    hashes = local.data_hashes
+    from dpspec.engine import new_run_key
+
+    payload = (spec, hashes, point.checked, point.index, point.values, 1, new_run_key(31), local.off_by)
+    first = runner._task((1, 1), payload, None)
+    runner._WORKER.clear()  # a fresh worker: reads the data again
+    again = runner._task((1, 1), payload, None)
+    assert "error" not in first and first["rows"] == again["rows"]
+    assert first["rows"] == [r for r in point.realized if r["run"] == 1]
+    stale = runner._task((1, 1), (spec, {k: "0" * 64 for k in hashes}, *payload[2:]), None)
+    assert "differ from the data the driver read" in stale["error"]
+    runner._WORKER.clear()
