@@ -272,7 +272,8 @@ def test_topdown_expected_variance_matches_the_spread_of_its_measurements():
 
 def test_realized_errors_never_reach_the_public_report(swap_spec, tmp_path):
     out = tmp_path / "o"
-    res = cli("sweep", swap_spec, "--vary", "rate=0.05,0.5", "--runs", "3", "--seed", "4", "-o", str(out))
+    res = cli("sweep", swap_spec, "--vary", "rate=0.05,0.5", "--runs", "3", "--seed", "4", "-o", str(out),
+              "--units", "mechanism")  # local: the option is accepted and changes nothing
     assert res.exit_code == 0, res.output
     internal = json.loads((out / "internal-report.json").read_text())
     realized = internal["realized"]

@@ -239,8 +239,8 @@ def _task(key, payload, rng) -> dict:
     spec, hashes, checked, index, values, r, run_key, off_by = payload
     try:
         w = _WORKER if _WORKER.get("spec") == spec else _worker_start(spec, checked.mechanism)
-        if w["hashes"] != hashes:
-            changed = sorted(k for k in hashes if w["hashes"].get(k) != hashes[k])
+        changed = sorted(k for k in hashes if w["hashes"].get(k) != hashes[k])  # {}: the caller gave the data
+        if changed:
             raise DataError(f"{', '.join(changed)}: the data an executor read differ from the data the driver read "
                             "(changed during the sweep, or another file at that path on the executor)")
         point = Point(index, values, checked)
@@ -250,8 +250,7 @@ def _task(key, payload, rng) -> dict:
         return {"error": _message(exc)}
 
 
-def _on_engine(spec: ir.Spec, points: list, runs: int, engine, run_key: int, off_by: float, hashes: dict,
-               tick) -> None:
+def _on_engine(spec: ir.Spec, points: list, runs: int, engine, run_key: int, off_by: float, hashes: dict) -> None:
     """Every (point, run) of the points not failed yet as one unit of work on the engine (`map_items`,
     one task per pair); results come back in order and are put on their points."""
     import os
@@ -278,8 +277,6 @@ def _on_engine(spec: ir.Spec, points: list, runs: int, engine, run_key: int, off
     for p in todo:
         if p.status != "failed":
             p.status = "ok"
-    for _ in range(len(points) * runs):
-        tick()
 
 
 def run_sweep(spec: ir.Spec, axes, grid: list[dict], *, runs: int = 0, engine=None, seed: int | None = None,
@@ -298,9 +295,9 @@ def run_sweep(spec: ir.Spec, axes, grid: list[dict], *, runs: int = 0, engine=No
     mech = points[0].checked.mechanism
     if runs and (why := mech.cannot_run(points[0].checked.spec, points[0].checked.params)):
         raise MechanismError(why)
-    chosen = get_engine(engine)
     if units not in ("points", "mechanism"):
         raise ValueError(f"units must be 'points' or 'mechanism', not {units!r}")
+    chosen = get_engine(engine)
     if workers > 1 and chosen.name != "local":
         raise MechanismError("--workers runs points in local processes; on Spark the units of work are spread by Spark")
     sweep = Sweep(spec, list(axes), points, runs, off_by, delta, method, seed, chosen.name)
@@ -331,7 +328,9 @@ def run_sweep(spec: ir.Spec, axes, grid: list[dict], *, runs: int = 0, engine=No
                     raise
                 except Exception as exc:
                     _fail(point, _message(exc))
-            _on_engine(spec, points, runs, chosen, run_key, off_by, sweep.data_hashes, tick)
+            _on_engine(spec, points, runs, chosen, run_key, off_by, sweep.data_hashes)  # the engine shows its tasks
+            done[0] = total - 1
+            tick()
             return sweep
         truth = realized.TruthCache(data or {})
         for point in points:
