@@ -124,8 +124,7 @@ def figures(summary: pd.DataFrame, reps: pd.DataFrame, contractions: pd.DataFram
                     if s.empty:
                         continue
                     truth = summary[(summary["county"] == county) & (summary["month"] == month)]["true_rate"].iloc[0]
-                    q = s.quantile([0.0, 0.25, 0.5, 0.75, 1.0]).to_numpy()
-                    boxes.append(Box(f"{month} {LABELS[method]}", *q, reference=truth))
+                    boxes.append(Box.of(f"{month} {LABELS[method]}", s.to_numpy(dtype=float), reference=truth))
             out.append((f"Figure 1: {county}, {regime} privacy",
                         "Released case rates per 100,000 over the replicates (box: quartiles; whiskers: range); dashed red: the confidential rate.",
                         box_chart(f"{county} case rate per 100,000, {regime} privacy", boxes, axis="per 100,000")))
@@ -135,8 +134,7 @@ def figures(summary: pd.DataFrame, reps: pd.DataFrame, contractions: pd.DataFram
             s = summary[(summary["budget"] == regime) & (summary["method"] == method)]["mean_relative_error"].dropna()
             if s.empty:
                 continue
-            q = s.quantile([0.0, 0.25, 0.5, 0.75, 1.0]).to_numpy()
-            boxes.append(Box(LABELS[method], *q))
+            boxes.append(Box.of(LABELS[method], s.to_numpy(dtype=float)))
         out.append((f"Figure 2: relative error, {regime} privacy",
                     "Mean relative error (%) of the released case counts, one point per county and month, over all counties and months.",
                     box_chart(f"Relative error of case counts (%), {regime} privacy", boxes, axis="%")))

@@ -33,6 +33,9 @@ def test_case_study_on_three_counties_writes_one_report_set(tmp_path):
     for figure in ("Figure 1: Cameron", "Figure 2", "Figure 3", "Figure 4"):
         assert figure in html
     assert "<svg" in html and "<script" not in html
+    # every figure is drawn (Figures 1 and 2 are box plots: Cameron low and high, then low and high)
+    assert html.count("<svg") == html.count("<h2>Figure") == 10
+    assert ">None<" not in html and "None</" not in html
     contractions = pd.read_csv(out / "contractions.csv")
     assert set(contractions["effect"]) == {"ContractedCaseZeros", "ContractedDeathZeros", "ContractedRates"}
     assert (out / "manifest.json").exists() and (out / "summary.csv").exists()

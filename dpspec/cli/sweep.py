@@ -38,11 +38,15 @@ from dpspec.cli.errors import friendly
 @click.option("--yes", is_flag=True, help="run a grid larger than --limit")
 @click.option("--workers", type=click.IntRange(1, 256), default=1, show_default=True,
               help="local processes running the points as units of work (each reads the data once)")
+@click.option("--units", type=click.Choice(["points", "mechanism"]), default="points", show_default=True,
+              help="on Spark, the units of work: points (every point and run a task, each on one executor) or "
+                   "mechanism (points one by one, each run's mechanism spread over the cluster, for data no "
+                   "executor can hold)")
 @engine_option
 @master_option
 @friendly
-def sweep_cmd(file, vary, balance, runs, outdir, seed, off_by, delta, conversion, limit, yes, workers, engine_name,
-              spark_master):
+def sweep_cmd(file, vary, balance, runs, outdir, seed, off_by, delta, conversion, limit, yes, workers, units,
+              engine_name, spark_master):
     """Run SPEC over a grid of mechanism parameters: budget, expected error and (--runs) realized error."""
     from dpspec.cli.engine import engine_for
     from dpspec.language.parser import parse, read_source
@@ -67,7 +71,7 @@ def sweep_cmd(file, vary, balance, runs, outdir, seed, off_by, delta, conversion
     with claimed_target(outdir, "sweep"):
         with reporting(StderrBar()), engine_for(engine_name, spark_master) as engine:
             sweep = run_sweep(spec, axes, points, runs=runs, engine=engine, seed=seed, off_by=off_by,
-                              delta=delta, method=conversion, balance=balance, workers=workers)
+                              delta=delta, method=conversion, balance=balance, workers=workers, units=units)
         written = write_report_set(outdir, "sweep", report.files(sweep), {
             "spec": spec_entry(spec), "data": {os.path.basename(k.rstrip("/")): {"sha256": v}
                                                for k, v in sweep.data_hashes.items()},

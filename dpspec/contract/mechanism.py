@@ -185,7 +185,10 @@ class Mechanism:
         """Produce the release. A plugin may add a keyword parameter `engine=None`: it then
         receives a `dpspec.engine.EngineRun` (map over units of work with keyed streams, count,
         read Parquet) and runs on whichever engine the user chose; without it, `run` is called
-        as before and runs in this process."""
+        as before and runs in this process. A plugin may also add `keep_truths=False`: `dpspec
+        sweep --runs` passes True, and the run then keeps in `Release.internal` what its
+        `compared_counts` needs (the confidential count of each released cell, when the released
+        counts are summed where the data live and no table of truths reaches the sweep)."""
         raise NotImplementedError
 
     def utility(self, spec: ir.Spec, params: dict, data: dict, releases: list) -> dict:
@@ -206,7 +209,8 @@ class Mechanism:
         (internal report only). One dict per table: {"table": str, "level": str | None,
         "truth": Series, "released": Series}, both indexed by cell. None: the sweep compares the
         released microdata's count tables with the data's (by geography level), which needs no
-        hook."""
+        hook. A run called with `keep_truths=True` (see `run`) may have left the truths in
+        `release.internal` (SafeTab does: its truths are summed on the engine, per unit of work)."""
         return None
 
     def neighbours(self, spec: ir.Spec, params: dict) -> list[NeighbourPair] | None:

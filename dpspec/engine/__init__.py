@@ -51,8 +51,20 @@ def accepts_engine(mechanism) -> bool:
     return "engine" in params or any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
 
 
-def run_mechanism(mechanism, spec, params: dict, data: dict, rng, engine_run: EngineRun):
-    """`mechanism.run`, handing it the engine only if it asks for one: existing plugins keep working."""
+def accepts_truths(mechanism) -> bool:
+    """Whether a mechanism's `run` takes the optional `keep_truths` argument (for `dpspec sweep`)."""
+    import inspect
+
+    try:
+        return "keep_truths" in inspect.signature(mechanism.run).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+def run_mechanism(mechanism, spec, params: dict, data: dict, rng, engine_run: EngineRun, keep_truths: bool = False):
+    """`mechanism.run`, handing it the engine only if it asks for one: existing plugins keep working.
+    keep_truths (a sweep measuring realized error) is passed only to a `run` that names it."""
+    extra = {"keep_truths": True} if keep_truths and accepts_truths(mechanism) else {}
     if accepts_engine(mechanism):
-        return mechanism.run(spec, params, data, rng, engine=engine_run)
-    return mechanism.run(spec, params, data, rng)
+        return mechanism.run(spec, params, data, rng, engine=engine_run, **extra)
+    return mechanism.run(spec, params, data, rng, **extra)

@@ -154,11 +154,14 @@ class Engine:
         invariant by a household id brings one number to the driver, not a row per household."""
         raise NotImplementedError
 
-    def map_items(self, items, func: ItemFunction, *, run_key: int, stage: str) -> list:
+    def map_items(self, items, func: ItemFunction, *, run_key: int, stage: str, per_item: bool = False) -> list:
         """Run `func(key, payload, rng)` on every (key, payload) of `items`; results in their order.
 
         For units whose input the driver builds (payloads must pickle: numpy arrays, attrs
         classes); rng is the unit's own stream, keyed by (run key, stage, key) as in map_groups.
+        per_item: each item a task of its own (heavy items, such as a sweep's runs: the engine
+        balances them and its progress counts them), instead of batches of the engine's
+        parallelism.
         """
         raise NotImplementedError
 
@@ -251,8 +254,8 @@ class EngineRun:
     def count_distinct(self, table, by, columns) -> pd.DataFrame:
         return self.engine.count_distinct(handle(table), list(by), list(columns))
 
-    def map_items(self, items, func: ItemFunction, *, stage: str) -> list:
-        return self.engine.map_items(list(items), func, run_key=self.run_key, stage=stage)
+    def map_items(self, items, func: ItemFunction, *, stage: str, per_item: bool = False) -> list:
+        return self.engine.map_items(list(items), func, run_key=self.run_key, stage=stage, per_item=per_item)
 
     def lookup(self, table, key: str, parent, take: dict, compare: dict | None = None, *,
                stage: str = "lookup", show: int = 5):

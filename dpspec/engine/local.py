@@ -168,7 +168,7 @@ class LocalEngine(Engine):
 
         return counts_differ_frames(count_frame(handle(table), by), count_frame(handle(other), by), by)
 
-    def map_items(self, items, func, *, run_key, stage) -> list:
+    def map_items(self, items, func, *, run_key, stage, per_item=False) -> list:  # items run one by one anyway
         out = []
         for done, (key, payload) in enumerate(items, start=1):
             out.append(run_item(func, run_key, stage, key, payload))

@@ -422,7 +422,7 @@ class SparkEngine(Engine):
         with _quiet():
             return counts_differ(self, table, other, list(by))
 
-    def map_items(self, items, func, *, run_key, stage) -> list:
+    def map_items(self, items, func, *, run_key, stage, per_item=False) -> list:
         """Driver-built units as Spark jobs over RDDs; results back in the items' order.
 
         Units are shipped in batches of at most `MAX_JOB_BYTES` of payload, one job each, so
@@ -441,7 +441,7 @@ class SparkEngine(Engine):
             try:
                 with job_progress(context, stage):
                     for batch in payload_batches(items, MAX_JOB_BYTES):
-                        slices = max(1, min(len(batch), self.partitions or context.defaultParallelism))
+                        slices = len(batch) if per_item else max(1, min(len(batch), self.partitions or context.defaultParallelism))
                         results.extend(context.parallelize(batch, slices).map(work).collect())
             except Exception as exc:
                 raise _unit_error(exc) from None

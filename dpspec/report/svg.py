@@ -119,54 +119,6 @@ def curve_chart(title: str, series: list[tuple[str, list[float], list[float]]], 
     return Markup("".join(out))
 
 
-@attrs.frozen
-class Box:
-    """One row of a box chart: the five-number summary of replicates and a reference value."""
-
-    label: str
-    low: float
-    q1: float
-    median: float
-    q3: float
-    high: float
-    reference: float | None = None  # drawn as a mark (the confidential value)
-
-
-def box_chart(title: str, boxes: list[Box], *, axis: str = "", width: int = 640) -> Markup:
-    """Horizontal box plots (whiskers at low/high, box q1-q3, median line) with a reference mark per row."""
-    row, top, left, right = 26, 30, 230, 70
-    height = top + row * len(boxes) + 24
-    plot = width - left - right
-    values = _finite([v for b in boxes for v in (b.low, b.high, b.reference)])
-    lo, hi = (min(values), max(values)) if values else (0.0, 1.0)
-    lo = min(lo, 0.0)
-    span = (hi - lo) * 1.05 or 1.0
-
-    def x(v: float) -> float:
-        return left + plot * (v - lo) / span
-
-    out = [f'<svg role="img" class="figure" viewBox="0 0 {width} {height}" width="{width}" height="{height}" '
-           f'aria-label="{escape(title)}">', f"<title>{escape(title)}</title>",
-           f'<text x="0" y="16" font-size="13" font-weight="600">{escape(title)}</text>']
-    for i, b in enumerate(boxes):
-        y = top + i * row
-        mid = y + row / 2 - 2
-        out.append(f'<text x="{left - 8}" y="{mid + 4:.1f}" font-size="11" text-anchor="end">{escape(_clip(b.label, 40))}</text>')
-        if all(math.isfinite(v) for v in (b.low, b.q1, b.median, b.q3, b.high)):
-            out.append(f'<line x1="{x(b.low):.1f}" x2="{x(b.high):.1f}" y1="{mid:.1f}" y2="{mid:.1f}" stroke="{COLORS["muted"]}"/>')
-            out.append(f'<rect x="{x(b.q1):.1f}" y="{y + 5}" width="{max(1.0, x(b.q3) - x(b.q1)):.1f}" height="{row - 14}" '
-                       f'fill="{COLORS["neutral"]}" fill-opacity="0.35" stroke="{COLORS["neutral"]}"/>')
-            out.append(f'<line x1="{x(b.median):.1f}" x2="{x(b.median):.1f}" y1="{y + 5}" y2="{y + row - 9}" stroke="#111" stroke-width="2"/>')
-        if b.reference is not None and math.isfinite(b.reference):
-            out.append(f'<line x1="{x(b.reference):.1f}" x2="{x(b.reference):.1f}" y1="{y + 1}" y2="{y + row - 5}" '
-                       f'stroke="{COLORS["bad"]}" stroke-width="2" stroke-dasharray="3,2"/>')
-    axis_y = top + row * len(boxes) + 4
-    out.append(f'<line x1="{left}" x2="{left + plot}" y1="{axis_y}" y2="{axis_y}" stroke="{COLORS["muted"]}"/>')
-    out.append(f'<text x="{left}" y="{axis_y + 16}" font-size="11" fill="#444">{escape(format_number(lo))}</text>')
-    out.append(f'<text x="{left + plot}" y="{axis_y + 16}" font-size="11" fill="#444" text-anchor="end">'
-               f'{escape(format_number(lo + span))}{(" " + escape(axis)) if axis else ""}</text>')
-
-
 def _nice_ticks(low: float, high: float, n: int = 4) -> list[float]:
     """Round tick values (1, 2 or 5 times a power of ten) covering [low, high]."""
     span = high - low
@@ -250,38 +202,95 @@ def xy_chart(title: str, series: list[tuple[str, list[float], list[float]]], *, 
     return Markup("".join(out))
 
 
-def boxplot_chart(title: str, boxes: list[tuple[str, list[float]]], *, y_label: str, width: int = 640,
-                  height: int = 280) -> Markup:
-    """One box per label (quartiles, whiskers to the extremes, the median marked) as an <svg>."""
-    import statistics
+@attrs.frozen
+class Box:
+    """One box of a box chart: the five-number summary of replicates, an optional reference
+    value drawn as a dashed mark (the confidential value), and how many replicates it sums up."""
 
-    left, right, top, bottom = 64, 16, 26, 60
-    pw, ph = width - left - right, height - top - bottom
-    y0, y1 = _range_of([v for _, vs in boxes for v in vs])
-    y0 = min(y0, 0.0) if y0 >= 0 else y0
+    label: str
+    low: float
+    q1: float
+    median: float
+    q3: float
+    high: float
+    reference: float | None = None
+    n: int | None = None
 
-    def py(y):
-        return top + ph * (1 - (y - y0) / (y1 - y0))
+    @classmethod
+    def of(cls, label: str, values, reference: float | None = None) -> "Box":
+        """The summary of `values` (quartiles by linear interpolation, as pandas' quantile);
+        NaN throughout when none is finite (the box is then left empty)."""
+        import statistics
 
-    out = _head(title, width, height)
-    out.append(f'<line x1="{left}" x2="{left}" y1="{top}" y2="{top + ph}" stroke="{COLORS["muted"]}"/>')
-    out.extend(_y_axis(y0, y1, py, left, top, ph, y_label))
-    slot = pw / max(len(boxes), 1)
-    for i, (label, values) in enumerate(boxes):
-        cx = left + slot * (i + 0.5)
-        w = min(40.0, slot * 0.6)
-        out.append(f'<text x="{cx:.1f}" y="{top + ph + 14}" font-size="10" text-anchor="middle">{escape(_clip(label, 18))}</text>')
         vs = sorted(_finite(values))
         if not vs:
-            continue
-        q1, med, q3 = (statistics.quantiles(vs, n=4, method="inclusive") if len(vs) > 1 else [vs[0]] * 3)
-        tip = escape(f"{label}: median {med:.4g}, quartiles {q1:.4g} to {q3:.4g}, range {vs[0]:.4g} to {vs[-1]:.4g}, "
-                     f"{len(vs)} runs")
-        out.append(f'<g><title>{tip}</title>'
-                   f'<line x1="{cx:.1f}" x2="{cx:.1f}" y1="{py(vs[-1]):.1f}" y2="{py(vs[0]):.1f}" stroke="#111"/>'
-                   f'<rect x="{cx - w / 2:.1f}" y="{py(q3):.1f}" width="{w:.1f}" height="{max(py(q1) - py(q3), 1):.1f}" '
-                   f'fill="{COLORS["neutral"]}" fill-opacity="0.35" stroke="{COLORS["neutral"]}"/>'
-                   f'<line x1="{cx - w / 2:.1f}" x2="{cx + w / 2:.1f}" y1="{py(med):.1f}" y2="{py(med):.1f}" '
-                   f'stroke="#111" stroke-width="2"/></g>')
+            return cls(label, *[math.nan] * 5, reference=reference, n=0)
+        q1, med, q3 = statistics.quantiles(vs, n=4, method="inclusive") if len(vs) > 1 else [vs[0]] * 3
+        return cls(label, vs[0], q1, med, q3, vs[-1], reference=reference, n=len(vs))
+
+
+def box_chart(title: str, boxes: list[Box], *, orientation: str = "horizontal", axis: str = "",
+              width: int = 640, height: int | None = None) -> Markup:
+    """Box plots (whiskers at low/high, box q1-q3, median line, dashed reference mark) as an <svg>.
+
+    horizontal: one row per box, labels on the left, the value axis at the bottom (many boxes
+    with long labels: the case study's months x methods); vertical: one column per box, the value
+    axis on the left (a few points of a sweep). Both share the scale, ticks and drawing."""
+    if orientation not in ("horizontal", "vertical"):
+        raise ValueError(f"orientation must be 'horizontal' or 'vertical', not {orientation!r}")
+    flat = orientation == "horizontal"
+    if flat:
+        left, right, top, bottom, slot = 230, 24, 30, 40, 26.0
+        height = int(top + slot * len(boxes) + bottom)
+        along = width - left - right  # pixels of the value axis
+    else:
+        left, right, top, bottom = 64, 16, 26, 60
+        height = height or 280
+        along = height - top - bottom
+        slot = (width - left - right) / max(len(boxes), 1)
+    v0, v1 = _range_of([v for b in boxes for v in (b.low, b.high, b.reference)])
+    v0 = min(v0, 0.0) if v0 >= 0 else v0
+
+    def pv(v: float) -> float:  # a value's pixel on the value axis
+        return left + along * (v - v0) / (v1 - v0) if flat else top + along * (1 - (v - v0) / (v1 - v0))
+
+    def line(c1: float, c2: float, a: float, b: float, style: str) -> str:
+        """A segment from value-pixel a to b at category-pixels c1 to c2 (one of them constant)."""
+        x1, x2, y1, y2 = (a, b, c1, c2) if flat else (c1, c2, a, b)
+        return f'<line x1="{x1:.1f}" x2="{x2:.1f}" y1="{y1:.1f}" y2="{y2:.1f}" {style}/>'
+
+    out = _head(title, width, height)
+    if flat:
+        axis_y = top + slot * len(boxes) + 4
+        out.append(f'<line x1="{left}" x2="{left + along}" y1="{axis_y:.1f}" y2="{axis_y:.1f}" stroke="{COLORS["muted"]}"/>')
+        out.extend(f'<text x="{pv(t):.1f}" y="{axis_y + 14:.1f}" font-size="10" text-anchor="middle">{t:g}</text>'
+                   for t in _nice_ticks(v0, v1))
+        if axis:
+            out.append(f'<text x="{left + along / 2:.1f}" y="{height - 4}" font-size="11" text-anchor="middle">'
+                       f"{escape(_clip(axis, 60))}</text>")
+    else:
+        out.append(f'<line x1="{left}" x2="{left}" y1="{top}" y2="{top + along}" stroke="{COLORS["muted"]}"/>')
+        out.extend(_y_axis(v0, v1, pv, left, top, along, axis))
+    for i, b in enumerate(boxes):
+        c = (top if flat else left) + slot * (i + 0.5)  # the box's centre across the value axis
+        w = (slot - 12) / 2 if flat else min(40.0, slot * 0.6) / 2
+        if flat:
+            out.append(f'<text x="{left - 8}" y="{c + 4:.1f}" font-size="11" text-anchor="end">{escape(_clip(b.label, 40))}</text>')
+        else:
+            out.append(f'<text x="{c:.1f}" y="{top + along + 14}" font-size="10" text-anchor="middle">{escape(_clip(b.label, 18))}</text>')
+        five = (b.low, b.q1, b.median, b.q3, b.high)
+        if all(v is not None and math.isfinite(v) for v in five):
+            tip = (f"{b.label}: median {b.median:.4g}, quartiles {b.q1:.4g} to {b.q3:.4g}, range {b.low:.4g} to {b.high:.4g}"
+                   + (f", {b.n} runs" if b.n else "") + (f"; reference {b.reference:.4g}" if b.reference is not None else ""))
+            lo_q, hi_q = sorted((pv(b.q1), pv(b.q3)))
+            x, y, rw, rh = (lo_q, c - w, hi_q - lo_q, 2 * w) if flat else (c - w, lo_q, 2 * w, hi_q - lo_q)
+            out.append(f"<g><title>{escape(tip)}</title>"
+                       + line(c, c, pv(b.low), pv(b.high), f'stroke="{COLORS["muted"]}"')
+                       + f'<rect x="{x:.1f}" y="{y:.1f}" width="{max(rw, 1.0):.1f}" height="{max(rh, 1.0):.1f}" '
+                         f'fill="{COLORS["neutral"]}" fill-opacity="0.35" stroke="{COLORS["neutral"]}"/>'
+                       + line(c - w, c + w, pv(b.median), pv(b.median), 'stroke="#111" stroke-width="2"') + "</g>")
+        if b.reference is not None and math.isfinite(b.reference):
+            out.append(line(c - w - 3, c + w + 3, pv(b.reference), pv(b.reference),
+                            f'stroke="{COLORS["bad"]}" stroke-width="2" stroke-dasharray="3,2"'))
     out.append("</svg>")
     return Markup("".join(out))

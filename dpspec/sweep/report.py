@@ -12,7 +12,7 @@ import os
 
 from dpspec import __version__, ir
 from dpspec.budget.premetrics import json_number
-from dpspec.report.svg import boxplot_chart, xy_chart
+from dpspec.report.svg import Box, box_chart, xy_chart
 
 FILES = {
     "grid_csv": "sweep.csv",
@@ -191,9 +191,9 @@ def boxplots(model: dict, per_run: list[dict]) -> list:
         for p in model["points"]:
             values = [r[key] for r in rows if r["point"] == p["point"]]
             if values:
-                boxes.append((", ".join(p["values"].values()), values))
-        out.append(boxplot_chart(f"{table}: {'MAPE (%)' if use_mape else 'mean absolute error'} across runs, by point",
-                                 boxes, y_label="MAPE (%)" if use_mape else "MAE"))
+                boxes.append(Box.of(", ".join(p["values"].values()), values))
+        out.append(box_chart(f"{table}: {'MAPE (%)' if use_mape else 'mean absolute error'} across runs, by point",
+                             boxes, orientation="vertical", axis="MAPE (%)" if use_mape else "MAE"))
     return out
 
 

@@ -15,7 +15,7 @@ from dpspec import ir
 from dpspec.budget import convert, ledger as ledger_mod
 from dpspec.budget.budget_text import budget_line
 from dpspec.check.checker import CheckedSpec, check
-from dpspec.errors import ConversionError, DpspecError, MechanismError, SpecError
+from dpspec.errors import ConversionError, DataError, DpspecError, MechanismError, SpecError
 from dpspec.run import progress
 from dpspec.sweep import realized
 from dpspec.sweep.override import balanced, override
@@ -113,27 +113,47 @@ def account(point: Point, data: dict, delta: float, method: str) -> None:
     point.expected = mech.expected_error(spec, params, facts)
 
 
-def _sample_point(point: Point, data: dict, runs: int, engine, run_key: int, off_by: float,
-                  truth: realized.TruthCache, tick) -> None:
+def _one_run(point: Point, data: dict, r: int, engine, run_key: int, off_by: float,
+             truth: realized.TruthCache) -> tuple[list[dict], float]:
+    """Run r of a point, measured against the data: (its realized rows, seconds in the mechanism).
+    Its streams are keyed by (run key, point, run) alone, so wherever it runs (this process, a
+    pool worker, a Spark task retried after a lost executor) it draws the same noise."""
     from dpspec.engine import EngineRun, run_mechanism
     from dpspec.engine.streams import derive_run_key
     from dpspec.run.compiler import _release_outputs, make_rng, verify_invariants
 
     spec, mech, params = point.checked.spec, point.checked.mechanism, point.checked.params
+    key = derive_run_key(run_key, ("sweep", point.index, r))
+    started = time.perf_counter()
+    with progress.reporting(None):  # the sweep's bar counts points and runs, not a run's own stages
+        release = run_mechanism(mech, spec, params, data, make_rng(key), EngineRun(engine, key), keep_truths=True)
+    seconds = time.perf_counter() - started
+    try:
+        verify_invariants(point.checked.induced, data, release.outputs)
+        rows = realized.measure(realized.comparisons(spec, mech, params, data, release, truth), off_by)
+    finally:
+        _release_outputs([release])
+    return [{"run": r, **row} for row in rows], seconds
+
+
+def _sample_point(point: Point, data: dict, runs: int, engine, run_key: int, off_by: float,
+                  truth: realized.TruthCache, tick) -> None:
     for r in range(runs):
-        key = derive_run_key(run_key, ("sweep", point.index, r))
-        started = time.perf_counter()
-        with progress.reporting(None):  # the sweep's bar counts points and runs, not a run's own stages
-            release = run_mechanism(mech, spec, params, data, make_rng(key), EngineRun(engine, key))
-        point.run_seconds += time.perf_counter() - started
-        try:
-            verify_invariants(point.checked.induced, data, release.outputs)
-            rows = realized.measure(realized.comparisons(spec, mech, params, data, release, truth), off_by)
-        finally:
-            _release_outputs([release])
-        point.realized.extend({"run": r, **row} for row in rows)
+        rows, seconds = _one_run(point, data, r, engine, run_key, off_by, truth)
+        point.run_seconds += seconds
+        point.realized.extend(rows)
         point.runs_done = r + 1
         tick()
+
+
+def _message(exc: BaseException) -> str:
+    return str(exc) if isinstance(exc, DpspecError) else f"{type(exc).__name__}: {exc}"
+
+
+def _fail(point: Point, message: str) -> None:
+    point.status = "failed"
+    point.realized = []  # a failed point has no figures: part of its runs would mislead
+    point.error = message
 
 
 def _do_point(point: Point, data, runs: int, engine, run_key: int, off_by: float, delta: float, method: str,
@@ -148,9 +168,7 @@ def _do_point(point: Point, data, runs: int, engine, run_key: int, off_by: float
     except (KeyboardInterrupt, SystemExit):
         raise
     except Exception as exc:  # one point's failure is reported with its parameters; the others run
-        point.status = "failed"
-        point.realized = []  # a failed point has no figures: part of its runs would mislead
-        point.error = str(exc) if isinstance(exc, DpspecError) else f"{type(exc).__name__}: {exc}"
+        _fail(point, _message(exc))
 
 
 # ---- points as units of work in a local process pool (--workers) ------------------------------
@@ -160,14 +178,19 @@ RESULT_FIELDS = ("status", "error", "budget", "budget_text", "common", "bounds_h
                  "runs_done", "run_seconds")
 
 
-def _worker_start(spec: ir.Spec) -> None:
-    """A pool worker reads the data once, on its own local engine, for every point it is given."""
+def _worker_start(spec: ir.Spec, mechanism=None) -> dict:
+    """A worker (a pool process, a Spark executor's Python worker) reads the data once, on its own
+    local engine, for every point it is given. mechanism: the checked one, shipped with the task
+    (a plugin registered only in the driver is not found by name on an executor)."""
     from dpspec.engine import LocalEngine
     from dpspec.engine.loading import load_data_on
 
     engine = LocalEngine()
-    data, _ = load_data_on(spec, engine, check(spec).mechanism) if spec.data else ({}, {})
-    _WORKER.update(spec=spec, engine=engine, data=data, truth=realized.TruthCache(data))
+    mechanism = mechanism or check(spec).mechanism
+    data, hashes = load_data_on(spec, engine, mechanism) if spec.data else ({}, {})
+    _WORKER.clear()
+    _WORKER.update(spec=spec, engine=engine, data=data, hashes=hashes, truth=realized.TruthCache(data))
+    return _WORKER
 
 
 def _worker_point(index: int, values: dict, runs: int, run_key: int, off_by: float, delta: float, method: str) -> dict:
@@ -204,12 +227,67 @@ def _pooled(spec, points, workers: int, runs: int, run_key: int, off_by, delta, 
             raise
 
 
+# ---- (point, run) pairs as units of work on the engine (Spark: one task each) ------------------
+
+TASK_STAGE = "sweep (points x runs)"
+
+
+def _task(key, payload, rng) -> dict:
+    """One (point, run) on an executor: the data read once per worker (and checked to be the
+    bytes the driver read), the point's run on the worker's local engine. A failure is returned,
+    not raised, so one point's failure does not fail the job of the others."""
+    spec, hashes, checked, index, values, r, run_key, off_by = payload
+    try:
+        w = _WORKER if _WORKER.get("spec") == spec else _worker_start(spec, checked.mechanism)
+        changed = sorted(k for k in hashes if w["hashes"].get(k) != hashes[k])  # {}: the caller gave the data
+        if changed:
+            raise DataError(f"{', '.join(changed)}: the data an executor read differ from the data the driver read "
+                            "(changed during the sweep, or another file at that path on the executor)")
+        point = Point(index, values, checked)
+        rows, seconds = _one_run(point, w["data"], r, w["engine"], run_key, off_by, w["truth"])
+        return {"rows": rows, "seconds": seconds}
+    except Exception as exc:  # noqa: BLE001 - reported with the point's parameters
+        return {"error": _message(exc)}
+
+
+def _on_engine(spec: ir.Spec, points: list, runs: int, engine, run_key: int, off_by: float, hashes: dict) -> None:
+    """Every (point, run) of the points not failed yet as one unit of work on the engine (`map_items`,
+    one task per pair); results come back in order and are put on their points."""
+    import os
+
+    from dpspec.engine import EngineRun
+
+    spec = attrs.evolve(spec, path=os.path.abspath(spec.path)) if spec.path else spec  # executors' cwd may differ
+    todo = [p for p in points if p.status != "failed"]
+    items = [((p.index, r), (spec, hashes, attrs.evolve(p.checked, spec=attrs.evolve(p.checked.spec, path=spec.path)),
+                             p.index, p.values, r, run_key, off_by))
+             for p in todo for r in range(runs)]
+    results = EngineRun(engine, run_key).map_items(items, _task, stage=TASK_STAGE, per_item=True)
+    by_index = {p.index: p for p in points}
+    for ((index, r), _), result in zip(items, results):
+        point = by_index[index]
+        if point.status == "failed":
+            continue
+        if "error" in result:
+            _fail(point, f"run {r}: {result['error']}")
+            continue
+        point.realized.extend(result["rows"])
+        point.run_seconds += result["seconds"]
+        point.runs_done += 1
+    for p in todo:
+        if p.status != "failed":
+            p.status = "ok"
+
+
 def run_sweep(spec: ir.Spec, axes, grid: list[dict], *, runs: int = 0, engine=None, seed: int | None = None,
               off_by: float = 5, delta: float = 1e-10, method: str = "cks20", balance=(), data=None,
-              workers: int = 1) -> Sweep:
+              workers: int = 1, units: str = "points") -> Sweep:
     """The whole sweep in memory (nothing written). runs = 0: budgets and expected errors only.
 
-    workers > 1 (local engine only): the points run as units of work on a process pool."""
+    workers > 1 (local engine only): the points run as units of work on a process pool. On
+    another engine (Spark), units = "points" makes every (point, run) a task, each run on its
+    executor's local engine; units = "mechanism" runs the points one by one, each run's
+    mechanism spreading its own units on the engine (for data no executor can hold)."""
     from dpspec.engine import get_engine, new_run_key
     from dpspec.engine.loading import load_data_on
 
@@ -217,6 +295,8 @@ def run_sweep(spec: ir.Spec, axes, grid: list[dict], *, runs: int = 0, engine=No
     mech = points[0].checked.mechanism
     if runs and (why := mech.cannot_run(points[0].checked.spec, points[0].checked.params)):
         raise MechanismError(why)
+    if units not in ("points", "mechanism"):
+        raise ValueError(f"units must be 'points' or 'mechanism', not {units!r}")
     chosen = get_engine(engine)
     if workers > 1 and chosen.name != "local":
         raise MechanismError("--workers runs points in local processes; on Spark the units of work are spread by Spark")
@@ -239,6 +319,19 @@ def run_sweep(spec: ir.Spec, axes, grid: list[dict], *, runs: int = 0, engine=No
             return sweep
         if data is None and spec.data:  # once for every point: facts (b, n) and the runs read it
             data, sweep.data_hashes = load_data_on(spec, chosen, mech)
+        if runs and chosen.name != "local" and units == "points":
+            for point in points:  # budgets here, the runs as tasks
+                try:
+                    with progress.reporting(None):
+                        account(point, data, delta, method)
+                except (KeyboardInterrupt, SystemExit):
+                    raise
+                except Exception as exc:
+                    _fail(point, _message(exc))
+            _on_engine(spec, points, runs, chosen, run_key, off_by, sweep.data_hashes)  # the engine shows its tasks
+            done[0] = total - 1
+            tick()
+            return sweep
         truth = realized.TruthCache(data or {})
         for point in points:
             before = done[0]

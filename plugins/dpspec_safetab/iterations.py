@@ -27,30 +27,52 @@ from dpspec.api import DataError, require_regular
 from .combinations import Origin, rows_text, text_codes
 
 GRANULARITIES = ("detailed", "coarse")
+_LOADED: dict = {}  # (path, mtime, size) of each file -> its IterationTable: a sweep reads it once, not per run
+
+
+def _file_key(path: str):
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None  # reported by the read itself
+    return (os.path.abspath(path), st.st_mtime_ns, st.st_size, st.st_ino)
 
 
 @attrs.frozen
 class IterationTable:
-    """The bundled code table, iteration table and code -> iteration mapping."""
+    """The bundled code table, iteration table and code -> iteration mapping (read-only once built)."""
 
     codes: pd.Index  # every known race/ethnicity code (str)
     iterations: pd.DataFrame  # iteration, name, kind, level, alone, detailed_only, coarse_only
     mapping: pd.DataFrame  # code, iteration
+    bounds: dict = attrs.field(factory=dict, eq=False, repr=False)  # fanout_bound's answers, computed once
 
     @classmethod
     def load(cls, base_dir: str, paths: dict) -> "IterationTable":
+        """The tables at `paths`; the same files unchanged (path, modification time, size, inode)
+        give the same table without reading them again (the budget, the expected error and every
+        run of a sweep ask for it)."""
+        full = {key: rel if os.path.isabs(rel) else os.path.join(base_dir, rel) for key, rel in paths.items()}
+        key = tuple((k, _file_key(p)) for k, p in sorted(full.items()))
+        cached = _LOADED.get(key) if all(fk is not None for _, fk in key) else None
+        if cached is not None:
+            return cached
         frames = {}
-        for key, rel in paths.items():
-            path = rel if os.path.isabs(rel) else os.path.join(base_dir, rel)
+        for key_name, path in full.items():
             try:
                 require_regular(path)  # never a device such as /dev/zero
-                frames[key] = pd.read_parquet(path) if path.endswith(".parquet") else pd.read_csv(path, dtype=str, keep_default_na=False)
+                frames[key_name] = pd.read_parquet(path) if path.endswith(".parquet") else pd.read_csv(path, dtype=str, keep_default_na=False)
             except FileNotFoundError:
-                raise DataError(f"{path}: the {key} table does not exist") from None
+                raise DataError(f"{path}: the {key_name} table does not exist") from None
             except (OSError, ValueError) as exc:
-                raise DataError(f"{path}: cannot read the {key} table: {exc}") from None
-            frames[key + "_path"] = path
-        return cls.build(frames["codes"], frames["iterations"], frames["mapping"], frames)
+                raise DataError(f"{path}: cannot read the {key_name} table: {exc}") from None
+            frames[key_name + "_path"] = path
+        table = cls.build(frames["codes"], frames["iterations"], frames["mapping"], frames)
+        if all(fk is not None for _, fk in key):
+            if len(_LOADED) >= 8:
+                _LOADED.clear()
+            _LOADED[key] = table
+        return table
 
     @classmethod
     def build(cls, codes: pd.DataFrame, iterations: pd.DataFrame, mapping: pd.DataFrame, where: dict | None = None) -> "IterationTable":
@@ -87,6 +109,12 @@ class IterationTable:
 
     def fanout_bound(self, level: int, granularity: str, max_race_codes: int) -> dict:
         """h_r, h_e and the production bound h_r * max(2, r) + h_e for one selection."""
+        memo = (level, granularity, max_race_codes)
+        if memo not in self.bounds:
+            self.bounds[memo] = self._fanout_bound(level, granularity, max_race_codes)
+        return dict(self.bounds[memo])
+
+    def _fanout_bound(self, level: int, granularity: str, max_race_codes: int) -> dict:
         sel = self.selection(level, granularity)
         m = self.mapping.merge(sel[["iteration", "kind", "alone"]], on="iteration")
 

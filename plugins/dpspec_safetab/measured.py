@@ -7,6 +7,11 @@ buckets keep each unit of work a bounded size at any scale. A unit returns compa
 rows, release rows (kind 0) and the run's internal figures (kind 1: errors, units, details
 chosen), summed by the engine; the driver turns the few figure rows into the facts and the
 error summaries, and streams the release, decoding each chunk into its long-form text.
+
+When a sweep measures realized error (`Plan.keep_truths`), a unit also emits one compared row
+(kind 2) per released count: its confidential count in `group`, the released one in `count`
+(as figure rows reuse `cell` for the metric). Summed with the figures they collapse to one row
+per block (group is not a key there); `compared_frame` reads them back, one per released cell.
 """
 from __future__ import annotations
 
@@ -25,7 +30,7 @@ MEASURED_SCHEMA = {"kind": "int64", "table": "int64", "geography": "int64", "lev
                    "group": "int64", "rung": "int64", "role": "int64", "cell": "int64", "count": "int64"}
 ORDER = ["kind", "table", "geography", "level", "geocode", "group", "rung", "role", "cell"]
 ALL = "*"
-RELEASE, FIGURE = 0, 1
+RELEASE, FIGURE, COMPARED = 0, 1, 2
 
 
 class Emitted:
@@ -50,6 +55,13 @@ class Emitted:
         keys = keys[keep]
         n = len(keys)
         self.metric(-1, "rows", n)
+        if self.plan.keep_truths:  # the released counts beside their truths: internal, for the sweep only
+            self.parts.append(pd.DataFrame({
+                "kind": np.full(n, COMPARED, dtype=np.int64), "table": np.full(n, self.t, dtype=np.int64),
+                "geography": np.full(n, self.g, dtype=np.int64), "level": np.full(n, self.level, dtype=np.int64),
+                "geocode": np.full(n, None, dtype=object), "group": true[keep],
+                "rung": np.full(n, rung, dtype=np.int64), "role": np.full(n, r, dtype=np.int64),
+                "cell": np.zeros(n, dtype=np.int64), "count": noisy[keep]}))
         self.parts.append(pd.DataFrame({
             "kind": np.full(n, RELEASE, dtype=np.int64), "table": np.full(n, self.t, dtype=np.int64),
             "geography": np.full(n, self.g, dtype=np.int64), "level": np.full(n, self.level, dtype=np.int64),
@@ -201,3 +213,43 @@ def decode(chunk: pd.DataFrame, plan: Plan) -> pd.DataFrame:
     out.update({var: digits[var] for var in plan.variables})
     out["count"] = chunk["count"].to_numpy(dtype=np.int64)
     return pd.DataFrame(out)
+
+
+COMPARED_COLUMNS = ["kind", "table", "geography", "level", "rung", "role", "group", "count"]
+
+
+def compared_frame(engine, measured, plan: Plan) -> pd.DataFrame:
+    """Every released count beside its confidential count, one row per released cell (internal):
+    table, geography, level, role (as the release names them), truth, released. Streamed from
+    the engine ordered by kind alone (nothing else depends on the order; a sort by one integer)."""
+    parts = []
+    for chunk in engine.stream(measured, order_by=["kind"], columns=COMPARED_COLUMNS):
+        chunk = chunk[chunk["kind"].to_numpy() == COMPARED]
+        if len(chunk):
+            parts.append(chunk[COMPARED_COLUMNS[1:]].astype(np.int64))
+    frame = (pd.concat(parts, ignore_index=True) if parts
+             else pd.DataFrame({c: np.array([], dtype=np.int64) for c in COMPARED_COLUMNS[1:]}))
+    return frame.rename(columns={"group": "truth", "count": "released"})
+
+
+def compared_counts(design, frame: pd.DataFrame) -> list[dict]:
+    """The sweep's comparisons: one per (table, geography level, iteration level, role), named
+    as the expected error names its noisy counts ("t1: county, iteration level 1, cell"; totals
+    and cells carry stage 2's noise, sums of cells and margins are sums of it). Cells are indexed
+    by position: each row holds both sides of one released count."""
+    if not len(frame):
+        return []
+    block = ["table", "geography", "level", "role"]
+    frame = frame.sort_values(block, kind="stable")
+    keys = frame[block].to_numpy()
+    starts = np.flatnonzero(np.r_[True, (keys[1:] != keys[:-1]).any(axis=1)])
+    ends = np.r_[starts[1:], len(frame)]
+    truth, released = frame["truth"].to_numpy(), frame["released"].to_numpy()
+    out = []
+    for a, b in zip(starts, ends):
+        t, g, lv, ro = (int(v) for v in keys[a])
+        geo = design.geo_levels[g]
+        index = pd.RangeIndex(b - a)
+        out.append({"table": f"{design.tables[t].name}: {geo}, iteration level {lv}, {ROLES[ro]}", "level": geo,
+                    "truth": pd.Series(truth[a:b], index=index), "released": pd.Series(released[a:b], index=index)})
+    return out

@@ -36,6 +36,7 @@ class Plan:
     run_key: int
     public_totals: object = None  # SafeTab-H: the published totals choosing the detail
     noise: object = sigma2  # (fanout, rho) -> sigma², the mechanism's calibration
+    keep_truths: bool = False  # `dpspec sweep --runs`: emit each released cell's truth beside it (kind 2)
 
     @property
     def sizes(self) -> list[int]:

@@ -263,7 +263,7 @@ class SafeTab(Mechanism):
         _check_public_counts(totals, full)
         return totals.drop_duplicates(["geography", "geocode", "group"])
 
-    def run(self, spec, params, data, rng, engine=None):
+    def run(self, spec, params, data, rng, engine=None, keep_truths=False):
         from .tabulate import Inputs, run as run_design
 
         design = self.design(spec, params)
@@ -273,7 +273,7 @@ class SafeTab(Mechanism):
         inputs = Inputs(frame, tuple(params["race_codes"]), params["ethnicity_code"],
                         _variables(spec, params, design), source)
         outcome = run_design(design, inputs, table, rng, self._public_totals(spec, params), noise=self.noise_sigma2,
-                             engine=engine)
+                             engine=engine, keep_truths=keep_truths)
         facts = {"design": [{**f, "rho": ir.format_number(f["rho"]),
                              "sigma2": {k: float(v) for k, v in f["sigma2"].items()}} for f in outcome.facts],
                  "fanout": outcome.fanouts, "two_stage": design.two_stage,
@@ -281,7 +281,19 @@ class SafeTab(Mechanism):
                  "zero_suppression": None if design.suppression is None else float(design.suppression),
                  "suppress_at": list(design.suppress_at),
                  "ladders": {td.name: [d.name for d in td.details] for td in design.tables}}
-        return Release(outputs={"counts": outcome.rows}, facts=facts, internal={"errors": outcome.errors})
+        internal = {"errors": outcome.errors}
+        if outcome.compared is not None:
+            internal["compared"] = outcome.compared
+        return Release(outputs={"counts": outcome.rows}, facts=facts, internal=internal)
+
+    def compared_counts(self, spec, params, data, release):
+        """Every released count beside its confidential count, per table, geography level,
+        iteration level and role (a run with keep_truths; else None). Suppressed totals are not
+        released and so not compared."""
+        from .measured import compared_counts
+
+        frame = release.internal.get("compared")
+        return None if frame is None else compared_counts(self.design(spec, params), frame)
 
     def likelihood(self, spec, params, outputs):
         """P(published counts | true counts) for `dpspec infer`: detail choice, values, suppression."""

@@ -44,6 +44,7 @@ class Outcome:
     facts: list  # per (table, geo, level): public parameters and the published choice
     errors: list  # per (table, geo, level, detail): realized error (internal)
     fanouts: dict
+    compared: object = None  # keep_truths: each released count beside its truth (internal; `measured.compared_frame`)
 
 
 def _regions(frame: pd.DataFrame, geo: str) -> tuple[np.ndarray, np.ndarray]:
@@ -116,7 +117,7 @@ def fanout_of(design: Design, table: IterationTable, level: int, granularity: st
 
 
 def run(design: Design, inputs: Inputs, table: IterationTable, rng: np.random.Generator,
-        public_totals: pd.DataFrame | None = None, noise=sigma2, engine=None) -> Outcome:
+        public_totals: pd.DataFrame | None = None, noise=sigma2, engine=None, keep_truths: bool = False) -> Outcome:
     """Measure every (table, geography level, iteration level) cell of the design.
 
     noise(fanout, rho) -> sigma²: the mechanism's calibration (`SafeTab.noise_sigma2`).
@@ -127,13 +128,14 @@ def run(design: Design, inputs: Inputs, table: IterationTable, rng: np.random.Ge
     is streamed. Noise is keyed per (geography, group) cell and stage, from the engine's run key
     (without an engine, from a run key drawn from `rng`, on a local engine of the run's own, and
     the release is then returned as one frame), so every engine, partitioning and batching of
-    cells releases the same counts.
+    cells releases the same counts. keep_truths: also return every released count beside its
+    confidential count (`Outcome.compared`, for `dpspec sweep --runs`; internal).
     """
     from functools import partial
 
     from dpspec.api import EngineTable, local_engine_run
 
-    from .measured import MEASURED_SCHEMA, measure_bucket, rebuild_facts, release_table, released_rows
+    from .measured import MEASURED_SCHEMA, compared_frame, measure_bucket, rebuild_facts, release_table, released_rows
     from .plan import Plan, bucket_count, measured_blocks, partition_column
     from .truths import TRUTH_SCHEMA, partition_truths
     from .validate import check_records
@@ -153,7 +155,7 @@ def run(design: Design, inputs: Inputs, table: IterationTable, rng: np.random.Ge
     data = inputs.frame
     plan = Plan(design, table, tuple(inputs.race_columns), inputs.eth_column, dict(inputs.variables), inputs.source,
                 tuple(read_columns(design, inputs)), blocks, fanouts, bucket_count(len(data)), run_key,
-                public_totals, noise)
+                public_totals, noise, keep_truths)
     held = data.handle if isinstance(data, EngineTable) else data
     if isinstance(held, pd.DataFrame):  # the records are in this process already: one pass over them,
         summed = partition_truths((), held[list(plan.columns)], None, plan)  # whose counts are the sums
@@ -171,12 +173,13 @@ def run(design: Design, inputs: Inputs, table: IterationTable, rng: np.random.Ge
     totals = engine.total(measured, ["kind", "table", "geography", "level", "rung", "role", "cell"],
                           stage="safetab figures")
     facts, errors = rebuild_facts(plan, totals)
+    compared = compared_frame(engine, measured, plan) if keep_truths else None
     rows = release_table(engine, measured, plan, released_rows(totals))
     if own:
         frame = rows.to_pandas()
         rows.release()
         rows = frame
-    return Outcome(rows, facts, errors, fanout_facts)
+    return Outcome(rows, facts, errors, fanout_facts, compared)
 
 
 def _public_choice(public_totals, geo, codes, sel) -> np.ndarray:

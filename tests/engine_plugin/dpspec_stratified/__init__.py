@@ -39,6 +39,7 @@ class StratifiedHistogram(Mechanism):
         ParamSpec("column", "column", "the column tabulated in each stratum", required=True),
         ParamSpec("scale", "int", "integer scale of the discrete Laplace noise", required=True, low=Fraction(1), high=Fraction(1000)),
         ParamSpec("fail_on", "string", "a stratum whose unit of work raises (to test failure handling)"),
+        ParamSpec("fail_scale", "int", "a scale at which the run raises (a failing point of a sweep)"),
     ))
     outputs = {"histogram": "noisy counts by stratum and value", "strata": "the number of strata"}
 
@@ -51,6 +52,8 @@ class StratifiedHistogram(Mechanism):
         return BudgetStatement.fixed(PureDP(1 / params["scale"]))  # one row moves one cell by one
 
     def run(self, spec, params, data, rng, engine=None):
+        if params.get("fail_scale") is not None and params["fail_scale"] == params["scale"]:
+            raise RuntimeError(f"told to fail at scale {params['scale']}")
         table, by, column = data[params["table"]], list(params["by"]), params["column"]
         unit = functools.partial(noisy_histogram, by=by, column=column, scale=params["scale"], fail_on=params.get("fail_on"))
         schema = {**{c: "str" for c in by}, column: "str", "count": "int64"}
