@@ -98,7 +98,7 @@ def _geography(rng, n_blocks: int, state: str) -> pd.DataFrame:
     block have a single child (so the optimized spine bypasses some of each)."""
     parents = {"block": n_blocks}
     sizes = [n_blocks]
-    for level, fanout in [("blockgroup", 3), ("tsubset", 2), ("tsg", 1.5), ("prim", 1.5), ("county", 2)]:
+    for level, fanout in [("blockgroup", 3), ("tsubset", 2), ("tsg", 1.5), ("prim", 1.5), ("county", 1)]:
         sizes.append(max(1, round(sizes[-1] / fanout)))
         parents[level] = sizes[-1]
     counts = sizes[::-1]  # county .. block
@@ -132,7 +132,7 @@ def generate(n_households: int, n_blocks: int, seed: int, state: str) -> dict:
     weight = rng.lognormal(0.0, 1.0, nb)
     # AIAN area: the blocks of some block groups (constant within a block, cuts across levels)
     bgs = geo["blockgroup"].unique()
-    aian_bgs = set(rng.choice(bgs, size=max(1, len(bgs) // 6), replace=False))
+    aian_bgs = set(rng.choice(bgs, size=max(1, len(bgs) // 3), replace=False))
     aian = geo["blockgroup"].isin(aian_bgs).to_numpy().astype(np.int64)
 
     # households: size 1-7, a householder, then spouse/partner, children, relatives, non-relatives
@@ -233,7 +233,7 @@ def write(files: dict, prefix: str) -> None:
 
 
 def main() -> None:
-    for prefix, households, blocks, seed, state in (("dhc", 700, 60, 2020, "01"), ("dhc_pr", 420, 36, 2072, "72")):
+    for prefix, households, blocks, seed, state in (("dhc", 240, 22, 2020, "01"), ("dhc_pr", 130, 12, 2072, "72")):
         files = generate(households, blocks, seed, state)
         files["pl94"] = pl94_release(files["persons"], files["facilities"], seed + 1)
         write(files, prefix)
