@@ -140,33 +140,24 @@ def _assert_reproduces_pl94(result, run):
     assert not ((micro["relgq"].astype(int) == 27) & (micro["age"].astype(int) < 20)).any()
 
 
-@pytest.mark.slow  # the detailed histogram has 1,227,744 cells: about 30 s on a loaded two-core machine
-def test_the_puerto_rico_release_reproduces_the_pl94_release():
-    import dpspec
-
-    result = dpspec.compile(SPECS["pr"], seed=3)
-    _assert_reproduces_pl94(result, "pr")
-    spine = result.facts["topdown"]["spine"] if "spine" in result.facts.get("topdown", {}) else result.facts
-    assert "bypass" in json.dumps(spine, default=str)
-
-
-@pytest.mark.slow  # about 60 s on a loaded two-core machine
-def test_the_us_release_reproduces_the_pl94_release():
-    import dpspec
-
-    _assert_reproduces_pl94(dpspec.compile(SPECS["us"], seed=4), "us")
-
-
-@pytest.mark.slow  # a Spark job per level on the 1.2M-cell histogram
-def test_local_and_spark_releases_are_identical(tmp_path, spark_session):
+@pytest.mark.slow  # the 1,227,744-cell histogram: about 3 min per run on a loaded two-core machine
+def test_the_release_reproduces_the_pl94_release_on_local_and_spark(tmp_path, spark_session):
+    """Puerto Rico (the smaller bundled file): the release equals the P.L. 94 release it is held to
+    at every block, keeps every structural zero, runs on the AIAN spine with bypassed geounits,
+    and the local and Spark engines publish the same bytes. (The US spec compiles the same way,
+    in about 4 minutes here; it is not repeated in the suite.)"""
     import dpspec
     from dpspec.engine.spark import SparkEngine
     from dpspec.publish.output import write_result
 
     def release(engine, out):
-        write_result(dpspec.compile(SPECS["pr"], seed=7, engine=engine), str(out))
-        return {p.name: p.read_bytes() for p in sorted(out.iterdir()) if p.suffix == ".csv"}
+        result = dpspec.compile(SPECS["pr"], seed=7, engine=engine)
+        write_result(result, str(out))
+        return result, {p.name: p.read_bytes() for p in sorted(out.iterdir()) if p.suffix == ".csv"}
 
-    local = release("local", tmp_path / "local")
+    result, local = release("local", tmp_path / "local")
+    _assert_reproduces_pl94(result, "pr")
+    facts = json.dumps(result.facts, default=str)
+    assert "split_spine" in facts and "bypassed" in facts
     assert local
-    assert release(SparkEngine(session=spark_session), tmp_path / "spark") == local
+    assert release(SparkEngine(session=spark_session), tmp_path / "spark")[1] == local
