@@ -19,6 +19,7 @@ from dpspec_phsafe.design import parse
 from dpspec_phsafe.plugin import PHSafe
 from dpspec_phsafe.tabulate import Records, measure, measure_exact
 from tests.conftest import beside
+from tests.safetab_helpers import variant
 
 ROOT = Path(__file__).resolve().parent.parent
 US = ROOT / "specs" / "sdhc_production.dps"
@@ -37,11 +38,7 @@ def _budget(spec) -> dict:
 
 
 def _variant(tmp_path, old: str, new: str, spec=US) -> Path:
-    text = spec.read_text().replace('"data/', f'"{ROOT}/specs/data/')
-    assert old in text
-    path = tmp_path / "variant.dps"
-    path.write_text(text.replace(old, new, 1))
-    return path
+    return variant(tmp_path, old, new, spec=spec)
 
 
 # ---- the budget, pinned to DAS_2020_SDHC_Production_Code -----------------------------------
