@@ -13,6 +13,7 @@ import pandas as pd
 import pytest
 from click.testing import CliRunner
 
+from dpspec import schemas
 from dpspec.api import DataError, discrete_gaussian_variance, load
 from dpspec.cli.main import main
 from dpspec_phsafe.design import parse
@@ -60,6 +61,7 @@ TAU = {"PH1_num": 10, "PH2": 10, "PH3": 6, "PH4": 10, "PH6": 6, "PH7": 10}
     (US, US_RHO, F(263251731, 1078000000), 46), (PR, PR_RHO, F(1410886569, 5929000000), 23)])
 def test_budget_is_the_production_configuration(spec, rho, household, measured):
     out = _budget(spec)
+    assert not schemas.problems("budget", out)
     assert out["native"]["flavor"]["relation"] == "symdiff" and out["flavor"]["relation"] == "symdiff"
     parts = out["native"]["components"]
     assert sum(F(c["rho_exact"]) for c in parts) == rho
@@ -90,8 +92,8 @@ def test_per_table_budgets_and_pr_nation_skipped():
 def test_a_wrong_share_changes_a_pinned_figure(tmp_path):
     # PH3 state_A-G is 0.662976 (us/config.json line 27): moved to PH3 state_*, total unchanged
     moved = _variant(tmp_path, '"state_A-G": 0.662976', '"state_A-G": 0.652976')
-    moved.write_text(moved.read_text().replace('"state_*": 0.006630\n    }\n    PH4',
-                                               '"state_*": 0.016630\n    }\n    PH4', 1))
+    moved.write_text(moved.read_text().replace('"state_*": 0.00663\n    }\n    PH4',
+                                               '"state_*": 0.01663\n    }\n    PH4', 1))
     out = _budget(moved)
     assert F(out["phsafe"]["total_rho_exact"]) == US_RHO  # the total alone cannot see it
     assert out["phsafe"]["tables"] == US_TABLES  # nor the table's sum
@@ -235,6 +237,8 @@ def test_both_specs_check_and_compile(tmp_path):
         out = beside(tmp_path, spec.stem)
         result = _run("compile", spec, "-o", out)
         assert result.exit_code == 0, result.output
+        for kind, name in (("report", "report.json"), ("manifest", "manifest.json")):
+            assert not schemas.problems(kind, json.loads((out / name).read_text()))
         counts = pd.read_csv(out / "counts.csv", dtype={"region_id": str})
         assert set(counts["table"]) == {"PH1_num", "PH1_denom", "PH2", "PH3", "PH4", "PH5_denom", "PH6", "PH7",
                                         "PH8_denom", "PH5_num", "PH8_num"}
@@ -246,7 +250,7 @@ def test_both_specs_check_and_compile(tmp_path):
 
 
 @pytest.mark.parametrize("old,new,message", [
-    ('    PH6: {\n      "usa_*": 0.001061\n      "state_*": 0.006630\n    }\n', "",
+    ('    PH6: {\n      "usa_*": 0.001061\n      "state_*": 0.00663\n    }\n', "",
      r"table PH6 has no budget"),
     ('"usa_*": 0.002619\n      "state_*": 0.016371\n    }\n    PH3', '"usa_A-G": 0.002619\n      "state_*": 0.016371\n    }\n    PH3',
      r"PH2 has no measurement 'usa_A-G'"),
