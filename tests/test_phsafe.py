@@ -264,3 +264,34 @@ def test_bad_specs_are_located(tmp_path, old, new, message):
     assert result.exit_code == 1, result.output
     assert re.search(message, result.output), result.output
     assert re.search(r"variant\.dps:\d+:\d+", result.output), result.output  # spec line and column
+
+
+def test_inconsistent_data_stops_the_compile_with_exit_1(tmp_path):
+    persons = pd.read_parquet(DATA / "persons.parquet")
+    units = pd.read_parquet(DATA / "units.parquet")
+    married = units.loc[units["HHT2"] == 1, "MAFID"].iloc[0]  # a married couple with own children under 18
+    units.loc[units["MAFID"] == married, "HHT2"] = 2  # now coded "without own children"
+    folder = tmp_path / "in"
+    folder.mkdir()
+    units.to_parquet(folder / "units.parquet")
+    persons.to_parquet(folder / "persons.parquet")
+    path = _variant(tmp_path, f'"{ROOT}/specs/data/sdhc/units.parquet"', f'"{folder}/units.parquet"', spec=PR)
+    text = path.read_text().replace(f'"{ROOT}/specs/data/sdhc/persons.parquet"', f'"{folder}/persons.parquet"')
+    text = text.replace('states: ["72"]', 'states: ["09", "23", "50", "72"]')
+    path.write_text(text)
+    result = _run("compile", path, "-o", beside(tmp_path))
+    assert result.exit_code == 1, result.output
+    assert f"MAFID {married}" in result.output and "fit none of its cells" in result.output
+    assert "Traceback" not in result.output
+
+
+def test_expected_error_is_the_exact_variance_of_every_measurement(us_design):
+    from dpspec.contract.mechanism import resolve_params
+
+    spec = load(str(US))
+    params, _ = resolve_params(PHSafe(), spec.mechanism, spec)
+    rows = PHSafe().expected_error(spec, params, {})
+    assert len(rows) == 46
+    ph2 = next(r for r in rows if r["table"] == "PH2: state, iteration level *")
+    # PH2 state_* rho 0.016371 (us/config.json line 21), tau 10: sigma^2 = 22^2 / (2 x 0.016371)
+    assert ph2["variance"] == pytest.approx(discrete_gaussian_variance(F(484) / (2 * F("0.016371"))))
