@@ -295,3 +295,15 @@ def test_expected_error_is_the_exact_variance_of_every_measurement(us_design):
     ph2 = next(r for r in rows if r["table"] == "PH2: state, iteration level *")
     # PH2 state_* rho 0.016371 (us/config.json line 21), tau 10: sigma^2 = 22^2 / (2 x 0.016371)
     assert ph2["variance"] == pytest.approx(discrete_gaussian_variance(F(484) / (2 * F("0.016371"))))
+
+
+def test_records_typed_by_the_loader_count_as_raw_ones(us_design, bundled):
+    """The loader gives enum columns (RTYPE : {2, 4}) as categoricals of text: the counts must
+    not change with it."""
+    from dpspec.api import load_data
+
+    data = load_data(load(str(US)))[0]
+    typed = measure_exact(us_design, Records(data["persons"], data["units"], us_design.states, "p"))
+    raw = measure_exact(us_design, Records(*bundled, us_design.states, "p"))
+    pd.testing.assert_frame_equal(typed, raw)
+    assert typed.loc[typed.table == "PH1_denom", "count"].sum() > 0
