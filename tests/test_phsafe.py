@@ -307,3 +307,17 @@ def test_records_typed_by_the_loader_count_as_raw_ones(us_design, bundled):
     raw = measure_exact(us_design, Records(*bundled, us_design.states, "p"))
     pd.testing.assert_frame_equal(typed, raw)
     assert typed.loc[typed.table == "PH1_denom", "count"].sum() > 0
+
+
+def test_verify_finds_the_claim_consistent_and_refutes_too_little_noise(monkeypatch):
+    """`dpspec verify` on the mechanism's own neighbours (one child added to a woman living alone):
+    consistent with the production noise, refuted when every sigma^2 is 4,000 times too small."""
+    result = _run("verify", PR, "--runs", 1500, "--seed", 3)
+    assert result.exit_code == 0, result.output
+    assert "neighbours: supplied by the mechanism" in result.output
+    from dpspec_phsafe.design import Design
+
+    real = Design.sigma2
+    monkeypatch.setattr(Design, "sigma2", lambda self, m: real(self, m) / 4000)
+    result = _run("verify", PR, "--runs", 1500, "--seed", 3)
+    assert result.exit_code == 1, result.output
