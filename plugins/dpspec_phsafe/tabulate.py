@@ -11,11 +11,9 @@ import pandas as pd
 
 from dpspec.api import DataError, KeyColumns, keyed_discrete_gaussian, shown
 
-from .design import TABLES, Design
+from .design import PERSON_COLUMNS, TABLES, UNIT_COLUMNS, Design
 
 NOISE_STREAM = "phsafe cell noise"  # first part of every cell's stream key
-PERSON_COLUMNS = ("MAFID", "RTYPE", "RELSHIP", "QAGE", "CENRACE", "CENHISP")
-UNIT_COLUMNS = ("MAFID", "state", "RTYPE", "HHT", "HHT2", "CPLT", "TEN", "HHRACE", "HHSPAN")
 ITERATION_CODES = {"A-G": ("A", "B", "C", "D", "E", "F", "G"), "H,I": ("H", "I"), "*": ("*",)}
 # the released cells of each table (production's *_DATA_CELL codes, constants.py)
 CELLS = {
