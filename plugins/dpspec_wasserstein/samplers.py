@@ -13,7 +13,7 @@ Theorem 9 holds only for exact draws.
   which leaves exactly the target (the tilt multiplies it by exp(-lambda C), a constant);
 - prior (Dirichlet-multinomial with integer concentrations a_i = previous counts + 1, on the same
   vectors): the same last-cell rejection, from exponentially tilted per-cell laws tabulated over
-  the whole support (float64 tables: see `prior`).
+  the whole support; floats only propose and decide clear cases, every decision is exact (see `prior`).
 Each sampler measures its acceptance rate; a pilot run estimates the cost first, and a cost
 above the limit is refused with the estimate.
 """
@@ -24,7 +24,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from dpspec.api import MechanismError, bernoulli_exp, discrete_laplace
+from dpspec.api import MechanismError, bernoulli_exp, bernoulli_scaled_exp, discrete_laplace
 
 PILOT = 256  # proposals of the pilot run that estimates the acceptance rate
 BATCH_COUNTS = 1 << 21  # proposed counts per round (bounds memory: a few arrays of this many int64)
@@ -179,15 +179,6 @@ def congenial(counts, total: int, r: Fraction, draws: int, rng, max_proposals: i
 MAX_TABLE = 50_000_000  # entries of the prior sampler's per-cell tables (cells x (total + 1))
 
 
-def _prior_tables(counts, alpha, total, r):
-    """log h_i(k) = -r |k - c_i| + log C(k + a_i - 1, k) on the whole support 0..total of each cell."""
-    from scipy.special import gammaln
-
-    k = np.arange(total + 1, dtype=float)[None, :]
-    a = alpha.astype(float)[:, None]
-    return -float(r) * np.abs(k - counts[:, None]) + gammaln(k + a) - gammaln(k + 1) - gammaln(a)
-
-
 def _tilt(logh, total):
     """lambda with sum_i E[y_i] = total under q_i(k) proportional to h_i(k) e^{-lambda k} (bisection):
     the tilt leaves the target given the sum unchanged and centres the proposals' sum on it. It
@@ -212,15 +203,54 @@ def _tilt(logh, total):
     return (lo + hi) / 2
 
 
+_U = 2.0 ** -53  # the unit roundoff of float64
+
+
+class _PriorLaws:
+    """The prior sampler's per-cell laws q_i(k) proportional to h_i(k) e^{-lam k} on 0..total, in
+    float (to propose and decide fast) and exactly (to decide the rare close calls).
+
+    h_i(k) = exp(-r |k - c_i|) C(k + a_i - 1, k). log C(k + a - 1, k) is the running sum of
+    log1p((a - 1) / j), j = 1..k; every other term is a product of a rational and an integer. So
+    g_i(k) = q_i(k) / q_i(m_i) (m_i the float mode) is exactly R·exp(-x) with
+    R = C(k + a_i - 1, k) / C(m_i + a_i - 1, m_i) and x = r (|k - c_i| - |m_i - c_i|) + lam (k - m_i),
+    and its float logarithm is within `eta` of the truth: eta bounds the rounding of a running
+    sum of N + 1 terms (Higham's (N + 1) u sum|terms|) and of the products, with a factor 4 to spare."""
+
+    def __init__(self, counts, alpha, total: int, r: Fraction):
+        self.counts, self.alpha, self.total, self.r = counts, alpha, total, r
+        k = np.arange(total + 1)
+        j = np.arange(1, total + 1, dtype=float)[None, :]
+        steps = np.log1p((alpha.astype(float)[:, None] - 1) / j)
+        logc = np.concatenate([np.zeros((len(counts), 1)), np.cumsum(steps, axis=1)], axis=1)
+        rf = float(r)
+        logh = logc - rf * np.abs(k[None, :] - counts[:, None])
+        self.lam = Fraction(round(_tilt(logh, total) * 2**24), 2**24)  # rational: the exact side needs it
+        logq = logh - float(self.lam) * k[None, :]
+        self.mode = np.argmax(logq, axis=1)
+        self.logg = logq - logq[np.arange(len(counts)), self.mode][:, None]  # <= 0 exactly, 0 at the mode
+        size = float(logc[:, -1].max()) + rf * (total + float(counts.max())) + abs(float(self.lam)) * total + 1
+        self.eta = 16 * (total + 16) * _U * size
+        self.eta_q = Fraction(self.eta) * 2  # a rational above eta
+
+    def exact(self, cell: int, k: int, extra: Fraction = Fraction(0)) -> tuple[Fraction, Fraction]:
+        """(R, x) with g_cell(k)·exp(-extra) = R·exp(-x) exactly."""
+        a, m, c = int(self.alpha[cell]), int(self.mode[cell]), int(self.counts[cell])
+        ratio = Fraction(math.comb(k + a - 1, k), math.comb(m + a - 1, m))
+        return ratio, self.r * (abs(k - c) - abs(m - c)) + self.lam * (k - m) + extra
+
+
 def prior(counts, alpha, total: int, r: Fraction, draws: int, rng, max_proposals: int = 10**8):
     """Vectors summing to `total` with P(y) proportional to exp(-r ||y - c||_1) DirMult(y; total, alpha).
 
-    The target is a product of h_i(y_i) = exp(-r |y_i - c_i|) C(y_i + a_i - 1, y_i) given the sum.
-    Proposals: every cell but the widest from its tilted law q_i (tables over the whole support
-    0..total, so nothing is truncated), the widest set to the total minus their sum and accepted
-    with probability q_n(y_n) / max q_n, which leaves exactly the target. Unlike the two other
-    samplers the tables are float64 (a Dirichlet-multinomial weight is not a rational exponent):
-    the draw is exact up to float64 rounding of the pmf, with no Markov chain."""
+    The target is a product of h_i(y_i) = exp(-r |y_i - c_i|) C(y_i + a_i - 1, y_i) given the sum
+    (integer concentrations a_i). Proposals: every cell but the widest from its tilted law q_i,
+    the widest set to the total minus their sum and accepted with probability
+    q_n(y_n) / max q_n·exp(-eta_q), which leaves exactly the target (see `_PriorLaws`). Every
+    decision is exact: a cell's value is proposed from integer weights W_i(k) >= 2^B g_i(k) (an
+    integer uniform against their running sum) and kept with probability 2^B g_i(k) / W_i(k), and
+    both that and the last cell's acceptance are exact Bernoulli(R·exp(-x)) draws
+    (`bernoulli_scaled_exp`), so no float rounding reaches the law."""
     counts = np.asarray(counts, dtype=np.int64)
     alpha = np.asarray(alpha, dtype=np.int64)
     n = len(counts)
@@ -229,32 +259,51 @@ def prior(counts, alpha, total: int, r: Fraction, draws: int, rng, max_proposals
                              f"({n * (total + 1):.3g} entries, above the limit of {MAX_TABLE:.3g})")
     if n == 1:
         return np.full((draws, 1), total, dtype=np.int64), {"acceptance": 1.0, "method": "a single cell"}
-    logh = _prior_tables(counts, alpha, total, r)
-    lam = _tilt(logh, total)
-    logq = logh - lam * np.arange(total + 1)[None, :]
-    logq -= logq.max(axis=1, keepdims=True)
-    q = np.exp(logq)
-    q /= q.sum(axis=1, keepdims=True)
+    laws = _PriorLaws(counts, alpha, total, r)
     k = np.arange(total + 1)
-    var = (q * k**2).sum(axis=1) - ((q * k).sum(axis=1)) ** 2
+    g = np.exp(laws.logg)
+    var = (g * k**2).sum(axis=1) / g.sum(axis=1) - ((g * k).sum(axis=1) / g.sum(axis=1)) ** 2
     last = int(np.argmax(var))
-    head = [i for i in range(n) if i != last]
-    cdf = np.cumsum(q[head], axis=1)
-    cdf[:, -1] = 1.0
-    accept_last = np.exp(logq[last])  # q_n(k) / max q_n
+    head = np.array([i for i in range(n) if i != last])
+    bits = min(40, 62 - (total + 2).bit_length() - 2)  # W's float rounding below 1; running sums below 2**62
+    weights = np.ceil(np.exp(laws.logg[head] + laws.eta) * 2.0**bits).astype(np.int64) + 1
+    cum = np.cumsum(weights, axis=1)
+    log_keep = bits * math.log(2) + laws.logg[head] - np.log(weights.astype(float))  # log(2^B g / W) <= 0
+    log_err = laws.eta + 4 * _U * (bits + 1)
+
+    def head_cells(size):
+        ys = np.empty((size, len(head)), dtype=np.int64)
+        pending_r, pending_c = np.repeat(np.arange(size), len(head)), np.tile(np.arange(len(head)), size)
+        while pending_r.size:
+            u = rng.integers(0, cum[pending_c, -1], dtype=np.int64)
+            val = np.empty(pending_r.size, dtype=np.int64)
+            for j in np.unique(pending_c):
+                at = pending_c == j
+                val[at] = np.searchsorted(cum[j], u[at], side="right")
+            cell, w = head[pending_c], weights[pending_c, val]
+            ok = bernoulli_scaled_exp(
+                log_keep[pending_c, val], log_err, lambda i: _times(laws.exact(int(cell[i]), int(val[i])),
+                                                                    Fraction(1 << bits, int(w[i]))), rng)
+            ys[pending_r[ok], pending_c[ok]] = val[ok]
+            pending_r, pending_c = pending_r[~ok], pending_c[~ok]
+        return ys
 
     def propose(size):
-        u = rng.random((size, len(head)))
         ys = np.empty((size, n), dtype=np.int64)
-        for j, i in enumerate(head):
-            ys[:, i] = np.searchsorted(cdf[j], u[:, j], side="right")
+        ys[:, head] = head_cells(size)
         rest = total - ys[:, head].sum(axis=1)
         ys[:, last] = rest
-        ok = (rest >= 0) & (rest <= total)
+        ok = rest >= 0
         idx = np.flatnonzero(ok)
-        ok[idx] = rng.random(idx.size) < accept_last[rest[idx]]
+        ok[idx] = bernoulli_scaled_exp(laws.logg[last, rest[idx]] - float(laws.eta_q), 2 * laws.eta + 1e-15,
+                                       lambda i: laws.exact(last, int(rest[idx[i]]), laws.eta_q), rng)
         return ys, ok
 
     y, info = _rejection(propose, draws, n, max_proposals, "prior congenial")
-    info.update(method="rejection from tilted float64 tables", tilt=lam)
+    info.update(method="exact rejection (integer weights, exact Bernoulli(R exp(-x)) acceptances)", tilt=float(laws.lam))
     return y, info
+
+
+def _times(pair, factor: Fraction):
+    ratio, x = pair
+    return ratio * factor, x
