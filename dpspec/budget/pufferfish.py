@@ -135,12 +135,56 @@ def count_sensitivity(c: ir.Pufferfish | None) -> Fraction | float:
 def cell_counts_sensitivity(c: ir.Pufferfish | None, total_in_z: bool) -> Fraction | float:
     """W_inf sensitivity of the L1 loss ||y - counts||_1 of a vector of cell counts (a unit in one cell).
 
-    Without a total in Z, the pair moves one cell's count by the count sensitivity. When Z holds
-    the exact total of the cells, the two conditional distributions share that total, so whatever
-    the coupling adds to the unit's cell it takes from others: the L1 change doubles (a unit
-    present in cell a against absent is, given the total, a unit moved from some cell b to a)."""
+    Without a total in Z, the pair moves one cell's count by the count sensitivity. With the exact
+    total in Z the two conditional distributions share it:
+    - independence: exactly 2. Given the total, the other units' secrets follow a product measure
+      conditioned on its size, and such laws at sizes t - 1 and t couple with one unit added
+      (product measures are strong Rayleigh; Borcea, Branden & Liggett 2009), so present in cell a
+      against absent is one unit moved between cells: L1 change 2, and no less in general;
+    - the dependence class (p0 != p1): conditioning on the total reweights the group's law by the
+      rest of the population's, which can push the two secrets' laws far apart (a member with
+      n = 3, p0 = 1/20, p1 = 3/10 reaches W_inf 6 where twice the count's sensitivity is 4:
+      `vector_given_total_sensitivity`, tests/test_pufferfish.py). What holds for every member is
+      2n: the group's sets differ in at most n units and the rest's counts by as many, each
+      moving the L1 loss by one; this bound is used (see docs/guides/z-pufferfish.md)."""
     base = count_sensitivity(c)
-    return 2 * base if total_in_z else base
+    if not total_in_z:
+        return base
+    if c is None or c.kind == "independent" or (c.kind == "dependence" and c.option("p0") == c.option("p1")):
+        return Fraction(2)
+    if c.kind == "dependence":
+        return Fraction(2 * int(c.option("n")))
+    return 2 * base
+
+
+def vector_given_total_sensitivity(group: int, q0: float, q1: float, rest: int, p: float) -> float:
+    """The exact W_inf (L1 metric on the cell counts) between the count vectors given each secret of
+    unit j and the realized total, for one member of the Section 4.4 class, largest over totals.
+
+    The member: unit j and the group - 1 others whose secrets follow j's (each 1 with probability
+    q_x given x_j = x, independently) sit in cell a; `rest` independent units with probability p
+    sit in cell b. Given the total t the vector is (x_j + K, t - x_j - K) with K the others of the
+    group with secret 1, P(K = m | x_j = x, t) proportional to Bin(group - 1, q_x)(m) Bin(rest, p)(t - x - m);
+    two vectors with the same total are 2 |difference in cell a| apart in L1, so the distance is
+    2 W_inf(x_j + K | 1, K | 0), computed on the line by the quantile coupling. rest = 0 gives 0
+    (the total fixes the vector); it never exceeds 2 x group, and can exceed twice the count's
+    own sensitivity (see `cell_counts_sensitivity`)."""
+    import numpy as np
+
+    g = _binomial_pmf(group - 1, q1), _binomial_pmf(group - 1, q0)
+    r = _binomial_pmf(rest, p)
+    r = r / r.sum()
+    g = g[0] / g[0].sum(), g[1] / g[1].sum()
+    m = np.arange(group)
+    worst = 0.0
+    for t in range(group + rest + 1):
+        idx1, idx0 = t - 1 - m, t - m
+        w1 = g[0] * np.where((idx1 >= 0) & (idx1 <= rest), r[np.clip(idx1, 0, rest)], 0.0)
+        w0 = g[1] * np.where((idx0 >= 0) & (idx0 <= rest), r[np.clip(idx0, 0, rest)], 0.0)
+        if w1.sum() <= 0 or w0.sum() <= 0:
+            continue  # a total one secret cannot produce: the pair is not plausible given Z
+        worst = max(worst, 2 * w_inf_discrete(m + 1, w1, m, w0))
+    return worst
 
 
 def dp_cell_counts_sensitivity(relation: str) -> Fraction:
