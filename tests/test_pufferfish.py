@@ -329,3 +329,60 @@ def test_given_the_total_the_dependence_class_can_exceed_twice_the_count_sensiti
     assert pf.cell_counts_sensitivity(parse(small("independent")).pufferfish, True) == 2
     for rest in (0, 1, 4, 12):  # every member at or below the independence value when p0 = p1
         assert pf.vector_given_total_sensitivity(4, 0.3, 0.3, rest, 0.6) <= 2
+
+
+# ---- Example 4: a count whose release satisfies SDL measures (Z) ------------------------------
+
+
+def _quantile_w_inf(law_a, law_b):
+    """sup over u of |F_a^-1(u) - F_b^-1(u)|, walking both quantile functions over the merged
+    cumulative levels (exact rationals): independent of the CDF criterion `w_inf_exact` uses."""
+    def steps(law):
+        total, acc, out = sum(law.values()), Fraction(0), []
+        for v in sorted(law):
+            acc += law[v] / total
+            out.append((acc, v))
+        return out
+    a, b = steps(law_a), steps(law_b)
+    i = j = 0
+    worst = 0
+    while i < len(a) and j < len(b):
+        worst = max(worst, abs(a[i][1] - b[j][1]))
+        if a[i][0] < b[j][0]:
+            i += 1
+        elif b[j][0] < a[i][0]:
+            j += 1
+        else:
+            i, j = i + 1, j + 1
+    return worst
+
+
+@pytest.mark.parametrize("n, k, t, ref", [(8, 2, None, None), (8, 2, Fraction(1, 4), Fraction(1, 2)),
+                                          (9, 3, Fraction(1, 3), Fraction(1, 3)), (8, 1, None, None)])
+@pytest.mark.parametrize("theta", [Fraction(1, 5), Fraction(1, 2), Fraction(7, 10)])
+def test_example_4_sdl_count_sensitivity_matches_enumeration(n, k, t, ref, theta):
+    """Every binary dataset of n records, kept when its count satisfies k-anonymity and t-closeness,
+    split by record j's value: the W_inf of the two conditional laws of the count."""
+    import itertools
+
+    laws = {0: {}, 1: {}}
+    for bits in itertools.product((0, 1), repeat=n):
+        total = sum(bits)
+        cells_ok = all(c == 0 or c >= k for c in (total, n - total))
+        close_ok = t is None or abs(Fraction(total, n) - ref) <= t
+        if cells_ok and close_ok:
+            w = theta**total * (1 - theta) ** (n - total)
+            laws[bits[0]][total] = laws[bits[0]].get(total, 0) + w
+    expected = _quantile_w_inf(laws[1], laws[0]) if laws[0] and laws[1] else None
+    assert pf.sdl_count_sensitivity(n, theta, k, t, ref) == expected
+
+
+def test_example_4_sdl_restricts_the_pairs_not_the_sensitivity():
+    """Admissible counts forming an interval keep the DP sensitivity 1 for every theta (the paper's
+    claim); k-anonymity that admits an empty cell leaves a gap of k, and the value jumps to k;
+    a closeness window one secret cannot reach removes the pair."""
+    for theta in (Fraction(1, 10), Fraction(1, 2), Fraction(9, 10)):
+        assert pf.sdl_count_sensitivity(30, theta, 4, Fraction(1, 5), Fraction(1, 2)) == 1
+        assert pf.sdl_count_sensitivity(30, theta, 4) == 4
+    assert pf.sdl_admissible(30, 4, Fraction(1, 5), Fraction(1, 2)) == list(range(9, 22))
+    assert pf.sdl_count_sensitivity(5, Fraction(1, 2), 1, Fraction(0), Fraction(0)) is None  # only T = 0

@@ -206,3 +206,55 @@ def normal_mean_sensitivity(n: int, r: float, sigma2: float, tau: float, gamma: 
         return math.inf
     beta = (tau - gamma * gamma / omega) / residual
     return abs(r * (1 + (n - 1) * beta) / n)
+
+
+def w_inf_exact(law_a: dict, law_b: dict) -> int:
+    """W_inf between two laws on the integers given as {value: weight} (exact weights, any scale):
+    the least d with F_a(k) <= F_b(k + d) and F_b(k) <= F_a(k + d) for every k."""
+    sa, sb = sum(law_a.values()), sum(law_b.values())
+    keys = sorted(set(law_a) | set(law_b))
+    lo, hi = keys[0], keys[-1]
+
+    def cdf(law, total, k):
+        return sum(w for v, w in law.items() if v <= k) / total
+
+    for d in range(hi - lo + 1):
+        if all(cdf(law_a, sa, k) <= cdf(law_b, sb, k + d) and cdf(law_b, sb, k) <= cdf(law_a, sa, k + d)
+               for k in range(lo - 1, hi + 1)):
+            return d
+    return hi - lo
+
+
+def sdl_admissible(n: int, k: int, t=None, reference=None) -> list[int]:
+    """The counts T of n binary records whose release satisfies the SDL measures of Examples 2 and 4:
+    k-anonymity (each of the two cells, T and n - T, is empty or holds at least k records) and, when
+    t is given, t-closeness in total variation to a public proportion (|T/n - reference| <= t)."""
+    out = []
+    for total in range(n + 1):
+        anonymous = all(c == 0 or c >= k for c in (total, n - total))
+        close = t is None or abs(Fraction(total, n) - Fraction(reference)) <= Fraction(t)
+        if anonymous and close:
+            out.append(total)
+    return out
+
+
+def sdl_count_sensitivity(n: int, theta, k: int, t=None, reference=None) -> int | None:
+    """Example 4 (Appendix C; Example 2): the W_inf sensitivity of one count T of n binary records,
+    iid Bernoulli(theta), when Z is the fact that releasing T satisfies k-anonymity and t-closeness.
+
+    Given x_j = 1 and Z, T follows 1 + Bin(n - 1, theta) restricted to the admissible counts; given
+    x_j = 0, Bin(n - 1, theta) restricted to them (exact rationals). None when one secret cannot
+    produce an admissible count: Z then removes the pair (the guarantee does not cover it). When the
+    admissible counts form an interval the value is 1, the DP sensitivity: SDL restricts which
+    pairs are protected, not the noise they need (the paper's point); k-anonymity that admits an
+    empty cell (T = 0 or T = n) leaves gaps, and the value jumps to the gap's width."""
+    theta = Fraction(theta)
+    allowed = set(sdl_admissible(n, k, t, reference))
+    pmf = lambda m: math.comb(n - 1, m) * theta**m * (1 - theta) ** (n - 1 - m)  # noqa: E731
+    given1 = {total: pmf(total - 1) for total in allowed if 1 <= total}
+    given0 = {total: pmf(total) for total in allowed if total <= n - 1}
+    given1 = {v: w for v, w in given1.items() if w > 0}
+    given0 = {v: w for v, w in given0.items() if w > 0}
+    if not given1 or not given0:
+        return None
+    return w_inf_exact(given1, given0)
