@@ -115,12 +115,29 @@ def test_prior_laws_float_error_stays_inside_the_stated_bound():
     with localcontext() as ctx:
         ctx.prec = 40
         for cell in range(6):
-            for k in (0, 1, int(laws.mode[cell]) + 1, int(counts[cell]), total // 2, total):
+            lo, hi = int(laws.lo[cell]), int(laws.hi[cell])
+            for k in (lo, lo + 1, int(laws.mode[cell]) + 1, int(counts[cell]), (lo + hi) // 2, hi):
+                if not lo <= k <= hi:
+                    continue
                 ratio, x = laws.exact(cell, k)
                 exact = (Decimal(ratio.numerator).ln() - Decimal(ratio.denominator).ln()
                          - Decimal(x.numerator) / Decimal(x.denominator))
-                worst = max(worst, abs(float(exact - Decimal(float(laws.logg[cell, k])))))
+                worst = max(worst, abs(float(exact - Decimal(float(laws.logg[cell, k - lo])))))
     assert worst <= laws.eta and laws.eta < 1e-6  # inside the bound, and the band stays narrow
+
+
+def test_prior_congenial_tails_beyond_the_windows_are_drawn_exactly():
+    """Windows cut at e^-2 of each mode put much of the mass in the geometric tail envelopes
+    (always decided by the exact path): the law must not change."""
+    rng = np.random.default_rng(24)
+    counts, alpha, total, r = np.array([2, 0, 5, 1]), np.array([3, 1, 2, 2]), 8, Fraction(1, 2)
+    laws = samplers._PriorLaws(counts, alpha, total, r, cutoff=2.0)
+    assert (laws.hi - laws.lo).max() < total and laws.right[2].any()  # the tails are in use
+    y, _ = samplers.prior(counts, alpha, total, r, 4000, rng, cutoff=2.0)
+    assert (y.sum(axis=1) == total).all()
+    pmf = {v: math.exp(-float(r) * np.abs(np.array(v) - counts).sum())
+           * math.prod(math.comb(v[i] + int(alpha[i]) - 1, v[i]) for i in range(4)) for v in _compositions(total, 4)}
+    assert _chi2([tuple(row) for row in y], pmf) > 1e-3
 
 
 @pytest.mark.parametrize("ratio, x", [(Fraction(3), Fraction(2)), (Fraction(1, 10), Fraction(-2)), (Fraction(1), Fraction(0))])
