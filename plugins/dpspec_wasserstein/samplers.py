@@ -281,38 +281,30 @@ class _PriorLaws:
     @staticmethod
     def _tilt(alpha, counts, total, rf, cutoff):
         """lam with the cells' means summing to the total (the tilt leaves the target given the sum
-        unchanged; it only sets the acceptance rate): first from the modes, then refined on the
-        windows' tables at that tilt, reweighted by e^{-(lam - lam0) k} (every 8th column)."""
+        unchanged; it only sets the acceptance rate), by bisection; each mean is taken over the
+        cell's window at that lam (at most 400 evenly spaced values of it)."""
         a = alpha.astype(float)
-        lo, hi = -1.0, 1.0
-        while _modes(alpha, counts, total, rf, lo).sum() < total:
-            lo *= 2
-        while _modes(alpha, counts, total, rf, hi).sum() > total:
-            hi *= 2
-        for _ in range(40):
-            mid = (lo + hi) / 2
-            lo, hi = (mid, hi) if _modes(alpha, counts, total, rf, mid).sum() > total else (lo, mid)
-        lam0 = (lo + hi) / 2
-        m = _modes(alpha, counts, total, rf, lam0)
-        left = _edge(a, counts, rf, lam0, m, np.zeros_like(m), cutoff + 10, upward=False)
-        right = _edge(a, counts, rf, lam0, m, np.full_like(m, total), cutoff + 10, upward=True)
-        stride = max(1, int((right - left).max()) // 400)
-        ks = left[:, None] + np.arange(0, int((right - left).max()) + 1, stride)[None, :]
-        valid = ks <= right[:, None]
-        base = np.where(valid, _approx_logg(a[:, None], counts[:, None], rf, lam0, ks, m[:, None]), -np.inf)
 
-        def mean_sum(d):
-            w = base - d * ks
+        def mean_sum(lam):
+            m = _modes(alpha, counts, total, rf, lam)
+            left = _edge(a, counts, rf, lam, m, np.zeros_like(m), cutoff, upward=False)
+            right = _edge(a, counts, rf, lam, m, np.full_like(m, total), cutoff, upward=True)
+            stride = max(1, int((right - left).max()) // 400)
+            ks = left[:, None] + np.arange(0, int((right - left).max()) + 1, stride)[None, :]
+            valid = ks <= right[:, None]
+            w = np.where(valid, _approx_logg(a[:, None], counts[:, None], rf, lam, ks, m[:, None]), -np.inf)
             w = np.exp(w - w.max(axis=1, keepdims=True))
             return float(((w * ks).sum(axis=1) / w.sum(axis=1)).sum())
 
-        lo, hi = -rf / 4, rf / 4
-        if mean_sum(lo) < total or mean_sum(hi) > total:
-            return lam0
-        for _ in range(30):
+        lo, hi = -1.0, 1.0
+        while mean_sum(lo) < total:
+            lo *= 2
+        while mean_sum(hi) > total:
+            hi *= 2
+        for _ in range(40):
             mid = (lo + hi) / 2
             lo, hi = (mid, hi) if mean_sum(mid) > total else (lo, mid)
-        return lam0 + (lo + hi) / 2
+        return (lo + hi) / 2
 
     def exact(self, cell: int, k: int, extra: Fraction = Fraction(0)) -> tuple[Fraction, Fraction]:
         """(R, x) with g_cell(k)·exp(-extra) = R·exp(-x) exactly."""
