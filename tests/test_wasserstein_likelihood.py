@@ -3,7 +3,6 @@ joint normalizer against brute-force enumeration of the vectors summing to the t
 posterior from `infer` against the exact posterior on a tiny release."""
 from __future__ import annotations
 
-import itertools
 import math
 
 import numpy as np
@@ -14,11 +13,8 @@ import dpspec
 from dpspec.errors import MechanismError
 from dpspec_wasserstein.likelihood import log_weights, naive_likelihoods
 
-
-def _compositions(total, n):
-    for bars in itertools.combinations(range(total + n - 1), n - 1):
-        edges = (-1,) + bars + (total + n - 1,)
-        yield tuple(edges[i + 1] - edges[i] - 1 for i in range(n))
+from .test_wasserstein import SPEC as SMALL
+from .test_wasserstein import _compositions
 
 
 def _brute_log_likelihood(y, c, r, alpha):
@@ -57,29 +53,7 @@ def test_a_release_too_large_for_the_exact_normalizer_is_refused_with_the_figure
     assert "operations per posterior draw" in str(err.value)
 
 
-SPEC = """spec "infer congenial"
-domain d {
-  table people unit person {
-    county : category
-  }
-}
-data people from "people.csv"
-public {
-  count people released "bulletin" used as total
-}
-pufferfish {
-  class independent
-}
-unit people : symdiff
-premetric pure
-mechanism wasserstein_exponential {
-  table: people
-  cell: county
-  epsilon: 2
-  base: congenial
-}
-budget epsilon <= 2
-release {
+SPEC = SMALL.replace("MECH", "wasserstein_exponential").replace("BASE", "congenial") + """release {
   output counts
   output total
 }
