@@ -118,3 +118,24 @@ def test_the_prior_likelihood_rebuilds_its_concentrations_from_the_released_base
     with pytest.raises(MechanismError) as err:
         mech.likelihood(Spec, params, {"counts": counts})
     assert "output base" in str(err.value)
+
+
+def test_a_prior_release_carries_the_previous_period_counts_as_its_base_output(tmp_path):
+    from dpspec.publish.output import write_result
+
+    text = (SMALL.replace("MECH", "wasserstein_exponential").replace("BASE", "prior\n  period: month")
+            .replace("    county : category\n", "    month  : category\n    county : category\n")
+            .replace('count people released "bulletin" used as total',
+                     'count people by month released "bulletin" used as total\n'
+                     '  count people by month, county released "last month" used as base')
+            + "release {\n  output counts\n  output total\n  output base\n}\n")
+    src = tmp_path / "src"
+    src.mkdir()
+    rows = ["month,county"] + ["m1,a"] * 4 + ["m1,b"] * 1 + ["m2,a"] * 2 + ["m2,b"] * 3 + ["m2,c"] * 1
+    (src / "people.csv").write_text("\n".join(rows) + "\n")
+    (src / "s.dps").write_text(text)
+    write_result(dpspec.compile(str(src / "s.dps"), seed=1), str(tmp_path / "out"))
+    base = pd.read_csv(tmp_path / "out" / "base.csv")
+    assert dict(zip(base["county"], base["people"])) == {"a": 4, "b": 1, "c": 0}
+    counts = pd.read_csv(tmp_path / "out" / "counts.csv")
+    assert counts["people"].sum() == 6 and set(counts["month"]) == {"m2"}

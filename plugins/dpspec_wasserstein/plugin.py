@@ -266,7 +266,8 @@ class WassersteinExponential(_CountRelease):
         self.zero_mass(spec, params, cells, counts, previous)
         y, z, info = self.draw(spec, params, counts, outcome, total, previous, rng)
         frame = self._frame(params, cells, period, y[0], None if z is None else z[0])
-        base = self._frame(params, cells, period, counts if previous is None else previous, None)
+        # the previous period's counts (no period column: they are not the released period's)
+        base = self._frame(params, cells, None, counts if previous is None else previous, None)
         base = base.iloc[:0] if previous is None else base  # no earlier period: no rows
         return Release(outputs={"counts": frame, "total": self._total_frame(spec, params, period, total), "base": base},
                        facts={"total": total, "period": period, "sampler": info},
