@@ -679,10 +679,12 @@ def bernoulli_scaled_exp(log_p, log_err, exact, rng: np.random.Generator) -> np.
     # float exp is within an ulp or two: the (1 -+ 2**-50) factors cover it
     p_lo = np.minimum(np.exp(log_p - log_err) * (1 - 2.0 ** -50), 1.0)
     p_hi = np.minimum(np.exp(log_p + log_err) * (1 + 2.0 ** -50), 1.0)
-    thr_lo = np.floor(p_lo * scale)  # U < p_lo when u + 1 <= p_lo·2**62
-    thr_hi = np.ceil(p_hi * scale)  # U >= p_hi when u >= p_hi·2**62
-    out = (u + 1).astype(float) <= thr_lo
-    doubt = np.flatnonzero(~out & (u.astype(float) < thr_hi))
+    # integer thresholds (p·2**62 is exact in float, and so is its floor or ceiling below 2**63)
+    thr_lo = np.floor(p_lo * scale).astype(np.int64)  # U < p_lo when u + 1 <= p_lo·2**62
+    # U >= p_hi when u >= p_hi·2**62; at least 1, so a p that underflows in float is still decided exactly
+    thr_hi = np.maximum(np.ceil(p_hi * scale).astype(np.int64), 1)
+    out = u + 1 <= thr_lo
+    doubt = np.flatnonzero(~out & (u < thr_hi))
     for i in doubt:  # about 2·log_err of the elements
         ratio, x = exact(int(i))
         out[i] = _below_lazily(int(u[i]), _DIGIT_BITS, lambda prec: _scaled_exp_interval(Fraction(ratio), Fraction(x), prec),
