@@ -63,6 +63,8 @@ _WHERE = {
     "generic_pairs": ("dpspec.verify.miniature", "generic_pairs"),
     # bounded reading: a path a plugin reads must be a regular file, never a device
     "LazyModule": "dpspec.run.lazy", "require_regular": "dpspec.language.reading", "NotRegularFile": "dpspec.language.reading",
+    # exact Bernoulli(R·exp(-x)) for rational R, x: a float fast path, interval arithmetic in its doubt band
+    "bernoulli_scaled_exp": "dpspec.run.noise",
 }
 
 __all__ = sorted([*_WHERE, "API_VERSION", "OLDEST_SERVED"])

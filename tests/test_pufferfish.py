@@ -202,7 +202,7 @@ def test_budget_json_carries_both_sensitivities_and_the_assumptions(tmp_path):
     path.write_text(small("dependence p0 0.1 p1 0.9 n 10").replace("epsilon: 2", "epsilon: 2\n  sensitivity: 2"))
     summary = budget_summary(dpspec.load(str(path)))
     w = summary["pufferfish"]["sensitivity"]["counts"]["wasserstein"]
-    assert w == 2 * pf.dependent_count_sensitivity(10, 0.1, 0.9) > 2
+    assert w == 2 * 10  # given the total, the bound every member of the class obeys (see below)
     assert math.isclose(summary["budget"]["epsilon"], 2 * w / 2) and not summary["bounds_hold"]
 
 
@@ -270,3 +270,119 @@ def test_post_processing_keeps_its_dp_budget_under_independence_and_pays_for_dep
     summary = budget_summary(dpspec.load(str(path)))
     factor = pf.dependent_count_sensitivity(10, 0.2, 0.6)
     assert factor > 1 and math.isclose(summary["budget"]["epsilon"], 2 * factor)
+
+
+# ---- the vector loss given the total under the dependence class ----------------------------
+
+
+def _exact_member(group, q0, q1, rest, p):
+    """Independent of `vector_given_total_sensitivity`: enumerate every assignment of the secrets of
+    the group's others and of the rest (exact rationals), condition on each total, and take the
+    least d with F1(k) <= F0(k + d) and F0(k) <= F1(k + d) for the count in the unit's cell."""
+    import itertools
+
+    best = 0
+    for t in range(group + rest + 1):
+        laws = {}
+        for x, q in ((1, q1), (0, q0)):
+            law = {}
+            for bits in itertools.product((0, 1), repeat=group - 1 + rest):
+                if x + sum(bits) != t:
+                    continue
+                k = sum(bits[:group - 1])
+                w = q ** k * (1 - q) ** (group - 1 - k) * p ** (t - x - k) * (1 - p) ** (rest - (t - x - k))
+                law[x + k] = law.get(x + k, 0) + w
+            laws[x] = law
+        if not laws[1] or not laws[0]:
+            continue
+        s1, s0 = sum(laws[1].values()), sum(laws[0].values())
+        cdf = lambda law, s, k: sum(v for key, v in law.items() if key <= k) / s  # noqa: E731
+        d = next(d for d in range(group + 1) if all(
+            cdf(laws[1], s1, k) <= cdf(laws[0], s0, k + d) and cdf(laws[0], s0, k) <= cdf(laws[1], s1, k + d)
+            for k in range(-1, group + 1)))
+        best = max(best, 2 * d)  # same total: the vectors are 2 |difference in the unit's cell| apart
+    return best
+
+
+@pytest.mark.parametrize("group, q0, q1, rest, p", [
+    (3, Fraction(1, 20), Fraction(3, 10), 8, Fraction(1, 2)),
+    (3, Fraction(3, 10), Fraction(1, 20), 6, Fraction(1, 10)),
+    (4, Fraction(1, 2), Fraction(1, 2), 5, Fraction(1, 3)),
+    (2, Fraction(1, 10), Fraction(9, 10), 7, Fraction(4, 5)),
+    (3, Fraction(1, 5), Fraction(4, 5), 0, Fraction(1, 2)),
+])
+def test_the_vector_loss_given_the_total_matches_enumeration(group, q0, q1, rest, p):
+    got = pf.vector_given_total_sensitivity(group, float(q0), float(q1), rest, float(p))
+    assert got == _exact_member(group, q0, q1, rest, p)
+    assert got <= 2 * group  # the bound the class uses
+
+
+def test_given_the_total_the_dependence_class_can_exceed_twice_the_count_sensitivity():
+    """Conditioning on a public total can push the two secrets' laws apart: twice the count's
+    own sensitivity, the value used before, understates this member, so the class uses 2n;
+    independence (p0 = p1) stays at exactly 2."""
+    member = pf.vector_given_total_sensitivity(3, 0.05, 0.3, 40, 0.1)
+    assert member == 6 > 2 * pf.dependent_count_sensitivity(3, 0.05, 0.3) == 4
+    c = parse(small("dependence p0 0.05 p1 0.3 n 3")).pufferfish
+    assert pf.cell_counts_sensitivity(c, True) == 6 >= member
+    assert pf.cell_counts_sensitivity(parse(small("dependence p0 0.3 p1 0.3 n 3")).pufferfish, True) == 2
+    assert pf.cell_counts_sensitivity(parse(small("independent")).pufferfish, True) == 2
+    for rest in (0, 1, 4, 12):  # every member at or below the independence value when p0 = p1
+        assert pf.vector_given_total_sensitivity(4, 0.3, 0.3, rest, 0.6) <= 2
+
+
+# ---- Example 4: a count whose release satisfies SDL measures (Z) ------------------------------
+
+
+def _quantile_w_inf(law_a, law_b):
+    """sup over u of |F_a^-1(u) - F_b^-1(u)|, walking both quantile functions over the merged
+    cumulative levels (exact rationals): independent of the CDF criterion `w_inf_exact` uses."""
+    def steps(law):
+        total, acc, out = sum(law.values()), Fraction(0), []
+        for v in sorted(law):
+            acc += law[v] / total
+            out.append((acc, v))
+        return out
+    a, b = steps(law_a), steps(law_b)
+    i = j = 0
+    worst = 0
+    while i < len(a) and j < len(b):
+        worst = max(worst, abs(a[i][1] - b[j][1]))
+        if a[i][0] < b[j][0]:
+            i += 1
+        elif b[j][0] < a[i][0]:
+            j += 1
+        else:
+            i, j = i + 1, j + 1
+    return worst
+
+
+@pytest.mark.parametrize("n, k, t, ref", [(8, 2, None, None), (8, 2, Fraction(1, 4), Fraction(1, 2)),
+                                          (9, 3, Fraction(1, 3), Fraction(1, 3)), (8, 1, None, None)])
+@pytest.mark.parametrize("theta", [Fraction(1, 5), Fraction(1, 2), Fraction(7, 10)])
+def test_example_4_sdl_count_sensitivity_matches_enumeration(n, k, t, ref, theta):
+    """Every binary dataset of n records, kept when its count satisfies k-anonymity and t-closeness,
+    split by record j's value: the W_inf of the two conditional laws of the count."""
+    import itertools
+
+    laws = {0: {}, 1: {}}
+    for bits in itertools.product((0, 1), repeat=n):
+        total = sum(bits)
+        cells_ok = all(c == 0 or c >= k for c in (total, n - total))
+        close_ok = t is None or abs(Fraction(total, n) - ref) <= t
+        if cells_ok and close_ok:
+            w = theta**total * (1 - theta) ** (n - total)
+            laws[bits[0]][total] = laws[bits[0]].get(total, 0) + w
+    expected = _quantile_w_inf(laws[1], laws[0]) if laws[0] and laws[1] else None
+    assert pf.sdl_count_sensitivity(n, theta, k, t, ref) == expected
+
+
+def test_example_4_sdl_restricts_the_pairs_not_the_sensitivity():
+    """Admissible counts forming an interval keep the DP sensitivity 1 for every theta (the paper's
+    claim); k-anonymity that admits an empty cell leaves a gap of k, and the value jumps to k;
+    a closeness window one secret cannot reach removes the pair."""
+    for theta in (Fraction(1, 10), Fraction(1, 2), Fraction(9, 10)):
+        assert pf.sdl_count_sensitivity(30, theta, 4, Fraction(1, 5), Fraction(1, 2)) == 1
+        assert pf.sdl_count_sensitivity(30, theta, 4) == 4
+    assert pf.sdl_admissible(30, 4, Fraction(1, 5), Fraction(1, 2)) == list(range(9, 22))
+    assert pf.sdl_count_sensitivity(5, Fraction(1, 2), 1, Fraction(0), Fraction(0)) is None  # only T = 0

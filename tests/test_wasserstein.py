@@ -86,6 +86,74 @@ def test_prior_congenial_draws_follow_the_exact_pmf():
     assert _chi2([tuple(row) for row in y], pmf) > 1e-3
 
 
+def test_prior_congenial_draws_stay_exact_when_every_decision_goes_through_interval_arithmetic(monkeypatch):
+    """A float error bound widened a million-fold puts most acceptances in the doubt band, decided
+    by exact interval arithmetic on C(k + a - 1, k) ratios and exp(-x): the law must not change."""
+    monkeypatch.setattr(samplers, "_U", 2.0 ** -15)
+    rng = np.random.default_rng(21)
+    counts, alpha, total, r = np.array([2, 0, 3, 1]), np.array([2, 1, 4, 1]), 5, Fraction(2, 3)
+    laws = samplers._PriorLaws(counts, alpha, total, r)
+    assert 0.05 < laws.eta < 0.3  # a wide band: the exact path does much of the work
+    y, info = samplers.prior(counts, alpha, total, r, 5000, rng)
+    assert (y.sum(axis=1) == total).all() and info["method"].startswith("exact rejection")
+    pmf = {v: math.exp(-float(r) * np.abs(np.array(v) - counts).sum())
+           * math.prod(math.comb(v[i] + int(alpha[i]) - 1, v[i]) for i in range(4)) for v in _compositions(total, 4)}
+    assert _chi2([tuple(row) for row in y], pmf) > 1e-3
+
+
+def test_prior_laws_float_error_stays_inside_the_stated_bound():
+    """The fast path is exact only if the float log g_i(k) is within eta of the truth: check it
+    against 40-digit arithmetic at a Pennsylvania-sized total, over each cell's whole range."""
+    from decimal import Decimal, localcontext
+
+    rng = np.random.default_rng(22)
+    counts = rng.integers(0, 900, size=6)
+    alpha = rng.integers(1, 900, size=6)
+    total = int(counts.sum())
+    laws = samplers._PriorLaws(counts, alpha, total, Fraction(1, 16))
+    worst = 0.0
+    with localcontext() as ctx:
+        ctx.prec = 40
+        for cell in range(6):
+            lo, hi = int(laws.lo[cell]), int(laws.hi[cell])
+            for k in (lo, lo + 1, int(laws.mode[cell]) + 1, int(counts[cell]), (lo + hi) // 2, hi):
+                if not lo <= k <= hi:
+                    continue
+                ratio, x = laws.exact(cell, k)
+                exact = (Decimal(ratio.numerator).ln() - Decimal(ratio.denominator).ln()
+                         - Decimal(x.numerator) / Decimal(x.denominator))
+                worst = max(worst, abs(float(exact - Decimal(float(laws.logg[cell, k - lo])))))
+    assert worst <= laws.eta and laws.eta < 1e-6  # inside the bound, and the band stays narrow
+
+
+def test_prior_congenial_tails_beyond_the_windows_are_drawn_exactly():
+    """Windows cut at e^-2 of each mode put much of the mass in the geometric tail envelopes
+    (always decided by the exact path): the law must not change."""
+    rng = np.random.default_rng(24)
+    counts, alpha, total, r = np.array([2, 0, 5, 1]), np.array([3, 1, 2, 2]), 8, Fraction(1, 2)
+    laws = samplers._PriorLaws(counts, alpha, total, r, cutoff=2.0)
+    assert (laws.hi - laws.lo).max() < total and laws.right[2].any()  # the tails are in use
+    y, _ = samplers.prior(counts, alpha, total, r, 4000, rng, cutoff=2.0)
+    assert (y.sum(axis=1) == total).all()
+    pmf = {v: math.exp(-float(r) * np.abs(np.array(v) - counts).sum())
+           * math.prod(math.comb(v[i] + int(alpha[i]) - 1, v[i]) for i in range(4)) for v in _compositions(total, 4)}
+    assert _chi2([tuple(row) for row in y], pmf) > 1e-3
+
+
+@pytest.mark.parametrize("ratio, x", [(Fraction(3), Fraction(2)), (Fraction(1, 10), Fraction(-2)), (Fraction(1), Fraction(0))])
+def test_bernoulli_scaled_exp_is_exact_in_its_doubt_band(ratio, x):
+    """log_err = 1 sends every element to the exact path; the frequency must match R exp(-x)."""
+    from dpspec.api import bernoulli_scaled_exp
+
+    rng = np.random.default_rng(23)
+    p = float(ratio) * math.exp(-float(x))
+    n = 4000
+    out = bernoulli_scaled_exp(np.full(n, math.log(p)), 1.0, lambda i: (ratio, x), rng)
+    assert abs(out.mean() - p) <= 4 * math.sqrt(p * (1 - p) / n) + 1e-9
+    fast = bernoulli_scaled_exp(np.full(n, math.log(p)), 1e-12, lambda i: (ratio, x), rng)
+    assert abs(fast.mean() - p) <= 4 * math.sqrt(p * (1 - p) / n) + 1e-9
+
+
 def test_a_too_expensive_exact_draw_is_refused_with_the_estimate():
     rng = np.random.default_rng(15)
     with pytest.raises(MechanismError) as err:

@@ -135,12 +135,56 @@ def count_sensitivity(c: ir.Pufferfish | None) -> Fraction | float:
 def cell_counts_sensitivity(c: ir.Pufferfish | None, total_in_z: bool) -> Fraction | float:
     """W_inf sensitivity of the L1 loss ||y - counts||_1 of a vector of cell counts (a unit in one cell).
 
-    Without a total in Z, the pair moves one cell's count by the count sensitivity. When Z holds
-    the exact total of the cells, the two conditional distributions share that total, so whatever
-    the coupling adds to the unit's cell it takes from others: the L1 change doubles (a unit
-    present in cell a against absent is, given the total, a unit moved from some cell b to a)."""
+    Without a total in Z, the pair moves one cell's count by the count sensitivity. With the exact
+    total in Z the two conditional distributions share it:
+    - independence: exactly 2. Given the total, the other units' secrets follow a product measure
+      conditioned on its size, and such laws at sizes t - 1 and t couple with one unit added
+      (product measures are strong Rayleigh; Borcea, Branden & Liggett 2009), so present in cell a
+      against absent is one unit moved between cells: L1 change 2, and no less in general;
+    - the dependence class (p0 != p1): conditioning on the total reweights the group's law by the
+      rest of the population's, which can push the two secrets' laws far apart (a member with
+      n = 3, p0 = 1/20, p1 = 3/10 reaches W_inf 6 where twice the count's sensitivity is 4:
+      `vector_given_total_sensitivity`, tests/test_pufferfish.py). What holds for every member is
+      2n: the group's sets differ in at most n units and the rest's counts by as many, each
+      moving the L1 loss by one; this bound is used (see docs/guides/z-pufferfish.md)."""
     base = count_sensitivity(c)
-    return 2 * base if total_in_z else base
+    if not total_in_z:
+        return base
+    if c is None or c.kind == "independent" or (c.kind == "dependence" and c.option("p0") == c.option("p1")):
+        return Fraction(2)
+    if c.kind == "dependence":
+        return Fraction(2 * int(c.option("n")))
+    return 2 * base
+
+
+def vector_given_total_sensitivity(group: int, q0: float, q1: float, rest: int, p: float) -> float:
+    """The exact W_inf (L1 metric on the cell counts) between the count vectors given each secret of
+    unit j and the realized total, for one member of the Section 4.4 class, largest over totals.
+
+    The member: unit j and the group - 1 others whose secrets follow j's (each 1 with probability
+    q_x given x_j = x, independently) sit in cell a; `rest` independent units with probability p
+    sit in cell b. Given the total t the vector is (x_j + K, t - x_j - K) with K the others of the
+    group with secret 1, P(K = m | x_j = x, t) proportional to Bin(group - 1, q_x)(m) Bin(rest, p)(t - x - m);
+    two vectors with the same total are 2 |difference in cell a| apart in L1, so the distance is
+    2 W_inf(x_j + K | 1, K | 0), computed on the line by the quantile coupling. rest = 0 gives 0
+    (the total fixes the vector); it never exceeds 2 x group, and can exceed twice the count's
+    own sensitivity (see `cell_counts_sensitivity`)."""
+    import numpy as np
+
+    g = _binomial_pmf(group - 1, q1), _binomial_pmf(group - 1, q0)
+    r = _binomial_pmf(rest, p)
+    r = r / r.sum()
+    g = g[0] / g[0].sum(), g[1] / g[1].sum()
+    m = np.arange(group)
+    worst = 0.0
+    for t in range(group + rest + 1):
+        idx1, idx0 = t - 1 - m, t - m
+        w1 = g[0] * np.where((idx1 >= 0) & (idx1 <= rest), r[np.clip(idx1, 0, rest)], 0.0)
+        w0 = g[1] * np.where((idx0 >= 0) & (idx0 <= rest), r[np.clip(idx0, 0, rest)], 0.0)
+        if w1.sum() <= 0 or w0.sum() <= 0:
+            continue  # a total one secret cannot produce: the pair is not plausible given Z
+        worst = max(worst, 2 * w_inf_discrete(m + 1, w1, m, w0))
+    return worst
 
 
 def dp_cell_counts_sensitivity(relation: str) -> Fraction:
@@ -162,3 +206,55 @@ def normal_mean_sensitivity(n: int, r: float, sigma2: float, tau: float, gamma: 
         return math.inf
     beta = (tau - gamma * gamma / omega) / residual
     return abs(r * (1 + (n - 1) * beta) / n)
+
+
+def w_inf_exact(law_a: dict, law_b: dict) -> int:
+    """W_inf between two laws on the integers given as {value: weight} (exact weights, any scale):
+    the least d with F_a(k) <= F_b(k + d) and F_b(k) <= F_a(k + d) for every k."""
+    sa, sb = sum(law_a.values()), sum(law_b.values())
+    keys = sorted(set(law_a) | set(law_b))
+    lo, hi = keys[0], keys[-1]
+
+    def cdf(law, total, k):
+        return sum(w for v, w in law.items() if v <= k) / total
+
+    for d in range(hi - lo + 1):
+        if all(cdf(law_a, sa, k) <= cdf(law_b, sb, k + d) and cdf(law_b, sb, k) <= cdf(law_a, sa, k + d)
+               for k in range(lo - 1, hi + 1)):
+            return d
+    return hi - lo
+
+
+def sdl_admissible(n: int, k: int, t=None, reference=None) -> list[int]:
+    """The counts T of n binary records whose release satisfies the SDL measures of Examples 2 and 4:
+    k-anonymity (each of the two cells, T and n - T, is empty or holds at least k records) and, when
+    t is given, t-closeness in total variation to a public proportion (|T/n - reference| <= t)."""
+    out = []
+    for total in range(n + 1):
+        anonymous = all(c == 0 or c >= k for c in (total, n - total))
+        close = t is None or abs(Fraction(total, n) - Fraction(reference)) <= Fraction(t)
+        if anonymous and close:
+            out.append(total)
+    return out
+
+
+def sdl_count_sensitivity(n: int, theta, k: int, t=None, reference=None) -> int | None:
+    """Example 4 (Appendix C; Example 2): the W_inf sensitivity of one count T of n binary records,
+    iid Bernoulli(theta), when Z is the fact that releasing T satisfies k-anonymity and t-closeness.
+
+    Given x_j = 1 and Z, T follows 1 + Bin(n - 1, theta) restricted to the admissible counts; given
+    x_j = 0, Bin(n - 1, theta) restricted to them (exact rationals). None when one secret cannot
+    produce an admissible count: Z then removes the pair (the guarantee does not cover it). When the
+    admissible counts form an interval the value is 1, the DP sensitivity: SDL restricts which
+    pairs are protected, not the noise they need (the paper's point); k-anonymity that admits an
+    empty cell (T = 0 or T = n) leaves gaps, and the value jumps to the gap's width."""
+    theta = Fraction(theta)
+    allowed = set(sdl_admissible(n, k, t, reference))
+    pmf = lambda m: math.comb(n - 1, m) * theta**m * (1 - theta) ** (n - 1 - m)  # noqa: E731
+    given1 = {total: pmf(total - 1) for total in allowed if 1 <= total}
+    given0 = {total: pmf(total) for total in allowed if total <= n - 1}
+    given1 = {v: w for v, w in given1.items() if w > 0}
+    given0 = {v: w for v, w in given0.items() if w > 0}
+    if not given1 or not given0:
+        return None
+    return w_inf_exact(given1, given0)

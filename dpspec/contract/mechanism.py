@@ -244,6 +244,10 @@ class CountLikelihood:
     log_max: per row, the largest value logpmf can take (the rejection sampler's bound).
     estimate, variance: a rough centre and spread per row (floats), used only to build
     importance-sampling proposals; a wrong guess costs efficiency, never validity.
+    joint (optional): a term of the log-likelihood that couples the rows, joint(truth) -> one
+    value per draw, added to the rows' sum (a normalizing constant over a set of vectors, as
+    when a release is drawn on the vectors summing to a public total); joint_max bounds it
+    from above (the rejection sampler's bound is sum(log_max) + joint_max).
     """
 
     query: ir.CountQuery
@@ -254,6 +258,8 @@ class CountLikelihood:
     estimate: Any  # numpy array
     variance: Any  # numpy array
     description: str = ""
+    joint: Any = None  # Callable[[np.ndarray], np.ndarray] | None
+    joint_max: float = 0.0
 
     @classmethod
     def exact(cls, query: ir.CountQuery, cells, value, description: str = "released exactly") -> "CountLikelihood":

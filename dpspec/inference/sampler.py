@@ -52,11 +52,14 @@ def log_likelihood(model: Model, x: np.ndarray) -> np.ndarray:
     for b in model.blocks:
         truth = (b.matrix @ x.T).T
         out += np.sum(b.likelihood.logpmf(truth), axis=1)
+        if b.likelihood.joint is not None:
+            out += b.likelihood.joint(truth)
     return out
 
 
 def log_likelihood_max(model: Model) -> float:
-    return float(sum(np.sum(b.likelihood.log_max) for b in model.blocks))
+    return float(sum(np.sum(b.likelihood.log_max) + (b.likelihood.joint_max if b.likelihood.joint is not None else 0.0)
+                     for b in model.blocks))
 
 
 @attrs.frozen

@@ -622,22 +622,74 @@ def _draw_index(pending, i) -> int:
 def _accept_exactly(table: _Table, s: int, acc: int, rng: np.random.Generator) -> bool:
     """U < c·f_s/w_s for the uniform real U whose first acc_bits bits are ``acc``."""
     c_over_w = Fraction(table.c, table.weight[s])
-    num, bits = acc, table.acc_bits
-    prec = 2 * _PREC
-    f_lo, f_hi = table.f_interval(s, prec)
+
+    def interval(prec):
+        f_lo, f_hi = table.f_interval(s, prec)
+        return c_over_w * f_lo, c_over_w * f_hi
+
+    return _below_lazily(acc, table.acc_bits, interval, 2 * _PREC, rng)
+
+
+def _below_lazily(num: int, bits: int, interval, prec: int, rng: np.random.Generator) -> bool:
+    """U < p for the uniform real U whose first ``bits`` bits are ``num``, where ``interval(prec)``
+    gives rigorous rational bounds on p that tighten as prec grows: more bits of U are drawn
+    while U's interval and p's overlap, a finer bound on p is asked for when p's is the wider."""
+    p_lo, p_hi = interval(prec)
     while True:
-        x_lo, x_hi = c_over_w * f_lo, c_over_w * f_hi
         u_lo, u_hi = Fraction(num, 1 << bits), Fraction(num + 1, 1 << bits)
-        if u_hi <= x_lo:
+        if u_hi <= p_lo:
             return True
-        if u_lo >= x_hi:
+        if u_lo >= p_hi:
             return False
-        if Fraction(1, 1 << bits) > x_hi - x_lo:
+        if Fraction(1, 1 << bits) > p_hi - p_lo:
             num = (num << 62) | int(rng.integers(0, 1 << 62, dtype=np.int64))
             bits += 62
         else:
             prec *= 2
-            f_lo, f_hi = table.f_interval(s, prec)
+            p_lo, p_hi = interval(prec)
+
+
+def _scaled_exp_interval(ratio: Fraction, x: Fraction, prec: int) -> tuple[Fraction, Fraction]:
+    """Rigorous bounds on ratio·exp(-x) for rationals ratio >= 0 and x of either sign."""
+    if x >= 0:
+        lo, hi = _exp_neg_interval(x, prec)
+        return ratio * lo, ratio * hi
+    lo, hi = _exp_neg_interval(-x, prec)
+    while lo == 0:  # exp(|x|) beyond the precision: ask for more digits
+        prec *= 2
+        lo, hi = _exp_neg_interval(-x, prec)
+    return ratio / hi, ratio / lo
+
+
+def bernoulli_scaled_exp(log_p, log_err, exact, rng: np.random.Generator) -> np.ndarray:
+    """Exact Bernoulli(p[i]) per element for reals p[i] = R·exp(-x) <= 1 with R, x rational, as
+    exact rejection samplers whose acceptance mixes an integer ratio (a binomial coefficient)
+    with an exponential need (neither factor alone need be at most 1).
+
+    log_p[i] is a float estimate of log p[i], within log_err[i] (a rigorous bound the caller
+    derives from its float arithmetic); exact(i) returns (R, x) for element i. One 62-bit uniform
+    word per element decides whenever it falls outside the estimate's band; the rare ones inside
+    (a fraction of about 2·log_err) are decided by interval arithmetic on R·exp(-x), drawing more
+    bits of the uniform as needed, so the outcome is exactly Bernoulli(p[i])."""
+    log_p = np.asarray(log_p, dtype=float)
+    log_err = np.broadcast_to(np.asarray(log_err, dtype=float), log_p.shape)
+    n = log_p.size
+    u = rng.integers(0, 1 << _DIGIT_BITS, size=n, dtype=np.int64)
+    scale = float(1 << _DIGIT_BITS)
+    # float exp is within an ulp or two: the (1 -+ 2**-50) factors cover it
+    p_lo = np.minimum(np.exp(log_p - log_err) * (1 - 2.0 ** -50), 1.0)
+    p_hi = np.minimum(np.exp(log_p + log_err) * (1 + 2.0 ** -50), 1.0)
+    # integer thresholds (p·2**62 is exact in float, and so is its floor or ceiling below 2**63)
+    thr_lo = np.floor(p_lo * scale).astype(np.int64)  # U < p_lo when u + 1 <= p_lo·2**62
+    # U >= p_hi when u >= p_hi·2**62; at least 1, so a p that underflows in float is still decided exactly
+    thr_hi = np.maximum(np.ceil(p_hi * scale).astype(np.int64), 1)
+    out = u + 1 <= thr_lo
+    doubt = np.flatnonzero(~out & (u < thr_hi))
+    for i in doubt:  # about 2·log_err of the elements
+        ratio, x = exact(int(i))
+        out[i] = _below_lazily(int(u[i]), _DIGIT_BITS, lambda prec: _scaled_exp_interval(Fraction(ratio), Fraction(x), prec),
+                               _PREC, rng)
+    return out
 
 
 def _tail_sample(table: _Table, rng: np.random.Generator) -> int:

@@ -1,10 +1,18 @@
-"""The naive-base release's likelihood for `dpspec infer`.
+"""The Wasserstein exponential mechanism's likelihoods for `dpspec infer`, for every base measure.
 
 With the counting measure on the nonnegative integers, each released count y is drawn from
 P(y | c) = exp(-r |y - c|) / Z_r(c), Z_r(c) = sum_{k >= 0} exp(-r |k - c|) = (1 - e^{-r(c+1)}) / (1 - e^{-r})
 + e^{-r} / (1 - e^{-r}), independently across cells given the counts. The outcome counts (deaths)
 are drawn on 0..y (y the released count), so given y their likelihood is the same law truncated
 above at y; cases >= deaths thus ties the two statistics through the released cases only.
+
+The congenial bases draw the whole vector on {y >= 0 : sum y = N}: P(y | c) = prod_i w_i(y_i)
+exp(-r |y_i - c_i|) / Z(c), with w_i = 1 (deterministic congenial) or C(y_i + a_i - 1, y_i)
+(prior: the Dirichlet-multinomial's weights; its other factors do not depend on y). The rows keep
+their own factors and Z(c) = [x^N] prod_i sum_k w_i(k) exp(-r |k - c_i|) x^k, which couples them,
+is the `joint` term: computed for each draw by convolving the cells' weight vectors on 0..N, in
+floating point over positive terms only (so to about n N float roundings, not approximated).
+Its cost is n (N + 1)^2 per draw; releases above `MAX_JOINT_WORK` are refused with the figure.
 """
 from __future__ import annotations
 
@@ -12,7 +20,7 @@ import math
 
 import numpy as np
 
-from dpspec.api import CountLikelihood, ir
+from dpspec.api import CountLikelihood, MechanismError, ir
 
 BOOL_TRUE = "True"  # how a bool cell is written in a target's cells (the domain's value text)
 
@@ -45,15 +53,82 @@ def _one(query, cells, value, r: float, upper, what: str) -> CountLikelihood:
                            value.astype(float), np.full(len(value), 2 * scale * scale), what)
 
 
-def naive_likelihoods(params, outputs, r_c, r_o, total_z=None):
+MAX_JOINT_WORK = 4_000_000  # n (N + 1)^2: the joint normalizer's operations per posterior draw
+
+
+def log_weights(alpha, total: int) -> np.ndarray:
+    """log C(k + a_i - 1, k) on k = 0..total per cell (a_i = 0: mass only at 0)."""
+    from scipy.special import gammaln
+
+    k = np.arange(total + 1, dtype=float)[None, :]
+    a = np.asarray(alpha, dtype=float)[:, None]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out = gammaln(k + a) - gammaln(k + 1) - gammaln(np.maximum(a, 1))
+    return np.where(a > 0, out, np.where(k == 0, 0.0, -np.inf))
+
+
+def log_partition(truth: np.ndarray, r: float, logw: np.ndarray, total: int) -> np.ndarray:
+    """log Z(c) = log sum over {y >= 0, sum y = total} of prod_i w_i(y_i) exp(-r |y_i - c_i|), per row of
+    `truth` (draws x cells): the cells' weight vectors convolved on 0..total, rescaled after each cell."""
+    truth = np.asarray(truth, dtype=float)
+    draws, n = truth.shape
+    k = np.arange(total + 1, dtype=float)[None, :]
+    log_scale = np.zeros(draws)
+    dp = np.zeros((draws, total + 1))
+    dp[:, 0] = 1.0
+    for i in range(n):
+        lw = -r * np.abs(k - truth[:, i:i + 1]) + logw[i][None, :]
+        top = lw.max(axis=1)
+        w = np.exp(lw - top[:, None])
+        new = np.zeros_like(dp)
+        for s in range(total + 1):  # new[:, j] = sum_s w[:, s] dp[:, j - s]
+            new[:, s:] += w[:, s:s + 1] * dp[:, :total + 1 - s]
+        peak = new.max(axis=1)
+        dp = new / peak[:, None]
+        log_scale += top + np.log(peak)
+    with np.errstate(divide="ignore"):
+        return log_scale + np.log(dp[:, total])
+
+
+def _congenial_one(query, cells, value, r: float, logw: np.ndarray, what: str) -> CountLikelihood:
+    value = np.asarray(value, dtype=np.int64)
+    total = int(value.sum())
+    n = len(value)
+    if n * (total + 1) ** 2 > MAX_JOINT_WORK:
+        raise MechanismError(
+            f"the likelihood of a congenial release normalizes over every vector of {n} counts summing to {total:,}: "
+            f"about {n * (total + 1) ** 2:.3g} operations per posterior draw (limit {MAX_JOINT_WORK:.3g}); "
+            "infer on a coarser target or a smaller release")
+    own = logw[np.arange(n), value]  # the released vector's base weights (constant in the truth)
+
+    def logpmf(truth):
+        t = np.asarray(truth, dtype=np.int64)
+        return np.where(t >= 0, -r * np.abs(value - t) + own, -np.inf)
+
+    def joint(truth):
+        return -log_partition(np.maximum(np.asarray(truth), 0), r, logw, total)
+
+    # Z(c) >= its term y = c, prod_i w_i(c_i) >= 1 (integer weights): the joint term is at most 0
+    return CountLikelihood(query, cells, value, logpmf, own, value.astype(float), np.full(n, 2 / (r * r)), what,
+                           joint=joint, joint_max=0.0)
+
+
+def naive_likelihoods(params, outputs, r_c, r_o, total_z=None, base: str = "naive", alpha=None):
+    """The release's likelihoods: cases (with the base measure's normalization), deaths, the total."""
     frame = outputs.get("counts")
     if frame is None:
         return None
     cell = params["cell"]
     cells = frame[[cell]].astype(str).reset_index(drop=True)
     y = frame[params["table"]].to_numpy(dtype=np.int64)
-    out = [_one(ir.CountQuery(params["table"], (cell,)), cells, y, float(r_c), None,
-                f"Wasserstein exponential mechanism, naive base, rate {float(r_c):g}")]
+    query = ir.CountQuery(params["table"], (cell,))
+    what = f"Wasserstein exponential mechanism, {base} base, rate {float(r_c):g}"
+    if base == "naive":
+        out = [_one(query, cells, y, float(r_c), None, what)]
+    else:
+        total = int(y.sum())
+        logw = np.zeros((len(y), total + 1)) if alpha is None else log_weights(alpha, total)
+        out = [_congenial_one(query, cells, y, float(r_c), logw, what)]
     if r_o is not None and params.get("outcome") in frame.columns:
         z = frame[params["outcome"]].to_numpy(dtype=np.int64)
         died = cells.assign(**{params["outcome"]: BOOL_TRUE})

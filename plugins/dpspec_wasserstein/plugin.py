@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-from dpspec.api import (BudgetStatement, DataError, Diagnostic, Mechanism, NativeFlavor, ParamSpec, ParameterSchema,
+from dpspec.api import (BudgetStatement, DataError, Diagnostic, Mechanism, MechanismError, NativeFlavor, ParamSpec, ParameterSchema,
                         PublicCondition, PureDP, Release, SpecError, hookimpl, ir, pufferfish)
 
 BASES = ("naive", "congenial", "prior")
@@ -195,7 +195,8 @@ class WassersteinExponential(_CountRelease):
                   default=10**8, low=Fraction(1)),
     ))
     outputs = {"counts": "the released counts by cell (and outcome counts) for the period",
-               "total": "the period total the release conditions on (Z, public)"}
+               "total": "the period total the release conditions on (Z, public)",
+               "base": "the previous period's counts by cell the prior base measure is built from (Z, public; no rows if none)"}
 
     def check(self, spec, params):
         problems = super().check(spec, params)
@@ -236,9 +237,7 @@ class WassersteinExponential(_CountRelease):
         elif base == "congenial":
             y, info = samplers.congenial(counts, total, r_c, draws, rng, limit)
         else:
-            alpha = (previous if previous is not None else np.zeros_like(counts)) + int(params.get("prior_offset", 1))
-            if previous is None:
-                alpha = np.maximum(alpha, 1)  # no earlier period: a flat Dirichlet
+            alpha = self.concentrations(params, previous, len(counts))  # no earlier period: a flat Dirichlet
             live = alpha > 0  # a cell without concentration has no mass: it stays at 0
             y = np.zeros((draws, len(counts)), dtype=np.int64)
             y[:, live], info = samplers.prior(counts[live], alpha[live], total, r_c, draws, rng, limit)
@@ -267,7 +266,10 @@ class WassersteinExponential(_CountRelease):
         self.zero_mass(spec, params, cells, counts, previous)
         y, z, info = self.draw(spec, params, counts, outcome, total, previous, rng)
         frame = self._frame(params, cells, period, y[0], None if z is None else z[0])
-        return Release(outputs={"counts": frame, "total": self._total_frame(spec, params, period, total)},
+        # the previous period's counts (no period column: they are not the released period's)
+        base = self._frame(params, cells, None, counts if previous is None else previous, None)
+        base = base.iloc[:0] if previous is None else base  # no earlier period: no rows
+        return Release(outputs={"counts": frame, "total": self._total_frame(spec, params, period, total), "base": base},
                        facts={"total": total, "period": period, "sampler": info},
                        internal={"counts": counts, "outcome": outcome})
 
@@ -305,15 +307,34 @@ class WassersteinExponential(_CountRelease):
         return [NeighbourPair(label, left, right, params=mini, batch=batch)]
 
     def likelihood(self, spec, params, outputs):
-        """The naive base measure's release is independent across cells given the counts:
-        P(y | c) = exp(-r |y - c|) / Z_r(c), Z_r(c) = (1 - e^{-r(c+1)} + e^{-r}) / (1 - e^{-r}).
-        The congenial ones normalize over all cells jointly, which `CountLikelihood` cannot state."""
-        if params["base"] != "naive":
-            return None
+        """Every base measure's release likelihood. The naive one is independent across cells given
+        the counts: P(y | c) = exp(-r |y - c|) / Z_r(c), Z_r(c) = (1 - e^{-r(c+1)} + e^{-r}) / (1 - e^{-r}).
+        The congenial ones normalize over all vectors summing to the total, a term that couples the
+        cells (`CountLikelihood.joint`); the prior base's weights need the previous period's counts,
+        which the release carries as `output base` (Z, public)."""
+        import numpy as np
+
         from .likelihood import naive_likelihoods
 
         r_c, r_o = self.rates(spec, params)
-        return naive_likelihoods(params, outputs, r_c, r_o, _public_use(spec, "total"))
+        alpha = None
+        if params["base"] == "prior":
+            base = outputs.get("base")
+            if base is None:
+                raise MechanismError("the prior base measure's likelihood needs the previous period's counts it was "
+                                     "built from: add 'output base' to the spec's release block (they are public, Z)")
+            frame = outputs["counts"]
+            prev = dict(zip(base[params["cell"]].astype(str), base[params["table"]].to_numpy(dtype=np.int64)))
+            previous = np.array([prev.get(c, 0) for c in frame[params["cell"]].astype(str)], dtype=np.int64)
+            alpha = self.concentrations(params, previous if len(base) else None, len(frame))
+        return naive_likelihoods(params, outputs, r_c, r_o, _public_use(spec, "total"), params["base"], alpha)
+
+    def concentrations(self, params, previous, n: int):
+        """The prior base's Dirichlet concentrations: previous counts plus the offset (flat without them)."""
+        import numpy as np
+
+        alpha = (previous if previous is not None else np.zeros(n, dtype=np.int64)) + int(params.get("prior_offset", 1))
+        return np.maximum(alpha, 1) if previous is None else alpha
 
 
 class NoisyPostprocessed(_CountRelease):

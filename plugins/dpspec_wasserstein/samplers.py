@@ -13,7 +13,7 @@ Theorem 9 holds only for exact draws.
   which leaves exactly the target (the tilt multiplies it by exp(-lambda C), a constant);
 - prior (Dirichlet-multinomial with integer concentrations a_i = previous counts + 1, on the same
   vectors): the same last-cell rejection, from exponentially tilted per-cell laws tabulated over
-  the whole support (float64 tables: see `prior`).
+  the whole support; floats only propose and decide clear cases, every decision is exact (see `prior`).
 Each sampler measures its acceptance rate; a pilot run estimates the cost first, and a cost
 above the limit is refused with the estimate.
 """
@@ -24,7 +24,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from dpspec.api import MechanismError, bernoulli_exp, discrete_laplace
+from dpspec.api import MechanismError, bernoulli_exp, bernoulli_scaled_exp, discrete_laplace
 
 PILOT = 256  # proposals of the pilot run that estimates the acceptance rate
 BATCH_COUNTS = 1 << 21  # proposed counts per round (bounds memory: a few arrays of this many int64)
@@ -179,82 +179,276 @@ def congenial(counts, total: int, r: Fraction, draws: int, rng, max_proposals: i
 MAX_TABLE = 50_000_000  # entries of the prior sampler's per-cell tables (cells x (total + 1))
 
 
-def _prior_tables(counts, alpha, total, r):
-    """log h_i(k) = -r |k - c_i| + log C(k + a_i - 1, k) on the whole support 0..total of each cell."""
+_U = 2.0 ** -53  # the unit roundoff of float64
+WINDOW = 40.0  # each cell's table spans the values whose weight is within e^-40 of its mode's
+_RHO_BITS = 40  # tail decay rates are rationals j / 2^40, rounded up
+
+
+def _modes(alpha, counts, total: int, rf: float, lam: float) -> np.ndarray:
+    """The mode of each cell's law C(k + a - 1, k) exp(-r |k - c| - lam k) on 0..total: the first k
+    whose increment log1p((a - 1)/(k + 1)) - r sign(k - c + 1/2) - lam is <= 0 (log-concave, so
+    the increments fall), by bisection over all cells at once."""
+    lo = np.zeros(len(counts), dtype=np.int64)
+    hi = np.full(len(counts), total, dtype=np.int64)
+    a = alpha.astype(float)
+    while bool((lo < hi).any()):
+        mid = (lo + hi) // 2
+        inc = np.log1p((a - 1) / (mid + 1)) - rf * np.where(mid >= counts, 1.0, -1.0) - lam
+        down = inc <= 0
+        hi = np.where(down, mid, hi)
+        lo = np.where(down, lo, mid + 1)
+    return lo
+
+
+def _approx_logg(alpha, counts, rf, lam, k, m):
+    """log of a cell's weight at k relative to its mode m, in float (only to place the windows)."""
     from scipy.special import gammaln
 
-    k = np.arange(total + 1, dtype=float)[None, :]
-    a = alpha.astype(float)[:, None]
-    return -float(r) * np.abs(k - counts[:, None]) + gammaln(k + a) - gammaln(k + 1) - gammaln(a)
+    f = lambda x: gammaln(x + alpha) - gammaln(x + 1) - rf * np.abs(x - counts) - lam * x  # noqa: E731
+    return f(k.astype(float)) - f(m.astype(float))
 
 
-def _tilt(logh, total):
-    """lambda with sum_i E[y_i] = total under q_i(k) proportional to h_i(k) e^{-lambda k} (bisection):
-    the tilt leaves the target given the sum unchanged and centres the proposals' sum on it. It
-    only sets the acceptance rate, so it is found on every `stride`-th support point."""
-    stride = max(1, logh.shape[1] // 2000)
-    logh = logh[:, ::stride]
-    k = np.arange(0, stride * logh.shape[1], stride, dtype=float)
-
-    def mean_sum(lam):
-        w = logh - lam * k
-        w = np.exp(w - w.max(axis=1, keepdims=True))
-        return float(((w * k).sum(axis=1) / w.sum(axis=1)).sum())
-
-    lo, hi = -1.0, 1.0
-    while mean_sum(lo) < total:
-        lo *= 2
-    while mean_sum(hi) > total:
-        hi *= 2
-    for _ in range(30):  # the tilt changes only the acceptance rate, never the law
-        mid = (lo + hi) / 2
-        lo, hi = (mid, hi) if mean_sum(mid) > total else (lo, mid)
-    return (lo + hi) / 2
+def _edge(alpha, counts, rf, lam, m, bound, cutoff: float, upward: bool) -> np.ndarray:
+    """The farthest k from the mode toward `bound` whose weight is still above e^-cutoff (bisection)."""
+    near, far = m.copy(), np.asarray(bound, dtype=np.int64).copy()
+    while bool((np.abs(far - near) > 1).any()):
+        mid = (near + far) // 2 if upward else (near + far + 1) // 2
+        inside = _approx_logg(alpha, counts, rf, lam, mid, m) >= -cutoff
+        near = np.where(inside, mid, near)
+        far = np.where(inside, far, mid)
+    keep_far = _approx_logg(alpha, counts, rf, lam, far, m) >= -cutoff
+    return np.where(keep_far, far, near)
 
 
-def prior(counts, alpha, total: int, r: Fraction, draws: int, rng, max_proposals: int = 10**8):
+class _PriorLaws:
+    """The prior sampler's per-cell laws q_i(k) proportional to h_i(k) e^{-lam k}, k >= 0, in float
+    (to propose and decide fast) and exactly (to decide the rare close calls and the tails).
+
+    h_i(k) = exp(-r |k - c_i|) C(k + a_i - 1, k), log-concave. Each cell is tabulated on a window
+    [lo_i, hi_i] around its mode m_i holding the values within e^-WINDOW of the mode's weight;
+    beyond it a geometric envelope g(edge) rho^j (rho a rational above the edge's decay,
+    exp(slope); log-concavity makes it an upper bound) carries the tails, so no value is ever
+    dropped. Inside a window, log C(k + a - 1, k) - log C(m + a - 1, m) is a running sum of
+    log1p((a - 1) / j); g_i(k) = q_i(k) / q_i(m_i) is exactly R·exp(-x) with
+    R = C(k + a_i - 1, k) / C(m_i + a_i - 1, m_i) and x = r (|k - c_i| - |m_i - c_i|) + lam (k - m_i),
+    and its float logarithm is within `eta` of the truth: eta bounds the rounding of a running sum
+    (Higham's (width + 1) u sum|terms|) and of the products, with a factor 4 to spare."""
+
+    def __init__(self, counts, alpha, total: int, r: Fraction, cutoff: float = None):
+        cutoff = WINDOW if cutoff is None else cutoff
+        self.counts, self.alpha, self.total, self.r = counts, alpha, total, r
+        rf = float(r)
+        a = alpha.astype(float)
+        lam = self._tilt(alpha, counts, total, rf, cutoff)
+        self.lam = Fraction(round(lam * 2**24), 2**24)  # rational: the exact side needs it
+        lf = float(self.lam)
+        m = _modes(alpha, counts, total, rf, lf)
+        self.lo = _edge(a, counts, rf, lf, m, np.zeros_like(m), cutoff, upward=False)
+        self.hi = _edge(a, counts, rf, lf, m, np.full_like(m, total), cutoff, upward=True)
+        self.lo = np.minimum(self.lo, np.maximum(m - 1, 0))  # room for a slope on each side
+        self.hi = np.maximum(self.hi, np.minimum(m + 1, total))
+        self.width = int((self.hi - self.lo).max()) + 1
+        cols = np.arange(self.width)[None, :]
+        ks = self.lo[:, None] + cols
+        valid = ks <= self.hi[:, None]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            steps = np.where((cols > 0) & valid, np.log1p((a[:, None] - 1) / np.maximum(ks, 1)), 0.0)
+        logc = np.cumsum(steps, axis=1)
+        logq = logc - rf * np.abs(ks - counts[:, None]) - lf * ks
+        logq = np.where(valid, logq, -np.inf)
+        top = np.argmax(logq, axis=1)
+        self.mode = self.lo + top
+        self.logg = logq - logq[np.arange(len(counts)), top][:, None]  # <= 0 exactly, 0 at the mode
+        size = float(np.abs(logc).max()) + rf * (total + float(counts.max())) + abs(lf) * total + 1
+        self.eta = 16 * (self.width + 16) * _U * size
+        self.eta_q = Fraction(self.eta) * 2  # a rational above eta
+        # tails: decay rates above exp(edge slope + 2 eta) (the true slope is within 2 eta)
+        rows = np.arange(len(counts))
+        right_slope = self.logg[rows, self.hi - self.lo] - self.logg[rows, np.maximum(self.hi - self.lo - 1, 0)]
+        left_slope = self.logg[rows, 0] - self.logg[rows, np.minimum(1, self.hi - self.lo)]
+        self.right = self._tail(right_slope, self.logg[rows, self.hi - self.lo], self.hi < total)
+        self.left = self._tail(left_slope, self.logg[rows, 0], self.lo > 0)
+
+    def _tail(self, slope, log_edge, present):
+        """(rho as rationals, upper bounds of g at the edge, present) for one side's geometric envelopes."""
+        rho = np.exp(slope + 2 * self.eta) * (1 + 1e-9)
+        if bool((present & (rho >= 1 - 1e-9)).any()):
+            raise MechanismError("the prior sampler's window ends where its law is still flat; raise the window")
+        rho_num = np.ceil(np.minimum(rho, 1 - 2**-30) * 2.0**_RHO_BITS).astype(np.int64)
+        edge = np.exp(log_edge + self.eta) * (1 + 1e-9)
+        return rho_num, edge, present
+
+    @staticmethod
+    def _tilt(alpha, counts, total, rf, cutoff):
+        """lam with the cells' means summing to the total (the tilt leaves the target given the sum
+        unchanged; it only sets the acceptance rate), by bisection; each mean is taken over the
+        cell's window at that lam (at most 400 evenly spaced values of it)."""
+        a = alpha.astype(float)
+
+        def mean_sum(lam):
+            m = _modes(alpha, counts, total, rf, lam)
+            left = _edge(a, counts, rf, lam, m, np.zeros_like(m), cutoff, upward=False)
+            right = _edge(a, counts, rf, lam, m, np.full_like(m, total), cutoff, upward=True)
+            stride = max(1, int((right - left).max()) // 400)
+            ks = left[:, None] + np.arange(0, int((right - left).max()) + 1, stride)[None, :]
+            valid = ks <= right[:, None]
+            w = np.where(valid, _approx_logg(a[:, None], counts[:, None], rf, lam, ks, m[:, None]), -np.inf)
+            w = np.exp(w - w.max(axis=1, keepdims=True))
+            return float(((w * ks).sum(axis=1) / w.sum(axis=1)).sum())
+
+        lo, hi = -1.0, 1.0
+        while mean_sum(lo) < total:
+            lo *= 2
+        while mean_sum(hi) > total:
+            hi *= 2
+        for _ in range(40):
+            mid = (lo + hi) / 2
+            lo, hi = (mid, hi) if mean_sum(mid) > total else (lo, mid)
+        return (lo + hi) / 2
+
+    def exact(self, cell: int, k: int, extra: Fraction = Fraction(0)) -> tuple[Fraction, Fraction]:
+        """(R, x) with g_cell(k)·exp(-extra) = R·exp(-x) exactly."""
+        a, m, c = int(self.alpha[cell]), int(self.mode[cell]), int(self.counts[cell])
+        if k >= m:  # C(k + a - 1, k) / C(m + a - 1, m) = prod_{j=m+1}^{k} (j + a - 1) / j
+            ratio = Fraction(math.perm(k + a - 1, k - m), math.perm(k, k - m))
+        else:
+            ratio = Fraction(math.perm(m, m - k), math.perm(m + a - 1, m - k))
+        return ratio, self.r * (abs(k - c) - abs(m - c)) + self.lam * (k - m) + extra
+
+    def logg_at(self, cell, k):
+        """Float log g at k (inside the window) and its error bound; outside: a value that sends
+        the decision to the exact path (the tails are rare)."""
+        col = k - self.lo[cell]
+        inside = (col >= 0) & (k <= self.hi[cell])
+        est = np.where(inside, self.logg[cell, np.clip(col, 0, self.width - 1)], -1.0)
+        err = np.where(inside, self.eta, np.inf)
+        return est, err
+
+
+def _geometric(rho_num: np.ndarray, rng) -> np.ndarray:
+    """j >= 1 with P(j) = (1 - rho) rho^(j - 1), rho = rho_num / 2^40 per element (exact: a run of
+    Bernoulli(rho) successes)."""
+    from dpspec.api import bernoulli_ratios
+
+    j = np.ones(rho_num.size, dtype=np.int64)
+    alive = np.arange(rho_num.size)
+    den = np.int64(1 << _RHO_BITS)
+    while alive.size:
+        more = bernoulli_ratios(rho_num[alive], np.full(alive.size, den), rng)
+        alive = alive[more]
+        j[alive] += 1
+    return j
+
+
+def prior(counts, alpha, total: int, r: Fraction, draws: int, rng, max_proposals: int = 10**8, cutoff: float = None):
     """Vectors summing to `total` with P(y) proportional to exp(-r ||y - c||_1) DirMult(y; total, alpha).
 
-    The target is a product of h_i(y_i) = exp(-r |y_i - c_i|) C(y_i + a_i - 1, y_i) given the sum.
-    Proposals: every cell but the widest from its tilted law q_i (tables over the whole support
-    0..total, so nothing is truncated), the widest set to the total minus their sum and accepted
-    with probability q_n(y_n) / max q_n, which leaves exactly the target. Unlike the two other
-    samplers the tables are float64 (a Dirichlet-multinomial weight is not a rational exponent):
-    the draw is exact up to float64 rounding of the pmf, with no Markov chain."""
+    The target is a product of h_i(y_i) = exp(-r |y_i - c_i|) C(y_i + a_i - 1, y_i) given the sum
+    (integer concentrations a_i). Proposals: every cell but the widest from its tilted law q_i,
+    the widest set to the total minus their sum and accepted with probability
+    q_n(y_n) / max q_n·exp(-eta_q), which leaves exactly the target (see `_PriorLaws`). Every
+    decision is exact: a cell's value is proposed from integer weights (W_i(k) >= 2^B g_i(k) on
+    its window, and one weight per geometric tail envelope) by an integer uniform against their
+    running sum, and kept with probability target / envelope; those and the last cell's
+    acceptance are exact Bernoulli(R·exp(-x)) draws (`bernoulli_scaled_exp`), so no float
+    rounding reaches the law."""
     counts = np.asarray(counts, dtype=np.int64)
     alpha = np.asarray(alpha, dtype=np.int64)
     n = len(counts)
-    if n * (total + 1) > MAX_TABLE:
-        raise MechanismError(f"the prior congenial sampler needs {n} x {total + 1:,} probability tables "
-                             f"({n * (total + 1):.3g} entries, above the limit of {MAX_TABLE:.3g})")
     if n == 1:
         return np.full((draws, 1), total, dtype=np.int64), {"acceptance": 1.0, "method": "a single cell"}
-    logh = _prior_tables(counts, alpha, total, r)
-    lam = _tilt(logh, total)
-    logq = logh - lam * np.arange(total + 1)[None, :]
-    logq -= logq.max(axis=1, keepdims=True)
-    q = np.exp(logq)
-    q /= q.sum(axis=1, keepdims=True)
-    k = np.arange(total + 1)
-    var = (q * k**2).sum(axis=1) - ((q * k).sum(axis=1)) ** 2
+    laws = _PriorLaws(counts, alpha, total, r, cutoff)
+    if n * (laws.width + 2) > MAX_TABLE:
+        raise MechanismError(f"the prior congenial sampler needs {n} x {laws.width + 2:,} probability tables "
+                             f"({n * (laws.width + 2):.3g} entries, above the limit of {MAX_TABLE:.3g})")
+    g = np.exp(laws.logg)
+    ks = laws.lo[:, None] + np.arange(laws.width)[None, :]
+    mean = (g * ks).sum(axis=1) / g.sum(axis=1)
+    var = (g * ks**2).sum(axis=1) / g.sum(axis=1) - mean**2
     last = int(np.argmax(var))
-    head = [i for i in range(n) if i != last]
-    cdf = np.cumsum(q[head], axis=1)
-    cdf[:, -1] = 1.0
-    accept_last = np.exp(logq[last])  # q_n(k) / max q_n
+    head = np.array([i for i in range(n) if i != last])
+    bits = min(40, 62 - (total + 2).bit_length() - 2, 62 - (laws.width + 2).bit_length() - 8)
+    scale = 2.0**bits
+    inner = np.where(np.isfinite(laws.logg[head]), np.ceil(np.exp(laws.logg[head] + laws.eta) * scale) + 1, 0)
+    rho_r, edge_r, has_r = (x[head] for x in laws.right)
+    rho_l, edge_l, has_l = (x[head] for x in laws.left)
+
+    def tail_weight(rho_num, edge, present):  # >= 2^B sum_j g(edge) rho^j = 2^B g(edge) rho / (1 - rho)
+        rho = rho_num / 2.0**_RHO_BITS
+        return np.where(present, np.ceil(scale * edge * rho / (1 - rho) * (1 + 1e-9)) + 1, 0)
+
+    weights = np.concatenate([tail_weight(rho_l, edge_l, has_l)[:, None], inner,
+                              tail_weight(rho_r, edge_r, has_r)[:, None]], axis=1)
+    if float(weights.sum(axis=1).max()) >= 2.0**62:
+        raise MechanismError("the prior sampler's integer weights would overflow")
+    weights = weights.astype(np.int64)
+    cum = np.cumsum(weights, axis=1)
+    big = 1 << _RHO_BITS
+
+    def head_cells(size):
+        ys = np.empty((size, len(head)), dtype=np.int64)
+        pending_r, pending_c = np.repeat(np.arange(size), len(head)), np.tile(np.arange(len(head)), size)
+        while pending_r.size:
+            u = rng.integers(0, cum[pending_c, -1], dtype=np.int64)
+            sym = np.empty(pending_r.size, dtype=np.int64)
+            for j in np.unique(pending_c):
+                at = pending_c == j
+                sym[at] = np.searchsorted(cum[j], u[at], side="right")
+            cell = head[pending_c]
+            lo, hi = laws.lo[cell], laws.hi[cell]
+            val = lo + sym - 1
+            ok = np.zeros(pending_r.size, dtype=bool)
+            inside = (sym >= 1) & (sym <= laws.width)
+            # inside a window: keep with probability 2^B g(k) / W(k)
+            idx = np.flatnonzero(inside)
+            if idx.size:
+                w = weights[pending_c[idx], sym[idx]]
+                est = bits * math.log(2) + laws.logg[cell[idx], sym[idx] - 1] - np.log(w.astype(float))
+                ok[idx] = bernoulli_scaled_exp(est, laws.eta + 4 * _U * (bits + 1), lambda i: _times(
+                    laws.exact(int(cell[idx[i]]), int(val[idx[i]])), Fraction(1 << bits, int(w[i]))), rng)
+            # a tail: j from the geometric envelope, kept with probability 2^B g(k) / (W_tail P(j))
+            for side, rho_of, sign, edge_of in ((0, rho_l, -1, lo), (laws.width + 1, rho_r, 1, hi)):
+                idx = np.flatnonzero(sym == side)
+                if not idx.size:
+                    continue
+                rho_num = rho_of[pending_c[idx]]
+                j = _geometric(rho_num, rng)
+                k = edge_of[idx] + sign * j
+                val[idx] = k
+                live = (k >= 0) & (k <= total)
+                sub = idx[live]
+                if not sub.size:
+                    continue
+                wt = weights[pending_c[sub], side]
+                jj, rr = j[live], rho_num[live]
+
+                def exact(i, sub=sub, wt=wt, jj=jj, rr=rr):
+                    ratio, x = laws.exact(int(cell[sub[i]]), int(val[sub[i]]))
+                    rho = Fraction(int(rr[i]), big)
+                    return ratio * Fraction(1 << bits, int(wt[i])) / ((1 - rho) * rho ** (int(jj[i]) - 1)), x
+
+                ok[sub] = bernoulli_scaled_exp(np.zeros(sub.size), np.full(sub.size, np.inf), exact, rng)
+            ys[pending_r[ok], pending_c[ok]] = val[ok]
+            pending_r, pending_c = pending_r[~ok], pending_c[~ok]
+        return ys
 
     def propose(size):
-        u = rng.random((size, len(head)))
         ys = np.empty((size, n), dtype=np.int64)
-        for j, i in enumerate(head):
-            ys[:, i] = np.searchsorted(cdf[j], u[:, j], side="right")
+        ys[:, head] = head_cells(size)
         rest = total - ys[:, head].sum(axis=1)
         ys[:, last] = rest
-        ok = (rest >= 0) & (rest <= total)
+        ok = rest >= 0
         idx = np.flatnonzero(ok)
-        ok[idx] = rng.random(idx.size) < accept_last[rest[idx]]
+        est, err = laws.logg_at(last, rest[idx])
+        ok[idx] = bernoulli_scaled_exp(est - float(laws.eta_q), err + laws.eta + 1e-15,
+                                       lambda i: laws.exact(last, int(rest[idx[i]]), laws.eta_q), rng)
         return ys, ok
 
     y, info = _rejection(propose, draws, n, max_proposals, "prior congenial")
-    info.update(method="rejection from tilted float64 tables", tilt=lam)
+    info.update(method="exact rejection (integer weights, exact Bernoulli(R exp(-x)) acceptances)", tilt=float(laws.lam))
     return y, info
+
+
+def _times(pair, factor: Fraction):
+    ratio, x = pair
+    return ratio * factor, x
