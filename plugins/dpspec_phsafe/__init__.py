@@ -1,0 +1,15 @@
+"""PHSafe (the 2020 Supplemental DHC, S-DHC) as a dpspec mechanism plugin: person and unit
+counts of households at the nation and state, households truncated to tau persons, exact
+discrete Gaussian noise under zCDP."""
+from __future__ import annotations
+
+from dpspec.api import hookimpl
+
+from .plugin import PHSafe, __version__  # noqa: F401
+
+DPSPEC_API = "1.1"
+
+
+@hookimpl
+def dpspec_mechanisms():
+    return [PHSafe()]

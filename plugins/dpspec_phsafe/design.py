@@ -1,0 +1,160 @@
+"""The PHSafe design a spec declares (the 2020 S-DHC tables), validated, with its exact
+zCDP accounting.
+
+PHSafe (the mechanism behind the 2020 Supplemental DHC) measures nine tables: six count
+persons in households (the person records joined to their household's unit record, each
+household truncated to at most tau persons), three count occupied units. Every table is
+measured once per (geography, iteration level): geography `usa` (the nation) or `state`,
+iteration level `A-G` (the householder's or person's race alone / two or more), `H,I`
+(Hispanic; White alone not Hispanic) or `*` (everyone). Each measurement has its own rho; the
+guarantee is their sum (sequential composition; the regions of one geography are disjoint, so
+they compose in parallel).
+
+Why each measurement's noise is sigma^2 = D^2 / (2 rho): production protects adding or removing
+one person record together with a change of their unit's record (persons `AddOneRow`, units
+`AddMaxRows(2)`); that moves a person-table count by at most D = 2 tau + 2 (the unit record's
+removal and re-insertion re-route at most tau joined rows each, and the person's own row, with
+the one it may displace from the truncation, two more) and a unit-table count by D = 2.
+"""
+from __future__ import annotations
+
+from fractions import Fraction
+
+import attrs
+
+from dpspec.api import Diagnostic, ir
+
+GEOGRAPHIES = ("usa", "state")
+ITERATION_LEVELS = ("A-G", "H,I", "*")
+# The tables, in production's order, with their kind: "persons" (joined, truncated at tau) or
+# "units" (the unit table alone); and the iteration levels each is tabulated at.
+TABLES = {
+    "PH1_num": ("persons", ITERATION_LEVELS),
+    "PH1_denom": ("units", ITERATION_LEVELS),
+    "PH2": ("persons", ("*",)),
+    "PH3": ("persons", ITERATION_LEVELS),
+    "PH4": ("persons", ITERATION_LEVELS),
+    "PH5_denom": ("units", ITERATION_LEVELS),
+    "PH6": ("persons", ("*",)),
+    "PH7": ("persons", ITERATION_LEVELS),
+    "PH8_denom": ("units", ITERATION_LEVELS),
+}
+
+
+@attrs.frozen
+class Measurement:
+    """One (table, geography, iteration level) with its exact rho."""
+
+    table: str
+    geography: str
+    level: str
+    rho: Fraction
+
+    @property
+    def key(self) -> str:
+        return f"{self.geography}_{self.level}"
+
+
+@attrs.frozen
+class Design:
+    measurements: tuple[Measurement, ...]
+    tau: dict  # table -> max persons per household (person tables only)
+    states: tuple[str, ...]  # production's state_filter ((): every state in the data)
+
+    def kind(self, table: str) -> str:
+        return TABLES[table][0]
+
+    def sensitivity(self, table: str) -> int:
+        """L1 (and L2) sensitivity of one count of `table` under the protected change."""
+        return 2 * self.tau[table] + 2 if self.kind(table) == "persons" else 2
+
+    def sigma2(self, m: Measurement) -> Fraction:
+        return Fraction(self.sensitivity(m.table) ** 2) / (2 * m.rho)
+
+    def measured(self) -> list[Measurement]:
+        return [m for m in self.measurements if m.rho > 0]
+
+    def total_rho(self) -> Fraction:
+        return sum((m.rho for m in self.measurements), Fraction(0))
+
+    def table_rho(self, table: str) -> Fraction:
+        return sum((m.rho for m in self.measurements if m.table == table), Fraction(0))
+
+    def household_rho(self) -> Fraction:
+        """rho for adding or removing one whole household (its unit record and every person).
+
+        Truncation keeps at most tau of its persons in a person table, so a count moves by at
+        most tau there (against the D = 2 tau + 2 the noise is set for) and by 1 in a unit table
+        (against D = 2): each measurement costs rho (moved / D)^2, whatever the household's size."""
+        total = Fraction(0)
+        for m in self.measurements:
+            moved = self.tau[m.table] if self.kind(m.table) == "persons" else 1
+            total += m.rho * Fraction(moved, self.sensitivity(m.table)) ** 2
+        return total
+
+
+def _loc(node) -> tuple:
+    loc = getattr(node, "loc", None)
+    return (loc.line, loc.column) if loc else (None, None)
+
+
+def _entries(block) -> list:
+    return list(block.params) if isinstance(block, ir.ParamBlock) else []
+
+
+def parse(params: dict, raw: dict, call_loc=None) -> tuple[Design | None, list[Diagnostic]]:
+    """Validate the `tau`, `privacy_budget`, `states` and `total_rho` parameters into a Design;
+    every problem is located at its parameter."""
+    problems: list[Diagnostic] = []
+
+    def err(message, where=None):
+        problems.append(Diagnostic(message, *_loc(where if where is not None else call_loc)))
+
+    tau: dict = {}
+    for name, value in (params.get("tau") or {}).items():
+        if name not in TABLES or TABLES[name][0] != "persons":
+            err(f"tau: '{name}' is not a person table (tau is given for "
+                f"{', '.join(t for t, (k, _) in TABLES.items() if k == 'persons')})", raw.get("tau"))
+        elif value.denominator != 1 or value < 1:
+            err(f"tau: {name} must be a whole number of persons, at least 1, got {ir.format_number(value)}",
+                raw.get("tau"))
+        else:
+            tau[name] = int(value)
+    measurements = []
+    budget = raw.get("privacy_budget")
+    given = {p.name: p for p in _entries(budget.value if budget is not None else None)}
+    for name in given:
+        if name not in TABLES:
+            err(f"privacy_budget: '{name}' is not a PHSafe table (known: {', '.join(TABLES)})", given[name])
+    for table, (kind, levels) in TABLES.items():
+        entry = given.get(table)
+        if entry is None:
+            err(f"privacy_budget: table {table} has no budget (give 0 to skip it)", budget)
+            continue
+        if kind == "persons" and table not in tau:
+            err(f"tau: table {table} needs a truncation threshold (the most persons per household it counts)",
+                raw.get("tau"))
+        cells = {p.name: p for p in _entries(entry.value)}
+        allowed = {f"{g}_{lv}" for g in GEOGRAPHIES for lv in levels}
+        for key, p in cells.items():
+            if key not in allowed:
+                err(f"privacy_budget: {table} has no measurement '{key}' (known: {', '.join(sorted(allowed))})", p)
+        for g in GEOGRAPHIES:
+            for lv in levels:
+                p = cells.get(f"{g}_{lv}")
+                if p is None:
+                    err(f"privacy_budget: {table} needs a rho for '{g}_{lv}' (0 to skip it)", entry)
+                    continue
+                if not isinstance(p.value, Fraction) or p.value < 0:
+                    err(f"privacy_budget: {table} '{g}_{lv}' must be a nonnegative number", p)
+                    continue
+                measurements.append(Measurement(table, g, lv, p.value))
+    states = tuple(str(s).strip('"') for s in params.get("states") or ())
+    design = Design(tuple(measurements), tau, states)
+    declared = params.get("total_rho")
+    if not problems and declared is not None and declared != design.total_rho():
+        err(f"total_rho is {ir.format_number(declared)} but the measurements' rho add up to "
+            f"{ir.format_number(design.total_rho())}", raw.get("total_rho"))
+    if not problems and design.total_rho() == 0:
+        err("privacy_budget: every rho is 0, nothing is measured", budget)
+    return (None if problems else design), problems

@@ -1,0 +1,150 @@
+"""The `phsafe` mechanism: the design behind the 2020 Supplemental DHC (S-DHC).
+
+Native flavor: zCDP under adding or removing one person record (with their unit's record
+changed), as production states its budgets (the PHSafe documentation: "Privacy loss is measured
+with respect to persons rather than households"; persons `AddOneRow`, units `AddMaxRows(2)` in
+private_tabulations.py). A household's figure is derived from the truncation (design.py).
+"""
+from __future__ import annotations
+
+from fractions import Fraction
+
+from dpspec.api import Diagnostic, Mechanism, NativeFlavor, ParamSpec, ParameterSchema, Release, SpecError, ir
+
+from . import design as design_mod
+from .tabulate import PERSON_COLUMNS, UNIT_COLUMNS
+
+__version__ = "1.0.0"
+
+
+def _raw(spec: ir.Spec) -> dict:
+    return {p.name: p for p in spec.mechanism.params.params} if spec.mechanism else {}
+
+
+class PHSafe(Mechanism):
+    name = "phsafe"
+    version = __version__
+    description = ("PHSafe (2020 Supplemental DHC): counts of persons in households (the person records joined "
+                   "to their unit, each household truncated to tau persons) and of occupied units, by table, "
+                   "nation or state and race/ethnicity iteration, integer noise from an exact discrete Gaussian "
+                   "(bell-shaped) distribution, budget in zCDP.")
+    parameters = ParameterSchema((
+        ParamSpec("persons", "table", "the person records (MAFID, RTYPE, RELSHIP, QAGE, CENRACE, CENHISP)",
+                  required=True),
+        ParamSpec("units", "table", "the unit records (MAFID, state, RTYPE, HHT, HHT2, CPLT, TEN, HHRACE, HHSPAN)",
+                  required=True),
+        ParamSpec("tau", "shares", "per person table: the most persons of one household it counts (truncation)",
+                  required=True),
+        ParamSpec("privacy_budget", "block", "per table: rho per '<usa|state>_<A-G|H,I|*>' measurement",
+                  required=True),
+        ParamSpec("states", "block", "production's state_filter: the state codes tabulated (default: every state "
+                  "in the data)"),
+        ParamSpec("total_rho", "number", "the declared total rho; the measurements' rho must add up to it exactly",
+                  low=Fraction(0)),
+    ))
+    outputs = {"counts": "long-form counts: table, region_type (USA or STATE), region_id, iteration_code, data_cell, "
+                         "count, noise_variance"}
+
+    # ---- checks ------------------------------------------------------------------------
+    def design(self, spec, params) -> design_mod.Design:
+        mech = spec.mechanism
+        design, problems = design_mod.parse(dict(params), _raw(spec), mech.loc if mech else None)
+        if problems:
+            raise SpecError(problems)
+        return design
+
+    def check(self, spec, params):
+        problems = []
+        raw = _raw(spec)
+        for key, need in (("persons", PERSON_COLUMNS), ("units", UNIT_COLUMNS)):
+            table = spec.domain.table(params[key])
+            missing = [c for c in need if table.column(c) is None]
+            if missing:
+                p = raw.get(key)
+                problems.append(Diagnostic(f"{key} table '{table.name}' has no column {', '.join(missing)} "
+                                           f"(PHSafe reads {', '.join(need)})",
+                                           *((p.loc.line, p.loc.column) if p is not None and p.loc else (None, None))))
+        states = params.get("states")
+        if states is not None and not (isinstance(states, tuple) and all(isinstance(s, str) for s in states)):
+            p = raw["states"]
+            problems.append(Diagnostic("states must be a list of state codes as strings, e.g. [\"09\", \"23\"]",
+                                       *((p.loc.line, p.loc.column) if p.loc else (None, None))))
+        if problems:
+            return problems
+        mech = spec.mechanism
+        return design_mod.parse(dict(params), raw, mech.loc if mech else None)[1]
+
+    def flavor(self, spec, params):
+        return NativeFlavor(params["persons"], "symdiff", "zcdp")
+
+    # ---- budget ------------------------------------------------------------------------
+    def budget(self, spec, params, facts):
+        import attrs
+
+        from dpspec.api import BudgetStatement, ZCDP
+
+        design = self.design(spec, params)
+        total, household = design.total_rho(), design.household_rho()
+        taus = ", ".join(f"{t} {k}" for t, k in design.tau.items())
+        notes = [
+            f"rho = {ir.format_number(total)} = the sum over tables, geographies (usa, state) and iteration levels "
+            "(A-G, H,I, *) of their rho (sequential composition; the states are disjoint and compose in parallel)",
+            "unit: adding or removing one person record, with their unit's record changed (production's persons "
+            "AddOneRow and units AddMaxRows(2)); the PHSafe documentation measures privacy loss for persons, "
+            "not households",
+            f"sensitivity: a person-table count moves by at most 2 tau + 2 (tau = {taus}), a unit-table count "
+            "(PH1_denom, PH5_denom, PH8_denom) by at most 2, so every noise variance is sensitivity^2 / (2 rho) "
+            "(production's accuracy report and output validation use the same)",
+            f"one whole household (its unit and all its persons, any size): rho = {ir.format_number(household)} "
+            f"(= {float(household):.6g}); truncation keeps at most tau of its persons in a person table, so a "
+            "count moves by at most tau of the 2 tau + 2 the noise is set for, and by 1 of 2 in a unit table; "
+            "each measurement costs rho (moved / sensitivity)^2. Generic group privacy over its k persons "
+            "would give k^2 rho instead",
+            "PH5_num (= PH4) and PH8_num (from PH7) are post-processing and spend nothing",
+        ]
+        stmt = BudgetStatement.fixed(ZCDP(float(total)), *notes)
+        return attrs.evolve(stmt, components=tuple(self.components(design)))
+
+    def components(self, design) -> list[dict]:
+        out = []
+        for m in design.measurements:
+            part = {"table": m.table, "geography": m.geography, "iteration_level": m.level,
+                    "rho": m.rho, "rho_exact": ir.format_number(m.rho), "sensitivity": design.sensitivity(m.table)}
+            if m.rho > 0:
+                part["noise_variance"] = float(f"{float(design.sigma2(m)):.9g}")
+            out.append(part)
+        return out
+
+    def budget_breakdown(self, spec, params) -> dict:
+        design = self.design(spec, params)
+        return {"phsafe": {
+            "unit": "one person record added or removed, with their unit's record changed",
+            "total_rho_exact": ir.format_number(design.total_rho()),
+            "tables": {t: ir.format_number(design.table_rho(t)) for t in design_mod.TABLES},
+            "tau": dict(design.tau),
+            "household_rho_exact": ir.format_number(design.household_rho()),
+        }}
+
+    def expected_error(self, spec, params, facts):
+        """The variance of each noisy count, the discrete Gaussian's exact variance, from the
+        design alone."""
+        from dpspec.api import discrete_gaussian_variance
+
+        design = self.design(spec, params)
+        return [{"table": f"{m.table}: {m.geography}, iteration level {m.level}", "level": m.geography,
+                 "query": f"{m.table} {m.level}", "variance": float(discrete_gaussian_variance(design.sigma2(m))),
+                 "of": "noisy count"} for m in design.measured()]
+
+    # ---- run ---------------------------------------------------------------------------
+    def run(self, spec, params, data, rng, engine=None):
+        from .tabulate import Records, measure
+
+        design = self.design(spec, params)
+        run_key = int.from_bytes(rng.bytes(32), "little") if engine is None else engine.run_key
+        source = next((d.path for d in spec.data if d.table == params["persons"]), params["persons"])
+        rec = Records(data[params["persons"]], data[params["units"]], design.states, source)
+        counts = measure(design, rec, run_key)
+        facts = {"states": list(rec.states), "tau": dict(design.tau),
+                 "measurements": [{"table": m.table, "geography": m.geography, "iteration_level": m.level,
+                                   "rho": ir.format_number(m.rho)} for m in design.measured()]}
+        return Release(outputs={"counts": counts}, facts=facts)
