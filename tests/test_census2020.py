@@ -40,6 +40,10 @@ US_RHO = {
     # Detailed DHC-B: SafeTab-H's (DAS_2020_DDHCB_Production_Code, configs/safetab-h/NMFv5)
     # 8.895302 for add/remove one household, x 2: the published 17.79.
     "../safetab_h_production.dps": 2 * Fraction("8.895302"),
+    # S-DHC: PHSafe's production budgets (DAS_2020_SDHC_Production_Code, configs/phsafe/NMFv8/us/
+    # config.json) sum to 1.257281 for adding or removing one person; the plugin proves no
+    # change-one bound of its own, so group privacy: x 4.
+    "../sdhc_production.dps": 4 * Fraction("1.257281"),
 }
 # epsilon at delta = 1e-10 by Canonne, Kamath & Steinke (2020), the certificates' conversion
 US_EPSILON = {
@@ -49,6 +53,7 @@ US_EPSILON = {
     "../registry/dhc_households.dps": 33.2888,
     "../safetab_p_production.dps": 38.9487,
     "../safetab_h_production.dps": 56.9659,
+    "../sdhc_production.dps": 25.6263,
 }
 # the group-privacy (rho x 4) figures the members' own ledgers state for a change of one record
 GENERIC = {"../safetab_p_production.dps": 4 * Fraction("4.944"),  # 19.776: published for DDHC-A
@@ -84,7 +89,7 @@ def test_every_us_product_has_its_pinned_figure_and_a_ledger_line(us):
         assert by[spec]["unit_steps"], spec  # a ledger line: member's figure -> the program's unit
     total = sum(US_RHO.values())
     assert us["total"]["rho"] == pytest.approx(float(total), rel=1e-9)
-    assert round(us["total"]["rho"], 4) == 42.9725 and us["bounds_hold"]
+    assert round(us["total"]["rho"], 4) == 48.0016 and us["bounds_hold"]
 
 
 def test_the_tight_change_one_figure_is_the_ledgers_and_says_why(us):
@@ -97,7 +102,7 @@ def test_the_tight_change_one_figure_is_the_ledgers_and_says_why(us):
         assert first["what"] == "relation" and "the mechanism's own sensitivity" in first["method"]
         assert "leaves at most k cells and enters at most k cells" in first["method"]
     note = next(n for n in us["ledger"]["notes"] if n.startswith("change one record:"))
-    assert "total would be rho = 70.6511" in note
+    assert "total would be rho = 75.6802" in note
     # DDHC-B's tight figure is the published 17.79
     assert round(by["../safetab_h_production.dps"]["budget"]["rho"], 2) == 17.79
 
@@ -127,14 +132,15 @@ def test_the_seeds_55_371_reconciled_term_by_term(us):
     seed = round(pl94_dhc, 2) + ddhc_a_published + round(by["../safetab_h_production.dps"], 2) + round(float(sdhc), 3)
     assert seed == pytest.approx(55.371, abs=1e-9)
     assert round(convert(ZCDP(55.371), "approx", delta=DELTA, method="bs16").result.epsilon, 2) == 126.78
-    # where this program differs: DDHC-A's rule (9.888), S-DHC not yet a member, and rounding
+    # where this program differs, exactly: DDHC-A's rule (+9.888), S-DHC's rule (-2.514562), rounding
     ours = us["total"]["rho"]
-    gap = 55.371 - ours
-    parts = {"ddhc_a_group_privacy": ddhc_a_published - by["../safetab_p_production.dps"],
-             "sdhc": float(sdhc), "rounding": 55.371 - (ours + 9.888 + float(sdhc))}
-    assert parts["ddhc_a_group_privacy"] == pytest.approx(9.888)
-    assert abs(parts["rounding"]) < 0.005  # 15.2939 -> 15.29, 17.7906 -> 17.79, 2.5146 -> 2.515
-    assert gap == pytest.approx(sum(parts.values()))
+    assert round(ours, 4) == 48.0016
+    ddhc_a = ddhc_a_published - by["../safetab_p_production.dps"]
+    sdhc_rule = float(sdhc) - by["../sdhc_production.dps"]
+    assert ddhc_a == pytest.approx(9.888) and sdhc_rule == pytest.approx(-2.514562)
+    rounding = 55.371 - (ours + ddhc_a + sdhc_rule)
+    assert round(rounding, 4) == -0.0040  # 15.2939 -> 15.29, 17.790604 -> 17.79, 2.514562 -> 2.515
+    assert round(ours + ddhc_a + sdhc_rule, 4) == 55.3750
 
 
 def _copy_with_absolute_data(src, dst, edit=None):
@@ -189,7 +195,7 @@ def test_a_wrong_share_in_a_production_spec_breaks_a_pin(tmp_path, member, total
 def test_cli_prints_the_ledger_and_the_json_carries_it():
     r = CliRunner().invoke(main, ["budget", US_PROGRAM])
     assert r.exit_code == 0, r.output
-    assert "total: zcdp: rho = 42.9725" in r.output
+    assert "total: zcdp: rho = 48.0016" in r.output
     assert "declared rho <= 55.371: holds" in r.output
     data = json.loads(CliRunner().invoke(main, ["budget", "--json", US_PROGRAM]).output)
     assert [st["what"] for st in data["releases"][4]["unit_steps"]][0] == "relation"
