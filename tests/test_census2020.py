@@ -255,3 +255,41 @@ def test_per_attribute_request_for_a_mechanism_without_attribute_structure():
     r = CliRunner().invoke(main, ["budget", "--per-attribute", os.path.join(SPECS, "safetab_h_production.dps")])
     assert r.exit_code == 1
     assert "safetab" in r.output and "attribute" in r.output
+
+
+# ---- the report: the ledger for an oversight reader ------------------------------------------
+
+def test_the_report_lays_the_ledger_out_in_html_markdown_and_json():
+    from dpspec.report import render_all
+
+    out = render_all(spec=parse(read_source(US_PROGRAM), US_PROGRAM))
+    html, md, data = out["html"][1], out["markdown"][1], json.loads(out["json"][1])
+    program = data["program"]
+    assert [r["spec"] for r in program["ledger"]] == list(US_RHO)
+    ddhc_b = program["ledger"][5]
+    assert ddhc_b["own_unit"] == "change one record of table households" and ddhc_b["own_budget_text"] == "rho = 35.58"
+    assert [st["what"] for st in ddhc_b["steps"]] == ["relation", "unit"] and ddhc_b["budget_text"] == "rho = 17.79"
+    assert program["unit"]["description"].startswith("one person (change one), with their household")
+    assert program["domain"]["same_as"] == ["pl94_synthetic_state", "cef", "safetab_state", "sdhc_synthetic"]
+    assert {"statistic": "count persons by state", "members": ["../pl94_production_topdown.dps",
+            "../registry/dhc_persons.dps", "../registry/dhc_households.dps"]} in program["invariants"]
+    for text in (html, md):
+        assert "The ledger: which product spent what, on which unit, with which conversion" in text
+        assert "own sensitivity: a changed household leaves at most k cells" in text
+        assert "symdiff-to-hamming" in text  # S-DHC's group-privacy step
+    assert "Published exactly (the composed multiverse" in html
+
+
+def test_the_ledger_is_escaped(tmp_path):
+    from dpspec.report import render_all
+
+    text = read_source(os.path.join(SPECS, "registry", "dhc_persons.dps"))
+    evil = text.replace('spec "2020 Census Demographic and Housing Characteristics File: person tables"',
+                        'spec "<script>alert(1)</script> persons"')
+    assert evil != text
+    (tmp_path / "evil.dps").write_text(evil)
+    program = _census_program(tmp_path, [str(tmp_path / "evil.dps")])
+    out = render_all(spec=program)
+    html, md = out["html"][1], out["markdown"][1]
+    assert "<script>alert(1)</script>" not in html and "&lt;script&gt;alert(1)&lt;/script&gt; persons" in html
+    assert "<script>alert(1)</script>" not in md

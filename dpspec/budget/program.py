@@ -212,7 +212,8 @@ def program_summary(program_spec: ir.Spec, delta: float | None = None, method: s
              # additive: the member's own unit and budget, and each step to the program's unit
              "unit": {"table": m.spec.unit.table, "relation": m.spec.unit.relation},
              "own_budget": (m.own_budget or m.statement.actual).to_json(),
-             "unit_steps": [s.to_json() for s in m.unit_steps]}
+             "unit_steps": [s.to_json() for s in m.unit_steps],
+             "invariants": [q.describe() for q in m.spec.invariants]}
             for m in members
         ],
         "unit": _unit_json(program_spec, members),

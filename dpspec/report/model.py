@@ -258,7 +258,8 @@ def _program(spec: ir.Spec, summary: dict | None) -> dict | None:
         return None
     if summary.get("problem") is not None:
         return {"title": spec.program.title, "problem": summary["problem"], "members": [], "total": None, "method": None,
-                "bounds": [], "bounds_hold": None, "notes": []}
+                "bounds": [], "bounds_hold": None, "notes": [], "unit": None, "domain": _program_domain(spec),
+                "invariants": [], "ledger": []}
     total = summary["total"]
     return {
         "title": summary["program"],
@@ -273,7 +274,43 @@ def _program(spec: ir.Spec, summary: dict | None) -> dict | None:
                     "currency": b["currency"], "limit": None} for b in summary["bounds"]],
         "bounds_hold": bool(summary["bounds_hold"]) if summary["bounds"] else None,
         "notes": list(summary["ledger"].get("notes", [])),
+        # additive: the ledger laid out for an oversight reader (issue 25): the composed unit and
+        # domain, the union of the members' invariants, and per member its own unit, budget and
+        # every step to the program's unit
+        "unit": summary.get("unit"),
+        "domain": _program_domain(spec),
+        "invariants": _program_invariants(summary),
+        "ledger": [_ledger_line(r) for r in summary["releases"]],
     }
+
+
+def _program_domain(spec: ir.Spec) -> dict | None:
+    d = spec.domain
+    if d is None:
+        return None
+    return {"name": d.name, "description": d.description, "stage": d.stage, "same_as": list(d.same_as),
+            "tables": [{"name": t.name, "unit": t.unit} for t in d.tables]}
+
+
+def _program_invariants(summary: dict) -> list[dict]:
+    """The multiverse of the composed guarantee: every member's invariants (their union)."""
+    out: dict[str, list[str]] = {}
+    for r in summary["releases"]:
+        for q in r.get("invariants", ()):
+            out.setdefault(q, []).append(r["spec"])
+    return [{"statistic": q, "members": members} for q, members in out.items()]
+
+
+def _ledger_line(r: dict) -> dict:
+    unit = r.get("unit") or {}
+    how = {"hamming": "change one", "symdiff": "add or remove one"}.get(unit.get("relation"), unit.get("relation"))
+    own = r.get("own_budget") or r["budget"]
+    return {"spec": r["spec"], "title": r["title"],
+            "own_unit": f"{how} record of table {unit.get('table')}" if unit else None,
+            "own_budget_text": _budget_text(own) if isinstance(own, dict) else str(own),
+            "steps": [{"what": st["what"], "from": st["from"], "to": st["to"], "method": st["method"]}
+                      for st in r.get("unit_steps", ())],
+            "budget_text": _budget_text(r["budget"]) if isinstance(r["budget"], dict) else str(r["budget"])}
 
 
 def _budget_text(budget_json: dict) -> str:
