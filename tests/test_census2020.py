@@ -201,6 +201,37 @@ def test_cli_prints_the_ledger_and_the_json_carries_it():
     assert [st["what"] for st in data["releases"][4]["unit_steps"]][0] == "relation"
 
 
+# ---- Puerto Rico: a separate run over disjoint persons ---------------------------------------
+
+PR_PROGRAM = os.path.join(SPECS, "census2020", "program_pr.dps")
+PR_RHO = {
+    # PR-Persons and PR-Units certificates: Puerto Rico's level and query shares, the US global rho
+    "pr/pl94_production_topdown_pr.dps": Fraction(542, 339) ** 2,
+    "pr/pl94_units_topdown_pr.dps": Fraction(3379, 12343) ** 2,
+    # privacy_budget_p_level_{1,2}_pr_{state,county,tract,place} (NMFv7-2020): 2.643, x 2
+    "pr/safetab_p_production_pr.dps": 2 * Fraction("2.643"),
+    # privacy_budget_h_t{3,4}_level_{1,2}_pr_* (NMFv5): 4.754134, x 2
+    "pr/safetab_h_production_pr.dps": 2 * Fraction("4.754134"),
+    # configs/phsafe/NMFv8/pr/config.json: 1.226649 (states only), x 4 (group privacy)
+    "../sdhc_production_pr.dps": 4 * Fraction("1.226649"),
+}
+PR_EPSILON = {"pr/pl94_production_topdown_pr.dps": 17.1436, "pr/pl94_units_topdown_pr.dps": 2.4747,
+              "pr/safetab_p_production_pr.dps": 26.4126, "pr/safetab_h_production_pr.dps": 37.9957,
+              "../sdhc_production_pr.dps": 25.2466}
+
+
+def test_every_puerto_rico_product_has_its_pinned_figure():
+    s = _summary(PR_PROGRAM)
+    by = {r["spec"]: r["budget"]["rho"] for r in s["releases"]}
+    assert set(by) == set(PR_RHO)
+    for spec, rho in PR_RHO.items():
+        assert by[spec] == pytest.approx(float(rho), rel=1e-9), spec
+        eps = convert(ZCDP(by[spec]), "approx", delta=DELTA, method="cks20").result.epsilon
+        assert eps == pytest.approx(PR_EPSILON[spec], abs=5e-5), spec
+    assert s["total"]["rho"] == pytest.approx(float(sum(PR_RHO.values())), rel=1e-9)
+    assert round(s["total"]["rho"], 4) == 22.332 and s["bounds_hold"]
+
+
 # ---- bad input -----------------------------------------------------------------------------
 
 def _census_program(tmp_path, includes, same_as="pl94_synthetic_state, cef, safetab_state", stage="edited"):
