@@ -197,6 +197,8 @@ def test_cli_prints_the_ledger_and_the_json_carries_it():
     assert r.exit_code == 0, r.output
     assert "total: zcdp: rho = 48.0016" in r.output
     assert "declared rho <= 55.371: holds" in r.output
+    # the composed total in (epsilon, delta), by the certificates' conversion and by the seed's
+    assert "at delta = 1e-10: epsilon = 112.8353 by cks20" in r.output and "114.4930 by bs16" in r.output
     data = json.loads(CliRunner().invoke(main, ["budget", "--json", US_PROGRAM]).output)
     assert [st["what"] for st in data["releases"][4]["unit_steps"]][0] == "relation"
 
@@ -230,6 +232,8 @@ def test_every_puerto_rico_product_has_its_pinned_figure():
         assert eps == pytest.approx(PR_EPSILON[spec], abs=5e-5), spec
     assert s["total"]["rho"] == pytest.approx(float(sum(PR_RHO.values())), rel=1e-9)
     assert round(s["total"]["rho"], 4) == 22.332 and s["bounds_hold"]
+    total = convert(ZCDP(s["total"]["rho"]), "approx", delta=DELTA, method="cks20").result.epsilon
+    assert f"epsilon = {total:.4f} by cks20" in " ".join(s["ledger"]["notes"])
 
 
 # ---- bad input -----------------------------------------------------------------------------

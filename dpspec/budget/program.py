@@ -148,6 +148,8 @@ def program_ledger(program_spec: ir.Spec, delta: float | None = None, method: st
 
         ledger = attrs.evolve(ledger, notes=(*ledger.notes, "the total protects the program's composed unit: "
                                              + describe_unit(program_spec.unit, program_domain(program_spec, members))))
+        if ledger.total.kind == "zcdp" and ledger.total.is_finite:
+            ledger = attrs.evolve(ledger, notes=(*ledger.notes, _epsilon_note(ledger, delta or DEFAULT_DELTA)))
     elif len({m.spec.unit.table for m in members}) > 1:
         ledger = attrs.evolve(ledger, notes=(*ledger.notes, _joint_tables(members)))
     note = _change_one_note(members, ledger)
@@ -157,6 +159,15 @@ def program_ledger(program_spec: ir.Spec, delta: float | None = None, method: st
     if note:
         ledger = attrs.evolve(ledger, notes=(*ledger.notes, note))
     return members, ledger
+
+
+def _epsilon_note(ledger, delta: float) -> str:
+    """The composed rho in (epsilon, delta): by Canonne, Kamath & Steinke (the 2020 production
+    certificates' conversion) and by Bun & Steinke (the looser one the first seed paper uses)."""
+    cks = ledger.total_in("approx", delta=delta, method="cks20").result.epsilon
+    bs = ledger.total_in("approx", delta=delta, method="bs16").result.epsilon
+    return (f"the total in (epsilon, delta) at delta = {delta:g}: epsilon = {cks:.4f} by cks20 (Canonne, Kamath & "
+            f"Steinke 2020, the production certificates' conversion), {bs:.4f} by bs16 (Bun & Steinke 2016)")
 
 
 def _change_one_note(members, ledger) -> str | None:
