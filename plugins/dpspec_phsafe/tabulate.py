@@ -61,6 +61,9 @@ class Records:
         joined = joined.iloc[np.lexsort((order, joined["MAFID"].to_numpy()))]
         self.persons = {c: joined[c].to_numpy() for c in joined.columns}
         self.states = tuple(states) if states else tuple(sorted(set(self.units["state"])))
+        # each record's state as an index into self.states, computed once for every table
+        for cols in (self.units, self.persons):
+            cols["region"] = pd.Categorical(cols["state"], categories=self.states).codes.astype(np.int64)
 
     def cap(self, mask: np.ndarray, tau: int) -> np.ndarray:
         """`mask` with every household past its first tau selected persons dropped."""
@@ -147,12 +150,11 @@ def measure(design: Design, rec: Records, run_key: int) -> pd.DataFrame:
     from dpspec.api import discrete_gaussian_variance
 
     frames = []
-    states = pd.CategoricalDtype(rec.states)
     cache: dict = {}
     for m in design.measured():
         if m.table not in cache:
             cols, mask, cell, race, eth = table_records(m.table, rec, design.tau.get(m.table))
-            region = states.categories.get_indexer(cols["state"])
+            region = cols["region"]
             cache[m.table] = (cols, mask & (region >= 0), cell, region, race, eth)
         cols, mask, cell, region, race, eth = cache[m.table]
         cells = np.asarray(CELLS[m.table])
