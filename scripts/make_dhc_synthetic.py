@@ -1,0 +1,246 @@
+"""Build the bundled synthetic DHC files in specs/data/dhc/ (seeded: the same files every run).
+
+Run from the repository root: `python scripts/make_dhc_synthetic.py`.
+
+Why synthetic: the Census Edited File is confidential. These files have the shape the DHC
+production specs need, not census figures: persons with relationship / group-quarters type
+(relgq, 42 values), sex, single years of age, Hispanic origin and 63 race combinations, living in
+households (a householder, perhaps a spouse or partner, children, relatives, non-relatives) or
+in group-quarters facilities of 24 detailed types; housing units with tenure, household size and
+vacancy; the production spine's levels (state > county > prim > tract subset group > tract
+subset > block group > block, the nation implicit), an AIAN area and single-child geounits at
+every level that can be bypassed. Ages respect every structural zero of the DHC persons schema
+(the relgq x age sets below), so the data are valid input.
+
+Files:
+  dhc_persons.parquet     one row per person
+  dhc_facilities.parquet  one row per housing unit ('hh') and per occupied GQ facility (its type)
+  dhc_units.parquet       one row per housing unit: tenure (or vacant) and household size
+  dhc_pl94.parquet        the P.L. 94-171 release the DHC persons file must reproduce: a TopDown
+                          release of the same persons under the P.L. 94 production shares (one row
+                          per released person, block x hhgq x voting age x Hispanic x race)
+  dhc_h1.parquet          the released H1 table: occupied / vacant housing units per block
+The Puerto Rico files (dhc_pr_*.parquet) are the same generator with another seed and state code.
+"""
+from __future__ import annotations
+
+import os
+import sys
+from fractions import Fraction
+
+import numpy as np
+import pandas as pd
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "plugins"))
+
+from dpspec_topdown.synthetic import _race_probabilities  # noqa: E402
+
+OUT = os.path.join(ROOT, "specs", "data", "dhc")
+GEO = ["state", "county", "prim", "tsg", "tsubset", "blockgroup", "block"]
+AGES = np.arange(116)
+
+# relgq: 0-17 persons in households, 18-41 the 24 detailed group-quarters types (production's
+# programs/schema/attributes/relgq.py getLevels). The major type of each GQ value (hhgq_8lev).
+GQ_TYPES = list(range(18, 42))
+GQ_LABELS = ["gq101", "gq102", "gq103", "gq104", "gq105", "gq106", "gq201", "gq202", "gq203", "gq301",
+             "gq401", "gq402", "gq403", "gq404", "gq405", "gq501", "gq601", "gq602", "gq701", "gq801",
+             "gq802", "gq900", "gq901", "gq997"]
+MAJOR = {r: m for m, values in {1: range(18, 24), 2: range(24, 27), 3: [27], 4: range(28, 33), 5: [33],
+                                6: [34, 35], 7: range(36, 42)}.items() for r in values}
+HHGQ8_LABELS = ["household", "correctional", "juvenile", "nursing", "otherinst", "college", "military",
+                "othernoninst"]
+
+# The structural zeros of production's DHCP constraints (programs/constraints/Constraints_DHCP.py):
+# relgq value -> the ages it may not have.
+def _ages(*ranges):
+    return sorted(a for lo, hi in ranges for a in range(lo, hi + 1))
+
+
+ZERO_AGES = {
+    0: _ages((0, 14)), 1: _ages((0, 14)), 2: _ages((0, 14)), 3: _ages((0, 14)), 4: _ages((0, 14)),
+    5: _ages((0, 14)), 6: _ages((90, 115)), 7: _ages((90, 115)), 8: _ages((90, 115)), 10: _ages((0, 29)),
+    11: _ages((75, 115)), 12: _ages((0, 29)), 13: _ages((0, 14), (90, 115)), 16: _ages((21, 115)),
+    18: _ages((0, 14)), 19: _ages((0, 14)), 20: _ages((0, 14)), 21: _ages((0, 14)), 22: _ages((0, 14)),
+    23: _ages((0, 16), (66, 115)), 24: _ages((26, 115)), 25: _ages((26, 115)), 26: _ages((26, 115)),
+    27: _ages((0, 19)), 31: _ages((0, 16), (66, 115)), 32: _ages((0, 2), (31, 115)),
+    33: _ages((0, 15), (66, 115)), 34: _ages((0, 16), (66, 115)), 35: _ages((0, 16), (66, 115)),
+    37: _ages((0, 15)), 38: _ages((0, 15)), 39: _ages((0, 15), (76, 115)), 40: _ages((0, 15), (76, 115)),
+}
+# the residents' age range a facility type draws from (inside its structural-zero bounds)
+GQ_AGE = {27: (70, 100), 33: (18, 24), 34: (18, 40), 35: (18, 40), 24: (12, 20), 25: (12, 20), 26: (12, 20),
+          32: (5, 25)}
+
+
+def _age_weights() -> np.ndarray:
+    w = np.where(AGES < 65, 1.0, np.exp(-(AGES - 65) / 9.0))
+    return w / w.sum()
+
+
+def _draw_ages(rng, relgq: np.ndarray, prefer: dict) -> np.ndarray:
+    """Ages by relgq: an age pyramid restricted to the ages the value allows (and, for some
+    values, a typical range), vectorised per relgq value."""
+    base = _age_weights()
+    out = np.empty(relgq.size, dtype=np.int64)
+    for r in np.unique(relgq):
+        idx = np.flatnonzero(relgq == r)
+        w = base.copy()
+        w[ZERO_AGES.get(int(r), [])] = 0.0
+        if int(r) in prefer:
+            lo, hi = prefer[int(r)]
+            w[(AGES < lo) | (AGES > hi)] *= 0.01
+        out[idx] = rng.choice(AGES, size=idx.size, p=w / w.sum())
+    return out
+
+
+def _geography(rng, n_blocks: int, state: str) -> pd.DataFrame:
+    """Nested codes for the seven spine levels; about a third of the units at each level above the
+    block have a single child (so the optimized spine bypasses some of each)."""
+    parents = {"block": n_blocks}
+    sizes = [n_blocks]
+    for level, fanout in [("blockgroup", 3), ("tsubset", 2), ("tsg", 1.5), ("prim", 1.5), ("county", 2)]:
+        sizes.append(max(1, round(sizes[-1] / fanout)))
+        parents[level] = sizes[-1]
+    counts = sizes[::-1]  # county .. block
+    frame = pd.DataFrame({"idx0": np.arange(counts[0])})
+    code = np.char.add(state, np.char.zfill((2 * np.arange(counts[0]) + 1).astype(str), 3))
+    codes = [code]
+    parent_of = [np.zeros(counts[0], dtype=np.int64)]
+    for k in range(1, len(counts)):
+        n, m = counts[k], counts[k - 1]
+        # every parent gets one child, the rest go to a random half of the parents
+        extra = rng.choice(np.arange(m)[rng.random(m) < 0.6] if m > 1 else np.arange(m), size=n - m) if n > m else []
+        par = np.sort(np.concatenate([np.arange(m), np.asarray(extra, dtype=np.int64)]))
+        rank = np.arange(n) - np.searchsorted(par, par)
+        codes.append(np.char.add(codes[-1][par], np.char.zfill((rank + 1).astype(str), 2)))
+        parent_of.append(par)
+    del frame
+    block_code = codes[-1]
+    cols = {}
+    idx = np.arange(len(block_code))
+    for k in range(len(counts) - 1, -1, -1):
+        cols[GEO[1 + k]] = codes[k][idx]
+        idx = parent_of[k][idx]
+    cols["state"] = np.full(len(block_code), state)
+    return pd.DataFrame({g: cols[g] for g in GEO})
+
+
+def generate(n_households: int, n_blocks: int, seed: int, state: str) -> dict:
+    rng = np.random.default_rng(seed)
+    geo = _geography(rng, n_blocks, state)
+    nb = len(geo)
+    weight = rng.lognormal(0.0, 1.0, nb)
+    # AIAN area: the blocks of some block groups (constant within a block, cuts across levels)
+    bgs = geo["blockgroup"].unique()
+    aian_bgs = set(rng.choice(bgs, size=max(1, len(bgs) // 6), replace=False))
+    aian = geo["blockgroup"].isin(aian_bgs).to_numpy().astype(np.int64)
+
+    # households: size 1-7, a householder, then spouse/partner, children, relatives, non-relatives
+    hh_block = np.sort(rng.choice(nb, size=n_households, p=weight / weight.sum()))
+    size = 1 + rng.choice(7, size=n_households, p=[0.28, 0.34, 0.15, 0.13, 0.06, 0.025, 0.015])
+    hh_id = np.repeat(np.arange(n_households), size)
+    pos = np.arange(hh_id.size) - np.searchsorted(hh_id, hh_id)
+    relgq = np.where(pos == 0, np.where(size[hh_id] == 1, 0, 1), 0)
+    partner = rng.choice([2, 3, 4, 5], size=n_households, p=[0.8, 0.12, 0.04, 0.04])
+    has_partner = rng.random(n_households) < 0.6
+    others = rng.choice(np.arange(6, 18), size=hh_id.size,
+                        p=np.array([50, 3, 4, 3, 3, 4, 2, 1, 2, 2, 1, 4], float) / 79)
+    relgq = np.where(pos == 0, relgq, np.where((pos == 1) & has_partner[hh_id], partner[hh_id], others))
+    persons_block = hh_block[hh_id]
+    tenure = rng.choice(["mortgage", "owned", "rented"], size=n_households, p=[0.4, 0.22, 0.38])
+
+    # group quarters: some blocks hold a facility of one detailed type (a few residents each)
+    gq_blocks = np.flatnonzero(rng.random(nb) < 0.12)
+    gq_type = rng.choice(GQ_TYPES, size=gq_blocks.size)
+    residents = 3 + rng.poisson(12, gq_blocks.size)
+    gq_relgq = np.repeat(gq_type, residents)
+    gq_block = np.repeat(gq_blocks, residents)
+
+    relgq = np.concatenate([relgq, gq_relgq]).astype(np.int64)
+    block_idx = np.concatenate([persons_block, gq_block])
+    n = relgq.size
+    age = _draw_ages(rng, relgq, {**GQ_AGE, 6: (0, 30), 7: (0, 30), 8: (0, 30), 16: (0, 20), 11: (0, 25),
+                                  10: (50, 95), 12: (55, 95)})
+    sex = rng.integers(0, 2, n)
+    p_race = _race_probabilities()
+    cenrace = rng.choice(len(p_race), size=n, p=p_race)
+    hisp_rate = rng.beta(2.0, 9.0, nb)
+    hispanic = (rng.random(n) < hisp_rate[block_idx]).astype(np.int64)
+    order = np.lexsort((relgq, block_idx))
+    persons = geo.iloc[block_idx[order]].reset_index(drop=True)
+    persons = persons.assign(relgq=relgq[order], sex=sex[order], age=age[order], hispanic=hispanic[order],
+                             cenrace=cenrace[order], aian=aian[block_idx[order]])
+
+    # housing units: one per household, plus vacant ones; facilities: 'hh' per unit, one row per GQ
+    vacant_per_block = rng.binomial(3, 0.3, nb)
+    unit_block = np.concatenate([hh_block, np.repeat(np.arange(nb), vacant_per_block)])
+    units = geo.iloc[unit_block].reset_index(drop=True).assign(
+        tenure=np.concatenate([tenure, np.full(vacant_per_block.sum(), "vacant")]),
+        hhsize=np.concatenate([size, np.zeros(vacant_per_block.sum(), dtype=np.int64)]),
+        aian=aian[unit_block])
+    units = units.sort_values(["block", "tenure"], kind="stable").reset_index(drop=True)
+    fac_block = np.concatenate([unit_block, gq_blocks])
+    fac_type = np.concatenate([np.full(unit_block.size, "hh"),
+                               np.array(GQ_LABELS, dtype=object)[gq_type - 18]])
+    facilities = geo.iloc[fac_block].reset_index(drop=True).assign(gqtype=fac_type)
+    facilities = facilities.sort_values(["block", "gqtype"], kind="stable").reset_index(drop=True)
+    h1 = units.assign(h1=np.where(units["tenure"] == "vacant", "vacant", "occupied"))[GEO + ["h1"]]
+    return {"persons": persons, "facilities": facilities, "units": units, "h1": h1}
+
+
+def pl94_release(persons: pd.DataFrame, facilities: pd.DataFrame, seed: int) -> pd.DataFrame:
+    """The P.L. 94-171 release of these persons: TopDown at the production P.L. 94 shares over the
+    same geography (hhgq x voting age x Hispanic x race, state total and facilities invariant), one
+    row per released person. The DHC persons spec is held to it with `equal_to`."""
+    from dpspec_topdown.constraints import facility_bounds_from_counts
+    from dpspec_topdown.engine import run_topdown
+    from dpspec_topdown.synthetic import PL94_QUERIES
+
+    frame = persons.assign(hhgq=persons["relgq"].map(lambda r: MAJOR.get(int(r), 0)).astype(np.int64),
+                           votingage=(persons["age"] >= 18).astype(np.int64))
+    levels = ["nation"] + GEO
+    shares = {lv: Fraction(1, len(levels)) for lv in levels}
+    variables = {"hhgq": list(range(8)), "votingage": [0, 1], "hispanic": [0, 1], "cenrace": list(range(63))}
+    strategy = {lv: list(PL94_QUERIES) for lv in levels}
+    major = {**{label: MAJOR[18 + i] for i, label in enumerate(GQ_LABELS)}, "hh": 0}
+    counts = (facilities.assign(gqtype=facilities["gqtype"].map(major)).groupby(["block", "gqtype"], observed=True)
+              .size().rename("count").reset_index())
+    bound = {"name": "hhgq_total_lb_ub", "finest": "block", "type": "gqtype", "table": "facilities", "of": "hhgq",
+             "occupied": list(range(1, 8))}
+    lower, upper = facility_bounds_from_counts(bound, counts, variables["hhgq"])
+    result = run_topdown(frame, levels, variables, strategy, Fraction(293764, 114921), shares, "hamming",
+                         [("state", ())], np.random.default_rng(seed), workers=1,
+                         bounds=[("hhgq_total_lb_ub", ("hhgq",), lower, upper)],
+                         structural_zeros={"nurse_nva_0": {"hhgq": [3], "votingage": [0]}})
+    out = result.microdata
+    geo = persons[GEO].drop_duplicates("block").set_index("block")
+    out = out[["block", "hhgq", "votingage", "hispanic", "cenrace"]].astype({"block": str})
+    out = geo.loc[out["block"]].reset_index().join(out.drop(columns="block").reset_index(drop=True))
+    return pd.DataFrame({**{g: out[g].astype(str) for g in GEO},
+                         "hhgq8lev": np.array(HHGQ8_LABELS, dtype=object)[out["hhgq"].astype(int)],
+                         "votingage": np.where(out["votingage"].astype(int) == 1, "voting", "nonvoting"),
+                         "hispanic": out["hispanic"].astype(np.int64), "cenrace": out["cenrace"].astype(np.int64)})
+
+
+def write(files: dict, prefix: str) -> None:
+    os.makedirs(OUT, exist_ok=True)
+    for name, frame in files.items():
+        frame = frame.copy()
+        for g in GEO:
+            if g in frame:
+                frame[g] = frame[g].astype(str).astype("category")
+        frame.to_parquet(os.path.join(OUT, f"{prefix}_{name}.parquet"), index=False, compression="zstd")
+
+
+def main() -> None:
+    for prefix, households, blocks, seed, state in (("dhc", 700, 60, 2020, "01"), ("dhc_pr", 420, 36, 2072, "72")):
+        files = generate(households, blocks, seed, state)
+        files["pl94"] = pl94_release(files["persons"], files["facilities"], seed + 1)
+        write(files, prefix)
+        p = files["persons"]
+        print(f"{prefix}: {len(p)} persons, {p['block'].nunique()} blocks, {len(files['units'])} housing units, "
+              f"{int((p['relgq'] >= 18).sum())} in group quarters, {p.loc[p['aian'] == 1, 'block'].nunique()} AIAN blocks")
+
+
+if __name__ == "__main__":
+    main()
