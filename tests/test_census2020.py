@@ -29,9 +29,10 @@ US_RHO = {
     "../pl94_production_topdown.dps": Fraction(542, 339) ** 2,
     # P.L. 94-171 housing units: global_scale 12343/3379 in the US-Units certificate.
     "../pl94_units_topdown.dps": Fraction(3379, 12343) ** 2,
-    # DHC persons and housing units/households: the production strategies' per-query rhos
-    # (DAS_2020_DHC_Production_Code configs/production/dhc/person_US.ini, unit_US.ini).
-    "../registry/dhc_persons.dps": Fraction(24811, 5000),
+    # DHC persons (its production spec) and housing units/households (the registry entry's
+    # production figure): the production strategies' per-query rhos (DAS_2020_DHC_Production_Code
+    # configs/production/dhc/person_US.ini, unit_US.ini).
+    "../dhc_persons_production_topdown.dps": Fraction(24811, 5000),
     "../registry/dhc_households.dps": Fraction(15401, 2000),
     # Detailed DHC-A: SafeTab-P's production levels (DAS_2020_DDHCA_Production_Code,
     # configs/safetab-p/NMFv7-2020/config.json) sum to 4.944 for add/remove one person; a change
@@ -49,7 +50,7 @@ US_RHO = {
 US_EPSILON = {
     "../pl94_production_topdown.dps": 17.1436,  # certificate: 17849145/1041158 = 17.1436
     "../pl94_units_topdown.dps": 2.4747,
-    "../registry/dhc_persons.dps": 25.4193,
+    "../dhc_persons_production_topdown.dps": 25.4193,
     "../registry/dhc_households.dps": 33.2888,
     "../safetab_p_production.dps": 38.9487,
     "../safetab_h_production.dps": 56.9659,
@@ -123,7 +124,7 @@ def test_the_seeds_55_371_reconciled_term_by_term(us):
     privacy (19.776), DDHC-B at its tight figure (17.79) and S-DHC (PHSafe, x 2: 2.515)."""
     by = {r["spec"]: r["budget"]["rho"] for r in us["releases"]}
     pl94_dhc = sum(by[s] for s in ("../pl94_production_topdown.dps", "../pl94_units_topdown.dps",
-                                   "../registry/dhc_persons.dps", "../registry/dhc_households.dps"))
+                                   "../dhc_persons_production_topdown.dps", "../registry/dhc_households.dps"))
     assert round(pl94_dhc, 4) == 15.2939 and round(pl94_dhc, 2) == 15.29  # the published 15.29
     sdhc_add_remove = sum(Fraction(str(x)) for x in PHSAFE_US)
     assert sdhc_add_remove == Fraction(1257281, 1000000)
@@ -210,6 +211,8 @@ PR_RHO = {
     # PR-Persons and PR-Units certificates: Puerto Rico's level and query shares, the US global rho
     "pr/pl94_production_topdown_pr.dps": Fraction(542, 339) ** 2,
     "pr/pl94_units_topdown_pr.dps": Fraction(3379, 12343) ** 2,
+    # DHC persons, the Puerto Rico strategy (specs/dhc_persons_production_topdown_pr.dps)
+    "../dhc_persons_production_topdown_pr.dps": Fraction(24811, 5000),
     # privacy_budget_p_level_{1,2}_pr_{state,county,tract,place} (NMFv7-2020): 2.643, x 2
     "pr/safetab_p_production_pr.dps": 2 * Fraction("2.643"),
     # privacy_budget_h_t{3,4}_level_{1,2}_pr_* (NMFv5): 4.754134, x 2
@@ -218,6 +221,7 @@ PR_RHO = {
     "../sdhc_production_pr.dps": 4 * Fraction("1.226649"),
 }
 PR_EPSILON = {"pr/pl94_production_topdown_pr.dps": 17.1436, "pr/pl94_units_topdown_pr.dps": 2.4747,
+              "../dhc_persons_production_topdown_pr.dps": 25.4193,
               "pr/safetab_p_production_pr.dps": 26.4126, "pr/safetab_h_production_pr.dps": 37.9957,
               "../sdhc_production_pr.dps": 25.2466}
 
@@ -231,19 +235,21 @@ def test_every_puerto_rico_product_has_its_pinned_figure():
         eps = convert(ZCDP(by[spec]), "approx", delta=DELTA, method="cks20").result.epsilon
         assert eps == pytest.approx(PR_EPSILON[spec], abs=5e-5), spec
     assert s["total"]["rho"] == pytest.approx(float(sum(PR_RHO.values())), rel=1e-9)
-    assert round(s["total"]["rho"], 4) == 22.332 and s["bounds_hold"]
+    assert round(s["total"]["rho"], 4) == 27.2942 and s["bounds_hold"]
     total = convert(ZCDP(s["total"]["rho"]), "approx", delta=DELTA, method="cks20").result.epsilon
     assert f"epsilon = {total:.4f} by cks20" in " ".join(s["ledger"]["notes"])
 
 
 # ---- bad input -----------------------------------------------------------------------------
 
-def _census_program(tmp_path, includes, same_as="pl94_synthetic_state, cef, safetab_state", stage="edited"):
+def _census_program(tmp_path, includes, same_as="pl94_synthetic_state, dhc_synthetic, cef, safetab_state, sdhc_synthetic",
+                    stage="edited"):
     text = read_source(US_PROGRAM)
     head, rest = text.split('\nprogram "', 1)
     inc = "\n".join(f'  include "{p}"' for p in includes)
     rest = re.sub(r"\{\n(  include [^\n]+\n)+\}", "{\n" + inc + "\n}", rest, count=1)
-    rest = rest.replace("same as pl94_synthetic_state, cef, safetab_state", f"same as {same_as}")
+    rest = rest.replace("same as pl94_synthetic_state, dhc_synthetic, cef, safetab_state, sdhc_synthetic",
+                        f"same as {same_as}")
     rest = rest.replace("stage edited", f"stage {stage}")
     path = tmp_path / "program.dps"
     path.write_text('program "' + rest)
@@ -305,9 +311,10 @@ def test_the_report_lays_the_ledger_out_in_html_markdown_and_json():
     assert ddhc_b["own_unit"] == "change one record of table households" and ddhc_b["own_budget_text"] == "rho = 35.58"
     assert [st["what"] for st in ddhc_b["steps"]] == ["relation", "unit"] and ddhc_b["budget_text"] == "rho = 17.79"
     assert program["unit"]["description"].startswith("one person (change one), with their household")
-    assert program["domain"]["same_as"] == ["pl94_synthetic_state", "cef", "safetab_state", "sdhc_synthetic"]
+    assert program["domain"]["same_as"] == ["pl94_synthetic_state", "dhc_synthetic", "cef", "safetab_state",
+                                            "sdhc_synthetic"]
     assert {"statistic": "count persons by state", "members": ["../pl94_production_topdown.dps",
-            "../registry/dhc_persons.dps", "../registry/dhc_households.dps"]} in program["invariants"]
+            "../dhc_persons_production_topdown.dps", "../registry/dhc_households.dps"]} in program["invariants"]
     for text in (html, md):
         assert "The ledger: which product spent what, on which unit, with which conversion" in text
         assert "own sensitivity: a changed household leaves at most k cells" in text
