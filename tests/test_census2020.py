@@ -305,6 +305,7 @@ def test_the_report_lays_the_ledger_out_in_html_markdown_and_json():
     out = render_all(spec=parse(read_source(US_PROGRAM), US_PROGRAM))
     html, md, data = out["html"][1], out["markdown"][1], json.loads(out["json"][1])
     program = data["program"]
+    assert data["title"] == "The 2020 Census, United States: every primary product, composed per person"
     assert [r["spec"] for r in program["ledger"]] == list(US_RHO)
     ddhc_b = program["ledger"][5]
     assert ddhc_b["own_unit"] == "change one record of table households" and ddhc_b["own_budget_text"] == "rho = 35.58"

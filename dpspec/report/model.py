@@ -353,7 +353,8 @@ def build_model(result=None, *, spec: ir.Spec | None = None, audience: str = "pu
         "format": "dpspec-report/1",
         "audience": audience,
         "audience_note": AUDIENCE_NOTES[audience],
-        "title": spec.title or (os.path.basename(spec.path) if spec.path else "untitled spec"),
+        "title": spec.title or (spec.program.title if spec.program is not None else None)
+                 or (os.path.basename(spec.path) if spec.path else "untitled spec"),
         "kind": "program" if program is not None else "spec",
         "program": program,
         "notation": notation,
