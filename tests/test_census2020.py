@@ -397,3 +397,14 @@ def test_every_registry_bound_holds_for_its_production_spec(entry, production):
     for bound in imported.budgets:
         assert bound.quantity == "rho" and bound.op == "<="
         assert achieved["budget"]["rho"] <= float(bound.value) * (1 + 1e-12), (entry, bound.describe())
+
+
+def test_the_programs_premetric_block_is_the_composed_premetric(tmp_path):
+    """`premetric renyi alpha 10`: every member restated in it (zCDP rho -> RDP alpha x rho)."""
+    members = [os.path.join(SPECS, "pl94_production_topdown.dps"), os.path.join(SPECS, "safetab_h_production.dps")]
+    _census_program(tmp_path, members)
+    path = tmp_path / "program.dps"
+    path.write_text(path.read_text().replace("premetric zcdp", "premetric renyi alpha 10").replace("budget rho <= 55.371", ""))
+    s = program_summary(parse(path.read_text(), str(path)))
+    rho = float(US_RHO["../pl94_production_topdown.dps"] + US_RHO["../safetab_h_production.dps"])
+    assert s["total"]["premetric"] == "renyi" and s["total"]["epsilon"] == pytest.approx(10 * rho)

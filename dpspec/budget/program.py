@@ -142,7 +142,14 @@ def program_ledger(program_spec: ir.Spec, delta: float | None = None, method: st
     to = None
     if any(b.quantity == "epsilon" and b.with_ for b in program_spec.budgets) or kinds == {"approximate"}:
         to = "approx"
-    ledger = compose(releases, to=to, delta=delta or DEFAULT_DELTA, method=method, public=public)
+    elif program_spec.premetric is not None and program_spec.unit is not None:
+        # the composed guarantee's own premetric block: compose in it (each member converted, a ledger line)
+        from dpspec.budget.ledger import SPEC_TO_KIND
+
+        to = SPEC_TO_KIND[program_spec.premetric.kind]
+    alpha = program_spec.premetric.option("alpha") if program_spec.premetric is not None else None
+    ledger = compose(releases, to=to, delta=delta or DEFAULT_DELTA, method=method, public=public,
+                     alpha=float(alpha) if alpha is not None else None)
     if program_spec.unit is not None and members:
         from dpspec.budget.program_unit import describe_unit
 
