@@ -197,6 +197,7 @@ def test_cli_prints_the_ledger():
     r = CliRunner().invoke(main, ["budget", US_PROGRAM])
     assert r.exit_code == 0, r.output
     assert "total: zcdp: rho = 48.0016" in r.output
+    assert "multiverse (the union of the members' invariants): count persons by state; " in r.output
     assert "declared rho <= 55.371: holds" in r.output
     # the composed total in (epsilon, delta), by the certificates' conversion and by the seed's
     assert "at delta = 1e-10: epsilon = 112.8353 by cks20" in r.output and "114.4930 by bs16" in r.output

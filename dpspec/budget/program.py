@@ -264,6 +264,8 @@ def program_text(summary: dict) -> str:
     lines = [f"program: {summary['program']}"]
     if summary.get("unit"):
         lines.append(f"unit: {summary['unit']['description']}")
+        union = list(dict.fromkeys(q for r in summary["releases"] for q in r.get("invariants", ())))
+        lines.append("multiverse (the union of the members' invariants): " + ("; ".join(union) or "none"))
     for r in summary["releases"]:
         group = f"  [parallel: {r['parallel_group']}]" if r["parallel_group"] else ""
         if r.get("unit_steps"):
