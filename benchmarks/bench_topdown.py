@@ -3,6 +3,8 @@
     python benchmarks/bench_topdown.py                     # excerpt, then a 1M-person state
     python benchmarks/bench_topdown.py --persons 100000    # a smaller state only
     python benchmarks/bench_topdown.py --skip-synthetic    # the excerpt only
+    python benchmarks/bench_topdown.py --strategy dhc --skip-acs --persons 10000
+                                                           # DHC persons against P.L. 94, same persons
 
 Synthetic states run the 2020 production strategy read from specs/pl94_production_topdown.dps
 (per-level query shares, the hhinstlevels recode, the passes, the structural zero nurse_nva_0
@@ -13,6 +15,14 @@ process: the interior-point QP's time (Clarabel) and HiGHS's active-set QP time 
 problem, and their ratio (``largest node: ... ratio R``). The noise line gives exact samples per
 second and the ratio to drawing as many uniform integers with the same generator.
 Targets: excerpt < 30 s; 1M persons with the production strategy < 2 min on 2 cores.
+
+``--strategy dhc`` gives the same persons DHC variables (relgq, sex, single years of age;
+scripts/make_dhc_synthetic.py) and the DHC spine's levels, runs the P.L. 94 strategy on them,
+then the DHC persons strategy of specs/dhc_persons_production_topdown.dps (1,227,744 cells,
+interleaved outer passes, its structural zeros) held with equal_to to that P.L. 94 release, as
+production was; both through a local engine (each node draws its children's noise), neither on
+the AIAN spine. It prints, per run, time per level split into noise and solve, peak memory, the
+time per block and the DHC / P.L. 94 ratio (goal: within 10x, peak < 4 GB).
 """
 from __future__ import annotations
 
@@ -42,6 +52,8 @@ from dpspec_topdown.synthetic import (LEVELS, PL94_VARIABLES, PRODUCTION_RHO, ge
                                       generate_population)
 
 import doc_table  # noqa: E402
+
+sys.path.insert(0, str(ROOT / "scripts"))
 
 ROWS: list[list] = []  # one row per run, for the documentation's table
 NOTES: list[str] = []
@@ -242,6 +254,89 @@ def bench_spine(persons: pd.DataFrame, workers: int | None, plain_wall: float) -
           f"on the tabulation hierarchy ({wall / plain_wall:.2f}x)", flush=True)
 
 
+DHC_SPEC = ROOT / "specs" / "dhc_persons_production_topdown.dps"
+DHC_LEVELS = ["nation", "state", "county", "prim", "tsg", "tsubset", "blockgroup", "block"]
+PL94_FACTORS = ("hhgq8lev", "votingage", "hispanic", "cenrace")
+
+
+def dhc_strategy():
+    """(variables, level shares, strategy, recodes, rho, passes, structural zeros) as the DHC
+    persons production spec states them."""
+    spec = parse(DHC_SPEC.read_text(), str(DHC_SPEC))
+    params = check(spec).params
+    variables = topdown_plugin._variables(spec, params)
+    schema = topdown_plugin._schema(spec, params)
+    strategy = topdown_plugin._strategy(params, topdown_plugin._levels(spec), list(schema.names))
+    return (variables, params["levels"], strategy, schema.recodes, params["rho"],
+            topdown_plugin._passes(params, list(schema.names)), topdown_plugin._structural_zeros(params, variables))
+
+
+def _pl94_product(micro: pd.DataFrame) -> pd.DataFrame:
+    """A P.L. 94 release as the DHC run's equal_to product: block x hhgq8lev x votingage x
+    hispanic x cenrace counts, in the DHC recodes' labels."""
+    from make_dhc_synthetic import HHGQ8_LABELS
+
+    frame = pd.DataFrame({"block": micro["block"].astype(str),
+                          "hhgq8lev": np.array(HHGQ8_LABELS, dtype=object)[micro["hhgq"].astype(int).to_numpy()],
+                          "votingage": np.where(micro["votingage"].astype(int) == 1, "voting", "nonvoting"),
+                          "hispanic": micro["hispanic"].astype(int), "cenrace": micro["cenrace"].astype(int)})
+    return frame.groupby(["block", *PL94_FACTORS]).size().rename("count").reset_index()
+
+
+def bench_dhc(n_persons: int, n_blocks: int, workers: int | None) -> None:
+    """The P.L. 94 and the DHC persons strategies on the same persons (see the module doc)."""
+    from dpspec.engine import local_engine_run
+    from make_dhc_synthetic import dhc_from_pl94, spine_columns
+
+    t0 = time.perf_counter()
+    persons = spine_columns(dhc_from_pl94(generate_population(n_persons, n_blocks, seed=1), seed=2))
+    print(f"\n== generated {n_persons:,} persons with DHC variables in {time.perf_counter() - t0:.1f} s", flush=True)
+    blocks = persons["block"].nunique()
+    last = [0.0]
+
+    def progress(level, done, total):
+        now = time.perf_counter()
+        if done == total or now - last[0] > 30:
+            last[0] = now
+            print(f"  [{now - t1:7.1f} s] {level}: {done}/{total} nodes", flush=True)
+
+    shares, strategy, recodes, rho, passes = production_strategy()
+    zeros, bounds = production_constraints(persons)
+    t1 = time.perf_counter()
+    pl = run_topdown(persons, ["nation"] + LEVELS, PL94_VARIABLES, strategy, rho, shares, "hamming",
+                     [("state", ())], make_rng(1), progress=progress, workers=workers, recodes=recodes,
+                     passes=passes, structural_zeros=zeros, bounds=bounds, engine=local_engine_run(1))
+    pl_wall = time.perf_counter() - t1
+    _report(f"P.L. 94 persons strategy ({blocks:,} populated blocks)", pl, pl_wall, n_persons)
+    pl_peak = _peak_mb(pl)[0]
+
+    variables, dshares, dstrat, drecodes, drho, dpasses, dzeros = dhc_strategy()
+    product = _pl94_product(pl.microdata)
+    t1 = time.perf_counter()
+    # in the spec's categories: an enum's are text ({0, 1, ...}), an int range's integers
+    persons = persons.assign(**{c: persons[c].astype(str if isinstance(cats[0], str) else np.int64)
+                                for c, cats in variables.items()})
+    res = run_topdown(persons, DHC_LEVELS, variables, dstrat, drho, dshares, "hamming", [("state", ())],
+                      make_rng(1), progress=progress, workers=workers, recodes=drecodes, passes=dpasses,
+                      structural_zeros=dzeros, equalities=[("pl94", PL94_FACTORS, product)],
+                      engine=local_engine_run(2))
+    wall = time.perf_counter() - t1
+    _report(f"DHC persons strategy, held to that P.L. 94 release ({blocks:,} populated blocks)", res, wall, n_persons)
+    levels = res.timings["levels"].values()
+    noise = sum(r.get("noise_seconds", 0.0) for r in levels)
+    solver = sum(r.get("qp_seconds", 0.0) + r.get("rounding_seconds", 0.0) for r in levels)
+    node = sum(r.get("node_seconds", 0.0) for r in levels)
+    own = _peak_mb(res)[0]
+    lines = [f"{n_persons:,} persons: DHC {wall:.1f} s against P.L. 94 {pl_wall:.1f} s ({wall / pl_wall:.1f}x); "
+             f"per block {wall / blocks * 1e3:.0f} ms against {pl_wall / blocks * 1e3:.0f} ms ({blocks:,} blocks)",
+             f"{n_persons:,} persons, DHC: node time {node:.1f} s = noise {noise:.1f} s (the dense noisy answers "
+             f"of 1,227,744 cells per measured geounit) + solvers {solver:.1f} s + the rest "
+             f"{max(node - noise - solver, 0.0):.1f} s; peak memory {own:,.0f} MB (P.L. 94 alone {pl_peak:,.0f} MB)"]
+    for line in lines:
+        print(line, flush=True)
+        NOTES.append(line)
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--persons", type=int, nargs="*", default=[1_000_000])
@@ -251,16 +346,27 @@ def main(argv=None) -> None:
     ap.add_argument("--skip-synthetic", action="store_true")
     ap.add_argument("--skip-highs", action="store_true", help="do not time HiGHS on the largest node")
     ap.add_argument("--spine", action="store_true", help="run the synthetic state again on production's spine")
+    ap.add_argument("--strategy", choices=["pl94", "dhc"], default="pl94",
+                    help="dhc: the DHC persons strategy against P.L. 94 on the same persons")
     doc_table.add_option(ap)
     args = ap.parse_args(argv)
     print(f"cores available: {len(os.sched_getaffinity(0))}")
     _noise_lower_bound()
     if not args.skip_acs:
         bench_acs(args.workers)
-    if not args.skip_synthetic:
+    if not args.skip_synthetic and args.strategy == "dhc":
+        for n in args.persons:
+            bench_dhc(n, max(10, int(n * args.blocks_per_person)), args.workers)
+    elif not args.skip_synthetic:
         for n in args.persons:
             bench_synthetic(n, max(10, int(n * args.blocks_per_person)), args.workers, not args.skip_highs,
                             args.spine)
+    if args.strategy == "dhc":
+        doc_table.write("bench_topdown_dhc", "TopDown: the DHC persons strategy against P.L. 94 on the same persons",
+                        __doc__.split("\n\n")[-1].strip(),
+                        ["run", "persons", "cells", "workers", "wall s", "solvers' share", "peak MB main",
+                         "peak MB worker"], ROWS, notes=NOTES, enabled=not args.no_doc)
+        return
     doc_table.write("bench_topdown", "TopDown: the ACS excerpt and synthetic states", __doc__.split("\n\n")[0],
                     ["run", "persons", "cells", "workers", "wall s", "solvers' share", "peak MB main",
                      "peak MB worker"], ROWS, notes=NOTES, enabled=not args.no_doc)

@@ -98,7 +98,7 @@ def _geography(rng, n_blocks: int, state: str) -> pd.DataFrame:
     block have a single child (so the optimized spine bypasses some of each)."""
     parents = {"block": n_blocks}
     sizes = [n_blocks]
-    for level, fanout in [("blockgroup", 3), ("tsubset", 2), ("tsg", 1.5), ("prim", 1.5), ("county", 2)]:
+    for level, fanout in [("blockgroup", 3), ("tsubset", 2), ("tsg", 1.5), ("prim", 1.5), ("county", 1)]:
         sizes.append(max(1, round(sizes[-1] / fanout)))
         parents[level] = sizes[-1]
     counts = sizes[::-1]  # county .. block
@@ -132,7 +132,7 @@ def generate(n_households: int, n_blocks: int, seed: int, state: str) -> dict:
     weight = rng.lognormal(0.0, 1.0, nb)
     # AIAN area: the blocks of some block groups (constant within a block, cuts across levels)
     bgs = geo["blockgroup"].unique()
-    aian_bgs = set(rng.choice(bgs, size=max(1, len(bgs) // 6), replace=False))
+    aian_bgs = set(rng.choice(bgs, size=max(1, len(bgs) // 3), replace=False))
     aian = geo["blockgroup"].isin(aian_bgs).to_numpy().astype(np.int64)
 
     # households: size 1-7, a householder, then spouse/partner, children, relatives, non-relatives
@@ -222,6 +222,59 @@ def pl94_release(persons: pd.DataFrame, facilities: pd.DataFrame, seed: int) -> 
                          "hispanic": out["hispanic"].astype(np.int64), "cenrace": out["cenrace"].astype(np.int64)})
 
 
+def dhc_from_pl94(frame: pd.DataFrame, seed: int) -> pd.DataFrame:
+    """DHC person variables for a P.L. 94 person file (plugins/dpspec_topdown/synthetic.py), kept
+    consistent with it: relgq within the person's hhgq major type, age within the voting-age
+    class, every structural zero respected (a value the age forbids is swapped for another of
+    the same major type, else the age is redrawn inside the class). Adds relgq, sex, age; the
+    P.L. 94 columns stay, so both strategies run on the same persons (benchmarks/bench_topdown.py)."""
+    rng = np.random.default_rng(seed)
+    n = len(frame)
+    hhgq = frame["hhgq"].to_numpy(dtype=np.int64)
+    adult = frame["votingage"].to_numpy(dtype=np.int64) == 1
+    w = _age_weights()
+    p_adult, p_minor = np.where(AGES >= 18, w, 0.0), np.where(AGES < 18, w, 0.0)
+    age = np.where(adult, rng.choice(AGES, n, p=p_adult / p_adult.sum()),
+                   rng.choice(AGES, n, p=p_minor / p_minor.sum()))
+    candidates = {0: np.arange(18), **{m: np.array([r for r in GQ_TYPES if MAJOR[r] == m]) for m in range(1, 8)}}
+    hh_mix = np.array([14, 30, 17, 3, 1, 1, 50, 3, 4, 3, 3, 4, 2, 1, 2, 2, 1, 4], float)
+    relgq = np.empty(n, dtype=np.int64)
+    for m, cand in candidates.items():
+        idx = np.flatnonzero(hhgq == m)
+        relgq[idx] = rng.choice(cand, idx.size, p=hh_mix / hh_mix.sum() if m == 0 else None)
+    allowed = np.ones((42, AGES.size), dtype=bool)
+    for r, ages in ZERO_AGES.items():
+        allowed[r, ages] = False
+    for m, cand in candidates.items():  # swap a forbidden value for an allowed one of the type
+        bad = np.flatnonzero((hhgq == m) & ~allowed[relgq, age])
+        if bad.size:
+            ok = allowed[cand][:, age[bad]]
+            fix = ok.any(axis=0)
+            relgq[bad[fix]] = cand[ok.argmax(axis=0)[fix]]
+    for r in range(42):  # else redraw the age inside the class and the value's allowed ages
+        bad = np.flatnonzero((relgq == r) & ~allowed[relgq, age])
+        for cls in (True, False):
+            sel = bad[adult[bad] == cls]
+            p = w * allowed[r] * ((AGES >= 18) == cls)
+            if sel.size:
+                age[sel] = rng.choice(AGES, sel.size, p=p / p.sum())
+    return frame.assign(relgq=relgq, sex=rng.integers(0, 2, n), age=age)
+
+
+def spine_columns(frame: pd.DataFrame) -> pd.DataFrame:
+    """The DHC spine's levels on a county > tract > block group geography: places/MCDs (prim)
+    group about three tracts of a county, tract subset groups two tracts of a prim, and the tract
+    subset is the tract (codes nested by prefix)."""
+    tracts = frame[["county", "tract"]].astype(str).drop_duplicates().sort_values("tract")
+    rank = tracts.groupby("county").cumcount().to_numpy()
+    prim = tracts["county"].to_numpy() + np.char.zfill((rank // 3).astype(str), 2).astype(object)
+    tsg = prim + np.char.zfill((rank % 3 // 2).astype(str), 1).astype(object)
+    lookup = pd.DataFrame({"prim": prim, "tsg": tsg}, index=tracts["tract"].to_numpy())
+    got = lookup.loc[frame["tract"].astype(str).to_numpy()]
+    return frame.assign(prim=got["prim"].to_numpy(), tsg=got["tsg"].to_numpy(),
+                        tsubset=got["tsg"].to_numpy() + frame["tract"].astype(str).to_numpy())
+
+
 def write(files: dict, prefix: str) -> None:
     os.makedirs(OUT, exist_ok=True)
     for name, frame in files.items():
@@ -233,7 +286,7 @@ def write(files: dict, prefix: str) -> None:
 
 
 def main() -> None:
-    for prefix, households, blocks, seed, state in (("dhc", 700, 60, 2020, "01"), ("dhc_pr", 420, 36, 2072, "72")):
+    for prefix, households, blocks, seed, state in (("dhc", 240, 22, 2020, "01"), ("dhc_pr", 130, 12, 2072, "72")):
         files = generate(households, blocks, seed, state)
         files["pl94"] = pl94_release(files["persons"], files["facilities"], seed + 1)
         write(files, prefix)

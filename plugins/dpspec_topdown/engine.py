@@ -347,7 +347,9 @@ def _structural_zeros(zeros: Mapping, schema: Schema, cells: np.ndarray, weights
             bad = [v for v in values if v not in cats]
             if bad:
                 raise SpecError(f"structural zero {name!r}: {bad} are not categories of {var!r} ({cats})")
-            this &= np.isin(coords[schema.names.index(var)], [cats.index(v) for v in values])
+            listed = np.zeros(len(cats), dtype=bool)  # a lookup per category: no 1.2M-cell isin
+            listed[[cats.index(v) for v in values]] = True
+            this &= listed[coords[schema.names.index(var)]]
         hit = np.flatnonzero(this[cells])
         if hit.size:
             row = int(hit[0])

@@ -78,9 +78,11 @@ def per_level(target: sp.csr_matrix, hier) -> list[sp.csr_matrix]:
 def _regroup(schema, query: tuple, coarser: tuple) -> sp.csr_matrix:
     """(groups of query x groups of coarser) 0/1: the coarser marginal's group of each group
     (coarser's factors within query's)."""
-    pairs = np.unique(np.stack([schema.groups(query), schema.groups(coarser)], axis=1), axis=0)
-    return sp.csr_matrix((np.ones(len(pairs), dtype=np.int64), (pairs[:, 0], pairs[:, 1])),
-                         shape=(schema.marginal_size(query), schema.marginal_size(coarser)))
+    n_coarse = schema.marginal_size(coarser)
+    # one int64 code per (group, coarser group) pair: a 1-d unique, far cheaper than unique rows
+    rows, cols = np.divmod(np.unique(schema.groups(query) * n_coarse + schema.groups(coarser)), n_coarse)
+    return sp.csr_matrix((np.ones(len(rows), dtype=np.int64), (rows, cols)),
+                         shape=(schema.marginal_size(query), n_coarse))
 
 
 def check_bounds(name: str, query: tuple, target: sp.csr_matrix, schema, level_bounds, hier) -> None:
