@@ -398,3 +398,16 @@ def test_the_programs_premetric_block_is_the_composed_premetric(tmp_path):
     s = program_summary(parse(path.read_text(), str(path)))
     rho = float(US_RHO["../pl94_production_topdown.dps"] + US_RHO["../safetab_h_production.dps"])
     assert s["total"]["premetric"] == "renyi" and s["total"]["epsilon"] == pytest.approx(10 * rho)
+
+
+def test_without_a_composed_unit_the_programs_domain_still_names_its_members(tmp_path):
+    p, s = os.path.join(SPECS, "pl94_production_topdown.dps"), os.path.join(SPECS, "safetab_p_production.dps")
+    text = (f'program "x" {{\n  include "{p}"\n  include "{s}"\n}}\n\n'
+            'domain cef2020 "c" {\n  stage edited\n  same as SAME\n  table persons unit person {\n    hhid : int 1..9\n  }\n}\n')
+    path = tmp_path / "program.dps"
+    path.write_text(text.replace("SAME", "pl94_synthetic_state, safetab_state"))
+    total = program_summary(parse(path.read_text(), str(path)))["total"]["rho"]
+    assert total == pytest.approx(float(US_RHO["../pl94_production_topdown.dps"] + 4 * Fraction("4.944")))
+    path.write_text(text.replace("SAME", "pl94_synthetic_state"))
+    with pytest.raises(SpecError, match="protect different domains \\(cef2020, safetab_state\\)"):
+        program_summary(parse(path.read_text(), str(path)))

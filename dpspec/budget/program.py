@@ -61,6 +61,13 @@ def load_program(program_spec: ir.Spec) -> list[Member]:
     return members
 
 
+def _domain_names(program_spec, members) -> set[str]:
+    """The members' domains, with those the program's own domain names (`same as`) as one."""
+    d = program_spec.domain
+    named = {d.name, *d.same_as} if d is not None else set()
+    return {d.name if m.spec.domain.name in named else m.spec.domain.name for m in members}
+
+
 def _change_one(checked, flavor, statement, ledger):
     """The mechanism's own change-one figure, when the member's ledger reached change-one from
     add/remove by group privacy alone (a single relation step, same table and premetric)."""
@@ -99,7 +106,7 @@ def _in_program_unit(program_spec, members):
 
 def _check_same_currency(program_spec, members):
     flavors = {(m.spec.unit.table, m.spec.unit.relation) for m in members}
-    domains = {m.spec.domain.name for m in members}
+    domains = _domain_names(program_spec, members)
     problems = []
     if len(domains) > 1:
         which = "; ".join(f"'{m.path}' protects '{m.spec.domain.name}'" for m in members)
