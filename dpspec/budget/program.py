@@ -36,6 +36,7 @@ class Member:
     # the mechanism's own change-one budget (tighter than the ledger's group privacy), if it has
     # one and the member's flavor came from add/remove by that step alone: (actual, worst, reason)
     change_one: tuple | None = None
+    group_privacy: object = None  # with change_one: the figure for the program's unit by group privacy instead
 
 
 def load_program(program_spec: ir.Spec) -> list[Member]:
@@ -91,16 +92,18 @@ def _in_program_unit(program_spec, members):
     domain = check_domains(program_spec, members)
     out = []
     for m in members:
-        start, start_worst, first = m.statement.actual, m.statement.worst, []
+        start, start_worst, first, generic = m.statement.actual, m.statement.worst, [], None
         if m.change_one is not None:
             start, start_worst, reason = m.change_one
             first = [UnitStep("relation", m.statement.actual, start,
                               f"{reason}; in place of the member's own group-privacy figure")]
+            generic, _ = to_program_unit(program_spec, domain, m, m.statement.actual)
         actual, steps = to_program_unit(program_spec, domain, m, start)
         worst, _ = to_program_unit(program_spec, domain, m, start_worst)
         steps = first + steps
         statement = attrs.evolve(m.statement, actual=actual, worst=worst)
-        out.append(attrs.evolve(m, statement=statement, own_budget=m.statement.actual, unit_steps=tuple(steps)))
+        out.append(attrs.evolve(m, statement=statement, own_budget=m.statement.actual, unit_steps=tuple(steps),
+                                group_privacy=generic))
     return out  # one unit and relation now; compose() puts differing premetrics in one
 
 
@@ -187,14 +190,15 @@ def _epsilon_note(ledger, delta: float) -> str:
 def _change_one_note(members, ledger) -> str | None:
     """Which members count a change of one record by their mechanism's own sensitivity, and what
     the total would be by group privacy for them (the rule a published figure may have used)."""
-    tight = [m for m in members if m.change_one is not None and m.statement.actual.kind == "zcdp"]
-    if not tight or ledger.total.kind != "zcdp" or any(m.group for m in members):
+    tight = [m for m in members if m.group_privacy is not None]
+    if not tight or ledger.total.kind != "zcdp" or any(m.group for m in members) \
+            or any(b.kind != "zcdp" for m in tight for b in (m.statement.actual, m.group_privacy)):
         return None
-    extra = sum(m.own_budget.rho - m.statement.actual.rho for m in tight)
+    extra = sum(m.group_privacy.rho - m.statement.actual.rho for m in tight)
     parts = ", ".join(f"'{m.path}' rho = {m.statement.actual.rho:.6g} "
-                      f"(group privacy: {m.own_budget.rho:.6g})" for m in tight)
-    return (f"change one record: {parts} use the mechanism's own change-one sensitivity (rho x 2 from add/remove); "
-            f"by group privacy (rho x 4) for them too the total would be rho = {ledger.total.rho + extra:.6g}")
+                      f"(group privacy: {m.group_privacy.rho:.6g})" for m in tight)
+    return (f"change one record: {parts} use their mechanism's own change-one bound; by group privacy "
+            f"(two add/remove steps) for them too the total would be rho = {ledger.total.rho + extra:.6g}")
 
 
 def _pufferfish_note(members) -> str | None:
