@@ -62,8 +62,8 @@ GENERIC = {"../safetab_p_production.dps": 4 * Fraction("4.944"),  # 19.776: publ
            "../safetab_h_production.dps": 4 * Fraction("8.895302")}  # 35.581208
 
 # S-DHC: PHSafe's production budgets (DAS_2020_SDHC_Production_Code, configs/phsafe/NMFv8/us/
-# config.json, privacy_budget of PH1_num ... PH8_denom at usa and state) for add/remove one
-# household; the seed's footnote 3 counts S-DHC among the primary products.
+# config.json, privacy_budget of PH1_num ... PH8_denom at usa and state) for adding or removing
+# one person (with their unit's record changed); the seed's footnote 3 counts S-DHC among the primary products.
 PHSAFE_US = [0.002619] * 3 + [0.141622, 0.016371, 0.016371] + [0.000022] * 3 + [0.001170, 0.000135, 0.000135] \
     + [0.002619, 0.016371] + [0.001061] * 3 + [0.662976, 0.006630, 0.006630] \
     + [0.002619] * 3 + [0.141622, 0.016371, 0.016371] + [0.000022] * 3 + [0.001170, 0.000135, 0.000135] \
@@ -129,7 +129,7 @@ def test_the_seeds_55_371_reconciled_term_by_term(us):
     assert round(pl94_dhc, 4) == 15.2939 and round(pl94_dhc, 2) == 15.29  # the published 15.29
     sdhc_add_remove = sum(Fraction(str(x)) for x in PHSAFE_US)
     assert sdhc_add_remove == Fraction(1257281, 1000000)
-    sdhc = 2 * sdhc_add_remove  # change one household, tight: 2.514562, published as 2.515
+    sdhc = 2 * sdhc_add_remove  # the published figure's rule, x 2: 2.514562, published as 2.515
     ddhc_a_published = float(GENERIC["../safetab_p_production.dps"])
     seed = round(pl94_dhc, 2) + ddhc_a_published + round(by["../safetab_h_production.dps"], 2) + round(float(sdhc), 3)
     assert seed == pytest.approx(55.371, abs=1e-9)
