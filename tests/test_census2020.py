@@ -312,6 +312,7 @@ def test_the_report_lays_the_ledger_out_in_html_markdown_and_json():
     ddhc_b = program["ledger"][5]
     assert ddhc_b["own_unit"] == "change one record of table households" and ddhc_b["own_budget_text"] == "rho = 35.58"
     assert [st["what"] for st in ddhc_b["steps"]] == ["relation", "unit"] and ddhc_b["budget_text"] == "rho = 17.79"
+    assert ddhc_b["epsilon_text"] == "epsilon = 56.97 at delta = 1e-10 (cks20)"
     assert program["unit"]["description"].startswith("one person (change one), with their household")
     assert program["domain"]["same_as"] == ["pl94_synthetic_state", "dhc_synthetic", "cef", "safetab_state",
                                             "sdhc_synthetic"]

@@ -310,7 +310,22 @@ def _ledger_line(r: dict) -> dict:
             "own_budget_text": _budget_text(own) if isinstance(own, dict) else str(own),
             "steps": [{"what": st["what"], "from": st["from"], "to": st["to"], "method": st["method"]}
                       for st in r.get("unit_steps", ())],
-            "budget_text": _budget_text(r["budget"]) if isinstance(r["budget"], dict) else str(r["budget"])}
+            "budget_text": _budget_text(r["budget"]) if isinstance(r["budget"], dict) else str(r["budget"]),
+            "epsilon_text": _epsilon_text(r["budget"])}
+
+
+def _epsilon_text(budget_json) -> str | None:
+    """The member's figure as epsilon at delta = 1e-10 by cks20 (the certificates' conversion)."""
+    from dpspec.budget import budget_from_params, convert
+    from dpspec.errors import DpspecError
+
+    try:
+        b = budget_from_params(dict(budget_json))
+        if b.kind != "zcdp" or not b.is_finite:
+            return None
+        return f"epsilon = {convert(b, 'approx', delta=1e-10, method='cks20').result.epsilon:.2f} at delta = 1e-10 (cks20)"
+    except (DpspecError, ValueError, TypeError, KeyError):
+        return None
 
 
 def _budget_text(budget_json: dict) -> str:
