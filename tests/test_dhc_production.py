@@ -141,6 +141,7 @@ def _assert_reproduces_pl94(result, run):
 
 
 @pytest.mark.slow  # the 1,227,744-cell histogram: about 3 min per run on a loaded two-core machine
+@pytest.mark.timeout(1200)
 def test_the_release_reproduces_the_pl94_release_on_local_and_spark(tmp_path, spark_session):
     """Puerto Rico (the smaller bundled file): the release equals the P.L. 94 release it is held to
     at every block, keeps every structural zero, runs on the AIAN spine with bypassed geounits,
