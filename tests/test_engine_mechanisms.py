@@ -65,6 +65,7 @@ CASES = [
     ("acs_national_topdown.dps", 1),
     ("safetab_p_production.dps", 1),
     ("safetab_h_production.dps", 1),
+    ("sdhc_production_pr.dps", 1),
 ]
 
 

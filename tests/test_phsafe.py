@@ -120,15 +120,23 @@ def _records(households, states=("09", "23")):
     return Records(persons, units, states, "persons.csv")
 
 
-@pytest.fixture(scope="module")
-def us_design():
+def _design_of(path):
     from dpspec.contract.mechanism import resolve_params
 
-    spec = load(str(US))
-
+    spec = load(str(path))
     params, problems = resolve_params(PHSafe(), spec.mechanism, spec)
     assert not problems
     return PHSafe().design(spec, params)
+
+
+@pytest.fixture(scope="module")
+def us_design():
+    return _design_of(US)
+
+
+@pytest.fixture(scope="module")
+def pr_design():
+    return _design_of(PR)
 
 
 def test_truncation_join_and_cells_by_hand(us_design):
@@ -207,7 +215,8 @@ def test_noise_is_centred_with_the_stated_variance(us_design, bundled):
     assert ph3["noise_variance"].iloc[0] == pytest.approx(discrete_gaussian_variance(F(14 ** 2) / (2 * F("0.662976"))))
 
 
-def test_noise_is_keyed_per_cell(us_design, bundled):
+def test_noise_is_keyed_per_cell(pr_design, bundled):
+    us_design = pr_design  # Puerto Rico's 244 cells suffice here
     rec = Records(*bundled, us_design.states, "p")
     a, b, c = (measure(us_design, rec, run_key=k) for k in (7, 7, 8))
     pd.testing.assert_frame_equal(a, b)
@@ -264,3 +273,60 @@ def test_bad_specs_are_located(tmp_path, old, new, message):
     assert result.exit_code == 1, result.output
     assert re.search(message, result.output), result.output
     assert re.search(r"variant\.dps:\d+:\d+", result.output), result.output  # spec line and column
+
+
+def test_inconsistent_data_stops_the_compile_with_exit_1(tmp_path):
+    persons = pd.read_parquet(DATA / "persons.parquet")
+    units = pd.read_parquet(DATA / "units.parquet")
+    married = units.loc[units["HHT2"] == 1, "MAFID"].iloc[0]  # a married couple with own children under 18
+    units.loc[units["MAFID"] == married, "HHT2"] = 2  # now coded "without own children"
+    folder = tmp_path / "in"
+    folder.mkdir()
+    units.to_parquet(folder / "units.parquet")
+    persons.to_parquet(folder / "persons.parquet")
+    path = _variant(tmp_path, f'"{ROOT}/specs/data/sdhc/units.parquet"', f'"{folder}/units.parquet"', spec=PR)
+    text = path.read_text().replace(f'"{ROOT}/specs/data/sdhc/persons.parquet"', f'"{folder}/persons.parquet"')
+    text = text.replace('states: ["72"]', 'states: ["09", "23", "50", "72"]')
+    path.write_text(text)
+    result = _run("compile", path, "-o", beside(tmp_path))
+    assert result.exit_code == 1, result.output
+    assert f"MAFID {married}" in result.output and "fit none of its cells" in result.output
+    assert "Traceback" not in result.output
+
+
+def test_expected_error_is_the_exact_variance_of_every_measurement(us_design):
+    from dpspec.contract.mechanism import resolve_params
+
+    spec = load(str(US))
+    params, _ = resolve_params(PHSafe(), spec.mechanism, spec)
+    rows = PHSafe().expected_error(spec, params, {})
+    assert len(rows) == 46
+    ph2 = next(r for r in rows if r["table"] == "PH2: state, iteration level *")
+    # PH2 state_* rho 0.016371 (us/config.json line 21), tau 10: sigma^2 = 22^2 / (2 x 0.016371)
+    assert ph2["variance"] == pytest.approx(discrete_gaussian_variance(F(484) / (2 * F("0.016371"))))
+
+
+def test_records_typed_by_the_loader_count_as_raw_ones(us_design, bundled):
+    """The loader gives enum columns (RTYPE : {2, 4}) as categoricals of text: the counts must
+    not change with it."""
+    from dpspec.api import load_data
+
+    data = load_data(load(str(US)))[0]
+    typed = measure_exact(us_design, Records(data["persons"], data["units"], us_design.states, "p"))
+    raw = measure_exact(us_design, Records(*bundled, us_design.states, "p"))
+    pd.testing.assert_frame_equal(typed, raw)
+    assert typed.loc[typed.table == "PH1_denom", "count"].sum() > 0
+
+
+def test_verify_finds_the_claim_consistent_and_refutes_too_little_noise(monkeypatch):
+    """`dpspec verify` on the mechanism's own neighbours (one child added to a woman living alone):
+    consistent with the production noise, refuted when every sigma^2 is 4,000 times too small."""
+    result = _run("verify", PR, "--runs", 1500, "--seed", 3)
+    assert result.exit_code == 0, result.output
+    assert "neighbours: supplied by the mechanism" in result.output
+    from dpspec_phsafe.design import Design
+
+    real = Design.sigma2
+    monkeypatch.setattr(Design, "sigma2", lambda self, m: real(self, m) / 4000)
+    result = _run("verify", PR, "--runs", 1500, "--seed", 3)
+    assert result.exit_code == 1, result.output

@@ -59,11 +59,20 @@ class PHSafe(Mechanism):
         for key, need in (("persons", PERSON_COLUMNS), ("units", UNIT_COLUMNS)):
             table = spec.domain.table(params[key])
             missing = [c for c in need if table.column(c) is None]
+            p = raw.get(key)
+            where = (p.loc.line, p.loc.column) if p is not None and p.loc else (None, None)
             if missing:
-                p = raw.get(key)
                 problems.append(Diagnostic(f"{key} table '{table.name}' has no column {', '.join(missing)} "
-                                           f"(PHSafe reads {', '.join(need)})",
-                                           *((p.loc.line, p.loc.column) if p is not None and p.loc else (None, None))))
+                                           f"(PHSafe reads {', '.join(need)})", *where))
+            for name in need:
+                col = table.column(name)
+                if name == "state" or col is None:
+                    continue
+                numeric = col.type.kind == "int" or (
+                    col.type.kind == "enum" and all(str(v).lstrip("-").isdigit() for v in col.type.values))
+                if not numeric:
+                    problems.append(Diagnostic(f"column '{name}' of table '{table.name}' holds production's numeric "
+                                               "codes: declare it as int or as an enum of whole numbers", *where))
         states = params.get("states")
         if states is not None and not (isinstance(states, tuple) and all(isinstance(s, str) for s in states)):
             p = raw["states"]
@@ -148,3 +157,9 @@ class PHSafe(Mechanism):
                  "measurements": [{"table": m.table, "geography": m.geography, "iteration_level": m.level,
                                    "rho": ir.format_number(m.rho)} for m in design.measured()]}
         return Release(outputs={"counts": counts}, facts=facts)
+
+    def neighbours(self, spec, params):
+        """One household gaining a child, with batched measurement transcripts, for `dpspec verify`."""
+        from .neighbours import phsafe_pairs
+
+        return phsafe_pairs(self, spec, params)

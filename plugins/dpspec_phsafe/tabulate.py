@@ -42,6 +42,21 @@ def _lookup(values: np.ndarray, table: dict) -> np.ndarray:
     return out
 
 
+def _as_codes(frame: pd.DataFrame) -> pd.DataFrame:
+    """Every code column as int64 and the state as text: the loader gives a column declared as
+    an enum (RTYPE : {2, 4}) as a categorical of its values' text."""
+    out = {}
+    for name in frame.columns:
+        col = frame[name]
+        if name == "state":
+            out[name] = col.astype(str).to_numpy(dtype=object)
+        elif isinstance(col.dtype, pd.CategoricalDtype) or col.dtype == object:
+            out[name] = pd.to_numeric(col.astype(str)).to_numpy(dtype=np.int64)
+        else:
+            out[name] = col.to_numpy(dtype=np.int64)
+    return pd.DataFrame(out, index=frame.index)
+
+
 class Records:
     """The person records joined to their household's unit record (inner join on MAFID, units
     with a repeated MAFID dropped as production's DropNonUnique does), sorted so that the persons
@@ -49,13 +64,12 @@ class Records:
 
     def __init__(self, persons: pd.DataFrame, units: pd.DataFrame, states: tuple, source: str):
         self.source = source
-        units = units[list(UNIT_COLUMNS)]
-        units = units.assign(state=units["state"].astype(str))
+        units = _as_codes(units[list(UNIT_COLUMNS)])
         if states:
             units = units[units["state"].isin(states)]
         units = units[~units["MAFID"].duplicated(keep=False)]
         self.units = {c: units[c].to_numpy() for c in UNIT_COLUMNS}
-        persons = persons[list(PERSON_COLUMNS)]
+        persons = _as_codes(persons[list(PERSON_COLUMNS)])
         joined = persons.merge(units, on="MAFID", how="inner", suffixes=("", "_UNIT"))
         order = pd.util.hash_pandas_object(joined[list(PERSON_COLUMNS)], index=False).to_numpy()
         joined = joined.iloc[np.lexsort((order, joined["MAFID"].to_numpy()))]
@@ -143,43 +157,48 @@ def iterations(level: str, race: np.ndarray, eth: np.ndarray) -> np.ndarray:
     return np.zeros(race.shape, dtype=np.int64)
 
 
-def measure(design: Design, rec: Records, run_key: int) -> pd.DataFrame:
-    """Every measured (table, geography, iteration level): the full grid of cells with their
-    noisy counts. Long form: table, region_type, region_id, iteration_code, data_cell, count,
-    noise_variance (the discrete Gaussian's parameter sigma^2)."""
-    from dpspec.api import discrete_gaussian_variance
-
-    frames = []
+def truths(design: Design, rec: Records):
+    """(measurement, true counts over its full grid, region ids, iteration codes, cells) for
+    every measured (table, geography, iteration level); grid index (region * codes + code) *
+    cells + cell. Each table's records are mapped once."""
     cache: dict = {}
     for m in design.measured():
         if m.table not in cache:
             cols, mask, cell, race, eth = table_records(m.table, rec, design.tau.get(m.table))
-            region = cols["region"]
-            cache[m.table] = (cols, mask & (region >= 0), cell, region, race, eth)
-        cols, mask, cell, region, race, eth = cache[m.table]
+            cache[m.table] = (cols, mask & (cols["region"] >= 0), cell, race, eth)
+        cols, mask, cell, race, eth = cache[m.table]
         cells = np.asarray(CELLS[m.table])
         codes = ITERATION_CODES[m.level]
         it = iterations(m.level, cols[race].astype(np.int64), cols[eth].astype(np.int64))
         keep = mask & (it >= 0)
-        n_regions = 1 if m.geography == "usa" else len(rec.states)
-        reg = np.zeros(int(keep.sum()), dtype=np.int64) if m.geography == "usa" else region[keep]
-        cell_index = np.searchsorted(cells, cell[keep])
-        flat = (reg * len(codes) + it[keep]) * len(cells) + cell_index
-        size = n_regions * len(codes) * len(cells)
-        truth = np.bincount(flat, minlength=size).astype(np.int64)
-        grid = np.arange(size)
         region_ids = ["US"] if m.geography == "usa" else list(rec.states)
+        reg = np.zeros(int(keep.sum()), dtype=np.int64) if m.geography == "usa" else cols["region"][keep]
+        flat = (reg * len(codes) + it[keep]) * len(cells) + np.searchsorted(cells, cell[keep])
+        truth = np.bincount(flat, minlength=len(region_ids) * len(codes) * len(cells)).astype(np.int64)
+        yield m, truth, region_ids, codes, cells
+
+
+def measure(design: Design, rec: Records, run_key: int) -> pd.DataFrame:
+    """Every measured (table, geography, iteration level): the full grid of cells with their
+    noisy counts. Long form: table, region_type, region_id, iteration_code, data_cell, count,
+    noise_variance (the discrete Gaussian's exact variance at sigma^2 = D^2 / (2 rho))."""
+    from dpspec.api import discrete_gaussian_variance
+
+    frames = []
+    for m, truth, region_ids, codes, cells in truths(design, rec):
+        grid = np.arange(truth.size)
+        region, code, cell = grid // (len(codes) * len(cells)), grid // len(cells) % len(codes), grid % len(cells)
         sigma2 = design.sigma2(m)
         keys = KeyColumns((NOISE_STREAM, m.table, m.geography, m.level),
-                          (pd.Categorical.from_codes(grid // (len(codes) * len(cells)), categories=region_ids),
-                           pd.Categorical.from_codes(grid // len(cells) % len(codes), categories=list(codes)),
-                           pd.Categorical.from_codes(grid % len(cells), categories=[str(c) for c in cells])))
+                          (pd.Categorical.from_codes(region, categories=region_ids),
+                           pd.Categorical.from_codes(code, categories=list(codes)),
+                           pd.Categorical.from_codes(cell, categories=[str(c) for c in cells])))
         noisy = truth + keyed_discrete_gaussian(sigma2, run_key, keys, 1)
         frames.append(pd.DataFrame({
             "table": m.table, "region_type": m.geography.upper(),
-            "region_id": np.asarray(region_ids, dtype=object)[grid // (len(codes) * len(cells))],
-            "iteration_code": np.asarray(codes, dtype=object)[grid // len(cells) % len(codes)],
-            "data_cell": cells[grid % len(cells)], "count": noisy,
+            "region_id": np.asarray(region_ids, dtype=object)[region],
+            "iteration_code": np.asarray(codes, dtype=object)[code],
+            "data_cell": cells[cell], "count": noisy,
             "noise_variance": float(discrete_gaussian_variance(sigma2)),
         }))
     out = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(
