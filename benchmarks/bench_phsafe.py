@@ -4,15 +4,15 @@ over the 51 states, run with the US production parameters (specs/sdhc_production
     python benchmarks/bench_phsafe.py                      # 400,000 households
     python benchmarks/bench_phsafe.py --households 40000   # smaller
 
-Prints the wall time of the mechanism (twice: the first run also builds the exact sampler's alias
-tables, one per distinct noise scale, a fixed cost of a few seconds whatever the data size) (the join by household, truncation to tau, the cells and
+Prints the wall time of the mechanism (the join by household, truncation to tau, the cells and
 iterations of every record, the 46 measurements' counts on their full grids with keyed exact
 discrete Gaussian noise, the post-processed PH5_num and PH8_num), records per second, the peak
 resident memory of the process against the input frames, and the ratio to a floor measured in
 the same run: the same inner join in pandas and one plain groupby-count per measurement over
 (region, iteration code, data cell) columns prepared beforehand (not timed), i.e. the counting
 alone, without truncation, cell mapping, the zero cells of the grid or noise. Then the noise
-alone: the same number of keyed draws.
+alone: the same number of keyed draws. The mechanism runs twice: the first run also builds the
+exact sampler's alias tables, one per distinct noise scale, a fixed cost whatever the data size.
 """
 from __future__ import annotations
 
@@ -55,7 +55,8 @@ def floor(design, persons, units, rec) -> float:
         cols, mask, cell, race, eth = table_records(m.table, rec, design.tau.get(m.table))
         it = iterations(m.level, cols[race].astype(np.int64), cols[eth].astype(np.int64))
         keep = mask & (it >= 0)
-        prepared.append(pd.DataFrame({"region": "US" if m.geography == "usa" else cols["state"][keep],
+        region = "US" if m.geography == "usa" else np.asarray(rec.states)[cols["region"][keep]]
+        prepared.append(pd.DataFrame({"region": region,
                                       "iteration": np.asarray(ITERATION_CODES[m.level])[it[keep]],
                                       "cell": cell[keep]}))
     t0 = time.perf_counter()

@@ -25,6 +25,9 @@ import attrs
 from dpspec.api import Diagnostic, ir
 
 GEOGRAPHIES = ("usa", "state")
+# the columns PHSafe reads (production's input schema, with the unit's state for geography)
+PERSON_COLUMNS = ("MAFID", "RTYPE", "RELSHIP", "QAGE", "CENRACE", "CENHISP")
+UNIT_COLUMNS = ("MAFID", "state", "RTYPE", "HHT", "HHT2", "CPLT", "TEN", "HHRACE", "HHSPAN")
 ITERATION_LEVELS = ("A-G", "H,I", "*")
 # The tables, in production's order, with their kind: "persons" (joined, truncated at tau) or
 # "units" (the unit table alone); and the iteration levels each is tabulated at.

@@ -12,7 +12,7 @@ from fractions import Fraction
 from dpspec.api import Diagnostic, Mechanism, NativeFlavor, ParamSpec, ParameterSchema, Release, SpecError, ir
 
 from . import design as design_mod
-from .tabulate import PERSON_COLUMNS, UNIT_COLUMNS
+from .design import PERSON_COLUMNS, UNIT_COLUMNS
 
 __version__ = "1.0.0"
 

@@ -11,11 +11,9 @@ import pandas as pd
 
 from dpspec.api import DataError, KeyColumns, keyed_discrete_gaussian, shown
 
-from .design import TABLES, Design
+from .design import PERSON_COLUMNS, TABLES, UNIT_COLUMNS, Design
 
 NOISE_STREAM = "phsafe cell noise"  # first part of every cell's stream key
-PERSON_COLUMNS = ("MAFID", "RTYPE", "RELSHIP", "QAGE", "CENRACE", "CENHISP")
-UNIT_COLUMNS = ("MAFID", "state", "RTYPE", "HHT", "HHT2", "CPLT", "TEN", "HHRACE", "HHSPAN")
 ITERATION_CODES = {"A-G": ("A", "B", "C", "D", "E", "F", "G"), "H,I": ("H", "I"), "*": ("*",)}
 # the released cells of each table (production's *_DATA_CELL codes, constants.py)
 CELLS = {
@@ -68,16 +66,15 @@ class Records:
         if states:
             units = units[units["state"].isin(states)]
         units = units[~units["MAFID"].duplicated(keep=False)]
-        self.units = {c: units[c].to_numpy() for c in UNIT_COLUMNS}
+        self.states = tuple(states) if states else tuple(sorted(set(units["state"])))
+        # each unit's state as an index into self.states, once; persons carry it through the join
+        units = units.assign(region=pd.Categorical(units["state"], categories=self.states).codes.astype(np.int64))
+        self.units = {c: units[c].to_numpy() for c in units.columns}
         persons = _as_codes(persons[list(PERSON_COLUMNS)])
-        joined = persons.merge(units, on="MAFID", how="inner", suffixes=("", "_UNIT"))
+        joined = persons.merge(units.drop(columns="state"), on="MAFID", how="inner", suffixes=("", "_UNIT"))
         order = pd.util.hash_pandas_object(joined[list(PERSON_COLUMNS)], index=False).to_numpy()
         joined = joined.iloc[np.lexsort((order, joined["MAFID"].to_numpy()))]
         self.persons = {c: joined[c].to_numpy() for c in joined.columns}
-        self.states = tuple(states) if states else tuple(sorted(set(self.units["state"])))
-        # each record's state as an index into self.states, computed once for every table
-        for cols in (self.units, self.persons):
-            cols["region"] = pd.Categorical(cols["state"], categories=self.states).codes.astype(np.int64)
 
     def cap(self, mask: np.ndarray, tau: int) -> np.ndarray:
         """`mask` with every household past its first tau selected persons dropped."""
@@ -161,19 +158,25 @@ def truths(design: Design, rec: Records):
     """(measurement, true counts over its full grid, region ids, iteration codes, cells) for
     every measured (table, geography, iteration level); grid index (region * codes + code) *
     cells + cell. Each table's records are mapped once."""
-    cache: dict = {}
+    tables: dict = {}
+    levels: dict = {}
     for m in design.measured():
-        if m.table not in cache:
-            cols, mask, cell, race, eth = table_records(m.table, rec, design.tau.get(m.table))
-            cache[m.table] = (cols, mask & (cols["region"] >= 0), cell, race, eth)
-        cols, mask, cell, race, eth = cache[m.table]
         cells = np.asarray(CELLS[m.table])
+        if m.table not in tables:
+            cols, mask, cell, race, eth = table_records(m.table, rec, design.tau.get(m.table))
+            mask = mask & (cols["region"] >= 0)
+            index = np.zeros(cell.shape, dtype=np.int64)
+            index[mask] = np.searchsorted(cells, cell[mask])
+            tables[m.table] = (cols, mask, index, race, eth)
+        cols, mask, index, race, eth = tables[m.table]
+        if (m.table, m.level) not in levels:  # shared by the nation and the states
+            it = iterations(m.level, cols[race], cols[eth])
+            keep = mask & (it >= 0)
+            levels[(m.table, m.level)] = (it[keep] * len(cells) + index[keep], cols["region"][keep])
+        code_cell, region = levels[(m.table, m.level)]
         codes = ITERATION_CODES[m.level]
-        it = iterations(m.level, cols[race].astype(np.int64), cols[eth].astype(np.int64))
-        keep = mask & (it >= 0)
         region_ids = ["US"] if m.geography == "usa" else list(rec.states)
-        reg = np.zeros(int(keep.sum()), dtype=np.int64) if m.geography == "usa" else cols["region"][keep]
-        flat = (reg * len(codes) + it[keep]) * len(cells) + np.searchsorted(cells, cell[keep])
+        flat = code_cell if m.geography == "usa" else region * (len(codes) * len(cells)) + code_cell
         truth = np.bincount(flat, minlength=len(region_ids) * len(codes) * len(cells)).astype(np.int64)
         yield m, truth, region_ids, codes, cells
 
@@ -230,7 +233,7 @@ def measure_exact(design: Design, rec: Records) -> pd.DataFrame:
         cols, mask, cell, race, eth = table_records(m.table, rec, design.tau.get(m.table))
         it = iterations(m.level, cols[race].astype(np.int64), cols[eth].astype(np.int64))
         keep = mask & (it >= 0)
-        frame = pd.DataFrame({"region_id": "US" if m.geography == "usa" else cols["state"][keep],
+        frame = pd.DataFrame({"region_id": "US" if m.geography == "usa" else np.asarray(rec.states)[cols["region"][keep]],
                               "iteration_code": np.asarray(ITERATION_CODES[m.level])[it[keep]],
                               "data_cell": cell[keep]})
         counts = frame.groupby(["region_id", "iteration_code", "data_cell"]).size().rename("count").reset_index()
