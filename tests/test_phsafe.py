@@ -248,6 +248,9 @@ def test_both_specs_check_and_compile(tmp_path):
         assert result.exit_code == 0, result.output
         for kind, name in (("report", "report.json"), ("manifest", "manifest.json")):
             assert not schemas.problems(kind, json.loads((out / name).read_text()))
+        section = json.loads((out / "report.json").read_text())["sections"][0]
+        assert section["title"] == "PHSafe: tables, unit and noise per measurement"
+        assert len(section["data"]["measurements"]) == (46 if spec == US else 23)
         counts = pd.read_csv(out / "counts.csv", dtype={"region_id": str})
         assert set(counts["table"]) == {"PH1_num", "PH1_denom", "PH2", "PH3", "PH4", "PH5_denom", "PH6", "PH7",
                                         "PH8_denom", "PH5_num", "PH8_num"}

@@ -13,3 +13,10 @@ DPSPEC_API = "1.1"
 @hookimpl
 def dpspec_mechanisms():
     return [PHSafe()]
+
+
+@hookimpl
+def dpspec_report_sections(result):
+    from .report import sections
+
+    return sections(result)

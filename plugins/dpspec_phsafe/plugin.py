@@ -153,9 +153,14 @@ class PHSafe(Mechanism):
         source = next((d.path for d in spec.data if d.table == params["persons"]), params["persons"])
         rec = Records(data[params["persons"]], data[params["units"]], design.states, source)
         counts = measure(design, rec, run_key)
+        from dpspec.api import discrete_gaussian_variance
+
         facts = {"states": list(rec.states), "tau": dict(design.tau),
+                 "household_rho": ir.format_number(design.household_rho()),
                  "measurements": [{"table": m.table, "geography": m.geography, "iteration_level": m.level,
-                                   "rho": ir.format_number(m.rho)} for m in design.measured()]}
+                                   "rho": ir.format_number(m.rho), "sensitivity": design.sensitivity(m.table),
+                                   "noise_sd": float(discrete_gaussian_variance(design.sigma2(m))) ** 0.5}
+                                  for m in design.measured()]}
         return Release(outputs={"counts": counts}, facts=facts)
 
     def neighbours(self, spec, params):
