@@ -94,6 +94,8 @@ class Domain:
     tables: tuple[Table, ...]
     geography: Geography | None = None
     loc: Loc | None = _loc_field()
+    # a program's domain: the member specs' domains that are this one's data under another name
+    same_as: tuple[str, ...] = ()
 
     def table(self, name: str) -> Table | None:
         return next((t for t in self.tables if t.name == name), None)

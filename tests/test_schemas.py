@@ -83,7 +83,8 @@ def test_show_json_of_every_bundled_spec():
         assert_valid("spec", run("show", "--json", path))
 
 
-@pytest.mark.parametrize("name", ["acs_ma_vision_rr.dps", "pl94_program/program.dps", "registry/dhc_persons.dps",
+@pytest.mark.parametrize("name", ["acs_ma_vision_rr.dps", "pl94_program/program.dps", "census2020/program.dps",
+                                  "registry/dhc_persons.dps",
                                   "safetab_p_production.dps"])
 def test_budget_json(name):
     doc = run("budget", "--json", os.path.join(SPECS, name))

@@ -33,6 +33,10 @@ class Member:
     group: str | None
     own_budget: object = None  # in the member's own flavor, before the program's unit (if any)
     unit_steps: tuple = ()  # program_unit.UnitStep, member flavor -> the program's unit
+    # the mechanism's own change-one budget (tighter than the ledger's group privacy), if it has
+    # one and the member's flavor came from add/remove by that step alone: (actual, worst, reason)
+    change_one: tuple | None = None
+    group_privacy: object = None  # with change_one: the figure for the program's unit by group privacy instead
 
 
 def load_program(program_spec: ir.Spec) -> list[Member]:
@@ -46,36 +50,66 @@ def load_program(program_spec: ir.Spec) -> list[Member]:
             spec = parse(read_source(path), path)
             if spec.program is not None:
                 raise SpecError([Diagnostic(f"'{rel}' is itself a program; programs include specs only")], program_spec.path, program_spec.text)
-            _, _, statement, _, ledger = spec_ledger(spec, currencies=False)  # declared and worst only: no scipy
+            checked, facts, statement, flavor, ledger = spec_ledger(spec, currencies=False)  # declared and worst only: no scipy
             if ledger.declared is None:
                 raise SpecError([Diagnostic(f"'{rel}': its budget cannot be expressed in its own flavor: {ledger.problem}")], program_spec.path, program_spec.text)
             members.append(Member(rel, spec, BudgetStatement(ledger.declared, ledger.worst, statement.per_universe,
-                                                             statement.depends_on, statement.notes), group))
+                                                             statement.depends_on, statement.notes), group,
+                                  change_one=_change_one(checked, flavor, statement, ledger) if program_spec.unit else None))
     if program_spec.unit is not None:
         return _in_program_unit(program_spec, members)
     _check_same_currency(program_spec, members)
     return members
 
 
+def _domain_names(program_spec, members) -> set[str]:
+    """The members' domains, with those the program's own domain names (`same as`) as one."""
+    d = program_spec.domain
+    named = {d.name, *d.same_as} if d is not None else set()
+    return {d.name if m.spec.domain.name in named else m.spec.domain.name for m in members}
+
+
+def _change_one(checked, flavor, statement, ledger):
+    """The mechanism's own change-one figure, when the member's ledger reached change-one from
+    add/remove by group privacy alone (a single relation step, same table and premetric)."""
+    steps = ledger.steps
+    if len(steps) != 1 or steps[0].what != "relation" or flavor.relation != "symdiff":
+        return None
+    hook = getattr(checked.mechanism, "change_one", None)
+    tight = hook(checked.spec, checked.params, statement.actual) if hook else None
+    if tight is None or tight[0].kind != ledger.declared.kind:
+        return None
+    worst = hook(checked.spec, checked.params, statement.worst) if statement.worst is not None else None
+    return tight[0], (worst[0] if worst else None), tight[1]
+
+
 def _in_program_unit(program_spec, members):
     """Every member restated for the program's composed unit (dpspec.budget.program_unit)."""
-    from dpspec.budget.program_unit import check_domains, to_program_unit
+    from dpspec.budget.program_unit import UnitStep, check_domains, to_program_unit
 
     if not members:
         return members
     domain = check_domains(program_spec, members)
     out = []
     for m in members:
-        actual, steps = to_program_unit(program_spec, domain, m, m.statement.actual)
-        worst, _ = to_program_unit(program_spec, domain, m, m.statement.worst)
+        start, start_worst, first, generic = m.statement.actual, m.statement.worst, [], None
+        if m.change_one is not None:
+            start, start_worst, reason = m.change_one
+            first = [UnitStep("relation", m.statement.actual, start,
+                              f"{reason}; in place of the member's own group-privacy figure")]
+            generic, _ = to_program_unit(program_spec, domain, m, m.statement.actual)
+        actual, steps = to_program_unit(program_spec, domain, m, start)
+        worst, _ = to_program_unit(program_spec, domain, m, start_worst)
+        steps = first + steps
         statement = attrs.evolve(m.statement, actual=actual, worst=worst)
-        out.append(attrs.evolve(m, statement=statement, own_budget=m.statement.actual, unit_steps=tuple(steps)))
+        out.append(attrs.evolve(m, statement=statement, own_budget=m.statement.actual, unit_steps=tuple(steps),
+                                group_privacy=generic))
     return out  # one unit and relation now; compose() puts differing premetrics in one
 
 
 def _check_same_currency(program_spec, members):
     flavors = {(m.spec.unit.table, m.spec.unit.relation) for m in members}
-    domains = {m.spec.domain.name for m in members}
+    domains = _domain_names(program_spec, members)
     problems = []
     if len(domains) > 1:
         which = "; ".join(f"'{m.path}' protects '{m.spec.domain.name}'" for m in members)
@@ -118,18 +152,53 @@ def program_ledger(program_spec: ir.Spec, delta: float | None = None, method: st
     to = None
     if any(b.quantity == "epsilon" and b.with_ for b in program_spec.budgets) or kinds == {"approximate"}:
         to = "approx"
-    ledger = compose(releases, to=to, delta=delta or DEFAULT_DELTA, method=method, public=public)
+    elif program_spec.premetric is not None and program_spec.unit is not None:
+        # the composed guarantee's own premetric block: compose in it (each member converted, a ledger line)
+        from dpspec.budget.ledger import SPEC_TO_KIND
+
+        to = SPEC_TO_KIND[program_spec.premetric.kind]
+    alpha = program_spec.premetric.option("alpha") if program_spec.premetric is not None else None
+    ledger = compose(releases, to=to, delta=delta or DEFAULT_DELTA, method=method, public=public,
+                     alpha=float(alpha) if alpha is not None else None)
     if program_spec.unit is not None and members:
         from dpspec.budget.program_unit import describe_unit
 
         ledger = attrs.evolve(ledger, notes=(*ledger.notes, "the total protects the program's composed unit: "
-                                             + describe_unit(program_spec.unit, members[0].spec.domain)))
+                                             + describe_unit(program_spec.unit, program_domain(program_spec, members))))
+        if ledger.total.kind == "zcdp" and ledger.total.is_finite:
+            ledger = attrs.evolve(ledger, notes=(*ledger.notes, _epsilon_note(ledger, delta or DEFAULT_DELTA)))
     elif len({m.spec.unit.table for m in members}) > 1:
         ledger = attrs.evolve(ledger, notes=(*ledger.notes, _joint_tables(members)))
+    note = _change_one_note(members, ledger)
+    if note:
+        ledger = attrs.evolve(ledger, notes=(*ledger.notes, note))
     note = _pufferfish_note(members)
     if note:
         ledger = attrs.evolve(ledger, notes=(*ledger.notes, note))
     return members, ledger
+
+
+def _epsilon_note(ledger, delta: float) -> str:
+    """The composed rho in (epsilon, delta): by Canonne, Kamath & Steinke (the 2020 production
+    certificates' conversion) and by Bun & Steinke (the looser one the first seed paper uses)."""
+    cks = ledger.total_in("approx", delta=delta, method="cks20").result.epsilon
+    bs = ledger.total_in("approx", delta=delta, method="bs16").result.epsilon
+    return (f"the total in (epsilon, delta) at delta = {delta:g}: epsilon = {cks:.4f} by cks20 (Canonne, Kamath & "
+            f"Steinke 2020, the production certificates' conversion), {bs:.4f} by bs16 (Bun & Steinke 2016)")
+
+
+def _change_one_note(members, ledger) -> str | None:
+    """Which members count a change of one record by their mechanism's own sensitivity, and what
+    the total would be by group privacy for them (the rule a published figure may have used)."""
+    tight = [m for m in members if m.group_privacy is not None]
+    if not tight or ledger.total.kind != "zcdp" or any(m.group for m in members) \
+            or any(b.kind != "zcdp" for m in tight for b in (m.statement.actual, m.group_privacy)):
+        return None
+    extra = sum(m.group_privacy.rho - m.statement.actual.rho for m in tight)
+    parts = ", ".join(f"'{m.path}' rho = {m.statement.actual.rho:.6g} "
+                      f"(group privacy: {m.group_privacy.rho:.6g})" for m in tight)
+    return (f"change one record: {parts} use their mechanism's own change-one bound; by group privacy "
+            f"(two add/remove steps) for them too the total would be rho = {ledger.total.rho + extra:.6g}")
 
 
 def _pufferfish_note(members) -> str | None:
@@ -172,7 +241,8 @@ def program_summary(program_spec: ir.Spec, delta: float | None = None, method: s
              # additive: the member's own unit and budget, and each step to the program's unit
              "unit": {"table": m.spec.unit.table, "relation": m.spec.unit.relation},
              "own_budget": (m.own_budget or m.statement.actual).to_json(),
-             "unit_steps": [s.to_json() for s in m.unit_steps]}
+             "unit_steps": [s.to_json() for s in m.unit_steps],
+             "invariants": [q.describe() for q in m.spec.invariants]}
             for m in members
         ],
         "unit": _unit_json(program_spec, members),
@@ -193,13 +263,20 @@ def _unit_json(program_spec, members) -> dict | None:
     u = program_spec.unit
     return {"table": u.table, "relation": u.relation,
             "holds": {"k": u.bound.k, "table": u.bound.finer} if u.bound else None,
-            "description": describe_unit(u, members[0].spec.domain)}
+            "description": describe_unit(u, program_domain(program_spec, members))}
+
+
+def program_domain(program_spec, members) -> ir.Domain:
+    """The domain the program's unit is read in: its own, else its first member's."""
+    return program_spec.domain if program_spec.domain is not None else members[0].spec.domain
 
 
 def program_text(summary: dict) -> str:
     lines = [f"program: {summary['program']}"]
     if summary.get("unit"):
         lines.append(f"unit: {summary['unit']['description']}")
+        union = list(dict.fromkeys(q for r in summary["releases"] for q in r.get("invariants", ())))
+        lines.append("multiverse (the union of the members' invariants): " + ("; ".join(union) or "none"))
     for r in summary["releases"]:
         group = f"  [parallel: {r['parallel_group']}]" if r["parallel_group"] else ""
         if r.get("unit_steps"):

@@ -17,6 +17,12 @@ that unit by its relation to it, each step a ledger line:
 Anything else has no unit relation and is an error naming the member; so is a member of another
 domain (a different census, or not a census at all): composition is about releases of the same
 data.
+
+A program may also state its own domain (the whole census: persons, households, housing units)
+with `same as D1, D2` naming the member domains that are its data under another name (each
+production spec runs on its own synthetic stand-in). A member then composes when its domain is
+named there, its stage is the program's, and its table's unit (person, household, housing unit)
+is the unit of one of the program's tables: that table is where the member stands.
 """
 from __future__ import annotations
 
@@ -53,16 +59,34 @@ def describe_unit(unit: ir.Unit, domain: ir.Domain) -> str:
 
 
 def check_domains(program_spec: ir.Spec, members) -> ir.Domain:
-    """The one domain every member must share (the first member's); an error names the others."""
+    """The one domain every member must share: the program's own (`same as` its members'), else
+    the first member's; an error names every member that is not of it and why."""
     first = members[0]
-    domain = first.spec.domain
+    declared = program_spec.domain
+    domain = declared if declared is not None else first.spec.domain
+    origin = "the program's own" if declared is not None else f"from '{first.path}'"
     problems = []
-    for m in members[1:]:
+    for m in (members if declared is not None else members[1:]):
         d = m.spec.domain
-        if d.name != domain.name or d.stage != domain.stage:
+        if declared is not None and d.name != domain.name and d.name not in domain.same_as:
+            problems.append(Diagnostic(
+                f"'{m.path}' protects domain '{d.name}', which the program's domain '{domain.name}' does not name "
+                f"('same as {', '.join(domain.same_as) or '...'}'): it is not this census, and a program composes "
+                "releases of one domain only"))
+        elif declared is None and d.name != domain.name:
             problems.append(Diagnostic(
                 f"'{m.path}' protects domain '{d.name}' ({d.stage}), not the program's '{domain.name}' "
-                f"({domain.stage}, from '{first.path}'): a program composes releases of one domain only"))
+                f"({domain.stage}, {origin}): a program composes releases of one domain only"))
+        elif d.stage != domain.stage:
+            problems.append(Diagnostic(
+                f"'{m.path}' protects domain '{d.name}' at stage {d.stage}, not the program's stage {domain.stage} "
+                f"({origin}): data at another stage of its life cycle is another domain"))
+        elif declared is not None and member_table(domain, m.spec) is None:
+            own = m.spec.domain.table(m.spec.unit.table)
+            problems.append(Diagnostic(
+                f"'{m.path}' protects {own.unit if own else m.spec.unit.table} records (table {m.spec.unit.table}), "
+                f"and no table of the program's domain '{domain.name}' has that unit "
+                f"(units: {', '.join(t.unit for t in domain.tables)}): it has no unit relation to the program's unit"))
     unit = program_spec.unit
     if domain.table(unit.table) is None:
         problems.append(Diagnostic(f"the program's unit '{unit.table}' is not a table of domain '{domain.name}' "
@@ -75,6 +99,17 @@ def check_domains(program_spec: ir.Spec, members) -> ir.Domain:
     return domain
 
 
+def member_table(domain: ir.Domain, spec: ir.Spec) -> str | None:
+    """The table of `domain` a member's unit stands on: its own name in its own domain, else the
+    program domain's table with the same unit (person, household, housing_unit)."""
+    if spec.domain.name == domain.name:
+        return spec.unit.table
+    own = spec.domain.table(spec.unit.table)
+    if own is None:
+        return None
+    return next((t.name for t in domain.tables if t.unit == own.unit), None)
+
+
 def to_program_unit(program_spec: ir.Spec, domain: ir.Domain, member, budget):
     """(budget for the program's unit, [UnitStep]) of one member's budget (in its own flavor)."""
     from dpspec.budget.ledger import to_spec_flavor
@@ -85,20 +120,23 @@ def to_program_unit(program_spec: ir.Spec, domain: ir.Domain, member, budget):
     unit = program_spec.unit
     own = member.spec.unit
     steps: list[UnitStep] = []
-    table = own.table
-    if unit.bound is not None and unit.bound.finer == own.table and not _linked(domain, own.table, unit.table):
+    table = member_table(domain, member.spec) or own.table
+    if table != own.table:
+        steps.append(UnitStep("unit", budget, budget, f"the member's table {own.table} is the census's table {table} "
+                              f"(one {domain.table(table).unit} record): as is"))
+    if unit.bound is not None and unit.bound.finer == table and not _linked(domain, table, unit.table):
         conv = group(budget, unit.bound.k)
-        method = (f"the composed unit holds at most {unit.bound.k} {own.table} record(s): "
+        method = (f"the composed unit holds at most {unit.bound.k} {table} record(s): "
                   + ("the same record, as is" if unit.bound.k == 1 else conv.method))
         steps.append(UnitStep("unit", budget, conv.result, method))
         budget, table = conv.result, unit.table
-    elif own.table != unit.table and not _linked(domain, own.table, unit.table):
+    elif table != unit.table and not _linked(domain, table, unit.table):
         raise SpecError([Diagnostic(
-            f"'{member.path}' protects {own.table} records, which have no unit relation to the program's unit "
+            f"'{member.path}' protects {table} records, which have no unit relation to the program's unit "
             f"'{unit.table}': link the tables in the domain ('in {unit.table} by ID at most K') or state "
-            f"'unit {unit.table} : {unit.relation} holds at most K {own.table}' in the program")], program_spec.path, program_spec.text)
-    # the ledger's own conversions, with the program's unit in place of the member's
-    as_program = attrs.evolve(member.spec, unit=unit)
+            f"'unit {unit.table} : {unit.relation} holds at most K {table}' in the program")], program_spec.path, program_spec.text)
+    # the ledger's own conversions, with the program's unit (and domain) in place of the member's
+    as_program = attrs.evolve(member.spec, unit=unit, domain=domain)
     try:
         value, ledger_steps = to_spec_flavor(as_program, NativeFlavor(table, own.relation, budget.kind), budget)
     except ConversionError as exc:

@@ -55,6 +55,9 @@ class _Checker:
         if spec.domain is None:
             self.error("the spec has no domain section: say who is protected (domain NAME { table ... })", fallback=ir.Loc(1, 1))
             return
+        if spec.domain.same_as:
+            self.error("'same as' belongs in a program's domain (it names the member specs' domains that are its "
+                       "data); a spec protects its own domain", spec.domain)
         seen = set()
         for t in spec.domain.tables:
             if t.name in seen:

@@ -69,7 +69,7 @@ def run_audit_command(path: str, baseline_path: str | None, outdir: str | None, 
 
 
 def _print_text(spec, outcome, outdir):
-    click.echo(f"audit of {os.path.basename(spec.path or 'spec')}: {spec.title or '(untitled)'}")
+    click.echo(f"audit of {os.path.basename(spec.path or 'spec')}: {spec.title or (spec.program.title if spec.program is not None else None) or '(untitled)'}")
     click.echo(outcome.text())
     if outdir:
         click.echo(f"wrote the audit report to {outdir}")

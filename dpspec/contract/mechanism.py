@@ -181,6 +181,13 @@ class Mechanism:
         None when the mechanism has no such structure (then a per-attribute request is refused)."""
         return None
 
+    def change_one(self, spec: ir.Spec, params: dict, budget):
+        """Optional: the mechanism's own budget for CHANGING one record of its native table, given
+        `budget` for adding or removing one (its native flavor), when its sensitivity gives a bound
+        tighter than group privacy's two add/remove steps; `(budget, reason)` or None. A program
+        that composes the census per person applies it (and says so on the member's ledger line)."""
+        return None
+
     def run(self, spec: ir.Spec, params: dict, data: dict, rng) -> Release:
         """Produce the release. A plugin may add a keyword parameter `engine=None`: it then
         receives a `dpspec.engine.EngineRun` (map over units of work with keyed streams, count,

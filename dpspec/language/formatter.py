@@ -91,6 +91,8 @@ def _domain(d: ir.Domain) -> list[str]:
         out.append(f"{INDENT}geography {d.geography.name} {{ " + " > ".join(d.geography.levels) + " }")
         if d.geography.components:
             out.append(f"{INDENT}crosscut {{ " + ", ".join(d.geography.components) + " }")
+    if d.same_as:
+        out.append(f"{INDENT}same as " + ", ".join(d.same_as))
     for t in d.tables:
         link = f" in {t.parent} by {t.link}" if t.parent else ""
         if t.parent and t.link_bound is not None:

@@ -129,13 +129,20 @@ class _ToIR(Transformer):
             problems.append(Diagnostic("the domain declares 'crosscut' twice", cuts[1][2].line, cuts[1][2].column))
         elif cuts:
             geos[0] = attrs.evolve(geos[0], components=cuts[0][1], components_loc=cuts[0][2])
-        value = ir.Domain(name, description, stage, tables, geos[0] if geos else None, _loc(meta))
+        same = [c for c in rest if isinstance(c, tuple) and c[0] == "same_as"]
+        if len(same) > 1:
+            problems.append(Diagnostic("the domain declares 'same as' twice", same[1][2].line, same[1][2].column))
+        value = ir.Domain(name, description, stage, tables, geos[0] if geos else None, _loc(meta),
+                          same_as=same[0][1] if same else ())
         section = _Section("domain", value, _loc(meta))
         section.problems = problems
         return section
 
     def stage(self, meta, children):
         return ("stage", str(children[0]), _loc(meta))
+
+    def same_as(self, meta, children):
+        return ("same_as", tuple(str(c) for c in children), _loc(meta))
 
     def crosscut(self, meta, children):
         return ("crosscut", tuple(str(c) for c in children), _loc(meta))

@@ -258,7 +258,8 @@ def _program(spec: ir.Spec, summary: dict | None) -> dict | None:
         return None
     if summary.get("problem") is not None:
         return {"title": spec.program.title, "problem": summary["problem"], "members": [], "total": None, "method": None,
-                "bounds": [], "bounds_hold": None, "notes": []}
+                "bounds": [], "bounds_hold": None, "notes": [], "unit": None, "domain": _program_domain(spec),
+                "invariants": [], "ledger": []}
     total = summary["total"]
     return {
         "title": summary["program"],
@@ -273,7 +274,58 @@ def _program(spec: ir.Spec, summary: dict | None) -> dict | None:
                     "currency": b["currency"], "limit": None} for b in summary["bounds"]],
         "bounds_hold": bool(summary["bounds_hold"]) if summary["bounds"] else None,
         "notes": list(summary["ledger"].get("notes", [])),
+        # additive: the ledger laid out for an oversight reader (issue 25): the composed unit and
+        # domain, the union of the members' invariants, and per member its own unit, budget and
+        # every step to the program's unit
+        "unit": summary.get("unit"),
+        "domain": _program_domain(spec),
+        "invariants": _program_invariants(summary),
+        "ledger": [_ledger_line(r) for r in summary["releases"]],
     }
+
+
+def _program_domain(spec: ir.Spec) -> dict | None:
+    d = spec.domain
+    if d is None:
+        return None
+    return {"name": d.name, "description": d.description, "stage": d.stage, "same_as": list(d.same_as),
+            "tables": [{"name": t.name, "unit": t.unit} for t in d.tables]}
+
+
+def _program_invariants(summary: dict) -> list[dict]:
+    """The multiverse of the composed guarantee: every member's invariants (their union)."""
+    out: dict[str, list[str]] = {}
+    for r in summary["releases"]:
+        for q in r.get("invariants", ()):
+            out.setdefault(q, []).append(r["spec"])
+    return [{"statistic": q, "members": members} for q, members in out.items()]
+
+
+def _ledger_line(r: dict) -> dict:
+    unit = r.get("unit") or {}
+    how = {"hamming": "change one", "symdiff": "add or remove one"}.get(unit.get("relation"), unit.get("relation"))
+    own = r.get("own_budget") or r["budget"]
+    return {"spec": r["spec"], "title": r["title"],
+            "own_unit": f"{how} record of table {unit.get('table')}" if unit else None,
+            "own_budget_text": _budget_text(own) if isinstance(own, dict) else str(own),
+            "steps": [{"what": st["what"], "from": st["from"], "to": st["to"], "method": st["method"]}
+                      for st in r.get("unit_steps", ())],
+            "budget_text": _budget_text(r["budget"]) if isinstance(r["budget"], dict) else str(r["budget"]),
+            "epsilon_text": _epsilon_text(r["budget"])}
+
+
+def _epsilon_text(budget_json) -> str | None:
+    """The member's figure as epsilon at delta = 1e-10 by cks20 (the certificates' conversion)."""
+    from dpspec.budget import budget_from_params, convert
+    from dpspec.errors import DpspecError
+
+    try:
+        b = budget_from_params(dict(budget_json))
+        if b.kind != "zcdp" or not b.is_finite:
+            return None
+        return f"epsilon = {convert(b, 'approx', delta=1e-10, method='cks20').result.epsilon:.2f} at delta = 1e-10 (cks20)"
+    except (DpspecError, ValueError, TypeError, KeyError):
+        return None
 
 
 def _budget_text(budget_json: dict) -> str:
@@ -316,7 +368,8 @@ def build_model(result=None, *, spec: ir.Spec | None = None, audience: str = "pu
         "format": "dpspec-report/1",
         "audience": audience,
         "audience_note": AUDIENCE_NOTES[audience],
-        "title": spec.title or (os.path.basename(spec.path) if spec.path else "untitled spec"),
+        "title": spec.title or (spec.program.title if spec.program is not None else None)
+                 or (os.path.basename(spec.path) if spec.path else "untitled spec"),
         "kind": "program" if program is not None else "spec",
         "program": program,
         "notation": notation,

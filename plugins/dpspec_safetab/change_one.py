@@ -35,3 +35,16 @@ def change_one_note(spec, params, total: Fraction) -> str | None:
             f"sensitivity (the tight change-one figure); the ledger's generic conversion treats a change as two "
             f"add/remove steps (zCDP group privacy, rho x 4 = {ir.format_number(4 * total)}), a valid but looser "
             "bound, and is the figure stated below")
+
+
+def change_one_budget(spec, params, budget):
+    """(rho doubled, reason): the tight change-one budget, for `Mechanism.change_one`."""
+    from dpspec.api import ZCDP
+
+    if budget is None or budget.kind != "zcdp":
+        return None
+    record = spec.domain.table(params["table"]).unit
+    reason = (f"the mechanism's own sensitivity: a changed {record} leaves at most k cells and enters at most k "
+              "cells of each count, so the L2 sensitivity squared is 2k instead of k and every measurement's rho "
+              "doubles (rho x 2, the tight change-one figure; group privacy's two add/remove steps would give rho x 4)")
+    return ZCDP(2 * budget.rho), reason

@@ -174,6 +174,11 @@ class SafeTab(Mechanism):
 
         return attrs.evolve(stmt, public=tuple(public), components=tuple(self.components(design, fanouts)))
 
+    def change_one(self, spec, params, budget):
+        from .change_one import change_one_budget
+
+        return change_one_budget(spec, params, budget)
+
     def fanouts(self, spec, params, design) -> dict:
         """{(iteration level, granularity): production's bound with h_r, h_e and the k used}, read
         from the bundled (public) code -> iteration mapping, so the statement names the true k."""
