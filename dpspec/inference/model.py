@@ -3,6 +3,7 @@
     target "count persons by PUMA, HISP"  ->  K cells (one per PUMA x HISP value)
     noisy released answers whose cells are sums of target cells  ->  likelihood blocks (A: rows x K)
     exact answers (invariants, public statistics) on coarser groups  ->  public totals per group
+    earlier periods' counts a base measure is built from (`used as base`)  ->  known constants
 
 Why only answers that are sums of target cells: any other answer (one broken down by a variable
 the target is not) would need a finer latent table. Leaving it out conditions on less of the
@@ -154,7 +155,12 @@ def build_model(spec: ir.Spec, target: ir.CountQuery, likelihoods: list, outputs
     # public statistics: exact answers in the release, and declared invariants / public
     # statistics tabulated from released microdata (the mechanism keeps them exact)
     public = [(lk.query, lk.cells.assign(count=lk.value)) for lk in exact]
-    for q in [*spec.invariants, *(p.query for p in spec.public)]:
+    # earlier periods' counts (`used as base`): exact and public, but of other periods than the
+    # released one, so constants of the likelihood rather than totals the target's cells must meet
+    constants = [f"{p.query.describe()}: the earlier period's counts the base measure is built from (Z, exact), "
+                 "known constants of the likelihood; they count other periods, so they constrain none of the target's cells"
+                 for p in spec.public if p.use == "base" and p.query.table == target.table]
+    for q in [*spec.invariants, *(p.query for p in spec.public if p.use != "base")]:
         if q.table != target.table or any(q.key() == p.key() for p, _ in public):
             continue
         if not set(q.columns) <= set(tcols):
@@ -212,6 +218,7 @@ def build_model(spec: ir.Spec, target: ir.CountQuery, likelihoods: list, outputs
         used.append(f"{b.likelihood.query.describe()} ({len(b.likelihood.value)} noisy answers): {b.likelihood.description}")
     for q, _ in public:
         used.append(f"{q.describe()}: published exactly")
+    used.extend(constants)
     post = _microdata_counts(outputs, target)
     postprocessed = None
     if post is not None:

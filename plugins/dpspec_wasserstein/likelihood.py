@@ -118,10 +118,11 @@ def naive_likelihoods(params, outputs, r_c, r_o, total_z=None, base: str = "naiv
     frame = outputs.get("counts")
     if frame is None:
         return None
-    cell = params["cell"]
-    cells = frame[[cell]].astype(str).reset_index(drop=True)
+    # the released period's label travels with its counts, so a target by period covers that period only
+    keys = tuple(c for c in (params.get("period"), params["cell"]) if c and c in frame.columns)
+    cells = frame[list(keys)].astype(str).reset_index(drop=True)
     y = frame[params["table"]].to_numpy(dtype=np.int64)
-    query = ir.CountQuery(params["table"], (cell,))
+    query = ir.CountQuery(params["table"], keys)
     what = f"Wasserstein exponential mechanism, {base} base, rate {float(r_c):g}"
     if base == "naive":
         out = [_one(query, cells, y, float(r_c), None, what)]
@@ -132,7 +133,7 @@ def naive_likelihoods(params, outputs, r_c, r_o, total_z=None, base: str = "naiv
     if r_o is not None and params.get("outcome") in frame.columns:
         z = frame[params["outcome"]].to_numpy(dtype=np.int64)
         died = cells.assign(**{params["outcome"]: BOOL_TRUE})
-        out.append(_one(ir.CountQuery(params["table"], (cell, params["outcome"])), died, z, float(r_o), y,
+        out.append(_one(ir.CountQuery(params["table"], (*keys, params["outcome"])), died, z, float(r_o), y,
                         f"outcome counts on 0..released count, rate {float(r_o):g}"))
     total = outputs.get("total")
     if total_z is not None and total is not None:
