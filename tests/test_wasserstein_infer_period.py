@@ -123,3 +123,17 @@ def test_the_contracted_rate_of_a_release_is_visible_from_its_posterior(tmp_path
     res = dpspec.infer(str(spec_path), str(out), TARGET, draws=4000, seed=3, method="rejection", rate=True)
     cell = next(c for c in res.cells if c["cell"] == "month=2020-08, county=Erie, died=True")
     assert cell["mean"] < 0.8 and cell["q025"] < 0.5 <= cell["q975"] <= 1
+
+
+def test_the_truncated_normalizer_stays_finite_far_above_the_released_count():
+    """The deaths' law on 0..released cases, for a latent death count thousands above it (a
+    Pennsylvania-sized posterior proposes such tables): log-space sum against the closed form, so
+    the likelihood stays below its bound instead of overflowing to +inf."""
+    from scipy.special import logsumexp
+
+    from dpspec_wasserstein.likelihood import _log_norm
+
+    r = 2.5
+    for center, upper in [(0, 3), (2, 3), (3, 3), (5, 3), (4000, 3), (10, 0), (90, 2255)]:
+        want = logsumexp(-r * np.abs(np.arange(upper + 1) - center))
+        assert _log_norm(np.array([center]), r, np.array([upper]))[0] == pytest.approx(want, rel=1e-12, abs=1e-12)

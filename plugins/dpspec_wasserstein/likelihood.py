@@ -34,9 +34,12 @@ def _log_norm(c: np.ndarray, r: float, upper=None) -> np.ndarray:
         above = q / (1 - q)
         return np.log(below + above)
     upper = np.asarray(upper, dtype=float)
-    low_part = np.where(c <= upper, (1 - np.exp(-r * (c + 1))) / (1 - q), np.exp(-r * (c - upper)) * (1 - np.exp(-r * (upper + 1))) / (1 - q))
-    high_part = np.where(c < upper, q * (1 - np.exp(-r * (upper - c))) / (1 - q), 0.0)
-    return np.log(low_part + high_part)
+    inside = (1 - np.exp(-r * (np.minimum(c, upper) + 1))) / (1 - q) + np.where(
+        c < upper, q * (1 - np.exp(-r * (upper - c))) / (1 - q), 0.0)
+    # c above the bound: every term carries exp(-r (c - upper)), kept in log space (it underflows
+    # for a latent count far above the released one, and log 0 would make the likelihood +inf)
+    above = -r * (c - upper) + np.log((1 - np.exp(-r * (upper + 1))) / (1 - q))
+    return np.where(c <= upper, np.log(inside), above)
 
 
 def _one(query, cells, value, r: float, upper, what: str) -> CountLikelihood:
