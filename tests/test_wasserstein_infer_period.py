@@ -23,10 +23,10 @@ DATA = {("2020-07", "Cameron"): (2, 0), ("2020-07", "Erie"): (3, 1),
         ("2020-08", "Cameron"): (1, 1), ("2020-08", "Erie"): (3, 1)}
 
 
-def _release(tmp_path, seed):
+def _release(tmp_path, seed, spec=CASE_STUDY):
     from dpspec.publish.output import write_result
 
-    text = CASE_STUDY.read_text().replace('data cases from "../data/pa_covid/cases.parquet"', 'data cases from "cases.csv"')
+    text = spec.read_text().replace('data cases from "../data/pa_covid/cases.parquet"', 'data cases from "cases.csv"')
     assert 'data cases from "cases.csv"' in text and "release_period: \"2020-08\"" in text
     src = tmp_path / "src"
     src.mkdir()
@@ -137,3 +137,17 @@ def test_the_truncated_normalizer_stays_finite_far_above_the_released_count():
     for center, upper in [(0, 3), (2, 3), (3, 3), (5, 3), (4000, 3), (10, 0), (90, 2255)]:
         want = logsumexp(-r * np.abs(np.arange(upper + 1) - center))
         assert _log_norm(np.array([center]), r, np.array([upper]))[0] == pytest.approx(want, rel=1e-12, abs=1e-12)
+
+
+@pytest.mark.parametrize("name", ["wasserstein_congenial_high_privacy", "wasserstein_prior_low_privacy"])
+def test_infer_runs_on_the_congenial_and_prior_case_study_specs_of_a_few_counties(tmp_path, name):
+    """Their normalizer couples the counties (refused above its figure for a Pennsylvania month);
+    on two counties it is small. The prior spec releases the previous month's counts (`output
+    base`) its likelihood rebuilds the concentrations from."""
+    spec_path, out = _release(tmp_path, seed=4, spec=CASE_STUDY.with_name(name + ".dps"))
+    res = dpspec.infer(str(spec_path), str(out), TARGET, draws=500, seed=2, rate=True)
+    assert [c["cell"] for c in res.cells] == [f"month=2020-08, county={c}, died={d}"
+                                              for c in ("Cameron", "Erie") for d in ("False", "True")]
+    assert np.all(res.samples >= 0) and np.all(res.samples.sum(axis=1) == 4)  # the month's public total
+    assert all(0 <= c["q025"] <= c["mean"] <= c["q975"] <= 1 for c in res.cells)  # rates: deaths <= cases
+    assert any("earlier period's counts" in u for u in res.used)

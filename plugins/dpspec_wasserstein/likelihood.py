@@ -35,7 +35,7 @@ def _log_norm(c: np.ndarray, r: float, upper=None) -> np.ndarray:
         return np.log(below + above)
     upper = np.asarray(upper, dtype=float)
     inside = (1 - np.exp(-r * (np.minimum(c, upper) + 1))) / (1 - q) + np.where(
-        c < upper, q * (1 - np.exp(-r * (upper - c))) / (1 - q), 0.0)
+        c < upper, q * (1 - np.exp(-r * np.maximum(upper - c, 0))) / (1 - q), 0.0)
     # c above the bound: every term carries exp(-r (c - upper)), kept in log space (it underflows
     # for a latent count far above the released one, and log 0 would make the likelihood +inf)
     above = -r * (c - upper) + np.log((1 - np.exp(-r * (upper + 1))) / (1 - q))
