@@ -123,6 +123,11 @@ def test_the_contracted_rate_of_a_release_is_visible_from_its_posterior(tmp_path
     res = dpspec.infer(str(spec_path), str(out), TARGET, draws=4000, seed=3, method="rejection", rate=True)
     cell = next(c for c in res.cells if c["cell"] == "month=2020-08, county=Erie, died=True")
     assert cell["mean"] < 0.8 and cell["q025"] < 0.5 <= cell["q975"] <= 1
+    # infer flags it itself: the release determines a table (alive = cases - deaths, dead = deaths)
+    # whose rate 1 sits at a bound the posterior's 95% interval extends below
+    assert cell["post_processed"] == 1.0
+    assert res.contractions["checked"] and "month=2020-08, county=Erie, died=True" in res.contractions["bounds"]
+    assert "month=2020-08, county=Cameron, died=True" not in res.contractions["bounds"]  # released 3 of 4
 
 
 def test_the_truncated_normalizer_stays_finite_far_above_the_released_count():

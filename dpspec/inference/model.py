@@ -129,6 +129,24 @@ def _microdata_counts(outputs: dict, query: ir.CountQuery) -> pd.DataFrame | Non
     return keys.value_counts(sort=False).rename("count").reset_index()
 
 
+def _released_table(blocks, n_cells: int) -> np.ndarray | None:
+    """The table of target cells the noisy answers pin down exactly, if they do: every cell
+    determined (full column rank) by a nonnegative integer solution that reproduces every answer
+    (cases and deaths released together give alive = cases - deaths, dead = deaths). Such a release
+    is synthetic data, so its contractions (a rate published as 0 or 1) can be checked against the
+    posterior; None otherwise."""
+    if not blocks:
+        return None
+    a = sp.vstack([b.matrix for b in blocks]).toarray().astype(float)
+    y = np.concatenate([np.asarray(b.likelihood.value, dtype=float) for b in blocks])
+    if a.shape[0] < n_cells or np.linalg.matrix_rank(a) < n_cells:
+        return None
+    x = np.rint(np.linalg.lstsq(a, y, rcond=None)[0])
+    if np.any(x < 0) or not np.array_equal(a @ x, y):
+        return None
+    return x.astype(np.int64)
+
+
 def build_model(spec: ir.Spec, target: ir.CountQuery, likelihoods: list, outputs: dict) -> Model:
     """Cells, likelihood blocks, public totals and post-processed values for `target`."""
     tcols = target.columns
@@ -224,5 +242,10 @@ def build_model(spec: ir.Spec, target: ir.CountQuery, likelihoods: list, outputs
     if post is not None:
         s = pd.Series(post["count"].to_numpy(dtype=np.int64), index=_keys(post, tcols))
         postprocessed = s.reindex(_keys(cells, tcols), fill_value=0).to_numpy(dtype=np.int64)
+    else:
+        postprocessed = _released_table(blocks, len(cells))
+        if postprocessed is not None:
+            used.append("the released answers determine one table of the target's cells (a synthetic release, as "
+                        "the Wasserstein mechanisms' cases and deaths): compared with the posterior as its published values")
     return Model(target, cells, blocks, group.astype(np.int64), totals, finest_q, postprocessed,
                  tuple(used), tuple(ignored))
