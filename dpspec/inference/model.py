@@ -26,6 +26,7 @@ from dpspec.contract.mechanism import CountLikelihood
 from .release import InferError
 
 MAX_CELLS = 5000
+MAX_TABLE_CELLS = 1000  # a released table is looked for up to here (a dense rank test, cubic in the cells)
 _SEP = "\x1f"
 _TARGET = re.compile(r"^\s*count\s+([A-Za-z_][\w]*)(?:\s+by\s+(.+?))?\s*$")
 
@@ -135,7 +136,7 @@ def _released_table(blocks, n_cells: int) -> np.ndarray | None:
     (cases and deaths released together give alive = cases - deaths, dead = deaths). Such a release
     is synthetic data, so its contractions (a rate published as 0 or 1) can be checked against the
     posterior; None otherwise."""
-    if not blocks:
+    if not blocks or n_cells > MAX_TABLE_CELLS:
         return None
     a = sp.vstack([b.matrix for b in blocks]).toarray().astype(float)
     y = np.concatenate([np.asarray(b.likelihood.value, dtype=float) for b in blocks])
