@@ -139,9 +139,20 @@ def test_a_prior_release_carries_the_previous_period_counts_as_its_base_output(t
     assert dict(zip(base["county"], base["people"])) == {"a": 4, "b": 1, "c": 0}
     counts = pd.read_csv(tmp_path / "out" / "counts.csv")
     assert counts["people"].sum() == 6 and set(counts["month"]) == {"m2"}
-    # not yet handled: infer on a release with a period stops with an error naming the statistic
-    from dpspec.inference.release import InferError
-
-    with pytest.raises(InferError) as err:
-        dpspec.infer(str(src / "s.dps"), str(tmp_path / "out"), "count people by month, county", draws=100, seed=1)
-    assert "count people by month, county" in str(err.value)
+    # infer on the period's release: last month's counts are constants (the base's concentrations
+    # 4 + 1, 1 + 1, 0 + 1), the released month's counts the target; exact posterior by enumeration
+    y = [int(counts.loc[counts["county"] == c, "people"].iloc[0]) for c in "abc"]
+    splits = np.array(list(_compositions(6, 3)))
+    post = np.exp([_brute_log_likelihood(y, c, 2 / (2 * 2), [5, 2, 1]) for c in splits])
+    post /= post.sum()
+    draws = 4000
+    res = dpspec.infer(str(src / "s.dps"), str(tmp_path / "out"), "count people by month, county", draws=draws,
+                       seed=1, method="rejection")
+    labels = [c["cell"] for c in res.cells]
+    assert sorted(labels) == [f"month=m2, county={c}" for c in "abc"]
+    assert any("earlier period's counts" in u for u in res.used)
+    for j, county in enumerate("abc"):
+        i = labels.index(f"month=m2, county={county}")
+        mean = splits[:, j] @ post
+        tolerance = 4 * math.sqrt(splits[:, j] ** 2 @ post - mean**2) / math.sqrt(draws)
+        assert abs(res.samples[:, i].mean() - mean) <= tolerance

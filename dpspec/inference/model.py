@@ -3,6 +3,7 @@
     target "count persons by PUMA, HISP"  ->  K cells (one per PUMA x HISP value)
     noisy released answers whose cells are sums of target cells  ->  likelihood blocks (A: rows x K)
     exact answers (invariants, public statistics) on coarser groups  ->  public totals per group
+    earlier periods' counts a base measure is built from (`used as base`)  ->  known constants
 
 Why only answers that are sums of target cells: any other answer (one broken down by a variable
 the target is not) would need a finer latent table. Leaving it out conditions on less of the
@@ -25,6 +26,7 @@ from dpspec.contract.mechanism import CountLikelihood
 from .release import InferError
 
 MAX_CELLS = 5000
+MAX_TABLE_CELLS = 1000  # a released table is looked for up to here (a dense rank test, cubic in the cells)
 _SEP = "\x1f"
 _TARGET = re.compile(r"^\s*count\s+([A-Za-z_][\w]*)(?:\s+by\s+(.+?))?\s*$")
 
@@ -128,6 +130,24 @@ def _microdata_counts(outputs: dict, query: ir.CountQuery) -> pd.DataFrame | Non
     return keys.value_counts(sort=False).rename("count").reset_index()
 
 
+def _released_table(blocks, n_cells: int) -> np.ndarray | None:
+    """The table of target cells the noisy answers pin down exactly, if they do: every cell
+    determined (full column rank) by a nonnegative integer solution that reproduces every answer
+    (cases and deaths released together give alive = cases - deaths, dead = deaths). Such a release
+    is synthetic data, so its contractions (a rate published as 0 or 1) can be checked against the
+    posterior; None otherwise."""
+    if not blocks or n_cells > MAX_TABLE_CELLS:
+        return None
+    a = sp.vstack([b.matrix for b in blocks]).toarray().astype(float)
+    y = np.concatenate([np.asarray(b.likelihood.value, dtype=float) for b in blocks])
+    if a.shape[0] < n_cells or np.linalg.matrix_rank(a) < n_cells:
+        return None
+    x = np.rint(np.linalg.lstsq(a, y, rcond=None)[0])
+    if np.any(x < 0) or not np.array_equal(a @ x, y):
+        return None
+    return x.astype(np.int64)
+
+
 def build_model(spec: ir.Spec, target: ir.CountQuery, likelihoods: list, outputs: dict) -> Model:
     """Cells, likelihood blocks, public totals and post-processed values for `target`."""
     tcols = target.columns
@@ -154,7 +174,12 @@ def build_model(spec: ir.Spec, target: ir.CountQuery, likelihoods: list, outputs
     # public statistics: exact answers in the release, and declared invariants / public
     # statistics tabulated from released microdata (the mechanism keeps them exact)
     public = [(lk.query, lk.cells.assign(count=lk.value)) for lk in exact]
-    for q in [*spec.invariants, *(p.query for p in spec.public)]:
+    # earlier periods' counts (`used as base`): exact and public, but of other periods than the
+    # released one, so constants of the likelihood rather than totals the target's cells must meet
+    constants = [f"{p.query.describe()}: the earlier period's counts the base measure is built from (Z, exact), "
+                 "known constants of the likelihood; they count other periods, so they constrain none of the target's cells"
+                 for p in spec.public if p.use == "base" and p.query.table == target.table]
+    for q in [*spec.invariants, *(p.query for p in spec.public if p.use != "base")]:
         if q.table != target.table or any(q.key() == p.key() for p, _ in public):
             continue
         if not set(q.columns) <= set(tcols):
@@ -212,10 +237,16 @@ def build_model(spec: ir.Spec, target: ir.CountQuery, likelihoods: list, outputs
         used.append(f"{b.likelihood.query.describe()} ({len(b.likelihood.value)} noisy answers): {b.likelihood.description}")
     for q, _ in public:
         used.append(f"{q.describe()}: published exactly")
+    used.extend(constants)
     post = _microdata_counts(outputs, target)
     postprocessed = None
     if post is not None:
         s = pd.Series(post["count"].to_numpy(dtype=np.int64), index=_keys(post, tcols))
         postprocessed = s.reindex(_keys(cells, tcols), fill_value=0).to_numpy(dtype=np.int64)
+    else:
+        postprocessed = _released_table(blocks, len(cells))
+        if postprocessed is not None:
+            used.append("the released answers determine one table of the target's cells (a synthetic release, as "
+                        "the Wasserstein mechanisms' cases and deaths): compared with the posterior as its published values")
     return Model(target, cells, blocks, group.astype(np.int64), totals, finest_q, postprocessed,
                  tuple(used), tuple(ignored))

@@ -81,16 +81,16 @@ def build_model(result) -> dict:
     contracted = data["contractions"]
     statements = []
     if not contracted.get("checked"):
-        statements.append("The release holds no post-processed values for these cells, so there is nothing to compare.")
+        statements.append("The release holds no post-processed or synthetic values for these cells, so there is nothing to compare.")
     else:
         nz, nb = len(contracted["zeros"]), len(contracted["bounds"])
         what = "rate" if result.rate else "count"
         statements.append(
-            f"Post-processing published {nz} {what}{'s' if nz != 1 else ''} as 0 where the 95% credible interval "
+            f"The release (post-processed or synthetic) published {nz} {what}{'s' if nz != 1 else ''} as 0 where the 95% credible interval "
             f"also holds larger values (several plausible values contracted into 0)" if nz else
-            "No cell was contracted to 0: wherever post-processing published 0, the posterior agrees.")
+            "No cell was contracted to 0: wherever the release published 0, the posterior agrees.")
         if nb:
-            statements.append(f"Post-processing pushed {nb} cell{'s' if nb != 1 else ''} to its upper bound "
+            statements.append(f"The release pushed {nb} cell{'s' if nb != 1 else ''} to its upper bound "
                               f"({'1' if result.rate else 'the public total'}) although the 95% interval holds smaller values.")
     rate, log10 = data["acceptance_rate_estimate"], data["log10_acceptance_rate_estimate"]
     return neutral({"r": data, "version": __version__, "statements": statements,

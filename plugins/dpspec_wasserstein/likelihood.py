@@ -34,9 +34,12 @@ def _log_norm(c: np.ndarray, r: float, upper=None) -> np.ndarray:
         above = q / (1 - q)
         return np.log(below + above)
     upper = np.asarray(upper, dtype=float)
-    low_part = np.where(c <= upper, (1 - np.exp(-r * (c + 1))) / (1 - q), np.exp(-r * (c - upper)) * (1 - np.exp(-r * (upper + 1))) / (1 - q))
-    high_part = np.where(c < upper, q * (1 - np.exp(-r * (upper - c))) / (1 - q), 0.0)
-    return np.log(low_part + high_part)
+    inside = (1 - np.exp(-r * (np.minimum(c, upper) + 1))) / (1 - q) + np.where(
+        c < upper, q * (1 - np.exp(-r * np.maximum(upper - c, 0))) / (1 - q), 0.0)
+    # c above the bound: every term carries exp(-r (c - upper)), kept in log space (it underflows
+    # for a latent count far above the released one, and log 0 would make the likelihood +inf)
+    above = -r * (c - upper) + np.log((1 - np.exp(-r * (upper + 1))) / (1 - q))
+    return np.where(c <= upper, np.log(inside), above)
 
 
 def _one(query, cells, value, r: float, upper, what: str) -> CountLikelihood:
@@ -118,10 +121,11 @@ def naive_likelihoods(params, outputs, r_c, r_o, total_z=None, base: str = "naiv
     frame = outputs.get("counts")
     if frame is None:
         return None
-    cell = params["cell"]
-    cells = frame[[cell]].astype(str).reset_index(drop=True)
+    # the released period's label travels with its counts, so a target by period covers that period only
+    keys = tuple(c for c in (params.get("period"), params["cell"]) if c and c in frame.columns)
+    cells = frame[list(keys)].astype(str).reset_index(drop=True)
     y = frame[params["table"]].to_numpy(dtype=np.int64)
-    query = ir.CountQuery(params["table"], (cell,))
+    query = ir.CountQuery(params["table"], keys)
     what = f"Wasserstein exponential mechanism, {base} base, rate {float(r_c):g}"
     if base == "naive":
         out = [_one(query, cells, y, float(r_c), None, what)]
@@ -132,7 +136,7 @@ def naive_likelihoods(params, outputs, r_c, r_o, total_z=None, base: str = "naiv
     if r_o is not None and params.get("outcome") in frame.columns:
         z = frame[params["outcome"]].to_numpy(dtype=np.int64)
         died = cells.assign(**{params["outcome"]: BOOL_TRUE})
-        out.append(_one(ir.CountQuery(params["table"], (cell, params["outcome"])), died, z, float(r_o), y,
+        out.append(_one(ir.CountQuery(params["table"], (*keys, params["outcome"])), died, z, float(r_o), y,
                         f"outcome counts on 0..released count, rate {float(r_o):g}"))
     total = outputs.get("total")
     if total_z is not None and total is not None:
