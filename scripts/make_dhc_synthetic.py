@@ -20,6 +20,11 @@ Files:
                           release of the same persons under the P.L. 94 production shares (one row
                           per released person, block x hhgq x voting age x Hispanic x race)
   dhc_h1.parquet          the released H1 table: occupied / vacant housing units per block
+  dhc_households.parquet  one row per occupied housing unit: the householder's sex, age group, Hispanic
+                          origin and race, the unit's tenure, and the household type as its factors
+                          (size, couple type, multigenerational, own children), for the DHC
+                          households spec (households_of: drawn from its own seed, so the other
+                          files do not change)
 The Puerto Rico files (dhc_pr_*.parquet) are the same generator with another seed and state code.
 """
 from __future__ import annotations
@@ -188,6 +193,29 @@ def generate(n_households: int, n_blocks: int, seed: int, state: str) -> dict:
     return {"persons": persons, "facilities": facilities, "units": units, "h1": h1}
 
 
+def households_of(units: pd.DataFrame, seed: int) -> pd.DataFrame:
+    """The households of the occupied units (same block, tenure and size), with householder and
+    household-type columns drawn from `seed`. Household types respect the impossibilities production's
+    hhtype_dhch has built in: one person has no partner, no own child and is not multigenerational;
+    two persons are not multigenerational, and a couple of two has no child."""
+    rng = np.random.default_rng(seed)
+    occ = units[units["tenure"] != "vacant"].reset_index(drop=True)
+    n = len(occ)
+    size = occ["hhsize"].to_numpy(dtype=np.int64)
+    couple = np.where(size >= 2, rng.choice(3, n, p=[0.35, 0.5, 0.15]), 0)
+    ownchild = np.where((size >= 3) | ((size == 2) & (couple == 0)), rng.choice(4, n, p=[0.4, 0.2, 0.3, 0.1]), 0)
+    multig = np.where(size >= 3, (rng.random(n) < 0.08).astype(np.int64), 0)
+    p_race = np.array([0.6, 0.13, 0.02, 0.06, 0.01, 0.1, 0.08])
+    hhage = rng.choice(9, n, p=[0.05, 0.15, 0.17, 0.17, 0.17, 0.08, 0.08, 0.08, 0.05])
+    # elderly (none 60+, 60-64, 65-74, 75+ present) is at least what the householder's age implies
+    elderly = np.maximum(np.array([0, 0, 0, 0, 0, 1, 2, 3, 3])[hhage], rng.choice(4, n, p=[0.7, 0.1, 0.1, 0.1]))
+    return occ[GEO + ["aian"]].assign(
+        sex=rng.integers(0, 2, n), hhage=hhage, hisp=(rng.random(n) < 0.18).astype(np.int64),
+        race=rng.choice(7, n, p=p_race), elderly=elderly,
+        ten=occ["tenure"].map({"mortgage": 0, "owned": 1, "rented": 2}).to_numpy(dtype=np.int64),
+        size=size, couple=couple, multig=multig, ownchild=ownchild)
+
+
 def pl94_release(persons: pd.DataFrame, facilities: pd.DataFrame, seed: int) -> pd.DataFrame:
     """The P.L. 94-171 release of these persons: TopDown at the production P.L. 94 shares over the
     same geography (hhgq x voting age x Hispanic x race, state total and facilities invariant), one
@@ -289,6 +317,7 @@ def main() -> None:
     for prefix, households, blocks, seed, state in (("dhc", 240, 22, 2020, "01"), ("dhc_pr", 130, 12, 2072, "72")):
         files = generate(households, blocks, seed, state)
         files["pl94"] = pl94_release(files["persons"], files["facilities"], seed + 1)
+        files["households"] = households_of(files["units"], seed + 2)
         write(files, prefix)
         p = files["persons"]
         print(f"{prefix}: {len(p)} persons, {p['block'].nunique()} blocks, {len(files['units'])} housing units, "

@@ -1,0 +1,122 @@
+"""The 2020 DHC units/households production specs (US and Puerto Rico): they check, their budget is
+the strategy's exact allocation, they run on the bundled synthetic data with the release held to
+the published H1 counts, and bad input is a located error.
+
+Allocations pinned from the strategies themselves (public copy of das_decennial at
+github.com/yashlala/cpsc464-topdown, commit fc85a036, programs/strategies/dhch_strategies.py:
+DecompTestStrategyDHCH_20220922_exp_iteration_23_1 lines 1681-1696 and
+DecompTestStrategyDHCH_PR_20220922_exp_iteration_23_1 lines 1604-1617), as the n of Fr(n, 10000)."""
+import json
+import os
+import shutil
+from collections import Counter
+from fractions import Fraction as F
+
+import pandas as pd
+import pytest
+from click.testing import CliRunner
+
+from dpspec.check.checker import check
+from dpspec.cli.main import main
+from dpspec.errors import DataError, SpecError
+from dpspec.language.parser import parse
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SPECS = {"us": os.path.join(ROOT, "specs", "dhc_households_production_topdown.dps"),
+         "pr": os.path.join(ROOT, "specs", "dhc_households_production_topdown_pr.dps")}
+DATA = os.path.join(ROOT, "specs", "data", "dhc")
+# level -> (the nine household queries' allocations, the unit query tenvacgq's), in 1/10000
+STRATEGY = {
+    "us": {"block": ([11, 3, 17, 22, 44, 15, 15, 3, 15], 15),
+           "blockgroup": ([291, 78, 442, 581, 1162, 407, 407, 78, 407], 407),
+           "tsubset": ([1150, 310, 1750, 2300, 4601, 1610, 1610, 310, 1610], 1610),
+           "tsg": ([973, 214, 1500, 1946, 973, 973, 973, 214, 973], 973),
+           "prim": ([973, 214, 1500, 1946, 973, 973, 973, 214, 973], 973),
+           "county": ([986, 266, 1500, 1972, 3944, 1380, 1380, 266, 1380], 1380),
+           "state": ([714, 193, 191, 1428, 714, 3216, 3216, 193, 3931], 3216),
+           "nation": ([792, 212, 212, 792, 792, 257, 257, 212, 1049], 259)},
+    "pr": {"block": ([11, 3, 17, 22, 44, 15, 15, 3, 15], 15),
+           "blockgroup": ([346, 93, 526, 691, 1382, 484, 484, 93, 484], 484),
+           "tsubset": ([1205, 325, 1833, 2410, 4820, 1687, 1687, 325, 1687], 1687),
+           "tsg": ([1054, 232, 1624, 2107, 1054, 1054, 1054, 232, 1054], 1054),
+           "prim": ([1054, 232, 1624, 2107, 1054, 1054, 1054, 232, 1054], 1054),
+           "county": ([1041, 281, 1584, 2082, 4164, 1457, 1457, 281, 1457], 1457),
+           "state": ([748, 202, 200, 1496, 748, 3368, 3368, 202, 4117], 3364)},
+}
+
+
+@pytest.mark.parametrize("run", sorted(SPECS))
+def test_the_production_specs_check_and_are_formatted(run):
+    for args in (["check", SPECS[run]], ["fmt", "--check", SPECS[run]]):
+        result = CliRunner().invoke(main, args)
+        assert result.exit_code == 0, result.output
+
+
+@pytest.mark.parametrize("run", sorted(SPECS))
+def test_budget_is_the_strategy_allocation_exactly(run):
+    """Each level spends the strategy's household and unit allocations (exact Fr(n, 10000)), and
+    rho is their sum, 15401/2000 (the registry entry specs/registry/dhc_households.dps)."""
+    result = CliRunner().invoke(main, ["budget", "--json", SPECS[run]])
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.output)
+    rows = summary["allocation"]
+    for lv, (household, unit) in STRATEGY[run].items():
+        mine = [r for r in rows if r["level"] == lv]
+        units = [F(r["rho_exact"]) for r in mine if not r["query"].startswith("households:")]
+        joint = Counter(F(r["rho_exact"]) for r in mine if r["query"].startswith("households:"))
+        assert units == [F(unit, 10000)], lv
+        assert joint == Counter(F(n, 10000) for n in household), lv
+    assert {r["level"] for r in rows} == set(STRATEGY[run])
+    total = sum(F(r["rho_exact"]) for r in rows)
+    assert total == sum(F(sum(h) + u, 10000) for h, u in STRATEGY[run].values()) == F(15401, 2000)
+    assert F(summary["budget"]["rho"]).limit_denominator(10000) == F(15401, 2000)
+
+
+def _copy(tmp_path, run):
+    """The spec and its data in a scratch folder (inputs are never modified in place)."""
+    shutil.copytree(DATA, tmp_path / "data" / "dhc")
+    spec = tmp_path / os.path.basename(SPECS[run])
+    spec.write_text(open(SPECS[run], encoding="utf-8").read(), encoding="utf-8")
+    return spec
+
+
+def test_a_cross_constraint_naming_a_table_not_solved_jointly_is_a_located_spec_error():
+    lines = open(SPECS["pr"], encoding="utf-8").read().splitlines()
+    at = next(i for i, line in enumerate(lines, 1) if line.strip().startswith("owned_mortgage:"))
+    broken = "\n".join(line.replace('"households: ten = 0"', '"h1: h1 = occupied"') for line in lines)
+    with pytest.raises(SpecError, match=rf"s.dps:{at}:.*not solved jointly"):
+        check(parse(broken, "s.dps"))
+
+
+def test_households_that_break_the_owned_constraint_are_a_data_error(tmp_path):
+    import dpspec
+
+    spec = _copy(tmp_path, "pr")
+    path = tmp_path / "data" / "dhc" / "dhc_pr_households.parquet"
+    households = pd.read_parquet(path)
+    households.loc[households.index[0], "ten"] = (int(households["ten"].iloc[0]) + 1) % 3
+    households.to_parquet(path, index=False)
+    with pytest.raises(DataError, match=r"cross constraint 'owned_.*block"):
+        dpspec.compile(str(spec), seed=1)
+
+
+@pytest.mark.slow
+def test_the_release_keeps_h1_and_owned_on_the_bundled_data(tmp_path):
+    """A full run of the Puerto Rico spec (about 30-40 s on a shared 2-core machine: the root's fit
+    has a variable for every one of the 127,008 household cells of each state part): the released units
+    reproduce the H1 counts at every block, households equal occupied units by tenure, and the
+    units per block are invariant."""
+    out = tmp_path / "out"
+    result = CliRunner().invoke(main, ["compile", SPECS["pr"], "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    units = pd.read_csv(out / "units.csv", dtype=str)
+    households = pd.read_csv(out / "households.csv", dtype=str)
+    h1 = pd.read_parquet(os.path.join(DATA, "dhc_pr_h1.parquet")).astype(str)
+    released = units.assign(h1=units["tenure"].map(lambda t: "vacant" if t == "vacant" else "occupied"))
+    count = lambda frame, by: frame.groupby(by).size().sort_index()  # noqa: E731
+    assert count(released, ["block", "h1"]).equals(count(h1, ["block", "h1"]))
+    ten = {"mortgage": "0", "owned": "1", "rented": "2"}
+    occupied = released[released["tenure"] != "vacant"].assign(ten=lambda f: f["tenure"].map(ten))
+    assert count(occupied, ["block", "ten"]).equals(count(households, ["block", "ten"]))
+    source = pd.read_parquet(os.path.join(DATA, "dhc_pr_units.parquet")).astype(str)
+    assert count(units, ["block"]).equals(count(source, ["block"]))
