@@ -30,11 +30,11 @@ US_RHO = {
     "../pl94_production_topdown.dps": Fraction(542, 339) ** 2,
     # P.L. 94-171 housing units: global_scale 12343/3379 in the US-Units certificate.
     "../pl94_units_topdown.dps": Fraction(3379, 12343) ** 2,
-    # DHC persons (its production spec) and housing units/households (the registry entry's
-    # production figure): the production strategies' per-query rhos (DAS_2020_DHC_Production_Code
-    # configs/production/dhc/person_US.ini, unit_US.ini).
+    # DHC persons and housing units/households, each from its production spec: the production
+    # strategies' per-query rhos (DAS_2020_DHC_Production_Code configs/production/dhc/person_US.ini,
+    # unit_US.ini; the strategies in programs/strategies/dhcp_strategies.py, dhch_strategies.py).
     "../dhc_persons_production_topdown.dps": Fraction(24811, 5000),
-    "../registry/dhc_households.dps": Fraction(15401, 2000),
+    "../dhc_households_production_topdown.dps": Fraction(15401, 2000),
     # Detailed DHC-A: SafeTab-P's production levels (DAS_2020_DDHCA_Production_Code,
     # configs/safetab-p/NMFv7-2020/config.json) sum to 4.944 for add/remove one person; a change
     # of one person by the mechanism's own sensitivity is x 2.
@@ -52,7 +52,7 @@ US_EPSILON = {
     "../pl94_production_topdown.dps": 17.1436,  # certificate: 17849145/1041158 = 17.1436
     "../pl94_units_topdown.dps": 2.4747,
     "../dhc_persons_production_topdown.dps": 25.4193,
-    "../registry/dhc_households.dps": 33.2888,
+    "../dhc_households_production_topdown.dps": 33.2888,
     "../safetab_p_production.dps": 38.9487,
     "../safetab_h_production.dps": 56.9659,
     "../sdhc_production.dps": 25.6263,
@@ -113,8 +113,8 @@ def test_household_and_unit_products_keep_their_guarantee_for_one_person(us):
     by = {r["spec"]: r for r in us["releases"]}
     h = [s["method"] for s in by["../safetab_h_production.dps"]["unit_steps"]]
     assert any("is a change to one households" in m for m in h)
-    units = [s["method"] for s in by["../registry/dhc_households.dps"]["unit_steps"]]
-    assert "the member's table housing_units is the census's table units (one housing_unit record): as is" in units
+    units = [s["method"] for s in by["../dhc_households_production_topdown.dps"]["unit_steps"]]
+    assert any("the composed unit holds at most 1 units record(s): the same record, as is" in m for m in units)
     assert us["unit"]["description"] == ("one person (change one), with their household (table households), "
                                          "at most 1 housing_unit record(s) of table units")
 
@@ -125,7 +125,7 @@ def test_the_seeds_55_371_reconciled_term_by_term(us):
     privacy (19.776), DDHC-B at its tight figure (17.79) and S-DHC (PHSafe, x 2: 2.515)."""
     by = {r["spec"]: r["budget"]["rho"] for r in us["releases"]}
     pl94_dhc = sum(by[s] for s in ("../pl94_production_topdown.dps", "../pl94_units_topdown.dps",
-                                   "../dhc_persons_production_topdown.dps", "../registry/dhc_households.dps"))
+                                   "../dhc_persons_production_topdown.dps", "../dhc_households_production_topdown.dps"))
     assert round(pl94_dhc, 4) == 15.2939 and round(pl94_dhc, 2) == 15.29  # the published 15.29
     sdhc_add_remove = sum(Fraction(str(x)) for x in PHSAFE_US)
     assert sdhc_add_remove == Fraction(1257281, 1000000)
@@ -214,6 +214,9 @@ PR_RHO = {
     "pr/pl94_units_topdown_pr.dps": Fraction(3379, 12343) ** 2,
     # DHC persons, the Puerto Rico strategy (specs/dhc_persons_production_topdown_pr.dps)
     "../dhc_persons_production_topdown_pr.dps": Fraction(24811, 5000),
+    # DHC housing units and households, the Puerto Rico DHCH strategy
+    # (specs/dhc_households_production_topdown_pr.dps)
+    "../dhc_households_production_topdown_pr.dps": Fraction(15401, 2000),
     # privacy_budget_p_level_{1,2}_pr_{state,county,tract,place} (NMFv7-2020): 2.643, x 2
     "pr/safetab_p_production_pr.dps": 2 * Fraction("2.643"),
     # privacy_budget_h_t{3,4}_level_{1,2}_pr_* (NMFv5): 4.754134, x 2
@@ -223,6 +226,7 @@ PR_RHO = {
 }
 PR_EPSILON = {"pr/pl94_production_topdown_pr.dps": 17.1436, "pr/pl94_units_topdown_pr.dps": 2.4747,
               "../dhc_persons_production_topdown_pr.dps": 25.4193,
+              "../dhc_households_production_topdown_pr.dps": 33.2888,
               "pr/safetab_p_production_pr.dps": 26.4126, "pr/safetab_h_production_pr.dps": 37.9957,
               "../sdhc_production_pr.dps": 25.2466}
 
@@ -236,7 +240,7 @@ def test_every_puerto_rico_product_has_its_pinned_figure():
         eps = convert(ZCDP(by[spec]), "approx", delta=DELTA, method="cks20").result.epsilon
         assert eps == pytest.approx(PR_EPSILON[spec], abs=5e-5), spec
     assert s["total"]["rho"] == pytest.approx(float(sum(PR_RHO.values())), rel=1e-9)
-    assert round(s["total"]["rho"], 4) == 27.2942 and s["bounds_hold"]
+    assert round(s["total"]["rho"], 4) == 34.9947 and s["bounds_hold"]
     total = convert(ZCDP(s["total"]["rho"]), "approx", delta=DELTA, method="cks20").result.epsilon
     assert f"epsilon = {total:.4f} by cks20" in " ".join(s["ledger"]["notes"])
 
@@ -314,10 +318,12 @@ def test_the_report_lays_the_ledger_out_in_html_markdown_and_json():
     assert [st["what"] for st in ddhc_b["steps"]] == ["relation", "unit"] and ddhc_b["budget_text"] == "rho = 17.79"
     assert ddhc_b["epsilon_text"] == "epsilon = 56.97 at delta = 1e-10 (cks20)"
     assert program["unit"]["description"].startswith("one person (change one), with their household")
-    assert program["domain"]["same_as"] == ["pl94_synthetic_state", "dhc_synthetic", "cef", "safetab_state",
+    assert program["domain"]["same_as"] == ["pl94_synthetic_state", "dhc_synthetic", "dhch_synthetic", "cef", "safetab_state",
                                             "sdhc_synthetic"]
     assert {"statistic": "count persons by state", "members": ["../pl94_production_topdown.dps",
-            "../dhc_persons_production_topdown.dps", "../registry/dhc_households.dps"]} in program["invariants"]
+            "../dhc_persons_production_topdown.dps"]} in program["invariants"]
+    assert {"statistic": "count units by block", "members": ["../pl94_units_topdown.dps",
+            "../dhc_households_production_topdown.dps"]} in program["invariants"]
     for text in (html, md):
         assert "The ledger: which product spent what, on which unit, with which conversion" in text
         assert "own sensitivity: a changed household leaves at most k cells" in text
@@ -343,10 +349,9 @@ def test_the_ledger_is_escaped(tmp_path):
 # ---- the registry entries, re-derived from the production specs -----------------------------
 
 REGISTRY = os.path.join(SPECS, "registry")
-# each registry entry and the production spec it is re-derived from (dhc_households: no DHC
-# housing-unit production spec is bundled; its figure is pinned above as the entry states it)
+# each registry entry and the production spec it is re-derived from
 REDERIVED = [("pl94_persons", "pl94_production_topdown.dps"), ("dhc_persons", "dhc_persons_production_topdown.dps"),
-             ("ddhc_a", "safetab_p_production.dps")]
+             ("dhc_households", "dhc_households_production_topdown.dps"), ("ddhc_a", "safetab_p_production.dps")]
 
 
 @pytest.mark.parametrize("entry,production", REDERIVED)
