@@ -21,6 +21,7 @@ from dpspec.sweep.runner import run_sweep
 
 ROOT = Path(__file__).resolve().parents[1]
 P_SPEC = ROOT / "specs" / "safetab_p_production.dps"
+H_SPEC = ROOT / "specs" / "safetab_h_production.dps"
 RUNS = 2
 
 
@@ -36,18 +37,25 @@ def _abs_moments(sigma2: float) -> tuple[float, float]:
 def sweep(tmp_path_factory):
     """Two counties of the bundled synthetic state, thresholds low enough that small groups are
     broken down by sex and age (so cells, sums and margins are released, not only totals)."""
-    folder = tmp_path_factory.mktemp("safetab-sweep")
-    persons = pd.read_parquet(ROOT / "specs" / "data" / "safetab" / "persons.parquet")
-    persons[persons["county"].isin(sorted(persons["county"].unique())[:2])].to_parquet(folder / "persons.parquet")
-    text = P_SPEC.read_text().replace('"data/safetab/persons.parquet"', f'"{folder}/persons.parquet"')
+    low = {old: "[10, 40, 150]" for old in ("[471, 971, 6971]", "[971, 4971, 19971]")}
+    return _two_county_sweep(tmp_path_factory.mktemp("safetab-sweep"), P_SPEC, "persons", low,
+                             "stage1_fraction=0.1", seed=2028)
+
+
+def _two_county_sweep(folder, spec_path, table, edits, axis, seed):
+    """A sweep of RUNS runs of a production SafeTab spec on the records of two counties of the
+    bundled state (`table`.parquet), with `edits` made to the spec's text."""
+    records = pd.read_parquet(ROOT / "specs" / "data" / "safetab" / f"{table}.parquet")
+    records[records["county"].isin(sorted(records["county"].unique())[:2])].to_parquet(folder / f"{table}.parquet")
+    text = spec_path.read_text().replace(f'"data/safetab/{table}.parquet"', f'"{folder}/{table}.parquet"')
     text = text.replace('"data/', f'"{ROOT}/specs/data/')
-    for old in ("[471, 971, 6971]", "[971, 4971, 19971]"):
-        text = text.replace(old, "[10, 40, 150]")
-    path = folder / "low_thresholds.dps"
+    for old, new in edits.items():
+        text = text.replace(old, new)
+    path = folder / "two_counties.dps"
     path.write_text(text)
     spec = parse(read_source(str(path)), str(path))
-    axes = [parse_axis("stage1_fraction=0.1")]
-    return run_sweep(spec, axes, product(axes), runs=RUNS, seed=2028)
+    axes = [parse_axis(axis)]
+    return run_sweep(spec, axes, product(axes), runs=RUNS, seed=seed)
 
 
 def test_every_released_role_is_compared_by_geography_level_and_size(sweep):
@@ -112,24 +120,14 @@ def test_safetab_realized_errors_stay_in_the_internal_report(sweep):
 
 # ---- SafeTab-H: households, its detail chosen from published (public) totals ----------------
 
-H_SPEC = ROOT / "specs" / "safetab_h_production.dps"
 
 
 @pytest.fixture(scope="module")
 def h_sweep(tmp_path_factory):
     """The production SafeTab-H spec on the households of two counties of the bundled state (its
     public Detailed DHC-A totals as bundled): a sweep of two runs with `--runs`."""
-    folder = tmp_path_factory.mktemp("safetab-h-sweep")
-    households = pd.read_parquet(ROOT / "specs" / "data" / "safetab" / "households.parquet")
-    households[households["county"].isin(sorted(households["county"].unique())[:2])].to_parquet(
-        folder / "households.parquet")
-    text = H_SPEC.read_text().replace('"data/safetab/households.parquet"', f'"{folder}/households.parquet"')
-    text = text.replace('"data/', f'"{ROOT}/specs/data/')
-    path = folder / "two_counties.dps"
-    path.write_text(text)
-    spec = parse(read_source(str(path)), str(path))
-    axes = [parse_axis("total_rho=8.895302")]
-    return run_sweep(spec, axes, product(axes), runs=RUNS, seed=2029)
+    return _two_county_sweep(tmp_path_factory.mktemp("safetab-h-sweep"), H_SPEC, "households", {},
+                             "total_rho=8.895302", seed=2029)
 
 
 def test_safetab_h_sweep_reports_mae_mape_and_share_off_per_table_and_level(h_sweep):
