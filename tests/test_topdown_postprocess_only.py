@@ -61,12 +61,21 @@ def test_a_violated_upper_bound_is_repaired_within_the_equality_group():
 
 
 def test_the_move_is_the_one_closest_to_the_noisy_measurements():
+    """Types 0, 1 and 2 share a P.L. 94 group: the two records of type 1 go where the child's noisy
+    detailed answers put them (production's mse objective), one record at a time."""
     upper = [[INF, 0, INF, INF], [INF] * 4]
+    exact = np.repeat([0, 0, 0, 1], 3)
+    for where, want in ((3 * 2 + 1, 3 * 2 + 1), (3 * 0 + 1, 3 * 0 + 1)):
+        noisy = np.zeros((2, 12), np.int64)
+        noisy[0, where] = 2
+        child, cell, count, moves, _ = repair(_task(upper, exact=exact, noisy=noisy), DETAILED, *START)
+        assert moves == 2 and _hist(child, cell, count)[0, want] == 2
+    # one noisy record in each: each move takes the cell whose residual is lowest at the time
     noisy = np.zeros((2, 12), np.int64)
-    noisy[0, 3 * 0 + 1] = 1  # one record fits best in (type 0, age 1) ...
-    # ... unless the exact group also holds age: with ages {0} and {1, 2} apart, (type 0, age 2) is out of reach
-    child, cell, count, moves, _ = repair(_task(upper, noisy=noisy), DETAILED, *START)
-    assert _hist(child, cell, count)[0, 1] == 2
+    noisy[0, [3 * 0 + 1, 3 * 2 + 1]] = 1
+    child, cell, count, _, _ = repair(_task(upper, exact=exact, noisy=noisy), DETAILED, *START)
+    h = _hist(child, cell, count)
+    assert h[0, 3 * 0 + 1] == 1 and h[0, 3 * 2 + 1] == 1
 
 
 def test_a_structural_zero_blocks_the_move_and_the_row_is_reported_not_fixed():

@@ -491,7 +491,7 @@ def _postprocess_only(spec: ir.Spec, params: dict) -> dict:
                                    *loc("postprocess_only")))
     if params.get("joint") is not None:
         raise SpecError(Diagnostic("postprocess_only: not available with joint tables", *loc("postprocess_only")))
-    levels = list(spec.domain.geography.levels)
+    levels = _levels(spec)
     bad = [lv for lv in feasible or () if lv not in levels]
     if bad:
         raise SpecError(Diagnostic(f"postprocess_require_feasible names {', '.join(map(repr, bad))}, not a geography "

@@ -2,7 +2,7 @@
 
 Production (das_decennial, programs/optimization/geo_optimizers.py:48-53) leaves the constraints
 named in `postprocess_only_constr_names` out of every least-squares and rounding solve; after a
-node's last rounding, `L2PlusRounder_interleaved.postprocess` (sequential_optimizers.py:292-435)
+node's last rounding, `L2PlusRounder_interleaved.postprocess` (sequential_optimizers.py:292-459, 537-660)
 repairs the children one by one: for each such constraint and each violated row it moves one
 record at a time from one detailed cell to another of the same child, both in the same group of
 the conditional constraint (the P.L. 94 equality), so that constraint and every invariant stay
@@ -10,7 +10,7 @@ exact. The cell that takes a record never lies in a row of that constraint that 
 binding or failing; a move that would break another constraint (the structural zeros) is
 refused, and at the levels listed in `require_feasible_postproc_dim` the record may also change
 the one other variable those constraints involve (age, within its P.L. 94 group). A row it
-cannot repair is left as it is (constraintsCheck, manipulate_nodes.py:239-272, then skips the
+cannot repair is left as it is (constraintsCheck, manipulate_nodes.py:235-276, then skips the
 post-processing-only constraints) except at those levels, where the check asserts and the run
 stops.
 
@@ -78,21 +78,34 @@ def repair(task, queries: Sequence, child: np.ndarray, cell: np.ndarray, count: 
 
 
 class _Child:
-    """One child's sparse histogram and its residuals against its noisy measurements."""
+    """One child's sparse histogram and its noisy measurements (answers kept sparse: a child's
+    detailed query has a million groups, of which it holds a few)."""
 
     def __init__(self, task, queries, c: int, cell: np.ndarray, count: np.ndarray):
         self.task, self.c = task, c
         self.cell, self.count = cell.astype(np.int64), count.astype(np.int64)
         scale = 1.0 if task.child_scale is None else float(task.child_scale[c])
         wmax = max((q.weight for q in queries), default=1.0)
-        self.queries = []  # (groups, weight, residual answer - noisy) per measured query
+        self.queries = []  # (groups, weight, the child's noisy answers) per measured query
         for q, y in zip(queries, task.measurements):
             w = q.weight / wmax * scale
-            if w == 0:
-                continue
-            ans = np.bincount(q.groups[self.cell], weights=self.count, minlength=q.n_groups)
-            self.queries.append((q.groups, w, ans - np.asarray(y[c], dtype=np.float64)))
+            if w != 0:
+                self.queries.append((q.groups, w, y[c]))
         self.exact = [con.groups for con in task.constraints]
+        self._answers = None  # per query: (sorted groups holding persons, their counts)
+
+    def _residual(self, n: int, g: np.ndarray) -> np.ndarray:
+        """answer - noisy of query n at groups g."""
+        if self._answers is None:
+            held = self.count > 0
+            self._answers = []
+            for groups, _, _ in self.queries:
+                keys, inverse = np.unique(groups[self.cell[held]], return_inverse=True)
+                self._answers.append((keys, np.bincount(inverse, weights=self.count[held], minlength=keys.size)))
+        keys, sums = self._answers[n]
+        i = np.minimum(np.searchsorted(keys, g), max(keys.size - 1, 0))
+        ans = np.where(keys[i] == g, sums[i], 0.0) if keys.size else np.zeros(g.size)
+        return ans - np.asarray(self.queries[n][2][g], dtype=np.float64)
 
     def _sum(self, b) -> np.ndarray:
         return np.bincount(b.groups[self.cell], weights=self.count, minlength=b.n_groups).astype(np.int64)
@@ -152,9 +165,11 @@ class _Child:
     def _delta(self, src, dst) -> np.ndarray:
         """Change of sum_q w_q |answer - noisy|^2 when one record moves from src to dst."""
         out = np.zeros(src.size)
-        for groups, w, r in self.queries:
+        for n, (groups, w, _) in enumerate(self.queries):
             gs, gd = groups[src], groups[dst]
-            out += np.where(gs != gd, w * (2.0 * (r[gd] - r[gs]) + 2.0), 0.0)
+            moved = np.flatnonzero(gs != gd)
+            if moved.size:
+                out[moved] += w * (2.0 * (self._residual(n, gd[moved]) - self._residual(n, gs[moved])) + 2.0)
         return out
 
     def _apply(self, src: int, dst: int) -> None:
@@ -166,9 +181,7 @@ class _Child:
         else:
             self.cell = np.insert(self.cell, j, dst)
             self.count = np.insert(self.count, j, 1)
-        for groups, _, r in self.queries:
-            r[groups[src]] -= 1.0
-            r[groups[dst]] += 1.0
+        self._answers = None
 
 
 def _alternatives(base: np.ndarray, stride: int, size: int, secondary):
