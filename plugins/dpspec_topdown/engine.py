@@ -227,7 +227,7 @@ def run_topdown(persons: pd.DataFrame, levels: Sequence[str], variables: Mapping
 
     level_bounds, pp_bounds = pp_only.split_bounds(level_bounds, postprocess_only)
     pp_secondary = pp_only.secondary_axis(schema, structural_zeros, [q[0] for _, _, _, q, _ in pp_bounds])
-    pp_report: dict = {"moves": {}, "unrepaired": []}
+    pp_report: dict = {"moves": {}, "seconds": {}, "unrepaired": []}
     equal = []
     for name, query, counts in equalities:
         q = schema.canonical(query)
@@ -604,6 +604,7 @@ def _postprocess_report(report: dict, results, tasks, k, prev, hier, schema, pp_
 
     level = hier.names[k]
     report["moves"][level] = report["moves"].get(level, 0) + sum(r.moves for r in results)
+    report["seconds"][level] = report["seconds"].get(level, 0.0) + sum(r.postprocess_seconds for r in results)
     level_codes = None if hier.levels[k].implicit else hier.levels[k].codes
     broken = pp_only.level_report(results, tasks, _spans(k, prev, hier), level_codes, level, schema, pp_bounds)
     if broken and feasible:

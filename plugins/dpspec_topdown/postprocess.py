@@ -122,6 +122,7 @@ class NodeResult:
     relaxed: bool = False  # production's failsafe ran: the children need not add up to the parent
     moves: int = 0  # records the post-processing heuristic moved (postprocess_only.py)
     unrepaired: tuple = ()  # (child, constraint, group, count, lower, upper) rows it left broken
+    postprocess_seconds: float = 0.0  # the heuristic's time (also counted in round_seconds)
 
 
 def _peak_rss_mb() -> float:
@@ -376,10 +377,12 @@ def _postprocess(task: NodeTask, queries, result: NodeResult) -> NodeResult:
 
     t0 = time.perf_counter()
     child, cell, count, moves, unrepaired = repair(task, queries, result.child, result.cell, result.count)
+    seconds = time.perf_counter() - t0
+    timed = attrs.evolve(result, postprocess_seconds=seconds, round_seconds=result.round_seconds + seconds,
+                         total_seconds=result.total_seconds + seconds)
     if not moves and not unrepaired:
-        return result
-    return attrs.evolve(result, child=child, cell=cell, count=count, moves=moves, unrepaired=unrepaired,
-                        round_seconds=result.round_seconds + time.perf_counter() - t0)
+        return timed
+    return attrs.evolve(timed, child=child, cell=cell, count=count, moves=moves, unrepaired=unrepaired)
 
 
 def solve_relaxed(task: NodeTask, queries: Sequence[MeasuredQuery], why: str = "") -> NodeResult:

@@ -253,11 +253,14 @@ def level_report(results, tasks, spans, codes, level: str, schema, pp_bounds: li
     out = []
     for r in results:
         for c, name, g, got, lo, hi in r.unrepaired:
-            code = codes[start[r.key] + c] if codes is not None else "all"
-            out.append({"level": level, "geounit": str(code.item() if isinstance(code, np.generic) else code),
+            out.append({"level": level, "geounit": _plain(codes[start[r.key] + c]) if codes is not None else "all",
                         "constraint": name, "group": group_label(schema, queries[name], g), "count": got,
                         "lower": lo, "upper": None if not np.isfinite(hi) else int(hi)})
     return out
+
+
+def _plain(code) -> str:
+    return str(code.item() if isinstance(code, np.generic) else code)
 
 
 def describe(entry: dict) -> str:
@@ -276,8 +279,7 @@ def release_violations(hier, schema, protected, pp_bounds) -> list[dict]:
             got = marginal(h, schema, q)
             lo, hi = per_level[k]
             for u, g in np.argwhere((got < lo) | (got > hi)):
-                code = hier.levels[k].codes[u]
-                out.append({"level": hier.names[k], "geounit": str(code.item() if isinstance(code, np.generic) else code),
+                out.append({"level": hier.names[k], "geounit": _plain(hier.levels[k].codes[u]),
                             "constraint": name, "group": group_label(schema, q, int(g)), "count": int(got[u, g]),
                             "lower": int(lo[u, g]), "upper": None if not np.isfinite(hi[u, g]) else int(hi[u, g])})
     return out
