@@ -243,12 +243,16 @@ def _line(text, start):
 def test_the_settings_check_and_misuse_is_a_located_spec_error():
     check(parse(SPEC.replace("EXTRA", GOOD + "\n  postprocess_require_feasible: [state, county]"), "s.dps"))
     check(parse(SPEC.replace("EXTRA", ""), "s.dps"))
+    check(parse(SPEC.replace("EXTRA", "postprocess_heuristics: false"), "s.dps"))  # production's default
     text = SPEC.replace("EXTRA", "postprocess_only: [hhgq_total_ub, hhgq_total]\n  postprocess_heuristics: true")
     with pytest.raises(SpecError, match=f"s.dps:{_line(text, 'postprocess_only')}:.*'hhgq_total', which is not a "
                                         "declared constraint"):
         check(parse(text, "s.dps"))
     text = SPEC.replace("EXTRA", "postprocess_only: [hhgq_total_ub]")
     with pytest.raises(SpecError, match=f"s.dps:{_line(text, 'postprocess_only')}:.*go together"):
+        check(parse(text, "s.dps"))
+    text = SPEC.replace("EXTRA", "postprocess_only: [hhgq_total_ub]\n  postprocess_heuristics: false")
+    with pytest.raises(SpecError, match=f"s.dps:{_line(text, 'postprocess_heuristics')}:.*go together"):
         check(parse(text, "s.dps"))
     text = SPEC.replace("EXTRA", "postprocess_heuristics: true")
     with pytest.raises(SpecError, match=f"s.dps:{_line(text, 'postprocess_heuristics')}:.*go together"):

@@ -476,8 +476,8 @@ def _postprocess_only(spec: ir.Spec, params: dict) -> dict:
 
     only, feasible = names("postprocess_only"), names("postprocess_require_feasible")
     switch = params.get("postprocess_heuristics")
-    if only is None and feasible is None and switch is None:
-        return {}
+    if only is None and feasible is None and switch in (None, "false"):
+        return {}  # production's default; a list without the switch is refused (geo_optimizers.py:50-51)
     if only is None or switch != "true":
         at = (("postprocess_only" if switch is None else "postprocess_heuristics") if only is not None else
               next(n for n in ("postprocess_heuristics", "postprocess_require_feasible") if params.get(n) is not None))
@@ -645,7 +645,8 @@ class TopDown(Mechanism):
                   "votingage: [0] } }; data with a record there is rejected"),
         ParamSpec("constraints", "block", "bounds on persons per block from a second table, e.g. { hhgq_total_lb_ub: "
                   "{ of: hhgq  table: facilities  type: gqtype  occupied: [1, 2] } }: none of a type the block "
-                  "lacks, at least one per occupied facility; its counts by block and type must be invariants"),
+                  "lacks, at least one per occupied facility (sense: upper or lower keeps one side); its counts "
+                  "by block and type must be invariants"),
         ParamSpec("spine", "block", "the geographic spine, as production ran it: { aian: COLUMN } splits the state "
                   "(the first level) and the levels below it but the finest into their parts inside and outside "
                   "AIAN areas (COLUMN: 1 inside), measured separately; the state invariant holds on the parts' sum"),
