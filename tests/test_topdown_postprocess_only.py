@@ -263,3 +263,31 @@ def test_the_settings_check_and_misuse_is_a_located_spec_error():
     text = SPEC.replace("EXTRA", "").replace("sense: upper", "sense: above")
     with pytest.raises(SpecError, match=f"s.dps:{_line(text, 'hhgq_total_ub')}:.*sense above"):
         check(parse(text, "s.dps"))
+
+
+def test_a_compiled_spec_reports_the_heuristic_in_its_facts_and_notes():
+    """Through the plugin: the bounds are left out of the solves and repaired; the run's facts
+    count the moves per level and list what the release still breaks (nothing here)."""
+    import dpspec
+
+    rng = np.random.default_rng(0)
+    rows, facilities = [], []
+    for b in range(12):
+        county, block = f"c{b // 4}", f"c{b // 4}b{b % 4}"
+        gq = 1 if b < 4 else 2 if b < 6 else 0
+        hhgq = np.where(np.arange(40) < (20 if gq else 0), gq, 0)
+        rows.append(pd.DataFrame({"state": "s", "county": county, "block": block, "hhgq": hhgq,
+                                  "sex": rng.integers(0, 2, 40)}))
+        facilities += [("s", county, block, 0)] * 10 + ([("s", county, block, gq)] if gq else [])
+    data = {"persons": pd.concat(rows, ignore_index=True),
+            "facilities": pd.DataFrame(facilities, columns=["state", "county", "block", "gqtype"])}
+    text = SPEC.replace("EXTRA", GOOD).replace("rho: 1\n", "rho: 1/200\n")
+    result = dpspec.compile(parse(text, "s.dps"), data=data, seed=2)
+    report = result.release.facts["postprocess_only"]
+    assert sum(report["moves"].values()) > 0 and report["violations"] == []
+    assert any("records moved; every row holds" in note for note in result.release.notes)
+    micro = result.published["persons"]
+    micro = micro.to_pandas() if hasattr(micro, "to_pandas") else micro
+    got = micro.groupby([micro["block"].astype(str), micro["hhgq"].astype(int)]).size().unstack(fill_value=0)
+    assert (got.loc[[f"c{b // 4}b{b % 4}" for b in range(4)], 2] == 0).all()  # no type-2 persons where none live
+    assert (got.loc[[f"c{b // 4}b{b % 4}" for b in range(6, 12)], [1, 2]].to_numpy() == 0).all()

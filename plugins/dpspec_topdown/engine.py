@@ -175,8 +175,8 @@ def run_topdown(persons: pd.DataFrame, levels: Sequence[str], variables: Mapping
     geography, tallies = person_counts(persons, levels, schema, engine, flags=[aian[1]] if aian else [])
     if joint is not None:
         if passes or failsafe or postprocess_only:
-            raise SpecError("joint tables are solved in one pass per node: estimation, rounding and outer passes "
-                            "and the failsafe are not available with them")
+            raise SpecError("joint tables are solved in one pass per node: estimation, rounding and outer passes, "
+                            "the failsafe and post-processing-only constraints are not available with them")
         schema_j = Schema.from_variables(joint.variables).with_recodes(joint.recodes)
         geo_j, tallies_j = person_counts(joint.records, levels, schema_j, engine, flags=[aian[1]] if aian else [])
         geography = _union_geography(geography, geo_j)
