@@ -594,6 +594,9 @@ def _with_equalities(tasks, k, prev, hier, schema, equal) -> list[NodeTask]:
     return out
 
 
+_WARN_MAX = 20  # warnings per level; the facts list every row
+
+
 def _postprocess_report(report: dict, results, tasks, k, prev, hier, schema, pp_bounds, feasible: bool) -> None:
     """Count the heuristic's moves and report the rows it left broken: a warning each (the
     run log) and an entry in the run's facts; at a level where production requires them
@@ -610,8 +613,12 @@ def _postprocess_report(report: dict, results, tasks, k, prev, hier, schema, pp_
     if broken and feasible:
         raise DataError(pp_only.describe(broken[0]) + f" ({len(broken)} rows at this level; the level is listed "
                         "in postprocess_require_feasible, where production's constraint check stops the run)")
-    for entry in broken:
+    for entry in broken[:_WARN_MAX]:
         warnings.warn(pp_only.describe(entry), RuntimeWarning, stacklevel=2)
+    if len(broken) > _WARN_MAX:
+        warnings.warn(f"post-processing left {len(broken)} rows broken at the {level} level's nodes "
+                      f"({len(broken) - _WARN_MAX} more than shown; all in the facts' postprocess_only.unrepaired)",
+                      RuntimeWarning, stacklevel=2)
     report["unrepaired"].extend(broken)
 
 
