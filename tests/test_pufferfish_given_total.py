@@ -218,3 +218,12 @@ def test_post_processing_noise_scale_given_the_total():
     checked = check(spec_dp)
     assert checked.mechanism.noise_scales(spec_dp, checked.params) == {"counts": 1, "outcome": 1}  # Lemma 8, DP
 
+
+
+@pytest.mark.parametrize("p0, p1, n, value", [("0.05", "0.3", 3, 6), ("0.2", "0.6", 4, 6), ("0.1", "0.9", 10, 18),
+                                              ("0.1", "0.9", 100, 162), ("0.4", "0.6", 64, 28)])
+def test_the_docs_table_of_suprema(p0, p1, n, value):
+    """The table in docs/guides/z-pufferfish.md, as a spec states the class."""
+    spec = parse(SPEC.replace("CLASS", f"dependence p0 {p0} p1 {p1} n {n}").replace("MECH", "wasserstein_exponential"))
+    counts = budget_summary(spec)["pufferfish"]["sensitivity"]["counts"]
+    assert counts["wasserstein"] == value and counts["certified"] is True

@@ -10,6 +10,7 @@ dependence it has no finite bound at all ("no free lunch").
 """
 from __future__ import annotations
 
+import functools
 import math
 from fractions import Fraction
 from typing import NamedTuple
@@ -167,6 +168,7 @@ class GivenTotal(NamedTuple):
 CERTIFIED_UP_TO = 128  # group sizes whose exact supremum is computed (at most about a second and a half)
 
 
+@functools.lru_cache(maxsize=64)  # a spec's budget asks for it several times
 def dependence_given_total(p0, p1, n: int) -> GivenTotal:
     """The exact supremum, over Section 4.4's class with the total in Z, of the W_inf distance (L1
     metric) between the count vectors given unit j present and absent.
