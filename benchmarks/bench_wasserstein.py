@@ -10,8 +10,10 @@ unconstrained two-sided geometric (discrete Laplace) counts, n x D, with the pro
 sampler at the same scale, in one vectorized call as the samplers make theirs; the ratio says
 what the base measure costs beyond the noise itself. The naive base does that same work and then
 redraws its negative counts, so it can never truly beat the floor: every time (floor and sampler)
-is the best of at least K runs (and of half a second of runs) after a warm-up, so a cold first call or a load spike on the shared machine
-does not decide a ratio, and a ratio below 1 is flagged as a measurement to distrust. Peak memory is the process's maximum resident size at the end (ru_maxrss).
+is the best of at least K runs (and of half a second of runs) after a warm-up, the floor timed in
+alternation with each sampler, so a cold first call or a load spike on the shared machine does
+not decide a ratio, and a ratio below 1 is flagged as a measurement to distrust. Peak memory is
+the process's maximum resident size at the end (ru_maxrss).
 """
 from __future__ import annotations
 
@@ -48,15 +50,19 @@ def timed(fn):
     return time.perf_counter() - start, out
 
 
-def best_of(fn, repeats: int):
-    """(least seconds over the runs, the last run's output): the usual timeit practice, since
-    interference only ever adds time. A call is repeated at least `repeats` times and until the runs
-    add up to half a second (a few milliseconds are too short to time once on a shared machine); a
-    call longer than 5 s runs once (a spike cannot halve it)."""
-    runs = [timed(fn)]
-    while runs[0][0] < 5 and len(runs) < 200 and (len(runs) < repeats or sum(s for s, _ in runs) < 0.5):
+def best_of_pair(floor_fn, fn, repeats: int):
+    """(least floor seconds, least sampler seconds, the sampler's last output), the two timed in
+    alternation so a load spike on the shared machine touches both alike: the usual timeit practice
+    (least over runs, since interference only ever adds time). Pairs are repeated at least
+    `repeats` times and until the sampler's runs add up to half a second (a few milliseconds are too
+    short to time once); a sampler call longer than 5 s runs once (a spike cannot halve it)."""
+    floors, runs = [], []
+    while True:
+        floors.append(timed(floor_fn)[0])
         runs.append(timed(fn))
-    return min(s for s, _ in runs), runs[-1][1]
+        if runs[0][0] >= 5 or len(runs) >= 200 or (len(runs) >= repeats and sum(s for s, _ in runs) >= 0.5):
+            break
+    return min(floors), min(s for s, _ in runs), runs[-1][1]
 
 
 def main(argv=None) -> int:
@@ -74,13 +80,14 @@ def main(argv=None) -> int:
         total = int(counts.sum())
         for eps in args.epsilon:
             r = samplers.rate(eps, 2)  # the case study's sensitivity given the total
-            floor, _ = best_of(lambda: discrete_laplace(1 / r, n * args.draws, rng), args.repeats)
+            def floor_fn():
+                return discrete_laplace(1 / r, n * args.draws, rng)
             runs = {"naive": lambda: samplers.naive(counts, r, args.draws, rng),
                     "congenial": lambda: samplers.congenial(counts, total, r, args.draws, rng, 10**9),
                     "prior": lambda: samplers.prior(counts, prev + 1, total, r, args.draws, rng, 10**9)}
             for base, fn in runs.items():
                 try:
-                    seconds, (_, info) = best_of(fn, args.repeats)
+                    floor, seconds, (_, info) = best_of_pair(floor_fn, fn, args.repeats)
                 except MechanismError as err:
                     print(f"{n:>5} {float(eps):>5g} {base:>10} refused: {err}")
                     continue
