@@ -182,24 +182,43 @@ def dependence_given_total(p0, p1, n: int) -> GivenTotal:
     binomials, met by a member with a large independent rest) is in docs/guides/z-pufferfish.md.
     f is computed exactly (`tilt_gap`): integer arithmetic, a branch-and-bound over a whose
     every interval is bounded by monotonicity, and a union bound for the two ends. A group above
-    CERTIFIED_UP_TO, or a computation that does not close within its work limit, keeps the proven
-    bound 2n."""
+    CERTIFIED_UP_TO gets the proven upper bound of `_subadditive_bound` (certified False: not the
+    exact value); a computation that does not close within its work limit keeps the proven bound 2n."""
     lo, hi = sorted((Fraction(p0), Fraction(p1)))
     if lo == hi:
         return GivenTotal(Fraction(2), True, "p0 = p1: the group is independent of the unit, so exactly 2 (independence)")
     if lo == 0 or hi == 1:
         return GivenTotal(Fraction(2 * n), True, "a probability of 0 or 1 lets the group copy the unit's secret: the supremum is 2n")
-    if n > CERTIFIED_UP_TO:
-        return GivenTotal(Fraction(2 * n), False, (
-            f"n = {n} is above the exact computation's reach (groups of up to {CERTIFIED_UP_TO} units); "
-            "2n is the proven bound: coupled, the two secrets' sets of units differ in at most 2n - 1 units besides the unit"))
     ratio = (hi / (1 - hi)) / (lo / (1 - lo))
+    if n > CERTIFIED_UP_TO:
+        return _subadditive_bound(n, ratio)
     gap, certified = tilt_gap(n - 1, ratio)
     if not certified:
         return GivenTotal(Fraction(2 * n), False, "the exact computation did not close within its work limit; 2n is the proven bound")
     return GivenTotal(Fraction(2 * (1 + gap)), True, (
         f"exact supremum over the class: 2 (1 + {gap}), {gap} the largest quantile gap between Bin({n - 1}, a) "
         f"and its tilt by the odds ratio {ir.format_number(ratio)} (certified by exact integer arithmetic)"))
+
+
+def _subadditive_bound(n: int, ratio: Fraction) -> GivenTotal:
+    """A group above the exact computation's reach: a proven upper bound on the supremum.
+
+    gap(P, Q) <= d means P <= Q + d stochastically, which survives convolution, so splitting the
+    binomial's trials adds the gaps at the same a: f(m1 + m2) <= f(m1) + f(m2). With
+    n - 1 = q M + s (M the largest exactly computed size), f(n - 1) <= q f(M) + f(s), both exact."""
+    big = CERTIFIED_UP_TO - 1
+    q, s = divmod(n - 1, big)
+    (f_big, ok_big), (f_s, ok_s) = tilt_gap(big, ratio), tilt_gap(s, ratio)
+    bound = 2 * (1 + q * f_big + f_s)
+    if not (ok_big and ok_s) or bound >= 2 * n:
+        return GivenTotal(Fraction(2 * n), False, (
+            f"n = {n} is above the exact computation's reach (groups of up to {CERTIFIED_UP_TO} units); 2n is the "
+            "proven bound: coupled, the two secrets' sets of units differ in at most 2n - 1 units besides the unit"))
+    return GivenTotal(Fraction(bound), False, (
+        f"a proven upper bound, not the exact supremum: n = {n} is above the exact computation's reach (groups of up "
+        f"to {CERTIFIED_UP_TO} units), and the quantile gaps add over a split of the binomial's trials, so "
+        f"f({n - 1}) <= {q} f({big}) + f({s}) = {q} x {f_big} + {f_s} (each exact), giving 2 (1 + {q * f_big + f_s}) "
+        f"below 2n = {2 * n}"))
 
 
 def _scaled_cdf(m: int, x: int, y: int, scale: int) -> list[int]:
@@ -237,6 +256,7 @@ def _tails_clear(m: int, ratio: Fraction, d: int, odds: Fraction) -> bool:
                <= math.comb(m, k + 1) * small ** (k + d) * y ** (m - k - 1) * s ** (d - 1) for k in range(m - d + 1))
 
 
+@functools.lru_cache(maxsize=64)
 def tilt_gap(m: int, ratio: Fraction, max_evals: int = 4000) -> tuple[int, bool]:
     """(f, certified): f(m, R) = max over a in (0, 1) of `quantile_gap` between Bin(m, a) and its
     tilt (odds multiplied by R > 1), exactly.
