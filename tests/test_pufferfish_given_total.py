@@ -19,6 +19,8 @@ from dpspec.budget.budget_report import budget_summary
 from dpspec.check.checker import check
 from dpspec.language.parser import parse
 
+from .test_pufferfish import small
+
 RATIOS = [Fraction(57, 7), Fraction(81), Fraction(9, 4), Fraction(6)]
 
 
@@ -175,29 +177,10 @@ def test_the_values_used_and_the_fallback_with_its_reason():
     assert values == sorted(values) and values[:2] == [4, 10] and values[2:] == [18, 66, 162]
 
 
-SPEC = """spec "p"
-domain d {
-  table people unit person {
-    county : category
-    died   : bool
-  }
-}
-public {
-  count people released "bulletin" used as total
-}
-pufferfish {
-  class CLASS
-}
-unit people : symdiff
-premetric pure
-mechanism MECH {
-  table: people
-  cell: county
-  outcome: died
-  epsilon: 2
-}
-budget epsilon <= 2
-"""
+def _spec(cls: str, mech: str) -> str:
+    """test_pufferfish's small spec with an outcome column released beside the counts, by `mech`."""
+    return (small(cls).replace("    county : category\n", "    county : category\n    died   : bool\n")
+            .replace("mechanism wasserstein_exponential", f"mechanism {mech}").replace("  base: congenial\n", "  outcome: died\n"))
 
 
 @pytest.mark.parametrize("cls, expected", [("independent", 2), ("dependence p0 0.1 p1 0.9 n 10", 18)])
@@ -205,7 +188,7 @@ def test_budget_json_of_both_methods_carries_the_vector_sensitivity_given_the_to
     """Counts and outcome counts: given the total, the units differing between a pair's worlds carry
     their outcomes, so the outcome counts move as far as the counts; both methods calibrate to it."""
     for mech in ("noisy_postprocessed", "wasserstein_exponential"):
-        spec = parse(SPEC.replace("CLASS", cls).replace("MECH", mech))
+        spec = parse(_spec(cls, mech))
         summary = budget_summary(spec)
         sens = summary["pufferfish"]["sensitivity"]
         assert sens["counts"]["wasserstein"] == sens["outcome"]["wasserstein"] == expected
@@ -219,7 +202,7 @@ def test_post_processing_noise_scale_given_the_total():
     the total, so discrete Laplace of scale 2 per count (variance 2 e^-1/2 / (1 - e^-1/2)^2 = 12.3),
     against 4.3 at the DP calibration it had; the difference of two projected counts has the
     variance of the difference of their noises (the projection removes only the common shift)."""
-    spec = parse(SPEC.replace("CLASS", "independent").replace("MECH", "noisy_postprocessed"))
+    spec = parse(_spec("independent", "noisy_postprocessed"))
     checked = check(spec)
     mech, params = checked.mechanism, checked.params
     assert mech.noise_scales(spec, params) == {"counts": 2, "outcome": 2}
@@ -230,7 +213,7 @@ def test_post_processing_noise_scale_given_the_total():
     var = 2 * math.exp(-1 / 2) / (1 - math.exp(-1 / 2)) ** 2
     # the difference of two independent noises (variance 2 var), up to the rounding of a half-integer split
     assert abs(diff.var() / (2 * var) - 1) < 0.05
-    spec_dp = parse(SPEC.replace("pufferfish {\n  class CLASS\n}\n", "").replace("MECH", "noisy_postprocessed"))
+    spec_dp = parse(_spec("independent", "noisy_postprocessed").replace("pufferfish {\n  class independent\n}\n", ""))
     checked = check(spec_dp)
     assert checked.mechanism.noise_scales(spec_dp, checked.params) == {"counts": 1, "outcome": 1}  # Lemma 8, DP
 
@@ -240,7 +223,7 @@ def test_post_processing_noise_scale_given_the_total():
                                               ("0.1", "0.9", 100, 162), ("0.4", "0.6", 64, 28)])
 def test_the_docs_table_of_suprema(p0, p1, n, value):
     """The table in docs/guides/z-pufferfish.md, as a spec states the class."""
-    spec = parse(SPEC.replace("CLASS", f"dependence p0 {p0} p1 {p1} n {n}").replace("MECH", "wasserstein_exponential"))
+    spec = parse(_spec(f"dependence p0 {p0} p1 {p1} n {n}", "wasserstein_exponential"))
     counts = budget_summary(spec)["pufferfish"]["sensitivity"]["counts"]
     assert counts["wasserstein"] == value and counts["certified"] is True
 
