@@ -169,6 +169,9 @@ def test_the_values_used_and_the_fallback_with_its_reason():
     big = pf.dependence_given_total(Fraction(1, 10), Fraction(9, 10), pf.CERTIFIED_UP_TO + 1)
     assert pf.CERTIFIED_UP_TO == 128 and pf.tilt_gap(127, Fraction(81)) == (102, True)
     assert big.value == 2 * (1 + 102 + 1) < 2 * 129 and not big.certified and "proven upper bound" in big.reason
+    # a near-tie the search cannot close in its work limit: a proven upper bound, far below 2n
+    tie = pf.dependence_given_total(Fraction(499, 1000), Fraction(501, 1000), 128)
+    assert not tie.certified and "did not close" in tie.reason and 2 < tie.value <= 20
     # a probability of exactly 0 or 1 needs no computation at any size
     assert pf.dependence_given_total(Fraction(0), Fraction(1, 10), 5000).value == 10000
     # the exact value grows with the group; small groups still reach 2n (odds ratio 81), larger ones do not

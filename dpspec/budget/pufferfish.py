@@ -10,6 +10,7 @@ dependence it has no finite bound at all ("no free lunch").
 """
 from __future__ import annotations
 
+import collections
 import functools
 import math
 from fractions import Fraction
@@ -182,8 +183,9 @@ def dependence_given_total(p0, p1, n: int) -> GivenTotal:
     binomials, met by a member with a large independent rest) is in docs/guides/z-pufferfish.md.
     f is computed exactly (`tilt_gap`): integer arithmetic, a branch-and-bound over a whose
     every interval is bounded by monotonicity, and a union bound for the two ends. A group above
-    CERTIFIED_UP_TO gets the proven upper bound of `_subadditive_bound` (certified False: not the
-    exact value); a computation that does not close within its work limit keeps the proven bound 2n."""
+    CERTIFIED_UP_TO gets the proven upper bound of `_subadditive_bound`, and a search that does not
+    close within its work limit the bound of the intervals it left open (certified False: proven
+    bounds, not the exact value; never above the proven 2n)."""
     lo, hi = sorted((Fraction(p0), Fraction(p1)))
     if lo == hi:
         return GivenTotal(Fraction(2), True, "p0 = p1: the group is independent of the unit, so exactly 2 (independence)")
@@ -192,9 +194,11 @@ def dependence_given_total(p0, p1, n: int) -> GivenTotal:
     ratio = (hi / (1 - hi)) / (lo / (1 - lo))
     if n > CERTIFIED_UP_TO:
         return _subadditive_bound(n, ratio)
-    gap, certified = tilt_gap(n - 1, ratio)
-    if not certified:
-        return GivenTotal(Fraction(2 * n), False, "the exact computation did not close within its work limit; 2n is the proven bound")
+    gap, exact = tilt_gap(n - 1, ratio)
+    if not exact:
+        return GivenTotal(Fraction(min(2 * n, 2 * (1 + gap))), False, (
+            f"a proven upper bound, not the exact supremum: the exact search did not close within its work limit, and "
+            f"every interval it left open has a quantile gap of at most {gap}, so 2 (1 + {gap}) (2n = {2 * n} at most)"))
     return GivenTotal(Fraction(2 * (1 + gap)), True, (
         f"exact supremum over the class: 2 (1 + {gap}), {gap} the largest quantile gap between Bin({n - 1}, a) "
         f"and its tilt by the odds ratio {ir.format_number(ratio)} (certified by exact integer arithmetic)"))
@@ -205,20 +209,18 @@ def _subadditive_bound(n: int, ratio: Fraction) -> GivenTotal:
 
     gap(P, Q) <= d means P <= Q + d stochastically, which survives convolution, so splitting the
     binomial's trials adds the gaps at the same a: f(m1 + m2) <= f(m1) + f(m2). With
-    n - 1 = q M + s (M the largest exactly computed size), f(n - 1) <= q f(M) + f(s), both exact."""
+    n - 1 = q M + s (M the largest exactly computed size), f(n - 1) <= q f(M) + f(s), each term
+    exact (or, where its search did not close, a proven upper bound)."""
     big = CERTIFIED_UP_TO - 1
     q, s = divmod(n - 1, big)
-    (f_big, ok_big), (f_s, ok_s) = tilt_gap(big, ratio), tilt_gap(s, ratio)
-    bound = 2 * (1 + q * f_big + f_s)
-    if not (ok_big and ok_s) or bound >= 2 * n:
-        return GivenTotal(Fraction(2 * n), False, (
-            f"n = {n} is above the exact computation's reach (groups of up to {CERTIFIED_UP_TO} units); 2n is the "
-            "proven bound: coupled, the two secrets' sets of units differ in at most 2n - 1 units besides the unit"))
+    (f_big, exact_big), (f_s, exact_s) = tilt_gap(big, ratio), tilt_gap(s, ratio)
+    bound = min(2 * n, 2 * (1 + q * f_big + f_s))
+    how = "each exact" if exact_big and exact_s else "upper bounds where the exact search did not close"
     return GivenTotal(Fraction(bound), False, (
         f"a proven upper bound, not the exact supremum: n = {n} is above the exact computation's reach (groups of up "
         f"to {CERTIFIED_UP_TO} units), and the quantile gaps add over a split of the binomial's trials, so "
-        f"f({n - 1}) <= {q} f({big}) + f({s}) = {q} x {f_big} + {f_s} (each exact), giving 2 (1 + {q * f_big + f_s}) "
-        f"below 2n = {2 * n}"))
+        f"f({n - 1}) <= {q} f({big}) + f({s}) <= {q} x {f_big} + {f_s} ({how}), giving 2 (1 + {q * f_big + f_s}) "
+        f"(2n = {2 * n} at most)"))
 
 
 def _scaled_cdf(m: int, x: int, y: int, scale: int) -> list[int]:
@@ -258,15 +260,17 @@ def _tails_clear(m: int, ratio: Fraction, d: int, odds: Fraction) -> bool:
 
 @functools.lru_cache(maxsize=64)
 def tilt_gap(m: int, ratio: Fraction, max_evals: int = 4000) -> tuple[int, bool]:
-    """(f, certified): f(m, R) = max over a in (0, 1) of `quantile_gap` between Bin(m, a) and its
-    tilt (odds multiplied by R > 1), exactly.
+    """(value, exact): f(m, R) = max over a in (0, 1) of `quantile_gap` between Bin(m, a) and its
+    tilt (odds multiplied by R > 1); value is f when exact, else a proven upper bound on it.
 
     The gap is integer-valued; on an interval of odds [o1, o2] it is at most the gap between
     Bin(m, o1) and Bin(m, R o2) (binomials grow stochastically with their odds), so a
     branch-and-bound that splits every interval whose bound exceeds the best value found (at
-    mediants, which keep the integers small) ends with a certified maximum. The ends (odds below
-    o, and by the symmetry a -> 1 - b, odds above 1 / (R o)) are cleared by `_tails_clear`.
-    certified is False if that does not close within max_evals gap evaluations."""
+    mediants, which keep the integers small; breadth first) ends with a certified maximum. The
+    ends (odds below o, and by the symmetry a -> 1 - b, odds above 1 / (R o)) are cleared by
+    `_tails_clear`. If it does not close within max_evals gap evaluations (a gap that nearly
+    reaches the next integer needs very narrow intervals), the largest bound of the intervals left
+    open is returned, not exact (m, the trivial bound, if the ends could not be cleared)."""
     if m == 0:
         return 0, True
     grid = [Fraction(2) ** e for e in range(-12, 13)]
@@ -275,22 +279,23 @@ def tilt_gap(m: int, ratio: Fraction, max_evals: int = 4000) -> tuple[int, bool]
     while not _tails_clear(m, ratio, best + 1, Fraction(1, 2 ** e)):  # best >= 1, so this ends
         e *= 2
         if e > 1 << 12:
-            return best, False
+            return m, False
     lo = Fraction(1, 2 ** e)
     hi = 1 / (ratio * lo)
     points = sorted({lo, hi} | {Fraction(2) ** k for k in range(-e, 4 * e) if lo < Fraction(2) ** k < hi})
-    stack = list(zip(points[:-1], points[1:]))
-    while stack:
-        o1, o2 = stack.pop()
+    queue = collections.deque((o1, o2, m) for o1, o2 in zip(points[:-1], points[1:]))  # m: no bound yet
+    while queue:
+        if evals >= max_evals:
+            return max(best, max(bound for _, _, bound in queue)), False
+        o1, o2, _ = queue.popleft()
+        bound = quantile_gap(m, o1, ratio * o2)
         evals += 1
-        if evals > max_evals:
-            return best, False
-        if quantile_gap(m, o1, ratio * o2) <= best:
+        if bound <= best:
             continue
         mid = Fraction(o1.numerator + o2.numerator, o1.denominator + o2.denominator)
         best = max(best, quantile_gap(m, mid, ratio * mid))
         evals += 1
-        stack += [(o1, mid), (mid, o2)]
+        queue += [(o1, mid, bound), (mid, o2, bound)]
     return best, True
 
 
