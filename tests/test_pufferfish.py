@@ -201,8 +201,10 @@ def test_budget_json_carries_both_sensitivities_and_the_assumptions(tmp_path):
     # the Section 4.4 class at strong dependence: the same mechanism, the honest budget is larger
     path.write_text(small("dependence p0 0.1 p1 0.9 n 10").replace("epsilon: 2", "epsilon: 2\n  sensitivity: 2"))
     summary = budget_summary(dpspec.load(str(path)))
-    w = summary["pufferfish"]["sensitivity"]["counts"]["wasserstein"]
-    assert w == 2 * 10  # given the total, the bound every member of the class obeys (see below)
+    counts = summary["pufferfish"]["sensitivity"]["counts"]
+    w = counts["wasserstein"]
+    # given the total, the class's exact supremum 2 (1 + 8) (tests/test_pufferfish_given_total.py), below 2n
+    assert w == 18 and counts["certified"] is True and "exact supremum" in counts["derivation"]
     assert math.isclose(summary["budget"]["epsilon"], 2 * w / 2) and not summary["bounds_hold"]
 
 
@@ -261,15 +263,24 @@ def test_a_program_states_the_conditional_independence_lemma_6_assumes(tmp_path)
     assert "every release's class" in notes and summary["total"]["epsilon"] == 4
 
 
-def test_post_processing_keeps_its_dp_budget_under_independence_and_pays_for_dependence(tmp_path):
+def test_post_processing_calibrates_its_noise_to_the_vector_given_the_total(tmp_path):
+    """The noise is added to the count vector before the post-processing, so given the total in Z a
+    pair moves that vector by the class's vector sensitivity (2 under independence: one unit moved
+    between cells), not by the DP sensitivity 1; the noise scale is calibrated to it and epsilon
+    stays the Z-Pufferfish budget. Without a pufferfish block it is a DP spec (Lemma 8)."""
     path = tmp_path / "pp.dps"
-    path.write_text(small().replace("mechanism wasserstein_exponential", "mechanism noisy_postprocessed").replace("  base: congenial\n", ""))
+    text = small().replace("mechanism wasserstein_exponential", "mechanism noisy_postprocessed").replace("  base: congenial\n", "")
+    path.write_text(text)
     summary = budget_summary(dpspec.load(str(path)))
-    assert summary["budget"]["epsilon"] == 2 and summary["pufferfish"]["sensitivity"]["counts"]["wasserstein"] == 1
-    path.write_text(path.read_text().replace("class independent", "class dependence p0 0.2 p1 0.6 n 10"))
+    counts = summary["pufferfish"]["sensitivity"]["counts"]
+    assert summary["budget"]["epsilon"] == 2 and counts["wasserstein"] == 2 and counts["dp"] == 1
+    path.write_text(text.replace("class independent", "class dependence p0 0.2 p1 0.6 n 10"))
     summary = budget_summary(dpspec.load(str(path)))
-    factor = pf.dependent_count_sensitivity(10, 0.2, 0.6)
-    assert factor > 1 and math.isclose(summary["budget"]["epsilon"], 2 * factor)
+    exact = pf.dependence_given_total(Fraction(1, 5), Fraction(3, 5), 10)
+    assert exact.certified and 2 < exact.value < 20
+    assert summary["budget"]["epsilon"] == 2
+    assert summary["pufferfish"]["sensitivity"]["counts"]["wasserstein"] == float(exact.value)
+    assert summary["pufferfish"]["sensitivity"]["counts"]["certified"] is True
 
 
 # ---- the vector loss given the total under the dependence class ----------------------------

@@ -75,7 +75,7 @@ def test_infer_on_a_case_study_release_matches_the_exact_posterior_and_deaths_st
     spec = dpspec.load(str(spec_path))
     checked = check(spec)
     r_c, r_o = (float(r) for r in checked.mechanism.rates(spec, checked.params))
-    assert (r_c, r_o) == (1 / 16, 1 / 8)  # epsilon 0.5 split evenly; sensitivities 2 (given the total) and 1
+    assert (r_c, r_o) == (1 / 16, 1 / 16)  # epsilon 0.5 split evenly; sensitivities 2 and 2 (both given the total)
     total = sum(cases for (m, _), (cases, _) in DATA.items() if m == "2020-08")
     tables, post = _exact_posterior(y, z, total, r_c, r_o)
 
@@ -116,7 +116,7 @@ def test_the_contracted_rate_of_a_release_is_visible_from_its_posterior(tmp_path
     """Erie's released deaths equal its released cases (rate 1, the paper's ContractedRates:
     deaths drawn on 0..released cases pile up at the bound); the posterior rate, conditioned on
     cases and deaths together, puts most of its mass well below 1."""
-    spec_path, out = _release(tmp_path, seed=1)
+    spec_path, out = _release(tmp_path, seed=8)
     released = pd.read_csv(out / "counts.csv").set_index("county")
     cases, deaths = int(released.loc["Erie", "cases"]), int(released.loc["Erie", "died"])
     assert cases > 0 and deaths == cases  # this seed's release contracts Erie's rate to 1 (truth: 1 of 3)
@@ -127,7 +127,7 @@ def test_the_contracted_rate_of_a_release_is_visible_from_its_posterior(tmp_path
     # whose rate 1 sits at a bound the posterior's 95% interval extends below
     assert cell["post_processed"] == 1.0
     assert res.contractions["checked"] and "month=2020-08, county=Erie, died=True" in res.contractions["bounds"]
-    assert "month=2020-08, county=Cameron, died=True" not in res.contractions["bounds"]  # released 3 of 4
+    assert "month=2020-08, county=Cameron, died=True" not in res.contractions["bounds"]  # released 11 of 16
 
 
 def test_the_truncated_normalizer_stays_finite_far_above_the_released_count():

@@ -10,8 +10,11 @@ dependence it has no finite bound at all ("no free lunch").
 """
 from __future__ import annotations
 
+import collections
+import functools
 import math
 from fractions import Fraction
+from typing import NamedTuple
 
 from dpspec import ir
 
@@ -141,20 +144,159 @@ def cell_counts_sensitivity(c: ir.Pufferfish | None, total_in_z: bool) -> Fracti
       conditioned on its size, and such laws at sizes t - 1 and t couple with one unit added
       (product measures are strong Rayleigh; Borcea, Branden & Liggett 2009), so present in cell a
       against absent is one unit moved between cells: L1 change 2, and no less in general;
-    - the dependence class (p0 != p1): conditioning on the total reweights the group's law by the
-      rest of the population's, which can push the two secrets' laws far apart (a member with
-      n = 3, p0 = 1/20, p1 = 3/10 reaches W_inf 6 where twice the count's sensitivity is 4:
-      `vector_given_total_sensitivity`, tests/test_pufferfish.py). What holds for every member is
-      2n: the group's sets differ in at most n units and the rest's counts by as many, each
-      moving the L1 loss by one; this bound is used (see docs/guides/z-pufferfish.md)."""
+    - the dependence class (p0 != p1): the exact supremum 2 (1 + f(n - 1, R)) of
+      `dependence_given_total`, when its exact computation is certified within its reach, else
+      the proven bound 2n (the reason is in `dependence_given_total(...).reason`)."""
     base = count_sensitivity(c)
     if not total_in_z:
         return base
     if c is None or c.kind == "independent" or (c.kind == "dependence" and c.option("p0") == c.option("p1")):
         return Fraction(2)
     if c.kind == "dependence":
-        return Fraction(2 * int(c.option("n")))
+        return dependence_given_total(c.option("p0"), c.option("p1"), int(c.option("n"))).value
     return 2 * base
+
+
+class GivenTotal(NamedTuple):
+    """The class's vector-loss sensitivity given the total: the value used, whether it is the
+    certified exact supremum, and why (shown in `dpspec budget --json`)."""
+
+    value: Fraction
+    certified: bool
+    reason: str
+
+
+CERTIFIED_UP_TO = 128  # group sizes whose exact supremum is computed (at most about a second and a half)
+
+
+@functools.lru_cache(maxsize=64)  # a spec's budget asks for it several times
+def dependence_given_total(p0, p1, n: int) -> GivenTotal:
+    """The exact supremum, over Section 4.4's class with the total in Z, of the W_inf distance (L1
+    metric) between the count vectors given unit j present and absent.
+
+    The class: given x_j = x, each of the g - 1 <= n - 1 others of j's group has secret 1 with
+    probability q_x (q0, q1 in [p0, p1]), independently; every other unit is independent of x_j
+    (any probabilities, any cells). The supremum is 2 (1 + f(n - 1, R)), R = odds(max p) /
+    odds(min p), where f(m, R) is the largest upper quantile gap sup_u (G^-1(u) - F^-1(u)) between
+    Bin(m, a) (F) and its tilt Bin(m, b), odds(b) = R odds(a), over a in (0, 1); the derivation
+    (an upper bound by likelihood-ratio orderings and a reduction of ultra-log-concave laws to
+    binomials, met by a member with a large independent rest) is in docs/guides/z-pufferfish.md.
+    f is computed exactly (`tilt_gap`): integer arithmetic, a branch-and-bound over a whose
+    every interval is bounded by monotonicity, and a union bound for the two ends. A group above
+    CERTIFIED_UP_TO gets the proven upper bound of `_subadditive_bound`, and a search that does not
+    close within its work limit the bound of the intervals it left open (certified False: proven
+    bounds, not the exact value; never above the proven 2n)."""
+    lo, hi = sorted((Fraction(p0), Fraction(p1)))
+    if lo == hi:
+        return GivenTotal(Fraction(2), True, "p0 = p1: the group is independent of the unit, so exactly 2 (independence)")
+    if lo == 0 or hi == 1:
+        return GivenTotal(Fraction(2 * n), True, "a probability of 0 or 1 lets the group copy the unit's secret: the supremum is 2n")
+    ratio = (hi / (1 - hi)) / (lo / (1 - lo))
+    if n > CERTIFIED_UP_TO:
+        return _subadditive_bound(n, ratio)
+    gap, exact = tilt_gap(n - 1, ratio)
+    if not exact:
+        return GivenTotal(Fraction(min(2 * n, 2 * (1 + gap))), False, (
+            f"a proven upper bound, not the exact supremum: the exact search did not close within its work limit, and "
+            f"every interval it left open has a quantile gap of at most {gap}, so 2 (1 + {gap}) (2n = {2 * n} at most)"))
+    return GivenTotal(Fraction(2 * (1 + gap)), True, (
+        f"exact supremum over the class: 2 (1 + {gap}), {gap} the largest quantile gap between Bin({n - 1}, a) "
+        f"and its tilt by the odds ratio {ir.format_number(ratio)} (certified by exact integer arithmetic)"))
+
+
+def _subadditive_bound(n: int, ratio: Fraction) -> GivenTotal:
+    """A group above the exact computation's reach: a proven upper bound on the supremum.
+
+    gap(P, Q) <= d means P <= Q + d stochastically, which survives convolution, so splitting the
+    binomial's trials adds the gaps at the same a: f(m1 + m2) <= f(m1) + f(m2). With
+    n - 1 = q M + s (M the largest exactly computed size), f(n - 1) <= q f(M) + f(s), each term
+    exact (or, where its search did not close, a proven upper bound)."""
+    big = CERTIFIED_UP_TO - 1
+    q, s = divmod(n - 1, big)
+    (f_big, exact_big), (f_s, exact_s) = tilt_gap(big, ratio), tilt_gap(s, ratio)
+    bound = min(2 * n, 2 * (1 + q * f_big + f_s))
+    how = "each exact" if exact_big and exact_s else "upper bounds where the exact search did not close"
+    return GivenTotal(Fraction(bound), False, (
+        f"a proven upper bound, not the exact supremum: n = {n} is above the exact computation's reach (groups of up "
+        f"to {CERTIFIED_UP_TO} units), and the quantile gaps add over a split of the binomial's trials, so "
+        f"f({n - 1}) <= {q} f({big}) + f({s}) <= {q} x {f_big} + {f_s} ({how}), giving 2 (1 + {q * f_big + f_s}) "
+        f"(2n = {2 * n} at most)"))
+
+
+def _scaled_cdf(m: int, x: int, y: int, scale: int) -> list[int]:
+    """scale * (x + y)^m * P(Bin(m, x / (x + y)) <= k) for k = 0..m, as exact integers."""
+    out, term, acc = [], y ** m * scale, 0
+    for i in range(m + 1):
+        acc += term
+        out.append(acc)
+        if i < m:
+            term = term * (m - i) * x // ((i + 1) * y)  # exact: C(m, i + 1) x^(i+1) y^(m-i-1) scale
+    return out
+
+
+def quantile_gap(m: int, q_odds: Fraction, p_odds: Fraction) -> int:
+    """sup_u (G^-1(u) - F^-1(u)) for F = Bin(m, q), G = Bin(m, p) (given by their odds), exactly:
+    the largest j - k with F(k) > G(j - 1), j the least index with G(j) >= F(k)."""
+    xq, yq, xp, yp = q_odds.numerator, q_odds.denominator, p_odds.numerator, p_odds.denominator
+    fq = _scaled_cdf(m, xq, yq, (xp + yp) ** m)
+    fp = _scaled_cdf(m, xp, yp, (xq + yq) ** m)
+    best, j = 0, 0
+    for k, level in enumerate(fq):
+        while fp[j] < level:
+            j += 1
+        best = max(best, j - k)
+    return best
+
+
+def _tails_clear(m: int, ratio: Fraction, d: int, odds: Fraction) -> bool:
+    """True when every a with odds(a) <= `odds` has quantile gap below d: P(Bin(m, b) >= k + d) is at
+    most C(m, k + d) b^(k+d) (a union bound), P(Bin(m, a) >= k + 1) at least its single term at
+    k + 1, b <= R a, and the resulting inequality only loosens as a falls."""
+    x, y, big, small = odds.numerator, odds.denominator, ratio.numerator, ratio.denominator
+    s = x + y
+    return all(math.comb(m, k + d) * big ** (k + d) * x ** (d - 1) * s ** (m - k - 1)
+               <= math.comb(m, k + 1) * small ** (k + d) * y ** (m - k - 1) * s ** (d - 1) for k in range(m - d + 1))
+
+
+@functools.lru_cache(maxsize=64)
+def tilt_gap(m: int, ratio: Fraction, max_evals: int = 4000) -> tuple[int, bool]:
+    """(value, exact): f(m, R) = max over a in (0, 1) of `quantile_gap` between Bin(m, a) and its
+    tilt (odds multiplied by R > 1); value is f when exact, else a proven upper bound on it.
+
+    The gap is integer-valued; on an interval of odds [o1, o2] it is at most the gap between
+    Bin(m, o1) and Bin(m, R o2) (binomials grow stochastically with their odds), so a
+    branch-and-bound that splits every interval whose bound exceeds the best value found (at
+    mediants, which keep the integers small; breadth first) ends with a certified maximum. The
+    ends (odds below o, and by the symmetry a -> 1 - b, odds above 1 / (R o)) are cleared by
+    `_tails_clear`. If it does not close within max_evals gap evaluations (a gap that nearly
+    reaches the next integer needs very narrow intervals), the largest bound of the intervals left
+    open is returned, not exact (m, the trivial bound, if the ends could not be cleared)."""
+    if m == 0:
+        return 0, True
+    grid = [Fraction(2) ** e for e in range(-12, 13)]
+    best = max(quantile_gap(m, o, ratio * o) for o in grid)
+    evals, e = len(grid), 1
+    while not _tails_clear(m, ratio, best + 1, Fraction(1, 2 ** e)):  # best >= 1, so this ends
+        e *= 2
+        if e > 1 << 12:
+            return m, False
+    lo = Fraction(1, 2 ** e)
+    hi = 1 / (ratio * lo)
+    points = sorted({lo, hi} | {Fraction(2) ** k for k in range(-e, 4 * e) if lo < Fraction(2) ** k < hi})
+    queue = collections.deque((o1, o2, m) for o1, o2 in zip(points[:-1], points[1:]))  # m: no bound yet
+    while queue:
+        if evals >= max_evals:
+            return max(best, max(bound for _, _, bound in queue)), False
+        o1, o2, _ = queue.popleft()
+        bound = quantile_gap(m, o1, ratio * o2)
+        evals += 1
+        if bound <= best:
+            continue
+        mid = Fraction(o1.numerator + o2.numerator, o1.denominator + o2.denominator)
+        best = max(best, quantile_gap(m, mid, ratio * mid))
+        evals += 1
+        queue += [(o1, mid, bound), (mid, o2, bound)]
+    return best, True
 
 
 def vector_given_total_sensitivity(group: int, q0: float, q1: float, rest: int, p: float) -> float:

@@ -72,16 +72,29 @@ class _CountRelease(Mechanism):
         """The Wasserstein sensitivity of each released statistic's loss over the class, beside its DP one."""
 
         relation = spec.unit.relation if spec.unit else "symdiff"
+        total_in_z = self._total_in_z(spec, params)
         # a changed unit (hamming) is one moved between cells, as a present/absent one is given the total
-        counts_w = pufferfish.cell_counts_sensitivity(spec.pufferfish, self._total_in_z(spec, params) or relation == "hamming")
+        counts_w = pufferfish.cell_counts_sensitivity(spec.pufferfish, total_in_z or relation == "hamming")
         scale = 2 if relation == "hamming" else 1
         out = {"counts": {"wasserstein": counts_w, "dp": pufferfish.dp_cell_counts_sensitivity(relation),
                           "loss": "||y - counts||_1",
-                          "given": "the period total (Z)" if self._total_in_z(spec, params) else "nothing"}}
+                          "given": "the period total (Z)" if total_in_z else "nothing"}}
+        c = spec.pufferfish
+        if c is not None and c.kind == "dependence" and (total_in_z or relation == "hamming"):
+            exact = pufferfish.dependence_given_total(c.option("p0"), c.option("p1"), int(c.option("n")))
+            out["counts"]["certified"], out["counts"]["derivation"] = exact.certified, exact.reason
         if params.get("outcome") is not None:
-            out["outcome"] = {"wasserstein": pufferfish.cell_counts_sensitivity(spec.pufferfish, False) * scale,
-                              "dp": pufferfish.dp_cell_counts_sensitivity(relation), "loss": "||y - outcome counts||_1",
-                              "given": "no outcome total in Z"}
+            if total_in_z:
+                # the coupling that moves the unit's count given the total moves the units that
+                # differ between the two secrets' worlds, and each carries its own outcome: the
+                # outcome counts' L1 loss moves by at most as much (as much when every unit has it)
+                out["outcome"] = {"wasserstein": counts_w, "dp": pufferfish.dp_cell_counts_sensitivity(relation),
+                                  "loss": "||y - outcome counts||_1",
+                                  "given": "the period total (Z): the units differing between the pair's worlds carry their outcomes"}
+            else:
+                out["outcome"] = {"wasserstein": pufferfish.cell_counts_sensitivity(spec.pufferfish, False) * scale,
+                                  "dp": pufferfish.dp_cell_counts_sensitivity(relation), "loss": "||y - outcome counts||_1",
+                                  "given": "no outcome total in Z"}
         out["class"] = spec.pufferfish.kind if spec.pufferfish else "independent"
         out["class_in_words"] = pufferfish.plain_words(spec.pufferfish)
         return out
@@ -347,20 +360,31 @@ class NoisyPostprocessed(_CountRelease):
                "total": "the period total the release conditions on (Z, public)"}
 
     def sensitivities(self, spec, params):
-        # Lemma 8: a DP release restricted by exact public counts keeps its budget; its noise is the
-        # DP geometric mechanism's (sensitivity 1 per count under add/remove, 2 under change-one)
-        # (DP implies Pufferfish only for independent units: under a dependence class the same noise
-        # protects a pair as much as the count's Wasserstein sensitivity allows)
+        """Under a pufferfish block: the noise is added to the count vector before the post-processing,
+        which reads only the noisy counts and Z, so a pair's privacy loss given Z is at most the
+        noise's rate times the L1 distance the pair can move that vector given Z (the vector's
+        W_inf over the class, the same as the exponential mechanism's loss sensitivity); the noise
+        is calibrated to it, so `epsilon` is the Z-Pufferfish budget. Without one (a DP spec),
+        Lemma 8: the DP geometric mechanism restricted by exact public counts keeps its budget."""
         out = super().sensitivities(spec, params)
-        factor = pufferfish.count_sensitivity(spec.pufferfish)
         for k in ("counts", "outcome"):
-            if k in out:
-                out[k]["wasserstein"] = out[k]["dp"] * factor
-                out[k]["given"] = "nothing (Lemma 8: the DP noise, then post-processing with Z)"
+            if k not in out:
+                continue
+            if spec.pufferfish is None:
+                out[k]["wasserstein"] = out[k]["dp"]
+                out[k]["given"] = "nothing (differential privacy, Lemma 8: the DP noise, then post-processing with Z)"
+            else:
+                out[k]["given"] += "; the noise is added to these counts before the post-processing with Z"
         return out
 
-    def _used_sensitivity(self, spec, params, sens):
-        return {k: Fraction(sens[k]["dp"]) for k in ("counts", "outcome") if k in sens}
+    def noise_scales(self, spec, params) -> dict:
+        """The discrete Laplace scale of each released statistic's noise: its sensitivity over its epsilon."""
+        used = self._used_sensitivity(spec, params, self.sensitivities(spec, params))
+        eps_c, eps_o = self._epsilons(params)
+        out = {"counts": used["counts"] / eps_c}
+        if eps_o is not None:
+            out["outcome"] = used["outcome"] / eps_o
+        return out
 
     def draw(self, spec, params, counts, outcome, total, rng, draws: int = 1):
         import numpy as np
@@ -369,12 +393,11 @@ class NoisyPostprocessed(_CountRelease):
 
         from .postprocess import two_stage
 
-        sens = self.sensitivities(spec, params)
-        eps_c, eps_o = self._epsilons(params)
-        noisy_c = counts + discrete_laplace(Fraction(sens["counts"]["dp"]) / eps_c, draws * len(counts), rng).reshape(draws, -1)
+        scales = self.noise_scales(spec, params)
+        noisy_c = counts + discrete_laplace(scales["counts"], draws * len(counts), rng).reshape(draws, -1)
         noisy_o = None
         if outcome is not None:
-            noisy_o = outcome + discrete_laplace(Fraction(sens["outcome"]["dp"]) / eps_o, draws * len(counts), rng).reshape(draws, -1)
+            noisy_o = outcome + discrete_laplace(scales["outcome"], draws * len(counts), rng).reshape(draws, -1)
         cases, deaths, flags = two_stage(noisy_c, noisy_o, total)
         return cases, deaths, flags
 
