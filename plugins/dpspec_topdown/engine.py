@@ -48,7 +48,7 @@ class JointTable:
     histogram variables, recodes, strategy {level: [(query, share)]} (shares of the same level
     budget as the main table's), invariants [(level, query)] and the cross constraints tying it
     to the main table: (name, main query, main group or None, its query, its group or None,
-    number of groups)."""
+    number of groups), and its structural zeros {name: {variable: [categories]}}."""
 
     name: str
     records: object
@@ -57,6 +57,7 @@ class JointTable:
     recodes: Sequence = ()
     invariants: Sequence = ()
     cross: Sequence = ()
+    structural_zeros: Mapping = attrs.field(factory=dict)
 
 
 @attrs.define
@@ -158,7 +159,8 @@ def run_topdown(persons: pd.DataFrame, levels: Sequence[str], variables: Mapping
     then is a DataError naming the level and the parent unit.
     ``joint`` (JointTable): a second table on the same geography solved with this one in one
     problem per node, tied by its cross constraints (joint.py); its release is the result's
-    ``joint[name]``. One pass per node (no passes or failsafe with it).
+    ``joint[name]``. One pass per node (no passes or failsafe with it); its structural zeros
+    hold in its release as the main table's do in its own.
     ``reference_geography``: every finest unit of the geography, populated or not (rows of the
     geography columns, and the AIAN flag with `aian`): the spine is built on it, as production
     builds its spine from the geography reference file, so a unit whose other children hold no
@@ -469,8 +471,9 @@ def _solve_item(key, task: NodeTask, rng, queries, plan):
 
 
 def _structural_zeros(zeros: Mapping, schema: Schema, cells: np.ndarray, weights: np.ndarray,
-                      tallies: pd.DataFrame, hier: Hierarchy) -> np.ndarray | None:
-    """Boolean mask of the structural-zero cells; DataError if a record sits in one."""
+                      tallies: pd.DataFrame, hier: Hierarchy, table: str | None = None) -> np.ndarray | None:
+    """Boolean mask of the structural-zero cells; DataError if a record sits in one (naming
+    ``table`` when it is a joint table's)."""
     if not zeros:
         return None
     coords = np.unravel_index(np.arange(schema.n_cells), schema.shape)
@@ -493,8 +496,9 @@ def _structural_zeros(zeros: Mapping, schema: Schema, cells: np.ndarray, weights
             finest = hier.levels[-1].name
             cell = ", ".join(f"{v}={val}" for v, val in schema.decode(np.array([cells[row]])).items()
                              for val in [val[0]])
-            raise DataError(f"the data break the structural zero {name!r}: {int(weights[hit].sum())} records, e.g. "
-                            f"in {finest} {tallies[finest].iloc[row]!s} (cell {cell})")
+            where = f" of table {table!r}" if table else ""
+            raise DataError(f"the data{where} break the structural zero {name!r}: {int(weights[hit].sum())} records, "
+                            f"e.g. in {finest} {tallies[finest].iloc[row]!s} (cell {cell})")
         mask |= this
     return mask
 

@@ -145,13 +145,19 @@ def _pass_lists(value, variables) -> list:
     return [[_query_words(q, variables) for q in (g if isinstance(g, tuple) else (g,))] for g in groups]
 
 
-def _structural_zeros(params: dict, variables: dict) -> dict:
-    """{name: {variable: [categories]}} from ``structural_zeros: { NAME: { VAR: [values] ... } }``."""
+def _structural_zeros(params: dict, variables: dict, recodes=()) -> dict:
+    """{name: {variable: [categories]}} from ``structural_zeros: { NAME: { VAR: [values] ... } }``.
+
+    VAR is a histogram variable (values: its categories) or a recode (values: its group labels,
+    read as the categories in those groups), as production states its zeros on recodes
+    (Constraints_DHCH.py: HHAGE_75PLUS, HHELDERLY_PRESENCE_NOT_75PLUS ...); a variable named twice
+    keeps the categories both name. A name or value that is neither is a SpecError at its line."""
     block = params.get("structural_zeros")
     if block is None:
         return {}
     if not isinstance(block, ir.ParamBlock):
         raise SpecError("structural_zeros: expected a block such as { nurse_nva_0: { hhgq: [3]  votingage: [0] } }")
+    by_recode = {r.name: r for r in recodes}
     out = {}
     for p in block.params:
         loc = (p.loc.line, p.loc.column) if p.loc else (None, None)
@@ -159,12 +165,28 @@ def _structural_zeros(params: dict, variables: dict) -> dict:
             raise SpecError(Diagnostic(f"structural_zeros: '{p.name}' needs a block of VARIABLE: [values]", *loc))
         cells = {}
         for v in p.value.params:
-            if v.name not in variables:
+            vloc = (v.loc.line, v.loc.column) if v.loc else loc
+            values = [_recode_value(x) for x in (v.value if isinstance(v.value, tuple) else (v.value,))]
+            if v.name in variables:
+                variable, by_text = v.name, {str(c): c for c in variables[v.name]}
+                bad = [x for x in values if str(x) not in by_text]
+                picked = [by_text[str(x)] for x in values if str(x) in by_text]
+            elif v.name in by_recode:
+                r = by_recode[v.name]
+                variable, labels = r.variable, [str(lb) for lb in r.labels]
+                bad = [x for x in values if str(x) not in labels]
+                chosen = {labels.index(str(x)) for x in values if str(x) in labels}
+                picked = [c for c, g in zip(variables[variable], r.group_of) if g in chosen]
+            else:
                 raise SpecError(Diagnostic(f"structural_zeros: '{p.name}' names '{v.name}', which is not a "
-                                           f"histogram variable", *loc))
-            by_text = {str(c): c for c in variables[v.name]}
-            values = v.value if isinstance(v.value, tuple) else (v.value,)
-            cells[v.name] = [by_text.get(str(x), x) for x in map(_recode_value, values)]
+                                           f"histogram variable or recode (known: {', '.join([*variables, *by_recode])})",
+                                           *vloc))
+            if bad or not values:
+                what = "categories" if v.name in variables else "groups"
+                known = variables[v.name] if v.name in variables else list(by_recode[v.name].labels)
+                raise SpecError(Diagnostic(f"structural_zeros: '{p.name}': {v.name} = {bad or '[]'} are not "
+                                           f"{what} of '{v.name}' ({', '.join(map(str, known))})", *vloc))
+            cells[variable] = [c for c in cells[variable] if c in picked] if variable in cells else picked
         out[p.name] = cells
     return out
 
@@ -325,7 +347,8 @@ def _loc_of(p):
 def _joint(spec: ir.Spec, params: dict) -> list[dict]:
     """``joint: { NAME: { table: T  variables: a, b  queries: {...}  recodes: {...} } }``: further
     tables solved with the mechanism's table in one problem per node (joint.py). Each entry:
-    name, table, variables {name: categories}, schema, strategy {level: [(key, share)]}, loc."""
+    name, table, variables {name: categories}, schema, strategy {level: [(key, share)]},
+    structural_zeros {name: {variable: [categories]}} (cells 0 in its release), loc."""
     block = _block(params, "joint", "{ units: { table: units  variables: vacs  queries: { total: 1/4 } } }")
     if block is None:
         return []
@@ -335,10 +358,11 @@ def _joint(spec: ir.Spec, params: dict) -> list[dict]:
         loc = _loc_of(p)
         fields = {q.name: q.value for q in p.value.params} if isinstance(p.value, ir.ParamBlock) else {}
         missing = [f for f in ("table", "variables", "queries") if f not in fields]
-        unknown = sorted(set(fields) - {"table", "variables", "queries", "recodes"})
+        unknown = sorted(set(fields) - {"table", "variables", "queries", "recodes", "structural_zeros"})
         if missing or unknown:
             what = f"missing {', '.join(missing)}" if missing else f"unknown field(s) {', '.join(unknown)}"
-            raise SpecError(Diagnostic(f"joint: '{p.name}': {what} (fields: table, variables, queries, recodes)", *loc))
+            raise SpecError(Diagnostic(f"joint: '{p.name}': {what} (fields: table, variables, queries, recodes, "
+                                       "structural_zeros)", *loc))
         table_name = str(fields["table"])
         table = spec.domain.table(table_name)
         if table is None or table_name in seen:
@@ -353,7 +377,8 @@ def _joint(spec: ir.Spec, params: dict) -> list[dict]:
                                        "table lives on the same geography (and spine flag)", *loc))
         raw = fields["variables"]
         names = [str(v) for v in (raw if isinstance(raw, tuple) else (raw,))]
-        sub = {"table": table_name, "variables": names, "recodes": fields.get("recodes"), "queries": fields["queries"]}
+        sub = {"table": table_name, "variables": names, "recodes": fields.get("recodes"), "queries": fields["queries"],
+               "structural_zeros": fields.get("structural_zeros")}
         for name in names:
             col = table.column(name)
             if col is None or col.type.kind not in ("enum", "bool", "int") or name in geo:
@@ -366,11 +391,12 @@ def _joint(spec: ir.Spec, params: dict) -> list[dict]:
                 raise SpecError("queries: expected a block such as { total: 1/4 }")
             strategy = {lv: [(schema.canonical(q), sh) for q, sh in entries]
                         for lv, entries in _strategy(sub, _levels(spec), names, params["levels"]).items()}
+            zeros = _structural_zeros(sub, variables, schema.recodes)
         except SpecError as exc:
             raise SpecError([Diagnostic(f"joint: '{p.name}': {d.message}", *(loc if d.line is None else (d.line, d.column)))
                              for d in exc.diagnostics]) from None
         out.append({"name": p.name, "table": table_name, "variables": variables, "schema": schema,
-                    "strategy": strategy, "loc": loc})
+                    "strategy": strategy, "structural_zeros": zeros, "loc": loc})
     if len(out) > 1:
         raise SpecError(Diagnostic("joint: TopDown solves one further table with its own (two histograms per "
                                    "node, as production's households and units)", *out[1]["loc"]))
@@ -586,7 +612,8 @@ class TopDown(Mechanism):
                   "opt_tol: within the LP-optimal tolerance plus pass_tolerance (production's opt_tol, opt_tol_slack)",
                   choices=("const", "opt_tol")),
         ParamSpec("structural_zeros", "block", "cells that must be 0 everywhere, e.g. { nurse_nva_0: { hhgq: [3]  "
-                  "votingage: [0] } }; data with a record there is rejected"),
+                  "votingage: [0] } } (a recode may stand for its variable, its group labels for the categories in them); "
+                  "data with a record there is rejected"),
         ParamSpec("constraints", "block", "bounds on persons per block from a second table, e.g. { hhgq_total_lb_ub: "
                   "{ of: hhgq  table: facilities  type: gqtype  occupied: [1, 2] } }: none of a type the block "
                   "lacks, at least one per occupied facility; its counts by block and type must be invariants"),
@@ -596,7 +623,8 @@ class TopDown(Mechanism):
         ParamSpec("equal_to", "block", "hold the release to a product already released: { pl94: { table: T  query: "
                   "\"hhgq * votingage\" } } keeps that marginal equal to T's at every finest unit (T declared public)"),
         ParamSpec("joint", "block", "further tables solved with this one in one problem per node: { units: { table: units  "
-                  "variables: vacs  queries: { total: 1/4 } } }; their query shares and this table's sum to 1 per level"),
+                  "variables: vacs  queries: { total: 1/4 } } }; their query shares and this table's sum to 1 per level; a joint "
+                  "table may have its own recodes and structural_zeros"),
         ParamSpec("cross_constraints", "block", "equalities across jointly solved tables at every unit: { h1: { left: "
                   "\"households: total\"  right: \"units: occupancy = occupied\" } }"),
         ParamSpec("failsafe", "block", "production's failsafe: { minimal_schema: [hhgq] } re-solves a node that has no "
@@ -642,7 +670,7 @@ class TopDown(Mechanism):
             from .multipass import pass_plan
 
             schema = _schema(spec, params)
-            _structural_zeros(params, _variables(spec, params))
+            _structural_zeros(params, _variables(spec, params), schema.recodes)
             from .constraints import facility_constraints
 
             facility_constraints(spec, params, _bound_categories(spec, params))
@@ -778,7 +806,7 @@ class TopDown(Mechanism):
             _strategy(params, _levels(spec), list(variables)), params["rho"], params["levels"],
             _relation(spec, params), [(lv, q) for lv, q, _ in invariants], rng,
             recodes=_schema(spec, params).recodes, passes=_passes(params, list(variables)),
-            structural_zeros=_structural_zeros(params, variables), bounds=bounds,
+            structural_zeros=_structural_zeros(params, variables, _schema(spec, params).recodes), bounds=bounds,
             progress=lambda stage, done, total: progress.report(f"{stage} level", done, total),
             workers=params.get("workers"), engine=engine, aian=spine.get("aian"),
             bypass=spine.get("bypass", ()), gq_signature=_gq_signature(spine, data, engine),
@@ -855,7 +883,8 @@ def _joint_table(spec, params: dict, data, records):
         left, right = (c["left"], c["right"]) if c["left"][0] == params["table"] else (c["right"], c["left"])
         cross.append((c["name"], left[1], left[2], right[1], right[2], c["n_groups"]))
     return JointTable(j["name"], records(data[j["table"]], j["variables"]), j["variables"], j["strategy"],
-                      recodes=j["schema"].recodes, invariants=[(lv, q) for lv, q, _ in invariants], cross=cross)
+                      recodes=j["schema"].recodes, invariants=[(lv, q) for lv, q, _ in invariants], cross=cross,
+                      structural_zeros=j["structural_zeros"])
 
 
 def _categories(spec, table, names) -> dict:
