@@ -235,6 +235,21 @@ def households_of(units: pd.DataFrame, seed: int) -> pd.DataFrame:
         size=size, couple=couple, multig=multig, ownchild=ownchild)
 
 
+VACANCY = ["for_rent", "rented_not_occupied", "for_sale", "sold_not_occupied", "seasonal", "migrant_workers",
+           "other_vacant"]  # das_decennial vacs.py:15-21, the vacant levels of tenvacgq (tenvacgq.py:24-37)
+
+
+def with_tenvacgq(units: pd.DataFrame, seed: int) -> pd.DataFrame:
+    """The units with production's unit variable tenvacgq (its household and vacant levels): the
+    tenure of an occupied unit, a vacancy status (drawn from `seed`) of a vacant one."""
+    rng = np.random.default_rng(seed)
+    vacant = (units["tenure"] == "vacant").to_numpy()
+    status = rng.choice(VACANCY, size=int(vacant.sum()), p=[0.25, 0.05, 0.08, 0.05, 0.3, 0.02, 0.25])
+    tenvacgq = units["tenure"].to_numpy(dtype=object).copy()
+    tenvacgq[vacant] = status
+    return units.assign(tenvacgq=tenvacgq)
+
+
 def pl94_release(persons: pd.DataFrame, facilities: pd.DataFrame, seed: int) -> pd.DataFrame:
     """The P.L. 94-171 release of these persons: TopDown at the production P.L. 94 shares over the
     same geography (hhgq x voting age x Hispanic x race, state total and facilities invariant), one
@@ -337,6 +352,7 @@ def main() -> None:
         files = generate(households, blocks, seed, state)
         files["pl94"] = pl94_release(files["persons"], files["facilities"], seed + 1)
         files["households"] = households_of(files["units"], seed + 2)
+        files["units"] = with_tenvacgq(files["units"], seed + 3)
         write(files, prefix)
         p = files["persons"]
         print(f"{prefix}: {len(p)} persons, {p['block'].nunique()} blocks, {len(files['units'])} housing units, "

@@ -163,11 +163,14 @@ def test_the_release_keeps_h1_and_owned_on_the_bundled_data(tmp_path):
     units = pd.read_csv(out / "units.csv", dtype=str)
     households = pd.read_csv(out / "households.csv", dtype=str)
     h1 = pd.read_parquet(os.path.join(DATA, "dhc_pr_h1.parquet")).astype(str)
-    released = units.assign(h1=units["tenure"].map(lambda t: "vacant" if t == "vacant" else "occupied"))
+    ten = {"mortgage": "0", "owned": "1", "rented": "2", "no_pay": "2"}  # hhtenshort_3lev of tenvacgq
+    released = units.assign(h1=units["tenvacgq"].map(lambda t: "occupied" if t in ten else "vacant"))
     count = lambda frame, by: frame.groupby(by).size().sort_index()  # noqa: E731
     assert count(released, ["block", "h1"]).equals(count(h1, ["block", "h1"]))
-    ten = {"mortgage": "0", "owned": "1", "rented": "2"}
-    occupied = released[released["tenure"] != "vacant"].assign(ten=lambda f: f["tenure"].map(ten))
+    assert released.loc[released["h1"] == "vacant", "tenvacgq"].isin(
+        ["for_rent", "rented_not_occupied", "for_sale", "sold_not_occupied", "seasonal", "migrant_workers",
+         "other_vacant"]).all()
+    occupied = released[released["h1"] == "occupied"].assign(ten=lambda f: f["tenvacgq"].map(ten))
     assert count(occupied, ["block", "ten"]).equals(count(households, ["block", "ten"]))
     source = pd.read_parquet(os.path.join(DATA, "dhc_pr_units.parquet")).astype(str)
     assert count(units, ["block"]).equals(count(source, ["block"]))
