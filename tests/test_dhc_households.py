@@ -176,3 +176,25 @@ def test_the_release_keeps_h1_and_owned_on_the_bundled_data(tmp_path):
     assert count(units, ["block"]).equals(count(source, ["block"]))
     for name, cells in _zeros("pr").items():  # production's structural zeros hold in the release
         assert not _in_zero(households, cells).any(), name
+
+
+@pytest.mark.parametrize("run", sorted(SPECS))
+def test_the_specs_state_production_interleaved_outer_passes(run):
+    """dhch_strategies.py:1741-1765 at every level: the units' tenvacgq, then six household
+    queries rounded on two, then the rest rounded on detailed (joint_passes.JointOuter)."""
+    from dpspec_topdown.allocation import split_allocation
+    from dpspec_topdown.joint_passes import joint_pass_plan
+    from dpspec_topdown.plugin import TopDown, _joint, _joint_names, _passes, _schema
+
+    spec = parse(open(SPECS[run], encoding="utf-8").read(), SPECS[run])
+    params = check(spec).params
+    (j,) = _joint(spec, params)
+    main, other = split_allocation(TopDown()._allocation(spec, params), "households")
+    passes = _passes(params, ["tenvacgq"], _joint_names([j]))
+    assert set(passes) == set(STRATEGY[run])
+    for level, plan in passes.items():
+        outer = joint_pass_plan(level, plan, _schema(spec, params), main, j["schema"], other, "households",
+                                groups=False)
+        assert [(len(o.fit_main), len(o.fit_joint)) for o in outer] == [(1, 0), (0, 6), (0, 3)], level
+        assert [[r[0] for r in o.round_main] for o in outer] == [["tenvacgq"], [], []], level
+        assert [len(o.round_joint) for o in outer] == [0, 2, 1], level

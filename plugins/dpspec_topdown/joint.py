@@ -74,9 +74,10 @@ def joint_qp(task_a: NodeTask, queries_a, task_b: NodeTask, queries_b, cross: Se
 
 
 def solve_joint_node(task_a: NodeTask, queries_a, task_b: NodeTask, queries_b,
-                     cross: Sequence[CrossConstraint]) -> tuple:
+                     cross: Sequence[CrossConstraint], plan=None) -> tuple:
     """(result_a, result_b): both tables' integer children histograms (NodeResult each), every
-    constraint of each table and every cross constraint exact. MechanismError if none exists."""
+    constraint of each table and every cross constraint exact. MechanismError if none exists.
+    ``plan`` (joint_passes.JointOuter, in order): interleaved outer passes instead of one pass."""
     if task_a.n_children != task_b.n_children:
         raise MechanismError(f"joint node {task_a.key}: the two tables have different children")
     t0 = time.perf_counter()
@@ -84,6 +85,12 @@ def solve_joint_node(task_a: NodeTask, queries_a, task_b: NodeTask, queries_b,
     for task, (cells, vc, va, vcell) in ((task_a, var_a), (task_b, var_b)):
         if task.parent is not None:
             postprocess._check_cells_coverable(task, cells, va)
+    if plan:
+        from .joint_passes import solve_joint_interleaved
+
+        counts_a, counts_b, qp_seconds, sec_a, milp_a, n_var = solve_joint_interleaved(
+            task_a, queries_a, task_b, queries_b, cross, plan, var_a, var_b)
+        return _results(task_a, task_b, var_a, var_b, counts_a, counts_b, qp_seconds, sec_a, t0, n_var, milp_a, True)
     problem, offset = joint_qp(task_a, queries_a, task_b, queries_b, cross, var_a, var_b)
     x, optimal, qp_seconds, used, status = postprocess.solve_qp(problem)
     if x is None:
@@ -114,14 +121,20 @@ def solve_joint_node(task_a: NodeTask, queries_a, task_b: NodeTask, queries_b,
         key[ub] = kb
         margins_b.append((key, n_keys, np.append(got[:-1], -np.inf), np.append(got[:-1], np.inf)))
     counts_b, sec_b, milp_b = postprocess._round(task_b, xb, var_b[2], var_b[1], var_b[3], var_b[0], margins=tuple(margins_b))
+    return _results(task_a, task_b, var_a, var_b, counts_a, counts_b, qp_seconds, sec_a + sec_b, t0,
+                    int(problem.n_var), milp_a or milp_b, optimal, used)
+
+
+def _results(task_a, task_b, var_a, var_b, counts_a, counts_b, qp_seconds, round_seconds, t0, n_var, milp, optimal,
+             used="clarabel") -> tuple:
+    """Both tables' NodeResults from their integer counts over their variables."""
     wall = time.perf_counter() - t0
     out = []
-    for task, (cells, vc, va, vcell), counts, milp in ((task_a, var_a, counts_a, milp_a), (task_b, var_b, counts_b, milp_b)):
+    for task, (cells, vc, va, vcell), counts in ((task_a, var_a, counts_a), (task_b, var_b, counts_b)):
         keep = counts > 0
         out.append(postprocess.NodeResult(task.key, vc[keep].astype(np.int64), vcell[keep].astype(np.int64),
-                                          counts[keep].astype(np.int64), qp_seconds, sec_a + sec_b,
-                                          wall, int(problem.n_var), milp_a or milp_b, optimal,
-                                          postprocess._peak_rss_mb(), used))
+                                          counts[keep].astype(np.int64), qp_seconds, round_seconds,
+                                          wall, n_var, milp, optimal, postprocess._peak_rss_mb(), used))
     return tuple(out)
 
 
@@ -132,7 +145,7 @@ def side_sums(hist: sp.spmatrix, groups: np.ndarray, n_groups: int) -> np.ndarra
     return np.asarray((hist @ indicator).toarray(), dtype=np.int64)
 
 
-def solve_joint_pair(task_a: NodeTask, task_b: NodeTask, queries_a, queries_b, cross) -> tuple:
+def solve_joint_pair(task_a: NodeTask, task_b: NodeTask, queries_a, queries_b, cross, plan=None) -> tuple:
     """Both tables' node solved jointly, as `postprocess.solve_node` solves one: each task draws
     its noise first (its own keyed stream), a failure is a NodeError naming the parent unit, and
     a bypassed single child (optimized spine) is its parent in both tables."""
@@ -142,7 +155,7 @@ def solve_joint_pair(task_a: NodeTask, task_b: NodeTask, queries_a, queries_b, c
         if ta.n_children == 1 and ta.parent is not None and ta.child_scale is not None:
             ra, rb = postprocess.solve_node(ta, queries_a), postprocess.solve_node(tb, queries_b)
         else:
-            ra, rb = solve_joint_node(ta, queries_a, tb, queries_b, cross)
+            ra, rb = solve_joint_node(ta, queries_a, tb, queries_b, cross, plan)
     except postprocess.NodeError:
         raise
     except MechanismError as exc:

@@ -77,8 +77,9 @@ class JointSide:
                 answers += discrete_gaussian(qb.sigma2, answers.shape, rng)
             self.noisy[(name, qb.query)] = answers
 
-    def solve_level(self, k, prev, tasks, queries, run_key, engine) -> list:
-        """The main table's results for level k's nodes, each solved jointly with this table's."""
+    def solve_level(self, k, prev, tasks, queries, run_key, engine, plan=None) -> list:
+        """The main table's results for level k's nodes, each solved jointly with this table's
+        (in ``plan``'s interleaved outer passes when given, joint_passes.py)."""
         from .engine import _assemble, _code, _level_tasks, _noise_plan, node_failure
 
         hier, name = self.hier, self.hier.names[k]
@@ -93,7 +94,7 @@ class JointSide:
             raise MechanismError(f"level {name}: the joint table's nodes are not the main table's")
         queries_j = [MeasuredQuery(qb.name, self.schema.groups(qb.query), self.schema.marginal_size(qb.query),
                                    1.0 / float(qb.sigma2)) for qb in self.alloc.for_level(name)]
-        solve = functools.partial(_joint_item, queries=queries, queries_j=queries_j, cross=self.cross)
+        solve = functools.partial(_joint_item, queries=queries, queries_j=queries_j, cross=self.cross, plan=plan)
         try:
             if engine is not None and engine.name != "local":
                 parent_codes = hier.levels[prev].codes if prev is not None else None
@@ -136,6 +137,6 @@ class JointSide:
                              noise_plans=self.noise_plans, run_key=run_key, budget_classes=self.classes)
 
 
-def _joint_item(key, pair, rng, queries, queries_j, cross):
+def _joint_item(key, pair, rng, queries, queries_j, cross, plan=None):
     """One parent node of both tables (a unit of work on an engine)."""
-    return solve_joint_pair(pair[0], pair[1], queries, queries_j, cross)
+    return solve_joint_pair(pair[0], pair[1], queries, queries_j, cross, plan)

@@ -13,7 +13,7 @@ from fractions import Fraction
 
 from dpspec.api import Diagnostic, Mechanism, NativeFlavor, ParamSpec, ParameterSchema, Release, SpecError, ir, progress
 
-from .allocation import JOINT_MARK, allocate, query_name
+from .allocation import JOINT_MARK, allocate, query_name, split_allocation
 
 __version__ = "1.0.0"
 ROOT = "nation"
@@ -94,7 +94,7 @@ def _query_words(item, variables) -> tuple:
     return _query_key(str(item).replace(" ", ""), variables)
 
 
-def _passes(params: dict, variables) -> dict:
+def _passes(params: dict, variables, joint: dict | None = None) -> dict:
     """{level: {"estimation": [[query, ...], ...], "rounding": [...], "tolerance": t}}.
 
     Each of the ``estimation`` and ``rounding`` blocks maps a level to its passes: a block of
@@ -102,7 +102,8 @@ def _passes(params: dict, variables) -> dict:
     list (one pass; for estimation the remaining measured queries then form a last pass).
     ``constrain_to`` maps a level to, per estimation pass in order, the queries whose answers
     later passes hold within the tolerance (production's L2_Constrain_to_Ordering; by default
-    the queries the pass names)."""
+    the queries the pass names). ``joint`` ({name: variables}): a query written "NAME: QUERY"
+    is the joint table NAME's, keyed (JOINT_MARK + NAME, *factors)."""
     out: dict = {}
     tolerance = params.get("pass_tolerance")
     if tolerance is None:  # absent (the checker gives it as None): production's slack
@@ -119,7 +120,8 @@ def _passes(params: dict, variables) -> dict:
                 groups = [g.value for g in p.value.params]
             else:
                 groups = [p.value]
-            out.setdefault(p.name, {"tolerance": tolerance, "tolerance_type": tolerance_type})[what] = _pass_lists(p.value, variables)
+            out.setdefault(p.name, {"tolerance": tolerance, "tolerance_type": tolerance_type})[what] = _pass_lists(
+                p.value, variables, joint)
     block = params.get("outer_passes")
     if block is not None:
         if not isinstance(block, ir.ParamBlock):
@@ -134,15 +136,26 @@ def _passes(params: dict, variables) -> dict:
                 if not {"estimation", "rounding"} <= set(body) or set(body) - {"estimation", "rounding", "constrain_to"}:
                     raise SpecError(Diagnostic(f"outer_passes: '{p.name}' outer pass '{o.name}' needs estimation and "
                                                "rounding passes (and may have constrain_to)", *loc))
-                outer.append({"tolerance": tolerance, **{k: _pass_lists(v, variables) for k, v in body.items()}})
+                outer.append({"tolerance": tolerance, **{k: _pass_lists(v, variables, joint) for k, v in body.items()}})
             out.setdefault(p.name, {"tolerance": tolerance, "tolerance_type": tolerance_type})["outer"] = outer
     return out
 
 
-def _pass_lists(value, variables) -> list:
+def _pass_lists(value, variables, joint: dict | None = None) -> list:
     """Passes as lists of query keys: a block of named passes in order, or one list."""
     groups = [g.value for g in value.params] if isinstance(value, ir.ParamBlock) else [value]
-    return [[_query_words(q, variables) for q in (g if isinstance(g, tuple) else (g,))] for g in groups]
+    return [[_pass_query(q, variables, joint or {}) for q in (g if isinstance(g, tuple) else (g,))] for g in groups]
+
+
+def _pass_query(item, variables, joint: dict) -> tuple:
+    """A query of a pass: the mechanism table's, or "NAME: QUERY" of the joint table NAME."""
+    name, sep, rest = str(item).partition(":")
+    if sep and name.strip() in joint:
+        return (JOINT_MARK + name.strip(), *_query_words(rest.strip(), joint[name.strip()]))
+    if sep:
+        raise SpecError(f"passes: {str(item)!r} names table {name.strip()!r}, which is not a joint table "
+                        f"({', '.join(joint) or 'none'})")
+    return _query_words(item, variables)
 
 
 def _structural_zeros(params: dict, variables: dict, recodes=()) -> dict:
@@ -462,6 +475,11 @@ def _cross_constraints(spec: ir.Spec, params: dict, joint: list[dict]) -> list[d
     return out
 
 
+def _joint_names(joint: list[dict]) -> dict:
+    """{joint name: its variables}: what a pass's "NAME: QUERY" may name."""
+    return {j["name"]: list(j["variables"]) for j in joint}
+
+
 def _is_joint_key(query: tuple) -> bool:
     return bool(query) and str(query[0]).startswith(JOINT_MARK)
 
@@ -678,10 +696,17 @@ class TopDown(Mechanism):
             _equalities(spec, params)
             _failsafe(params)
             _cross_constraints(spec, params, _joint(spec, params))
-            for level, plan in _passes(params, list(schema.names)).items():
+            joint = _joint(spec, params)
+            for level, plan in _passes(params, list(schema.names), _joint_names(joint)).items():
                 if level not in params["levels"]:
                     raise SpecError(f"estimation/rounding passes name level '{level}', which has no budget share")
-                pass_plan(level, plan, schema, alloc, groups=False)  # names checked; arrays at run time
+                if joint:  # outer passes over both tables (joint_passes.py)
+                    from .joint_passes import joint_pass_plan
+
+                    main, other = split_allocation(alloc, joint[0]["name"])
+                    joint_pass_plan(level, plan, schema, main, joint[0]["schema"], other, joint[0]["name"], groups=False)
+                else:
+                    pass_plan(level, plan, schema, alloc, groups=False)  # names checked; arrays at run time
         except SpecError as exc:
             problems.extend(exc.diagnostics)
         return problems
@@ -805,7 +830,7 @@ class TopDown(Mechanism):
             frame, _levels(spec), variables,
             _strategy(params, _levels(spec), list(variables)), params["rho"], params["levels"],
             _relation(spec, params), [(lv, q) for lv, q, _ in invariants], rng,
-            recodes=_schema(spec, params).recodes, passes=_passes(params, list(variables)),
+            recodes=_schema(spec, params).recodes, passes=_passes(params, list(variables), _joint_names(_joint(spec, params))),
             structural_zeros=_structural_zeros(params, variables, _schema(spec, params).recodes), bounds=bounds,
             progress=lambda stage, done, total: progress.report(f"{stage} level", done, total),
             workers=params.get("workers"), engine=engine, aian=spine.get("aian"),

@@ -173,6 +173,7 @@ def test_a_joint_spec_with_zeros_releases_the_same_bytes_on_spark(tmp_path, spar
                         'data units from "units.csv"\n\ninvariants {\n  count households by state\n'
                         "  count units by block\n}\n\nunit households : hamming")
     text = text.replace("release {\n  microdata households\n}", "release {\n  microdata households\n  microdata units\n}")
+    text = text.replace("  cross_constraints: {", PASSES)  # interleaved outer passes at the blocks, on both engines
     spec = tmp_path / "in" / "zeros.dps"
     spec.write_text(text)
     local = release_bytes(compile_on(str(spec), "local"), tmp_path / "local")
@@ -181,3 +182,76 @@ def test_a_joint_spec_with_zeros_releases_the_same_bytes_on_spark(tmp_path, spar
     assert on_spark == local
     released = pd.read_csv(tmp_path / "local" / "units.csv", dtype=str)
     assert set(released["vacs"]) <= {"0", "1"}
+
+
+# --- interleaved outer passes over both tables (joint_passes.py) ----------------------------------
+
+OUTER = [{"estimation": [[("@units", "occupancy"), ("@units", "vacs")]], "rounding": [[("@units", "vacs")]]},
+         {"estimation": [[()]], "rounding": [[()]]},
+         {"estimation": [[("hhsize", "tenure")]], "rounding": [[("hhsize", "tenure")]]}]
+
+
+def _run_passes(households, units, outer=OUTER, seed=0):
+    from dpspec_topdown.engine import JointTable, run_topdown
+    from dpspec_topdown.histogram import Recode
+
+    shares = {"state": Fraction(1, 4), "county": Fraction(1, 4), "block": Fraction(1, 2)}
+    occupancy = Recode.build("occupancy", "vacs", [0, 1, 2, 3], {"occupied": [0], "vacant": [1, 2, 3]})
+    table = JointTable("units", units, {"vacs": [0, 1, 2, 3]},
+                       {lv: [(("occupancy",), Fraction(1, 4)), (("vacs",), Fraction(1, 4))] for lv in shares},
+                       recodes=[occupancy], invariants=[("block", ())],
+                       cross=[("h1", (), None, ("occupancy",), 0, 1)], structural_zeros={"z": {"vacs": [2, 3]}})
+    strategy = {lv: [((), Fraction(1, 4)), (("hhsize", "tenure"), Fraction(1, 4))] for lv in shares}
+    passes = {lv: {"outer": outer, "tolerance": Fraction(1, 10)} for lv in shares} if outer else None
+    return run_topdown(households, ["nation", "state", "county", "block"], {"hhsize": [1, 2, 3], "tenure": [0, 1]},
+                       strategy, Fraction(1, 20), shares, "hamming", [("state", ())], np.random.default_rng(seed),
+                       workers=1, joint=table, passes=passes)
+
+
+def test_outer_passes_fix_each_pass_rounded_answers_and_keep_the_tie():
+    """The units are fitted and rounded first and then fixed: the households' later passes cannot
+    move them, so the units' release equals a run whose outer passes stop after the first (same
+    noise), while the one-pass joint solve, where the households' measurements pull on the shared
+    occupied totals, releases other units."""
+    from dpspec_topdown.joint import side_sums
+
+    households, units = _data()
+    full = _run_passes(households, units)
+    first = _run_passes(households, units, OUTER[:1] + [{"estimation": [[(), ("hhsize", "tenure")]],
+                                                           "rounding": [[("hhsize", "tenure")]]}])
+    one = _run_passes(households, units, outer=None)
+    for name in full.hierarchy.names:
+        assert (full.joint["units"].histograms[name] != first.joint["units"].histograms[name]).nnz == 0, name
+        left = np.asarray(full.histograms[name].sum(axis=1)).ravel()
+        right = side_sums(full.joint["units"].histograms[name], np.array([0, -1, -1, -1]), 1).ravel()
+        assert np.array_equal(left, right), name
+    assert any((full.joint["units"].histograms[n] != one.joint["units"].histograms[n]).nnz
+               for n in full.hierarchy.names)
+    assert full.timings["levels"]["block"]["outer_passes"] == 3
+    assert full.joint["units"].microdata["vacs"].isin([0, 1]).all()  # the zeros hold in passes too
+
+
+@pytest.mark.parametrize("outer, message", [
+    (OUTER[:2], "leave measured queries unfitted: hhsize \\* tenure"),
+    ([{"estimation": [[()], [("hhsize", "tenure")]], "rounding": [[()]]}] + OUTER[:1],
+     "one estimation pass and one rounding pass"),
+    ([{"estimation": [[("@rooms", "kind")]], "rounding": [[()]]}] + OUTER, "names table 'rooms'"),
+])
+def test_bad_joint_outer_passes_are_spec_errors(outer, message):
+    households, units = _data(n_blocks=6)
+    with pytest.raises(SpecError, match=message):
+        _run_passes(households, units, outer)
+
+
+PASSES = ('  outer_passes: {\n    block: {\n      outer1: {\n        estimation: ["units: occupancy", "units: detailed"]\n'
+          '        rounding: ["units: detailed"]\n      }\n      outer2: {\n        estimation: ["total", "detailed"]\n'
+          '        rounding: ["detailed"]\n      }\n    }\n  }\n  cross_constraints: {')
+
+
+def test_joint_outer_passes_in_a_spec_check_and_name_either_table():
+    passes = PASSES
+    check(_spec({"  cross_constraints: {": passes}))
+    with pytest.raises(SpecError, match="names table 'rooms', which is not a joint table"):
+        check(_spec({"  cross_constraints: {": passes.replace('"units: occupancy"', '"rooms: occupancy"')}))
+    with pytest.raises(SpecError, match="leave measured queries unfitted: units: occupancy"):
+        check(_spec({"  cross_constraints: {": passes.replace('"units: occupancy", ', '')}))

@@ -1,0 +1,192 @@
+"""Interleaved outer passes on two histograms solved jointly (production's DHCH run:
+L2PlusRounder_interleaved on the stacked household and unit histograms,
+sequential_optimizers.py:461-506 of das_decennial, with the ordering of dhch_strategies.py:1741-1765).
+
+Why a module of its own: multipass.py works on one table's cells; here every outer pass fits the
+queries it names of either table in one least-squares problem with the cross constraints
+(joint.joint_qp), rounds both tables (the first with each cross constraint's side within
+floor/ceil of its fit, the second with its side fixed to the first's integers, as joint.py does),
+and then fixes exactly, for every later outer pass, the answers of the margins its rounding pass
+names, of either table (production: `outerPassNum_{n}Constr_...` equality constraints).
+
+Each outer pass has one estimation and one rounding pass, as production's DHCH ordering has: with
+one estimation pass the pass tolerance (opt_tol) has nothing to hold, so none is stated. A pass
+without a solution is a MechanismError: production's interleaved optimizer has no failsafe.
+"""
+from __future__ import annotations
+
+from typing import Mapping, Sequence
+
+import attrs
+
+from dpspec.api import LazyModule, SpecError
+
+from .allocation import JOINT_MARK, query_name
+
+np = LazyModule("numpy", "np", globals())  # `dpspec check` builds plans without numpy arrays
+
+
+@attrs.frozen
+class JointOuter:
+    """One outer pass: indices of the measured queries it fits (main table, joint table) and the
+    margins its rounding pass names: (name, groups, n_groups) of each table."""
+
+    fit_main: tuple
+    fit_joint: tuple
+    round_main: tuple
+    round_joint: tuple
+
+
+def joint_pass_plan(level: str, spec: Mapping, schema, alloc, schema_j, alloc_j, name: str,
+                    groups: bool = True) -> tuple:
+    """A level's outer passes (JointOuter, in order) from query keys, a joint table's keyed
+    (JOINT_MARK + name, *factors); SpecError naming the level and the query if wrong."""
+    outer = spec.get("outer")
+    if not outer or spec.get("estimation") or spec.get("rounding") or spec.get("constrain_to"):
+        raise SpecError(f"passes at level {level!r}: with a joint table, give the passes as outer_passes (one "
+                        "estimation and one rounding pass each, naming either table's queries)")
+    measured = [qb.query for qb in alloc.for_level(level)]
+    measured_j = [qb.query for qb in alloc_j.for_level(level)] if alloc_j is not None else []
+    mark = JOINT_MARK + name
+    out, seen = [], set()
+
+    def split(keys, what, n):
+        main, joint = [], []
+        for key in keys:
+            if key[:1] == (mark,):
+                joint.append(schema_j.canonical(key[1:]))
+            elif key[:1] and str(key[0]).startswith(JOINT_MARK):
+                raise SpecError(f"outer pass {n} at level {level!r}: {what} names table {key[0][1:]!r}, which is "
+                                f"not the joint table {name!r}")
+            else:
+                main.append(schema.canonical(key))
+        return main, joint
+
+    for n, o in enumerate(outer, 1):
+        if o.get("constrain_to") or len(o.get("estimation", ())) != 1 or len(o.get("rounding", ())) != 1:
+            raise SpecError(f"outer pass {n} at level {level!r}: with a joint table each outer pass has one "
+                            "estimation pass and one rounding pass (and no constrain_to)")
+        fit_main, fit_joint = split(o["estimation"][0], "its estimation pass", n)
+        idx_main, idx_joint = [], []
+        for keys, have, idx, table in ((fit_main, measured, idx_main, None), (fit_joint, measured_j, idx_joint, name)):
+            for key in keys:
+                label = query_name(key) if table is None else f"{table}: {query_name(key)}"
+                if (table, key) in seen:
+                    raise SpecError(f"outer passes at level {level!r}: query {label!r} is in two passes")
+                seen.add((table, key))
+                if key in have:
+                    idx.append(have.index(key))
+        if not idx_main and not idx_joint:
+            raise SpecError(f"outer pass {n} at level {level!r} fits no query measured at that level")
+        round_main, round_joint = split(o["rounding"][0], "its rounding pass", n)
+        out.append(JointOuter(
+            tuple(idx_main), tuple(idx_joint),
+            tuple((query_name(k), schema.groups(k) if groups else None, schema.marginal_size(k)) for k in round_main),
+            tuple((query_name(k), schema_j.groups(k) if groups else None, schema_j.marginal_size(k))
+                  for k in round_joint)))
+    left = [query_name(k) for i, k in enumerate(measured) if (None, k) not in seen]
+    left += [f"{name}: {query_name(k)}" for k in measured_j if (name, k) not in seen]
+    if left:
+        raise SpecError(f"outer passes at level {level!r} leave measured queries unfitted: {', '.join(left)}")
+    return tuple(out)
+
+
+def _fixed_rows(problem, rows, offset: int):
+    """``problem`` plus rows sum(x sharing a key) = value, on the variables from ``offset`` on."""
+    import scipy.sparse as sp
+
+    from .postprocess import _sum_rows
+
+    if not rows:
+        return problem
+    blocks, lo, hi = [problem.a], [problem.lo], [problem.hi]
+    for key, n_keys, value in rows:
+        local, present = _sum_rows(key, n_keys)
+        blocks.append(sp.csc_matrix((np.ones(key.size), (local, offset + np.arange(key.size))),
+                                    shape=(present.size, problem.n_var)))
+        lo.append(value[present])
+        hi.append(value[present])
+    return attrs.evolve(problem, a=sp.vstack(blocks).tocsc(), lo=np.concatenate(lo), hi=np.concatenate(hi))
+
+
+def _margins(margins, vc, vcell, n_children, values):
+    """(key, n_keys, value) of each named margin over one table's variables."""
+    out = []
+    for _, groups, n_groups in margins:
+        key = vc * n_groups + groups[vcell]
+        n_keys = n_children * n_groups
+        out.append((key, n_keys, np.bincount(key, weights=values, minlength=n_keys)))
+    return out
+
+
+def solve_joint_interleaved(task_a, queries_a, task_b, queries_b, cross: Sequence, plan: Sequence[JointOuter],
+                            var_a, var_b):
+    """(counts_a, counts_b, qp_seconds, round_seconds, used_milp, n_variables): both tables'
+    integer children histograms over ``var_a`` / ``var_b``, the outer passes in turn."""
+    from dpspec.api import MechanismError
+
+    from . import postprocess
+    from .joint import _side, joint_qp
+
+    _, vc_a, va_a, vcell_a = var_a
+    _, vc_b, va_b, vcell_b = var_b
+    nc = task_a.n_children
+    fixed_a, fixed_b = [], []
+    qp_seconds = round_seconds = 0.0
+    milp, n_var = False, 0
+    counts_a = counts_b = None
+    for n, o in enumerate(plan, 1):
+        sub_a = attrs.evolve(task_a, measurements=tuple(task_a.measurements[i] for i in o.fit_main))
+        sub_b = attrs.evolve(task_b, measurements=tuple(task_b.measurements[i] for i in o.fit_joint))
+        problem, offset = joint_qp(sub_a, [queries_a[i] for i in o.fit_main], sub_b, [queries_b[i] for i in o.fit_joint],
+                                   cross, var_a, var_b)
+        problem = _fixed_rows(_fixed_rows(problem, fixed_a, 0), fixed_b, offset)
+        n_var = max(n_var, int(problem.n_var))
+        x, _, sec, _, status = postprocess.solve_qp(problem)
+        qp_seconds += sec
+        if x is None:
+            raise MechanismError(f"joint outer pass {n}: the least-squares fit has no solution that keeps the earlier "
+                                 f"outer passes' answers and the cross constraints ({status}; no failsafe in "
+                                 "interleaved passes)")
+        xa = np.maximum(x[:vc_a.size], 0.0)
+        xb = np.maximum(x[offset:offset + vc_b.size], 0.0)
+        ranges_a = [(k, m, np.floor(v + postprocess._INT_TOL), np.ceil(v - postprocess._INT_TOL))
+                    for k, m, v in _margins(o.round_main, vc_a, vcell_a, nc, xa)]
+        sides = []
+        for c in cross:  # the first table's side of each cross constraint within floor/ceil of its fit
+            ua, ka = _side(c.left, vc_a, vcell_a, c.n_groups)
+            n_keys = nc * c.n_groups + 1
+            key = np.full(vc_a.size, n_keys - 1, dtype=np.int64)  # off the side: a spare key, unbounded
+            key[ua] = ka
+            fit = np.bincount(key, weights=xa, minlength=n_keys)
+            sides.append((key, n_keys, np.append(np.floor(fit[:-1] + postprocess._INT_TOL), -np.inf),
+                          np.append(np.ceil(fit[:-1] - postprocess._INT_TOL), np.inf)))
+        exact_a = [(k, m, v, v) for k, m, v in fixed_a]
+        counts_a, sec, used = postprocess._round(task_a, xa, va_a, vc_a, vcell_a, var_a[0],
+                                                 margins=tuple(exact_a + ranges_a + sides), fail=False)
+        round_seconds += sec
+        milp |= used
+        if counts_a is None:
+            raise MechanismError(f"joint outer pass {n}: rounding the first table has no solution that keeps the "
+                                 "earlier outer passes' answers (no failsafe in interleaved passes)")
+        held_b = []
+        for c, (key_a, n_keys, _, _) in zip(cross, sides):  # the second table's side: the first's integers
+            got = np.bincount(key_a, weights=counts_a, minlength=n_keys).astype(np.float64)
+            ub, kb = _side(c.right, vc_b, vcell_b, c.n_groups)
+            key = np.full(vc_b.size, n_keys - 1, dtype=np.int64)
+            key[ub] = kb
+            held_b.append((key, n_keys, np.append(got[:-1], -np.inf), np.append(got[:-1], np.inf)))
+        ranges_b = [(k, m, np.floor(v + postprocess._INT_TOL), np.ceil(v - postprocess._INT_TOL))
+                    for k, m, v in _margins(o.round_joint, vc_b, vcell_b, nc, xb)]
+        exact_b = [(k, m, v, v) for k, m, v in fixed_b]
+        counts_b, sec, used = postprocess._round(task_b, xb, va_b, vc_b, vcell_b, var_b[0],
+                                                 margins=tuple(exact_b + ranges_b + held_b), fail=False)
+        round_seconds += sec
+        milp |= used
+        if counts_b is None:
+            raise MechanismError(f"joint outer pass {n}: rounding the second table has no solution that keeps the "
+                                 "earlier outer passes' answers and the cross constraints (no failsafe in "
+                                 "interleaved passes)")
+        fixed_a += _margins(o.round_main, vc_a, vcell_a, nc, counts_a)
+        fixed_b += _margins(o.round_joint, vc_b, vcell_b, nc, counts_b)
+    return counts_a, counts_b, qp_seconds, round_seconds, milp, n_var
