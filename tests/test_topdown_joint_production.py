@@ -11,60 +11,13 @@ from dpspec.check.checker import check
 from dpspec.errors import DataError, SpecError
 from dpspec.language.parser import parse
 
-SPEC = """
-spec "households and housing units solved jointly, with zeros"
+from tests.test_topdown_dhc_solver import JOINT_SPEC  # noqa: E402
 
-domain tiny "two tables on one geography" {
-  geography census { state > county > block }
-  table households unit household {
-    state  : category
-    county : category in state
-    block  : category in county
-    hhsize : {1, 2, 3}
-    tenure : {0, 1}
-  }
-  table units unit housing_unit {
-    state  : category
-    county : category in state
-    block  : category in county
-    vacs   : {0, 1, 2, 3}
-  }
-}
-
-unit households : hamming
-premetric zcdp
-
-mechanism topdown {
-  table: households
-  variables: hhsize, tenure
-  rho: 1
-  levels: { state: 1/4  county: 1/4  block: 1/2 }
-  queries: { total: 1/4  detailed: 1/4 }
-  joint: {
-    units: {
-      table: units
-      variables: vacs
-      recodes: { occupancy: { of: vacs  occupied: [0]  vacant: [1, 2, 3] } }
-      structural_zeros: {
-        no_seasonal: {
-          vacs: [2, 3]
-        }
-      }
-      queries: { occupancy: 1/4  detailed: 1/4 }
-    }
-  }
-  cross_constraints: {
-    h1: {
-      left: "households: total"
-      right: "units: occupancy = occupied"
-    }
-  }
-}
-
-release {
-  microdata households
-}
-"""
+SPEC = (JOINT_SPEC.replace("solved jointly", "solved jointly, with zeros")
+        .replace("    vacs   : {0, 1, 2}\n", "    vacs   : {0, 1, 2, 3}\n")
+        .replace("      recodes: { occupancy: { of: vacs  occupied: [0]  vacant: [1, 2] } }\n",
+                 "      recodes: { occupancy: { of: vacs  occupied: [0]  vacant: [1, 2, 3] } }\n"
+                 "      structural_zeros: {\n        no_seasonal: {\n          vacs: [2, 3]\n        }\n      }\n"))
 
 
 def _spec(replace=None):

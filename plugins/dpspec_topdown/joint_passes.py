@@ -91,32 +91,40 @@ def joint_pass_plan(level: str, spec: Mapping, schema, alloc, schema_j, alloc_j,
     return tuple(out)
 
 
-def _fixed_rows(problem, rows, offset: int):
-    """``problem`` plus rows sum(x sharing a key) = value, on the variables from ``offset`` on."""
-    import scipy.sparse as sp
-
-    from .postprocess import _sum_rows
-
-    if not rows:
-        return problem
-    blocks, lo, hi = [problem.a], [problem.lo], [problem.hi]
-    for key, n_keys, value in rows:
-        local, present = _sum_rows(key, n_keys)
-        blocks.append(sp.csc_matrix((np.ones(key.size), (local, offset + np.arange(key.size))),
-                                    shape=(present.size, problem.n_var)))
-        lo.append(value[present])
-        hi.append(value[present])
-    return attrs.evolve(problem, a=sp.vstack(blocks).tocsc(), lo=np.concatenate(lo), hi=np.concatenate(hi))
-
-
 def _margins(margins, vc, vcell, n_children, values):
     """(key, n_keys, value) of each named margin over one table's variables."""
+    from .multipass import _margin_key
+
     out = []
     for _, groups, n_groups in margins:
-        key = vc * n_groups + groups[vcell]
-        n_keys = n_children * n_groups
+        key, n_keys = _margin_key(vc, vcell, groups, n_groups, n_children)
         out.append((key, n_keys, np.bincount(key, weights=values, minlength=n_keys)))
     return out
+
+
+def _ranges(margins, vc, vcell, n_children, x) -> list:
+    """Each named margin kept within floor/ceil of its fit ``x``: (key, n_keys, lo, hi)."""
+    from .postprocess import _INT_TOL
+
+    return [(k, m, np.floor(v + _INT_TOL), np.ceil(v - _INT_TOL)) for k, m, v in _margins(margins, vc, vcell, n_children, x)]
+
+
+def _exact(fixed) -> list:
+    return [(k, m, v, v) for k, m, v in fixed]
+
+
+def _round(task, x, variables, margins, n, which):
+    """One table's integer children within ``margins``; MechanismError if none (no failsafe)."""
+    from dpspec.api import MechanismError
+
+    from . import postprocess
+
+    cells, vc, va, vcell = variables
+    counts, seconds, used = postprocess._round(task, x, va, vc, vcell, cells, margins=tuple(margins), fail=False)
+    if counts is None:
+        raise MechanismError(f"joint outer pass {n}: rounding {which} has no solution that keeps the earlier outer "
+                             "passes' answers and the cross constraints (no failsafe in interleaved passes)")
+    return counts, seconds, used
 
 
 def solve_joint_interleaved(task_a, queries_a, task_b, queries_b, cross: Sequence, plan: Sequence[JointOuter],
@@ -126,7 +134,8 @@ def solve_joint_interleaved(task_a, queries_a, task_b, queries_b, cross: Sequenc
     from dpspec.api import MechanismError
 
     from . import postprocess
-    from .joint import _side, joint_qp
+    from .joint import joint_qp, left_margins, right_margins
+    from .multipass import _with_rows
 
     _, vc_a, va_a, vcell_a = var_a
     _, vc_b, va_b, vcell_b = var_b
@@ -140,7 +149,7 @@ def solve_joint_interleaved(task_a, queries_a, task_b, queries_b, cross: Sequenc
         sub_b = attrs.evolve(task_b, measurements=tuple(task_b.measurements[i] for i in o.fit_joint))
         problem, offset = joint_qp(sub_a, [queries_a[i] for i in o.fit_main], sub_b, [queries_b[i] for i in o.fit_joint],
                                    cross, var_a, var_b)
-        problem = _fixed_rows(_fixed_rows(problem, fixed_a, 0), fixed_b, offset)
+        problem = _with_rows(_with_rows(problem, fixed_a, 0.0), fixed_b, 0.0, offset)
         n_var = max(n_var, int(problem.n_var))
         x, _, sec, _, status = postprocess.solve_qp(problem)
         qp_seconds += sec
@@ -150,43 +159,14 @@ def solve_joint_interleaved(task_a, queries_a, task_b, queries_b, cross: Sequenc
                                  "interleaved passes)")
         xa = np.maximum(x[:vc_a.size], 0.0)
         xb = np.maximum(x[offset:offset + vc_b.size], 0.0)
-        ranges_a = [(k, m, np.floor(v + postprocess._INT_TOL), np.ceil(v - postprocess._INT_TOL))
-                    for k, m, v in _margins(o.round_main, vc_a, vcell_a, nc, xa)]
-        sides = []
-        for c in cross:  # the first table's side of each cross constraint within floor/ceil of its fit
-            ua, ka = _side(c.left, vc_a, vcell_a, c.n_groups)
-            n_keys = nc * c.n_groups + 1
-            key = np.full(vc_a.size, n_keys - 1, dtype=np.int64)  # off the side: a spare key, unbounded
-            key[ua] = ka
-            fit = np.bincount(key, weights=xa, minlength=n_keys)
-            sides.append((key, n_keys, np.append(np.floor(fit[:-1] + postprocess._INT_TOL), -np.inf),
-                          np.append(np.ceil(fit[:-1] - postprocess._INT_TOL), np.inf)))
-        exact_a = [(k, m, v, v) for k, m, v in fixed_a]
-        counts_a, sec, used = postprocess._round(task_a, xa, va_a, vc_a, vcell_a, var_a[0],
-                                                 margins=tuple(exact_a + ranges_a + sides), fail=False)
-        round_seconds += sec
-        milp |= used
-        if counts_a is None:
-            raise MechanismError(f"joint outer pass {n}: rounding the first table has no solution that keeps the "
-                                 "earlier outer passes' answers (no failsafe in interleaved passes)")
-        held_b = []
-        for c, (key_a, n_keys, _, _) in zip(cross, sides):  # the second table's side: the first's integers
-            got = np.bincount(key_a, weights=counts_a, minlength=n_keys).astype(np.float64)
-            ub, kb = _side(c.right, vc_b, vcell_b, c.n_groups)
-            key = np.full(vc_b.size, n_keys - 1, dtype=np.int64)
-            key[ub] = kb
-            held_b.append((key, n_keys, np.append(got[:-1], -np.inf), np.append(got[:-1], np.inf)))
-        ranges_b = [(k, m, np.floor(v + postprocess._INT_TOL), np.ceil(v - postprocess._INT_TOL))
-                    for k, m, v in _margins(o.round_joint, vc_b, vcell_b, nc, xb)]
-        exact_b = [(k, m, v, v) for k, m, v in fixed_b]
-        counts_b, sec, used = postprocess._round(task_b, xb, va_b, vc_b, vcell_b, var_b[0],
-                                                 margins=tuple(exact_b + ranges_b + held_b), fail=False)
-        round_seconds += sec
-        milp |= used
-        if counts_b is None:
-            raise MechanismError(f"joint outer pass {n}: rounding the second table has no solution that keeps the "
-                                 "earlier outer passes' answers and the cross constraints (no failsafe in "
-                                 "interleaved passes)")
+        ranges_a = _ranges(o.round_main, vc_a, vcell_a, nc, xa)
+        sides = left_margins(cross, vc_a, vcell_a, nc, xa)
+        counts_a, sec, used = _round(task_a, xa, var_a, _exact(fixed_a) + ranges_a + sides, n, "the first table")
+        held_b = right_margins(cross, sides, counts_a, vc_b, vcell_b)
+        ranges_b = _ranges(o.round_joint, vc_b, vcell_b, nc, xb)
+        counts_b, sec_b, used_b = _round(task_b, xb, var_b, _exact(fixed_b) + ranges_b + held_b, n, "the second table")
+        round_seconds += sec + sec_b
+        milp |= used or used_b
         fixed_a += _margins(o.round_main, vc_a, vcell_a, nc, counts_a)
         fixed_b += _margins(o.round_joint, vc_b, vcell_b, nc, counts_b)
     return counts_a, counts_b, qp_seconds, round_seconds, milp, n_var

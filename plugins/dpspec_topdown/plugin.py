@@ -620,7 +620,8 @@ class TopDown(Mechanism):
                   "keeps each pass's margins within floor/ceil of the fit, then fixes them"),
         ParamSpec("outer_passes", "block", "interleaved outer passes per level: { county: { outer1: { estimation: "
                   "{ pass1: [\"total\"] }  rounding: { pass1: [\"total\"] } }  outer2: { ... } } }: each outer pass fits "
-                  "and rounds its queries, then its last rounding pass's answers are fixed exactly for the next"),
+                  "and rounds its queries, then its last rounding pass's answers are fixed exactly for the next; with a joint table a "
+                  "pass names its queries as \"NAME: QUERY\""),
         ParamSpec("constrain_to", "block", "per level and estimation pass, the queries later passes hold within "
                   "pass_tolerance: { county: { pass1: [\"total\", \"hhgq\"] } } (default: the queries the pass names)"),
         ParamSpec("pass_tolerance", "number", "how far a later estimation pass may move earlier passes' answers "
