@@ -206,5 +206,8 @@ def test_joint_outer_passes_in_a_spec_check_and_name_either_table():
     check(_spec({"  cross_constraints: {": passes}))
     with pytest.raises(SpecError, match="names table 'rooms', which is not a joint table"):
         check(_spec({"  cross_constraints: {": passes.replace('"units: occupancy"', '"rooms: occupancy"')}))
-    with pytest.raises(SpecError, match="leave measured queries unfitted: units: occupancy"):
+    with pytest.raises(SpecError, match="leave measured queries unfitted: units: occupancy") as info:
         check(_spec({"  cross_constraints: {": passes.replace('"units: occupancy", ', '')}))
+    text = SPEC.replace("  cross_constraints: {", passes)
+    line = next(i for i, t in enumerate(text.splitlines(), 1) if t.strip() == "block: {")  # outer_passes' block
+    assert [d.line for d in info.value.diagnostics if "unfitted" in d.message] == [line]

@@ -141,6 +141,16 @@ def _passes(params: dict, variables, joint: dict | None = None) -> dict:
     return out
 
 
+def _pass_level_loc(params: dict, level: str) -> tuple:
+    """(line, column) of the level's entry in the spec's pass blocks, (None, None) if none."""
+    for what in ("outer_passes", "estimation", "rounding", "constrain_to"):
+        block = params.get(what)
+        for p in block.params if isinstance(block, ir.ParamBlock) else ():
+            if p.name == level and p.loc:
+                return p.loc.line, p.loc.column
+    return None, None
+
+
 def _pass_lists(value, variables, joint: dict | None = None) -> list:
     """Passes as lists of query keys: a block of named passes in order, or one list."""
     groups = [g.value for g in value.params] if isinstance(value, ir.ParamBlock) else [value]
@@ -701,13 +711,19 @@ class TopDown(Mechanism):
             for level, plan in _passes(params, list(schema.names), _joint_names(joint)).items():
                 if level not in params["levels"]:
                     raise SpecError(f"estimation/rounding passes name level '{level}', which has no budget share")
-                if joint:  # outer passes over both tables (joint_passes.py)
-                    from .joint_passes import joint_pass_plan
+                try:
+                    if joint:  # outer passes over both tables (joint_passes.py)
+                        from .joint_passes import joint_pass_plan
 
-                    main, other = split_allocation(alloc, joint[0]["name"])
-                    joint_pass_plan(level, plan, schema, main, joint[0]["schema"], other, joint[0]["name"], groups=False)
-                else:
-                    pass_plan(level, plan, schema, alloc, groups=False)  # names checked; arrays at run time
+                        main, other = split_allocation(alloc, joint[0]["name"])
+                        joint_pass_plan(level, plan, schema, main, joint[0]["schema"], other, joint[0]["name"],
+                                        groups=False)
+                    else:
+                        pass_plan(level, plan, schema, alloc, groups=False)  # names checked; arrays at run time
+                except SpecError as exc:  # at the level's line of its passes
+                    at = _pass_level_loc(params, level)
+                    raise SpecError([d if d.line is not None else Diagnostic(d.message, *at)
+                                     for d in exc.diagnostics]) from None
         except SpecError as exc:
             problems.extend(exc.diagnostics)
         return problems
