@@ -153,8 +153,9 @@ def test_a_household_in_a_structural_zero_is_a_data_error(tmp_path):
 
 @pytest.mark.slow
 def test_the_release_keeps_h1_and_owned_on_the_bundled_data(tmp_path):
-    """A full run of the Puerto Rico spec (about 16 s on a lightly loaded 2-core machine, a minute at a load of 8: the root's fit
-    has a variable for every household cell outside the structural zeros): the released units
+    """A full run of the Puerto Rico spec (about 16 s on a lightly loaded 2-core machine, a minute
+    at a load of 8: the root's fit has a variable for every household cell outside the structural
+    zeros, in each of its three outer passes): the released units
     reproduce the H1 counts at every block, households equal occupied units by tenure, the
     units per block are invariant and no household lies in a structural zero."""
     out = tmp_path / "out"
