@@ -43,9 +43,10 @@ US_RHO = {
     # 8.895302 for add/remove one household, x 2: the published 17.79.
     "../safetab_h_production.dps": 2 * Fraction("8.895302"),
     # S-DHC: PHSafe's production budgets (DAS_2020_SDHC_Production_Code, configs/phsafe/NMFv8/us/
-    # config.json) sum to 1.257281 for adding or removing one person; the plugin proves no
-    # change-one bound of its own, so group privacy: x 4.
-    "../sdhc_production.dps": 4 * Fraction("1.257281"),
+    # config.json) sum to 1.257281 for adding or removing one person; a change of one person by
+    # the mechanism's own sensitivity (plugins/dpspec_phsafe/change_one.py) is x 2: the 2.515
+    # the Bureau's figures imply.
+    "../sdhc_production.dps": 2 * Fraction("1.257281"),
 }
 # epsilon at delta = 1e-10 by Canonne, Kamath & Steinke (2020), the certificates' conversion
 US_EPSILON = {
@@ -55,11 +56,13 @@ US_EPSILON = {
     "../dhc_households_production_topdown.dps": 33.2888,
     "../safetab_p_production.dps": 38.9487,
     "../safetab_h_production.dps": 56.9659,
-    "../sdhc_production.dps": 25.6263,
+    "../sdhc_production.dps": 16.9801,
 }
 # the group-privacy (rho x 4) figures the members' own ledgers state for a change of one record
 GENERIC = {"../safetab_p_production.dps": 4 * Fraction("4.944"),  # 19.776: published for DDHC-A
            "../safetab_h_production.dps": 4 * Fraction("8.895302")}  # 35.581208
+# PHSafe protects add/remove itself; the program's conversion to a change is its own step
+GENERIC_SYMDIFF = {"../sdhc_production.dps": 4 * Fraction("1.257281")}  # 5.029124
 
 # S-DHC: PHSafe's production budgets (DAS_2020_SDHC_Production_Code, configs/phsafe/NMFv8/us/
 # config.json, privacy_budget of PH1_num ... PH8_denom at usa and state) for adding or removing
@@ -91,11 +94,11 @@ def test_every_us_product_has_its_pinned_figure_and_a_ledger_line(us):
         assert by[spec]["unit_steps"], spec  # a ledger line: member's figure -> the program's unit
     total = sum(US_RHO.values())
     assert us["total"]["rho"] == pytest.approx(float(total), rel=1e-9)
-    assert round(us["total"]["rho"], 4) == 48.0016 and us["bounds_hold"]
+    assert round(us["total"]["rho"], 4) == 45.4870 and us["bounds_hold"]
 
 
 def test_the_tight_change_one_figure_is_the_ledgers_and_says_why(us):
-    """DDHC-A and DDHC-B: the mechanisms' own sensitivity (rho x 2) replaces group privacy's x 4."""
+    """DDHC-A, DDHC-B and S-DHC: the mechanisms' own sensitivity (rho x 2) replaces group privacy's x 4."""
     by = {r["spec"]: r for r in us["releases"]}
     for spec, generic in GENERIC.items():
         r = by[spec]
@@ -103,8 +106,19 @@ def test_the_tight_change_one_figure_is_the_ledgers_and_says_why(us):
         first = r["unit_steps"][0]
         assert first["what"] == "relation" and "the mechanism's own sensitivity" in first["method"]
         assert "leaves at most k cells and enters at most k cells" in first["method"]
+    # S-DHC: PHSafe's member states add/remove (1.257281); its own change-one figure is x 2
+    sdhc = by["../sdhc_production.dps"]
+    assert sdhc["own_budget"]["rho"] == pytest.approx(1.257281)
+    first = sdhc["unit_steps"][0]
+    assert first["what"] == "relation" and "the mechanism's own sensitivity" in first["method"]
+    assert "in place of group privacy's two add/remove steps (rho x 4)" in first["method"]
+    assert sdhc["budget"]["rho"] == pytest.approx(float(US_RHO["../sdhc_production.dps"]))
     note = next(n for n in us["ledger"]["notes"] if n.startswith("change one record:"))
-    assert "total would be rho = 75.6802" in note
+    assert "'../sdhc_production.dps' rho = 2.51456 (group privacy: 5.02912)" in note
+    assert "total would be rho = 75.6802" in note  # every member by group privacy
+    generic = sum(GENERIC.values()) + sum(GENERIC_SYMDIFF.values()) + sum(
+        v for k, v in US_RHO.items() if k not in GENERIC and k not in GENERIC_SYMDIFF)
+    assert round(float(generic), 4) == 75.6802
     # DDHC-B's tight figure is the published 17.79
     assert round(by["../safetab_h_production.dps"]["budget"]["rho"], 2) == 17.79
 
@@ -134,15 +148,14 @@ def test_the_seeds_55_371_reconciled_term_by_term(us):
     seed = round(pl94_dhc, 2) + ddhc_a_published + round(by["../safetab_h_production.dps"], 2) + round(float(sdhc), 3)
     assert seed == pytest.approx(55.371, abs=1e-9)
     assert round(convert(ZCDP(55.371), "approx", delta=DELTA, method="bs16").result.epsilon, 2) == 126.78
-    # where this program differs, exactly: DDHC-A's rule (+9.888), S-DHC's rule (-2.514562), rounding
+    # where this program differs, exactly: DDHC-A's rule (+9.888) and rounding; S-DHC's rule is the same
     ours = us["total"]["rho"]
-    assert round(ours, 4) == 48.0016
+    assert round(ours, 4) == 45.4870
     ddhc_a = ddhc_a_published - by["../safetab_p_production.dps"]
-    sdhc_rule = float(sdhc) - by["../sdhc_production.dps"]
-    assert ddhc_a == pytest.approx(9.888) and sdhc_rule == pytest.approx(-2.514562)
-    rounding = 55.371 - (ours + ddhc_a + sdhc_rule)
+    assert ddhc_a == pytest.approx(9.888) and by["../sdhc_production.dps"] == pytest.approx(float(sdhc))
+    rounding = 55.371 - (ours + ddhc_a)
     assert round(rounding, 4) == -0.0040  # 15.2939 -> 15.29, 17.790604 -> 17.79, 2.514562 -> 2.515
-    assert round(ours + ddhc_a + sdhc_rule, 4) == 55.3750
+    assert round(ours + ddhc_a, 4) == 55.3750
 
 
 def _copy_with_absolute_data(src, dst, edit=None):
@@ -197,11 +210,11 @@ def test_a_wrong_share_in_a_production_spec_breaks_a_pin(tmp_path, member, total
 def test_cli_prints_the_ledger():
     r = CliRunner().invoke(main, ["budget", US_PROGRAM])
     assert r.exit_code == 0, r.output
-    assert "total: zcdp: rho = 48.0016" in r.output
+    assert "total: zcdp: rho = 45.487" in r.output
     assert "multiverse (the union of the members' invariants): count persons by state; " in r.output
     assert "declared rho <= 55.371: holds" in r.output
     # the composed total in (epsilon, delta), by the certificates' conversion and by the seed's
-    assert "at delta = 1e-10: epsilon = 112.8353 by cks20" in r.output and "114.4930 by bs16" in r.output
+    assert "at delta = 1e-10: epsilon = 108.5760 by cks20" in r.output and "110.2135 by bs16" in r.output
     assert "relation: rho = 19.78 -> rho = 9.89  [the mechanism's own sensitivity" in r.output
 
 
@@ -221,14 +234,14 @@ PR_RHO = {
     "pr/safetab_p_production_pr.dps": 2 * Fraction("2.643"),
     # privacy_budget_h_t{3,4}_level_{1,2}_pr_* (NMFv5): 4.754134, x 2
     "pr/safetab_h_production_pr.dps": 2 * Fraction("4.754134"),
-    # configs/phsafe/NMFv8/pr/config.json: 1.226649 (states only), x 4 (group privacy)
-    "../sdhc_production_pr.dps": 4 * Fraction("1.226649"),
+    # configs/phsafe/NMFv8/pr/config.json: 1.226649 (states only), x 2 (the mechanism's own)
+    "../sdhc_production_pr.dps": 2 * Fraction("1.226649"),
 }
 PR_EPSILON = {"pr/pl94_production_topdown_pr.dps": 17.1436, "pr/pl94_units_topdown_pr.dps": 2.4747,
               "../dhc_persons_production_topdown_pr.dps": 25.4193,
               "../dhc_households_production_topdown_pr.dps": 33.2888,
               "pr/safetab_p_production_pr.dps": 26.4126, "pr/safetab_h_production_pr.dps": 37.9957,
-              "../sdhc_production_pr.dps": 25.2466}
+              "../sdhc_production_pr.dps": 16.7380}
 
 
 def test_every_puerto_rico_product_has_its_pinned_figure():
@@ -240,7 +253,7 @@ def test_every_puerto_rico_product_has_its_pinned_figure():
         eps = convert(ZCDP(by[spec]), "approx", delta=DELTA, method="cks20").result.epsilon
         assert eps == pytest.approx(PR_EPSILON[spec], abs=5e-5), spec
     assert s["total"]["rho"] == pytest.approx(float(sum(PR_RHO.values())), rel=1e-9)
-    assert round(s["total"]["rho"], 4) == 34.9947 and s["bounds_hold"]
+    assert round(s["total"]["rho"], 4) == 32.5414 and s["bounds_hold"]
     total = convert(ZCDP(s["total"]["rho"]), "approx", delta=DELTA, method="cks20").result.epsilon
     assert f"epsilon = {total:.4f} by cks20" in " ".join(s["ledger"]["notes"])
 
@@ -327,7 +340,7 @@ def test_the_report_lays_the_ledger_out_in_html_markdown_and_json():
     for text in (html, md):
         assert "The ledger: which product spent what, on which unit, with which conversion" in text
         assert "own sensitivity: a changed household leaves at most k cells" in text
-        assert "symdiff-to-hamming" in text  # S-DHC's group-privacy step
+        assert "a changed person (any record, any household)" in text  # S-DHC's own change-one step
     assert "Published exactly (the composed multiverse" in html
 
 

@@ -136,3 +136,91 @@ def test_compile_max_data_bytes(small_spec, tmp_path):
     assert result.exit_code == 2 and "is not a size" in result.output
     result = CliRunner().invoke(main, ["compile", str(small_spec), "-o", str(out), "--max-data-bytes", "1K"])
     assert result.exit_code == 0, result.output
+
+
+# ---- the limit scan fused with the fingerprint: a local CSV is read twice, not three times ----
+
+def test_the_fused_scan_still_refuses_a_long_record_and_a_large_file(tmp_path, monkeypatch):
+    from dpspec.check.data import load_data
+
+    monkeypatch.setattr(limits, "MAX_RECORD_BYTES", 4096)
+    spec, _ = _spec(tmp_path, "people.csv", SMALL_CSV + "north,n1,34,true," + "x" * 5000 + "\n")
+    with pytest.raises(DataError, match=rf"people.csv: the record starting at byte {len(SMALL_CSV)} is 5,018 bytes"):
+        load_data(spec)
+    spec, _ = _spec(tmp_path, "people.csv", SMALL_CSV + ROW * 50_000)  # about 1.2 MB
+    with data_limit(1 << 20), pytest.raises(DataError, match=r"people.csv: the file holds more than 1.0 MiB"):
+        load_data(spec)
+    # the fused fingerprint is the file's SHA-256, as the streamed one
+    from dpspec.check.sources import file_sha256
+
+    _, hashes = load_data(spec)
+    assert hashes == {"people.csv": file_sha256(str(tmp_path / "people.csv"))}
+
+
+def _count_reads(monkeypatch, target: str) -> list:
+    """Bytes read from `target` through `open`, whoever opens it (the scan, pandas, hashing)."""
+    import builtins
+    import io
+    import os
+
+    read = [0]
+    real_open = builtins.open
+
+    class Counting(io.FileIO):
+        def readinto(self, b):
+            n = super().readinto(b)
+            read[0] += n or 0
+            return n
+
+        def read(self, size=-1):
+            out = super().read(size)
+            read[0] += len(out or b"")
+            return out
+
+        def readall(self):
+            out = super().readall()
+            read[0] += len(out)
+            return out
+
+    def counting_open(file, mode="r", buffering=-1, encoding=None, errors=None, newline=None, closefd=True,
+                      opener=None):
+        if isinstance(file, (str, os.PathLike)) and os.path.abspath(file) == target and "r" in mode:
+            raw = io.BufferedReader(Counting(file, "r"))
+            return raw if "b" in mode else io.TextIOWrapper(raw, encoding=encoding, errors=errors, newline=newline)
+        return real_open(file, mode, buffering, encoding, errors, newline, closefd, opener)
+
+    monkeypatch.setattr(builtins, "open", counting_open)
+    return read
+
+
+def test_a_local_csv_is_read_twice_the_scan_hashing_it(tmp_path, monkeypatch):
+    from dpspec.check.data import load_data
+
+    spec, _ = _spec(tmp_path, "people.csv", SMALL_CSV + ROW * 100_000)  # about 2.4 MB
+    target = str((tmp_path / "people.csv").resolve())
+    size = (tmp_path / "people.csv").stat().st_size
+    read = _count_reads(monkeypatch, target)
+    load_table(spec, spec.data[0])
+    from dpspec.check.sources import source_sha256
+
+    source_sha256(target)
+    three = read[0]
+    assert three >= 3 * size  # the unfused path: scan, pandas, fingerprint
+    read[0] = 0
+    _, hashes = load_data(spec)
+    # the scan (hashing) and pandas; the header line is read apart, a block of at most 1 MiB
+    assert 2 * size <= read[0] <= 2 * size + (1 << 20), (read[0], size)
+    monkeypatch.undo()
+    from dpspec.check.sources import file_sha256
+
+    assert hashes["people.csv"] == file_sha256(target)
+
+
+def test_a_compressed_csv_is_fingerprinted_by_its_own_bytes(tmp_path):
+    from dpspec.check.data import load_data
+    from dpspec.check.sources import file_sha256
+
+    spec, _ = _spec(tmp_path, "people.csv.gz", gzip.compress((SMALL_CSV + ROW * 10).encode()))
+    assert limits.check_csv_file(str(tmp_path / "people.csv.gz"), fingerprint=True) is None  # the scan sees the inflated bytes
+    _, hashes = load_data(spec)
+    assert hashes == {"people.csv.gz": file_sha256(str(tmp_path / "people.csv.gz"))}

@@ -451,6 +451,34 @@ def test_a_sweep_on_spark_gives_the_local_figures(swap_spec, tmp_path, spark_ses
 
 
 @pytest.mark.slow
+def test_an_interrupted_sweep_on_spark_leaves_no_partial_output_set(swap_spec, tmp_path, monkeypatch, spark_session):
+    """Ctrl-C on the driver as the runs are handed to Spark as tasks (one per point and run, after
+    every point was accounted): the same path as a local interruption (exit 1, no output set
+    written, the earlier set whole, no staging folder), and the session (not the sweep's to stop)
+    is left running. The tasks themselves are not started, and the data is a CSV read on the
+    driver: Spark's Python workers and engine-side reads would cost this test a minute."""
+    from dpspec.engine.spark import SparkEngine
+
+    out = tmp_path / "o"
+    assert cli("sweep", swap_spec, "--vary", "rate=0.1", "-o", str(out)).exit_code == 0
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    tasks = []
+
+    def interrupted(self, items, *args, **kwargs):
+        tasks.append(len(items))  # one task per (point, run)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(SparkEngine, "map_items", interrupted)
+    res = CliRunner().invoke(main, ["sweep", swap_spec, "--vary", "rate=0.2,0.3", "--runs", "2", "--engine", "spark",
+                                    "-o", str(out)])
+    assert res.exit_code == 1 and "interrupted; no output was written" in res.output, res.output
+    assert tasks == [4]
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".o.dpspec-lock", "in", "o"]
+    assert not spark_session.sparkContext._jsc.sc().isStopped()  # (a job here would cost a cold JVM's first)
+
+
+@pytest.mark.slow
 def test_a_failing_point_on_spark_is_reported_and_the_others_complete(tmp_path, spark_session, stratified_plugin):
     """The run fails inside its task on an executor (the mechanism, shipped with the task, raises
     at scale 3): the point is reported with the run and message, the other points complete."""

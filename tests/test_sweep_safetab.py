@@ -1,7 +1,8 @@
 """SafeTab's realized error in a sweep (issue 28): every released count beside its confidential
 count, through `run(..., keep_truths=True)` and `compared_counts`, measured by geography level and
 size class; the realized mean absolute error against the discrete Gaussian's E|Z| at the design's
-sigma² (an honest tolerance: 4.5 standard errors of a mean of |Z| over the cells and runs)."""
+sigma² (an honest tolerance: 4.5 standard errors of a mean of |Z| over the cells and runs), for
+SafeTab-P and SafeTab-H."""
 from __future__ import annotations
 
 import json
@@ -20,6 +21,7 @@ from dpspec.sweep.runner import run_sweep
 
 ROOT = Path(__file__).resolve().parents[1]
 P_SPEC = ROOT / "specs" / "safetab_p_production.dps"
+H_SPEC = ROOT / "specs" / "safetab_h_production.dps"
 RUNS = 2
 
 
@@ -35,18 +37,25 @@ def _abs_moments(sigma2: float) -> tuple[float, float]:
 def sweep(tmp_path_factory):
     """Two counties of the bundled synthetic state, thresholds low enough that small groups are
     broken down by sex and age (so cells, sums and margins are released, not only totals)."""
-    folder = tmp_path_factory.mktemp("safetab-sweep")
-    persons = pd.read_parquet(ROOT / "specs" / "data" / "safetab" / "persons.parquet")
-    persons[persons["county"].isin(sorted(persons["county"].unique())[:2])].to_parquet(folder / "persons.parquet")
-    text = P_SPEC.read_text().replace('"data/safetab/persons.parquet"', f'"{folder}/persons.parquet"')
+    low = {old: "[10, 40, 150]" for old in ("[471, 971, 6971]", "[971, 4971, 19971]")}
+    return _two_county_sweep(tmp_path_factory.mktemp("safetab-sweep"), P_SPEC, "persons", low,
+                             "stage1_fraction=0.1", seed=2028)
+
+
+def _two_county_sweep(folder, spec_path, table, edits, axis, seed):
+    """A sweep of RUNS runs of a production SafeTab spec on the records of two counties of the
+    bundled state (`table`.parquet), with `edits` made to the spec's text."""
+    records = pd.read_parquet(ROOT / "specs" / "data" / "safetab" / f"{table}.parquet")
+    records[records["county"].isin(sorted(records["county"].unique())[:2])].to_parquet(folder / f"{table}.parquet")
+    text = spec_path.read_text().replace(f'"data/safetab/{table}.parquet"', f'"{folder}/{table}.parquet"')
     text = text.replace('"data/', f'"{ROOT}/specs/data/')
-    for old in ("[471, 971, 6971]", "[971, 4971, 19971]"):
-        text = text.replace(old, "[10, 40, 150]")
-    path = folder / "low_thresholds.dps"
+    for old, new in edits.items():
+        text = text.replace(old, new)
+    path = folder / "two_counties.dps"
     path.write_text(text)
     spec = parse(read_source(str(path)), str(path))
-    axes = [parse_axis("stage1_fraction=0.1")]
-    return run_sweep(spec, axes, product(axes), runs=RUNS, seed=2028)
+    axes = [parse_axis(axis)]
+    return run_sweep(spec, axes, product(axes), runs=RUNS, seed=seed)
 
 
 def test_every_released_role_is_compared_by_geography_level_and_size(sweep):
@@ -107,3 +116,59 @@ def test_safetab_realized_errors_stay_in_the_internal_report(sweep):
     assert any(r["table"].startswith("t1: county, iteration level 2") for r in internal["realized"])
     assert "<svg" in out["internal_html"][1] and "t1: tract" in out["internal_html"][1]
     assert set(out["realized_csv"][1]["level"]) >= {"county", "tract"}
+
+
+# ---- SafeTab-H: households, its detail chosen from published (public) totals ----------------
+
+
+
+@pytest.fixture(scope="module")
+def h_sweep(tmp_path_factory):
+    """The production SafeTab-H spec on the households of two counties of the bundled state (its
+    public Detailed DHC-A totals as bundled): a sweep of two runs with `--runs`."""
+    return _two_county_sweep(tmp_path_factory.mktemp("safetab-h-sweep"), H_SPEC, "households", {},
+                             "total_rho=8.895302", seed=2029)
+
+
+def test_safetab_h_sweep_reports_mae_mape_and_share_off_per_table_and_level(h_sweep):
+    """Every row comes from `SafeTab.compared_counts` (t3 and t4, each geography level and role),
+    with MAE, MAPE and share off per size class; and the realized MAE of the released cells at the
+    nation and state is the discrete Gaussian's E|Z| at the design's sigma² = k / (2 rho), the
+    whole rho spent on the chosen table (one stage)."""
+    point = h_sweep.points[0]
+    assert point.status == "ok" and point.runs_done == RUNS
+    rows = point.realized
+    assert {r["run"] for r in rows} == set(range(RUNS))
+    tables = {r["table"] for r in rows}
+    assert {t.split(":")[0] for t in tables} == {"t3", "t4"}
+    assert {r["level"] for r in rows} >= {"nation", "state", "county", "tract"}
+    for role in ("total", "cell", "sum of cells"):
+        assert any(t.endswith(f", {role}") for t in tables), role
+    for r in rows:
+        assert r["cells"] > 0 and r["mae"] >= 0 and 0 <= r["share_off"] <= 1
+        assert (r["mape_percent"] is None) == (r["size"] == "0")
+    mech, spec, params = point.checked.mechanism, point.checked.spec, point.checked.params
+    design = mech.design(spec, params)
+    sigma2 = {(c["table"], c["geography"], c["iteration_level"]): c["noise_variance"]
+              for c in mech.components(design, mech.fanouts(spec, params, design)) if c.get("noise_variance")}
+    pooled = defaultdict(lambda: [0, 0.0])
+    for r in rows:
+        head, role = r["table"].rsplit(", ", 1)
+        if r["size"] in ("all", "0") or role != "cell" or r["level"] not in ("nation", "state"):
+            continue
+        key = (head.split(":")[0], r["level"], int(head.rsplit(" ", 1)[1]))
+        pooled[key][0] += r["cells"]
+        pooled[key][1] += r["cells"] * r["mae"]
+    checked = 0
+    for key, (n, total) in pooled.items():
+        if n < 20:
+            continue
+        mean_abs, second = _abs_moments(sigma2[key])
+        assert abs(total / n - mean_abs) < 4.5 * math.sqrt((second - mean_abs ** 2) / n), (key, n, total / n, mean_abs)
+        checked += 1
+    assert checked >= 2, dict(pooled)
+    # falsifiable: a quarter of the variance would be far outside the tolerance
+    key = max(pooled, key=lambda k: pooled[k][0])
+    n, total = pooled[key]
+    half, second = _abs_moments(sigma2[key] / 4)
+    assert abs(total / n - half) > 4.5 * math.sqrt((second - half ** 2) / n)

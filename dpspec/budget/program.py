@@ -55,7 +55,8 @@ def load_program(program_spec: ir.Spec) -> list[Member]:
                 raise SpecError([Diagnostic(f"'{rel}': its budget cannot be expressed in its own flavor: {ledger.problem}")], program_spec.path, program_spec.text)
             members.append(Member(rel, spec, BudgetStatement(ledger.declared, ledger.worst, statement.per_universe,
                                                              statement.depends_on, statement.notes), group,
-                                  change_one=_change_one(checked, flavor, statement, ledger) if program_spec.unit else None))
+                                  change_one=(_change_one(checked, flavor, statement, ledger, program_spec.unit)
+                                              if program_spec.unit else None)))
     if program_spec.unit is not None:
         return _in_program_unit(program_spec, members)
     _check_same_currency(program_spec, members)
@@ -69,11 +70,17 @@ def _domain_names(program_spec, members) -> set[str]:
     return {d.name if m.spec.domain.name in named else m.spec.domain.name for m in members}
 
 
-def _change_one(checked, flavor, statement, ledger):
+def _change_one(checked, flavor, statement, ledger, unit):
     """The mechanism's own change-one figure, when the member's ledger reached change-one from
-    add/remove by group privacy alone (a single relation step, same table and premetric)."""
+    add/remove by group privacy alone (a single relation step, same table and premetric), or when
+    the member protects add/remove itself and the program's unit is a change (the program's
+    conversion would take that step)."""
     steps = ledger.steps
-    if len(steps) != 1 or steps[0].what != "relation" or flavor.relation != "symdiff":
+    if flavor.relation != "symdiff":
+        return None
+    if steps and (len(steps) != 1 or steps[0].what != "relation"):
+        return None
+    if not steps and (checked.spec.unit.relation != "symdiff" or unit.relation != "hamming"):
         return None
     hook = getattr(checked.mechanism, "change_one", None)
     tight = hook(checked.spec, checked.params, statement.actual) if hook else None
@@ -93,13 +100,18 @@ def _in_program_unit(program_spec, members):
     out = []
     for m in members:
         start, start_worst, first, generic = m.statement.actual, m.statement.worst, [], None
+        as_changed = m
         if m.change_one is not None:
             start, start_worst, reason = m.change_one
+            own = m.spec.unit.relation == "symdiff"  # the member protects add/remove; the program's step is done here
             first = [UnitStep("relation", m.statement.actual, start,
-                              f"{reason}; in place of the member's own group-privacy figure")]
+                              f"{reason}; in place of " + ("group privacy's two add/remove steps (rho x 4)" if own
+                                                           else "the member's own group-privacy figure"))]
             generic, _ = to_program_unit(program_spec, domain, m, m.statement.actual)
-        actual, steps = to_program_unit(program_spec, domain, m, start)
-        worst, _ = to_program_unit(program_spec, domain, m, start_worst)
+            if own:
+                as_changed = attrs.evolve(m, spec=attrs.evolve(m.spec, unit=attrs.evolve(m.spec.unit, relation="hamming")))
+        actual, steps = to_program_unit(program_spec, domain, as_changed, start)
+        worst, _ = to_program_unit(program_spec, domain, as_changed, start_worst)
         steps = first + steps
         statement = attrs.evolve(m.statement, actual=actual, worst=worst)
         out.append(attrs.evolve(m, statement=statement, own_budget=m.statement.actual, unit_steps=tuple(steps),

@@ -34,7 +34,7 @@ def resolve_path(spec: ir.Spec, source: ir.DataSource) -> str:
     return os.path.join(spec.base_dir, source.path)
 
 
-def _read_raw(path: str, fmt: str, table: ir.Table) -> pd.DataFrame:
+def _read_raw(path: str, fmt: str, table: ir.Table, fingerprints: dict | None = None) -> pd.DataFrame:
     columns = list(table.column_names)
     if fmt == "parquet":
         check_parquet_types(path, table)
@@ -50,7 +50,7 @@ def _read_raw(path: str, fmt: str, table: ir.Table) -> pd.DataFrame:
             present = set(pq.read_schema(path).names)
             frame = pd.read_parquet(path, columns=[c for c in columns if c in present])
         else:
-            frame = _read_csv(path, columns)
+            frame = _read_csv(path, columns, fingerprints)
     except FileNotFoundError:
         raise DataError(f"{path}: the data file does not exist") from None
     except pd.errors.EmptyDataError:
@@ -78,11 +78,15 @@ def _refuse_repeated(path: str, header: list) -> None:
         seen.add(name)
 
 
-def _read_csv(path: str, columns: list[str]) -> pd.DataFrame:
+def _read_csv(path: str, columns: list[str], fingerprints: dict | None = None) -> pd.DataFrame:
     """The declared columns of a CSV, as text. Every field of every row is tokenized (pandas
     would silently drop a row's extra fields when asked for some columns only), a chunk at a time
-    so that undeclared columns never fill memory; a header naming a column twice is refused."""
-    check_csv_file(path)  # record lengths and size within the declared limits, before pandas allocates
+    so that undeclared columns never fill memory; a header naming a column twice is refused.
+    With `fingerprints`, the limit scan also hashes an uncompressed file (fingerprints[path])."""
+    # record lengths and size within the declared limits, before pandas allocates
+    sha = check_csv_file(path, fingerprint=fingerprints is not None)
+    if sha is not None:
+        fingerprints[path] = sha
     header = pd.read_csv(path, nrows=1, header=None, dtype=str, keep_default_na=False).iloc[0].tolist()
     _refuse_repeated(path, header)
     wanted = [c for c in columns if c in set(header)]
@@ -195,12 +199,14 @@ def _validate_column(col: ir.Column, series: pd.Series, problems: _Problems) -> 
     return text if isinstance(text.dtype, pd.CategoricalDtype) else text.astype("category")
 
 
-def load_table(spec: ir.Spec, source: ir.DataSource) -> pd.DataFrame:
-    """Read and validate one table; the file is only ever opened for reading."""
+def load_table(spec: ir.Spec, source: ir.DataSource, fingerprints: dict | None = None) -> pd.DataFrame:
+    """Read and validate one table; the file is only ever opened for reading. With
+    `fingerprints` (a dict), a source whose fingerprint came with the read (an uncompressed
+    local CSV, hashed by the limit scan) has it stored under its resolved path."""
     table = spec.domain.table(source.table)
     path = resolve_path(spec, source)
     fmt = "parquet" if is_parquet(path, source.format) else source.format
-    frame = _read_raw(path, fmt, table)
+    frame = _read_raw(path, fmt, table, fingerprints)
     missing = [c for c in table.column_names if c not in frame.columns]
     if missing:
         raise missing_columns_error(path, table, missing, fmt)
@@ -285,8 +291,14 @@ def _check_nesting(table: ir.Table, frame: pd.DataFrame, path: str):
 
 def load_data(spec: ir.Spec) -> tuple[dict[str, pd.DataFrame], dict[str, str]]:
     """All declared tables, and each source file's SHA-256 (for the manifest)."""
-    frames, hashes = {}, {}
+    frames, hashes, read = {}, {}, {}
     for source in spec.data:
-        frames[source.table] = load_table(spec, source)
-        hashes[source.path] = source_sha256(resolve_path(spec, source))
+        frames[source.table] = load_table(spec, source, read)
+        hashes[source.path] = fingerprint(spec, source, read)
     return frames, hashes
+
+
+def fingerprint(spec: ir.Spec, source: ir.DataSource, read: dict) -> str:
+    """A source's SHA-256: the one its read computed (`load_table(..., fingerprints=read)`), else streamed now."""
+    path = resolve_path(spec, source)
+    return read.get(path) or source_sha256(path)

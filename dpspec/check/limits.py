@@ -98,15 +98,18 @@ class FooterTally:
                                           "declared columns")
 
 
-def check_csv_stream(where: str, stream) -> None:
+def check_csv_stream(where: str, stream, digest=None) -> None:
     """Scan a CSV's (decompressed) bytes: DataError at the first record longer than
     MAX_RECORD_BYTES or once the whole exceeds the limit. Quote-aware: a newline inside a
-    quoted field does not end a record (quotes are counted; an escaped quote `""` counts twice)."""
+    quoted field does not end a record (quotes are counted; an escaped quote `""` counts twice).
+    With `digest` (a hashlib object), every byte scanned is also fed to it, in the same pass."""
     cap, total, start, quotes = max_data_bytes(), 0, 0, 0  # start: where the open record began
     while True:
         block = stream.read(_BLOCK)
         if not block:
             return
+        if digest is not None:
+            digest.update(block)
         arr = np.frombuffer(block, dtype=np.uint8)
         is_quote = arr == 34
         before = quotes + np.cumsum(is_quote, dtype=np.int64) - is_quote  # quotes before each byte
@@ -129,9 +132,22 @@ def check_csv_stream(where: str, stream) -> None:
             raise _too_large(where, f"the file holds more than {_shown_bytes(cap)} (decompressed)")
 
 
-def check_csv_file(path: str) -> None:
-    """`check_csv_stream` on a local CSV, decompressed as pandas would read it (.gz, .bz2, .zip, .xz, .zst)."""
-    from pandas.io.common import get_handle
+def check_csv_file(path: str, fingerprint: bool = False) -> str | None:
+    """`check_csv_stream` on a local CSV, decompressed as pandas would read it (.gz, .bz2, .zip, .xz, .zst).
 
+    With `fingerprint`, an uncompressed file's SHA-256 (its bytes, as `sources.file_sha256`
+    hashes them) is computed in the same pass and returned, so the file is read twice in all
+    (this scan and pandas) rather than three times. A compressed file's scan sees the
+    decompressed bytes, not the file's, so it returns None and is fingerprinted on its own."""
+    from pandas.io.common import get_handle, infer_compression
+
+    if fingerprint and infer_compression(path, "infer") is None:
+        import hashlib
+
+        digest = hashlib.sha256()
+        with open(path, "rb") as fh:
+            check_csv_stream(path, fh, digest)
+        return digest.hexdigest()
     with get_handle(path, "rb", compression="infer", is_text=False) as handles:
         check_csv_stream(path, handles.handle)
+    return None

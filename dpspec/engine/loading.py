@@ -18,7 +18,7 @@ import pandas as pd
 from dpspec import ir
 from dpspec.check import data as checks
 from dpspec.check.arrow_types import check_parquet_types
-from dpspec.check.sources import is_parquet, source_sha256
+from dpspec.check.sources import is_parquet
 from dpspec.engine.base import Engine
 from dpspec.engine.table import EngineTable
 from dpspec.errors import DataError
@@ -34,14 +34,14 @@ def load_data_on(spec: ir.Spec, engine: Engine, mechanism) -> tuple[dict, dict]:
     """Each declared table and its source's fingerprint, as `check.data.load_data` gives them,
     except that a Parquet source of a mechanism that takes engine tables is an `EngineTable`."""
     engine_side = takes_engine_tables(mechanism)
-    tables, hashes = {}, {}
+    tables, hashes, read = {}, {}, {}
     for source in spec.data:
         path = checks.resolve_path(spec, source)
         if engine_side and is_parquet(path, source.format):
             tables[source.table] = load_engine_table(spec, source, engine)
         else:
-            tables[source.table] = checks.load_table(spec, source)
-        hashes[source.path] = source_sha256(path)
+            tables[source.table] = checks.load_table(spec, source, read)
+        hashes[source.path] = checks.fingerprint(spec, source, read)
     return tables, hashes
 
 

@@ -92,6 +92,8 @@ class PHSafe(Mechanism):
 
         from dpspec.api import BudgetStatement, ZCDP
 
+        from .change_one import change_one_note
+
         design = self.design(spec, params)
         total, household = design.total_rho(), design.household_rho()
         taus = ", ".join(f"{t} {k}" for t, k in design.tau.items())
@@ -110,9 +112,16 @@ class PHSafe(Mechanism):
             "each measurement costs rho (moved / sensitivity)^2. Generic group privacy over its k persons "
             "would give k^2 rho instead",
             "PH5_num (= PH4) and PH8_num (from PH7) are post-processing and spend nothing",
+            change_one_note(total),
         ]
         stmt = BudgetStatement.fixed(ZCDP(float(total)), *notes)
         return attrs.evolve(stmt, components=tuple(self.components(design)))
+
+    def change_one(self, spec, params, budget):
+        """rho x 2 for changing one person, from the counts' own sensitivity (change_one.py derives it)."""
+        from .change_one import change_one_budget
+
+        return change_one_budget(spec, params, budget)
 
     def components(self, design) -> list[dict]:
         out = []

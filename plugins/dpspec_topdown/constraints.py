@@ -8,7 +8,8 @@ The spec states them as
 For every finest unit (block) and category c of the histogram variable ``of``: no person in c
 where the table lists no row of type c (no household persons without housing units, no
 residents of a facility type the block does not have); and, for the ``occupied`` types (rows
-that stand for occupied facilities), at least one person per row. Why an invariant is
+that stand for occupied facilities), at least one person per row. ``sense: upper`` keeps only
+the first kind (production's hhgq_total_ub), ``sense: lower`` only the second (hhgq_total_lb). Why an invariant is
 required: the bounds are computed from the table's exact counts by block and type, so those
 counts must be declared public (``count facilities by block, gqtype``) or the release would
 leak them without saying so.
@@ -50,11 +51,11 @@ def facility_constraints(spec: ir.Spec, params: dict, variables: dict) -> list[d
         if not isinstance(body, ir.ParamBlock):
             raise SpecError(Diagnostic(f"constraints: '{p.name}' needs a block with of, table and type", *loc))
         fields = {q.name: q.value for q in body.params}
-        unknown = sorted(set(fields) - {"of", "table", "type", "occupied"})
+        unknown = sorted(set(fields) - {"of", "table", "type", "occupied", "sense"})
         missing = [f for f in ("of", "table", "type") if f not in fields]
         if unknown or missing:
             what = f"unknown field(s) {', '.join(unknown)}" if unknown else f"missing {', '.join(missing)}"
-            raise SpecError(Diagnostic(f"constraints: '{p.name}': {what} (fields: of, table, type, occupied)", *loc))
+            raise SpecError(Diagnostic(f"constraints: '{p.name}': {what} (fields: of, table, type, occupied, sense)", *loc))
         of, table_name, type_col = str(fields["of"]), str(fields["table"]), str(fields["type"])
         if of not in variables:
             raise SpecError(Diagnostic(f"constraints: '{p.name}' bounds '{of}', which is not a histogram "
@@ -74,13 +75,16 @@ def facility_constraints(spec: ir.Spec, params: dict, variables: dict) -> list[d
         if bad:
             raise SpecError(Diagnostic(f"constraints: '{p.name}': occupied {bad} are not categories of "
                                        f"'{of}' ({cats})", *loc))
+        sense = str(fields.get("sense", "both"))
+        if sense not in ("both", "lower", "upper"):
+            raise SpecError(Diagnostic(f"constraints: '{p.name}': sense {sense} is not one of both, lower, upper", *loc))
         declared = any(q.table == table_name and set(q.columns) == {finest, type_col} for q in spec.invariants)
         if not declared:
             raise SpecError(Diagnostic(
                 f"constraints: '{p.name}' uses the counts of '{table_name}' by {finest} and {type_col}; "
                 f"declare them public: invariants {{ count {table_name} by {finest}, {type_col} }}", *loc))
         out.append({"name": p.name, "of": of, "table": table_name, "type": type_col,
-                    "occupied": occupied, "finest": finest})
+                    "occupied": occupied, "finest": finest, "sense": sense})
     return out
 
 
@@ -122,4 +126,8 @@ def facility_bounds_from_counts(constraint: dict, counts, categories) -> tuple:
     occupied = np.isin(np.asarray(categories, dtype=object), np.asarray(constraint["occupied"], dtype=object))
     lower = tally * occupied.astype(np.int64)
     upper = tally.where(tally == 0, np.inf).astype(np.float64)
+    if constraint.get("sense") == "lower":  # production's hhgq_total_lb alone
+        upper[:] = np.inf
+    elif constraint.get("sense") == "upper":  # hhgq_total_ub alone
+        lower[:] = 0
     return lower, upper

@@ -116,7 +116,8 @@ def run_topdown(persons: pd.DataFrame, levels: Sequence[str], variables: Mapping
                 bounds: Sequence[tuple] = (), engine=None, aian: tuple[str, str] | None = None,
                 bypass: Sequence[str] = (), gq_signature: pd.Series | None = None,
                 equalities: Sequence[tuple] = (), failsafe: Sequence[str] | None = None,
-                joint: JointTable | None = None, reference_geography: pd.DataFrame | None = None) -> TopDownResult:
+                joint: JointTable | None = None, reference_geography: pd.DataFrame | None = None,
+                postprocess_only: Sequence[str] = (), postprocess_feasible: Sequence[str] = ()) -> TopDownResult:
     """Run TopDown on person records; see the module docstring for the semantics.
 
     ``levels`` lists the geography columns top first (a leading name that is not a column is
@@ -166,14 +167,19 @@ def run_topdown(persons: pd.DataFrame, levels: Sequence[str], variables: Mapping
     geography columns, and the AIAN flag with `aian`): the spine is built on it, as production
     builds its spine from the geography reference file, so a unit whose other children hold no
     one is not taken for a single-child unit.
+    ``postprocess_only`` names bounds left out of every solve and repaired after each node's
+    rounding by production's heuristic (postprocess_only.py); at the levels in
+    ``postprocess_feasible`` (production's require_feasible_postproc_dim) a move may also change
+    the structural zeros' other variable, and a row left broken stops the run (a DataError);
+    elsewhere it is reported (a warning and the result's ``postprocess``), never silent.
     """
     t_run = time.perf_counter()
     schema = Schema.from_variables(variables).with_recodes(recodes)
     geography, tallies = person_counts(persons, levels, schema, engine, flags=[aian[1]] if aian else [])
     if joint is not None:
-        if failsafe:
-            raise SpecError("the failsafe is not available with a joint table (production's interleaved optimizer "
-                            "has none either)")
+        if failsafe or postprocess_only:
+            raise SpecError("the failsafe and post-processing-only constraints are not available with a joint table "
+                            "(production's interleaved optimizer has no failsafe)")
         schema_j = Schema.from_variables(joint.variables).with_recodes(joint.recodes)
         geo_j, tallies_j = person_counts(joint.records, levels, schema_j, engine, flags=[aian[1]] if aian else [])
         geography = _union_geography(geography, geo_j)
@@ -226,12 +232,17 @@ def run_topdown(persons: pd.DataFrame, levels: Sequence[str], variables: Mapping
         side = JointSide.build(joint, schema_j, tallies_j, hier, alloc_j, bypass, schema, conf[last])
         del tallies_j
     level_bounds = _level_bounds(bounds, schema, hier, conf[last])
+    from . import postprocess_only as pp_only
+
+    level_bounds, pp_bounds = pp_only.split_bounds(level_bounds, postprocess_only)
+    pp_secondary = pp_only.secondary_axis(schema, structural_zeros, [q[0] for _, _, _, q, _ in pp_bounds])
+    pp_report: dict = {"moves": {}, "seconds": {}, "unrepaired": []}
     equal = []
     for name, query, counts in equalities:
         q = schema.canonical(query)
         targets = equality.per_level(equality.released_targets(name, counts, names[last], q, schema, hier), hier)
         equality.check_against(name, q, targets, schema, hier, conf, inv, zero_cells)
-        equality.check_bounds(name, q, targets[last], schema, level_bounds, hier)
+        equality.check_bounds(name, q, targets[last], schema, level_bounds + pp_bounds, hier)
         equal.append((name, q, targets, schema.groups(q), schema.marginal_size(q)))
     timings: dict = {"levels": {}}
     noisy: dict = {}  # without an engine: every level's noisy answers, drawn whole from `rng`
@@ -267,6 +278,9 @@ def run_topdown(persons: pd.DataFrame, levels: Sequence[str], variables: Mapping
                 tasks = _with_bounds(tasks, k, prev, hier, level_bounds)
             if equal:
                 tasks = _with_equalities(tasks, k, prev, hier, schema, equal)
+            if pp_bounds:
+                tasks = pp_only.with_postprocess(tasks, _spans(k, prev, hier), k, names[k], pp_bounds, schema,
+                                                 zero_cells, pp_secondary, postprocess_feasible)
             if backup is not None and prev is not None:  # the top node has no parent sums to relax
                 tasks = [attrs.evolve(t, failsafe=backup) for t in tasks]
             queries = [MeasuredQuery(qb.name, schema.groups(qb.query), schema.marginal_size(qb.query),
@@ -303,7 +317,11 @@ def run_topdown(persons: pd.DataFrame, levels: Sequence[str], variables: Mapping
                 raise node_failure(exc, hier, prev, names[k]) from None
             wall = time.perf_counter() - t0
             protected[k] = _assemble(tasks, results, hier.levels[k].n_units, n_cells, k, prev, hier)
-            if any(r.relaxed for r in results):  # the failsafe ran: the levels above are re-added
+            if pp_bounds:
+                _postprocess_report(pp_report, results, tasks, k, prev, hier, schema, pp_bounds,
+                                    names[k] in postprocess_feasible)
+            # the failsafe ran or the heuristic moved records: the levels above are re-added
+            if any(r.relaxed or r.moves for r in results):
                 for j in list(protected):
                     if j < k:
                         protected[j] = aggregate(protected[k], hier.ancestor(k, j), hier.levels[j].n_units)
@@ -343,6 +361,9 @@ def run_topdown(persons: pd.DataFrame, levels: Sequence[str], variables: Mapping
         if ((protected[last] @ schema.indicator(q)) != targets[last]).nnz:
             raise MechanismError(f"the release does not reproduce the released product {name!r}")
     _verify_bounds(hier, schema, protected, level_bounds)
+    if pp_bounds:
+        pp_report["violations"] = pp_only.release_violations(hier, schema, protected, pp_bounds)
+        timings["postprocess"] = pp_report
     if zero_cells is not None:
         for k, h in protected.items():
             if h[:, np.flatnonzero(zero_cells)].sum() != 0:
@@ -573,6 +594,34 @@ def _with_equalities(tasks, k, prev, hier, schema, equal) -> list[NodeTask]:
                      for name, _, targets, groups, n_groups in equal)
         out.append(attrs.evolve(t, constraints=t.constraints + cons))
     return out
+
+
+_WARN_MAX = 20  # warnings per level; the facts list every row
+
+
+def _postprocess_report(report: dict, results, tasks, k, prev, hier, schema, pp_bounds, feasible: bool) -> None:
+    """Count the heuristic's moves and report the rows it left broken: a warning each (the
+    run log) and an entry in the run's facts; at a level where production requires them
+    repaired (require_feasible_postproc_dim), a DataError naming the level, unit and group."""
+    import warnings
+
+    from . import postprocess_only as pp_only
+
+    level = hier.names[k]
+    report["moves"][level] = report["moves"].get(level, 0) + sum(r.moves for r in results)
+    report["seconds"][level] = report["seconds"].get(level, 0.0) + sum(r.postprocess_seconds for r in results)
+    level_codes = None if hier.levels[k].implicit else hier.levels[k].codes
+    broken = pp_only.level_report(results, tasks, _spans(k, prev, hier), level_codes, level, schema, pp_bounds)
+    if broken and feasible:
+        raise DataError(pp_only.describe(broken[0]) + f" ({len(broken)} rows at this level; the level is listed "
+                        "in postprocess_require_feasible, where production's constraint check stops the run)")
+    for entry in broken[:_WARN_MAX]:
+        warnings.warn(pp_only.describe(entry), RuntimeWarning, stacklevel=2)
+    if len(broken) > _WARN_MAX:
+        warnings.warn(f"post-processing left {len(broken)} rows broken at the {level} level's nodes "
+                      f"({len(broken) - _WARN_MAX} more than shown; all in the facts' postprocess_only.unrepaired)",
+                      RuntimeWarning, stacklevel=2)
+    report["unrepaired"].extend(broken)
 
 
 def _verify_bounds(hier, schema, protected, level_bounds) -> None:

@@ -510,6 +510,62 @@ def side_groups(schema, query: tuple, pick: int | None):
     return np.where(groups == pick, 0, -1).astype(np.int64)
 
 
+def _postprocess_only(spec: ir.Spec, params: dict) -> dict:
+    """{"postprocess_only": names, "postprocess_feasible": levels} from ``postprocess_only: [NAME, ...]``,
+    ``postprocess_heuristics: true`` and ``postprocess_require_feasible: [LEVEL, ...]`` (production's
+    postprocess_only_constr_names, use_postprocess_heuristics, require_feasible_postproc_dim);
+    a located SpecError when one comes without the other or names what is not declared."""
+    def loc(name):
+        p = spec.mechanism.params.get(name) if spec.mechanism is not None else None
+        return (p.loc.line, p.loc.column) if p is not None and p.loc else (None, None)
+
+    def names(name):
+        value = params.get(name)
+        if value is None:
+            return None
+        items = value if isinstance(value, tuple) else (value,)
+        if not items or not all(isinstance(v, (ir.Name, str)) for v in items):
+            raise SpecError(Diagnostic(f"{name}: expected a list of names, e.g. [hhgq_total_ub, hhgq_total_lb]", *loc(name)))
+        return [str(v) for v in items]
+
+    only, feasible = names("postprocess_only"), names("postprocess_require_feasible")
+    switch = params.get("postprocess_heuristics")
+    if only is None and feasible is None and switch in (None, "false"):
+        return {}  # production's default; a list without the switch is refused (geo_optimizers.py:50-51)
+    if only is None or switch != "true":
+        at = (("postprocess_only" if switch is None else "postprocess_heuristics") if only is not None else
+              next(n for n in ("postprocess_heuristics", "postprocess_require_feasible") if params.get(n) is not None))
+        raise SpecError(Diagnostic("postprocess_only and postprocess_heuristics: true go together (production applies "
+                                   "post-processing-only constraints only with its heuristics on)", *loc(at)))
+    declared = [p.name for p in params["constraints"].params] if isinstance(params.get("constraints"), ir.ParamBlock) else []
+    bad = [n for n in only if n not in declared]
+    if bad or len(set(only)) != len(only):
+        what = f"names {', '.join(map(repr, bad))}, which is not a declared constraint" if bad else "names a constraint twice"
+        raise SpecError(Diagnostic(f"postprocess_only {what} (declared: {', '.join(declared) or 'none'})",
+                                   *loc("postprocess_only")))
+    if params.get("joint") is not None:
+        raise SpecError(Diagnostic("postprocess_only: not available with joint tables", *loc("postprocess_only")))
+    levels = _levels(spec)
+    bad = [lv for lv in feasible or () if lv not in levels]
+    if bad:
+        raise SpecError(Diagnostic(f"postprocess_require_feasible names {', '.join(map(repr, bad))}, not a geography "
+                                   f"level (known: {', '.join(levels)})", *loc("postprocess_require_feasible")))
+    return {"postprocess_only": only, "postprocess_feasible": feasible or []}
+
+
+def _postprocess_notes(report: dict | None) -> tuple:
+    """The run log's lines on the heuristic: the rows it could not repair."""
+    if not report:
+        return ()
+    from .postprocess_only import describe
+
+    broken = report["violations"]
+    if not broken:
+        return (f"post-processing-only constraints: {sum(report['moves'].values())} records moved; every row holds",)
+    return (f"post-processing-only constraints: {sum(report['moves'].values())} records moved; {len(broken)} rows "
+            "left broken in the release (facts: postprocess_only.violations)", *map(describe, broken[:20]))
+
+
 def _failsafe(params: dict) -> list[str] | None:
     """``failsafe: { minimal_schema: [hhgq] }``: the minimal schema's variables (production's
     `minimalSchema`, person_default.ini:81), or None when the spec asks for no failsafe."""
@@ -645,7 +701,8 @@ class TopDown(Mechanism):
                   "data with a record there is rejected"),
         ParamSpec("constraints", "block", "bounds on persons per block from a second table, e.g. { hhgq_total_lb_ub: "
                   "{ of: hhgq  table: facilities  type: gqtype  occupied: [1, 2] } }: none of a type the block "
-                  "lacks, at least one per occupied facility; its counts by block and type must be invariants"),
+                  "lacks, at least one per occupied facility (sense: upper or lower keeps one side); its counts "
+                  "by block and type must be invariants"),
         ParamSpec("spine", "block", "the geographic spine, as production ran it: { aian: COLUMN } splits the state "
                   "(the first level) and the levels below it but the finest into their parts inside and outside "
                   "AIAN areas (COLUMN: 1 inside), measured separately; the state invariant holds on the parts' sum"),
@@ -658,6 +715,14 @@ class TopDown(Mechanism):
                   "\"households: total\"  right: \"units: occupancy = occupied\" } }"),
         ParamSpec("failsafe", "block", "production's failsafe: { minimal_schema: [hhgq] } re-solves a node that has no "
                   "solution with its children sums relaxed, the sums over the other variables kept exact"),
+        ParamSpec("postprocess_only", "block", "constraints left out of every solve and repaired after each node's "
+                  "rounding (production's postprocess_only_constr_names): [hhgq_total_ub, hhgq_total_lb]; needs "
+                  "postprocess_heuristics: true"),
+        ParamSpec("postprocess_heuristics", "choice", "production's use_postprocess_heuristics: true repairs the "
+                  "postprocess_only constraints by moving records within a child", choices=("true", "false")),
+        ParamSpec("postprocess_require_feasible", "block", "levels where a record may also change the structural "
+                  "zeros' other variable and a row left broken stops the run (production's "
+                  "require_feasible_postproc_dim): [state, county]"),
         ParamSpec("workers", "int", "solver processes (default: all cores)", low=Fraction(1), high=Fraction(256)),
     ))
     outputs = {
@@ -706,6 +771,7 @@ class TopDown(Mechanism):
             problems.extend(_split_invariant_problems(spec, params, _spine(spec, params)))
             _equalities(spec, params)
             _failsafe(params)
+            _postprocess_only(spec, params)
             _cross_constraints(spec, params, _joint(spec, params))
             joint = _joint(spec, params)
             for level, plan in _passes(params, list(schema.names), _joint_names(joint)).items():
@@ -854,7 +920,7 @@ class TopDown(Mechanism):
             bypass=spine.get("bypass", ()), gq_signature=_gq_signature(spine, data, engine),
             equalities=[(e["name"], e["query"], table_counts(data[e["table"]], [e["finest"], *e["query"]], engine))
                         for e in _equalities(spec, params)],
-            failsafe=_failsafe(params), joint=joint,
+            failsafe=_failsafe(params), joint=joint, **_postprocess_only(spec, params),
             reference_geography=(table_counts(data[spine["geography"]], [*spec.domain.geography.levels, *(
                 [spine["aian"][1]] if "aian" in spine else [])], engine) if "geography" in spine else None),
         )
@@ -878,8 +944,12 @@ class TopDown(Mechanism):
             facts={"total_rho": float(result.total_rho), "rho_spent": float(result.rho_spent),
                    "solver_share": result.timings["solver_share"], "timings": timings,
                    # production's failsafe: nodes whose later pass had no solution, redone in one pass
-                   "failsafe_nodes": failsafe, **_spine_facts(result)},
+                   "failsafe_nodes": failsafe, **_spine_facts(result),
+                   # production's post-processing-only constraints: records moved per level, rows the
+                   # heuristic left broken at a node, and what the release still breaks
+                   **({"postprocess_only": result.timings["postprocess"]} if "postprocess" in result.timings else {})},
             internal={"errors": errors},
+            notes=_postprocess_notes(result.timings.get("postprocess")),
         )
 
     def likelihood(self, spec, params, outputs):

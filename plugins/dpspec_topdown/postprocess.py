@@ -99,6 +99,7 @@ class NodeTask:
     # the level's share; 0 for a bypassed child, which is not measured); None: all 1
     child_scale: np.ndarray | None = None
     failsafe: Failsafe | None = None  # relax the children sums when the node has no solution
+    postprocess: object = None  # postprocess_only.PostprocessOnly: bounds repaired after rounding
 
 
 @attrs.frozen
@@ -119,6 +120,9 @@ class NodeResult:
     noise_positions: np.ndarray | None = None  # (n_queries,) uint64: where each query's draws began
     noise_seconds: float = 0.0  # drawing the node's noise (when the node drew it)
     relaxed: bool = False  # production's failsafe ran: the children need not add up to the parent
+    moves: int = 0  # records the post-processing heuristic moved (postprocess_only.py)
+    unrepaired: tuple = ()  # (child, constraint, group, count, lower, upper) rows it left broken
+    postprocess_seconds: float = 0.0  # the heuristic's time (also counted in round_seconds)
 
 
 def _peak_rss_mb() -> float:
@@ -358,11 +362,27 @@ def solve_node(task: NodeTask, queries: Sequence[MeasuredQuery], solver: str = "
             if task.failsafe is None or task.parent is None or (plan is not None and plan.outer):
                 raise
             result = solve_relaxed(task, queries, str(exc))
+        if task.postprocess is not None:  # production's post-processing-only constraints
+            result = _postprocess(task, queries, result)
         return result if positions is None else attrs.evolve(result, noise_positions=positions, noise_seconds=seconds)
     except NodeError:
         raise
     except MechanismError as exc:
         raise NodeError(task.key, str(exc)) from None
+
+
+def _postprocess(task: NodeTask, queries, result: NodeResult) -> NodeResult:
+    """The node's children after production's repair heuristic (postprocess_only.repair)."""
+    from .postprocess_only import repair
+
+    t0 = time.perf_counter()
+    child, cell, count, moves, unrepaired = repair(task, queries, result.child, result.cell, result.count)
+    seconds = time.perf_counter() - t0
+    timed = attrs.evolve(result, postprocess_seconds=seconds, round_seconds=result.round_seconds + seconds,
+                         total_seconds=result.total_seconds + seconds)
+    if not moves and not unrepaired:
+        return timed
+    return attrs.evolve(timed, child=child, cell=cell, count=count, moves=moves, unrepaired=unrepaired)
 
 
 def solve_relaxed(task: NodeTask, queries: Sequence[MeasuredQuery], why: str = "") -> NodeResult:
