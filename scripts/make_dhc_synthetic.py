@@ -195,9 +195,14 @@ def generate(n_households: int, n_blocks: int, seed: int, state: str) -> dict:
 
 def households_of(units: pd.DataFrame, seed: int) -> pd.DataFrame:
     """The households of the occupied units (same block, tenure and size), with householder and
-    household-type columns drawn from `seed`. Household types respect the impossibilities production's
-    hhtype_dhch has built in: one person has no partner, no own child and is not multigenerational;
-    two persons are not multigenerational, and a couple of two has no child."""
+    household-type columns drawn from `seed`. Every structural zero production states for the DHCH
+    households holds (Constraints_DHCH.py of das_decennial; the specs state them on these columns):
+    the household-type combinations hhtype_dhch has no value for (one person has no partner, no own
+    child and is not multigenerational; two persons are not multigenerational and have at most one
+    own child, and a couple of two none; a couple of three is not multigenerational and has one
+    child; ...), the own-child limits by the householder's sex and age (age_child), and the elderly
+    presence the householder's age implies (hh_elderly), exactly so where the householder is the
+    only person who may be 60 or over (living alone, with one own child, with two own children)."""
     rng = np.random.default_rng(seed)
     occ = units[units["tenure"] != "vacant"].reset_index(drop=True)
     n = len(occ)
@@ -207,13 +212,42 @@ def households_of(units: pd.DataFrame, seed: int) -> pd.DataFrame:
     multig = np.where(size >= 3, (rng.random(n) < 0.08).astype(np.int64), 0)
     p_race = np.array([0.6, 0.13, 0.02, 0.06, 0.01, 0.1, 0.08])
     hhage = rng.choice(9, n, p=[0.05, 0.15, 0.17, 0.17, 0.17, 0.08, 0.08, 0.08, 0.05])
-    # elderly (none 60+, 60-64, 65-74, 75+ present) is at least what the householder's age implies
-    elderly = np.maximum(np.array([0, 0, 0, 0, 0, 1, 2, 3, 3])[hhage], rng.choice(4, n, p=[0.7, 0.1, 0.1, 0.1]))
+    sex = rng.integers(0, 2, n)
+    paired = couple > 0
+    multig[(size == 3) & paired] = 0  # a multigenerational couple needs four persons
+    both = ownchild == 3  # own children under 6 and 6 to 17: at least two children
+    ownchild[both & ((size == 2) | ((size == 3) & (paired | (multig == 1))) | ((size == 4) & paired & (multig == 1)))] = 2
+    old = hhage >= 7  # age_child: a householder 75+ has no own child under 6, a woman 75+ none under 18,
+    ownchild[(sex == 1) & old] = 0  # a woman 60+ none under 6
+    ownchild[((sex == 0) & old | (sex == 1) & (hhage >= 5)) & np.isin(ownchild, [1, 3])] = 2
+    # elderly (none 60+, 60-64, 65-74, 75+ present) is at least what the householder's age implies,
+    # and exactly that where nobody else may be 60 or over
+    implied = np.array([0, 0, 0, 0, 0, 1, 2, 3, 3])[hhage]
+    elderly = np.maximum(implied, rng.choice(4, n, p=[0.7, 0.1, 0.1, 0.1]))
+    alone = (size == 1) | ((size == 2) & (couple == 0) & (ownchild > 0)) | ((size == 3) & (ownchild == 3))
+    elderly[alone] = implied[alone]
+    young_couple = (hhage == 0) & paired & ((size == 2) | ((size == 3) & (ownchild > 0)) | ((size == 4) & (ownchild == 3)))
+    elderly[young_couple & (elderly == 3)] = 0
     return occ[GEO + ["aian"]].assign(
-        sex=rng.integers(0, 2, n), hhage=hhage, hisp=(rng.random(n) < 0.18).astype(np.int64),
+        sex=sex, hhage=hhage, hisp=(rng.random(n) < 0.18).astype(np.int64),
         race=rng.choice(7, n, p=p_race), elderly=elderly,
         ten=occ["tenure"].map({"mortgage": 0, "owned": 1, "rented": 2}).to_numpy(dtype=np.int64),
         size=size, couple=couple, multig=multig, ownchild=ownchild)
+
+
+VACANCY = ["for_rent", "rented_not_occupied", "for_sale", "sold_not_occupied", "seasonal", "migrant_workers",
+           "other_vacant"]  # das_decennial vacs.py:15-21, the vacant levels of tenvacgq (tenvacgq.py:24-37)
+
+
+def with_tenvacgq(units: pd.DataFrame, seed: int) -> pd.DataFrame:
+    """The units with production's unit variable tenvacgq (its household and vacant levels): the
+    tenure of an occupied unit, a vacancy status (drawn from `seed`) of a vacant one."""
+    rng = np.random.default_rng(seed)
+    vacant = (units["tenure"] == "vacant").to_numpy()
+    status = rng.choice(VACANCY, size=int(vacant.sum()), p=[0.25, 0.05, 0.08, 0.05, 0.3, 0.02, 0.25])
+    tenvacgq = units["tenure"].to_numpy(dtype=object).copy()
+    tenvacgq[vacant] = status
+    return units.assign(tenvacgq=tenvacgq)
 
 
 def pl94_release(persons: pd.DataFrame, facilities: pd.DataFrame, seed: int) -> pd.DataFrame:
@@ -318,6 +352,7 @@ def main() -> None:
         files = generate(households, blocks, seed, state)
         files["pl94"] = pl94_release(files["persons"], files["facilities"], seed + 1)
         files["households"] = households_of(files["units"], seed + 2)
+        files["units"] = with_tenvacgq(files["units"], seed + 3)
         write(files, prefix)
         p = files["persons"]
         print(f"{prefix}: {len(p)} persons, {p['block'].nunique()} blocks, {len(files['units'])} housing units, "

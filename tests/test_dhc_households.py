@@ -100,23 +100,102 @@ def test_households_that_break_the_owned_constraint_are_a_data_error(tmp_path):
         dpspec.compile(str(spec), seed=1)
 
 
+def _zeros(run):
+    """The households' structural zeros as the spec states them: {name: {column: [codes]}}."""
+    from dpspec_topdown.plugin import _joint
+
+    spec = parse(open(SPECS[run], encoding="utf-8").read(), SPECS[run])
+    (j,) = _joint(spec, check(spec).params)
+    return j["structural_zeros"]
+
+
+def _in_zero(frame, cells):
+    hit = pd.Series(True, index=frame.index)
+    for column, values in cells.items():
+        hit &= frame[column].astype(str).isin([str(v) for v in values])
+    return hit
+
+
+@pytest.mark.parametrize("run", sorted(SPECS))
+def test_the_specs_state_the_household_type_and_age_child_zeros(run):
+    """The 10 boxes of household-type factors no hhtype_dhch value has (hhtype_map.py: 55 of the
+    7 x 3 x 2 x 4 size/couple/multig/ownchild combinations) and production's age_child zeros;
+    the bundled households respect them all."""
+    import itertools
+
+    zeros = _zeros(run)
+    assert {n for n in zeros if n.startswith("age_child")} == {"age_child_1", "age_child_2", "age_child_3"}
+    factors = pd.DataFrame(list(itertools.product(range(1, 8), range(3), range(2), range(4))),
+                           columns=["size", "couple", "multig", "ownchild"])
+    absent = pd.Series(False, index=factors.index)
+    for name, cells in zeros.items():
+        if name.startswith("hhtype_"):
+            absent |= _in_zero(factors, cells)
+    assert int(absent.sum()) == 55  # 168 combinations, 113 of them some hhtype_dhch value
+    households = pd.read_parquet(os.path.join(DATA, "dhc_pr_households.parquet" if run == "pr" else "dhc_households.parquet"))
+    for name, cells in zeros.items():
+        assert not _in_zero(households, cells).any(), name
+
+
+def test_a_household_in_a_structural_zero_is_a_data_error(tmp_path):
+    import dpspec
+
+    spec = _copy(tmp_path, "pr")
+    path = tmp_path / "data" / "dhc" / "dhc_pr_households.parquet"
+    households = pd.read_parquet(path)
+    at = households.index[(households["size"] == 1)][0]
+    households.loc[at, "couple"] = 1  # one person with a spouse
+    households.to_parquet(path, index=False)
+    with pytest.raises(DataError, match=rf"table 'households' break the structural zero 'hhtype_alone_couple': 1 records, "
+                                        rf"e.g. in block {households.loc[at, 'block']}"):
+        dpspec.compile(str(spec), seed=1)
+
+
 @pytest.mark.slow
 def test_the_release_keeps_h1_and_owned_on_the_bundled_data(tmp_path):
-    """A full run of the Puerto Rico spec (about 30-40 s on a shared 2-core machine: the root's fit
-    has a variable for every one of the 127,008 household cells of each state part): the released units
-    reproduce the H1 counts at every block, households equal occupied units by tenure, and the
-    units per block are invariant."""
+    """A full run of the Puerto Rico spec (about 16 s on a lightly loaded 2-core machine, a minute
+    at a load of 8: the root's fit has a variable for every household cell outside the structural
+    zeros, in each of its three outer passes): the released units
+    reproduce the H1 counts at every block, households equal occupied units by tenure, the
+    units per block are invariant and no household lies in a structural zero."""
     out = tmp_path / "out"
     result = CliRunner().invoke(main, ["compile", SPECS["pr"], "-o", str(out)])
     assert result.exit_code == 0, result.output
     units = pd.read_csv(out / "units.csv", dtype=str)
     households = pd.read_csv(out / "households.csv", dtype=str)
     h1 = pd.read_parquet(os.path.join(DATA, "dhc_pr_h1.parquet")).astype(str)
-    released = units.assign(h1=units["tenure"].map(lambda t: "vacant" if t == "vacant" else "occupied"))
+    ten = {"mortgage": "0", "owned": "1", "rented": "2", "no_pay": "2"}  # hhtenshort_3lev of tenvacgq
+    released = units.assign(h1=units["tenvacgq"].map(lambda t: "occupied" if t in ten else "vacant"))
     count = lambda frame, by: frame.groupby(by).size().sort_index()  # noqa: E731
     assert count(released, ["block", "h1"]).equals(count(h1, ["block", "h1"]))
-    ten = {"mortgage": "0", "owned": "1", "rented": "2"}
-    occupied = released[released["tenure"] != "vacant"].assign(ten=lambda f: f["tenure"].map(ten))
+    assert released.loc[released["h1"] == "vacant", "tenvacgq"].isin(
+        ["for_rent", "rented_not_occupied", "for_sale", "sold_not_occupied", "seasonal", "migrant_workers",
+         "other_vacant"]).all()
+    occupied = released[released["h1"] == "occupied"].assign(ten=lambda f: f["tenvacgq"].map(ten))
     assert count(occupied, ["block", "ten"]).equals(count(households, ["block", "ten"]))
     source = pd.read_parquet(os.path.join(DATA, "dhc_pr_units.parquet")).astype(str)
     assert count(units, ["block"]).equals(count(source, ["block"]))
+    for name, cells in _zeros("pr").items():  # production's structural zeros hold in the release
+        assert not _in_zero(households, cells).any(), name
+
+
+@pytest.mark.parametrize("run", sorted(SPECS))
+def test_the_specs_state_production_interleaved_outer_passes(run):
+    """dhch_strategies.py:1741-1765 at every level: the units' tenvacgq, then six household
+    queries rounded on two, then the rest rounded on detailed (joint_passes.JointOuter)."""
+    from dpspec_topdown.allocation import split_allocation
+    from dpspec_topdown.joint_passes import joint_pass_plan
+    from dpspec_topdown.plugin import TopDown, _joint, _joint_names, _passes, _schema
+
+    spec = parse(open(SPECS[run], encoding="utf-8").read(), SPECS[run])
+    params = check(spec).params
+    (j,) = _joint(spec, params)
+    main, other = split_allocation(TopDown()._allocation(spec, params), "households")
+    passes = _passes(params, ["tenvacgq"], _joint_names([j]))
+    assert set(passes) == set(STRATEGY[run])
+    for level, plan in passes.items():
+        outer = joint_pass_plan(level, plan, _schema(spec, params), main, j["schema"], other, "households",
+                                groups=False)
+        assert [(len(o.fit_main), len(o.fit_joint)) for o in outer] == [(1, 0), (0, 6), (0, 3)], level
+        assert [[r[0] for r in o.round_main] for o in outer] == [["tenvacgq"], [], []], level
+        assert [len(o.round_joint) for o in outer] == [0, 2, 1], level

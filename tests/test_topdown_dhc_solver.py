@@ -459,11 +459,11 @@ def _concat(a, b):
     return pd.concat([a, b], ignore_index=True)
 
 
-def test_joint_tables_refuse_passes():
+def test_joint_tables_refuse_passes_other_than_outer_passes():
     from dpspec.errors import SpecError
 
     households, units = _households_and_units(n_blocks=8)
-    with pytest.raises(SpecError, match="one pass per node"):
+    with pytest.raises(SpecError, match="with a joint table, give the passes as outer_passes"):
         _joint_run(households, units, passes={"county": {"estimation": [[()]], "tolerance": Fraction(1, 10)}})
 
 

@@ -148,3 +148,13 @@ def allocate(rho, level_shares: Mapping[str, object], strategy: Mapping[str, lis
             sigma2 = effective_sigma2(Fraction(s2) / (2 * rho_q))
             queries.append(QueryBudget(level, query, qshare, rho_q, sigma2, s2))
     return Allocation(rho=rho, relation=relation, level_shares=levels, queries=tuple(queries))
+
+
+def split_allocation(alloc: Allocation, joint_name: str | None) -> tuple:
+    """(the main table's allocation, the joint table's with its mark stripped, or None)."""
+    if joint_name is None:
+        return alloc, None
+    mark = JOINT_MARK + joint_name
+    main = [q for q in alloc.queries if q.query[:1] != (mark,)]
+    other = [attrs.evolve(q, query=q.query[1:]) for q in alloc.queries if q.query[:1] == (mark,)]
+    return attrs.evolve(alloc, queries=tuple(main)), attrs.evolve(alloc, queries=tuple(other))

@@ -27,7 +27,7 @@ import scipy.sparse as sp
 
 from dpspec.api import DataError, MechanismError, SpecError
 
-from .allocation import JOINT_MARK, Allocation, allocate, query_name
+from .allocation import JOINT_MARK, Allocation, allocate, query_name, split_allocation
 from . import equality
 from .hierarchy import Hierarchy, build_hierarchy
 from .histogram import Schema, aggregate, marginal, unit_histograms
@@ -48,7 +48,7 @@ class JointTable:
     histogram variables, recodes, strategy {level: [(query, share)]} (shares of the same level
     budget as the main table's), invariants [(level, query)] and the cross constraints tying it
     to the main table: (name, main query, main group or None, its query, its group or None,
-    number of groups)."""
+    number of groups), and its structural zeros {name: {variable: [categories]}}."""
 
     name: str
     records: object
@@ -57,6 +57,7 @@ class JointTable:
     recodes: Sequence = ()
     invariants: Sequence = ()
     cross: Sequence = ()
+    structural_zeros: Mapping = attrs.field(factory=dict)
 
 
 @attrs.define
@@ -159,7 +160,9 @@ def run_topdown(persons: pd.DataFrame, levels: Sequence[str], variables: Mapping
     then is a DataError naming the level and the parent unit.
     ``joint`` (JointTable): a second table on the same geography solved with this one in one
     problem per node, tied by its cross constraints (joint.py); its release is the result's
-    ``joint[name]``. One pass per node (no passes or failsafe with it).
+    ``joint[name]``. Its structural zeros hold in its release as the main table's do in its
+    own. With it, ``passes`` may give only outer passes (one estimation and one rounding pass
+    each, naming either table's queries, joint_passes.py); no failsafe.
     ``reference_geography``: every finest unit of the geography, populated or not (rows of the
     geography columns, and the AIAN flag with `aian`): the spine is built on it, as production
     builds its spine from the geography reference file, so a unit whose other children hold no
@@ -174,9 +177,9 @@ def run_topdown(persons: pd.DataFrame, levels: Sequence[str], variables: Mapping
     schema = Schema.from_variables(variables).with_recodes(recodes)
     geography, tallies = person_counts(persons, levels, schema, engine, flags=[aian[1]] if aian else [])
     if joint is not None:
-        if passes or failsafe or postprocess_only:
-            raise SpecError("joint tables are solved in one pass per node: estimation, rounding and outer passes, "
-                            "the failsafe and post-processing-only constraints are not available with them")
+        if failsafe or postprocess_only:
+            raise SpecError("the failsafe and post-processing-only constraints are not available with a joint table "
+                            "(production's interleaved optimizer has no failsafe)")
         schema_j = Schema.from_variables(joint.variables).with_recodes(joint.recodes)
         geo_j, tallies_j = person_counts(joint.records, levels, schema_j, engine, flags=[aian[1]] if aian else [])
         geography = _union_geography(geography, geo_j)
@@ -200,7 +203,7 @@ def run_topdown(persons: pd.DataFrame, levels: Sequence[str], variables: Mapping
             canon.setdefault(lv, [])
             canon[lv] = canon[lv] + [((JOINT_MARK + joint.name, *schema_j.canonical(q)), s) for q, s in entries]
     alloc_all = allocate(rho, level_shares, canon, relation)
-    alloc, alloc_j = _split_allocation(alloc_all, joint.name if joint is not None else None)
+    alloc, alloc_j = split_allocation(alloc_all, joint.name if joint is not None else None)
     measured = [k for k, lv in enumerate(names) if lv in alloc.level_shares]
     if measured[-1] != len(names) - 1:
         raise SpecError(f"the finest level {names[-1]!r} must be measured (give it a budget share)")
@@ -208,7 +211,13 @@ def run_topdown(persons: pd.DataFrame, levels: Sequence[str], variables: Mapping
     _check_split_invariants(inv, hier)
     classes = _budget_classes(hier, alloc, bypass)
     zero_cells = _structural_zeros(structural_zeros or {}, schema, cells, weights, tallies, hier)
-    plans = {lv: pass_plan(lv, spec_, schema, alloc) for lv, spec_ in (passes or {}).items()}
+    joint_plans = {}
+    if joint is not None:  # outer passes over both tables (joint_passes.py)
+        from .joint_passes import joint_pass_plan
+
+        joint_plans = {lv: joint_pass_plan(lv, spec_, schema, alloc, schema_j, alloc_j, joint.name)
+                       for lv, spec_ in (passes or {}).items()}
+    plans = {} if joint is not None else {lv: pass_plan(lv, spec_, schema, alloc) for lv, spec_ in (passes or {}).items()}
     backup = _failsafe(failsafe, schema)
 
     n_cells = schema.n_cells
@@ -279,8 +288,9 @@ def run_topdown(persons: pd.DataFrame, levels: Sequence[str], variables: Mapping
                        for qb in alloc.for_level(names[k])]
             if side is not None:
                 t0 = time.perf_counter()
-                results = side.solve_level(k, prev, tasks, queries, run_key, engine)
-                _joint_timings(timings["levels"][names[k]], results, time.perf_counter() - t0)
+                results = side.solve_level(k, prev, tasks, queries, run_key, engine, joint_plans.get(names[k]))
+                _joint_timings(timings["levels"][names[k]], results, time.perf_counter() - t0,
+                               len(joint_plans.get(names[k], ())))
                 protected[k] = _assemble(tasks, results, hier.levels[k].n_units, n_cells, k, prev, hier)
                 if any(t.noise is not None for t in tasks):
                     noise_plans[names[k]] = _noise_plan(tasks, results, k, prev, hier)
@@ -406,24 +416,14 @@ def node_failure(exc: NodeError, hier: Hierarchy, prev: int | None, level: str) 
     return error(f"TopDown cannot split {where} into its {level} units: {exc}")
 
 
-def _split_allocation(alloc: Allocation, joint_name: str | None) -> tuple:
-    """(the main table's allocation, the joint table's with its mark stripped, or None)."""
-    if joint_name is None:
-        return alloc, None
-    mark = JOINT_MARK + joint_name
-    main = [q for q in alloc.queries if q.query[:1] != (mark,)]
-    other = [attrs.evolve(q, query=q.query[1:]) for q in alloc.queries if q.query[:1] == (mark,)]
-    return attrs.evolve(alloc, queries=tuple(main)), attrs.evolve(alloc, queries=tuple(other))
-
-
-def _joint_timings(entry: dict, results, wall: float) -> None:
+def _joint_timings(entry: dict, results, wall: float, outer: int = 0) -> None:
     entry.update({"solve_seconds": wall, "nodes": len(results), "joint_nodes": len(results),
                   "node_seconds": sum(r.total_seconds for r in results),
                   "qp_seconds": sum(r.qp_seconds for r in results),
                   "rounding_seconds": sum(r.round_seconds for r in results),
                   "milp_nodes": sum(r.used_milp for r in results),
                   "max_variables": max((r.n_variables for r in results), default=0),
-                  "estimation_passes": 1, "rounding_passes": 1, "outer_passes": 0,
+                  "estimation_passes": max(outer, 1), "rounding_passes": max(outer, 1), "outer_passes": outer,
                   "solver_peak_mb": max((r.peak_rss_mb for r in results), default=0.0)})
 
 
@@ -490,8 +490,9 @@ def _solve_item(key, task: NodeTask, rng, queries, plan):
 
 
 def _structural_zeros(zeros: Mapping, schema: Schema, cells: np.ndarray, weights: np.ndarray,
-                      tallies: pd.DataFrame, hier: Hierarchy) -> np.ndarray | None:
-    """Boolean mask of the structural-zero cells; DataError if a record sits in one."""
+                      tallies: pd.DataFrame, hier: Hierarchy, table: str | None = None) -> np.ndarray | None:
+    """Boolean mask of the structural-zero cells; DataError if a record sits in one (naming
+    ``table`` when it is a joint table's)."""
     if not zeros:
         return None
     coords = np.unravel_index(np.arange(schema.n_cells), schema.shape)
@@ -514,8 +515,9 @@ def _structural_zeros(zeros: Mapping, schema: Schema, cells: np.ndarray, weights
             finest = hier.levels[-1].name
             cell = ", ".join(f"{v}={val}" for v, val in schema.decode(np.array([cells[row]])).items()
                              for val in [val[0]])
-            raise DataError(f"the data break the structural zero {name!r}: {int(weights[hit].sum())} records, e.g. "
-                            f"in {finest} {tallies[finest].iloc[row]!s} (cell {cell})")
+            where = f" of table {table!r}" if table else ""
+            raise DataError(f"the data{where} break the structural zero {name!r}: {int(weights[hit].sum())} records, "
+                            f"e.g. in {finest} {tallies[finest].iloc[row]!s} (cell {cell})")
         mask |= this
     return mask
 

@@ -74,9 +74,10 @@ def joint_qp(task_a: NodeTask, queries_a, task_b: NodeTask, queries_b, cross: Se
 
 
 def solve_joint_node(task_a: NodeTask, queries_a, task_b: NodeTask, queries_b,
-                     cross: Sequence[CrossConstraint]) -> tuple:
+                     cross: Sequence[CrossConstraint], plan=None) -> tuple:
     """(result_a, result_b): both tables' integer children histograms (NodeResult each), every
-    constraint of each table and every cross constraint exact. MechanismError if none exists."""
+    constraint of each table and every cross constraint exact. MechanismError if none exists.
+    ``plan`` (joint_passes.JointOuter, in order): interleaved outer passes instead of one pass."""
     if task_a.n_children != task_b.n_children:
         raise MechanismError(f"joint node {task_a.key}: the two tables have different children")
     t0 = time.perf_counter()
@@ -84,6 +85,12 @@ def solve_joint_node(task_a: NodeTask, queries_a, task_b: NodeTask, queries_b,
     for task, (cells, vc, va, vcell) in ((task_a, var_a), (task_b, var_b)):
         if task.parent is not None:
             postprocess._check_cells_coverable(task, cells, va)
+    if plan:
+        from .joint_passes import solve_joint_interleaved
+
+        counts_a, counts_b, qp_seconds, sec_a, milp_a, n_var = solve_joint_interleaved(
+            task_a, queries_a, task_b, queries_b, cross, plan, var_a, var_b)
+        return _results(task_a, task_b, var_a, var_b, counts_a, counts_b, qp_seconds, sec_a, t0, n_var, milp_a, True)
     problem, offset = joint_qp(task_a, queries_a, task_b, queries_b, cross, var_a, var_b)
     x, optimal, qp_seconds, used, status = postprocess.solve_qp(problem)
     if x is None:
@@ -91,37 +98,52 @@ def solve_joint_node(task_a: NodeTask, queries_a, task_b: NodeTask, queries_b,
                              f"and the cross constraints ({', '.join(c.name for c in cross)}): {status}")
     xa = np.maximum(x[:var_a[1].size], 0.0)
     xb = np.maximum(x[offset:offset + var_b[1].size], 0.0)
-    # first table: each cross constraint's left side within floor/ceil of its fit
-    margins_a = []
-    sides = []
-    for c in cross:
-        ua, ka = _side(c.left, var_a[1], var_a[3], c.n_groups)
-        n_keys = task_a.n_children * c.n_groups + 1
-        key = np.full(var_a[1].size, n_keys - 1, dtype=np.int64)  # off the side: a spare key, unbounded
-        key[ua] = ka
-        fit = np.bincount(key, weights=xa, minlength=n_keys)
-        lo = np.append(np.floor(fit[:-1] + _INT_TOL), -np.inf)
-        hi = np.append(np.ceil(fit[:-1] - _INT_TOL), np.inf)
-        margins_a.append((key, n_keys, lo, hi))
-        sides.append(key)
+    margins_a = left_margins(cross, var_a[1], var_a[3], task_a.n_children, xa)
     counts_a, sec_a, milp_a = postprocess._round(task_a, xa, var_a[2], var_a[1], var_a[3], var_a[0], margins=tuple(margins_a))
-    margins_b = []
-    for c, key_a in zip(cross, sides):
-        n_keys = task_a.n_children * c.n_groups + 1
-        got = np.bincount(key_a, weights=counts_a, minlength=n_keys).astype(np.float64)
-        ub, kb = _side(c.right, var_b[1], var_b[3], c.n_groups)
-        key = np.full(var_b[1].size, n_keys - 1, dtype=np.int64)
-        key[ub] = kb
-        margins_b.append((key, n_keys, np.append(got[:-1], -np.inf), np.append(got[:-1], np.inf)))
+    margins_b = right_margins(cross, margins_a, counts_a, var_b[1], var_b[3])
     counts_b, sec_b, milp_b = postprocess._round(task_b, xb, var_b[2], var_b[1], var_b[3], var_b[0], margins=tuple(margins_b))
+    return _results(task_a, task_b, var_a, var_b, counts_a, counts_b, qp_seconds, sec_a + sec_b, t0,
+                    int(problem.n_var), milp_a or milp_b, optimal, used)
+
+
+def left_margins(cross, vc, vcell, n_children, x) -> list:
+    """The first table's side of each cross constraint kept within floor/ceil of its fit ``x``:
+    (key, n_keys, lo, hi) per constraint, variables off the side on a spare, unbounded key."""
+    out = []
+    for c in cross:
+        ua, ka = _side(c.left, vc, vcell, c.n_groups)
+        n_keys = n_children * c.n_groups + 1
+        key = np.full(vc.size, n_keys - 1, dtype=np.int64)
+        key[ua] = ka
+        fit = np.bincount(key, weights=x, minlength=n_keys)
+        out.append((key, n_keys, np.append(np.floor(fit[:-1] + _INT_TOL), -np.inf),
+                    np.append(np.ceil(fit[:-1] - _INT_TOL), np.inf)))
+    return out
+
+
+def right_margins(cross, left, counts_a, vc, vcell) -> list:
+    """The second table's side of each cross constraint fixed to the first table's integers
+    (``left``: that table's `left_margins`)."""
+    out = []
+    for c, (key_a, n_keys, _, _) in zip(cross, left):
+        got = np.bincount(key_a, weights=counts_a, minlength=n_keys).astype(np.float64)
+        ub, kb = _side(c.right, vc, vcell, c.n_groups)
+        key = np.full(vc.size, n_keys - 1, dtype=np.int64)
+        key[ub] = kb
+        out.append((key, n_keys, np.append(got[:-1], -np.inf), np.append(got[:-1], np.inf)))
+    return out
+
+
+def _results(task_a, task_b, var_a, var_b, counts_a, counts_b, qp_seconds, round_seconds, t0, n_var, milp, optimal,
+             used="clarabel") -> tuple:
+    """Both tables' NodeResults from their integer counts over their variables."""
     wall = time.perf_counter() - t0
     out = []
-    for task, (cells, vc, va, vcell), counts, milp in ((task_a, var_a, counts_a, milp_a), (task_b, var_b, counts_b, milp_b)):
+    for task, (cells, vc, va, vcell), counts in ((task_a, var_a, counts_a), (task_b, var_b, counts_b)):
         keep = counts > 0
         out.append(postprocess.NodeResult(task.key, vc[keep].astype(np.int64), vcell[keep].astype(np.int64),
-                                          counts[keep].astype(np.int64), qp_seconds, sec_a + sec_b,
-                                          wall, int(problem.n_var), milp_a or milp_b, optimal,
-                                          postprocess._peak_rss_mb(), used))
+                                          counts[keep].astype(np.int64), qp_seconds, round_seconds,
+                                          wall, n_var, milp, optimal, postprocess._peak_rss_mb(), used))
     return tuple(out)
 
 
@@ -132,7 +154,7 @@ def side_sums(hist: sp.spmatrix, groups: np.ndarray, n_groups: int) -> np.ndarra
     return np.asarray((hist @ indicator).toarray(), dtype=np.int64)
 
 
-def solve_joint_pair(task_a: NodeTask, task_b: NodeTask, queries_a, queries_b, cross) -> tuple:
+def solve_joint_pair(task_a: NodeTask, task_b: NodeTask, queries_a, queries_b, cross, plan=None) -> tuple:
     """Both tables' node solved jointly, as `postprocess.solve_node` solves one: each task draws
     its noise first (its own keyed stream), a failure is a NodeError naming the parent unit, and
     a bypassed single child (optimized spine) is its parent in both tables."""
@@ -142,7 +164,7 @@ def solve_joint_pair(task_a: NodeTask, task_b: NodeTask, queries_a, queries_b, c
         if ta.n_children == 1 and ta.parent is not None and ta.child_scale is not None:
             ra, rb = postprocess.solve_node(ta, queries_a), postprocess.solve_node(tb, queries_b)
         else:
-            ra, rb = solve_joint_node(ta, queries_a, tb, queries_b, cross)
+            ra, rb = solve_joint_node(ta, queries_a, tb, queries_b, cross, plan)
     except postprocess.NodeError:
         raise
     except MechanismError as exc:

@@ -32,6 +32,7 @@ class JointSide:
     inv: list
     classes: dict
     cross: list
+    zero_cells: object = None  # (n_cells,) bool of its structural zeros, or None
     noisy: dict = attrs.Factory(dict)
     protected: dict = attrs.Factory(dict)
     noise_plans: dict = attrs.Factory(dict)
@@ -39,12 +40,13 @@ class JointSide:
     @classmethod
     def build(cls, joint, schema, tallies, hier, alloc, bypass, main_schema, main_finest) -> "JointSide":
         """The joint table's state; DataError if its data break a cross constraint somewhere."""
-        from .engine import _budget_classes, _canonical_invariants, _check_split_invariants, _finest_units
+        from .engine import _budget_classes, _canonical_invariants, _check_split_invariants, _finest_units, _structural_zeros
         from .plugin import side_groups
 
         finest_unit = _finest_units(hier, tallies)
         weights = tallies["count"].to_numpy(dtype=np.int64)
         cells = schema.cell_index(tallies, weights)
+        zero_cells = _structural_zeros(joint.structural_zeros, schema, cells, weights, tallies, hier, joint.name)
         last = len(hier.levels) - 1
         conf = [unit_histograms(hier.ancestor(last, k)[finest_unit], cells, lv.n_units, schema.n_cells, weights)
                 for k, lv in enumerate(hier.levels)]
@@ -62,7 +64,7 @@ class JointSide:
                                 f"{hier.levels[last].codes[u]!s}, group {int(g)}: {int(left[u, g])} in the main table, "
                                 f"{int(right[u, g])} in {joint.name!r} ({len(bad)} units and groups differ)")
             cross.append(c)
-        return cls(joint, schema, hier, alloc, conf, inv, _budget_classes(hier, alloc, bypass), cross)
+        return cls(joint, schema, hier, alloc, conf, inv, _budget_classes(hier, alloc, bypass), cross, zero_cells)
 
     def draw(self, k: int, rng) -> None:
         """Level k's noisy answers drawn whole (a run without an engine)."""
@@ -75,8 +77,9 @@ class JointSide:
                 answers += discrete_gaussian(qb.sigma2, answers.shape, rng)
             self.noisy[(name, qb.query)] = answers
 
-    def solve_level(self, k, prev, tasks, queries, run_key, engine) -> list:
-        """The main table's results for level k's nodes, each solved jointly with this table's."""
+    def solve_level(self, k, prev, tasks, queries, run_key, engine, plan=None) -> list:
+        """The main table's results for level k's nodes, each solved jointly with this table's
+        (in ``plan``'s interleaved outer passes when given, joint_passes.py)."""
         from .engine import _assemble, _code, _level_tasks, _noise_plan, node_failure
 
         hier, name = self.hier, self.hier.names[k]
@@ -85,11 +88,13 @@ class JointSide:
         tag = (self.table.name,)
         mine = [attrs.evolve(t, noise=attrs.evolve(t.noise, key=(*t.noise.key, *tag))) if t.noise is not None else t
                 for t in mine]
+        if prev is None and self.zero_cells is not None:  # below the top node a zero cell's parent is 0
+            mine = [attrs.evolve(t, zero_cells=self.zero_cells) for t in mine]
         if [t.key for t in mine] != [t.key for t in tasks]:
             raise MechanismError(f"level {name}: the joint table's nodes are not the main table's")
         queries_j = [MeasuredQuery(qb.name, self.schema.groups(qb.query), self.schema.marginal_size(qb.query),
                                    1.0 / float(qb.sigma2)) for qb in self.alloc.for_level(name)]
-        solve = functools.partial(_joint_item, queries=queries, queries_j=queries_j, cross=self.cross)
+        solve = functools.partial(_joint_item, queries=queries, queries_j=queries_j, cross=self.cross, plan=plan)
         try:
             if engine is not None and engine.name != "local":
                 parent_codes = hier.levels[prev].codes if prev is not None else None
@@ -106,8 +111,8 @@ class JointSide:
         return results
 
     def finish(self, main_protected: dict, run_key):
-        """The joint table's result, checked: it adds up, keeps its invariants, and every cross
-        constraint holds at every unit of every level."""
+        """The joint table's result, checked: it adds up, keeps its invariants and structural
+        zeros, and every cross constraint holds at every unit of every level."""
         from .engine import TopDownResult, _verify
 
         hier = self.hier
@@ -116,6 +121,11 @@ class JointSide:
             if k not in self.protected:
                 self.protected[k] = aggregate(self.protected[k + 1], hier.levels[k + 1].parent, hier.levels[k].n_units)
         _verify(hier, self.schema, self.protected, self.conf, self.inv)
+        if self.zero_cells is not None:
+            zero = np.flatnonzero(self.zero_cells)
+            for k, h in self.protected.items():
+                if h[:, zero].sum() != 0:
+                    raise MechanismError(f"level {names[k]}: a structural zero cell of {self.table.name!r} holds records")
         for c in self.cross:
             for k in range(len(names)):
                 if not np.array_equal(side_sums(main_protected[k], c.left, c.n_groups),
@@ -127,6 +137,6 @@ class JointSide:
                              noise_plans=self.noise_plans, run_key=run_key, budget_classes=self.classes)
 
 
-def _joint_item(key, pair, rng, queries, queries_j, cross):
+def _joint_item(key, pair, rng, queries, queries_j, cross, plan=None):
     """One parent node of both tables (a unit of work on an engine)."""
-    return solve_joint_pair(pair[0], pair[1], queries, queries_j, cross)
+    return solve_joint_pair(pair[0], pair[1], queries, queries_j, cross, plan)

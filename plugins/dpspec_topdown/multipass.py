@@ -74,8 +74,9 @@ def _margin_key(vc, vcell, groups, n_groups, n_children):
     return vc * n_groups + groups[vcell], n_children * n_groups
 
 
-def _with_rows(problem, rows, tolerance: float):
-    """``problem`` plus rows est - tol <= (sum of x sharing a key) <= est + tol."""
+def _with_rows(problem, rows, tolerance: float, offset: int = 0):
+    """``problem`` plus rows est - tol <= (sum of x sharing a key) <= est + tol; the keys are of
+    the variables from ``offset`` on (a joint problem's second table, joint_passes.py)."""
     import scipy.sparse as sp  # with the run: `dpspec check` builds pass plans without scipy
 
     from .postprocess import _sum_rows
@@ -85,7 +86,7 @@ def _with_rows(problem, rows, tolerance: float):
     blocks, lo, hi = [problem.a], [problem.lo], [problem.hi]
     for key, n_keys, est in rows:
         local, present = _sum_rows(key, n_keys)
-        blocks.append(sp.csc_matrix((np.ones(key.size), (local, np.arange(key.size))),
+        blocks.append(sp.csc_matrix((np.ones(key.size), (local, offset + np.arange(key.size))),
                                     shape=(present.size, problem.n_var)))
         lo.append(est[present] - tolerance)
         hi.append(est[present] + tolerance)

@@ -13,7 +13,7 @@ from fractions import Fraction
 
 from dpspec.api import Diagnostic, Mechanism, NativeFlavor, ParamSpec, ParameterSchema, Release, SpecError, ir, progress
 
-from .allocation import JOINT_MARK, allocate, query_name
+from .allocation import JOINT_MARK, allocate, query_name, split_allocation
 
 __version__ = "1.0.0"
 ROOT = "nation"
@@ -94,7 +94,7 @@ def _query_words(item, variables) -> tuple:
     return _query_key(str(item).replace(" ", ""), variables)
 
 
-def _passes(params: dict, variables) -> dict:
+def _passes(params: dict, variables, joint: dict | None = None) -> dict:
     """{level: {"estimation": [[query, ...], ...], "rounding": [...], "tolerance": t}}.
 
     Each of the ``estimation`` and ``rounding`` blocks maps a level to its passes: a block of
@@ -102,7 +102,8 @@ def _passes(params: dict, variables) -> dict:
     list (one pass; for estimation the remaining measured queries then form a last pass).
     ``constrain_to`` maps a level to, per estimation pass in order, the queries whose answers
     later passes hold within the tolerance (production's L2_Constrain_to_Ordering; by default
-    the queries the pass names)."""
+    the queries the pass names). ``joint`` ({name: variables}): a query written "NAME: QUERY"
+    is the joint table NAME's, keyed (JOINT_MARK + NAME, *factors)."""
     out: dict = {}
     tolerance = params.get("pass_tolerance")
     if tolerance is None:  # absent (the checker gives it as None): production's slack
@@ -119,7 +120,8 @@ def _passes(params: dict, variables) -> dict:
                 groups = [g.value for g in p.value.params]
             else:
                 groups = [p.value]
-            out.setdefault(p.name, {"tolerance": tolerance, "tolerance_type": tolerance_type})[what] = _pass_lists(p.value, variables)
+            out.setdefault(p.name, {"tolerance": tolerance, "tolerance_type": tolerance_type})[what] = _pass_lists(
+                p.value, variables, joint)
     block = params.get("outer_passes")
     if block is not None:
         if not isinstance(block, ir.ParamBlock):
@@ -134,24 +136,51 @@ def _passes(params: dict, variables) -> dict:
                 if not {"estimation", "rounding"} <= set(body) or set(body) - {"estimation", "rounding", "constrain_to"}:
                     raise SpecError(Diagnostic(f"outer_passes: '{p.name}' outer pass '{o.name}' needs estimation and "
                                                "rounding passes (and may have constrain_to)", *loc))
-                outer.append({"tolerance": tolerance, **{k: _pass_lists(v, variables) for k, v in body.items()}})
+                outer.append({"tolerance": tolerance, **{k: _pass_lists(v, variables, joint) for k, v in body.items()}})
             out.setdefault(p.name, {"tolerance": tolerance, "tolerance_type": tolerance_type})["outer"] = outer
     return out
 
 
-def _pass_lists(value, variables) -> list:
+def _pass_level_loc(params: dict, level: str) -> tuple:
+    """(line, column) of the level's entry in the spec's pass blocks, (None, None) if none."""
+    for what in ("outer_passes", "estimation", "rounding", "constrain_to"):
+        block = params.get(what)
+        for p in block.params if isinstance(block, ir.ParamBlock) else ():
+            if p.name == level and p.loc:
+                return p.loc.line, p.loc.column
+    return None, None
+
+
+def _pass_lists(value, variables, joint: dict | None = None) -> list:
     """Passes as lists of query keys: a block of named passes in order, or one list."""
     groups = [g.value for g in value.params] if isinstance(value, ir.ParamBlock) else [value]
-    return [[_query_words(q, variables) for q in (g if isinstance(g, tuple) else (g,))] for g in groups]
+    return [[_pass_query(q, variables, joint or {}) for q in (g if isinstance(g, tuple) else (g,))] for g in groups]
 
 
-def _structural_zeros(params: dict, variables: dict) -> dict:
-    """{name: {variable: [categories]}} from ``structural_zeros: { NAME: { VAR: [values] ... } }``."""
+def _pass_query(item, variables, joint: dict) -> tuple:
+    """A query of a pass: the mechanism table's, or "NAME: QUERY" of the joint table NAME."""
+    name, sep, rest = str(item).partition(":")
+    if sep and name.strip() in joint:
+        return (JOINT_MARK + name.strip(), *_query_words(rest.strip(), joint[name.strip()]))
+    if sep:
+        raise SpecError(f"passes: {str(item)!r} names table {name.strip()!r}, which is not a joint table "
+                        f"({', '.join(joint) or 'none'})")
+    return _query_words(item, variables)
+
+
+def _structural_zeros(params: dict, variables: dict, recodes=()) -> dict:
+    """{name: {variable: [categories]}} from ``structural_zeros: { NAME: { VAR: [values] ... } }``.
+
+    VAR is a histogram variable (values: its categories) or a recode (values: its group labels,
+    read as the categories in those groups), as production states its zeros on recodes
+    (Constraints_DHCH.py: HHAGE_75PLUS, HHELDERLY_PRESENCE_NOT_75PLUS ...); a variable named twice
+    keeps the categories both name. A name or value that is neither is a SpecError at its line."""
     block = params.get("structural_zeros")
     if block is None:
         return {}
     if not isinstance(block, ir.ParamBlock):
         raise SpecError("structural_zeros: expected a block such as { nurse_nva_0: { hhgq: [3]  votingage: [0] } }")
+    by_recode = {r.name: r for r in recodes}
     out = {}
     for p in block.params:
         loc = (p.loc.line, p.loc.column) if p.loc else (None, None)
@@ -159,12 +188,28 @@ def _structural_zeros(params: dict, variables: dict) -> dict:
             raise SpecError(Diagnostic(f"structural_zeros: '{p.name}' needs a block of VARIABLE: [values]", *loc))
         cells = {}
         for v in p.value.params:
-            if v.name not in variables:
+            vloc = (v.loc.line, v.loc.column) if v.loc else loc
+            values = [_recode_value(x) for x in (v.value if isinstance(v.value, tuple) else (v.value,))]
+            if v.name in variables:
+                variable, by_text = v.name, {str(c): c for c in variables[v.name]}
+                bad = [x for x in values if str(x) not in by_text]
+                picked = [by_text[str(x)] for x in values if str(x) in by_text]
+            elif v.name in by_recode:
+                r = by_recode[v.name]
+                variable, labels = r.variable, [str(lb) for lb in r.labels]
+                bad = [x for x in values if str(x) not in labels]
+                chosen = {labels.index(str(x)) for x in values if str(x) in labels}
+                picked = [c for c, g in zip(variables[variable], r.group_of) if g in chosen]
+            else:
                 raise SpecError(Diagnostic(f"structural_zeros: '{p.name}' names '{v.name}', which is not a "
-                                           f"histogram variable", *loc))
-            by_text = {str(c): c for c in variables[v.name]}
-            values = v.value if isinstance(v.value, tuple) else (v.value,)
-            cells[v.name] = [by_text.get(str(x), x) for x in map(_recode_value, values)]
+                                           f"histogram variable or recode (known: {', '.join([*variables, *by_recode])})",
+                                           *vloc))
+            if bad or not values:
+                what = "categories" if v.name in variables else "groups"
+                known = variables[v.name] if v.name in variables else list(by_recode[v.name].labels)
+                raise SpecError(Diagnostic(f"structural_zeros: '{p.name}': {v.name} = {bad or '[]'} are not "
+                                           f"{what} of '{v.name}' ({', '.join(map(str, known))})", *vloc))
+            cells[variable] = [c for c in cells[variable] if c in picked] if variable in cells else picked
         out[p.name] = cells
     return out
 
@@ -325,7 +370,8 @@ def _loc_of(p):
 def _joint(spec: ir.Spec, params: dict) -> list[dict]:
     """``joint: { NAME: { table: T  variables: a, b  queries: {...}  recodes: {...} } }``: further
     tables solved with the mechanism's table in one problem per node (joint.py). Each entry:
-    name, table, variables {name: categories}, schema, strategy {level: [(key, share)]}, loc."""
+    name, table, variables {name: categories}, schema, strategy {level: [(key, share)]},
+    structural_zeros {name: {variable: [categories]}} (cells 0 in its release), loc."""
     block = _block(params, "joint", "{ units: { table: units  variables: vacs  queries: { total: 1/4 } } }")
     if block is None:
         return []
@@ -335,10 +381,11 @@ def _joint(spec: ir.Spec, params: dict) -> list[dict]:
         loc = _loc_of(p)
         fields = {q.name: q.value for q in p.value.params} if isinstance(p.value, ir.ParamBlock) else {}
         missing = [f for f in ("table", "variables", "queries") if f not in fields]
-        unknown = sorted(set(fields) - {"table", "variables", "queries", "recodes"})
+        unknown = sorted(set(fields) - {"table", "variables", "queries", "recodes", "structural_zeros"})
         if missing or unknown:
             what = f"missing {', '.join(missing)}" if missing else f"unknown field(s) {', '.join(unknown)}"
-            raise SpecError(Diagnostic(f"joint: '{p.name}': {what} (fields: table, variables, queries, recodes)", *loc))
+            raise SpecError(Diagnostic(f"joint: '{p.name}': {what} (fields: table, variables, queries, recodes, "
+                                       "structural_zeros)", *loc))
         table_name = str(fields["table"])
         table = spec.domain.table(table_name)
         if table is None or table_name in seen:
@@ -353,7 +400,8 @@ def _joint(spec: ir.Spec, params: dict) -> list[dict]:
                                        "table lives on the same geography (and spine flag)", *loc))
         raw = fields["variables"]
         names = [str(v) for v in (raw if isinstance(raw, tuple) else (raw,))]
-        sub = {"table": table_name, "variables": names, "recodes": fields.get("recodes"), "queries": fields["queries"]}
+        sub = {"table": table_name, "variables": names, "recodes": fields.get("recodes"), "queries": fields["queries"],
+               "structural_zeros": fields.get("structural_zeros")}
         for name in names:
             col = table.column(name)
             if col is None or col.type.kind not in ("enum", "bool", "int") or name in geo:
@@ -366,11 +414,12 @@ def _joint(spec: ir.Spec, params: dict) -> list[dict]:
                 raise SpecError("queries: expected a block such as { total: 1/4 }")
             strategy = {lv: [(schema.canonical(q), sh) for q, sh in entries]
                         for lv, entries in _strategy(sub, _levels(spec), names, params["levels"]).items()}
+            zeros = _structural_zeros(sub, variables, schema.recodes)
         except SpecError as exc:
             raise SpecError([Diagnostic(f"joint: '{p.name}': {d.message}", *(loc if d.line is None else (d.line, d.column)))
                              for d in exc.diagnostics]) from None
         out.append({"name": p.name, "table": table_name, "variables": variables, "schema": schema,
-                    "strategy": strategy, "loc": loc})
+                    "strategy": strategy, "structural_zeros": zeros, "loc": loc})
     if len(out) > 1:
         raise SpecError(Diagnostic("joint: TopDown solves one further table with its own (two histograms per "
                                    "node, as production's households and units)", *out[1]["loc"]))
@@ -434,6 +483,11 @@ def _cross_constraints(spec: ir.Spec, params: dict, joint: list[dict]) -> list[d
         out.append({"name": p.name, "left": sides["left"][:3], "right": sides["right"][:3],
                     "n_groups": sides["left"][3], "loc": loc})
     return out
+
+
+def _joint_names(joint: list[dict]) -> dict:
+    """{joint name: its variables}: what a pass's "NAME: QUERY" may name."""
+    return {j["name"]: list(j["variables"]) for j in joint}
 
 
 def _is_joint_key(query: tuple) -> bool:
@@ -632,7 +686,8 @@ class TopDown(Mechanism):
                   "keeps each pass's margins within floor/ceil of the fit, then fixes them"),
         ParamSpec("outer_passes", "block", "interleaved outer passes per level: { county: { outer1: { estimation: "
                   "{ pass1: [\"total\"] }  rounding: { pass1: [\"total\"] } }  outer2: { ... } } }: each outer pass fits "
-                  "and rounds its queries, then its last rounding pass's answers are fixed exactly for the next"),
+                  "and rounds its queries, then its last rounding pass's answers are fixed exactly for the next; with a joint table a "
+                  "pass names its queries as \"NAME: QUERY\""),
         ParamSpec("constrain_to", "block", "per level and estimation pass, the queries later passes hold within "
                   "pass_tolerance: { county: { pass1: [\"total\", \"hhgq\"] } } (default: the queries the pass names)"),
         ParamSpec("pass_tolerance", "number", "how far a later estimation pass may move earlier passes' answers "
@@ -642,7 +697,8 @@ class TopDown(Mechanism):
                   "opt_tol: within the LP-optimal tolerance plus pass_tolerance (production's opt_tol, opt_tol_slack)",
                   choices=("const", "opt_tol")),
         ParamSpec("structural_zeros", "block", "cells that must be 0 everywhere, e.g. { nurse_nva_0: { hhgq: [3]  "
-                  "votingage: [0] } }; data with a record there is rejected"),
+                  "votingage: [0] } } (a recode may stand for its variable, its group labels for the categories in them); "
+                  "data with a record there is rejected"),
         ParamSpec("constraints", "block", "bounds on persons per block from a second table, e.g. { hhgq_total_lb_ub: "
                   "{ of: hhgq  table: facilities  type: gqtype  occupied: [1, 2] } }: none of a type the block "
                   "lacks, at least one per occupied facility (sense: upper or lower keeps one side); its counts "
@@ -653,7 +709,8 @@ class TopDown(Mechanism):
         ParamSpec("equal_to", "block", "hold the release to a product already released: { pl94: { table: T  query: "
                   "\"hhgq * votingage\" } } keeps that marginal equal to T's at every finest unit (T declared public)"),
         ParamSpec("joint", "block", "further tables solved with this one in one problem per node: { units: { table: units  "
-                  "variables: vacs  queries: { total: 1/4 } } }; their query shares and this table's sum to 1 per level"),
+                  "variables: vacs  queries: { total: 1/4 } } }; their query shares and this table's sum to 1 per level; a joint "
+                  "table may have its own recodes and structural_zeros"),
         ParamSpec("cross_constraints", "block", "equalities across jointly solved tables at every unit: { h1: { left: "
                   "\"households: total\"  right: \"units: occupancy = occupied\" } }"),
         ParamSpec("failsafe", "block", "production's failsafe: { minimal_schema: [hhgq] } re-solves a node that has no "
@@ -707,7 +764,7 @@ class TopDown(Mechanism):
             from .multipass import pass_plan
 
             schema = _schema(spec, params)
-            _structural_zeros(params, _variables(spec, params))
+            _structural_zeros(params, _variables(spec, params), schema.recodes)
             from .constraints import facility_constraints
 
             facility_constraints(spec, params, _bound_categories(spec, params))
@@ -716,10 +773,23 @@ class TopDown(Mechanism):
             _failsafe(params)
             _postprocess_only(spec, params)
             _cross_constraints(spec, params, _joint(spec, params))
-            for level, plan in _passes(params, list(schema.names)).items():
+            joint = _joint(spec, params)
+            for level, plan in _passes(params, list(schema.names), _joint_names(joint)).items():
                 if level not in params["levels"]:
                     raise SpecError(f"estimation/rounding passes name level '{level}', which has no budget share")
-                pass_plan(level, plan, schema, alloc, groups=False)  # names checked; arrays at run time
+                try:
+                    if joint:  # outer passes over both tables (joint_passes.py)
+                        from .joint_passes import joint_pass_plan
+
+                        main, other = split_allocation(alloc, joint[0]["name"])
+                        joint_pass_plan(level, plan, schema, main, joint[0]["schema"], other, joint[0]["name"],
+                                        groups=False)
+                    else:
+                        pass_plan(level, plan, schema, alloc, groups=False)  # names checked; arrays at run time
+                except SpecError as exc:  # at the level's line of its passes
+                    at = _pass_level_loc(params, level)
+                    raise SpecError([d if d.line is not None else Diagnostic(d.message, *at)
+                                     for d in exc.diagnostics]) from None
         except SpecError as exc:
             problems.extend(exc.diagnostics)
         return problems
@@ -843,8 +913,8 @@ class TopDown(Mechanism):
             frame, _levels(spec), variables,
             _strategy(params, _levels(spec), list(variables)), params["rho"], params["levels"],
             _relation(spec, params), [(lv, q) for lv, q, _ in invariants], rng,
-            recodes=_schema(spec, params).recodes, passes=_passes(params, list(variables)),
-            structural_zeros=_structural_zeros(params, variables), bounds=bounds,
+            recodes=_schema(spec, params).recodes, passes=_passes(params, list(variables), _joint_names(_joint(spec, params))),
+            structural_zeros=_structural_zeros(params, variables, _schema(spec, params).recodes), bounds=bounds,
             progress=lambda stage, done, total: progress.report(f"{stage} level", done, total),
             workers=params.get("workers"), engine=engine, aian=spine.get("aian"),
             bypass=spine.get("bypass", ()), gq_signature=_gq_signature(spine, data, engine),
@@ -925,7 +995,8 @@ def _joint_table(spec, params: dict, data, records):
         left, right = (c["left"], c["right"]) if c["left"][0] == params["table"] else (c["right"], c["left"])
         cross.append((c["name"], left[1], left[2], right[1], right[2], c["n_groups"]))
     return JointTable(j["name"], records(data[j["table"]], j["variables"]), j["variables"], j["strategy"],
-                      recodes=j["schema"].recodes, invariants=[(lv, q) for lv, q, _ in invariants], cross=cross)
+                      recodes=j["schema"].recodes, invariants=[(lv, q) for lv, q, _ in invariants], cross=cross,
+                      structural_zeros=j["structural_zeros"])
 
 
 def _categories(spec, table, names) -> dict:
