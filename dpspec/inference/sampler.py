@@ -47,14 +47,15 @@ class Draws:
     notes: tuple = ()
 
 
-def log_likelihood(model: Model, x: np.ndarray) -> np.ndarray:
-    """log L(release | cells) for each row of x (n x K)."""
+def log_likelihood(model: Model, x: np.ndarray, joint: bool = True) -> np.ndarray:
+    """log L(release | cells) for each row of x (n x K); without the joint terms (each at most its
+    joint_max) when `joint` is False."""
     out = np.zeros(x.shape[0])
     for b in model.blocks:
         truth = (b.matrix @ x.T).T
         out += np.sum(b.likelihood.logpmf(truth), axis=1)
         if b.likelihood.joint is not None:
-            out += b.likelihood.joint(truth)
+            out += b.likelihood.joint(truth) if joint else b.likelihood.joint_max
     return out
 
 
@@ -71,12 +72,23 @@ class Pilot:
     log10_rate: float  # kept separately: the rate itself underflows for large targets
     kept: np.ndarray
     proposals: int
+    upper_bound: bool = False  # the rate is an upper bound (the joint terms were not computed)
 
 
-def estimate_acceptance(model: Model, prior: Prior, rng, n: int = PILOT) -> Pilot:
-    """Pilot estimate of Algorithm 1's acceptance rate: the mean of L / max L over prior draws."""
+def estimate_acceptance(model: Model, prior: Prior, rng, n: int = PILOT, draws: int | None = None,
+                        max_proposals: int = MAX_PROPOSALS) -> Pilot:
+    """Pilot estimate of Algorithm 1's acceptance rate: the mean of L / max L over prior draws.
+    A joint term (a normaliser per draw, the costly part) is at most its joint_max, so the rate
+    without it bounds the rate from above; when that bound already puts `draws` beyond
+    `max_proposals`, the joint terms are not computed and the bound is returned (no draw kept)."""
     x = prior.sample(model, n, rng)
-    log_ratio = log_likelihood(model, x) - log_likelihood_max(model)
+    lmax = log_likelihood_max(model)
+    if draws is not None and any(b.likelihood.joint is not None for b in model.blocks):
+        upper = log_likelihood(model, x, joint=False) - lmax
+        log_upper = float(logsumexp(upper) - np.log(n)) if np.any(np.isfinite(upper)) else -np.inf
+        if draws > max_proposals * np.exp(log_upper):
+            return Pilot(float(np.exp(log_upper)), log_upper / np.log(10), x[:0], n, upper_bound=True)
+    log_ratio = log_likelihood(model, x) - lmax
     accept = rng.random(n) < np.exp(log_ratio)
     log_rate = float(logsumexp(log_ratio) - np.log(n)) if np.any(np.isfinite(log_ratio)) else -np.inf
     return Pilot(float(np.exp(log_rate)), log_rate / np.log(10), x[accept], n)
@@ -247,13 +259,14 @@ def sample(model: Model, prior: Prior, draws: int, rng, method: str = "rejection
            max_proposals: int = MAX_PROPOSALS, pilot_draws: int = PILOT) -> tuple[Draws, Pilot, list[str]]:
     """Estimate Algorithm 1's acceptance rate, run it if affordable, else Algorithm 2; with notes."""
     notes = []
-    pilot = estimate_acceptance(model, prior, rng, pilot_draws)
+    pilot = estimate_acceptance(model, prior, rng, pilot_draws, draws, max_proposals)
     result = None
     if method == "rejection":
         result = rejection(model, prior, draws, rng, max_proposals, pilot=pilot)
         if result is None:
-            need = f"about 10^{np.log10(draws) - pilot.log10_rate:.0f}"
-            notes.append(f"too large for exact rejection sampling: the estimated acceptance rate is 10^{pilot.log10_rate:.1f} "
+            need = f"{'at least' if pilot.upper_bound else 'about'} 10^{np.log10(draws) - pilot.log10_rate:.0f}"
+            rate = f"{'at most' if pilot.upper_bound else ''} 10^{pilot.log10_rate:.1f}".strip()
+            notes.append(f"too large for exact rejection sampling: the estimated acceptance rate is {rate} "
                          f"(mean likelihood ratio over {pilot_draws:,} prior draws), so {draws:,} exact draws would need {need} "
                          f"proposals (limit {max_proposals:,}); fell back to importance sampling (Algorithm 2)")
     if result is None:
