@@ -171,50 +171,64 @@ def _windowed_batch(c, r, a, zero, total, half, size, logw=None):
         return (lo + hi) / 2
 
     lam = (boundary(True) + boundary(False)) / 2
-    # the modes' sum is not the means' (a county near 0 has its mean above its mode): one Newton step
-    # on the windows' laws, d E[S] / d lam = -Var[S], centres the coefficient wanted on the sum's law
-    v, first, j, _, _, _ = _windows(c, r, a, zero, total, half, lam, logw)
-    mean = (v @ j).sum(axis=1) + first.sum(axis=1)
-    var = (v @ (j * j)).sum(axis=1) - ((v @ j) ** 2).sum(axis=1)
-    lam = np.maximum(lam + (mean - total) / np.maximum(var, 1e-12), -r + 1e-9)
-    v, first, j, logh, top, mass = _windows(c, r, a, zero, total, half, lam, logw)
-    return _coefficient(v, first, j, logh, top, mass, lam, live, total, half, size)
+    v, first, j, edges, top, mass = _windows(c, r, a, zero, total, half, lam, logw)
+    out, bound = _coefficient(v, first, j, edges, top, mass, lam, live, total, half, size)
+    redo = np.flatnonzero(bound > MAX_ERROR)
+    if redo.size:
+        # the modes' sum is not the means' (a county near 0 has its mean above its mode): one Newton
+        # step on the windows' laws, d E[S] / d lam = -Var[S], centres the coefficient on the sum's law
+        vj = v[redo] @ j
+        mean = vj.sum(axis=1) + first[redo].sum(axis=1)
+        var = (v[redo] @ (j * j)).sum(axis=1) - (vj**2).sum(axis=1)
+        lam2 = np.maximum(lam[redo] + (mean - total) / np.maximum(var, 1e-12), -r + 1e-9)
+        parts = _windows(c[redo], r, a, zero, total, half, lam2, logw)
+        out[redo], bound[redo] = _coefficient(*parts, lam2, live, total, half, size)
+    return out, bound
 
 
 def _windows(c, r, a, zero, total, half, lam, logw=None):
     """Each county's tilted weights on its window around the mode: (laws v, window starts, offsets j,
-    log weights, their maxima, the windows' masses relative to the maxima)."""
+    the log weights at the windows' two outermost values on each side, their maxima, the windows'
+    masses relative to the maxima). Computed in place: this is the normaliser's costly part."""
     from scipy.special import gammaln
 
     b, n = c.shape
     live = ~zero
+    width = 2 * half + 1
     mode = np.where(live[None, :], _tilt_modes(c, a[None, :], r, lam[:, None], total), 0.0)
     first = np.clip(mode - half, 0, None)
     first = np.where(live[None, :], np.minimum(first, np.maximum(total - 2 * half, 0)), 0.0)
-    j = np.arange(2 * half + 1, dtype=float)
-    k = first[:, :, None] + j[None, None, :]
-    valid = (k <= total) & (live[None, :, None] | (k == 0))
-    logh = -r * np.abs(k - c[:, :, None]) - lam[:, None, None] * k
-    if logw is not None and np.any(a != 1):  # the weights tabulated on 0..total: a gather
-        ki = np.minimum(k, total).astype(np.int64)
-        logh = logh + np.where(live[None, :, None], logw[np.arange(n)[None, :, None], ki], 0.0)
+    j = np.arange(width, dtype=float)
+    ki = first.astype(np.int64)[:, :, None] + np.arange(width, dtype=np.int64)[None, None, :]
+    logh = ki - c[:, :, None]
+    np.abs(logh, out=logh)
+    logh *= -r
+    logh -= lam[:, None, None] * ki
+    if logw is not None and np.any(a != 1):  # the weights tabulated on 0..total (a = 0: mass at 0 only)
+        logh += logw[np.arange(n)[None, :, None], np.minimum(ki, total)]
     elif np.any(a != 1):
         aa = np.where(zero, 1.0, a)[None, :, None]
-        logh = logh + np.where(live[None, :, None], gammaln(k + aa) - gammaln(k + 1.0) - gammaln(aa), 0.0)
-    logh = np.where(valid, logh, -np.inf)
+        logh += np.where(live[None, :, None], gammaln(ki + aa) - gammaln(ki + 1.0) - gammaln(aa), 0.0)
+        logh[~np.broadcast_to(live[None, :, None] | (ki == 0), logh.shape)] = -np.inf
+    if total < 2 * half:  # windows reach past the total: no count there
+        logh[ki > total] = -np.inf
+    last = np.minimum(total - first, 2 * half).astype(np.int64)
+    ib, icell = np.meshgrid(np.arange(b), np.arange(n), indexing="ij")
+    edges = (logh[:, :, 0].copy(), logh[:, :, 1].copy() if width > 1 else logh[:, :, 0].copy(),
+             logh[ib, icell, last], logh[ib, icell, np.maximum(last - 1, 0)], last)
     top = logh.max(axis=2)
-    v = np.exp(logh - top[:, :, None])
+    logh -= top[:, :, None]
+    v = np.exp(logh, out=logh)
     mass = v.sum(axis=2)
     v /= mass[:, :, None]
-    return v, first, j, logh, top, mass
+    return v, first, j, edges, top, mass
 
 
-def _coefficient(v, first, j, logh, top, mass, lam, live, total, half, size):
+def _coefficient(v, first, j, edges, top, mass, lam, live, total, half, size):
     """log Z from the windows' laws by FFT, and the certified bound (tails, aliases, rounding)."""
     b, n = first.shape
     # tails beyond each window, relative to its mass (log-concave: the edge ratio bounds every later one)
-    last = np.minimum(total - first, 2 * half).astype(np.int64)
-    ib, icell = np.meshgrid(np.arange(b), np.arange(n), indexing="ij")
+    left0, left1, right0, right1, last = edges
     norm = top + np.log(mass)
 
     def tail(edge, inner, present):
@@ -223,8 +237,7 @@ def _coefficient(v, first, j, logh, top, mass, lam, live, total, half, size):
             out = np.exp(edge - norm + log_rho - np.log(-np.expm1(log_rho)))
         return np.where(present & live[None, :], np.nan_to_num(out, nan=np.inf), 0.0)
 
-    t = (tail(logh[ib, icell, last], logh[ib, icell, np.maximum(last - 1, 0)], first + last < total)
-         + tail(logh[:, :, 0], logh[:, :, 1], first > 0))
+    t = tail(right0, right1, first + last < total) + tail(left0, left1, first > 0)
     spec = np.fft.rfft(v, size, axis=2).prod(axis=1)
     target = total - first.sum(axis=1)  # the coefficient wanted, counted from the windows' starts
     coef = np.fft.irfft(spec, size, axis=1)
