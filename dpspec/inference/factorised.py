@@ -22,7 +22,7 @@ from scipy.sparse.csgraph import connected_components
 from scipy.special import gammaln
 
 WINDOW = 20.0  # an answer's truths kept: log-likelihood within this of the answer's largest
-MAX_TABLE = 30_000_000  # answers x (largest total + 1) log-likelihoods tabulated
+MAX_TABLE = 12_000_000  # answers x (sum of the totals + 1) log-likelihoods tabulated (96 MB)
 MAX_BOX = 6_000_000  # a component's values inside the answers' windows
 MAX_ENUMERATED = 40_000_000  # over all components
 BATCH = 1000  # draws walked back at once (draws x a component's sums in memory)
