@@ -105,3 +105,28 @@ def test_on_real_counties_the_effective_sample_size_stays_near_the_proposals(tmp
     assert any("does not apply" in n for n in alone.notes)
     # per proposal, the least-squares proposal alone is worth a tiny fraction (it needs 20 per draw)
     assert alone.draws.ess / alone.draws.proposals < 0.1 * res.draws.ess / res.draws.proposals
+
+
+def test_the_pilot_skips_the_joint_term_when_the_rows_alone_rule_rejection_out(tmp_path):
+    """A congenial release's normaliser is the costly part of its likelihood and at most 0, so the
+    rate without it bounds the rate from above: when that bound already exceeds the budget, the
+    pilot returns it as a bound, without computing a single normaliser."""
+    import attrs
+
+    from dpspec.inference import sampler
+    from dpspec.run.compiler import make_rng
+
+    spec = period.CASE_STUDY.with_name("wasserstein_congenial_high_privacy.dps")
+    model, prior = _model(*period._release(tmp_path, seed=4, spec=spec))
+    block = model.blocks[0]
+    assert block.likelihood.joint is not None
+
+    def refuse(truth):
+        raise AssertionError("the joint term was computed")
+
+    cut = attrs.evolve(model, blocks=(attrs.evolve(block, likelihood=attrs.evolve(block.likelihood, joint=refuse)),
+                                      *model.blocks[1:]))
+    pilot = sampler.estimate_acceptance(cut, prior, make_rng(1), 2000, draws=1000, max_proposals=10)
+    assert pilot.upper_bound and len(pilot.kept) == 0
+    full = sampler.estimate_acceptance(model, prior, make_rng(1), 2000, draws=1000, max_proposals=10**9)
+    assert not full.upper_bound and full.log10_rate <= pilot.log10_rate + 1e-12  # the bound holds
