@@ -3,8 +3,8 @@
 Runs every spec of specs/pa_covid/ (4 methods x 2 budgets) for every month with `--replicates`
 replicates each, and writes one report set: report.html (inline SVG analogues of the paper's
 Figures 1-4), replicates.csv (every released county count), summary.csv (per method, budget,
-month and county) and contractions.csv. The mechanisms run exactly as `dpspec compile` runs
-them (their `draw`, vectorized over replicates); only the month changes between runs.
+month and county), headline.csv (the figures the docs quote) and contractions.csv. The
+mechanisms run exactly as `dpspec compile` runs them (their `draw`, vectorized over replicates); only the month changes between runs.
 
     python scripts/pa_covid_case_study.py -o out/pa_covid [--replicates 100] [--counties Allegheny,Erie,Cameron]
 """
@@ -102,6 +102,29 @@ def summarize(reps: pd.DataFrame) -> pd.DataFrame:
     return out.join(q).reset_index()
 
 
+def headline(summary: pd.DataFrame, contractions: pd.DataFrame) -> pd.DataFrame:
+    """The figures docs/guides/z-pufferfish.md quotes, one row per (budget, method): the mean relative
+    error of a county-month's released cases over all counties and months (median, 90th percentile,
+    worst; median over the least populous quarter of counties) and, for post-processing, the share
+    of replicates with each contraction in small (<= 10 cases) and large (> 100 cases) county-months."""
+    pop = summary.groupby("county")["population"].first()
+    small = set(pop[pop <= pop.quantile(0.25)].index)
+    sized = (contractions.merge(summary[["method", "budget", "month", "county", "cases"]])
+             if not contractions.empty else pd.DataFrame())
+    rows = []
+    for (budget, method), e in summary.groupby(["budget", "method"], sort=False):
+        err = e["mean_relative_error"].dropna()
+        row = {"budget": budget, "epsilon": None, "method": method, "median": err.median(), "q90": err.quantile(0.9),
+               "worst": err.max(), "median_smallest_quarter": e[e["county"].isin(small)]["mean_relative_error"].median()}
+        for label, keep in (("at_most_10_cases", lambda c: c <= 10), ("over_100_cases", lambda c: c > 100)):
+            part = sized[(sized["method"] == method) & (sized["budget"] == budget) & keep(sized["cases"])] if not sized.empty else sized
+            for effect in ("ContractedCaseZeros", "ContractedDeathZeros", "ContractedRates"):
+                hit = part[part["effect"] == effect]["prevalence"] if not part.empty else pd.Series(dtype=float)
+                row[f"{effect}_{label}"] = float(hit.mean()) if len(hit) else None
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
 LABELS = {"postprocessing": "post-processing", "wasserstein_naive": "Wasserstein, naive",
           "wasserstein_congenial": "Wasserstein, congenial", "wasserstein_prior": "Wasserstein, prior"}
 
@@ -166,7 +189,7 @@ def figures(summary: pd.DataFrame, reps: pd.DataFrame, contractions: pd.DataFram
     return out
 
 
-def html(figs, timing, replicates, months) -> str:
+def html(figs, timing, replicates, months, head: pd.DataFrame | None = None) -> str:
     from markupsafe import escape
 
     parts = ["<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>PA COVID-19 case study (seed 2)</title>"
@@ -175,6 +198,13 @@ def html(figs, timing, replicates, months) -> str:
              "<h1>Partially private data: Pennsylvania's county COVID-19 counts</h1>",
              f"<p>{replicates} replicates of each method and budget for the months {escape(', '.join(months))}; Z = the month's "
              "state total and the previous month's county counts. See docs/guides/z-pufferfish.md for what it shows.</p>"]
+    if head is not None and not head.empty:
+        parts.append("<h2>Relative error of case counts (%)</h2><table><tr><th>budget</th><th>method</th><th>median</th>"
+                     "<th>90th percentile</th><th>worst</th><th>median, least populous quarter</th></tr>"
+                     + "".join(f"<tr><td>{escape(r.budget)}</td><td>{escape(LABELS.get(r.method, r.method))}</td>"
+                               f"<td>{r.median:.3g}</td><td>{r.q90:.3g}</td><td>{r.worst:.4g}</td>"
+                               f"<td>{r.median_smallest_quarter:.3g}</td></tr>" for r in head.itertuples())
+                     + "</table>")
     for heading, caption, svg in figs:
         parts.append(f"<figure><h2>{escape(heading)}</h2>{svg}<figcaption>{escape(caption)}</figcaption></figure>")
     parts.append("<h2>Time</h2><ul>" + "".join(f"<li>{escape(k)}: {v:.1f} s</li>" for k, v in timing.items()) + "</ul>")
@@ -197,8 +227,12 @@ def main(argv=None) -> int:
     reps, contractions, timing = run(args.replicates, counties, args.seed, months)
     summary = summarize(reps)
     figs = figures(summary, reps, contractions)
-    files = {"html": ("report.html", html(figs, timing, args.replicates, sorted(reps["month"].unique()))),
-             "replicates": ("replicates.csv", reps), "summary": ("summary.csv", summary)}
+    head = headline(summary, contractions)
+    epsilon = reps.groupby("budget")["epsilon"].first()
+    head["epsilon"] = head["budget"].map(epsilon)
+    files = {"html": ("report.html", html(figs, timing, args.replicates, sorted(reps["month"].unique()), head)),
+             "replicates": ("replicates.csv", reps), "summary": ("summary.csv", summary),
+             "headline": ("headline.csv", head)}
     if not contractions.empty:
         files["contractions"] = ("contractions.csv", contractions)
     write_report_set(args.output, "pa-covid-case-study", files,

@@ -39,3 +39,9 @@ def test_case_study_on_three_counties_writes_one_report_set(tmp_path):
     contractions = pd.read_csv(out / "contractions.csv")
     assert set(contractions["effect"]) == {"ContractedCaseZeros", "ContractedDeathZeros", "ContractedRates"}
     assert (out / "manifest.json").exists() and (out / "summary.csv").exists()
+    head = pd.read_csv(out / "headline.csv")
+    assert len(head) == 8 and set(head["epsilon"]) == {10.0, 0.5}
+    assert (head["median"] <= head["q90"]).all() and (head["q90"] <= head["worst"]).all()
+    post = head[head["method"] == "postprocessing"]
+    assert post["ContractedRates_at_most_10_cases"].notna().all() or post["ContractedRates_over_100_cases"].notna().all()
+    assert "least populous quarter" in html

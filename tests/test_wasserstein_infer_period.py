@@ -146,8 +146,8 @@ def test_the_truncated_normalizer_stays_finite_far_above_the_released_count():
 
 @pytest.mark.parametrize("name", ["wasserstein_congenial_high_privacy", "wasserstein_prior_low_privacy"])
 def test_infer_runs_on_the_congenial_and_prior_case_study_specs_of_a_few_counties(tmp_path, name):
-    """Their normalizer couples the counties (refused above its figure for a Pennsylvania month);
-    on two counties it is small. The prior spec releases the previous month's counts (`output
+    """Their normalizer couples the counties (a Pennsylvania month takes the windowed one, tested in
+    test_wasserstein_likelihood.py); on two counties the exact convolution is small. The prior spec releases the previous month's counts (`output
     base`) its likelihood rebuilds the concentrations from."""
     spec_path, out = _release(tmp_path, seed=4, spec=CASE_STUDY.with_name(name + ".dps"))
     res = dpspec.infer(str(spec_path), str(out), TARGET, draws=500, seed=2, rate=True)

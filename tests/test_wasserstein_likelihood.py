@@ -46,11 +46,12 @@ def test_log_weights_are_the_dirichlet_multinomial_weights():
     assert np.allclose(w[1], 0) and w[2, 0] == 0 and np.isneginf(w[2, 1:]).all()
 
 
-def test_a_release_too_large_for_the_exact_normalizer_is_refused_with_the_figure():
-    frame = pd.DataFrame({"county": [str(i) for i in range(67)], "people": np.full(67, 400)})
+def test_a_release_too_large_for_the_windowed_normalizer_is_refused_with_the_figure():
+    """3,000 counties at rate 0.001: windows of 80,000 values each, 2.4e8 a draw (limit 2e7)."""
+    frame = pd.DataFrame({"county": [str(i) for i in range(3000)], "people": np.full(3000, 400)})
     with pytest.raises(MechanismError) as err:
-        naive_likelihoods({"cell": "county", "table": "people"}, {"counts": frame}, 0.1, None, None, "congenial")
-    assert "operations per posterior draw" in str(err.value)
+        naive_likelihoods({"cell": "county", "table": "people"}, {"counts": frame}, 0.001, None, None, "congenial")
+    assert "values per posterior draw" in str(err.value) and "2.4e+08" in str(err.value)
 
 
 SPEC = SMALL.replace("MECH", "wasserstein_exponential").replace("BASE", "congenial") + """release {
@@ -156,3 +157,53 @@ def test_a_prior_release_carries_the_previous_period_counts_as_its_base_output(t
         mean = splits[:, j] @ post
         tolerance = 4 * math.sqrt(splits[:, j] ** 2 @ post - mean**2) / math.sqrt(draws)
         assert abs(res.samples[:, i].mean() - mean) <= tolerance
+
+
+@pytest.mark.parametrize("alpha", [None, "prior"])
+def test_the_windowed_normalizer_matches_the_exact_convolution_within_its_certified_bound(alpha):
+    """A mid-size release (15 counties, total 900; the exact convolution takes 1.2e7 operations a
+    draw): the windowed FFT normaliser, with its tilt, windows and certified bound, against the exact
+    one, on draws near and far from the release; a window cut too short is caught by its bound."""
+    from dpspec_wasserstein import likelihood as lk
+
+    rng = np.random.default_rng(23)
+    n, total = 15, 900
+    a = None if alpha is None else np.concatenate([[0.0], rng.integers(1, 60, n - 1)]).astype(float)
+    p = rng.dirichlet(np.ones(n) if a is None else a + 0.5)
+    truth = np.array([rng.multinomial(total, p) for _ in range(6)])
+    if a is not None:  # a cell with concentration 0 holds 0; another takes its count
+        truth[:, 1] += truth[:, 0]
+        truth[:, 0] = 0
+    truth = np.vstack([truth, np.full(n, total // n), np.eye(n, dtype=np.int64)[1] * total])
+    logw = np.zeros((n, total + 1)) if a is None else log_weights(a, total)
+    for r in (1 / 16, 0.4):
+        exact = lk.log_partition(truth, r, logw, total)
+        got, bound = lk.log_partition_windowed(truth, r, a, total)
+        assert np.all(bound <= lk.MAX_ERROR)
+        # |log got - log exact| <= log(1 + bound), plus the exact convolution's own float rounding
+        assert np.all(np.abs(got - exact) <= np.log1p(bound) + 1e-11), (r, np.abs(got - exact).max())
+    # cut the windows at e^-2 of the mode: the tails are no longer negligible, and the bound says so
+    saved = lk.WINDOW
+    try:
+        lk.WINDOW = 2.0
+        _, loose = lk._windowed_batch(truth.astype(float), 0.4, np.ones(n) if a is None else a,
+                                      np.zeros(n, dtype=bool) if a is None else a == 0, total, 5, 16)
+        assert loose.max() > 1e-3
+    finally:
+        lk.WINDOW = saved
+
+
+def test_a_pennsylvania_sized_congenial_release_gets_the_windowed_normalizer():
+    """67 counties, total 67,000: far beyond the exact convolution (3e11 operations a draw), so the
+    windowed normaliser, whose bound the description states. With flat weights and every county far
+    from 0, Z(c) = [x^N] prod_i x^(c_i) g(x) = [x^0] g(x)^67 whatever the split: the normaliser
+    must give one value for very different truths (and one that differs for a county at 0)."""
+    frame = pd.DataFrame({"county": [str(i) for i in range(67)], "people": np.full(67, 1000)})
+    (lik,) = naive_likelihoods({"cell": "county", "table": "people"}, {"counts": frame}, 1 / 16, None, None, "congenial")
+    assert "windowed FFT convolution" in lik.description
+    truth = np.vstack([np.full(67, 1000), np.r_[np.full(66, 900), 1000 + 66 * 100], np.r_[0, np.full(66, 1000 + 1000 // 66), 0][:67]])
+    truth[2, -1] = 67_000 - truth[2, :-1].sum()
+    joint = lik.joint(truth)
+    assert np.all(np.isfinite(joint)) and np.all(joint <= lik.joint_max)
+    assert joint[0] == pytest.approx(joint[1], abs=1e-8)
+    assert abs(joint[2] - joint[0]) > 0.1  # a county at 0 loses the values below it: Z changes

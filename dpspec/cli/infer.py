@@ -18,7 +18,7 @@ def _text(result) -> str:
     else:
         lines.append(f"method: importance sampling (Algorithm 2); effective sample size {data['effective_sample_size']:.1f} "
                      f"of {data['proposals']:,} proposals (exact rejection's estimated acceptance rate "
-                     f"10^{data['log10_acceptance_rate_estimate']:.1f})")
+                     f"{'at most ' if result.acceptance_is_bound else ''}10^{data['log10_acceptance_rate_estimate']:.1f})")
     lines += [f"note: {n}" for n in data["notes"]]
     width = max(len(c["cell"]) for c in data["cells"])
     lines.append(f"{'cell':<{width}}  {'mean':>10}  {'median':>8}  {'90% interval':>21}  {'95% interval':>21}  {'post-proc.':>10}")

@@ -39,6 +39,7 @@ class InferResult:
     notes: list
     samples: np.ndarray  # unweighted posterior draws (n x K), resampled for importance
     seed: int | None = None
+    acceptance_is_bound: bool = False  # the pilot's rate is an upper bound (joint terms not computed)
 
     def to_json(self) -> dict:
         d = self.draws
@@ -143,4 +144,5 @@ def infer(spec, release_dir: str, target: str, prior: str | None = None, draws: 
     n_out = int(draws)
     samples = sampler.resample(result, n_out, rng) if result.method == "importance" else result.x
     return InferResult(spec.title, mech.name, query.describe(), bool(rate), pri.description, result.method, method,
-                       result, pilot.rate, pilot.log10_rate, cells, contracted, model.used, model.ignored, notes, samples, seed)
+                       result, pilot.rate, pilot.log10_rate, cells, contracted, model.used, model.ignored, notes, samples, seed,
+                       pilot.upper_bound)

@@ -31,6 +31,7 @@ MAX_PROPOSALS = 5_000_000
 BATCH = 50_000
 MAX_ELEMENTS = 20_000_000  # draws x cells kept in memory for importance sampling
 WIDEN = 1.0  # proposal variance / least-squares variance (wider costs ESS exponentially in the cells)
+DEFENSIVE = 0.1  # the least-squares proposal's share beside the factorised one (full support)
 
 
 @attrs.frozen
@@ -46,14 +47,15 @@ class Draws:
     notes: tuple = ()
 
 
-def log_likelihood(model: Model, x: np.ndarray) -> np.ndarray:
-    """log L(release | cells) for each row of x (n x K)."""
+def log_likelihood(model: Model, x: np.ndarray, joint: bool = True) -> np.ndarray:
+    """log L(release | cells) for each row of x (n x K); without the joint terms (each at most its
+    joint_max) when `joint` is False."""
     out = np.zeros(x.shape[0])
     for b in model.blocks:
         truth = (b.matrix @ x.T).T
         out += np.sum(b.likelihood.logpmf(truth), axis=1)
         if b.likelihood.joint is not None:
-            out += b.likelihood.joint(truth)
+            out += b.likelihood.joint(truth) if joint else b.likelihood.joint_max
     return out
 
 
@@ -70,12 +72,23 @@ class Pilot:
     log10_rate: float  # kept separately: the rate itself underflows for large targets
     kept: np.ndarray
     proposals: int
+    upper_bound: bool = False  # the rate is an upper bound (the joint terms were not computed)
 
 
-def estimate_acceptance(model: Model, prior: Prior, rng, n: int = PILOT) -> Pilot:
-    """Pilot estimate of Algorithm 1's acceptance rate: the mean of L / max L over prior draws."""
+def estimate_acceptance(model: Model, prior: Prior, rng, n: int = PILOT, draws: int | None = None,
+                        max_proposals: int = MAX_PROPOSALS) -> Pilot:
+    """Pilot estimate of Algorithm 1's acceptance rate: the mean of L / max L over prior draws.
+    A joint term (a normaliser per draw, the costly part) is at most its joint_max, so the rate
+    without it bounds the rate from above; when that bound already puts `draws` beyond
+    `max_proposals`, the joint terms are not computed and the bound is returned (no draw kept)."""
     x = prior.sample(model, n, rng)
-    log_ratio = log_likelihood(model, x) - log_likelihood_max(model)
+    lmax = log_likelihood_max(model)
+    if draws is not None and any(b.likelihood.joint is not None for b in model.blocks):
+        upper = log_likelihood(model, x, joint=False) - lmax
+        log_upper = float(logsumexp(upper) - np.log(n)) if np.any(np.isfinite(upper)) else -np.inf
+        if draws > max_proposals * np.exp(log_upper):
+            return Pilot(float(np.exp(log_upper)), log_upper / np.log(10), x[:0], n, upper_bound=True)
+    log_ratio = log_likelihood(model, x) - lmax
     accept = rng.random(n) < np.exp(log_ratio)
     log_rate = float(logsumexp(log_ratio) - np.log(n)) if np.any(np.isfinite(log_ratio)) else -np.inf
     return Pilot(float(np.exp(log_rate)), log_rate / np.log(10), x[accept], n)
@@ -131,10 +144,13 @@ def _least_squares(model: Model) -> tuple[np.ndarray, np.ndarray, np.ndarray, np
     return t0, t, mean, (cov + cov.T) / 2
 
 
-def _proposal(mean, cov, n: int, rng) -> tuple[np.ndarray, np.ndarray]:
-    """n integer draws of the free cells and their exact log proposal probabilities."""
+def _proposal(mean, cov, n: int, rng, given: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """n integer draws of the free cells and their exact log proposal probabilities (or, with
+    `given`, the log probabilities of those free cells' values: the same walk, nothing drawn)."""
     f = mean.size
     chol = np.linalg.cholesky(WIDEN * cov + 1e-9 * np.eye(f))
+    if given is not None:
+        n = given.shape[0]
     x = np.zeros((n, f), dtype=np.int64)
     z = np.zeros((n, f))
     logq = np.zeros(n)
@@ -153,36 +169,73 @@ def _proposal(mean, cov, n: int, rng) -> tuple[np.ndarray, np.ndarray]:
             rows = np.flatnonzero(grid == g)
             s2 = effective_sigma2(Fraction(float(g)).limit_denominator(1 << 20))
             s2_of[g] = s2
-            raw[rows] = centre[rows] + discrete_gaussian(s2, rows.size, rng)
+            if given is None:
+                raw[rows] = centre[rows] + discrete_gaussian(s2, rows.size, rng)
         # fold negative values onto x >= 0 (x = -raw - 1): counts are never negative, and the
         # folded pmf stays exact, q(x) = p(x - centre) + p(-x - 1 - centre)
-        xj = np.where(raw < 0, -raw - 1, raw)
+        xj = np.where(raw < 0, -raw - 1, raw) if given is None else np.asarray(given[:, j], dtype=np.int64)
         x[:, j] = xj
         z[:, j] = (xj - cond) / chol[j, j]
         for g, s2 in s2_of.items():
             rows = np.flatnonzero(grid == g)
             logq[rows] += np.logaddexp(discrete_gaussian_logpmf(s2, xj[rows] - centre[rows]),
                                        discrete_gaussian_logpmf(s2, -xj[rows] - 1 - centre[rows]))
+        if given is not None:
+            logq[xj < 0] = -np.inf  # the fold never proposes a negative count
     return x, logq
 
 
+def _target(model: Model, prior: Prior, x: np.ndarray) -> np.ndarray:
+    """log prior + log likelihood of each row of x (-inf off the prior's support)."""
+    lp = prior.logpmf(model, x)
+    return np.where(np.isfinite(lp), lp + log_likelihood(model, np.where(np.isfinite(lp)[:, None], x, 0)), -np.inf)
+
+
+def _mixture(model: Model, prior: Prior, fac, n: int, rng, t0, t, mean, cov) -> tuple[np.ndarray, np.ndarray]:
+    """n draws of (1 - DEFENSIVE) x the factorised proposal + DEFENSIVE x the least-squares one, with
+    their log importance weights: the factorised part is the posterior inside its windows, the
+    least-squares part has full support, so the weights stay exact whatever the windows miss."""
+    n_fac = int(rng.binomial(n, 1 - DEFENSIVE))
+    x_fac, q_fac = fac.sample(n_fac, rng)
+    free = np.argmax(t == 1, axis=0)  # the cell each free coordinate is (x = t0 + t f)
+    _, q_ls_of_fac = _proposal(mean, cov, 0, rng, given=x_fac[:, free])
+    f, q_ls = _proposal(mean, cov, n - n_fac, rng)
+    x_ls = np.rint(t0 + f @ t.T).astype(np.int64)
+    q_fac_of_ls = fac.logpmf(x_ls)
+    x = np.concatenate([x_fac, x_ls])
+    a, b = np.log1p(-DEFENSIVE), np.log(DEFENSIVE)
+    logq = np.concatenate([np.logaddexp(a + q_fac, b + q_ls_of_fac), np.logaddexp(a + q_fac_of_ls, b + q_ls)])
+    logw = np.concatenate([_target(model, prior, x[i:i + BATCH]) for i in range(0, len(x), BATCH)]) - logq
+    return x, logw
+
+
 def importance(model: Model, prior: Prior, draws: int, rng, proposals: int | None = None) -> Draws:
-    """Algorithm 2 with the least-squares proposal; weights prior x likelihood / proposal."""
-    n = proposals or max(20 * draws, 10_000)
-    n = int(min(n, max(MAX_ELEMENTS // max(model.n_cells, 1), 1000)))
+    """Algorithm 2; weights prior x likelihood / proposal. The proposal is the factorised posterior
+    (mixed with the least-squares one) when the posterior factorises, else the least-squares one."""
+    from .factorised import build
+
     t0, t, mean, cov = _least_squares(model)
-    xs, logws = [], []
-    for start in range(0, n, BATCH):
-        m = min(BATCH, n - start)
-        f, logq = _proposal(mean, cov, m, rng)
-        x = np.rint(t0 + f @ t.T).astype(np.int64)
-        lp = prior.logpmf(model, x)
-        ll = np.where(np.isfinite(lp), log_likelihood(model, np.where(np.isfinite(lp)[:, None], x, 0)), -np.inf)
-        xs.append(x)
-        logws.append(lp + ll - logq)
-    x = np.concatenate(xs)
-    logw = np.concatenate(logws)
     notes = []
+    fac, why = build(model, prior)
+    if fac is not None:
+        n = int(proposals or max(np.ceil(draws / (1 - DEFENSIVE)), 1000))  # the factorised draws weigh about equally
+        x, logw = _mixture(model, prior, fac, n, rng, t0, t, mean, cov)
+        notes.append(f"importance sampling: {fac.describe()}, mixed with the least-squares proposal "
+                     f"({DEFENSIVE:.0%} of {n:,} proposals), which covers what the windows leave out")
+    else:
+        n = proposals or max(20 * draws, 10_000)
+        n = int(min(n, max(MAX_ELEMENTS // max(model.n_cells, 1), 1000)))
+        notes.append(f"importance sampling with the least-squares proposal ({n:,} proposals); the factorised proposal "
+                     f"does not apply: {why}")
+        xs, logws = [], []
+        for start in range(0, n, BATCH):
+            m = min(BATCH, n - start)
+            f, logq = _proposal(mean, cov, m, rng)
+            x = np.rint(t0 + f @ t.T).astype(np.int64)
+            xs.append(x)
+            logws.append(_target(model, prior, x) - logq)
+        x = np.concatenate(xs)
+        logw = np.concatenate(logws)
     if not np.any(np.isfinite(logw)):
         w = np.full(n, 1.0 / n)
         ess = 0.0
@@ -206,13 +259,14 @@ def sample(model: Model, prior: Prior, draws: int, rng, method: str = "rejection
            max_proposals: int = MAX_PROPOSALS, pilot_draws: int = PILOT) -> tuple[Draws, Pilot, list[str]]:
     """Estimate Algorithm 1's acceptance rate, run it if affordable, else Algorithm 2; with notes."""
     notes = []
-    pilot = estimate_acceptance(model, prior, rng, pilot_draws)
+    pilot = estimate_acceptance(model, prior, rng, pilot_draws, draws, max_proposals)
     result = None
     if method == "rejection":
         result = rejection(model, prior, draws, rng, max_proposals, pilot=pilot)
         if result is None:
-            need = f"about 10^{np.log10(draws) - pilot.log10_rate:.0f}"
-            notes.append(f"too large for exact rejection sampling: the estimated acceptance rate is 10^{pilot.log10_rate:.1f} "
+            need = f"{'at least' if pilot.upper_bound else 'about'} 10^{np.log10(draws) - pilot.log10_rate:.0f}"
+            rate = f"{'at most' if pilot.upper_bound else ''} 10^{pilot.log10_rate:.1f}".strip()
+            notes.append(f"too large for exact rejection sampling: the estimated acceptance rate is {rate} "
                          f"(mean likelihood ratio over {pilot_draws:,} prior draws), so {draws:,} exact draws would need {need} "
                          f"proposals (limit {max_proposals:,}); fell back to importance sampling (Algorithm 2)")
     if result is None:
