@@ -104,7 +104,7 @@ def keyed_answers(run_key: int, node_key: tuple, query: str, n_groups: int, flat
     optimized spine each child's class's sigma², and 0 for a bypassed child (class < 0, not
     measured, as `add_class_noise`)."""
     children, groups = np.divmod(np.asarray(flat, dtype=np.int64), n_groups)
-    y = _lookup(*truth, flat) + keyed_noise(run_key, node_key, query, children, groups, sigma2, classes, class_sigma2)
+    y = sorted_lookup(*truth, flat) + keyed_noise(run_key, node_key, query, children, groups, sigma2, classes, class_sigma2)
     if classes is not None:
         y[classes[children] < 0] = 0
     return y
@@ -162,13 +162,13 @@ class KeyedAnswers:
             order = np.argsort(merged, kind="stable")
             self.keys, self.values = merged[order], np.concatenate([self.values, y])[order]
             self.seconds += time.perf_counter() - t0
-        return _lookup(self.keys, self.values, flat).astype(np.float64)
+        return sorted_lookup(self.keys, self.values, flat).astype(np.float64)
 
 
-def _lookup(keys: np.ndarray, values: np.ndarray, flat: np.ndarray) -> np.ndarray:
+def sorted_lookup(keys: np.ndarray, values: np.ndarray, flat: np.ndarray) -> np.ndarray:
     """values at ``flat`` of a sorted (keys, values) map, 0 where absent."""
     if not keys.size:
-        return np.zeros(flat.size, dtype=values.dtype)
+        return np.zeros(np.shape(flat), dtype=values.dtype)
     pos = np.minimum(np.searchsorted(keys, flat), keys.size - 1)
     return np.where(keys[pos] == flat, values[pos], 0)
 

@@ -31,7 +31,7 @@ import scipy.sparse as sp
 
 from dpspec.api import MechanismError
 
-from .node_noise import KeyedAnswers, answers_at
+from .node_noise import KeyedAnswers, answers_at, sorted_lookup
 from .qp import NodeQP, solve_clarabel
 
 _INF = highspy.kHighsInf
@@ -273,11 +273,7 @@ class ParentRow:
         return self.cells
 
     def __getitem__(self, idx) -> np.ndarray:
-        idx = np.asarray(idx, dtype=np.int64)
-        if not self.cells.size:
-            return np.zeros(idx.shape, dtype=np.int64)
-        pos = np.minimum(np.searchsorted(self.cells, idx), self.cells.size - 1)
-        return np.where(self.cells[pos] == idx, self.counts[pos], 0)
+        return sorted_lookup(self.cells, self.counts, np.asarray(idx, dtype=np.int64))
 
     def sum(self) -> int:
         return int(self.counts.sum())
