@@ -71,7 +71,14 @@ class PassPlan:
 
 
 def _margin_key(vc, vcell, groups, n_groups, n_children):
-    return vc * n_groups + groups[vcell], n_children * n_groups
+    """(key of every variable, number of keys) of a margin per child. A margin finer than the
+    variables (the DHC detailed histogram: children x 1.2M groups) numbers only the keys present,
+    in the same order, so no array spans children x groups."""
+    key, n_keys = vc * n_groups + groups[vcell], n_children * n_groups
+    if n_keys > 8 * max(key.size, 1):
+        present, key = np.unique(key, return_inverse=True)
+        return key.astype(np.int64), int(present.size)
+    return key, n_keys
 
 
 def _with_rows(problem, rows, tolerance: float, offset: int = 0):

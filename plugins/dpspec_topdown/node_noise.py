@@ -8,6 +8,17 @@ from the stream keyed ("topdown noise", (level, parent code)), query after query
 order: the same draws the driver used to make for the whole level. It hands back, with its
 solution, where in its stream each query's draws began (`stream_position`), so the published
 measurements can later be re-drawn one query of one node at a time (`measurements.py`).
+
+Sparse noise (a query with more than KEYED_GROUPS groups: the DHC detailed query's 1,227,744):
+a dense row per child would be most of a run's time and memory, yet the fit reads only the
+answers of groups holding one of its variables (a cell positive in the parent and not forced to
+0). With nonnegativity and children summing to the parent, a cell that is 0 in the parent is 0
+in every child whatever its measurement, and a group without a variable adds a constant to the
+objective: its answer cannot change the solution. Such a query's answer for (child, group) is
+therefore drawn from its own keyed stream (`keyed_discrete_gaussian`, key (CELL_STAGE, level,
+parent code, query, child, group)), only when the fit asks for it (`KeyedAnswers`): the same
+value whichever other answers are drawn, so the release has the distribution drawing every
+answer would give, and the published measurements re-draw exactly these values.
 """
 from __future__ import annotations
 
@@ -18,9 +29,17 @@ import attrs
 import numpy as np
 import scipy.sparse as sp
 
-from dpspec.api import discrete_gaussian, keyed_rng, stream_position
+from dpspec.api import KeyColumns, discrete_gaussian, keyed_discrete_gaussian, keyed_rng, stream_position
 
 STAGE = "topdown noise"  # the stream's stage name; with (level, parent code) it keys one node's stream
+CELL_STAGE = "topdown cell noise"  # with (level, parent code, query, child, group): one answer's stream
+KEYED_GROUPS = 1 << 16  # a query with more groups draws each answer from its own stream, on demand
+
+
+def keyed(n_groups: int) -> bool:
+    """Whether a query's answers are drawn one keyed stream per (child, group) (see module doc):
+    a fixed property of the query, so the nodes and the published measurements agree."""
+    return n_groups > KEYED_GROUPS
 
 
 @attrs.frozen
@@ -39,11 +58,11 @@ class NodeNoise:
 
 
 def group_sums(hist: sp.spmatrix, groups: np.ndarray, n_groups: int) -> np.ndarray:
-    """Dense (rows x n_groups) int64 sums of a histogram's cells by group: a marginal's answers."""
-    n_cells = hist.shape[1]
-    indicator = sp.csr_matrix((np.ones(n_cells, dtype=np.int64), (np.arange(n_cells), groups)),
-                              shape=(n_cells, n_groups))
-    return np.asarray((hist @ indicator).toarray(), dtype=np.int64)
+    """Dense (rows x n_groups) int64 sums of a histogram's cells by group: a marginal's answers
+    (from the histogram's nonzero entries: no cell x group indicator over 1.2M DHC cells)."""
+    h = sp.coo_matrix(hist)
+    flat = h.row.astype(np.int64) * n_groups + groups[h.col]
+    return np.bincount(flat, weights=h.data, minlength=h.shape[0] * n_groups).astype(np.int64).reshape(h.shape[0], n_groups)
 
 
 def draw_node_noise(noise: NodeNoise, queries: Sequence) -> tuple[tuple, np.ndarray, float]:
@@ -55,6 +74,9 @@ def draw_node_noise(noise: NodeNoise, queries: Sequence) -> tuple[tuple, np.ndar
     answers, positions = [], []
     for j, (q, sigma2) in enumerate(zip(queries, noise.sigma2, strict=True)):
         positions.append(stream_position(rng))
+        if keyed(q.n_groups):  # drawn on demand, from the answers' own streams: not from `rng`
+            answers.append(KeyedAnswers.build(noise, j, q))
+            continue
         y = group_sums(noise.truth, q.groups, q.n_groups)
         if noise.classes is None:
             y += discrete_gaussian(sigma2, y.shape, rng)
@@ -62,6 +84,100 @@ def draw_node_noise(noise: NodeNoise, queries: Sequence) -> tuple[tuple, np.ndar
             add_class_noise(y, noise.classes, noise.class_sigma2[j], rng)
         answers.append(y)
     return tuple(answers), np.array(positions, dtype=np.uint64), time.perf_counter() - t0
+
+
+def sparse_group_sums(hist: sp.spmatrix, groups: np.ndarray, n_groups: int) -> tuple[np.ndarray, np.ndarray]:
+    """(flat keys child * n_groups + group, sums) of a histogram's nonzero group sums, sorted:
+    a marginal's answers without a dense row per child."""
+    h = sp.coo_matrix(hist)
+    flat, where = np.unique(h.row.astype(np.int64) * n_groups + groups[h.col], return_inverse=True)
+    sums = np.bincount(where, weights=h.data, minlength=flat.size).astype(np.int64)
+    keep = sums != 0
+    return flat[keep], sums[keep]
+
+
+def keyed_answers(run_key: int, node_key: tuple, query: str, n_groups: int, flat: np.ndarray, truth: tuple,
+                  sigma2, classes: np.ndarray | None = None, class_sigma2: dict | None = None) -> np.ndarray:
+    """Noisy answers of one query at one node at entries ``flat`` (child * n_groups + group,
+    children numbered within the node): the confidential sum (``truth``: sorted (flat, sum) of
+    the nonzero ones) plus noise from each entry's own keyed stream (CELL_STAGE); under the
+    optimized spine each child's class's sigma², and 0 for a bypassed child (class < 0, not
+    measured, as `add_class_noise`)."""
+    children, groups = np.divmod(np.asarray(flat, dtype=np.int64), n_groups)
+    y = sorted_lookup(*truth, flat) + keyed_noise(run_key, node_key, query, children, groups, sigma2, classes, class_sigma2)
+    if classes is not None:
+        y[classes[children] < 0] = 0
+    return y
+
+
+def keyed_noise(run_key: int, node_key: tuple, query: str, children: np.ndarray, groups: np.ndarray,
+                sigma2, classes: np.ndarray | None = None, class_sigma2: dict | None = None) -> np.ndarray:
+    """The noise of answers (children[i], groups[i]) of one query at one node, each from its own
+    keyed stream (CELL_STAGE), with its child's class's sigma² under the optimized spine (none
+    for a bypassed child)."""
+    out = np.zeros(children.size, dtype=np.int64)
+    if classes is None:
+        parts = [(np.arange(children.size), sigma2)]
+    else:
+        cls = classes[children]
+        parts = [(np.flatnonzero(cls == c), class_sigma2[c]) for c in sorted(class_sigma2)]
+    for rows, s2 in parts:
+        if rows.size:
+            keys = KeyColumns((CELL_STAGE, *node_key, query), (children[rows], groups[rows]))
+            out[rows] = keyed_discrete_gaussian(s2, run_key, keys, 1)
+    return out
+
+
+class KeyedAnswers:
+    """A keyed query's noisy answers at one node, drawn when first asked for (`at`) and kept.
+
+    Behaves as the (n_children x n_groups) array it stands for, of which only the entries read
+    are ever made: confidential sum plus noise from the entry's own stream."""
+
+    def __init__(self, run_key, node_key, query, n_children, n_groups, truth_keys, truth_values, sigma2,
+                 classes=None, class_sigma2=None):
+        self.run_key, self.node_key, self.query = run_key, node_key, query
+        self.n_children, self.n_groups = n_children, n_groups
+        self.truth_keys, self.truth_values = truth_keys, truth_values
+        self.sigma2, self.classes, self.class_sigma2 = sigma2, classes, class_sigma2
+        self.keys = np.zeros(0, dtype=np.int64)  # drawn entries (flat child * n_groups + group), sorted
+        self.values = np.zeros(0, dtype=np.int64)
+        self.seconds = 0.0
+
+    @classmethod
+    def build(cls, noise: NodeNoise, j: int, q) -> "KeyedAnswers":
+        keys, values = sparse_group_sums(noise.truth, q.groups, q.n_groups)
+        return cls(noise.run_key, noise.key, q.name, noise.truth.shape[0], q.n_groups, keys, values, noise.sigma2[j], noise.classes,
+                   noise.class_sigma2[j] if noise.class_sigma2 is not None else None)
+
+    def at(self, flat: np.ndarray) -> np.ndarray:
+        """The noisy answers of entries ``flat`` (child * n_groups + group), as float64."""
+        flat = np.asarray(flat, dtype=np.int64)
+        need = np.setdiff1d(flat, self.keys)
+        if need.size:
+            t0 = time.perf_counter()
+            y = keyed_answers(self.run_key, self.node_key, self.query, self.n_groups, need,
+                              (self.truth_keys, self.truth_values), self.sigma2, self.classes, self.class_sigma2)
+            merged = np.concatenate([self.keys, need])
+            order = np.argsort(merged, kind="stable")
+            self.keys, self.values = merged[order], np.concatenate([self.values, y])[order]
+            self.seconds += time.perf_counter() - t0
+        return sorted_lookup(self.keys, self.values, flat).astype(np.float64)
+
+
+def sorted_lookup(keys: np.ndarray, values: np.ndarray, flat: np.ndarray) -> np.ndarray:
+    """values at ``flat`` of a sorted (keys, values) map, 0 where absent."""
+    if not keys.size:
+        return np.zeros(np.shape(flat), dtype=values.dtype)
+    pos = np.minimum(np.searchsorted(keys, flat), keys.size - 1)
+    return np.where(keys[pos] == flat, values[pos], 0)
+
+
+def answers_at(y, flat: np.ndarray) -> np.ndarray:
+    """Noisy answers at flat entries child * n_groups + group of a dense array or KeyedAnswers."""
+    if isinstance(y, KeyedAnswers):
+        return y.at(flat)
+    return np.asarray(y, dtype=np.float64).ravel()[flat]
 
 
 def add_class_noise(y: np.ndarray, classes: np.ndarray, sigma2: dict, rng) -> None:

@@ -31,10 +31,12 @@ import scipy.sparse as sp
 
 from dpspec.api import MechanismError
 
+from .node_noise import KeyedAnswers, answers_at, sorted_lookup
 from .qp import NodeQP, solve_clarabel
 
 _INF = highspy.kHighsInf
 _INT_TOL = 1e-6
+_SPARSE_KEYS = 8  # key spaces this many times the variables are numbered by sorting (`_sum_rows`)
 
 
 @attrs.frozen
@@ -89,7 +91,7 @@ class NodeTask:
     n_children: int
     n_cells: int
     parent: np.ndarray | None  # (n_cells,) int64 fixed parent histogram (or a 1 x n_cells csr row,
-    # made dense when the node is solved), None at the top
+    # a ParentRow when the node is solved: never dense), None at the top
     measurements: tuple  # per MeasuredQuery: (n_children, n_groups) int64 noisy answers
     constraints: tuple  # of GroupConstraint
     zero_cells: np.ndarray | None = None  # (n_cells,) bool: structural zeros, 0 in every child
@@ -226,11 +228,66 @@ class _Rows:
 
 
 def _sum_rows(keys, n_keys):
-    """Rows summing the variables that share a key: (local row of each var, keys with a row)."""
+    """Rows summing the variables that share a key: (local row of each var, keys with a row).
+
+    Keys over a space much larger than the variables (children x the DHC's 1.2M detailed
+    groups) are numbered by sorting, never with an array over the whole space; same result."""
+    if n_keys > _SPARSE_KEYS * max(len(keys), 1):
+        present, local = np.unique(keys, return_inverse=True)
+        return local.astype(np.int64), present
     present = np.flatnonzero(np.bincount(keys, minlength=n_keys))
     local = np.full(n_keys, -1, dtype=np.int64)
     local[present] = np.arange(present.size)
     return local[keys], present
+
+
+def _key_counts(keys, n_keys):
+    """How many variables share each variable's key (sparse when the key space is large)."""
+    if n_keys > _SPARSE_KEYS * max(len(keys), 1):
+        _, inverse, counts = np.unique(keys, return_inverse=True, return_counts=True)
+        return counts[inverse]
+    return np.bincount(keys, minlength=n_keys)[keys]
+
+
+class ParentRow:
+    """A node's fixed parent histogram, sparse: its positive cells (sorted) and their counts.
+
+    Why: a dense row is n_cells values per node (1,227,744 for the DHC), though the solve reads
+    only the positive cells. Indexing it (``parent[cells]``) gives the counts, 0 elsewhere."""
+
+    def __init__(self, cells: np.ndarray, counts: np.ndarray, n_cells: int):
+        self.cells, self.counts, self.n_cells = cells, counts, n_cells
+
+    @classmethod
+    def of(cls, row) -> "ParentRow":
+        """From a 1 x n_cells sparse row or a dense array."""
+        if sp.issparse(row):
+            row = sp.csr_matrix(row)
+            row.sum_duplicates()
+            cells, counts, n = row.indices.astype(np.int64), row.data.astype(np.int64), row.shape[1]
+        else:
+            dense = np.asarray(row, dtype=np.int64).ravel()
+            cells, n = np.flatnonzero(dense), dense.size
+            counts = dense[cells]
+        keep = counts > 0
+        order = np.argsort(cells[keep], kind="stable")
+        return cls(cells[keep][order], counts[keep][order], n)
+
+    def positive(self) -> np.ndarray:
+        return self.cells
+
+    def __getitem__(self, idx) -> np.ndarray:
+        return sorted_lookup(self.cells, self.counts, np.asarray(idx, dtype=np.int64))
+
+    def sum(self) -> int:
+        return int(self.counts.sum())
+
+    def group_sums(self, groups: np.ndarray, n_groups: int) -> np.ndarray:
+        return np.bincount(groups[self.cells], weights=self.counts, minlength=n_groups)
+
+
+def _positive_cells(parent) -> np.ndarray:
+    return parent.positive() if isinstance(parent, ParentRow) else np.flatnonzero(np.asarray(parent) > 0)
 
 
 # --- one node ---------------------------------------------------------------------------------
@@ -241,7 +298,7 @@ def _node_variables(task: NodeTask, cells: np.ndarray | None = None):
     child and cell."""
     nc, ncell = task.n_children, task.n_cells
     if cells is None:
-        cells = np.flatnonzero(task.parent > 0) if task.parent is not None else np.arange(ncell)
+        cells = _positive_cells(task.parent) if task.parent is not None else np.arange(ncell)
     free = np.ones((nc, cells.size), dtype=bool)
     for con in task.constraints:
         zero = con.target[:, con.groups[cells]] == 0  # (n_sets, n_active)
@@ -269,12 +326,10 @@ def build_node_qp(task: NodeTask, queries: Sequence[MeasuredQuery], variables=No
     for q, y in zip(queries, task.measurements):
         w = q.weight / wmax if scale is None else (q.weight / wmax) * scale[vc]  # per variable
         key = vc * q.n_groups + q.groups[vcell]
-        cnt = np.bincount(key, minlength=nc * q.n_groups)
-        yflat = np.asarray(y, dtype=np.float64).ravel()
-        single = cnt[key] == 1
+        single = _key_counts(key, nc * q.n_groups) == 1
         ws = w[single] if scale is not None else w
         hess_x[single] += 2.0 * ws
-        cost_x[single] -= 2.0 * ws * yflat[key[single]]
+        cost_x[single] -= 2.0 * ws * answers_at(y, key[single])
         multi = np.flatnonzero(~single)
         if multi.size:
             local, present = _sum_rows(key[multi], nc * q.n_groups)
@@ -286,7 +341,7 @@ def build_node_qp(task: NodeTask, queries: Sequence[MeasuredQuery], variables=No
                       np.zeros(present.size), np.zeros(present.size))
             wz = np.full(present.size, w) if scale is None else (q.weight / wmax) * scale[present // q.n_groups]
             z_hess.append(2.0 * wz)
-            z_cost.append(-2.0 * wz * yflat[present])
+            z_cost.append(-2.0 * wz * answers_at(y, present))
             n_z += present.size
     n_var = n_x + n_z
     rows = _Rows()
@@ -364,7 +419,10 @@ def solve_node(task: NodeTask, queries: Sequence[MeasuredQuery], solver: str = "
             result = solve_relaxed(task, queries, str(exc))
         if task.postprocess is not None:  # production's post-processing-only constraints
             result = _postprocess(task, queries, result)
-        return result if positions is None else attrs.evolve(result, noise_positions=positions, noise_seconds=seconds)
+        if positions is None:
+            return result
+        seconds += sum(y.seconds for y in task.measurements if isinstance(y, KeyedAnswers))  # drawn on demand
+        return attrs.evolve(result, noise_positions=positions, noise_seconds=seconds)
     except NodeError:
         raise
     except MechanismError as exc:
@@ -395,8 +453,8 @@ def solve_relaxed(task: NodeTask, queries: Sequence[MeasuredQuery], why: str = "
     each child's total within floor/ceil of its fit. FailsafeError if it has no solution either."""
     t_start = time.perf_counter()
     fs = task.failsafe
-    parent = np.asarray(task.parent, dtype=np.int64)
-    target = np.bincount(fs.groups, weights=parent, minlength=fs.n_groups)
+    parent = task.parent if isinstance(task.parent, ParentRow) else ParentRow.of(task.parent)
+    target = parent.group_sums(fs.groups, fs.n_groups)
     cells = np.flatnonzero(target[fs.groups] > 0)
     loose = attrs.evolve(task, parent=None)
     cells, vc, va, vcell = variables = _node_variables(loose, cells)
@@ -452,11 +510,11 @@ def solve_relaxed(task: NodeTask, queries: Sequence[MeasuredQuery], why: str = "
 def node_inputs(task: NodeTask, queries: Sequence[MeasuredQuery]) -> tuple[NodeTask, np.ndarray | None, float]:
     """(task, noise positions, noise seconds): the task as the solve reads it, made in the node.
 
-    A parent histogram sent as a sparse row becomes dense; a task sent with `noise` draws its
+    A parent histogram sent as a sparse row becomes a ParentRow (never dense); a task sent with `noise` draws its
     children's noisy answers (node_noise), and the positions say where each query's draws began
     (None when the measurements came with the task)."""
     if task.parent is not None and sp.issparse(task.parent):
-        task = attrs.evolve(task, parent=np.asarray(task.parent.toarray(), dtype=np.int64).ravel())
+        task = attrs.evolve(task, parent=ParentRow.of(task.parent))
     if task.noise is None:
         return task, None, 0.0
     from .node_noise import draw_node_noise
@@ -721,7 +779,10 @@ def task_size(task: NodeTask) -> int:
     """Children times the parent's active cells: how large the node's problem is."""
     if task.parent is None:
         return task.n_children * task.n_cells
-    active = task.parent.count_nonzero() if sp.issparse(task.parent) else np.count_nonzero(task.parent)
+    if isinstance(task.parent, ParentRow):
+        active = task.parent.cells.size
+    else:
+        active = task.parent.count_nonzero() if sp.issparse(task.parent) else np.count_nonzero(task.parent)
     return task.n_children * int(active)
 
 

@@ -86,11 +86,11 @@ class _Child:
         self.cell, self.count = cell.astype(np.int64), count.astype(np.int64)
         scale = 1.0 if task.child_scale is None else float(task.child_scale[c])
         wmax = max((q.weight for q in queries), default=1.0)
-        self.queries = []  # (groups, weight, the child's noisy answers) per measured query
+        self.queries = []  # (groups, weight, the node's noisy answers, dense or keyed) per measured query
         for q, y in zip(queries, task.measurements):
             w = q.weight / wmax * scale
             if w != 0:
-                self.queries.append((q.groups, w, y[c]))
+                self.queries.append((q, w, y))
         self.exact = [con.groups for con in task.constraints]
         self._answers = None  # per query: (sorted groups holding persons, their counts)
 
@@ -99,13 +99,16 @@ class _Child:
         if self._answers is None:
             held = self.count > 0
             self._answers = []
-            for groups, _, _ in self.queries:
-                keys, inverse = np.unique(groups[self.cell[held]], return_inverse=True)
+            for q, _, _ in self.queries:
+                keys, inverse = np.unique(q.groups[self.cell[held]], return_inverse=True)
                 self._answers.append((keys, np.bincount(inverse, weights=self.count[held], minlength=keys.size)))
         keys, sums = self._answers[n]
         i = np.minimum(np.searchsorted(keys, g), max(keys.size - 1, 0))
         ans = np.where(keys[i] == g, sums[i], 0.0) if keys.size else np.zeros(g.size)
-        return ans - np.asarray(self.queries[n][2][g], dtype=np.float64)
+        from .node_noise import answers_at  # the engine's module (scipy); kept out of `check`
+
+        q, _, y = self.queries[n]
+        return ans - answers_at(y, self.c * q.n_groups + np.asarray(g, dtype=np.int64))
 
     def _sum(self, b) -> np.ndarray:
         return np.bincount(b.groups[self.cell], weights=self.count, minlength=b.n_groups).astype(np.int64)
@@ -165,8 +168,8 @@ class _Child:
     def _delta(self, src, dst) -> np.ndarray:
         """Change of sum_q w_q |answer - noisy|^2 when one record moves from src to dst."""
         out = np.zeros(src.size)
-        for n, (groups, w, _) in enumerate(self.queries):
-            gs, gd = groups[src], groups[dst]
+        for n, (q, w, _) in enumerate(self.queries):
+            gs, gd = q.groups[src], q.groups[dst]
             moved = np.flatnonzero(gs != gd)
             if moved.size:
                 out[moved] += w * (2.0 * (self._residual(n, gd[moved]) - self._residual(n, gs[moved])) + 2.0)

@@ -58,7 +58,7 @@ def solve_clarabel(problem: NodeQP):
     import clarabel
 
     n = problem.n_var
-    a = problem.a.tocsc()
+    a = problem.a.tocsr()  # rows are picked below: cheap in CSR, slow in CSC
     lo, hi = np.asarray(problem.lo, dtype=np.float64), np.asarray(problem.hi, dtype=np.float64)
     eq = lo == hi
     blocks, rhs, cones = [], [], []

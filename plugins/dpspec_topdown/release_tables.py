@@ -8,7 +8,9 @@ queries need, come from the protected histograms without a pass over persons. Th
 are the confidential histograms (sparse) plus noise re-drawn one query of one node at a time
 from the node's keyed stream, resumed where the node's own draws for that query began
 (`node_noise.LevelNoise`). Rows come in the order the whole frames always had, so the files
-written chunk by chunk hold the same bytes.
+written chunk by chunk hold the same bytes. A keyed query (node_noise.keyed, the DHC detailed
+histogram) lists every group of every unit too, each answer re-drawn from its own stream, a few
+units at a time: the values the nodes' fits read, and the same distribution for the others.
 """
 from __future__ import annotations
 
@@ -21,7 +23,7 @@ import scipy.sparse as sp
 
 from dpspec.api import StreamedTable, discrete_gaussian, discrete_gaussian_variance, keyed_rng
 
-from .node_noise import STAGE, LevelNoise, add_class_noise, group_sums
+from .node_noise import STAGE, LevelNoise, add_class_noise, group_sums, keyed, keyed_answers, sparse_group_sums
 
 CHUNK_ROWS = 1 << 20  # rows per chunk (whole finest units, whole nodes): ~50 MB of frame at most
 
@@ -185,6 +187,9 @@ def measurements_table(hier, schema, alloc, confidential: Mapping, noisy: Mappin
             j = [q.query for q in alloc.for_level(qb.level)].index(qb.query)
             cell_groups = schema.groups(qb.query)
             conf = confidential[qb.level]
+            if keyed(groups):  # each answer from its own stream: any range of units, no node's stream
+                yield from keyed_chunks(qb, j, groups, cell_groups, conf, plan)
+                continue
             for first, last in batches((plan.stops - plan.starts) * groups, chunk_rows):
                 start, stop = int(plan.starts[first]), int(plan.stops[last - 1])
                 y = group_sums(conf[start:stop], cell_groups, groups)
@@ -198,6 +203,22 @@ def measurements_table(hier, schema, alloc, confidential: Mapping, noisy: Mappin
                     else:
                         y[a:b] += discrete_gaussian(qb.sigma2, (b - a, groups), rng)
                 yield frame(qb, start, y)
+
+    def keyed_chunks(qb, j, groups, cell_groups, conf, plan):
+        """A keyed query's rows (node_noise.keyed): the very answers the nodes drew, re-drawn
+        from their own streams a few units at a time, every group of every unit listed."""
+        step = max(1, chunk_rows // groups)
+        per_class = classes[qb.level] if qb.level in classes else None
+        for i in range(len(plan.keys)):
+            first, last = int(plan.starts[i]), int(plan.stops[i])
+            cls = None if per_class is None else per_class[0][first:last]
+            for start in range(first, last, step):
+                stop = min(start + step, last)
+                flat = np.arange((start - first) * groups, (stop - first) * groups, dtype=np.int64)
+                keys, truth = sparse_group_sums(conf[start:stop], cell_groups, groups)
+                y = keyed_answers(run_key, plan.keys[i], qb.name, groups, flat, (keys + (start - first) * groups, truth),
+                                  qb.sigma2, cls, None if per_class is None else per_class[1][j])
+                yield frame(qb, start, y.reshape(stop - start, groups))
 
     rows = sum(_measured_units(hier, classes, qb.level) * schema.marginal_size(qb.query) for qb in queries)
     return StreamedTable(columns=columns, rows=int(rows), chunks=chunks, dtypes=dtypes)
