@@ -537,19 +537,26 @@ def _postprocess_only(spec: ir.Spec, params: dict) -> dict:
               next(n for n in ("postprocess_heuristics", "postprocess_require_feasible") if params.get(n) is not None))
         raise SpecError(Diagnostic("postprocess_only and postprocess_heuristics: true go together (production applies "
                                    "post-processing-only constraints only with its heuristics on)", *loc(at)))
+    if params.get("joint") is not None:  # before the names: a joint spec's cross constraints are not candidates
+        raise SpecError(Diagnostic("postprocess_only: not available with joint tables (production's interleaved "
+                                   "optimizer, which solves them, has no post-processing-only constraints)",
+                                   *loc("postprocess_only")))
     declared = [p.name for p in params["constraints"].params] if isinstance(params.get("constraints"), ir.ParamBlock) else []
     bad = [n for n in only if n not in declared]
     if bad or len(set(only)) != len(only):
         what = f"names {', '.join(map(repr, bad))}, which is not a declared constraint" if bad else "names a constraint twice"
         raise SpecError(Diagnostic(f"postprocess_only {what} (declared: {', '.join(declared) or 'none'})",
                                    *loc("postprocess_only")))
-    if params.get("joint") is not None:
-        raise SpecError(Diagnostic("postprocess_only: not available with joint tables", *loc("postprocess_only")))
     levels = _levels(spec)
     bad = [lv for lv in feasible or () if lv not in levels]
     if bad:
         raise SpecError(Diagnostic(f"postprocess_require_feasible names {', '.join(map(repr, bad))}, not a geography "
                                    f"level (known: {', '.join(levels)})", *loc("postprocess_require_feasible")))
+    idle = [lv for lv in feasible or () if lv not in params["levels"]]
+    if idle:  # no node is solved there, so the requirement would silently do nothing
+        raise SpecError(Diagnostic(f"postprocess_require_feasible names {', '.join(map(repr, idle))}, which has no "
+                                   f"budget share, so no node is solved there (levels with one: "
+                                   f"{', '.join(params['levels'])})", *loc("postprocess_require_feasible")))
     return {"postprocess_only": only, "postprocess_feasible": feasible or []}
 
 
@@ -580,6 +587,9 @@ def _failsafe(params: dict) -> list[str] | None:
         loc = (first.loc.line, first.loc.column) if first is not None and first.loc else loc
     if set(fields) != {"minimal_schema"}:
         raise SpecError(Diagnostic("failsafe: expected { minimal_schema: [VARIABLE, ...] }", *loc))
+    if params.get("joint") is not None:  # refused here, at its line, not only when the run starts
+        raise SpecError(Diagnostic("failsafe: not available with a joint table (production's interleaved optimizer, "
+                                   "which solves the joint tables, has no failsafe); remove it or the joint block", *loc))
     value = fields["minimal_schema"].value
     names = [str(v) for v in (value if isinstance(value, tuple) else (value,))]
     bad = [n for n in names if n not in params["variables"]]
@@ -776,7 +786,9 @@ class TopDown(Mechanism):
             joint = _joint(spec, params)
             for level, plan in _passes(params, list(schema.names), _joint_names(joint)).items():
                 if level not in params["levels"]:
-                    raise SpecError(f"estimation/rounding passes name level '{level}', which has no budget share")
+                    what = "outer_passes" if params.get("outer_passes") is not None else "estimation/rounding passes"
+                    raise SpecError(Diagnostic(f"{what} name level '{level}', which has no budget share (levels with "
+                                               f"one: {', '.join(params['levels'])})", *_pass_level_loc(params, level)))
                 try:
                     if joint:  # outer passes over both tables (joint_passes.py)
                         from .joint_passes import joint_pass_plan

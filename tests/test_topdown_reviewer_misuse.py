@@ -1,0 +1,72 @@
+"""A census reviewer's misuses of the bundled DHC production specs (Puerto Rico): each is a
+SpecError at the line of the setting, with a message naming what is wrong, found by `dpspec
+check` rather than when the run starts."""
+from pathlib import Path
+
+import pytest
+
+from dpspec.check.checker import check
+from dpspec.errors import SpecError
+from dpspec.language.parser import parse
+
+SPECS = Path(__file__).resolve().parent.parent / "specs"
+PERSONS = (SPECS / "dhc_persons_production_topdown_pr.dps").read_text()
+HOUSEHOLDS = (SPECS / "dhc_households_production_topdown_pr.dps").read_text()
+JOINT_OUTER = "  outer_passes: {  # dhch_strategies.py:1741-1765, the same at every level (1763-1764)\n    state: {"
+
+
+def _error(text, old, new):
+    assert old in text, old
+    text = text.replace(old, new, 1)
+    with pytest.raises(SpecError) as info:
+        check(parse(text, "r.dps"))
+    return text, info.value.diagnostics[0]
+
+
+def _line(text, start):
+    return next(i for i, line in enumerate(text.splitlines(), 1) if line.strip().startswith(start))
+
+
+def test_a_failsafe_beside_a_joint_table_is_refused_at_its_line():
+    text, d = _error(HOUSEHOLDS, "  cross_constraints: {", "  failsafe: { minimal_schema: [tenvacgq] }\n  cross_constraints: {")
+    assert d.line == _line(text, "failsafe:")
+    assert d.message.startswith("failsafe: not available with a joint table")
+
+
+def test_postprocess_only_beside_a_joint_table_says_so_not_that_the_name_is_undeclared():
+    text, d = _error(HOUSEHOLDS, "  cross_constraints: {",
+                     "  postprocess_only: owned_mortgage\n  postprocess_heuristics: true\n  cross_constraints: {")
+    assert d.line == _line(text, "postprocess_only:")
+    assert "not available with joint tables" in d.message and "declared" not in d.message
+
+
+def test_outer_passes_at_a_level_without_budget_are_refused_at_the_level():
+    text, d = _error(HOUSEHOLDS, JOINT_OUTER, "  outer_passes: {\n    nation: {")
+    assert d.line == _line(text, "nation: {")
+    assert d.message.startswith("outer_passes name level 'nation', which has no budget share")
+
+
+def test_require_feasible_at_a_level_without_budget_is_refused():
+    # Puerto Rico's root (nation) has no share: no node is solved there, the flag would do nothing
+    text, d = _error(PERSONS, "postprocess_require_feasible: state, county", "postprocess_require_feasible: nation, county")
+    assert d.line == _line(text, "postprocess_require_feasible:")
+    assert "'nation', which has no budget share" in d.message
+
+
+@pytest.mark.parametrize("which, old, new, start, message", [
+    ("p", "postprocess_only: hhgq_total_ub, hhgq_total_lb", "postprocess_only: hhgq_total_ub, hhgq_bogus",
+     "postprocess_only:", "'hhgq_bogus', which is not a declared constraint"),
+    ("p", "  postprocess_only: hhgq_total_ub, hhgq_total_lb\n", "", "postprocess_heuristics:", "go together"),
+    ("p", "gq997: [41]\n", "", "gqlevels: {", "does not partition 'relgq': categories ['41'] are in no group"),
+    ("h", "          couple: [1, 2]\n", "          couple: [1, 9]\n", "couple: [1, 9]", "couple = [9] are not categories"),
+    ("h", "          rented: [2]\n", "", "hhtenshort_2lev: {", "does not partition 'ten'"),
+    ("h", 'right: "households: ten = 0"', 'right: "persons: ten = 0"', "owned_mortgage: {",
+     "table 'persons', which is not solved jointly"),
+    ("h", '        estimation: ["detailed"]\n', '        estimation: { pass1: ["detailed"]  pass2: ["detailed"] }\n',
+     "state: {", "one estimation pass and one rounding pass"),
+])
+def test_the_guides_misuses_are_located(which, old, new, start, message):
+    text, d = _error(PERSONS if which == "p" else HOUSEHOLDS, old, new)
+    assert message in d.message
+    lines = [i for i, line in enumerate(text.splitlines(), 1) if line.strip().startswith(start)]
+    assert d.line in lines, (d.line, lines)
