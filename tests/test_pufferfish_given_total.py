@@ -236,3 +236,16 @@ def test_the_docs_bound_above_the_exact_reach():
     the exact supremum 2 (1 + 800), computed once outside the suite (32 s), lies below it."""
     got = pf.dependence_given_total(Fraction(1, 10), Fraction(9, 10), 1000)
     assert got.value == 1608 and not got.certified and "7 x 102 + 89" in got.reason
+
+
+def test_an_uncertified_bound_is_said_to_be_one_in_the_budget_text_and_for_the_outcome_counts():
+    """n = 1000 is above the exact reach: the budget's note says 'at most', and the outcome counts,
+    calibrated to the counts' figure, carry its certified flag and derivation in --json."""
+    summary = budget_summary(parse(_spec("dependence p0 0.1 p1 0.9 n 1000", "noisy_postprocessed")))
+    sens = summary["pufferfish"]["sensitivity"]
+    assert sens["outcome"]["certified"] is sens["counts"]["certified"] is False
+    assert sens["outcome"]["derivation"] == sens["counts"]["derivation"]
+    assert any("over the class is at most 1608 " in n and "not the exact supremum" in n for n in summary["native"]["notes"])
+    certified = budget_summary(parse(_spec("dependence p0 0.1 p1 0.9 n 10", "noisy_postprocessed")))
+    assert not any("at most" in n for n in certified["native"]["notes"])
+    assert certified["pufferfish"]["sensitivity"]["outcome"]["certified"] is True

@@ -91,6 +91,9 @@ class _CountRelease(Mechanism):
                 out["outcome"] = {"wasserstein": counts_w, "dp": pufferfish.dp_cell_counts_sensitivity(relation),
                                   "loss": "||y - outcome counts||_1",
                                   "given": "the period total (Z): the units differing between the pair's worlds carry their outcomes"}
+                for key in ("certified", "derivation"):  # the counts' figure, so the counts' standing
+                    if key in out["counts"]:
+                        out["outcome"][key] = out["counts"][key]
             else:
                 out["outcome"] = {"wasserstein": pufferfish.cell_counts_sensitivity(spec.pufferfish, False) * scale,
                                   "dp": pufferfish.dp_cell_counts_sensitivity(relation), "loss": "||y - outcome counts||_1",
@@ -111,8 +114,11 @@ class _CountRelease(Mechanism):
         total = eps_c * Fraction(sens["counts"]["wasserstein"]) / Fraction(used["counts"])
         notes = [("epsilon-Z-Pufferfish: the loss's Wasserstein sensitivity over the class is " if spec.pufferfish is not None
                   else "differential privacy (no pufferfish block): the loss's sensitivity is ")
+                 + ("at most " if sens["counts"].get("certified") is False else "")
                  + f"{ir.format_number(Fraction(sens['counts']['wasserstein']))} (DP sensitivity "
-                 f"{ir.format_number(sens['counts']['dp'])}, Lemma 12)"]
+                 f"{ir.format_number(sens['counts']['dp'])}, Lemma 12"
+                 + ("; a proven upper bound, not the exact supremum: 'certified' false in --json" if
+                    sens["counts"].get("certified") is False else "") + ")"]
         if eps_o is not None:
             total += eps_o * Fraction(sens["outcome"]["wasserstein"]) / Fraction(used["outcome"])
             notes.append("counts and outcome counts compose by Lemma 6: " + pufferfish.CONDITIONAL_INDEPENDENCE)
