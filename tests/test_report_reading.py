@@ -198,3 +198,12 @@ def test_the_summary_uses_no_term_before_it_is_explained(files):
     text = visible(summary)
     assert "flavor" not in text and "Budget achieved, in the spec's terms" in text
     assert "Budget achieved, in the spec's terms: epsilon = 5.25" in files["markdown"]
+
+
+def test_the_multiverse_answer_is_sentences_when_it_has_no_invariants_but_public_information():
+    """'(no invariants)' ended without a full stop, so 'Conditioned on ...' ran on into it."""
+    from dpspec.language import describe
+
+    spec = load_text_or_path(str(ROOT / "specs" / "pa_covid" / "postprocessing_high_privacy.dps"))
+    where = dict((q, a) for q, _, a in describe.five_questions(spec))["Where does protection extend?"]
+    assert where.startswith("among all datasets of the domain (no invariants). Conditioned on public information: ")

@@ -126,7 +126,7 @@ def five_questions(spec: ir.Spec) -> list[tuple[str, str, str]]:
         where = ("only among datasets that agree exactly on: " + "; ".join(q.describe() for q in spec.invariants)
                  + ". Those statistics are published without noise and are not protected.")
     else:
-        where = "among all datasets of the domain (no invariants)"
+        where = "among all datasets of the domain (no invariants)."
     if spec.public:
         where += " Conditioned on public information: " + "; ".join(
             f"{p.query.describe()} ({p.source}" + (f"; the mechanism uses it as its {p.use})" if p.use else ")")
