@@ -121,6 +121,9 @@ def test_the_tight_change_one_figure_is_the_ledgers_and_says_why(us):
     assert round(float(generic), 4) == 75.6802
     # DDHC-B's tight figure is the published 17.79
     assert round(by["../safetab_h_production.dps"]["budget"]["rho"], 2) == 17.79
+    # the members' own notes do not say the looser figure is the one the program states
+    own = [n for n in us["ledger"]["notes"] if "(the spec's relation)" in n]
+    assert own and all("stated below" not in n and "a program of products counts the tight one" in n for n in own)
 
 
 def test_household_and_unit_products_keep_their_guarantee_for_one_person(us):

@@ -34,7 +34,8 @@ def change_one_note(spec, params, total: Fraction) -> str | None:
             f"rho = 2 x {ir.format_number(total)} = {ir.format_number(2 * total)} by the mechanism's own "
             f"sensitivity (the tight change-one figure); the ledger's generic conversion treats a change as two "
             f"add/remove steps (zCDP group privacy, rho x 4 = {ir.format_number(4 * total)}), a valid but looser "
-            "bound, and is the figure stated below")
+            "bound, and is the figure this spec's own budget states (a program of products counts the tight one, "
+            "by Mechanism.change_one)")
 
 
 def change_one_budget(spec, params, budget):
