@@ -70,3 +70,9 @@ def test_the_guides_misuses_are_located(which, old, new, start, message):
     assert message in d.message
     lines = [i for i, line in enumerate(text.splitlines(), 1) if line.strip().startswith(start)]
     assert d.line in lines, (d.line, lines)
+
+
+def test_a_spine_flag_no_table_has_is_the_spines_error_not_the_joint_tables():
+    text, d = _error(HOUSEHOLDS, "    aian: aian\n", "    aian: aianx\n")
+    assert d.line == _line(text, "aian: aianx")
+    assert d.message == "spine: aian names 'aianx', which is not a column of table 'units'"

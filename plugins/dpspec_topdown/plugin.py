@@ -770,6 +770,7 @@ class TopDown(Mechanism):
         _, inv_problems = _invariants(spec, params)
         problems.extend(inv_problems)
         try:
+            _spine(spec, params)  # first: a bad flag column is the spine's error, not the joint table's
             alloc = self._allocation(spec, params)
             from .multipass import pass_plan
 
