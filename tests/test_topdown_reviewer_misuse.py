@@ -76,3 +76,12 @@ def test_a_spine_flag_no_table_has_is_the_spines_error_not_the_joint_tables():
     text, d = _error(HOUSEHOLDS, "    aian: aian\n", "    aian: aianx\n")
     assert d.line == _line(text, "aian: aianx")
     assert d.message == "spine: aian names 'aianx', which is not a column of table 'units'"
+
+
+def test_shares_that_do_not_sum_to_one_are_refused_at_their_block_naming_joint_queries_as_written():
+    text, d = _error(HOUSEHOLDS, "detailed: 3364/17813", "detailed: 33640/17813")
+    assert d.line == _line(text, "queries: {") + 1  # the state's entry of the queries block
+    assert d.message.startswith("query shares at level 'state': shares must sum to exactly 1")
+    assert "households: hisp * hhtenshort_2lev=202/17813" in d.message and "@" not in d.message
+    text, d = _error(PERSONS, "    state: 6571/24811", "    state: 1/2")
+    assert d.line == _line(text, "levels: {") and d.message.startswith("level budget shares: shares must sum")

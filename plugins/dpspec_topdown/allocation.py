@@ -111,6 +111,9 @@ def check_shares(shares: Mapping, what: str) -> dict:
 
 
 def _label(key) -> str:
+    """A query as the spec writes it; a joint table's ("@NAME", *factors) as "NAME: factors"."""
+    if isinstance(key, tuple) and key and str(key[0]).startswith(JOINT_MARK):
+        return f"{str(key[0])[len(JOINT_MARK):]}: {query_name(key[1:])}"
     return query_name(key) if isinstance(key, tuple) else str(key)
 
 

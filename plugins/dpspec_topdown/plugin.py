@@ -141,6 +141,20 @@ def _passes(params: dict, variables, joint: dict | None = None) -> dict:
     return out
 
 
+def _shares_loc(spec: ir.Spec, params: dict, message: str) -> tuple:
+    """(line, column) of the shares an allocation error is about: the level's entry under
+    ``queries`` for "query shares at level 'X'", else the ``levels`` setting; (None, None) if unknown."""
+    import re
+
+    found = re.match(r"query shares at level '([^']+)'", message)
+    block = params.get("queries")
+    for p in block.params if found and isinstance(block, ir.ParamBlock) else ():
+        if p.name == found.group(1) and p.loc:
+            return p.loc.line, p.loc.column
+    p = spec.mechanism.params.get("queries" if found else "levels") if spec.mechanism is not None else None
+    return (p.loc.line, p.loc.column) if p is not None and p.loc else (None, None)
+
+
 def _pass_level_loc(params: dict, level: str) -> tuple:
     """(line, column) of the level's entry in the spec's pass blocks, (None, None) if none."""
     for what in ("outer_passes", "estimation", "rounding", "constrain_to"):
@@ -771,7 +785,11 @@ class TopDown(Mechanism):
         problems.extend(inv_problems)
         try:
             _spine(spec, params)  # first: a bad flag column is the spine's error, not the joint table's
-            alloc = self._allocation(spec, params)
+            try:
+                alloc = self._allocation(spec, params)
+            except SpecError as exc:  # shares that do not sum to 1: at the level's line of the shares
+                raise SpecError([d if d.line is not None else Diagnostic(d.message, *_shares_loc(spec, params, d.message))
+                                 for d in exc.diagnostics]) from None
             from .multipass import pass_plan
 
             schema = _schema(spec, params)
