@@ -85,3 +85,13 @@ def test_shares_that_do_not_sum_to_one_are_refused_at_their_block_naming_joint_q
     assert "households: hisp * hhtenshort_2lev=202/17813" in d.message and "@" not in d.message
     text, d = _error(PERSONS, "    state: 6571/24811", "    state: 1/2")
     assert d.line == _line(text, "levels: {") and d.message.startswith("level budget shares: shares must sum")
+
+
+@pytest.mark.parametrize("which, old, new, start", [
+    ("h", "      detailed: 3364/17813", "      bogus: 3364/17813", "bogus:"),  # was reported at the mechanism line
+    ("h", "          hisp * hhtenshort_2lev: 202/17813", "          hisp * hhtenshrt: 202/17813", "hisp * hhtenshrt:"),
+    ("p", "      age_18_64_116 * relgq_4_groups: 1009/13142", "      age_18_64_116 * bogus: 1009/13142", "age_18_64_116 * bogus:"),
+])
+def test_an_unknown_query_is_refused_at_its_own_line(which, old, new, start):
+    text, d = _error(PERSONS if which == "p" else HOUSEHOLDS, old, new)
+    assert d.line == _line(text, start) and "which are not histogram variables or recodes" in d.message

@@ -141,17 +141,25 @@ def _passes(params: dict, variables, joint: dict | None = None) -> dict:
     return out
 
 
-def _shares_loc(spec: ir.Spec, params: dict, message: str) -> tuple:
-    """(line, column) of the shares an allocation error is about: the level's entry under
-    ``queries`` for "query shares at level 'X'", else the ``levels`` setting; (None, None) if unknown."""
+def _shares_loc(spec: ir.Spec | None, params: dict, message: str) -> tuple:
+    """(line, column) of what an allocation error is about: the level's entry under ``queries`` for
+    "query shares at level 'X'", the query's own entry for "query 'X' names ...", the ``levels``
+    setting for the level shares (the mechanism's, unless ``spec`` is None); (None, None) otherwise."""
     import re
 
-    found = re.match(r"query shares at level '([^']+)'", message)
     block = params.get("queries")
-    for p in block.params if found and isinstance(block, ir.ParamBlock) else ():
-        if p.name == found.group(1) and p.loc:
+    entries = block.params if isinstance(block, ir.ParamBlock) else ()
+    level = re.match(r"query shares at level '([^']+)'", message)
+    query = re.match(r"query '([^']+)' names", message)
+    for p in entries:
+        if level and p.name == level.group(1) and p.loc:
             return p.loc.line, p.loc.column
-    p = spec.mechanism.params.get("queries" if found else "levels") if spec.mechanism is not None else None
+        inner = p.value.params if isinstance(p.value, ir.ParamBlock) else (p,)
+        for q in inner if query else ():
+            if " * ".join(w.strip() for w in q.name.split("*")) == query.group(1) and q.loc:
+                return q.loc.line, q.loc.column
+    name = "queries" if level or query else "levels" if message.startswith("level budget shares") else None
+    p = spec.mechanism.params.get(name) if name and spec is not None and spec.mechanism is not None else None
     return (p.loc.line, p.loc.column) if p is not None and p.loc else (None, None)
 
 
@@ -430,8 +438,10 @@ def _joint(spec: ir.Spec, params: dict) -> list[dict]:
                         for lv, entries in _strategy(sub, _levels(spec), names, params["levels"]).items()}
             zeros = _structural_zeros(sub, variables, schema.recodes)
         except SpecError as exc:
-            raise SpecError([Diagnostic(f"joint: '{p.name}': {d.message}", *(loc if d.line is None else (d.line, d.column)))
-                             for d in exc.diagnostics]) from None
+            raise SpecError([Diagnostic(f"joint: '{p.name}': {d.message}", *(
+                (d.line, d.column) if d.line is not None else
+                next((at for at in [_shares_loc(None, sub, d.message)] if at[0] is not None), loc)))
+                for d in exc.diagnostics]) from None
         out.append({"name": p.name, "table": table_name, "variables": variables, "schema": schema,
                     "strategy": strategy, "structural_zeros": zeros, "loc": loc})
     if len(out) > 1:
