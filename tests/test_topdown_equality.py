@@ -169,7 +169,20 @@ def test_a_product_breaking_a_facility_bound_is_a_data_error():
     rows = (moved["block"].astype(str) == block) & (moved["hhgq"].astype(int) > 0)
     moved.loc[rows, "hhgq"] = 0  # the block's group-quarters residents become household persons
     moved = moved.groupby(BY, observed=True)["count"].sum().reset_index()
-    with pytest.raises(DataError, match=f"breaks the constraint 'hhgq_total_lb_ub' at block '{block}'"):
+    with pytest.raises(DataError, match=f"breaks the constraint 'hhgq_total_lb_ub' at block '{block}' "
+                                        r"\(cell hhgq=\d+ of 'hhgq'\)"):  # the cell by its label, not its index
         run_topdown(persons, ALL_LEVELS, PL94_VARIABLES, pl94_strategy(tuple(SHARES)), 1, SHARES, "hamming",
                     [("state", ())], np.random.default_rng(1), workers=1, bounds=bounds,
                     equalities=[("pl94", ("hhgq", "votingage"), moved)])
+
+
+def test_a_group_is_named_by_its_factors_labels():
+    """Equality errors name a marginal's cell as 'hhgq=3, votingage=1', not by its flat index."""
+    from dpspec_topdown.equality import group_text
+    from dpspec_topdown.histogram import Recode, Schema
+
+    schema = Schema.from_variables({"sex": [0, 1], "age": [0, 1, 2, 3]}).with_recodes(
+        [Recode.build("adult", "age", [0, 1, 2, 3], {"child": [0, 1], "adult": [2, 3]})])
+    assert group_text(schema, ("sex", "adult"), 3) == "sex=1, adult='adult'"
+    assert group_text(schema, ("age",), 2) == "age=2"
+    assert group_text(schema, (), 0) == ""

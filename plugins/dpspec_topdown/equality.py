@@ -35,6 +35,15 @@ def factor_labels(schema, factor: str) -> list:
     raise KeyError(factor)
 
 
+def group_text(schema, query: Sequence[str], group: int) -> str:
+    """A marginal's group as the reviewer reads it, "hhgq8lev=0, votingage=1" ("" for the total)."""
+    labels = [factor_labels(schema, f) for f in query]
+    if not labels:
+        return ""
+    coords = np.unravel_index(int(group), [len(v) for v in labels])
+    return ", ".join(f"{f}={shown(v[int(i)])}" for f, v, i in zip(query, labels, coords))
+
+
 def released_targets(name: str, counts: pd.DataFrame, finest: str, query: Sequence[str], schema, hier) -> sp.csr_matrix:
     """(finest units x groups of `query`) int64 CSR of the released counts.
 
@@ -98,8 +107,8 @@ def check_bounds(name: str, query: tuple, target: sp.csr_matrix, schema, level_b
         if bad.size:
             u, g = bad[0]
             raise DataError(f"equal_to {name!r}: the released product breaks the constraint {bound_name!r} at "
-                            f"{hier.levels[last].name} {shown(hier.levels[last].codes[u])} (group {int(g)} of "
-                            f"{query_name(q)!r}): released {int(got[u, g])}, bounds [{int(lo[u, g])}, {hi[u, g]:g}]")
+                            f"{hier.levels[last].name} {shown(hier.levels[last].codes[u])} (cell "
+                            f"{group_text(schema, q, g) or 'total'} of {query_name(q)!r}): released {int(got[u, g])}, bounds [{int(lo[u, g])}, {hi[u, g]:g}]")
 
 
 def check_against(name: str, query: tuple, targets: list, schema, hier, conf: list, invariants, zero_cells) -> None:
@@ -121,8 +130,9 @@ def check_against(name: str, query: tuple, targets: list, schema, hier, conf: li
             u, g = bad[0]
             level = hier.levels[lvl]
             code = (level.labels if level.labels is not None else level.codes)[np.flatnonzero(groups == u)[0]]
+            cell = f" (cell {group_text(schema, q, g)})" if q else ""
             raise DataError(f"equal_to {name!r}: the released product disagrees with the invariant "
-                            f"{query_name(q)!r} at {level.name} {shown(code)} (group {int(g)}): released "
+                            f"{query_name(q)!r} at {level.name} {shown(code)}{cell}: released "
                             f"{int(released[u, g])}, invariant {int(truth[u, g])}")
     if zero_cells is not None:
         allowed = np.bincount(eq_groups[~zero_cells], minlength=n_eq) > 0
@@ -132,5 +142,6 @@ def check_against(name: str, query: tuple, targets: list, schema, hier, conf: li
             i = np.flatnonzero(bad)[0]
             level = hier.levels[-1]
             raise DataError(f"equal_to {name!r}: the released product has {int(finest.data[i])} persons in "
-                            f"{level.name} {shown(level.codes[finest.row[i]])}, group {int(finest.col[i])} of "
-                            f"{query_name(query)!r}, where every cell is a structural zero")
+                            f"{level.name} {shown(level.codes[finest.row[i]])}, cell "
+                            f"{group_text(schema, query, finest.col[i])} of {query_name(query)!r}, where every "
+                            "cell is a structural zero")
