@@ -207,3 +207,16 @@ def test_the_multiverse_answer_is_sentences_when_it_has_no_invariants_but_public
     spec = load_text_or_path(str(ROOT / "specs" / "pa_covid" / "postprocessing_high_privacy.dps"))
     where = dict((q, a) for q, _, a in describe.five_questions(spec))["Where does protection extend?"]
     assert where.startswith("among all datasets of the domain (no invariants). Conditioned on public information: ")
+
+
+def test_show_reads_a_production_topdown_spec_in_a_line_a_reviewer_can_read():
+    """The DHC persons spec's mechanism line was 21,000 characters of Python dicts: blocks now
+    read by their entries (shares in full), the IR whole being `dpspec show --json`'s."""
+    from dpspec.language import describe
+
+    spec = load_text_or_path(str(ROOT / "specs" / "dhc_persons_production_topdown_pr.dps"))
+    line = next(t for t in describe.describe_spec(spec).splitlines() if t.startswith("mechanism topdown:"))
+    assert len(line) < 2000
+    assert "levels: {state: 6571/24811, county: 2560/24811," in line
+    assert "recodes: {age_18_64_116, age_38_groups," in line and ", ... 3 more}" in line
+    assert "failsafe: {minimal_schema: ['relgq']}" in line and "rho: 4.9622" in line

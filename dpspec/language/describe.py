@@ -4,6 +4,8 @@ Shared by `dpspec show`, `dpspec budget` and the reports, so every place says th
 """
 from __future__ import annotations
 
+from fractions import Fraction
+
 from dpspec import ir
 
 PREMETRIC_WORDS = {
@@ -159,14 +161,31 @@ def five_questions(spec: ir.Spec) -> list[tuple[str, str, str]]:
     ]
 
 
+def _param_summary(value, most: int = 8) -> str:
+    """A parameter as one short reading: a block by its entries' names (a production TopDown
+    spec's recodes and passes would otherwise print as one line of tens of thousands of characters)."""
+    if not isinstance(value, ir.ParamBlock):
+        return str(ir.to_jsonable(value))
+    if not any(isinstance(q.value, ir.ParamBlock) for q in value.params):  # shares and settings: in full if short
+        whole = "{" + ", ".join(f"{q.name}: {ir.format_number(q.value) if isinstance(q.value, Fraction) else ir.to_jsonable(q.value)}"
+                                for q in value.params) + "}"
+        if len(whole) <= 240:
+            return whole
+    names = [q.name for q in value.params]
+    more = f", ... {len(names) - most} more" if len(names) > most else ""
+    return "{" + ", ".join(names[:most]) + more + "}"
+
+
 def describe_spec(spec: ir.Spec) -> str:
     lines = [spec.title or "(untitled spec)", notation(spec), ""]
     for question, block, answer in five_questions(spec):
         lines.append(f"{question} [{block}]")
         lines.append(f"  {answer}")
     if spec.mechanism:
-        params = ", ".join(f"{p.name}: {ir.to_jsonable(p.value)}" for p in spec.mechanism.params.params)
+        params = ", ".join(f"{p.name}: {_param_summary(p.value)}" for p in spec.mechanism.params.params)
         lines += ["", f"mechanism {spec.mechanism.name}: {params}"]
+        if any(isinstance(p.value, ir.ParamBlock) for p in spec.mechanism.params.params):
+            lines.append("  (blocks by their entries; `dpspec show --json` gives them whole)")
     if spec.releases:
         lines.append("releases: " + "; ".join(r.describe() for r in spec.releases))
     return "\n".join(lines)
