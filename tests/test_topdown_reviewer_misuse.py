@@ -95,3 +95,12 @@ def test_shares_that_do_not_sum_to_one_are_refused_at_their_block_naming_joint_q
 def test_an_unknown_query_is_refused_at_its_own_line(which, old, new, start):
     text, d = _error(PERSONS if which == "p" else HOUSEHOLDS, old, new)
     assert d.line == _line(text, start) and "which are not histogram variables or recodes" in d.message
+
+
+@pytest.mark.parametrize("which, old, new, start", [
+    ("h", 'rounding: ["households: detailed"]', 'rounding: ["households: bogus"]', 'rounding: ["households: bogus"]'),
+    ("p", 'pass1: ["age_18_64_116 * relgq_4_groups", ', 'pass1: ["age_18_64_116 * bogus", ', 'pass1: ["age_18_64_116 * bogus"'),
+])
+def test_an_unknown_query_in_a_pass_is_refused_at_the_pass_that_writes_it(which, old, new, start):
+    text, d = _error(PERSONS if which == "p" else HOUSEHOLDS, old, new)
+    assert d.line == _line(text, start) and "which are not histogram variables or recodes" in d.message

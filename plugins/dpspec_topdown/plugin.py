@@ -163,6 +163,42 @@ def _shares_loc(spec: ir.Spec | None, params: dict, message: str) -> tuple:
     return (p.loc.line, p.loc.column) if p is not None and p.loc else (None, None)
 
 
+def _pass_query_loc(params: dict, level: str, message: str) -> tuple:
+    """(line, column) of the pass entry (``estimation: [...]``, ``rounding: [...]``, at any depth
+    under the level) that writes the query a "query 'X' names ..." error is about; (None, None) if none."""
+    import re
+
+    found = re.match(r"query '([^']+)' names", message)
+    if not found:
+        return None, None
+    want = " * ".join(w.strip() for w in found.group(1).split("*"))
+
+    def writes(value) -> bool:
+        items = value if isinstance(value, tuple) else (value,)
+        return any(not isinstance(v, ir.ParamBlock) and
+                   " * ".join(w.strip() for w in str(v).rpartition(":")[2].split("*")) == want for v in items)
+
+    def search(block):
+        for p in block.params:
+            if isinstance(p.value, ir.ParamBlock):
+                hit = search(p.value)
+                if hit:
+                    return hit
+            elif writes(p.value) and p.loc:
+                return p.loc.line, p.loc.column
+        return None
+
+    for what in ("outer_passes", "estimation", "rounding", "constrain_to"):
+        block = params.get(what)
+        for p in block.params if isinstance(block, ir.ParamBlock) else ():
+            if p.name == level:
+                hit = search(p.value) if isinstance(p.value, ir.ParamBlock) else (
+                    (p.loc.line, p.loc.column) if writes(p.value) and p.loc else None)
+                if hit:
+                    return hit
+    return None, None
+
+
 def _pass_level_loc(params: dict, level: str) -> tuple:
     """(line, column) of the level's entry in the spec's pass blocks, (None, None) if none."""
     for what in ("outer_passes", "estimation", "rounding", "constrain_to"):
@@ -827,10 +863,11 @@ class TopDown(Mechanism):
                                         groups=False)
                     else:
                         pass_plan(level, plan, schema, alloc, groups=False)  # names checked; arrays at run time
-                except SpecError as exc:  # at the level's line of its passes
+                except SpecError as exc:  # at the pass naming the query, else the level's line of its passes
                     at = _pass_level_loc(params, level)
-                    raise SpecError([d if d.line is not None else Diagnostic(d.message, *at)
-                                     for d in exc.diagnostics]) from None
+                    raise SpecError([d if d.line is not None else Diagnostic(
+                        d.message, *next((x for x in [_pass_query_loc(params, level, d.message)] if x[0] is not None), at))
+                        for d in exc.diagnostics]) from None
         except SpecError as exc:
             problems.extend(exc.diagnostics)
         return problems
