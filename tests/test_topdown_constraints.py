@@ -113,7 +113,11 @@ def test_production_spec_states_the_constraints():
 
 @pytest.mark.parametrize("old,new,message", [
     ("  count facilities by block, gqtype\n", "", r"declare them public: invariants \{ count facilities by block, gqtype \}"),
-    ("      type: gqtype\n", "      type: gqkind\n", r"table 'facilities' needs columns 'block' .* and 'gqkind'"),
+    # the constraint's type (the spec's first `type: gqtype` is the spine's gq_blockgroups, whose own error comes first)
+    ("      type: gqtype\n      occupied:", "      type: gqkind\n      occupied:",
+     r"table 'facilities' needs columns 'block' .* and 'gqkind'"),
+    ("      type: gqtype\n      types:", "      type: gqkind\n      types:",
+     r"spine: gq_blockgroups reads 'facilities', which must be a second table of the domain with columns 'block' and 'gqkind'"),
     ("      occupied: [1, 2, 3, 4, 5, 6, 7]\n", "      occupied: [1, 9]\n", r"occupied \[9\] are not categories"),
     ("      of: hhgq\n      table: facilities", "      of: county\n      table: facilities", r"'county', which is not a histogram variable"),
 ])

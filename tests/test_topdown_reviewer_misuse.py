@@ -104,3 +104,10 @@ def test_an_unknown_query_is_refused_at_its_own_line(which, old, new, start):
 def test_an_unknown_query_in_a_pass_is_refused_at_the_pass_that_writes_it(which, old, new, start):
     text, d = _error(PERSONS if which == "p" else HOUSEHOLDS, old, new)
     assert d.line == _line(text, start) and "which are not histogram variables or recodes" in d.message
+
+
+@pytest.mark.parametrize("setting", ["failsafe: 3", "joint: 3", "cross_constraints: 3"])
+def test_a_malformed_setting_is_refused_at_its_line_not_the_mechanisms(setting):
+    text, d = _error(PERSONS.replace("  failsafe: {\n    minimal_schema: [relgq]\n  }\n", ""),
+                     "  pass_tolerance: 0.1\n", f"  pass_tolerance: 0.1\n  {setting}\n")
+    assert d.line == _line(text, setting) and d.message.startswith(setting.split(":")[0] + ": expected")

@@ -163,6 +163,16 @@ def _shares_loc(spec: ir.Spec | None, params: dict, message: str) -> tuple:
     return (p.loc.line, p.loc.column) if p is not None and p.loc else (None, None)
 
 
+def _at_setting(spec: ir.Spec, d: Diagnostic) -> Diagnostic:
+    """A diagnostic without a line, placed at the mechanism setting its message starts with
+    ("failsafe: ...", "joint: ..."), so a reviewer is sent to the setting, not the mechanism line."""
+    if d.line is not None or spec.mechanism is None:
+        return d
+    name = d.message.split(":", 1)[0].split(" ", 1)[0]
+    p = spec.mechanism.params.get(name)
+    return Diagnostic(d.message, p.loc.line, p.loc.column) if p is not None and p.loc else d
+
+
 def _pass_query_loc(params: dict, level: str, message: str) -> tuple:
     """(line, column) of the pass entry (``estimation: [...]``, ``rounding: [...]``, at any depth
     under the level) that writes the query a "query 'X' names ..." error is about; (None, None) if none."""
@@ -869,7 +879,7 @@ class TopDown(Mechanism):
                         d.message, *next((x for x in [_pass_query_loc(params, level, d.message)] if x[0] is not None), at))
                         for d in exc.diagnostics]) from None
         except SpecError as exc:
-            problems.extend(exc.diagnostics)
+            problems.extend(_at_setting(spec, d) for d in exc.diagnostics)
         return problems
 
     def _allocation(self, spec, params):
