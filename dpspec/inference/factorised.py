@@ -42,6 +42,73 @@ class Component:
     smin: int
     log_mass: np.ndarray  # log m_j(s), s = smin..smax
 
+    @property
+    def size(self) -> int:
+        return len(self.values)
+
+    def draw(self, sk: np.ndarray, u: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Values given each draw's sum smin + sk (u in (0, 1]) and their log conditional probabilities."""
+        a, b = self.starts[sk], self.starts[sk + 1]
+        entry = np.clip(np.searchsorted(self.cum, sk + u, side="left"), a, np.maximum(b - 1, a))
+        return self.values[entry], np.where(b > a, self.log_cond[entry], -np.inf)
+
+    def lookup(self, vals: np.ndarray) -> np.ndarray:
+        """log P(values | their sum) for rows of the component's values (-inf outside the windows)."""
+        code = _codes(vals, self.lo, self.span)
+        inbox = np.all((vals >= self.lo) & (vals < self.lo + self.span), axis=1)
+        at = np.clip(np.searchsorted(self.keys, code), 0, self.keys.size - 1)
+        found = inbox & (self.keys[at] == code)
+        return np.where(found, self.log_cond[self.key_order[at]], -np.inf)
+
+
+@attrs.frozen
+class Pair:
+    """A two-cell component whose answers are on the cells' sum s or on one cell d only, the other
+    cell flat under the prior (concentration 1): its weight is f(s) h(d), so nothing is enumerated.
+    m(s) = f(s) x (the mass of h on the d that fit s), and d given s is drawn from h on that range by
+    inverting its cumulative sum; a county's living and dead cases take O(total) memory, not O(total^2)."""
+
+    cells: np.ndarray
+    dpos: int  # the position in `cells` of the cell d
+    dlo: int
+    cum: np.ndarray  # 0, then the cumulative sums of h(d) / max h on d = dlo..dhi
+    alo: int  # the other cell's range
+    ahi: int
+    smin: int
+    log_mass: np.ndarray
+
+    @property
+    def size(self) -> int:
+        return self.cum.size + self.log_mass.size
+
+    def _range(self, s):
+        dhi = self.dlo + self.cum.size - 2
+        lo = np.clip(np.maximum(self.dlo, s - self.ahi), self.dlo, dhi + 1)
+        hi = np.clip(np.minimum(dhi, s - self.alo), self.dlo - 1, dhi)
+        return lo, np.maximum(hi, lo - 1)
+
+    def _pack(self, s, d, lo, hi):
+        mass = self.cum[hi - self.dlo + 1] - self.cum[lo - self.dlo]
+        cell = np.clip(d - self.dlo, 0, self.cum.size - 2)
+        with np.errstate(divide="ignore"):
+            log_cond = np.log(self.cum[cell + 1] - self.cum[cell]) - np.log(np.where(mass > 0, mass, 1.0))
+        ok = (mass > 0) & (d >= lo) & (d <= hi)
+        vals = np.empty((s.size, 2), dtype=np.int64)
+        vals[:, self.dpos], vals[:, 1 - self.dpos] = d, s - d
+        return vals, np.where(ok, log_cond, -np.inf)
+
+    def draw(self, sk: np.ndarray, u: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        s = self.smin + sk
+        lo, hi = self._range(s)
+        base, mass = self.cum[lo - self.dlo], self.cum[hi - self.dlo + 1] - self.cum[lo - self.dlo]
+        d = self.dlo + np.searchsorted(self.cum, base + u * mass, side="left") - 1
+        return self._pack(s, np.clip(d, lo, np.maximum(hi, lo)), lo, hi)
+
+    def lookup(self, vals: np.ndarray) -> np.ndarray:
+        s, d = vals.sum(axis=1), vals[:, self.dpos]
+        lo, hi = self._range(s)
+        return self._pack(s, d, lo, hi)[1]
+
 
 @attrs.frozen
 class Group:
@@ -99,6 +166,42 @@ def _tables(model):
     return out
 
 
+def _joint_standins(model, tables) -> list:
+    """Each block's joint term (a normaliser over the release's vectors, coupling its answers) as a
+    sum of per-answer functions, added to the answers' tables so that windows and proposal include it.
+
+    g_r(t) = joint(c0 with answer r's truth set to t) - joint(c0), c0 the released answers: the term's
+    first-order decomposition around the release (its cross effects cancel to first order on the
+    vectors that meet the public total). Evaluated on a grid around each answer's release (steps
+    1, 2, 3, 4, 6, 8, 12, ... each side, out to 0 and the total) and interpolated linearly between.
+    Only the proposal uses it: the weights keep the exact joint term."""
+    top = int(model.totals.sum())
+    out = []
+    for b, table in zip(model.blocks, tables):
+        joint = b.likelihood.joint
+        if joint is None:
+            out.append(table)
+            continue
+        r = table.shape[1]
+        c0 = np.clip(np.rint(np.asarray(b.likelihood.estimate, dtype=float)), 0, top).astype(np.int64)
+        steps = np.unique(np.concatenate([[0], np.floor(np.sqrt(2.0) ** np.arange(2 * int(np.log2(top + 1)) + 4))]))
+        steps = np.concatenate([-steps[::-1], steps[1:]]).astype(np.int64)
+        grids = [np.unique(np.clip(c0[i] + steps, 0, top)) for i in range(r)]
+        rows = np.repeat(np.arange(r), [g.size for g in grids])
+        truth = np.repeat(c0[None, :], rows.size + 1, axis=0)
+        truth[1 + np.arange(rows.size), rows] = np.concatenate(grids)
+        values = np.asarray(joint(truth), dtype=float)
+        if not np.all(np.isfinite(values)):
+            out.append(table)
+            continue
+        values = values[1:] - values[0]
+        t = np.arange(top + 1)
+        ends = np.cumsum([g.size for g in grids])
+        standin = np.column_stack([np.interp(t, g, values[e - g.size:e]) for g, e in zip(grids, ends)])
+        out.append(table + standin)
+    return out
+
+
 def _windows(table: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     peak = table.max(axis=0)
     inside = table >= (peak - WINDOW)[None, :]
@@ -120,6 +223,7 @@ def build(model, prior) -> tuple[Factorised | None, str]:
     tables = _tables(model)
     if tables is None:
         return None, "the public totals are too large to tabulate every answer's likelihood"
+    tables = _joint_standins(model, tables)
     links = sp.csr_matrix((k, k))
     rows_of = []  # (block, row, cells, lo, hi)
     for b, table in zip(model.blocks, tables):
@@ -158,7 +262,7 @@ def build(model, prior) -> tuple[Factorised | None, str]:
         comp = _component(cells, lo_c[cells], span, by_comp[j], prior.alpha)
         if isinstance(comp, str):
             return None, comp
-        enumerated += len(comp.values)
+        enumerated += comp.size
         if enumerated > MAX_ENUMERATED:
             return None, f"the components hold more than {MAX_ENUMERATED:,} values inside the answers' windows"
         comps.append(comp)
@@ -172,9 +276,48 @@ def build(model, prior) -> tuple[Factorised | None, str]:
     return Factorised(tuple(groups), k, n_comp), ""
 
 
-def _component(cells, lo, span, rows, alpha) -> Component | str:
+def _pair(cells, lo, span, rows, alpha) -> Pair | None:
+    """The component as a Pair when its structure allows (see Pair), else None."""
+    if cells.size != 2:
+        return None
+    single = {int(rc[0]) for _, _, rc, _, _ in rows if rc.size == 1}
+    flat = [i for i in range(2) if int(cells[i]) not in single and alpha[cells[i]] == 1]
+    if len(single) > 1 or not flat:
+        return None
+    ai = flat[0]
+    di = 1 - ai
+    dlo, dhi = int(lo[di]), int(lo[di] + span[di] - 1)
+    alo, ahi = int(lo[ai]), int(lo[ai] + span[ai] - 1)
+    d = np.arange(dlo, dhi + 1)
+    s = np.arange(alo + dlo, ahi + dhi + 1)
+    logh = _prior_logw(alpha, int(cells[di]), d)
+    logf = np.zeros(s.size)
+    for table, r, rc, lo_r, hi_r in rows:
+        if rc.size == 1:
+            logh = logh + table[d, r]
+        else:
+            logf = logf + np.where((s >= lo_r) & (s <= hi_r), table[np.minimum(s, table.shape[0] - 1), r], -np.inf)
+    top = logh.max()
+    if not np.isfinite(top):
+        return None
+    cum = np.concatenate([[0.0], np.cumsum(np.exp(logh - top))])
+    pair = Pair(cells, di, dlo, cum, alo, ahi, int(s[0]), np.zeros(0))
+    a, b = pair._range(s)
+    mass = cum[b - dlo + 1] - cum[a - dlo]
+    with np.errstate(divide="ignore"):
+        log_mass = np.where(mass > 0, logf + top + np.log(np.where(mass > 0, mass, 1.0)), -np.inf)
+    live = np.flatnonzero(np.isfinite(log_mass))
+    if live.size == 0:
+        return None
+    return attrs.evolve(pair, smin=int(s[live[0]]), log_mass=log_mass[live[0]:live[-1] + 1])
+
+
+def _component(cells, lo, span, rows, alpha) -> Component | Pair | str:
     """Enumerate a component's values inside every answer's window, cell after cell: a cell that
     completes an answer takes only the values that put the answer's truth in its window."""
+    pair = _pair(cells, lo, span, rows, alpha)
+    if pair is not None:
+        return pair
     rows = [(table, r, [int(c) for c in rcells], lo_r, hi_r) for table, r, rcells, lo_r, hi_r in rows]
     n_rows = {int(c): sum(int(c) in rc for _, _, rc, _, _ in rows) for c in cells}
     order = sorted(range(cells.size), key=lambda i: (-n_rows[int(cells[i])], int(span[i])))
@@ -312,19 +455,12 @@ def _walk(g: Group, n: int, rng, x: np.ndarray) -> np.ndarray:
                 logq[rows] += np.where(good, np.log(np.where(good, chosen, 1.0)) - np.log(np.where(good, tot, 1.0)), -np.inf)
             ok &= good
             sk = np.clip(s - c.smin, 0, sums.size - 1)
-            a, b = c.starts[sk], c.starts[sk + 1]
             if rng is not None:
-                u = 1.0 - rng.random(m)  # in (0, 1]; sum k's entries hold cum in (k, k + 1]
-                entry = np.clip(np.searchsorted(c.cum, sk + u, side="left"), a, np.maximum(b - 1, a))
-                x[rows.start + np.arange(m)[:, None], c.cells[None, :]] = c.values[entry]
-                logq[rows] += np.where(b > a, c.log_cond[entry], -np.inf)
+                vals, log_cond = c.draw(sk, 1.0 - rng.random(m))  # u in (0, 1]
+                x[rows.start + np.arange(m)[:, None], c.cells[None, :]] = vals
+                logq[rows] += log_cond
             else:
-                code = _codes(x[rows][:, c.cells], c.lo, c.span)
-                inbox = np.all((x[rows][:, c.cells] >= c.lo) & (x[rows][:, c.cells] < c.lo + c.span), axis=1)
-                at = np.clip(np.searchsorted(c.keys, code), 0, c.keys.size - 1)
-                found = inbox & (c.keys[at] == code)
-                entry = c.key_order[at]
-                logq[rows] += np.where(found, c.log_cond[entry], -np.inf)
+                logq[rows] += c.lookup(x[rows][:, c.cells])
             left = left - s
         logq[rows] = np.where(ok & (left == 0), logq[rows], -np.inf)
     return logq
