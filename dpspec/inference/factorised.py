@@ -66,12 +66,16 @@ class Pair:
     """A two-cell component whose answers are on the cells' sum s or on one cell d only, the other
     cell flat under the prior (concentration 1): its weight is f(s) h(d), so nothing is enumerated.
     m(s) = f(s) x (the mass of h on the d that fit s), and d given s is drawn from h on that range by
-    inverting its cumulative sum; a county's living and dead cases take O(total) memory, not O(total^2)."""
+    inverting its cumulative sum; a county's living and dead cases take O(total) memory, not O(total^2).
+    A range's mass is read from the cumulative sums from the left or from the right, whichever
+    subtracts less (a range in a far tail of h keeps its relative precision)."""
 
     cells: np.ndarray
     dpos: int  # the position in `cells` of the cell d
     dlo: int
-    cum: np.ndarray  # 0, then the cumulative sums of h(d) / max h on d = dlo..dhi
+    logh: np.ndarray  # log h(d) - max log h on d = dlo..dhi
+    cum: np.ndarray  # 0, then the cumulative sums of exp(logh) from the left
+    rcum: np.ndarray  # the sums from each d to dhi, then 0
     alo: int  # the other cell's range
     ahi: int
     smin: int
@@ -79,35 +83,41 @@ class Pair:
 
     @property
     def size(self) -> int:
-        return self.cum.size + self.log_mass.size
+        return 3 * self.logh.size + self.log_mass.size
 
     def _range(self, s):
-        dhi = self.dlo + self.cum.size - 2
-        lo = np.clip(np.maximum(self.dlo, s - self.ahi), self.dlo, dhi + 1)
-        hi = np.clip(np.minimum(dhi, s - self.alo), self.dlo - 1, dhi)
-        return lo, np.maximum(hi, lo - 1)
+        """Each sum's range of d (lo, hi: as indices into logh; hi < lo when empty), its mass, and
+        whether that mass is read from the left."""
+        n = self.logh.size
+        lo = np.clip(np.maximum(self.dlo, s - self.ahi) - self.dlo, 0, n)
+        hi = np.clip(np.minimum(self.dlo + n - 1, s - self.alo) - self.dlo, -1, n - 1)
+        hi = np.maximum(hi, lo - 1)
+        left = self.cum[lo] <= self.rcum[hi + 1]
+        mass = np.where(left, self.cum[hi + 1] - self.cum[lo], self.rcum[lo] - self.rcum[hi + 1])
+        return lo, hi, np.maximum(mass, 0.0), left
 
-    def _pack(self, s, d, lo, hi):
-        mass = self.cum[hi - self.dlo + 1] - self.cum[lo - self.dlo]
-        cell = np.clip(d - self.dlo, 0, self.cum.size - 2)
+    def _log_cond(self, i, lo, hi, mass):
         with np.errstate(divide="ignore"):
-            log_cond = np.log(self.cum[cell + 1] - self.cum[cell]) - np.log(np.where(mass > 0, mass, 1.0))
-        ok = (mass > 0) & (d >= lo) & (d <= hi)
+            out = self.logh[np.clip(i, 0, self.logh.size - 1)] - np.log(np.where(mass > 0, mass, 1.0))
+        return np.where((mass > 0) & (i >= lo) & (i <= hi), out, -np.inf)
+
+    def _values(self, s, d):
         vals = np.empty((s.size, 2), dtype=np.int64)
         vals[:, self.dpos], vals[:, 1 - self.dpos] = d, s - d
-        return vals, np.where(ok, log_cond, -np.inf)
+        return vals
 
     def draw(self, sk: np.ndarray, u: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         s = self.smin + sk
-        lo, hi = self._range(s)
-        base, mass = self.cum[lo - self.dlo], self.cum[hi - self.dlo + 1] - self.cum[lo - self.dlo]
-        d = self.dlo + np.searchsorted(self.cum, base + u * mass, side="left") - 1
-        return self._pack(s, np.clip(d, lo, np.maximum(hi, lo)), lo, hi)
+        lo, hi, mass, left = self._range(s)
+        from_left = np.searchsorted(self.cum, self.cum[lo] + u * mass, side="left") - 1
+        from_right = np.searchsorted(-self.rcum, -(self.rcum[hi + 1] + u * mass), side="right") - 1
+        i = np.clip(np.where(left, from_left, from_right), lo, np.maximum(hi, lo))
+        return self._values(s, self.dlo + i), self._log_cond(i, lo, hi, mass)
 
     def lookup(self, vals: np.ndarray) -> np.ndarray:
         s, d = vals.sum(axis=1), vals[:, self.dpos]
-        lo, hi = self._range(s)
-        return self._pack(s, d, lo, hi)[1]
+        lo, hi, mass, _ = self._range(s)
+        return self._log_cond(d - self.dlo, lo, hi, mass)
 
 
 @attrs.frozen
@@ -189,7 +199,8 @@ def _joint_standins(model, tables) -> list:
         grids = [np.unique(np.clip(c0[i] + steps, 0, top)) for i in range(r)]
         rows = np.repeat(np.arange(r), [g.size for g in grids])
         truth = np.repeat(c0[None, :], rows.size + 1, axis=0)
-        truth[1 + np.arange(rows.size), rows] = np.concatenate(grids)
+        moved = np.concatenate(grids)
+        truth[1 + np.arange(rows.size), rows] = moved
         values = np.asarray(joint(truth), dtype=float)
         if not np.all(np.isfinite(values)):
             out.append(table)
@@ -198,8 +209,29 @@ def _joint_standins(model, tables) -> list:
         t = np.arange(top + 1)
         ends = np.cumsum([g.size for g in grids])
         standin = np.column_stack([np.interp(t, g, values[e - g.size:e]) for g, e in zip(grids, ends)])
-        out.append(table + standin)
+        out.append(_level(table + standin, model))
     return out
+
+
+def _level(table: np.ndarray, model) -> np.ndarray:
+    """Subtract k t from every answer's column, k set so that the answers' modes sum to the public
+    total: on the vectors that meet it, k t changes every vector's weight by the same k N, so the
+    law is unchanged, but each answer's window is then placed where the total lets it lie."""
+    top = int(model.totals.sum())
+    t = np.arange(table.shape[0], dtype=float)[:, None]
+
+    def modes(k):
+        return int(np.argmax(table - k * t, axis=0).sum())
+
+    lo, hi = -1.0, 1.0
+    while modes(lo) < top and lo > -1e6:
+        lo *= 2
+    while modes(hi) > top and hi < 1e6:
+        hi *= 2
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if modes(mid) > top else (lo, mid)
+    return table - (lo + hi) / 2 * t
 
 
 def _windows(table: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -300,10 +332,11 @@ def _pair(cells, lo, span, rows, alpha) -> Pair | None:
     top = logh.max()
     if not np.isfinite(top):
         return None
-    cum = np.concatenate([[0.0], np.cumsum(np.exp(logh - top))])
-    pair = Pair(cells, di, dlo, cum, alo, ahi, int(s[0]), np.zeros(0))
-    a, b = pair._range(s)
-    mass = cum[b - dlo + 1] - cum[a - dlo]
+    h = np.exp(logh - top)
+    cum = np.concatenate([[0.0], np.cumsum(h)])
+    rcum = np.concatenate([np.cumsum(h[::-1])[::-1], [0.0]])
+    pair = Pair(cells, di, dlo, logh - top, cum, rcum, alo, ahi, int(s[0]), np.zeros(0))
+    mass = pair._range(s)[2]
     with np.errstate(divide="ignore"):
         log_mass = np.where(mass > 0, logf + top + np.log(np.where(mass > 0, mass, 1.0)), -np.inf)
     live = np.flatnonzero(np.isfinite(log_mass))
@@ -395,6 +428,8 @@ def _codes(values, lo, span) -> np.ndarray:
 def _filter(total: int, parts: tuple) -> Group | None:
     """Forward filtering: F_j(R) = Σ_s m_j(s) F_{j-1}(R - s), kept on the sums that can still meet
     the total; each F_j rescaled to its largest value (log scale carried)."""
+    kappa = _saddle(total, parts)
+    logm = [c.log_mass - kappa * np.arange(c.smin, c.smin + c.log_mass.size) for c in parts]
     smins = np.array([c.smin for c in parts], dtype=np.int64)
     smaxs = np.array([c.smin + c.log_mass.size - 1 for c in parts], dtype=np.int64)
     after_min = np.concatenate([np.cumsum(smins[::-1])[::-1][1:], [0]])
@@ -403,8 +438,8 @@ def _filter(total: int, parts: tuple) -> Group | None:
     forward = []
     for j, c in enumerate(parts):
         forward.append((offset, values))
-        top = float(c.log_mass.max())
-        m = np.exp(c.log_mass - top)
+        top = float(logm[j].max())
+        m = np.exp(logm[j] - top)
         conv = _convolve(values, m)
         new_off = offset + c.smin
         lo = max(new_off, total - int(after_max[j]))
@@ -418,8 +453,39 @@ def _filter(total: int, parts: tuple) -> Group | None:
         values, offset, log_scale = conv / peak, lo, log_scale + top + np.log(peak)
     if not (offset <= total < offset + values.size) or values[total - offset] <= 0:
         return None
-    linear = tuple(np.exp(c.log_mass - c.log_mass.max()) for c in parts)
-    return Group(total, parts, tuple(forward), linear, log_scale + float(np.log(values[total - offset])))
+    linear = tuple(np.exp(lm - lm.max()) for lm in logm)
+    log_norm = log_scale + float(np.log(values[total - offset])) + kappa * total
+    return Group(total, parts, tuple(forward), linear, log_norm)
+
+
+def _saddle(total: int, parts: tuple) -> float:
+    """The tilt k under which the components' sums, each weighted m_j(s) e^(-k s), have means adding
+    up to the total. On the sums that meet the total e^(-k s) multiplies every vector by e^(-k total),
+    so the law is unchanged; the forward tables are then largest near the total, not 10^-300 below
+    their peak there (where the transforms' rounding would leave nothing)."""
+    if len(parts) < 2:
+        return 0.0
+
+    width = max(c.log_mass.size for c in parts)
+    logm = np.full((len(parts), width), -np.inf)
+    for j, c in enumerate(parts):
+        logm[j, :c.log_mass.size] = c.log_mass
+    s = np.array([c.smin for c in parts], dtype=float)[:, None] + np.arange(width)[None, :]
+
+    def means(k):
+        lw = logm - k * s
+        p = np.exp(lw - lw.max(axis=1, keepdims=True))
+        return float(((p * s).sum(axis=1) / p.sum(axis=1)).sum())
+
+    lo, hi = -1.0, 1.0
+    while means(lo) < total and lo > -1e3:
+        lo *= 2
+    while means(hi) > total and hi < 1e3:
+        hi *= 2
+    for _ in range(50):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if means(mid) > total else (lo, mid)
+    return (lo + hi) / 2
 
 
 def _walk(g: Group, n: int, rng, x: np.ndarray) -> np.ndarray:
