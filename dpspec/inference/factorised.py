@@ -201,15 +201,24 @@ def _joint_standins(model, tables) -> list:
         truth = np.repeat(c0[None, :], rows.size + 1, axis=0)
         moved = np.concatenate(grids)
         truth[1 + np.arange(rows.size), rows] = moved
-        values = np.asarray(joint(truth), dtype=float)
-        if not np.all(np.isfinite(values)):
+        from dpspec.errors import DpspecError
+
+        try:
+            values = np.asarray(joint(truth), dtype=float)
+        except DpspecError:  # a vector far off the release the term cannot evaluate: no stand-in
+            values = np.full(1, np.nan)
+        if not np.isfinite(values[0]):
             out.append(table)
             continue
         values = values[1:] - values[0]
         t = np.arange(top + 1)
         ends = np.cumsum([g.size for g in grids])
-        standin = np.column_stack([np.interp(t, g, values[e - g.size:e]) for g, e in zip(grids, ends)])
-        out.append(_level(table + standin, model))
+        columns = []
+        for g, e in zip(grids, ends):
+            v = values[e - g.size:e]
+            ok = np.isfinite(v)  # -inf or NaN: interpolated over, flat beyond the last finite value
+            columns.append(np.interp(t, g[ok], v[ok]) if ok.any() else np.zeros(t.size))
+        out.append(_level(table + np.column_stack(columns), model))
     return out
 
 
