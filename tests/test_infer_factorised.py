@@ -37,6 +37,18 @@ def _model(spec_path, out):
     return model, make_prior(None, model)
 
 
+def _recorded_law_is_drawn(fac, model, x):
+    """The recorded law sums to 1 over every table of the total and the draws x follow it."""
+    tables = np.array(list(period._compositions(int(model.totals[0]), model.n_cells)))
+    q = np.exp(fac.logpmf(tables))
+    assert q.sum() == pytest.approx(1.0, abs=1e-9)
+    seen = pd.Series(map(tuple, x)).value_counts()
+    for t, p in zip(map(tuple, tables), q):
+        if p > 0.01:
+            assert abs(seen.get(t, 0) / len(x) - p) <= 4 * math.sqrt(p * (1 - p) / len(x)) + 1e-9, t
+    return tables, q
+
+
 def test_the_factorised_proposal_records_the_probability_of_what_it_draws(tmp_path):
     from dpspec.inference.factorised import build
     from dpspec.run.compiler import make_rng
@@ -48,13 +60,7 @@ def test_the_factorised_proposal_records_the_probability_of_what_it_draws(tmp_pa
     assert np.all(x.sum(axis=1) == model.totals[0]) and np.all(x >= 0)
     assert np.allclose(fac.logpmf(x), logq)  # evaluating a draw retraces the walk that drew it
     # the recorded law is a law (sums to 1 over every table of the total), and the draws follow it
-    tables = np.array(list(period._compositions(int(model.totals[0]), model.n_cells)))
-    q = np.exp(fac.logpmf(tables))
-    assert q.sum() == pytest.approx(1.0, abs=1e-9)
-    seen = pd.Series(map(tuple, x)).value_counts()
-    for t, p in zip(map(tuple, tables), q):
-        if p > 0.01:
-            assert abs(seen.get(t, 0) / len(x) - p) <= 4 * math.sqrt(p * (1 - p) / len(x)) + 1e-9, t
+    tables, q = _recorded_law_is_drawn(fac, model, x)
     # inside the windows it is the posterior itself: prior x likelihood / q is constant there
     from dpspec.inference.sampler import _target
 
@@ -148,13 +154,7 @@ def test_a_prior_base_proposal_with_the_joint_stand_in_records_the_law_it_draws(
     x, logq = fac.sample(20_000, make_rng(2))
     assert np.all(x.sum(axis=1) == model.totals[0]) and np.all(x >= 0)
     assert np.allclose(fac.logpmf(x), logq)
-    tables = np.array(list(period._compositions(int(model.totals[0]), model.n_cells)))
-    q = np.exp(fac.logpmf(tables))
-    assert q.sum() == pytest.approx(1.0, abs=1e-9)
-    seen = pd.Series(map(tuple, x)).value_counts()
-    for t, p in zip(map(tuple, tables), q):
-        if p > 0.01:
-            assert abs(seen.get(t, 0) / len(x) - p) <= 4 * math.sqrt(p * (1 - p) / len(x)) + 1e-9, t
+    tables, q = _recorded_law_is_drawn(fac, model, x)
     monkeypatch.setattr(factorised, "_pair", lambda *a: None)  # every component enumerated instead
     enumerated, _ = factorised.build(model, prior)
     assert not any(isinstance(c, factorised.Pair) for g in enumerated.groups for c in g.parts)

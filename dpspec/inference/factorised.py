@@ -232,15 +232,20 @@ def _level(table: np.ndarray, model) -> np.ndarray:
     def modes(k):
         return int(np.argmax(table - k * t, axis=0).sum())
 
+    return table - _crossing(modes, top) * t
+
+
+def _crossing(f, target: float, limit: float = 1e6) -> float:
+    """The k where a function falling in k crosses target (bracketed by doubling, then bisection)."""
     lo, hi = -1.0, 1.0
-    while modes(lo) < top and lo > -1e6:
+    while f(lo) < target and lo > -limit:
         lo *= 2
-    while modes(hi) > top and hi < 1e6:
+    while f(hi) > target and hi < limit:
         hi *= 2
     for _ in range(60):
         mid = (lo + hi) / 2
-        lo, hi = (mid, hi) if modes(mid) > top else (lo, mid)
-    return table - (lo + hi) / 2 * t
+        lo, hi = (mid, hi) if f(mid) > target else (lo, mid)
+    return (lo + hi) / 2
 
 
 def _windows(table: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -486,15 +491,7 @@ def _saddle(total: int, parts: tuple) -> float:
         p = np.exp(lw - lw.max(axis=1, keepdims=True))
         return float(((p * s).sum(axis=1) / p.sum(axis=1)).sum())
 
-    lo, hi = -1.0, 1.0
-    while means(lo) < total and lo > -1e3:
-        lo *= 2
-    while means(hi) > total and hi < 1e3:
-        hi *= 2
-    for _ in range(50):
-        mid = (lo + hi) / 2
-        lo, hi = (mid, hi) if means(mid) > total else (lo, mid)
-    return (lo + hi) / 2
+    return _crossing(means, total, limit=1e3)
 
 
 def _walk(g: Group, n: int, rng, x: np.ndarray) -> np.ndarray:
