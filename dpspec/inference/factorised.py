@@ -42,6 +42,83 @@ class Component:
     smin: int
     log_mass: np.ndarray  # log m_j(s), s = smin..smax
 
+    @property
+    def size(self) -> int:
+        return len(self.values)
+
+    def draw(self, sk: np.ndarray, u: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Values given each draw's sum smin + sk (u in (0, 1]) and their log conditional probabilities."""
+        a, b = self.starts[sk], self.starts[sk + 1]
+        entry = np.clip(np.searchsorted(self.cum, sk + u, side="left"), a, np.maximum(b - 1, a))
+        return self.values[entry], np.where(b > a, self.log_cond[entry], -np.inf)
+
+    def lookup(self, vals: np.ndarray) -> np.ndarray:
+        """log P(values | their sum) for rows of the component's values (-inf outside the windows)."""
+        code = _codes(vals, self.lo, self.span)
+        inbox = np.all((vals >= self.lo) & (vals < self.lo + self.span), axis=1)
+        at = np.clip(np.searchsorted(self.keys, code), 0, self.keys.size - 1)
+        found = inbox & (self.keys[at] == code)
+        return np.where(found, self.log_cond[self.key_order[at]], -np.inf)
+
+
+@attrs.frozen
+class Pair:
+    """A two-cell component whose answers are on the cells' sum s or on one cell d only, the other
+    cell flat under the prior (concentration 1): its weight is f(s) h(d), so nothing is enumerated.
+    m(s) = f(s) x (the mass of h on the d that fit s), and d given s is drawn from h on that range by
+    inverting its cumulative sum; a county's living and dead cases take O(total) memory, not O(total^2).
+    A range's mass is read from the cumulative sums from the left or from the right, whichever
+    subtracts less (a range in a far tail of h keeps its relative precision)."""
+
+    cells: np.ndarray
+    dpos: int  # the position in `cells` of the cell d
+    dlo: int
+    logh: np.ndarray  # log h(d) - max log h on d = dlo..dhi
+    cum: np.ndarray  # 0, then the cumulative sums of exp(logh) from the left
+    rcum: np.ndarray  # the sums from each d to dhi, then 0
+    alo: int  # the other cell's range
+    ahi: int
+    smin: int
+    log_mass: np.ndarray
+
+    @property
+    def size(self) -> int:
+        return 3 * self.logh.size + self.log_mass.size
+
+    def _range(self, s):
+        """Each sum's range of d (lo, hi: as indices into logh; hi < lo when empty), its mass, and
+        whether that mass is read from the left."""
+        n = self.logh.size
+        lo = np.clip(np.maximum(self.dlo, s - self.ahi) - self.dlo, 0, n)
+        hi = np.clip(np.minimum(self.dlo + n - 1, s - self.alo) - self.dlo, -1, n - 1)
+        hi = np.maximum(hi, lo - 1)
+        left = self.cum[lo] <= self.rcum[hi + 1]
+        mass = np.where(left, self.cum[hi + 1] - self.cum[lo], self.rcum[lo] - self.rcum[hi + 1])
+        return lo, hi, np.maximum(mass, 0.0), left
+
+    def _log_cond(self, i, lo, hi, mass):
+        with np.errstate(divide="ignore"):
+            out = self.logh[np.clip(i, 0, self.logh.size - 1)] - np.log(np.where(mass > 0, mass, 1.0))
+        return np.where((mass > 0) & (i >= lo) & (i <= hi), out, -np.inf)
+
+    def _values(self, s, d):
+        vals = np.empty((s.size, 2), dtype=np.int64)
+        vals[:, self.dpos], vals[:, 1 - self.dpos] = d, s - d
+        return vals
+
+    def draw(self, sk: np.ndarray, u: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        s = self.smin + sk
+        lo, hi, mass, left = self._range(s)
+        from_left = np.searchsorted(self.cum, self.cum[lo] + u * mass, side="left") - 1
+        from_right = np.searchsorted(-self.rcum, -(self.rcum[hi + 1] + u * mass), side="right") - 1
+        i = np.clip(np.where(left, from_left, from_right), lo, np.maximum(hi, lo))
+        return self._values(s, self.dlo + i), self._log_cond(i, lo, hi, mass)
+
+    def lookup(self, vals: np.ndarray) -> np.ndarray:
+        s, d = vals.sum(axis=1), vals[:, self.dpos]
+        lo, hi, mass, _ = self._range(s)
+        return self._log_cond(d - self.dlo, lo, hi, mass)
+
 
 @attrs.frozen
 class Group:
@@ -99,6 +176,78 @@ def _tables(model):
     return out
 
 
+def _joint_standins(model, tables) -> list:
+    """Each block's joint term (a normaliser over the release's vectors, coupling its answers) as a
+    sum of per-answer functions, added to the answers' tables so that windows and proposal include it.
+
+    g_r(t) = joint(c0 with answer r's truth set to t) - joint(c0), c0 the released answers: the term's
+    first-order decomposition around the release (its cross effects cancel to first order on the
+    vectors that meet the public total). Evaluated on a grid around each answer's release (steps
+    1, 2, 3, 4, 6, 8, 12, ... each side, out to 0 and the total) and interpolated linearly between.
+    Only the proposal uses it: the weights keep the exact joint term."""
+    top = int(model.totals.sum())
+    out = []
+    for b, table in zip(model.blocks, tables):
+        joint = b.likelihood.joint
+        if joint is None:
+            out.append(table)
+            continue
+        r = table.shape[1]
+        c0 = np.clip(np.rint(np.asarray(b.likelihood.estimate, dtype=float)), 0, top).astype(np.int64)
+        steps = np.unique(np.concatenate([[0], np.floor(np.sqrt(2.0) ** np.arange(2 * int(np.log2(top + 1)) + 4))]))
+        steps = np.concatenate([-steps[::-1], steps[1:]]).astype(np.int64)
+        grids = [np.unique(np.clip(c0[i] + steps, 0, top)) for i in range(r)]
+        rows = np.repeat(np.arange(r), [g.size for g in grids])
+        truth = np.repeat(c0[None, :], rows.size + 1, axis=0)
+        moved = np.concatenate(grids)
+        truth[1 + np.arange(rows.size), rows] = moved
+        from dpspec.errors import DpspecError
+
+        try:
+            values = np.asarray(joint(truth), dtype=float)
+        except DpspecError:  # a vector far off the release the term cannot evaluate: no stand-in
+            values = np.full(1, np.nan)
+        if not np.isfinite(values[0]):
+            out.append(table)
+            continue
+        values = values[1:] - values[0]
+        t = np.arange(top + 1)
+        ends = np.cumsum([g.size for g in grids])
+        columns = []
+        for g, e in zip(grids, ends):
+            v = values[e - g.size:e]
+            ok = np.isfinite(v)  # -inf or NaN: interpolated over, flat beyond the last finite value
+            columns.append(np.interp(t, g[ok], v[ok]) if ok.any() else np.zeros(t.size))
+        out.append(_level(table + np.column_stack(columns), model))
+    return out
+
+
+def _level(table: np.ndarray, model) -> np.ndarray:
+    """Subtract k t from every answer's column, k set so that the answers' modes sum to the public
+    total: on the vectors that meet it, k t changes every vector's weight by the same k N, so the
+    law is unchanged, but each answer's window is then placed where the total lets it lie."""
+    top = int(model.totals.sum())
+    t = np.arange(table.shape[0], dtype=float)[:, None]
+
+    def modes(k):
+        return int(np.argmax(table - k * t, axis=0).sum())
+
+    return table - _crossing(modes, top) * t
+
+
+def _crossing(f, target: float, limit: float = 1e6) -> float:
+    """The k where a function falling in k crosses target (bracketed by doubling, then bisection)."""
+    lo, hi = -1.0, 1.0
+    while f(lo) < target and lo > -limit:
+        lo *= 2
+    while f(hi) > target and hi < limit:
+        hi *= 2
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if f(mid) > target else (lo, mid)
+    return (lo + hi) / 2
+
+
 def _windows(table: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     peak = table.max(axis=0)
     inside = table >= (peak - WINDOW)[None, :]
@@ -120,6 +269,7 @@ def build(model, prior) -> tuple[Factorised | None, str]:
     tables = _tables(model)
     if tables is None:
         return None, "the public totals are too large to tabulate every answer's likelihood"
+    tables = _joint_standins(model, tables)
     links = sp.csr_matrix((k, k))
     rows_of = []  # (block, row, cells, lo, hi)
     for b, table in zip(model.blocks, tables):
@@ -158,7 +308,7 @@ def build(model, prior) -> tuple[Factorised | None, str]:
         comp = _component(cells, lo_c[cells], span, by_comp[j], prior.alpha)
         if isinstance(comp, str):
             return None, comp
-        enumerated += len(comp.values)
+        enumerated += comp.size
         if enumerated > MAX_ENUMERATED:
             return None, f"the components hold more than {MAX_ENUMERATED:,} values inside the answers' windows"
         comps.append(comp)
@@ -172,9 +322,49 @@ def build(model, prior) -> tuple[Factorised | None, str]:
     return Factorised(tuple(groups), k, n_comp), ""
 
 
-def _component(cells, lo, span, rows, alpha) -> Component | str:
+def _pair(cells, lo, span, rows, alpha) -> Pair | None:
+    """The component as a Pair when its structure allows (see Pair), else None."""
+    if cells.size != 2:
+        return None
+    single = {int(rc[0]) for _, _, rc, _, _ in rows if rc.size == 1}
+    flat = [i for i in range(2) if int(cells[i]) not in single and alpha[cells[i]] == 1]
+    if len(single) > 1 or not flat:
+        return None
+    ai = flat[0]
+    di = 1 - ai
+    dlo, dhi = int(lo[di]), int(lo[di] + span[di] - 1)
+    alo, ahi = int(lo[ai]), int(lo[ai] + span[ai] - 1)
+    d = np.arange(dlo, dhi + 1)
+    s = np.arange(alo + dlo, ahi + dhi + 1)
+    logh = _prior_logw(alpha, int(cells[di]), d)
+    logf = np.zeros(s.size)
+    for table, r, rc, lo_r, hi_r in rows:
+        if rc.size == 1:
+            logh = logh + table[d, r]
+        else:
+            logf = logf + np.where((s >= lo_r) & (s <= hi_r), table[np.minimum(s, table.shape[0] - 1), r], -np.inf)
+    top = logh.max()
+    if not np.isfinite(top):
+        return None
+    h = np.exp(logh - top)
+    cum = np.concatenate([[0.0], np.cumsum(h)])
+    rcum = np.concatenate([np.cumsum(h[::-1])[::-1], [0.0]])
+    pair = Pair(cells, di, dlo, logh - top, cum, rcum, alo, ahi, int(s[0]), np.zeros(0))
+    mass = pair._range(s)[2]
+    with np.errstate(divide="ignore"):
+        log_mass = np.where(mass > 0, logf + top + np.log(np.where(mass > 0, mass, 1.0)), -np.inf)
+    live = np.flatnonzero(np.isfinite(log_mass))
+    if live.size == 0:
+        return None
+    return attrs.evolve(pair, smin=int(s[live[0]]), log_mass=log_mass[live[0]:live[-1] + 1])
+
+
+def _component(cells, lo, span, rows, alpha) -> Component | Pair | str:
     """Enumerate a component's values inside every answer's window, cell after cell: a cell that
     completes an answer takes only the values that put the answer's truth in its window."""
+    pair = _pair(cells, lo, span, rows, alpha)
+    if pair is not None:
+        return pair
     rows = [(table, r, [int(c) for c in rcells], lo_r, hi_r) for table, r, rcells, lo_r, hi_r in rows]
     n_rows = {int(c): sum(int(c) in rc for _, _, rc, _, _ in rows) for c in cells}
     order = sorted(range(cells.size), key=lambda i: (-n_rows[int(cells[i])], int(span[i])))
@@ -252,6 +442,8 @@ def _codes(values, lo, span) -> np.ndarray:
 def _filter(total: int, parts: tuple) -> Group | None:
     """Forward filtering: F_j(R) = Σ_s m_j(s) F_{j-1}(R - s), kept on the sums that can still meet
     the total; each F_j rescaled to its largest value (log scale carried)."""
+    kappa = _saddle(total, parts)
+    logm = [c.log_mass - kappa * np.arange(c.smin, c.smin + c.log_mass.size) for c in parts]
     smins = np.array([c.smin for c in parts], dtype=np.int64)
     smaxs = np.array([c.smin + c.log_mass.size - 1 for c in parts], dtype=np.int64)
     after_min = np.concatenate([np.cumsum(smins[::-1])[::-1][1:], [0]])
@@ -260,8 +452,8 @@ def _filter(total: int, parts: tuple) -> Group | None:
     forward = []
     for j, c in enumerate(parts):
         forward.append((offset, values))
-        top = float(c.log_mass.max())
-        m = np.exp(c.log_mass - top)
+        top = float(logm[j].max())
+        m = np.exp(logm[j] - top)
         conv = _convolve(values, m)
         new_off = offset + c.smin
         lo = max(new_off, total - int(after_max[j]))
@@ -275,8 +467,31 @@ def _filter(total: int, parts: tuple) -> Group | None:
         values, offset, log_scale = conv / peak, lo, log_scale + top + np.log(peak)
     if not (offset <= total < offset + values.size) or values[total - offset] <= 0:
         return None
-    linear = tuple(np.exp(c.log_mass - c.log_mass.max()) for c in parts)
-    return Group(total, parts, tuple(forward), linear, log_scale + float(np.log(values[total - offset])))
+    linear = tuple(np.exp(lm - lm.max()) for lm in logm)
+    log_norm = log_scale + float(np.log(values[total - offset])) + kappa * total
+    return Group(total, parts, tuple(forward), linear, log_norm)
+
+
+def _saddle(total: int, parts: tuple) -> float:
+    """The tilt k under which the components' sums, each weighted m_j(s) e^(-k s), have means adding
+    up to the total. On the sums that meet the total e^(-k s) multiplies every vector by e^(-k total),
+    so the law is unchanged; the forward tables are then largest near the total, not 10^-300 below
+    their peak there (where the transforms' rounding would leave nothing)."""
+    if len(parts) < 2:
+        return 0.0
+
+    width = max(c.log_mass.size for c in parts)
+    logm = np.full((len(parts), width), -np.inf)
+    for j, c in enumerate(parts):
+        logm[j, :c.log_mass.size] = c.log_mass
+    s = np.array([c.smin for c in parts], dtype=float)[:, None] + np.arange(width)[None, :]
+
+    def means(k):
+        lw = logm - k * s
+        p = np.exp(lw - lw.max(axis=1, keepdims=True))
+        return float(((p * s).sum(axis=1) / p.sum(axis=1)).sum())
+
+    return _crossing(means, total, limit=1e3)
 
 
 def _walk(g: Group, n: int, rng, x: np.ndarray) -> np.ndarray:
@@ -312,19 +527,12 @@ def _walk(g: Group, n: int, rng, x: np.ndarray) -> np.ndarray:
                 logq[rows] += np.where(good, np.log(np.where(good, chosen, 1.0)) - np.log(np.where(good, tot, 1.0)), -np.inf)
             ok &= good
             sk = np.clip(s - c.smin, 0, sums.size - 1)
-            a, b = c.starts[sk], c.starts[sk + 1]
             if rng is not None:
-                u = 1.0 - rng.random(m)  # in (0, 1]; sum k's entries hold cum in (k, k + 1]
-                entry = np.clip(np.searchsorted(c.cum, sk + u, side="left"), a, np.maximum(b - 1, a))
-                x[rows.start + np.arange(m)[:, None], c.cells[None, :]] = c.values[entry]
-                logq[rows] += np.where(b > a, c.log_cond[entry], -np.inf)
+                vals, log_cond = c.draw(sk, 1.0 - rng.random(m))  # u in (0, 1]
+                x[rows.start + np.arange(m)[:, None], c.cells[None, :]] = vals
+                logq[rows] += log_cond
             else:
-                code = _codes(x[rows][:, c.cells], c.lo, c.span)
-                inbox = np.all((x[rows][:, c.cells] >= c.lo) & (x[rows][:, c.cells] < c.lo + c.span), axis=1)
-                at = np.clip(np.searchsorted(c.keys, code), 0, c.keys.size - 1)
-                found = inbox & (c.keys[at] == code)
-                entry = c.key_order[at]
-                logq[rows] += np.where(found, c.log_cond[entry], -np.inf)
+                logq[rows] += c.lookup(x[rows][:, c.cells])
             left = left - s
         logq[rows] = np.where(ok & (left == 0), logq[rows], -np.inf)
     return logq
