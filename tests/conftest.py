@@ -175,3 +175,14 @@ def beside(folder, name: str = "out"):
     """A path next to `folder`, not inside it: a compile refuses to write inside a folder that
     holds one of its inputs, and tests keep their inputs in tmp_path."""
     return folder.parent / f"{folder.name}-{name}"
+
+
+def edited_spec(text: str, name: str, replace: dict | None = None):
+    """The spec `text` parsed after each `old -> new` edit, every `old` required to be present
+    (an edit that silently misses would test the unedited spec)."""
+    from dpspec.language.parser import parse
+
+    for old, new in (replace or {}).items():
+        assert old in text, old
+        text = text.replace(old, new)
+    return parse(text, name)

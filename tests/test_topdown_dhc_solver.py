@@ -332,13 +332,9 @@ release {
 
 
 def _joint_spec(replace=None):
-    from dpspec.language.parser import parse
+    from tests.conftest import edited_spec
 
-    text = JOINT_SPEC
-    for old, new in (replace or {}).items():
-        assert old in text, old
-        text = text.replace(old, new)
-    return parse(text, "joint.dps")
+    return edited_spec(JOINT_SPEC, "joint.dps", replace)
 
 
 def test_joint_spec_checks_and_its_budget_lists_both_tables_queries():

@@ -9,8 +9,8 @@ import pytest
 
 from dpspec.check.checker import check
 from dpspec.errors import DataError, SpecError
-from dpspec.language.parser import parse
 
+from tests.conftest import edited_spec
 from tests.test_topdown_dhc_solver import JOINT_SPEC  # noqa: E402
 
 SPEC = (JOINT_SPEC.replace("solved jointly", "solved jointly, with zeros")
@@ -21,11 +21,7 @@ SPEC = (JOINT_SPEC.replace("solved jointly", "solved jointly, with zeros")
 
 
 def _spec(replace=None):
-    text = SPEC
-    for old, new in (replace or {}).items():
-        assert old in text, old
-        text = text.replace(old, new)
-    return parse(text, "zeros.dps")
+    return edited_spec(SPEC, "zeros.dps", replace)
 
 
 def test_joint_zeros_check_and_name_their_cells():

@@ -15,18 +15,14 @@ from dpspec.cli.main import main
 from dpspec.run.compiler import compile_spec
 from dpspec.errors import DataError, SpecError
 from dpspec.language.parser import parse, read_source
-from tests.conftest import SPECS
+from tests.conftest import SPECS, edited_spec
 
 PL94 = os.path.join(SPECS, "pl94_production_topdown.dps")
 ACS = os.path.join(SPECS, "acs_national_topdown.dps")
 
 
 def _spec(path, replace=None):
-    text = read_source(path)
-    for old, new in (replace or {}).items():
-        assert old in text, old
-        text = text.replace(old, new)
-    return parse(text, path)
+    return edited_spec(read_source(path), path, replace)
 
 
 def test_production_allocation_budget():
