@@ -160,10 +160,23 @@ def _as_text(series: pd.Series) -> pd.Series:
     return series.astype(str).where(series.notna(), None)
 
 
+def _arrow_codes(text: pd.Series, values: list[str]) -> np.ndarray | None:
+    """Each value's position in `values` (-1 outside the set or missing), for Arrow-backed text;
+    None for any other dtype. Converting Arrow strings to Python objects dominated the load."""
+    dtype = text.dtype
+    if not (isinstance(dtype, pd.StringDtype) and dtype.storage == "pyarrow"):
+        return None
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    arr = pa.array(text.array)
+    return pc.index_in(arr, value_set=pa.array(values, type=arr.type)).fill_null(-1).to_numpy(zero_copy_only=False)
+
+
 def _validate_column(col: ir.Column, series: pd.Series, problems: _Problems) -> pd.Series:
     ty = col.type
     missing = series.isna().to_numpy()
-    if not col.nullable:
+    if not col.nullable and missing.any():  # the object copy only when there is something to show
         problems.add(col.name, "missing values where none are allowed", missing, series.astype(object).where(~missing, "<empty>"))
     present = ~missing
     if ty.kind == "int":
@@ -189,6 +202,11 @@ def _validate_column(col: ir.Column, series: pd.Series, problems: _Problems) -> 
         return pd.Series(is_true, index=series.index) if not col.nullable else pd.Series(np.where(missing, None, is_true), index=series.index, dtype="boolean")
     text = _as_text(series)
     if ty.kind == "enum":
+        codes = _arrow_codes(text, list(ty.values))
+        if codes is not None:  # text read by the CSV parser: codes in one vectorized pass, no object copy
+            outside = present & (codes < 0)
+            problems.add(col.name, f"values outside {{{', '.join(ty.values)}}}", outside, series)
+            return pd.Categorical.from_codes(codes, categories=list(ty.values))
         allowed = set(ty.values)
         outside = present & ~text.isin(allowed).to_numpy()
         problems.add(col.name, f"values outside {{{', '.join(ty.values)}}}", outside, series)
