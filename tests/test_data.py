@@ -91,3 +91,23 @@ def test_inputs_are_not_modified(small_spec):
     before = (small_spec.parent / "people.csv").read_bytes()
     _load(small_spec)
     assert (small_spec.parent / "people.csv").read_bytes() == before
+
+
+def test_enum_codes_from_arrow_text_match_the_object_path(small_spec):
+    """Arrow-backed text (what the CSV parser gives) is coded by pyarrow; the result and the
+    DataError lines must equal those of the generic path on the same values as objects."""
+    from dpspec.check.data import _arrow_codes, _Problems, _validate_column
+
+    spec = parse(read_source(str(small_spec)), str(small_spec))
+    col = next(c for c in spec.domain.table("people").columns if c.name == "status")
+    raw = ["single", None, "N", " married", "widowed", "married", "n", "", "single"] * 3
+    assert _arrow_codes(pd.Series(raw, dtype="str"), ["N"]) is not None  # the fast path is taken
+    assert _arrow_codes(pd.Series(raw, dtype=object), ["N"]) is None
+    results, lines = [], []
+    for series in (pd.Series(raw, dtype="str"), pd.Series(raw, dtype=object)):
+        problems = _Problems("p.csv", "people")
+        results.append(_validate_column(col, series, problems))
+        lines.append(problems.lines)
+    pd.testing.assert_extension_array_equal(pd.array(results[0]), pd.array(results[1]))
+    assert results[0].dtype == results[1].dtype and list(results[0].categories) == ["single", "married", "N"]
+    assert lines[0] == lines[1] and len(lines[0]) == 2  # the missing values and the values outside the set

@@ -112,8 +112,12 @@ def check_csv_stream(where: str, stream, digest=None) -> None:
             digest.update(block)
         arr = np.frombuffer(block, dtype=np.uint8)
         is_quote = arr == 34
-        before = quotes + np.cumsum(is_quote, dtype=np.int64) - is_quote  # quotes before each byte
-        ends = np.flatnonzero((arr == 10) & (before % 2 == 0)) + total
+        in_block = int(np.count_nonzero(is_quote))
+        if in_block:
+            before = quotes + np.cumsum(is_quote, dtype=np.int64) - is_quote  # quotes before each byte
+            ends = np.flatnonzero((arr == 10) & (before % 2 == 0)) + total
+        else:  # no quote in the block (the common case): every newline ends a record, or none does
+            ends = np.flatnonzero(arr == 10) + total if quotes % 2 == 0 else np.empty(0, dtype=np.int64)
         if len(ends):
             lengths = np.diff(ends, prepend=start - 1)  # each record with its newline
             if lengths.max() > MAX_RECORD_BYTES:
@@ -122,7 +126,7 @@ def check_csv_stream(where: str, stream, digest=None) -> None:
                 raise DataError(f"{where}: the record starting at byte {first:,} is {int(lengths[k]):,} bytes long, "
                                 f"more than the {MAX_RECORD_BYTES:,} a CSV record may hold; nothing was read")
             start = int(ends[-1]) + 1
-        quotes += int(is_quote.sum())
+        quotes += in_block
         total += len(arr)
         if total - start > MAX_RECORD_BYTES:
             raise DataError(f"{where}: the record starting at byte {start:,} is more than {MAX_RECORD_BYTES:,} bytes "
