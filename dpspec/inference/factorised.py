@@ -19,7 +19,8 @@ import attrs
 import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.csgraph import connected_components
-from scipy.special import gammaln
+
+from .prior import cell_log_weight
 
 WINDOW = 20.0  # an answer's truths kept: log-likelihood within this of the answer's largest
 MAX_TABLE = 12_000_000  # answers x (sum of the totals + 1) log-likelihoods tabulated (96 MB)
@@ -266,13 +267,6 @@ def _windows(table: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return lo, hi
 
 
-def _prior_logw(alpha: np.ndarray, cell: int, values: np.ndarray) -> np.ndarray:
-    a = alpha[cell]
-    if a == 0:
-        return np.where(values == 0, 0.0, -np.inf)
-    return gammaln(values + a) - gammaln(a) - gammaln(values + 1.0)
-
-
 def build(model, prior) -> tuple[Factorised | None, str]:
     """The factorised proposal, or None and why it does not apply."""
     k = model.n_cells
@@ -346,7 +340,7 @@ def _pair(cells, lo, span, rows, alpha) -> Pair | None:
     alo, ahi = int(lo[ai]), int(lo[ai] + span[ai] - 1)
     d = np.arange(dlo, dhi + 1)
     s = np.arange(alo + dlo, ahi + dhi + 1)
-    logh = _prior_logw(alpha, int(cells[di]), d)
+    logh = cell_log_weight(alpha[int(cells[di])], d)
     logf = np.zeros(s.size)
     for table, r, rc, lo_r, hi_r in rows:
         if rc.size == 1:
@@ -396,7 +390,7 @@ def _component(cells, lo, span, rows, alpha) -> Component | Pair | str:
         first = np.cumsum(count) - count
         new = low[keep] + (np.arange(keep.size) - first[keep])
         values = np.column_stack([values[keep], new])
-        weights = _prior_logw(alpha, c, np.arange(int(lo[i]), int(lo[i] + span[i])))
+        weights = cell_log_weight(alpha[c], np.arange(int(lo[i]), int(lo[i] + span[i])))
         logphi = logphi[keep] + weights[new - lo[i]]
         done.append(c)
         for table, r, rc, _, _ in completing:

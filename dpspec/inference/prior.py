@@ -69,9 +69,20 @@ class Prior:
             sl = np.flatnonzero((model.group == g) & ~zero)
             big_a = float(self.alpha[sl].sum())
             out += gammaln(total + 1.0) + gammaln(big_a) - gammaln(total + big_a)
-            out += np.sum(gammaln(xs[:, sl] + a[sl]) - gammaln(a[sl]) - gammaln(xs[:, sl] + 1.0), axis=1)
+            out += np.sum(cell_log_weight(a[sl], xs[:, sl]), axis=1)
             ok &= xs[:, model.group == g].sum(axis=1) == total
         return np.where(ok, out, -np.inf)
+
+
+
+def cell_log_weight(a, k) -> np.ndarray:
+    """log C(k + a - 1, k): the Dirichlet-multinomial weight of count k in a cell of concentration
+    a (a = 0 holds only k = 0). The prior's pmf and the factorised proposal share it."""
+    a = np.asarray(a, dtype=np.float64)
+    k = np.asarray(k)
+    safe = np.where(a == 0, 1.0, a)
+    w = gammaln(k + safe) - gammaln(safe) - gammaln(k + 1.0)
+    return np.where(a == 0, np.where(k == 0, 0.0, -np.inf), w)
 
 
 def _multinomial_rows(total: int, theta: np.ndarray, rng) -> np.ndarray:
