@@ -141,3 +141,10 @@ def test_the_recode_invariant_releases_the_same_bytes_on_spark(tmp_path, spark_s
     on_spark = release_bytes(compile_on(spec, SparkEngine(session=spark_session)), tmp_path / "spark")
     assert set(local) == {"units.csv"}
     assert on_spark == local
+
+
+def test_a_recode_invariant_on_a_column_the_table_lacks_is_the_checker_located_error():
+    text = SPEC.replace("    kind   : {housing_unit, gq101, gq301, gq501}\n", "")
+    with pytest.raises(SpecError, match=rf"u.dps:{_line(text, 'count units by block, kind')}:3: error: unknown column "
+                                        r"'kind' in table 'units'"):
+        check(parse(text, "u.dps"))

@@ -755,8 +755,9 @@ def _invariants(spec: ir.Spec, params: dict):
             problems.append(Diagnostic(f"TopDown cannot keep the invariant '{q.describe()}' exact: {what}",
                                        *((q.loc.line, q.loc.column) if q.loc else (None, None))))
             continue
+        table = spec.domain.table(params["table"])
         for c in rest:
-            if c in recodes and c not in variables:
+            if c in recodes and c not in variables and table.column(c) is not None:  # a missing column: the checker's error
                 column = _variables(spec, {"table": params["table"], "variables": [c]}).get(c, [])
                 problems.extend(recode_invariant_problems(q, c, column, recodes[c]))
         out.append(((geo[0] if geo else ROOT), tuple(rest), q))
