@@ -372,7 +372,9 @@ def main() -> None:
         files["h1"] = h1_of(files["units"])
         write(files, prefix)
         p = files["persons"]
-        print(f"{prefix}: {len(p)} persons, {p['block'].nunique()} blocks, {len(files['units'])} housing units, "
+        gq_units = int((files["units"]["tenure"] == "gq").sum())
+        print(f"{prefix}: {len(p)} persons, {p['block'].nunique()} blocks, {len(files['units']) - gq_units} housing units "
+              f"and {gq_units} GQ units, "
               f"{int((p['relgq'] >= 18).sum())} in group quarters, {p.loc[p['aian'] == 1, 'block'].nunique()} AIAN blocks")
 
 
