@@ -22,8 +22,9 @@ Files:
                           per released person, block x hhgq x voting age x Hispanic x race)
   dhc_h1.parquet          the released H1 table: occupied / vacant housing units and GQ facilities per block
   dhc_households.parquet  one row per occupied housing unit: the householder's sex, age group, Hispanic
-                          origin and race, the unit's tenure, and the household type as its factors
-                          (size, couple type, multigenerational, own children), for the DHC
+                          origin and race, the elderly present, the unit's tenure, and the household
+                          type as its factors (size, couple type with same- or opposite-sex partner,
+                          multigenerational, own children), for the DHC
                           households spec (households_of: drawn from its own seed, so the other
                           files do not change)
 The Puerto Rico files (dhc_pr_*.parquet) are the same generator with another seed and state code.
@@ -228,9 +229,14 @@ def households_of(units: pd.DataFrame, seed: int) -> pd.DataFrame:
     elderly[alone] = implied[alone]
     young_couple = (hhage == 0) & paired & ((size == 2) | ((size == 3) & (ownchild > 0)) | ((size == 4) & (ownchild == 3)))
     elderly[young_couple & (elderly == 3)] = 0
+    hisp = (rng.random(n) < 0.18).astype(np.int64)
+    race = rng.choice(7, n, p=p_race)
+    # the couple's type as production's coupled_hh_type has it (hhtype_dhch.py:190-200): 0 none,
+    # 1 married opposite-sex, 2 married same-sex, 3 unmarried opposite-sex, 4 unmarried same-sex
+    same = rng.random(n) < np.where(couple == 1, 0.02, 0.08)
+    couple = np.where(couple == 0, 0, np.where(couple == 1, 1, 3) + same)
     return occ[GEO + ["aian"]].assign(
-        sex=sex, hhage=hhage, hisp=(rng.random(n) < 0.18).astype(np.int64),
-        race=rng.choice(7, n, p=p_race), elderly=elderly,
+        sex=sex, hhage=hhage, hisp=hisp, race=race, elderly=elderly,
         ten=occ["tenure"].map({"mortgage": 0, "owned": 1, "rented": 2}).to_numpy(dtype=np.int64),
         size=size, couple=couple, multig=multig, ownchild=ownchild)
 

@@ -119,20 +119,20 @@ def _in_zero(frame, cells):
 
 @pytest.mark.parametrize("run", sorted(SPECS))
 def test_the_specs_state_the_household_type_and_age_child_zeros(run):
-    """The 10 boxes of household-type factors no hhtype_dhch value has (hhtype_map.py: 55 of the
-    7 x 3 x 2 x 4 size/couple/multig/ownchild combinations) and production's age_child zeros;
+    """The 10 boxes of household-type factors no hhtype_dhch value has (hhtype_map.py: 97 of the
+    7 x 5 x 2 x 4 size/couple/multig/ownchild combinations) and production's age_child zeros;
     the bundled households respect them all."""
     import itertools
 
     zeros = _zeros(run)
     assert {n for n in zeros if n.startswith("age_child")} == {"age_child_1", "age_child_2", "age_child_3"}
-    factors = pd.DataFrame(list(itertools.product(range(1, 8), range(3), range(2), range(4))),
+    factors = pd.DataFrame(list(itertools.product(range(1, 8), range(5), range(2), range(4))),
                            columns=["size", "couple", "multig", "ownchild"])
     absent = pd.Series(False, index=factors.index)
     for name, cells in zeros.items():
         if name.startswith("hhtype_"):
             absent |= _in_zero(factors, cells)
-    assert int(absent.sum()) == 55  # 168 combinations, 113 of them some hhtype_dhch value
+    assert int(absent.sum()) == 97  # 280 combinations, 183 of them some hhtype_dhch value
     households = pd.read_parquet(os.path.join(DATA, "dhc_pr_households.parquet" if run == "pr" else "dhc_households.parquet"))
     for name, cells in zeros.items():
         assert not _in_zero(households, cells).any(), name
@@ -284,7 +284,7 @@ def test_the_specs_state_production_elderly_zeros_on_the_factors(run):
     assert names == {"hh_elderly_eld3", "hh_elderly_2", "hh_elderly_3", *(f"living_alone_eld{i}" for i in range(4)),
                      *(f"size2_eld{i}" for i in range(4)), "size2_le25_eld3", "size3_le25_eld3",
                      *(f"size3_eld{i}" for i in range(4)), "size4_le25_eld3"}
-    cells = pd.DataFrame(list(itertools.product(range(9), range(4), range(1, 8), range(3), range(2), range(4))),
+    cells = pd.DataFrame(list(itertools.product(range(9), range(4), range(1, 8), range(5), range(2), range(4))),
                          columns=["hhage", "elderly", "size", "couple", "multig", "ownchild"])
     hhtype = pd.Series(False, index=cells.index)
     stated = pd.Series(False, index=cells.index)
@@ -326,3 +326,31 @@ def test_the_units_and_households_release_the_same_bytes_on_spark(tmp_path, spar
     assert on_spark == local
     units = pd.read_csv(tmp_path / "local" / "units.csv", dtype=str)
     assert units["tenvacgq"].str.startswith("gq").sum() == (units["gqhh_vect"] != "housing_unit").sum() > 0
+
+
+@pytest.mark.parametrize("run", sorted(SPECS))
+def test_every_household_query_but_detailed_is_production_s_on_the_factors(run):
+    """The strategy's household queries (dhch_strategies.py:1665-1672) on the factors that make up
+    each hhtype recode (hhtype_dhch.py:152-226): multig; partner_type x ownchild for
+    partner_type_detailed_own_child_status; couple (five types) for coupled_hh_type; couple x multig
+    x ownchild x size (1-7) for DetailedCoupleTypeMultGenDetOwnChildSize. The bundled households
+    hold every couple type."""
+    from dpspec_topdown.plugin import _joint
+
+    spec = parse(open(SPECS[run], encoding="utf-8").read(), SPECS[run])
+    (j,) = _joint(spec, check(spec).params)
+    detailed = ("couple", "multig", "ownchild", "size")
+    wanted = [("multig", "hisp", "hhtenshort_2lev"), ("hisp", "hhtenshort_2lev"), ("hisp", "hhtenshort_2lev", "race"),
+              ("partner_type", "ownchild", "sex", "hhtenshort_2lev"), ("couple", "hisp", "hhtenshort_2lev"),
+              ("sex", "hisp", "ten", "race", *detailed), ("sex", "hisp", "ten", "race", "hhage", *detailed),
+              ("ten", "hhage", *detailed)]
+    schema = j["schema"]
+    for level, entries in j["strategy"].items():
+        stated = [q for q, _ in entries if q != schema.canonical(schema.names)]
+        assert stated == [schema.canonical(q) for q in wanted], level
+    partner = next(r for r in schema.recodes if r.name == "partner_type")
+    assert [partner.labels[g] for g in partner.group_of] == ["none", "married", "married", "cohabiting", "cohabiting"]
+    assert [str(c) for c in j["variables"]["couple"]] == ["0", "1", "2", "3", "4"]
+    assert list(j["variables"]["size"]) == list(range(1, 8))
+    households = pd.read_parquet(os.path.join(DATA, "dhc_pr_households.parquet" if run == "pr" else "dhc_households.parquet"))
+    assert set(households["couple"]) == {0, 1, 2, 3, 4}
