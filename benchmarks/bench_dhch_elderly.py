@@ -3,7 +3,8 @@
 The bundled US spec (specs/dhc_households_production_topdown.dps) states production's elderly
 variable (4 levels, Constraints_DHCH.py:9-10) and its structural zeros (hh_elderly and the elderly
 parts of living_alone, size2, size3 and size4, Constraints_DHCH.py:87-193). This script compiles
-a copy without them (the variable and every zero that names it taken out) and the spec as
+a copy without them (the variable and every zero that names it taken out, and the one query
+that then equals the detailed histogram folded into it) and the spec as
 bundled, one after the other in one process on the bundled data, and prints each run's total
 time and, per level, the nodes, the largest node's variables and the least-squares seconds: the
 nation node's fit, one problem over every household cell outside the zeros, is where the time
@@ -27,14 +28,23 @@ SPECS = {"us": os.path.join(ROOT, "specs", "dhc_households_production_topdown.dp
 
 # a structural zero of the households: its name line, its cell lines, its closing brace
 ZERO = re.compile(r"        \w+: \{  #[^\n]*\n(?:          [^\n]*\n)+        \}\n")
+# without elderly, this query of the strategy is the households' detailed histogram itself
+SAME = "sex * hisp * ten * race * hhage * couple * multig * ownchild * size"
+SHARES = re.compile(r" {10}" + re.escape(SAME) + r": (\S+)\n((?: {10}[^\n]*\n)*?) {10}detailed: (\S+)\n")
 
 
 def without_elderly(text: str) -> str:
-    """The spec text without the elderly variable and the zeros that name it."""
+    """The spec text without the elderly variable and the zeros that name it. The query that
+    then equals `detailed` is folded into it: one measurement with the two shares' sum (two
+    Gaussian measurements of one query carry what one with the summed rho does)."""
+    from fractions import Fraction
+
     text, n1 = re.subn(r"    elderly    : int 0\.\.3\n", "", text)
     text, n2 = re.subn(r"variables: sex, hhage, hisp, race, elderly, ten,", "variables: sex, hhage, hisp, race, ten,", text)
     text, n3 = ZERO.subn(lambda m: "" if "elderly:" in m.group(0) else m.group(0), text)
-    if (n1, n2) != (1, 1) or "elderly:" in text:
+    text, n4 = SHARES.subn(lambda m: f"{m.group(2)}          detailed: {Fraction(m.group(1)) + Fraction(m.group(3))}\n", text)
+    text, n5 = re.subn(re.escape(f'"households: {SAME}", '), "", text)
+    if (n1, n2) != (1, 1) or "elderly:" in text or n4 == 0 or n5 != n4 or SAME in text.split('spec "')[1]:
         sys.exit("the bundled spec changed shape: update bench_dhch_elderly.py")
     return text
 

@@ -305,7 +305,8 @@ def test_the_specs_state_production_elderly_zeros_on_the_factors(run):
 @pytest.mark.slow  # two compiles of the Puerto Rico spec without elderly: about 40 s each on a loaded 2-core machine
 def test_the_units_and_households_release_the_same_bytes_on_spark(tmp_path, spark_session):
     """The Puerto Rico spec, less the elderly variable and its zeros (which only grow the root's
-    fit: benchmarks/bench_dhch_elderly.py), on both engines: tenvacgq's GQ units, the gqhh_vect
+    fit; the query that then equals detailed folded into it: benchmarks/bench_dhch_elderly.py), on
+    both engines: tenvacgq's GQ units, the gqhh_vect
     invariant and its column, the H1 equality and both tables rounded in one problem give the same
     bytes."""
     import importlib.util
