@@ -148,3 +148,47 @@ def test_a_recode_invariant_on_a_column_the_table_lacks_is_the_checker_located_e
     with pytest.raises(SpecError, match=rf"u.dps:{_line(text, 'count units by block, kind')}:3: error: unknown column "
                                         r"'kind' in table 'units'"):
         check(parse(text, "u.dps"))
+
+
+def _joint_spec(tmp_path, units_frame):
+    """The joint households/units spec of test_topdown_dhc_solver with the units' occupancy (a
+    recode of the joint table's variable) invariant per block, carried as a column."""
+    from tests.test_topdown_dhc_solver import JOINT_SPEC
+    from tests.test_topdown_joint_production import _data
+
+    households, _ = _data(seed=6)
+    (tmp_path / "in").mkdir()
+    households.to_csv(tmp_path / "in" / "households.csv", index=False)
+    units_frame.to_csv(tmp_path / "in" / "units.csv", index=False)
+    text = (JOINT_SPEC.replace("    vacs   : {0, 1, 2}\n", "    vacs   : {0, 1, 2}\n    occupancy : {occupied, vacant}\n")
+            .replace("unit households : hamming", 'data households from "households.csv"\ndata units from "units.csv"\n\n'
+                     "invariants {\n  count units by block, occupancy\n}\n\nunit households : hamming")
+            .replace("release {\n  microdata households\n}", "release {\n  microdata households\n  microdata units\n}"))
+    spec = tmp_path / "in" / "joint.dps"
+    spec.write_text(text, encoding="utf-8")
+    return str(spec)
+
+
+def _joint_units():
+    from tests.test_topdown_joint_production import _data
+
+    _, units = _data(seed=6)
+    return units.assign(occupancy=np.where(units["vacs"] == 0, "occupied", "vacant"))
+
+
+def test_a_joint_table_keeps_an_invariant_on_its_recode_and_releases_the_column(tmp_path):
+    units = _joint_units()
+    result = dpspec.compile(_joint_spec(tmp_path, units), seed=2)
+    out = result.release.outputs["units"].to_pandas().astype(str)
+    assert "occupancy" in out.columns
+    count = lambda frame: frame.groupby(["block", "occupancy"]).size().sort_index()  # noqa: E731
+    assert count(out).equals(count(units.astype(str)))
+
+
+def test_a_joint_table_whose_recode_column_is_wrong_is_a_data_error(tmp_path):
+    units = _joint_units()
+    at = units.index[units["vacs"] == 1][0]
+    units.loc[at, "occupancy"] = "occupied"
+    with pytest.raises(DataError, match=rf"table 'units': 1 records have occupancy different from the recode 'occupancy' "
+                                        rf"of vacs, e.g. in block '{units.loc[at, 'block']}'"):
+        dpspec.compile(_joint_spec(tmp_path, units), seed=2)
