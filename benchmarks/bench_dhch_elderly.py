@@ -1,14 +1,16 @@
-"""What stating the householder-elderly variable would cost the DHC households production spec.
+"""What stating the householder-elderly variable costs the DHC households production spec.
 
-The bundled US spec (specs/dhc_households_production_topdown.dps) leaves production's elderly
-variable (4 levels, Constraints_DHCH.py:9-10) and its structural zeros out. This script compiles
-the spec as bundled and a copy that states them (the variable, hh_elderly and the elderly parts of
-living_alone, size2, size3 and size4, Constraints_DHCH.py:87-193, on the bundled households, which
-respect them), one after the other in one process, and prints each run's total time and, per
-level, the nodes, the largest node's variables and the least-squares seconds: the nation node's fit
-is where the time goes.
+The bundled US spec (specs/dhc_households_production_topdown.dps) states production's elderly
+variable (4 levels, Constraints_DHCH.py:9-10) and its structural zeros (hh_elderly and the elderly
+parts of living_alone, size2, size3 and size4, Constraints_DHCH.py:87-193). This script compiles
+a copy without them (the variable and every zero that names it taken out, and the one query
+that then equals the detailed histogram folded into it) and the spec as
+bundled, one after the other in one process on the bundled data, and prints each run's total
+time and, per level, the nodes, the largest node's variables and the least-squares seconds: the
+nation node's fit, one problem over every household cell outside the zeros, is where the time
+goes.
 
-    python benchmarks/bench_dhch_elderly.py
+    python benchmarks/bench_dhch_elderly.py [--pr]
 """
 from __future__ import annotations
 
@@ -21,37 +23,28 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SPEC = os.path.join(ROOT, "specs", "dhc_households_production_topdown.dps")
+SPECS = {"us": os.path.join(ROOT, "specs", "dhc_households_production_topdown.dps"),
+         "pr": os.path.join(ROOT, "specs", "dhc_households_production_topdown_pr.dps")}
 
-# production's elderly zeros (Constraints_DHCH.py line: cells), on hhage (9 groups, hhage.py),
-# elderly (0 none 60+, 1 60-64, 2 65-74, 3 75+, hhelderly.py) and the household-type factors
-ELDERLY_ZEROS = {
-    "hh_elderly_eld3": {"hhage": [7, 8], "elderly": [0, 1, 2]},  # 191
-    "hh_elderly_2": {"hhage": [6], "elderly": [0, 1]},  # 192
-    "hh_elderly_3": {"hhage": [5], "elderly": [0]},  # 193
-    "living_alone_eld0": {"size": [1], "hhage": [0, 1, 2, 3, 4], "elderly": [1, 2, 3]},  # 87
-    "living_alone_eld1": {"size": [1], "hhage": [5], "elderly": [0, 2, 3]},  # 88
-    "living_alone_eld2": {"size": [1], "hhage": [6], "elderly": [0, 1, 3]},  # 89
-    "living_alone_eld3": {"size": [1], "hhage": [7, 8], "elderly": [0, 1, 2]},  # 90
-    "size2_le25_eld3": {"size": [2], "couple": [1, 2], "hhage": [0], "elderly": [3]},  # 112
-    "size3_le25_eld3": {"size": [3], "couple": [1, 2], "ownchild": [1, 2, 3], "hhage": [0], "elderly": [3]},  # 121
-    "size3_eld0": {"size": [3], "ownchild": [3], "hhage": [0, 1, 2, 3, 4], "elderly": [1, 2, 3]},  # 132
-    "size3_eld1": {"size": [3], "ownchild": [3], "hhage": [5], "elderly": [0, 2, 3]},  # 133
-    "size3_eld2": {"size": [3], "ownchild": [3], "hhage": [6], "elderly": [0, 1, 3]},  # 134
-    "size3_eld3": {"size": [3], "ownchild": [3], "hhage": [7, 8], "elderly": [0, 1, 2]},  # 135
-    "size4_le25_eld3": {"size": [4], "couple": [1, 2], "ownchild": [3], "hhage": [0], "elderly": [3]},  # 151
-}
+# a structural zero of the households: its name line, its cell lines, its closing brace
+ZERO = re.compile(r"        \w+: \{  #[^\n]*\n(?:          [^\n]*\n)+        \}\n")
+# without elderly, this query of the strategy is the households' detailed histogram itself
+SAME = "sex * hisp * ten * race * hhage * couple * multig * ownchild * size"
+SHARES = re.compile(r" {10}" + re.escape(SAME) + r": (\S+)\n((?: {10}[^\n]*\n)*?) {10}detailed: (\S+)\n")
 
 
-def with_elderly(text: str) -> str:
-    """The spec text with the elderly variable and its zeros stated."""
-    zeros = "".join(f"        {name}: {{\n" + "".join(f"          {v}: [{', '.join(map(str, vals))}]\n"
-                                                   for v, vals in cells.items()) + "        }\n"
-                    for name, cells in ELDERLY_ZEROS.items())
-    text, n1 = re.subn(r"(    race       : int 0\.\.6\n)", r"\1    elderly    : int 0..3\n", text)
-    text, n2 = re.subn(r"variables: sex, hhage, hisp, race, ten,", "variables: sex, hhage, hisp, race, elderly, ten,", text)
-    text, n3 = re.subn(r"(      structural_zeros: \{\n)", lambda m: m.group(1) + zeros, text)
-    if (n1, n2, n3) != (1, 1, 1):
+def without_elderly(text: str) -> str:
+    """The spec text without the elderly variable and the zeros that name it. The query that
+    then equals `detailed` is folded into it: one measurement with the two shares' sum (two
+    Gaussian measurements of one query carry what one with the summed rho does)."""
+    from fractions import Fraction
+
+    text, n1 = re.subn(r"    elderly    : int 0\.\.3\n", "", text)
+    text, n2 = re.subn(r"variables: sex, hhage, hisp, race, elderly, ten,", "variables: sex, hhage, hisp, race, ten,", text)
+    text, n3 = ZERO.subn(lambda m: "" if "elderly:" in m.group(0) else m.group(0), text)
+    text, n4 = SHARES.subn(lambda m: f"{m.group(2)}          detailed: {Fraction(m.group(1)) + Fraction(m.group(3))}\n", text)
+    text, n5 = re.subn(re.escape(f'"households: {SAME}", '), "", text)
+    if (n1, n2) != (1, 1) or "elderly:" in text or n4 == 0 or n5 != n4 or SAME in text.split('spec "')[1]:
         sys.exit("the bundled spec changed shape: update bench_dhch_elderly.py")
     return text
 
@@ -69,11 +62,13 @@ def run(path: str) -> None:
 
 
 def main() -> None:
+    spec = SPECS["pr" if "--pr" in sys.argv[1:] else "us"]
     work = tempfile.mkdtemp(prefix="bench_dhch_")
     try:
         shutil.copytree(os.path.join(ROOT, "specs", "data", "dhc"), os.path.join(work, "data", "dhc"))
-        text = open(SPEC, encoding="utf-8").read()
-        for name, body in (("as bundled (no elderly)", text), ("with elderly and its zeros", with_elderly(text))):
+        text = open(spec, encoding="utf-8").read()
+        print(f"{os.path.basename(spec)}, load average {os.getloadavg()[0]:.1f}")
+        for name, body in (("without elderly and its zeros", without_elderly(text)), ("as bundled (elderly stated)", text)):
             path = os.path.join(work, "spec.dps")
             with open(path, "w", encoding="utf-8") as f:
                 f.write(body)

@@ -15,14 +15,16 @@ every level that can be bypassed. Ages respect every structural zero of the DHC 
 Files:
   dhc_persons.parquet     one row per person
   dhc_facilities.parquet  one row per housing unit ('hh') and per occupied GQ facility (its type)
-  dhc_units.parquet       one row per housing unit: tenure (or vacant) and household size
+  dhc_units.parquet       one row per housing unit (tenure or vacancy status, household size) and
+                          per GQ facility (its detailed type): production's tenvacgq, and gqhh_vect
   dhc_pl94.parquet        the P.L. 94-171 release the DHC persons file must reproduce: a TopDown
                           release of the same persons under the P.L. 94 production shares (one row
                           per released person, block x hhgq x voting age x Hispanic x race)
-  dhc_h1.parquet          the released H1 table: occupied / vacant housing units per block
+  dhc_h1.parquet          the released H1 table: occupied / vacant housing units and GQ facilities per block
   dhc_households.parquet  one row per occupied housing unit: the householder's sex, age group, Hispanic
-                          origin and race, the unit's tenure, and the household type as its factors
-                          (size, couple type, multigenerational, own children), for the DHC
+                          origin and race, the elderly present, the unit's tenure, and the household
+                          type as its factors (size, couple type with same- or opposite-sex partner,
+                          multigenerational, own children), for the DHC
                           households spec (households_of: drawn from its own seed, so the other
                           files do not change)
 The Puerto Rico files (dhc_pr_*.parquet) are the same generator with another seed and state code.
@@ -189,8 +191,7 @@ def generate(n_households: int, n_blocks: int, seed: int, state: str) -> dict:
                                np.array(GQ_LABELS, dtype=object)[gq_type - 18]])
     facilities = geo.iloc[fac_block].reset_index(drop=True).assign(gqtype=fac_type)
     facilities = facilities.sort_values(["block", "gqtype"], kind="stable").reset_index(drop=True)
-    h1 = units.assign(h1=np.where(units["tenure"] == "vacant", "vacant", "occupied"))[GEO + ["h1"]]
-    return {"persons": persons, "facilities": facilities, "units": units, "h1": h1}
+    return {"persons": persons, "facilities": facilities, "units": units}
 
 
 def households_of(units: pd.DataFrame, seed: int) -> pd.DataFrame:
@@ -228,9 +229,14 @@ def households_of(units: pd.DataFrame, seed: int) -> pd.DataFrame:
     elderly[alone] = implied[alone]
     young_couple = (hhage == 0) & paired & ((size == 2) | ((size == 3) & (ownchild > 0)) | ((size == 4) & (ownchild == 3)))
     elderly[young_couple & (elderly == 3)] = 0
+    hisp = (rng.random(n) < 0.18).astype(np.int64)
+    race = rng.choice(7, n, p=p_race)
+    # the couple's type as production's coupled_hh_type has it (hhtype_dhch.py:190-200): 0 none,
+    # 1 married opposite-sex, 2 married same-sex, 3 unmarried opposite-sex, 4 unmarried same-sex
+    same = rng.random(n) < np.where(couple == 1, 0.02, 0.08)
+    couple = np.where(couple == 0, 0, np.where(couple == 1, 1, 3) + same)
     return occ[GEO + ["aian"]].assign(
-        sex=sex, hhage=hhage, hisp=(rng.random(n) < 0.18).astype(np.int64),
-        race=rng.choice(7, n, p=p_race), elderly=elderly,
+        sex=sex, hhage=hhage, hisp=hisp, race=race, elderly=elderly,
         ten=occ["tenure"].map({"mortgage": 0, "owned": 1, "rented": 2}).to_numpy(dtype=np.int64),
         size=size, couple=couple, multig=multig, ownchild=ownchild)
 
@@ -239,15 +245,30 @@ VACANCY = ["for_rent", "rented_not_occupied", "for_sale", "sold_not_occupied", "
            "other_vacant"]  # das_decennial vacs.py:15-21, the vacant levels of tenvacgq (tenvacgq.py:24-37)
 
 
-def with_tenvacgq(units: pd.DataFrame, seed: int) -> pd.DataFrame:
-    """The units with production's unit variable tenvacgq (its household and vacant levels): the
-    tenure of an occupied unit, a vacancy status (drawn from `seed`) of a vacant one."""
+def with_tenvacgq(units: pd.DataFrame, facilities: pd.DataFrame, aian: pd.Series, seed: int) -> pd.DataFrame:
+    """The units with production's unit variable tenvacgq (tenvacgq.py:24-37: four tenures, seven
+    vacancy statuses, 24 GQ types): the tenure of an occupied unit, a vacancy status (drawn from
+    `seed`) of a vacant one, and one unit per GQ facility with its detailed type; and the
+    gqhh_vect column (housing_unit, or the GQ type: tenvacgq.py:240-280), which the specs hold
+    invariant per block."""
     rng = np.random.default_rng(seed)
     vacant = (units["tenure"] == "vacant").to_numpy()
     status = rng.choice(VACANCY, size=int(vacant.sum()), p=[0.25, 0.05, 0.08, 0.05, 0.3, 0.02, 0.25])
     tenvacgq = units["tenure"].to_numpy(dtype=object).copy()
     tenvacgq[vacant] = status
-    return units.assign(tenvacgq=tenvacgq)
+    housing = units.assign(tenvacgq=tenvacgq, gqhh_vect="housing_unit")
+    gq = facilities[facilities["gqtype"] != "hh"]
+    gq = gq[GEO].assign(tenure="gq", hhsize=0, aian=aian.loc[gq["block"].to_numpy()].to_numpy(),
+                        tenvacgq=gq["gqtype"].to_numpy(), gqhh_vect=gq["gqtype"].to_numpy())
+    out = pd.concat([housing, gq], ignore_index=True)
+    return out.sort_values("block", kind="stable").reset_index(drop=True)
+
+
+def h1_of(units: pd.DataFrame) -> pd.DataFrame:
+    """The released H1 table: one row per unit, occupied, vacant or gq (production's HH_STATUS 1, 2
+    and 0, "NIU (or GQ)", Constraints_DHCH.py:198)."""
+    status = np.where(units["tenure"] == "vacant", "vacant", np.where(units["tenure"] == "gq", "gq", "occupied"))
+    return units.assign(h1=status)[GEO + ["h1"]]
 
 
 def pl94_release(persons: pd.DataFrame, facilities: pd.DataFrame, seed: int) -> pd.DataFrame:
@@ -352,10 +373,14 @@ def main() -> None:
         files = generate(households, blocks, seed, state)
         files["pl94"] = pl94_release(files["persons"], files["facilities"], seed + 1)
         files["households"] = households_of(files["units"], seed + 2)
-        files["units"] = with_tenvacgq(files["units"], seed + 3)
+        aian = files["persons"].drop_duplicates("block").set_index("block")["aian"]
+        files["units"] = with_tenvacgq(files["units"], files["facilities"], aian, seed + 3)
+        files["h1"] = h1_of(files["units"])
         write(files, prefix)
         p = files["persons"]
-        print(f"{prefix}: {len(p)} persons, {p['block'].nunique()} blocks, {len(files['units'])} housing units, "
+        gq_units = int((files["units"]["tenure"] == "gq").sum())
+        print(f"{prefix}: {len(p)} persons, {p['block'].nunique()} blocks, {len(files['units']) - gq_units} housing units "
+              f"and {gq_units} GQ units, "
               f"{int((p['relgq'] >= 18).sum())} in group quarters, {p.loc[p['aian'] == 1, 'block'].nunique()} AIAN blocks")
 
 

@@ -2,8 +2,9 @@
 the strategy's exact allocation, they run on the bundled synthetic data with the release held to
 the published H1 counts, and bad input is a located error.
 
-Allocations pinned from the strategies themselves (public copy of das_decennial at
-github.com/yashlala/cpsc464-topdown, commit fc85a036, programs/strategies/dhch_strategies.py:
+Allocations pinned from the strategies themselves (the Census Bureau's DAS_2020_DHC_Production_Code,
+commit 38ea5f2a, das_decennial/programs/strategies/dhch_strategies.py, byte-identical to the public copy
+github.com/yashlala/cpsc464-topdown at commit fc85a036:
 DecompTestStrategyDHCH_20220922_exp_iteration_23_1 lines 1681-1696 and
 DecompTestStrategyDHCH_PR_20220922_exp_iteration_23_1 lines 1604-1617), as the n of Fr(n, 10000)."""
 import json
@@ -118,20 +119,20 @@ def _in_zero(frame, cells):
 
 @pytest.mark.parametrize("run", sorted(SPECS))
 def test_the_specs_state_the_household_type_and_age_child_zeros(run):
-    """The 10 boxes of household-type factors no hhtype_dhch value has (hhtype_map.py: 55 of the
-    7 x 3 x 2 x 4 size/couple/multig/ownchild combinations) and production's age_child zeros;
+    """The 10 boxes of household-type factors no hhtype_dhch value has (hhtype_map.py: 97 of the
+    7 x 5 x 2 x 4 size/couple/multig/ownchild combinations) and production's age_child zeros;
     the bundled households respect them all."""
     import itertools
 
     zeros = _zeros(run)
     assert {n for n in zeros if n.startswith("age_child")} == {"age_child_1", "age_child_2", "age_child_3"}
-    factors = pd.DataFrame(list(itertools.product(range(1, 8), range(3), range(2), range(4))),
+    factors = pd.DataFrame(list(itertools.product(range(1, 8), range(5), range(2), range(4))),
                            columns=["size", "couple", "multig", "ownchild"])
     absent = pd.Series(False, index=factors.index)
     for name, cells in zeros.items():
         if name.startswith("hhtype_"):
             absent |= _in_zero(factors, cells)
-    assert int(absent.sum()) == 55  # 168 combinations, 113 of them some hhtype_dhch value
+    assert int(absent.sum()) == 97  # 280 combinations, 183 of them some hhtype_dhch value
     households = pd.read_parquet(os.path.join(DATA, "dhc_pr_households.parquet" if run == "pr" else "dhc_households.parquet"))
     for name, cells in zeros.items():
         assert not _in_zero(households, cells).any(), name
@@ -153,11 +154,12 @@ def test_a_household_in_a_structural_zero_is_a_data_error(tmp_path):
 
 @pytest.mark.slow
 def test_the_release_keeps_h1_and_owned_on_the_bundled_data(tmp_path):
-    """A full run of the Puerto Rico spec (about 16 s on a lightly loaded 2-core machine, a minute
-    at a load of 8: the root's fit has a variable for every household cell outside the structural
-    zeros, in each of its three outer passes): the released units
+    """A full run of the Puerto Rico spec (about a minute on a 2-core machine shared with other
+    jobs: the root's fit has a variable for every household cell outside the structural zeros,
+    about 250,000 with production's elderly variable, in each of its three outer passes; see
+    benchmarks/bench_dhch_elderly.py): the released units
     reproduce the H1 counts at every block, households equal occupied units by tenure, the
-    units per block are invariant and no household lies in a structural zero."""
+    units per block by gqhh_vect are invariant and no household lies in a structural zero."""
     out = tmp_path / "out"
     result = CliRunner().invoke(main, ["compile", SPECS["pr"], "-o", str(out)])
     assert result.exit_code == 0, result.output
@@ -165,7 +167,8 @@ def test_the_release_keeps_h1_and_owned_on_the_bundled_data(tmp_path):
     households = pd.read_csv(out / "households.csv", dtype=str)
     h1 = pd.read_parquet(os.path.join(DATA, "dhc_pr_h1.parquet")).astype(str)
     ten = {"mortgage": "0", "owned": "1", "rented": "2", "no_pay": "2"}  # hhtenshort_3lev of tenvacgq
-    released = units.assign(h1=units["tenvacgq"].map(lambda t: "occupied" if t in ten else "vacant"))
+    released = units.assign(h1=units["tenvacgq"].map(lambda t: "occupied" if t in ten else "gq" if t.startswith("gq")
+                                                     else "vacant"))
     count = lambda frame, by: frame.groupby(by).size().sort_index()  # noqa: E731
     assert count(released, ["block", "h1"]).equals(count(h1, ["block", "h1"]))
     assert released.loc[released["h1"] == "vacant", "tenvacgq"].isin(
@@ -174,7 +177,8 @@ def test_the_release_keeps_h1_and_owned_on_the_bundled_data(tmp_path):
     occupied = released[released["h1"] == "occupied"].assign(ten=lambda f: f["tenvacgq"].map(ten))
     assert count(occupied, ["block", "ten"]).equals(count(households, ["block", "ten"]))
     source = pd.read_parquet(os.path.join(DATA, "dhc_pr_units.parquet")).astype(str)
-    assert count(units, ["block"]).equals(count(source, ["block"]))
+    assert count(units, ["block", "gqhh_vect"]).equals(count(source, ["block", "gqhh_vect"]))  # gqhh_vect invariant
+    assert (units["gqhh_vect"] == units["tenvacgq"].where(units["tenvacgq"].str.startswith("gq"), "housing_unit")).all()
     for name, cells in _zeros("pr").items():  # production's structural zeros hold in the release
         assert not _in_zero(households, cells).any(), name
 
@@ -199,3 +203,155 @@ def test_the_specs_state_production_interleaved_outer_passes(run):
         assert [(len(o.fit_main), len(o.fit_joint)) for o in outer] == [(1, 0), (0, 6), (0, 3)], level
         assert [[r[0] for r in o.round_main] for o in outer] == [["tenvacgq"], [], []], level
         assert [len(o.round_joint) for o in outer] == [0, 2, 1], level
+
+
+GQ_TYPES = ["gq101", "gq102", "gq103", "gq104", "gq105", "gq106", "gq201", "gq202", "gq203", "gq301", "gq401",
+            "gq402", "gq403", "gq404", "gq405", "gq501", "gq601", "gq602", "gq701", "gq801", "gq802", "gq900",
+            "gq901", "gq997"]  # das_decennial hhgq.py:20-43, tenvacgq's levels 11-34 (tenvacgq.py:24-37)
+
+
+@pytest.mark.parametrize("run", sorted(SPECS))
+def test_the_unit_histogram_is_tenvacgq_with_its_24_gq_types_and_gqhh_vect_invariant(run):
+    """tenvacgq has production's 35 levels (tenvacgq.legal = 0-34); gqhh_vect (the housing units,
+    then each GQ type) is invariant per block; the bundled units hold GQ units, whose column
+    gqhh_vect is the recode of tenvacgq."""
+    from dpspec_topdown.plugin import TopDown, _schema
+
+    spec = parse(open(SPECS[run], encoding="utf-8").read(), SPECS[run])
+    params = check(spec).params
+    schema = _schema(spec, params)
+    (tenvacgq,) = schema.categories
+    assert list(tenvacgq[11:]) == GQ_TYPES and len(tenvacgq) == 35
+    recodes = {r.name: r for r in schema.recodes}
+    gqhh = recodes["gqhh_vect"]
+    assert list(gqhh.labels) == ["housing_unit", *GQ_TYPES]
+    assert list(gqhh.group_of) == [0] * 11 + list(range(1, 25))
+    assert [recodes["h1"].labels[g] for g in recodes["h1"].group_of] == ["occupied"] * 4 + ["vacant"] * 7 + ["gq"] * 24
+    assert [q.describe() for q in TopDown().induced_invariants(spec, params)] == ["count units by block",
+                                                                             "count units by block, gqhh_vect"]
+    units = pd.read_parquet(os.path.join(DATA, "dhc_pr_units.parquet" if run == "pr" else "dhc_units.parquet"))
+    gq = units[units["tenvacgq"].astype(str).str.startswith("gq")]
+    assert len(gq) >= 2 and (gq["tenvacgq"].astype(str) == gq["gqhh_vect"].astype(str)).all()
+    assert (units.loc[~units.index.isin(gq.index), "gqhh_vect"].astype(str) == "housing_unit").all()
+
+
+def test_units_whose_gqhh_vect_is_not_the_recode_are_a_data_error(tmp_path):
+    import dpspec
+
+    spec = _copy(tmp_path, "pr")
+    path = tmp_path / "data" / "dhc" / "dhc_pr_units.parquet"
+    units = pd.read_parquet(path)
+    at = units.index[units["tenvacgq"].astype(str).str.startswith("gq")][0]
+    units["gqhh_vect"] = units["gqhh_vect"].astype(str)
+    units.loc[at, "gqhh_vect"] = "housing_unit"
+    units.to_parquet(path, index=False)
+    with pytest.raises(DataError, match=r"table 'units': 1 records have gqhh_vect different from the recode 'gqhh_vect' "
+                                        rf"of tenvacgq, e.g. in block '{units.loc[at, 'block']}'"):
+        dpspec.compile(str(spec), seed=1)
+
+
+def _production_elderly_zero(cell: dict) -> bool:
+    """Production's elderly structural zeros (Constraints_DHCH.py:87-90, 108-112, 121, 132-135, 151,
+    191-193), read on the four household-type factors where they can be: a cell is a zero when
+    production's rule forbids it. elderly: 0 no one 60+, 1 60-64, 2 65-74, 3 75+ (hhelderly.py);
+    hhage: 0 15-24, 5 60-64, 6 65-74, 7-8 75+ (hhage.py). The size-2 rules (108-111) on the
+    own-child households only (the factors have no other child)."""
+    age, eld, size, couple, own = cell["hhage"], cell["elderly"], cell["size"], cell["couple"], cell["ownchild"]
+    implied = {5: 1, 6: 2, 7: 3, 8: 3}.get(age, 0)  # what the householder's age alone makes elderly
+    if eld < implied:  # hh_elderly: someone at least as old as the householder is present
+        return True
+    alone = size == 1 or (size == 2 and own > 0) or (size == 3 and own == 3)  # nobody else can be 60+
+    if alone and eld != implied:
+        return True
+    couple_young = age == 0 and couple > 0 and ((size == 2) or (size == 3 and own > 0) or (size == 4 and own == 3))
+    return couple_young and eld == 3  # le25_eld3: a couple with a householder 15-24 has nobody 75+
+
+
+@pytest.mark.parametrize("run", sorted(SPECS))
+def test_the_specs_state_production_elderly_zeros_on_the_factors(run):
+    """elderly is a histogram variable of the households, and the zeros naming it are exactly
+    production's elderly rules on the factor cells outside the household-type zeros; the bundled
+    households respect them all."""
+    import itertools
+
+    from dpspec_topdown.plugin import _joint
+
+    spec = parse(open(SPECS[run], encoding="utf-8").read(), SPECS[run])
+    (j,) = _joint(spec, check(spec).params)
+    assert list(j["variables"]["elderly"]) == [0, 1, 2, 3]
+    zeros = j["structural_zeros"]
+    names = {n for n, cells in zeros.items() if "elderly" in cells}
+    assert names == {"hh_elderly_eld3", "hh_elderly_2", "hh_elderly_3", *(f"living_alone_eld{i}" for i in range(4)),
+                     *(f"size2_eld{i}" for i in range(4)), "size2_le25_eld3", "size3_le25_eld3",
+                     *(f"size3_eld{i}" for i in range(4)), "size4_le25_eld3"}
+    cells = pd.DataFrame(list(itertools.product(range(9), range(4), range(1, 8), range(5), range(2), range(4))),
+                         columns=["hhage", "elderly", "size", "couple", "multig", "ownchild"])
+    hhtype = pd.Series(False, index=cells.index)
+    stated = pd.Series(False, index=cells.index)
+    for name, box in zeros.items():
+        if name.startswith("hhtype_"):
+            hhtype |= _in_zero(cells, box)
+        elif name in names:
+            stated |= _in_zero(cells, box)
+    rule = cells.apply(lambda r: _production_elderly_zero(r.to_dict()), axis=1)
+    valid = ~hhtype  # cells some hhtype_dhch value has
+    assert (stated[valid] == rule[valid]).all()
+    households = pd.read_parquet(os.path.join(DATA, "dhc_pr_households.parquet" if run == "pr" else "dhc_households.parquet"))
+    for name in names:
+        assert not _in_zero(households, zeros[name]).any(), name
+    assert households["elderly"].nunique() == 4  # the data exercise every level
+
+
+@pytest.mark.slow  # two compiles of the Puerto Rico spec without elderly: about 40 s each on a loaded 2-core machine
+def test_the_units_and_households_release_the_same_bytes_on_spark(tmp_path, spark_session):
+    """The Puerto Rico spec, less the elderly variable and its zeros (which only grow the root's
+    fit; the query that then equals detailed folded into it: benchmarks/bench_dhch_elderly.py), on
+    both engines: tenvacgq's GQ units, the gqhh_vect
+    invariant and its column, the H1 equality and both tables rounded in one problem give the same
+    bytes."""
+    import importlib.util
+
+    from dpspec.engine.spark import SparkEngine
+    from tests.test_engine_mechanisms import compile_on, release_bytes
+
+    bench = importlib.util.spec_from_file_location("bench_dhch_elderly", os.path.join(ROOT, "benchmarks", "bench_dhch_elderly.py"))
+    module = importlib.util.module_from_spec(bench)
+    bench.loader.exec_module(module)
+    work = tmp_path / "in"
+    shutil.copytree(DATA, work / "data" / "dhc")
+    spec = work / "spec.dps"
+    spec.write_text(module.without_elderly(open(SPECS["pr"], encoding="utf-8").read()), encoding="utf-8")
+    local = release_bytes(compile_on(str(spec), "local"), tmp_path / "local")
+    on_spark = release_bytes(compile_on(str(spec), SparkEngine(session=spark_session)), tmp_path / "spark")
+    assert set(local) == {"units.csv", "households.csv"}
+    assert on_spark == local
+    units = pd.read_csv(tmp_path / "local" / "units.csv", dtype=str)
+    assert units["tenvacgq"].str.startswith("gq").sum() == (units["gqhh_vect"] != "housing_unit").sum() > 0
+
+
+@pytest.mark.parametrize("run", sorted(SPECS))
+def test_every_household_query_but_detailed_is_production_s_on_the_factors(run):
+    """The strategy's household queries (dhch_strategies.py:1665-1672) on the factors that make up
+    each hhtype recode (hhtype_dhch.py:152-226): multig; partner_type x ownchild for
+    partner_type_detailed_own_child_status; couple (five types) for coupled_hh_type; couple x multig
+    x ownchild x size (1-7) for DetailedCoupleTypeMultGenDetOwnChildSize. The bundled households
+    hold every couple type."""
+    from dpspec_topdown.plugin import _joint
+
+    spec = parse(open(SPECS[run], encoding="utf-8").read(), SPECS[run])
+    (j,) = _joint(spec, check(spec).params)
+    detailed = ("couple", "multig", "ownchild", "size")
+    wanted = [("multig", "hisp", "hhtenshort_2lev"), ("hisp", "hhtenshort_2lev"), ("hisp", "hhtenshort_2lev", "race"),
+              ("partner_type", "ownchild", "sex", "hhtenshort_2lev"), ("couple", "hisp", "hhtenshort_2lev"),
+              ("sex", "hisp", "ten", "race", *detailed), ("sex", "hisp", "ten", "race", "hhage", *detailed),
+              ("ten", "hhage", *detailed)]
+    schema = j["schema"]
+    for level, entries in j["strategy"].items():
+        stated = [q for q, _ in entries if q != schema.canonical(schema.names)]
+        assert stated == [schema.canonical(q) for q in wanted], level
+    partner = next(r for r in schema.recodes if r.name == "partner_type")
+    assert [partner.labels[g] for g in partner.group_of] == ["none", "married", "married", "cohabiting", "cohabiting"]
+    assert [str(c) for c in j["variables"]["couple"]] == ["0", "1", "2", "3", "4"]
+    assert list(j["variables"]["size"]) == list(range(1, 8))
+    households = pd.read_parquet(os.path.join(DATA, "dhc_pr_households.parquet" if run == "pr" else "dhc_households.parquet"))
+    assert set(households["couple"]) == {0, 1, 2, 3, 4}

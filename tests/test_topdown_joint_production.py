@@ -207,3 +207,44 @@ def test_joint_outer_passes_in_a_spec_check_and_name_either_table():
     text = SPEC.replace("  cross_constraints: {", passes)
     line = next(i for i, t in enumerate(text.splitlines(), 1) if t.strip() == "block: {")  # outer_passes' block
     assert [d.line for d in info.value.diagnostics if "unfitted" in d.message] == [line]
+
+
+# --- both tables rounded in one problem (joint_round.py) ----------------------------------------
+
+
+def test_both_tables_are_rounded_in_one_problem_with_the_cross_constraint():
+    """A unit fit of 0.6 on the tie and two household cells of 0.3 each: rounded first, the units
+    go up (0.4 away) and force the households to 1 (1.0 away, 1.4 in all); rounded together,
+    as production rounds its stacked histograms, both go down (0.6 + 0.6 = 1.2)."""
+    from dpspec_topdown import postprocess
+    from dpspec_topdown.joint import CrossConstraint
+    from dpspec_topdown.joint_round import round_jointly
+
+    def task(n_cells):
+        return postprocess.NodeTask(key=0, n_children=1, n_cells=n_cells, parent=None, measurements=(), constraints=())
+
+    var_a = (np.array([0]), np.array([0]), np.array([0]), np.array([0]))
+    var_b = (np.array([0, 1]), np.array([0, 0]), np.array([0, 1]), np.array([0, 1]))
+    xa, xb = np.array([0.6]), np.array([0.3, 0.3])
+    cross = [CrossConstraint("tie", np.array([0]), np.array([0, 0]), 1)]
+    cells, vc, va, vcell = var_a
+    alone, _, _ = postprocess._round(task(1), xa, va, vc, vcell, cells)
+    assert alone.tolist() == [1]  # the first table alone rounds up
+    a, b, _, _ = round_jointly(task(1), xa, var_a, task(2), xb, var_b, cross)
+    assert a.tolist() == [0] and b.tolist() == [0, 0]
+    assert np.abs(a - xa).sum() + np.abs(b - xb).sum() == pytest.approx(1.2)
+
+
+def test_a_joint_rounding_that_cannot_keep_the_tie_is_a_mechanism_error():
+    from dpspec.errors import MechanismError
+    from dpspec_topdown import postprocess
+    from dpspec_topdown.joint import CrossConstraint
+    from dpspec_topdown.joint_round import round_jointly
+
+    one = (np.array([0]), np.array([0]), np.array([0]), np.array([0]))
+    units = postprocess.NodeTask(key=7, n_children=1, n_cells=1, parent=np.array([2]), measurements=(), constraints=())
+    households = postprocess.NodeTask(key=7, n_children=1, n_cells=1, parent=np.array([1]), measurements=(),
+                                      constraints=())
+    cross = [CrossConstraint("tie", np.array([0]), np.array([0]), 1)]
+    with pytest.raises(MechanismError, match=r"joint node 7: no integer split of both tables .*\(tie\)"):
+        round_jointly(units, np.array([2.0]), one, households, np.array([1.0]), one, cross)

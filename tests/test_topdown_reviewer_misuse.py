@@ -58,7 +58,7 @@ def test_require_feasible_at_a_level_without_budget_is_refused():
      "postprocess_only:", "'hhgq_bogus', which is not a declared constraint"),
     ("p", "  postprocess_only: hhgq_total_ub, hhgq_total_lb\n", "", "postprocess_heuristics:", "go together"),
     ("p", "gq997: [41]\n", "", "gqlevels: {", "does not partition 'relgq': categories ['41'] are in no group"),
-    ("h", "          couple: [1, 2]\n", "          couple: [1, 9]\n", "couple: [1, 9]", "couple = [9] are not categories"),
+    ("h", "          couple: [1, 2, 3, 4]\n", "          couple: [1, 9]\n", "couple: [1, 9]", "couple = [9] are not categories"),
     ("h", "          rented: [2]\n", "", "hhtenshort_2lev: {", "does not partition 'ten'"),
     ("h", 'right: "households: ten = 0"', 'right: "persons: ten = 0"', "owned_mortgage: {",
      "table 'persons', which is not solved jointly"),

@@ -82,11 +82,12 @@ class TopDownResult:
     run_key: int | None = attrs.field(default=None, repr=False)  # the engine run's key (re-draws the noise)
     joint: dict = attrs.Factory(dict)  # joint table name -> its own TopDownResult (same hierarchy)
 
-    def microdata_table(self, categories: Mapping | None = None, chunk_rows: int | None = None):
+    def microdata_table(self, categories: Mapping | None = None, chunk_rows: int | None = None, recode_columns=()):
         """The protected person records as a StreamedTable (see release_tables.microdata_table)."""
         from .release_tables import CHUNK_ROWS, microdata_table
 
-        return microdata_table(self.hierarchy, self.schema, self.histograms, categories, chunk_rows or CHUNK_ROWS)
+        return microdata_table(self.hierarchy, self.schema, self.histograms, categories, chunk_rows or CHUNK_ROWS,
+                               recode_columns)
 
     def measurements_table(self, chunk_rows: int | None = None):
         """The noisy measurements as a StreamedTable: level, geocode, query, cell, value, variance."""

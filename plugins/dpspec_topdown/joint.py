@@ -10,11 +10,8 @@ both measurements pull on the shared total.
 The least squares is one QP: the two tables' problems side by side (each built by
 ``postprocess.build_node_qp``, so sparsity is unchanged: only active cells of each table are
 variables) plus one row per (child, group) of every cross constraint,
-``sum(left cells) - sum(right cells) = 0``. The rounding is done table by table: the first
-table is rounded with each cross constraint's left side kept within floor/ceil of its fit,
-then the second with the right side fixed to those integers (its fit equals the left side's,
-so the integers are within its own floor/ceil). Production rounds the stacked histograms in one
-problem; the two-step rounding is ours and keeps the same constraints exactly.
+``sum(left cells) - sum(right cells) = 0``. The rounding is one problem too, as production
+rounds the stacked histograms (joint_round.py).
 """
 from __future__ import annotations
 
@@ -28,7 +25,7 @@ import scipy.sparse as sp
 from dpspec.api import MechanismError
 
 from . import postprocess
-from .postprocess import _INT_TOL, NodeQP, NodeTask, _node_variables, _Rows, _sum_rows
+from .postprocess import NodeQP, NodeTask, _node_variables, _Rows, _sum_rows
 
 
 @attrs.frozen
@@ -96,42 +93,13 @@ def solve_joint_node(task_a: NodeTask, queries_a, task_b: NodeTask, queries_b,
     if x is None:
         raise MechanismError(f"joint node {task_a.key}: no split of the parents' histograms meets the constraints "
                              f"and the cross constraints ({', '.join(c.name for c in cross)}): {status}")
+    from .joint_round import round_jointly
+
     xa = np.maximum(x[:var_a[1].size], 0.0)
     xb = np.maximum(x[offset:offset + var_b[1].size], 0.0)
-    margins_a = left_margins(cross, var_a[1], var_a[3], task_a.n_children, xa)
-    counts_a, sec_a, milp_a = postprocess._round(task_a, xa, var_a[2], var_a[1], var_a[3], var_a[0], margins=tuple(margins_a))
-    margins_b = right_margins(cross, margins_a, counts_a, var_b[1], var_b[3])
-    counts_b, sec_b, milp_b = postprocess._round(task_b, xb, var_b[2], var_b[1], var_b[3], var_b[0], margins=tuple(margins_b))
-    return _results(task_a, task_b, var_a, var_b, counts_a, counts_b, qp_seconds, sec_a + sec_b, t0,
-                    int(problem.n_var), milp_a or milp_b, optimal, used)
-
-
-def left_margins(cross, vc, vcell, n_children, x) -> list:
-    """The first table's side of each cross constraint kept within floor/ceil of its fit ``x``:
-    (key, n_keys, lo, hi) per constraint, variables off the side on a spare, unbounded key."""
-    out = []
-    for c in cross:
-        ua, ka = _side(c.left, vc, vcell, c.n_groups)
-        n_keys = n_children * c.n_groups + 1
-        key = np.full(vc.size, n_keys - 1, dtype=np.int64)
-        key[ua] = ka
-        fit = np.bincount(key, weights=x, minlength=n_keys)
-        out.append((key, n_keys, np.append(np.floor(fit[:-1] + _INT_TOL), -np.inf),
-                    np.append(np.ceil(fit[:-1] - _INT_TOL), np.inf)))
-    return out
-
-
-def right_margins(cross, left, counts_a, vc, vcell) -> list:
-    """The second table's side of each cross constraint fixed to the first table's integers
-    (``left``: that table's `left_margins`)."""
-    out = []
-    for c, (key_a, n_keys, _, _) in zip(cross, left):
-        got = np.bincount(key_a, weights=counts_a, minlength=n_keys).astype(np.float64)
-        ub, kb = _side(c.right, vc, vcell, c.n_groups)
-        key = np.full(vc.size, n_keys - 1, dtype=np.int64)
-        key[ub] = kb
-        out.append((key, n_keys, np.append(got[:-1], -np.inf), np.append(got[:-1], np.inf)))
-    return out
+    counts_a, counts_b, seconds, milp = round_jointly(task_a, xa, var_a, task_b, xb, var_b, cross)
+    return _results(task_a, task_b, var_a, var_b, counts_a, counts_b, qp_seconds, seconds, t0,
+                    int(problem.n_var), milp, optimal, used)
 
 
 def _results(task_a, task_b, var_a, var_b, counts_a, counts_b, qp_seconds, round_seconds, t0, n_var, milp, optimal,

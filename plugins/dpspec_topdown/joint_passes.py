@@ -4,9 +4,8 @@ sequential_optimizers.py:461-506 of das_decennial, with the ordering of dhch_str
 
 Why a module of its own: multipass.py works on one table's cells; here every outer pass fits the
 queries it names of either table in one least-squares problem with the cross constraints
-(joint.joint_qp), rounds both tables (the first with each cross constraint's side within
-floor/ceil of its fit, the second with its side fixed to the first's integers, as joint.py does),
-and then fixes exactly, for every later outer pass, the answers of the margins its rounding pass
+(joint.joint_qp), rounds both tables in one problem with the cross constraints (joint_round.py,
+as production rounds the stacked histograms), and then fixes exactly, for every later outer pass, the answers of the margins its rounding pass
 names, of either table (production: `outerPassNum_{n}Constr_...` equality constraints).
 
 Each outer pass has one estimation and one rounding pass, as production's DHCH ordering has: with
@@ -113,20 +112,6 @@ def _exact(fixed) -> list:
     return [(k, m, v, v) for k, m, v in fixed]
 
 
-def _round(task, x, variables, margins, n, which):
-    """One table's integer children within ``margins``; MechanismError if none (no failsafe)."""
-    from dpspec.api import MechanismError
-
-    from . import postprocess
-
-    cells, vc, va, vcell = variables
-    counts, seconds, used = postprocess._round(task, x, va, vc, vcell, cells, margins=tuple(margins), fail=False)
-    if counts is None:
-        raise MechanismError(f"joint outer pass {n}: rounding {which} has no solution that keeps the earlier outer "
-                             "passes' answers and the cross constraints (no failsafe in interleaved passes)")
-    return counts, seconds, used
-
-
 def solve_joint_interleaved(task_a, queries_a, task_b, queries_b, cross: Sequence, plan: Sequence[JointOuter],
                             var_a, var_b):
     """(counts_a, counts_b, qp_seconds, round_seconds, used_milp, n_variables): both tables'
@@ -134,7 +119,8 @@ def solve_joint_interleaved(task_a, queries_a, task_b, queries_b, cross: Sequenc
     from dpspec.api import MechanismError
 
     from . import postprocess
-    from .joint import joint_qp, left_margins, right_margins
+    from .joint import joint_qp
+    from .joint_round import round_jointly
     from .multipass import _with_rows
 
     _, vc_a, va_a, vcell_a = var_a
@@ -159,14 +145,14 @@ def solve_joint_interleaved(task_a, queries_a, task_b, queries_b, cross: Sequenc
                                  "interleaved passes)")
         xa = np.maximum(x[:vc_a.size], 0.0)
         xb = np.maximum(x[offset:offset + vc_b.size], 0.0)
-        ranges_a = _ranges(o.round_main, vc_a, vcell_a, nc, xa)
-        sides = left_margins(cross, vc_a, vcell_a, nc, xa)
-        counts_a, sec, used = _round(task_a, xa, var_a, _exact(fixed_a) + ranges_a + sides, n, "the first table")
-        held_b = right_margins(cross, sides, counts_a, vc_b, vcell_b)
-        ranges_b = _ranges(o.round_joint, vc_b, vcell_b, nc, xb)
-        counts_b, sec_b, used_b = _round(task_b, xb, var_b, _exact(fixed_b) + ranges_b + held_b, n, "the second table")
-        round_seconds += sec + sec_b
-        milp |= used or used_b
+        counts_a, counts_b, sec, used = round_jointly(
+            task_a, xa, var_a, task_b, xb, var_b, cross, _exact(fixed_a) + _ranges(o.round_main, vc_a, vcell_a, nc, xa),
+            _exact(fixed_b) + _ranges(o.round_joint, vc_b, vcell_b, nc, xb), fail=False)
+        if counts_a is None:
+            raise MechanismError(f"joint outer pass {n}: the rounding has no solution that keeps the earlier outer "
+                                 "passes' answers and the cross constraints (no failsafe in interleaved passes)")
+        round_seconds += sec
+        milp |= used
         fixed_a += _margins(o.round_main, vc_a, vcell_a, nc, counts_a)
         fixed_b += _margins(o.round_joint, vc_b, vcell_b, nc, counts_b)
     return counts_a, counts_b, qp_seconds, round_seconds, milp, n_var

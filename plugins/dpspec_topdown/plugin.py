@@ -489,7 +489,7 @@ def _joint(spec: ir.Spec, params: dict) -> list[dict]:
                 next((at for at in [_shares_loc(None, sub, d.message)] if at[0] is not None), loc)))
                 for d in exc.diagnostics]) from None
         out.append({"name": p.name, "table": table_name, "variables": variables, "schema": schema,
-                    "strategy": strategy, "structural_zeros": zeros, "loc": loc})
+                    "strategy": strategy, "structural_zeros": zeros, "loc": loc, "params": sub})
     if len(out) > 1:
         raise SpecError(Diagnostic("joint: TopDown solves one further table with its own (two histograms per "
                                    "node, as production's households and units)", *out[1]["loc"]))
@@ -725,24 +725,65 @@ def _relation(spec: ir.Spec, params: dict) -> str:
     return spec.unit.relation if spec.unit and spec.unit.table == params["table"] else "symdiff"
 
 
+def _invariant_recodes(spec: ir.Spec, params: dict) -> dict:
+    """The recodes an invariant may name (a table column of the recode's name): {name: Recode}."""
+    try:
+        return {r.name: r for r in _recodes(params, _variables(spec, params))}
+    except SpecError:  # a bad recode is reported at the recode, not at every invariant
+        return {}
+
+
 def _invariants(spec: ir.Spec, params: dict):
-    """(level, query) pairs for the declared invariants on the person table; and problems."""
+    """(level, query) pairs for the declared invariants on the person table; and problems. A
+    factor may be a recode of a histogram variable, carried by the table as a column of its name
+    (recode_invariants.py: production's gqhh_vect)."""
+    from .recode_invariants import recode_invariant_problems
+
     levels = _levels(spec)
     variables = set(params["variables"])
+    recodes = _invariant_recodes(spec, params) if params.get("recodes") is not None else {}
     out, problems = [], []
     for q in spec.invariants:
         if q.table != params["table"]:
             continue
         geo = [c for c in q.columns if c in levels]
         rest = [c for c in q.columns if c not in levels]
-        bad = [c for c in rest if c not in variables]
+        bad = [c for c in rest if c not in variables and c not in recodes]
         if bad or len(geo) > 1:
-            what = f"columns {', '.join(bad)} are neither geography levels nor histogram variables" if bad else "it names two geography levels"
+            what = (f"columns {', '.join(bad)} are neither geography levels nor histogram variables nor recodes"
+                    if bad else "it names two geography levels")
             problems.append(Diagnostic(f"TopDown cannot keep the invariant '{q.describe()}' exact: {what}",
                                        *((q.loc.line, q.loc.column) if q.loc else (None, None))))
             continue
+        table = spec.domain.table(params["table"])
+        for c in rest:
+            if c in recodes and c not in variables and table.column(c) is not None:  # a missing column: the checker's error
+                column = _variables(spec, {"table": params["table"], "variables": [c]}).get(c, [])
+                problems.extend(recode_invariant_problems(q, c, column, recodes[c]))
         out.append(((geo[0] if geo else ROOT), tuple(rest), q))
     return out, problems
+
+
+def _recode_columns(spec: ir.Spec, params: dict) -> list:
+    """The recodes the invariants name as table columns (each is released as a column too)."""
+    recodes = _invariant_recodes(spec, params) if params.get("recodes") is not None else {}
+    return list(dict.fromkeys(c for _, query, _ in _invariants(spec, params)[0] for c in query
+                              if c in recodes and c not in params["variables"]))
+
+
+def _check_recode_invariant_columns(spec: ir.Spec, params: dict, table, engine) -> None:
+    """Each invariant factor that is a recode: the data column of its name is the recode of its
+    variable in every record (a DataError otherwise)."""
+    from .engine import table_counts
+    from .recode_invariants import check_recode_column
+
+    recodes = _invariant_recodes(spec, params) if params.get("recodes") is not None else {}
+    finest = _levels(spec)[-1]
+    for c in _recode_columns(spec, params):
+        r = recodes[c]
+        categories = _variables(spec, {"table": params["table"], "variables": [r.variable]})[r.variable]
+        check_recode_column(table_counts(table, [finest, r.variable, c], engine), finest, c, r, categories,
+                            params["table"])
 
 
 class TopDown(Mechanism):
@@ -900,7 +941,7 @@ class TopDown(Mechanism):
     def induced_invariants(self, spec, params):
         invariants, problems = _invariants(spec, params)
         for j in _joint(spec, params):  # a joint table's invariants are kept on its release too
-            more, extra = _invariants(spec, {"table": j["table"], "variables": list(j["variables"])})
+            more, extra = _invariants(spec, j["params"])
             invariants, problems = invariants + more, problems + extra
         return [] if problems else [q for _, _, q in invariants]
 
@@ -979,6 +1020,9 @@ class TopDown(Mechanism):
         variables = _variables(spec, params)
         invariants, _ = _invariants(spec, params)
         persons = data[params["table"]]
+        _check_recode_invariant_columns(spec, params, persons, engine)
+        for j in _joint(spec, params):
+            _check_recode_invariant_columns(spec, j["params"], data[j["table"]], engine)
         from .constraints import facility_bounds_from_counts, facility_constraints
 
         spine = _spine(spec, params)
@@ -1012,20 +1056,22 @@ class TopDown(Mechanism):
             reference_geography=(table_counts(data[spine["geography"]], [*spec.domain.geography.levels, *(
                 [spine["aian"][1]] if "aian" in spine else [])], engine) if "geography" in spine else None),
         )
-        categories = _categories(spec, persons, list(variables))  # the input's codes: invariants compare exactly
+        derived = _recode_columns(spec, params)  # recodes the input carries as columns are released too
+        categories = _categories(spec, persons, [*variables, *derived])  # the input's codes: invariants compare exactly
         tables = [persons] + [data[j["table"]] for j in _joint(spec, params)]
         geo_categories = _geography_categories(spec, tables) if len(tables) > 1 else {}
         categories.update(geo_categories)
         # both tables are streamed: written chunk by chunk, counted from the protected histograms
-        micro = result.microdata_table(categories)
+        micro = result.microdata_table(categories, recode_columns=derived)
         errors = accuracy(spec, params, result)
         timings = {lv: {k: v for k, v in t.items() if isinstance(v, (int, float, bool))} for lv, t in result.timings["levels"].items()}
         failsafe = {lv: t["failsafe_nodes"] for lv, t in timings.items() if t.get("failsafe_nodes")}
         outputs = {params["table"]: micro, "measurements": result.measurements_table()}
         for j in _joint(spec, params):  # a joint table's release: its microdata and its measurements
             other = result.joint[j["name"]]
-            outputs[j["table"]] = other.microdata_table({**_categories(spec, data[j["table"]], list(j["variables"])),
-                                                         **geo_categories})
+            jderived = _recode_columns(spec, j["params"])
+            outputs[j["table"]] = other.microdata_table({**_categories(spec, data[j["table"]], [*j["variables"], *jderived]),
+                                                         **geo_categories}, recode_columns=jderived)
             outputs["joint_measurements"] = other.measurements_table()
         return Release(
             outputs=outputs,
@@ -1075,7 +1121,7 @@ def _joint_table(spec, params: dict, data, records):
     if not joint:
         return None
     (j,) = joint
-    invariants, problems = _invariants(spec, {"table": j["table"], "variables": list(j["variables"])})
+    invariants, problems = _invariants(spec, j["params"])
     if problems:
         raise SpecError(problems)
     cross = []

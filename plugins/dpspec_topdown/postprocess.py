@@ -642,7 +642,8 @@ def _round(task, xstar, va, vc, vcell, cells, margins=(), fail=True):
     """Integer children histograms keeping every row of the QP exactly (LP, MILP if needed).
 
     ``margins``: extra ``(key, n_keys, lo, hi)`` rows (the multipass rounder's margins: sums of
-    the variables sharing a key kept within [lo, hi]). With ``fail=False`` an infeasible
+    the variables sharing a key kept within [lo, hi]), or ``(key, n_keys, lo, hi, coef)`` for a
+    weighted sum (a cross constraint's +1/-1 across two stacked tables, joint_round.py). With ``fail=False`` an infeasible
     rounding returns None instead of raising (the caller has a failsafe)."""
     near = np.rint(xstar)
     fixed = np.abs(xstar - near) <= _INT_TOL
@@ -708,10 +709,12 @@ def _round_once(task, xstar, base, fi, width, va, vc, vcell, cells, integer, mar
     t_hi = np.ceil(tot[present] - _INT_TOL) - bsum[present]
     t_lo, t_hi = np.minimum(t_lo, t_hi), np.maximum(t_lo, t_hi)
     rows.add(local, np.arange(nf), 1.0, t_lo, t_hi)
-    for key, n_keys, m_lo, m_hi in margins:  # the multipass rounder's margins
-        msum = np.bincount(key, weights=base, minlength=n_keys)
+    for key, n_keys, m_lo, m_hi, *coef in margins:  # the multipass rounder's margins
+        coef = coef[0] if coef else None
+        msum = np.bincount(key, weights=base if coef is None else base * coef, minlength=n_keys)
         local, present = _sum_rows(key[sel], n_keys)
-        rows.add(local, np.arange(nf), 1.0, m_lo[present] - msum[present], m_hi[present] - msum[present])
+        rows.add(local, np.arange(nf), 1.0 if coef is None else coef[sel], m_lo[present] - msum[present],
+                 m_hi[present] - msum[present])
         others = np.setdiff1d(np.flatnonzero(np.bincount(key, minlength=n_keys)), present)
         ok &= bool(np.all((m_lo[others] <= msum[others] + 0.5) & (msum[others] <= m_hi[others] + 0.5)))
     if not ok:
@@ -756,8 +759,8 @@ def _rows_hold(task, counts, va, vc, vcell, cells, margins=()) -> bool:
         got = np.bincount(vc * b.n_groups + b.groups[vcell], weights=counts, minlength=b.lower.size)
         if np.any(got < b.lower.ravel() - 0.5) or np.any(got > b.upper.ravel() + 0.5):
             return False
-    for key, n_keys, m_lo, m_hi in margins:
-        got = np.bincount(key, weights=counts, minlength=n_keys)
+    for key, n_keys, m_lo, m_hi, *coef in margins:
+        got = np.bincount(key, weights=counts * coef[0] if coef else counts, minlength=n_keys)
         if np.any(got < m_lo - 0.5) or np.any(got > m_hi + 0.5):
             return False
     if task.parent is not None:

@@ -37,9 +37,11 @@ class _Microdata:
     histograms: Mapping  # level name -> protected (units x cells) csr, canonical
     categories: Mapping  # column -> CategoricalDtype given to the column (the input's codes)
     per_unit: Mapping  # explicit level name -> its code for every finest unit
+    derived: tuple = ()  # recodes the input carried as columns of their name (an invariant's factor)
 
     @classmethod
-    def build(cls, hier, schema, histograms: Mapping, categories: Mapping | None) -> "_Microdata":
+    def build(cls, hier, schema, histograms: Mapping, categories: Mapping | None,
+              recode_columns=()) -> "_Microdata":
         last = len(hier.levels) - 1
         canonical = {}
         for name, h in histograms.items():
@@ -49,7 +51,16 @@ class _Microdata:
             canonical[name] = h
         per_unit = {lv.name: _published(lv).take(hier.ancestor(last, k)).to_numpy()
                     for k, lv in enumerate(hier.levels) if not lv.implicit}
-        return cls(hier, schema, canonical, dict(categories or {}), per_unit)
+        derived = tuple(next(r for r in schema.recodes if r.name == name) for name in recode_columns)
+        return cls(hier, schema, canonical, dict(categories or {}), per_unit, derived)
+
+    def with_derived(self, cols: dict) -> dict:
+        """`cols` (decoded variables) plus each derived column: the recode label of its variable."""
+        for r in self.derived:
+            categories = self.schema.categories[self.schema.names.index(r.variable)]
+            at = pd.Index(list(categories)).get_indexer(cols[r.variable])
+            cols[r.name] = np.asarray(r.labels, dtype=object)[np.asarray(r.group_of, dtype=np.int64)[at]]
+        return cols
 
     @property
     def finest(self) -> sp.csr_matrix:
@@ -71,7 +82,7 @@ class _Microdata:
         counts = sub.data.astype(np.int64)
         entry_unit = np.repeat(np.arange(start, stop, dtype=np.int64), np.diff(sub.indptr))
         cols = {name: np.repeat(codes[entry_unit], counts) for name, codes in self.per_unit.items()}
-        for name, values in self.schema.decode(sub.indices).items():
+        for name, values in self.with_derived(self.schema.decode(sub.indices)).items():
             cols[name] = np.repeat(values, counts)
         return self.typed(pd.DataFrame(cols))
 
@@ -80,7 +91,8 @@ class _Microdata:
         histogram of the finest level `by` names (the levels above it follow from the tree)."""
         hier, schema = self.hier, self.schema
         geo = [c for c in by if c in self.per_unit]
-        variables = [c for c in by if c not in self.per_unit]
+        derived = {r.name: r.variable for r in self.derived}
+        variables = list(dict.fromkeys(derived.get(c, c) for c in by if c not in self.per_unit))
         deepest = max((hier.index(c) for c in geo), default=0)
         query = schema.canonical(variables)
         h = sp.coo_matrix(self.histograms[hier.names[deepest]] @ schema.indicator(query))
@@ -94,8 +106,8 @@ class _Microdata:
             coords = np.unravel_index(group, [len(schema.categories[schema.names.index(v)]) for v in query])
             cell = np.ravel_multi_index([coords[query.index(v)] if v in query else np.zeros(group.size, np.int64)
                                          for v in schema.names], schema.shape)
-            decoded = schema.decode(cell)
-            cols.update({v: decoded[v] for v in variables})
+            decoded = self.with_derived(schema.decode(cell)) if self.derived else schema.decode(cell)
+            cols.update({v: decoded[v] for v in [*variables, *(c for c in by if c in derived)]})
         frame = self.typed(pd.DataFrame({c: cols[c] for c in by}))
         frame["count"] = count
         out = frame.groupby(list(by), observed=True, sort=True, dropna=False)["count"].sum().reset_index()
@@ -107,12 +119,13 @@ class _Microdata:
 
 
 def microdata_table(hier, schema, histograms: Mapping, categories: Mapping | None = None,
-                    chunk_rows: int = CHUNK_ROWS) -> StreamedTable:
+                    chunk_rows: int = CHUNK_ROWS, recode_columns=()) -> StreamedTable:
     """One row per protected person: every explicit level's code and the histogram variables.
 
     histograms: level name -> protected (units x cells) csr (the finest gives the rows, the
-    others the counts). categories: column -> CategoricalDtype (the input's, when it had one)."""
-    micro = _Microdata.build(hier, schema, histograms, categories)
+    others the counts). categories: column -> CategoricalDtype (the input's, when it had one).
+    recode_columns: recodes of the schema released as columns of their name (their labels)."""
+    micro = _Microdata.build(hier, schema, histograms, categories, recode_columns)
     bounds = micro.chunk_bounds(max(1, int(chunk_rows)))
 
     def chunks():
