@@ -60,7 +60,7 @@ def test_require_feasible_at_a_level_without_budget_is_refused():
     ("p", "gq997: [41]\n", "", "gqlevels: {", "does not partition 'relgq': categories ['41'] are in no group"),
     ("h", "          couple: [1, 2]\n", "          couple: [1, 9]\n", "couple: [1, 9]", "couple = [9] are not categories"),
     ("h", "          rented: [2]\n", "", "hhtenshort_2lev: {", "does not partition 'ten'"),
-    ("h", 'right: "households: ten = 0"', 'right: "persons: ten = 0"', "owned_mortgage: {",
+    ("h", 'right: "households: ten = 0"', 'right: "persons: ten = 0"', 'right: "persons',
      "table 'persons', which is not solved jointly"),
     ("h", '        estimation: ["detailed"]\n', '        estimation: { pass1: ["detailed"]  pass2: ["detailed"] }\n',
      "state: {", "one estimation pass and one rounding pass"),
@@ -111,3 +111,36 @@ def test_a_malformed_setting_is_refused_at_its_line_not_the_mechanisms(setting):
     text, d = _error(PERSONS.replace("  failsafe: {\n    minimal_schema: [relgq]\n  }\n", ""),
                      "  pass_tolerance: 0.1\n", f"  pass_tolerance: 0.1\n  {setting}\n")
     assert d.line == _line(text, setting) and d.message.startswith(setting.split(":")[0] + ": expected")
+
+
+def _at(text, line_start, fragment):
+    """(line, column) of `fragment` on the first line starting with `line_start` (1-based)."""
+    line = _line(text, line_start)
+    return line, text.splitlines()[line - 1].index(fragment) + 1
+
+
+@pytest.mark.parametrize("old, new, line_start, fragment, message", [
+    # a joint table's unknown variable: at the name in its variables list (was the joint entry's line)
+    ("variables: sex, hhage, hisp", "variables: sex, hhagex, hisp", "variables: sex, hhagex", "hhagex",
+     "'hhagex' must be a column of 'households'"),
+    ("      table: households\n", "      table: housholds\n", "table: housholds", "housholds",
+     "names table 'housholds', which must be a further table"),
+    # the sides of a cross constraint: at the table, the query or the label inside the side's string
+    ('right: "households: ten = 0"', 'right: "persons: ten = 0"', 'right: "persons', "persons",
+     "right side names table 'persons', which is not solved jointly"),
+    ('left: "units: hhtenshort_3lev = mortgage"', 'left: "units: hhtenshort_3levx = mortgage"', 'left: "units',
+     "hhtenshort_3levx", "query 'hhtenshort_3levx' names ['hhtenshort_3levx'], which are not"),
+    ('right: "households: ten = 0"', 'right: "households: ten = 7"', 'right: "households', "7",
+     "'7' is not a group of 'ten'"),
+    ('left: "units: hhtenshort_3lev = mortgage"', 'left: "units: hhtenshort_3lev = owned_twice"', 'left: "units',
+     "owned_twice", "'owned_twice' is not a group of 'hhtenshort_3lev'"),
+    ('right: "households: ten = 0"', 'right: "households: ten * size = 0"', 'right: "households', "ten * size",
+     "'= LABEL' picks a group of a query of one variable or recode, not of 'ten * size'"),
+    ('right: "households: ten = 0"', 'right: "households ten = 0"', 'right: "households', "right",
+     "right side 'households ten = 0' must read"),
+])
+def test_a_joint_tables_and_a_cross_constraints_errors_are_at_their_exact_line_and_column(
+        old, new, line_start, fragment, message):
+    text, d = _error(HOUSEHOLDS, old, new)
+    assert message in d.message
+    assert (d.line, d.column) == _at(text, line_start, fragment)

@@ -14,6 +14,7 @@ from fractions import Fraction
 from dpspec.api import Diagnostic, Mechanism, NativeFlavor, ParamSpec, ParameterSchema, Release, SpecError, ir, progress
 
 from .allocation import JOINT_MARK, allocate, query_name, split_allocation
+from .locate import at, item_at
 
 __version__ = "1.0.0"
 ROOT = "nation"
@@ -431,10 +432,6 @@ def _block(params: dict, name: str, example: str):
     return block
 
 
-def _loc_of(p):
-    return (p.loc.line, p.loc.column) if p.loc else (None, None)
-
-
 def _joint(spec: ir.Spec, params: dict) -> list[dict]:
     """``joint: { NAME: { table: T  variables: a, b  queries: {...}  recodes: {...} } }``: further
     tables solved with the mechanism's table in one problem per node (joint.py). Each entry:
@@ -446,26 +443,29 @@ def _joint(spec: ir.Spec, params: dict) -> list[dict]:
     geo = spec.domain.geography.levels if spec.domain.geography else []
     out, seen = [], {params["table"]}
     for p in block.params:
-        loc = _loc_of(p)
-        fields = {q.name: q.value for q in p.value.params} if isinstance(p.value, ir.ParamBlock) else {}
+        loc = at(p)
+        settings = {q.name: q for q in p.value.params} if isinstance(p.value, ir.ParamBlock) else {}
+        fields = {name: q.value for name, q in settings.items()}
         missing = [f for f in ("table", "variables", "queries") if f not in fields]
         unknown = sorted(set(fields) - {"table", "variables", "queries", "recodes", "structural_zeros"})
         if missing or unknown:
             what = f"missing {', '.join(missing)}" if missing else f"unknown field(s) {', '.join(unknown)}"
             raise SpecError(Diagnostic(f"joint: '{p.name}': {what} (fields: table, variables, queries, recodes, "
-                                       "structural_zeros)", *loc))
+                                       "structural_zeros)", *(at(settings[unknown[0]]) if not missing else loc)))
         table_name = str(fields["table"])
         table = spec.domain.table(table_name)
         if table is None or table_name in seen:
             raise SpecError(Diagnostic(f"joint: '{p.name}' names table '{table_name}', which must be a further table of "
-                                       "the domain (not the mechanism's table, nor one already joint)", *loc))
+                                       "the domain (not the mechanism's table, nor one already joint)",
+                                       *item_at(spec, settings["table"], table_name)))
         seen.add(table_name)
         spine = params.get("spine")
         flag = spine.get("aian") if isinstance(spine, ir.ParamBlock) else None
         lacking = [lv for lv in [*geo, *([str(flag.value)] if flag is not None else [])] if table.column(lv) is None]
         if lacking:
             raise SpecError(Diagnostic(f"joint: table '{table_name}' has no column {', '.join(lacking)}: a joint "
-                                       "table lives on the same geography (and spine flag)", *loc))
+                                       "table lives on the same geography (and spine flag)",
+                                       *item_at(spec, settings["table"], table_name)))
         raw = fields["variables"]
         names = [str(v) for v in (raw if isinstance(raw, tuple) else (raw,))]
         sub = {"table": table_name, "variables": names, "recodes": fields.get("recodes"), "queries": fields["queries"],
@@ -474,12 +474,13 @@ def _joint(spec: ir.Spec, params: dict) -> list[dict]:
             col = table.column(name)
             if col is None or col.type.kind not in ("enum", "bool", "int") or name in geo:
                 raise SpecError(Diagnostic(f"joint: '{p.name}': '{name}' must be a column of '{table_name}' with a "
-                                           "declared value set (enumerated, bool or int range)", *loc))
+                                           "declared value set (enumerated, bool or int range)",
+                                           *item_at(spec, settings["variables"], name)))
         try:
             variables = _variables(spec, sub)
             schema = _schema(spec, sub)
             if not isinstance(sub["queries"], ir.ParamBlock):
-                raise SpecError("queries: expected a block such as { total: 1/4 }")
+                raise SpecError(Diagnostic("queries: expected a block such as { total: 1/4 }", *at(settings["queries"])))
             strategy = {lv: [(schema.canonical(q), sh) for q, sh in entries]
                         for lv, entries in _strategy(sub, _levels(spec), names, params["levels"]).items()}
             zeros = _structural_zeros(sub, variables, schema.recodes)
@@ -507,41 +508,47 @@ def _cross_constraints(spec: ir.Spec, params: dict, joint: list[dict]) -> list[d
     schemas = {params["table"]: _schema(spec, params), **{j["table"]: j["schema"] for j in joint}}
     out = []
     for p in block.params:
-        loc = _loc_of(p)
-        fields = {q.name: q.value for q in p.value.params} if isinstance(p.value, ir.ParamBlock) else {}
+        loc = at(p)
+        settings = {q.name: q for q in p.value.params} if isinstance(p.value, ir.ParamBlock) else {}
+        fields = {name: q.value for name, q in settings.items()}
         if set(fields) != {"left", "right"}:
+            extra = sorted(set(fields) - {"left", "right"})
             raise SpecError(Diagnostic(f"cross_constraints: '{p.name}' needs {{ left: \"TABLE: QUERY\"  "
-                                       "right: \"TABLE: QUERY = LABEL\" }", *loc))
+                                       "right: \"TABLE: QUERY = LABEL\" }", *(at(settings[extra[0]]) if extra else loc)))
         sides = {}
         for which in ("left", "right"):
             text = str(fields[which])
+            side = settings[which]
             table, sep, rest = text.partition(":")
             table = table.strip()
             if not sep:
                 raise SpecError(Diagnostic(f"cross_constraints: '{p.name}': {which} side {text!r} must read "
-                                           "\"TABLE: QUERY\" or \"TABLE: QUERY = LABEL\"", *loc))
+                                           "\"TABLE: QUERY\" or \"TABLE: QUERY = LABEL\"", *at(side)))
             if table not in schemas:
                 raise SpecError(Diagnostic(
                     f"cross_constraints: '{p.name}': {which} side names table '{table}', which is not solved jointly "
-                    f"(tables solved together: {', '.join(schemas)}; add it under joint)", *loc))
+                    f"(tables solved together: {', '.join(schemas)}; add it under joint)", *item_at(spec, side, table)))
             schema = schemas[table]
             query_text, eq, label = rest.partition("=")
             try:
                 query = schema.canonical(_query_words(query_text.strip(), list(schema.names)))
             except SpecError as exc:
-                raise SpecError([Diagnostic(f"cross_constraints: '{p.name}': {d.message}", *loc)
+                raise SpecError([Diagnostic(f"cross_constraints: '{p.name}': {d.message}",
+                                            *item_at(spec, side, query_text.strip(), after=":"))
                                  for d in exc.diagnostics]) from None
             pick = None
             if eq:
                 if len(query) != 1:
                     raise SpecError(Diagnostic(f"cross_constraints: '{p.name}': '= LABEL' picks a group of a query of "
-                                               f"one variable or recode, not of {query_name(query)!r}", *loc))
+                                               f"one variable or recode, not of {query_name(query)!r}",
+                                               *item_at(spec, side, query_text.strip(), after=":")))
                 axis, mapping, size = schema._factor(query[0])
                 labels = ([str(c) for c in schema.categories[axis]] if mapping is None
                           else [str(lb) for lb in next(r.labels for r in schema.recodes if r.name == query[0])])
                 if label.strip() not in labels:
                     raise SpecError(Diagnostic(f"cross_constraints: '{p.name}': {label.strip()!r} is not a group of "
-                                               f"{query[0]!r} (groups: {', '.join(labels)})", *loc))
+                                               f"{query[0]!r} (groups: {', '.join(labels)})",
+                                               *item_at(spec, side, label.strip(), after="=")))
                 pick = labels.index(label.strip())
             sides[which] = (table, query, pick, 1 if pick is not None else schema.marginal_size(query))
         if sides["left"][0] == sides["right"][0]:
