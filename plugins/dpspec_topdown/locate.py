@@ -36,10 +36,11 @@ def _value_span(text: str, start: int) -> tuple[int, int]:
     return first, end
 
 
-def item_at(spec: ir.Spec, p, item: str | None = None, after: str | None = None) -> tuple:
+def item_at(spec: ir.Spec, p, item: str | None = None, after: str | None = None, occurrence: int = 1) -> tuple:
     """(line, column) of `item` (a name, a label, a piece of a quoted value) in setting `p`'s value,
-    as a whole word (past the first `after` in the value, when given: the label after "=");
-    the setting's own (line, column) when it has no text or `item` is not found."""
+    as a whole word (past the first `after` in the value, when given: the label after "="; its
+    `occurrence`-th appearance: 2 for a name listed twice); the setting's own (line, column) when
+    it has no text or `item` is not found."""
     where = at(p)
     text = spec.text if spec is not None else None
     if where[0] is None or not text or not item:
@@ -52,8 +53,13 @@ def item_at(spec: ir.Spec, p, item: str | None = None, after: str | None = None)
     if after:
         cut = text.find(after, first, end)
         first = cut + len(after) if cut >= 0 else first
-    found = re.compile(r"(?<![\w.])" + re.escape(item.strip()) + r"(?![\w.])").search(text, first, end)
-    if not found:
+    pattern = re.compile(r"(?<![\w.])" + re.escape(item.strip()) + r"(?![\w.])")
+    found = None
+    for found in pattern.finditer(text, first, end):
+        occurrence -= 1
+        if occurrence <= 0:
+            break
+    if found is None or occurrence > 0:
         return where
     line = text.count("\n", 0, found.start()) + 1
     return line, found.start() - (text.rfind("\n", 0, found.start()) + 1) + 1
