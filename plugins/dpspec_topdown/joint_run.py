@@ -58,10 +58,14 @@ class JointSide:
             left, right = side_sums(main_finest, c.left, n_groups), side_sums(conf[last], c.right, n_groups)
             bad = np.argwhere(left != right)
             if bad.size:
+                from .equality import group_text
+
                 u, g = bad[0]
+                mq = main_schema.canonical(main_q)
+                cell = group_text(main_schema, mq, main_pick if main_pick is not None else int(g)) or "total"
                 raise DataError(f"the data break the cross constraint {name!r}: {hier.names[last]} "
-                                f"{hier.levels[last].codes[u]!s}, group {int(g)}: {int(left[u, g])} in the main table, "
-                                f"{int(right[u, g])} in {joint.name!r} ({len(bad)} units and groups differ)")
+                                f"{hier.levels[last].codes[u]!s}, cell {cell} of the main table: {int(left[u, g])} "
+                                f"there, {int(right[u, g])} in {joint.name!r} ({len(bad)} units and groups differ)")
             cross.append(c)
         return cls(joint, schema, hier, alloc, conf, inv, _budget_classes(hier, alloc, bypass), cross, zero_cells)
 
