@@ -83,7 +83,7 @@ def _copy(tmp_path, run):
 
 def test_a_cross_constraint_naming_a_table_not_solved_jointly_is_a_located_spec_error():
     lines = open(SPECS["pr"], encoding="utf-8").read().splitlines()
-    at = next(i for i, line in enumerate(lines, 1) if line.strip().startswith("owned_mortgage:"))
+    at = next(i for i, line in enumerate(lines, 1) if line.strip().startswith("owned_mortgage:")) + 2  # its right side
     broken = "\n".join(line.replace('"households: ten = 0"', '"h1: h1 = occupied"') for line in lines)
     with pytest.raises(SpecError, match=rf"s.dps:{at}:.*not solved jointly"):
         check(parse(broken, "s.dps"))

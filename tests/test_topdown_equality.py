@@ -111,13 +111,15 @@ DECLARED = 'public {\n  count pl94 by block, hhgq released "the 2020 P.L. 94-171
 def test_equal_to_misuse_is_a_located_spec_error():
     good = SPEC.replace("PUBLIC", DECLARED).replace("TABLE", "pl94")
     check(parse(good, "s.dps"))
-    line = SPEC.splitlines().index("    pl94_block: {") + 1
-    with pytest.raises(SpecError, match=f"s.dps:{line}:.*declare that product public"):
+    # each at the setting it is about: the table's name, or the factor of the query the table lacks
+    line = SPEC.splitlines().index("      table: TABLE") + 1
+    with pytest.raises(SpecError, match=f"s.dps:{line}:14:.*declare that product public"):
         check(parse(SPEC.replace("PUBLIC", "").replace("TABLE", "pl94"), "s.dps"))
-    line = good.splitlines().index("    pl94_block: {") + 1
-    with pytest.raises(SpecError, match=f"s.dps:{line}:.*'persons', which must be a second table"):
+    line = good.splitlines().index("      table: pl94") + 1
+    with pytest.raises(SpecError, match=f"s.dps:{line}:14:.*'persons', which must be a second table"):
         check(parse(SPEC.replace("PUBLIC", DECLARED).replace("TABLE", "persons"), "s.dps"))
-    with pytest.raises(SpecError, match=f"s.dps:{line}:.*'pl94', which must be a second table of the domain with columns block, hhgq, sex"):
+    with pytest.raises(SpecError, match=f"s.dps:{line + 1}:22:.*'pl94', which must be a second table of the domain "
+                                        r"with columns block, hhgq, sex .*\('pl94' has no column sex\)"):
         check(parse(good.replace('query: "hhgq"', 'query: "hhgq * sex"'), "s.dps"))
 
 

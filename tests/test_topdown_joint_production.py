@@ -69,7 +69,7 @@ def _data(seed=4, n_blocks=24):
     return households, units
 
 
-def _run(households, units, zeros):
+def _run(households, units, zeros, seed=0):
     from dpspec_topdown.engine import JointTable, run_topdown
     from dpspec_topdown.histogram import Recode
 
@@ -82,17 +82,18 @@ def _run(households, units, zeros):
     strategy = {lv: [((), Fraction(1, 4)), (("hhsize", "tenure"), Fraction(1, 4))] for lv in shares}
     # a small rho: noisy answers spread over every cell, so a cell left free is filled somewhere
     return run_topdown(households, ["nation", "state", "county", "block"], {"hhsize": [1, 2, 3], "tenure": [0, 1]},
-                       strategy, Fraction(1, 20), shares, "hamming", [("state", ())], np.random.default_rng(0),
+                       strategy, Fraction(1, 20), shares, "hamming", [("state", ())], np.random.default_rng(seed),
                        workers=1, joint=table)
 
 
 def test_the_release_keeps_the_joint_zeros_at_every_level():
     households, units = _data()
     zeros = {"no_seasonal": {"vacs": [2, 3]}}
-    free = _run(households, units, {}).joint["units"]
     held = _run(households, units, zeros).joint["units"]
-    # without the zeros the noise puts units in the empty cells; with them no level has any
-    assert any(h[:, 2:].sum() > 0 for h in free.histograms.values())
+    # without the zeros the noise puts units in the empty cells (in about 3 runs of 4: the state's
+    # noisy answers of both cells must not be negative); with them no level has any
+    free = [_run(households, units, {}, seed).joint["units"] for seed in (0, 1, 2)]
+    assert any(h[:, 2:].sum() > 0 for run in free for h in run.histograms.values())
     for name, h in held.histograms.items():
         assert h[:, 2:].sum() == 0, name
     assert held.microdata["vacs"].isin([0, 1]).all()

@@ -307,7 +307,7 @@ def test_outer_passes_in_a_spec():
     from dpspec.language.parser import parse
 
     check(parse(OUTER_SPEC, "s.dps"))
-    line = OUTER_SPEC.splitlines().index("    county: {") + 1
+    line = OUTER_SPEC.splitlines().index("      outer1: {") + 1  # the outer pass missing its rounding
     bad = OUTER_SPEC.replace('        rounding: { pass1: ["total"] }\n', "")
     with pytest.raises(SpecError, match=f"s.dps:{line}:.*outer pass 'outer1' needs estimation and rounding"):
         check(parse(bad, "s.dps"))

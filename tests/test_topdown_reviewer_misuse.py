@@ -60,7 +60,7 @@ def test_require_feasible_at_a_level_without_budget_is_refused():
     ("p", "gq997: [41]\n", "", "gqlevels: {", "does not partition 'relgq': categories ['41'] are in no group"),
     ("h", "          couple: [1, 2, 3, 4]\n", "          couple: [1, 9]\n", "couple: [1, 9]", "couple = [9] are not categories"),
     ("h", "          rented: [2]\n", "", "hhtenshort_2lev: {", "does not partition 'ten'"),
-    ("h", 'right: "households: ten = 0"', 'right: "persons: ten = 0"', "owned_mortgage: {",
+    ("h", 'right: "households: ten = 0"', 'right: "persons: ten = 0"', 'right: "persons',
      "table 'persons', which is not solved jointly"),
     ("h", '        estimation: ["detailed"]\n', '        estimation: { pass1: ["detailed"]  pass2: ["detailed"] }\n',
      "state: {", "one estimation pass and one rounding pass"),
@@ -111,3 +111,128 @@ def test_a_malformed_setting_is_refused_at_its_line_not_the_mechanisms(setting):
     text, d = _error(PERSONS.replace("  failsafe: {\n    minimal_schema: [relgq]\n  }\n", ""),
                      "  pass_tolerance: 0.1\n", f"  pass_tolerance: 0.1\n  {setting}\n")
     assert d.line == _line(text, setting) and d.message.startswith(setting.split(":")[0] + ": expected")
+
+
+def _at(text, line_start, fragment):
+    """(line, column) of `fragment` on the first line starting with `line_start` (1-based)."""
+    line = _line(text, line_start)
+    return line, text.splitlines()[line - 1].index(fragment) + 1
+
+
+@pytest.mark.parametrize("old, new, line_start, fragment, message", [
+    # a joint table's unknown variable: at the name in its variables list (was the joint entry's line)
+    ("variables: sex, hhage, hisp", "variables: sex, hhagex, hisp", "variables: sex, hhagex", "hhagex",
+     "'hhagex' must be a column of 'households'"),
+    ("      table: households\n", "      table: housholds\n", "table: housholds", "housholds",
+     "names table 'housholds', which must be a further table"),
+    # the sides of a cross constraint: at the table, the query or the label inside the side's string
+    ('right: "households: ten = 0"', 'right: "persons: ten = 0"', 'right: "persons', "persons",
+     "right side names table 'persons', which is not solved jointly"),
+    ('left: "units: hhtenshort_3lev = mortgage"', 'left: "units: hhtenshort_3levx = mortgage"', 'left: "units',
+     "hhtenshort_3levx", "query 'hhtenshort_3levx' names ['hhtenshort_3levx'], which are not"),
+    ('right: "households: ten = 0"', 'right: "households: ten = 7"', 'right: "households', "7",
+     "'7' is not a group of 'ten'"),
+    ('left: "units: hhtenshort_3lev = mortgage"', 'left: "units: hhtenshort_3lev = owned_twice"', 'left: "units',
+     "owned_twice", "'owned_twice' is not a group of 'hhtenshort_3lev'"),
+    ('right: "households: ten = 0"', 'right: "households: ten * size = 0"', 'right: "households', "ten * size",
+     "'= LABEL' picks a group of a query of one variable or recode, not of 'ten * size'"),
+    ('right: "households: ten = 0"', 'right: "households ten = 0"', 'right: "households', "right",
+     "right side 'households ten = 0' must read"),
+])
+def test_a_joint_tables_and_a_cross_constraints_errors_are_at_their_exact_line_and_column(
+        old, new, line_start, fragment, message):
+    text, d = _error(HOUSEHOLDS, old, new)
+    assert message in d.message
+    assert (d.line, d.column) == _at(text, line_start, fragment)
+
+
+# A reviewer's misuses of every DHC construct: each a SpecError at the exact line, and at the
+# item it names when it names one (column of `fragment` on the line starting with `line_start`).
+@pytest.mark.parametrize("which, old, new, line_start, fragment, message", [
+    # postprocess_only, postprocess_heuristics, postprocess_require_feasible
+    ("p", "postprocess_only: hhgq_total_ub, hhgq_total_lb", "postprocess_only: hhgq_total_ub, hhgq_total_ub",
+     "postprocess_only:", "hhgq_total_ub\n", "names the constraint 'hhgq_total_ub' twice"),
+    ("p", "postprocess_require_feasible: state, county", "postprocess_require_feasible: state, countx",
+     "postprocess_require_feasible:", "countx", "names 'countx', not a geography level"),
+    ("p", "postprocess_require_feasible: state, county, prim, tsg, tsubset", "postprocess_require_feasible: 3",
+     "postprocess_require_feasible:", "postprocess_require_feasible", "expected a list of names, e.g. [state, county]"),
+    ("p", "postprocess_heuristics: true", "postprocess_heuristics: false", "postprocess_heuristics:",
+     "postprocess_heuristics", "postprocess_only and postprocess_heuristics: true go together"),
+    # sense (and occupied, which only a lower bound reads)
+    ("p", "      sense: upper\n", "      sense: above\n", "sense: above", "sense", "sense above is not one of"),
+    ("p", "      sense: lower\n", "      sense: upper\n", "occupied: gq101", "occupied",
+     "occupied sets the lower bounds, which sense: upper leaves out"),
+    ("p", "      sense: upper\n", "      sense: lower  # was upper\n", "sense: lower  # was", "sense",
+     "'hhgq_total_ub': sense: lower keeps only the lower bounds"),
+    ("p", "      sense: upper\n", "      sense: upper\n      sense: lower  # again\n", "sense: lower  # again", "sense",
+     "'sense' is given twice in one block (first at line"),
+    ("p", "      occupied: gq101, gq102", "      occupied: gq101, gq1022", "occupied: gq101, gq1022", "gq1022",
+     "occupied ['gq1022'] are not categories of 'gqlevels'"),
+    ("p", "      of: gqlevels\n      table: facilities\n      type: gqtype\n      sense: upper",
+     "      of: gqlevelz\n      table: facilities\n      type: gqtype\n      sense: upper", "of: gqlevelz", "of",
+     "bounds 'gqlevelz', which is not a histogram variable or recode"),
+    ("p", "      sense: lower\n      occupied:", "      sense: lower\n      occupies:", "occupies:", "occupies",
+     "unknown field(s) occupies"),
+    # equal_to
+    ("p", 'query: "hhgq8lev * votingage * hispanic * cenrace"', 'query: "hhgq8lev * votingage * hispanic * cenracex"',
+     "query:", "cenracex", "names ['cenracex'], which are not histogram variables or recodes"),
+    ("p", 'query: "hhgq8lev * votingage * hispanic * cenrace"', 'query: "hhgq8lev * votingage * hispanic * cenrace * sex"',
+     "query:", "sex", "('pl94' has no column sex)"),
+    ("p", "      table: pl94\n", "      table: pl95\n", "table: pl95", "pl95", "reads 'pl95', which must be a second table"),
+    ("p", '      query: "hhgq8lev * votingage * hispanic * cenrace"\n', "", "pl94: {", "pl94", "missing query"),
+    # outer_passes (and their constrain_to)
+    ("p", "    state: {\n      outer1: {\n        estimation: {", "    state: {\n      outer1: {\n        estimate: 1\n"
+     "        estimation: {", "estimate: 1", "estimate", "needs estimation and rounding passes (and may have constrain_to), not 'estimate'"),
+    ("p", "  outer_passes: {\n    state: {", "  outer_passes: {\n    statex: {", "statex: {", "statex",
+     "outer_passes name 'statex', which is not a geography level"),
+    ("p", "  outer_passes: {\n    state: {\n      outer1: {", "  outer_passes: {\n    state: {\n      outer1: {\n"
+     '        constrain_to: { pass1: ["total"] }', "constrain_to:", "constrain_to", "constrain_to at level 'state'"),
+    ("h", '        rounding: ["households: detailed"]\n      }\n    }\n    tsg:',
+     '        rounding: ["housholds: detailed"]\n      }\n    }\n    tsg:', 'rounding: ["housholds', "rounding",
+     "names table 'housholds', which is not a joint table"),
+    # structural zeros in the joint table
+    ("h", "          size: [1]\n          couple: [1, 2]", "          sizes: [1]\n          couple: [1, 2]", "sizes: [1]",
+     "sizes", "names 'sizes', which is not a histogram variable or recode"),
+    ("h", "          size: [1]\n          couple: [1, 2]", "          size: [1]\n          couple: [1, 5]", "couple: [1, 5]",
+     "couple", "couple = [5] are not categories of 'couple'"),
+    # the spine
+    ("p", "    bypass: county, prim, tsg, tsubset, blockgroup\n", "    bypass: county, prim, tsg, tsubset, blockgroup, county\n",
+     "bypass:", "county\n", "spine: bypass lists 'county' twice"),
+    ("p", "    bypass: county, prim, tsg, tsubset, blockgroup\n", "    bypass: county, prim, tsg, tsubset, blockgroup, block\n",
+     "bypass:", "block\n", "'block', the finest level"),
+    ("p", "    bypass: county, prim", "    bypass: nation, county, prim", "bypass:", "nation",
+     "spine: bypass names 'nation', which has no budget share: its single-child units would take their child's "
+     "budget and measure nothing, leaving those geounits without budget"),
+    ("p", "    aian: aian\n", "    aian: aian\n    aian_areas: 1\n", "aian_areas:", "aian_areas", "spine: unknown setting 'aian_areas'"),
+    # failsafe, variables, levels, recodes, duplicates
+    ("p", "    minimal_schema: [relgq]\n", "    minimal_schema: [relgq, gq]\n", "minimal_schema:", "gq]",
+     "minimal_schema names gq; it needs histogram variables"),
+    ("p", "    minimal_schema: [relgq]\n", "    minimal_schema: [relgq]\n    schema: 1\n", "schema: 1", "schema",
+     "failsafe: expected { minimal_schema: [VARIABLE, ...] }, not 'schema'"),
+    ("p", "  variables: relgq, sex, age, hispanic, cenrace\n", "  variables: relgq, sex, age, hispanic, cenrace, sex\n",
+     "variables:", "sex\n", "variables: 'sex' is listed twice"),
+    ("h", "      variables: sex, hhage", "      variables: sex, hhage, hhage", "variables: sex, hhage, hhage", "hhage, hisp",
+     "joint: 'households': variables: 'hhage' is listed twice"),
+    ("p", "    state: 6571/24811", "    statex: 6571/24811", "statex:", "statex", "levels: 'statex' is not a geography level"),
+    ("p", "    state: 6571/24811", "    state: 6571/24811  # once\n    state: 6571/24811", "state: 6571/24811  # dhcp", "state",
+     "levels: 'state' is given twice in one block (first at line"),
+    ("p", "  pass_tolerance: 0.1\n", "  pass_tolerance: 0.1\n  pass_tolerance: 0.2\n", "pass_tolerance: 0.2",
+     "pass_tolerance", "'pass_tolerance' is given twice in one block"),
+    ("p", "      a1: [1]\n", "      a1: [0]\n", "a1: [0]", "0]", "0 is in both 'a0' and 'a1'"),
+    ("p", "      a1: [1]\n", "      a1: [1, 200]\n", "a1: [1, 200]", "200", "group 'a1' lists 200"),
+    ("p", "      a1: [1]\n", "      a1: []\n", "a1: []", "a1", "group 'a1' is empty"),
+    ("p", "    age_38_groups: {\n      of: age\n", "    age_38_groups: {\n      of: ages\n", "of: ages", "of",
+     "recodes 'ages', which is not a histogram variable"),
+    ("p", "    age_38_groups: {\n", "    sex: {\n", "sex: {", "sex", "recodes: 'sex': the name is already a variable"),
+    # the cross constraints' fields
+    ("h", '      right: "households: ten = 0"\n', '      right: "households: ten = 0"\n      middle: "x"\n', "middle:",
+     "middle", "needs { left: \"TABLE: QUERY\"  right: \"TABLE: QUERY = LABEL\" }, not 'middle'"),
+])
+def test_a_reviewers_misuse_of_a_dhc_construct_is_at_its_exact_line_and_item(which, old, new, line_start, fragment, message):
+    text, d = _error(PERSONS if which == "p" else HOUSEHOLDS, old, new)
+    assert message in d.message, d.message
+    lines = text.splitlines()
+    starts = [i for i, line in enumerate(lines, 1) if (line.strip() + "\n").startswith(line_start)]
+    assert len(starts) == 1, (line_start, starts)  # the case names one line
+    line = lines[starts[0] - 1] + "\n"
+    assert (d.line, d.column) == (starts[0], line.index(fragment, line.index(line_start.strip())) + 1), d

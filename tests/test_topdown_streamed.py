@@ -163,11 +163,14 @@ def test_chunk_sizes_do_not_change_the_bytes(persons):
     assert _csv(one_node_each) == _csv(res.measurements_table(chunk_rows=1 << 30))
 
 
-def test_without_an_engine_levels_are_still_drawn_whole_from_rng(persons):
-    a, b = _run(persons, seed=8, engine=False), _run(persons, seed=8, engine=False)
-    assert a.noise_plans == {} and len(a.noisy) == len(a.allocation.queries)
+def test_without_an_engine_the_nodes_draw_as_an_engine_run_with_the_key_from_rng(persons):
+    a = _run(persons, seed=8, engine=False)
+    assert a.noisy == {} and set(a.noise_plans) == set(ALL_LEVELS)
+    b = run_topdown(persons, ALL_LEVELS, PL94_VARIABLES, STRATEGY, PRODUCTION_RHO, PRODUCTION_LEVEL_SHARES, "hamming",
+                    [("state", ())], None, workers=1,
+                    engine=EngineRun(LocalEngine(), node_noise.run_key_from(np.random.default_rng(8))))
     assert _csv(a.measurements_table()) == _csv(b.measurements_table())
-    _assert_same_frame(a.measurements, _whole_measurements(a))
+    assert _csv(a.microdata_table()) == _csv(b.microdata_table())
 
 
 # --- the driver never holds a level's noisy answers --------------------------------------------
@@ -195,9 +198,10 @@ def test_no_noise_draw_is_larger_than_one_node(many_nodes, monkeypatch):
     assert max(sizes) * 10 < res.hierarchy.level("block").n_units * detailed
 
 
-def test_driver_peak_stays_well_below_one_dense_level():
+def test_driver_peak_stays_well_below_one_dense_level(monkeypatch):
     """tracemalloc (numpy reports its buffers to it) over the run and the streaming of both
-    tables: the peak stays a fraction of the dense noisy answers, which the old way held."""
+    tables: the peak stays a fraction of the dense noisy answers, which the old way held
+    (with an engine or without: the nodes draw their own noise either way)."""
     persons = generate_population(3000, 3000, seed=9)  # 100 block groups: many nodes, small ones
     dense_bytes = None
 
@@ -215,11 +219,14 @@ def test_driver_peak_stays_well_below_one_dense_level():
         finally:
             tracemalloc.stop()
 
-    streamed, whole = peak(True), peak(False)
+    with_engine, without_engine = peak(True), peak(False)
+    _draw_levels_whole(monkeypatch)
+    whole = peak(True)
     assert dense_bytes > 20 * 2**20  # the case is big enough for the bound to mean something
     assert whole > dense_bytes  # control: drawing levels whole does hold them
     # what remains is one node's solve and one chunk (and what every run keeps, sparse)
-    assert streamed < dense_bytes / 3, (streamed, dense_bytes)
+    assert with_engine < dense_bytes / 3, (with_engine, dense_bytes)
+    assert without_engine < dense_bytes / 3, (without_engine, dense_bytes)
 
 
 # --- counts from the protected histograms --------------------------------------------------

@@ -311,6 +311,7 @@ def resolve_params(mechanism: Mechanism, call: ir.MechanismCall, spec: ir.Spec) 
     values: dict = {}
     problems: list[Diagnostic] = []
     given = {p.name: p for p in call.params.params}
+    problems.extend(_repeated(call.params, call.loc))
     for p in call.params.params:
         if schema.get(p.name) is None:
             message, hint = unknown("parameter", p.name, [s.name for s in schema.params], f"mechanism '{mechanism.name}'")
@@ -330,6 +331,21 @@ def resolve_params(mechanism: Mechanism, call: ir.MechanismCall, spec: ir.Spec) 
             problems.append(Diagnostic(f"parameter '{ps.name}': {message}", *_loc_of(p, call.loc), hint=hint))
         values[ps.name] = value
     return values, problems
+
+
+def _repeated(block: ir.ParamBlock, fallback, where: str = "") -> list[Diagnostic]:
+    """A setting written twice in one block, at any depth (the later one would silently win),
+    located at its second occurrence."""
+    out, first = [], {}
+    for p in block.params:
+        if p.name in first:
+            line = first[p.name].loc.line if first[p.name].loc else None
+            out.append(Diagnostic(f"{where}'{p.name}' is given twice in one block"
+                                  + (f" (first at line {line})" if line else ""), *_loc_of(p, fallback)))
+        first.setdefault(p.name, p)
+        if isinstance(p.value, ir.ParamBlock):
+            out.extend(_repeated(p.value, fallback, f"{where}{p.name}: "))
+    return out
 
 
 def _type_name(value) -> str:

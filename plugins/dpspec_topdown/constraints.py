@@ -20,9 +20,7 @@ from fractions import Fraction
 
 from dpspec.api import Diagnostic, SpecError, ir
 
-
-def _loc(p):
-    return (p.loc.line, p.loc.column) if p.loc else (None, None)
+from .locate import at, item_at
 
 
 def _value(raw):
@@ -46,27 +44,30 @@ def facility_constraints(spec: ir.Spec, params: dict, variables: dict) -> list[d
     finest = geo.levels[-1] if geo else None
     out = []
     for p in block.params:
-        loc = _loc(p)
+        loc = at(p)
         body = p.value
         if not isinstance(body, ir.ParamBlock):
             raise SpecError(Diagnostic(f"constraints: '{p.name}' needs a block with of, table and type", *loc))
-        fields = {q.name: q.value for q in body.params}
+        settings = {q.name: q for q in body.params}
+        fields = {name: q.value for name, q in settings.items()}
         unknown = sorted(set(fields) - {"of", "table", "type", "occupied", "sense"})
         missing = [f for f in ("of", "table", "type") if f not in fields]
         if unknown or missing:
             what = f"unknown field(s) {', '.join(unknown)}" if unknown else f"missing {', '.join(missing)}"
-            raise SpecError(Diagnostic(f"constraints: '{p.name}': {what} (fields: of, table, type, occupied, sense)", *loc))
+            raise SpecError(Diagnostic(f"constraints: '{p.name}': {what} (fields: of, table, type, occupied, sense)",
+                                       *(at(settings[unknown[0]]) if unknown else loc)))
         of, table_name, type_col = str(fields["of"]), str(fields["table"]), str(fields["type"])
         if of not in variables:
             raise SpecError(Diagnostic(f"constraints: '{p.name}' bounds '{of}', which is not a histogram "
-                                       f"variable or recode (known: {', '.join(variables)})", *loc))
+                                       f"variable or recode (known: {', '.join(variables)})", *at(settings["of"])))
         table = spec.domain.table(table_name)
         if table is None or table_name == params["table"]:
             raise SpecError(Diagnostic(f"constraints: '{p.name}' reads table '{table_name}', which is not a "
-                                       "second table of the domain", *loc))
+                                       "second table of the domain", *at(settings["table"])))
         if finest is None or table.column(finest) is None or table.column(type_col) is None:
+            where = settings["type"] if finest is not None and table.column(finest) is not None else settings["table"]
             raise SpecError(Diagnostic(f"constraints: '{p.name}': table '{table_name}' needs columns "
-                                       f"'{finest}' (the finest level) and '{type_col}'", *loc))
+                                       f"'{finest}' (the finest level) and '{type_col}'", *at(where)))
         cats = list(variables[of])
         by_text = {str(c): c for c in cats}
         raw = fields.get("occupied", ())
@@ -74,10 +75,17 @@ def facility_constraints(spec: ir.Spec, params: dict, variables: dict) -> list[d
         bad = [v for v in occupied if v not in cats]
         if bad:
             raise SpecError(Diagnostic(f"constraints: '{p.name}': occupied {bad} are not categories of "
-                                       f"'{of}' ({cats})", *loc))
+                                       f"'{of}' ({cats})", *item_at(spec, settings["occupied"], str(bad[0]))))
         sense = str(fields.get("sense", "both"))
         if sense not in ("both", "lower", "upper"):
-            raise SpecError(Diagnostic(f"constraints: '{p.name}': sense {sense} is not one of both, lower, upper", *loc))
+            raise SpecError(Diagnostic(f"constraints: '{p.name}': sense {sense} is not one of both, lower, upper",
+                                       *at(settings["sense"])))
+        if sense == "upper" and "occupied" in settings:  # the occupied rows only set lower bounds
+            raise SpecError(Diagnostic(f"constraints: '{p.name}': occupied sets the lower bounds, which sense: upper "
+                                       "leaves out; remove it or the sense", *at(settings["occupied"])))
+        if sense == "lower" and not occupied:  # no lower bound at all: the constraint would bound nothing
+            raise SpecError(Diagnostic(f"constraints: '{p.name}': sense: lower keeps only the lower bounds, which "
+                                       "come from the occupied types; list them (occupied: [...])", *at(settings["sense"])))
         declared = any(q.table == table_name and set(q.columns) == {finest, type_col} for q in spec.invariants)
         if not declared:
             raise SpecError(Diagnostic(

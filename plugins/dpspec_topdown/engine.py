@@ -31,9 +31,8 @@ from .allocation import JOINT_MARK, Allocation, allocate, query_name, split_allo
 from . import equality
 from .hierarchy import Hierarchy, build_hierarchy
 from .histogram import Schema, aggregate, marginal, unit_histograms
-from dpspec.api import discrete_gaussian
 from .multipass import pass_plan
-from .node_noise import LevelNoise, NodeNoise, add_class_noise
+from .node_noise import LevelNoise, NodeNoise, run_key_from
 from .spine import (BYPASSED, bypass_classes, check_budget_per_person, class_share, group_sum, split_by_signature,
                     split_geography, unit_groups)
 from .postprocess import (BoundConstraint, Failsafe, FailsafeError, GroupConstraint, MeasuredQuery, NodeError, NodeTask,
@@ -70,7 +69,7 @@ class TopDownResult:
     schema: Schema
     hierarchy: Hierarchy
     allocation: Allocation
-    noisy: dict  # (level, query) -> (units x groups) int64 noisy answers: runs without an engine only
+    noisy: dict  # (level, query) -> (units x groups) noisy answers drawn whole; empty: the nodes draw their own
     histograms: dict  # level -> protected (units x cells) csr histogram
     timings: dict
     total_rho: Fraction
@@ -79,7 +78,7 @@ class TopDownResult:
     noise_plans: dict = attrs.Factory(dict)  # level -> node_noise.LevelNoise: noise drawn in the nodes
     # optimized spine: level -> (class of every unit, per query {class: sigma²}) (spine.py)
     budget_classes: dict = attrs.Factory(dict)
-    run_key: int | None = attrs.field(default=None, repr=False)  # the engine run's key (re-draws the noise)
+    run_key: int | None = attrs.field(default=None, repr=False)  # the run's noise key (re-draws the noise)
     joint: dict = attrs.Factory(dict)  # joint table name -> its own TopDownResult (same hierarchy)
 
     def microdata_table(self, categories: Mapping | None = None, chunk_rows: int | None = None, recode_columns=()):
@@ -144,7 +143,10 @@ def run_topdown(persons: pd.DataFrame, levels: Sequence[str], variables: Mapping
     node's children is drawn from a stream keyed by (level, parent code), so the release does
     not depend on where nodes run, and the nodes of a level are solved as units of work on it
     (the local engine keeps this process's pool); each node draws its own noise, so no level's
-    noisy answers are ever whole in one process; without one, ``rng`` draws each level at once.
+    noisy answers are ever whole in one process. Without one the nodes are solved here (or in
+    this process's pool) and draw their noise the same way, from streams keyed by a run key
+    drawn from ``rng`` (node_noise.run_key_from): the release is the one an engine run with that
+    key publishes, and a large query's answers are drawn only where a fit reads them.
     ``aian`` = (level, flag column): production's AIAN spine (spine.py): that level and every
     level below it but the finest are split into the parts inside (flag 1) and outside AIAN
     areas; an invariant at a split level holds on the sum of each unit's parts only.
@@ -245,24 +247,9 @@ def run_topdown(persons: pd.DataFrame, levels: Sequence[str], variables: Mapping
         equality.check_against(name, q, targets, schema, hier, conf, inv, zero_cells)
         equality.check_bounds(name, q, targets[last], schema, level_bounds + pp_bounds, hier)
         equal.append((name, q, targets, schema.groups(q), schema.marginal_size(q)))
-    timings: dict = {"levels": {}}
-    noisy: dict = {}  # without an engine: every level's noisy answers, drawn whole from `rng`
-    for k in measured:
-        t0 = time.perf_counter()
-        if engine is None:
-            for j, qb in enumerate(alloc.for_level(names[k])):  # in place: the true answers are not kept
-                answers = marginal(conf[k], schema, qb.query)
-                if names[k] in classes:
-                    add_class_noise(answers, classes[names[k]][0], classes[names[k]][1][j], rng)
-                else:
-                    answers += discrete_gaussian(qb.sigma2, answers.shape, rng)
-                noisy[(names[k], qb.query)] = answers
-            if side is not None:
-                side.draw(k, rng)
-        # with an engine each node draws its children's noise itself (node_noise), when solved
-        timings["levels"][names[k]] = {"noise_seconds": time.perf_counter() - t0,
-                                       "units": hier.levels[k].n_units}
-    run_key = engine.run_key if engine is not None else None
+    timings: dict = {"levels": {names[k]: {"noise_seconds": 0.0, "units": hier.levels[k].n_units} for k in measured}}
+    noisy: dict = {}  # no level is drawn whole: each node draws its children's noise itself (node_noise)
+    run_key = engine.run_key if engine is not None else run_key_from(rng)
     noise_plans: dict = {}
 
     workers = default_workers() if workers is None else max(1, int(workers))
@@ -420,6 +407,7 @@ def node_failure(exc: NodeError, hier: Hierarchy, prev: int | None, level: str) 
 def _joint_timings(entry: dict, results, wall: float, outer: int = 0) -> None:
     entry.update({"solve_seconds": wall, "nodes": len(results), "joint_nodes": len(results),
                   "node_seconds": sum(r.total_seconds for r in results),
+                  "noise_seconds": sum(r.noise_seconds for r in results),
                   "qp_seconds": sum(r.qp_seconds for r in results),
                   "rounding_seconds": sum(r.round_seconds for r in results),
                   "milp_nodes": sum(r.used_milp for r in results),
@@ -713,9 +701,9 @@ def _level_tasks(k, prev, hier, schema, alloc, noisy, conf, inv, protected, run_
                  classes=None) -> list[NodeTask]:
     """One task per parent unit (or a single task over the whole level when nothing is above).
 
-    A level drawn whole (`noisy`) hands each node its slice of the noisy answers; otherwise each
-    node gets its children's confidential histograms and draws their noise from the stream
-    keyed (level, parent code) of the run `run_key` (node_noise)."""
+    Each node gets its children's confidential histograms and draws their noise from the stream
+    keyed (level, parent code) of the run `run_key` (node_noise); a level already drawn whole in
+    `noisy` (run_topdown never does; tests do, to compare) hands each node its slice instead."""
     names = hier.names
     n_units = hier.levels[k].n_units
     level_queries = alloc.for_level(names[k])

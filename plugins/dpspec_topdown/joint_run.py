@@ -14,11 +14,10 @@ import functools
 import attrs
 import numpy as np
 
-from dpspec.api import DataError, MechanismError, discrete_gaussian
+from dpspec.api import DataError, MechanismError
 
-from .histogram import aggregate, marginal, unit_histograms
+from .histogram import aggregate, unit_histograms
 from .joint import CrossConstraint, side_sums, solve_joint_pair
-from .node_noise import add_class_noise
 from .postprocess import MeasuredQuery, NodeError
 
 
@@ -59,23 +58,16 @@ class JointSide:
             left, right = side_sums(main_finest, c.left, n_groups), side_sums(conf[last], c.right, n_groups)
             bad = np.argwhere(left != right)
             if bad.size:
+                from .equality import group_text
+
                 u, g = bad[0]
+                mq = main_schema.canonical(main_q)
+                cell = group_text(main_schema, mq, main_pick if main_pick is not None else int(g)) or "total"
                 raise DataError(f"the data break the cross constraint {name!r}: {hier.names[last]} "
-                                f"{hier.levels[last].codes[u]!s}, group {int(g)}: {int(left[u, g])} in the main table, "
-                                f"{int(right[u, g])} in {joint.name!r} ({len(bad)} units and groups differ)")
+                                f"{hier.levels[last].codes[u]!s}, cell {cell} of the main table: {int(left[u, g])} "
+                                f"there, {int(right[u, g])} in {joint.name!r} ({len(bad)} units and groups differ)")
             cross.append(c)
         return cls(joint, schema, hier, alloc, conf, inv, _budget_classes(hier, alloc, bypass), cross, zero_cells)
-
-    def draw(self, k: int, rng) -> None:
-        """Level k's noisy answers drawn whole (a run without an engine)."""
-        name = self.hier.names[k]
-        for j, qb in enumerate(self.alloc.for_level(name)):
-            answers = marginal(self.conf[k], self.schema, qb.query)
-            if name in self.classes:
-                add_class_noise(answers, self.classes[name][0], self.classes[name][1][j], rng)
-            else:
-                answers += discrete_gaussian(qb.sigma2, answers.shape, rng)
-            self.noisy[(name, qb.query)] = answers
 
     def solve_level(self, k, prev, tasks, queries, run_key, engine, plan=None) -> list:
         """The main table's results for level k's nodes, each solved jointly with this table's

@@ -7,7 +7,9 @@ confidential histograms (sparse, a slice of what the driver already holds) and d
 from the stream keyed ("topdown noise", (level, parent code)), query after query in the level's
 order: the same draws the driver used to make for the whole level. It hands back, with its
 solution, where in its stream each query's draws began (`stream_position`), so the published
-measurements can later be re-drawn one query of one node at a time (`measurements.py`).
+measurements can later be re-drawn one query of one node at a time (`measurements.py`). A run
+without an engine does the same with a run key drawn from its generator (`run_key_from`), so it
+publishes what an engine run with that key publishes and never holds a level's answers whole.
 
 Sparse noise (a query with more than KEYED_GROUPS groups: the DHC detailed query's 1,227,744):
 a dense row per child would be most of a run's time and memory, yet the fit reads only the
@@ -34,6 +36,12 @@ from dpspec.api import KeyColumns, discrete_gaussian, keyed_discrete_gaussian, k
 STAGE = "topdown noise"  # the stream's stage name; with (level, parent code) it keys one node's stream
 CELL_STAGE = "topdown cell noise"  # with (level, parent code, query, child, group): one answer's stream
 KEYED_GROUPS = 1 << 16  # a query with more groups draws each answer from its own stream, on demand
+
+
+def run_key_from(rng: np.random.Generator) -> int:
+    """A run key (256 bits) drawn from `rng`, for a run without an engine: its nodes then draw
+    from the same keyed streams as an engine run with that key, and publish the same release."""
+    return int.from_bytes(rng.bytes(32), "little")  # as the SafeTab and PHSafe plugins draw theirs
 
 
 def keyed(n_groups: int) -> bool:

@@ -14,6 +14,7 @@ from fractions import Fraction
 from dpspec.api import Diagnostic, Mechanism, NativeFlavor, ParamSpec, ParameterSchema, Release, SpecError, ir, progress
 
 from .allocation import JOINT_MARK, allocate, query_name, split_allocation
+from .locate import at, item_at
 
 __version__ = "1.0.0"
 ROOT = "nation"
@@ -41,7 +42,7 @@ def _recode_value(raw):
     return str(raw)
 
 
-def _recodes(params: dict, variables: dict) -> list[Recode]:
+def _recodes(params: dict, variables: dict, spec: ir.Spec | None = None) -> list[Recode]:
     """The declared recodes: ``NAME: { of: VARIABLE  LABEL: [values]  ... }`` each."""
     from .histogram import Recode  # numpy, imported when a topdown spec is checked, not at startup
 
@@ -57,10 +58,12 @@ def _recodes(params: dict, variables: dict) -> list[Recode]:
         of = body.get("of") if isinstance(body, ir.ParamBlock) else None
         if of is None:
             raise SpecError(Diagnostic(f"recodes: '{p.name}' needs a block with 'of: VARIABLE' and its groups", *loc))
+        if p.name in variables or any(r.name == p.name for r in out):
+            raise SpecError(Diagnostic(f"recodes: '{p.name}': the name is already a variable or another recode", *loc))
         variable = str(of.value)
         if variable not in variables:
             raise SpecError(Diagnostic(f"recodes: '{p.name}' recodes '{variable}', which is not a histogram "
-                                       f"variable (known: {', '.join(variables)})", *loc))
+                                       f"variable (known: {', '.join(variables)})", *at(of)))
         groups = {}
         for g in body.params:
             if g.name == "of":
@@ -71,22 +74,41 @@ def _recodes(params: dict, variables: dict) -> list[Recode]:
         try:
             out.append(Recode.build(p.name, variable, variables[variable], groups))
         except SpecError as exc:
-            raise SpecError([Diagnostic(d.message, *loc) for d in exc.diagnostics]) from None
+            raise SpecError([Diagnostic(d.message, *_recode_group_loc(spec, body, d.message, loc))
+                             for d in exc.diagnostics]) from None
     return out
+
+
+def _recode_group_loc(spec, body: ir.ParamBlock, message: str, loc: tuple) -> tuple:
+    """(line, column) of what a recode error is about: the value a group lists that is not a
+    category or is in an earlier group too, or the empty group; the recode's `loc` otherwise
+    (categories in no group)."""
+    import re
+
+    found = (re.search(r"group '([^']+)' lists (\S+?), which", message) or re.search(r"(\S+) is in both '[^']+' and '([^']+)'", message)
+             or re.search(r"group '([^']+)' is empty", message))
+    if not found:
+        return loc
+    if "is in both" in message:
+        value, label = found.group(1), found.group(2)
+    else:
+        label, value = found.group(1), (found.group(2) if found.re.groups > 1 else None)
+    group = body.get(label)
+    return item_at(spec, group, value.strip("'") if value else None) if group is not None else loc
 
 
 def _bound_categories(spec: ir.Spec, params: dict) -> dict:
     """What a constraint may bound: each histogram variable's categories and each recode's group
     labels (production bounds persons per block on gqlevels, a recode of the detailed GQ types)."""
     variables = _variables(spec, params)
-    return {**variables, **{r.name: list(r.labels) for r in _recodes(params, variables)}}
+    return {**variables, **{r.name: list(r.labels) for r in _recodes(params, variables, spec)}}
 
 
 def _schema(spec: ir.Spec, params: dict) -> Schema:
     from .histogram import Schema
 
     variables = _variables(spec, params)
-    return Schema.from_variables(variables).with_recodes(_recodes(params, variables))
+    return Schema.from_variables(variables).with_recodes(_recodes(params, variables, spec))
 
 
 def _query_words(item, variables) -> tuple:
@@ -133,9 +155,11 @@ def _passes(params: dict, variables, joint: dict | None = None) -> dict:
             outer = []
             for o in p.value.params:
                 body = {q.name: q.value for q in o.value.params} if isinstance(o.value, ir.ParamBlock) else {}
-                if not {"estimation", "rounding"} <= set(body) or set(body) - {"estimation", "rounding", "constrain_to"}:
+                extra = [q for q in o.value.params if q.name not in ("estimation", "rounding", "constrain_to")] if body else []
+                if not {"estimation", "rounding"} <= set(body) or extra:
                     raise SpecError(Diagnostic(f"outer_passes: '{p.name}' outer pass '{o.name}' needs estimation and "
-                                               "rounding passes (and may have constrain_to)", *loc))
+                                               "rounding passes (and may have constrain_to)"
+                                               + (f", not '{extra[0].name}'" if extra else ""), *at(extra[0] if extra else o)))
                 outer.append({"tolerance": tolerance, **{k: _pass_lists(v, variables, joint) for k, v in body.items()}})
             out.setdefault(p.name, {"tolerance": tolerance, "tolerance_type": tolerance_type})["outer"] = outer
     return out
@@ -173,37 +197,50 @@ def _at_setting(spec: ir.Spec, d: Diagnostic) -> Diagnostic:
     return Diagnostic(d.message, p.loc.line, p.loc.column) if p is not None and p.loc else d
 
 
-def _pass_query_loc(params: dict, level: str, message: str) -> tuple:
+def _pass_query_loc(params: dict, level: str | None, message: str) -> tuple:
     """(line, column) of the pass entry (``estimation: [...]``, ``rounding: [...]``, at any depth
-    under the level) that writes the query a "query 'X' names ..." error is about; (None, None) if none."""
+    under the level, or under any level when `level` is None) that an error is about: the one
+    writing the query of a "query 'X' names ..." error or the item of a "passes: 'X' names table"
+    one, or the ``constrain_to`` entry of a "constrain_to at level" one; (None, None) if none."""
     import re
 
-    found = re.match(r"query '([^']+)' names", message)
-    if not found:
-        return None, None
-    want = " * ".join(w.strip() for w in found.group(1).split("*"))
+    query = re.match(r"query '([^']+)' names", message)
+    item = re.match(r"passes: '([^']+)' names table", message)
+    if query:
+        want = " * ".join(w.strip() for w in query.group(1).split("*"))
 
-    def writes(value) -> bool:
-        items = value if isinstance(value, tuple) else (value,)
-        return any(not isinstance(v, ir.ParamBlock) and
-                   " * ".join(w.strip() for w in str(v).rpartition(":")[2].split("*")) == want for v in items)
+        def writes(value) -> bool:
+            items = value if isinstance(value, tuple) else (value,)
+            return any(not isinstance(v, ir.ParamBlock) and
+                       " * ".join(w.strip() for w in str(v).rpartition(":")[2].split("*")) == want for v in items)
+    elif item:
+        def writes(value) -> bool:
+            return any(str(v) == item.group(1) for v in (value if isinstance(value, tuple) else (value,)))
+    elif message.startswith("constrain_to at level"):
+        writes = None
+    else:
+        return None, None
 
     def search(block):
         for p in block.params:
+            if writes is None and p.name == "constrain_to" and p.loc:
+                return p.loc.line, p.loc.column
             if isinstance(p.value, ir.ParamBlock):
                 hit = search(p.value)
                 if hit:
                     return hit
-            elif writes(p.value) and p.loc:
+            elif writes is not None and writes(p.value) and p.loc:
                 return p.loc.line, p.loc.column
         return None
 
     for what in ("outer_passes", "estimation", "rounding", "constrain_to"):
         block = params.get(what)
         for p in block.params if isinstance(block, ir.ParamBlock) else ():
-            if p.name == level:
+            if level is None or p.name == level:
+                if writes is None and what == "constrain_to" and p.loc:
+                    return p.loc.line, p.loc.column
                 hit = search(p.value) if isinstance(p.value, ir.ParamBlock) else (
-                    (p.loc.line, p.loc.column) if writes(p.value) and p.loc else None)
+                    (p.loc.line, p.loc.column) if writes is not None and writes(p.value) and p.loc else None)
                 if hit:
                     return hit
     return None, None
@@ -302,7 +339,7 @@ def _spine(spec: ir.Spec, params: dict) -> dict:
     for p in block.params:
         loc = (p.loc.line, p.loc.column) if p.loc else (None, None)
         if p.name == "bypass":
-            out["bypass"] = _bypass_levels(spec, params, p.value, loc)
+            out["bypass"] = _bypass_levels(spec, params, p)
             continue
         if p.name == "gq_blockgroups":
             out["gq_blockgroups"] = _gq_blockgroups(spec, params, p.value, loc)
@@ -340,25 +377,29 @@ def _spine(spec: ir.Spec, params: dict) -> dict:
     return out
 
 
-def _bypass_levels(spec: ir.Spec, params: dict, value, loc) -> list[str]:
+def _bypass_levels(spec: ir.Spec, params: dict, setting) -> list[str]:
     """The levels whose single-child units the optimized spine bypasses, checked: each a
     geography level with a budget share and a level below it (a bypassed unit's budget moves
-    into a geounit that measures it; a level without a share would leave it unspent)."""
+    into a geounit that measures it; a level without a share would leave it unspent); errors at
+    the level's name in the `setting`."""
+    value = setting.value
     levels = _levels(spec)
     names = [str(v) for v in (value if isinstance(value, tuple) else (value,))]
     for name in names:
+        where = item_at(spec, setting, name)
         if name not in levels:
             raise SpecError(Diagnostic(f"spine: bypass names '{name}', which is not a geography level "
-                                       f"(known: {', '.join(levels)})", *loc))
+                                       f"(known: {', '.join(levels)})", *where))
         if name == levels[-1]:
             raise SpecError(Diagnostic(f"spine: bypass names '{name}', the finest level: its units have no "
-                                       "child to bypass into", *loc))
+                                       "child to bypass into", *where))
         if name not in params["levels"]:
             raise SpecError(Diagnostic(f"spine: bypass names '{name}', which has no budget share: its "
                                        "single-child units would take their child's budget and measure nothing, "
-                                       "leaving those geounits without budget", *loc))
-    if len(set(names)) != len(names):
-        raise SpecError(Diagnostic("spine: bypass lists a level twice", *loc))
+                                       "leaving those geounits without budget", *where))
+    twice = [n for n in names if names.count(n) > 1]
+    if twice:
+        raise SpecError(Diagnostic(f"spine: bypass lists '{twice[0]}' twice", *item_at(spec, setting, twice[0], occurrence=2)))
     return names
 
 
@@ -402,23 +443,40 @@ def _equalities(spec: ir.Spec, params: dict) -> list[dict]:
     out = []
     for p in block.params:
         loc = (p.loc.line, p.loc.column) if p.loc else (None, None)
-        fields = {q.name: q.value for q in p.value.params} if isinstance(p.value, ir.ParamBlock) else {}
+        settings = {q.name: q for q in p.value.params} if isinstance(p.value, ir.ParamBlock) else {}
+        fields = {name: q.value for name, q in settings.items()}
         if set(fields) != {"table", "query"}:
-            raise SpecError(Diagnostic(f"equal_to: '{p.name}' needs {{ table: TABLE  query: \"a * b\" }}", *loc))
+            extra = sorted(set(fields) - {"table", "query"})
+            missing = [f for f in ("table", "query") if f not in fields]
+            raise SpecError(Diagnostic(f"equal_to: '{p.name}' needs {{ table: TABLE  query: \"a * b\" }}"
+                                       + (f", not '{extra[0]}'" if extra else f", missing {' and '.join(missing)}"),
+                                       *(at(settings[extra[0]]) if extra else loc)))
         table_name = str(fields["table"])
         try:
             query = schema.canonical(_query_words(fields["query"], list(schema.names)))
         except SpecError as exc:
-            raise SpecError([Diagnostic(f"equal_to: '{p.name}': {d.message}", *loc) for d in exc.diagnostics]) from None
+            import re
+
+            def where(message):
+                unknown = re.search(r"names \['([^']+)'", message)
+                return item_at(spec, settings["query"], unknown.group(1) if unknown else None)
+
+            raise SpecError([Diagnostic(f"equal_to: '{p.name}': {d.message}", *where(d.message))
+                             for d in exc.diagnostics]) from None
         table = spec.domain.table(table_name)
         need = [finest, *query]
-        if table is None or table_name == params["table"] or any(table.column(c) is None for c in need):
+        lacking = [c for c in need if table is not None and table.column(c) is None]
+        if table is None or table_name == params["table"] or lacking:
+            why = f" ('{table_name}' has no column {', '.join(lacking)})" if lacking and table_name != params["table"] else ""
             raise SpecError(Diagnostic(f"equal_to: '{p.name}' reads '{table_name}', which must be a second table of the "
-                                       f"domain with columns {', '.join(need)} (the released product)", *loc))
+                                       f"domain with columns {', '.join(need)} (the released product){why}",
+                                       *(item_at(spec, settings["query"], lacking[-1]) if why and lacking[-1] != finest
+                                         else item_at(spec, settings["table"], table_name))))
         public = any(info.query.table == table_name and set(info.query.columns) == set(need) for info in spec.public)
         if not public:
             raise SpecError(Diagnostic(f"equal_to: '{p.name}' holds the release to '{table_name}'; declare that product "
-                                       f"public: public {{ count {table_name} by {', '.join(need)} released \"...\" }}", *loc))
+                                       f"public: public {{ count {table_name} by {', '.join(need)} released \"...\" }}",
+                                       *item_at(spec, settings["table"], table_name)))
         out.append({"name": p.name, "table": table_name, "query": query, "finest": finest})
     return out
 
@@ -429,10 +487,6 @@ def _block(params: dict, name: str, example: str):
     if block is not None and not isinstance(block, ir.ParamBlock):
         raise SpecError(f"{name}: expected a block such as {example}")
     return block
-
-
-def _loc_of(p):
-    return (p.loc.line, p.loc.column) if p.loc else (None, None)
 
 
 def _joint(spec: ir.Spec, params: dict) -> list[dict]:
@@ -446,40 +500,48 @@ def _joint(spec: ir.Spec, params: dict) -> list[dict]:
     geo = spec.domain.geography.levels if spec.domain.geography else []
     out, seen = [], {params["table"]}
     for p in block.params:
-        loc = _loc_of(p)
-        fields = {q.name: q.value for q in p.value.params} if isinstance(p.value, ir.ParamBlock) else {}
+        loc = at(p)
+        settings = {q.name: q for q in p.value.params} if isinstance(p.value, ir.ParamBlock) else {}
+        fields = {name: q.value for name, q in settings.items()}
         missing = [f for f in ("table", "variables", "queries") if f not in fields]
         unknown = sorted(set(fields) - {"table", "variables", "queries", "recodes", "structural_zeros"})
         if missing or unknown:
             what = f"missing {', '.join(missing)}" if missing else f"unknown field(s) {', '.join(unknown)}"
             raise SpecError(Diagnostic(f"joint: '{p.name}': {what} (fields: table, variables, queries, recodes, "
-                                       "structural_zeros)", *loc))
+                                       "structural_zeros)", *(at(settings[unknown[0]]) if not missing else loc)))
         table_name = str(fields["table"])
         table = spec.domain.table(table_name)
         if table is None or table_name in seen:
             raise SpecError(Diagnostic(f"joint: '{p.name}' names table '{table_name}', which must be a further table of "
-                                       "the domain (not the mechanism's table, nor one already joint)", *loc))
+                                       "the domain (not the mechanism's table, nor one already joint)",
+                                       *item_at(spec, settings["table"], table_name)))
         seen.add(table_name)
         spine = params.get("spine")
         flag = spine.get("aian") if isinstance(spine, ir.ParamBlock) else None
         lacking = [lv for lv in [*geo, *([str(flag.value)] if flag is not None else [])] if table.column(lv) is None]
         if lacking:
             raise SpecError(Diagnostic(f"joint: table '{table_name}' has no column {', '.join(lacking)}: a joint "
-                                       "table lives on the same geography (and spine flag)", *loc))
+                                       "table lives on the same geography (and spine flag)",
+                                       *item_at(spec, settings["table"], table_name)))
         raw = fields["variables"]
         names = [str(v) for v in (raw if isinstance(raw, tuple) else (raw,))]
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:
+            raise SpecError(Diagnostic(f"joint: '{p.name}': variables: '{twice[0]}' is listed twice",
+                                       *item_at(spec, settings["variables"], twice[0], occurrence=2)))
         sub = {"table": table_name, "variables": names, "recodes": fields.get("recodes"), "queries": fields["queries"],
                "structural_zeros": fields.get("structural_zeros")}
         for name in names:
             col = table.column(name)
             if col is None or col.type.kind not in ("enum", "bool", "int") or name in geo:
                 raise SpecError(Diagnostic(f"joint: '{p.name}': '{name}' must be a column of '{table_name}' with a "
-                                           "declared value set (enumerated, bool or int range)", *loc))
+                                           "declared value set (enumerated, bool or int range)",
+                                           *item_at(spec, settings["variables"], name)))
         try:
             variables = _variables(spec, sub)
             schema = _schema(spec, sub)
             if not isinstance(sub["queries"], ir.ParamBlock):
-                raise SpecError("queries: expected a block such as { total: 1/4 }")
+                raise SpecError(Diagnostic("queries: expected a block such as { total: 1/4 }", *at(settings["queries"])))
             strategy = {lv: [(schema.canonical(q), sh) for q, sh in entries]
                         for lv, entries in _strategy(sub, _levels(spec), names, params["levels"]).items()}
             zeros = _structural_zeros(sub, variables, schema.recodes)
@@ -507,41 +569,50 @@ def _cross_constraints(spec: ir.Spec, params: dict, joint: list[dict]) -> list[d
     schemas = {params["table"]: _schema(spec, params), **{j["table"]: j["schema"] for j in joint}}
     out = []
     for p in block.params:
-        loc = _loc_of(p)
-        fields = {q.name: q.value for q in p.value.params} if isinstance(p.value, ir.ParamBlock) else {}
+        loc = at(p)
+        settings = {q.name: q for q in p.value.params} if isinstance(p.value, ir.ParamBlock) else {}
+        fields = {name: q.value for name, q in settings.items()}
         if set(fields) != {"left", "right"}:
+            extra = sorted(set(fields) - {"left", "right"})
+            missing = [f for f in ("left", "right") if f not in fields]
             raise SpecError(Diagnostic(f"cross_constraints: '{p.name}' needs {{ left: \"TABLE: QUERY\"  "
-                                       "right: \"TABLE: QUERY = LABEL\" }", *loc))
+                                       "right: \"TABLE: QUERY = LABEL\" }"
+                                       + (f", not '{extra[0]}'" if extra else f", missing {' and '.join(missing)}"),
+                                       *(at(settings[extra[0]]) if extra else loc)))
         sides = {}
         for which in ("left", "right"):
             text = str(fields[which])
+            side = settings[which]
             table, sep, rest = text.partition(":")
             table = table.strip()
             if not sep:
                 raise SpecError(Diagnostic(f"cross_constraints: '{p.name}': {which} side {text!r} must read "
-                                           "\"TABLE: QUERY\" or \"TABLE: QUERY = LABEL\"", *loc))
+                                           "\"TABLE: QUERY\" or \"TABLE: QUERY = LABEL\"", *at(side)))
             if table not in schemas:
                 raise SpecError(Diagnostic(
                     f"cross_constraints: '{p.name}': {which} side names table '{table}', which is not solved jointly "
-                    f"(tables solved together: {', '.join(schemas)}; add it under joint)", *loc))
+                    f"(tables solved together: {', '.join(schemas)}; add it under joint)", *item_at(spec, side, table)))
             schema = schemas[table]
             query_text, eq, label = rest.partition("=")
             try:
                 query = schema.canonical(_query_words(query_text.strip(), list(schema.names)))
             except SpecError as exc:
-                raise SpecError([Diagnostic(f"cross_constraints: '{p.name}': {d.message}", *loc)
+                raise SpecError([Diagnostic(f"cross_constraints: '{p.name}': {d.message}",
+                                            *item_at(spec, side, query_text.strip(), after=":"))
                                  for d in exc.diagnostics]) from None
             pick = None
             if eq:
                 if len(query) != 1:
                     raise SpecError(Diagnostic(f"cross_constraints: '{p.name}': '= LABEL' picks a group of a query of "
-                                               f"one variable or recode, not of {query_name(query)!r}", *loc))
+                                               f"one variable or recode, not of {query_name(query)!r}",
+                                               *item_at(spec, side, query_text.strip(), after=":")))
                 axis, mapping, size = schema._factor(query[0])
                 labels = ([str(c) for c in schema.categories[axis]] if mapping is None
                           else [str(lb) for lb in next(r.labels for r in schema.recodes if r.name == query[0])])
                 if label.strip() not in labels:
                     raise SpecError(Diagnostic(f"cross_constraints: '{p.name}': {label.strip()!r} is not a group of "
-                                               f"{query[0]!r} (groups: {', '.join(labels)})", *loc))
+                                               f"{query[0]!r} (groups: {', '.join(labels)})",
+                                               *item_at(spec, side, label.strip(), after="=")))
                 pick = labels.index(label.strip())
             sides[which] = (table, query, pick, 1 if pick is not None else schema.marginal_size(query))
         if sides["left"][0] == sides["right"][0]:
@@ -595,8 +666,13 @@ def _postprocess_only(spec: ir.Spec, params: dict) -> dict:
             return None
         items = value if isinstance(value, tuple) else (value,)
         if not items or not all(isinstance(v, (ir.Name, str)) for v in items):
-            raise SpecError(Diagnostic(f"{name}: expected a list of names, e.g. [hhgq_total_ub, hhgq_total_lb]", *loc(name)))
+            example = "[hhgq_total_ub, hhgq_total_lb]" if name == "postprocess_only" else "[state, county]"
+            raise SpecError(Diagnostic(f"{name}: expected a list of names, e.g. {example}", *loc(name)))
         return [str(v) for v in items]
+
+    def item(name, value, occurrence=1):
+        return item_at(spec, spec.mechanism.params.get(name) if spec.mechanism is not None else None, value,
+                       occurrence=occurrence)
 
     only, feasible = names("postprocess_only"), names("postprocess_require_feasible")
     switch = params.get("postprocess_heuristics")
@@ -613,20 +689,22 @@ def _postprocess_only(spec: ir.Spec, params: dict) -> dict:
                                    *loc("postprocess_only")))
     declared = [p.name for p in params["constraints"].params] if isinstance(params.get("constraints"), ir.ParamBlock) else []
     bad = [n for n in only if n not in declared]
-    if bad or len(set(only)) != len(only):
-        what = f"names {', '.join(map(repr, bad))}, which is not a declared constraint" if bad else "names a constraint twice"
+    twice = [n for n in only if only.count(n) > 1]
+    if bad or twice:
+        what = (f"names {', '.join(map(repr, bad))}, which is not a declared constraint" if bad
+                else f"names the constraint '{twice[0]}' twice")
         raise SpecError(Diagnostic(f"postprocess_only {what} (declared: {', '.join(declared) or 'none'})",
-                                   *loc("postprocess_only")))
+                                   *item("postprocess_only", (bad or twice)[0], 1 if bad else 2)))
     levels = _levels(spec)
     bad = [lv for lv in feasible or () if lv not in levels]
     if bad:
         raise SpecError(Diagnostic(f"postprocess_require_feasible names {', '.join(map(repr, bad))}, not a geography "
-                                   f"level (known: {', '.join(levels)})", *loc("postprocess_require_feasible")))
+                                   f"level (known: {', '.join(levels)})", *item("postprocess_require_feasible", bad[0])))
     idle = [lv for lv in feasible or () if lv not in params["levels"]]
     if idle:  # no node is solved there, so the requirement would silently do nothing
         raise SpecError(Diagnostic(f"postprocess_require_feasible names {', '.join(map(repr, idle))}, which has no "
                                    f"budget share, so no node is solved there (levels with one: "
-                                   f"{', '.join(params['levels'])})", *loc("postprocess_require_feasible")))
+                                   f"{', '.join(params['levels'])})", *item("postprocess_require_feasible", idle[0])))
     return {"postprocess_only": only, "postprocess_feasible": feasible or []}
 
 
@@ -643,7 +721,7 @@ def _postprocess_notes(report: dict | None) -> tuple:
             "left broken in the release (facts: postprocess_only.violations)", *map(describe, broken[:20]))
 
 
-def _failsafe(params: dict) -> list[str] | None:
+def _failsafe(params: dict, spec: ir.Spec | None = None) -> list[str] | None:
     """``failsafe: { minimal_schema: [hhgq] }``: the minimal schema's variables (production's
     `minimalSchema`, person_default.ini:81), or None when the spec asks for no failsafe."""
     block = params.get("failsafe")
@@ -656,7 +734,9 @@ def _failsafe(params: dict) -> list[str] | None:
         first = block.params[0] if block.params else None
         loc = (first.loc.line, first.loc.column) if first is not None and first.loc else loc
     if set(fields) != {"minimal_schema"}:
-        raise SpecError(Diagnostic("failsafe: expected { minimal_schema: [VARIABLE, ...] }", *loc))
+        extra = [q for q in block.params if q.name != "minimal_schema"] if isinstance(block, ir.ParamBlock) else []
+        raise SpecError(Diagnostic("failsafe: expected { minimal_schema: [VARIABLE, ...] }"
+                                   + (f", not '{extra[0].name}'" if extra else ""), *(at(extra[0]) if extra else loc)))
     if params.get("joint") is not None:  # refused here, at its line, not only when the run starts
         raise SpecError(Diagnostic("failsafe: not available with a joint table (production's interleaved optimizer, "
                                    "which solves the joint tables, has no failsafe); remove it or the joint block", *loc))
@@ -665,7 +745,8 @@ def _failsafe(params: dict) -> list[str] | None:
     bad = [n for n in names if n not in params["variables"]]
     if bad or not names:
         raise SpecError(Diagnostic(f"failsafe: minimal_schema names {', '.join(bad) or 'nothing'}; it needs histogram "
-                                   f"variables (known: {', '.join(params['variables'])})", *loc))
+                                   f"variables (known: {', '.join(params['variables'])})",
+                                   *(item_at(spec, fields["minimal_schema"], bad[0]) if bad else loc)))
     return names
 
 
@@ -862,6 +943,11 @@ class TopDown(Mechanism):
         for level in spec.domain.geography.levels:
             if table.column(level) is None:
                 problems.append(Diagnostic(f"table '{table.name}' has no column for geography level '{level}'"))
+        variables_at = spec.mechanism.params.get("variables") if spec.mechanism is not None else None
+        twice = sorted({n for n in params["variables"] if list(params["variables"]).count(n) > 1})
+        if twice:
+            problems.append(Diagnostic(f"variables: '{twice[0]}' is listed twice",
+                                       *item_at(spec, variables_at, twice[0], occurrence=2)))
         for name in params["variables"]:
             col = table.column(name)
             if col is None:
@@ -871,9 +957,12 @@ class TopDown(Mechanism):
             elif name in spec.domain.geography.levels:
                 problems.append(Diagnostic(f"'{name}' is a geography level, not a histogram variable"))
         known = set(_levels(spec))
+        levels_at = spec.mechanism.params.get("levels") if spec.mechanism is not None else None
         for level in params["levels"]:
             if level not in known:
-                problems.append(Diagnostic(f"levels: '{level}' is not a geography level (known: {', '.join(_levels(spec))})"))
+                entry = levels_at.value.get(level) if levels_at is not None and isinstance(levels_at.value, ir.ParamBlock) else None
+                problems.append(Diagnostic(f"levels: '{level}' is not a geography level (known: {', '.join(_levels(spec))})",
+                                           *at(entry or levels_at)))
         if not isinstance(params["queries"], ir.ParamBlock):
             problems.append(Diagnostic("queries: expected a block such as { total: 1/2  detailed: 1/2 }"))
         if problems:
@@ -896,15 +985,22 @@ class TopDown(Mechanism):
             facility_constraints(spec, params, _bound_categories(spec, params))
             problems.extend(_split_invariant_problems(spec, params, _spine(spec, params)))
             _equalities(spec, params)
-            _failsafe(params)
+            _failsafe(params, spec)
             _postprocess_only(spec, params)
             _cross_constraints(spec, params, _joint(spec, params))
             joint = _joint(spec, params)
-            for level, plan in _passes(params, list(schema.names), _joint_names(joint)).items():
+            try:
+                passes = _passes(params, list(schema.names), _joint_names(joint))
+            except SpecError as exc:  # a pass naming a table that is not joint: at the entry writing it
+                raise SpecError([d if d.line is not None else Diagnostic(d.message, *_pass_query_loc(params, None, d.message))
+                                 for d in exc.diagnostics]) from None
+            for level, plan in passes.items():
                 if level not in params["levels"]:
                     what = "outer_passes" if params.get("outer_passes") is not None else "estimation/rounding passes"
-                    raise SpecError(Diagnostic(f"{what} name level '{level}', which has no budget share (levels with "
-                                               f"one: {', '.join(params['levels'])})", *_pass_level_loc(params, level)))
+                    why = (f"level '{level}', which has no budget share (levels with one: {', '.join(params['levels'])})"
+                           if level in _levels(spec) else
+                           f"'{level}', which is not a geography level (known: {', '.join(_levels(spec))})")
+                    raise SpecError(Diagnostic(f"{what} name {why}", *_pass_level_loc(params, level)))
                 try:
                     if joint:  # outer passes over both tables (joint_passes.py)
                         from .joint_passes import joint_pass_plan
@@ -915,9 +1011,9 @@ class TopDown(Mechanism):
                     else:
                         pass_plan(level, plan, schema, alloc, groups=False)  # names checked; arrays at run time
                 except SpecError as exc:  # at the pass naming the query, else the level's line of its passes
-                    at = _pass_level_loc(params, level)
+                    level_at = _pass_level_loc(params, level)
                     raise SpecError([d if d.line is not None else Diagnostic(
-                        d.message, *next((x for x in [_pass_query_loc(params, level, d.message)] if x[0] is not None), at))
+                        d.message, *next((x for x in [_pass_query_loc(params, level, d.message)] if x[0] is not None), level_at))
                         for d in exc.diagnostics]) from None
         except SpecError as exc:
             problems.extend(_at_setting(spec, d) for d in exc.diagnostics)
