@@ -41,8 +41,13 @@ def test_every_node_was_fitted_by_the_interior_point_solver(captured):
     assert sum(t.get("qp_highs_fallback_nodes", 0) for t in levels.values()) == 0
 
 
-def test_clarabel_and_highs_agree_on_captured_nodes(captured):
+@pytest.mark.parametrize("narrow", [False, True])
+def test_clarabel_and_highs_agree_on_captured_nodes(captured, monkeypatch, narrow):
     problems, _ = captured
+    if narrow:  # the settings large fits get, on these small ones
+        from dpspec_topdown import qp
+
+        monkeypatch.setattr(qp, "_LARGE_FROM", 0)
     largest = sorted(problems, key=lambda p: -p.n_var)[:8]
     assert largest[0].n_var > 500
     for problem in largest:
@@ -163,3 +168,14 @@ def test_a_sum_keeps_its_bound_unless_its_terms_imply_it():
     ok, x, _, status = solve_clarabel(problem)
     assert ok, status
     assert problem.violation(x) < 1e-7
+
+
+def test_a_large_fit_that_stops_short_is_solved_again_with_the_defaults(captured, monkeypatch):
+    from dpspec_topdown import qp
+
+    problems, _ = captured
+    problem = max(problems, key=lambda p: p.n_var)
+    monkeypatch.setattr(qp, "_LARGE_FROM", 0)
+    monkeypatch.setattr(qp, "_LARGE_FIT", {"max_iter": 1})  # stops at MaxIterations
+    ok, x, _, status = solve_clarabel(problem)
+    assert ok and status == "Solved" and problem.violation(x) < 1e-6

@@ -60,6 +60,16 @@ class NodeQP:
 
 
 _FOLD = 4  # an auxiliary sum of at most this many variables is substituted into P
+# Large fits (at least _LARGE_FROM variables) are solved first with Ruiz equilibration's scales
+# kept within [1e-2, 1e2] (Clarabel's default 1e-4..1e4: a coarse margin's row of many sums is
+# then scaled far less, and DHC nodes took fewer steps, 29 -> 22 at a root, 16 -> 11 in a block
+# group) and without iterative refinement of each Newton step (a quarter of a step's time; the
+# termination tolerances are the same, and they decide). Should that solve stop short of
+# "Solved", the defaults are tried before HiGHS. Small fits (milliseconds) keep the defaults, and so the
+# releases pinned before.
+_LARGE_FIT = {"equilibrate_min_scaling": 1e-2, "equilibrate_max_scaling": 1e2,
+              "iterative_refinement_enable": False}
+_LARGE_FROM = 10_000
 
 
 @attrs.frozen
@@ -170,21 +180,27 @@ def solve_clarabel(problem: NodeQP):
     big.sort_indices()
     p = sp.triu(p, format="csc")
     p.sort_indices()
-    settings = clarabel.DefaultSettings()
-    settings.verbose = False
-    settings.max_threads = 1  # nodes run in parallel processes; one thread each
-    t0 = time.perf_counter()
-    solver = clarabel.DefaultSolver(p, cost, big,
-                                    np.concatenate(rhs) if rhs else np.zeros(0), cones, settings)
-    sol = solver.solve()
-    seconds = time.perf_counter() - t0
-    status = str(sol.status)
-    ok = status in _OK
-    x = None
-    if ok:
-        x = np.zeros(n_all)
-        x[cols] = np.asarray(sol.x, dtype=np.float64)
-        x[defined.folded] = sums @ x[cols]
-    if ok and problem.violation(x) > 1e-5 * (1.0 + float(np.max(np.abs(problem.hi[np.isfinite(problem.hi)]), initial=0.0))):
-        ok, x = False, None
+    b = np.concatenate(rhs) if rhs else np.zeros(0)
+    # (settings, statuses taken): a large fit's first try must reach full accuracy ("Solved")
+    tried = ((_LARGE_FIT, ("Solved",)), ({}, _OK)) if n >= _LARGE_FROM else (({}, _OK),)
+    seconds, limit = 0.0, 1e-5 * (1.0 + float(np.max(np.abs(problem.hi[np.isfinite(problem.hi)]), initial=0.0)))
+    for extra, taken in tried:
+        settings = clarabel.DefaultSettings()
+        settings.verbose = False
+        settings.max_threads = 1  # nodes run in parallel processes; one thread each
+        for key, value in extra.items():
+            setattr(settings, key, value)
+        t0 = time.perf_counter()
+        sol = clarabel.DefaultSolver(p, cost, big, b, cones, settings).solve()
+        seconds += time.perf_counter() - t0
+        status = str(sol.status)
+        ok, x = status in taken, None
+        if ok:
+            x = np.zeros(n_all)
+            x[cols] = np.asarray(sol.x, dtype=np.float64)
+            x[defined.folded] = sums @ x[cols]
+            if problem.violation(x) > limit:
+                ok, x = False, None
+        if ok:
+            break
     return ok, x, seconds, status
