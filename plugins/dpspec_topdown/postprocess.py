@@ -241,14 +241,6 @@ def _sum_rows(keys, n_keys):
     return local[keys], present
 
 
-def _key_counts(keys, n_keys):
-    """How many variables share each variable's key (sparse when the key space is large)."""
-    if n_keys > _SPARSE_KEYS * max(len(keys), 1):
-        _, inverse, counts = np.unique(keys, return_inverse=True, return_counts=True)
-        return counts[inverse]
-    return np.bincount(keys, minlength=n_keys)[keys]
-
-
 class ParentRow:
     """A node's fixed parent histogram, sparse: its positive cells (sorted) and their counts.
 

@@ -65,8 +65,8 @@ _FOLD = 4  # an auxiliary sum of at most this many variables is substituted into
 # then scaled far less, and DHC nodes took fewer steps, 29 -> 22 at a root, 16 -> 11 in a block
 # group) and without iterative refinement of each Newton step (a quarter of a step's time; the
 # termination tolerances are the same, and they decide). Should that solve stop short of
-# "Solved", the defaults are tried before HiGHS. Small fits (milliseconds) keep the defaults, and so the
-# releases pinned before.
+# "Solved", the defaults are tried before HiGHS. Small fits (milliseconds) keep the defaults,
+# and so the releases pinned before.
 _LARGE_FIT = {"equilibrate_min_scaling": 1e-2, "equilibrate_max_scaling": 1e2,
               "iterative_refinement_enable": False}
 _LARGE_FROM = 10_000
