@@ -241,14 +241,6 @@ def _sum_rows(keys, n_keys):
     return local[keys], present
 
 
-def _key_counts(keys, n_keys):
-    """How many variables share each variable's key (sparse when the key space is large)."""
-    if n_keys > _SPARSE_KEYS * max(len(keys), 1):
-        _, inverse, counts = np.unique(keys, return_inverse=True, return_counts=True)
-        return counts[inverse]
-    return np.bincount(keys, minlength=n_keys)[keys]
-
-
 class ParentRow:
     """A node's fixed parent histogram, sparse: its positive cells (sorted) and their counts.
 
@@ -311,38 +303,100 @@ def _node_variables(task: NodeTask, cells: np.ndarray | None = None):
     return cells, vc, va, cells[va]
 
 
+class _Margin:
+    """One measured query over a node's variables: each variable's group, numbered 0..n-1 in
+    the order of the keys (child * n_groups + group) they stand for."""
+
+    def __init__(self, key: np.ndarray, n_keys: int):
+        local, self.keys = _sum_rows(key, n_keys)
+        self.local = local
+        self.n = self.keys.size
+        self.count = np.bincount(local, minlength=self.n)
+        self.first = np.full(self.n, -1, dtype=np.int64)  # a variable of each group
+        self.first[local[::-1]] = np.arange(local.size)[::-1]
+        self.column = np.full(self.n, -1, dtype=np.int64)  # the group's sum variable (multi only)
+
+    def refines(self, other: "_Margin") -> bool:
+        """Whether every group of self lies inside one group of ``other``."""
+        return bool(np.array_equal(other.local[self.first][self.local], other.local))
+
+    def terms(self) -> np.ndarray:
+        """The columns that add up to each group: its sum variable, or its one cell."""
+        return np.where(self.column >= 0, self.column, self.first)
+
+
+def _bases(margins: list) -> list:
+    """For each query: (index of a query with the same groups that comes first, or None; index
+    of the strictly finer query with the fewest groups whose groups its sums add up, or None)."""
+    out = []
+    for i, m in enumerate(margins):
+        same = next((j for j in range(i) if margins[j].n == m.n and margins[j].refines(m)), None)
+        finer = [j for j, b in enumerate(margins) if m.n < b.n < b.local.size and b.refines(m)]
+        out.append((same, min(finer, key=lambda j: margins[j].n) if finer else None))
+    return out
+
+
 def build_node_qp(task: NodeTask, queries: Sequence[MeasuredQuery], variables=None) -> NodeQP:
-    """The node's weighted least-squares fit as a QP (see qp.NodeQP); no solver involved."""
+    """The node's weighted least-squares fit as a QP (see qp.NodeQP); no solver involved.
+
+    A measured group of one variable goes on that variable's diagonal; a larger group gets a
+    sum variable z and a row defining it. The row adds the cells, or, when another query's
+    groups are finer and lie inside it, that query's sums (the sums nest, and a coarse margin
+    is a row over a few dozen sums instead of every cell: a far sparser system to factor). A
+    query whose groups are another's over these variables shares its sum variables (its
+    weights are added). Same objective and constraints in x either way."""
     cells, vc, va, vcell = variables if variables is not None else _node_variables(task)
     nc = task.n_children
     n_x = vc.size
     # Objective: sum_q w_q sum_{child, group} (answer - y)^2, weights scaled to max 1.
     wmax = max(q.weight for q in queries) if queries else 1.0
     hess_x, cost_x = np.zeros(n_x), np.zeros(n_x)
-    z_hess, z_cost = [], []
+    scale = task.child_scale
+    margins = [_Margin(vc * q.n_groups + q.groups[vcell], nc * q.n_groups) for q in queries]
+    bases = _bases(margins)
+    z_hess, z_cost, shared = [], [], []
     zrows = _Rows()
     n_z = 0
-    scale = task.child_scale
-    for q, y in zip(queries, task.measurements):
-        w = q.weight / wmax if scale is None else (q.weight / wmax) * scale[vc]  # per variable
-        key = vc * q.n_groups + q.groups[vcell]
-        single = _key_counts(key, nc * q.n_groups) == 1
-        ws = w[single] if scale is not None else w
-        hess_x[single] += 2.0 * ws
-        cost_x[single] -= 2.0 * ws * answers_at(y, key[single])
+    # finest first, so that a coarse query's sums are made of sums that already have columns
+    for i in sorted(range(len(queries)), key=lambda i: -margins[i].n):
+        q, y, m = queries[i], task.measurements[i], margins[i]
+        w = q.weight / wmax if scale is None else (q.weight / wmax) * scale[vc[m.first]]  # per group
+        w = np.broadcast_to(np.asarray(w, dtype=np.float64), (m.n,))
+        yy = answers_at(y, m.keys)
+        single = m.count == 1  # one variable per group of a query: no repeats in the index
+        hess_x[m.first[single]] += 2.0 * w[single]
+        cost_x[m.first[single]] -= 2.0 * w[single] * yy[single]
         multi = np.flatnonzero(~single)
-        if multi.size:
-            local, present = _sum_rows(key[multi], nc * q.n_groups)
-            zcols = n_x + n_z + np.arange(present.size)
-            # rows: sum x - z = 0
-            zrows.add(np.concatenate([local, np.arange(present.size)]),
-                      np.concatenate([multi, zcols]),
-                      np.concatenate([np.ones(multi.size), -np.ones(present.size)]),
-                      np.zeros(present.size), np.zeros(present.size))
-            wz = np.full(present.size, w) if scale is None else (q.weight / wmax) * scale[present // q.n_groups]
-            z_hess.append(2.0 * wz)
-            z_cost.append(-2.0 * wz * answers_at(y, present))
-            n_z += present.size
+        if not multi.size:
+            continue
+        same, finer = bases[i]
+        if same is not None:  # the same sums as an earlier query: add to its objective terms
+            s_m = margins[same]
+            m.column[multi] = s_m.column[s_m.local[m.first[multi]]]
+            shared.append((m.column[multi] - n_x, 2.0 * w[multi], -2.0 * w[multi] * yy[multi]))
+            continue
+        m.column[multi] = n_x + n_z + np.arange(multi.size)
+        local = np.full(m.n, -1, dtype=np.int64)
+        local[multi] = np.arange(multi.size)
+        if finer is None:  # rows: sum of the cells - z = 0
+            use = np.flatnonzero(m.count[m.local] > 1)
+            t_row, t_col = local[m.local[use]], use
+        else:  # rows: sum of the finer query's sums (or single cells) inside the group - z = 0
+            b = margins[finer]
+            parent = m.local[b.first]  # the group of each of b's groups
+            use = np.flatnonzero(m.count[parent] > 1)
+            t_row, t_col = local[parent[use]], b.terms()[use]
+        zrows.add(np.concatenate([t_row, np.arange(multi.size)]),
+                  np.concatenate([t_col, m.column[multi]]),
+                  np.concatenate([np.ones(t_row.size), -np.ones(multi.size)]),
+                  np.zeros(multi.size), np.zeros(multi.size))
+        z_hess.append(2.0 * w[multi].copy())
+        z_cost.append(-2.0 * w[multi] * yy[multi])
+        n_z += multi.size
+    z_hess, z_cost = np.concatenate([np.zeros(0)] + z_hess), np.concatenate([np.zeros(0)] + z_cost)
+    for col, h, c in shared:  # a query's sums are distinct columns: no repeats in the index
+        z_hess[col] += h
+        z_cost[col] += c
     n_var = n_x + n_z
     rows = _Rows()
     if zrows.n:
@@ -354,7 +408,7 @@ def build_node_qp(task: NodeTask, queries: Sequence[MeasuredQuery], variables=No
         lo, hi = np.concatenate([lo_z, lo_s]), np.concatenate([hi_z, hi_s])
     else:
         a, lo, hi = a_s.tocsc(), lo_s, hi_s
-    return NodeQP(hess=np.concatenate([hess_x] + z_hess), cost=np.concatenate([cost_x] + z_cost),
+    return NodeQP(hess=np.concatenate([hess_x, z_hess]), cost=np.concatenate([cost_x, z_cost]),
                   lower=np.zeros(n_var), upper=np.full(n_var, _INF), a=a, lo=lo, hi=hi, n_x=n_x)
 
 
