@@ -299,6 +299,8 @@ def _solve(law: _Law, c: np.ndarray, strict: bool = False) -> tuple[np.ndarray, 
             break
     out, err = np.full(b, -np.inf), np.full(b, np.inf)
     todo = np.arange(b)
+    # the sampled windows' gaps only guide: the steps on the windows themselves start from the full bracket
+    bracket = np.full(b, -law.r + 1e-12), np.full(b, law.r + float(np.log1p(law.a.max())) + 1.0)
     widest = max(WIDEST * natural, WIDEST_VALUES)
     for step in range(SADDLE_STEPS):
         first, last = law.windows(c[todo], lam[todo])
