@@ -12,9 +12,9 @@ exp(-r |y_i - c_i|) / Z(c), with w_i = 1 (deterministic congenial) or C(y_i + a_
 their own factors and Z(c) = [x^N] prod_i sum_k w_i(k) exp(-r |k - c_i|) x^k, which couples them,
 is the `joint` term. Small releases (n (N + 1)^2 <= `MAX_JOINT_WORK`) convolve the cells' weight
 vectors on 0..N, in floating point over positive terms only. Larger ones (a Pennsylvania month)
-tilt the weights so the counties' modes sum to N, keep each on a window, and read [x^N] from the
+tilt the weights so the counties' laws centre on N, keep each on a window, and read [x^N] from the
 product of the windows' Fourier transforms, with a certified bound on the relative error (the
-truncated tails and the aliases) that must stay below `MAX_ERROR` (`log_partition_windowed`).
+truncated tails and the aliases) that must stay below `MAX_ERROR` (`windowed.log_partition_windowed`).
 """
 from __future__ import annotations
 
@@ -23,6 +23,8 @@ import math
 import numpy as np
 
 from dpspec.api import CountLikelihood, MechanismError, ir
+
+from .windowed import MAX_ERROR, WINDOW, log_partition_windowed
 
 BOOL_TRUE = "True"  # how a bool cell is written in a target's cells (the domain's value text)
 
@@ -95,170 +97,7 @@ def log_partition(truth: np.ndarray, r: float, logw: np.ndarray, total: int) -> 
         return log_scale + np.log(dp[:, total])
 
 
-WINDOW = 40.0  # each county's tilted weights are kept within e^-WINDOW of their largest
-MAX_ERROR = 1e-9  # the windowed normaliser's certified relative error (tails and aliasing) must stay below
 MAX_WINDOW_WORK = 20_000_000  # cells x window width per posterior draw (the windowed normaliser's cost)
-_BATCH_ELEMENTS = 2_000_000  # draws x cells x window width held at once
-
-
-def _tilt_modes(c: np.ndarray, a: np.ndarray, r: float, lam: np.ndarray, total: int) -> np.ndarray:
-    """The mode of k -> log C(k + a - 1, k) - r |k - c| - lam k on 0..total (a >= 1; log-concave):
-    the first k whose increment log((k + a) / (k + 1)) - lam -+ r is <= 0, in closed form per side."""
-    def first(mu):  # least k >= 0 with log((k + a) / (k + 1)) <= mu (none when mu <= 0 < a - 1)
-        with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
-            e = np.expm1(mu)
-            k = np.ceil((a - 1.0) / np.where(e > 0, e, np.nan) - 1.0)
-        k = np.where(a <= 1, 0.0, k)  # a = 1: the weight is flat, every increment is -lam -+ r
-        flat = np.where((a <= 1) & (mu >= 0), 0.0, np.inf)
-        return np.where(a <= 1, flat, np.where(mu > 0, np.maximum(k, 0.0), np.inf))
-    left = first(lam - r)  # below c the increment carries +r
-    right = first(lam + r)
-    mode = np.where(left < c, left, np.maximum(c, right))
-    return np.clip(mode, 0, total)
-
-
-def log_partition_windowed(truth: np.ndarray, r: float, alpha, total: int,
-                           logw: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """log Z(c) (see `log_partition`) per row of `truth`, and a certified bound on its relative error.
-
-    Z(c) = e^{lam N} [x^N] prod_i h_i(x) for any tilt lam, h_i(k) = w_i(k) exp(-r |k - c_i| - lam k).
-    lam is set per draw so the counties' modes sum to N; each h_i, log-concave, is kept on a window
-    of its values within e^-WINDOW of its mode, normalised to a law v_i (the weights read from `logw`,
-    `log_weights(alpha, total)`, when given, else computed), and the coefficient is read
-    from the product of the windows' discrete Fourier transforms of length L (each window fits in L).
-    Two errors, both bounded and returned: the tails cut off (at most the edge value times
-    rho / (1 - rho), rho the edge ratio, which log-concavity makes a bound on every later ratio), and
-    the aliases N +- L, +-2L, ... the cyclic product adds (at most P(S >= N + L) + P(S <= N - L) for S
-    the sum of the windows' laws, bounded by Chernoff's inequality at a few tilts). The float rounding
-    of the transforms enters the bound by the usual estimate (cells + log2 L roundoffs of the total)."""
-    truth = np.asarray(truth, dtype=float)
-    draws, n = truth.shape
-    a = np.ones(n) if alpha is None else np.asarray(alpha, dtype=float)
-    if np.any((a > 0) & (a < 1)):
-        raise MechanismError("the windowed normaliser needs concentrations of 0 or at least 1")
-    zero = a == 0  # cells held at 0 (no mass elsewhere): their factor is exp(-r c_i)
-    half = int(np.ceil(WINDOW / r)) + 1
-    out = np.empty(draws)
-    err = np.full(draws, np.inf)
-    for attempt in range(4):  # draws whose bound is above MAX_ERROR are done again with wider windows
-        width = 2 * half + 1
-        size = 1 << int(np.ceil(np.log2(width)))  # each window fits; the aliases are bounded below
-        todo = np.flatnonzero(err > MAX_ERROR)
-        rows = max(1, _BATCH_ELEMENTS // max(n * width, 1))
-        for start in range(0, todo.size, rows):
-            sl = todo[start:start + rows]
-            out[sl], err[sl] = _windowed_batch(truth[sl], r, a, zero, total, half, size, logw)
-        if np.all(err <= MAX_ERROR):
-            return out, err
-        half *= 2
-    raise MechanismError(f"the windowed normaliser's certified relative error is {float(err.max()):.3g} "
-                         f"(limit {MAX_ERROR:g}) even with windows of {2 * half + 1:,} values")
-
-
-def _windowed_batch(c, r, a, zero, total, half, size, logw=None):
-    b, n = c.shape
-    # tilt: the counties' modes sum to the total (bisection; the sum falls as lam grows)
-    # (the modes' sum can equal the total on an interval of lam, as for flat weights: its middle)
-    live = ~zero
-
-    def boundary(strict):
-        lo, hi = np.full(b, -r + 1e-12), np.full(b, r + float(np.log1p(a.max())) + 1.0)
-        for _ in range(60):
-            mid = (lo + hi) / 2
-            s = np.where(live[None, :], _tilt_modes(c, a[None, :], r, mid[:, None], total), 0.0).sum(axis=1)
-            above = s > total if strict else s >= total
-            lo, hi = np.where(above, mid, lo), np.where(above, hi, mid)
-        return (lo + hi) / 2
-
-    lam = (boundary(True) + boundary(False)) / 2
-    v, first, j, edges, top, mass = _windows(c, r, a, zero, total, half, lam, logw)
-    out, bound = _coefficient(v, first, j, edges, top, mass, lam, live, total, half, size)
-    redo = np.flatnonzero(bound > MAX_ERROR)
-    if redo.size:
-        # the modes' sum is not the means' (a county near 0 has its mean above its mode): one Newton
-        # step on the windows' laws, d E[S] / d lam = -Var[S], centres the coefficient on the sum's law
-        vj = v[redo] @ j
-        mean = vj.sum(axis=1) + first[redo].sum(axis=1)
-        var = (v[redo] @ (j * j)).sum(axis=1) - (vj**2).sum(axis=1)
-        lam2 = np.maximum(lam[redo] + (mean - total) / np.maximum(var, 1e-12), -r + 1e-9)
-        parts = _windows(c[redo], r, a, zero, total, half, lam2, logw)
-        out[redo], bound[redo] = _coefficient(*parts, lam2, live, total, half, size)
-    return out, bound
-
-
-def _windows(c, r, a, zero, total, half, lam, logw=None):
-    """Each county's tilted weights on its window around the mode: (laws v, window starts, offsets j,
-    the log weights at the windows' two outermost values on each side, their maxima, the windows'
-    masses relative to the maxima). Computed in place: this is the normaliser's costly part."""
-    from scipy.special import gammaln
-
-    b, n = c.shape
-    live = ~zero
-    width = 2 * half + 1
-    mode = np.where(live[None, :], _tilt_modes(c, a[None, :], r, lam[:, None], total), 0.0)
-    first = np.clip(mode - half, 0, None)
-    first = np.where(live[None, :], np.minimum(first, np.maximum(total - 2 * half, 0)), 0.0)
-    j = np.arange(width, dtype=float)
-    ki = first.astype(np.int64)[:, :, None] + np.arange(width, dtype=np.int64)[None, None, :]
-    logh = ki - c[:, :, None]
-    np.abs(logh, out=logh)
-    logh *= -r
-    logh -= lam[:, None, None] * ki
-    if logw is not None and np.any(a != 1):  # the weights tabulated on 0..total (a = 0: mass at 0 only)
-        logh += logw[np.arange(n)[None, :, None], np.minimum(ki, total)]
-    elif np.any(a != 1):
-        aa = np.where(zero, 1.0, a)[None, :, None]
-        logh += np.where(live[None, :, None], gammaln(ki + aa) - gammaln(ki + 1.0) - gammaln(aa), 0.0)
-        logh[~np.broadcast_to(live[None, :, None] | (ki == 0), logh.shape)] = -np.inf
-    if total < 2 * half:  # windows reach past the total: no count there
-        logh[ki > total] = -np.inf
-    last = np.minimum(total - first, 2 * half).astype(np.int64)
-    ib, icell = np.meshgrid(np.arange(b), np.arange(n), indexing="ij")
-    edges = (logh[:, :, 0].copy(), logh[:, :, 1].copy() if width > 1 else logh[:, :, 0].copy(),
-             logh[ib, icell, last], logh[ib, icell, np.maximum(last - 1, 0)], last)
-    top = logh.max(axis=2)
-    logh -= top[:, :, None]
-    v = np.exp(logh, out=logh)
-    mass = v.sum(axis=2)
-    v /= mass[:, :, None]
-    return v, first, j, edges, top, mass
-
-
-def _coefficient(v, first, j, edges, top, mass, lam, live, total, half, size):
-    """log Z from the windows' laws by FFT, and the certified bound (tails, aliases, rounding)."""
-    b, n = first.shape
-    # tails beyond each window, relative to its mass (log-concave: the edge ratio bounds every later one)
-    left0, left1, right0, right1, last = edges
-    norm = top + np.log(mass)
-
-    def tail(edge, inner, present):
-        with np.errstate(invalid="ignore", divide="ignore"):  # a flat edge (rho = 1): no bound, inf
-            log_rho = np.minimum(edge - inner, 0.0)
-            out = np.exp(edge - norm + log_rho - np.log(-np.expm1(log_rho)))
-        return np.where(present & live[None, :], np.nan_to_num(out, nan=np.inf), 0.0)
-
-    t = tail(right0, right1, first + last < total) + tail(left0, left1, first > 0)
-    spec = np.fft.rfft(v, size, axis=2).prod(axis=1)
-    target = total - first.sum(axis=1)  # the coefficient wanted, counted from the windows' starts
-    coef = np.fft.irfft(spec, size, axis=1)
-    got = coef[np.arange(b), (target % size).astype(np.int64)]
-    # aliases: P(S >= target + L) + P(S <= target - L), S = the sum of the windows' laws (Chernoff,
-    # at the best of a few tilts on each side)
-    up, down = np.full(b, np.inf), np.full(b, np.inf)
-    for theta in (0.5, 0.25, 0.1, 0.03, 0.01, 0.003, 0.001):
-        with np.errstate(over="ignore", divide="ignore", invalid="ignore"):  # inf x 0 outside a window: NaN, skipped
-            up = np.fmin(up, np.exp(np.log(v @ np.exp(theta * j)).sum(axis=1) - theta * (target + size)))
-            down = np.fmin(down, np.exp(np.log(v @ np.exp(-theta * j)).sum(axis=1) + theta * (target - size)))
-    alias = up + down
-    with np.errstate(divide="ignore", invalid="ignore"):
-        inside = np.where(got > alias, got - alias, np.nan)  # the windows' own coefficient, at least
-        # float rounding of the transforms: the usual estimate, (cells + log2 L) units of roundoff of the
-        # laws' total mass 1 (an estimate, not a proof, unlike the two terms before it)
-        rounding = 4 * (n + np.log2(size)) * np.finfo(float).eps
-        bound = np.nan_to_num((np.expm1(np.log1p(t).sum(axis=1)) + alias + rounding) / inside, nan=np.inf)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        log_z = lam * total + norm.sum(axis=1) + np.log(np.where(got > 0, got, np.nan))
-    return np.nan_to_num(log_z, nan=-np.inf), bound
 
 
 def _congenial_one(query, cells, value, r: float, alpha, what: str) -> CountLikelihood:
