@@ -263,6 +263,22 @@ def test_a_program_states_the_conditional_independence_lemma_6_assumes(tmp_path)
     assert "every release's class" in notes and summary["total"]["epsilon"] == 4
 
 
+def test_a_program_of_parallel_pufferfish_releases_states_lemma_7(tmp_path):
+    """Releases of disjoint parts (two months, say) in a `parallel` group compose by Lemma 7; the
+    note says so, and the sequential assumption of Lemma 6 beside it."""
+    from dpspec.budget.program import program_summary
+
+    for name in ("a", "b"):
+        (tmp_path / f"{name}.dps").write_text(small().replace('spec "small"', f'spec "{name}"'))
+    (tmp_path / "p.dps").write_text('program "p" {\n  parallel "months" { include "a.dps"  include "b.dps" }\n}\n'
+                                    "budget epsilon <= 2\n")
+    summary = program_summary(dpspec.load(str(tmp_path / "p.dps")))
+    notes = " ".join(summary["ledger"]["notes"])
+    assert "2 of the releases are epsilon-Z-Pufferfish guarantees (class independent)" in notes
+    assert "compose by Lemma 7" in notes and "Lemma 6" in notes
+    assert summary["total"]["epsilon"] == 2
+
+
 def test_post_processing_calibrates_its_noise_to_the_vector_given_the_total(tmp_path):
     """The noise is added to the count vector before the post-processing, so given the total in Z a
     pair moves that vector by the class's vector sensitivity (2 under independence: one unit moved
