@@ -245,6 +245,8 @@ def test_the_audit_compares_block_by_block_with_a_dp_baseline(tmp_path):
     for block in ("domain:", "multiverse:", "unit:", "premetric:", "budget:", "public information:", "class of distributions:"):
         assert block in f.message
     assert "count people" in f.evidence["public_not_in_baseline"]
+    # the budget row compares figures in one currency; the finding says an equal figure is not equal protection
+    assert "an equal figure protects less than the DP baseline's" in f.message
     # a DP spec audited against itself says nothing of the kind
     assert "pufferfish-vs-dp" not in {f.rule for f in _audit(tmp_path, dp, dp).findings}
 
