@@ -259,6 +259,19 @@ def test_verify_runs_on_the_bundled_case_study_specs(name):
     assert result.path == "mechanism" and result.claimed == 0.5
 
 
+@pytest.mark.parametrize("name", ["wasserstein_prior_high_privacy", "wasserstein_congenial_high_privacy"])
+def test_verify_refutes_an_understated_sensitivity_on_the_bundled_case_study_specs(tmp_path, name):
+    """The prior base too (the small spec above has no previous period for it): the bundled spec with
+    a mechanism that samples at four times its rate is refuted."""
+    from dpspec.verify import verify
+
+    with open(os.path.join(CASE, name + ".dps")) as f:
+        text = f.read().replace("mechanism wasserstein_exponential", "mechanism wasserstein_understated")
+    with registered(Understated()):
+        broken = verify(dpspec.load(write_spec(tmp_path, text, name="u.dps")), runs=10_000, seed=5)
+    assert broken.verdict == "refuted" and broken.lower_bound > 0.5, broken.text()
+
+
 class UnderstatedPostprocessed(NoisyPostprocessed):
     """Adds a quarter of the noise its budget states."""
 
