@@ -189,6 +189,13 @@ def test_show_answers_with_z_and_the_class():
     assert "between 0.2 and 0.8" in text and "the mechanism uses it as its total" in text
 
 
+def test_show_says_a_base_is_the_earlier_periods_counts():
+    from dpspec.language.describe import describe_spec
+
+    text = describe_spec(dpspec.load(os.path.join(CASE, "wasserstein_prior_high_privacy.dps")))
+    assert "the mechanism uses it as its base: its counts of the periods before the released one" in text
+
+
 def test_budget_json_carries_both_sensitivities_and_the_assumptions(tmp_path):
     path = tmp_path / "s.dps"
     path.write_text(small())
