@@ -272,6 +272,28 @@ def test_verify_refutes_an_understated_sensitivity_on_the_bundled_case_study_spe
     assert broken.verdict == "refuted" and broken.lower_bound > 0.5, broken.text()
 
 
+class UnderstatedOutcome(WassersteinExponential):
+    """Honest on the case counts, ten times too sharp on the death counts."""
+
+    name = "wasserstein_understated_outcome"
+
+    def rates(self, spec, params):
+        r_c, r_o = super().rates(spec, params)
+        return r_c, (None if r_o is None else 10 * r_o)
+
+
+def test_verify_tests_the_outcome_counts_too(tmp_path):
+    """The pair moves a person who died, so the death counts are part of what verify compares: a
+    mechanism that understates only the deaths' sensitivity is refuted on the bundled spec."""
+    from dpspec.verify import verify
+
+    with open(os.path.join(CASE, "wasserstein_congenial_high_privacy.dps")) as f:
+        text = f.read().replace("mechanism wasserstein_exponential", "mechanism wasserstein_understated_outcome")
+    with registered(UnderstatedOutcome()):
+        broken = verify(dpspec.load(write_spec(tmp_path, text, name="u.dps")), runs=20_000, seed=6)
+    assert broken.verdict == "refuted", broken.text()
+
+
 class UnderstatedPostprocessed(NoisyPostprocessed):
     """Adds a quarter of the noise its budget states."""
 

@@ -148,7 +148,8 @@ class _CountRelease(Mechanism):
         Without a total in Z: one unit present in cell a against absent, the DP pair (with the naive
         base the truncation at 0 makes the normalizers differ, so the loss is largest there). With
         the total in Z: given the total, present-against-absent couples to a unit moved from cell a
-        to cell b, the pair the class's sensitivity of 2 is computed for. Shared by both methods."""
+        to cell b, the pair the class's sensitivity of 2 is computed for. With an outcome the moved
+        person has it, so the outcome counts are compared too. Shared by both methods."""
         import numpy as np
 
         from dpspec.api import NeighbourPair, miniature_record, typed_frame
@@ -157,11 +158,14 @@ class _CountRelease(Mechanism):
         cell_col = table.column(params["cell"])
         names = ["a", "b", "c"]
 
-        def rows(cells):
-            out = [{**miniature_record(table, {}), cell_col.name: cell} for cell in cells]
+        outcome = params.get("outcome")
+
+        def rows(cells):  # the first person (the one the pair moves) has the outcome, the others not
+            out = [{**miniature_record(table, {}), cell_col.name: cell, **({outcome: i == 0} if outcome else {})}
+                   for i, cell in enumerate(cells)]
             return {table.name: typed_frame(table, out)}
 
-        mini = {**params, "period": None, "release_period": None, "outcome": None, "public_total": None}
+        mini = {**params, "period": None, "release_period": None, "public_total": None}
         if not self._total_in_z(spec, params):
             left, right, label = rows(["a", "b"]), rows(["b"]), "one person present in cell a, or absent"
         else:
@@ -169,8 +173,12 @@ class _CountRelease(Mechanism):
 
         def batch(data, n, rng):
             frame = data[table.name]
-            counts = np.array([(frame[cell_col.name].astype(str) == c).sum() for c in names], dtype=np.int64)
-            return self._neighbour_draws(spec, mini, counts, int(counts.sum()), rng, n)
+            cell = frame[cell_col.name].astype(str)
+            counts = np.array([(cell == c).sum() for c in names], dtype=np.int64)
+            died = None if outcome is None else np.array([((cell == c) & frame[outcome].astype(bool)).sum() for c in names],
+                                                        dtype=np.int64)
+            y, z = self._neighbour_draws(spec, mini, counts, died, int(counts.sum()), rng, n)
+            return y if z is None else np.hstack([y, z])  # both statistics: the claim is the whole budget
 
         # a DP spec (no pufferfish block) compares datasets at their d_X: moving one unit between cells
         # is a removal and an addition under symdiff, so its claim is the group budget (Lemma 8 holds
@@ -328,9 +336,10 @@ class WassersteinExponential(_CountRelease):
                        facts={"total": total, "period": period, "sampler": info},
                        internal={"counts": counts, "outcome": outcome})
 
-    def _neighbour_draws(self, spec, params, counts, total, rng, n):
-        """n releases of the counts alone (no period, no outcome), one row each, for `neighbours`."""
-        return self.draw(spec, params, counts, None, total, None, rng, draws=n)[0]
+    def _neighbour_draws(self, spec, params, counts, outcome, total, rng, n):
+        """n releases (counts, outcome counts or None) without a period, one row each, for `neighbours`."""
+        y, z, _ = self.draw(spec, params, counts, outcome, total, None, rng, draws=n)
+        return y, z
 
     def likelihood(self, spec, params, outputs):
         """Every base measure's release likelihood. The naive one is independent across cells given
@@ -428,9 +437,10 @@ class NoisyPostprocessed(_CountRelease):
                                             "'count cases by month released \"...\" used as total'"))
         return problems
 
-    def _neighbour_draws(self, spec, params, counts, total, rng, n):
-        """n post-processed releases of the counts alone, one row each, for `neighbours`."""
-        return self.draw(spec, params, counts, None, total, rng, draws=n)[0]
+    def _neighbour_draws(self, spec, params, counts, outcome, total, rng, n):
+        """n post-processed releases (counts, outcome counts or None), one row each, for `neighbours`."""
+        y, z, _ = self.draw(spec, params, counts, outcome, total, rng, draws=n)
+        return y, z
 
     def run(self, spec, params, data, rng):
         cells, counts, outcome, total, previous, period = self.prepare(spec, params, data)
