@@ -189,6 +189,13 @@ def test_show_answers_with_z_and_the_class():
     assert "between 0.2 and 0.8" in text and "the mechanism uses it as its total" in text
 
 
+def test_show_says_a_base_is_the_earlier_periods_counts():
+    from dpspec.language.describe import describe_spec
+
+    text = describe_spec(dpspec.load(os.path.join(CASE, "wasserstein_prior_high_privacy.dps")))
+    assert "the mechanism uses it as its base: its counts of the periods before the released one" in text
+
+
 def test_budget_json_carries_both_sensitivities_and_the_assumptions(tmp_path):
     path = tmp_path / "s.dps"
     path.write_text(small())
@@ -245,6 +252,8 @@ def test_the_audit_compares_block_by_block_with_a_dp_baseline(tmp_path):
     for block in ("domain:", "multiverse:", "unit:", "premetric:", "budget:", "public information:", "class of distributions:"):
         assert block in f.message
     assert "count people" in f.evidence["public_not_in_baseline"]
+    # the budget row compares figures in one currency; the finding says an equal figure is not equal protection
+    assert "an equal figure protects less than the DP baseline's" in f.message
     # a DP spec audited against itself says nothing of the kind
     assert "pufferfish-vs-dp" not in {f.rule for f in _audit(tmp_path, dp, dp).findings}
 
@@ -261,6 +270,22 @@ def test_a_program_states_the_conditional_independence_lemma_6_assumes(tmp_path)
     notes = " ".join(summary["ledger"]["notes"])
     assert "Lemma 6" in notes and "conditionally independent given the data and Z" in notes
     assert "every release's class" in notes and summary["total"]["epsilon"] == 4
+
+
+def test_a_program_of_parallel_pufferfish_releases_states_lemma_7(tmp_path):
+    """Releases of disjoint parts (two months, say) in a `parallel` group compose by Lemma 7; the
+    note says so, and the sequential assumption of Lemma 6 beside it."""
+    from dpspec.budget.program import program_summary
+
+    for name in ("a", "b"):
+        (tmp_path / f"{name}.dps").write_text(small().replace('spec "small"', f'spec "{name}"'))
+    (tmp_path / "p.dps").write_text('program "p" {\n  parallel "months" { include "a.dps"  include "b.dps" }\n}\n'
+                                    "budget epsilon <= 2\n")
+    summary = program_summary(dpspec.load(str(tmp_path / "p.dps")))
+    notes = " ".join(summary["ledger"]["notes"])
+    assert "2 of the releases are epsilon-Z-Pufferfish guarantees (class independent)" in notes
+    assert "compose by Lemma 7" in notes and "Lemma 6" in notes
+    assert summary["total"]["epsilon"] == 2
 
 
 def test_post_processing_calibrates_its_noise_to_the_vector_given_the_total(tmp_path):

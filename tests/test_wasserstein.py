@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import os
 from fractions import Fraction
 
 import numpy as np
@@ -13,7 +14,7 @@ from scipy.stats import chisquare
 import dpspec
 from dpspec.errors import MechanismError, SpecError
 from dpspec_wasserstein import samplers
-from dpspec_wasserstein.plugin import WassersteinExponential
+from dpspec_wasserstein.plugin import NoisyPostprocessed, WassersteinExponential
 from dpspec_wasserstein.postprocess import project_to_total, two_stage
 
 from .verify_helpers import registered, write_spec
@@ -240,6 +241,96 @@ def test_verify_is_consistent_for_the_honest_mechanism_and_refutes_an_understate
         broken = verify(dpspec.load(write_spec(tmp_path, SPEC.replace("MECH", "wasserstein_understated").replace("BASE", base),
                                                CSV, "u.dps")), runs=10_000, seed=3)
     assert broken.verdict == "refuted" and broken.lower_bound > 2, broken.text()
+
+
+CASE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "specs", "pa_covid")
+
+
+@pytest.mark.parametrize("name", ["postprocessing_high_privacy", "wasserstein_naive_high_privacy",
+                                  "wasserstein_congenial_high_privacy", "wasserstein_prior_high_privacy"])
+def test_verify_runs_on_the_bundled_case_study_specs(name):
+    """The case-study specs declare the previous month's county counts `used as base`: earlier
+    periods' counts, not the released month's, so they fix no universe of the compared pair (before,
+    verify refused every bundled spec: "'count cases by month, county' differs between its datasets")."""
+    from dpspec.verify import verify
+
+    result = verify(dpspec.load(os.path.join(CASE, name + ".dps")), runs=4000, seed=7)
+    assert result.verdict == "consistent", result.text()
+    assert result.path == "mechanism" and result.claimed == 0.5
+
+
+@pytest.mark.parametrize("name", ["wasserstein_prior_high_privacy", "wasserstein_congenial_high_privacy"])
+def test_verify_refutes_an_understated_sensitivity_on_the_bundled_case_study_specs(tmp_path, name):
+    """The prior base too (the small spec above has no previous period for it): the bundled spec with
+    a mechanism that samples at four times its rate is refuted."""
+    from dpspec.verify import verify
+
+    with open(os.path.join(CASE, name + ".dps")) as f:
+        text = f.read().replace("mechanism wasserstein_exponential", "mechanism wasserstein_understated")
+    with registered(Understated()):
+        broken = verify(dpspec.load(write_spec(tmp_path, text, name="u.dps")), runs=10_000, seed=5)
+    assert broken.verdict == "refuted" and broken.lower_bound > 0.5, broken.text()
+
+
+class UnderstatedOutcome(WassersteinExponential):
+    """Honest on the case counts, ten times too sharp on the death counts."""
+
+    name = "wasserstein_understated_outcome"
+
+    def rates(self, spec, params):
+        r_c, r_o = super().rates(spec, params)
+        return r_c, (None if r_o is None else 10 * r_o)
+
+
+def test_verify_tests_the_outcome_counts_too(tmp_path):
+    """The pair moves a person who died, so the death counts are part of what verify compares: a
+    mechanism that understates only the deaths' sensitivity is refuted on the bundled spec."""
+    from dpspec.verify import verify
+
+    with open(os.path.join(CASE, "wasserstein_congenial_high_privacy.dps")) as f:
+        text = f.read().replace("mechanism wasserstein_exponential", "mechanism wasserstein_understated_outcome")
+    with registered(UnderstatedOutcome()):
+        broken = verify(dpspec.load(write_spec(tmp_path, text, name="u.dps")), runs=20_000, seed=6)
+    assert broken.verdict == "refuted", broken.text()
+
+
+class UnderstatedPostprocessed(NoisyPostprocessed):
+    """Adds a quarter of the noise its budget states."""
+
+    name = "postprocessed_understated"
+
+    def noise_scales(self, spec, params):
+        return {k: v / 4 for k, v in super().noise_scales(spec, params).items()}
+
+
+def test_verify_tests_the_post_processing_alternative_and_refutes_an_understated_noise(tmp_path):
+    from dpspec.verify import verify
+
+    text = SPEC.replace("MECH", "noisy_postprocessed").replace("  base: BASE\n", "")
+    honest = verify(dpspec.load(write_spec(tmp_path, text, CSV)), runs=10_000, seed=3)
+    assert honest.verdict == "consistent" and honest.path == "mechanism", honest.text()
+    with registered(UnderstatedPostprocessed()):
+        broken = verify(dpspec.load(write_spec(tmp_path, text.replace("noisy_postprocessed", "postprocessed_understated"),
+                                               CSV, "u.dps")), runs=10_000, seed=3)
+    assert broken.verdict == "refuted" and broken.lower_bound > 2, broken.text()
+    # a DP spec (no pufferfish block): moving one person between cells is two symdiff steps, so the
+    # pair's claim is the group budget 2 epsilon, which the DP-scale noise meets
+    dp = verify(dpspec.load(write_spec(tmp_path, text.replace("pufferfish {\n  class independent\n}\n", ""), CSV, "dp.dps")),
+                runs=10_000, seed=3)
+    assert dp.verdict == "consistent" and dp.pairs[0].distance == 2 and dp.claimed == 4, dp.text()
+
+
+def test_post_processing_without_a_total_in_z_is_an_error_at_its_line(tmp_path):
+    """Projecting onto the confidential total publishes it exactly; without it in Z the stated budget
+    would be false (verify measured epsilon above 6 against a claim of 2 on such a spec)."""
+    from dpspec.check.checker import check
+
+    text = SPEC.replace("MECH", "noisy_postprocessed").replace("  base: BASE\n", "").replace(" used as total", "")
+    with pytest.raises(SpecError) as err:
+        check(dpspec.load(write_spec(tmp_path, text, CSV)))
+    d = err.value.diagnostics[0]
+    assert "publishes it exactly" in d.message and "used as total" in d.message
+    assert text.splitlines()[d.line - 1].strip() == "cell: county"
 
 
 KNG = """spec "kng"

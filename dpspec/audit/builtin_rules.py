@@ -288,6 +288,8 @@ def pufferfish_vs_dp(ctx) -> list[Finding]:
     parts.append("public information: " + (f"this spec conditions on {'; '.join(extra)}, which the baseline does not"
                                            if extra else "the same as the baseline"))
     parts.append(f"class of distributions: {plain_words(ctx.spec.pufferfish)}; the DP baseline holds for every distribution")
+    parts.append("reading the budgets: the spec's epsilon is an epsilon-Z-Pufferfish budget, which holds only given Z "
+                 "and only for the class above, so an equal figure protects less than the DP baseline's, never more")
     message = "Block by block against the DP baseline: " + ". ".join(parts) + "."
     evidence = {"rows": [r.to_json() for r in rows], "public_not_in_baseline": extra,
                 "class": ctx.spec.pufferfish.kind}

@@ -116,6 +116,10 @@ def _bound_words(b: ir.BudgetBound) -> str:
     return b.describe() + (f" ({'; '.join(words)})" if words else "")
 
 
+# a base is the earlier periods' counts: the released period's own are what the release protects
+_BASE_PERIODS = {"base": ": its counts of the periods before the released one, not the released period's"}
+
+
 def five_questions(spec: ir.Spec) -> list[tuple[str, str, str]]:
     """(question, block, answer) in plain language."""
     d = spec.domain
@@ -131,7 +135,8 @@ def five_questions(spec: ir.Spec) -> list[tuple[str, str, str]]:
         where = "among all datasets of the domain (no invariants)."
     if spec.public:
         where += " Conditioned on public information: " + "; ".join(
-            f"{p.query.describe()} ({p.source}" + (f"; the mechanism uses it as its {p.use})" if p.use else ")")
+            f"{p.query.describe()} ({p.source}" + (f"; the mechanism uses it as its {p.use}" + _BASE_PERIODS.get(p.use, "")
+                                                   + ")" if p.use else ")")
             for p in spec.public) + "."
     if spec.pufferfish is not None:
         from dpspec.budget.pufferfish import plain_words

@@ -132,8 +132,12 @@ def same_universe(spec: ir.Spec, queries, left: dict, right: dict) -> str | None
 
 
 def universe_queries(spec: ir.Spec, induced=()) -> list[ir.CountQuery]:
-    """Every statistic that fixes the universe: declared and induced invariants, public information."""
-    queries = list(spec.invariants) + list(induced) + [p.query for p in spec.public]
+    """Every statistic that fixes the universe: declared and induced invariants, public information.
+
+    A public item `used as base` is left out: it is the earlier periods' counts a base measure is
+    built from, not the released period's (which the release protects), so it fixes no universe of
+    the pairs a mechanism compares; `infer` reads it the same way (constants, not totals)."""
+    queries = list(spec.invariants) + list(induced) + [p.query for p in spec.public if p.use != "base"]
     return list({q.key(): q for q in queries}.values())
 
 

@@ -142,6 +142,50 @@ class _CountRelease(Mechanism):
                                "secrets": "each unit's presence and record (the spec's unit)",
                                "sensitivity": jsonable, "composition": pufferfish.CONDITIONAL_INDEPENDENCE}}
 
+    def neighbours(self, spec, params):
+        """Two miniature datasets the guarantee compares, on three cells.
+
+        Without a total in Z: one unit present in cell a against absent, the DP pair (with the naive
+        base the truncation at 0 makes the normalizers differ, so the loss is largest there). With
+        the total in Z: given the total, present-against-absent couples to a unit moved from cell a
+        to cell b, the pair the class's sensitivity of 2 is computed for. With an outcome the moved
+        person has it, so the outcome counts are compared too. Shared by both methods."""
+        import numpy as np
+
+        from dpspec.api import NeighbourPair, miniature_record, typed_frame
+
+        table = spec.domain.table(params["table"])
+        cell_col = table.column(params["cell"])
+        names = ["a", "b", "c"]
+
+        outcome = params.get("outcome")
+
+        def rows(cells):  # the first person (the one the pair moves) has the outcome, the others not
+            out = [{**miniature_record(table, {}), cell_col.name: cell, **({outcome: i == 0} if outcome else {})}
+                   for i, cell in enumerate(cells)]
+            return {table.name: typed_frame(table, out)}
+
+        mini = {**params, "period": None, "release_period": None, "public_total": None}
+        if not self._total_in_z(spec, params):
+            left, right, label = rows(["a", "b"]), rows(["b"]), "one person present in cell a, or absent"
+        else:
+            left, right, label = rows(["a", "b"]), rows(["b", "b"]), "given the total, one person in cell a or in cell b"
+
+        def batch(data, n, rng):
+            frame = data[table.name]
+            cell = frame[cell_col.name].astype(str)
+            counts = np.array([(cell == c).sum() for c in names], dtype=np.int64)
+            died = None if outcome is None else np.array([((cell == c) & frame[outcome].astype(bool)).sum() for c in names],
+                                                        dtype=np.int64)
+            y, z = self._neighbour_draws(spec, mini, counts, died, int(counts.sum()), rng, n)
+            return y if z is None else np.hstack([y, z])  # both statistics: the claim is the whole budget
+
+        # a DP spec (no pufferfish block) compares datasets at their d_X: moving one unit between cells
+        # is a removal and an addition under symdiff, so its claim is the group budget (Lemma 8 holds
+        # the DP budget among datasets that agree with Z; none at symdiff distance 1 does here)
+        moved = self._total_in_z(spec, params) and spec.pufferfish is None and (spec.unit is None or spec.unit.relation == "symdiff")
+        return [NeighbourPair(label, left, right, params=mini, batch=batch, distance=2 if moved else 1)]
+
     # ---- data ----
     def prepare(self, spec, params, data):
         """(cells, counts, outcome counts or None, total, previous counts or None, period label)."""
@@ -292,38 +336,10 @@ class WassersteinExponential(_CountRelease):
                        facts={"total": total, "period": period, "sampler": info},
                        internal={"counts": counts, "outcome": outcome})
 
-    def neighbours(self, spec, params):
-        """Two miniature datasets the guarantee compares, on three cells.
-
-        Without a total in Z: one unit present in cell a against absent, the DP pair (with the naive
-        base the truncation at 0 makes the normalizers differ, so the loss is largest there). With
-        the total in Z: given the total, present-against-absent couples to a unit moved from cell a
-        to cell b, the pair the class's sensitivity of 2 is computed for."""
-        import numpy as np
-
-        from dpspec.api import NeighbourPair, miniature_record, typed_frame
-
-        table = spec.domain.table(params["table"])
-        cell_col = table.column(params["cell"])
-        names = ["a", "b", "c"]
-
-        def rows(cells):
-            out = [{**miniature_record(table, {}), cell_col.name: cell} for cell in cells]
-            return {table.name: typed_frame(table, out)}
-
-        mini = {**params, "period": None, "release_period": None, "outcome": None, "public_total": None}
-        if not self._total_in_z(spec, params):
-            left, right, label = rows(["a", "b"]), rows(["b"]), "one person present in cell a, or absent"
-        else:
-            left, right, label = rows(["a", "b"]), rows(["b", "b"]), "given the total, one person in cell a or in cell b"
-
-        def batch(data, n, rng):
-            frame = data[table.name]
-            counts = np.array([(frame[cell_col.name].astype(str) == c).sum() for c in names], dtype=np.int64)
-            y, _, _ = self.draw(spec, mini, counts, None, int(counts.sum()), None, rng, draws=n)
-            return y
-
-        return [NeighbourPair(label, left, right, params=mini, batch=batch)]
+    def _neighbour_draws(self, spec, params, counts, outcome, total, rng, n):
+        """n releases (counts, outcome counts or None) without a period, one row each, for `neighbours`."""
+        y, z, _ = self.draw(spec, params, counts, outcome, total, None, rng, draws=n)
+        return y, z
 
     def likelihood(self, spec, params, outputs):
         """Every base measure's release likelihood. The naive one is independent across cells given
@@ -406,6 +422,25 @@ class NoisyPostprocessed(_CountRelease):
             noisy_o = outcome + discrete_laplace(scales["outcome"], draws * len(counts), rng).reshape(draws, -1)
         cases, deaths, flags = two_stage(noisy_c, noisy_o, total)
         return cases, deaths, flags
+
+    def check(self, spec, params):
+        """The post-processing makes the counts sum to the period total, so the release publishes that
+        total exactly: without it in Z (`used as total`), the exact total would leak unprotected and
+        no epsilon would hold (`verify` finds the loss unbounded)."""
+        problems = super().check(spec, params)
+        if _public_use(spec, "total") is None:
+            problems.append(Diagnostic("noisy_postprocessed makes its counts sum to the period total and so publishes "
+                                       "it exactly, but the public block declares no total 'used as total': the exact "
+                                       "total would leak with no budget covering it",
+                                       *self._at(spec, "cell"),
+                                       hint="declare the published total in the public block, e.g. "
+                                            "'count cases by month released \"...\" used as total'"))
+        return problems
+
+    def _neighbour_draws(self, spec, params, counts, outcome, total, rng, n):
+        """n post-processed releases (counts, outcome counts or None), one row each, for `neighbours`."""
+        y, z, _ = self.draw(spec, params, counts, outcome, total, rng, draws=n)
+        return y, z
 
     def run(self, spec, params, data, rng):
         cells, counts, outcome, total, previous, period = self.prepare(spec, params, data)
