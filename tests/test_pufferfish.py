@@ -259,7 +259,7 @@ def test_the_audit_compares_block_by_block_with_a_dp_baseline(tmp_path):
 
 
 def test_the_bundled_case_study_specs_audit_against_their_bundled_dp_baseline():
-    """specs/pa_covid/dp_baseline_high_privacy.dps is the case study's DP baseline (no Z, no
+    """specs/pa_covid/baseline/dp_high_privacy.dps is the case study's DP baseline (no Z, no
     class): each Wasserstein and post-processing spec of the case study audits against it, block
     by block, naming the public statistics the baseline lacks and the class as an assumption."""
     from pathlib import Path
@@ -267,7 +267,7 @@ def test_the_bundled_case_study_specs_audit_against_their_bundled_dp_baseline():
     from dpspec.audit import audit
 
     specs = Path(__file__).resolve().parents[1] / "specs" / "pa_covid"
-    baseline = dpspec.load(str(specs / "dp_baseline_high_privacy.dps"))
+    baseline = dpspec.load(str(specs / "baseline" / "dp_high_privacy.dps"))
     assert "pufferfish-vs-dp" not in {f.rule for f in audit(baseline, baseline=baseline, compute_budget=False).findings}
     for name in ("wasserstein_congenial_high_privacy", "wasserstein_prior_high_privacy", "postprocessing_high_privacy"):
         findings = {f.rule: f for f in audit(dpspec.load(str(specs / f"{name}.dps")), baseline=baseline,
