@@ -147,7 +147,7 @@ def test_a_household_in_a_structural_zero_is_a_data_error(tmp_path):
     at = households.index[(households["size"] == 1)][0]
     households.loc[at, "couple"] = 1  # one person with a spouse
     households.to_parquet(path, index=False)
-    with pytest.raises(DataError, match=rf"table 'households' break the structural zero 'hhtype_alone_couple': 1 records, "
+    with pytest.raises(DataError, match=rf"table 'households' break the structural zero 'hhtype_alone_couple': 1 record, "
                                         rf"e.g. in block {households.loc[at, 'block']}"):
         dpspec.compile(str(spec), seed=1)
 
@@ -245,7 +245,7 @@ def test_units_whose_gqhh_vect_is_not_the_recode_are_a_data_error(tmp_path):
     units["gqhh_vect"] = units["gqhh_vect"].astype(str)
     units.loc[at, "gqhh_vect"] = "housing_unit"
     units.to_parquet(path, index=False)
-    with pytest.raises(DataError, match=r"table 'units': 1 records have gqhh_vect different from the recode 'gqhh_vect' "
+    with pytest.raises(DataError, match=r"table 'units': 1 record with gqhh_vect different from the recode 'gqhh_vect' "
                                         rf"of tenvacgq, e.g. in block '{units.loc[at, 'block']}'"):
         dpspec.compile(str(spec), seed=1)
 

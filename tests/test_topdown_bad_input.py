@@ -39,7 +39,7 @@ def test_data_in_a_structural_zero_name_the_block_and_cell(persons):
     broken = persons.copy()
     broken.loc[5, ["hhgq", "votingage"]] = [3, 0]
     block = broken.loc[5, "block"]
-    with pytest.raises(DataError, match=re.escape(f"break the structural zero 'nurse_nva_0': 1 records, e.g. in block "
+    with pytest.raises(DataError, match=re.escape(f"break the structural zero 'nurse_nva_0': 1 record, e.g. in block "
                                                   f"{block} (cell hhgq=3, votingage=0")):
         _run(broken, structural_zeros=NURSE_NVA_0)
 
@@ -69,7 +69,7 @@ def test_a_product_with_persons_in_a_structural_zero_names_the_block_and_cell(pe
     moved.loc[row, "count"] -= 1
     moved = pd.concat([moved, moved.iloc[[row]].assign(hhgq=3, votingage=0, count=1)], ignore_index=True)
     moved = moved[moved["count"] > 0]
-    with pytest.raises(DataError, match=re.escape(f"equal_to 'pl94': the released product has 1 persons in block "
+    with pytest.raises(DataError, match=re.escape(f"equal_to 'pl94': the released product has 1 person in block "
                                                   f"'{block}', cell hhgq=3, votingage=0 of 'hhgq * votingage', where "
                                                   "every cell is a structural zero")):
         _run(persons, structural_zeros=NURSE_NVA_0, equalities=[("pl94", ("hhgq", "votingage"), moved)])

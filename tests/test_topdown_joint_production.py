@@ -105,7 +105,7 @@ def test_data_in_a_joint_zero_cell_are_a_data_error_naming_table_block_and_cell(
     households, units = _data()
     units.loc[units.index[5], "vacs"] = 3
     block = units["block"].iloc[5]
-    with pytest.raises(DataError, match=rf"the data of table 'units' break the structural zero 'no_seasonal': 1 records, "
+    with pytest.raises(DataError, match=rf"the data of table 'units' break the structural zero 'no_seasonal': 1 record, "
                                         rf"e.g. in block {block} \(cell vacs=3\)"):
         _run(households, units, {"no_seasonal": {"vacs": [2, 3]}})
 

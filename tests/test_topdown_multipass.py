@@ -187,7 +187,7 @@ def test_data_breaking_a_structural_zero_is_a_data_error_naming_block_and_cell()
     persons.loc[7, "hhgq"] = 3
     persons.loc[7, "votingage"] = 0
     shares, strategy, recodes, rho, _ = _production()
-    with pytest.raises(DataError, match=r"structural zero 'nurse_nva_0': 1 records, e.g. in block .*hhgq=3, votingage=0"):
+    with pytest.raises(DataError, match=r"structural zero 'nurse_nva_0': 1 record, e.g. in block .*hhgq=3, votingage=0"):
         run_topdown(persons, ["nation"] + LEVELS, PL94_VARIABLES, strategy, rho, shares, "hamming",
                     [("state", ())], np.random.default_rng(0), workers=1, recodes=recodes,
                     structural_zeros=NURSE_NVA_0)

@@ -113,7 +113,7 @@ def test_a_column_that_is_not_the_recode_of_its_variable_is_a_data_error_naming_
     units = _units()
     at = units.index[units["tenvac"] == "gq301"][0]
     units.loc[at, "kind"] = "gq501"
-    with pytest.raises(DataError, match=rf"table 'units': 1 records have kind different from the recode 'kind' of tenvac, "
+    with pytest.raises(DataError, match=rf"table 'units': 1 record with kind different from the recode 'kind' of tenvac, "
                                         rf"e.g. in block '{units.loc[at, 'block']}' tenvac = 'gq301' has kind = 'gq501', not 'gq301'"):
         dpspec.compile(_write(tmp_path, units), seed=1)
 
@@ -189,6 +189,6 @@ def test_a_joint_table_whose_recode_column_is_wrong_is_a_data_error(tmp_path):
     units = _joint_units()
     at = units.index[units["vacs"] == 1][0]
     units.loc[at, "occupancy"] = "occupied"
-    with pytest.raises(DataError, match=rf"table 'units': 1 records have occupancy different from the recode 'occupancy' "
+    with pytest.raises(DataError, match=rf"table 'units': 1 record with occupancy different from the recode 'occupancy' "
                                         rf"of vacs, e.g. in block '{units.loc[at, 'block']}'"):
         dpspec.compile(_joint_spec(tmp_path, units), seed=2)

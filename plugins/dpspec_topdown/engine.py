@@ -37,6 +37,7 @@ from .spine import (BYPASSED, bypass_classes, check_budget_per_person, class_sha
                     split_geography, unit_groups)
 from .postprocess import (BoundConstraint, Failsafe, FailsafeError, GroupConstraint, MeasuredQuery, NodeError, NodeTask,
                           default_workers, make_pool, solve_level, solve_node, task_size)
+from .wording import counted
 
 _PARALLEL_MIN_SIZE = 20_000  # children x active cells in a level below which a pool costs more
 
@@ -505,7 +506,7 @@ def _structural_zeros(zeros: Mapping, schema: Schema, cells: np.ndarray, weights
             cell = ", ".join(f"{v}={val}" for v, val in schema.decode(np.array([cells[row]])).items()
                              for val in [val[0]])
             where = f" of table {table!r}" if table else ""
-            raise DataError(f"the data{where} break the structural zero {name!r}: {int(weights[hit].sum())} records, "
+            raise DataError(f"the data{where} break the structural zero {name!r}: {counted(weights[hit].sum(), 'record')}, "
                             f"e.g. in {finest} {tallies[finest].iloc[row]!s} (cell {cell})")
         mask |= this
     return mask
@@ -544,7 +545,7 @@ def _level_bounds(bounds, schema: Schema, hier: Hierarchy, conf) -> list:
             u, g = np.argwhere(bad)[0]
             raise DataError(f"the data break the constraint {name!r}: {int(bad.sum())} cells, e.g. "
                             f"{hier.names[last]} {finest.codes[u]!s}, {query_name(q)} = {lower.columns[g]!s}: "
-                            f"{int(truth[u, g])} persons, bounds [{int(lo[u, g])}, {hi[u, g]:g}]")
+                            f"{counted(truth[u, g], 'person')}, bounds [{int(lo[u, g])}, {hi[u, g]:g}]")
         per_level = [None] * len(hier.levels)
         for k in range(len(hier.levels)):
             anc = hier.ancestor(last, k) if k < last else np.arange(finest.n_units)

@@ -22,6 +22,7 @@ from dpspec.api import DataError, shown
 
 from .allocation import query_name
 from .histogram import aggregate
+from .wording import counted
 
 
 def factor_labels(schema, factor: str) -> list:
@@ -141,7 +142,7 @@ def check_against(name: str, query: tuple, targets: list, schema, hier, conf: li
         if bad.any():
             i = np.flatnonzero(bad)[0]
             level = hier.levels[-1]
-            raise DataError(f"equal_to {name!r}: the released product has {int(finest.data[i])} persons in "
+            raise DataError(f"equal_to {name!r}: the released product has {counted(finest.data[i], 'person')} in "
                             f"{level.name} {shown(level.codes[finest.row[i]])}, cell "
                             f"{group_text(schema, query, finest.col[i])} of {query_name(query)!r}, where every "
                             "cell is a structural zero")

@@ -28,6 +28,7 @@ from dpspec.api import DataError, SpecError
 
 from .allocation import query_name
 from dpspec.api import LazyModule
+from .wording import counted
 
 np = LazyModule("numpy", "np", globals())  # imported when an array is first built, not by `dpspec check`
 
@@ -206,7 +207,7 @@ class Schema:
             if bad.size and weights is not None:
                 raise DataError(
                     f"column {name!r}: value {frame[name].iloc[bad[0]]!r} is not one of its categories "
-                    f"{list(cats)} ({int(np.asarray(weights)[bad].sum())} records hold such values)")
+                    f"{list(cats)} ({counted(np.asarray(weights)[bad].sum(), 'record')} with such values)")
             if bad.size:
                 row = bad[0]
                 raise DataError(

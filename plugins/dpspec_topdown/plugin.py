@@ -15,6 +15,7 @@ from dpspec.api import Diagnostic, Mechanism, NativeFlavor, ParamSpec, Parameter
 
 from .allocation import JOINT_MARK, allocate, query_name, split_allocation
 from .locate import at, item_at
+from .wording import counted
 
 __version__ = "1.0.0"
 ROOT = "nation"
@@ -716,8 +717,8 @@ def _postprocess_notes(report: dict | None) -> tuple:
 
     broken = report["violations"]
     if not broken:
-        return (f"post-processing-only constraints: {sum(report['moves'].values())} records moved; every row holds",)
-    return (f"post-processing-only constraints: {sum(report['moves'].values())} records moved; {len(broken)} rows "
+        return (f"post-processing-only constraints: {counted(sum(report['moves'].values()), 'record')} moved; every row holds",)
+    return (f"post-processing-only constraints: {counted(sum(report['moves'].values()), 'record')} moved; {counted(len(broken), 'row')} "
             "left broken in the release (facts: postprocess_only.violations)", *map(describe, broken[:20]))
 
 

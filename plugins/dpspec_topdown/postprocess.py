@@ -33,6 +33,7 @@ from dpspec.api import MechanismError
 
 from .node_noise import KeyedAnswers, answers_at, sorted_lookup
 from .qp import NodeQP, solve_clarabel
+from .wording import counted
 
 _INF = highspy.kHighsInf
 _INT_TOL = 1e-6
@@ -662,7 +663,7 @@ def _check_bounds_coverable(task, b, vc, vcell):
     if bad.any():
         c, g = np.argwhere(bad)[0]
         raise MechanismError(
-            f"TopDown node {task.key}: constraint {b.name} needs at least {int(b.lower[c, g])} persons in "
+            f"TopDown node {task.key}: constraint {b.name} needs at least {counted(b.lower[c, g], 'person')} in "
             f"group {int(g)} of child {int(c)}, but the parent histogram has none in any of its cells")
 
 

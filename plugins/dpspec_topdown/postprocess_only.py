@@ -31,6 +31,8 @@ from typing import Sequence
 import attrs
 import numpy as np
 
+from .wording import counted
+
 _CHUNK = 4_000_000  # candidate moves scored at once (memory: a few arrays of this length)
 
 
@@ -269,7 +271,7 @@ def _plain(code) -> str:
 def describe(entry: dict) -> str:
     upper = "no upper bound" if entry["upper"] is None else f"at most {entry['upper']}"
     return (f"post-processing could not repair {entry['constraint']} at {entry['level']} {entry['geounit']}, "
-            f"group {entry['group']}: {entry['count']} persons, at least {entry['lower']} and {upper}")
+            f"group {entry['group']}: {counted(entry['count'], 'person')}, at least {entry['lower']} and {upper}")
 
 
 def release_violations(hier, schema, protected, pp_bounds) -> list[dict]:
