@@ -40,12 +40,7 @@ def _own_rows(task, variables, margins) -> list:
     for con in task.constraints:
         target = con.target.ravel().astype(np.float64)
         out.append(((con.child_set[vc] * con.n_groups + con.groups[vcell]).astype(np.int64), target.size, target, target))
-    for b in task.bounds:
-        use = postprocess._bound_rows(b, vc, vcell)[0]
-        key = np.where(use, vc * b.n_groups + b.groups[vcell], b.lower.size)
-        upper = np.where(np.isfinite(b.upper.ravel()), b.upper.ravel(), _INF)
-        out.append((key.astype(np.int64), b.lower.size + 1, np.append(b.lower.ravel().astype(np.float64), -_INF),
-                    np.append(upper, _INF)))
+    out += [postprocess.bound_margin(b, vc, vcell) for b in task.bounds]
     return out + list(margins)
 
 

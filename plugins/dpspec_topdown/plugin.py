@@ -43,6 +43,13 @@ def _recode_value(raw):
     return str(raw)
 
 
+def _entry_settings(p) -> tuple[dict, dict]:
+    """(settings, values) of an entry written as a block (`pl94 { table: ...  query: ... }`), by
+    name: the settings keep their locations for errors; ({}, {}) when the entry is not a block."""
+    settings = {q.name: q for q in p.value.params} if isinstance(p.value, ir.ParamBlock) else {}
+    return settings, {name: q.value for name, q in settings.items()}
+
+
 def _recodes(params: dict, variables: dict, spec: ir.Spec | None = None) -> list[Recode]:
     """The declared recodes: ``NAME: { of: VARIABLE  LABEL: [values]  ... }`` each."""
     from .histogram import Recode  # numpy, imported when a topdown spec is checked, not at startup
@@ -444,8 +451,7 @@ def _equalities(spec: ir.Spec, params: dict) -> list[dict]:
     out = []
     for p in block.params:
         loc = (p.loc.line, p.loc.column) if p.loc else (None, None)
-        settings = {q.name: q for q in p.value.params} if isinstance(p.value, ir.ParamBlock) else {}
-        fields = {name: q.value for name, q in settings.items()}
+        settings, fields = _entry_settings(p)
         if set(fields) != {"table", "query"}:
             extra = sorted(set(fields) - {"table", "query"})
             missing = [f for f in ("table", "query") if f not in fields]
@@ -502,8 +508,7 @@ def _joint(spec: ir.Spec, params: dict) -> list[dict]:
     out, seen = [], {params["table"]}
     for p in block.params:
         loc = at(p)
-        settings = {q.name: q for q in p.value.params} if isinstance(p.value, ir.ParamBlock) else {}
-        fields = {name: q.value for name, q in settings.items()}
+        settings, fields = _entry_settings(p)
         missing = [f for f in ("table", "variables", "queries") if f not in fields]
         unknown = sorted(set(fields) - {"table", "variables", "queries", "recodes", "structural_zeros"})
         if missing or unknown:
@@ -571,8 +576,7 @@ def _cross_constraints(spec: ir.Spec, params: dict, joint: list[dict]) -> list[d
     out = []
     for p in block.params:
         loc = at(p)
-        settings = {q.name: q for q in p.value.params} if isinstance(p.value, ir.ParamBlock) else {}
-        fields = {name: q.value for name, q in settings.items()}
+        settings, fields = _entry_settings(p)
         if set(fields) != {"left", "right"}:
             extra = sorted(set(fields) - {"left", "right"})
             missing = [f for f in ("left", "right") if f not in fields]

@@ -693,6 +693,15 @@ def _add_structural_rows(rows: _Rows, task, cells, va, vc, vcell, n_x, base=None
             rows.add(local, np.flatnonzero(use), 1.0, lo, hi)
 
 
+def bound_margin(b, vc, vcell) -> tuple:
+    """A bound constraint as a rounding margin (key, n_keys, lo, hi) over the variables: each
+    bounded (child, group) its key, the unbounded variables on a spare key without limits."""
+    use = _bound_rows(b, vc, vcell)[0]
+    key = np.where(use, vc * b.n_groups + b.groups[vcell], b.lower.size).astype(np.int64)
+    return (key, b.lower.size + 1, np.append(b.lower.ravel().astype(np.float64), -_INF),
+            np.append(np.where(np.isfinite(b.upper.ravel()), b.upper.ravel(), _INF), _INF))
+
+
 def _round(task, xstar, va, vc, vcell, cells, margins=(), fail=True):
     """Integer children histograms keeping every row of the QP exactly (LP, MILP if needed).
 
@@ -751,11 +760,7 @@ def _round_once(task, xstar, base, fi, width, va, vc, vcell, cells, integer, mar
     for con in task.constraints:
         key = con.child_set[vc] * con.n_groups + con.groups[vcell]
         ok &= add_sum(key, con.target.size, con.target.ravel())
-    for b in task.bounds:
-        use = _bound_rows(b, vc, vcell)[0]
-        key = np.where(use, vc * b.n_groups + b.groups[vcell], b.lower.size)  # unbounded: a spare key
-        margins = (*margins, (key, b.lower.size + 1, np.append(b.lower.ravel().astype(np.float64), -_INF),
-                              np.append(np.where(np.isfinite(b.upper.ravel()), b.upper.ravel(), _INF), _INF)))
+    margins = (*margins, *(bound_margin(b, vc, vcell) for b in task.bounds))
     # keep each child's total within floor/ceil of its least-squares total
     tot = np.bincount(vc, weights=xstar, minlength=task.n_children)
     bsum = np.bincount(vc, weights=base, minlength=task.n_children)
