@@ -220,10 +220,14 @@ def solve_interleaved(task, queries: Sequence, plan: PassPlan, variables):
     failsafe: production raises there too)."""
     from dpspec.api import MechanismError
 
+    from .redundant import drop_implied
+
     cells, vc, va, vcell = variables
     n_x = vc.size
     fixed, qp_seconds, round_seconds, milp, counts = [], 0.0, 0.0, False, None
     for n, sub in enumerate(plan.outer):
+        if fixed:  # what the fixed margins imply is not stated again (redundant.py)
+            task = drop_implied(task, vc, vcell, fixed)
         x, _, sec, _, _, failed = fit_in_passes(task, queries, sub, variables, fixed)
         qp_seconds += sec
         if x is None or failed:
