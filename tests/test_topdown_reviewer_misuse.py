@@ -138,6 +138,11 @@ def _at(text, line_start, fragment):
      "'= LABEL' picks a group of a query of one variable or recode, not of 'ten * size'"),
     ('right: "households: ten = 0"', 'right: "households ten = 0"', 'right: "households', "right",
      "right side 'households ten = 0' must read"),
+    # a table tied to itself: at the right side's table; sides of different sizes: at the right side's query
+    ('right: "households: ten = 0"', 'right: "units: hhtenshort_3lev = owned"', 'right: "units', "units",
+     "ties table 'units' to itself"),
+    ('right: "households: ten = 0"', 'right: "households: ten"', 'right: "households: ten"', "ten",
+     "the left side has 1 groups and the right side 3"),
 ])
 def test_a_joint_tables_and_a_cross_constraints_errors_are_at_their_exact_line_and_column(
         old, new, line_start, fragment, message):

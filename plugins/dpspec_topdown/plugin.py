@@ -620,12 +620,16 @@ def _cross_constraints(spec: ir.Spec, params: dict, joint: list[dict]) -> list[d
                                                *item_at(spec, side, label.strip(), after="=")))
                 pick = labels.index(label.strip())
             sides[which] = (table, query, pick, 1 if pick is not None else schema.marginal_size(query))
-        if sides["left"][0] == sides["right"][0]:
+        right = settings["right"]
+        if sides["left"][0] == sides["right"][0]:  # at the right side's table, the one repeating the left's
             raise SpecError(Diagnostic(f"cross_constraints: '{p.name}' ties table '{sides['left'][0]}' to itself; "
-                                       "a constraint within one table is an invariant or a constraint", *loc))
-        if sides["left"][3] != sides["right"][3]:
+                                       "a constraint within one table is an invariant or a constraint",
+                                       *item_at(spec, right, sides["right"][0])))
+        if sides["left"][3] != sides["right"][3]:  # at the right side's query, the one paired against the left's
+            query_text = str(fields["right"]).partition(":")[2].partition("=")[0].strip()
             raise SpecError(Diagnostic(f"cross_constraints: '{p.name}': the left side has {sides['left'][3]} groups "
-                                       f"and the right side {sides['right'][3]}; they are paired in order", *loc))
+                                       f"and the right side {sides['right'][3]}; they are paired in order",
+                                       *item_at(spec, right, query_text, after=":")))
         out.append({"name": p.name, "left": sides["left"][:3], "right": sides["right"][:3],
                     "n_groups": sides["left"][3], "loc": loc})
     return out
