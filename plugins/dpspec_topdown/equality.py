@@ -18,10 +18,11 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
-from dpspec.api import DataError, shown
+from dpspec.api import shown
 
 from .allocation import query_name
 from .histogram import aggregate
+from .locate import Broken
 from .wording import counted
 
 
@@ -59,15 +60,16 @@ def released_targets(name: str, counts: pd.DataFrame, finest: str, query: Sequen
         index = pd.Index([str(v) for v in labels]).get_indexer(counts[f].astype(str).to_numpy())
         if (index < 0).any():
             bad = counts[f].to_numpy()[index < 0][0]
-            raise DataError(f"equal_to {name!r}: {f} = {shown(bad)} in the released table is not one of {labels}")
+            raise Broken(f"equal_to {name!r}: {f} = {shown(bad)} in the released table is not one of {labels}",
+                         ("equal_to", name))
         coords.append(index)
     group = np.ravel_multi_index(coords, sizes) if q else np.zeros(len(counts), dtype=np.int64)
     last = hier.levels[-1]
     codes = counts[finest].astype(str).to_numpy()
     unit = pd.Index(np.asarray(last.codes).astype(str)).get_indexer(codes)
     if (unit < 0).any():
-        raise DataError(f"equal_to {name!r}: the released table has persons in {finest} {shown(codes[unit < 0][0])}, "
-                        f"which holds no one in the data TopDown runs on (its spine is built from the data)")
+        raise Broken(f"equal_to {name!r}: the released table has persons in {finest} {shown(codes[unit < 0][0])}, "
+                     f"which holds no one in the data TopDown runs on (its spine is built from the data)", ("equal_to", name))
     n_groups = int(np.prod(sizes)) if q else 1
     out = sp.csr_matrix((counts["count"].to_numpy(dtype=np.int64), (unit, group)),
                         shape=(last.n_units, n_groups), dtype=np.int64)
@@ -107,9 +109,10 @@ def check_bounds(name: str, query: tuple, target: sp.csr_matrix, schema, level_b
         bad = np.argwhere((got < lo) | (got > hi))
         if bad.size:
             u, g = bad[0]
-            raise DataError(f"equal_to {name!r}: the released product breaks the constraint {bound_name!r} at "
-                            f"{hier.levels[last].name} {shown(hier.levels[last].codes[u])} (cell "
-                            f"{group_text(schema, q, g) or 'total'} of {query_name(q)!r}): released {int(got[u, g])}, bounds [{int(lo[u, g])}, {hi[u, g]:g}]")
+            raise Broken(f"equal_to {name!r}: the released product breaks the constraint {bound_name!r} at "
+                         f"{hier.levels[last].name} {shown(hier.levels[last].codes[u])} (cell "
+                         f"{group_text(schema, q, g) or 'total'} of {query_name(q)!r}): released {int(got[u, g])}, "
+                         f"bounds [{int(lo[u, g])}, {hi[u, g]:g}]", ("equal_to", name), ("constraints", bound_name))
 
 
 def check_against(name: str, query: tuple, targets: list, schema, hier, conf: list, invariants, zero_cells) -> None:
@@ -132,9 +135,9 @@ def check_against(name: str, query: tuple, targets: list, schema, hier, conf: li
             level = hier.levels[lvl]
             code = (level.labels if level.labels is not None else level.codes)[np.flatnonzero(groups == u)[0]]
             cell = f" (cell {group_text(schema, q, g)})" if q else ""
-            raise DataError(f"equal_to {name!r}: the released product disagrees with the invariant "
-                            f"{query_name(q)!r} at {level.name} {shown(code)}{cell}: released "
-                            f"{int(released[u, g])}, invariant {int(truth[u, g])}")
+            raise Broken(f"equal_to {name!r}: the released product disagrees with the invariant "
+                         f"{query_name(q)!r} at {level.name} {shown(code)}{cell}: released "
+                         f"{int(released[u, g])}, invariant {int(truth[u, g])}", ("equal_to", name), ("invariant", level.name, q))
     if zero_cells is not None:
         allowed = np.bincount(eq_groups[~zero_cells], minlength=n_eq) > 0
         finest = targets[-1].tocoo()
@@ -142,7 +145,7 @@ def check_against(name: str, query: tuple, targets: list, schema, hier, conf: li
         if bad.any():
             i = np.flatnonzero(bad)[0]
             level = hier.levels[-1]
-            raise DataError(f"equal_to {name!r}: the released product has {counted(finest.data[i], 'person')} in "
-                            f"{level.name} {shown(level.codes[finest.row[i]])}, cell "
-                            f"{group_text(schema, query, finest.col[i])} of {query_name(query)!r}, where every "
-                            "cell is a structural zero")
+            raise Broken(f"equal_to {name!r}: the released product has {counted(finest.data[i], 'person')} in "
+                         f"{level.name} {shown(level.codes[finest.row[i]])}, cell "
+                         f"{group_text(schema, query, finest.col[i])} of {query_name(query)!r}, where every "
+                         "cell is a structural zero", ("equal_to", name), ("setting", "structural_zeros"))

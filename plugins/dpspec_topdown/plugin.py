@@ -1116,6 +1116,12 @@ class TopDown(Mechanism):
                 "geographies": geography_rhos(alloc, _levels(spec))}
 
     def run(self, spec, params, data, rng, engine=None):
+        from .broken_places import located
+
+        with located(spec, params):  # data that break a construct: the DataError cites its line
+            return self._run(spec, params, data, rng, engine)
+
+    def _run(self, spec, params, data, rng, engine=None):
         import pandas as pd  # lazily, with the engine: `dpspec check` needs neither
 
         from .engine import run_topdown, table_counts
