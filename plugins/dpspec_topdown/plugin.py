@@ -441,7 +441,10 @@ def _equalities(spec: ir.Spec, params: dict) -> list[dict]:
     `query` (factors: variables or recodes) must reproduce T, an already released product
     (equality.py). T is a table of the domain with the finest level and one column per factor,
     and it must be declared public (`public { count T by block, hhgq, votingage released "..." }`):
-    the guarantee is then stated as conditioned on it."""
+    the guarantee is then stated as conditioned on it. What the spec alone decides about the
+    target (its columns, its groups against the invariants') is a SpecError (equality_check.py)."""
+    from .equality_check import check_target
+
     block = _block(params, "equal_to", '{ pl94: { table: pl94_release  query: "hhgq * votingage" } }')
     if block is None:
         return []
@@ -484,6 +487,7 @@ def _equalities(spec: ir.Spec, params: dict) -> list[dict]:
             raise SpecError(Diagnostic(f"equal_to: '{p.name}' holds the release to '{table_name}'; declare that product "
                                        f"public: public {{ count {table_name} by {', '.join(need)} released \"...\" }}",
                                        *item_at(spec, settings["table"], table_name)))
+        check_target(spec, p.name, settings, table_name, query, schema, _invariants(spec, params)[0], ROOT)
         out.append({"name": p.name, "table": table_name, "query": query, "finest": finest})
     return out
 
