@@ -922,7 +922,8 @@ class TopDown(Mechanism):
                   "(the first level) and the levels below it but the finest into their parts inside and outside "
                   "AIAN areas (COLUMN: 1 inside), measured separately; the state invariant holds on the parts' sum"),
         ParamSpec("equal_to", "block", "hold the release to a product already released: { pl94: { table: T  query: "
-                  "\"hhgq * votingage\" } } keeps that marginal equal to T's at every finest unit (T declared public)"),
+                  "\"hhgq * votingage\" } } keeps that marginal equal to T's at every finest unit (T declared public; T's columns "
+                  "take exactly the factors' groups, and the marginal's groups nest with every invariant's below the root)"),
         ParamSpec("joint", "block", "further tables solved with this one in one problem per node: { units: { table: units  "
                   "variables: vacs  queries: { total: 1/4 } } }; their query shares and this table's sum to 1 per level; a joint "
                   "table may have its own recodes and structural_zeros"),
