@@ -253,7 +253,6 @@ def aggregate(hist: sp.spmatrix, parent: np.ndarray, n_parents: int) -> sp.csr_m
     return (up @ hist).tocsr()
 
 
-
 def crossing_groups(schema: Schema, a: Sequence[str], b: Sequence[str]) -> tuple[str, str] | None:
     """A group of marginal `a` and one of `b` that share cells without either holding the other
     ("hhgq=1", "sex=0": each named by the variable that shows it), or None when their groups nest

@@ -72,7 +72,7 @@ class Broken(DataError):
     ("structural_zeros", table or None, name), ("equal_to", name), ("invariant", level, query),
     ("recode_column", table, column), ("constraints", name), ("cross_constraints", name),
     ("setting", name). Raised where the spec is not at hand (the engine); the plugin turns it into
-    a DataError that cites where the spec writes each (plugin.located)."""
+    a DataError that cites where the spec writes each (broken_places.located)."""
 
     def __init__(self, message: str, *constructs: tuple):
         self.constructs = constructs
