@@ -48,7 +48,7 @@ class DataError(DpspecError):
     is written there ("the structural zero 'nurse_nva_0'"), `path` and `text` the spec's. The
     message then ends with one note per place (file:line:column, the line and a caret, as a
     SpecError shows its own); `diagnostics` gives the first place as the error's location and
-    the others as notes, which `--json`'s error document and SARIF carry as a SpecError's. A
+    the others as notes, which `--json`'s error document carries as a SpecError's. A
     DataError without places is exactly what it was (its message alone, no diagnostics)."""
 
     def __init__(self, message: str, places=(), path: str | None = None, text: str | None = None):

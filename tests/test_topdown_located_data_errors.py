@@ -1,7 +1,7 @@
 """Data that break a construct of a TopDown spec: the DataError names the geounit and cell, and
 cites where the spec writes the construct (file:line:column of the structural zero, the
 equal_to entry, the invariant, the recode, the cross constraint), in its message and, for
---json and SARIF, in its diagnostics (issue 24, "Bad input")."""
+--json, in its diagnostics (issue 24, "Bad input")."""
 import re
 
 import numpy as np
