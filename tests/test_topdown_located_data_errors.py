@@ -170,6 +170,52 @@ def test_data_breaking_a_cross_constraint_cite_its_line(tmp_path):
     _cites(info.value, path, text, ("the cross constraint 'h1'", "h1: {", "h1"))
 
 
+def _joint_zeros_spec(tmp_path, units):
+    """The joint spec with the units' structural zero no_seasonal (vacs 2 and 3), on `units`."""
+    from tests.test_topdown_joint_production import SPEC as ZEROS, _data
+
+    households, _ = _data()
+    text = ZEROS.replace("unit households : hamming", 'data households from "households.parquet"\n'
+                         'data units from "units.parquet"\nunit households : hamming')
+    folder = tmp_path / "in"
+    folder.mkdir()
+    households.to_parquet(folder / "households.parquet")
+    units.to_parquet(folder / "units.parquet")
+    path = folder / "zeros.dps"
+    path.write_text(text)
+    return str(path), text
+
+
+def test_a_record_in_a_joint_tables_zero_cites_the_zero_in_the_joint_entry(tmp_path):
+    from tests.test_topdown_joint_production import _data
+
+    _, units = _data()
+    units.loc[units.index[5], "vacs"] = 3
+    path, text = _joint_zeros_spec(tmp_path, units)
+    with pytest.raises(DataError) as info:
+        compile_spec(parse(text, path), seed=1, audit=False)
+    assert info.value.message.startswith("the data of table 'units' break the structural zero 'no_seasonal'")
+    _cites(info.value, path, text, ("the structural zero 'no_seasonal'", "no_seasonal: {", None))
+
+
+@pytest.mark.slow  # a Spark compile: a few seconds on an idle machine (CI runs every test)
+def test_a_located_data_error_reads_the_same_on_spark(tmp_path, spark_session):
+    from dpspec.engine.spark import SparkEngine
+    from tests.test_engine_mechanisms import compile_on
+    from tests.test_topdown_joint_production import _data
+
+    _, units = _data()
+    units.loc[units.index[5], "vacs"] = 3
+    path, _ = _joint_zeros_spec(tmp_path, units)
+    errors = []
+    for engine in ("local", SparkEngine(session=spark_session)):
+        with pytest.raises(DataError) as info:
+            compile_on(path, engine)
+        errors.append(info.value)
+    assert str(errors[1]) == str(errors[0]) and errors[1].diagnostics == errors[0].diagnostics
+    assert "note: the structural zero 'no_seasonal' is written here" in str(errors[1])
+
+
 def test_a_located_data_error_is_an_error_document_with_its_places_and_survives_pickling():
     import pickle
 
