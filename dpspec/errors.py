@@ -41,7 +41,40 @@ class SpecError(DpspecError):
 
 
 class DataError(DpspecError):
-    """Confidential data that contradicts the domain: names file, table, column, rows, values."""
+    """Confidential data that contradicts the domain: names file, table, column, rows, values.
+
+    Data that break a construct the spec writes (a structural zero, an invariant, an equality
+    target) also cite where the spec writes it: `places` are Diagnostics whose message says what
+    is written there ("the structural zero 'nurse_nva_0'"), `path` and `text` the spec's. The
+    message then ends with one note per place (file:line:column, the line and a caret, as a
+    SpecError shows its own); `diagnostics` gives the first place as the error's location and
+    the others as notes, which `--json`'s error document carries as a SpecError's. A
+    DataError without places is exactly what it was (its message alone, no diagnostics)."""
+
+    def __init__(self, message: str, places=(), path: str | None = None, text: str | None = None):
+        self.message = message
+        self.places = [d if isinstance(d, Diagnostic) else Diagnostic(str(d)) for d in places]
+        self.path = path
+        self.text = text
+        super().__init__(self.render())
+
+    @property
+    def diagnostics(self) -> list[Diagnostic] | None:
+        located = [d for d in self.places if d.line is not None]
+        if not located:
+            return None
+        first = located[0]
+        return [Diagnostic(self.message, first.line, first.column, hint=f"{first.message} is written here"),
+                *(Diagnostic(f"{d.message} is written here", d.line, d.column, severity="note") for d in located[1:])]
+
+    def render(self) -> str:
+        from dpspec.language.diagnostics import render_diagnostics
+
+        located = [Diagnostic(f"{d.message} is written here", d.line, d.column, severity="note")
+                   for d in self.places if d.line is not None]
+        if not located:
+            return self.message
+        return self.message + "\n" + render_diagnostics(located, self.path, self.text)
 
 
 class ConversionError(DpspecError):

@@ -138,6 +138,11 @@ def _at(text, line_start, fragment):
      "'= LABEL' picks a group of a query of one variable or recode, not of 'ten * size'"),
     ('right: "households: ten = 0"', 'right: "households ten = 0"', 'right: "households', "right",
      "right side 'households ten = 0' must read"),
+    # a table tied to itself: at the right side's table; sides of different sizes: at the right side's query
+    ('right: "households: ten = 0"', 'right: "units: hhtenshort_3lev = owned"', 'right: "units', "units",
+     "ties table 'units' to itself"),
+    ('right: "households: ten = 0"', 'right: "households: ten"', 'right: "households: ten"', "ten",
+     "the left side has 1 groups and the right side 3"),
 ])
 def test_a_joint_tables_and_a_cross_constraints_errors_are_at_their_exact_line_and_column(
         old, new, line_start, fragment, message):
@@ -180,6 +185,17 @@ def test_a_joint_tables_and_a_cross_constraints_errors_are_at_their_exact_line_a
      "query:", "sex", "('pl94' has no column sex)"),
     ("p", "      table: pl94\n", "      table: pl95\n", "table: pl95", "pl95", "reads 'pl95', which must be a second table"),
     ("p", '      query: "hhgq8lev * votingage * hispanic * cenrace"\n', "", "pl94: {", "pl94", "missing query"),
+    # equal_to against what the spec alone fixes: the product's columns, and the invariants' groups
+    ("p", "military, othernoninst}", "military, noninst}", 'query: "hhgq8lev', "hhgq8lev",
+     "column 'hhgq8lev' of 'pl94' (declared at line 126) must take exactly the group labels of 'hhgq8lev' (household, "
+     "correctional, juvenile, nursing, otherinst, college, military, othernoninst), the groups the release's marginal "
+     "has; it lacks othernoninst; it has noninst besides"),
+    ("p", "    cenrace    : int 0..62\n  }\n}", "    cenrace    : int 0..63\n  }\n}", 'query: "hhgq8lev', "cenrace",
+     "column 'cenrace' of 'pl94' (declared at line 129) must take exactly the categories of 'cenrace' (0, 1, 2, ..., "
+     "62: 63 in all), the groups the release's marginal has; it has 63 besides"),
+    ("p", "  count persons by state\n", "  count persons by state\n  count persons by block, sex\n", 'query: "hhgq8lev',
+     "hhgq8lev", "equal_to: 'pl94': its groups cross those of the invariant 'count persons by block, sex' (line 139): "
+     "hhgq8lev=household of the target and sex=0 of the invariant share persons and neither holds the other"),
     # outer_passes (and their constrain_to)
     ("p", "    state: {\n      outer1: {\n        estimation: {", "    state: {\n      outer1: {\n        estimate: 1\n"
      "        estimation: {", "estimate: 1", "estimate", "needs estimation and rounding passes (and may have constrain_to), not 'estimate'"),

@@ -113,7 +113,7 @@ def facility_bounds_from_counts(constraint: dict, counts, categories) -> tuple:
     import numpy as np
     import pandas as pd
 
-    from dpspec.api import DataError
+    from .locate import Broken
 
     finest, type_col = constraint["finest"], constraint["type"]
     types = counts[type_col]
@@ -122,9 +122,9 @@ def facility_bounds_from_counts(constraint: dict, counts, categories) -> tuple:
     if mapped.isna().any():
         row = int(np.flatnonzero(mapped.isna().to_numpy())[0])
         rows = int(counts["count"].to_numpy()[mapped.isna().to_numpy()].sum())
-        raise DataError(f"constraint {constraint['name']!r}: table {constraint['table']!r}: "
-                        f"{type_col} = {types.iloc[row]!s} is not a category of {constraint['of']!r} "
-                        f"({rows} rows hold such values)")
+        raise Broken(f"constraint {constraint['name']!r}: table {constraint['table']!r}: "
+                     f"{type_col} = {types.iloc[row]!s} is not a category of {constraint['of']!r} "
+                     f"({rows} rows hold such values)", ("constraints", constraint["name"]))
     codes = counts[finest].astype(str).to_numpy()
     column = pd.Index(list(categories), dtype=object).get_indexer(mapped.to_numpy(dtype=object))
     index = pd.Index(sorted(set(codes)), name=finest)

@@ -37,6 +37,7 @@ from .spine import (BYPASSED, bypass_classes, check_budget_per_person, class_sha
                     split_geography, unit_groups)
 from .postprocess import (BoundConstraint, Failsafe, FailsafeError, GroupConstraint, MeasuredQuery, NodeError, NodeTask,
                           default_workers, make_pool, solve_level, solve_node, task_size)
+from .locate import Broken
 from .wording import counted
 
 _PARALLEL_MIN_SIZE = 20_000  # children x active cells in a level below which a pool costs more
@@ -506,8 +507,8 @@ def _structural_zeros(zeros: Mapping, schema: Schema, cells: np.ndarray, weights
             cell = ", ".join(f"{v}={val}" for v, val in schema.decode(np.array([cells[row]])).items()
                              for val in [val[0]])
             where = f" of table {table!r}" if table else ""
-            raise DataError(f"the data{where} break the structural zero {name!r}: {counted(weights[hit].sum(), 'record')}, "
-                            f"e.g. in {finest} {tallies[finest].iloc[row]!s} (cell {cell})")
+            raise Broken(f"the data{where} break the structural zero {name!r}: {counted(weights[hit].sum(), 'record')}, "
+                         f"e.g. in {finest} {tallies[finest].iloc[row]!s} (cell {cell})", ("structural_zeros", table, name))
         mask |= this
     return mask
 
@@ -534,18 +535,18 @@ def _level_bounds(bounds, schema: Schema, hier: Hierarchy, conf) -> list:
         low_empty = lower.loc[empty].to_numpy() > 0 if len(empty) else np.zeros((0, n_groups), bool)
         if low_empty.any():
             r, g = np.argwhere(low_empty)[0]
-            raise DataError(f"the data break the constraint {name!r}: {hier.names[last]} {empty[r]!s}, "
-                            f"{query_name(q)} = {lower.columns[g]!s}: no persons, at least "
-                            f"{int(lower.loc[empty].to_numpy()[r, g])} required")
+            raise Broken(f"the data break the constraint {name!r}: {hier.names[last]} {empty[r]!s}, "
+                         f"{query_name(q)} = {lower.columns[g]!s}: no persons, at least "
+                         f"{int(lower.loc[empty].to_numpy()[r, g])} required", ("constraints", name))
         lo = lower.reindex(codes).fillna(0).to_numpy(dtype=np.int64)
         hi = upper.reindex(codes).fillna(0).to_numpy(dtype=np.float64)
         truth = marginal(conf, schema, q)
         bad = (truth < lo) | (truth > hi)
         if bad.any():
             u, g = np.argwhere(bad)[0]
-            raise DataError(f"the data break the constraint {name!r}: {int(bad.sum())} cells, e.g. "
-                            f"{hier.names[last]} {finest.codes[u]!s}, {query_name(q)} = {lower.columns[g]!s}: "
-                            f"{counted(truth[u, g], 'person')}, bounds [{int(lo[u, g])}, {hi[u, g]:g}]")
+            raise Broken(f"the data break the constraint {name!r}: {int(bad.sum())} cells, e.g. "
+                         f"{hier.names[last]} {finest.codes[u]!s}, {query_name(q)} = {lower.columns[g]!s}: "
+                         f"{counted(truth[u, g], 'person')}, bounds [{int(lo[u, g])}, {hi[u, g]:g}]", ("constraints", name))
         per_level = [None] * len(hier.levels)
         for k in range(len(hier.levels)):
             anc = hier.ancestor(last, k) if k < last else np.arange(finest.n_units)
@@ -603,8 +604,9 @@ def _postprocess_report(report: dict, results, tasks, k, prev, hier, schema, pp_
     level_codes = None if hier.levels[k].implicit else hier.levels[k].codes
     broken = pp_only.level_report(results, tasks, _spans(k, prev, hier), level_codes, level, schema, pp_bounds)
     if broken and feasible:
-        raise DataError(pp_only.describe(broken[0]) + f" ({len(broken)} rows at this level; the level is listed "
-                        "in postprocess_require_feasible, where production's constraint check stops the run)")
+        raise Broken(pp_only.describe(broken[0]) + f" ({len(broken)} rows at this level; the level is listed "
+                     "in postprocess_require_feasible, where production's constraint check stops the run)",
+                     ("constraints", broken[0]["constraint"]), ("setting", "postprocess_require_feasible"))
     for entry in broken[:_WARN_MAX]:
         warnings.warn(pp_only.describe(entry), RuntimeWarning, stacklevel=2)
     if len(broken) > _WARN_MAX:

@@ -18,10 +18,11 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
-from dpspec.api import DataError, shown
+from dpspec.api import shown
 
 from .allocation import query_name
 from .histogram import aggregate
+from .locate import Broken
 from .wording import counted
 
 
@@ -59,15 +60,16 @@ def released_targets(name: str, counts: pd.DataFrame, finest: str, query: Sequen
         index = pd.Index([str(v) for v in labels]).get_indexer(counts[f].astype(str).to_numpy())
         if (index < 0).any():
             bad = counts[f].to_numpy()[index < 0][0]
-            raise DataError(f"equal_to {name!r}: {f} = {shown(bad)} in the released table is not one of {labels}")
+            raise Broken(f"equal_to {name!r}: {f} = {shown(bad)} in the released table is not one of {labels}",
+                         ("equal_to", name))
         coords.append(index)
     group = np.ravel_multi_index(coords, sizes) if q else np.zeros(len(counts), dtype=np.int64)
     last = hier.levels[-1]
     codes = counts[finest].astype(str).to_numpy()
     unit = pd.Index(np.asarray(last.codes).astype(str)).get_indexer(codes)
     if (unit < 0).any():
-        raise DataError(f"equal_to {name!r}: the released table has persons in {finest} {shown(codes[unit < 0][0])}, "
-                        f"which holds no one in the data TopDown runs on (its spine is built from the data)")
+        raise Broken(f"equal_to {name!r}: the released table has persons in {finest} {shown(codes[unit < 0][0])}, "
+                     f"which holds no one in the data TopDown runs on (its spine is built from the data)", ("equal_to", name))
     n_groups = int(np.prod(sizes)) if q else 1
     out = sp.csr_matrix((counts["count"].to_numpy(dtype=np.int64), (unit, group)),
                         shape=(last.n_units, n_groups), dtype=np.int64)
@@ -107,34 +109,66 @@ def check_bounds(name: str, query: tuple, target: sp.csr_matrix, schema, level_b
         bad = np.argwhere((got < lo) | (got > hi))
         if bad.size:
             u, g = bad[0]
-            raise DataError(f"equal_to {name!r}: the released product breaks the constraint {bound_name!r} at "
-                            f"{hier.levels[last].name} {shown(hier.levels[last].codes[u])} (cell "
-                            f"{group_text(schema, q, g) or 'total'} of {query_name(q)!r}): released {int(got[u, g])}, bounds [{int(lo[u, g])}, {hi[u, g]:g}]")
+            raise Broken(f"equal_to {name!r}: the released product breaks the constraint {bound_name!r} at "
+                         f"{hier.levels[last].name} {shown(hier.levels[last].codes[u])} (cell "
+                         f"{group_text(schema, q, g) or 'total'} of {query_name(q)!r}): released {int(got[u, g])}, "
+                         f"bounds [{int(lo[u, g])}, {hi[u, g]:g}]", ("equal_to", name), ("constraints", bound_name))
+
+
+def shared_totals(schema, query: tuple, other: tuple) -> tuple[sp.csr_matrix, sp.csr_matrix, list]:
+    """What marginals `query` and `other` both determine: the finest groups of cells that are
+    unions of groups of each (the parts of the graph whose edges are the pairs of groups sharing
+    a cell). Returns (groups of query x parts) and (groups of other x parts) 0/1 maps, and per
+    part the group of `other` it is, or else of `query`, or None (a union of several of each).
+
+    Why: an invariant and an equality target must agree on every total both fix. When the
+    invariant's factors are within the target's, the parts are the invariant's groups; two
+    recodes of one variable that nest group by group (the units' gqhh_vect and h1) share the
+    housing units' total and each group-quarters total, which a test on names alone misses."""
+    from scipy.sparse.csgraph import connected_components
+
+    n_q, n_o = schema.marginal_size(query), schema.marginal_size(other)
+    rows, cols = np.divmod(np.unique(schema.groups(query).astype(np.int64) * n_o + schema.groups(other)), n_o)
+    graph = sp.csr_matrix((np.ones(len(rows), dtype=np.int8), (rows, n_q + cols)), shape=(n_q + n_o, n_q + n_o))
+    n, part = connected_components(graph, directed=False)
+    # parts numbered as the other marginal's groups come: the first disagreement is its first group's
+    both = np.concatenate([part[n_q:], part[:n_q]])
+    rank = np.empty(n, dtype=np.int64)
+    rank[np.argsort(np.unique(both, return_index=True)[1])] = np.arange(n)
+    part_o, part_q = rank[part[n_q:]], rank[part[:n_q]]
+    to_parts = [sp.csr_matrix((np.ones(len(p), dtype=np.int64), (np.arange(len(p)), p)), shape=(len(p), n))
+                for p in (part_q, part_o)]
+    count_q, count_o = np.bincount(part_q, minlength=n), np.bincount(part_o, minlength=n)
+    named = [("other", int(np.flatnonzero(part_o == k)[0])) if count_o[k] == 1 else
+             ("query", int(np.flatnonzero(part_q == k)[0])) if count_q[k] == 1 else None for k in range(n)]
+    return to_parts[0], to_parts[1], named
 
 
 def check_against(name: str, query: tuple, targets: list, schema, hier, conf: list, invariants, zero_cells) -> None:
     """DataError when the released product contradicts what this release must also keep: an
-    invariant it determines (its factors within the product's) or a structural zero."""
+    invariant on a total they both determine (shared_totals), or a structural zero."""
     from .spine import group_sum, unit_groups
 
     eq_groups = schema.groups(query)
     n_eq = schema.marginal_size(query)
     for lvl, q in invariants:
-        if not set(q) <= set(query):
-            continue
-        to_q = _regroup(schema, query, q)
+        from_query, from_invariant, named = shared_totals(schema, query, q)
         groups, n = unit_groups(hier.levels[lvl])
-        released = group_sum(np.asarray((targets[lvl] @ to_q).toarray(), dtype=np.int64), groups, n)
-        truth = group_sum(np.asarray((conf[lvl] @ schema.indicator(q)).toarray(), dtype=np.int64), groups, n)
+        released = group_sum(np.asarray((targets[lvl] @ from_query).toarray(), dtype=np.int64), groups, n)
+        truth = group_sum(np.asarray((conf[lvl] @ schema.indicator(q) @ from_invariant).toarray(), dtype=np.int64),
+                          groups, n)
         bad = np.argwhere(released != truth)
         if bad.size:
             u, g = bad[0]
             level = hier.levels[lvl]
             code = (level.labels if level.labels is not None else level.codes)[np.flatnonzero(groups == u)[0]]
-            cell = f" (cell {group_text(schema, q, g)})" if q else ""
-            raise DataError(f"equal_to {name!r}: the released product disagrees with the invariant "
-                            f"{query_name(q)!r} at {level.name} {shown(code)}{cell}: released "
-                            f"{int(released[u, g])}, invariant {int(truth[u, g])}")
+            which = named[g]
+            text = ("" if which is None else group_text(schema, q, which[1]) if which[0] == "other"
+                    else group_text(schema, query, which[1]))
+            cell = f" (cell {text})" if text else ""
+            raise Broken(f"equal_to {name!r}: the released product disagrees with the invariant "
+                         f"{query_name(q)!r} at {level.name} {shown(code)}{cell}: released "
+                         f"{int(released[u, g])}, invariant {int(truth[u, g])}", ("equal_to", name), ("invariant", level.name, q))
     if zero_cells is not None:
         allowed = np.bincount(eq_groups[~zero_cells], minlength=n_eq) > 0
         finest = targets[-1].tocoo()
@@ -142,7 +176,7 @@ def check_against(name: str, query: tuple, targets: list, schema, hier, conf: li
         if bad.any():
             i = np.flatnonzero(bad)[0]
             level = hier.levels[-1]
-            raise DataError(f"equal_to {name!r}: the released product has {counted(finest.data[i], 'person')} in "
-                            f"{level.name} {shown(level.codes[finest.row[i]])}, cell "
-                            f"{group_text(schema, query, finest.col[i])} of {query_name(query)!r}, where every "
-                            "cell is a structural zero")
+            raise Broken(f"equal_to {name!r}: the released product has {counted(finest.data[i], 'person')} in "
+                         f"{level.name} {shown(level.codes[finest.row[i]])}, cell "
+                         f"{group_text(schema, query, finest.col[i])} of {query_name(query)!r}, where every "
+                         "cell is a structural zero", ("equal_to", name), ("setting", "structural_zeros"))

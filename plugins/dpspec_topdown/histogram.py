@@ -251,3 +251,56 @@ def aggregate(hist: sp.spmatrix, parent: np.ndarray, n_parents: int) -> sp.csr_m
     n = hist.shape[0]
     up = sp.csr_matrix((np.ones(n, dtype=np.int64), (parent, np.arange(n))), shape=(n_parents, n))
     return (up @ hist).tocsr()
+
+
+def crossing_groups(schema: Schema, a: Sequence[str], b: Sequence[str]) -> tuple[str, str] | None:
+    """A group of marginal `a` and one of `b` that share cells without either holding the other
+    ("hhgq=1", "sex=0": each named by the variable that shows it), or None when their groups nest
+    (a laminar family: every group of one within a group of the other, or apart from it).
+
+    Why: fixed at every child of a node, two crossing marginals are two margins of a three-way
+    table the parent's already fixed histogram may not admit (the reason TopDown needs its
+    invariants nested). Compared group by group, not by name, so that two recodes of one
+    variable that nest group by group (the units' h1 and gqhh_vect) pass. A marginal's groups are
+    products of one partition per variable (its categories, a recode's groups, or all in one), so
+    the test runs on the variables' categories, never on the histogram's cells: per variable the
+    two partitions must nest, and where one is strictly finer on one variable it may not be
+    strictly coarser on another (a group of each would then cross)."""
+    a, b = schema.canonical(a), schema.canonical(b)
+    finer = {"a": {}, "b": {}}  # "a": {axis: (a group, b group)} where an a group is strictly within a b group
+    for axis in range(len(schema.names)):
+        pa, pb = _partition(schema, a, axis), _partition(schema, b, axis)
+        size_a, size_b = collections.Counter(pa), collections.Counter(pb)
+        for (x, y), shared in collections.Counter(zip(pa, pb)).items():
+            if shared < size_a[x] and shared < size_b[y]:
+                return _group_name(schema, a, axis, x), _group_name(schema, b, axis, y)
+            if size_a[x] != size_b[y]:
+                finer["a" if size_a[x] < size_b[y] else "b"].setdefault(axis, (x, y))
+    # one variable may be finer either way (h1 and gqhh_vect): a crossing needs two variables
+    for axis_a, (x, _) in finer["a"].items():
+        for axis_b, (_, y) in finer["b"].items():
+            if axis_a != axis_b:
+                return _group_name(schema, a, axis_a, x), _group_name(schema, b, axis_b, y)
+    return None
+
+
+def _partition(schema: Schema, query: tuple, axis: int) -> list:
+    """Each category of variable `axis`: its group in `query`'s factor on that variable (its
+    index for the variable itself, its recode group, 0 when the query does not read it)."""
+    n = len(schema.categories[axis])
+    for factor in query:
+        at, mapping, _ = schema._factor(factor)
+        if at == axis:
+            return list(range(n)) if mapping is None else list(mapping)
+    return [0] * n
+
+
+def _group_name(schema: Schema, query: tuple, axis: int, group: int) -> str:
+    """Group `group` of `query`'s partition of variable `axis`, as "factor=label"."""
+    for factor in query:
+        at, mapping, _ = schema._factor(factor)
+        if at == axis:
+            labels = (schema.categories[axis] if mapping is None
+                      else next(r for r in schema.recodes if r.name == factor).labels)
+            return f"{factor}={labels[group]}"
+    return f"every {schema.names[axis]}"

@@ -14,10 +14,11 @@ import functools
 import attrs
 import numpy as np
 
-from dpspec.api import DataError, MechanismError
+from dpspec.api import MechanismError
 
 from .histogram import aggregate, unit_histograms
 from .joint import CrossConstraint, side_sums, solve_joint_pair
+from .locate import Broken
 from .postprocess import MeasuredQuery, NodeError
 
 
@@ -63,9 +64,10 @@ class JointSide:
                 u, g = bad[0]
                 mq = main_schema.canonical(main_q)
                 cell = group_text(main_schema, mq, main_pick if main_pick is not None else int(g)) or "total"
-                raise DataError(f"the data break the cross constraint {name!r}: {hier.names[last]} "
-                                f"{hier.levels[last].codes[u]!s}, cell {cell} of the main table: {int(left[u, g])} "
-                                f"there, {int(right[u, g])} in {joint.name!r} ({len(bad)} units and groups differ)")
+                raise Broken(f"the data break the cross constraint {name!r}: {hier.names[last]} "
+                             f"{hier.levels[last].codes[u]!s}, cell {cell} of the main table: {int(left[u, g])} "
+                             f"there, {int(right[u, g])} in {joint.name!r} ({len(bad)} units and groups differ)",
+                             ("cross_constraints", name))
             cross.append(c)
         return cls(joint, schema, hier, alloc, conf, inv, _budget_classes(hier, alloc, bypass), cross, zero_cells)
 

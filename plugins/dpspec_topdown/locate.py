@@ -4,12 +4,14 @@ The IR keeps a location per setting (its name), not per value; a reviewer told t
 variable `hhagex` of a joint table is unknown should be sent to `hhagex`, not to the start of
 the joint entry. These helpers read the spec's text after the setting's name, over the setting's
 own value (a list in brackets, a quoted string, or the rest of the line) and nothing beyond it.
+Data that break a construct of the spec are located the same way: the engine raises `Broken`
+naming the construct, and the plugin cites the construct's line.
 """
 from __future__ import annotations
 
 import re
 
-from dpspec.api import ir
+from dpspec.api import DataError, ir
 
 
 def at(p) -> tuple:
@@ -63,3 +65,18 @@ def item_at(spec: ir.Spec, p, item: str | None = None, after: str | None = None,
         return where
     line = text.count("\n", 0, found.start()) + 1
     return line, found.start() - (text.rfind("\n", 0, found.start()) + 1) + 1
+
+
+class Broken(DataError):
+    """Data that break constructs of the spec, named by `constructs` as (kind, *key) tuples:
+    ("structural_zeros", table or None, name), ("equal_to", name), ("invariant", level, query),
+    ("recode_column", table, column), ("constraints", name), ("cross_constraints", name),
+    ("setting", name). Raised where the spec is not at hand (the engine); the plugin turns it into
+    a DataError that cites where the spec writes each (broken_places.located)."""
+
+    def __init__(self, message: str, *constructs: tuple):
+        self.constructs = constructs
+        super().__init__(message)
+
+    def __reduce__(self):  # a worker's error crosses processes with its constructs
+        return type(self), (self.message, *self.constructs)

@@ -441,7 +441,10 @@ def _equalities(spec: ir.Spec, params: dict) -> list[dict]:
     `query` (factors: variables or recodes) must reproduce T, an already released product
     (equality.py). T is a table of the domain with the finest level and one column per factor,
     and it must be declared public (`public { count T by block, hhgq, votingage released "..." }`):
-    the guarantee is then stated as conditioned on it."""
+    the guarantee is then stated as conditioned on it. What the spec alone decides about the
+    target (its columns, its groups against the invariants') is a SpecError (equality_check.py)."""
+    from .equality_check import check_target
+
     block = _block(params, "equal_to", '{ pl94: { table: pl94_release  query: "hhgq * votingage" } }')
     if block is None:
         return []
@@ -484,6 +487,7 @@ def _equalities(spec: ir.Spec, params: dict) -> list[dict]:
             raise SpecError(Diagnostic(f"equal_to: '{p.name}' holds the release to '{table_name}'; declare that product "
                                        f"public: public {{ count {table_name} by {', '.join(need)} released \"...\" }}",
                                        *item_at(spec, settings["table"], table_name)))
+        check_target(spec, p.name, settings, table_name, query, schema, _invariants(spec, params)[0], ROOT)
         out.append({"name": p.name, "table": table_name, "query": query, "finest": finest})
     return out
 
@@ -620,12 +624,16 @@ def _cross_constraints(spec: ir.Spec, params: dict, joint: list[dict]) -> list[d
                                                *item_at(spec, side, label.strip(), after="=")))
                 pick = labels.index(label.strip())
             sides[which] = (table, query, pick, 1 if pick is not None else schema.marginal_size(query))
-        if sides["left"][0] == sides["right"][0]:
+        right = settings["right"]
+        if sides["left"][0] == sides["right"][0]:  # at the right side's table, the one repeating the left's
             raise SpecError(Diagnostic(f"cross_constraints: '{p.name}' ties table '{sides['left'][0]}' to itself; "
-                                       "a constraint within one table is an invariant or a constraint", *loc))
-        if sides["left"][3] != sides["right"][3]:
+                                       "a constraint within one table is an invariant or a constraint",
+                                       *item_at(spec, right, sides["right"][0])))
+        if sides["left"][3] != sides["right"][3]:  # at the right side's query, the one paired against the left's
+            query_text = str(fields["right"]).partition(":")[2].partition("=")[0].strip()
             raise SpecError(Diagnostic(f"cross_constraints: '{p.name}': the left side has {sides['left'][3]} groups "
-                                       f"and the right side {sides['right'][3]}; they are paired in order", *loc))
+                                       f"and the right side {sides['right'][3]}; they are paired in order",
+                                       *item_at(spec, right, query_text, after=":")))
         out.append({"name": p.name, "left": sides["left"][:3], "right": sides["right"][:3],
                     "n_groups": sides["left"][3], "loc": loc})
     return out
@@ -914,7 +922,8 @@ class TopDown(Mechanism):
                   "(the first level) and the levels below it but the finest into their parts inside and outside "
                   "AIAN areas (COLUMN: 1 inside), measured separately; the state invariant holds on the parts' sum"),
         ParamSpec("equal_to", "block", "hold the release to a product already released: { pl94: { table: T  query: "
-                  "\"hhgq * votingage\" } } keeps that marginal equal to T's at every finest unit (T declared public)"),
+                  "\"hhgq * votingage\" } } keeps that marginal equal to T's at every finest unit (T declared public; T's columns "
+                  "take exactly the factors' groups, and the marginal's groups nest with every invariant's below the root)"),
         ParamSpec("joint", "block", "further tables solved with this one in one problem per node: { units: { table: units  "
                   "variables: vacs  queries: { total: 1/4 } } }; their query shares and this table's sum to 1 per level; a joint "
                   "table may have its own recodes and structural_zeros"),
@@ -1112,6 +1121,12 @@ class TopDown(Mechanism):
                 "geographies": geography_rhos(alloc, _levels(spec))}
 
     def run(self, spec, params, data, rng, engine=None):
+        from .broken_places import located
+
+        with located(spec, params):  # data that break a construct: the DataError cites its line
+            return self._run(spec, params, data, rng, engine)
+
+    def _run(self, spec, params, data, rng, engine=None):
         import pandas as pd  # lazily, with the engine: `dpspec check` needs neither
 
         from .engine import run_topdown, table_counts

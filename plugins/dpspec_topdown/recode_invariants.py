@@ -11,7 +11,9 @@ its variable (a DataError naming the block and the values).
 """
 from __future__ import annotations
 
-from dpspec.api import DataError, Diagnostic, shown
+from dpspec.api import Diagnostic, shown
+
+from .locate import Broken
 from .wording import counted
 
 
@@ -38,7 +40,7 @@ def check_recode_column(counts, finest: str, column: str, recode, categories: li
     wrong = expected.to_numpy() != counts[column].astype(str).to_numpy()
     if wrong.any():
         row = counts[wrong].iloc[0]
-        raise DataError(f"table {table!r}: {counted(counts.loc[wrong, 'count'].sum(), 'record')} with {column} different from "
-                        f"the recode '{recode.name}' of {recode.variable}, e.g. in {finest} {shown(row[finest])} "
-                        f"{recode.variable} = {shown(row[recode.variable])} has {column} = {shown(row[column])}, "
-                        f"not {shown(expected[wrong].iloc[0])}")
+        raise Broken(f"table {table!r}: {counted(counts.loc[wrong, 'count'].sum(), 'record')} with {column} different from "
+                     f"the recode '{recode.name}' of {recode.variable}, e.g. in {finest} {shown(row[finest])} "
+                     f"{recode.variable} = {shown(row[recode.variable])} has {column} = {shown(row[column])}, "
+                     f"not {shown(expected[wrong].iloc[0])}", ("recode_column", table, column))
