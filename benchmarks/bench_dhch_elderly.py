@@ -70,7 +70,8 @@ def run(path: str) -> None:
     t0 = time.perf_counter()
     result = dpspec.compile(path, seed=1)
     total = time.perf_counter() - t0
-    print(f"  total {total:.1f} s")
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(f"  total {total:.1f} s, peak memory of the process so far {peak:.0f} MB")
     for level, t in result.release.facts["timings"].items():
         print(f"  {level:<11} nodes {t.get('nodes', 0):>3}  largest node {t.get('max_variables', 0):>8,} variables  "
               f"least squares {t.get('qp_seconds', 0.0):6.1f} s  level {t.get('solve_seconds', 0.0):6.1f} s")
