@@ -22,15 +22,15 @@ Files:
                           per released person, block x hhgq x voting age x Hispanic x race)
   dhc_h1.parquet          the released H1 table: occupied / vacant housing units and GQ facilities per block
   dhc_households.parquet  one row per occupied housing unit: the householder's sex, age group, Hispanic
-                          origin and race, the elderly present, the unit's tenure, and the household
-                          type as its factors (size, couple type with same- or opposite-sex partner,
-                          multigenerational, own children), for the DHC
+                          origin and race, the elderly present, the unit's tenure, and production's
+                          522-value household type hhtype (hhtype_table), for the DHC
                           households spec (households_of: drawn from its own seed, so the other
                           files do not change)
 The Puerto Rico files (dhc_pr_*.parquet) are the same generator with another seed and state code.
 """
 from __future__ import annotations
 
+import itertools
 import os
 import sys
 from fractions import Fraction
@@ -194,51 +194,105 @@ def generate(n_households: int, n_blocks: int, seed: int, state: str) -> dict:
     return {"persons": persons, "facilities": facilities, "units": units}
 
 
+# Production's household type, hhtype_dhch (522 values, programs/schema/attributes/dhch/hhtype_map.py):
+# each value is one combination of seven attributes, here coded as
+#   size       1-7 (7: seven or more)
+#   couple     0 no spouse or partner, 1 married opposite-sex, 2 married same-sex, 3 unmarried
+#              opposite-sex, 4 unmarried same-sex
+#   multig     multigenerational (0/1)
+#   ownchild   own children under 18: 0 none, 1 under 6 only, 2 6-17 only, 3 both
+#   relatives  a relative of the householder present (0/1)
+#   children   children under 18 other than the householder, spouse or partner (own or not):
+#              0 none, 1 under 6 only, 2 6-17 only, 3 both
+#   under18    someone under 18 present, the householder, spouse or partner included (0/1)
+# The values are the combinations the rules of standalone/hhtype/hhtype.csp:120-274 allow (stated
+# below as the combinations each rule forbids), numbered in that file's sort order (line 10).
+HHTYPE_ATTRIBUTES = ("size", "couple", "multig", "ownchild", "relatives", "children", "under18")
+
+
+def hhtype_table() -> pd.DataFrame:
+    """The 522 household types: one row per hhtype_dhch value (the index), its seven attributes."""
+    grid = pd.DataFrame(list(itertools.product(range(1, 8), range(5), range(2), range(4), range(2), range(4), range(2))),
+                        columns=list(HHTYPE_ATTRIBUTES))
+    size, couple, multig, own, rel, kids, u18 = (grid[a].to_numpy() for a in HHTYPE_ATTRIBUTES)
+    paired, married, cohabiting, alone = couple > 0, np.isin(couple, [1, 2]), np.isin(couple, [3, 4]), couple == 0
+    forbidden = (
+        (size == 1) & paired  # csp:140, one person has no spouse or partner
+        | (multig == 1) & (size < 3)  # 145
+        | paired & (multig == 1) & (size < 4)  # 148-157
+        | (kids > 0) & (size < 2) | (kids == 3) & (size < 3)  # 181, 184
+        | (own > 0) & (kids == 0)  # 190: an own child is a child
+        | (own == 1) & (kids == 2) | (own == 2) & (kids == 1) | (own == 3) & (kids != 3)  # 194-203
+        | (kids > 0) & (u18 == 0)  # 206
+        | (married | (own > 0) | (multig == 1)) & (rel == 0)  # 210, 213, 216: spouses and own children are relatives
+        | paired & (kids > 0) & (size < 3) | paired & (kids == 3) & (size < 4)  # 219-228
+        | paired & (kids == 3) & (own == 0) & (multig == 1) & (size < 5)  # 231-236
+        | paired & (own == 3) & (multig == 1) & (size < 5)  # 239-243
+        | alone & (u18 == 1) & (kids == 0) & (multig == 1)  # 246-250: a child householder has no adult child
+        | cohabiting & (rel == 1) & (size < 3)  # 253-256: a partner is not a relative
+        | alone & (own == 3) & (multig == 1) & (size < 4)  # 259-263
+        | alone & (own == 0) & (kids == 3) & (multig == 1) & (size < 4)  # 266-271
+        | (size == 1) & (rel == 1)  # 274
+    )
+    kept = grid[~forbidden]
+    # hhtype.csp:10's sort order, most significant first (each flag ascending)
+    order = [kept["couple"] == 0, kept["size"] > 1, kept["couple"] == 4, kept["couple"] == 3, kept["couple"] == 2,
+             kept["couple"] == 1, kept["relatives"] == 0, kept["ownchild"] == 0, kept["ownchild"] == 3,
+             kept["ownchild"] == 2, kept["ownchild"] == 1, kept["children"] == 0, kept["children"] == 3,
+             kept["children"] == 2, kept["children"] == 1, kept["under18"], kept["multig"], kept["size"]]
+    ranked = kept.iloc[np.lexsort([np.asarray(k, dtype=np.int64) for k in order[::-1]])]
+    return ranked.reset_index(drop=True).rename_axis("hhtype")
+
+
 def households_of(units: pd.DataFrame, seed: int) -> pd.DataFrame:
-    """The households of the occupied units (same block, tenure and size), with householder and
-    household-type columns drawn from `seed`. Every structural zero production states for the DHCH
-    households holds (Constraints_DHCH.py of das_decennial; the specs state them on these columns):
-    the household-type combinations hhtype_dhch has no value for (one person has no partner, no own
-    child and is not multigenerational; two persons are not multigenerational and have at most one
-    own child, and a couple of two none; a couple of three is not multigenerational and has one
-    child; ...), the own-child limits by the householder's sex and age (age_child), and the elderly
-    presence the householder's age implies (hh_elderly), exactly so where the householder is the
-    only person who may be 60 or over (living alone, with one own child, with two own children)."""
+    """The households of the occupied units (same block, tenure and size), with householder columns
+    and production's household type hhtype (hhtype_table) drawn from `seed`. Every structural zero
+    production states for the DHCH households holds (Constraints_DHCH.py of das_decennial; the specs
+    state them): the own-child limits by the householder's sex and age (age_child), a child living
+    alone is 15-24 (living_alone_childalone), and the elderly presence the householder's age implies
+    (hh_elderly), and exactly that for one person, two persons one of whom is under 18 and three with
+    own children in both age ranges (living_alone, size2, size3); and a couple whose householder is
+    15-24 has nobody 75 or over with them where production says so (le25_eld3)."""
     rng = np.random.default_rng(seed)
     occ = units[units["tenure"] != "vacant"].reset_index(drop=True)
     n = len(occ)
     size = occ["hhsize"].to_numpy(dtype=np.int64)
-    couple = np.where(size >= 2, rng.choice(3, n, p=[0.35, 0.5, 0.15]), 0)
-    ownchild = np.where((size >= 3) | ((size == 2) & (couple == 0)), rng.choice(4, n, p=[0.4, 0.2, 0.3, 0.1]), 0)
-    multig = np.where(size >= 3, (rng.random(n) < 0.08).astype(np.int64), 0)
     p_race = np.array([0.6, 0.13, 0.02, 0.06, 0.01, 0.1, 0.08])
     hhage = rng.choice(9, n, p=[0.05, 0.15, 0.17, 0.17, 0.17, 0.08, 0.08, 0.08, 0.05])
     sex = rng.integers(0, 2, n)
-    paired = couple > 0
-    multig[(size == 3) & paired] = 0  # a multigenerational couple needs four persons
-    both = ownchild == 3  # own children under 6 and 6 to 17: at least two children
-    ownchild[both & ((size == 2) | ((size == 3) & (paired | (multig == 1))) | ((size == 4) & paired & (multig == 1)))] = 2
-    old = hhage >= 7  # age_child: a householder 75+ has no own child under 6, a woman 75+ none under 18,
-    ownchild[(sex == 1) & old] = 0  # a woman 60+ none under 6
-    ownchild[((sex == 0) & old | (sex == 1) & (hhage >= 5)) & np.isin(ownchild, [1, 3])] = 2
+    # the household type, drawn among the types of the unit's size that the householder's sex and
+    # age allow, with weights favouring the common ones (every type has some)
+    types = hhtype_table()
+    t_size, t_couple, t_multig, t_own, t_rel, t_kids, t_u18 = (types[a].to_numpy() for a in HHTYPE_ATTRIBUTES)
+    weight = (np.array([0.35, 0.45, 0.05, 0.1, 0.05])[t_couple] * np.where(t_multig == 1, 0.1, 1.0)
+              * np.array([0.5, 0.2, 0.2, 0.1])[t_own] * np.where(t_kids == t_own, 1.0, 0.25)
+              * np.where(t_rel == 1, 1.0, 0.4) * np.where((t_u18 == 1) & (t_kids == 0), 2.0, 1.0))
+    under6 = np.isin(t_own, [1, 3])
+    hhtype = np.empty(n, dtype=np.int64)
+    classes = pd.DataFrame({"size": size, "sex": sex, "hhage": hhage}).groupby(["size", "sex", "hhage"]).indices
+    for (s, x, a), idx in classes.items():
+        allowed = ((t_size == s)
+                   & ~((x == 0) & (a >= 7) & under6)  # age_child_1: a man 75+ has no own child under 6
+                   & ~((x == 1) & (a >= 7) & (t_own > 0))  # age_child_2: a woman 75+ none under 18
+                   & ~((x == 1) & (a >= 5) & under6)  # age_child_3: a woman 60+ none under 6
+                   & ~((t_u18 == 1) & (t_kids == 0) & (a > 0)))  # a householder or partner under 18: 15-24
+        p = np.where(allowed, weight, 0.0)
+        hhtype[idx] = rng.choice(len(types), size=len(idx), p=p / p.sum())
+    own, kids, u18, couple = t_own[hhtype], t_kids[hhtype], t_u18[hhtype], t_couple[hhtype]
     # elderly (none 60+, 60-64, 65-74, 75+ present) is at least what the householder's age implies,
     # and exactly that where nobody else may be 60 or over
     implied = np.array([0, 0, 0, 0, 0, 1, 2, 3, 3])[hhage]
     elderly = np.maximum(implied, rng.choice(4, n, p=[0.7, 0.1, 0.1, 0.1]))
-    alone = (size == 1) | ((size == 2) & (couple == 0) & (ownchild > 0)) | ((size == 3) & (ownchild == 3))
+    alone = (size == 1) | ((size == 2) & (u18 == 1)) | ((size == 3) & (own == 3))
     elderly[alone] = implied[alone]
-    young_couple = (hhage == 0) & paired & ((size == 2) | ((size == 3) & (ownchild > 0)) | ((size == 4) & (ownchild == 3)))
+    young_couple = (hhage == 0) & (couple > 0) & ((size == 2) | ((size == 3) & (own > 0)) | ((size == 4) & (own == 3)))
     elderly[young_couple & (elderly == 3)] = 0
     hisp = (rng.random(n) < 0.18).astype(np.int64)
     race = rng.choice(7, n, p=p_race)
-    # the couple's type as production's coupled_hh_type has it (hhtype_dhch.py:190-200): 0 none,
-    # 1 married opposite-sex, 2 married same-sex, 3 unmarried opposite-sex, 4 unmarried same-sex
-    same = rng.random(n) < np.where(couple == 1, 0.02, 0.08)
-    couple = np.where(couple == 0, 0, np.where(couple == 1, 1, 3) + same)
     return occ[GEO + ["aian"]].assign(
         sex=sex, hhage=hhage, hisp=hisp, race=race, elderly=elderly,
         ten=occ["tenure"].map({"mortgage": 0, "owned": 1, "rented": 2}).to_numpy(dtype=np.int64),
-        size=size, couple=couple, multig=multig, ownchild=ownchild)
+        hhtype=hhtype)
 
 
 VACANCY = ["for_rent", "rented_not_occupied", "for_sale", "sold_not_occupied", "seasonal", "migrant_workers",

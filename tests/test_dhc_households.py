@@ -13,6 +13,7 @@ import shutil
 from collections import Counter
 from fractions import Fraction as F
 
+import numpy as np
 import pandas as pd
 import pytest
 from click.testing import CliRunner
@@ -117,48 +118,26 @@ def _in_zero(frame, cells):
     return hit
 
 
-@pytest.mark.parametrize("run", sorted(SPECS))
-def test_the_specs_state_the_household_type_and_age_child_zeros(run):
-    """The 10 boxes of household-type factors no hhtype_dhch value has (hhtype_map.py: 97 of the
-    7 x 5 x 2 x 4 size/couple/multig/ownchild combinations) and production's age_child zeros;
-    the bundled households respect them all."""
-    import itertools
-
-    zeros = _zeros(run)
-    assert {n for n in zeros if n.startswith("age_child")} == {"age_child_1", "age_child_2", "age_child_3"}
-    factors = pd.DataFrame(list(itertools.product(range(1, 8), range(5), range(2), range(4))),
-                           columns=["size", "couple", "multig", "ownchild"])
-    absent = pd.Series(False, index=factors.index)
-    for name, cells in zeros.items():
-        if name.startswith("hhtype_"):
-            absent |= _in_zero(factors, cells)
-    assert int(absent.sum()) == 97  # 280 combinations, 183 of them some hhtype_dhch value
-    households = pd.read_parquet(os.path.join(DATA, "dhc_pr_households.parquet" if run == "pr" else "dhc_households.parquet"))
-    for name, cells in zeros.items():
-        assert not _in_zero(households, cells).any(), name
-
-
 def test_a_household_in_a_structural_zero_is_a_data_error(tmp_path):
     import dpspec
 
     spec = _copy(tmp_path, "pr")
     path = tmp_path / "data" / "dhc" / "dhc_pr_households.parquet"
     households = pd.read_parquet(path)
-    at = households.index[(households["size"] == 1)][0]
-    households.loc[at, "couple"] = 1  # one person with a spouse
+    at = households.index[households["hhage"] > 0][0]
+    households.loc[at, "hhtype"] = 393  # a child living alone (hhtype_dhch.py:528-533), householder over 24
     households.to_parquet(path, index=False)
-    with pytest.raises(DataError, match=rf"table 'households' break the structural zero 'hhtype_alone_couple': 1 record, "
-                                        rf"e.g. in block {households.loc[at, 'block']}"):
+    with pytest.raises(DataError, match=rf"table 'households' break the structural zero 'living_alone_childalone': "
+                                        rf"1 record, e.g. in block {households.loc[at, 'block']}"):
         dpspec.compile(str(spec), seed=1)
 
 
 @pytest.mark.slow
 def test_the_release_keeps_h1_and_owned_on_the_bundled_data_on_both_engines(tmp_path, spark_session):
-    """A full run of the Puerto Rico spec, elderly variable and all, on the local engine and on
-    Spark (about 20 s each on an idle 2-core machine, a minute or more under load: the root's fit
-    has a variable for every household cell outside the structural zeros, about 250,000 with
-    production's elderly variable, in each of its three outer passes; see
-    benchmarks/bench_dhch_elderly.py): both engines release the same bytes, the released units
+    """A full run of the Puerto Rico spec, production's 522 household types and elderly variable
+    and all, on the local engine and on Spark (the root's fit has a variable for every household
+    cell outside the structural zeros of its two AIAN parts, 2.45 million, in each of its three
+    outer passes; see benchmarks/bench_dhch_elderly.py): both engines release the same bytes, the released units
     reproduce the H1 counts at every block, households equal occupied units by tenure, the
     units per block by gqhh_vect are invariant and no household lies in a structural zero."""
     from dpspec.engine.spark import SparkEngine
@@ -256,81 +235,179 @@ def test_units_whose_gqhh_vect_is_not_the_recode_are_a_data_error(tmp_path):
         dpspec.compile(str(spec), seed=1)
 
 
-def _production_elderly_zero(cell: dict) -> bool:
-    """Production's elderly structural zeros (Constraints_DHCH.py:87-90, 108-112, 121, 132-135, 151,
-    191-193), read on the four household-type factors where they can be: a cell is a zero when
-    production's rule forbids it. elderly: 0 no one 60+, 1 60-64, 2 65-74, 3 75+ (hhelderly.py);
-    hhage: 0 15-24, 5 60-64, 6 65-74, 7-8 75+ (hhage.py). The size-2 rules (108-111) on the
-    own-child households only (the factors have no other child)."""
-    age, eld, size, couple, own = cell["hhage"], cell["elderly"], cell["size"], cell["couple"], cell["ownchild"]
-    implied = {5: 1, 6: 2, 7: 3, 8: 3}.get(age, 0)  # what the householder's age alone makes elderly
-    if eld < implied:  # hh_elderly: someone at least as old as the householder is present
-        return True
-    alone = size == 1 or (size == 2 and own > 0) or (size == 3 and own == 3)  # nobody else can be 60+
-    if alone and eld != implied:
-        return True
-    couple_young = age == 0 and couple > 0 and ((size == 2) or (size == 3 and own > 0) or (size == 4 and own == 3))
-    return couple_young and eld == 3  # le25_eld3: a couple with a householder 15-24 has nobody 75+
+
+# Production's 522 household types as test data (tests/hhtype_dhch_522.csv: hhtype_map.py's table, its
+# attributes recoded), read independently of the specs and of scripts/make_dhc_synthetic.py.
+TYPES = pd.read_csv(os.path.join(ROOT, "tests", "hhtype_dhch_522.csv"), comment="#").set_index("hhtype")
+COUPLE = {0: "none", 1: "mopp", 2: "msame", 3: "uopp", 4: "usame"}  # the couple codes of the csv
+OWN = {0: "oc0", 1: "ocu6", 2: "oc617", 3: "ocboth"}
 
 
-@pytest.mark.parametrize("run", sorted(SPECS))
-def test_the_specs_state_production_elderly_zeros_on_the_factors(run):
-    """elderly is a histogram variable of the households, and the zeros naming it are exactly
-    production's elderly rules on the factor cells outside the household-type zeros; the bundled
-    households respect them all."""
-    import itertools
-
+def _joint_of(run):
     from dpspec_topdown.plugin import _joint
 
     spec = parse(open(SPECS[run], encoding="utf-8").read(), SPECS[run])
     (j,) = _joint(spec, check(spec).params)
-    assert list(j["variables"]["elderly"]) == [0, 1, 2, 3]
-    zeros = j["structural_zeros"]
-    names = {n for n, cells in zeros.items() if "elderly" in cells}
-    assert names == {"hh_elderly_eld3", "hh_elderly_2", "hh_elderly_3", *(f"living_alone_eld{i}" for i in range(4)),
-                     *(f"size2_eld{i}" for i in range(4)), "size2_le25_eld3", "size3_le25_eld3",
-                     *(f"size3_eld{i}" for i in range(4)), "size4_le25_eld3"}
-    cells = pd.DataFrame(list(itertools.product(range(9), range(4), range(1, 8), range(5), range(2), range(4))),
-                         columns=["hhage", "elderly", "size", "couple", "multig", "ownchild"])
-    hhtype = pd.Series(False, index=cells.index)
-    stated = pd.Series(False, index=cells.index)
-    for name, box in zeros.items():
-        if name.startswith("hhtype_"):
-            hhtype |= _in_zero(cells, box)
-        elif name in names:
-            stated |= _in_zero(cells, box)
-    rule = cells.apply(lambda r: _production_elderly_zero(r.to_dict()), axis=1)
-    valid = ~hhtype  # cells some hhtype_dhch value has
-    assert (stated[valid] == rule[valid]).all()
-    households = pd.read_parquet(os.path.join(DATA, "dhc_pr_households.parquet" if run == "pr" else "dhc_households.parquet"))
-    for name in names:
-        assert not _in_zero(households, zeros[name]).any(), name
-    assert households["elderly"].nunique() == 4  # the data exercise every level
+    return j
+
+
+def _households(run):
+    return pd.read_parquet(os.path.join(DATA, "dhc_pr_households.parquet" if run == "pr" else "dhc_households.parquet"))
+
+
+def _groups(schema, name):
+    """The group label of every hhtype value under the spec's recode `name`."""
+    recode = next(r for r in schema.recodes if r.name == name)
+    assert recode.variable == "hhtype"
+    return [recode.labels[g] for g in recode.group_of]
+
+
+def test_the_test_data_are_522_distinct_household_types():
+    assert list(TYPES.index) == list(range(522))
+    assert not TYPES.duplicated().any()  # each value one combination of the seven attributes
+    assert set(TYPES["size"]) == set(range(1, 8)) and set(TYPES["couple"]) == set(range(5))
 
 
 @pytest.mark.parametrize("run", sorted(SPECS))
-def test_every_household_query_but_detailed_is_production_s_on_the_factors(run):
-    """The strategy's household queries (dhch_strategies.py:1665-1672) on the factors that make up
-    each hhtype recode (hhtype_dhch.py:152-226): multig; partner_type x ownchild for
-    partner_type_detailed_own_child_status; couple (five types) for coupled_hh_type; couple x multig
-    x ownchild x size (1-7) for DetailedCoupleTypeMultGenDetOwnChildSize. The bundled households
-    hold every couple type."""
-    from dpspec_topdown.plugin import _joint
-
-    spec = parse(open(SPECS[run], encoding="utf-8").read(), SPECS[run])
-    (j,) = _joint(spec, check(spec).params)
-    detailed = ("couple", "multig", "ownchild", "size")
-    wanted = [("multig", "hisp", "hhtenshort_2lev"), ("hisp", "hhtenshort_2lev"), ("hisp", "hhtenshort_2lev", "race"),
-              ("partner_type", "ownchild", "sex", "hhtenshort_2lev"), ("couple", "hisp", "hhtenshort_2lev"),
-              ("sex", "hisp", "ten", "race", *detailed), ("sex", "hisp", "ten", "race", "hhage", *detailed),
-              ("ten", "hhage", *detailed)]
+def test_the_household_type_is_production_s_522_values_each_one_cell_and_back(run):
+    """hhtype has one category per production value (0-521), so a value is one cell of the
+    household type and a cell one value; each recode the strategy names puts every value in the
+    group its attributes say (hhtype_dhch.py:152-226), and its groups are the nonempty ones, in
+    production's order."""
+    j = _joint_of(run)
     schema = j["schema"]
+    assert list(j["variables"]["hhtype"]) == list(TYPES.index)
+    assert schema.names[-1] == "hhtype" and len(schema.categories[-1]) == 522
+    multig = ["yes" if m else "no" for m in TYPES["multig"]]
+    partner = {0: "none", 1: "married", 2: "married", 3: "cohabiting", 4: "cohabiting"}
+    own = {0: "no_own", 1: "own_under6", 2: "own_6to17", 3: "own_both"}
+    ptdocs = [f"{partner[c]}_{own[o]}" for c, o in zip(TYPES["couple"], TYPES["ownchild"])]
+    coupled = {0: "no_spouse_or_partner", 1: "married_opposite_sex", 2: "married_same_sex",
+               3: "unmarried_opposite_sex", 4: "unmarried_same_sex"}
+    detailed = [f"{COUPLE[c]}_mg{m}_{OWN[o]}_s{n}"
+                for c, m, o, n in zip(TYPES["couple"], TYPES["multig"], TYPES["ownchild"], TYPES["size"])]
+    assert _groups(schema, "multig") == multig
+    assert _groups(schema, "partner_type_detailed_own_child_status") == ptdocs
+    assert _groups(schema, "coupled_hh_type") == [coupled[c] for c in TYPES["couple"]]
+    assert _groups(schema, "DetailedCoupleTypeMultGenDetOwnChildSize") == detailed
+    labels = {r.name: list(r.labels) for r in schema.recodes}
+    order = [f"{p}_{o}" for p in ("none", "married", "cohabiting")
+             for o in ("own_under6", "no_own", "own_6to17", "own_both")]  # hhtype_dhch.py:181-182
+    assert labels["partner_type_detailed_own_child_status"] == [g for g in order if g in set(ptdocs)]
+    order = [f"{c}_mg{m}_{o}_s{n}" for c in ("none", "msame", "mopp", "usame", "uopp") for m in (0, 1)
+             for o in OWN.values() for n in range(1, 8)]  # hhtype_dhch.py:219-221
+    assert labels["DetailedCoupleTypeMultGenDetOwnChildSize"] == [g for g in order if g in set(detailed)]
+    assert len(labels["DetailedCoupleTypeMultGenDetOwnChildSize"]) == 183
+    assert labels["coupled_hh_type"] == list(coupled[c] for c in (2, 1, 4, 3, 0))  # hhtype_dhch.py:194-198
+
+
+def test_the_generator_numbers_the_household_types_as_production():
+    """scripts/make_dhc_synthetic.py builds the 522 types from the rules of hhtype.csp (not from
+    hhtype_map.py) and numbers them in its sort order: the same table as the test data, so a
+    household's attributes name exactly one value and a value exactly one set of attributes."""
+    import importlib.util
+
+    where = importlib.util.spec_from_file_location("make_dhc_synthetic", os.path.join(ROOT, "scripts", "make_dhc_synthetic.py"))
+    make = importlib.util.module_from_spec(where)
+    where.loader.exec_module(make)
+    table = make.hhtype_table()
+    assert list(table.columns) == list(TYPES.columns)
+    assert (table.to_numpy() == TYPES.to_numpy()).all() and list(table.index) == list(TYPES.index)
+
+
+def _production_zeros(coords: dict) -> dict:
+    """Production's structural zeros (Constraints_DHCH.py:87-193, as listed at every level by
+    dhch_2022_experiments_defaults.ini:20-22), written out from its rules on the test data's
+    attributes: {name: mask over the cells}. hhage: 0 15-24, 1-4 25-59, 5 60-64, 6 65-74, 7-8 75+
+    (hhage.py); elderly: 0 no one 60+, 1 60-64, 2 65-74, 3 75+ (hhelderly.py); sex 0 male."""
+    sex, age, eld, h = coords["sex"], coords["hhage"], coords["elderly"], coords["hhtype"]
+    size, couple, own, kids, u18 = (TYPES[a].to_numpy()[h] for a in ("size", "couple", "ownchild", "children", "under18"))
+    implied = np.array([0, 0, 0, 0, 0, 1, 2, 3, 3])[age]  # the elderly presence the householder alone makes
+    band = {0: age < 5, 1: age == 5, 2: age == 6, 3: age >= 7}
+    paired, under6 = couple > 0, (own == 1) | (own == 3)
+    out = {}
+    for i in range(4):
+        off = band[i] & (eld != implied)
+        out[f"living_alone_eld{i}"] = (size == 1) & off
+        out[f"size2_eld{i}"] = (size == 2) & ((own > 0) | (kids > 0) | (u18 == 1) & (i > 0)) & off
+        out[f"size3_eld{i}"] = (size == 3) & (own == 3) & off
+    out["living_alone_childalone"] = (size == 1) & (u18 == 1) & (age > 0)
+    young_75 = (age == 0) & (eld == 3) & paired
+    out["size2_le25_eld3"] = young_75 & (size == 2)
+    out["size3_le25_eld3"] = young_75 & (size == 3) & (own > 0)
+    out["size4_le25_eld3"] = young_75 & (size == 4) & (own == 3)
+    out["age_child_1"] = (sex == 0) & (age >= 7) & under6
+    out["age_child_2"] = (sex == 1) & (age >= 7) & (own > 0)
+    out["age_child_3"] = (sex == 1) & (age >= 5) & under6
+    out["hh_elderly_eld3"] = (age >= 7) & (eld < 3)
+    out["hh_elderly_2"] = (age == 6) & (eld < 2)
+    out["hh_elderly_3"] = (age == 5) & (eld < 1)
+    return out
+
+
+@pytest.mark.parametrize("run", sorted(SPECS))
+def test_the_structural_zeros_are_production_s_on_every_cell(run):
+    """Every one of the 1,578,528 cells of the households' histogram (2 x 9 x 2 x 7 x 4 x 3 x 522,
+    Constraints_DHCH.py:9-10) is in a stated zero exactly when production's rule of the same name
+    puts it there, living_alone_childalone and size2_eld0-3 in full included; every household type
+    has cells outside the zeros, and the bundled households respect them all."""
+    j = _joint_of(run)
+    schema = j["schema"]
+    assert schema.shape == (2, 9, 2, 7, 4, 3, 522)
+    grid = np.indices(schema.shape, dtype=np.int16).reshape(len(schema.shape), -1)
+    coords = dict(zip(schema.names, grid))
+    stated = {}
+    for name, box in j["structural_zeros"].items():
+        mask = np.ones(grid.shape[1], dtype=bool)
+        for var, values in box.items():
+            cats = list(schema.categories[schema.names.index(var)])
+            mask &= np.isin(coords[var], [cats.index(v) for v in values])
+        stated[name] = mask
+    wanted = _production_zeros(coords)
+    assert set(stated) == set(wanted)
+    for name in wanted:
+        assert (stated[name] == wanted[name]).all(), name
+        assert wanted[name].any(), name
+    union = np.logical_or.reduce(list(stated.values()))
+    assert (~union.reshape(-1, 522)).any(axis=0).all()  # no household type is all zeros
+    households = _households(run)
+    for name, cells in j["structural_zeros"].items():
+        assert not _in_zero(households, cells).any(), name
+
+
+@pytest.mark.parametrize("run", sorted(SPECS))
+def test_the_household_queries_are_production_s(run):
+    """The strategy's nine household queries (dhch_strategies.py:1665-1673 and 1589-1596) at every
+    level, on production's recodes of hhtype and of tenure."""
+    j = _joint_of(run)
+    schema = j["schema"]
+    detailed = "DetailedCoupleTypeMultGenDetOwnChildSize"
+    wanted = [("multig", "hisp", "hhtenshort_2lev"), ("hisp", "hhtenshort_2lev"), ("hisp", "hhtenshort_2lev", "race"),
+              ("partner_type_detailed_own_child_status", "sex", "hhtenshort_2lev"),
+              ("coupled_hh_type", "hisp", "hhtenshort_2lev"), ("sex", "hisp", "ten", "race", detailed),
+              ("sex", "hisp", "ten", "race", "hhage", detailed), ("ten", "hhage", detailed), schema.names]
     for level, entries in j["strategy"].items():
-        stated = [q for q, _ in entries if q != schema.canonical(schema.names)]
-        assert stated == [schema.canonical(q) for q in wanted], level
-    partner = next(r for r in schema.recodes if r.name == "partner_type")
-    assert [partner.labels[g] for g in partner.group_of] == ["none", "married", "married", "cohabiting", "cohabiting"]
-    assert [str(c) for c in j["variables"]["couple"]] == ["0", "1", "2", "3", "4"]
-    assert list(j["variables"]["size"]) == list(range(1, 8))
-    households = pd.read_parquet(os.path.join(DATA, "dhc_pr_households.parquet" if run == "pr" else "dhc_households.parquet"))
-    assert set(households["couple"]) == {0, 1, 2, 3, 4}
+        assert [q for q, _ in entries] == [schema.canonical(q) for q in wanted], level
+    assert list(schema.names) == ["sex", "hhage", "hisp", "race", "elderly", "ten", "hhtype"]
+
+
+@pytest.mark.parametrize("run", sorted(SPECS))
+def test_the_bundled_households_are_production_household_types_of_their_units(run):
+    """Every bundled household is a production household type whose size is its unit's (block and
+    tenure alike), and the data hold every couple type, own and other children of every age range,
+    households without relatives and, in the US file, children living alone or as householder,
+    spouse or partner."""
+    households = _households(run)
+    units = pd.read_parquet(os.path.join(DATA, "dhc_pr_units.parquet" if run == "pr" else "dhc_units.parquet"))
+    assert households["hhtype"].between(0, 521).all()
+    kind = TYPES.loc[households["hhtype"]].reset_index(drop=True)
+    ten = {"mortgage": 0, "owned": 1, "rented": 2}
+    occupied = units[units["tenvacgq"].astype(str).isin(ten)]
+    mine = households.assign(size=kind["size"].to_numpy(), ten=households["ten"].astype(int))
+    theirs = occupied.assign(size=occupied["hhsize"].astype(int), ten=occupied["tenvacgq"].astype(str).map(ten))
+    count = lambda frame: frame.groupby([frame["block"].astype(str), "ten", "size"]).size().sort_index()  # noqa: E731
+    assert count(mine).equals(count(theirs))
+    assert set(kind["couple"]) == set(range(5)) and set(kind["ownchild"]) == set(kind["children"]) == set(range(4))
+    assert set(kind["relatives"]) == {0, 1} and (kind["children"] > kind["ownchild"]).any()
+    if run == "us":
+        assert ((kind["under18"] == 1) & (kind["children"] == 0)).sum() >= 2 and (households["hhtype"] == 393).any()

@@ -109,3 +109,26 @@ def test_distinct_keys_give_distinct_words():
     assert len({row.tobytes() for row in words}) == len(keys)
     first = lane_words(words, np.ones(len(keys), dtype=np.int64))
     assert np.unique(first).size == len(keys)
+
+
+def test_integer_key_parts_are_encoded_with_array_operations_exactly_as_encode_key():
+    """`_encoded_integers` (a million distinct groups of a detailed query at a time) writes every
+    integer as `encode_key` does: at each byte-count boundary, for negative values, with the
+    suffix folded in, for unsigned arrays; a value it cannot write (beyond int64) falls back."""
+    from dpspec.engine.keyed_words import _encoded_codes, _encoded_integers
+    from dpspec.engine.streams import encode_key
+
+    edges = [s * ((1 << (8 * k - 1)) + d) for k in range(1, 8) for d in (-1, 0, 1) for s in (1, -1)]
+    values = np.unique(np.r_[np.arange(-300, 300), edges, (1 << 63) - 1, -(1 << 63) + 1,
+                             np.random.default_rng(3).integers(-(1 << 62), 1 << 62, 5000)])
+    for tail in (b"", encode_key("x") + encode_key(7)):
+        got = _encoded_integers(values, tail)
+        assert [type(g) for g in got[:3]] == [bytes] * 3
+        assert list(got) == [encode_key(int(v)) + tail for v in values]
+    small = np.array([0, 200, 70000], dtype=np.uint32)
+    assert list(_encoded_integers(small, b"")) == [encode_key(int(v)) for v in small]
+    assert _encoded_integers(np.array([0, 1 << 63], dtype=np.uint64), b"") is None
+    assert _encoded_integers(np.array([-(1 << 63)]), b"") is None
+    assert _encoded_integers(np.array([True, False]), b"") is None
+    codes, encoded = _encoded_codes(np.array([5, -(1 << 63), 5]))  # the fallback gives the same words
+    assert list(codes) == [0, 1, 0] and list(encoded) == [encode_key(5), encode_key(-(1 << 63))]

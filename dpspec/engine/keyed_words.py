@@ -186,9 +186,36 @@ def _encoded_codes(col, tail: bytes = b"") -> tuple[np.ndarray, np.ndarray]:
         uniques = [v for _, v in memo]
     else:
         codes, uniques = pd.factorize(col, use_na_sentinel=False)
-    encoded = np.empty(len(uniques), dtype=object)
-    encoded[:] = [encode_key(_plain(u)) + tail for u in uniques]
+    encoded = _encoded_integers(uniques, tail)
+    if encoded is None:
+        encoded = np.empty(len(uniques), dtype=object)
+        encoded[:] = [encode_key(_plain(u)) + tail for u in uniques]
     return codes, encoded
+
+
+def _encoded_integers(uniques, tail: bytes):
+    """`encode_key(int(u)) + tail` for every value of a signed or unsigned integer array, built with
+    array operations (the groups of a detailed query are a million distinct integers), or None
+    for any other array. encode_key writes an integer v as b"I", its byte count L as 8 big-endian
+    bytes, then v in L big-endian two's-complement bytes, L = (bit_length(|v|) + 8) // 8: L passes
+    k, for k = 1..7, exactly when |v| >= 2**(8k - 1), and the L bytes are the last L of v's 8."""
+    if not isinstance(uniques, np.ndarray) or uniques.dtype.kind not in "iu" or not len(uniques):
+        return None
+    if uniques.dtype.kind == "u" and int(uniques.max()) >= 1 << 63:
+        return None
+    values = uniques.astype(np.int64)
+    if (values == np.iinfo(np.int64).min).any():  # |v| overflows; nine bytes
+        return None
+    size = 1 + sum((np.abs(values) >= 1 << (8 * k - 1)).astype(np.int64) for k in range(1, 8))
+    raw = values.astype(">i8").view(np.uint8).reshape(-1, 8)
+    out = np.empty(len(values), dtype=object)
+    tag, extra = np.frombuffer(b"I", dtype=np.uint8), np.frombuffer(tail, dtype=np.uint8)
+    for n in np.unique(size):
+        rows = np.flatnonzero(size == n)
+        head = np.broadcast_to(np.concatenate([tag, np.frombuffer(struct.pack(">Q", n), dtype=np.uint8)]), (rows.size, 9))
+        body = np.hstack([head, raw[rows, 8 - n:], np.broadcast_to(extra, (rows.size, extra.size))])
+        out[rows] = np.ascontiguousarray(body).view(f"V{body.shape[1]}").ravel().tolist()
+    return out
 
 
 def _encode_memo(key, memo: dict) -> bytes:

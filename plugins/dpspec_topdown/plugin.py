@@ -15,7 +15,7 @@ from dpspec.api import Diagnostic, Mechanism, NativeFlavor, ParamSpec, Parameter
 
 from .allocation import JOINT_MARK, allocate, query_name, split_allocation
 from .locate import at, item_at
-from .wording import counted
+from .wording import counted, listed
 
 __version__ = "1.0.0"
 ROOT = "nation"
@@ -321,7 +321,7 @@ def _structural_zeros(params: dict, variables: dict, recodes=()) -> dict:
                 what = "categories" if v.name in variables else "groups"
                 known = variables[v.name] if v.name in variables else list(by_recode[v.name].labels)
                 raise SpecError(Diagnostic(f"structural_zeros: '{p.name}': {v.name} = {bad or '[]'} are not "
-                                           f"{what} of '{v.name}' ({', '.join(map(str, known))})", *vloc))
+                                           f"{what} of '{v.name}' ({listed(known)})", *vloc))
             cells[variable] = [c for c in cells[variable] if c in picked] if variable in cells else picked
         out[p.name] = cells
     return out
