@@ -91,3 +91,56 @@ def test_interleaved_passes_reach_the_same_release_without_the_implied_rows(monk
         compared += 1
         assert np.array_equal(counts, stated)
     assert compared > 0 and dropped > 0  # the invariant was dropped somewhere: the test can fail
+
+
+def test_a_cross_constraint_both_of_whose_sides_are_fixed_at_equal_values_is_implied():
+    from dpspec_topdown.joint import CrossConstraint
+
+    task = _task([[3], [4]])
+    var = postprocess._node_variables(task)
+    cells, vc, va, vcell = var
+    # left: cells 0-2 in group 0 and 3-5 in group 1; right: the same groups over the other table
+    cross = CrossConstraint("tie", np.array([0, 0, 0, 1, 1, 1]), np.array([0, 0, 0, 1, 1, 1]), 2)
+    halves = (cells >= 3).astype(np.int64)  # fixed groups {0,1,2}, {3,4,5} per child
+    left = [(vc * 2 + halves[vcell], 4, np.array([1.0, 2.0, 3.0, 1.0]))]
+    assert redundant.cross_implied(cross, var, var, left, left, 2)
+    right = [(vc * 2 + halves[vcell], 4, np.array([1.0, 2.0, 2.0, 2.0]))]  # child 1 splits 3 + 1 as 2 + 2
+    assert not redundant.cross_implied(cross, var, var, left, right, 2)
+    assert not redundant.cross_implied(cross, var, var, left, [], 2)  # the right side is not fixed
+    pairs = [(vc * 3 + (cells // 2)[vcell], 6, np.ones(6))]  # {2, 3} straddles the side's two groups
+    assert not redundant.cross_implied(cross, var, var, left, pairs, 2)
+
+
+def test_a_problem_solved_by_parts_in_batches_is_solved_as_a_whole():
+    """Three independent parts (each a sum of nonnegative cells fixed, a diagonal fit), in
+    batches of one part: the same optimum as one solve; a part without a solution fails it."""
+    import scipy.sparse as sp
+
+    from dpspec_topdown import decompose
+    from dpspec_topdown.qp import NodeQP
+
+    rng = np.random.default_rng(3)
+    n = 30
+    part = np.repeat(np.arange(3), 10)
+    a = sp.csc_matrix((np.ones(n), (part, np.arange(n))), shape=(3, n))
+    target = np.array([5.0, 0.0, 12.0])
+    problem = NodeQP(hess=np.full(n, 2.0), cost=-2.0 * rng.normal(1.0, 2.0, n), lower=np.zeros(n),
+                     upper=np.full(n, np.inf), a=a, lo=target, hi=target, n_x=n)
+    whole = postprocess.solve_qp(problem)
+    seen = []
+
+    def solve(sub):
+        seen.append(sub.n_var)
+        return postprocess.solve_qp(sub)
+
+    old = decompose.BATCH
+    decompose.BATCH = 10
+    try:
+        x, ok, _, _, _ = decompose.solve_by_parts(problem, solve)
+        assert seen == [10, 10, 10]
+        assert ok and abs(problem.objective(x) - problem.objective(whole[0])) < 1e-6 * abs(problem.objective(x))
+        assert np.allclose(np.bincount(part, weights=x), target, atol=1e-7)
+        bad = attrs.evolve(problem, lo=np.array([5.0, -1.0, 12.0]), hi=np.array([5.0, -1.0, 12.0]))
+        assert decompose.solve_by_parts(bad, postprocess.solve_qp)[0] is None
+    finally:
+        decompose.BATCH = old

@@ -119,7 +119,9 @@ def solve_joint_interleaved(task_a, queries_a, task_b, queries_b, cross: Sequenc
     from dpspec.api import MechanismError
 
     from . import postprocess
+    from .decompose import solve_by_parts
     from .joint import joint_qp
+    from .redundant import cross_implied, drop_implied
     from .joint_round import round_jointly
     from .multipass import _with_rows
 
@@ -133,11 +135,19 @@ def solve_joint_interleaved(task_a, queries_a, task_b, queries_b, cross: Sequenc
     for n, o in enumerate(plan, 1):
         sub_a = attrs.evolve(task_a, measurements=tuple(task_a.measurements[i] for i in o.fit_main))
         sub_b = attrs.evolve(task_b, measurements=tuple(task_b.measurements[i] for i in o.fit_joint))
+        fit_cross = cross
+        if fixed_a or fixed_b:  # what the fixed margins imply is not stated again (redundant.py)
+            sub_a = drop_implied(sub_a, vc_a, vcell_a, fixed_a)
+            sub_b = drop_implied(sub_b, vc_b, vcell_b, fixed_b)
+            fit_cross = [c for c in cross if not cross_implied(c, var_a, var_b, fixed_a, fixed_b, nc)]
         problem, offset = joint_qp(sub_a, [queries_a[i] for i in o.fit_main], sub_b, [queries_b[i] for i in o.fit_joint],
-                                   cross, var_a, var_b)
+                                   fit_cross, var_a, var_b)
         problem = _with_rows(_with_rows(problem, fixed_a, 0.0), fixed_b, 0.0, offset)
         n_var = max(n_var, int(problem.n_var))
-        x, _, sec, _, status = postprocess.solve_qp(problem)
+        if fixed_a or fixed_b:  # later outer passes: production's sub-models (decompose.py)
+            x, _, sec, _, status = solve_by_parts(problem, postprocess.solve_qp)
+        else:
+            x, _, sec, _, status = postprocess.solve_qp(problem)
         qp_seconds += sec
         if x is None:
             raise MechanismError(f"joint outer pass {n}: the least-squares fit has no solution that keeps the earlier "
