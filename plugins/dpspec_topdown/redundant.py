@@ -10,7 +10,8 @@ removeRedundantConstrsAndFindSubModels; a cross constraint between two histogram
 are fixed is turned into constraints on one histogram by removeConstrsWithElementsEqualToNegativeOne
 and then dropped the same way).
 
-The constraints dropped are of the fit only. The rounding still states every constraint.
+A single table's later passes drop them from both fit and rounding; the rounding keeps the fixed
+margins exactly, so they still hold. A joint node drops them from its fit only.
 """
 from __future__ import annotations
 
