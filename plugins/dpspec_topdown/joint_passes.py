@@ -121,6 +121,7 @@ def solve_joint_interleaved(task_a, queries_a, task_b, queries_b, cross: Sequenc
     from . import postprocess
     from .decompose import solve_by_parts
     from .joint import joint_qp
+    from .merge_columns import merge_free_duplicates
     from .redundant import cross_implied, drop_implied
     from .joint_round import round_jointly
     from .multipass import _with_rows
@@ -144,10 +145,14 @@ def solve_joint_interleaved(task_a, queries_a, task_b, queries_b, cross: Sequenc
                                    fit_cross, var_a, var_b)
         problem = _with_rows(_with_rows(problem, fixed_a, 0.0), fixed_b, 0.0, offset)
         n_var = max(n_var, int(problem.n_var))
+        # a pass that fits one table: identical cells without objective as one variable (merge_columns.py)
+        reduced, expand = merge_free_duplicates(problem) if not (o.fit_main and o.fit_joint) else (problem, None)
         if fixed_a or fixed_b:  # later outer passes: production's sub-models (decompose.py)
-            x, _, sec, _, status = solve_by_parts(problem, postprocess.solve_qp)
+            x, _, sec, _, status = solve_by_parts(reduced, postprocess.solve_qp)
         else:
-            x, _, sec, _, status = postprocess.solve_qp(problem)
+            x, _, sec, _, status = postprocess.solve_qp(reduced)
+        if expand is not None:
+            x = expand(x)
         qp_seconds += sec
         if x is None:
             raise MechanismError(f"joint outer pass {n}: the least-squares fit has no solution that keeps the earlier "
