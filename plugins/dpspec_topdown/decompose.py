@@ -71,3 +71,11 @@ def solve_by_parts(problem: NodeQP, solve):
         optimal &= bool(ok)
         used = "highs" if solver == "highs" else used
     return x, optimal, seconds, used, status
+
+
+def solve_pass(problem: NodeQP, later: bool):
+    """A pass's fit: by parts in a later outer pass (``later``: earlier passes fixed margins),
+    else as one problem, as production solves its first outer pass."""
+    from .postprocess import solve_qp
+
+    return solve_by_parts(problem, solve_qp) if later else solve_qp(problem)

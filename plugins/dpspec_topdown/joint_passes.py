@@ -118,8 +118,7 @@ def solve_joint_interleaved(task_a, queries_a, task_b, queries_b, cross: Sequenc
     integer children histograms over ``var_a`` / ``var_b``, the outer passes in turn."""
     from dpspec.api import MechanismError
 
-    from . import postprocess
-    from .decompose import solve_by_parts
+    from .decompose import solve_pass
     from .joint import joint_qp
     from .merge_columns import merge_free_duplicates
     from .redundant import cross_implied, drop_implied
@@ -147,10 +146,7 @@ def solve_joint_interleaved(task_a, queries_a, task_b, queries_b, cross: Sequenc
         n_var = max(n_var, int(problem.n_var))
         # a pass that fits one table: identical cells without objective as one variable (merge_columns.py)
         reduced, expand = merge_free_duplicates(problem) if not (o.fit_main and o.fit_joint) else (problem, None)
-        if fixed_a or fixed_b:  # later outer passes: production's sub-models (decompose.py)
-            x, _, sec, _, status = solve_by_parts(reduced, postprocess.solve_qp)
-        else:
-            x, _, sec, _, status = postprocess.solve_qp(reduced)
+        x, _, sec, _, status = solve_pass(reduced, bool(fixed_a or fixed_b))  # by parts in later outer passes
         if expand is not None:
             x = expand(x)
         qp_seconds += sec

@@ -65,7 +65,8 @@ def _representatives(a: sp.csc_matrix, cand: np.ndarray) -> np.ndarray:
     weights = rng.random((2, a.shape[0]))
     start, nnz = a.indptr[cand], np.diff(a.indptr)[cand]
     entry_col = np.repeat(np.arange(cand.size), nnz)
-    entries = (np.repeat(start - np.cumsum(np.r_[0, nnz[:-1]]), nnz) + np.arange(entry_col.size)).astype(np.int64)
+    k = np.arange(entry_col.size) - np.repeat(np.cumsum(np.r_[0, nnz[:-1]]), nnz)  # entry's place in its column
+    entries = (np.repeat(start, nnz) + k).astype(np.int64)
     rows, vals = a.indices[entries], a.data[entries]
     h = [np.bincount(entry_col, weights=w[rows] * (vals + np.pi), minlength=cand.size) for w in weights]
     order = np.lexsort((h[1], h[0], nnz))
@@ -74,7 +75,6 @@ def _representatives(a: sp.csc_matrix, cand: np.ndarray) -> np.ndarray:
     rep_local = np.empty(cand.size, dtype=np.int64)
     rep_local[order] = first
     # check entry by entry against the representative (the same k-th entry, row and value)
-    k = np.arange(entry_col.size) - np.repeat(np.cumsum(np.r_[0, nnz[:-1]]), nnz)
     theirs = a.indptr[cand[rep_local[entry_col]]] + k
     same = (a.indices[theirs] == rows) & (a.data[theirs] == vals)
     ok = np.bincount(entry_col, weights=~same, minlength=cand.size) == 0

@@ -137,13 +137,8 @@ def fit_in_passes(task, queries: Sequence, plan: PassPlan, variables, fixed: Seq
     kept, seconds, solvers, kept_passes = [], 0.0, set(), []
     held_tol: list = []  # (rows, tolerance) of the passes already held
     x = optimal = problem = None
-    if fixed:  # later outer passes: production's sub-models (decompose.py)
-        from .decompose import solve_by_parts
+    from .decompose import solve_pass
 
-        def solve(problem):
-            return solve_by_parts(problem, postprocess.solve_qp)
-    else:
-        solve = postprocess.solve_qp
     for idx in plan.estimation:
         sub = attrs.evolve(task, measurements=tuple(task.measurements[i] for i in idx))
         problem = _with_rows(postprocess.build_node_qp(sub, [queries[i] for i in idx], variables), fixed, 0.0)
@@ -162,7 +157,7 @@ def fit_in_passes(task, queries: Sequence, plan: PassPlan, variables, fixed: Seq
             held_tol.append((kept, tol))
             problem = _with_rows(problem, kept, tol)
             kept = []
-        x, optimal, sec, used, _ = solve(problem)
+        x, optimal, sec, used, _ = solve_pass(problem, bool(fixed))  # by parts in later outer passes
         seconds += sec
         solvers.add(used)
         if x is None:
