@@ -32,6 +32,7 @@ from . import equality
 from .hierarchy import Hierarchy, build_hierarchy
 from .histogram import Schema, aggregate, marginal, unit_histograms
 from .multipass import pass_plan
+from .invariant_chain import check_chain
 from .node_noise import LevelNoise, NodeNoise, run_key_from
 from .spine import (BYPASSED, bypass_classes, check_budget_per_person, class_share, group_sum, split_by_signature,
                     split_geography, unit_groups)
@@ -635,18 +636,9 @@ def _canonical_invariants(invariants, schema: Schema, hier: Hierarchy) -> list[t
         entry = (hier.index(level), schema.canonical(query))
         if entry not in out:
             out.append(entry)
-    # Top-down can always split a parent among its children when the invariant queries form a
-    # chain (each one's variables contain the previous one's): per group of the finest query it
-    # is a transportation problem. Two non-nested queries (hhgq and votingage per block) fix
-    # two margins of a three-way table, which the already fixed parent may not admit.
-    queries = sorted({q for _, q in out}, key=len)
-    for small, big in zip(queries, queries[1:]):
-        if not set(small) <= set(big):
-            raise SpecError(
-                f"invariants {query_name(small)!r} and {query_name(big)!r} are not nested: TopDown "
-                "needs the invariant queries to form a chain (each one's variables within the "
-                "next one's), or a parent's histogram may admit no split among its children; "
-                f"declare their join ({query_name(schema.canonical(set(small) | set(big)))!r}) instead")
+    # the invariant queries must nest (invariant_chain.py); `dpspec check` reports it at the
+    # invariant's line, this is the backstop for callers that skip the check
+    check_chain(list(dict.fromkeys(q for _, q in out)), schema)
     return out
 
 
