@@ -25,7 +25,7 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
-from dpspec.api import DataError, MechanismError, SpecError
+from dpspec.api import MechanismError, SpecError
 
 from .allocation import JOINT_MARK, Allocation, allocate, query_name, split_allocation
 from . import equality
@@ -378,15 +378,15 @@ def _with_reference(geography: pd.DataFrame, reference: pd.DataFrame, flags: Seq
     columns = [c for c in geography.columns if c != "count"]
     missing = [c for c in columns if c not in reference.columns]
     if missing:
-        raise DataError(f"the reference geography lacks the columns {', '.join(missing)}")
+        raise Broken(f"the reference geography lacks the columns {', '.join(missing)}", ("spine", "geography"))
     ref = reference[columns]
     geo_columns = [c for c in columns if c not in flags]
     if geo_columns:
         finest = geo_columns[-1]
         absent = ~geography[finest].astype(str).isin(ref[finest].astype(str))
         if absent.any():
-            raise DataError(f"the reference geography has no {finest} {geography[finest][absent].iloc[0]!s} "
-                            f"({int(absent.sum())} units of the data are not in it)")
+            raise Broken(f"the reference geography has no {finest} {geography[finest][absent].iloc[0]!s} "
+                         f"({int(absent.sum())} units of the data are not in it)", ("spine", "geography"))
     return _union_geography(geography, ref)
 
 
@@ -399,12 +399,15 @@ def _union_geography(a: pd.DataFrame, b: pd.DataFrame) -> pd.DataFrame:
 
 def node_failure(exc: NodeError, hier: Hierarchy, prev: int | None, level: str) -> Exception:
     """The error a node without a solution stops the run with, naming the parent unit: a
-    DataError after the failsafe (the data contradict the constraints), else a MechanismError."""
+    DataError after the failsafe (the data contradict the constraints), which cites the level's
+    budget share and the failsafe setting that was applied, else a MechanismError."""
     parent = hier.levels[prev] if prev is not None else None
     where = ("the whole level" if parent is None else f"the {parent.name}" if parent.implicit
              else f"the {parent.name} {parent.codes[exc.key]!s}")
-    error = DataError if isinstance(exc, FailsafeError) else MechanismError
-    return error(f"TopDown cannot split {where} into its {level} units: {exc}")
+    message = f"TopDown cannot split {where} into its {level} units: {exc}"
+    if isinstance(exc, FailsafeError):
+        return Broken(message, ("level", level), ("setting", "failsafe"))
+    return MechanismError(message)
 
 
 def _joint_timings(entry: dict, results, wall: float, outer: int = 0) -> None:
