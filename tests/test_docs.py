@@ -242,6 +242,10 @@ def test_json_page_documents_every_key(tmp_path):
     result = CliRunner().invoke(main, ["compile", str(DOCS / "tutorials" / "vision.dps"), "-o", str(out)])
     assert result.exit_code == 0, result.output
     cases["A compiled release's `manifest.json`"] = json.loads((out / "manifest.json").read_text())
+    done = CliRunner().invoke(main, ["compile", str(DOCS / "tutorials" / "vision.dps"), "-o", str(tmp_path / "json"),
+                                     "--json"])
+    assert done.exit_code == 0, done.output
+    cases["`dpspec compile --json`"] = json.loads(done.stdout)
     for start, data in cases.items():
         bullet = _bullet(page, start)
         keys = [k for k in data if not (start.startswith("`dpspec convert") and k in ("epsilon", "delta", "rho", "mu"))]

@@ -23,6 +23,7 @@ SPECS = os.path.join(ROOT, "specs")
 # a published version must stay valid against the schema it was published with.
 PINS = {
     ("budget", "1.0"): "e3117a01fd59833a340c36674e5443dbf6152b848683dbc95f6fe1445e90b212",
+    ("compile", "1.0"): "73ed7288c4f36734a88f0adab1e9773c0f43a1be6474672f6be7619291a36204",
     ("conversion", "1.0"): "6b642fd14480c4408a4f9f7d34f0cd89bb813ec13de2164d1236ee588c1c4527",
     ("error", "1.0"): "31c2a3aa1a9aa5ef24123d58f05b6b38edf922a6a83a2fb99372d25339c06813",
     ("findings", "1.0"): "b6f795c6cadacf085840a398d6b95993f704b92c0f95dcb7091bf0fb5c1f9aba",

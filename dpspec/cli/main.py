@@ -206,12 +206,15 @@ def _fmt_one(file: str, write: bool, check_only: bool, upgrade: bool) -> bool:
 @click.option("--runs", type=click.IntRange(1, 10_000), default=1, help="Repeat the mechanism to measure utility (internal report).")
 @click.option("--max-data-bytes", "max_data", default=None, metavar="SIZE",
               help="Refuse a data source holding more than SIZE bytes (uncompressed; e.g. 500M, 8G; default 64G).")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout (format `compile`: the files "
+              "written, the budget, warnings and findings); a failure is the `error` document, with the same exit code.")
 @verification_option
 @engine_option
 @master_option
 @friendly
-def compile_cmd(file, outdir, seed, runs, engine_name, spark_master, verify_file=None, max_data=None):
+def compile_cmd(file, outdir, seed, runs, engine_name, spark_master, verify_file=None, max_data=None, as_json=False):
     """Check FILE, run its mechanism on its data, write the release and the reports."""
+    from dpspec.cli.compile_json import REPORT_KINDS, compile_document, shown_warnings
     from dpspec.run.compiler import compile_spec
     from dpspec.publish.output import write_result
 
@@ -221,14 +224,16 @@ def compile_cmd(file, outdir, seed, runs, engine_name, spark_master, verify_file
         limit = None if max_data is None else parse_size(max_data)
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--max-data-bytes") from None
-    _warn_deprecated_imports()
+    notes = []  # what stderr says as a warning or note: --json's `warnings` too
+    _warn_deprecated_imports(notes)
     spec = _load(file)
     from dpspec.cli.engine import engine_for, engine_note
     from dpspec.publish.input_guard import check_output_target, default_output, input_paths
     if not outdir:  # from inside the spec's folder the default moves beside it, never among the inputs
         outdir, moved = default_output(file, input_paths(spec) + ([verify_file] if verify_file else []))
         if moved:
-            click.echo(f"note: {moved}", err=True)
+            notes.append(f"note: {moved}")
+            click.echo(notes[-1], err=True)
     from dpspec.run.progress import StderrBar, reporting
 
     from dpspec.publish.output_set import claimed_target, refuse_release_folder
@@ -241,15 +246,26 @@ def compile_cmd(file, outdir, seed, runs, engine_name, spark_master, verify_file
         verified = load_for(verify_file, spec)
     click.echo(f"compiling {file} ...", err=True)
     with claimed_target(outdir, "compile"):  # a second writer into the same folder is refused, not interleaved
-        with reporting(StderrBar()), engine_for(engine_name, spark_master) as engine, data_limit(limit):
+        with reporting(StderrBar()), engine_for(engine_name, spark_master) as engine, data_limit(limit), \
+                shown_warnings(notes):
             result = compile_spec(spec, seed=seed, runs=runs, engine=engine)
             if note := engine_note(result, engine_name):
+                notes.append(note)
                 click.echo(note, err=True)
             if verify_file:  # the verification result becomes a finding
                 result.audit_outcome = with_finding(result.audit_outcome, verified)
                 result.findings = list(result.audit_outcome.findings)
             written = write_result(result, outdir)  # while the engine runs: it may stream the release
     ledger = result.ledger
+    if seed is not None:
+        notes.append(f"warning: run with the known seed {seed}: anyone with the seed can remove the noise; not for "
+                     "publication")
+        click.echo(notes[-1], err=True)
+    critical = [f for f in result.findings if getattr(f, "severity", "") == "critical"]
+    code = 1 if critical or not ledger.bounds_hold else 0
+    if as_json:
+        _dump("compile", compile_document(file, outdir, result, written, notes, code))
+        sys.exit(code)
     click.echo(f"mechanism: {result.mechanism.name} {result.mechanism.version}")
     if ledger.declared is not None:
         from dpspec.budget.budget_text import budget_line
@@ -260,19 +276,16 @@ def compile_cmd(file, outdir, seed, runs, engine_name, spark_master, verify_file
     for check in ledger.bounds:
         state = "holds" if check.holds else "EXCEEDED"
         click.echo(f"declared bound {check.bound.describe()}: {state} (achieved {check.achieved:.6g}; {check.currency})")
-    if seed is not None:
-        click.echo(f"warning: run with the known seed {seed}: anyone with the seed can remove the noise; not for publication", err=True)
     for name, info in written["outputs"].items():
         click.echo(f"wrote {os.path.join(outdir, info['file'])} ({info['rows']} rows)")
-    for kind in ("html", "markdown", "json", "internal_html", "internal_markdown"):
+    for kind in REPORT_KINDS:
         if kind in written:
             click.echo(f"wrote {os.path.join(outdir, written[kind])}")
     click.echo(f"wrote {os.path.join(outdir, written['manifest'])}")
-    critical = [f for f in result.findings if getattr(f, "severity", "") == "critical"]
     for f in sorted(result.findings, key=lambda f: {"critical": 0, "warning": 1, "info": 2}.get(f.severity, 3)):
         click.echo(f"[{f.severity}] {f.rule}: {f.message}")
-    if critical or not ledger.bounds_hold:
-        sys.exit(1)
+    if code:
+        sys.exit(code)
 
 
 @main.command("budget")
@@ -375,13 +388,17 @@ def schema_cmd(kind):
     click.echo(json.dumps(schema(kind), indent=2))
 
 
-def _warn_deprecated_imports() -> None:
-    """Once per plugin: the 0.1 import paths it still uses, each with the import to use instead."""
+def _warn_deprecated_imports(into: list | None = None) -> None:
+    """Once per plugin: the 0.1 import paths it still uses, each with the import to use instead
+    (also appended to `into`, when given: `compile --json` lists them)."""
     from dpspec.contract.plugins import deprecations
 
     for name, messages in deprecations().items():
         for message in messages:
-            click.echo(f"warning: plugin '{name}': DeprecationWarning: {message}", err=True)
+            line = f"warning: plugin '{name}': DeprecationWarning: {message}"
+            click.echo(line, err=True)
+            if into is not None:
+                into.append(line)
 
 
 @main.command("plugins")

@@ -145,6 +145,19 @@ def _budget(ctx) -> dict:
     return out
 
 
+def budget_block(spec: ir.Spec, outcome) -> dict:
+    """The report's budget block (declared, worst, currencies, conversion steps, bounds, the
+    facts it depends on, per attribute and geography) of an audit `outcome`: report.json's, and
+    what `dpspec compile --json` prints."""
+    ctx = outcome.context
+    budget = _budget(ctx)
+    if budget["native"] is not None:
+        budget["native"]["depends_on_shown"] = _shown_facts(budget["native"]["depends_on"],
+                                                            _fact_labels(spec, ctx.checked))
+    budget["semantics"] = _semantics(spec, ctx.checked, ctx)  # additive: per attribute and geography
+    return budget
+
+
 def _semantics(spec: ir.Spec, checked, ctx) -> dict | None:
     """Per-attribute and per-geography budgets, when the mechanism has them (as `dpspec budget`)."""
     if checked is None or ctx.ledger is None or spec.premetric is None:
@@ -351,11 +364,8 @@ def build_model(result=None, *, spec: ir.Spec | None = None, audience: str = "pu
         outcome = run_audit_outcome(spec, result, baseline)
     ctx = outcome.context
     checked = ctx.checked
-    budget = _budget(ctx)
+    budget = budget_block(spec, outcome)
     labels = _fact_labels(spec, checked)
-    if budget["native"] is not None:
-        budget["native"]["depends_on_shown"] = _shown_facts(budget["native"]["depends_on"], labels)
-    budget["semantics"] = _semantics(spec, checked, ctx)  # additive: per attribute and geography
     program = _program(spec, outcome.program_summary())
     flavor = flavor_spec(spec)
     notation = describe.notation(flavor, budget["headline"])

@@ -25,6 +25,7 @@ FORMAT_VERSIONS = {
     "manifest": "1.0",      # manifest.json of every output set (compile, audit, infer)
     "report": "1.0",        # report.json of compile and audit
     "error": "1.0",         # what every --json command prints on stdout when it fails
+    "compile": "1.0",       # dpspec compile --json (what a compile wrote, its budget, warnings)
 }
 # documents that are lists: a list has no room for a key, so each item carries the version
 LISTS = {"findings", "plugins"}

@@ -1,5 +1,7 @@
 """Where the spec writes what the data break: a DataError about a structural zero, an invariant,
-an equality target, a constraint or a cross constraint cites the construct's file:line.
+an equality target, a constraint or a cross constraint cites the construct's file:line; one
+about the geography, the spine or a node the failsafe cannot save cites the geography, the
+spine's setting, or the level's budget share and the failsafe setting that was applied.
 
 Why: the engine finds the break (a record in a structural-zero cell, a released product that
 disagrees with an invariant) far from the spec, and names the geounit and cell; a reviewer then
@@ -45,6 +47,17 @@ def _place(spec: ir.Spec, params: dict, kind: str, key: list) -> list[Diagnostic
         return [Diagnostic(f"the constraint '{key[0]}'", *_entry(params, kind, key[0]))]
     if kind == "cross_constraints":
         return [Diagnostic(f"the cross constraint '{key[0]}'", *_entry(params, kind, key[0]))]
+    if kind == "level":  # its budget share; a level without one is written in the geography only
+        written = spec.mechanism.params.get("levels") if spec.mechanism is not None else None
+        share = _entry({"levels": written.value} if written is not None else {}, "levels", key[0])
+        if share[0] is None:
+            return _place(spec, params, "geography", [])
+        return [Diagnostic(f"the {key[0]} level's budget share", *share)]
+    if kind == "spine":
+        return [Diagnostic(f"the spine's {key[0]} setting", *_entry(params, "spine", key[0]))]
+    if kind == "geography":
+        geo = spec.domain.geography
+        return [Diagnostic(f"the geography '{geo.name}'", *at(geo))] if geo is not None else []
     if kind == "setting":
         setting = spec.mechanism.params.get(key[0]) if spec.mechanism is not None else None
         return [Diagnostic(f"'{key[0]}'", *at(setting))]

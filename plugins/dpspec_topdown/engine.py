@@ -25,13 +25,14 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
-from dpspec.api import DataError, MechanismError, SpecError
+from dpspec.api import MechanismError, SpecError
 
 from .allocation import JOINT_MARK, Allocation, allocate, query_name, split_allocation
 from . import equality
 from .hierarchy import Hierarchy, build_hierarchy
 from .histogram import Schema, aggregate, marginal, unit_histograms
 from .multipass import pass_plan
+from .invariant_chain import check_chain
 from .node_noise import LevelNoise, NodeNoise, run_key_from
 from .spine import (BYPASSED, bypass_classes, check_budget_per_person, class_share, group_sum, split_by_signature,
                     split_geography, unit_groups)
@@ -377,15 +378,15 @@ def _with_reference(geography: pd.DataFrame, reference: pd.DataFrame, flags: Seq
     columns = [c for c in geography.columns if c != "count"]
     missing = [c for c in columns if c not in reference.columns]
     if missing:
-        raise DataError(f"the reference geography lacks the columns {', '.join(missing)}")
+        raise Broken(f"the reference geography lacks the columns {', '.join(missing)}", ("spine", "geography"))
     ref = reference[columns]
     geo_columns = [c for c in columns if c not in flags]
     if geo_columns:
         finest = geo_columns[-1]
         absent = ~geography[finest].astype(str).isin(ref[finest].astype(str))
         if absent.any():
-            raise DataError(f"the reference geography has no {finest} {geography[finest][absent].iloc[0]!s} "
-                            f"({int(absent.sum())} units of the data are not in it)")
+            raise Broken(f"the reference geography has no {finest} {geography[finest][absent].iloc[0]!s} "
+                         f"({int(absent.sum())} units of the data are not in it)", ("spine", "geography"))
     return _union_geography(geography, ref)
 
 
@@ -398,12 +399,15 @@ def _union_geography(a: pd.DataFrame, b: pd.DataFrame) -> pd.DataFrame:
 
 def node_failure(exc: NodeError, hier: Hierarchy, prev: int | None, level: str) -> Exception:
     """The error a node without a solution stops the run with, naming the parent unit: a
-    DataError after the failsafe (the data contradict the constraints), else a MechanismError."""
+    DataError after the failsafe (the data contradict the constraints), which cites the level's
+    budget share and the failsafe setting that was applied, else a MechanismError."""
     parent = hier.levels[prev] if prev is not None else None
     where = ("the whole level" if parent is None else f"the {parent.name}" if parent.implicit
              else f"the {parent.name} {parent.codes[exc.key]!s}")
-    error = DataError if isinstance(exc, FailsafeError) else MechanismError
-    return error(f"TopDown cannot split {where} into its {level} units: {exc}")
+    message = f"TopDown cannot split {where} into its {level} units: {exc}"
+    if isinstance(exc, FailsafeError):
+        return Broken(message, ("level", level), ("setting", "failsafe"))
+    return MechanismError(message)
 
 
 def _joint_timings(entry: dict, results, wall: float, outer: int = 0) -> None:
@@ -635,18 +639,9 @@ def _canonical_invariants(invariants, schema: Schema, hier: Hierarchy) -> list[t
         entry = (hier.index(level), schema.canonical(query))
         if entry not in out:
             out.append(entry)
-    # Top-down can always split a parent among its children when the invariant queries form a
-    # chain (each one's variables contain the previous one's): per group of the finest query it
-    # is a transportation problem. Two non-nested queries (hhgq and votingage per block) fix
-    # two margins of a three-way table, which the already fixed parent may not admit.
-    queries = sorted({q for _, q in out}, key=len)
-    for small, big in zip(queries, queries[1:]):
-        if not set(small) <= set(big):
-            raise SpecError(
-                f"invariants {query_name(small)!r} and {query_name(big)!r} are not nested: TopDown "
-                "needs the invariant queries to form a chain (each one's variables within the "
-                "next one's), or a parent's histogram may admit no split among its children; "
-                f"declare their join ({query_name(schema.canonical(set(small) | set(big)))!r}) instead")
+    # the invariant queries must nest (invariant_chain.py); `dpspec check` reports it at the
+    # invariant's line, this is the backstop for callers that skip the check
+    check_chain(list(dict.fromkeys(q for _, q in out)), schema)
     return out
 
 

@@ -18,6 +18,8 @@ import pandas as pd
 
 from dpspec.api import DataError, SpecError, shown
 
+from .locate import Broken
+
 
 @attrs.frozen
 class Level:
@@ -93,12 +95,12 @@ def build_hierarchy(records: pd.DataFrame, levels: Sequence[str], root: str = "n
             raise SpecError(f"level {levels[0]!r} is not a column and no other level is given")
     for col in columns:
         if col not in records.columns:
-            raise DataError(f"geography column {col!r} is missing from the data")
+            raise Broken(f"geography column {col!r} is missing from the data", ("geography",))
         if records[col].isna().any():
             if counted:
-                raise DataError(f"geography column {col!r}: some records have no value")
+                raise Broken(f"geography column {col!r}: some records have no value", ("geography",))
             row = int(np.flatnonzero(records[col].isna().to_numpy())[0])
-            raise DataError(f"geography column {col!r}, row {row}: the value is missing")
+            raise Broken(f"geography column {col!r}, row {row}: the value is missing", ("geography",))
     if root_name is None and records[columns[0]].nunique() > 1:
         root_name = root if root not in columns else "__root__"
     out_levels: list[Level] = []
@@ -144,10 +146,10 @@ def _unique_parent(child: np.ndarray, parent: np.ndarray, child_codes, child_col
         i = dup[0]
         code = child_codes[c[i]]
         others = [parent_codes[x] for x in p[c == c[i]]]
-        raise DataError(
+        raise Broken(
             f"geography is not a tree: {child_col} {shown(code)} lies in more than one {parent_col} "
             f"({', '.join(shown(o) for o in others)}); codes must identify a unit within its level "
-            f"(use full geocodes)")
+            f"(use full geocodes)", ("geography",))
     out = np.empty(child_codes.size, dtype=np.int64)
     out[c] = p
     return out

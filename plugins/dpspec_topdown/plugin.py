@@ -787,6 +787,29 @@ def _split_invariant_problems(spec: ir.Spec, params: dict, spine: dict) -> list:
     return out
 
 
+def _unnested_invariant_problems(spec: ir.Spec, params: dict) -> list:
+    """The invariants on `params`' table whose query does not nest with an earlier one's, at the
+    later invariant's line (the engine's chain rule, invariant_chain.py, decided here from the spec)."""
+    from .invariant_chain import unnested, why
+
+    schema = _schema(spec, params)
+    written = {}  # canonical query: the first invariant writing it
+    for _, query, q in _invariants(spec, params)[0]:
+        try:
+            written.setdefault(schema.canonical(query), q)
+        except SpecError:  # a query it cannot keep is reported where the engine meets it
+            continue
+    queries = list(written)
+    pair = unnested(queries)
+    if pair is None:
+        return []
+    earlier, later = queries[pair[0]], queries[pair[1]]
+    first, q = written[earlier], written[later]
+    line = f" (line {first.loc.line})" if first.loc else ""
+    return [Diagnostic(f"invariants: '{q.describe()}' does not nest with '{first.describe()}'{line}: "
+                       + why(earlier, later, schema), *((q.loc.line, q.loc.column) if q.loc else (None, None)))]
+
+
 def _levels(spec: ir.Spec) -> list[str]:
     geo = spec.domain.geography
     return [ROOT, *geo.levels] if geo else [ROOT]
@@ -998,6 +1021,8 @@ class TopDown(Mechanism):
 
             facility_constraints(spec, params, _bound_categories(spec, params))
             problems.extend(_split_invariant_problems(spec, params, _spine(spec, params)))
+            for table_params in [params, *(j["params"] for j in _joint(spec, params))]:
+                problems.extend(_unnested_invariant_problems(spec, table_params))
             _equalities(spec, params)
             _failsafe(params, spec)
             _postprocess_only(spec, params)

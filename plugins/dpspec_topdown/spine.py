@@ -19,7 +19,9 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-from dpspec.api import DataError, shown
+from dpspec.api import shown
+
+from .locate import Broken
 
 AIAN, NON_AIAN = "AIAN", "non-AIAN"
 
@@ -42,8 +44,8 @@ def split_geography(geography: pd.DataFrame, levels: Sequence[str], split: str, 
     both = pd.Series(inside).groupby(geography[finest].to_numpy(), sort=True).nunique()
     if (both > 1).any():
         code = both.index[np.flatnonzero(both.to_numpy() > 1)[0]]
-        raise DataError(f"the AIAN spine needs every {finest} wholly inside or outside the AIAN areas: "
-                        f"{finest} {shown(code)} has records with {flag} = 0 and {flag} = 1")
+        raise Broken(f"the AIAN spine needs every {finest} wholly inside or outside the AIAN areas: "
+                     f"{finest} {shown(code)} has records with {flag} = 0 and {flag} = 1", ("spine", "aian"))
     out = geography.drop(columns=[flag]).copy()
     labels = {}
     split_at = columns.index(split)
@@ -64,10 +66,10 @@ def _as_flag(values: pd.Series, flag: str) -> np.ndarray:
     try:
         num = pd.to_numeric(pd.Series(v), errors="raise").to_numpy()
     except (TypeError, ValueError):
-        raise DataError(f"the AIAN flag {flag!r} must be 0 or 1 (or a boolean)") from None
+        raise Broken(f"the AIAN flag {flag!r} must be 0 or 1 (or a boolean)", ("spine", "aian")) from None
     bad = ~np.isin(num, (0, 1))
     if bad.any():
-        raise DataError(f"the AIAN flag {flag!r} must be 0 or 1, found {shown(num[bad][0])}")
+        raise Broken(f"the AIAN flag {flag!r} must be 0 or 1, found {shown(num[bad][0])}", ("spine", "aian"))
     return num.astype(bool)
 
 
