@@ -18,3 +18,21 @@ def test_parameters_keep_their_digits():
 def test_the_safetab_public_report_states_the_suppression_chance():
     text = (ROOT / "reports" / "safetab_p_production" / "report.md").read_text()
     assert "| zero\\_suppression | 0.9999 |" in text
+
+
+def test_nested_parameters_read_in_the_specs_order_with_runs_of_numbers():
+    """Recodes, structural zeros and passes once printed as key-sorted JSON (the block level
+    before the nation, 116 ages one by one): they keep the spec's order and read '0–17'."""
+    recodes = {"votingage": {"of": "age", "nonvoting": list(range(18)), "voting": list(range(18, 116))},
+               "gq_constr_groups": {"of": "relgq", "under16": [33, 37, 38, 39, 40, 41], "under17": [23, 31, 34, 35]}}
+    assert as_written(recodes) == ("votingage: {of: age; nonvoting: [0–17]; voting: [18–115]}; "
+                                   "gq_constr_groups: {of: relgq; under16: [33, 37–41]; under17: [23, 31, 34, 35]}")
+    queries = {"nation": {"age_18_64_116*sex": "1/13"}, "block": {"detailed": 0.1}}
+    assert as_written(queries) == "nation: {age_18_64_116 * sex: 1/13}; block: {detailed: 0.1}"
+    assert as_written({"p": [{"a": [1, 2]}, [3]]}) == "p: [{a: [1, 2]}; [3]]"
+
+
+def test_the_dhc_public_report_lists_recodes_in_order():
+    text = (ROOT / "reports" / "dhc_persons_production_topdown" / "report.md").read_text()
+    assert "votingage: \\{of: age; nonvoting: \\[0–17\\]; voting: \\[18–115\\]\\}" in text
+    assert text.index("outer\\_passes | nation: ") > 0

@@ -13,6 +13,12 @@ and of no other query, so only those queries' budgets compose.
 - geography "a block within its U": a person moved between two blocks of one unit of level U
   changes the measurements of every level strictly below U and of none at U or above (both
   blocks are in the same U), so rho is the sum of the level budgets below U.
+- on an AIAN spine every level from the state down to the finest's parent is measured as its
+  AIAN and non-AIAN parts, and each part nests in the part of its parent on the same side. Two
+  blocks on opposite sides of the AIAN line, even in one block group, lie in different parts at
+  every split level, so a person moved between them changes the measurements of every level
+  from the split one down (`across_split`). The figures above hold for two blocks on one side;
+  the 2020 certificates print only those.
 
 All values are exact Fractions of the declared allocation (the rho_q, not the slightly smaller
 cost of rounded-up variances), in the mechanism's native flavor.
@@ -22,15 +28,17 @@ from __future__ import annotations
 from fractions import Fraction
 
 
-def attribute_rhos(alloc, schema) -> list[dict]:
-    """One entry per histogram variable: its rho and the (level, query) pairs that spend it."""
+def attribute_rhos(alloc, schema, labels: dict | None = None) -> list[dict]:
+    """One entry per histogram variable: its rho and the (level, query) pairs that spend it,
+    each query named by ``labels`` {(level, query): name} when given (as the allocation names it)."""
+    labels = labels or {}
     out = []
     for axis, name in enumerate(schema.names):
         spent, queries = Fraction(0), []
         for q in alloc.queries:
             if any(_factor_axis(schema, f) == (axis, True) for f in q.query):
                 spent += q.rho
-                queries.append({"level": q.level, "query": q.name})
+                queries.append({"level": q.level, "query": labels.get((q.level, q.query), q.name)})
         out.append({"attribute": name, "rho": spent, "queries": queries})
     return out
 
@@ -55,3 +63,17 @@ def geography_rhos(alloc, levels: list[str]) -> list[dict]:
         out.append({"within": levels[i], "finest": finest, "levels": [lv for lv in below if per_level[lv]],
                     "rho": sum((per_level[lv] for lv in below), Fraction(0))})
     return out
+
+
+def across_split_rho(alloc, levels: list[str], split_levels: list[str]) -> dict | None:
+    """The rho that protects on which side of the AIAN line a person lives (a move between two
+    finest units on opposite sides changes every split level's parts and the finest units), or
+    None on a spine without the split."""
+    if not split_levels:
+        return None
+    per_level = {lv: Fraction(0) for lv in levels}
+    for q in alloc.queries:
+        per_level[q.level] += q.rho
+    spent = levels[levels.index(split_levels[0]):]
+    return {"finest": levels[-1], "split_levels": list(split_levels),
+            "levels": [lv for lv in spent if per_level[lv]], "rho": sum((per_level[lv] for lv in spent), Fraction(0))}
