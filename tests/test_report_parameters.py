@@ -11,7 +11,8 @@ def test_parameters_keep_their_digits():
     assert compact(0.9999) == "1"  # budgets read rounded
     assert as_written(0.9999) == "0.9999"
     assert as_written([4971, 19971, 149971]) == "4,971, 19,971, 149,971"
-    assert as_written({"level1": 0.008, "level2": 2.134}) == "level1 0.008, level2 2.134"
+    assert as_written({"level1": 0.008, "level2": 2.134}) == "level1: 0.008, level2: 2.134"
+    assert as_written({"aian": "aian", "bypass": ["county"]}) == "aian: aian, bypass: [county]"  # was 'aian aian'
     assert as_written("3773/4097") == "3773/4097" and as_written(0.1) == "0.1"
 
 

@@ -125,7 +125,7 @@ def compact(value, number=fmt) -> str:
     """A value on one line: scalars as numbers, flat lists and mappings in words, else JSON."""
     if isinstance(value, dict) and all(not isinstance(v, dict) and (not isinstance(v, list) or _flat_list(v))
                                        for v in value.values()):
-        parts = [f"{k} [{', '.join(number(x) for x in v)}]" if isinstance(v, list) else f"{k} {number(v)}"
+        parts = [f"{_key(k)}: [{', '.join(number(x) for x in v)}]" if isinstance(v, list) else f"{_key(k)}: {number(v)}"
                  for k, v in value.items()]
         return ", ".join(parts) or "—"
     if isinstance(value, list) and all(not isinstance(v, (dict, list)) for v in value):

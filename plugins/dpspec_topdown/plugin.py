@@ -861,9 +861,9 @@ def _split_levels(spec: ir.Spec, spine: dict) -> list[str]:
     return geo[geo.index(spine["aian"][0]):-1]
 
 
-def _query_labels(spec: ir.Spec, params: dict, alloc) -> dict:
+def _query_labels(spec: ir.Spec, params: dict, alloc=None) -> dict:
     """{(level, canonical query): the query as the spec writes it}: a joint table's queries as
-    'table: query'."""
+    'table: query' (any of ``alloc``'s not written so, by their factors)."""
     schema = _schema(spec, params)
     variables = list(schema.names)
     labels = {(lv, schema.canonical(_query_key(p.name, variables))): " * ".join(p.name.split("*"))
@@ -875,7 +875,7 @@ def _query_labels(spec: ir.Spec, params: dict, alloc) -> dict:
             for p in block.params:
                 key = (JOINT_MARK + j["name"], *j["schema"].canonical(_query_key(p.name, names)))
                 labels[(lv, key)] = f"{j['name']}: " + " * ".join(w.strip() for w in p.name.split("*"))
-    for qb in alloc.queries:
+    for qb in (alloc.queries if alloc is not None else ()):
         if qb.query[:1] and str(qb.query[0]).startswith(JOINT_MARK) and (qb.level, qb.query) not in labels:
             labels[(qb.level, qb.query)] = f"{qb.query[0][1:]}: {query_name(qb.query[1:])}"
     return labels
@@ -1137,7 +1137,8 @@ class TopDown(Mechanism):
         for j in _joint(spec, params):
             for lv, entries in j["strategy"].items():
                 strategy[lv] = strategy[lv] + [((JOINT_MARK + j["name"], *q), s) for q, s in entries]
-        return allocate(params["rho"], params["levels"], strategy, _relation(spec, params))
+        return allocate(params["rho"], params["levels"], strategy, _relation(spec, params),
+                        names=_query_labels(spec, params))
 
     def flavor(self, spec, params):
         return NativeFlavor(params["table"], _relation(spec, params), "zcdp")
