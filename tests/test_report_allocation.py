@@ -23,7 +23,7 @@ def _reports(path):
 def test_allocation_and_spine_classes_match_the_budget_json():
     md, html, data = _reports(DHC)
     summary = budget_summary(parse(read_source(DHC), DHC))
-    al = data["budget"]["allocation"]
+    al = data["budget"]["spending"]
     assert Fraction(al["total_exact"]) == Fraction(24811, 5000)
     # every (level, query) row of `dpspec budget --json`, with its exact rho
     assert [(q["level"], q["query"], q["rho_exact"]) for q in al["queries"]] == \
@@ -50,7 +50,7 @@ def test_allocation_and_spine_classes_match_the_budget_json():
 
 def test_no_allocation_section_for_a_mechanism_without_one():
     md, html, data = _reports(os.path.join(ROOT, "specs", "acs_ma_vision_rr.dps"))
-    assert data["budget"]["allocation"] is None
+    assert data["budget"]["spending"] is None
     assert "### Allocation" not in md and 'id="allocation"' not in html
 
 

@@ -172,7 +172,7 @@ def _semantics(spec: ir.Spec, checked, ctx) -> dict | None:
     return semantics_json(spec, ctx.ledger.native_flavor, raw, delta)
 
 
-def _allocation(spec: ir.Spec, checked, ctx) -> dict | None:
+def _spending(spec: ir.Spec, checked, ctx) -> dict | None:
     """How the budget is split, when the mechanism lays it out per (level, query) (TopDown's
     `allocation`, as `dpspec budget --json`): each level's total, each query's rho and noise,
     and the geounit classes whose budget the spine moves (a single-child unit measured with its
@@ -429,7 +429,7 @@ def build_model(result=None, *, spec: ir.Spec | None = None, audience: str = "pu
     if budget["native"] is not None:
         budget["native"]["depends_on_shown"] = _shown_facts(budget["native"]["depends_on"], labels)
     budget["semantics"] = _semantics(spec, checked, ctx)  # additive: per attribute and geography
-    budget["allocation"] = _allocation(spec, checked, ctx)  # additive: per level, query and spine class
+    budget["spending"] = _spending(spec, checked, ctx)  # additive: per level, query and spine class
     program = _program(spec, outcome.program_summary())
     flavor = flavor_spec(spec)
     if spec.program is not None:
