@@ -37,3 +37,22 @@ def test_the_dhc_public_report_lists_recodes_in_order():
     text = (ROOT / "reports" / "dhc_persons_production_topdown" / "report.md").read_text()
     assert "votingage: \\{of: age; nonvoting: \\[0–17\\]; voting: \\[18–115\\]\\}" in text
     assert text.index("outer\\_passes | nation: ") > 0
+
+
+def test_each_stated_parameter_says_what_it_is():
+    """A reader of the DHC report meets opt_tol, failsafe, postprocess_only: each row carries the
+    plugin's own description of the parameter (report.json: mechanism.parameter_docs)."""
+    import json
+
+    from dpspec.contract import plugins
+    from dpspec.language.parser import parse, read_source
+    from dpspec.report import render_all
+
+    path = str(ROOT / "specs" / "dhc_persons_production_topdown.dps")
+    out = render_all(spec=parse(read_source(path), path))
+    docs = json.loads(out["json"][1])["mechanism"]["parameter_docs"]
+    declared = plugins.mechanisms()["topdown"].parameters
+    assert docs["failsafe"] == declared.get("failsafe").doc and docs["pass_tolerance_type"].startswith("const:")
+    assert set(docs) == set(json.loads(out["json"][1])["mechanism"]["parameters"])
+    assert "| rho | 4.9622 | the total zCDP budget |" in out["markdown"][1]
+    assert "<td>the total zCDP budget</td>" in out["html"][1]

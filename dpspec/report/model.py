@@ -106,7 +106,21 @@ def _mechanism(spec: ir.Spec, checked) -> dict | None:
         "package_version": package_version,
         "description": getattr(mech, "description", "") or "",
         "parameters": {p.name: jsonable(ir.to_jsonable(p.value)) for p in spec.mechanism.params.params},
+        # additive: what each stated parameter is, in the plugin's own words (a reader of the
+        # report does not know the mechanism's settings: opt_tol, failsafe, postprocess_only ...)
+        "parameter_docs": _parameter_docs(mech, [p.name for p in spec.mechanism.params.params]),
     }
+
+
+def _parameter_docs(mech, names: list[str]) -> dict:
+    """{parameter: its declared description} for the parameters the spec states."""
+    schema = getattr(mech, "parameters", None)
+    out = {}
+    for name in names:
+        declared = schema.get(name) if schema is not None else None
+        if declared is not None and getattr(declared, "doc", None):
+            out[name] = str(declared.doc)
+    return out
 
 
 def _achieved_text(check) -> str:
