@@ -266,3 +266,27 @@ def test_attribute_queries_are_named_as_the_allocation_names_them():
     named = {(r["level"], r["query"]) for r in summary["allocation"]}
     for a in summary["semantics"]["attributes"]:
         assert {(q["level"], q["query"]) for q in a["queries"]} <= named, a["attribute"]
+
+
+def test_a_joint_tables_attributes_are_listed_and_tied_attributes_spend_both_tables():
+    """DHC households: the households' attributes once had no per-attribute figure at all, and the
+    units' tenure showed only the units' own queries (rho 0.8833). The owned cross constraint
+    ties the households' ten to the units' tenure at every unit, so a valid neighbour that changes
+    a unit's tenure changes its household's too: the figure spends both tables' queries."""
+    from fractions import Fraction
+
+    path = os.path.join(ROOT, "specs", "dhc_households_production_topdown.dps")
+    summary = budget_summary(parse(read_source(path), path))
+    sem = {a["attribute"]: a for a in summary["semantics"]["attributes"]}
+    rows = summary["allocation"]
+    units_only = sum(Fraction(r["rho_exact"]) for r in rows if not r["query"].startswith("households: "))
+    assert Fraction(sem["tenvacgq"]["rho_exact"]) > units_only
+    assert sem["tenvacgq"]["tied_to"] == ["households: ten"] and sem["households: ten"]["tied_to"] == ["tenvacgq"]
+    # every households query reads tenure (hhtenshort_2lev, ten or detailed): tenure spends all of rho
+    assert Fraction(sem["tenvacgq"]["rho_exact"]) == sum(Fraction(r["rho_exact"]) for r in rows) == Fraction(15401, 2000)
+    # an attribute no cross constraint ties spends its own table's queries that distinguish it
+    elderly = [r for r in rows if r["query"] in ("households: detailed",) or "elderly" in r["query"]]
+    assert Fraction(sem["households: elderly"]["rho_exact"]) == sum(Fraction(r["rho_exact"]) for r in elderly)
+    assert "tied_to" not in sem["households: elderly"]
+    named = {(r["level"], r["query"]) for r in rows}
+    assert {(q["level"], q["query"]) for q in sem["households: sex"]["queries"]} <= named

@@ -81,7 +81,8 @@ def semantics_text(sem: dict) -> list[str]:
              "as the 2020 certificates print them; cf. the first seed paper, Part III §4.2):"]
     for a in sem["attributes"]:
         shown = f"epsilon = {a['epsilon']:.2f}" if a["epsilon"] is not None else "epsilon undefined"
-        lines.append(f"  attribute {a['attribute']}: rho = {a['rho']:.4f}, {shown}  ({len(a['queries'])} queries involve it)")
+        tied = f" (with {', '.join(a['tied_to'])}, tied to it by a cross constraint)" if a.get("tied_to") else ""
+        lines.append(f"  attribute {a['attribute']}{tied}: rho = {a['rho']:.4f}, {shown}  ({len(a['queries'])} queries involve it)")
     for g in [*sem["geographies"], *([sem["across_split"]] if sem.get("across_split") else [])]:
         shown = f"epsilon = {g['epsilon']:.2f}" if g["epsilon"] is not None else "epsilon undefined"
         lines.append(f"  {g['description']}: rho = {g['rho']:.4f}, {shown}  (levels {', '.join(g['levels']) or 'none'})")

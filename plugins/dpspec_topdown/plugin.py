@@ -798,6 +798,21 @@ def _guarantee_notes(spec: ir.Spec, params: dict) -> list[str]:
     return notes
 
 
+def _tied_attributes(spec: ir.Spec, params: dict, joint: list[dict]) -> list[tuple]:
+    """Pairs of attribute names (the mechanism's table's plain, a joint table's as 'TABLE: name')
+    that a cross constraint equates at every unit: the variables under each side's factors."""
+    schemas = {params["table"]: _schema(spec, params), **{j["table"]: j["schema"] for j in joint}}
+
+    def names(side):
+        table, query, _ = side
+        schema = schemas[table]
+        prefix = "" if table == params["table"] else f"{table}: "
+        return [prefix + schema.names[schema._factor(f)[0]] for f in query]
+
+    return [(a, b) for c in _cross_constraints(spec, params, joint)
+            for a in names(c["left"]) for b in names(c["right"])]
+
+
 def _split_levels(spec: ir.Spec, spine: dict) -> list[str]:
     """The geography levels the spine splits, top first."""
     geo = list(spec.domain.geography.levels)
@@ -850,6 +865,21 @@ def _guarantee_notes(spec: ir.Spec, params: dict) -> list[str]:
                      "them by moving records (post-processing of the noisy measurements and the invariants: "
                      "no budget)")
     return notes
+
+
+def _tied_attributes(spec: ir.Spec, params: dict, joint: list[dict]) -> list[tuple]:
+    """Pairs of attribute names (the mechanism's table's plain, a joint table's as 'TABLE: name')
+    that a cross constraint equates at every unit: the variables under each side's factors."""
+    schemas = {params["table"]: _schema(spec, params), **{j["table"]: j["schema"] for j in joint}}
+
+    def names(side):
+        table, query, _ = side
+        schema = schemas[table]
+        prefix = "" if table == params["table"] else f"{table}: "
+        return [prefix + schema.names[schema._factor(f)[0]] for f in query]
+
+    return [(a, b) for c in _cross_constraints(spec, params, joint)
+            for a in names(c["left"]) for b in names(c["right"])]
 
 
 def _split_levels(spec: ir.Spec, spine: dict) -> list[str]:
@@ -1200,15 +1230,27 @@ class TopDown(Mechanism):
 
     def semantics(self, spec, params):
         """Per-attribute and per-geography rho, as the P.L. 94-171 certificates account them."""
-        from .semantics import across_split_rho, attribute_rhos, geography_rhos
+        from .allocation import split_allocation
+        from .semantics import across_split_rho, attribute_rhos, geography_rhos, tied_attribute_rhos
 
         alloc = self._allocation(spec, params)
-        # per attribute of the mechanism's own table: a joint table's queries do not read it; per
+        # per attribute of each table (a joint table's as 'TABLE: attribute'): a table's queries
+        # read only its own attributes, but a cross constraint ties attributes across tables; per
         # geography every query counts (a record moved between blocks moves its joint records too)
         own = _only_queries(alloc, [q for q in alloc.queries if not _is_joint_key(q.query)])
         labels = _query_labels(spec, params, alloc)  # queries named as the allocation names them
-        out = {"attributes": attribute_rhos(own, _schema(spec, params), labels),
-               "geographies": geography_rhos(alloc, _levels(spec))}
+        joint = _joint(spec, params)
+        if joint:
+            parts = [("", own, _schema(spec, params), labels)]
+            for j in joint:
+                mark = JOINT_MARK + j["name"]
+                _, theirs = split_allocation(alloc, j["name"])
+                stripped = {(lv, q[1:]): name for (lv, q), name in labels.items() if q[:1] == (mark,)}
+                parts.append((f"{j['table']}: ", theirs, j["schema"], stripped))
+            attributes = tied_attribute_rhos(parts, _tied_attributes(spec, params, joint))
+        else:
+            attributes = attribute_rhos(own, _schema(spec, params), labels)
+        out = {"attributes": attributes, "geographies": geography_rhos(alloc, _levels(spec))}
         across = across_split_rho(alloc, _levels(spec), _split_levels(spec, _spine(spec, params)))
         if across is not None:  # additive: the AIAN spine's parts are measured apart
             out["across_split"] = across

@@ -43,6 +43,39 @@ def attribute_rhos(alloc, schema, labels: dict | None = None) -> list[dict]:
     return out
 
 
+def tied_attribute_rhos(parts, ties=()) -> list[dict]:
+    """Per-attribute rhos over several jointly measured tables, attributes tied across them.
+
+    ``parts``: [(prefix, alloc, schema, labels)], the mechanism's own table first with prefix ''
+    and each joint table's with 'TABLE: ' (its allocation's keys stripped of the joint mark;
+    ``labels`` {(level, query): name} over the stripped keys). ``ties``: pairs of attribute names
+    a cross constraint equates at every unit (the units' tenure and the households' `ten`): a
+    valid neighbour that changes one changes the other, so each spends the other's queries too
+    (`tied_to`). Without ties and joint tables this is `attribute_rhos`."""
+    rows, names = [], []
+    for prefix, alloc, schema, labels in parts:
+        names.extend(prefix + n for n in schema.names)
+        for q in alloc.queries:
+            axes = {_factor_axis(schema, f) for f in q.query}
+            attrs = {prefix + schema.names[axis] for axis, distinguishes in axes if distinguishes}
+            rows.append((q.level, (labels or {}).get((q.level, q.query), prefix + q.name), q.rho, attrs))
+    group = {n: {n} for n in names}
+    for a, b in ties:  # close the ties (a chain of them ties every attribute on it)
+        if a in group and b in group:
+            merged = group[a] | group[b]
+            for n in merged:
+                group[n] = merged
+    out = []
+    for name in names:
+        spent = [(level, label, rho) for level, label, rho, attrs in rows if attrs & group[name]]
+        entry = {"attribute": name, "rho": sum((r for _, _, r in spent), Fraction(0)),
+                 "queries": [{"level": level, "query": label} for level, label, _ in spent]}
+        if len(group[name]) > 1:
+            entry["tied_to"] = sorted(group[name] - {name})
+        out.append(entry)
+    return out
+
+
 def _factor_axis(schema, factor: str) -> tuple:
     """(axis, distinguishes) of a query factor: does it separate at least two categories?"""
     axis, group_of, size = schema._factor(factor)
