@@ -227,3 +227,42 @@ def test_compiling_a_spec_without_data_for_the_mechanism_table_is_a_data_error()
 
     with pytest.raises(DataError, match=r"no data for table\(s\) visits, which mechanism 'randomized_response' reads"):
         compile_spec(load("hospital_visits"))
+
+
+# ---- a bound missed by less than its rounding --------------------------------------------------
+
+
+def test_a_bound_missed_by_less_than_the_rounding_prints_the_digits_that_show_it():
+    """'rho <= 4.96' against an achieved 4.9622 once read 'the mechanism achieves 4.96': the
+    message and the report's bounds table now print 4.962."""
+    from dpspec.report import render_all
+
+    path = Path(__file__).resolve().parents[1] / "specs" / "dhc_persons_production_topdown.dps"
+    text = path.read_text()
+    assert "budget rho <= 4.9622" in text
+    spec = parse(text.replace("budget rho <= 4.9622", "budget rho <= 4.96"), str(path))
+    found = fired(run_audit(spec), "bound-not-met")
+    assert len(found) == 1 and "achieves 4.962 (" in found[0].message, found
+    md = render_all(spec=spec)["markdown"][1]
+    assert "| rho &lt;= 4.96 | 4.962 | DOES NOT HOLD |" in md
+    held = render_all(spec=parse(text, str(path)))["markdown"][1]
+    assert "| rho &lt;= 4.9622 | 4.96 | holds |" in held  # a bound that holds keeps the short figure
+
+
+def test_format_against_puts_the_figure_on_the_right_side_of_its_bound():
+    from dpspec.budget.premetrics import format_against
+
+    assert format_against(4.9622, 4.96, False) == "4.962"
+    assert format_against(4.955, 4.955, True) == "4.955"  # rounded 4.96 would read as exceeding it
+    assert format_against(4.9622, 4.9622, True) == "4.96"
+    assert format_against(2.5, None, True) == "2.5"
+
+
+def test_public_information_says_a_release_from_the_same_people_composes():
+    """The DHC persons release is held equal to the P.L. 94-171 file, itself a TopDown release of
+    the same census: the finding must say the two budgets add up, not only that the P.L. 94 file
+    is taken as known."""
+    path = Path(__file__).resolve().parents[1] / "specs" / "dhc_persons_production_topdown.dps"
+    found = fired(run_audit(parse(path.read_text(), str(path))), "public-information")
+    assert len(found) == 1
+    assert "one person's total privacy loss is this budget plus that release's" in found[0].message

@@ -220,3 +220,29 @@ def test_show_reads_a_production_topdown_spec_in_a_line_a_reviewer_can_read():
     assert "levels: {state: 6571/24811, county: 2560/24811," in line
     assert "recodes: {age_18_64_116, age_38_groups," in line and ", ... 3 more}" in line
     assert "failsafe: {minimal_schema: ['relgq']}" in line and "rho: 4.9622" in line
+
+
+def test_a_program_report_states_the_composed_guarantee_not_its_first_members():
+    """The census program's one-line form and five questions once showed its first member's
+    domain, invariants and bound ('rho <= 2.56' under a composed total of 45.49 and a declared
+    'rho <= 55.371'): they now state the program's own domain and bound and every member's
+    invariants."""
+    path = ROOT / "specs" / "census2020" / "program.dps"
+    out = render_all(spec=load_text_or_path(str(path)))
+    data = json.loads(out["json"][1])
+    answers = {q["block"]: q["answer"] for q in data["questions"]}
+    assert answers["budget"] == "rho <= 55.371"
+    assert answers["domain"].startswith("2020 Census Edited File")
+    assert "count units by block, gqhh_vect" in answers["multiverse"]  # the DHC households member's
+    assert "count persons by state" in answers["multiverse"]  # the P.L. 94 member's
+    assert data["notation"].startswith("45.49-DP(X_edited(cef2020), D[")
+
+
+def test_who_is_protected_marks_a_public_table_as_not_protected():
+    """The DHC persons domain holds the P.L. 94-171 table the release is held equal to: it is
+    public information, not data this spec protects, and the answer says so."""
+    path = ROOT / "specs" / "dhc_persons_production_topdown.dps"
+    data = json.loads(render_all(spec=load_text_or_path(str(path)))["json"][1])
+    who = next(q["answer"] for q in data["questions"] if q["block"] == "domain")
+    assert "pl94 (11 columns, one row per person; public: a release taken as known, not protected here)" in who
+    assert "persons (13 columns, one row per person)," in who

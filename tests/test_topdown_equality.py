@@ -113,7 +113,7 @@ def test_equal_to_misuse_is_a_located_spec_error():
     check(parse(good, "s.dps"))
     # each at the setting it is about: the table's name, or the factor of the query the table lacks
     line = SPEC.splitlines().index("      table: TABLE") + 1
-    with pytest.raises(SpecError, match=f"s.dps:{line}:14:.*declare that product public"):
+    with pytest.raises(SpecError, match=f"s.dps:{line}:14:.*no public statistic of 'pl94' is declared: declare it"):
         check(parse(SPEC.replace("PUBLIC", "").replace("TABLE", "pl94"), "s.dps"))
     line = good.splitlines().index("      table: pl94") + 1
     with pytest.raises(SpecError, match=f"s.dps:{line}:14:.*'persons', which must be a second table"):
@@ -188,3 +188,14 @@ def test_a_group_is_named_by_its_factors_labels():
     assert group_text(schema, ("sex", "adult"), 3) == "sex=1, adult='adult'"
     assert group_text(schema, ("age",), 2) == "age=2"
     assert group_text(schema, (), 0) == ""
+
+
+def test_an_equality_query_that_misses_the_declared_product_names_what_is_declared():
+    """The query of equal_to differing from the declared public product (one factor short) once
+    read 'holds the release to pl94; declare that product public', as if none were declared."""
+    declared = 'public {\n  count pl94 by block, hhgq, sex released "the 2020 P.L. 94-171 file"\n}'
+    text = SPEC.replace("PUBLIC", declared).replace("TABLE", "pl94")
+    with pytest.raises(SpecError) as info:
+        check(parse(text, "s.dps"))
+    message = str(info.value)
+    assert "the public statistics of 'pl94' are count pl94 by block, hhgq, sex, none by exactly block, hhgq" in message

@@ -256,3 +256,18 @@ def test_a_reviewers_misuse_of_a_dhc_construct_is_at_its_exact_line_and_item(whi
     assert len(starts) == 1, (line_start, starts)  # the case names one line
     line = lines[starts[0] - 1] + "\n"
     assert (d.line, d.column) == (starts[0], line.index(fragment, line.index(line_start.strip())) + 1), d
+
+
+def test_shares_that_do_not_sum_to_one_are_listed_as_the_spec_writes_the_queries():
+    """The list once came in canonical form ('relgq_4_groups * age_18_64_116' for the spec's
+    'age_18_64_116 * relgq_4_groups', 'detailed' spelled out as its five variables), so a reviewer
+    could not find the entries in the spec; a joint table's queries keep their written order too."""
+    old = "      gq_constr_groups * age_10_groups: 4045/13142\n"
+    text, d = _error(PERSONS, old, "      gq_constr_groups * age_10_groups: 4046/13142\n")
+    assert "age_18_64_116 * relgq_4_groups=1009/13142" in d.message and "detailed=1011/13142" in d.message
+    assert "relgq * age_40_groups * hispanic * cenrace * sex=1011/13142" in d.message
+    nation = [line for line in HOUSEHOLDS.splitlines() if line.strip().startswith("multig * hisp * hhtenshort_2lev:")]
+    assert nation
+    first = nation[0]
+    text, d = _error(HOUSEHOLDS, first + "\n", first.replace(first.split(":")[-1].strip(), "1/2") + "\n")
+    assert "multig * hisp * hhtenshort_2lev=1/2" in d.message

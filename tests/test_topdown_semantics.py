@@ -66,7 +66,7 @@ def test_exact_rhos_and_queries():
     excludes only the nation's own level."""
     sem = _semantics(PERSONS)["semantics"]
     hhgq = next(a for a in sem["attributes"] if a["attribute"] == "hhgq")
-    assert {q["query"] for q in hhgq["queries"]} == {"hhgq", "hhinstlevels", "hhgq * votingage * hispanic * cenrace"}
+    assert {q["query"] for q in hhgq["queries"]} == {"hhgq", "hhinstlevels", "detailed"}  # as the allocation names them
     assert len(hhgq["queries"]) == 18
     rhos = [g["rho"] for g in sem["geographies"]]
     assert rhos == sorted(rhos)
@@ -216,3 +216,77 @@ def test_puerto_rico_certificate_figures(which):
     got_a, got_g = _pinned(summary, attributes, geography)
     assert got_a == attributes
     assert {k: got_g[k] for k in geography} == geography  # the certificate stops at the state
+
+
+DHC_PERSONS = os.path.join(ROOT, "specs", "dhc_persons_production_topdown.dps")
+
+
+@pytest.mark.parametrize("path", [PERSONS, DHC_PERSONS], ids=["pl94", "dhc-persons"])
+def test_a_move_across_the_aian_line_costs_every_split_level(path):
+    """On the AIAN spine each state and every level below it but the block is measured as two
+    parts, each nested in its parent's part on the same side: two blocks on opposite sides of
+    the line, even in one block group, lie in different parts at every split level, so a move
+    between them spends the state level and everything below (the nation's figure here, since
+    the nation is not split); the 'within' rows (the certificates') hold on one side only."""
+    from fractions import Fraction
+
+    summary = budget_summary(parse(read_source(path), path))
+    per_level = {}
+    for row in summary["allocation"]:
+        per_level[row["level"]] = per_level.get(row["level"], Fraction(0)) + Fraction(row["rho_exact"])
+    sem = summary["semantics"]
+    across = sem["across_split"]
+    levels = list(per_level)  # nation first
+    assert across["split_levels"][0] == "state" and across["finest"] == "block"
+    assert Fraction(across["rho_exact"]) == sum(per_level[lv] for lv in levels[levels.index("state"):])
+    blockgroup = next(g for g in sem["geographies"] if g["within"] == "blockgroup")
+    assert Fraction(across["rho_exact"]) > 10 * Fraction(blockgroup["rho_exact"])
+    assert "other side of the AIAN line" in across["description"]
+
+
+def test_no_across_split_figure_without_the_aian_spine(tmp_path):
+    text = read_source(PERSONS)
+    plain = text.replace("    aian: aian\n", "")
+    assert plain != text
+    sem = budget_summary(parse(plain, str(tmp_path / "plain.dps")))["semantics"]
+    assert "across_split" not in sem
+
+
+def test_report_shows_the_across_split_row():
+    from dpspec.report import render_all
+
+    out = render_all(spec=parse(read_source(PERSONS), PERSONS))
+    md, html = out["markdown"][1], out["html"][1]
+    assert "| a block on the other side of the AIAN line, even in the same blockgroup" in md
+    assert "<td>a block on the other side of the AIAN line" in html
+
+
+def test_attribute_queries_are_named_as_the_allocation_names_them():
+    summary = budget_summary(parse(read_source(DHC_PERSONS), DHC_PERSONS))
+    named = {(r["level"], r["query"]) for r in summary["allocation"]}
+    for a in summary["semantics"]["attributes"]:
+        assert {(q["level"], q["query"]) for q in a["queries"]} <= named, a["attribute"]
+
+
+def test_a_joint_tables_attributes_are_listed_and_tied_attributes_spend_both_tables():
+    """DHC households: the households' attributes once had no per-attribute figure at all, and the
+    units' tenure showed only the units' own queries (rho 0.8833). The owned cross constraint
+    ties the households' ten to the units' tenure at every unit, so a valid neighbour that changes
+    a unit's tenure changes its household's too: the figure spends both tables' queries."""
+    from fractions import Fraction
+
+    path = os.path.join(ROOT, "specs", "dhc_households_production_topdown.dps")
+    summary = budget_summary(parse(read_source(path), path))
+    sem = {a["attribute"]: a for a in summary["semantics"]["attributes"]}
+    rows = summary["allocation"]
+    units_only = sum(Fraction(r["rho_exact"]) for r in rows if not r["query"].startswith("households: "))
+    assert Fraction(sem["tenvacgq"]["rho_exact"]) > units_only
+    assert sem["tenvacgq"]["tied_to"] == ["households: ten"] and sem["households: ten"]["tied_to"] == ["tenvacgq"]
+    # every households query reads tenure (hhtenshort_2lev, ten or detailed): tenure spends all of rho
+    assert Fraction(sem["tenvacgq"]["rho_exact"]) == sum(Fraction(r["rho_exact"]) for r in rows) == Fraction(15401, 2000)
+    # an attribute no cross constraint ties spends its own table's queries that distinguish it
+    elderly = [r for r in rows if r["query"] in ("households: detailed",) or "elderly" in r["query"]]
+    assert Fraction(sem["households: elderly"]["rho_exact"]) == sum(Fraction(r["rho_exact"]) for r in elderly)
+    assert "tied_to" not in sem["households: elderly"]
+    named = {(r["level"], r["query"]) for r in rows}
+    assert {(q["level"], q["query"]) for q in sem["households: sex"]["queries"]} <= named

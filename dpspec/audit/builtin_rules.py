@@ -36,6 +36,8 @@ from dpspec.audit.multiverse import (
     undetermined,
 )
 from dpspec.budget import change_relation, format_number, group
+from dpspec.budget.ledger import upper_limit
+from dpspec.budget.premetrics import format_against
 from dpspec.errors import ConversionError, DpspecError
 from dpspec.contract.hookspecs import hookimpl
 
@@ -242,7 +244,10 @@ def public_information(ctx) -> list[Finding]:
                f"elsewhere and taken as known, exactly as published (with or without their own noise): {items}. "
                "The budget holds only among datasets that agree with "
                + ("it" if len(public) == 1 else "them") + " (a Pufferfish guarantee with the same budget): "
-               "what they disclose is not protected by this release, and an attacker is assumed to know it.")
+               "what they disclose is not protected by this release, and an attacker is assumed to know it. "
+               "When such a release was itself computed from the same people (an earlier product of the same "
+               "census, with its own budget), one person's total privacy loss is this budget plus that "
+               "release's (sequential composition): state both in a program to see the total.")
     evidence = {"public": [{"statistic": p.query.describe(), "source": p.source} for p in public]}
     return [Finding("public-information", "info", message, evidence)]
 
@@ -825,7 +830,8 @@ def bound_not_met(ctx) -> list[Finding]:
         if math.isnan(check.achieved):
             message = f"The declared bound '{check.bound.describe()}' {check.currency}."
         else:
-            achieved = format_number(check.achieved) if math.isfinite(check.achieved) else "no finite budget"
+            achieved = (format_against(check.achieved, upper_limit(check.bound), False) if math.isfinite(check.achieved)
+                        else "no finite budget")
             message = (f"The declared bound '{check.bound.describe()}' does not hold: the mechanism achieves "
                        f"{achieved} ({check.currency}).")
         findings.append(Finding("bound-not-met", "critical", message,

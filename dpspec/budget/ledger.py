@@ -180,6 +180,17 @@ def _achieved_for_bound(bound: ir.BudgetBound, spec: ir.Spec, native_flavor, nat
     raise ConversionError(f"cannot express the budget as {q}")
 
 
+def upper_limit(bound) -> float | None:
+    """An upper bound's limit ('rho <= 4.96': 4.96), what an achieved figure is read against;
+    None for a bound of another form."""
+    if getattr(bound, "op", None) not in ("<=", "<"):
+        return None
+    try:
+        return float(bound.value)
+    except (TypeError, ValueError):
+        return None
+
+
 def _holds(op: str, achieved: float, limit: float) -> bool:
     if op == "<=":
         return achieved <= limit * (1 + 1e-12)

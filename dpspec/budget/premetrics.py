@@ -83,6 +83,20 @@ def format_number(x: float) -> str:
     return f"{x:.3g}"
 
 
+def format_against(x: float, limit: float | None, holds: bool) -> str:
+    """``x`` as format_number prints it, with more digits when that rounding would put it on
+    the wrong side of the bound it is checked against: an achieved 4.9622 against 'rho <= 4.96'
+    prints 4.962, not 4.96 (which would read as meeting the bound it exceeds)."""
+    text = format_number(x)
+    if limit is None or not (math.isfinite(x) and math.isfinite(limit)):
+        return text
+    for digits in range(3, 18):
+        if (float(text) <= limit) == holds:
+            return text
+        text = f"{x:.{digits}g}"
+    return repr(x)
+
+
 def json_number(x: float):
     """A float for JSON; infinities become the string 'inf' (JSON has no infinity)."""
     if math.isinf(x):

@@ -57,12 +57,23 @@ def describe_geography(g: dict) -> str:
     return f"a {g['finest']} within {where}"
 
 
+def describe_across(a: dict) -> str:
+    """A move across the AIAN spine's split (its parts are measured as separate geounits)."""
+    return (f"a {a['finest']} on the other side of the AIAN line, even in the same {a['split_levels'][-1]} "
+            f"(the AIAN and non-AIAN parts of every {', '.join(a['split_levels'])} are measured apart; the rows "
+            f"'within its ...' hold for two {a['finest']}s on one side)")
+
+
 def semantics_json(spec: ir.Spec, flavor, raw: dict, delta: float) -> dict:
     """The `semantics` key of `dpspec budget --json` (additive)."""
     attributes = [_entry(spec, flavor, a, delta) for a in raw["attributes"]]
     geographies = [{**_entry(spec, flavor, g, delta), "description": describe_geography(g)} for g in raw["geographies"]]
-    return {"delta": delta, "conversion": CONVERSION, "cited": SEED_SECTION,
-            "attributes": attributes, "geographies": geographies}
+    out = {"delta": delta, "conversion": CONVERSION, "cited": SEED_SECTION,
+           "attributes": attributes, "geographies": geographies}
+    if raw.get("across_split") is not None:  # additive: a move across the AIAN spine's parts
+        out["across_split"] = {**_entry(spec, flavor, raw["across_split"], delta),
+                               "description": describe_across(raw["across_split"])}
+    return out
 
 
 def semantics_text(sem: dict) -> list[str]:
@@ -70,8 +81,9 @@ def semantics_text(sem: dict) -> list[str]:
              "as the 2020 certificates print them; cf. the first seed paper, Part III §4.2):"]
     for a in sem["attributes"]:
         shown = f"epsilon = {a['epsilon']:.2f}" if a["epsilon"] is not None else "epsilon undefined"
-        lines.append(f"  attribute {a['attribute']}: rho = {a['rho']:.4f}, {shown}  ({len(a['queries'])} queries involve it)")
-    for g in sem["geographies"]:
+        tied = f" (with {', '.join(a['tied_to'])}, tied to it by a cross constraint)" if a.get("tied_to") else ""
+        lines.append(f"  attribute {a['attribute']}{tied}: rho = {a['rho']:.4f}, {shown}  ({len(a['queries'])} queries involve it)")
+    for g in [*sem["geographies"], *([sem["across_split"]] if sem.get("across_split") else [])]:
         shown = f"epsilon = {g['epsilon']:.2f}" if g["epsilon"] is not None else "epsilon undefined"
         lines.append(f"  {g['description']}: rho = {g['rho']:.4f}, {shown}  (levels {', '.join(g['levels']) or 'none'})")
     return lines

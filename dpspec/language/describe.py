@@ -125,7 +125,10 @@ def five_questions(spec: ir.Spec) -> list[tuple[str, str, str]]:
     d = spec.domain
     who = "no domain declared"
     if d:
-        tables = ", ".join(f"{t.name} ({len(t.columns)} columns, one row per {t.unit})" for t in d.tables)
+        public = {p.query.table for p in spec.public}
+        tables = ", ".join(f"{t.name} ({len(t.columns)} column{'' if len(t.columns) == 1 else 's'}, one row per {t.unit}"
+                           + ("; public: a release taken as known, not protected here" if t.name in public else "")
+                           + ")" for t in d.tables)
         stage = f" at the '{d.stage}' stage of the data's life cycle" if d.stage else ""
         who = f"{d.description or d.name}{stage}: {tables}"
     if spec.invariants:

@@ -106,7 +106,33 @@ def _mechanism(spec: ir.Spec, checked) -> dict | None:
         "package_version": package_version,
         "description": getattr(mech, "description", "") or "",
         "parameters": {p.name: jsonable(ir.to_jsonable(p.value)) for p in spec.mechanism.params.params},
+        # additive: what each stated parameter is, in the plugin's own words (a reader of the
+        # report does not know the mechanism's settings: opt_tol, failsafe, postprocess_only ...)
+        "parameter_docs": _parameter_docs(mech, [p.name for p in spec.mechanism.params.params]),
     }
+
+
+def _parameter_docs(mech, names: list[str]) -> dict:
+    """{parameter: its declared description} for the parameters the spec states."""
+    schema = getattr(mech, "parameters", None)
+    out = {}
+    for name in names:
+        declared = schema.get(name) if schema is not None else None
+        if declared is not None and getattr(declared, "doc", None):
+            out[name] = str(declared.doc)
+    return out
+
+
+def _achieved_text(check) -> str:
+    """The achieved figure with the digits that put it on the right side of its bound (4.962
+    against 'rho <= 4.96', never a rounded 4.96 that reads as meeting it)."""
+    from dpspec.budget.ledger import upper_limit
+    from dpspec.budget.premetrics import format_against
+
+    value = float(check.achieved)
+    if math.isnan(value):
+        return "—"
+    return format_against(value, upper_limit(check.bound), bool(check.holds))
 
 
 def _budget(ctx) -> dict:
@@ -139,7 +165,8 @@ def _budget(ctx) -> dict:
         "steps": [{"what": s.what, "from": budget_json(s.source), "to": budget_json(s.result), "method": s.method,
                    "method_words": method_words(s.method), "citation": s.citation} for s in ledger.steps],
         "bounds": [{"bound": c.bound.describe(), "limit": _number(c.bound.value), "achieved": _number(c.achieved),
-                    "holds": bool(c.holds), "currency": c.currency} for c in ledger.bounds],
+                    "achieved_text": _achieved_text(c), "holds": bool(c.holds), "currency": c.currency}
+                   for c in ledger.bounds],
         "bounds_hold": bool(ledger.bounds_hold),
     })
     return out
@@ -147,14 +174,15 @@ def _budget(ctx) -> dict:
 
 def budget_block(spec: ir.Spec, outcome) -> dict:
     """The report's budget block (declared, worst, currencies, conversion steps, bounds, the
-    facts it depends on, per attribute and geography) of an audit `outcome`: report.json's, and
-    what `dpspec compile --json` prints."""
+    facts it depends on, per attribute and geography, the spending per level and query) of an
+    audit `outcome`: report.json's, and what `dpspec compile --json` prints."""
     ctx = outcome.context
     budget = _budget(ctx)
     if budget["native"] is not None:
         budget["native"]["depends_on_shown"] = _shown_facts(budget["native"]["depends_on"],
                                                             _fact_labels(spec, ctx.checked))
     budget["semantics"] = _semantics(spec, ctx.checked, ctx)  # additive: per attribute and geography
+    budget["spending"] = _spending(spec, ctx.checked, ctx)  # additive: per level, query and spine class
     return budget
 
 
@@ -170,6 +198,43 @@ def _semantics(spec: ir.Spec, checked, ctx) -> dict | None:
 
     delta = float(spec.premetric.option("delta") or DEFAULT_DELTA)
     return semantics_json(spec, ctx.ledger.native_flavor, raw, delta)
+
+
+def _spending(spec: ir.Spec, checked, ctx) -> dict | None:
+    """How the budget is split, when the mechanism lays it out per (level, query) (TopDown's
+    `allocation`, as `dpspec budget --json`): each level's total, each query's rho and noise,
+    and the geounit classes whose budget the spine moves (a single-child unit measured with its
+    chain's shares). None for a mechanism without such a breakdown."""
+    from fractions import Fraction
+
+    if checked is None or ctx.ledger is None:
+        return None
+    breakdown = checked.mechanism.budget_breakdown(spec, checked.params) or {}
+    rows = breakdown.get("allocation")
+    if not rows:
+        return None
+    total = sum((Fraction(r["rho_exact"]) for r in rows), Fraction(0))
+    levels: dict[str, Fraction] = {}
+    for r in rows:
+        levels[r["level"]] = levels.get(r["level"], Fraction(0)) + Fraction(r["rho_exact"])
+    spine = breakdown.get("spine") or {}
+    classes: dict[tuple, dict] = {}
+    for c in (spine.get("bypass") or {}).get("classes", ()):
+        key = (c["level"], c["through"])
+        entry = classes.setdefault(key, {"level": c["level"], "through": c["through"], "class": c["class"],
+                                         "level_share": c["level_share"], "rho": Fraction(0), "queries": 0})
+        entry["rho"] += Fraction(c["rho_exact"])
+        entry["queries"] += 1
+    return {
+        "total_exact": ir.format_number(total),
+        "levels": [{"level": lv, "rho_exact": ir.format_number(r), "rho": float(r),
+                    "share": ir.format_number(r / total) if total else "0"} for lv, r in levels.items()],
+        "queries": [{k: r.get(k) for k in ("level", "query", "share", "rho_exact", "rho", "noise_variance")}
+                    for r in rows],
+        "bypass": [{**{k: v for k, v in e.items() if k != "rho"}, "rho_exact": ir.format_number(e["rho"]),
+                    "rho": float(e["rho"])} for e in classes.values()],
+        "aian": jsonable(spine.get("aian")) if spine.get("aian") else None,
+    }
 
 
 def _sections(result, audience: str) -> list[dict]:
@@ -297,6 +362,29 @@ def _program(spec: ir.Spec, summary: dict | None) -> dict | None:
     }
 
 
+def _program_flavor(spec: ir.Spec, flavor: ir.Spec) -> ir.Spec:
+    """The composed guarantee's flavor for the one-line form and the five questions: the
+    program's own domain and bounds (not its first member's), every member's invariants (the
+    composed multiverse), and the program's unit (already in ``flavor``)."""
+    import attrs
+
+    from dpspec.budget.program import load_program
+    from dpspec.errors import DpspecError
+
+    try:
+        members = load_program(spec)
+    except DpspecError:
+        return flavor
+    invariants, seen = [], set()
+    for m in members:
+        for q in m.spec.invariants:
+            if q.describe() not in seen:
+                seen.add(q.describe())
+                invariants.append(q)
+    return attrs.evolve(flavor, domain=spec.domain or flavor.domain, budgets=spec.budgets or flavor.budgets,
+                        invariants=tuple(invariants))
+
+
 def _program_domain(spec: ir.Spec) -> dict | None:
     d = spec.domain
     if d is None:
@@ -368,6 +456,8 @@ def build_model(result=None, *, spec: ir.Spec | None = None, audience: str = "pu
     labels = _fact_labels(spec, checked)
     program = _program(spec, outcome.program_summary())
     flavor = flavor_spec(spec)
+    if spec.program is not None:
+        flavor = _program_flavor(spec, flavor)
     notation = describe.notation(flavor, budget["headline"])
     if program is not None and program["total"] is not None:
         from dpspec.budget import budget_from_params

@@ -125,13 +125,49 @@ def compact(value, number=fmt) -> str:
     """A value on one line: scalars as numbers, flat lists and mappings in words, else JSON."""
     if isinstance(value, dict) and all(not isinstance(v, dict) and (not isinstance(v, list) or _flat_list(v))
                                        for v in value.values()):
-        parts = [f"{k} [{', '.join(number(x) for x in v)}]" if isinstance(v, list) else f"{k} {number(v)}"
+        parts = [f"{_key(k)}: [{', '.join(number(x) for x in v)}]" if isinstance(v, list) else f"{_key(k)}: {number(v)}"
                  for k, v in value.items()]
         return ", ".join(parts) or "—"
     if isinstance(value, list) and all(not isinstance(v, (dict, list)) for v in value):
         return ", ".join(number(v) for v in value) or "—"
     if isinstance(value, (dict, list)):
-        return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(", ", ": "))
+        return nested(value, number)
+    return number(value)
+
+
+def _runs(values: list, number) -> str:
+    """A flat list in words, each run of three or more consecutive whole numbers as 'a–b'
+    (ages 0 to 17 read '0–17', not eighteen numbers)."""
+    out, i = [], 0
+    while i < len(values):
+        j = i
+        while (j + 1 < len(values) and type(values[j]) is int and type(values[j + 1]) is int
+               and values[j + 1] == values[j] + 1):
+            j += 1
+        if j - i >= 2:
+            out.append(f"{number(values[i])}–{number(values[j])}")
+        else:
+            out.extend(number(v) for v in values[i:j + 1])
+        i = j + 1
+    return ", ".join(out)
+
+
+def _key(k) -> str:
+    """A parameter's key as written: a query's factors joined by ' * '."""
+    return " * ".join(part.strip() for part in str(k).split("*")) if "*" in str(k) else str(k)
+
+
+def nested(value, number=fmt) -> str:
+    """A nested parameter (recodes, passes, per-level shares) in the spec's own order, as
+    'name {key: value; ...}' with lists in brackets, instead of sorted JSON."""
+    if isinstance(value, dict):
+        return "; ".join(f"{_key(k)}: {{{nested(v, number)}}}" if isinstance(v, dict) else f"{_key(k)}: {nested(v, number)}"
+                         for k, v in value.items()) or "—"
+    if isinstance(value, list):
+        if _flat_list(value):
+            return f"[{_runs(value, number)}]"
+        return "[" + "; ".join(f"{{{nested(v, number)}}}" if isinstance(v, dict) else nested(v, number)
+                               for v in value) + "]"
     return number(value)
 
 

@@ -87,8 +87,9 @@ def sensitivity_squared(relation: str) -> int:
             "or 'hamming' (change one person)") from None
 
 
-def check_shares(shares: Mapping, what: str) -> dict:
-    """Shares as exact positive Fractions summing to exactly 1, or a SpecError naming them."""
+def check_shares(shares: Mapping, what: str, names: Mapping | None = None) -> dict:
+    """Shares as exact positive Fractions summing to exactly 1, or a SpecError naming them (by
+    ``names`` {key: as the spec writes it} when given)."""
     from dpspec.api import as_fraction, effective_sigma2
 
     if not shares:
@@ -98,31 +99,34 @@ def check_shares(shares: Mapping, what: str) -> dict:
         try:
             frac = as_fraction(value)
         except (TypeError, ValueError, ZeroDivisionError):
-            raise SpecError(f"{what}: share {value!r} for {_label(key)} is not a number") from None
+            raise SpecError(f"{what}: share {value!r} for {_label(key, names)} is not a number") from None
         if frac <= 0:
-            raise SpecError(f"{what}: share for {_label(key)} must be positive, got {frac}")
+            raise SpecError(f"{what}: share for {_label(key, names)} must be positive, got {frac}")
         out[key] = frac
     total = sum(out.values(), Fraction(0))
     if total != 1:
-        listed = ", ".join(f"{_label(k)}={v}" for k, v in out.items())
+        listed = ", ".join(f"{_label(k, names)}={v}" for k, v in out.items())
         raise SpecError(
             f"{what}: shares must sum to exactly 1, but {listed} sum to {total} (= {float(total):.6g})")
     return out
 
 
-def _label(key) -> str:
+def _label(key, names: Mapping | None = None) -> str:
     """A query as the spec writes it; a joint table's ("@NAME", *factors) as "NAME: factors"."""
+    if names and key in names:
+        return names[key]
     if isinstance(key, tuple) and key and str(key[0]).startswith(JOINT_MARK):
         return f"{str(key[0])[len(JOINT_MARK):]}: {query_name(key[1:])}"
     return query_name(key) if isinstance(key, tuple) else str(key)
 
 
 def allocate(rho, level_shares: Mapping[str, object], strategy: Mapping[str, list],
-             relation: str) -> Allocation:
+             relation: str, names: Mapping | None = None) -> Allocation:
     """Split rho over levels and queries; sigma² = s² / (2 rho_q) for every query.
 
     ``strategy`` maps each measured level to ``[(query, share), ...]``. Levels absent from
-    ``level_shares`` are not measured (the implicit root, typically).
+    ``level_shares`` are not measured (the implicit root, typically). ``names`` {(level, query):
+    as the spec writes it} names the queries in errors.
     """
     from dpspec.api import as_fraction, effective_sigma2
 
@@ -145,7 +149,8 @@ def allocate(rho, level_shares: Mapping[str, object], strategy: Mapping[str, lis
         keys = [tuple(q) for q, _ in entries]
         if len(set(keys)) != len(keys):
             raise SpecError(f"query shares at level {level!r}: a query is listed twice")
-        qshares = check_shares({tuple(q): s for q, s in entries}, f"query shares at level {level!r}")
+        qshares = check_shares({tuple(q): s for q, s in entries}, f"query shares at level {level!r}",
+                               {q: n for (lv, q), n in (names or {}).items() if lv == level})
         for query, qshare in qshares.items():
             rho_q = rho * lshare * qshare
             sigma2 = effective_sigma2(Fraction(s2) / (2 * rho_q))

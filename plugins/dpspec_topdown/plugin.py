@@ -484,8 +484,13 @@ def _equalities(spec: ir.Spec, params: dict) -> list[dict]:
                                          else item_at(spec, settings["table"], table_name))))
         public = any(info.query.table == table_name and set(info.query.columns) == set(need) for info in spec.public)
         if not public:
-            raise SpecError(Diagnostic(f"equal_to: '{p.name}' holds the release to '{table_name}'; declare that product "
-                                       f"public: public {{ count {table_name} by {', '.join(need)} released \"...\" }}",
+            declared = [info.query.describe() for info in spec.public if info.query.table == table_name]
+            have = (f"; the public statistics of '{table_name}' are {'; '.join(declared)}, none by exactly "
+                    f"{', '.join(need)}" if declared else f"; no public statistic of '{table_name}' is declared")
+            raise SpecError(Diagnostic(f"equal_to: '{p.name}' holds the release's {' * '.join(query)} at every "
+                                       f"{finest} equal to table '{table_name}', which must be a released product"
+                                       f"{have}: declare it, public {{ count {table_name} by {', '.join(need)} "
+                                       f"released \"...\" }}, or name the query of the one declared",
                                        *item_at(spec, settings["table"], table_name)))
         check_target(spec, p.name, settings, table_name, query, schema, _invariants(spec, params)[0], ROOT)
         out.append({"name": p.name, "table": table_name, "query": query, "finest": finest})
@@ -763,6 +768,51 @@ def _failsafe(params: dict, spec: ir.Spec | None = None) -> list[str] | None:
     return names
 
 
+def _guarantee_notes(spec: ir.Spec, params: dict) -> list[str]:
+    """What a reviewer needs beside the figure: which records one unit's change covers (a joint
+    table's), what the release repeats exactly (equality targets), which cells no dataset of the
+    domain may fill (structural zeros) and which constraints are post-processing only."""
+    notes = []
+    table = params["table"]
+    for j in _joint(spec, params):
+        notes.append(f"the table '{j['table']}' is measured with the same rho beside '{table}' (its queries are in "
+                     f"the allocation): the budget covers a change of one '{table}' record together with one "
+                     f"'{j['table']}' record, such as a housing unit and the household living in it")
+    for e in _equalities(spec, params):
+        notes.append(f"equal_to '{e['name']}': the release's {' * '.join(e['query'])} equals the public table "
+                     f"'{e['table']}' at every {e['finest']} (and so above it); that table's own budget, if it "
+                     "came from the same people, is not counted here")
+    zeros = [(table, list(_structural_zeros(params, _variables(spec, params), _schema(spec, params).recodes)))]
+    zeros += [(j["table"], list(j["structural_zeros"])) for j in _joint(spec, params)]
+    for name, sets in zeros:
+        if sets:
+            notes.append(f"structural zeros of '{name}': {len(sets)} cell set{'s' if len(sets) > 1 else ''} "
+                         f"({', '.join(sets[:3])}{', ...' if len(sets) > 3 else ''}) held at zero at every level; a "
+                         "dataset with a record in one is refused, so the guarantee covers only datasets without such "
+                         "records")
+    only = _postprocess_only(spec, params).get("postprocess_only")
+    if only:
+        notes.append(f"constraints {', '.join(only)} are not in the least-squares fits: they are enforced after "
+                     "them by moving records (post-processing of the noisy measurements and the invariants: "
+                     "no budget)")
+    return notes
+
+
+def _tied_attributes(spec: ir.Spec, params: dict, joint: list[dict]) -> list[tuple]:
+    """Pairs of attribute names (the mechanism's table's plain, a joint table's as 'TABLE: name')
+    that a cross constraint equates at every unit: the variables under each side's factors."""
+    schemas = {params["table"]: _schema(spec, params), **{j["table"]: j["schema"] for j in joint}}
+
+    def names(side):
+        table, query, _ = side
+        schema = schemas[table]
+        prefix = "" if table == params["table"] else f"{table}: "
+        return [prefix + schema.names[schema._factor(f)[0]] for f in query]
+
+    return [(a, b) for c in _cross_constraints(spec, params, joint)
+            for a in names(c["left"]) for b in names(c["right"])]
+
+
 def _split_levels(spec: ir.Spec, spine: dict) -> list[str]:
     """The geography levels the spine splits, top first."""
     geo = list(spec.domain.geography.levels)
@@ -808,6 +858,80 @@ def _unnested_invariant_problems(spec: ir.Spec, params: dict) -> list:
     line = f" (line {first.loc.line})" if first.loc else ""
     return [Diagnostic(f"invariants: '{q.describe()}' does not nest with '{first.describe()}'{line}: "
                        + why(earlier, later, schema), *((q.loc.line, q.loc.column) if q.loc else (None, None)))]
+
+
+def _guarantee_notes(spec: ir.Spec, params: dict) -> list[str]:
+    """What a reviewer needs beside the figure: which records one unit's change covers (a joint
+    table's), what the release repeats exactly (equality targets), which cells no dataset of the
+    domain may fill (structural zeros) and which constraints are post-processing only."""
+    notes = []
+    table = params["table"]
+    for j in _joint(spec, params):
+        notes.append(f"the table '{j['table']}' is measured with the same rho beside '{table}' (its queries are in "
+                     f"the allocation): the budget covers a change of one '{table}' record together with one "
+                     f"'{j['table']}' record, such as a housing unit and the household living in it")
+    for e in _equalities(spec, params):
+        notes.append(f"equal_to '{e['name']}': the release's {' * '.join(e['query'])} equals the public table "
+                     f"'{e['table']}' at every {e['finest']} (and so above it); that table's own budget, if it "
+                     "came from the same people, is not counted here")
+    zeros = [(table, list(_structural_zeros(params, _variables(spec, params), _schema(spec, params).recodes)))]
+    zeros += [(j["table"], list(j["structural_zeros"])) for j in _joint(spec, params)]
+    for name, sets in zeros:
+        if sets:
+            notes.append(f"structural zeros of '{name}': {len(sets)} cell set{'s' if len(sets) > 1 else ''} "
+                         f"({', '.join(sets[:3])}{', ...' if len(sets) > 3 else ''}) held at zero at every level; a "
+                         "dataset with a record in one is refused, so the guarantee covers only datasets without such "
+                         "records")
+    only = _postprocess_only(spec, params).get("postprocess_only")
+    if only:
+        notes.append(f"constraints {', '.join(only)} are not in the least-squares fits: they are enforced after "
+                     "them by moving records (post-processing of the noisy measurements and the invariants: "
+                     "no budget)")
+    return notes
+
+
+def _tied_attributes(spec: ir.Spec, params: dict, joint: list[dict]) -> list[tuple]:
+    """Pairs of attribute names (the mechanism's table's plain, a joint table's as 'TABLE: name')
+    that a cross constraint equates at every unit: the variables under each side's factors."""
+    schemas = {params["table"]: _schema(spec, params), **{j["table"]: j["schema"] for j in joint}}
+
+    def names(side):
+        table, query, _ = side
+        schema = schemas[table]
+        prefix = "" if table == params["table"] else f"{table}: "
+        return [prefix + schema.names[schema._factor(f)[0]] for f in query]
+
+    return [(a, b) for c in _cross_constraints(spec, params, joint)
+            for a in names(c["left"]) for b in names(c["right"])]
+
+
+def _split_levels(spec: ir.Spec, spine: dict) -> list[str]:
+    """The levels the AIAN spine measures as two parts: its split level down to the finest's
+    parent (none without the split)."""
+    if "aian" not in spine:
+        return []
+    geo = list(spec.domain.geography.levels)
+    return geo[geo.index(spine["aian"][0]):-1]
+
+
+def _query_labels(spec: ir.Spec, params: dict, alloc=None) -> dict:
+    """{(level, canonical query): the query as the spec writes it}: a joint table's queries as
+    'table: query' (any of ``alloc``'s not written so, by their factors)."""
+    schema = _schema(spec, params)
+    variables = list(schema.names)
+    labels = {(lv, schema.canonical(_query_key(p.name, variables))): " * ".join(p.name.split("*"))
+              for lv, block in _query_blocks(params) for p in block.params}
+    for j in _joint(spec, params):  # a joint table's queries as its own queries block writes them
+        names = list(j["schema"].names)
+        blocks = _query_blocks({"queries": j["params"]["queries"], "levels": params["levels"]})
+        for lv, block in blocks:
+            for p in block.params:
+                key = (JOINT_MARK + j["name"], *j["schema"].canonical(_query_key(p.name, names)))
+                labels[(lv, key)] = f"{j['name']}: " + " * ".join(w.strip() for w in p.name.split("*"))
+    for qb in (alloc.queries if alloc is not None else ()):
+        if qb.query[:1] and str(qb.query[0]).startswith(JOINT_MARK) and (qb.level, qb.query) not in labels:
+            labels[(qb.level, qb.query)] = f"{qb.query[0][1:]}: {query_name(qb.query[1:])}"
+    return labels
 
 
 def _levels(spec: ir.Spec) -> list[str]:
@@ -1068,7 +1192,8 @@ class TopDown(Mechanism):
         for j in _joint(spec, params):
             for lv, entries in j["strategy"].items():
                 strategy[lv] = strategy[lv] + [((JOINT_MARK + j["name"], *q), s) for q, s in entries]
-        return allocate(params["rho"], params["levels"], strategy, _relation(spec, params))
+        return allocate(params["rho"], params["levels"], strategy, _relation(spec, params),
+                        names=_query_labels(spec, params))
 
     def flavor(self, spec, params):
         return NativeFlavor(params["table"], _relation(spec, params), "zcdp")
@@ -1096,6 +1221,7 @@ class TopDown(Mechanism):
         if "bypass" in spine:
             notes.append(f"spine: single-child units of {', '.join(spine['bypass'])} are measured once with their "
                          "child's share added (the child not at all); every block's geounits still spend rho")
+        notes.extend(_guarantee_notes(spec, params))
         if alloc.rho_spent != alloc.total_rho:
             notes.append(f"noise variances were rounded up to exact rationals: the noise costs rho = "
                          f"{float(alloc.rho_spent):.12g}, within the stated {float(alloc.total_rho):.12g}")
@@ -1103,22 +1229,15 @@ class TopDown(Mechanism):
 
     def budget_breakdown(self, spec, params):
         """The allocation an auditor re-derives: one row per (level, query)."""
-        schema = _schema(spec, params)
-        variables = list(schema.names)
-        labels = {(lv, schema.canonical(_query_key(p.name, variables))): " * ".join(p.name.split("*"))
-                  for lv, block in _query_blocks(params) for p in block.params}
         alloc = self._allocation(spec, params)
-        for qb in alloc.queries:
-            if qb.query[:1] and str(qb.query[0]).startswith(JOINT_MARK):
-                labels[(qb.level, qb.query)] = f"{qb.query[0][1:]}: {query_name(qb.query[1:])}"
+        labels = _query_labels(spec, params, alloc)
         out = {"allocation": allocation_rows(alloc, labels)}
         spine = _spine(spec, params)
         if "bypass" in spine:
             out.setdefault("spine", {})["bypass"] = bypass_rows(alloc, _levels(spec), spine["bypass"], labels)
         if "aian" in spine:
             level, column = spine["aian"]
-            geo = list(spec.domain.geography.levels)
-            split = geo[geo.index(level):-1]
+            split = _split_levels(spec, spine)
             out.setdefault("spine", {})["aian"] = {
                 "column": column, "split_levels": split,
                 "geounit_classes": [{"class": f"{part} part", "levels": split,
@@ -1136,14 +1255,31 @@ class TopDown(Mechanism):
 
     def semantics(self, spec, params):
         """Per-attribute and per-geography rho, as the P.L. 94-171 certificates account them."""
-        from .semantics import attribute_rhos, geography_rhos
+        from .allocation import split_allocation
+        from .semantics import across_split_rho, attribute_rhos, geography_rhos, tied_attribute_rhos
 
         alloc = self._allocation(spec, params)
-        # per attribute of the mechanism's own table: a joint table's queries do not read it; per
+        # per attribute of each table (a joint table's as 'TABLE: attribute'): a table's queries
+        # read only its own attributes, but a cross constraint ties attributes across tables; per
         # geography every query counts (a record moved between blocks moves its joint records too)
         own = _only_queries(alloc, [q for q in alloc.queries if not _is_joint_key(q.query)])
-        return {"attributes": attribute_rhos(own, _schema(spec, params)),
-                "geographies": geography_rhos(alloc, _levels(spec))}
+        labels = _query_labels(spec, params, alloc)  # queries named as the allocation names them
+        joint = _joint(spec, params)
+        if joint:
+            parts = [("", own, _schema(spec, params), labels)]
+            for j in joint:
+                mark = JOINT_MARK + j["name"]
+                _, theirs = split_allocation(alloc, j["name"])
+                stripped = {(lv, q[1:]): name for (lv, q), name in labels.items() if q[:1] == (mark,)}
+                parts.append((f"{j['table']}: ", theirs, j["schema"], stripped))
+            attributes = tied_attribute_rhos(parts, _tied_attributes(spec, params, joint))
+        else:
+            attributes = attribute_rhos(own, _schema(spec, params), labels)
+        out = {"attributes": attributes, "geographies": geography_rhos(alloc, _levels(spec))}
+        across = across_split_rho(alloc, _levels(spec), _split_levels(spec, _spine(spec, params)))
+        if across is not None:  # additive: the AIAN spine's parts are measured apart
+            out["across_split"] = across
+        return out
 
     def run(self, spec, params, data, rng, engine=None):
         from .broken_places import located

@@ -13,6 +13,12 @@ and of no other query, so only those queries' budgets compose.
 - geography "a block within its U": a person moved between two blocks of one unit of level U
   changes the measurements of every level strictly below U and of none at U or above (both
   blocks are in the same U), so rho is the sum of the level budgets below U.
+- on an AIAN spine every level from the state down to the finest's parent is measured as its
+  AIAN and non-AIAN parts, and each part nests in the part of its parent on the same side. Two
+  blocks on opposite sides of the AIAN line, even in one block group, lie in different parts at
+  every split level, so a person moved between them changes the measurements of every level
+  from the split one down (`across_split`). The figures above hold for two blocks on one side;
+  the 2020 certificates print only those.
 
 All values are exact Fractions of the declared allocation (the rho_q, not the slightly smaller
 cost of rounded-up variances), in the mechanism's native flavor.
@@ -22,16 +28,51 @@ from __future__ import annotations
 from fractions import Fraction
 
 
-def attribute_rhos(alloc, schema) -> list[dict]:
-    """One entry per histogram variable: its rho and the (level, query) pairs that spend it."""
+def attribute_rhos(alloc, schema, labels: dict | None = None) -> list[dict]:
+    """One entry per histogram variable: its rho and the (level, query) pairs that spend it,
+    each query named by ``labels`` {(level, query): name} when given (as the allocation names it)."""
+    labels = labels or {}
     out = []
     for axis, name in enumerate(schema.names):
         spent, queries = Fraction(0), []
         for q in alloc.queries:
             if any(_factor_axis(schema, f) == (axis, True) for f in q.query):
                 spent += q.rho
-                queries.append({"level": q.level, "query": q.name})
+                queries.append({"level": q.level, "query": labels.get((q.level, q.query), q.name)})
         out.append({"attribute": name, "rho": spent, "queries": queries})
+    return out
+
+
+def tied_attribute_rhos(parts, ties=()) -> list[dict]:
+    """Per-attribute rhos over several jointly measured tables, attributes tied across them.
+
+    ``parts``: [(prefix, alloc, schema, labels)], the mechanism's own table first with prefix ''
+    and each joint table's with 'TABLE: ' (its allocation's keys stripped of the joint mark;
+    ``labels`` {(level, query): name} over the stripped keys). ``ties``: pairs of attribute names
+    a cross constraint equates at every unit (the units' tenure and the households' `ten`): a
+    valid neighbour that changes one changes the other, so each spends the other's queries too
+    (`tied_to`). Without ties and joint tables this is `attribute_rhos`."""
+    rows, names = [], []
+    for prefix, alloc, schema, labels in parts:
+        names.extend(prefix + n for n in schema.names)
+        for q in alloc.queries:
+            axes = {_factor_axis(schema, f) for f in q.query}
+            attrs = {prefix + schema.names[axis] for axis, distinguishes in axes if distinguishes}
+            rows.append((q.level, (labels or {}).get((q.level, q.query), prefix + q.name), q.rho, attrs))
+    group = {n: {n} for n in names}
+    for a, b in ties:  # close the ties (a chain of them ties every attribute on it)
+        if a in group and b in group:
+            merged = group[a] | group[b]
+            for n in merged:
+                group[n] = merged
+    out = []
+    for name in names:
+        spent = [(level, label, rho) for level, label, rho, attrs in rows if attrs & group[name]]
+        entry = {"attribute": name, "rho": sum((r for _, _, r in spent), Fraction(0)),
+                 "queries": [{"level": level, "query": label} for level, label, _ in spent]}
+        if len(group[name]) > 1:
+            entry["tied_to"] = sorted(group[name] - {name})
+        out.append(entry)
     return out
 
 
@@ -55,3 +96,17 @@ def geography_rhos(alloc, levels: list[str]) -> list[dict]:
         out.append({"within": levels[i], "finest": finest, "levels": [lv for lv in below if per_level[lv]],
                     "rho": sum((per_level[lv] for lv in below), Fraction(0))})
     return out
+
+
+def across_split_rho(alloc, levels: list[str], split_levels: list[str]) -> dict | None:
+    """The rho that protects on which side of the AIAN line a person lives (a move between two
+    finest units on opposite sides changes every split level's parts and the finest units), or
+    None on a spine without the split."""
+    if not split_levels:
+        return None
+    per_level = {lv: Fraction(0) for lv in levels}
+    for q in alloc.queries:
+        per_level[q.level] += q.rho
+    spent = levels[levels.index(split_levels[0]):]
+    return {"finest": levels[-1], "split_levels": list(split_levels),
+            "levels": [lv for lv in spent if per_level[lv]], "rho": sum((per_level[lv] for lv in spent), Fraction(0))}
