@@ -71,3 +71,22 @@ def drop_forced_zeros(problem: NodeQP):
 
 def _identity(x):
     return x
+
+
+def unforced(variables, fixed) -> tuple:
+    """(variables, fixed, live): a node's variables ``(cells, vc, va, vcell)`` and an outer pass's
+    fixed margins ``(key, n_keys, value)`` without the variables those margins force to 0 (a
+    group whose fixed total is 0), and the mask of the variables kept (None: every one).
+
+    Why before the problem is built: a keyed query's answers are then drawn only for the groups
+    of variables in play (node_noise), and the problem is built at its size. Every constraint
+    still holds on the kept variables: the fixed margins are sums of integer counts that met
+    every row, and a forced variable's count is 0."""
+    cells, vc, va, vcell = variables
+    live = np.ones(vc.size, dtype=bool)
+    for key, _, value in fixed:
+        live &= np.asarray(value)[key] != 0
+    if live.all():
+        return variables, fixed, None
+    kept = (cells, vc[live], va[live], vcell[live])
+    return kept, [(key[live], n_keys, value) for key, n_keys, value in fixed], live
