@@ -71,3 +71,44 @@ def test_a_later_pass_solves_without_the_forced_variables(monkeypatch):
     seen.clear()
     decompose.solve_pass(problem, False)  # a first outer pass is solved as stated
     assert seen == [7]
+
+
+def test_unforced_keeps_the_variables_no_fixed_margin_holds_at_0():
+    from dpspec_topdown.forced_zeros import unforced
+
+    cells = np.arange(3)
+    variables = (cells, np.array([0, 0, 0, 1, 1, 1]), np.array([0, 1, 2, 0, 1, 2]), np.array([0, 1, 2, 0, 1, 2]))
+    margin = (np.array([0, 0, 1, 2, 2, 3]), 4, np.array([2.0, 0.0, 5.0, 1.0]))  # key 1 (variable 2) fixed at 0
+    kept, fixed, live = unforced(variables, [margin])
+    assert live.tolist() == [True, True, False, True, True, True]
+    assert [v.tolist() for v in kept[1:]] == [[0, 0, 1, 1, 1], [0, 1, 0, 1, 2], [0, 1, 0, 1, 2]]
+    assert fixed[0][0].tolist() == [0, 0, 2, 2, 3] and fixed[0][1] == 4
+    assert unforced(variables, [(margin[0], 4, np.array([2.0, 1.0, 5.0, 1.0]))])[2] is None
+    assert unforced(variables, [])[2] is None
+
+
+def test_joint_outer_passes_fit_without_the_forced_cells_and_release_the_same(monkeypatch):
+    """The joint outer passes' later fits are built over the cells their fixed margins leave free
+    (fewer variables), and the release is the one the fits over every cell give."""
+    from dpspec_topdown import forced_zeros, joint
+    from tests.test_topdown_joint_production import OUTER, _data, _run_passes
+
+    households, units = _data(n_blocks=9)
+    sizes = []
+    real_qp = joint.joint_qp
+
+    def watched(task_a, qa, task_b, qb, cross, va, vb):
+        sizes.append(va[1].size + vb[1].size)
+        return real_qp(task_a, qa, task_b, qb, cross, va, vb)
+
+    monkeypatch.setattr(joint, "joint_qp", watched)
+    outer = [OUTER[0], {"estimation": [[()]], "rounding": [[("hhsize",)]]},
+             {"estimation": [[("hhsize", "tenure")]], "rounding": [[("hhsize", "tenure")]]}]
+    taken_out = _run_passes(households, units, outer)
+    taken_sizes, sizes[:] = list(sizes), []
+    monkeypatch.setattr(forced_zeros, "unforced", lambda variables, fixed: (variables, fixed, None))
+    every_cell = _run_passes(households, units, outer)
+    assert sum(taken_sizes) < sum(sizes)  # some block's household sizes were fixed at 0
+    for name in every_cell.hierarchy.names:
+        assert (taken_out.histograms[name] != every_cell.histograms[name]).nnz == 0, name
+        assert (taken_out.joint["units"].histograms[name] != every_cell.joint["units"].histograms[name]).nnz == 0

@@ -788,8 +788,16 @@ def _round_once(task, xstar, base, fi, width, va, vc, vcell, cells, integer, mar
     a, lo, hi = rows.matrix(nf)
     frac = xstar[fi] - base[fi]
     if np.all(width == 1.0):
+        from .merge_columns import merge_parallel
+
         cost = 1.0 - 2.0 * frac  # |base + d - x| = frac + d (1 - 2 frac) for d in {0, 1}
-        status, d, _ = _highs(cost, np.zeros(nf), width, a.tocsc(), lo, hi, integer=integer)
+        # columns alike in every row and in cost as one (merge_columns.merge_parallel)
+        a_lp, cost_lp, upper_lp, split = merge_parallel(a.tocsc(), cost)
+        status, d, _ = _highs(cost_lp, np.zeros(cost_lp.size), upper_lp, a_lp.tocsc(), lo, hi, integer=integer)
+        if d is not None and split is not None:
+            if np.any(np.abs(d - np.rint(d)) > _INT_TOL):
+                return None
+            d = split(d)
     else:  # L1 distance with auxiliary variables e >= |base + d - x|
         status, d = _round_wide(frac, width, a, lo, hi)
     if d is None:
