@@ -135,11 +135,13 @@ def test_a_household_in_a_structural_zero_is_a_data_error(tmp_path):
 @pytest.mark.slow
 def test_the_release_keeps_h1_and_owned_on_the_bundled_data_on_both_engines(tmp_path, spark_session):
     """A full run of the Puerto Rico spec, production's 522 household types and elderly variable
-    and all, on the local engine and on Spark (the root's fit has a variable for every household
-    cell outside the structural zeros of its two AIAN parts, 2.45 million, in each of its three
-    outer passes; see benchmarks/bench_dhch_elderly.py): both engines release the same bytes, the released units
-    reproduce the H1 counts at every block, households equal occupied units by tenure, the
-    units per block by gqhh_vect are invariant and no household lies in a structural zero."""
+    and all, on the local engine and on Spark (the root holds a variable for every household
+    cell outside the structural zeros of its two AIAN parts, 2.2 million; its outer passes fit
+    them merged, or without those the fixed margins force to 0: docs/guides/dhc-topdown.md,
+    "The Puerto Rico households compile in seconds"): both engines release the same bytes, the
+    released units reproduce the H1 counts at every block, households equal occupied units by
+    tenure, the units per block by gqhh_vect are invariant and no household lies in a
+    structural zero."""
     from dpspec.engine.spark import SparkEngine
     from tests.test_engine_mechanisms import compile_on, release_bytes
 

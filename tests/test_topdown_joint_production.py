@@ -249,3 +249,28 @@ def test_a_joint_rounding_that_cannot_keep_the_tie_is_a_mechanism_error():
     cross = [CrossConstraint("tie", np.array([0]), np.array([0]), 1)]
     with pytest.raises(MechanismError, match=r"joint node 7: no integer split of both tables .*\(tie\)"):
         round_jointly(units, np.array([2.0]), one, households, np.array([1.0]), one, cross)
+
+
+def test_a_rounding_margin_key_without_bounds_is_no_row_of_the_linear_program(monkeypatch):
+    """A stacked table's spare key (joint_round._stacked) bounds nothing: it is left out of the
+    problem HiGHS gets (at the Puerto Rico root it held 1.5 million columns a second time), and
+    the rounding is the one the bounded rows give."""
+    from dpspec_topdown import postprocess
+
+    task = postprocess.NodeTask(key=0, n_children=1, n_cells=4, parent=None, measurements=(), constraints=())
+    cells = np.arange(4)
+    vc = np.zeros(4, dtype=np.int64)
+    x = np.array([0.6, 0.4, 0.7, 0.2])
+    margin = (np.array([0, 0, 1, 1]), 2, np.array([1.0, -np.inf]), np.array([1.0, np.inf]))  # key 1: the spare
+    seen = []
+    real = postprocess._highs
+
+    def watched(cost, lower, upper, a, row_lo, row_hi, **kw):
+        seen.append((a.shape[0], np.asarray(row_lo).copy(), np.asarray(row_hi).copy()))
+        return real(cost, lower, upper, a, row_lo, row_hi, **kw)
+
+    monkeypatch.setattr(postprocess, "_highs", watched)
+    counts, _, milp = postprocess._round(task, x, cells, vc, cells, cells, margins=(margin,))
+    assert counts.tolist() == [1, 0, 1, 0] and not milp
+    (m, lo, hi), = seen
+    assert m == 2 and np.all(np.isfinite(lo) | np.isfinite(hi))  # the child's total and key 0

@@ -179,3 +179,23 @@ def test_a_large_fit_that_stops_short_is_solved_again_with_the_defaults(captured
     monkeypatch.setattr(qp, "_LARGE_FIT", {"max_iter": 1})  # stops at MaxIterations
     ok, x, _, status = solve_clarabel(problem)
     assert ok and status == "Solved" and problem.violation(x) < 1e-6
+
+
+def test_highs_solves_a_small_lp_qp_and_milp_handed_over_as_arrays():
+    """postprocess._highs hands HiGHS its model as numpy buffers (one passModel call): the
+    optimum of each kind of problem it is given, rows and bounds read correctly; a MILP after an
+    LP in one process too (both on one thread: HiGHS refused a MILP asking for another thread
+    count than the scheduler the LP had started)."""
+    import scipy.sparse as sp
+
+    # two variables, x0 + x1 = 3 and x0 - x1 <= 0.5, 0 <= x <= 2
+    a = sp.csc_matrix(np.array([[1.0, 1.0], [1.0, -1.0]]))
+    lo, hi = np.array([3.0, -np.inf]), np.array([3.0, 0.5])
+    lower, upper = np.zeros(2), np.full(2, 2.0)
+    _, x, _ = postprocess._highs(np.array([-1.0, 0.0]), lower, upper, a, lo, hi)  # LP: x0 up to its row
+    assert x == pytest.approx([1.75, 1.25])
+    _, x, _ = postprocess._highs(np.array([-1.0, 0.0]), lower, upper, a, lo, hi, integer=True)  # MILP
+    assert x.tolist() == [1.0, 2.0]
+    # QP: 1/2 (2 x0^2 + 2 x1^2) - 2 x0 - 4 x1 (the point (1, 2) nearest) on the same rows
+    _, x, _ = postprocess._highs(np.array([-2.0, -4.0]), lower, upper, a, lo, hi, hess=np.array([2.0, 2.0]))
+    assert x == pytest.approx([1.0, 2.0], abs=1e-6)

@@ -74,8 +74,14 @@ def solve_by_parts(problem: NodeQP, solve):
 
 
 def solve_pass(problem: NodeQP, later: bool):
-    """A pass's fit: by parts in a later outer pass (``later``: earlier passes fixed margins),
-    else as one problem, as production solves its first outer pass."""
+    """A pass's fit: in a later outer pass (``later``: earlier passes fixed margins) without the
+    variables the fixed margins force to 0 (forced_zeros.py) and by parts, else as one problem,
+    as production solves its first outer pass."""
+    from .forced_zeros import drop_forced_zeros
     from .postprocess import solve_qp
 
-    return solve_by_parts(problem, solve_qp) if later else solve_qp(problem)
+    if not later:
+        return solve_qp(problem)
+    reduced, expand = drop_forced_zeros(problem)
+    x, optimal, seconds, solver, status = solve_by_parts(reduced, solve_qp)
+    return expand(x), optimal, seconds, solver, status

@@ -39,6 +39,7 @@ from .spine import (BYPASSED, bypass_classes, check_budget_per_person, class_sha
 from .postprocess import (BoundConstraint, Failsafe, FailsafeError, GroupConstraint, MeasuredQuery, NodeError, NodeTask,
                           default_workers, make_pool, solve_level, solve_node, task_size)
 from .locate import Broken
+from .shipping import pack, unpack
 from .wording import counted
 
 _PARALLEL_MIN_SIZE = 20_000  # children x active cells in a level below which a pool costs more
@@ -300,9 +301,10 @@ def run_topdown(persons: pd.DataFrame, levels: Sequence[str], variables: Mapping
                                           plan=plans.get(names[k]))
                 else:
                     parent_codes = hier.levels[prev].codes if prev is not None else None
-                    items = [((names[k], _code(parent_codes, t.key)), t) for t in tasks]
-                    results = engine.map_items(items, functools.partial(_solve_item, queries=queries,
-                                                                        plan=plans.get(names[k])),
+                    # the group maps travel as recipes (shipping.py)
+                    items = [((names[k], _code(parent_codes, t.key)), pack(t)) for t in tasks]
+                    shipped = pack({"queries": queries, "plan": plans.get(names[k])})
+                    results = engine.map_items(items, functools.partial(_shipped_item, shipped=shipped),
                                                stage=f"{names[k]} level")
             except NodeError as exc:
                 raise node_failure(exc, hier, prev, names[k]) from None
@@ -482,6 +484,11 @@ def _solve_item(key, task: NodeTask, rng, queries, plan):
     """One parent node as a unit of work on an engine (its noise comes from the task's own keyed
     stream, "topdown noise", not from `rng`: the stream the driver drew it from before)."""
     return solve_node(task, queries, plan=plan)
+
+
+def _shipped_item(key, task, rng, shipped):
+    """`_solve_item` from inputs packed for the trip to a worker (shipping.py)."""
+    return _solve_item(key, unpack(task), rng, **unpack(shipped))
 
 
 def _structural_zeros(zeros: Mapping, schema: Schema, cells: np.ndarray, weights: np.ndarray,

@@ -28,6 +28,7 @@ from dpspec.api import DataError, SpecError
 
 from .allocation import query_name
 from dpspec.api import LazyModule
+from .shipping import remember
 from .wording import counted
 
 np = LazyModule("numpy", "np", globals())  # imported when an array is first built, not by `dpspec check`
@@ -69,6 +70,11 @@ class Recode:
 
 _GROUPS_CACHE: "collections.OrderedDict[tuple, np.ndarray]" = collections.OrderedDict()
 _GROUPS_CACHE_SIZE = 48  # cell -> group maps kept (about 10 MB each for the DHC persons histogram)
+
+
+def groups_of(schema: "Schema", query: tuple) -> np.ndarray:
+    """``schema.groups(query)``: the recipe an engine's worker makes a group map from."""
+    return schema.groups(query)
 
 
 @attrs.frozen
@@ -158,6 +164,7 @@ class Schema:
         out = self._groups(q)
         out.setflags(write=False)
         _GROUPS_CACHE[key] = out
+        remember(out, groups_of, self, q)  # an engine's workers make it again (shipping.py)
         while len(_GROUPS_CACHE) > _GROUPS_CACHE_SIZE:
             _GROUPS_CACHE.popitem(last=False)
         return out

@@ -112,6 +112,15 @@ def _exact(fixed) -> list:
     return [(k, m, v, v) for k, m, v in fixed]
 
 
+def _spread(x, live):
+    """A fit over the kept variables as one over all of them (the forced ones 0)."""
+    if live is None:
+        return x
+    out = np.zeros(live.size)
+    out[live] = x
+    return out
+
+
 def solve_joint_interleaved(task_a, queries_a, task_b, queries_b, cross: Sequence, plan: Sequence[JointOuter],
                             var_a, var_b):
     """(counts_a, counts_b, qp_seconds, round_seconds, used_milp, n_variables): both tables'
@@ -119,6 +128,7 @@ def solve_joint_interleaved(task_a, queries_a, task_b, queries_b, cross: Sequenc
     from dpspec.api import MechanismError
 
     from .decompose import solve_pass
+    from .forced_zeros import unforced
     from .joint import joint_qp
     from .merge_columns import merge_free_duplicates
     from .redundant import cross_implied, drop_implied
@@ -135,14 +145,17 @@ def solve_joint_interleaved(task_a, queries_a, task_b, queries_b, cross: Sequenc
     for n, o in enumerate(plan, 1):
         sub_a = attrs.evolve(task_a, measurements=tuple(task_a.measurements[i] for i in o.fit_main))
         sub_b = attrs.evolve(task_b, measurements=tuple(task_b.measurements[i] for i in o.fit_joint))
+        # the fit is over the variables the fixed margins leave free (forced_zeros.unforced)
+        pv_a, pf_a, live_a = unforced(var_a, fixed_a)
+        pv_b, pf_b, live_b = unforced(var_b, fixed_b)
         fit_cross = cross
         if fixed_a or fixed_b:  # what the fixed margins imply is not stated again (redundant.py)
-            sub_a = drop_implied(sub_a, vc_a, vcell_a, fixed_a)
-            sub_b = drop_implied(sub_b, vc_b, vcell_b, fixed_b)
-            fit_cross = [c for c in cross if not cross_implied(c, var_a, var_b, fixed_a, fixed_b, nc)]
+            sub_a = drop_implied(sub_a, pv_a[1], pv_a[3], pf_a)
+            sub_b = drop_implied(sub_b, pv_b[1], pv_b[3], pf_b)
+            fit_cross = [c for c in cross if not cross_implied(c, pv_a, pv_b, pf_a, pf_b, nc)]
         problem, offset = joint_qp(sub_a, [queries_a[i] for i in o.fit_main], sub_b, [queries_b[i] for i in o.fit_joint],
-                                   fit_cross, var_a, var_b)
-        problem = _with_rows(_with_rows(problem, fixed_a, 0.0), fixed_b, 0.0, offset)
+                                   fit_cross, pv_a, pv_b)
+        problem = _with_rows(_with_rows(problem, pf_a, 0.0), pf_b, 0.0, offset)
         n_var = max(n_var, int(problem.n_var))
         # a pass that fits one table: identical cells without objective as one variable (merge_columns.py)
         reduced, expand = merge_free_duplicates(problem) if not (o.fit_main and o.fit_joint) else (problem, None)
@@ -154,8 +167,8 @@ def solve_joint_interleaved(task_a, queries_a, task_b, queries_b, cross: Sequenc
             raise MechanismError(f"joint outer pass {n}: the least-squares fit has no solution that keeps the earlier "
                                  f"outer passes' answers and the cross constraints ({status}; no failsafe in "
                                  "interleaved passes)")
-        xa = np.maximum(x[:vc_a.size], 0.0)
-        xb = np.maximum(x[offset:offset + vc_b.size], 0.0)
+        xa = _spread(np.maximum(x[:pv_a[1].size], 0.0), live_a)
+        xb = _spread(np.maximum(x[offset:offset + pv_b[1].size], 0.0), live_b)
         counts_a, counts_b, sec, used = round_jointly(
             task_a, xa, var_a, task_b, xb, var_b, cross, _exact(fixed_a) + _ranges(o.round_main, vc_a, vcell_a, nc, xa),
             _exact(fixed_b) + _ranges(o.round_joint, vc_b, vcell_b, nc, xb), fail=False)

@@ -20,6 +20,7 @@ from .histogram import aggregate, unit_histograms
 from .joint import CrossConstraint, side_sums, solve_joint_pair
 from .locate import Broken
 from .postprocess import MeasuredQuery, NodeError
+from .shipping import pack, unpack
 
 
 @attrs.define
@@ -88,14 +89,15 @@ class JointSide:
             raise MechanismError(f"level {name}: the joint table's nodes are not the main table's")
         queries_j = [MeasuredQuery(qb.name, self.schema.groups(qb.query), self.schema.marginal_size(qb.query),
                                    1.0 / float(qb.sigma2)) for qb in self.alloc.for_level(name)]
-        solve = functools.partial(_joint_item, queries=queries, queries_j=queries_j, cross=self.cross, plan=plan)
         try:
-            if engine is not None and engine.name != "local":
+            if engine is not None and engine.name != "local":  # the group maps travel as recipes (shipping.py)
                 parent_codes = hier.levels[prev].codes if prev is not None else None
-                items = [((name, _code(parent_codes, t.key)), (t, u)) for t, u in zip(tasks, mine)]
-                pairs = engine.map_items(items, solve, stage=f"{name} level (joint)")
+                items = [((name, _code(parent_codes, t.key)), pack((t, u))) for t, u in zip(tasks, mine)]
+                shipped = pack({"queries": queries, "queries_j": queries_j, "cross": self.cross, "plan": plan})
+                pairs = engine.map_items(items, functools.partial(_shipped_joint_item, shipped=shipped),
+                                         stage=f"{name} level (joint)")
             else:
-                pairs = [solve(None, (t, u), None) for t, u in zip(tasks, mine)]
+                pairs = [_joint_item(None, (t, u), None, queries, queries_j, self.cross, plan) for t, u in zip(tasks, mine)]
         except NodeError as exc:
             raise node_failure(exc, hier, prev, name) from None
         results, results_j = [p[0] for p in pairs], [p[1] for p in pairs]
@@ -134,3 +136,8 @@ class JointSide:
 def _joint_item(key, pair, rng, queries, queries_j, cross, plan=None):
     """One parent node of both tables (a unit of work on an engine)."""
     return solve_joint_pair(pair[0], pair[1], queries, queries_j, cross, plan)
+
+
+def _shipped_joint_item(key, pair, rng, shipped):
+    """`_joint_item` from inputs packed for the trip to a worker (shipping.py)."""
+    return _joint_item(key, unpack(pair), rng, **unpack(shipped))

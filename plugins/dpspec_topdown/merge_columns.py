@@ -1,4 +1,4 @@
-"""Identical free columns of a fit merged into one: cells a joint outer pass cannot tell apart.
+"""Identical columns merged into one: cells a joint outer pass cannot tell apart, in its fit and its rounding.
 
 Why: in a joint node's outer pass that fits only one table, the other table's cells have no
 objective. The fitted table's cells have none of their own either when the pass fits only
@@ -9,6 +9,14 @@ bounded only below by 0 can stand in for each other. So their sum is one variabl
 problem is the same problem. The sum is then split evenly among them. An interior point's central
 path treats identical columns symmetrically, so the even split is the point it would have
 reached, up to its tolerance.
+
+The rounding LP has its own such columns (`merge_parallel`): cells alike in every row and in
+the cost of rounding up (the same fraction), 1.48 million of them in that pass's rounding at the
+same root. They are one column between 0 and their number; its total goes to its first members.
+The same optimum: any member may take another's unit. Which members take it is a tie, which
+the LP over every cell broke by its pivoting order and the merged one breaks by the members'
+order. (At that root the tie only ever touched cells no later pass keeps: it fixes margins, and
+those came out the same, as did every release in reports/.)
 """
 from __future__ import annotations
 
@@ -80,3 +88,30 @@ def _representatives(a: sp.csc_matrix, cand: np.ndarray) -> np.ndarray:
     ok = np.bincount(entry_col, weights=~same, minlength=cand.size) == 0
     rep_local = np.where(ok, rep_local, np.arange(cand.size))
     return cand[rep_local]
+
+
+def merge_parallel(a: sp.csc_matrix, cost: np.ndarray):
+    """(a, cost, upper, split): a rounding LP's columns (each between 0 and 1) that are identical
+    in the matrix and in cost as one column between 0 and their number, and ``split(d)`` giving
+    each column its value back (a merged column's total to its first columns, 1 each). The same
+    optimum: the members of such a column are interchangeable. ``split`` is None if none merge."""
+    n = a.shape[1]
+    with_cost = sp.vstack([a, sp.csr_matrix(np.asarray(cost, dtype=np.float64)[None, :])]).tocsc()
+    with_cost.sort_indices()
+    rep = _representatives(with_cost, np.arange(n))
+    cols = np.flatnonzero(rep == np.arange(n))
+    if cols.size == n:
+        return a, cost, np.ones(n), None
+    position = np.full(n, -1, dtype=np.int64)
+    position[cols] = np.arange(cols.size)
+    merged = position[rep]  # each column's merged column
+    upper = np.bincount(merged, minlength=cols.size).astype(np.float64)
+    order = np.argsort(merged, kind="stable")  # members in index order, merged column by merged column
+    rank = np.empty(n, dtype=np.int64)
+    rank[order] = np.arange(n) - np.repeat(np.cumsum(upper.astype(np.int64)) - upper.astype(np.int64),
+                                           upper.astype(np.int64))
+
+    def split(d):
+        return (rank < np.rint(d)[merged]).astype(np.float64)
+
+    return a[:, cols], np.asarray(cost)[cols], upper, split

@@ -161,16 +161,35 @@ class KeyedAnswers:
     def at(self, flat: np.ndarray) -> np.ndarray:
         """The noisy answers of entries ``flat`` (child * n_groups + group), as float64."""
         flat = np.asarray(flat, dtype=np.int64)
-        need = np.setdiff1d(flat, self.keys)
+        need = _sorted_unique(flat[~_members(self.keys, flat)])  # entries not drawn yet
         if need.size:
             t0 = time.perf_counter()
             y = keyed_answers(self.run_key, self.node_key, self.query, self.n_groups, need,
                               (self.truth_keys, self.truth_values), self.sigma2, self.classes, self.class_sigma2)
-            merged = np.concatenate([self.keys, need])
-            order = np.argsort(merged, kind="stable")
-            self.keys, self.values = merged[order], np.concatenate([self.values, y])[order]
+            if self.keys.size:
+                merged = np.concatenate([self.keys, need])
+                order = np.argsort(merged, kind="stable")
+                self.keys, self.values = merged[order], np.concatenate([self.values, y])[order]
+            else:
+                self.keys, self.values = need, y
             self.seconds += time.perf_counter() - t0
         return sorted_lookup(self.keys, self.values, flat).astype(np.float64)
+
+
+def _members(keys: np.ndarray, flat: np.ndarray) -> np.ndarray:
+    """Whether each of ``flat`` is in the sorted ``keys``."""
+    if not keys.size:
+        return np.zeros(flat.shape, dtype=bool)
+    pos = np.minimum(np.searchsorted(keys, flat), keys.size - 1)
+    return keys[pos] == flat
+
+
+def _sorted_unique(values: np.ndarray) -> np.ndarray:
+    """np.unique(values), without its sort when ``values`` already increase (a fit asks for its
+    groups' keys in order: millions of them at a DHC root)."""
+    if values.size < 2 or bool(np.all(values[1:] > values[:-1])):
+        return values
+    return np.unique(values)
 
 
 def sorted_lookup(keys: np.ndarray, values: np.ndarray, flat: np.ndarray) -> np.ndarray:

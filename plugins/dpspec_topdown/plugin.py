@@ -663,10 +663,14 @@ def side_groups(schema, query: tuple, pick: int | None):
     """Every cell's group on one side of a cross constraint (-1 off the side)."""
     import numpy as np
 
+    from .shipping import remember
+
     groups = schema.groups(query)
     if pick is None:
         return groups
-    return np.where(groups == pick, 0, -1).astype(np.int64)
+    out = np.where(groups == pick, 0, -1).astype(np.int64)
+    out.setflags(write=False)
+    return remember(out, side_groups, schema, query, pick)
 
 
 def _postprocess_only(spec: ir.Spec, params: dict) -> dict:

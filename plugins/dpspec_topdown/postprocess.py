@@ -152,40 +152,31 @@ def _highs(cost, lower, upper, a: sp.csc_matrix, row_lo, row_hi, hess=None, inte
     h = highspy.Highs()
     h.setOptionValue("output_flag", False)
     h.setOptionValue("random_seed", 0)
+    # one thread for every problem: HiGHS starts one thread scheduler per process, with the first
+    # run's count, and refuses a later problem asking for another (a MILP asking for 1 after an LP
+    # had started 2 ended "not set", and the rounding's MILP steps never ran)
+    h.setOptionValue("threads", 1)
     for key, value in (options or {}).items():
         h.setOptionValue(key, value)
     if integer:
         h.setOptionValue("mip_rel_gap", 0.0)
-        h.setOptionValue("threads", 1)
     n, m = len(cost), a.shape[0]
-    lp = highspy.HighsLp()
-    lp.num_col_, lp.num_row_ = n, m
-    lp.col_cost_ = np.asarray(cost, dtype=np.float64)
-    lp.col_lower_ = np.asarray(lower, dtype=np.float64)
-    lp.col_upper_ = np.asarray(upper, dtype=np.float64)
-    lp.row_lower_ = np.asarray(row_lo, dtype=np.float64)
-    lp.row_upper_ = np.asarray(row_hi, dtype=np.float64)
-    lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
-    lp.a_matrix_.start_ = a.indptr.astype(np.int32)
-    lp.a_matrix_.index_ = a.indices.astype(np.int32)
-    lp.a_matrix_.value_ = a.data.astype(np.float64)
-    if integer:
-        lp.integrality_ = [highspy.HighsVarType.kInteger] * n
-    model = highspy.HighsModel()
-    model.lp_ = lp
+    # the model's arrays handed over as numpy buffers: HighsLp's list attributes convert element
+    # by element (seconds for a rounding LP of 1.5 million columns); the same model either way
+    f64, i32 = _f64, _i32
+    integrality = np.full(n, int(highspy.HighsVarType.kInteger) if integer else 0, dtype=np.int32)
+    lp_arrays = (f64(cost), f64(lower), f64(upper), f64(row_lo), f64(row_hi), i32(a.indptr), i32(a.indices),
+                 f64(a.data))
+    colwise, minimize = int(highspy.MatrixFormat.kColwise), int(highspy.ObjSense.kMinimize)
     if hess is not None:
         nz = np.flatnonzero(hess)
-        start = np.searchsorted(nz, np.arange(n + 1)).astype(np.int32)
-        hs = highspy.HighsHessian()
-        hs.dim_ = n
-        hs.format_ = highspy.HessianFormat.kTriangular
-        hs.start_ = start
-        hs.index_ = nz.astype(np.int32)
-        hs.value_ = np.asarray(hess, dtype=np.float64)[nz]
-        model.hessian_ = hs
+        start = np.searchsorted(nz, np.arange(n + 1))
         h.setOptionValue("qp_nullspace_limit", max(4000, n + 1))
         h.setOptionValue("qp_iteration_limit", 4 * n + 2000)
-    h.passModel(model)
+        h.passModel(n, m, a.nnz, nz.size, colwise, int(highspy.HessianFormat.kTriangular), minimize, 0.0, *lp_arrays,
+                    i32(start), i32(nz), f64(np.asarray(hess, dtype=np.float64)[nz]), integrality)
+    else:
+        h.passModel(n, m, a.nnz, colwise, minimize, 0.0, *lp_arrays, integrality)
     t0 = time.perf_counter()
     h.run()
     seconds = time.perf_counter() - t0
@@ -202,6 +193,14 @@ def _highs(cost, lower, upper, a: sp.csc_matrix, row_lo, row_hi, hess=None, inte
             if np.any(act < row_lo - tol) or np.any(act > row_hi + tol) or np.any(x < lower - 1e-6):
                 x = None
     return status, x, seconds
+
+
+def _f64(values) -> np.ndarray:
+    return np.ascontiguousarray(values, dtype=np.float64)
+
+
+def _i32(values) -> np.ndarray:
+    return np.ascontiguousarray(values, dtype=np.int32)
 
 
 class _Rows:
@@ -751,7 +750,7 @@ def _round_once(task, xstar, base, fi, width, va, vc, vcell, cells, integer, mar
         local, present = _sum_rows(keys_all[sel], n_keys)
         rhs = np.asarray(target, dtype=np.float64)[present] - basesum[present]
         rows.add(local, np.arange(nf), 1.0, rhs, rhs)
-        others = np.setdiff1d(np.flatnonzero(np.bincount(keys_all, minlength=n_keys)), present)
+        others = _keys_without(keys_all, n_keys, present)
         return bool(np.all(np.abs(np.asarray(target, dtype=np.float64)[others] - basesum[others]) < 0.5))
 
     ok = True
@@ -773,17 +772,32 @@ def _round_once(task, xstar, base, fi, width, va, vc, vcell, cells, integer, mar
         coef = coef[0] if coef else None
         msum = np.bincount(key, weights=base if coef is None else base * coef, minlength=n_keys)
         local, present = _sum_rows(key[sel], n_keys)
-        rows.add(local, np.arange(nf), 1.0 if coef is None else coef[sel], m_lo[present] - msum[present],
-                 m_hi[present] - msum[present])
-        others = np.setdiff1d(np.flatnonzero(np.bincount(key, minlength=n_keys)), present)
+        others = _keys_without(key, n_keys, present)
         ok &= bool(np.all((m_lo[others] <= msum[others] + 0.5) & (msum[others] <= m_hi[others] + 0.5)))
+        # a key without bounds (a stacked table's spare key, joint_round.py) is no row at all
+        bounded = np.isfinite(m_lo[present]) | np.isfinite(m_hi[present])
+        vals = np.broadcast_to(1.0 if coef is None else coef[sel], (nf,))
+        cols = np.arange(nf)
+        if not bounded.all():
+            keep = bounded[local]
+            local, cols, vals = (np.cumsum(bounded) - 1)[local[keep]], cols[keep], vals[keep]
+            present = present[bounded]
+        rows.add(local, cols, vals, m_lo[present] - msum[present], m_hi[present] - msum[present])
     if not ok:
         return None
     a, lo, hi = rows.matrix(nf)
     frac = xstar[fi] - base[fi]
     if np.all(width == 1.0):
+        from .merge_columns import merge_parallel
+
         cost = 1.0 - 2.0 * frac  # |base + d - x| = frac + d (1 - 2 frac) for d in {0, 1}
-        status, d, _ = _highs(cost, np.zeros(nf), width, a.tocsc(), lo, hi, integer=integer)
+        # columns alike in every row and in cost as one (merge_columns.merge_parallel)
+        a_lp, cost_lp, upper_lp, split = merge_parallel(a.tocsc(), cost)
+        status, d, _ = _highs(cost_lp, np.zeros(cost_lp.size), upper_lp, a_lp.tocsc(), lo, hi, integer=integer)
+        if d is not None and split is not None:
+            if np.any(np.abs(d - np.rint(d)) > _INT_TOL):
+                return None
+            d = split(d)
     else:  # L1 distance with auxiliary variables e >= |base + d - x|
         status, d = _round_wide(frac, width, a, lo, hi)
     if d is None:
@@ -794,6 +808,14 @@ def _round_once(task, xstar, base, fi, width, va, vc, vcell, cells, integer, mar
     counts = base.copy()
     counts[fi] += np.rint(d)
     return counts.astype(np.int64)
+
+
+def _keys_without(keys: np.ndarray, n_keys: int, present: np.ndarray) -> np.ndarray:
+    """The keys (sorted) that some variable has but ``present`` (a subset of them) lacks: the
+    rows left with no free variable, checked on their fixed part alone."""
+    has = np.bincount(keys, minlength=n_keys) > 0
+    has[present] = False
+    return np.flatnonzero(has)
 
 
 def _round_wide(frac, width, a, lo, hi):
