@@ -864,52 +864,7 @@ def _unnested_invariant_problems(spec: ir.Spec, params: dict) -> list:
                        + why(earlier, later, schema), *((q.loc.line, q.loc.column) if q.loc else (None, None)))]
 
 
-def _guarantee_notes(spec: ir.Spec, params: dict) -> list[str]:
-    """What a reviewer needs beside the figure: which records one unit's change covers (a joint
-    table's), what the release repeats exactly (equality targets), which cells no dataset of the
-    domain may fill (structural zeros) and which constraints are post-processing only."""
-    notes = []
-    table = params["table"]
-    for j in _joint(spec, params):
-        notes.append(f"the table '{j['table']}' is measured with the same rho beside '{table}' (its queries are in "
-                     f"the allocation): the budget covers a change of one '{table}' record together with one "
-                     f"'{j['table']}' record, such as a housing unit and the household living in it")
-    for e in _equalities(spec, params):
-        notes.append(f"equal_to '{e['name']}': the release's {' * '.join(e['query'])} equals the public table "
-                     f"'{e['table']}' at every {e['finest']} (and so above it); that table's own budget, if it "
-                     "came from the same people, is not counted here")
-    zeros = [(table, list(_structural_zeros(params, _variables(spec, params), _schema(spec, params).recodes)))]
-    zeros += [(j["table"], list(j["structural_zeros"])) for j in _joint(spec, params)]
-    for name, sets in zeros:
-        if sets:
-            notes.append(f"structural zeros of '{name}': {len(sets)} cell set{'s' if len(sets) > 1 else ''} "
-                         f"({', '.join(sets[:3])}{', ...' if len(sets) > 3 else ''}) held at zero at every level; a "
-                         "dataset with a record in one is refused, so the guarantee covers only datasets without such "
-                         "records")
-    only = _postprocess_only(spec, params).get("postprocess_only")
-    if only:
-        notes.append(f"constraints {', '.join(only)} are not in the least-squares fits: they are enforced after "
-                     "them by moving records (post-processing of the noisy measurements and the invariants: "
-                     "no budget)")
-    return notes
-
-
-def _tied_attributes(spec: ir.Spec, params: dict, joint: list[dict]) -> list[tuple]:
-    """Pairs of attribute names (the mechanism's table's plain, a joint table's as 'TABLE: name')
-    that a cross constraint equates at every unit: the variables under each side's factors."""
-    schemas = {params["table"]: _schema(spec, params), **{j["table"]: j["schema"] for j in joint}}
-
-    def names(side):
-        table, query, _ = side
-        schema = schemas[table]
-        prefix = "" if table == params["table"] else f"{table}: "
-        return [prefix + schema.names[schema._factor(f)[0]] for f in query]
-
-    return [(a, b) for c in _cross_constraints(spec, params, joint)
-            for a in names(c["left"]) for b in names(c["right"])]
-
-
-def _split_levels(spec: ir.Spec, spine: dict) -> list[str]:
+def _aian_split_levels(spec: ir.Spec, spine: dict) -> list[str]:
     """The levels the AIAN spine measures as two parts: its split level down to the finest's
     parent (none without the split)."""
     if "aian" not in spine:
@@ -1241,7 +1196,7 @@ class TopDown(Mechanism):
             out.setdefault("spine", {})["bypass"] = bypass_rows(alloc, _levels(spec), spine["bypass"], labels)
         if "aian" in spine:
             level, column = spine["aian"]
-            split = _split_levels(spec, spine)
+            split = _aian_split_levels(spec, spine)
             out.setdefault("spine", {})["aian"] = {
                 "column": column, "split_levels": split,
                 "geounit_classes": [{"class": f"{part} part", "levels": split,
@@ -1280,7 +1235,7 @@ class TopDown(Mechanism):
         else:
             attributes = attribute_rhos(own, _schema(spec, params), labels)
         out = {"attributes": attributes, "geographies": geography_rhos(alloc, _levels(spec))}
-        across = across_split_rho(alloc, _levels(spec), _split_levels(spec, _spine(spec, params)))
+        across = across_split_rho(alloc, _levels(spec), _aian_split_levels(spec, _spine(spec, params)))
         if across is not None:  # additive: the AIAN spine's parts are measured apart
             out["across_split"] = across
         return out
