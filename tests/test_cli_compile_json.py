@@ -95,3 +95,18 @@ def test_without_json_the_compile_prints_as_before(small_spec, tmp_path):
     result = CliRunner().invoke(main, ["compile", str(small_spec), "-o", str(tmp_path / "release")])
     assert result.exit_code == 0
     assert result.stdout.startswith("mechanism: ") and "wrote " in result.stdout
+
+
+def test_stdout_holds_the_document_alone_when_native_code_prints(tmp_path):
+    """HiGHS prints a banner on file descriptor 1 the first time it runs in a process; a TopDown
+    compile under --json in its own process must still print nothing but the document there."""
+    import subprocess
+    import sys
+
+    spec = os.path.join(os.path.dirname(__file__), os.pardir, "specs", "pl94_units_topdown.dps")
+    run = subprocess.run([sys.executable, "-c", "from dpspec.cli.main import main; main()", "compile", "--json",
+                          "--seed", "1", "-o", str(tmp_path / "out"), spec], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 1, run.stderr  # a known seed is a critical finding; the release is written
+    doc = json.loads(run.stdout)
+    assert doc["command"] == "compile" and doc["mechanism"]["name"] == "topdown"
+    assert "HiGHS" in run.stderr  # the banner went to stderr, not away

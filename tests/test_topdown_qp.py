@@ -199,3 +199,18 @@ def test_highs_solves_a_small_lp_qp_and_milp_handed_over_as_arrays():
     # QP: 1/2 (2 x0^2 + 2 x1^2) - 2 x0 - 4 x1 (the point (1, 2) nearest) on the same rows
     _, x, _ = postprocess._highs(np.array([-2.0, -4.0]), lower, upper, a, lo, hi, hess=np.array([2.0, 2.0]))
     assert x == pytest.approx([1.0, 2.0], abs=1e-6)
+
+
+def test_the_highs_banner_goes_to_stderr_not_into_standard_output():
+    """HiGHS prints a banner on file descriptor 1 at a process's first Highs(); a command's
+    stdout (a --json document, a piped release) must not carry it."""
+    import subprocess
+    import sys
+
+    code = ("from dpspec_topdown import postprocess; import numpy as np, scipy.sparse as sp\n"
+            "postprocess._highs(np.ones(2), np.zeros(2), np.ones(2), sp.csc_matrix(np.ones((1, 2))),"
+            " np.ones(1), np.ones(1))\nprint('done')")
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout == "done\n"
+    assert "HiGHS" in run.stderr

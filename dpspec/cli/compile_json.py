@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sys
 import warnings
 
 REPORT_KINDS = ("html", "markdown", "json", "internal_html", "internal_markdown")
@@ -60,3 +61,30 @@ def shown_warnings(into: list[str]):
         yield into
     finally:
         warnings.showwarning = original
+
+
+@contextlib.contextmanager
+def native_stdout_to_stderr(active: bool):
+    """While active, file descriptor 1 is stderr: what native code writes there during a compile
+    (HiGHS's banner, a JVM, a worker process started meanwhile) cannot come before the JSON
+    document, which is printed after the block, when stdout is itself again. Python's own
+    sys.stdout is left alone (a test harness may have replaced it)."""
+    if not active:
+        yield
+        return
+    try:
+        sys.stdout.flush()
+        saved = os.dup(1)
+    except (OSError, ValueError):  # no file descriptor 1 to keep clean
+        yield
+        return
+    try:
+        os.dup2(2, 1)
+        yield
+    finally:
+        try:
+            sys.stdout.flush()
+        except (OSError, ValueError):
+            pass
+        os.dup2(saved, 1)
+        os.close(saved)

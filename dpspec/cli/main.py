@@ -214,7 +214,7 @@ def _fmt_one(file: str, write: bool, check_only: bool, upgrade: bool) -> bool:
 @friendly
 def compile_cmd(file, outdir, seed, runs, engine_name, spark_master, verify_file=None, max_data=None, as_json=False):
     """Check FILE, run its mechanism on its data, write the release and the reports."""
-    from dpspec.cli.compile_json import REPORT_KINDS, compile_document, shown_warnings
+    from dpspec.cli.compile_json import REPORT_KINDS, compile_document, native_stdout_to_stderr, shown_warnings
     from dpspec.run.compiler import compile_spec
     from dpspec.publish.output import write_result
 
@@ -245,7 +245,7 @@ def compile_cmd(file, outdir, seed, runs, engine_name, spark_master, verify_file
 
         verified = load_for(verify_file, spec)
     click.echo(f"compiling {file} ...", err=True)
-    with claimed_target(outdir, "compile"):  # a second writer into the same folder is refused, not interleaved
+    with claimed_target(outdir, "compile"), native_stdout_to_stderr(as_json):  # one writer per folder
         with reporting(StderrBar()), engine_for(engine_name, spark_master) as engine, data_limit(limit), \
                 shown_warnings(notes):
             result = compile_spec(spec, seed=seed, runs=runs, engine=engine)

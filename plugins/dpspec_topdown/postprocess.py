@@ -21,6 +21,7 @@ import concurrent.futures as cf
 import multiprocessing as mp
 import os
 import resource
+import sys
 import time
 from typing import Callable, Sequence
 
@@ -36,6 +37,28 @@ from .qp import NodeQP, solve_clarabel
 from .wording import counted
 
 _INF = highspy.kHighsInf
+_BANNER_SHOWN = False  # HiGHS prints its banner once per process, at the first Highs()
+
+
+def _new_highs():
+    """A Highs object. The first one a process makes prints HiGHS's banner on file descriptor 1,
+    which would land inside a command's standard output (a --json document, a release piped on):
+    that one is made with descriptor 1 pointing at stderr, where the banner joins the progress."""
+    global _BANNER_SHOWN
+    if _BANNER_SHOWN:
+        return highspy.Highs()
+    _BANNER_SHOWN = True
+    try:
+        sys.stdout.flush()
+        saved = os.dup(1)
+    except (OSError, ValueError):
+        return highspy.Highs()
+    try:
+        os.dup2(2, 1)
+        return highspy.Highs()
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
 _INT_TOL = 1e-6
 _SPARSE_KEYS = 8  # key spaces this many times the variables are numbered by sorting (`_sum_rows`)
 
@@ -149,7 +172,7 @@ def _highs(cost, lower, upper, a: sp.csc_matrix, row_lo, row_hi, hess=None, inte
     ``x`` is None unless the solve is optimal, or (QP only) stopped at its iteration cap with
     a primal feasible iterate.
     """
-    h = highspy.Highs()
+    h = _new_highs()
     h.setOptionValue("output_flag", False)
     h.setOptionValue("random_seed", 0)
     # one thread for every problem: HiGHS starts one thread scheduler per process, with the first
