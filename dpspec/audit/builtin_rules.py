@@ -36,8 +36,7 @@ from dpspec.audit.multiverse import (
     undetermined,
 )
 from dpspec.budget import change_relation, format_number, group
-from dpspec.budget.ledger import upper_limit
-from dpspec.budget.premetrics import format_against
+from dpspec.budget.ledger import achieved_text
 from dpspec.errors import ConversionError, DpspecError
 from dpspec.contract.hookspecs import hookimpl
 
@@ -830,8 +829,7 @@ def bound_not_met(ctx) -> list[Finding]:
         if math.isnan(check.achieved):
             message = f"The declared bound '{check.bound.describe()}' {check.currency}."
         else:
-            achieved = (format_against(check.achieved, upper_limit(check.bound), False) if math.isfinite(check.achieved)
-                        else "no finite budget")
+            achieved = achieved_text(check) if math.isfinite(check.achieved) else "no finite budget"
             message = (f"The declared bound '{check.bound.describe()}' does not hold: the mechanism achieves "
                        f"{achieved} ({check.currency}).")
         findings.append(Finding("bound-not-met", "critical", message,

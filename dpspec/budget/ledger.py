@@ -191,6 +191,18 @@ def upper_limit(bound) -> float | None:
         return None
 
 
+def achieved_text(check) -> str:
+    """A bound check's achieved figure with the digits that put it on the right side of its
+    bound (4.962 against 'rho <= 4.96', never a rounded 4.96 that reads as meeting it); '—' when
+    there is none."""
+    from dpspec.budget.premetrics import format_against
+
+    value = float(check.achieved)
+    if math.isnan(value):
+        return "—"
+    return format_against(value, upper_limit(check.bound), bool(check.holds))
+
+
 def _holds(op: str, achieved: float, limit: float) -> bool:
     if op == "<=":
         return achieved <= limit * (1 + 1e-12)

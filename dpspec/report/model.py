@@ -20,6 +20,7 @@ from dpspec.audit.currency import flavor_spec
 from dpspec.audit.multiverse import granularity, undetermined
 from dpspec.budget import format_number
 from dpspec.budget.conversions import method_words
+from dpspec.budget.ledger import achieved_text
 from dpspec.report.bidi import neutral
 
 
@@ -123,18 +124,6 @@ def _parameter_docs(mech, names: list[str]) -> dict:
     return out
 
 
-def _achieved_text(check) -> str:
-    """The achieved figure with the digits that put it on the right side of its bound (4.962
-    against 'rho <= 4.96', never a rounded 4.96 that reads as meeting it)."""
-    from dpspec.budget.ledger import upper_limit
-    from dpspec.budget.premetrics import format_against
-
-    value = float(check.achieved)
-    if math.isnan(value):
-        return "—"
-    return format_against(value, upper_limit(check.bound), bool(check.holds))
-
-
 def _budget(ctx) -> dict:
     """The budget block; every key is present (None when unknown) so templates stay simple."""
     ledger, stmt = ctx.ledger, ctx.statement
@@ -165,7 +154,7 @@ def _budget(ctx) -> dict:
         "steps": [{"what": s.what, "from": budget_json(s.source), "to": budget_json(s.result), "method": s.method,
                    "method_words": method_words(s.method), "citation": s.citation} for s in ledger.steps],
         "bounds": [{"bound": c.bound.describe(), "limit": _number(c.bound.value), "achieved": _number(c.achieved),
-                    "achieved_text": _achieved_text(c), "holds": bool(c.holds), "currency": c.currency}
+                    "achieved_text": achieved_text(c), "holds": bool(c.holds), "currency": c.currency}
                    for c in ledger.bounds],
         "bounds_hold": bool(ledger.bounds_hold),
     })

@@ -54,23 +54,27 @@ def drop_forced_zeros(problem: NodeQP):
     empty = ~kept_rows
     if np.any(problem.lo[empty] > 0) or np.any(problem.hi[empty] < 0):
         return problem, _identity  # a row no variable can meet: the solver reports it
-    cols, rows = np.flatnonzero(~forced), np.flatnonzero(kept_rows)
+    live = ~forced
+    cols, rows = np.flatnonzero(live), np.flatnonzero(kept_rows)
     reduced = NodeQP(hess=problem.hess[cols], cost=problem.cost[cols], lower=problem.lower[cols],
                      upper=problem.upper[cols], a=a[rows][:, cols].tocsc(), lo=problem.lo[rows],
                      hi=problem.hi[rows], n_x=int(np.count_nonzero(cols < problem.n_x)))
 
-    def expand(x):
-        if x is None:
-            return None
-        out = np.zeros(n)
-        out[cols] = x
-        return out
-
-    return reduced, expand
+    return reduced, lambda x: None if x is None else spread(x, live)
 
 
 def _identity(x):
     return x
+
+
+def spread(x, live):
+    """A solution over the kept variables (``live``: mask of them; None: every one) as one over
+    all of them, the forced ones exactly 0."""
+    if live is None:
+        return x
+    out = np.zeros(live.size)
+    out[live] = x
+    return out
 
 
 def unforced(variables, fixed) -> tuple:

@@ -112,15 +112,6 @@ def _exact(fixed) -> list:
     return [(k, m, v, v) for k, m, v in fixed]
 
 
-def _spread(x, live):
-    """A fit over the kept variables as one over all of them (the forced ones 0)."""
-    if live is None:
-        return x
-    out = np.zeros(live.size)
-    out[live] = x
-    return out
-
-
 def solve_joint_interleaved(task_a, queries_a, task_b, queries_b, cross: Sequence, plan: Sequence[JointOuter],
                             var_a, var_b):
     """(counts_a, counts_b, qp_seconds, round_seconds, used_milp, n_variables): both tables'
@@ -128,7 +119,7 @@ def solve_joint_interleaved(task_a, queries_a, task_b, queries_b, cross: Sequenc
     from dpspec.api import MechanismError
 
     from .decompose import solve_pass
-    from .forced_zeros import unforced
+    from .forced_zeros import spread, unforced
     from .joint import joint_qp
     from .merge_columns import merge_free_duplicates
     from .redundant import cross_implied, drop_implied
@@ -167,8 +158,8 @@ def solve_joint_interleaved(task_a, queries_a, task_b, queries_b, cross: Sequenc
             raise MechanismError(f"joint outer pass {n}: the least-squares fit has no solution that keeps the earlier "
                                  f"outer passes' answers and the cross constraints ({status}; no failsafe in "
                                  "interleaved passes)")
-        xa = _spread(np.maximum(x[:pv_a[1].size], 0.0), live_a)
-        xb = _spread(np.maximum(x[offset:offset + pv_b[1].size], 0.0), live_b)
+        xa = spread(np.maximum(x[:pv_a[1].size], 0.0), live_a)
+        xb = spread(np.maximum(x[offset:offset + pv_b[1].size], 0.0), live_b)
         counts_a, counts_b, sec, used = round_jointly(
             task_a, xa, var_a, task_b, xb, var_b, cross, _exact(fixed_a) + _ranges(o.round_main, vc_a, vcell_a, nc, xa),
             _exact(fixed_b) + _ranges(o.round_joint, vc_b, vcell_b, nc, xb), fail=False)

@@ -71,8 +71,9 @@ class Broken(DataError):
     """Data that break constructs of the spec, named by `constructs` as (kind, *key) tuples:
     ("structural_zeros", table or None, name), ("equal_to", name), ("invariant", level, query),
     ("recode_column", table, column), ("constraints", name), ("cross_constraints", name),
-    ("setting", name), ("level", name) (the level's budget share, else the geography), ("spine", key)
-    (the spine's setting `key`: aian, geography) and ("geography",) (the domain's hierarchy). Raised where the spec is not at hand (the engine); the plugin turns it into
+    ("setting", name), ("level", name) (the level's budget share, else the geography),
+    ("spine", key) (the spine's setting `key`: aian, geography) and ("geography",) (the domain's
+    hierarchy). Raised where the spec is not at hand (the engine); the plugin turns it into
     a DataError that cites where the spec writes each (broken_places.located)."""
 
     def __init__(self, message: str, *constructs: tuple):

@@ -105,11 +105,11 @@ def merge_parallel(a: sp.csc_matrix, cost: np.ndarray):
     position = np.full(n, -1, dtype=np.int64)
     position[cols] = np.arange(cols.size)
     merged = position[rep]  # each column's merged column
-    upper = np.bincount(merged, minlength=cols.size).astype(np.float64)
+    members = np.bincount(merged, minlength=cols.size)
     order = np.argsort(merged, kind="stable")  # members in index order, merged column by merged column
-    rank = np.empty(n, dtype=np.int64)
-    rank[order] = np.arange(n) - np.repeat(np.cumsum(upper.astype(np.int64)) - upper.astype(np.int64),
-                                           upper.astype(np.int64))
+    rank = np.empty(n, dtype=np.int64)  # each column's place among its merged column's members
+    rank[order] = np.arange(n) - np.repeat(np.cumsum(members) - members, members)
+    upper = members.astype(np.float64)
 
     def split(d):
         return (rank < np.rint(d)[merged]).astype(np.float64)

@@ -37,6 +37,8 @@ from .qp import NodeQP, solve_clarabel
 from .wording import counted
 
 _INF = highspy.kHighsInf
+_INT_TOL = 1e-6
+_SPARSE_KEYS = 8  # key spaces this many times the variables are numbered by sorting (`_sum_rows`)
 _BANNER_SHOWN = False  # HiGHS prints its banner once per process, at the first Highs()
 
 
@@ -59,8 +61,6 @@ def _new_highs():
     finally:
         os.dup2(saved, 1)
         os.close(saved)
-_INT_TOL = 1e-6
-_SPARSE_KEYS = 8  # key spaces this many times the variables are numbered by sorting (`_sum_rows`)
 
 
 @attrs.frozen

@@ -31,16 +31,7 @@ from fractions import Fraction
 def attribute_rhos(alloc, schema, labels: dict | None = None) -> list[dict]:
     """One entry per histogram variable: its rho and the (level, query) pairs that spend it,
     each query named by ``labels`` {(level, query): name} when given (as the allocation names it)."""
-    labels = labels or {}
-    out = []
-    for axis, name in enumerate(schema.names):
-        spent, queries = Fraction(0), []
-        for q in alloc.queries:
-            if any(_factor_axis(schema, f) == (axis, True) for f in q.query):
-                spent += q.rho
-                queries.append({"level": q.level, "query": labels.get((q.level, q.query), q.name)})
-        out.append({"attribute": name, "rho": spent, "queries": queries})
-    return out
+    return tied_attribute_rhos([("", alloc, schema, labels)])
 
 
 def tied_attribute_rhos(parts, ties=()) -> list[dict]:
@@ -83,12 +74,18 @@ def _factor_axis(schema, factor: str) -> tuple:
     return axis, groups >= 2
 
 
-def geography_rhos(alloc, levels: list[str]) -> list[dict]:
-    """For each level U above the finest (top-down order given in ``levels``): the rho that
-    protects which finest unit a person is in within their U."""
+def _per_level(alloc, levels: list[str]) -> dict:
+    """{level: the rho its queries spend} (0 for a level without queries)."""
     per_level = {lv: Fraction(0) for lv in levels}
     for q in alloc.queries:
         per_level[q.level] += q.rho
+    return per_level
+
+
+def geography_rhos(alloc, levels: list[str]) -> list[dict]:
+    """For each level U above the finest (top-down order given in ``levels``): the rho that
+    protects which finest unit a person is in within their U."""
+    per_level = _per_level(alloc, levels)
     finest = levels[-1]
     out = []
     for i in range(len(levels) - 2, -1, -1):  # from the finest's parent up to the root
@@ -104,9 +101,7 @@ def across_split_rho(alloc, levels: list[str], split_levels: list[str]) -> dict 
     None on a spine without the split."""
     if not split_levels:
         return None
-    per_level = {lv: Fraction(0) for lv in levels}
-    for q in alloc.queries:
-        per_level[q.level] += q.rho
+    per_level = _per_level(alloc, levels)
     spent = levels[levels.index(split_levels[0]):]
     return {"finest": levels[-1], "split_levels": list(split_levels),
             "levels": [lv for lv in spent if per_level[lv]], "rho": sum((per_level[lv] for lv in spent), Fraction(0))}
