@@ -41,6 +41,9 @@ class ColumnType:
     low: int | None = None
     high: int | None = None
     parent: str | None = None
+    # `category values from "FILE"`: the key file (declared in `public { keys ... }`) listing the
+    # column's values; None: the values are not declared (the column cannot key a release)
+    keys_from: str | None = None
 
 
 @attrs.frozen
@@ -152,6 +155,17 @@ class PublicInfo:
     # how the mechanism conditions on it (seed 2, Section 4): "total" (its release must sum to
     # it) or "base" (it shapes the base measure); None: released elsewhere, not used
     use: str | None = None
+
+
+@attrs.frozen
+class PublicKeys:
+    """A public key file (`public { keys "FILE" released "SOURCE" }`): the declared values of the
+    columns that read it (`values from "FILE"`), published elsewhere (a list of counties, the
+    census blocks), so a release keyed by them reveals nothing about the records."""
+
+    path: str
+    source: str
+    loc: Loc | None = _loc_field()
 
 
 PUFFERFISH_CLASSES = ("independent", "dependence", "arbitrary")
@@ -338,6 +352,7 @@ class Spec:
     data: tuple[DataSource, ...] = ()
     invariants: tuple[CountQuery, ...] = ()
     public: tuple[PublicInfo, ...] = ()
+    public_keys: tuple[PublicKeys, ...] = ()
     pufferfish: Pufferfish | None = None
     unit: Unit | None = None
     premetric: Premetric | None = None

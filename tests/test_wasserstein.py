@@ -178,7 +178,7 @@ def test_post_processing_is_congenial_and_counts_its_contractions():
 SPEC = """spec "small"
 domain d {
   table people unit person {
-    county : category
+    county : {a, b, c}
   }
 }
 data people from "people.csv"
@@ -401,7 +401,7 @@ def test_kng_verify_consistent_and_understated_refuted(tmp_path, mech):
 INFER = """spec "infer"
 domain d {
   table cases unit person {
-    county : category
+    county : {Cameron, Erie}
     died   : bool
   }
 }
@@ -455,7 +455,7 @@ def test_a_prior_base_with_zero_mass_on_the_confidential_counts_is_an_error_at_i
     from dpspec.check.data import load_data
 
     text = SPEC.replace("MECH", "wasserstein_exponential").replace("BASE", "prior\n  period: month\n  prior_offset: 0").replace(
-        "    county : category\n", "    month  : category\n    county : category\n").replace(
+        "    county : {a, b, c}\n", "    month  : {m1, m2}\n    county : {a, b, c}\n").replace(
         'count people released "bulletin" used as total', 'count people by month released "bulletin" used as total\n'
         '  count people by month, county released "last month" used as base')
     csv = "month,county\n" + "\n".join(["m1,a"] * 3 + ["m1,b"] * 2 + ["m2,a"] * 4 + ["m2,c"] * 5) + "\n"

@@ -125,7 +125,7 @@ def test_a_prior_release_carries_the_previous_period_counts_as_its_base_output(t
     from dpspec.publish.output import write_result
 
     text = (SMALL.replace("MECH", "wasserstein_exponential").replace("BASE", "prior\n  period: month")
-            .replace("    county : category\n", "    month  : category\n    county : category\n")
+            .replace("    county : {a, b, c}\n", "    month  : {m1, m2}\n    county : {a, b, c}\n")
             .replace('count people released "bulletin" used as total',
                      'count people by month released "bulletin" used as total\n'
                      '  count people by month, county released "last month" used as base')

@@ -11,6 +11,7 @@ from dpspec import ir
 from dpspec.contract import plugins
 from dpspec.language.diagnostics import unknown
 from dpspec.errors import Diagnostic, SpecError
+from dpspec.check import keys
 from dpspec.check.invariants import determines
 from dpspec.contract.mechanism import Mechanism, resolve_params
 
@@ -218,6 +219,29 @@ class _Checker:
         if t and t.source not in TUNING_SOURCES:
             self.unknown("tuning source", t.source, TUNING_SOURCES, t)
 
+    # ---- declared keys ----
+    def keys(self, mechanism: Mechanism | None, params: dict):
+        """Every key set the release has comes from declared values (`dpspec.check.keys`)."""
+        if self.spec.domain is None:
+            return
+        self.problems.extend(keys.key_file_problems(self.spec))
+        refused = set()
+
+        def refuse(table, columns, why):
+            for c in keys.undeclared(self.spec, table, columns):
+                if (table, c) not in refused:
+                    refused.add((table, c))
+                    self.problems.append(keys.refusal(self.spec, table, c, why))
+
+        for r in self.spec.releases:
+            if r.kind == "count" and r.query is not None and r.query.table in self.tables:
+                refuse(r.query.table, r.query.columns, f"keys the released table '{r.query.describe()}'")
+        if mechanism is None or self.problems:
+            return
+        for name, out in mechanism.output_keys(self.spec, params).items():
+            if not out.records and out.table in self.tables:
+                refuse(out.table, out.columns, f"keys mechanism '{mechanism.name}''s output '{name}'")
+
     # ---- the mechanism ----
     def mechanism(self):
         call = self.spec.mechanism
@@ -271,6 +295,7 @@ def check(spec: ir.Spec) -> CheckedSpec:
     c.budgets()
     mech, params, induced = c.mechanism()
     c.releases(mech)
+    c.keys(mech, params)
     if c.problems:
         raise SpecError(c.problems, spec.path, spec.text)
     return CheckedSpec(spec, mech, params, induced)

@@ -14,6 +14,7 @@ import pandas as pd
 
 from dpspec import ir
 from dpspec.check.arrow_types import check_parquet_types
+from dpspec.check.keys import materialized
 from dpspec.check.limits import check_csv_file, check_csv_stream
 from dpspec.check.sources import (  # noqa: F401 (file_sha256: re-exported)
     file_sha256, is_directory, is_parquet, is_uri, parquet_dataset, read_parquet_directory, source_sha256,
@@ -201,7 +202,7 @@ def _validate_column(col: ir.Column, series: pd.Series, problems: _Problems) -> 
         problems.add(col.name, "values that are not true/false", present & ~is_true & ~is_false, series)
         return pd.Series(is_true, index=series.index) if not col.nullable else pd.Series(np.where(missing, None, is_true), index=series.index, dtype="boolean")
     text = _as_text(series)
-    if ty.kind == "enum":
+    if ty.kind == "enum" or (ty.kind == "category" and ty.values):  # listed, or read from a public key file
         codes = _arrow_codes(text, list(ty.values))
         if codes is not None:  # text read by the CSV parser: codes in one vectorized pass, no object copy
             outside = present & (codes < 0)
@@ -221,7 +222,7 @@ def load_table(spec: ir.Spec, source: ir.DataSource, fingerprints: dict | None =
     """Read and validate one table; the file is only ever opened for reading. With
     `fingerprints` (a dict), a source whose fingerprint came with the read (an uncompressed
     local CSV, hashed by the limit scan) has it stored under its resolved path."""
-    table = spec.domain.table(source.table)
+    table = materialized(spec, spec.domain.table(source.table))
     path = resolve_path(spec, source)
     fmt = "parquet" if is_parquet(path, source.format) else source.format
     frame = _read_raw(path, fmt, table, fingerprints)

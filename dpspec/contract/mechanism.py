@@ -94,6 +94,25 @@ class Release:
     notes: tuple[str, ...] = ()
 
 
+@attrs.frozen
+class OutputKeys:
+    """What one output's rows are keyed by, declared before the run (`Mechanism.output_keys`).
+
+    table, columns: the output has one row per declared combination of these columns of `table`
+    (every cell, empty ones with their noisy values), and no other rows' keys; the compiler
+    builds the declared combinations (`dpspec.api.declared_keys`) and compares. fixed: columns
+    that hold one declared value on every row (the released period). records: the rows are
+    records (microdata, one per unit; how many is an invariant or paid for), not cells, so the
+    output has no key set to compare. An output no `OutputKeys` names is checked by its columns
+    named as the mechanism table's categorical columns (see `dpspec.run.key_check`).
+    """
+
+    table: str
+    columns: tuple[str, ...] = ()
+    fixed: dict = attrs.field(factory=dict, converter=dict)
+    records: bool = False
+
+
 # ---- empirical verification (optional; used by `dpspec verify`) ---------------------------
 
 
@@ -147,6 +166,13 @@ class Mechanism:
     def induced_invariants(self, spec: ir.Spec, params: dict) -> list[ir.CountQuery]:
         """Statistics this mechanism publishes exactly for these parameters."""
         return []
+
+    def output_keys(self, spec: ir.Spec, params: dict) -> dict[str, "OutputKeys"]:
+        """The key set of each output, from declared values only (never from the data): `dpspec
+        check` refuses a keying column whose values are not declared, and the compiler stops a run
+        whose released keys differ from these, publishing nothing. Outputs left out are checked by
+        their categorical columns (`OutputKeys`)."""
+        return {}
 
     def cannot_run(self, spec: ir.Spec, params: dict) -> str | None:
         """Optional: why this mechanism has nothing to run (a budget recorded, not an algorithm).

@@ -18,6 +18,7 @@ import pandas as pd
 from dpspec import ir
 from dpspec.check import data as checks
 from dpspec.check.arrow_types import check_parquet_types
+from dpspec.check.keys import materialized
 from dpspec.check.sources import is_parquet
 from dpspec.engine.base import Engine
 from dpspec.engine.table import EngineTable
@@ -128,7 +129,7 @@ def _profiled(engine: Engine, raw, table: ir.Table, ids: set, spec: ir.Spec | No
 
 def load_engine_table(spec: ir.Spec, source: ir.DataSource, engine: Engine) -> EngineTable:
     """Read a Parquet source on the engine, validate it from aggregates, cast it; see the module doc."""
-    table = spec.domain.table(source.table)
+    table = materialized(spec, spec.domain.table(source.table))
     path = checks.resolve_path(spec, source)
     present = engine.parquet_columns(path)
     missing = [c for c in table.column_names if c not in present]
@@ -155,7 +156,7 @@ def load_engine_table(spec: ir.Spec, source: ir.DataSource, engine: Engine) -> E
             nul = values.str.contains("\x00", regex=False, na=False).to_numpy()
             tally.add(col.name, "values holding NUL bytes (is the file binary or corrupt?)", nul, values)
         typed = checks._validate_column(col, values, tally)
-        if col.type.kind == "enum":
+        if col.type.kind == "enum" or col.type.values:
             categories[col.name] = tuple(col.type.values)
         elif col.type.kind == "category":
             categories[col.name] = tuple(typed.cat.categories)

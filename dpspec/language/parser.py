@@ -173,7 +173,12 @@ class _ToIR(Transformer):
         return ir.Column(str(children[0]), children[1], nullable, _tok_loc(children[0]))
 
     def category_type(self, meta, children):
-        return ir.ColumnType("category", parent=str(children[0]) if children else None)
+        keys = next((c[1] for c in children if isinstance(c, tuple) and c[0] == "keys_from"), None)
+        names = [c for c in children if not isinstance(c, tuple)]
+        return ir.ColumnType("category", parent=str(names[0]) if names else None, keys_from=keys)
+
+    def key_source(self, meta, children):
+        return ("keys_from", _string(children[0]))
 
     def enum_type(self, meta, children):
         return ir.ColumnType("enum", values=tuple(children))
@@ -227,6 +232,9 @@ class _ToIR(Transformer):
         use = children[2] if len(children) > 2 else None
         return ir.PublicInfo(children[0], _string(children[1]), _loc(meta), use)
 
+    def public_keys(self, meta, children):
+        return ir.PublicKeys(_string(children[0]), _string(children[1]), _loc(meta))
+
     def public_use(self, meta, children):
         return str(children[0])
 
@@ -237,7 +245,10 @@ class _ToIR(Transformer):
         return ir.Pufferfish(str(children[0]), tuple(children[1:]), _loc(meta))
 
     def public(self, meta, children):
-        return _Section("public", tuple(children), _loc(meta), many=True)
+        keys = tuple(c for c in children if isinstance(c, ir.PublicKeys))
+        section = _Section("public", tuple(c for c in children if not isinstance(c, ir.PublicKeys)), _loc(meta), many=True)
+        section.extra = {"public_keys": keys}
+        return section
 
     # ---- what ----
     def unit(self, meta, children):
@@ -684,6 +695,8 @@ def _assemble(sections, path, text, comments=()) -> ir.Spec:
             problems.append(Diagnostic(f"a second {_SINGLE[s.field]} section; a spec has exactly one", loc.line, loc.column))
         else:
             fields[s.field] = s.value
+        for field, values in getattr(s, "extra", {}).items():  # a section that fills two fields (public)
+            fields[field] = fields.get(field, ()) + values
     if problems:
         raise SpecError(problems, path, text)
     return ir.Spec(path=path, text=text, comments=comments, **fields)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 
-LANGUAGE_VERSION = "1.0"
+LANGUAGE_VERSION = "1.1"  # 1.1: `category values from "FILE"` and `public { keys "FILE" released ... }`
 UNVERSIONED = "1.0"  # what a file without a version line is written in
 _LINE = re.compile(r"language[ \t]+(\S+)")
 _VERSION = re.compile(r"^(\d+)\.(\d+)$")

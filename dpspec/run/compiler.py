@@ -18,6 +18,7 @@ from randomgen import ChaCha
 from dpspec import ir
 from dpspec.budget import ledger as ledger_mod
 from dpspec.run import progress
+from dpspec.run.key_check import check_release_keys
 from dpspec.check.checker import CheckedSpec, check
 from dpspec.errors import DataError, MechanismError
 from dpspec.ir import spec_sha256
@@ -71,22 +72,43 @@ def make_rng(seed: int | None) -> np.random.Generator:
 FULL_TABLE_CELLS = 1_000_000
 
 
-def count_table(frame: pd.DataFrame, query: ir.CountQuery) -> pd.DataFrame:
+def count_table(frame: pd.DataFrame, query: ir.CountQuery, spec: ir.Spec | None = None) -> pd.DataFrame:
     """The released count table for a query, with a `count` column.
 
-    When every grouping column has a known value set (categorical), the table has every cell,
-    zeros included: its shape then says nothing about the data, and a missing row cannot be
-    mistaken for a suppressed one. Otherwise (integer columns, or more than a million cells) it
-    lists the observed combinations.
+    With the spec, the table has one row per declared cell (`dpspec.check.keys.declared_keys`),
+    zeros included, in declared order: its shape says nothing about the data, and a missing row
+    cannot be mistaken for a suppressed one (the checker refuses a query by undeclared values).
+    Without it (internal figures), every cell of categorical columns, else the observed ones.
     """
     cols = list(query.columns)
     if not cols:
         return pd.DataFrame({"count": [len(frame)]})
+    if spec is not None:
+        return _declared_count_table(frame, query, spec)
     if isinstance(frame, StreamedTable):
         return _streamed_count_table(frame, cols)
     sizes = [len(frame[c].cat.categories) if isinstance(frame[c].dtype, pd.CategoricalDtype) else None for c in cols]
     full = all(s is not None for s in sizes) and int(np.prod(sizes)) <= FULL_TABLE_CELLS
     return frame.groupby(cols, observed=not full, dropna=False).size().rename("count").reset_index()
+
+
+def _declared_count_table(frame, query: ir.CountQuery, spec: ir.Spec) -> pd.DataFrame:
+    from dpspec.check.keys import declared_keys
+
+    cols = list(query.columns)
+    keys = declared_keys(spec, query.table, cols)
+    counts = counted(frame, cols).astype({c: str for c in cols}).set_index(cols)["count"]
+    index = pd.MultiIndex.from_frame(keys) if len(cols) > 1 else pd.Index(keys[cols[0]], name=cols[0])
+    out = keys.copy()
+    out["count"] = counts.reindex(index, fill_value=0).to_numpy(dtype=np.int64)
+    table = spec.domain.table(query.table)
+    for c in cols:  # typed as the domain declares them, as the microdata is
+        kind = table.column(c).type.kind
+        if kind == "int":
+            out[c] = out[c].astype(np.int64)
+        elif kind == "bool":
+            out[c] = out[c] == "True"
+    return out
 
 
 def _streamed_count_table(table: StreamedTable, cols: list) -> pd.DataFrame:
@@ -202,7 +224,7 @@ def published_outputs(spec: ir.Spec, release: Release) -> dict:
             if q.table not in release.outputs:
                 raise MechanismError(f"the spec releases '{q.describe()}', but the mechanism produced no {q.table} microdata to tabulate")
             name = "count_" + "_".join([q.table, *q.columns])
-            out[name] = count_table(release.outputs[q.table], q)
+            out[name] = count_table(release.outputs[q.table], q, spec)
     return out
 
 
@@ -252,12 +274,14 @@ def compile_spec(spec: ir.Spec, data: dict | None = None, seed: int | None = Non
         release = run_mechanism(mech, spec, params, data, rng, EngineRun(chosen, run_key))
         timings["run"] = time.perf_counter() - t0
         verify_invariants(checked.induced, data, release.outputs)
+        check_release_keys(spec, mech, params, release.outputs)
         published = published_outputs(spec, release)
         releases = [release]
         for i in range(runs - 1):
             progress.report("repeated runs", i + 1, runs - 1)
             r = run_mechanism(mech, spec, params, data, rng, EngineRun(chosen, derive_run_key(run_key, ("repeat", i + 1))))
             verify_invariants(checked.induced, data, r.outputs)
+            check_release_keys(spec, mech, params, r.outputs)
             releases.append(r)
         if chosen is not engine:  # outputs read from an engine this call stops are read now
             published = _detach(published)

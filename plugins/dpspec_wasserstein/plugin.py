@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-from dpspec.api import (BudgetStatement, DataError, Diagnostic, Mechanism, MechanismError, NativeFlavor, ParamSpec, ParameterSchema,
-                        PublicCondition, PureDP, Release, SpecError, hookimpl, ir, pufferfish)
+from dpspec.api import (BudgetStatement, Diagnostic, Mechanism, MechanismError, NativeFlavor, OutputKeys, ParamSpec,
+                        ParameterSchema, PublicCondition, PureDP, Release, SpecError, declared_values, hookimpl, ir, pufferfish)
 
 BASES = ("naive", "congenial", "prior")
 
@@ -40,7 +40,7 @@ class _CountRelease(Mechanism):
     def flavor(self, spec, params):
         return NativeFlavor(params["table"], spec.unit.relation if spec.unit else "symdiff", "pure")
 
-    def check(self, spec, params):
+    def _check_common(self, spec, params):
         problems = []
         table = spec.domain.table(params["table"])
         for name in ("cell", "period", "outcome"):
@@ -186,6 +186,54 @@ class _CountRelease(Mechanism):
         moved = self._total_in_z(spec, params) and spec.pufferfish is None and (spec.unit is None or spec.unit.relation == "symdiff")
         return [NeighbourPair(label, left, right, params=mini, batch=batch, distance=2 if moved else 1)]
 
+    # ---- declared keys ----
+    def periods(self, spec, params) -> list[str]:
+        """The declared periods, in declared order (the previous period is the one declared before)."""
+        return [str(v) for v in declared_values(spec, params["table"], params["period"]) or ()]
+
+    def release_period(self, spec, params) -> str | None:
+        """The released period: the parameter, else the last declared one (never the data's last)."""
+        if not params.get("period"):
+            return None
+        periods = self.periods(spec, params)
+        label = params.get("release_period") or (periods[-1] if periods else None)
+        if periods and label not in periods:
+            line, col = self._at(spec, "release_period")
+            raise SpecError([Diagnostic(f"release_period '{label}' is not a declared value of '{params['period']}' "
+                                        f"({', '.join(periods)})", line, col)], spec.path, spec.text)
+        return label
+
+    def output_keys(self, spec, params):
+        """One row per declared cell, for the declared release period; the total's one row."""
+        table, period = params["table"], params.get("period")
+        fixed = {period: self.release_period(spec, params)} if period and self.periods(spec, params) else {}
+        out = {"counts": OutputKeys(table, (params["cell"],), fixed),
+               "total": OutputKeys(table, (), {k: v for k, v in fixed.items() if k in self._total_columns(spec)})}
+        if "base" in self.outputs:
+            has_previous = bool(fixed) and self.periods(spec, params).index(fixed[period]) > 0
+            out["base"] = OutputKeys(table, (params["cell"],) if has_previous else ())
+        return out
+
+    def _total_columns(self, spec) -> tuple:
+        z = _public_use(spec, "total")
+        return z.query.columns if z is not None else ()
+
+    def check(self, spec, params):
+        problems = self._check_common(spec, params)
+        col = spec.domain.table(params["table"]).column(params["period"]) if params.get("period") else None
+        if problems or col is None:
+            return problems
+        if col.type.kind == "category" and not col.type.keys_from:
+            at = (col.loc.line, col.loc.column) if col.loc else (None, None)
+            return [Diagnostic(f"the period column '{col.name}' has no declared values: which period is released, and "
+                               "which one came before it, must not be read from the data", *at,
+                               hint=f"declare the periods in order: '{col.name} : {{\"2020-03\", \"2020-04\"}}'")]
+        try:
+            self.release_period(spec, params)
+        except SpecError as e:
+            problems.extend(e.diagnostics)
+        return problems
+
     # ---- data ----
     def prepare(self, spec, params, data):
         """(cells, counts, outcome counts or None, total, previous counts or None, period label)."""
@@ -194,14 +242,12 @@ class _CountRelease(Mechanism):
 
         frame = data[params["table"]]
         cell = frame[params["cell"]].astype(str)
-        cells = np.array(sorted(cell.unique()))
+        cells = np.array([str(v) for v in declared_values(spec, params["table"], params["cell"])])  # declared, never found
         period_label, previous = None, None
         mask = np.ones(len(frame), dtype=bool)
         if params.get("period"):
-            periods = sorted(frame[params["period"]].astype(str).unique())
-            period_label = params.get("release_period") or periods[-1]
-            if period_label not in periods:
-                raise DataError(f"release_period '{period_label}' is not a period of the data ({', '.join(periods)})")
+            periods = self.periods(spec, params)
+            period_label = self.release_period(spec, params)
             per = frame[params["period"]].astype(str).to_numpy()
             mask = per == period_label
             i = periods.index(period_label)
