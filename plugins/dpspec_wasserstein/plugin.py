@@ -16,6 +16,13 @@ from dpspec.api import (BudgetStatement, Diagnostic, Mechanism, MechanismError, 
                         ParameterSchema, PublicCondition, PureDP, Release, SpecError, declared_values, hookimpl, ir, pufferfish)
 
 BASES = ("naive", "congenial", "prior")
+# why the counts' and outcome counts' budgets add up: not Lemma 6 (the outcome's draw reads the
+# released counts), but adaptive composition over one coupling of both (docs/guides/z-pufferfish.md)
+COUNTS_AND_OUTCOME = (
+    "counts and outcome counts add up by adaptive composition, not by Lemma 6: the outcome's draw reads the "
+    "released counts (its base measure is 0..count), so the two are not conditionally independent given the data; "
+    "given any released counts, the outcome's draw is an exponential mechanism of the outcome counts at its rate, "
+    "and one coupling moves each differing unit with its outcome, so the two losses add pair by pair")
 
 
 def _public_use(spec, use: str):
@@ -121,7 +128,7 @@ class _CountRelease(Mechanism):
                     sens["counts"].get("certified") is False else "") + ")"]
         if eps_o is not None:
             total += eps_o * Fraction(sens["outcome"]["wasserstein"]) / Fraction(used["outcome"])
-            notes.append("counts and outcome counts compose by Lemma 6: " + pufferfish.CONDITIONAL_INDEPENDENCE)
+            notes.append(COUNTS_AND_OUTCOME)
         if used["counts"] < sens["counts"]["wasserstein"]:
             notes.append(f"the mechanism uses sensitivity {ir.format_number(used['counts'])}, below the class's "
                          f"{ir.format_number(Fraction(sens['counts']['wasserstein']))}: its budget grows in proportion")
@@ -140,7 +147,9 @@ class _CountRelease(Mechanism):
         return {"pufferfish": {"guarantee": "epsilon-Z-Pufferfish (seed 2, Definition 3)",
                                "Z": [{"statistic": p.query.describe(), "released": p.source, "used_as": p.use} for p in spec.public],
                                "secrets": "each unit's presence and record (the spec's unit)",
-                               "sensitivity": jsonable, "composition": pufferfish.CONDITIONAL_INDEPENDENCE}}
+                               "sensitivity": jsonable,
+                               "composition": COUNTS_AND_OUTCOME if params.get("outcome") is not None
+                               else pufferfish.CONDITIONAL_INDEPENDENCE}}
 
     def neighbours(self, spec, params):
         """Two miniature datasets the guarantee compares, on three cells.
