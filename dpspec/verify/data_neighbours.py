@@ -162,7 +162,7 @@ class _Builder:
             if i % 2:
                 return self._remove(row, "remove a random record")
             return self._add(row, None, "add a copy of a random record")
-        if len(self.declared) > 1:
+        if len(self.declared) > 1 and i % 2 == 0:
             here = tuple(self.text.iloc[row])
             target = here
             while target == here:
@@ -224,7 +224,9 @@ class _Builder:
             new.index = [row]
             changed = self._set(new, cell)
         for c in new.columns:
-            frame[c] = _assign(frame[c], row, new.iat[0, new.columns.get_loc(c)])
+            value = new.iat[0, new.columns.get_loc(c)]
+            if str(value) != str(frame.at[row, c]):
+                frame[c] = _assign(frame[c], row, value)
         return DataNeighbour(label, "changed", row, changed or None, self._with(frame), steps)
 
     def _set(self, new: pd.DataFrame, cell: tuple) -> dict:
@@ -257,7 +259,7 @@ def _typed(col: ir.Column, text: str):
 def _assign(series: pd.Series, row, value) -> pd.Series:
     """series with `value` at `row`, a categorical widened when the value is not among its categories."""
     series = series.copy()
-    if isinstance(series.dtype, pd.CategoricalDtype) and value not in series.cat.categories:
+    if isinstance(series.dtype, pd.CategoricalDtype) and not pd.isna(value) and value not in series.cat.categories:
         series = series.cat.add_categories([value])
     series.loc[row] = value
     return series

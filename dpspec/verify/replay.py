@@ -329,7 +329,8 @@ def _native_budget(mech, spec, params, data) -> dict | None:
         values = statement.actual.params()
     except Exception:  # noqa: BLE001 - the budget is shown for information only
         return None
-    return {"premetric": statement.kind, **{k: _n(v) for k, v in values.items() if isinstance(v, (int, float, Fraction))}}
+    return {"premetric": statement.kind, **{k: ("inf" if math.isinf(float(v)) else _n(v)) for k, v in values.items()
+                                            if isinstance(v, (int, float, Fraction))}}
 
 
 def _add(findings: list, explained: list, after_adaptive: bool, finding: Finding) -> None:
