@@ -17,7 +17,6 @@ import numpy as np
 import pandas as pd
 
 from dpspec import ir
-from dpspec.errors import DpspecError
 from dpspec.run import measurements as recorder
 from dpspec.verify.data_neighbours import DataNeighbour, neighbours as data_neighbours
 from dpspec.verify.miniature import VerifyError, same_universe, universe_queries
@@ -123,7 +122,7 @@ def _run(mech, spec, params, data, seed: int, engine) -> Run:
             release = run_mechanism(mech, spec, params, data, make_rng(seed), EngineRun(engine, new_run_key(seed)))
             published = published_outputs(spec, release)
             structure = {name: _structure(spec, mech, params, name, out) for name, out in published.items()}
-        except (DpspecError, Exception) as exc:  # noqa: BLE001 - a plugin's failure is what the replay reports
+        except Exception as exc:  # noqa: BLE001 - a plugin's failure (or a refusal in words) is what the replay reports
             return Run({}, frozenset(), {}, f"{type(exc).__name__}: {exc}")
     return Run(_merge(rec.measurements), frozenset(rec.adaptive_outputs), structure)
 
