@@ -30,6 +30,7 @@ PINS = {
     ("inference", "1.0"): "b22f4adb2da6e28489d1ba8712ae9831a31c4dc43ffeb9c98c08619b6c1f3cba",
     ("manifest", "1.0"): "60a4043326971b7ea05f96236ecb275960a62f2e74602bfa59515bf5eff00e67",
     ("plugins", "1.0"): "444c28f1d7c8fdb2c0c98bcb44a67e74d3b822a1b53b2c1c7c3b65b42bd32f22",
+    ("replay", "1.0"): "71591ed1e542e18918ab2f805ca25e84e9db91904f64bbc9a52a581a8769c464",
     ("report", "1.0"): "d7efad7b3bc966f327fa9725370443e2ad7fbd89632f1753ef604870c87f0d5d",
     ("spec", "1.0"): "18caf31409a8efb790eb4a2abf9a647765d41ddb4f4c4a9f10ea16824df327a0",
     ("verification", "1.0"): "31b7e507cfcbb423bfa67ed74c5dfe593e61e8759aa53e90066929c0fd2903d7",

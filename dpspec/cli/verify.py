@@ -20,20 +20,47 @@ from dpspec.cli.errors import friendly
 @click.option("--confidence", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=0.95,
               show_default=True, help="Confidence of the lower bound.")
 @click.option("--json", "as_json", is_flag=True, help="The result as JSON (for `audit`/`compile --verify FILE`).")
+@click.option("--replay", is_flag=True, help="Replay the mechanism on the spec's data and neighbours of it, and report "
+              "differences in what it measures and releases (exit 0 clean, 1 findings).")
+@click.option("--neighbours", type=click.IntRange(1, 1000), default=None,
+              help="With --replay: how many neighbouring datasets (default 6).")
+@click.option("--sample", type=click.IntRange(2, None), default=None,
+              help="With --replay: a seeded sample of this many records of a one-table spec, for big data.")
 @friendly
-def verify_cmd(file, runs, seed, confidence, as_json):
-    """Test FILE's mechanism empirically against its claimed budget (exit 0 consistent, 1 refuted, 4 inconclusive)."""
+def verify_cmd(file, runs, seed, confidence, as_json, replay, neighbours, sample):
+    """Test FILE's mechanism empirically against its claimed budget (exit 0 consistent, 1 refuted, 4 inconclusive),
+    or, with --replay, replay it on neighbouring datasets (exit 0 clean, 1 findings)."""
     from dpspec.language.parser import parse, read_source
     from dpspec.run.progress import StderrBar, reporting
     from dpspec.verify import DEFAULT_RUNS, verify
 
     spec = parse(read_source(file), file)
+    if not replay and (neighbours is not None or sample is not None):
+        raise click.UsageError("--neighbours and --sample go with --replay")
+    if replay:
+        _replay(spec, neighbours, seed, sample, as_json, runs)
+        return
     with reporting(StderrBar()):
         result = verify(spec, runs=runs or DEFAULT_RUNS, seed=seed, confidence=confidence)
     if as_json:
         from dpspec.schemas import versioned
 
         click.echo(json.dumps(versioned("verification", result.to_json()), indent=2))
+    else:
+        click.echo(result.text())
+    sys.exit(result.exit_code)
+
+
+def _replay(spec, neighbours, seed, sample, as_json, runs):
+    from dpspec.verify.replay import DEFAULT_NEIGHBOURS, replay
+
+    if runs is not None:
+        raise click.UsageError("--runs is for the empirical test; a replay runs the mechanism once per dataset")
+    result = replay(spec, neighbours=neighbours or DEFAULT_NEIGHBOURS, seed=0 if seed is None else seed, sample=sample)
+    if as_json:
+        from dpspec.schemas import versioned
+
+        click.echo(json.dumps(versioned("replay", result.to_json()), indent=2))
     else:
         click.echo(result.text())
     sys.exit(result.exit_code)

@@ -26,6 +26,7 @@ FORMAT_VERSIONS = {
     "report": "1.0",        # report.json of compile and audit
     "error": "1.0",         # what every --json command prints on stdout when it fails
     "compile": "1.0",       # dpspec compile --json (what a compile wrote, its budget, warnings)
+    "replay": "1.0",        # dpspec verify --replay --json (differences between neighbours' runs)
 }
 # documents that are lists: a list has no room for a key, so each item carries the version
 LISTS = {"findings", "plugins"}

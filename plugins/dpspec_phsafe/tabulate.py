@@ -9,7 +9,7 @@ from fractions import Fraction
 import numpy as np
 import pandas as pd
 
-from dpspec.api import DataError, KeyColumns, keyed_discrete_gaussian, shown
+from dpspec.api import DataError, KeyColumns, keyed_discrete_gaussian, record_measurement, shown
 
 from .design import PERSON_COLUMNS, TABLES, UNIT_COLUMNS, Design
 
@@ -196,6 +196,8 @@ def measure(design: Design, rec: Records, run_key: int) -> pd.DataFrame:
                           (pd.Categorical.from_codes(region, categories=region_ids),
                            pd.Categorical.from_codes(code, categories=list(codes)),
                            pd.Categorical.from_codes(cell, categories=[str(c) for c in cells])))
+        record_measurement(f"{m.table}/{m.geography}/{m.level}", truth, "discrete_gaussian", sigma2,
+                           sensitivity=design.sensitivity(m.table), keys=lambda: (np.asarray(region_ids)[region], code, cell))
         noisy = truth + keyed_discrete_gaussian(sigma2, run_key, keys, 1)
         frames.append(pd.DataFrame({
             "table": m.table, "region_type": m.geography.upper(),

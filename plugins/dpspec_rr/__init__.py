@@ -118,11 +118,13 @@ class RandomizedResponse(Mechanism):
         import numpy as np  # lazily: `dpspec check` and `--help` must not pay for numpy or pandas
         import pandas as pd
 
-        from dpspec.api import bernoulli
+        from dpspec.api import bernoulli, record_measurement
 
         frame = data[params["table"]]
         values = frame[params["column"]]
         truth = (values == self._positive(spec, params)).to_numpy(dtype=bool)
+        record_measurement("units", len(truth), "none")  # the invariant `count TABLE`: one answer per unit
+        record_measurement("answers", truth, "randomized_response", params["p"], sensitivity=1, norm="l1")
         keep = bernoulli(params["p"], len(truth), rng)
         reported = np.where(keep, truth, ~truth)
         col = self._column(spec, params)

@@ -13,7 +13,7 @@ from fractions import Fraction
 
 from dpspec.api import (
     DataError, Diagnostic, Mechanism, NativeFlavor, ParamSpec, ParameterSchema, Release, SpecError, ir,
-    require_regular,
+    record_adaptive_outputs, require_regular,
 )
 
 from . import design as design_mod
@@ -279,6 +279,8 @@ class SafeTab(Mechanism):
                         _variables(spec, params, design), source)
         outcome = run_design(design, inputs, table, rng, self._public_totals(spec, params), noise=self.noise_sigma2,
                              engine=engine, keep_truths=keep_truths)
+        if design.two_stage or design.suppression is not None:  # rows follow noisy totals: detail chosen, suppressed
+            record_adaptive_outputs("counts")
         facts = {"design": [{**f, "rho": ir.format_number(f["rho"]),
                              "sigma2": {k: float(v) for k, v in f["sigma2"].items()}} for f in outcome.facts],
                  "fanout": outcome.fanouts, "two_stage": design.two_stage,

@@ -17,7 +17,7 @@ import attrs
 import numpy as np
 import pandas as pd
 
-from dpspec.api import DataError, KeyColumns
+from dpspec.api import DataError, KeyColumns, record_measurement
 
 from .combinations import Origin, combinations, rows_text, text_codes, through
 from .design import ROOT, Design, sigma2
@@ -231,6 +231,8 @@ def _measure(plan, t: int, td, cell, geo: str, region, group, weight, codes, var
         keys = KeyColumns((NOISE_STREAM, td.name, geo, cell.level),
                           (pd.Categorical.from_codes(flat // n_groups, dtype=geocode_type),
                            pd.Categorical.from_codes(flat % n_groups, dtype=group_type)), (stage,))
+        record_measurement(f"{td.name}/{geo}/level {cell.level}/{stage}", true, "discrete_gaussian", s2, sensitivity=k ** 0.5,
+                           adaptive=stage == "stage 1", keys=lambda: _cell_keys(codes, flat, n_groups, np.shape(true)))
         return add_keyed_noise(true, s2, run_key, keys)
 
     truth = group_counts(region, group, n_regions, n_groups, weight)
@@ -283,6 +285,14 @@ def _measure(plan, t: int, td, cell, geo: str, region, group, weight, codes, var
                     noisy.reshape(len(keys), sizes[0], -1).sum(axis=2).reshape(-1),
                     true.reshape(len(keys), sizes[0], -1).sum(axis=2).reshape(-1), None)
     return out
+
+
+def _cell_keys(codes, flat, n_groups: int, shape) -> tuple:
+    """(geocode, group[, cell]) of each measured count, for `dpspec verify --replay`."""
+    cells = int(np.prod(shape[1:])) if len(shape) > 1 else 1
+    flat = np.repeat(np.asarray(flat), cells)
+    columns = (np.asarray(codes, dtype=object)[flat // n_groups], flat % n_groups)
+    return (*columns, np.tile(np.arange(cells), len(flat) // cells)) if len(shape) > 1 else columns
 
 
 def summarize_errors(errors_over_runs: list[list[dict]]) -> list[dict]:

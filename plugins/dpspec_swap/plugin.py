@@ -200,6 +200,7 @@ class PermutationSwapping(Mechanism):
             # engine: carry_along joins in this process, so that one is read here too.
             data = {name: engine.to_pandas(t).astype({c: t.dtype(c) for c in t.columns}) if isinstance(t, EngineTable)
                     else t for name, t in data.items()}
+        self._record_invariants(spec, params, df)
         # On an engine (what `compile` gives): one unit per stratum with its own keyed stream, so
         # every engine releases the same bytes; without one (older callers), the batched draw.
         result = (swap_records_on(engine, df, match, swap, params["rate"]) if engine is not None
@@ -220,6 +221,20 @@ class PermutationSwapping(Mechanism):
         internal = {**accuracy.summarize(params["rate"], [run]), "run": run}
         return Release(outputs=outputs, facts={"swap_table": table.name}, internal=internal,
                        notes=carried_notes(table, outputs))
+
+    def _record_invariants(self, spec, params, df) -> None:
+        """What `dpspec verify --replay` reads. Swapping adds no noise: its protection is the uniform
+        derangement within strata whose counts it publishes exactly, so what it measures is those
+        invariants (kind "none": a neighbour in the same universe must leave them unchanged)."""
+        from dpspec.api import record_measurement, recording_now
+
+        if not recording_now():  # counting costs a pass over the records: only when a replay reads it
+            return
+        for q in self.induced_invariants(spec, params):
+            if q.table == swap_table(spec, params).name and q.columns:
+                counts = df.groupby(list(q.columns), observed=True).size()
+                record_measurement(q.describe(), counts.to_numpy(), "none",
+                                   keys=[counts.index.get_level_values(i) for i in range(counts.index.nlevels)])
 
     def _run_on_engine(self, spec, params, df, engine, data) -> Release:
         """The PSA on an engine-held table (`on_engine`): the release is streamed from the engine;

@@ -747,7 +747,8 @@ def _level_tasks(k, prev, hier, schema, alloc, noisy, conf, inv, protected, run_
         else:
             measured, noise = (), NodeNoise(run_key, (names[k], _code(parent_codes, p)),
                                             tuple(qb.sigma2 for qb in level_queries), conf[k][a:b],
-                                            cls, classes[1] if classes is not None else None)
+                                            cls, classes[1] if classes is not None else None,
+                                            tuple(qb.sensitivity2 for qb in level_queries))
         scale = None
         if cls is not None:  # weights follow each child's budget: 0 for a bypassed child
             ratio = np.array([float(r) for r in classes[2]])

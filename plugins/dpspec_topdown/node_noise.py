@@ -31,7 +31,7 @@ import attrs
 import numpy as np
 import scipy.sparse as sp
 
-from dpspec.api import KeyColumns, discrete_gaussian, keyed_discrete_gaussian, keyed_rng, stream_position
+from dpspec.api import KeyColumns, discrete_gaussian, keyed_discrete_gaussian, keyed_rng, record_measurement, stream_position
 
 STAGE = "topdown noise"  # the stream's stage name; with (level, parent code) it keys one node's stream
 CELL_STAGE = "topdown cell noise"  # with (level, parent code, query, child, group): one answer's stream
@@ -63,6 +63,7 @@ class NodeNoise:
     # class (class 0's is `sigma2`); None when every child spends the level's share
     classes: np.ndarray | None = None
     class_sigma2: tuple | None = None  # per query: {class: sigma²}
+    sensitivity2: tuple | None = None  # per query: its squared L2 sensitivity s² (for `dpspec verify --replay`)
 
 
 def group_sums(hist: sp.spmatrix, groups: np.ndarray, n_groups: int) -> np.ndarray:
@@ -82,10 +83,13 @@ def draw_node_noise(noise: NodeNoise, queries: Sequence) -> tuple[tuple, np.ndar
     answers, positions = [], []
     for j, (q, sigma2) in enumerate(zip(queries, noise.sigma2, strict=True)):
         positions.append(stream_position(rng))
-        if keyed(q.n_groups):  # drawn on demand, from the answers' own streams: not from `rng`
+        if keyed(q.n_groups):  # drawn on demand, from the answers' own streams: not from `rng`; a replay does not
+            # record them (which answers are drawn follows the parent's nonzero cells, as the module doc says)
             answers.append(KeyedAnswers.build(noise, j, q))
             continue
         y = group_sums(noise.truth, q.groups, q.n_groups)
+        record_measurement(f"{noise.key[0]}/{noise.key[1]}/{q.name}", y, "discrete_gaussian", sigma2,
+                           sensitivity=None if noise.sensitivity2 is None else noise.sensitivity2[j] ** 0.5)
         if noise.classes is None:
             y += discrete_gaussian(sigma2, y.shape, rng)
         else:

@@ -13,7 +13,8 @@ from __future__ import annotations
 from fractions import Fraction
 
 from dpspec.api import (BudgetStatement, Diagnostic, Mechanism, MechanismError, NativeFlavor, OutputKeys, ParamSpec,
-                        ParameterSchema, PublicCondition, PureDP, Release, SpecError, declared_values, hookimpl, ir, pufferfish)
+                        ParameterSchema, PublicCondition, PureDP, Release, SpecError, declared_values, hookimpl, ir, pufferfish,
+                        record_measurement)
 
 BASES = ("naive", "congenial", "prior")
 # why the counts' and outcome counts' budgets add up: not Lemma 6 (the outcome's draw reads the
@@ -382,6 +383,7 @@ class WassersteinExponential(_CountRelease):
     def run(self, spec, params, data, rng):
         cells, counts, outcome, total, previous, period = self.prepare(spec, params, data)
         self.zero_mass(spec, params, cells, counts, previous)
+        self.record(spec, params, counts, outcome, total, previous)
         y, z, info = self.draw(spec, params, counts, outcome, total, previous, rng)
         frame = self._frame(params, cells, period, y[0], None if z is None else z[0])
         # the previous period's counts (no period column: they are not the released period's)
@@ -390,6 +392,19 @@ class WassersteinExponential(_CountRelease):
         return Release(outputs={"counts": frame, "total": self._total_frame(spec, params, period, total), "base": base},
                        facts={"total": total, "period": period, "sampler": info},
                        internal={"counts": counts, "outcome": outcome})
+
+    def record(self, spec, params, counts, outcome, total, previous):
+        """What `dpspec verify --replay` reads: the loss ||y - c||_1 moves by ||c - c'||_1, so the
+        count vectors are the scores, at rate r per unit of loss; the total (Z) and the previous
+        period's counts (the base, Z) are released exactly."""
+        r_c, r_o = self.rates(spec, params)
+        used = self._used_sensitivity(spec, params, self.sensitivities(spec, params))
+        record_measurement("total", total, "none")
+        if previous is not None:
+            record_measurement("base", previous, "none")
+        record_measurement("counts", counts, "exponential", r_c, sensitivity=used["counts"], norm="l1")
+        if outcome is not None:
+            record_measurement("outcome", outcome, "exponential", r_o, sensitivity=used["outcome"], norm="l1")
 
     def _neighbour_draws(self, spec, params, counts, outcome, total, rng, n):
         """n releases (counts, outcome counts or None) without a period, one row each, for `neighbours`."""
@@ -471,9 +486,13 @@ class NoisyPostprocessed(_CountRelease):
         from .postprocess import two_stage
 
         scales = self.noise_scales(spec, params)
+        used = self._used_sensitivity(spec, params, self.sensitivities(spec, params))
+        record_measurement("total", total, "none")  # the post-processing makes the counts sum to it (Z)
+        record_measurement("counts", counts, "discrete_laplace", scales["counts"], sensitivity=used["counts"], norm="l1")
         noisy_c = counts + discrete_laplace(scales["counts"], draws * len(counts), rng).reshape(draws, -1)
         noisy_o = None
         if outcome is not None:
+            record_measurement("outcome", outcome, "discrete_laplace", scales["outcome"], sensitivity=used["outcome"], norm="l1")
             noisy_o = outcome + discrete_laplace(scales["outcome"], draws * len(counts), rng).reshape(draws, -1)
         cases, deaths, flags = two_stage(noisy_c, noisy_o, total)
         return cases, deaths, flags
