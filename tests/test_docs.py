@@ -1,16 +1,13 @@
 """The documentation: the site builds strictly, and every example in it runs as shown.
 
-Conventions (docs/**/*.md, README.md): a ```dps fence is a complete spec that `dpspec check`
-accepts, unless the fence says `dps no-check`; in a ```console fence each `$ ` line is a command
-run from the repository root that exits 0, or N when the line ends with `  # exit N`. `dpspec`
-(or `.venv/bin/dpspec`) commands run in this process through click, all in one process (fast);
-other commands run in a shell.
+Conventions (docs/**/*.md, README.md; docs/writing-docs.md): a ```dps fence is a complete spec
+that `dpspec check` accepts, unless the fence says `dps no-check`, and every fence that parses
+is in `dpspec fmt`'s canonical form. The ```console fences are run by tests/test_docs_commands.py.
 """
 from __future__ import annotations
 
 import os
 import re
-import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -87,18 +84,35 @@ def test_dps_examples_check(body, options, tmp_path):
     check(parse(body, str(path)))
 
 
-@pytest.mark.parametrize("command, code", list(console_commands()))
-def test_console_examples_exit_as_shown(command, code, monkeypatch):
-    monkeypatch.chdir(ROOT)
-    words = shlex.split(command)
-    if words[0] in ("dpspec", ".venv/bin/dpspec"):
-        from dpspec.cli.main import main
+# The language reference is edited on another branch; its examples are aligned for reading (comments
+# in a column, one-line blocks) and await dpspec fmt's layout there.
+NOT_YET_FORMATTED = {"docs/language/reference.md"}
 
-        result = CliRunner().invoke(main, words[1:], catch_exceptions=False)
-        assert result.exit_code == code, f"{command}: exit {result.exit_code}\n{result.output}"
-    else:
-        proc = subprocess.run(command, shell=True, cwd=ROOT, capture_output=True, text=True, timeout=60)
-        assert proc.returncode == code, f"{command}: exit {proc.returncode}\n{proc.stdout}{proc.stderr}"
+
+def _fmt_params():
+    for param in fences("dps"):
+        page = param.id.rsplit(":", 1)[0]
+        marks = [pytest.mark.xfail(reason=f"{page} is not yet in dpspec fmt's layout")] \
+            if page in NOT_YET_FORMATTED else []
+        yield pytest.param(*param.values, id=param.id, marks=marks)
+
+
+@pytest.mark.parametrize("body, options", list(_fmt_params()))
+def test_dps_examples_pass_fmt_check(body, options, tmp_path):
+    """`dpspec fmt --check` on every fence that parses; a fragment that does not is `no-check`."""
+    from dpspec.cli.main import main
+    from dpspec.errors import SpecError
+    from dpspec.language.parser import parse
+
+    try:
+        parse(body)
+    except SpecError:
+        assert "no-check" in options, "a ```dps fence that does not parse must say no-check"
+        return
+    path = tmp_path / "example.dps"
+    path.write_text(body, encoding="utf-8")
+    result = CliRunner().invoke(main, ["fmt", "--check", str(path)])
+    assert result.exit_code == 0, result.output
 
 
 def test_fence_conventions_are_found():

@@ -86,6 +86,9 @@ def test_initialize_announces_the_features(client):
         assert _heavy_libraries(client.proc.pid) == []
         doc = _Doc(client, open(LARGEST).read(), LARGEST)
         assert doc.diagnostics == [] and _heavy_libraries(client.proc.pid) == []
+        # nor does reading a zCDP budget line in plain words (the first hover a person makes)
+        assert "an attacker's belief" in doc.ask("textDocument/hover", "budget rho", 2)["contents"]["value"]
+        assert _heavy_libraries(client.proc.pid) == []
 
 
 def test_diagnostics_are_the_checkers_at_the_right_ranges(client):

@@ -17,8 +17,6 @@ from __future__ import annotations
 import math
 
 import attrs
-import numpy as np
-from scipy.special import ndtr, ndtri
 
 from .conversions import cks20_delta, cks20_epsilon, gdp_epsilon
 from .premetrics import ApproxDP, Budget, GaussianDP, PureDP, RenyiDP, ZCDP
@@ -56,32 +54,36 @@ def posterior(prior: float, epsilon: float) -> float:
     return 1.0 / (1.0 + (1.0 - prior) / prior * math.exp(-epsilon))
 
 
-def approx_tradeoff(alpha: np.ndarray, epsilon: float, delta: float) -> np.ndarray:
+def approx_tradeoff(alpha: list[float], epsilon: float, delta: float) -> list[float]:
     """The (eps, delta)-DP trade-off curve at type I errors alpha."""
-    alpha = np.asarray(alpha, dtype=float)
     if math.isinf(epsilon):
-        return np.zeros_like(alpha)
-    return np.maximum.reduce([np.zeros_like(alpha), 1.0 - delta - math.exp(epsilon) * alpha,
-                              math.exp(-epsilon) * (1.0 - delta - alpha)])
+        return [0.0 for _ in alpha]
+    up, down = math.exp(epsilon), math.exp(-epsilon)
+    return [max(0.0, 1.0 - delta - up * a, down * (1.0 - delta - a)) for a in alpha]
 
 
-def tradeoff(budget: Budget, alpha) -> np.ndarray:
-    """The trade-off curve the budget guarantees, at type I errors alpha (see CURVES)."""
-    alpha = np.asarray(alpha, dtype=float)
+def tradeoff(budget: Budget, alpha) -> list[float]:
+    """The trade-off curve the budget guarantees, at type I errors alpha (see CURVES). Plain
+    Python for every budget but GDP's: a hover's reading of a budget loads no array library."""
+    alpha = [float(a) for a in alpha]
     if isinstance(budget, PureDP):
         return approx_tradeoff(alpha, budget.epsilon, 0.0)
     if isinstance(budget, ApproxDP):
         return approx_tradeoff(alpha, budget.epsilon, budget.delta)
     if isinstance(budget, GaussianDP):
         if math.isinf(budget.mu):
-            return np.zeros_like(alpha)
-        return ndtr(ndtri(1.0 - np.clip(alpha, 0.0, 1.0)) - budget.mu)
+            return [0.0 for _ in alpha]
+        from scipy.special import ndtr, ndtri  # Phi and its inverse; only GDP's curve needs them
+
+        return [float(ndtr(ndtri(1.0 - min(max(a, 0.0), 1.0)) - budget.mu)) for a in alpha]
     if isinstance(budget, ZCDP):
         if math.isinf(budget.rho):
-            return np.zeros_like(alpha)
+            return [0.0 for _ in alpha]
         hi = max(8.0, budget.rho + 8.0 * math.sqrt(budget.rho) + 8.0)
-        curves = [approx_tradeoff(alpha, e, cks20_delta(budget.rho, e)) for e in np.linspace(0.0, hi, 400)]
-        return np.maximum.reduce(curves)
+        step = hi / 399  # the grid numpy.linspace(0, hi, 400) gives: the same figures as before
+        grid = [i * step for i in range(399)] + [hi]
+        curves = [approx_tradeoff(alpha, e, cks20_delta(budget.rho, e)) for e in grid]
+        return [max(column) for column in zip(*curves)]
     raise ValueError(f"no trade-off curve for {budget.kind} budgets here; convert to zCDP or approximate DP first")
 
 
@@ -114,7 +116,7 @@ def read(budget: Budget, delta: float) -> Reading:
         raise ValueError("a Rényi budget of one order is read after converting it to approximate DP")
     else:
         raise ValueError(f"cannot read a {kind} budget")
-    f = tradeoff(budget, np.array(TEST_ALPHAS))
+    f = tradeoff(budget, TEST_ALPHAS)
     return Reading(budget, float(eps), float(d),
                    tuple((p, posterior(p, eps)) for p in PRIORS),
                    tuple((a, float(1.0 - v)) for a, v in zip(TEST_ALPHAS, f)),

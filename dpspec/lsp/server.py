@@ -13,7 +13,7 @@ from pygls.protocol import LanguageServerProtocol
 from pygls.uris import to_fs_path
 
 from dpspec.lsp import complete as completion
-from dpspec.lsp import document, hover as hovering, navigate
+from dpspec.lsp import document, hover as hovering, navigate, warm
 from dpspec.lsp import text as tx
 
 log = logging.getLogger("dpspec.lsp")
@@ -49,6 +49,7 @@ class DpsServer(LanguageServer):
         super().__init__("dpspec", version("dpspec"), text_document_sync_kind=lsp.TextDocumentSyncKind.Incremental,
                          protocol_cls=Protocol)
         self.analyses: dict[str, document.Analysis] = {}
+        self.hovers: dict[tuple, lsp.Hover | None] = {}  # (uri, line, character) -> answer, for the current text
 
     def report_server_error(self, error: Exception, source) -> None:
         """A message that is not JSON gets JSON-RPC's parse error (id null), then pygls' notice."""
@@ -71,6 +72,7 @@ class DpsServer(LanguageServer):
         path = to_fs_path(uri) if uri.startswith("file:") else None
         result = document.analyse(doc.source, path, previous.good if previous else None)
         self.analyses[uri] = result
+        self.hovers = {key: answer for key, answer in self.hovers.items() if key[0] != uri}
         return result
 
 
@@ -126,6 +128,12 @@ def publish(ls: DpsServer, uri: str, version: int | None = None) -> None:
         uri=uri, version=version, diagnostics=[_diagnostic(doc, p) for p in result.problems]))
 
 
+@server.feature(lsp.INITIALIZED)
+@guarded(None)
+def initialized(ls: DpsServer, params: lsp.InitializedParams):
+    warm.start()
+
+
 @server.feature(lsp.TEXT_DOCUMENT_DID_OPEN)
 @guarded(None)
 def did_open(ls: DpsServer, params: lsp.DidOpenTextDocumentParams):
@@ -156,6 +164,13 @@ def did_close(ls: DpsServer, params: lsp.DidCloseTextDocumentParams):
 def hover(ls: DpsServer, params: lsp.HoverParams):
     a = ls.analysis(params.text_document.uri)
     line, character = _position(ls, a.text, params)
+    key = (params.text_document.uri, line, character)
+    if key not in ls.hovers:  # an editor asks again as the mouse rests: once per document version
+        ls.hovers[key] = _hover(ls, a, line, character)
+    return ls.hovers[key]
+
+
+def _hover(ls: DpsServer, a: document.Analysis, line: int, character: int) -> lsp.Hover | None:
     markdown = hovering.hover(a.text, a.spec, line, character, a.path)
     if not markdown:
         return None

@@ -288,7 +288,7 @@ def _tradeoff_figure(rows: list[dict]) -> Markup:
     def budget(params: dict):
         return budget_from_params({k: v if k == "premetric" else _float(v) for k, v in params.items()})
 
-    series = [(r["who"], alpha.tolist(), tradeoff(budget(r["read_as"]), alpha).tolist()) for r in rows]
+    series = [(r["who"], alpha.tolist(), tradeoff(budget(r["read_as"]), alpha)) for r in rows]
     return svg.curve_chart("What a test can do: trade-off curves", series,
                            x_label="false-positive rate alpha (type I error)",
                            y_label="smallest miss rate f(alpha)",
