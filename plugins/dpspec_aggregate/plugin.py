@@ -1,0 +1,169 @@
+"""The everyday release: noisy counts, sums, means and quantiles over declared keys."""
+from __future__ import annotations
+
+from fractions import Fraction
+
+import attrs
+
+from dpspec.api import (BudgetStatement, DataError, Mechanism, NativeFlavor, OutputKeys, ParamSpec, ParameterSchema,
+                        PureDP, Release, ZCDP, declared_keys, ir)
+
+from . import design as design_mod
+from . import sensitivity as sens_mod
+from .design import Design, Query, quantile_epsilon
+
+
+@attrs.frozen
+class Part:
+    """One noisy measurement: a query's value, or a mean's sum or count, or a quantile's score."""
+
+    query: Query
+    role: str  # "value", "sum", "count" or "score"
+    sensitivity: sens_mod.Sensitivity
+    parameter: Fraction  # Laplace scale t, Gaussian sigma², or the quantile's epsilon
+    spent: Fraction  # the budget it really spends (pure epsilon or zCDP rho)
+
+
+def plan(design: Design, relation: str) -> list[Part]:
+    """Every measurement with its noise and exact spending, from the parameters alone."""
+    from dpspec.api import effective_sigma2
+
+    keyed = bool(design.by)
+    parts = []
+    for q in design.queries:
+        budget = design.budget_of(q)
+        if q.statistic == "quantile":
+            eps = budget if design.noise == "laplace" else quantile_epsilon(budget)
+            parts.append(Part(q, "score", sens_mod.of(q, relation, keyed), eps,
+                              eps if design.noise == "laplace" else eps * eps / 8))
+            continue
+        roles = [("sum", q, budget / 2), ("count", attrs.evolve(q, statistic="count"), budget / 2)] \
+            if q.statistic == "mean" else [("value", q, budget)]
+        for role, shape, b in roles:
+            s = sens_mod.of(shape, relation, keyed)
+            if design.noise == "laplace":
+                t = s.l1 / b if s.l1 else Fraction(0)
+                parts.append(Part(q, role, s, t, s.l1 / t if t else Fraction(0)))
+            else:
+                sigma2 = effective_sigma2(s.l2_squared / (2 * b)) if s.l2_squared else Fraction(0)
+                parts.append(Part(q, role, s, sigma2, s.l2_squared / (2 * sigma2) if sigma2 else Fraction(0)))
+    return parts
+
+
+class Aggregate(Mechanism):
+    name = "aggregate"
+    version = "1.0.0"
+    description = ("Noisy counts, sums, means and quantiles of one table over declared keys, with the exact discrete "
+                   "Laplace (pure epsilon) or discrete Gaussian (zCDP) and a 95% interval beside every number.")
+    parameters = ParameterSchema((
+        ParamSpec("table", "table", "the table whose rows are aggregated", required=True),
+        ParamSpec("by", "columns", "the key columns: one row per declared combination (none: a grand total)"),
+        ParamSpec("noise", "choice", "laplace (pure epsilon, set by 'epsilon') or gaussian (zCDP, set by 'rho')",
+                  default="laplace", choices=("laplace", "gaussian")),
+        ParamSpec("epsilon", "number", "the whole release's pure epsilon (noise laplace)", low=Fraction(0)),
+        ParamSpec("rho", "number", "the whole release's zCDP rho (noise gaussian)", low=Fraction(0)),
+        ParamSpec("statistic", "choice", "one query, written flat: count, sum, mean or quantile",
+                  choices=design_mod.STATISTICS),
+        ParamSpec("column", "column", "the flat query's column (sum, mean, quantile: int or bool)"),
+        ParamSpec("bounds", "block", "the flat query's clipping bounds [lo, hi], declared (never from the data)"),
+        ParamSpec("q", "number", "the flat quantile's q, strictly between 0 and 1"),
+        ParamSpec("grid_step", "int", "the flat quantile's grid step from lo to hi (default: (hi - lo) / 100)"),
+        ParamSpec("share", "number", "the flat query's share of the budget (1)"),
+        ParamSpec("queries", "block", "several queries, each a named block of statistic, column, bounds, q, grid_step "
+                  "and share (shares default to equal)"),
+        ParamSpec("postprocess", "choice", "none, or nonnegative: counts and sums below 0 are released as 0 (raises small "
+                  "cells' expected value; intervals keep their coverage)", default="none", choices=("none", "nonnegative")),
+    ))
+    outputs = {"statistics": "one row per declared cell: the keys, each query's noisy value, its noise scale and its "
+                             "95% interval"}
+
+    # ---- the design ----
+    def _design(self, spec, params) -> Design:
+        found, problems = design_mod.parse(spec, params)
+        if problems:
+            from dpspec.api import SpecError
+
+            raise SpecError(problems, spec.path, spec.text)
+        return found
+
+    def _relation(self, spec, params) -> str:
+        unit = spec.unit
+        return unit.relation if unit is not None and unit.table == params["table"] else "symdiff"
+
+    def check(self, spec, params):
+        return design_mod.parse(spec, params)[1]
+
+    def flavor(self, spec, params):
+        noise = params.get("noise") or "laplace"
+        return NativeFlavor(params["table"], self._relation(spec, params), "pure" if noise == "laplace" else "zcdp")
+
+    def induced_invariants(self, spec, params):
+        d = self._design(spec, params)
+        exact = [p for p in plan(d, self._relation(spec, params)) if p.parameter == 0]
+        return [ir.CountQuery(d.table)] if exact else []
+
+    def output_keys(self, spec, params):
+        return {"statistics": OutputKeys(params["table"], tuple(params.get("by") or ()))}
+
+    # ---- the budget ----
+    def budget(self, spec, params, facts):
+        d = self._design(spec, params)
+        parts = plan(d, self._relation(spec, params))
+        total = sum((p.spent for p in parts), Fraction(0))
+        word = "epsilon" if d.noise == "laplace" else "rho"
+        notes = [f"{word} = {ir.format_number(total)} exactly: the sum over the measurements below (sequential "
+                 f"composition; the cells of one measurement are disjoint, so they compose in parallel)"]
+        for p in parts:
+            what = f"{p.query.name}" + ("" if p.role in ("value", "score") else f" ({p.role})")
+            if p.role == "score":
+                notes.append(f"{what}: exponential mechanism over {len(p.query.grid):,} grid points at epsilon "
+                             f"{ir.format_number(p.parameter)} ({p.sensitivity.why}), {word} {ir.format_number(p.spent)}")
+            elif p.parameter == 0:
+                notes.append(f"{what}: released exactly ({p.sensitivity.why})")
+            else:
+                noise = (f"discrete Laplace scale {ir.format_number(p.parameter)} for L1 sensitivity "
+                         f"{ir.format_number(p.sensitivity.l1)}" if d.noise == "laplace" else
+                         f"discrete Gaussian sigma² {ir.format_number(p.parameter)} for L2² sensitivity "
+                         f"{ir.format_number(p.sensitivity.l2_squared)}")
+                notes.append(f"{what}: {noise} ({p.sensitivity.why}), {word} {ir.format_number(p.spent)}")
+        for q in d.queries:
+            if q.clipped:
+                notes.append(f"{q.name}: values of {q.column} are clipped to [{q.low}, {q.high}] before they are added: "
+                             "a value outside counts as the nearest bound (declared, never taken from the data)")
+        budget = PureDP(float(total)) if d.noise == "laplace" else ZCDP(float(total))
+        return BudgetStatement(budget, worst=budget, notes=tuple(notes))
+
+    def budget_breakdown(self, spec, params):
+        from .accuracy import half_width, variance
+
+        d = self._design(spec, params)
+        rows = []
+        for p in plan(d, self._relation(spec, params)):
+            row = {"query": p.query.name, "part": p.role, "statistic": p.query.statistic,
+                   "spent": ir.format_number(p.spent), "parameter": ir.format_number(p.parameter)}
+            if p.role != "score":
+                row["noise_variance"] = variance(d.noise, p.parameter)
+                row["interval_half_width"], row["interval_coverage"] = half_width(d.noise, p.parameter)
+            rows.append(row)
+        return {"measurements": rows}
+
+    def expected_error(self, spec, params, facts):
+        """The noise variance of each count, sum and mean part, before post-processing."""
+        return [{"table": "statistics", "level": None, "query": f"{r['query']}" + ("" if r["part"] == "value" else f" ({r['part']})"),
+                 "variance": r["noise_variance"], "of": "noisy answer, before post-processing"}
+                for r in self.budget_breakdown(spec, params)["measurements"] if r["part"] != "score"]
+
+    # ---- the run ----
+    def run(self, spec, params, data, rng):
+        from .release import release
+
+        d = self._design(spec, params)
+        frame = data[d.table]
+        keys = declared_keys(spec, d.table, d.by)
+        for q in d.queries:
+            if q.column is not None and frame[q.column].isna().any():
+                row = int(frame[q.column].isna().to_numpy().argmax())
+                raise DataError(f"table '{d.table}', column '{q.column}', row {row + 1}: a missing value, which "
+                                f"{q.statistic} cannot add (declare how to treat it, or clean the data)")
+        table, internal = release(spec, d, plan(d, self._relation(spec, params)), frame, keys, rng)
+        return Release({"statistics": table}, facts={"cells": len(keys)}, internal=internal)

@@ -1,0 +1,76 @@
+"""Assembling the released table: exact statistics per declared cell, noise, intervals, post-processing."""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from dpspec.api import DataError
+
+from . import algorithm
+from .accuracy import half_width, scale_of
+
+
+def _typed_keys(spec, table: str, keys: pd.DataFrame) -> pd.DataFrame:
+    """The key columns typed as the domain declares them (ints as ints, bools as bools)."""
+    out = keys.copy()
+    t = spec.domain.table(table)
+    for c in out.columns:
+        kind = t.column(c).type.kind
+        if kind == "int":
+            out[c] = out[c].astype(np.int64)
+        elif kind == "bool":
+            out[c] = out[c] == "True"
+    return out
+
+
+def release(spec, design, parts, frame: pd.DataFrame, keys: pd.DataFrame, rng) -> tuple[pd.DataFrame, dict]:
+    n_cells = len(keys)
+    cell = algorithm.cell_index(frame, keys, design.by)
+    if (cell < 0).any():
+        row = int(np.flatnonzero(cell < 0)[0])
+        raise DataError(f"table '{design.table}', row {row + 1}: its keys are not among the declared values")
+    out = _typed_keys(spec, design.table, keys)
+    internal: dict = {"truth": {}, "clipped": {}}
+    count = algorithm.counts(cell, n_cells)
+    noisy_parts: dict = {}
+    for p in parts:
+        q = p.query
+        values = None
+        if q.clipped:
+            values, clipped = algorithm.clipped_values(frame, q.column, q.low, q.high)
+            internal["clipped"][q.name] = clipped
+        if p.role == "score":
+            grid = np.array(q.grid, dtype=np.int64)
+            rank = algorithm.ranks(cell, values, n_cells, grid, q.low, q.high)
+            pick = algorithm.exponential_quantiles(rank, count, q.q, p.parameter, rng)
+            out[q.name] = grid[pick]
+            out[f"{q.name}_lower"] = np.nan
+            out[f"{q.name}_upper"] = np.nan
+            continue
+        exact = count if p.role == "count" else algorithm.sums(cell, values, n_cells, max(abs(q.low), abs(q.high)))
+        noisy, _, _ = algorithm.add_noise(exact, design.noise, p.sensitivity.l1, p.sensitivity.l2_squared,
+                                          design.budget_of(q) / (2 if q.statistic == "mean" else 1), rng)
+        internal["truth"][f"{q.name}:{p.role}"] = exact
+        noisy_parts[(q.name, p.role)] = (noisy, p)
+    for q in design.queries:
+        if q.statistic == "quantile":
+            continue
+        if q.statistic == "mean":
+            s, ps = noisy_parts[(q.name, "sum")]
+            c, pc = noisy_parts[(q.name, "count")]
+            out[q.name] = s / np.maximum(c, 1)
+            out[f"{q.name}_sum"], out[f"{q.name}_count"] = s, c
+            out[f"{q.name}_sum_scale"] = scale_of(design.noise, ps.parameter)
+            out[f"{q.name}_count_scale"] = scale_of(design.noise, pc.parameter)
+            out[f"{q.name}_lower"] = np.nan  # a ratio of two noisy answers: no exact interval
+            out[f"{q.name}_upper"] = np.nan
+            continue
+        noisy, p = noisy_parts[(q.name, "value")]
+        k, _ = half_width(design.noise, p.parameter)
+        lower, upper = noisy - k, noisy + k
+        if design.nonnegative:  # a monotone map: the interval still covers whenever it covered
+            noisy, lower, upper = np.maximum(noisy, 0), np.maximum(lower, 0), np.maximum(upper, 0)
+        out[q.name] = noisy
+        out[f"{q.name}_scale"] = scale_of(design.noise, p.parameter)
+        out[f"{q.name}_lower"], out[f"{q.name}_upper"] = lower, upper
+    return out, internal
