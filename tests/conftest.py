@@ -134,7 +134,7 @@ STRATIFIED_SPEC = textwrap.dedent('''\
     domain survey "synthetic strata" {
       stage edited
       table people unit person {
-        region : category
+        region : {r0, r1, r2, r3, r4, r5, r6, r7, r8, r9, r10, r11, r12, r13, r14, r15, r16, r17, r18, r19, r20, r21, r22, r23, r24}
         age    : int 0..120
         smoker : bool
       }

@@ -15,6 +15,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from tests.key_files import keys_from
+
 ROOT = Path(__file__).resolve().parents[1]
 SPECS = ROOT / "specs"
 
@@ -44,7 +46,7 @@ def subset_spec(tmp_path: Path, name: str, every: int) -> str:
         frame.iloc[::every].reset_index(drop=True).to_parquet(target)
         return f'data {table} from "{target}"'
 
-    text = re.sub(r'^data (\w+) from "([^"]+)"', cut, text, flags=re.M)
+    text = keys_from(re.sub(r'^data (\w+) from "([^"]+)"', cut, text, flags=re.M), SPECS)
     path = tmp_path / name
     path.write_text(text)
     return str(path)

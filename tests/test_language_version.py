@@ -33,7 +33,7 @@ def test_the_line_is_read_kept_by_fmt_and_shown(small_spec):
     assert canonical.startswith(f"# a header comment\n\nlanguage {version.LANGUAGE_VERSION}\n\nspec \"small\"")
     assert parse(canonical) == spec  # the round trip keeps it
     assert cli("check", small_spec).exit_code == 0
-    assert '"language_version": "1.0"' in cli("show", "--json", small_spec).stdout
+    assert f'"language_version": "{version.LANGUAGE_VERSION}"' in cli("show", "--json", small_spec).stdout
 
 
 def test_a_file_without_the_line_is_the_first_version(small_spec):
@@ -48,7 +48,7 @@ def test_a_column_may_still_be_called_language(small_spec):
 
 
 @pytest.mark.parametrize("line, words", [
-    ("language 1.1", "this file is written in .dps language version 1.1, newer than this dpspec"),
+    ("language 1.2", "this file is written in .dps language version 1.2, newer than this dpspec"),
     ("language 2.0", "this file is written in .dps language version 2.0, newer than this dpspec"),
     ("language one", "'one' is not a language version"),
     ("language 1", "'1' is not a language version"),

@@ -10,6 +10,7 @@ import pytest
 from dpspec.contract import plugins
 from dpspec.language.formatter import format_spec
 from dpspec.language.parser import parse
+from tests.key_files import keys_from
 from tests.lsp_client import Client, uri
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -180,7 +181,7 @@ def test_completion_offers_what_fits_the_place(client):
     assert sorted(names) == sorted(plugins.mechanisms())  # every installed plugin's mechanism
     doc.change(base.replace("budget epsilon <= 16", "budget epsilon <= 16\n"))
     assert {"spec", "domain", "invariants", "unit", "premetric", "budget"} <= set(
-        _labels(doc.ask("textDocument/completion", position={"line": 37, "character": 0})))
+        _labels(doc.ask("textDocument/completion", position={"line": 41, "character": 0})))
     doc.change(base.replace("premetric pure", "premetric "))
     assert _labels(doc.ask("textDocument/completion", "premetric ", 10)) == ["pure", "approximate", "zcdp", "renyi", "gdp"]
     doc.change(base.replace("unit households : hamming", "unit households : "))
@@ -220,25 +221,25 @@ def test_go_to_definition_of_tables_columns_and_includes(client):
 
 
 def test_a_problem_in_an_included_spec_shows_on_its_include_line(client, tmp_path):
-    (tmp_path / "broken.dps").write_text(open(SWAP).read().replace("rate: 0.05", "rate: 1.5"))
+    (tmp_path / "broken.dps").write_text(keys_from(open(SWAP).read(), SPECS).replace("rate: 0.05", "rate: 1.5"))
     program = tmp_path / "program.dps"
     text = 'program "two releases" {\n  include "broken.dps"\n}\n'
     program.write_text(text)
     client.open(uri(program), text)
     [d] = client.diagnostics(uri(program), 1)
     assert d["range"]["start"] == {"line": 1, "character": 10}
-    assert "broken.dps:34: parameter 'rate': 1.5 is outside the allowed range" in d["message"]
+    assert "broken.dps:38: parameter 'rate': 1.5 is outside the allowed range" in d["message"]
 
 
 def test_document_symbols_outline_the_spec(client):
     doc = _Doc(client, open(SWAP).read())
     symbols = doc.ask("textDocument/documentSymbol")
-    assert [s["name"].split()[0] for s in symbols] == ["spec", "domain", "data", "invariants", "unit", "premetric",
-                                                      "mechanism", "budget", "release"]
+    assert [s["name"].split()[0] for s in symbols] == ["spec", "domain", "data", "invariants", "public", "unit",
+                                                      "premetric", "mechanism", "budget", "release"]
     domain = symbols[1]
     [table] = domain["children"]
     assert table["name"] == "households" and [c["name"] for c in table["children"]] == ["state", "county", "size", "tenure"]
-    assert [p["name"] for p in symbols[6]["children"]] == ["table", "match", "swap", "rate"]
+    assert [p["name"] for p in symbols[7]["children"]] == ["table", "match", "swap", "rate"]
 
 
 def test_formatting_is_dpspec_fmt(client):
@@ -437,3 +438,15 @@ def test_completion_contexts(marked, expected):
         assert "count" not in labels  # a comment is not code
     else:
         assert labels == expected
+
+
+def test_hover_and_completion_know_the_declared_keys_words(client):
+    base = open(SWAP).read()
+    doc = _Doc(client, base)
+    assert "declared public" in doc.ask("textDocument/hover", "values from", 2)["contents"]["value"]
+    assert "never from the data" in doc.ask("textDocument/hover", '  keys "data/', 3)["contents"]["value"]
+    doc.change(base.replace("    state  : category\n", "    state  : category \n"))
+    assert _labels(doc.ask("textDocument/completion", "    state  : category ", 22)) == ["in", "values from", "nullable"]
+    doc.change(base.replace('  keys "data/ma1940', '  \n  keys "data/ma1940'))
+    line = doc.text.splitlines().index("public {") + 1
+    assert _labels(doc.ask("textDocument/completion", position={"line": line, "character": 2})) == ["count", "keys"]

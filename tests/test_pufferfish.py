@@ -25,7 +25,7 @@ CASE = os.path.join(HERE, "..", "specs", "pa_covid")
 SMALL = """spec "small"
 domain d {
   table people unit person {
-    county : category
+    county : {a, b, c}
   }
 }
 public {

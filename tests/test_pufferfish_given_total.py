@@ -182,7 +182,7 @@ def test_the_values_used_and_the_fallback_with_its_reason():
 
 def _spec(cls: str, mech: str) -> str:
     """test_pufferfish's small spec with an outcome column released beside the counts, by `mech`."""
-    return (small(cls).replace("    county : category\n", "    county : category\n    died   : bool\n")
+    return (small(cls).replace("    county : {a, b, c}\n", "    county : {a, b, c}\n    died   : bool\n")
             .replace("mechanism wasserstein_exponential", f"mechanism {mech}").replace("  base: congenial\n", "  outcome: died\n"))
 
 

@@ -133,9 +133,9 @@ def orphan(hh, persons):
 
 
 def disagreeing(hh, persons):
-    """Two persons whose county is not their household's ('zz')."""
+    """Two persons whose county is not their household's ('c1', a declared county no household is in)."""
     persons = persons.copy()
-    persons.loc[persons.index[:2], "county"] = "zz"
+    persons.loc[persons.index[:2], "county"] = "c1"
     return hh, persons
 
 
@@ -156,9 +156,9 @@ def expected(case, hh, persons) -> str:
         rows = persons.iloc[:2].merge(hh[["hhid", "county"]], on="hhid", suffixes=("", "_hh"))
         pairs = sorted(zip(rows["county"], rows["county_hh"]))
         first = [p for p in pairs if p == pairs[0]]
-        text = f"column 'county': value 'zz' ({len(first)} row{'s' if len(first) > 1 else ''}) differs from its parent's {pairs[0][1]!r} before the swap"
+        text = f"column 'county': value 'c1' ({len(first)} row{'s' if len(first) > 1 else ''}) differs from its parent's {pairs[0][1]!r} before the swap"
         if len(first) < 2:
-            text += f"; 2 rows in all differ: 'zz' vs {pairs[0][1]!r} (1 row), 'zz' vs {pairs[1][1]!r} (1 row)"
+            text += f"; 2 rows in all differ: 'c1' vs {pairs[0][1]!r} (1 row), 'c1' vs {pairs[1][1]!r} (1 row)"
         return text
     return "column 'hhid': key 5 names more than one parent record (2 records); 2 keys do: 5 (2 records), 9 (2 records)"
 

@@ -17,6 +17,8 @@ import pytest
 from dpspec.errors import MechanismError
 from dpspec_swap.on_engine import swap_stratum_rows as real_unit
 
+from tests.key_files import keys_from
+
 ROOT = Path(__file__).resolve().parents[1]
 SPECS = ROOT / "specs"
 SWAP_SPECS = sorted(p.name for p in SPECS.glob("*.dps") if re.search(r"^mechanism swap\b", p.read_text(), re.M))
@@ -50,7 +52,7 @@ def layouts(tmp_path: Path, name: str) -> dict[str, str]:
     frame = source_frame(name)
     frame.to_parquet(folder / "table.parquet", index=False)
     write_hive(frame, PARTITION[name], folder / "table")
-    text = (SPECS / name).read_text()
+    text = keys_from((SPECS / name).read_text(), SPECS)
     out = {}
     for layout, source in (("file", "table.parquet"), ("dir", "table/")):
         spec = folder / f"{layout}-{name}"

@@ -147,7 +147,7 @@ mechanism swap {{
 PERSONS_TABLE = """\
   table persons unit person in households by hhid {
     hhid   : int 1..1000000
-    county : category
+    county : {a1, a2, a3, b1, b2, c1}
     age    : int 0..120
   }
 """
@@ -366,7 +366,7 @@ def test_persons_disagreeing_with_their_household_are_a_data_error(tmp_path):
 
     hh = make_households(30, 4)
     persons = make_persons(hh, 5)
-    persons.iloc[0, persons.columns.get_loc("county")] = "zz"
+    persons.iloc[0, persons.columns.get_loc("county")] = "c1"  # declared, but no household's
     spec = household_spec(tmp_path, hh, persons=persons, invariants=INVARIANTS + [PERSONS_INVARIANT])
     with pytest.raises(DataError, match="differs from its parent"):
         compile_spec(spec, seed=1, audit=False)

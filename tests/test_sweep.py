@@ -30,13 +30,16 @@ SWAP = """spec "small swap"
 domain d {
   geography g { state > county }
   table households unit household {
-    state : category
-    county : category in state
+    state : category values from "counties.csv"
+    county : category in state values from "counties.csv"
     size : int 1..4
     tenure : {owned, rented}
   }
 }
 data households from "households.csv"
+public {
+  keys "counties.csv" released "the test's list of counties"
+}
 invariants {
   count households by state, size, tenure
   count households by county, size
@@ -69,6 +72,7 @@ def swap_spec(tmp_path):
     county = np.where(state == "A", rng.choice(["a1", "a2", "a3"], size=n), rng.choice(["b1", "b2"], size=n))
     pd.DataFrame({"state": state, "county": county, "size": rng.integers(1, 5, size=n),
                   "tenure": rng.choice(["owned", "rented"], size=n)}).to_csv(folder / "households.csv", index=False)
+    (folder / "counties.csv").write_text("state,county\nA,a1\nA,a2\nA,a3\nB,b1\nB,b2\n")
     path = folder / "swap.dps"
     path.write_text(SWAP)
     return str(path)

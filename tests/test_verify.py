@@ -23,6 +23,7 @@ from dpspec.run.noise import discrete_gaussian
 from dpspec.verify import verify
 from dpspec.verify.bounds import cp_lower, cp_upper, largest_detectable, loss_bound, runs_needed
 from tests.conftest import SMALL_CSV, SMALL_SPEC, SPECS
+from tests.key_files import keys_from
 from tests.verify_helpers import registered, third_party_module, write_spec
 
 
@@ -343,7 +344,7 @@ def _bundled(name, tmp_path=None, mechanism=None):
     path = os.path.join(SPECS, name)
     if mechanism is None:
         return dpspec.load(path)
-    text = open(path, encoding="utf-8").read().replace("mechanism swap {", f"mechanism {mechanism} {{")
+    text = keys_from(open(path, encoding="utf-8").read(), SPECS).replace("mechanism swap {", f"mechanism {mechanism} {{")
     return dpspec.load(write_spec(tmp_path, text))
 
 

@@ -17,6 +17,7 @@ from dpspec_wasserstein import samplers
 from dpspec_wasserstein.plugin import NoisyPostprocessed, WassersteinExponential
 from dpspec_wasserstein.postprocess import project_to_total, two_stage
 
+from .key_files import keys_from
 from .verify_helpers import registered, write_spec
 
 DRAWS = 40_000
@@ -266,7 +267,7 @@ def test_verify_refutes_an_understated_sensitivity_on_the_bundled_case_study_spe
     from dpspec.verify import verify
 
     with open(os.path.join(CASE, name + ".dps")) as f:
-        text = f.read().replace("mechanism wasserstein_exponential", "mechanism wasserstein_understated")
+        text = keys_from(f.read(), CASE).replace("mechanism wasserstein_exponential", "mechanism wasserstein_understated")
     with registered(Understated()):
         broken = verify(dpspec.load(write_spec(tmp_path, text, name="u.dps")), runs=10_000, seed=5)
     assert broken.verdict == "refuted" and broken.lower_bound > 0.5, broken.text()
@@ -288,7 +289,7 @@ def test_verify_tests_the_outcome_counts_too(tmp_path):
     from dpspec.verify import verify
 
     with open(os.path.join(CASE, "wasserstein_congenial_high_privacy.dps")) as f:
-        text = f.read().replace("mechanism wasserstein_exponential", "mechanism wasserstein_understated_outcome")
+        text = keys_from(f.read(), CASE).replace("mechanism wasserstein_exponential", "mechanism wasserstein_understated_outcome")
     with registered(UnderstatedOutcome()):
         broken = verify(dpspec.load(write_spec(tmp_path, text, name="u.dps")), runs=20_000, seed=6)
     assert broken.verdict == "refuted", broken.text()

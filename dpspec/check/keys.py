@@ -9,8 +9,11 @@ the compiler compares every released key set with the declared one after the run
 """
 from __future__ import annotations
 
+import csv
 import functools
 import os
+
+import attrs
 
 from dpspec import ir
 from dpspec.errors import Diagnostic, MechanismError
@@ -23,24 +26,50 @@ def key_file_path(spec: ir.Spec, path: str) -> str:
     return path if os.path.isabs(path) else os.path.join(spec.base_dir, path)
 
 
-@functools.lru_cache(maxsize=64)
-def _read_key_file(path: str, mtime: float) -> "object":
-    """The key file as text columns (public data: read at check time, cached while unchanged)."""
-    import pandas as pd
+@attrs.frozen
+class KeyFile:
+    """A key file's header and rows, as stripped text (read with the csv module: `dpspec check`
+    reads key files and stays free of pandas)."""
 
+    columns: tuple[str, ...]
+    rows: tuple[tuple[str, ...], ...]
+
+    def column(self, name: str) -> list[str]:
+        """One column's values, row by row."""
+        i = self.columns.index(name)
+        return [row[i] for row in self.rows]
+
+    def frame(self, columns):
+        """Some columns as a pandas frame of text (for the run, where pandas is loaded anyway)."""
+        import pandas as pd
+
+        idx = [self.columns.index(c) for c in columns]
+        return pd.DataFrame([[row[i] for i in idx] for row in self.rows], columns=list(columns), dtype=object)
+
+
+@functools.lru_cache(maxsize=64)
+def _read_key_file(path: str, mtime: float) -> KeyFile:
+    """The key file's rows (public data: read at check time, cached while unchanged)."""
     from dpspec.language.reading import require_regular
 
     require_regular(path)
-    frame = pd.read_csv(path, dtype=str, keep_default_na=False, na_filter=False)
-    return frame.apply(lambda s: s.str.strip())
+    with open(path, encoding="utf-8-sig", newline="") as f:
+        lines = [[cell.strip() for cell in row] for row in csv.reader(f) if row]
+    if not lines:
+        raise ValueError("the file is empty: a key file's first row names its columns")
+    header = tuple(lines[0])
+    for n, row in enumerate(lines[1:], start=2):
+        if len(row) != len(header):
+            raise ValueError(f"row {n} has {len(row)} fields, the header {len(header)}")
+    return KeyFile(header, tuple(tuple(row) for row in lines[1:]))
 
 
-def read_key_file(spec: ir.Spec, path: str):
-    """The rows of a declared key file (a pandas frame of text), or MechanismError if unreadable."""
+def read_key_file(spec: ir.Spec, path: str) -> KeyFile:
+    """The rows of a declared key file, or MechanismError if unreadable."""
     full = key_file_path(spec, path)
     try:
         return _read_key_file(full, os.stat(full).st_mtime)
-    except (OSError, ValueError) as e:
+    except (OSError, ValueError, UnicodeDecodeError, csv.Error) as e:
         raise MechanismError(f"cannot read the key file {path!r}: {e}") from None
 
 
@@ -66,7 +95,7 @@ def declared_values(spec: ir.Spec, table: str, column: str) -> list | None:
         frame = read_key_file(spec, ty.keys_from)
         if column not in frame.columns:
             raise MechanismError(f"the key file {ty.keys_from!r} has no column {column!r}")
-        return list(dict.fromkeys(frame[column]))
+        return list(dict.fromkeys(frame.column(column)))
     return None
 
 
@@ -74,8 +103,6 @@ def materialized(spec: ir.Spec, table: ir.Table) -> ir.Table:
     """The table with each `values from FILE` column's values read into its type, so the data's
     values are validated against them (a record outside the declared keys is a DataError) and
     its frame is categorical over the declared values."""
-    import attrs
-
     if not any(c.type.keys_from for c in table.columns):
         return table
     columns = tuple(attrs.evolve(c, type=attrs.evolve(c.type, values=tuple(declared_values(spec, table.name, c.name))))
@@ -119,7 +146,7 @@ def declared_keys(spec: ir.Spec, table: str, columns) -> "object":
         absent = [c for c in cols if c not in frame.columns]
         if absent:
             raise MechanismError(f"the key file {path!r} has no column {absent[0]!r}")
-        groups.append(frame[cols].drop_duplicates().reset_index(drop=True))
+        groups.append(frame.frame(cols).drop_duplicates().reset_index(drop=True))
     size = 1
     for g in groups:
         size *= len(g)
@@ -171,7 +198,7 @@ def key_file_problems(spec: ir.Spec) -> list[Diagnostic]:
             if col.name not in frame.columns:
                 out.append(Diagnostic(f"the key file {path!r} has no column '{col.name}' (its columns: "
                                       f"{', '.join(map(str, frame.columns))})", *at))
-            elif (frame[col.name] == "").any():
+            elif "" in frame.column(col.name):
                 out.append(Diagnostic(f"the key file {path!r} has empty values in column '{col.name}'", *at))
     return out
 

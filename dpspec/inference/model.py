@@ -94,17 +94,31 @@ def _keys(frame: pd.DataFrame, columns) -> np.ndarray:
 
 
 def _column_values(spec: ir.Spec, table: str, column: str, seen: list) -> list[str]:
+    """A target column's values: the declared ones (a value list, a range, a bool, a public key
+    file); for an undeclared category, those the release shows."""
+    from dpspec.check.keys import declared_values
+
     ty = spec.domain.table(table).column(column).type
-    if ty.kind == "enum":
-        return [str(v) for v in ty.values]
     if ty.kind == "bool":
         return ["False", "True"]
-    if ty.kind == "int" and ty.high - ty.low < MAX_CELLS:
-        return [str(v) for v in range(ty.low, ty.high + 1)]
+    if ty.kind in ("enum", "category") or (ty.kind == "int" and ty.high - ty.low < MAX_CELLS):
+        declared = declared_values(spec, table, column)
+        if declared is not None:
+            return [str(v) for v in declared]
     values = sorted({str(v) for frame in seen for v in frame})
     if not values:
         raise InferError(f"the release says nothing about the values of '{column}' (no released answer is broken down by it)")
     return values
+
+
+def _covered(cells: pd.DataFrame, answers) -> pd.DataFrame:
+    """The cells some released answer covers. A declared cell none does (an earlier period the
+    mechanism reads only as its base) is no part of what the release informs, and is left out
+    rather than taken to hold zero."""
+    keep = np.zeros(len(cells), dtype=bool)
+    for columns, frame in answers:
+        keep |= pd.Index(_keys(frame, columns)).get_indexer(_keys(cells, columns)) >= 0 if columns else True
+    return cells[keep].reset_index(drop=True)
 
 
 def _matrix(cells: pd.DataFrame, frame: pd.DataFrame, columns) -> sp.csr_matrix:
@@ -214,6 +228,9 @@ def build_model(spec: ir.Spec, target: ir.CountQuery, likelihoods: list, outputs
             raise InferError(f"public statistics '{q.describe()}' and '{finest_q.describe()}' are not nested; "
                              "dpspec infer conditions on nested public totals only")
     cells = pd.DataFrame(list(itertools.product(*values)), columns=list(tcols)) if values else pd.DataFrame(index=pd.RangeIndex(1))
+    if values:
+        cells = _covered(cells, [(lk.query.columns, lk.cells) for lk in informative]
+                         + [(q.columns, counts) for q, counts in public])
     gkeys = _keys(cells, finest_q.columns)
     fkeys = _keys(finest, finest_q.columns)
     ftotals = pd.Series(finest["count"].to_numpy(dtype=np.int64), index=fkeys).groupby(level=0).sum()

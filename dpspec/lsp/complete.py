@@ -174,6 +174,10 @@ def _in_block(headers: list[str], words: list[str], before: str, text: str, line
         after = words[words.index(":") + 1:]
         if after[-1:] == ["in"]:
             return _columns(spec, inner[1] if len(inner) > 1 else None)
+        if after[-1:] == ["values"]:
+            return _keywords(("from",))
+        if after[:1] == ["category"] and "values" not in after:  # `category [in PARENT] [values from "FILE"]`
+            return _keywords((*(("in",) if len(after) == 1 else ()), "values from", "nullable"))
         if after and (after[0] in ("category", "bool") or (after[0] == "int" and len(after) > 1)):
             return _keywords(("nullable",))
         return [] if after else _keywords(COLUMN_TYPES, "column type")
@@ -193,7 +197,7 @@ def _in_block(headers: list[str], words: list[str], before: str, text: str, line
                 return [Item(n, "value", d) for n, d in (mech.outputs.items() if mech else ())]
             return []
         if not words:
-            return _keywords(("count",))
+            return _keywords(("count", "keys") if outer == "public" else ("count",))
         return _keywords(("released",)) if outer == "public" else []
     if outer == "program" or kind == "parallel":
         return _keywords(("include", "parallel") if len(headers) == 1 else ("include",))

@@ -141,6 +141,26 @@ def _included(text: str, path: str | None, line: int, character: int) -> str | N
     return f"**{spec.title or '(untitled spec)'}**\n\n`{notation(spec)}`"
 
 
+VALUES_FROM = ("**values from \"FILE\"**: the column's values are those of the key file's column of the same name "
+               "(a nested column's rows name every level). The file must be declared public "
+               "(`public { keys \"FILE\" released \"...\" }`); a release keyed by the column has one cell per "
+               "declared value, empty ones included, and a record outside them is a data error.")
+PUBLIC_KEYS = ("**keys \"FILE\" released \"WHO\"**: a public key file: the values (cells, geographic units) a "
+               "release may be keyed by, published by WHO. Columns read their values from it with "
+               "`category values from \"FILE\"`; a release's keys come from declared values, never from the data.")
+
+
+def _key_words(word: str, source: str, start: int, end: int, headers: list[str]) -> str | None:
+    """The declared-keys words: `values from` in a column, `keys` in the public block."""
+    if word == "values" and source[end:].lstrip().startswith("from"):
+        return VALUES_FROM
+    if word == "from" and source[:start].rstrip().endswith("values"):
+        return VALUES_FROM
+    if word == "keys" and headers and headers[0].split()[:1] == ["public"] and source[:start].strip() == "":
+        return PUBLIC_KEYS
+    return None
+
+
 def hover(text: str, spec: ir.Spec | None, line: int, character: int, path: str | None = None) -> str | None:
     """Markdown for the word under the cursor, or None."""
     from dpspec.language.describe import PREMETRIC_WORDS, RELATION_WORDS
@@ -179,6 +199,8 @@ def hover(text: str, spec: ir.Spec | None, line: int, character: int, path: str 
         p = mech.parameters.get(word)
         if p is not None:
             return parameter_doc(mech.name, p)
+    if (words := _key_words(word, source, start, end, headers)) is not None:
+        return words
     if word in PREMETRIC_WORDS:
         return f"**{word}**: {PREMETRIC_WORDS[word][1]}"
     if word in RELATION_WORDS:

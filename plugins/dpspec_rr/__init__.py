@@ -75,6 +75,13 @@ class RandomizedResponse(Mechanism):
     def flavor(self, spec, params):
         return NativeFlavor(params["table"], "hamming", "pure")
 
+    def output_keys(self, spec, params):
+        """The responses are records (one per unit, how many is the invariant `count TABLE`): a
+        value nobody reported is no missing cell. The estimate is one row, keyed by nothing."""
+        from dpspec.api import OutputKeys
+
+        return {"responses": OutputKeys(params["table"], records=True), "estimate": OutputKeys(params["table"])}
+
     def induced_invariants(self, spec, params):
         return [ir.CountQuery(params["table"])]
 

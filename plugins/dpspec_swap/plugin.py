@@ -102,6 +102,17 @@ class PermutationSwapping(Mechanism):
             queries.append(ir.CountQuery(child.name, without_implied(child, kept)))
         return list(dict.fromkeys(queries))
 
+    def output_keys(self, spec, params):
+        """Microdata: the swapped table and each linked one are records (one per unit; how many
+        is an invariant), not cells. Released count tables of them are the compiler's, one row
+        per declared cell."""
+        from dpspec.api import OutputKeys
+
+        table = swap_table(spec, params)
+        if table is None:
+            return {}
+        return {t.name: OutputKeys(t.name, records=True) for t in (table, *carried_tables(spec, table))}
+
     # ---- facts and budget ----
     def _frame(self, spec, params, data) -> pd.DataFrame:
         table = swap_table(spec, params)

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-from dpspec.api import (BudgetStatement, Diagnostic, Mechanism, NativeFlavor, ParamSpec, ParameterSchema, PublicCondition,
-                        PureDP, Release, hookimpl, ir, pufferfish)
+from dpspec.api import (BudgetStatement, Diagnostic, Mechanism, NativeFlavor, OutputKeys, ParamSpec, ParameterSchema,
+                        PublicCondition, PureDP, Release, hookimpl, ir, pufferfish)
 
 
 class WassersteinKNG(Mechanism):
@@ -43,6 +43,10 @@ class WassersteinKNG(Mechanism):
 
     def flavor(self, spec, params):
         return NativeFlavor(params["table"], spec.unit.relation if spec.unit else "hamming", "pure")
+
+    def output_keys(self, spec, params):
+        """One row keyed by nothing: k, and n from Z (the public number of units)."""
+        return {"rate": OutputKeys(params["table"])}
 
     def sensitivity(self, spec):
 

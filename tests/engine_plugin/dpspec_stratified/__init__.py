@@ -3,8 +3,10 @@
 For every stratum (the rows sharing the values of `by`) it releases the histogram of `column`
 with discrete Laplace noise of integer scale `scale`, drawn from the stratum's own keyed
 stream. It exists to prove that a plugin written against `dpspec.engine` gets the same release
-on every engine and partitioning; it is a test fixture, not a production mechanism (it lists
-only observed strata and values, which a real release must not do).
+on every engine and partitioning; it is a test fixture, not a production mechanism. Its cells are
+the declared values of `column` in every stratum; its strata are the groups the engine finds, so a
+declared stratum nobody is in would be missing, and the compiler's key check would stop the run
+(a real mechanism releases every declared stratum).
 """
 from __future__ import annotations
 
@@ -14,14 +16,16 @@ from fractions import Fraction
 import numpy as np
 import pandas as pd
 
-from dpspec.api import Mechanism, NativeFlavor, ParamSpec, ParameterSchema, Release, discrete_laplace, hookimpl
+from dpspec.api import (Mechanism, NativeFlavor, OutputKeys, ParamSpec, ParameterSchema, Release, declared_values,
+                        discrete_laplace, hookimpl)
 
 
-def noisy_histogram(key, rows: pd.DataFrame, rng, by, column, scale, fail_on=None) -> pd.DataFrame:
-    """One unit of work: the stratum's histogram of `column`, each cell plus its own noise."""
+def noisy_histogram(key, rows: pd.DataFrame, rng, by, column, values, scale, fail_on=None) -> pd.DataFrame:
+    """One unit of work: the stratum's histogram of `column` over its declared values, each cell
+    (empty ones too) plus its own noise."""
     if fail_on is not None and key == (fail_on,):
         raise RuntimeError("this stratum was told to fail")  # for the failure tests
-    counts = rows[column].value_counts(sort=False).sort_index()
+    counts = rows[column].astype(str).value_counts(sort=False).reindex(values, fill_value=0)
     noise = discrete_laplace(scale, len(counts), rng)
     out = {name: [value] * len(counts) for name, value in zip(by, key)}
     out[column] = counts.index.to_numpy()
@@ -46,6 +50,9 @@ class StratifiedHistogram(Mechanism):
     def flavor(self, spec, params):
         return NativeFlavor(params["table"], "symdiff", "pure")
 
+    def output_keys(self, spec, params):
+        return {"histogram": OutputKeys(params["table"], (*params["by"], params["column"]))}
+
     def budget(self, spec, params, facts):
         from dpspec.api import BudgetStatement, PureDP
 
@@ -55,7 +62,9 @@ class StratifiedHistogram(Mechanism):
         if params.get("fail_scale") is not None and params["fail_scale"] == params["scale"]:
             raise RuntimeError(f"told to fail at scale {params['scale']}")
         table, by, column = data[params["table"]], list(params["by"]), params["column"]
-        unit = functools.partial(noisy_histogram, by=by, column=column, scale=params["scale"], fail_on=params.get("fail_on"))
+        values = [str(v) for v in declared_values(spec, params["table"], column)]
+        unit = functools.partial(noisy_histogram, by=by, column=column, values=values, scale=params["scale"],
+                                 fail_on=params.get("fail_on"))
         schema = {**{c: "str" for c in by}, column: "str", "count": "int64"}
         histogram = engine.map_groups(table, by, unit, stage="stratified histogram", schema=schema)
         strata = len(engine.count(table, by))
