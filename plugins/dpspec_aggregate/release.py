@@ -43,22 +43,24 @@ def release(spec, design, parts, frame: pd.DataFrame, keys: pd.DataFrame, rng) -
             grid = np.array(q.grid, dtype=np.int64)
             rank = algorithm.ranks(cell, values, n_cells, grid, q.low, q.high)
             pick = algorithm.exponential_quantiles(rank, count, q.q, p.parameter, rng)
-            out[q.name] = grid[pick]
-            out[f"{q.name}_lower"] = np.nan
-            out[f"{q.name}_upper"] = np.nan
+            noisy_parts[(q.name, "score")] = (grid[pick], p)
             continue
-        exact = count if p.role == "count" else algorithm.sums(cell, values, n_cells, max(abs(q.low), abs(q.high)))
+        exact = count if "count" in (p.role, q.statistic) else algorithm.sums(cell, values, n_cells, max(abs(q.low), abs(q.high)))
         noisy, _, _ = algorithm.add_noise(exact, design.noise, p.sensitivity.l1, p.sensitivity.l2_squared,
                                           design.budget_of(q) / (2 if q.statistic == "mean" else 1), rng)
         internal["truth"][f"{q.name}:{p.role}"] = exact
         noisy_parts[(q.name, p.role)] = (noisy, p)
     for q in design.queries:
-        if q.statistic == "quantile":
+        if q.statistic == "quantile":  # a draw on the grid: no interval from a noise law
+            out[q.name] = noisy_parts[(q.name, "score")][0]
+            out[f"{q.name}_lower"] = np.nan
+            out[f"{q.name}_upper"] = np.nan
             continue
         if q.statistic == "mean":
             s, ps = noisy_parts[(q.name, "sum")]
             c, pc = noisy_parts[(q.name, "count")]
-            out[q.name] = s / np.maximum(c, 1)
+            # post-processing: a mean of clipped values lies within the bounds, so the ratio is kept there
+            out[q.name] = np.clip(s / np.maximum(c, 1), q.low, q.high)
             out[f"{q.name}_sum"], out[f"{q.name}_count"] = s, c
             out[f"{q.name}_sum_scale"] = scale_of(design.noise, ps.parameter)
             out[f"{q.name}_count_scale"] = scale_of(design.noise, pc.parameter)
