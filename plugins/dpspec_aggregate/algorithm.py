@@ -28,11 +28,13 @@ def cell_index(frame: pd.DataFrame, keys: pd.DataFrame, by: tuple) -> np.ndarray
         record_codes.append(_codes(frame[c], lookup))
         key_codes.append(lookup.get_indexer(keys[c].to_numpy()))
         dims.append(len(values))
-    rec = np.ravel_multi_index(record_codes, dims, mode="clip")
     bad = np.zeros(n, dtype=bool)
     for codes in record_codes:
         bad |= codes < 0
+    rec = record_codes[0] if len(by) == 1 else np.ravel_multi_index(record_codes, dims, mode="clip")
     key = np.ravel_multi_index(key_codes, dims)
+    if key.size == int(np.prod(dims)) and np.array_equal(key, np.arange(key.size)):
+        return np.where(bad, -1, rec).astype(np.int64)  # the keys are the full product, in order: no lookup
     order = np.argsort(key, kind="stable")
     pos = np.searchsorted(key[order], rec)
     pos = np.minimum(pos, len(key) - 1)
@@ -51,15 +53,23 @@ def _codes(series: pd.Series, lookup: pd.Index) -> np.ndarray:
         table = lookup.get_indexer(["False", "True"])
         return table[series.to_numpy().astype(np.int64)]
     values = series.to_numpy()
+    if pd.api.types.is_integer_dtype(series.dtype):  # declared integers, consecutive: an offset, no hashing
+        try:
+            ints = lookup.astype(np.int64).to_numpy()
+        except (TypeError, ValueError):
+            ints = None
+        if ints is not None and ints.size and np.array_equal(ints, np.arange(ints[0], ints[0] + ints.size)):
+            codes = values.astype(np.int64) - ints[0]
+            return np.where((codes >= 0) & (codes < ints.size), codes, -1)
     uniq, inverse = np.unique(values, return_inverse=True)
     return lookup.get_indexer(pd.Index(uniq).astype(str))[inverse]
 
 
 def clipped_values(frame: pd.DataFrame, column: str, low: int, high: int) -> tuple[np.ndarray, int]:
     """The column clipped to its declared bounds, and how many values were clipped (internal only)."""
-    values = frame[column].to_numpy().astype(np.int64)
-    clipped = np.clip(values, low, high)
-    return clipped, int(np.count_nonzero(clipped != values))
+    values = np.asarray(frame[column].to_numpy(), dtype=np.int64)
+    outside = int(np.count_nonzero((values < low) | (values > high)))
+    return (np.clip(values, low, high) if outside else values), outside
 
 
 def counts(cell: np.ndarray, n_cells: int) -> np.ndarray:

@@ -155,13 +155,15 @@ class Aggregate(Mechanism):
 
     # ---- the run ----
     def run(self, spec, params, data, rng):
+        import numpy as np
+
         from .release import release
 
         d = self._design(spec, params)
         frame = data[d.table]
         keys = declared_keys(spec, d.table, d.by)
         for q in d.queries:
-            if q.column is not None and frame[q.column].isna().any():
+            if q.column is not None and not (isinstance(frame[q.column].dtype, np.dtype) and frame[q.column].dtype.kind in "iub") and frame[q.column].isna().any():
                 row = int(frame[q.column].isna().to_numpy().argmax())
                 raise DataError(f"table '{d.table}', column '{q.column}', row {row + 1}: a missing value, which "
                                 f"{q.statistic} cannot add (declare how to treat it, or clean the data)")

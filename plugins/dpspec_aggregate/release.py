@@ -36,9 +36,8 @@ def release(spec, design, parts, frame: pd.DataFrame, keys: pd.DataFrame, rng) -
     for p in parts:
         q = p.query
         values = None
-        if q.clipped:
-            values, clipped = algorithm.clipped_values(frame, q.column, q.low, q.high)
-            internal["clipped"][q.name] = clipped
+        if q.clipped and p.role != "count":  # a mean's count part needs no values
+            values, internal["clipped"][q.name] = algorithm.clipped_values(frame, q.column, q.low, q.high)
         if p.role == "score":
             grid = np.array(q.grid, dtype=np.int64)
             rank = algorithm.ranks(cell, values, n_cells, grid, q.low, q.high)
