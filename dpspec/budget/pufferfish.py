@@ -10,8 +10,10 @@ dependence it has no finite bound at all ("no free lunch").
 """
 from __future__ import annotations
 
+import bisect
 import collections
 import functools
+import itertools
 import math
 from fractions import Fraction
 from typing import NamedTuple
@@ -76,48 +78,52 @@ def plain_words(c: ir.Pufferfish | None) -> str:
 # ---- infinity-Wasserstein distances ------------------------------------------------------
 
 
-def w_inf_discrete(support_a, pmf_a, support_b, pmf_b) -> float:
+def w_inf_discrete(support_a, pmf_a, support_b, pmf_b) -> int | Fraction:
     """W_inf between two distributions on the line: in one dimension the quantile coupling is
-    optimal for every W_p, so W_inf = sup_u |F^-1(u) - G^-1(u)| over u in (0, 1)."""
-    import numpy as np
+    optimal for every W_p, so W_inf = sup_u |F^-1(u) - G^-1(u)| over u in (0, 1).
 
-    xa, xb = np.asarray(support_a), np.asarray(support_b)
-    ca = np.cumsum(np.asarray(pmf_a, dtype=float))
-    cb = np.cumsum(np.asarray(pmf_b, dtype=float))
-    ca /= ca[-1]
-    cb /= cb[-1]
-    # the quantile functions are constant between consecutive cumulative levels; probe each piece
-    levels = np.union1d(ca, cb)
-    lower = np.concatenate(([0.0], levels[:-1]))
-    probes = (lower + levels) / 2
-    probes = probes[levels - lower > 1e-15]
-    qa = xa[np.minimum(np.searchsorted(ca, probes, side="left"), len(xa) - 1)]
-    qb = xb[np.minimum(np.searchsorted(cb, probes, side="left"), len(xb) - 1)]
-    return float(np.max(np.abs(qa - qb)))
+    Exact: the weights are integers or Fractions (any common scale), compared without rounding.
+    W_inf is an essential supremum, so a gap carried by tail mass 1e-100 counts as much as one
+    carried by half the mass; a float CDF with a cut-off drops it (the stated sensitivity was
+    then too small: docs/security/known-vulnerabilities.md)."""
+    wa = [Fraction(w) for w in pmf_a]
+    wb = [Fraction(w) for w in pmf_b]
+    if any(w < 0 for w in wa + wb) or not sum(wa) or not sum(wb):
+        raise ValueError("W_inf needs nonnegative weights with a positive total")
+    den = math.lcm(*(w.denominator for w in wa + wb))
+    ia, ib = [int(w * den) for w in wa], [int(w * den) for w in wb]
+    ta, tb = sum(ia), sum(ib)
+    ca = list(itertools.accumulate(w * tb for w in ia))  # both on the common total ta * tb
+    cb = list(itertools.accumulate(w * ta for w in ib))
+    xa, xb = list(support_a), list(support_b)
+    worst = 0
+    for level in sorted(set(ca) | set(cb)):  # the quantiles are constant on (previous level, level]
+        if level == 0:
+            continue
+        qa = xa[min(bisect.bisect_left(ca, level), len(xa) - 1)]
+        qb = xb[min(bisect.bisect_left(cb, level), len(xb) - 1)]
+        worst = max(worst, abs(qa - qb))
+    return worst
 
 
-def dependent_count_sensitivity(n: int, q0: float, q1: float) -> float:
+def dependent_count_sensitivity(n: int, q0, q1) -> int | Fraction:
     """Section 4.4: one count over n units; given one unit's secret x, each of the n - 1 others
     has secret 1 with probability q_x (independently given x). The count is x + Bin(n-1, q_x),
-    so the sensitivity is W_inf(1 + Bin(n-1, q1), Bin(n-1, q0))."""
-    import numpy as np
+    so the sensitivity is W_inf(1 + Bin(n-1, q1), Bin(n-1, q0)), computed exactly (q0, q1 as
+    exact rationals; a float argument is read as the decimal it prints as)."""
+    k = list(range(n))
+    return w_inf_discrete([v + 1 for v in k], _binomial_weights(n - 1, q1), k, _binomial_weights(n - 1, q0))
 
-    k = np.arange(n)
-    return w_inf_discrete(k + 1, _binomial_pmf(n - 1, q1), k, _binomial_pmf(n - 1, q0))
+
+def _exact(q) -> Fraction:
+    return q if isinstance(q, Fraction) else Fraction(str(q)) if isinstance(q, float) else Fraction(q)
 
 
-def _binomial_pmf(m: int, q: float):
-    """Bin(m, q) on 0..m (log-space, so large m does not overflow; q in {0, 1} exactly)."""
-    import numpy as np
-    from scipy.special import gammaln
-
-    k = np.arange(m + 1)
-    if q <= 0 or q >= 1:
-        out = np.zeros(m + 1)
-        out[0 if q <= 0 else m] = 1.0
-        return out
-    log = gammaln(m + 1) - gammaln(k + 1) - gammaln(m - k + 1) + k * np.log(q) + (m - k) * np.log1p(-q)
-    return np.exp(log - log.max())
+def _binomial_weights(m: int, q) -> list[int]:
+    """Bin(m, q) on 0..m as exact integer weights: C(m, k) a^k (b - a)^(m - k) for q = a / b."""
+    q = _exact(q)
+    a, b = q.numerator, q.denominator
+    return [math.comb(m, k) * a**k * (b - a) ** (m - k) for k in range(m + 1)]
 
 
 def count_sensitivity(c: ir.Pufferfish | None) -> Fraction | float:
@@ -130,9 +136,9 @@ def count_sensitivity(c: ir.Pufferfish | None) -> Fraction | float:
         return Fraction(1)
     if c.kind == "arbitrary":
         return math.inf
-    p0, p1, n = float(c.option("p0")), float(c.option("p1")), int(c.option("n"))
+    p0, p1, n = _exact(c.option("p0")), _exact(c.option("p1")), int(c.option("n"))
     lo, hi = min(p0, p1), max(p0, p1)
-    return max(1.0, dependent_count_sensitivity(n, lo, hi), dependent_count_sensitivity(n, hi, lo))
+    return Fraction(max(1, dependent_count_sensitivity(n, lo, hi), dependent_count_sensitivity(n, hi, lo)))
 
 
 def cell_counts_sensitivity(c: ir.Pufferfish | None, total_in_z: bool) -> Fraction | float:
@@ -311,21 +317,16 @@ def vector_given_total_sensitivity(group: int, q0: float, q1: float, rest: int, 
     2 W_inf(x_j + K | 1, K | 0), computed on the line by the quantile coupling. rest = 0 gives 0
     (the total fixes the vector); it never exceeds 2 x group, and can exceed twice the count's
     own sensitivity (see `cell_counts_sensitivity`)."""
-    import numpy as np
-
-    g = _binomial_pmf(group - 1, q1), _binomial_pmf(group - 1, q0)
-    r = _binomial_pmf(rest, p)
-    r = r / r.sum()
-    g = g[0] / g[0].sum(), g[1] / g[1].sum()
-    m = np.arange(group)
-    worst = 0.0
+    g1, g0 = _binomial_weights(group - 1, q1), _binomial_weights(group - 1, q0)
+    r = _binomial_weights(rest, p)
+    m = list(range(group))
+    worst = 0
     for t in range(group + rest + 1):
-        idx1, idx0 = t - 1 - m, t - m
-        w1 = g[0] * np.where((idx1 >= 0) & (idx1 <= rest), r[np.clip(idx1, 0, rest)], 0.0)
-        w0 = g[1] * np.where((idx0 >= 0) & (idx0 <= rest), r[np.clip(idx0, 0, rest)], 0.0)
-        if w1.sum() <= 0 or w0.sum() <= 0:
+        w1 = [g1[i] * r[t - 1 - i] if 0 <= t - 1 - i <= rest else 0 for i in m]
+        w0 = [g0[i] * r[t - i] if 0 <= t - i <= rest else 0 for i in m]
+        if not any(w1) or not any(w0):
             continue  # a total one secret cannot produce: the pair is not plausible given Z
-        worst = max(worst, 2 * w_inf_discrete(m + 1, w1, m, w0))
+        worst = max(worst, 2 * w_inf_discrete([i + 1 for i in m], w1, m, w0))
     return worst
 
 
@@ -334,7 +335,7 @@ def dp_cell_counts_sensitivity(relation: str) -> Fraction:
     return Fraction(2) if relation == "hamming" else Fraction(1)
 
 
-def normal_mean_sensitivity(n: int, r: float, sigma2: float, tau: float, gamma: float, omega: float) -> float:
+def normal_mean_sensitivity(n: int, r: float, sigma2: float, tau: float, gamma: float, omega: float) -> Fraction:
     """Example 1 (Appendix C, Example 3): the mean of n exchangeable jointly normal values with Z.
 
     Var X_i = sigma2, Cov(X_i, X_j) = tau, Cov(X_i, Z) = gamma, Var Z = omega; the secrets of a pair
@@ -343,6 +344,7 @@ def normal_mean_sensitivity(n: int, r: float, sigma2: float, tau: float, gamma: 
     regression coefficient of another unit on X_j given Z; two normals of equal variance are
     W_inf apart by their mean difference. Independence (tau = gamma = 0) gives r / n, the DP
     sensitivity of the mean; beta -> 1 gives r (one unit reveals all)."""
+    r, sigma2, tau, gamma, omega = (_exact(v) for v in (r, sigma2, tau, gamma, omega))  # exact rationals
     residual = sigma2 - gamma * gamma / omega
     if residual <= 0:
         return math.inf
