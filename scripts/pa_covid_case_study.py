@@ -15,6 +15,7 @@ import glob
 import os
 import sys
 import time
+from fractions import Fraction
 
 import numpy as np
 import pandas as pd
@@ -188,9 +189,9 @@ def figures(summary: pd.DataFrame, reps: pd.DataFrame, contractions: pd.DataFram
                     bar_chart("Prevalence of contraction effects", bars, axis="share")))
     series = []
     for n in (5, 20, 100):
-        xs = [i / 20 for i in range(21)]
-        ys = [(dependent_count_sensitivity(n, 0.5 - x / 2, 0.5 + x / 2) - 1) / (n - 1) for x in xs]
-        series.append((f"n = {n}", xs, ys))
+        ds = [Fraction(i, 20) for i in range(21)]  # exact: the sensitivity is a function of rationals
+        ys = [float((dependent_count_sensitivity(n, (1 - d) / 2, (1 + d) / 2) - 1) / Fraction(n - 1)) for d in ds]
+        series.append((f"n = {n}", [float(d) for d in ds], ys))
     out.append(("Figure 4: sensitivity against dependence",
                 "The Wasserstein sensitivity of one count over n units under Section 4.4's family, q0 = (1 - d)/2 and "
                 "q1 = (1 + d)/2, rescaled from 1 (independence, d = 0) to n (d = 1): (Delta - 1)/(n - 1).",

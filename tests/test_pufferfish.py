@@ -82,7 +82,7 @@ def test_one_count_under_the_section_4_4_family_matches_an_exact_computation(n, 
     given_one = {k + 1: v for k, v in _binomial(n - 1, q1).items()}
     given_zero = _binomial(n - 1, q0)
     exact = _w_inf_by_cdf_shifts(given_one, given_zero)
-    assert pf.dependent_count_sensitivity(n, float(q0), float(q1)) == exact
+    assert pf.dependent_count_sensitivity(n, q0, q1) == exact
     if q0 == q1:
         assert exact == 1  # independence: the DP sensitivity (Lemma 12)
     if (q0, q1) == (0, 1):
@@ -91,7 +91,7 @@ def test_one_count_under_the_section_4_4_family_matches_an_exact_computation(n, 
 
 def test_the_dependence_class_takes_the_worst_member_and_grows_with_dependence():
     c = lambda p0, p1: parse(small(f"dependence p0 {p0} p1 {p1} n 50")).pufferfish
-    values = [pf.count_sensitivity(c(Fraction(1, 2) - d, Fraction(1, 2) + d)) for d in (0, 0.1, 0.2, 0.3, 0.5)]
+    values = [pf.count_sensitivity(c(Fraction(1, 2) - d, Fraction(1, 2) + d)) for d in map(Fraction, ("0", "0.1", "0.2", "0.3", "0.5"))]
     assert values[0] == 1 and values == sorted(values) and values[-1] == 50
     assert pf.count_sensitivity(parse(small()).pufferfish) == 1
     assert pf.cell_counts_sensitivity(parse(small()).pufferfish, total_in_z=True) == 2
@@ -109,21 +109,24 @@ def _conditional_slope(n, sigma2, tau, gamma, omega):
     return coef[0]
 
 
-@pytest.mark.parametrize("n, sigma2, tau, gamma, omega", [(10, 1.0, 0.0, 0.0, 1.0), (10, 1.0, 0.3, 0.0, 2.0),
-                                                          (25, 2.0, 0.5, 0.7, 1.5), (4, 1.0, 0.2, -0.4, 1.0)])
+@pytest.mark.parametrize("n, sigma2, tau, gamma, omega", [(10, "1", "0", "0", "1"), (10, "1", "0.3", "0", "2"),
+                                                          (25, "2", "0.5", "0.7", "1.5"), (4, "1", "0.2", "-0.4", "1")])
 def test_example_1_normal_mean_sensitivity_matches_the_conditional_normal(n, sigma2, tau, gamma, omega):
-    r = 2.0
-    expected = abs(r * _conditional_slope(n, sigma2, tau, gamma, omega))
-    assert math.isclose(pf.normal_mean_sensitivity(n, r, sigma2, tau, gamma, omega), expected, rel_tol=1e-12)
-    if tau == gamma == 0:
-        assert math.isclose(expected, r / n)  # independence: the DP exponential mechanism's sensitivity
+    r = Fraction(2)
+    moments = [Fraction(v) for v in (sigma2, tau, gamma, omega)]
+    expected = abs(float(r) * _conditional_slope(n, *map(float, moments)))
+    got = pf.normal_mean_sensitivity(n, r, *moments)
+    assert isinstance(got, Fraction) and math.isclose(got, expected, rel_tol=1e-12)
+    if moments[1] == moments[2] == 0:
+        assert got == r / n  # independence: the DP exponential mechanism's sensitivity
 
 
 def test_w_inf_of_shifted_and_reflected_laws():
     k = np.arange(10)
-    pmf = np.exp(-0.3 * k)
+    pmf = [3 ** (10 - int(v)) for v in k]
     assert pf.w_inf_discrete(k, pmf, k + 3, pmf) == 3
     assert pf.w_inf_discrete(k, pmf, k, pmf) == 0
+    assert pf.w_inf_discrete(k, pmf, 9 - k, pmf) == 9
 
 
 # ---- the language -------------------------------------------------------------------------
@@ -368,7 +371,7 @@ def _exact_member(group, q0, q1, rest, p):
     (3, Fraction(1, 5), Fraction(4, 5), 0, Fraction(1, 2)),
 ])
 def test_the_vector_loss_given_the_total_matches_enumeration(group, q0, q1, rest, p):
-    got = pf.vector_given_total_sensitivity(group, float(q0), float(q1), rest, float(p))
+    got = pf.vector_given_total_sensitivity(group, q0, q1, rest, p)
     assert got == _exact_member(group, q0, q1, rest, p)
     assert got <= 2 * group  # the bound the class uses
 
@@ -377,14 +380,14 @@ def test_given_the_total_the_dependence_class_can_exceed_twice_the_count_sensiti
     """Conditioning on a public total can push the two secrets' laws apart: twice the count's
     own sensitivity, the value used before, understates this member, so the class uses 2n;
     independence (p0 = p1) stays at exactly 2."""
-    member = pf.vector_given_total_sensitivity(3, 0.05, 0.3, 40, 0.1)
-    assert member == 6 > 2 * pf.dependent_count_sensitivity(3, 0.05, 0.3) == 4
+    member = pf.vector_given_total_sensitivity(3, Fraction(1, 20), Fraction(3, 10), 40, Fraction(1, 10))
+    assert member == 6 > 2 * pf.dependent_count_sensitivity(3, Fraction(1, 20), Fraction(3, 10)) == 4
     c = parse(small("dependence p0 0.05 p1 0.3 n 3")).pufferfish
     assert pf.cell_counts_sensitivity(c, True) == 6 >= member
     assert pf.cell_counts_sensitivity(parse(small("dependence p0 0.3 p1 0.3 n 3")).pufferfish, True) == 2
     assert pf.cell_counts_sensitivity(parse(small("independent")).pufferfish, True) == 2
     for rest in (0, 1, 4, 12):  # every member at or below the independence value when p0 = p1
-        assert pf.vector_given_total_sensitivity(4, 0.3, 0.3, rest, 0.6) <= 2
+        assert pf.vector_given_total_sensitivity(4, Fraction(3, 10), Fraction(3, 10), rest, Fraction(3, 5)) <= 2
 
 
 # ---- Example 4: a count whose release satisfies SDL measures (Z) ------------------------------

@@ -85,9 +85,12 @@ def w_inf_discrete(support_a, pmf_a, support_b, pmf_b) -> int | Fraction:
     Exact: the weights are integers or Fractions (any common scale), compared without rounding.
     W_inf is an essential supremum, so a gap carried by tail mass 1e-100 counts as much as one
     carried by half the mass; a float CDF with a cut-off drops it (the stated sensitivity was
-    then too small: docs/security/known-vulnerabilities.md)."""
-    wa = [Fraction(w) for w in pmf_a]
-    wb = [Fraction(w) for w in pmf_b]
+    then too small: docs/security/known-vulnerabilities.md). The supports may come in any order:
+    the quantile functions need each law sorted by value, so it is sorted here."""
+    law_a = sorted(zip(support_a, pmf_a, strict=True), key=lambda atom: atom[0])
+    law_b = sorted(zip(support_b, pmf_b, strict=True), key=lambda atom: atom[0])
+    wa = [Fraction(w) for _, w in law_a]
+    wb = [Fraction(w) for _, w in law_b]
     if any(w < 0 for w in wa + wb) or not sum(wa) or not sum(wb):
         raise ValueError("W_inf needs nonnegative weights with a positive total")
     den = math.lcm(*(w.denominator for w in wa + wb))
@@ -95,7 +98,7 @@ def w_inf_discrete(support_a, pmf_a, support_b, pmf_b) -> int | Fraction:
     ta, tb = sum(ia), sum(ib)
     ca = list(itertools.accumulate(w * tb for w in ia))  # both on the common total ta * tb
     cb = list(itertools.accumulate(w * ta for w in ib))
-    xa, xb = list(support_a), list(support_b)
+    xa, xb = [x for x, _ in law_a], [x for x, _ in law_b]
     worst = 0
     for level in sorted(set(ca) | set(cb)):  # the quantiles are constant on (previous level, level]
         if level == 0:
@@ -131,7 +134,10 @@ def count_sensitivity(c: ir.Pufferfish | None) -> Fraction | float:
 
     Independence: exactly 1 (the shift coupling; Lemma 12's DP sensitivity). The dependence class
     holds every member with both conditional probabilities in [p0, p1] (dependence of either
-    sign); W_inf is largest at the two corners, so the maximum over the class is theirs."""
+    sign); W_inf is largest at the two corners, so the maximum over the class is theirs: a
+    binomial grows stochastically with its probability, so the upper quantile gap of
+    1 + Bin(n-1, q1) over Bin(n-1, q0) is largest at (q0, q1) = (min, max) and the lower gap at
+    (max, min). Exact (a Fraction); math.inf only for 'class arbitrary', which check refuses."""
     if c is None or c.kind == "independent":
         return Fraction(1)
     if c.kind == "arbitrary":
@@ -335,7 +341,7 @@ def dp_cell_counts_sensitivity(relation: str) -> Fraction:
     return Fraction(2) if relation == "hamming" else Fraction(1)
 
 
-def normal_mean_sensitivity(n: int, r: float, sigma2: float, tau: float, gamma: float, omega: float) -> Fraction:
+def normal_mean_sensitivity(n: int, r, sigma2, tau, gamma, omega) -> Fraction | float:
     """Example 1 (Appendix C, Example 3): the mean of n exchangeable jointly normal values with Z.
 
     Var X_i = sigma2, Cov(X_i, X_j) = tau, Cov(X_i, Z) = gamma, Var Z = omega; the secrets of a pair
@@ -343,7 +349,9 @@ def normal_mean_sensitivity(n: int, r: float, sigma2: float, tau: float, gamma: 
     variance free of x and a mean linear in x with slope (1 + (n - 1) beta) / n, beta the
     regression coefficient of another unit on X_j given Z; two normals of equal variance are
     W_inf apart by their mean difference. Independence (tau = gamma = 0) gives r / n, the DP
-    sensitivity of the mean; beta -> 1 gives r (one unit reveals all)."""
+    sensitivity of the mean; beta -> 1 gives r (one unit reveals all). The laws are continuous but
+    the sensitivity is a rational function of the moments, so no float is needed: a Fraction
+    (math.inf when Z determines X_j, the residual variance 0)."""
     r, sigma2, tau, gamma, omega = (_exact(v) for v in (r, sigma2, tau, gamma, omega))  # exact rationals
     residual = sigma2 - gamma * gamma / omega
     if residual <= 0:
@@ -352,21 +360,9 @@ def normal_mean_sensitivity(n: int, r: float, sigma2: float, tau: float, gamma: 
     return abs(r * (1 + (n - 1) * beta) / n)
 
 
-def w_inf_exact(law_a: dict, law_b: dict) -> int:
-    """W_inf between two laws on the integers given as {value: weight} (exact weights, any scale):
-    the least d with F_a(k) <= F_b(k + d) and F_b(k) <= F_a(k + d) for every k."""
-    sa, sb = sum(law_a.values()), sum(law_b.values())
-    keys = sorted(set(law_a) | set(law_b))
-    lo, hi = keys[0], keys[-1]
-
-    def cdf(law, total, k):
-        return sum(w for v, w in law.items() if v <= k) / total
-
-    for d in range(hi - lo + 1):
-        if all(cdf(law_a, sa, k) <= cdf(law_b, sb, k + d) and cdf(law_b, sb, k) <= cdf(law_a, sa, k + d)
-               for k in range(lo - 1, hi + 1)):
-            return d
-    return hi - lo
+def w_inf_exact(law_a: dict, law_b: dict) -> int | Fraction:
+    """W_inf between two laws on the integers given as {value: weight} (exact weights, any scale)."""
+    return w_inf_discrete(list(law_a), list(law_a.values()), list(law_b), list(law_b.values()))
 
 
 def sdl_admissible(n: int, k: int, t=None, reference=None) -> list[int]:
