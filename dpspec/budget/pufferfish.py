@@ -125,8 +125,14 @@ def _exact(q) -> Fraction:
 def _binomial_weights(m: int, q) -> list[int]:
     """Bin(m, q) on 0..m as exact integer weights: C(m, k) a^k (b - a)^(m - k) for q = a / b."""
     q = _exact(q)
-    a, b = q.numerator, q.denominator
-    return [math.comb(m, k) * a**k * (b - a) ** (m - k) for k in range(m + 1)]
+    a, c = q.numerator, q.denominator - q.numerator
+    if a == 0 or c == 0:  # a point mass at 0 or at m
+        return [int(k == (0 if a == 0 else m)) for k in range(m + 1)]
+    out, term = [], c**m
+    for k in range(m + 1):  # each term from the last (exact division), not a power per term
+        out.append(term)
+        term = term * (m - k) * a // ((k + 1) * c)
+    return out
 
 
 def count_sensitivity(c: ir.Pufferfish | None) -> Fraction | float:
