@@ -18,6 +18,8 @@ from __future__ import annotations
 
 from dpspec.api import Diagnostic, MechanismError, declared_keys, ir
 
+from .locate import Broken
+
 
 def _at(col) -> tuple:
     return (col.loc.line, col.loc.column) if col is not None and col.loc else (None, None)
@@ -75,10 +77,15 @@ def declared_geography(spec: ir.Spec, table: str, flag: str | None = None):
     levels = [c for c in spec.domain.geography.levels if spec.domain.table(table).column(c) is not None]
     frame = declared_keys(spec, table, [*levels, *([flag] if flag else [])])
     finest = levels[-1]
-    if frame[finest].duplicated().any():
-        code = frame.loc[frame[finest].duplicated(), finest].iloc[0]
-        raise MechanismError(f"the geography file lists {finest} {code!r} twice (once per parent or AIAN flag): "
-                             "each unit must lie in exactly one unit of each level above it")
+    twice = frame[finest].duplicated(keep=False)
+    if twice.any():
+        code = frame.loc[twice, finest].iloc[0]
+        rows = frame[frame[finest] == code]
+        if flag and rows[levels].drop_duplicates().shape[0] == 1:
+            raise Broken(f"the AIAN spine needs every {finest} wholly inside or outside the AIAN areas: the geography "
+                         f"file lists {finest} {code!r} with {flag} = 0 and {flag} = 1", ("spine", "aian"))
+        raise Broken(f"geography is not a tree: the geography file lists {finest} {code!r} under more than one "
+                     "parent; each unit must lie in exactly one unit of each level above it", ("geography",))
     return frame
 
 
