@@ -26,7 +26,11 @@ Files:
                           522-value household type hhtype (hhtype_table), for the DHC
                           households spec (households_of: drawn from its own seed, so the other
                           files do not change)
+  dhc_geography.csv       the synthetic state's public geography file: one row per block, every spine
+                          level's code and the AIAN flag (the specs declare it public: the generator
+                          defines the geography, so it is public by construction)
 The Puerto Rico files (dhc_pr_*.parquet) are the same generator with another seed and state code.
+`--geography` writes only the geography files, from the person files already built.
 """
 from __future__ import annotations
 
@@ -422,7 +426,20 @@ def write(files: dict, prefix: str) -> None:
         frame.to_parquet(os.path.join(OUT, f"{prefix}_{name}.parquet"), index=False, compression="zstd")
 
 
+def write_geography(persons: pd.DataFrame, prefix: str) -> None:
+    """{prefix}_geography.csv: every block with its levels' codes and AIAN flag, sorted by code
+    (every block the generator made holds persons, so the releases keep their units)."""
+    geo = persons[GEO + ["aian"]].astype(str).drop_duplicates().sort_values(GEO)
+    if geo["block"].duplicated().any():
+        raise SystemExit(f"{prefix}: a block lies on both sides of the AIAN area or in two block groups")
+    geo.to_csv(os.path.join(OUT, f"{prefix}_geography.csv"), index=False)
+
+
 def main() -> None:
+    if "--geography" in sys.argv[1:]:
+        for prefix in ("dhc", "dhc_pr"):
+            write_geography(pd.read_parquet(os.path.join(OUT, f"{prefix}_persons.parquet")), prefix)
+        return
     for prefix, households, blocks, seed, state in (("dhc", 240, 22, 2020, "01"), ("dhc_pr", 130, 12, 2072, "72")):
         files = generate(households, blocks, seed, state)
         files["pl94"] = pl94_release(files["persons"], files["facilities"], seed + 1)
@@ -431,6 +448,7 @@ def main() -> None:
         files["units"] = with_tenvacgq(files["units"], files["facilities"], aian, seed + 3)
         files["h1"] = h1_of(files["units"])
         write(files, prefix)
+        write_geography(files["persons"], prefix)
         p = files["persons"]
         gq_units = int((files["units"]["tenure"] == "gq").sum())
         print(f"{prefix}: {len(p)} persons, {p['block'].nunique()} blocks, {len(files['units']) - gq_units} housing units "

@@ -177,10 +177,11 @@ def beside(folder, name: str = "out"):
     return folder.parent / f"{folder.name}-{name}"
 
 
-def edited_spec(text: str, name: str, replace: dict | None = None):
-    """The spec `text` parsed after each `old -> new` edit, every `old` required to be present
-    (an edit that silently misses would test the unedited spec)."""
-    from dpspec.language.parser import parse
+def edited_spec(text: str, name: str, replace: dict | None = None, parse=None):
+    """The spec `text` parsed (by `parse`, default the language's) after each `old -> new` edit,
+    every `old` required to be present (an edit that silently misses would test the unedited spec)."""
+    if parse is None:
+        from dpspec.language.parser import parse
 
     for old, new in (replace or {}).items():
         assert old in text, old

@@ -9,7 +9,7 @@ import pytest
 
 from dpspec.check.checker import check
 from dpspec.errors import DataError, SpecError
-from dpspec.language.parser import parse
+from tests.topdown_geography import parse
 from dpspec_topdown.constraints import facility_bounds
 from dpspec_topdown.engine import run_topdown
 from dpspec_topdown.synthetic import LEVELS, PL94_VARIABLES, generate_facilities, generate_population

@@ -334,7 +334,9 @@ release {
 def _joint_spec(replace=None):
     from tests.conftest import edited_spec
 
-    return edited_spec(JOINT_SPEC, "joint.dps", replace)
+    from tests.topdown_geography import parse
+
+    return edited_spec(JOINT_SPEC, "joint.dps", replace, parse=parse)
 
 
 def test_joint_spec_checks_and_its_budget_lists_both_tables_queries():
@@ -473,7 +475,9 @@ def _joint_spec_with_data(tmp_path, seed=5):
                               "  count units by block\n}\n\nunit households : hamming")
     text = text.replace("release {\n  microdata households\n}",
                         "release {\n  microdata households\n  microdata units\n  output joint_measurements\n}")
-    (tmp_path / "in" / "joint.dps").write_text(text)
+    from tests.topdown_geography import write_declared
+
+    write_declared(tmp_path / "in" / "joint.dps", text)
     return tmp_path / "in" / "joint.dps"
 
 

@@ -8,7 +8,7 @@ import pytest
 
 from dpspec.check.checker import check
 from dpspec.errors import DataError, SpecError
-from dpspec.language.parser import parse
+from tests.topdown_geography import parse
 from dpspec_topdown.engine import run_topdown
 from dpspec_topdown.synthetic import LEVELS, PL94_VARIABLES, PRODUCTION_LEVEL_SHARES, generate_population, pl94_strategy
 

@@ -8,7 +8,7 @@ import pytest
 
 from dpspec.check.checker import check
 from dpspec.errors import DataError, SpecError
-from dpspec.language.parser import parse
+from tests.topdown_geography import parse
 from dpspec_topdown.histogram import Recode, Schema, crossing_groups
 from tests.test_topdown_equality import DECLARED, SPEC as EQUALITY
 

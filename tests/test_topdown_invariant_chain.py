@@ -10,7 +10,7 @@ import pytest
 
 from dpspec.check.checker import check
 from dpspec.errors import SpecError
-from dpspec.language.parser import parse
+from tests.topdown_geography import parse
 from dpspec_topdown.invariant_chain import unnested
 from tests.test_topdown_located_data_errors import SPEC as LOCATED
 

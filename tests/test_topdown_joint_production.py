@@ -11,6 +11,7 @@ from dpspec.check.checker import check
 from dpspec.errors import DataError, SpecError
 
 from tests.conftest import edited_spec
+from tests.topdown_geography import parse
 from tests.test_topdown_dhc_solver import JOINT_SPEC  # noqa: E402
 
 SPEC = (JOINT_SPEC.replace("solved jointly", "solved jointly, with zeros")
@@ -21,7 +22,7 @@ SPEC = (JOINT_SPEC.replace("solved jointly", "solved jointly, with zeros")
 
 
 def _spec(replace=None):
-    return edited_spec(SPEC, "zeros.dps", replace)
+    return edited_spec(SPEC, "zeros.dps", replace, parse=parse)
 
 
 def test_joint_zeros_check_and_name_their_cells():

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from dpspec.errors import DataError
-from dpspec.language.parser import parse
+from tests.topdown_geography import parse
 from dpspec.run.compiler import compile_spec
 
 SPEC = '''spec "located data errors"

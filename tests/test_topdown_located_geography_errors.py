@@ -1,5 +1,5 @@
 """Data errors about the geography a TopDown spec declares cite where the spec declares it: a
-block on both sides of the AIAN split cites the spine's `aian` setting, a block missing from the
+block the geography file puts on both sides of the AIAN split cites the spine's `aian` setting, a block missing from the
 reference geography the spine's `geography` setting, a geography that is no tree the domain's
 hierarchy, and a node the failsafe cannot save the level's budget share and the `failsafe`
 setting that was applied (issue 24, "Bad input": every DataError about a construct cites it)."""
@@ -11,23 +11,24 @@ from dpspec.errors import DataError
 from dpspec.language.parser import parse
 from dpspec.run.compiler import compile_spec
 from tests.test_topdown_located_data_errors import _at, _cites
+from tests.topdown_geography import declared
 
 SPEC = '''spec "located geography errors"
 domain d "persons on an AIAN spine, and every block" {
   stage edited
   geography g { state > county > block }
   table persons unit person {
-    state : category
-    county : category in state
-    block : category in county
-    aian : {0, 1}
+    state : category values from "geography.csv"
+    county : category in state values from "geography.csv"
+    block : category in county values from "geography.csv"
+    aian : category values from "geography.csv"
     hhgq : {0, 1, 2}
     votingage : {0, 1}
   }
   table blocks unit block {
-    state : category
-    county : category in state
-    block : category in county
+    state : category values from "geography.csv"
+    county : category in state values from "geography.csv"
+    block : category in county values from "geography.csv"
     aian : {0, 1}
   }
 }
@@ -35,6 +36,9 @@ data persons from "persons.parquet"
 data blocks from "blocks.parquet"
 invariants {
   count persons by state
+}
+public {
+  keys "geography.csv" released "the test state's geography"
 }
 unit persons : hamming
 premetric zcdp
@@ -77,6 +81,7 @@ def _compile(tmp_path, persons, blocks=None, text=SPEC):
     folder.mkdir()
     persons.to_parquet(folder / "persons.parquet")
     (_blocks(persons) if blocks is None else blocks).to_parquet(folder / "blocks.parquet")
+    declared(text, folder)  # the geography file: the data's blocks, with their AIAN flags
     path = folder / "s.dps"
     path.write_text(text)
     return str(path), compile_spec(parse(text, str(path)), seed=1, audit=False)
@@ -97,10 +102,10 @@ def test_the_spec_compiles_on_its_data(tmp_path):
 def test_a_block_on_both_sides_of_the_aian_split_cites_the_spines_aian_setting(tmp_path):
     persons = _persons()
     row = persons.index[persons["block"] == "b00"][0]
-    persons.loc[row, "aian"] = 0  # b00 lies inside the AIAN area, one of its records says outside
+    persons.loc[row, "aian"] = 0  # the geography file then lists b00 inside and outside the AIAN area
     path, error = _refused(tmp_path, persons, _blocks(persons[persons.index != row]))
     assert error.message == ("the AIAN spine needs every block wholly inside or outside the AIAN areas: "
-                             "block 'b00' has records with aian = 0 and aian = 1")
+                             "the geography file lists block 'b00' with aian = 0 and aian = 1")
     _cites(error, path, SPEC, ("the spine's aian setting", "aian: aian", None))
 
 
@@ -135,19 +140,39 @@ def test_a_node_the_failsafe_cannot_save_cites_the_levels_share_and_the_failsafe
            ("'failsafe'", "failsafe:", None))
 
 
-def test_a_geography_that_is_no_tree_cites_the_hierarchy():
+def test_a_geography_file_that_is_no_tree_cites_the_hierarchy(tmp_path):
+    persons = _persons()
+    persons.loc[persons.index[persons["block"] == "b01"][0], "county"] = "01003"
+    folder = tmp_path / "in"
+    folder.mkdir()
+    _blocks(persons).sort_values("block").to_csv(folder / "geography.csv", index=False)  # b01 in both counties
+    kept = pd.concat([persons[persons["block"] != "b01"], persons[persons["block"] == "b01"].iloc[:1]])
+    kept.to_parquet(folder / "persons.parquet")  # the records agree with one of b01's counties
+    _blocks(kept).to_parquet(folder / "blocks.parquet")
+    path = folder / "s.dps"
+    path.write_text(SPEC)
+    with pytest.raises(DataError) as info:
+        compile_spec(parse(SPEC, str(path)), seed=1, audit=False)
+    assert info.value.message.startswith("geography is not a tree: the geography file lists block 'b01' under more")
+    _cites(info.value, str(path), SPEC, ("the geography 'g'", "geography g", None))
+
+
+def test_a_geography_that_is_no_tree_cites_the_hierarchy(tmp_path):
     """The compiler's own reading refuses such data first (its domain says block is in county);
     a caller of the plugin's run with data read otherwise meets the engine's check, located."""
     from dpspec.check.checker import check
     from dpspec_topdown.broken_places import located
     from dpspec_topdown.hierarchy import build_hierarchy
 
-    spec = parse(SPEC, "s.dps")
-    params = check(spec).params
     persons = _persons()
+    persons.to_parquet(tmp_path / "persons.parquet")
+    _blocks(persons).to_parquet(tmp_path / "blocks.parquet")
+    declared(SPEC, tmp_path)
+    spec = parse(SPEC, str(tmp_path / "s.dps"))
+    params = check(spec).params
     persons.loc[persons.index[persons["block"] == "b01"][0], "county"] = "01003"
     with pytest.raises(DataError) as info:
         with located(spec, params):
             build_hierarchy(persons, ["nation", "state", "county", "block"])
     assert info.value.message.startswith("geography is not a tree: block 'b01' lies in more than one county")
-    _cites(info.value, "s.dps", SPEC, ("the geography 'g'", "geography g", None))
+    _cites(info.value, str(tmp_path / "s.dps"), SPEC, ("the geography 'g'", "geography g", None))

@@ -304,7 +304,7 @@ mechanism topdown {
 
 def test_outer_passes_in_a_spec():
     from dpspec.check.checker import check
-    from dpspec.language.parser import parse
+    from tests.topdown_geography import parse
 
     check(parse(OUTER_SPEC, "s.dps"))
     line = OUTER_SPEC.splitlines().index("      outer1: {") + 1  # the outer pass missing its rounding

@@ -16,6 +16,7 @@ from dpspec.run.compiler import compile_spec
 from dpspec.errors import DataError, SpecError
 from dpspec.language.parser import parse, read_source
 from tests.conftest import SPECS, edited_spec
+from tests.key_files import keys_from
 
 PL94 = os.path.join(SPECS, "pl94_production_topdown.dps")
 ACS = os.path.join(SPECS, "acs_national_topdown.dps")
@@ -104,9 +105,10 @@ def test_fixed_seed_gives_the_same_release():
 
 def test_a_puma_in_two_states_is_a_data_error(tmp_path):
     persons = pd.read_csv(os.path.join(SPECS, "data", "acs_national", "acs_national_pl94.csv"), dtype=str)
-    persons.loc[0, "state"] = "99"  # its PUMA now lies in two states
+    persons.loc[0, "state"] = "06"  # a declared state: its PUMA (of state 01) now lies in two states
     persons.to_csv(tmp_path / "p.csv", index=False)
-    text = read_source(ACS).replace('"data/acs_national/acs_national_pl94.csv"', f'"{tmp_path / "p.csv"}"')
+    text = keys_from(read_source(ACS).replace('"data/acs_national/acs_national_pl94.csv"', f'"{tmp_path / "p.csv"}"'),
+                     SPECS)
     with pytest.raises(DataError, match="lies in more than one state"):
         compile_spec(parse(text, str(tmp_path / "x.dps")), seed=1, audit=False)
 

@@ -11,7 +11,7 @@ import pytest
 
 from dpspec.check.checker import check
 from dpspec.errors import DataError, SpecError
-from dpspec.language.parser import parse
+from tests.topdown_geography import parse
 from dpspec_topdown.engine import run_topdown
 from dpspec_topdown.histogram import Recode
 from dpspec_topdown.postprocess import BoundConstraint, GroupConstraint, MeasuredQuery, NodeTask
@@ -282,7 +282,7 @@ def test_a_compiled_spec_reports_the_heuristic_in_its_facts_and_notes():
     data = {"persons": pd.concat(rows, ignore_index=True),
             "facilities": pd.DataFrame(facilities, columns=["state", "county", "block", "gqtype"])}
     text = SPEC.replace("EXTRA", GOOD).replace("rho: 1\n", "rho: 1/200\n")
-    result = dpspec.compile(parse(text, "s.dps"), data=data, seed=2)
+    result = dpspec.compile(parse(text, "s.dps", data=data), data=data, seed=2)
     report = result.release.facts["postprocess_only"]
     assert sum(report["moves"].values()) > 0 and report["violations"] == []
     assert any("records moved; every row holds" in note for note in result.release.notes)

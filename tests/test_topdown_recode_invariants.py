@@ -10,7 +10,7 @@ import pytest
 import dpspec
 from dpspec.check.checker import check
 from dpspec.errors import DataError, SpecError
-from dpspec.language.parser import parse
+from tests.topdown_geography import parse, write_declared
 
 SPEC = """spec "units with their GQ types invariant per block"
 
@@ -73,7 +73,7 @@ def _write(tmp_path, units, text=SPEC):
     (tmp_path / "in").mkdir()
     units.to_csv(tmp_path / "in" / "units.csv", index=False)
     spec = tmp_path / "in" / "units.dps"
-    spec.write_text(text, encoding="utf-8")
+    write_declared(spec, text)
     return str(spec)
 
 
@@ -165,7 +165,7 @@ def _joint_spec(tmp_path, units_frame):
                      "invariants {\n  count units by block, occupancy\n}\n\nunit households : hamming")
             .replace("release {\n  microdata households\n}", "release {\n  microdata households\n  microdata units\n}"))
     spec = tmp_path / "in" / "joint.dps"
-    spec.write_text(text, encoding="utf-8")
+    write_declared(spec, text)
     return str(spec)
 
 

@@ -18,6 +18,7 @@ from dpspec.budget.budget_report import budget_summary
 from dpspec.cli.main import main
 from dpspec.errors import SpecError
 from dpspec.language.parser import parse, read_source
+from tests.key_files import keys_from
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PERSONS = os.path.join(ROOT, "specs", "pl94_production_topdown.dps")
@@ -85,7 +86,7 @@ def test_a_wrong_share_breaks_a_pinned_figure(tmp_path):
     wrong = text.replace("      total: 5/4097\n      cenrace: 9/4097", "      total: 205/4097\n      cenrace: 9/4097")
     wrong = wrong.replace("      detailed: 3945/4097", "      detailed: 3745/4097")
     assert wrong.count("205/4097") == 1 and "3745/4097" in wrong
-    summary = budget_summary(parse(wrong, str(tmp_path / "wrong.dps")))
+    summary = budget_summary(parse(keys_from(wrong, os.path.dirname(PERSONS)), str(tmp_path / "wrong.dps")))
     got_a, got_g = _pinned(summary, US_PERSONS_ATTRIBUTES, US_PERSONS_GEOGRAPHY)
     assert got_a != US_PERSONS_ATTRIBUTES  # the pin fails on the wrong copy
     assert got_g == US_PERSONS_GEOGRAPHY  # level shares untouched: geography unchanged
@@ -95,7 +96,7 @@ def test_wrong_level_share_breaks_the_geography_pin(tmp_path):
     text = read_source(PERSONS)
     wrong = text.replace("    tract: 687/4099\n    blockgroup: 1256/4099", "    tract: 887/4099\n    blockgroup: 1056/4099")
     assert wrong != text
-    summary = budget_summary(parse(wrong, str(tmp_path / "wrong.dps")))
+    summary = budget_summary(parse(keys_from(wrong, os.path.dirname(PERSONS)), str(tmp_path / "wrong.dps")))
     _, got_g = _pinned(summary, US_PERSONS_ATTRIBUTES, US_PERSONS_GEOGRAPHY)
     assert got_g != US_PERSONS_GEOGRAPHY
     assert got_g["blockgroup"] == US_PERSONS_GEOGRAPHY["blockgroup"]  # the block level is unchanged
@@ -248,7 +249,7 @@ def test_no_across_split_figure_without_the_aian_spine(tmp_path):
     text = read_source(PERSONS)
     plain = text.replace("    aian: aian\n", "")
     assert plain != text
-    sem = budget_summary(parse(plain, str(tmp_path / "plain.dps")))["semantics"]
+    sem = budget_summary(parse(keys_from(plain, os.path.dirname(PERSONS)), str(tmp_path / "plain.dps")))["semantics"]
     assert "across_split" not in sem
 
 

@@ -300,13 +300,13 @@ BEFORE = {
     "acs_ma_hispanic_topdown.dps": {
         "measurements.csv": "4463f48c56b91c750ee5c67b0bed6459f8c544a4b07bfb2ef3b11545835f2da3",
         "persons.csv": "a3b18c4a72703caaa9d0a5597712cd098a9ec8e0e8b9029a385b9a1a55705a6e"},
-    "acs_national_topdown.dps": {
-        "count_persons_puma_votingage.csv": "9eff75585e7b14b344b0ac680f0ae5d680d0adf1275ae0d1722c50f0d14881f2",
+    "acs_national_topdown.dps": {  # the count table: released over the declared cells, in declared order
+        "count_persons_puma_votingage.csv": "16856832cc57d02cb56378cb836cc259201cf21ae04404c5469b332d70f55df7",
         "measurements.csv": "80fbbb0fb5ee6ce65a9e910814e6bd95cc462e39493a83fcb1f13243cfda21e7",
         "persons.csv": "c2e75b4a7dbdcb9176ad46f116d4fdeb5d208e24c93bb7bb464f782f1c630d60"},
-    "pl94_units_topdown.dps": {
-        "measurements.csv": "8b9df2b36b0bd03e302022c673fee7e13d6f19506169a4299fd9deb258ae691c",
-        "units.csv": "52c60a995c9c1df41a0255b12350bfb91bbb881f39fecb8c390f592696530f15"},
+    "pl94_units_topdown.dps": {  # the declared blocks without housing units are measured too
+        "measurements.csv": "6dbe65c181e4d8a1e4d2617078d0c53f59d43b03f5a869d11fbe897ce086cfe7",
+        "units.csv": "584e4037532de31e029ffe9598e7f53d6ea3c01444bbf5baa89da0949ac44c67"},
 }
 
 

@@ -25,7 +25,7 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
-from dpspec.api import MechanismError, SpecError
+from dpspec.api import MechanismError, SpecError, shown
 
 from .allocation import JOINT_MARK, Allocation, allocate, query_name, split_allocation
 from . import equality
@@ -121,7 +121,8 @@ def run_topdown(persons: pd.DataFrame, levels: Sequence[str], variables: Mapping
                 bypass: Sequence[str] = (), gq_signature: pd.Series | None = None,
                 equalities: Sequence[tuple] = (), failsafe: Sequence[str] | None = None,
                 joint: JointTable | None = None, reference_geography: pd.DataFrame | None = None,
-                postprocess_only: Sequence[str] = (), postprocess_feasible: Sequence[str] = ()) -> TopDownResult:
+                postprocess_only: Sequence[str] = (), postprocess_feasible: Sequence[str] = (),
+                declared_geography: pd.DataFrame | None = None) -> TopDownResult:
     """Run TopDown on person records; see the module docstring for the semantics.
 
     ``levels`` lists the geography columns top first (a leading name that is not a column is
@@ -179,18 +180,32 @@ def run_topdown(persons: pd.DataFrame, levels: Sequence[str], variables: Mapping
     ``postprocess_feasible`` (production's require_feasible_postproc_dim) a move may also change
     the structural zeros' other variable, and a row left broken stops the run (a DataError);
     elsewhere it is reported (a warning and the result's ``postprocess``), never silent.
+    ``declared_geography``: the declared units (declared_geography.py), one row per finest unit
+    with every level's code (and the AIAN flag with `aian`), as text: the hierarchy is built
+    from these rows alone, so a unit nobody lives in is measured like any other, and the
+    records are mapped onto it (a record's combination of codes outside them is a DataError);
+    the records' own AIAN flags then play no part in the spine.
     """
     t_run = time.perf_counter()
     schema = Schema.from_variables(variables).with_recodes(recodes)
-    geography, tallies = person_counts(persons, levels, schema, engine, flags=[aian[1]] if aian else [])
+    flags = [aian[1]] if aian and declared_geography is None else []  # declared: the flag is the file's
+    geography, tallies = person_counts(persons, levels, schema, engine, flags=flags)
+    geo_tables = [geography]
     if joint is not None:
         if failsafe or postprocess_only:
             raise SpecError("the failsafe and post-processing-only constraints are not available with a joint table "
                             "(production's interleaved optimizer has no failsafe)")
         schema_j = Schema.from_variables(joint.variables).with_recodes(joint.recodes)
-        geo_j, tallies_j = person_counts(joint.records, levels, schema_j, engine, flags=[aian[1]] if aian else [])
+        geo_j, tallies_j = person_counts(joint.records, levels, schema_j, engine, flags=flags)
+        geo_tables.append(geo_j)
         geography = _union_geography(geography, geo_j)
+    if declared_geography is not None:
+        for found in geo_tables:
+            within_declared(found, declared_geography, levels)
+        geography = declared_geography.reset_index(drop=True)
     if reference_geography is not None:
+        if declared_geography is not None:
+            within_declared(reference_geography, declared_geography, levels)
         geography = _with_reference(geography, reference_geography, [aian[1]] if aian else [])
     labels = {}
     if aian is not None:
@@ -390,6 +405,24 @@ def _with_reference(geography: pd.DataFrame, reference: pd.DataFrame, flags: Seq
             raise Broken(f"the reference geography has no {finest} {geography[finest][absent].iloc[0]!s} "
                          f"({int(absent.sum())} units of the data are not in it)", ("spine", "geography"))
     return _union_geography(geography, ref)
+
+
+def within_declared(found: pd.DataFrame, declared: pd.DataFrame, levels: Sequence[str]) -> None:
+    """A DataError naming the first combination of geography codes in ``found`` (rows of a
+    table, or its counts) that is not a declared unit: each code may be declared, and the
+    combination not (a block declared in one tract, recorded in another)."""
+    columns = [c for c in levels if c in found.columns and c in declared.columns]
+    if not columns or found.empty:
+        return
+    rows = found[columns].astype(str).drop_duplicates()
+    known = pd.MultiIndex.from_frame(declared[columns].astype(str))
+    absent = ~pd.MultiIndex.from_frame(rows).isin(known)
+    if absent.any():
+        first = rows[absent].iloc[0]
+        where = ", ".join(f"{c} {shown(first[c])}" for c in columns)
+        raise Broken(f"records lie in {where}, which is not a unit of the declared geography "
+                     f"({int(absent.sum())} such combinations): every record's codes must be a row of the "
+                     "geography file", ("geography",))
 
 
 def _union_geography(a: pd.DataFrame, b: pd.DataFrame) -> pd.DataFrame:

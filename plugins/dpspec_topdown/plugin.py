@@ -11,9 +11,11 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-from dpspec.api import Diagnostic, Mechanism, NativeFlavor, ParamSpec, ParameterSchema, Release, SpecError, ir, progress
+from dpspec.api import (Diagnostic, Mechanism, MechanismError, NativeFlavor, OutputKeys, ParamSpec, ParameterSchema, Release,
+                        SpecError, declared_values, ir, progress)
 
 from .allocation import JOINT_MARK, allocate, query_name, split_allocation
+from .declared_geography import check_structure, declared_geography, problems as geography_problems
 from .locate import at, item_at
 from .wording import counted, listed
 
@@ -367,7 +369,8 @@ def _spine(spec: ir.Spec, params: dict) -> dict:
                                        "not a flag marking the units inside AIAN areas", *loc))
         ty = col.type
         flag = ty.kind == "bool" or (ty.kind == "enum" and {str(v) for v in ty.values} <= {"0", "1"}) or (
-            ty.kind == "int" and 0 <= ty.low and ty.high <= 1)
+            ty.kind == "int" and 0 <= ty.low and ty.high <= 1) or (
+            ty.kind == "category" and ty.keys_from is not None and _flag_values(spec, table.name, column))
         if not flag:
             raise SpecError(Diagnostic(f"spine: aian column '{column}' must be boolean or take the values 0 and 1", *loc))
         if len(geo) < 2:
@@ -383,6 +386,14 @@ def _spine(spec: ir.Spec, params: dict) -> dict:
                                        f"{geo[-1] if geo else 'unit'}, populated or not)", *loc))
         out["geography"] = name
     return out
+
+
+def _flag_values(spec: ir.Spec, table: str, column: str) -> bool:
+    """A flag read from a key file takes only the values 0 and 1 there."""
+    try:
+        return set(map(str, declared_values(spec, table, column) or ())) <= {"0", "1"}
+    except MechanismError:  # an unreadable key file: the checker's key-file diagnostics say why
+        return True
 
 
 def _bypass_levels(spec: ir.Spec, params: dict, setting) -> list[str]:
@@ -571,6 +582,14 @@ def _joint(spec: ir.Spec, params: dict) -> list[dict]:
         raise SpecError(Diagnostic("joint: TopDown solves one further table with its own (two histograms per "
                                    "node, as production's households and units)", *out[1]["loc"]))
     return out
+
+
+def _joint_tables(spec: ir.Spec, params: dict) -> list[str]:
+    """The joint tables' names (none while the joint block is in error: check reports it)."""
+    try:
+        return [j["table"] for j in _joint(spec, params)]
+    except SpecError:
+        return []
 
 
 def _cross_constraints(spec: ir.Spec, params: dict, joint: list[dict]) -> list[dict]:
@@ -1087,6 +1106,12 @@ class TopDown(Mechanism):
             problems.append(Diagnostic("queries: expected a block such as { total: 1/2  detailed: 1/2 }"))
         if problems:
             return problems
+        try:
+            flag = _spine(spec, params).get("aian", (None, None))[1]
+        except SpecError:  # reported below, at the spine's setting
+            flag = None
+        problems.extend(geography_problems(spec, [params["table"], *_joint_tables(spec, params)],
+                                           flag))
         _, inv_problems = _invariants(spec, params)
         problems.extend(inv_problems)
         try:
@@ -1156,6 +1181,13 @@ class TopDown(Mechanism):
 
     def flavor(self, spec, params):
         return NativeFlavor(params["table"], _relation(spec, params), "zcdp")
+
+    def output_keys(self, spec, params):
+        """The microdata (the person table's and any joint table's) are records; their geography
+        columns, and the release tables counted from them, range over the declared geography.
+        The measurements' level and geocode are not domain columns: `run` checks them against
+        the declared hierarchy itself (declared_geography.check_structure)."""
+        return {name: OutputKeys(name, records=True) for name in [params["table"], *_joint_tables(spec, params)]}
 
     def induced_invariants(self, spec, params):
         invariants, problems = _invariants(spec, params)
@@ -1277,6 +1309,7 @@ class TopDown(Mechanism):
 
         frame = records(persons, variables)
         joint = _joint_table(spec, params, data, records)
+        declared = declared_geography(spec, params["table"], spine.get("aian", (None, None))[1])
         result = run_topdown(
             frame, _levels(spec), variables,
             _strategy(params, _levels(spec), list(variables)), params["rho"], params["levels"],
@@ -1291,7 +1324,10 @@ class TopDown(Mechanism):
             failsafe=_failsafe(params), joint=joint, **_postprocess_only(spec, params),
             reference_geography=(table_counts(data[spine["geography"]], [*spec.domain.geography.levels, *(
                 [spine["aian"][1]] if "aian" in spine else [])], engine) if "geography" in spine else None),
+            declared_geography=declared,
         )
+        measurements = result.measurements_table()
+        check_structure(result.hierarchy, declared, measurements, result.budget_classes)
         derived = _recode_columns(spec, params)  # recodes the input carries as columns are released too
         categories = _categories(spec, persons, [*variables, *derived])  # the input's codes: invariants compare exactly
         tables = [persons] + [data[j["table"]] for j in _joint(spec, params)]
@@ -1302,7 +1338,7 @@ class TopDown(Mechanism):
         errors = accuracy(spec, params, result)
         timings = {lv: {k: v for k, v in t.items() if isinstance(v, (int, float, bool))} for lv, t in result.timings["levels"].items()}
         failsafe = {lv: t["failsafe_nodes"] for lv, t in timings.items() if t.get("failsafe_nodes")}
-        outputs = {params["table"]: micro, "measurements": result.measurements_table()}
+        outputs = {params["table"]: micro, "measurements": measurements}
         for j in _joint(spec, params):  # a joint table's release: its microdata and its measurements
             other = result.joint[j["name"]]
             jderived = _recode_columns(spec, j["params"])

@@ -1,7 +1,9 @@
 """Derive a P.L. 94-like person file from the NIST ACS national excerpt (see README.md).
 
 Run from the repository root:  python specs/data/acs_national/build.py [path/to/national2019.csv]
-Deterministic: the same input gives byte-identical output.
+Deterministic: the same input gives byte-identical output. It also writes `pumas.csv`, the
+public list of the excerpt's PUMAs with their states (the spec's geography file);
+`--pumas` writes only that file, from the person file already built.
 """
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ import pandas as pd
 HERE = Path(__file__).resolve().parent
 DEFAULT_SOURCE = HERE.parents[3] / "shared" / "data" / "nist-acs-excerpts" / "national2019.csv"
 OUTPUT = HERE / "acs_national_pl94.csv"
+PUMAS = HERE / "pumas.csv"
 
 # RAC1P (ACS recode of race) -> a 7-category cenrace; RAC1P 3, 4 and 5 are all American
 # Indian / Alaska Native. The excerpt has no multi-race detail: RAC1P 9 ("two or more
@@ -46,11 +49,22 @@ def derive(source: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
+def write_pumas(frame: pd.DataFrame) -> None:
+    """pumas.csv: the excerpt's PUMAs (published with it: SDNist's documentation lists them), sorted."""
+    pumas = frame[["state", "puma"]].astype(str).drop_duplicates().sort_values(["state", "puma"])
+    pumas.to_csv(PUMAS, index=False, lineterminator="\n")
+    print(f"wrote {len(pumas)} PUMAs to {PUMAS}")
+
+
 def main(argv: list[str]) -> None:
+    if "--pumas" in argv[1:]:
+        write_pumas(pd.read_csv(OUTPUT, dtype=str, keep_default_na=False))
+        return
     source = Path(argv[1]) if len(argv) > 1 else DEFAULT_SOURCE
     frame = derive(pd.read_csv(source, dtype=str, keep_default_na=False))
     frame.to_csv(OUTPUT, index=False, lineterminator="\n")
     print(f"wrote {len(frame)} persons to {OUTPUT}")
+    write_pumas(frame)
 
 
 if __name__ == "__main__":
