@@ -65,6 +65,9 @@ def declared(text: str, folder, name: str = "geography.csv", write: bool = True,
     path = existing.group(1) if existing else name
     if write:
         full = path if os.path.isabs(path) else os.path.join(str(folder), path)
+        bundled = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "specs")
+        if os.path.abspath(full).startswith(bundled + os.sep):  # tests never write beside the bundled specs
+            raise AssertionError(f"a test would write {full} among the bundled specs; copy the spec to tmp_path first")
         os.makedirs(os.path.dirname(full) or ".", exist_ok=True)
         rows.to_csv(full, index=False)
     if existing:
