@@ -434,10 +434,12 @@ def plugins_cmd(as_json):
 @friendly
 def lsp_cmd():
     """Serve the Language Server Protocol over stdin/stdout, for editors (needs the `lsp` extra)."""
-    try:
-        from dpspec.lsp.server import main as serve
-    except ImportError as exc:
-        fail(f"dpspec lsp needs pygls: pip install 'dpspec[lsp]' ({exc})")
+    from dpspec.run.lazy import require
+
+    require("pygls", "lsp", "dpspec lsp")
+    require("lsprotocol", "lsp", "dpspec lsp")
+    from dpspec.lsp.server import main as serve
+
     serve()
 
 
