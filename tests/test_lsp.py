@@ -398,7 +398,7 @@ def test_without_pygls_the_command_says_what_to_install(monkeypatch):
 
     from dpspec.cli.main import main
 
-    monkeypatch.setitem(sys.modules, "dpspec.lsp.server", None)  # as if pygls were not installed
+    monkeypatch.setitem(sys.modules, "pygls", None)  # as if pygls were not installed
     done = CliRunner().invoke(main, ["lsp"])
     assert done.exit_code == 1 and "pip install 'dpspec[lsp]'" in done.output
 

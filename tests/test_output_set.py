@@ -105,8 +105,79 @@ def test_a_held_lock_refuses_a_second_compile(small_spec, tmp_path):
     assert _compile(small_spec, out).exit_code == 0  # released: the next one goes through
 
 
+def test_no_lock_file_is_left_beside_the_output_folder_when_a_run_ends(small_spec, tmp_path):
+    out = tmp_path / "out"
+    (tmp_path / ".out.dpspec-lock").write_bytes(b"")  # what a killed run (or an older dpspec) left
+    before = set(os.listdir(tmp_path))
+    assert _compile(small_spec, out).exit_code == 0
+    assert set(os.listdir(tmp_path)) == before - {".out.dpspec-lock"} | {"out"}
+    from dpspec.publish.output_set import target_lock
+
+    with pytest.raises(RuntimeError), target_lock(str(tmp_path / "failed")):
+        assert (tmp_path / ".failed.dpspec-lock").exists()  # held while the run lasts
+        raise RuntimeError("a run that fails after taking the lock")
+    assert not any(n.endswith(".dpspec-lock") for n in os.listdir(tmp_path))
+
+
+_CONTENDER = textwrap.dedent("""
+    import os, sys
+    from dpspec.publish.output_set import OutputSetError, target_lock
+    out, inside, rounds = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    held = 0
+    for _ in range(rounds):
+        try:
+            with target_lock(out):
+                os.close(os.open(inside, os.O_CREAT | os.O_EXCL | os.O_WRONLY))  # fails if another holds it too
+                held += 1
+                os.unlink(inside)
+        except OutputSetError:
+            pass
+    print(held)
+""")
+
+
+def test_the_lock_is_never_held_twice_while_runs_remove_its_file(tmp_path):
+    """Three processes take and release the lock as fast as they can: each removes the lock file
+    before releasing it, none may hold the lock while another does (a second holder would find
+    the first one's marker), and nothing is left. The race is rare here; the test above forces it."""
+    procs = [_spawn(["-c", _CONTENDER, str(tmp_path / "out"), str(tmp_path / "inside"), "300"]) for _ in range(3)]
+    results = [p.communicate(timeout=120) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0, 0], [r[1][-2000:] for r in results]
+    assert sum(int(r[0]) for r in results) > 0
+    assert os.listdir(tmp_path) == []
+
+
+def test_a_run_whose_lock_file_is_replaced_before_it_locks_it_locks_the_new_file(tmp_path, monkeypatch):
+    """The race that removing the lock file opens, made to happen: between this run's open and its
+    flock, the previous holder removes the file and a third run creates it anew. Holding the old,
+    nameless file would let the third run in beside this one; this run must hold the named file."""
+    import fcntl
+
+    from dpspec.publish.output_set import target_lock
+
+    lock, real, calls = tmp_path / ".out.dpspec-lock", fcntl.flock, []
+
+    def flock(fd, operation):
+        if not calls:
+            lock.unlink()
+            lock.write_bytes(b"")
+        calls.append(fd)
+        return real(fd, operation)
+
+    monkeypatch.setattr(fcntl, "flock", flock)
+    with target_lock(str(tmp_path / "out")):
+        assert len(calls) == 2  # it took the lock again, on the file now at the name
+        other = os.open(lock, os.O_RDWR)
+        try:
+            with pytest.raises(BlockingIOError):
+                real(other, fcntl.LOCK_EX | fcntl.LOCK_NB)  # as the third run would: refused
+        finally:
+            os.close(other)
+    assert not lock.exists()
+
+
 def _spawn(args, **kw):
-    env = dict(os.environ, PYTHONPATH=ROOT)
+    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.path.join(ROOT, "plugins"))
     return subprocess.Popen([sys.executable, *args], cwd=ROOT, env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, **kw)
 

@@ -41,6 +41,15 @@ class _Group(click.Group):
     """dpspec's command group: a usage error (exit 2) of a command run with `--json` is also a
     JSON document on stdout, like every other failure of one (`dpspec.cli.errors.fail`)."""
 
+    def format_commands(self, ctx, formatter):
+        """Each command's first sentence whole, wrapped under its name: click cuts it to one line
+        ("Flag privacy theatrics in a spec (optionally against a..."), mid-sentence."""
+        rows = [(name, cmd.get_short_help_str(limit=10_000)) for name in self.list_commands(ctx)
+                if (cmd := self.get_command(ctx, name)) is not None and not cmd.hidden]
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
+
     def invoke(self, ctx):
         protected = getattr(ctx, "_protected_args", None)  # click >= 8.2 names it so; older: protected_args
         words = [*(protected if protected is not None else ctx.protected_args), *ctx.args]  # invoke consumes them
@@ -138,7 +147,13 @@ def check_cmd(files, bounds, output_format):
 @click.option("--json", "as_json", is_flag=True, help="The IR as JSON (stable, documented in docs/reference/json.md).")
 @friendly
 def show_cmd(file, as_json):
-    """Show a spec's intermediate representation."""
+    """Show what a spec declares, in words: its notation and the five questions.
+
+    Prints the spec's one-line notation (the paper's), then who is protected, where protection
+    extends, the unit of protection, how change is measured and how much protection, then its
+    mechanism with its parameters and what it releases. It parses the spec and reads no data
+    (`dpspec check` checks it); with --json, the whole intermediate representation as parsed.
+    """
     spec = _load(file)
     if as_json:
         _dump("spec", ir.to_jsonable(spec))
@@ -290,7 +305,8 @@ def compile_cmd(file, outdir, seed, runs, engine_name, spark_master, verify_file
 
 @main.command("budget")
 @click.argument("file", type=click.Path(dir_okay=False))
-@click.option("--json", "as_json", is_flag=True)
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout (format `budget`: the "
+              "notation, the budget and its steps, conversions and bounds); a failure is the `error` document.")
 @click.option("--delta", type=float, default=None, help="delta for conversions to approximate DP (default: the spec's, else 1e-10).")
 @click.option("--conversion", type=click.Choice(["bs16", "cks20"]), default="cks20", show_default=True,
               help="zCDP to approximate DP conversion.")
@@ -323,10 +339,13 @@ def budget_cmd(file, as_json, delta, conversion, per_attribute):
 @click.option("--from-unit", type=click.Choice(["hamming", "symdiff"]), default=None)
 @click.option("--to-unit", type=click.Choice(["hamming", "symdiff"]), default=None)
 @click.option("--group", type=click.IntRange(1), default=None, help="group privacy: a unit holding at most K finer units")
-@click.option("--json", "as_json", is_flag=True)
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout (format `conversion`: "
+              "the converted budget, its premetric, the method and its citation); a failure is the `error` document.")
 @friendly
 def convert_cmd(params, to, delta, epsilon, alpha, method, from_unit, to_unit, group, as_json):
-    """Convert a budget, e.g. `dpspec convert rho=15.29 --to approx --delta 1e-10 --method bs16`."""
+    """Convert a budget to another currency, unit or group size.
+
+    For example `dpspec convert rho=15.29 --to approx --delta 1e-10 --method bs16`."""
     from dpspec.budget import convert_request
 
     values = {}
@@ -353,7 +372,8 @@ def convert_cmd(params, to, delta, epsilon, alpha, method, from_unit, to_unit, g
 @click.argument("file", type=click.Path(dir_okay=False))
 @click.option("--baseline", type=click.Path(dir_okay=False), default=None, help="Compare against this spec.")
 @click.option("-o", "--output", "outdir", type=click.Path(file_okay=False), default=None, help="Write the audit report here.")
-@click.option("--json", "as_json", is_flag=True)
+@click.option("--json", "as_json", is_flag=True, help="Print the findings as one JSON document on stdout (format "
+              "`findings`: a list, each with its rule, severity, message and evidence).")
 @click.option("--format", "output_format", type=click.Choice(["text", "json", "sarif"]), default=None,
               help="text (default), json (as --json) or sarif: SARIF 2.1.0 for code-scanning tools.")
 @verification_option
@@ -402,7 +422,8 @@ def _warn_deprecated_imports(into: list | None = None) -> None:
 
 
 @main.command("plugins")
-@click.option("--json", "as_json", is_flag=True)
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout (format `plugins`: each "
+              "mechanism with its version, package, parameters and outputs).")
 @friendly
 def plugins_cmd(as_json):
     """List the installed mechanism plugins and their parameters."""
@@ -423,21 +444,38 @@ def plugins_cmd(as_json):
             if "default" in p:
                 extra.append(f"default {p['default']}")
             if "range" in p:
-                extra.append(f"range {p['range']}")
+                extra.append(_range_text(*p["range"]))
             if "choices" in p:
                 extra.append("one of " + ", ".join(p["choices"]))
             suffix = f" [{'; '.join(extra)}]" if extra else ""
             click.echo(f"    {p['name']} ({p['type']}){suffix}: {p['doc']}")
+        if not m["outputs"]:
+            click.echo("    outputs: none named in advance")
+        for name, doc in m["outputs"].items():
+            click.echo(f"    output {name}: {doc}")
+
+
+def _range_text(low, high) -> str:
+    """A parameter's range in words; an open end (None in the JSON) is not printed."""
+    if low is None and high is None:
+        return "any value"
+    if high is None:
+        return f"at least {low}"
+    if low is None:
+        return f"at most {high}"
+    return f"from {low} to {high}"
 
 
 @main.command("lsp")
 @friendly
 def lsp_cmd():
     """Serve the Language Server Protocol over stdin/stdout, for editors (needs the `lsp` extra)."""
-    try:
-        from dpspec.lsp.server import main as serve
-    except ImportError as exc:
-        fail(f"dpspec lsp needs pygls: pip install 'dpspec[lsp]' ({exc})")
+    from dpspec.run.lazy import require
+
+    require("pygls", "lsp", "dpspec lsp")
+    require("lsprotocol", "lsp", "dpspec lsp")
+    from dpspec.lsp.server import main as serve
+
     serve()
 
 

@@ -20,6 +20,7 @@ from dpspec.run import progress
 from dpspec.engine import frames
 from dpspec.engine.base import Engine, EngineUnavailable, UnitFailed, handle, run_item, run_unit
 from dpspec.errors import DataError
+from dpspec.run.lazy import MissingExtra, require
 
 INSTALL = ("the Spark engine needs pyspark and a Java 17 runtime: run pip install 'dpspec[spark]' and "
            "install Java (on Debian: apt-get install openjdk-17-jre-headless)")
@@ -90,8 +91,8 @@ def probe_master(master: str, timeout: float = CONNECT_TIMEOUT) -> None:
 def check_available(master: str, timeout: float = CONNECT_TIMEOUT) -> None:
     """Everything the engine needs, checked in seconds, before a job is planned."""
     try:
-        import pyspark  # noqa: F401
-    except ImportError:
+        require("pyspark", "spark", "the Spark engine")
+    except MissingExtra:
         raise EngineUnavailable(INSTALL) from None
     if find_java() is None:
         raise EngineUnavailable(INSTALL)

@@ -5,7 +5,8 @@ with one atomic exchange of the two folders (`renameat2(RENAME_EXCHANGE)` on Lin
 elsewhere, undone on the next run if interrupted between them). So after any interruption, even
 SIGKILL, the target holds the complete old set or the complete new one, never a mix; the
 leftovers are removed by the next compile into that target. A lock file beside the target
-(`flock`, released by the kernel when the process dies) refuses a second concurrent compile.
+(`flock`, released by the kernel when the process dies) refuses a second concurrent compile; the
+run removes it as it ends.
 
 Everything beside and in the target is done relative to ONE opened handle of the target's parent
 folder (`os.open(..., O_DIRECTORY | O_NOFOLLOW)`, then `mkdir`, `open` and `rename` with
@@ -86,8 +87,6 @@ def _staged_path(fd: int, fallback: str) -> str:
 @contextmanager
 def target_lock(outdir: str):
     """Hold the target's lock (re-entrant within this process); refuse if another process holds it."""
-    import fcntl
-
     target = _target(outdir)
     if target in _held:
         _held[target] += 1
@@ -100,27 +99,51 @@ def target_lock(outdir: str):
         raise OutputSetError(f"error: the output path {outdir} exists and is not a folder")
     os.makedirs(os.path.dirname(target), exist_ok=True)
     parent = _open_folder(os.path.dirname(target), outdir)
+    lock = os.path.basename(_sibling(target, _LOCK))
     try:
-        fd = os.open(os.path.basename(_sibling(target, _LOCK)), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644,
-                     dir_fd=parent)
+        fd = _lock_file(parent, lock, outdir)
     except BaseException:
         os.close(parent)
         raise
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        os.close(fd)
-        os.close(parent)
-        raise OutputSetError(f"error: another dpspec compile, audit or infer is writing to {outdir}; wait for it or "
-                             "choose another output folder") from None
     _held[target] = 1
     try:
         _recover(parent, os.path.basename(target))
         yield
     finally:
         del _held[target]
-        os.close(fd)  # closing releases the lock; the lock file stays (removing it would race)
+        try:  # removed while still held, so no run is left holding a lock on a file no longer there
+            os.unlink(lock, dir_fd=parent)
+        except FileNotFoundError:
+            pass
+        os.close(fd)
         os.close(parent)
+
+
+def _lock_file(parent: int, lock: str, outdir: str) -> int:
+    """A handle holding the lock file `lock` (in the folder `parent`), refused if another process
+    holds it. A holder removes the file before releasing it, so a run that got the lock of a
+    file since removed takes it again on the file now at that name; the name is never left behind."""
+    import fcntl
+
+    while True:
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0), 0o644, dir_fd=parent)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise OutputSetError(f"error: another dpspec compile, audit or infer is writing to {outdir}; wait for it "
+                                 "or choose another output folder") from None
+        except BaseException:
+            os.close(fd)
+            raise
+        try:
+            named = os.stat(lock, dir_fd=parent, follow_symlinks=False)
+        except FileNotFoundError:
+            named = None
+        held = os.fstat(fd)
+        if named is not None and (named.st_dev, named.st_ino) == (held.st_dev, held.st_ino):
+            return fd
+        os.close(fd)  # the file was removed (and perhaps re-created) between open and lock: again
 
 
 def _leftovers(parent: int, name: str, kind: str) -> list[str]:

@@ -1,8 +1,25 @@
-"""Heavy modules (numpy) on first use, so that `dpspec check`, which builds schemas, budgets and
-plans but no array, does not pay their import time (issue 12: the everyday path is fast)."""
+"""Heavy modules on first use: numpy, so that `dpspec check`, which builds schemas, budgets and
+plans but no array, does not pay its import time; and the libraries of optional extras (pyspark,
+pygls), which a light install does not have, with an error that names the extra to install."""
 from __future__ import annotations
 
 import importlib
+
+from dpspec.errors import DpspecError
+
+
+class MissingExtra(DpspecError):
+    """A command needs a library that only one of dpspec's optional extras installs."""
+
+
+def require(name: str, extra: str, purpose: str):
+    """The module `name`, imported; if it is not installed, a MissingExtra saying what to install,
+    so a light install (`pip install dpspec`) meets a sentence, not a traceback."""
+    try:
+        return importlib.import_module(name)
+    except ImportError as exc:
+        raise MissingExtra(f"error: {purpose} needs {name.split('.')[0]}, which is not installed here: run "
+                           f"pip install 'dpspec[{extra}]' ({exc})") from None
 
 
 class LazyModule:
