@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import sysconfig
 import shutil
 import site
 import subprocess
@@ -154,7 +155,9 @@ def test_the_installed_package_is_the_wheel_not_the_checkout(from_wheel):
     """)
     assert found["dpspec"].startswith(from_wheel.site + os.sep)
     assert found["plugin"].startswith(from_wheel.site + os.sep)
-    assert not any(p.startswith(os.path.realpath(ROOT)) for p in found["path"]), found["path"]
+    root = os.path.realpath(ROOT)
+    deps = os.path.realpath(sysconfig.get_paths()["purelib"])  # the dependencies' site-packages (may sit in the checkout's .venv)
+    assert not any((p == root or p.startswith(root + os.sep)) and p != deps for p in found["path"]), found["path"]
     assert not any("editable" in f.lower() for f in found["finders"]), found["finders"]
 
 
