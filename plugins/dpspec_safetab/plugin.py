@@ -12,11 +12,12 @@ import os
 from fractions import Fraction
 
 from dpspec.api import (
-    DataError, Diagnostic, Mechanism, NativeFlavor, ParamSpec, ParameterSchema, Release, SpecError, ir,
+    DataError, Diagnostic, Mechanism, NativeFlavor, OutputKeys, ParamSpec, ParameterSchema, Release, SpecError, ir,
     require_regular,
 )
 
 from . import design as design_mod
+from . import geography
 
 __version__ = "1.0.0"
 TABLE_PATHS = {"codes": "codes", "iterations": "iterations", "mapping": "code_map"}
@@ -121,6 +122,8 @@ class SafeTab(Mechanism):
         for g in levels[1:]:
             if table.column(g) is None:
                 problems.append(Diagnostic(f"table '{table.name}' has no column for geography level '{g}'"))
+        problems.extend(geography.undeclared_levels(spec, table, levels[1:]))
+        problems.extend(geography.iteration_file_problems(spec, params["iterations"], _raw(spec).get("iterations")))
         if len(params["race_codes"]) > params["max_race_codes"]:
             raw = _raw(spec).get("race_codes")
             problems.append(Diagnostic(f"race_codes lists {len(params['race_codes'])} columns, more than "
@@ -134,6 +137,13 @@ class SafeTab(Mechanism):
 
     def flavor(self, spec, params):
         return NativeFlavor(params["table"], "symdiff", "zcdp")
+
+    def output_keys(self, spec, params):
+        """The long-form counts are keyed by no column of the table: their geocodes are the
+        declared units of each geography level and their groups the public iteration table's
+        (both checked by the run itself, `tabulate.check_units`), and which detail and rows a
+        group has follows from its noisy stage-1 total (paid for) or from published totals."""
+        return {"counts": OutputKeys(params["table"])}
 
     # ---- budget ------------------------------------------------------------------------
     def budget(self, spec, params, facts):
@@ -277,8 +287,9 @@ class SafeTab(Mechanism):
         source = next((d.path for d in spec.data if d.table == params["table"]), params["table"])
         inputs = Inputs(frame, tuple(params["race_codes"]), params["ethnicity_code"],
                         _variables(spec, params, design), source)
-        outcome = run_design(design, inputs, table, rng, self._public_totals(spec, params), noise=self.noise_sigma2,
-                             engine=engine, keep_truths=keep_truths)
+        units = geography.declared_units(spec, params["table"], design.geo_levels)
+        outcome = run_design(design, inputs, table, rng, units, self._public_totals(spec, params),
+                             noise=self.noise_sigma2, engine=engine, keep_truths=keep_truths)
         facts = {"design": [{**f, "rho": ir.format_number(f["rho"]),
                              "sigma2": {k: float(v) for k, v in f["sigma2"].items()}} for f in outcome.facts],
                  "fanout": outcome.fanouts, "two_stage": design.two_stage,
