@@ -4,7 +4,9 @@ chosen from SafeTab-P's published totals), the designs behind the 2020 Detailed 
 Native flavor: zCDP under add/remove one record of the table (one person for SafeTab-P, one
 household for SafeTab-H), as production states its budgets; the compiler converts to the
 spec's relation. Geography levels come from the domain (the hierarchy, plus the `crosscut`
-components such as places and AIAN/NH areas), with the root called `nation`.
+components such as places and AIAN/NH areas), with the root called `nation`; each level's units
+are its column's declared values and the groups the public iteration table's (`geography`), so
+the release's keys never come from the records.
 """
 from __future__ import annotations
 
