@@ -6,6 +6,7 @@ before any unit runs; and on Spark the driver receives counts bounded by the cod
 design, never one row per person or per combination of a person's columns."""
 from __future__ import annotations
 
+import attrs
 import numpy as np
 import pandas as pd
 import pytest
@@ -15,6 +16,7 @@ from dpspec.check.checker import check
 from dpspec.engine import LocalEngine
 from dpspec.errors import DataError
 from dpspec.run.compiler import compile_spec
+from dpspec_safetab import geography
 from dpspec_safetab import plan as plan_mod
 from dpspec_safetab import tabulate
 from dpspec_safetab.plugin import _variables
@@ -38,8 +40,10 @@ def run_plan(persons, buckets: int = 3):
     blocks = plan_mod.measured_blocks(design)
     fanouts = {(lv, design.granularity(g)): tabulate.fanout_of(design, table, lv, design.granularity(g))[0]
                for g, lv in blocks}
+    units = geography.declared_units(spec, params["table"], [g for g, _ in blocks])
     return plan_mod.Plan(design, table, inputs.race_columns, inputs.eth_column, inputs.variables, "persons",
-                         tuple(tabulate.read_columns(design, inputs)), blocks, fanouts, buckets, 1)
+                         tuple(tabulate.read_columns(design, inputs)), blocks, fanouts, buckets, 1,
+                         plan_mod.declared_units(units, buckets))
 
 
 def summed(parts: list[pd.DataFrame]) -> pd.DataFrame:
@@ -48,21 +52,23 @@ def summed(parts: list[pd.DataFrame]) -> pd.DataFrame:
 
 def test_any_partition_of_the_records_sums_to_the_same_counts(persons):
     """By county (what a run on Spark does), by tract, and at random: the summed shares equal
-    one pass over all records, row for row, and every geography unit has its marker."""
+    one pass over all records, row for row, and the one partition that owns the markers emits
+    one per (block, bucket) holding declared units, whichever records it holds."""
     plan = run_plan(persons)
     one_pass = partition_truths((), persons, None, plan)
     assert not one_pass.duplicated(KEYS).any()  # one pass's counts are the sums: a run skips `total`
     whole = summed([one_pass])
     rng = np.random.default_rng(0)
+    owned = attrs.evolve(plan, marker_owner=(0,))
     for labels in (persons["county"], persons["tract"], pd.Series(rng.integers(0, 7, len(persons)))):
-        parts = [partition_truths((), rows.reset_index(drop=True), None, plan)
-                 for _, rows in persons.groupby(labels.to_numpy(), sort=False)]
+        parts = [partition_truths((i,), rows.reset_index(drop=True), None, owned)
+                 for i, (_, rows) in enumerate(persons.groupby(labels.to_numpy(), sort=False))]
         pd.testing.assert_frame_equal(summed(parts), whole)
     assert len(whole) > 5000 and list(whole.columns) == [*KEYS, "count"]
     tract_block = next(b for b, (g, _) in enumerate(plan.blocks) if g == "tract")
     markers = whole[(whole["block"] == tract_block) & (whole["group"] == -1)]
-    assert sorted(markers["geocode"]) == sorted(persons["tract"].unique())
-    assert markers["count"].sum() == len(persons)  # a marker counts its unit's records
+    codes, buckets = plan.units["tract"]
+    assert sorted(markers["bucket"]) == sorted(set(buckets.tolist())) and (markers["count"] == 0).all()
 
 
 def test_partition_truths_has_the_declared_columns_even_when_empty(persons):

@@ -44,10 +44,16 @@ def sweep(tmp_path_factory):
 
 def _two_county_sweep(folder, spec_path, table, edits, axis, seed):
     """A sweep of RUNS runs of a production SafeTab spec on the records of two counties of the
-    bundled state (`table`.parquet), with `edits` made to the spec's text."""
+    bundled state (`table`.parquet), declared as the spec's geography (so no empty county joins
+    the figures), with `edits` made to the spec's text."""
     records = pd.read_parquet(ROOT / "specs" / "data" / "safetab" / f"{table}.parquet")
-    records[records["county"].isin(sorted(records["county"].unique())[:2])].to_parquet(folder / f"{table}.parquet")
+    records = records[records["county"].isin(sorted(records["county"].unique())[:2])]
+    records.to_parquet(folder / f"{table}.parquet")
     text = spec_path.read_text().replace(f'"data/safetab/{table}.parquet"', f'"{folder}/{table}.parquet"')
+    for columns, name in ((["state", "county", "tract"], "geography.csv"), (["place"], "places.csv"),
+                          (["aiannh"], "aiannh.csv")):
+        records[columns].dropna().drop_duplicates().to_csv(folder / name, index=False)
+        text = text.replace(f'"data/safetab/{name}"', f'"{folder}/{name}"')
     text = text.replace('"data/', f'"{ROOT}/specs/data/')
     for old, new in edits.items():
         text = text.replace(old, new)

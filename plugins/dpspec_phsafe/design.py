@@ -62,7 +62,7 @@ class Measurement:
 class Design:
     measurements: tuple[Measurement, ...]
     tau: dict  # table -> max persons per household (person tables only)
-    states: tuple[str, ...]  # production's state_filter ((): every state in the data)
+    states: tuple[str, ...]  # production's state_filter ((): the declared values of the state column, `cells`)
 
     def kind(self, table: str) -> str:
         return TABLES[table][0]

@@ -18,6 +18,7 @@ import numpy as np
 
 from dpspec.api import NeighbourPair, discrete_gaussian, typed_frame
 
+from .cells import released_states
 from .tabulate import Records, truths
 
 HOUSEHOLDER = dict(RTYPE=3, RELSHIP=20, QAGE=40, CENRACE=1, CENHISP=1)
@@ -41,15 +42,16 @@ def _frame(table, rows: list[dict]):
 def phsafe_pairs(mechanism, spec, params) -> list[NeighbourPair]:
     design = mechanism.design(spec, params)
     persons_t, units_t = spec.domain.table(params["persons"]), spec.domain.table(params["units"])
-    state = design.states[0] if design.states else "1"
+    states = released_states(spec, params, design)
+    state = states[0]
     mafid = 1
     left = {units_t.name: _frame(units_t, [_unit(state, mafid, 6, 5)]),
             persons_t.name: _frame(persons_t, [dict(MAFID=mafid, **HOUSEHOLDER)])}
     right = {units_t.name: _frame(units_t, [_unit(state, mafid, 3, 6)]),
              persons_t.name: _frame(persons_t, [dict(MAFID=mafid, **HOUSEHOLDER), dict(MAFID=mafid, **CHILD)])}
     blocks = []
-    for (m, a, *_), (_, b, *_) in zip(truths(design, _records(left, params, design)),
-                                      truths(design, _records(right, params, design))):
+    for (m, a, *_), (_, b, *_) in zip(truths(design, _records(left, params, states)),
+                                      truths(design, _records(right, params, states))):
         differ = np.flatnonzero(a != b)
         if differ.size:
             blocks.append((m.table, a[differ].astype(float), b[differ].astype(float), design.sigma2(m)))
@@ -71,5 +73,5 @@ def phsafe_pairs(mechanism, spec, params) -> list[NeighbourPair]:
                           "to a family with own children (production's protected change)", left, right, batch=batch)]
 
 
-def _records(frames: dict, params: dict, design) -> Records:
-    return Records(frames[params["persons"]], frames[params["units"]], design.states, "miniature")
+def _records(frames: dict, params: dict, states) -> Records:
+    return Records(frames[params["persons"]], frames[params["units"]], states, "miniature")

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-from dpspec.api import Diagnostic, Mechanism, NativeFlavor, ParamSpec, ParameterSchema, Release, SpecError, ir
+from dpspec.api import Diagnostic, Mechanism, NativeFlavor, OutputKeys, ParamSpec, ParameterSchema, Release, SpecError, ir
 
+from . import cells
 from . import design as design_mod
 from .design import PERSON_COLUMNS, UNIT_COLUMNS
 
@@ -37,8 +38,8 @@ class PHSafe(Mechanism):
                   required=True),
         ParamSpec("privacy_budget", "block", "per table: rho per '<usa|state>_<A-G|H,I|*>' measurement",
                   required=True),
-        ParamSpec("states", "block", "production's state_filter: the state codes tabulated (default: every state "
-                  "in the data)"),
+        ParamSpec("states", "block", "production's state_filter: the state codes tabulated (default: the declared "
+                  "values of the units' state column)"),
         ParamSpec("total_rho", "number", "the declared total rho; the measurements' rho must add up to it exactly",
                   low=Fraction(0)),
     ))
@@ -78,6 +79,7 @@ class PHSafe(Mechanism):
             p = raw["states"]
             problems.append(Diagnostic("states must be a list of state codes as strings, e.g. [\"09\", \"23\"]",
                                        *((p.loc.line, p.loc.column) if p.loc else (None, None))))
+        problems.extend(cells.state_problems(spec, params))
         if problems:
             return problems
         mech = spec.mechanism
@@ -85,6 +87,12 @@ class PHSafe(Mechanism):
 
     def flavor(self, spec, params):
         return NativeFlavor(params["persons"], "symdiff", "zcdp")
+
+    def output_keys(self, spec, params):
+        """The long-form counts are keyed by no column of the tables: their states are declared,
+        their iteration codes and cells production's constants; the run checks the full grid
+        (`cells.check_cells`)."""
+        return {"counts": OutputKeys(params["persons"])}
 
     # ---- budget ------------------------------------------------------------------------
     def budget(self, spec, params, facts):
@@ -160,8 +168,10 @@ class PHSafe(Mechanism):
         design = self.design(spec, params)
         run_key = int.from_bytes(rng.bytes(32), "little") if engine is None else engine.run_key
         source = next((d.path for d in spec.data if d.table == params["persons"]), params["persons"])
-        rec = Records(data[params["persons"]], data[params["units"]], design.states, source)
+        states = cells.released_states(spec, params, design)
+        rec = Records(data[params["persons"]], data[params["units"]], states, source)
         counts = measure(design, rec, run_key)
+        cells.check_cells(counts, design, states)
         from dpspec.api import discrete_gaussian_variance
 
         facts = {"states": list(rec.states), "tau": dict(design.tau),

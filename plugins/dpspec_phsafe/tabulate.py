@@ -21,6 +21,8 @@ CELLS = {
     "PH4": (2, 3), "PH5_denom": (1,), "PH6": (3, 4, 5, 6, 8, 9, 10, 11, 13, 14, 15, 16, 18, 19, 20, 21),
     "PH7": (2, 3, 4), "PH8_denom": (2, 3),
 }
+# the tables derived from a measured one (`_postprocessed`, no budget) and their cells
+POSTPROCESSED = {"PH4": {"PH5_num": (2, 3)}, "PH7": {"PH8_num": (2, 3)}}
 FAMILY_RELATIONSHIPS = (20, 21, 23, 25, 26, 27, 28, 29, 30, 31, 32, 33)  # PH4's universe
 OWN_CHILD = (25, 26, 27)  # biological, adopted, stepchild
 # HHT2 of a family with own children -> the first cell of its block in PH3 and PH6
@@ -61,12 +63,12 @@ class Records:
     of a household are adjacent in a fixed order (a hash of the record), and the unit records."""
 
     def __init__(self, persons: pd.DataFrame, units: pd.DataFrame, states: tuple, source: str):
+        """states: the declared states (`cells.released_states`), never read from the units."""
         self.source = source
         units = _as_codes(units[list(UNIT_COLUMNS)])
-        if states:
-            units = units[units["state"].isin(states)]
+        units = units[units["state"].isin(states)]  # production's state_filter
         units = units[~units["MAFID"].duplicated(keep=False)]
-        self.states = tuple(states) if states else tuple(sorted(set(units["state"])))
+        self.states = tuple(states)
         # each unit's state as an index into self.states, once; persons carry it through the join
         units = units.assign(region=pd.Categorical(units["state"], categories=self.states).codes.astype(np.int64))
         self.units = {c: units[c].to_numpy() for c in units.columns}

@@ -21,6 +21,7 @@ import attrs
 from dpspec.api import Diagnostic, ir
 
 ROOT = "nation"
+NATION_CODE = "US"  # the root's one unit
 ITERATION_LEVELS = {"level1": 1, "level2": 2}
 
 

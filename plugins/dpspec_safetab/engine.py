@@ -8,6 +8,12 @@ execution engine can map them over partitions of geography units.
 
 Stage 1's noisy totals enter only `choose_detail`, which returns the rung of the ladder for
 each group; the stage-2 measurement receives those rungs and never the totals.
+
+Which rows a group has (its total, or the cells of a finer table) depends on the data, and that
+is allowed: it is chosen from the group's noisy stage-1 total, noise the budget pays for (as a
+suppressed total is dropped by its noisy value). Which units and groups are measured does not:
+every declared geography unit and every group of the public iteration table is measured, an
+empty one with its noisy totals (`geography`, `tabulate.check_units`).
 """
 from __future__ import annotations
 

@@ -18,8 +18,8 @@ group's true total t and cells c (independent noise, so the factors multiply):
 The noise parameters are public functions of the design and of the code -> iteration mapping
 (the fan-out), computed with the mechanism's own `noise_sigma2`. Absent groups are read as
 suppressed within the geography units the release names; a unit whose every group was
-suppressed is named nowhere, and its absence is not conditioned on (the list of units is not
-in the release).
+suppressed is named nowhere in the release, and its absence is not conditioned on here (the
+spec's declared units say it was measured; reading them would add its suppression factors).
 
 The rows are keyed by geography unit, `group` (the iteration code) and detail variables;
 population groups are not columns of the persons table (one person is in several groups), so a

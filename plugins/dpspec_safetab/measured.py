@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from dpspec.api import StreamedTable
+from dpspec.api import DataError, StreamedTable
 
 from .plan import Plan, empty_frame
 
@@ -95,13 +95,19 @@ def measure_bucket(key, rows: pd.DataFrame, rng, plan: Plan) -> pd.DataFrame:
     """One (block, bucket) unit: every table measuring the block, over the bucket's geography
     units, from their summed counts (`truths`); noise comes from each cell's keyed stream, not
     from `rng`. The result depends on the rows' multiset only."""
-    from .tabulate import _measure, sorted_codes
+    from .combinations import text_codes, through
+    from .tabulate import _measure
 
     geo, level = plan.blocks[int(key[0])]
-    region, codes = sorted_codes(rows["geocode"])
+    codes = plan.bucket_units(geo, int(key[1]))  # declared: every one is measured, with records or not
     group = rows["group"].to_numpy(dtype=np.int64)
-    marker = group < 0  # a unit's marker row: it exists, whatever its records' groups
-    region = np.where(marker, -1, region.reshape(-1))
+    marker = group < 0  # the bucket's marker row: it makes the bucket a unit of work, and counts nothing
+    found, labels = text_codes(rows["geocode"])
+    region = through(pd.Index(codes).get_indexer(labels), found)
+    if (stray := ~marker & (region < 0)).any():
+        raise DataError(f"{plan.source}: records in {geo} '{rows['geocode'].to_numpy()[stray][0]}', which is not a "
+                        f"declared unit of '{geo}': the release has the declared units only")
+    region = np.where(marker, -1, region)
     group = np.where(marker, 0, group)
     cell = np.where(marker, 0, rows["cell"].to_numpy(dtype=np.int64))
     var_codes = dict(zip(plan.variables, np.unravel_index(cell, plan.sizes))) if plan.variables else {}

@@ -34,6 +34,8 @@ class Plan:
     fanouts: dict  # (iteration level, granularity) -> the fan-out k used
     buckets: int  # geography units of a block are batched into this many buckets
     run_key: int
+    units: dict = attrs.field(factory=dict, eq=False)  # geography level -> (declared codes, sorted; their buckets)
+    marker_owner: tuple | None = ()  # the key of the tabulating unit that emits every (block, bucket)'s marker
     public_totals: object = None  # SafeTab-H: the published totals choosing the detail
     noise: object = sigma2  # (fanout, rho) -> sigma², the mechanism's calibration
     keep_truths: bool = False  # `dpspec sweep --runs`: emit each released cell's truth beside it (kind 2)
@@ -52,6 +54,21 @@ class Plan:
 
     def fanout(self, level: int, geo: str) -> int:
         return self.fanouts[(level, self.design.granularity(geo))]
+
+    def bucket_units(self, geo: str, bucket: int) -> np.ndarray:
+        """The declared units of `geo` in `bucket`, sorted as text: what that measuring unit
+        measures, whether or not any record lives in them."""
+        codes, buckets = self.units[geo]
+        return codes[buckets == bucket]
+
+
+def declared_units(units: dict, buckets: int) -> dict:
+    """{geography level: (its declared codes as an object array, each one's bucket)}."""
+    out = {}
+    for geo, codes in units.items():
+        array = np.asarray(codes, dtype=object)
+        out[geo] = (array, buckets_of(array, buckets))
+    return out
 
 
 def empty_frame(schema: dict) -> pd.DataFrame:

@@ -4,7 +4,9 @@ chosen from SafeTab-P's published totals), the designs behind the 2020 Detailed 
 Native flavor: zCDP under add/remove one record of the table (one person for SafeTab-P, one
 household for SafeTab-H), as production states its budgets; the compiler converts to the
 spec's relation. Geography levels come from the domain (the hierarchy, plus the `crosscut`
-components such as places and AIAN/NH areas), with the root called `nation`.
+components such as places and AIAN/NH areas), with the root called `nation`; each level's units
+are its column's declared values and the groups the public iteration table's (`geography`), so
+the release's keys never come from the records.
 """
 from __future__ import annotations
 
@@ -12,11 +14,12 @@ import os
 from fractions import Fraction
 
 from dpspec.api import (
-    DataError, Diagnostic, Mechanism, NativeFlavor, ParamSpec, ParameterSchema, Release, SpecError, ir,
+    DataError, Diagnostic, Mechanism, NativeFlavor, OutputKeys, ParamSpec, ParameterSchema, Release, SpecError, ir,
     record_adaptive_outputs, require_regular,
 )
 
 from . import design as design_mod
+from . import geography
 
 __version__ = "1.0.0"
 TABLE_PATHS = {"codes": "codes", "iterations": "iterations", "mapping": "code_map"}
@@ -121,6 +124,8 @@ class SafeTab(Mechanism):
         for g in levels[1:]:
             if table.column(g) is None:
                 problems.append(Diagnostic(f"table '{table.name}' has no column for geography level '{g}'"))
+        problems.extend(geography.undeclared_levels(spec, table, levels[1:]))
+        problems.extend(geography.iteration_file_problems(spec, params["iterations"], _raw(spec).get("iterations")))
         if len(params["race_codes"]) > params["max_race_codes"]:
             raw = _raw(spec).get("race_codes")
             problems.append(Diagnostic(f"race_codes lists {len(params['race_codes'])} columns, more than "
@@ -134,6 +139,13 @@ class SafeTab(Mechanism):
 
     def flavor(self, spec, params):
         return NativeFlavor(params["table"], "symdiff", "zcdp")
+
+    def output_keys(self, spec, params):
+        """The long-form counts are keyed by no column of the table: their geocodes are the
+        declared units of each geography level and their groups the public iteration table's
+        (both checked by the run itself, `tabulate.check_units`), and which detail and rows a
+        group has follows from its noisy stage-1 total (paid for) or from published totals."""
+        return {"counts": OutputKeys(params["table"])}
 
     # ---- budget ------------------------------------------------------------------------
     def budget(self, spec, params, facts):
@@ -277,8 +289,9 @@ class SafeTab(Mechanism):
         source = next((d.path for d in spec.data if d.table == params["table"]), params["table"])
         inputs = Inputs(frame, tuple(params["race_codes"]), params["ethnicity_code"],
                         _variables(spec, params, design), source)
-        outcome = run_design(design, inputs, table, rng, self._public_totals(spec, params), noise=self.noise_sigma2,
-                             engine=engine, keep_truths=keep_truths)
+        units = geography.declared_units(spec, params["table"], design.geo_levels)
+        outcome = run_design(design, inputs, table, rng, units, self._public_totals(spec, params),
+                             noise=self.noise_sigma2, engine=engine, keep_truths=keep_truths)
         if design.two_stage or design.suppression is not None:  # rows follow noisy totals: detail chosen, suppressed
             record_adaptive_outputs("counts")
         facts = {"design": [{**f, "rho": ir.format_number(f["rho"]),

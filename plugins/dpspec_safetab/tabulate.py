@@ -20,11 +20,10 @@ import pandas as pd
 from dpspec.api import DataError, KeyColumns, record_measurement
 
 from .combinations import Origin, combinations, rows_text, text_codes, through
-from .design import ROOT, Design, sigma2
+from .design import NATION_CODE, ROOT, Design, sigma2
 from .engine import add_keyed_noise, cell_codes, choose_detail, detail_counts, group_counts, suppression_threshold
 from .iterations import IterationTable, RecordCodes, encode_records
 
-NATION_CODE = "US"
 ALL = "*"
 NOISE_STREAM = "safetab cell noise"  # first part of every cell's stream key
 
@@ -117,8 +116,12 @@ def fanout_of(design: Design, table: IterationTable, level: int, granularity: st
 
 
 def run(design: Design, inputs: Inputs, table: IterationTable, rng: np.random.Generator,
-        public_totals: pd.DataFrame | None = None, noise=sigma2, engine=None, keep_truths: bool = False) -> Outcome:
+        units: dict, public_totals: pd.DataFrame | None = None, noise=sigma2, engine=None,
+        keep_truths: bool = False) -> Outcome:
     """Measure every (table, geography level, iteration level) cell of the design.
+
+    units: {geography level: its declared units} (`geography.declared_units`); every one is
+    measured, with records or not, and no other (a record elsewhere is a DataError).
 
     noise(fanout, rho) -> sigma²: the mechanism's calibration (`SafeTab.noise_sigma2`).
     engine (a `dpspec.engine.EngineRun`): where the units of work run. The records are checked
@@ -136,7 +139,7 @@ def run(design: Design, inputs: Inputs, table: IterationTable, rng: np.random.Ge
     from dpspec.api import EngineTable, local_engine_run
 
     from .measured import MEASURED_SCHEMA, compared_frame, measure_bucket, rebuild_facts, release_table, released_rows
-    from .plan import Plan, bucket_count, measured_blocks, partition_column
+    from .plan import Plan, bucket_count, declared_units, measured_blocks, partition_column
     from .truths import TRUTH_SCHEMA, partition_truths
     from .validate import check_records
 
@@ -153,15 +156,20 @@ def run(design: Design, inputs: Inputs, table: IterationTable, rng: np.random.Ge
             fanout_facts[f"level{level} {gran}"] = {**bound, "fanout_used": k}
     check_records(inputs, table, design.max_race_codes, fanouts, engine)
     data = inputs.frame
-    plan = Plan(design, table, tuple(inputs.race_columns), inputs.eth_column, dict(inputs.variables), inputs.source,
-                tuple(read_columns(design, inputs)), blocks, fanouts, bucket_count(len(data)), run_key,
-                public_totals, noise, keep_truths)
     held = data.handle if isinstance(data, EngineTable) else data
+    by = []
+    if not isinstance(held, pd.DataFrame):
+        distinct = {g: len(data.categories[g]) for g in design.geo_levels if g in data.categories}
+        by = partition_column(design, distinct, len(data))
+    buckets = bucket_count(len(data))
+    plan = Plan(design, table, tuple(inputs.race_columns), inputs.eth_column, dict(inputs.variables), inputs.source,
+                tuple(read_columns(design, inputs)), blocks, fanouts, buckets, run_key,
+                declared_units({g: units[g] for g, _ in blocks}, buckets), marker_owner(data, by),
+                public_totals, noise, keep_truths)
     if isinstance(held, pd.DataFrame):  # the records are in this process already: one pass over them,
         summed = partition_truths((), held[list(plan.columns)], None, plan)  # whose counts are the sums
     else:  # counted where they live, a partition (a county) per unit of work, then summed there
-        distinct = {g: len(data.categories[g]) for g in design.geo_levels if g in data.categories}
-        truths = engine.map_groups(data, partition_column(design, distinct, len(data)),
+        truths = engine.map_groups(data, by,
                                    partial(partition_truths, plan=plan), stage="safetab tabulation",
                                    schema=TRUTH_SCHEMA, collect=False, columns=list(plan.columns), ordered=False)
         summed = engine.total(truths, ["block", "bucket", "geocode", "group", "cell"], stage="safetab sums",
@@ -173,6 +181,7 @@ def run(design: Design, inputs: Inputs, table: IterationTable, rng: np.random.Ge
     totals = engine.total(measured, ["kind", "table", "geography", "level", "rung", "role", "cell"],
                           stage="safetab figures")
     facts, errors = rebuild_facts(plan, totals)
+    check_units(plan, facts)
     compared = compared_frame(engine, measured, plan) if keep_truths else None
     rows = release_table(engine, measured, plan, released_rows(totals))
     if own:
@@ -180,6 +189,29 @@ def run(design: Design, inputs: Inputs, table: IterationTable, rng: np.random.Ge
         rows.release()
         rows = frame
     return Outcome(rows, facts, errors, fanout_facts, compared)
+
+
+def marker_owner(data, by: list) -> tuple:
+    """The key of the tabulating unit that emits the buckets' markers: the one unit when the
+    records are not split, else the first partition that holds records (which one it is decides
+    only where the markers are made, never what the release holds)."""
+    if not by:
+        return ()
+    held = data.count(by)
+    return tuple(held.iloc[0][c] for c in by) if len(held) else None  # no records: no unit, `check_units` stops
+
+
+def check_units(plan, facts: list) -> None:
+    """Every (table, geography level, iteration level) measured every declared unit, or the run
+    stops: a unit left out because nobody lives in it would reveal that it is empty."""
+    from dpspec.api import MechanismError
+
+    for fact in facts:
+        want = len(plan.units[fact["geography"]][0])
+        if fact["units"] != want:
+            raise MechanismError(f"safetab measured {fact['units']} units of {fact['geography']} for table "
+                                 f"{fact['table']}, iteration level {fact['level']}, but {want} are declared: every "
+                                 "declared unit is measured, an empty one with its noisy values")
 
 
 def _public_choice(public_totals, geo, codes, sel) -> np.ndarray:
