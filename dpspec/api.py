@@ -23,6 +23,7 @@ _WHERE = {
     # optional hooks' types: `dpspec verify` neighbours, `dpspec infer` likelihoods
     # declared key sets (API 1.2): what a release may be keyed by, from the spec and its public key files
     "OutputKeys": "dpspec.contract.mechanism", "declared_keys": "dpspec.check.keys", "declared_values": "dpspec.check.keys",
+    "typed_keys": "dpspec.check.keys",
     "NeighbourPair": "dpspec.contract.mechanism", "CountLikelihood": "dpspec.contract.mechanism",
     # errors a plugin raises for the user to fix
     "DpspecError": "dpspec.errors", "SpecError": "dpspec.errors", "DataError": "dpspec.errors",

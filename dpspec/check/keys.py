@@ -159,6 +159,22 @@ def declared_keys(spec: ir.Spec, table: str, columns) -> "object":
     return out[columns] if columns else out
 
 
+def typed_keys(spec: ir.Spec, table: str, keys):
+    """Declared keys (text, as `declared_keys` gives them) typed as the domain declares each
+    column: ints as int64, bools as booleans, the rest as text, as the table's data is."""
+    import numpy as np
+
+    out = keys.copy()
+    t = spec.domain.table(table)
+    for c in out.columns:
+        kind = t.column(c).type.kind
+        if kind == "int":
+            out[c] = out[c].astype(np.int64)
+        elif kind == "bool":
+            out[c] = out[c] == "True"
+    return out
+
+
 def _text(value) -> str:
     return str(value)
 

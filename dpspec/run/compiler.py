@@ -20,6 +20,7 @@ from dpspec.budget import ledger as ledger_mod
 from dpspec.run import progress
 from dpspec.run.key_check import check_release_keys
 from dpspec.check.checker import CheckedSpec, check
+from dpspec.check.keys import declared_keys, typed_keys
 from dpspec.errors import DataError, MechanismError
 from dpspec.ir import spec_sha256
 from dpspec.contract.mechanism import Release
@@ -93,21 +94,12 @@ def count_table(frame: pd.DataFrame, query: ir.CountQuery, spec: ir.Spec | None 
 
 
 def _declared_count_table(frame, query: ir.CountQuery, spec: ir.Spec) -> pd.DataFrame:
-    from dpspec.check.keys import declared_keys
-
     cols = list(query.columns)
     keys = declared_keys(spec, query.table, cols)
     counts = counted(frame, cols).astype({c: str for c in cols}).set_index(cols)["count"]
     index = pd.MultiIndex.from_frame(keys) if len(cols) > 1 else pd.Index(keys[cols[0]], name=cols[0])
-    out = keys.copy()
+    out = typed_keys(spec, query.table, keys)  # typed as the domain declares them, as the microdata is
     out["count"] = counts.reindex(index, fill_value=0).to_numpy(dtype=np.int64)
-    table = spec.domain.table(query.table)
-    for c in cols:  # typed as the domain declares them, as the microdata is
-        kind = table.column(c).type.kind
-        if kind == "int":
-            out[c] = out[c].astype(np.int64)
-        elif kind == "bool":
-            out[c] = out[c] == "True"
     return out
 
 

@@ -4,23 +4,10 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from dpspec.api import DataError
+from dpspec.api import DataError, typed_keys
 
 from . import algorithm
 from .accuracy import half_width, scale_of
-
-
-def _typed_keys(spec, table: str, keys: pd.DataFrame) -> pd.DataFrame:
-    """The key columns typed as the domain declares them (ints as ints, bools as bools)."""
-    out = keys.copy()
-    t = spec.domain.table(table)
-    for c in out.columns:
-        kind = t.column(c).type.kind
-        if kind == "int":
-            out[c] = out[c].astype(np.int64)
-        elif kind == "bool":
-            out[c] = out[c] == "True"
-    return out
 
 
 def release(spec, design, parts, frame: pd.DataFrame, keys: pd.DataFrame, rng) -> tuple[pd.DataFrame, dict]:
@@ -29,7 +16,7 @@ def release(spec, design, parts, frame: pd.DataFrame, keys: pd.DataFrame, rng) -
     if (cell < 0).any():
         row = int(np.flatnonzero(cell < 0)[0])
         raise DataError(f"table '{design.table}', row {row + 1}: its keys are not among the declared values")
-    out = _typed_keys(spec, design.table, keys)
+    out = typed_keys(spec, design.table, keys)
     internal: dict = {"truth": {}, "clipped": {}}
     count = algorithm.counts(cell, n_cells)
     noisy_parts: dict = {}
