@@ -19,6 +19,18 @@ import pytest
 from dpspec.language.parser import parse
 from dpspec.errors import DataError
 
+def _geography_file() -> str:
+    """The public geography of `population`: 3 states x 4 counties (a key file of the test's own)."""
+    import tempfile
+
+    folder = Path(tempfile.mkdtemp(prefix="dpspec-engine-data-"))
+    rows = [(s, s + c) for s in ("01", "02", "10") for c in ("001", "003", "005", "007")]
+    (folder / "geography.csv").write_text("state,county\n" + "".join(f"{a},{b}\n" for a, b in rows))
+    return str(folder / "geography.csv")
+
+
+GEOGRAPHY = _geography_file()
+
 SPEC = textwrap.dedent('''\
     spec "engine-held persons"
 
@@ -29,8 +41,8 @@ SPEC = textwrap.dedent('''\
         hid : category
       }
       table persons unit person in households by hid at most 6 {
-        state  : category
-        county : category in state
+        state  : category values from "GEO"
+        county : category in state values from "GEO"
         hid    : category
         age    : int 0..99
         sex    : {"1", "2"}
@@ -41,6 +53,10 @@ SPEC = textwrap.dedent('''\
 
     invariants {
       count persons by state
+    }
+
+    public {
+      keys "GEO" released "the test population's geography"
     }
 
     unit persons : hamming
@@ -60,7 +76,7 @@ SPEC = textwrap.dedent('''\
         detailed: 0.5
       }
     }
-    ''')
+    ''').replace("GEO", GEOGRAPHY)
 
 
 NO_LINK = re.sub(r"\n *table households[^}]*}|\n *hid +: category| in households by hid at most 6", "", SPEC)

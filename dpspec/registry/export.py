@@ -100,7 +100,8 @@ def entry_data(spec: ir.Spec) -> dict:
     put(("dp_variant", "variant_name"), prose.VARIANT_NAMES[spec.premetric.kind])
     put(("dp_variant", "data_domain"), prose.with_formal(notes.get("dp_variant.data_domain"),
                                                          _notation(spec, domain=spec.domain)))
-    where = _notation(spec, invariants=spec.invariants, public=spec.public) if (spec.invariants or spec.public) \
+    where = _notation(spec, invariants=spec.invariants, public=spec.public, public_keys=spec.public_keys) \
+        if (spec.invariants or spec.public or spec.public_keys) \
         else ["invariants {", "}"]
     put(("dp_variant", "unprotected_quantities"), prose.with_formal(notes.get("dp_variant.unprotected_quantities"), where))
     table = spec.domain.table(spec.unit.table)

@@ -162,7 +162,7 @@ def _unit(entry: Entry, problems: _Problems, formal: ir.Spec | None, unchecked: 
 
 def _where(entry: Entry, formal: ir.Spec | None, unchecked: list[str]):
     if formal is not None:
-        return formal.invariants, formal.public
+        return formal.invariants, formal.public, formal.public_keys
     text = prose.split_formal(entry.get(*FORMAL_FIELDS["where"]))[0]
     found, unknown = prose.invariants_from_prose(text)
     for item in unknown:
@@ -172,7 +172,7 @@ def _where(entry: Entry, formal: ir.Spec | None, unchecked: list[str]):
         q = ir.CountQuery(table, by)
         if q not in queries:
             queries.append(q)
-    return tuple(queries), ()
+    return tuple(queries), (), ()
 
 
 def _domain(entry: Entry, formal: ir.Spec | None, unit_tables, invariants, public) -> ir.Domain:
@@ -237,7 +237,7 @@ def build_spec(entry: Entry) -> ir.Spec:
     premetric, stated, bounds = _stated(entry, problems, formal["budget"], unchecked)
     unit, unit_tables = _unit(entry, problems, formal["unit"], unchecked)
     problems.raise_any()
-    invariants, public = _where(entry, formal["where"], unchecked)
+    invariants, public, public_keys = _where(entry, formal["where"], unchecked)
     domain = _domain(entry, formal["domain"], unit_tables, invariants, public)
     slug = entry.get("url_slug")
     params = [ir.Param("table", ir.Name(unit.table)), ir.Param("relation", ir.Name(unit.relation))]
@@ -251,6 +251,7 @@ def build_spec(entry: Entry) -> ir.Spec:
               "# The budget is the curator's published statement (mechanism declared), not derived by dpspec;",
               "# the entry's prose is kept in the notes section.")
     return ir.Spec(title=entry.get(D, "basic", "name"), domain=domain, invariants=invariants, public=public,
+                   public_keys=public_keys,
                    unit=unit, premetric=premetric,
                    mechanism=ir.MechanismCall(STATED_MECHANISM, ir.ParamBlock(tuple(params))),
                    budgets=tuple(bounds), notes=tuple(notes), comments=(("title", header),))
