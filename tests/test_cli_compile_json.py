@@ -59,12 +59,14 @@ def test_a_topdown_compile_whose_data_break_a_structural_zero_is_a_located_error
     persons.to_parquet(folder / "persons.parquet")
     persons[["state", "county", "block", "hhgq"]].to_parquet(folder / "pl94.parquet")
     path = folder / "s.dps"
-    path.write_text(TOPDOWN)
+    from tests.topdown_geography import write_declared
+
+    text = write_declared(path, TOPDOWN)  # its geography declared from the data beside it, on the same lines
     result, doc = _compile(path, "-o", tmp_path / "release", "--json")
     assert result.exit_code == 1 and doc["exit_code"] == 1
     assert_valid("error", doc)
     first = doc["diagnostics"][0]
-    assert (first["file"], first["line"], first["column"], first["severity"]) == (str(path), *_at(TOPDOWN, "nurse_nva_0:"),
+    assert (first["file"], first["line"], first["column"], first["severity"]) == (str(path), *_at(text, "nurse_nva_0:"),
                                                                                  "error")
     assert "break the structural zero 'nurse_nva_0': 1 record, e.g. in block " in first["message"]
     assert first["hint"] == "the structural zero 'nurse_nva_0' is written here"

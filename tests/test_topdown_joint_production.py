@@ -126,7 +126,9 @@ def test_a_joint_spec_with_zeros_releases_the_same_bytes_on_spark(tmp_path, spar
     text = text.replace("release {\n  microdata households\n}", "release {\n  microdata households\n  microdata units\n}")
     text = text.replace("  cross_constraints: {", PASSES)  # interleaved outer passes at the blocks, on both engines
     spec = tmp_path / "in" / "zeros.dps"
-    spec.write_text(text)
+    from tests.topdown_geography import write_declared
+
+    write_declared(spec, text)  # the geography declared from the data beside it
     local = release_bytes(compile_on(str(spec), "local"), tmp_path / "local")
     on_spark = release_bytes(compile_on(str(spec), SparkEngine(session=spark_session)), tmp_path / "spark")
     assert set(local) == {"households.csv", "units.csv"}

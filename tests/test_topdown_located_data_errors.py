@@ -182,7 +182,9 @@ def _joint_zeros_spec(tmp_path, units):
     households.to_parquet(folder / "households.parquet")
     units.to_parquet(folder / "units.parquet")
     path = folder / "zeros.dps"
-    path.write_text(text)
+    from tests.topdown_geography import write_declared
+
+    text = write_declared(path, text)  # the geography declared from the data beside it
     return str(path), text
 
 

@@ -184,6 +184,10 @@ def _production_on_a_cut_tract(tmp_path, n_blockgroups=None):
     (tmp_path / "data" / "pl94_synthetic").mkdir(parents=True)
     persons.to_parquet(tmp_path / "data" / "pl94_synthetic" / "pl94_synthetic.parquet")
     facilities.to_parquet(tmp_path / "data" / "pl94_synthetic" / "pl94_synthetic_facilities.parquet")
+    # the cut's public geography: the bundled file's rows for the blocks kept
+    geography = pd.read_csv(os.path.join(data_dir, "geography.csv"), dtype=str)
+    blocks = set(persons["block"].astype(str)) | set(facilities["block"].astype(str))
+    geography[geography["block"].isin(blocks)].to_csv(tmp_path / "data" / "pl94_synthetic" / "geography.csv", index=False)
     spec_path = tmp_path / "pl94.dps"
     spec_path.write_text(open(os.path.join(ROOT, "specs", "pl94_production_topdown.dps")).read())
     return spec_path, persons, tracts
