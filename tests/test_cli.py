@@ -137,6 +137,13 @@ def test_convert(args, key, value):
     assert json.loads(result.output)[key] == pytest.approx(value, abs=0.005)
 
 
+def test_convert_prints_figures_as_budget_does():
+    """`convert` rounds as `budget` does (4 decimals), not Python's 17-digit repr of a float."""
+    result = run("convert", "rho=15.29", "--to", "approx", "--delta", "1e-10")
+    assert result.exit_code == 0, result.output
+    assert result.output.splitlines()[0] == "approx: epsilon = 51.5626, delta = 1e-10"
+
+
 def test_convert_impossible_is_exit_1():
     result = CliRunner().invoke(main, ["convert", "epsilon=1", "delta=1e-6", "--to", "pure"])
     assert result.exit_code == 1

@@ -5,6 +5,8 @@ All problems of a file are collected and raised together as one SpecError.
 """
 from __future__ import annotations
 
+import os
+
 import attrs
 
 from dpspec import ir
@@ -12,6 +14,7 @@ from dpspec.contract import plugins
 from dpspec.language.diagnostics import unknown
 from dpspec.errors import Diagnostic, SpecError
 from dpspec.check import keys
+from dpspec.check.sources import is_uri
 from dpspec.check.invariants import determines
 from dpspec.contract.mechanism import Mechanism, resolve_params
 
@@ -30,6 +33,7 @@ class CheckedSpec:
     mechanism: Mechanism | None
     params: dict
     induced: tuple[ir.CountQuery, ...]
+    warnings: tuple[Diagnostic, ...] = ()  # what does not stop the spec (a data file not there yet)
 
 
 def _at(node, fallback=None) -> tuple[int | None, int | None]:
@@ -41,6 +45,7 @@ class _Checker:
     def __init__(self, spec: ir.Spec):
         self.spec = spec
         self.problems: list[Diagnostic] = []
+        self.warnings: list[Diagnostic] = []
         self.tables = {t.name: t for t in spec.domain.tables} if spec.domain else {}
 
     def error(self, message: str, node=None, hint: str | None = None, fallback=None):
@@ -122,6 +127,15 @@ class _Checker:
             if not d.path.lower().endswith((".csv", ".parquet", ".pq", ".csv.gz", "/")):
                 self.error(f"data source '{d.path}': dpspec reads .csv and .parquet files, and directories "
                            "of Parquet files (a path ending in /)", d)
+            elif not is_uri(d.path) and not os.path.exists(self.data_path(d)):
+                self.warnings.append(Diagnostic(
+                    f"the data file '{d.path}' of table '{d.table}' does not exist (looked for "
+                    f"{self.data_path(d)}); the spec checks, but 'dpspec compile' needs it", *_at(d),
+                    severity="warning"))
+
+    def data_path(self, d: ir.DataSource) -> str:
+        """Relative to the spec's folder, as compile reads it."""
+        return d.path if os.path.isabs(d.path) else os.path.join(self.spec.base_dir, d.path)
 
     # ---- count queries ----
     def query(self, q: ir.CountQuery, where: str):
@@ -238,9 +252,29 @@ class _Checker:
                 refuse(r.query.table, r.query.columns, f"keys the released table '{r.query.describe()}'")
         if mechanism is None or self.problems:
             return
-        for name, out in mechanism.output_keys(self.spec, params).items():
+        described = mechanism.output_keys(self.spec, params)
+        self.producible(mechanism, described)
+        for name, out in described.items():
             if not out.records and out.table in self.tables:
                 refuse(out.table, out.columns, f"keys mechanism '{mechanism.name}''s output '{name}'")
+
+    def producible(self, mechanism: Mechanism, described: dict):
+        """A released microdata table, or a count table tabulated from one, must be records the
+        mechanism produces: caught here, not after the run. A mechanism that describes none of its
+        outputs (`output_keys` empty) is taken at its word at run time."""
+        if not described:
+            return
+        produced = sorted(name for name, out in described.items() if out.records and name in self.tables)
+        for r in self.spec.releases:
+            table = r.name if r.kind == "microdata" else (r.query.table if r.kind == "count" and r.query else None)
+            if table is None or table not in self.tables or table in produced:
+                continue
+            what = f"microdata '{table}'" if r.kind == "microdata" else f"'{r.query.describe()}', a count of {table} microdata,"
+            has = (f"its microdata: {', '.join(produced)}" if produced else "no microdata")
+            outputs = sorted(n for n in mechanism.outputs if n not in produced)
+            hint = f"release one of its outputs instead ({', '.join('output ' + n for n in outputs)})" if outputs else None
+            self.problems.append(Diagnostic(f"the spec releases {what} but mechanism '{mechanism.name}' produces {has}",
+                                            *_at(r), hint=hint))
 
     # ---- the mechanism ----
     def mechanism(self):
@@ -298,5 +332,5 @@ def check(spec: ir.Spec) -> CheckedSpec:
     c.keys(mech, params)
     if c.problems:
         raise SpecError(c.problems, spec.path, spec.text)
-    return CheckedSpec(spec, mech, params, induced)
+    return CheckedSpec(spec, mech, params, induced, tuple(c.warnings))
 

@@ -116,7 +116,11 @@ def check_cmd(files, bounds, output_format):
             spec = _load(path)
             stage = "check-error"
             if spec.program is None:
-                check(spec)
+                checked = check(spec)
+                if checked.warnings:
+                    from dpspec.language.diagnostics import render_diagnostics
+
+                    click.echo(render_diagnostics(checked.warnings, spec.path, spec.text), err=True)
             else:
                 from dpspec.budget.program import load_program
 
@@ -359,8 +363,10 @@ def convert_cmd(params, to, delta, epsilon, alpha, method, from_unit, to_unit, g
     if as_json:
         _dump("conversion", out)
         return
+    from dpspec.budget.budget_text import budget_figure
+
     skip = {"premetric", "method", "citation"}
-    figures = ", ".join(f"{k} = {v}" for k, v in out.items() if k not in skip)
+    figures = ", ".join(f"{k} = {budget_figure(v)}" for k, v in out.items() if k not in skip)
     click.echo(f"{out.get('premetric', '')}: {figures}")
     if out.get("method"):
         click.echo(f"method: {out['method']}")

@@ -147,15 +147,16 @@ def plugin_problems(text: str) -> list[Problem]:
     return out
 
 
-def _check(spec: ir.Spec) -> None:
+def _check(spec: ir.Spec) -> tuple:
+    """The spec's warnings (a missing data file); raises for its errors."""
     if spec.program is not None:
         from dpspec.budget.program import load_program
 
         load_program(spec)
-    else:
-        from dpspec.check.checker import check
+        return ()
+    from dpspec.check.checker import check
 
-        check(spec)
+    return check(spec).warnings
 
 
 def analyse(text: str, path: str | None, previous: ir.Spec | None = None) -> Analysis:
@@ -170,7 +171,7 @@ def analyse(text: str, path: str | None, previous: ir.Spec | None = None) -> Ana
         problems.append(Problem(0, 0, 0, "the input is nested too deeply to process"))
         return Analysis(text, path, False, problems, previous)
     try:
-        _check(spec)
+        problems += [_placed(d, text) for d in _check(spec)]
     except SpecError as err:
         problems += _spec_problems(err, text, path)
     except DpspecError as err:

@@ -205,3 +205,10 @@ class RandomizedResponse(Mechanism):
 @hookimpl
 def dpspec_mechanisms():
     return [RandomizedResponse()]
+
+
+@hookimpl
+def dpspec_report_sections(result):
+    from dpspec_rr.report import sections
+
+    return sections(result)
