@@ -12,11 +12,10 @@ from .accuracy import half_width, scale_of
 
 def release(spec, design, parts, frame: pd.DataFrame, keys: pd.DataFrame, rng) -> tuple[pd.DataFrame, dict]:
     n_cells = len(keys)
-    cell = algorithm.cell_index(frame, keys, design.by)
-    if (cell < 0).any():
-        row = int(np.flatnonzero(cell < 0)[0])
-        raise DataError(f"table '{design.table}', row {row + 1}: its keys are not among the declared values")
     out = typed_keys(spec, design.table, keys)
+    cell, row = algorithm.cell_index(frame, out, design.by)
+    if row is not None:
+        raise DataError(f"table '{design.table}', row {row + 1}: its keys are not among the declared values")
     internal: dict = {"truth": {}, "clipped": {}}
     count = algorithm.counts(cell, n_cells)
     noisy_parts: dict = {}
