@@ -24,6 +24,8 @@ _WHERE = {
     # declared key sets (API 1.2): what a release may be keyed by, from the spec and its public key files
     "OutputKeys": "dpspec.contract.mechanism", "declared_keys": "dpspec.check.keys", "declared_values": "dpspec.check.keys",
     "typed_keys": "dpspec.check.keys",
+    # what the audit reads of a mechanism's design: clipping bounds, the parts its budget composes
+    "ClippingBound": "dpspec.contract.mechanism", "ComposedPart": "dpspec.contract.mechanism",
     "NeighbourPair": "dpspec.contract.mechanism", "CountLikelihood": "dpspec.contract.mechanism",
     # errors a plugin raises for the user to fix
     "DpspecError": "dpspec.errors", "SpecError": "dpspec.errors", "DataError": "dpspec.errors",

@@ -83,13 +83,17 @@ def _codes(series: pd.Series, lookup: pd.Index) -> tuple[np.ndarray, bool]:
     return out, not (out < 0).any()
 
 
-def clipped_values(frame: pd.DataFrame, column: str, low: int, high: int) -> tuple[np.ndarray, int]:
-    """The column clipped to its declared bounds, and how many values were clipped (internal only)."""
+def clipped_values(frame: pd.DataFrame, column: str, low: int, high: int) -> tuple[np.ndarray, int, tuple[int, int]]:
+    """The column clipped to its declared bounds, how many values were clipped, and the column's
+    (min, max) before clipping (the last two internal only: the audit compares the bounds with them)."""
     values = np.asarray(frame[column].to_numpy(), dtype=np.int64)
-    if not values.size or (values.max() <= high and values.min() >= low):
-        return values, 0  # nothing outside: no copy (most data with declared caps clips something high)
+    if not values.size:
+        return values, 0, (low, high)
+    extremes = (int(values.min()), int(values.max()))
+    if extremes[0] >= low and extremes[1] <= high:
+        return values, 0, extremes  # nothing outside: no copy
     clipped = np.clip(values, low, high)
-    return clipped, int(values.size - np.count_nonzero(clipped == values))
+    return clipped, int(values.size - np.count_nonzero(clipped == values)), extremes
 
 
 def counts(cell: np.ndarray, n_cells: int) -> np.ndarray:

@@ -5,8 +5,8 @@ from fractions import Fraction
 
 import attrs
 
-from dpspec.api import (BudgetStatement, DataError, Mechanism, NativeFlavor, OutputKeys, ParamSpec, ParameterSchema,
-                        PureDP, Release, ZCDP, declared_keys, ir)
+from dpspec.api import (BudgetStatement, ClippingBound, ComposedPart, DataError, Mechanism, NativeFlavor, OutputKeys,
+                        ParamSpec, ParameterSchema, PureDP, Release, ZCDP, declared_keys, ir)
 
 from . import design as design_mod
 from . import sensitivity as sens_mod
@@ -132,6 +132,17 @@ class Aggregate(Mechanism):
                              "a value outside counts as the nearest bound (declared, never taken from the data)")
         budget = PureDP(float(total)) if d.noise == "laplace" else ZCDP(float(total))
         return BudgetStatement(budget, worst=budget, notes=tuple(notes))
+
+    def clipping_bounds(self, spec, params):
+        d = self._design(spec, params)
+        return [ClippingBound(q.name, d.table, q.column, Fraction(q.low), Fraction(q.high)) for q in d.queries if q.clipped]
+
+    def composed_parts(self, spec, params):
+        """One part per query (a mean's sum and count together): what each query's share spends."""
+        spent: dict = {}
+        for p in plan(self._design(spec, params), self._relation(spec, params)):
+            spent[p.query.name] = spent.get(p.query.name, Fraction(0)) + p.spent
+        return [ComposedPart(name, budget) for name, budget in spent.items()]
 
     def budget_breakdown(self, spec, params):
         from .accuracy import half_width, variance

@@ -16,14 +16,19 @@ def release(spec, design, parts, frame: pd.DataFrame, keys: pd.DataFrame, rng) -
     cell, row = algorithm.cell_index(frame, out, design.by)
     if row is not None:
         raise DataError(f"table '{design.table}', row {row + 1}: its keys are not among the declared values")
-    internal: dict = {"truth": {}, "clipped": {}}
+    internal: dict = {"truth": {}, "clipped": {}, "observed_ranges": {}}
     count = algorithm.counts(cell, n_cells)
     noisy_parts: dict = {}
+    clipped: dict = {}  # (column, low, high) -> clipped values: a mean and a median of one column clip it once
     for p in parts:
         q = p.query
         values = None
         if q.clipped and p.role != "count":  # a mean's count part needs no values
-            values, internal["clipped"][q.name] = algorithm.clipped_values(frame, q.column, q.low, q.high)
+            key = (q.column, q.low, q.high)
+            if key not in clipped:
+                clipped[key] = algorithm.clipped_values(frame, q.column, q.low, q.high)
+            values, internal["clipped"][q.name], extremes = clipped[key]
+            internal["observed_ranges"][f"{design.table}.{q.column}"] = extremes
         if p.role == "score":
             grid = np.array(q.grid, dtype=np.int64)
             rank = algorithm.ranks(cell, values, n_cells, grid, q.low, q.high)
