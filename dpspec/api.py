@@ -70,6 +70,8 @@ _WHERE = {
     "LazyModule": "dpspec.run.lazy", "require_regular": "dpspec.language.reading", "NotRegularFile": "dpspec.language.reading",
     # exact Bernoulli(R·exp(-x)) for rational R, x: a float fast path, interval arithmetic in its doubt band
     "bernoulli_scaled_exp": "dpspec.run.noise",
+    # post-processing: noisy counts projected onto nonnegative integers summing to a public total
+    "project_to_total": "dpspec.run.projection",
     # what a run measures, stated where the noise is drawn (a no-op unless `dpspec verify --replay` records)
     "record_measurement": "dpspec.run.measurements", "record_adaptive_outputs": "dpspec.run.measurements",
     "recording_now": "dpspec.run.measurements",

@@ -130,6 +130,14 @@ def ranks(cell: np.ndarray, values: np.ndarray, n_cells: int, grid: np.ndarray, 
     return np.searchsorted(combined, points, side="right") - starts[:, None]
 
 
+def grid_quantiles(rank: np.ndarray, n: np.ndarray, q: Fraction, grid: np.ndarray) -> np.ndarray:
+    """Per cell, the confidential q-quantile on the grid (the first grid point with at least q·n of
+    the cell's clipped values at or below it; NaN for an empty cell): the internal report's truth."""
+    reached = q.denominator * rank >= q.numerator * n[:, None]
+    idx = np.where(reached.any(axis=1), reached.argmax(axis=1), len(grid) - 1)
+    return np.where(n > 0, grid[idx].astype(float), np.nan)
+
+
 def exponential_quantiles(rank: np.ndarray, n: np.ndarray, q: Fraction, epsilon: Fraction, rng) -> np.ndarray:
     """Per cell, the index of a grid point drawn with probability proportional to
     exp(-epsilon·|rank - q·n| / 2) (score sensitivity 1), exactly: a uniform proposal accepted
@@ -146,4 +154,20 @@ def exponential_quantiles(rank: np.ndarray, n: np.ndarray, q: Fraction, epsilon:
         accept = bernoulli_exp(gap[pending, j] * num_scale, den, rng)
         out[pending[accept]] = j[accept]
         pending = pending[~accept]
+    return out
+
+
+def unclipped_values(frame: pd.DataFrame, keys: pd.DataFrame, design, queries) -> dict:
+    """{query: per-cell sum or mean of the raw column, unclipped}, for the internal report only
+    (the truth a clipped answer is compared with); one pass over the records per column."""
+    cell, _ = cell_index(frame, keys, design.by)
+    n_cells = len(keys)
+    count = np.bincount(cell, minlength=n_cells).astype(float)
+    out = {}
+    for q in queries:
+        total = np.bincount(cell, weights=frame[q.column].to_numpy(dtype=float), minlength=n_cells)
+        if q.statistic == "mean":
+            with np.errstate(invalid="ignore", divide="ignore"):
+                total = np.where(count > 0, total / np.where(count > 0, count, 1), np.nan)
+        out[q.name] = total
     return out

@@ -71,8 +71,10 @@ class Aggregate(Mechanism):
         ParamSpec("share", "number", "the flat query's share of the budget (1)"),
         ParamSpec("queries", "block", "several queries, each a named block of statistic, column, bounds, q, grid_step "
                   "and share (shares default to equal)"),
-        ParamSpec("postprocess", "choice", "none, or nonnegative: counts and sums below 0 are released as 0 (raises small "
-                  "cells' expected value; intervals keep their coverage)", default="none", choices=("none", "nonnegative")),
+        ParamSpec("postprocess", "choice", "none; nonnegative: counts and sums below 0 are released as 0 (raises small "
+                  "cells' expected value; intervals keep their coverage); total: counts also made whole numbers adding "
+                  "up to the public total declared 'used as total' (biased; no interval)", default="none",
+                  choices=design_mod.POSTPROCESS),
     ))
     outputs = {"statistics": "one row per declared cell: the keys, each query's noisy value, its noise scale and its "
                              "95% interval"}
@@ -179,4 +181,29 @@ class Aggregate(Mechanism):
                 raise DataError(f"table '{d.table}', column '{q.column}', row {row + 1}: a missing value, which "
                                 f"{q.statistic} cannot add (declare how to treat it, or clean the data)")
         table, internal = release(spec, d, plan(d, self._relation(spec, params)), frame, keys, rng)
-        return Release({"statistics": table}, facts={"cells": len(keys)}, internal=internal)
+        notes = (design_mod.TOTAL_BIAS,) if d.postprocess == "total" else ()
+        return Release({"statistics": table}, facts={"cells": len(keys)}, internal=internal, notes=notes)
+
+    # ---- against the confidential data (internal only) ----
+    def utility(self, spec, params, data, releases):
+        """Each query's released values against the confidential ones, and the clipped counts."""
+        from .accuracy import realized_error
+        from .algorithm import unclipped_values
+
+        d = self._design(spec, params)
+        clipped = releases[0].internal.get("clipped", {})
+        changed = [q for q in d.queries if q.statistic in ("sum", "mean") and clipped.get(q.name)]
+        raw = unclipped_values(data[d.table], releases[0].outputs["statistics"], d, changed) if changed else {}
+        return realized_error(d, releases, d.by, raw)
+
+    def compared_counts(self, spec, params, data, release):
+        """Every released count and sum beside its confidential value, one table per query."""
+        import pandas as pd
+
+        d = self._design(spec, params)
+        frame = release.outputs["statistics"]
+        index = pd.MultiIndex.from_frame(frame[list(d.by)].astype(str)) if d.by else pd.RangeIndex(len(frame))
+        return [{"table": f"statistics: {q.name}", "level": None,
+                 "truth": pd.Series(release.internal["truth"][f"{q.name}:value"], index=index),
+                 "released": pd.Series(frame[q.name].to_numpy(), index=index)}
+                for q in d.queries if q.statistic in ("count", "sum")]
