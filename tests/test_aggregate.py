@@ -283,3 +283,35 @@ def test_the_shared_projection_gives_zeros_for_a_zero_total():
 
     assert project_to_total(np.array([3, -2, 5]), 0).tolist() == [0, 0, 0]
     assert project_to_total(np.array([3, -2, 5]), 7).sum() == 7
+
+
+# ---- on Spark: the group-by where the table lives, the noise on the driver ----------------------
+
+
+def test_on_spark_the_release_is_the_local_one_and_only_totals_reach_the_driver(tmp_path, counts_only_spark):
+    rng = np.random.default_rng(40)
+    n = 3000
+    frame = pd.DataFrame({"region": rng.choice(["north", "south", "east"], n), "grade": rng.integers(1, 5, n),
+                          "salary": rng.integers(0, 400, n)})
+    frame.to_parquet(tmp_path / "staff.parquet")
+    path = _spec(tmp_path, textwrap.dedent('''\
+        table: staff  by: region, grade  epsilon: 3
+        queries: {
+          n: { statistic: count }
+          pay: { statistic: mean  column: salary  bounds: [0, 300] }
+          median: { statistic: quantile  column: salary  bounds: [0, 300]  q: 1/2  grid_step: 10 }
+        }'''))
+    text = open(path).read().replace('data staff from "staff.csv"', 'data staff from "staff.parquet"')
+    open(path, "w").write(text)
+    engine, collected = counts_only_spark
+    local = dpspec.compile(dpspec.load(path), seed=9, engine="local")
+    spark = dpspec.compile(dpspec.load(path), seed=9, engine=engine)
+    assert spark.engine == "spark"
+    a, b = local.outputs["statistics"], spark.outputs["statistics"]
+    assert a.to_csv(index=False) == b.to_csv(index=False)  # west: declared, nobody there, released on both
+    assert len(a) == 16 and (a[a["region"] == "west"]["n"].abs() < 60).all()
+    assert spark.release.internal["clipped"] == local.release.internal["clipped"]
+    assert spark.release.internal["observed_ranges"] == local.release.internal["observed_ranges"]
+    # the engine refuses to hand the driver the table or row-level outputs (counts_only_spark); what
+    # did reach it are aggregates, far fewer rows than the records
+    assert max(collected) < n / 5

@@ -102,7 +102,8 @@ def realized_error(design, releases, key_columns: tuple, unclipped: dict | None 
             moved = (clipped_truth - exact)[defined]
             row.update({"column": q.column, "bounds": [q.low, q.high], "clipped_values": n,
                         "clipped_share": n / records if records else 0.0,
-                        "clipping_bias": float(moved.mean()) if moved.size else 0.0})
+                        "clipping_bias": (float(moved.mean()) if moved.size else 0.0) if q.name in unclipped or not n
+                        else None})  # None: the unclipped truth was not computed (the table stayed on an engine)
         queries.append(row)
         per_cell[f"{q.name} (true)"] = [None if math.isnan(v) else float(v) for v in exact[:CELL_ROWS]]
         per_cell[f"{q.name} (released)"] = [float(v) for v in released[0, :CELL_ROWS]]

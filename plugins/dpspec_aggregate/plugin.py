@@ -6,7 +6,7 @@ from fractions import Fraction
 import attrs
 
 from dpspec.api import (BudgetStatement, ClippingBound, ComposedPart, DataError, Mechanism, NativeFlavor, OutputKeys,
-                        ParamSpec, ParameterSchema, PureDP, Release, ZCDP, declared_keys, ir)
+                        ParamSpec, ParameterSchema, PureDP, Release, ZCDP, declared_keys, ir, typed_keys)
 
 from . import design as design_mod
 from . import sensitivity as sens_mod
@@ -76,6 +76,7 @@ class Aggregate(Mechanism):
                   "up to the public total declared 'used as total' (biased; no interval)", default="none",
                   choices=design_mod.POSTPROCESS),
     ))
+    engine_tables = True  # a Parquet table stays on the engine: its group-by gives the exact statistics
     outputs = {"statistics": "one row per declared cell: the keys, each query's noisy value, its noise scale and its "
                              "95% interval"}
 
@@ -167,20 +168,31 @@ class Aggregate(Mechanism):
                 for r in self.budget_breakdown(spec, params)["measurements"] if r["part"] != "score"]
 
     # ---- the run ----
-    def run(self, spec, params, data, rng):
+    def run(self, spec, params, data, rng, engine=None):
         import numpy as np
 
-        from .release import release
+        from dpspec.api import EngineTable
+
+        from .release import exact_here, release
 
         d = self._design(spec, params)
         frame = data[d.table]
         keys = declared_keys(spec, d.table, d.by)
-        for q in d.queries:
-            if q.column is not None and not (isinstance(frame[q.column].dtype, np.dtype) and frame[q.column].dtype.kind in "iub") and frame[q.column].isna().any():
-                row = int(frame[q.column].isna().to_numpy().argmax())
-                raise DataError(f"table '{d.table}', column '{q.column}', row {row + 1}: a missing value, which "
-                                f"{q.statistic} cannot add (declare how to treat it, or clean the data)")
-        table, internal = release(spec, d, plan(d, self._relation(spec, params)), frame, keys, rng)
+        typed = typed_keys(spec, d.table, keys)
+        if isinstance(frame, EngineTable) and not isinstance(frame.handle, type(typed)):
+            # held by an engine (Spark): its group-by computes the exact statistics, the noise is added here
+            from .on_engine import exact_on_engine
+
+            exact = exact_on_engine(d, frame, typed, engine)
+        else:
+            frame = frame.handle if isinstance(frame, EngineTable) else frame
+            for q in d.queries:
+                if q.column is not None and not (isinstance(frame[q.column].dtype, np.dtype) and frame[q.column].dtype.kind in "iub") and frame[q.column].isna().any():
+                    row = int(frame[q.column].isna().to_numpy().argmax())
+                    raise DataError(f"table '{d.table}', column '{q.column}', row {row + 1}: a missing value, which "
+                                    f"{q.statistic} cannot add (declare how to treat it, or clean the data)")
+            exact = exact_here(d, frame, typed)
+        table, internal = release(spec, d, plan(d, self._relation(spec, params)), exact, typed, rng)
         notes = (design_mod.TOTAL_BIAS,) if d.postprocess == "total" else ()
         return Release({"statistics": table}, facts={"cells": len(keys)}, internal=internal, notes=notes)
 
@@ -190,11 +202,18 @@ class Aggregate(Mechanism):
         from .accuracy import realized_error
         from .algorithm import unclipped_values
 
+        from dpspec.api import EngineTable
+
         d = self._design(spec, params)
         clipped = releases[0].internal.get("clipped", {})
         changed = [q for q in d.queries if q.statistic in ("sum", "mean") and clipped.get(q.name)]
-        raw = unclipped_values(data[d.table], releases[0].outputs["statistics"], d, changed) if changed else {}
-        return realized_error(d, releases, d.by, raw)
+        frame = data[d.table]
+        if isinstance(frame, EngineTable):
+            frame = frame.handle if hasattr(frame.handle, "iloc") else None  # on Spark: not brought to the driver
+        raw = unclipped_values(frame, releases[0].outputs["statistics"], d, changed) if changed and frame is not None else {}
+        out = realized_error(d, releases, d.by, raw)
+        out["truth_unclipped"] = frame is not None or not changed
+        return out
 
     def compared_counts(self, spec, params, data, release):
         """Every released count and sum beside its confidential value, one table per query."""

@@ -81,9 +81,12 @@ def internal_section(utility: dict) -> Section | None:
         return None
     runs = utility.get("runs", 1)
     intro = [f"Released values against the confidential ones, cell by cell, over {runs} run(s) of "
-             f"{_fmt(utility.get('cells'))} cells and {_fmt(utility.get('records'))} records. The truth of a sum or mean "
-             "is the unclipped one, so its error includes what clipping moved (stated apart); a quantile's truth is the "
-             "grid point the clipped values give. A mean or quantile of an empty cell has no true value and is left out "
+             f"{_fmt(utility.get('cells'))} cells and {_fmt(utility.get('records'))} records. "
+             + ("The truth of a sum or mean is the unclipped one, so its error includes what clipping moved (stated apart); "
+                if utility.get("truth_unclipped", True) else
+                "The truth of a sum or mean is the clipped one (the table stayed on the engine), so its error is the "
+                "noise's alone; ")
+             + "a quantile's truth is the grid point the clipped values give. A mean or quantile of an empty cell has no true value and is left out "
              "of its figures."]
     for r in queries:
         if "clipped_values" in r:
