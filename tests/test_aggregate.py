@@ -315,3 +315,17 @@ def test_on_spark_the_release_is_the_local_one_and_only_totals_reach_the_driver(
     # the engine refuses to hand the driver the table or row-level outputs (counts_only_spark); what
     # did reach it are aggregates, far fewer rows than the records
     assert max(collected) < n / 5
+
+
+def test_the_local_engines_clipped_totals_and_buckets_are_the_plain_figures():
+    from dpspec.engine import LocalEngine
+
+    frame = pd.DataFrame({"region": ["a", "a", "b", "b", "b"], "v": [5, 250, -3, 40, 100]})
+    got = LocalEngine().clipped_totals(frame, ["region"], [("v", 0, 100)])
+    assert got.to_dict("list") == {"region": ["a", "b"], "count": [2, 3], "sum0": [105, 140], "clipped0": [1, 1],
+                                   "min0": [5, -3], "max0": [250, 100]}
+    buckets = LocalEngine().bucket_counts(frame, ["region"], "v", 0, 50, 100)  # grid 0, 50, 100
+    assert buckets.to_dict("list") == {"region": ["a", "a", "b", "b", "b"], "bucket": [1, 2, 0, 1, 2],
+                                       "count": [1, 1, 1, 1, 1]}
+    total = LocalEngine().clipped_totals(frame, [], [("v", 0, 100)])
+    assert total["count"].tolist() == [5] and total["sum0"].tolist() == [245]
