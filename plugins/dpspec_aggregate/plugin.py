@@ -170,6 +170,7 @@ class Aggregate(Mechanism):
     # ---- the run ----
     def run(self, spec, params, data, rng, engine=None):
         import numpy as np
+        import pandas as pd
 
         from dpspec.api import EngineTable
 
@@ -179,11 +180,11 @@ class Aggregate(Mechanism):
         frame = data[d.table]
         keys = declared_keys(spec, d.table, d.by)
         typed = typed_keys(spec, d.table, keys)
-        if isinstance(frame, EngineTable) and not isinstance(frame.handle, type(typed)):
+        if isinstance(frame, EngineTable) and not isinstance(frame.handle, pd.DataFrame):
             # held by an engine (Spark): its group-by computes the exact statistics, the noise is added here
             from .on_engine import exact_on_engine
 
-            exact = exact_on_engine(d, frame, typed, engine)
+            exact = exact_on_engine(d, frame, typed, engine if engine is not None else frame.engine)
         else:
             frame = frame.handle if isinstance(frame, EngineTable) else frame
             for q in d.queries:
