@@ -24,6 +24,8 @@ _WHERE = {
     # declared key sets (API 1.2): what a release may be keyed by, from the spec and its public key files
     "OutputKeys": "dpspec.contract.mechanism", "declared_keys": "dpspec.check.keys", "declared_values": "dpspec.check.keys",
     "typed_keys": "dpspec.check.keys",
+    # what the audit reads of a mechanism's design: clipping bounds, the parts its budget composes
+    "ClippingBound": "dpspec.contract.mechanism", "ComposedPart": "dpspec.contract.mechanism",
     "NeighbourPair": "dpspec.contract.mechanism", "CountLikelihood": "dpspec.contract.mechanism",
     # errors a plugin raises for the user to fix
     "DpspecError": "dpspec.errors", "SpecError": "dpspec.errors", "DataError": "dpspec.errors",
@@ -68,6 +70,8 @@ _WHERE = {
     "LazyModule": "dpspec.run.lazy", "require_regular": "dpspec.language.reading", "NotRegularFile": "dpspec.language.reading",
     # exact Bernoulli(R·exp(-x)) for rational R, x: a float fast path, interval arithmetic in its doubt band
     "bernoulli_scaled_exp": "dpspec.run.noise",
+    # post-processing: noisy counts projected onto nonnegative integers summing to a public total
+    "project_to_total": "dpspec.run.projection",
     # what a run measures, stated where the noise is drawn (a no-op unless `dpspec verify --replay` records)
     "record_measurement": "dpspec.run.measurements", "record_adaptive_outputs": "dpspec.run.measurements",
     "recording_now": "dpspec.run.measurements",

@@ -184,3 +184,148 @@ def test_the_budget_json_lists_every_measurement_with_its_interval(tmp_path):
     expected = c.mechanism.expected_error(c.spec, c.params, {})
     assert expected[0]["variance"] == pytest.approx(2 * np.exp(-1) / (1 - np.exp(-1)) ** 2)
     assert isinstance(pd.DataFrame(rows), pd.DataFrame)
+
+
+# ---- the internal report: released values against the confidential ones ----------------------
+
+
+def test_the_internal_report_compares_every_cell_with_its_true_value(tmp_path):
+    path = _spec(tmp_path, textwrap.dedent('''\
+        table: staff  by: region  epsilon: 2
+        queries: {
+          n: { statistic: count }
+          pay: { statistic: mean  column: salary  bounds: [0, 100] }
+        }'''))
+    result = dpspec.compile(dpspec.load(path), seed=4, runs=3)
+    u = result.utility
+    assert u["runs"] == 3 and u["records"] == 5 and u["cells"] == 4
+    n, pay = u["queries"]
+    cells = u["per_cell"]
+    assert cells["region"] == ["north", "south", "east", "west"]
+    assert cells["n (true)"] == [2.0, 2.0, 1.0, 0.0]
+    assert cells["n (released)"] == result.outputs["statistics"]["n"].astype(float).tolist()
+    # the mean's truth is unclipped (east: 250, not 100), west has none; clipping's own bias is stated
+    assert cells["pay (true)"] == [65.0, 77.5, 250.0, None]
+    assert pay["cells"] == 3 and pay["cells_without_a_value"] == 1
+    assert pay["clipped_values"] == 2 and pay["clipped_share"] == pytest.approx(2 / 5)
+    assert pay["clipping_bias"] == pytest.approx(((65 - 65) + (67.5 - 77.5) + (100 - 250)) / 3)
+    assert n["mean_absolute_error"] >= 0 and n["rmse"] >= n["mean_absolute_error"]
+
+
+def test_the_report_explains_clipping_publicly_and_counts_it_internally(tmp_path):
+    from dpspec.report import render_all
+
+    path = _spec(tmp_path, "table: staff  by: region  epsilon: 1  statistic: sum  column: salary  bounds: [0, 100]")
+    result = dpspec.compile(dpspec.load(path), seed=1)
+    files = render_all(result)
+    public, internal = files["markdown"][1], files["internal_markdown"][1]
+    assert "a value above 100 counts as 100" in public and "never taken from the data" in public
+    assert "lay outside" not in public and "realized error" not in public  # figures of the confidential data
+    assert "2 value(s) of salary (40.0% of the records) lay outside [0, 100]" in internal
+    assert "| east | 1.00 |" not in public
+
+
+def test_sweep_compares_each_count_and_sum_with_its_truth(tmp_path):
+    path = _spec(tmp_path, textwrap.dedent('''\
+        table: staff  by: region  epsilon: 1
+        queries: {
+          n: { statistic: count }
+          total: { statistic: sum  column: salary  bounds: [0, 300] }
+        }'''))
+    result = _compile(path)
+    checked = result.checked
+    compared = checked.mechanism.compared_counts(checked.spec, checked.params, {}, result.release)
+    assert [c["table"] for c in compared] == ["statistics: n", "statistics: total"]
+    assert compared[0]["truth"].tolist() == [2, 2, 1, 0] and compared[1]["truth"].tolist() == [130, 155, 250, 0]
+    assert list(compared[1]["released"].index.get_level_values("region")) == ["north", "south", "east", "west"]
+
+
+# ---- consistency with a public total ----------------------------------------------------------
+
+PUBLIC_TOTAL = 'public {\n  count staff released "the annual report: total staff" used as total\n}'
+
+
+def test_counts_made_consistent_with_the_public_total_add_up_to_it_and_say_their_bias(tmp_path):
+    path = _spec(tmp_path, "table: staff  by: region  epsilon: 1/2  statistic: count  postprocess: total",
+                 extra=PUBLIC_TOTAL)
+    for seed in range(5):
+        result = _compile(path, seed=seed)
+        out = result.outputs["statistics"]
+        assert out["count"].sum() == 5 and (out["count"] >= 0).all()
+        assert out["count"].dtype.kind == "i"
+        assert out["count_lower"].isna().all() and out["count_upper"].isna().all()  # no interval after projection
+    assert any("small cells come out too high" in n for n in result.release.notes)
+    assert "public-information" in {f.rule for f in result.findings}  # conditioned on the total, and says so
+
+
+def test_a_public_total_by_a_key_column_fixes_each_groups_sum(tmp_path):
+    public = 'public {\n  count staff by region released "the annual report" used as total\n}'
+    path = _spec(tmp_path, "table: staff  by: region, grade  epsilon: 1/2  statistic: count  postprocess: total",
+                 extra=public)
+    out = _compile(path, seed=2).outputs["statistics"]
+    assert out.groupby("region", sort=False)["count"].sum().tolist() == [2, 2, 1, 0]
+    assert len(out) == 16
+
+
+@pytest.mark.parametrize("extra,by,message", [
+    ("", "region", "declares no count of 'staff' 'used as total'"),
+    ('public {\n  count staff by grade released "x" used as total\n}', "region", "which the release is not by"),
+])
+def test_a_public_total_the_release_cannot_meet_is_a_located_spec_error(tmp_path, extra, by, message):
+    path = _spec(tmp_path, f"table: staff  by: {by}  epsilon: 1  statistic: count  postprocess: total", extra=extra)
+    with pytest.raises(SpecError) as err:
+        check(dpspec.load(path))
+    assert message in str(err.value) and err.value.diagnostics[0].line is not None
+
+
+def test_the_shared_projection_gives_zeros_for_a_zero_total():
+    from dpspec.api import project_to_total
+
+    assert project_to_total(np.array([3, -2, 5]), 0).tolist() == [0, 0, 0]
+    assert project_to_total(np.array([3, -2, 5]), 7).sum() == 7
+
+
+# ---- on Spark: the group-by where the table lives, the noise on the driver ----------------------
+
+
+def test_on_spark_the_release_is_the_local_one_and_only_totals_reach_the_driver(tmp_path, counts_only_spark):
+    rng = np.random.default_rng(40)
+    n = 3000
+    frame = pd.DataFrame({"region": rng.choice(["north", "south", "east"], n), "grade": rng.integers(1, 5, n),
+                          "salary": rng.integers(0, 400, n)})
+    frame.to_parquet(tmp_path / "staff.parquet")
+    path = _spec(tmp_path, textwrap.dedent('''\
+        table: staff  by: region, grade  epsilon: 3
+        queries: {
+          n: { statistic: count }
+          pay: { statistic: mean  column: salary  bounds: [0, 300] }
+          median: { statistic: quantile  column: salary  bounds: [0, 300]  q: 1/2  grid_step: 10 }
+        }'''))
+    text = open(path).read().replace('data staff from "staff.csv"', 'data staff from "staff.parquet"')
+    open(path, "w").write(text)
+    engine, collected = counts_only_spark
+    local = dpspec.compile(dpspec.load(path), seed=9, engine="local")
+    spark = dpspec.compile(dpspec.load(path), seed=9, engine=engine)
+    assert spark.engine == "spark"
+    a, b = local.outputs["statistics"], spark.outputs["statistics"]
+    assert a.to_csv(index=False) == b.to_csv(index=False)  # west: declared, nobody there, released on both
+    assert len(a) == 16 and (a[a["region"] == "west"]["n"].abs() < 60).all()
+    assert spark.release.internal["clipped"] == local.release.internal["clipped"]
+    assert spark.release.internal["observed_ranges"] == local.release.internal["observed_ranges"]
+    # the engine refuses to hand the driver the table or row-level outputs (counts_only_spark); what
+    # did reach it are aggregates, far fewer rows than the records
+    assert max(collected) < n / 5
+
+
+def test_the_local_engines_clipped_totals_and_buckets_are_the_plain_figures():
+    from dpspec.engine import LocalEngine
+
+    frame = pd.DataFrame({"region": ["a", "a", "b", "b", "b"], "v": [5, 250, -3, 40, 100]})
+    got = LocalEngine().clipped_totals(frame, ["region"], [("v", 0, 100)])
+    assert got.to_dict("list") == {"region": ["a", "b"], "count": [2, 3], "sum0": [105, 140], "clipped0": [1, 1],
+                                   "min0": [5, -3], "max0": [250, 100]}
+    buckets = LocalEngine().bucket_counts(frame, ["region"], "v", 0, 50, 100)  # grid 0, 50, 100
+    assert buckets.to_dict("list") == {"region": ["a", "a", "b", "b", "b"], "bucket": [1, 2, 0, 1, 2],
+                                       "count": [1, 1, 1, 1, 1]}
+    total = LocalEngine().clipped_totals(frame, [], [("v", 0, 100)])
+    assert total["count"].tolist() == [5] and total["sum0"].tolist() == [245]

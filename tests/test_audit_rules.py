@@ -19,7 +19,8 @@ from dpspec.language.parser import load_text_or_path, parse
 AUDIT = Path(__file__).resolve().parents[1] / "specs" / "audit"
 DESIGN_RULES = ("finer-unit", "added-invariants", "fine-invariants", "undeclared-invariants", "weaker-premetric",
                 "coarse-events", "narrower-domain", "redenomination", "data-dependent-design",
-                "uncomposed-releases", "infinite-budget", "per-universe-budget", "public-information")
+                "uncomposed-releases", "infinite-budget", "per-universe-budget", "public-information",
+                "clipping-from-data", "per-query-budget")
 
 
 def load(name: str):
@@ -104,6 +105,8 @@ EXAMPLES = [
     ("infinite-budget", "infinite_budget", None, "critical"),
     ("per-universe-budget", "added_invariants", None, "warning"),
     ("public-information", "public_information", None, "info"),
+    ("clipping-from-data", "clipping_from_data", None, "warning"),
+    ("per-query-budget", "per_query_budget", None, "warning"),
 ]
 
 

@@ -849,6 +849,166 @@ def known_seed(ctx) -> list[Finding]:
     return [Finding("known-seed", "critical", message, {"seed": int(seed)})]
 
 
+# ---- what is released: how the mechanism's design is presented ----------------------------------
+
+# What a plugin may raise when asked about its design on a spec it cannot parse.
+_DESIGN_FAILURES = (DpspecError, LookupError, TypeError, ValueError, AttributeError, ArithmeticError)
+
+
+def _design_hook(ctx, name: str) -> list:
+    """A mechanism's optional design hook (`clipping_bounds`, `composed_parts`), [] when it has
+    none or cannot answer for this spec."""
+    checked = ctx.checked
+    mech = checked.mechanism if checked is not None else None
+    if mech is None or not checked.params or ctx.spec.domain is None:
+        return []
+    try:
+        return list(getattr(mech, name)(ctx.spec, checked.params) or [])
+    except _DESIGN_FAILURES:
+        return []
+
+
+def _declared_limits(domain: ir.Domain, table: str, column: str) -> tuple:
+    """The column's declared range (public), as (low, high); None at an end the type leaves open."""
+    t = domain.table(table) if domain is not None else None
+    col = t.column(column) if t is not None else None
+    if col is None:
+        return None, None
+    if col.type.kind == "bool":
+        return 0, 1
+    return col.type.low, col.type.high
+
+
+def _observed_ranges(ctx, bounds) -> dict:
+    """{"table.column": (min, max)} of the clipped columns in the confidential data: from a
+    compiled release's internal figures, or read from the data when the spec checks."""
+    if ctx.result is not None:
+        release = getattr(ctx.result, "release", None)
+        return dict((getattr(release, "internal", None) or {}).get("observed_ranges") or {})
+    if ctx.checked is None or not ctx.checked.passed:
+        return {}
+    from dpspec.check.data import load_table
+
+    out = {}
+    for table in sorted({b.table for b in bounds}):
+        source = next((d for d in ctx.spec.data if d.table == table), None)
+        if source is None:
+            continue
+        try:
+            frame = load_table(ctx.spec, source)
+        except DpspecError:
+            continue
+        for b in bounds:
+            if b.table == table and b.column in frame.columns and len(frame):
+                values = frame[b.column].dropna().astype("int64")
+                if len(values):
+                    out[f"{table}.{b.column}"] = (int(values.min()), int(values.max()))
+    return out
+
+
+@rule("clipping-from-data", "warning", "Clipping bounds that are the confidential data's own extremes")
+def clipping_from_data(ctx) -> list[Finding]:
+    """A mechanism clips a confidential column to declared bounds that are exactly its smallest
+    and largest values in the data (an end at the domain's declared limit counts as public):
+    bounds read off the data publish its extremes, often one person's value, with no noise and
+    no budget, and clip nothing, so the sensitivity they set is the data's own. The audit cannot
+    see how the bounds were chosen; it reports the coincidence, computed from the confidential data."""
+    bounds = _design_hook(ctx, "clipping_bounds")
+    if not bounds:
+        return []
+    ranges = _observed_ranges(ctx, bounds)
+    findings = []
+    for b in bounds:
+        found = ranges.get(f"{b.table}.{b.column}")
+        if found is None:
+            continue
+        observed = {"low": found[0], "high": found[1]}
+        declared = dict(zip(("low", "high"), _declared_limits(ctx.spec.domain, b.table, b.column)))
+        stated = {"low": b.low, "high": b.high}
+        public = [e for e in stated if declared[e] is not None and stated[e] == declared[e]]
+        from_data = [e for e in stated if e not in public and stated[e] == observed[e]]
+        if not from_data or len(public) + len(from_data) < 2:
+            continue
+        shown = f"[{_num(b.low)}, {_num(b.high)}]"
+        which = ("its smallest and largest values" if len(from_data) == 2 else
+                 f"its {'smallest' if from_data[0] == 'low' else 'largest'} value (the other end is the domain's "
+                 "declared limit)")
+        message = (f"Query '{b.query}' clips {b.table}.{b.column} to {shown}, and "
+                   + ("these are" if len(from_data) == 2 else f"{_num(stated[from_data[0]])} is")
+                   + f" exactly {which} in the confidential data. Bounds read off the data are a data-dependent "
+                   "design: the spec publishes the extremes (often one person's value) with no noise and no budget, and "
+                   "the sensitivity they set is the data's own, so the stated budget does not cover them. This may be a "
+                   "coincidence at a natural limit; the audit cannot see how the bounds were chosen. Declare bounds from "
+                   "public knowledge (a pay scale, a legal maximum, the column's declared range) or spend budget on a "
+                   "private estimate of them. (This finding is computed from the confidential data; it says only that "
+                   "bounds the spec already states are the data's extremes.)")
+        findings.append(Finding("clipping-from-data", "warning", message,
+                                {"query": b.query, "table": b.table, "column": b.column, "bounds": [b.low, b.high],
+                                 "ends_from_data": from_data, "ends_at_declared_limits": public}))
+    return findings
+
+
+_STATED_FIGURE = re.compile(r"\b(epsilon|rho|eps)\b\s*(?:=|<=|≤|of|at|is)?\s*(\d+(?:\.\d+)?(?:/\d+)?)", re.I)
+_QUANTITY = {"pure": "epsilon", "zcdp": "rho"}
+
+
+def _stated_figures(spec: ir.Spec, quantity: str) -> list[tuple[str, Fraction]]:
+    """(where, value): plain bounds in the native quantity, and figures its title states."""
+    out = [(f"the budget bound '{b.describe()}'", b.value) for b in spec.budgets
+           if b.quantity == quantity and not b.with_ and not b.relation and not b.method]
+    for m in _STATED_FIGURE.finditer(spec.title or ""):
+        word = "epsilon" if m.group(1).lower() in ("epsilon", "eps") else "rho"
+        if word == quantity:
+            out.append((f"the title ('{m.group(0)}')", Fraction(m.group(2))))
+    return out
+
+
+@rule("per-query-budget", "warning", "One query's share of the budget presented as the release's total")
+def per_query_budget(ctx) -> list[Finding]:
+    """The mechanism composes several measurements, and a figure the spec states as its budget (a
+    bound in the budget block, or a number in its title) is what one of them spends, not their
+    sum: a reader takes one query's share for the loss of the whole release."""
+    parts = [p for p in _design_hook(ctx, "composed_parts") if p.budget > 0]
+    if len(parts) < 2:
+        return []
+    try:
+        quantity = _QUANTITY.get(ctx.checked.mechanism.flavor(ctx.spec, ctx.checked.params).premetric)
+    except _DESIGN_FAILURES:
+        return []
+    if quantity is None:
+        return []
+    total = sum((p.budget for p in parts), Fraction(0))
+    scale = 1.0  # native figures to the spec's flavor (a coarser unit, change-one), when the ledger is in the same quantity
+    ledger, stmt = ctx.ledger, ctx.statement
+    if ledger is not None and ledger.declared is not None and stmt is not None and ledger.declared.kind == stmt.actual.kind:
+        native = _main_param(stmt.actual, value=True)
+        declared = _main_param(ledger.declared, value=True)
+        if native and declared and math.isfinite(declared):
+            scale = declared / native
+    findings = []
+    for where, value in _stated_figures(ctx.spec, quantity):
+        v = float(value)
+        if any(math.isclose(v, float(total) * f, rel_tol=1e-9) for f in {1.0, scale}):
+            continue
+        hits = [(p, f) for p in parts for f in sorted({1.0, scale}) if math.isclose(v, float(p.budget) * f, rel_tol=1e-9)]
+        if not hits:
+            continue
+        names = sorted({p.name for p, _ in hits})
+        f = hits[0][1]
+        whole = float(total) * f
+        message = (f"{where[:1].upper()}{where[1:]} states {quantity} = {format_number(v)}, which is what "
+                   + (f"query '{names[0]}' spends" if len(names) == 1 else f"each of the queries {', '.join(names)} spends")
+                   + f" alone; mechanism '{ctx.checked.mechanism.name}' composes {len(parts)} parts "
+                   f"({', '.join(f'{p.name}: {ir.format_number(p.budget)}' for p in parts)}) and spends "
+                   f"{quantity} = {format_number(whole)} in all" + (" in the spec's flavor" if f != 1.0 else "")
+                   + f". Taken as the release's budget, the figure understates the loss {format_number(whole / v)}-fold: "
+                   "state the total, and each query's share beside it.")
+        findings.append(Finding("per-query-budget", "warning", message,
+                                {"where": where, "stated": value, "quantity": quantity, "matches": names,
+                                 "total": whole, "parts": {p.name: p.budget for p in parts}}))
+    return findings
+
+
 @hookimpl
 def dpspec_audit_rules():
     return list(RULES)

@@ -85,7 +85,9 @@ class Release:
     outputs: the published frames by name (microdata tables use their table's name).
     facts: public facts the report may show (functions of the invariants, parameters).
     internal: figures computed against the confidential data (utility); never in the public
-    report.
+    report. One key has a meaning outside the plugin: "observed_ranges", {"table.column":
+    (min, max)} of each confidential column the mechanism clips (`clipping_bounds`), which the
+    audit's `clipping-from-data` rule compares with the declared bounds of a compiled release.
     """
 
     outputs: dict[str, Any]
@@ -111,6 +113,27 @@ class OutputKeys:
     columns: tuple[str, ...] = ()
     fixed: dict = attrs.field(factory=dict, converter=dict)
     records: bool = False
+
+
+@attrs.frozen
+class ClippingBound:
+    """A bound a mechanism clips a confidential column to, as its parameters declare it
+    (`Mechanism.clipping_bounds`): values outside [low, high] count as the nearest bound."""
+
+    query: str
+    table: str
+    column: str
+    low: Fraction
+    high: Fraction
+
+
+@attrs.frozen
+class ComposedPart:
+    """One measurement a mechanism composes sequentially into its budget (`Mechanism.composed_parts`):
+    its name and the budget it spends in the native flavor's parameter (epsilon or rho)."""
+
+    name: str
+    budget: Fraction
 
 
 # ---- empirical verification (optional; used by `dpspec verify`) ---------------------------
@@ -193,6 +216,17 @@ class Mechanism:
     def budget(self, spec: ir.Spec, params: dict, facts: dict):
         """A `dpspec.budget.BudgetStatement` under `flavor()`."""
         raise NotImplementedError
+
+    def clipping_bounds(self, spec: ir.Spec, params: dict) -> list[ClippingBound]:
+        """Optional: the declared bounds each clipped confidential column is clipped to, for the
+        audit (`clipping-from-data` compares them with the data's extremes). Empty: nothing is clipped."""
+        return []
+
+    def composed_parts(self, spec: ir.Spec, params: dict) -> list[ComposedPart]:
+        """Optional: the measurements whose budgets add up (sequential composition) to the
+        mechanism's, for the audit (`per-query-budget` flags a stated figure that is one part's
+        share). Empty: the mechanism does not say how its budget is split."""
+        return []
 
     def budget_breakdown(self, spec: ir.Spec, params: dict) -> dict:
         """Extra keys for `dpspec budget --json` showing how the budget is split (e.g. TopDown's

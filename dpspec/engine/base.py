@@ -115,6 +115,19 @@ class Engine:
         """
         raise NotImplementedError
 
+    def clipped_totals(self, table, by, clips) -> pd.DataFrame:
+        """Per observed combination of `by` (sorted): `count`, its rows, and for each clip i
+        (column, low, high) of `clips`: `sum{i}` of the column clipped to [low, high], `clipped{i}`
+        how many of its values lay outside, `min{i}` and `max{i}` of the raw values. What a table
+        of clipped sums and means needs, computed where the table lives, one row per group."""
+        raise NotImplementedError
+
+    def bucket_counts(self, table, by, column: str, low: int, step: int, high: int) -> pd.DataFrame:
+        """Per observed combination of `by` and bucket (sorted): `count`, the rows whose value,
+        clipped to [low, high], has bucket ceil((value - low) / step): how many values are at most
+        each point of the grid low, low + step, ... (a quantile's ranks, by a cumulative sum)."""
+        raise NotImplementedError
+
     def profile(self, table, column: str) -> dict:
         """One column summed up in one row, whatever its number of distinct values: `rows`,
         `distinct` (a missing value counts as one), `missing`, `nul` (text values holding a NUL
@@ -253,6 +266,14 @@ class EngineRun:
 
     def count_distinct(self, table, by, columns) -> pd.DataFrame:
         return self.engine.count_distinct(handle(table), list(by), list(columns))
+
+    def clipped_totals(self, table, by, clips) -> pd.DataFrame:
+        """See `Engine.clipped_totals`: counts and clipped sums per combination of `by`."""
+        return self.engine.clipped_totals(handle(table), list(by), [tuple(c) for c in clips])
+
+    def bucket_counts(self, table, by, column: str, low: int, step: int, high: int) -> pd.DataFrame:
+        """See `Engine.bucket_counts`: rows per combination of `by` and grid bucket."""
+        return self.engine.bucket_counts(handle(table), list(by), column, int(low), int(step), int(high))
 
     def map_items(self, items, func: ItemFunction, *, stage: str, per_item: bool = False) -> list:
         return self.engine.map_items(list(items), func, run_key=self.run_key, stage=stage, per_item=per_item)

@@ -145,6 +145,33 @@ class LocalEngine(Engine):
     def profile(self, table, column: str) -> dict:
         return profile_series(handle(table)[column])
 
+    def clipped_totals(self, table, by, clips) -> pd.DataFrame:
+        frame = handle(table)
+        by = list(by)
+        work = {c: frame[c] for c in by}
+        work["count"] = np.ones(len(frame), dtype=np.int64)
+        named = {"count": "sum"}
+        for i, (column, low, high) in enumerate(clips):
+            raw = frame[column].to_numpy(dtype=np.int64)
+            clipped = np.clip(raw, low, high)
+            work.update({f"sum{i}": clipped, f"clipped{i}": (clipped != raw).astype(np.int64), f"min{i}": raw, f"max{i}": raw})
+            named.update({f"sum{i}": "sum", f"clipped{i}": "sum", f"min{i}": "min", f"max{i}": "max"})
+        work = pd.DataFrame(work)
+        if not by:
+            out = pd.DataFrame({k: [getattr(work[k], how)()] for k, how in named.items()}) if len(work) else \
+                pd.DataFrame({k: [] for k in named})
+        else:
+            out = work.groupby(by, sort=True, dropna=False, observed=True).agg(named).reset_index()
+        return frames.cast(out, {**frames.schema_of(out[by]), **{k: "int64" for k in named}})
+
+    def bucket_counts(self, table, by, column, low, step, high) -> pd.DataFrame:
+        frame = handle(table)
+        by = list(by)
+        clipped = np.clip(frame[column].to_numpy(dtype=np.int64), low, high)
+        work = pd.DataFrame({**{c: frame[c] for c in by}, "bucket": -((low - clipped) // step)})
+        out = work.groupby([*by, "bucket"], sort=True, dropna=False, observed=True).size().rename("count").reset_index()
+        return frames.cast(out, {**frames.schema_of(out[by]), "bucket": "int64", "count": "int64"})
+
     def stream(self, table, order_by=None, columns=None, chunk_rows=None):
         """The frame sorted once, then handed out in slices of `chunk_rows` in canonical types."""
         from dpspec.engine.base import STREAM_CHUNK_ROWS

@@ -367,6 +367,47 @@ class SparkEngine(Engine):
         kinds = _returned_kinds(out, schema, by)
         return frames.sort_rows(frames.cast(out.fillna({column: 0}), {**kinds, column: "int64"}), by)
 
+    def clipped_totals(self, table, by, clips) -> pd.DataFrame:
+        table = handle(table)
+        if isinstance(table, pd.DataFrame):  # already on the driver
+            from dpspec.engine.local import LocalEngine
+
+            return LocalEngine().clipped_totals(table, by, clips)
+        from pyspark.sql import functions as F
+
+        by = list(by)
+        with _quiet():
+            sdf, schema = self._spark_frame(table)
+            aggs = [F.count(F.lit(1)).cast("long").alias("count")]
+            for i, (column, low, high) in enumerate(clips):
+                raw = F.col(column).cast("long")
+                clipped = F.least(F.greatest(raw, F.lit(int(low))), F.lit(int(high)))
+                aggs += [F.sum(clipped).cast("long").alias(f"sum{i}"),
+                         F.sum((clipped != raw).cast("long")).cast("long").alias(f"clipped{i}"),
+                         F.min(raw).alias(f"min{i}"), F.max(raw).alias(f"max{i}")]
+            out = (sdf.groupBy(*by) if by else sdf.groupBy()).agg(*aggs).toPandas()
+        if not by and len(out) and out["count"].iloc[0] == 0:
+            out = out.iloc[:0]
+        kinds = _returned_kinds(out, schema, by)
+        return frames.sort_rows(frames.cast(out, {**kinds, **{c: "int64" for c in out.columns if c not in by}}), by)
+
+    def bucket_counts(self, table, by, column, low, step, high) -> pd.DataFrame:
+        table = handle(table)
+        if isinstance(table, pd.DataFrame):
+            from dpspec.engine.local import LocalEngine
+
+            return LocalEngine().bucket_counts(table, by, column, low, step, high)
+        from pyspark.sql import functions as F
+
+        by = list(by)
+        with _quiet():
+            sdf, schema = self._spark_frame(table)
+            clipped = F.least(F.greatest(F.col(column).cast("long"), F.lit(int(low))), F.lit(int(high)))
+            bucket = F.ceil((clipped - F.lit(int(low))) / F.lit(int(step))).cast("long").alias("bucket")
+            out = sdf.groupBy(*by, bucket).agg(F.count(F.lit(1)).cast("long").alias("count")).toPandas()
+        kinds = _returned_kinds(out, schema, by)
+        return frames.sort_rows(frames.cast(out, {**kinds, "bucket": "int64", "count": "int64"}), [*by, "bucket"])
+
     def profile(self, table, column: str) -> dict:
         table = handle(table)
         if isinstance(table, pd.DataFrame):

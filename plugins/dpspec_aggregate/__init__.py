@@ -18,3 +18,10 @@ __version__ = Aggregate.version
 @hookimpl
 def dpspec_mechanisms():
     return [Aggregate()]
+
+
+@hookimpl
+def dpspec_report_sections(result):
+    from .report import sections
+
+    return sections(result)

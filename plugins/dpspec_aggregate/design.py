@@ -14,7 +14,16 @@ from dpspec.api import Diagnostic, ir
 
 STATISTICS = ("count", "sum", "mean", "quantile")
 QUERY_KEYS = ("statistic", "column", "bounds", "q", "grid_step", "share")
-EPSILON_DIGITS = 10**6  # a quantile's epsilon under zCDP: a rational just below sqrt(8 rho)
+EPSILON_DIGITS = 10**6
+POSTPROCESS = ("none", "nonnegative", "total")
+TOTAL_BIAS = ("Post-processing with the public total: the noisy counts of each group of cells are replaced by the "
+              "nearest (least-squares) nonnegative whole numbers that add up to the group's public total. This is "
+              "post-processing of noisy answers and a total released elsewhere, so it costs no budget (the guarantee "
+              "is conditioned on that total, as the public block says), but it is biased: a cell whose noisy count "
+              "was negative is raised to 0, and every other cell of its group is lowered by the same amount to keep "
+              "the total, so small cells come out too high and large ones slightly too low. A released count is then "
+              "no longer the true count plus symmetric noise, so its 95% interval from the noise law does not apply: "
+              "the interval columns of the post-processed counts are empty.")  # a quantile's epsilon under zCDP: a rational just below sqrt(8 rho)
 
 
 @attrs.frozen
@@ -47,7 +56,12 @@ class Design:
     noise: str  # "laplace" (pure epsilon) or "gaussian" (zCDP rho)
     total: Fraction  # the mechanism's epsilon (laplace) or rho (gaussian)
     queries: tuple[Query, ...]
-    nonnegative: bool
+    postprocess: str  # "none", "nonnegative" or "total" (see POSTPROCESS)
+    total_by: tuple[str, ...] = ()  # postprocess total: the public total's columns (a subset of `by`)
+
+    @property
+    def nonnegative(self) -> bool:
+        return self.postprocess in ("nonnegative", "total")
 
     @property
     def premetric(self) -> str:
@@ -193,5 +207,32 @@ def parse(spec: ir.Spec, params: dict) -> tuple[Design | None, list[Diagnostic]]
         if qy.statistic == "quantile" and len(qy.grid) > 100_000:
             problems.append(Diagnostic(f"query '{qy.name}': the quantile grid has {len(qy.grid):,} points; "
                                        "use a larger grid_step (at most 100,000 points)", *_at(None, where)))
-    design = Design(table.name, by, noise, Fraction(total), queries, params.get("postprocess") == "nonnegative")
+    post = params.get("postprocess") or "none"
+    total_by: tuple = ()
+    if post == "total":
+        total_by = _total_by(spec, table.name, by, queries, where, problems)
+    design = Design(table.name, by, noise, Fraction(total), queries, post, total_by)
     return (None if problems else design), problems
+
+
+def public_total(spec: ir.Spec, table: str):
+    """The public statistic declared `used as total` on the table (a count), or None."""
+    return next((p for p in spec.public if p.use == "total" and p.query.table == table), None)
+
+
+def _total_by(spec, table: str, by: tuple, queries, where, problems: list) -> tuple:
+    """postprocess total: the public total's columns, which must group the release's cells."""
+    z = public_total(spec, table)
+    at = _at(spec.mechanism.params.get("postprocess"), where)
+    if z is None:
+        problems.append(Diagnostic("postprocess total makes the counts add up to a public total, but the public block "
+                                   f"declares no count of '{table}' 'used as total': the exact total would be released "
+                                   "with no budget covering it", *at))
+        return ()
+    extra = [c for c in z.query.columns if c not in by]
+    if extra:
+        problems.append(Diagnostic(f"the public total '{z.query.describe()}' is by {', '.join(extra)}, which the "
+                                   "release is not by: each group of cells must have its own total", *at))
+    if not any(q.statistic == "count" for q in queries):
+        problems.append(Diagnostic("postprocess total applies to count queries, and this release has none", *at))
+    return tuple(z.query.columns)

@@ -5,8 +5,8 @@ from fractions import Fraction
 
 import attrs
 
-from dpspec.api import (BudgetStatement, DataError, Mechanism, NativeFlavor, OutputKeys, ParamSpec, ParameterSchema,
-                        PureDP, Release, ZCDP, declared_keys, ir)
+from dpspec.api import (BudgetStatement, ClippingBound, ComposedPart, DataError, Mechanism, NativeFlavor, OutputKeys,
+                        ParamSpec, ParameterSchema, PureDP, Release, ZCDP, declared_keys, ir, typed_keys)
 
 from . import design as design_mod
 from . import sensitivity as sens_mod
@@ -71,9 +71,12 @@ class Aggregate(Mechanism):
         ParamSpec("share", "number", "the flat query's share of the budget (1)"),
         ParamSpec("queries", "block", "several queries, each a named block of statistic, column, bounds, q, grid_step "
                   "and share (shares default to equal)"),
-        ParamSpec("postprocess", "choice", "none, or nonnegative: counts and sums below 0 are released as 0 (raises small "
-                  "cells' expected value; intervals keep their coverage)", default="none", choices=("none", "nonnegative")),
+        ParamSpec("postprocess", "choice", "none; nonnegative: counts and sums below 0 are released as 0 (raises small "
+                  "cells' expected value; intervals keep their coverage); total: counts also made whole numbers adding "
+                  "up to the public total declared 'used as total' (biased; no interval)", default="none",
+                  choices=design_mod.POSTPROCESS),
     ))
+    engine_tables = True  # a Parquet table stays on the engine: its group-by gives the exact statistics
     outputs = {"statistics": "one row per declared cell: the keys, each query's noisy value, its noise scale and its "
                              "95% interval"}
 
@@ -133,6 +136,17 @@ class Aggregate(Mechanism):
         budget = PureDP(float(total)) if d.noise == "laplace" else ZCDP(float(total))
         return BudgetStatement(budget, worst=budget, notes=tuple(notes))
 
+    def clipping_bounds(self, spec, params):
+        d = self._design(spec, params)
+        return [ClippingBound(q.name, d.table, q.column, Fraction(q.low), Fraction(q.high)) for q in d.queries if q.clipped]
+
+    def composed_parts(self, spec, params):
+        """One part per query (a mean's sum and count together): what each query's share spends."""
+        spent: dict = {}
+        for p in plan(self._design(spec, params), self._relation(spec, params)):
+            spent[p.query.name] = spent.get(p.query.name, Fraction(0)) + p.spent
+        return [ComposedPart(name, budget) for name, budget in spent.items()]
+
     def budget_breakdown(self, spec, params):
         from .accuracy import half_width, variance
 
@@ -154,18 +168,62 @@ class Aggregate(Mechanism):
                 for r in self.budget_breakdown(spec, params)["measurements"] if r["part"] != "score"]
 
     # ---- the run ----
-    def run(self, spec, params, data, rng):
+    def run(self, spec, params, data, rng, engine=None):
         import numpy as np
+        import pandas as pd
 
-        from .release import release
+        from dpspec.api import EngineTable
+
+        from .release import exact_here, release
 
         d = self._design(spec, params)
         frame = data[d.table]
         keys = declared_keys(spec, d.table, d.by)
-        for q in d.queries:
-            if q.column is not None and not (isinstance(frame[q.column].dtype, np.dtype) and frame[q.column].dtype.kind in "iub") and frame[q.column].isna().any():
-                row = int(frame[q.column].isna().to_numpy().argmax())
-                raise DataError(f"table '{d.table}', column '{q.column}', row {row + 1}: a missing value, which "
-                                f"{q.statistic} cannot add (declare how to treat it, or clean the data)")
-        table, internal = release(spec, d, plan(d, self._relation(spec, params)), frame, keys, rng)
-        return Release({"statistics": table}, facts={"cells": len(keys)}, internal=internal)
+        typed = typed_keys(spec, d.table, keys)
+        if isinstance(frame, EngineTable) and not isinstance(frame.handle, pd.DataFrame):
+            # held by an engine (Spark): its group-by computes the exact statistics, the noise is added here
+            from .on_engine import exact_on_engine
+
+            exact = exact_on_engine(d, frame, typed, engine if engine is not None else frame.engine)
+        else:
+            frame = frame.handle if isinstance(frame, EngineTable) else frame
+            for q in d.queries:
+                if q.column is not None and not (isinstance(frame[q.column].dtype, np.dtype) and frame[q.column].dtype.kind in "iub") and frame[q.column].isna().any():
+                    row = int(frame[q.column].isna().to_numpy().argmax())
+                    raise DataError(f"table '{d.table}', column '{q.column}', row {row + 1}: a missing value, which "
+                                    f"{q.statistic} cannot add (declare how to treat it, or clean the data)")
+            exact = exact_here(d, frame, typed)
+        table, internal = release(spec, d, plan(d, self._relation(spec, params)), exact, typed, rng)
+        notes = (design_mod.TOTAL_BIAS,) if d.postprocess == "total" else ()
+        return Release({"statistics": table}, facts={"cells": len(keys)}, internal=internal, notes=notes)
+
+    # ---- against the confidential data (internal only) ----
+    def utility(self, spec, params, data, releases):
+        """Each query's released values against the confidential ones, and the clipped counts."""
+        from .accuracy import realized_error
+        from .algorithm import unclipped_values
+
+        from dpspec.api import EngineTable
+
+        d = self._design(spec, params)
+        clipped = releases[0].internal.get("clipped", {})
+        changed = [q for q in d.queries if q.statistic in ("sum", "mean") and clipped.get(q.name)]
+        frame = data[d.table]
+        if isinstance(frame, EngineTable):
+            frame = frame.handle if hasattr(frame.handle, "iloc") else None  # on Spark: not brought to the driver
+        raw = unclipped_values(frame, releases[0].outputs["statistics"], d, changed) if changed and frame is not None else {}
+        out = realized_error(d, releases, d.by, raw)
+        out["truth_unclipped"] = frame is not None or not changed
+        return out
+
+    def compared_counts(self, spec, params, data, release):
+        """Every released count and sum beside its confidential value, one table per query."""
+        import pandas as pd
+
+        d = self._design(spec, params)
+        frame = release.outputs["statistics"]
+        index = pd.MultiIndex.from_frame(frame[list(d.by)].astype(str)) if d.by else pd.RangeIndex(len(frame))
+        return [{"table": f"statistics: {q.name}", "level": None,
+                 "truth": pd.Series(release.internal["truth"][f"{q.name}:value"], index=index),
+                 "released": pd.Series(frame[q.name].to_numpy(), index=index)}
+                for q in d.queries if q.statistic in ("count", "sum")]
