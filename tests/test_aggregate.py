@@ -329,3 +329,21 @@ def test_the_local_engines_clipped_totals_and_buckets_are_the_plain_figures():
                                        "count": [1, 1, 1, 1, 1]}
     total = LocalEngine().clipped_totals(frame, [], [("v", 0, 100)])
     assert total["count"].tolist() == [5] and total["sum0"].tolist() == [245]
+
+
+def test_budget_states_the_expected_error_a_priori():
+    """`dpspec budget` gives each noisy part's error before any data is read: its standard
+    deviation and the exact interval holding at least 95% of the noise."""
+    import os
+
+    from click.testing import CliRunner
+
+    from dpspec.cli.main import main
+    from tests.conftest import ROOT
+
+    result = CliRunner().invoke(main, ["budget", os.path.join(ROOT, "specs", "staff_aggregate.dps")])
+    assert result.exit_code == 0, result.output
+    # headcount: discrete Laplace of scale 2, sd sqrt(2 e^{-1/2}) / (1 - e^{-1/2}) = 2.799
+    assert ("headcount: discrete Laplace scale 2 for L1 sensitivity 1 (one row added or removed changes one "
+            "cell's count by 1), epsilon 0.5; expected error a priori: standard deviation 2.799, 96.2% of noisy "
+            "answers within ±6 of the truth") in result.output

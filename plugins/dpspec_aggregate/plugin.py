@@ -50,6 +50,17 @@ def plan(design: Design, relation: str) -> list[Part]:
     return parts
 
 
+def _expected_error(noise: str, parameter) -> str:
+    """The error a priori, as `budget` states it: the noise's standard deviation and its 95% interval."""
+    import math
+
+    from .accuracy import half_width, variance
+
+    width, coverage = half_width(noise, parameter)
+    return (f"expected error a priori: standard deviation {math.sqrt(variance(noise, parameter)):.4g}, "
+            f"{coverage:.1%} of noisy answers within ±{ir.format_number(width)} of the truth")
+
+
 class Aggregate(Mechanism):
     name = "aggregate"
     version = "1.0.0"
@@ -128,7 +139,8 @@ class Aggregate(Mechanism):
                          f"{ir.format_number(p.sensitivity.l1)}" if d.noise == "laplace" else
                          f"discrete Gaussian sigma² {ir.format_number(p.parameter)} for L2² sensitivity "
                          f"{ir.format_number(p.sensitivity.l2_squared)}")
-                notes.append(f"{what}: {noise} ({p.sensitivity.why}), {word} {ir.format_number(p.spent)}")
+                notes.append(f"{what}: {noise} ({p.sensitivity.why}), {word} {ir.format_number(p.spent)}; "
+                             f"{_expected_error(d.noise, p.parameter)}")
         for q in d.queries:
             if q.clipped:
                 notes.append(f"{q.name}: values of {q.column} are clipped to [{q.low}, {q.high}] before they are added: "
