@@ -126,6 +126,8 @@ class SafeTab(Mechanism):
                 problems.append(Diagnostic(f"table '{table.name}' has no column for geography level '{g}'"))
         problems.extend(geography.undeclared_levels(spec, table, levels[1:]))
         problems.extend(geography.iteration_file_problems(spec, params["iterations"], _raw(spec).get("iterations")))
+        if params.get("public_totals"):
+            problems.extend(geography.public_totals_problems(spec, _raw(spec).get("public_totals")))
         if len(params["race_codes"]) > params["max_race_codes"]:
             raw = _raw(spec).get("race_codes")
             problems.append(Diagnostic(f"race_codes lists {len(params['race_codes'])} columns, more than "
@@ -290,7 +292,11 @@ class SafeTab(Mechanism):
         inputs = Inputs(frame, tuple(params["race_codes"]), params["ethnicity_code"],
                         _variables(spec, params, design), source)
         units = geography.declared_units(spec, params["table"], design.geo_levels)
-        outcome = run_design(design, inputs, table, rng, units, self._public_totals(spec, params),
+        public = self._public_totals(spec, params)
+        if public is not None:  # the published totals are keyed by declared units and groups only
+            geography.check_public_keys(public, units, table.iterations["iteration"],
+                                        _full(spec, params["public_totals"]))
+        outcome = run_design(design, inputs, table, rng, units, public,
                              noise=self.noise_sigma2, engine=engine, keep_truths=keep_truths)
         if design.two_stage or design.suppression is not None:  # rows follow noisy totals: detail chosen, suppressed
             record_adaptive_outputs("counts")
@@ -332,6 +338,10 @@ class SafeTab(Mechanism):
 
         return {"runs": len(releases),
                 "error_by_level_and_detail": summarize_errors([r.internal["errors"] for r in releases])}
+
+
+def _full(spec, path: str) -> str:
+    return path if os.path.isabs(path) else os.path.join(spec.base_dir, path)
 
 
 # More persons than live on Earth: no published count of a population group can be this large.
