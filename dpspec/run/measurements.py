@@ -32,7 +32,10 @@ class Measurement:
     counted in k cells). adaptive: later control flow or structure depends on this measurement's
     noisy value (SafeTab's detail choice), so differences after it are explained. keys: one text
     key per value (a query measured in pieces, unit of work by unit of work, is one measurement
-    keyed by cell), or None (values by position).
+    keyed by cell), or None (values by position). sparse: the query has a value for every cell
+    and `keys` name only the nonzero ones (a query too large to record densely, such as TopDown's
+    detailed query on the DHC schema): a cell absent on one side is 0 there, and which cells are
+    listed is no control flow.
     """
 
     label: str
@@ -44,6 +47,7 @@ class Measurement:
     norm: str = "l2"
     adaptive: bool = False
     keys: tuple | None = None
+    sparse: bool = False
 
 
 @attrs.define
@@ -60,13 +64,14 @@ def recording_now() -> bool:
 
 
 def record_measurement(label: str, exact, kind: str, scale=None, sensitivity=None, norm: str = "l2",
-                       adaptive: bool = False, keys=None) -> None:
+                       adaptive: bool = False, keys=None, sparse: bool = False) -> None:
     """State a noisy query where its noise is drawn: a no-op unless a replay is recording.
 
     label names the query within a run (the same query on a neighbouring dataset has the same
     label), e.g. "county/042/total"; calls with one label and `keys` are pieces of one query.
     keys: a sequence of equally long columns naming each value's cell, or a function returning
-    one (a lambda costs nothing when no replay records). See `Measurement` for the rest."""
+    one (a lambda costs nothing when no replay records). sparse (with keys): only the nonzero
+    cells are given, every other one is 0. See `Measurement` for the rest."""
     recording = _RECORDER.get()
     if recording is None:
         return
@@ -79,7 +84,8 @@ def record_measurement(label: str, exact, kind: str, scale=None, sensitivity=Non
     values = exact.toarray() if hasattr(exact, "toarray") else exact  # a sparse matrix
     values = np.array(values, dtype=np.float64, copy=True)
     recording.measurements.append(Measurement(str(label), kind, values.ravel(), tuple(values.shape), _exact(scale),
-                                              _exact(sensitivity), norm, bool(adaptive), _keys(keys, values.size)))
+                                              _exact(sensitivity), norm, bool(adaptive), _keys(keys, values.size),
+                                              bool(sparse) and keys is not None))
 
 
 def _keys(keys, size: int) -> tuple | None:

@@ -39,6 +39,7 @@ class Merged:
     norm: str
     position: int  # where it was first measured in the run
     after_adaptive: bool  # measured after the run's first adaptive measurement
+    sparse: bool = False  # keys name the nonzero cells only (every other one is 0)
 
 
 @attrs.frozen
@@ -88,8 +89,8 @@ def replay(spec, neighbours: int = DEFAULT_NEIGHBOURS, seed: int = 0, sample: in
         base = _run(mech, spec, params, data, seed, engine)
         if base.error is not None:
             raise VerifyError(f"mechanism '{mech.name}' failed on the spec's own data: {base.error}")
-        results = [_compare(spec, native, base, nb, _run(mech, spec, params, nb.data, seed, engine),
-                            same_universe(spec, queries, data, nb.data)) for nb in pairs]
+        results = [_compared(spec, native, base, nb, _run(mech, spec, params, nb.data, seed, engine), queries, data)
+                   for nb in pairs]
     finally:
         engine.close()
     budget = _native_budget(mech, spec, params, data)
@@ -122,9 +123,10 @@ def _run(mech, spec, params, data, seed: int, engine) -> Run:
             release = run_mechanism(mech, spec, params, data, make_rng(seed), EngineRun(engine, new_run_key(seed)))
             published = published_outputs(spec, release)
             structure = {name: _structure(spec, mech, params, name, out) for name, out in published.items()}
-        except Exception as exc:  # noqa: BLE001 - a plugin's failure (or a refusal in words) is what the replay reports
+            return Run(_merge(rec.measurements), frozenset(rec.adaptive_outputs), structure)
+        except (Exception, SystemExit) as exc:  # noqa: BLE001 - a plugin's failure (a crash, an exit, a refusal in
+            # words, measurements that cannot be put together) is what the replay reports, as a failed verification
             return Run({}, frozenset(), {}, f"{type(exc).__name__}: {exc}")
-    return Run(_merge(rec.measurements), frozenset(rec.adaptive_outputs), structure)
 
 
 def _merge(measured: list) -> dict:
@@ -141,7 +143,7 @@ def _merge(measured: list) -> dict:
             keys = tuple(k for _, p in parts for k in p.keys)
         shape = m.shape if len(parts) == 1 else (values.size,)
         out[label] = Merged(m.kind, values, shape, keys, m.scale, m.sensitivity, m.norm, i,
-                            first_adaptive is not None and i > first_adaptive)
+                            first_adaptive is not None and i > first_adaptive, keys is not None and m.sparse)
     return out
 
 
@@ -195,6 +197,17 @@ def _native_steps(spec: ir.Spec, native, nb: DataNeighbour) -> int | None:
     return 1 if native.relation == "symdiff" else None
 
 
+def _compared(spec, native, base: Run, nb: DataNeighbour, other: Run, queries, data) -> NeighbourReplay:
+    """The neighbour's comparison; what the mechanism measured or released that cannot be compared
+    (values of another type, pieces of a query that do not fit together) fails this neighbour,
+    named, as a crash on it does: a failed verification, never a traceback."""
+    try:
+        return _compare(spec, native, base, nb, other, same_universe(spec, queries, data, nb.data))
+    except Exception as exc:  # noqa: BLE001 - reported as this neighbour's failure
+        return NeighbourReplay(nb.to_json(), None, None, (Finding("failed", f"the replay could not compare this "
+                               f"neighbour's run ({nb.describe()}): {type(exc).__name__}: {exc}"),), (), {})
+
+
 def _compare(spec, native, base: Run, nb: DataNeighbour, other: Run, moved: str | None) -> NeighbourReplay:
     where = nb.describe()
     if other.error is not None:
@@ -224,6 +237,8 @@ def _control_flow(base: Run, other: Run, findings: list, explained: list) -> Non
             m = a or b
             _add(findings, explained, m.after_adaptive, Finding("control-flow", f"query '{label}' was measured on {side}",
                                                                 label=label))
+        elif a.sparse or b.sparse:  # which of a full query's cells are nonzero is its values, not control flow
+            continue
         elif a.keys is not None and b.keys is not None and set(a.keys) != set(b.keys):
             extra, missing = sorted(set(b.keys) - set(a.keys)), sorted(set(a.keys) - set(b.keys))
             _add(findings, explained, a.after_adaptive or b.after_adaptive,
@@ -281,7 +296,7 @@ def _sensitivities(base: Run, other: Run, steps: int, findings: list) -> dict:
         b = other.queries.get(label)
         if b is None or a.kind == "none":
             continue
-        left, right = _aligned(a, b)
+        left, right = _aligned(a, b, fill=a.sparse or b.sparse)
         if left is None:
             continue
         d = left - right
