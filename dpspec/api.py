@@ -69,7 +69,7 @@ _WHERE = {
     # exact Bernoulli(R·exp(-x)) for rational R, x: a float fast path, interval arithmetic in its doubt band
     "bernoulli_scaled_exp": "dpspec.run.noise",
     # what a run measures, stated where the noise is drawn (a no-op unless `dpspec verify --replay` records)
-    "record_measurement": "dpspec.run.measurements", "record_adaptive_outputs": "dpspec.run.measurements",
+    "record_measurement": "dpspec.run.measurements", "record_adaptive_outputs": "dpspec.run.measurements", "record_adaptive_rows": "dpspec.run.measurements",
     "recording_now": "dpspec.run.measurements",
 }
 

@@ -5,6 +5,7 @@ naming the neighbour, with the exit code of a failed verification (1), whatever 
 from __future__ import annotations
 
 import os
+import textwrap
 
 import numpy as np
 import pytest
@@ -86,3 +87,86 @@ def test_a_plugin_crashing_on_a_neighbour_is_a_failed_verification_naming_the_ne
     assert out.exit_code == 1, out.output  # a failed verification: the user's to act on, not an internal error
     assert "FINDING [failed]" in out.output and error in out.output, out.output
     assert "Traceback" not in out.output and "internal error" not in out.output
+
+
+# ---- SafeTab's rows, explained one by one --------------------------------------------------------
+
+def _counts_run(rows, values):
+    """A run whose output 'counts' holds `rows` (geocode, group), governed by one measurement
+    keyed geocode|group with exact `values`."""
+    from dpspec.verify.replay import _outputs  # noqa: F401 (the function under test, below)
+
+    keys = frozenset(rows)
+    structure = {"counts": {"columns": ("geocode", "group", "count"), "rows": len(rows), "keys": keys,
+                            "key_columns": ("geocode", "group")}}
+    merged = _merged([f"{g}|{x}" for g, x in values], list(values.values()), sparse=False)
+    governed = {"counts": {r: ("t1/county/level 1/", f"{r[0]}|{r[1]}") for r in rows}}
+    return Run({"t1/county/level 1/stage 1": merged}, frozenset(), structure, None, governed)
+
+
+def test_a_row_appears_explained_only_when_a_measurement_deciding_it_changed():
+    from dpspec.verify.replay import _outputs
+
+    base = _counts_run([("a", "1")], {("a", "1"): 5, ("b", "1"): 0})
+    moved = _counts_run([("a", "1"), ("b", "1")], {("a", "1"): 5, ("b", "1"): 1})  # b's total changed
+    leaked = _counts_run([("a", "1"), ("b", "1")], {("a", "1"): 5, ("b", "1"): 0})  # nothing b's row follows did
+    findings, explained = [], []
+    _outputs(base, moved, findings, explained)
+    assert findings == [] and len(explained) == 1 and "geocode=b, group=1 appears" in explained[0].message
+    findings, explained = [], []
+    _outputs(base, leaked, findings, explained)
+    assert len(findings) == 1 and "no measurement deciding that row changed" in findings[0].message
+
+
+def test_safetab_declares_its_counts_row_by_row_and_replays_clean():
+    from tests.safetab_helpers import P_SPEC
+
+    with measurements.recording() as rec:
+        dpspec.compile(dpspec.load(str(P_SPEC)), seed=2)
+    assert "counts" in rec.adaptive_rows and "counts" not in rec.adaptive_outputs
+    result = replay(str(P_SPEC), neighbours=2, seed=3, sample=3000)
+    assert result.findings == [], result.text()
+
+
+# ---- a coarser unit: up to K records at once -------------------------------------------------------
+
+UNIT_SPEC = textwrap.dedent('''\
+    spec "replay of a coarser unit"
+    domain d "test" {
+      stage edited
+      table households unit household {
+        hhid : int 1..1000
+      }
+      table people unit person in households by hhid at most 3 {
+        hhid : int 1..1000
+        county : {a, b, c}
+        age : int 0..9
+      }
+    }
+    data people from "people.csv"
+    unit households : UNITREL
+    premetric pure
+    mechanism replay_honest { table: people }
+    budget epsilon <= 3
+    ''')
+# households 1..4 with 3, 2, 3, 2 people; all in counties a and b
+PEOPLE = "hhid,county,age\n" + "".join(f"{h},{c},{i % 10}\n" for i, (h, c) in enumerate(
+    [(1, "a")] * 3 + [(2, "a")] * 2 + [(3, "b")] * 3 + [(4, "b")] * 2))
+
+
+@pytest.mark.parametrize("relation, change, steps", [("hamming", "changed", 6), ("symdiff", "removed", 3)])
+def test_a_unit_holding_up_to_k_records_is_replayed_k_records_at_once(tmp_path, relation, change, steps):
+    from tests.test_verify_replay import Honest
+
+    (tmp_path / "people.csv").write_text(PEOPLE)
+    path = tmp_path / "unit.dps"
+    path.write_text(UNIT_SPEC.replace("UNITREL", relation))
+    with registered(Honest()):
+        result = replay(str(path), neighbours=4)
+    whole = [n for n in result.neighbours if "at once" in n.neighbour["label"]]
+    assert whole, result.text()
+    (first,) = whole[:1]
+    assert first.neighbour["change"] == change and "3 records" in first.neighbour["label"]
+    assert first.native_steps == steps  # three records, each one (or two) of the native add/remove steps
+    assert result.findings == [], result.text()  # its counts move by 3 at most: within 3 x the sensitivity
+    assert any("up to 3 of one 'households' at once" in n for n in result.notes)

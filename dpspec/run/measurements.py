@@ -56,6 +56,7 @@ class Recording:
 
     measurements: list = attrs.Factory(list)
     adaptive_outputs: set = attrs.Factory(set)
+    adaptive_rows: dict = attrs.Factory(dict)  # output -> (key columns, governed_by)
 
 
 def recording_now() -> bool:
@@ -105,6 +106,18 @@ def record_adaptive_outputs(*names: str) -> None:
     recording = _RECORDER.get()
     if recording is not None:
         recording.adaptive_outputs.update(map(str, names))
+
+
+def record_adaptive_rows(output: str, columns, governed_by) -> None:
+    """State, row by row, that which rows `output` has follows adaptive measurements: its rows are
+    keyed by `columns`, and governed_by(frame of those columns, as text) gives, per row, the
+    (label prefix, key prefix) of the measurements whose noisy values decide whether the row is
+    there (SafeTab: the table/geography/level's measurements of that unit and group). A replay
+    then explains a row that appears or disappears only when one of those measurements changed;
+    any other change of the output's rows is a finding (finer than `record_adaptive_outputs`)."""
+    recording = _RECORDER.get()
+    if recording is not None:
+        recording.adaptive_rows[str(output)] = (tuple(map(str, columns)), governed_by)
 
 
 def _exact(value):

@@ -48,6 +48,7 @@ class Run:
     adaptive_outputs: frozenset
     structure: dict  # output -> {"columns", "rows", "keys": frozenset | None, "key_columns"}
     error: str | None = None
+    governed: dict = attrs.Factory(dict)  # output -> {row key: (label prefix, key prefix)} (record_adaptive_rows)
 
 
 def replay(spec, neighbours: int = DEFAULT_NEIGHBOURS, seed: int = 0, sample: int | None = None) -> Replay:
@@ -79,8 +80,12 @@ def replay(spec, neighbours: int = DEFAULT_NEIGHBOURS, seed: int = 0, sample: in
     table, columns, pairs = data_neighbours(spec, mech, params, data, neighbours, seed)
     native = mech.flavor(spec, params)
     if spec.unit is not None and spec.unit.table != native.table:
-        notes.append(f"the spec's unit is '{spec.unit.table}'; the replay changes one '{native.table}' record at a time "
-                     "(group privacy over the unit is the budget stage's)")
+        from dpspec.verify.data_neighbours import group_bound
+
+        k, _ = group_bound(spec, spec.domain.table(table))
+        notes.append(f"the spec's unit is '{spec.unit.table}'; the replay changes one '{native.table}' record at a time"
+                     + (f", and up to {k} of one '{spec.unit.table}' at once (their sensitivity {k} times one record's)"
+                        if k else " (group privacy over the unit is the budget stage's)"))
     queries = universe_queries(spec, checked.induced)
     from dpspec.engine import LocalEngine
 
@@ -123,7 +128,9 @@ def _run(mech, spec, params, data, seed: int, engine) -> Run:
             release = run_mechanism(mech, spec, params, data, make_rng(seed), EngineRun(engine, new_run_key(seed)))
             published = published_outputs(spec, release)
             structure = {name: _structure(spec, mech, params, name, out) for name, out in published.items()}
-            return Run(_merge(rec.measurements), frozenset(rec.adaptive_outputs), structure)
+            governed = {name: _governed_rows(published[name], *rec.adaptive_rows[name], structure[name])
+                        for name in rec.adaptive_rows if name in published}
+            return Run(_merge(rec.measurements), frozenset(rec.adaptive_outputs), structure, None, governed)
         except (Exception, SystemExit) as exc:  # noqa: BLE001 - a plugin's failure (a crash, an exit, a refusal in
             # words, measurements that cannot be put together) is what the replay reports, as a failed verification
             return Run({}, frozenset(), {}, f"{type(exc).__name__}: {exc}")
@@ -168,6 +175,41 @@ def _structure(spec, mech, params, name: str, output) -> dict:
     return {"columns": tuple(map(str, output.columns)), "rows": len(output), "keys": keys, "key_columns": key_columns}
 
 
+def _governed_rows(output, columns: tuple, governed_by, structure: dict) -> dict:
+    """{row key: (label prefix, key prefix)} of an output declared row by row; its structure's keys
+    become those rows' keys."""
+    from dpspec.contract.streamed import StreamedTable
+
+    if isinstance(output, StreamedTable):
+        output = output.to_pandas()
+    frame = output[list(columns)].astype(str).reset_index(drop=True)
+    labels, prefixes = governed_by(frame)
+    keys = list(frame.itertuples(index=False, name=None))
+    structure.update(keys=frozenset(keys), key_columns=tuple(columns))
+    return dict(zip(keys, zip(map(str, labels), map(str, prefixes))))
+
+
+def _governing_changed(base: Run, other: Run, label_prefix: str, key_prefix: str) -> bool:
+    """Whether a measurement of these (label prefix, key prefix) cells differs between the runs
+    (measured on one side only, other cells, other exact values)."""
+    labels = {lb for lb in (*base.queries, *other.queries) if lb.startswith(label_prefix)}
+    for label in labels:
+        a, b = base.queries.get(label), other.queries.get(label)
+        if a is None or b is None:
+            return True
+        if a.keys is None or b.keys is None:
+            if a.values.shape != b.values.shape or not np.array_equal(a.values, b.values):
+                return True
+            continue
+
+        def cells(m):
+            return {k: v for k, v in zip(m.keys, m.values) if k == key_prefix or k.startswith(key_prefix + "|")}
+
+        if cells(a) != cells(b):
+            return True
+    return False
+
+
 def _key_like(spec, table: str, output: pd.DataFrame) -> tuple:
     """Columns that key an undescribed output: text ones, and integer ones named as domain columns."""
     t = spec.domain.table(table) if spec.domain else None
@@ -192,9 +234,10 @@ def _structure_json(s: dict) -> dict:
 
 def _native_steps(spec: ir.Spec, native, nb: DataNeighbour) -> int | None:
     """The neighbour's distance under the mechanism's native relation (None: not one of its neighbours)."""
-    if nb.change == "changed":
-        return nb.steps if native.relation == "symdiff" and nb.steps == 2 else (2 if native.relation == "symdiff" else 1)
-    return 1 if native.relation == "symdiff" else None
+    if nb.change == "changed":  # each record changed is one step of hamming, two of add/remove
+        return nb.records * (nb.steps if native.relation == "symdiff" and nb.steps == 2 else
+                             (2 if native.relation == "symdiff" else 1))
+    return nb.records if native.relation == "symdiff" else None
 
 
 def _compared(spec, native, base: Run, nb: DataNeighbour, other: Run, queries, data) -> NeighbourReplay:
@@ -278,7 +321,21 @@ def _outputs(base: Run, other: Run, findings: list, explained: list) -> None:
         else:
             if a["columns"] != b["columns"]:
                 problems.append(f"columns {list(a['columns'])} become {list(b['columns'])}")
-            if a["keys"] is not None and b["keys"] is not None and a["keys"] != b["keys"]:
+            rows = {**base.governed.get(name, {}), **other.governed.get(name, {})}
+            if rows and name not in adaptive and a["keys"] != b["keys"]:  # declared row by row
+                cols = a["key_columns"]
+                for what, keys in (("appears", sorted(b["keys"] - a["keys"])), ("disappears", sorted(a["keys"] - b["keys"]))):
+                    why = [k for k in keys if not (k in rows and _governing_changed(base, other, *rows[k]))]
+                    told = [k for k in keys if k not in why]
+                    if why:
+                        findings.append(Finding("structure", f"output '{name}': key {_keys(what, cols, why)}, though no "
+                                                "measurement deciding that row changed", output=name))
+                    if told:
+                        explained.append(Finding("structure", f"output '{name}': key {_keys(what, cols, told)}, as the "
+                                                 "adaptive measurements deciding it changed", output=name))
+            elif rows and name not in adaptive:
+                pass  # the same rows
+            elif a["keys"] is not None and b["keys"] is not None and a["keys"] != b["keys"]:
                 cols = a["key_columns"]
                 extra, missing = sorted(b["keys"] - a["keys"]), sorted(a["keys"] - b["keys"])
                 problems.append("key " + "; ".join(filter(None, [_keys("appears", cols, extra), _keys("disappears", cols, missing)])))

@@ -15,7 +15,7 @@ from fractions import Fraction
 
 from dpspec.api import (
     DataError, Diagnostic, Mechanism, NativeFlavor, OutputKeys, ParamSpec, ParameterSchema, Release, SpecError, ir,
-    record_adaptive_outputs, require_regular,
+    record_adaptive_rows, require_regular,
 )
 
 from . import design as design_mod
@@ -299,7 +299,9 @@ class SafeTab(Mechanism):
         outcome = run_design(design, inputs, table, rng, units, public,
                              noise=self.noise_sigma2, engine=engine, keep_truths=keep_truths)
         if design.two_stage or design.suppression is not None:  # rows follow noisy totals: detail chosen, suppressed
-            record_adaptive_outputs("counts")
+            # row by row: a (unit, group)'s rows follow that unit and group's own noisy totals only
+            record_adaptive_rows("counts", ["table", "geography", "geocode", "group_level", "group", "detail",
+                                            *_variables(spec, params, design)], _governing)
         facts = {"design": [{**f, "rho": ir.format_number(f["rho"]),
                              "sigma2": {k: float(v) for k, v in f["sigma2"].items()}} for f in outcome.facts],
                  "fanout": outcome.fanouts, "two_stage": design.two_stage,
@@ -338,6 +340,13 @@ class SafeTab(Mechanism):
 
         return {"runs": len(releases),
                 "error_by_level_and_detail": summarize_errors([r.internal["errors"] for r in releases])}
+
+
+def _governing(rows):
+    """Per release row, the measurements deciding whether it is there (`record_adaptive_rows`):
+    its table, geography and iteration level's measurements of its unit and group."""
+    labels = rows["table"] + "/" + rows["geography"] + "/level " + rows["group_level"] + "/"
+    return labels, rows["geocode"] + "|" + rows["group"]
 
 
 def _full(spec, path: str) -> str:
