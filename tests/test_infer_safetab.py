@@ -60,15 +60,25 @@ def _release(design, group, values):
     return {"counts": pd.DataFrame(rows)}
 
 
+def _likelihoods(monkeypatch, spec, mech, params, release):
+    """The likelihoods of a release whose tracts (v0, absent, r1, ...) stand for the declared ones."""
+    import dpspec_safetab.likelihood as lk
+
+    real = lk.declared_units
+    tracts = tuple(sorted(release["counts"]["geocode"].astype(str).unique()))
+    monkeypatch.setattr(lk, "declared_units", lambda s, t, levels: {**real(s, t, levels), "tract": tracts})
+    return safetab_likelihoods(mech, spec, params, release)
+
+
 @pytest.mark.parametrize("truth", [0, 3, 960, 975])
-def test_a_group_s_release_probabilities_sum_to_one(p_design, truth):
+def test_a_group_s_release_probabilities_sum_to_one(p_design, truth, monkeypatch):
     """For a tract-level group with true total t, the published outcomes (rung 0 with total v
     above the suppression threshold, suppressed, or rung 1..3 with cells) have probabilities
     P(rung | t) pmf(v - t), P(rung 0 | t) F(thr - t), P(rung k | t): they must sum to 1."""
     spec, mech, params, design, group = p_design
     values = np.arange(max(truth - 250, 0), truth + 251)  # 45 standard deviations either side
-    likelihoods = safetab_likelihoods(mech, spec, params, _release(design, group, values))
-    (totals,) = [lk for lk in likelihoods if lk.query.columns == ("tract", "group")]
+    likelihoods = _likelihoods(monkeypatch, spec, mech, params, _release(design, group, values))
+    (totals,) = [lk for lk in likelihoods if lk.description.startswith("t1 tract level2:")]
     mine = (totals.cells["group"] == group).to_numpy()
     tract = totals.cells["tract"].to_numpy()
     lp = totals.logpmf(np.full((1, len(totals.value)), truth))[0]
@@ -90,12 +100,12 @@ def _threshold(mech, spec, design):
     return suppression_threshold(mech.noise_sigma2(k, dict(design.stages(cell))["stage 2"]), design.suppression)
 
 
-def test_the_likelihood_prefers_the_truth_direction(p_design):
+def test_the_likelihood_prefers_the_truth_direction(p_design, monkeypatch):
     """A published total v is most likely under t = v; an absent (suppressed) group is more
     likely small than large; a group published at rung 3 is more likely above the last threshold."""
     spec, mech, params, design, group = p_design
-    likelihoods = safetab_likelihoods(mech, spec, params, _release(design, group, [40]))
-    (totals,) = [lk for lk in likelihoods if lk.query.columns == ("tract", "group")]
+    likelihoods = _likelihoods(monkeypatch, spec, mech, params, _release(design, group, [40]))
+    (totals,) = [lk for lk in likelihoods if lk.description.startswith("t1 tract level2:")]
     cells = totals.cells.assign(i=np.arange(len(totals.value)))
     at = {t: cells[(cells["group"] == group) & (cells["tract"] == t)]["i"].iloc[0] for t in ("v0", "absent", "r3")}
     grid = np.r_[0:200, 1000, 5000, 19000:21000:10]
@@ -103,6 +113,40 @@ def test_the_likelihood_prefers_the_truth_direction(p_design):
     assert grid[np.argmax(lp[:, at["v0"]])] == 40
     assert lp[0, at["absent"]] > lp[30, at["absent"]] > lp[200, at["absent"]] == -np.inf
     assert grid[np.argmax(lp[:, at["r3"]])] >= 19971 - 100
+
+
+def _declared_tracts(spec, params):
+    from dpspec_safetab.geography import declared_units
+
+    return declared_units(spec, params["table"], ["tract"])["tract"]
+
+
+def test_a_declared_tract_the_release_never_names_is_conditioned_on_as_suppressed(p_design):
+    """The keys are the declared units, not the release's: a tract whose every group was
+    suppressed appears nowhere in the release, yet its groups' absence is a factor (the
+    probability that their totals were suppressed), as for a tract the release does name."""
+    spec, mech, params, design, group = p_design
+    tracts = _declared_tracts(spec, params)
+    named, silent = tracts[:-1], tracts[-1]
+    release = {"counts": pd.DataFrame([{"table": "t1", "geography": "tract", "geocode": t, "group": group,
+                                        "group_level": 2, "detail": "total",
+                                        **{v: "*" for v in ("QSEX", "AGE4", "AGE9", "AGE23")}, "count": 40}
+                                       for t in named])}
+    (totals,) = [lk for lk in safetab_likelihoods(mech, spec, params, release) if lk.description.startswith("t1 tract level2:")]
+    assert set(totals.cells["tract"]) == set(tracts)
+    cells = totals.cells.reset_index(drop=True)
+    other = str(cells.loc[cells["group"] != group, "group"].iloc[0])
+    at = {t: int(np.flatnonzero(((cells["tract"] == t) & (cells["group"] == other)).to_numpy())[0]) for t in (named[0], silent)}
+    lp = totals.logpmf(np.repeat(np.array([[0], [500]]), len(totals.value), axis=1))
+    # the silent tract's groups are suppressed exactly like the named tract's other groups
+    assert lp[0, at[silent]] == lp[0, at[named[0]]] > lp[1, at[silent]]
+
+
+def test_a_release_naming_an_undeclared_tract_is_a_data_error(p_design):
+    spec, mech, params, design, group = p_design
+    release = _release(design, group, [40])
+    with pytest.raises(dpspec.errors.DataError, match="the release names tract 'v0'.*does not declare"):
+        safetab_likelihoods(mech, spec, params, release)
 
 
 def test_infer_on_safetab_says_why_no_target_is_informed(tmp_path):

@@ -32,7 +32,10 @@ class Measurement:
     counted in k cells). adaptive: later control flow or structure depends on this measurement's
     noisy value (SafeTab's detail choice), so differences after it are explained. keys: one text
     key per value (a query measured in pieces, unit of work by unit of work, is one measurement
-    keyed by cell), or None (values by position).
+    keyed by cell), or None (values by position). sparse: the query has a value for every cell
+    and `keys` name only the nonzero ones (a query too large to record densely, such as TopDown's
+    detailed query on the DHC schema): a cell absent on one side is 0 there, and which cells are
+    listed is no control flow.
     """
 
     label: str
@@ -44,6 +47,7 @@ class Measurement:
     norm: str = "l2"
     adaptive: bool = False
     keys: tuple | None = None
+    sparse: bool = False
 
 
 @attrs.define
@@ -52,6 +56,7 @@ class Recording:
 
     measurements: list = attrs.Factory(list)
     adaptive_outputs: set = attrs.Factory(set)
+    adaptive_rows: dict = attrs.Factory(dict)  # output -> (key columns, governed_by)
 
 
 def recording_now() -> bool:
@@ -60,13 +65,14 @@ def recording_now() -> bool:
 
 
 def record_measurement(label: str, exact, kind: str, scale=None, sensitivity=None, norm: str = "l2",
-                       adaptive: bool = False, keys=None) -> None:
+                       adaptive: bool = False, keys=None, sparse: bool = False) -> None:
     """State a noisy query where its noise is drawn: a no-op unless a replay is recording.
 
     label names the query within a run (the same query on a neighbouring dataset has the same
     label), e.g. "county/042/total"; calls with one label and `keys` are pieces of one query.
     keys: a sequence of equally long columns naming each value's cell, or a function returning
-    one (a lambda costs nothing when no replay records). See `Measurement` for the rest."""
+    one (a lambda costs nothing when no replay records). sparse (with keys): only the nonzero
+    cells are given, every other one is 0. See `Measurement` for the rest."""
     recording = _RECORDER.get()
     if recording is None:
         return
@@ -79,7 +85,8 @@ def record_measurement(label: str, exact, kind: str, scale=None, sensitivity=Non
     values = exact.toarray() if hasattr(exact, "toarray") else exact  # a sparse matrix
     values = np.array(values, dtype=np.float64, copy=True)
     recording.measurements.append(Measurement(str(label), kind, values.ravel(), tuple(values.shape), _exact(scale),
-                                              _exact(sensitivity), norm, bool(adaptive), _keys(keys, values.size)))
+                                              _exact(sensitivity), norm, bool(adaptive), _keys(keys, values.size),
+                                              bool(sparse) and keys is not None))
 
 
 def _keys(keys, size: int) -> tuple | None:
@@ -99,6 +106,18 @@ def record_adaptive_outputs(*names: str) -> None:
     recording = _RECORDER.get()
     if recording is not None:
         recording.adaptive_outputs.update(map(str, names))
+
+
+def record_adaptive_rows(output: str, columns, governed_by) -> None:
+    """State, row by row, that which rows `output` has follows adaptive measurements: its rows are
+    keyed by `columns`, and governed_by(frame of those columns, as text) gives, per row, the
+    (label prefix, key prefix) of the measurements whose noisy values decide whether the row is
+    there (SafeTab: the table/geography/level's measurements of that unit and group). A replay
+    then explains a row that appears or disappears only when one of those measurements changed;
+    any other change of the output's rows is a finding (finer than `record_adaptive_outputs`)."""
+    recording = _RECORDER.get()
+    if recording is not None:
+        recording.adaptive_rows[str(output)] = (tuple(map(str, columns)), governed_by)
 
 
 def _exact(value):

@@ -28,9 +28,12 @@ class DataNeighbour:
     record: dict | None  # the new or added record's values that differ from the original (text)
     data: dict  # {table: frame}
     steps: int = 1  # distance under the spec's relation
+    records: int = 1  # records of the table changed, added or removed at once (a unit's, up to K)
 
     def describe(self) -> str:
         what = f"record {self.row}" if self.row is not None else "a record"
+        if self.records > 1:
+            what = f"{self.records} records (from record {self.row})"
         if self.record:
             what += " (" + ", ".join(f"{k}={v}" for k, v in self.record.items()) + ")"
         return f"{self.label}: {self.change} {what}"
@@ -87,10 +90,21 @@ def neighbours(spec: ir.Spec, mechanism, params: dict, data: dict, count: int = 
     cols = cell_columns(spec, mechanism, params, table)
     relation = spec.unit.relation if spec.unit else mechanism.flavor(spec, params).relation
     build = _Builder(spec, table, data, cols, np.random.default_rng(seed), fixed_values(spec, mechanism, params, table))
-    out = build.designed(relation)
+    out = build.whole_unit(relation, *group_bound(spec, table)) + build.designed(relation)
     while len(out) < count:
         out.append(build.random(relation, len(out)))
     return table.name, cols, out[:count]
+
+
+def group_bound(spec: ir.Spec, table: ir.Table) -> tuple:
+    """(K, the unit's id column or None) when the spec's unit is a coarser table holding at most K
+    of `table`'s records (`holds at most K`, or `in P by ID at most K`); (None, None) otherwise."""
+    unit = spec.unit
+    if unit is None or unit.table == table.name:
+        return None, None
+    link = table.link if table.parent == unit.table and table.link else None
+    k = unit.bound.k if unit.bound is not None and unit.bound.finer == table.name else table.link_bound if link else None
+    return (int(k), link) if k else (None, None)
 
 
 def _table(spec: ir.Spec, mechanism, params: dict) -> ir.Table:
@@ -155,6 +169,43 @@ class _Builder:
             if empty is not None and large is not None:
                 out.append(self._change(large, empty, "change a record of the largest cell to an empty declared cell"))
         return out
+
+    def whole_unit(self, relation: str, k: int | None, link: str | None) -> list[DataNeighbour]:
+        """A coarser unit's neighbours: up to K records changed (or removed) at once, as one unit
+        holds them (the rows sharing its id; without an id column, K records of the largest cell)."""
+        if not k or k < 2:
+            return []
+        frame = self.frame
+        if link is not None and link in frame.columns:
+            sizes = frame[link].astype(str).value_counts(sort=False)
+            sizes = sizes[sizes <= k]
+            if not len(sizes):
+                return []
+            unit = sizes.sort_values(kind="stable").index[-1]  # the largest unit within the bound
+            rows = np.flatnonzero((frame[link].astype(str) == unit).to_numpy())
+            what = f"one unit ({link}={unit}, {len(rows)} records)"
+        else:
+            pick = self._row_of(self.sizes.index[-1]) if len(self.sizes) else 0
+            same = (self.text == list(self.text.iloc[pick])).all(axis=1).to_numpy() if self.text is not None else \
+                np.ones(len(frame), dtype=bool)
+            rows = np.flatnonzero(same)[:k]
+            what = f"{len(rows)} records of one cell, as one unit may hold"
+        if len(rows) < 2:
+            return []
+        if relation == "symdiff":
+            data = self._with(frame.drop(index=rows))
+            return [DataNeighbour(f"remove {what} at once", "removed", int(rows[0]), None, data, records=len(rows))]
+        target = self.empty[0] if self.empty else (tuple(self.text.iloc[self._row_of(self.sizes.index[0])])
+                                                  if len(self.sizes) else None)
+        if target is None:
+            return []
+        changed = frame.copy()
+        for c, text in zip(self.cols, target):
+            for r in rows:
+                changed[c] = _assign(changed[c], r, _typed(self.table.column(c), text))
+        record = {c: t for c, t in zip(self.cols, target)}
+        return [DataNeighbour(f"change {what} at once to {self._words(target)}", "changed", int(rows[0]), record,
+                              self._with(changed), records=len(rows))]
 
     def random(self, relation: str, i: int) -> DataNeighbour:
         row = int(self.rng.integers(len(self.frame)))

@@ -39,6 +39,7 @@ class Merged:
     norm: str
     position: int  # where it was first measured in the run
     after_adaptive: bool  # measured after the run's first adaptive measurement
+    sparse: bool = False  # keys name the nonzero cells only (every other one is 0)
 
 
 @attrs.frozen
@@ -47,6 +48,7 @@ class Run:
     adaptive_outputs: frozenset
     structure: dict  # output -> {"columns", "rows", "keys": frozenset | None, "key_columns"}
     error: str | None = None
+    governed: dict = attrs.Factory(dict)  # output -> {row key: (label prefix, key prefix)} (record_adaptive_rows)
 
 
 def replay(spec, neighbours: int = DEFAULT_NEIGHBOURS, seed: int = 0, sample: int | None = None) -> Replay:
@@ -78,8 +80,12 @@ def replay(spec, neighbours: int = DEFAULT_NEIGHBOURS, seed: int = 0, sample: in
     table, columns, pairs = data_neighbours(spec, mech, params, data, neighbours, seed)
     native = mech.flavor(spec, params)
     if spec.unit is not None and spec.unit.table != native.table:
-        notes.append(f"the spec's unit is '{spec.unit.table}'; the replay changes one '{native.table}' record at a time "
-                     "(group privacy over the unit is the budget stage's)")
+        from dpspec.verify.data_neighbours import group_bound
+
+        k, _ = group_bound(spec, spec.domain.table(table))
+        notes.append(f"the spec's unit is '{spec.unit.table}'; the replay changes one '{native.table}' record at a time"
+                     + (f", and up to {k} of one '{spec.unit.table}' at once (their sensitivity {k} times one record's)"
+                        if k else " (group privacy over the unit is the budget stage's)"))
     queries = universe_queries(spec, checked.induced)
     from dpspec.engine import LocalEngine
 
@@ -88,8 +94,8 @@ def replay(spec, neighbours: int = DEFAULT_NEIGHBOURS, seed: int = 0, sample: in
         base = _run(mech, spec, params, data, seed, engine)
         if base.error is not None:
             raise VerifyError(f"mechanism '{mech.name}' failed on the spec's own data: {base.error}")
-        results = [_compare(spec, native, base, nb, _run(mech, spec, params, nb.data, seed, engine),
-                            same_universe(spec, queries, data, nb.data)) for nb in pairs]
+        results = [_compared(spec, native, base, nb, _run(mech, spec, params, nb.data, seed, engine), queries, data)
+                   for nb in pairs]
     finally:
         engine.close()
     budget = _native_budget(mech, spec, params, data)
@@ -122,9 +128,12 @@ def _run(mech, spec, params, data, seed: int, engine) -> Run:
             release = run_mechanism(mech, spec, params, data, make_rng(seed), EngineRun(engine, new_run_key(seed)))
             published = published_outputs(spec, release)
             structure = {name: _structure(spec, mech, params, name, out) for name, out in published.items()}
-        except Exception as exc:  # noqa: BLE001 - a plugin's failure (or a refusal in words) is what the replay reports
+            governed = {name: _governed_rows(published[name], *rec.adaptive_rows[name], structure[name])
+                        for name in rec.adaptive_rows if name in published}
+            return Run(_merge(rec.measurements), frozenset(rec.adaptive_outputs), structure, None, governed)
+        except (Exception, SystemExit) as exc:  # noqa: BLE001 - a plugin's failure (a crash, an exit, a refusal in
+            # words, measurements that cannot be put together) is what the replay reports, as a failed verification
             return Run({}, frozenset(), {}, f"{type(exc).__name__}: {exc}")
-    return Run(_merge(rec.measurements), frozenset(rec.adaptive_outputs), structure)
 
 
 def _merge(measured: list) -> dict:
@@ -141,7 +150,7 @@ def _merge(measured: list) -> dict:
             keys = tuple(k for _, p in parts for k in p.keys)
         shape = m.shape if len(parts) == 1 else (values.size,)
         out[label] = Merged(m.kind, values, shape, keys, m.scale, m.sensitivity, m.norm, i,
-                            first_adaptive is not None and i > first_adaptive)
+                            first_adaptive is not None and i > first_adaptive, keys is not None and m.sparse)
     return out
 
 
@@ -164,6 +173,41 @@ def _structure(spec, mech, params, name: str, output) -> dict:
         key_columns = _key_like(spec, table, output)
     keys = frozenset(output[list(key_columns)].astype(str).itertuples(index=False, name=None)) if key_columns else None
     return {"columns": tuple(map(str, output.columns)), "rows": len(output), "keys": keys, "key_columns": key_columns}
+
+
+def _governed_rows(output, columns: tuple, governed_by, structure: dict) -> dict:
+    """{row key: (label prefix, key prefix)} of an output declared row by row; its structure's keys
+    become those rows' keys."""
+    from dpspec.contract.streamed import StreamedTable
+
+    if isinstance(output, StreamedTable):
+        output = output.to_pandas()
+    frame = output[list(columns)].astype(str).reset_index(drop=True)
+    labels, prefixes = governed_by(frame)
+    keys = list(frame.itertuples(index=False, name=None))
+    structure.update(keys=frozenset(keys), key_columns=tuple(columns))
+    return dict(zip(keys, zip(map(str, labels), map(str, prefixes))))
+
+
+def _governing_changed(base: Run, other: Run, label_prefix: str, key_prefix: str) -> bool:
+    """Whether a measurement of these (label prefix, key prefix) cells differs between the runs
+    (measured on one side only, other cells, other exact values)."""
+    labels = {lb for lb in (*base.queries, *other.queries) if lb.startswith(label_prefix)}
+    for label in labels:
+        a, b = base.queries.get(label), other.queries.get(label)
+        if a is None or b is None:
+            return True
+        if a.keys is None or b.keys is None:
+            if a.values.shape != b.values.shape or not np.array_equal(a.values, b.values):
+                return True
+            continue
+
+        def cells(m):
+            return {k: v for k, v in zip(m.keys, m.values) if k == key_prefix or k.startswith(key_prefix + "|")}
+
+        if cells(a) != cells(b):
+            return True
+    return False
 
 
 def _key_like(spec, table: str, output: pd.DataFrame) -> tuple:
@@ -190,9 +234,21 @@ def _structure_json(s: dict) -> dict:
 
 def _native_steps(spec: ir.Spec, native, nb: DataNeighbour) -> int | None:
     """The neighbour's distance under the mechanism's native relation (None: not one of its neighbours)."""
-    if nb.change == "changed":
-        return nb.steps if native.relation == "symdiff" and nb.steps == 2 else (2 if native.relation == "symdiff" else 1)
-    return 1 if native.relation == "symdiff" else None
+    if nb.change == "changed":  # each record changed is one step of hamming, two of add/remove
+        return nb.records * (nb.steps if native.relation == "symdiff" and nb.steps == 2 else
+                             (2 if native.relation == "symdiff" else 1))
+    return nb.records if native.relation == "symdiff" else None
+
+
+def _compared(spec, native, base: Run, nb: DataNeighbour, other: Run, queries, data) -> NeighbourReplay:
+    """The neighbour's comparison; what the mechanism measured or released that cannot be compared
+    (values of another type, pieces of a query that do not fit together) fails this neighbour,
+    named, as a crash on it does: a failed verification, never a traceback."""
+    try:
+        return _compare(spec, native, base, nb, other, same_universe(spec, queries, data, nb.data))
+    except Exception as exc:  # noqa: BLE001 - reported as this neighbour's failure
+        return NeighbourReplay(nb.to_json(), None, None, (Finding("failed", f"the replay could not compare this "
+                               f"neighbour's run ({nb.describe()}): {type(exc).__name__}: {exc}"),), (), {})
 
 
 def _compare(spec, native, base: Run, nb: DataNeighbour, other: Run, moved: str | None) -> NeighbourReplay:
@@ -224,6 +280,8 @@ def _control_flow(base: Run, other: Run, findings: list, explained: list) -> Non
             m = a or b
             _add(findings, explained, m.after_adaptive, Finding("control-flow", f"query '{label}' was measured on {side}",
                                                                 label=label))
+        elif a.sparse or b.sparse:  # which of a full query's cells are nonzero is its values, not control flow
+            continue
         elif a.keys is not None and b.keys is not None and set(a.keys) != set(b.keys):
             extra, missing = sorted(set(b.keys) - set(a.keys)), sorted(set(a.keys) - set(b.keys))
             _add(findings, explained, a.after_adaptive or b.after_adaptive,
@@ -263,7 +321,21 @@ def _outputs(base: Run, other: Run, findings: list, explained: list) -> None:
         else:
             if a["columns"] != b["columns"]:
                 problems.append(f"columns {list(a['columns'])} become {list(b['columns'])}")
-            if a["keys"] is not None and b["keys"] is not None and a["keys"] != b["keys"]:
+            rows = {**base.governed.get(name, {}), **other.governed.get(name, {})}
+            if rows and name not in adaptive and a["keys"] != b["keys"]:  # declared row by row
+                cols = a["key_columns"]
+                for what, keys in (("appears", sorted(b["keys"] - a["keys"])), ("disappears", sorted(a["keys"] - b["keys"]))):
+                    why = [k for k in keys if not (k in rows and _governing_changed(base, other, *rows[k]))]
+                    told = [k for k in keys if k not in why]
+                    if why:
+                        findings.append(Finding("structure", f"output '{name}': key {_keys(what, cols, why)}, though no "
+                                                "measurement deciding that row changed", output=name))
+                    if told:
+                        explained.append(Finding("structure", f"output '{name}': key {_keys(what, cols, told)}, as the "
+                                                 "adaptive measurements deciding it changed", output=name))
+            elif rows and name not in adaptive:
+                pass  # the same rows
+            elif a["keys"] is not None and b["keys"] is not None and a["keys"] != b["keys"]:
                 cols = a["key_columns"]
                 extra, missing = sorted(b["keys"] - a["keys"]), sorted(a["keys"] - b["keys"])
                 problems.append("key " + "; ".join(filter(None, [_keys("appears", cols, extra), _keys("disappears", cols, missing)])))
@@ -281,7 +353,7 @@ def _sensitivities(base: Run, other: Run, steps: int, findings: list) -> dict:
         b = other.queries.get(label)
         if b is None or a.kind == "none":
             continue
-        left, right = _aligned(a, b)
+        left, right = _aligned(a, b, fill=a.sparse or b.sparse)
         if left is None:
             continue
         d = left - right

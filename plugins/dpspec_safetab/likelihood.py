@@ -16,10 +16,11 @@ group's true total t and cells c (independent noise, so the factors multiply):
   P(rung 0 | t) F2(threshold - t) (a zero total is kept only above the threshold).
 
 The noise parameters are public functions of the design and of the code -> iteration mapping
-(the fan-out), computed with the mechanism's own `noise_sigma2`. Absent groups are read as
-suppressed within the geography units the release names; a unit whose every group was
-suppressed is named nowhere in the release, and its absence is not conditioned on here (the
-spec's declared units say it was measured; reading them would add its suppression factors).
+(the fan-out), computed with the mechanism's own `noise_sigma2`. The keys are the declared ones,
+as the run's are: every declared unit of a level (`geography.declared_units`) times the public
+iteration table's groups, so a unit whose every group was suppressed, named nowhere in the
+release, still contributes its suppression factors; a release naming a unit the spec does not
+declare is not this spec's release (a DataError), never a key to condition on.
 
 The rows are keyed by geography unit, `group` (the iteration code) and detail variables;
 population groups are not columns of the persons table (one person is in several groups), so a
@@ -32,10 +33,12 @@ import math
 import numpy as np
 import pandas as pd
 
-from dpspec.api import CountLikelihood, discrete_gaussian_logpmf, ir
+from dpspec.api import CountLikelihood, DataError, discrete_gaussian_logpmf, ir
+from dpspec.api import shown as shown_value
 
 from .design import ROOT
 from .engine import choose_detail, suppression_threshold
+from .geography import declared_units
 from .tabulate import ALL, fanout_of
 
 GROUP = "group"
@@ -98,19 +101,23 @@ def safetab_likelihoods(mech, spec, params, outputs) -> list[CountLikelihood] | 
     counts = counts.assign(group_level=pd.to_numeric(counts["group_level"]).astype(int),
                            count=pd.to_numeric(counts["count"]).astype(np.int64))
     public = mech._public_totals(spec, params) if not design.two_stage else None
+    units = declared_units(spec, params["table"], design.geo_levels)
     out = []
     for td in design.tables:
         for cell in td.cells:
             if cell.rho == 0:
                 continue
             rows = counts[(counts["table"] == td.name) & (counts["geography"] == cell.geo) & (counts["group_level"] == cell.level)]
-            out.extend(_block(mech, design, table, td, cell, rows, variables, public, params["table"]))
+            out.extend(_block(mech, design, table, td, cell, rows, variables, public, params["table"], units[cell.geo]))
     return out
 
 
-def _block(mech, design, table, td, cell, rows, variables, public, unit_table):
-    if not len(rows):  # no unit of this level is named in the release: nothing to condition on
-        return []
+def _block(mech, design, table, td, cell, rows, variables, public, unit_table, units):
+    """The likelihoods of one (table, geography level, iteration level): `units` its declared units."""
+    stray = ~rows["geocode"].isin(units)
+    if stray.any():
+        raise DataError(f"the release names {cell.geo} {shown_value(rows['geocode'][stray].iloc[0])} (table {td.name}, "
+                        f"iteration level {cell.level}), which the spec does not declare: it is not this spec's release")
     gran = design.granularity(cell.geo)
     sel = table.selection(cell.level, gran)
     k, _ = fanout_of(design, table, cell.level, gran)
@@ -125,9 +132,8 @@ def _block(mech, design, table, td, cell, rows, variables, public, unit_table):
     rung_of = {d.name: r for r, d in enumerate(td.details)}
     is_total = (rows[variables] == ALL).all(axis=1) if variables else pd.Series(True, index=rows.index)
     totals = rows[is_total].drop_duplicates(["geocode", "group"])
-    # every (unit, group) the release could hold at this level: the units it names x the selection
-    units = sorted(rows["geocode"].unique())
-    keys = pd.MultiIndex.from_product([units, sel["iteration"].astype(str)], names=["geocode", "group"])
+    # every (unit, group) the release could hold at this level: the declared units x the selection
+    keys = pd.MultiIndex.from_product([list(units), sel["iteration"].astype(str)], names=["geocode", "group"])
     only = dict(zip(sel["iteration"].astype(str), sel["detailed_only"].to_numpy(dtype=bool)))
     shown = totals.set_index(["geocode", "group"])
     present = keys.isin(shown.index)
@@ -143,6 +149,8 @@ def _block(mech, design, table, td, cell, rows, variables, public, unit_table):
     keys = keys[candidates]
     present = present[candidates]
     n = len(keys)
+    if not n:  # nothing published and nothing suppressed at this level: nothing to condition on
+        return []
     group = keys.get_level_values("group").to_numpy()
     detailed_only = np.array([only.get(g, False) for g in group], dtype=bool) if design.two_stage else np.zeros(n, dtype=bool)
     rung = np.zeros(n, dtype=np.int64)

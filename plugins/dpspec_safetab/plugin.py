@@ -15,7 +15,7 @@ from fractions import Fraction
 
 from dpspec.api import (
     DataError, Diagnostic, Mechanism, NativeFlavor, OutputKeys, ParamSpec, ParameterSchema, Release, SpecError, ir,
-    record_adaptive_outputs, require_regular,
+    record_adaptive_rows, require_regular,
 )
 
 from . import design as design_mod
@@ -126,6 +126,8 @@ class SafeTab(Mechanism):
                 problems.append(Diagnostic(f"table '{table.name}' has no column for geography level '{g}'"))
         problems.extend(geography.undeclared_levels(spec, table, levels[1:]))
         problems.extend(geography.iteration_file_problems(spec, params["iterations"], _raw(spec).get("iterations")))
+        if params.get("public_totals"):
+            problems.extend(geography.public_totals_problems(spec, _raw(spec).get("public_totals")))
         if len(params["race_codes"]) > params["max_race_codes"]:
             raw = _raw(spec).get("race_codes")
             problems.append(Diagnostic(f"race_codes lists {len(params['race_codes'])} columns, more than "
@@ -290,10 +292,16 @@ class SafeTab(Mechanism):
         inputs = Inputs(frame, tuple(params["race_codes"]), params["ethnicity_code"],
                         _variables(spec, params, design), source)
         units = geography.declared_units(spec, params["table"], design.geo_levels)
-        outcome = run_design(design, inputs, table, rng, units, self._public_totals(spec, params),
+        public = self._public_totals(spec, params)
+        if public is not None:  # the published totals are keyed by declared units and groups only
+            geography.check_public_keys(public, units, table.iterations["iteration"],
+                                        _full(spec, params["public_totals"]))
+        outcome = run_design(design, inputs, table, rng, units, public,
                              noise=self.noise_sigma2, engine=engine, keep_truths=keep_truths)
         if design.two_stage or design.suppression is not None:  # rows follow noisy totals: detail chosen, suppressed
-            record_adaptive_outputs("counts")
+            # row by row: a (unit, group)'s rows follow that unit and group's own noisy totals only
+            record_adaptive_rows("counts", ["table", "geography", "geocode", "group_level", "group", "detail",
+                                            *_variables(spec, params, design)], _governing)
         facts = {"design": [{**f, "rho": ir.format_number(f["rho"]),
                              "sigma2": {k: float(v) for k, v in f["sigma2"].items()}} for f in outcome.facts],
                  "fanout": outcome.fanouts, "two_stage": design.two_stage,
@@ -332,6 +340,17 @@ class SafeTab(Mechanism):
 
         return {"runs": len(releases),
                 "error_by_level_and_detail": summarize_errors([r.internal["errors"] for r in releases])}
+
+
+def _governing(rows):
+    """Per release row, the measurements deciding whether it is there (`record_adaptive_rows`):
+    its table, geography and iteration level's measurements of its unit and group."""
+    labels = rows["table"] + "/" + rows["geography"] + "/level " + rows["group_level"] + "/"
+    return labels, rows["geocode"] + "|" + rows["group"]
+
+
+def _full(spec, path: str) -> str:
+    return path if os.path.isabs(path) else os.path.join(spec.base_dir, path)
 
 
 # More persons than live on Earth: no published count of a population group can be this large.

@@ -264,7 +264,7 @@ def _measure(plan, t: int, td, cell, geo: str, region, group, weight, codes, var
                           (pd.Categorical.from_codes(flat // n_groups, dtype=geocode_type),
                            pd.Categorical.from_codes(flat % n_groups, dtype=group_type)), (stage,))
         record_measurement(f"{td.name}/{geo}/level {cell.level}/{stage}", true, "discrete_gaussian", s2, sensitivity=k ** 0.5,
-                           adaptive=stage == "stage 1", keys=lambda: _cell_keys(codes, flat, n_groups, np.shape(true)))
+                           adaptive=stage == "stage 1", keys=lambda: _cell_keys(codes, flat, n_groups, np.shape(true), sel["iteration"]))
         return add_keyed_noise(true, s2, run_key, keys)
 
     truth = group_counts(region, group, n_regions, n_groups, weight)
@@ -319,11 +319,12 @@ def _measure(plan, t: int, td, cell, geo: str, region, group, weight, codes, var
     return out
 
 
-def _cell_keys(codes, flat, n_groups: int, shape) -> tuple:
-    """(geocode, group[, cell]) of each measured count, for `dpspec verify --replay`."""
+def _cell_keys(codes, flat, n_groups: int, shape, groups) -> tuple:
+    """(geocode, group code[, cell]) of each measured count, for `dpspec verify --replay`: the
+    release's own (geocode, group), so a row of it names the measurements that decide it."""
     cells = int(np.prod(shape[1:])) if len(shape) > 1 else 1
     flat = np.repeat(np.asarray(flat), cells)
-    columns = (np.asarray(codes, dtype=object)[flat // n_groups], flat % n_groups)
+    columns = (np.asarray(codes, dtype=object)[flat // n_groups], np.asarray(groups, dtype=object)[flat % n_groups])
     return (*columns, np.tile(np.arange(cells), len(flat) // cells)) if len(shape) > 1 else columns
 
 

@@ -10,7 +10,9 @@ declared units are measured with noise like any other (zero true counts) and app
 measurements and the release.
 
 The rest of the spine is public too: the AIAN flag is read from the same geography file (the
-records' own flag plays no part); the group-quarters split of block groups reads the facilities
+records' own flag plays no part, and a record whose flag disagrees with the file's for its
+block, in any table the run reads, is a DataError naming the table, the row and the column,
+so no table's copy of the flag can stand in for the public one); the group-quarters split of block groups reads the facilities
 table's counts by block and type, which the spec must declare invariant (public); the optimized
 spine bypasses single-child units of this declared tree (and of those two public splits).
 """
@@ -87,6 +89,45 @@ def declared_geography(spec: ir.Spec, table: str, flag: str | None = None):
         raise Broken(f"geography is not a tree: the geography file lists {finest} {code!r} under more than one "
                      "parent; each unit must lie in exactly one unit of each level above it", ("geography",))
     return frame
+
+
+def check_flags(name: str, table, declared, finest: str, flag: str, engine=None) -> None:
+    """A DataError unless every record of `table` carries its block's declared AIAN flag (the
+    geography file's): the first disagreeing record is named by row (in a frame) and value.
+
+    Why: a table's own copy of the flag (a joint table's, the reference geography's) is a
+    record's word, not public geography; the spine follows the file, and data that contradict it
+    are refused rather than silently overruled."""
+    import numpy as np
+    import pandas as pd
+
+    from dpspec.api import shown
+
+    from .engine import table_counts
+    from .spine import _as_flag
+
+    counts = table_counts(table, [finest, flag], engine)
+    if counts.empty:
+        return
+    public = pd.Series(_as_flag(declared[flag], flag), index=declared[finest].astype(str).to_numpy())
+    public = public[~public.index.duplicated()]
+    codes = counts[finest].astype(str).to_numpy()
+    said = _as_flag(counts[flag], flag)
+    expected = public.reindex(codes).to_numpy()
+    wrong = np.flatnonzero(pd.notna(expected) & (said != expected.astype(bool, copy=False)))
+    if not len(wrong):
+        return
+    i = wrong[0]
+    code, rows = codes[i], int(counts["count"].iloc[i])
+    where = f"{rows:,} record(s) of table '{name}'"
+    if isinstance(table, pd.DataFrame):
+        hit = np.flatnonzero((table[finest].astype(str) == code).to_numpy()
+                             & (_as_flag(table[flag], flag) == bool(said[i])))
+        where = f"table '{name}', row {int(hit[0]) + 1} (rows count data rows from 1)" + (
+            f" and {len(hit) - 1:,} more" if len(hit) > 1 else "")
+    raise Broken(f"{where}: column '{flag}' holds {int(bool(said[i]))} in {finest} {shown(code)}, but the declared geography "
+                 f"file gives that {finest} {flag} = {int(bool(expected[i]))}: the AIAN spine follows the public "
+                 "geography, not the records; correct the records (or the geography file)", ("spine", "aian"))
 
 
 def check_structure(hier, declared, measurements=None, classes=None) -> None:

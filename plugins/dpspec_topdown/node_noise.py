@@ -83,9 +83,13 @@ def draw_node_noise(noise: NodeNoise, queries: Sequence) -> tuple[tuple, np.ndar
     answers, positions = [], []
     for j, (q, sigma2) in enumerate(zip(queries, noise.sigma2, strict=True)):
         positions.append(stream_position(rng))
-        if keyed(q.n_groups):  # drawn on demand, from the answers' own streams: not from `rng`; a replay does not
-            # record them (which answers are drawn follows the parent's nonzero cells, as the module doc says)
-            answers.append(KeyedAnswers.build(noise, j, q))
+        if keyed(q.n_groups):  # drawn on demand, from the answers' own streams: not from `rng`
+            built = KeyedAnswers.build(noise, j, q)
+            # a replay compares the whole query: its nonzero answers, every other one 0 (sparse)
+            record_measurement(f"{noise.key[0]}/{noise.key[1]}/{q.name}", built.truth_values, "discrete_gaussian", sigma2,
+                               sensitivity=None if noise.sensitivity2 is None else noise.sensitivity2[j] ** 0.5,
+                               keys=lambda b=built: np.divmod(b.truth_keys, b.n_groups), sparse=True)
+            answers.append(built)
             continue
         y = group_sums(noise.truth, q.groups, q.n_groups)
         record_measurement(f"{noise.key[0]}/{noise.key[1]}/{q.name}", y, "discrete_gaussian", sigma2,

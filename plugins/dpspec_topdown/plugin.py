@@ -15,7 +15,7 @@ from dpspec.api import (Diagnostic, Mechanism, MechanismError, NativeFlavor, Out
                         SpecError, declared_values, ir, progress)
 
 from .allocation import JOINT_MARK, allocate, query_name, split_allocation
-from .declared_geography import check_structure, declared_geography, problems as geography_problems
+from .declared_geography import check_flags, check_structure, declared_geography, problems as geography_problems
 from .locate import at, item_at
 from .wording import counted, listed
 
@@ -592,6 +592,32 @@ def _joint_tables(spec: ir.Spec, params: dict) -> list[str]:
         return []
 
 
+def _side_tables(spec: ir.Spec, params: dict) -> list[str]:
+    """The further tables the run reads by geography: the facilities of `constraints`, the
+    group-quarters types of `spine: gq_blockgroups`, the reference geography of `spine:
+    geography` and the targets of `equal_to`. Their geography columns must read the declared
+    geography file too: their blocks bound, split or fix the release's units, so a block known
+    only from their records would shape the release. Read from the settings as written (their
+    own checks report a malformed entry)."""
+    def tables_in(name, nested):
+        block = params.get(name)
+        if not isinstance(block, ir.ParamBlock):
+            return []
+        entries = [p.value for p in block.params if isinstance(p.value, ir.ParamBlock)] if nested else [block]
+        return [str(q.value) for e in entries for q in e.params if q.name == "table"]
+
+    names = [*tables_in("constraints", True), *tables_in("equal_to", True)]
+    spine = params.get("spine")
+    if isinstance(spine, ir.ParamBlock):
+        for p in spine.params:
+            if p.name == "gq_blockgroups" and isinstance(p.value, ir.ParamBlock):
+                names += [str(q.value) for q in p.value.params if q.name == "table"]
+            elif p.name == "geography":
+                names.append(str(p.value))
+    own = {params["table"], *_joint_tables(spec, params)}
+    return [n for n in dict.fromkeys(names) if n not in own and spec.domain.table(n) is not None]
+
+
 def _cross_constraints(spec: ir.Spec, params: dict, joint: list[dict]) -> list[dict]:
     """``cross_constraints: { NAME: { left: "T: QUERY"  right: "U: QUERY = LABEL" } }``: at every
     unit, the left side's groups equal the right side's (joint.CrossConstraint). Each side names
@@ -1110,8 +1136,8 @@ class TopDown(Mechanism):
             flag = _spine(spec, params).get("aian", (None, None))[1]
         except SpecError:  # reported below, at the spine's setting
             flag = None
-        problems.extend(geography_problems(spec, [params["table"], *_joint_tables(spec, params)],
-                                           flag))
+        problems.extend(geography_problems(spec, [params["table"], *_joint_tables(spec, params),
+                                                  *_side_tables(spec, params)], flag))
         _, inv_problems = _invariants(spec, params)
         problems.extend(inv_problems)
         try:
@@ -1310,6 +1336,11 @@ class TopDown(Mechanism):
         frame = records(persons, variables)
         joint = _joint_table(spec, params, data, records)
         declared = declared_geography(spec, params["table"], spine.get("aian", (None, None))[1])
+        if "aian" in spine:  # every table's copy of the flag agrees with the geography file's
+            flag = spine["aian"][1]
+            for name in dict.fromkeys([params["table"], *_joint_tables(spec, params), spine.get("geography")]):
+                if name is not None and name in data and flag in data[name].columns:
+                    check_flags(name, data[name], declared, spec.domain.geography.levels[-1], flag, engine)
         result = run_topdown(
             frame, _levels(spec), variables,
             _strategy(params, _levels(spec), list(variables)), params["rho"], params["levels"],

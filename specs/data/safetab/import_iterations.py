@@ -1,5 +1,6 @@
 """Convert the Census Bureau's published characteristic-iteration files into the three
-Parquet tables the `safetab` mechanism reads (run once; the output is checked in).
+Parquet tables the `safetab` mechanism reads, and the groups as a key file (run once; the output
+is checked in).
 
 Input: a directory holding the four pipe-separated files of the 2020 production
 configuration (DAS_2020_DDHCA_Production_Code, configs/safetab-p/NMFv7-2020/; the same
@@ -41,6 +42,9 @@ def convert(src: str, dst: str) -> None:
     codes[["code", "name"]].to_parquet(os.path.join(dst, "codes.parquet"), index=False)
     iterations.to_parquet(os.path.join(dst, "iterations.parquet"), index=False)
     mapping.to_parquet(os.path.join(dst, "code_to_iteration.parquet"), index=False)
+    # the population groups as a key file (`group : category values from "groups.csv"`): the keys
+    # of SafeTab-H's published totals, declared as the geography files declare the units
+    iterations[["iteration"]].rename(columns={"iteration": "group"}).to_csv(os.path.join(dst, "groups.csv"), index=False)
 
 
 if __name__ == "__main__":
