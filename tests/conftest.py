@@ -187,3 +187,24 @@ def edited_spec(text: str, name: str, replace: dict | None = None, parse=None):
         assert old in text, old
         text = text.replace(old, new)
     return parse(text, name)
+
+
+# ---- the fast tier (`pytest -m "not slow"`) ------------------------------------------------
+# Whole kinds of test are slow by what they start, not by their assertions: a Spark session or
+# cluster, a wheel built and installed, a browser, an editor, a notebook kernel, a subprocess
+# killed at random moments, every bundled report regenerated. They are marked here by what
+# they use, so a new test of the same kind joins the slow tier without a decorator. CI runs both.
+SLOW_FIXTURES = {"spark_session", "counts_only_spark", "cluster", "installed", "installed_venv", "wheel",
+                 "chromium", "browser", "nvim", "emacs"}
+SLOW_MODULES = {
+    "test_cluster", "test_installed_package", "test_light_install", "test_report_regenerate",
+    "test_report_browser", "test_neovim_lsp", "test_emacs_lsp", "test_notebooks", "test_output_set",
+    "test_report_sets", "test_engine_mechanisms", "test_engine_spark", "test_docs_commands", "test_textmate",
+}
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        module = item.module.__name__.rsplit(".", 1)[-1] if getattr(item, "module", None) else ""
+        if module in SLOW_MODULES or SLOW_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.slow)
