@@ -124,7 +124,8 @@ class SafeTab(Mechanism):
         for g in levels[1:]:
             if table.column(g) is None:
                 problems.append(Diagnostic(f"table '{table.name}' has no column for geography level '{g}'"))
-        problems.extend(geography.undeclared_levels(spec, table, levels[1:]))
+        if any(d.table == table.name for d in spec.data):  # a spec without records (a description) cannot run
+            problems.extend(geography.undeclared_levels(spec, table, levels[1:]))
         problems.extend(geography.iteration_file_problems(spec, params["iterations"], _raw(spec).get("iterations")))
         if len(params["race_codes"]) > params["max_race_codes"]:
             raw = _raw(spec).get("race_codes")
@@ -289,6 +290,9 @@ class SafeTab(Mechanism):
         source = next((d.path for d in spec.data if d.table == params["table"]), params["table"])
         inputs = Inputs(frame, tuple(params["race_codes"]), params["ethnicity_code"],
                         _variables(spec, params, design), source)
+        undeclared = geography.undeclared_levels(spec, spec.domain.table(params["table"]), design.geo_levels[1:])
+        if undeclared:  # records handed over without a `data` statement: the check could not require this
+            raise MechanismError(undeclared[0].message)
         units = geography.declared_units(spec, params["table"], design.geo_levels)
         outcome = run_design(design, inputs, table, rng, units, self._public_totals(spec, params),
                              noise=self.noise_sigma2, engine=engine, keep_truths=keep_truths)
