@@ -83,12 +83,17 @@ def import_cmd(entry, registry, das, safetab_p, safetab_h, phsafe, output):
 
         _write_or_print(import_text(read_entry(entry)), output)
         return
-    from dpspec.importers.run import import_config
+    import os
 
-    text, notes = import_config(chosen[0].strip("-").removesuffix("-config"), entry, output)
+    from dpspec.importers.run import import_config, write_set
+
+    text, notes, files = import_config(chosen[0].strip("-").removesuffix("-config"), entry, output)
     for line in notes:
         click.echo(line, err=True)
-    _write_or_print(text, output)
+    inputs = [entry, *(os.path.join(os.path.dirname(os.path.abspath(entry)), f) for f in os.listdir(
+        os.path.dirname(os.path.abspath(entry))))]
+    for path in write_set(output, text, files, inputs):
+        click.echo(f"wrote {path}", err=True)
 
 
 def register(group: click.Group) -> None:

@@ -25,7 +25,7 @@ class Setting:
         return f"{self.file}:{self.line}" if self.line else self.file
 
     def shown(self) -> str:
-        value = self.value if isinstance(self.value, str) else _json(self.value)
+        value = self.value if isinstance(self.value, str) and self.section else _json(self.value)  # JSON as JSON
         value = " ".join(str(value).split())
         if len(value) > 160:
             value = value[:157] + "..."
