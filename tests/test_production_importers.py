@@ -263,3 +263,21 @@ def test_an_imported_spec_given_data_must_declare_its_geography(tmp_path):
     spec.write_text(text)
     result = run("check", spec)
     assert result.exit_code == 1 and "has no declared values" in result.output
+
+
+@pytest.mark.parametrize("flag,config,tables", [
+    ("--das-config", PL94, {"persons": "pl94_synthetic/pl94_synthetic.parquet",
+                            "facilities": "pl94_synthetic/pl94_synthetic_facilities.parquet"}),
+    ("--safetab-p-config", SAFETAB_P, {"persons": "safetab/persons.parquet"}),
+])
+def test_records_handed_to_a_description_in_memory_are_refused_without_declared_geography(tmp_path, flag, config, tables):
+    """The check lets a spec without data leave its geography undeclared; the run never does."""
+    import pandas as pd
+
+    import dpspec
+    from dpspec.errors import DpspecError
+
+    spec, _ = imported(tmp_path, flag, config)
+    data = {t: pd.read_parquet(ROOT / "specs" / "data" / p) for t, p in tables.items()}
+    with pytest.raises(DpspecError, match="not declared"):
+        dpspec.compile(dpspec.load(str(spec)), data=data, seed=1)

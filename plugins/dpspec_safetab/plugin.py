@@ -14,7 +14,7 @@ import os
 from fractions import Fraction
 
 from dpspec.api import (
-    DataError, Diagnostic, Mechanism, NativeFlavor, OutputKeys, ParamSpec, ParameterSchema, Release, SpecError, ir,
+    DataError, Diagnostic, Mechanism, MechanismError, NativeFlavor, OutputKeys, ParamSpec, ParameterSchema, Release, SpecError, ir,
     record_adaptive_outputs, require_regular,
 )
 
