@@ -24,26 +24,38 @@ def load(entry: str, base_dir: str):
         importlib.import_module("opendp.prelude")
     except ImportError:
         raise MechanismError("opendp: the opendp mechanism needs OpenDP 0.16: pip install 'dpspec[opendp]'") from None
-    sys.path.insert(0, base_dir)
+    beside = os.path.join(base_dir, *module_name.split(".")) + ".py"
     try:
-        try:
-            module = importlib.import_module(module_name)
-        except Exception as exc:  # the user's module: any failure is theirs to fix, reported as such
-            raise MechanismError(f"opendp: cannot import {module_name!r} (from {os.path.abspath(base_dir)} or the "
-                                 f"installed packages): {type(exc).__name__}: {exc}") from None
-        func = getattr(module, func_name, None)
-        if not callable(func):
-            raise MechanismError(f"opendp: {module_name!r} has no function {func_name!r}")
-        try:
-            meas = func()
-        except Exception as exc:
-            raise MechanismError(f"opendp: the entry point {entry} raised {type(exc).__name__}: {exc}") from None
-    finally:
-        sys.path.remove(base_dir)
+        module = _from_file(module_name, beside) if os.path.isfile(beside) else importlib.import_module(module_name)
+    except Exception as exc:  # the user's module: any failure is theirs to fix, reported as such
+        raise MechanismError(f"opendp: cannot import {module_name!r} (from {os.path.abspath(base_dir)} or the "
+                             f"installed packages): {type(exc).__name__}: {exc}") from None
+    func = getattr(module, func_name, None)
+    if not callable(func):
+        raise MechanismError(f"opendp: {module_name!r} has no function {func_name!r}")
+    try:
+        meas = func()
+    except Exception as exc:
+        raise MechanismError(f"opendp: the entry point {entry} raised {type(exc).__name__}: {exc}") from None
     if not isinstance(meas, dp.Measurement):
         raise MechanismError(f"opendp: the entry point {entry} returned {type(meas).__name__}, not an OpenDP "
                              "Measurement")
     return meas
+
+
+def _from_file(name: str, path: str):
+    """The module at `path`, freshly executed: the file beside this spec, not one of the same name
+    imported earlier (from another spec, or cached in this process)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(f"dpspec_opendp_user.{name}", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.path.insert(0, os.path.dirname(path))  # its own sibling imports resolve beside it
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        sys.path.remove(os.path.dirname(path))
+    return module
 
 
 def element_type(meas) -> str | None:

@@ -89,15 +89,15 @@ class OpenDPMeasurement(Mechanism):
 
         meas = om.load(params["measurement"], spec.base_dir)
         col = spec.domain.table(params["table"]).column(params["column"])
-        atom = om.element_type(meas)
-        if atom not in om.ATOMS[col.type.kind]:
-            raise self._located(spec, f"the measurement's input domain {meas.input_domain} does not hold column "
-                                      f"'{col.name}' ({col.type.kind}: a vector of {' or '.join(om.ATOMS[col.type.kind])})")
         relation = self._relation(spec, params)
         metric = om.METRICS.get(str(meas.input_metric))
         if metric is None or (metric != relation and not (metric == "symdiff" and relation == "hamming")):
             raise self._located(spec, f"the measurement's input metric {meas.input_metric} does not measure the spec's "
                                       f"unit ({params['table']} : {relation})")
+        atom = om.element_type(meas)
+        if atom not in om.ATOMS[col.type.kind]:
+            raise self._located(spec, f"the measurement's input domain {meas.input_domain} does not hold column "
+                                      f"'{col.name}' ({col.type.kind}: a vector of {' or '.join(om.ATOMS[col.type.kind])})")
         d_in = 2 if metric == "symdiff" and relation == "hamming" else 1  # one change is a removal and an addition
         premetric = self._premetric(spec)
         if om.MEASURES.get(str(meas.output_measure)) != premetric:
