@@ -34,19 +34,28 @@ def _write_or_print(text: str, output: str | None) -> None:
 
 @click.command("export")
 @click.argument("file", type=click.Path(dir_okay=False))
-@click.option("--registry", "registry", is_flag=True, required=True,
-              help="Write an OpenDP Deployments Registry YAML entry (the only export format).")
+@click.option("--registry", "registry", is_flag=True,
+              help="Write an OpenDP Deployments Registry YAML entry.")
+@click.option("--opendp", "opendp", is_flag=True,
+              help="Write a Python script that builds the mechanism as an OpenDP measurement and prints its privacy "
+                   "map (for mechanisms whose plugin can express it).")
 @click.option("-o", "--output", type=click.Path(dir_okay=False), default=None, help="Write here instead of stdout.")
 @friendly
-def export_cmd(file, registry, output):
-    """Export spec FILE as an OpenDP Deployments Registry entry (YAML, valid against its schema)."""
+def export_cmd(file, registry, opendp, output):
+    """Export spec FILE as an OpenDP Deployments Registry entry (YAML, valid against its schema) or as
+    an OpenDP script."""
     from dpspec.errors import SpecError
     from dpspec.language.parser import parse, read_source
     from dpspec.registry.export import entry_yaml
 
-    if not registry:
-        raise click.UsageError("say which format: --registry")
+    if registry == opendp:
+        raise click.UsageError("say which format, once: --registry or --opendp")
     _refuse_over_input(output, file, "export")
+    if opendp:
+        from dpspec.exporters.opendp import opendp_script
+
+        _write_or_print(opendp_script(file), output)
+        return
     spec = parse(read_source(file), file)
     if spec.program is not None:
         raise SpecError("a program composes several releases; export each of its specs", file)

@@ -79,6 +79,20 @@ class OpenDPMeasurement(Mechanism):
             notes.append(f"OpenDP's privacy map at d_in = {facts['opendp_d_in']}: {facts['opendp_claim']}")
         return BudgetStatement.fixed(values, "; ".join(notes))
 
+    def opendp_script(self, spec, params):
+        """The user's own entry point, imported from beside the spec; d_in as the compile sets it."""
+        import os
+
+        module, _, func = params["measurement"].partition(":")
+        relation = self._relation(spec, params)
+        return ("import sys\n"
+                f"sys.path.insert(0, {os.path.abspath(spec.base_dir)!r})  # the spec's folder: its pipeline module\n"
+                f"from {module} import {func}\n"
+                f"measurement = {func}()\n"
+                "_metric = str(measurement.input_metric)\n"
+                f"d_in = 2 if {relation!r} == 'hamming' and _metric in ('SymmetricDistance()', 'InsertDeleteDistance()') "
+                "else 1")
+
     def _located(self, spec, message):
         param = spec.mechanism.params.get("measurement")
         loc = param.loc if param is not None and param.loc else spec.mechanism.loc
