@@ -167,7 +167,7 @@ def import_das(path: str) -> tuple[str, list[str], dict]:
         if read != schema["histogram"]:
             raise problem(hist, f"the histogram {' x '.join(read)} is not schema {schema_s.value}'s "
                                 f"({' x '.join(schema['histogram'])})")
-        account_applied(config, account, privacy.value.strip(), schema)
+        _reader_settings(config, account, privacy.value.strip(), schema)
 
     invariants, inv_lines = _invariants(config, table, geolevels, account)
     zeros, cons, con_notes = _constraints(config, table, geolevels, account)
@@ -177,8 +177,8 @@ def import_das(path: str) -> tuple[str, list[str], dict]:
     return text, account.stderr_lines(), {"rho": rho}
 
 
-def account_applied(config, account, privacy: str, schema: dict) -> None:
-    """The reader's per-variable settings of the protected table are checked against the schema."""
+def _reader_settings(config, account, privacy: str, schema: dict) -> None:
+    """The reader's value ranges and histogram are checked against the schema (and so applied)."""
     for section, key, setting in config.items():
         if section != "reader":
             continue

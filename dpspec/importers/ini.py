@@ -24,9 +24,10 @@ MAX_BYTES = 4 << 20  # a configuration file is a few kilobytes; refuse a device 
 class Config:
     """The flattened configuration: {section (lower case): {key (lower case): Setting}}."""
 
-    def __init__(self, sections: dict, files: list[str]):
+    def __init__(self, sections: dict, files: list[str], names: dict):
         self.sections = sections
         self.files = files  # every file read, the root first
+        self.names = names  # section -> a Setting holding where it is first written
 
     def get(self, section: str, key: str) -> Setting | None:
         """A setting of `section`, or of [DEFAULT] when the section does not set it."""
@@ -104,9 +105,7 @@ def read(path: str) -> Config:
     sections = _read(os.path.abspath(path), path, None, (), files)
     out = {name: {k: v for k, v in opts.items() if not k.startswith("\0")} for name, opts in sections.items()}
     names = {name: opts["\0name"] for name, opts in sections.items() if "\0name" in opts}
-    config = Config(out, files)
-    config.names = names  # the first place each section is written
-    return config
+    return Config(out, files, names)
 
 
 def _read(path: str, shown: str, include: Setting | None, stack: tuple, files: list) -> dict:
