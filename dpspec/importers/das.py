@@ -107,7 +107,7 @@ def import_das(path: str) -> tuple[str, list[str], dict]:
         if (section, key) in APPLIED:
             want = EXPECTED.get((section, key))
             if want is not None and str(setting.value).strip() != want:
-                raise problem(setting, f"this importer reads only {want!r} (the 2020 production setting); "
+                raise problem(setting, f"this importer reads only {want!r} (the 2020 P.L. 94-171 production setting; the DHC runs are not covered yet); "
                                        f"{str(setting.value).strip()!r} is not supported")
         elif section in OPERATIONAL_SECTIONS or section == "gurobi" or (section, key) in OPERATIONAL_KEYS \
                 or (section == "reader" and key.endswith(".path")):
