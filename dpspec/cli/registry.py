@@ -34,19 +34,28 @@ def _write_or_print(text: str, output: str | None) -> None:
 
 @click.command("export")
 @click.argument("file", type=click.Path(dir_okay=False))
-@click.option("--registry", "registry", is_flag=True, required=True,
-              help="Write an OpenDP Deployments Registry YAML entry (the only export format).")
+@click.option("--registry", "registry", is_flag=True,
+              help="Write an OpenDP Deployments Registry YAML entry.")
+@click.option("--opendp", "opendp", is_flag=True,
+              help="Write a Python script that builds the mechanism as an OpenDP measurement and prints its privacy "
+                   "map (for mechanisms whose plugin can express it).")
 @click.option("-o", "--output", type=click.Path(dir_okay=False), default=None, help="Write here instead of stdout.")
 @friendly
-def export_cmd(file, registry, output):
-    """Export spec FILE as an OpenDP Deployments Registry entry (YAML, valid against its schema)."""
+def export_cmd(file, registry, opendp, output):
+    """Export spec FILE as an OpenDP Deployments Registry entry (YAML, valid against its schema) or as
+    an OpenDP script."""
     from dpspec.errors import SpecError
     from dpspec.language.parser import parse, read_source
     from dpspec.registry.export import entry_yaml
 
-    if not registry:
-        raise click.UsageError("say which format: --registry")
+    if registry == opendp:
+        raise click.UsageError("say which format, once: --registry or --opendp")
     _refuse_over_input(output, file, "export")
+    if opendp:
+        from dpspec.exporters.opendp import opendp_script
+
+        _write_or_print(opendp_script(file), output)
+        return
     spec = parse(read_source(file), file)
     if spec.program is not None:
         raise SpecError("a program composes several releases; export each of its specs", file)
@@ -55,19 +64,45 @@ def export_cmd(file, registry, output):
 
 @click.command("import")
 @click.argument("entry", type=click.Path(dir_okay=False))
-@click.option("--registry", "registry", is_flag=True, required=True,
-              help="ENTRY is an OpenDP Deployments Registry YAML entry (the only import format).")
+@click.option("--registry", "registry", is_flag=True,
+              help="ENTRY is an OpenDP Deployments Registry YAML entry.")
+@click.option("--das-config", "das", is_flag=True,
+              help="ENTRY is a DAS .ini configuration (2020 P.L. 94-171 TopDown); its INCLUDE chain is followed.")
+@click.option("--safetab-p-config", "safetab_p", is_flag=True,
+              help="ENTRY is a SafeTab-P config.json (Detailed DHC-A); the iteration files beside it are read.")
+@click.option("--safetab-h-config", "safetab_h", is_flag=True,
+              help="ENTRY is a SafeTab-H config.json (Detailed DHC-B); the iteration files beside it are read.")
+@click.option("--phsafe-config", "phsafe", is_flag=True, help="ENTRY is a PHSafe config.json (Supplemental DHC).")
 @click.option("-o", "--output", type=click.Path(dir_okay=False), required=True, help="The .dps file to write.")
 @friendly
-def import_cmd(entry, registry, output):
-    """Turn registry ENTRY into a spec without data that check, budget and audit accept."""
-    from dpspec.registry.entry import read_entry
-    from dpspec.registry.importer import import_text
-
-    if not registry:
-        raise click.UsageError("say which format: --registry")
+def import_cmd(entry, registry, das, safetab_p, safetab_h, phsafe, output):
+    """Turn ENTRY (a registry entry or a production configuration) into a spec without data that
+    check, budget and audit accept. Settings a configuration importer does not apply are listed
+    in the spec as comments and on stderr."""
+    chosen = [name for name, on in (("--registry", registry), ("--das-config", das), ("--safetab-p-config", safetab_p),
+                                    ("--safetab-h-config", safetab_h), ("--phsafe-config", phsafe)) if on]
+    if len(chosen) != 1:
+        raise click.UsageError("say which format, once: --registry, --das-config, --safetab-p-config, "
+                               "--safetab-h-config or --phsafe-config"
+                               + (f" (got {', '.join(chosen)})" if chosen else ""))
     _refuse_over_input(output, entry, "import")
-    _write_or_print(import_text(read_entry(entry)), output)
+    if registry:
+        from dpspec.registry.entry import read_entry
+        from dpspec.registry.importer import import_text
+
+        _write_or_print(import_text(read_entry(entry)), output)
+        return
+    import os
+
+    from dpspec.importers.run import import_config, write_set
+
+    text, notes, files = import_config(chosen[0].strip("-").removesuffix("-config"), entry, output)
+    for line in notes:
+        click.echo(line, err=True)
+    inputs = [entry, *(os.path.join(os.path.dirname(os.path.abspath(entry)), f) for f in os.listdir(
+        os.path.dirname(os.path.abspath(entry))))]
+    for path in write_set(output, text, files, inputs):
+        click.echo(f"wrote {path}", err=True)
 
 
 def register(group: click.Group) -> None:

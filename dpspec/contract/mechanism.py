@@ -203,6 +203,14 @@ class Mechanism:
         Compile refuses with this sentence before it reads any data."""
         return None
 
+    def opendp_script(self, spec: ir.Spec, params: dict) -> str | None:
+        """Optional: the body of a Python script that builds this mechanism as an OpenDP measurement.
+
+        The body binds `measurement` (an OpenDP Measurement) and `d_in` (the spec's unit in its
+        input metric); `dpspec export --opendp` wraps it into a script that prints the privacy map
+        at d_in as JSON, so the release can be cross-run in the library. None: not expressible."""
+        return None
+
     def public_facts(self, spec: ir.Spec, params: dict, data: dict) -> dict:
         """Facts the budget depends on; must be functions of the invariants (or public)."""
         return {}

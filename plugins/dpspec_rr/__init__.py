@@ -91,6 +91,18 @@ class RandomizedResponse(Mechanism):
         return BudgetStatement(PureDP(epsilon(params["p"])), worst=PureDP(epsilon(params["p"])),
                                notes=(f"epsilon = |ln(p/(1-p))| with p = {ir.format_number(params['p'])}",))
 
+    def opendp_script(self, spec, params):
+        """Each unit's answer is OpenDP's randomized response on one boolean; under change-one-unit
+        only one answer differs, so the release's budget is that measurement's map at d_in = 1.
+        OpenDP takes the truth probability at least 1/2: below it, every answer is flipped
+        (post-processing), which leaves the budget unchanged."""
+        p = Fraction(params["p"])
+        truth = max(p, 1 - p)
+        return (f"# one unit's answer, truthful with probability {ir.format_number(truth)}"
+                + (" (the spec's p, flipped: post-processing)" if truth != p else "") + "\n"
+                f"measurement = dp.m.make_randomized_response_bool({truth.numerator}/{truth.denominator})\n"
+                "d_in = 1  # change one unit: its one answer differs (units answer independently)")
+
     def public_facts(self, spec, params, data):
         """n, the number of units: published exactly (`count TABLE` is the invariant)."""
         return {"n": int(len(data[params["table"]]))} if params["table"] in data else {}

@@ -14,8 +14,8 @@ import os
 from fractions import Fraction
 
 from dpspec.api import (
-    DataError, Diagnostic, Mechanism, NativeFlavor, OutputKeys, ParamSpec, ParameterSchema, Release, SpecError, ir,
-    record_adaptive_rows, require_regular,
+    DataError, Diagnostic, Mechanism, MechanismError, NativeFlavor, OutputKeys, ParamSpec, ParameterSchema, Release,
+    SpecError, ir, record_adaptive_rows, require_regular,
 )
 
 from . import design as design_mod
@@ -124,7 +124,8 @@ class SafeTab(Mechanism):
         for g in levels[1:]:
             if table.column(g) is None:
                 problems.append(Diagnostic(f"table '{table.name}' has no column for geography level '{g}'"))
-        problems.extend(geography.undeclared_levels(spec, table, levels[1:]))
+        if any(d.table == table.name for d in spec.data):  # a spec without records (a description) cannot run
+            problems.extend(geography.undeclared_levels(spec, table, levels[1:]))
         problems.extend(geography.iteration_file_problems(spec, params["iterations"], _raw(spec).get("iterations")))
         if params.get("public_totals"):
             problems.extend(geography.public_totals_problems(spec, _raw(spec).get("public_totals")))
@@ -291,6 +292,9 @@ class SafeTab(Mechanism):
         source = next((d.path for d in spec.data if d.table == params["table"]), params["table"])
         inputs = Inputs(frame, tuple(params["race_codes"]), params["ethnicity_code"],
                         _variables(spec, params, design), source)
+        undeclared = geography.undeclared_levels(spec, spec.domain.table(params["table"]), design.geo_levels[1:])
+        if undeclared:  # records handed over without a `data` statement: the check could not require this
+            raise MechanismError(undeclared[0].message)
         units = geography.declared_units(spec, params["table"], design.geo_levels)
         public = self._public_totals(spec, params)
         if public is not None:  # the published totals are keyed by declared units and groups only

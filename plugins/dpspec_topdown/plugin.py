@@ -1136,8 +1136,12 @@ class TopDown(Mechanism):
             flag = _spine(spec, params).get("aian", (None, None))[1]
         except SpecError:  # reported below, at the spine's setting
             flag = None
-        problems.extend(geography_problems(spec, [params["table"], *_joint_tables(spec, params),
-                                                  *_side_tables(spec, params)], flag))
+        # A spec that reads no records for a table (a description, such as one imported from a
+        # production configuration) cannot leak its units through them: it cannot be run until its
+        # data are declared, and then the declared geography is required (the run refuses too).
+        tables = [params["table"], *_joint_tables(spec, params), *_side_tables(spec, params)]
+        read = [t for t in tables if any(d.table == t for d in spec.data)]
+        problems.extend(geography_problems(spec, read, flag))
         _, inv_problems = _invariants(spec, params)
         problems.extend(inv_problems)
         try:

@@ -1,0 +1,1 @@
+"""Exporters of specs into other systems' terms (an OpenDP script)."""

@@ -1,0 +1,396 @@
+"""`dpspec import --das-config`: a DAS `.ini` (with its INCLUDE chain) becomes a TopDown spec without data.
+
+The configuration names the geographic levels and their budget shares, the global scale (rho =
+1 / global_scale^2), a strategy (the per-level query shares) and a query ordering (the estimation
+and rounding passes) by name, the schema, the invariants and the constraints. The named objects
+are looked up in `strategies/das.json`, a table transcribed from the published code with a
+citation for each entry. The spec declares no data and no geography file: `check`, `budget` and
+`audit` read it as it is; `compile` needs the data and a public geography file added.
+"""
+from __future__ import annotations
+
+import os
+from fractions import Fraction
+
+from dpspec.importers import ini
+from dpspec.importers.settings import Account, Setting, problem, shown_fraction
+from dpspec.importers.tables import load, lookup
+
+# The sections the DAS reads; any other is an error (a typo would otherwise drop its settings).
+PRIVACY_SECTIONS = {"default", "geodict", "budget", "constraints", "schema", "reader", "engine", "gurobi",
+                    "workload", "hdmm"}
+OPERATIONAL_SECTIONS = {"logging", "environment", "setup", "writer", "validator", "takedown", "experiment",
+                        "error_metrics", "stats", "monitoring", "alert", "python", "spark", "assessment"}
+
+# Settings of privacy sections that only say where files are, how they are split or what is kept.
+OPERATIONAL_KEYS = {("reader", "grfc_path"), ("reader", "numreaderpartitions"), ("reader", "readerpartitionlen"),
+                    ("reader", "delimiter"), ("reader", "header"), ("engine", "save_noisy"),
+                    ("engine", "noisy_measurements_postfix"), ("engine", "delete_raw")}
+
+# Settings applied to the spec: (section, key) -> what it became.
+APPLIED = {
+    ("geodict", "geolevel_names"): "the geography's levels",
+    ("geodict", "geolevel_leng"): "checked: one geocode length per level",
+    ("geodict", "geocode_length"): "checked: the block geocode length",
+    ("geodict", "geo_bottomlevel"): "checked: the finest level",
+    ("geodict", "target_das_aian_areas"): "spine aian",
+    ("geodict", "aian_areas"): "the AIAN area types (comment)",
+    ("geodict", "spine"): "spine bypass",
+    ("geodict", "ignore_gqs_in_block_groups"): "spine gq_blockgroups",
+    ("budget", "geolevel_budget_prop"): "levels",
+    ("budget", "global_scale"): "rho",
+    ("budget", "strategy"): "queries",
+    ("budget", "query_ordering"): "estimation and rounding",
+    ("budget", "dp_mechanism"): "checked: discrete Gaussian",
+    ("budget", "privacy_framework"): "premetric",
+    ("budget", "approx_dp_delta"): "the delta of the epsilon the certificate prints (comment)",
+    ("budget", "print_per_attr_epsilons"): "printed by `dpspec budget`",
+    ("schema", "schema"): "the histogram variables",
+    ("reader", "privacy_table"): "the protected table",
+    ("reader", "constraint_tables"): "the facilities table",
+    ("reader", "tables"): "checked: the tables read",
+    ("gurobi", "l2_optimization_approach"): "estimation passes",
+    ("gurobi", "rounder_optimization_approach"): "rounding passes",
+    ("gurobi", "datainpass_tolerancetype"): "pass_tolerance",
+    ("gurobi", "dataindnpass_tolerancetype"): "pass_tolerance",
+    ("gurobi", "opt_tol_slack"): "pass_tolerance",
+    ("writer", "certificate_name"): "the spec's title",
+    ("engine", "engine"): "checked: TopDown",
+}
+EXPECTED = {  # applied settings that must have this value (else the importer cannot say what ran)
+    ("budget", "dp_mechanism"): "discrete_gaussian_mechanism",
+    ("budget", "privacy_framework"): "zcdp",
+    ("gurobi", "l2_optimization_approach"): "DataIndUserSpecifiedQueriesNPass",
+    ("gurobi", "rounder_optimization_approach"): "MultipassRounder",
+    ("engine", "engine"): "programs.engine.topdown_engine.TopdownEngine",
+}
+
+
+def _required(config: ini.Config, section: str, key: str, root: str) -> Setting:
+    found = config.get(section, key)
+    if found is None or str(found.value).strip() == "":
+        raise problem(root, f"the configuration (with its INCLUDE chain) does not set [{section}] {key}",
+                      key=f"[{section}] {key}")
+    return found
+
+
+def _list(setting: Setting) -> list[str]:
+    return [p.strip() for p in str(setting.value).replace("\n", ",").split(",") if p.strip()]
+
+
+def _bool(setting: Setting) -> bool:
+    text = str(setting.value).strip().lower()
+    if text in ("true", "1", "yes", "on"):
+        return True
+    if text in ("false", "0", "no", "off"):
+        return False
+    raise problem(setting, f"expected True or False, got {setting.value!r}")
+
+
+def _frac(setting: Setting, text: str) -> Fraction:
+    from dpspec.importers.settings import fraction
+
+    return fraction(setting, text)
+
+
+def import_das(path: str) -> tuple[str, list[str], dict]:
+    """(spec text, stderr lines, figures) for the DAS configuration at `path`."""
+    config = ini.read(path)
+    table = load("das")
+    for name, setting in config.names.items():
+        if name not in PRIVACY_SECTIONS | OPERATIONAL_SECTIONS:
+            known = ", ".join(sorted(PRIVACY_SECTIONS | OPERATIONAL_SECTIONS))
+            raise problem(setting.file, f"unknown section [{setting.section}]: the DAS reads {known}",
+                          key=f"[{setting.section}]", line=setting.line)
+    account = Account()
+    for section, key, setting in config.items():
+        if (section, key) in APPLIED:
+            want = EXPECTED.get((section, key))
+            if want is not None and str(setting.value).strip() != want:
+                raise problem(setting, f"this importer reads only {want!r} (the 2020 P.L. 94-171 production setting; the DHC runs are not covered yet); "
+                                       f"{str(setting.value).strip()!r} is not supported")
+        elif section in OPERATIONAL_SECTIONS or section == "gurobi" or (section, key) in OPERATIONAL_KEYS \
+                or (section == "reader" and key.endswith(".path")):
+            account.set_aside(setting, "operational")
+        elif section == "constraints" and (key.startswith("theinvariants.") or key.startswith("theconstraints.")):
+            pass  # applied below
+        else:
+            account.not_understood(setting)
+
+    root = config.files[0]
+    levels_s = _required(config, "geodict", "geolevel_names", root)
+    names = _list(levels_s)[::-1]  # written smallest to largest; the budget is top-down
+    geolevels = table["geolevels"]
+    for n in names:
+        if n not in geolevels:
+            raise problem(levels_s, f"level {n!r} is not one of the 2020 levels ({', '.join(geolevels)})")
+    lengs = config.get("geodict", "geolevel_leng")
+    if lengs is not None and len(_list(lengs)) != len(names):
+        raise problem(lengs, f"{len(_list(lengs))} geocode lengths for {len(names)} levels")
+    props_s = _required(config, "budget", "geolevel_budget_prop", root)
+    props = [_frac(props_s, p) for p in _list(props_s)]
+    if len(props) != len(names):
+        raise problem(props_s, f"{len(props)} shares for {len(names)} levels ({', '.join(names)})")
+    if sum(props) != 1:
+        raise problem(props_s, f"the level shares sum to {shown_fraction(sum(props))}, not 1")
+    if any(p < 0 for p in props):
+        raise problem(props_s, "a level share is negative")
+    scale_s = _required(config, "budget", "global_scale", root)
+    scale = _frac(scale_s, str(scale_s.value))
+    if scale <= 0:
+        raise problem(scale_s, "the global scale must be positive")
+    rho = 1 / (scale * scale)
+    for key in ("dp_mechanism", "privacy_framework"):
+        _required(config, "budget", key, root)
+
+    strategy_s = _required(config, "budget", "strategy", root)
+    strategy = lookup(table, "strategies", strategy_s)
+    ordering_s = _required(config, "budget", "query_ordering", root)
+    ordering = lookup(table, "orderings", ordering_s)
+    schema_s = _required(config, "schema", "schema", root)
+    schema = lookup(table, "schemas", schema_s)
+    if strategy["schema"] != schema_s.value:
+        raise problem(strategy_s, f"strategy {strategy_s.value!r} is for schema {strategy['schema']}, "
+                                  f"the configuration's is {schema_s.value}")
+    missing = [n for n in names if n not in strategy["queries"]]
+    if missing:
+        raise problem(strategy_s, f"strategy {strategy_s.value!r} has no queries for level(s) {', '.join(missing)}")
+    for n in names:
+        shares = [Fraction(v) for v in strategy["queries"][n].values()]
+        if sum(shares) != 1:  # the table itself is wrong: a bug of ours, not the user's
+            raise AssertionError(f"strategy table: {strategy_s.value} {n} shares sum to {sum(shares)}")
+
+    privacy = _required(config, "reader", "privacy_table", root)
+    hist = config.get("reader", f"{privacy.value.strip()}.histogram")
+    if hist is not None:
+        read = [schema["reader_names"].get(v, v) for v in str(hist.value).split()]
+        if read != schema["histogram"]:
+            raise problem(hist, f"the histogram {' x '.join(read)} is not schema {schema_s.value}'s "
+                                f"({' x '.join(schema['histogram'])})")
+        _reader_settings(config, account, privacy.value.strip(), schema)
+
+    invariants, inv_lines = _invariants(config, table, geolevels, account)
+    zeros, cons, con_notes = _constraints(config, table, geolevels, account)
+    spine, spine_notes = _spine(config, names, geolevels, schema)
+    text = _spec_text(path, config, names, geolevels, props, rho, strategy_s, strategy, ordering_s, ordering,
+                      schema_s, schema, invariants, inv_lines, zeros, cons, con_notes, spine, spine_notes, account)
+    return text, account.stderr_lines(), {"rho": rho}
+
+
+def _reader_settings(config, account, privacy: str, schema: dict) -> None:
+    """The reader's value ranges and histogram are checked against the schema (and so applied)."""
+    for section, key, setting in config.items():
+        if section != "reader":
+            continue
+        base = key.split(".")[0]
+        if base in schema["reader_names"] and key.endswith(".legal"):
+            var = schema["reader_names"][base]
+            want = schema["sizes"][var]
+            text = str(setting.value).strip()
+            if text != f"0-{want - 1}":
+                raise problem(setting, f"schema {var} has {want} values (0-{want - 1}); the reader declares {text}")
+            _drop(account, setting)
+            continue
+        if key in (f"{privacy.lower()}.histogram",):
+            _drop(account, setting)
+
+
+def _drop(account: Account, setting: Setting) -> None:
+    account.unknown[:] = [(s, w) for s, w in account.unknown if s is not setting]
+
+
+def _invariants(config, table, geolevels, account):
+    out, lines = [], []
+    for section, key, setting in config.items():
+        if section != "constraints" or not key.startswith("theinvariants."):
+            continue
+        level = setting.key.split(".", 1)[1]
+        if level not in geolevels:
+            raise problem(setting, f"{level!r} is not a geographic level ({', '.join(geolevels)})")
+        for name in _list(setting):
+            entry = table["invariants"].get(name)
+            if entry is None:
+                raise problem(setting, f"unknown invariant {name!r}: the table knows {', '.join(sorted(table['invariants']))}")
+            if "implied_by" in entry:
+                lines.append(f"#   {setting.where()}: {name} at {level}: implied by {entry['implied_by']} ({entry['source']})")
+                continue
+            by = ([geolevels[level]] if geolevels[level] != "nation" else []) + entry["by"]
+            text = f"count {entry['table']}" + (f" by {', '.join(by)}" if by else "")
+            out.append((list(geolevels).index(level), text))
+            lines.append(f"#   {setting.where()}: {name} at {level} -> {text} ({entry['source']})")
+    return [t for _, t in sorted(out, key=lambda p: p[0])], lines
+
+
+def _constraints(config, table, geolevels, account):
+    zeros, pairs, notes = {}, set(), []
+    seen = {}
+    for section, key, setting in config.items():
+        if section != "constraints" or not key.startswith("theconstraints."):
+            continue
+        level = setting.key.split(".", 1)[1]
+        if level not in geolevels:
+            raise problem(setting, f"{level!r} is not a geographic level ({', '.join(geolevels)})")
+        for name in _list(setting):
+            entry = table["constraints"].get(name)
+            if entry is None:
+                raise problem(setting, f"unknown constraint {name!r}: the table knows {', '.join(sorted(table['constraints']))}")
+            seen.setdefault(name, []).append(level)
+            if "structural_zero" in entry:
+                zeros[name] = entry["structural_zero"]
+            elif "pair" in entry:
+                pairs.add(entry["pair"])
+            notes.append(f"#   {setting.where()}: {name} at {level} ({entry['source']})")
+    for pair in pairs:
+        halves = [n for n, e in table["constraints"].items() if e.get("pair") == pair]
+        if not all(h in seen for h in halves):
+            raise problem(config.files[0], f"constraint pair {pair} needs both {' and '.join(halves)}",
+                          key="[constraints]")
+    return zeros, sorted(pairs), notes
+
+
+def _spine(config, names, geolevels, schema):
+    out, notes = {}, []
+    aian = config.get("geodict", "target_das_aian_areas")
+    if aian is not None and _bool(aian):
+        out["aian"] = "aian"
+        notes.append(f"#   {aian.where()}: target_das_aian_areas = True -> spine aian (each state split into its AIAN and non-AIAN parts)")
+    spine = config.get("geodict", "spine")
+    if spine is not None:
+        kind = str(spine.value).strip()
+        if kind == "opt_spine":
+            inner = [geolevels[n] for n in names[2:-1]]  # below the state, above the block
+            out["bypass"] = inner
+            notes.append(f"#   {spine.where()}: spine = opt_spine -> bypass {', '.join(inner)} (single-child geounits measured with their child)")
+        elif kind not in ("non_aian_spine", "aian_spine"):
+            raise problem(spine, f"unknown spine {kind!r}: the DAS knows opt_spine, aian_spine, non_aian_spine")
+    gqs = config.get("geodict", "ignore_gqs_in_block_groups")
+    if gqs is not None and not _bool(gqs):
+        out["gq_blockgroups"] = list(range(1, schema["unit_types"]))
+        notes.append(f"#   {gqs.where()}: ignore_gqs_in_block_groups = False -> block groups split by the group-quarters types of their blocks")
+    return out, notes
+
+
+def _tolerance(config) -> Setting | None:
+    kind = config.get("gurobi", "DataIndNPass_toleranceType")
+    slack = config.get("gurobi", "opt_tol_slack")
+    if kind is not None and str(kind.value).strip() != "opt_tol":
+        raise problem(kind, f"only opt_tol is supported, got {kind.value!r}")
+    return slack
+
+
+def _spec_text(path, config, names, geolevels, props, rho, strategy_s, strategy, ordering_s, ordering, schema_s,
+               schema, invariants, inv_lines, zeros, cons, con_notes, spine, spine_notes, account) -> str:
+    lv = [geolevels[n] for n in names]
+    below = [l for l in lv if l != "nation"]
+    title_s = config.get("writer", "certificate_name")
+    title = str(title_s.value).strip() if title_s is not None else os.path.basename(path)
+    delta = config.get("budget", "approx_dp_delta")
+    scale = config.get("budget", "global_scale")
+    chain = " > ".join(config.files)
+    out = [
+        f"# Imported by `dpspec import --das-config` from {os.path.basename(path)}.",
+        f"# INCLUDE chain, as the DAS reads it: {chain}",
+        "# No data and no geography file are declared: `dpspec check`, `budget` and `audit` read this spec",
+        "# as it is; `compile` needs the data and the public geography (one row per block) added.",
+        "# Where each part comes from:",
+        f"#   {scale.where()}: global_scale = {scale.value} -> rho = 1 / global_scale^2 = {shown_fraction(rho)}",
+        f"#   {config.get('budget', 'geolevel_budget_prop').where()}: geolevel_budget_prop -> levels",
+        f"#   {strategy_s.where()}: strategy {strategy_s.value} -> queries ({strategy['source']}, "
+        f"transcribed in dpspec/importers/strategies/das.json)",
+        f"#   {ordering_s.where()}: query_ordering {ordering_s.value} -> estimation, rounding ({ordering['source']})",
+        f"#   {schema_s.where()}: schema {schema_s.value} -> persons' variables ({schema['source']})",
+        *inv_lines, *con_notes, *spine_notes,
+    ]
+    if delta is not None:
+        out.append(f"#   {delta.where()}: approx_dp_delta = {delta.value}: the certificate's epsilon is at this delta "
+                   "(`dpspec budget` prints it by cks20, the DAS's conversion)")
+    aian_ty = config.get("geodict", "aian_areas")
+    if aian_ty is not None:
+        out.append(f"#   {aian_ty.where()}: aian_areas = {' '.join(str(aian_ty.value).split())}")
+    out += account.comments()
+    geo_cols = [("state", "category")] + [(l, f"category in {below[i - 1]}") for i, l in enumerate(below) if i > 0]
+    width = max(len(c) for c in [*below, *schema["histogram"], "aian", "gqtype"])
+
+    def col(name, ty):
+        return f"    {name.ljust(width)} : {ty}"
+
+    def values(n):
+        return "{" + ", ".join(str(i) for i in range(n)) + "}"
+
+    out += ["", f'spec "{_quote(title)} (imported from {_quote(os.path.basename(path))})"', "",
+            'domain cef "2020 Census Edited File" {', "  stage edited",
+            f"  geography census {{ {' > '.join(below)} }}", "  table persons unit person {"]
+    out += [col(n, t) for n, t in geo_cols]
+    out += [col(v, values(schema["sizes"][v])) for v in schema["histogram"]]
+    if "aian" in spine:
+        out.append(col("aian", "{0, 1}"))
+    out += ["  }", "  table facilities unit facility {"]
+    out += [col(n, t) for n, t in geo_cols]
+    out += [col("gqtype", values(schema["unit_types"])), "  }", "}", ""]
+    out += ["invariants {", *[f"  {i}" for i in invariants], "}", ""]
+    out += ["unit persons : hamming", "premetric zcdp", "", "mechanism topdown {", "  table: persons",
+            f"  variables: {', '.join(schema['histogram'])}", f"  rho: {shown_fraction(rho)}"]
+    if spine:
+        out.append("  spine: {")
+        if "aian" in spine:
+            out.append("    aian: aian")
+        if "bypass" in spine:
+            out.append(f"    bypass: {', '.join(spine['bypass'])}")
+        if "gq_blockgroups" in spine:
+            out += ["    gq_blockgroups: {", "      table: facilities", "      type: gqtype",
+                    f"      types: [{', '.join(str(t) for t in spine['gq_blockgroups'])}]", "    }"]
+        out.append("  }")
+    if schema.get("recodes"):
+        out.append("  recodes: {")
+        for name, r in schema["recodes"].items():
+            out.append(f"    {name}: {{")
+            out.append(f"      of: {r['of']}")
+            out += [f"      {g}: [{', '.join(str(v) for v in vals)}]" for g, vals in r.items() if g != "of"]
+            out.append("    }")
+        out.append("  }")
+    if zeros:
+        out.append("  structural_zeros: {")
+        for name, cells in zeros.items():
+            out.append(f"    {name}: {{")
+            out += [f"      {v}: [{', '.join(str(x) for x in vals)}]" for v, vals in cells.items()]
+            out.append("    }")
+        out.append("  }")
+    if "hhgq_total_lb_ub" in cons:
+        out += ["  constraints: {", "    hhgq_total_lb_ub: {", "      of: hhgq", "      table: facilities",
+                "      type: gqtype", f"      occupied: [{', '.join(str(t) for t in range(1, schema['unit_types']))}]",
+                "    }", "  }"]
+    est = {geolevels[k]: v for k, v in ordering["estimation"].items() if k in names}
+    if est:
+        out.append("  estimation: {")
+        out += [f"    {k}: [{', '.join(v)}]" for k, v in est.items()]
+        out.append("  }")
+    slack = _tolerance(config)
+    if slack is not None:
+        out.append(f"  pass_tolerance: {shown_fraction(_frac(slack, str(slack.value)))}")
+    out.append("  rounding: {")
+    for n in names:
+        passes = ordering["rounding"].get(n)
+        if not passes:
+            continue
+        out.append(f"    {geolevels[n]}: {{")
+        out += [f"      pass{i + 1}: [{', '.join(_q(q) for q in p)}]" for i, p in enumerate(passes)]
+        out.append("    }")
+    out.append("  }")
+    out.append("  levels: {")
+    out += [f"    {geolevels[n]}: {shown_fraction(p)}" for n, p in zip(names, props)]
+    out += ["  }", "  queries: {"]
+    for n in names:
+        out.append(f"    {geolevels[n]}: {{")
+        out += [f"      {q}: {shown_fraction(Fraction(s))}" for q, s in strategy["queries"][n].items()]
+        out.append("    }")
+    out += ["  }", "}", "", f"budget rho <= {shown_fraction(rho)}", "", "release {", "  microdata persons",
+            "  output measurements", "}", ""]
+    return "\n".join(out)
+
+
+def _q(text: str) -> str:
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def _quote(text: str) -> str:
+    return text.replace("\\", "\\\\").replace('"', "'")
