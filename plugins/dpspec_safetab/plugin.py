@@ -124,10 +124,11 @@ class SafeTab(Mechanism):
         for g in levels[1:]:
             if table.column(g) is None:
                 problems.append(Diagnostic(f"table '{table.name}' has no column for geography level '{g}'"))
-        if any(d.table == table.name for d in spec.data):  # a spec without records (a description) cannot run
+        reads_records = any(d.table == table.name for d in spec.data)  # a description (an import) cannot run
+        if reads_records:
             problems.extend(geography.undeclared_levels(spec, table, levels[1:]))
         problems.extend(geography.iteration_file_problems(spec, params["iterations"], _raw(spec).get("iterations")))
-        if params.get("public_totals"):
+        if params.get("public_totals") and reads_records:
             problems.extend(geography.public_totals_problems(spec, _raw(spec).get("public_totals")))
         if len(params["race_codes"]) > params["max_race_codes"]:
             raw = _raw(spec).get("race_codes")
