@@ -44,6 +44,7 @@ class Result:
     timings: dict = attrs.Factory(dict)
     audit_outcome: object = None  # the whole audit (findings, rules run, skipped), for the reports
     engine: str = "local"  # the execution engine the units of work ran on
+    allowed_critical: tuple = ()  # rules of the critical findings `compile --allow-critical` let through
 
     @property
     def spec(self) -> ir.Spec:
