@@ -219,6 +219,8 @@ def _fmt_one(file: str, write: bool, check_only: bool, upgrade: bool) -> bool:
               help="Refuse a data source holding more than SIZE bytes (uncompressed; e.g. 500M, 8G; default 64G).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout (format `compile`: the files "
               "written, the budget, warnings and findings); a failure is the `error` document, with the same exit code.")
+@click.option("--sign", "signers", multiple=True, metavar="NAME:ROLE",
+              help="Record a sign-off in certificate.json (repeat for several people), e.g. 'A. Reviewer:Privacy officer'.")
 @click.option("--allow-critical", is_flag=True, help="Exit 0 although the audit has a critical finding (a known seed, "
               "say): the reports then say which critical findings this compile was allowed to pass. An exceeded "
               "declared bound still exits 1.")
@@ -227,8 +229,14 @@ def _fmt_one(file: str, write: bool, check_only: bool, upgrade: bool) -> bool:
 @master_option
 @friendly
 def compile_cmd(file, outdir, seed, runs, engine_name, spark_master, verify_file=None, max_data=None, as_json=False,
-                allow_critical=False):
-    """Check FILE, run its mechanism on its data, write the release and the reports."""
+                allow_critical=False, signers=()):
+    """Check FILE, run its mechanism on its data, write the release, the reports and the certificate."""
+    from dpspec.publish.certificate import parse_signer
+
+    try:
+        signed = [parse_signer(s) for s in signers]
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--sign") from None
     from dpspec.cli.compile_json import REPORT_KINDS, compile_document, native_stdout_to_stderr, shown_warnings
     from dpspec.run.compiler import compile_spec
     from dpspec.publish.output import write_result
@@ -272,7 +280,7 @@ def compile_cmd(file, outdir, seed, runs, engine_name, spark_master, verify_file
                 result.findings = list(result.audit_outcome.findings)
             if allow_critical:  # said in the reports, which are written next
                 result.allowed_critical = tuple(f.rule for f in result.findings if f.severity == "critical")
-            written = write_result(result, outdir)  # while the engine runs: it may stream the release
+            written = write_result(result, outdir, signed)  # while the engine runs: it may stream the release
     ledger = result.ledger
     if seed is not None:
         notes.append(f"warning: run with the known seed {seed}: anyone with the seed can remove the noise; not for "
@@ -303,6 +311,7 @@ def compile_cmd(file, outdir, seed, runs, engine_name, spark_master, verify_file
         if kind in written:
             click.echo(f"wrote {os.path.join(outdir, written[kind])}")
     click.echo(f"wrote {os.path.join(outdir, written['manifest'])}")
+    click.echo(f"wrote {os.path.join(outdir, written['certificate'])}")
     for f in sorted(result.findings, key=lambda f: {"critical": 0, "warning": 1, "info": 2}.get(f.severity, 3)):
         click.echo(f"[{f.severity}] {f.rule}: {f.message}")
     if code:
@@ -515,6 +524,7 @@ def _add_plugin_commands():
 
 
 main.add_command(verify_cmd)  # dpspec verify (dpspec/cli/verify.py)
+main.add_command(__import__("dpspec.cli.certificate", fromlist=["certificate_cmd"]).certificate_cmd)  # dpspec certificate verify
 main.add_command(__import__("dpspec.cli.sweep", fromlist=["sweep_cmd"]).sweep_cmd)  # dpspec sweep (issue 28)
 _add_plugin_commands()
 __import__("dpspec.cli.registry", fromlist=["register"]).register(main)  # export/import --registry (OpenDP Deployments Registry)

@@ -429,6 +429,24 @@ def _budget_text(budget_json: dict) -> str:
     return str(b) if b.is_finite else "infinite (no finite guarantee)"
 
 
+CERTIFICATE_HOLDS = ("the SHA-256 of the spec's bytes", "dpspec's version, the hash of its installed files and, when "
+                     "run from a git checkout, its commit", "every plugin with its version and the hash of its "
+                     "installed files", "the exact budgets below", "the data's fingerprint", "the random source "
+                     "(never a seed)", "when the compile started and ended", "the sign-offs given with --sign",
+                     "the SHA-256 of every other file of the release, this report included")
+
+
+def _certificate(result) -> dict | None:
+    """The report's certificate section: what certificate.json beside it holds, and the parts that do not
+    vary from run to run (times and sign-offs stay in certificate.json: this report is reproducible)."""
+    if result is None:
+        return None
+    from dpspec.report.exact import exact_budgets
+
+    return {"file": "certificate.json", "holds": list(CERTIFICATE_HOLDS), "budgets": exact_budgets(result),
+            "verify": "dpspec certificate verify DIR"}
+
+
 def _verdict(plain: dict, findings, budget: dict, program: dict | None) -> dict:
     """The verdict (`dpspec.audit.verdict`) and, beside it, never in its place, what the declared bounds say."""
     from dpspec.audit.verdict import verdict
@@ -506,6 +524,11 @@ def build_model(result=None, *, spec: ir.Spec | None = None, audience: str = "pu
         "sections": _sections(result, audience),
         "provenance": _provenance(spec, result, checked),
     }
+    from dpspec.report.nist import glossary, nist_sections
+
+    model["certificate"] = _certificate(result)
+    model["glossary"] = glossary()  # additive (report 1.1): the jargon, glossed before its first use
+    model["nist"] = nist_sections(model)  # additive (report 1.1): NIST SP 800-226's eight sections
     if audience == "internal":
         model["internal"] = _internal(result)
     return neutral(model)  # no bidi control from a spec or data reorders the report's words

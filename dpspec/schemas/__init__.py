@@ -23,10 +23,11 @@ FORMAT_VERSIONS = {
     "conversion": "1.0",    # dpspec convert --json
     "plugins": "1.0",       # dpspec plugins --json (a list; each mechanism carries the version)
     "manifest": "1.0",      # manifest.json of every output set (compile, audit, infer)
-    "report": "1.0",        # report.json of compile and audit
+    "report": "1.1",        # report.json of compile and audit (1.1: verdict, gate, nist, glossary, certificate)
     "error": "1.0",         # what every --json command prints on stdout when it fails
-    "compile": "1.0",       # dpspec compile --json (what a compile wrote, its budget, warnings)
+    "compile": "1.1",       # dpspec compile --json (what it wrote, its budget, warnings; 1.1: allowed_critical)
     "replay": "1.0",        # dpspec verify --replay --json (differences between neighbours' runs)
+    "certificate": "1.0",   # certificate.json of every compile (dpspec certificate verify DIR)
 }
 # documents that are lists: a list has no room for a key, so each item carries the version
 LISTS = {"plugins"}
