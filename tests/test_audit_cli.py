@@ -21,13 +21,21 @@ def test_clean_spec_exits_0():
     assert result.exit_code == 0, result.output
 
 
-def test_critical_finding_exits_1_and_json_is_a_list_of_findings():
+def test_critical_finding_exits_1_and_json_is_an_object_with_its_version_and_findings():
     result = audit(os.path.join(AUDIT, "undeclared_invariants.dps"), "--json")
     assert result.exit_code == 1
-    findings = json.loads(result.output)
-    assert isinstance(findings, list) and findings
-    assert set(findings[0]) == {"format_version", "rule", "severity", "message", "evidence"}
+    doc = json.loads(result.stdout)
+    assert isinstance(doc, dict) and doc["format_version"] == "2.0"
+    findings = doc["findings"]
+    assert set(findings[0]) == {"rule", "severity", "message", "evidence"}
     assert findings[0]["rule"] == "undeclared-invariants" and findings[0]["severity"] == "critical"
+
+
+def test_a_clean_audit_in_json_still_names_its_format():
+    result = audit(os.path.join(AUDIT, "clean.dps"), "--json")
+    assert result.exit_code == 0
+    doc = json.loads(result.stdout)  # format 1.0 printed a bare `[]` here, with no version at all
+    assert doc["format_version"] == "2.0" and doc["findings"] == [] and "known-seed" in doc["rules_run"]
 
 
 def test_baseline_comparison_and_report_files(tmp_path):

@@ -29,7 +29,7 @@ def test_a_compile_prints_its_document_and_writes_what_it_lists(small_spec, tmp_
     # every file of the set is listed, and every listed file exists
     manifest = json.loads((out / "manifest.json").read_text())
     listed = {os.path.basename(f["path"]) for f in doc["files"]}
-    assert listed == {*manifest["files"], "manifest.json"}
+    assert listed == {*manifest["files"], "manifest.json", "certificate.json"}  # the certificate covers the manifest
     assert all(os.path.isfile(f["path"]) for f in doc["files"])
     rows = {f["name"]: f["rows"] for f in doc["files"] if f["kind"] == "release"}
     assert rows == {name: info["rows"] for name, info in manifest["outputs"].items()}

@@ -248,7 +248,7 @@ def test_json_page_documents_every_key(tmp_path):
         "`dpspec budget --json`": reference_pages.json_output(["budget", "docs/tutorials/vision.dps", "--json"]),
         "`dpspec convert --json`": reference_pages.json_output(["convert", "rho=1", "--to", "approx", "--delta", "1e-10", "--json"]),
         "`dpspec plugins --json`": reference_pages.json_output(["plugins", "--json"])[0],
-        "`dpspec audit --json`": reference_pages.json_output(["audit", "specs/audit/finer_unit.dps", "--json"])[0],
+        "`dpspec audit --json`": reference_pages.json_output(["audit", "specs/audit/finer_unit.dps", "--json"]),
     }
     from dpspec.cli.main import main
 

@@ -108,6 +108,16 @@ def test_diagnostics_are_the_checkers_at_the_right_ranges(client):
     assert doc.change(open(SWAP).read()) == []
 
 
+def test_a_declared_bound_that_does_not_hold_is_an_error_at_the_budget_line(client):
+    """As `dpspec check`: the budget is computed (swapping's b read from the data once, then kept)."""
+    text = open(SWAP).read().replace("budget epsilon <= 16", "budget epsilon <= 10")
+    doc = _Doc(client, text)
+    [d] = doc.diagnostics
+    assert d["message"].startswith("the declared bound 'epsilon <= 10' does not hold: the mechanism achieves 15.4294")
+    assert d["range"]["start"] == _pos(text, "budget epsilon <= 10") and d["severity"] == 1
+    assert doc.change(open(SWAP).read()) == []  # the bound of the bundled spec holds
+
+
 def test_incremental_changes_are_applied(client):
     doc = _Doc(client, open(SWAP).read())
     at = _pos(doc.text, "0.05")

@@ -223,3 +223,61 @@ def test_the_report_prints_to_pdf(swap_report_html, tmp_path):
     data = pdf.read_bytes()
     pages = len(re.findall(rb"/Type\s*/Page(?!s)", data))
     assert data[:5] == b"%PDF-" and pages >= 2, pages  # the whole report, over several pages
+
+
+# ---- the verdict is on the first screen (issue 42): a reader sees how strong the protection is
+# before anything else, and "all bounds hold" never stands in for it
+
+_FIRST_SCREEN = """<script>
+addEventListener('load', () => {
+  const v = document.getElementById('verdict'), r = v ? v.getBoundingClientRect() : null;
+  const firstH2 = document.querySelector('h2'), h = firstH2 ? firstH2.getBoundingClientRect() : null;
+  const out = document.createElement('pre');
+  out.id = 'screen-result';
+  out.textContent = JSON.stringify({width: innerWidth, height: innerHeight, top: r && r.top, bottom: r && r.bottom,
+                                    text: v && v.innerText, first_h2: h && h.top});
+  document.body.appendChild(out);
+});
+</script>"""
+
+
+def first_screen(html: str, tmp_path: Path, width: int, height: int) -> dict:
+    """Where the verdict box sits in a viewport of width x height (measured inside a frame of that size)."""
+    html = re.sub(r'<meta http-equiv="Content-Security-Policy"[^>]*>', "", html)
+    frame = html.replace("</body>", _FIRST_SCREEN + "</body>").replace("&", "&amp;").replace('"', "&quot;")
+    wrapper = (f'<html><body style="margin:0"><iframe id="f" style="border:0;width:{width}px;height:{height}px" '
+               f'srcdoc="{frame}"></iframe><script>'
+               "document.getElementById('f').addEventListener('load', e => { const r = e.target.contentDocument"
+               ".getElementById('screen-result'); const out = document.createElement('pre'); out.id = 'screen-result';"
+               " out.textContent = r ? r.textContent : 'null'; document.body.appendChild(out); });</script></body></html>")
+    path = tmp_path / f"screen-{width}.html"
+    path.write_text(wrapper, encoding="utf-8")
+    dom = chromium(path.as_uri(), tmp_path / f"profile-screen-{width}", "--window-size=1400,1000", "--hide-scrollbars",
+                   "--dump-dom", "--virtual-time-budget=5000").stdout
+    found = re.findall(r'<pre id="screen-result">(.*?)</pre>', dom, re.S)
+    assert found and found[-1] != "null", "the measuring script did not run"
+    return json.loads(unescape(found[-1]))
+
+
+@pytest.fixture(scope="module")
+def ma1940_report_html() -> str:
+    """The bundled 1940 swap, compiled as a custodian would (fresh entropy): epsilon = 15.43 per household."""
+    result = compile_spec(load_text_or_path(str(ROOT / "specs" / "ma1940_swap.dps")))
+    return render_all(result)["html"][1]
+
+
+@pytest.mark.parametrize("width, height", [(1280, 800), (390, 844)])
+def test_the_swap_reports_weak_protection_on_its_first_screen(ma1940_report_html, tmp_path, width, height):
+    screen = first_screen(ma1940_report_html, tmp_path, width, height)
+    assert screen["width"] == width and screen["top"] is not None, screen
+    assert 0 <= screen["top"] and screen["bottom"] <= height, screen  # the whole verdict, without scrolling
+    assert screen["bottom"] <= screen["first_h2"], screen  # above every section
+    text = " ".join(screen["text"].split())
+    assert text.startswith("Weak protection for one household:") and "to over 99.99%" in text, text
+    assert "All bounds the spec declares hold" in text and text.index("Weak protection") < text.index("All bounds")
+
+
+def test_the_first_screen_measure_sees_a_verdict_pushed_below_the_fold(ma1940_report_html, tmp_path):
+    pushed = ma1940_report_html.replace('<section class="verdict-box', '<div style="height:2000px"></div><section class="verdict-box', 1)
+    screen = first_screen(pushed, tmp_path, 1280, 800)
+    assert screen["top"] > 800

@@ -69,7 +69,7 @@ CASES = sorted(p for p in glob.glob(os.path.join(AUDIT, "*.dps")) if not p.endsw
 def test_audit_findings_as_sarif(path):
     baseline = path[: -len(".dps")] + ".baseline.dps"
     args = ["audit", "--format", "sarif", path] + (["--baseline", baseline] if os.path.exists(baseline) else [])
-    findings = json.loads(CliRunner().invoke(main, [*args[:1], "--json", *args[3:]]).stdout)
+    findings = json.loads(CliRunner().invoke(main, [*args[:1], "--json", *args[3:]]).stdout)["findings"]
     code = 1 if any(f["severity"] == "critical" for f in findings) else 0
     run = sarif(*args, code=code)
     assert [(r["ruleId"], r["message"]["text"]) for r in run["results"]] == [(f["rule"], f["message"]) for f in findings]

@@ -23,15 +23,19 @@ SPECS = os.path.join(ROOT, "specs")
 # a published version must stay valid against the schema it was published with.
 PINS = {
     ("budget", "1.0"): "e3117a01fd59833a340c36674e5443dbf6152b848683dbc95f6fe1445e90b212",
+    ("certificate", "1.0"): "74a43422bd7f42a10ee7a454bf05a20c53cb03525c4f5a4df2fe934606a3014d",
     ("compile", "1.0"): "73ed7288c4f36734a88f0adab1e9773c0f43a1be6474672f6be7619291a36204",
+    ("compile", "1.1"): "487dc4f5bc066ae55c162a1d8f9b96048db333eba3dc4867a6c11dba28f9b2dd",
     ("conversion", "1.0"): "6b642fd14480c4408a4f9f7d34f0cd89bb813ec13de2164d1236ee588c1c4527",
     ("error", "1.0"): "31c2a3aa1a9aa5ef24123d58f05b6b38edf922a6a83a2fb99372d25339c06813",
     ("findings", "1.0"): "b6f795c6cadacf085840a398d6b95993f704b92c0f95dcb7091bf0fb5c1f9aba",
+    ("findings", "2.0"): "815e9c98edd817d10869af9864c727acedb30cd6a960a2377b4cfc916c4b6ddf",
     ("inference", "1.0"): "b22f4adb2da6e28489d1ba8712ae9831a31c4dc43ffeb9c98c08619b6c1f3cba",
     ("manifest", "1.0"): "60a4043326971b7ea05f96236ecb275960a62f2e74602bfa59515bf5eff00e67",
     ("plugins", "1.0"): "444c28f1d7c8fdb2c0c98bcb44a67e74d3b822a1b53b2c1c7c3b65b42bd32f22",
     ("replay", "1.0"): "71591ed1e542e18918ab2f805ca25e84e9db91904f64bbc9a52a581a8769c464",
     ("report", "1.0"): "d7efad7b3bc966f327fa9725370443e2ad7fbd89632f1753ef604870c87f0d5d",
+    ("report", "1.1"): "d4de86d5e594e376c6d622d902b63eb75427c964e2f32758ae72aad8a01f9200",
     ("spec", "1.0"): "18caf31409a8efb790eb4a2abf9a647765d41ddb4f4c4a9f10ea16824df327a0",
     ("verification", "1.0"): "31b7e507cfcbb423bfa67ed74c5dfe593e61e8759aa53e90066929c0fd2903d7",
 }
@@ -67,8 +71,19 @@ def test_each_schema_is_a_valid_schema_pinned_to_its_version(kind):
 
 
 def test_the_shipped_schemas_are_exactly_the_known_formats():
-    shipped = {os.path.basename(p)[: -len(".schema.json")] for p in glob.glob(os.path.join(ROOT, "dpspec", "schemas", "*.json"))}
+    shipped = {os.path.basename(p)[: -len(".schema.json")] for p in glob.glob(os.path.join(ROOT, "dpspec", "schemas", "*.schema.json"))}
     assert shipped == set(schemas.FORMAT_VERSIONS)
+    legacy = {os.path.basename(p) for p in glob.glob(os.path.join(ROOT, "dpspec", "schemas", "*.json"))} - {
+        f"{k}.schema.json" for k in shipped}
+    assert legacy == set(schemas.LEGACY.values())
+
+
+@pytest.mark.parametrize("kind, version", sorted(schemas.LEGACY))
+def test_a_format_still_written_one_version_behind_keeps_its_published_schema(kind, version):
+    schema = schemas.schema(kind, version)
+    jsonschema.Draft202012Validator.check_schema(schema)
+    assert schema["$id"].endswith(f":{kind}:{version}") and version != schemas.FORMAT_VERSIONS[kind]
+    assert canonical_hash(schema) == PINS[(kind, version)]
 
 
 def test_a_change_to_a_schema_is_caught_by_its_pin():
@@ -101,7 +116,13 @@ def test_audit_json_with_and_without_a_baseline():
         paths = [os.path.join(audit, a) if a.endswith(".dps") else a for a in args]
         doc = run("audit", "--json", *paths, code=code)
         assert_valid("findings", doc)
-        assert all(f["format_version"] == schemas.version("findings") for f in doc)
+        assert doc["format_version"] == schemas.version("findings") == "2.0" and isinstance(doc["findings"], list)
+        listed = CliRunner().invoke(main, ["audit", "--format", "json-list", *paths])
+        assert listed.exit_code == code
+        old = json.loads(listed.stdout)  # the deprecated 1.0 list, valid against its published schema
+        assert not schemas.problems("findings", old, "1.0") and all(f["format_version"] == "1.0" for f in old)
+        assert [{k: v for k, v in f.items() if k != "format_version"} for f in old] == doc["findings"]
+        assert "DeprecationWarning" in listed.stderr and "--json" in listed.stderr
 
 
 def test_convert_and_plugins_json():
@@ -124,6 +145,7 @@ def test_compile_verify_infer_and_audit_sets(small_spec, tmp_path):
     assert done.exit_code == 0, (done.stdout, done.stderr)
     assert_valid("manifest", json.loads((release / "manifest.json").read_text()))
     assert_valid("report", json.loads((release / "report.json").read_text()))
+    assert_valid("certificate", json.loads((release / "certificate.json").read_text()))
     infer_set = tmp_path / "infer"
     doc = run("infer", small_spec, release, "--target", "count people by smoker", "--draws", "100", "--seed", "1",
               "--json", "-o", infer_set)

@@ -291,7 +291,7 @@ def test_a_refuted_claim_is_a_critical_audit_finding(tmp_path):
         (tmp_path / "v.json").write_text(made.stdout)
         audited = CliRunner().invoke(main, ["audit", path, "--verify", str(tmp_path / "v.json"), "--json"])
     assert audited.exit_code == 1, audited.output
-    findings = json.loads(audited.stdout)
+    findings = json.loads(audited.stdout)["findings"]
     top = findings[0]
     assert top["rule"] == "empirical-verification" and top["severity"] == "critical"
     assert "95%" in top["message"] and "20,000 runs" in top["message"]

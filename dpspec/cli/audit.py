@@ -36,9 +36,14 @@ def _write_set(outdir: str, spec, baseline, verify_file: str | None, outcome) ->
     write_report_set(outdir, "audit", render_all(spec=spec, baseline=baseline, outcome=outcome), fields)
 
 
+LIST_DEPRECATED = ("warning: DeprecationWarning: --format json-list prints findings format 1.0 (a bare list), "
+                   "kept for one format version; use --json (findings format 2.0: an object whose `findings` key "
+                   "holds the list, beside `format_version`). json-list goes with findings format 3.0.")
+
+
 def run_audit_command(path: str, baseline_path: str | None, outdir: str | None, output_format: str,
                       verify_file: str | None = None) -> int:
-    """Audit and print the findings as `output_format`: "text", "json" or "sarif"."""
+    """Audit and print the findings as `output_format`: "text", "json", "json-list" (deprecated) or "sarif"."""
     from dpspec.audit import audit
     from dpspec.publish.output_set import claimed_target
 
@@ -57,7 +62,12 @@ def run_audit_command(path: str, baseline_path: str | None, outdir: str | None, 
     if output_format == "json":
         from dpspec.schemas import versioned
 
-        click.echo(json.dumps(versioned("findings", [f.to_json() for f in outcome.findings]), indent=2))
+        click.echo(json.dumps(versioned("findings", outcome.to_json()), indent=2))
+    elif output_format == "json-list":
+        from dpspec.schemas import legacy_list
+
+        click.echo(LIST_DEPRECATED, err=True)
+        click.echo(json.dumps(legacy_list("findings", "1.0", [f.to_json() for f in outcome.findings]), indent=2))
     elif output_format == "sarif":
         from dpspec.audit import all_rules
         from dpspec.report.sarif import audit_log

@@ -16,12 +16,15 @@ REPORT_KINDS = ("html", "markdown", "json", "internal_html", "internal_markdown"
 
 
 def files_written(outdir: str, written: dict) -> list[dict]:
-    """Every file of the output set as `compile` prints it: releases (name, rows), reports, manifest."""
+    """Every file of the output set as `compile` prints it: releases (name, rows), reports, manifest, certificate."""
     files = [{"kind": "release", "name": name, "path": os.path.join(outdir, info["file"]), "rows": info["rows"]}
              for name, info in written["outputs"].items()]
     files += [{"kind": f"report_{kind}", "path": os.path.join(outdir, written[kind])}
               for kind in REPORT_KINDS if kind in written]
-    return files + [{"kind": "manifest", "path": os.path.join(outdir, written["manifest"])}]
+    files.append({"kind": "manifest", "path": os.path.join(outdir, written["manifest"])})
+    if "certificate" in written:  # additive (compile 1.1)
+        files.append({"kind": "certificate", "path": os.path.join(outdir, written["certificate"])})
+    return files
 
 
 def compile_document(path: str, outdir: str, result, written: dict, notes: list[str], exit_code: int) -> dict:
@@ -42,6 +45,7 @@ def compile_document(path: str, outdir: str, result, written: dict, notes: list[
         "seed": result.seed,
         "warnings": list(notes),
         "findings": [{"rule": f.rule, "severity": f.severity, "message": f.message} for f in result.findings],
+        "allowed_critical": list(result.allowed_critical),  # additive (compile 1.1): passed by --allow-critical
         "exit_code": exit_code,
     }
 

@@ -74,25 +74,19 @@ def main():
     """dpspec: declare, compile and audit differential privacy specifications."""
 
 
-def _bounds_hold(spec: ir.Spec) -> None:
-    """Raise a SpecError at each declared budget bound the spec's mechanism does not meet."""
-    from dpspec.budget.budget_report import budget_summary
-    from dpspec.errors import Diagnostic, SpecError
+def _bounds_hold(path: str, spec: ir.Spec, required: bool) -> None:
+    """Raise a SpecError at each declared bound the mechanism does not meet. Data the budget needs
+    but that cannot be read fails only when the bounds were asked for (`--bounds`); else a note."""
+    from dpspec.budget.bounds import require_bounds
+    from dpspec.errors import DataError
 
-    summary = budget_summary(spec)
-    if summary["bounds_hold"]:
-        return
-    where = {b.describe(): b.loc for b in spec.budgets}
-    problems = []
-    for b in summary["bounds"]:
-        if not b["holds"]:
-            loc = where.get(b["bound"])
-            problems.append(Diagnostic(f"the declared bound '{b['bound']}' does not hold: the mechanism achieves "
-                                       f"{b['achieved']} ({b.get('currency', '')})", loc.line if loc else None,
-                                       loc.column if loc else None))
-    error = SpecError(problems, spec.path, spec.text)
-    error.rule = "bound-exceeded"
-    raise error
+    try:
+        require_bounds(spec)
+    except DataError as exc:
+        if required:
+            raise
+        click.echo(f"{path}: note: the declared budget bounds were not checked: the budget needs the data, "
+                   f"which cannot be read ({exc})", err=True)
 
 
 FORMAT_SARIF = click.option("--format", "output_format", type=click.Choice(["text", "sarif"]), default="text",
@@ -101,8 +95,10 @@ FORMAT_SARIF = click.option("--format", "output_format", type=click.Choice(["tex
 
 @main.command("check")
 @click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False))
-@click.option("--bounds", is_flag=True, help="Also compute each spec's budget and fail when a declared bound "
-              "(`budget epsilon <= ...`) does not hold (as `dpspec budget` does for one file).")
+@click.option("--bounds/--no-bounds", default=None, help="Each spec's budget is computed and a declared bound "
+              "(`budget epsilon <= ...`) that does not hold fails the check, at the bound's line. --bounds also fails "
+              "when the budget needs data that cannot be read (by default a note says the bounds went unchecked); "
+              "--no-bounds checks names and types only, reading no data.")
 @FORMAT_SARIF
 @friendly
 def check_cmd(files, bounds, output_format):
@@ -125,8 +121,8 @@ def check_cmd(files, bounds, output_format):
                 from dpspec.budget.program import load_program
 
                 load_program(spec)
-            if bounds:
-                _bounds_hold(spec)
+            if bounds is not False:
+                _bounds_hold(path, spec, required=bool(bounds))
         except DpspecError as exc:
             stage = getattr(exc, "rule", stage)
             click.echo(str(exc), err=True)
@@ -227,12 +223,24 @@ def _fmt_one(file: str, write: bool, check_only: bool, upgrade: bool) -> bool:
               help="Refuse a data source holding more than SIZE bytes (uncompressed; e.g. 500M, 8G; default 64G).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout (format `compile`: the files "
               "written, the budget, warnings and findings); a failure is the `error` document, with the same exit code.")
+@click.option("--sign", "signers", multiple=True, metavar="NAME:ROLE",
+              help="Record a sign-off in certificate.json (repeat for several people), e.g. 'A. Reviewer:Privacy officer'.")
+@click.option("--allow-critical", is_flag=True, help="Exit 0 although the audit has a critical finding (a known seed, "
+              "say): the reports then say which critical findings this compile was allowed to pass. An exceeded "
+              "declared bound still exits 1.")
 @verification_option
 @engine_option
 @master_option
 @friendly
-def compile_cmd(file, outdir, seed, runs, engine_name, spark_master, verify_file=None, max_data=None, as_json=False):
-    """Check FILE, run its mechanism on its data, write the release and the reports."""
+def compile_cmd(file, outdir, seed, runs, engine_name, spark_master, verify_file=None, max_data=None, as_json=False,
+                allow_critical=False, signers=()):
+    """Check FILE, run its mechanism on its data, write the release, the reports and the certificate."""
+    from dpspec.publish.certificate import parse_signer
+
+    try:
+        signed = [parse_signer(s) for s in signers]
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--sign") from None
     from dpspec.cli.compile_json import REPORT_KINDS, compile_document, native_stdout_to_stderr, shown_warnings
     from dpspec.run.compiler import compile_spec
     from dpspec.publish.output import write_result
@@ -274,14 +282,20 @@ def compile_cmd(file, outdir, seed, runs, engine_name, spark_master, verify_file
             if verify_file:  # the verification result becomes a finding
                 result.audit_outcome = with_finding(result.audit_outcome, verified)
                 result.findings = list(result.audit_outcome.findings)
-            written = write_result(result, outdir)  # while the engine runs: it may stream the release
+            if allow_critical:  # said in the reports, which are written next
+                result.allowed_critical = tuple(f.rule for f in result.findings if f.severity == "critical")
+            written = write_result(result, outdir, signed)  # while the engine runs: it may stream the release
     ledger = result.ledger
     if seed is not None:
         notes.append(f"warning: run with the known seed {seed}: anyone with the seed can remove the noise; not for "
                      "publication")
         click.echo(notes[-1], err=True)
     critical = [f for f in result.findings if getattr(f, "severity", "") == "critical"]
-    code = 1 if critical or not ledger.bounds_hold else 0
+    if critical and allow_critical:
+        notes.append(f"warning: --allow-critical: exit 0 despite {len(critical)} critical finding(s) "
+                     f"({', '.join(f.rule for f in critical)}); the reports say so")
+        click.echo(notes[-1], err=True)
+    code = 1 if (critical and not allow_critical) or not ledger.bounds_hold else 0
     if as_json:
         _dump("compile", compile_document(file, outdir, result, written, notes, code))
         sys.exit(code)
@@ -301,6 +315,7 @@ def compile_cmd(file, outdir, seed, runs, engine_name, spark_master, verify_file
         if kind in written:
             click.echo(f"wrote {os.path.join(outdir, written[kind])}")
     click.echo(f"wrote {os.path.join(outdir, written['manifest'])}")
+    click.echo(f"wrote {os.path.join(outdir, written['certificate'])}")
     for f in sorted(result.findings, key=lambda f: {"critical": 0, "warning": 1, "info": 2}.get(f.severity, 3)):
         click.echo(f"[{f.severity}] {f.rule}: {f.message}")
     if code:
@@ -378,10 +393,11 @@ def convert_cmd(params, to, delta, epsilon, alpha, method, from_unit, to_unit, g
 @click.argument("file", type=click.Path(dir_okay=False))
 @click.option("--baseline", type=click.Path(dir_okay=False), default=None, help="Compare against this spec.")
 @click.option("-o", "--output", "outdir", type=click.Path(file_okay=False), default=None, help="Write the audit report here.")
-@click.option("--json", "as_json", is_flag=True, help="Print the findings as one JSON document on stdout (format "
-              "`findings`: a list, each with its rule, severity, message and evidence).")
-@click.option("--format", "output_format", type=click.Choice(["text", "json", "sarif"]), default=None,
-              help="text (default), json (as --json) or sarif: SARIF 2.1.0 for code-scanning tools.")
+@click.option("--json", "as_json", is_flag=True, help="Print the audit as one JSON document on stdout (format "
+              "`findings` 2.0: an object whose `findings` list gives each rule, severity, message and evidence).")
+@click.option("--format", "output_format", type=click.Choice(["text", "json", "sarif", "json-list"]), default=None,
+              help="text (default), json (as --json), sarif: SARIF 2.1.0 for code-scanning tools, or json-list: "
+                   "deprecated, the bare list of findings format 1.0 (use --json).")
 @verification_option
 @friendly
 def audit_cmd(file, baseline, outdir, as_json, output_format, verify_file=None):
@@ -514,6 +530,7 @@ def _add_plugin_commands():
 
 
 main.add_command(verify_cmd)  # dpspec verify (dpspec/cli/verify.py)
+main.add_command(__import__("dpspec.cli.certificate", fromlist=["certificate_cmd"]).certificate_cmd)  # dpspec certificate verify
 main.add_command(__import__("dpspec.cli.sweep", fromlist=["sweep_cmd"]).sweep_cmd)  # dpspec sweep (issue 28)
 _add_plugin_commands()
 __import__("dpspec.cli.registry", fromlist=["register"]).register(main)  # export/import --registry (OpenDP Deployments Registry)

@@ -78,7 +78,12 @@ def sweep_cmd(file, vary, balance, runs, outdir, seed, off_by, delta, conversion
             "grid": {a.name: [str(v) for v in a.values] for a in axes}, "runs": runs,
             "seed_policy": "known seed (not for publication)" if seed is not None else "fresh entropy"})
     for p in sweep.points:
-        state = "ok" if p.status == "ok" else f"FAILED: {p.error}"
+        if p.status != "ok":
+            state = f"FAILED: {p.error}"
+        elif p.bounds_hold is False:  # ran, but the spec's declared bound does not hold at this point
+            state = "EXCEEDED: a declared budget bound does not hold"
+        else:
+            state = "ok"
         budget = p.budget_text or "-"
         common = f"; epsilon {p.common['epsilon']:.4g} at delta {p.common['delta']:g}" if p.common else ""
         click.echo(f"point {p.index} ({p.label()}): {budget}{common}  [{state}]")

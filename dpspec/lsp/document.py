@@ -159,6 +159,19 @@ def _check(spec: ir.Spec) -> tuple:
     return check(spec).warnings
 
 
+def _bound_problems(spec: ir.Spec, text: str, path: str | None) -> list[Problem]:
+    """Each declared budget bound the mechanism does not meet, at its line (as `dpspec check`).
+    A budget that needs data the editor cannot read (no file yet) is not judged here."""
+    from dpspec.budget.bounds import bound_problems
+    from dpspec.errors import DataError
+
+    try:
+        found = bound_problems(spec)
+    except DataError:
+        return []
+    return _spec_problems(SpecError(found, spec.path, spec.text), text, path) if found else []
+
+
 def analyse(text: str, path: str | None, previous: ir.Spec | None = None) -> Analysis:
     """Parse and check `text`; never raises. `previous`: the last spec that parsed (fallback)."""
     problems = plugin_problems(text)
@@ -172,6 +185,7 @@ def analyse(text: str, path: str | None, previous: ir.Spec | None = None) -> Ana
         return Analysis(text, path, False, problems, previous)
     try:
         problems += [_placed(d, text) for d in _check(spec)]
+        problems += _bound_problems(spec, text, path)
     except SpecError as err:
         problems += _spec_problems(err, text, path)
     except DpspecError as err:

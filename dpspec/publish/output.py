@@ -38,11 +38,14 @@ def manifest(result, files: dict) -> dict:
     }
 
 
-def write_result(result, outdir: str) -> dict:
-    """Write the whole output set (releases, reports, manifest) in one swap; returns {kind: path}.
+def write_result(result, outdir: str, signers=()) -> dict:
+    """Write the whole output set (releases, reports, manifest, certificate) in one swap; returns {kind: path}.
 
     The manifest lists every other file of the set with its SHA-256, so a reader can check that
-    a set is whole (`dpspec.publish.output_set.verify_set`)."""
+    a set is whole (`dpspec.publish.output_set.verify_set`); the certificate, written last,
+    covers the manifest too, with what ran, the exact budgets, the times and `signers`
+    ((name, role) pairs: `compile --sign`)."""
+    from dpspec.publish.certificate import CERTIFICATE, write_certificate
     from dpspec.publish.input_guard import check_output_target, input_paths
     from dpspec.publish.output_set import MANIFEST, output_set, stage_text, write_manifest
     from dpspec.publish.table_csv import write_table_csv
@@ -65,4 +68,6 @@ def write_result(result, outdir: str) -> dict:
         man["reports"] = {k: v for k, v in written.items() if k != "outputs"}
         write_manifest(staged, man)
         written["manifest"] = MANIFEST
+        write_certificate(result, staged, signers)
+        written["certificate"] = CERTIFICATE
     return written

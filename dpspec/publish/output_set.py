@@ -34,6 +34,7 @@ from dpspec.check.data import file_sha256 as sha256_file
 from dpspec.errors import DpspecError
 
 MANIFEST = "manifest.json"
+CERTIFICATE = "certificate.json"  # a compile's, written after the manifest it covers (`dpspec.publish.certificate`)
 _NEW, _OLD, _LOCK = ".dpspec-new-", ".dpspec-old-", ".dpspec-lock"
 _held: dict[str, int] = {}  # target -> how many nested holders in this process
 
@@ -205,7 +206,7 @@ def _set_files(target: str) -> set | None:
     names = set(man.get("files", {}))
     names |= {v["file"] for v in man.get("outputs", {}).values() if isinstance(v, dict) and "file" in v}
     names |= {v for v in man.get("reports", {}).values() if isinstance(v, str)}
-    return names | {MANIFEST}
+    return names | {MANIFEST, CERTIFICATE}
 
 
 def _written_by(command: str) -> str:
@@ -387,7 +388,7 @@ def verify_set(outdir: str) -> list[str]:
     """Problems with a written set (missing, extra or altered files); empty when it is whole."""
     with open(os.path.join(outdir, MANIFEST), encoding="utf-8") as fh:
         files = json.load(fh).get("files", {})
-    present = set(os.listdir(outdir)) - {MANIFEST}
+    present = set(os.listdir(outdir)) - {MANIFEST, CERTIFICATE}
     problems = [f"missing {n}" for n in sorted(set(files) - present)]
     problems += [f"not in the manifest: {n}" for n in sorted(present - set(files))]
     problems += [f"altered: {n}" for n in sorted(set(files) & present)

@@ -429,6 +429,41 @@ def _budget_text(budget_json: dict) -> str:
     return str(b) if b.is_finite else "infinite (no finite guarantee)"
 
 
+CERTIFICATE_HOLDS = ("the SHA-256 of the spec's bytes", "dpspec's version, the hash of its installed files and, when "
+                     "run from a git checkout, its commit", "every plugin with its version and the hash of its "
+                     "installed files", "the exact budgets below", "the data's fingerprint", "the random source "
+                     "(never a seed)", "when the compile started and ended", "the sign-offs given with --sign",
+                     "the SHA-256 of every other file of the release, this report included")
+
+
+def _certificate(result) -> dict | None:
+    """The report's certificate section: what certificate.json beside it holds, and the parts that do not
+    vary from run to run (times and sign-offs stay in certificate.json: this report is reproducible)."""
+    if result is None:
+        return None
+    from dpspec.report.exact import exact_budgets
+
+    return {"file": "certificate.json", "holds": list(CERTIFICATE_HOLDS), "budgets": exact_budgets(result),
+            "verify": "dpspec certificate verify DIR"}
+
+
+def _verdict(plain: dict, findings, budget: dict, program: dict | None) -> dict:
+    """The verdict (`dpspec.audit.verdict`) and, beside it, never in its place, what the declared bounds say."""
+    from dpspec.audit.verdict import verdict
+
+    out = verdict(plain, list(findings))
+    bounds = program["bounds"] if program else budget["bounds"]
+    holds = program["bounds_hold"] if program else budget["bounds_hold"]
+    if not bounds:
+        out["bounds"] = "The spec declares no budget bound."
+    elif holds:
+        out["bounds"] = ("All bounds the spec declares hold: the mechanism keeps the spec's own limits, "
+                         "which says nothing about whether those limits protect anyone.")
+    else:
+        out["bounds"] = "NOT all bounds the spec declares hold: the spec promises less than the mechanism spends."
+    return out
+
+
 def build_model(result=None, *, spec: ir.Spec | None = None, audience: str = "public", baseline=None,
                 outcome=None) -> dict:
     """The report model for one audience. Give a compiled `result`, or a `spec` alone (an audit
@@ -453,6 +488,7 @@ def build_model(result=None, *, spec: ir.Spec | None = None, audience: str = "pu
 
         notation = describe.notation(flavor, headline(budget_from_params(
             {k: v for k, v in program["total"].items()})))
+    plain = jsonable(outcome.plain_words())
     model = {
         "format": "dpspec-report/1",
         "audience": audience,
@@ -480,11 +516,19 @@ def build_model(result=None, *, spec: ir.Spec | None = None, audience: str = "pu
                   "skipped": [{"rule": r, "reason": why} for r, why in outcome.skipped]},
         "comparison": outcome.comparison.to_json() if outcome.comparison is not None else None,
         "baseline_title": ctx.baseline.title if ctx.baseline is not None else None,
-        "plain_words": jsonable(outcome.plain_words()),
+        "plain_words": plain,
+        # additive (report 1.1): the first screen's verdict, the bounds said beside it, the gate
+        "verdict": _verdict(plain, outcome.findings, budget, program),
+        "gate": {"allowed_critical": list(getattr(result, "allowed_critical", ()) or ())},
         "releases": _releases(spec, result),
         "sections": _sections(result, audience),
         "provenance": _provenance(spec, result, checked),
     }
+    from dpspec.report.nist import glossary, nist_sections
+
+    model["certificate"] = _certificate(result)
+    model["glossary"] = glossary()  # additive (report 1.1): the jargon, glossed before its first use
+    model["nist"] = nist_sections(model)  # additive (report 1.1): NIST SP 800-226's eight sections
     if audience == "internal":
         model["internal"] = _internal(result)
     return neutral(model)  # no bidi control from a spec or data reorders the report's words

@@ -16,6 +16,7 @@ import re
 import jinja2
 from markupsafe import Markup
 
+from dpspec.audit.verdict import percent
 from dpspec.budget import format_number
 from dpspec.report import svg
 
@@ -55,12 +56,7 @@ def md_escape(value) -> str:
     return " ".join(text.split("\n"))
 
 
-def pct(p) -> str:
-    """A probability as a percentage; near-certain values are not rounded up to a false 100%."""
-    p = float(p)
-    if p > 0.9999:
-        return "over 99.99%"
-    return f"{100 * p:.4g}%"
+pct = percent  # a probability as a percentage (one definition, with the verdict that quotes them)
 
 
 def fmt(value) -> str:

@@ -44,6 +44,9 @@ class Result:
     timings: dict = attrs.Factory(dict)
     audit_outcome: object = None  # the whole audit (findings, rules run, skipped), for the reports
     engine: str = "local"  # the execution engine the units of work ran on
+    allowed_critical: tuple = ()  # rules of the critical findings `compile --allow-critical` let through
+    started_at: str | None = None  # UTC, ISO 8601, when the compile began and when its run ended:
+    finished_at: str | None = None  # for certificate.json only, never in a report (reports are reproducible)
 
     @property
     def spec(self) -> ir.Spec:
@@ -230,6 +233,13 @@ def _require_data(spec: ir.Spec, mech, params: dict, data: dict) -> None:
                         f"'{mech.name}' reads; add a line such as: data {missing[0]} from \"{missing[0]}.csv\"")
 
 
+def utc_now() -> str:
+    """The time now, UTC, to the second (ISO 8601)."""
+    import datetime
+
+    return datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0).isoformat().replace("+00:00", "Z")
+
+
 def compile_spec(spec: ir.Spec, data: dict | None = None, seed: int | None = None, runs: int = 1, audit: bool = True,
                  engine=None) -> Result:
     """Run a spec end to end in memory (nothing is written; see `write_result`).
@@ -238,6 +248,7 @@ def compile_spec(spec: ir.Spec, data: dict | None = None, seed: int | None = Non
     `dpspec.engine.Engine`; mechanisms that do not take an engine run as before.
     """
     timings = {}
+    started_at = utc_now()
     t0 = time.perf_counter()
     checked = check(spec)
     mech, params = checked.mechanism, checked.params
@@ -286,6 +297,7 @@ def compile_spec(spec: ir.Spec, data: dict | None = None, seed: int | None = Non
         _release_outputs(releases[1:])
     result = Result(checked, spec_sha256(spec), hashes, facts, statement, account, release, published, seed, runs, utility, timings=timings)
     result.engine = chosen.name
+    result.started_at, result.finished_at = started_at, utc_now()
     if audit:
         from dpspec.audit import audit as run_audit
 

@@ -17,19 +17,23 @@ from importlib import resources
 FORMAT_VERSIONS = {
     "spec": "1.0",          # dpspec show --json (the IR)
     "budget": "1.0",        # dpspec budget --json (a spec or a program)
-    "findings": "1.0",      # dpspec audit --json (a list; each finding carries the version)
+    "findings": "2.0",      # dpspec audit --json (an object; 1.0, a list, by the deprecated --format json-list)
     "verification": "1.0",  # dpspec verify --json (read back by --verify FILE)
     "inference": "1.0",     # dpspec infer --json, and result.json of its output set
     "conversion": "1.0",    # dpspec convert --json
     "plugins": "1.0",       # dpspec plugins --json (a list; each mechanism carries the version)
     "manifest": "1.0",      # manifest.json of every output set (compile, audit, infer)
-    "report": "1.0",        # report.json of compile and audit
+    "report": "1.1",        # report.json of compile and audit (1.1: verdict, gate, nist, glossary, certificate)
     "error": "1.0",         # what every --json command prints on stdout when it fails
-    "compile": "1.0",       # dpspec compile --json (what a compile wrote, its budget, warnings)
+    "compile": "1.1",       # dpspec compile --json (what it wrote, its budget, warnings; 1.1: allowed_critical)
     "replay": "1.0",        # dpspec verify --replay --json (differences between neighbours' runs)
+    "certificate": "1.0",   # certificate.json of every compile (dpspec certificate verify DIR)
 }
 # documents that are lists: a list has no room for a key, so each item carries the version
-LISTS = {"findings", "plugins"}
+LISTS = {"plugins"}
+# (kind, version) -> the schema file of a format still written one version behind, on request
+# (a deprecated option that names its replacement), until the kind's next major version
+LEGACY = {("findings", "1.0"): "findings.1.0.legacy.json"}
 
 
 def version(kind: str) -> str:
@@ -44,19 +48,31 @@ def versioned(kind: str, data):
     return {**stamp, **data}
 
 
+def legacy_list(kind: str, version: str, items: list) -> list:
+    """A list document of an earlier format still written on request (`LEGACY`): each item stamped."""
+    if (kind, version) not in LEGACY:
+        raise KeyError(f"no earlier {kind} format {version} is written")
+    return [{"format_version": version, **item} for item in items]
+
+
 @functools.lru_cache(maxsize=None)
-def schema(kind: str) -> dict:
-    """The JSON Schema of `kind`'s current format, as shipped in the package."""
+def schema(kind: str, version: str | None = None) -> dict:
+    """The JSON Schema of `kind`'s current format (or of an earlier `version` still written), as shipped."""
     if kind not in FORMAT_VERSIONS:
         raise KeyError(f"no JSON format named {kind!r}; known: {', '.join(sorted(FORMAT_VERSIONS))}")
-    return json.loads(resources.files(__name__).joinpath(f"{kind}.schema.json").read_text(encoding="utf-8"))
+    name = f"{kind}.schema.json"
+    if version is not None and version != FORMAT_VERSIONS[kind]:
+        if (kind, version) not in LEGACY:
+            raise KeyError(f"no schema of {kind} format {version} ships with this dpspec")
+        name = LEGACY[(kind, version)]
+    return json.loads(resources.files(__name__).joinpath(name).read_text(encoding="utf-8"))
 
 
-def problems(kind: str, document) -> list[str]:
+def problems(kind: str, document, version: str | None = None) -> list[str]:
     """Every way `document` breaks `kind`'s schema ("" paths mean the top), empty if it is valid."""
     import jsonschema
 
-    validator = jsonschema.Draft202012Validator(schema(kind))
+    validator = jsonschema.Draft202012Validator(schema(kind, version))
     return [f"{'/'.join(map(str, e.absolute_path)) or '(top)'}: {e.message}"
             for e in sorted(validator.iter_errors(document), key=lambda e: list(map(str, e.absolute_path)))]
 

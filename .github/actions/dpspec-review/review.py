@@ -47,11 +47,13 @@ def audit(path: str, baseline: str | None, dpspec: str) -> tuple[list[dict], str
         cmd = [dpspec, "audit", path, "--json", "-o", report] + (["--baseline", baseline] if baseline else [])
         done = subprocess.run(cmd, capture_output=True, text=True)
         try:
-            findings = json.loads(done.stdout)
+            doc = json.loads(done.stdout)
         except ValueError:
-            findings = None
+            doc = None
+        # findings 2.0 is an object holding `findings`; 1.0 (an older dpspec) a bare list
+        findings = doc.get("findings") if isinstance(doc, dict) else doc
         if not isinstance(findings, list):  # an error document (or nothing): the audit did not run
-            return [], "", (findings or {}).get("error", done.stderr) if isinstance(findings, dict) else done.stderr
+            return [], "", doc.get("error", done.stderr) if isinstance(doc, dict) else done.stderr
         with open(os.path.join(report, "report.md"), encoding="utf-8") as fh:
             return findings, fh.read(), done.stderr
 
