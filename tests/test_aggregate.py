@@ -347,3 +347,20 @@ def test_budget_states_the_expected_error_a_priori():
     assert ("headcount: discrete Laplace scale 2 for L1 sensitivity 1 (one row added or removed changes one "
             "cell's count by 1), epsilon 0.5; expected error a priori: standard deviation 2.799, 96.2% of noisy "
             "answers within ±6 of the truth") in result.output
+
+
+@pytest.mark.parametrize("noise, parameter", [
+    ("laplace", Fraction(2)), ("laplace", Fraction(1600)), ("laplace", Fraction(1, 3)),
+    ("gaussian", Fraction(1, 2)), ("gaussian", Fraction(9)), ("gaussian", Fraction(12345, 7)),
+])
+def test_the_error_a_priori_is_the_one_every_released_value_carries(noise, parameter):
+    """`budget`'s numpy-free figures equal the release's interval and variance (`accuracy`)."""
+    import math
+
+    from dpspec_aggregate.a_priori import expected_error
+    from dpspec_aggregate.accuracy import half_width, variance
+
+    sd, k, coverage = expected_error(noise, parameter)
+    assert (k, coverage) == pytest.approx(half_width(noise, parameter), rel=1e-12)
+    assert k == half_width(noise, parameter)[0]
+    assert sd == pytest.approx(math.sqrt(variance(noise, parameter)), rel=1e-9)

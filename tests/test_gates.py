@@ -54,7 +54,7 @@ def test_check_notes_unreadable_data_and_bounds_demands_it(tmp_path):
     assert result.exit_code == 0, result.output
     assert "note: the declared budget bounds were not checked" in result.stderr
     assert run("check", "--bounds", path).exit_code == 1
-    assert run("check", "--no-bounds", path).stderr == ""
+    assert "bounds were not checked" not in run("check", "--no-bounds", path).stderr
 
 
 def test_compile_exits_1_on_a_critical_finding_and_allow_critical_says_so_in_the_reports(small_spec, tmp_path):

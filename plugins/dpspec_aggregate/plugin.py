@@ -52,13 +52,11 @@ def plan(design: Design, relation: str) -> list[Part]:
 
 def _expected_error(noise: str, parameter) -> str:
     """The error a priori, as `budget` states it: the noise's standard deviation and its 95% interval."""
-    import math
+    from .a_priori import expected_error
 
-    from .accuracy import half_width, variance
-
-    width, coverage = half_width(noise, parameter)
-    return (f"expected error a priori: standard deviation {math.sqrt(variance(noise, parameter)):.4g}, "
-            f"{coverage:.1%} of noisy answers within ±{ir.format_number(width)} of the truth")
+    sd, width, coverage = expected_error(noise, parameter)
+    return (f"expected error a priori: standard deviation {sd:.4g}, "
+            f"{coverage:.1%} of noisy answers within ±{width:,} of the truth")
 
 
 class Aggregate(Mechanism):
