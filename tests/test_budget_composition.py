@@ -46,7 +46,7 @@ def test_zcdp_program_to_approx():
     assert ledger.conversions[0].method == "bs16"
     assert "bs16" in ledger.method
     cks = compose([Release("pl94", ZCDP(2.63)), Release("dhc", ZCDP(12.66))], to="approx", delta=1e-10)
-    assert round(cks.total.epsilon, 2) == 51.56
+    assert round(float(cks.total.epsilon), 2) == 51.56
 
 
 def test_mixed_with_approx_uses_basic_composition():
