@@ -290,7 +290,7 @@ def compile_cmd(file, outdir, seed, runs, engine_name, spark_master, verify_file
         click.echo(f"budget: cannot be expressed in the spec's flavor: {ledger.problem}")
     for check in ledger.bounds:
         state = "holds" if check.holds else "EXCEEDED"
-        click.echo(f"declared bound {check.bound.describe()}: {state} (achieved {check.achieved:.6g}; {check.currency})")
+        click.echo(f"declared bound {check.bound.describe()}: {state} (achieved {float(check.achieved):.6g}; {check.currency})")
     for name, info in written["outputs"].items():
         click.echo(f"wrote {os.path.join(outdir, info['file'])} ({info['rows']} rows)")
     for kind in REPORT_KINDS:
