@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 import numbers
 import sys
-from decimal import ROUND_CEILING, ROUND_FLOOR, ROUND_HALF_EVEN, Context, Decimal
+from decimal import ROUND_CEILING, ROUND_FLOOR, ROUND_HALF_EVEN, Context, Decimal, Inexact
 from fractions import Fraction
 
 PRECISION = 50
@@ -144,14 +144,14 @@ class Interval:
     def ln(self) -> "Interval":
         if self.lo <= 0:
             raise ValueError("ln of an interval reaching 0")
-        return Interval(_next_down(_NEAR.ln(self.lo)), _next_up(_NEAR.ln(self.hi)))
+        return Interval(_rounded("ln", self.lo, down=True), _rounded("ln", self.hi, down=False))
 
     def exp(self) -> "Interval":
         return Interval(_exp_down(self.lo), _exp_up(self.hi))
 
     def sqrt(self) -> "Interval":
         lo = max(self.lo, Decimal(0))
-        return Interval(max(Decimal(0), _next_down(_NEAR.sqrt(lo))), _next_up(_NEAR.sqrt(self.hi)))
+        return Interval(max(Decimal(0), _rounded("sqrt", lo, down=True)), _rounded("sqrt", self.hi, down=False))
 
     def min0(self) -> "Interval":
         """min(self, 0)."""
@@ -180,7 +180,7 @@ def _exp_up(d: Decimal) -> Decimal:
         return Decimal("Infinity")
     if d < -_EXP_LIMIT:
         return _FLOAT_TINY  # e^d is positive and below every float
-    return _next_up(_NEAR.exp(d))
+    return _rounded("exp", d, down=False)
 
 
 def _exp_down(d: Decimal) -> Decimal:
@@ -188,7 +188,7 @@ def _exp_down(d: Decimal) -> Decimal:
         return _FLOAT_TOP
     if d < -_EXP_LIMIT:
         return Decimal(0)
-    return max(Decimal(0), _next_down(_NEAR.exp(d)))
+    return max(Decimal(0), _rounded("exp", d, down=True))
 
 
 def _decimal_upper(d: Decimal) -> Fraction | float:
@@ -203,6 +203,17 @@ def _decimal_upper(d: Decimal) -> Fraction | float:
     if abs(d) < _FLOAT_TINY:
         return _SMALLEST if d > 0 else Fraction(0)
     return upper(Fraction(d))
+
+
+def _rounded(op: str, d: Decimal, down: bool) -> Decimal:
+    """ln, exp or sqrt of d, correctly rounded to nearest by the decimal module, then moved one
+    unit in the last place outward, unless the result was exact (ln 1, sqrt 4)."""
+    ctx = _NEAR.copy()
+    ctx.clear_flags()
+    out = getattr(ctx, op)(d)
+    if not ctx.flags[Inexact]:
+        return out
+    return _next_down(out) if down else _next_up(out)
 
 
 def _next_up(d: Decimal) -> Decimal:

@@ -132,7 +132,9 @@ def format_against(x: float, limit: float | None, holds: bool) -> str:
     text = format_number(x)
     if limit is None or not (math.isfinite(x) and math.isfinite(limit)):
         return text
-    exact_x, exact_limit = to_exact(x), to_exact(limit)
+    # a float limit is read as the decimal a person wrote (4.96), an exact one as it is
+    exact_x = to_exact(x)
+    exact_limit = limit if isinstance(limit, Fraction) else Fraction(repr(float(limit)))
     for digits in range(3, 18):
         if (Fraction(text) <= exact_limit) == holds:
             return text
