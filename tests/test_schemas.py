@@ -23,8 +23,11 @@ SPECS = os.path.join(ROOT, "specs")
 # a published version must stay valid against the schema it was published with.
 PINS = {
     ("budget", "1.0"): "e3117a01fd59833a340c36674e5443dbf6152b848683dbc95f6fe1445e90b212",
+    ("budget", "1.1"): "48060a2b2de3b69575d1ad7af78c06bcfacae179a8fb09db36be618ed979142a",  # exact companions (budget path exact)
     ("compile", "1.0"): "73ed7288c4f36734a88f0adab1e9773c0f43a1be6474672f6be7619291a36204",
+    ("compile", "1.1"): "b32746e320dbbe8d531e460a1a90e033b1b635a4d2f2e31c435edb649e7ba141",  # exact companions (budget path exact)
     ("conversion", "1.0"): "6b642fd14480c4408a4f9f7d34f0cd89bb813ec13de2164d1236ee588c1c4527",
+    ("conversion", "1.1"): "5db4fac53722602dbfe0d186b1b2f3e36a46522985d87f22fa39a434c05b4215",  # exact companions (budget path exact)
     ("error", "1.0"): "31c2a3aa1a9aa5ef24123d58f05b6b38edf922a6a83a2fb99372d25339c06813",
     ("findings", "1.0"): "b6f795c6cadacf085840a398d6b95993f704b92c0f95dcb7091bf0fb5c1f9aba",
     ("inference", "1.0"): "b22f4adb2da6e28489d1ba8712ae9831a31c4dc43ffeb9c98c08619b6c1f3cba",
@@ -32,6 +35,7 @@ PINS = {
     ("plugins", "1.0"): "444c28f1d7c8fdb2c0c98bcb44a67e74d3b822a1b53b2c1c7c3b65b42bd32f22",
     ("replay", "1.0"): "71591ed1e542e18918ab2f805ca25e84e9db91904f64bbc9a52a581a8769c464",
     ("report", "1.0"): "d7efad7b3bc966f327fa9725370443e2ad7fbd89632f1753ef604870c87f0d5d",
+    ("report", "1.1"): "f883ebb13e0e5040665fcd738e84cddd05546ff8323c4b6dba6834453dcd7c02",  # exact companions (budget path exact)
     ("spec", "1.0"): "18caf31409a8efb790eb4a2abf9a647765d41ddb4f4c4a9f10ea16824df327a0",
     ("verification", "1.0"): "31b7e507cfcbb423bfa67ed74c5dfe593e61e8759aa53e90066929c0fd2903d7",
 }

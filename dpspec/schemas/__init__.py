@@ -16,16 +16,16 @@ from importlib import resources
 # kind -> the version of its format written today
 FORMAT_VERSIONS = {
     "spec": "1.0",          # dpspec show --json (the IR)
-    "budget": "1.0",        # dpspec budget --json (a spec or a program)
+    "budget": "1.1",        # dpspec budget --json (a spec or a program)
     "findings": "1.0",      # dpspec audit --json (a list; each finding carries the version)
     "verification": "1.0",  # dpspec verify --json (read back by --verify FILE)
     "inference": "1.0",     # dpspec infer --json, and result.json of its output set
-    "conversion": "1.0",    # dpspec convert --json
+    "conversion": "1.1",    # dpspec convert --json
     "plugins": "1.0",       # dpspec plugins --json (a list; each mechanism carries the version)
     "manifest": "1.0",      # manifest.json of every output set (compile, audit, infer)
-    "report": "1.0",        # report.json of compile and audit
+    "report": "1.1",        # report.json of compile and audit
     "error": "1.0",         # what every --json command prints on stdout when it fails
-    "compile": "1.0",       # dpspec compile --json (what a compile wrote, its budget, warnings)
+    "compile": "1.1",       # dpspec compile --json (what a compile wrote, its budget, warnings)
     "replay": "1.0",        # dpspec verify --replay --json (differences between neighbours' runs)
 }
 # documents that are lists: a list has no room for a key, so each item carries the version
