@@ -26,7 +26,7 @@ import attrs
 
 from dpspec.errors import ConversionError
 
-from .exact import INF, exact, iv, upper
+from .exact import INF, iv, upper
 from .premetrics import (
     ApproxDP,
     Budget,

@@ -54,36 +54,10 @@ def ceil_float(q) -> float:
     return f
 
 
-def floor_float(q) -> float:
-    """The largest float at or below q."""
-    if isinstance(q, float):
-        return q
-    f = float(q)
-    if not math.isinf(f) and Fraction(f) > q:
-        f = math.nextafter(f, -math.inf)
-    return f
-
-
 def upper(q) -> Fraction | float:
     """q rounded up to a float, as an exact Fraction (infinity stays infinite)."""
     f = ceil_float(q)
     return f if math.isinf(f) else Fraction(f)
-
-
-def lower(q) -> Fraction | float:
-    """q rounded down to a float, as an exact Fraction."""
-    f = floor_float(q)
-    return f if math.isinf(f) else Fraction(f)
-
-
-def is_rational_of_float(q) -> bool:
-    """Whether q is what a float prints exactly (no exact companion is needed beside it)."""
-    if not isinstance(q, Fraction):
-        return True
-    try:
-        return Fraction(float(q)) == q
-    except OverflowError:
-        return False
 
 
 def _dec(q: Fraction, ctx: Context) -> Decimal:
