@@ -163,7 +163,9 @@ def exact_text(x) -> str:
         return "inf" if x > 0 else "-inf" if math.isinf(x) else repr(x)
     from dpspec.ir import format_number as exact_format
 
-    return exact_format(Fraction(x))
+    x = Fraction(x)
+    text, ratio = exact_format(x), f"{x.numerator}/{x.denominator}"
+    return ratio if len(ratio) < len(text) else text  # a double's square: 7792775467722867/140737488355328
 
 
 def needs_exact(x) -> bool:
