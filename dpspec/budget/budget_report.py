@@ -154,7 +154,8 @@ def budget_text(summary: dict) -> str:
     if summary["conversions"]:
         lines.append("in other currencies:")
         for c in summary["conversions"]:
-            figures = ", ".join(f"{k} = {budget_figure(v)}" for k, v in c.items() if k not in ("premetric", "method", "citation"))
+            figures = ", ".join(f"{k} = {budget_figure(v)}" for k, v in c.items()
+                                if k not in ("premetric", "method", "citation") and not k.endswith("_exact"))
             lines.append(f"  {c['premetric']}: {figures}   [{c['method']}]")
     for p in summary["public_information"]:
         lines.append(f"conditioned on public information: {p['statistic']} (released: {p['released']})")
