@@ -51,6 +51,9 @@ _WHERE = {
     # what a mechanism states about its budget
     "BudgetStatement": "dpspec.budget", "PureDP": "dpspec.budget", "ZCDP": "dpspec.budget",
     "PublicCondition": "dpspec.budget.statement", "json_number": "dpspec.budget.premetrics",
+    # exact budgets (API 1.3): a number in outward-rounded interval arithmetic (+ - * /, ln, exp,
+    # sqrt); `.upper()` is a certified upper bound as a Fraction, what a budget with a log states
+    "interval": ("dpspec.budget.exact", "iv"),
     # Z-Pufferfish (seed 2): the class of distributions and Wasserstein sensitivities, as a module
     "pufferfish": ("dpspec.budget.pufferfish", None),
     # the exact samplers' companions: their laws and variances

@@ -44,12 +44,14 @@ def test_params_and_str():
     assert RenyiCurve([(4, 1.0), (2, 0.5)]).params() == {"alpha": [2.0, 4.0], "epsilon": [0.5, 1.0]}
 
 
-def test_fractions_are_stored_as_correctly_rounded_floats():
+def test_budgets_are_stored_exactly_and_a_float_is_read_as_the_binary_number_it_is():
     rho = Fraction(542, 339) ** 2
     z = ZCDP(rho)
-    assert isinstance(z.rho, float)
-    assert z.rho == float(rho)
-    assert ApproxDP("1/2", "1e-10") == ApproxDP(0.5, 1e-10)
+    assert isinstance(z.rho, Fraction) and z.rho == rho
+    assert z.to_json() == {"premetric": "zcdp", "rho": float(rho), "rho_exact": "293764/114921"}
+    assert ApproxDP("1/2", "1e-10") == ApproxDP(Fraction(1, 2), Fraction(1, 10**10))
+    assert ApproxDP(0.5, 1e-10).delta == Fraction(1e-10) != Fraction(1, 10**10)
+    assert ZCDP(0.5).to_json() == {"premetric": "zcdp", "rho": 0.5}  # a float states it: no companion
 
 
 def test_frozen_and_hashable():
@@ -99,7 +101,7 @@ def test_budget_from_params():
     assert budget_from_params({"alpha": 2, "epsilon": 0.5}) == RenyiDP(2, 0.5)
     assert budget_from_params({"alpha": [2, 8], "epsilon": [0.5, 3]}) == RenyiCurve([(2, 0.5), (8, 3)])
     assert budget_from_params({"premetric": "approx", "epsilon": 1}) == ApproxDP(1, 0)
-    assert budget_from_params({"rho": Fraction(1, 3)}).rho == float(Fraction(1, 3))
+    assert budget_from_params({"rho": Fraction(1, 3)}).rho == Fraction(1, 3)  # exact
     assert budget_from_params({"rho": 1, "delta": None}) == ZCDP(1)
 
 

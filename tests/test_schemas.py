@@ -23,10 +23,12 @@ SPECS = os.path.join(ROOT, "specs")
 # a published version must stay valid against the schema it was published with.
 PINS = {
     ("budget", "1.0"): "e3117a01fd59833a340c36674e5443dbf6152b848683dbc95f6fe1445e90b212",
+    ("budget", "1.1"): "48060a2b2de3b69575d1ad7af78c06bcfacae179a8fb09db36be618ed979142a",  # exact companions (budget path exact)
     ("certificate", "1.0"): "74a43422bd7f42a10ee7a454bf05a20c53cb03525c4f5a4df2fe934606a3014d",
     ("compile", "1.0"): "73ed7288c4f36734a88f0adab1e9773c0f43a1be6474672f6be7619291a36204",
-    ("compile", "1.1"): "487dc4f5bc066ae55c162a1d8f9b96048db333eba3dc4867a6c11dba28f9b2dd",
+    ("compile", "1.1"): "86329528e225d46a74625dc72ce645ee8c528986d450b35cc8061d619543cb4c",  # allowed_critical; exact companions
     ("conversion", "1.0"): "6b642fd14480c4408a4f9f7d34f0cd89bb813ec13de2164d1236ee588c1c4527",
+    ("conversion", "1.1"): "5db4fac53722602dbfe0d186b1b2f3e36a46522985d87f22fa39a434c05b4215",  # exact companions (budget path exact)
     ("error", "1.0"): "31c2a3aa1a9aa5ef24123d58f05b6b38edf922a6a83a2fb99372d25339c06813",
     ("findings", "1.0"): "b6f795c6cadacf085840a398d6b95993f704b92c0f95dcb7091bf0fb5c1f9aba",
     ("findings", "2.0"): "815e9c98edd817d10869af9864c727acedb30cd6a960a2377b4cfc916c4b6ddf",
@@ -35,7 +37,7 @@ PINS = {
     ("plugins", "1.0"): "444c28f1d7c8fdb2c0c98bcb44a67e74d3b822a1b53b2c1c7c3b65b42bd32f22",
     ("replay", "1.0"): "71591ed1e542e18918ab2f805ca25e84e9db91904f64bbc9a52a581a8769c464",
     ("report", "1.0"): "d7efad7b3bc966f327fa9725370443e2ad7fbd89632f1753ef604870c87f0d5d",
-    ("report", "1.1"): "d4de86d5e594e376c6d622d902b63eb75427c964e2f32758ae72aad8a01f9200",
+    ("report", "1.1"): "d62f4a932c66a1667ac90f64c4c6d85bc44f54f0412e3f0b33d054ca9279023b",  # verdict, gate, nist, glossary, certificate; exact companions
     ("spec", "1.0"): "18caf31409a8efb790eb4a2abf9a647765d41ddb4f4c4a9f10ea16824df327a0",
     ("verification", "1.0"): "31b7e507cfcbb423bfa67ed74c5dfe593e61e8759aa53e90066929c0fd2903d7",
 }

@@ -556,7 +556,7 @@ def _relation_quote(ctx, b) -> Finding:
     achieved = (f" The ledger computes {format_number(check.achieved)} for it ({check.currency})."
                 if check is not None and not math.isnan(check.achieved) else "")
     if check is not None and not math.isnan(check.achieved):
-        evidence["achieved_in_quoted_currency"] = check.achieved
+        evidence["achieved_in_quoted_currency"] = float(check.achieved)  # the JSON float, as the budget JSON has it
     if b.relation != "symdiff":
         message += ("A change-one figure is the larger of the two for the same mechanism and says nothing about adding "
                     "or removing a unit; it is checked in its own currency." + achieved)
@@ -833,7 +833,7 @@ def bound_not_met(ctx) -> list[Finding]:
             message = (f"The declared bound '{check.bound.describe()}' does not hold: the mechanism achieves "
                        f"{achieved} ({check.currency}).")
         findings.append(Finding("bound-not-met", "critical", message,
-                                {"bound": check.bound.describe(), "achieved": check.achieved, "currency": check.currency}))
+                                {"bound": check.bound.describe(), "achieved": float(check.achieved), "currency": check.currency}))
     return findings
 
 

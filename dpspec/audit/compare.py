@@ -265,11 +265,11 @@ def _sample(p: ir.Premetric):
     if kind == "pure":
         return PureDP(1)
     if kind == "approx":
-        return ApproxDP(1, float(p.option("delta") or DEFAULT_DELTA))
+        return ApproxDP(1, p.option("delta") or DEFAULT_DELTA)
     if kind == "zcdp":
         return ZCDP(0.5)
     if kind == "renyi":
-        return RenyiDP(float(p.option("alpha") or 2), 1)
+        return RenyiDP(p.option("alpha") or 2, 1)
     return GaussianDP(1)
 
 
@@ -279,12 +279,11 @@ def implies(pa: ir.Premetric, pb: ir.Premetric) -> bool:
     delta = pb.option("delta")
     alpha = pb.option("alpha")
     try:
-        conv = convert(_sample(pa), kind_b, delta=float(delta) if delta is not None else None,
-                       alpha=float(alpha) if alpha is not None else None)
+        conv = convert(_sample(pa), kind_b, delta=delta, alpha=alpha)
     except ConversionError:
         return False
     if kind_b == "approx" and delta is not None:
-        return conv.result.delta <= float(delta)
+        return conv.result.delta <= delta  # exact
     return True
 
 

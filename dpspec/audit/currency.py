@@ -102,8 +102,8 @@ class Quote:
 
 def bound_budget(spec: ir.Spec, bound: ir.BudgetBound):
     """A declared bound as a budget value in its own quoted currency (None if it cannot be read)."""
-    value = float(bound.value)
-    with_ = {k: float(v) for k, v in bound.with_}
+    value = bound.value  # exact, as the spec wrote it
+    with_ = dict(bound.with_)
     p = spec.premetric
     kind = SPEC_TO_KIND.get(p.kind) if p else None
     q = bound.quantity
@@ -120,9 +120,9 @@ def bound_budget(spec: ir.Spec, bound: ir.BudgetBound):
     if kind == "pure":
         return PureDP(value)
     if kind == "approx":
-        return ApproxDP(value, float(p.option("delta") or DEFAULT_DELTA))
+        return ApproxDP(value, p.option("delta") or DEFAULT_DELTA)
     if kind == "renyi" and p.option("alpha") is not None:
-        return RenyiDP(float(p.option("alpha")), value)
+        return RenyiDP(p.option("alpha"), value)
     return ApproxDP(value, DEFAULT_DELTA)
 
 
@@ -216,10 +216,16 @@ def _exact(v):
     return v if isinstance(v, Fraction) else Fraction(repr(float(v)))
 
 
+_SAME = Fraction(1, 10**12)
+
+
 def order(a, b) -> int | None:
     """-1 if budget a is the smaller (stronger), 0 equal, 1 larger, None if not ordered."""
     def cmp(x, y):
-        if math.isclose(x, y, rel_tol=1e-12, abs_tol=0.0) or x == y:
+        # equal within a relative 1e-12, measured exactly: one budget reached by two routes of
+        # certified conversions (each rounded up to a float) is the same budget
+        if x == y or (math.isfinite(x) and math.isfinite(y)
+                      and abs(Fraction(x) - Fraction(y)) <= _SAME * max(abs(Fraction(x)), abs(Fraction(y)))):
             return 0
         return -1 if x < y else 1
 

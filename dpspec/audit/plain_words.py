@@ -41,7 +41,7 @@ def _row(who: str, budget, source: str, delta: float) -> dict:
         "posteriors": [{"prior": p, "posterior": q} for p, q in r.posteriors],
         "powers": [{"alpha": a, "power": w} for a, w in r.powers],
         "formula": r.formula, "curve": r.curve,
-        "read_as": {"premetric": r.budget.kind, **{k: float(v) for k, v in r.budget.params().items()}},
+        "read_as": {"premetric": r.budget.kind, **{k: float(v) for k, v in r.budget.params().items()}},  # a picture's input
     }
 
 

@@ -12,7 +12,7 @@ import math
 from dpspec import ir
 from dpspec.budget import ledger as ledger_mod
 from dpspec.budget.budget_text import budget_figure, budget_line
-from dpspec.budget.premetrics import json_number
+from dpspec.budget.premetrics import exact_text, json_number, needs_exact
 from dpspec.budget.program import program_summary, program_text
 from dpspec.budget.spec_account import spec_ledger
 from dpspec.budget.semantics import no_semantics, semantics_json, semantics_text
@@ -37,15 +37,24 @@ def _components(spec: ir.Spec, flavor, statement) -> list[dict]:
 
     out = []
     for c in getattr(statement, "components", ()):
-        item = {k: (json_number(float(v)) if k == "rho" else v) for k, v in c.items()}
+        item = {k: (json_number(v) if k == "rho" else v) for k, v in c.items()}
         if "rho" in c:
             try:
-                value, _ = ledger_mod.to_spec_flavor(spec, flavor, ZCDP(float(c["rho"])))
+                value, _ = ledger_mod.to_spec_flavor(spec, flavor, ZCDP(c["rho"]))
                 item["in_spec_flavor"] = _budget_json(value)
             except ConversionError:  # a part without a conversion is shown natively only
                 item["in_spec_flavor"] = None
         out.append(item)
     return out
+
+
+def _nan(x) -> bool:
+    return isinstance(x, float) and math.isnan(x)
+
+
+def _achieved_exact(x) -> dict:
+    """Additive: the achieved figure's exact text where its JSON number does not state it."""
+    return {} if _nan(x) or not needs_exact(x) else {"achieved_exact": exact_text(x)}
 
 
 def budget_summary(spec: ir.Spec, delta: float | None = None, method: str = "cks20", per_attribute: bool = False) -> dict:
@@ -58,7 +67,7 @@ def budget_summary(spec: ir.Spec, delta: float | None = None, method: str = "cks
                             spec.path, spec.text)
         return program_summary(spec, delta=delta, method=method)
     checked, facts, statement, flavor, ledger = spec_ledger(spec)
-    delta = delta if delta is not None else float(spec.premetric.option("delta") or ledger_mod.DEFAULT_DELTA)
+    delta = delta if delta is not None else (spec.premetric.option("delta") or ledger_mod.DEFAULT_DELTA)
     raw_semantics = checked.mechanism.semantics(spec, checked.params)
     if raw_semantics is None and per_attribute:
         raise no_semantics(spec, checked.mechanism.name)
@@ -95,8 +104,8 @@ def budget_summary(spec: ir.Spec, delta: float | None = None, method: str = "cks
         "headline_conversion": method,
         "public_information": [{"statistic": p.query.describe(), "released": p.source} for p in spec.public],
         "bounds": [
-            {"bound": b.bound.describe(), "achieved": json_number(b.achieved) if not math.isnan(b.achieved) else None,
-             "holds": b.holds, "currency": b.currency}
+            {"bound": b.bound.describe(), "achieved": json_number(b.achieved) if not _nan(b.achieved) else None,
+             "holds": b.holds, "currency": b.currency, **_achieved_exact(b.achieved)}
             for b in ledger.bounds
         ],
         "bounds_hold": ledger.bounds_hold and ledger.problem is None,
@@ -145,7 +154,8 @@ def budget_text(summary: dict) -> str:
     if summary["conversions"]:
         lines.append("in other currencies:")
         for c in summary["conversions"]:
-            figures = ", ".join(f"{k} = {budget_figure(v)}" for k, v in c.items() if k not in ("premetric", "method", "citation"))
+            figures = ", ".join(f"{k} = {budget_figure(v)}" for k, v in c.items()
+                                if k not in ("premetric", "method", "citation") and not k.endswith("_exact"))
             lines.append(f"  {c['premetric']}: {figures}   [{c['method']}]")
     for p in summary["public_information"]:
         lines.append(f"conditioned on public information: {p['statistic']} (released: {p['released']})")

@@ -7,14 +7,15 @@ parallel: the maximum over the parts counts, once.
 """
 from __future__ import annotations
 
-import math
 from collections import OrderedDict
+from fractions import Fraction
 
 import attrs
 
 from dpspec.errors import ConversionError
 
 from .conversions import Conversion, convert, identity
+from .exact import exact_sum, sqrt_upper
 from .premetrics import (
     ApproxDP,
     Budget,
@@ -26,7 +27,7 @@ from .premetrics import (
     budget_from_params,
     format_number,
     normalize_kind,
-    to_float,
+    to_exact,
 )
 from .statement import BudgetStatement, PublicCondition, _jsonable
 
@@ -151,17 +152,17 @@ def sequential(budgets: list[Budget]) -> Budget:
     """Compose budgets of one premetric applied to the same data."""
     kind = budgets[0].kind
     if kind == "pure":
-        return PureDP(math.fsum(b.epsilon for b in budgets))
+        return PureDP(exact_sum(b.epsilon for b in budgets))
     if kind == "zcdp":
-        return ZCDP(math.fsum(b.rho for b in budgets))
-    if kind == "gdp":
-        return GaussianDP(math.hypot(*(b.mu for b in budgets)))
+        return ZCDP(exact_sum(b.rho for b in budgets))
+    if kind == "gdp":  # sqrt of the exact sum of squares, certified from above
+        return GaussianDP(sqrt_upper(exact_sum(b.mu * b.mu for b in budgets)))
     if kind == "approx":
-        return ApproxDP(math.fsum(b.epsilon for b in budgets),
-                        min(1.0, math.fsum(b.delta for b in budgets)))
+        return ApproxDP(exact_sum(b.epsilon for b in budgets),
+                        min(Fraction(1), exact_sum(b.delta for b in budgets)))
     orders = _common_orders(budgets)
     table = [dict(b.points) for b in budgets]
-    return _renyi(tuple((a, math.fsum(t[a] for t in table)) for a in orders))
+    return _renyi(tuple((a, exact_sum(t[a] for t in table)) for a in orders))
 
 
 def parallel(budgets: list[Budget]) -> Budget:
@@ -228,7 +229,7 @@ def _to_common(budgets: list[Budget], target: str, alpha) -> list[Conversion]:
                 raise ConversionError("composing in Rényi DP needs the order(s) alpha")
             orders = _common_orders(renyis)
         else:
-            orders = tuple(sorted({to_float(a, "alpha") for a in
+            orders = tuple(sorted({to_exact(a, "alpha") for a in
                                    (alpha if isinstance(alpha, (list, tuple)) else [alpha])}))
         arg = orders[0] if len(orders) == 1 else list(orders)
         out = []
@@ -262,18 +263,18 @@ def _compose_once(budgets, blocks, target, delta, method, alpha):
         kept = [[[i for i in part if i in keep] for part in parts] for parts in blocks]
         return [[p for p in parts if p] for parts in kept if any(parts)]
 
-    approx_total = ApproxDP(0.0, 0.0)
+    approx_total = ApproxDP(0, 0)
     if approx_idx:
         for i in approx_idx:
             convs[i] = identity(budgets[i])
         approx_total = _compose_structure(budgets, restrict(set(approx_idx)))
     if not other_idx:
         notes.append(f"basic composition of (epsilon, delta): {SEQUENTIAL_CITATIONS['approx']}")
-        if delta is not None and to_float(delta, "delta") < approx_total.delta:
+        if delta is not None and to_exact(delta, "delta") < approx_total.delta:
             # The total is what it is; a stated bound on delta is checked elsewhere.
             notes.append(
                 f"the releases' deltas add up to {format_number(approx_total.delta)}, above the "
-                f"requested total delta {format_number(to_float(delta, 'delta'))}"
+                f"requested total delta {format_number(to_exact(delta, 'delta'))}"
             )
         return approx_total, convs, sub_convs, notes
 
@@ -294,7 +295,7 @@ def _compose_once(budgets, blocks, target, delta, method, alpha):
             raise ConversionError(
                 f"composing {sub_target} releases into (epsilon, delta) needs the total delta"
             )
-        d_total = to_float(delta, "delta")
+        d_total = to_exact(delta, "delta")
         d_sub = d_total - approx_total.delta
         if not d_sub > 0:
             raise ConversionError(

@@ -5,18 +5,28 @@ eps = 52.82 by Bun-Steinke and 51.56 by Canonne-Kamath-Steinke at delta = 1e-10)
 leaves this module without the name of the rule that produced it. Conversions that do not exist
 (approximate to pure, anything to pure) raise `ConversionError` saying why.
 
-Numerics: closed forms where they exist; otherwise a root of a monotone function found by
-bisection in log space, to about 1e-15 relative (plain Python: `dpspec check` loads no scipy).
+Numerics: budgets are exact (`Fraction`). Rational rules (eps²/2, alpha·rho) are computed exactly;
+irrational ones (a logarithm, an exponential, a square root) are evaluated in outward-rounded
+interval arithmetic (dpspec.budget.exact) and the figure stated is a certified bound on the safe
+side: an epsilon or a delta at or above the true value, never below it. CKS20's optimum is found
+by bisection in floating point and then certified: the optimum's order alpha is fixed as an exact
+rational and the delta bound it gives (every alpha gives a valid bound) is checked in interval
+arithmetic, the float epsilon being raised until the check passes. Gaussian DP's profile needs the
+normal CDF (scipy), which has no interval form here: its figures are raised by a relative 1e-13
+margin above scipy's value, which bounds scipy's error in practice but is not a proof. Plain
+Python otherwise: `dpspec check` loads no scipy.
 """
 from __future__ import annotations
 
 import math
 from contextlib import contextmanager
+from fractions import Fraction
 
 import attrs
 
 from dpspec.errors import ConversionError
 
+from .exact import INF, iv, upper
 from .premetrics import (
     ApproxDP,
     Budget,
@@ -25,9 +35,10 @@ from .premetrics import (
     RenyiCurve,
     RenyiDP,
     ZCDP,
+    exact_companions,
     json_number,
     normalize_kind,
-    to_float,
+    to_exact,
 )
 
 CITATIONS = {
@@ -162,33 +173,44 @@ def chain(*steps: Conversion) -> Conversion:
 # ---- zCDP -> (epsilon, delta) --------------------------------------------------------------
 
 
-def _log_delta_arg(delta) -> float:
-    d = to_float(delta, "delta")
+def _log_delta_arg(delta):
+    d = to_exact(delta, "delta")
     if not 0 <= d <= 1:
-        raise ConversionError(f"delta must be in [0, 1], got {d!r}")
+        raise ConversionError(f"delta must be in [0, 1], got {float(d)!r}")
     return d
 
 
-def bs16_epsilon(rho: float, delta: float) -> float:
-    """eps = rho + 2 sqrt(rho ln(1/delta)) (the Census Bureau's published figures use it)."""
-    rho, delta = float(rho), _log_delta_arg(delta)
+def _nonneg_arg(value, name):
+    out = to_exact(value, name)
+    if out < 0:
+        raise ConversionError(f"{name} must be at least 0")
+    return out
+
+
+def bs16_epsilon(rho, delta):
+    """eps = rho + 2 sqrt(rho ln(1/delta)) (the Census Bureau's published figures use it), as a
+    certified upper bound (an exact Fraction at or above the true value)."""
+    rho, delta = _nonneg_arg(rho, "rho"), _log_delta_arg(delta)
     if rho == 0 or delta >= 1:
-        return 0.0 if delta >= 1 else rho
+        return Fraction(0) if delta >= 1 else rho
     if delta == 0 or math.isinf(rho):
-        return math.inf
-    return rho + 2.0 * math.sqrt(rho * -math.log(delta))
+        return INF
+    r = iv(rho)
+    return (r + 2 * (r * -iv(delta).ln()).sqrt()).upper()
 
 
-def bs16_delta(rho: float, epsilon: float) -> float:
-    """The inverse of `bs16_epsilon`: delta = exp(-(eps - rho)^2 / (4 rho)) for eps >= rho."""
-    rho, eps = float(rho), float(epsilon)
+def bs16_delta(rho, epsilon):
+    """The inverse of `bs16_epsilon`: delta = exp(-(eps - rho)^2 / (4 rho)) for eps >= rho, as
+    a certified upper bound."""
+    rho, eps = _nonneg_arg(rho, "rho"), _nonneg_arg(epsilon, "epsilon")
     if rho == 0:
-        return 0.0
+        return Fraction(0)
     if math.isinf(rho) or eps <= rho:
-        return 1.0
+        return Fraction(1)
     if math.isinf(eps):
-        return 0.0
-    return math.exp(-((eps - rho) ** 2) / (4.0 * rho))
+        return Fraction(0)
+    gap = iv(eps - rho)
+    return min(Fraction(1), (-(gap * gap) / (4 * iv(rho))).exp().upper())
 
 
 def _renyi_cks_log_delta(alpha: float, tau: float, eps: float) -> float:
@@ -196,23 +218,14 @@ def _renyi_cks_log_delta(alpha: float, tau: float, eps: float) -> float:
     return (alpha - 1.0) * (tau - eps) + alpha * math.log1p(-1.0 / alpha) - math.log(alpha - 1.0)
 
 
-def cks20_log_delta(rho: float, epsilon: float) -> float:
-    """log of the CKS20 delta for rho-zCDP at eps: inf over alpha > 1 of
-
-        (alpha - 1)(alpha rho - eps) + alpha ln(1 - 1/alpha) - ln(alpha - 1).
+def _cks20_s_star(rho: float, eps: float) -> float:
+    """The optimal order alpha = 1 + e^s of CKS20's objective at (rho, eps), in floating point.
 
     The objective is strictly convex in alpha (its derivative (2 alpha - 1) rho - eps +
     ln(1 - 1/alpha) is increasing), so the minimum is the root of that derivative; finding the
     root (with alpha = 1 + e^s, so alpha near 1 stays representable) is accurate to machine
-    precision where a direct minimization would only locate alpha to sqrt(machine eps)."""
-    rho, eps = float(rho), float(epsilon)
-    if rho < 0 or eps < 0:
-        raise ConversionError("rho and epsilon must be at least 0")
-    if rho == 0 or math.isinf(eps):
-        return -math.inf
-    if math.isinf(rho):
-        return 0.0
-
+    precision where a direct minimization would only locate alpha to sqrt(machine eps). Any
+    alpha gives a valid bound, so an inaccurate s costs tightness only."""
     def slope(s: float) -> float:  # d/d alpha of the objective, at alpha = 1 + e^s
         return (1.0 + 2.0 * math.exp(s)) * rho - eps + s - math.log1p(math.exp(s))
 
@@ -221,14 +234,44 @@ def cks20_log_delta(rho: float, epsilon: float) -> float:
     s_lo = max(-700.0, min(0.0, eps - 3.0 * rho - 10.0))
     s_hi = min(700.0, max(0.0, math.log((eps + 1.0) / 2.0) - math.log(rho)))
     if slope(s_hi) <= 0:
-        s_star = s_hi
-    elif slope(s_lo) >= 0:
-        s_star = s_lo
-    else:  # the slope increases with s (its derivative is 2 rho e^s + 1/(1+e^s) > 0): bisect
-        s_star = _root_of_increasing(slope, s_lo, s_hi)
+        return s_hi
+    if slope(s_lo) >= 0:
+        return s_lo
+    # the slope increases with s (its derivative is 2 rho e^s + 1/(1+e^s) > 0): bisect
+    return _root_of_increasing(slope, s_lo, s_hi)
+
+
+def _cks20_log_delta_float(rho: float, eps: float) -> float:
+    """CKS20's log delta in floating point (the search for epsilon runs on it)."""
+    if rho == 0 or math.isinf(eps):
+        return -math.inf
+    if math.isinf(rho):
+        return 0.0
+    s_star = _cks20_s_star(rho, eps)
     t = math.exp(s_star)
     value = t * ((1.0 + t) * rho - eps) + (1.0 + t) * (s_star - math.log1p(t)) - s_star
     return min(0.0, value)
+
+
+def _cks20_log_delta_interval(rho: Fraction, eps: Fraction):
+    """An enclosure of CKS20's objective at the float optimum's order, fixed as an exact alpha:
+    (alpha - 1)(alpha rho - eps) + alpha ln(1 - 1/alpha) - ln(alpha - 1), with t = alpha - 1,
+    is t((1 + t) rho - eps) + (1 + t)(ln t - ln(1 + t)) - ln t. An upper end is a valid log delta."""
+    t = Fraction(math.exp(_cks20_s_star(float(rho), float(eps))))
+    ti, t1, ln_t = iv(t), iv(1 + t), iv(t).ln()
+    return ti * (t1 * iv(rho) - iv(eps)) + t1 * (ln_t - t1.ln()) - ln_t
+
+
+def cks20_log_delta(rho, epsilon) -> float:
+    """log of the CKS20 delta for rho-zCDP at eps: inf over alpha > 1 of
+
+        (alpha - 1)(alpha rho - eps) + alpha ln(1 - 1/alpha) - ln(alpha - 1),
+
+    in floating point (for plots and searches; `cks20_delta` states the certified bound)."""
+    rho, eps = to_exact(rho, "rho"), to_exact(epsilon, "epsilon")
+    if rho < 0 or eps < 0:
+        raise ConversionError("rho and epsilon must be at least 0")
+    return _cks20_log_delta_float(float(rho), float(eps))
 
 
 def _root_of_increasing(f, lo: float, hi: float, rtol: float = 1e-15) -> float:
@@ -247,9 +290,15 @@ def _root_of_increasing(f, lo: float, hi: float, rtol: float = 1e-15) -> float:
     return hi
 
 
-def cks20_delta(rho: float, epsilon: float) -> float:
-    """delta at eps for rho-zCDP by CKS20 Corollary 13 (at most 1)."""
-    return math.exp(cks20_log_delta(rho, epsilon))
+def cks20_delta(rho, epsilon):
+    """delta at eps for rho-zCDP by CKS20 Corollary 13 (at most 1), as a certified upper bound."""
+    rho, eps = _nonneg_arg(rho, "rho"), _nonneg_arg(epsilon, "epsilon")
+    if rho == 0 or math.isinf(eps):
+        return Fraction(0)
+    if math.isinf(rho):
+        return Fraction(1)
+    log_d = _cks20_log_delta_interval(rho, eps).min0()
+    return min(Fraction(1), log_d.exp().upper())
 
 
 def _invert_log_delta(log_delta_at, delta: float, start: float) -> float:
@@ -267,17 +316,44 @@ def _invert_log_delta(log_delta_at, delta: float, start: float) -> float:
     return _root_of_increasing(lambda e: target - log_delta_at(e), 0.0, hi)
 
 
-def cks20_epsilon(rho: float, delta: float) -> float:
-    """eps at delta for rho-zCDP by CKS20 Corollary 13: bisection on the monotone delta(eps)."""
-    rho, delta = float(rho), _log_delta_arg(delta)
+def _raise_until(candidate: float, holds, ceiling):
+    """The first of candidate, candidate + 1, 2, 4, ... ulps (as exact Fractions) for which
+    `holds` is proven, or `ceiling` (a certified figure known to hold) if that comes first."""
+    if not math.isfinite(candidate):
+        return ceiling
+    step = math.ulp(candidate) if candidate > 0 else math.ulp(1.0)
+    value = Fraction(candidate)
+    for i in range(80):
+        if value >= ceiling:
+            return ceiling
+        if holds(value):
+            return value
+        value = upper(Fraction(candidate) + Fraction(step) * 2**i)
+    return ceiling
+
+
+def cks20_epsilon(rho, delta):
+    """eps at delta for rho-zCDP by CKS20 Corollary 13, as a certified upper bound: bisection on
+    the monotone delta(eps) in floating point, then the found eps is raised until interval
+    arithmetic proves CKS20's delta at it is at most delta."""
+    rho, delta = _nonneg_arg(rho, "rho"), _log_delta_arg(delta)
     if delta >= 1 or rho == 0:
-        return 0.0
+        return Fraction(0)
     if delta == 0 or math.isinf(rho):
-        return math.inf
+        return INF
     loose = bs16_epsilon(rho, delta)
     # CKS20 is never looser than BS16 in exact arithmetic; where rounding in delta(eps) would make
     # the inverted figure larger (eps far below 1e-15), the BS16 figure is the valid, smaller one.
-    return min(_invert_log_delta(lambda e: cks20_log_delta(rho, e), delta, loose), loose)
+    rho_f, delta_f = float(rho), float(delta)
+    if delta_f == 0:  # a delta below the smallest float: the float search cannot run
+        return loose
+    found = _invert_log_delta(lambda e: _cks20_log_delta_float(rho_f, e), delta_f, float(loose))
+    target = iv(delta).ln().lo
+
+    def holds(eps: Fraction) -> bool:
+        return _cks20_log_delta_interval(rho, eps).hi <= target
+
+    return _raise_until(found, holds, loose)
 
 
 def _check_method(method: str, allowed: tuple[str, ...]) -> str:
@@ -304,7 +380,7 @@ def zcdp_to_approx(b: ZCDP, *, delta=None, epsilon=None, method: str = "cks20") 
         eps = bs16_epsilon(b.rho, d) if m == "bs16" else cks20_epsilon(b.rho, d)
         result = ApproxDP(eps, d)
     else:
-        eps = to_float(epsilon, "epsilon")
+        eps = to_exact(epsilon, "epsilon")
         d = bs16_delta(b.rho, eps) if m == "bs16" else cks20_delta(b.rho, eps)
         result = ApproxDP(eps, d)
     return Conversion(b, result, m, CITATIONS[m], exact=(m == "bs16"))
@@ -312,35 +388,35 @@ def zcdp_to_approx(b: ZCDP, *, delta=None, epsilon=None, method: str = "cks20") 
 
 def pure_to_zcdp(b: PureDP) -> Conversion:
     """eps-DP implies (eps^2/2)-zCDP."""
-    return Conversion(b, ZCDP(b.epsilon**2 / 2.0), "pure-zcdp", CITATIONS["pure-zcdp"], exact=True)
+    return Conversion(b, ZCDP(b.epsilon**2 / 2), "pure-zcdp", CITATIONS["pure-zcdp"], exact=True)
 
 
 def pure_to_approx(b: PureDP, *, delta=None, epsilon=None) -> Conversion:
     """eps-DP is (eps, 0)-DP; at a smaller eps' it is (eps', (e^eps - e^eps')/(1 + e^eps))-DP."""
     if epsilon is None:
         # (eps, 0) implies (eps, delta) for any requested delta; state the stronger one.
-        return Conversion(b, ApproxDP(b.epsilon, 0.0), "pure-approx", CITATIONS["pure-approx"],
+        return Conversion(b, ApproxDP(b.epsilon, 0), "pure-approx", CITATIONS["pure-approx"],
                           exact=True, lossless=True)
-    e2 = to_float(epsilon, "epsilon")
+    e2 = to_exact(epsilon, "epsilon")
     if e2 >= b.epsilon:
-        d = 0.0
+        d = Fraction(0)
     elif math.isinf(b.epsilon):
-        d = 1.0
-    else:
-        d = -math.expm1(e2 - b.epsilon) / (1.0 + math.exp(-b.epsilon))
+        d = Fraction(1)
+    else:  # (1 - e^(eps' - eps)) / (1 + e^-eps), certified from above
+        d = min(Fraction(1), ((1 - iv(e2 - b.epsilon).exp()) / (1 + iv(-b.epsilon).exp())).upper())
     return Conversion(b, ApproxDP(e2, d), "pure-approx", CITATIONS["pure-approx"], exact=True)
 
 
 def pure_to_renyi(b: PureDP, alpha) -> Conversion:
     """eps-DP bounds D_alpha by min(eps, alpha eps^2 / 2)."""
-    result = _renyi_at(alpha, lambda a: min(b.epsilon, a * b.epsilon**2 / 2.0))
+    result = _renyi_at(alpha, lambda a: min(b.epsilon, a * b.epsilon**2 / 2))
     return Conversion(b, result, "pure-renyi", CITATIONS["pure-renyi"], exact=True)
 
 
 def _renyi_at(alpha, eps_of_alpha) -> Budget:
     if isinstance(alpha, (list, tuple)):
-        return RenyiCurve(tuple((a, eps_of_alpha(to_float(a, "alpha"))) for a in alpha))
-    a = to_float(alpha, "alpha")
+        return RenyiCurve(tuple((a, eps_of_alpha(to_exact(a, "alpha"))) for a in alpha))
+    a = to_exact(alpha, "alpha")
     return RenyiDP(a, eps_of_alpha(a))
 
 
@@ -353,37 +429,41 @@ def zcdp_to_renyi(b: ZCDP, alpha) -> Conversion:
 # ---- Rényi -> (epsilon, delta) -------------------------------------------------------------
 
 
-def renyi_epsilon(alpha: float, tau: float, delta: float, method: str = "cks20") -> float:
+def renyi_epsilon(alpha, tau, delta, method: str = "cks20"):
     """eps at delta from D_alpha <= tau: Mironov's eps = tau + ln(1/delta)/(alpha - 1), or the
-    improved tau + ln(1 - 1/alpha) - (ln delta + ln alpha)/(alpha - 1) (never larger)."""
-    delta = _log_delta_arg(delta)
+    improved tau + ln(1 - 1/alpha) - (ln delta + ln alpha)/(alpha - 1) (never larger); a
+    certified upper bound."""
+    alpha, tau, delta = to_exact(alpha, "alpha"), to_exact(tau, "epsilon"), _log_delta_arg(delta)
     if delta >= 1:
-        return 0.0
+        return Fraction(0)
     if math.isinf(alpha):
         return tau
     if delta == 0 or math.isinf(tau):
-        return math.inf
+        return INF
+    a, am1, ln_d = iv(alpha), iv(alpha - 1), iv(delta).ln()
     if method == "mironov17":
-        eps = tau - math.log(delta) / (alpha - 1.0)
+        eps = iv(tau) - ln_d / am1
     else:
-        eps = tau + math.log1p(-1.0 / alpha) - (math.log(delta) + math.log(alpha)) / (alpha - 1.0)
-    return max(0.0, eps)
+        eps = iv(tau) + iv((alpha - 1) / alpha).ln() - (ln_d + a.ln()) / am1
+    return max(Fraction(0), eps.upper())
 
 
-def renyi_delta(alpha: float, tau: float, epsilon: float, method: str = "cks20") -> float:
-    """delta at eps from D_alpha <= tau (the inverse of `renyi_epsilon`, at most 1)."""
-    eps = float(epsilon)
+def renyi_delta(alpha, tau, epsilon, method: str = "cks20"):
+    """delta at eps from D_alpha <= tau (the inverse of `renyi_epsilon`, at most 1), a certified
+    upper bound."""
+    alpha, tau, eps = to_exact(alpha, "alpha"), to_exact(tau, "epsilon"), to_exact(epsilon, "epsilon")
     if math.isinf(alpha):
-        return 0.0 if eps >= tau else 1.0
+        return Fraction(0) if eps >= tau else Fraction(1)
     if math.isinf(tau):
-        return 1.0
+        return Fraction(1)
     if math.isinf(eps):
-        return 0.0
+        return Fraction(0)
+    a, am1 = iv(alpha), iv(alpha - 1)
     if method == "mironov17":
-        log_d = -(alpha - 1.0) * (eps - tau)
+        log_d = -am1 * iv(eps - tau)
     else:
-        log_d = _renyi_cks_log_delta(alpha, tau, eps)
-    return math.exp(min(0.0, log_d))
+        log_d = am1 * iv(tau - eps) + a * iv((alpha - 1) / alpha).ln() - am1.ln()
+    return min(Fraction(1), log_d.min0().exp().upper())
 
 
 def renyi_to_approx(b: RenyiDP | RenyiCurve, *, delta=None, epsilon=None,
@@ -397,10 +477,10 @@ def renyi_to_approx(b: RenyiDP | RenyiCurve, *, delta=None, epsilon=None,
         eps, best = min((renyi_epsilon(a, t, d, m), a) for a, t in points)
         result = ApproxDP(eps, d)
     else:
-        e = to_float(epsilon, "epsilon")
+        e = to_exact(epsilon, "epsilon")
         d, best = min((renyi_delta(a, t, e, m), a) for a, t in points)
         result = ApproxDP(e, d)
-    note = f"best order alpha = {best:g} of {len(points)}" if len(points) > 1 else ""
+    note = f"best order alpha = {float(best):g} of {len(points)}" if len(points) > 1 else ""
     cite = CITATIONS["mironov17" if m == "mironov17" else "cks20-renyi"]
     return Conversion(b, result, m, cite, exact=True, note=note)
 
@@ -411,8 +491,8 @@ def renyi_to_renyi(b: RenyiDP | RenyiCurve, alpha) -> Conversion:
         above = [t for a0, t in b.points if a0 >= a]
         if not above:
             raise ConversionError(
-                f"a Rényi bound at order {max(a0 for a0, _ in b.points):g} says nothing about the "
-                f"larger order {a:g} (Rényi divergence grows with its order)"
+                f"a Rényi bound at order {float(max(a0 for a0, _ in b.points)):g} says nothing about the "
+                f"larger order {float(a):g} (Rényi divergence grows with its order)"
             )
         return min(above)
 
@@ -442,19 +522,33 @@ def gdp_log_delta(mu: float, epsilon: float) -> float:
     return min(0.0, a + math.log(-math.expm1(b - a)))
 
 
-def gdp_delta(mu: float, epsilon: float) -> float:
-    """The exact delta at eps for mu-GDP (Dong, Roth & Su, Corollary 2.13)."""
-    return math.exp(gdp_log_delta(mu, epsilon))
+GDP_MARGIN = Fraction(1, 10**13)  # scipy's normal CDF has no interval form here: a relative margin
 
 
-def gdp_epsilon(mu: float, delta: float) -> float:
-    """The exact eps at delta for mu-GDP: root of the decreasing delta(eps)."""
-    mu, delta = float(mu), _log_delta_arg(delta)
+def _raised(value: float, cap=None):
+    """A float figure from scipy raised by GDP_MARGIN (relative) and rounded up, as a Fraction."""
+    if math.isinf(value):
+        return INF
+    out = upper(Fraction(value) * (1 + GDP_MARGIN))
+    return out if cap is None else min(cap, out)
+
+
+def gdp_delta(mu, epsilon):
+    """delta at eps for mu-GDP (Dong, Roth & Su, Corollary 2.13): scipy's value, raised by a
+    relative 1e-13 (not a proof: the normal CDF is not evaluated in interval arithmetic)."""
+    return _raised(math.exp(gdp_log_delta(mu, epsilon)), Fraction(1))
+
+
+def gdp_epsilon(mu, delta):
+    """eps at delta for mu-GDP: root of the decreasing delta(eps), raised by a relative 1e-13
+    (see gdp_delta)."""
+    mu, delta = float(mu), float(_log_delta_arg(delta))
     if delta >= 1 or mu == 0:
-        return 0.0
+        return Fraction(0)
     if delta == 0 or math.isinf(mu):
-        return math.inf
-    return _invert_log_delta(lambda e: gdp_log_delta(mu, e), delta, mu * mu / 2 + mu * math.sqrt(-2 * math.log(delta)))
+        return INF
+    return _raised(_invert_log_delta(lambda e: gdp_log_delta(mu, e), delta,
+                                     mu * mu / 2 + mu * math.sqrt(-2 * math.log(delta))))
 
 
 def gdp_to_approx(b: GaussianDP, *, delta=None, epsilon=None) -> Conversion:
@@ -463,13 +557,13 @@ def gdp_to_approx(b: GaussianDP, *, delta=None, epsilon=None) -> Conversion:
     if delta is not None:
         d = _log_delta_arg(delta)
         return Conversion(b, ApproxDP(gdp_epsilon(b.mu, d), d), "drs22", CITATIONS["drs22"], exact=False)
-    e = to_float(epsilon, "epsilon")
+    e = to_exact(epsilon, "epsilon")
     return Conversion(b, ApproxDP(e, gdp_delta(b.mu, e)), "drs22", CITATIONS["drs22"], exact=True)
 
 
 def gdp_to_zcdp(b: GaussianDP) -> Conversion:
     """mu-GDP implies (mu^2/2)-zCDP."""
-    return Conversion(b, ZCDP(b.mu**2 / 2.0), "gdp-zcdp", CITATIONS["gdp-zcdp"], exact=True)
+    return Conversion(b, ZCDP(b.mu**2 / 2), "gdp-zcdp", CITATIONS["gdp-zcdp"], exact=True)
 
 
 # ---- approximate DP ------------------------------------------------------------------------
@@ -479,11 +573,11 @@ def approx_to_approx(b: ApproxDP, *, delta=None, epsilon=None) -> Conversion:
     """(eps, delta) restated at a larger delta or a larger eps (weakening only)."""
     if delta is None and epsilon is None:
         return identity(b)
-    e = b.epsilon if epsilon is None else to_float(epsilon, "epsilon")
+    e = b.epsilon if epsilon is None else to_exact(epsilon, "epsilon")
     d = b.delta if delta is None else _log_delta_arg(delta)
     if e < b.epsilon or d < b.delta:
         raise ConversionError(
-            f"{b} does not imply (epsilon = {e:g}, delta = {d:g}): an (epsilon, delta) guarantee "
+            f"{b} does not imply (epsilon = {float(e):g}, delta = {float(d):g}): an (epsilon, delta) guarantee "
             "alone cannot be restated with a smaller epsilon or delta (the mechanism's full "
             "privacy profile would be needed)"
         )
@@ -606,5 +700,6 @@ def conversion_json(c: Conversion) -> dict:
     """Flat JSON of a conversion's result: its parameters, premetric, method and citation."""
     out = {k: (json_number(v) if not isinstance(v, list) else [json_number(x) for x in v])
            for k, v in c.result.params().items()}
+    out.update(exact_companions(c.result.params()))
     out.update({"premetric": c.result.kind, "method": c.method, "citation": c.citation})
     return out

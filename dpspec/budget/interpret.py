@@ -18,7 +18,7 @@ import math
 
 import attrs
 
-from .conversions import cks20_delta, cks20_epsilon, gdp_epsilon
+from .conversions import cks20_epsilon, cks20_log_delta, gdp_epsilon
 from .premetrics import ApproxDP, Budget, GaussianDP, PureDP, RenyiDP, ZCDP
 
 PRIORS = (0.01, 0.10, 0.50)
@@ -66,23 +66,25 @@ def tradeoff(budget: Budget, alpha) -> list[float]:
     """The trade-off curve the budget guarantees, at type I errors alpha (see CURVES). Plain
     Python for every budget but GDP's: a hover's reading of a budget loads no array library."""
     alpha = [float(a) for a in alpha]
+    # a picture of the guarantee, not a figure any bound is checked against: floats
     if isinstance(budget, PureDP):
-        return approx_tradeoff(alpha, budget.epsilon, 0.0)
+        return approx_tradeoff(alpha, float(budget.epsilon), 0.0)
     if isinstance(budget, ApproxDP):
-        return approx_tradeoff(alpha, budget.epsilon, budget.delta)
+        return approx_tradeoff(alpha, float(budget.epsilon), float(budget.delta))
     if isinstance(budget, GaussianDP):
         if math.isinf(budget.mu):
             return [0.0 for _ in alpha]
         from scipy.special import ndtr, ndtri  # Phi and its inverse; only GDP's curve needs them
 
-        return [float(ndtr(ndtri(1.0 - min(max(a, 0.0), 1.0)) - budget.mu)) for a in alpha]
+        return [float(ndtr(ndtri(1.0 - min(max(a, 0.0), 1.0)) - float(budget.mu))) for a in alpha]
     if isinstance(budget, ZCDP):
         if math.isinf(budget.rho):
             return [0.0 for _ in alpha]
-        hi = max(8.0, budget.rho + 8.0 * math.sqrt(budget.rho) + 8.0)
+        rho = float(budget.rho)
+        hi = max(8.0, rho + 8.0 * math.sqrt(rho) + 8.0)
         step = hi / 399  # the grid numpy.linspace(0, hi, 400) gives: the same figures as before
         grid = [i * step for i in range(399)] + [hi]
-        curves = [approx_tradeoff(alpha, e, cks20_delta(budget.rho, e)) for e in grid]
+        curves = [approx_tradeoff(alpha, e, math.exp(cks20_log_delta(rho, e))) for e in grid]
         return [max(column) for column in zip(*curves)]
     raise ValueError(f"no trade-off curve for {budget.kind} budgets here; convert to zCDP or approximate DP first")
 
@@ -117,7 +119,8 @@ def read(budget: Budget, delta: float) -> Reading:
     else:
         raise ValueError(f"cannot read a {kind} budget")
     f = tradeoff(budget, TEST_ALPHAS)
-    return Reading(budget, float(eps), float(d),
+    eps, d = float(eps), float(d)  # certified figures, read as floats for the posterior's picture
+    return Reading(budget, eps, d,
                    tuple((p, posterior(p, eps)) for p in PRIORS),
                    tuple((a, float(1.0 - v)) for a, v in zip(TEST_ALPHAS, f)),
                    FORMULAS[kind], CURVES[kind])

@@ -3,11 +3,14 @@
 A mechanism proves a budget under its own flavor (say zCDP, add/remove one person). The spec
 may declare another unit, relation or premetric; every conversion needed to reach the spec's
 currency is a step of the ledger, named with its method, so a reader can retrace it. Declared
-budget bounds are then checked in their own quoted currency.
+budget bounds are then checked in their own quoted currency, exactly: the achieved figure is an
+exact rational or a certified upper bound (dpspec.budget.exact), the declared one is the exact
+number the spec wrote, and no tolerance lets a figure above its bound pass.
 """
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 
 import attrs
 
@@ -18,7 +21,7 @@ from dpspec.errors import ConversionError
 from dpspec.check.invariants import determines
 
 SPEC_TO_KIND = {"pure": "pure", "approximate": "approx", "zcdp": "zcdp", "renyi": "renyi", "gdp": "gdp"}
-DEFAULT_DELTA = 1e-10
+DEFAULT_DELTA = Fraction(1, 10**10)  # exact: the float 1e-10 is a little above 10^-10
 
 
 @attrs.frozen
@@ -33,7 +36,7 @@ class Step:
 @attrs.frozen
 class BoundCheck:
     bound: ir.BudgetBound
-    achieved: float
+    achieved: Fraction | float  # exact (or a certified upper bound); math.nan when it cannot be checked
     holds: bool
     currency: str  # how the achieved figure was computed, in words
 
@@ -116,7 +119,7 @@ def to_spec_flavor(spec: ir.Spec, native_flavor, budget):
     if value.kind != kind:
         delta = spec.premetric.option("delta")
         alpha = spec.premetric.option("alpha")
-        conv = convert(value, kind, delta=float(delta) if delta is not None else None, alpha=float(alpha) if alpha is not None else None)
+        conv = convert(value, kind, delta=delta, alpha=alpha)
         steps.append(Step("premetric", value, conv.result, conv.method, conv.citation))
         value = conv.result
     return value, steps
@@ -156,13 +159,13 @@ def _achieved_for_bound(bound: ir.BudgetBound, spec: ir.Spec, native_flavor, nat
     relation = bound.relation or spec.unit.relation
     flavor = attrs.evolve(spec, unit=attrs.evolve(spec.unit, relation=relation))
     value, _ = to_spec_flavor(flavor, native_flavor, native_value)
-    with_ = {k: float(v) for k, v in bound.with_}
+    with_ = dict(bound.with_)
     method = bound.method or "cks20"
     q = bound.quantity
     if q in value.params() and not (q == "epsilon" and "delta" in with_ and value.kind != "approx"):
-        return float(value.params()[q]), f"{value.kind}, {relation}"
+        return value.params()[q], f"{value.kind}, {relation}"
     if q == "epsilon":
-        delta = with_.get("delta", float(spec.premetric.option("delta") or DEFAULT_DELTA))
+        delta = with_.get("delta", spec.premetric.option("delta") or DEFAULT_DELTA)
         conv = convert(value, "approx", delta=delta, method=method)
         return conv.result.epsilon, f"approximate DP at delta = {format_number(delta)} by {conv.method}, {relation}"
     if q == "rho":
@@ -180,13 +183,13 @@ def _achieved_for_bound(bound: ir.BudgetBound, spec: ir.Spec, native_flavor, nat
     raise ConversionError(f"cannot express the budget as {q}")
 
 
-def upper_limit(bound) -> float | None:
-    """An upper bound's limit ('rho <= 4.96': 4.96), what an achieved figure is read against;
-    None for a bound of another form."""
+def upper_limit(bound) -> Fraction | None:
+    """An upper bound's limit ('rho <= 4.96': 4.96, exact), what an achieved figure is read
+    against; None for a bound of another form."""
     if getattr(bound, "op", None) not in ("<=", "<"):
         return None
     try:
-        return float(bound.value)
+        return Fraction(bound.value)
     except (TypeError, ValueError):
         return None
 
@@ -197,18 +200,29 @@ def achieved_text(check) -> str:
     there is none."""
     from dpspec.budget.premetrics import format_against
 
-    value = float(check.achieved)
-    if math.isnan(value):
+    value = check.achieved
+    if isinstance(value, float) and math.isnan(value):
         return "—"
     return format_against(value, upper_limit(check.bound), bool(check.holds))
 
 
-def _holds(op: str, achieved: float, limit: float) -> bool:
+EQUAL_TOLERANCE = Fraction(1, 10**9)  # 'epsilon = 52.83' quotes a rounded figure: equal to 1e-9 relative
+
+
+def _holds(op: str, achieved, limit) -> bool:
+    """Whether `achieved op limit`, decided in exact arithmetic (achieved is exact or a certified
+    upper bound, so '<=' and '<' are never wrongly said to hold). '=' holds within a relative
+    1e-9 (a figure quoted from a publication is rounded), measured exactly."""
+    limit = Fraction(limit)
+    if isinstance(achieved, float) and math.isnan(achieved):
+        return False
     if op == "<=":
-        return achieved <= limit * (1 + 1e-12)
+        return achieved <= limit
     if op == "<":
         return achieved < limit
-    return math.isclose(achieved, limit, rel_tol=1e-9)
+    if math.isinf(achieved):
+        return False
+    return abs(Fraction(achieved) - limit) <= EQUAL_TOLERANCE * abs(limit)
 
 
 def build(spec: ir.Spec, native_flavor, statement, currencies: bool = True) -> FlavorLedger:
@@ -222,7 +236,7 @@ def build(spec: ir.Spec, native_flavor, statement, currencies: bool = True) -> F
         worst, _ = to_spec_flavor(spec, native_flavor, statement.worst)
     except ConversionError as exc:
         problem = str(exc)
-    delta = float(spec.premetric.option("delta") or DEFAULT_DELTA)
+    delta = spec.premetric.option("delta") or DEFAULT_DELTA
     checks = []
     for bound in spec.budgets:
         try:
@@ -230,6 +244,6 @@ def build(spec: ir.Spec, native_flavor, statement, currencies: bool = True) -> F
         except ConversionError as exc:
             checks.append(BoundCheck(bound, math.nan, False, f"cannot be checked: {exc}"))
             continue
-        checks.append(BoundCheck(bound, figure, _holds(bound.op, figure, float(bound.value)), words))
+        checks.append(BoundCheck(bound, figure, _holds(bound.op, figure, bound.value), words))
     return FlavorLedger(statement, native_flavor, tuple(steps), declared, worst, problem,
                         other_currencies(declared, delta) if currencies else (), tuple(checks))

@@ -2,12 +2,15 @@
 
 A budget is only meaningful together with its premetric (its currency), so each value carries
 its kind, the seed paper's name for the premetric, and prints its parameters by name. Numbers
-are stored as floats (they may arrive as `Fraction`, `Decimal` or text); `math.inf` is allowed
-and means "no finite guarantee".
+are stored exactly, as `Fraction` (they may arrive as int, float, `Decimal` or text; a float is
+read exactly, as the binary number it is); `math.inf` is allowed and means "no finite guarantee".
+JSON and printed figures show the nearest float, and JSON adds an exact companion
+("rho_exact": "293764/114921") where that float is not the exact value.
 """
 from __future__ import annotations
 
 import math
+import sys
 from decimal import Decimal
 from fractions import Fraction
 from typing import ClassVar
@@ -37,6 +40,44 @@ def to_float(value, name: str = "value") -> float:
     if math.isnan(out):
         raise InvalidBudget(f"{name} must be a number, got NaN")
     return out
+
+
+def to_exact(value, name: str = "value"):
+    """Turn a user number (int, float, Fraction, Decimal, numeric text, 'inf') into an exact
+    Fraction (or math.inf): the budget path never rounds. A float is taken exactly; a finite
+    value beyond the largest float is refused, as `to_float` refuses it."""
+    if isinstance(value, bool):
+        raise InvalidBudget(f"{name} must be a number, not {value!r}")
+    if isinstance(value, Fraction):
+        out = value
+    elif isinstance(value, int):
+        out = Fraction(value)
+    elif isinstance(value, float):
+        if math.isnan(value):
+            raise InvalidBudget(f"{name} must be a number, got NaN")
+        out = value if math.isinf(value) else Fraction(value)
+    elif isinstance(value, Decimal):
+        if value.is_nan():
+            raise InvalidBudget(f"{name} must be a number, got NaN")
+        out = (math.inf if value > 0 else -math.inf) if value.is_infinite() else Fraction(value)
+    elif isinstance(value, str):
+        text = value.strip()
+        if text.lower() in ("inf", "+inf", "infinity", "+infinity", "-inf", "-infinity"):
+            out = -math.inf if text.startswith("-") else math.inf
+        else:
+            to_float(text, name)  # the same refusals (length, exponent, not a number, too large)
+            out = Fraction(text)
+    else:
+        if hasattr(value, "item"):  # numpy scalars
+            return to_exact(value.item(), name)
+        return to_exact(to_float(value, name), name)
+    if not isinstance(out, float) and abs(out) > _FLOAT_MAX:
+        raise InvalidBudget(f"{name} = {_short(value)} is too large to account with (at most about 1.8e308; "
+                            "write inf for an unbounded budget)")
+    return out
+
+
+_FLOAT_MAX = Fraction(sys.float_info.max)
 
 
 def _short(value) -> str:
@@ -75,6 +116,7 @@ def format_number(x: float) -> str:
         return "inf" if x > 0 else "-inf"
     if x == 0:
         return "0"
+    x = float(x)  # an exact budget prints as its nearest float, as before
     if abs(x) >= 1:
         if float(x).is_integer() and abs(x) < 1e15:
             return str(int(x))
@@ -90,23 +132,71 @@ def format_against(x: float, limit: float | None, holds: bool) -> str:
     text = format_number(x)
     if limit is None or not (math.isfinite(x) and math.isfinite(limit)):
         return text
+    # a float limit is read as the decimal a person wrote (4.96), an exact one as it is
+    exact_x = to_exact(x)
+    exact_limit = limit if isinstance(limit, Fraction) else Fraction(repr(float(limit)))
     for digits in range(3, 18):
-        if (float(text) <= limit) == holds:
+        if (Fraction(text) <= exact_limit) == holds:
             return text
-        text = f"{x:.{digits}g}"
-    return repr(x)
+        text = f"{float(x):.{digits}g}"
+    if (Fraction(repr(float(x))) <= exact_limit) == holds:
+        return repr(float(x))
+    from dpspec.ir import format_number as exact_text  # the float is on the wrong side: print it exactly
+
+    return exact_text(exact_x)
 
 
 def json_number(x: float):
-    """A float for JSON; infinities become the string 'inf' (JSON has no infinity)."""
+    """A float for JSON; infinities become the string 'inf' (JSON has no infinity); an exact
+    Fraction becomes its nearest float (`exact_companions` adds its exact text where that float
+    is not the value)."""
     if math.isinf(x):
         return "inf" if x > 0 else "-inf"
+    if isinstance(x, Fraction):
+        return float(x)
     return x
+
+
+def exact_text(x) -> str:
+    """An exact budget number as text: '293764/114921', '0.05', 'inf'."""
+    if isinstance(x, float):
+        return "inf" if x > 0 else "-inf" if math.isinf(x) else repr(x)
+    from dpspec.ir import format_number as exact_format
+
+    x = Fraction(x)
+    text, ratio = exact_format(x), f"{x.numerator}/{x.denominator}"
+    return ratio if len(ratio) < len(text) else text  # a double's square: 7792775467722867/140737488355328
+
+
+def needs_exact(x) -> bool:
+    """Whether a figure's JSON number does not state it exactly, read either way: as the double
+    it is (a certified bound is one) or as the decimal it prints (0.3 for 3/10, 1e-10 for
+    10^-10). Only then is an exact companion written, so JSON that was exact stays as it was."""
+    if not isinstance(x, Fraction):
+        return False
+    try:
+        f = float(x)
+    except OverflowError:  # pragma: no cover - budgets are bounded by the largest float
+        return True
+    return Fraction(f) != x and Fraction(repr(f)) != x
+
+
+def exact_companions(params: dict) -> dict:
+    """{'rho_exact': '293764/114921'} for every parameter whose JSON number is not exact
+    (additive: a figure its JSON number states exactly gets no companion: such JSON is unchanged)."""
+    out = {}
+    for k, v in params.items():
+        if isinstance(v, list):
+            if any(needs_exact(x) for x in v):
+                out[f"{k}_exact"] = [exact_text(x) for x in v]
+        elif needs_exact(v):
+            out[f"{k}_exact"] = exact_text(v)
+    return out
 
 
 def _nonneg(name):
     def convert(value):
-        out = to_float(value, name)
+        out = to_exact(value, name)
         if out < 0:
             raise InvalidBudget(f"{name} must be at least 0, got {format_number(out)}")
         return out
@@ -115,14 +205,14 @@ def _nonneg(name):
 
 
 def _probability(value):
-    out = to_float(value, "delta")
+    out = to_exact(value, "delta")
     if not 0 <= out <= 1:
-        raise InvalidBudget(f"delta must be in [0, 1], got {out!r}")
+        raise InvalidBudget(f"delta must be in [0, 1], got {format_number(out) if math.isfinite(out) else out!r}")
     return out
 
 
 def _order(value):
-    out = to_float(value, "alpha")
+    out = to_exact(value, "alpha")
     if not out > 1:
         raise InvalidBudget(f"the Rényi order alpha must exceed 1, got {format_number(out)}")
     return out
@@ -145,6 +235,7 @@ class Budget:
     def to_json(self) -> dict:
         out = {"premetric": self.kind}
         out.update({k: json_number(v) for k, v in self.params().items()})
+        out.update(exact_companions(self.params()))
         return out
 
     def __str__(self) -> str:
@@ -158,7 +249,7 @@ class PureDP(Budget):
 
     kind: ClassVar[str] = "pure"
     paper_name: ClassVar[str] = "multiplicative distance (MULT)"
-    epsilon: float = attrs.field(converter=_nonneg("epsilon"))
+    epsilon: Fraction = attrs.field(converter=_nonneg("epsilon"))
 
 
 @attrs.frozen(str=False)
@@ -167,8 +258,8 @@ class ApproxDP(Budget):
 
     kind: ClassVar[str] = "approx"
     paper_name: ClassVar[str] = "delta-approximate multiplicative divergence"
-    epsilon: float = attrs.field(converter=_nonneg("epsilon"))
-    delta: float = attrs.field(converter=_probability)
+    epsilon: Fraction = attrs.field(converter=_nonneg("epsilon"))
+    delta: Fraction = attrs.field(converter=_probability)
 
     @property
     def is_finite(self) -> bool:
@@ -182,7 +273,7 @@ class ZCDP(Budget):
 
     kind: ClassVar[str] = "zcdp"
     paper_name: ClassVar[str] = "normalized Rényi metric (zCDP)"
-    rho: float = attrs.field(converter=_nonneg("rho"))
+    rho: Fraction = attrs.field(converter=_nonneg("rho"))
 
 
 @attrs.frozen(str=False)
@@ -191,8 +282,8 @@ class RenyiDP(Budget):
 
     kind: ClassVar[str] = "renyi"
     paper_name: ClassVar[str] = "Rényi divergence of order alpha"
-    alpha: float = attrs.field(converter=_order)
-    epsilon: float = attrs.field(converter=_nonneg("epsilon"))
+    alpha: Fraction = attrs.field(converter=_order)
+    epsilon: Fraction = attrs.field(converter=_nonneg("epsilon"))
 
     @property
     def points(self) -> tuple[tuple[float, float], ...]:
@@ -224,7 +315,7 @@ class RenyiCurve(Budget):
 
     kind: ClassVar[str] = "renyi"
     paper_name: ClassVar[str] = "Rényi divergence of order alpha"
-    points: tuple[tuple[float, float], ...] = attrs.field(converter=_curve)
+    points: tuple[tuple[Fraction, Fraction], ...] = attrs.field(converter=_curve)
 
     def params(self) -> dict:
         return {"alpha": [a for a, _ in self.points], "epsilon": [e for _, e in self.points]}
@@ -238,6 +329,7 @@ class RenyiCurve(Budget):
             "premetric": self.kind,
             "alpha": [json_number(a) for a, _ in self.points],
             "epsilon": [json_number(e) for _, e in self.points],
+            **exact_companions(self.params()),
         }
 
     def __str__(self) -> str:
@@ -252,7 +344,7 @@ class GaussianDP(Budget):
 
     kind: ClassVar[str] = "gdp"
     paper_name: ClassVar[str] = "Gaussian differential privacy"
-    mu: float = attrs.field(converter=_nonneg("mu"))
+    mu: Fraction = attrs.field(converter=_nonneg("mu"))
 
 
 PREMETRIC_CLASSES = {"pure": PureDP, "approx": ApproxDP, "zcdp": ZCDP, "renyi": RenyiDP, "gdp": GaussianDP}
@@ -284,6 +376,10 @@ def budget_from_params(params: dict) -> Budget:
     if isinstance(params, Budget):
         return params
     given = {str(k).strip().lower(): v for k, v in dict(params).items() if v is not None}
+    for key in [k for k in given if k.endswith("_exact")]:  # a JSON budget read back: its exact figures win
+        exact_value, base = given.pop(key), key[: -len("_exact")]
+        if base in given:
+            given[base] = exact_value
     if "eps" in given and "epsilon" not in given:
         given["epsilon"] = given.pop("eps")
     kind = normalize_kind(given.pop("premetric")) if "premetric" in given else None
@@ -311,7 +407,7 @@ def budget_from_params(params: dict) -> Budget:
     if missing:
         raise InvalidBudget(f"premetric {kind} needs {sorted(missing)}")
     if kind == "approx":
-        return ApproxDP(given["epsilon"], given.get("delta", 0.0))
+        return ApproxDP(given["epsilon"], given.get("delta", 0))
     if kind == "renyi":
         alpha, eps = given["alpha"], given["epsilon"]
         if isinstance(alpha, (list, tuple)) or isinstance(eps, (list, tuple)):

@@ -20,6 +20,7 @@ from dpspec.budget.composition import Release as LedgerRelease
 from dpspec.budget.statement import BudgetStatement, PublicCondition
 from dpspec.errors import Diagnostic, SpecError
 from dpspec.budget.ledger import DEFAULT_DELTA, _holds
+from dpspec.budget.premetrics import exact_text, json_number, needs_exact
 from dpspec.language.parser import parse, read_source
 
 KIND_OF_BOUND = {"epsilon": "approx", "rho": "zcdp", "mu": "gdp"}
@@ -171,7 +172,7 @@ def program_ledger(program_spec: ir.Spec, delta: float | None = None, method: st
         to = SPEC_TO_KIND[program_spec.premetric.kind]
     alpha = program_spec.premetric.option("alpha") if program_spec.premetric is not None else None
     ledger = compose(releases, to=to, delta=delta or DEFAULT_DELTA, method=method, public=public,
-                     alpha=float(alpha) if alpha is not None else None)
+                     alpha=alpha)
     if program_spec.unit is not None and members:
         from dpspec.budget.program_unit import describe_unit
 
@@ -195,8 +196,8 @@ def _epsilon_note(ledger, delta: float) -> str:
     certificates' conversion) and by Bun & Steinke (the looser one the first seed paper uses)."""
     cks = ledger.total_in("approx", delta=delta, method="cks20").result.epsilon
     bs = ledger.total_in("approx", delta=delta, method="bs16").result.epsilon
-    return (f"the total in (epsilon, delta) at delta = {delta:g}: epsilon = {cks:.4f} by cks20 (Canonne, Kamath & "
-            f"Steinke 2020, the production certificates' conversion), {bs:.4f} by bs16 (Bun & Steinke 2016)")
+    return (f"the total in (epsilon, delta) at delta = {float(delta):g}: epsilon = {float(cks):.4f} by cks20 (Canonne, Kamath & "
+            f"Steinke 2020, the production certificates' conversion), {float(bs):.4f} by bs16 (Bun & Steinke 2016)")
 
 
 def _change_one_note(members, ledger) -> str | None:
@@ -207,10 +208,10 @@ def _change_one_note(members, ledger) -> str | None:
             or any(b.kind != "zcdp" for m in tight for b in (m.statement.actual, m.group_privacy)):
         return None
     extra = sum(m.group_privacy.rho - m.statement.actual.rho for m in tight)
-    parts = ", ".join(f"'{m.path}' rho = {m.statement.actual.rho:.6g} "
-                      f"(group privacy: {m.group_privacy.rho:.6g})" for m in tight)
+    parts = ", ".join(f"'{m.path}' rho = {float(m.statement.actual.rho):.6g} "
+                      f"(group privacy: {float(m.group_privacy.rho):.6g})" for m in tight)
     return (f"change one record: {parts} use their mechanism's own change-one bound; by group privacy "
-            f"(two add/remove steps) for them too the total would be rho = {ledger.total.rho + extra:.6g}")
+            f"(two add/remove steps) for them too the total would be rho = {float(ledger.total.rho + extra):.6g}")
 
 
 def _pufferfish_note(members) -> str | None:
@@ -240,12 +241,14 @@ def program_summary(program_spec: ir.Spec, delta: float | None = None, method: s
         figure = total.params().get(b.quantity)
         words = f"composed total ({ledger.method})"
         if figure is None and b.quantity in KIND_OF_BOUND:
-            kwargs = {"delta": float(dict(b.with_).get("delta", delta or DEFAULT_DELTA))} if b.quantity == "epsilon" else {}
+            kwargs = {"delta": dict(b.with_).get("delta", delta or DEFAULT_DELTA)} if b.quantity == "epsilon" else {}
             conv = ledger.total_in(KIND_OF_BOUND[b.quantity], method=b.method or method, **kwargs) if b.quantity == "epsilon" else ledger.total_in(KIND_OF_BOUND[b.quantity])
             figure = conv.result.params()[b.quantity]
             words += f", converted by {conv.method}"
-        holds = figure is not None and _holds(b.op, float(figure), float(b.value))
-        bounds.append({"bound": b.describe(), "achieved": figure, "holds": holds, "currency": words})
+        holds = figure is not None and _holds(b.op, figure, b.value)
+        bounds.append({"bound": b.describe(), "achieved": None if figure is None else json_number(figure),
+                       "holds": holds, "currency": words,
+                       **({"achieved_exact": exact_text(figure)} if figure is not None and needs_exact(figure) else {})})
     return {
         "program": program_spec.program.title,
         "releases": [

@@ -29,18 +29,19 @@ def no_semantics(spec: ir.Spec, mechanism_name: str) -> SpecError:
                      spec.path, spec.text)
 
 
-def _epsilon(spec: ir.Spec, flavor, rho: Fraction, delta: float):
-    """(budget in the spec's flavor as JSON, epsilon at delta or None)."""
+def _epsilon(spec: ir.Spec, flavor, rho: Fraction, delta):
+    """(budget in the spec's flavor as JSON, epsilon at delta or None): exact, epsilon a
+    certified upper bound."""
     from dpspec.budget.ledger import to_spec_flavor
 
-    value, _ = to_spec_flavor(spec, flavor, ZCDP(float(rho)))
+    value, _ = to_spec_flavor(spec, flavor, ZCDP(rho))
     if value.kind == "zcdp":
         eps = convert(value, "approx", delta=delta, method=CONVERSION).result.epsilon if value.rho > 0 else 0.0
-    elif value.kind == "approx" and float(value.delta) == delta:
+    elif value.kind == "approx" and value.delta == delta:
         eps = value.epsilon
     else:
         eps = None
-    return value.to_json(), (json_number(float(eps)) if eps is not None else None)
+    return value.to_json(), (json_number(eps) if eps is not None else None)
 
 
 def _entry(spec, flavor, item: dict, delta: float) -> dict:
@@ -68,7 +69,7 @@ def semantics_json(spec: ir.Spec, flavor, raw: dict, delta: float) -> dict:
     """The `semantics` key of `dpspec budget --json` (additive)."""
     attributes = [_entry(spec, flavor, a, delta) for a in raw["attributes"]]
     geographies = [{**_entry(spec, flavor, g, delta), "description": describe_geography(g)} for g in raw["geographies"]]
-    out = {"delta": delta, "conversion": CONVERSION, "cited": SEED_SECTION,
+    out = {"delta": json_number(delta), "conversion": CONVERSION, "cited": SEED_SECTION,
            "attributes": attributes, "geographies": geographies}
     if raw.get("across_split") is not None:  # additive: a move across the AIAN spine's parts
         out["across_split"] = {**_entry(spec, flavor, raw["across_split"], delta),

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import math
 import numbers
+from fractions import Fraction
 
 from dpspec.errors import ConversionError
 
 from .conversions import Conversion, identity
+from .exact import iv
 from .premetrics import ApproxDP, Budget, GaussianDP, PureDP, ZCDP, budget_from_params
 
 RELATIONS = ("symdiff", "hamming")
@@ -36,6 +38,13 @@ GROUP_CITATIONS = {
 }
 
 
+def _exp_upper_at_most_1(log_value) -> Fraction:
+    """min(1, e^x) from above, for an interval x (1 as soon as x may reach 0)."""
+    if log_value.hi >= 0:
+        return Fraction(1)
+    return min(Fraction(1), log_value.exp().upper())
+
+
 def normalize_relation(name: str) -> str:
     """Map 'add/remove', 'change-one', 'bounded'... to 'symdiff' or 'hamming'."""
     key = str(name).strip().lower().replace("_", "-").replace(" ", "-")
@@ -57,11 +66,11 @@ def _scale(budget: Budget, k: int) -> tuple[Budget, str]:
         # Chaining one step at a time gives delta * (1 + e^eps + ... + e^((k-1) eps)); the
         # simpler published bound k e^((k-1) eps) delta is at least that, and is what we state.
         if delta == 0:
-            new_delta = 0.0
+            new_delta = Fraction(0)
         elif math.isinf(eps):
-            new_delta = 1.0
-        else:  # in log space: e^((k-1) eps) overflows long before the product exceeds 1
-            new_delta = math.exp(min(0.0, math.log(k) + (k - 1) * eps + math.log(delta)))
+            new_delta = Fraction(1)
+        else:  # in log space (e^((k-1) eps) grows past any float), certified from above
+            new_delta = _exp_upper_at_most_1(iv(k).ln() + (k - 1) * iv(eps) + iv(delta).ln())
         return ApproxDP(k * eps, new_delta), f"(k eps, k e^((k-1) eps) delta) with k = {k}"
     raise ConversionError(
         f"no exact group-privacy rule for {budget.kind} budgets: a Rényi bound at one order "
@@ -89,11 +98,11 @@ def change_relation(budget, from_relation: str, to_relation: str) -> Conversion:
     if isinstance(budget, ApproxDP):
         eps, delta = budget.epsilon, budget.delta
         if delta == 0:
-            new_delta = 0.0
+            new_delta = Fraction(0)
         elif math.isinf(eps):
-            new_delta = 1.0
-        else:  # (1 + e^eps) delta, in log space
-            new_delta = math.exp(min(0.0, eps + math.log1p(math.exp(-eps)) + math.log(delta)))
+            new_delta = Fraction(1)
+        else:  # (1 + e^eps) delta, in log space, certified from above
+            new_delta = _exp_upper_at_most_1(iv(eps) + (1 + iv(-eps).exp()).ln() + iv(delta).ln())
         result, rule = ApproxDP(2 * eps, new_delta), "(2 eps, (1 + e^eps) delta)"
         citation = ("Dwork & Roth (2014), Definition 2.4 applied twice: P(S) <= e^eps (e^eps "
                     "P''(S) + delta) + delta")
@@ -122,7 +131,7 @@ def hamming_to_symdiff_fixed_size(budget) -> Conversion:
     budget = budget_from_params(budget)
     halves = {"pure": lambda b: (PureDP(b.epsilon / 2), "pure epsilon / 2"),
               "zcdp": lambda b: (ZCDP(b.rho / 4), "zCDP rho / 4"),
-              "gdp": lambda b: (GaussianDP(b.mu / 2), "GDP mu / 2")}
+              "gdp": lambda b: (GaussianDP(b.mu / 2), "GDP mu / 2")}  # exact: Fraction / int
     if budget.kind not in halves:
         raise ConversionError(
             f"even on datasets of one size, a change-one {budget.kind} budget has no exact add/remove "

@@ -308,7 +308,7 @@ def compile_cmd(file, outdir, seed, runs, engine_name, spark_master, verify_file
         click.echo(f"budget: cannot be expressed in the spec's flavor: {ledger.problem}")
     for check in ledger.bounds:
         state = "holds" if check.holds else "EXCEEDED"
-        click.echo(f"declared bound {check.bound.describe()}: {state} (achieved {check.achieved:.6g}; {check.currency})")
+        click.echo(f"declared bound {check.bound.describe()}: {state} (achieved {float(check.achieved):.6g}; {check.currency})")
     for name, info in written["outputs"].items():
         click.echo(f"wrote {os.path.join(outdir, info['file'])} ({info['rows']} rows)")
     for kind in REPORT_KINDS:
@@ -322,11 +322,25 @@ def compile_cmd(file, outdir, seed, runs, engine_name, spark_master, verify_file
         sys.exit(code)
 
 
+def _exact(param, value):
+    """A budget number given on the command line, read exactly ('1e-10' is 10^-10, not the double
+    nearest it), so the budget path gets the number the user wrote."""
+    if value is None:
+        return None
+    from dpspec.budget.premetrics import InvalidBudget, to_exact
+
+    try:
+        return to_exact(value, param.name)
+    except InvalidBudget as exc:
+        raise click.BadParameter(str(exc)) from None
+
+
 @main.command("budget")
 @click.argument("file", type=click.Path(dir_okay=False))
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout (format `budget`: the "
               "notation, the budget and its steps, conversions and bounds); a failure is the `error` document.")
-@click.option("--delta", type=float, default=None, help="delta for conversions to approximate DP (default: the spec's, else 1e-10).")
+@click.option("--delta", type=str, default=None, callback=lambda c, p, v: _exact(p, v),
+              help="delta for conversions to approximate DP (default: the spec's, else 1e-10).")
 @click.option("--conversion", type=click.Choice(["bs16", "cks20"]), default="cks20", show_default=True,
               help="zCDP to approximate DP conversion.")
 @click.option("--per-attribute", is_flag=True,
@@ -351,9 +365,10 @@ def budget_cmd(file, as_json, delta, conversion, per_attribute):
 @main.command("convert")
 @click.argument("params", nargs=-1, required=True)
 @click.option("--to", "to", type=click.Choice(["pure", "approx", "zcdp", "renyi", "gdp"]), default=None)
-@click.option("--delta", type=float, default=None)
-@click.option("--epsilon", type=float, default=None, help="target epsilon (for delta at a given epsilon)")
-@click.option("--alpha", type=float, default=None)
+@click.option("--delta", type=str, default=None, callback=lambda c, p, v: _exact(p, v))
+@click.option("--epsilon", type=str, default=None, callback=lambda c, p, v: _exact(p, v),
+              help="target epsilon (for delta at a given epsilon)")
+@click.option("--alpha", type=str, default=None, callback=lambda c, p, v: _exact(p, v))
 @click.option("--method", type=click.Choice(["bs16", "cks20"]), default="cks20", show_default=True)
 @click.option("--from-unit", type=click.Choice(["hamming", "symdiff"]), default=None)
 @click.option("--to-unit", type=click.Choice(["hamming", "symdiff"]), default=None)

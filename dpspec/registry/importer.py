@@ -121,21 +121,22 @@ def _stated(entry: Entry, problems: _Problems, formal: ir.Spec | None, unchecked
     bounds = [ir.BudgetBound("rho", "<=", rho)]
     if eps is not None and delta is not None:
         implied = _implied_epsilon(rho, delta)
-        if float(eps) >= implied:  # a published conversion that rho implies: the budget command checks it
+        if eps >= implied:  # exact; a published conversion that rho implies: the budget command checks it
             bounds.append(ir.BudgetBound("epsilon", "<=", eps, (("delta", delta),)))
         else:
             unchecked.append(f"the entry's (epsilon = {ir.format_number(eps)}, delta = {ir.format_number(delta)}) is not "
                              f"implied by rho = {ir.format_number(rho)} alone (the conversion of Canonne, Kamath & Steinke 2020 gives "
-                             f"epsilon = {implied:.4g}); it may rest on an analysis of the mechanism the entry does not state")
+                             f"epsilon = {float(implied):.4g}); it may rest on an analysis of the mechanism the entry does not state")
     return ir.Premetric("zcdp"), {"rho": rho}, tuple(bounds)
 
 
-def _implied_epsilon(rho: Fraction, delta: Fraction) -> float:
-    """The epsilon at delta that rho-zCDP implies for every mechanism (Canonne, Kamath & Steinke 2020)."""
+def _implied_epsilon(rho: Fraction, delta: Fraction):
+    """The epsilon at delta that rho-zCDP implies for every mechanism (Canonne, Kamath & Steinke
+    2020), a certified upper bound (exact Fraction)."""
     from dpspec.budget import ZCDP
     from dpspec.budget.conversions import convert
 
-    return convert(ZCDP(float(rho)), "approx", delta=float(delta), method="cks20").result.epsilon
+    return convert(ZCDP(rho), "approx", delta=delta, method="cks20").result.epsilon
 
 
 def _unit(entry: Entry, problems: _Problems, formal: ir.Spec | None, unchecked: list[str]):

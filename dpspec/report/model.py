@@ -413,7 +413,7 @@ def _epsilon_text(budget_json) -> str | None:
         b = budget_from_params(dict(budget_json))
         if b.kind != "zcdp" or not b.is_finite:
             return None
-        return f"epsilon = {convert(b, 'approx', delta=1e-10, method='cks20').result.epsilon:.2f} at delta = 1e-10 (cks20)"
+        return f"epsilon = {float(convert(b, 'approx', delta=1e-10, method='cks20').result.epsilon):.2f} at delta = 1e-10 (cks20)"
     except (DpspecError, ValueError, TypeError, KeyError):
         return None
 

@@ -16,16 +16,16 @@ from importlib import resources
 # kind -> the version of its format written today
 FORMAT_VERSIONS = {
     "spec": "1.0",          # dpspec show --json (the IR)
-    "budget": "1.0",        # dpspec budget --json (a spec or a program)
+    "budget": "1.1",        # dpspec budget --json (a spec or a program; 1.1: exact companions)
     "findings": "2.0",      # dpspec audit --json (an object; 1.0, a list, by the deprecated --format json-list)
     "verification": "1.0",  # dpspec verify --json (read back by --verify FILE)
     "inference": "1.0",     # dpspec infer --json, and result.json of its output set
-    "conversion": "1.0",    # dpspec convert --json
+    "conversion": "1.1",    # dpspec convert --json
     "plugins": "1.0",       # dpspec plugins --json (a list; each mechanism carries the version)
     "manifest": "1.0",      # manifest.json of every output set (compile, audit, infer)
-    "report": "1.1",        # report.json of compile and audit (1.1: verdict, gate, nist, glossary, certificate)
+    "report": "1.1",        # report.json of compile and audit (1.1: verdict, gate, nist, glossary, certificate, exact companions)
     "error": "1.0",         # what every --json command prints on stdout when it fails
-    "compile": "1.1",       # dpspec compile --json (what it wrote, its budget, warnings; 1.1: allowed_critical)
+    "compile": "1.1",       # dpspec compile --json (what it wrote, its budget, warnings; 1.1: allowed_critical, exact companions)
     "replay": "1.0",        # dpspec verify --replay --json (differences between neighbours' runs)
     "certificate": "1.0",   # certificate.json of every compile (dpspec certificate verify DIR)
 }

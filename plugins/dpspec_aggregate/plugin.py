@@ -143,7 +143,7 @@ class Aggregate(Mechanism):
             if q.clipped:
                 notes.append(f"{q.name}: values of {q.column} are clipped to [{q.low}, {q.high}] before they are added: "
                              "a value outside counts as the nearest bound (declared, never taken from the data)")
-        budget = PureDP(float(total)) if d.noise == "laplace" else ZCDP(float(total))
+        budget = PureDP(total) if d.noise == "laplace" else ZCDP(total)  # exact
         return BudgetStatement(budget, worst=budget, notes=tuple(notes))
 
     def clipping_bounds(self, spec, params):

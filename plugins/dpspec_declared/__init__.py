@@ -64,7 +64,7 @@ class Declared(Mechanism):
         from dpspec.api import BudgetStatement
 
         kind = stated_premetric(params)
-        values = {k: float(params[k]) for k in ("epsilon", "delta", "rho", "mu", "alpha") if params.get(k) is not None}
+        values = {k: params[k] for k in ("epsilon", "delta", "rho", "mu", "alpha") if params.get(k) is not None}  # exact
         values["premetric"] = kind
         where = f" ({params['source']})" if params.get("source") else ""
         return BudgetStatement.fixed(values, f"stated by the curator{where}, not derived by dpspec")

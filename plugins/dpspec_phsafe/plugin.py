@@ -122,7 +122,7 @@ class PHSafe(Mechanism):
             "PH5_num (= PH4) and PH8_num (from PH7) are post-processing and spend nothing",
             change_one_note(total),
         ]
-        stmt = BudgetStatement.fixed(ZCDP(float(total)), *notes)
+        stmt = BudgetStatement.fixed(ZCDP(total), *notes)  # exact
         return attrs.evolve(stmt, components=tuple(self.components(design)))
 
     def change_one(self, spec, params, budget):

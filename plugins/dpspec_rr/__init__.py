@@ -17,12 +17,16 @@ __version__ = "1.0.0"
 MAX_DENOMINATOR = 1 << 62
 
 
-def epsilon(p: Fraction) -> float:
-    """Pure DP budget of randomized response with truth probability p."""
+def epsilon(p: Fraction):
+    """Pure DP budget of randomized response with truth probability p: |ln(p/(1-p))|, irrational,
+    so stated as a certified upper bound (an exact Fraction, the smallest float at or above it)."""
+    from dpspec.api import interval
+
     p = Fraction(p)
     if p in (0, 1):
         return math.inf
-    return abs(math.log(p) - math.log(1 - p))
+    log_odds = interval(p / (1 - p)).ln()
+    return max(log_odds.upper(), (-log_odds).upper())
 
 
 def estimate(reported_yes: np.ndarray, p: Fraction) -> dict:

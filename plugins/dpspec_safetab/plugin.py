@@ -185,7 +185,7 @@ class SafeTab(Mechanism):
                 "population-group totals published by SafeTab-P choose each table's detail; the guarantee is "
                 "conditioned on them (Z-Pufferfish: the choice is a function of public information)",
                 str(params["public_totals"])))
-        stmt = BudgetStatement.fixed(ZCDP(float(total)), *notes)
+        stmt = BudgetStatement.fixed(ZCDP(total), *notes)  # exact
         import attrs
 
         return attrs.evolve(stmt, public=tuple(public), components=tuple(self.components(design, fanouts)))

@@ -14,7 +14,7 @@ from dpspec.api import (
     unknown,
 )
 from dpspec_swap.roles import carried_tables, nesting_parents, roles, swap_table, without_implied
-from dpspec_swap.theorem import largest_stratum, log_odds, psa_epsilon
+from dpspec_swap.theorem import largest_stratum, log_odds, psa_epsilon_bound
 
 __version__ = "1.0.0"
 MAX_DENOMINATOR = 1 << 64  # the exact Bernoulli sampler compares against integers below 2**64
@@ -186,7 +186,7 @@ class PermutationSwapping(Mechanism):
         if "b" not in facts:
             raise MechanismError("the swap budget depends on b, the largest stratum of the data; compute the facts first")
         b, p = int(facts["b"]), params["rate"]
-        eps = psa_epsilon(b, p)
+        eps = psa_epsilon_bound(b, p)
         return BudgetStatement(
             PureDP(eps),
             worst=None,

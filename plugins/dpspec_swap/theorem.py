@@ -81,6 +81,22 @@ def psa_epsilon(b: int, p) -> float:
     return max(ln_o, ln_b1 - ln_o)
 
 
+def psa_epsilon_bound(b: int, p):
+    """`psa_epsilon` as the budget states it: the same logarithms in outward-rounded interval
+    arithmetic, so the figure (an exact Fraction, the smallest float at or above the true
+    value) is never below Theorem II.1's."""
+    from dpspec.api import interval
+
+    if psa_epsilon(b, p) in (0.0, math.inf):  # validates b and p; 0 and infinity are exact
+        return psa_epsilon(b, p)
+    q = as_rate(p)
+    ln_o = interval(Fraction(q.numerator, q.denominator - q.numerator)).ln()
+    ln_b1 = interval(int(b) + 1).ln()
+    if q <= Fraction(1, 2):
+        return (ln_b1 - ln_o).upper()
+    return max(ln_o.upper(), (ln_b1 - ln_o).upper())
+
+
 def largest_stratum(df: pd.DataFrame, match, other_cols) -> tuple[int, dict | None]:
     """b and the match key of the stratum that attains it (None when b == 0).
 

@@ -1246,7 +1246,7 @@ class TopDown(Mechanism):
         if alloc.rho_spent != alloc.total_rho:
             notes.append(f"noise variances were rounded up to exact rationals: the noise costs rho = "
                          f"{float(alloc.rho_spent):.12g}, within the stated {float(alloc.total_rho):.12g}")
-        return BudgetStatement.fixed(ZCDP(float(alloc.total_rho)), *notes)
+        return BudgetStatement.fixed(ZCDP(alloc.total_rho), *notes)  # exact
 
     def budget_breakdown(self, spec, params):
         """The allocation an auditor re-derives: one row per (level, query)."""

@@ -61,7 +61,7 @@ class WassersteinKNG(Mechanism):
         note = (f"epsilon-Z-Pufferfish (Theorem 10): the gradient's Wasserstein sensitivity over the class is "
                 f"{ir.format_number(Fraction(self.sensitivity(spec)))} (DP sensitivity {ir.format_number(dp)}, Lemma 12)")
         conditions = tuple(PublicCondition(p.query.describe(), p.source) for p in spec.public)
-        return BudgetStatement(PureDP(float(params["epsilon"])), worst=PureDP(float(params["epsilon"])), notes=(note,),
+        return BudgetStatement(PureDP(params["epsilon"]), worst=PureDP(params["epsilon"]), notes=(note,),
                                public=conditions)
 
     def budget_breakdown(self, spec, params):

@@ -133,7 +133,7 @@ class _CountRelease(Mechanism):
         if used["counts"] < sens["counts"]["wasserstein"]:
             notes.append(f"the mechanism uses sensitivity {ir.format_number(used['counts'])}, below the class's "
                          f"{ir.format_number(Fraction(sens['counts']['wasserstein']))}: its budget grows in proportion")
-        statement = BudgetStatement(PureDP(float(total)), worst=PureDP(float(total)), notes=tuple(notes),
+        statement = BudgetStatement(PureDP(total), worst=PureDP(total), notes=tuple(notes),  # exact
                                     public=self._conditions(spec))
         return statement
 
