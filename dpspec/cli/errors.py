@@ -16,6 +16,7 @@ import sys
 
 import click
 
+from dpspec.cli.terminal import echo
 from dpspec.errors import DpspecError
 
 
@@ -41,13 +42,13 @@ _FILE_SYSTEM = {errno.EACCES, errno.EPERM, errno.ENOENT, errno.ENOTDIR, errno.EI
 
 
 def fail(message: str, code: int = 1, diagnostics=None, path: str | None = None) -> None:
-    click.echo(message, err=True)
+    echo(message, err=True)
     if json_wanted():
-        click.echo(json.dumps(error_document(message, code, diagnostics, path), indent=2))
+        echo(json.dumps(error_document(message, code, diagnostics, path), indent=2))
     elif _params().get("output_format") == "sarif":  # SARIF readers get a log whose run failed, not nothing
         from dpspec.report.sarif import error_log
 
-        click.echo(json.dumps(error_log(message, diagnostics, path), indent=2))
+        echo(json.dumps(error_log(message, diagnostics, path), indent=2))
     sys.exit(code)
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import click
 
+from dpspec.cli.terminal import echo
 from dpspec.cli.errors import friendly
 
 
@@ -24,12 +25,12 @@ def _refuse_over_input(output: str | None, source: str, command: str) -> None:
 
 def _write_or_print(text: str, output: str | None) -> None:
     if output is None:
-        click.echo(text, nl=False)
+        echo(text, nl=False, content=True)
         return
     from dpspec.publish.atomic import write_text
 
     write_text(output, text)
-    click.echo(f"wrote {output}", err=True)
+    echo(f"wrote {output}", err=True)
 
 
 @click.command("export")
