@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 
 import click
@@ -36,6 +37,26 @@ def _dump(kind: str, data) -> None:
     from dpspec.schemas import versioned
 
     echo(json.dumps(versioned(kind, data), indent=2, sort_keys=False, default=str))
+
+
+class _Number(click.ParamType):
+    """A float option read as written: refused when it would be read as 0 or infinity instead."""
+
+    name = "float"
+
+    def convert(self, value, param, ctx):
+        from dpspec.language.exact_input import range_problem
+
+        if isinstance(value, float):
+            return value
+        try:
+            out = float(value)
+        except ValueError:
+            self.fail(f"{value!r} is not a number", param, ctx)
+        problem = range_problem(str(value), out)
+        if problem:
+            self.fail(problem, param, ctx)
+        return out
 
 
 class _Group(click.Group):
@@ -323,7 +344,7 @@ def compile_cmd(file, outdir, seed, runs, engine_name, spark_master, verify_file
 @click.argument("file", type=click.Path(dir_okay=False))
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout (format `budget`: the "
               "notation, the budget and its steps, conversions and bounds); a failure is the `error` document.")
-@click.option("--delta", type=float, default=None, help="delta for conversions to approximate DP (default: the spec's, else 1e-10).")
+@click.option("--delta", type=_Number(), default=None, help="delta for conversions to approximate DP (default: the spec's, else 1e-10).")
 @click.option("--conversion", type=click.Choice(["bs16", "cks20"]), default="cks20", show_default=True,
               help="zCDP to approximate DP conversion.")
 @click.option("--per-attribute", is_flag=True,
@@ -348,9 +369,9 @@ def budget_cmd(file, as_json, delta, conversion, per_attribute):
 @main.command("convert")
 @click.argument("params", nargs=-1, required=True)
 @click.option("--to", "to", type=click.Choice(["pure", "approx", "zcdp", "renyi", "gdp"]), default=None)
-@click.option("--delta", type=float, default=None)
-@click.option("--epsilon", type=float, default=None, help="target epsilon (for delta at a given epsilon)")
-@click.option("--alpha", type=float, default=None)
+@click.option("--delta", type=_Number(), default=None)
+@click.option("--epsilon", type=_Number(), default=None, help="target epsilon (for delta at a given epsilon)")
+@click.option("--alpha", type=_Number(), default=None)
 @click.option("--method", type=click.Choice(["bs16", "cks20"]), default="cks20", show_default=True)
 @click.option("--from-unit", type=click.Choice(["hamming", "symdiff"]), default=None)
 @click.option("--to-unit", type=click.Choice(["hamming", "symdiff"]), default=None)
@@ -369,6 +390,11 @@ def convert_cmd(params, to, delta, epsilon, alpha, method, from_unit, to_unit, g
         if "=" not in item:
             raise click.UsageError(f"expected NAME=VALUE, got {item!r}")
         key, _, value = item.partition("=")
+        if "=" in value or re.search(r",\s*[A-Za-z]", value):  # rho=1,epsilon=2: two parameters in one argument
+            raise click.UsageError(f"{item!r} holds more than one parameter; give each as its own NAME=VALUE "
+                                   f"argument, separated by spaces: {' '.join(p.strip() for p in item.split(','))}")
+        if key.strip() in values:
+            raise click.UsageError(f"{key.strip()} is given twice; give each parameter once")
         values[key.strip()] = value.strip()
     out = convert_request(values, to=to, delta=delta, epsilon=epsilon, alpha=alpha, method=method,
                           from_unit=from_unit, to_unit=to_unit, group=group)

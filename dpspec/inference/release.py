@@ -12,7 +12,10 @@ import attrs
 import pandas as pd
 
 from dpspec.errors import DpspecError
+from dpspec.language.exact_input import strict_json
 from dpspec.language.reading import require_regular
+
+MAX_MANIFEST_BYTES = 50_000_000  # a manifest lists a release's files; hundreds of MB is not one
 
 
 class InferError(DpspecError):
@@ -35,7 +38,10 @@ def load_release(path: str, spec_sha256: str | None = None) -> LoadedRelease:
         raise InferError(f"{path}: no manifest.json here; is this the output directory of `dpspec compile`?")
     try:
         with open(man_path, encoding="utf-8") as fh:
-            manifest = json.load(fh)
+            text = fh.read(MAX_MANIFEST_BYTES + 1)
+        if len(text) > MAX_MANIFEST_BYTES:
+            raise ValueError(f"larger than {MAX_MANIFEST_BYTES:,} characters")
+        manifest = strict_json(text)
         if isinstance(manifest, dict) and manifest.get("command", "compile") != "compile":  # an audit's or infer's set
             raise InferError(f"{path}: holds the reports of `dpspec {manifest['command']}`, not a release; "
                              "give the output directory of `dpspec compile`")
