@@ -245,4 +245,6 @@ def main() -> None:
     logging.basicConfig(level=logging.WARNING, format="%(name)s: %(message)s")  # to stderr: stdout is the protocol
     protocol_out = sys.stdout.buffer
     sys.stdout = sys.stderr  # a plugin's stray print() must not corrupt the protocol's stream
-    server.start_io(sys.stdin.buffer, protocol_out)
+    from dpspec.lsp.framing import serve
+
+    serve(server, sys.stdin.buffer, protocol_out)  # pygls' start_io goes deaf after one malformed frame
