@@ -1,0 +1,64 @@
+"""A full disk under `compile -o` or `audit -o` is the machine's state, not a bug (exit 1, nothing
+left behind), and the output guard compares folders by device and inode, so a second mount of
+the spec's folder cannot take the output among the inputs."""
+from __future__ import annotations
+
+import errno
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+from click.testing import CliRunner
+
+from dpspec.cli.main import main
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+@pytest.fixture
+def spec(tmp_path):
+    folder = tmp_path / "in"
+    folder.mkdir()
+    shutil.copy(os.path.join(ROOT, "specs", "acs_ma_vision_rr.dps"), folder / "rr.dps")
+    (folder / "data").symlink_to(os.path.join(ROOT, "specs", "data"))
+    return folder / "rr.dps"
+
+
+@pytest.mark.parametrize("command", ["compile", "audit"])
+def test_a_full_disk_is_a_user_facing_error_with_nothing_left_behind(spec, tmp_path, monkeypatch, command):
+    import dpspec.publish.output_set as output_set
+
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(output_set, "stage_text", full)
+    monkeypatch.setattr(output_set, "write_manifest", full)
+    before = sorted(os.listdir(tmp_path))
+    seed = ["--seed", "1"] if command == "compile" else []
+    res = CliRunner().invoke(main, [command, str(spec), *seed, "-o", str(tmp_path / "out")])
+    assert res.exit_code == 1, res.output
+    assert "No space left on device" in res.output and "internal error" not in res.output, res.output
+    assert sorted(os.listdir(tmp_path)) == before  # no output folder, no staged copy, no lock
+
+
+def test_an_output_through_a_link_to_the_spec_folder_is_refused_by_identity(spec, tmp_path):
+    from dpspec.publish.input_guard import UnsafeOutputError, _check_identity
+
+    (tmp_path / "again").symlink_to(spec.parent)
+    with pytest.raises(UnsafeOutputError, match="same folder reached by another path"):
+        _check_identity(str(tmp_path / "again" / "out"), [str(spec)], [])
+
+
+def test_an_output_through_a_second_mount_of_the_spec_folder_is_refused(spec, tmp_path):
+    if shutil.which("unshare") is None or subprocess.run(["unshare", "-m", "true"], capture_output=True).returncode:
+        pytest.skip("no private mount namespace here (unshare -m needs root)")
+    again = tmp_path / "again"
+    again.mkdir()
+    script = (f"mount --bind {spec.parent} {again} && exec {sys.executable} -m dpspec.cli compile {spec} --seed 1 "
+              f"-o {again}/out")
+    res = subprocess.run(["unshare", "-m", "sh", "-c", script], capture_output=True, text=True, timeout=300,
+                         env={**os.environ, "PYTHONPATH": os.pathsep.join([ROOT, os.path.join(ROOT, "plugins")])})
+    assert res.returncode == 1 and "refusing" in (res.stdout + res.stderr), res.stdout + res.stderr
+    assert sorted(os.listdir(spec.parent)) == ["data", "rr.dps"]  # nothing written among the inputs
