@@ -62,3 +62,11 @@ def test_an_output_through_a_second_mount_of_the_spec_folder_is_refused(spec, tm
                          env={**os.environ, "PYTHONPATH": os.pathsep.join([ROOT, os.path.join(ROOT, "plugins")])})
     assert res.returncode == 1 and "refusing" in (res.stdout + res.stderr), res.stdout + res.stderr
     assert sorted(os.listdir(spec.parent)) == ["data", "rr.dps"]  # nothing written among the inputs
+
+
+def test_a_sweep_grid_of_a_trillion_points_is_refused_before_it_is_built(spec, tmp_path):
+    axes = [f"--vary={name}=0.001:1:0.001" for name in ("p", "q", "r", "s")]  # 1,000 values each: 10^12 points
+    for extra in ([], ["--yes"]):
+        res = CliRunner().invoke(main, ["sweep", str(spec), *axes, *extra, "-o", str(tmp_path / "sweep")])
+        assert res.exit_code == 1 and "1,000,000,000,000 points" in res.output, res.output
+        assert "MemoryError" not in res.output and not (tmp_path / "sweep").exists()

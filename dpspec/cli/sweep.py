@@ -63,8 +63,8 @@ def sweep_cmd(file, vary, balance, runs, outdir, seed, off_by, delta, conversion
         raise click.BadParameter("delta must lie strictly between 0 and 1", param_hint="--delta")
     spec = parse(read_source(file), file)
     axes = [grid_mod.parse_axis(v) for v in vary]
+    grid_mod.check_size(grid_mod.size(axes), max(runs, 1), limit or grid_mod.DEFAULT_LIMIT, yes)  # before building it
     points = grid_mod.product(axes)
-    grid_mod.check_size(len(points), max(runs, 1), limit or grid_mod.DEFAULT_LIMIT, yes)
     outdir = outdir or os.path.join("out", os.path.splitext(os.path.basename(file))[0] + "-sweep")
     check_output_target(outdir, input_paths(spec))
     refuse_release_folder(outdir, "sweep", itself=False)
