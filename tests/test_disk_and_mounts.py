@@ -70,3 +70,41 @@ def test_a_sweep_grid_of_a_trillion_points_is_refused_before_it_is_built(spec, t
         res = CliRunner().invoke(main, ["sweep", str(spec), *axes, *extra, "-o", str(tmp_path / "sweep")])
         assert res.exit_code == 1 and "1,000,000,000,000 points" in res.output, res.output
         assert "MemoryError" not in res.output and not (tmp_path / "sweep").exists()
+
+
+def test_a_parquet_footer_declaring_many_rows_is_refused_before_reading(tmp_path, monkeypatch):
+    """A constant column of many rows is a few bytes of run-length encoding: its encoded size
+    passes the limit, its rows do not (500 million of them once climbed to 2.65 GB)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from dpspec.check import limits
+    from dpspec.check.data import load_table
+    from dpspec.errors import DataError
+    from dpspec.language.parser import parse
+
+    n = 400_000
+    pq.write_table(pa.table({"region": ["north"] * n, "district": ["n1"] * n, "age": [30] * n,
+                             "smoker": [True] * n, "status": ["single"] * n}), tmp_path / "people.parquet")
+    text = _FUZZ.DATA_SPEC.replace("SOURCE", "people.parquet")
+    (tmp_path / "spec.dps").write_text(text)
+    spec = parse(text, str(tmp_path / "spec.dps"))
+    assert os.path.getsize(tmp_path / "people.parquet") < 64 << 10
+    with limits.data_limit(1 << 20):  # the footer's encoded sizes are far below a MiB, its 2 million values above
+        with pytest.raises(DataError, match="400,000 rows"):
+            load_table(spec, spec.data[0])
+    monkeypatch.setattr(limits, "available_memory", lambda: 10 << 20)  # 16 MB once read: more than this "machine" has
+    with pytest.raises(DataError, match="free memory"):
+        load_table(spec, spec.data[0])
+
+
+def _fuzz():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("dpspec_fuzz_limits", os.path.join(ROOT, "scripts", "fuzz.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+_FUZZ = _fuzz()
