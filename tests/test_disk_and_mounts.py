@@ -108,3 +108,17 @@ def _fuzz():
 
 
 _FUZZ = _fuzz()
+
+
+def test_an_empty_mount_point_as_output_says_it_is_a_mount(spec, tmp_path):
+    if shutil.which("unshare") is None or subprocess.run(["unshare", "-m", "true"], capture_output=True).returncode:
+        pytest.skip("no private mount namespace here (unshare -m needs root)")
+    volume = tmp_path / "volume"
+    volume.mkdir()
+    script = (f"mount -t tmpfs none {volume} && exec {sys.executable} -m dpspec.cli compile {spec} --seed 1 "
+              f"-o {volume}")
+    res = subprocess.run(["unshare", "-m", "sh", "-c", script], capture_output=True, text=True, timeout=300,
+                         env={**os.environ, "PYTHONPATH": os.pathsep.join([ROOT, os.path.join(ROOT, "plugins")])})
+    out = res.stdout + res.stderr
+    assert res.returncode == 1 and "is a mount point" in out and f"-o {volume}/compile-output" in out, out
+    assert "Device or resource busy" not in out and "internal error" not in out
