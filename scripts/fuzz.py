@@ -43,7 +43,8 @@ SPECS_DIR = os.path.join(ROOT, "specs")
 SPECS = sorted(os.path.relpath(p, SPECS_DIR) for p in glob.glob(os.path.join(SPECS_DIR, "**", "*.dps"), recursive=True))
 
 HUGE_NUMBERS = ["9" * 5000, "1e999", "1e-99999999", "1e" + "9" * 5000, "0." + "1" * 300, "10^64*10^64*10^64*10^64*10^64",
-                "(10^64)^64", "1e308*10", "1e-400", "2^-64^64", "99999999999999999999999", "0", "-1", "1/0", "inf", "nan"]
+                "(10^64)^64", "1e308*10", "1e-400", "2^-64^64", "99999999999999999999999", "0", "-1", "1/0", "inf", "nan",
+                "1000", "1e-20", "1e-40", "123456789012345678901/1000"]  # legal but extreme budgets: work, or refused as the user's
 ODD_PATHS = ["/dev/zero", "/dev/null", "/dev/stdin", "/dev/urandom", "/", ".", "", "..", "/proc/self/status", "/proc/self/mem",
              "nonexistent.csv", "nonexistent.dps", "a" * 5000, "x\x00y.csv", "../" * 40 + "etc/passwd", "~/x.csv",
              "data", "data/", "program.dps", "../acs_program/program.dps", "\\\\server\\share.csv", "é.csv", "x.parquet"]
@@ -393,7 +394,8 @@ def run_release_values(rng: random.Random, tmp: str) -> str:
     return "internal: a doctored release was accepted" if outcome == "ok" else outcome
 
 
-WRITERS = ["export", "import", "audit", "infer", "audit", "export", "import", "infer", "compile"]
+WRITERS = ["export", "import", "audit", "infer", "audit", "export", "import", "infer", "compile", "compile-full-disk",
+           "audit-full-disk"]
 # Devices only through links made in the scratch folder: if a guard ever broke, a rename would
 # replace the link there, never the machine's /dev/null (which a run as root once did).
 ODD_OUTPUTS = ["link-to-dev-null", "link-to-dev-zero", "fifo", "/proc/x", "/proc/self/status", "/proc/x/y", ".", "", "out", "out/sub/deep",
@@ -405,7 +407,8 @@ ODD_OUTPUTS = ["link-to-dev-null", "link-to-dev-zero", "fifo", "/proc/x", "/proc
 
 
 def writer_case(rng: random.Random) -> tuple[str, str]:
-    return rng.choice(WRITERS), rng.choice(ODD_OUTPUTS)
+    command = rng.choice(WRITERS)
+    return command, "elsewhere" if command.endswith("-full-disk") else rng.choice(ODD_OUTPUTS)
 
 
 @contextlib.contextmanager
@@ -419,6 +422,27 @@ def _scratch_cwd(tmp: str):
     finally:
         os.chdir(before)
         shutil.rmtree(here, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def _full_disk(on: bool):
+    """Every file an output set stages meets ENOSPC, as on a full disk."""
+    if not on:
+        yield
+        return
+    import errno
+
+    import dpspec.publish.output_set as output_set
+
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    saved = output_set.stage_text, output_set.write_manifest
+    output_set.stage_text = output_set.write_manifest = full
+    try:
+        yield
+    finally:
+        output_set.stage_text, output_set.write_manifest = saved
 
 
 def run_writer(command: str, output: str, tmp: str) -> str:
@@ -435,11 +459,15 @@ def run_writer(command: str, output: str, tmp: str) -> str:
         with open("existing-file", "w") as fh:
             fh.write("keep me\n")
         shutil.copy(rr, "copy.dps")
+        os.symlink(os.path.join(SPECS_DIR, "data"), "data")  # so that `compile copy.dps` reaches the writing
         os.symlink(os.path.join(here, "copy.dps"), "link-to-copy")
         os.symlink("/dev/null", "link-to-dev-null")
         os.symlink("/dev/zero", "link-to-dev-zero")
         os.mkfifo("fifo")
-        out = {"spec-folder": here, "release": rel, "release/sub": os.path.join(rel, "sub")}.get(output, output)
+        out = {"spec-folder": here, "release": rel, "release/sub": os.path.join(rel, "sub"),
+               "elsewhere": os.path.join(tmp, "elsewhere-" + os.path.basename(here))}.get(output, output)
+        full = command.endswith("-full-disk")  # every file of the set meets ENOSPC: the machine's, not a bug
+        command = command.removesuffix("-full-disk")
         args = {
             "export": ["export", "--registry", os.path.join(SPECS_DIR, "registry", "dhc_persons.dps")],
             "import": ["import", "--registry", os.path.join(SPECS_DIR, ENTRIES[0])],
@@ -447,7 +475,10 @@ def run_writer(command: str, output: str, tmp: str) -> str:
             "infer": ["infer", rr, rel, "--target", "count persons by DEYE", "--draws", "10", "--seed", "1"],
             "compile": ["compile", "copy.dps", "--seed", "1"],
         }[command] + ["-o", out]
-        result = runner.invoke(main, args)
+        with _full_disk(full):
+            result = runner.invoke(main, args)
+        if full and (result.exit_code != 1 or "No space left" not in result.output or os.path.lexists(out)):
+            return f"internal: dpspec {command} -o {output!r} on a full disk: exit {result.exit_code}: {result.output[-300:]}"
         if result.exit_code not in (0, 1, 2) or "Traceback" in result.output or (
                 result.exception is not None and not isinstance(result.exception, SystemExit)):
             return f"internal: dpspec {command} -o {output!r} exit {result.exit_code}: {result.output[-300:]}"

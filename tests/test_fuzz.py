@@ -168,3 +168,12 @@ def test_the_terminal_oracle_catches_a_raw_escape(mirror, monkeypatch):
     monkeypatch.setattr(dpspec.cli.terminal, "terminal_text", lambda text: str(text))  # the marking removed
     text = fuzz.original("acs_ma_vision_rr.dps").replace('spec "', 'spec "\x1b]0;x\x07', 1)
     assert fuzz.run_cli(text, "acs_ma_vision_rr.dps", mirror, False).startswith("internal: dpspec show printed a raw")
+
+
+@pytest.mark.parametrize("command", ["compile-full-disk", "audit-full-disk"])
+def test_a_full_disk_under_a_writer_is_the_machines_and_leaves_nothing(scratch, command, monkeypatch):
+    assert fuzz.run_writer(command, "elsewhere", scratch) == "user-error"
+    import dpspec.cli.errors
+
+    monkeypatch.setattr(dpspec.cli.errors, "_MACHINE", set())  # the classification before issue 43: exit 3
+    assert fuzz.run_writer(command, "elsewhere", scratch).startswith("internal: dpspec")
