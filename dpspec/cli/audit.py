@@ -9,8 +9,6 @@ from __future__ import annotations
 import json
 import os
 
-import click
-
 from dpspec.cli.terminal import echo
 from dpspec.language.parser import parse, read_source
 
