@@ -13,7 +13,9 @@ instead of a spec: mutated registry entries (`import --registry`), `convert` par
 or odd numbers, mutated `verify --json` results (as `--verify FILE` reads them), and `infer`'s
 target, prior and draws against a release compiled once, and hostile data sources (odd Parquet
 types, partitioned folders with links, loops, devices and pipes, ragged rows and duplicated CSV
-headers, YAML alias bombs: `make_data_case`). An outcome is `ok`, `user-error` (a
+headers, YAML alias bombs: `make_data_case`); specs with other line ends (LF, CRLF, bare CR: the same
+meaning), terminal escapes in quoted text (no command prints one raw), keys given twice,
+malformed language-server frames (`run_frames`) and doctored release numbers. An outcome is `ok`, `user-error` (a
 DpspecError, exit 1 or 2) or `internal` (any other exception, exit 3, or a traceback): the goal
 is zero internal.
 Specs whose budget needs their data are accounted once in `--data-every` cases (loading the
@@ -41,20 +43,43 @@ SPECS_DIR = os.path.join(ROOT, "specs")
 SPECS = sorted(os.path.relpath(p, SPECS_DIR) for p in glob.glob(os.path.join(SPECS_DIR, "**", "*.dps"), recursive=True))
 
 HUGE_NUMBERS = ["9" * 5000, "1e999", "1e-99999999", "1e" + "9" * 5000, "0." + "1" * 300, "10^64*10^64*10^64*10^64*10^64",
-                "(10^64)^64", "1e308*10", "1e-400", "2^-64^64", "99999999999999999999999", "0", "-1", "1/0", "inf", "nan"]
+                "(10^64)^64", "1e308*10", "1e-400", "2^-64^64", "99999999999999999999999", "0", "-1", "1/0", "inf", "nan",
+                "1000", "1e-20", "1e-40", "123456789012345678901/1000"]  # legal but extreme budgets: work, or refused as the user's
 ODD_PATHS = ["/dev/zero", "/dev/null", "/dev/stdin", "/dev/urandom", "/", ".", "", "..", "/proc/self/status", "/proc/self/mem",
              "nonexistent.csv", "nonexistent.dps", "a" * 5000, "x\x00y.csv", "../" * 40 + "etc/passwd", "~/x.csv",
              "data", "data/", "program.dps", "../acs_program/program.dps", "\\\\server\\share.csv", "é.csv", "x.parquet"]
-KINDS = ["flip", "truncate", "huge", "path", "delete_line", "duplicate_line", "splice", "insert_junk"]
+KINDS = ["flip", "truncate", "huge", "path", "delete_line", "duplicate_line", "splice", "insert_junk", "line_ends",
+         "escapes", "duplicate_key"]
 _NUMBER = re.compile(r"(?<![\w.])\d+(\.\d+)?([eE][+-]?\d+)?")
 _STRING = re.compile(r'"[^"\n]*"')
 _JUNK = ["{", "}", "(", ")", ":", ",", "..", "^", "/", "*", "-", "<=", "\n", "\t", "#", '"', "by", "in", "with", "\x00", "\ufeff", "é"]
+
+
+ESCAPES = ["\x1b[8m", "\x1b[2J", "\x1b]0;x\x07", "\x9b31m", "\x08", "\x07", "\x1b[1A\x1b[K", "\u202e"]
 
 
 def mutate(text: str, kind: str, rng: random.Random) -> str:
     """One mutation of a spec's text."""
     if not text:
         return text
+    if kind == "line_ends":  # old Mac (bare CR), Windows (CRLF) or a mix: the same text to the language
+        ends = rng.choice([["\r"], ["\r\n"], ["\n", "\r", "\r\n"]])
+        return "".join(part + (rng.choice(ends) if i < text.count("\n") else "")
+                       for i, part in enumerate(text.split("\n")))
+    if kind == "escapes":  # terminal escape sequences inside quoted text (a title, a category, a note)
+        spots = list(_STRING.finditer(text))
+        if not spots:
+            return text
+        m = rng.choice(spots)
+        at = rng.randint(m.start() + 1, m.end() - 1)
+        return text[:at] + rng.choice(ESCAPES) + text[at:]
+    if kind == "duplicate_key":  # a `key: value` line given twice with another value (YAML, JSON, parameters)
+        keyed = [m for m in re.finditer(r"^([ \t]*\"?[A-Za-z_]+\"?[ \t]*:[ \t]*)([^\n]*)$", text, re.MULTILINE)]
+        if not keyed:
+            return text
+        m = rng.choice(keyed)
+        value = rng.choice(["0.001", "1.0e-400", "1.0e+999", m.group(2)])
+        return text[: m.end()] + "\n" + m.group(1) + value + text[m.end():]
     if kind == "flip":
         raw = bytearray(text.encode("utf-8"))
         for _ in range(rng.randint(1, 4)):
@@ -156,9 +181,10 @@ def run_verify(text: str, path: str, seed: int) -> str:
 
 # ---- the newer commands' other inputs --------------------------------------------------------
 ENTRIES = sorted(os.path.relpath(p, SPECS_DIR) for p in glob.glob(os.path.join(SPECS_DIR, "registry", "*.yaml")))
-SUBJECTS = ["spec", "entry", "convert", "verify-json", "infer", "writer", "data"]
+SUBJECTS = ["spec", "entry", "convert", "verify-json", "infer", "writer", "data", "line-ends", "frames", "release"]
 CONVERT_KEYS = ["epsilon", "epsilon", "rho", "rho", "mu", "mu", "delta", "alpha", "eps", "", "x"]
-CONVERT_VALUES = HUGE_NUMBERS + ["1", "0.5", "1e-10", "3/4", "1/3", "-0", "1e-320", "0x10", "1_000", " ", "é", "1,5"] + ["1", "2.5", "0.01"] * 8
+CONVERT_VALUES = HUGE_NUMBERS + ["1", "0.5", "1e-10", "3/4", "1/3", "-0", "1e-320", "0x10", "1_000", " ", "é", "1,5",
+                                 "1e-9999", "1,epsilon=2", "1.0e-400", "1e+999"] + ["1", "2.5", "0.01"] * 8
 INFER_TARGETS = ["count persons by DEYE"] * 5 + ["count persons", "count persons by DEYE, PUMA", "count households by DEYE"]
 
 
@@ -293,12 +319,83 @@ def run_cli(text: str, name: str, tmp: str, with_data: bool) -> str:
         if result.exit_code not in (0, 1, 2) or "Traceback" in result.output or (
                 result.exception is not None and not isinstance(result.exception, SystemExit)):
             return f"internal: dpspec {args[0]} exit {result.exit_code}: {result.output[-300:]}"
+        if args[0] != "fmt" and any(ch in result.output for ch in TERMINAL_CONTROLS):  # fmt's is the file's content
+            return f"internal: dpspec {args[0]} printed a raw control character: {result.output[-300:]!r}"
         if result.exit_code:
             worst = "user-error"
     return worst
 
 
-WRITERS = ["export", "import", "audit", "infer", "audit", "export", "import", "infer", "compile"]
+TERMINAL_CONTROLS = "\x1b\x9b\x9d\x07\x08\r\u202e"
+
+
+def run_line_ends(name: str, rng: random.Random) -> str:
+    """A bundled spec with other line ends must mean what it means with LF: the same formatted
+    text (a bare CR once made a `#` comment swallow the rest of the file)."""
+    def steps():
+        from dpspec.language.formatter import format_spec
+        from dpspec.language.parser import parse
+
+        path = os.path.join(SPECS_DIR, name)
+        text = original(name)
+        if format_spec(parse(mutate(text, "line_ends", rng), path)) != format_spec(parse(text, path)):
+            raise AssertionError(f"{name} means something else with other line ends")
+
+    return _outcome(steps)
+
+
+BAD_FRAMES = [b"Content-Length: abc\r\n\r\n", b"Content-Length: -1\r\n\r\n", b"Content-Type: x\r\n\r\n", b"",
+              b"Content-Length: 1000000000000\r\n\r\n", b"Content-Length: " + b"9" * 40 + b"\r\n\r\n",
+              b"Content-Length 12\r\n\r\n", b"\xff\xfe\r\n\r\n", b"X" * 9000]
+
+
+def run_frames(rng: random.Random) -> str:
+    """Malformed language-server frames, then a good one: each bad one is a parse error, and the
+    good one after it is read (the server resynchronises; no frame is held in memory whole)."""
+    import io
+    import json
+
+    from dpspec.lsp.framing import FrameProblem, Frames
+
+    good = json.dumps({"jsonrpc": "2.0", "id": 7, "method": "shutdown"}).encode()
+    bad = [rng.choice(BAD_FRAMES) + rng.choice([good, b'{"jsonrpc": "2.0"}', b"", b"\x00" * 10]) for _ in range(rng.randint(1, 3))]
+    stream = io.BytesIO(b"".join(bad) + b"Content-Length: %d\r\n\r\n" % len(good) + good)
+
+    def steps():
+        frames = Frames(stream)
+        got = []
+        while (frame := frames.next()) is not None:
+            got.append(frame)
+        if not got or got[-1] != good:
+            raise AssertionError(f"the good frame after {bad!r} was not read: {got!r}")
+        if not any(isinstance(f, FrameProblem) for f in got):
+            raise AssertionError(f"no parse error for {bad!r}")
+
+    return _outcome(steps)
+
+
+def run_release_values(rng: random.Random, tmp: str) -> str:
+    """A release whose published numbers were doctored (NaN, infinity, 10^20): `infer` must refuse
+    it as a user error before sampling."""
+    import pandas as pd
+
+    from dpspec.inference import infer
+
+    with _scratch_cwd(tmp) as here:
+        copy = os.path.join(here, "release")
+        shutil.copytree(release(tmp), copy)
+        name = rng.choice([n for n in os.listdir(copy) if n.endswith(".csv")])
+        frame = pd.read_csv(os.path.join(copy, name), keep_default_na=False, dtype=str)
+        row, column = rng.randrange(len(frame)), rng.choice(list(frame.columns))
+        frame.loc[row, column] = rng.choice(["nan", "inf", "-inf", "1e20", "100000000000000000000"])
+        frame.to_csv(os.path.join(copy, name), index=False)
+        outcome = _outcome(lambda: infer(os.path.join(SPECS_DIR, "acs_ma_vision_rr.dps"), copy, target="count persons by DEYE",
+                                         draws=10, seed=1))
+    return "internal: a doctored release was accepted" if outcome == "ok" else outcome
+
+
+WRITERS = ["export", "import", "audit", "infer", "audit", "export", "import", "infer", "compile", "compile-full-disk",
+           "audit-full-disk"]
 # Devices only through links made in the scratch folder: if a guard ever broke, a rename would
 # replace the link there, never the machine's /dev/null (which a run as root once did).
 ODD_OUTPUTS = ["link-to-dev-null", "link-to-dev-zero", "fifo", "/proc/x", "/proc/self/status", "/proc/x/y", ".", "", "out", "out/sub/deep",
@@ -310,7 +407,8 @@ ODD_OUTPUTS = ["link-to-dev-null", "link-to-dev-zero", "fifo", "/proc/x", "/proc
 
 
 def writer_case(rng: random.Random) -> tuple[str, str]:
-    return rng.choice(WRITERS), rng.choice(ODD_OUTPUTS)
+    command = rng.choice(WRITERS)
+    return command, "elsewhere" if command.endswith("-full-disk") else rng.choice(ODD_OUTPUTS)
 
 
 @contextlib.contextmanager
@@ -324,6 +422,27 @@ def _scratch_cwd(tmp: str):
     finally:
         os.chdir(before)
         shutil.rmtree(here, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def _full_disk(on: bool):
+    """Every file an output set stages meets ENOSPC, as on a full disk."""
+    if not on:
+        yield
+        return
+    import errno
+
+    import dpspec.publish.output_set as output_set
+
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    saved = output_set.stage_text, output_set.write_manifest
+    output_set.stage_text = output_set.write_manifest = full
+    try:
+        yield
+    finally:
+        output_set.stage_text, output_set.write_manifest = saved
 
 
 def run_writer(command: str, output: str, tmp: str) -> str:
@@ -340,11 +459,15 @@ def run_writer(command: str, output: str, tmp: str) -> str:
         with open("existing-file", "w") as fh:
             fh.write("keep me\n")
         shutil.copy(rr, "copy.dps")
+        os.symlink(os.path.join(SPECS_DIR, "data"), "data")  # so that `compile copy.dps` reaches the writing
         os.symlink(os.path.join(here, "copy.dps"), "link-to-copy")
         os.symlink("/dev/null", "link-to-dev-null")
         os.symlink("/dev/zero", "link-to-dev-zero")
         os.mkfifo("fifo")
-        out = {"spec-folder": here, "release": rel, "release/sub": os.path.join(rel, "sub")}.get(output, output)
+        out = {"spec-folder": here, "release": rel, "release/sub": os.path.join(rel, "sub"),
+               "elsewhere": os.path.join(tmp, "elsewhere-" + os.path.basename(here))}.get(output, output)
+        full = command.endswith("-full-disk")  # every file of the set meets ENOSPC: the machine's, not a bug
+        command = command.removesuffix("-full-disk")
         args = {
             "export": ["export", "--registry", os.path.join(SPECS_DIR, "registry", "dhc_persons.dps")],
             "import": ["import", "--registry", os.path.join(SPECS_DIR, ENTRIES[0])],
@@ -352,7 +475,10 @@ def run_writer(command: str, output: str, tmp: str) -> str:
             "infer": ["infer", rr, rel, "--target", "count persons by DEYE", "--draws", "10", "--seed", "1"],
             "compile": ["compile", "copy.dps", "--seed", "1"],
         }[command] + ["-o", out]
-        result = runner.invoke(main, args)
+        with _full_disk(full):
+            result = runner.invoke(main, args)
+        if full and (result.exit_code != 1 or "No space left" not in result.output or os.path.lexists(out)):
+            return f"internal: dpspec {command} -o {output!r} on a full disk: exit {result.exit_code}: {result.output[-300:]}"
         if result.exit_code not in (0, 1, 2) or "Traceback" in result.output or (
                 result.exception is not None and not isinstance(result.exception, SystemExit)):
             return f"internal: dpspec {command} -o {output!r} exit {result.exit_code}: {result.output[-300:]}"
@@ -618,6 +744,12 @@ def subject(index: int, infer_every: int) -> str:
         return "writer"
     if index % 50 == 17:
         return "data"
+    if index % 100 == 71:
+        return "release"
+    if index % 50 == 29:
+        return "frames"
+    if index % 50 == 37:
+        return "line-ends"
     return {3: "entry", 6: "convert"}.get(index % 10, "verify-json" if index % 20 == 9 else "spec")
 
 
@@ -643,6 +775,13 @@ def case(index: int, seed: int, tmp: str | None, cli_every: int, data_every: int
     if what == "data" and tmp is not None:
         kind = rng.choice(DATA_KINDS)
         return "data", kind, kind, run_data(kind, rng, tmp)
+    if what == "line-ends":
+        name = rng.choice(SPECS)
+        return name, "line_ends", name, run_line_ends(name, rng)
+    if what == "frames":
+        return "lsp", "frames", "frames", run_frames(rng)
+    if what == "release" and tmp is not None:
+        return "release", "release", "release", run_release_values(rng, tmp)
     if what == "writer" and tmp is not None:
         command, output = writer_case(rng)
         return command, "output", repr(output), run_writer(command, output, tmp)
@@ -703,7 +842,7 @@ def main(argv=None) -> int:
             if (i + 1) % args.report_every == 0:
                 print(f"{i + 1} cases, {time.time() - start:.0f} s: {dict(outcomes)}", flush=True)
     print(f"\n{args.cases} cases in {time.time() - start:.0f} s (seed {args.seed}): " + ", ".join(f"{k} {v}" for k, v in sorted(outcomes.items())))
-    for kind in [*KINDS, "params", "args", "output", *dict.fromkeys(DATA_KINDS)]:
+    for kind in [*KINDS, "params", "args", "output", "frames", "release", *dict.fromkeys(DATA_KINDS)]:
         print(f"  {kind:15s} " + ", ".join(f"{lab} {by_kind[kind, lab]}" for lab in LABELS))
     for what in SUBJECTS:
         print(f"  {what:15s} " + ", ".join(f"{lab} {by_subject[what, lab]}" for lab in LABELS))

@@ -142,3 +142,38 @@ def test_the_bidi_oracle_catches_a_control_that_reaches_a_report(scratch, monkey
     monkeypatch.setattr(dpspec.report.model, "neutral", lambda model: model)  # the isolation removed
     outcome = fuzz.run_data("bidi-report", random.Random(3), scratch)
     assert outcome.startswith("internal: AssertionError: a bidi control reached"), outcome
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_the_third_round_generators_find_nothing(scratch, seed):
+    """Line ends, malformed language-server frames and doctored release numbers (issue 43): each
+    generator's oracle holds, a few seeds each."""
+    rng = random.Random(seed)
+    assert fuzz.run_line_ends(rng.choice(fuzz.SPECS), rng) == "ok"
+    assert fuzz.run_frames(rng) == "ok"
+    assert fuzz.run_release_values(rng, scratch) == "user-error"
+
+
+def test_the_line_end_oracle_catches_a_bare_cr_read_as_one_line(monkeypatch):
+    import dpspec.language.line_ends
+
+    monkeypatch.setattr(dpspec.language.line_ends, "normal", lambda text: text)  # the language before issue 43
+    outcomes = {fuzz.run_line_ends("acs_ma_vision_rr.dps", random.Random(i)) for i in range(3)}
+    assert any(o.startswith("internal") for o in outcomes), outcomes
+
+
+def test_the_terminal_oracle_catches_a_raw_escape(mirror, monkeypatch):
+    import dpspec.cli.terminal
+
+    monkeypatch.setattr(dpspec.cli.terminal, "terminal_text", lambda text: str(text))  # the marking removed
+    text = fuzz.original("acs_ma_vision_rr.dps").replace('spec "', 'spec "\x1b]0;x\x07', 1)
+    assert fuzz.run_cli(text, "acs_ma_vision_rr.dps", mirror, False).startswith("internal: dpspec show printed a raw")
+
+
+@pytest.mark.parametrize("command", ["compile-full-disk", "audit-full-disk"])
+def test_a_full_disk_under_a_writer_is_the_machines_and_leaves_nothing(scratch, command, monkeypatch):
+    assert fuzz.run_writer(command, "elsewhere", scratch) == "user-error"
+    import dpspec.cli.errors
+
+    monkeypatch.setattr(dpspec.cli.errors, "_MACHINE", set())  # the classification before issue 43: exit 3
+    assert fuzz.run_writer(command, "elsewhere", scratch).startswith("internal: dpspec")

@@ -82,3 +82,20 @@ def test_the_eight_nist_sections_are_in_all_three_forms_and_say_where_the_spec_i
     terms = [g["term"] for g in model["glossary"]]
     assert {"flavor", "currency", "bs16", "cks20"} <= set(terms) and any("MULT" in t for t in terms)
     assert html.index('id="glossary"') < html.index("flavor to the spec")  # glossed before its first use
+
+
+def test_a_seeded_release_withholds_its_seed_from_every_published_file(small_spec, tmp_path):
+    """The seed is a secret (whoever knows it removes the noise): a seeded compile, allowed through
+    the critical gate, writes no file of its set that holds the seed's value."""
+    from click.testing import CliRunner
+
+    from dpspec.cli.main import main
+
+    out = tmp_path / "seeded"
+    result = CliRunner().invoke(main, ["compile", str(small_spec), "-o", str(out), "--seed", "987654321",
+                                       "--allow-critical"])
+    assert result.exit_code == 0, result.output
+    written = sorted(p for p in out.rglob("*") if p.is_file())
+    assert any(p.name == "report.html" for p in written)
+    for p in written:
+        assert b"987654321" not in p.read_bytes(), p.name

@@ -619,7 +619,7 @@ def _strength(vs, vb) -> str:
         return "neither is stronger: the same protection"
     who = "the baseline's" if a > c else "the spec's"
     diff = abs(a - c)
-    pct = f" ({100 * diff / max(a, c):.0f}% smaller)"
+    pct = f" ({float(100 * diff / max(a, c)):.0f}% smaller)"
     return f"{who} is stronger: its {name} is smaller by {format_number(diff)}{pct}"
 
 
@@ -844,9 +844,10 @@ def known_seed(ctx) -> list[Finding]:
     seed = getattr(ctx.result, "seed", None)
     if seed is None:
         return []
-    message = (f"The release was produced with the explicit seed {seed}. Anyone who knows the seed can reproduce "
-               "the random draws and remove them: this release is not protected. Use it for tests only.")
-    return [Finding("known-seed", "critical", message, {"seed": int(seed)})]
+    message = ("The release was produced with an explicit seed (its value is withheld from findings and reports). "
+               "Anyone who knows the seed can reproduce the random draws and remove them: this release is not "
+               "protected. Use it for tests only.")
+    return [Finding("known-seed", "critical", message, {"seeded": True})]
 
 
 # ---- what is released: how the mechanism's design is presented ----------------------------------

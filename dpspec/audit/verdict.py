@@ -101,7 +101,7 @@ def _sentence(level: str, out: dict, rows: list, plain_words: dict) -> str:
         if rows and math.isfinite(float(rows[0]["epsilon"])) and out["reasons"]:
             return (f"No protection for {who}: the noise cannot be relied on ({reasons}), whatever the budget says.")
         return f"No protection for {who}: an attacker's belief about {who} can become certainty ({reasons})."
-    figure = f"epsilon = {out['epsilon']:.4g}" + (f", delta = {out['delta']:g}" if out["delta"] else "")
+    figure = f"epsilon = {float(out['epsilon']):.4g}" + (f", delta = {out['delta']:g}" if out["delta"] else "")
     reasons = "".join(f"; {r}" for r in out["reasons"])
     return (f"{HEADLINES[level]} for {who}: once the release is out, what an attacker believes about {who} can "
             f"rise {_beliefs(rows[0])} ({figure}){reasons}.")

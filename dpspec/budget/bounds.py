@@ -52,7 +52,7 @@ def _facts(spec: ir.Spec, checked):
 
 
 def _figure(value: float) -> str:
-    return "inf" if math.isinf(value) else ("undefined" if math.isnan(value) else f"{value:.6g}")
+    return "inf" if math.isinf(value) else ("undefined" if math.isnan(value) else f"{float(value):.6g}")
 
 
 def bound_problems(spec: ir.Spec) -> list[Diagnostic]:

@@ -58,8 +58,9 @@ def approx_tradeoff(alpha: list[float], epsilon: float, delta: float) -> list[fl
     """The (eps, delta)-DP trade-off curve at type I errors alpha."""
     if math.isinf(epsilon):
         return [0.0 for _ in alpha]
-    up, down = math.exp(epsilon), math.exp(-epsilon)
-    return [max(0.0, 1.0 - delta - up * a, down * (1.0 - delta - a)) for a in alpha]
+    up = math.exp(epsilon) if epsilon < 700 else math.inf  # (exp overflows past 709: epsilon 1000 is legal)
+    down = math.exp(-epsilon)
+    return [max(0.0, 1.0 - delta - (up * a if a else 0.0), down * (1.0 - delta - a)) for a in alpha]
 
 
 def tradeoff(budget: Budget, alpha) -> list[float]:

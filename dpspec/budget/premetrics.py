@@ -10,6 +10,7 @@ JSON and printed figures show the nearest float, and JSON adds an exact companio
 from __future__ import annotations
 
 import math
+import re
 import sys
 from decimal import Decimal
 from fractions import Fraction
@@ -18,6 +19,7 @@ from typing import ClassVar
 import attrs
 
 from dpspec.errors import ConversionError
+from dpspec.language.exact_input import range_problem
 
 KINDS = ("pure", "approx", "zcdp", "renyi", "gdp")
 
@@ -88,12 +90,15 @@ def _short(value) -> str:
 def _float(value, name: str) -> float:
     if isinstance(value, (int, float, Fraction, Decimal)):
         out = float(value)
+        if out == 0 and value != 0:  # an exact 1e-400 from a spec: read as 0 it would mean no loss at all
+            raise InvalidBudget(f"{name} = {_short(value)} is too small to compute with (it would be read as 0, which "
+                                "means something else; the smallest is about 5e-324)")
     elif isinstance(value, str):
         text = value.strip()
         if len(text) > 400:
             raise InvalidBudget(f"{name} must be a number of at most 400 characters, got {_short(text)}")
-        exponent = text.lower().partition("e")[2]
-        if exponent and len(exponent.lstrip("+-").lstrip("0")) > 4:  # Fraction('1e-99999999') takes hours
+        exponent = re.fullmatch(r"[+-]?[\d_.]+[eE]([+-]?\d+)", text)  # a decimal's exponent, never a letter of a word
+        if exponent and len(exponent.group(1).lstrip("+-").lstrip("0")) > 4:  # Fraction('1e-99999999') takes hours
             raise InvalidBudget(f"{name} = {_short(text)}: the exponent is out of range")
         try:
             out = float(Fraction(text))
@@ -102,6 +107,9 @@ def _float(value, name: str) -> float:
                 out = float(text)
             except ValueError:
                 raise InvalidBudget(f"{name} must be a number, got {value!r}") from None
+        problem = range_problem(text, out)  # 1e-9999 would be read as 0: no loss at all
+        if problem:
+            raise InvalidBudget(f"{name} = {problem}")
     else:
         try:
             out = float(value)  # numpy scalars

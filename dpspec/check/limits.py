@@ -27,6 +27,7 @@ import numpy as np
 from dpspec.errors import DataError
 
 DEFAULT_MAX_DATA_BYTES = 64 << 30  # 64 GiB: more than any table this project reads on one machine
+VALUE_BYTES = 8  # a value read into a table takes at least a machine word (int64, float64, a pointer)
 MAX_RECORD_BYTES = 16 << 20  # 16 MiB: a CSV record this long is not a row of a table
 _BLOCK = 1 << 20
 _limit = contextvars.ContextVar("dpspec_max_data_bytes", default=DEFAULT_MAX_DATA_BYTES)
@@ -72,7 +73,7 @@ class FooterTally:
     """The uncompressed bytes the declared columns of a Parquet source's footers declare, in all."""
 
     def __init__(self, source: str):
-        self.source, self.total = source, 0
+        self.source, self.total, self.decoded = source, 0, 0
 
     def add(self, where: str, metadata, columns) -> None:
         """Check one file's footer (`pyarrow.parquet.FileMetaData`) and count its declared columns."""
@@ -96,6 +97,31 @@ class FooterTally:
         if self.total > max_data_bytes():
             raise _too_large(self.source, f"its Parquet footers declare {_shown_bytes(self.total)} (uncompressed) in the "
                                           "declared columns")
+        # Encoded sizes undercount: a constant column of 500 million rows is a few bytes of run-length
+        # encoding, yet every row takes at least a machine word once read. Its rows bound it from below.
+        # (Its values are at least a byte each against the limit, and a machine word each in memory.)
+        present = {metadata.schema.column(j).path.split(".")[0] for j in range(metadata.num_columns)} & wanted
+        values = metadata.num_rows * max(len(present), 1)
+        self.decoded += values
+        if self.decoded > max_data_bytes():
+            raise _too_large(self.source, f"its Parquet footers declare {metadata.num_rows:,} rows in this file, "
+                                          f"{self.decoded:,} values in the declared columns, at least a byte each")
+        memory = available_memory()
+        if memory is not None and self.decoded * VALUE_BYTES > memory:
+            raise DataError(f"{self.source}: its Parquet footers declare {metadata.num_rows:,} rows in this file, at least "
+                            f"{_shown_bytes(self.decoded * VALUE_BYTES)} once read ({VALUE_BYTES} bytes a value), more "
+                            f"than this machine's {_shown_bytes(memory)} of free memory; nothing was read. Use the Spark "
+                            "engine, or a machine with more memory")
+
+
+def available_memory() -> int | None:
+    """The machine's free physical memory in bytes, or None where it cannot be told."""
+    import os
+
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (AttributeError, ValueError, OSError):
+        return None
 
 
 def check_csv_stream(where: str, stream, digest=None) -> None:

@@ -9,8 +9,7 @@ from __future__ import annotations
 import json
 import os
 
-import click
-
+from dpspec.cli.terminal import echo
 from dpspec.language.parser import parse, read_source
 
 def _load(path):
@@ -62,24 +61,24 @@ def run_audit_command(path: str, baseline_path: str | None, outdir: str | None, 
     if output_format == "json":
         from dpspec.schemas import versioned
 
-        click.echo(json.dumps(versioned("findings", outcome.to_json()), indent=2))
+        echo(json.dumps(versioned("findings", outcome.to_json()), indent=2))
     elif output_format == "json-list":
         from dpspec.schemas import legacy_list
 
-        click.echo(LIST_DEPRECATED, err=True)
-        click.echo(json.dumps(legacy_list("findings", "1.0", [f.to_json() for f in outcome.findings]), indent=2))
+        echo(LIST_DEPRECATED, err=True)
+        echo(json.dumps(legacy_list("findings", "1.0", [f.to_json() for f in outcome.findings]), indent=2))
     elif output_format == "sarif":
         from dpspec.audit import all_rules
         from dpspec.report.sarif import audit_log
 
-        click.echo(json.dumps(audit_log(spec, outcome.findings, all_rules()), indent=2))
+        echo(json.dumps(audit_log(spec, outcome.findings, all_rules()), indent=2))
     else:
         _print_text(spec, outcome, outdir)
     return 1 if any(f.severity == "critical" for f in outcome.findings) else 0
 
 
 def _print_text(spec, outcome, outdir):
-    click.echo(f"audit of {os.path.basename(spec.path or 'spec')}: {spec.title or (spec.program.title if spec.program is not None else None) or '(untitled)'}")
-    click.echo(outcome.text())
+    echo(f"audit of {os.path.basename(spec.path or 'spec')}: {spec.title or (spec.program.title if spec.program is not None else None) or '(untitled)'}")
+    echo(outcome.text())
     if outdir:
-        click.echo(f"wrote the audit report to {outdir}")
+        echo(f"wrote the audit report to {outdir}")

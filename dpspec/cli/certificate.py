@@ -6,6 +6,7 @@ import sys
 import click
 
 from dpspec.cli.errors import friendly
+from dpspec.cli.terminal import echo
 
 
 @click.group("certificate")
@@ -26,10 +27,10 @@ def verify_certificate_cmd(folder, spec_path):
 
     problems, notes = verify_certificate(folder, spec_path)
     for note in notes:
-        click.echo(f"note: {note}", err=True)
+        echo(f"note: {note}", err=True)
     if problems:
         for p in problems:
-            click.echo(f"error: {p}", err=True)
-        click.echo(f"{folder}: REFUSED: {len(problems)} problem(s) against its certificate", err=True)
+            echo(f"error: {p}", err=True)
+        echo(f"{folder}: REFUSED: {len(problems)} problem(s) against its certificate", err=True)
         sys.exit(1)
-    click.echo(f"{folder}: certificate verified (every file, every plugin)")
+    echo(f"{folder}: certificate verified (every file, every plugin)")

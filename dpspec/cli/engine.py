@@ -6,6 +6,8 @@ from contextlib import contextmanager
 
 import click
 
+from dpspec.cli.terminal import echo
+
 # The engine names, spelled here so `dpspec --help` does not import pandas (a test keeps them in
 # step with dpspec.engine.ENGINES).
 ENGINES = ("local", "spark")
@@ -28,7 +30,7 @@ def engine_for(name: str, master: str | None):
         engine = get_engine(name, master)
         yield engine
     except EngineUnavailable as exc:
-        click.echo(f"error: {exc}", err=True)
+        echo(f"error: {exc}", err=True)
         sys.exit(2)
     finally:
         if engine is not None:

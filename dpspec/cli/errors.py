@@ -16,6 +16,7 @@ import sys
 
 import click
 
+from dpspec.cli.terminal import echo
 from dpspec.errors import DpspecError
 
 
@@ -38,16 +39,19 @@ EXIT_CODES = {
 _FILE_SYSTEM = {errno.EACCES, errno.EPERM, errno.ENOENT, errno.ENOTDIR, errno.EISDIR, errno.EEXIST, errno.ENOSPC,
                 errno.EROFS, errno.EDQUOT, errno.ENAMETOOLONG, errno.ELOOP, errno.EMFILE, errno.ENFILE, errno.EBUSY,
                 errno.ETXTBSY, errno.EXDEV, errno.EFBIG}
+# A full disk, a quota, a read-only file system or an oversized file is the machine's state even
+# when the write that met it names no path (a file written through a folder's handle).
+_MACHINE = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EFBIG}
 
 
 def fail(message: str, code: int = 1, diagnostics=None, path: str | None = None) -> None:
-    click.echo(message, err=True)
+    echo(message, err=True)
     if json_wanted():
-        click.echo(json.dumps(error_document(message, code, diagnostics, path), indent=2))
+        echo(json.dumps(error_document(message, code, diagnostics, path), indent=2))
     elif _params().get("output_format") == "sarif":  # SARIF readers get a log whose run failed, not nothing
         from dpspec.report.sarif import error_log
 
-        click.echo(json.dumps(error_log(message, diagnostics, path), indent=2))
+        echo(json.dumps(error_log(message, diagnostics, path), indent=2))
     sys.exit(code)
 
 
@@ -92,6 +96,9 @@ def friendly(func):
             sys.stderr.close()
             os._exit(0)
         except OSError as exc:
+            if exc.filename is None and exc.errno in _MACHINE:  # a write deep in an output set: no name, still the machine's
+                fail(f"error: {exc.strerror or os.strerror(exc.errno)} (the machine's state, not a bug: free some space "
+                     "or choose another output folder)")
             if exc.filename is None or exc.errno not in _FILE_SYSTEM:
                 _internal(exc)
             fail(f"error: {exc.filename}: {exc.strerror} (a file-system problem: check that the path exists, is "

@@ -5,6 +5,7 @@ import json
 
 import click
 
+from dpspec.cli.terminal import echo
 from dpspec.cli.errors import friendly
 
 
@@ -82,10 +83,10 @@ def infer_cmd(spec, release_dir, target, rate, prior, draws, method, seed, as_js
             written = write_report(result, outdir, parsed, release_dir)
             if not as_json:
                 for name in written.values():
-                    click.echo(f"wrote {outdir}/{name}", err=True)
+                    echo(f"wrote {outdir}/{name}", err=True)
     if as_json:
         from dpspec.schemas import versioned
 
-        click.echo(json.dumps(versioned("inference", result.to_json()), indent=2, default=float))
+        echo(json.dumps(versioned("inference", result.to_json()), indent=2, default=float))
     else:
-        click.echo(_text(result))
+        echo(_text(result))

@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 
 import click
 
+from dpspec.cli.terminal import echo
 from dpspec import ir
 from dpspec.cli.errors import fail, friendly
 from dpspec.cli.engine import engine_option, master_option
@@ -34,7 +36,7 @@ def _dump(kind: str, data) -> None:
     """A JSON document of format `kind`, stamped with its version (`dpspec.schemas`)."""
     from dpspec.schemas import versioned
 
-    click.echo(json.dumps(versioned(kind, data), indent=2, sort_keys=False, default=str))
+    echo(json.dumps(versioned(kind, data), indent=2, sort_keys=False, default=str))
 
 
 class _Group(click.Group):
@@ -55,7 +57,10 @@ class _Group(click.Group):
         words = [*(protected if protected is not None else ctx.protected_args), *ctx.args]  # invoke consumes them
         try:
             return super().invoke(ctx)
-        except click.UsageError as exc:
+        except click.ClickException as exc:
+            _mark_controls(exc)
+            if not isinstance(exc, click.UsageError):
+                raise
             if isinstance(exc, click.NoSuchOption) and exc.option_name == "--format" and exc.ctx is not None:
                 exc = click.UsageError(f"`dpspec {exc.ctx.info_name}` has no findings to write as SARIF or in another "
                                        "format: --format is for `dpspec check` (its problems) and `dpspec audit` (its "
@@ -64,8 +69,17 @@ class _Group(click.Group):
                 from dpspec.cli.errors import error_document
 
                 message = f"Error: {exc.format_message()}"  # as click prints it on stderr
-                click.echo(json.dumps(error_document(message, exc.exit_code), indent=2))
+                echo(json.dumps(error_document(message, exc.exit_code), indent=2))
             raise exc
+
+
+def _mark_controls(exc: click.ClickException) -> None:
+    """click prints a bad argument as typed (a path holding ESC[2J): its message too goes through
+    the terminal's marking."""
+    from dpspec.report.bidi import terminal_text
+
+    shown = exc.format_message
+    exc.format_message = lambda: terminal_text(shown())
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
@@ -85,7 +99,7 @@ def _bounds_hold(path: str, spec: ir.Spec, required: bool) -> None:
     except DataError as exc:
         if required:
             raise
-        click.echo(f"{path}: note: the declared budget bounds were not checked: the budget needs the data, "
+        echo(f"{path}: note: the declared budget bounds were not checked: the budget needs the data, "
                    f"which cannot be read ({exc})", err=True)
 
 
@@ -116,7 +130,7 @@ def check_cmd(files, bounds, output_format):
                 if checked.warnings:
                     from dpspec.language.diagnostics import render_diagnostics
 
-                    click.echo(render_diagnostics(checked.warnings, spec.path, spec.text), err=True)
+                    echo(render_diagnostics(checked.warnings, spec.path, spec.text), err=True)
             else:
                 from dpspec.budget.program import load_program
 
@@ -125,19 +139,19 @@ def check_cmd(files, bounds, output_format):
                 _bounds_hold(path, spec, required=bool(bounds))
         except DpspecError as exc:
             stage = getattr(exc, "rule", stage)
-            click.echo(str(exc), err=True)
+            echo(str(exc), err=True)
             failures.append((path, stage, exc))
         except RecursionError:
             message = "error: the input is nested too deeply to process"
-            click.echo(f"{path}: {message}", err=True)
+            echo(f"{path}: {message}", err=True)
             failures.append((path, stage, message))
         else:
             if output_format == "text":
-                click.echo(f"{path}: ok")
+                echo(f"{path}: ok")
     if output_format == "sarif":
         from dpspec.report.sarif import check_log
 
-        click.echo(json.dumps(check_log(failures), indent=2))
+        echo(json.dumps(check_log(failures), indent=2))
     if failures:
         sys.exit(1)
 
@@ -160,7 +174,7 @@ def show_cmd(file, as_json):
         return
     from dpspec.language.describe import describe_spec
 
-    click.echo(describe_spec(spec))
+    echo(describe_spec(spec))
 
 
 @main.command("fmt")
@@ -187,10 +201,13 @@ def _fmt_one(file: str, write: bool, check_only: bool, upgrade: bool) -> bool:
     from dpspec.publish.atomic import write_text
     from dpspec.language.formatter import format_spec
 
+    from dpspec.language.parser import read_source
+
     try:
-        spec = _load(file)
+        raw = read_source(file)  # compared as read: a CRLF or bare-CR file is not in canonical form
+        spec = _load_text(raw, file)
     except DpspecError as exc:
-        click.echo(str(exc), err=True)
+        echo(str(exc), err=True)
         return False
     if upgrade:
         from dpspec.language.version import LANGUAGE_VERSION, upgrade as upgraded
@@ -202,15 +219,15 @@ def _fmt_one(file: str, write: bool, check_only: bool, upgrade: bool) -> bool:
         text = format_spec(spec)
         howto = "not in canonical form (run dpspec fmt --write)"
     if check_only:
-        if text != spec.text:
-            click.echo(f"{file}: {howto}", err=True)
+        if text != raw:
+            echo(f"{file}: {howto}", err=True)
             return False
         return True
     if write:
-        if text != spec.text:
+        if text != raw:
             write_text(file, text)
         return True
-    click.echo(text, nl=False)
+    echo(text, nl=False, content=True)
     return True
 
 
@@ -260,7 +277,7 @@ def compile_cmd(file, outdir, seed, runs, engine_name, spark_master, verify_file
         outdir, moved = default_output(file, input_paths(spec) + ([verify_file] if verify_file else []))
         if moved:
             notes.append(f"note: {moved}")
-            click.echo(notes[-1], err=True)
+            echo(notes[-1], err=True)
     from dpspec.run.progress import StderrBar, reporting
 
     from dpspec.publish.output_set import claimed_target, refuse_release_folder
@@ -271,14 +288,14 @@ def compile_cmd(file, outdir, seed, runs, engine_name, spark_master, verify_file
         from dpspec.verify.finding import load_for, with_finding
 
         verified = load_for(verify_file, spec)
-    click.echo(f"compiling {file} ...", err=True)
+    echo(f"compiling {file} ...", err=True)
     with claimed_target(outdir, "compile"), native_stdout_to_stderr(as_json):  # one writer per folder
         with reporting(StderrBar()), engine_for(engine_name, spark_master) as engine, data_limit(limit), \
                 shown_warnings(notes):
             result = compile_spec(spec, seed=seed, runs=runs, engine=engine)
             if note := engine_note(result, engine_name):
                 notes.append(note)
-                click.echo(note, err=True)
+                echo(note, err=True)
             if verify_file:  # the verification result becomes a finding
                 result.audit_outcome = with_finding(result.audit_outcome, verified)
                 result.findings = list(result.audit_outcome.findings)
@@ -289,35 +306,35 @@ def compile_cmd(file, outdir, seed, runs, engine_name, spark_master, verify_file
     if seed is not None:
         notes.append(f"warning: run with the known seed {seed}: anyone with the seed can remove the noise; not for "
                      "publication")
-        click.echo(notes[-1], err=True)
+        echo(notes[-1], err=True)
     critical = [f for f in result.findings if getattr(f, "severity", "") == "critical"]
     if critical and allow_critical:
         notes.append(f"warning: --allow-critical: exit 0 despite {len(critical)} critical finding(s) "
                      f"({', '.join(f.rule for f in critical)}); the reports say so")
-        click.echo(notes[-1], err=True)
+        echo(notes[-1], err=True)
     code = 1 if (critical and not allow_critical) or not ledger.bounds_hold else 0
     if as_json:
         _dump("compile", compile_document(file, outdir, result, written, notes, code))
         sys.exit(code)
-    click.echo(f"mechanism: {result.mechanism.name} {result.mechanism.version}")
+    echo(f"mechanism: {result.mechanism.name} {result.mechanism.version}")
     if ledger.declared is not None:
         from dpspec.budget.budget_text import budget_line
 
-        click.echo(f"budget in the spec's flavor: {budget_line(ledger.declared.to_json())}")
+        echo(f"budget in the spec's flavor: {budget_line(ledger.declared.to_json())}")
     elif ledger.problem:
-        click.echo(f"budget: cannot be expressed in the spec's flavor: {ledger.problem}")
+        echo(f"budget: cannot be expressed in the spec's flavor: {ledger.problem}")
     for check in ledger.bounds:
         state = "holds" if check.holds else "EXCEEDED"
-        click.echo(f"declared bound {check.bound.describe()}: {state} (achieved {float(check.achieved):.6g}; {check.currency})")
+        echo(f"declared bound {check.bound.describe()}: {state} (achieved {float(check.achieved):.6g}; {check.currency})")
     for name, info in written["outputs"].items():
-        click.echo(f"wrote {os.path.join(outdir, info['file'])} ({info['rows']} rows)")
+        echo(f"wrote {os.path.join(outdir, info['file'])} ({info['rows']} rows)")
     for kind in REPORT_KINDS:
         if kind in written:
-            click.echo(f"wrote {os.path.join(outdir, written[kind])}")
-    click.echo(f"wrote {os.path.join(outdir, written['manifest'])}")
-    click.echo(f"wrote {os.path.join(outdir, written['certificate'])}")
+            echo(f"wrote {os.path.join(outdir, written[kind])}")
+    echo(f"wrote {os.path.join(outdir, written['manifest'])}")
+    echo(f"wrote {os.path.join(outdir, written['certificate'])}")
     for f in sorted(result.findings, key=lambda f: {"critical": 0, "warning": 1, "info": 2}.get(f.severity, 3)):
-        click.echo(f"[{f.severity}] {f.rule}: {f.message}")
+        echo(f"[{f.severity}] {f.rule}: {f.message}")
     if code:
         sys.exit(code)
 
@@ -355,10 +372,10 @@ def budget_cmd(file, as_json, delta, conversion, per_attribute):
     if as_json:
         _dump("budget", summary)
     else:
-        click.echo(budget_text(summary))
+        echo(budget_text(summary))
     if not summary["bounds_hold"]:
         if not as_json:
-            click.echo("error: a declared budget bound is exceeded", err=True)
+            echo("error: a declared budget bound is exceeded", err=True)
         sys.exit(1)
 
 
@@ -387,6 +404,11 @@ def convert_cmd(params, to, delta, epsilon, alpha, method, from_unit, to_unit, g
         if "=" not in item:
             raise click.UsageError(f"expected NAME=VALUE, got {item!r}")
         key, _, value = item.partition("=")
+        if "=" in value or re.search(r",\s*[A-Za-z]", value):  # rho=1,epsilon=2: two parameters in one argument
+            raise click.UsageError(f"{item!r} holds more than one parameter; give each as its own NAME=VALUE "
+                                   f"argument, separated by spaces: {' '.join(p.strip() for p in item.split(','))}")
+        if key.strip() in values:
+            raise click.UsageError(f"{key.strip()} is given twice; give each parameter once")
         values[key.strip()] = value.strip()
     out = convert_request(values, to=to, delta=delta, epsilon=epsilon, alpha=alpha, method=method,
                           from_unit=from_unit, to_unit=to_unit, group=group)
@@ -397,11 +419,11 @@ def convert_cmd(params, to, delta, epsilon, alpha, method, from_unit, to_unit, g
 
     skip = {"premetric", "method", "citation"}
     figures = ", ".join(f"{k} = {budget_figure(v)}" for k, v in out.items() if k not in skip)
-    click.echo(f"{out.get('premetric', '')}: {figures}")
+    echo(f"{out.get('premetric', '')}: {figures}")
     if out.get("method"):
-        click.echo(f"method: {out['method']}")
+        echo(f"method: {out['method']}")
     if out.get("citation"):
-        click.echo(f"source: {out['citation']}")
+        echo(f"source: {out['citation']}")
 
 
 @main.command("audit")
@@ -435,14 +457,14 @@ def schema_cmd(kind):
 
     if kind is None:
         for name, version in sorted(FORMAT_VERSIONS.items()):
-            click.echo(f"{name} {version}  {schema(name)['title']}")
+            echo(f"{name} {version}  {schema(name)['title']}")
         return
     if kind not in FORMAT_VERSIONS:
         from dpspec.language.diagnostics import unknown
 
         message, hint = unknown("JSON format", kind, FORMAT_VERSIONS)
         raise click.BadParameter(message + (f"; {hint}" if hint else ""), param_hint="KIND")
-    click.echo(json.dumps(schema(kind), indent=2))
+    echo(json.dumps(schema(kind), indent=2))
 
 
 def _warn_deprecated_imports(into: list | None = None) -> None:
@@ -453,7 +475,7 @@ def _warn_deprecated_imports(into: list | None = None) -> None:
     for name, messages in deprecations().items():
         for message in messages:
             line = f"warning: plugin '{name}': DeprecationWarning: {message}"
-            click.echo(line, err=True)
+            echo(line, err=True)
             if into is not None:
                 into.append(line)
 
@@ -472,8 +494,8 @@ def plugins_cmd(as_json):
         _dump("plugins", mechs)
         return
     for m in mechs:
-        click.echo(f"{m['name']} {m['version']}  ({m['package']} {m['package_version']})")
-        click.echo(f"    {m['description']}")
+        echo(f"{m['name']} {m['version']}  ({m['package']} {m['package_version']})")
+        echo(f"    {m['description']}")
         for p in m["parameters"]:
             extra = []
             if p.get("required"):
@@ -485,11 +507,11 @@ def plugins_cmd(as_json):
             if "choices" in p:
                 extra.append("one of " + ", ".join(p["choices"]))
             suffix = f" [{'; '.join(extra)}]" if extra else ""
-            click.echo(f"    {p['name']} ({p['type']}){suffix}: {p['doc']}")
+            echo(f"    {p['name']} ({p['type']}){suffix}: {p['doc']}")
         if not m["outputs"]:
-            click.echo("    outputs: none named in advance")
+            echo("    outputs: none named in advance")
         for name, doc in m["outputs"].items():
-            click.echo(f"    output {name}: {doc}")
+            echo(f"    output {name}: {doc}")
 
 
 def _range_text(low, high) -> str:
@@ -536,12 +558,12 @@ def _add_plugin_commands():
         try:
             impl.function(group=main)
         except Exception as exc:  # a broken third-party plugin must not break the core commands
-            click.echo(f"warning: plugin '{impl.plugin_name}' failed to add its commands: {exc}", err=True)
+            echo(f"warning: plugin '{impl.plugin_name}' failed to add its commands: {exc}", err=True)
         for name, command in main.commands.items():
             if before.get(name) is not command:
                 _with_error_handling(command)
     for name, why in failures():
-        click.echo(f"warning: plugin '{name}' failed to load: {why}", err=True)
+        echo(f"warning: plugin '{name}' failed to load: {why}", err=True)
 
 
 main.add_command(verify_cmd)  # dpspec verify (dpspec/cli/verify.py)

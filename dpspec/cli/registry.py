@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import click
 
+from dpspec.cli.terminal import echo
 from dpspec.cli.errors import friendly
 
 
@@ -24,12 +25,12 @@ def _refuse_over_input(output: str | None, source: str, command: str) -> None:
 
 def _write_or_print(text: str, output: str | None) -> None:
     if output is None:
-        click.echo(text, nl=False)
+        echo(text, nl=False, content=True)
         return
     from dpspec.publish.atomic import write_text
 
     write_text(output, text)
-    click.echo(f"wrote {output}", err=True)
+    echo(f"wrote {output}", err=True)
 
 
 @click.command("export")
@@ -98,11 +99,11 @@ def import_cmd(entry, registry, das, safetab_p, safetab_h, phsafe, output):
 
     text, notes, files = import_config(chosen[0].strip("-").removesuffix("-config"), entry, output)
     for line in notes:
-        click.echo(line, err=True)
+        echo(line, err=True)
     inputs = [entry, *(os.path.join(os.path.dirname(os.path.abspath(entry)), f) for f in os.listdir(
         os.path.dirname(os.path.abspath(entry))))]
     for path in write_set(output, text, files, inputs):
-        click.echo(f"wrote {path}", err=True)
+        echo(f"wrote {path}", err=True)
 
 
 def register(group: click.Group) -> None:

@@ -12,6 +12,7 @@ import sys
 
 import click
 
+from dpspec.cli.terminal import echo
 from dpspec.cli.engine import engine_option, master_option
 from dpspec.cli.errors import friendly
 
@@ -62,12 +63,12 @@ def sweep_cmd(file, vary, balance, runs, outdir, seed, off_by, delta, conversion
         raise click.BadParameter("delta must lie strictly between 0 and 1", param_hint="--delta")
     spec = parse(read_source(file), file)
     axes = [grid_mod.parse_axis(v) for v in vary]
+    grid_mod.check_size(grid_mod.size(axes), max(runs, 1), limit or grid_mod.DEFAULT_LIMIT, yes)  # before building it
     points = grid_mod.product(axes)
-    grid_mod.check_size(len(points), max(runs, 1), limit or grid_mod.DEFAULT_LIMIT, yes)
     outdir = outdir or os.path.join("out", os.path.splitext(os.path.basename(file))[0] + "-sweep")
     check_output_target(outdir, input_paths(spec))
     refuse_release_folder(outdir, "sweep", itself=False)
-    click.echo(f"sweeping {file}: {len(points)} point(s)" + (f" x {runs} run(s)" if runs else "") + " ...", err=True)
+    echo(f"sweeping {file}: {len(points)} point(s)" + (f" x {runs} run(s)" if runs else "") + " ...", err=True)
     with claimed_target(outdir, "sweep"):
         with reporting(StderrBar()), engine_for(engine_name, spark_master) as engine:
             sweep = run_sweep(spec, axes, points, runs=runs, engine=engine, seed=seed, off_by=off_by,
@@ -86,10 +87,10 @@ def sweep_cmd(file, vary, balance, runs, outdir, seed, off_by, delta, conversion
             state = "ok"
         budget = p.budget_text or "-"
         common = f"; epsilon {p.common['epsilon']:.4g} at delta {p.common['delta']:g}" if p.common else ""
-        click.echo(f"point {p.index} ({p.label()}): {budget}{common}  [{state}]")
+        echo(f"point {p.index} ({p.label()}): {budget}{common}  [{state}]")
     for kind, name in written.items():
-        click.echo(f"wrote {os.path.join(outdir, name)}")
+        echo(f"wrote {os.path.join(outdir, name)}")
     if any(p.status != "ok" for p in sweep.points):
-        click.echo("error: some points failed; their parameters and messages are listed above and in the internal report",
+        echo("error: some points failed; their parameters and messages are listed above and in the internal report",
                    err=True)
         sys.exit(1)

@@ -9,6 +9,7 @@ import sys
 
 import click
 
+from dpspec.cli.terminal import echo
 from dpspec.cli.errors import friendly
 
 
@@ -45,9 +46,9 @@ def verify_cmd(file, runs, seed, confidence, as_json, replay, neighbours, sample
     if as_json:
         from dpspec.schemas import versioned
 
-        click.echo(json.dumps(versioned("verification", result.to_json()), indent=2))
+        echo(json.dumps(versioned("verification", result.to_json()), indent=2))
     else:
-        click.echo(result.text())
+        echo(result.text())
     sys.exit(result.exit_code)
 
 
@@ -60,9 +61,9 @@ def _replay(spec, neighbours, seed, sample, as_json, runs):
     if as_json:
         from dpspec.schemas import versioned
 
-        click.echo(json.dumps(versioned("replay", result.to_json()), indent=2))
+        echo(json.dumps(versioned("replay", result.to_json()), indent=2))
     else:
-        click.echo(result.text())
+        echo(result.text())
     sys.exit(result.exit_code)
 
 

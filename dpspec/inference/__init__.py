@@ -93,7 +93,7 @@ def infer(spec, release_dir: str, target: str, prior: str | None = None, draws: 
     from . import sampler, summary
     from .model import build_model, parse_target
     from .prior import make_prior
-    from .release import load_release
+    from .release import checked_likelihoods, load_release
 
     if isinstance(spec, str):
         spec = load_text_or_path(spec)
@@ -105,10 +105,15 @@ def infer(spec, release_dir: str, target: str, prior: str | None = None, draws: 
     query = parse_target(target, spec)
     release = load_release(release_dir, spec_sha256(spec))
     mech = checked.mechanism
-    likelihoods = mech.likelihood(spec, checked.params, release.outputs)
+    try:
+        likelihoods = mech.likelihood(spec, checked.params, release.outputs)
+    except KeyError as exc:  # a published table without a column its likelihood reads (the variance)
+        raise InferError(f"{release_dir}: a published table lacks the column {exc}, which mechanism '{mech.name}' "
+                         "reads to infer; this is not a release dpspec compile wrote") from None
     if likelihoods is None:
         raise InferError(f"mechanism '{mech.name}' does not state the likelihood of its release (or this release "
                          "lacks the outputs it needs), so dpspec infer cannot condition on it")
+    checked_likelihoods(likelihoods, release_dir)
     model = build_model(spec, query, likelihoods, release.outputs)
     pri = make_prior(prior, model)
     rng = make_rng(seed)

@@ -5,14 +5,16 @@ a release that another spec produced instead of silently pairing the wrong likel
 """
 from __future__ import annotations
 
-import json
 import os
 
 import attrs
 import pandas as pd
 
 from dpspec.errors import DpspecError
+from dpspec.language.exact_input import strict_json
 from dpspec.language.reading import require_regular
+
+MAX_MANIFEST_BYTES = 50_000_000  # a manifest lists a release's files; hundreds of MB is not one
 
 
 class InferError(DpspecError):
@@ -35,7 +37,10 @@ def load_release(path: str, spec_sha256: str | None = None) -> LoadedRelease:
         raise InferError(f"{path}: no manifest.json here; is this the output directory of `dpspec compile`?")
     try:
         with open(man_path, encoding="utf-8") as fh:
-            manifest = json.load(fh)
+            text = fh.read(MAX_MANIFEST_BYTES + 1)
+        if len(text) > MAX_MANIFEST_BYTES:
+            raise ValueError(f"larger than {MAX_MANIFEST_BYTES:,} characters")
+        manifest = strict_json(text)
         if isinstance(manifest, dict) and manifest.get("command", "compile") != "compile":  # an audit's or infer's set
             raise InferError(f"{path}: holds the reports of `dpspec {manifest['command']}`, not a release; "
                              "give the output directory of `dpspec compile`")
@@ -57,4 +62,57 @@ def load_release(path: str, spec_sha256: str | None = None) -> LoadedRelease:
             outputs[name] = pd.read_parquet(file) if file.endswith(".parquet") else pd.read_csv(file, keep_default_na=False)
         except (OSError, ValueError) as exc:
             raise InferError(f"{file}: cannot read the published table '{name}' ({exc})") from None
+        _refuse_non_finite(file, outputs[name])
     return LoadedRelease(path, manifest, outputs)
+
+
+# Integers beyond 2^53 are not exact as floats, and no count or cell index comes near it.
+_LARGEST = 2 ** 53
+_NUMBER = r"[+-]?((\d+\.?\d*|\.\d+)([eE][+-]?\d+)?|nan|inf|infinity)"
+
+
+def _refuse_non_finite(file: str, frame: pd.DataFrame) -> None:
+    """A published number that is NaN, infinite or beyond any count is refused, naming its row:
+    a measurement of inf would make a posterior of 10^17 persons, a NaN would propagate silently."""
+    import numpy as np
+
+    for column in frame.columns:
+        values = frame[column]
+        if values.dtype.kind == "O":  # numbers pandas could not hold (10^20) and 'nan' / 'inf' stay text
+            text = values.astype(str).str.strip()
+            if not text.str.fullmatch(_NUMBER, case=False).all():
+                continue  # a text column (categories, geocodes)
+            values = pd.Series([float(t) for t in text], index=values.index)
+        if values.dtype.kind not in "iuf":
+            continue
+        as_float = values.to_numpy(dtype=float)
+        bad = ~np.isfinite(as_float) | (np.abs(np.nan_to_num(as_float)) > _LARGEST)
+        if bad.any():
+            row = int(np.flatnonzero(bad)[0])
+            raise InferError(f"{file}: column '{column}', row {row + 2}: {frame[column].iloc[row]!r} is not a finite "
+                             f"number within the range a release holds (at most 2^53 in magnitude); this is not a "
+                             "release dpspec compile wrote")
+
+
+def checked_likelihoods(likelihoods, what: str) -> None:
+    """Each released answer once, with a finite value and a positive finite variance, before any
+    draw: a release whose measurements are each repeated 50 times would make the posterior 50
+    times too sure."""
+    import numpy as np
+
+    for lik in likelihoods:
+        value = np.asarray(lik.value, dtype=float)
+        variance = np.asarray(lik.variance, dtype=float)
+        label = lik.description or "a released table"
+        if not np.isfinite(value).all():
+            raise InferError(f"{what}: {label}: a released value is not a finite number")
+        if len(variance) != len(value) or not (np.isfinite(variance).all() and (variance >= 0).all()):
+            raise InferError(f"{what}: {label}: every released value needs a finite noise variance, at least 0")
+        cells = lik.cells
+        if cells is not None and len(cells.columns) and len(cells) == len(value):
+            repeated = cells.duplicated(keep=False)
+            if repeated.any():
+                first = cells[repeated].iloc[0].to_dict()
+                raise InferError(f"{what}: {label}: the cell {first} is released {int(cells.duplicated(keep=False).sum())} "
+                                 "times; each measured cell appears once in a release (a repeated measurement would "
+                                 "count as independent evidence)")

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import difflib
 
+from dpspec.language import line_ends
+
 
 def suggest(name: str, candidates) -> str | None:
     """A 'did you mean' for a misspelled name, or None when nothing is close."""
@@ -22,7 +24,7 @@ def unknown(kind: str, name: str, candidates, where: str | None = None) -> tuple
 
 
 def render_diagnostics(diagnostics, path: str | None, text: str | None) -> str:
-    lines = text.splitlines() if text else []
+    lines = line_ends.lines(text) if text else []  # the lines the grammar counts
     out = []
     for d in sorted(diagnostics, key=lambda d: (d.line or 0, d.column or 0)):
         where = path or "<spec>"

@@ -18,7 +18,7 @@ import lark
 from lark import Token, Transformer, v_args
 
 from dpspec import ir
-from dpspec.language import eol_comments
+from dpspec.language import eol_comments, line_ends
 from dpspec.errors import Diagnostic, SpecError
 from dpspec.language.reading import NotRegularFile, open_regular
 
@@ -636,6 +636,7 @@ def _syntax_errors(text: str, first: lark.exceptions.LarkError) -> list[Diagnost
 
 def parse(text: str, path: str | None = None) -> ir.Spec:
     """Parse a spec's text; raises SpecError with every problem found."""
+    text = line_ends.normal(text)
     deep = _nesting_problem(text) or _surrogate_problem(text)
     if deep:
         raise SpecError([deep], path, text)

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import re
 
+from dpspec.language import line_ends
+
 LANGUAGE_VERSION = "1.1"  # 1.1: `category values from "FILE"` and `public { keys "FILE" released ... }`
 UNVERSIONED = "1.0"  # what a file without a version line is written in
 _LINE = re.compile(r"language[ \t]+(\S+)")
@@ -27,7 +29,7 @@ def _parts(version: str) -> tuple[int, int]:
 
 def declared(text: str) -> tuple[str, int] | None:
     """(version, line number) of the file's version line, if its first statement is one."""
-    for number, line in enumerate(text.splitlines(), 1):
+    for number, line in enumerate(line_ends.lines(text), 1):
         stripped = line.strip()
         if not stripped or stripped.startswith(("#", "//")):
             continue

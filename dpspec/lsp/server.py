@@ -12,6 +12,7 @@ from pygls.lsp.server import LanguageServer
 from pygls.protocol import LanguageServerProtocol
 from pygls.uris import to_fs_path
 
+from dpspec.language import line_ends
 from dpspec.lsp import complete as completion
 from dpspec.lsp import document, hover as hovering, navigate, warm
 from dpspec.lsp import text as tx
@@ -62,7 +63,7 @@ class DpsServer(LanguageServer):
     def analysis(self, uri: str) -> document.Analysis:
         doc = self.workspace.get_text_document(uri)
         known = self.analyses.get(uri)
-        if known is not None and known.text == doc.source:
+        if known is not None and known.text == line_ends.normal(doc.source):
             return known
         return self.refresh(uri)
 
@@ -70,7 +71,7 @@ class DpsServer(LanguageServer):
         doc = self.workspace.get_text_document(uri)
         previous = self.analyses.get(uri)
         path = to_fs_path(uri) if uri.startswith("file:") else None
-        result = document.analyse(doc.source, path, previous.good if previous else None)
+        result = document.analyse(line_ends.normal(doc.source), path, previous.good if previous else None)
         self.analyses[uri] = result
         self.hovers = {key: answer for key, answer in self.hovers.items() if key[0] != uri}
         return result
@@ -244,4 +245,6 @@ def main() -> None:
     logging.basicConfig(level=logging.WARNING, format="%(name)s: %(message)s")  # to stderr: stdout is the protocol
     protocol_out = sys.stdout.buffer
     sys.stdout = sys.stderr  # a plugin's stray print() must not corrupt the protocol's stream
-    server.start_io(sys.stdin.buffer, protocol_out)
+    from dpspec.lsp.framing import serve
+
+    serve(server, sys.stdin.buffer, protocol_out)  # pygls' start_io goes deaf after one malformed frame

@@ -136,6 +136,50 @@ def _check_target(outdir: str, inputs, folders=()) -> None:
                 raise UnsafeOutputError(
                     f"error: the output folder {outdir} {where} the input {named}; refusing to write there, "
                     f"since the output would overwrite, move or sit among the inputs. Choose a folder outside {folder}")
+    _check_identity(outdir, inputs, folders)
+
+
+def _identity(path: str):
+    """(device, inode) of what `path` names, links followed; None if it does not exist."""
+    try:
+        st = os.stat(path)
+    except (OSError, ValueError):
+        return None
+    return st.st_dev, st.st_ino
+
+
+def _chain(path: str) -> set:
+    """The identities of `path` and of every existing folder above it, each as the kernel sees it:
+    a second mount of a folder (a bind mount) has the folder's own device and inode."""
+    out, here = set(), os.path.abspath(path)
+    while True:
+        ident = _identity(here)
+        if ident is not None:
+            out.add(ident)
+        parent = os.path.dirname(here)
+        if parent == here:
+            return out
+        here = parent
+
+
+def _check_identity(outdir: str, inputs, folders) -> None:
+    """The paths compared as strings cannot see a bind mount (`-o /mnt/again/out`, where /mnt/again
+    is the spec's folder mounted twice): compare the folders themselves, by device and inode."""
+    protected = [(named, named) for named in folders if "\x00" not in named]
+    protected += [(named, os.path.dirname(os.path.abspath(named))) for named in inputs if "\x00" not in named]
+    above = _chain(outdir)
+    mine = _identity(outdir)
+    for named, folder in protected:
+        ident = _identity(folder)
+        if ident is not None and ident in above:
+            raise UnsafeOutputError(
+                f"error: the output folder {outdir} is, or is inside, the folder holding the input {named} (the same "
+                "folder reached by another path: a link or a second mount of it); refusing to write there. Choose a "
+                f"folder outside {folder}")
+        if mine is not None and mine in _chain(folder):
+            raise UnsafeOutputError(
+                f"error: the output folder {outdir} contains the input {named} (reached by another path: a link or a "
+                "second mount); refusing to write there")
 
 
 def check_output_file(output: str, inputs) -> None:
@@ -146,7 +190,8 @@ def check_output_file(output: str, inputs) -> None:
     if "\x00" in output:
         raise UnsafeOutputError(f"error: the output path {output!r} holds a NUL byte")
     for named in inputs:
-        if "\x00" not in named and _forms(output) & _forms(named):
+        same = _identity(output) is not None and _identity(output) == _identity(named)  # a hard link, a second mount
+        if "\x00" not in named and (same or _forms(output) & _forms(named)):
             root, ext = os.path.splitext(output)
             other = f"{root}-new{ext}"  # beside it, unless that is an input too
             free = not any("\x00" not in i and _forms(other) & _forms(i) for i in inputs)

@@ -239,6 +239,11 @@ def check_replaceable(outdir: str, command: str = "compile") -> None:
         return
     if not os.path.isdir(target):
         raise OutputSetError(f"error: the output path {outdir} exists and is not a folder")
+    if os.path.ismount(target):  # a container volume: the kernel will not swap a mount point away ("busy")
+        raise OutputSetError(
+            f"error: the output folder {outdir} is a mount point (a volume mounted there); dpspec swaps a whole new "
+            "folder in at the end, so the whole set appears at once or not at all, and a mount point cannot be "
+            f"swapped. Give a folder inside it, for example -o {os.path.join(outdir, command + '-output')}")
     present = set(os.listdir(target))
     if not present:
         return

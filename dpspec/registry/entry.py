@@ -13,6 +13,7 @@ from importlib import resources
 import yaml
 
 from dpspec.errors import Diagnostic, SpecError
+from dpspec.language.exact_input import NumberProblem, exact_decimal, range_problem
 
 MAX_BYTES = 1 << 20
 SCHEMA_FILE = "deployments-schema.yaml"
@@ -38,6 +39,44 @@ class _Loader(yaml.SafeLoader):
                                               "aliases are not allowed in a registry entry (write the value out)",
                                               event.start_mark)
         return super().compose_node(parent, index)
+
+    def construct_mapping(self, node, deep=False):
+        """A key given twice is refused, naming both lines (YAML readers keep the last one)."""
+        if isinstance(node, yaml.MappingNode):
+            seen: dict = {}
+            for key, _ in node.value:
+                if isinstance(key, yaml.ScalarNode):
+                    if key.value in seen:
+                        raise yaml.constructor.ConstructorError(
+                            None, None, f"the key '{key.value}' is given twice in one mapping, at line {seen[key.value]} "
+                            f"and at line {key.start_mark.line + 1}; keep one", key.start_mark)
+                    seen[key.value] = key.start_mark.line + 1
+        return super().construct_mapping(node, deep)
+
+    def construct_yaml_float(self, node):
+        """A float as written: exact (`19.776` is 2472/125, not the nearest double), and refused when
+        the double would say something else (`1.0e-400` read as 0, `1e999` as infinity)."""
+        value = super().construct_yaml_float(node)
+        problem = range_problem(node.value, value)
+        if problem:
+            raise yaml.constructor.ConstructorError(None, None, problem, node.start_mark)
+        try:
+            exact = exact_decimal(node.value)
+        except NumberProblem:  # .inf, .nan, 1:30 (sexagesimal): what the double says is all there is
+            return value
+        return ExactFloat(value, exact)
+
+
+class ExactFloat(float):
+    """A YAML float that keeps the exact decimal it was written as (`.exact`, a Fraction)."""
+
+    def __new__(cls, value: float, exact):
+        out = super().__new__(cls, value)
+        out.exact = exact
+        return out
+
+
+_Loader.add_constructor("tag:yaml.org,2002:float", _Loader.construct_yaml_float)
 
 
 _Loader.yaml_implicit_resolvers = {

@@ -52,7 +52,9 @@ def _number(value, field, problems: _Problems) -> Fraction | None:
         return None
     try:
         if isinstance(value, (int, float)):
-            out = Fraction(repr(value)) if isinstance(value, float) else Fraction(value)
+            out = getattr(value, "exact", None)  # a YAML float keeps its decimal (dpspec.registry.entry)
+            if out is None:
+                out = Fraction(repr(value)) if isinstance(value, float) else Fraction(value)
         else:
             text = str(value).strip()
             m = re.fullmatch(r"10\s*\^\s*\{?\s*-\s*(\d+)\s*\}?", text)

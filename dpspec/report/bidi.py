@@ -6,6 +6,9 @@ in the report while the bytes say otherwise, and an unterminated override also r
 report's own words that follow. Every bidi control in the report model is therefore replaced by
 a visible marker such as `[U+202E]`, once, where the model is finished (`neutral`), so the HTML,
 Markdown and JSON forms all show the same neutral text and a reader sees that the text held one.
+A terminal also obeys control characters (`ESC[8m` hides what follows, `ESC[2J` clears the
+screen, a bare CR overwrites the line): `terminal_text` marks those too, for every command's
+output (`dpspec.cli.terminal.echo`).
 """
 from __future__ import annotations
 
@@ -22,6 +25,19 @@ def neutral_text(text: str) -> str:
     if not _BIDI.search(text):
         return text
     return type(text)(_BIDI.sub(lambda m: f"[U+{ord(m.group()):04X}]", str(text)))
+
+
+# C0 controls but tab and newline, DEL, C1 controls (CSI U+009B and OSC U+009D are escapes on
+# their own), the line and paragraph separators, and the bidi controls.
+_TERMINAL_UNSAFE = re.compile(f"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029{BIDI_CONTROLS}]")
+
+
+def terminal_text(text) -> str:
+    """`text` with every control, escape and bidi character replaced by a visible `[U+XXXX]`."""
+    text = str(text)
+    if not _TERMINAL_UNSAFE.search(text):
+        return text
+    return _TERMINAL_UNSAFE.sub(lambda m: f"[U+{ord(m.group()):04X}]", text)
 
 
 def neutral(value):

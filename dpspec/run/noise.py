@@ -287,6 +287,11 @@ def _bern_exp_rational(num, den, rng: np.random.Generator) -> np.ndarray:
 # --- distributions ----------------------------------------------------------------------------
 
 
+# The exact samplers draw uniform integers below a scale's numerator in int64: at and above 2^62 the
+# noise (and the count it is added to) would no longer fit a 64-bit integer.
+MAX_SCALE_NUMERATOR = 1 << 62
+
+
 def discrete_laplace(t, size: int, rng: np.random.Generator) -> np.ndarray:
     """Discrete Laplace with scale t: P(y) proportional to exp(-|y|/t) (CKS Algorithm 2).
 
@@ -296,6 +301,14 @@ def discrete_laplace(t, size: int, rng: np.random.Generator) -> np.ndarray:
     if t <= 0:
         raise ValueError("the discrete Laplace scale must be positive")
     num, den = t.numerator, t.denominator
+    if num >= MAX_SCALE_NUMERATOR:
+        from dpspec.errors import MechanismError
+
+        raise MechanismError(
+            f"the noise this budget asks for has a scale of about {float(t):.3g} (exactly a fraction whose numerator "
+            f"has {len(str(num))} digits), beyond the 64-bit integers the exact samplers draw in (a numerator below "
+            "2^62, about 4.6e18): noise that large could not be added to a count anyway. Declare a larger budget "
+            "(epsilon or rho), or one written with fewer digits")
     out = np.empty(size, dtype=np.int64)
     pending = np.arange(size)
     while pending.size:

@@ -100,10 +100,22 @@ def product(axes: list[Axis]) -> list[dict]:
     return [dict(zip(names, combo)) for combo in itertools.product(*(a.values for a in axes))]
 
 
+def size(axes: list[Axis]) -> int:
+    """The number of points of the axes' product, computed before any point is built."""
+    return math.prod(len(a.values) for a in axes)
+
+
+MAX_POINTS = 1_000_000  # even with --yes: a million points are already days of runs, and held in memory
+
+
 def check_size(points: int, runs: int, limit: int, yes: bool) -> None:
-    """Refuse a grid larger than `limit` points unless the user said --yes."""
+    """Refuse a grid larger than `limit` points unless the user said --yes, and any grid beyond
+    MAX_POINTS (its points would not fit in memory, --yes or not)."""
     if points == 0:
         raise GridError("the grid is empty")
+    if points > MAX_POINTS:
+        raise GridError(f"the grid has {points:,} points, more than the {MAX_POINTS:,} a sweep can hold; narrow it "
+                        "(fewer values per axis, or fewer axes)")
     if points > limit and not yes:
         raise GridError(f"the grid has {points:,} points ({points * runs:,} runs of the mechanism), more than the "
                         f"limit of {limit:,}; narrow it, or pass --yes to run it anyway (or --limit N)")

@@ -135,12 +135,17 @@ MAX_RESULT_BYTES = 5_000_000  # a verification result is a few kB; more is not o
 
 def load_json(path: str) -> dict:
     """A verification result file written by `dpspec verify --json` (raises VerifyError)."""
+    from dpspec.language.exact_input import strict_json
     from dpspec.language.reading import NotRegularFile, open_regular
     from dpspec.verify.miniature import VerifyError
 
     try:
         with open_regular(path) as fh:  # a device such as /dev/zero would be read without end
-            data = json.loads(fh.read(MAX_RESULT_BYTES + 1))
+            raw = fh.read(MAX_RESULT_BYTES + 1)
+        if len(raw) > MAX_RESULT_BYTES:  # cut short, it would read as a JSON syntax error
+            raise VerifyError(f"{path}: larger than {MAX_RESULT_BYTES:,} bytes, the limit for a verification result "
+                              "(one is a few kB); give the file `dpspec verify --json` wrote")
+        data = strict_json(raw)
     except NotRegularFile:
         raise VerifyError(f"{path}: not a regular file (a device, pipe or folder); give the file `dpspec verify --json` wrote") from None
     except OSError as exc:

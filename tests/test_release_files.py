@@ -1,0 +1,70 @@
+"""A release read by `dpspec infer` is validated before any draw: each measured cell once, every
+published number finite and in range, the variance column present. A doctored release is a user
+error naming what is wrong, never a posterior 50 times too sure, nor an internal error."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+
+import pandas as pd
+import pytest
+from click.testing import CliRunner
+
+import dpspec
+from dpspec.cli.main import main
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SPEC = os.path.join(ROOT, "specs", "acs_ma_hispanic_topdown.dps")
+TARGET = ["--target", "count persons by PUMA, HISP", "--draws", "20", "--seed", "1"]
+
+
+@pytest.fixture(scope="module")
+def release(tmp_path_factory):
+    from dpspec.publish.output import write_result
+
+    out = tmp_path_factory.mktemp("rel") / "release"
+    write_result(dpspec.compile(SPEC, seed=5), str(out))
+    return out
+
+
+def _doctored(release, tmp_path, change):
+    copy = tmp_path / "copy"
+    shutil.copytree(release, copy)
+    manifest = json.loads((copy / "manifest.json").read_text())
+    file = copy / manifest["outputs"]["measurements"]["file"]
+    frame = pd.read_csv(file, keep_default_na=False)
+    change(frame).to_csv(file, index=False)
+    return copy
+
+
+def _repeat(frame):
+    return pd.concat([frame] * 50, ignore_index=True)
+
+
+def _set(column, value):
+    def change(frame):
+        frame[column] = frame[column].astype(object)
+        frame.loc[0, column] = value
+        return frame
+    return change
+
+
+@pytest.mark.parametrize("change, says", [
+    (_repeat, "times"),
+    (_set("value", "inf"), "finite"),
+    (_set("value", "nan"), "finite"),
+    (_set("variance", "nan"), "finite"),
+    (_set("cell", "100000000000000000000"), "finite"),
+    (lambda frame: frame.drop(columns=["variance"]), "variance"),
+])
+def test_a_doctored_release_is_refused_before_sampling(release, tmp_path, change, says):
+    copy = _doctored(release, tmp_path, change)
+    res = CliRunner().invoke(main, ["infer", SPEC, str(copy), *TARGET])
+    assert res.exit_code == 1, res.output
+    assert says in res.output and "internal error" not in res.output, res.output
+
+
+def test_the_release_as_written_is_accepted(release):
+    res = CliRunner().invoke(main, ["infer", SPEC, str(release), *TARGET])
+    assert res.exit_code == 0, res.output
