@@ -76,6 +76,9 @@ def to_exact(value, name: str = "value"):
     if not isinstance(out, float) and abs(out) > _FLOAT_MAX:
         raise InvalidBudget(f"{name} = {_short(value)} is too large to account with (at most about 1.8e308; "
                             "write inf for an unbounded budget)")
+    if not isinstance(out, float) and out != 0 and float(out) == 0:  # exact, but every conversion reads it as 0
+        raise InvalidBudget(f"{name} = {_short(value)} is too small to compute with (it would be read as 0, which "
+                            "means something else; the smallest is about 5e-324)")
     return out
 
 
