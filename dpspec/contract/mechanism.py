@@ -172,6 +172,11 @@ class Mechanism:
     description: str = ""
     parameters: ParameterSchema = ParameterSchema(())
     outputs: dict[str, str] = {}
+    # The evidence a report's "algorithms" section cites (API 1.3; empty: the report says "not
+    # stated"): where the guarantee is proved, and how the randomness is drawn (exact integer
+    # samplers, or floating point).
+    proof: str = ""
+    sampling: str = ""
     # Opt-in (issue 11): True when `run(..., engine=)` can take a table held by the engine. A
     # table whose source is Parquet (a file or a hive-partitioned directory) then reaches `run`
     # as a `dpspec.api.EngineTable`, read and validated by the engine (on Spark nothing

@@ -106,6 +106,8 @@ def _mechanism(spec: ir.Spec, checked) -> dict | None:
         "package": package,
         "package_version": package_version,
         "description": getattr(mech, "description", "") or "",
+        "proof": getattr(mech, "proof", "") or "",  # additive (report 1.1): the plugin's evidence
+        "sampling": getattr(mech, "sampling", "") or "",
         "parameters": {p.name: jsonable(ir.to_jsonable(p.value)) for p in spec.mechanism.params.params},
         # additive: what each stated parameter is, in the plugin's own words (a reader of the
         # report does not know the mechanism's settings: opt_tol, failsafe, postprocess_only ...)

@@ -132,10 +132,15 @@ def _algorithms(model: dict) -> dict:
         paras += [f"Empirical verification (dpspec verify): {f['message']}" for f in verified]
     else:
         paras.append("Empirical verification (dpspec verify) was not attached to this report.")
-    silent.append("A citation of the guarantee's proof in the spec itself (the account above is the mechanism "
-                  "plugin's)")
-    silent.append("Whether the implementation samples its randomness exactly (integer samplers) rather than "
-                  "in floating point")
+    if m and m.get("proof"):
+        paras.append(f"Where the guarantee is proved (the mechanism plugin's citation): {m['proof'].rstrip('.')}.")
+    else:
+        silent.append("A citation of the guarantee's proof (the mechanism plugin gives none)")
+    if m and m.get("sampling"):
+        paras.append(f"How the randomness is drawn: {m['sampling'].rstrip('.')}.")
+    else:
+        silent.append("Whether the implementation samples its randomness exactly (integer samplers) rather than "
+                      "in floating point")
     return _section("algorithms", "Algorithms and the evidence for them", paras, silent)
 
 

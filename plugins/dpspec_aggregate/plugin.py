@@ -64,6 +64,8 @@ class Aggregate(Mechanism):
     version = "1.0.0"
     description = ("Noisy counts, sums, means and quantiles of one table over declared keys, with the exact discrete "
                    "Laplace (pure epsilon) or discrete Gaussian (zCDP) and a 95% interval beside every number.")
+    proof = 'Laplace: Dwork, McSherry, Nissim & Smith (2006) with the discrete Laplace of Canonne, Kamath & Steinke (2020); Gaussian: zCDP of the discrete Gaussian (Canonne, Kamath & Steinke 2020, Theorem 14; Bun & Steinke 2016); quantiles: the exponential mechanism (McSherry & Talwar 2007); sequential composition over the queries, parallel over disjoint cells'
+    sampling = "exact: integer noise from Canonne, Kamath & Steinke's (2020) discrete Laplace and discrete Gaussian rejection samplers on integers and rationals (dpspec.api.discrete_laplace, discrete_gaussian), no floating point; a quantile's grid point by exact Bernoulli(exp(-x)) draws"
     parameters = ParameterSchema((
         ParamSpec("table", "table", "the table whose rows are aggregated", required=True),
         ParamSpec("by", "columns", "the key columns: one row per declared combination (none: a grand total)"),

@@ -17,6 +17,8 @@ class OpenDPMeasurement(Mechanism):
     version = "0.1.0"
     description = ("An OpenDP measurement returned by a Python entry point (module:function), run on one column; "
                    "it runs the user's code, and only on compile.")
+    proof = "OpenDP's privacy map for the measurement (the library's own proofs: docs.opendp.org)"
+    sampling = "OpenDP's own samplers (the library's documentation says which are exact)"
     parameters = ParameterSchema((
         ParamSpec("table", "table", "the table whose units the measurement protects", required=True),
         ParamSpec("column", "column", "the column handed to the measurement as a vector", required=True),

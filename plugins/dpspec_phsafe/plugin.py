@@ -29,6 +29,8 @@ class PHSafe(Mechanism):
                    "to their unit, each household truncated to tau persons) and of occupied units, by table, "
                    "nation or state and race/ethnicity iteration, integer noise from an exact discrete Gaussian "
                    "(bell-shaped) distribution, budget in zCDP.")
+    proof = 'U.S. Census Bureau, PHSafe (2023): zCDP of discrete Gaussian counts (Canonne, Kamath & Steinke 2020; Bun & Steinke 2016) with each household truncated to tau persons'
+    sampling = "exact: integer noise from Canonne, Kamath & Steinke's (2020) discrete Gaussian rejection sampler on integers and rationals (dpspec.api.discrete_gaussian), no floating point"
     parameters = ParameterSchema((
         ParamSpec("persons", "table", "the person records (MAFID, RTYPE, RELSHIP, QAGE, CENRACE, CENHISP)",
                   required=True),

@@ -45,6 +45,8 @@ class RandomizedResponse(Mechanism):
     name = "randomized_response"
     version = __version__
     description = "Warner's randomized response on one binary column: each unit answers truthfully with probability p."
+    proof = 'Warner (1965); the likelihood ratio of any answer is at most max(p/(1-p), (1-p)/p) (Dwork & Roth 2014, Section 3.2)'
+    sampling = 'exact: one Bernoulli(p) draw per unit for rational p from uniform integers (dpspec.api.bernoulli)'
     parameters = ParameterSchema((
         ParamSpec("table", "table", "the table whose units answer", required=True),
         ParamSpec("column", "column", "the binary column (bool, or an enumerated set of two values)", required=True),

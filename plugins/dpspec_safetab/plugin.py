@@ -76,6 +76,8 @@ class SafeTab(Mechanism):
     description = ("SafeTab (2020 Detailed DHC-A/B): counts by detailed race/ethnicity group and geography, "
                    "the detail of each table chosen by thresholds on a noisy total, integer noise from an exact "
                    "discrete Gaussian (bell-shaped) distribution, budget in zCDP.")
+    proof = "U.S. Census Bureau, SafeTab-P and SafeTab-H (2023): zCDP of discrete Gaussian counts (Canonne, Kamath & Steinke 2020; Bun & Steinke 2016), each table's detail chosen by post-processing of noisy (SafeTab-P) or published (SafeTab-H) totals"
+    sampling = "exact: integer noise from Canonne, Kamath & Steinke's (2020) discrete Gaussian rejection sampler on integers and rationals (dpspec.api.discrete_gaussian), no floating point"
     parameters = ParameterSchema((
         ParamSpec("table", "table", "the record table (persons for SafeTab-P, households for SafeTab-H)", required=True),
         ParamSpec("race_codes", "columns", "the columns holding a record's detailed race codes", required=True),

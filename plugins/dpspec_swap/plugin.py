@@ -35,6 +35,8 @@ class PermutationSwapping(Mechanism):
                    "derangement (a shuffle in which no selected unit keeps its own values).")
     needs_data_for_budget = True  # eps_D depends on b, the largest stratum of the actual data
     engine_tables = True  # a Parquet table stays on the engine: facts, units and release are engine operations
+    proof = 'Bailie, Gong & Meng, Can swapping be differentially private?, Theorem II.1 (the first seed paper)'
+    sampling = 'exact: units selected by Bernoulli draws at the rational swap rate and swapped by uniform derangements built from integer draws (dpspec.api.bernoulli)'
     parameters = ParameterSchema((
         ParamSpec("table", "table", "the table of swap units (default: the spec's unit table)"),
         ParamSpec("match", "columns", "the match key: holding columns whose values form the strata", required=True),

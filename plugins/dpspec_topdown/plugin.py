@@ -1037,6 +1037,8 @@ class TopDown(Mechanism):
     description = ("The 2020 Census TopDown algorithm: integer noise from a discrete Gaussian (bell-shaped) "
                    "distribution on every count of every geographic unit, then, from the nation down, the "
                    "nonnegative whole-number counts closest to the noisy ones (least squares) that keep the invariants.")
+    proof = 'Abowd et al. (2022), The 2020 Census Disclosure Avoidance System TopDown Algorithm, Harvard Data Science Review: zCDP of the discrete Gaussian measurements (Canonne, Kamath & Steinke 2020) composed over levels and queries (Bun & Steinke 2016); estimation and rounding are post-processing'
+    sampling = "exact: integer noise from Canonne, Kamath & Steinke's (2020) discrete Gaussian rejection sampler on integers and rationals (dpspec.api.discrete_gaussian), no floating point"
     parameters = ParameterSchema((
         ParamSpec("table", "table", "the person table", required=True),
         ParamSpec("variables", "columns", "the histogram variables (enumerated, boolean or integer-range columns)", required=True),

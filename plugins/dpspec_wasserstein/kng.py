@@ -22,6 +22,8 @@ class WassersteinKNG(Mechanism):
     version = "1.0.0"
     description = ("Seed 2's Wasserstein K-norm gradient mechanism for a rate (squared-error loss), on the grid k/n "
                    "given the public number of units; exact draws.")
+    proof = 'Theorem 10 of the second seed paper (the Wasserstein K-norm gradient mechanism; Theorem 11 bounds its error)'
+    sampling = 'exact: discrete Laplace integer noise on the grid (dpspec.api.discrete_laplace), no floating point'
     parameters = ParameterSchema((
         ParamSpec("table", "table", "the unit table", required=True),
         ParamSpec("column", "column", "the bool column whose rate is released", required=True),

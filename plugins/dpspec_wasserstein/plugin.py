@@ -303,6 +303,8 @@ class WassersteinExponential(_CountRelease):
     version = "1.0.0"
     description = ("Seed 2's Wasserstein exponential mechanism over count vectors, loss ||y - counts||_1, with a base "
                    "measure from public information (naive, deterministic congenial, prior congenial); exact draws.")
+    proof = "Theorem 9 of the second seed paper (Z-Pufferfish through the Wasserstein mechanism, with the exact infinity-Wasserstein sensitivity of dpspec.budget.pufferfish) and the exponential mechanism's analysis (McSherry & Talwar 2007)"
+    sampling = "exact: draws from the base measure's integer law accepted by exact Bernoulli(exp(-x)) trials (dpspec.api.bernoulli_exp), no floating point"
     parameters = ParameterSchema(_CountRelease.common + (
         ParamSpec("base", "choice", "the base measure: naive (nonnegative integers), congenial (vectors summing to the "
                   "public total), prior (Dirichlet-multinomial from the previous period's counts)", default="naive", choices=BASES),
@@ -447,6 +449,8 @@ class NoisyPostprocessed(_CountRelease):
     version = "1.0.0"
     description = ("Seed 2's post-processing alternative: discrete Laplace counts made congenial (nonnegative, summing to "
                    "the public total, outcome at most the count) by a deterministic two-stage post-processing.")
+    proof = 'Section 4 of the second seed paper: discrete Laplace counts (pure epsilon for adding or removing one event; Canonne, Kamath & Steinke 2020), then post-processing (the two-stage projection onto the public total)'
+    sampling = "exact: integer noise from Canonne, Kamath & Steinke's (2020) discrete Laplace rejection sampler (dpspec.api.discrete_laplace), no floating point"
     parameters = ParameterSchema(_CountRelease.common)
     outputs = {"counts": "the post-processed counts by cell (and outcome counts) for the period",
                "total": "the period total the release conditions on (Z, public)"}
