@@ -4,9 +4,13 @@ congenial with the public information by a deterministic two-stage post-processi
 Stage 1 projects the noisy case counts onto {y >= 0, sum y = public total} (Euclidean projection
 onto the scaled simplex, then integers by largest remainders, which keeps the total); stage 2
 clips the noisy death counts to [0, cases]. Both stages map many noisy values to one output,
-which is what Section 4.3 counts: ContractedCaseZeros (a negative noisy case count made 0),
-ContractedDeathZeros (a negative noisy death count made 0) and ContractedRates (a noisy death
-count above the county's cases made equal to them: a survival rate contracted to 0).
+which is what Section 4.3 counts, each as the region of noisy values the map sends to one output:
+ContractedCaseZeros (a noisy case count at or below the projection's threshold, positive ones
+included, released as 0), ContractedDeathZeros (a noisy death count at or below 0, or a county
+whose released cases are 0) and ContractedRates (a noisy death count at or above the county's
+released cases, which are positive: a survival rate contracted to 0). The earlier, narrower
+tally (a negative noisy count made 0; deaths strictly above the cases) is kept beside it under
+the same names with the suffix `_strict`.
 """
 from __future__ import annotations
 
@@ -15,6 +19,12 @@ import numpy as np
 
 def project_to_total(noisy: np.ndarray, total: int) -> np.ndarray:
     """Row-wise nearest (Euclidean) nonnegative integer vector summing to `total`."""
+    return project_with_threshold(noisy, total)[0]
+
+
+def project_with_threshold(noisy: np.ndarray, total: int) -> tuple[np.ndarray, np.ndarray]:
+    """The projection and each row's threshold theta: the real projection is max(v - theta, 0), so
+    every noisy value at or below theta (the zero region) is released as 0."""
     v = np.atleast_2d(np.asarray(noisy, dtype=float))
     n = v.shape[1]
     u = -np.sort(-v, axis=1)
@@ -30,17 +40,21 @@ def project_to_total(noisy: np.ndarray, total: int) -> np.ndarray:
     rank = np.empty_like(order)
     np.put_along_axis(rank, order, np.arange(n)[None, :].repeat(len(v), 0), axis=1)
     out = floor + (rank < short[:, None])
-    return out.reshape(np.shape(noisy)) if np.ndim(noisy) == 2 else out[0]
+    return (out, theta) if np.ndim(noisy) == 2 else (out[0], theta)
 
 
 def two_stage(noisy_cases: np.ndarray, noisy_deaths: np.ndarray | None, total: int):
     """(cases, deaths, contractions): stage 1 and 2 above, with per-cell contraction flags."""
-    cases = project_to_total(noisy_cases, total)
-    flags = {"ContractedCaseZeros": (cases == 0) & (np.asarray(noisy_cases) < 0)}
+    cases, theta = project_with_threshold(noisy_cases, total)
+    nc = np.asarray(noisy_cases)
+    zero_region = nc <= (theta[:, None] if nc.ndim == 2 else theta[0])
+    flags = {"ContractedCaseZeros": zero_region, "ContractedCaseZeros_strict": (cases == 0) & (nc < 0)}
     deaths = None
     if noisy_deaths is not None:
         nd = np.asarray(noisy_deaths)
         deaths = np.clip(nd, 0, cases)
-        flags["ContractedDeathZeros"] = nd < 0
-        flags["ContractedRates"] = (nd > cases) & (cases > 0)
+        flags["ContractedDeathZeros"] = (nd <= 0) | (cases == 0)
+        flags["ContractedDeathZeros_strict"] = nd < 0
+        flags["ContractedRates"] = (nd >= cases) & (cases > 0)
+        flags["ContractedRates_strict"] = (nd > cases) & (cases > 0)
     return cases, deaths, flags
