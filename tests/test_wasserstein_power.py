@@ -39,3 +39,14 @@ def test_the_release_test_is_uniformly_more_powerful_and_strictly_when_the_clamp
     # merges only values of equal evidence and the two tests have the same power
     flat = [row["release"] - row["post_processed"] for row in powers(N, 0.3, ALTERNATIVES, 0.05, loss="abs")["rows"]]
     assert max(abs(g) for g in flat) < 1e-9
+
+
+def test_lemma_14_the_bayes_risk_from_the_release_is_at_most_that_from_its_post_processing():
+    from dpspec_wasserstein.power import bayes_risks
+
+    grid = [i / 10 for i in range(1, 10)]
+    prior = [1 / len(grid)] * len(grid)
+    square = bayes_risks(N, grid, prior, 0.05, loss="square")
+    assert square["release"] < square["post_processed"] - 1e-4  # strictly: the clamp merges evidence
+    flat = bayes_risks(N, grid, prior, 0.05, loss="abs")
+    assert abs(flat["release"] - flat["post_processed"]) < 1e-12  # equal: it merges none (the control)

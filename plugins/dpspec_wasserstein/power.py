@@ -1,4 +1,4 @@
-"""Seed 2's Theorem 15 on a small exact example: the power of a one-sided test from a Wasserstein
+"""Seed 2's Theorem 15 and Lemma 14 on a small exact example: the power of a one-sided test (and the Bayes risk) from a Wasserstein
 exponential mechanism's release and from the same release post-processed with Z.
 
 X_i iid Bernoulli(theta), i = 1..n, T = sum X_i (an exponential family with natural statistic T).
@@ -68,3 +68,22 @@ def powers(n: int, theta0: float, thetas, r: float, alpha: float = 0.05, loss: s
         rows.append({"theta": theta, "release": float(law @ with_y),
                      "post_processed": float(post_processed_law(law, n, w) @ with_f)})
     return {"n": n, "theta0": theta0, "rate": r, "alpha": alpha, "loss": loss, "rows": rows}
+
+
+def bayes_risks(n: int, thetas, prior, r: float, loss: str = "abs") -> dict:
+    """Lemma 14 on the same example: the Bayes risk (squared error, posterior mean) of estimating
+    theta from Y and from f(Y), theta on a finite grid with the given prior weights. f(Y) is a
+    function of Y, so Blackwell's comparison gives risk(Y) <= risk(f(Y))."""
+    laws = [release_law(n, t, r, loss) for t in thetas]
+    w = laws[0][1]
+    joint_y = np.array([p * law for p, (law, _) in zip(prior, laws)])  # theta x y
+    joint_f = np.array([p * post_processed_law(law, n, w) for p, (law, _) in zip(prior, laws)])
+    theta = np.asarray(thetas, dtype=float)[:, None]
+
+    def risk(joint):
+        mass = joint.sum(axis=0)
+        keep = mass > 0
+        mean = (theta * joint).sum(axis=0)[keep] / mass[keep]
+        second = (theta**2 * joint).sum(axis=0)[keep] / mass[keep]
+        return float(((second - mean**2) * mass[keep]).sum())
+    return {"release": risk(joint_y), "post_processed": risk(joint_f)}
