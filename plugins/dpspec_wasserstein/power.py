@@ -1,4 +1,6 @@
-"""Seed 2's Theorem 15 and Lemma 14 on a small exact example: the power of a one-sided test (and the Bayes risk) from a Wasserstein
+"""Seed 2's Theorem 15 and Lemma 14 on a small exact example: a Wasserstein release against its post-processing.
+
+The power of a one-sided test, and the Bayes risk of the posterior mean, from a Wasserstein
 exponential mechanism's release and from the same release post-processed with Z.
 
 X_i iid Bernoulli(theta), i = 1..n, T = sum X_i (an exponential family with natural statistic T).
