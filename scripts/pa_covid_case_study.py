@@ -72,12 +72,17 @@ def _points(specs, epsilons):
 
 
 def run(replicates: int = 100, counties: list[str] | None = None, seed: int | None = None, months: list[str] | None = None,
-        epsilons: list | None = None):
+        epsilons: list | None = None, methods: list[str] | None = None):
     """(replicates frame, contractions frame, seconds per point): every (method, budget, month, replicate, county)."""
     from dpspec.check.data import load_data
 
     data, _ = load_data(_specs()[0][2])
     specs = _specs(counties)
+    if methods:
+        unknown = sorted(set(methods) - {m for m, _, _, _ in specs})
+        if unknown:
+            raise SystemExit(f"unknown methods: {', '.join(unknown)} (the specs' names: {', '.join(LABELS)})")
+        specs = [p for p in specs if p[0] in methods]
     frame = data["cases"]
     if counties:
         unknown = sorted(set(counties) - set(frame["county"].astype(str)))
@@ -354,6 +359,7 @@ def main(argv=None) -> int:
     ap.add_argument("--months", help="comma-separated months (default: all)")
     ap.add_argument("--epsilons", help="run each method at these budgets instead of its two specs' (the grid syntax of "
                                        "dpspec sweep --vary: log:0.01:10:13, 0.1,0.5 or 1/10)")
+    ap.add_argument("--methods", help="comma-separated methods (default: all four; e.g. postprocessing,wasserstein_prior)")
     ap.add_argument("--seed", type=int, help="reproducible draws (tests only)")
     args = ap.parse_args(argv)
     from dpspec.publish.report_set import write_report_set
@@ -363,7 +369,8 @@ def main(argv=None) -> int:
     months = args.months.split(",") if args.months else None
     epsilons = list(parse_axis(f"epsilon={args.epsilons}").values) if args.epsilons else None
     started, cpu = time.perf_counter(), time.process_time()
-    reps, contractions, timing = run(args.replicates, counties, args.seed, months, epsilons)
+    methods = args.methods.split(",") if args.methods else None
+    reps, contractions, timing = run(args.replicates, counties, args.seed, months, epsilons, methods)
     summary = summarize(reps)
     head = headline(summary, contractions)
     epsilon = reps.groupby("budget")["epsilon"].first()
