@@ -93,3 +93,15 @@ def test_crossover_interpolates_in_log_epsilon_and_bracket_picks_three_grid_budg
     grid = [0.01 * 10 ** (k / 4) for k in range(13)]
     assert script.bracket(grid, 0.5) == [grid[k] for k in (5, 7, 9)]
     assert script.bracket(grid, None) == [grid[0], grid[6], grid[12]]
+
+
+def test_methods_restricts_the_study_and_an_unknown_method_is_refused(tmp_path):
+    import pytest
+
+    script = _script()
+    with pytest.raises(SystemExit, match="unknown methods: wasserstein_typo"):
+        script.main(["-o", str(tmp_path / "x"), "--methods", "wasserstein_typo", "--replicates", "1"])
+    out = tmp_path / "two"
+    assert script.main(["-o", str(out), "--replicates", "2", "--counties", "Allegheny,Cameron", "--months", "2020-05",
+                        "--seed", "3", "--methods", "postprocessing,wasserstein_prior"]) == 0
+    assert set(pd.read_csv(out / "replicates.csv")["method"]) == {"postprocessing", "wasserstein_prior"}
