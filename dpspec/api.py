@@ -75,6 +75,7 @@ _WHERE = {
     "bernoulli_scaled_exp": "dpspec.run.noise",
     # post-processing: noisy counts projected onto nonnegative integers summing to a public total
     "project_to_total": "dpspec.run.projection",
+    "project_with_threshold": "dpspec.run.projection",
     # what a run measures, stated where the noise is drawn (a no-op unless `dpspec verify --replay` records)
     "record_measurement": "dpspec.run.measurements", "record_adaptive_outputs": "dpspec.run.measurements", "record_adaptive_rows": "dpspec.run.measurements",
     "recording_now": "dpspec.run.measurements",

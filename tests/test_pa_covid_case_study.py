@@ -33,11 +33,19 @@ def test_case_study_on_three_counties_writes_one_report_set(tmp_path):
     for figure in ("Figure 1: Cameron", "Figure 2", "Figure 3", "Figure 4"):
         assert figure in html
     assert "<svg" in html and "<script" not in html
-    # every figure is drawn (Figures 1 and 2 are box plots: Cameron low and high, then low and high)
-    assert html.count("<svg") == html.count("<h2>Figure") == 10
+    # every figure is drawn: Figure 1 for three counties and Figure 2 by county size at both budgets,
+    # Figure 3, and Figure 4's (p0, p1) plane for n = 5, 20, 100
+    assert html.count("<svg") == html.count("<h2>Figure") == 3 * 2 + 2 + 1 + 3
+    assert "Figure 4: sensitivity over the (p0, p1) plane, n = 100" in html
     assert ">None<" not in html and "None</" not in html
     contractions = pd.read_csv(out / "contractions.csv")
     assert set(contractions["effect"]) == {"ContractedCaseZeros", "ContractedDeathZeros", "ContractedRates"}
+    assert set(contractions["definition"]) == {"zero region", "strict"}
+    # the zero region holds at least the strict tally of death zeros and rates (it adds the boundary)
+    wide = contractions.pivot_table(index=["method", "budget", "month", "county", "effect"], columns="definition",
+                                    values="prevalence")
+    rates = wide.xs("ContractedDeathZeros", level="effect")
+    assert (rates["zero region"] >= rates["strict"]).all()
     assert (out / "manifest.json").exists() and (out / "summary.csv").exists()
     head = pd.read_csv(out / "headline.csv")
     assert len(head) == 8 and set(head["epsilon"]) == {10.0, 0.5}
@@ -45,3 +53,55 @@ def test_case_study_on_three_counties_writes_one_report_set(tmp_path):
     post = head[head["method"] == "postprocessing"]
     assert post["ContractedRates_at_most_10_cases"].notna().all() or post["ContractedRates_over_100_cases"].notna().all()
     assert "least populous quarter" in html
+
+
+def test_the_epsilon_sweep_locates_where_post_processing_and_each_base_swap_ranks(tmp_path):
+    script = _script()
+    out = tmp_path / "sweep"
+    assert script.main(["-o", str(out), "--replicates", "3", "--counties", "Allegheny,Erie,Cameron,Forest",
+                        "--months", "2020-05", "--seed", "2", "--epsilons", "log:0.01:10:4"]) == 0
+    sweep = pd.read_csv(out / "sweep.csv")
+    assert len(sweep) == 4 * 4 and sorted(set(sweep["epsilon"])) == [0.01, 0.1, 1.0, 10.0]
+    cross = pd.read_csv(out / "crossover.csv")
+    assert set(cross["base"]) == {"wasserstein_naive", "wasserstein_congenial", "wasserstein_prior"}
+    assert set(cross["metric"]) == {"median", "q90", "worst", "median_smallest_quarter"}
+    # a located crossover lies between two grid budgets at which the two methods rank the other way round
+    for r in cross[cross["crossings"] > 0].itertuples():
+        post = sweep[sweep["method"] == "postprocessing"].set_index("epsilon")[r.metric]
+        base = sweep[sweep["method"] == r.base].set_index("epsilon")[r.metric]
+        below = max(e for e in post.index if e < r.crossover_epsilon)
+        above = min(e for e in post.index if e > r.crossover_epsilon)
+        assert (post[below] - base[below]) * (post[above] - base[above]) < 0
+    html = (out / "report.html").read_text()
+    assert "Figure 2: median relative error against the budget" in html and "Where the ranking crosses" in html
+    assert "Figure 2: relative error by county size, epsilon = " in html
+
+
+def test_crossover_interpolates_in_log_epsilon_and_bracket_picks_three_grid_budgets():
+    script = _script()
+    rows = []
+    for eps, post, prior in ((0.01, 40.0, 10.0), (0.1, 10.0, 10.0 * 10 ** -0.5), (1.0, 1.0, 4.0)):
+        rows += [{"method": "postprocessing", "epsilon": eps, **{m: post for m in script.METRICS}},
+                 {"method": "wasserstein_prior", "epsilon": eps, **{m: prior for m in script.METRICS}}]
+    cross = script.crossover(pd.DataFrame(rows))
+    med = cross[cross["metric"] == "median"].iloc[0]
+    # log ratios 0.5*log(10) at 0.1 and -log(4) at 1: the sign changes between them, at the interpolated point
+    import math
+    t = 0.5 * math.log(10) / (0.5 * math.log(10) + math.log(4))
+    assert med["crossings"] == 1 and abs(med["crossover_epsilon"] - 10 ** (-1 + t)) < 1e-9
+    assert med["winner_below"] == "Wasserstein, prior" and med["winner_above"] == "post-processing"
+    grid = [0.01 * 10 ** (k / 4) for k in range(13)]
+    assert script.bracket(grid, 0.5) == [grid[k] for k in (5, 7, 9)]
+    assert script.bracket(grid, None) == [grid[0], grid[6], grid[12]]
+
+
+def test_methods_restricts_the_study_and_an_unknown_method_is_refused(tmp_path):
+    import pytest
+
+    script = _script()
+    with pytest.raises(SystemExit, match="unknown methods: wasserstein_typo"):
+        script.main(["-o", str(tmp_path / "x"), "--methods", "wasserstein_typo", "--replicates", "1"])
+    out = tmp_path / "two"
+    assert script.main(["-o", str(out), "--replicates", "2", "--counties", "Allegheny,Cameron", "--months", "2020-05",
+                        "--seed", "3", "--methods", "postprocessing,wasserstein_prior"]) == 0
+    assert set(pd.read_csv(out / "replicates.csv")["method"]) == {"postprocessing", "wasserstein_prior"}

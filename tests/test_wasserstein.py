@@ -15,7 +15,7 @@ import dpspec
 from dpspec.errors import MechanismError, SpecError
 from dpspec_wasserstein import samplers
 from dpspec_wasserstein.plugin import NoisyPostprocessed, WassersteinExponential
-from dpspec_wasserstein.postprocess import project_to_total, two_stage
+from dpspec_wasserstein.postprocess import project_to_total, project_with_threshold, two_stage
 
 from .key_files import keys_from
 from .verify_helpers import registered, write_spec
@@ -171,9 +171,32 @@ def test_post_processing_is_congenial_and_counts_its_contractions():
     deaths = rng.integers(-10, 40, size=(200, 12))
     cases, d, flags = two_stage(noisy, deaths, 150)
     assert (d <= cases).all() and (d >= 0).all()
-    assert flags["ContractedDeathZeros"].sum() == (deaths < 0).sum()
+    assert flags["ContractedDeathZeros_strict"].sum() == (deaths < 0).sum()
+    assert (flags["ContractedDeathZeros"] == ((deaths <= 0) | (cases == 0))).all()
     # an exactly congenial vector is its own projection
     assert (project_to_total(np.array([3, 0, 7]), 10) == [3, 0, 7]).all()
+
+
+def test_the_case_zero_tally_is_the_projections_zero_region_positive_noisy_counts_included():
+    # (12, 5, 3, 1) onto the total 10: theta = 7/2, so 3 and 1 are released as 0 although positive
+    noisy = np.array([[12, 5, 3, 1], [-4, 20, 2, 1]])
+    cases, _, flags = two_stage(noisy, None, 10)
+    assert (cases == [[9, 1, 0, 0], [0, 10, 0, 0]]).all()
+    zero = flags["ContractedCaseZeros"]
+    assert (cases[zero] == 0).all()
+    assert zero[0, 2] and zero[0, 3] and not flags["ContractedCaseZeros_strict"][0, 3]  # a positive noisy count in the zero region
+    assert zero[1, 0] and flags["ContractedCaseZeros_strict"][1, 0]
+    assert zero.sum() > flags["ContractedCaseZeros_strict"].sum()
+    # on random rows: every released zero whose real projection is 0 is in the region, and the region is all zeros
+    rng = np.random.default_rng(17)
+    noisy = rng.integers(-30, 60, size=(400, 12))
+    cases, theta = project_with_threshold(noisy, 150)
+    _, _, flags = two_stage(noisy, None, 150)
+    assert (cases[flags["ContractedCaseZeros"]] == 0).all()
+    assert (flags["ContractedCaseZeros"] == (noisy <= theta[:, None])).all()
+    # a negative noisy count outside the region was lifted by a negative threshold, and rounded down
+    outside = flags["ContractedCaseZeros_strict"] & ~flags["ContractedCaseZeros"]
+    assert ((noisy - theta[:, None])[outside] < 1).all()
 
 
 SPEC = """spec "small"

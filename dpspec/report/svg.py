@@ -294,3 +294,43 @@ def box_chart(title: str, boxes: list[Box], *, orientation: str = "horizontal", 
                             f'stroke="{COLORS["bad"]}" stroke-width="2" stroke-dasharray="3,2"'))
     out.append("</svg>")
     return Markup("".join(out))
+
+
+def heat_map(title: str, xs: list[float], ys: list[float], values: list[list[float]], *, x_label: str, y_label: str,
+             low: float = 0.0, high: float = 1.0, size: int = 300) -> Markup:
+    """A grid of cells shaded by value as an <svg> element: values[i][j] at (xs[j], ys[i]), light at
+    `low`, dark at `high`; each cell carries its value as a tooltip (text escaped)."""
+    left, top, bottom, legend = 52, 28, 40, 70
+    nx, ny = len(xs), len(ys)
+    cw, ch = size / max(nx, 1), size / max(ny, 1)
+    width, height = left + size + legend, top + size + bottom
+    out = _head(title, width, height)
+    span = (high - low) or 1.0
+
+    def shade(v: float) -> str:
+        t = min(max((v - low) / span, 0.0), 1.0) if math.isfinite(v) else 0.0
+        light, dark = (247, 248, 252), (30, 52, 110)
+        return "#" + "".join(f"{round(a + (b - a) * t):02x}" for a, b in zip(light, dark))
+
+    for i, y in enumerate(ys):
+        for j, x in enumerate(xs):
+            v = values[i][j]
+            tip = escape(f"{x_label} {x:g}, {y_label} {y:g}: {v:.4g}")
+            out.append(f'<rect x="{left + j * cw:.1f}" y="{top + (ny - 1 - i) * ch:.1f}" width="{cw + 0.2:.1f}" '
+                       f'height="{ch + 0.2:.1f}" fill="{shade(v)}"><title>{tip}</title></rect>')
+    out.append(f'<rect x="{left}" y="{top}" width="{size}" height="{size}" fill="none" stroke="{COLORS["muted"]}"/>')
+    for j in (0, nx // 2, nx - 1):
+        out.append(f'<text x="{left + (j + 0.5) * cw:.1f}" y="{top + size + 14}" font-size="10" '
+                   f'text-anchor="middle">{xs[j]:g}</text>')
+    for i in (0, ny // 2, ny - 1):
+        out.append(f'<text x="{left - 4}" y="{top + (ny - 0.5 - i) * ch + 4:.1f}" font-size="10" '
+                   f'text-anchor="end">{ys[i]:g}</text>')
+    out.append(f'<text x="{left + size / 2:.1f}" y="{height - 6}" font-size="11" text-anchor="middle">{escape(x_label)}</text>')
+    out.append(f'<text x="12" y="{top + size / 2:.1f}" font-size="11" text-anchor="middle" '
+               f'transform="rotate(-90 12 {top + size / 2:.1f})">{escape(_clip(y_label, 40))}</text>')
+    for k, v in enumerate((high, (low + high) / 2, low)):  # the legend: three swatches
+        y = top + 10 + 22 * k
+        out.append(f'<rect x="{left + size + 12}" y="{y - 9}" width="14" height="14" fill="{shade(v)}" '
+                   f'stroke="{COLORS["muted"]}"/><text x="{left + size + 30}" y="{y + 2}" font-size="10">{v:g}</text>')
+    out.append("</svg>")
+    return Markup("".join(out))
