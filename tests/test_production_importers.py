@@ -126,6 +126,8 @@ def allocation(doc):
 @pytest.mark.parametrize("config,bundled,rho", [
     ("person_US.ini", "dhc_persons_production_topdown.dps", Fraction(24811, 5000)),
     ("person_PR.ini", "dhc_persons_production_topdown_pr.dps", Fraction(24811, 5000)),
+    ("unit_US.ini", "dhc_households_production_topdown.dps", Fraction(15401, 2000)),
+    ("unit_PR.ini", "dhc_households_production_topdown_pr.dps", Fraction(15401, 2000)),
 ])
 def test_a_dhc_file_gives_the_bundled_specs_exact_rho(tmp_path, config, bundled, rho):
     spec, result = imported(tmp_path, "--das-config", DHC / config)
@@ -133,7 +135,12 @@ def test_a_dhc_file_gives_the_bundled_specs_exact_rho(tmp_path, config, bundled,
     assert exact_rho(mine) == exact_rho(theirs) == rho
     assert allocation(mine) == allocation(theirs)  # every level's and query's rho, exactly
     params, bundled_params = mechanism_params(spec), mechanism_params(ROOT / "specs" / bundled)
-    for key in ("levels", "queries", "variables", "structural_zeros", "pass_tolerance"):
+    keys = ("levels", "queries", "variables", "structural_zeros", "pass_tolerance")
+    if "joint" in bundled_params:  # units and households: the household histogram is a joint table
+        keys = ("levels", "queries", "variables", "cross_constraints")
+        for key in ("variables", "queries", "structural_zeros"):
+            assert params["joint"]["households"][key] == bundled_params["joint"]["households"][key], key
+    for key in keys:
         assert params[key] == bundled_params[key], key
     assert params["spine"]["bypass"] == bundled_params["spine"]["bypass"]
     assert run("check", spec).exit_code == 0
@@ -155,6 +162,16 @@ def test_the_dhc_import_says_which_settings_it_did_not_apply(tmp_path):
     for name in ("pl94", "hhgq_total_ub", "hhgq_total_lb"):
         assert f"constraint {name} (at Block, State, US" in result.stderr and "is NOT applied" in result.stderr
     assert "NOT written: the ordering's constrain-to lists" in text
+
+
+def test_the_dhc_units_import_says_which_settings_it_did_not_apply(tmp_path):
+    spec, result = imported(tmp_path, "--das-config", DHC / "unit_US.ini")
+    text = spec.read_text()
+    assert "constraint h1 (at Block, State, US" in result.stderr and "is NOT applied" in result.stderr
+    assert "invariant tot at Block" in result.stderr  # households per block: not stated, and said so
+    for key in ("dataindnpass_tolerancetype = opt_tol", "opt_tol_slack = 0.01"):
+        assert key in text and key in result.stderr
+    assert "count units by block, gqhh_vect" in text
 
 
 def test_an_unknown_dhc_strategy_lists_the_known_ones(tmp_path):

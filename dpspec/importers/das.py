@@ -167,6 +167,10 @@ def import_das(path: str) -> tuple[str, list[str], dict]:
         if sum(queries[n].values()) != 1:  # the table itself is wrong: a bug of ours, not the user's
             raise AssertionError(f"strategy table: {strategy_s.value} {n} shares sum to {sum(queries[n].values())}")
 
+    if schema.get("kind") == "units_households":
+        text = _households(path, config, table, names, geolevels, props, rho, queries, strategy_s, strategy, ordering_s,
+                           ordering, schema_s, schema, account)
+        return text, account.stderr_lines(), {"rho": rho}
     privacy = config.get("reader", "privacy_table") or _required(config, "reader", "main_table", root)
     hist = config.get("reader", f"{privacy.value.strip()}.histogram")
     if hist is not None:
@@ -523,3 +527,189 @@ def _q(text: str) -> str:
 
 def _quote(text: str) -> str:
     return text.replace("\\", "\\\\").replace('"', "'")
+
+
+def _households(path, config, table, names, geolevels, props, rho, queries, strategy_s, strategy, ordering_s,
+                ordering, schema_s, schema, account) -> str:
+    """The DHC units/households run: the unit histogram (tenvacgq) is the main table, the household
+    histogram a joint table solved with it, as specs/dhc_households_production_topdown.dps states them."""
+    units, hh = schema["units"], schema["households"]
+    pseudo = {"reader_names": {**hh["reader_names"], units["reader"]: units["variable"]},
+              "sizes": {**hh["sizes"], units["variable"]: len(units["values"])}}
+    privacy = config.get("reader", "privacy_table") or _required(config, "reader", "main_table", config.files[0])
+    for table_key, want in ((f"{privacy.value.strip()}.histogram", hh["histogram"]), ("unit.histogram", [units["variable"]])):
+        hist = config.get("reader", table_key)
+        if hist is None:
+            continue
+        read = [pseudo["reader_names"].get(v, v) for v in str(hist.value).split()]
+        if read != want:
+            raise problem(hist, f"the histogram {' x '.join(read)} is not schema {schema_s.value}'s ({' x '.join(want)})")
+        _drop(account, hist)
+    _reader_settings(config, account, privacy.value.strip(), pseudo)
+
+    inv_text, notes = [], []
+    for section, key, setting in config.items():
+        if section == "constraints" and key.startswith("theinvariants."):
+            level = _level(setting, geolevels)
+            for name in _list(setting):
+                entry = schema["invariants"].get(name)
+                if entry is None:
+                    raise problem(setting, f"unknown invariant {name!r}: schema {schema_s.value} knows "
+                                           f"{', '.join(sorted(schema['invariants']))}")
+                if "not_applied" in entry:
+                    account.not_understood(setting, f"invariant {name} at {level} ({entry['source']}) is NOT applied: "
+                                                    f"{entry['not_applied']}")
+                elif "implied_by" in entry:
+                    notes.append(f"#   {setting.where()}: {name} at {level}: implied by {entry['implied_by']} ({entry['source']})")
+                else:
+                    if level != "Block":
+                        raise problem(setting, f"invariant {name} is read at the block only, not at {level}")
+                    inv_text.append(entry["text"])
+                    notes.append(f"#   {setting.where()}: {name} at {level} -> {entry['text']} ({entry['source']})")
+    zeros, cross, seen, unstated = {}, {}, {}, {}
+    for section, key, setting in config.items():
+        if section != "constraints" or not key.startswith("theconstraints."):
+            continue
+        level = _level(setting, geolevels)
+        for name in _list(setting):
+            entry = schema["constraints"].get(name)
+            if entry is None:
+                raise problem(setting, f"unknown constraint {name!r}: schema {schema_s.value} knows "
+                                       f"{', '.join(sorted(schema['constraints']))}")
+            seen.setdefault(name, []).append(level)
+            if "not_applied" in entry:
+                unstated.setdefault(name, (setting, entry, []))[2].append(level)
+            zeros.update(entry.get("structural_zeros", {}))
+            cross.update(entry.get("cross", {}))
+    for name, levels in seen.items():
+        entry = schema["constraints"][name]
+        if "not_applied" not in entry:
+            what = ("structural zeros " + ", ".join(entry["structural_zeros"]) if "structural_zeros" in entry
+                    else "cross constraints " + ", ".join(entry["cross"]) if "cross" in entry
+                    else f"follows from the invariant {entry['follows_from_invariant']}")
+            notes.append(f"#   [constraints] {name} at {', '.join(levels)}: {what} ({entry['source']})")
+    for name, (setting, entry, levels) in unstated.items():
+        account.not_understood(setting, f"constraint {name} (at {', '.join(levels)}; {entry['source']}) is NOT applied: "
+                                        f"{entry['not_applied']}")
+    for key in ("dataindnpass_tolerancetype", "opt_tol_slack"):
+        found = config.get("gurobi", key)
+        if found is not None:
+            account.not_understood(found, "not stated: each outer pass of this ordering has a single least-squares "
+                                          "pass, so the tolerance holds nothing")
+    spine, spine_notes = _spine(config, names, geolevels, {"unit_types": len(units["gqhh_vect"])})
+
+    def rename(q: str) -> str:
+        return " * ".join(hh["rename"].get(p.strip(), p.strip()) for p in q.split("*"))
+
+    def named(q: str) -> str:
+        return units["query_names"][q] if q in units["query_names"] else f"households: {rename(q)}"
+
+    lv = [geolevels[n] for n in names]
+    below = [l for l in lv if l != "nation"]
+    title_s = config.get("writer", "certificate_name")
+    title = str(title_s.value).strip() if title_s is not None else os.path.basename(path)
+    out = [
+        f"# Imported by `dpspec import --das-config` from {os.path.basename(path)}.",
+        f"# INCLUDE chain, as the DAS reads it: {' > '.join(config.files)}",
+        "# No data and no geography file are declared: `dpspec check`, `budget` and `audit` read this spec",
+        "# as it is; `compile` needs the data and the public geography (one row per block) added.",
+        "# Where each part comes from:",
+        f"#   {strategy_s.where()}: strategy {strategy_s.value} ({strategy['source']}, transcribed in",
+        "#     dpspec/importers/strategies/das.json): geolevel_names is empty, so, as the DAS does",
+        "#     (programs/engine/budget.py:74-90, 424-460), the levels are the strategy's, rho is the sum of",
+        f"#     every household and unit query's allocation = {shown_fraction(rho)}, each level's share its",
+        "#     allocations' sum over that total and each query's share its allocation over its level's sum",
+        f"#   {ordering_s.where()}: query_ordering {ordering_s.value} -> outer_passes ({ordering['source']})",
+        *_outer_notes(ordering),
+        f"#   {schema_s.where()}: schema {schema_s.value} -> the units' {units['variable']} and the households' "
+        f"{' x '.join(hh['histogram'])} ({schema['source']})",
+        f"#   the household queries name the tenure {', '.join(f'{a} as {b}' for a, b in hh['rename'].items())}; "
+        f"the units' {', '.join(f'{a} is their {b}' for a, b in units['query_names'].items())} query",
+        *notes, *spine_notes,
+    ]
+    aian_ty = config.get("geodict", "aian_areas")
+    if aian_ty is not None:
+        out.append(f"#   {aian_ty.where()}: aian_areas = {' '.join(str(aian_ty.value).split())}")
+    out += account.comments()
+    geo_cols = [("state", "category")] + [(l, f"category in {below[i - 1]}") for i, l in enumerate(below) if i > 0]
+    width = max(len(c) for c in [*below, *hh["histogram"], "aian", units["variable"], "gqhh_vect"])
+
+    def col(name, ty):
+        return f"    {name.ljust(width)} : {ty}"
+
+    def vals(items):
+        return ", ".join(str(v) for v in items)
+
+    def recodes(rs, pad):
+        lines = []
+        for name, r in rs.items():
+            lines.append(f"{pad}{name}: {{")
+            lines.append(f"{pad}  of: {r['of']}")
+            lines += [f"{pad}  {g}: [{vals(v)}]" for g, v in r.items() if g not in ("of", "_source")]
+            lines.append(f"{pad}}}")
+        return lines
+
+    out += ["", f'spec "{_quote(title)} (imported from {_quote(os.path.basename(path))})"', "",
+            'domain cef "2020 Census Edited File" {', "  stage edited",
+            f"  geography census {{ {' > '.join(below)} }}", f"  table {units['table']} unit {units['unit']} {{"]
+    out += [col(n, t) for n, t in geo_cols]
+    out += [col(units["variable"], "{" + vals(units["values"]) + "}"), col("gqhh_vect", "{" + vals(units["gqhh_vect"]) + "}")]
+    if "aian" in spine:
+        out.append(col("aian", "{0, 1}"))
+    out += ["  }", f"  table {hh['table']} unit {hh['unit']} {{"]
+    out += [col(n, t) for n, t in geo_cols]
+    if "aian" in spine:
+        out.append(col("aian", "{0, 1}"))
+    out += [col(v, "{" + vals(range(hh["sizes"][v])) + "}") for v in hh["histogram"]]
+    out += ["  }", "}", "", "invariants {", *[f"  {i}" for i in inv_text], "}", "",
+            f"unit {units['table']} : hamming", "premetric zcdp", "", "mechanism topdown {",
+            f"  table: {units['table']}", f"  variables: {units['variable']}", f"  rho: {shown_fraction(rho)}"]
+    if spine:
+        out.append("  spine: {")
+        if "aian" in spine:
+            out.append("    aian: aian")
+        if "bypass" in spine:
+            out.append(f"    bypass: {', '.join(spine['bypass'])}")
+        out.append("  }")
+    out += ["  recodes: {", *recodes(units["recodes"], "    "), "  }"]
+    unit_names = {n: set(strategy.get("unit_allocations", {}).get(n, {})) for n in names}
+    out.append("  levels: {")
+    out += [f"    {geolevels[n]}: {shown_fraction(p)}" for n, p in zip(names, props)]
+    out += ["  }", "  queries: {"]
+    for n in names:
+        out.append(f"    {geolevels[n]}: {{")
+        out += [f"      {named(q)}: {shown_fraction(s)}" for q, s in queries[n].items() if q in unit_names[n]]
+        out.append("    }")
+    out += ["  }", "  joint: {", f"    {hh['table']}: {{", f"      table: {hh['table']}",
+            f"      variables: {', '.join(hh['histogram'])}", "      recodes: {", *recodes(hh["recodes"], "        "), "      }"]
+    if zeros:
+        out.append("      structural_zeros: {")
+        for name, cells in zeros.items():
+            out.append(f"        {name}: {{")
+            out += [f"          {v}: [{vals(x)}]" for v, x in cells.items()]
+            out.append("        }")
+        out.append("      }")
+    out.append("      queries: {")
+    for n in names:
+        out.append(f"        {geolevels[n]}: {{")
+        out += [f"          {rename(q)}: {shown_fraction(s)}" for q, s in queries[n].items() if q not in unit_names[n]]
+        out.append("        }")
+    out += ["      }", "    }", "  }", "  outer_passes: {"]
+    for n in names:
+        out.append(f"    {geolevels[n]}: {{")
+        for i, outer in enumerate(ordering["outer_passes"]):
+            if len(outer["l2"]) != 1 or len(outer["rounding"]) != 1:
+                raise AssertionError(f"ordering table: {ordering_s.value}: one least-squares and one rounder pass per outer pass")
+            out += [f"      outer{i + 1}: {{",
+                    f"        estimation: [{', '.join(_q(named(q)) for q in outer['l2'][0])}]",
+                    f"        rounding: [{', '.join(_q(named(q)) for q in outer['rounding'][0])}]", "      }"]
+        out.append("    }")
+    out.append("  }")
+    if cross:
+        out.append("  cross_constraints: {")
+        for name, (left, right) in cross.items():
+            out += [f"    {name}: {{", f"      left: {_q(left)}", f"      right: {_q(right)}", "    }"]
+        out.append("  }")
+    out += ["}", "", f"budget rho <= {shown_fraction(rho)}", "", "release {", f"  microdata {units['table']}",
+            f"  microdata {hh['table']}", "}", ""]
+    return "\n".join(out)
