@@ -70,8 +70,6 @@ EXPECTED = {  # applied settings that must have one of these values (else the im
     ("gurobi", "outer_pass"): ("True",),
     ("engine", "engine"): ("programs.engine.topdown_engine.TopdownEngine",),
 }
-DECOMP = {("gurobi", "l2_optimization_approach"): "DataIndUserSpecifiedQueriesNPassDecomp",
-          ("gurobi", "rounder_optimization_approach"): "MultipassRounderDecomp"}
 
 # [gurobi] settings that shape the DHC's post-processing (what is held, repaired or required after
 # the solves): they bear on the release, not on the budget, and this importer does not state them.
@@ -180,7 +178,7 @@ def import_das(path: str) -> tuple[str, list[str], dict]:
                                 f"({' x '.join(schema['histogram'])})")
         _reader_settings(config, account, privacy.value.strip(), schema)
 
-    invariants, inv_lines = _invariants(config, table, geolevels, account)
+    invariants, inv_lines = _invariants(config, table, geolevels, account, schema)
     zeros, cons, con_notes = _constraints(config, table, geolevels, account, schema)
     spine, spine_notes = _spine(config, names, geolevels, schema)
     text = _spec_text(path, config, names, geolevels, props, rho, queries, strategy_s, strategy, ordering_s, ordering,
@@ -281,16 +279,17 @@ def _level(setting, geolevels) -> str:
     raise problem(setting, f"{level!r} is not a geographic level ({', '.join(geolevels)})")
 
 
-def _invariants(config, table, geolevels, account):
+def _invariants(config, table, geolevels, account, schema):
     out, lines = [], []
+    known = {**table["invariants"], **schema.get("invariants", {})}  # the schema's own citations first
     for section, key, setting in config.items():
         if section != "constraints" or not key.startswith("theinvariants."):
             continue
         level = _level(setting, geolevels)
         for name in _list(setting):
-            entry = table["invariants"].get(name)
+            entry = known.get(name)
             if entry is None:
-                raise problem(setting, f"unknown invariant {name!r}: the table knows {', '.join(sorted(table['invariants']))}")
+                raise problem(setting, f"unknown invariant {name!r}: the table knows {', '.join(sorted(known))}")
             if "implied_by" in entry:
                 lines.append(f"#   {setting.where()}: {name} at {level}: implied by {entry['implied_by']} ({entry['source']})")
                 continue
