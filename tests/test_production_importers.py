@@ -20,6 +20,7 @@ PL94 = CONFIGS / "das" / "pl94" / "person_US.ini"
 SAFETAB_P = CONFIGS / "safetab_p" / "NMFv7-2020" / "config.json"
 SAFETAB_H = CONFIGS / "safetab_h" / "NMFv5" / "config.json"
 PHSAFE = CONFIGS / "phsafe" / "NMFv8" / "us" / "config.json"
+DHC = CONFIGS / "das" / "dhc"
 
 
 def run(*args):
@@ -107,6 +108,87 @@ def test_a_section_include_reads_only_that_section_and_local_settings_shadow(tmp
     (tmp_path / "top2.ini").write_text("[DEFAULT]\nINCLUDE = base.ini\n[budget]\nstrategy = C\n")
     config = ini.read(str(tmp_path / "top2.ini"))
     assert config.get("writer", "x").value == "1" and config.get("budget", "strategy").value == "C"
+
+
+# ---- DHC (DAS .ini; levels and total read from the strategy) ----------------------------------
+
+def exact_rho(doc) -> Fraction:
+    """The budget's rho exactly: its exact companion where the JSON float is not exact."""
+    budget = doc["budget"]
+    return Fraction(budget["rho_exact"]) if "rho_exact" in budget else Fraction(repr(budget["rho"]))
+
+
+def allocation(doc):
+    """Every measured query's exact rho, by level and query."""
+    return sorted((r["level"], r["query"], Fraction(r.get("rho_exact", repr(r["rho"])))) for r in doc["allocation"])
+
+
+@pytest.mark.parametrize("config,bundled,rho", [
+    ("person_US.ini", "dhc_persons_production_topdown.dps", Fraction(24811, 5000)),
+    ("person_PR.ini", "dhc_persons_production_topdown_pr.dps", Fraction(24811, 5000)),
+    ("unit_US.ini", "dhc_households_production_topdown.dps", Fraction(15401, 2000)),
+    ("unit_PR.ini", "dhc_households_production_topdown_pr.dps", Fraction(15401, 2000)),
+])
+def test_a_dhc_file_gives_the_bundled_specs_exact_rho(tmp_path, config, bundled, rho):
+    spec, result = imported(tmp_path, "--das-config", DHC / config)
+    mine, theirs = budget_json(spec), budget_json(ROOT / "specs" / bundled)
+    assert exact_rho(mine) == exact_rho(theirs) == rho
+    assert allocation(mine) == allocation(theirs)  # every level's and query's rho, exactly
+    params, bundled_params = mechanism_params(spec), mechanism_params(ROOT / "specs" / bundled)
+    keys = ("levels", "queries", "variables", "structural_zeros", "pass_tolerance")
+    if "joint" in bundled_params:  # units and households: the household histogram is a joint table
+        keys = ("levels", "queries", "variables", "cross_constraints")
+        for key in ("variables", "queries", "structural_zeros"):
+            assert params["joint"]["households"][key] == bundled_params["joint"]["households"][key], key
+    for key in keys:
+        assert params[key] == bundled_params[key], key
+    assert params["spine"]["bypass"] == bundled_params["spine"]["bypass"]
+    assert run("check", spec).exit_code == 0
+    assert run("audit", spec).exit_code == 0
+
+
+def test_the_dhc_import_says_which_settings_it_did_not_apply(tmp_path):
+    spec, result = imported(tmp_path, "--das-config", DHC / "person_US.ini")
+    text = spec.read_text()
+    # production ignores these (geolevel_names is empty): listed, not silently dropped
+    for setting in ("global_scale = 254/485", "geolevel_budget_prop = 20/1000"):
+        assert setting in text and setting in result.stderr
+    assert "not read by the DAS: geolevel_names is empty" in result.stderr
+    # the post-processing design this importer does not state
+    for key in ("postprocess_only_constr_names", "conditional_constr_names", "require_feasible_postproc_dim",
+                "use_postprocess_heuristics", "require_feasible_secondary_dim", "minimalschema"):
+        assert f"{key} = " in text, key
+        assert key in result.stderr and "not applied" in result.stderr, key
+    for name in ("pl94", "hhgq_total_ub", "hhgq_total_lb"):
+        assert f"constraint {name} (at Block, State, US" in result.stderr and "is NOT applied" in result.stderr
+    assert "NOT written: the ordering's constrain-to lists" in text
+
+
+def test_the_dhc_units_import_says_which_settings_it_did_not_apply(tmp_path):
+    spec, result = imported(tmp_path, "--das-config", DHC / "unit_US.ini")
+    text = spec.read_text()
+    assert "constraint h1 (at Block, State, US" in result.stderr and "is NOT applied" in result.stderr
+    assert "invariant tot at Block" in result.stderr  # households per block: not stated, and said so
+    for key in ("dataindnpass_tolerancetype = opt_tol", "opt_tol_slack = 0.01"):
+        assert key in text and key in result.stderr
+    assert "count units by block, gqhh_vect" in text
+
+
+def test_an_unknown_dhc_strategy_lists_the_known_ones(tmp_path):
+    src = tmp_path / "dhc"
+    shutil.copytree(DHC, src)
+    _edit(src / "person_US.ini", "strategy = test_strategy_dhcp_20220922_exp_iteration_23_1",
+          "strategy = test_strategy_dhcp_20220922_exp_iteration_99")
+    _refused(tmp_path, "--das-config", src / "person_US.ini", "person_US.ini", "[budget] strategy",
+             "test_strategy_dhcp_20220922_exp_iteration_99", "test_strategy_dhcp_20220922_exp_iteration_23_1",
+             "ProductionCandidate20210527US_mult8_add02_dsepJune3")
+
+
+def test_a_dhc_per_query_budget_override_is_refused(tmp_path):
+    src = tmp_path / "dhc"
+    shutil.copytree(DHC, src)
+    _edit(src / "person_US.ini", "privacy_framework = zcdp", "privacy_framework = zcdp\nUS_detailed = 1/100")
+    _refused(tmp_path, "--das-config", src / "person_US.ini", "US_detailed", "per-query budget override")
 
 
 # ---- SafeTab-P, SafeTab-H, PHSafe (config.json) ----------------------------------------------
