@@ -411,10 +411,14 @@ class WassersteinKNGSlope(_GridKNG):
 
     def extremes(self, params):
         worst = max(("lower", "upper"), key=lambda e: _slope_range(Fraction(params[e]), params)[0])
-        _, top, bottom = _slope_range(Fraction(params[worst]), params)
-        rest = {"x": params["x_upper"], "y": params["y_upper"]}
+        beta = Fraction(params[worst])
+        _, top, bottom = _slope_range(beta, params)
+        # ten records on the line y = a + beta x (as near as the box allows), so both worlds' laws
+        # put mass at the worst end of the slope range, where the two gradients differ by Delta
+        x = max(params["x_lower"], min(params["x_upper"], 2)) or params["x_upper"]
+        y = max(params["y_lower"], min(params["y_upper"], round(Fraction(params["intercept"]) + beta * x)))
         rename = lambda r: {params["x"]: r["x"], params["y"]: r["y"]}  # noqa: E731
-        return rename(top), rename(bottom), [rename(rest), rename(rest)]
+        return rename(top), rename(bottom), [rename({"x": x, "y": y})] * 10
 
 
 @hookimpl
