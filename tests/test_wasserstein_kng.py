@@ -225,3 +225,19 @@ def test_verify_consistent_and_understated_refuted(tmp_path, text, mech, broken)
         bad = verify(dpspec.load(write_spec(tmp_path, text.replace("MECH", broken.name), name="u.dps")),
                      runs=10_000, seed=4)
     assert bad.verdict == "refuted" and bad.lower_bound > 1, bad.text()
+
+
+def test_slope_under_add_remove_counts_the_added_records_own_move():
+    """Without n fixed (symdiff, a DP spec), an added record moves the gradient by g_beta itself:
+    with x kept away from 0 that exceeds the replaced record's range, and Delta follows it."""
+    text = (SLOPE.replace("MECH", "wasserstein_kng_slope").replace("INTERCEPT", "0")
+            .replace("x_lower: 0", "x_lower: 2").replace("y_upper: 10", "y_upper: 2").replace("lower: -4", "lower: 1")
+            .replace("unit people : hamming", "unit people : symdiff"))
+    spec, mech, params = _checked(text)
+    best = 0
+    for j in range(13):
+        beta = Fraction(1) + j * Fraction(1, 4)
+        g = [beta * x * x - x * y for x in range(2, 5) for y in range(-10, 3)]
+        best = max(best, max(g) - min(g), max(abs(v) for v in g))
+    assert mech.sensitivity(spec, params) == best
+    assert best > mech.width(params, "hamming")

@@ -1,6 +1,6 @@
-"""The Wasserstein K-norm gradient mechanism (seed 2, Theorem 10) for a rate.
+"""The Wasserstein K-norm gradient mechanisms (seed 2, Theorem 10): a rate, a clipped mean, a regression slope.
 
-The loss of a rate theta over n units with binary values x_i is l(theta) = sum_i (x_i - theta)^2 / 2,
+The rate's loss over n units with binary values x_i is l(theta) = sum_i (x_i - theta)^2 / 2,
 convex, with gradient n theta - S (S the number of 1s). One unit's secret moves S, so the
 gradient's Wasserstein sensitivity over the class is the count's (1 under independence). The
 mechanism releases theta with density proportional to exp(-epsilon |n theta - S| / (2 Delta)) with
@@ -8,6 +8,8 @@ respect to a base measure from public information: the grid {0, 1/n, ..., 1} (n,
 units, is Z), so theta = k / n with k a discrete Laplace law on 0..n centred at S, drawn by the
 project's exact sampler. Theorem 11: the privacy error is O(1/n), below the sampling error
 O(1/sqrt(n)); tests/test_wasserstein.py shows n * (theta - S/n) keeping one spread as n grows.
+The mean and the slope release on a declared grid with a rational centre (their classes derive
+their sensitivities); tests/test_wasserstein_kng.py checks them against their exact laws.
 """
 from __future__ import annotations
 
@@ -168,11 +170,14 @@ class _GridKNG(Mechanism):
         return NativeFlavor(params["table"], spec.unit.relation if spec.unit else "hamming", "pure")
 
     def sensitivity(self, spec, params) -> Fraction:
-        return self.unit_sensitivity(spec) * self.width(params)
+        return self.unit_sensitivity(spec) * self.width(params, self._relation(spec))
+
+    def _relation(self, spec) -> str:
+        return spec.unit.relation if spec.unit else "hamming"
 
     def budget(self, spec, params, facts):
         note = (f"epsilon-Z-Pufferfish (Theorem 10): the gradient's Wasserstein sensitivity over the class is "
-                f"{ir.format_number(self.unit_sensitivity(spec))} (the count's) x {ir.format_number(self.width(params))} "
+                f"{ir.format_number(self.unit_sensitivity(spec))} (the count's) x {ir.format_number(self.width(params, self._relation(spec)))} "
                 f"(one unit's largest move of the gradient) = {ir.format_number(self.sensitivity(spec, params))}")
         conditions = tuple(PublicCondition(p.query.describe(), p.source) for p in spec.public)
         return BudgetStatement(PureDP(params["epsilon"]), worst=PureDP(params["epsilon"]), notes=(note,),
@@ -181,7 +186,7 @@ class _GridKNG(Mechanism):
     def budget_breakdown(self, spec, params):
         return {"pufferfish": {"guarantee": "epsilon-Z-Pufferfish (seed 2, Definition 3; Theorem 10)",
                                "sensitivity": {"gradient": {"wasserstein": float(self.sensitivity(spec, params)),
-                                                            "dp": float(self.width(params))}}}}
+                                                            "dp": float(self.width(params, self._relation(spec)))}}}}
 
     def draw(self, spec, params, stats, rng, draws: int = 1):
         """`draws` grid indices k for the data's sufficient statistics (a tuple of exact numbers)."""
@@ -271,7 +276,10 @@ class WassersteinKNGMean(_GridKNG):
     def output_keys(self, spec, params):
         return {"mean": OutputKeys(params["table"])}
 
-    def width(self, params) -> Fraction:
+    def width(self, params, relation: str = "hamming") -> Fraction:
+        """One unit's largest move of the gradient n theta - S: a replaced value moves S by at most
+        upper - lower; an added or removed one moves the gradient by theta - v, as much (theta and v
+        both in [lower, upper])."""
         return Fraction(params["upper"]) - Fraction(params["lower"])
 
     def statistics(self, params, frame):
@@ -333,6 +341,10 @@ def _slope_range(beta: Fraction, params) -> tuple[Fraction, dict, dict]:
     return vals[top] - vals[bottom], {"x": top[0], "y": top[1]}, {"x": bottom[0], "y": bottom[1]}
 
 
+def _g(beta: Fraction, record: dict, params) -> Fraction:
+    return beta * record["x"] ** 2 - record["x"] * (record["y"] - Fraction(params["intercept"]))
+
+
 class WassersteinKNGSlope(_GridKNG):
     """The slope of a regression through a declared public intercept a (0: through the origin).
     Loss l(beta) = sum_i (y_i - a - beta x_i)^2 / 2 with x, y clipped to declared int bounds;
@@ -379,15 +391,23 @@ class WassersteinKNGSlope(_GridKNG):
             if params[f"{v}_lower"] > params[f"{v}_upper"]:
                 problems.append(Diagnostic(f"{v}_lower must be at most {v}_upper"))
         _steps(params["lower"], params["upper"], params["step"], "the slope's grid", problems)
-        if not problems and self.width(params) == 0:
+        if not problems and self.width(params, self._relation(spec)) == 0:
             problems.append(Diagnostic("the box of records is one point: the gradient never moves, nothing to protect"))
         return problems
 
     def output_keys(self, spec, params):
         return {"slope": OutputKeys(params["table"])}
 
-    def width(self, params) -> Fraction:
-        return max(_slope_range(Fraction(params[e]), params)[0] for e in ("lower", "upper"))
+    def width(self, params, relation: str = "hamming") -> Fraction:
+        """One unit's largest move of the gradient over the slope range: max(R(lower), R(upper)) for a
+        replaced record; an added or removed record moves it by g_beta itself, so under symdiff the
+        largest |g_beta| counts too (it exceeds R when the box keeps x away from 0)."""
+        ends = [_slope_range(Fraction(params[e]), params) for e in ("lower", "upper")]
+        moves = [r for r, _, _ in ends]
+        if relation != "hamming":
+            moves += [abs(_g(Fraction(params[e]), rec, params)) for e, (_, top, bottom) in zip(("lower", "upper"), ends)
+                      for rec in (top, bottom)]
+        return max(moves)
 
     def statistics(self, params, frame):
         """(n, A, B): exact integers A = sum x^2 and B = sum x (y - a) (rational with a rational intercept)."""
