@@ -1,6 +1,6 @@
-"""The Wasserstein K-norm gradient mechanism (seed 2, Theorem 10) for a rate.
+"""The Wasserstein K-norm gradient mechanisms (seed 2, Theorem 10): a rate, a clipped mean, a regression slope.
 
-The loss of a rate theta over n units with binary values x_i is l(theta) = sum_i (x_i - theta)^2 / 2,
+The rate's loss over n units with binary values x_i is l(theta) = sum_i (x_i - theta)^2 / 2,
 convex, with gradient n theta - S (S the number of 1s). One unit's secret moves S, so the
 gradient's Wasserstein sensitivity over the class is the count's (1 under independence). The
 mechanism releases theta with density proportional to exp(-epsilon |n theta - S| / (2 Delta)) with
@@ -8,6 +8,8 @@ respect to a base measure from public information: the grid {0, 1/n, ..., 1} (n,
 units, is Z), so theta = k / n with k a discrete Laplace law on 0..n centred at S, drawn by the
 project's exact sampler. Theorem 11: the privacy error is O(1/n), below the sampling error
 O(1/sqrt(n)); tests/test_wasserstein.py shows n * (theta - S/n) keeping one spread as n grows.
+The mean and the slope release on a declared grid with a rational centre (their classes derive
+their sensitivities); tests/test_wasserstein_kng.py checks them against their exact laws.
 """
 from __future__ import annotations
 
@@ -118,6 +120,325 @@ class WassersteinKNG(Mechanism):
         return [_one(ir.CountQuery(params["table"], (params["column"],)), pd.DataFrame({params["column"]: ["true"]}),
                      np.array([int(frame["k"].iloc[0])]), float(self.rate(spec, params)), np.array([n]),
                      "Wasserstein K-norm gradient mechanism on the grid k/n")]
+
+
+
+
+def _int_column(spec, params, name, problems):
+    col = spec.domain.table(params["table"]).column(params[name])
+    if col is None or col.type.kind != "int":
+        problems.append(Diagnostic(f"column '{params[name]}' must be an int column of '{params['table']}'"))
+
+
+def _steps(lo, hi, step, what, problems) -> int | None:
+    """The number of grid steps from lo to hi, or None (with a diagnostic) when step does not divide it."""
+    if step <= 0 or hi <= lo:
+        problems.append(Diagnostic(f"{what}: the grid needs lower < upper and a positive step"))
+        return None
+    m = (Fraction(hi) - Fraction(lo)) / Fraction(step)
+    if m.denominator != 1:
+        problems.append(Diagnostic(f"{what}: the step {ir.format_number(Fraction(step))} does not divide "
+                                   f"upper - lower = {ir.format_number(Fraction(hi) - Fraction(lo))}"))
+        return None
+    return int(m)
+
+
+class _GridKNG(Mechanism):
+    """What the clipped mean and the slope share: Z holds n, the class gives the count's W_inf, and
+    the release is theta = lower + k * step with k drawn exactly from exp(-r |k - c|) on 0..m."""
+
+    def _check_common(self, spec, params):
+        problems = []
+        if params["epsilon"] <= 0:
+            problems.append(Diagnostic("epsilon must be positive"))
+        if not any(p.query.table == params["table"] and not p.query.columns for p in spec.public):
+            problems.append(Diagnostic(f"the loss's gradient scales with n: declare the number of units in Z "
+                                       f"(public {{ count {params['table']} released \"...\" used as total }})"))
+        c = spec.pufferfish
+        if c is not None and c.kind not in ("independent",):
+            problems.append(Diagnostic(f"class '{c.kind}' is stated for binary secrets (the probability that another "
+                                       f"unit's secret is 1); a numeric column's values have no such law, so the count's "
+                                       f"Wasserstein sensitivity over it bounds nothing here: use class independent"))
+        return problems
+
+    def unit_sensitivity(self, spec) -> Fraction:
+        """The count's W_inf over the class: how many units the optimal coupling of the two secrets'
+        worlds changes (1 under independence: the shift coupling moves unit j alone)."""
+        return Fraction(pufferfish.count_sensitivity(spec.pufferfish))
+
+    def flavor(self, spec, params):
+        return NativeFlavor(params["table"], spec.unit.relation if spec.unit else "hamming", "pure")
+
+    def sensitivity(self, spec, params) -> Fraction:
+        return self.unit_sensitivity(spec) * self.width(params, self._relation(spec))
+
+    def _relation(self, spec) -> str:
+        return spec.unit.relation if spec.unit else "hamming"
+
+    def budget(self, spec, params, facts):
+        note = (f"epsilon-Z-Pufferfish (Theorem 10): the gradient's Wasserstein sensitivity over the class is "
+                f"{ir.format_number(self.unit_sensitivity(spec))} (the count's) x {ir.format_number(self.width(params, self._relation(spec)))} "
+                f"(one unit's largest move of the gradient) = {ir.format_number(self.sensitivity(spec, params))}")
+        conditions = tuple(PublicCondition(p.query.describe(), p.source) for p in spec.public)
+        return BudgetStatement(PureDP(params["epsilon"]), worst=PureDP(params["epsilon"]), notes=(note,),
+                               public=conditions)
+
+    def budget_breakdown(self, spec, params):
+        return {"pufferfish": {"guarantee": "epsilon-Z-Pufferfish (seed 2, Definition 3; Theorem 10)",
+                               "sensitivity": {"gradient": {"wasserstein": float(self.sensitivity(spec, params)),
+                                                            "dp": float(self.width(params, self._relation(spec)))}}}}
+
+    def draw(self, spec, params, stats, rng, draws: int = 1):
+        """`draws` grid indices k for the data's sufficient statistics (a tuple of exact numbers)."""
+        from .samplers import grid_laplace
+
+        centre, r = self.law(spec, params, stats)
+        return grid_laplace(centre, r, self.grid_steps(params), draws, rng)
+
+    def pmf(self, spec, params, stats) -> list[float]:
+        """The exact law of k (for tests and readers): exp(-r |k - c|) normalized on 0..m."""
+        import math
+
+        centre, r = self.law(spec, params, stats)
+        w = [math.exp(-float(r * abs(k - centre))) for k in range(self.grid_steps(params) + 1)]
+        return [v / sum(w) for v in w]
+
+    def theta(self, params, k):
+        return Fraction(params[self.grid_names[0]]) + k * Fraction(params[self.grid_names[2]])
+
+    def grid_steps(self, params) -> int:
+        lo, hi, step = (params[n] for n in self.grid_names)
+        return int((Fraction(hi) - Fraction(lo)) / Fraction(step))
+
+    def run(self, spec, params, data, rng):
+        import pandas as pd
+
+        stats = self.statistics(params, data[params["table"]])
+        k = int(self.draw(spec, params, stats, rng)[0])
+        value = self.theta(params, k)
+        return Release(outputs={self.output: pd.DataFrame({"k": [k], "n": [stats[0]], self.output: [float(value)],
+                                                           "exact": [ir.format_number(value)]})},
+                       facts={"n": stats[0]}, internal={"statistics": stats})
+
+    def neighbours(self, spec, params):
+        """The pair that moves the gradient most: one unit's record at the two extremes (n public, unchanged)."""
+        from dpspec.api import NeighbourPair, miniature_record, typed_frame
+
+        table = spec.domain.table(params["table"])
+        first, second, rest = self.extremes(params)
+
+        def rows(records):
+            return {table.name: typed_frame(table, [{**miniature_record(table, {}), **r} for r in records])}
+
+        def batch(data, n, rng):
+            return self.draw(spec, params, self.statistics(params, data[table.name]), rng, draws=n)[:, None]
+
+        return [NeighbourPair("one unit's record at either extreme", rows([first] + rest), rows([second] + rest),
+                              batch=batch)]
+
+
+class WassersteinKNGMean(_GridKNG):
+    """The clipped mean. Loss l(theta) = sum_i (v_i - theta)^2 / 2 with v_i = x_i clipped to
+    [lower, upper]; gradient n theta - S, S = sum v_i. n is in Z. Replacing one unit's value moves
+    S by at most upper - lower, so a coupling that changes W units moves the gradient by at most
+    W (upper - lower) at every theta: the Wasserstein sensitivity is the count's W_inf over the
+    class times the clipping width (Theorem 10's condition), width under independence. On the
+    declared grid theta_k = lower + k step, |n theta_k - S| = n step |k - c| with
+    c = (S - n lower) / (n step), so k has law exp(-r |k - c|), r = epsilon n step / (2 Delta)."""
+
+    name = "wasserstein_kng_mean"
+    version = "1.0.0"
+    description = ("Seed 2's Wasserstein K-norm gradient mechanism for the mean of an int column clipped to declared "
+                   "bounds (squared-error loss), on a declared grid given the public number of units; exact draws.")
+    proof = ('Theorem 10 of the second seed paper (the Wasserstein K-norm gradient mechanism): the gradient '
+             'n theta - sum clip(x) moves by the count\'s Wasserstein sensitivity times upper - lower')
+    sampling = ('exact: a discrete Laplace proposal on the grid (dpspec.api.discrete_laplace) and an exact '
+                'Bernoulli(exp(-x)) acceptance for the rational centre (dpspec.api.bernoulli_exp), no floating point')
+    parameters = ParameterSchema((
+        ParamSpec("table", "table", "the unit table", required=True),
+        ParamSpec("column", "column", "the int column whose clipped mean is released", required=True),
+        ParamSpec("lower", "number", "the clipping lower bound (declared, public)", required=True),
+        ParamSpec("upper", "number", "the clipping upper bound (declared, public)", required=True),
+        ParamSpec("step", "number", "the release grid's step: the mean is released on lower, lower + step, ..., upper",
+                  required=True, low=Fraction(0)),
+        ParamSpec("epsilon", "number", "the Z-Pufferfish budget", required=True, low=Fraction(0)),
+    ))
+    outputs = {"mean": "the released mean (float and exact), its grid index k and the public number of units n"}
+    output = "mean"
+    grid_names = ("lower", "upper", "step")
+
+    def check(self, spec, params):
+        problems = self._check_common(spec, params)
+        _int_column(spec, params, "column", problems)
+        _steps(params["lower"], params["upper"], params["step"], "the mean's grid", problems)
+        return problems
+
+    def output_keys(self, spec, params):
+        return {"mean": OutputKeys(params["table"])}
+
+    def width(self, params, relation: str = "hamming") -> Fraction:
+        """One unit's largest move of the gradient n theta - S: a replaced value moves S by at most
+        upper - lower; an added or removed one moves the gradient by theta - v, as much (theta and v
+        both in [lower, upper])."""
+        return Fraction(params["upper"]) - Fraction(params["lower"])
+
+    def statistics(self, params, frame):
+        """(n, S): the number of units and the exact sum of the clipped values (an int column: integers)."""
+        import numpy as np
+
+        lo, hi = Fraction(params["lower"]), Fraction(params["upper"])
+        x = frame[params["column"]].to_numpy(dtype=np.int64)
+        below, above = x < lo, x > hi
+        inside = _exact_sum(x[~below & ~above])
+        return len(x), inside + int(below.sum()) * lo + int(above.sum()) * hi
+
+    def law(self, spec, params, stats):
+        n, s = stats
+        lo, step = Fraction(params["lower"]), Fraction(params["step"])
+        if n == 0:
+            return Fraction(0), Fraction(0)
+        return (Fraction(s) - n * lo) / (n * step), Fraction(params["epsilon"]) * n * step / (2 * self.sensitivity(spec, params))
+
+    def extremes(self, params):
+        c = params["column"]
+        lo, hi = math_floor_ceil(params)
+        return {c: hi}, {c: lo}, [{c: lo}, {c: lo}]
+
+
+def _exact_sum(values) -> int:
+    """The exact integer sum of an int64 array (int64 when it cannot overflow, Python ints otherwise)."""
+    import numpy as np
+
+    if not len(values):
+        return 0
+    big = int(np.abs(values).max())
+    return int(values.sum()) if big * len(values) < 2**62 else int(values.astype(object).sum())
+
+
+def math_floor_ceil(params):
+    """Int values at the clipping bounds (the column is int): the extremes a record can take once clipped."""
+    import math
+
+    return math.ceil(Fraction(params["lower"])), math.floor(Fraction(params["upper"]))
+
+
+def _slope_range(beta: Fraction, params) -> tuple[Fraction, dict, dict]:
+    """max - min over int records (x, y) in the box of g(x, y) = beta x^2 - x (y - a), the gradient's
+    one-unit term at beta, with its argmax and argmin records. g is linear in y (extremes at the y
+    bounds) and quadratic in x (extremes at the x bounds or the integers around beta's vertex
+    (y - a) / (2 beta)), so a few candidates give the exact extremes."""
+    import math
+
+    a = Fraction(params["intercept"])
+    xs = {params["x_lower"], params["x_upper"]}
+    ys = (params["y_lower"], params["y_upper"])
+    if beta != 0:
+        for y in ys:
+            v = (y - a) / (2 * beta)
+            xs |= {min(max(t, params["x_lower"]), params["x_upper"]) for t in (math.floor(v), math.ceil(v))}
+    vals = {(x, y): beta * x * x - x * (y - a) for x in xs for y in ys}
+    top, bottom = max(vals, key=vals.get), min(vals, key=vals.get)
+    return vals[top] - vals[bottom], {"x": top[0], "y": top[1]}, {"x": bottom[0], "y": bottom[1]}
+
+
+def _g(beta: Fraction, record: dict, params) -> Fraction:
+    return beta * record["x"] ** 2 - record["x"] * (record["y"] - Fraction(params["intercept"]))
+
+
+class WassersteinKNGSlope(_GridKNG):
+    """The slope of a regression through a declared public intercept a (0: through the origin).
+    Loss l(beta) = sum_i (y_i - a - beta x_i)^2 / 2 with x, y clipped to declared int bounds;
+    gradient beta A - B, A = sum x_i^2, B = sum x_i (y_i - a). Replacing one unit's (x, y) moves
+    the gradient at beta by g_beta(x, y) - g_beta(x', y'), g_beta(x, y) = beta x^2 - x (y - a), so
+    by at most R(beta) = max g_beta - min g_beta over the box; R is a maximum of functions linear
+    in beta, hence convex, so its supremum over the declared slope range is at an end. The
+    Wasserstein sensitivity is the count's W_inf over the class times that supremum. On the grid
+    beta_k = lower + k step, |beta_k A - B| = step A |k - c| with c = (B - lower A) / (step A),
+    so k has law exp(-r |k - c|), r = epsilon step A / (2 Delta) (uniform when A = 0)."""
+
+    name = "wasserstein_kng_slope"
+    version = "1.0.0"
+    description = ("Seed 2's Wasserstein K-norm gradient mechanism for a one-dimensional regression slope (through a "
+                   "declared public intercept), x and y int columns clipped to declared bounds, on a declared grid; exact draws.")
+    proof = ('Theorem 10 of the second seed paper (the Wasserstein K-norm gradient mechanism): the gradient '
+             'beta sum x^2 - sum x (y - a) moves by the count\'s Wasserstein sensitivity times the largest one-unit '
+             'range over the declared box and slope range')
+    sampling = WassersteinKNGMean.sampling
+    parameters = ParameterSchema((
+        ParamSpec("table", "table", "the unit table", required=True),
+        ParamSpec("x", "column", "the int regressor column", required=True),
+        ParamSpec("y", "column", "the int response column", required=True),
+        ParamSpec("x_lower", "int", "x's clipping lower bound (declared, public)", required=True),
+        ParamSpec("x_upper", "int", "x's clipping upper bound (declared, public)", required=True),
+        ParamSpec("y_lower", "int", "y's clipping lower bound (declared, public)", required=True),
+        ParamSpec("y_upper", "int", "y's clipping upper bound (declared, public)", required=True),
+        ParamSpec("intercept", "number", "the public intercept a of y = a + beta x (0: through the origin)",
+                  default=Fraction(0)),
+        ParamSpec("lower", "number", "the slope grid's lower end", required=True),
+        ParamSpec("upper", "number", "the slope grid's upper end", required=True),
+        ParamSpec("step", "number", "the slope grid's step", required=True, low=Fraction(0)),
+        ParamSpec("epsilon", "number", "the Z-Pufferfish budget", required=True, low=Fraction(0)),
+    ))
+    outputs = {"slope": "the released slope (float and exact), its grid index k and the public number of units n"}
+    output = "slope"
+    grid_names = ("lower", "upper", "step")
+
+    def check(self, spec, params):
+        problems = self._check_common(spec, params)
+        _int_column(spec, params, "x", problems)
+        _int_column(spec, params, "y", problems)
+        for v in ("x", "y"):
+            if params[f"{v}_lower"] > params[f"{v}_upper"]:
+                problems.append(Diagnostic(f"{v}_lower must be at most {v}_upper"))
+        _steps(params["lower"], params["upper"], params["step"], "the slope's grid", problems)
+        if not problems and self.width(params, self._relation(spec)) == 0:
+            problems.append(Diagnostic("the box of records is one point: the gradient never moves, nothing to protect"))
+        return problems
+
+    def output_keys(self, spec, params):
+        return {"slope": OutputKeys(params["table"])}
+
+    def width(self, params, relation: str = "hamming") -> Fraction:
+        """One unit's largest move of the gradient over the slope range: max(R(lower), R(upper)) for a
+        replaced record; an added or removed record moves it by g_beta itself, so under symdiff the
+        largest |g_beta| counts too (it exceeds R when the box keeps x away from 0)."""
+        ends = [_slope_range(Fraction(params[e]), params) for e in ("lower", "upper")]
+        moves = [r for r, _, _ in ends]
+        if relation != "hamming":
+            moves += [abs(_g(Fraction(params[e]), rec, params)) for e, (_, top, bottom) in zip(("lower", "upper"), ends)
+                      for rec in (top, bottom)]
+        return max(moves)
+
+    def statistics(self, params, frame):
+        """(n, A, B): exact integers A = sum x^2 and B = sum x (y - a) (rational with a rational intercept)."""
+        import numpy as np
+
+        x = np.clip(frame[params["x"]].to_numpy(dtype=np.int64), params["x_lower"], params["x_upper"])
+        y = np.clip(frame[params["y"]].to_numpy(dtype=np.int64), params["y_lower"], params["y_upper"])
+        big = max(abs(params["x_lower"]), abs(params["x_upper"])) * max(
+            abs(params["x_lower"]), abs(params["x_upper"]), abs(params["y_lower"]), abs(params["y_upper"]))
+        if big * max(len(x), 1) >= 2**62:
+            x, y = x.astype(object), y.astype(object)
+        a = Fraction(params["intercept"])
+        return len(x), int((x * x).sum()), int((x * y).sum()) - a * int(x.sum())
+
+    def law(self, spec, params, stats):
+        n, A, B = stats
+        lo, step = Fraction(params["lower"]), Fraction(params["step"])
+        if A == 0:
+            return Fraction(0), Fraction(0)
+        return (Fraction(B) - lo * A) / (step * A), Fraction(params["epsilon"]) * step * A / (2 * self.sensitivity(spec, params))
+
+    def extremes(self, params):
+        worst = max(("lower", "upper"), key=lambda e: _slope_range(Fraction(params[e]), params)[0])
+        beta = Fraction(params[worst])
+        _, top, bottom = _slope_range(beta, params)
+        # ten records on the line y = a + beta x (as near as the box allows), so both worlds' laws
+        # put mass at the worst end of the slope range, where the two gradients differ by Delta
+        x = max(params["x_lower"], min(params["x_upper"], 2)) or params["x_upper"]
+        y = max(params["y_lower"], min(params["y_upper"], round(Fraction(params["intercept"]) + beta * x)))
+        rename = lambda r: {params["x"]: r["x"], params["y"]: r["y"]}  # noqa: E731
+        return rename(top), rename(bottom), [rename({"x": x, "y": y})] * 10
 
 
 @hookimpl

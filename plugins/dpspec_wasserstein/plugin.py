@@ -531,6 +531,6 @@ class NoisyPostprocessed(_CountRelease):
 
 @hookimpl
 def dpspec_mechanisms():
-    from .kng import WassersteinKNG
+    from .kng import WassersteinKNG, WassersteinKNGMean, WassersteinKNGSlope
 
-    return [WassersteinExponential(), NoisyPostprocessed(), WassersteinKNG()]
+    return [WassersteinExponential(), NoisyPostprocessed(), WassersteinKNG(), WassersteinKNGMean(), WassersteinKNGSlope()]

@@ -452,3 +452,36 @@ def prior(counts, alpha, total: int, r: Fraction, draws: int, rng, max_proposals
 def _times(pair, factor: Fraction):
     ratio, x = pair
     return ratio * factor, x
+
+
+def grid_laplace(centre: Fraction, r: Fraction, top: int, draws: int, rng) -> np.ndarray:
+    """`draws` exact draws of k in 0..top with P(k) proportional to exp(-r |k - centre|), a rational
+    centre off the integers (the K-norm gradient mechanisms' law on their declared grid).
+
+    Proposal: the integer-centred law at c0 = floor(centre) (`truncated_laplace`). With f = centre
+    - c0, the target over the proposal is exp(-r f) for k <= c0 and exp(+r f) for k > c0, so the
+    right side is kept and the left side kept with probability exp(-2 r f) (an exact
+    `bernoulli_exp` of a rational exponent): acceptance at least about 1/2 whatever r. A centre
+    beyond the grid is clamped to one step outside it, which leaves the proposal's law unchanged
+    (a one-sided geometric); r = 0 is the uniform law on the grid."""
+    centre, r = Fraction(centre), Fraction(r)
+    if r == 0:
+        return rng.integers(0, top + 1, size=draws)
+    c0 = math.floor(centre)
+    f = centre - c0
+    c0 = min(max(c0, -1), top + 1)
+    out = np.empty(draws, dtype=np.int64)
+    pending = np.arange(draws)
+    x = 2 * r * f
+    while pending.size:
+        k = truncated_laplace(np.full(pending.size, c0), 0, np.full(pending.size, top), r, rng)
+        left = k <= c0
+        keep = ~left
+        if f and c0 <= top and left.any():  # every k on the left (c0 past the top): a constant ratio
+            num = np.full(int(left.sum()), x.numerator, dtype=object if abs(x.numerator) >= 2**62 else np.int64)
+            keep[left] = bernoulli_exp(num, x.denominator, rng)
+        elif c0 > top or not f:
+            keep[:] = True
+        out[pending[keep]] = k[keep]
+        pending = pending[~keep]
+    return out
