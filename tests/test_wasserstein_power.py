@@ -110,7 +110,7 @@ def test_infer_power_reports_theorem_15_on_a_compiled_release(tmp_path):
     released = int(pd.read_csv(out / "counts.csv").set_index("county").loc["Erie", "cases"])
     assert p["released"] == released and p["post_processed_value"] == min(released, 4)
     text = CliRunner().invoke(main, ["infer", str(spec), str(out), "--target", TARGET, "--seed", "3", "--power", "Erie:1:4"])
-    assert text.exit_code == 0 and "power (seed 2, Theorem 15)" in text.stdout and "on f(Y) = min(Y, public total)" in text.stdout
+    assert text.exit_code == 0 and "power (seed 2, Theorem 15)" in text.stdout and "on f(Y) = min(Y, 4):" in text.stdout
     bad = CliRunner().invoke(main, ["infer", str(spec), str(out), "--target", TARGET, "--power", "Nowhere:1:4"])
     assert bad.exit_code != 0 and "no released cell 'Nowhere'" in bad.output
     lone = CliRunner().invoke(main, ["infer", str(spec), str(out), "--target", TARGET, "--level", "0.1"])

@@ -44,11 +44,12 @@ def _power_text(p: dict) -> list[str]:
     side = ">" if p["direction"] == "greater" else "<"
     return [f"power ({p['theorem']}): the level-{p['level']:g} test of {p['column']} {p['cell']}'s count = {p['null']:,} "
             f"against {side} {p['null']:,}, at {p['alternative']:,}",
-            f"  on the release Y:            power {p['power_release']:.6f} (size {p['size_release']:.6f}); "
-            f"released {p['released']:,}, rejected with probability {p['reject_probability_release']:.4g}",
-            f"  on f(Y) = {p['post_processing']}: power {p['power_post_processed']:.6f} "
+            f"  on the release Y:          power {p['power_release']:.6f} (size {p['size_release']:.6f}); "
+            f"Y = {p['released']:,}, rejected with probability {p['reject_probability_release']:.4g}",
+            f"  on f(Y) = min(Y, {p['total']:,}):  power {p['power_post_processed']:.6f} "
             f"(size {p['size_post_processed']:.6f}); f(Y) = {p['post_processed_value']:,}, rejected with probability "
             f"{p['reject_probability_post_processed']:.4g}",
+            f"  f is the post-processing with Z: {p['post_processing']}",
             f"  {p['note']}"]
 
 
