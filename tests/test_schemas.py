@@ -33,6 +33,7 @@ PINS = {
     ("findings", "1.0"): "b6f795c6cadacf085840a398d6b95993f704b92c0f95dcb7091bf0fb5c1f9aba",
     ("findings", "2.0"): "815e9c98edd817d10869af9864c727acedb30cd6a960a2377b4cfc916c4b6ddf",
     ("inference", "1.0"): "b22f4adb2da6e28489d1ba8712ae9831a31c4dc43ffeb9c98c08619b6c1f3cba",
+    ("inference", "1.1"): "5c0997d77f33ea030dd9fcadd6ce05830129e502f18f652918de2f6c0d04ae97",  # power (infer --power)
     ("manifest", "1.0"): "60a4043326971b7ea05f96236ecb275960a62f2e74602bfa59515bf5eff00e67",
     ("plugins", "1.0"): "444c28f1d7c8fdb2c0c98bcb44a67e74d3b822a1b53b2c1c7c3b65b42bd32f22",
     ("replay", "1.0"): "71591ed1e542e18918ab2f805ca25e84e9db91904f64bbc9a52a581a8769c464",

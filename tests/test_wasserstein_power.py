@@ -50,3 +50,80 @@ def test_lemma_14_the_bayes_risk_from_the_release_is_at_most_that_from_its_post_
     assert square["release"] < square["post_processed"] - 1e-4  # strictly: the clamp merges evidence
     flat = bayes_risks(N, grid, prior, 0.05, loss="abs")
     assert abs(flat["release"] - flat["post_processed"]) < 1e-12  # equal: it merges none (the control)
+
+
+def _naive_power_by_enumeration(null, alternative, total, r, level, clamp):
+    """The level test's power, from P(y | c) summed term by term on 0..K (K far beyond the total),
+    optionally of min(Y, total): values sorted by the likelihood ratio, the null's mass filled to
+    the level, the boundary value randomized."""
+    import math
+
+    top = total + int(60 / r)
+
+    def law(c):
+        p = [math.exp(-r * abs(y - c)) for y in range(top + 1)]
+        s = sum(p)
+        p = [v / s for v in p]
+        if clamp:
+            p = p[:total] + [sum(p[total:])]
+        return p
+
+    p0, p1 = law(null), law(alternative)
+    # the Neyman-Pearson order: largest ratio first (ties, of equal evidence, in any order)
+    order = sorted(range(len(p0)), key=lambda y: -(p1[y] / p0[y]))
+    left, power = level, 0.0
+    for y in order:
+        if p0[y] <= left:
+            left -= p0[y]
+            power += p1[y]
+        else:
+            power += p1[y] * left / p0[y]
+            break
+    return power
+
+
+def test_infer_power_reports_theorem_15_on_a_compiled_release(tmp_path):
+    import json
+
+    import pandas as pd
+    from click.testing import CliRunner
+
+    from dpspec import schemas
+    from dpspec.cli.main import main
+
+    from .test_wasserstein_infer_period import TARGET, _release
+
+    spec, out = _release(tmp_path, seed=1)
+    result = CliRunner().invoke(main, ["infer", str(spec), str(out), "--target", TARGET, "--seed", "3",
+                                       "--power", "Erie:1:4", "--level", "0.1", "--json"])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert doc["format_version"] == "1.1" and not schemas.problems("inference", doc)
+    p = doc["power"]
+    assert (p["cell"], p["null"], p["alternative"], p["level"], p["total"], p["direction"]) == ("Erie", 1, 4, 0.1, 4, "greater")
+    assert abs(p["size_release"] - 0.1) < 1e-12 and abs(p["size_post_processed"] - 0.1) < 1e-12
+    for key, clamp in (("power_release", False), ("power_post_processed", True)):
+        assert abs(p[key] - _naive_power_by_enumeration(1, 4, 4, p["rate"], 0.1, clamp)) < 1e-9, key
+    assert p["power_release"] > 0.1  # unbiased: the MLR test's power exceeds its level
+    # the abs loss's ratio is constant beyond the total: the clamp loses nothing (Theorem 15, not strict)
+    assert abs(p["power_release"] - p["power_post_processed"]) < 1e-9 and "not strict" in p["note"]
+    released = int(pd.read_csv(out / "counts.csv").set_index("county").loc["Erie", "cases"])
+    assert p["released"] == released and p["post_processed_value"] == min(released, 4)
+    text = CliRunner().invoke(main, ["infer", str(spec), str(out), "--target", TARGET, "--seed", "3", "--power", "Erie:1:4"])
+    assert text.exit_code == 0 and "power (seed 2, Theorem 15)" in text.stdout and "on f(Y) = min(Y, 4):" in text.stdout
+    bad = CliRunner().invoke(main, ["infer", str(spec), str(out), "--target", TARGET, "--power", "Nowhere:1:4"])
+    assert bad.exit_code != 0 and "no released cell 'Nowhere'" in bad.output
+    lone = CliRunner().invoke(main, ["infer", str(spec), str(out), "--target", TARGET, "--level", "0.1"])
+    assert lone.exit_code != 0 and "--level goes with --power" in lone.output
+
+
+def test_infer_power_refuses_a_base_that_draws_the_cells_jointly(tmp_path):
+    from click.testing import CliRunner
+
+    from dpspec.cli.main import main
+
+    from .test_wasserstein_infer_period import CASE_STUDY, TARGET, _release
+
+    spec, out = _release(tmp_path, seed=1, spec=CASE_STUDY.with_name("wasserstein_congenial_high_privacy.dps"))
+    result = CliRunner().invoke(main, ["infer", str(spec), str(out), "--target", TARGET, "--power", "Erie:1:3"])
+    assert result.exit_code != 0 and "draws the cells jointly" in result.output

@@ -35,7 +35,22 @@ def _text(result) -> str:
                      "bound where the 95% interval holds other values")
     for u in data["left_out"]:
         lines.append(f"left out: {u}")
+    if result.power is not None:
+        lines += _power_text(result.power)
     return "\n".join(lines)
+
+
+def _power_text(p: dict) -> list[str]:
+    side = ">" if p["direction"] == "greater" else "<"
+    return [f"power ({p['theorem']}): the level-{p['level']:g} test of {p['column']} {p['cell']}'s count = {p['null']:,} "
+            f"against {side} {p['null']:,}, at {p['alternative']:,}",
+            f"  on the release Y:          power {p['power_release']:.6f} (size {p['size_release']:.6f}); "
+            f"Y = {p['released']:,}, rejected with probability {p['reject_probability_release']:.4g}",
+            f"  on f(Y) = min(Y, {p['total']:,}):  power {p['power_post_processed']:.6f} "
+            f"(size {p['size_post_processed']:.6f}); f(Y) = {p['post_processed_value']:,}, rejected with probability "
+            f"{p['reject_probability_post_processed']:.4g}",
+            f"  f is the post-processing with Z: {p['post_processing']}",
+            f"  {p['note']}"]
 
 
 def _check_outdir(outdir: str, spec, release_dir: str, prior: str | None) -> None:
@@ -62,11 +77,15 @@ def _check_outdir(outdir: str, spec, release_dir: str, prior: str | None) -> Non
 @click.option("--method", type=click.Choice(["rejection", "importance"]), default="rejection", show_default=True,
               help="Exact rejection (falls back to importance sampling when too costly) or importance sampling.")
 @click.option("--seed", type=int, default=None, help="Seed the sampler (reproducible draws).")
+@click.option("--power", "power_request", default=None, metavar="CELL:H0:H1",
+              help="Also report seed 2's Theorem 15 on one released cell: the power at count H1 of the level test of "
+                   "count H0, from the release and from the release post-processed with Z.")
+@click.option("--level", type=float, default=0.05, show_default=True, help="With --power: the test's level.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @click.option("-o", "--output", "outdir", type=click.Path(file_okay=False), default=None,
               help="Write report.html, report.md, result.json, draws.csv and manifest.json here, as one set.")
 @friendly
-def infer_cmd(spec, release_dir, target, rate, prior, draws, method, seed, as_json, outdir):
+def infer_cmd(spec, release_dir, target, rate, prior, draws, method, seed, power_request, level, as_json, outdir):
     """Posterior of TARGET given the release in RELEASE_DIR and the spec's public information."""
     from dpspec.inference import infer
     from dpspec.language.parser import parse, read_source
@@ -76,7 +95,15 @@ def infer_cmd(spec, release_dir, target, rate, prior, draws, method, seed, as_js
     if outdir:  # before sampling: the reports never land in, over or around an input or the release
         _check_outdir(outdir, parsed, release_dir, prior)
     with claimed_target(outdir, "infer"):  # locked for the whole run; the set is swapped in whole at the end
+        if power_request is None and level != 0.05:
+            raise click.UsageError("--level goes with --power")
+        found = None
+        if power_request is not None:  # before sampling: a refusal comes at once
+            from dpspec.inference.power import power
+
+            found = power(parsed, release_dir, power_request, level)
         result = infer(parsed, release_dir, target, prior=prior, draws=draws, method=method, seed=seed, rate=rate)
+        result.power = found
         if outdir:
             from dpspec.inference.report import write_report
 

@@ -309,6 +309,17 @@ class Mechanism:
         return None
 
 
+    def power(self, spec: ir.Spec, params: dict, outputs: dict, cell: str, null: int, alternative: int,
+              level: float) -> dict | None:
+        """Optional (API 1.4): seed 2's Theorem 15 on one released cell, for `dpspec infer --power`.
+
+        The power at count `alternative` of the level-`level` test of the cell's count `null`,
+        from the release and from the release post-processed with Z, as a dict with at least
+        "power_release", "power_post_processed", "size_release", "size_post_processed",
+        "released", "post_processed_value", "post_processing" and "note". None: the mechanism
+        cannot state them (then `--power` refuses); raise `MechanismError` to say why."""
+        return None
+
 # ---- the likelihood hook's type (used by `dpspec infer`) ----------------------------------
 
 

@@ -40,6 +40,7 @@ class InferResult:
     samples: np.ndarray  # unweighted posterior draws (n x K), resampled for importance
     seed: int | None = None
     acceptance_is_bound: bool = False  # the pilot's rate is an upper bound (joint terms not computed)
+    power: dict | None = None  # `--power`: Theorem 15 on one cell (format 1.1)
 
     def to_json(self) -> dict:
         d = self.draws
@@ -54,6 +55,7 @@ class InferResult:
             "conditioned_on": list(self.used), "left_out": list(self.ignored),
             "cells": self.cells, "contractions": self.contractions, "notes": list(self.notes),
             "seeded": self.seed is not None,
+            **({"power": self.power} if self.power is not None else {}),
         }
 
 

@@ -19,7 +19,7 @@ FORMAT_VERSIONS = {
     "budget": "1.1",        # dpspec budget --json (a spec or a program; 1.1: exact companions)
     "findings": "2.0",      # dpspec audit --json (an object; 1.0, a list, by the deprecated --format json-list)
     "verification": "1.0",  # dpspec verify --json (read back by --verify FILE)
-    "inference": "1.0",     # dpspec infer --json, and result.json of its output set
+    "inference": "1.1",     # dpspec infer --json, and result.json of its output set (1.1: power, with --power)
     "conversion": "1.1",    # dpspec convert --json
     "plugins": "1.0",       # dpspec plugins --json (a list; each mechanism carries the version)
     "manifest": "1.0",      # manifest.json of every output set (compile, audit, infer)

@@ -89,3 +89,42 @@ def bayes_risks(n: int, thetas, prior, r: float, loss: str = "abs") -> dict:
         second = (theta**2 * joint).sum(axis=0)[keep] / mass[keep]
         return float(((second - mean**2) * mass[keep]).sum())
     return {"release": risk(joint_y), "post_processed": risk(joint_f)}
+
+
+def _naive_log_law(c: int, r: float, upper: int) -> tuple[np.ndarray, float]:
+    """(log P(Y = y | c) for y = 0..upper - 1, log P(Y >= upper | c)) under the naive base:
+    P(y | c) = exp(-r |y - c|) / Z_r(c) on the nonnegative integers, upper > c."""
+    q = math.exp(-r)
+    log_z = math.log((1 - math.exp(-r * (c + 1))) / (1 - q) + q / (1 - q))
+    y = np.arange(upper)
+    head = -r * np.abs(y - c) - log_z
+    tail = -r * (upper - c) - math.log(1 - q) - log_z  # sum_{y >= upper} e^{-r (y - c)}
+    return head, tail
+
+
+def cell_count_powers(null: int, alternative: int, total: int, r: float, level: float = 0.05) -> dict:
+    """Theorem 15 on one released cell of the naive-base Wasserstein release: the count c as the
+    parameter (the release's law has a monotone likelihood ratio in c: the kernel exp(-r |y - c|)
+    is log-concave), the level-`level` threshold test of c <= null (c >= null when alternative is
+    smaller) on Y, against the same test on the post-processed f(Y) = min(Y, total), which makes the
+    cell congenial with Z (no county exceeds the public total). Exact: the law beyond the window
+    is a geometric tail, summed in closed form into its last value."""
+    if not 0 <= null <= total or not 0 <= alternative <= total or null == alternative:
+        raise ValueError("the null and alternative counts must differ and lie in 0..the public total")
+    w = int(math.ceil(-math.log(1e-17) / r)) + 1  # Y's values beyond total + w hold below 1e-17 of mass
+    upper = total + w
+    laws = {}
+    for c in (null, alternative):
+        head, tail = _naive_log_law(c, r, upper)
+        law = np.append(np.exp(head), math.exp(tail))  # last value: Y >= upper (all rejected with the largest)
+        clamped = np.append(np.exp(head[:total]), np.exp(head[total:]).sum() + math.exp(tail))
+        laws[c] = (law, clamped)
+    up = alternative > null
+    order = (lambda a: a) if up else (lambda a: a[::-1])  # the test rejects large values, or small ones
+    phi_y = order(ump_test(order(laws[null][0]), level))
+    phi_f = order(ump_test(order(laws[null][1]), level))
+    return {"null": null, "alternative": alternative, "level": level, "rate": r, "total": total,
+            "direction": "greater" if up else "less",
+            "power_release": float(laws[alternative][0] @ phi_y), "power_post_processed": float(laws[alternative][1] @ phi_f),
+            "size_release": float(laws[null][0] @ phi_y), "size_post_processed": float(laws[null][1] @ phi_f),
+            "reject_release": phi_y, "reject_post_processed": phi_f}
