@@ -239,7 +239,7 @@ class _CountRelease(Mechanism):
             scales = self.laplace_scales(spec, params)
         except (ZeroDivisionError, SpecError, MechanismError, ValueError):  # a zero share or an unreadable class: other checks say why
             return []
-        for what, scale in scales.items():
+        for what, scale in sorted(scales.items(), key=lambda kv: kv[1], reverse=True):  # the widest bounds the budget
             problem = sampler_limit_problem("discrete_laplace", scale, ("epsilon", params["epsilon"]))
             if problem is not None:
                 return [Diagnostic(f"{self.name}: the {what}' noise cannot be drawn: {problem}", *self._at(spec, "epsilon"))]
