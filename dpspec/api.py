@@ -81,6 +81,8 @@ _WHERE = {
     # what a run measures, stated where the noise is drawn (a no-op unless `dpspec verify --replay` records)
     "record_measurement": "dpspec.run.measurements", "record_adaptive_outputs": "dpspec.run.measurements", "record_adaptive_rows": "dpspec.run.measurements",
     "recording_now": "dpspec.run.measurements",
+    # (additive) a command's text to the terminal with control and escape characters shown as markers, as the core's commands
+    "echo": "dpspec.report.terminal", "terminal_text": "dpspec.report.bidi",
 }
 
 __all__ = sorted([*_WHERE, "API_VERSION", "OLDEST_SERVED"])
