@@ -136,3 +136,16 @@ def test_a_draw_that_would_leave_the_64_bit_integers_is_refused_never_wrapped(mo
         noise.discrete_laplace(Fraction(1 << 55), 3, np.random.default_rng(0))
     out = noise.discrete_laplace(Fraction(3), 3, np.random.default_rng(0))  # a small scale: 3·1000 fits
     assert (np.abs(out) >= 3000).all()
+
+
+@pytest.mark.parametrize("name", ["wasserstein_naive_low_privacy.dps", "wasserstein_congenial_high_privacy.dps",
+                                  "postprocessing_low_privacy.dps"])
+def test_the_scale_check_computes_is_the_one_the_sampler_draws_with(name):
+    from dpspec.api import check, parse, read_source
+
+    path = os.path.join(SPECS, "pa_covid", name)
+    checked = check(parse(read_source(path), path))
+    mech, spec, params = checked.mechanism, checked.spec, checked.params
+    scales = mech.laplace_scales(spec, params)
+    drawn = mech.noise_scales(spec, params) if hasattr(mech, "noise_scales") else {"counts": 1 / mech.rates(spec, params)[0]}
+    assert scales["counts"] == drawn["counts"] and scales["counts"] > 0

@@ -360,10 +360,11 @@ class WassersteinExponential(_CountRelease):
         """1/rate: the naive and congenial bases draw the counts by discrete Laplace proposals of scale at
         least that (the congenial tilt only lowers the rate), the outcome always; the prior base draws
         the counts from its own integer law."""
-        r_c, r_o = self.rates(spec, params)
-        out = {} if params["base"] == "prior" else {"counts": 1 / r_c}
-        if r_o is not None:
-            out["outcome counts"] = 1 / r_o
+        used = self._used_sensitivity(spec, params, self.sensitivities(spec, params))
+        eps_c, eps_o = self._epsilons(params)  # 1 / rate = 2 Delta / epsilon (samplers.rate; numpy not loaded at check)
+        out = {} if params["base"] == "prior" else {"counts": 2 * Fraction(used["counts"]) / eps_c}
+        if eps_o is not None:
+            out["outcome counts"] = 2 * Fraction(used["outcome"]) / eps_o
         return out
 
     def rates(self, spec, params):
