@@ -149,3 +149,17 @@ def test_the_scale_check_computes_is_the_one_the_sampler_draws_with(name):
     scales = mech.laplace_scales(spec, params)
     drawn = mech.noise_scales(spec, params) if hasattr(mech, "noise_scales") else {"counts": 1 / mech.rates(spec, params)[0]}
     assert scales["counts"] == drawn["counts"] and scales["counts"] > 0
+
+
+def test_the_kng_refuses_an_epsilon_too_small_to_draw_at_its_line():
+    from dpspec.api import SpecError, check, parse
+
+    from tests.test_wasserstein import KNG
+
+    text = KNG.replace("MECH", "wasserstein_kng").replace("  epsilon: 1\n", "  epsilon: 1e-20\n")
+    with pytest.raises(SpecError) as exc:
+        check(parse(text))
+    [d] = exc.value.diagnostics
+    assert d.line == _line_of(text, "epsilon: 1e-20") and d.message.startswith("wasserstein_kng: the rate's noise")
+    assert "epsilon of at least about" in d.message
+    check(parse(text.replace("epsilon: 1e-20", "epsilon: 1e-15")))  # the range the message names works
