@@ -163,3 +163,16 @@ def test_the_kng_refuses_an_epsilon_too_small_to_draw_at_its_line():
     assert d.line == _line_of(text, "epsilon: 1e-20") and d.message.startswith("wasserstein_kng: the rate's noise")
     assert "epsilon of at least about" in d.message
     check(parse(text.replace("epsilon: 1e-20", "epsilon: 1e-15")))  # the range the message names works
+
+
+@pytest.mark.parametrize("name, old, bound_old, bound_new, value, word", [(*WASSERSTEIN, "1e-20", "epsilon"),
+                                                                           (*TOPDOWN, "1e-40", "rho")])
+def test_the_budget_the_refusal_names_compiles(tmp_path, name, old, bound_old, bound_new, value, word):
+    """At the edge of the range: noise near 2^56 is drawn, added and post-processed without an error."""
+    path, text = _spec(tmp_path, name, old, old.split(":")[0] + ": " + value, bound_old, bound_new)
+    refused = CliRunner().invoke(main, ["check", str(path)])
+    works = refused.output.split(f"({word} = ")[1].split(" works)")[0]
+    path.write_text(text.replace(f"{word}: {value}", f"{word}: {works}", 1), encoding="utf-8")
+    res = CliRunner().invoke(main, ["compile", str(path), "--seed", "1", "-o", str(tmp_path / "out")])
+    assert res.exit_code in (0, 1) and "internal error" not in res.output, res.output
+    assert (tmp_path / "out" / "manifest.json").exists(), res.output  # (exit 1: a known seed is a critical finding)
