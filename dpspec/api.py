@@ -59,6 +59,8 @@ _WHERE = {
     # the exact samplers' companions: their laws and variances
     "as_fraction": "dpspec.run.noise", "effective_sigma2": "dpspec.run.noise", "discrete_gaussian_pmf": "dpspec.run.noise",
     "discrete_gaussian_logpmf": "dpspec.run.noise", "discrete_gaussian_variance": "dpspec.run.noise",
+    # (API 1.x, additive) why an exact sampler would refuse a scale, or None: what `check` says, in the samplers' words
+    "sampler_limit_problem": "dpspec.run.noise",
     # spec analysis and messages: what invariants imply, "did you mean"
     "implied_by": "dpspec.check.invariants", "unknown": "dpspec.language.diagnostics",
     # miniature datasets for a mechanism's own `neighbours` (dpspec verify)
@@ -79,6 +81,8 @@ _WHERE = {
     # what a run measures, stated where the noise is drawn (a no-op unless `dpspec verify --replay` records)
     "record_measurement": "dpspec.run.measurements", "record_adaptive_outputs": "dpspec.run.measurements", "record_adaptive_rows": "dpspec.run.measurements",
     "recording_now": "dpspec.run.measurements",
+    # (additive) a command's text to the terminal with control and escape characters shown as markers, as the core's commands
+    "echo": "dpspec.report.terminal", "terminal_text": "dpspec.report.bidi",
 }
 
 __all__ = sorted([*_WHERE, "API_VERSION", "OLDEST_SERVED"])

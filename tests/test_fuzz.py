@@ -163,9 +163,9 @@ def test_the_line_end_oracle_catches_a_bare_cr_read_as_one_line(monkeypatch):
 
 
 def test_the_terminal_oracle_catches_a_raw_escape(mirror, monkeypatch):
-    import dpspec.cli.terminal
+    import dpspec.report.terminal
 
-    monkeypatch.setattr(dpspec.cli.terminal, "terminal_text", lambda text: str(text))  # the marking removed
+    monkeypatch.setattr(dpspec.report.terminal, "terminal_text", lambda text: str(text))  # the marking removed
     text = fuzz.original("acs_ma_vision_rr.dps").replace('spec "', 'spec "\x1b]0;x\x07', 1)
     assert fuzz.run_cli(text, "acs_ma_vision_rr.dps", mirror, False).startswith("internal: dpspec show printed a raw")
 

@@ -118,6 +118,18 @@ def test_a_declared_bound_that_does_not_hold_is_an_error_at_the_budget_line(clie
     assert doc.change(open(SWAP).read()) == []  # the bound of the bundled spec holds
 
 
+def test_a_budget_too_small_for_the_exact_samplers_is_an_error_at_its_line(client):
+    """As `dpspec check`: the noise scale the budget asks for is computed from the parameters."""
+    path = os.path.join(SPECS, "acs_ma_hispanic_topdown.dps")
+    good = open(path).read()
+    text = good.replace("  rho: 0.1", "  rho: 1e-40", 1).replace("rho <= 0.1", "rho <= 1")
+    doc = _Doc(client, text, path)
+    [d] = doc.diagnostics
+    assert d["message"].startswith("topdown: the noise of query") and "rho of at least about" in d["message"]
+    assert d["range"]["start"] == _pos(text, "rho: 1e-40") and d["severity"] == 1
+    assert doc.change(good) == []
+
+
 def test_incremental_changes_are_applied(client):
     doc = _Doc(client, open(SWAP).read())
     at = _pos(doc.text, "0.05")

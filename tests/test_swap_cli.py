@@ -199,3 +199,31 @@ def test_compile_with_runs_writes_utility_to_the_internal_report(tmp_path):
     assert "utility of the released tables" in internal
     report = json.loads((out / "report.json").read_text())
     assert "mape_percent" not in json.dumps(report)
+
+
+# ---- text from a spec reaches the terminal marked, as the core commands' does -------------------
+
+
+def test_whatif_shows_an_escape_in_the_title_as_a_visible_marker(tmp_path):
+    (tmp_path / "data").symlink_to(SPECS / "data")
+    text = Path(MA1940).read_text(encoding="utf-8")
+    assert 'spec "1940 Massachusetts' in text
+    spec = tmp_path / "ma1940_swap.dps"
+    spec.write_text(text.replace('spec "1940 Massachusetts', 'spec "\x1b[2J1940 Massachusetts', 1), encoding="utf-8")
+    res = run("swap", "whatif", str(spec), "--rates", "5%")
+    assert res.exit_code == 0, res.output
+    assert "\x1b" not in res.output  # the screen is never cleared
+    assert res.output.splitlines()[0].startswith("[U+001B][2J1940 Massachusetts"), res.output
+
+
+def test_swap_commands_print_through_the_terminal_safe_echo(monkeypatch):
+    import dpspec.report.terminal
+
+    # what epsilon prints passes through dpspec.api.echo: a marking that tags every line shows it
+    monkeypatch.setattr(dpspec.report.terminal, "terminal_text", lambda text: "<safe>" + str(text))
+    res = run("swap", "epsilon", "--b", "10", "--rate", "5%")
+    assert res.exit_code == 0, res.output
+    lines = res.output.splitlines()
+    assert lines and all(line.startswith("<safe>") for line in lines if line.strip()), res.output
+    source = (Path(__file__).resolve().parents[1] / "plugins" / "dpspec_swap" / "cli.py").read_text(encoding="utf-8")
+    assert "click.echo" not in source

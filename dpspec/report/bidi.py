@@ -8,7 +8,7 @@ a visible marker such as `[U+202E]`, once, where the model is finished (`neutral
 Markdown and JSON forms all show the same neutral text and a reader sees that the text held one.
 A terminal also obeys control characters (`ESC[8m` hides what follows, `ESC[2J` clears the
 screen, a bare CR overwrites the line): `terminal_text` marks those too, for every command's
-output (`dpspec.cli.terminal.echo`).
+output (`dpspec.report.terminal.echo`).
 """
 from __future__ import annotations
 

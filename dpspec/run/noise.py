@@ -287,9 +287,86 @@ def _bern_exp_rational(num, den, rng: np.random.Generator) -> np.ndarray:
 # --- distributions ----------------------------------------------------------------------------
 
 
-# The exact samplers draw uniform integers below a scale's numerator in int64: at and above 2^62 the
-# noise (and the count it is added to) would no longer fit a 64-bit integer.
-MAX_SCALE_NUMERATOR = 1 << 62
+# The exact samplers draw uniform integers below a discrete Laplace scale's numerator in int64, and
+# the noise is u + numerator·G with G geometric (P(G >= g) = e^-g): a numerator below 2^56 keeps it
+# inside int64 up to G = 127 (a chance below 1e-55 per draw; beyond that the draw is refused, never
+# wrapped), and the noisy count it is added to below 2^63.
+MAX_SCALE_NUMERATOR = 1 << 56
+_INT64_MAX = (1 << 63) - 1
+
+
+def _laplace_limit(t: Fraction) -> str | None:
+    if t.numerator < MAX_SCALE_NUMERATOR:
+        return None
+    return (f"a discrete Laplace noise scale of about {_about(t)} (exactly a fraction whose numerator has "
+            f"{len(str(t.numerator))} digits), beyond the 64-bit integers the exact samplers draw in: they work for a "
+            "scale whose exact numerator is below 2^56 (about 7.2e16), so that the noise and the count it is added "
+            "to stay 64-bit integers")
+
+
+def _gaussian_limit(sigma2: Fraction) -> str | None:
+    s2 = effective_sigma2(sigma2)
+    if math.isqrt(s2.numerator // s2.denominator) + 1 < MAX_SCALE_NUMERATOR:
+        return None
+    return (f"a discrete Gaussian noise parameter sigma² of about {_about(s2)}, beyond the 64-bit integers the exact "
+            "samplers draw in: they work for sigma² below (2^56 - 1)² (about 5.2e33), since its discrete Laplace "
+            "proposals have scale floor(sigma) + 1, which must stay below 2^56 (about 7.2e16)")
+
+
+def _about(f: Fraction) -> str:
+    """A positive Fraction's size in words, also beyond floats."""
+    try:
+        return f"{float(f):.3g}"
+    except OverflowError:
+        return f"10^{len(str(f.numerator)) - len(str(f.denominator))}"
+
+
+_LIMITS = {"discrete_laplace": (_laplace_limit, Fraction(MAX_SCALE_NUMERATOR - 1)),
+           "discrete_gaussian": (_gaussian_limit, Fraction((MAX_SCALE_NUMERATOR - 1) ** 2))}
+
+
+def sampler_limit_problem(kind: str, scale, budget: tuple[str, object] | None = None) -> str | None:
+    """Why the exact sampler `kind` would refuse noise of this scale, or None when it draws it.
+
+    kind: "discrete_laplace" (scale: the scale t) or "discrete_gaussian" (scale: sigma²). The one
+    test `check` and the samplers share, so a plugin refuses at `check`, in the samplers' words,
+    what `compile` could not draw. budget: (name, value) of the budget parameter the scale is
+    inversely proportional to (epsilon, rho): the message then says which values of it work.
+    """
+    if kind not in _LIMITS:
+        raise ValueError(f"no exact sampler named {kind!r}: 'discrete_laplace' or 'discrete_gaussian'")
+    limit, top = _LIMITS[kind]
+    s = as_fraction(scale)
+    problem = limit(s) if s > 0 else None  # a scale of 0 or less: the plugin's own checks say why
+    if problem is None:
+        return None
+    if budget is None:
+        return f"the noise asks for {problem}. Declare a larger budget (epsilon or rho), or one written with fewer digits"
+    from dpspec.ir import format_number
+
+    name, value = budget
+    value = as_fraction(value)
+    shown = format_number(value)
+    least = value * s / top  # the scale grows as 1/budget: the least budget whose scale is small enough
+    works = _round_budget(max(least, value), lambda c: limit(s * value / c) is None)
+    example = f" ({name} = {works} works)" if works else ""
+    if s <= top:  # small enough, but its exact fraction has too many digits
+        return (f"{name} = {shown} asks for {problem}. This {name} is large enough, but its exact fraction "
+                f"has too many digits: declare it with fewer{example}")
+    return (f"{name} = {shown} asks for {problem}: noise that large could not be added to a count anyway. "
+            f"Declare a larger budget: {name} of at least about {_about(least)}{example}")
+
+
+def _round_budget(least: Fraction, fits) -> str | None:
+    """The first of 1, 2, 5 times a power of ten at or above `least` that `fits`, written short."""
+    k = len(str(least.numerator)) - len(str(least.denominator)) - 1
+    for _ in range(60):
+        for m in (1, 2, 5):
+            c = m * Fraction(10) ** k
+            if c >= least and fits(c):
+                return f"{m}e{k}" if k < -3 or k > 5 else str(m * 10 ** k if k >= 0 else float(c))
+        k += 1
+    return None
 
 
 def discrete_laplace(t, size: int, rng: np.random.Generator) -> np.ndarray:
@@ -301,14 +378,11 @@ def discrete_laplace(t, size: int, rng: np.random.Generator) -> np.ndarray:
     if t <= 0:
         raise ValueError("the discrete Laplace scale must be positive")
     num, den = t.numerator, t.denominator
-    if num >= MAX_SCALE_NUMERATOR:
+    problem = sampler_limit_problem("discrete_laplace", t)
+    if problem is not None:  # `check` refuses it first; this is the last line of defence
         from dpspec.errors import MechanismError
 
-        raise MechanismError(
-            f"the noise this budget asks for has a scale of about {float(t):.3g} (exactly a fraction whose numerator "
-            f"has {len(str(num))} digits), beyond the 64-bit integers the exact samplers draw in (a numerator below "
-            "2^62, about 4.6e18): noise that large could not be added to a count anyway. Declare a larger budget "
-            "(epsilon or rho), or one written with fewer digits")
+        raise MechanismError(problem)
     out = np.empty(size, dtype=np.int64)
     pending = np.arange(size)
     while pending.size:
@@ -317,7 +391,12 @@ def discrete_laplace(t, size: int, rng: np.random.Generator) -> np.ndarray:
         keep = _bern_exp_fraction(u, num, rng) if num > 1 else np.ones(n, dtype=bool)
         x = np.zeros(n, dtype=np.int64)
         ki = np.flatnonzero(keep)
-        x[ki] = u[ki] + num * _geometric_exp_one(ki.size, rng)
+        g = _geometric_exp_one(ki.size, rng)
+        if g.size and int(g.max()) > (_INT64_MAX - num) // num:  # never wrap: refuse (below 1e-55 per draw)
+            from dpspec.errors import MechanismError
+
+            raise MechanismError(f"a discrete Laplace draw of scale {_about(t)} left the 64-bit integers; declare a larger budget")
+        x[ki] = u[ki] + num * g
         if den > 1:
             x //= den
         neg = rng.integers(0, 2, size=n, dtype=np.int64) == 1
@@ -347,6 +426,11 @@ def discrete_gaussian(sigma2, size, rng: np.random.Generator) -> np.ndarray:
     shape = (size,) if np.isscalar(size) else tuple(size)
     total = int(np.prod(shape)) if shape else 1
     s2 = effective_sigma2(sigma2)
+    problem = sampler_limit_problem("discrete_gaussian", s2)
+    if problem is not None:  # `check` refuses it first; this is the last line of defence
+        from dpspec.errors import MechanismError
+
+        raise MechanismError(problem)
     p, q = s2.numerator, s2.denominator
     t = math.isqrt(p // q) + 1
     qt = q * t

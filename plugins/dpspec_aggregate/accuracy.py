@@ -29,6 +29,10 @@ def half_width(noise: str, parameter: Fraction) -> tuple[int, float]:
     if parameter == 0:
         return 0, 1.0
     spread = math.sqrt(float(parameter)) if noise == "gaussian" else float(parameter)
+    if spread > 10**5:  # a support of 40 spreads would not fit in memory: the closed forms (a_priori)
+        from .a_priori import expected_error
+
+        return expected_error(noise, parameter)[1:]
     limit = int(40 * spread) + 10
     support = np.arange(-limit, limit + 1)
     pmf = laplace_pmf(parameter, support) if noise == "laplace" else discrete_gaussian_pmf(parameter, support)
@@ -45,7 +49,9 @@ def variance(noise: str, parameter: Fraction) -> float:
     if noise == "gaussian":
         return discrete_gaussian_variance(parameter)
     a = math.exp(-1 / float(parameter))
-    return 2 * a / (1 - a) ** 2
+    if parameter < 10**6:
+        return 2 * a / (1 - a) ** 2
+    return 2 * a / math.expm1(-1 / float(parameter)) ** 2  # a scale near the samplers' limit keeps its digits
 
 
 def scale_of(noise: str, parameter: Fraction) -> float:

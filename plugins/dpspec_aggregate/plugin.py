@@ -105,7 +105,26 @@ class Aggregate(Mechanism):
         return unit.relation if unit is not None and unit.table == params["table"] else "symdiff"
 
     def check(self, spec, params):
-        return design_mod.parse(spec, params)[1]
+        design, problems = design_mod.parse(spec, params)
+        return problems if design is None else self._sampler_problems(spec, params, design)
+
+    def _sampler_problems(self, spec, params, design):
+        """A budget so small that a measurement's noise is beyond the exact samplers: refused at `check`,
+        at the budget's line, in the samplers' words (every scale grows as 1/budget)."""
+        from dpspec.api import Diagnostic, sampler_limit_problem
+
+        name = "epsilon" if design.noise == "laplace" else "rho"
+        kind = "discrete_laplace" if design.noise == "laplace" else "discrete_gaussian"
+        noisy = [p for p in plan(design, self._relation(spec, params)) if p.role != "score" and p.parameter != 0]
+        for p in sorted(noisy, key=lambda p: p.parameter, reverse=True):  # the widest first: it bounds the budget
+            problem = sampler_limit_problem(kind, p.parameter, (name, design.total))
+            if problem is not None:
+                at = spec.mechanism.params.get(name)
+                loc = (at.loc if at is not None else None) or spec.mechanism.loc
+                what = p.query.name + ("" if p.role == "value" else f" ({p.role})")
+                return [Diagnostic(f"aggregate: the noise of query '{what}' cannot be drawn: {problem}",
+                                   *((loc.line, loc.column) if loc else (None, None)))]
+        return []
 
     def flavor(self, spec, params):
         noise = params.get("noise") or "laplace"

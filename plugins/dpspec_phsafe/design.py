@@ -22,7 +22,7 @@ from fractions import Fraction
 
 import attrs
 
-from dpspec.api import Diagnostic, ir
+from dpspec.api import Diagnostic, ir, sampler_limit_problem
 
 GEOGRAPHIES = ("usa", "state")
 # the columns PHSafe reads (production's input schema, with the unit's state for geography)
@@ -124,6 +124,7 @@ def parse(params: dict, raw: dict, call_loc=None) -> tuple[Design | None, list[D
         else:
             tau[name] = int(value)
     measurements = []
+    where: dict = {}  # measurement -> its rho's setting
     budget = raw.get("privacy_budget")
     given = {p.name: p for p in _entries(budget.value if budget is not None else None)}
     for name in given:
@@ -152,8 +153,14 @@ def parse(params: dict, raw: dict, call_loc=None) -> tuple[Design | None, list[D
                     err(f"privacy_budget: {table} '{g}_{lv}' must be a nonnegative number", p)
                     continue
                 measurements.append(Measurement(table, g, lv, p.value))
+                where[measurements[-1]] = p
     states = tuple(str(s).strip('"') for s in params.get("states") or ())
     design = Design(tuple(measurements), tau, states)
+    for m in design.measured() if not problems else ():
+        # sigma² = D² / (2 rho) grows as 1/rho: a rho whose noise the exact sampler could not draw is refused here
+        problem = sampler_limit_problem("discrete_gaussian", design.sigma2(m), (f"{m.table} {m.key}", m.rho))
+        if problem is not None:
+            err(f"phsafe: the noise of {m.table} {m.key} cannot be drawn: {problem}", where[m])
     declared = params.get("total_rho")
     if not problems and declared is not None and declared != design.total_rho():
         err(f"total_rho is {ir.format_number(declared)} but the measurements' rho add up to "

@@ -18,7 +18,7 @@ from fractions import Fraction
 
 import attrs
 
-from dpspec.api import Diagnostic, ir
+from dpspec.api import Diagnostic, ir, sampler_limit_problem
 
 ROOT = "nation"
 NATION_CODE = "US"  # the root's one unit
@@ -150,7 +150,7 @@ def parse(spec: ir.Spec, params: dict, raw: dict | None = None, call_loc=None) -
         err("tables: expected a block such as { t1: { rho: {...} thresholds: {...} details: [...] } }", raw.get("tables"))
         return None, problems
     for tp in tables_block.params:
-        td = _table(tp, levels, columns, err)
+        td = _table(tp, levels, columns, err, fraction if fraction is not None and 0 < fraction < 1 else None)
         if td is not None:
             tables.append(td)
     if problems:
@@ -166,7 +166,7 @@ def parse(spec: ir.Spec, params: dict, raw: dict | None = None, call_loc=None) -
     return design, problems
 
 
-def _table(tp: ir.Param, levels, columns, err) -> TableDesign | None:
+def _table(tp: ir.Param, levels, columns, err, fraction=None) -> TableDesign | None:
     block = tp.value
     if not isinstance(block, ir.ParamBlock):
         err(f"tables: '{tp.name}' must be a block with rho, thresholds and details", tp)
@@ -217,8 +217,23 @@ def _table(tp: ir.Param, levels, columns, err) -> TableDesign | None:
             err(f"{tp.name}.thresholds: {geo}.level{lv} has {len(tv)} thresholds but the ladder has "
                 f"{len(details)} details (one threshold between consecutive details)", where)
             continue
+        problem = _sampler_problem(f"{tp.name}.rho {geo}.level{lv}", value[0], fraction)
+        if problem is not None:
+            err(problem, value[1])
+            continue
         cells.append(Cell(tp.name, geo, lv, value[0], tuple(int(t) for t in tv)))
     return TableDesign(tp.name, tuple(details), tuple(cells))
+
+
+def _sampler_problem(name: str, rho: Fraction, fraction) -> str | None:
+    """A cell's rho so small that its noise is beyond the exact discrete Gaussian, known at `check`:
+    its smallest stage spends rho·min(f, 1 - f), and a record reaches at least one cell, so sigma² is
+    at least 1 / (2 rho_stage) whatever the iteration table's fan-out (which only widens it)."""
+    if rho == 0:
+        return None
+    least = rho * min(fraction, 1 - fraction) if fraction is not None else rho
+    problem = sampler_limit_problem("discrete_gaussian", 1 / (2 * least), (name, rho))
+    return None if problem is None else f"safetab: the noise of {name} cannot be drawn: {problem}"
 
 
 def _per_level(p: ir.Param, levels, what, err):

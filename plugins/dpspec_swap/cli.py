@@ -20,7 +20,7 @@ import json
 
 import click
 
-from dpspec.api import json_number
+from dpspec.api import echo, json_number
 
 FORMAT_VERSION = "1.0"  # of both outputs: schemas/epsilon.schema.json, schemas/whatif.schema.json
 RATES_HELP = "swap rates, comma-separated: 0.05, 5% or 1/20 (exact: 0.05 means one in twenty)"
@@ -82,21 +82,21 @@ def epsilon_cmd(b, rates, target, as_json):
     pair = [float(r) for r in rates_for_epsilon(b, target)] if target is not None else None
     if as_json:
         rows = [{"format_version": FORMAT_VERSION, **row} for row in rows]
-        click.echo(_json({"format_version": FORMAT_VERSION, "b": b, "epsilon": target, "rates": list(pair),
+        echo(_json({"format_version": FORMAT_VERSION, "b": b, "epsilon": target, "rates": list(pair),
                           **minimum, "rows": rows} if pair else rows))
         return
-    click.echo(f"b = {b:,}")
+    echo(f"b = {b:,}")
     if at is None:
-        click.echo("b = 0: nothing can move, every rate gives epsilon = 0")
+        echo("b = 0: nothing can move, every rate gives epsilon = 0")
     else:
-        click.echo(f"smallest epsilon over all rates: ln(b+1)/2 = {least:.4f}, at rate {at:.6g} "
+        echo(f"smallest epsilon over all rates: ln(b+1)/2 = {least:.4f}, at rate {at:.6g} "
                    "(no rate gives less)")
     if pair:
-        click.echo(f"epsilon {target:g} is given by two rates: {pair[0]:.6g} and {pair[1]:.6g}")
+        echo(f"epsilon {target:g} is given by two rates: {pair[0]:.6g} and {pair[1]:.6g}")
     if rows:
-        click.echo(f"{'rate':>8}  epsilon")
+        echo(f"{'rate':>8}  epsilon")
     for row in rows:
-        click.echo(f"{_rate_text(row['rate']):>8}  {whatif.format_epsilon(row['epsilon'], 4)}")
+        echo(f"{_rate_text(row['rate']):>8}  {whatif.format_epsilon(row['epsilon'], 4)}")
 
 
 @swap_group.command("whatif")
@@ -136,11 +136,11 @@ def whatif_cmd(spec_file, rates, keys, as_json):
     rates = rates or list(whatif.DEFAULT_RATES)
     rows = whatif.with_epsilons(whatif.stratifications(spec, params, frame, extra), rates)
     if as_json:
-        click.echo(_json({"format_version": FORMAT_VERSION, "spec": spec.title, "table": table.name, "swap": swap, "hold": hold,
+        echo(_json({"format_version": FORMAT_VERSION, "spec": spec.title, "table": table.name, "swap": swap, "hold": hold,
                           "rates": [float(r) for r in rates], "rows": rows}))
         return
-    click.echo(f"{spec.title or spec_file}: swapping {', '.join(swap)} of {table.name}; holding {', '.join(hold) or '(nothing)'}")
-    click.echo(whatif_text(rows, rates))
+    echo(f"{spec.title or spec_file}: swapping {', '.join(swap)} of {table.name}; holding {', '.join(hold) or '(nothing)'}")
+    echo(whatif_text(rows, rates))
 
 
 def whatif_text(rows: list[dict], rates) -> str:

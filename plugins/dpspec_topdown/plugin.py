@@ -1153,6 +1153,7 @@ class TopDown(Mechanism):
             except SpecError as exc:  # shares that do not sum to 1: at the level's line of the shares
                 raise SpecError([d if d.line is not None else Diagnostic(d.message, *_shares_loc(spec, params, d.message))
                                  for d in exc.diagnostics]) from None
+            problems.extend(_sampler_problems(spec, params, alloc))
             from .multipass import pass_plan
 
             schema = _schema(spec, params)
@@ -1534,6 +1535,21 @@ def bypass_rows(alloc, levels: list[str], bypass: list[str], labels: dict) -> di
                              "variance": float(sigma2), "noise_variance": discrete_gaussian_variance(sigma2)})
     return {"levels": list(bypass), "classes": rows,
             "note": "a bypassed unit (the single child) spends nothing; every block's geounits still spend rho"}
+
+
+def _sampler_problems(spec, params, alloc) -> list[Diagnostic]:
+    """The query with the most noise, when its sigma² is beyond what the exact sampler draws: refused
+    at `check`, at the rho line, in the sampler's words (sigma² grows as 1/rho)."""
+    from dpspec.api import sampler_limit_problem
+
+    if not alloc.queries:
+        return []
+    widest = max(alloc.queries, key=lambda q: q.sigma2)
+    problem = sampler_limit_problem("discrete_gaussian", widest.sigma2, ("rho", params["rho"]))
+    if problem is None:
+        return []
+    return [Diagnostic(f"topdown: the noise of query '{widest.name}' at level '{widest.level}' cannot be drawn: {problem}",
+                       *at(spec.mechanism.params.get("rho")))]
 
 
 def allocation_rows(alloc, labels: dict | None = None) -> list[dict]:

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-from dpspec.api import (BudgetStatement, Diagnostic, Mechanism, NativeFlavor, OutputKeys, ParamSpec, ParameterSchema,
-                        PublicCondition, PureDP, Release, hookimpl, ir, pufferfish)
+from dpspec.api import (BudgetStatement, Diagnostic, Mechanism, MechanismError, NativeFlavor, OutputKeys, ParamSpec, ParameterSchema,
+                        PublicCondition, PureDP, Release, hookimpl, ir, pufferfish, sampler_limit_problem)
 
 
 class WassersteinKNG(Mechanism):
@@ -40,6 +40,17 @@ class WassersteinKNG(Mechanism):
             problems.append(Diagnostic(f"column '{params['column']}' must be a bool column of '{params['table']}'"))
         if params["epsilon"] <= 0:
             problems.append(Diagnostic("epsilon must be positive"))
+        else:
+            try:
+                scale = 1 / self.rate(spec, params)  # the grid's draw: discrete Laplace proposals of this scale
+            except (ZeroDivisionError, MechanismError, ValueError):  # a class without a count sensitivity: said elsewhere
+                scale = None
+            problem = None if scale is None else sampler_limit_problem("discrete_laplace", scale, ("epsilon", params["epsilon"]))
+            if problem is not None:
+                p = spec.mechanism.params.get("epsilon")
+                loc = (p.loc if p is not None else None) or spec.mechanism.loc
+                problems.append(Diagnostic(f"{self.name}: the rate's noise cannot be drawn: {problem}",
+                                           *((loc.line, loc.column) if loc else (None, None))))
         if not any(p.query.table == params["table"] and not p.query.columns for p in spec.public):
             problems.append(Diagnostic(f"the base measure is the grid k/n: declare the number of units in Z "
                                        f"(public {{ count {params['table']} released \"...\" used as total }})"))

@@ -14,7 +14,7 @@ from fractions import Fraction
 
 from dpspec.api import (BudgetStatement, Diagnostic, Mechanism, MechanismError, NativeFlavor, OutputKeys, ParamSpec,
                         ParameterSchema, PublicCondition, PureDP, Release, SpecError, declared_values, hookimpl, ir, pufferfish,
-                        record_measurement)
+                        record_measurement, sampler_limit_problem)
 
 BASES = ("naive", "congenial", "prior")
 # why the counts' and outcome counts' budgets add up: not Lemma 6 (the outcome's draw reads the
@@ -228,8 +228,27 @@ class _CountRelease(Mechanism):
         z = _public_use(spec, "total")
         return z.query.columns if z is not None else ()
 
+    def laplace_scales(self, spec, params) -> dict:
+        """The discrete Laplace scale each released statistic's exact sampler draws with, known from the
+        parameters alone (a statistic whose scale depends on the data is left out)."""
+        return {}
+
+    def _scale_problems(self, spec, params) -> list:
+        """A budget whose noise the exact samplers could not draw, refused at `check` at the epsilon line."""
+        try:
+            scales = self.laplace_scales(spec, params)
+        except (ZeroDivisionError, SpecError, MechanismError, ValueError):  # a zero share or an unreadable class: other checks say why
+            return []
+        for what, scale in sorted(scales.items(), key=lambda kv: kv[1], reverse=True):  # the widest bounds the budget
+            problem = sampler_limit_problem("discrete_laplace", scale, ("epsilon", params["epsilon"]))
+            if problem is not None:
+                return [Diagnostic(f"{self.name}: the {what}' noise cannot be drawn: {problem}", *self._at(spec, "epsilon"))]
+        return []
+
     def check(self, spec, params):
         problems = self._check_common(spec, params)
+        if not problems:
+            problems = self._scale_problems(spec, params)
         col = spec.domain.table(params["table"]).column(params["period"]) if params.get("period") else None
         if problems or col is None:
             return problems
@@ -336,6 +355,17 @@ class WassersteinExponential(_CountRelease):
         if params.get("sensitivity") is not None:
             used = {k: Fraction(params["sensitivity"]) for k in used}
         return used
+
+    def laplace_scales(self, spec, params) -> dict:
+        """1/rate: the naive and congenial bases draw the counts by discrete Laplace proposals of scale at
+        least that (the congenial tilt only lowers the rate), the outcome always; the prior base draws
+        the counts from its own integer law."""
+        used = self._used_sensitivity(spec, params, self.sensitivities(spec, params))
+        eps_c, eps_o = self._epsilons(params)  # 1 / rate = 2 Delta / epsilon (samplers.rate; numpy not loaded at check)
+        out = {} if params["base"] == "prior" else {"counts": 2 * Fraction(used["counts"]) / eps_c}
+        if eps_o is not None:
+            out["outcome counts"] = 2 * Fraction(used["outcome"]) / eps_o
+        return out
 
     def rates(self, spec, params):
         from .samplers import rate
@@ -508,6 +538,10 @@ class NoisyPostprocessed(_CountRelease):
             else:
                 out[k]["given"] += "; the noise is added to these counts before the post-processing with Z"
         return out
+
+    def laplace_scales(self, spec, params) -> dict:
+        scales = self.noise_scales(spec, params)
+        return {"counts": scales["counts"], **({"outcome counts": scales["outcome"]} if "outcome" in scales else {})}
 
     def noise_scales(self, spec, params) -> dict:
         """The discrete Laplace scale of each released statistic's noise: its sensitivity over its epsilon."""
