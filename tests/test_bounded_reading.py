@@ -106,7 +106,7 @@ def test_budget_overflow_in_convert_is_a_clear_error(args):
 def test_budget_overflow_through_the_api():
     with pytest.raises(ConversionError, match="too large"):
         dpspec.convert({"rho": 10 ** 400}, to="approx", delta=1e-10)
-    with pytest.raises(ConversionError, match="overflows"):
+    with pytest.raises(ConversionError, match="too large|overflows"):  # rho = 5e615 exactly: beyond a float
         dpspec.convert({"epsilon": 1e308}, to="zcdp")
 
 

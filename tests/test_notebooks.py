@@ -73,7 +73,7 @@ def test_a_budget_is_the_json_dict_and_shows_the_report(small_spec):
     spec = hostile(small_spec)
     summary = dpspec.budget(spec)
     printed = json.loads(CliRunner().invoke(main, ["budget", "--json", str(small_spec)]).stdout)
-    assert {"format_version": printed.pop("format_version"), **summary} == {"format_version": "1.0", **printed}
+    assert {"format_version": printed.pop("format_version"), **summary} == {"format_version": "1.1", **printed}
     document = frame_document(summary._repr_html_())
     assert_self_contained(document)
     assert "epsilon" in document and "&lt;img src=x" in document

@@ -54,6 +54,15 @@ def _two_county_sweep(folder, spec_path, table, edits, axis, seed):
                           (["aiannh"], "aiannh.csv")):
         records[columns].dropna().drop_duplicates().to_csv(folder / name, index=False)
         text = text.replace(f'"data/safetab/{name}"', f'"{folder}/{name}"')
+    if "safetab_p_published.parquet" in text:  # SafeTab-H's published totals: those of the declared units only
+        totals = pd.read_parquet(ROOT / "specs" / "data" / "safetab" / "safetab_p_published.parquet")
+        declared = {"nation": {"US"}, "state": set(records["state"].astype(str)),
+                    "county": set(records["county"].astype(str)), "tract": set(records["tract"].astype(str)),
+                    "place": set(records["place"].dropna().astype(str)),
+                    "aiannh": set(records["aiannh"].dropna().astype(str))}
+        keep = [str(c) in declared.get(g, set()) for g, c in zip(totals["geography"], totals["geocode"])]
+        totals[keep].to_parquet(folder / "safetab_p_published.parquet")
+        text = text.replace('"data/safetab/safetab_p_published.parquet"', f'"{folder}/safetab_p_published.parquet"')
     text = text.replace('"data/', f'"{ROOT}/specs/data/')
     for old, new in edits.items():
         text = text.replace(old, new)
