@@ -204,6 +204,9 @@ SLOW_MODULES = {
 
 
 def pytest_collection_modifyitems(config, items):
+    # The cluster tests connect to a standalone master, which Spark allows only before any other
+    # session starts in this process (the session-scoped local one): they run first.
+    items.sort(key=lambda item: 0 if "test_cluster.py" in item.nodeid else 1)
     for item in items:
         module = item.module.__name__.rsplit(".", 1)[-1] if getattr(item, "module", None) else ""
         if module in SLOW_MODULES or SLOW_FIXTURES & set(getattr(item, "fixturenames", ())):

@@ -181,6 +181,12 @@ class SparkEngine(Engine):
         except Exception as exc:  # the JVM did not start: no usable Java, or a refused master
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             raise EngineUnavailable(f"could not start Spark on {self.master} ({first}); {INSTALL}") from None
+        running = session.sparkContext.master
+        if not self.master.startswith("local") and running != self.master:
+            # getOrCreate hands back a session already running in this process, whatever master
+            # was asked for: the work would silently run there, not on the cluster named
+            raise EngineUnavailable(f"a Spark session on {running} is already running in this process, so Spark "
+                                    f"cannot connect to {self.master}; stop it (spark.stop()) or start a new process")
         session.sparkContext.setLogLevel("ERROR")
         return session
 

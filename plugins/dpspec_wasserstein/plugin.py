@@ -237,7 +237,7 @@ class _CountRelease(Mechanism):
         """A budget whose noise the exact samplers could not draw, refused at `check` at the epsilon line."""
         try:
             scales = self.laplace_scales(spec, params)
-        except (ZeroDivisionError, SpecError, MechanismError, ValueError):  # a zero share or an unreadable class: other checks say why
+        except (ZeroDivisionError, SpecError, MechanismError, ValueError, OverflowError, TypeError):  # a zero share, an infinite or unreadable class: other checks say why
             return []
         for what, scale in sorted(scales.items(), key=lambda kv: kv[1], reverse=True):  # the widest bounds the budget
             problem = sampler_limit_problem("discrete_laplace", scale, ("epsilon", params["epsilon"]))
