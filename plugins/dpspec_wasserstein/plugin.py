@@ -358,8 +358,9 @@ class WassersteinExponential(_CountRelease):
 
     def laplace_scales(self, spec, params) -> dict:
         """1/rate: the naive and congenial bases draw the counts by discrete Laplace proposals of scale at
-        least that (the congenial tilt only lowers the rate), the outcome always; the prior base draws
-        the counts from its own integer law."""
+        least that (the congenial tilt only lowers the rate; at a scale too large for any such tilt it
+        uses the prior's integer tables, so the check stays conservative), the outcome always; the
+        prior base draws the counts from its own integer law."""
         used = self._used_sensitivity(spec, params, self.sensitivities(spec, params))
         eps_c, eps_o = self._epsilons(params)  # 1 / rate = 2 Delta / epsilon (samplers.rate; numpy not loaded at check)
         out = {} if params["base"] == "prior" else {"counts": 2 * Fraction(used["counts"]) / eps_c}
