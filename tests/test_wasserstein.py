@@ -128,6 +128,20 @@ def test_a_pennsylvania_sized_congenial_draw_at_epsilon_a_hundredth_finishes():
     assert info["acceptance"] > 0.01 and info["proposals"] * 67 < 10**8
 
 
+def test_congenial_draws_stay_exact_at_a_rate_with_a_large_denominator():
+    """A sweep's log grid gives epsilons like 44457/2500000: the rate's and the tilt's denominators
+    near 10^9 made the acceptance exponent's integer numerator overflow int64 (the sweep stopped
+    with an error). The tilted discrete Laplace path (a tilt within r/2 exists here) must draw the
+    exact law at such a rate."""
+    counts, total, r = np.array([0, 4, 8]), 12, Fraction(333333331, 10**9)
+    lam = samplers._l1_tilt(counts, total, r)
+    assert lam is not None and lam > 0 and lam.denominator > 10**9
+    y, info = samplers.congenial(counts, total, r, DRAWS, np.random.default_rng(13))
+    assert info["method"] == "exact rejection" and (y.sum(axis=1) == total).all()
+    pmf = {v: math.exp(-float(r) * np.abs(np.array(v) - counts).sum()) for v in _compositions(total, 3)}
+    assert _chi2([tuple(row) for row in y], pmf) > 1e-3
+
+
 def test_prior_congenial_draws_follow_the_exact_pmf():
     rng = np.random.default_rng(1)
     counts, alpha, total, r = np.array([0, 3, 1]), np.array([1, 3, 2]), 4, Fraction(1, 2)

@@ -123,10 +123,21 @@ def tilted_truncated_laplace(centre: np.ndarray, r: Fraction, lam: Fraction, rng
         d = (y - flat_c[pending]) * (1 if lam > 0 else -1)
         ok = d <= 0
         far = np.flatnonzero(~ok)
-        ok[far] = bernoulli_exp(d[far] * two.numerator, two.denominator, rng)
+        ok[far] = bernoulli_exp(_exact_products(d[far], two.numerator), two.denominator, rng)
         out.ravel()[pending[ok]] = y[ok]
         pending = pending[~ok]
     return out
+
+
+def _exact_products(values: np.ndarray, factor: int) -> np.ndarray:
+    """values * factor without int64 wrap-around: Python integers (an object array) when the product
+    could pass 2^62. An epsilon off a sweep's log grid (44457/2500000) gives rates and tilts with
+    denominators near 10^9, whose cross products with a count difference overflow int64."""
+    values = np.asarray(values, dtype=np.int64)
+    top = int(np.abs(values).max()) if values.size else 0
+    if top * abs(int(factor)) < 2**62:
+        return values * np.int64(factor)
+    return values.astype(object) * int(factor)
 
 
 def _congenial_proposals(counts, total, r, lam, size, rng):
@@ -138,8 +149,9 @@ def _congenial_proposals(counts, total, r, lam, size, rng):
     ok = last >= 0
     idx = np.flatnonzero(ok)
     d = last[idx] - counts[-1]
-    exponent_den = r.denominator * lam.denominator
-    num = np.abs(d) * (r.numerator * lam.denominator) + d * (lam.numerator * r.denominator)
+    exponent_den = math.lcm(r.denominator, lam.denominator)  # lam = r j / 64: the lcm keeps num in int64
+    num = (_exact_products(np.abs(d), r.numerator * (exponent_den // r.denominator))
+           + _exact_products(d, lam.numerator * (exponent_den // lam.denominator)))
     ok[idx] = bernoulli_exp(num, exponent_den, rng)
     return np.column_stack([head, last]), ok
 
