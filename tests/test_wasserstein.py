@@ -88,7 +88,7 @@ def _congenial_wide_pmf():
 
 def test_congenial_draws_at_a_scale_far_above_the_counts_follow_the_exact_pmf():
     """At a scale far above the counts no tilt within r/2 centres the discrete Laplace proposals
-    (they sum to about ten times the total), so the draws come from the windowed integer tables
+    (they sum to several times the total), so the draws come from the windowed integer tables
     with every concentration 1: the law must be exp(-r ||y - c||_1) on the vectors summing to 12."""
     counts, total, r = CONGENIAL_WIDE
     assert samplers._l1_tilt(counts, total, r) is None  # the case the old sampler never finished

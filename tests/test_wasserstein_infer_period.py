@@ -183,9 +183,9 @@ def test_algorithm_1_on_a_prior_base_release_matches_the_exact_posterior(tmp_pat
     with the Dirichlet-multinomial weights C(k + a - 1, k), a = July's counts + 1, and the
     normaliser over every split of the total. Control: a bound 3 below the maximum (invalid: the
     likelihood near c = y is accepted with probability 1, flattened) moves a mean off."""
-    from dpspec.check.checker import check
-
     import dpspec_wasserstein.likelihood as wl
+
+    from dpspec.check.checker import check
 
     exact_bound = wl._likelihood_at_release
     monkeypatch.setattr(wl, "_likelihood_at_release", lambda *a: exact_bound(*a) + shift)

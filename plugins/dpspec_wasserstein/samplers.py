@@ -185,8 +185,8 @@ def congenial(counts, total: int, r: Fraction, draws: int, rng, max_proposals: i
     When a tilt within [-r/2, r/2] centres the proposals on the total, the tilted discrete Laplace
     proposals above. Otherwise (a scale far above the typical count: epsilon 0.01 gives Pennsylvania
     a scale of 800 against a median county of 6 cases in March 2020) the truncated proposals sum to
-    ten times the total, the remainder is negative in every proposal, and the rejection never ends;
-    the tilt needed (about 1/70 there, 11 r) leaves the per-cell law exp(-r |k - c| - lam k) a
+    several times the total, the remainder is negative in every proposal, and the rejection never ends;
+    the tilt needed (0.0129 there, 10 r) leaves the per-cell law exp(-r |k - c| - lam k) a
     decreasing one that no discrete Laplace proposal covers. Then the draws come from the prior
     sampler's windowed integer tables with every concentration 1: DirMult(y; total, 1) is constant
     on the vectors summing to the total, so its target is exactly this one, at any tilt."""
