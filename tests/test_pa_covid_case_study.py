@@ -105,3 +105,26 @@ def test_methods_restricts_the_study_and_an_unknown_method_is_refused(tmp_path):
     assert script.main(["-o", str(out), "--replicates", "2", "--counties", "Allegheny,Cameron", "--months", "2020-05",
                         "--seed", "3", "--methods", "postprocessing,wasserstein_prior"]) == 0
     assert set(pd.read_csv(out / "replicates.csv")["method"]) == {"postprocessing", "wasserstein_prior"}
+
+
+def test_the_committed_sweep_has_every_method_at_every_budget_and_the_guide_quotes_it():
+    """The sweep committed beside the guide is the four-method run at the 13 budgets of
+    log:0.01:10:13, and the guide's table rows and crossover are its figures."""
+    folder = os.path.join(ROOT, "docs", "guides", "z-pufferfish-case-study", "sweep")
+    sweep = pd.read_csv(os.path.join(folder, "sweep.csv"))
+    methods = {"postprocessing", "wasserstein_naive", "wasserstein_congenial", "wasserstein_prior"}
+    assert set(sweep["method"]) == methods and sweep.groupby("method")["epsilon"].nunique().eq(13).all()
+    cross = pd.read_csv(os.path.join(folder, "crossover.csv"))
+    with open(os.path.join(ROOT, "docs", "guides", "z-pufferfish.md"), encoding="utf-8") as f:
+        guide = " ".join(f.read().split())
+    median = cross[(cross["base"] == "wasserstein_prior") & (cross["metric"] == "median")]["crossover_epsilon"].iloc[0]
+    assert f"at ε ≈ {median:.3g} on the median" in guide
+    assert (cross[cross["base"] != "wasserstein_prior"]["crossings"] == 0).all()  # "never beats" in the guide
+
+    def cell(method, eps):
+        r = sweep[(sweep["method"] == method) & (abs(sweep["epsilon"] - eps) < 1e-9)].iloc[0]
+        return " / ".join(f"{v:,.0f}" for v in (r["median"], r["q90"], r["worst"]))
+
+    row = "| 0.01 | " + " | ".join(cell(m, 0.01) for m in ("postprocessing", "wasserstein_prior", "wasserstein_congenial",
+                                                              "wasserstein_naive")) + " |"
+    assert row in guide, row

@@ -78,6 +78,70 @@ def test_congenial_draws_follow_the_exact_pmf_and_sum_to_the_total():
     assert _chi2([tuple(row) for row in y], pmf) > 1e-3
 
 
+CONGENIAL_WIDE = (np.array([0, 2, 10]), 12, Fraction(1, 40))  # scale 40 against a total of 12
+
+
+def _congenial_wide_pmf():
+    counts, total, r = CONGENIAL_WIDE
+    return {v: math.exp(-float(r) * np.abs(np.array(v) - counts).sum()) for v in _compositions(total, 3)}
+
+
+def test_congenial_draws_at_a_scale_far_above_the_counts_follow_the_exact_pmf():
+    """At a scale far above the counts no tilt within r/2 centres the discrete Laplace proposals
+    (they sum to several times the total), so the draws come from the windowed integer tables
+    with every concentration 1: the law must be exp(-r ||y - c||_1) on the vectors summing to 12."""
+    counts, total, r = CONGENIAL_WIDE
+    assert samplers._l1_tilt(counts, total, r) is None  # the case the old sampler never finished
+    y, info = samplers.congenial(counts, total, r, DRAWS, np.random.default_rng(41))
+    assert (y.sum(axis=1) == total).all() and (y >= 0).all() and info["method"].startswith("exact rejection from windowed")
+    assert _chi2([tuple(row) for row in y], _congenial_wide_pmf()) > 1e-3
+
+
+@pytest.mark.parametrize("broken", ["rate 3r/2", "last cell always kept"])
+def test_the_congenial_chi_square_rejects_a_broken_sampler(monkeypatch, broken):
+    """Controls for the test above: the same statistic on a sampler with a wrong rate, or one that
+    keeps every nonnegative remainder (the last cell's weight forgotten), rejects them."""
+    counts, total, r = CONGENIAL_WIDE
+    if broken == "rate 3r/2":
+        r = r * Fraction(3, 2)
+    else:
+        monkeypatch.setattr(samplers._PriorLaws, "logg_at", lambda self, cell, k: (np.zeros(len(k)), np.full(len(k), 1e-12)))
+    y, _ = samplers.congenial(counts, total, r, DRAWS, np.random.default_rng(41))
+    assert (y.sum(axis=1) == total).all()
+    assert _chi2([tuple(row) for row in y], _congenial_wide_pmf()) < 1e-6
+
+
+def test_a_pennsylvania_sized_congenial_draw_at_epsilon_a_hundredth_finishes():
+    """March 2020's shape at epsilon 0.01 (rate 1/800, 67 counties, a total of
+    4,655; a median near 6): the discrete Laplace proposals' remainder was negative in 2,000 of 2,000 proposals; the
+    windowed tables draw it well inside the default limit on proposed counts."""
+    rng = np.random.default_rng(42)
+    counts = np.sort(np.round(np.exp(rng.normal(1.8, 1.6, size=67)))).astype(np.int64)
+    counts[:9] = 0
+    counts[-1] = 1197
+    counts[-2] = 4655 - int(counts.sum() - counts[-2]) if counts.sum() < 4655 else counts[-2]
+    total = int(counts.sum())
+    r = Fraction(1, 800)
+    assert samplers._l1_tilt(counts, total, r) is None
+    y, info = samplers.congenial(counts, total, r, 20, rng)
+    assert (y.sum(axis=1) == total).all() and (y >= 0).all()
+    assert info["acceptance"] > 0.01 and info["proposals"] * 67 < 10**8
+
+
+def test_congenial_draws_stay_exact_at_a_rate_with_a_large_denominator():
+    """A sweep's log grid gives epsilons like 44457/2500000: the rate's and the tilt's denominators
+    near 10^9 made the acceptance exponent's integer numerator overflow int64 (the sweep stopped
+    with an error). The tilted discrete Laplace path (a tilt within r/2 exists here) must draw the
+    exact law at such a rate."""
+    counts, total, r = np.array([0, 4, 8]), 12, Fraction(333333331, 10**9)
+    lam = samplers._l1_tilt(counts, total, r)
+    assert lam is not None and lam > 0 and lam.denominator > 10**9
+    y, info = samplers.congenial(counts, total, r, DRAWS, np.random.default_rng(13))
+    assert info["method"] == "exact rejection" and (y.sum(axis=1) == total).all()
+    pmf = {v: math.exp(-float(r) * np.abs(np.array(v) - counts).sum()) for v in _compositions(total, 3)}
+    assert _chi2([tuple(row) for row in y], pmf) > 1e-3
+
+
 def test_prior_congenial_draws_follow_the_exact_pmf():
     rng = np.random.default_rng(1)
     counts, alpha, total, r = np.array([0, 3, 1]), np.array([1, 3, 2]), 4, Fraction(1, 2)

@@ -163,3 +163,68 @@ def test_infer_runs_on_the_congenial_and_prior_case_study_specs_of_a_few_countie
     assert np.all(res.samples >= 0) and np.all(res.samples.sum(axis=1) == 4)  # the month's public total
     assert all(0 <= c["q025"] <= c["mean"] <= c["q975"] <= 1 for c in res.cells)  # rates: deaths <= cases
     assert any("earlier period's counts" in u for u in res.used)
+
+
+def test_algorithm_1_runs_for_the_prior_base_where_the_parts_bound_made_it_fall_back(tmp_path):
+    """The prior base's rejection bound is the likelihood at c = y (log_max_total), not the parts'
+    prod w(y): on the two-county release at epsilon 10 the estimated acceptance rises from about
+    0.001 to about 0.07, so 500 draws fit in 20,000 proposals and Algorithm 1 runs instead of
+    falling back to importance sampling."""
+    spec_path, out = _release(tmp_path, seed=4, spec=CASE_STUDY.with_name("wasserstein_prior_low_privacy.dps"))
+    res = dpspec.infer(str(spec_path), str(out), TARGET, draws=500, seed=2, max_proposals=20_000)
+    assert res.method == "rejection" and res.acceptance_estimate > 0.02
+    assert np.all(res.samples.sum(axis=1) == 4)
+
+
+@pytest.mark.parametrize("shift", [0.0, -3.0])
+def test_algorithm_1_on_a_prior_base_release_matches_the_exact_posterior(tmp_path, monkeypatch, shift):
+    """Rejection under the bound at c = y on the prior base's two-county release (epsilon 10): the
+    posterior means of the four cells match the exact posterior, enumerated here over every table
+    with the Dirichlet-multinomial weights C(k + a - 1, k), a = July's counts + 1, and the
+    normaliser over every split of the total. Control: a bound 3 below the maximum (invalid: the
+    likelihood near c = y is accepted with probability 1, flattened) moves a mean off."""
+    import dpspec_wasserstein.likelihood as wl
+
+    from dpspec.check.checker import check
+
+    exact_bound = wl._likelihood_at_release
+    monkeypatch.setattr(wl, "_likelihood_at_release", lambda *a: exact_bound(*a) + shift)
+    spec_path, out = _release(tmp_path, seed=5, spec=CASE_STUDY.with_name("wasserstein_prior_low_privacy.dps"))
+    released = pd.read_csv(out / "counts.csv")
+    counties = ["Cameron", "Erie"]
+    y = [int(released.loc[released["county"] == c, "cases"].iloc[0]) for c in counties]
+    z = [int(released.loc[released["county"] == c, "died"].iloc[0]) for c in counties]
+    spec = dpspec.load(str(spec_path))
+    checked = check(spec)
+    r_c, r_o = (float(r) for r in checked.mechanism.rates(spec, checked.params))
+    alpha = [DATA[("2020-07", c)][0] + 1 for c in counties]
+    total = sum(cases for (m, _), (cases, _) in DATA.items() if m == "2020-08")
+    assert sum(y) == total
+
+    def weight(v, cases):
+        return math.prod(math.comb(v[i] + alpha[i] - 1, v[i]) * math.exp(-r_c * abs(v[i] - cases[i])) for i in range(2))
+
+    splits = list(_compositions(total, 2))
+    tables = np.array(list(_compositions(total, 4)))
+    logp = []
+    for t in tables:
+        cases = [t[0] + t[1], t[2] + t[3]]
+        lp = math.log(weight(y, cases) / sum(weight(v, cases) for v in splits))
+        for i in range(2):
+            lp += -r_o * abs(z[i] - t[2 * i + 1]) - _log_norm(t[2 * i + 1], r_o, y[i])
+        logp.append(lp)
+    post = np.exp(np.array(logp) - max(logp))
+    post /= post.sum()
+    draws = 6000
+    res = dpspec.infer(str(spec_path), str(out), TARGET, draws=draws, seed=11, method="rejection")
+    assert res.method == "rejection"
+    labels = [c["cell"] for c in res.cells]
+    gaps = []
+    for j, county in enumerate(counties):
+        for k, died in enumerate(("False", "True")):
+            values = tables[:, 2 * j + k]
+            mean = values @ post
+            sd = math.sqrt(values**2 @ post - mean**2)
+            got = res.samples[:, labels.index(f"month=2020-08, county={county}, died={died}")].mean()
+            gaps.append(abs(got - mean) / (4 * sd / math.sqrt(draws)))
+    assert (max(gaps) <= 1) if shift == 0 else (max(gaps) > 1), gaps

@@ -40,6 +40,25 @@ def test_the_joint_normalizer_matches_enumeration(base, alpha):
         assert value <= lik.log_max.sum() + lik.joint_max + 1e-12  # the rejection sampler's bound holds
 
 
+@pytest.mark.parametrize("base, alpha", [("congenial", None), ("prior", [2, 1, 4, 1]), ("prior", [5, 1, 9, 3])])
+def test_the_likelihood_is_largest_at_the_released_vector_and_the_bound_is_that_value(base, alpha):
+    """Over every truth summing to the total, P(y | c) <= P(y | y) (Z(c) >= exp(-r ||y - c||) Z(y)):
+    log_max_total is that value (plus a margin of about 1e-6), while the parts' bound, prod w(y),
+    is looser by Z(y), by more than e^1 for the prior base here."""
+    y = [2, 1, 3, 0]
+    frame = pd.DataFrame({"county": list("abcd"), "people": y})
+    params = {"cell": "county", "table": "people", "outcome": None}
+    (lik,) = naive_likelihoods(params, {"counts": frame}, 0.7, None, None, base, None if alpha is None else np.array(alpha))
+    truths = np.array(list(_compositions(6, 4)))
+    got = lik.logpmf(truths).sum(axis=1) + lik.joint(truths)
+    at_y = int(np.flatnonzero((truths == y).all(axis=1))[0])
+    assert got.max() == got[at_y]
+    assert 0 < lik.log_max_total - got.max() < 1e-5
+    assert lik.log_max_total <= lik.log_max.sum() + lik.joint_max
+    if base == "prior":
+        assert lik.log_max.sum() + lik.joint_max - lik.log_max_total > 1
+
+
 def test_log_weights_are_the_dirichlet_multinomial_weights():
     w = log_weights(np.array([3, 1, 0]), 4)
     assert np.exp(w[0]) == pytest.approx([math.comb(k + 2, k) for k in range(5)])

@@ -4,6 +4,7 @@ merges values whose evidence differs."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from dpspec_wasserstein.power import post_processed_law, powers, release_law, ump_test
 
@@ -117,13 +118,69 @@ def test_infer_power_reports_theorem_15_on_a_compiled_release(tmp_path):
     assert lone.exit_code != 0 and "--level goes with --power" in lone.output
 
 
-def test_infer_power_refuses_a_base_that_draws_the_cells_jointly(tmp_path):
+def test_the_infer_reports_show_the_power_section_with_the_json_figures(tmp_path):
+    """`infer --power -o DIR`: report.html and report.md carry Theorem 15's two tests with the
+    figures result.json holds (six decimals, as the terminal prints them); without --power neither
+    has the section."""
+    import json
+
+    from click.testing import CliRunner
+
+    from dpspec.cli.main import main
+
+    from .test_wasserstein_infer_period import TARGET, _release
+
+    spec, out = _release(tmp_path, seed=1)
+    result = CliRunner().invoke(main, ["infer", str(spec), str(out), "--target", TARGET, "--seed", "3",
+                                       "--power", "Erie:1:4", "--level", "0.1", "-o", str(tmp_path / "inf")])
+    assert result.exit_code == 0, result.output
+    p = json.loads((tmp_path / "inf" / "result.json").read_text())["power"]
+    html = (tmp_path / "inf" / "report.html").read_text()
+    md = (tmp_path / "inf" / "report.md").read_text()
+    for text in (html, md):
+        assert "Power of a test with and without Z (seed 2, Theorem 15)" in text
+        assert "level-0.1 test of county Erie" in text
+        for key in ("power_release", "power_post_processed", "size_release", "size_post_processed"):
+            assert f"{p[key]:.6f}" in text, key
+        assert f"{p['reject_probability_release']:.4g}" in text
+    assert '<section id="power">' in html and "| the release Y | " in md
+    plain = CliRunner().invoke(main, ["infer", str(spec), str(out), "--target", TARGET, "--seed", "3",
+                                      "-o", str(tmp_path / "plain")])
+    assert plain.exit_code == 0, plain.output
+    for name in ("report.html", "report.md"):
+        assert "Theorem 15" not in (tmp_path / "plain" / name).read_text()
+
+
+def test_the_power_section_escapes_what_a_plugin_writes(tmp_path):
+    """A mechanism's power result is plugin text: markup in its cell name, note or post-processing
+    prints as text in both reports."""
+    from dpspec.inference import infer
+    from dpspec.inference.report import report_files
+
+    from .test_wasserstein_infer_period import TARGET, _release
+
+    spec, out = _release(tmp_path, seed=1)
+    result = infer(str(spec), str(out), TARGET, draws=20, seed=3)
+    result.power = {"cell": "<img src=x onerror=alert(1)>", "null": 1, "alternative": 4, "level": 0.1,
+                    "power_release": 0.5, "power_post_processed": 0.25, "size_release": 0.1, "size_post_processed": 0.1,
+                    "released": 3, "post_processed_value": 3, "post_processing": "<script>f</script>",
+                    "note": "a | b **bold** [link](http://x)"}
+    files = report_files(result, with_draws=False)
+    html, md = files["html"][1], files["markdown"][1]
+    assert "<img" not in html and "<script>f" not in html and "&lt;img src=x" in html and "&lt;script&gt;f" in html
+    assert "<img" not in md and "<script>" not in md and "a \\| b \\*\\*bold\\*\\*" in md
+    assert "0.500000" in html and "0.250000" in md
+
+
+@pytest.mark.parametrize("base", ["congenial", "prior"])
+def test_infer_power_refuses_a_base_that_draws_the_cells_jointly(tmp_path, base):
     from click.testing import CliRunner
 
     from dpspec.cli.main import main
 
     from .test_wasserstein_infer_period import CASE_STUDY, TARGET, _release
 
-    spec, out = _release(tmp_path, seed=1, spec=CASE_STUDY.with_name("wasserstein_congenial_high_privacy.dps"))
+    spec, out = _release(tmp_path, seed=1, spec=CASE_STUDY.with_name(f"wasserstein_{base}_high_privacy.dps"))
     result = CliRunner().invoke(main, ["infer", str(spec), str(out), "--target", TARGET, "--power", "Erie:1:3"])
     assert result.exit_code != 0 and "draws the cells jointly" in result.output
+    assert "no single size" in " ".join(result.output.split())

@@ -339,6 +339,9 @@ class CountLikelihood:
     value per draw, added to the rows' sum (a normalizing constant over a set of vectors, as
     when a release is drawn on the vectors summing to a public total); joint_max bounds it
     from above (the rejection sampler's bound is sum(log_max) + joint_max).
+    log_max_total (optional, API 1.5): a bound on the whole log-likelihood, sum(logpmf) + joint,
+    at every truth, for a release whose rows and joint term do not reach their maxima at the same
+    truth; the rejection sampler uses the smaller of it and sum(log_max) + joint_max.
     """
 
     query: ir.CountQuery
@@ -351,6 +354,7 @@ class CountLikelihood:
     description: str = ""
     joint: Any = None  # Callable[[np.ndarray], np.ndarray] | None
     joint_max: float = 0.0
+    log_max_total: float | None = None
 
     @classmethod
     def exact(cls, query: ir.CountQuery, cells, value, description: str = "released exactly") -> "CountLikelihood":

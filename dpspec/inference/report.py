@@ -93,10 +93,36 @@ def build_model(result) -> dict:
             statements.append(f"The release pushed {nb} cell{'s' if nb != 1 else ''} to its upper bound "
                               f"({'1' if result.rate else 'the public total'}) although the 95% interval holds smaller values.")
     rate, log10 = data["acceptance_rate_estimate"], data["log10_acceptance_rate_estimate"]
-    return neutral({"r": data, "version": __version__, "statements": statements,
+    return neutral({"r": data, "version": __version__, "statements": statements, "power": power_model(data.get("power")),
             "acceptance_text": f"{rate:.2g}" if rate > 1e-6 else f"10^{log10:.1f}",
             "figure": interval_figure(f"Posterior intervals against post-processed values: {result.target}", data["cells"]),
             "figure_truncated": len(data["cells"]) > MAX_ROWS_IN_FIGURE})
+
+
+def power_model(p: dict | None) -> dict | None:
+    """`--power`'s result as the reports print it: the terminal's six decimals (a power and a size
+    that differ in the fifth are Theorem 15's point), the optional fields only when given."""
+    if p is None:
+        return None
+
+    def six(v):
+        return "—" if v is None else f"{float(v):.6f}"
+
+    def prob(v):
+        return "—" if v is None else f"{float(v):.4g}"
+
+    side = {"greater": ">", "less": "<"}.get(p.get("direction"))
+    test = (f"The level-{float(p['level']):g} test of {(p.get('column') + ' ') if p.get('column') else ''}{p['cell']}'s "
+            f"count = {int(p['null']):,}" + (f" against {side} {int(p['null']):,}" if side else "")
+            + f", its power at {int(p['alternative']):,}")
+    return {"theorem": p.get("theorem", "seed 2, Theorem 15"), "test": test,
+            "rows": [{"on": "the release Y", "value": f"{int(p['released']):,}", "power": six(p["power_release"]),
+                      "size": six(p["size_release"]), "reject": prob(p.get("reject_probability_release"))},
+                     {"on": "f(Y), the release post-processed with Z", "value": f"{int(p['post_processed_value']):,}",
+                      "power": six(p["power_post_processed"]), "size": six(p["size_post_processed"]),
+                      "reject": prob(p.get("reject_probability_post_processed"))}],
+            "post_processing": p["post_processing"], "note": p["note"],
+            "rate": None if p.get("rate") is None else f"{float(p['rate']):.6g}"}
 
 
 def report_files(result, with_draws: bool = True) -> dict:

@@ -48,20 +48,34 @@ class Draws:
 
 
 def log_likelihood(model: Model, x: np.ndarray, joint: bool = True) -> np.ndarray:
-    """log L(release | cells) for each row of x (n x K); without the joint terms (each at most its
-    joint_max) when `joint` is False."""
+    """log L(release | cells) for each row of x (n x K); without the joint terms when `joint` is
+    False: each replaced by its joint_max, and the block capped at its bound on the whole if it
+    states one, so the value still bounds the block's log-likelihood from above."""
     out = np.zeros(x.shape[0])
     for b in model.blocks:
         truth = (b.matrix @ x.T).T
-        out += np.sum(b.likelihood.logpmf(truth), axis=1)
+        block = np.sum(b.likelihood.logpmf(truth), axis=1)
         if b.likelihood.joint is not None:
-            out += b.likelihood.joint(truth) if joint else b.likelihood.joint_max
+            if joint:
+                block = block + b.likelihood.joint(truth)
+            else:
+                block = block + b.likelihood.joint_max
+                whole = getattr(b.likelihood, "log_max_total", None)
+                block = block if whole is None else np.minimum(block, float(whole))
+        out += block
     return out
 
 
 def log_likelihood_max(model: Model) -> float:
-    return float(sum(np.sum(b.likelihood.log_max) + (b.likelihood.joint_max if b.likelihood.joint is not None else 0.0)
-                     for b in model.blocks))
+    """The rejection sampler's bound on log L: per block, its parts' bounds summed, or the block's
+    own bound on the whole when it states a smaller one."""
+    total = 0.0
+    for b in model.blocks:
+        lik = b.likelihood
+        parts = float(np.sum(lik.log_max) + (lik.joint_max if lik.joint is not None else 0.0))
+        whole = getattr(lik, "log_max_total", None)
+        total += parts if whole is None else min(parts, float(whole))
+    return total
 
 
 @attrs.frozen

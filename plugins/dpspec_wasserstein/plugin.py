@@ -358,8 +358,9 @@ class WassersteinExponential(_CountRelease):
 
     def laplace_scales(self, spec, params) -> dict:
         """1/rate: the naive and congenial bases draw the counts by discrete Laplace proposals of scale at
-        least that (the congenial tilt only lowers the rate), the outcome always; the prior base draws
-        the counts from its own integer law."""
+        least that (the congenial tilt only lowers the rate; at a scale too large for any such tilt it
+        uses the prior's integer tables, so the check stays conservative), the outcome always; the
+        prior base draws the counts from its own integer law."""
         used = self._used_sensitivity(spec, params, self.sensitivities(spec, params))
         eps_c, eps_o = self._epsilons(params)  # 1 / rate = 2 Delta / epsilon (samplers.rate; numpy not loaded at check)
         out = {} if params["base"] == "prior" else {"counts": 2 * Fraction(used["counts"]) / eps_c}
@@ -469,7 +470,9 @@ class WassersteinExponential(_CountRelease):
     def power(self, spec, params, outputs, cell, null, alternative, level):
         """Theorem 15 on one released cell: the power of the level test of its count on the release,
         and on the release post-processed with Z (clamped to the public total). The naive base only:
-        a congenial base draws the cells jointly, so one cell's law depends on every other count."""
+        a congenial base draws the cells jointly, so one cell's law depends on every other count, and
+        "this cell's count is H0" is a composite hypothesis: the total fixes the other counts' sum,
+        not the counts, and the test's size changes with how they share it."""
         import numpy as np
 
         from .power import cell_count_powers
@@ -477,7 +480,8 @@ class WassersteinExponential(_CountRelease):
         if params["base"] != "naive":
             raise MechanismError(f"--power needs one cell's release law given its count alone; the '{params['base']}' "
                                  "base draws the cells jointly on the vectors meeting the total, so a cell's law depends "
-                                 "on every other count (the naive base's does not)")
+                                 "on every other count (the naive base's does not): 'this cell's count is H0' fixes only the "
+                                 "other counts' sum, so the test has no single size and no exact power to report")
         if not self._total_in_z(spec, params) or "total" not in outputs or not len(outputs["total"]):
             raise MechanismError("--power compares the release with its post-processing by Z, the public total: "
                                  "the spec's public block declares none 'used as total'")

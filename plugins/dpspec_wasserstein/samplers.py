@@ -10,7 +10,9 @@ Theorem 9 holds only for exact draws.
 - congenial (counting measure on vectors summing to the public total C): n - 1 coordinates from
   the naive laws tilted by exp(-lambda k) (rational lambda: exact), the last one set to C minus
   their sum and accepted with probability proportional to its own tilted weight (0 if negative),
-  which leaves exactly the target (the tilt multiplies it by exp(-lambda C), a constant);
+  which leaves exactly the target (the tilt multiplies it by exp(-lambda C), a constant); when no
+  tilt the discrete Laplace proposals allow reaches the total (a scale far above the counts), the
+  prior sampler below with every concentration 1, whose target is the same;
 - prior (Dirichlet-multinomial with integer concentrations a_i = previous counts + 1, on the same
   vectors): the same last-cell rejection, from exponentially tilted per-cell laws tabulated over
   the whole support; floats only propose and decide clear cases, every decision is exact (see `prior`).
@@ -77,12 +79,13 @@ def naive(counts: np.ndarray, r: Fraction, draws: int, rng) -> tuple[np.ndarray,
     return truncated_laplace(c, 0, None, r, rng), {"acceptance": None, "method": "product form"}
 
 
-def _l1_tilt(counts, total: int, r: Fraction) -> Fraction:
+def _l1_tilt(counts, total: int, r: Fraction) -> Fraction | None:
     """A rational tilt lambda in [-r/2, r/2] with sum_i E[y_i] near `total` when y_i has the law
-    exp(-r |k - c_i| - lambda k) on k >= 0. Truncation at 0 pushes small cells up, so without a tilt
-    the proposals' sum drifts above the total by about a scale per small cell and the acceptance
-    collapses at national size; the tilt removes the drift. It only sets the acceptance rate (the
-    target given the sum is unchanged), so it is found in floats and then rounded to r * j / 64."""
+    exp(-r |k - c_i| - lambda k) on k >= 0, or None when no tilt in that range reaches the total.
+    Truncation at 0 pushes small cells up, so without a tilt the proposals' sum drifts above the
+    total by about a scale per small cell and the acceptance collapses at national size; the tilt
+    removes the drift. It only sets the acceptance rate (the target given the sum is unchanged), so
+    it is found in floats and then rounded to r * j / 64."""
     rf = float(r)
     width = int(math.ceil(40 / (rf / 2)))  # weights below e^-40 of the centre's are negligible here
     offs = np.arange(-width, width + 1, dtype=float)
@@ -97,7 +100,7 @@ def _l1_tilt(counts, total: int, r: Fraction) -> Fraction:
 
     lo, hi = -rf / 2, rf / 2
     if mean_sum(hi) > total or mean_sum(lo) < total:
-        return Fraction(0) if abs(mean_sum(0.0) - total) <= abs(mean_sum(hi) - total) else Fraction(1, 2) * r
+        return None
     for _ in range(10):  # the result is rounded to r/64 anyway
         mid = (lo + hi) / 2
         lo, hi = (mid, hi) if mean_sum(mid) > total else (lo, mid)
@@ -120,10 +123,21 @@ def tilted_truncated_laplace(centre: np.ndarray, r: Fraction, lam: Fraction, rng
         d = (y - flat_c[pending]) * (1 if lam > 0 else -1)
         ok = d <= 0
         far = np.flatnonzero(~ok)
-        ok[far] = bernoulli_exp(d[far] * two.numerator, two.denominator, rng)
+        ok[far] = bernoulli_exp(_exact_products(d[far], two.numerator), two.denominator, rng)
         out.ravel()[pending[ok]] = y[ok]
         pending = pending[~ok]
     return out
+
+
+def _exact_products(values: np.ndarray, factor: int) -> np.ndarray:
+    """values * factor without int64 wrap-around: Python integers (an object array) when the product
+    could pass 2^62. An epsilon off a sweep's log grid (44457/2500000) gives rates and tilts with
+    denominators near 10^9, whose cross products with a count difference overflow int64."""
+    values = np.asarray(values, dtype=np.int64)
+    top = int(np.abs(values).max()) if values.size else 0
+    if top * abs(int(factor)) < 2**62:
+        return values * np.int64(factor)
+    return values.astype(object) * int(factor)
 
 
 def _congenial_proposals(counts, total, r, lam, size, rng):
@@ -135,8 +149,9 @@ def _congenial_proposals(counts, total, r, lam, size, rng):
     ok = last >= 0
     idx = np.flatnonzero(ok)
     d = last[idx] - counts[-1]
-    exponent_den = r.denominator * lam.denominator
-    num = np.abs(d) * (r.numerator * lam.denominator) + d * (lam.numerator * r.denominator)
+    exponent_den = math.lcm(r.denominator, lam.denominator)  # lam = r j / 64: the lcm keeps num in int64
+    num = (_exact_products(np.abs(d), r.numerator * (exponent_den // r.denominator))
+           + _exact_products(d, lam.numerator * (exponent_den // lam.denominator)))
     ok[idx] = bernoulli_exp(num, exponent_den, rng)
     return np.column_stack([head, last]), ok
 
@@ -165,11 +180,25 @@ def _rejection(propose, draws: int, n: int, max_proposals: int, what: str) -> tu
 
 
 def congenial(counts, total: int, r: Fraction, draws: int, rng, max_proposals: int = 10**8):
-    """Vectors summing to `total` with P(y) proportional to exp(-r ||y - c||_1)."""
+    """Vectors summing to `total` with P(y) proportional to exp(-r ||y - c||_1).
+
+    When a tilt within [-r/2, r/2] centres the proposals on the total, the tilted discrete Laplace
+    proposals above. Otherwise (a scale far above the typical count: epsilon 0.01 gives Pennsylvania
+    a scale of 800 against a median county of 6 cases in March 2020) the truncated proposals sum to
+    several times the total, the remainder is negative in every proposal, and the rejection never ends;
+    the tilt needed (0.0129 there, 10 r) leaves the per-cell law exp(-r |k - c| - lam k) a
+    decreasing one that no discrete Laplace proposal covers. Then the draws come from the prior
+    sampler's windowed integer tables with every concentration 1: DirMult(y; total, 1) is constant
+    on the vectors summing to the total, so its target is exactly this one, at any tilt."""
     counts = np.asarray(counts, dtype=np.int64)
     if len(counts) == 1:
         return np.full((draws, 1), total, dtype=np.int64), {"acceptance": 1.0, "method": "a single cell"}
     lam = _l1_tilt(counts, total, r)
+    if lam is None:
+        y, info = prior(counts, np.ones(len(counts), dtype=np.int64), total, r, draws, rng, max_proposals,
+                        what="deterministic congenial")
+        info["method"] = "exact rejection from windowed integer tables (the flat Dirichlet-multinomial: no tilt within r/2 reaches the total)"
+        return y, info
     y, info = _rejection(lambda size: _congenial_proposals(counts, total, r, lam, size, rng), draws, len(counts),
                          max_proposals, "deterministic congenial")
     info["tilt"] = float(lam)
@@ -340,7 +369,8 @@ def _geometric(rho_num: np.ndarray, rng) -> np.ndarray:
     return j
 
 
-def prior(counts, alpha, total: int, r: Fraction, draws: int, rng, max_proposals: int = 10**8, cutoff: float = None):
+def prior(counts, alpha, total: int, r: Fraction, draws: int, rng, max_proposals: int = 10**8, cutoff: float = None,
+          what: str = "prior congenial"):
     """Vectors summing to `total` with P(y) proportional to exp(-r ||y - c||_1) DirMult(y; total, alpha).
 
     The target is a product of h_i(y_i) = exp(-r |y_i - c_i|) C(y_i + a_i - 1, y_i) given the sum
@@ -359,7 +389,7 @@ def prior(counts, alpha, total: int, r: Fraction, draws: int, rng, max_proposals
         return np.full((draws, 1), total, dtype=np.int64), {"acceptance": 1.0, "method": "a single cell"}
     laws = _PriorLaws(counts, alpha, total, r, cutoff)
     if n * (laws.width + 2) > MAX_TABLE:
-        raise MechanismError(f"the prior congenial sampler needs {n} x {laws.width + 2:,} probability tables "
+        raise MechanismError(f"the {what} sampler needs {n} x {laws.width + 2:,} probability tables "
                              f"({n * (laws.width + 2):.3g} entries, above the limit of {MAX_TABLE:.3g})")
     g = np.exp(laws.logg)
     ks = laws.lo[:, None] + np.arange(laws.width)[None, :]
@@ -444,7 +474,7 @@ def prior(counts, alpha, total: int, r: Fraction, draws: int, rng, max_proposals
                                        lambda i: laws.exact(last, int(rest[idx[i]]), laws.eta_q), rng)
         return ys, ok
 
-    y, info = _rejection(propose, draws, n, max_proposals, "prior congenial")
+    y, info = _rejection(propose, draws, n, max_proposals, what)
     info.update(method="exact rejection (integer weights, exact Bernoulli(R exp(-x)) acceptances)", tilt=float(laws.lam))
     return y, info
 
