@@ -96,31 +96,27 @@ def _plain(value):
 
 
 def run(request: dict) -> dict:
-    import pandas as pd
     from pyspark.sql import SparkSession
     from tmlt.analytics import KeySet, Session
+
+    key_cols = request["keys"]["columns"]
+    ints = [i for i, c in enumerate(key_cols) if request["columns"][c] == "int"]
+    rows = [tuple(int(v) if i in ints else v for i, v in enumerate(row)) for row in request["keys"]["rows"]]
+    keys = KeySet.from_tuples(rows, columns=key_cols) if key_cols else KeySet.from_dict({})
+    queries = user_queries(request, keys)  # before Spark starts: a broken entry point fails in seconds
 
     os.environ["PYSPARK_PYTHON"] = sys.executable  # Spark's Python workers unpickle Tumult's functions: this venv
     spark = (SparkSession.builder.master("local[2]").appName("dpspec-tumult")
              .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "2")
+             .config("spark.sql.warehouse.dir", os.path.join(os.path.dirname(request["data"]), "warehouse"))
              .config("spark.driver.extraJavaOptions", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
              .getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
     try:
         frame = spark.read.parquet(request["data"])
-        key_cols = request["keys"]["columns"]
-        if key_cols:
-            rows = pd.DataFrame(request["keys"]["rows"], columns=key_cols)
-            for c in key_cols:  # the key column's Spark type must be the data's (ints stay ints)
-                if request["columns"][c] == "int":
-                    rows[c] = rows[c].astype("int64")
-            keys = KeySet.from_dataframe(spark.createDataFrame(rows))
-        else:
-            keys = KeySet.from_dict({})
         total = budget(request)
         session = Session.from_dataframe(privacy_budget=total, source_id=request["source_id"], dataframe=frame,
                                          protected_change=protected_change(request))
-        queries = user_queries(request, keys)
         share = Fraction(1, len(queries))
         answers, spent = {}, {}
         for name, query in queries.items():
