@@ -183,7 +183,8 @@ def test_without_the_variable_a_venv_beside_the_spec_or_above_is_found(tmp_path,
     ("q:not_a_query", "returned int, not a Tumult Analytics Query"),
     ("q:missing", "has no function 'missing'"),
 ])
-def test_an_entry_point_that_fails_is_a_user_error_not_an_internal_one(tmp_path, entry, needle):
+def test_an_entry_point_that_fails_is_a_user_error_not_an_internal_one(tmp_path, monkeypatch, entry, needle):
+    monkeypatch.setenv("DPSPEC_TUMULT_PYTHON", _tumult_python())  # the copy in tmp_path has no .venv-tumult above it
     result = run("compile", example(tmp_path, entry=entry), "-o", tmp_path / "o")
     assert result.exit_code == 1, result.output
     assert needle in result.output and "internal error" not in result.output
