@@ -4,7 +4,6 @@ from the unit, its KeySet from the declared keys; the user's code runs on compil
 from __future__ import annotations
 
 import json
-import os
 import shutil
 from pathlib import Path
 
@@ -44,6 +43,12 @@ def broken(source, keys):
 
 def not_a_query(source, keys):
     return 42
+
+
+def ungrouped(source, keys):
+    from tmlt.analytics import QueryBuilder
+
+    return QueryBuilder(source).count()
 '''
 
 
@@ -73,11 +78,12 @@ def _line(spec: Path, needle: str) -> int:
 
 
 def _tumult_python() -> str | None:
+    from dpspec.api import MechanismError
     from dpspec_tumult import interpreter
 
     try:
         return interpreter.find(str(ROOT / "specs"))
-    except Exception:
+    except MechanismError:
         return None
 
 
@@ -182,6 +188,7 @@ def test_without_the_variable_a_venv_beside_the_spec_or_above_is_found(tmp_path,
     ("q:broken", "raised ValueError: no such column in my session"),
     ("q:not_a_query", "returned int, not a Tumult Analytics Query"),
     ("q:missing", "has no function 'missing'"),
+    ("q:ungrouped", "not grouped by the declared keys ['region']"),
 ])
 def test_an_entry_point_that_fails_is_a_user_error_not_an_internal_one(tmp_path, monkeypatch, entry, needle):
     monkeypatch.setenv("DPSPEC_TUMULT_PYTHON", _tumult_python())  # the copy in tmp_path has no .venv-tumult above it

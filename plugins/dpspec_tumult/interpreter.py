@@ -57,7 +57,7 @@ def run(python: str, request: dict, frame, timeout: float | None = None) -> dict
         env = {**os.environ, "PYSPARK_PYTHON": python}
         env.pop("PYTHONPATH", None)  # dpspec's own path must not shadow the Tumult interpreter's packages
         try:
-            proc = subprocess.run([python, RUNNER, req_path, ans_path], capture_output=True, text=True, env=env,
+            proc = subprocess.run([python, RUNNER, req_path, ans_path], capture_output=True, text=True, env=env, check=False,
                                   timeout=timeout, cwd=tmp)
         except (OSError, subprocess.TimeoutExpired) as exc:
             raise MechanismError(f"tumult: could not run {python}: {exc}") from None

@@ -123,12 +123,9 @@ class TumultQuery(Mechanism):
         premetric = self._premetric(spec)
         values = {**self._stated(spec, params), "premetric": "approx" if premetric == "approximate" else premetric}
         change, _ = self._change(spec, params)
-        notes = [f"the stated budget: the Session is built with a {BUDGETS[premetric][1]} of it and the protected "
-                 f"change {change}, and Tumult's accountant refuses queries beyond it"]
-        if facts.get("tumult_remaining"):
-            notes.append(f"Tumult's own accounting: session {facts['tumult_session_budget']}, spent "
-                         f"{facts['tumult_spent_text']}, remaining {facts['tumult_remaining']}")
-        return BudgetStatement.fixed(values, "; ".join(notes))
+        return BudgetStatement.fixed(values, f"the stated budget: the Session is built with a {BUDGETS[premetric][1]} "
+                                             f"of it and the protected change {change}, and Tumult's accountant refuses "
+                                             "queries beyond it (the report prints the Session's own accounting)")
 
     # ---- the run ----
     def run(self, spec, params, data, rng):

@@ -12,6 +12,7 @@ from __future__ import annotations
 import importlib.util
 import inspect
 import json
+import math
 import os
 import sys
 import traceback
@@ -90,7 +91,7 @@ def _plain(value):
     """A JSON value: Spark and numpy scalars as Python ones."""
     if hasattr(value, "item"):
         value = value.item()
-    if isinstance(value, float) and value != value:
+    if isinstance(value, float) and math.isnan(value):
         return None
     return value
 
