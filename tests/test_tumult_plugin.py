@@ -196,3 +196,45 @@ def test_an_entry_point_that_fails_is_a_user_error_not_an_internal_one(tmp_path,
     assert result.exit_code == 1, result.output
     assert needle in result.output and "internal error" not in result.output
     assert not (tmp_path / "o").exists()
+
+
+HOUSEHOLDS = '''spec "persons in households"
+
+domain d "made up" {
+  stage edited
+  table households unit household {
+    hh_id : int 1..100
+    tenure : {owned, rented}
+  }
+  table persons unit person in households by hh_id BOUND {
+    hh_id : int 1..100
+    sex : {f, m}
+  }
+}
+
+unit households : RELATION
+premetric pure
+
+mechanism tumult {
+  table: persons
+  by: sex
+  queries: "q:make"
+  CHANGE
+  epsilon: 1
+}
+'''
+
+
+@pytest.mark.parametrize("relation,bound,change,code,needle", [
+    ("symdiff", "at most 3", "", 0, "protected change AddRowsWithID(hh_id)"),
+    ("symdiff", "at most 3", 'protected_change: "AddMaxRows(3)"', 0, "protected change AddMaxRows(3)"),
+    ("symdiff", "at most 3", 'protected_change: "AddOneRow()"', 1, "which needs AddRowsWithID(hh_id)"),
+    ("hamming", "at most 3", "", 0, "protected change AddMaxRows(6)"),
+    ("hamming", "", "", 1, "declare 'at most K' on the link"),
+])
+def test_a_unit_of_the_parent_table_is_every_row_of_one_id(tmp_path, relation, bound, change, code, needle):
+    spec = tmp_path / "hh.dps"
+    spec.write_text(HOUSEHOLDS.replace("RELATION", relation).replace("BOUND", bound).replace("CHANGE", change))
+    result = run("budget", spec)
+    assert result.exit_code == code, result.output
+    assert needle in result.output
