@@ -1,7 +1,6 @@
 """The `tumult` mechanism: parameters, check, budget and run."""
 from __future__ import annotations
 
-import math
 from fractions import Fraction
 
 from dpspec.api import (BudgetStatement, Diagnostic, Mechanism, MechanismError, NativeFlavor, OutputKeys, ParamSpec,
@@ -139,8 +138,9 @@ class TumultQuery(Mechanism):
         by = list(params.get("by") or ())
         kinds = {c.name: c.type.kind for c in table.columns}
         frame = data[params["table"]]
-        frame = pd.DataFrame({c: frame[c].astype("int64") if kinds.get(c) == "int" else
-                              frame[c].astype(str) if kinds.get(c) in ("category", "enum") else frame[c]
+        # Spark's types for the spec's: ints as longs, categories as strings; a nullable column keeps its nulls
+        frame = pd.DataFrame({c: frame[c].astype("Int64") if kinds.get(c) == "int" else
+                              frame[c].astype("string") if kinds.get(c) in ("category", "enum") else frame[c]
                               for c in frame.columns})
         keys = declared_keys(spec, table.name, by) if by else pd.DataFrame()
         premetric = self._premetric(spec)
@@ -166,7 +166,7 @@ class TumultQuery(Mechanism):
                 part["value"] = out[v]
                 parts.append(part)
         release = pd.concat(parts, ignore_index=True)
-        if release["value"].map(lambda x: isinstance(x, float) and math.isnan(x)).any():
+        if release["value"].isna().any():
             raise MechanismError("tumult: an answer holds no value (NaN): nothing is released")
         spent = answer["spent"]
         return Release(outputs={"release": release},
@@ -174,4 +174,4 @@ class TumultQuery(Mechanism):
                               "tumult_spent_text": "; ".join(f"{k}: {v}" for k, v in spent.items()),
                               "tumult_remaining": answer["remaining"], "tumult_protected_change": str(change),
                               "tumult_unit": ch.needed(spec, table.name).why, "tumult_versions": answer["versions"],
-                              "tumult_interpreter": python, "tumult_seed": SEED_NOTE})
+                              "tumult_seed": SEED_NOTE})
