@@ -140,6 +140,7 @@ def test_check_budget_and_audit_never_run_the_users_code(tmp_path):
      "protected_change:"),
     ({"premetric": "zcdp"}, ("premetric zcdp", "RhoZCDPBudget", "PureDPBudget"), "epsilon:"),
     ({"budget": "rho: 1"}, ("premetric pure", "PureDPBudget", "RhoZCDPBudget"), "rho:"),
+    ({"premetric": "approximate delta 1e-9"}, ("premetric approximate", "an ApproxDPBudget", "PureDPBudget"), "epsilon:"),
 ])
 def test_a_mismatch_is_a_located_spec_error_naming_both_sides(tmp_path, changes, both, at):
     spec = example(tmp_path, **changes)
@@ -150,6 +151,12 @@ def test_a_mismatch_is_a_located_spec_error_naming_both_sides(tmp_path, changes,
         for needle in both:
             assert needle in result.output
     assert not (tmp_path / "o").exists()
+
+
+def test_an_approximate_premetric_is_an_approxdpbudget_of_epsilon_and_delta(tmp_path):
+    result = run("budget", example(tmp_path, premetric="approximate delta 1e-9", budget="epsilon: 1\n  delta: 1e-9"))
+    assert result.exit_code == 0, result.output
+    assert "ApproxDPBudget" in result.output and "delta = 1e-09" in result.output
 
 
 def test_a_wider_protected_change_covers_the_unit_and_the_default_says_it_exactly(tmp_path):

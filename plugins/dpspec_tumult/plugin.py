@@ -99,8 +99,8 @@ class TumultQuery(Mechanism):
                 wrong = next((k for k in given if k not in want), None)
                 other = next((t for p, (w, t) in BUDGETS.items() if w == given), None)
                 said = f"{', '.join(given)} states a {other}" if other else f"got {', '.join(given) or 'none'}"
-                problems.append(Diagnostic(f"tumult: premetric {premetric} takes a {tumult_type} ({' and '.join(want)}); "
-                                           f"{said}", *self._at(spec, wrong or "queries")))
+                problems.append(Diagnostic(f"tumult: premetric {premetric} takes {'an' if tumult_type[0] == 'A' else 'a'} {tumult_type} ({' and '.join(want)}); "
+                                           f"{said}", *self._at(spec, wrong or (given[0] if given else "table"))))
         problems.extend(self._change(spec, params)[1])
         return problems
 
