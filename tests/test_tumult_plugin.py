@@ -245,3 +245,15 @@ def test_a_unit_of_the_parent_table_is_every_row_of_one_id(tmp_path, relation, b
     result = run("budget", spec)
     assert result.exit_code == code, result.output
     assert needle in result.output
+
+
+def test_the_runner_imports_tumult_spark_pandas_and_the_standard_library_only():
+    """It runs in the second interpreter, where dpspec is not installed."""
+    import ast
+    import sys
+
+    tree = ast.parse((ROOT / "plugins" / "dpspec_tumult" / "runner.py").read_text())
+    imported = {alias.name.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
+    imported |= {node.module.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module}
+    assert {"tmlt", "pyspark"} <= imported
+    assert imported - {"tmlt", "pyspark", "pandas", "__future__"} <= set(sys.stdlib_module_names), imported
