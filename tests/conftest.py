@@ -194,7 +194,7 @@ def edited_spec(text: str, name: str, replace: dict | None = None, parse=None):
 # cluster, a wheel built and installed, a browser, an editor, a notebook kernel, a subprocess
 # killed at random moments, every bundled report regenerated. They are marked here by what
 # they use, so a new test of the same kind joins the slow tier without a decorator. CI runs both.
-SLOW_FIXTURES = {"spark_session", "counts_only_spark", "cluster", "installed", "chromium"}  # fixtures that exist
+SLOW_FIXTURES = {"spark_session", "counts_only_spark", "cluster", "installed", "chromium", "tumult_release"}  # fixtures that exist
 SLOW_MODULES = {
     "test_cluster", "test_installed_package", "test_light_install", "test_report_regenerate",
     "test_report_browser", "test_neovim_lsp", "test_emacs_lsp", "test_notebooks", "test_output_set",

@@ -46,12 +46,13 @@ def test_randomized_response_round_trips_through_opendp(tmp_path, name, p):
     assert claim["map"] == pytest.approx(_native(spec)["epsilon"], rel=1e-12)
 
 
-def test_an_opendp_spec_round_trips_to_its_own_measurement(tmp_path):
+@pytest.mark.parametrize("name", ["opendp_sum", "opendp_context"])  # a measurement; a Context query
+def test_an_opendp_spec_round_trips_to_its_own_measurement(tmp_path, name):
     from dpspec.contract import plugins
 
     if "opendp" not in plugins.mechanisms():
         pytest.skip("the dpspec_opendp entry point is not installed here")
-    spec = ROOT / "specs" / "opendp_sum.dps"
+    spec = ROOT / "specs" / f"{name}.dps"
     claim = _exported_map(spec, tmp_path)
     assert claim["map"] == pytest.approx(_native(spec)["epsilon"], rel=1e-12)
 

@@ -53,6 +53,37 @@ def broken():
 
 def not_a_measurement():
     return 42
+
+
+def _context(values, T=int, **loss):
+    atom = dp.atom_domain(T=float, nan=False) if T is float else dp.atom_domain(T=T)
+    context = dp.Context.compositor(data=values, privacy_unit=dp.unit_of(contributions=1),
+                                    privacy_loss=dp.loss_of(**loss), split_evenly_over=1,
+                                    domain=dp.vector_domain(atom, size=len(values) if T is float else None))
+    return context.query().clamp((T(0), T(120))).sum().laplace()
+
+
+def ctx(values):
+    return _context(values, epsilon=0.5)
+
+
+def ctx_rho(values):
+    return _context(values, rho=0.125)
+
+
+def ctx_wide(values):
+    return _context(values, epsilon=1.0)
+
+
+def ctx_floats(values):
+    return _context([float(v) for v in values], T=float, epsilon=0.5)
+
+
+def ctx_transformation(values):
+    context = dp.Context.compositor(data=values, privacy_unit=dp.unit_of(contributions=1),
+                                    privacy_loss=dp.loss_of(epsilon=0.5), split_evenly_over=1,
+                                    domain=dp.vector_domain(dp.atom_domain(T=int)))
+    return context.query().clamp((0, 120)).sum()
 '''
 
 
@@ -145,3 +176,68 @@ def test_an_entry_point_that_fails_is_a_user_error_not_an_internal_one(tmp_path,
 def test_the_budget_must_be_stated_in_the_premetric(tmp_path):
     result = run("check", example(tmp_path, premetric="zcdp"))
     assert result.exit_code == 1 and "rho" in result.output
+
+
+# ---- an OpenDP Context query -----------------------------------------------------------------
+
+
+def test_the_bundled_context_example_compiles_and_reports_the_contexts_accounting(tmp_path):
+    out = tmp_path / "out"
+    result = run("compile", ROOT / "specs" / "opendp_context.dps", "-o", out)
+    assert result.exit_code == 0, result.output
+    report = json.loads((out / "report.json").read_text())
+    section = next(s for s in report["sections"] if s["title"] == "OpenDP measurement")
+    assert section["data"]["claim"] == "epsilon = 0.5" and section["data"]["d_in"] == 1
+    assert "spent [0.5], remaining []" in section["data"]["context"]
+    assert len((out / "release.csv").read_text().splitlines()) == 2
+
+
+def test_a_context_query_is_released_through_its_context_after_the_checks(tmp_path):
+    mark = tmp_path / "imported.txt"
+    spec = example(tmp_path, entry="pipe:ctx", mark=str(mark))
+    assert run("check", spec).exit_code == 0 and not mark.exists()  # check never builds the Context
+    result = run("compile", spec, "-o", tmp_path / "o")
+    assert result.exit_code == 0, result.output
+    total = sum(int(a) for a in (tmp_path / "in" / "data" / "people.csv").read_text().splitlines()[1:] for a in
+                [a.split(",")[1]])
+    released = int((tmp_path / "o" / "release.csv").read_text().splitlines()[1])
+    assert abs(released - total) < 240 * 40  # Laplace scale 240 at epsilon 0.5: P(miss) < e^-40
+
+
+@pytest.mark.parametrize("changes,both", [
+    ({"entry": "pipe:ctx_rho"}, ("the Context's privacy measure ZeroConcentratedDivergence", "premetric (pure)")),
+    ({"entry": "pipe:ctx", "unit": "hamming", "budget": "epsilon: 1"},
+     ("privacy unit is d_in = 1", "people : hamming", "d_in = 2")),
+    ({"entry": "pipe:ctx_floats"}, ("AtomDomain(T=f64", "column 'age'")),
+])
+def test_a_context_that_does_not_match_the_spec_is_a_located_error_naming_both(tmp_path, changes, both):
+    spec = example(tmp_path, **changes)
+    result = run("compile", spec, "-o", tmp_path / "o")
+    assert result.exit_code == 1, result.output
+    assert f"s.dps:{_measurement_line(spec)}:" in result.output
+    for needle in both:
+        assert needle in result.output
+    assert not (tmp_path / "o").exists()
+
+
+def test_a_contexts_loss_above_the_stated_budget_releases_nothing(tmp_path):
+    result = run("compile", example(tmp_path, entry="pipe:ctx_wide"), "-o", tmp_path / "o")
+    assert result.exit_code == 1 and "above the stated" in result.output and "epsilon': 1.0" in result.output
+    assert not (tmp_path / "o").exists()
+
+
+def test_a_context_query_that_is_not_yet_a_measurement_is_a_user_error(tmp_path):
+    result = run("compile", example(tmp_path, entry="pipe:ctx_transformation"), "-o", tmp_path / "o")
+    assert result.exit_code == 1, result.output
+    assert "does not resolve to a measurement" in result.output and "internal error" not in result.output
+
+
+def test_an_approximate_premetric_is_stated_with_epsilon_and_delta(tmp_path):
+    spec = example(tmp_path, premetric="approximate delta 1e-9", budget="epsilon: 0.5\n  delta: 1e-9")
+    assert run("check", spec).exit_code == 0
+    result = run("compile", spec, "-o", tmp_path / "o")  # a Laplace sum is MaxDivergence, not approximate
+    assert result.exit_code == 1 and "Approximate" not in result.output and "premetric (approximate)" in result.output
+
+
+def _measurement_line(spec: Path) -> int:
+    return next(n for n, t in enumerate(spec.read_text().splitlines(), 1) if "measurement:" in t)

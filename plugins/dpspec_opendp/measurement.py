@@ -1,9 +1,12 @@
-"""Loading the user's entry point and reading an OpenDP measurement's domain, metric, measure and map."""
+"""Loading the user's entry point and reading an OpenDP measurement's (or Context query's) domain, metric, measure and map."""
 from __future__ import annotations
 
 import importlib
+import inspect
 import os
 import sys
+
+import attrs
 
 from dpspec.api import LazyModule, MechanismError
 
@@ -17,8 +20,28 @@ METRICS = {"SymmetricDistance()": "symdiff", "InsertDeleteDistance()": "symdiff"
 MEASURES = {"MaxDivergence": "pure", "ZeroConcentratedDivergence": "zcdp", "Approximate(MaxDivergence)": "approx"}
 
 
-def load(entry: str, base_dir: str):
-    """Call `module:function` (the module found beside the spec first) and return its measurement."""
+@attrs.frozen
+class Loaded:
+    """What the entry point gave: a measurement, or an OpenDP Context query with the measurement it
+    resolves to and the Context it is released through (None for a query made without one)."""
+
+    measurement: object
+    query: object = None
+    context: object = None
+
+
+def takes_data(func) -> bool:
+    """Whether the entry point takes the column's values (to build an OpenDP Context on them)."""
+    try:
+        return len(inspect.signature(func).parameters) >= 1
+    except (TypeError, ValueError):
+        return False
+
+
+def load(entry: str, base_dir: str, values=None) -> Loaded:
+    """Call `module:function` (the module found beside the spec first) and return its measurement,
+    or its Context query resolved. A function with one parameter is given the column's values (a
+    list), so it can build `dp.Context.compositor(data=...)` and return `context.query()...`."""
     module_name, _, func_name = entry.partition(":")
     try:
         importlib.import_module("opendp.prelude")
@@ -34,13 +57,24 @@ def load(entry: str, base_dir: str):
     if not callable(func):
         raise MechanismError(f"opendp: {module_name!r} has no function {func_name!r}")
     try:
-        meas = func()
+        made = func(list(values or [])) if takes_data(func) else func()
     except Exception as exc:
         raise MechanismError(f"opendp: the entry point {entry} raised {type(exc).__name__}: {exc}") from None
-    if not isinstance(meas, dp.Measurement):
-        raise MechanismError(f"opendp: the entry point {entry} returned {type(meas).__name__}, not an OpenDP "
-                             "Measurement")
-    return meas
+    if isinstance(made, dp.Measurement):
+        return Loaded(made)
+    if isinstance(made, dp.Query):
+        try:
+            meas = made.resolve()
+        except Exception as exc:
+            raise MechanismError(f"opendp: the Context query the entry point {entry} returned does not resolve to a "
+                                 f"measurement: {type(exc).__name__}: {exc}") from None
+        if not isinstance(meas, dp.Measurement):
+            raise MechanismError(f"opendp: the query the entry point {entry} returned resolves to "
+                                 f"{type(meas).__name__}, not an OpenDP Measurement")
+        # OpenDP keeps a query's Context on `_context` (what `query.release()` submits to); no public accessor
+        return Loaded(meas, made, getattr(made, "_context", None))
+    raise MechanismError(f"opendp: the entry point {entry} returned {type(made).__name__}, not an OpenDP "
+                         "Measurement or Context query")
 
 
 def _from_file(name: str, path: str):
@@ -67,12 +101,12 @@ def element_type(meas) -> str | None:
     return None
 
 
-def claim(meas, d_in: int, premetric: str) -> dict:
+def claim(meas, d_in: int, premetric: str, what: str = "the measurement") -> dict:
     """The library's privacy map at d_in, as a budget of the premetric."""
     try:
         value = meas.map(d_in)
     except Exception as exc:
-        raise MechanismError(f"opendp: the measurement's privacy map failed at d_in = {d_in}: {exc}") from None
+        raise MechanismError(f"opendp: {what}'s privacy map failed at d_in = {d_in}: {exc}") from None
     if premetric == "approx":
         eps, delta = value
         return {"epsilon": float(eps), "delta": float(delta)}

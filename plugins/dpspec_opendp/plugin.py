@@ -15,15 +15,16 @@ _STATED = {"pure": ("epsilon",), "zcdp": ("rho",), "approx": ("epsilon", "delta"
 class OpenDPMeasurement(Mechanism):
     name = "opendp"
     version = "0.1.0"
-    description = ("An OpenDP measurement returned by a Python entry point (module:function), run on one column; "
-                   "it runs the user's code, and only on compile.")
+    description = ("An OpenDP measurement or Context query returned by a Python entry point (module:function), run "
+                   "on one column; it runs the user's code, and only on compile.")
     proof = "OpenDP's privacy map for the measurement (the library's own proofs: docs.opendp.org)"
     sampling = "OpenDP's own samplers (the library's documentation says which are exact)"
     parameters = ParameterSchema((
         ParamSpec("table", "table", "the table whose units the measurement protects", required=True),
         ParamSpec("column", "column", "the column handed to the measurement as a vector", required=True),
-        ParamSpec("measurement", "string", "module:function returning an OpenDP Measurement (the module is looked "
-                  "up beside the spec first); called only by compile", required=True),
+        ParamSpec("measurement", "string", "module:function returning an OpenDP Measurement, or (given the column's "
+                  "values) a Context query to release (the module is looked up beside the spec first); called only by "
+                  "compile", required=True),
         ParamSpec("epsilon", "number", "the stated epsilon (pure, or approximate with delta)", low=Fraction(0)),
         ParamSpec("delta", "number", "the stated delta", low=Fraction(0), high=Fraction(1)),
         ParamSpec("rho", "number", "the stated zCDP rho", low=Fraction(0)),
@@ -31,7 +32,9 @@ class OpenDPMeasurement(Mechanism):
     outputs = {"release": "the measurement's output: one row per value it returns (column 'value')"}
 
     def _premetric(self, spec) -> str | None:
-        return spec.premetric.kind if spec.premetric is not None else None
+        """The premetric in OpenDP's and the budget's word ('approx' for the spec's 'approximate')."""
+        kind = spec.premetric.kind if spec.premetric is not None else None
+        return "approx" if kind == "approximate" else kind
 
     def _relation(self, spec, params) -> str | None:
         unit = spec.unit
@@ -87,10 +90,14 @@ class OpenDPMeasurement(Mechanism):
 
         module, _, func = params["measurement"].partition(":")
         relation = self._relation(spec, params)
-        return ("import sys\n"
+        return ("import inspect\n"
+                "import sys\n"
                 f"sys.path.insert(0, {os.path.abspath(spec.base_dir)!r})  # the spec's folder: its pipeline module\n"
                 f"from {module} import {func}\n"
-                f"measurement = {func}()\n"
+                "# an entry point that takes the column's values builds an OpenDP Context on them: here it gets none\n"
+                "# (a privacy map does not read the data) and its query is resolved into the measurement it releases\n"
+                f"made = {func}([]) if inspect.signature({func}).parameters else {func}()\n"
+                "measurement = made.resolve() if hasattr(made, 'resolve') else made\n"
                 "_metric = str(measurement.input_metric)\n"
                 f"d_in = 2 if {relation!r} == 'hamming' and _metric in ('SymmetricDistance()', 'InsertDeleteDistance()') "
                 "else 1")
@@ -100,39 +107,64 @@ class OpenDPMeasurement(Mechanism):
         loc = param.loc if param is not None and param.loc else spec.mechanism.loc
         return SpecError([Diagnostic(message, *((loc.line, loc.column) if loc else (None, None)))], spec.path, spec.text)
 
-    def run(self, spec, params, data, rng):
-        import pandas as pd
-
-        meas = om.load(params["measurement"], spec.base_dir)
+    def _space_problem(self, spec, params, meas, what: str) -> SpecError | None:
+        """A located SpecError when `meas` (the measurement, or a Context's accountant) does not read
+        the column under the spec's unit with the premetric's measure; None when it does."""
         col = spec.domain.table(params["table"]).column(params["column"])
         relation = self._relation(spec, params)
         metric = om.METRICS.get(str(meas.input_metric))
         if metric is None or (metric != relation and not (metric == "symdiff" and relation == "hamming")):
-            raise self._located(spec, f"the measurement's input metric {meas.input_metric} does not measure the spec's "
-                                      f"unit ({params['table']} : {relation})")
+            return self._located(spec, f"{what}'s input metric {meas.input_metric} does not measure the spec's "
+                                       f"unit ({params['table']} : {relation})")
         atom = om.element_type(meas)
         if atom not in om.ATOMS[col.type.kind]:
-            raise self._located(spec, f"the measurement's input domain {meas.input_domain} does not hold column "
-                                      f"'{col.name}' ({col.type.kind}: a vector of {' or '.join(om.ATOMS[col.type.kind])})")
-        d_in = 2 if metric == "symdiff" and relation == "hamming" else 1  # one change is a removal and an addition
+            return self._located(spec, f"{what}'s input domain {meas.input_domain} does not hold column "
+                                       f"'{col.name}' ({col.type.kind}: a vector of {' or '.join(om.ATOMS[col.type.kind])})")
         premetric = self._premetric(spec)
         if om.MEASURES.get(str(meas.output_measure)) != premetric:
-            raise self._located(spec, f"the measurement's privacy measure {meas.output_measure} is not the spec's "
-                                      f"premetric ({premetric})")
-        claim = om.claim(meas, d_in, premetric)
+            return self._located(spec, f"{what}'s privacy measure {meas.output_measure} is not the spec's "
+                                       f"premetric ({spec.premetric.kind})")
+        return None
+
+    def run(self, spec, params, data, rng):
+        import pandas as pd
+
+        col = spec.domain.table(params["table"]).column(params["column"])
+        cast = {"int": int, "float": float, "bool": bool}.get(col.type.kind, str)
+        values = [cast(v) for v in data[params["table"]][params["column"]].tolist()]
+        loaded = om.load(params["measurement"], spec.base_dir, values)
+        meas, context = loaded.measurement, loaded.context
+        relation = self._relation(spec, params)
+        for what, checked in (("the Context", getattr(context, "accountant", None)), ("the measurement", meas)):
+            if checked is not None and (problem := self._space_problem(spec, params, checked, what)) is not None:
+                raise problem
+        metric = om.METRICS[str(meas.input_metric)]
+        d_in = 2 if metric == "symdiff" and relation == "hamming" else 1  # one change is a removal and an addition
+        premetric = self._premetric(spec)
+        facts = {}
+        if context is not None:
+            if not isinstance(context.d_in, (int, float)) or context.d_in < d_in:
+                raise self._located(spec, f"the Context's privacy unit is d_in = {context.d_in}, less than the spec's "
+                                          f"unit ({params['table']} : {relation}) in {meas.input_metric}: d_in = {d_in}")
+            # the Context's whole privacy loss (every query released through it), not only this one's
+            claim = om.claim(context.accountant, d_in, premetric, "the Context")
+        else:
+            claim = om.claim(meas, d_in, premetric)
         stated = {k: float(params[k]) for k in _STATED[premetric]}
         over = [k for k in stated if claim[k] > stated[k] * (1 + 1e-12) or math.isnan(claim[k])]
         if over:
             raise MechanismError(f"opendp: the library's privacy map gives {claim} at d_in = {d_in}, above the stated "
                                  f"{stated}: nothing is released")
-        values = data[params["table"]][params["column"]]
-        cast = {"int": int, "float": float, "bool": bool}.get(col.type.kind, str)
         try:
-            out = meas([cast(v) for v in values.tolist()])
+            out = loaded.query.release() if context is not None else meas(values)
         except Exception as exc:
             raise MechanismError(f"opendp: the measurement failed on the data: {exc}") from None
+        if context is not None:
+            facts["opendp_context"] = (f"a Context of {context.accountant.output_measure} for d_in = {context.d_in}; "
+                                       f"spent {context.current_privacy_loss()}, remaining "
+                                       f"{context.remaining_privacy_loss()}")
         rows = out if isinstance(out, (list, tuple)) else [out]
         shown = ", ".join(f"{k} = {v:.6g}" for k, v in claim.items())
         return Release(outputs={"release": pd.DataFrame({"value": list(rows)})},
-                       facts={"opendp_claim": shown, "opendp_d_in": d_in,
+                       facts={"opendp_claim": shown, "opendp_d_in": d_in, **facts,
                               "opendp_seed": "OpenDP draws its own noise from the OS; dpspec's --seed does not reach it"})
