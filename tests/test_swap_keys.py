@@ -4,9 +4,14 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
-
 from dpspec_swap import algorithm
-from dpspec_swap.algorithm import frame_keys, selected_rows, stable_order, stratum_codes, swap_records
+from dpspec_swap.algorithm import (
+    frame_keys,
+    selected_rows,
+    stable_order,
+    stratum_codes,
+    swap_records,
+)
 from dpspec_swap.derangements import uniform_derangements
 from dpspec_swap.theorem import as_rate
 
