@@ -15,6 +15,8 @@ from dpspec_swap.algorithm import (
 from dpspec_swap.derangements import uniform_derangements
 from dpspec_swap.theorem import as_rate
 
+from dpspec.api import bernoulli
+
 
 def full_code_swap(df, match, p, seed):
     """The PSA as it ran before keys were computed on demand: every record coded first."""
@@ -25,6 +27,39 @@ def full_code_swap(df, match, p, seed):
     grouped = chosen[stable_order(chosen_codes, n_codes)]
     sizes = np.bincount(chosen_codes)
     return grouped, grouped[uniform_derangements(sizes[sizes > 0], rng)]
+
+
+def reference_selection(codes, n_codes, p, rng):
+    """The selection with the exactly-one redraw as first written: a pass over every record's
+    code to find the redrawn strata's records, and one over the whole mask at the end."""
+    q = as_rate(p)
+    sel = bernoulli(q, codes.size, rng)
+    counts = np.bincount(codes[np.flatnonzero(sel)], minlength=n_codes)
+    bad = np.flatnonzero(counts == 1)
+    if bad.size:
+        rows = np.flatnonzero(np.isin(codes, bad))
+        local = np.searchsorted(bad, codes[rows])
+        alone = np.bincount(local, minlength=bad.size) == 1
+        sel[rows[alone[local]]] = False
+        rows, local = rows[~alone[local]], local[~alone[local]]
+        while rows.size:
+            draw = bernoulli(q, rows.size, rng)
+            sel[rows] = draw
+            again = np.bincount(local[draw], minlength=bad.size) == 1
+            if not again.any():
+                break
+            rows, local = rows[again[local]], local[again[local]]
+    return np.flatnonzero(sel)
+
+
+def test_the_selection_is_the_one_first_written():
+    df = frame(20_000, seed=4)
+    codes, n_codes = stratum_codes(df, ["region", "kind"])
+    for seed in range(20):
+        for p in ("0.3", "0.05"):
+            want = reference_selection(codes, n_codes, p, np.random.default_rng(seed))
+            assert np.array_equal(selected_rows(codes, n_codes, p, np.random.default_rng(seed)), want)
+            assert np.array_equal(np.sort(swap_records(df, ["region", "kind"], ["county"], p, seed).rows), want)
 
 
 def frame(n: int, seed: int) -> pd.DataFrame:

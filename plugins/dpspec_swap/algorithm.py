@@ -154,6 +154,7 @@ def _select(keys, q: Fraction, rng: np.random.Generator) -> tuple[np.ndarray, np
     if bad.size == 0:
         return chosen, chosen_codes, counts
     rows = keys.rows_in(bad)
+    in_bad = rows
     local = np.searchsorted(bad, keys.at(rows))
     n_bad = bad.size
     alone = np.bincount(local, minlength=n_bad) == 1
@@ -169,8 +170,14 @@ def _select(keys, q: Fraction, rng: np.random.Generator) -> tuple[np.ndarray, np
             break
         keep = again[local]
         rows, local = rows[keep], local[keep]
-    chosen = np.flatnonzero(sel)
-    return chosen, keys.at(chosen), None
+    # Only the redrawn strata's records changed: merge them back instead of another pass over sel.
+    member = np.zeros(keys.n_codes, dtype=bool)
+    member[bad] = True
+    kept = ~member[chosen_codes]
+    redrawn = in_bad[sel[in_bad]]
+    chosen = np.concatenate([chosen[kept], redrawn])
+    order = np.argsort(chosen, kind="stable")  # two sorted runs: a linear merge
+    return chosen[order], np.concatenate([chosen_codes[kept], keys.at(redrawn)])[order], None
 
 
 class _CodeArray:
