@@ -72,13 +72,15 @@ def main() -> None:
     doc_table.add_option(ap)
     args = ap.parse_args()
 
-    spec = dpspec.load(str(SPEC))
-    checked = check(spec)
-    mech, params = checked.mechanism, checked.params
     codes = pd.read_parquet(ROOT / "specs" / "data" / "safetab" / "codes.parquet")["code"]
     t0 = time.perf_counter()
-    _, persons = population(args.households, codes, seed=args.seed)
+    households, persons = population(args.households, codes, seed=args.seed)
     gen = time.perf_counter() - t0
+    geography = tempfile.TemporaryDirectory(prefix="bench_safetab_keys_")  # removed when main returns
+    spec = dpspec.load(str(_spec_for(households, Path(geography.name))))
+    del households
+    checked = check(spec)
+    mech, params = checked.mechanism, checked.params
     frame_mb = persons.memory_usage(deep=True).sum() / 2**20
     print(f"synthetic state: {len(persons):,} persons, {persons['county'].nunique()} counties, "
           f"{persons['tract'].nunique()} tracts, {persons['place'].nunique()} places, "
@@ -188,6 +190,26 @@ def main() -> None:
                f"Floor: groupby-count {t_count:.1f} s + keyed noise {t_noise:.1f} s (SHA-256 stream keys {t_keys:.1f} s); "
                f"the same draws from one generator {t_one:.1f} s."],
         enabled=not args.no_doc)
+
+
+def _spec_for(households: pd.DataFrame, folder: Path) -> Path:
+    """The production spec declaring this synthetic state's units: its made-up geography (public by
+    construction, as specs/data/safetab/build.py writes the bundled state's) as key files in
+    `folder`, every other path of the spec made absolute. SafeTab measures the declared units only."""
+    def write(columns, name):
+        units = households[columns].dropna().drop_duplicates().sort_values(columns)
+        units.to_csv(folder / name, index=False)
+
+    write(["state", "county", "tract"], "geography.csv")
+    write(["place"], "places.csv")
+    write(["aiannh"], "aiannh.csv")
+    text = SPEC.read_text(encoding="utf-8")
+    for name in ("geography.csv", "places.csv", "aiannh.csv"):
+        text = text.replace(f'"data/safetab/{name}"', f'"{folder / name}"')
+    text = text.replace('"data/', f'"{SPEC.parent}/data/')
+    path = folder / SPEC.name
+    path.write_text(text, encoding="utf-8")
+    return path
 
 
 def _inputs(mech, spec, params, persons):

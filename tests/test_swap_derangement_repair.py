@@ -108,3 +108,22 @@ def test_add_back_keeps_segments_and_leaves_no_fixed_point():
     seg = np.repeat(np.arange(sizes.size), sizes)
     assert (perm != np.arange(perm.size)).all() and (seg[perm] == seg).all()
     assert np.array_equal(np.sort(perm), np.arange(perm.size))
+
+
+def test_the_draws_for_a_seed_are_those_releases_were_made_with():
+    """A seed's derangements are part of a release's bytes: the digest of draws over small,
+    repaired and large segments (and over more segments than 16-bit keys number) is the one the
+    sampler gave when the bundled swap releases were made; a faster sampler must keep it."""
+    import hashlib
+
+    rng = np.random.default_rng(46)
+    sizes = np.concatenate([rng.integers(2, 16, 3000), rng.integers(16, 2048, 300),
+                            rng.integers(2048, 9000, 6), [0, 2, 3, 2048, 2047]])
+    rng.shuffle(sizes)
+    digest = hashlib.sha256()
+    for seed in range(5):
+        digest.update(der.uniform_derangements(sizes, np.random.default_rng(seed)).tobytes())
+    many = np.full(70_000, 2)
+    many[::7] = 3
+    digest.update(der.uniform_derangements(many, np.random.default_rng(9)).tobytes())
+    assert digest.hexdigest() == "fe867ed90a133a3ff6cc70ded0755574b699083fa019f03cdcfeff57b1f51cbc"

@@ -7,8 +7,10 @@ the record that a uniformly random derangement maps them to. Theorem II.1 needs 
 derangement to be uniform over all derangements, which is why a random n-cycle is not used
 (`dpspec_swap.derangements` draws it at about the cost of one shuffle).
 
-Only loops over redraw rounds are Python loops; the number of records still in play shrinks
-geometrically from round to round.
+Only loops over redraw rounds (and the few column values a redraw scans) are Python loops; the
+number of records still in play shrinks geometrically from round to round. Stratum codes are
+computed for the selected records only where the match columns allow it (`frame_keys`): coding
+every record would cost about as much as the selection itself.
 """
 from __future__ import annotations
 
@@ -138,17 +140,22 @@ def selected_rows(codes: np.ndarray, n_codes: int, p, rng: np.random.Generator) 
     record was drawn (redrawing it until unselected would end the same way), which spares a
     count of every stratum's size.
     """
-    q = as_rate(p)
-    sel = bernoulli(q, codes.size, rng)
+    return _select(_CodeArray(codes, n_codes), as_rate(p), rng)[0]
+
+
+def _select(keys, q: Fraction, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """`selected_rows` on stratum keys that may be computed only where asked (`_FrameKeys`):
+    (chosen rows, their codes, the count of chosen per code, or None after a redraw)."""
+    sel = bernoulli(q, keys.n, rng)
     chosen = np.flatnonzero(sel)
-    counts = np.bincount(codes[chosen], minlength=n_codes)
+    chosen_codes = keys.at(chosen)
+    counts = np.bincount(chosen_codes, minlength=keys.n_codes)
     bad = np.flatnonzero(counts == 1)
     if bad.size == 0:
-        return chosen
-    is_bad = np.zeros(n_codes, dtype=bool)
-    is_bad[bad] = True
-    rows = np.flatnonzero(is_bad[codes])
-    local = np.searchsorted(bad, codes[rows])
+        return chosen, chosen_codes, counts
+    rows = keys.rows_in(bad)
+    in_bad = rows
+    local = np.searchsorted(bad, keys.at(rows))
     n_bad = bad.size
     alone = np.bincount(local, minlength=n_bad) == 1
     if alone.any():
@@ -163,7 +170,102 @@ def selected_rows(codes: np.ndarray, n_codes: int, p, rng: np.random.Generator) 
             break
         keep = again[local]
         rows, local = rows[keep], local[keep]
-    return np.flatnonzero(sel)
+    # Only the redrawn strata's records changed: merge them back instead of another pass over sel.
+    member = np.zeros(keys.n_codes, dtype=bool)
+    member[bad] = True
+    kept = ~member[chosen_codes]
+    redrawn = in_bad[sel[in_bad]]
+    chosen = np.concatenate([chosen[kept], redrawn])
+    order = np.argsort(chosen, kind="stable")  # two sorted runs: a linear merge
+    return chosen[order], np.concatenate([chosen_codes[kept], keys.at(redrawn)])[order], None
+
+
+class _CodeArray:
+    """Stratum keys held as one code per record (what `stratum_codes` returns)."""
+
+    def __init__(self, codes: np.ndarray, n_codes: int):
+        self.codes, self.n, self.n_codes = codes, codes.size, n_codes
+
+    def at(self, rows: np.ndarray) -> np.ndarray:
+        return self.codes[rows]
+
+    def rows_in(self, strata: np.ndarray) -> np.ndarray:
+        """The records whose code is in ``strata``, in increasing order."""
+        member = np.zeros(self.n_codes, dtype=bool)
+        member[strata] = True
+        return np.flatnonzero(member[self.codes])
+
+
+# A redraw finds its strata's records by one comparison pass per distinct value of the most
+# selective column; beyond this many values, one pass coding every record is cheaper.
+_SCAN_VALUES = 8
+
+
+class _FrameKeys:
+    """The codes of `stratum_codes`, computed only for the records asked about.
+
+    The PSA needs the codes of the selected records (a few percent of them) and, when a
+    stratum must be redrawn, the records of a few strata; coding every record costs more than
+    the selection itself. Only for columns whose code is a function of the value alone
+    (categorical, boolean: see `frame_keys`), so every code equals the one `stratum_codes` gives.
+    """
+
+    def __init__(self, df: pd.DataFrame, names: list, columns: list[tuple[np.ndarray, int, int]], n_codes: int):
+        self.df, self.names, self.n, self.n_codes = df, names, len(df), n_codes
+        self.columns = columns  # (raw codes, shift, cardinality) per column, most significant first
+        self.wide = [np.int16 if card <= (1 << 15) - 1 else np.int32 for _, _, card in columns]
+
+    def at(self, rows: np.ndarray) -> np.ndarray:
+        acc = None
+        for (raw, shift, card), wide in zip(self.columns, self.wide):
+            part = raw[rows].astype(wide)
+            if shift:
+                part += shift
+            if acc is None:
+                acc = part.astype(np.int32)
+            else:
+                acc *= card
+                acc += part
+        return acc
+
+    def rows_in(self, strata: np.ndarray) -> np.ndarray:
+        cards = [card for _, _, card in self.columns]
+        lead = int(np.argmax(cards))  # the most selective column: fewest records per value
+        below = 1
+        for card in cards[lead + 1:]:
+            below *= card
+        values = np.unique(strata // below % cards[lead])
+        if values.size > _SCAN_VALUES:
+            return _CodeArray(*stratum_codes(self.df, self.names)).rows_in(strata)
+        member = np.zeros(self.n_codes, dtype=bool)
+        member[strata] = True
+        raw, shift, _ = self.columns[lead]
+        found = []
+        for v in values.tolist():
+            rows = np.flatnonzero(raw == raw.dtype.type(v - shift))
+            found.append(rows[member[self.at(rows)]])
+        return np.sort(np.concatenate(found)) if len(found) > 1 else found[0]
+
+
+def frame_keys(df: pd.DataFrame, cols) -> _CodeArray | _FrameKeys:
+    """The stratum keys of ``df`` on ``cols``: computed on demand when every column is
+    categorical or boolean and the codes need no densifying, else `stratum_codes` in full."""
+    cols = list(cols)
+    check_columns(df, cols)
+    n = len(df)
+    columns, total = [], 1
+    for c in cols:
+        s = df[c]
+        if isinstance(s.dtype, pd.CategoricalDtype):
+            columns.append((s.array.codes, 1, len(s.cat.categories) + 1))  # a view, not a copy
+        elif s.dtype == bool:
+            columns.append((s.to_numpy().view(np.uint8), 0, 2))
+        else:
+            break
+        total *= columns[-1][2]
+    if not cols or n == 0 or len(columns) < len(cols) or total > min(max(_DENSE_FACTOR * n, 1 << 16), _INT32_MAX):
+        return _CodeArray(*stratum_codes(df, cols))
+    return _FrameKeys(df, cols, columns, total)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -218,11 +320,10 @@ def swap_records(df: pd.DataFrame, match, swap, p, rng) -> SwapResult:
     match, swap = check_roles(df, match, swap)
     rng = _rng(rng)
     q = as_rate(p)
-    codes, n_codes = stratum_codes(df, match)
-    chosen = selected_rows(codes, n_codes, q, rng)
-    chosen_codes = codes[chosen]
-    grouped = chosen[stable_order(chosen_codes, n_codes)]
-    seg_sizes = np.bincount(chosen_codes)
+    keys = frame_keys(df, match)
+    chosen, chosen_codes, counts = _select(keys, q, rng)
+    grouped = chosen[stable_order(chosen_codes, keys.n_codes)]
+    seg_sizes = np.bincount(chosen_codes) if counts is None else counts
     seg_sizes = seg_sizes[seg_sizes > 0]
     targets = grouped[uniform_derangements(seg_sizes, rng)]
     out = _swapped_frame(df, swap, grouped, targets)
@@ -234,12 +335,17 @@ def _swapped_frame(df: pd.DataFrame, swap, rows: np.ndarray, targets: np.ndarray
     # Copy-on-write (always on from pandas 3) makes a shallow copy safe; older pandas copies.
     out = df.copy(deep=not _copy_on_write())
     for col in swap:
-        out[col] = _scatter(df[col], rows, targets)
+        # As a Series on the frame's own index: set without the copy an array would get.
+        out[col] = pd.Series(_scatter(df[col], rows, targets), index=out.index, copy=False)
     return out
 
 
 def _scatter(s: pd.Series, rows: np.ndarray, targets: np.ndarray):
     """The column's values with ``values[rows] = values[targets]`` (positional, a new array)."""
+    if isinstance(s.dtype, pd.CategoricalDtype):  # on the codes: no re-validation of categories
+        codes = s.array.codes.copy()
+        codes[rows] = codes[targets]
+        return pd.Categorical.from_codes(codes, dtype=s.dtype, validate=False)
     values = s.array.copy()
     if rows.size:
         values[rows] = s.array.take(targets)

@@ -51,8 +51,12 @@ def uniform_derangements(sizes, rng: np.random.Generator) -> np.ndarray:
     n = int(sizes.sum())
     starts = np.cumsum(sizes) - sizes
     perm = np.empty(n, dtype=np.int64)
-    for k in np.flatnonzero(sizes >= LARGE_STRATUM):
-        perm[starts[k]:starts[k] + sizes[k]] = starts[k] + rng.permutation(int(sizes[k]))
+    large = np.flatnonzero(sizes >= LARGE_STRATUM)
+    for lo, size in zip(starts[large].tolist(), sizes[large].tolist()):
+        # In place: the same draws as `lo + rng.permutation(size)` (which shuffles an arange).
+        segment = perm[lo:lo + size]
+        segment[:] = np.arange(lo, lo + size, dtype=np.int64)
+        rng.shuffle(segment)
     _shuffle_segments(perm, starts, sizes, np.flatnonzero((sizes > 0) & (sizes < LARGE_STRATUM)), rng)
     positions = np.arange(n, dtype=np.int64)
     while positions.size:
@@ -72,8 +76,9 @@ def _shuffle_segments(perm: np.ndarray, starts: np.ndarray, sizes: np.ndarray, w
     """Put a uniform permutation in each segment of ``which`` (one batch shuffle for all); returns
     the positions it drew."""
     todo_sizes = sizes[which]
-    local_seg = np.repeat(np.arange(which.size, dtype=np.int64), todo_sizes)
-    pos = _segment_positions(starts[which], todo_sizes, local_seg)
+    seg_dtype = np.uint16 if which.size <= 1 << 16 else np.int64  # the sort's own key width
+    local_seg = np.repeat(np.arange(which.size, dtype=seg_dtype), todo_sizes)
+    pos = _segment_positions(starts[which], todo_sizes)
     if pos.size:
         perm[pos] = pos[_shuffle_within(local_seg, rng)]
     return pos
@@ -206,11 +211,12 @@ def _rest_of_one_in(n: int, rng: np.random.Generator) -> bool:
 # --- batch shuffling ----------------------------------------------------------------------------
 
 
-def _segment_positions(starts: np.ndarray, sizes: np.ndarray, local_seg: np.ndarray) -> np.ndarray:
+def _segment_positions(starts: np.ndarray, sizes: np.ndarray) -> np.ndarray:
     """Concatenated ranges [start, start + size) for each segment, without a Python loop."""
     offsets = np.cumsum(sizes) - sizes
-    within = np.arange(local_seg.size, dtype=np.int64) - offsets[local_seg]
-    return starts[local_seg] + within
+    pos = np.repeat(starts - offsets, sizes)
+    pos += np.arange(pos.size, dtype=np.int64)
+    return pos
 
 
 def _shuffle_within(local_seg: np.ndarray, rng: np.random.Generator) -> np.ndarray:
@@ -233,7 +239,7 @@ def stable_order(keys: np.ndarray, n_keys: int) -> np.ndarray:
     sorted as two 16-bit digits, least significant first, which beats a comparison sort.
     """
     if n_keys <= 1 << 16:
-        return np.argsort(keys.astype(np.uint16), kind="stable")
+        return np.argsort(keys.astype(np.uint16, copy=False), kind="stable")
     if n_keys <= 1 << 32:
         low = np.argsort((keys & 0xFFFF).astype(np.uint16), kind="stable")
         high = np.argsort((keys[low] >> 16).astype(np.uint16), kind="stable")
