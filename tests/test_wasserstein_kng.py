@@ -241,3 +241,17 @@ def test_slope_under_add_remove_counts_the_added_records_own_move():
         best = max(best, max(g) - min(g), max(abs(v) for v in g))
     assert mech.sensitivity(spec, params) == best
     assert best > mech.width(params, "hamming")
+
+
+@pytest.mark.parametrize("centre", [3, -4, 15])
+def test_a_scale_far_wider_than_the_grid_draws_the_same_law_uniformly_proposed(centre):
+    """r (hi - lo) <= 1 (a budget near the samplers' limit): discrete Laplace proposals would almost all
+    miss the grid, so k is proposed uniformly and kept exactly; the law is unchanged (centres inside,
+    below and above the support)."""
+    from dpspec_wasserstein.samplers import truncated_laplace
+
+    r, top = Fraction(1, 20), 10
+    k = truncated_laplace(np.full(DRAWS, centre), 0, np.full(DRAWS, top), r, np.random.default_rng(7))
+    assert k.min() >= 0 and k.max() <= top
+    assert _pvalue(k, _law(centre, r, top)) > 1e-3
+    assert _pvalue(k, _law(centre, 4 * r, top)) < 1e-6  # control: a sharper law is told apart
