@@ -172,6 +172,16 @@ class SafeTab(Mechanism):
         group has follows from its noisy stage-1 total (paid for) or from published totals."""
         return {"counts": OutputKeys(params["table"])}
 
+    def release_columns(self, spec, params):
+        """The long-form counts `likelihood` reads: one row per (table, geography, geocode, group,
+        detail and its variables' values), a whole-number count each."""
+        from dpspec.api import ReleaseColumns
+
+        design = self.design(spec, params)
+        variables = list(dict.fromkeys(v for td in design.tables for d in td.details for v in d.variables))
+        key = ("table", "geography", "geocode", "group", "group_level", "detail", *variables)
+        return {"counts": ReleaseColumns((*key, "count"), key=key, numbers=("group_level", "count"))}
+
     # ---- budget ------------------------------------------------------------------------
     def budget(self, spec, params, facts):
         from dpspec.api import BudgetStatement, PublicCondition, ZCDP
