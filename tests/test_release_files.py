@@ -69,3 +69,42 @@ def test_a_doctored_release_is_refused_before_sampling(release, tmp_path, change
 def test_the_release_as_written_is_accepted(release):
     res = CliRunner().invoke(main, ["infer", SPEC, str(release), *TARGET])
     assert res.exit_code == 0, res.output
+
+
+# ---- a release keyed by declared cells: each declared cell once, none left out ----------------------
+
+
+@pytest.fixture(scope="module")
+def counts_release(tmp_path_factory):
+    from dpspec.publish.output import write_result
+
+    from tests.test_wasserstein import INFER
+
+    src = tmp_path_factory.mktemp("src")
+    rows = ["county,died"] + ["Cameron,True"] + ["Cameron,False"] * 2 + ["Erie,True"] * 3 + ["Erie,False"] * 30
+    (src / "cases.csv").write_text("\n".join(rows) + "\n")
+    (src / "s.dps").write_text(INFER)
+    out = tmp_path_factory.mktemp("rel") / "release"
+    write_result(dpspec.compile(str(src / "s.dps"), seed=5), str(out))
+    return src / "s.dps", out
+
+
+@pytest.mark.parametrize("change, says", [
+    (lambda frame: frame.iloc[1:], "without the declared key county='Cameron'"),
+    (lambda frame: pd.concat([frame, frame.iloc[:1]], ignore_index=True), "both hold the cell {'county': 'Cameron'}"),
+    (lambda frame: frame.drop(columns=["cases"]), "has no column 'cases'"),
+    (lambda frame: frame.assign(county=["Cameron", "Elsewhere"]), "which is not declared"),
+])
+def test_a_release_of_declared_cells_holds_each_once_and_none_other(counts_release, tmp_path, change, says):
+    spec, release = counts_release
+    copy = tmp_path / "copy"
+    shutil.copytree(release, copy)
+    file = copy / json.loads((copy / "manifest.json").read_text())["outputs"]["counts"]["file"]
+    change(pd.read_csv(file, keep_default_na=False)).to_csv(file, index=False)
+    res = CliRunner().invoke(main, ["infer", str(spec), str(copy), "--target", "count cases by county, died",
+                                    "--draws", "20", "--seed", "1", "--method", "importance"])
+    assert res.exit_code == 1 and "internal error" not in res.output, res.output
+    assert says in " ".join(res.output.split()) and file.name in res.output, res.output
+    ok = CliRunner().invoke(main, ["infer", str(spec), str(release), "--target", "count cases by county, died",
+                                   "--draws", "20", "--seed", "1", "--method", "importance"])
+    assert ok.exit_code == 0, ok.output

@@ -101,6 +101,9 @@ def validate_release(release: LoadedRelease, mechanism, spec, params: dict) -> N
     check of a release read back; an InferError names the file, the row and the column."""
     import numpy as np
 
+    from dpspec.errors import MechanismError
+    from dpspec.run.key_check import check_read_keys
+
     for name, schema in mechanism.release_columns(spec, params).items():
         frame = release.outputs.get(name)
         if frame is None:
@@ -129,6 +132,10 @@ def validate_release(release: LoadedRelease, mechanism, spec, params: dict) -> N
                     raise InferError(f"{file}: column '{column}', row {row + 2}: {frame[column].iloc[row]!r} is not the "
                                      f"value the spec implies for that row (mechanism '{mechanism.name}'); the release "
                                      "was changed, or another spec produced it")
+    try:  # one row per declared cell, as compile held the release to (the declared key sets)
+        check_read_keys(spec, mechanism, params, release.outputs, lambda name: f"{_file_of(release, name)}: the table '{name}'")
+    except MechanismError as exc:
+        raise InferError(str(exc)) from None
 
 
 def _file_of(release: LoadedRelease, name: str) -> str:
