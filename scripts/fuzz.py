@@ -850,7 +850,7 @@ def case(index: int, seed: int, tmp: str | None, cli_every: int, data_every: int
     if what == "frames":
         return "lsp", "frames", "frames", run_frames(rng)
     if what == "check-agrees" and tmp is not None:
-        return "check-agrees", "release", "check-agrees", run_check_agrees(rng, tmp)
+        return "check-agrees", "check-agrees", "check-agrees", run_check_agrees(rng, tmp)
     if what == "release" and tmp is not None:
         return "release", "release", "release", run_release_values(rng, tmp)
     if what == "writer" and tmp is not None:
@@ -913,7 +913,7 @@ def main(argv=None) -> int:
             if (i + 1) % args.report_every == 0:
                 print(f"{i + 1} cases, {time.time() - start:.0f} s: {dict(outcomes)}", flush=True)
     print(f"\n{args.cases} cases in {time.time() - start:.0f} s (seed {args.seed}): " + ", ".join(f"{k} {v}" for k, v in sorted(outcomes.items())))
-    for kind in [*KINDS, "params", "args", "output", "frames", "release", *dict.fromkeys(DATA_KINDS)]:
+    for kind in [*KINDS, "params", "args", "output", "frames", "release", "check-agrees", *dict.fromkeys(DATA_KINDS)]:
         print(f"  {kind:15s} " + ", ".join(f"{lab} {by_kind[kind, lab]}" for lab in LABELS))
     for what in SUBJECTS:
         print(f"  {what:15s} " + ", ".join(f"{lab} {by_subject[what, lab]}" for lab in LABELS))

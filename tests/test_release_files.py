@@ -108,3 +108,26 @@ def test_a_release_of_declared_cells_holds_each_once_and_none_other(counts_relea
     ok = CliRunner().invoke(main, ["infer", str(spec), str(release), "--target", "count cases by county, died",
                                    "--draws", "20", "--seed", "1", "--method", "importance"])
     assert ok.exit_code == 0, ok.output
+
+
+@pytest.mark.parametrize("k, n, says", [(50, 40, "column 'k', row 2"), (-1, 40, "column 'k', row 2"),
+                                        (3.5, 40, "column 'k', row 2"), (3, "x", "column 'n', row 2")])
+def test_a_kng_rate_holds_a_grid_index_within_its_public_n(k, n, says):
+    """The K-norm rate's likelihood reads k and n: k a whole number on 0..n, n a whole number."""
+    from dpspec.api import check, parse
+    from dpspec.inference.release import InferError, LoadedRelease, validate_release
+
+    from tests.test_wasserstein import KNG
+
+    checked = check(parse(KNG.replace("MECH", "wasserstein_kng")))
+    manifest = {"outputs": {"rate": {"file": "rate.csv"}}}
+
+    def validate(frame):
+        validate_release(LoadedRelease("rel", manifest, {"rate": frame}), checked.mechanism, checked.spec, checked.params)
+
+    validate(pd.DataFrame({"k": [3], "n": [40], "rate": [3 / 40]}))  # as compile writes it
+    with pytest.raises(InferError) as exc:
+        validate(pd.DataFrame({"k": [k], "n": [n], "rate": [0.1]}))
+    assert says in str(exc.value) and "rate.csv" in str(exc.value)
+    with pytest.raises(InferError, match="has no column 'n'"):
+        validate(pd.DataFrame({"k": [3], "rate": [0.1]}))

@@ -129,7 +129,7 @@ def validate_release(release: LoadedRelease, mechanism, spec, params: dict) -> N
                 bad = ~np.asarray(agrees, dtype=bool)
                 if bad.any():
                     row = int(np.flatnonzero(bad)[0])
-                    raise InferError(f"{file}: column '{column}', row {row + 2}: {frame[column].iloc[row]!r} is not the "
+                    raise InferError(f"{file}: column '{column}', row {row + 2}: {str(frame[column].iloc[row])!r} is not the "
                                      f"value the spec implies for that row (mechanism '{mechanism.name}'); the release "
                                      "was changed, or another spec produced it")
     try:  # one row per declared cell, as compile held the release to (the declared key sets)

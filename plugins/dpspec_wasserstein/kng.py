@@ -63,6 +63,19 @@ class WassersteinKNG(Mechanism):
         """One row keyed by nothing: k, and n from Z (the public number of units)."""
         return {"rate": OutputKeys(params["table"])}
 
+    def release_columns(self, spec, params):
+        """The rate `likelihood` reads: k on the grid 0..n and n (whole numbers, 0 <= k <= n)."""
+        import numpy as np
+
+        from dpspec.api import ReleaseColumns
+
+        def implied(frame):
+            k, n = (pd_numbers(frame[c]) for c in ("k", "n"))
+            whole = (k == np.floor(k)) & (n == np.floor(n))
+            return {"n": (n == np.floor(n)) & (n >= 0), "k": whole & (k >= 0) & (k <= n)}  # n first: k is read on it
+
+        return {"rate": ReleaseColumns(("k", "n"), numbers=("k", "n"), implied=implied)}
+
     def sensitivity(self, spec):
 
         return pufferfish.count_sensitivity(spec.pufferfish)
@@ -133,6 +146,13 @@ class WassersteinKNG(Mechanism):
                      "Wasserstein K-norm gradient mechanism on the grid k/n")]
 
 
+
+
+def pd_numbers(values):
+    """A published column as floats (NaN where not a number), for `release_columns`' checks."""
+    import pandas as pd
+
+    return pd.to_numeric(values, errors="coerce").to_numpy(dtype=float)
 
 
 def _int_column(spec, params, name, problems):
