@@ -425,7 +425,6 @@ def run_check_agrees(rng: random.Random, tmp: str) -> str:
     from dpspec.api import check
     from dpspec.errors import DpspecError
     from dpspec.language.parser import parse
-
     from tests.test_wasserstein_kng import MEAN, SLOPE
 
     value = rng.choice(["1e-20", "1e-16", "5e-16", "1e-15", "2e-14", "1e-14", "1", "1000"])

@@ -77,7 +77,6 @@ def test_the_release_as_written_is_accepted(release):
 @pytest.fixture(scope="module")
 def counts_release(tmp_path_factory):
     from dpspec.publish.output import write_result
-
     from tests.test_wasserstein import INFER
 
     src = tmp_path_factory.mktemp("src")
@@ -116,7 +115,6 @@ def test_a_kng_rate_holds_a_grid_index_within_its_public_n(k, n, says):
     """The K-norm rate's likelihood reads k and n: k a whole number on 0..n, n a whole number."""
     from dpspec.api import check, parse
     from dpspec.inference.release import InferError, LoadedRelease, validate_release
-
     from tests.test_wasserstein import KNG
 
     checked = check(parse(KNG.replace("MECH", "wasserstein_kng")))

@@ -217,7 +217,7 @@ class Mechanism:
         their categorical columns (`OutputKeys`)."""
         return {}
 
-    def release_columns(self, spec: ir.Spec, params: dict) -> dict[str, "ReleaseColumns"]:
+    def release_columns(self, spec: ir.Spec, params: dict) -> dict[str, ReleaseColumns]:
         """Optional (API 1.4): the columns, cell key and implied values of each published table its
         `likelihood` reads, from declared information only; `dpspec infer` refuses a release that
         does not hold them before the likelihood runs. Tables left out get the generic number check."""
