@@ -129,3 +129,23 @@ def test_a_kng_rate_holds_a_grid_index_within_its_public_n(k, n, says):
     assert says in str(exc.value) and "rate.csv" in str(exc.value)
     with pytest.raises(InferError, match="has no column 'n'"):
         validate(pd.DataFrame({"k": [3], "rate": [0.1]}))
+
+
+def test_a_bypass_spines_class_variances_are_implied_and_a_smaller_one_is_not(tmp_path):
+    """Under the optimized spine a bypassed unit's class spends more of rho: its measurements have a
+    variance of their own, which the allocation implies too; a variance made smaller is refused."""
+    from dpspec.api import check
+    from dpspec.inference.release import InferError, load_release, validate_release
+    from dpspec.publish.output import write_result
+
+    path = os.path.join(ROOT, "specs", "pl94_units_topdown.dps")
+    out = tmp_path / "release"
+    write_result(dpspec.compile(path, seed=1), str(out))
+    checked = check(dpspec.load(path))
+    frame = pd.read_csv(out / "measurements.csv")
+    assert frame.groupby(["level", "query"])["variance"].nunique().max() == 2  # the classes are there
+    validate_release(load_release(str(out)), checked.mechanism, checked.spec, checked.params)
+    frame.loc[3, "variance"] = frame.loc[3, "variance"] / 2
+    frame.to_csv(out / "measurements.csv", index=False)
+    with pytest.raises(InferError, match="column 'variance', row 5: .* is not the value the spec implies"):
+        validate_release(load_release(str(out)), checked.mechanism, checked.spec, checked.params)
