@@ -22,7 +22,7 @@ _WHERE = {
     "Section": "dpspec.contract", "Rule": "dpspec.audit.base", "Finding": "dpspec.audit.base",
     # optional hooks' types: `dpspec verify` neighbours, `dpspec infer` likelihoods
     # declared key sets (API 1.2): what a release may be keyed by, from the spec and its public key files
-    "OutputKeys": "dpspec.contract.mechanism", "declared_keys": "dpspec.check.keys", "declared_values": "dpspec.check.keys",
+    "OutputKeys": "dpspec.contract.mechanism", "ReleaseColumns": "dpspec.contract.mechanism", "declared_keys": "dpspec.check.keys", "declared_values": "dpspec.check.keys",
     "typed_keys": "dpspec.check.keys",
     # what the audit reads of a mechanism's design: clipping bounds, the parts its budget composes
     "ClippingBound": "dpspec.contract.mechanism", "ComposedPart": "dpspec.contract.mechanism",

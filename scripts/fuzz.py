@@ -44,7 +44,7 @@ SPECS = sorted(os.path.relpath(p, SPECS_DIR) for p in glob.glob(os.path.join(SPE
 
 HUGE_NUMBERS = ["9" * 5000, "1e999", "1e-99999999", "1e" + "9" * 5000, "0." + "1" * 300, "10^64*10^64*10^64*10^64*10^64",
                 "(10^64)^64", "1e308*10", "1e-400", "2^-64^64", "99999999999999999999999", "0", "-1", "1/0", "inf", "nan",
-                "1000", "1e-20", "1e-40", "123456789012345678901/1000"]  # legal but extreme budgets: work, or refused as the user's
+                "1000", "1e-20", "1e-40", "5e-34", "1e-33", "123456789012345678901/1000"]  # legal but extreme budgets: work, or refused as the user's
 ODD_PATHS = ["/dev/zero", "/dev/null", "/dev/stdin", "/dev/urandom", "/", ".", "", "..", "/proc/self/status", "/proc/self/mem",
              "nonexistent.csv", "nonexistent.dps", "a" * 5000, "x\x00y.csv", "../" * 40 + "etc/passwd", "~/x.csv",
              "data", "data/", "program.dps", "../acs_program/program.dps", "\\\\server\\share.csv", "é.csv", "x.parquet"]
@@ -181,7 +181,8 @@ def run_verify(text: str, path: str, seed: int) -> str:
 
 # ---- the newer commands' other inputs --------------------------------------------------------
 ENTRIES = sorted(os.path.relpath(p, SPECS_DIR) for p in glob.glob(os.path.join(SPECS_DIR, "registry", "*.yaml")))
-SUBJECTS = ["spec", "entry", "convert", "verify-json", "infer", "writer", "data", "line-ends", "frames", "release"]
+SUBJECTS = ["spec", "entry", "convert", "verify-json", "infer", "writer", "data", "line-ends", "frames", "release",
+            "check-agrees"]
 CONVERT_KEYS = ["epsilon", "epsilon", "rho", "rho", "mu", "mu", "delta", "alpha", "eps", "", "x"]
 CONVERT_VALUES = HUGE_NUMBERS + ["1", "0.5", "1e-10", "3/4", "1/3", "-0", "1e-320", "0x10", "1_000", " ", "é", "1,5",
                                  "1e-9999", "1,epsilon=2", "1.0e-400", "1e+999"] + ["1", "2.5", "0.01"] * 8
@@ -256,15 +257,23 @@ def run_verify_json(text: str, tmp: str) -> str:
 _RELEASE: dict = {}
 
 
-def release(tmp: str) -> str:
-    """A release of the randomized-response spec, compiled once (seeded) for `infer` to read."""
-    if "path" not in _RELEASE:
+def release(tmp: str, spec: str = "acs_ma_vision_rr.dps") -> str:
+    """A release of a bundled spec (randomized response unless named), compiled once (seeded) for `infer` to read."""
+    key = "path" if spec == "acs_ma_vision_rr.dps" else spec
+    if key not in _RELEASE:
         import dpspec
         from dpspec.publish.output import write_result
 
-        _RELEASE["path"] = os.path.join(tmp, "release")
-        write_result(dpspec.compile(os.path.join(SPECS_DIR, "acs_ma_vision_rr.dps"), seed=1), _RELEASE["path"])
-    return _RELEASE["path"]
+        _RELEASE[key] = os.path.join(tmp, "release" if key == "path" else "release-" + spec.replace(".dps", ""))
+        write_result(dpspec.compile(os.path.join(SPECS_DIR, spec), seed=1), _RELEASE[key])
+    return _RELEASE[key]
+
+
+# (spec, infer target, {table its likelihood reads: the columns a value is doctored in}) of the
+# releases whose published tables are doctored: records (randomized response) and measurements
+RELEASED = [("acs_ma_vision_rr.dps", "count persons by DEYE", {"responses.csv": ["DEYE"], "estimate.csv": None}),
+            ("acs_ma_hispanic_topdown.dps", "count persons by PUMA, HISP",
+             {"measurements.csv": ["cell", "value", "variance"]})]
 
 
 def infer_case(rng: random.Random, tmp: str) -> dict:
@@ -375,23 +384,79 @@ def run_frames(rng: random.Random) -> str:
 
 
 def run_release_values(rng: random.Random, tmp: str) -> str:
-    """A release whose published numbers were doctored (NaN, infinity, 10^20): `infer` must refuse
-    it as a user error before sampling."""
+    """A release whose published tables were doctored (NaN, infinity, 10^20, a column dropped, every
+    row repeated, a variance made smaller): `infer` must refuse it as a user error before sampling."""
     import pandas as pd
 
     from dpspec.inference import infer
 
+    spec, target, tables = rng.choice(RELEASED)
     with _scratch_cwd(tmp) as here:
         copy = os.path.join(here, "release")
-        shutil.copytree(release(tmp), copy)
-        name = rng.choice([n for n in os.listdir(copy) if n.endswith(".csv")])
+        shutil.copytree(release(tmp, spec), copy)
+        change = rng.choice(["value", "value", "drop-column"] + (["repeat-rows", "tiny"] if "topdown" in spec else []))
+        name = "measurements.csv" if change == "tiny" else rng.choice(sorted(tables))
         frame = pd.read_csv(os.path.join(copy, name), keep_default_na=False, dtype=str)
-        row, column = rng.randrange(len(frame)), rng.choice(list(frame.columns))
-        frame.loc[row, column] = rng.choice(["nan", "inf", "-inf", "1e20", "100000000000000000000"])
+        row = rng.randrange(len(frame))
+        column = "variance" if change == "tiny" else rng.choice(
+            list(frame.columns) if change == "drop-column" or tables[name] is None else tables[name])
+        if change == "drop-column" and name == "estimate.csv":  # not read by the likelihood: a value instead
+            change = "value"
+        if change == "drop-column":  # the schema check names it before any likelihood reads the table
+            frame = frame.drop(columns=[column])
+        elif change == "repeat-rows":  # each measured cell once
+            frame = pd.concat([frame] * rng.choice([2, 50]), ignore_index=True)
+        else:
+            frame.loc[row, column] = rng.choice(["nan", "inf", "-inf", "1e20", "100000000000000000000"] if change == "value"
+                                                else ["1e-06", "0", "-1", "0.5"])
         frame.to_csv(os.path.join(copy, name), index=False)
-        outcome = _outcome(lambda: infer(os.path.join(SPECS_DIR, "acs_ma_vision_rr.dps"), copy, target="count persons by DEYE",
-                                         draws=10, seed=1))
-    return "internal: a doctored release was accepted" if outcome == "ok" else outcome
+        outcome = _outcome(lambda: infer(os.path.join(SPECS_DIR, spec), copy, target=target, draws=10, seed=1))
+    return f"internal: a doctored release was accepted ({change}, {name}, {column})" if outcome == "ok" else outcome
+
+
+GRID_KNG = ("wasserstein_kng_mean", "wasserstein_kng_slope")
+
+
+def run_check_agrees(rng: random.Random, tmp: str) -> str:
+    """A budget near the samplers' limit on a mechanism whose noise depends on the data (the K-norm
+    gradient mean and slope) or on a fan-out (SafeTab-H): what `check` accepts, `compile` must draw,
+    never refuse as too wide to draw."""
+    import dpspec
+    from dpspec.api import check
+    from dpspec.errors import DpspecError
+    from dpspec.language.parser import parse
+    from tests.test_wasserstein_kng import MEAN, SLOPE
+
+    value = rng.choice(["1e-20", "1e-16", "5e-16", "1e-15", "2e-14", "1e-14", "1", "1000"])
+    with _scratch_cwd(tmp) as here:
+        name = rng.choice([*GRID_KNG, "safetab_h"])
+        if name == "safetab_h":
+            text = original("safetab_h_production.dps").replace('"data/', f'"{SPECS_DIR}/data/')
+            text = text.replace("total_rho: 8.895302", "").replace("level1: 0.006915", f"level1: {rng.choice(['5e-34', '1e-33', '8e-34', '9e-34'])}", 1)
+        else:
+            text = (MEAN.replace("CLASS", "independent") if name == GRID_KNG[0] else SLOPE.replace("INTERCEPT", "0"))
+            text = text.replace("MECH", name).replace("  epsilon: 1\n", f"  epsilon: {value}\n").replace("budget epsilon <= 1", "")
+            with open(os.path.join(here, "people.csv"), "w", encoding="utf-8") as fh:
+                fh.write("age\n4\n12\n" if name == GRID_KNG[0] else "x,y\n1,3\n2,-1\n")
+            text = text.replace("unit people", 'data people from "people.csv"\nunit people')
+        path = os.path.join(here, "agree.dps")
+        with open(path, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        checked = _outcome(lambda: check(parse(text, path)))
+        if checked != "ok":
+            return checked
+        refused = []
+
+        def run():
+            try:
+                dpspec.compile(path, seed=1)
+            except DpspecError as exc:
+                refused.append(str(exc))
+                raise
+        outcome = _outcome(run)
+    if refused and ("cannot be drawn" in refused[0] or "beyond the 64-bit" in refused[0]):
+        return f"internal: check accepted what compile refused to draw: {refused[0][:200]}"
+    return outcome
 
 
 WRITERS = ["export", "import", "audit", "infer", "audit", "export", "import", "infer", "compile", "compile-full-disk",
@@ -737,7 +802,8 @@ def run_bidi_report(rng: random.Random, tmp: str) -> str:
 def subject(index: int, infer_every: int) -> str:
     """What case `index` fuzzes: mostly specs; every 10th a registry entry, every 10th convert,
     every 20th a verification result, every `infer_every`th infer's arguments, every 100th a
-    writing command aimed at an odd output path."""
+    writing command aimed at an odd output path, every 100th a budget near the samplers' limit
+    whose check and compile must agree."""
     if infer_every > 0 and index % infer_every == infer_every - 1:
         return "infer"
     if index % 100 == 42:
@@ -746,6 +812,8 @@ def subject(index: int, infer_every: int) -> str:
         return "data"
     if index % 100 == 71:
         return "release"
+    if index % 100 == 89:
+        return "check-agrees"
     if index % 50 == 29:
         return "frames"
     if index % 50 == 37:
@@ -780,6 +848,8 @@ def case(index: int, seed: int, tmp: str | None, cli_every: int, data_every: int
         return name, "line_ends", name, run_line_ends(name, rng)
     if what == "frames":
         return "lsp", "frames", "frames", run_frames(rng)
+    if what == "check-agrees" and tmp is not None:
+        return "check-agrees", "check-agrees", "check-agrees", run_check_agrees(rng, tmp)
     if what == "release" and tmp is not None:
         return "release", "release", "release", run_release_values(rng, tmp)
     if what == "writer" and tmp is not None:
@@ -842,7 +912,7 @@ def main(argv=None) -> int:
             if (i + 1) % args.report_every == 0:
                 print(f"{i + 1} cases, {time.time() - start:.0f} s: {dict(outcomes)}", flush=True)
     print(f"\n{args.cases} cases in {time.time() - start:.0f} s (seed {args.seed}): " + ", ".join(f"{k} {v}" for k, v in sorted(outcomes.items())))
-    for kind in [*KINDS, "params", "args", "output", "frames", "release", *dict.fromkeys(DATA_KINDS)]:
+    for kind in [*KINDS, "params", "args", "output", "frames", "release", "check-agrees", *dict.fromkeys(DATA_KINDS)]:
         print(f"  {kind:15s} " + ", ".join(f"{lab} {by_kind[kind, lab]}" for lab in LABELS))
     for what in SUBJECTS:
         print(f"  {what:15s} " + ", ".join(f"{lab} {by_subject[what, lab]}" for lab in LABELS))

@@ -176,3 +176,74 @@ def test_the_budget_the_refusal_names_compiles(tmp_path, name, old, bound_old, b
     res = CliRunner().invoke(main, ["compile", str(path), "--seed", "1", "-o", str(tmp_path / "out")])
     assert res.exit_code in (0, 1) and "internal error" not in res.output, res.output
     assert (tmp_path / "out" / "manifest.json").exists(), res.output  # (exit 1: a known seed is a critical finding)
+
+
+# ---- the K-norm gradient mean and slope: their scale depends on the data, refused at check for the worst case
+
+def _grid_kng(name: str, epsilon: str) -> str:
+    from tests.test_wasserstein_kng import MEAN, SLOPE
+
+    text = (MEAN.replace("CLASS", "independent") if name == "wasserstein_kng_mean"
+            else SLOPE.replace("INTERCEPT", "0")).replace("MECH", name)
+    return text.replace("  epsilon: 1\n", f"  epsilon: {epsilon}\n")
+
+
+@pytest.mark.parametrize("name, refused, why", [
+    ("wasserstein_kng_mean", "1e-20", "widest at n = 1"),
+    ("wasserstein_kng_slope", "1e-15", "the sum of the clipped x²"),
+])
+def test_the_kng_mean_and_slope_refuse_at_check_an_epsilon_no_dataset_could_be_drawn_for(tmp_path, name, refused, why):
+    """Their grid's scale 2 Delta / (epsilon step N) takes N from the data (n, or A = sum x²); `check`
+    refuses the epsilon the worst admissible N could not draw, at its line, saying why, and the
+    epsilon it names then checks and compiles (before, only compile refused it)."""
+    from dpspec.api import SpecError, check, parse
+
+    text = _grid_kng(name, refused)
+    with pytest.raises(SpecError) as exc:
+        check(parse(text))
+    [d] = exc.value.diagnostics
+    assert d.line == _line_of(text, f"epsilon: {refused}") and d.message.startswith(f"{name}: the ")
+    assert "below 2^56" in d.message and why in d.message and "epsilon of at least about" in d.message
+    works = d.message.split("(epsilon = ")[1].split(" works)")[0]
+    ok = text.replace(f"epsilon: {refused}", f"epsilon: {works}").replace("budget epsilon <= 1", f"budget epsilon <= {works}")
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "people.csv").write_text("age\n4\n12\n" if "age" in text else "x,y\n1,3\n2,-1\n")  # any n draws
+    path = tmp_path / "in" / "ok.dps"
+    path.write_text(ok.replace("unit people", 'data people from "people.csv"\nunit people'), encoding="utf-8")
+    res = CliRunner().invoke(main, ["compile", str(path), "--seed", "1", "-o", str(tmp_path / "out")])
+    assert res.exit_code in (0, 1) and "internal error" not in res.output, res.output
+    assert (tmp_path / "out" / "manifest.json").exists(), res.output  # (exit 1: a known seed is a critical finding)
+
+
+# ---- SafeTab: check uses the fan-out k the run uses, so check and compile agree at the boundary
+
+@pytest.mark.parametrize("rho, checks", [("5e-34", False), ("1e-33", True)])
+def test_safetab_checks_a_cells_noise_with_the_fan_out_the_run_uses(tmp_path, rho, checks):
+    """SafeTab-H declares max_groups 9: sigma² = 9 / (2 rho). At rho 5e-34 that is 9e33, past the
+    samplers' (2^56 - 1)² (5.2e33), though 1 / (2 rho) (the fan-out's lower bound check used) is not:
+    check refuses it at its line, naming k. At 1e-33 (4.5e33) check passes and compile draws it."""
+    path, text = _spec(tmp_path, "safetab_h_production.dps", "level1: 0.006915", f"level1: {rho}")
+    text = text.replace("total_rho: 8.895302", "")
+    path.write_text(text, encoding="utf-8")
+    res = CliRunner().invoke(main, ["check", "--no-bounds", str(path)])
+    assert "internal error" not in res.output, res.output
+    if not checks:
+        assert res.exit_code == 1, res.output
+        assert f"{path.name}:{_line_of(text, f'level1: {rho}')}:" in res.output, res.output
+        assert "fan-out k = 9" in res.output and "sigma² below (2^56 - 1)²" in res.output, res.output
+        return
+    assert res.exit_code == 0, res.output
+    res = CliRunner().invoke(main, ["compile", str(path), "--seed", "1", "-o", str(tmp_path / "out")])
+    assert res.exit_code in (0, 1) and "internal error" not in res.output, res.output
+    assert (tmp_path / "out" / "manifest.json").exists(), res.output  # (exit 1: a known seed is a critical finding)
+
+
+def test_safetab_without_max_groups_checks_with_the_iteration_tables_bound(tmp_path):
+    """No max_groups: the run's k is the public iteration table's bound h_r * max(2, r) + h_e, and
+    check uses that bound, not 1."""
+    path, text = _spec(tmp_path, "safetab_h_production.dps", "level1: 0.006915", "level1: 5e-34")
+    text = text.replace("total_rho: 8.895302", "").replace("  max_groups: 9\n", "")
+    path.write_text(text, encoding="utf-8")
+    res = CliRunner().invoke(main, ["check", "--no-bounds", str(path)])
+    assert res.exit_code == 1 and "internal error" not in res.output, res.output
+    assert f"{path.name}:{_line_of(text, 'level1: 5e-34')}:" in res.output and "fan-out k = " in res.output, res.output

@@ -130,6 +130,19 @@ def test_a_budget_too_small_for_the_exact_samplers_is_an_error_at_its_line(clien
     assert doc.change(good) == []
 
 
+def test_a_kng_mean_epsilon_no_dataset_could_draw_is_an_error_at_its_line(client):
+    """The mean's scale depends on n from the data: the server, as `check`, refuses the worst case."""
+    from tests.test_wasserstein_kng import MEAN
+
+    good = MEAN.replace("CLASS", "independent").replace("MECH", "wasserstein_kng_mean")
+    text = good.replace("  epsilon: 1\n", "  epsilon: 1e-20\n")
+    doc = _Doc(client, text)
+    [d] = doc.diagnostics
+    assert d["message"].startswith("wasserstein_kng_mean: the mean's noise") and "widest at n = 1" in d["message"]
+    assert d["range"]["start"] == _pos(text, "epsilon: 1e-20") and d["severity"] == 1
+    assert doc.change(good) == []
+
+
 def test_incremental_changes_are_applied(client):
     doc = _Doc(client, open(SWAP).read())
     at = _pos(doc.text, "0.05")

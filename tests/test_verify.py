@@ -421,3 +421,17 @@ def test_production_topdown_with_its_recode_is_verified():
     result = verify(spec, runs=1000, seed=2)
     assert result.path == "mechanism" and result.verdict == "consistent", result.text()
     assert 0 < result.lower_bound < result.claimed
+
+
+@pytest.mark.parametrize("key, value", [("relation", "symdiff"), ("unit", "households")])
+def test_a_verification_result_whose_flavor_is_not_the_specs_is_refused(tmp_path, key, value):
+    """`compile --verify` reads no release, only this file: its hash is its own word, so the flavor it
+    tested must also be the spec's (a bound in another currency would be quoted as this spec's)."""
+    path = _rr_spec(tmp_path)
+    made = CliRunner().invoke(main, ["verify", path, "--runs", "4000", "--seed", "1", "--json"])
+    data = json.loads(made.stdout)
+    data["flavor"][key] = value
+    (tmp_path / "v.json").write_text(json.dumps(data))
+    out = CliRunner().invoke(main, ["compile", path, "-o", str(beside(tmp_path)), "--verify", str(tmp_path / "v.json")])
+    assert out.exit_code == 1 and f"tests {key} '{value}'" in out.output and "internal error" not in out.output, out.output
+    assert not beside(tmp_path).exists()

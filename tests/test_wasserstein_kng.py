@@ -241,3 +241,29 @@ def test_slope_under_add_remove_counts_the_added_records_own_move():
         best = max(best, max(g) - min(g), max(abs(v) for v in g))
     assert mech.sensitivity(spec, params) == best
     assert best > mech.width(params, "hamming")
+
+
+@pytest.mark.parametrize("centre", [3, -4, 15])
+def test_a_scale_far_wider_than_the_grid_draws_the_same_law_uniformly_proposed(centre, monkeypatch):
+    """r (hi - lo + 1) <= FLAT_BELOW (a budget near the samplers' limit): discrete Laplace proposals
+    would almost all miss the grid, so k is proposed uniformly and kept exactly; the law is unchanged
+    (centres inside, below and above the support; the threshold raised so the law's shape shows)."""
+    from dpspec_wasserstein import samplers
+    from dpspec_wasserstein.samplers import truncated_laplace
+
+    monkeypatch.setattr(samplers, "FLAT_BELOW", Fraction(1))
+    r, top = Fraction(1, 20), 10
+    k = truncated_laplace(np.full(DRAWS, centre), 0, np.full(DRAWS, top), r, np.random.default_rng(7))
+    assert k.min() >= 0 and k.max() <= top
+    assert _pvalue(k, _law(centre, r, top)) > 1e-3
+    assert _pvalue(k, _law(centre, 4 * r, top)) < 1e-6  # control: a sharper law is told apart
+    monkeypatch.setattr(samplers, "FLAT_BELOW", Fraction(0))  # the Laplace proposals draw the same law
+    k = truncated_laplace(np.full(DRAWS, centre), 0, np.full(DRAWS, top), r, np.random.default_rng(7))
+    assert _pvalue(k, _law(centre, r, top)) > 1e-3
+
+
+def test_a_scale_near_the_samplers_limit_on_a_small_grid_is_drawn_at_once():
+    from dpspec_wasserstein.samplers import grid_laplace
+
+    k = grid_laplace(Fraction(7, 3), Fraction(1, 10**16), 20, 1000, np.random.default_rng(1))
+    assert k.min() >= 0 and k.max() <= 20 and len(set(k.tolist())) > 15  # about uniform

@@ -116,6 +116,21 @@ class OutputKeys:
 
 
 @attrs.frozen
+class ReleaseColumns:
+    """What one published table must hold to be read back (`Mechanism.release_columns`, API 1.4),
+    declared from the spec alone: `dpspec infer` checks a release against it before any likelihood
+    reads it. columns: every column a reader needs; key: the columns naming one measured cell (each
+    combination once: a repeated measurement would count as independent evidence); numbers: the
+    published numbers (finite, at most 2^53 in magnitude); implied(frame) -> {column: bool array}:
+    per row, whether the value agrees with what the spec implies (the noise variance of its query)."""
+
+    columns: tuple[str, ...]
+    key: tuple[str, ...] = ()
+    numbers: tuple[str, ...] = ()
+    implied: Any = None
+
+
+@attrs.frozen
 class ClippingBound:
     """A bound a mechanism clips a confidential column to, as its parameters declare it
     (`Mechanism.clipping_bounds`): values outside [low, high] count as the nearest bound."""
@@ -200,6 +215,12 @@ class Mechanism:
         check` refuses a keying column whose values are not declared, and the compiler stops a run
         whose released keys differ from these, publishing nothing. Outputs left out are checked by
         their categorical columns (`OutputKeys`)."""
+        return {}
+
+    def release_columns(self, spec: ir.Spec, params: dict) -> dict[str, ReleaseColumns]:
+        """Optional (API 1.4): the columns, cell key and implied values of each published table its
+        `likelihood` reads, from declared information only; `dpspec infer` refuses a release that
+        does not hold them before the likelihood runs. Tables left out get the generic number check."""
         return {}
 
     def cannot_run(self, spec: ir.Spec, params: dict) -> str | None:

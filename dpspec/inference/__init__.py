@@ -95,7 +95,7 @@ def infer(spec, release_dir: str, target: str, prior: str | None = None, draws: 
     from . import sampler, summary
     from .model import build_model, parse_target
     from .prior import make_prior
-    from .release import checked_likelihoods, load_release
+    from .release import checked_likelihoods, load_release, validate_release
 
     if isinstance(spec, str):
         spec = load_text_or_path(spec)
@@ -107,6 +107,7 @@ def infer(spec, release_dir: str, target: str, prior: str | None = None, draws: 
     query = parse_target(target, spec)
     release = load_release(release_dir, spec_sha256(spec))
     mech = checked.mechanism
+    validate_release(release, mech, spec, checked.params)
     try:
         likelihoods = mech.likelihood(spec, checked.params, release.outputs)
     except KeyError as exc:  # a published table without a column its likelihood reads (the variance)

@@ -94,6 +94,55 @@ def _refuse_non_finite(file: str, frame: pd.DataFrame) -> None:
                              "release dpspec compile wrote")
 
 
+def validate_release(release: LoadedRelease, mechanism, spec, params: dict) -> None:
+    """The release holds what the spec says it must, before any likelihood reads it: every column
+    its mechanism's `release_columns` names for a table, each measured cell once, the published
+    numbers finite and within 2^53, and the values the spec implies (the noise variance). The one
+    check of a release read back; an InferError names the file, the row and the column."""
+    import numpy as np
+
+    from dpspec.errors import MechanismError
+    from dpspec.run.key_check import check_read_keys
+
+    for name, schema in mechanism.release_columns(spec, params).items():
+        frame = release.outputs.get(name)
+        if frame is None:
+            continue  # not published: the likelihood says it cannot condition on this release
+        file = _file_of(release, name)
+        missing = [c for c in schema.columns if c not in frame.columns]
+        if missing:
+            raise InferError(f"{file}: the published table '{name}' has no column '{missing[0]}', which mechanism "
+                             f"'{mechanism.name}' writes and reads back (it holds {', '.join(map(str, frame.columns))}); "
+                             "this is not a release dpspec compile wrote for this spec")
+        _refuse_non_finite(file, frame[[c for c in schema.numbers if c in frame.columns]])
+        if schema.key:
+            repeated = frame.duplicated(subset=list(schema.key), keep=False).to_numpy()
+            if repeated.any():
+                rows = np.flatnonzero(repeated)
+                first = frame.iloc[rows[0]][list(schema.key)].astype(str).to_dict()
+                again = next(r for r in rows[1:] if frame.iloc[r][list(schema.key)].astype(str).to_dict() == first)
+                raise InferError(f"{file}: rows {rows[0] + 2} and {again + 2} both hold the cell {first} (columns "
+                                 f"{', '.join(schema.key)}); each measured cell appears once in a release (a repeated "
+                                 "measurement would count as independent evidence)")
+        if schema.implied is not None:
+            for column, agrees in schema.implied(frame).items():
+                bad = ~np.asarray(agrees, dtype=bool)
+                if bad.any():
+                    row = int(np.flatnonzero(bad)[0])
+                    raise InferError(f"{file}: column '{column}', row {row + 2}: {str(frame[column].iloc[row])!r} is not the "
+                                     f"value the spec implies for that row (mechanism '{mechanism.name}'); the release "
+                                     "was changed, or another spec produced it")
+    try:  # one row per declared cell, as compile held the release to (the declared key sets)
+        check_read_keys(spec, mechanism, params, release.outputs, lambda name: f"{_file_of(release, name)}: the table '{name}'")
+    except MechanismError as exc:
+        raise InferError(str(exc)) from None
+
+
+def _file_of(release: LoadedRelease, name: str) -> str:
+    entry = release.manifest["outputs"].get(name) or {}
+    return os.path.join(release.path, os.path.basename(str(entry.get("file", name))))
+
+
 def checked_likelihoods(likelihoods, what: str) -> None:
     """Each released answer once, with a finite value and a positive finite variance, before any
     draw: a release whose measurements are each repeated 50 times would make the posterior 50

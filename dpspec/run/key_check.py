@@ -40,28 +40,39 @@ def check_release_keys(spec: ir.Spec, mechanism, params: dict, outputs: dict) ->
         _compare(spec, mechanism.name, name, output, keys)
 
 
-def _compare(spec: ir.Spec, mechanism: str, name: str, output, keys: OutputKeys) -> None:
+def check_read_keys(spec: ir.Spec, mechanism, params: dict, outputs: dict, where) -> None:
+    """The same comparison for a release read back (`dpspec infer`): MechanismError naming the
+    table as `where(name)` says, unless every keyed output holds exactly its declared key set."""
+    declared = mechanism.output_keys(spec, params)
+    for name, output in outputs.items():
+        keys = declared.get(name)
+        if keys is not None and not keys.records:
+            _compare(spec, mechanism.name, name, output, keys, where(name), "this is not the release the spec describes")
+
+
+def _compare(spec: ir.Spec, mechanism: str, name: str, output, keys: OutputKeys, where: str | None = None,
+             outcome: str = "nothing was published") -> None:
     columns = list(keys.columns)
-    where = f"mechanism '{mechanism}' released output '{name}'"
+    where = where or f"mechanism '{mechanism}' released output '{name}'"
     for column, value in keys.fixed.items():
         held = released_key_set(output, [column])
         if held - {(str(value),)}:
             other = sorted(held - {(str(value),)})[0][0]
             raise MechanismError(f"{where} with {column} = {other!r}, but it declared {column} = {value!r} only; "
-                                 "nothing was published")
+                                 f"{outcome}")
     try:
         expected = {tuple(row) for row in declared_keys(spec, keys.table, columns).itertuples(index=False, name=None)}
     except MechanismError as e:
-        raise MechanismError(f"{where}: {e}; nothing was published") from None
+        raise MechanismError(f"{where}: {e}; {outcome}") from None
     released = released_key_set(output, columns)
     extra, missing = sorted(released - expected), sorted(expected - released)
     if extra:
         raise MechanismError(f"{where} with key {_cells(columns, extra)}, which is not declared: a release's keys come "
-                             "from declared values or public key files, never from the data; nothing was published")
+                             f"from declared values or public key files, never from the data; {outcome}")
     if missing:
         raise MechanismError(f"{where} without the declared key {_cells(columns, missing)}: a cell left out because "
                              "nobody is in it reveals that it is empty; release every declared cell with its noisy "
-                             "value (nothing was published)")
+                             f"value ({outcome})")
 
 
 def _cells(columns: list[str], rows: list[tuple]) -> str:

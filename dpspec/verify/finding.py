@@ -42,6 +42,14 @@ def load_for(path: str, spec) -> dict:
     if data["spec_sha256"] != spec_sha256(spec):
         raise VerifyError(f"{path}: this verification result was made for another spec (or an earlier version of "
                           f"{spec.path or 'it'}); run `dpspec verify --json` on the spec again")
+    # The hash is the file's own word: its flavor must also be the spec's, or its bound is in another currency.
+    stated = data["flavor"]
+    own = {"premetric": spec.premetric.kind if spec.premetric else stated.get("premetric"),
+           "relation": spec.unit.relation if spec.unit else None, "unit": spec.unit.table if spec.unit else None}
+    for key, value in own.items():
+        if stated.get(key) != value:
+            raise VerifyError(f"{path}: this verification result tests {key} {stated.get(key)!r}, but the spec declares "
+                              f"{value!r}; it was not made for this spec. Run `dpspec verify --json` on the spec again")
     return data
 
 

@@ -88,6 +88,20 @@ class RandomizedResponse(Mechanism):
 
         return {"responses": OutputKeys(params["table"], records=True), "estimate": OutputKeys(params["table"])}
 
+    def release_columns(self, spec, params):
+        """The responses `likelihood` reads: the column, each answer one of its declared values (a
+        doctored 'nan' would otherwise count as a 'no')."""
+        from dpspec.api import ReleaseColumns
+
+        col = self._column(spec, params)
+        allowed = ({"True", "False", "true", "false"} if col.type.kind == "bool"
+                   else {str(v) for v in col.type.values})
+
+        def implied(frame):
+            return {params["column"]: frame[params["column"]].astype(str).str.strip().isin(allowed).to_numpy()}
+
+        return {"responses": ReleaseColumns((params["column"],), implied=implied)}
+
     def induced_invariants(self, spec, params):
         return [ir.CountQuery(params["table"])]
 

@@ -42,6 +42,7 @@ class Cell:
     level: int
     rho: Fraction
     thresholds: tuple[int, ...]
+    where: object = attrs.field(default=None, eq=False, repr=False)  # the rho's parameter, to locate a problem
 
 
 @attrs.frozen
@@ -150,7 +151,8 @@ def parse(spec: ir.Spec, params: dict, raw: dict | None = None, call_loc=None) -
         err("tables: expected a block such as { t1: { rho: {...} thresholds: {...} details: [...] } }", raw.get("tables"))
         return None, problems
     for tp in tables_block.params:
-        td = _table(tp, levels, columns, err, fraction if fraction is not None and 0 < fraction < 1 else None)
+        td = _table(tp, levels, columns, err, fraction if fraction is not None and 0 < fraction < 1 else None,
+                    params.get("max_groups"))
         if td is not None:
             tables.append(td)
     if problems:
@@ -166,7 +168,7 @@ def parse(spec: ir.Spec, params: dict, raw: dict | None = None, call_loc=None) -
     return design, problems
 
 
-def _table(tp: ir.Param, levels, columns, err, fraction=None) -> TableDesign | None:
+def _table(tp: ir.Param, levels, columns, err, fraction=None, max_groups=None) -> TableDesign | None:
     block = tp.value
     if not isinstance(block, ir.ParamBlock):
         err(f"tables: '{tp.name}' must be a block with rho, thresholds and details", tp)
@@ -217,23 +219,27 @@ def _table(tp: ir.Param, levels, columns, err, fraction=None) -> TableDesign | N
             err(f"{tp.name}.thresholds: {geo}.level{lv} has {len(tv)} thresholds but the ladder has "
                 f"{len(details)} details (one threshold between consecutive details)", where)
             continue
-        problem = _sampler_problem(f"{tp.name}.rho {geo}.level{lv}", value[0], fraction)
+        problem = sampler_problem(f"{tp.name}.rho {geo}.level{lv}", value[0], fraction, int(max_groups or 1))
         if problem is not None:
             err(problem, value[1])
             continue
-        cells.append(Cell(tp.name, geo, lv, value[0], tuple(int(t) for t in tv)))
+        cells.append(Cell(tp.name, geo, lv, value[0], tuple(int(t) for t in tv), value[1]))
     return TableDesign(tp.name, tuple(details), tuple(cells))
 
 
-def _sampler_problem(name: str, rho: Fraction, fraction) -> str | None:
+def sampler_problem(name: str, rho: Fraction, fraction, fanout: int) -> str | None:
     """A cell's rho so small that its noise is beyond the exact discrete Gaussian, known at `check`:
-    its smallest stage spends rho·min(f, 1 - f), and a record reaches at least one cell, so sigma² is
-    at least 1 / (2 rho_stage) whatever the iteration table's fan-out (which only widens it)."""
+    its smallest stage spends rho·min(f, 1 - f) and each of its counts gets sigma² = k / (2 rho_stage),
+    k the fan-out `run` uses (the declared max_groups, else the public iteration table's bound: see
+    `SafeTab.check`), so `check` refuses exactly what `compile` could not draw."""
     if rho == 0:
         return None
     least = rho * min(fraction, 1 - fraction) if fraction is not None else rho
-    problem = sampler_limit_problem("discrete_gaussian", 1 / (2 * least), (name, rho))
-    return None if problem is None else f"safetab: the noise of {name} cannot be drawn: {problem}"
+    problem = sampler_limit_problem("discrete_gaussian", Fraction(fanout) / (2 * least), (name, rho))
+    if problem is None:
+        return None
+    return (f"safetab: the noise of {name} cannot be drawn: {problem} (each of its counts has sigma² = k / (2 rho_stage) "
+            f"with the fan-out k = {fanout} the run uses{' and rho_stage its smallest stage' if fraction is not None else ''})")
 
 
 def _per_level(p: ir.Param, levels, what, err):

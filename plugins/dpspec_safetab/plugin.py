@@ -140,7 +140,26 @@ class SafeTab(Mechanism):
         if problems:
             return problems
         mech = spec.mechanism
-        _, problems = design_mod.parse(spec, dict(params), raw=_raw(spec), call_loc=mech.loc if mech else None)
+        design, problems = design_mod.parse(spec, dict(params), raw=_raw(spec), call_loc=mech.loc if mech else None)
+        if design is not None and not problems and design.max_groups is None:
+            problems = self._fanout_problems(spec, params, design)
+        return problems
+
+    def _fanout_problems(self, spec, params, design) -> list:
+        """Without a declared max_groups, `run`'s fan-out k is the public iteration table's bound,
+        larger than the 1 `design.parse` could assume: each cell's noise is checked again with it, so
+        a rho that checks also compiles. (The table is public and read with pandas, as the budget's
+        statement reads it.)"""
+        fanouts = self.fanouts(spec, params, design)
+        problems = []
+        for td in design.tables:
+            for cell in td.cells:
+                k = fanouts[(cell.level, design.granularity(cell.geo))]["fanout_used"]
+                problem = design_mod.sampler_problem(f"{td.name}.rho {cell.geo}.level{cell.level}", cell.rho,
+                                                     design.stage1_fraction, k)
+                if problem is not None:
+                    loc = getattr(cell.where, "loc", None) or (spec.mechanism.loc if spec.mechanism else None)
+                    problems.append(Diagnostic(problem, *((loc.line, loc.column) if loc else (None, None))))
         return problems
 
     def flavor(self, spec, params):
@@ -152,6 +171,16 @@ class SafeTab(Mechanism):
         (both checked by the run itself, `tabulate.check_units`), and which detail and rows a
         group has follows from its noisy stage-1 total (paid for) or from published totals."""
         return {"counts": OutputKeys(params["table"])}
+
+    def release_columns(self, spec, params):
+        """The long-form counts `likelihood` reads: one row per (table, geography, geocode, group,
+        detail and its variables' values), a whole-number count each."""
+        from dpspec.api import ReleaseColumns
+
+        design = self.design(spec, params)
+        variables = list(dict.fromkeys(v for td in design.tables for d in td.details for v in d.variables))
+        key = ("table", "geography", "geocode", "group", "group_level", "detail", *variables)
+        return {"counts": ReleaseColumns((*key, "count"), key=key, numbers=("group_level", "count"))}
 
     # ---- budget ------------------------------------------------------------------------
     def budget(self, spec, params, facts):

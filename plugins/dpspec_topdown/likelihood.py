@@ -87,3 +87,18 @@ def measurement_likelihoods(spec: ir.Spec, params: dict, outputs: dict) -> list[
             variance=rows["variance"].to_numpy(dtype=float),
             description=f"{level} {query}: value = true count + discrete Gaussian noise (sigma² {sigma2[0]:.4g})"))
     return out
+
+
+def variances_agree(frame: pd.DataFrame, allowed: dict) -> np.ndarray:
+    """Per row, whether its variance is one its (level, query) gets from the spec's allocation
+    (`allowed`: {(level, query): variances}); a (level, query) the allocation lacks is left to the
+    likelihood. A smaller variance than the spec's would make a posterior falsely sure."""
+    variance = pd.to_numeric(frame["variance"], errors="coerce").to_numpy(dtype=float)
+    ok = np.ones(len(frame), dtype=bool)
+    keys = frame["level"].astype(str) + "\x1f" + frame["query"].astype(str)
+    for (level, query), values in allowed.items():
+        rows = (keys == f"{level}\x1f{query}").to_numpy()
+        if rows.any():
+            ok[rows] = np.any(
+                [np.isclose(variance[rows], v, rtol=1e-9, atol=0) for v in values], axis=0)
+    return ok

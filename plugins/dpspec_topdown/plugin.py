@@ -1396,6 +1396,29 @@ class TopDown(Mechanism):
             notes=_postprocess_notes(result.timings.get("postprocess")),
         )
 
+    def release_columns(self, spec, params):
+        """The measurements `likelihood` reads: one row per (level, geocode, query, cell), and each
+        row's variance the one its (level, query) gets from the allocation (or a bypass class's)."""
+        from dpspec.api import ReleaseColumns, discrete_gaussian_variance
+
+        alloc = self._allocation(spec, params)
+        allowed = {}
+        for q in alloc.queries:
+            allowed.setdefault((q.level, q.name), set()).add(discrete_gaussian_variance(q.sigma2))
+        spine = _spine(spec, params)
+        if "bypass" in spine:
+            for row in bypass_rows(alloc, _levels(spec), spine["bypass"], {})["classes"]:
+                allowed.setdefault((row["level"], row["query"]), set()).add(row["noise_variance"])
+
+        def implied(frame):
+            from .likelihood import variances_agree
+
+            return {"variance": variances_agree(frame, allowed)}
+
+        return {"measurements": ReleaseColumns(("level", "geocode", "query", "cell", "value", "variance"),
+                                               key=("level", "geocode", "query", "cell"),
+                                               numbers=("cell", "value", "variance"), implied=implied)}
+
     def likelihood(self, spec, params, outputs):
         from .likelihood import measurement_likelihoods
 

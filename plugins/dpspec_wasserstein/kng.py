@@ -63,6 +63,19 @@ class WassersteinKNG(Mechanism):
         """One row keyed by nothing: k, and n from Z (the public number of units)."""
         return {"rate": OutputKeys(params["table"])}
 
+    def release_columns(self, spec, params):
+        """The rate `likelihood` reads: k on the grid 0..n and n (whole numbers, 0 <= k <= n)."""
+        import numpy as np
+
+        from dpspec.api import ReleaseColumns
+
+        def implied(frame):
+            k, n = (pd_numbers(frame[c]) for c in ("k", "n"))
+            whole = (k == np.floor(k)) & (n == np.floor(n))
+            return {"n": (n == np.floor(n)) & (n >= 0), "k": whole & (k >= 0) & (k <= n)}  # n first: k is read on it
+
+        return {"rate": ReleaseColumns(("k", "n"), numbers=("k", "n"), implied=implied)}
+
     def sensitivity(self, spec):
 
         return pufferfish.count_sensitivity(spec.pufferfish)
@@ -135,6 +148,13 @@ class WassersteinKNG(Mechanism):
 
 
 
+def pd_numbers(values):
+    """A published column as floats (NaN where not a number), for `release_columns`' checks."""
+    import pandas as pd
+
+    return pd.to_numeric(values, errors="coerce").to_numpy(dtype=float)
+
+
 def _int_column(spec, params, name, problems):
     col = spec.domain.table(params["table"]).column(params[name])
     if col is None or col.type.kind != "int":
@@ -171,6 +191,24 @@ class _GridKNG(Mechanism):
                                        f"unit's secret is 1); a numeric column's values have no such law, so the count's "
                                        f"Wasserstein sensitivity over it bounds nothing here: use class independent"))
         return problems
+
+    def _scale_problems(self, spec, params) -> list:
+        """The grid's draw refused at `check`, at the epsilon line, when the exact samplers could not
+        draw it for some dataset the spec admits (the samplers' own test). Its discrete Laplace scale
+        is 2 Delta / (epsilon step N), N from the data (`worst_statistic`); the samplers' limit is on
+        the scale's exact numerator, which only shrinks as N gains factors, so the worst case is exact."""
+        n, why = self.worst_statistic(params)
+        scale = 2 * self.sensitivity(spec, params) / (Fraction(params["epsilon"]) * Fraction(params["step"]) * n)
+        problem = sampler_limit_problem("discrete_laplace", scale, ("epsilon", params["epsilon"]))
+        if problem is None:
+            return []
+        p = spec.mechanism.params.get("epsilon")
+        loc = (p.loc if p is not None else None) or spec.mechanism.loc
+        return [Diagnostic(f"{self.name}: the {self.output}'s noise cannot be drawn for every dataset the spec admits: "
+                           f"{problem}. Why this range: the draw on the grid has discrete Laplace scale "
+                           f"2 Delta / (epsilon step N) = {ir.format_number(2 * self.sensitivity(spec, params))} / "
+                           f"(epsilon x {ir.format_number(Fraction(params['step']))} x N), where {why}",
+                           *((loc.line, loc.column) if loc else (None, None)))]
 
     def unit_sensitivity(self, spec) -> Fraction:
         """The count's W_inf over the class: how many units the optimal coupling of the two secrets'
@@ -282,7 +320,16 @@ class WassersteinKNGMean(_GridKNG):
         problems = self._check_common(spec, params)
         _int_column(spec, params, "column", problems)
         _steps(params["lower"], params["upper"], params["step"], "the mean's grid", problems)
+        if not problems and params["upper"] > params["lower"]:
+            problems.extend(self._scale_problems(spec, params))
         return problems
+
+    def worst_statistic(self, params) -> tuple[int, str]:
+        """(N, why) for the scale 2 Delta / (epsilon step N): N = n, the number of units, public but
+        taken from the data; no bound on it is declared, and its widest scale is at n = 1, whose
+        exact numerator is the largest any n gives (dividing by n only cancels factors)."""
+        return 1, ("N = n, the number of units (public, but counted in the data, and the spec admits any n): "
+                   "the scale is widest at n = 1, and no other n gives a larger exact numerator")
 
     def output_keys(self, spec, params):
         return {"mean": OutputKeys(params["table"])}
@@ -404,7 +451,23 @@ class WassersteinKNGSlope(_GridKNG):
         _steps(params["lower"], params["upper"], params["step"], "the slope's grid", problems)
         if not problems and self.width(params, self._relation(spec)) == 0:
             problems.append(Diagnostic("the box of records is one point: the gradient never moves, nothing to protect"))
+        if not problems:
+            problems.extend(self._scale_problems(spec, params))
         return problems
+
+    def worst_statistic(self, params) -> tuple[int, str]:
+        """(N, why) for the scale 2 Delta / (epsilon step N): N = A = sum of the clipped x², from the
+        data. Every A is a multiple of g, the gcd of the nonzero x² the box allows, and with n
+        unbounded some A is g times a number sharing no factor with the scale's numerator: the
+        largest exact numerator any dataset gives is the one at A = g (A = 0 draws uniformly)."""
+        import math
+
+        lo, hi = params["x_lower"], params["x_upper"]
+        xs = [x for x in {*range(lo, min(hi, lo + 3) + 1), *range(max(lo, hi - 3), hi + 1)} if x]  # consecutive: gcd 1
+        g = math.gcd(*xs) ** 2 if xs else 1
+        return g, (f"N = A, the sum of the clipped x² over the data (the spec admits any number of records): every A "
+                   f"is a multiple of {g} (the gcd of the x² the box allows), and some A gives the exact numerator "
+                   f"the scale has at A = {g}, the largest any dataset gives")
 
     def output_keys(self, spec, params):
         return {"slope": OutputKeys(params["table"])}

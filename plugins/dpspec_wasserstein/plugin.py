@@ -213,6 +213,13 @@ class _CountRelease(Mechanism):
                                         f"({', '.join(periods)})", line, col)], spec.path, spec.text)
         return label
 
+    def release_columns(self, spec, params):
+        """The counts `likelihood` reads: one row per cell (of the one release period), a count each."""
+        from dpspec.api import ReleaseColumns
+
+        counts = (params["table"], *([params["outcome"]] if params.get("outcome") else []))
+        return {"counts": ReleaseColumns((params["cell"], params["table"]), key=(params["cell"],), numbers=counts)}
+
     def output_keys(self, spec, params):
         """One row per declared cell, for the declared release period; the total's one row."""
         table, period = params["table"], params.get("period")

@@ -29,6 +29,7 @@ import numpy as np
 from dpspec.api import MechanismError, bernoulli_exp, bernoulli_scaled_exp, discrete_laplace
 
 PILOT = 256  # proposals of the pilot run that estimates the acceptance rate
+FLAT_BELOW = Fraction(1, 1024)  # r (hi - lo + 1) at most this: Laplace proposals land in the support too rarely
 BATCH_COUNTS = 1 << 21  # proposed counts per round (bounds memory: a few arrays of this many int64)
 
 
@@ -48,6 +49,8 @@ def truncated_laplace(centre: np.ndarray, lo: np.ndarray, hi, r: Fraction, rng) 
     hi_arr = None if hi is None else np.broadcast_to(np.asarray(hi, dtype=np.int64), centre.shape)
     if hi_arr is not None and bool((hi_arr < lo).any()):
         raise MechanismError("an empty support: an upper bound below the lower bound")
+    if hi_arr is not None and r * (int((hi_arr - lo).max(initial=0)) + 1) <= FLAT_BELOW:
+        return _flat_truncated_laplace(centre, lo, hi_arr, r, rng)
     out = np.empty(centre.shape, dtype=np.int64)
     pending = np.arange(centre.size)
     scale = 1 / r
@@ -71,6 +74,24 @@ def truncated_laplace(centre: np.ndarray, lo: np.ndarray, hi, r: Fraction, rng) 
         out.ravel()[pending[ok]] = x[ok]
         pending = pending[~ok]
     return out
+
+
+def _flat_truncated_laplace(centre, lo, hi, r: Fraction, rng) -> np.ndarray:
+    """The same law when r (hi - lo + 1) <= FLAT_BELOW, where discrete Laplace proposals of scale
+    1/r would almost all fall outside a support much narrower than the scale (a budget near the
+    samplers' limit): k uniform on lo..hi, kept with probability exp(-r (|k - centre| - d)), d the
+    centre's distance to the support (exact, by `bernoulli_exp`; acceptance above exp(-1/1024))."""
+    c, low, high = (a.ravel() for a in (centre, lo, hi))
+    d = np.maximum(np.maximum(low - c, c - high), 0)
+    out = np.empty(c.size, dtype=np.int64)
+    pending = np.arange(c.size)
+    while pending.size:
+        k = rng.integers(low[pending], high[pending] + 1)
+        excess = (np.abs(k - c[pending]) - d[pending]).astype(object) * r.numerator
+        keep = bernoulli_exp(excess if r.numerator >= 2**31 else excess.astype(np.int64), r.denominator, rng)
+        out[pending[keep]] = k[keep]
+        pending = pending[~keep]
+    return out.reshape(centre.shape)
 
 
 def naive(counts: np.ndarray, r: Fraction, draws: int, rng) -> tuple[np.ndarray, dict]:
