@@ -6,7 +6,6 @@ from tests.conftest import beside
 import json
 import math
 import os
-import time
 from fractions import Fraction
 
 import numpy as np
@@ -143,12 +142,10 @@ def test_runs_needed_is_the_least_that_can_exceed_the_claim():
 # ---- verdicts ------------------------------------------------------------------------------
 
 
-def test_randomized_response_is_consistent_100000_runs_under_30_seconds(tmp_path):
+def test_randomized_response_is_consistent_at_100000_runs(tmp_path):
+    """Its speed is measured by benchmarks/bench_verify.py (100,000 runs per dataset), not asserted here."""
     spec = dpspec.load(_rr_spec(tmp_path))
-    start = time.perf_counter()
     result = verify(spec, runs=100_000, seed=1)
-    elapsed = time.perf_counter() - start
-    assert elapsed < 30, elapsed
     assert result.verdict == "consistent" and result.exit_code == 0
     assert result.path == "mechanism"
     assert math.isclose(result.claimed, math.log(3))
