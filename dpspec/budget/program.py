@@ -218,7 +218,7 @@ def _pufferfish_note(members) -> str | None:
     """Z-Pufferfish releases compose like DP ones only under assumptions DP does not need (seed 2):
     sequential (Lemma 6) when their randomness is conditionally independent given the data and Z,
     parallel (Lemma 7) over a disjoint partition, and only for one class of distributions."""
-    from dpspec.budget.pufferfish import CONDITIONAL_INDEPENDENCE
+    from dpspec.language.pufferfish import CONDITIONAL_INDEPENDENCE
 
     puffer = [m for m in members if m.spec.pufferfish is not None]
     if not puffer:

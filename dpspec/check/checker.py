@@ -162,7 +162,7 @@ class _Checker:
             if p.use is not None and p.use not in PUBLIC_USES:
                 self.unknown("use of public information", p.use, PUBLIC_USES, p)
         if self.spec.pufferfish is not None:
-            from dpspec.budget.pufferfish import class_problems
+            from dpspec.language.pufferfish import class_problems
 
             for message, hint in class_problems(self.spec.pufferfish):
                 self.error(message, self.spec.pufferfish, hint)

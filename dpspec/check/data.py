@@ -7,8 +7,6 @@ and how many in all).
 """
 from __future__ import annotations
 
-import os
-
 import numpy as np
 import pandas as pd
 
@@ -16,8 +14,8 @@ from dpspec import ir
 from dpspec.check.arrow_types import check_parquet_types
 from dpspec.check.keys import materialized
 from dpspec.check.limits import check_csv_file, check_csv_stream
-from dpspec.check.sources import (  # noqa: F401 (file_sha256: re-exported)
-    file_sha256, is_directory, is_parquet, is_uri, parquet_dataset, read_parquet_directory, source_sha256,
+from dpspec.check.sources import (  # noqa: F401 (file_sha256, resolve_path: re-exported)
+    file_sha256, is_directory, is_parquet, is_uri, parquet_dataset, read_parquet_directory, resolve_path, source_sha256,
 )
 from dpspec.errors import DataError
 from dpspec.language.reading import NotRegularFile, require_regular
@@ -26,13 +24,6 @@ from dpspec.language.values import shown as shown_value
 SHOW = 5
 TRUE_WORDS = {"true", "t", "yes", "y", "1"}
 FALSE_WORDS = {"false", "f", "no", "n", "0"}
-
-
-def resolve_path(spec: ir.Spec, source: ir.DataSource) -> str:
-    """A source's path: relative to the spec's folder, unless absolute or a URI (hdfs://...)."""
-    if os.path.isabs(source.path) or is_uri(source.path):
-        return source.path
-    return os.path.join(spec.base_dir, source.path)
 
 
 def _read_raw(path: str, fmt: str, table: ir.Table, fingerprints: dict | None = None) -> pd.DataFrame:

@@ -128,7 +128,7 @@ def check_cmd(files, bounds, output_format):
             if spec.program is None:
                 checked = check(spec)
                 if checked.warnings:
-                    from dpspec.language.diagnostics import render_diagnostics
+                    from dpspec.errors import render_diagnostics
 
                     echo(render_diagnostics(checked.warnings, spec.path, spec.text), err=True)
             else:
@@ -278,7 +278,7 @@ def compile_cmd(file, outdir, seed, runs, engine_name, spark_master, verify_file
         if moved:
             notes.append(f"note: {moved}")
             echo(notes[-1], err=True)
-    from dpspec.run.progress import StderrBar, reporting
+    from dpspec.progress import StderrBar, reporting
 
     from dpspec.publish.output_set import claimed_target, refuse_release_folder
 
@@ -529,7 +529,7 @@ def _range_text(low, high) -> str:
 @friendly
 def lsp_cmd():
     """Serve the Language Server Protocol over stdin/stdout, for editors (needs the `lsp` extra)."""
-    from dpspec.run.lazy import require
+    from dpspec.lazy import require
 
     require("pygls", "lsp", "dpspec lsp")
     require("lsprotocol", "lsp", "dpspec lsp")

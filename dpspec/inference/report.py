@@ -12,7 +12,7 @@ import os
 
 from markupsafe import Markup, escape
 
-from dpspec import __version__
+from dpspec._version import __version__
 from dpspec.budget import format_number
 from dpspec.report.bidi import neutral
 from dpspec.report.render import html_env, markdown_env

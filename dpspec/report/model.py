@@ -11,7 +11,8 @@ from __future__ import annotations
 import math
 import os
 
-from dpspec import __version__, ir
+from dpspec import ir
+from dpspec._version import __version__
 from dpspec.language import describe
 from dpspec.contract import plugins
 from dpspec.audit import audit as run_audit_outcome

@@ -17,7 +17,7 @@ from randomgen import ChaCha
 
 from dpspec import ir
 from dpspec.budget import ledger as ledger_mod
-from dpspec.run import progress
+from dpspec import progress
 from dpspec.run.key_check import check_release_keys
 from dpspec.check.checker import CheckedSpec, check
 from dpspec.check.keys import declared_keys, typed_keys

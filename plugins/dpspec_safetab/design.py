@@ -260,3 +260,20 @@ def _per_level(p: ir.Param, levels, what, err):
 def sigma2(fanout: int, rho: Fraction) -> Fraction:
     """Noise variance of a count with L2 sensitivity sqrt(fanout) spending rho: k / (2 rho)."""
     return Fraction(fanout) / (2 * rho)
+
+
+def variable_values(spec: ir.Spec, params: dict, design: Design) -> dict:
+    """Every stage-2 variable with its declared values as text (the order of the domain)."""
+    table = spec.domain.table(params["table"])
+    out = {}
+    for td in design.tables:
+        for d in td.details:
+            for v in d.variables:
+                ty = table.column(v).type
+                if ty.kind == "enum":
+                    out[v] = [str(x) for x in ty.values]
+                elif ty.kind == "int":
+                    out[v] = [str(x) for x in range(ty.low, ty.high + 1)]
+                elif ty.kind == "bool":
+                    out[v] = ["False", "True"]
+    return out
