@@ -16,7 +16,7 @@ from dpspec import ir
 from dpspec.budget import compose
 from dpspec.budget.budget_text import budget_line
 from dpspec.budget.spec_account import spec_ledger
-from dpspec.budget.composition import Release as LedgerRelease
+from dpspec.budget.composition import LedgerRelease
 from dpspec.budget.statement import BudgetStatement, PublicCondition
 from dpspec.errors import Diagnostic, SpecError
 from dpspec.budget.ledger import DEFAULT_DELTA, _holds

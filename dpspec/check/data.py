@@ -31,7 +31,7 @@ def _read_raw(path: str, fmt: str, table: ir.Table, fingerprints: dict | None = 
     if fmt == "parquet":
         check_parquet_types(path, table)
     try:
-        if fmt == "parquet" and is_directory(path):  # hive-partitioned Parquet (issue 11)
+        if fmt == "parquet" and is_directory(path):  # hive-partitioned Parquet, as a cluster writes it
             return read_parquet_directory(path, columns)
         if is_uri(path):  # a cluster location (hdfs://, s3a://): through pyarrow's filesystem
             return _read_uri(path, fmt, columns)

@@ -284,7 +284,7 @@ def compile_cmd(file, outdir, seed, runs, engine_name, spark_master, verify_file
 
     check_output_target(outdir, input_paths(spec) + ([verify_file] if verify_file else []))  # before the run
     refuse_release_folder(outdir, "compile", itself=False)  # never a set nested inside another release
-    if verify_file:  # a `dpspec verify --json` result (issue 14), read before the run so a bad file fails fast
+    if verify_file:  # a `dpspec verify --json` result, read before the run so a bad file fails fast
         from dpspec.verify.finding import load_for, with_finding
 
         verified = load_for(verify_file, spec)
@@ -568,7 +568,7 @@ def _add_plugin_commands():
 
 main.add_command(verify_cmd)  # dpspec verify (dpspec/cli/verify.py)
 main.add_command(__import__("dpspec.cli.certificate", fromlist=["certificate_cmd"]).certificate_cmd)  # dpspec certificate verify
-main.add_command(__import__("dpspec.cli.sweep", fromlist=["sweep_cmd"]).sweep_cmd)  # dpspec sweep (issue 28)
+main.add_command(__import__("dpspec.cli.sweep", fromlist=["sweep_cmd"]).sweep_cmd)  # dpspec sweep
 _add_plugin_commands()
 __import__("dpspec.cli.registry", fromlist=["register"]).register(main)  # export/import --registry (OpenDP Deployments Registry)
 

@@ -177,7 +177,7 @@ class Mechanism:
     # samplers, or floating point).
     proof: str = ""
     sampling: str = ""
-    # Opt-in (issue 11): True when `run(..., engine=)` can take a table held by the engine. A
+    # Opt-in: True when `run(..., engine=)` can take a table held by the engine. A
     # table whose source is Parquet (a file or a hive-partitioned directory) then reaches `run`
     # as a `dpspec.api.EngineTable`, read and validated by the engine (on Spark nothing
     # row-level reaches the driver): count it with `engine.count(table, by)`. Other tables, and
@@ -275,7 +275,7 @@ class Mechanism:
         """Optional: figures over repeated runs against the confidential data (internal only)."""
         return {}
 
-    # ---- optional: for `dpspec sweep` (issue 28) ----------------------------------------------
+    # ---- optional: for `dpspec sweep` ---------------------------------------------------------
     def expected_error(self, spec: ir.Spec, params: dict, facts: dict) -> list[dict] | None:
         """Optional: the error the mechanism promises from public parameters alone, per released
         figure, for `dpspec sweep`'s public report. One dict per (table, level, query):

@@ -27,14 +27,6 @@ def _at(col) -> tuple:
     return (col.loc.line, col.loc.column) if col is not None and col.loc else (None, None)
 
 
-def geography_file(spec: ir.Spec, table: str) -> str | None:
-    """The key file the table's finest geography level reads its values from, if any."""
-    levels = spec.domain.geography.levels if spec.domain and spec.domain.geography else []
-    t = spec.domain.table(table)
-    col = t.column(levels[-1]) if t is not None and levels else None
-    return col.type.keys_from if col is not None else None
-
-
 def problems(spec: ir.Spec, tables, flag: str | None = None) -> list[Diagnostic]:
     """Each geography column of each table (the person table, any joint table) reads its values
     from one public geography file; the AIAN flag, if any, from the same file. At the column."""
