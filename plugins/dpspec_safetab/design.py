@@ -93,11 +93,6 @@ def geo_levels(spec: ir.Spec) -> tuple[tuple[str, ...], tuple[str, ...]]:
     return (ROOT, *geo.levels, *components), components
 
 
-def _loc(p) -> tuple:
-    loc = getattr(p, "loc", None)
-    return (loc.line, loc.column) if loc else (None, None)
-
-
 def _names(value) -> tuple[str, ...] | None:
     if isinstance(value, ir.Name):
         return (value.text,)
@@ -128,7 +123,7 @@ def parse(spec: ir.Spec, params: dict, raw: dict | None = None, call_loc=None) -
     raw = raw or {}
 
     def err(message, where=None):
-        problems.append(Diagnostic(message, *_loc(where if where is not None else call_loc)))
+        problems.append(Diagnostic(message, *ir.line_column(where if where is not None else call_loc)))
 
     detailed = _names(params.get("detailed_geographies")) or (ROOT,)
     for g in detailed:

@@ -23,8 +23,7 @@ MAX_DENOMINATOR = 1 << 64  # the exact Bernoulli sampler compares against intege
 def _param_loc(spec: ir.Spec, name: str) -> tuple[int | None, int | None]:
     call = spec.mechanism
     p = call.params.get(name) if call else None
-    loc = (p.loc if p is not None else None) or (call.loc if call else None)
-    return (loc.line, loc.column) if loc else (None, None)
+    return ir.line_column(p, call.loc if call else None)
 
 
 class PermutationSwapping(Mechanism):
