@@ -11,9 +11,9 @@ The Python API mirrors the command line:
 """
 from __future__ import annotations
 
-__version__ = "0.1.0"
+from dpspec._version import __version__  # noqa: F401 - dpspec.__version__
 
-__import__("dpspec.contract.legacy", fromlist=["install"]).install()  # dpspec 0.1's import paths, deprecated
+__import__("dpspec.legacy", fromlist=["install"]).install()  # dpspec 0.1's import paths, deprecated
 
 
 def load(path_or_text: str):
@@ -85,9 +85,10 @@ def infer(spec, release_dir: str, target: str, **options):
 
 def _notebook_display() -> None:
     """Results, audits, budgets and inference results show as their reports in Jupyter: the
-    report stage attaches `_repr_html_` to them (dpspec.report.notebook), so no stage below it
+    report stage attaches `_repr_html_` to them (dpspec.notebook), so no stage below it
     knows about reports."""
-    import dpspec.report.notebook  # noqa: F401
+    import dpspec.notebook  # noqa: F401
 
 
-VERBS = {"audit": audit, "budget": budget}  # dpspec.verbs: the subpackages of the same names call these
+VERBS = {"audit": audit, "budget": budget}  # the subpackages of the same names call these (dpspec.verbs)
+__import__("dpspec.verbs", fromlist=["VERBS"]).VERBS.update(VERBS)

@@ -31,7 +31,7 @@ _WHERE = {
     "DpspecError": "dpspec.errors", "SpecError": "dpspec.errors", "DataError": "dpspec.errors",
     "MechanismError": "dpspec.errors", "ConversionError": "dpspec.errors", "Diagnostic": "dpspec.errors",
     # reading and checking specs and their data
-    "parse": "dpspec.language.parser", "read_source": "dpspec.language.parser", "load": "dpspec",
+    "parse": "dpspec.language.parser", "read_source": "dpspec.language.parser", "load": ("dpspec.language.parser", "load_text_or_path"),  # what dpspec.load calls
     "check": "dpspec.check.checker", "CheckedSpec": "dpspec.check.checker",
     "load_table": "dpspec.check.data", "load_data": "dpspec.check.data", "resolve_path": "dpspec.check.data",
     "EngineTable": "dpspec.engine.table",  # a validated table the engine holds (Mechanism.engine_tables)
@@ -45,9 +45,9 @@ _WHERE = {
     "keyed_discrete_gaussian": "dpspec.run.keyed_noise", "KeyColumns": "dpspec.engine.keyed_words",
     "shown": "dpspec.language.values",
     "exact_number": ("dpspec.sweep.grid", "number"),  # '0.05', '5%', '1/20' -> an exact Fraction (DpspecError if not)
-    "report_progress": ("dpspec.run.progress", "report"),
+    "report_progress": ("dpspec.progress", "report"),
     # the language's types and the progress channel, as modules (ir.Spec, progress.report, ...)
-    "ir": ("dpspec.ir", None), "progress": ("dpspec.run.progress", None),
+    "ir": ("dpspec.ir", None), "progress": ("dpspec.progress", None),
     # what a mechanism states about its budget
     "BudgetStatement": "dpspec.budget", "PureDP": "dpspec.budget", "ZCDP": "dpspec.budget",
     "PublicCondition": "dpspec.budget.statement", "json_number": "dpspec.budget.premetrics",
@@ -72,7 +72,7 @@ _WHERE = {
     "universe_queries": ("dpspec.verify.miniature", "universe_queries"),
     "generic_pairs": ("dpspec.verify.miniature", "generic_pairs"),
     # bounded reading: a path a plugin reads must be a regular file, never a device
-    "LazyModule": "dpspec.run.lazy", "require_regular": "dpspec.language.reading", "NotRegularFile": "dpspec.language.reading",
+    "LazyModule": "dpspec.lazy", "require_regular": "dpspec.language.reading", "NotRegularFile": "dpspec.language.reading",
     # exact Bernoulli(R·exp(-x)) for rational R, x: a float fast path, interval arithmetic in its doubt band
     "bernoulli_scaled_exp": "dpspec.run.noise",
     # post-processing: noisy counts projected onto nonnegative integers summing to a public total

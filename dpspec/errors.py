@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import attrs
 
+from dpspec import line_ends
+
 
 class DpspecError(Exception):
     """Base class: an error the user must fix; never shown as a traceback."""
@@ -35,8 +37,6 @@ class SpecError(DpspecError):
         super().__init__(self.render())
 
     def render(self) -> str:
-        from dpspec.language.diagnostics import render_diagnostics
-
         return render_diagnostics(self.diagnostics, self.path, self.text)
 
 
@@ -68,8 +68,6 @@ class DataError(DpspecError):
                 *(Diagnostic(f"{d.message} is written here", d.line, d.column, severity="note") for d in located[1:])]
 
     def render(self) -> str:
-        from dpspec.language.diagnostics import render_diagnostics
-
         located = [Diagnostic(f"{d.message} is written here", d.line, d.column, severity="note")
                    for d in self.places if d.line is not None]
         if not located:
@@ -83,3 +81,23 @@ class ConversionError(DpspecError):
 
 class MechanismError(DpspecError):
     """A mechanism could not run, or its output broke a guarantee (e.g. an invariant moved)."""
+
+
+def render_diagnostics(diagnostics, path: str | None, text: str | None) -> str:
+    """`FILE:LINE:COL: error: MESSAGE` with a caret excerpt, per diagnostic (an error renders itself,
+    so this lives with the errors, below the language that raises them)."""
+    lines = line_ends.lines(text) if text else []  # the lines the grammar counts
+    out = []
+    for d in sorted(diagnostics, key=lambda d: (d.line or 0, d.column or 0)):
+        where = path or "<spec>"
+        if d.line:
+            where += f":{d.line}:{d.column or 1}"
+        message = d.message
+        if d.hint:
+            message += f"; {d.hint}"
+        out.append(f"{where}: {d.severity}: {message}")
+        if d.line and 0 < d.line <= len(lines):
+            source = lines[d.line - 1].replace("\t", " ")
+            out.append(f"    {source}")
+            out.append("    " + " " * max((d.column or 1) - 1, 0) + "^")
+    return "\n".join(out)

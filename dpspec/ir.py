@@ -20,6 +20,13 @@ class Loc:
     column: int
 
 
+def line_column(node, fallback: Loc | None = None) -> tuple[int | None, int | None]:
+    """(line, column) where `node` is written (its `loc`), else where `fallback` is, else
+    (None, None): the one way a located error finds its place."""
+    loc = getattr(node, "loc", None) or fallback
+    return (loc.line, loc.column) if loc else (None, None)
+
+
 def _loc_field():
     # Locations are for messages only: two specs that differ only in layout are the same spec.
     return attrs.field(default=None, eq=False, repr=False)

@@ -97,7 +97,7 @@ def test_the_release_files_depend_on_the_seed(tmp_path, name):
 
 def test_spark_reports_progress_over_its_tasks(spark_session):
     """The bar moves on Spark too: from 0 to every task of the job (a task is a batch of units)."""
-    from dpspec.run import progress
+    from dpspec import progress
     from dpspec.engine import EngineRun
     from dpspec.engine.spark import SparkEngine
     from tests.test_engine import people, shuffle_within

@@ -10,7 +10,7 @@ from fractions import Fraction
 
 import pytest
 
-from dpspec.budget import ApproxDP, BudgetStatement, PureDP, Release, ZCDP, compose, convert, group
+from dpspec.budget import ApproxDP, BudgetStatement, PureDP, LedgerRelease, ZCDP, compose, convert, group
 from dpspec.budget.budget_report import budget_summary
 from dpspec.budget.conversions import bs16_epsilon, cks20_epsilon
 from dpspec.budget.ledger import _holds
@@ -49,7 +49,7 @@ def test_a_bound_written_as_the_achieved_fraction_holds_and_one_a_hair_below_it_
 
 
 def test_thirds_compose_to_exactly_one():
-    ledger = compose([Release(f"part {i}", ZCDP(Fraction(1, 3))) for i in range(3)])
+    ledger = compose([LedgerRelease(f"part {i}", ZCDP(Fraction(1, 3))) for i in range(3)])
     assert ledger.total.rho == 1 and isinstance(ledger.total.rho, Fraction)
     assert _holds("<=", ledger.total.rho, 1) and not _holds("<", ledger.total.rho, 1)
     assert ledger.total.to_json() == {"premetric": "zcdp", "rho": 1.0}
@@ -59,7 +59,7 @@ def test_many_small_rhos_just_over_a_bound_are_said_to_exceed_it():
     # 1000 releases of rho 1/1000 + 1/10^16: the exact sum is 1 + 1e-13, over 'rho <= 1'. In floats
     # each term rounds to 0.001 and a relative tolerance of 1e-12 said the bound held.
     small = Fraction(1, 1000) + Fraction(1, 10**16)
-    ledger = compose([Release(f"r{i}", ZCDP(small)) for i in range(1000)])
+    ledger = compose([LedgerRelease(f"r{i}", ZCDP(small)) for i in range(1000)])
     assert ledger.total.rho == 1 + Fraction(1, 10**13)
     assert not _holds("<=", ledger.total.rho, 1)
     assert math.fsum([float(small)] * 1000) <= 1 * (1 + 1e-12)  # what the float path decided

@@ -155,9 +155,9 @@ def test_the_third_round_generators_find_nothing(scratch, seed):
 
 
 def test_the_line_end_oracle_catches_a_bare_cr_read_as_one_line(monkeypatch):
-    import dpspec.language.line_ends
+    import dpspec.line_ends
 
-    monkeypatch.setattr(dpspec.language.line_ends, "normal", lambda text: text)  # the language before issue 43
+    monkeypatch.setattr(dpspec.line_ends, "normal", lambda text: text)  # the language before issue 43
     outcomes = {fuzz.run_line_ends("acs_ma_vision_rr.dps", random.Random(i)) for i in range(3)}
     assert any(o.startswith("internal") for o in outcomes), outcomes
 

@@ -56,7 +56,7 @@ def test_only_line_ends_split_lines_in_an_excerpt():
 def test_the_language_server_reads_a_bare_cr_document_by_its_lines():
     from dpspec.lsp import document
 
-    from dpspec.language import line_ends
+    from dpspec import line_ends
 
     text = TEXT.replace("unit persons : hamming", "unit persons : hamming ]").replace("\n", "\r")
     problems = document.analyse(line_ends.normal(text), RR).problems

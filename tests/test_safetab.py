@@ -18,7 +18,7 @@ from dpspec.run.compiler import compile_spec, make_rng
 from dpspec.check.data import load_data
 from dpspec.errors import DataError, SpecError
 from dpspec.run.noise import discrete_gaussian_pmf, discrete_gaussian_variance
-from dpspec_safetab import engine, tabulate
+from dpspec_safetab import engine, measured
 from dpspec_safetab.design import sigma2
 from dpspec_safetab.iterations import IterationTable, encode_records, flatten
 from tests.safetab_helpers import variant as _variant
@@ -83,8 +83,8 @@ def test_stage1_totals_reach_the_output_only_through_the_choice(monkeypatch):
             seen.append(float(np.min(totals)) if totals.size else None)
             return np.ones(totals.shape, dtype=np.int8)  # the same choice, whatever the totals
 
-        monkeypatch.setattr(tabulate, "add_keyed_noise", noise)
-        monkeypatch.setattr(tabulate, "choose_detail", choose)
+        monkeypatch.setattr(measured, "add_keyed_noise", noise)
+        monkeypatch.setattr(measured, "choose_detail", choose)
         return compile_spec(spec, data={"persons": persons}, seed=5, audit=False).published["counts"]
 
     a, b = run(0), run(10**6)

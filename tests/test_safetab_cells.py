@@ -17,7 +17,7 @@ from dpspec.engine.streams import unit_rng
 from dpspec.run import keyed_noise
 from dpspec.run.compiler import compile_spec, make_rng
 from dpspec.run.noise import discrete_gaussian
-from dpspec_safetab import tabulate
+from dpspec_safetab import measured
 from tests.safetab_helpers import P_SPEC
 
 SEED = 5
@@ -68,14 +68,14 @@ def test_no_two_cells_share_a_stream_and_each_draws_its_own(persons, monkeypatch
     """Every noise call of a run, recorded: all (cell, stage) keys and their SHA-256 stream keys
     are distinct, and a sample of cells' noise is exactly discrete_gaussian on unit_rng(key)."""
     calls = []
-    real = tabulate.add_keyed_noise
+    real = measured.add_keyed_noise
 
     def recording(counts, s2, run_key, keys):
         out = real(counts, s2, run_key, keys)
         calls.append((counts, s2, run_key, keys, out))
         return out
 
-    monkeypatch.setattr(tabulate, "add_keyed_noise", recording)
+    monkeypatch.setattr(measured, "add_keyed_noise", recording)
     counts_of(persons)
     assert {c[2] for c in calls} == {SEED}  # the engine's run key: the seed
     keys = [k.key(i) for _, _, _, k, _ in calls for i in range(len(k))]
@@ -95,12 +95,12 @@ def test_no_two_cells_share_a_stream_and_each_draws_its_own(persons, monkeypatch
 
 def test_cell_keys_name_table_geography_level_geocode_group_and_stage(persons, monkeypatch):
     seen = []
-    monkeypatch.setattr(tabulate, "add_keyed_noise", lambda counts, s2, run_key, keys: seen.append(keys) or counts)
+    monkeypatch.setattr(measured, "add_keyed_noise", lambda counts, s2, run_key, keys: seen.append(keys) or counts)
     counts_of(persons)
     assert all(isinstance(k, KeyColumns) and len(k.columns) == 2 for k in seen)
     county = next(k for k in seen if k.prefix[2] == "county")
     stream, table, geo, level, geocode, group, stage = county.key(0)
-    assert (stream, table, geo, stage) == (tabulate.NOISE_STREAM, "t1", "county", "stage 1") and level in (1, 2)
+    assert (stream, table, geo, stage) == (measured.NOISE_STREAM, "t1", "county", "stage 1") and level in (1, 2)
     assert geocode in set(persons["county"]) and isinstance(group, str)
 
 
@@ -122,7 +122,7 @@ def test_stage1_noise_has_the_declared_variance(monkeypatch, persons):
     """Stage-1 draws across all cells of the run: variance within 5% of sigma² (a published
     calibration, not a random figure), so keying per cell left the law alone."""
     draws = []
-    real = tabulate.add_keyed_noise
+    real = measured.add_keyed_noise
 
     def recording(counts, s2, run_key, keys):
         out = real(counts, s2, run_key, keys)
@@ -130,7 +130,7 @@ def test_stage1_noise_has_the_declared_variance(monkeypatch, persons):
             draws.append(((out - counts).ravel(), s2))
         return out
 
-    monkeypatch.setattr(tabulate, "add_keyed_noise", recording)
+    monkeypatch.setattr(measured, "add_keyed_noise", recording)
     counts_of(persons)
     for s2 in {s for _, s in draws}:
         noise = np.concatenate([d for d, s in draws if s == s2])

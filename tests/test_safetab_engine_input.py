@@ -21,7 +21,7 @@ from dpspec.errors import DataError
 from dpspec_safetab.combinations import combinations
 from dpspec_safetab.engine import detail_counts, group_counts
 from dpspec_safetab.iterations import flatten
-from dpspec_safetab.tabulate import Inputs, read_records
+from dpspec_safetab.records import Inputs, read_records
 from dpspec_safetab.validate import check_records
 from tests.safetab_helpers import H_SPEC, P_SPEC, ROOT
 from tests.test_safetab import _toy_table
@@ -314,12 +314,12 @@ def test_a_csv_record_with_an_unknown_code_exits_1_at_its_row(tmp_path):
 def test_a_geography_or_variable_with_no_value_at_all_reads(tmp_path):
     """A column entirely missing (no AIAN/NH area among these records) has no labels at all:
     its units are none, as before; a variable entirely missing is a clear DataError."""
-    from dpspec_safetab.tabulate import _regions
+    from dpspec_safetab.records import region_codes
 
     frame = pd.DataFrame({"aiannh": pd.Series([None] * 4, dtype=object), "tract": ["2", "1", None, "2"]})
-    region, codes = _regions(frame, "aiannh")
+    region, codes = region_codes(frame, "aiannh")
     assert region.tolist() == [-1] * 4 and codes.tolist() == []
-    region, codes = _regions(frame, "tract")
+    region, codes = region_codes(frame, "tract")
     assert region.tolist() == [1, 0, -1, 1] and codes.tolist() == ["1", "2"]
     with pytest.raises(DataError, match=r"persons.csv: row 1: column 'SEX' holds 'None', not one of 1, 2"):
         read(records().assign(SEX=None), "frame", tmp_path)

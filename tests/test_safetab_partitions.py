@@ -18,8 +18,8 @@ from dpspec.errors import DataError
 from dpspec.run.compiler import compile_spec
 from dpspec_safetab import geography
 from dpspec_safetab import plan as plan_mod
-from dpspec_safetab import tabulate
-from dpspec_safetab.plugin import _variables
+from dpspec_safetab import records, tabulate
+from dpspec_safetab.design import variable_values
 from dpspec_safetab.truths import TRUTH_SCHEMA, partition_truths
 from tests.safetab_helpers import P_SPEC
 from tests.test_safetab_cells import SEED, counts_of, persons  # noqa: F401 (persons: a fixture)
@@ -35,8 +35,8 @@ def run_plan(persons, buckets: int = 3):
     mech, params = checked.mechanism, checked.params
     design = mech.design(spec, params)
     table = mech._iteration_table(spec, params)
-    inputs = tabulate.Inputs(persons, tuple(params["race_codes"]), params["ethnicity_code"],
-                             _variables(spec, params, design))
+    inputs = records.Inputs(persons, tuple(params["race_codes"]), params["ethnicity_code"],
+                             variable_values(spec, params, design))
     blocks = plan_mod.measured_blocks(design)
     fanouts = {(lv, design.granularity(g)): tabulate.fanout_of(design, table, lv, design.granularity(g))[0]
                for g, lv in blocks}
@@ -139,7 +139,7 @@ def test_on_spark_the_driver_gets_no_row_per_person_nor_per_combination(tmp_path
     reads (what it collected before the tabulation ran on the executors), and the release is the
     local one from CSV, byte for byte."""
     people = pd.read_parquet(DATA / "persons.parquet").iloc[:3000]
-    columns = tabulate.read_columns(run_plan(people).design, tabulate.Inputs(
+    columns = tabulate.read_columns(run_plan(people).design, records.Inputs(
         people, ("QRACE1",), "QSPAN", {v: [] for v in ("QSEX", "AGE4", "AGE9", "AGE23")}))
     combos = people.groupby([*columns, *(f"QRACE{i}" for i in range(2, 9))], dropna=False, observed=True).ngroups
     inputs = tmp_path / "in"

@@ -11,7 +11,8 @@ import pandas as pd
 import pytest
 
 from dpspec.errors import DataError, MechanismError
-from dpspec_swap.theorem import as_rate, largest_stratum, log_odds, psa_epsilon
+from dpspec_swap.algorithm import largest_stratum
+from dpspec_swap.theorem import as_rate, log_odds, psa_epsilon
 
 MA1940 = Path(__file__).resolve().parents[1] / "specs" / "data" / "ma1940"
 B_1940 = 264_331

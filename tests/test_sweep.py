@@ -15,7 +15,7 @@ from click.testing import CliRunner
 
 from dpspec.api import MechanismError, parse, read_source
 from dpspec.cli.main import main
-from dpspec.run import progress
+from dpspec import progress
 from dpspec.sweep import grid
 from dpspec.sweep.grid import GridError, parse_axis, product
 from dpspec.sweep.override import addressable, override
@@ -247,7 +247,7 @@ def test_topdown_expected_variance_matches_the_spread_of_its_measurements():
     from dpspec.api import check, load_data
     from dpspec.engine import EngineRun, get_engine, run_mechanism
     from dpspec.run.compiler import make_rng
-    from dpspec.run import progress
+    from dpspec import progress
 
     checked = check(spec)
     data, _ = load_data(spec)

@@ -76,17 +76,17 @@ def test_a_product_with_persons_in_a_structural_zero_names_the_block_and_cell(pe
 
 
 def test_a_node_the_failsafe_cannot_save_names_its_level_and_parent_geounit(monkeypatch):
-    from dpspec_topdown import postprocess
+    from dpspec_topdown import node_solve
     from tests.test_topdown_dhc_solver import _run_forcing_one_node
 
     started = []  # the stream key (children's level, parent code) of each node, as it starts
-    real = postprocess.solve_node
+    real = node_solve.solve_node
 
     def tracking(task, *args, **kw):
         started.append(task.noise.key)
         return real(task, *args, **kw)
 
-    monkeypatch.setattr(postprocess, "solve_node", tracking)
+    monkeypatch.setattr(node_solve, "solve_node", tracking)
     with pytest.raises(DataError) as info:
         _run_forcing_one_node(monkeypatch, fail_relaxed=True)
     level, parent = started[-1]  # one worker: the node that failed is the last one started

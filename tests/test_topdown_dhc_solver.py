@@ -6,7 +6,7 @@ import attrs
 import numpy as np
 import pytest
 
-from dpspec_topdown import postprocess
+from dpspec_topdown import node_solve, postprocess
 from dpspec_topdown.multipass import PassPlan, _with_rows, fit_in_passes, optimal_tolerance
 from dpspec_topdown.postprocess import GroupConstraint, MeasuredQuery, NodeTask
 
@@ -91,8 +91,8 @@ def test_failsafe_relaxes_the_children_sums_and_keeps_the_minimal_schema_sums():
     targets = [[2, 2], [2, 2], [2, 0]]  # a=1 totals 4: no split of the parent meets them
     task = _task(parent, [4, 4, 2], [[1, 1, 1, 1], [1, 1, 1, 1], [1, 1, 0, 0]], [_a_targets(targets)])
     with pytest.raises(postprocess.NodeError, match="no nonnegative split|cannot be met|rounding"):
-        postprocess.solve_node(task, [TOTAL, DETAILED])
-    result = postprocess.solve_node(attrs.evolve(task, failsafe=KEEP_B), [TOTAL, DETAILED])
+        node_solve.solve_node(task, [TOTAL, DETAILED])
+    result = node_solve.solve_node(attrs.evolve(task, failsafe=KEEP_B), [TOTAL, DETAILED])
     assert result.relaxed and result.failsafe
     counts = np.zeros((3, 4), dtype=np.int64)
     np.add.at(counts, (result.child, result.cell), result.count)
@@ -109,7 +109,7 @@ def test_a_node_without_a_solution_even_after_the_failsafe_is_a_failsafe_error()
     targets = [[3, 2], [3, 2], [2, 0]]  # 12 persons held where the parent has 10
     task = _task(parent, [5, 5, 2], [[1, 1, 1, 1]] * 3, [_a_targets(targets)])
     with pytest.raises(postprocess.FailsafeError, match="relaxed over the minimal schema"):
-        postprocess.solve_node(attrs.evolve(task, failsafe=KEEP_B), [TOTAL, DETAILED])
+        node_solve.solve_node(attrs.evolve(task, failsafe=KEEP_B), [TOTAL, DETAILED])
 
 
 def test_the_top_node_is_never_relaxed():
@@ -118,7 +118,7 @@ def test_the_top_node_is_never_relaxed():
     task = attrs.evolve(task, constraints=(GroupConstraint("x", A_OF_CELL, 2, np.zeros(3, dtype=np.int64),
                                                            np.array([[-1, 2]])),))
     with pytest.raises(postprocess.NodeError) as info:
-        postprocess.solve_node(task, [TOTAL, DETAILED])
+        node_solve.solve_node(task, [TOTAL, DETAILED])
     assert not isinstance(info.value, postprocess.FailsafeError)
 
 
@@ -133,7 +133,7 @@ def _run_forcing_one_node(monkeypatch, fail_relaxed: bool):
     from dpspec_topdown.synthetic import (LEVELS, PL94_VARIABLES, PRODUCTION_LEVEL_SHARES, PRODUCTION_RHO,
                                           generate_population, pl94_strategy)
 
-    exact, relaxed = postprocess._solve_node, postprocess.solve_relaxed
+    exact, relaxed = node_solve._solve_node, postprocess.solve_relaxed
     forced = []
 
     def failing(task, queries, solver, plan):
@@ -147,7 +147,7 @@ def _run_forcing_one_node(monkeypatch, fail_relaxed: bool):
             raise postprocess.FailsafeError(task.key, "no solution even with the children sums relaxed (forced)")
         return relaxed(task, queries, why)
 
-    monkeypatch.setattr(postprocess, "_solve_node", failing)
+    monkeypatch.setattr(node_solve, "_solve_node", failing)
     monkeypatch.setattr(postprocess, "solve_relaxed", relaxed_or_fail)
     persons = generate_population(1500, 60, seed=3)
     shares = PRODUCTION_LEVEL_SHARES
@@ -262,8 +262,8 @@ def test_joint_node_holds_households_equal_to_occupied_units_at_every_child():
     assert np.array_equal(h.sum(axis=1), u[:, 0])  # the tie, child by child
     assert h.min() >= 0 and u.min() >= 0
     # solved apart, the two tables disagree somewhere: the tie is what holds them together
-    alone_h = _counts(postprocess.solve_node(households, [TOTAL, DETAILED]), 3, 4)
-    alone_u = _counts(postprocess.solve_node(units, [unit_detail]), 3, 2)
+    alone_h = _counts(node_solve.solve_node(households, [TOTAL, DETAILED]), 3, 4)
+    alone_u = _counts(node_solve.solve_node(units, [unit_detail]), 3, 2)
     assert not np.array_equal(alone_h.sum(axis=1), alone_u[:, 0])
 
 
@@ -419,7 +419,7 @@ def _joint_run(households, units, **kwargs):
 
 
 def test_a_joint_run_ties_households_to_occupied_units_at_every_level():
-    from dpspec_topdown.joint import side_sums
+    from dpspec_topdown.joint_problem import side_sums
 
     households, units = _households_and_units()
     result = _joint_run(households, units)

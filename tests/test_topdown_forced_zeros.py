@@ -90,18 +90,18 @@ def test_unforced_keeps_the_variables_no_fixed_margin_holds_at_0():
 def test_joint_outer_passes_fit_without_the_forced_cells_and_release_the_same(monkeypatch):
     """The joint outer passes' later fits are built over the cells their fixed margins leave free
     (fewer variables), and the release is the one the fits over every cell give."""
-    from dpspec_topdown import forced_zeros, joint
+    from dpspec_topdown import forced_zeros, joint_problem
     from tests.test_topdown_joint_production import OUTER, _data, _run_passes
 
     households, units = _data(n_blocks=9)
     sizes = []
-    real_qp = joint.joint_qp
+    real_qp = joint_problem.joint_qp
 
     def watched(task_a, qa, task_b, qb, cross, va, vb):
         sizes.append(va[1].size + vb[1].size)
         return real_qp(task_a, qa, task_b, qb, cross, va, vb)
 
-    monkeypatch.setattr(joint, "joint_qp", watched)
+    monkeypatch.setattr(joint_problem, "joint_qp", watched)
     outer = [OUTER[0], {"estimation": [[()]], "rounding": [[("hhsize",)]]},
              {"estimation": [[("hhsize", "tenure")]], "rounding": [[("hhsize", "tenure")]]}]
     taken_out = _run_passes(households, units, outer)

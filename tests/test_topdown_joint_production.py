@@ -166,7 +166,7 @@ def test_outer_passes_fix_each_pass_rounded_answers_and_keep_the_tie():
     move them, so the units' release equals a run whose outer passes stop after the first (same
     noise), while the one-pass joint solve, where the households' measurements pull on the shared
     occupied totals, releases other units."""
-    from dpspec_topdown.joint import side_sums
+    from dpspec_topdown.joint_problem import side_sums
 
     households, units = _data()
     full = _run_passes(households, units)
@@ -221,7 +221,7 @@ def test_both_tables_are_rounded_in_one_problem_with_the_cross_constraint():
     go up (0.4 away) and force the households to 1 (1.0 away, 1.4 in all); rounded together,
     as production rounds its stacked histograms, both go down (0.6 + 0.6 = 1.2)."""
     from dpspec_topdown import postprocess
-    from dpspec_topdown.joint import CrossConstraint
+    from dpspec_topdown.joint_problem import CrossConstraint
     from dpspec_topdown.joint_round import round_jointly
 
     def task(n_cells):
@@ -242,7 +242,7 @@ def test_both_tables_are_rounded_in_one_problem_with_the_cross_constraint():
 def test_a_joint_rounding_that_cannot_keep_the_tie_is_a_mechanism_error():
     from dpspec.errors import MechanismError
     from dpspec_topdown import postprocess
-    from dpspec_topdown.joint import CrossConstraint
+    from dpspec_topdown.joint_problem import CrossConstraint
     from dpspec_topdown.joint_round import round_jointly
 
     one = (np.array([0]), np.array([0]), np.array([0]), np.array([0]))

@@ -119,9 +119,9 @@ def test_a_block_missing_from_the_reference_geography_cites_the_spines_geography
 
 def test_a_node_the_failsafe_cannot_save_cites_the_levels_share_and_the_failsafe(tmp_path, monkeypatch):
     from dpspec.errors import MechanismError
-    from dpspec_topdown import postprocess
+    from dpspec_topdown import node_solve, postprocess
 
-    exact = postprocess._solve_node
+    exact = node_solve._solve_node
 
     def failing(task, queries, solver, plan):  # a county part with four blocks or more: the block level
         if task.parent is not None and task.n_children >= 4:
@@ -131,7 +131,7 @@ def test_a_node_the_failsafe_cannot_save_cites_the_levels_share_and_the_failsafe
     def no_rescue(task, queries, why=""):
         raise postprocess.FailsafeError(task.key, "no solution even with the children sums relaxed (forced)")
 
-    monkeypatch.setattr(postprocess, "_solve_node", failing)
+    monkeypatch.setattr(node_solve, "_solve_node", failing)
     monkeypatch.setattr(postprocess, "solve_relaxed", no_rescue)
     path, error = _refused(tmp_path, _persons())
     assert error.message.startswith("TopDown cannot split the county 01001/non-AIAN")

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from dpspec.errors import SpecError
-from dpspec_topdown import postprocess
+from dpspec_topdown import node_solve, postprocess
 from dpspec_topdown.engine import run_topdown
 from dpspec_topdown.multipass import PassPlan, fit_in_passes, round_in_passes
 from dpspec_topdown.synthetic import LEVELS, PL94_VARIABLES, generate_population
@@ -29,20 +29,20 @@ def _production():
 def captured():
     shares, strategy, recodes, rho, _ = _production()
     nodes = []
-    solve = postprocess.solve_node
+    solve = node_solve.solve_node
 
     def capture(task, queries, solver="clarabel", plan=None):
         nodes.append((postprocess.node_inputs(task, queries)[0], queries, plan))  # as the node solves it
         return solve(task, queries, solver, plan)
 
-    postprocess.solve_node = capture
+    node_solve.solve_node = capture
     try:
         persons = generate_population(6000, 200, seed=4)
         result = run_topdown(persons, ["nation"] + LEVELS, PL94_VARIABLES, strategy, rho, shares, "hamming",
                              [("state", ())], np.random.default_rng(2), workers=1, recodes=recodes,
                              passes=PASSES)
     finally:
-        postprocess.solve_node = solve
+        node_solve.solve_node = solve
     return nodes, result, persons
 
 
@@ -114,7 +114,7 @@ def test_failsafe_redoes_an_infeasible_later_pass_in_one_pass(captured, monkeypa
         return real(problem, solver)
 
     monkeypatch.setattr(postprocess, "solve_qp", second_pass_fails)
-    result = postprocess.solve_node(task, queries, plan=plan)
+    result = node_solve.solve_node(task, queries, plan=plan)
     assert result.failsafe
     assert result.count.sum() == task.parent.sum()  # still a valid split of the parent
 
@@ -224,20 +224,20 @@ def test_interleaved_outer_passes_fix_each_outer_pass_exactly():
 
     shares, strategy, recodes, rho, _ = _production()
     nodes = []
-    solve = postprocess.solve_node
+    solve = node_solve.solve_node
 
     def capture(task, queries, solver="clarabel", plan=None):
         nodes.append((postprocess.node_inputs(task, queries)[0], queries, plan))
         return solve(task, queries, solver, plan)
 
-    postprocess.solve_node = capture
+    node_solve.solve_node = capture
     try:
         persons = generate_population(3000, 400, seed=4)  # 13 block groups in 4 tracts
         result = run_topdown(persons, ["nation"] + LEVELS, PL94_VARIABLES, strategy, Fraction(1, 20), shares,
                              "hamming", [("state", ())], np.random.default_rng(5), workers=1, recodes=recodes,
                              passes=_outer_passes(strategy))
     finally:
-        postprocess.solve_node = solve
+        node_solve.solve_node = solve
     assert len(result.microdata) == len(persons)
     assert result.timings["levels"]["tract"]["outer_passes"] == 2
     differs = 0

@@ -6,7 +6,7 @@ from fractions import Fraction
 import attrs
 import numpy as np
 
-from dpspec_topdown import postprocess, redundant
+from dpspec_topdown import node_solve, postprocess, redundant
 from dpspec_topdown.engine import run_topdown
 from dpspec_topdown.multipass import solve_interleaved
 from dpspec_topdown.postprocess import GroupConstraint, NodeTask
@@ -57,17 +57,17 @@ def test_interleaved_passes_reach_the_same_release_without_the_implied_rows(monk
     rest = [q for q, _ in strategy["county"] if q != ()]
     outer = [{"estimation": [[()]], "rounding": [[()]]}, {"estimation": [rest], "rounding": [[("hhgq",)]]}]
     passes = {lv: {"outer": outer, "tolerance": Fraction(1, 10)} for lv in ("county", "tract")}
-    nodes, solve = [], postprocess.solve_node
+    nodes, solve = [], node_solve.solve_node
 
     def capture(task, queries, solver="clarabel", plan=None):
         nodes.append((postprocess.node_inputs(task, queries)[0], queries, plan))
         return solve(task, queries, solver, plan)
 
-    monkeypatch.setattr(postprocess, "solve_node", capture)
+    monkeypatch.setattr(node_solve, "solve_node", capture)
     persons = generate_population(3000, 400, seed=4)  # 13 block groups in 4 tracts
     run_topdown(persons, ["nation"] + LEVELS, PL94_VARIABLES, strategy, Fraction(1, 20), shares, "hamming",
                 [("state", ()), ("tract", ())], np.random.default_rng(5), workers=1, recodes=recodes, passes=passes)
-    monkeypatch.setattr(postprocess, "solve_node", solve)
+    monkeypatch.setattr(node_solve, "solve_node", solve)
     dropped = compared = 0
     for task, queries, plan in nodes:
         if plan is None or not plan.outer or task.n_children < 2:
@@ -94,7 +94,7 @@ def test_interleaved_passes_reach_the_same_release_without_the_implied_rows(monk
 
 
 def test_a_cross_constraint_both_of_whose_sides_are_fixed_at_equal_values_is_implied():
-    from dpspec_topdown.joint import CrossConstraint
+    from dpspec_topdown.joint_problem import CrossConstraint
 
     task = _task([[3], [4]])
     var = postprocess._node_variables(task)

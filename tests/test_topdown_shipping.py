@@ -51,7 +51,7 @@ def test_packing_leaves_what_is_not_remembered_as_it_is():
 
 
 def test_a_cross_constraint_side_is_remade_from_its_query_and_pick(monkeypatch):
-    from dpspec_topdown.plugin import side_groups
+    from dpspec_topdown.joint_run import side_groups
 
     schema = _schema()
     side = side_groups(schema, ("a",), 3)

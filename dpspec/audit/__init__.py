@@ -134,7 +134,7 @@ def run_rules(ctx: AuditContext, rules: list[Rule] | None = None) -> Audit:
 
 class Findings(list):
     """The findings of an audit, most severe first: a list, which also keeps the whole `outcome`
-    (a notebook shows its report: dpspec.report.notebook)."""
+    (a notebook shows its report: dpspec.notebook)."""
 
     def __init__(self, findings, outcome: Audit | None = None):
         super().__init__(findings)

@@ -35,7 +35,7 @@ from dpspec.audit.multiverse import (
     refinement,
     undetermined,
 )
-from dpspec.budget import change_relation, format_number, group
+from dpspec.budget import change_relation, format_figure, group
 from dpspec.budget.ledger import achieved_text
 from dpspec.errors import ConversionError, DpspecError
 from dpspec.contract.hookspecs import hookimpl
@@ -64,7 +64,7 @@ def _num(value) -> str:
         return value
     if isinstance(value, (int,)) and not isinstance(value, bool):
         return f"{value:,}"
-    return ir.format_number(value) if not isinstance(value, float) else format_number(value)
+    return ir.format_number(value) if not isinstance(value, float) else format_figure(value)
 
 
 def _budget(value) -> str:
@@ -256,7 +256,8 @@ def pufferfish_class(ctx) -> list[Finding]:
     """A Z-Pufferfish spec (seed 2) protects against attackers whose beliefs lie in a declared class
     of data-generating distributions; outside it the budget says nothing. Under independence the
     guarantee is conditional on units not carrying information about each other."""
-    from dpspec.budget.pufferfish import count_sensitivity, plain_words
+    from dpspec.budget.pufferfish import count_sensitivity
+    from dpspec.language.pufferfish import plain_words
 
     c = ctx.spec.pufferfish
     if c is None:
@@ -269,7 +270,7 @@ def pufferfish_class(ctx) -> list[Finding]:
                    "fall outside it; differential privacy needs no such assumption.")
     else:
         message = (f"The guarantee is an epsilon-Z-Pufferfish guarantee over a class of data distributions: {words}. "
-                   f"Over this class one count's Wasserstein sensitivity is {format_number(float(sensitivity))} "
+                   f"Over this class one count's Wasserstein sensitivity is {format_figure(float(sensitivity))} "
                    "(1 under independence).")
     evidence = {"class": c.kind, "options": {k: float(v) for k, v in c.options},
                 "count_sensitivity": float(sensitivity), "in_words": words}
@@ -282,7 +283,7 @@ def pufferfish_vs_dp(ctx) -> list[Finding]:
     each block says which side protects more, and the assumptions DP does not make are named."""
     if ctx.spec.pufferfish is None or ctx.baseline is None or ctx.baseline.pufferfish is not None:
         return []
-    from dpspec.budget.pufferfish import plain_words
+    from dpspec.language.pufferfish import plain_words
 
     rows = ctx.comparison.rows if ctx.comparison is not None else ()
     parts = [f"{r.block}: {r.reason.rstrip('.')}" for r in rows]
@@ -471,10 +472,10 @@ def weaker_premetric(ctx) -> list[Finding]:
         expected = float(delta) * n
         evidence.update({"one_over_n": 1 / n, "expected_records_exposed": expected})
         if Fraction(delta) > Fraction(1, n):
-            message = (lead + f" With n = {n:,} units ({unit}), delta exceeds 1/n = {format_number(1 / n)}: such a "
-                       f"mechanism would be expected to expose {format_number(expected)} complete records.")
+            message = (lead + f" With n = {n:,} units ({unit}), delta exceeds 1/n = {format_figure(1 / n)}: such a "
+                       f"mechanism would be expected to expose {format_figure(expected)} complete records.")
             return [Finding("weaker-premetric", "critical", message, evidence)]
-        message = lead + (f" With n = {n:,} units ({unit}) such a mechanism would expose {format_number(expected)} records "
+        message = lead + (f" With n = {n:,} units ({unit}) such a mechanism would expose {format_figure(expected)} records "
                           "in expectation; delta is small against 1/n, but the guarantee is still weaker than pure DP.")
         severity = "info"
     elif float(delta) > 1e-6:
@@ -553,7 +554,7 @@ def _relation_quote(ctx, b) -> Finding:
     message = (f"The bound '{b.describe()}' is quoted for {_relation(b.relation)} neighbors, but the spec's unit uses "
                f"{_relation(unit.relation)} neighbors ({unit.relation}). ")
     check = _bound_check(ctx, b)
-    achieved = (f" The ledger computes {format_number(check.achieved)} for it ({check.currency})."
+    achieved = (f" The ledger computes {format_figure(check.achieved)} for it ({check.currency})."
                 if check is not None and not math.isnan(check.achieved) else "")
     if check is not None and not math.isnan(check.achieved):
         evidence["achieved_in_quoted_currency"] = float(check.achieved)  # the JSON float, as the budget JSON has it
@@ -620,7 +621,7 @@ def _strength(vs, vb) -> str:
     who = "the baseline's" if a > c else "the spec's"
     diff = abs(a - c)
     pct = f" ({float(100 * diff / max(a, c)):.0f}% smaller)"
-    return f"{who} is stronger: its {name} is smaller by {format_number(diff)}{pct}"
+    return f"{who} is stronger: its {name} is smaller by {format_figure(diff)}{pct}"
 
 
 def _main_param(budget, value: bool = False):
@@ -648,7 +649,7 @@ def _redenominated_against_baseline(ctx) -> list[Finding]:
     if "spec_converted" not in row.evidence:
         message = (f"The spec and the baseline quote their budgets in different currencies ({listing}), and no "
                    f"common currency exists: {row.evidence.get('no_common_currency', row.reason)}. The figures "
-                   f"({hs[0]} = {format_number(hs[1])} against {hb[0]} = {format_number(hb[1])}) cannot be read "
+                   f"({hs[0]} = {format_figure(hs[1])} against {hb[0]} = {format_figure(hb[1])}) cannot be read "
                    "side by side, and neither can be said to protect more.")
         return [Finding("redenomination", "warning", message, evidence)]
     vs, vb, verdict = row.evidence["spec_converted"], row.evidence["baseline_converted"], row.verdict
@@ -660,7 +661,7 @@ def _redenominated_against_baseline(ctx) -> list[Finding]:
     misleads = verdict in ("weaker", "incomparable") or (verdict == "same" and smaller)
     if not misleads or not looks:
         return []  # an honest quote: the spec protects as much or more than its figure suggests
-    message = (f"The spec quotes {hs[0]} = {format_number(hs[1])} and the baseline {hb[0]} = {format_number(hb[1])}, "
+    message = (f"The spec quotes {hs[0]} = {format_figure(hs[1])} and the baseline {hb[0]} = {format_figure(hb[1])}, "
                f"in different currencies ({listing}): the spec's figure looks "
                + ("smaller" if smaller else "comparable") + ". "
                f"In one currency ({row.evidence['currency']}) the spec's budget is {_budget(vs)} and the baseline's "
@@ -997,12 +998,12 @@ def per_query_budget(ctx) -> list[Finding]:
         names = sorted({p.name for p, _ in hits})
         f = hits[0][1]
         whole = float(total) * f
-        message = (f"{where[:1].upper()}{where[1:]} states {quantity} = {format_number(v)}, which is what "
+        message = (f"{where[:1].upper()}{where[1:]} states {quantity} = {format_figure(v)}, which is what "
                    + (f"query '{names[0]}' spends" if len(names) == 1 else f"each of the queries {', '.join(names)} spends")
                    + f" alone; mechanism '{ctx.checked.mechanism.name}' composes {len(parts)} parts "
                    f"({', '.join(f'{p.name}: {ir.format_number(p.budget)}' for p in parts)}) and spends "
-                   f"{quantity} = {format_number(whole)} in all" + (" in the spec's flavor" if f != 1.0 else "")
-                   + f". Taken as the release's budget, the figure understates the loss {format_number(whole / v)}-fold: "
+                   f"{quantity} = {format_figure(whole)} in all" + (" in the spec's flavor" if f != 1.0 else "")
+                   + f". Taken as the release's budget, the figure understates the loss {format_figure(whole / v)}-fold: "
                    "state the total, and each query's share beside it.")
         findings.append(Finding("per-query-budget", "warning", message,
                                 {"where": where, "stated": value, "quantity": quantity, "matches": names,

@@ -11,6 +11,7 @@ import math
 import os
 
 from dpspec import ir
+from dpspec.check.sources import input_paths
 from dpspec.errors import Diagnostic, SpecError
 
 _FACTS: dict = {}  # (data stamps, mechanism, parameters, invariants) -> public facts; a few entries
@@ -19,8 +20,6 @@ _KEEP = 8
 
 def _stamps(spec: ir.Spec) -> tuple:
     """(path, size, mtime) of each local data source; a source that cannot be stated gives no cache key."""
-    from dpspec.publish.input_guard import input_paths
-
     out = []
     for path in input_paths(spec)[1 if spec.path else 0:]:
         try:

@@ -168,7 +168,7 @@ def budget_text(summary: dict) -> str:
 
 class BudgetSummary(dict):
     """`budget_summary` as returned by `dpspec.budget`: the same dict, which also keeps its spec
-    (a notebook shows the spec's report, budget section included: dpspec.report.notebook)."""
+    (a notebook shows the spec's report, budget section included: dpspec.notebook)."""
 
     def __init__(self, summary: dict, spec: ir.Spec):
         super().__init__(summary)

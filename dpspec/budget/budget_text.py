@@ -4,7 +4,7 @@ from __future__ import annotations
 import math
 from fractions import Fraction
 
-from dpspec.budget.premetrics import format_number
+from dpspec.budget.premetrics import format_figure
 
 
 def budget_figure(v) -> str:
@@ -15,7 +15,7 @@ def budget_figure(v) -> str:
     if not isinstance(v, (int, float)) or isinstance(v, bool):
         return str(v)
     if math.isinf(v) or v == 0 or float(v).is_integer():
-        return format_number(v)
+        return format_figure(v)
     if abs(v) < 0.01:
         return f"{v:.4g}"
     return f"{v:.4f}".rstrip("0").rstrip(".")

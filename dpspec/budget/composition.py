@@ -25,7 +25,7 @@ from .premetrics import (
     RenyiDP,
     ZCDP,
     budget_from_params,
-    format_number,
+    format_figure,
     normalize_kind,
     to_exact,
 )
@@ -48,7 +48,7 @@ def _budget_or_statement(value):
 
 
 @attrs.frozen
-class Release:
+class LedgerRelease:
     """One release and its budget (a plain budget, or a per-universe `BudgetStatement`).
 
     parallel_group: releases sharing a group ran on disjoint parts of the data; `universe`
@@ -70,7 +70,7 @@ class Release:
 class LedgerEntry:
     """A release's budget as stated, as composed, and the conversion between the two."""
 
-    release: Release
+    release: LedgerRelease
     original: Budget
     converted: Budget
     conversion: Conversion
@@ -273,8 +273,8 @@ def _compose_once(budgets, blocks, target, delta, method, alpha):
         if delta is not None and to_exact(delta, "delta") < approx_total.delta:
             # The total is what it is; a stated bound on delta is checked elsewhere.
             notes.append(
-                f"the releases' deltas add up to {format_number(approx_total.delta)}, above the "
-                f"requested total delta {format_number(to_exact(delta, 'delta'))}"
+                f"the releases' deltas add up to {format_figure(approx_total.delta)}, above the "
+                f"requested total delta {format_figure(to_exact(delta, 'delta'))}"
             )
         return approx_total, convs, sub_convs, notes
 
@@ -300,15 +300,15 @@ def _compose_once(budgets, blocks, target, delta, method, alpha):
         if not d_sub > 0:
             raise ConversionError(
                 f"the (epsilon, delta) releases already use delta = "
-                f"{format_number(approx_total.delta)}, leaving none of the total "
-                f"{format_number(d_total)} for the {sub_target} releases"
+                f"{format_figure(approx_total.delta)}, leaving none of the total "
+                f"{format_figure(d_total)} for the {sub_target} releases"
             )
         sub_conv = convert(subtotal, "approx", delta=d_sub, method=method)
         if approx_idx:
             notes.append(
-                f"the {sub_target} subtotal gets delta = {format_number(d_sub)}: the total "
-                f"{format_number(d_total)} minus the (epsilon, delta) releases' "
-                f"{format_number(approx_total.delta)}"
+                f"the {sub_target} subtotal gets delta = {format_figure(d_sub)}: the total "
+                f"{format_figure(d_total)} minus the (epsilon, delta) releases' "
+                f"{format_figure(approx_total.delta)}"
             )
     sub_convs.append(sub_conv)
     if approx_idx:
@@ -330,7 +330,7 @@ def compose(releases, *, to: str | None = None, delta=None, method: str = "cks20
     a mix of pure/zCDP/GDP, Rényi if Rényi budgets are involved, (eps, delta) if any is.
     `delta` is the total delta when the result is (eps, delta); `method` names the zCDP ->
     (eps, delta) conversion; `public` lists public information the guarantee is conditioned on."""
-    releases = tuple(r if isinstance(r, Release) else Release(**r) for r in releases)
+    releases = tuple(r if isinstance(r, LedgerRelease) else LedgerRelease(**r) for r in releases)
     statements = [r.statement for r in releases]
     actual = [s.actual for s in statements]
     kinds = {b.kind for b in actual}

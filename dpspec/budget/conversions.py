@@ -213,11 +213,6 @@ def bs16_delta(rho, epsilon):
     return min(Fraction(1), (-(gap * gap) / (4 * iv(rho))).exp().upper())
 
 
-def _renyi_cks_log_delta(alpha: float, tau: float, eps: float) -> float:
-    """log delta from one Rényi bound D_alpha <= tau at eps (CKS20 Prop. 12), not clamped."""
-    return (alpha - 1.0) * (tau - eps) + alpha * math.log1p(-1.0 / alpha) - math.log(alpha - 1.0)
-
-
 def _cks20_s_star(rho: float, eps: float) -> float:
     """The optimal order alpha = 1 + e^s of CKS20's objective at (rho, eps), in floating point.
 

@@ -16,7 +16,7 @@ import attrs
 
 from dpspec import ir
 from dpspec.budget import change_relation, convert, group, hamming_to_symdiff_fixed_size
-from dpspec.budget.premetrics import format_number
+from dpspec.budget.premetrics import format_figure
 from dpspec.errors import ConversionError
 from dpspec.check.invariants import determines
 
@@ -167,7 +167,7 @@ def _achieved_for_bound(bound: ir.BudgetBound, spec: ir.Spec, native_flavor, nat
     if q == "epsilon":
         delta = with_.get("delta", spec.premetric.option("delta") or DEFAULT_DELTA)
         conv = convert(value, "approx", delta=delta, method=method)
-        return conv.result.epsilon, f"approximate DP at delta = {format_number(delta)} by {conv.method}, {relation}"
+        return conv.result.epsilon, f"approximate DP at delta = {format_figure(delta)} by {conv.method}, {relation}"
     if q == "rho":
         conv = convert(value, "zcdp")
         return conv.result.rho, f"zCDP by {conv.method}, {relation}"
@@ -176,7 +176,7 @@ def _achieved_for_bound(bound: ir.BudgetBound, spec: ir.Spec, native_flavor, nat
         if eps is None:
             raise ConversionError("a delta bound needs 'with epsilon = E'")
         conv = convert(value, "approx", epsilon=eps, method=method)
-        return conv.result.delta, f"delta at epsilon = {format_number(eps)} by {conv.method}, {relation}"
+        return conv.result.delta, f"delta at epsilon = {format_figure(eps)} by {conv.method}, {relation}"
     if q == "mu":
         conv = convert(value, "gdp")
         return conv.result.mu, f"Gaussian DP by {conv.method}, {relation}"

@@ -121,7 +121,7 @@ def _float(value, name: str) -> float:
     return out
 
 
-def format_number(x: float) -> str:
+def format_figure(x: float) -> str:
     """Print a budget figure the way the literature quotes it: 52.82, 2.63, 1e-10, inf."""
     if math.isinf(x):
         return "inf" if x > 0 else "-inf"
@@ -137,10 +137,10 @@ def format_number(x: float) -> str:
 
 
 def format_against(x: float, limit: float | None, holds: bool) -> str:
-    """``x`` as format_number prints it, with more digits when that rounding would put it on
+    """``x`` as format_figure prints it, with more digits when that rounding would put it on
     the wrong side of the bound it is checked against: an achieved 4.9622 against 'rho <= 4.96'
     prints 4.962, not 4.96 (which would read as meeting the bound it exceeds)."""
-    text = format_number(x)
+    text = format_figure(x)
     if limit is None or not (math.isfinite(x) and math.isfinite(limit)):
         return text
     # a float limit is read as the decimal a person wrote (4.96), an exact one as it is
@@ -209,7 +209,7 @@ def _nonneg(name):
     def convert(value):
         out = to_exact(value, name)
         if out < 0:
-            raise InvalidBudget(f"{name} must be at least 0, got {format_number(out)}")
+            raise InvalidBudget(f"{name} must be at least 0, got {format_figure(out)}")
         return out
 
     return convert
@@ -218,14 +218,14 @@ def _nonneg(name):
 def _probability(value):
     out = to_exact(value, "delta")
     if not 0 <= out <= 1:
-        raise InvalidBudget(f"delta must be in [0, 1], got {format_number(out) if math.isfinite(out) else out!r}")
+        raise InvalidBudget(f"delta must be in [0, 1], got {format_figure(out) if math.isfinite(out) else out!r}")
     return out
 
 
 def _order(value):
     out = to_exact(value, "alpha")
     if not out > 1:
-        raise InvalidBudget(f"the Rényi order alpha must exceed 1, got {format_number(out)}")
+        raise InvalidBudget(f"the Rényi order alpha must exceed 1, got {format_figure(out)}")
     return out
 
 
@@ -250,7 +250,7 @@ class Budget:
         return out
 
     def __str__(self) -> str:
-        items = [f"{k} = {format_number(v)}" for k, v in self.params().items()]
+        items = [f"{k} = {format_figure(v)}" for k, v in self.params().items()]
         return items[0] if len(items) == 1 else "(" + ", ".join(items) + ")"
 
 
@@ -345,7 +345,7 @@ class RenyiCurve(Budget):
 
     def __str__(self) -> str:
         return "{" + ", ".join(
-            f"alpha {format_number(a)}: epsilon = {format_number(e)}" for a, e in self.points
+            f"alpha {format_figure(a)}: epsilon = {format_figure(e)}" for a, e in self.points
         ) + "}"
 
 

@@ -16,7 +16,7 @@ from dpspec import ir
 from dpspec.budget import compose
 from dpspec.budget.budget_text import budget_line
 from dpspec.budget.spec_account import spec_ledger
-from dpspec.budget.composition import Release as LedgerRelease
+from dpspec.budget.composition import LedgerRelease
 from dpspec.budget.statement import BudgetStatement, PublicCondition
 from dpspec.errors import Diagnostic, SpecError
 from dpspec.budget.ledger import DEFAULT_DELTA, _holds
@@ -218,7 +218,7 @@ def _pufferfish_note(members) -> str | None:
     """Z-Pufferfish releases compose like DP ones only under assumptions DP does not need (seed 2):
     sequential (Lemma 6) when their randomness is conditionally independent given the data and Z,
     parallel (Lemma 7) over a disjoint partition, and only for one class of distributions."""
-    from dpspec.budget.pufferfish import CONDITIONAL_INDEPENDENCE
+    from dpspec.language.pufferfish import CONDITIONAL_INDEPENDENCE
 
     puffer = [m for m in members if m.spec.pufferfish is not None]
     if not puffer:

@@ -36,11 +36,6 @@ class CheckedSpec:
     warnings: tuple[Diagnostic, ...] = ()  # what does not stop the spec (a data file not there yet)
 
 
-def _at(node, fallback=None) -> tuple[int | None, int | None]:
-    loc = getattr(node, "loc", None) or fallback
-    return (loc.line, loc.column) if loc else (None, None)
-
-
 class _Checker:
     def __init__(self, spec: ir.Spec):
         self.spec = spec
@@ -49,7 +44,7 @@ class _Checker:
         self.tables = {t.name: t for t in spec.domain.tables} if spec.domain else {}
 
     def error(self, message: str, node=None, hint: str | None = None, fallback=None):
-        self.problems.append(Diagnostic(message, *_at(node, fallback), hint=hint))
+        self.problems.append(Diagnostic(message, *ir.line_column(node, fallback), hint=hint))
 
     def unknown(self, kind, name, candidates, node, where=None):
         message, hint = unknown(kind, name, candidates, where)
@@ -130,7 +125,7 @@ class _Checker:
             elif not is_uri(d.path) and not os.path.exists(self.data_path(d)):
                 self.warnings.append(Diagnostic(
                     f"the data file '{d.path}' of table '{d.table}' does not exist (looked for "
-                    f"{self.data_path(d)}); the spec checks, but 'dpspec compile' needs it", *_at(d),
+                    f"{self.data_path(d)}); the spec checks, but 'dpspec compile' needs it", *ir.line_column(d),
                     severity="warning"))
 
     def data_path(self, d: ir.DataSource) -> str:
@@ -162,7 +157,7 @@ class _Checker:
             if p.use is not None and p.use not in PUBLIC_USES:
                 self.unknown("use of public information", p.use, PUBLIC_USES, p)
         if self.spec.pufferfish is not None:
-            from dpspec.budget.pufferfish import class_problems
+            from dpspec.language.pufferfish import class_problems
 
             for message, hint in class_problems(self.spec.pufferfish):
                 self.error(message, self.spec.pufferfish, hint)
@@ -274,7 +269,7 @@ class _Checker:
             outputs = sorted(n for n in mechanism.outputs if n not in produced)
             hint = f"release one of its outputs instead ({', '.join('output ' + n for n in outputs)})" if outputs else None
             self.problems.append(Diagnostic(f"the spec releases {what} but mechanism '{mechanism.name}' produces {has}",
-                                            *_at(r), hint=hint))
+                                            *ir.line_column(r), hint=hint))
 
     # ---- the mechanism ----
     def mechanism(self):

@@ -7,8 +7,6 @@ and how many in all).
 """
 from __future__ import annotations
 
-import os
-
 import numpy as np
 import pandas as pd
 
@@ -16,8 +14,8 @@ from dpspec import ir
 from dpspec.check.arrow_types import check_parquet_types
 from dpspec.check.keys import materialized
 from dpspec.check.limits import check_csv_file, check_csv_stream
-from dpspec.check.sources import (  # noqa: F401 (file_sha256: re-exported)
-    file_sha256, is_directory, is_parquet, is_uri, parquet_dataset, read_parquet_directory, source_sha256,
+from dpspec.check.sources import (  # noqa: F401 (file_sha256, resolve_path: re-exported)
+    file_sha256, is_directory, is_parquet, is_uri, parquet_dataset, read_parquet_directory, resolve_path, source_sha256,
 )
 from dpspec.errors import DataError
 from dpspec.language.reading import NotRegularFile, require_regular
@@ -28,19 +26,12 @@ TRUE_WORDS = {"true", "t", "yes", "y", "1"}
 FALSE_WORDS = {"false", "f", "no", "n", "0"}
 
 
-def resolve_path(spec: ir.Spec, source: ir.DataSource) -> str:
-    """A source's path: relative to the spec's folder, unless absolute or a URI (hdfs://...)."""
-    if os.path.isabs(source.path) or is_uri(source.path):
-        return source.path
-    return os.path.join(spec.base_dir, source.path)
-
-
 def _read_raw(path: str, fmt: str, table: ir.Table, fingerprints: dict | None = None) -> pd.DataFrame:
     columns = list(table.column_names)
     if fmt == "parquet":
         check_parquet_types(path, table)
     try:
-        if fmt == "parquet" and is_directory(path):  # hive-partitioned Parquet (issue 11)
+        if fmt == "parquet" and is_directory(path):  # hive-partitioned Parquet, as a cluster writes it
             return read_parquet_directory(path, columns)
         if is_uri(path):  # a cluster location (hdfs://, s3a://): through pyarrow's filesystem
             return _read_uri(path, fmt, columns)

@@ -23,6 +23,7 @@ import os
 import re
 import stat
 
+from dpspec import ir
 from dpspec.errors import DataError
 
 _URI = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
@@ -52,6 +53,20 @@ def local_path(path: str) -> str | None:
     if not is_uri(path):
         return path
     return path[len("file://"):] if path.lower().startswith("file://") else None
+
+
+def resolve_path(spec: ir.Spec, source: ir.DataSource) -> str:
+    """A source's path: relative to the spec's folder, unless absolute or a URI (hdfs://...)."""
+    if os.path.isabs(source.path) or is_uri(source.path):
+        return source.path
+    return os.path.join(spec.base_dir, source.path)
+
+
+def input_paths(spec) -> list[str]:
+    """Every file a compile of `spec` reads: the spec itself and each data source."""
+    paths = [spec.path] if spec.path else []
+    local = (local_path(resolve_path(spec, source)) for source in spec.data)  # a remote URI holds no local folder
+    return paths + [p for p in local if p is not None]
 
 
 def is_directory(path: str) -> bool:

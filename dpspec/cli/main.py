@@ -128,7 +128,7 @@ def check_cmd(files, bounds, output_format):
             if spec.program is None:
                 checked = check(spec)
                 if checked.warnings:
-                    from dpspec.language.diagnostics import render_diagnostics
+                    from dpspec.errors import render_diagnostics
 
                     echo(render_diagnostics(checked.warnings, spec.path, spec.text), err=True)
             else:
@@ -278,13 +278,13 @@ def compile_cmd(file, outdir, seed, runs, engine_name, spark_master, verify_file
         if moved:
             notes.append(f"note: {moved}")
             echo(notes[-1], err=True)
-    from dpspec.run.progress import StderrBar, reporting
+    from dpspec.progress import StderrBar, reporting
 
     from dpspec.publish.output_set import claimed_target, refuse_release_folder
 
     check_output_target(outdir, input_paths(spec) + ([verify_file] if verify_file else []))  # before the run
     refuse_release_folder(outdir, "compile", itself=False)  # never a set nested inside another release
-    if verify_file:  # a `dpspec verify --json` result (issue 14), read before the run so a bad file fails fast
+    if verify_file:  # a `dpspec verify --json` result, read before the run so a bad file fails fast
         from dpspec.verify.finding import load_for, with_finding
 
         verified = load_for(verify_file, spec)
@@ -529,7 +529,7 @@ def _range_text(low, high) -> str:
 @friendly
 def lsp_cmd():
     """Serve the Language Server Protocol over stdin/stdout, for editors (needs the `lsp` extra)."""
-    from dpspec.run.lazy import require
+    from dpspec.lazy import require
 
     require("pygls", "lsp", "dpspec lsp")
     require("lsprotocol", "lsp", "dpspec lsp")
@@ -568,7 +568,7 @@ def _add_plugin_commands():
 
 main.add_command(verify_cmd)  # dpspec verify (dpspec/cli/verify.py)
 main.add_command(__import__("dpspec.cli.certificate", fromlist=["certificate_cmd"]).certificate_cmd)  # dpspec certificate verify
-main.add_command(__import__("dpspec.cli.sweep", fromlist=["sweep_cmd"]).sweep_cmd)  # dpspec sweep (issue 28)
+main.add_command(__import__("dpspec.cli.sweep", fromlist=["sweep_cmd"]).sweep_cmd)  # dpspec sweep
 _add_plugin_commands()
 __import__("dpspec.cli.registry", fromlist=["register"]).register(main)  # export/import --registry (OpenDP Deployments Registry)
 

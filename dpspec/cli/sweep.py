@@ -54,7 +54,7 @@ def sweep_cmd(file, vary, balance, runs, outdir, seed, off_by, delta, conversion
     from dpspec.publish.input_guard import check_output_target, input_paths
     from dpspec.publish.output_set import claimed_target, refuse_release_folder
     from dpspec.publish.report_set import spec_entry, write_report_set
-    from dpspec.run.progress import StderrBar, reporting
+    from dpspec.progress import StderrBar, reporting
     from dpspec.sweep import grid as grid_mod
     from dpspec.sweep import report
     from dpspec.sweep.runner import run_sweep

@@ -32,7 +32,7 @@ def verify_cmd(file, runs, seed, confidence, as_json, replay, neighbours, sample
     """Test FILE's mechanism empirically against its claimed budget (exit 0 consistent, 1 refuted, 4 inconclusive),
     or, with --replay, replay it on neighbouring datasets (exit 0 clean, 1 findings)."""
     from dpspec.language.parser import parse, read_source
-    from dpspec.run.progress import StderrBar, reporting
+    from dpspec.progress import StderrBar, reporting
     from dpspec.verify import DEFAULT_RUNS, verify
 
     spec = parse(read_source(file), file)

@@ -192,7 +192,7 @@ class Mechanism:
     # samplers, or floating point).
     proof: str = ""
     sampling: str = ""
-    # Opt-in (issue 11): True when `run(..., engine=)` can take a table held by the engine. A
+    # Opt-in: True when `run(..., engine=)` can take a table held by the engine. A
     # table whose source is Parquet (a file or a hive-partitioned directory) then reaches `run`
     # as a `dpspec.api.EngineTable`, read and validated by the engine (on Spark nothing
     # row-level reaches the driver): count it with `engine.count(table, by)`. Other tables, and
@@ -296,7 +296,7 @@ class Mechanism:
         """Optional: figures over repeated runs against the confidential data (internal only)."""
         return {}
 
-    # ---- optional: for `dpspec sweep` (issue 28) ----------------------------------------------
+    # ---- optional: for `dpspec sweep` ---------------------------------------------------------
     def expected_error(self, spec: ir.Spec, params: dict, facts: dict) -> list[dict] | None:
         """Optional: the error the mechanism promises from public parameters alone, per released
         figure, for `dpspec sweep`'s public report. One dict per (table, level, query):
@@ -400,11 +400,6 @@ class CountLikelihood:
 # ---- resolving a mechanism block against its schema ---------------------------------------
 
 
-def _loc_of(param: ir.Param | None, fallback: ir.Loc | None) -> tuple[int | None, int | None]:
-    loc = (param.loc if param is not None else None) or fallback
-    return (loc.line, loc.column) if loc else (None, None)
-
-
 def _all_columns(spec: ir.Spec) -> dict[str, list[str]]:
     cols: dict[str, list[str]] = {}
     if spec.domain:
@@ -424,20 +419,20 @@ def resolve_params(mechanism: Mechanism, call: ir.MechanismCall, spec: ir.Spec) 
     for p in call.params.params:
         if schema.get(p.name) is None:
             message, hint = unknown("parameter", p.name, [s.name for s in schema.params], f"mechanism '{mechanism.name}'")
-            problems.append(Diagnostic(message, *_loc_of(p, call.loc), hint=hint))
+            problems.append(Diagnostic(message, *ir.line_column(p, call.loc), hint=hint))
     columns = _all_columns(spec)
     tables = [t.name for t in spec.domain.tables] if spec.domain else []
     for ps in schema.params:
         p = given.get(ps.name)
         if p is None:
             if ps.required:
-                problems.append(Diagnostic(f"mechanism '{mechanism.name}' needs the parameter '{ps.name}' ({ps.doc})", *_loc_of(None, call.loc)))
+                problems.append(Diagnostic(f"mechanism '{mechanism.name}' needs the parameter '{ps.name}' ({ps.doc})", *ir.line_column(None, call.loc)))
             values[ps.name] = ps.default
             continue
         value, problem = _coerce(ps, p.value, columns, tables)
         if problem:
             message, hint = problem if isinstance(problem, tuple) else (problem, None)
-            problems.append(Diagnostic(f"parameter '{ps.name}': {message}", *_loc_of(p, call.loc), hint=hint))
+            problems.append(Diagnostic(f"parameter '{ps.name}': {message}", *ir.line_column(p, call.loc), hint=hint))
         values[ps.name] = value
     return values, problems
 
@@ -450,7 +445,7 @@ def _repeated(block: ir.ParamBlock, fallback, where: str = "") -> list[Diagnosti
         if p.name in first:
             line = first[p.name].loc.line if first[p.name].loc else None
             out.append(Diagnostic(f"{where}'{p.name}' is given twice in one block"
-                                  + (f" (first at line {line})" if line else ""), *_loc_of(p, fallback)))
+                                  + (f" (first at line {line})" if line else ""), *ir.line_column(p, fallback)))
         first.setdefault(p.name, p)
         if isinstance(p.value, ir.ParamBlock):
             out.extend(_repeated(p.value, fallback, f"{where}{p.name}: "))

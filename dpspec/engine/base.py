@@ -142,7 +142,7 @@ class Engine:
         different records, without the records."""
         raise NotImplementedError
 
-    # ---- a keyed lookup: children take their parent's values (issue 11, carrying swaps) ----
+    # ---- a keyed lookup: children take their parent's values (carrying swaps) ----
 
     def lookup(self, table, key: str, parent, take: dict, compare: dict | None = None, *,
                stage: str = "lookup", show: int = 5):

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from dpspec.run import progress
+from dpspec import progress
 from dpspec.engine import frames
 from dpspec.engine.base import Engine, handle, run_item, run_unit
 from dpspec.check.sources import parquet_dataset

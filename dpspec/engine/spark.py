@@ -16,11 +16,11 @@ from urllib.parse import urlsplit
 
 import pandas as pd
 
-from dpspec.run import progress
+from dpspec import progress
 from dpspec.engine import frames
 from dpspec.engine.base import Engine, EngineUnavailable, UnitFailed, handle, run_item, run_unit
 from dpspec.errors import DataError
-from dpspec.run.lazy import MissingExtra, require
+from dpspec.lazy import MissingExtra, require
 
 INSTALL = ("the Spark engine needs pyspark and a Java 17 runtime: run pip install 'dpspec[spark]' and "
            "install Java (on Debian: apt-get install openjdk-17-jre-headless)")

@@ -12,8 +12,8 @@ import os
 
 from markupsafe import Markup, escape
 
-from dpspec import __version__
-from dpspec.budget import format_number
+from dpspec._version import __version__
+from dpspec.budget import format_figure
 from dpspec.report.bidi import neutral
 from dpspec.report.render import html_env, markdown_env
 from dpspec.report.svg import COLORS
@@ -22,7 +22,7 @@ MAX_ROWS_IN_FIGURE = 60
 
 
 def _num(v) -> str:
-    return "—" if v is None or (isinstance(v, float) and math.isnan(v)) else format_number(float(v))
+    return "—" if v is None or (isinstance(v, float) and math.isnan(v)) else format_figure(float(v))
 
 
 def interval_figure(title: str, cells: list[dict]) -> Markup:

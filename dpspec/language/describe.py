@@ -142,7 +142,7 @@ def five_questions(spec: ir.Spec) -> list[tuple[str, str, str]]:
                                                    + ")" if p.use else ")")
             for p in spec.public) + "."
     if spec.pufferfish is not None:
-        from dpspec.budget.pufferfish import plain_words
+        from dpspec.language.pufferfish import plain_words
 
         z = "the public information above" if spec.public else "no public information"
         where += (f" An epsilon-Z-Pufferfish guarantee (seed 2): Z is {z}; the secrets are each unit's presence and "

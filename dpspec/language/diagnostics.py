@@ -1,9 +1,7 @@
-"""Rendering of spec diagnostics as `FILE:LINE:COL: error: MESSAGE` with a caret excerpt."""
+"""Messages for names that do not resolve ("did you mean"); diagnostics render in dpspec.errors."""
 from __future__ import annotations
 
 import difflib
-
-from dpspec.language import line_ends
 
 
 def suggest(name: str, candidates) -> str | None:
@@ -21,21 +19,3 @@ def unknown(kind: str, name: str, candidates, where: str | None = None) -> tuple
     if not guess and known and len(known) <= 12:
         message += f" (known: {', '.join(known)})"
     return message, hint
-
-
-def render_diagnostics(diagnostics, path: str | None, text: str | None) -> str:
-    lines = line_ends.lines(text) if text else []  # the lines the grammar counts
-    out = []
-    for d in sorted(diagnostics, key=lambda d: (d.line or 0, d.column or 0)):
-        where = path or "<spec>"
-        if d.line:
-            where += f":{d.line}:{d.column or 1}"
-        message = d.message
-        if d.hint:
-            message += f"; {d.hint}"
-        out.append(f"{where}: {d.severity}: {message}")
-        if d.line and 0 < d.line <= len(lines):
-            source = lines[d.line - 1].replace("\t", " ")
-            out.append(f"    {source}")
-            out.append("    " + " " * max((d.column or 1) - 1, 0) + "^")
-    return "\n".join(out)

@@ -17,8 +17,8 @@ import attrs
 import lark
 from lark import Token, Transformer, v_args
 
-from dpspec import ir
-from dpspec.language import eol_comments, line_ends
+from dpspec import ir, line_ends
+from dpspec.language import eol_comments
 from dpspec.errors import Diagnostic, SpecError
 from dpspec.language.reading import NotRegularFile, open_regular
 

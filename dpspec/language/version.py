@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import re
 
-from dpspec.language import line_ends
+from dpspec import line_ends
+from dpspec._version import __version__
 
 LANGUAGE_VERSION = "1.1"  # 1.1: `category values from "FILE"` and `public { keys "FILE" released ... }`
 UNVERSIONED = "1.0"  # what a file without a version line is written in
@@ -40,8 +41,6 @@ def declared(text: str) -> tuple[str, int] | None:
 
 def version_problem(text: str) -> tuple[str, int] | None:
     """(message, line) when the file declares a version this dpspec cannot read, else None."""
-    from dpspec import __version__
-
     found = declared(text)
     if found is None:
         return None

@@ -12,7 +12,7 @@ from pygls.lsp.server import LanguageServer
 from pygls.protocol import LanguageServerProtocol
 from pygls.uris import to_fs_path
 
-from dpspec.language import line_ends
+from dpspec import line_ends
 from dpspec.lsp import complete as completion
 from dpspec.lsp import document, hover as hovering, navigate, warm
 from dpspec.lsp import text as tx

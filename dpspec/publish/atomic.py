@@ -94,12 +94,3 @@ def write_text(target: str, text: str) -> None:
             fh.write(text)
 
 
-def write_frame(target: str, frame) -> None:
-    """CSV or Parquet by the target's extension."""
-    with atomic_path(target) as tmp:
-        if target.endswith(".parquet"):
-            frame.to_parquet(tmp, index=False)
-        else:
-            from dpspec.publish.table_csv import write_table_csv
-
-            write_table_csv(frame, tmp)

@@ -18,7 +18,7 @@ import os
 import subprocess
 from fractions import Fraction
 
-from dpspec import __version__
+from dpspec._version import __version__
 from dpspec.errors import DataError
 from dpspec.publish.output_set import CERTIFICATE
 from dpspec.report.exact import exact_budgets, rational
@@ -125,7 +125,6 @@ def _self_hash(doc: dict) -> str:
 
 def certificate(result, staged: str, signers=()) -> dict:
     """The certificate of a staged set (every file already written, the manifest last)."""
-    import dpspec as dpspec_package
     from dpspec import ir
     from dpspec.report.model import seed_policy
     from dpspec.schemas import versioned
@@ -137,7 +136,7 @@ def certificate(result, staged: str, signers=()) -> dict:
         "command": "compile",
         "spec": {"file": os.path.basename(spec.path) if spec.path else None, "title": spec.title,
                  "bytes_sha256": _spec_bytes_sha256(spec), "text_sha256": result.spec_hash},
-        "dpspec": {"version": __version__, "git": git_commit(), "files_sha256": files_sha256(dpspec_package)[0]},
+        "dpspec": {"version": __version__, "git": git_commit(), "files_sha256": files_sha256(ir)[0]},
         "plugins": installed_plugins(mech.name),
         "mechanism": {"name": mech.name, "version": mech.version,
                       "parameters": {k: rational(v) if isinstance(v, (int, float, Fraction)) else

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 
+from dpspec.check.sources import input_paths  # noqa: F401 - the guard's inputs, read where sources are
 from dpspec.errors import DpspecError
 
 
@@ -18,16 +19,6 @@ class UnsafeOutputError(DpspecError):
     set, is a folder that would be accepted (shown in the message)."""
 
     suggestion: str | None = None
-
-
-def input_paths(spec) -> list[str]:
-    """Every file a compile of `spec` reads: the spec itself and each data source."""
-    from dpspec.check.data import resolve_path
-    from dpspec.check.sources import local_path
-
-    paths = [spec.path] if spec.path else []
-    local = (local_path(resolve_path(spec, source)) for source in spec.data)  # a remote URI holds no local folder
-    return paths + [p for p in local if p is not None]
 
 
 def _within(path: str, folder: str) -> bool:

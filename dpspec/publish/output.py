@@ -10,7 +10,8 @@ import platform
 
 import numpy as np
 
-from dpspec import __version__, ir
+from dpspec import ir
+from dpspec._version import __version__
 
 
 def _table_filename(name: str, frame) -> str:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 
-from dpspec import __version__
+from dpspec._version import __version__
 
 
 def spec_entry(spec) -> dict:

@@ -11,14 +11,15 @@ from __future__ import annotations
 import math
 import os
 
-from dpspec import __version__, ir
+from dpspec import ir
+from dpspec._version import __version__
 from dpspec.language import describe
 from dpspec.contract import plugins
 from dpspec.audit import audit as run_audit_outcome
 from dpspec.audit.base import jsonable
 from dpspec.audit.currency import flavor_spec
 from dpspec.audit.multiverse import granularity, undetermined
-from dpspec.budget import format_number
+from dpspec.budget import format_figure
 from dpspec.budget.conversions import method_words
 from dpspec.budget.ledger import achieved_text
 from dpspec.report.bidi import neutral
@@ -63,7 +64,7 @@ def headline(b) -> str:
     value = b.params().get(HEADLINE_PARAM.get(b.kind, ""), None)
     if isinstance(value, list):
         return str(b)
-    return format_number(value) if value is not None else str(b)
+    return format_figure(value) if value is not None else str(b)
 
 
 def _number(value):
@@ -343,7 +344,7 @@ def _program(spec: ir.Spec, summary: dict | None) -> dict | None:
                     "currency": b["currency"], "limit": None} for b in summary["bounds"]],
         "bounds_hold": bool(summary["bounds_hold"]) if summary["bounds"] else None,
         "notes": list(summary["ledger"].get("notes", [])),
-        # additive: the ledger laid out for an oversight reader (issue 25): the composed unit and
+        # additive: the ledger laid out for an oversight reader: the composed unit and
         # domain, the union of the members' invariants, and per member its own unit, budget and
         # every step to the program's unit
         "unit": summary.get("unit"),

@@ -17,7 +17,7 @@ import jinja2
 from markupsafe import Markup
 
 from dpspec.audit.verdict import percent
-from dpspec.budget import format_number
+from dpspec.budget import format_figure
 from dpspec.report import svg
 
 CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
@@ -50,7 +50,7 @@ def md_escape(value) -> str:
     if isinstance(value, TrustedMarkdown):
         return value
     if isinstance(value, float):
-        value = format_number(value)
+        value = format_figure(value)
     text = str(value).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
     text = _MD_SPECIAL.sub(r"\\\1", text)
     return " ".join(text.split("\n"))
@@ -70,7 +70,7 @@ def fmt(value) -> str:
     if isinstance(value, (int, float)):
         if isinstance(value, float) and math.isnan(value):
             return "—"
-        return format_number(float(value)) if isinstance(value, float) else f"{value:,}"
+        return format_figure(float(value)) if isinstance(value, float) else f"{value:,}"
     return str(value)
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import urllib.parse
 
-from dpspec import __version__
+from dpspec._version import __version__
 
 SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 LEVEL = {"critical": "error", "error": "error", "warning": "warning", "info": "note", "note": "note"}

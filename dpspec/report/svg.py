@@ -12,7 +12,7 @@ import math
 import attrs
 from markupsafe import Markup, escape
 
-from dpspec.budget import format_number
+from dpspec.budget import format_figure
 
 COLORS = {"ok": "#2f6f4f", "bad": "#a4262c", "neutral": "#3b5b92", "muted": "#8a8f98"}
 
@@ -53,7 +53,7 @@ def bar_chart(title: str, bars: list[Bar], *, axis: str = "", width: int = 640) 
         w = plot if infinite else max(1.0, plot * bar.value / scale_max) if bar.value > 0 else 0.0
         fill = f"url(#{pid})" if infinite else COLORS.get(bar.tone, COLORS["neutral"])
         out.append(f'<rect x="{left}" y="{y + 3}" width="{w:.1f}" height="{row - 10}" fill="{fill}"/>')
-        shown = "infinite" if infinite else format_number(bar.value)
+        shown = "infinite" if infinite else format_figure(bar.value)
         if bar.note:
             shown += f" {bar.note}"
         out.append(f'<text x="{left + w + 6:.1f}" y="{y + 15}" font-size="12">{escape(_clip(shown, 24))}</text>')
@@ -65,7 +65,7 @@ def bar_chart(title: str, bars: list[Bar], *, axis: str = "", width: int = 640) 
     out.append(f'<line x1="{left}" x2="{left + plot}" y1="{axis_y}" y2="{axis_y}" stroke="{COLORS["muted"]}"/>')
     out.append(f'<text x="{left}" y="{axis_y + 16}" font-size="11" fill="#444">0</text>')
     out.append(f'<text x="{left + plot}" y="{axis_y + 16}" font-size="11" fill="#444" text-anchor="end">'
-               f'{escape(format_number(scale_max))}{(" " + escape(axis)) if axis else ""}</text>')
+               f'{escape(format_figure(scale_max))}{(" " + escape(axis)) if axis else ""}</text>')
     out.append("</svg>")
     return Markup("".join(out))
 

@@ -17,7 +17,7 @@ from randomgen import ChaCha
 
 from dpspec import ir
 from dpspec.budget import ledger as ledger_mod
-from dpspec.run import progress
+from dpspec import progress
 from dpspec.run.key_check import check_release_keys
 from dpspec.check.checker import CheckedSpec, check
 from dpspec.check.keys import declared_keys, typed_keys
@@ -254,7 +254,7 @@ def compile_spec(spec: ir.Spec, data: dict | None = None, seed: int | None = Non
     mech, params = checked.mechanism, checked.params
     if why := mech.cannot_run(spec, params):
         raise MechanismError(why)
-    # -- execution engine (issue 11): units of work get streams keyed by the run key --
+    # -- execution engine: units of work get streams keyed by the run key --
     from dpspec.engine import EngineRun, get_engine, new_run_key, run_mechanism
     from dpspec.engine.loading import load_data_on
     from dpspec.engine.streams import derive_run_key

@@ -37,7 +37,7 @@ from fractions import Fraction
 
 import attrs
 
-from dpspec.run.lazy import LazyModule
+from dpspec.lazy import LazyModule
 
 np = LazyModule("numpy", "np", globals())  # the samplers need it; budget arithmetic (effective_sigma2) does not
 

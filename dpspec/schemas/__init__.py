@@ -13,6 +13,9 @@ import functools
 import json
 from importlib import resources
 
+from dpspec._version import __version__
+from dpspec.errors import DataError
+
 # kind -> the version of its format written today
 FORMAT_VERSIONS = {
     "spec": "1.0",          # dpspec show --json (the IR)
@@ -93,9 +96,6 @@ def refuse_newer(kind: str, document, path: str, error=None) -> None:
     """Raise `error` (a DpspecError class) naming both versions when `document` is from a newer format."""
     found = newer_than_known(kind, document)
     if found is not None:
-        from dpspec import __version__
-        from dpspec.errors import DataError
-
         raise (error or DataError)(
             f"{path}: written in {kind} format version {found}, newer than this dpspec ({__version__}) reads "
             f"(format version {FORMAT_VERSIONS[kind]}); upgrade dpspec to read it")

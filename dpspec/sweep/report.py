@@ -10,7 +10,8 @@ from __future__ import annotations
 import math
 import os
 
-from dpspec import __version__, ir
+from dpspec import ir
+from dpspec._version import __version__
 from dpspec.budget.premetrics import json_number
 from dpspec.report.svg import Box, box_chart, xy_chart
 

@@ -16,7 +16,7 @@ from dpspec.budget import convert, ledger as ledger_mod
 from dpspec.budget.budget_text import budget_line
 from dpspec.check.checker import CheckedSpec, check
 from dpspec.errors import ConversionError, DataError, DpspecError, MechanismError, SpecError
-from dpspec.run import progress
+from dpspec import progress
 from dpspec.sweep import realized
 from dpspec.sweep.override import balanced, override
 

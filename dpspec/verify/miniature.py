@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 
 from dpspec import ir
-from dpspec.run import progress
+from dpspec import progress
 from dpspec.errors import DpspecError
 from dpspec.contract.mechanism import NeighbourPair
 from dpspec.contract.streamed import StreamedTable

@@ -77,11 +77,6 @@ def quantile_epsilon(rho: Fraction) -> Fraction:
     return Fraction(math.isqrt((8 * rho * EPSILON_DIGITS**2).__floor__()), EPSILON_DIGITS)
 
 
-def _at(p: ir.Param | None, fallback) -> tuple:
-    loc = (p.loc if p is not None else None) or fallback
-    return (loc.line, loc.column) if loc else (None, None)
-
-
 def _text(value) -> str | None:
     return str(value) if isinstance(value, (str, ir.Name)) else None
 
@@ -92,7 +87,7 @@ def _query(name: str, block: ir.ParamBlock, table: ir.Table, where, problems: li
     stat_p = block.get("statistic")
     stat = _text(stat_p.value) if stat_p else None
     if stat not in STATISTICS:
-        problems.append(Diagnostic(f"query '{name}': 'statistic' must be one of {', '.join(STATISTICS)}", *_at(stat_p, where)))
+        problems.append(Diagnostic(f"query '{name}': 'statistic' must be one of {', '.join(STATISTICS)}", *ir.line_column(stat_p, where)))
         return {}
     got["statistic"] = stat
     col_p = block.get("column")
@@ -101,11 +96,11 @@ def _query(name: str, block: ir.ParamBlock, table: ir.Table, where, problems: li
         col = table.column(column) if column else None
         if col is None:
             problems.append(Diagnostic(f"query '{name}': {stat} needs 'column', a column of table '{table.name}'"
-                                       + (f" ('{column}' is not one)" if column else ""), *_at(col_p, where)))
+                                       + (f" ('{column}' is not one)" if column else ""), *ir.line_column(col_p, where)))
             return {}
         if stat != "count" and col.type.kind not in ("int", "bool"):
             problems.append(Diagnostic(f"query '{name}': {stat} needs a numeric column (int or bool); '{column}' is "
-                                       f"{col.type.kind}", *_at(col_p, where)))
+                                       f"{col.type.kind}", *ir.line_column(col_p, where)))
             return {}
     got["column"] = column
     bounds_p = block.get("bounds")
@@ -114,11 +109,11 @@ def _query(name: str, block: ir.ParamBlock, table: ir.Table, where, problems: li
         value = bounds_p.value if bounds_p else None
         if not (isinstance(value, tuple) and len(value) == 2 and all(isinstance(v, Fraction) and v.denominator == 1 for v in value)):
             problems.append(Diagnostic(f"query '{name}': {stat} needs clipping 'bounds: [lo, hi]' (whole numbers, "
-                                       "declared, never taken from the data)", *_at(bounds_p, where)))
+                                       "declared, never taken from the data)", *ir.line_column(bounds_p, where)))
             return {}
         low, high = int(value[0]), int(value[1])
         if low > high:
-            problems.append(Diagnostic(f"query '{name}': bounds [{low}, {high}] have lo > hi", *_at(bounds_p, where)))
+            problems.append(Diagnostic(f"query '{name}': bounds [{low}, {high}] have lo > hi", *ir.line_column(bounds_p, where)))
             return {}
     got["low"], got["high"] = low, high
     q_p = block.get("q")
@@ -126,13 +121,13 @@ def _query(name: str, block: ir.ParamBlock, table: ir.Table, where, problems: li
     if stat == "quantile":
         if not isinstance(q, Fraction) or not 0 < q < 1:
             problems.append(Diagnostic(f"query '{name}': a quantile needs 'q' strictly between 0 and 1",
-                                       *_at(q_p, where)))
+                                       *ir.line_column(q_p, where)))
             return {}
         step_p = block.get("grid_step")
         step = step_p.value if step_p else Fraction(max(1, (high - low) // 100))
         if not isinstance(step, Fraction) or step.denominator != 1 or step < 1:
             problems.append(Diagnostic(f"query '{name}': 'grid_step' must be a whole number of at least 1",
-                                       *_at(step_p, where)))
+                                       *ir.line_column(step_p, where)))
             return {}
         got["grid_step"] = int(step)
     else:
@@ -140,10 +135,10 @@ def _query(name: str, block: ir.ParamBlock, table: ir.Table, where, problems: li
     got["q"] = q if stat == "quantile" else None
     share_p = block.get("share")
     if share_p is not None and (not isinstance(share_p.value, Fraction) or share_p.value <= 0):
-        problems.append(Diagnostic(f"query '{name}': 'share' must be a positive number", *_at(share_p, where)))
+        problems.append(Diagnostic(f"query '{name}': 'share' must be a positive number", *ir.line_column(share_p, where)))
         return {}
     got["share"] = share_p.value if share_p else None
-    got["share_at"] = _at(share_p, where)
+    got["share_at"] = ir.line_column(share_p, where)
     return got
 
 
@@ -156,41 +151,41 @@ def parse(spec: ir.Spec, params: dict) -> tuple[Design | None, list[Diagnostic]]
     by = tuple(params.get("by") or ())
     for c in by:
         if table.column(c) is None:
-            problems.append(Diagnostic(f"'by': table '{table.name}' has no column '{c}'", *_at(call.params.get("by"), where)))
+            problems.append(Diagnostic(f"'by': table '{table.name}' has no column '{c}'", *ir.line_column(call.params.get("by"), where)))
     noise = params.get("noise") or "laplace"
     budget_name = "epsilon" if noise == "laplace" else "rho"
     other = "rho" if noise == "laplace" else "epsilon"
     total = params.get(budget_name)
     if params.get(other) is not None:
-        problems.append(Diagnostic(f"noise {noise} is set by '{budget_name}', not '{other}'", *_at(call.params.get(other), where)))
+        problems.append(Diagnostic(f"noise {noise} is set by '{budget_name}', not '{other}'", *ir.line_column(call.params.get(other), where)))
     if total is None or total <= 0:
         problems.append(Diagnostic(f"noise {noise} needs a positive '{budget_name}' (the whole release's budget)",
-                                   *_at(call.params.get(budget_name), where)))
+                                   *ir.line_column(call.params.get(budget_name), where)))
     raw = []
     queries_p = call.params.get("queries")
     if queries_p is not None:
         if not isinstance(queries_p.value, ir.ParamBlock) or not queries_p.value.params:
             problems.append(Diagnostic("'queries' is a block of named query blocks: queries { staff { statistic: count } }",
-                                       *_at(queries_p, where)))
+                                       *ir.line_column(queries_p, where)))
         else:
             for p in queries_p.value.params:
                 if not isinstance(p.value, ir.ParamBlock):
-                    problems.append(Diagnostic(f"query '{p.name}' must be a block ({{ statistic: ... }})", *_at(p, where)))
+                    problems.append(Diagnostic(f"query '{p.name}' must be a block ({{ statistic: ... }})", *ir.line_column(p, where)))
                     continue
                 for inner in p.value.params:
                     if inner.name not in QUERY_KEYS:
                         problems.append(Diagnostic(f"query '{p.name}': unknown setting '{inner.name}' (known: "
-                                                   f"{', '.join(QUERY_KEYS)})", *_at(inner, where)))
+                                                   f"{', '.join(QUERY_KEYS)})", *ir.line_column(inner, where)))
                 raw.append(_query(p.name, p.value, table, p.loc or where, problems))
         flat = [k for k in QUERY_KEYS if call.params.get(k) is not None]
         if flat:
             problems.append(Diagnostic(f"'{flat[0]}' is set both flat and in 'queries': write one or the other",
-                                       *_at(call.params.get(flat[0]), where)))
+                                       *ir.line_column(call.params.get(flat[0]), where)))
     elif call.params.get("statistic") is not None:
         raw.append(_query(str(params["statistic"]), call.params, table, where, problems))
     else:
         problems.append(Diagnostic("say what to release: 'statistic: count' (one query), or a 'queries' block of named "
-                                   "queries", *_at(None, where)))
+                                   "queries", *ir.line_column(None, where)))
     if problems or not all(raw):
         return None, problems
     given = [r["share"] for r in raw if r["share"] is not None]
@@ -206,7 +201,7 @@ def parse(spec: ir.Spec, params: dict) -> tuple[Design | None, list[Diagnostic]]
     for qy in queries:
         if qy.statistic == "quantile" and len(qy.grid) > 100_000:
             problems.append(Diagnostic(f"query '{qy.name}': the quantile grid has {len(qy.grid):,} points; "
-                                       "use a larger grid_step (at most 100,000 points)", *_at(None, where)))
+                                       "use a larger grid_step (at most 100,000 points)", *ir.line_column(None, where)))
     post = params.get("postprocess") or "none"
     total_by: tuple = ()
     if post == "total":
@@ -223,7 +218,7 @@ def public_total(spec: ir.Spec, table: str):
 def _total_by(spec, table: str, by: tuple, queries, where, problems: list) -> tuple:
     """postprocess total: the public total's columns, which must group the release's cells."""
     z = public_total(spec, table)
-    at = _at(spec.mechanism.params.get("postprocess"), where)
+    at = ir.line_column(spec.mechanism.params.get("postprocess"), where)
     if z is None:
         problems.append(Diagnostic("postprocess total makes the counts add up to a public total, but the public block "
                                    f"declares no count of '{table}' 'used as total': the exact total would be released "

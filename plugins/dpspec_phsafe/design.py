@@ -96,11 +96,6 @@ class Design:
         return total
 
 
-def _loc(node) -> tuple:
-    loc = getattr(node, "loc", None)
-    return (loc.line, loc.column) if loc else (None, None)
-
-
 def _entries(block) -> list:
     return list(block.params) if isinstance(block, ir.ParamBlock) else []
 
@@ -111,7 +106,7 @@ def parse(params: dict, raw: dict, call_loc=None) -> tuple[Design | None, list[D
     problems: list[Diagnostic] = []
 
     def err(message, where=None):
-        problems.append(Diagnostic(message, *_loc(where if where is not None else call_loc)))
+        problems.append(Diagnostic(message, *ir.line_column(where if where is not None else call_loc)))
 
     tau: dict = {}
     for name, value in (params.get("tau") or {}).items():

@@ -94,11 +94,6 @@ def geo_levels(spec: ir.Spec) -> tuple[tuple[str, ...], tuple[str, ...]]:
     return (ROOT, *geo.levels, *components), components
 
 
-def _loc(p) -> tuple:
-    loc = getattr(p, "loc", None)
-    return (loc.line, loc.column) if loc else (None, None)
-
-
 def _names(value) -> tuple[str, ...] | None:
     if isinstance(value, ir.Name):
         return (value.text,)
@@ -129,7 +124,7 @@ def parse(spec: ir.Spec, params: dict, raw: dict | None = None, call_loc=None) -
     raw = raw or {}
 
     def err(message, where=None):
-        problems.append(Diagnostic(message, *_loc(where if where is not None else call_loc)))
+        problems.append(Diagnostic(message, *ir.line_column(where if where is not None else call_loc)))
 
     detailed = _names(params.get("detailed_geographies")) or (ROOT,)
     for g in detailed:
@@ -266,3 +261,20 @@ def _per_level(p: ir.Param, levels, what, err):
 def sigma2(fanout: int, rho: Fraction) -> Fraction:
     """Noise variance of a count with L2 sensitivity sqrt(fanout) spending rho: k / (2 rho)."""
     return Fraction(fanout) / (2 * rho)
+
+
+def variable_values(spec: ir.Spec, params: dict, design: Design) -> dict:
+    """Every stage-2 variable with its declared values as text (the order of the domain)."""
+    table = spec.domain.table(params["table"])
+    out = {}
+    for td in design.tables:
+        for d in td.details:
+            for v in d.variables:
+                ty = table.column(v).type
+                if ty.kind == "enum":
+                    out[v] = [str(x) for x in ty.values]
+                elif ty.kind == "int":
+                    out[v] = [str(x) for x in range(ty.low, ty.high + 1)]
+                elif ty.kind == "bool":
+                    out[v] = ["False", "True"]
+    return out

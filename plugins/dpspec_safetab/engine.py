@@ -112,6 +112,3 @@ def cell_codes(values: list[np.ndarray], sizes: list[int]) -> np.ndarray:
     return out
 
 
-def expected_abs_error(sigma2: Fraction) -> float:
-    """E|Z| of the noise (normal approximation, exact to 1e-3 for sigma^2 above 1)."""
-    return math.sqrt(2 * float(effective_sigma2(sigma2)) / math.pi)

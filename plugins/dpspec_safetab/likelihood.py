@@ -36,7 +36,7 @@ import pandas as pd
 from dpspec.api import CountLikelihood, DataError, discrete_gaussian_logpmf, ir
 from dpspec.api import shown as shown_value
 
-from .design import ROOT
+from .design import ROOT, variable_values
 from .engine import choose_detail, suppression_threshold
 from .geography import declared_units
 from .tabulate import ALL, fanout_of
@@ -89,14 +89,12 @@ def _texts(frame: pd.DataFrame, columns) -> pd.DataFrame:
 
 
 def safetab_likelihoods(mech, spec, params, outputs) -> list[CountLikelihood] | None:
-    from .plugin import _variables
-
     counts = outputs.get("counts")
     if counts is None:
         return None
     design = mech.design(spec, params)
     table = mech._iteration_table(spec, params)
-    variables = list(_variables(spec, params, design))
+    variables = list(variable_values(spec, params, design))
     counts = _texts(counts, ["table", "geography", "geocode", "group", "detail", *variables])
     counts = counts.assign(group_level=pd.to_numeric(counts["group_level"]).astype(int),
                            count=pd.to_numeric(counts["count"]).astype(np.int64))

@@ -18,8 +18,11 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from dpspec.api import DataError, StreamedTable
+from dpspec.api import DataError, KeyColumns, StreamedTable, record_measurement
 
+from .combinations import text_codes, through
+from .design import Design, sigma2
+from .engine import add_keyed_noise, cell_codes, choose_detail, detail_counts, group_counts, suppression_threshold
 from .plan import Plan, empty_frame
 
 ROLES = ("detailed-only total", "total", "sum of cells", "margin", "cell")  # a group's totals before its cells
@@ -31,6 +34,7 @@ MEASURED_SCHEMA = {"kind": "int64", "table": "int64", "geography": "int64", "lev
 ORDER = ["kind", "table", "geography", "level", "geocode", "group", "rung", "role", "cell"]
 ALL = "*"
 RELEASE, FIGURE, COMPARED = 0, 1, 2
+NOISE_STREAM = "safetab cell noise"  # first part of every cell's stream key
 
 
 class Emitted:
@@ -95,9 +99,6 @@ def measure_bucket(key, rows: pd.DataFrame, rng, plan: Plan) -> pd.DataFrame:
     """One (block, bucket) unit: every table measuring the block, over the bucket's geography
     units, from their summed counts (`truths`); noise comes from each cell's keyed stream, not
     from `rng`. The result depends on the rows' multiset only."""
-    from .combinations import text_codes, through
-    from .tabulate import _measure
-
     geo, level = plan.blocks[int(key[0])]
     codes = plan.bucket_units(geo, int(key[1]))  # declared: every one is measured, with records or not
     group = rows["group"].to_numpy(dtype=np.int64)
@@ -120,10 +121,120 @@ def measure_bucket(key, rows: pd.DataFrame, rng, plan: Plan) -> pd.DataFrame:
     return pd.concat(parts, ignore_index=True)
 
 
+def _public_choice(public_totals, geo, codes, sel) -> np.ndarray:
+    """Published totals as a dense (regions, groups) array; NaN where nothing was published."""
+    dense = np.full((len(codes), len(sel)), np.nan)
+    pub = public_totals[public_totals["geography"] == geo]
+    r = pd.Index(codes).get_indexer(pub["geocode"].astype(str))
+    g = pd.Index(sel["iteration"]).get_indexer(pub["group"].astype(str))
+    ok = (r >= 0) & (g >= 0)
+    dense[r[ok], g[ok]] = pub["count"].to_numpy(dtype=np.float64)[ok]
+    return dense
+
+
+def cell_fact(design: Design, td, cell, geo: str, k: int, sel: pd.DataFrame, noise=sigma2) -> dict:
+    """The public figures of one (table, geography, level) cell: its budget, fan-out, noise
+    parameters and suppression thresholds (the units measured and the details chosen come from
+    the run: `measured.rebuild_facts`)."""
+    stages = dict(design.stages(cell))
+    s2_second = noise(k, stages["stage 2"])
+    suppress = geo in design.suppress_at
+    fact = {"table": td.name, "geography": geo, "level": cell.level, "granularity": design.granularity(geo),
+            "rho": cell.rho, "fanout": k, "units": 0, "groups": len(sel), "thresholds": list(cell.thresholds),
+            "sigma2": {"stage 2": s2_second}}
+    if design.two_stage:
+        s2_full = noise(k, cell.rho)
+        fact["sigma2"] = {"stage 1": noise(k, stages["stage 1"]), "stage 2": s2_second, "detailed-only total": s2_full}
+        if sel["detailed_only"].to_numpy().any():
+            fact["suppression_threshold_detailed_only"] = (suppression_threshold(s2_full, design.suppression)
+                                                           if suppress else None)
+    fact["suppression_threshold"] = suppression_threshold(s2_second, design.suppression) if suppress else None
+    fact["chosen"] = {d.name: 0 for d in td.details}
+    return fact
+
+
+def _measure(plan, t: int, td, cell, geo: str, region, group, weight, codes, var_codes):
+    """Measure one cell of the design over some geography units (a bucket of them): `codes`
+    their codes, sorted; (region, group, weight, var_codes) the summed counts, a region of -1
+    for none. Returns an `Emitted` with the release rows and the run's figures."""
+    design, variables, run_key = plan.design, plan.variables, plan.run_key
+    sel, k = plan.selection(cell.level, geo), plan.fanout(cell.level, geo)
+    n_regions, n_groups = len(codes), len(sel)
+    geocode_type, group_type = pd.CategoricalDtype(codes), pd.CategoricalDtype(sel["iteration"].to_numpy())
+
+    def with_noise(true, flat, s2, stage):
+        """true + noise, row i (cell flat[i] = region * n_groups + group) from that cell's stream,
+        keyed (NOISE_STREAM, table, geography, level, geocode, group, stage)."""
+        keys = KeyColumns((NOISE_STREAM, td.name, geo, cell.level),
+                          (pd.Categorical.from_codes(flat // n_groups, dtype=geocode_type),
+                           pd.Categorical.from_codes(flat % n_groups, dtype=group_type)), (stage,))
+        record_measurement(f"{td.name}/{geo}/level {cell.level}/{stage}", true, "discrete_gaussian", s2, sensitivity=k ** 0.5,
+                           adaptive=stage == "stage 1", keys=lambda: _cell_keys(codes, flat, n_groups, np.shape(true), sel["iteration"]))
+        return add_keyed_noise(true, s2, run_key, keys)
+
+    truth = group_counts(region, group, n_regions, n_groups, weight)
+    detailed_only = sel["detailed_only"].to_numpy()
+    fact = cell_fact(design, td, cell, geo, k, sel, plan.noise)
+    s2_second, t_zero = fact["sigma2"]["stage 2"], fact["suppression_threshold"]
+    out = Emitted(plan, t, design.geo_levels.index(geo), cell.level, codes, n_groups)
+    if design.two_stage:
+        adaptive = np.flatnonzero(~detailed_only)
+        only = np.flatnonzero(detailed_only)
+        stage1_cells = (np.arange(n_regions)[:, None] * n_groups + adaptive[None, :]).ravel()
+        stage1 = with_noise(truth[:, adaptive].reshape(-1), stage1_cells, fact["sigma2"]["stage 1"],
+                            "stage 1").reshape(n_regions, adaptive.size)
+        rung = np.full((n_regions, n_groups), -1, dtype=np.int8)
+        rung[:, adaptive] = choose_detail(stage1, cell.thresholds)
+        del stage1  # used only through the choice
+        if only.size:
+            s2_full, t_only = fact["sigma2"]["detailed-only total"], fact["suppression_threshold_detailed_only"]
+            keys = (np.arange(n_regions)[:, None] * n_groups + only[None, :]).ravel()
+            true = truth.reshape(-1)[keys]
+            out.add(keys, -1, "detailed-only total", {}, with_noise(true, keys, s2_full, "detailed-only total"), true,
+                    t_only)
+    else:
+        published = _public_choice(plan.public_totals, geo, codes, sel)
+        rung = np.where(np.isnan(published), -1, choose_detail(np.nan_to_num(published, nan=-np.inf), cell.thresholds)).astype(np.int8)
+    out.metric(-1, "units", n_regions)
+    for r, detail in enumerate(td.details):
+        keys = np.flatnonzero(rung.reshape(-1) == r)
+        out.metric(r, "chosen", keys.size)
+        if not keys.size:
+            continue
+        if not detail.variables:
+            true = truth.reshape(-1)[keys]
+            out.add(keys, r, "total", {}, with_noise(true, keys, s2_second, "stage 2"), true, t_zero)
+            continue
+        sizes = [len(variables[v]) for v in detail.variables]
+        cells = cell_codes([var_codes[v] for v in detail.variables], sizes)
+        n_cells = int(np.prod(sizes))
+        _, true = detail_counts(region, group, cells, keys, n_groups, n_cells, n_regions, weight)
+        noisy = with_noise(true, keys, s2_second, "stage 2")
+        parts = np.unravel_index(np.arange(n_cells), sizes)
+        per_cell = {v: np.tile(p, len(keys)) for v, p in zip(detail.variables, parts)}
+        out.add(np.repeat(keys, n_cells), r, "cell", per_cell, noisy.reshape(-1), true.reshape(-1), None)
+        # the group's total is the sum of its published cells (post-processing, as production)
+        out.add(keys, r, "sum of cells", {}, noisy.sum(axis=1), true.sum(axis=1), None)
+        if len(sizes) > 1:  # and, as production's T2, the margin of the first variable (sex)
+            first = detail.variables[0]
+            margin = {first: np.tile(np.arange(sizes[0]), len(keys))}
+            out.add(np.repeat(keys, sizes[0]), r, "margin", margin,
+                    noisy.reshape(len(keys), sizes[0], -1).sum(axis=2).reshape(-1),
+                    true.reshape(len(keys), sizes[0], -1).sum(axis=2).reshape(-1), None)
+    return out
+
+
+def _cell_keys(codes, flat, n_groups: int, shape, groups) -> tuple:
+    """(geocode, group code[, cell]) of each measured count, for `dpspec verify --replay`: the
+    release's own (geocode, group), so a row of it names the measurements that decide it."""
+    cells = int(np.prod(shape[1:])) if len(shape) > 1 else 1
+    flat = np.repeat(np.asarray(flat), cells)
+    columns = (np.asarray(codes, dtype=object)[flat // n_groups], np.asarray(groups, dtype=object)[flat % n_groups])
+    return (*columns, np.tile(np.arange(cells), len(flat) // cells)) if len(shape) > 1 else columns
+
+
 def rebuild_facts(plan: Plan, totals: pd.DataFrame) -> tuple[list, list]:
     """(facts, errors) of the run, in the order of its cells, from the summed figure rows."""
-    from .tabulate import cell_fact
-
     design = plan.design
     fig = totals[totals["kind"] == FIGURE]
     per_cell: dict = {}  # (table, geography, level) -> {(rung, role, metric): sum}

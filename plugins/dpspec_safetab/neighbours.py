@@ -32,7 +32,7 @@ import pandas as pd
 
 from dpspec.api import NeighbourPair, discrete_gaussian, ir, miniature_record as record, miniature_rows, typed_frame
 
-from .design import ROOT
+from .design import ROOT, variable_values
 from .engine import cell_codes, choose_detail
 from .iterations import encode_records, flatten
 from .tabulate import fanout_of
@@ -130,11 +130,9 @@ def _counts(params, design, table, frame, td, cell, variables):
 
 
 def _blocks(mech, spec, params, left, right) -> list[_Block]:
-    from .plugin import _variables
-
     design = mech.design(spec, params)
     table = mech._iteration_table(spec, params)
-    variables = _variables(spec, params, design)
+    variables = variable_values(spec, params, design)
     frames = (left[params["table"]], right[params["table"]])
     blocks = []
     for td in design.tables:

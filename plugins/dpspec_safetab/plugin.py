@@ -53,23 +53,6 @@ def fanout_text(fanouts: dict) -> str:
     return "; ".join(f"k = {k} at {', '.join(where)} ({how})" for (k, how), where in groups.items())
 
 
-def _variables(spec: ir.Spec, params: dict, design) -> dict:
-    """Every stage-2 variable with its declared values as text (the order of the domain)."""
-    table = spec.domain.table(params["table"])
-    out = {}
-    for td in design.tables:
-        for d in td.details:
-            for v in d.variables:
-                ty = table.column(v).type
-                if ty.kind == "enum":
-                    out[v] = [str(x) for x in ty.values]
-                elif ty.kind == "int":
-                    out[v] = [str(x) for x in range(ty.low, ty.high + 1)]
-                elif ty.kind == "bool":
-                    out[v] = ["False", "True"]
-    return out
-
-
 class SafeTab(Mechanism):
     name = "safetab"
     version = __version__
@@ -316,14 +299,15 @@ class SafeTab(Mechanism):
         return totals.drop_duplicates(["geography", "geocode", "group"])
 
     def run(self, spec, params, data, rng, engine=None, keep_truths=False):
-        from .tabulate import Inputs, run as run_design
+        from .records import Inputs
+        from .tabulate import run as run_design
 
         design = self.design(spec, params)
         table = self._iteration_table(spec, params)
         frame = data[params["table"]]
         source = next((d.path for d in spec.data if d.table == params["table"]), params["table"])
         inputs = Inputs(frame, tuple(params["race_codes"]), params["ethnicity_code"],
-                        _variables(spec, params, design), source)
+                        design_mod.variable_values(spec, params, design), source)
         undeclared = geography.undeclared_levels(spec, spec.domain.table(params["table"]), design.geo_levels[1:])
         if undeclared:  # records handed over without a `data` statement: the check could not require this
             raise MechanismError(undeclared[0].message)
@@ -337,7 +321,7 @@ class SafeTab(Mechanism):
         if design.two_stage or design.suppression is not None:  # rows follow noisy totals: detail chosen, suppressed
             # row by row: a (unit, group)'s rows follow that unit and group's own noisy totals only
             record_adaptive_rows("counts", ["table", "geography", "geocode", "group_level", "group", "detail",
-                                            *_variables(spec, params, design)], _governing)
+                                            *design_mod.variable_values(spec, params, design)], _governing)
         facts = {"design": [{**f, "rho": ir.format_number(f["rho"]),
                              "sigma2": {k: float(v) for k, v in f["sigma2"].items()}} for f in outcome.facts],
                  "fanout": outcome.fanouts, "two_stage": design.two_stage,

@@ -14,6 +14,8 @@ from markupsafe import Markup
 
 from dpspec.api import Section
 
+from .design import variable_values
+
 
 def _cells(detail: str, variables: dict) -> int:
     if detail == "total":
@@ -131,9 +133,7 @@ def sections(result) -> list:
     if getattr(mech, "name", None) != "safetab":
         return []
     facts = result.release.facts
-    from .plugin import _variables
-
-    variables = _variables(result.spec, result.checked.params, mech.design(result.spec, result.checked.params))
+    variables = variable_values(result.spec, result.checked.params, mech.design(result.spec, result.checked.params))
     out = [public_section(facts, variables)]
     internal = internal_section(result.utility or {})
     if internal is not None:

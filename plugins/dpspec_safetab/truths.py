@@ -17,6 +17,7 @@ import pandas as pd
 from .engine import cell_codes
 from .iterations import flatten
 from .plan import Plan, buckets_of, empty_frame
+from .records import Inputs, read_records, region_codes
 
 MARKER = -1  # the group (and cell) of a geography unit's marker row
 TRUTH_SCHEMA = {"block": "int64", "bucket": "int64", "geocode": "str", "group": "int64", "cell": "int64",
@@ -25,8 +26,6 @@ TRUTH_SCHEMA = {"block": "int64", "bucket": "int64", "geocode": "str", "group": 
 
 def partition_truths(key, rows: pd.DataFrame, rng, plan: Plan) -> pd.DataFrame:
     """One partition's counts of every block (a `map_groups` unit; draws nothing from `rng`)."""
-    from .tabulate import Inputs, _regions, read_records
-
     inputs = Inputs(rows, plan.race_columns, plan.eth_column, plan.variables, plan.source)
     read = read_records(inputs, list(plan.columns), plan.table, plan.design.max_race_codes)
     weight = read.origin.weight
@@ -39,7 +38,7 @@ def partition_truths(key, rows: pd.DataFrame, rng, plan: Plan) -> pd.DataFrame:
             flat[sel_key] = flatten(read.codes, plan.table, plan.selection(level, geo), plan.fanout(level, geo),
                                     plan.source)
         if geo not in regions:
-            regions[geo] = _regions(read.frame, geo)
+            regions[geo] = region_codes(read.frame, geo)
         parts.append(block_truths(block, *regions[geo], *flat[sel_key], cell, weight,
                                   len(plan.selection(level, geo)), plan))
     if plan.marker_owner is not None and tuple(key) == tuple(plan.marker_owner):

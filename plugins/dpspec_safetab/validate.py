@@ -14,6 +14,7 @@ from dpspec.api import EngineTable
 
 from .combinations import combinations
 from .iterations import IterationTable, encode_records, flatten
+from .records import Inputs, variable_codes
 
 
 def check_records(inputs, table: IterationTable, max_race_codes: int, fanouts: dict, engine=None) -> None:
@@ -21,14 +22,12 @@ def check_records(inputs, table: IterationTable, max_race_codes: int, fanouts: d
     then the stage-2 variables, then the fan-out of every measured selection.
 
     fanouts: (iteration level, granularity) -> the declared fan-out k of each selection measured."""
-    from .tabulate import Inputs, _variable_codes
-
     code_columns = [*inputs.race_columns, inputs.eth_column]
     frame, origin = _counted(inputs.frame, code_columns, engine)
     codes = encode_records(frame, inputs.race_columns, inputs.eth_column, table, max_race_codes, inputs.source, origin)
     for var, values in inputs.variables.items():
         var_frame, var_origin = _counted(inputs.frame, [var], engine)
-        _variable_codes(var_frame, Inputs(var_frame, (), "", {var: values}, inputs.source), var_origin)
+        variable_codes(var_frame, Inputs(var_frame, (), "", {var: values}, inputs.source), var_origin)
     for (level, granularity), k in fanouts.items():
         flatten(codes, table, table.selection(level, granularity), k, inputs.source)
 

@@ -29,6 +29,44 @@ _DENSE_FACTOR = 4
 _INT32_MAX = np.iinfo(np.int32).max
 
 
+def largest_stratum(df: pd.DataFrame, match, other_cols) -> tuple[int, dict | None]:
+    """b and the match key of the stratum that attains it (None when b == 0).
+
+    A stratum counts only if two of its records differ in some swapping or holding column:
+    swapping identical records changes nothing, so such strata cannot leak. Ties go to the
+    stratum whose key appears first in the data. Row identities are exact integer codes
+    (no hashing), so b is exact.
+    """
+    match = list(match)
+    other = [c for c in other_cols if c not in match]
+    check_columns(df, match + other)
+    n = len(df)
+    if n == 0 or not other:
+        return 0, None
+    s_codes, n_strata = stratum_codes(df, match)
+    r_codes, n_rows = stratum_codes(df, match + other)
+    # Each distinct row code lies in exactly one stratum; count distinct rows per stratum.
+    stratum_of_row = np.full(n_rows, -1, dtype=np.int64)
+    stratum_of_row[r_codes] = s_codes
+    present = stratum_of_row[stratum_of_row >= 0]
+    distinct = np.bincount(present, minlength=n_strata)
+    sizes = np.bincount(s_codes, minlength=n_strata)
+    sizes = np.where(distinct >= 2, sizes, 0)
+    if sizes.max(initial=0) == 0:
+        return 0, None
+    b = int(sizes.max())
+    winners = np.flatnonzero(sizes == b)
+    rows_in_winners = np.flatnonzero(np.isin(s_codes, winners))
+    first_row = int(rows_in_winners[0])
+    key = {c: plain_value(df[c].iloc[first_row]) for c in match}
+    return b, key
+
+
+def plain_value(value):
+    """numpy scalars to Python scalars, so keys serialize to JSON."""
+    return value.item() if hasattr(value, "item") else value
+
+
 # ---------------------------------------------------------------------------------------------
 # stratum codes
 # ---------------------------------------------------------------------------------------------

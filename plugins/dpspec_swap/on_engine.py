@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 
 from dpspec.api import StreamedTable, ir
-from dpspec_swap.algorithm import stratum_sources
+from dpspec_swap.algorithm import plain_value, stratum_sources
 from dpspec_swap.theorem import as_rate
 
 SELECTED = "__swap_selected"  # hidden output column: the row received another record's values
@@ -44,7 +44,7 @@ def engine_stratification(table, key, others) -> dict:
     where = None
     if b:
         first = int(np.flatnonzero(eligible == b)[0])
-        where = {c: _plain(per[c].iloc[first]) for c in key}
+        where = {c: plain_value(per[c].iloc[first]) for c in key}
     return {"match": key, "b": b, "largest_stratum": where, "strata": int(len(per)),
             "strata_of_two_or_more": int((sizes >= 2).sum())}
 
@@ -54,10 +54,6 @@ def alternative_measure(table):
     def measure(key, others) -> dict:
         return {k: v for k, v in engine_stratification(table, key, others).items() if k != "strata"}
     return measure
-
-
-def _plain(value):
-    return value.item() if isinstance(value, np.generic) else value
 
 
 def swap_stratum_rows(key, rows: pd.DataFrame, rng, rate, swap, before=()) -> pd.DataFrame:

@@ -14,7 +14,7 @@ from dpspec.api import (
     unknown,
 )
 from dpspec_swap.roles import carried_tables, nesting_parents, roles, swap_table, without_implied
-from dpspec_swap.theorem import largest_stratum, log_odds, psa_epsilon_bound
+from dpspec_swap.theorem import log_odds, psa_epsilon_bound
 
 __version__ = "1.0.0"
 MAX_DENOMINATOR = 1 << 64  # the exact Bernoulli sampler compares against integers below 2**64
@@ -23,8 +23,7 @@ MAX_DENOMINATOR = 1 << 64  # the exact Bernoulli sampler compares against intege
 def _param_loc(spec: ir.Spec, name: str) -> tuple[int | None, int | None]:
     call = spec.mechanism
     p = call.params.get(name) if call else None
-    loc = (p.loc if p is not None else None) or (call.loc if call else None)
-    return (loc.line, loc.column) if loc else (None, None)
+    return ir.line_column(p, call.loc if call else None)
 
 
 class PermutationSwapping(Mechanism):
@@ -130,6 +129,7 @@ class PermutationSwapping(Mechanism):
         """
         from dpspec.api import EngineTable
         from dpspec_swap import whatif  # pandas-heavy: imported when data is at hand, not for `check`
+        from dpspec_swap.algorithm import largest_stratum  # numpy and pandas, as whatif
 
         df = self._frame(spec, params, data)
         match, swap, hold = roles(spec, params)

@@ -16,9 +16,9 @@ import numpy as np
 import pandas as pd
 
 from dpspec.api import implied_by, ir
-from dpspec_swap.algorithm import stratum_codes
+from dpspec_swap.algorithm import largest_stratum, stratum_codes
 from dpspec_swap.roles import nesting_parents, roles, swap_table
-from dpspec_swap.theorem import as_rate, largest_stratum, psa_epsilon
+from dpspec_swap.theorem import as_rate, psa_epsilon
 
 DEFAULT_RATES = (Fraction(1, 100), Fraction(2, 100), Fraction(5, 100), Fraction(10, 100), Fraction(50, 100))
 MAX_SUBSET_COLUMNS = 4  # all subsets of the non-geographic match columns, when there are few

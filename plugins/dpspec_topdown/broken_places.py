@@ -16,6 +16,7 @@ import contextlib
 from dpspec.api import DataError, Diagnostic, SpecError, ir
 
 from .locate import Broken, at
+from .tables import _invariants, _joint, _schema
 
 
 @contextlib.contextmanager
@@ -87,8 +88,6 @@ def _entry(params: dict, setting: str, name: str) -> tuple:
 def _params_of(spec: ir.Spec, params: dict, table: str | None) -> dict:
     """The settings of the mechanism's table (`table` None or its name) or of the joint entry or
     table named `table`."""
-    from .plugin import _joint
-
     if table is None or table == params["table"]:
         return params
     return next((j["params"] for j in _joint(spec, params) if table in (j["name"], j["table"])), {})
@@ -96,8 +95,6 @@ def _params_of(spec: ir.Spec, params: dict, table: str | None) -> dict:
 
 def _invariants_naming(spec: ir.Spec, params: dict, keep) -> list:
     """The spec's invariants on `params`' table whose (level, canonical query) `keep` accepts."""
-    from .plugin import _invariants, _schema
-
     if not params:
         return []
     schema = _schema(spec, params)

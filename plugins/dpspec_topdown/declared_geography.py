@@ -23,18 +23,6 @@ from dpspec.api import Diagnostic, MechanismError, declared_keys, ir
 from .locate import Broken
 
 
-def _at(col) -> tuple:
-    return (col.loc.line, col.loc.column) if col is not None and col.loc else (None, None)
-
-
-def geography_file(spec: ir.Spec, table: str) -> str | None:
-    """The key file the table's finest geography level reads its values from, if any."""
-    levels = spec.domain.geography.levels if spec.domain and spec.domain.geography else []
-    t = spec.domain.table(table)
-    col = t.column(levels[-1]) if t is not None and levels else None
-    return col.type.keys_from if col is not None else None
-
-
 def problems(spec: ir.Spec, tables, flag: str | None = None) -> list[Diagnostic]:
     """Each geography column of each table (the person table, any joint table) reads its values
     from one public geography file; the AIAN flag, if any, from the same file. At the column."""
@@ -54,7 +42,7 @@ def problems(spec: ir.Spec, tables, flag: str | None = None) -> list[Diagnostic]
                     f"geography column '{level}' of table '{name}' has no declared values: TopDown's units (and so "
                     "the rows of its measurements and release) would be the ones found in the records, and a unit "
                     "present only when someone lives there reveals that person",
-                    *_at(col), hint=f"read every level from a public geography file (one row per {levels[-1]}, "
+                    *ir.line_column(col), hint=f"read every level from a public geography file (one row per {levels[-1]}, "
                                     f"every level's code): '{level} : category values from \"geography.csv\"' "
                                     "with 'keys \"geography.csv\" released \"SOURCE\"' in the public block"))
             else:
@@ -63,14 +51,14 @@ def problems(spec: ir.Spec, tables, flag: str | None = None) -> list[Diagnostic]
             col = t.column(levels[-1])
             out.append(Diagnostic(f"the geography columns of table '{name}' read {len(files)} different files "
                                   f"({', '.join(sorted(files))}): the hierarchy needs one geography file, one row "
-                                  f"per {levels[-1]} with every level's code", *_at(col)))
+                                  f"per {levels[-1]} with every level's code", *ir.line_column(col)))
         if flag is not None and name == tables[0] and files:
             col = t.column(flag)
             if col is not None and col.type.keys_from not in files:
                 out.append(Diagnostic(
                     f"the AIAN flag '{flag}' of table '{name}' is not read from the geography file: which units lie "
                     "in AIAN areas shapes the spine, so it must come from public geography, not from the records",
-                    *_at(col), hint=f"'{flag} : category values from \"{sorted(files)[0]}\"' (its values 0 and 1)"))
+                    *ir.line_column(col), hint=f"'{flag} : category values from \"{sorted(files)[0]}\"' (its values 0 and 1)"))
     return out
 
 

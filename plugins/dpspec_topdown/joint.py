@@ -20,54 +20,14 @@ from typing import Sequence
 
 import attrs
 import numpy as np
-import scipy.sparse as sp
 
 from dpspec.api import MechanismError
 
-from . import postprocess
-from .postprocess import NodeQP, NodeTask, _node_variables, _Rows, _sum_rows
-
-
-@attrs.frozen
-class CrossConstraint:
-    """At every child and group g: sum of the left table's cells in g = sum of the right's."""
-
-    name: str
-    left: np.ndarray  # (n_cells of the left table,) group of every cell, -1 outside the side
-    right: np.ndarray  # (n_cells of the right table,) group of every cell, -1 outside the side
-    n_groups: int
-
-
-def _side(groups, vc, vcell, n_groups):
-    """(variables on the side, their (child, group) keys)."""
-    g = groups[vcell]
-    use = np.flatnonzero(g >= 0)
-    return use, vc[use] * n_groups + g[use]
-
-
-def joint_qp(task_a: NodeTask, queries_a, task_b: NodeTask, queries_b, cross: Sequence[CrossConstraint],
-             variables_a=None, variables_b=None) -> tuple[NodeQP, int]:
-    """(problem, offset): one QP, both tables' fits side by side (the second table's variables
-    from ``offset`` on), tied by the cross constraints' rows."""
-    va_ = variables_a if variables_a is not None else _node_variables(task_a)
-    vb_ = variables_b if variables_b is not None else _node_variables(task_b)
-    pa = postprocess.build_node_qp(task_a, queries_a, va_)
-    pb = postprocess.build_node_qp(task_b, queries_b, vb_)
-    n = pa.n_var + pb.n_var
-    rows = _Rows()
-    for c in cross:
-        ua, ka = _side(c.left, va_[1], va_[3], c.n_groups)
-        ub, kb = _side(c.right, vb_[1], vb_[3], c.n_groups)
-        keys = np.concatenate([ka, kb])
-        local, present = _sum_rows(keys, task_a.n_children * c.n_groups)
-        rows.add(local, np.concatenate([ua, pa.n_var + ub]),
-                 np.concatenate([np.ones(ua.size), -np.ones(ub.size)]), np.zeros(present.size), np.zeros(present.size))
-    a_c, lo_c, hi_c = rows.matrix(n)
-    a = sp.vstack([sp.block_diag([pa.a, pb.a], format="csc"), a_c]).tocsc()
-    return NodeQP(hess=np.concatenate([pa.hess, pb.hess]), cost=np.concatenate([pa.cost, pb.cost]),
-                  lower=np.concatenate([pa.lower, pb.lower]), upper=np.concatenate([pa.upper, pb.upper]),
-                  a=a, lo=np.concatenate([pa.lo, pb.lo, lo_c]), hi=np.concatenate([pa.hi, pb.hi, hi_c]),
-                  n_x=pa.n_x), pa.n_var
+from . import node_solve, postprocess
+from .joint_passes import solve_joint_interleaved
+from .joint_problem import CrossConstraint, joint_qp
+from .joint_round import round_jointly
+from .postprocess import NodeTask, _node_variables
 
 
 def solve_joint_node(task_a: NodeTask, queries_a, task_b: NodeTask, queries_b,
@@ -83,8 +43,6 @@ def solve_joint_node(task_a: NodeTask, queries_a, task_b: NodeTask, queries_b,
         if task.parent is not None:
             postprocess._check_cells_coverable(task, cells, va)
     if plan:
-        from .joint_passes import solve_joint_interleaved
-
         counts_a, counts_b, qp_seconds, sec_a, milp_a, n_var = solve_joint_interleaved(
             task_a, queries_a, task_b, queries_b, cross, plan, var_a, var_b)
         return _results(task_a, task_b, var_a, var_b, counts_a, counts_b, qp_seconds, sec_a, t0, n_var, milp_a, True)
@@ -93,8 +51,6 @@ def solve_joint_node(task_a: NodeTask, queries_a, task_b: NodeTask, queries_b,
     if x is None:
         raise MechanismError(f"joint node {task_a.key}: no split of the parents' histograms meets the constraints "
                              f"and the cross constraints ({', '.join(c.name for c in cross)}): {status}")
-    from .joint_round import round_jointly
-
     xa = np.maximum(x[:var_a[1].size], 0.0)
     xb = np.maximum(x[offset:offset + var_b[1].size], 0.0)
     counts_a, counts_b, seconds, milp = round_jointly(task_a, xa, var_a, task_b, xb, var_b, cross)
@@ -115,22 +71,15 @@ def _results(task_a, task_b, var_a, var_b, counts_a, counts_b, qp_seconds, round
     return tuple(out)
 
 
-def side_sums(hist: sp.spmatrix, groups: np.ndarray, n_groups: int) -> np.ndarray:
-    """Dense (units x n_groups) sums of one side of a cross constraint over a histogram."""
-    on = np.flatnonzero(groups >= 0)
-    indicator = sp.csr_matrix((np.ones(on.size, dtype=np.int64), (on, groups[on])), shape=(groups.size, n_groups))
-    return np.asarray((hist @ indicator).toarray(), dtype=np.int64)
-
-
 def solve_joint_pair(task_a: NodeTask, task_b: NodeTask, queries_a, queries_b, cross, plan=None) -> tuple:
-    """Both tables' node solved jointly, as `postprocess.solve_node` solves one: each task draws
+    """Both tables' node solved jointly, as `node_solve.solve_node` solves one: each task draws
     its noise first (its own keyed stream), a failure is a NodeError naming the parent unit, and
     a bypassed single child (optimized spine) is its parent in both tables."""
     try:
         ta, pos_a, sec_a = postprocess.node_inputs(task_a, queries_a)
         tb, pos_b, sec_b = postprocess.node_inputs(task_b, queries_b)
         if ta.n_children == 1 and ta.parent is not None and ta.child_scale is not None:
-            ra, rb = postprocess.solve_node(ta, queries_a), postprocess.solve_node(tb, queries_b)
+            ra, rb = node_solve.solve_node(ta, queries_a), node_solve.solve_node(tb, queries_b)
         else:
             ra, rb = solve_joint_node(ta, queries_a, tb, queries_b, cross, plan)
     except postprocess.NodeError:

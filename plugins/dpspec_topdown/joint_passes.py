@@ -4,7 +4,7 @@ sequential_optimizers.py:461-506 of das_decennial, with the ordering of dhch_str
 
 Why a module of its own: multipass.py works on one table's cells; here every outer pass fits the
 queries it names of either table in one least-squares problem with the cross constraints
-(joint.joint_qp), rounds both tables in one problem with the cross constraints (joint_round.py,
+(joint_problem.joint_qp), rounds both tables in one problem with the cross constraints (joint_round.py,
 as production rounds the stacked histograms), and then fixes exactly, for every later outer pass, the answers of the margins its rounding pass
 names, of either table (production: `outerPassNum_{n}Constr_...` equality constraints).
 
@@ -120,7 +120,7 @@ def solve_joint_interleaved(task_a, queries_a, task_b, queries_b, cross: Sequenc
 
     from .decompose import solve_pass
     from .forced_zeros import spread, unforced
-    from .joint import joint_qp
+    from .joint_problem import joint_qp
     from .merge_columns import merge_free_duplicates
     from .redundant import cross_implied, drop_implied
     from .joint_round import round_jointly

@@ -26,6 +26,7 @@ import numpy as np
 from dpspec.api import MechanismError
 
 from . import postprocess
+from .joint_problem import _side
 
 _INF = np.inf
 
@@ -59,8 +60,6 @@ def _stacked(margin, first: bool, n_a: int, n_b: int):
 
 def _cross_rows(cross: Sequence, var_a, var_b, n_children: int) -> list:
     """Each cross constraint: per (child, group), left side (+1) minus right side (-1) = 0."""
-    from .joint import _side
-
     (_, vc_a, _, vcell_a), (_, vc_b, _, vcell_b) = var_a, var_b
     out = []
     for c in cross:

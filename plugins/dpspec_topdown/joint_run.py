@@ -17,10 +17,23 @@ import numpy as np
 from dpspec.api import MechanismError
 
 from .histogram import aggregate, unit_histograms
-from .joint import CrossConstraint, side_sums, solve_joint_pair
+from .joint import solve_joint_pair
+from .joint_problem import CrossConstraint, side_sums
 from .locate import Broken
 from .postprocess import MeasuredQuery, NodeError
-from .shipping import pack, unpack
+from .run_steps import (TopDownResult, _assemble, _budget_classes, _canonical_invariants, _check_split_invariants, _code,
+                        _finest_units, _level_tasks, _noise_plan, _structural_zeros, _verify, node_failure)
+from .shipping import pack, remember, unpack
+
+
+def side_groups(schema, query: tuple, pick: int | None):
+    """Every cell's group on one side of a cross constraint (-1 off the side)."""
+    groups = schema.groups(query)
+    if pick is None:
+        return groups
+    out = np.where(groups == pick, 0, -1).astype(np.int64)
+    out.setflags(write=False)
+    return remember(out, side_groups, schema, query, pick)
 
 
 @attrs.define
@@ -41,9 +54,6 @@ class JointSide:
     @classmethod
     def build(cls, joint, schema, tallies, hier, alloc, bypass, main_schema, main_finest) -> "JointSide":
         """The joint table's state; DataError if its data break a cross constraint somewhere."""
-        from .engine import _budget_classes, _canonical_invariants, _check_split_invariants, _finest_units, _structural_zeros
-        from .plugin import side_groups
-
         finest_unit = _finest_units(hier, tallies)
         weights = tallies["count"].to_numpy(dtype=np.int64)
         cells = schema.cell_index(tallies, weights)
@@ -75,7 +85,6 @@ class JointSide:
     def solve_level(self, k, prev, tasks, queries, run_key, engine, plan=None) -> list:
         """The main table's results for level k's nodes, each solved jointly with this table's
         (in ``plan``'s interleaved outer passes when given, joint_passes.py)."""
-        from .engine import _assemble, _code, _level_tasks, _noise_plan, node_failure
 
         hier, name = self.hier, self.hier.names[k]
         mine = _level_tasks(k, prev, hier, self.schema, self.alloc, self.noisy, self.conf, self.inv, self.protected,
@@ -109,7 +118,6 @@ class JointSide:
     def finish(self, main_protected: dict, run_key):
         """The joint table's result, checked: it adds up, keeps its invariants and structural
         zeros, and every cross constraint holds at every unit of every level."""
-        from .engine import TopDownResult, _verify
 
         hier = self.hier
         names = hier.names

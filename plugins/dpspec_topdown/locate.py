@@ -16,7 +16,7 @@ from dpspec.api import DataError, ir
 
 def at(p) -> tuple:
     """(line, column) of a setting, (None, None) when it has no location."""
-    return (p.loc.line, p.loc.column) if p is not None and p.loc else (None, None)
+    return ir.line_column(p)
 
 
 def _value_span(text: str, start: int) -> tuple[int, int]:

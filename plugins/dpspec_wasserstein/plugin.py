@@ -62,9 +62,7 @@ class _CountRelease(Mechanism):
         return problems
 
     def _at(self, spec, name):
-        p = spec.mechanism.params.get(name)
-        loc = (p.loc if p is not None else None) or spec.mechanism.loc
-        return (loc.line, loc.column) if loc else (None, None)
+        return ir.line_column(spec.mechanism.params.get(name), spec.mechanism.loc)
 
     def _total_in_z(self, spec, params) -> bool:
         return _public_use(spec, "total") is not None

@@ -19,7 +19,7 @@ import warnings
 MOVED = {
     "dpspec.hookspecs": "dpspec.contract.hookspecs", "dpspec.mechanism": "dpspec.contract.mechanism",
     "dpspec.plugins": "dpspec.contract.plugins", "dpspec.noise": "dpspec.run.noise",
-    "dpspec.compiler": "dpspec.run.compiler", "dpspec.progress": "dpspec.run.progress",
+    "dpspec.compiler": "dpspec.run.compiler",
     "dpspec.parser": "dpspec.language.parser", "dpspec.values": "dpspec.language.values",
     "dpspec.diagnostics": "dpspec.language.diagnostics", "dpspec.reading": "dpspec.language.reading",
     "dpspec.checker": "dpspec.check.checker", "dpspec.data": "dpspec.check.data",
