@@ -67,7 +67,9 @@ def test_clarabel_and_highs_agree_on_captured_nodes(captured, monkeypatch, narro
 def test_a_failed_interior_point_solve_falls_back_to_highs(captured, monkeypatch):
     problems, _ = captured
     problem = max(problems, key=lambda p: p.n_var)
-    monkeypatch.setattr(postprocess, "solve_clarabel", lambda p: (False, None, 0.0, "MaxIterations"))
+    from dpspec_topdown import qp_choice
+
+    monkeypatch.setattr(qp_choice, "solve_clarabel", lambda p, form=None: (False, None, 0.0, "MaxIterations"))
     x, optimal, _, used, _ = postprocess.solve_qp(problem)
     assert used == "highs" and optimal and problem.violation(x) < 1e-6
 

@@ -296,7 +296,7 @@ def run_topdown(persons: pd.DataFrame, levels: Sequence[str], variables: Mapping
                 "rounding_seconds": sum(r.round_seconds for r in results),
                 "milp_nodes": sum(r.used_milp for r in results),
                 "qp_capped_nodes": sum(not r.qp_optimal for r in results),
-                "qp_highs_fallback_nodes": sum(r.qp_solver != "clarabel" for r in results),
+                "qp_highs_fallback_nodes": sum(r.qp_solver == "highs" for r in results),
                 "failsafe_nodes": sum(r.failsafe for r in results),
                 "relaxed_nodes": sum(r.relaxed for r in results),
                 "estimation_passes": plans[names[k]].n_estimation if names[k] in plans else 1,

@@ -33,7 +33,8 @@ import scipy.sparse as sp
 from dpspec.api import MechanismError
 
 from .node_noise import answers_at, sorted_lookup
-from .qp import NodeQP, solve_clarabel
+from .qp import NodeQP
+from .qp_choice import solve as solve_interior
 from .wording import counted
 
 _INF = highspy.kHighsInf
@@ -441,11 +442,11 @@ def solve_qp(problem: NodeQP, solver: str = "clarabel"):
     ``solver="highs"`` skips Clarabel (for comparisons). x is None if no solver found one.
     """
     seconds = 0.0
-    if solver == "clarabel":
-        ok, x, sec, status = solve_clarabel(problem)
+    if solver == "clarabel":  # the interior point chosen for the node, Clarabel as fallback
+        ok, x, sec, status, used = solve_interior(problem)
         seconds += sec
         if ok:
-            return x, True, seconds, "clarabel", status
+            return x, True, seconds, used, status
     sol, qp_optimal, status = None, False, None
     for options in _QP_ATTEMPTS:
         status, x, sec = _highs(problem.cost, problem.lower, problem.upper, problem.a, problem.lo,

@@ -123,11 +123,32 @@ def _defined(problem: NodeQP, a_csr: sp.csr_matrix) -> _Defined:
     return _Defined(implied, defines[fold_rows], fold_rows)
 
 
-def solve_clarabel(problem: NodeQP):
-    """(ok, x, seconds, status): Clarabel's interior-point solution of ``problem``, the auxiliary
-    sums stated cheaply (``_Defined``); x is of the problem as stated, every auxiliary sum in it."""
-    import clarabel
+@attrs.frozen
+class Conic:
+    """A NodeQP as Clarabel is handed it: minimize 1/2 x' p x + q' x s.t. a x + s = b, s in
+    {0}^n_zero x R+^n_nonneg (``p`` upper triangular); ``cols``, ``folded`` and ``sums`` map
+    its x back to the problem's (``expand``)."""
 
+    p: sp.csc_matrix
+    q: np.ndarray
+    a: sp.csc_matrix
+    b: np.ndarray
+    n_zero: int
+    n_nonneg: int
+    cols: np.ndarray
+    folded: np.ndarray
+    sums: sp.csr_matrix
+    n_all: int
+
+    def expand(self, x_conic) -> np.ndarray:
+        x = np.zeros(self.n_all)
+        x[self.cols] = np.asarray(x_conic, dtype=np.float64)
+        x[self.folded] = self.sums @ x[self.cols]
+        return x
+
+
+def conic_form(problem: NodeQP) -> Conic:
+    """``problem`` stated for Clarabel, the auxiliary sums stated cheaply (``_Defined``)."""
     n_all = problem.n_var
     a_all = problem.a.tocsr()  # rows are picked below: cheap in CSR, slow in CSC
     defined = _defined(problem, a_all)
@@ -148,11 +169,11 @@ def solve_clarabel(problem: NodeQP):
     lo = np.asarray(problem.lo[kept_rows], dtype=np.float64)
     hi = np.asarray(problem.hi[kept_rows], dtype=np.float64)
     eq = lo == hi
-    blocks, rhs, cones = [], [], []
+    blocks, rhs, n_zero = [], [], 0
     if eq.any():  # a x + s = b, s = 0
         blocks.append(a[np.flatnonzero(eq)])
         rhs.append(hi[eq])
-        cones.append(clarabel.ZeroConeT(int(eq.sum())))
+        n_zero = int(eq.sum())
     ineq_hi = ~eq & np.isfinite(hi)
     ineq_lo = ~eq & np.isfinite(lo)
     lb = np.isfinite(lower)
@@ -172,23 +193,41 @@ def solve_clarabel(problem: NodeQP):
         idx = np.flatnonzero(ub)
         nonneg_a.append(sp.csc_matrix((np.ones(idx.size), (np.arange(idx.size), idx)), shape=(idx.size, n)))
         nonneg_b.append(upper[ub])
-    if nonneg_a:
-        blocks.extend(nonneg_a)
-        rhs.extend(nonneg_b)
-        cones.append(clarabel.NonnegativeConeT(int(sum(b.size for b in nonneg_b))))
+    blocks.extend(nonneg_a)
+    rhs.extend(nonneg_b)
     big = sp.vstack(blocks).tocsc() if blocks else sp.csc_matrix((0, n))
     big.sort_indices()
     p = sp.triu(p, format="csc")
     p.sort_indices()
     b = np.concatenate(rhs) if rhs else np.zeros(0)
+    return Conic(p, np.asarray(cost, dtype=np.float64), big, b, n_zero, int(sum(x.size for x in nonneg_b)),
+                 cols, defined.folded, sums, n_all)
+
+
+def violation_limit(problem: NodeQP) -> float:
+    """The largest row or bound violation a fit may have to be taken (relative to the largest
+    finite row bound): what the rounding absorbs."""
+    return 1e-5 * (1.0 + float(np.max(np.abs(problem.hi[np.isfinite(problem.hi)]), initial=0.0)))
+
+
+def solve_clarabel(problem: NodeQP, form: Conic | None = None, always: dict | None = None):
+    """(ok, x, seconds, status): Clarabel's interior-point solution of ``problem``, stated as
+    ``conic_form`` states it; x is of the problem as stated, every auxiliary sum in it.
+    ``always``: settings every try takes (the node benchmark's direct solve methods)."""
+    import clarabel
+
+    form = conic_form(problem) if form is None else form
+    p, cost, big, b, n = form.p, form.q, form.a, form.b, form.cols.size
+    cones = ([clarabel.ZeroConeT(form.n_zero)] if form.n_zero else []) + \
+        ([clarabel.NonnegativeConeT(form.n_nonneg)] if form.n_nonneg else [])
     # (settings, statuses taken): a large fit's first try must reach full accuracy ("Solved")
     tried = ((_LARGE_FIT, ("Solved",)), ({}, _OK)) if n >= _LARGE_FROM else (({}, _OK),)
-    seconds, limit = 0.0, 1e-5 * (1.0 + float(np.max(np.abs(problem.hi[np.isfinite(problem.hi)]), initial=0.0)))
+    seconds, limit = 0.0, violation_limit(problem)
     for extra, taken in tried:
         settings = clarabel.DefaultSettings()
         settings.verbose = False
         settings.max_threads = 1  # nodes run in parallel processes; one thread each
-        for key, value in extra.items():
+        for key, value in {**(always or {}), **extra}.items():
             setattr(settings, key, value)
         t0 = time.perf_counter()
         sol = clarabel.DefaultSolver(p, cost, big, b, cones, settings).solve()
@@ -196,9 +235,7 @@ def solve_clarabel(problem: NodeQP):
         status = str(sol.status)
         ok, x = status in taken, None
         if ok:
-            x = np.zeros(n_all)
-            x[cols] = np.asarray(sol.x, dtype=np.float64)
-            x[defined.folded] = sums @ x[cols]
+            x = form.expand(sol.x)
             if problem.violation(x) > limit:
                 ok, x = False, None
         if ok:

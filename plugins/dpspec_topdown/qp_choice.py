@@ -1,0 +1,332 @@
+"""The least-squares solver chosen for each node's fit, and the capture of node QPs to .npz.
+
+Why a choice: which interior-point solver is fastest depends on a node's size and shape
+(issue 46; benchmarks/bench_topdown_nodes.py times each installable one on captured nodes).
+Clarabel stays the fallback: it is used whenever the chosen solver is not installed, does not
+report an optimum, or its answer violates a row or bound by more than the rounding absorbs
+(qp.violation_limit), and it is what every release pinned so far was made with. An alternative
+is therefore only ever used where the rule (``RULE``) names it and ``DPSPEC_TOPDOWN_QP`` allows
+it: by default ("clarabel") every node is solved as before, so releases stay byte-identical.
+
+Capture: with ``DPSPEC_TOPDOWN_CAPTURE`` naming a directory, every fit this process (or a worker
+it starts) solves is also written there as ``node-PID-N.npz``: the problem as stated (NodeQP)
+and as Clarabel is handed it (P, q, A, b, cone sizes), with the tolerances taken. It is for the
+benchmark only: nothing in a release reads or writes it.
+"""
+from __future__ import annotations
+
+import itertools
+import os
+import time
+
+import numpy as np
+
+from .qp import Conic, NodeQP, conic_form, solve_clarabel, violation_limit
+
+CAPTURE_ENV = "DPSPEC_TOPDOWN_CAPTURE"
+CHOICE_ENV = "DPSPEC_TOPDOWN_QP"  # "clarabel" (default): Clarabel everywhere; "auto": RULE
+_COUNTER = itertools.count()
+
+# Clarabel's termination tolerances as configured (its defaults), which the others are held to
+TOL_GAP = 1e-8
+TOL_FEAS = 1e-8
+
+
+def capture(problem: NodeQP, form: Conic, where: str | None = None) -> str | None:
+    """Write ``problem`` to the capture directory (if one is named); the file's path."""
+    where = os.environ.get(CAPTURE_ENV) if where is None else where
+    if not where:
+        return None
+    os.makedirs(where, exist_ok=True)
+    path = os.path.join(where, f"node-{os.getpid()}-{next(_COUNTER)}.npz")
+    a, p, big = problem.a.tocsc(), form.p.tocsc(), form.a.tocsc()
+    tmp = path + ".tmp.npz"
+    np.savez_compressed(
+        tmp, hess=problem.hess, cost=problem.cost, lower=problem.lower, upper=problem.upper,
+        lo=problem.lo, hi=problem.hi, n_x=problem.n_x, a_data=a.data, a_indices=a.indices,
+        a_indptr=a.indptr, a_shape=a.shape,
+        p_data=p.data, p_indices=p.indices, p_indptr=p.indptr, p_shape=p.shape, q=form.q,
+        c_data=big.data, c_indices=big.indices, c_indptr=big.indptr, c_shape=big.shape, b=form.b,
+        n_zero=form.n_zero, n_nonneg=form.n_nonneg, cols=form.cols, folded=form.folded,
+        tol_gap=TOL_GAP, tol_feas=TOL_FEAS, violation_limit=violation_limit(problem))
+    os.replace(tmp, path)
+    return path
+
+
+def load(path: str) -> NodeQP:
+    """A captured node's problem as stated (the benchmark restates it with ``conic_form``)."""
+    import scipy.sparse as sp
+
+    z = np.load(path)
+    a = sp.csc_matrix((z["a_data"], z["a_indices"], z["a_indptr"]), shape=tuple(z["a_shape"]))
+    return NodeQP(hess=z["hess"], cost=z["cost"], lower=z["lower"], upper=z["upper"], a=a,
+                  lo=z["lo"], hi=z["hi"], n_x=int(z["n_x"]))
+
+
+def rule(form: Conic) -> str:
+    """The solver RULE names for a node of this shape (see the module doc and RULE)."""
+    n = form.cols.size
+    for upto, name in RULE:
+        if n < upto:
+            return name
+    return "clarabel"
+
+
+# (variables below, solver): the first entry that matches. Set from the node benchmark's
+# measurements (docs/performance/bench_topdown_nodes.md); see its notes for why.
+RULE: tuple = ((float("inf"), "clarabel"),)
+
+
+def solve(problem: NodeQP):
+    """(ok, x, seconds, status, used): the fit by the chosen solver, Clarabel if that one is
+    absent, fails or is not accurate enough."""
+    form = conic_form(problem)
+    capture(problem, form)
+    choice = os.environ.get(CHOICE_ENV, "clarabel")
+    name = rule(form) if choice == "auto" else choice
+    seconds = 0.0
+    if name != "clarabel":
+        solver = SOLVERS.get(name)
+        if solver is not None:
+            try:
+                ok, x, sec, status = solver(problem, form)
+            except ImportError:
+                ok, x, sec, status = False, None, 0.0, "absent"
+            seconds += sec
+            if ok:
+                if problem.violation(x) <= violation_limit(problem):
+                    return True, x, seconds, status, name
+    ok, x, sec, status = solve_clarabel(problem, form)
+    return ok, x, seconds + sec, status, "clarabel"
+
+
+def _bounded(form: Conic):
+    """(P upper, q, A_eq, b_eq, G, h, x_l, x_u): ``form`` with its single-variable rows of the
+    nonnegative cone turned into bounds, for solvers that take bounds natively."""
+    import scipy.sparse as sp
+
+    a = form.a.tocsr()
+    g = a[form.n_zero:]
+    h = form.b[form.n_zero:]
+    n = form.cols.size
+    count = np.diff(g.indptr)
+    single = np.flatnonzero(count == 1)
+    col = g.indices[g.indptr[single]]
+    val = g.data[g.indptr[single]]
+    bound = h[single] / val
+    x_l = np.full(n, -np.inf)
+    x_u = np.full(n, np.inf)
+    up = val > 0
+    np.minimum.at(x_u, col[up], bound[up])
+    np.maximum.at(x_l, col[~up], bound[~up])
+    rest = np.flatnonzero(count != 1)
+    return (form.p, form.q, a[:form.n_zero].tocsc(), form.b[:form.n_zero], g[rest].tocsc(), h[rest],
+            x_l, x_u)
+
+
+def _full(p):
+    import scipy.sparse as sp
+
+    return (p + sp.triu(p, 1).T).tocsc()
+
+
+def _result(problem: NodeQP, form: Conic, ok, x_c, seconds, status):
+    return ok, (form.expand(x_c) if ok else None), seconds, str(status)
+
+
+def solve_clarabel_method(problem: NodeQP, form: Conic, method: str):
+    """Clarabel as TopDown configures it (qp.solve_clarabel), with the given direct solve method."""
+    return solve_clarabel(problem, form, {"direct_solve_method": method})
+
+
+def solve_piqp(problem: NodeQP, form: Conic):
+    """PIQP (BSD-2, Schwan et al. 2023), sparse interface, bounds native, Clarabel's tolerances."""
+    import piqp
+
+    p, q, a, b, g, h, x_l, x_u = _bounded(form)
+    t0 = time.perf_counter()
+    solver = piqp.SparseSolver()
+    solver.settings.verbose = False
+    solver.settings.eps_abs = TOL_FEAS
+    solver.settings.eps_rel = TOL_GAP
+    solver.setup(p, q, a, b, g if g.shape[0] else None, None, h if g.shape[0] else None, x_l, x_u)
+    status = solver.solve()
+    seconds = time.perf_counter() - t0
+    return _result(problem, form, status == piqp.PIQP_SOLVED, np.array(solver.result.x), seconds, status)
+
+
+def _proxsuite_setup(form: Conic):
+    import scipy.sparse as sp
+
+    p, q, a, b, g, h, x_l, x_u = _bounded(form)
+    n = q.size
+    has = np.isfinite(x_l) | np.isfinite(x_u)
+    box = sp.csc_matrix((np.ones(int(has.sum())), (np.arange(int(has.sum())), np.flatnonzero(has))),
+                        shape=(int(has.sum()), n))
+    c = sp.vstack([g, box]).tocsc()
+    big = 1e20
+    lo = np.concatenate([np.full(g.shape[0], -big), np.where(np.isfinite(x_l[has]), x_l[has], -big)])
+    hi = np.concatenate([h, np.where(np.isfinite(x_u[has]), x_u[has], big)])
+    return _full(p), q, a, b, c, lo, hi
+
+
+def solve_proxsuite(problem: NodeQP, form: Conic, warm=None):
+    """proxsuite's sparse ProxQP (BSD-2, Bambade et al. 2022), Clarabel's tolerances; ``warm``
+    (x, y, z): a warm start."""
+    import proxsuite
+
+    h, q, a, b, c, lo, hi = _proxsuite_setup(form)
+    t0 = time.perf_counter()
+    qp = proxsuite.proxqp.sparse.QP(q.size, a.shape[0], c.shape[0])
+    qp.settings.eps_abs = TOL_FEAS
+    qp.settings.eps_rel = 0.0
+    qp.settings.verbose = False
+    if warm is not None:
+        qp.settings.initial_guess = proxsuite.proxqp.InitialGuess.WARM_START
+    qp.init(h, q, a if a.shape[0] else None, b if a.shape[0] else None, c, lo, hi)
+    if warm is None:
+        qp.solve()
+    else:
+        qp.solve(*warm)
+    seconds = time.perf_counter() - t0
+    status = qp.results.info.status
+    ok = status == proxsuite.proxqp.PROXQP_SOLVED
+    return _result(problem, form, ok, np.array(qp.results.x), seconds, status)
+
+
+def _osqp(form: Conic, eps: float):
+    import osqp
+    import scipy.sparse as sp
+
+    p, q, a, b, g, h, x_l, x_u = _bounded(form)
+    n = q.size
+    has = np.isfinite(x_l) | np.isfinite(x_u)
+    box = sp.csc_matrix((np.ones(int(has.sum())), (np.arange(int(has.sum())), np.flatnonzero(has))),
+                        shape=(int(has.sum()), n))
+    big = sp.vstack([a, g, box]).tocsc()
+    lo = np.concatenate([b, np.full(g.shape[0], -np.inf), x_l[has]])
+    hi = np.concatenate([b, h, x_u[has]])
+    t0 = time.perf_counter()
+    solver = osqp.OSQP()
+    solver.setup(p, q, big, lo, hi, eps_abs=eps, eps_rel=eps, verbose=False, polishing=True,
+                 max_iter=200_000)
+    res = solver.solve()
+    return res, time.perf_counter() - t0, (a.shape[0], g.shape[0])
+
+
+def solve_osqp(problem: NodeQP, form: Conic):
+    """OSQP (Apache-2.0, Stellato et al. 2020) at 1e-5: first-order, to be a warm start."""
+    res, seconds, _ = _osqp(form, 1e-5)
+    ok = str(res.info.status).lower().startswith("solved")
+    return _result(problem, form, ok, np.array(res.x), seconds, res.info.status)
+
+
+def solve_osqp_proxsuite(problem: NodeQP, form: Conic):
+    """OSQP at 1e-5, then proxsuite warm-started from its primal and dual answer."""
+    res, seconds, (m_eq, m_g) = _osqp(form, 1e-5)
+    y = np.asarray(res.y, dtype=np.float64)
+    ok, x, sec, status = solve_proxsuite(problem, form, warm=(np.array(res.x), y[:m_eq], y[m_eq:]))
+    return ok, x, seconds + sec, status
+
+
+
+
+
+def _standard(problem: NodeQP):
+    """(h, c, A, b, l, u, n): ``problem`` with equality rows only (a slack per inequality row,
+    bounded as the row was), the Hessian still diagonal: what the normal equations need."""
+    import scipy.sparse as sp
+
+    a = problem.a.tocsr()
+    eq = problem.lo == problem.hi
+    ineq = np.flatnonzero(~eq)
+    n, k = problem.n_var, ineq.size
+    slack = sp.csr_matrix((-np.ones(k), (ineq, np.arange(k))), shape=(a.shape[0], k))
+    big = sp.hstack([a, slack]).tocsc()
+    b = np.where(eq, problem.hi, 0.0)
+    h = np.concatenate([problem.hess, np.zeros(k)])
+    c = np.concatenate([problem.cost, np.zeros(k)])
+    lo = np.concatenate([problem.lower, problem.lo[ineq]])
+    hi = np.concatenate([problem.upper, problem.hi[ineq]])
+    return h.astype(np.float64), c.astype(np.float64), big, b.astype(np.float64), lo, hi, n
+
+
+def solve_cholmod_ipm(problem: NodeQP, form: Conic | None = None, tol: float = TOL_GAP, max_iter: int = 100):
+    """A primal-dual interior point (Mehrotra predictor-corrector) whose Newton step is a
+    supernodal CHOLMOD Cholesky of the normal equations A D^-1 A' (scikit-sparse): the
+    Hessian is diagonal once inequality rows get slacks, so D is too. The symbolic analysis is
+    done once per problem; each step only refactors numerically."""
+    from sksparse.cholmod import CholmodError, analyze_AAt
+
+    t0 = time.perf_counter()
+    h, c, a, b, l, u, n_x = _standard(problem)
+    m, n = a.shape
+    at = a.T.tocsc()
+    has_l, has_u = np.isfinite(l), np.isfinite(u)
+    l0, u0 = np.where(has_l, l, 0.0), np.where(has_u, u, 0.0)
+    x = np.where(has_l & has_u, 0.5 * (l0 + u0), np.where(has_l, l0 + 1.0, np.where(has_u, u0 - 1.0, 0.0)))
+    zl, zu = has_l.astype(float), has_u.astype(float)
+    y = np.zeros(m)
+    n_b = max(1, int(has_l.sum() + has_u.sum()))
+    scale_b, scale_c = 1.0 + np.max(np.abs(b), initial=0.0), 1.0 + np.max(np.abs(c), initial=0.0)
+    reg = 1e-10
+    factor = None
+    status = "MaxIterations"
+    for it in range(max_iter):
+        w = np.where(has_l, x - l0, 1.0)
+        v = np.where(has_u, u0 - x, 1.0)
+        rd = h * x + c - at @ y - zl + zu
+        rp = b - a @ x
+        mu = (np.dot(w[has_l], zl[has_l]) + np.dot(v[has_u], zu[has_u])) / n_b
+        obj = 0.5 * np.dot(h * x, x) + np.dot(c, x)
+        if (np.max(np.abs(rp), initial=0.0) <= tol * scale_b and np.max(np.abs(rd), initial=0.0) <= tol * scale_c
+                and mu * n_b <= tol * (1.0 + abs(obj))):
+            status = "Solved"
+            break
+        d = h + np.where(has_l, zl / w, 0.0) + np.where(has_u, zu / v, 0.0) + reg
+        dinv = 1.0 / d
+        scaled = a @ sp_diag(np.sqrt(dinv))
+        try:
+            if factor is None:
+                factor = analyze_AAt(scaled, mode="supernodal")
+            factor.cholesky_AAt_inplace(scaled, beta=1e-12 * scale_b)
+        except CholmodError as exc:
+            status = f"factorization: {exc}"
+            break
+
+        def newton(rl, ru):
+            r1 = -rd + np.where(has_l, rl / w, 0.0) - np.where(has_u, ru / v, 0.0)
+            dy = factor(rp - a @ (dinv * r1))
+            dx = dinv * (r1 + at @ dy)
+            dzl = np.where(has_l, (rl - zl * dx) / w, 0.0)
+            dzu = np.where(has_u, (ru + zu * dx) / v, 0.0)
+            return dx, dy, dzl, dzu
+
+        def step(dx, dzl, dzu):
+            ratios = [1.0]
+            for val, dv, mask in ((w, dx, has_l), (v, -dx, has_u), (zl, dzl, has_l), (zu, dzu, has_u)):
+                neg = mask & (dv < 0)
+                if neg.any():
+                    ratios.append(float(np.min(-val[neg] / dv[neg])))
+            return min(ratios)
+
+        dx, dy, dzl, dzu = newton(-w * zl * has_l, -v * zu * has_u)
+        alpha = step(dx, dzl, dzu)
+        mu_aff = (np.dot((w + alpha * dx)[has_l], (zl + alpha * dzl)[has_l])
+                  + np.dot((v - alpha * dx)[has_u], (zu + alpha * dzu)[has_u])) / n_b
+        sigma = (mu_aff / mu) ** 3 if mu > 0 else 0.0
+        rl = (sigma * mu - w * zl - dx * dzl) * has_l
+        ru = (sigma * mu - v * zu + dx * dzu) * has_u
+        dx, dy, dzl, dzu = newton(rl, ru)
+        alpha = min(1.0, 0.99 * step(dx, dzl, dzu))
+        x, y, zl, zu = x + alpha * dx, y + alpha * dy, zl + alpha * dzl, zu + alpha * dzu
+    seconds = time.perf_counter() - t0
+    ok = status == "Solved"
+    return ok, (x[:n_x].copy() if ok else None), seconds, f"{status} ({it + 1} iterations)"
+
+
+def sp_diag(values):
+    import scipy.sparse as sp
+
+    return sp.diags(values, format="csc")
+SOLVERS = {"piqp": solve_piqp, "proxsuite": solve_proxsuite, "cholmod": solve_cholmod_ipm}
