@@ -13,7 +13,6 @@ from __future__ import annotations
 import importlib
 import warnings
 
-from dpspec.contract.versions import API_VERSION, OLDEST_SERVED
 
 _WHERE = {
     # the contract

@@ -282,7 +282,7 @@ def households_of(units: pd.DataFrame, seed: int) -> pd.DataFrame:
                    & ~((t_u18 == 1) & (t_kids == 0) & (a > 0)))  # a householder or partner under 18: 15-24
         p = np.where(allowed, weight, 0.0)
         hhtype[idx] = rng.choice(len(types), size=len(idx), p=p / p.sum())
-    own, kids, u18, couple = t_own[hhtype], t_kids[hhtype], t_u18[hhtype], t_couple[hhtype]
+    own, u18, couple = t_own[hhtype], t_u18[hhtype], t_couple[hhtype]
     # elderly (none 60+, 60-64, 65-74, 75+ present) is at least what the householder's age implies,
     # and exactly that where nobody else may be 60 or over
     implied = np.array([0, 0, 0, 0, 0, 1, 2, 3, 3])[hhage]

@@ -56,7 +56,7 @@ def test_one_end_from_the_data_and_the_other_at_the_declared_limit_is_flagged():
     assert f.evidence["ends_from_data"] == ["high"] and f.evidence["ends_at_declared_limits"] == ["low"]
 
 
-@pytest.mark.parametrize("bounds", [f"[0, 500]", f"[{PAY_MIN}, 200]", f"[10, {PAY_MAX + 1}]"])
+@pytest.mark.parametrize("bounds", ["[0, 500]", f"[{PAY_MIN}, 200]", f"[10, {PAY_MAX + 1}]"])
 def test_the_declared_range_or_a_single_coincidence_is_silent(bounds):
     # the column's declared range is public; one end at the data's extreme and the other at a
     # declared figure that is neither the data's nor the domain's is not evidence enough

@@ -105,7 +105,7 @@ def test_impossible_target():
 def test_parallel_states_take_the_max():
     states = {"MA": 0.8, "NY": 1.1, "CA": 0.9}
     releases = [LedgerRelease(f"tda-{s}", ZCDP(r), universe=s, parallel_group="states") for s, r in states.items()]
-    releases.append(LedgerRelease(f"tda-MA-extra", ZCDP(0.4), universe="MA", parallel_group="states"))
+    releases.append(LedgerRelease("tda-MA-extra", ZCDP(0.4), universe="MA", parallel_group="states"))
     releases.append(LedgerRelease("national", ZCDP(0.5)))
     ledger = compose(releases)
     # MA: 0.8 + 0.4 = 1.2 beats NY 1.1; then the national release adds sequentially

@@ -3,7 +3,6 @@ of `specs/census2020/` pinned next to its citation, the seed's 55.371 reconciled
 a wrong share in a copy of a production spec caught by a pin, and the bad inputs refused with
 the member and the reason."""
 import json
-import math
 import os
 import re
 from fractions import Fraction

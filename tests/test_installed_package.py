@@ -19,7 +19,6 @@ import subprocess
 import sys
 import tarfile
 import textwrap
-import zipfile
 
 import pytest
 

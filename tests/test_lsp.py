@@ -3,7 +3,6 @@ speaks JSON-RPC with Content-Length framing to the `dpspec lsp` subprocess."""
 from __future__ import annotations
 
 import os
-import textwrap
 
 import pytest
 

@@ -16,7 +16,6 @@ from click.testing import CliRunner
 from dpspec import schemas
 from dpspec.api import DataError, discrete_gaussian_variance, load
 from dpspec.cli.main import main
-from dpspec_phsafe.design import parse
 from dpspec_phsafe.plugin import PHSafe
 from dpspec_phsafe.tabulate import Records, measure, measure_exact
 from tests.conftest import beside
@@ -224,7 +223,6 @@ def test_noise_is_keyed_per_cell(pr_design, bundled):
     # the same cell draws the same noise when other measurements are absent (keyed, not sequential)
     only = type(us_design)(tuple(m for m in us_design.measurements if m.table == "PH7"), us_design.tau, us_design.states)
     d = measure(only, rec, run_key=7)
-    keys = ["table", "region_type", "region_id", "iteration_code", "data_cell"]
     pd.testing.assert_frame_equal(d[d.table == "PH7"].reset_index(drop=True),
                                   a[a.table == "PH7"].reset_index(drop=True)[d.columns])
 

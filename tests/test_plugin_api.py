@@ -75,7 +75,7 @@ def test_a_plugin_for_an_api_not_served_is_refused_by_version_not_by_a_crash(ins
     out = dpspec(installed, "plugins")
     assert out.returncode == 0
     (line,) = [x for x in out.stderr.splitlines() if "'future'" in x]
-    assert f"needs dpspec plugin API 9.0, newer than this dpspec" in line and f"(API {API_VERSION})" in line
+    assert "needs dpspec plugin API 9.0, newer than this dpspec" in line and f"(API {API_VERSION})" in line
     assert "ImportError" not in line and "upgrade dpspec" in line
     text = small_spec.read_text().replace("mechanism randomized_response {", "mechanism from_the_future {")
     small_spec.write_text(text)

@@ -6,7 +6,6 @@ same tabulations, same invariant checks).
 """
 from __future__ import annotations
 
-import io
 import os
 
 import attrs

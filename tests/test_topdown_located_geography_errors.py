@@ -10,7 +10,7 @@ import pytest
 from dpspec.errors import DataError
 from dpspec.language.parser import parse
 from dpspec.run.compiler import compile_spec
-from tests.test_topdown_located_data_errors import _at, _cites
+from tests.test_topdown_located_data_errors import _cites
 from tests.topdown_geography import declared
 
 SPEC = '''spec "located geography errors"

@@ -138,7 +138,6 @@ def test_estimation_pass_fitting_nothing_measured_is_a_spec_error():
 
 def test_constrain_to_holds_queries_the_pass_did_not_fit(captured):
     """After a pass fitting the total, constrain-to [total, hhgq] holds hhgq's answers too."""
-    from dpspec_topdown.histogram import Schema
 
     nodes, result, _ = captured
     schema = result.schema
@@ -220,7 +219,7 @@ def _outer_passes(strategy):
 def test_interleaved_outer_passes_fix_each_outer_pass_exactly():
     """Each outer pass fits and rounds its queries; its last rounding pass's answers (here the
     children's totals) are then fixed exactly for the next outer pass."""
-    from dpspec_topdown.multipass import pass_plan, solve_interleaved
+    from dpspec_topdown.multipass import solve_interleaved
 
     shares, strategy, recodes, rho, _ = _production()
     nodes = []

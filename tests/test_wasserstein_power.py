@@ -17,7 +17,7 @@ def test_the_release_has_a_monotone_likelihood_ratio_in_theta():
         (a, _), (b, _) = release_law(N, 0.3, R, loss), release_law(N, 0.6, R, loss)
         assert np.all(np.diff(b / a) >= -1e-9 * (b / a)[1:])  # nondecreasing in y: Theorem 15's first claim
         assert abs(a.sum() - 1) < 1e-12 and abs(b.sum() - 1) < 1e-12
-    (a, w), (b, _) = release_law(N, 0.3, R, "square"), release_law(N, 0.6, R, "square")
+    (a, _), (b, _) = release_law(N, 0.3, R, "square"), release_law(N, 0.6, R, "square")
     assert np.all(np.diff(b / a) > 0)  # strictly, under the square loss, beyond 0 and n too
 
 

@@ -14,7 +14,7 @@ import click
 
 from dpspec.cli.terminal import echo
 from dpspec import ir
-from dpspec.cli.errors import fail, friendly
+from dpspec.cli.errors import friendly
 from dpspec.cli.engine import engine_option, master_option
 from dpspec.errors import DpspecError
 from dpspec.cli.verify import verification_option, verify_cmd

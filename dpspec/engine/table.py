@@ -9,6 +9,11 @@ to the driver unless the mechanism asks for it (`engine.to_pandas`, `engine.map_
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # names only the annotations use; the modules themselves load when needed
+    import pandas as pd
+
 import attrs
 
 

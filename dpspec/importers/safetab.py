@@ -174,7 +174,6 @@ def import_safetab(kind: str, path: str, stem: str = "imported"):
     extras = iteration_tables(os.path.dirname(os.path.abspath(path)))
     files = {k: f"{stem}.{k}.parquet" for k in extras}
     rec, unit = product["record"], product["unit"]
-    where = f"{path} and its directory's iteration files"
     out = [f"# Imported by `dpspec import --{kind}-config` from {path}.",
            "# No data and no geography files are declared: `dpspec check`, `budget` and `audit` read this spec",
            "# as it is; `compile` needs the records and public geography files (state, county, tract, place,",

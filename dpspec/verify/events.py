@@ -45,7 +45,6 @@ def _keys(left: np.ndarray, right: np.ndarray) -> tuple[np.ndarray, np.ndarray, 
 
 def _threshold_candidates(sl: np.ndarray, sr: np.ndarray):
     """(coordinate, threshold) pairs and their selection counts of {s_j >= t} on each side."""
-    k = sl.shape[1]
     diff = np.abs(sl.mean(axis=0) - sr.mean(axis=0)) / (np.sqrt((sl.var(axis=0) + sr.var(axis=0)) / 2) + 1e-12)
     varying = np.flatnonzero((sl.max(axis=0) != sl.min(axis=0)) | (sr.max(axis=0) != sr.min(axis=0))
                              | (sl[0] != sr[0]))

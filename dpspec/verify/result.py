@@ -5,7 +5,6 @@ read back; it names the spec it was made for (its SHA-256) so it cannot be attac
 """
 from __future__ import annotations
 
-import json
 import math
 
 import attrs

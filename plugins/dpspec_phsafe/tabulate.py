@@ -4,7 +4,6 @@ counts with exact discrete Gaussian noise keyed per cell (so a count's noise dep
 key and the cell only, on any engine and in any order)."""
 from __future__ import annotations
 
-from fractions import Fraction
 
 import numpy as np
 import pandas as pd

@@ -8,6 +8,11 @@ number of units is published exactly: `count TABLE` is an invariant.
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # names only the annotations use; the modules themselves load when needed
+    import numpy as np
+
 import math
 from fractions import Fraction
 

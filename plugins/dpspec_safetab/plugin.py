@@ -10,6 +10,11 @@ the release's keys never come from the records.
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # names only the annotations use; the modules themselves load when needed
+    from .iterations import IterationTable
+
 import os
 from fractions import Fraction
 

@@ -7,6 +7,11 @@ for the actual universe.
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # names only the annotations use; the modules themselves load when needed
+    import pandas as pd
+
 from fractions import Fraction
 
 from dpspec.api import (

@@ -90,7 +90,7 @@ def sensitivity_squared(relation: str) -> int:
 def check_shares(shares: Mapping, what: str, names: Mapping | None = None) -> dict:
     """Shares as exact positive Fractions summing to exactly 1, or a SpecError naming them (by
     ``names`` {key: as the spec writes it} when given)."""
-    from dpspec.api import as_fraction, effective_sigma2
+    from dpspec.api import as_fraction
 
     if not shares:
         raise SpecError(f"{what}: no shares given")

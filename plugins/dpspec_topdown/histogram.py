@@ -17,6 +17,12 @@ persons.
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # names only the annotations use; the modules themselves load when needed
+    import pandas as pd
+    import scipy.sparse as sp
+
 from typing import Mapping, Sequence
 
 import collections

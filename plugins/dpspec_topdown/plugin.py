@@ -58,10 +58,6 @@ def _passes(params: dict, variables, joint: dict | None = None) -> dict:
         if not isinstance(block, ir.ParamBlock):
             raise SpecError(f"{what}: expected a block such as {{ county: [\"total\"] }}")
         for p in block.params:
-            if isinstance(p.value, ir.ParamBlock):
-                groups = [g.value for g in p.value.params]
-            else:
-                groups = [p.value]
             out.setdefault(p.name, {"tolerance": tolerance, "tolerance_type": tolerance_type})[what] = _pass_lists(
                 p.value, variables, joint)
     block = params.get("outer_passes")

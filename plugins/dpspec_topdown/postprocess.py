@@ -493,7 +493,7 @@ def solve_relaxed(task: NodeTask, queries: Sequence[MeasuredQuery], why: str = "
     cells = np.flatnonzero(target[fs.groups] > 0)
     loose = attrs.evolve(task, parent=None)
     cells, vc, va, vcell = variables = _node_variables(loose, cells)
-    n_x, nc = vc.size, task.n_children
+    n_x = vc.size
 
     def fail(what):
         return FailsafeError(task.key, f"no solution even with the children sums relaxed over the minimal schema "

@@ -103,7 +103,6 @@ def solve(problem: NodeQP):
 def _bounded(form: Conic):
     """(P upper, q, A_eq, b_eq, G, h, x_l, x_u): ``form`` with its single-variable rows of the
     nonnegative cone turned into bounds, for solvers that take bounds natively."""
-    import scipy.sparse as sp
 
     a = form.a.tocsr()
     g = a[form.n_zero:]

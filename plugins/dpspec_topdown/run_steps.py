@@ -209,7 +209,6 @@ def _level_tasks(k, prev, hier, schema, alloc, noisy, conf, inv, protected, run_
     keyed (level, parent code) of the run `run_key` (node_noise); a level already drawn whole in
     `noisy` (run_topdown never does; tests do, to compare) hands each node its slice instead."""
     names = hier.names
-    n_units = hier.levels[k].n_units
     level_queries = alloc.for_level(names[k])
     drawn = all((names[k], qb.query) in noisy for qb in level_queries)
     y_all = [noisy[(names[k], qb.query)] for qb in level_queries] if drawn else None

@@ -3,6 +3,11 @@ variables, recodes, schema, invariants, query strategy and structural zeros, and
 tables solved with it (what the plugin, its checks and `broken_places` all read)."""
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # names only the annotations use; the modules themselves load when needed
+    from .histogram import Recode, Schema
+
 from fractions import Fraction
 
 from dpspec.api import Diagnostic, SpecError, ir

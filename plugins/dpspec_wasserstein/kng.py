@@ -114,7 +114,6 @@ class WassersteinKNG(Mechanism):
 
     def neighbours(self, spec, params):
         """One unit's value is 1 or 0 (n, public, unchanged)."""
-        import numpy as np
 
         from dpspec.api import NeighbourPair, miniature_record, typed_frame
 

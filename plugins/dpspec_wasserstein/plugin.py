@@ -562,7 +562,6 @@ class NoisyPostprocessed(_CountRelease):
         return out
 
     def draw(self, spec, params, counts, outcome, total, rng, draws: int = 1):
-        import numpy as np
 
         from dpspec.api import discrete_laplace
 

@@ -1,0 +1,37 @@
+"""The tree passes ruff's linter as pyproject.toml configures it (undefined and unused names,
+statements that cannot be right), so a slip is caught by the suite, not by a reader."""
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _ruff() -> list[str]:
+    beside = Path(sys.executable).with_name("ruff")
+    if beside.exists():
+        return [str(beside)]
+    found = shutil.which("ruff")
+    if found is None:
+        pytest.skip("ruff is not installed (it comes with the test extra: pip install -e '.[test]')")
+    return [found]
+
+
+def test_the_tree_passes_the_linter():
+    res = subprocess.run([*_ruff(), "check", "--no-cache", "--output-format", "concise", str(ROOT)], cwd=ROOT,
+                         capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stdout + res.stderr
+
+
+def test_the_linter_would_fail_on_an_undefined_name(tmp_path):
+    """The check above can fail: the same configuration refuses a file that uses an undefined name."""
+    bad = tmp_path / "bad.py"
+    bad.write_text("def f():\n    return undefined_name\n")
+    res = subprocess.run([*_ruff(), "check", "--no-cache", "--config", str(ROOT / "pyproject.toml"), str(bad)],
+                         capture_output=True, text=True, timeout=60)
+    assert res.returncode == 1 and "F821" in res.stdout, res.stdout + res.stderr
