@@ -13,6 +13,8 @@ from __future__ import annotations
 import importlib
 import warnings
 
+from dpspec.contract.versions import API_VERSION, OLDEST_SERVED  # noqa: F401 (served: listed in __all__)
+
 
 _WHERE = {
     # the contract

@@ -55,6 +55,8 @@ def test_verify_refuses_a_one_byte_change_in_any_file(certified):
         path = certified / name
         data = path.read_bytes()
         i = len(data) // 2
+        while not chr(data[i]).isalnum():  # a letter or digit: still JSON, so the hash check (not the parser) must catch it
+            i += 1
         path.write_bytes(data[:i] + bytes([data[i] ^ 1]) + data[i + 1:])
         result = run("certificate", "verify", certified)
         path.write_bytes(data)

@@ -241,3 +241,25 @@ def test_an_approximate_premetric_is_stated_with_epsilon_and_delta(tmp_path):
 
 def _measurement_line(spec: Path) -> int:
     return next(n for n, t in enumerate(spec.read_text().splitlines(), 1) if "measurement:" in t)
+
+
+def test_the_random_source_named_is_opendps_own_not_dpspecs_stream(tmp_path):
+    """OpenDP draws its own noise: the manifest, certificate and report must not say dpspec's ChaCha20
+    stream (or a seed) made the release."""
+    out = tmp_path / "out"
+    result = run("compile", ROOT / "specs" / "opendp_sum.dps", "--seed", "7", "-o", out)
+    assert result.exit_code == 0, result.output
+    policy = json.loads((out / "manifest.json").read_text())["seed_policy"]
+    assert policy["seeded"] is False and policy["source"].startswith("OpenDP's own generator"), policy
+    assert "the given seed do not reach it" in policy["source"]
+    assert "Random source: OpenDP's own generator" in (out / "report.md").read_text()
+    certificate = json.loads((out / "certificate.json").read_text())
+    assert "OpenDP's own generator" in json.dumps(certificate)
+
+
+def test_a_built_in_mechanism_still_names_dpspecs_stream():
+    from dpspec.report.model import seed_policy
+
+    assert seed_policy(None)["source"].startswith("ChaCha20")
+    assert seed_policy(None, object())["source"].startswith("ChaCha20")
+    assert seed_policy(3)["seeded"] is True

@@ -845,6 +845,8 @@ def known_seed(ctx) -> list[Finding]:
     seed = getattr(ctx.result, "seed", None)
     if seed is None:
         return []
+    if getattr(getattr(ctx.result, "mechanism", None), "own_random_source", ""):
+        return []  # a library drew the noise from its own generator, which the seed never reached
     message = ("The release was produced with an explicit seed (its value is withheld from findings and reports). "
                "Anyone who knows the seed can reproduce the random draws and remove them: this release is not "
                "protected. Use it for tests only.")

@@ -192,6 +192,10 @@ class Mechanism:
     # samplers, or floating point).
     proof: str = ""
     sampling: str = ""
+    # (API 1.5) Set by a mechanism that draws its noise from a library's own generator, which
+    # dpspec's keyed ChaCha20 streams and --seed do not reach (Tumult, OpenDP): the manifest,
+    # certificate and report name it as the release's random source instead of dpspec's.
+    own_random_source: str = ""
     # Opt-in: True when `run(..., engine=)` can take a table held by the engine. A
     # table whose source is Parquet (a file or a hive-partitioned directory) then reaches `run`
     # as a `dpspec.api.EngineTable`, read and validated by the engine (on Spark nothing

@@ -131,7 +131,7 @@ def certificate(result, staged: str, signers=()) -> dict:
 
     spec = result.spec
     mech = result.mechanism
-    source = {k: v for k, v in seed_policy(result.seed).items() if k != "seed"}  # never the seed itself
+    source = {k: v for k, v in seed_policy(result.seed, result.mechanism).items() if k != "seed"}  # never the seed itself
     doc = versioned("certificate", {
         "command": "compile",
         "spec": {"file": os.path.basename(spec.path) if spec.path else None, "title": spec.title,

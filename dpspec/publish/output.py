@@ -31,7 +31,7 @@ def manifest(result, files: dict) -> dict:
         "data": {os.path.basename(k.rstrip("/")): {"sha256": v} for k, v in result.data_hashes.items()},  # a directory by its name
         "mechanism": {"name": mech.name, "version": mech.version, "package": package, "package_version": package_version,
                       "parameters": ir.to_jsonable(result.checked.params)},
-        "seed_policy": seed_policy(result.seed),
+        "seed_policy": seed_policy(result.seed, result.mechanism),
         "runs": result.runs,
         "outputs": files,
         "python": platform.python_version(),

@@ -25,8 +25,12 @@ from dpspec.budget.ledger import achieved_text
 from dpspec.report.bidi import neutral
 
 
-def seed_policy(seed) -> dict:
+def seed_policy(seed, mechanism=None) -> dict:
     """Where a release's randomness came from (manifest and reports): here, below `output`."""
+    own = getattr(mechanism, "own_random_source", "")
+    if own:  # the library draws its own noise: neither dpspec's stream nor a seed reaches it
+        reach = "dpspec's ChaCha20 stream and the given seed do" if seed is not None else "dpspec's ChaCha20 stream does"
+        return {"seeded": False, "source": f"{own} ({reach} not reach it, so the release is not reproducible)"}
     if seed is None:
         return {"seeded": False, "source": "ChaCha20 (cryptographically secure) keyed with 256 bits of operating-system entropy"}
     return {"seeded": True,  # the seed itself is withheld: whoever reads it can remove the noise
@@ -294,7 +298,7 @@ def _provenance(spec: ir.Spec, result, checked) -> dict:
         if result is not None else [{"file": os.path.basename(d.path), "sha256": None} for d in spec.data],
         "plugins": mechanisms,  # every installed mechanism; `ran` marks the one this spec names
         "mechanism_plugin": next((m for m in mechanisms if m["ran"]), None),
-        "seed_policy": seed_policy(result.seed) if result is not None else None,
+        "seed_policy": seed_policy(result.seed, result.mechanism) if result is not None else None,
         "runs": getattr(result, "runs", None),
         "compiled": result is not None,
     }

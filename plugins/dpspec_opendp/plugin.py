@@ -19,6 +19,7 @@ class OpenDPMeasurement(Mechanism):
                    "on one column; it runs the user's code, and only on compile.")
     proof = "OpenDP's privacy map for the measurement (the library's own proofs: docs.opendp.org)"
     sampling = "OpenDP's own samplers (the library's documentation says which are exact)"
+    own_random_source = "OpenDP's own generator (operating-system entropy)"
     parameters = ParameterSchema((
         ParamSpec("table", "table", "the table whose units the measurement protects", required=True),
         ParamSpec("column", "column", "the column handed to the measurement as a vector", required=True),

@@ -25,6 +25,7 @@ class TumultQuery(Mechanism):
     proof = "Tumult Analytics' own accounting of the Session (the library's proofs: docs.tmlt.dev)"
     sampling = ("Tumult Core's samplers (its documentation says which are exact); not seedable, so the release is not "
                 "reproducible by seed")
+    own_random_source = "Tumult Core's own generator, in the second Python interpreter"
     parameters = ParameterSchema((
         ParamSpec("table", "table", "the table the Session reads (its source id is the table's name)", required=True),
         ParamSpec("by", "columns", "the key columns: the queries get a KeySet of their declared values (none: an empty "
