@@ -3,14 +3,14 @@ from __future__ import annotations
 
 from dpspec.api import NeighbourPair, miniature_rows, typed_frame
 
-from .algorithm import release
 
-
-def pairs(spec, design) -> list:
+def pairs(spec, design, run) -> list:
     """One unit's answer flips (the worst case: the ratio is p/(1-p) for its report).
 
-    Runs are batched: the miniature table repeated n times is one call to the release, whose
-    units answer independently, so row r of the batch is run r // units of the miniature."""
+    `run(data, rng)` is the mechanism's own `run` (not `algorithm.release`), so what verify
+    tests is what compile runs, a subclass's too. Runs are batched: the miniature table repeated
+    n times is one call, whose units answer independently, so row r of the batch is run
+    r // units of the miniature."""
     import numpy as np
 
     table = spec.domain.table(design.table)
@@ -27,7 +27,7 @@ def pairs(spec, design) -> list:
         frame = data[table.name]
         units = len(frame)
         repeated = frame.iloc[np.tile(np.arange(units), n)].reset_index(drop=True)
-        answers = release(design, {**data, table.name: repeated}, rng).outputs["responses"][design.column].to_numpy()
+        answers = run({**data, table.name: repeated}, rng).outputs["responses"][design.column].to_numpy()
         yes = answers.astype(bool) if design.kind == "bool" else answers == design.positive
         return yes.reshape(n, units)
 

@@ -114,7 +114,8 @@ class RandomizedResponse(Mechanism):
 
     def neighbours(self, spec, params):
         """One unit's answer flips (see `neighbours.pairs`)."""
-        return neighbours.pairs(spec, self.design(spec, params))
+        return neighbours.pairs(spec, self.design(spec, params),
+                                lambda data, rng: self.run(spec, params, data, rng))
 
     def utility(self, spec, params, data, releases):
         import numpy as np
