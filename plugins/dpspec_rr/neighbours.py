@@ -1,8 +1,6 @@
 """Randomized response's neighbouring datasets for `dpspec verify`: one unit's answer flips."""
 from __future__ import annotations
 
-from dpspec.api import NeighbourPair, miniature_rows, typed_frame
-
 
 def pairs(spec, design, run) -> list:
     """One unit's answer flips (the worst case: the ratio is p/(1-p) for its report).
@@ -11,7 +9,9 @@ def pairs(spec, design, run) -> list:
     tests is what compile runs, a subclass's too. Runs are batched: the miniature table repeated
     n times is one call, whose units answer independently, so row r of the batch is run
     r // units of the miniature."""
-    import numpy as np
+    import numpy as np  # lazily, as everywhere in the plugin: `dpspec --help` must not load numpy
+
+    from dpspec.api import NeighbourPair, miniature_rows, typed_frame
 
     table = spec.domain.table(design.table)
     values = (True, False) if design.kind == "bool" else (design.positive, design.negative)
