@@ -117,7 +117,7 @@ class OutputKeys:
 
 @attrs.frozen
 class ReleaseColumns:
-    """What one published table must hold to be read back (`Mechanism.release_columns`, API 1.4),
+    """What one published table must hold to be read back (`Mechanism.release_columns`, API 1.5),
     declared from the spec alone: `dpspec infer` checks a release against it before any likelihood
     reads it. columns: every column a reader needs; key: the columns naming one measured cell (each
     combination once: a repeated measurement would count as independent evidence); numbers: the
