@@ -9,6 +9,8 @@ import sys
 
 import pytest
 
+from tests.test_layers import cycles as _cycles  # one strongly-connected-components finder for both import tests
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -112,37 +114,6 @@ def _core_import_graph() -> tuple[dict, dict]:
                     if node in tree.body:
                         top[mod].add(t)
     return top, every
-
-
-def _cycles(graph: dict) -> list[set]:
-    """Strongly connected components of more than one module."""
-    index, low, stack, on, out = {}, {}, [], set(), []
-
-    def visit(n):
-        index[n] = low[n] = len(index)
-        stack.append(n)
-        on.add(n)
-        for m in graph.get(n, ()):
-            if m not in index:
-                visit(m)
-                low[n] = min(low[n], low[m])
-            elif m in on:
-                low[n] = min(low[n], index[m])
-        if low[n] == index[n]:
-            comp = set()
-            while True:
-                m = stack.pop()
-                on.discard(m)
-                comp.add(m)
-                if m == n:
-                    break
-            if len(comp) > 1:
-                out.append(comp)
-
-    for n in sorted(graph):
-        if n not in index:
-            visit(n)
-    return out
 
 
 def test_the_core_imports_one_way():
