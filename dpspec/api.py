@@ -20,6 +20,8 @@ _WHERE = {
     # the contract
     "hookimpl": "dpspec.contract.hookspecs", "Mechanism": "dpspec.contract.mechanism", "NativeFlavor": "dpspec.contract.mechanism",
     "ParameterSchema": "dpspec.contract.mechanism", "ParamSpec": "dpspec.contract.mechanism", "Release": "dpspec.contract.mechanism",
+    # (API 1.6) a diagnostic's path into the mechanism block -> its line and column; a path as a reader writes it
+    "located": "dpspec.contract.params", "param_label": ("dpspec.contract.params", "label"),
     "Section": "dpspec.contract", "Rule": "dpspec.audit.base", "Finding": "dpspec.audit.base",
     # optional hooks' types: `dpspec verify` neighbours, `dpspec infer` likelihoods
     # declared key sets (API 1.2): what a release may be keyed by, from the spec and its public key files

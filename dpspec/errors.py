@@ -16,13 +16,18 @@ class DpspecError(Exception):
 
 @attrs.frozen
 class Diagnostic:
-    """One problem at one place in a spec file."""
+    """One problem at one place in a spec file.
+
+    path (API 1.6): where in the mechanism block the problem is, as keys and list indices, e.g.
+    ("tables", "t1", "details", 2); a plugin gives the path instead of a line, and the core
+    (`dpspec.api.located`) fills in the line and column where that value is written."""
 
     message: str
     line: int | None = None
     column: int | None = None
     severity: str = "error"
     hint: str | None = None
+    path: tuple = attrs.field(default=(), converter=tuple)
 
 
 class SpecError(DpspecError):

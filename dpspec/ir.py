@@ -32,6 +32,34 @@ def _loc_field():
     return attrs.field(default=None, eq=False, repr=False)
 
 
+def locate(block: "ParamBlock | None", path, fallback: Loc | None = None) -> Loc | None:
+    """Where the setting at `path` inside a mechanism block is written: a path is the keys of the
+    nested blocks and maps and the indices of list items, e.g. ("tables", "t1", "details", 2).
+    A step that is not written (a missing key) stops the walk: the deepest written part is the
+    answer, the block's own place (or `fallback`) when nothing of the path is."""
+    best = getattr(block, "loc", None) or fallback
+    current, param = block, None
+    for step in path:
+        if isinstance(step, str):
+            param = current.get(step) if isinstance(current, ParamBlock) else None
+            if param is None:
+                break
+            best = param.loc or best
+            current = param.value
+        else:
+            if param is None:
+                break
+            loc = param.value_loc(step)
+            if loc is None and step == 0 and not isinstance(param.value, tuple):
+                loc = param.value_loc()  # one value written alone, read as a one-item list
+            if loc is None:
+                break
+            best = loc
+            current = param.value[step] if isinstance(param.value, tuple) and 0 <= step < len(param.value) else None
+            param = None
+    return best
+
+
 # ---- who: the domain ----------------------------------------------------------------------
 
 
@@ -238,11 +266,19 @@ class Premetric:
 
 @attrs.frozen
 class Param:
-    """One mechanism parameter as written. value: Fraction, str, Name, tuple or ParamBlock."""
+    """One mechanism parameter as written. value: Fraction, str, Name, tuple or ParamBlock.
+
+    loc is where its key is written; positions where its value is, as ((), loc) and, for a list,
+    ((i,), loc) per item (layout, like loc: not part of the spec's meaning)."""
 
     name: str
     value: Any
     loc: Loc | None = _loc_field()
+    positions: tuple[tuple[tuple[int, ...], Loc], ...] = attrs.field(default=(), eq=False, repr=False)
+
+    def value_loc(self, *index: int) -> Loc | None:
+        """Where the value (no index) or its list item `index` is written, when the parser saw it."""
+        return dict(self.positions).get(tuple(index))
 
 
 @attrs.frozen
@@ -431,7 +467,7 @@ def to_jsonable(obj):
     if attrs.has(type(obj)):
         out = {}
         for field in attrs.fields(type(obj)):
-            if field.name == "loc" or (isinstance(obj, Spec) and field.name in ("path", "text", "comments")):
+            if field.name in ("loc", "positions") or (isinstance(obj, Spec) and field.name in ("path", "text", "comments")):
                 continue
             out[field.name.rstrip("_")] = to_jsonable(getattr(obj, field.name))
         return out

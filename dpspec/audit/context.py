@@ -48,7 +48,7 @@ _PLUGIN_FAILURES = (DpspecError, LookupError, TypeError, ValueError, AttributeEr
 def soft_check(spec: ir.Spec) -> SoftCheck:
     """Check a spec; on failure keep the problems and whatever still resolves."""
     from dpspec.check.checker import check
-    from dpspec.contract.mechanism import resolve_params
+    from dpspec.contract.params import resolve_params
 
     if spec.program is not None:
         return SoftCheck(spec)

@@ -16,7 +16,8 @@ from dpspec.errors import Diagnostic, SpecError
 from dpspec.check import keys
 from dpspec.check.sources import is_uri
 from dpspec.check.invariants import determines
-from dpspec.contract.mechanism import Mechanism, resolve_params
+from dpspec.contract.mechanism import Mechanism
+from dpspec.contract.params import located, resolve_params
 
 STAGES = ("raw", "collected", "edited", "imputed", "sampled", "tabulated", "finetuning")
 PUBLIC_USES = ("total", "base")  # seed 2, Section 4: a total the release matches; counts shaping its base measure
@@ -292,11 +293,8 @@ class _Checker:
         self.problems.extend(problems)
         if problems:
             return mech, params, ()
-        plugin_problems = mech.check(self.spec, params)
-        for d in plugin_problems:
-            if d.line is None and call.loc:
-                d = attrs.evolve(d, line=call.loc.line, column=call.loc.column)
-            self.problems.append(d)
+        plugin_problems = located(self.spec, mech.check(self.spec, params))
+        self.problems.extend(plugin_problems)
         if plugin_problems:
             return mech, params, ()
         induced = tuple(mech.induced_invariants(self.spec, params))

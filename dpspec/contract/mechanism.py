@@ -1,7 +1,8 @@
 """What a mechanism plugin provides: typed parameters, native flavor, invariants, budget, run.
 
 A plugin subclasses `Mechanism` and returns instances from the `dpspec_mechanisms` hook. The
-core validates a spec's `mechanism` block against `parameters`, then calls the methods below
+core validates a spec's `mechanism` block against `parameters` (nested settings too:
+`dpspec.contract.params`), then calls the methods below
 with the resolved parameter values (a plain dict), so plugins never re-parse the IR.
 """
 from __future__ import annotations
@@ -12,61 +13,8 @@ from typing import Any
 import attrs
 
 from dpspec import ir
-from dpspec.language.diagnostics import unknown
+from dpspec.contract.params import PARAM_TYPES, ParameterSchema, ParamSpec, resolve_params  # noqa: F401 (served here as before)
 from dpspec.errors import Diagnostic
-
-PARAM_TYPES = ("number", "int", "column", "columns", "table", "string", "choice", "shares", "block")
-
-
-@attrs.frozen
-class ParamSpec:
-    """One declared parameter.
-
-    type: number (exact Fraction), int, column (a column of `table_param`'s table or of any
-    table), columns (one or more), table, string, choice (one of `choices`), shares (a block of
-    name: number, e.g. budget shares), block (free-form, checked by the plugin itself).
-    """
-
-    name: str
-    type: str
-    doc: str
-    default: Any = None
-    required: bool = False
-    low: Fraction | None = None
-    high: Fraction | None = None
-    choices: tuple[str, ...] = ()
-
-    def describe_range(self) -> str:
-        if self.low is None and self.high is None:
-            return ""
-        low = ir.format_number(self.low) if self.low is not None else "-inf"
-        high = ir.format_number(self.high) if self.high is not None else "inf"
-        return f"[{low}, {high}]"
-
-
-@attrs.frozen
-class ParameterSchema:
-    """A mechanism's declared parameters, checked against a spec's `mechanism` block and shown
-    by `dpspec plugins` and the mechanism's documentation page."""
-
-    params: tuple[ParamSpec, ...]
-
-    def get(self, name: str) -> ParamSpec | None:
-        return next((p for p in self.params if p.name == name), None)
-
-    def to_json(self) -> list[dict]:
-        out = []
-        for p in self.params:
-            item = {"name": p.name, "type": p.type, "doc": p.doc, "required": p.required}
-            if p.default is not None:
-                item["default"] = ir.to_jsonable(p.default)
-            if p.low is not None or p.high is not None:
-                item["range"] = [ir.to_jsonable(p.low), ir.to_jsonable(p.high)]
-            if p.choices:
-                item["choices"] = list(p.choices)
-            out.append(item)
-        return out
-
 
 @attrs.frozen
 class NativeFlavor:
@@ -399,125 +347,3 @@ class CountLikelihood:
         import numpy as np
 
         return bool(np.all(np.asarray(self.variance) == 0))
-
-
-# ---- resolving a mechanism block against its schema ---------------------------------------
-
-
-def _all_columns(spec: ir.Spec) -> dict[str, list[str]]:
-    cols: dict[str, list[str]] = {}
-    if spec.domain:
-        for t in spec.domain.tables:
-            for c in t.columns:
-                cols.setdefault(c.name, []).append(t.name)
-    return cols
-
-
-def resolve_params(mechanism: Mechanism, call: ir.MechanismCall, spec: ir.Spec) -> tuple[dict, list[Diagnostic]]:
-    """Validate a mechanism block against the plugin's schema; returns (values, problems)."""
-    schema = mechanism.parameters
-    values: dict = {}
-    problems: list[Diagnostic] = []
-    given = {p.name: p for p in call.params.params}
-    problems.extend(_repeated(call.params, call.loc))
-    for p in call.params.params:
-        if schema.get(p.name) is None:
-            message, hint = unknown("parameter", p.name, [s.name for s in schema.params], f"mechanism '{mechanism.name}'")
-            problems.append(Diagnostic(message, *ir.line_column(p, call.loc), hint=hint))
-    columns = _all_columns(spec)
-    tables = [t.name for t in spec.domain.tables] if spec.domain else []
-    for ps in schema.params:
-        p = given.get(ps.name)
-        if p is None:
-            if ps.required:
-                problems.append(Diagnostic(f"mechanism '{mechanism.name}' needs the parameter '{ps.name}' ({ps.doc})", *ir.line_column(None, call.loc)))
-            values[ps.name] = ps.default
-            continue
-        value, problem = _coerce(ps, p.value, columns, tables)
-        if problem:
-            message, hint = problem if isinstance(problem, tuple) else (problem, None)
-            problems.append(Diagnostic(f"parameter '{ps.name}': {message}", *ir.line_column(p, call.loc), hint=hint))
-        values[ps.name] = value
-    return values, problems
-
-
-def _repeated(block: ir.ParamBlock, fallback, where: str = "") -> list[Diagnostic]:
-    """A setting written twice in one block, at any depth (the later one would silently win),
-    located at its second occurrence."""
-    out, first = [], {}
-    for p in block.params:
-        if p.name in first:
-            line = first[p.name].loc.line if first[p.name].loc else None
-            out.append(Diagnostic(f"{where}'{p.name}' is given twice in one block"
-                                  + (f" (first at line {line})" if line else ""), *ir.line_column(p, fallback)))
-        first.setdefault(p.name, p)
-        if isinstance(p.value, ir.ParamBlock):
-            out.extend(_repeated(p.value, fallback, f"{where}{p.name}: "))
-    return out
-
-
-def _type_name(value) -> str:
-    if isinstance(value, Fraction):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, ir.Name):
-        return f"the name '{value.text}'"
-    if isinstance(value, tuple):
-        return "a list"
-    if isinstance(value, ir.ParamBlock):
-        return "a block"
-    return type(value).__name__
-
-
-def _coerce(ps: ParamSpec, raw, columns: dict, tables: list):
-    kind = ps.type
-    if kind in ("number", "int"):
-        if not isinstance(raw, Fraction):
-            return None, f"expected a number, got {_type_name(raw)}"
-        if kind == "int" and raw.denominator != 1:
-            return None, f"expected a whole number, got {ir.format_number(raw)}"
-        if (ps.low is not None and raw < ps.low) or (ps.high is not None and raw > ps.high):
-            return None, f"{ir.format_number(raw)} is outside the allowed range {ps.describe_range()}"
-        return (int(raw) if kind == "int" else raw), None
-    if kind in ("column", "columns"):
-        names = raw if isinstance(raw, tuple) else (raw,)
-        if not all(isinstance(n, ir.Name) for n in names):
-            return None, f"expected column names, got {_type_name(raw)}"
-        if kind == "column" and len(names) != 1:
-            return None, "expected one column, got a list"
-        out = []
-        for n in names:
-            if n.text not in columns:
-                return None, unknown("column", n.text, columns)
-            out.append(n.text)
-        return (out[0] if kind == "column" else tuple(out)), None
-    if kind == "table":
-        if not isinstance(raw, ir.Name):
-            return None, f"expected a table name, got {_type_name(raw)}"
-        if raw.text not in tables:
-            return None, unknown("table", raw.text, tables)
-        return raw.text, None
-    if kind == "string":
-        if isinstance(raw, (str, ir.Name)):
-            return str(raw), None
-        return None, f"expected a string, got {_type_name(raw)}"
-    if kind == "choice":
-        text = str(raw) if isinstance(raw, (str, ir.Name)) else None
-        if text not in ps.choices:
-            if text is None:
-                return None, f"expected one of {', '.join(ps.choices)}"
-            return None, unknown("value", text, ps.choices)
-        return text, None
-    if kind == "shares":
-        if not isinstance(raw, ir.ParamBlock):
-            return None, f"expected a block of name: number pairs, got {_type_name(raw)}"
-        out = {}
-        for p in raw.params:
-            if not isinstance(p.value, Fraction):
-                return None, f"'{p.name}' must be a number, got {_type_name(p.value)}"
-            if p.value < 0:
-                return None, f"'{p.name}' must not be negative"
-            out[p.name] = p.value
-        return out, None
-    return raw, None

@@ -283,7 +283,7 @@ class _ToIR(Transformer):
         return ir.ParamBlock(tuple(children), _loc(meta))
 
     def param(self, meta, children):
-        return ir.Param(children[0], children[1], _loc(meta))
+        return ir.Param(children[0], children[1], _loc(meta), getattr(meta, "value_positions", ()))
 
     def key(self, meta, children):
         return "*".join(str(c) for c in children)
@@ -655,6 +655,7 @@ def parse(text: str, path: str | None = None) -> ir.Spec:
     deep = _depth_problem(tree)
     if deep:
         raise SpecError([deep], path, text)
+    _mark_value_positions(tree)
     comments, eol = eol_comments.split(_comments, text)
     try:
         sections = _ToIR().transform(tree)
@@ -667,6 +668,39 @@ def parse(text: str, path: str | None = None) -> ir.Spec:
     spans = [(child.meta.line, child.meta.end_line) for child in tree.children]
     spec = _assemble(sections, path, text, _attach_comments(comments, sections, spans))
     return attrs.evolve(spec, eol_comments=eol) if eol else spec
+
+
+def _mark_value_positions(tree) -> None:
+    """Keep, on each `param` node, where its value and a list's items are written (the transform
+    sees only the values): the Param's `positions`, which locate a nested setting's error."""
+    for node in tree.find_data("param"):
+        if len(node.children) == 2:
+            node.meta.value_positions = tuple(_positions(node.children[1]))
+
+
+def _node_loc(node) -> ir.Loc | None:
+    return _tok_loc(node) if isinstance(node, Token) else _loc(node.meta)
+
+
+def _positions(node):
+    loc = _node_loc(node)
+    if loc is not None:
+        yield (), loc
+    if isinstance(node, lark.Tree) and node.data in ("list_value", "name_list"):
+        for i, item in enumerate(_list_items(node)):
+            yield (i,), item
+
+
+def _list_items(node):
+    """The places of a list's items as `list_value` flattens them (a name list, or a list inside
+    the list, adds its items)."""
+    for child in node.children:
+        if isinstance(child, lark.Tree) and child.data in ("list_value", "name_list"):
+            yield from _list_items(child)
+        elif child is not None:
+            loc = _node_loc(child)
+            if loc is not None:
+                yield loc
 
 
 def _attach_comments(comments, sections, spans) -> tuple:
