@@ -36,8 +36,8 @@ def locate(block: "ParamBlock | None", path, fallback: Loc | None = None) -> Loc
     """Where the setting at `path` inside a mechanism block is written: a path is the keys of the
     nested blocks and maps and the indices of list items, e.g. ("tables", "t1", "details", 2).
     A step that is not written (a missing key) stops the walk: the deepest written part is the
-    answer, the block's own place (or `fallback`) when nothing of the path is."""
-    best = getattr(block, "loc", None) or fallback
+    answer, `fallback` (the mechanism's line), else the block's own place, when nothing of it is."""
+    best = fallback if fallback is not None else getattr(block, "loc", None)
     current, param = block, None
     for step in path:
         if isinstance(step, str):

@@ -166,6 +166,35 @@ def _demote(markdown: str) -> str:
     return re.sub(r"^(#+) ", lambda m: "#" + m.group(1) + " ", markdown, flags=re.M)
 
 
+_KEY_WORDS = {"levels": "LEVEL", "tables": "TABLE", "columns": "COLUMN", "names": "NAME", "choices": "KEY"}
+
+
+def _type_text(p: dict) -> str:
+    """A schema's type in words, nested ones spelled out ('map of levels to list of int')."""
+    if p["type"] == "map":
+        keys = ", ".join(p.get("choices", [])) if p.get("keys") == "choices" else p.get("keys") or "names"
+        return f"map of {keys} to " + (_type_text(p["values"]) if "values" in p else "any value")
+    if p["type"] == "list":
+        return "list of " + (_type_text(p["items"]) if "items" in p else "values")
+    if p["type"] == "block" and p.get("fields"):
+        return "block"
+    return p["type"]
+
+
+def _settings(params: list, prefix: str = ""):
+    """(name as written in a spec, schema) of every parameter and nested setting, depth first:
+    `tables.NAME.rho` for a block's setting inside a map keyed by names."""
+    for p in params:
+        name = f"{prefix}{p['name']}"
+        yield name, p
+        inner = p
+        while inner["type"] in ("map", "list") and (inner.get("values") or inner.get("items")):
+            name += f".{_KEY_WORDS.get(inner.get('keys') or 'names')}" if inner["type"] == "map" else "[]"
+            inner = inner.get("values") or inner.get("items")
+        if inner.get("fields"):
+            yield from _settings(inner["fields"], name + ".")
+
+
 def mechanism_pages() -> dict[str, str]:
     """'mechanisms/NAME.md' -> page, for every installed mechanism."""
     from dpspec.contract.plugins import describe_mechanisms
@@ -178,11 +207,11 @@ def mechanism_pages() -> dict[str, str]:
                               "(what it proves, its budget formula, its bundled specs: see docs/writing-docs.md)")
         rows = ["| parameter | type | required | default | range or choices | meaning |",
                 "| --- | --- | --- | --- | --- | --- |"]
-        for p in m["parameters"]:
+        for name, p in _settings(m["parameters"]):
             bounds = p.get("range")
             allowed = (f"[{bounds[0] if bounds[0] is not None else '-inf'}, {bounds[1] if bounds[1] is not None else 'inf'}]"
-                       if bounds else ", ".join(p.get("choices", [])))
-            rows.append(f"| `{p['name']}` | {p['type']} | {'yes' if p['required'] else 'no'} | "
+                       if bounds else ", ".join(p.get("choices", [])) if p["type"] != "map" else "")
+            rows.append(f"| `{name}` | {_cell(_type_text(p))} | {'yes' if p['required'] else 'no'} | "
                         f"{_cell(p.get('default', ''))} | {_cell(allowed)} | {_cell(p['doc'])} |")
         outputs = ["| output | what it is |", "| --- | --- |"]
         outputs += [f"| `{name}` | {_cell(doc)} |" for name, doc in m["outputs"].items()]

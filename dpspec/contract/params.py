@@ -19,7 +19,7 @@ from dpspec.errors import Diagnostic
 from dpspec.language.diagnostics import unknown
 
 PARAM_TYPES = ("number", "int", "column", "columns", "table", "string", "choice", "shares", "block",
-               "map", "list", "query")
+               "map", "list", "query", "level")
 # what a map's keys name: the geography's levels (ROOT_LEVEL, the hierarchy, the crosscut
 # components), the domain's tables, columns (of `table_param`'s table, else of any table), any
 # name (checked by the plugin), or one of `choices`
@@ -43,7 +43,8 @@ class ParamSpec:
     table), columns (one or more), table, string, choice (one of `choices`), shares (a block of
     name: number, e.g. budget shares), query (a query expression: "total", or columns joined by
     "*" such as "QSEX * AGE4", resolved to the tuple of its columns, () for the total; a word of
-    `choices`, such as "detailed", is kept as written), block, map, list.
+    `choices`, such as "detailed", is kept as written), level (a geography level: ROOT_LEVEL, the
+    hierarchy's levels, the crosscut components), block, map, list.
 
     block with `fields`: a nested block of those settings, resolved to a dict (a setting not
     written gets its default). block without `fields`: free-form, the ir.ParamBlock as written,
@@ -246,6 +247,14 @@ def _resolve(ps: ParamSpec, raw, path: tuple, ctx: _Context):
         return None if any(v is None for v in out) else out
     if ps.type == "query":
         return _query(ps, raw, path, ctx)
+    if ps.type == "level":
+        if not isinstance(raw, (str, ir.Name)):
+            ctx.problem(path, f"parameter '{label(path)}': expected a geography level, got {_type_name(raw)}")
+            return None
+        if str(raw) not in ctx.levels:
+            ctx.problem(path, *_not_one(path, str(raw), "geography level", ctx.levels))
+            return None
+        return str(raw)
     if ps.type in ("column", "columns"):
         table, columns = ctx.table_columns(ps)
         value, problem = _coerce(ps, raw, columns, ctx.tables, table)
@@ -289,16 +298,24 @@ def _map(ps: ParamSpec, raw, path, ctx) -> dict | None:
         return None
     allowed = _map_keys(ps, ctx)
     kind = {"levels": "geography level", "tables": "table", "columns": "column"}.get(ps.keys, "key")
+    if ps.keys == "columns" and ctx.table_columns(ps)[0]:
+        kind = f"column of table '{ctx.table_columns(ps)[0]}'"
     out, ok = {}, True
     for p in raw.params:
         if allowed is not None and p.name not in allowed:
-            message, hint = unknown(kind, p.name, allowed, f"'{label(path)}'")
-            ctx.problem((*path, p.name), message, hint)
+            ctx.problem((*path, p.name), *_not_one(path, p.name, kind, allowed))
             ok = False
             continue
         out[p.name] = p.value if ps.values is None else _resolve(ps.values, p.value, (*path, p.name), ctx)
         ok = ok and out[p.name] is not None
     return out if ok else None
+
+
+def _not_one(path, name: str, kind: str, allowed) -> tuple[str, str | None]:
+    """"parameter 'tables.t1.rho': 'tribal' is not a geography level (known: ...)", and a did-you-mean."""
+    _, hint = unknown(kind, name, allowed)
+    known = f" (known: {', '.join(allowed)})" if len(allowed) <= 12 else ""
+    return f"parameter '{label(path)}': '{name}' is not a {kind}{known}", hint
 
 
 def _map_keys(ps: ParamSpec, ctx: _Context):

@@ -10,7 +10,9 @@ import attrs
 
 from dpspec import ir
 from dpspec.lsp import text as tx
-from dpspec.lsp.hover import OTHER_BLOCKS, installed_mechanisms, mechanism_doc, mechanism_of, parameter_doc
+from dpspec.lsp.hover import (
+    NOT_DECLARED, OTHER_BLOCKS, installed_mechanisms, mechanism_block, mechanism_doc, nested, parameter_doc,
+)
 
 _WORDS = re.compile(r"[A-Za-z_]\w*|<=|[<=:]|[0-9][0-9.eE+-]*")
 SECTIONS = ("language", "spec", "domain", "data", "invariants", "public", "pufferfish", "unit", "premetric",
@@ -81,29 +83,60 @@ def _count_query(words: list[str], spec) -> list[Item] | None:
     return _keywords(("by", "at"))
 
 
-def _parameter_value(mech, key: str, spec) -> list[Item]:
-    p = mech.parameters.get(key)
+def _parameter_value(p, key: str, spec) -> list[Item]:
     if p is None:
         return []
+    if p.type == "list" and p.items is not None:
+        p = p.items
     if p.type == "table":
         return _tables(spec)
-    if p.type in ("column", "columns"):
+    if p.type in ("column", "columns", "query"):
         return _columns(spec)
-    if p.choices:
+    if p.type == "level":
+        return _keywords(_levels(spec), f"{key}: a geography level", "value")
+    if p.choices and p.type != "map":
         return _keywords(p.choices, f"{key}: one of", "value")
     return []
 
 
-def _mechanism_block(mech, before: str, text: str, line: int, spec) -> list[Item]:
+def _levels(spec) -> tuple[str, ...]:
+    from dpspec.contract.params import ROOT_LEVEL
+
+    geo = spec.domain.geography if spec is not None and spec.domain else None
+    return (ROOT_LEVEL, *(geo.levels if geo else ()), *((geo.components or ()) if geo else ()))
+
+
+def _map_keys(p, spec) -> list[Item]:
+    if p.keys == "levels":
+        return _keywords(_levels(spec), f"{p.name or 'key'}: a geography level", "key")
+    if p.keys == "tables":
+        return _tables(spec)
+    if p.keys == "columns":
+        return _columns(spec)
+    if p.keys == "choices":
+        return _keywords(p.choices, f"{p.name or 'key'}: one of", "key")
+    return []
+
+
+def _mechanism_block(mech, block, before: str, text: str, line: int, spec) -> list[Item]:
+    """Inside a mechanism block or one of its nested blocks (`block`: the declaration of the one
+    the cursor is in, None at the top level): its settings' keys, or a value of the key before the cursor."""
+    if block is NOT_DECLARED:
+        return []
     if ":" not in before:  # a key, not one the block already sets
         lines = text.split("\n")
         section = next((s for s in tx.sections(text) if s.start <= line < s.end), None)
         others = [lines[i] for i in range(section.start, section.end) if i != line] if section else []
         present = set(re.findall(r"^\s*([A-Za-z_]\w*)\s*:", "\n".join(others), re.M))
-        return [Item(p.name, "parameter", f"{p.type}{', required' if p.required else ''}", parameter_doc(mech.name, p))
-                for p in mech.parameters.params if p.name not in present]
-    key = before.split(":", 1)[0].strip()
-    return _parameter_value(mech, key, spec)
+        if block is None:
+            return [Item(p.name, "parameter", f"{p.describe_type()}{', required' if p.required else ''}",
+                         parameter_doc(mech.name, p)) for p in mech.parameters.params if p.name not in present]
+        if block.type == "map":
+            return _map_keys(block, spec)
+        return [Item(f.name, "parameter", f"{f.describe_type()}{', required' if f.required else ''}",
+                     parameter_doc(mech.name, f)) for f in block.fields]
+    key = before.split(":", 1)[0].strip().strip('"')
+    return _parameter_value(mech.parameters.get(key) if block is None else nested(block, key), key, spec)
 
 
 def _top_level(words: list[str], spec) -> list[Item]:
@@ -152,8 +185,8 @@ def _in_block(headers: list[str], words: list[str], before: str, text: str, line
     outer = outer[0] if outer else ""
     kind = inner[0] if inner else ""
     if outer == "mechanism":
-        mech = mechanism_of(headers)
-        return _mechanism_block(mech, before, text, line, spec) if mech is not None else []
+        mech, block = mechanism_block(headers)
+        return _mechanism_block(mech, block, before, text, line, spec) if mech is not None else []
     if outer == "domain" and len(headers) == 1:
         from dpspec.check.checker import STAGES
 

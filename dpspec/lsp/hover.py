@@ -30,21 +30,62 @@ def mechanism_doc(mech) -> str:
     lines = [f"**mechanism {mech.name}** {mech.version}", "", mech.description or ""]
     if mech.parameters.params:
         lines += ["", "Parameters:"]
-        lines += [f"- `{p.name}` ({p.type}{', required' if p.required else ''}): {p.doc}" for p in mech.parameters.params]
+        lines += [f"- `{p.name}` ({p.describe_type()}{', required' if p.required else ''}): {p.doc}" for p in mech.parameters.params]
     return "\n".join(lines)
 
 
-def parameter_doc(mech_name: str, p) -> str:
-    facts = [p.type]
+def parameter_doc(mech_name: str, p, shown: str | None = None) -> str:
+    """A parameter's (or a nested setting's) type, range and meaning; `shown`: the key written,
+    for a map's values, which have no name of their own."""
+    facts = [p.describe_type()]
     if p.required:
         facts.append("required")
     if p.default is not None:
         facts.append(f"default {ir.to_jsonable(p.default)}")
     if p.describe_range():
         facts.append(f"range {p.describe_range()}")
-    if p.choices:
+    if p.choices and p.type != "map":
         facts.append("one of " + ", ".join(p.choices))
-    return f"**{p.name}** ({'; '.join(facts)}), a parameter of mechanism `{mech_name}`\n\n{p.doc}"
+    fields = [f"- `{f.name}` ({f.describe_type()}{', required' if f.required else ''}): {f.doc}" for f in p.fields]
+    return (f"**{shown or p.name}** ({'; '.join(facts)}), a {'setting' if shown else 'parameter'} of mechanism "
+            f"`{mech_name}`\n\n{p.doc}" + ("\n\nSettings:\n" + "\n".join(fields) if fields else ""))
+
+
+NOT_DECLARED = object()  # the cursor is in a block the schema does not describe (a free-form block)
+
+
+def nested(ps, key: str):
+    """The declaration of `key` inside the setting `ps` declares (a block's field, a map's values)."""
+    if ps is None:
+        return None
+    if ps.type == "block" and ps.fields:
+        return ps.field(key)
+    if ps.type == "map":
+        return ps.values
+    return None
+
+
+def _header_key(header: str) -> str:
+    words = header.rstrip(":").split()
+    return words[-1].rstrip(":").strip('"') if words else ""
+
+
+def mechanism_block(headers: list[str]):
+    """(mechanism, the declaration of the nested block the cursor is in) when the cursor is inside a
+    mechanism block: None at its top level, NOT_DECLARED inside a block no schema describes."""
+    if not headers or not headers[0].startswith("mechanism"):
+        return None, None
+    words = headers[0].split()
+    mech = installed_mechanisms().get(words[1]) if len(words) > 1 else None
+    if mech is None:
+        return None, None
+    ps = None
+    for header in headers[1:]:
+        key = _header_key(header)
+        ps = mech.parameters.get(key) if ps is None else nested(ps, key)
+        if ps is None:
+            return mech, NOT_DECLARED
+    return mech, ps
 
 
 def installed_mechanisms() -> dict:
@@ -54,14 +95,6 @@ def installed_mechanisms() -> dict:
         return plugins.mechanisms()
     except Exception:  # shown as a diagnostic by document.plugin_problems
         return {}
-
-
-def mechanism_of(headers: list[str]):
-    """The mechanism whose parameter block (top level) the cursor is in, else None."""
-    if len(headers) != 1 or not headers[0].startswith("mechanism"):
-        return None
-    words = headers[0].split()
-    return installed_mechanisms().get(words[1]) if len(words) > 1 else None
 
 
 def _block_answer(spec: ir.Spec, keyword: str) -> str:
@@ -194,11 +227,11 @@ def hover(text: str, spec: ir.Spec | None, line: int, character: int, path: str 
         bound = next((b for b in spec.budgets if b.loc and b.loc.line == line + 1), None)
         if bound is not None:
             return f"**{bound.describe()}**\n\n" + (budget_reading(spec, bound) or "")
-    mech = mechanism_of(headers)
-    if mech is not None and source[end:].lstrip().startswith((":", "*")):
-        p = mech.parameters.get(word)
+    mech, block = mechanism_block(headers)
+    if mech is not None and block is not NOT_DECLARED and source[end:].lstrip().startswith((":", "*")):
+        p = mech.parameters.get(word) if block is None else nested(block, word)
         if p is not None:
-            return parameter_doc(mech.name, p)
+            return parameter_doc(mech.name, p, shown=None if block is None else word)
     if (words := _key_words(word, source, start, end, headers)) is not None:
         return words
     if word in PREMETRIC_WORDS:

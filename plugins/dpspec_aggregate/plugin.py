@@ -75,13 +75,22 @@ class Aggregate(Mechanism):
         ParamSpec("rho", "number", "the whole release's zCDP rho (noise gaussian)", low=Fraction(0)),
         ParamSpec("statistic", "choice", "one query, written flat: count, sum, mean or quantile",
                   choices=design_mod.STATISTICS),
-        ParamSpec("column", "column", "the flat query's column (sum, mean, quantile: int or bool)"),
-        ParamSpec("bounds", "block", "the flat query's clipping bounds [lo, hi], declared (never from the data)"),
+        ParamSpec("column", "column", "the flat query's column (sum, mean, quantile: int or bool)", table_param="table"),
+        ParamSpec("bounds", "list", "the flat query's clipping bounds [lo, hi], declared (never from the data)",
+                  items="int"),
         ParamSpec("q", "number", "the flat quantile's q, strictly between 0 and 1"),
         ParamSpec("grid_step", "int", "the flat quantile's grid step from lo to hi (default: (hi - lo) / 100)"),
         ParamSpec("share", "number", "the flat query's share of the budget (1)"),
-        ParamSpec("queries", "block", "several queries, each a named block of statistic, column, bounds, q, grid_step "
-                  "and share (shares default to equal)"),
+        ParamSpec("queries", "map", "several queries, each a named block of statistic, column, bounds, q, grid_step "
+                  "and share (shares default to equal)", keys="names", values=ParamSpec(
+                      "", "block", "one query", fields=(
+                          ParamSpec("statistic", "choice", "count, sum, mean or quantile", choices=design_mod.STATISTICS),
+                          ParamSpec("column", "column", "its column (sum, mean, quantile: int or bool)", table_param="table"),
+                          ParamSpec("bounds", "list", "its clipping bounds [lo, hi], declared", items="int"),
+                          ParamSpec("q", "number", "a quantile's q, strictly between 0 and 1"),
+                          ParamSpec("grid_step", "int", "a quantile's grid step (default: (hi - lo) / 100)"),
+                          ParamSpec("share", "number", "its share of the budget"),
+                      ))),
         ParamSpec("postprocess", "choice", "none; nonnegative: counts and sums below 0 are released as 0 (raises small "
                   "cells' expected value; intervals keep their coverage); total: counts also made whole numbers adding "
                   "up to the public total declared 'used as total' (biased; no interval)", default="none",
@@ -95,9 +104,9 @@ class Aggregate(Mechanism):
     def _design(self, spec, params) -> Design:
         found, problems = design_mod.parse(spec, params)
         if problems:
-            from dpspec.api import SpecError
+            from dpspec.api import SpecError, located
 
-            raise SpecError(problems, spec.path, spec.text)
+            raise SpecError(located(spec, problems), spec.path, spec.text)
         return found
 
     def _relation(self, spec, params) -> str:
@@ -119,11 +128,8 @@ class Aggregate(Mechanism):
         for p in sorted(noisy, key=lambda p: p.parameter, reverse=True):  # the widest first: it bounds the budget
             problem = sampler_limit_problem(kind, p.parameter, (name, design.total))
             if problem is not None:
-                at = spec.mechanism.params.get(name)
-                loc = (at.loc if at is not None else None) or spec.mechanism.loc
                 what = p.query.name + ("" if p.role == "value" else f" ({p.role})")
-                return [Diagnostic(f"aggregate: the noise of query '{what}' cannot be drawn: {problem}",
-                                   *((loc.line, loc.column) if loc else (None, None)))]
+                return [Diagnostic(f"aggregate: the noise of query '{what}' cannot be drawn: {problem}", path=(name,))]
         return []
 
     def flavor(self, spec, params):

@@ -96,70 +96,57 @@ class Design:
         return total
 
 
-def _entries(block) -> list:
-    return list(block.params) if isinstance(block, ir.ParamBlock) else []
+MEASUREMENTS = tuple(f"{g}_{lv}" for g in GEOGRAPHIES for lv in ITERATION_LEVELS)  # the keys of a table's budget
 
 
-def parse(params: dict, raw: dict, call_loc=None) -> tuple[Design | None, list[Diagnostic]]:
-    """Validate the `tau`, `privacy_budget`, `states` and `total_rho` parameters into a Design;
-    every problem is located at its parameter."""
+def parse(params: dict) -> tuple[Design | None, list[Diagnostic]]:
+    """Validate the resolved `tau`, `privacy_budget`, `states` and `total_rho` into a Design; every
+    problem carries the path of the value it is about (the core turns it into a line)."""
     problems: list[Diagnostic] = []
 
-    def err(message, where=None):
-        problems.append(Diagnostic(message, *ir.line_column(where if where is not None else call_loc)))
+    def err(message, *path):
+        problems.append(Diagnostic(message, path=path))
 
     tau: dict = {}
     for name, value in (params.get("tau") or {}).items():
-        if name not in TABLES or TABLES[name][0] != "persons":
-            err(f"tau: '{name}' is not a person table (tau is given for "
-                f"{', '.join(t for t, (k, _) in TABLES.items() if k == 'persons')})", raw.get("tau"))
-        elif value.denominator != 1 or value < 1:
-            err(f"tau: {name} must be a whole number of persons, at least 1, got {ir.format_number(value)}",
-                raw.get("tau"))
+        if value.denominator != 1 or value < 1:
+            err(f"tau: {name} must be a whole number of persons, at least 1, got {ir.format_number(value)}", "tau", name)
         else:
             tau[name] = int(value)
     measurements = []
-    where: dict = {}  # measurement -> its rho's setting
-    budget = raw.get("privacy_budget")
-    given = {p.name: p for p in _entries(budget.value if budget is not None else None)}
-    for name in given:
-        if name not in TABLES:
-            err(f"privacy_budget: '{name}' is not a PHSafe table (known: {', '.join(TABLES)})", given[name])
+    where: dict = {}  # measurement -> the path of its rho
+    given = params.get("privacy_budget") or {}
     for table, (kind, levels) in TABLES.items():
-        entry = given.get(table)
-        if entry is None:
-            err(f"privacy_budget: table {table} has no budget (give 0 to skip it)", budget)
+        cells = given.get(table)
+        if cells is None:
+            err(f"privacy_budget: table {table} has no budget (give 0 to skip it)", "privacy_budget")
             continue
         if kind == "persons" and table not in tau:
-            err(f"tau: table {table} needs a truncation threshold (the most persons per household it counts)",
-                raw.get("tau"))
-        cells = {p.name: p for p in _entries(entry.value)}
+            err(f"tau: table {table} needs a truncation threshold (the most persons per household it counts)", "tau")
         allowed = {f"{g}_{lv}" for g in GEOGRAPHIES for lv in levels}
-        for key, p in cells.items():
+        for key in cells:
             if key not in allowed:
-                err(f"privacy_budget: {table} has no measurement '{key}' (known: {', '.join(sorted(allowed))})", p)
+                err(f"privacy_budget: {table} has no measurement '{key}' (known: {', '.join(sorted(allowed))})",
+                    "privacy_budget", table, key)
         for g in GEOGRAPHIES:
             for lv in levels:
-                p = cells.get(f"{g}_{lv}")
-                if p is None:
-                    err(f"privacy_budget: {table} needs a rho for '{g}_{lv}' (0 to skip it)", entry)
+                rho = cells.get(f"{g}_{lv}")
+                if rho is None:
+                    err(f"privacy_budget: {table} needs a rho for '{g}_{lv}' (0 to skip it)", "privacy_budget", table)
                     continue
-                if not isinstance(p.value, Fraction) or p.value < 0:
-                    err(f"privacy_budget: {table} '{g}_{lv}' must be a nonnegative number", p)
-                    continue
-                measurements.append(Measurement(table, g, lv, p.value))
-                where[measurements[-1]] = p
-    states = tuple(str(s).strip('"') for s in params.get("states") or ())
+                measurements.append(Measurement(table, g, lv, rho))
+                where[measurements[-1]] = ("privacy_budget", table, f"{g}_{lv}")
+    states = tuple(params.get("states") or ())
     design = Design(tuple(measurements), tau, states)
     for m in design.measured() if not problems else ():
         # sigma² = D² / (2 rho) grows as 1/rho: a rho whose noise the exact sampler could not draw is refused here
         problem = sampler_limit_problem("discrete_gaussian", design.sigma2(m), (f"{m.table} {m.key}", m.rho))
         if problem is not None:
-            err(f"phsafe: the noise of {m.table} {m.key} cannot be drawn: {problem}", where[m])
+            err(f"phsafe: the noise of {m.table} {m.key} cannot be drawn: {problem}", *where[m])
     declared = params.get("total_rho")
     if not problems and declared is not None and declared != design.total_rho():
         err(f"total_rho is {ir.format_number(declared)} but the measurements' rho add up to "
-            f"{ir.format_number(design.total_rho())}", raw.get("total_rho"))
+            f"{ir.format_number(design.total_rho())}", "total_rho")
     if not problems and design.total_rho() == 0:
-        err("privacy_budget: every rho is 0, nothing is measured", budget)
+        err("privacy_budget: every rho is 0, nothing is measured", "privacy_budget")
     return (None if problems else design), problems

@@ -9,17 +9,16 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-from dpspec.api import Diagnostic, Mechanism, NativeFlavor, OutputKeys, ParamSpec, ParameterSchema, Release, SpecError, ir
+from dpspec.api import (
+    Diagnostic, Mechanism, NativeFlavor, OutputKeys, ParamSpec, ParameterSchema, Release, SpecError, ir, located,
+)
 
 from . import cells
 from . import design as design_mod
-from .design import PERSON_COLUMNS, UNIT_COLUMNS
+from .design import MEASUREMENTS, PERSON_COLUMNS, TABLES, UNIT_COLUMNS
 
 __version__ = "1.0.0"
-
-
-def _raw(spec: ir.Spec) -> dict:
-    return {p.name: p for p in spec.mechanism.params.params} if spec.mechanism else {}
+PERSON_TABLES = tuple(t for t, (kind, _) in TABLES.items() if kind == "persons")
 
 
 class PHSafe(Mechanism):
@@ -36,12 +35,14 @@ class PHSafe(Mechanism):
                   required=True),
         ParamSpec("units", "table", "the unit records (MAFID, state, RTYPE, HHT, HHT2, CPLT, TEN, HHRACE, HHSPAN)",
                   required=True),
-        ParamSpec("tau", "shares", "per person table: the most persons of one household it counts (truncation)",
-                  required=True),
-        ParamSpec("privacy_budget", "block", "per table: rho per '<usa|state>_<A-G|H,I|*>' measurement",
-                  required=True),
-        ParamSpec("states", "block", "production's state_filter: the state codes tabulated (default: the declared "
-                  "values of the units' state column)"),
+        ParamSpec("tau", "map", "per person table: the most persons of one household it counts (truncation)",
+                  required=True, keys="choices", choices=PERSON_TABLES, values=ParamSpec("", "number", "", low=Fraction(0))),
+        ParamSpec("privacy_budget", "map", "per table: rho per '<usa|state>_<A-G|H,I|*>' measurement",
+                  required=True, keys="choices", choices=tuple(TABLES),
+                  values=ParamSpec("", "map", "rho per measurement", keys="choices", choices=MEASUREMENTS,
+                                   values=ParamSpec("", "number", "", low=Fraction(0)))),
+        ParamSpec("states", "list", "production's state_filter: the state codes tabulated as strings, e.g. [\"09\", "
+                  "\"23\"] (default: the declared values of the units' state column)", items="string"),
         ParamSpec("total_rho", "number", "the declared total rho; the measurements' rho must add up to it exactly",
                   low=Fraction(0)),
     ))
@@ -50,23 +51,19 @@ class PHSafe(Mechanism):
 
     # ---- checks ------------------------------------------------------------------------
     def design(self, spec, params) -> design_mod.Design:
-        mech = spec.mechanism
-        design, problems = design_mod.parse(dict(params), _raw(spec), mech.loc if mech else None)
+        design, problems = design_mod.parse(dict(params))
         if problems:
-            raise SpecError(problems)
+            raise SpecError(located(spec, problems))
         return design
 
     def check(self, spec, params):
         problems = []
-        raw = _raw(spec)
         for key, need in (("persons", PERSON_COLUMNS), ("units", UNIT_COLUMNS)):
             table = spec.domain.table(params[key])
             missing = [c for c in need if table.column(c) is None]
-            p = raw.get(key)
-            where = (p.loc.line, p.loc.column) if p is not None and p.loc else (None, None)
             if missing:
                 problems.append(Diagnostic(f"{key} table '{table.name}' has no column {', '.join(missing)} "
-                                           f"(PHSafe reads {', '.join(need)})", *where))
+                                           f"(PHSafe reads {', '.join(need)})", path=(key,)))
             for name in need:
                 col = table.column(name)
                 if name == "state" or col is None:
@@ -75,17 +72,11 @@ class PHSafe(Mechanism):
                     col.type.kind == "enum" and all(str(v).lstrip("-").isdigit() for v in col.type.values))
                 if not numeric:
                     problems.append(Diagnostic(f"column '{name}' of table '{table.name}' holds production's numeric "
-                                               "codes: declare it as int or as an enum of whole numbers", *where))
-        states = params.get("states")
-        if states is not None and not (isinstance(states, tuple) and all(isinstance(s, str) for s in states)):
-            p = raw["states"]
-            problems.append(Diagnostic("states must be a list of state codes as strings, e.g. [\"09\", \"23\"]",
-                                       *((p.loc.line, p.loc.column) if p.loc else (None, None))))
+                                               "codes: declare it as int or as an enum of whole numbers", path=(key,)))
         problems.extend(cells.state_problems(spec, params))
         if problems:
             return problems
-        mech = spec.mechanism
-        return design_mod.parse(dict(params), raw, mech.loc if mech else None)[1]
+        return design_mod.parse(dict(params))[1]
 
     def flavor(self, spec, params):
         return NativeFlavor(params["persons"], "symdiff", "zcdp")

@@ -42,7 +42,7 @@ class Cell:
     level: int
     rho: Fraction
     thresholds: tuple[int, ...]
-    where: object = attrs.field(default=None, eq=False, repr=False)  # the rho's parameter, to locate a problem
+    where: tuple = attrs.field(default=(), eq=False, repr=False)  # the path of its rho, to locate a problem
 
 
 @attrs.frozen
@@ -94,132 +94,77 @@ def geo_levels(spec: ir.Spec) -> tuple[tuple[str, ...], tuple[str, ...]]:
     return (ROOT, *geo.levels, *components), components
 
 
-def _names(value) -> tuple[str, ...] | None:
-    if isinstance(value, ir.Name):
-        return (value.text,)
-    if isinstance(value, str):
-        return (value,)
-    if isinstance(value, tuple) and all(isinstance(v, (ir.Name, str)) for v in value):
-        return tuple(str(v) for v in value)
-    return None
-
-
-def _detail(text: str, columns) -> tuple[Detail | None, str | None]:
-    text = text.strip()
-    if text == "total":
-        return Detail("total", ()), None
-    names = tuple(n.strip() for n in text.split("*"))
-    missing = [n for n in names if n not in columns]
-    if missing:
-        return None, f"'{missing[0]}' is not a column of the table"
-    return Detail("*".join(names), names), None
-
-
-def parse(spec: ir.Spec, params: dict, raw: dict | None = None, call_loc=None) -> tuple[Design | None, list[Diagnostic]]:
-    """Validate the parameters into a Design; every problem is located at its parameter."""
+def parse(spec: ir.Spec, params: dict) -> tuple[Design | None, list[Diagnostic]]:
+    """Validate the resolved parameters into a Design; every problem carries the path of the
+    value it is about (the core turns it into a line)."""
     problems: list[Diagnostic] = []
     levels, components = geo_levels(spec)
-    table = spec.domain.table(params["table"])
-    columns = set(table.column_names) if table else set()
-    raw = raw or {}
 
-    def err(message, where=None):
-        problems.append(Diagnostic(message, *ir.line_column(where if where is not None else call_loc)))
+    def err(message, *path):
+        problems.append(Diagnostic(message, path=path))
 
-    detailed = _names(params.get("detailed_geographies")) or (ROOT,)
-    for g in detailed:
-        if g not in levels:
-            err(f"detailed_geographies: '{g}' is not a geography level (known: {', '.join(levels)})", raw.get("detailed_geographies"))
-    suppress_at = _names(params.get("suppress_at")) or ()
-    for g in suppress_at:
-        if g not in levels:
-            err(f"suppress_at: '{g}' is not a geography level (known: {', '.join(levels)})", raw.get("suppress_at"))
+    detailed = tuple(params.get("detailed_geographies") or (ROOT,))
+    suppress_at = tuple(params.get("suppress_at") or ())
     fraction = params.get("stage1_fraction")
     if fraction is not None and not (0 < fraction < 1):
-        err(f"stage1_fraction must lie strictly between 0 and 1, got {ir.format_number(fraction)}", raw.get("stage1_fraction"))
+        err(f"stage1_fraction must lie strictly between 0 and 1, got {ir.format_number(fraction)}", "stage1_fraction")
     if fraction is None and not params.get("public_totals"):
         err("give either stage1_fraction (a two-stage design) or public_totals (the detail is chosen from published counts)")
     suppression = params.get("zero_suppression")
-    tables_block = params.get("tables")
     tables = []
-    if not isinstance(tables_block, ir.ParamBlock) or not tables_block.params:
-        err("tables: expected a block such as { t1: { rho: {...} thresholds: {...} details: [...] } }", raw.get("tables"))
+    if not params.get("tables"):
+        err("tables: expected a block such as { t1: { rho: {...} thresholds: {...} details: [...] } }", "tables")
         return None, problems
-    for tp in tables_block.params:
-        td = _table(tp, levels, columns, err, fraction if fraction is not None and 0 < fraction < 1 else None,
+    for name, given in params["tables"].items():
+        td = _table(name, given, err, fraction if fraction is not None and 0 < fraction < 1 else None,
                     params.get("max_groups"))
         if td is not None:
             tables.append(td)
     if problems:
         return None, problems
-    design = Design(tuple(tables), levels, components, tuple(detailed), fraction,
-                    suppression, tuple(suppress_at), int(params["max_race_codes"]),
+    design = Design(tuple(tables), levels, components, detailed, fraction,
+                    suppression, suppress_at, int(params["max_race_codes"]),
                     params.get("max_groups"))
     declared = params.get("total_rho")
     if declared is not None and declared != design.total_rho():
         err(f"total_rho: the tables' budgets add up to {ir.format_number(design.total_rho())}, "
-            f"not the declared {ir.format_number(declared)}", raw.get("total_rho"))
+            f"not the declared {ir.format_number(declared)}", "total_rho")
         return None, problems
     return design, problems
 
 
-def _table(tp: ir.Param, levels, columns, err, fraction=None, max_groups=None) -> TableDesign | None:
-    block = tp.value
-    if not isinstance(block, ir.ParamBlock):
-        err(f"tables: '{tp.name}' must be a block with rho, thresholds and details", tp)
-        return None
-    for p in block.params:
-        if p.name not in ("rho", "thresholds", "details"):
-            err(f"tables: {tp.name}: unknown entry '{p.name}' (expected rho, thresholds, details)", p)
-    rho_p, thr_p, det_p = block.get("rho"), block.get("thresholds"), block.get("details")
-    if rho_p is None or thr_p is None or det_p is None:
-        err(f"tables: {tp.name} needs rho, thresholds and details", tp)
-        return None
-    details = []
-    items = det_p.value if isinstance(det_p.value, tuple) else (det_p.value,)
-    for item in items:
-        if not isinstance(item, str):
-            err(f"{tp.name}.details: each entry is a string such as \"total\" or \"QSEX*AGE4\"", det_p)
-            return None
-        d, problem = _detail(item, columns)
-        if problem:
-            err(f"{tp.name}.details: {problem}", det_p)
-            return None
-        details.append(d)
+def _table(name: str, given: dict, err, fraction=None, max_groups=None) -> TableDesign | None:
+    """One table's ladder and cells from its resolved block (rho and thresholds per geography
+    and iteration level, the details as query expressions)."""
+    at = ("tables", name)
+    details = [Detail("*".join(q), tuple(q)) if q else Detail("total", ()) for q in given["details"]]
     if not details or details[0].variables:
-        err(f"{tp.name}.details: the first rung must be \"total\" (what a group below every threshold gets)", det_p)
-    rho = _per_level(rho_p, levels, f"{tp.name}.rho", err)
-    thresholds = _per_level(thr_p, levels, f"{tp.name}.thresholds", err)
-    if rho is None or thresholds is None:
-        return None
+        err(f"{name}.details: the first rung must be \"total\" (what a group below every threshold gets)",
+            *at, "details", *((0,) if details else ()))
     cells = []
-    for (geo, lv), value in rho.items():
-        if not isinstance(value[0], Fraction) or value[0] < 0:
-            err(f"{tp.name}.rho: {geo}.level{lv} must be a non-negative number", value[1])
-            continue
-        thr = thresholds.get((geo, lv))
-        if thr is None:
-            err(f"{tp.name}.thresholds: no thresholds for {geo}.level{lv}", thr_p)
-            continue
-        tv, where = thr
-        tv = tv if isinstance(tv, tuple) else (tv,)
-        if not all(isinstance(t, Fraction) and t.denominator == 1 for t in tv):
-            err(f"{tp.name}.thresholds: {geo}.level{lv} must be a list of whole numbers", where)
-            continue
-        if any(b <= a for a, b in zip(tv, tv[1:])):
-            err(f"{tp.name}.thresholds: {geo}.level{lv} must be strictly increasing, got "
-                f"[{', '.join(ir.format_number(t) for t in tv)}]", where)
-            continue
-        if len(tv) != len(details) - 1:
-            err(f"{tp.name}.thresholds: {geo}.level{lv} has {len(tv)} thresholds but the ladder has "
-                f"{len(details)} details (one threshold between consecutive details)", where)
-            continue
-        problem = sampler_problem(f"{tp.name}.rho {geo}.level{lv}", value[0], fraction, int(max_groups or 1))
-        if problem is not None:
-            err(problem, value[1])
-            continue
-        cells.append(Cell(tp.name, geo, lv, value[0], tuple(int(t) for t in tv), value[1]))
-    return TableDesign(tp.name, tuple(details), tuple(cells))
+    for geo, per_level in given["rho"].items():
+        for level_name, rho in per_level.items():
+            lv = ITERATION_LEVELS[level_name]
+            where = (*at, "rho", geo, level_name)
+            tv = given["thresholds"].get(geo, {}).get(level_name)
+            if tv is None:
+                err(f"{name}.thresholds: no thresholds for {geo}.level{lv}", *at, "thresholds")
+                continue
+            thr_at = (*at, "thresholds", geo, level_name)
+            if any(b <= a for a, b in zip(tv, tv[1:])):
+                err(f"{name}.thresholds: {geo}.level{lv} must be strictly increasing, got "
+                    f"[{', '.join(str(t) for t in tv)}]", *thr_at)
+                continue
+            if len(tv) != len(details) - 1:
+                err(f"{name}.thresholds: {geo}.level{lv} has {len(tv)} thresholds but the ladder has "
+                    f"{len(details)} details (one threshold between consecutive details)", *thr_at)
+                continue
+            problem = sampler_problem(f"{name}.rho {geo}.level{lv}", rho, fraction, int(max_groups or 1))
+            if problem is not None:
+                err(problem, *where)
+                continue
+            cells.append(Cell(name, geo, lv, rho, tuple(tv), where))
+    return TableDesign(name, tuple(details), tuple(cells))
 
 
 def sampler_problem(name: str, rho: Fraction, fraction, fanout: int) -> str | None:
@@ -235,27 +180,6 @@ def sampler_problem(name: str, rho: Fraction, fraction, fanout: int) -> str | No
         return None
     return (f"safetab: the noise of {name} cannot be drawn: {problem} (each of its counts has sigma² = k / (2 rho_stage) "
             f"with the fan-out k = {fanout} the run uses{' and rho_stage its smallest stage' if fraction is not None else ''})")
-
-
-def _per_level(p: ir.Param, levels, what, err):
-    """{(geo, iteration level): (value, param)} from { geo: { level1: v  level2: v } }."""
-    if not isinstance(p.value, ir.ParamBlock):
-        err(f"{what}: expected a block {{ geography: {{ level1: ...  level2: ... }} }}", p)
-        return None
-    out = {}
-    for g in p.value.params:
-        if g.name not in levels:
-            err(f"{what}: '{g.name}' is not a geography level (known: {', '.join(levels)})", g)
-            continue
-        if not isinstance(g.value, ir.ParamBlock):
-            err(f"{what}: {g.name} must be a block {{ level1: ...  level2: ... }}", g)
-            continue
-        for lv in g.value.params:
-            if lv.name not in ITERATION_LEVELS:
-                err(f"{what}: {g.name}: unknown iteration level '{lv.name}' (expected level1, level2)", lv)
-                continue
-            out[(g.name, ITERATION_LEVELS[lv.name])] = (lv.value, lv)
-    return out
 
 
 def sigma2(fanout: int, rho: Fraction) -> Fraction:

@@ -48,30 +48,29 @@ def declared_units(spec: ir.Spec, table: str, levels) -> dict[str, tuple[str, ..
     return out
 
 
-def iteration_file_problems(spec: ir.Spec, path: str, where) -> list[Diagnostic]:
+def iteration_file_problems(spec: ir.Spec, path: str) -> list[Diagnostic]:
     """The iteration table says which population groups the release has: it must be declared public."""
     def full(p):
         return os.path.normpath(p if os.path.isabs(p) else os.path.join(spec.base_dir, p))
 
     if any(full(k.path) == full(path) for k in spec.public_keys):
         return []
-    at = (where.loc.line, where.loc.column) if where is not None and where.loc else (None, None)
     return [Diagnostic(f"the iteration table {path!r} lists the population groups SafeTab releases, but the public "
-                       "block does not declare it: only public information may say which groups a release has", *at,
+                       "block does not declare it: only public information may say which groups a release has",
+                       path=("iterations",),
                        hint=f"add 'keys \"{path}\" released \"WHO PUBLISHED IT\"' to the public block (production's "
                             "iteration files are published with its configuration)")]
 
 
-def public_totals_problems(spec: ir.Spec, where) -> list[Diagnostic]:
+def public_totals_problems(spec: ir.Spec) -> list[Diagnostic]:
     """SafeTab-H's published totals choose its detail, so their keys (geography units and
     population groups) are part of its release's structure: the public block must declare the
     totals (`count T by GEOGRAPHY, group released "..."`), and every column of T they are
     keyed by must declare its values (the geography files, the groups' key file), at the column."""
-    at = (where.loc.line, where.loc.column) if where is not None and where.loc else (None, None)
     stated = [p for p in spec.public if "group" in p.query.columns]
     if not stated:
         return [Diagnostic("SafeTab-H chooses each table's detail from the published totals, but the public block does "
-                           "not declare them: their units and groups would be keys nobody declared", *at,
+                           "not declare them: their units and groups would be keys nobody declared", path=("public_totals",),
                            hint="declare them in the public block, one line per geography level: "
                                 "'count person_groups by county, group released \"WHO PUBLISHED THEM\"', with "
                                 "person_groups's columns reading their values from the public geography and group files")]

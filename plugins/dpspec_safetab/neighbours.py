@@ -43,19 +43,10 @@ MAX_BLOCK_COLUMNS = 31
 
 def scaled_params(params: dict, factor: Fraction) -> dict:
     """The parameters with every rho of the `tables` block (and `total_rho`) times `factor`."""
-
-    def scale(value):
-        if isinstance(value, ir.ParamBlock):
-            return attrs.evolve(value, params=tuple(attrs.evolve(p, value=scale(p.value)) for p in value.params))
-        return value * factor if isinstance(value, Fraction) else value
-
-    tables = params["tables"]
-    new_tables = []
-    for tp in tables.params:
-        block = tp.value
-        inner = tuple(attrs.evolve(p, value=scale(p.value)) if p.name == "rho" else p for p in block.params)
-        new_tables.append(attrs.evolve(tp, value=attrs.evolve(block, params=inner)))
-    out = {**params, "tables": attrs.evolve(tables, params=tuple(new_tables)), "max_race_codes": 1}
+    tables = {name: {**table, "rho": {geo: {lv: rho * factor for lv, rho in per.items()}
+                                      for geo, per in table["rho"].items()}}
+              for name, table in params["tables"].items()}
+    out = {**params, "tables": tables, "max_race_codes": 1}
     if out.get("total_rho") is not None:
         out["total_rho"] = out["total_rho"] * factor
     out.pop("max_groups", None)

@@ -20,18 +20,16 @@ from fractions import Fraction
 
 from dpspec.api import (
     DataError, Diagnostic, Mechanism, MechanismError, NativeFlavor, OutputKeys, ParamSpec, ParameterSchema, Release,
-    SpecError, ir, record_adaptive_rows, require_regular,
+    SpecError, ir, located, record_adaptive_rows, require_regular,
 )
 
 from . import design as design_mod
 from . import geography
 
+LEVEL_NAMES = tuple(design_mod.ITERATION_LEVELS)
+
 __version__ = "1.0.0"
 TABLE_PATHS = {"codes": "codes", "iterations": "iterations", "mapping": "code_map"}
-
-
-def _raw(spec: ir.Spec) -> dict:
-    return {p.name: p for p in spec.mechanism.params.params} if spec.mechanism else {}
 
 
 def fanout_text(fanouts: dict) -> str:
@@ -78,16 +76,28 @@ class SafeTab(Mechanism):
                   required=True, low=Fraction(1), high=Fraction(64)),
         ParamSpec("max_groups", "int", "declared maximum number of groups per record (default: the mapping's bound)",
                   low=Fraction(1)),
-        ParamSpec("detailed_geographies", "block", "geography levels that tabulate detailed iterations "
-                  "(the others tabulate coarse ones)"),
+        ParamSpec("detailed_geographies", "list", "geography levels that tabulate detailed iterations "
+                  "(the others tabulate coarse ones)", items="level"),
         ParamSpec("stage1_fraction", "number", "share of each cell's rho spent on the stage-1 total (SafeTab-P)"),
         ParamSpec("public_totals", "string", "published population-group totals that choose the detail (SafeTab-H)"),
         ParamSpec("zero_suppression", "number", "probability that a zero total is suppressed", low=Fraction(0), high=Fraction(1)),
-        ParamSpec("suppress_at", "block", "geography levels whose small totals are suppressed"),
+        ParamSpec("suppress_at", "list", "geography levels whose small totals are suppressed", items="level"),
         ParamSpec("total_rho", "number", "the declared total rho; the per-cell budgets must add up to it exactly",
                   low=Fraction(0)),
-        ParamSpec("tables", "block", "per table: rho and thresholds per geography and iteration level, and the "
-                  "ladder of stage-2 details", required=True),
+        ParamSpec("tables", "map", "per table: rho and thresholds per geography and iteration level, and the "
+                  "ladder of stage-2 details", required=True, keys="names", values=ParamSpec(
+                      "", "block", "one table's budget, thresholds and ladder", fields=(
+                          ParamSpec("rho", "map", "rho per geography level and iteration level", required=True,
+                                    keys="levels", values=ParamSpec("", "map", "rho per iteration level", keys="choices",
+                                                                    choices=LEVEL_NAMES,
+                                                                    values=ParamSpec("", "number", "", low=Fraction(0)))),
+                          ParamSpec("thresholds", "map", "the thresholds on the stage-1 total that choose the detail, "
+                                    "per geography level and iteration level", required=True, keys="levels",
+                                    values=ParamSpec("", "map", "thresholds per iteration level", keys="choices",
+                                                     choices=LEVEL_NAMES, values=ParamSpec("", "list", "", items="int"))),
+                          ParamSpec("details", "list", "the ladder: \"total\", then finer tables such as "
+                                    "\"QSEX*AGE4\"", required=True, items=ParamSpec("", "query", "", table_param="table")),
+                      ))),
     ))
     release_size_varies = True  # the chosen details and suppression depend on the noise
     # a Parquet record table stays on the engine: it is checked from counts by code combination
@@ -98,10 +108,9 @@ class SafeTab(Mechanism):
 
     # ---- checks ------------------------------------------------------------------------
     def design(self, spec, params):
-        mech = spec.mechanism
-        design, problems = design_mod.parse(spec, dict(params), raw=_raw(spec), call_loc=mech.loc if mech else None)
+        design, problems = design_mod.parse(spec, dict(params))
         if problems:
-            raise SpecError(problems)
+            raise SpecError(located(spec, problems))
         return design
 
     def check(self, spec, params):
@@ -117,18 +126,15 @@ class SafeTab(Mechanism):
         reads_records = any(d.table == table.name for d in spec.data)  # a description (an import) cannot run
         if reads_records:
             problems.extend(geography.undeclared_levels(spec, table, levels[1:]))
-        problems.extend(geography.iteration_file_problems(spec, params["iterations"], _raw(spec).get("iterations")))
+        problems.extend(geography.iteration_file_problems(spec, params["iterations"]))
         if params.get("public_totals") and reads_records:
-            problems.extend(geography.public_totals_problems(spec, _raw(spec).get("public_totals")))
+            problems.extend(geography.public_totals_problems(spec))
         if len(params["race_codes"]) > params["max_race_codes"]:
-            raw = _raw(spec).get("race_codes")
             problems.append(Diagnostic(f"race_codes lists {len(params['race_codes'])} columns, more than "
-                                       f"max_race_codes = {params['max_race_codes']}",
-                                       *((raw.loc.line, raw.loc.column) if raw is not None and raw.loc else (None, None))))
+                                       f"max_race_codes = {params['max_race_codes']}", path=("race_codes",)))
         if problems:
             return problems
-        mech = spec.mechanism
-        design, problems = design_mod.parse(spec, dict(params), raw=_raw(spec), call_loc=mech.loc if mech else None)
+        design, problems = design_mod.parse(spec, dict(params))
         if design is not None and not problems and design.max_groups is None:
             problems = self._fanout_problems(spec, params, design)
         return problems
@@ -146,8 +152,7 @@ class SafeTab(Mechanism):
                 problem = design_mod.sampler_problem(f"{td.name}.rho {cell.geo}.level{cell.level}", cell.rho,
                                                      design.stage1_fraction, k)
                 if problem is not None:
-                    loc = getattr(cell.where, "loc", None) or (spec.mechanism.loc if spec.mechanism else None)
-                    problems.append(Diagnostic(problem, *((loc.line, loc.column) if loc else (None, None))))
+                    problems.append(Diagnostic(problem, path=cell.where))
         return problems
 
     def flavor(self, spec, params):

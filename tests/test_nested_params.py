@@ -1,0 +1,244 @@
+"""Nested, typed, located parameters: the core checks blocks, maps, lists and query expressions
+against a mechanism's schema, resolves them to plain values, and puts every problem (its own, and
+a plugin's given as a path into the mechanism block) at the line and column of the value."""
+from __future__ import annotations
+
+import sys
+import textwrap
+import types
+from fractions import Fraction
+
+import pytest
+
+from dpspec import ir
+from dpspec.api import Diagnostic, Mechanism, ParameterSchema, ParamSpec, SpecError, check, hookimpl, located
+from dpspec.contract.params import label, resolve_params
+from dpspec.language.parser import parse
+
+SPEC = textwrap.dedent('''\
+    spec "nested"
+    domain d "toy" {
+      stage edited
+      table people unit person {
+        county : {a, b}
+        tract : {t1, t2, t3}
+        sex : {f, m}
+        age : int 0..9
+      }
+      geography g { county > tract }
+    }
+    unit people : symdiff
+    premetric zcdp
+    mechanism nested_toy {
+      table: people
+      levels: {
+        county: {
+          rho: 1/2
+          queries: ["total", "sex", "sex * age"]
+        }
+        tract: {
+          rho: 1/4
+          queries: [total]
+        }
+      }
+      names: [county, tract]
+      weights: {
+        sex: 2
+      }
+    }
+    ''')
+
+
+class Toy(Mechanism):
+    name = "nested_toy"
+    version = "1"
+    parameters = ParameterSchema((
+        ParamSpec("table", "table", "the table", required=True),
+        ParamSpec("levels", "map", "per level", required=True, keys="levels", values=ParamSpec(
+            "", "block", "one level", fields=(
+                ParamSpec("rho", "number", "its budget", required=True, low=Fraction(0)),
+                ParamSpec("queries", "list", "what it measures", items=ParamSpec("", "query", "", table_param="table")),
+                ParamSpec("note", "string", "a remark", default="none"),
+            ))),
+        ParamSpec("names", "list", "levels named", items="level"),
+        ParamSpec("weights", "map", "per column", keys="columns", table_param="table", values="int"),
+        ParamSpec("free", "block", "free-form: checked by the plugin"),
+    ))
+
+    def check(self, spec, params):
+        # a plugin's own semantic problem, given as a path: the core finds its line
+        if params["levels"]["county"]["rho"] > 1:
+            return [Diagnostic("rho above 1", path=("levels", "county", "rho"))]
+        if len(params["levels"]["county"]["queries"]) > 2 and params["weights"].get("sex") == 3:
+            return [Diagnostic("the third query is refused", path=("levels", "county", "queries", 2))]
+        return []
+
+    def flavor(self, spec, params):
+        from dpspec.api import NativeFlavor
+
+        return NativeFlavor("people", "symdiff", "zcdp")
+
+
+def _resolve(text):
+    spec = parse(text, "toy.dps")
+    return resolve_params(Toy(), spec.mechanism, spec)
+
+
+def _line_col(text: str, needle: str, nth: int = 1) -> tuple[int, int]:
+    """(line, column) of the nth occurrence of needle in text, 1-based ('a: |b': where b is)."""
+    before, _, after = needle.rpartition("|")
+    at = -1
+    for _ in range(nth):
+        at = text.index(before + after, at + 1)
+    at += len(before)
+    line = text.count("\n", 0, at) + 1
+    return line, at - (text.rfind("\n", 0, at) + 1) + 1
+
+
+@pytest.fixture
+def toy_plugin():
+    from dpspec.contract import plugins
+
+    module = types.ModuleType("dpspec_test_nested_toy")
+    module.dpspec_mechanisms = hookimpl(lambda: [Toy()])
+    sys.modules[module.__name__] = module
+    pm = plugins.manager()
+    pm.register(module, name="test_nested_toy")
+    plugins.mechanisms.cache_clear()
+    yield
+    pm.unregister(name="test_nested_toy")
+    plugins.mechanisms.cache_clear()
+    del sys.modules[module.__name__]
+
+
+# ---- resolution -----------------------------------------------------------------------------
+
+
+def test_nested_values_resolve_to_plain_python_values():
+    params, problems = _resolve(SPEC)
+    assert problems == []
+    assert params["levels"] == {
+        "county": {"rho": Fraction(1, 2), "queries": ((), ("sex",), ("sex", "age")), "note": "none"},
+        "tract": {"rho": Fraction(1, 4), "queries": ((),), "note": "none"},
+    }
+    assert params["names"] == ("county", "tract")
+    assert params["weights"] == {"sex": 2}
+    assert params["free"] is None
+
+
+def test_a_free_form_block_is_still_handed_over_as_written():
+    params, problems = _resolve(SPEC.replace("  names:", "  free: {\n    anything: [1, 2]\n  }\n  names:"))
+    assert problems == [] and isinstance(params["free"], ir.ParamBlock)
+    assert params["free"].get("anything").value == (Fraction(1), Fraction(2))
+
+
+@pytest.mark.parametrize("old, new, at, message", [
+    # a wrong type inside a nested block: at the setting
+    ("rho: 1/4", "rho: quarter", "rho: quarter", "parameter 'levels.tract.rho': expected a number, got the name 'quarter'"),
+    # out of the declared range, nested
+    ("rho: 1/2", "rho: -1", "rho: -1", "parameter 'levels.county.rho': -1 is outside the allowed range [0, inf]"),
+    # an unknown key of a nested block, with a did-you-mean
+    ("rho: 1/4", "rho: 1/4\n      qeuries: [total]", "qeuries:", "unknown setting 'qeuries' in 'levels.tract'"),
+    # a map key that is not a geography level
+    ("  tract: {\n", "  tracts: {\n", "tracts:", "parameter 'levels': 'tracts' is not a geography level"),
+    # a map key that is not a column of the table the schema names
+    ("sex: 2", "height: 2", "height: 2", "parameter 'weights': 'height' is not a column of table 'people'"),
+    # a list item: at the item itself
+    ('"sex * age"]', '"sex * agee"]', '"sex * agee"', "parameter 'levels.county.queries[2]': unknown column 'agee'"),
+    ("names: [county, tract]", "names: [county, block]", "block]", "parameter 'names[1]': 'block' is not a geography level"),
+    ("names: [county, tract]", "names: 3", "names: |3", "parameter 'names[0]': expected a geography level, got a number"),
+    # a required nested setting missing: at the block that lacks it
+    ("      rho: 1/4\n", "", "tract: {", "'levels.tract' needs the setting 'rho' (its budget)"),
+    # a block where a value belongs, and a value where a block belongs
+    ("sex: 2", "sex: { x: 1 }", "sex: {", "parameter 'weights.sex': expected a number, got a block"),
+    ("  weights: {\n    sex: 2\n  }", "  weights: 2", "weights: 2", "parameter 'weights': expected a block of columns: value"),
+])
+def test_a_nested_problem_is_located_at_the_offending_value(old, new, at, message):
+    text = SPEC.replace(old, new, 1)
+    assert text != SPEC
+    _, problems = _resolve(text)
+    assert len(problems) == 1, problems
+    (d,) = problems
+    assert message in d.message, d.message
+    assert (d.line, d.column) == _line_col(text, at), (d, at)
+
+
+def test_a_misspelled_nested_key_gets_a_did_you_mean():
+    _, (d,) = _resolve(SPEC.replace("rho: 1/4", "rho: 1/4\n      qeuries: [total]"))
+    assert d.hint == "did you mean 'queries'?" and d.path == ("levels", "tract", "qeuries")
+
+
+# ---- paths and locations --------------------------------------------------------------------
+
+
+def test_a_path_names_a_block_entry_a_map_key_or_a_list_item():
+    spec = parse(SPEC, "toy.dps")
+    block, call = spec.mechanism.params, spec.mechanism.loc
+    assert ir.locate(block, ("levels", "tract"), call) == ir.Loc(*_line_col(SPEC, "tract: {"))
+    assert ir.locate(block, ("levels", "county", "rho"), call) == ir.Loc(*_line_col(SPEC, "rho: 1/2"))
+    assert ir.locate(block, ("levels", "county", "queries", 1), call) == ir.Loc(*_line_col(SPEC, '"sex"'))
+    assert ir.locate(block, ("names", 1), call) == ir.Loc(*_line_col(SPEC, "tract]"))
+    # a path that runs past what is written stops at the deepest written part
+    assert ir.locate(block, ("levels", "county", "nothing", 3), call) == ir.Loc(*_line_col(SPEC, "county: {"))
+    assert ir.locate(block, ("absent",), call) == call and ir.locate(block, ("absent",)) == block.loc
+    assert ir.line_column(None, ir.locate(block, (), call)) == (call.line, call.column)
+    assert label(("levels", "county", "queries", 2)) == "levels.county.queries[2]"
+
+
+def test_a_plugin_diagnostic_with_a_path_is_located_by_the_core():
+    spec = parse(SPEC, "toy.dps")
+    d, plain, fixed = located(spec, [Diagnostic("x", path=("levels", "county", "queries", 2)), Diagnostic("y"),
+                                     Diagnostic("z", 3, 4, path=("table",))])
+    assert (d.line, d.column) == _line_col(SPEC, '"sex * age"')
+    assert (plain.line, plain.column) == (spec.mechanism.loc.line, spec.mechanism.loc.column)
+    assert (fixed.line, fixed.column) == (3, 4)  # a plugin's own line is kept
+
+
+def test_check_locates_what_a_plugin_reports_by_path(toy_plugin):
+    text = SPEC.replace("rho: 1/2", "rho: 2")
+    with pytest.raises(SpecError) as info:
+        check(parse(text, "toy.dps"))
+    (d,) = info.value.diagnostics
+    assert d.message == "rho above 1" and (d.line, d.column) == _line_col(text, "rho: 2")
+    text = SPEC.replace("sex: 2", "sex: 3")
+    with pytest.raises(SpecError) as info:
+        check(parse(text, "toy.dps"))
+    (d,) = info.value.diagnostics
+    assert (d.line, d.column) == _line_col(text, '"sex * age"')
+    assert check(parse(SPEC, "toy.dps")).params["levels"]["tract"]["queries"] == ((),)
+
+
+def test_positions_leave_spec_equality_and_json_unchanged():
+    moved = SPEC.replace('queries: ["total", "sex", "sex * age"]', 'queries: [\n  "total",\n     "sex", "sex * age"]')
+    a, b = parse(SPEC, "a.dps"), parse(moved, "b.dps")
+    assert a == b and hash(a.mechanism) == hash(b.mechanism)
+    assert ir.to_jsonable(a) == ir.to_jsonable(b)
+    assert "positions" not in str(ir.to_jsonable(a.mechanism))
+    qa = a.mechanism.params.get("levels").value.get("county").value.get("queries")
+    qb = b.mechanism.params.get("levels").value.get("county").value.get("queries")
+    assert qa.value_loc(2) != qb.value_loc(2)
+
+
+# ---- what readers see: plugins --json, hover -----------------------------------------------
+
+
+def test_nested_settings_are_in_the_schema_json():
+    (levels,) = [p for p in Toy.parameters.to_json() if p["name"] == "levels"]
+    assert levels["keys"] == "levels" and levels["values"]["type"] == "block"
+    assert [f["name"] for f in levels["values"]["fields"]] == ["rho", "queries", "note"]
+    assert levels["values"]["fields"][1]["items"] == {"name": "", "type": "query", "doc": "", "required": False,
+                                                      "table_param": "table"}
+    assert Toy.parameters.at(("levels", "county", "queries", 0)).type == "query"
+    assert Toy.parameters.at(("free", "x")) is None
+
+
+def test_hover_and_completion_walk_nested_settings(toy_plugin):
+    from dpspec.lsp.complete import complete
+    from dpspec.lsp.hover import hover
+
+    line, col = _line_col(SPEC, "rho: 1/4")
+    doc = hover(SPEC, parse(SPEC, "toy.dps"), line - 1, col)
+    assert "**rho** (number; required; range [0, inf]), a setting of mechanism `nested_toy`" in doc
+    line, _ = _line_col(SPEC, "rho: 1/4")
+    labels = {i.label for i in complete(SPEC.replace("rho: 1/4", "    "), None, line - 1, 4)}
+    assert {"rho", "queries", "note"} <= labels
