@@ -5,7 +5,7 @@ import math
 from fractions import Fraction
 
 from dpspec.api import (BudgetStatement, Diagnostic, Mechanism, MechanismError, NativeFlavor, OutputKeys, ParamSpec,
-                        ParameterSchema, Release, SpecError)
+                        ParameterSchema, Release, SpecError, located)
 
 from . import measurement as om
 
@@ -104,9 +104,8 @@ class OpenDPMeasurement(Mechanism):
                 "else 1")
 
     def _located(self, spec, message):
-        param = spec.mechanism.params.get("measurement")
-        loc = param.loc if param is not None and param.loc else spec.mechanism.loc
-        return SpecError([Diagnostic(message, *((loc.line, loc.column) if loc else (None, None)))], spec.path, spec.text)
+        """A SpecError at the `measurement` setting (the entry point the problem is in)."""
+        return SpecError(located(spec, [Diagnostic(message, path=("measurement",))]), spec.path, spec.text)
 
     def _space_problem(self, spec, params, meas, what: str) -> SpecError | None:
         """A located SpecError when `meas` (the measurement, or a Context's accountant) does not read

@@ -4,7 +4,7 @@ from __future__ import annotations
 from fractions import Fraction
 
 from dpspec.api import (BudgetStatement, Diagnostic, Mechanism, MechanismError, NativeFlavor, OutputKeys, ParamSpec,
-                        ParameterSchema, Release, SpecError, declared_keys, declared_values)
+                        ParameterSchema, Release, SpecError, declared_keys, declared_values, located)
 
 from . import change as ch
 from . import interpreter
@@ -47,29 +47,24 @@ class TumultQuery(Mechanism):
     def _premetric(self, spec) -> str | None:
         return spec.premetric.kind if spec.premetric is not None else None
 
-    def _at(self, spec, param: str) -> tuple:
-        at = spec.mechanism.params.get(param)
-        loc = (at.loc if at is not None else None) or spec.mechanism.loc
-        return (loc.line, loc.column) if loc else (None, None)
-
     def _change(self, spec, params) -> tuple[ch.Change | None, list[Diagnostic]]:
         """The Session's protected change, or the located reasons it does not protect the spec's unit."""
         need = ch.needed(spec, params["table"])
         stated = params.get("protected_change")
         if isinstance(need, str):
-            return None, [Diagnostic(f"tumult: {need}", *self._at(spec, "protected_change" if stated else "table"))]
+            return None, [Diagnostic(f"tumult: {need}", path=("protected_change" if stated else "table",))]
         if stated is None:
             return ch.default(need), []
         change = ch.parse(stated)
         if change is None:
             return None, [Diagnostic(f"tumult: protected_change {stated!r} is not AddOneRow(), AddMaxRows(k) or "
-                                     "AddRowsWithID(column)", *self._at(spec, "protected_change"))]
+                                     "AddRowsWithID(column)", path=("protected_change",))]
         if change.column is not None and spec.domain.table(params["table"]).column(change.column) is None:
             return None, [Diagnostic(f"tumult: protected_change {change}: table '{params['table']}' has no column "
-                                     f"'{change.column}'", *self._at(spec, "protected_change"))]
+                                     f"'{change.column}'", path=("protected_change",))]
         if not ch.covers(change, need):
             return None, [Diagnostic(f"tumult: protected_change {change} does not protect the spec's unit: {need.why}, "
-                                     f"which needs {ch.default(need)}", *self._at(spec, "protected_change"))]
+                                     f"which needs {ch.default(need)}", path=("protected_change",))]
         return change, []
 
     def check(self, spec, params):
@@ -79,15 +74,15 @@ class TumultQuery(Mechanism):
         for c in params.get("by") or ():
             col = table.column(c)
             if col is None:
-                problems.append(Diagnostic(f"tumult: table '{table.name}' has no column '{c}'", *self._at(spec, "by")))
+                problems.append(Diagnostic(f"tumult: table '{table.name}' has no column '{c}'", path=("by",)))
             elif col.type.kind not in KEY_KINDS or declared_values(spec, table.name, c) is None:
                 problems.append(Diagnostic(f"tumult: column '{c}' keys the release, but its values are not declared "
                                            "(a KeySet is built from declared values only, never from the data)",
-                                           *self._at(spec, "by")))
+                                           path=("by",)))
         module, sep, func = params["queries"].partition(":")
         if not sep or not module or not func.isidentifier():
             problems.append(Diagnostic(f"tumult: queries {params['queries']!r} is not 'module:function'",
-                                       *self._at(spec, "queries")))
+                                       path=("queries",)))
         premetric = self._premetric(spec)
         given = tuple(k for k in ("epsilon", "delta", "rho") if params.get(k) is not None)
         if premetric not in BUDGETS:
@@ -101,7 +96,7 @@ class TumultQuery(Mechanism):
                 other = next((t for p, (w, t) in BUDGETS.items() if w == given), None)
                 said = f"{', '.join(given)} states a {other}" if other else f"got {', '.join(given) or 'none'}"
                 problems.append(Diagnostic(f"tumult: premetric {premetric} takes {'an' if tumult_type[0] == 'A' else 'a'} {tumult_type} ({' and '.join(want)}); "
-                                           f"{said}", *self._at(spec, wrong or (given[0] if given else "table"))))
+                                           f"{said}", path=(wrong or (given[0] if given else "table"),)))
         problems.extend(self._change(spec, params)[1])
         return problems
 
@@ -133,7 +128,7 @@ class TumultQuery(Mechanism):
 
         change, problems = self._change(spec, params)
         if problems:
-            raise SpecError(problems, spec.path, spec.text)
+            raise SpecError(located(spec, problems), spec.path, spec.text)
         python = interpreter.find(spec.base_dir)
         table = spec.domain.table(params["table"])
         by = list(params.get("by") or ())

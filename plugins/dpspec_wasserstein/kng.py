@@ -47,10 +47,7 @@ class WassersteinKNG(Mechanism):
                 scale = None
             problem = None if scale is None else sampler_limit_problem("discrete_laplace", scale, ("epsilon", params["epsilon"]))
             if problem is not None:
-                p = spec.mechanism.params.get("epsilon")
-                loc = (p.loc if p is not None else None) or spec.mechanism.loc
-                problems.append(Diagnostic(f"{self.name}: the rate's noise cannot be drawn: {problem}",
-                                           *((loc.line, loc.column) if loc else (None, None))))
+                problems.append(Diagnostic(f"{self.name}: the rate's noise cannot be drawn: {problem}", path=("epsilon",)))
         if not any(p.query.table == params["table"] and not p.query.columns for p in spec.public):
             problems.append(Diagnostic(f"the base measure is the grid k/n: declare the number of units in Z "
                                        f"(public {{ count {params['table']} released \"...\" used as total }})"))
@@ -201,13 +198,11 @@ class _GridKNG(Mechanism):
         problem = sampler_limit_problem("discrete_laplace", scale, ("epsilon", params["epsilon"]))
         if problem is None:
             return []
-        p = spec.mechanism.params.get("epsilon")
-        loc = (p.loc if p is not None else None) or spec.mechanism.loc
         return [Diagnostic(f"{self.name}: the {self.output}'s noise cannot be drawn for every dataset the spec admits: "
                            f"{problem}. Why this range: the draw on the grid has discrete Laplace scale "
                            f"2 Delta / (epsilon step N) = {ir.format_number(2 * self.sensitivity(spec, params))} / "
                            f"(epsilon x {ir.format_number(Fraction(params['step']))} x N), where {why}",
-                           *((loc.line, loc.column) if loc else (None, None)))]
+                           path=("epsilon",))]
 
     def unit_sensitivity(self, spec) -> Fraction:
         """The count's W_inf over the class: how many units the optimal coupling of the two secrets'

@@ -14,7 +14,7 @@ from fractions import Fraction
 
 from dpspec.api import (BudgetStatement, Diagnostic, Mechanism, MechanismError, NativeFlavor, OutputKeys, ParamSpec,
                         ParameterSchema, PublicCondition, PureDP, Release, SpecError, declared_values, hookimpl, ir, pufferfish,
-                        record_measurement, sampler_limit_problem)
+                        located, record_measurement, sampler_limit_problem)
 
 BASES = ("naive", "congenial", "prior")
 # why the counts' and outcome counts' budgets add up: not Lemma 6 (the outcome's draw reads the
@@ -53,16 +53,13 @@ class _CountRelease(Mechanism):
         table = spec.domain.table(params["table"])
         for name in ("cell", "period", "outcome"):
             if params.get(name) is not None and table.column(params[name]) is None:
-                problems.append(Diagnostic(f"table '{table.name}' has no column '{params[name]}'", *self._at(spec, name)))
+                problems.append(Diagnostic(f"table '{table.name}' has no column '{params[name]}'", path=(name,)))
         out = params.get("outcome")
         if out is not None and table.column(out) is not None and table.column(out).type.kind != "bool":
-            problems.append(Diagnostic(f"outcome column '{out}' must be bool", *self._at(spec, "outcome")))
+            problems.append(Diagnostic(f"outcome column '{out}' must be bool", path=("outcome",)))
         if params["epsilon"] <= 0:
-            problems.append(Diagnostic("epsilon must be positive", *self._at(spec, "epsilon")))
+            problems.append(Diagnostic("epsilon must be positive", path=("epsilon",)))
         return problems
-
-    def _at(self, spec, name):
-        return ir.line_column(spec.mechanism.params.get(name), spec.mechanism.loc)
 
     def _total_in_z(self, spec, params) -> bool:
         return _public_use(spec, "total") is not None
@@ -206,9 +203,9 @@ class _CountRelease(Mechanism):
         periods = self.periods(spec, params)
         label = params.get("release_period") or (periods[-1] if periods else None)
         if periods and label not in periods:
-            line, col = self._at(spec, "release_period")
-            raise SpecError([Diagnostic(f"release_period '{label}' is not a declared value of '{params['period']}' "
-                                        f"({', '.join(periods)})", line, col)], spec.path, spec.text)
+            raise SpecError(located(spec, [Diagnostic(f"release_period '{label}' is not a declared value of "
+                                                      f"'{params['period']}' ({', '.join(periods)})",
+                                                      path=("release_period",))]), spec.path, spec.text)
         return label
 
     def release_columns(self, spec, params):
@@ -247,7 +244,7 @@ class _CountRelease(Mechanism):
         for what, scale in sorted(scales.items(), key=lambda kv: kv[1], reverse=True):  # the widest bounds the budget
             problem = sampler_limit_problem("discrete_laplace", scale, ("epsilon", params["epsilon"]))
             if problem is not None:
-                return [Diagnostic(f"{self.name}: the {what}' noise cannot be drawn: {problem}", *self._at(spec, "epsilon"))]
+                return [Diagnostic(f"{self.name}: the {what}' noise cannot be drawn: {problem}", path=("epsilon",))]
         return []
 
     def check(self, spec, params):
@@ -296,10 +293,10 @@ class _CountRelease(Mechanism):
             outcome = pd.Categorical(cell[mask][died], categories=cells).value_counts().to_numpy().astype(np.int64)
         total = int(counts.sum())
         if params.get("public_total") is not None and int(params["public_total"]) != total:
-            line, col = self._at(spec, "public_total")
-            raise SpecError([Diagnostic(f"the public total {params['public_total']:,} disagrees with the data: "
-                                        f"{total:,} rows in period {period_label or '(all)'}; Z must be exact statistics of the same data",
-                                        line, col)], spec.path, spec.text)
+            raise SpecError(located(spec, [Diagnostic(
+                f"the public total {params['public_total']:,} disagrees with the data: {total:,} rows in period "
+                f"{period_label or '(all)'}; Z must be exact statistics of the same data", path=("public_total",))]),
+                spec.path, spec.text)
         return cells, counts, outcome, total, previous, period_label
 
     def _total_frame(self, spec, params, period, total):
@@ -347,12 +344,12 @@ class WassersteinExponential(_CountRelease):
         problems = super().check(spec, params)
         if params["base"] in ("congenial", "prior") and _public_use(spec, "total") is None:
             problems.append(Diagnostic(f"base measure '{params['base']}' conditions on the period total, but the public "
-                                       "block declares none 'used as total'", *self._at(spec, "base")))
+                                       "block declares none 'used as total'", path=("base",)))
         if params["base"] == "prior" and _public_use(spec, "base") is None:
             problems.append(Diagnostic("base measure 'prior' is built from the previous period's counts, but the public "
-                                       "block declares none 'used as base'", *self._at(spec, "base")))
+                                       "block declares none 'used as base'", path=("base",)))
         if params.get("sensitivity") is not None and params["sensitivity"] <= 0:
-            problems.append(Diagnostic("sensitivity must be positive", *self._at(spec, "sensitivity")))
+            problems.append(Diagnostic("sensitivity must be positive", path=("sensitivity",)))
         return problems
 
     def _used_sensitivity(self, spec, params, sens):
@@ -412,11 +409,11 @@ class WassersteinExponential(_CountRelease):
         dead = (previous + int(params.get("prior_offset", 1)) == 0) & (counts > 0)
         if dead.any():
             names = ", ".join(f"{c} ({n:,} now)" for c, n in zip(cells[dead][:5], counts[dead][:5]))
-            line, col = self._at(spec, "prior_offset")
-            raise SpecError([Diagnostic(f"the prior base measure puts no mass on the confidential counts: with prior_offset "
-                                        f"{params.get('prior_offset')}, cells with no count in the previous period get "
-                                        f"concentration 0, but {names} have counts now",
-                                        line, col, hint="use prior_offset 1 (the default)")], spec.path, spec.text)
+            raise SpecError(located(spec, [Diagnostic(
+                f"the prior base measure puts no mass on the confidential counts: with prior_offset "
+                f"{params.get('prior_offset')}, cells with no count in the previous period get concentration 0, but "
+                f"{names} have counts now", hint="use prior_offset 1 (the default)", path=("prior_offset",))]),
+                spec.path, spec.text)
 
     def run(self, spec, params, data, rng):
         cells, counts, outcome, total, previous, period = self.prepare(spec, params, data)
@@ -588,7 +585,7 @@ class NoisyPostprocessed(_CountRelease):
             problems.append(Diagnostic("noisy_postprocessed makes its counts sum to the period total and so publishes "
                                        "it exactly, but the public block declares no total 'used as total': the exact "
                                        "total would leak with no budget covering it",
-                                       *self._at(spec, "cell"),
+                                       path=("cell",),
                                        hint="declare the published total in the public block, e.g. "
                                             "'count cases by month released \"...\" used as total'"))
         return problems
