@@ -298,6 +298,22 @@ def test_a_third_party_mechanism_gets_a_page_from_its_schema(monkeypatch):
     assert "| `counts` | the noisy counts |" in page and "third-party plugin" in page
 
 
+def test_a_mechanism_page_lists_nested_settings_from_the_schema(monkeypatch):
+    from dpspec.api import ParamSpec
+    from dpspec.contract import plugins
+
+    levels = ParamSpec("levels", "map", "per level", required=True, keys="levels", values=ParamSpec(
+        "", "block", "one level", fields=(ParamSpec("rho", "number", "its budget", required=True),
+                                          ParamSpec("queries", "list", "what it measures", items="query"))))
+    acme = {"name": "acme_nested", "version": "1", "package": "acme-dp", "package_version": "1.0",
+            "description": "Nested.", "outputs": {}, "parameters": [levels.to_json()]}
+    monkeypatch.setattr(plugins, "describe_mechanisms", lambda: [acme])
+    page = reference_pages.mechanism_pages()["mechanisms/acme_nested.md"]
+    assert "| `levels` | map of levels to block | yes |  |  | per level |" in page
+    assert "| `levels.LEVEL.rho` | number | yes |  |  | its budget |" in page
+    assert "| `levels.LEVEL.queries` | list of query | no |  |  | what it measures |" in page
+
+
 def test_the_table_of_built_in_mechanisms_is_complete():
     """The hand-written table on the mechanisms page lists every built-in mechanism (the pages
     below it are generated; the table must not fall behind them)."""

@@ -1,9 +1,9 @@
 """What a mechanism plugin provides: typed parameters, native flavor, invariants, budget, run.
 
 A plugin subclasses `Mechanism` and returns instances from the `dpspec_mechanisms` hook. The
-core validates a spec's `mechanism` block against `parameters` (nested settings too:
-`dpspec.contract.params`), then calls the methods below
-with the resolved parameter values (a plain dict), so plugins never re-parse the IR.
+core validates a spec's `mechanism` block against `parameters`, nested settings too
+(`dpspec.contract.params`), then calls the methods below with the resolved parameter values
+(a plain dict), so plugins never re-parse the IR.
 """
 from __future__ import annotations
 
