@@ -41,8 +41,8 @@ class PHSafe(Mechanism):
                   required=True, keys="choices", choices=tuple(TABLES),
                   values=ParamSpec("", "map", "rho per measurement", keys="choices", choices=MEASUREMENTS,
                                    values=ParamSpec("", "number", "", low=Fraction(0)))),
-        ParamSpec("states", "list", "production's state_filter: the state codes tabulated as strings, e.g. [\"09\", "
-                  "\"23\"] (default: the declared values of the units' state column)", items="string"),
+        ParamSpec("states", "list", "production's state_filter: the state codes tabulated (default: the declared "
+                  "values of the units' state column)", items="string"),
         ParamSpec("total_rho", "number", "the declared total rho; the measurements' rho must add up to it exactly",
                   low=Fraction(0)),
     ))
