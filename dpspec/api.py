@@ -21,7 +21,8 @@ _WHERE = {
     "hookimpl": "dpspec.contract.hookspecs", "Mechanism": "dpspec.contract.mechanism", "NativeFlavor": "dpspec.contract.mechanism",
     "ParameterSchema": "dpspec.contract.mechanism", "ParamSpec": "dpspec.contract.mechanism", "Release": "dpspec.contract.mechanism",
     "RunContext": "dpspec.contract.mechanism",  # (API 1.6) what `Mechanism.run(spec, params, data, ctx)` is given
-    "Section": "dpspec.contract", "Rule": "dpspec.audit.base", "Finding": "dpspec.audit.base",
+    "Section": "dpspec.contract", "BudgetSection": "dpspec.contract",  # (API 1.6) the dpspec_report_budget hook's
+    "Rule": "dpspec.audit.base", "Finding": "dpspec.audit.base",
     # optional hooks' types: `dpspec verify` neighbours, `dpspec infer` likelihoods
     # declared key sets (API 1.2): what a release may be keyed by, from the spec and its public key files
     "OutputKeys": "dpspec.contract.mechanism", "ReleaseColumns": "dpspec.contract.mechanism", "declared_keys": "dpspec.check.keys", "declared_values": "dpspec.check.keys",

@@ -38,6 +38,7 @@ def seed_policy(seed, mechanism=None) -> dict:
 
 
 AUDIENCES = ("public", "internal")
+RENDER_ONLY = "_templates"  # the one model key report.json leaves out: templates a plugin gives
 HEADLINE_PARAM = {"pure": "epsilon", "approx": "epsilon", "zcdp": "rho", "renyi": "epsilon", "gdp": "mu"}
 AUDIENCE_NOTES = {
     "public": ("For publication. It contains the specification, the budget and how it was computed, the "
@@ -168,17 +169,19 @@ def _budget(ctx) -> dict:
     return out
 
 
-def budget_block(spec: ir.Spec, outcome) -> dict:
+def budget_block(spec: ir.Spec, outcome, section=None) -> dict:
     """The report's budget block (declared, worst, currencies, conversion steps, bounds, the
-    facts it depends on, per attribute and geography, the spending per level and query) of an
-    audit `outcome`: report.json's, and what `dpspec compile --json` prints."""
+    facts it depends on, per attribute and geography, how the mechanism spends it) of an audit
+    `outcome`: report.json's, and what `dpspec compile --json` prints. `section`: the
+    mechanism's `BudgetSection` when the caller has it already (`budget_section`)."""
     ctx = outcome.context
     budget = _budget(ctx)
     if budget["native"] is not None:
         budget["native"]["depends_on_shown"] = _shown_facts(budget["native"]["depends_on"],
                                                             _fact_labels(spec, ctx.checked))
     budget["semantics"] = _semantics(spec, ctx.checked, ctx)  # additive: per attribute and geography
-    budget["spending"] = _spending(spec, ctx.checked, ctx)  # additive: per level, query and spine class
+    section = section if section is not None else budget_section(spec, ctx)
+    budget["spending"] = jsonable(section.data) if section is not None else None  # additive: the plugin's figures
     return budget
 
 
@@ -196,41 +199,15 @@ def _semantics(spec: ir.Spec, checked, ctx) -> dict | None:
     return semantics_json(spec, ctx.ledger.native_flavor, raw, delta)
 
 
-def _spending(spec: ir.Spec, checked, ctx) -> dict | None:
-    """How the budget is split, when the mechanism lays it out per (level, query) (TopDown's
-    `allocation`, as `dpspec budget --json`): each level's total, each query's rho and noise,
-    and the geounit classes whose budget the spine moves (a single-child unit measured with its
-    chain's shares). None for a mechanism without such a breakdown."""
-    from fractions import Fraction
-
+def budget_section(spec: ir.Spec, ctx):
+    """How the mechanism spends its budget (a `dpspec.contract.BudgetSection` from its plugin's
+    `dpspec_report_budget` hook), when the spec has a budget account; None otherwise. The core
+    knows neither its keys nor its words: it writes the section's data as `budget.spending` and
+    renders its templates inside the budget section."""
+    checked = ctx.checked
     if checked is None or ctx.ledger is None:
         return None
-    breakdown = checked.mechanism.budget_breakdown(spec, checked.params) or {}
-    rows = breakdown.get("allocation")
-    if not rows:
-        return None
-    total = sum((Fraction(r["rho_exact"]) for r in rows), Fraction(0))
-    levels: dict[str, Fraction] = {}
-    for r in rows:
-        levels[r["level"]] = levels.get(r["level"], Fraction(0)) + Fraction(r["rho_exact"])
-    spine = breakdown.get("spine") or {}
-    classes: dict[tuple, dict] = {}
-    for c in (spine.get("bypass") or {}).get("classes", ()):
-        key = (c["level"], c["through"])
-        entry = classes.setdefault(key, {"level": c["level"], "through": c["through"], "class": c["class"],
-                                         "level_share": c["level_share"], "rho": Fraction(0), "queries": 0})
-        entry["rho"] += Fraction(c["rho_exact"])
-        entry["queries"] += 1
-    return {
-        "total_exact": ir.format_number(total),
-        "levels": [{"level": lv, "rho_exact": ir.format_number(r), "rho": float(r),
-                    "share": ir.format_number(r / total) if total else "0"} for lv, r in levels.items()],
-        "queries": [{k: r.get(k) for k in ("level", "query", "share", "rho_exact", "rho", "noise_variance")}
-                    for r in rows],
-        "bypass": [{**{k: v for k, v in e.items() if k != "rho"}, "rho_exact": ir.format_number(e["rho"]),
-                    "rho": float(e["rho"])} for e in classes.values()],
-        "aian": jsonable(spine.get("aian")) if spine.get("aian") else None,
-    }
+    return plugins.report_budget(spec, checked.mechanism, checked.params)
 
 
 def _sections(result, audience: str) -> list[dict]:
@@ -483,7 +460,8 @@ def build_model(result=None, *, spec: ir.Spec | None = None, audience: str = "pu
         outcome = run_audit_outcome(spec, result, baseline)
     ctx = outcome.context
     checked = ctx.checked
-    budget = budget_block(spec, outcome)
+    spending = budget_section(spec, ctx)
+    budget = budget_block(spec, outcome, spending)
     labels = _fact_labels(spec, checked)
     program = _program(spec, outcome.program_summary())
     flavor = flavor_spec(spec)
@@ -538,4 +516,6 @@ def build_model(result=None, *, spec: ir.Spec | None = None, audience: str = "pu
     model["nist"] = nist_sections(model)  # additive (report 1.1): NIST SP 800-226's eight sections
     if audience == "internal":
         model["internal"] = _internal(result)
+    if spending is not None:  # the plugin's templates of its budget section: for the renderers, not report.json
+        model[RENDER_ONLY] = {"budget_markdown": spending.markdown, "budget_html": spending.html}
     return neutral(model)  # no bidi control from a spec or data reorders the report's words
