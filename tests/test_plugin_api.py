@@ -86,7 +86,7 @@ def test_a_plugin_for_an_api_not_served_is_refused_by_version_not_by_a_crash(ins
 
 
 @pytest.mark.parametrize("declared, words", [
-    ("1.0", None), ("1.1", None), ("1.3", None), ("1.4", None), ("1.5", None), ("1.6", "newer than this dpspec"), ("2.0", "newer than this dpspec"),
+    ("1.0", None), ("1.1", None), ("1.3", None), ("1.4", None), ("1.5", None), ("1.6", None), ("1.7", "newer than this dpspec"), ("2.0", "newer than this dpspec"),
     ("0.9", "no longer serves"), ("one", "not a plugin API version"), (1.1, "not a plugin API version"),
 ])
 def test_which_declared_versions_are_served(declared, words):

@@ -107,3 +107,14 @@ def test_a_failing_budget_hook_gives_a_section_saying_so_not_a_lost_report():
     finally:
         pm.unregister(broken)
     assert "ZeroDivisionError" in data["budget"]["spending"]["error"] and "ZeroDivisionError" in md
+
+
+def test_the_report_model_renders_what_the_budget_and_audit_stages_computed():
+    """No program is loaded and no budget converted in the report model: the audit's
+    `program_account` hands it the composition, its budgets in words and the composed multiverse."""
+    import ast
+
+    with open(os.path.join(ROOT, "dpspec", "report", "model.py"), encoding="utf-8") as fh:
+        tree = ast.parse(fh.read())
+    names = {a.name for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) for a in node.names}
+    assert not names & {"load_program", "program_summary", "budget_from_params", "convert", "program_ledger"}

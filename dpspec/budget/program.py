@@ -313,3 +313,62 @@ def program_text(summary: dict) -> str:
         shown = f"{fig:.4f}" if isinstance(fig, float) and math.isfinite(fig) else str(fig)
         lines.append(f"declared {b['bound']}: {state} (achieved {shown}; {b['currency']})")
     return "\n".join(lines)
+
+
+# ---- what the reports lay out: computed here, where the program is composed ---------------
+
+
+def budget_words(budget_json: dict) -> str:
+    """A budget's JSON form (as `program_summary` gives it) in words; the JSON itself when it is not one."""
+    from dpspec.budget import budget_from_params
+
+    params = {k: v for k, v in budget_json.items() if k != "premetric"}
+    try:
+        b = budget_from_params({"premetric": budget_json["premetric"], **params})
+    except (ValueError, TypeError, KeyError):
+        return str(budget_json)
+    return str(b) if b.is_finite else "infinite (no finite guarantee)"
+
+
+def epsilon_words(budget_json) -> str | None:
+    """A member's zCDP figure as epsilon at delta = 1e-10 by cks20 (the certificates' conversion), or None."""
+    from dpspec.budget import budget_from_params, convert
+    from dpspec.errors import DpspecError
+
+    try:
+        b = budget_from_params(dict(budget_json))
+        if b.kind != "zcdp" or not b.is_finite:
+            return None
+        return f"epsilon = {float(convert(b, 'approx', delta=1e-10, method='cks20').result.epsilon):.2f} at delta = 1e-10 (cks20)"
+    except (DpspecError, ValueError, TypeError, KeyError):
+        return None
+
+
+def summary_words(summary: dict) -> dict:
+    """Every budget of a `program_summary` in words, for the reports: {"total": text, "members":
+    [{"budget", "own_budget", "epsilon"}], one per release}; the summary itself is unchanged
+    (it is `dpspec budget --json`'s)."""
+    def words(value):
+        return budget_words(value) if isinstance(value, dict) else str(value)
+
+    return {"total": budget_words(summary["total"]),
+            "members": [{"budget": words(r["budget"]), "own_budget": words(r.get("own_budget") or r["budget"]),
+                         "epsilon": epsilon_words(r["budget"])} for r in summary["releases"]]}
+
+
+def composed_invariants(program_spec: ir.Spec) -> tuple | None:
+    """The composed guarantee's multiverse: every member's invariants, each once, in order; None
+    when the program's members do not load."""
+    from dpspec.errors import DpspecError
+
+    try:
+        members = load_program(program_spec)
+    except DpspecError:
+        return None
+    invariants, seen = [], set()
+    for m in members:
+        for q in m.spec.invariants:
+            if q.describe() not in seen:
+                seen.add(q.describe())
+                invariants.append(q)
+    return tuple(invariants)

@@ -13,7 +13,7 @@ import re
 
 from dpspec._version import __version__
 
-API_VERSION = "1.5"  # 1.5: CountLikelihood.log_max_total (a bound on a block's whole log-likelihood), Mechanism.release_columns and ReleaseColumns, Mechanism.own_random_source, ir.line_column (where a node is written); 1.4: Mechanism.power (dpspec infer --power), sampler_limit_problem, echo, terminal_text, project_with_threshold; 1.3: exact budgets (interval; budget values are Fractions, floats still accepted), ClippingBound, ComposedPart, project_to_total, record_adaptive_rows, record_measurement(sparse=), Mechanism.opendp_script, Mechanism.proof and .sampling; 1.2: declared key sets (OutputKeys, declared_keys); 1.1: dpspec.api is the surface; 1.0: dpspec 0.1's flat paths (dpspec.hookspecs, ...), deprecated
+API_VERSION = "1.6"  # 1.6: RunContext and Mechanism.run_context / uses_engine (the old run signature deprecated, through an adapter), BudgetSection and the dpspec_report_budget hook; 1.5: CountLikelihood.log_max_total (a bound on a block's whole log-likelihood), Mechanism.release_columns and ReleaseColumns, Mechanism.own_random_source, ir.line_column (where a node is written); 1.4: Mechanism.power (dpspec infer --power), sampler_limit_problem, echo, terminal_text, project_with_threshold; 1.3: exact budgets (interval; budget values are Fractions, floats still accepted), ClippingBound, ComposedPart, project_to_total, record_adaptive_rows, record_measurement(sparse=), Mechanism.opendp_script, Mechanism.proof and .sampling; 1.2: declared key sets (OutputKeys, declared_keys); 1.1: dpspec.api is the surface; 1.0: dpspec 0.1's flat paths (dpspec.hookspecs, ...), deprecated
 OLDEST_SERVED = "1.0"
 DECLARATION = "DPSPEC_API"
 _VERSION = re.compile(r"^(\d+)\.(\d+)$")

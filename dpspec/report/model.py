@@ -303,23 +303,24 @@ def _internal(result) -> dict:
     }
 
 
-def _program(spec: ir.Spec, summary: dict | None) -> dict | None:
-    """A program's members, composed total and bounds, from the audit's `program_summary`."""
-    if summary is None:
+def _program(spec: ir.Spec, account) -> dict | None:
+    """A program's members, composed total and bounds, as the audit's `program_account` laid them out."""
+    if account is None:
         return None
+    summary = account.summary
     if summary.get("problem") is not None:
         return {"title": spec.program.title, "problem": summary["problem"], "members": [], "total": None, "method": None,
                 "bounds": [], "bounds_hold": None, "notes": [], "unit": None, "domain": _program_domain(spec),
                 "invariants": [], "ledger": []}
-    total = summary["total"]
+    words = account.words
     return {
         "title": summary["program"],
         "problem": None,
         "members": [{"spec": r["spec"], "title": r["title"], "parallel_group": r["parallel_group"],
-                     "budget": r["budget"], "budget_text": _budget_text(r["budget"]) if isinstance(r["budget"], dict)
-                     else str(r["budget"])} for r in summary["releases"]],
-        "total": jsonable(total),
-        "total_text": _budget_text(total),
+                     "budget": r["budget"], "budget_text": w["budget"]}
+                    for r, w in zip(summary["releases"], words["members"])],
+        "total": jsonable(summary["total"]),
+        "total_text": words["total"],
         "method": summary["method"],
         "bounds": [{"bound": b["bound"], "achieved": _number(b["achieved"]), "holds": bool(b["holds"]),
                     "currency": b["currency"], "limit": None} for b in summary["bounds"]],
@@ -331,31 +332,21 @@ def _program(spec: ir.Spec, summary: dict | None) -> dict | None:
         "unit": summary.get("unit"),
         "domain": _program_domain(spec),
         "invariants": _program_invariants(summary),
-        "ledger": [_ledger_line(r) for r in summary["releases"]],
+        "ledger": [_ledger_line(r, w) for r, w in zip(summary["releases"], words["members"])],
     }
 
 
-def _program_flavor(spec: ir.Spec, flavor: ir.Spec) -> ir.Spec:
+def _program_flavor(spec: ir.Spec, flavor: ir.Spec, invariants: tuple | None) -> ir.Spec:
     """The composed guarantee's flavor for the one-line form and the five questions: the
     program's own domain and bounds (not its first member's), every member's invariants (the
-    composed multiverse), and the program's unit (already in ``flavor``)."""
+    composed multiverse, as the audit's program account gives them), and the program's unit
+    (already in ``flavor``)."""
     import attrs
 
-    from dpspec.budget.program import load_program
-    from dpspec.errors import DpspecError
-
-    try:
-        members = load_program(spec)
-    except DpspecError:
+    if invariants is None:  # the members do not load
         return flavor
-    invariants, seen = [], set()
-    for m in members:
-        for q in m.spec.invariants:
-            if q.describe() not in seen:
-                seen.add(q.describe())
-                invariants.append(q)
     return attrs.evolve(flavor, domain=spec.domain or flavor.domain, budgets=spec.budgets or flavor.budgets,
-                        invariants=tuple(invariants))
+                        invariants=invariants)
 
 
 def _program_domain(spec: ir.Spec) -> dict | None:
@@ -375,42 +366,16 @@ def _program_invariants(summary: dict) -> list[dict]:
     return [{"statistic": q, "members": members} for q, members in out.items()]
 
 
-def _ledger_line(r: dict) -> dict:
+def _ledger_line(r: dict, words: dict) -> dict:
     unit = r.get("unit") or {}
     how = {"hamming": "change one", "symdiff": "add or remove one"}.get(unit.get("relation"), unit.get("relation"))
-    own = r.get("own_budget") or r["budget"]
     return {"spec": r["spec"], "title": r["title"],
             "own_unit": f"{how} record of table {unit.get('table')}" if unit else None,
-            "own_budget_text": _budget_text(own) if isinstance(own, dict) else str(own),
+            "own_budget_text": words["own_budget"],
             "steps": [{"what": st["what"], "from": st["from"], "to": st["to"], "method": st["method"]}
                       for st in r.get("unit_steps", ())],
-            "budget_text": _budget_text(r["budget"]) if isinstance(r["budget"], dict) else str(r["budget"]),
-            "epsilon_text": _epsilon_text(r["budget"])}
-
-
-def _epsilon_text(budget_json) -> str | None:
-    """The member's figure as epsilon at delta = 1e-10 by cks20 (the certificates' conversion)."""
-    from dpspec.budget import budget_from_params, convert
-    from dpspec.errors import DpspecError
-
-    try:
-        b = budget_from_params(dict(budget_json))
-        if b.kind != "zcdp" or not b.is_finite:
-            return None
-        return f"epsilon = {float(convert(b, 'approx', delta=1e-10, method='cks20').result.epsilon):.2f} at delta = 1e-10 (cks20)"
-    except (DpspecError, ValueError, TypeError, KeyError):
-        return None
-
-
-def _budget_text(budget_json: dict) -> str:
-    from dpspec.budget import budget_from_params
-
-    params = {k: v for k, v in budget_json.items() if k != "premetric"}
-    try:
-        b = budget_from_params({"premetric": budget_json["premetric"], **params})
-    except (ValueError, TypeError, KeyError):
-        return str(budget_json)
-    return str(b) if b.is_finite else "infinite (no finite guarantee)"
+            "budget_text": words["budget"],
+            "epsilon_text": words["epsilon"]}
 
 
 CERTIFICATE_HOLDS = ("the SHA-256 of the spec's bytes", "dpspec's version, the hash of its installed files and, when "
@@ -463,16 +428,14 @@ def build_model(result=None, *, spec: ir.Spec | None = None, audience: str = "pu
     spending = budget_section(spec, ctx)
     budget = budget_block(spec, outcome, spending)
     labels = _fact_labels(spec, checked)
-    program = _program(spec, outcome.program_summary())
+    account = outcome.program_account()
+    program = _program(spec, account)
     flavor = flavor_spec(spec)
-    if spec.program is not None:
-        flavor = _program_flavor(spec, flavor)
+    if account is not None:
+        flavor = _program_flavor(spec, flavor, account.invariants)
     notation = describe.notation(flavor, budget["headline"])
     if program is not None and program["total"] is not None:
-        from dpspec.budget import budget_from_params
-
-        notation = describe.notation(flavor, headline(budget_from_params(
-            {k: v for k, v in program["total"].items()})))
+        notation = describe.notation(flavor, headline(account.total))
     plain = jsonable(outcome.plain_words())
     model = {
         "format": "dpspec-report/1",
