@@ -29,6 +29,7 @@ _WHERE = {
     "typed_keys": "dpspec.check.keys",
     # what the audit reads of a mechanism's design: clipping bounds, the parts its budget composes
     "ClippingBound": "dpspec.contract.mechanism", "ComposedPart": "dpspec.contract.mechanism",
+    "ChangeOne": "dpspec.contract.mechanism",  # (API 1.6) Mechanism.change_one's answer
     "NeighbourPair": "dpspec.contract.mechanism", "CountLikelihood": "dpspec.contract.mechanism",
     # errors a plugin raises for the user to fix
     "DpspecError": "dpspec.errors", "SpecError": "dpspec.errors", "DataError": "dpspec.errors",

@@ -314,10 +314,10 @@ def test_a_failing_point_is_reported_and_the_others_complete(swap_spec, tmp_path
 
     real = PermutationSwapping.run
 
-    def flaky(self, spec, params, data, rng, engine=None):
+    def flaky(self, spec, params, data, ctx):
         if params["rate"] == Fraction(1, 5):
             raise MechanismError("the solver gave up")
-        return real(self, spec, params, data, rng, engine=engine)
+        return real(self, spec, params, data, ctx)
 
     monkeypatch.setattr(PermutationSwapping, "run", flaky)
     out = tmp_path / "o"

@@ -83,12 +83,16 @@ def _change_one(checked, flavor, statement, ledger, unit):
         return None
     if not steps and (checked.spec.unit.relation != "symdiff" or unit.relation != "hamming"):
         return None
-    hook = getattr(checked.mechanism, "change_one", None)
-    tight = hook(checked.spec, checked.params, statement.actual) if hook else None
-    if tight is None or tight[0].kind != ledger.declared.kind:
+    from dpspec.contract.mechanism import change_one_result
+
+    mech = checked.mechanism
+    hook = getattr(mech, "change_one", None)
+    tight = change_one_result(hook(checked.spec, checked.params, statement.actual), mech) if hook else None
+    if tight is None or tight.budget.kind != ledger.declared.kind:
         return None
-    worst = hook(checked.spec, checked.params, statement.worst) if statement.worst is not None else None
-    return tight[0], (worst[0] if worst else None), tight[1]
+    worst = (change_one_result(hook(checked.spec, checked.params, statement.worst), mech)
+             if statement.worst is not None else None)
+    return tight.budget, (worst.budget if worst else None), tight.reason
 
 
 def _in_program_unit(program_spec, members):

@@ -151,6 +151,30 @@ class ComposedPart:
     budget: Fraction
 
 
+@attrs.frozen
+class ChangeOne:
+    """A mechanism's own budget for changing one record of its native table (`Mechanism.change_one`,
+    API 1.6): `budget` in its native flavor, and `reason`, the sentence saying why it is tighter
+    than group privacy's two add/remove steps."""
+
+    budget: Any
+    reason: str
+
+
+def change_one_result(value, mechanism) -> ChangeOne | None:
+    """`Mechanism.change_one`'s answer as a `ChangeOne`; the (budget, reason) tuple of API 1.5 and
+    earlier is still read, with a DeprecationWarning naming the class."""
+    if value is None or isinstance(value, ChangeOne):
+        return value
+    import warnings
+
+    warnings.warn(f"mechanism '{getattr(mechanism, 'name', '?')}': change_one returning a (budget, reason) tuple is "
+                  "deprecated (removed in plugin API 2.0); return dpspec.api.ChangeOne(budget, reason)",
+                  DeprecationWarning, stacklevel=2)
+    budget, reason = value
+    return ChangeOne(budget, reason)
+
+
 # ---- empirical verification (optional; used by `dpspec verify`) ---------------------------
 
 
@@ -292,7 +316,8 @@ class Mechanism:
     def change_one(self, spec: ir.Spec, params: dict, budget):
         """Optional: the mechanism's own budget for CHANGING one record of its native table, given
         `budget` for adding or removing one (its native flavor), when its sensitivity gives a bound
-        tighter than group privacy's two add/remove steps; `(budget, reason)` or None. A program
+        tighter than group privacy's two add/remove steps; a `ChangeOne(budget, reason)` or None
+        (the `(budget, reason)` tuple of API 1.5 is still read, with a DeprecationWarning). A program
         that composes the census per person applies it (and says so on the member's ledger line)."""
         return None
 
