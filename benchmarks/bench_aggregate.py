@@ -31,7 +31,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "plugins"), str(ROOT / "benchmarks")]
 import doc_table  # noqa: E402
 
 import dpspec  # noqa: E402
-from dpspec.api import check, discrete_laplace  # noqa: E402
+from dpspec.api import RunContext, check, discrete_laplace  # noqa: E402
 
 SPEC = textwrap.dedent('''\
     spec "bench"
@@ -92,11 +92,11 @@ def engine_runs(n: int, cells: int, repeat: int) -> tuple[float, float]:
             try:
                 table = load_engine_table(spec, attrs.evolve(spec.data[0]), engine)
                 run = EngineRun(engine, new_run_key(1))
-                mech.run(spec, params, {"t": table}, np.random.default_rng(0), engine=run)  # warm: JVM, caches
+                mech.run(spec, params, {"t": table}, RunContext(np.random.default_rng(0), engine=run))  # warm: JVM, caches
                 best = []
                 for i in range(repeat):
                     t = time.perf_counter()
-                    mech.run(spec, params, {"t": table}, np.random.default_rng(i), engine=run)
+                    mech.run(spec, params, {"t": table}, RunContext(np.random.default_rng(i), engine=run))
                     best.append(time.perf_counter() - t)
                 times[name] = min(best)
             finally:
@@ -126,13 +126,13 @@ def main() -> None:
         for i in range(args.repeat):
             rng = np.random.default_rng(i)
             t = time.perf_counter()
-            mech.run(spec, params, {"t": df}, rng)
+            mech.run(spec, params, {"t": df}, RunContext(rng))
             run_t.append(time.perf_counter() - t)
             t = time.perf_counter()
             floor(df, args.cells, rng)
             floor_t.append(time.perf_counter() - t)
         tracemalloc.start()
-        mech.run(spec, params, {"t": df}, np.random.default_rng(0))
+        mech.run(spec, params, {"t": df}, RunContext(np.random.default_rng(0)))
         peak = tracemalloc.get_traced_memory()[1] / 2**20
         tracemalloc.stop()
         best, base = min(run_t), min(floor_t)

@@ -46,6 +46,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "plugins")]
 
 import dpspec  # noqa: E402
+from dpspec.api import RunContext  # noqa: E402
 from dpspec.check.checker import check  # noqa: E402
 from dpspec.run.compiler import compile_spec, make_rng  # noqa: E402
 from dpspec.engine.keyed_words import stream_keys  # noqa: E402
@@ -109,7 +110,7 @@ def main() -> None:
     tabulate.add_keyed_noise = counting_noise
     before_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     t0, c0 = time.perf_counter(), time.process_time()
-    release = mech.run(spec, params, data, make_rng(args.seed), engine=engine)
+    release = mech.run(spec, params, data, RunContext(make_rng(args.seed), engine=engine))
     elapsed, cpu = time.perf_counter() - t0, time.process_time() - c0
     tabulate.add_keyed_noise = real_noise
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024

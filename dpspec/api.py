@@ -22,13 +22,16 @@ _WHERE = {
     "ParameterSchema": "dpspec.contract.mechanism", "ParamSpec": "dpspec.contract.mechanism", "Release": "dpspec.contract.mechanism",
     # (API 1.6) a diagnostic's path into the mechanism block -> its line and column; a path as a reader writes it
     "located": "dpspec.contract.params", "param_label": ("dpspec.contract.params", "label"),
-    "Section": "dpspec.contract", "Rule": "dpspec.audit.base", "Finding": "dpspec.audit.base",
+    "RunContext": "dpspec.contract.mechanism",  # (API 1.6) what `Mechanism.run(spec, params, data, ctx)` is given
+    "Section": "dpspec.contract", "BudgetSection": "dpspec.contract",  # (API 1.6) the dpspec_report_budget hook's
+    "Rule": "dpspec.audit.base", "Finding": "dpspec.audit.base",
     # optional hooks' types: `dpspec verify` neighbours, `dpspec infer` likelihoods
     # declared key sets (API 1.2): what a release may be keyed by, from the spec and its public key files
     "OutputKeys": "dpspec.contract.mechanism", "ReleaseColumns": "dpspec.contract.mechanism", "declared_keys": "dpspec.check.keys", "declared_values": "dpspec.check.keys",
     "typed_keys": "dpspec.check.keys",
     # what the audit reads of a mechanism's design: clipping bounds, the parts its budget composes
     "ClippingBound": "dpspec.contract.mechanism", "ComposedPart": "dpspec.contract.mechanism",
+    "ChangeOne": "dpspec.contract.mechanism",  # (API 1.6) Mechanism.change_one's answer
     "NeighbourPair": "dpspec.contract.mechanism", "CountLikelihood": "dpspec.contract.mechanism",
     # errors a plugin raises for the user to fix
     "DpspecError": "dpspec.errors", "SpecError": "dpspec.errors", "DataError": "dpspec.errors",

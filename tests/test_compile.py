@@ -87,3 +87,20 @@ def test_randomness_is_chacha20_from_os_entropy_unless_seeded():
     assert a.bit_generator.state["state"]["rounds"] == 20
     assert not (a.integers(0, 2**62, 8) == b.integers(0, 2**62, 8)).all()
     assert (make_rng(7).integers(0, 2**62, 8) == make_rng(7).integers(0, 2**62, 8)).all()
+
+
+def test_the_compile_result_is_frozen_and_the_audit_makes_a_new_one(small_spec):
+    """No step after the run (the audit, --allow-critical, a verification finding) changes a result
+    a reader already holds: each makes a new one."""
+    import attrs
+    import pytest
+
+    import dpspec
+
+    result = dpspec.compile(str(small_spec), seed=1)
+    assert attrs.has(type(result)) and type(result).__attrs_attrs__ and result.audit_outcome is not None
+    for name, value in (("findings", []), ("allowed_critical", ("x",)), ("engine", "spark"), ("utility", {})):
+        with pytest.raises(attrs.exceptions.FrozenInstanceError):
+            setattr(result, name, value)
+    assert result.findings == list(result.audit_outcome.findings) and result.engine == "local"
+    assert result.started_at is not None and result.finished_at is not None

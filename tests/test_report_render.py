@@ -7,6 +7,7 @@ import re
 from html.parser import HTMLParser
 from pathlib import Path
 
+import attrs
 import pytest
 
 from dpspec.contract import plugins
@@ -58,7 +59,7 @@ def test_public_forms_always_and_internal_forms_only_with_utility():
     out = render_all(result)
     assert set(out) == set(FILENAMES)
     assert {k: v[0] for k, v in out.items()} == FILENAMES
-    result.utility = {}
+    result = attrs.evolve(result, utility={})
     assert set(render_all(result)) == {"html", "markdown", "json"}
     assert set(render_all(spec=spec)) == {"html", "markdown", "json"}
 

@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 
 import dpspec
+from dpspec.api import RunContext
 from dpspec.api import KeyColumns
 from dpspec.check.data import load_data
 from dpspec.engine.keyed_words import stream_keys
@@ -113,9 +114,9 @@ def test_without_an_engine_the_run_key_comes_from_the_rng(persons):
     checked = check(spec)
     mech, params = checked.mechanism, checked.params
     data = {"persons": persons}
-    one = mech.run(spec, params, data, make_rng(3)).outputs["counts"]
-    pd.testing.assert_frame_equal(mech.run(spec, params, data, make_rng(3)).outputs["counts"], one)
-    assert not mech.run(spec, params, data, make_rng(4)).outputs["counts"].equals(one)
+    one = mech.run(spec, params, data, RunContext(make_rng(3))).outputs["counts"]
+    pd.testing.assert_frame_equal(mech.run(spec, params, data, RunContext(make_rng(3))).outputs["counts"], one)
+    assert not mech.run(spec, params, data, RunContext(make_rng(4))).outputs["counts"].equals(one)
 
 
 def test_stage1_noise_has_the_declared_variance(monkeypatch, persons):

@@ -61,9 +61,9 @@ def spying(cls):
     seen = []
     original = cls.run
 
-    def run(self, spec, params, data, rng, engine=None):
+    def run(self, spec, params, data, ctx):
         seen.append(type(data[params["table"]]).__name__)
-        return original(self, spec, params, data, rng, engine=engine)
+        return original(self, spec, params, data, ctx)
 
     return seen, original, run
 

@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 from click.testing import CliRunner
 
-from dpspec.api import MechanismError, parse, read_source
+from dpspec.api import MechanismError, RunContext, parse, read_source
 from dpspec.cli.main import main
 from dpspec import progress
 from dpspec.sweep import grid
@@ -233,7 +233,7 @@ def test_randomized_response_expected_variance_matches_many_runs():
     assert variance == pytest.approx(expected, rel=4 * math.sqrt(2 / (runs - 1)))
     assert abs(estimates.mean() - truth.mean()) < 4 * math.sqrt(expected / runs)
     # and the mechanism's own run draws the same law: its estimate is one of these draws
-    one = mech.run(checked.spec, checked.params, data, rng).outputs["estimate"].iloc[0]
+    one = mech.run(checked.spec, checked.params, data, RunContext(rng)).outputs["estimate"].iloc[0]
     assert abs(one["estimate"] - truth.mean()) < 6 * math.sqrt(expected)
 
 
@@ -314,10 +314,10 @@ def test_a_failing_point_is_reported_and_the_others_complete(swap_spec, tmp_path
 
     real = PermutationSwapping.run
 
-    def flaky(self, spec, params, data, rng, engine=None):
+    def flaky(self, spec, params, data, ctx):
         if params["rate"] == Fraction(1, 5):
             raise MechanismError("the solver gave up")
-        return real(self, spec, params, data, rng, engine=engine)
+        return real(self, spec, params, data, ctx)
 
     monkeypatch.setattr(PermutationSwapping, "run", flaky)
     out = tmp_path / "o"

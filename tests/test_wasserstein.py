@@ -12,6 +12,7 @@ import pytest
 from scipy.stats import chisquare
 
 import dpspec
+from dpspec.api import RunContext
 from dpspec.errors import MechanismError, SpecError
 from dpspec_wasserstein import samplers
 from dpspec_wasserstein.plugin import NoisyPostprocessed, WassersteinExponential
@@ -297,14 +298,14 @@ def test_a_congenial_release_sums_to_the_public_total_and_a_wrong_total_is_an_er
 
     checked = check(spec)
     data, _ = load_data(spec)
-    rel = checked.mechanism.run(spec, checked.params, data, np.random.default_rng(1))
+    rel = checked.mechanism.run(spec, checked.params, data, RunContext(np.random.default_rng(1)))
     assert rel.outputs["counts"]["people"].sum() == 16
     bad = write_spec(tmp_path, SPEC.replace("MECH", "wasserstein_exponential").replace("BASE", "congenial")
                      .replace("epsilon: 2\n", "epsilon: 2\n  public_total: 15\n"), CSV, "bad.dps")
     spec = dpspec.load(bad)
     checked = check(spec)
     with pytest.raises(SpecError) as err:
-        checked.mechanism.run(spec, checked.params, data, np.random.default_rng(1))
+        checked.mechanism.run(spec, checked.params, data, RunContext(np.random.default_rng(1)))
     assert "disagrees with the data" in str(err.value) and err.value.diagnostics[0].line == 20
 
 
@@ -551,14 +552,14 @@ def test_a_prior_base_with_zero_mass_on_the_confidential_counts_is_an_error_at_i
     checked = check(spec)
     data, _ = load_data(spec)
     with pytest.raises(SpecError) as err:
-        checked.mechanism.run(spec, checked.params, data, np.random.default_rng(1))
+        checked.mechanism.run(spec, checked.params, data, RunContext(np.random.default_rng(1)))
     d = err.value.diagnostics[0]
     assert "no mass on the confidential counts" in d.message and "c (5 now)" in d.message
     assert spec.text.splitlines()[d.line - 1].strip() == "prior_offset: 0"
     # the default offset gives every cell mass, and the release sums to the month's total
     ok = dpspec.load(write_spec(tmp_path, text.replace("  prior_offset: 0\n", ""), csv, "ok.dps"))
     checked = check(ok)
-    rel = checked.mechanism.run(ok, checked.params, data, np.random.default_rng(1))
+    rel = checked.mechanism.run(ok, checked.params, data, RunContext(np.random.default_rng(1)))
     assert rel.outputs["counts"]["people"].sum() == 9
 
 

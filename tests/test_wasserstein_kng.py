@@ -11,6 +11,7 @@ import pytest
 from scipy.stats import chisquare
 
 import dpspec
+from dpspec.api import RunContext
 from dpspec.errors import SpecError
 from dpspec_wasserstein.kng import WassersteinKNGMean, WassersteinKNGSlope
 from dpspec_wasserstein.samplers import grid_laplace
@@ -161,7 +162,7 @@ def test_mean_draws_follow_the_k_norm_density_and_a_wrong_sensitivity_fails():
     wrong = UnderstatedMean().draw(spec, params, stats, np.random.default_rng(41), draws=DRAWS)
     assert _pvalue(wrong, pmf) < 1e-6
     # the released value is on the declared grid, exact
-    out = mech.run(spec, params, {"people": _mean_data()}, np.random.default_rng(2)).outputs["mean"]
+    out = mech.run(spec, params, {"people": _mean_data()}, RunContext(np.random.default_rng(2))).outputs["mean"]
     assert Fraction(out["exact"].iloc[0]) == out["k"].iloc[0] * Fraction(1, 2) and out["n"].iloc[0] == 50
 
 
@@ -208,7 +209,7 @@ def test_slope_draws_follow_the_k_norm_density_and_a_wrong_sensitivity_fails():
     assert _pvalue(honest, pmf) > 1e-3
     wrong = UnderstatedSlope().draw(spec, params, stats, np.random.default_rng(43), draws=DRAWS)
     assert _pvalue(wrong, pmf) < 1e-6
-    out = mech.run(spec, params, {"people": _slope_data()}, np.random.default_rng(2)).outputs["slope"]
+    out = mech.run(spec, params, {"people": _slope_data()}, RunContext(np.random.default_rng(2))).outputs["slope"]
     assert Fraction(out["exact"].iloc[0]) == Fraction(-4) + out["k"].iloc[0] * Fraction(1, 4)
 
 

@@ -37,6 +37,19 @@ def all_rules() -> list[Rule]:
 
 
 @attrs.frozen
+class ProgramAccount:
+    """A program as the budget stage composed it, for the reports to lay out (they compute nothing):
+    summary: `program_summary` ({"problem": why} when it cannot be composed); words: its budgets
+    in words (`dpspec.budget.program.summary_words`), total: the composed budget, both None when
+    it cannot be composed; invariants: every member's invariants, None when they do not load."""
+
+    summary: dict
+    words: dict | None = None
+    total: object = None
+    invariants: tuple | None = None
+
+
+@attrs.frozen
 class Audit:
     """The outcome of an audit: findings (most severe first), what ran, what was skipped."""
 
@@ -65,6 +78,20 @@ class Audit:
             return program_summary(spec)
         except DpspecError as exc:
             return {"problem": str(exc)}
+
+    def program_account(self) -> "ProgramAccount | None":
+        """What the reports lay out of a program (`program_summary`, its budgets in words, the
+        composed total as a budget, the composed multiverse); None for a single spec."""
+        summary = self.program_summary()
+        if summary is None:
+            return None
+        from dpspec.budget import budget_from_params
+        from dpspec.budget.program import composed_invariants, summary_words
+
+        composed = summary.get("problem") is None
+        return ProgramAccount(summary, summary_words(summary) if composed else None,
+                              budget_from_params(dict(jsonable(summary["total"]))) if composed else None,
+                              composed_invariants(self.context.spec))
 
     def plain_words(self) -> dict:
         """The achieved budget read as what an attacker can learn (see `dpspec.audit.plain_words`)."""

@@ -83,12 +83,16 @@ def _change_one(checked, flavor, statement, ledger, unit):
         return None
     if not steps and (checked.spec.unit.relation != "symdiff" or unit.relation != "hamming"):
         return None
-    hook = getattr(checked.mechanism, "change_one", None)
-    tight = hook(checked.spec, checked.params, statement.actual) if hook else None
-    if tight is None or tight[0].kind != ledger.declared.kind:
+    from dpspec.contract.mechanism import change_one_result
+
+    mech = checked.mechanism
+    hook = getattr(mech, "change_one", None)
+    tight = change_one_result(hook(checked.spec, checked.params, statement.actual), mech) if hook else None
+    if tight is None or tight.budget.kind != ledger.declared.kind:
         return None
-    worst = hook(checked.spec, checked.params, statement.worst) if statement.worst is not None else None
-    return tight[0], (worst[0] if worst else None), tight[1]
+    worst = (change_one_result(hook(checked.spec, checked.params, statement.worst), mech)
+             if statement.worst is not None else None)
+    return tight.budget, (worst.budget if worst else None), tight.reason
 
 
 def _in_program_unit(program_spec, members):
@@ -313,3 +317,62 @@ def program_text(summary: dict) -> str:
         shown = f"{fig:.4f}" if isinstance(fig, float) and math.isfinite(fig) else str(fig)
         lines.append(f"declared {b['bound']}: {state} (achieved {shown}; {b['currency']})")
     return "\n".join(lines)
+
+
+# ---- what the reports lay out: computed here, where the program is composed ---------------
+
+
+def budget_words(budget_json: dict) -> str:
+    """A budget's JSON form (as `program_summary` gives it) in words; the JSON itself when it is not one."""
+    from dpspec.budget import budget_from_params
+
+    params = {k: v for k, v in budget_json.items() if k != "premetric"}
+    try:
+        b = budget_from_params({"premetric": budget_json["premetric"], **params})
+    except (ValueError, TypeError, KeyError):
+        return str(budget_json)
+    return str(b) if b.is_finite else "infinite (no finite guarantee)"
+
+
+def epsilon_words(budget_json) -> str | None:
+    """A member's zCDP figure as epsilon at delta = 1e-10 by cks20 (the certificates' conversion), or None."""
+    from dpspec.budget import budget_from_params, convert
+    from dpspec.errors import DpspecError
+
+    try:
+        b = budget_from_params(dict(budget_json))
+        if b.kind != "zcdp" or not b.is_finite:
+            return None
+        return f"epsilon = {float(convert(b, 'approx', delta=1e-10, method='cks20').result.epsilon):.2f} at delta = 1e-10 (cks20)"
+    except (DpspecError, ValueError, TypeError, KeyError):
+        return None
+
+
+def summary_words(summary: dict) -> dict:
+    """Every budget of a `program_summary` in words, for the reports: {"total": text, "members":
+    [{"budget", "own_budget", "epsilon"}], one per release}; the summary itself is unchanged
+    (it is `dpspec budget --json`'s)."""
+    def words(value):
+        return budget_words(value) if isinstance(value, dict) else str(value)
+
+    return {"total": budget_words(summary["total"]),
+            "members": [{"budget": words(r["budget"]), "own_budget": words(r.get("own_budget") or r["budget"]),
+                         "epsilon": epsilon_words(r["budget"])} for r in summary["releases"]]}
+
+
+def composed_invariants(program_spec: ir.Spec) -> tuple | None:
+    """The composed guarantee's multiverse: every member's invariants, each once, in order; None
+    when the program's members do not load."""
+    from dpspec.errors import DpspecError
+
+    try:
+        members = load_program(program_spec)
+    except DpspecError:
+        return None
+    invariants, seen = [], set()
+    for m in members:
+        for q in m.spec.invariants:
+            if q.describe() not in seen:
+                seen.add(q.describe())
+                invariants.append(q)
+    return tuple(invariants)

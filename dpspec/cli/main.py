@@ -10,6 +10,7 @@ import os
 import re
 import sys
 
+import attrs
 import click
 
 from dpspec.cli.terminal import echo
@@ -297,10 +298,11 @@ def compile_cmd(file, outdir, seed, runs, engine_name, spark_master, verify_file
                 notes.append(note)
                 echo(note, err=True)
             if verify_file:  # the verification result becomes a finding
-                result.audit_outcome = with_finding(result.audit_outcome, verified)
-                result.findings = list(result.audit_outcome.findings)
+                outcome = with_finding(result.audit_outcome, verified)
+                result = attrs.evolve(result, audit_outcome=outcome, findings=list(outcome.findings))
             if allow_critical:  # said in the reports, which are written next
-                result.allowed_critical = tuple(f.rule for f in result.findings if f.severity == "critical")
+                result = attrs.evolve(result, allowed_critical=tuple(f.rule for f in result.findings
+                                                                      if f.severity == "critical"))
             written = write_result(result, outdir, signed)  # while the engine runs: it may stream the release
     ledger = result.ledger
     if seed is not None:

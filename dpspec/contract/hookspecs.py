@@ -32,6 +32,13 @@ def dpspec_report_sections(result):
     """Return a list of `dpspec.contract.Section` to add to the reports of a compiled `result`."""
 
 
+@hookspec(firstresult=True)
+def dpspec_report_budget(spec, mechanism, params):
+    """Return a `dpspec.contract.BudgetSection` saying how `mechanism` (with its resolved `params`)
+    spends the budget of `spec`, or None (another plugin's mechanism, or nothing to say). From
+    the spec alone, never the data; the first section returned is the report's (API 1.6)."""
+
+
 @hookspec
 def dpspec_cli(group):
     """Add subcommands to the `dpspec` click group."""

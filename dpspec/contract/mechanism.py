@@ -12,7 +12,7 @@ from typing import Any
 
 import attrs
 
-from dpspec import ir
+from dpspec import ir, progress
 from dpspec.contract.params import PARAM_TYPES, ParameterSchema, ParamSpec, resolve_params  # noqa: F401 (served here as before)
 from dpspec.errors import Diagnostic
 
@@ -99,6 +99,30 @@ class ComposedPart:
     budget: Fraction
 
 
+@attrs.frozen
+class ChangeOne:
+    """A mechanism's own budget for changing one record of its native table (`Mechanism.change_one`,
+    API 1.6): `budget` in its native flavor, and `reason`, the sentence saying why it is tighter
+    than group privacy's two add/remove steps."""
+
+    budget: Any
+    reason: str
+
+
+def change_one_result(value, mechanism) -> ChangeOne | None:
+    """`Mechanism.change_one`'s answer as a `ChangeOne`; the (budget, reason) tuple of API 1.5 and
+    earlier is still read, with a DeprecationWarning naming the class."""
+    if value is None or isinstance(value, ChangeOne):
+        return value
+    import warnings
+
+    warnings.warn(f"mechanism '{getattr(mechanism, 'name', '?')}': change_one returning a (budget, reason) tuple is "
+                  "deprecated (removed in plugin API 2.0); return dpspec.api.ChangeOne(budget, reason)",
+                  DeprecationWarning, stacklevel=2)
+    budget, reason = value
+    return ChangeOne(budget, reason)
+
+
 # ---- empirical verification (optional; used by `dpspec verify`) ---------------------------
 
 
@@ -144,12 +168,22 @@ class Mechanism:
     # dpspec's keyed ChaCha20 streams and --seed do not reach (Tumult, OpenDP): the manifest,
     # certificate and report name it as the release's random source instead of dpspec's.
     own_random_source: str = ""
-    # Opt-in: True when `run(..., engine=)` can take a table held by the engine. A
+    # Opt-in: True when `run` can take a table held by the engine (`ctx.engine`). A
     # table whose source is Parquet (a file or a hive-partitioned directory) then reaches `run`
     # as a `dpspec.api.EngineTable`, read and validated by the engine (on Spark nothing
     # row-level reaches the driver): count it with `engine.count(table, by)`. Other tables, and
     # every table of a mechanism that leaves this False, arrive as validated pandas frames.
     engine_tables: bool = False
+    # (API 1.6) True: `run` takes one context object, `run(spec, params, data, ctx)` with a
+    # `RunContext` (random source, engine, progress, keep_truths). False: a plugin written to
+    # API 1.1-1.5, called as `run(spec, params, data, rng[, engine=][, keep_truths=])` through
+    # an adapter that warns (DeprecationWarning) until plugin API 2.0.
+    run_context: bool = False
+    # (API 1.6) True when such a `run` works through `ctx.engine` (units of work, counts): on
+    # Spark its units run there. False: `dpspec compile --engine spark` notes that the run
+    # stayed in this process. (A mechanism written before API 1.6 uses the engine when its
+    # `run` names `engine`.)
+    uses_engine: bool = False
 
     def check(self, spec: ir.Spec, params: dict) -> list[Diagnostic]:
         """Extra semantic checks beyond the schema (e.g. columns disjoint). Return problems."""
@@ -230,18 +264,23 @@ class Mechanism:
     def change_one(self, spec: ir.Spec, params: dict, budget):
         """Optional: the mechanism's own budget for CHANGING one record of its native table, given
         `budget` for adding or removing one (its native flavor), when its sensitivity gives a bound
-        tighter than group privacy's two add/remove steps; `(budget, reason)` or None. A program
+        tighter than group privacy's two add/remove steps; a `ChangeOne(budget, reason)` or None
+        (the `(budget, reason)` tuple of API 1.5 is still read, with a DeprecationWarning). A program
         that composes the census per person applies it (and says so on the member's ledger line)."""
         return None
 
-    def run(self, spec: ir.Spec, params: dict, data: dict, rng) -> Release:
-        """Produce the release. A plugin may add a keyword parameter `engine=None`: it then
-        receives a `dpspec.engine.EngineRun` (map over units of work with keyed streams, count,
-        read Parquet) and runs on whichever engine the user chose; without it, `run` is called
-        as before and runs in this process. A plugin may also add `keep_truths=False`: `dpspec
-        sweep --runs` passes True, and the run then keeps in `Release.internal` what its
-        `compared_counts` needs (the confidential count of each released cell, when the released
-        counts are summed where the data live and no table of truths reaches the sweep)."""
+    def run(self, spec: ir.Spec, params: dict, data: dict, ctx: "RunContext") -> Release:
+        """Produce the release, given one `RunContext` (set `run_context = True`): its random
+        source `ctx.rng`; `ctx.engine`, a `dpspec.engine.EngineRun` (map over units of work with
+        keyed streams, count, read Parquet) on whichever engine the user chose, or None when the
+        caller gave none (the run then works in this process); `ctx.keep_truths`, True under
+        `dpspec sweep --runs` (keep in `Release.internal` what `compared_counts` needs: the
+        confidential count of each released cell, when the released counts are summed where the
+        data live and no table of truths reaches the sweep); `ctx.progress(stage, done, total)`.
+
+        A mechanism written before API 1.6 leaves `run_context` False and takes `run(spec,
+        params, data, rng)`, optionally with `engine=None` and `keep_truths=False`: it is called
+        through `call_run`'s adapter, which warns."""
         raise NotImplementedError
 
     def utility(self, spec: ir.Spec, params: dict, data: dict, releases: list) -> dict:
@@ -292,6 +331,71 @@ class Mechanism:
         "released", "post_processed_value", "post_processing" and "note". None: the mechanism
         cannot state them (then `--power` refuses); raise `MechanismError` to say why."""
         return None
+
+# ---- what a run is given (API 1.6) --------------------------------------------------------
+
+
+@attrs.frozen
+class RunContext:
+    """Everything a run is given besides its spec, parameters and data, in one object: what
+    `Mechanism.run(spec, params, data, ctx)` reads (pytest's `request` is the model: the
+    capabilities are the object's, not found by inspecting signatures).
+
+    rng: the run's random source (numpy's Generator over ChaCha20; seeded only when the user
+    gave --seed). engine: the `dpspec.engine.EngineRun` of the run, or None when its caller gave
+    none (a test calling `run` directly): the run then works in this process. keep_truths:
+    `dpspec sweep --runs` asks the run to keep the confidential counts its `compared_counts`
+    needs. progress: report(stage, done, total) to whoever listens (the CLI's bar; no one in
+    tests and the Python API), `dpspec.progress.report` unless a caller routes it elsewhere.
+    """
+
+    rng: Any
+    engine: Any = None
+    keep_truths: bool = False
+    progress: Any = progress.report
+
+
+OLD_RUN = "run(spec, params, data, rng[, engine][, keep_truths])"
+
+
+def call_run(mechanism: Mechanism, spec: ir.Spec, params: dict, data: dict, ctx: RunContext) -> Release:
+    """`mechanism.run` given `ctx`: whole, to a mechanism that declares `run_context`; to one
+    written before API 1.6 (the adapter), as `rng` and, when its `run` names them, `engine=`
+    and `keep_truths=`, with a DeprecationWarning naming the replacement."""
+    if getattr(mechanism, "run_context", False):
+        return mechanism.run(spec, params, data, ctx)
+    import warnings
+
+    warnings.warn(f"mechanism '{mechanism.name}': {OLD_RUN} is deprecated (removed in plugin API 2.0); set "
+                  "`run_context = True` and take run(spec, params, data, ctx), ctx a dpspec.api.RunContext "
+                  "(ctx.rng, ctx.engine, ctx.keep_truths, ctx.progress)", DeprecationWarning, stacklevel=2)
+    extra = {"keep_truths": True} if ctx.keep_truths and _names(mechanism, "keep_truths") else {}
+    if ctx.engine is not None and _names(mechanism, "engine"):
+        extra["engine"] = ctx.engine
+    return mechanism.run(spec, params, data, ctx.rng, **extra)
+
+
+def takes_engine(mechanism) -> bool:
+    """Whether a mechanism's run works through the engine: as it declares (`uses_engine`), or, for
+    one written before API 1.6, when its `run` names `engine` (or takes **kwargs)."""
+    if getattr(mechanism, "run_context", False):
+        return bool(getattr(mechanism, "uses_engine", False))
+    return _names(mechanism, "engine")
+
+
+def _names(mechanism, argument: str) -> bool:
+    """The adapter's one inspection, for mechanisms written before API 1.6 only: whether their
+    `run` names `argument` (`engine` also passes through **kwargs)."""
+    import inspect
+
+    try:
+        params = inspect.signature(mechanism.run).parameters
+    except (TypeError, ValueError):
+        return False
+    if argument in params:
+        return True
+    return argument == "engine" and any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
+
 
 # ---- the likelihood hook's type (used by `dpspec infer`) ----------------------------------
 

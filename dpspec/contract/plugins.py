@@ -123,6 +123,22 @@ def report_sections(result) -> list:
     return sections
 
 
+def report_budget(spec, mechanism, params):
+    """The `BudgetSection` of the spec's mechanism (the first plugin's that gives one), or None; a
+    plugin that fails gets a section saying so, not a lost report."""
+    from dpspec.contract import BudgetSection
+
+    try:
+        section = manager().hook.dpspec_report_budget(spec=spec, mechanism=mechanism, params=params)
+    except Exception as exc:  # one broken plugin must not take the whole report down
+        message = f"A plugin failed to say how mechanism '{mechanism.name}' spends its budget ({type(exc).__name__}: {exc})."
+        return BudgetSection(data={"error": message}, markdown="{{ d.error }}\n\n", html="<p>{{ d.error }}</p>\n")
+    if section is not None and not isinstance(section, BudgetSection):
+        message = f"A plugin's dpspec_report_budget returned {type(section).__name__}, not a dpspec.api.BudgetSection."
+        return BudgetSection(data={"error": message}, markdown="{{ d.error }}\n\n", html="<p>{{ d.error }}</p>\n")
+    return section
+
+
 def describe_mechanisms() -> list[dict]:
     out = []
     for name, mech in sorted(mechanisms().items()):

@@ -4,7 +4,8 @@
     run = EngineRun(engine, streams.new_run_key(seed))
     out = run.map_groups(table, ["state", "size"], swap_stratum, stage="swap")
 
-Mechanisms receive an `EngineRun` through `Mechanism.run(..., engine=)`; see `dpspec.contract.mechanism`.
+Mechanisms receive an `EngineRun` as `ctx.engine` of `Mechanism.run(spec, params, data, ctx)`; see
+`dpspec.contract.mechanism.RunContext`.
 """
 from __future__ import annotations
 
@@ -41,30 +42,15 @@ def local_engine_run(run_key: int) -> EngineRun:
 
 
 def accepts_engine(mechanism) -> bool:
-    """Whether a mechanism's `run` takes the optional `engine` argument (older plugins do not)."""
-    import inspect
+    """Whether a mechanism's run uses the engine (`dpspec.contract.mechanism.takes_engine`)."""
+    from dpspec.contract.mechanism import takes_engine
 
-    try:
-        params = inspect.signature(mechanism.run).parameters
-    except (TypeError, ValueError):
-        return False
-    return "engine" in params or any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
-
-
-def accepts_truths(mechanism) -> bool:
-    """Whether a mechanism's `run` takes the optional `keep_truths` argument (for `dpspec sweep`)."""
-    import inspect
-
-    try:
-        return "keep_truths" in inspect.signature(mechanism.run).parameters
-    except (TypeError, ValueError):
-        return False
+    return takes_engine(mechanism)
 
 
 def run_mechanism(mechanism, spec, params: dict, data: dict, rng, engine_run: EngineRun, keep_truths: bool = False):
-    """`mechanism.run`, handing it the engine only if it asks for one: existing plugins keep working.
-    keep_truths (a sweep measuring realized error) is passed only to a `run` that names it."""
-    extra = {"keep_truths": True} if keep_truths and accepts_truths(mechanism) else {}
-    if accepts_engine(mechanism):
-        return mechanism.run(spec, params, data, rng, engine=engine_run, **extra)
-    return mechanism.run(spec, params, data, rng, **extra)
+    """`mechanism.run` given one `RunContext` (its random source, this engine run, whether a sweep
+    keeps the truths); a mechanism written before API 1.6 is called through the contract's adapter."""
+    from dpspec.contract.mechanism import RunContext, call_run
+
+    return call_run(mechanism, spec, params, data, RunContext(rng=rng, engine=engine_run, keep_truths=keep_truths))

@@ -38,6 +38,7 @@ def seed_policy(seed, mechanism=None) -> dict:
 
 
 AUDIENCES = ("public", "internal")
+RENDER_ONLY = "_templates"  # the one model key report.json leaves out: templates a plugin gives
 HEADLINE_PARAM = {"pure": "epsilon", "approx": "epsilon", "zcdp": "rho", "renyi": "epsilon", "gdp": "mu"}
 AUDIENCE_NOTES = {
     "public": ("For publication. It contains the specification, the budget and how it was computed, the "
@@ -168,17 +169,19 @@ def _budget(ctx) -> dict:
     return out
 
 
-def budget_block(spec: ir.Spec, outcome) -> dict:
+def budget_block(spec: ir.Spec, outcome, section=None) -> dict:
     """The report's budget block (declared, worst, currencies, conversion steps, bounds, the
-    facts it depends on, per attribute and geography, the spending per level and query) of an
-    audit `outcome`: report.json's, and what `dpspec compile --json` prints."""
+    facts it depends on, per attribute and geography, how the mechanism spends it) of an audit
+    `outcome`: report.json's, and what `dpspec compile --json` prints. `section`: the
+    mechanism's `BudgetSection` when the caller has it already (`budget_section`)."""
     ctx = outcome.context
     budget = _budget(ctx)
     if budget["native"] is not None:
         budget["native"]["depends_on_shown"] = _shown_facts(budget["native"]["depends_on"],
                                                             _fact_labels(spec, ctx.checked))
     budget["semantics"] = _semantics(spec, ctx.checked, ctx)  # additive: per attribute and geography
-    budget["spending"] = _spending(spec, ctx.checked, ctx)  # additive: per level, query and spine class
+    section = section if section is not None else budget_section(spec, ctx)
+    budget["spending"] = jsonable(section.data) if section is not None else None  # additive: the plugin's figures
     return budget
 
 
@@ -196,41 +199,15 @@ def _semantics(spec: ir.Spec, checked, ctx) -> dict | None:
     return semantics_json(spec, ctx.ledger.native_flavor, raw, delta)
 
 
-def _spending(spec: ir.Spec, checked, ctx) -> dict | None:
-    """How the budget is split, when the mechanism lays it out per (level, query) (TopDown's
-    `allocation`, as `dpspec budget --json`): each level's total, each query's rho and noise,
-    and the geounit classes whose budget the spine moves (a single-child unit measured with its
-    chain's shares). None for a mechanism without such a breakdown."""
-    from fractions import Fraction
-
+def budget_section(spec: ir.Spec, ctx):
+    """How the mechanism spends its budget (a `dpspec.contract.BudgetSection` from its plugin's
+    `dpspec_report_budget` hook), when the spec has a budget account; None otherwise. The core
+    knows neither its keys nor its words: it writes the section's data as `budget.spending` and
+    renders its templates inside the budget section."""
+    checked = ctx.checked
     if checked is None or ctx.ledger is None:
         return None
-    breakdown = checked.mechanism.budget_breakdown(spec, checked.params) or {}
-    rows = breakdown.get("allocation")
-    if not rows:
-        return None
-    total = sum((Fraction(r["rho_exact"]) for r in rows), Fraction(0))
-    levels: dict[str, Fraction] = {}
-    for r in rows:
-        levels[r["level"]] = levels.get(r["level"], Fraction(0)) + Fraction(r["rho_exact"])
-    spine = breakdown.get("spine") or {}
-    classes: dict[tuple, dict] = {}
-    for c in (spine.get("bypass") or {}).get("classes", ()):
-        key = (c["level"], c["through"])
-        entry = classes.setdefault(key, {"level": c["level"], "through": c["through"], "class": c["class"],
-                                         "level_share": c["level_share"], "rho": Fraction(0), "queries": 0})
-        entry["rho"] += Fraction(c["rho_exact"])
-        entry["queries"] += 1
-    return {
-        "total_exact": ir.format_number(total),
-        "levels": [{"level": lv, "rho_exact": ir.format_number(r), "rho": float(r),
-                    "share": ir.format_number(r / total) if total else "0"} for lv, r in levels.items()],
-        "queries": [{k: r.get(k) for k in ("level", "query", "share", "rho_exact", "rho", "noise_variance")}
-                    for r in rows],
-        "bypass": [{**{k: v for k, v in e.items() if k != "rho"}, "rho_exact": ir.format_number(e["rho"]),
-                    "rho": float(e["rho"])} for e in classes.values()],
-        "aian": jsonable(spine.get("aian")) if spine.get("aian") else None,
-    }
+    return plugins.report_budget(spec, checked.mechanism, checked.params)
 
 
 def _sections(result, audience: str) -> list[dict]:
@@ -326,23 +303,24 @@ def _internal(result) -> dict:
     }
 
 
-def _program(spec: ir.Spec, summary: dict | None) -> dict | None:
-    """A program's members, composed total and bounds, from the audit's `program_summary`."""
-    if summary is None:
+def _program(spec: ir.Spec, account) -> dict | None:
+    """A program's members, composed total and bounds, as the audit's `program_account` laid them out."""
+    if account is None:
         return None
+    summary = account.summary
     if summary.get("problem") is not None:
         return {"title": spec.program.title, "problem": summary["problem"], "members": [], "total": None, "method": None,
                 "bounds": [], "bounds_hold": None, "notes": [], "unit": None, "domain": _program_domain(spec),
                 "invariants": [], "ledger": []}
-    total = summary["total"]
+    words = account.words
     return {
         "title": summary["program"],
         "problem": None,
         "members": [{"spec": r["spec"], "title": r["title"], "parallel_group": r["parallel_group"],
-                     "budget": r["budget"], "budget_text": _budget_text(r["budget"]) if isinstance(r["budget"], dict)
-                     else str(r["budget"])} for r in summary["releases"]],
-        "total": jsonable(total),
-        "total_text": _budget_text(total),
+                     "budget": r["budget"], "budget_text": w["budget"]}
+                    for r, w in zip(summary["releases"], words["members"])],
+        "total": jsonable(summary["total"]),
+        "total_text": words["total"],
         "method": summary["method"],
         "bounds": [{"bound": b["bound"], "achieved": _number(b["achieved"]), "holds": bool(b["holds"]),
                     "currency": b["currency"], "limit": None} for b in summary["bounds"]],
@@ -354,31 +332,21 @@ def _program(spec: ir.Spec, summary: dict | None) -> dict | None:
         "unit": summary.get("unit"),
         "domain": _program_domain(spec),
         "invariants": _program_invariants(summary),
-        "ledger": [_ledger_line(r) for r in summary["releases"]],
+        "ledger": [_ledger_line(r, w) for r, w in zip(summary["releases"], words["members"])],
     }
 
 
-def _program_flavor(spec: ir.Spec, flavor: ir.Spec) -> ir.Spec:
+def _program_flavor(spec: ir.Spec, flavor: ir.Spec, invariants: tuple | None) -> ir.Spec:
     """The composed guarantee's flavor for the one-line form and the five questions: the
     program's own domain and bounds (not its first member's), every member's invariants (the
-    composed multiverse), and the program's unit (already in ``flavor``)."""
+    composed multiverse, as the audit's program account gives them), and the program's unit
+    (already in ``flavor``)."""
     import attrs
 
-    from dpspec.budget.program import load_program
-    from dpspec.errors import DpspecError
-
-    try:
-        members = load_program(spec)
-    except DpspecError:
+    if invariants is None:  # the members do not load
         return flavor
-    invariants, seen = [], set()
-    for m in members:
-        for q in m.spec.invariants:
-            if q.describe() not in seen:
-                seen.add(q.describe())
-                invariants.append(q)
     return attrs.evolve(flavor, domain=spec.domain or flavor.domain, budgets=spec.budgets or flavor.budgets,
-                        invariants=tuple(invariants))
+                        invariants=invariants)
 
 
 def _program_domain(spec: ir.Spec) -> dict | None:
@@ -398,42 +366,16 @@ def _program_invariants(summary: dict) -> list[dict]:
     return [{"statistic": q, "members": members} for q, members in out.items()]
 
 
-def _ledger_line(r: dict) -> dict:
+def _ledger_line(r: dict, words: dict) -> dict:
     unit = r.get("unit") or {}
     how = {"hamming": "change one", "symdiff": "add or remove one"}.get(unit.get("relation"), unit.get("relation"))
-    own = r.get("own_budget") or r["budget"]
     return {"spec": r["spec"], "title": r["title"],
             "own_unit": f"{how} record of table {unit.get('table')}" if unit else None,
-            "own_budget_text": _budget_text(own) if isinstance(own, dict) else str(own),
+            "own_budget_text": words["own_budget"],
             "steps": [{"what": st["what"], "from": st["from"], "to": st["to"], "method": st["method"]}
                       for st in r.get("unit_steps", ())],
-            "budget_text": _budget_text(r["budget"]) if isinstance(r["budget"], dict) else str(r["budget"]),
-            "epsilon_text": _epsilon_text(r["budget"])}
-
-
-def _epsilon_text(budget_json) -> str | None:
-    """The member's figure as epsilon at delta = 1e-10 by cks20 (the certificates' conversion)."""
-    from dpspec.budget import budget_from_params, convert
-    from dpspec.errors import DpspecError
-
-    try:
-        b = budget_from_params(dict(budget_json))
-        if b.kind != "zcdp" or not b.is_finite:
-            return None
-        return f"epsilon = {float(convert(b, 'approx', delta=1e-10, method='cks20').result.epsilon):.2f} at delta = 1e-10 (cks20)"
-    except (DpspecError, ValueError, TypeError, KeyError):
-        return None
-
-
-def _budget_text(budget_json: dict) -> str:
-    from dpspec.budget import budget_from_params
-
-    params = {k: v for k, v in budget_json.items() if k != "premetric"}
-    try:
-        b = budget_from_params({"premetric": budget_json["premetric"], **params})
-    except (ValueError, TypeError, KeyError):
-        return str(budget_json)
-    return str(b) if b.is_finite else "infinite (no finite guarantee)"
+            "budget_text": words["budget"],
+            "epsilon_text": words["epsilon"]}
 
 
 CERTIFICATE_HOLDS = ("the SHA-256 of the spec's bytes", "dpspec's version, the hash of its installed files and, when "
@@ -483,18 +425,17 @@ def build_model(result=None, *, spec: ir.Spec | None = None, audience: str = "pu
         outcome = run_audit_outcome(spec, result, baseline)
     ctx = outcome.context
     checked = ctx.checked
-    budget = budget_block(spec, outcome)
+    spending = budget_section(spec, ctx)
+    budget = budget_block(spec, outcome, spending)
     labels = _fact_labels(spec, checked)
-    program = _program(spec, outcome.program_summary())
+    account = outcome.program_account()
+    program = _program(spec, account)
     flavor = flavor_spec(spec)
-    if spec.program is not None:
-        flavor = _program_flavor(spec, flavor)
+    if account is not None:
+        flavor = _program_flavor(spec, flavor, account.invariants)
     notation = describe.notation(flavor, budget["headline"])
     if program is not None and program["total"] is not None:
-        from dpspec.budget import budget_from_params
-
-        notation = describe.notation(flavor, headline(budget_from_params(
-            {k: v for k, v in program["total"].items()})))
+        notation = describe.notation(flavor, headline(account.total))
     plain = jsonable(outcome.plain_words())
     model = {
         "format": "dpspec-report/1",
@@ -538,4 +479,6 @@ def build_model(result=None, *, spec: ir.Spec | None = None, audience: str = "pu
     model["nist"] = nist_sections(model)  # additive (report 1.1): NIST SP 800-226's eight sections
     if audience == "internal":
         model["internal"] = _internal(result)
+    if spending is not None:  # the plugin's templates of its budget section: for the renderers, not report.json
+        model[RENDER_ONLY] = {"budget_markdown": spending.markdown, "budget_html": spending.html}
     return neutral(model)  # no bidi control from a spec or data reorders the report's words

@@ -313,16 +313,42 @@ def _sections_markdown(model: dict) -> list[dict]:
     return out
 
 
+def _budget_section(model: dict, env: jinja2.Environment, kind: str, wrap):
+    """The mechanism's budget section (`dpspec.contract.BudgetSection`): its plugin's template
+    rendered in `env` with the spending figures as `d`; "" when there is none. Markup that fails
+    the safety screen is withheld, as a plugin section's is."""
+    from dpspec.report.model import RENDER_ONLY
+
+    template = (model.get(RENDER_ONLY) or {}).get(f"budget_{kind}")
+    if not template:
+        return ""
+    if kind == "html":  # the HTML environment drops a template's final newline; a plugin's is kept, as in Markdown
+        template += "\n"
+    text = env.from_string(template).render(d=model["budget"]["spending"])
+    if not screen(text):
+        text = ("<p class=\"meta\">The mechanism's budget section was withheld: it tried to load or run something; "
+                "report.json holds its figures (budget.spending).</p>\n" if kind == "html" else
+                "The mechanism's budget section was withheld: it tried to load or run something; report.json holds "
+                "its figures (budget.spending).\n\n")
+    return wrap(text)
+
+
 def render_html(model: dict) -> str:
-    return html_env().get_template("report.html.j2").render(m=model, figures=figures(model),
-                                                            sections=_sections_html(model))
+    env = html_env()
+    return env.get_template("report.html.j2").render(m=model, figures=figures(model), sections=_sections_html(model),
+                                                     budget_section=_budget_section(model, env, "html", Markup))
 
 
 def render_markdown(model: dict) -> str:
-    return markdown_env().get_template("report.md.j2").render(m=model, sections=_sections_markdown(model))
+    env = markdown_env()
+    return env.get_template("report.md.j2").render(m=model, sections=_sections_markdown(model),
+                                                   budget_section=_budget_section(model, env, "markdown",
+                                                                                  TrustedMarkdown))
 
 
 def render_json(model: dict) -> str:
+    from dpspec.report.model import RENDER_ONLY
     from dpspec.schemas import versioned
 
-    return json.dumps(versioned("report", model), indent=2, sort_keys=True, ensure_ascii=False, allow_nan=False) + "\n"
+    data = {k: v for k, v in model.items() if k != RENDER_ONLY}
+    return json.dumps(versioned("report", data), indent=2, sort_keys=True, ensure_ascii=False, allow_nan=False) + "\n"

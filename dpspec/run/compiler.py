@@ -27,8 +27,11 @@ from dpspec.contract.mechanism import Release
 from dpspec.contract.streamed import StreamedTable
 
 
-@attrs.define
+@attrs.frozen
 class Result:
+    """What a compile produced, frozen: a later step (the audit, `--allow-critical`, a verification
+    finding) makes a new one with `attrs.evolve`, so no reader sees a result change under it."""
+
     checked: CheckedSpec
     spec_hash: str
     data_hashes: dict
@@ -295,12 +298,11 @@ def compile_spec(spec: ir.Spec, data: dict | None = None, seed: int | None = Non
     utility = mech.utility(spec, params, data, releases) if (runs > 1 or release.internal) else {}
     if chosen is engine:  # a caller's engine keeps running: free what the measured-only runs hold
         _release_outputs(releases[1:])
-    result = Result(checked, spec_sha256(spec), hashes, facts, statement, account, release, published, seed, runs, utility, timings=timings)
-    result.engine = chosen.name
-    result.started_at, result.finished_at = started_at, utc_now()
+    result = Result(checked, spec_sha256(spec), hashes, facts, statement, account, release, published, seed, runs, utility,
+                    timings=timings, engine=chosen.name, started_at=started_at, finished_at=utc_now())
     if audit:
         from dpspec.audit import audit as run_audit
 
-        result.audit_outcome = run_audit(spec, result)
-        result.findings = list(result.audit_outcome.findings)
+        outcome = run_audit(spec, result)
+        result = attrs.evolve(result, audit_outcome=outcome, findings=list(outcome.findings))
     return result

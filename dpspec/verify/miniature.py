@@ -14,7 +14,7 @@ import pandas as pd
 from dpspec import ir
 from dpspec import progress
 from dpspec.errors import DpspecError
-from dpspec.contract.mechanism import NeighbourPair
+from dpspec.contract.mechanism import NeighbourPair, RunContext, call_run
 from dpspec.contract.streamed import StreamedTable
 
 UNITS = 3  # units per miniature table
@@ -254,7 +254,7 @@ def run_many(mechanism, spec: ir.Spec, params: dict, pair: NeighbourPair, data: 
     for i in range(n):
         if i % step == 0:
             progress.report(what, i, n)
-        release = mechanism.run(spec, params, data, rng)
+        release = call_run(mechanism, spec, params, data, RunContext(rng=rng))
         if pair.statistic is not None:
             rows.append(np.asarray(pair.statistic(release), dtype=float).reshape(-1))
         else:

@@ -97,6 +97,8 @@ class Aggregate(Mechanism):
                   choices=design_mod.POSTPROCESS),
     ))
     engine_tables = True  # a Parquet table stays on the engine: its group-by gives the exact statistics
+    run_context = True  # run(spec, params, data, ctx): one RunContext (API 1.6)
+    uses_engine = True  # its units of work run on ctx.engine
     outputs = {"statistics": "one row per declared cell: the keys, each query's noisy value, its noise scale and its "
                              "95% interval"}
 
@@ -205,7 +207,7 @@ class Aggregate(Mechanism):
                 for r in self.budget_breakdown(spec, params)["measurements"] if r["part"] != "score"]
 
     # ---- the run ----
-    def run(self, spec, params, data, rng, engine=None):
+    def run(self, spec, params, data, ctx):
         import numpy as np
         import pandas as pd
 
@@ -221,7 +223,7 @@ class Aggregate(Mechanism):
             # held by an engine (Spark): its group-by computes the exact statistics, the noise is added here
             from .on_engine import exact_on_engine
 
-            exact = exact_on_engine(d, frame, typed, engine if engine is not None else frame.engine)
+            exact = exact_on_engine(d, frame, typed, ctx.engine if ctx.engine is not None else frame.engine)
         else:
             frame = frame.handle if isinstance(frame, EngineTable) else frame
             for q in d.queries:
@@ -230,7 +232,7 @@ class Aggregate(Mechanism):
                     raise DataError(f"table '{d.table}', column '{q.column}', row {row + 1}: a missing value, which "
                                     f"{q.statistic} cannot add (declare how to treat it, or clean the data)")
             exact = exact_here(d, frame, typed)
-        table, internal = release(spec, d, plan(d, self._relation(spec, params)), exact, typed, rng)
+        table, internal = release(spec, d, plan(d, self._relation(spec, params)), exact, typed, ctx.rng)
         notes = (design_mod.TOTAL_BIAS,) if d.postprocess == "total" else ()
         return Release({"statistics": table}, facts={"cells": len(keys)}, internal=internal, notes=notes)
 

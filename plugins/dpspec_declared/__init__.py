@@ -36,6 +36,7 @@ def stated_premetric(params: dict) -> str | None:
 
 class Declared(Mechanism):
     name = "declared"
+    run_context = True  # run(spec, params, data, ctx): one RunContext (API 1.6)
     version = __version__
     description = ("A deployment known by its published budget only (e.g. a registry entry): "
                    "the budget is the curator's statement, not derived; it cannot be run.")
@@ -72,7 +73,7 @@ class Declared(Mechanism):
     def cannot_run(self, spec, params):
         return NOT_RUNNABLE
 
-    def run(self, spec, params, data, rng):
+    def run(self, spec, params, data, ctx):
         raise MechanismError(NOT_RUNNABLE)
 
 

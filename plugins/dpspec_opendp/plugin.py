@@ -14,6 +14,7 @@ _STATED = {"pure": ("epsilon",), "zcdp": ("rho",), "approx": ("epsilon", "delta"
 
 class OpenDPMeasurement(Mechanism):
     name = "opendp"
+    run_context = True  # run(spec, params, data, ctx): one RunContext (API 1.6)
     version = "0.1.0"
     description = ("An OpenDP measurement or Context query returned by a Python entry point (module:function), run "
                    "on one column; it runs the user's code, and only on compile.")
@@ -126,7 +127,7 @@ class OpenDPMeasurement(Mechanism):
                                        f"premetric ({spec.premetric.kind})")
         return None
 
-    def run(self, spec, params, data, rng):
+    def run(self, spec, params, data, ctx):
         import pandas as pd
 
         col = spec.domain.table(params["table"]).column(params["column"])

@@ -41,8 +41,8 @@ from __future__ import annotations
 
 
 def change_one_budget(spec, params, budget):
-    """(rho doubled, reason) for `Mechanism.change_one`; None outside zCDP."""
-    from dpspec.api import ZCDP
+    """ChangeOne(rho doubled, reason) for `Mechanism.change_one`; None outside zCDP."""
+    from dpspec.api import ZCDP, ChangeOne
 
     if budget is None or budget.kind != "zcdp":
         return None
@@ -51,7 +51,7 @@ def change_one_budget(spec, params, budget):
               "place), gains at most 2 tau + 2 capped rows and loses at most 2 tau + 2 in a person-table count "
               "(2 and 2 in a unit table), each row in one cell, so the L2 sensitivity squared is at most twice "
               "the add/remove one's and every measurement's rho at most doubles (rho x 2)")
-    return ZCDP(2 * budget.rho), reason
+    return ChangeOne(ZCDP(2 * budget.rho), reason)
 
 
 def change_one_note(total) -> str:

@@ -23,6 +23,8 @@ PERSON_TABLES = tuple(t for t, (kind, _) in TABLES.items() if kind == "persons")
 
 class PHSafe(Mechanism):
     name = "phsafe"
+    run_context = True  # run(spec, params, data, ctx): one RunContext (API 1.6)
+    uses_engine = True  # its units of work run on ctx.engine
     version = __version__
     description = ("PHSafe (2020 Supplemental DHC): counts of persons in households (the person records joined "
                    "to their unit, each household truncated to tau persons) and of occupied units, by table, "
@@ -155,11 +157,11 @@ class PHSafe(Mechanism):
                  "of": "noisy count"} for m in design.measured()]
 
     # ---- run ---------------------------------------------------------------------------
-    def run(self, spec, params, data, rng, engine=None):
+    def run(self, spec, params, data, ctx):
         from .tabulate import Records, measure
 
         design = self.design(spec, params)
-        run_key = int.from_bytes(rng.bytes(32), "little") if engine is None else engine.run_key
+        run_key = int.from_bytes(ctx.rng.bytes(32), "little") if ctx.engine is None else ctx.engine.run_key
         source = next((d.path for d in spec.data if d.table == params["persons"]), params["persons"])
         states = cells.released_states(spec, params, design)
         rec = Records(data[params["persons"]], data[params["units"]], states, source)

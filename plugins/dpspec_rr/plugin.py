@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from fractions import Fraction
 
-from dpspec.api import Mechanism, NativeFlavor, ParamSpec, ParameterSchema, hookimpl, ir
+from dpspec.api import Mechanism, NativeFlavor, ParamSpec, ParameterSchema, RunContext, hookimpl, ir
 
 from . import algorithm, neighbours
 from .algorithm import epsilon
@@ -16,6 +16,7 @@ __version__ = "1.0.0"
 
 class RandomizedResponse(Mechanism):
     name = "randomized_response"
+    run_context = True  # run(spec, params, data, ctx): one RunContext (API 1.6)
     version = __version__
     description = "Warner's randomized response on one binary column: each unit answers truthfully with probability p."
     proof = 'Warner (1965); the likelihood ratio of any answer is at most max(p/(1-p), (1-p)/p) (Dwork & Roth 2014, Section 3.2)'
@@ -103,8 +104,8 @@ class RandomizedResponse(Mechanism):
         return [{"table": "count of 'yes' (estimated)", "level": None, "truth": pd.Series([truth], index=["yes"]),
                  "released": pd.Series([float(est["estimate"]) * int(est["n"])], index=["yes"])}]
 
-    def run(self, spec, params, data, rng):
-        return algorithm.release(self.design(spec, params), data, rng)
+    def run(self, spec, params, data, ctx):
+        return algorithm.release(self.design(spec, params), data, ctx.rng)
 
     def likelihood(self, spec, params, outputs):
         from .likelihood import responses_likelihood
@@ -115,7 +116,7 @@ class RandomizedResponse(Mechanism):
     def neighbours(self, spec, params):
         """One unit's answer flips (see `neighbours.pairs`)."""
         return neighbours.pairs(spec, self.design(spec, params),
-                                lambda data, rng: self.run(spec, params, data, rng))
+                                lambda data, rng: self.run(spec, params, data, RunContext(rng=rng)))
 
     def utility(self, spec, params, data, releases):
         import numpy as np

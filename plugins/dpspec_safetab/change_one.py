@@ -39,8 +39,8 @@ def change_one_note(spec, params, total: Fraction) -> str | None:
 
 
 def change_one_budget(spec, params, budget):
-    """(rho doubled, reason): the tight change-one budget, for `Mechanism.change_one`."""
-    from dpspec.api import ZCDP
+    """ChangeOne(rho doubled, reason): the tight change-one budget, for `Mechanism.change_one`."""
+    from dpspec.api import ZCDP, ChangeOne
 
     if budget is None or budget.kind != "zcdp":
         return None
@@ -48,4 +48,4 @@ def change_one_budget(spec, params, budget):
     reason = (f"the mechanism's own sensitivity: a changed {record} leaves at most k cells and enters at most k "
               "cells of each count, so the L2 sensitivity squared is 2k instead of k and every measurement's rho "
               "doubles (rho x 2, the tight change-one figure; group privacy's two add/remove steps would give rho x 4)")
-    return ZCDP(2 * budget.rho), reason
+    return ChangeOne(ZCDP(2 * budget.rho), reason)

@@ -103,6 +103,8 @@ class SafeTab(Mechanism):
     # a Parquet record table stays on the engine: it is checked from counts by code combination
     # and tabulated by partitions where it lives (tabulate.run), so on Spark no record reaches the driver
     engine_tables = True
+    run_context = True  # run(spec, params, data, ctx): one RunContext (API 1.6)
+    uses_engine = True  # its units of work run on ctx.engine
     outputs = {"counts": "long-form counts: table, geography, geocode, group, group_level, detail, "
                          "the detail's variables ('*' when not broken down), count"}
 
@@ -308,7 +310,7 @@ class SafeTab(Mechanism):
         _check_public_counts(totals, full)
         return totals.drop_duplicates(["geography", "geocode", "group"])
 
-    def run(self, spec, params, data, rng, engine=None, keep_truths=False):
+    def run(self, spec, params, data, ctx):
         from .records import Inputs
         from .tabulate import run as run_design
 
@@ -326,8 +328,8 @@ class SafeTab(Mechanism):
         if public is not None:  # the published totals are keyed by declared units and groups only
             geography.check_public_keys(public, units, table.iterations["iteration"],
                                         _full(spec, params["public_totals"]))
-        outcome = run_design(design, inputs, table, rng, units, public,
-                             noise=self.noise_sigma2, engine=engine, keep_truths=keep_truths)
+        outcome = run_design(design, inputs, table, ctx.rng, units, public,
+                             noise=self.noise_sigma2, engine=ctx.engine, keep_truths=ctx.keep_truths)
         if design.two_stage or design.suppression is not None:  # rows follow noisy totals: detail chosen, suppressed
             # row by row: a (unit, group)'s rows follow that unit and group's own noisy totals only
             record_adaptive_rows("counts", ["table", "geography", "geocode", "group_level", "group", "detail",

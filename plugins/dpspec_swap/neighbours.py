@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from dpspec.api import NeighbourPair, id_columns, miniature_rows, typed_frame
+from dpspec.api import NeighbourPair, RunContext, id_columns, miniature_rows, typed_frame
 from dpspec.api import miniature_record as record
 from dpspec_swap.roles import roles, swap_table
 
@@ -72,7 +72,7 @@ def swap_pairs(mechanism, spec, params) -> list[NeighbourPair] | None:
         frame = data[table.name]
         big = frame.iloc[np.tile(np.arange(len(frame)), n)].reset_index(drop=True)
         big[replicate] = pd.Categorical(np.repeat(np.arange(n).astype(str), len(frame)))
-        release = mechanism.run(spec, params, {**data, table.name: big}, rng)
+        release = mechanism.run(spec, params, {**data, table.name: big}, RunContext(rng=rng))
         return multiset(release.outputs[table.name], n)
 
     def statistic(release):

@@ -39,6 +39,8 @@ class PermutationSwapping(Mechanism):
                    "derangement (a shuffle in which no selected unit keeps its own values).")
     needs_data_for_budget = True  # eps_D depends on b, the largest stratum of the actual data
     engine_tables = True  # a Parquet table stays on the engine: facts, units and release are engine operations
+    run_context = True  # run(spec, params, data, ctx): one RunContext (API 1.6)
+    uses_engine = True  # its units of work run on ctx.engine
     proof = 'Bailie, Gong & Meng, Can swapping be differentially private?, Theorem II.1 (the first seed paper)'
     sampling = 'exact: units selected by Bernoulli draws at the rational swap rate and swapped by uniform derangements built from integer draws (dpspec.api.bernoulli)'
     parameters = ParameterSchema((
@@ -203,7 +205,7 @@ class PermutationSwapping(Mechanism):
         )
 
     # ---- running ----
-    def run(self, spec, params, data, rng, engine=None):
+    def run(self, spec, params, data, ctx):
         from dpspec.api import EngineTable
         from dpspec_swap import accuracy
         from dpspec_swap.algorithm import carry_along, swap_records, swap_records_on
@@ -211,6 +213,7 @@ class PermutationSwapping(Mechanism):
         table = swap_table(spec, params)
         df = self._frame(spec, params, data)
         match, swap, _ = roles(spec, params)
+        engine = ctx.engine
         if isinstance(df, EngineTable):
             return self._run_on_engine(spec, params, df, engine, data)
         if any(isinstance(t, EngineTable) for t in data.values()):
@@ -222,7 +225,7 @@ class PermutationSwapping(Mechanism):
         # On an engine (what `compile` gives): one unit per stratum with its own keyed stream, so
         # every engine releases the same bytes; without one (older callers), the batched draw.
         result = (swap_records_on(engine, df, match, swap, params["rate"]) if engine is not None
-                  else swap_records(df, match, swap, params["rate"], rng))
+                  else swap_records(df, match, swap, params["rate"], ctx.rng))
         outputs = {table.name: result.data}
         for child in carried_tables(spec, table):
             if child.name not in data:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dpspec.api import hookimpl
 
 from .plugin import TopDown, __version__  # noqa: F401
+from .report_budget import dpspec_report_budget  # noqa: F401 - the hook, registered with this module
 
 
 @hookimpl

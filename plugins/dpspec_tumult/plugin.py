@@ -19,6 +19,7 @@ SEED_NOTE = ("Tumult Analytics draws its own noise and takes no seed: dpspec's -
 
 class TumultQuery(Mechanism):
     name = "tumult"
+    run_context = True  # run(spec, params, data, ctx): one RunContext (API 1.6)
     version = "0.1.0"
     description = ("Tumult Analytics 0.21 queries returned by a Python entry point (module:function), evaluated in a "
                    "Session on one table in a second Python interpreter; it runs the user's code, and only on compile.")
@@ -123,7 +124,7 @@ class TumultQuery(Mechanism):
                                              "queries beyond it (the report prints the Session's own accounting)")
 
     # ---- the run ----
-    def run(self, spec, params, data, rng):
+    def run(self, spec, params, data, ctx):
         import pandas as pd
 
         change, problems = self._change(spec, params)

@@ -21,6 +21,7 @@ from dpspec.api import (BudgetStatement, Diagnostic, Mechanism, MechanismError, 
 
 class WassersteinKNG(Mechanism):
     name = "wasserstein_kng"
+    run_context = True  # run(spec, params, data, ctx): one RunContext (API 1.6)
     version = "1.0.0"
     description = ("Seed 2's Wasserstein K-norm gradient mechanism for a rate (squared-error loss), on the grid k/n "
                    "given the public number of units; exact draws.")
@@ -100,12 +101,12 @@ class WassersteinKNG(Mechanism):
 
         return truncated_laplace(np.full(draws, positives), 0, np.full(draws, n), self.rate(spec, params), rng)
 
-    def run(self, spec, params, data, rng):
+    def run(self, spec, params, data, ctx):
         import pandas as pd
 
         values = data[params["table"]][params["column"]].to_numpy(dtype=bool)
         n, s = len(values), int(values.sum())
-        k = int(self.draw(spec, params, s, n, rng)[0])
+        k = int(self.draw(spec, params, s, n, ctx.rng)[0])
         return Release(outputs={"rate": pd.DataFrame({"k": [k], "n": [n], "rate": [k / n if n else float("nan")]})},
                        facts={"n": n}, internal={"true_rate": s / n if n else float("nan")})
 
@@ -174,6 +175,7 @@ class _GridKNG(Mechanism):
     """What the clipped mean and the slope share: Z holds n, the class gives the count's W_inf, and
     the release is theta = lower + k * step with k drawn exactly from exp(-r |k - c|) on 0..m."""
 
+    run_context = True  # run(spec, params, data, ctx): one RunContext (API 1.6)
     def _check_common(self, spec, params):
         problems = []
         if params["epsilon"] <= 0:
@@ -253,11 +255,11 @@ class _GridKNG(Mechanism):
         lo, hi, step = (params[n] for n in self.grid_names)
         return int((Fraction(hi) - Fraction(lo)) / Fraction(step))
 
-    def run(self, spec, params, data, rng):
+    def run(self, spec, params, data, ctx):
         import pandas as pd
 
         stats = self.statistics(params, data[params["table"]])
-        k = int(self.draw(spec, params, stats, rng)[0])
+        k = int(self.draw(spec, params, stats, ctx.rng)[0])
         value = self.theta(params, k)
         return Release(outputs={self.output: pd.DataFrame({"k": [k], "n": [stats[0]], self.output: [float(value)],
                                                            "exact": [ir.format_number(value)]})},

@@ -33,6 +33,7 @@ def _public_use(spec, use: str):
 class _CountRelease(Mechanism):
     """What the two methods share: parameters, data preparation, the Z-Pufferfish statement."""
 
+    run_context = True  # run(spec, params, data, ctx): one RunContext (API 1.6)
     common = (
         ParamSpec("table", "table", "the unit table (one row per protected unit, e.g. per reported case)", required=True),
         ParamSpec("cell", "column", "the column whose counts are released (e.g. county)", required=True),
@@ -415,11 +416,11 @@ class WassersteinExponential(_CountRelease):
                 f"{names} have counts now", hint="use prior_offset 1 (the default)", path=("prior_offset",))]),
                 spec.path, spec.text)
 
-    def run(self, spec, params, data, rng):
+    def run(self, spec, params, data, ctx):
         cells, counts, outcome, total, previous, period = self.prepare(spec, params, data)
         self.zero_mass(spec, params, cells, counts, previous)
         self.record(spec, params, counts, outcome, total, previous)
-        y, z, info = self.draw(spec, params, counts, outcome, total, previous, rng)
+        y, z, info = self.draw(spec, params, counts, outcome, total, previous, ctx.rng)
         frame = self._frame(params, cells, period, y[0], None if z is None else z[0])
         # the previous period's counts (no period column: they are not the released period's)
         base = self._frame(params, cells, None, counts if previous is None else previous, None)
@@ -595,9 +596,9 @@ class NoisyPostprocessed(_CountRelease):
         y, z, _ = self.draw(spec, params, counts, outcome, total, rng, draws=n)
         return y, z
 
-    def run(self, spec, params, data, rng):
+    def run(self, spec, params, data, ctx):
         cells, counts, outcome, total, previous, period = self.prepare(spec, params, data)
-        y, z, flags = self.draw(spec, params, counts, outcome, total, rng)
+        y, z, flags = self.draw(spec, params, counts, outcome, total, ctx.rng)
         frame = self._frame(params, cells, period, y[0], None if z is None else z[0])
         return Release(outputs={"counts": frame, "total": self._total_frame(spec, params, period, total)},
                        facts={"total": total, "period": period},

@@ -46,6 +46,8 @@ class StratifiedHistogram(Mechanism):
         ParamSpec("fail_scale", "int", "a scale at which the run raises (a failing point of a sweep)"),
     ))
     outputs = {"histogram": "noisy counts by stratum and value", "strata": "the number of strata"}
+    run_context = True  # run(spec, params, data, ctx): ctx.engine is the engine run (API 1.6)
+    uses_engine = True
 
     def flavor(self, spec, params):
         return NativeFlavor(params["table"], "symdiff", "pure")
@@ -58,7 +60,7 @@ class StratifiedHistogram(Mechanism):
 
         return BudgetStatement.fixed(PureDP(1 / params["scale"]))  # one row moves one cell by one
 
-    def run(self, spec, params, data, rng, engine=None):
+    def run(self, spec, params, data, ctx):
         if params.get("fail_scale") is not None and params["fail_scale"] == params["scale"]:
             raise RuntimeError(f"told to fail at scale {params['scale']}")
         table, by, column = data[params["table"]], list(params["by"]), params["column"]
@@ -66,8 +68,8 @@ class StratifiedHistogram(Mechanism):
         unit = functools.partial(noisy_histogram, by=by, column=column, values=values, scale=params["scale"],
                                  fail_on=params.get("fail_on"))
         schema = {**{c: "str" for c in by}, column: "str", "count": "int64"}
-        histogram = engine.map_groups(table, by, unit, stage="stratified histogram", schema=schema)
-        strata = len(engine.count(table, by))
+        histogram = ctx.engine.map_groups(table, by, unit, stage="stratified histogram", schema=schema)
+        strata = len(ctx.engine.count(table, by))
         return Release(outputs={"histogram": histogram, "strata": pd.DataFrame({"strata": [strata]})})
 
 
