@@ -27,8 +27,8 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "plugins"))
 
-from dpspec_topdown.engine import run_topdown  # noqa: E402
-from dpspec_topdown.histogram import Recode  # noqa: E402
+from dpspec_topdown.run.topdown import run_topdown  # noqa: E402
+from dpspec_topdown.measurement.histogram import Recode  # noqa: E402
 from dpspec_topdown.synthetic import (LEVELS, PL94_VARIABLES, PRODUCTION_LEVEL_SHARES,  # noqa: E402
                                       generate_population, pl94_strategy)
 

@@ -124,7 +124,7 @@ def one_run(mechanism: str, engine_name: str, master: str, data: str) -> dict:
             # TopDown reads the table through the engine (`read_parquet`: on Spark it stays
             # there) and takes only its counts by geography and by block x histogram cell.
             from bench_topdown import production_strategy
-            from dpspec_topdown.engine import run_topdown
+            from dpspec_topdown.run.topdown import run_topdown
             from dpspec_topdown.synthetic import LEVELS, PL94_VARIABLES
 
             persons = run.read_parquet(data, LEVELS + list(PL94_VARIABLES))

@@ -46,10 +46,11 @@ from dpspec.check.checker import check  # noqa: E402
 from dpspec.run.compiler import make_rng  # noqa: E402
 from dpspec.run.noise import discrete_gaussian  # noqa: E402
 from dpspec.language.parser import parse  # noqa: E402
-from dpspec_topdown import plugin as topdown_plugin  # noqa: E402
-from dpspec_topdown import postprocess  # noqa: E402
-from dpspec_topdown.engine import run_topdown  # noqa: E402
-from dpspec_topdown.constraints import facility_bounds, facility_constraints  # noqa: E402
+from dpspec_topdown.params import passes as topdown_passes  # noqa: E402
+from dpspec_topdown.params import tables as topdown_tables  # noqa: E402
+from dpspec_topdown.estimation import postprocess  # noqa: E402
+from dpspec_topdown.run.topdown import run_topdown  # noqa: E402
+from dpspec_topdown.params.constraints import facility_bounds, facility_constraints  # noqa: E402
 from dpspec_topdown.synthetic import (LEVELS, PL94_VARIABLES, PRODUCTION_RHO, generate_facilities,  # noqa: E402
                                       generate_population)
 
@@ -135,9 +136,9 @@ def production_strategy():
     """(level shares, per-level strategy, recodes, rho, passes) as the production spec states them."""
     spec = parse(PRODUCTION_SPEC.read_text(), str(PRODUCTION_SPEC))
     params = check(spec).params
-    schema = topdown_plugin._schema(spec, params)
-    strategy = topdown_plugin._strategy(params, topdown_plugin._levels(spec), list(schema.names))
-    passes = topdown_plugin._passes(params, list(schema.names))
+    schema = topdown_tables._schema(spec, params)
+    strategy = topdown_tables._strategy(params, topdown_tables._levels(spec), list(schema.names))
+    passes = topdown_passes._passes(params, list(schema.names))
     return params["levels"], strategy, schema.recodes, params["rho"], passes
 
 
@@ -145,14 +146,14 @@ def production_constraints(persons: pd.DataFrame):
     """(structural zeros, bounds) as the production spec states them, on generated facilities."""
     spec = parse(PRODUCTION_SPEC.read_text(), str(PRODUCTION_SPEC))
     params = check(spec).params
-    variables = topdown_plugin._variables(spec, params)  # categories as the spec writes them
+    variables = topdown_tables._variables(spec, params)  # categories as the spec writes them
     facilities = generate_facilities(persons, seed=1)
     bounds = []
     for c in facility_constraints(spec, params, variables):
         c = {**c, "occupied": [int(v) for v in c["occupied"]]}  # the generator's integer codes
         bounds.append((c["name"], (c["of"],), *facility_bounds(c, facilities, PL94_VARIABLES[c["of"]])))
     zeros = {name: {var: [int(v) for v in values] for var, values in cells.items()}
-             for name, cells in topdown_plugin._structural_zeros(params, variables).items()}
+             for name, cells in topdown_tables._structural_zeros(params, variables).items()}
     return zeros, bounds
 
 
@@ -238,7 +239,7 @@ def bench_spine(persons: pd.DataFrame, workers: int | None, plain_wall: float) -
     """The same persons and design on production's spine: a synthetic AIAN area (a tenth of the
     tracts, half their block groups) splitting the state and everything below it, block groups
     split by the group-quarters types present, single-child geounits bypassed."""
-    from dpspec_topdown.spine import gq_signatures
+    from dpspec_topdown.geography.spine import gq_signatures
     from dpspec_topdown.synthetic import aian_blocks
 
     shares, strategy, recodes, rho, passes = production_strategy()
@@ -271,11 +272,11 @@ def dhc_strategy():
     persons production spec states them."""
     spec = parse(DHC_SPEC.read_text(), str(DHC_SPEC))
     params = check(spec).params
-    variables = topdown_plugin._variables(spec, params)
-    schema = topdown_plugin._schema(spec, params)
-    strategy = topdown_plugin._strategy(params, topdown_plugin._levels(spec), list(schema.names))
+    variables = topdown_tables._variables(spec, params)
+    schema = topdown_tables._schema(spec, params)
+    strategy = topdown_tables._strategy(params, topdown_tables._levels(spec), list(schema.names))
     return (variables, params["levels"], strategy, schema.recodes, params["rho"],
-            topdown_plugin._passes(params, list(schema.names)), topdown_plugin._structural_zeros(params, variables))
+            topdown_passes._passes(params, list(schema.names)), topdown_tables._structural_zeros(params, variables))
 
 
 def _pl94_product(micro: pd.DataFrame) -> pd.DataFrame:

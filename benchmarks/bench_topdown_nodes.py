@@ -6,7 +6,7 @@
 The same 10,000 synthetic persons as `bench_topdown.py --strategy dhc` run the bundled P.L. 94
 strategy and then the DHC persons strategy held to that release, one node at a time in one
 process, with DPSPEC_TOPDOWN_CAPTURE set, so every fit of every node is written to .npz
-(dpspec_topdown/qp_choice.py; never part of a release). Per run and level the largest fit and
+(dpspec_topdown/estimation/qp_choice.py; never part of a release). Per run and level the largest fit and
 the one of median size are then solved, each in a forked process of its own (its time, the
 memory it added at its peak, a time limit of 20 s), by every solver configuration installed
 here: Clarabel as TopDown configures it (direct solve method "auto", which gave qdldl's answers
@@ -39,8 +39,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "plugins"), str(ROOT / "benchmarks"), str(ROOT / "scripts")]
 
 import doc_table  # noqa: E402
-from dpspec_topdown import qp_choice  # noqa: E402
-from dpspec_topdown.qp import conic_form, violation_limit  # noqa: E402
+from dpspec_topdown.estimation import qp_choice  # noqa: E402
+from dpspec_topdown.estimation.qp import conic_form, violation_limit  # noqa: E402
 
 TIME_LIMIT = 20.0
 
@@ -63,7 +63,7 @@ def capture(n_persons: int, where: Path) -> None:
     """The P.L. 94 and DHC persons runs of bench_topdown.bench_dhc, every fit captured."""
     from dpspec.engine import local_engine_run
     from dpspec.run.compiler import make_rng
-    from dpspec_topdown.engine import run_topdown
+    from dpspec_topdown.run.topdown import run_topdown
     from dpspec_topdown.synthetic import LEVELS, PL94_VARIABLES, generate_population
     from make_dhc_synthetic import dhc_from_pl94, spine_columns
 
@@ -116,7 +116,7 @@ def select(where: Path, per_level: int) -> list[tuple[str, str, Path]]:
 # --- the solvers -------------------------------------------------------------------------
 
 def _highs(problem, form):
-    from dpspec_topdown import postprocess
+    from dpspec_topdown.estimation import postprocess
 
     status, x, sec = postprocess._highs(problem.cost, problem.lower, problem.upper, problem.a, problem.lo,
                                         problem.hi, hess=problem.hess,

@@ -333,8 +333,8 @@ def pl94_release(persons: pd.DataFrame, facilities: pd.DataFrame, seed: int) -> 
     """The P.L. 94-171 release of these persons: TopDown at the production P.L. 94 shares over the
     same geography (hhgq x voting age x Hispanic x race, state total and facilities invariant), one
     row per released person. The DHC persons spec is held to it with `equal_to`."""
-    from dpspec_topdown.constraints import facility_bounds_from_counts
-    from dpspec_topdown.engine import run_topdown
+    from dpspec_topdown.params.constraints import facility_bounds_from_counts
+    from dpspec_topdown.run.topdown import run_topdown
     from dpspec_topdown.synthetic import PL94_QUERIES
 
     frame = persons.assign(hhgq=persons["relgq"].map(lambda r: MAJOR.get(int(r), 0)).astype(np.int64),

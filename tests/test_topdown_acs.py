@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from dpspec_topdown.engine import run_topdown
+from dpspec_topdown.run.topdown import run_topdown
 
 ROOT = Path(__file__).resolve().parents[1]
 DIR = ROOT / "specs" / "data" / "acs_national"

@@ -10,8 +10,8 @@ import pytest
 from dpspec.check.checker import check
 from dpspec.errors import DataError, SpecError
 from tests.topdown_geography import parse
-from dpspec_topdown.constraints import facility_bounds
-from dpspec_topdown.engine import run_topdown
+from dpspec_topdown.params.constraints import facility_bounds
+from dpspec_topdown.run.topdown import run_topdown
 from dpspec_topdown.synthetic import LEVELS, PL94_VARIABLES, generate_facilities, generate_population
 from tests.test_topdown_multipass import NURSE_NVA_0, PASSES, _production
 
@@ -133,7 +133,7 @@ def test_infeasible_node_names_its_level_and_parent_unit(monkeypatch):
     import highspy
 
     from dpspec.errors import MechanismError
-    from dpspec_topdown import postprocess
+    from dpspec_topdown.estimation import postprocess
 
     persons = generate_population(500, 20, seed=3)
     real, calls = postprocess.solve_qp, []
@@ -177,7 +177,7 @@ def test_production_spec_compiles_with_its_facilities_table(tmp_path):
 def test_node_error_survives_the_trip_from_a_worker():
     import pickle
 
-    from dpspec_topdown.postprocess import NodeError
+    from dpspec_topdown.estimation.postprocess import NodeError
 
     err = pickle.loads(pickle.dumps(NodeError(7, "no split")))
     assert err.key == 7 and str(err) == "no split"

@@ -7,10 +7,10 @@ import pytest
 import scipy.sparse as sp
 
 from dpspec.errors import MechanismError, SpecError
-from dpspec_topdown import engine
-from dpspec_topdown.engine import run_topdown
-from dpspec_topdown.hierarchy import build_hierarchy
-from dpspec_topdown.histogram import Schema, marginal, unit_histograms
+from dpspec_topdown.run import topdown as engine
+from dpspec_topdown.run.topdown import run_topdown
+from dpspec_topdown.geography.hierarchy import build_hierarchy
+from dpspec_topdown.measurement.histogram import Schema, marginal, unit_histograms
 from dpspec_topdown.synthetic import (LEVELS, PL94_VARIABLES, PRODUCTION_LEVEL_SHARES, PRODUCTION_RHO,
                                       generate_population, pl94_strategy)
 

@@ -9,7 +9,7 @@ import pytest
 from dpspec.check.checker import check
 from dpspec.errors import DataError, SpecError
 from tests.topdown_geography import parse
-from dpspec_topdown.engine import run_topdown
+from dpspec_topdown.run.topdown import run_topdown
 from dpspec_topdown.synthetic import LEVELS, PL94_VARIABLES, PRODUCTION_LEVEL_SHARES, generate_population, pl94_strategy
 
 ALL_LEVELS = ["nation"] + LEVELS
@@ -154,7 +154,7 @@ def test_the_spec_path_reproduces_the_product(tmp_path):
 
 
 def test_a_product_breaking_a_facility_bound_is_a_data_error():
-    from dpspec_topdown.constraints import facility_bounds
+    from dpspec_topdown.params.constraints import facility_bounds
     from dpspec_topdown.synthetic import generate_facilities
 
     persons = generate_population(1500, 60, seed=46)  # its blocks hold group quarters
@@ -180,8 +180,8 @@ def test_a_product_breaking_a_facility_bound_is_a_data_error():
 
 def test_a_group_is_named_by_its_factors_labels():
     """Equality errors name a marginal's cell as 'hhgq=3, votingage=1', not by its flat index."""
-    from dpspec_topdown.equality import group_text
-    from dpspec_topdown.histogram import Recode, Schema
+    from dpspec_topdown.estimation.equality import group_text
+    from dpspec_topdown.measurement.histogram import Recode, Schema
 
     schema = Schema.from_variables({"sex": [0, 1], "age": [0, 1, 2, 3]}).with_recodes(
         [Recode.build("adult", "age", [0, 1, 2, 3], {"child": [0, 1], "adult": [2, 3]})])

@@ -12,7 +12,7 @@ from dpspec.check.checker import check
 from dpspec.errors import SpecError
 from tests.topdown_geography import parse
 from dpspec.language.parser import parse as parse_bundled
-from dpspec_topdown.invariant_chain import unnested
+from dpspec_topdown.estimation.invariant_chain import unnested
 from tests.test_topdown_located_data_errors import SPEC as LOCATED
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -97,7 +97,7 @@ def test_a_joint_tables_invariants_must_nest_too():
 def test_the_engine_keeps_the_rule_as_a_backstop_naming_the_same_pair():
     import pandas as pd
 
-    from dpspec_topdown.engine import run_topdown
+    from dpspec_topdown.run.topdown import run_topdown
 
     persons = pd.DataFrame({"state": "01", "county": ["a", "a", "b"], "block": ["a1", "a2", "b1"],
                             "hhgq": [0, 1, 0], "votingage": [1, 0, 1]})

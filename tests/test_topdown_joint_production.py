@@ -26,7 +26,7 @@ def _spec(replace=None):
 
 
 def test_joint_zeros_check_and_name_their_cells():
-    from dpspec_topdown.plugin import _joint
+    from dpspec_topdown.params.tables import _joint
 
     spec = _spec()
     (j,) = _joint(spec, check(spec).params)
@@ -34,7 +34,7 @@ def test_joint_zeros_check_and_name_their_cells():
 
 
 def test_a_zero_on_a_recode_stands_for_the_categories_of_its_groups_and_intersects():
-    from dpspec_topdown.plugin import _joint
+    from dpspec_topdown.params.tables import _joint
 
     spec = _spec({"vacs: [2, 3]": "occupancy: [vacant]\n          vacs: [0, 3]"})
     (j,) = _joint(spec, check(spec).params)
@@ -71,8 +71,8 @@ def _data(seed=4, n_blocks=24):
 
 
 def _run(households, units, zeros, seed=0):
-    from dpspec_topdown.engine import JointTable, run_topdown
-    from dpspec_topdown.histogram import Recode
+    from dpspec_topdown.run.topdown import JointTable, run_topdown
+    from dpspec_topdown.measurement.histogram import Recode
 
     shares = {"state": Fraction(1, 4), "county": Fraction(1, 4), "block": Fraction(1, 2)}
     occupancy = Recode.build("occupancy", "vacs", [0, 1, 2, 3], {"occupied": [0], "vacant": [1, 2, 3]})
@@ -145,8 +145,8 @@ OUTER = [{"estimation": [[("@units", "occupancy"), ("@units", "vacs")]], "roundi
 
 
 def _run_passes(households, units, outer=OUTER, seed=0):
-    from dpspec_topdown.engine import JointTable, run_topdown
-    from dpspec_topdown.histogram import Recode
+    from dpspec_topdown.run.topdown import JointTable, run_topdown
+    from dpspec_topdown.measurement.histogram import Recode
 
     shares = {"state": Fraction(1, 4), "county": Fraction(1, 4), "block": Fraction(1, 2)}
     occupancy = Recode.build("occupancy", "vacs", [0, 1, 2, 3], {"occupied": [0], "vacant": [1, 2, 3]})
@@ -166,7 +166,7 @@ def test_outer_passes_fix_each_pass_rounded_answers_and_keep_the_tie():
     move them, so the units' release equals a run whose outer passes stop after the first (same
     noise), while the one-pass joint solve, where the households' measurements pull on the shared
     occupied totals, releases other units."""
-    from dpspec_topdown.joint_problem import side_sums
+    from dpspec_topdown.estimation.joint_problem import side_sums
 
     households, units = _data()
     full = _run_passes(households, units)
@@ -220,9 +220,9 @@ def test_both_tables_are_rounded_in_one_problem_with_the_cross_constraint():
     """A unit fit of 0.6 on the tie and two household cells of 0.3 each: rounded first, the units
     go up (0.4 away) and force the households to 1 (1.0 away, 1.4 in all); rounded together,
     as production rounds its stacked histograms, both go down (0.6 + 0.6 = 1.2)."""
-    from dpspec_topdown import postprocess
-    from dpspec_topdown.joint_problem import CrossConstraint
-    from dpspec_topdown.joint_round import round_jointly
+    from dpspec_topdown.estimation import postprocess
+    from dpspec_topdown.estimation.joint_problem import CrossConstraint
+    from dpspec_topdown.estimation.joint_round import round_jointly
 
     def task(n_cells):
         return postprocess.NodeTask(key=0, n_children=1, n_cells=n_cells, parent=None, measurements=(), constraints=())
@@ -241,9 +241,9 @@ def test_both_tables_are_rounded_in_one_problem_with_the_cross_constraint():
 
 def test_a_joint_rounding_that_cannot_keep_the_tie_is_a_mechanism_error():
     from dpspec.errors import MechanismError
-    from dpspec_topdown import postprocess
-    from dpspec_topdown.joint_problem import CrossConstraint
-    from dpspec_topdown.joint_round import round_jointly
+    from dpspec_topdown.estimation import postprocess
+    from dpspec_topdown.estimation.joint_problem import CrossConstraint
+    from dpspec_topdown.estimation.joint_round import round_jointly
 
     one = (np.array([0]), np.array([0]), np.array([0]), np.array([0]))
     units = postprocess.NodeTask(key=7, n_children=1, n_cells=1, parent=np.array([2]), measurements=(), constraints=())
@@ -258,7 +258,7 @@ def test_a_rounding_margin_key_without_bounds_is_no_row_of_the_linear_program(mo
     """A stacked table's spare key (joint_round._stacked) bounds nothing: it is left out of the
     problem HiGHS gets (at the Puerto Rico root it held 1.5 million columns a second time), and
     the rounding is the one the bounded rows give."""
-    from dpspec_topdown import postprocess
+    from dpspec_topdown.estimation import postprocess
 
     task = postprocess.NodeTask(key=0, n_children=1, n_cells=4, parent=None, measurements=(), constraints=())
     cells = np.arange(4)

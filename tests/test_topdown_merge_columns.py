@@ -3,9 +3,9 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from dpspec_topdown import postprocess
-from dpspec_topdown.merge_columns import merge_free_duplicates
-from dpspec_topdown.qp import NodeQP
+from dpspec_topdown.estimation import postprocess
+from dpspec_topdown.estimation.merge_columns import merge_free_duplicates
+from dpspec_topdown.estimation.qp import NodeQP
 
 
 def _problem():
@@ -45,7 +45,7 @@ def test_nothing_merges_when_every_column_is_fitted_or_distinct():
 
 
 def test_rounding_columns_alike_in_rows_and_cost_become_one_and_split_back_in_order():
-    from dpspec_topdown.merge_columns import merge_parallel
+    from dpspec_topdown.estimation.merge_columns import merge_parallel
 
     # columns 0-2 alike (row 0, cost -0.2); 3 as they are but costlier; 4-5 alike (rows 0 and 1)
     a = sp.csc_matrix(([1.0] * 6 + [1.0, 1.0], ([0] * 6 + [1, 1], [0, 1, 2, 3, 4, 5, 4, 5])), shape=(2, 6))

@@ -7,9 +7,10 @@ import numpy as np
 import pytest
 
 from dpspec.errors import SpecError
-from dpspec_topdown import node_solve, postprocess
-from dpspec_topdown.engine import run_topdown
-from dpspec_topdown.multipass import PassPlan, fit_in_passes, round_in_passes
+from dpspec_topdown.estimation import node_solve
+from dpspec_topdown.estimation import postprocess
+from dpspec_topdown.run.topdown import run_topdown
+from dpspec_topdown.estimation.multipass import PassPlan, fit_in_passes, round_in_passes
 from dpspec_topdown.synthetic import LEVELS, PL94_VARIABLES, generate_population
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -219,7 +220,7 @@ def _outer_passes(strategy):
 def test_interleaved_outer_passes_fix_each_outer_pass_exactly():
     """Each outer pass fits and rounds its queries; its last rounding pass's answers (here the
     children's totals) are then fixed exactly for the next outer pass."""
-    from dpspec_topdown.multipass import solve_interleaved
+    from dpspec_topdown.estimation.multipass import solve_interleaved
 
     shares, strategy, recodes, rho, _ = _production()
     nodes = []

@@ -12,9 +12,9 @@ import pandas as pd
 import pytest
 
 from dpspec.engine import local_engine_run
-from dpspec_topdown import node_noise
-from dpspec_topdown.engine import run_topdown
-from dpspec_topdown.node_noise import run_key_from
+from dpspec_topdown.measurement import node_noise
+from dpspec_topdown.run.topdown import run_topdown
+from dpspec_topdown.measurement.node_noise import run_key_from
 
 VARIABLES = {"relgq": list(range(42)), "sex": [0, 1], "age": list(range(116)), "hispanic": [0, 1],
              "cenrace": list(range(63))}

@@ -12,10 +12,10 @@ import pytest
 from dpspec.check.checker import check
 from dpspec.errors import DataError, SpecError
 from tests.topdown_geography import parse
-from dpspec_topdown.engine import run_topdown
-from dpspec_topdown.histogram import Recode
-from dpspec_topdown.postprocess import BoundConstraint, GroupConstraint, MeasuredQuery, NodeTask
-from dpspec_topdown.postprocess_only import PostprocessOnly, repair
+from dpspec_topdown.run.topdown import run_topdown
+from dpspec_topdown.measurement.histogram import Recode
+from dpspec_topdown.estimation.postprocess import BoundConstraint, GroupConstraint, MeasuredQuery, NodeTask
+from dpspec_topdown.estimation.postprocess_only import PostprocessOnly, repair
 from dpspec_topdown.synthetic import LEVELS, PL94_VARIABLES, PRODUCTION_LEVEL_SHARES, generate_population, pl94_strategy
 
 # ---- one node, by hand: 2 children, cells gq (4 types) x age (3 values), cell = 3 * gq + age ----

@@ -5,9 +5,9 @@ so they have the production structure (auxiliary marginal sums, parent sums, inv
 import numpy as np
 import pytest
 
-from dpspec_topdown import postprocess
-from dpspec_topdown.engine import run_topdown
-from dpspec_topdown.qp import solve_clarabel
+from dpspec_topdown.estimation import postprocess
+from dpspec_topdown.run.topdown import run_topdown
+from dpspec_topdown.estimation.qp import solve_clarabel
 from dpspec_topdown.synthetic import (LEVELS, PL94_VARIABLES, PRODUCTION_LEVEL_SHARES, PRODUCTION_RHO,
                                       generate_population, pl94_strategy)
 
@@ -45,7 +45,7 @@ def test_every_node_was_fitted_by_the_interior_point_solver(captured):
 def test_clarabel_and_highs_agree_on_captured_nodes(captured, monkeypatch, narrow):
     problems, _ = captured
     if narrow:  # the settings large fits get, on these small ones
-        from dpspec_topdown import qp
+        from dpspec_topdown.estimation import qp
 
         monkeypatch.setattr(qp, "_LARGE_FROM", 0)
     largest = sorted(problems, key=lambda p: -p.n_var)[:8]
@@ -67,7 +67,7 @@ def test_clarabel_and_highs_agree_on_captured_nodes(captured, monkeypatch, narro
 def test_a_failed_interior_point_solve_falls_back_to_highs(captured, monkeypatch):
     problems, _ = captured
     problem = max(problems, key=lambda p: p.n_var)
-    from dpspec_topdown import qp_choice
+    from dpspec_topdown.estimation import qp_choice
 
     monkeypatch.setattr(qp_choice, "solve_clarabel", lambda p, form=None: (False, None, 0.0, "MaxIterations"))
     x, optimal, _, used, _ = postprocess.solve_qp(problem)
@@ -80,7 +80,7 @@ def _node(rng, n_children=3):
     """A node over 24 cells (a, b, c) in 2 x 3 x 4 and queries: a (coarse), a * b (finer, nests
     in a), b * a (the same groups as a * b, another numbering), c (crosses the others) and the
     detailed histogram."""
-    from dpspec_topdown.postprocess import MeasuredQuery, NodeTask
+    from dpspec_topdown.estimation.postprocess import MeasuredQuery, NodeTask
 
     cell = np.arange(24)
     a, b, c = cell // 12, (cell // 4) % 3, cell % 4
@@ -148,7 +148,7 @@ def test_the_fit_of_the_nested_formulation_is_the_least_squares_optimum():
 def test_a_sum_keeps_its_bound_unless_its_terms_imply_it():
     import scipy.sparse as sp
 
-    from dpspec_topdown.qp import NodeQP, _defined
+    from dpspec_topdown.estimation.qp import NodeQP, _defined
 
     # columns: x0 >= 0, x1 free, z2 = x0 + x0', z3 = x0 + x1, z4 = z5 + x0, z5 = z4 + x0 (a cycle),
     # z6 = z2 + x0 (a sum of an implied sum); x0' is column 7 >= 0
@@ -173,7 +173,7 @@ def test_a_sum_keeps_its_bound_unless_its_terms_imply_it():
 
 
 def test_a_large_fit_that_stops_short_is_solved_again_with_the_defaults(captured, monkeypatch):
-    from dpspec_topdown import qp
+    from dpspec_topdown.estimation import qp
 
     problems, _ = captured
     problem = max(problems, key=lambda p: p.n_var)
@@ -209,7 +209,7 @@ def test_the_highs_banner_goes_to_stderr_not_into_standard_output():
     import subprocess
     import sys
 
-    code = ("from dpspec_topdown import postprocess; import numpy as np, scipy.sparse as sp\n"
+    code = ("from dpspec_topdown.estimation import postprocess; import numpy as np, scipy.sparse as sp\n"
             "postprocess._highs(np.ones(2), np.zeros(2), np.ones(2), sp.csc_matrix(np.ones((1, 2))),"
             " np.ones(1), np.ones(1))\nprint('done')")
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)

@@ -11,9 +11,9 @@ from dpspec.api import discrete_gaussian_variance
 from dpspec.engine.base import EngineRun
 from dpspec.engine.local import LocalEngine
 from dpspec.engine.streams import new_run_key
-from dpspec_topdown import node_noise
-from dpspec_topdown.allocation import query_name
-from dpspec_topdown.engine import run_topdown
+from dpspec_topdown.measurement import node_noise
+from dpspec_topdown.measurement.allocation import query_name
+from dpspec_topdown.run.topdown import run_topdown
 from dpspec_topdown.synthetic import (LEVELS, PL94_VARIABLES, PRODUCTION_LEVEL_SHARES, PRODUCTION_RHO,
                                       generate_population, pl94_strategy)
 

@@ -15,8 +15,8 @@ from dpspec.check.checker import check
 from dpspec.cli.main import main
 from dpspec.errors import DataError, SpecError
 from tests.topdown_geography import parse
-from dpspec_topdown.engine import run_topdown
-from dpspec_topdown.spine import split_geography
+from dpspec_topdown.run.topdown import run_topdown
+from dpspec_topdown.geography.spine import split_geography
 from dpspec_topdown.synthetic import LEVELS, PL94_VARIABLES, PRODUCTION_LEVEL_SHARES, generate_population, pl94_strategy
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -221,8 +221,8 @@ BYPASS = ["county", "tract", "blockgroup"]
 
 
 def test_bypass_classes_follow_single_child_chains():
-    from dpspec_topdown.hierarchy import build_hierarchy
-    from dpspec_topdown.spine import BYPASSED, bypass_classes, check_budget_per_person
+    from dpspec_topdown.geography.hierarchy import build_hierarchy
+    from dpspec_topdown.geography.spine import BYPASSED, bypass_classes, check_budget_per_person
 
     # county A: one tract with one block group with one block (a chain); county B: two tracts,
     # B1 with one block group of two blocks, B2 with one block group of one block
@@ -323,7 +323,7 @@ def test_budget_json_lists_the_bypass_classes_exactly():
 
 
 def test_gq_signatures_and_the_split_keep_published_codes():
-    from dpspec_topdown.spine import gq_signatures, split_by_signature
+    from dpspec_topdown.geography.spine import gq_signatures, split_by_signature
 
     counts = pd.DataFrame({"block": ["a", "a", "b", "c"], "gqtype": [0, 3, 5, 0], "count": [4, 1, 2, 7]})
     sig = gq_signatures(counts, "block", "gqtype", [1, 2, 3, 4, 5, 6, 7])
@@ -338,7 +338,7 @@ def test_gq_signatures_and_the_split_keep_published_codes():
 
 
 def test_block_groups_are_split_by_their_gq_types(persons):
-    from dpspec_topdown.spine import gq_signatures
+    from dpspec_topdown.geography.spine import gq_signatures
 
     blocks = np.unique(persons["block"].astype(str))
     counts = pd.DataFrame({"block": blocks[:6], "gqtype": [1, 1, 4, 4, 1, 7], "count": 1})

@@ -20,10 +20,11 @@ import pytest
 from dpspec.api import StreamedTable, discrete_gaussian, discrete_gaussian_variance, keyed_rng, stream_position
 from dpspec.engine import EngineRun, LocalEngine, new_run_key
 from dpspec.publish.table_csv import write_table_csv
-from dpspec_topdown import engine as td_engine
-from dpspec_topdown import node_noise, release_tables
-from dpspec_topdown.engine import run_topdown
-from dpspec_topdown.histogram import marginal
+from dpspec_topdown.run import topdown as td_engine
+from dpspec_topdown.measurement import node_noise
+from dpspec_topdown.release import tables as release_tables
+from dpspec_topdown.run.topdown import run_topdown
+from dpspec_topdown.measurement.histogram import marginal
 from dpspec_topdown.synthetic import (LEVELS, PL94_VARIABLES, PRODUCTION_LEVEL_SHARES, PRODUCTION_RHO,
                                       generate_population, pl94_strategy)
 

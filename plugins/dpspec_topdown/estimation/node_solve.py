@@ -18,7 +18,7 @@ from dpspec.api import MechanismError
 
 from . import postprocess
 from .multipass import fit_in_passes, round_in_passes, solve_interleaved
-from .node_noise import KeyedAnswers
+from ..measurement.node_noise import KeyedAnswers
 from .postprocess import (MeasuredQuery, NodeError, NodeResult, NodeTask, _check_bounds_coverable, _check_cells_coverable,
                           _check_targets_coverable, _node_variables, _peak_rss_mb, node_inputs, task_size)
 from .postprocess_only import repair

@@ -31,7 +31,7 @@ from typing import Sequence
 import attrs
 import numpy as np
 
-from .wording import counted
+from ..wording import counted
 
 _CHUNK = 4_000_000  # candidate moves scored at once (memory: a few arrays of this length)
 
@@ -107,7 +107,7 @@ class _Child:
         keys, sums = self._answers[n]
         i = np.minimum(np.searchsorted(keys, g), max(keys.size - 1, 0))
         ans = np.where(keys[i] == g, sums[i], 0.0) if keys.size else np.zeros(g.size)
-        from .node_noise import answers_at  # the engine's module (scipy); kept out of `check`
+        from ..measurement.node_noise import answers_at  # the engine's module (scipy); kept out of `check`
 
         q, _, y = self.queries[n]
         return ans - answers_at(y, self.c * q.n_groups + np.asarray(g, dtype=np.int64))
@@ -276,7 +276,7 @@ def describe(entry: dict) -> str:
 
 def release_violations(hier, schema, protected, pp_bounds) -> list[dict]:
     """Every (level, unit, constraint, group) the release breaks: what the facts report."""
-    from .histogram import marginal
+    from ..measurement.histogram import marginal
 
     out = []
     for name, _, _, q, per_level in pp_bounds:

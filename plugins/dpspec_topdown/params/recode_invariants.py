@@ -14,7 +14,7 @@ from __future__ import annotations
 from dpspec.api import Diagnostic, shown
 
 from .locate import Broken
-from .wording import counted
+from ..wording import counted
 
 
 def recode_invariant_problems(q, column: str, categories: list, recode) -> list:

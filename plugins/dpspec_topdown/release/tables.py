@@ -23,7 +23,7 @@ import scipy.sparse as sp
 
 from dpspec.api import StreamedTable, discrete_gaussian, discrete_gaussian_variance, keyed_rng
 
-from .node_noise import STAGE, LevelNoise, add_class_noise, group_sums, keyed, keyed_answers, sparse_group_sums
+from ..measurement.node_noise import STAGE, LevelNoise, add_class_noise, group_sums, keyed, keyed_answers, sparse_group_sums
 
 CHUNK_ROWS = 1 << 20  # rows per chunk (whole finest units, whole nodes): ~50 MB of frame at most
 

@@ -18,7 +18,7 @@ import pandas as pd
 
 from dpspec.api import DataError, SpecError, shown
 
-from .locate import Broken
+from ..params.locate import Broken
 
 
 @attrs.frozen

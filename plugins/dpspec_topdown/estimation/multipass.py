@@ -32,7 +32,7 @@ import attrs
 
 from dpspec.api import SpecError
 
-from .allocation import query_name
+from ..measurement.allocation import query_name
 from dpspec.api import LazyModule
 
 np = LazyModule("numpy", "np", globals())  # imported by a run, not by `dpspec check`'s pass plans

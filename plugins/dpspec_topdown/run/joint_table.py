@@ -16,14 +16,14 @@ import numpy as np
 
 from dpspec.api import MechanismError
 
-from .histogram import aggregate, unit_histograms
-from .joint import solve_joint_pair
-from .joint_problem import CrossConstraint, side_sums
-from .locate import Broken
-from .postprocess import MeasuredQuery, NodeError
-from .run_steps import (TopDownResult, _assemble, _budget_classes, _canonical_invariants, _check_split_invariants, _code,
+from ..measurement.histogram import aggregate, unit_histograms
+from ..estimation.joint import solve_joint_pair
+from ..estimation.joint_problem import CrossConstraint, side_sums
+from ..params.locate import Broken
+from ..estimation.postprocess import MeasuredQuery, NodeError
+from .steps import (TopDownResult, _assemble, _budget_classes, _canonical_invariants, _check_split_invariants, _code,
                         _finest_units, _level_tasks, _noise_plan, _structural_zeros, _verify, node_failure)
-from .shipping import pack, remember, unpack
+from ..measurement.shipping import pack, remember, unpack
 
 
 def side_groups(schema, query: tuple, pick: int | None):
@@ -70,7 +70,7 @@ class JointSide:
             left, right = side_sums(main_finest, c.left, n_groups), side_sums(conf[last], c.right, n_groups)
             bad = np.argwhere(left != right)
             if bad.size:
-                from .equality import group_text
+                from ..estimation.equality import group_text
 
                 u, g = bad[0]
                 mq = main_schema.canonical(main_q)

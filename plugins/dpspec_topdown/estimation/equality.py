@@ -20,10 +20,10 @@ import scipy.sparse as sp
 
 from dpspec.api import shown
 
-from .allocation import query_name
-from .histogram import aggregate
-from .locate import Broken
-from .wording import counted
+from ..measurement.allocation import query_name
+from ..measurement.histogram import aggregate
+from ..params.locate import Broken
+from ..wording import counted
 
 
 def factor_labels(schema, factor: str) -> list:
@@ -147,7 +147,7 @@ def shared_totals(schema, query: tuple, other: tuple) -> tuple[sp.csr_matrix, sp
 def check_against(name: str, query: tuple, targets: list, schema, hier, conf: list, invariants, zero_cells) -> None:
     """DataError when the released product contradicts what this release must also keep: an
     invariant on a total they both determine (shared_totals), or a structural zero."""
-    from .spine import group_sum, unit_groups
+    from ..geography.spine import group_sum, unit_groups
 
     eq_groups = schema.groups(query)
     n_eq = schema.marginal_size(query)

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from dpspec.api import Diagnostic, MechanismError, declared_keys, ir
 
-from .locate import Broken
+from ..params.locate import Broken
 
 
 def problems(spec: ir.Spec, tables, flag: str | None = None) -> list[Diagnostic]:
@@ -91,7 +91,7 @@ def check_flags(name: str, table, declared, finest: str, flag: str, engine=None)
 
     from dpspec.api import shown
 
-    from .engine import table_counts
+    from ..run.topdown import table_counts
     from .spine import _as_flag
 
     counts = table_counts(table, [finest, flag], engine)

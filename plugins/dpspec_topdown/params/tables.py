@@ -6,14 +6,14 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # names only the annotations use; the modules themselves load when needed
-    from .histogram import Recode, Schema
+    from ..measurement.histogram import Recode, Schema
 
 from fractions import Fraction
 
 from dpspec.api import Diagnostic, SpecError, ir
 
 from .locate import at, item_at
-from .wording import listed
+from ..wording import listed
 
 ROOT = "nation"
 
@@ -49,7 +49,7 @@ def _entry_settings(p) -> tuple[dict, dict]:
 
 def _recodes(params: dict, variables: dict, spec: ir.Spec | None = None) -> list[Recode]:
     """The declared recodes: ``NAME: { of: VARIABLE  LABEL: [values]  ... }`` each."""
-    from .histogram import Recode  # numpy, imported when a topdown spec is checked, not at startup
+    from ..measurement.histogram import Recode  # numpy, imported when a topdown spec is checked, not at startup
 
     block = params.get("recodes")
     if block is None:
@@ -103,7 +103,7 @@ def _recode_group_loc(spec, body: ir.ParamBlock, message: str, loc: tuple) -> tu
 
 
 def _schema(spec: ir.Spec, params: dict) -> Schema:
-    from .histogram import Schema
+    from ..measurement.histogram import Schema
 
     variables = _variables(spec, params)
     return Schema.from_variables(variables).with_recodes(_recodes(params, variables, spec))
@@ -317,3 +317,22 @@ def _invariants(spec: ir.Spec, params: dict):
                 problems.extend(recode_invariant_problems(q, c, column, recodes[c]))
         out.append(((geo[0] if geo else ROOT), tuple(rest), q))
     return out, problems
+
+
+def _bound_categories(spec: ir.Spec, params: dict) -> dict:
+    """What a constraint may bound: each histogram variable's categories and each recode's group
+    labels (production bounds persons per block on gqlevels, a recode of the detailed GQ types)."""
+    variables = _variables(spec, params)
+    return {**variables, **{r.name: list(r.labels) for r in _recodes(params, variables, spec)}}
+
+
+def _relation(spec: ir.Spec, params: dict) -> str:
+    """Sensitivity is computed for the spec's relation when the unit is the person table."""
+    return spec.unit.relation if spec.unit and spec.unit.table == params["table"] else "symdiff"
+
+
+def _recode_columns(spec: ir.Spec, params: dict) -> list:
+    """The recodes the invariants name as table columns (each is released as a column too)."""
+    recodes = _invariant_recodes(spec, params) if params.get("recodes") is not None else {}
+    return list(dict.fromkeys(c for _, query, _ in _invariants(spec, params)[0] for c in query
+                              if c in recodes and c not in params["variables"]))

@@ -15,15 +15,15 @@ import scipy.sparse as sp
 
 from dpspec.api import MechanismError, SpecError
 
-from .allocation import Allocation, query_name
-from .hierarchy import Hierarchy
-from .histogram import Schema, aggregate, marginal
-from .invariant_chain import check_chain
-from .locate import Broken
-from .node_noise import LevelNoise, NodeNoise
-from .postprocess import FailsafeError, GroupConstraint, NodeError, NodeTask
-from .spine import BYPASSED, bypass_classes, check_budget_per_person, class_share, group_sum, unit_groups
-from .wording import counted
+from ..measurement.allocation import Allocation, query_name
+from ..geography.hierarchy import Hierarchy
+from ..measurement.histogram import Schema, aggregate, marginal
+from ..estimation.invariant_chain import check_chain
+from ..params.locate import Broken
+from ..measurement.node_noise import LevelNoise, NodeNoise
+from ..estimation.postprocess import FailsafeError, GroupConstraint, NodeError, NodeTask
+from ..geography.spine import BYPASSED, bypass_classes, check_budget_per_person, class_share, group_sum, unit_groups
+from ..wording import counted
 
 
 @attrs.define
@@ -50,14 +50,14 @@ class TopDownResult:
 
     def microdata_table(self, categories: Mapping | None = None, chunk_rows: int | None = None, recode_columns=()):
         """The protected person records as a StreamedTable (see release_tables.microdata_table)."""
-        from .release_tables import CHUNK_ROWS, microdata_table
+        from ..release.tables import CHUNK_ROWS, microdata_table
 
         return microdata_table(self.hierarchy, self.schema, self.histograms, categories, chunk_rows or CHUNK_ROWS,
                                recode_columns)
 
     def measurements_table(self, chunk_rows: int | None = None):
         """The noisy measurements as a StreamedTable: level, geocode, query, cell, value, variance."""
-        from .release_tables import CHUNK_ROWS, measurements_table
+        from ..release.tables import CHUNK_ROWS, measurements_table
 
         return measurements_table(self.hierarchy, self.schema, self.allocation, self.confidential, self.noisy,
                                   self.noise_plans, self.run_key, chunk_rows or CHUNK_ROWS, self.budget_classes)

@@ -20,7 +20,7 @@ import attrs
 
 from dpspec.api import LazyModule, SpecError
 
-from .allocation import JOINT_MARK, query_name
+from ..measurement.allocation import JOINT_MARK, query_name
 
 np = LazyModule("numpy", "np", globals())  # `dpspec check` builds plans without numpy arrays
 

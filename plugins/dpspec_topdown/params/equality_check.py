@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from dpspec.api import Diagnostic, SpecError, ir
 
-from .histogram import crossing_groups
+from ..measurement.histogram import crossing_groups
 from .locate import at, item_at
 
 

@@ -32,10 +32,10 @@ import scipy.sparse as sp
 
 from dpspec.api import MechanismError
 
-from .node_noise import answers_at, sorted_lookup
+from ..measurement.node_noise import answers_at, sorted_lookup
 from .qp import NodeQP
 from .qp_choice import solve as solve_interior
-from .wording import counted
+from ..wording import counted
 
 _INF = highspy.kHighsInf
 _INT_TOL = 1e-6
@@ -552,7 +552,7 @@ def node_inputs(task: NodeTask, queries: Sequence[MeasuredQuery]) -> tuple[NodeT
         task = attrs.evolve(task, parent=ParentRow.of(task.parent))
     if task.noise is None:
         return task, None, 0.0
-    from .node_noise import draw_node_noise
+    from ..measurement.node_noise import draw_node_noise
 
     measurements, positions, seconds = draw_node_noise(task.noise, queries)
     return attrs.evolve(task, measurements=measurements, noise=None), positions, seconds

@@ -21,7 +21,7 @@ import pandas as pd
 
 from dpspec.api import shown
 
-from .locate import Broken
+from ..params.locate import Broken
 
 AIAN, NON_AIAN = "AIAN", "non-AIAN"
 

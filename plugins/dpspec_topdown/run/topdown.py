@@ -26,21 +26,21 @@ import scipy.sparse as sp
 
 from dpspec.api import MechanismError, SpecError, shown
 
-from .allocation import JOINT_MARK, allocate, query_name, split_allocation
-from . import equality
-from .hierarchy import Hierarchy, build_hierarchy
-from .histogram import Schema, aggregate, marginal, unit_histograms
-from .joint_run import JointSide
-from .multipass import pass_plan
-from .node_noise import run_key_from
-from .spine import split_by_signature, split_geography
-from .node_solve import solve_level, solve_node
-from .postprocess import (BoundConstraint, Failsafe, GroupConstraint, MeasuredQuery, NodeError, NodeTask,
+from ..measurement.allocation import JOINT_MARK, allocate, query_name, split_allocation
+from ..estimation import equality
+from ..geography.hierarchy import Hierarchy, build_hierarchy
+from ..measurement.histogram import Schema, aggregate, marginal, unit_histograms
+from .joint_table import JointSide
+from ..estimation.multipass import pass_plan
+from ..measurement.node_noise import run_key_from
+from ..geography.spine import split_by_signature, split_geography
+from ..estimation.node_solve import solve_level, solve_node
+from ..estimation.postprocess import (BoundConstraint, Failsafe, GroupConstraint, MeasuredQuery, NodeError, NodeTask,
                           default_workers, make_pool, task_size)
-from .locate import Broken
-from .shipping import pack, unpack
-from .wording import counted
-from .run_steps import (TopDownResult, _assemble, _budget_classes, _canonical_invariants, _check_split_invariants, _code,
+from ..params.locate import Broken
+from ..measurement.shipping import pack, unpack
+from ..wording import counted
+from .steps import (TopDownResult, _assemble, _budget_classes, _canonical_invariants, _check_split_invariants, _code,
                         _finest_units, _level_tasks, _noise_plan, _spans, _structural_zeros, _verify, node_failure)
 
 _PARALLEL_MIN_SIZE = 20_000  # children x active cells in a level below which a pool costs more
@@ -134,7 +134,7 @@ def run_topdown(persons: pd.DataFrame, levels: Sequence[str], variables: Mapping
     ``postprocess_feasible`` (production's require_feasible_postproc_dim) a move may also change
     the structural zeros' other variable, and a row left broken stops the run (a DataError);
     elsewhere it is reported (a warning and the result's ``postprocess``), never silent.
-    ``declared_geography``: the declared units (declared_geography.py), one row per finest unit
+    ``declared_geography``: the declared units (geography/declared.py), one row per finest unit
     with every level's code (and the AIAN flag with `aian`), as text: the hierarchy is built
     from these rows alone, so a unit nobody lives in is measured like any other, and the
     records are mapped onto it (a record's combination of codes outside them is a DataError);
@@ -189,7 +189,7 @@ def run_topdown(persons: pd.DataFrame, levels: Sequence[str], variables: Mapping
     zero_cells = _structural_zeros(structural_zeros or {}, schema, cells, weights, tallies, hier)
     joint_plans = {}
     if joint is not None:  # outer passes over both tables (joint_passes.py)
-        from .joint_passes import joint_pass_plan
+        from ..estimation.joint_passes import joint_pass_plan
 
         joint_plans = {lv: joint_pass_plan(lv, spec_, schema, alloc, schema_j, alloc_j, joint.name)
                        for lv, spec_ in (passes or {}).items()}
@@ -206,7 +206,7 @@ def run_topdown(persons: pd.DataFrame, levels: Sequence[str], variables: Mapping
         side = JointSide.build(joint, schema_j, tallies_j, hier, alloc_j, bypass, schema, conf[last])
         del tallies_j
     level_bounds = _level_bounds(bounds, schema, hier, conf[last])
-    from . import postprocess_only as pp_only
+    from ..estimation import postprocess_only as pp_only
 
     level_bounds, pp_bounds = pp_only.split_bounds(level_bounds, postprocess_only)
     pp_secondary = pp_only.secondary_axis(schema, structural_zeros, [q[0] for _, _, _, q, _ in pp_bounds])
@@ -530,7 +530,7 @@ def _postprocess_report(report: dict, results, tasks, k, prev, hier, schema, pp_
     repaired (require_feasible_postproc_dim), a DataError naming the level, unit and group."""
     import warnings
 
-    from . import postprocess_only as pp_only
+    from ..estimation import postprocess_only as pp_only
 
     level = hier.names[k]
     report["moves"][level] = report["moves"].get(level, 0) + sum(r.moves for r in results)

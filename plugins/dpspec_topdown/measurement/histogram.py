@@ -35,7 +35,7 @@ from dpspec.api import DataError, SpecError
 from .allocation import query_name
 from dpspec.api import LazyModule
 from .shipping import remember
-from .wording import counted
+from ..wording import counted
 
 np = LazyModule("numpy", "np", globals())  # imported when an array is first built, not by `dpspec check`
 

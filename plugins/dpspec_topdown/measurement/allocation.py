@@ -166,3 +166,13 @@ def split_allocation(alloc: Allocation, joint_name: str | None) -> tuple:
     main = [q for q in alloc.queries if q.query[:1] != (mark,)]
     other = [attrs.evolve(q, query=q.query[1:]) for q in alloc.queries if q.query[:1] == (mark,)]
     return attrs.evolve(alloc, queries=tuple(main)), attrs.evolve(alloc, queries=tuple(other))
+
+
+def _is_joint_key(query: tuple) -> bool:
+    return bool(query) and str(query[0]).startswith(JOINT_MARK)
+
+
+def _only_queries(alloc, queries):
+    import attrs
+
+    return attrs.evolve(alloc, queries=tuple(queries))

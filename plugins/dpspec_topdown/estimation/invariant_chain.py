@@ -14,7 +14,7 @@ from typing import Sequence
 
 from dpspec.api import SpecError
 
-from .allocation import query_name
+from ..measurement.allocation import query_name
 
 
 def unnested(queries: Sequence[tuple]) -> tuple[int, int] | None:
