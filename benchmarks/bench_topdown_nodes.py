@@ -116,9 +116,9 @@ def select(where: Path, per_level: int) -> list[tuple[str, str, Path]]:
 # --- the solvers -------------------------------------------------------------------------
 
 def _highs(problem, form):
-    from dpspec_topdown.estimation import postprocess
+    from dpspec_topdown.estimation import highs
 
-    status, x, sec = postprocess._highs(problem.cost, problem.lower, problem.upper, problem.a, problem.lo,
+    status, x, sec = highs._highs(problem.cost, problem.lower, problem.upper, problem.a, problem.lo,
                                         problem.hi, hess=problem.hess,
                                         options={"dual_feasibility_tolerance": 1e-5, "time_limit": TIME_LIMIT})
     return x is not None, x, sec, str(status)

@@ -220,7 +220,7 @@ def test_both_tables_are_rounded_in_one_problem_with_the_cross_constraint():
     """A unit fit of 0.6 on the tie and two household cells of 0.3 each: rounded first, the units
     go up (0.4 away) and force the households to 1 (1.0 away, 1.4 in all); rounded together,
     as production rounds its stacked histograms, both go down (0.6 + 0.6 = 1.2)."""
-    from dpspec_topdown.estimation import postprocess
+    from dpspec_topdown.estimation import postprocess, rounding
     from dpspec_topdown.estimation.joint_problem import CrossConstraint
     from dpspec_topdown.estimation.joint_round import round_jointly
 
@@ -232,7 +232,7 @@ def test_both_tables_are_rounded_in_one_problem_with_the_cross_constraint():
     xa, xb = np.array([0.6]), np.array([0.3, 0.3])
     cross = [CrossConstraint("tie", np.array([0]), np.array([0, 0]), 1)]
     cells, vc, va, vcell = var_a
-    alone, _, _ = postprocess._round(task(1), xa, va, vc, vcell, cells)
+    alone, _, _ = rounding._round(task(1), xa, va, vc, vcell, cells)
     assert alone.tolist() == [1]  # the first table alone rounds up
     a, b, _, _ = round_jointly(task(1), xa, var_a, task(2), xb, var_b, cross)
     assert a.tolist() == [0] and b.tolist() == [0, 0]
@@ -258,7 +258,7 @@ def test_a_rounding_margin_key_without_bounds_is_no_row_of_the_linear_program(mo
     """A stacked table's spare key (joint_round._stacked) bounds nothing: it is left out of the
     problem HiGHS gets (at the Puerto Rico root it held 1.5 million columns a second time), and
     the rounding is the one the bounded rows give."""
-    from dpspec_topdown.estimation import postprocess
+    from dpspec_topdown.estimation import highs, postprocess, rounding
 
     task = postprocess.NodeTask(key=0, n_children=1, n_cells=4, parent=None, measurements=(), constraints=())
     cells = np.arange(4)
@@ -266,14 +266,14 @@ def test_a_rounding_margin_key_without_bounds_is_no_row_of_the_linear_program(mo
     x = np.array([0.6, 0.4, 0.7, 0.2])
     margin = (np.array([0, 0, 1, 1]), 2, np.array([1.0, -np.inf]), np.array([1.0, np.inf]))  # key 1: the spare
     seen = []
-    real = postprocess._highs
+    real = highs._highs
 
     def watched(cost, lower, upper, a, row_lo, row_hi, **kw):
         seen.append((a.shape[0], np.asarray(row_lo).copy(), np.asarray(row_hi).copy()))
         return real(cost, lower, upper, a, row_lo, row_hi, **kw)
 
-    monkeypatch.setattr(postprocess, "_highs", watched)
-    counts, _, milp = postprocess._round(task, x, cells, vc, cells, cells, margins=(margin,))
+    monkeypatch.setattr(highs, "_highs", watched)
+    counts, _, milp = rounding._round(task, x, cells, vc, cells, cells, margins=(margin,))
     assert counts.tolist() == [1, 0, 1, 0] and not milp
     (m, lo, hi), = seen
     assert m == 2 and np.all(np.isfinite(lo) | np.isfinite(hi))  # the child's total and key 0

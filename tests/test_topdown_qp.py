@@ -5,7 +5,7 @@ so they have the production structure (auxiliary marginal sums, parent sums, inv
 import numpy as np
 import pytest
 
-from dpspec_topdown.estimation import postprocess
+from dpspec_topdown.estimation import highs, postprocess
 from dpspec_topdown.run.topdown import run_topdown
 from dpspec_topdown.estimation.qp import solve_clarabel
 from dpspec_topdown.synthetic import (LEVELS, PL94_VARIABLES, PRODUCTION_LEVEL_SHARES, PRODUCTION_RHO,
@@ -184,7 +184,7 @@ def test_a_large_fit_that_stops_short_is_solved_again_with_the_defaults(captured
 
 
 def test_highs_solves_a_small_lp_qp_and_milp_handed_over_as_arrays():
-    """postprocess._highs hands HiGHS its model as numpy buffers (one passModel call): the
+    """highs._highs hands HiGHS its model as numpy buffers (one passModel call): the
     optimum of each kind of problem it is given, rows and bounds read correctly; a MILP after an
     LP in one process too (both on one thread: HiGHS refused a MILP asking for another thread
     count than the scheduler the LP had started)."""
@@ -194,12 +194,12 @@ def test_highs_solves_a_small_lp_qp_and_milp_handed_over_as_arrays():
     a = sp.csc_matrix(np.array([[1.0, 1.0], [1.0, -1.0]]))
     lo, hi = np.array([3.0, -np.inf]), np.array([3.0, 0.5])
     lower, upper = np.zeros(2), np.full(2, 2.0)
-    _, x, _ = postprocess._highs(np.array([-1.0, 0.0]), lower, upper, a, lo, hi)  # LP: x0 up to its row
+    _, x, _ = highs._highs(np.array([-1.0, 0.0]), lower, upper, a, lo, hi)  # LP: x0 up to its row
     assert x == pytest.approx([1.75, 1.25])
-    _, x, _ = postprocess._highs(np.array([-1.0, 0.0]), lower, upper, a, lo, hi, integer=True)  # MILP
+    _, x, _ = highs._highs(np.array([-1.0, 0.0]), lower, upper, a, lo, hi, integer=True)  # MILP
     assert x.tolist() == [1.0, 2.0]
     # QP: 1/2 (2 x0^2 + 2 x1^2) - 2 x0 - 4 x1 (the point (1, 2) nearest) on the same rows
-    _, x, _ = postprocess._highs(np.array([-2.0, -4.0]), lower, upper, a, lo, hi, hess=np.array([2.0, 2.0]))
+    _, x, _ = highs._highs(np.array([-2.0, -4.0]), lower, upper, a, lo, hi, hess=np.array([2.0, 2.0]))
     assert x == pytest.approx([1.0, 2.0], abs=1e-6)
 
 
@@ -209,8 +209,8 @@ def test_the_highs_banner_goes_to_stderr_not_into_standard_output():
     import subprocess
     import sys
 
-    code = ("from dpspec_topdown.estimation import postprocess; import numpy as np, scipy.sparse as sp\n"
-            "postprocess._highs(np.ones(2), np.zeros(2), np.ones(2), sp.csc_matrix(np.ones((1, 2))),"
+    code = ("from dpspec_topdown.estimation import highs; import numpy as np, scipy.sparse as sp\n"
+            "highs._highs(np.ones(2), np.zeros(2), np.ones(2), sp.csc_matrix(np.ones((1, 2))),"
             " np.ones(1), np.ones(1))\nprint('done')")
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stderr

@@ -103,7 +103,7 @@ def _margins(margins, vc, vcell, n_children, values):
 
 def _ranges(margins, vc, vcell, n_children, x) -> list:
     """Each named margin kept within floor/ceil of its fit ``x``: (key, n_keys, lo, hi)."""
-    from .postprocess import _INT_TOL
+    from .highs import _INT_TOL
 
     return [(k, m, np.floor(v + _INT_TOL), np.ceil(v - _INT_TOL)) for k, m, v in _margins(margins, vc, vcell, n_children, x)]
 

@@ -9,7 +9,8 @@ import numpy as np
 import scipy.sparse as sp
 
 from . import postprocess
-from .postprocess import NodeQP, NodeTask, _node_variables, _Rows, _sum_rows
+from .postprocess import NodeQP, NodeTask, _node_variables
+from .rows import _Rows, _sum_rows
 
 
 @attrs.frozen

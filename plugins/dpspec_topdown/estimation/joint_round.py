@@ -6,7 +6,7 @@ cross constraint enters the rounding as a row with coefficients (1, -1)), so nei
 tenure sides are fixed before the other's are rounded. Rounding them one after the other also
 keeps every constraint, but then the first table's integers decide the second's side.
 
-How: both tables' variables side by side in one rounding problem (`postprocess._round`: the
+How: both tables' variables side by side in one rounding problem (`rounding._round`: the
 least distance to the fit, each variable between the floor and the ceiling of its fit, an LP
 first and a MILP if its vertex is not integral). Each table's rows are stated as margins over
 the stacked variables, its own variables keyed as in its own rounding and the other table's on
@@ -25,7 +25,8 @@ import numpy as np
 
 from dpspec.api import MechanismError
 
-from . import postprocess
+from . import rounding
+from .rows import bound_margin
 from .joint_problem import _side
 
 _INF = np.inf
@@ -41,7 +42,7 @@ def _own_rows(task, variables, margins) -> list:
     for con in task.constraints:
         target = con.target.ravel().astype(np.float64)
         out.append(((con.child_set[vc] * con.n_groups + con.groups[vcell]).astype(np.int64), target.size, target, target))
-    out += [postprocess.bound_margin(b, vc, vcell) for b in task.bounds]
+    out += [bound_margin(b, vc, vcell) for b in task.bounds]
     return out + list(margins)
 
 
@@ -90,7 +91,7 @@ def round_jointly(task_a, xa, var_a, task_b, xb, var_b, cross: Sequence, margins
     stacked = attrs.evolve(task_a, n_children=2 * nc, n_cells=cells.size, parent=None, constraints=(), bounds=(),
                            zero_cells=None)
     x = np.concatenate([xa, xb])
-    counts, seconds, milp = postprocess._round(stacked, x, cells, vc, cells, cells, margins=tuple(rows), fail=False)
+    counts, seconds, milp = rounding._round(stacked, x, cells, vc, cells, cells, margins=tuple(rows), fail=False)
     if counts is None:
         if not fail:
             return None, None, seconds, True

@@ -33,6 +33,7 @@ import attrs
 from dpspec.api import SpecError
 
 from ..measurement.allocation import query_name
+from . import rounding
 from dpspec.api import LazyModule
 
 np = LazyModule("numpy", "np", globals())  # imported by a run, not by `dpspec check`'s pass plans
@@ -86,7 +87,7 @@ def _with_rows(problem, rows, tolerance: float, offset: int = 0):
     the variables from ``offset`` on (a joint problem's second table, joint_passes.py)."""
     import scipy.sparse as sp  # with the run: `dpspec check` builds pass plans without scipy
 
-    from .postprocess import _sum_rows
+    from .rows import _sum_rows
 
     if not rows:
         return problem
@@ -106,7 +107,8 @@ def optimal_tolerance(problem, rows) -> float | None:
     (l2_dataIndep_npass_optimizer.py:104-160), an LP here solved by HiGHS. None: infeasible."""
     import scipy.sparse as sp
 
-    from .postprocess import _INF, _highs, _sum_rows
+    from .highs import _highs
+    from .rows import _INF, _sum_rows
 
     n = problem.n_var
     blocks, lo, hi = [sp.hstack([problem.a, sp.csc_matrix((problem.a.shape[0], 1))])], [problem.lo], [problem.hi]
@@ -186,7 +188,6 @@ def round_in_passes(task, xstar, variables, plan: PassPlan, fixed: Sequence = ()
     fixed: (key, n_keys, value) margins kept exactly throughout (earlier outer passes'); with
     them a pass without a solution returns counts None (no failsafe: production's interleaved
     optimizer has none either)."""
-    from . import postprocess
 
     cells, vc, va, vcell = variables
     interleaved = bool(fixed)
@@ -198,14 +199,14 @@ def round_in_passes(task, xstar, variables, plan: PassPlan, fixed: Sequence = ()
             key, n_keys = _margin_key(vc, vcell, groups, n_groups, task.n_children)
             m = np.bincount(key, weights=xstar, minlength=n_keys)
             ranges.append((key, n_keys, np.floor(m + _INT_TOL), np.ceil(m - _INT_TOL)))
-        counts, sec, used = postprocess._round(task, xstar, va, vc, vcell, cells,
+        counts, sec, used = rounding._round(task, xstar, va, vc, vcell, cells,
                                                margins=fixed + ranges, fail=False)
         seconds += sec
         milp |= used
         if counts is None:
             if interleaved:
                 return None, seconds, milp, True
-            counts, sec, used = postprocess._round(task, xstar, va, vc, vcell, cells)
+            counts, sec, used = rounding._round(task, xstar, va, vc, vcell, cells)
             return counts, seconds + sec, milp or used, True
         for key, n_keys, _, _ in ranges:
             got = np.bincount(key, weights=counts, minlength=n_keys)

@@ -16,7 +16,7 @@ import numpy as np
 
 from dpspec.api import MechanismError
 
-from . import postprocess
+from . import postprocess, rounding
 from .multipass import fit_in_passes, round_in_passes, solve_interleaved
 from ..measurement.node_noise import KeyedAnswers
 from .postprocess import (MeasuredQuery, NodeError, NodeResult, NodeTask, _check_bounds_coverable, _check_cells_coverable,
@@ -111,7 +111,7 @@ def _solve_node(task, queries, solver, plan) -> NodeResult:
         counts, round_seconds, used_milp, round_failsafe = round_in_passes(task, xstar, variables, plan)
         failsafe |= round_failsafe
     else:
-        counts, round_seconds, used_milp = postprocess._round(task, xstar, va, vc, vcell, cells)
+        counts, round_seconds, used_milp = rounding._round(task, xstar, va, vc, vcell, cells)
     keep = counts > 0
     return NodeResult(task.key, vc[keep].astype(np.int64), vcell[keep].astype(np.int64),
                       counts[keep].astype(np.int64), qp_seconds, round_seconds,

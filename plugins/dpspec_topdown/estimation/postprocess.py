@@ -21,7 +21,6 @@ import concurrent.futures as cf
 import multiprocessing as mp
 import os
 import resource
-import sys
 import time
 from typing import Sequence
 
@@ -33,35 +32,13 @@ import scipy.sparse as sp
 from dpspec.api import MechanismError
 
 from ..measurement.node_noise import answers_at, sorted_lookup
+from . import highs
+from .highs import _QP_ATTEMPTS
 from .qp import NodeQP
+from .rounding import _round
+from .rows import _INF, _Rows, _bound_rows, _sum_rows
 from .qp_choice import solve as solve_interior
 from ..wording import counted
-
-_INF = highspy.kHighsInf
-_INT_TOL = 1e-6
-_SPARSE_KEYS = 8  # key spaces this many times the variables are numbered by sorting (`_sum_rows`)
-_BANNER_SHOWN = False  # HiGHS prints its banner once per process, at the first Highs()
-
-
-def _new_highs():
-    """A Highs object. The first one a process makes prints HiGHS's banner on file descriptor 1,
-    which would land inside a command's standard output (a --json document, a release piped on):
-    that one is made with descriptor 1 pointing at stderr, where the banner joins the progress."""
-    global _BANNER_SHOWN
-    if _BANNER_SHOWN:
-        return highspy.Highs()
-    _BANNER_SHOWN = True
-    try:
-        sys.stdout.flush()
-        saved = os.dup(1)
-    except (OSError, ValueError):
-        return highspy.Highs()
-    try:
-        os.dup2(2, 1)
-        return highspy.Highs()
-    finally:
-        os.dup2(saved, 1)
-        os.close(saved)
 
 
 @attrs.frozen
@@ -157,112 +134,6 @@ def _peak_rss_mb() -> float:
 
 
 # --- HiGHS plumbing ---------------------------------------------------------------------------
-
-
-# The active-set QP solver can stall or cycle on degenerate fits (measurements with almost no
-# noise: every residual and multiplier is 0 at the optimum). A dual tolerance of 1e-5 (on weights
-# scaled to at most 1) avoids that at no visible cost in accuracy; if a solve still hits the
-# iteration cap it is repeated with a small Hessian regularization.
-_QP_ATTEMPTS = ({"dual_feasibility_tolerance": 1e-5},
-                {"dual_feasibility_tolerance": 1e-5, "qp_regularization_value": 1e-4})
-
-
-def _highs(cost, lower, upper, a: sp.csc_matrix, row_lo, row_hi, hess=None, integer=False, options=None):
-    """Solve one LP / QP (diagonal Hessian) / MILP with HiGHS; returns (status, x, seconds).
-
-    ``x`` is None unless the solve is optimal, or (QP only) stopped at its iteration cap with
-    a primal feasible iterate.
-    """
-    h = _new_highs()
-    h.setOptionValue("output_flag", False)
-    h.setOptionValue("random_seed", 0)
-    # one thread for every problem: HiGHS starts one thread scheduler per process, with the first
-    # run's count, and refuses a later problem asking for another (a MILP asking for 1 after an LP
-    # had started 2 ended "not set", and the rounding's MILP steps never ran)
-    h.setOptionValue("threads", 1)
-    for key, value in (options or {}).items():
-        h.setOptionValue(key, value)
-    if integer:
-        h.setOptionValue("mip_rel_gap", 0.0)
-    n, m = len(cost), a.shape[0]
-    # the model's arrays handed over as numpy buffers: HighsLp's list attributes convert element
-    # by element (seconds for a rounding LP of 1.5 million columns); the same model either way
-    f64, i32 = _f64, _i32
-    integrality = np.full(n, int(highspy.HighsVarType.kInteger) if integer else 0, dtype=np.int32)
-    lp_arrays = (f64(cost), f64(lower), f64(upper), f64(row_lo), f64(row_hi), i32(a.indptr), i32(a.indices),
-                 f64(a.data))
-    colwise, minimize = int(highspy.MatrixFormat.kColwise), int(highspy.ObjSense.kMinimize)
-    if hess is not None:
-        nz = np.flatnonzero(hess)
-        start = np.searchsorted(nz, np.arange(n + 1))
-        h.setOptionValue("qp_nullspace_limit", max(4000, n + 1))
-        h.setOptionValue("qp_iteration_limit", 4 * n + 2000)
-        h.passModel(n, m, a.nnz, nz.size, colwise, int(highspy.HessianFormat.kTriangular), minimize, 0.0, *lp_arrays,
-                    i32(start), i32(nz), f64(np.asarray(hess, dtype=np.float64)[nz]), integrality)
-    else:
-        h.passModel(n, m, a.nnz, colwise, minimize, 0.0, *lp_arrays, integrality)
-    t0 = time.perf_counter()
-    h.run()
-    seconds = time.perf_counter() - t0
-    status = h.getModelStatus()
-    x = None
-    if status == highspy.HighsModelStatus.kOptimal:
-        x = np.asarray(h.getSolution().col_value, dtype=np.float64)
-    elif hess is not None and status == highspy.HighsModelStatus.kIterationLimit:
-        sol = h.getSolution()
-        if sol.value_valid:
-            x = np.asarray(sol.col_value, dtype=np.float64)
-            act = a @ x
-            tol = 1e-6 * (1.0 + np.abs(np.asarray(row_lo)))
-            if np.any(act < row_lo - tol) or np.any(act > row_hi + tol) or np.any(x < lower - 1e-6):
-                x = None
-    return status, x, seconds
-
-
-def _f64(values) -> np.ndarray:
-    return np.ascontiguousarray(values, dtype=np.float64)
-
-
-def _i32(values) -> np.ndarray:
-    return np.ascontiguousarray(values, dtype=np.int32)
-
-
-class _Rows:
-    """Accumulates sparse constraint rows (row, col, value) with bounds."""
-
-    def __init__(self):
-        self.r, self.c, self.v, self.lo, self.hi = [], [], [], [], []
-        self.n = 0
-
-    def add(self, rows, cols, vals, lo, hi):
-        """``rows`` are local row ids 0..len(lo)-1 of this block."""
-        self.r.append(np.asarray(rows, dtype=np.int64) + self.n)
-        self.c.append(np.asarray(cols, dtype=np.int64))
-        self.v.append(np.broadcast_to(np.asarray(vals, dtype=np.float64), np.shape(rows)))
-        self.lo.append(np.asarray(lo, dtype=np.float64))
-        self.hi.append(np.asarray(hi, dtype=np.float64))
-        self.n += len(lo)
-
-    def matrix(self, n_cols):
-        if not self.r:
-            return sp.csc_matrix((0, n_cols)), np.zeros(0), np.zeros(0)
-        a = sp.csc_matrix((np.concatenate(self.v), (np.concatenate(self.r), np.concatenate(self.c))),
-                          shape=(self.n, n_cols))
-        return a, np.concatenate(self.lo), np.concatenate(self.hi)
-
-
-def _sum_rows(keys, n_keys):
-    """Rows summing the variables that share a key: (local row of each var, keys with a row).
-
-    Keys over a space much larger than the variables (children x the DHC's 1.2M detailed
-    groups) are numbered by sorting, never with an array over the whole space; same result."""
-    if n_keys > _SPARSE_KEYS * max(len(keys), 1):
-        present, local = np.unique(keys, return_inverse=True)
-        return local.astype(np.int64), present
-    present = np.flatnonzero(np.bincount(keys, minlength=n_keys))
-    local = np.full(n_keys, -1, dtype=np.int64)
-    local[present] = np.arange(present.size)
-    return local[keys], present
 
 
 class ParentRow:
@@ -449,7 +320,7 @@ def solve_qp(problem: NodeQP, solver: str = "clarabel"):
             return x, True, seconds, used, status
     sol, qp_optimal, status = None, False, None
     for options in _QP_ATTEMPTS:
-        status, x, sec = _highs(problem.cost, problem.lower, problem.upper, problem.a, problem.lo,
+        status, x, sec = highs._highs(problem.cost, problem.lower, problem.upper, problem.a, problem.lo,
                                 problem.hi, hess=problem.hess, options=options)
         seconds += sec
         if x is not None:
@@ -520,7 +391,7 @@ def solve_relaxed(task: NodeTask, queries: Sequence[MeasuredQuery], why: str = "
     lower, upper = np.zeros(n_var), np.full(n_var, _INF)
     slack_cost = np.zeros(n_var)
     slack_cost[base.n_var:] = 1.0
-    status, sol, lp_seconds = _highs(slack_cost, lower, upper, a, lo, hi)
+    status, sol, lp_seconds = highs._highs(slack_cost, lower, upper, a, lo, hi)
     if sol is None:
         raise fail(f"the least-slack linear program says {status}")
     least = float(sol[base.n_var:].sum())
@@ -587,17 +458,6 @@ def _check_bounds_coverable(task, b, vc, vcell):
             f"group {int(g)} of child {int(c)}, but the parent histogram has none in any of its cells")
 
 
-def _bound_rows(b, vc, vcell):
-    """(use, local, present, lower, upper): which variables sit in a binding group (a lower bound
-    above 0 or a finite upper bound), their local row, and the rows' groups and bounds."""
-    key = vc * b.n_groups + b.groups[vcell]
-    lo, hi = b.lower.ravel().astype(np.float64), b.upper.ravel().astype(np.float64)
-    binding = (lo > 0) | np.isfinite(hi)
-    use = binding[key]
-    local, present = _sum_rows(key[use], b.lower.size)
-    return use, local, present, lo[present], np.where(np.isfinite(hi[present]), hi[present], _INF)
-
-
 def _add_structural_rows(rows: _Rows, task, cells, va, vc, vcell, n_x, base=None, lo_hi=None):
     """Parent-sum rows (per active cell) and invariant rows (per child set and group)."""
     if task.parent is not None:
@@ -611,171 +471,6 @@ def _add_structural_rows(rows: _Rows, task, cells, va, vc, vcell, n_x, base=None
         use, local, present, lo, hi = _bound_rows(b, vc, vcell)
         if present.size:
             rows.add(local, np.flatnonzero(use), 1.0, lo, hi)
-
-
-def bound_margin(b, vc, vcell) -> tuple:
-    """A bound constraint as a rounding margin (key, n_keys, lo, hi) over the variables: each
-    bounded (child, group) its key, the unbounded variables on a spare key without limits."""
-    use = _bound_rows(b, vc, vcell)[0]
-    key = np.where(use, vc * b.n_groups + b.groups[vcell], b.lower.size).astype(np.int64)
-    return (key, b.lower.size + 1, np.append(b.lower.ravel().astype(np.float64), -_INF),
-            np.append(np.where(np.isfinite(b.upper.ravel()), b.upper.ravel(), _INF), _INF))
-
-
-def _round(task, xstar, va, vc, vcell, cells, margins=(), fail=True):
-    """Integer children histograms keeping every row of the QP exactly (LP, MILP if needed).
-
-    ``margins``: extra ``(key, n_keys, lo, hi)`` rows (the multipass rounder's margins: sums of
-    the variables sharing a key kept within [lo, hi]), or ``(key, n_keys, lo, hi, coef)`` for a
-    weighted sum (a cross constraint's +1/-1 across two stacked tables, joint_round.py). With ``fail=False`` an infeasible
-    rounding returns None instead of raising (the caller has a failsafe)."""
-    near = np.rint(xstar)
-    fixed = np.abs(xstar - near) <= _INT_TOL
-    base = np.where(fixed, near, np.floor(xstar))
-    fi = np.flatnonzero(~fixed)
-    if fi.size == 0:
-        counts = base.astype(np.int64)
-        if _rows_hold(task, counts, va, vc, vcell, cells, margins):
-            return counts, 0.0, False
-    t0 = time.perf_counter()
-    for attempt in ("lp", "milp", "wide"):
-        if fi.size == 0 and attempt != "wide":
-            continue
-        if attempt == "wide":  # numerical trouble: let every variable move by one more unit
-            base = np.maximum(np.floor(xstar) - 1.0, 0.0)
-            fi = np.arange(xstar.size)
-            width = np.ceil(xstar) + 1.0 - base
-        else:
-            width = np.ones(fi.size)
-        counts = _round_once(task, xstar, base, fi, width, va, vc, vcell, cells,
-                             integer=attempt != "lp", margins=margins)
-        if counts is not None and _rows_hold(task, counts, va, vc, vcell, cells, margins):
-            return counts, time.perf_counter() - t0, attempt != "lp"
-    if not fail:
-        return None, time.perf_counter() - t0, True
-    raise MechanismError(f"TopDown rounding failed at node {task.key}: no integer solution keeps "
-                         "the parent sums and invariants")
-
-
-def _round_once(task, xstar, base, fi, width, va, vc, vcell, cells, integer, margins=()):
-    """Solve for the increments delta on variables ``fi`` (others stay at ``base``)."""
-    n_x, nf = xstar.size, fi.size
-    col = np.full(n_x, -1, dtype=np.int64)
-    col[fi] = np.arange(nf)
-    rows = _Rows()
-    sel = fi  # only free variables appear in the rows; fixed ones move to the bounds
-
-    def add_sum(keys_all, n_keys, target):
-        """sum over free vars with key k of delta = target[k] - sum over all vars with key k of base."""
-        basesum = np.bincount(keys_all, weights=base, minlength=n_keys)
-        local, present = _sum_rows(keys_all[sel], n_keys)
-        rhs = np.asarray(target, dtype=np.float64)[present] - basesum[present]
-        rows.add(local, np.arange(nf), 1.0, rhs, rhs)
-        others = _keys_without(keys_all, n_keys, present)
-        return bool(np.all(np.abs(np.asarray(target, dtype=np.float64)[others] - basesum[others]) < 0.5))
-
-    ok = True
-    if task.parent is not None:
-        ok &= add_sum(va, cells.size, task.parent[cells])
-    for con in task.constraints:
-        key = con.child_set[vc] * con.n_groups + con.groups[vcell]
-        ok &= add_sum(key, con.target.size, con.target.ravel())
-    margins = (*margins, *(bound_margin(b, vc, vcell) for b in task.bounds))
-    # keep each child's total within floor/ceil of its least-squares total
-    tot = np.bincount(vc, weights=xstar, minlength=task.n_children)
-    bsum = np.bincount(vc, weights=base, minlength=task.n_children)
-    local, present = _sum_rows(vc[sel], task.n_children)
-    t_lo = np.floor(tot[present] + _INT_TOL) - bsum[present]
-    t_hi = np.ceil(tot[present] - _INT_TOL) - bsum[present]
-    t_lo, t_hi = np.minimum(t_lo, t_hi), np.maximum(t_lo, t_hi)
-    rows.add(local, np.arange(nf), 1.0, t_lo, t_hi)
-    for key, n_keys, m_lo, m_hi, *coef in margins:  # the multipass rounder's margins
-        coef = coef[0] if coef else None
-        msum = np.bincount(key, weights=base if coef is None else base * coef, minlength=n_keys)
-        local, present = _sum_rows(key[sel], n_keys)
-        others = _keys_without(key, n_keys, present)
-        ok &= bool(np.all((m_lo[others] <= msum[others] + 0.5) & (msum[others] <= m_hi[others] + 0.5)))
-        # a key without bounds (a stacked table's spare key, joint_round.py) is no row at all
-        bounded = np.isfinite(m_lo[present]) | np.isfinite(m_hi[present])
-        vals = np.broadcast_to(1.0 if coef is None else coef[sel], (nf,))
-        cols = np.arange(nf)
-        if not bounded.all():
-            keep = bounded[local]
-            local, cols, vals = (np.cumsum(bounded) - 1)[local[keep]], cols[keep], vals[keep]
-            present = present[bounded]
-        rows.add(local, cols, vals, m_lo[present] - msum[present], m_hi[present] - msum[present])
-    if not ok:
-        return None
-    a, lo, hi = rows.matrix(nf)
-    frac = xstar[fi] - base[fi]
-    if np.all(width == 1.0):
-        from .merge_columns import merge_parallel
-
-        cost = 1.0 - 2.0 * frac  # |base + d - x| = frac + d (1 - 2 frac) for d in {0, 1}
-        # columns alike in every row and in cost as one (merge_columns.merge_parallel)
-        a_lp, cost_lp, upper_lp, split = merge_parallel(a.tocsc(), cost)
-        status, d, _ = _highs(cost_lp, np.zeros(cost_lp.size), upper_lp, a_lp.tocsc(), lo, hi, integer=integer)
-        if d is not None and split is not None:
-            if np.any(np.abs(d - np.rint(d)) > _INT_TOL):
-                return None
-            d = split(d)
-    else:  # L1 distance with auxiliary variables e >= |base + d - x|
-        status, d = _round_wide(frac, width, a, lo, hi)
-    if d is None:
-        return None
-    d = d[:nf]
-    if np.any(np.abs(d - np.rint(d)) > _INT_TOL):
-        return None
-    counts = base.copy()
-    counts[fi] += np.rint(d)
-    return counts.astype(np.int64)
-
-
-def _keys_without(keys: np.ndarray, n_keys: int, present: np.ndarray) -> np.ndarray:
-    """The keys (sorted) that some variable has but ``present`` (a subset of them) lacks: the
-    rows left with no free variable, checked on their fixed part alone."""
-    has = np.bincount(keys, minlength=n_keys) > 0
-    has[present] = False
-    return np.flatnonzero(has)
-
-
-def _round_wide(frac, width, a, lo, hi):
-    nf = frac.size
-    eye = sp.identity(nf, format="csc")
-    # rows: a d = rhs ; d - e <= frac ; -d - e <= -frac
-    big = sp.vstack([sp.hstack([a, sp.csc_matrix((a.shape[0], nf))]),
-                     sp.hstack([eye, -eye]), sp.hstack([-eye, -eye])]).tocsc()
-    row_lo = np.concatenate([lo, np.full(2 * nf, -_INF)])
-    row_hi = np.concatenate([hi, frac, -frac])
-    cost = np.concatenate([np.zeros(nf), np.ones(nf)])
-    lower = np.zeros(2 * nf)
-    upper = np.concatenate([width, np.full(nf, _INF)])
-    status, d, _ = _highs(cost, lower, upper, big, row_lo, row_hi, integer=True)
-    return status, d
-
-
-def _rows_hold(task, counts, va, vc, vcell, cells, margins=()) -> bool:
-    """Exact integer check of parent sums, invariant targets and rounder margins."""
-    if np.any(counts < 0):
-        return False
-    for b in task.bounds:
-        got = np.bincount(vc * b.n_groups + b.groups[vcell], weights=counts, minlength=b.lower.size)
-        if np.any(got < b.lower.ravel() - 0.5) or np.any(got > b.upper.ravel() + 0.5):
-            return False
-    for key, n_keys, m_lo, m_hi, *coef in margins:
-        got = np.bincount(key, weights=counts * coef[0] if coef else counts, minlength=n_keys)
-        if np.any(got < m_lo - 0.5) or np.any(got > m_hi + 0.5):
-            return False
-    if task.parent is not None:
-        if not np.array_equal(np.bincount(va, weights=counts, minlength=cells.size).astype(np.int64),
-                              task.parent[cells]):
-            return False
-    for con in task.constraints:
-        key = con.child_set[vc] * con.n_groups + con.groups[vcell]
-        got = np.bincount(key, weights=counts, minlength=con.target.size).astype(np.int64)
-        if not np.array_equal(got, con.target.ravel()):
-            return False
-    return True
 
 
 # --- a whole level ----------------------------------------------------------------------------
