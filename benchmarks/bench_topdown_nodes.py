@@ -64,6 +64,8 @@ def capture(n_persons: int, where: Path) -> None:
     from dpspec.engine import local_engine_run
     from dpspec.run.compiler import make_rng
     from dpspec_topdown.run.topdown import run_topdown
+    from dpspec_topdown.design import Design
+    from dpspec_topdown.run.context import Records, RunContext
     from dpspec_topdown.synthetic import LEVELS, PL94_VARIABLES, generate_population
     from make_dhc_synthetic import dhc_from_pl94, spine_columns
 
@@ -77,10 +79,9 @@ def capture(n_persons: int, where: Path) -> None:
         (where / name).mkdir(parents=True, exist_ok=True)
     os.environ[qp_choice.CAPTURE_ENV] = str(where / "pl94")
     t0 = time.perf_counter()
-    pl = run_topdown(persons, ["nation"] + LEVELS, PL94_VARIABLES, strategy, rho, shares, "hamming",
-                     [("state", ())], make_rng(1), progress=_tagging_progress(where / "pl94"), workers=1,
-                     recodes=recodes, passes=passes, structural_zeros=zeros, bounds=bounds,
-                     engine=local_engine_run(1))
+    pl = run_topdown(Records(persons, bounds=bounds),
+                     Design(["nation"] + LEVELS, PL94_VARIABLES, strategy, rho, shares, "hamming", [("state", ())], recodes=recodes, passes=passes, structural_zeros=zeros),
+                     RunContext(make_rng(1), engine=local_engine_run(1), progress=_tagging_progress(where / "pl94"), workers=1))
     print(f"captured P.L. 94 ({n_persons:,} persons) in {time.perf_counter() - t0:.1f} s", flush=True)
     variables, dshares, dstrat, drecodes, drho, dpasses, dzeros = bt.dhc_strategy()
     product = bt._pl94_product(pl.microdata)
@@ -88,10 +89,9 @@ def capture(n_persons: int, where: Path) -> None:
                                 for c, cats in variables.items()})
     os.environ[qp_choice.CAPTURE_ENV] = str(where / "dhc")
     t0 = time.perf_counter()
-    run_topdown(persons, bt.DHC_LEVELS, variables, dstrat, drho, dshares, "hamming", [("state", ())],
-                make_rng(1), progress=_tagging_progress(where / "dhc"), workers=1, recodes=drecodes,
-                passes=dpasses, structural_zeros=dzeros, equalities=[("pl94", bt.PL94_FACTORS, product)],
-                engine=local_engine_run(1))
+    run_topdown(Records(persons, equalities=[("pl94", bt.PL94_FACTORS, product)]),
+                Design(bt.DHC_LEVELS, variables, dstrat, drho, dshares, "hamming", [("state", ())], recodes=drecodes, passes=dpasses, structural_zeros=dzeros),
+                RunContext(make_rng(1), engine=local_engine_run(1), progress=_tagging_progress(where / "dhc"), workers=1))
     print(f"captured DHC persons ({n_persons:,} persons) in {time.perf_counter() - t0:.1f} s", flush=True)
     os.environ.pop(qp_choice.CAPTURE_ENV)
 

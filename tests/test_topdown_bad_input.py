@@ -11,6 +11,8 @@ import pytest
 
 from dpspec.errors import DataError
 from dpspec_topdown.run.topdown import run_topdown
+from dpspec_topdown.design import Design
+from dpspec_topdown.run.context import Records, RunContext
 from dpspec_topdown.synthetic import LEVELS, PL94_VARIABLES, PRODUCTION_LEVEL_SHARES, generate_population, pl94_strategy
 
 ALL_LEVELS = ["nation"] + LEVELS
@@ -25,9 +27,10 @@ def persons():
     return frame[~((frame["hhgq"] == 3) & (frame["votingage"] == 0))].reset_index(drop=True)  # keeps nurse_nva_0
 
 
-def _run(persons, invariants=(("state", ()),), **kw):
-    return run_topdown(persons, ALL_LEVELS, PL94_VARIABLES, pl94_strategy(tuple(SHARES)), 1, SHARES, "hamming",
-                       list(invariants), np.random.default_rng(0), workers=1, **kw)
+def _run(persons, invariants=(("state", ()),), equalities=(), **kw):
+    return run_topdown(Records(persons, equalities=equalities),
+                       Design(ALL_LEVELS, PL94_VARIABLES, pl94_strategy(tuple(SHARES)), 1, SHARES, "hamming", list(invariants), **kw),
+                       RunContext(np.random.default_rng(0), workers=1))
 
 
 def _product(persons):

@@ -12,6 +12,8 @@ from dpspec.errors import DataError, SpecError
 from tests.topdown_geography import parse
 from dpspec_topdown.params.constraints import facility_bounds
 from dpspec_topdown.run.topdown import run_topdown
+from dpspec_topdown.design import Design
+from dpspec_topdown.run.context import Records, RunContext
 from dpspec_topdown.synthetic import LEVELS, PL94_VARIABLES, generate_facilities, generate_population
 from tests.test_topdown_multipass import NURSE_NVA_0, PASSES, _production
 
@@ -33,9 +35,9 @@ def _bounds(facilities):
 
 def _run(persons, bounds, seed, rho=Fraction(1, 50), passes=PASSES):
     shares, strategy, recodes, _, _ = _production()
-    return run_topdown(persons, ["nation"] + LEVELS, PL94_VARIABLES, strategy, rho, shares, "hamming",
-                       [("state", ())], np.random.default_rng(seed), workers=1, recodes=recodes,
-                       passes=passes, structural_zeros=NURSE_NVA_0, bounds=bounds)
+    return run_topdown(Records(persons, bounds=bounds),
+                       Design(["nation"] + LEVELS, PL94_VARIABLES, strategy, rho, shares, "hamming", [("state", ())], recodes=recodes, passes=passes, structural_zeros=NURSE_NVA_0),
+                       RunContext(np.random.default_rng(seed), workers=1))
 
 
 def _hhgq_by_block(micro):

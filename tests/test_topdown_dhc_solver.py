@@ -131,6 +131,8 @@ def _run_forcing_one_node(monkeypatch, fail_relaxed: bool):
     product would make it), so the run must take the failsafe there."""
     from dpspec.errors import MechanismError
     from dpspec_topdown.run.topdown import run_topdown
+    from dpspec_topdown.design import Design
+    from dpspec_topdown.run.context import RunContext
     from dpspec_topdown.synthetic import (LEVELS, PL94_VARIABLES, PRODUCTION_LEVEL_SHARES, PRODUCTION_RHO,
                                           generate_population, pl94_strategy)
 
@@ -152,9 +154,9 @@ def _run_forcing_one_node(monkeypatch, fail_relaxed: bool):
     monkeypatch.setattr(postprocess, "solve_relaxed", relaxed_or_fail)
     persons = generate_population(1500, 60, seed=3)
     shares = PRODUCTION_LEVEL_SHARES
-    result = run_topdown(persons, ["nation"] + LEVELS, PL94_VARIABLES, pl94_strategy(tuple(shares)), PRODUCTION_RHO,
-                         shares, "hamming", [("state", ())], np.random.default_rng(0), workers=1,
-                         failsafe=["hhgq"])
+    result = run_topdown(persons,
+                         Design(["nation"] + LEVELS, PL94_VARIABLES, pl94_strategy(tuple(shares)), PRODUCTION_RHO, shares, "hamming", [("state", ())], failsafe=["hhgq"]),
+                         RunContext(np.random.default_rng(0), workers=1))
     return result, persons, forced
 
 
@@ -407,7 +409,9 @@ def _households_and_units(seed=1, n_blocks=40):
 
 
 def _joint_run(households, units, **kwargs):
-    from dpspec_topdown.run.topdown import JointTable, run_topdown
+    from dpspec_topdown.design import Design
+    from dpspec_topdown.run.context import JointTable, Records, RunContext
+    from dpspec_topdown.run.topdown import run_topdown
     from dpspec_topdown.measurement.histogram import Recode
 
     shares = {"state": Fraction(1, 4), "county": Fraction(1, 4), "block": Fraction(1, 2)}
@@ -417,9 +421,9 @@ def _joint_run(households, units, **kwargs):
                        recodes=[occupancy], invariants=[("block", ())],
                        cross=[("h1", (), None, ("occupancy",), 0, 1)])
     strategy = {lv: [((), Fraction(1, 4)), (("hhsize", "tenure"), Fraction(1, 4))] for lv in shares}
-    return run_topdown(households, ["nation", "state", "county", "block"], {"hhsize": [1, 2, 3], "tenure": [0, 1]},
-                       strategy, 1, shares, "hamming", [("state", ())], np.random.default_rng(0), workers=1,
-                       joint=table, **kwargs)
+    return run_topdown(Records(households, joint=table),
+                       Design(["nation", "state", "county", "block"], {"hhsize": [1, 2, 3], "tenure": [0, 1]}, strategy, 1, shares, "hamming", [("state", ())], **kwargs),
+                       RunContext(np.random.default_rng(0), workers=1))
 
 
 def test_a_joint_run_ties_households_to_occupied_units_at_every_level():
@@ -545,13 +549,15 @@ def _two_tracts():
 
 def _spine_run(persons, reference):
     from dpspec_topdown.run.topdown import run_topdown
+    from dpspec_topdown.design import Design
+    from dpspec_topdown.run.context import Records, RunContext
 
     levels = ["nation", "state", "county", "tract", "blockgroup", "block"]
     shares = {lv: Fraction(1, 5) for lv in levels[1:]}
     strategy = {lv: [((), Fraction(1, 2)), (("sex",), Fraction(1, 2))] for lv in shares}
-    return run_topdown(persons, levels, {"sex": [0, 1]}, strategy, 4, shares, "hamming", [("state", ())],
-                       np.random.default_rng(1), workers=1, bypass=["county", "tract", "blockgroup"],
-                       reference_geography=reference)
+    return run_topdown(Records(persons, reference_geography=reference),
+                       Design(levels, {"sex": [0, 1]}, strategy, 4, shares, "hamming", [("state", ())], bypass=["county", "tract", "blockgroup"]),
+                       RunContext(np.random.default_rng(1), workers=1))
 
 
 def test_the_spine_built_on_the_reference_geography_does_not_bypass_a_tract_with_an_empty_block_group():

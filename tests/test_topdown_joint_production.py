@@ -71,7 +71,9 @@ def _data(seed=4, n_blocks=24):
 
 
 def _run(households, units, zeros, seed=0):
-    from dpspec_topdown.run.topdown import JointTable, run_topdown
+    from dpspec_topdown.design import Design
+    from dpspec_topdown.run.context import JointTable, Records, RunContext
+    from dpspec_topdown.run.topdown import run_topdown
     from dpspec_topdown.measurement.histogram import Recode
 
     shares = {"state": Fraction(1, 4), "county": Fraction(1, 4), "block": Fraction(1, 2)}
@@ -82,9 +84,9 @@ def _run(households, units, zeros, seed=0):
                        cross=[("h1", (), None, ("occupancy",), 0, 1)], structural_zeros=zeros)
     strategy = {lv: [((), Fraction(1, 4)), (("hhsize", "tenure"), Fraction(1, 4))] for lv in shares}
     # a small rho: noisy answers spread over every cell, so a cell left free is filled somewhere
-    return run_topdown(households, ["nation", "state", "county", "block"], {"hhsize": [1, 2, 3], "tenure": [0, 1]},
-                       strategy, Fraction(1, 20), shares, "hamming", [("state", ())], np.random.default_rng(seed),
-                       workers=1, joint=table)
+    return run_topdown(Records(households, joint=table),
+                       Design(["nation", "state", "county", "block"], {"hhsize": [1, 2, 3], "tenure": [0, 1]}, strategy, Fraction(1, 20), shares, "hamming", [("state", ())]),
+                       RunContext(np.random.default_rng(seed), workers=1))
 
 
 def test_the_release_keeps_the_joint_zeros_at_every_level():
@@ -145,7 +147,9 @@ OUTER = [{"estimation": [[("@units", "occupancy"), ("@units", "vacs")]], "roundi
 
 
 def _run_passes(households, units, outer=OUTER, seed=0):
-    from dpspec_topdown.run.topdown import JointTable, run_topdown
+    from dpspec_topdown.design import Design
+    from dpspec_topdown.run.context import JointTable, Records, RunContext
+    from dpspec_topdown.run.topdown import run_topdown
     from dpspec_topdown.measurement.histogram import Recode
 
     shares = {"state": Fraction(1, 4), "county": Fraction(1, 4), "block": Fraction(1, 2)}
@@ -156,9 +160,9 @@ def _run_passes(households, units, outer=OUTER, seed=0):
                        cross=[("h1", (), None, ("occupancy",), 0, 1)], structural_zeros={"z": {"vacs": [2, 3]}})
     strategy = {lv: [((), Fraction(1, 4)), (("hhsize", "tenure"), Fraction(1, 4))] for lv in shares}
     passes = {lv: {"outer": outer, "tolerance": Fraction(1, 10)} for lv in shares} if outer else None
-    return run_topdown(households, ["nation", "state", "county", "block"], {"hhsize": [1, 2, 3], "tenure": [0, 1]},
-                       strategy, Fraction(1, 20), shares, "hamming", [("state", ())], np.random.default_rng(seed),
-                       workers=1, joint=table, passes=passes)
+    return run_topdown(Records(households, joint=table),
+                       Design(["nation", "state", "county", "block"], {"hhsize": [1, 2, 3], "tenure": [0, 1]}, strategy, Fraction(1, 20), shares, "hamming", [("state", ())], passes=passes),
+                       RunContext(np.random.default_rng(seed), workers=1))
 
 
 def test_outer_passes_fix_each_pass_rounded_answers_and_keep_the_tie():

@@ -7,6 +7,8 @@ import pytest
 
 from dpspec_topdown.estimation import highs, postprocess
 from dpspec_topdown.run.topdown import run_topdown
+from dpspec_topdown.design import Design
+from dpspec_topdown.run.context import RunContext
 from dpspec_topdown.estimation.qp import solve_clarabel
 from dpspec_topdown.synthetic import (LEVELS, PL94_VARIABLES, PRODUCTION_LEVEL_SHARES, PRODUCTION_RHO,
                                       generate_population, pl94_strategy)
@@ -25,10 +27,9 @@ def captured():
     postprocess.build_node_qp = capture
     try:
         persons = generate_population(4000, 160, seed=5)
-        result = run_topdown(persons, ["nation"] + LEVELS, PL94_VARIABLES,
-                             pl94_strategy(tuple(PRODUCTION_LEVEL_SHARES)), PRODUCTION_RHO,
-                             PRODUCTION_LEVEL_SHARES, "hamming", [("state", ())],
-                             np.random.default_rng(3), workers=1)
+        result = run_topdown(persons,
+                             Design(["nation"] + LEVELS, PL94_VARIABLES, pl94_strategy(tuple(PRODUCTION_LEVEL_SHARES)), PRODUCTION_RHO, PRODUCTION_LEVEL_SHARES, "hamming", [("state", ())]),
+                             RunContext(np.random.default_rng(3), workers=1))
     finally:
         postprocess.build_node_qp = build
     return problems, result

@@ -10,6 +10,8 @@ from dpspec_topdown.estimation import node_solve
 from dpspec_topdown.estimation import postprocess
 from dpspec_topdown.estimation import redundant
 from dpspec_topdown.run.topdown import run_topdown
+from dpspec_topdown.design import Design
+from dpspec_topdown.run.context import RunContext
 from dpspec_topdown.estimation.multipass import solve_interleaved
 from dpspec_topdown.estimation.postprocess import GroupConstraint, NodeTask
 from dpspec_topdown.synthetic import LEVELS, PL94_VARIABLES, generate_population
@@ -67,8 +69,9 @@ def test_interleaved_passes_reach_the_same_release_without_the_implied_rows(monk
 
     monkeypatch.setattr(node_solve, "solve_node", capture)
     persons = generate_population(3000, 400, seed=4)  # 13 block groups in 4 tracts
-    run_topdown(persons, ["nation"] + LEVELS, PL94_VARIABLES, strategy, Fraction(1, 20), shares, "hamming",
-                [("state", ()), ("tract", ())], np.random.default_rng(5), workers=1, recodes=recodes, passes=passes)
+    run_topdown(persons,
+                Design(["nation"] + LEVELS, PL94_VARIABLES, strategy, Fraction(1, 20), shares, "hamming", [("state", ()), ("tract", ())], recodes=recodes, passes=passes),
+                RunContext(np.random.default_rng(5), workers=1))
     monkeypatch.setattr(node_solve, "solve_node", solve)
     dropped = compared = 0
     for task, queries, plan in nodes:

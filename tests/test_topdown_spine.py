@@ -16,6 +16,8 @@ from dpspec.cli.main import main
 from dpspec.errors import DataError, SpecError
 from tests.topdown_geography import parse
 from dpspec_topdown.run.topdown import run_topdown
+from dpspec_topdown.design import Design
+from dpspec_topdown.run.context import Records, RunContext
 from dpspec_topdown.geography.spine import split_geography
 from dpspec_topdown.synthetic import LEVELS, PL94_VARIABLES, PRODUCTION_LEVEL_SHARES, generate_population, pl94_strategy
 
@@ -37,8 +39,9 @@ def persons():
 
 
 def _run(persons, seed, rho=1, aian=("state", "aian")):
-    return run_topdown(persons, ALL_LEVELS, PL94_VARIABLES, pl94_strategy(tuple(SHARES)), rho, SHARES, "hamming",
-                       [("state", ())], np.random.default_rng(seed), workers=1, aian=aian)
+    return run_topdown(persons,
+                       Design(ALL_LEVELS, PL94_VARIABLES, pl94_strategy(tuple(SHARES)), rho, SHARES, "hamming", [("state", ())], aian=aian),
+                       RunContext(np.random.default_rng(seed), workers=1))
 
 
 def test_states_are_measured_as_two_parts_and_held_only_on_their_sum(persons):
@@ -264,8 +267,9 @@ def test_single_child_geounits_are_measured_once_with_both_shares(single_child_p
     persons, single = single_child_persons
     shares = dict(PRODUCTION_LEVEL_SHARES)
     rho = F(1)
-    res = run_topdown(persons, ALL_LEVELS, PL94_VARIABLES, pl94_strategy(tuple(shares)), rho, shares, "hamming",
-                      [("state", ())], np.random.default_rng(1), workers=1, bypass=BYPASS)
+    res = run_topdown(persons,
+                      Design(ALL_LEVELS, PL94_VARIABLES, pl94_strategy(tuple(shares)), rho, shares, "hamming", [("state", ())], bypass=BYPASS),
+                      RunContext(np.random.default_rng(1), workers=1))
     tract, bg = res.hierarchy.level("tract"), res.hierarchy.level("blockgroup")
     cls_tract = dict(zip(tract.codes, res.budget_classes["tract"][0]))
     assert {c for c, v in cls_tract.items() if v == 1} == set(single)
@@ -343,8 +347,9 @@ def test_block_groups_are_split_by_their_gq_types(persons):
     blocks = np.unique(persons["block"].astype(str))
     counts = pd.DataFrame({"block": blocks[:6], "gqtype": [1, 1, 4, 4, 1, 7], "count": 1})
     sig = gq_signatures(counts, "block", "gqtype", list(range(1, 8)))
-    res = run_topdown(persons, ALL_LEVELS, PL94_VARIABLES, pl94_strategy(tuple(SHARES)), 1, SHARES, "hamming",
-                      [("state", ())], np.random.default_rng(2), workers=1, gq_signature=sig)
+    res = run_topdown(Records(persons, gq_signature=sig),
+                      Design(ALL_LEVELS, PL94_VARIABLES, pl94_strategy(tuple(SHARES)), 1, SHARES, "hamming", [("state", ())]),
+                      RunContext(np.random.default_rng(2), workers=1))
     bg = res.hierarchy.level("blockgroup")
     parts = pd.Series(list(bg.labels)).value_counts()
     assert parts.max() >= 2  # a block group with GQ blocks is measured as several geounits

@@ -11,11 +11,10 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-from dpspec.api import (Diagnostic, Mechanism, NativeFlavor, OutputKeys, ParamSpec, ParameterSchema, Release,
-                        SpecError, ir, progress)
+from dpspec.api import (Diagnostic, Mechanism, NativeFlavor, OutputKeys, ParamSpec, ParameterSchema, SpecError, ir, progress)
 
 from .measurement.allocation import JOINT_MARK, allocate, split_allocation
-from .geography.declared import check_flags, check_structure, declared_geography, problems as geography_problems
+from .geography.declared import problems as geography_problems
 from .params.locate import at, item_at
 from .params.tables import (ROOT, _invariants, _joint, _levels, _schema, _shares_loc, _strategy, _structural_zeros, _variables)
 from .measurement.allocation import _is_joint_key, _only_queries
@@ -25,10 +24,8 @@ from .params.joint import _cross_constraints, _joint_names, _joint_tables, _side
 from .params.passes import _pass_level_loc, _pass_query_loc, _passes
 from .params.postprocess import _failsafe, _postprocess_only
 from .params.spine import _aian_split_levels, _spine
-from .params.tables import _bound_categories, _recode_columns, _relation
-from .release.outputs import _categories, _geography_categories
-from .release.report import _guarantee_notes, _postprocess_notes, _query_labels, _spine_facts, accuracy, allocation_rows, bypass_rows
-from .run.inputs import _check_recode_invariant_columns, _gq_signature, _joint_table
+from .params.tables import _bound_categories, _relation
+from .release.report import _guarantee_notes, _query_labels, allocation_rows, bypass_rows
 
 __version__ = "1.0.0"
 
@@ -308,95 +305,20 @@ class TopDown(Mechanism):
         return out
 
     def run(self, spec, params, data, rng, engine=None):
+        """The design parsed once, the data read, TopDown run, and its release."""
+        from .design import design_from_spec
         from .params.broken_places import located
+        from .release.outputs import release_of
+        from .run.context import RunContext
+        from .run.inputs import read_records
+        from .run.topdown import run_topdown
 
         with located(spec, params):  # data that break a construct: the DataError cites its line
-            return self._run(spec, params, data, rng, engine)
-
-    def _run(self, spec, params, data, rng, engine=None):
-        import pandas as pd  # lazily, with the engine: `dpspec check` needs neither
-
-        from .run.topdown import run_topdown, table_counts
-
-        from dpspec.api import EngineTable
-
-        variables = _variables(spec, params)
-        invariants, _ = _invariants(spec, params)
-        persons = data[params["table"]]
-        _check_recode_invariant_columns(spec, params, persons, engine)
-        for j in _joint(spec, params):
-            _check_recode_invariant_columns(spec, j["params"], data[j["table"]], engine)
-        from .params.constraints import facility_bounds_from_counts, facility_constraints
-
-        spine = _spine(spec, params)
-        bounds = []
-        categories = _bound_categories(spec, params)
-        for con in facility_constraints(spec, params, categories):
-            lower, upper = facility_bounds_from_counts(con, table_counts(data[con["table"]], [con["finest"], con["type"]], engine),
-                                           categories[con["of"]])
-            bounds.append((con["name"], (con["of"],), lower, upper))
-        def records(table, names):
-            if isinstance(table, EngineTable):  # held by the engine: counted there, never collected
-                return table
-            return pd.DataFrame({c: table[c].astype(object) if c in names else table[c]
-                                 for c in [*spec.domain.geography.levels, *names, *(
-                                     [spine["aian"][1]] if "aian" in spine else [])]})
-
-        frame = records(persons, variables)
-        joint = _joint_table(spec, params, data, records)
-        declared = declared_geography(spec, params["table"], spine.get("aian", (None, None))[1])
-        if "aian" in spine:  # every table's copy of the flag agrees with the geography file's
-            flag = spine["aian"][1]
-            for name in dict.fromkeys([params["table"], *_joint_tables(spec, params), spine.get("geography")]):
-                if name is not None and name in data and flag in data[name].columns:
-                    check_flags(name, data[name], declared, spec.domain.geography.levels[-1], flag, engine)
-        result = run_topdown(
-            frame, _levels(spec), variables,
-            _strategy(params, _levels(spec), list(variables)), params["rho"], params["levels"],
-            _relation(spec, params), [(lv, q) for lv, q, _ in invariants], rng,
-            recodes=_schema(spec, params).recodes, passes=_passes(params, list(variables), _joint_names(_joint(spec, params))),
-            structural_zeros=_structural_zeros(params, variables, _schema(spec, params).recodes), bounds=bounds,
-            progress=lambda stage, done, total: progress.report(f"{stage} level", done, total),
-            workers=params.get("workers"), engine=engine, aian=spine.get("aian"),
-            bypass=spine.get("bypass", ()), gq_signature=_gq_signature(spine, data, engine),
-            equalities=[(e["name"], e["query"], table_counts(data[e["table"]], [e["finest"], *e["query"]], engine))
-                        for e in _equalities(spec, params)],
-            failsafe=_failsafe(params), joint=joint, **_postprocess_only(spec, params),
-            reference_geography=(table_counts(data[spine["geography"]], [*spec.domain.geography.levels, *(
-                [spine["aian"][1]] if "aian" in spine else [])], engine) if "geography" in spine else None),
-            declared_geography=declared,
-        )
-        measurements = result.measurements_table()
-        check_structure(result.hierarchy, declared, measurements, result.budget_classes)
-        derived = _recode_columns(spec, params)  # recodes the input carries as columns are released too
-        categories = _categories(spec, persons, [*variables, *derived])  # the input's codes: invariants compare exactly
-        tables = [persons] + [data[j["table"]] for j in _joint(spec, params)]
-        geo_categories = _geography_categories(spec, tables) if len(tables) > 1 else {}
-        categories.update(geo_categories)
-        # both tables are streamed: written chunk by chunk, counted from the protected histograms
-        micro = result.microdata_table(categories, recode_columns=derived)
-        errors = accuracy(spec, params, result)
-        timings = {lv: {k: v for k, v in t.items() if isinstance(v, (int, float, bool))} for lv, t in result.timings["levels"].items()}
-        failsafe = {lv: t["failsafe_nodes"] for lv, t in timings.items() if t.get("failsafe_nodes")}
-        outputs = {params["table"]: micro, "measurements": measurements}
-        for j in _joint(spec, params):  # a joint table's release: its microdata and its measurements
-            other = result.joint[j["name"]]
-            jderived = _recode_columns(spec, j["params"])
-            outputs[j["table"]] = other.microdata_table({**_categories(spec, data[j["table"]], [*j["variables"], *jderived]),
-                                                         **geo_categories}, recode_columns=jderived)
-            outputs["joint_measurements"] = other.measurements_table()
-        return Release(
-            outputs=outputs,
-            facts={"total_rho": float(result.total_rho), "rho_spent": float(result.rho_spent),
-                   "solver_share": result.timings["solver_share"], "timings": timings,
-                   # production's failsafe: nodes whose later pass had no solution, redone in one pass
-                   "failsafe_nodes": failsafe, **_spine_facts(result),
-                   # production's post-processing-only constraints: records moved per level, rows the
-                   # heuristic left broken at a node, and what the release still breaks
-                   **({"postprocess_only": result.timings["postprocess"]} if "postprocess" in result.timings else {})},
-            internal={"errors": errors},
-            notes=_postprocess_notes(result.timings.get("postprocess")),
-        )
+            records = read_records(spec, params, data, engine)
+            ctx = RunContext(rng, engine, workers=params.get("workers"),
+                             progress=lambda stage, done, total: progress.report(f"{stage} level", done, total))
+            result = run_topdown(records, design_from_spec(spec, params), ctx)
+            return release_of(spec, params, data, result, records.declared_geography)
 
     def release_columns(self, spec, params):
         """The measurements `likelihood` reads: one row per (level, geocode, query, cell), and each

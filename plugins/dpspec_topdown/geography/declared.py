@@ -91,7 +91,7 @@ def check_flags(name: str, table, declared, finest: str, flag: str, engine=None)
 
     from dpspec.api import shown
 
-    from ..run.topdown import table_counts
+    from ..measurement.counts import table_counts
     from .spine import _as_flag
 
     counts = table_counts(table, [finest, flag], engine)

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import functools
 import time
-from typing import Callable, Mapping, Sequence
+from typing import Sequence
 
 import attrs
 import numpy as np
@@ -40,106 +40,33 @@ from ..estimation.postprocess import (BoundConstraint, Failsafe, GroupConstraint
 from ..params.locate import Broken
 from ..measurement.shipping import pack, unpack
 from ..wording import counted
+from ..design import Design
+from .context import Records, RunContext
+from ..measurement.counts import person_counts
 from .steps import (TopDownResult, _assemble, _budget_classes, _canonical_invariants, _check_split_invariants, _code,
                         _finest_units, _level_tasks, _noise_plan, _spans, _structural_zeros, _verify, node_failure)
 
 _PARALLEL_MIN_SIZE = 20_000  # children x active cells in a level below which a pool costs more
 
 
-@attrs.frozen
-class JointTable:
-    """A further table solved with the main one in one problem per node (joint.py): its records,
-    histogram variables, recodes, strategy {level: [(query, share)]} (shares of the same level
-    budget as the main table's), invariants [(level, query)] and the cross constraints tying it
-    to the main table: (name, main query, main group or None, its query, its group or None,
-    number of groups), and its structural zeros {name: {variable: [categories]}}."""
+def run_topdown(records, design: Design, ctx: RunContext) -> TopDownResult:
+    """Run TopDown on person records (`records`: a `Records`, or the person table alone) as
+    `design` says, with `ctx`'s random source, engine, progress and workers; see the module
+    docstring for the semantics and the three classes' for their fields.
 
-    name: str
-    records: object
-    variables: Mapping
-    strategy: Mapping
-    recodes: Sequence = ()
-    invariants: Sequence = ()
-    cross: Sequence = ()
-    structural_zeros: Mapping = attrs.field(factory=dict)
-
-
-def run_topdown(persons: pd.DataFrame, levels: Sequence[str], variables: Mapping[str, Sequence],
-                strategy: Mapping[str, Sequence], rho, level_shares: Mapping[str, object],
-                relation: str, invariants: Sequence[tuple], rng: np.random.Generator,
-                progress: Callable[[str, int, int], None] | None = None,
-                workers: int | None = None, recodes: Sequence = (),
-                passes: Mapping[str, dict] | None = None,
-                structural_zeros: Mapping[str, Mapping[str, Sequence]] | None = None,
-                bounds: Sequence[tuple] = (), engine=None, aian: tuple[str, str] | None = None,
-                bypass: Sequence[str] = (), gq_signature: pd.Series | None = None,
-                equalities: Sequence[tuple] = (), failsafe: Sequence[str] | None = None,
-                joint: JointTable | None = None, reference_geography: pd.DataFrame | None = None,
-                postprocess_only: Sequence[str] = (), postprocess_feasible: Sequence[str] = (),
-                declared_geography: pd.DataFrame | None = None) -> TopDownResult:
-    """Run TopDown on person records; see the module docstring for the semantics.
-
-    ``levels`` lists the geography columns top first (a leading name that is not a column is
-    the implicit root, e.g. "nation"); ``variables`` maps each histogram variable to its
-    categories; ``strategy`` maps each measured level to ``[(query, share), ...]`` where a query
-    is a tuple of variable names (``()`` is the total); ``level_shares`` splits ``rho`` (zCDP)
-    over levels; ``relation`` is "symdiff" (add/remove one person) or "hamming" (change one);
-    ``invariants`` are ``(level, query)`` pairs released exactly; ``recodes`` (histogram.Recode)
-    are further query factors. ``passes`` maps a level to its pass structure:
-    ``{"estimation": [[query, ...], ...], "rounding": [[query, ...], ...], "tolerance": t}``
-    (multipass.PassPlan; measured queries left out of the estimation passes form a last pass).
-    ``structural_zeros`` maps a name to ``{variable: [categories]}``: the cells matching every
-    listed variable are 0 at every unit (production's nurse_nva_0: no person under 18 in a
-    nursing facility); records in such a cell are a DataError naming the block and cell.
-    ``bounds`` are ``(name, query, lower, upper)``: ``lower`` and ``upper`` are DataFrames indexed
-    by finest-level code with one column per group of the marginal ``query`` (``upper`` +inf when
-    unbounded); every unit's answer is kept within the sums of its finest units' bounds at every
-    level (production's hhgq_total_lb/ub from the facilities table). Data outside them are a
-    DataError naming the block and group; a run that broke them a MechanismError. ``workers`` > 1 solves the
-    nodes of large levels in a process pool (forkserver), so a script calling this must guard
-    its entry point with ``if __name__ == "__main__":``. ``progress(level, done, total)`` is
-    called as nodes finish. ``engine`` (a `dpspec.engine.EngineRun`): the noise of each parent
-    node's children is drawn from a stream keyed by (level, parent code), so the release does
-    not depend on where nodes run, and the nodes of a level are solved as units of work on it
-    (the local engine keeps this process's pool); each node draws its own noise, so no level's
-    noisy answers are ever whole in one process. Without one the nodes are solved here (or in
-    this process's pool) and draw their noise the same way, from streams keyed by a run key
-    drawn from ``rng`` (node_noise.run_key_from): the release is the one an engine run with that
-    key publishes, and a large query's answers are drawn only where a fit reads them.
-    ``aian`` = (level, flag column): production's AIAN spine (spine.py): that level and every
-    level below it but the finest are split into the parts inside (flag 1) and outside AIAN
-    areas; an invariant at a split level holds on the sum of each unit's parts only.
-    ``bypass`` names levels whose single-child units are bypassed (production's optimized spine,
-    spine.py): such a unit is measured with its own and its child's shares, the child not at all.
-    ``gq_signature`` (finest code -> bit mask of the group-quarters types present, spine.
-    gq_signatures) splits the level above the finest by it, as production's spine block groups.
-    ``equalities`` are ``(name, query, counts)``: the release's marginal ``query`` must equal an
-    already released product at every finest unit (equality.py); ``counts`` is that product
-    counted by (finest level, query factors) as `count`.
-    ``failsafe`` names the minimal schema's variables: a node without a solution is solved again
-    with its children sums relaxed (postprocess.solve_relaxed, production's backup_feas), and
-    the levels above it are then re-added from its children; a node without a solution even
-    then is a DataError naming the level and the parent unit.
-    ``joint`` (JointTable): a second table on the same geography solved with this one in one
-    problem per node, tied by its cross constraints (joint.py); its release is the result's
-    ``joint[name]``. Its structural zeros hold in its release as the main table's do in its
-    own. With it, ``passes`` may give only outer passes (one estimation and one rounding pass
-    each, naming either table's queries, joint_passes.py); no failsafe.
-    ``reference_geography``: every finest unit of the geography, populated or not (rows of the
-    geography columns, and the AIAN flag with `aian`): the spine is built on it, as production
-    builds its spine from the geography reference file, so a unit whose other children hold no
-    one is not taken for a single-child unit.
-    ``postprocess_only`` names bounds left out of every solve and repaired after each node's
-    rounding by production's heuristic (postprocess_only.py); at the levels in
-    ``postprocess_feasible`` (production's require_feasible_postproc_dim) a move may also change
-    the structural zeros' other variable, and a row left broken stops the run (a DataError);
-    elsewhere it is reported (a warning and the result's ``postprocess``), never silent.
-    ``declared_geography``: the declared units (geography/declared.py), one row per finest unit
-    with every level's code (and the AIAN flag with `aian`), as text: the hierarchy is built
-    from these rows alone, so a unit nobody lives in is measured like any other, and the
-    records are mapped onto it (a record's combination of codes outside them is a DataError);
-    the records' own AIAN flags then play no part in the spine.
+    Long (about 270 lines): one pass down the levels whose state (the hierarchy, the histograms,
+    the level's tasks) each step reads; the steps themselves are functions of run/steps.py.
     """
+    if not isinstance(records, Records):
+        records = Records(records)
+    persons, joint, bounds, equalities = records.persons, records.joint, records.bounds, records.equalities
+    gq_signature, reference_geography = records.gq_signature, records.reference_geography
+    declared_geography = records.declared_geography
+    levels, variables, strategy, rho = design.levels, design.variables, design.strategy, design.rho
+    level_shares, relation, invariants, recodes = design.level_shares, design.relation, design.invariants, design.recodes
+    passes, structural_zeros, aian, bypass = design.passes, design.structural_zeros, design.aian, design.bypass
+    failsafe, postprocess_only, postprocess_feasible = design.failsafe, design.postprocess_only, design.postprocess_feasible
+    rng, engine, progress, workers = ctx.rng, ctx.engine, ctx.progress, ctx.workers
     t_run = time.perf_counter()
     schema = Schema.from_variables(variables).with_recodes(recodes)
     flags = [aian[1]] if aian and declared_geography is None else []  # declared: the flag is the file's
@@ -394,34 +321,6 @@ def _joint_timings(entry: dict, results, wall: float, outer: int = 0) -> None:
                   "max_variables": max((r.n_variables for r in results), default=0),
                   "estimation_passes": max(outer, 1), "rounding_passes": max(outer, 1), "outer_passes": outer,
                   "solver_peak_mb": max((r.peak_rss_mb for r in results), default=0.0)})
-
-
-def person_counts(persons, levels: Sequence[str], schema: Schema, engine=None,
-                  flags: Sequence[str] = ()) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """What TopDown needs of the person table, as counts: (geography, cells).
-
-    geography: the distinct combinations of the geography columns (one row per finest unit when
-    the geography is a tree); cells: persons per (finest unit, histogram variables), as
-    `count`; ``flags`` are further columns counted with the geography (the AIAN flag of the
-    spine). With an engine the engine counts (on Spark the person table never reaches this
-    process: only these counts do); without one, pandas counts the frame. Columns the table
-    lacks are left out, for the hierarchy and the schema to report.
-    """
-    present = set(persons.columns)
-    geo = [c for c in levels if c in present]
-    finest = geo[-1:] if geo else []
-    by_cell = finest + [v for v in schema.names if v in present]
-    return table_counts(persons, geo + [f for f in flags if f in present], engine), table_counts(persons, by_cell, engine)
-
-
-def table_counts(table, by, engine=None) -> pd.DataFrame:
-    """Rows of a table per combination of `by`, as `count`: counted by the engine when there is
-    one (it may hold the table), else by pandas."""
-    if engine is not None:
-        return engine.count(table, by)
-    if not by:
-        return pd.DataFrame({"count": [len(table)]}, dtype=np.int64)
-    return table.groupby(list(by), observed=True, dropna=False, sort=True).size().rename("count").reset_index()
 
 
 def _failsafe(variables: Sequence[str] | None, schema: Schema) -> Failsafe | None:
