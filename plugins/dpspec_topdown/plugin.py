@@ -11,20 +11,13 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-from dpspec.api import (Diagnostic, Mechanism, NativeFlavor, OutputKeys, ParamSpec, ParameterSchema, SpecError, ir, progress)
+from dpspec.api import Mechanism, NativeFlavor, OutputKeys, ParamSpec, ParameterSchema, ir, progress
 
-from .measurement.allocation import JOINT_MARK, allocate, split_allocation
-from .geography.declared import problems as geography_problems
-from .params.locate import at, item_at
-from .params.tables import (ROOT, _invariants, _joint, _levels, _schema, _shares_loc, _strategy, _structural_zeros, _variables)
-from .measurement.allocation import _is_joint_key, _only_queries
-from .params.checks import _at_setting, _sampler_problems, _split_invariant_problems, _unnested_invariant_problems
-from .params.equal_to import _equalities
-from .params.joint import _cross_constraints, _joint_names, _joint_tables, _side_tables, _tied_attributes
-from .params.passes import _pass_level_loc, _pass_query_loc, _passes
-from .params.postprocess import _failsafe, _postprocess_only
+from .measurement.allocation import JOINT_MARK, _is_joint_key, _only_queries, allocate, split_allocation
+from .params.checks import column_problems, setting_problems
+from .params.joint import _joint_tables, _tied_attributes
 from .params.spine import _aian_split_levels, _spine
-from .params.tables import _bound_categories, _relation
+from .params.tables import ROOT, _invariants, _joint, _levels, _relation, _schema, _strategy, _variables
 from .release.report import _guarantee_notes, _query_labels, allocation_rows, bypass_rows
 
 __version__ = "1.0.0"
@@ -102,101 +95,7 @@ class TopDown(Mechanism):
     engine_tables = True  # a Parquet person table stays on the engine: TopDown only counts it
 
     def check(self, spec, params):
-        problems = []
-        table = spec.domain.table(params["table"])
-        if spec.domain.geography is None:
-            return [Diagnostic("TopDown needs a geography hierarchy in the domain (geography NAME { state > county ... })")]
-        for level in spec.domain.geography.levels:
-            if table.column(level) is None:
-                problems.append(Diagnostic(f"table '{table.name}' has no column for geography level '{level}'"))
-        variables_at = spec.mechanism.params.get("variables") if spec.mechanism is not None else None
-        twice = sorted({n for n in params["variables"] if list(params["variables"]).count(n) > 1})
-        if twice:
-            problems.append(Diagnostic(f"variables: '{twice[0]}' is listed twice",
-                                       *item_at(spec, variables_at, twice[0], occurrence=2)))
-        for name in params["variables"]:
-            col = table.column(name)
-            if col is None:
-                problems.append(Diagnostic(f"histogram variable '{name}' is not a column of table '{table.name}'"))
-            elif col.type.kind == "category":
-                problems.append(Diagnostic(f"histogram variable '{name}' must have a declared value set (enumerated, bool or int range), not an open category"))
-            elif name in spec.domain.geography.levels:
-                problems.append(Diagnostic(f"'{name}' is a geography level, not a histogram variable"))
-        known = set(_levels(spec))
-        levels_at = spec.mechanism.params.get("levels") if spec.mechanism is not None else None
-        for level in params["levels"]:
-            if level not in known:
-                entry = levels_at.value.get(level) if levels_at is not None and isinstance(levels_at.value, ir.ParamBlock) else None
-                problems.append(Diagnostic(f"levels: '{level}' is not a geography level (known: {', '.join(_levels(spec))})",
-                                           *at(entry or levels_at)))
-        if not isinstance(params["queries"], ir.ParamBlock):
-            problems.append(Diagnostic("queries: expected a block such as { total: 1/2  detailed: 1/2 }"))
-        if problems:
-            return problems
-        try:
-            flag = _spine(spec, params).get("aian", (None, None))[1]
-        except SpecError:  # reported below, at the spine's setting
-            flag = None
-        # A spec that reads no records for a table (a description, such as one imported from a
-        # production configuration) cannot leak its units through them: it cannot be run until its
-        # data are declared, and then the declared geography is required (the run refuses too).
-        tables = [params["table"], *_joint_tables(spec, params), *_side_tables(spec, params)]
-        read = [t for t in tables if any(d.table == t for d in spec.data)]
-        problems.extend(geography_problems(spec, read, flag))
-        _, inv_problems = _invariants(spec, params)
-        problems.extend(inv_problems)
-        try:
-            _spine(spec, params)  # first: a bad flag column is the spine's error, not the joint table's
-            try:
-                alloc = self._allocation(spec, params)
-            except SpecError as exc:  # shares that do not sum to 1: at the level's line of the shares
-                raise SpecError([d if d.line is not None else Diagnostic(d.message, *_shares_loc(spec, params, d.message))
-                                 for d in exc.diagnostics]) from None
-            problems.extend(_sampler_problems(spec, params, alloc))
-            from .estimation.multipass import pass_plan
-
-            schema = _schema(spec, params)
-            _structural_zeros(params, _variables(spec, params), schema.recodes)
-            from .params.constraints import facility_constraints
-
-            facility_constraints(spec, params, _bound_categories(spec, params))
-            problems.extend(_split_invariant_problems(spec, params, _spine(spec, params)))
-            for table_params in [params, *(j["params"] for j in _joint(spec, params))]:
-                problems.extend(_unnested_invariant_problems(spec, table_params))
-            _equalities(spec, params)
-            _failsafe(params, spec)
-            _postprocess_only(spec, params)
-            _cross_constraints(spec, params, _joint(spec, params))
-            joint = _joint(spec, params)
-            try:
-                passes = _passes(params, list(schema.names), _joint_names(joint))
-            except SpecError as exc:  # a pass naming a table that is not joint: at the entry writing it
-                raise SpecError([d if d.line is not None else Diagnostic(d.message, *_pass_query_loc(params, None, d.message))
-                                 for d in exc.diagnostics]) from None
-            for level, plan in passes.items():
-                if level not in params["levels"]:
-                    what = "outer_passes" if params.get("outer_passes") is not None else "estimation/rounding passes"
-                    why = (f"level '{level}', which has no budget share (levels with one: {', '.join(params['levels'])})"
-                           if level in _levels(spec) else
-                           f"'{level}', which is not a geography level (known: {', '.join(_levels(spec))})")
-                    raise SpecError(Diagnostic(f"{what} name {why}", *_pass_level_loc(params, level)))
-                try:
-                    if joint:  # outer passes over both tables (joint_passes.py)
-                        from .estimation.joint_passes import joint_pass_plan
-
-                        main, other = split_allocation(alloc, joint[0]["name"])
-                        joint_pass_plan(level, plan, schema, main, joint[0]["schema"], other, joint[0]["name"],
-                                        groups=False)
-                    else:
-                        pass_plan(level, plan, schema, alloc, groups=False)  # names checked; arrays at run time
-                except SpecError as exc:  # at the pass naming the query, else the level's line of its passes
-                    level_at = _pass_level_loc(params, level)
-                    raise SpecError([d if d.line is not None else Diagnostic(
-                        d.message, *next((x for x in [_pass_query_loc(params, level, d.message)] if x[0] is not None), level_at))
-                        for d in exc.diagnostics]) from None
-        except SpecError as exc:
-            problems.extend(_at_setting(spec, d) for d in exc.diagnostics)
-        return problems
+        return column_problems(spec, params) or setting_problems(spec, params, self._allocation)
 
     def _allocation(self, spec, params):
         """The allocation over every measured query; a joint table's queries are keyed
@@ -278,7 +177,6 @@ class TopDown(Mechanism):
 
     def semantics(self, spec, params):
         """Per-attribute and per-geography rho, as the P.L. 94-171 certificates account them."""
-        from .measurement.allocation import split_allocation
         from .semantics import across_split_rho, attribute_rhos, geography_rhos, tied_attribute_rhos
 
         alloc = self._allocation(spec, params)

@@ -1,5 +1,5 @@
 """HiGHS as TopDown calls it: one model passed as numpy buffers, the LP, QP and MILP solves of a
-node, with the retries that make an unlucky interior-point run succeed."""
+node, a QP that hits the iteration cap retried with a small regularization."""
 from __future__ import annotations
 
 import os

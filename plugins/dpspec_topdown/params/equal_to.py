@@ -1,11 +1,12 @@
-"""The  setting read and checked: marginals held equal to a product already released."""
+"""The `equal_to` setting read and checked: marginals held equal to a product already released."""
 from __future__ import annotations
 
 
 from dpspec.api import Diagnostic, SpecError, ir
+
 from .locate import at, item_at
 from .passes import _query_words
-from .tables import ROOT, _block, _entry_settings, _invariants, _schema
+from .tables import _block, _entry_settings, _invariants, ROOT, _schema
 
 
 def _equalities(spec: ir.Spec, params: dict) -> list[dict]:

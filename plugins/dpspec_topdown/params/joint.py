@@ -4,6 +4,7 @@ from __future__ import annotations
 
 
 from dpspec.api import Diagnostic, SpecError, ir
+
 from ..measurement.allocation import query_name
 from .locate import at, item_at
 from .passes import _query_words

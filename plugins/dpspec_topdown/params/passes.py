@@ -5,6 +5,7 @@ from __future__ import annotations
 from fractions import Fraction
 
 from dpspec.api import Diagnostic, SpecError, ir
+
 from ..measurement.allocation import JOINT_MARK
 from .locate import at
 from .tables import _query_key

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 
 from dpspec.api import Diagnostic, SpecError, ir
+
 from .locate import at, item_at
 from .tables import _levels
 

@@ -1,9 +1,10 @@
-"""The  setting read and checked: the AIAN split, the bypassed levels, the block groups split
+"""The `spine` setting read and checked: the AIAN split, the bypassed levels, the block groups split
 by group-quarters types and the reference geography."""
 from __future__ import annotations
 
 
 from dpspec.api import Diagnostic, MechanismError, SpecError, declared_values, ir
+
 from .locate import item_at
 from .tables import _levels, _recode_value
 

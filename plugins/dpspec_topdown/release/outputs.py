@@ -9,8 +9,6 @@ from ..params.tables import _joint, _recode_columns, _variables
 from .report import _postprocess_notes, _spine_facts, accuracy
 
 
-
-
 def _categories(spec, table, names) -> dict:
     """The input's categorical dtypes per column, so the release's codes compare exactly."""
     import pandas as pd

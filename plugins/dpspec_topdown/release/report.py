@@ -5,6 +5,7 @@ from __future__ import annotations
 from fractions import Fraction
 
 from dpspec.api import ir
+
 from ..measurement.allocation import JOINT_MARK, query_name
 from ..params.equal_to import _equalities
 from ..params.postprocess import _postprocess_only

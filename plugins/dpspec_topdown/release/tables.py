@@ -146,7 +146,10 @@ def measurements_table(hier, schema, alloc, confidential: Mapping, noisy: Mappin
     an engine), else re-drawn node by node: confidential answers (from `confidential`, level ->
     csr) plus the node's noise for that query, resumed at the position `plans[level]` recorded.
     classes: level -> (class of every unit, per query {class: sigma²}, ...) under the optimized
-    spine (spine.py): each unit's variance is its class's, and a bypassed unit has no rows."""
+    spine (spine.py): each unit's variance is its class's, and a bypassed unit has no rows.
+
+    Long (about 100 lines): its three short closures (a frame of rows, the chunks, a keyed
+    query's chunks) share the table's categories and the run's noise plans."""
     classes = dict(classes or {})
     columns = ["level", "geocode", "query", "cell", "value", "variance"]
     queries = list(alloc.queries)

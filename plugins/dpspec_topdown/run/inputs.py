@@ -4,15 +4,15 @@ from __future__ import annotations
 
 
 from dpspec.api import SpecError, ir
-from ..params.joint import _cross_constraints
-from ..params.tables import _invariant_recodes, _invariants, _joint, _levels, _recode_columns, _variables
+
 from ..geography.declared import check_flags, declared_geography
 from ..measurement.counts import table_counts
 from ..params.constraints import facility_bounds_from_counts, facility_constraints
 from ..params.equal_to import _equalities
-from ..params.joint import _joint_tables
+from ..params.joint import _cross_constraints, _joint_tables
 from ..params.spine import _spine
-from ..params.tables import _bound_categories
+from ..params.tables import (_bound_categories, _invariant_recodes, _invariants, _joint, _levels, _recode_columns,
+                             _variables)
 from .context import Records
 
 

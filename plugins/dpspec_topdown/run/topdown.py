@@ -54,58 +54,31 @@ def run_topdown(records, design: Design, ctx: RunContext) -> TopDownResult:
     `design` says, with `ctx`'s random source, engine, progress and workers; see the module
     docstring for the semantics and the three classes' for their fields.
 
-    Long (about 270 lines): one pass down the levels whose state (the hierarchy, the histograms,
-    the level's tasks) each step reads; the steps themselves are functions of run/steps.py.
+    Long (about 160 lines): one pass down the levels, whose state (the hierarchy, the histograms,
+    the protected levels) every step reads and extends; the steps are the functions below and
+    those of run/steps.py.
     """
     if not isinstance(records, Records):
         records = Records(records)
-    persons, joint, bounds, equalities = records.persons, records.joint, records.bounds, records.equalities
-    gq_signature, reference_geography = records.gq_signature, records.reference_geography
-    declared_geography = records.declared_geography
-    levels, variables, strategy, rho = design.levels, design.variables, design.strategy, design.rho
-    level_shares, relation, invariants, recodes = design.level_shares, design.relation, design.invariants, design.recodes
-    passes, structural_zeros, aian, bypass = design.passes, design.structural_zeros, design.aian, design.bypass
-    failsafe, postprocess_only, postprocess_feasible = design.failsafe, design.postprocess_only, design.postprocess_feasible
+    joint, bounds, equalities = records.joint, records.bounds, records.equalities
+    strategy, invariants, passes = design.strategy, design.invariants, design.passes
+    structural_zeros, bypass, postprocess_feasible = design.structural_zeros, design.bypass, design.postprocess_feasible
     rng, engine, progress, workers = ctx.rng, ctx.engine, ctx.progress, ctx.workers
     t_run = time.perf_counter()
-    schema = Schema.from_variables(variables).with_recodes(recodes)
-    flags = [aian[1]] if aian and declared_geography is None else []  # declared: the flag is the file's
-    geography, tallies = person_counts(persons, levels, schema, engine, flags=flags)
-    geo_tables = [geography]
-    if joint is not None:
-        if failsafe or postprocess_only:
-            raise SpecError("the failsafe and post-processing-only constraints are not available with a joint table "
-                            "(production's interleaved optimizer has no failsafe)")
-        schema_j = Schema.from_variables(joint.variables).with_recodes(joint.recodes)
-        geo_j, tallies_j = person_counts(joint.records, levels, schema_j, engine, flags=flags)
-        geo_tables.append(geo_j)
-        geography = _union_geography(geography, geo_j)
-    if declared_geography is not None:
-        for found in geo_tables:
-            within_declared(found, declared_geography, levels)
-        geography = declared_geography.reset_index(drop=True)
-    if reference_geography is not None:
-        if declared_geography is not None:
-            within_declared(reference_geography, declared_geography, levels)
-        geography = _with_reference(geography, reference_geography, [aian[1]] if aian else [])
-    labels = {}
-    if aian is not None:
-        geography, labels = split_geography(geography, levels, *aian)
-    if gq_signature is not None:
-        geography, labels = split_by_signature(geography, levels, gq_signature, labels)
-    hier = build_hierarchy(geography, levels, counted=True).with_labels(labels)
+    schema = Schema.from_variables(design.variables).with_recodes(design.recodes)
+    hier, tallies, schema_j, tallies_j = _run_geography(records, design, schema, engine)
     names = hier.names
     finest_unit = _finest_units(hier, tallies)
     weights = tallies["count"].to_numpy(dtype=np.int64)
     cells = schema.cell_index(tallies, weights)
-    for lv in list(level_shares) + list(strategy):
+    for lv in list(design.level_shares) + list(strategy):
         hier.index(lv)  # SpecError for unknown levels
     canon = {lv: [(schema.canonical(q), s) for q, s in entries] for lv, entries in strategy.items()}
     if joint is not None:  # one allocation: both tables' queries share each level's budget
         for lv, entries in joint.strategy.items():
             canon.setdefault(lv, [])
             canon[lv] = canon[lv] + [((JOINT_MARK + joint.name, *schema_j.canonical(q)), s) for q, s in entries]
-    alloc_all = allocate(rho, level_shares, canon, relation)
+    alloc_all = allocate(design.rho, design.level_shares, canon, design.relation)
     alloc, alloc_j = split_allocation(alloc_all, joint.name if joint is not None else None)
     measured = [k for k, lv in enumerate(names) if lv in alloc.level_shares]
     if measured[-1] != len(names) - 1:
@@ -121,7 +94,7 @@ def run_topdown(records, design: Design, ctx: RunContext) -> TopDownResult:
         joint_plans = {lv: joint_pass_plan(lv, spec_, schema, alloc, schema_j, alloc_j, joint.name)
                        for lv, spec_ in (passes or {}).items()}
     plans = {} if joint is not None else {lv: pass_plan(lv, spec_, schema, alloc) for lv, spec_ in (passes or {}).items()}
-    backup = _failsafe(failsafe, schema)
+    backup = _failsafe(design.failsafe, schema)
 
     n_cells = schema.n_cells
     last = len(hier.levels) - 1
@@ -135,7 +108,7 @@ def run_topdown(records, design: Design, ctx: RunContext) -> TopDownResult:
     level_bounds = _level_bounds(bounds, schema, hier, conf[last])
     from ..estimation import postprocess_only as pp_only
 
-    level_bounds, pp_bounds = pp_only.split_bounds(level_bounds, postprocess_only)
+    level_bounds, pp_bounds = pp_only.split_bounds(level_bounds, design.postprocess_only)
     pp_secondary = pp_only.secondary_axis(schema, structural_zeros, [q[0] for _, _, _, q, _ in pp_bounds])
     pp_report: dict = {"moves": {}, "seconds": {}, "unrepaired": []}
     equal = []
@@ -187,21 +160,9 @@ def run_topdown(records, design: Design, ctx: RunContext) -> TopDownResult:
             use_pool = not on_engine and workers > 1 and len(tasks) >= 2 * workers and size >= _PARALLEL_MIN_SIZE
             if use_pool and pool is None:
                 pool = make_pool(workers)
-            cb = (lambda d, n, _lv=names[k]: progress(_lv, d, n)) if progress else None
             t0 = time.perf_counter()
-            try:
-                if not on_engine:
-                    results = solve_level(tasks, queries, workers, cb, pool if use_pool else None,
-                                          plan=plans.get(names[k]))
-                else:
-                    parent_codes = hier.levels[prev].codes if prev is not None else None
-                    # the group maps travel as recipes (shipping.py)
-                    items = [((names[k], _code(parent_codes, t.key)), pack(t)) for t in tasks]
-                    shipped = pack({"queries": queries, "plan": plans.get(names[k])})
-                    results = engine.map_items(items, functools.partial(_shipped_item, shipped=shipped),
-                                               stage=f"{names[k]} level")
-            except NodeError as exc:
-                raise node_failure(exc, hier, prev, names[k]) from None
+            results = _solve_nodes(tasks, queries, k, prev, hier, engine if on_engine else None, workers,
+                                   pool if use_pool else None, progress, plans.get(names[k]))
             wall = time.perf_counter() - t0
             protected[k] = _assemble(tasks, results, hier.levels[k].n_units, n_cells, k, prev, hier)
             if pp_bounds:
@@ -215,24 +176,7 @@ def run_topdown(records, design: Design, ctx: RunContext) -> TopDownResult:
             if any(t.noise is not None for t in tasks):  # the nodes drew the level's noise
                 noise_plans[names[k]] = _noise_plan(tasks, results, k, prev, hier)
                 timings["levels"][names[k]]["noise_seconds"] = sum(r.noise_seconds for r in results)
-            timings["levels"][names[k]].update({
-                "solve_seconds": wall,
-                "nodes": len(tasks),
-                "node_seconds": sum(r.total_seconds for r in results),
-                "qp_seconds": sum(r.qp_seconds for r in results),
-                "rounding_seconds": sum(r.round_seconds for r in results),
-                "milp_nodes": sum(r.used_milp for r in results),
-                "qp_capped_nodes": sum(not r.qp_optimal for r in results),
-                "qp_highs_fallback_nodes": sum(r.qp_solver == "highs" for r in results),
-                "failsafe_nodes": sum(r.failsafe for r in results),
-                "relaxed_nodes": sum(r.relaxed for r in results),
-                "estimation_passes": plans[names[k]].n_estimation if names[k] in plans else 1,
-                "rounding_passes": plans[names[k]].n_rounding if names[k] in plans else 1,
-                "outer_passes": len(plans[names[k]].outer) if names[k] in plans else 0,
-                "max_variables": max((r.n_variables for r in results), default=0),
-                "parallel": bool(use_pool),
-                "solver_peak_mb": max((r.peak_rss_mb for r in results), default=0.0),
-            })
+            timings["levels"][names[k]].update(_level_timings(results, len(tasks), wall, plans.get(names[k]), use_pool))
             prev = k
     finally:
         if pool is not None:
@@ -458,3 +402,80 @@ def _verify_bounds(hier, schema, protected, level_bounds) -> None:
                 raise MechanismError(f"constraint {name} broken at level {hier.names[k]}")
 
 
+def _run_geography(records: Records, design: Design, schema: Schema, engine):
+    """The hierarchy the run measures on, and the person (and joint) table's counts by finest
+    unit and cell: built from the declared geography when there is one (else the records'),
+    with the reference geography's units, then split as the spine says."""
+    persons, joint, levels, aian = records.persons, records.joint, design.levels, design.aian
+    declared_geography, reference_geography = records.declared_geography, records.reference_geography
+    schema_j = tallies_j = None
+    flags = [aian[1]] if aian and declared_geography is None else []  # declared: the flag is the file's
+    geography, tallies = person_counts(persons, levels, schema, engine, flags=flags)
+    geo_tables = [geography]
+    if joint is not None:
+        if design.failsafe or design.postprocess_only:
+            raise SpecError("the failsafe and post-processing-only constraints are not available with a joint table "
+                            "(production's interleaved optimizer has no failsafe)")
+        schema_j = Schema.from_variables(joint.variables).with_recodes(joint.recodes)
+        geo_j, tallies_j = person_counts(joint.records, levels, schema_j, engine, flags=flags)
+        geo_tables.append(geo_j)
+        geography = _union_geography(geography, geo_j)
+    if declared_geography is not None:
+        for found in geo_tables:
+            within_declared(found, declared_geography, levels)
+        geography = declared_geography.reset_index(drop=True)
+    if reference_geography is not None:
+        if declared_geography is not None:
+            within_declared(reference_geography, declared_geography, levels)
+        geography = _with_reference(geography, reference_geography, [aian[1]] if aian else [])
+    labels = {}
+    if aian is not None:
+        geography, labels = split_geography(geography, levels, *aian)
+    if records.gq_signature is not None:
+        geography, labels = split_by_signature(geography, levels, records.gq_signature, labels)
+    hier = build_hierarchy(geography, levels, counted=True).with_labels(labels)
+    return hier, tallies, schema_j, tallies_j
+
+
+def _level_timings(results, n_tasks: int, wall: float, plan, use_pool) -> dict:
+    """A level's entry in the run's timings: its nodes' seconds, solver counts and passes."""
+    return {
+        "solve_seconds": wall,
+        "nodes": n_tasks,
+        "node_seconds": sum(r.total_seconds for r in results),
+        "qp_seconds": sum(r.qp_seconds for r in results),
+        "rounding_seconds": sum(r.round_seconds for r in results),
+        "milp_nodes": sum(r.used_milp for r in results),
+        "qp_capped_nodes": sum(not r.qp_optimal for r in results),
+        "qp_highs_fallback_nodes": sum(r.qp_solver == "highs" for r in results),
+        "failsafe_nodes": sum(r.failsafe for r in results),
+        "relaxed_nodes": sum(r.relaxed for r in results),
+        "estimation_passes": plan.n_estimation if plan is not None else 1,
+        "rounding_passes": plan.n_rounding if plan is not None else 1,
+        "outer_passes": len(plan.outer) if plan is not None else 0,
+        "max_variables": max((r.n_variables for r in results), default=0),
+        "parallel": bool(use_pool),
+        "solver_peak_mb": max((r.peak_rss_mb for r in results), default=0.0),
+    }
+
+
+def _solve_nodes(tasks, queries, k, prev, hier, engine, workers, pool, progress, plan) -> list:
+    """A level's nodes solved: on `engine` as units of work (each packed for the trip), else in
+    this process or `pool`; a node without a solution is a DataError naming its parent unit."""
+    names = hier.names
+    on_engine = engine is not None
+    cb = (lambda d, n, _lv=names[k]: progress(_lv, d, n)) if progress else None
+    try:
+        if not on_engine:
+            results = solve_level(tasks, queries, workers, cb, pool,
+                                  plan=plan)
+        else:
+            parent_codes = hier.levels[prev].codes if prev is not None else None
+            # the group maps travel as recipes (shipping.py)
+            items = [((names[k], _code(parent_codes, t.key)), pack(t)) for t in tasks]
+            shipped = pack({"queries": queries, "plan": plan})
+            results = engine.map_items(items, functools.partial(_shipped_item, shipped=shipped),
+                                       stage=f"{names[k]} level")
+    except NodeError as exc:
+        raise node_failure(exc, hier, prev, names[k]) from None
+    return results
