@@ -27,7 +27,7 @@ def _at_setting(spec: ir.Spec, d: Diagnostic) -> Diagnostic:
 
 
 def _split_invariant_problems(spec: ir.Spec, params: dict, spine: dict) -> list:
-    """Invariants a split spine cannot keep: at a split level below the first (engine's
+    """Invariants a split spine cannot keep: at a split level below the first (run/steps.py's
     _check_split_invariants, here located at the invariant)."""
     split = _split_levels(spec, spine)
     if not split:
@@ -43,7 +43,7 @@ def _split_invariant_problems(spec: ir.Spec, params: dict, spine: dict) -> list:
 
 def _unnested_invariant_problems(spec: ir.Spec, params: dict) -> list:
     """The invariants on `params`' table whose query does not nest with an earlier one's, at the
-    later invariant's line (the engine's chain rule, invariant_chain.py, decided here from the spec)."""
+    later invariant's line (the run's chain rule, estimation/invariant_chain.py, decided here from the spec)."""
     from ..estimation.invariant_chain import unnested, why
 
     schema = _schema(spec, params)

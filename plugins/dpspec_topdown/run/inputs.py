@@ -17,7 +17,7 @@ from .context import Records
 
 
 def _joint_table(spec, params: dict, data, records):
-    """The engine's JointTable for the spec's joint table (at most one), or None."""
+    """The run's JointTable for the spec's joint table (at most one), or None."""
     from .context import JointTable
 
     joint = _joint(spec, params)

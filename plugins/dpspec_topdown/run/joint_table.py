@@ -1,7 +1,7 @@
 """A joint table in a TopDown run: its histograms, noise and invariants beside the main
 table's, on the same hierarchy, solved node by node with the main table (joint.py).
 
-Why a separate holder: the main run (engine.run_topdown) keeps its own table's state in local
+Why a separate holder: the main run (run/topdown.py's run_topdown) keeps its own table's state in local
 variables; the joint table needs the same state (confidential histograms, noisy answers,
 invariants, budget classes, protected histograms) built by the same helpers, and this class
 keeps it in one place without a second copy of the level loop. The joint table's noise streams
@@ -38,7 +38,7 @@ def side_groups(schema, query: tuple, pick: int | None):
 
 @attrs.define
 class JointSide:
-    table: object  # engine.JointTable
+    table: object  # run.context.JointTable
     schema: object
     hier: object
     alloc: object
