@@ -1,4 +1,4 @@
-"""TopDown without an engine (run_topdown(engine=None), as scripts and benchmarks call it) draws
+"""TopDown without an engine (run_topdown with RunContext(rng), as scripts and benchmarks call it) draws
 its noise as an engine run does: in the nodes, from streams keyed by a run key drawn from `rng`,
 and a query of more than 65,536 groups only where a fit reads it. On a DHC-shaped histogram
 (relgq x sex x age x hispanic x cenrace: 1,227,744 cells per block) the release is the one an

@@ -117,7 +117,7 @@ class TopDown(Mechanism):
         """The microdata (the person table's and any joint table's) are records; their geography
         columns, and the release tables counted from them, range over the declared geography.
         The measurements' level and geocode are not domain columns: `run` checks them against
-        the declared hierarchy itself (declared_geography.check_structure)."""
+        the declared hierarchy itself (geography/declared.py's check_structure)."""
         return {name: OutputKeys(name, records=True) for name in [params["table"], *_joint_tables(spec, params)]}
 
     def induced_invariants(self, spec, params):
