@@ -22,7 +22,7 @@ from dpspec.api import shown
 
 from ..measurement.allocation import query_name
 from ..measurement.histogram import aggregate
-from ..params.locate import Broken
+from ..broken import Broken
 from ..wording import counted
 
 

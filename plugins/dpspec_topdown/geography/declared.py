@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from dpspec.api import Diagnostic, MechanismError, declared_keys, ir
 
-from ..params.locate import Broken
+from ..broken import Broken
 
 
 def problems(spec: ir.Spec, tables, flag: str | None = None) -> list[Diagnostic]:

@@ -18,7 +18,7 @@ import pandas as pd
 
 from dpspec.api import DataError, SpecError, shown
 
-from ..params.locate import Broken
+from ..broken import Broken
 
 
 @attrs.frozen

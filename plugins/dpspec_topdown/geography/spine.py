@@ -21,7 +21,7 @@ import pandas as pd
 
 from dpspec.api import shown
 
-from ..params.locate import Broken
+from ..broken import Broken
 
 AIAN, NON_AIAN = "AIAN", "non-AIAN"
 

@@ -15,7 +15,8 @@ import contextlib
 
 from dpspec.api import DataError, Diagnostic, SpecError, ir
 
-from .locate import Broken, at
+from ..broken import Broken
+from .locate import at
 from .tables import _invariants, _joint, _schema
 
 

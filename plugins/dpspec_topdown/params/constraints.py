@@ -113,7 +113,7 @@ def facility_bounds_from_counts(constraint: dict, counts, categories) -> tuple:
     import numpy as np
     import pandas as pd
 
-    from .locate import Broken
+    from ..broken import Broken
 
     finest, type_col = constraint["finest"], constraint["type"]
     types = counts[type_col]

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 
-from dpspec.api import DataError, ir
+from dpspec.api import ir
 
 
 def at(p) -> tuple:
@@ -67,18 +67,3 @@ def item_at(spec: ir.Spec, p, item: str | None = None, after: str | None = None,
     return line, found.start() - (text.rfind("\n", 0, found.start()) + 1) + 1
 
 
-class Broken(DataError):
-    """Data that break constructs of the spec, named by `constructs` as (kind, *key) tuples:
-    ("structural_zeros", table or None, name), ("equal_to", name), ("invariant", level, query),
-    ("recode_column", table, column), ("constraints", name), ("cross_constraints", name),
-    ("setting", name), ("level", name) (the level's budget share, else the geography),
-    ("spine", key) (the spine's setting `key`: aian, geography) and ("geography",) (the domain's
-    hierarchy). Raised where the spec is not at hand (the engine); the plugin turns it into
-    a DataError that cites where the spec writes each (broken_places.located)."""
-
-    def __init__(self, message: str, *constructs: tuple):
-        self.constructs = constructs
-        super().__init__(message)
-
-    def __reduce__(self):  # a worker's error crosses processes with its constructs
-        return type(self), (self.message, *self.constructs)

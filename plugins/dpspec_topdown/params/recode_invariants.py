@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dpspec.api import Diagnostic, shown
 
-from .locate import Broken
+from ..broken import Broken
 from ..wording import counted
 
 

@@ -19,7 +19,7 @@ from dpspec.api import MechanismError
 from ..measurement.histogram import aggregate, unit_histograms
 from ..estimation.joint import solve_joint_pair
 from ..estimation.joint_problem import CrossConstraint, side_sums
-from ..params.locate import Broken
+from ..broken import Broken
 from ..estimation.postprocess import MeasuredQuery, NodeError
 from .steps import (TopDownResult, _assemble, _budget_classes, _canonical_invariants, _check_split_invariants, _code,
                         _finest_units, _level_tasks, _noise_plan, _structural_zeros, _verify, node_failure)

@@ -19,7 +19,7 @@ from ..measurement.allocation import Allocation, query_name
 from ..geography.hierarchy import Hierarchy
 from ..measurement.histogram import Schema, aggregate, marginal
 from ..estimation.invariant_chain import check_chain
-from ..params.locate import Broken
+from ..broken import Broken
 from ..measurement.node_noise import LevelNoise, NodeNoise
 from ..estimation.postprocess import FailsafeError, GroupConstraint, NodeError, NodeTask
 from ..geography.spine import BYPASSED, bypass_classes, check_budget_per_person, class_share, group_sum, unit_groups

@@ -37,7 +37,7 @@ from ..geography.spine import split_by_signature, split_geography
 from ..estimation.node_solve import solve_level, solve_node
 from ..estimation.postprocess import (BoundConstraint, Failsafe, GroupConstraint, MeasuredQuery, NodeError, NodeTask,
                           default_workers, make_pool, task_size)
-from ..params.locate import Broken
+from ..broken import Broken
 from ..measurement.shipping import pack, unpack
 from ..wording import counted
 from ..design import Design
