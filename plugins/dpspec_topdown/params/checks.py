@@ -2,7 +2,6 @@
 split spine cannot keep or that do not nest, and a message placed at the setting it names."""
 from __future__ import annotations
 
-
 from dpspec.api import Diagnostic, SpecError, ir
 
 from ..geography.declared import problems as geography_problems

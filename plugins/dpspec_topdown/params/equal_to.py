@@ -1,7 +1,6 @@
 """The `equal_to` setting read and checked: marginals held equal to a product already released."""
 from __future__ import annotations
 
-
 from dpspec.api import Diagnostic, SpecError, ir
 
 from .locate import at, item_at

@@ -2,7 +2,6 @@
 cross constraints, and the side tables the run reads by geography."""
 from __future__ import annotations
 
-
 from dpspec.api import Diagnostic, SpecError, ir
 
 from ..measurement.allocation import query_name

@@ -2,7 +2,6 @@
 heuristic, and the failsafe's minimal schema."""
 from __future__ import annotations
 
-
 from dpspec.api import Diagnostic, SpecError, ir
 
 from .locate import at, item_at

@@ -2,7 +2,6 @@
 by group-quarters types and the reference geography."""
 from __future__ import annotations
 
-
 from dpspec.api import Diagnostic, MechanismError, SpecError, declared_values, ir
 
 from .locate import item_at

@@ -1,5 +1,6 @@
-"""The release's tables as the input's codes: each geography and variable column with the input's
-categories (jointly solved tables share the union of theirs)."""
+"""A run's release (`release_of`): its microdata and measurements tables, with the input's codes
+(each geography and variable column with the input's categories; jointly solved tables share the
+union of theirs), and the facts and notes a reviewer reads."""
 from __future__ import annotations
 
 from dpspec.api import Release

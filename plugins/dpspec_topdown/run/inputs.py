@@ -1,7 +1,8 @@
-"""What a run reads from the data besides the person records: the joint table, the group-quarters
-signature of the spine, and the checks of recode columns the invariants name."""
+"""What a run reads from the data (`read_records`): the person records as the columns TopDown
+counts, the joint table's, and the public tables counted from the data (facility bounds, released
+products, the spine's group-quarters signature and reference geography, the declared geography),
+each checked against the spec as it is read."""
 from __future__ import annotations
-
 
 from dpspec.api import SpecError, ir
 
