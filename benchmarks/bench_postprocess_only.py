@@ -27,8 +27,10 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "plugins"))
 
-from dpspec_topdown.engine import run_topdown  # noqa: E402
-from dpspec_topdown.histogram import Recode  # noqa: E402
+from dpspec_topdown.run.topdown import run_topdown  # noqa: E402
+from dpspec_topdown.design import Design  # noqa: E402
+from dpspec_topdown.run.context import Records, RunContext  # noqa: E402
+from dpspec_topdown.measurement.histogram import Recode  # noqa: E402
 from dpspec_topdown.synthetic import (LEVELS, PL94_VARIABLES, PRODUCTION_LEVEL_SHARES,  # noqa: E402
                                       generate_population, pl94_strategy)
 
@@ -59,11 +61,9 @@ def run(persons, product, post_only: bool | None, seed: int):
     shares = dict(PRODUCTION_LEVEL_SHARES)
     major = Recode.build("major", "hhgq", range(8), {"hh": [0], "inst": [1, 2, 3, 4], "noninst": [5, 6, 7]})
     t0 = time.perf_counter()
-    res = run_topdown(persons, ["nation"] + LEVELS, PL94_VARIABLES, pl94_strategy(tuple(shares)), Fraction(1, 2),
-                      shares, "hamming", [("state", ())], np.random.default_rng(seed), workers=2, recodes=[major],
-                      equalities=[("pl94", ("major", "votingage"), product)],
-                      bounds=bounds(persons) if post_only is not None else [],
-                      postprocess_only=["hhgq_total"] if post_only else ())
+    res = run_topdown(Records(persons, bounds=bounds(persons) if post_only is not None else [], equalities=[("pl94", ("major", "votingage"), product)]),
+                      Design(["nation"] + LEVELS, PL94_VARIABLES, pl94_strategy(tuple(shares)), Fraction(1, 2), shares, "hamming", [("state", ())], recodes=[major], postprocess_only=["hhgq_total"] if post_only else ()),
+                      RunContext(np.random.default_rng(seed), workers=2))
     return res, time.perf_counter() - t0
 
 

@@ -124,14 +124,17 @@ def one_run(mechanism: str, engine_name: str, master: str, data: str) -> dict:
             # TopDown reads the table through the engine (`read_parquet`: on Spark it stays
             # there) and takes only its counts by geography and by block x histogram cell.
             from bench_topdown import production_strategy
-            from dpspec_topdown.engine import run_topdown
+            from dpspec_topdown.run.topdown import run_topdown
+            from dpspec_topdown.design import Design
+            from dpspec_topdown.run.context import RunContext
             from dpspec_topdown.synthetic import LEVELS, PL94_VARIABLES
 
             persons = run.read_parquet(data, LEVELS + list(PL94_VARIABLES))
             read = time.perf_counter() - t0
             shares, strategy, recodes, rho, passes = production_strategy()
-            res = run_topdown(persons, ["nation"] + LEVELS, PL94_VARIABLES, strategy, rho, shares, "hamming",
-                              [("state", ())], None, recodes=recodes, passes=passes, engine=run)
+            res = run_topdown(persons,
+                              Design(["nation"] + LEVELS, PL94_VARIABLES, strategy, rho, shares, "hamming", [("state", ())], recodes=recodes, passes=passes),
+                              RunContext(None, engine=run))
             n_persons = int(res.confidential["nation"].sum())
             # both release tables are streamed: read a chunk at a time, as `dpspec compile` writes
             # them; the noisy measurements are re-drawn node by node, never whole

@@ -46,10 +46,13 @@ from dpspec.check.checker import check  # noqa: E402
 from dpspec.run.compiler import make_rng  # noqa: E402
 from dpspec.run.noise import discrete_gaussian  # noqa: E402
 from dpspec.language.parser import parse  # noqa: E402
-from dpspec_topdown import plugin as topdown_plugin  # noqa: E402
-from dpspec_topdown import postprocess  # noqa: E402
-from dpspec_topdown.engine import run_topdown  # noqa: E402
-from dpspec_topdown.constraints import facility_bounds, facility_constraints  # noqa: E402
+from dpspec_topdown.params import passes as topdown_passes  # noqa: E402
+from dpspec_topdown.params import tables as topdown_tables  # noqa: E402
+from dpspec_topdown.estimation import postprocess  # noqa: E402
+from dpspec_topdown.run.topdown import run_topdown  # noqa: E402
+from dpspec_topdown.design import Design  # noqa: E402
+from dpspec_topdown.run.context import Records, RunContext  # noqa: E402
+from dpspec_topdown.params.constraints import facility_bounds, facility_constraints  # noqa: E402
 from dpspec_topdown.synthetic import (LEVELS, PL94_VARIABLES, PRODUCTION_RHO, generate_facilities,  # noqa: E402
                                       generate_population)
 
@@ -135,9 +138,9 @@ def production_strategy():
     """(level shares, per-level strategy, recodes, rho, passes) as the production spec states them."""
     spec = parse(PRODUCTION_SPEC.read_text(), str(PRODUCTION_SPEC))
     params = check(spec).params
-    schema = topdown_plugin._schema(spec, params)
-    strategy = topdown_plugin._strategy(params, topdown_plugin._levels(spec), list(schema.names))
-    passes = topdown_plugin._passes(params, list(schema.names))
+    schema = topdown_tables._schema(spec, params)
+    strategy = topdown_tables._strategy(params, topdown_tables._levels(spec), list(schema.names))
+    passes = topdown_passes._passes(params, list(schema.names))
     return params["levels"], strategy, schema.recodes, params["rho"], passes
 
 
@@ -145,14 +148,14 @@ def production_constraints(persons: pd.DataFrame):
     """(structural zeros, bounds) as the production spec states them, on generated facilities."""
     spec = parse(PRODUCTION_SPEC.read_text(), str(PRODUCTION_SPEC))
     params = check(spec).params
-    variables = topdown_plugin._variables(spec, params)  # categories as the spec writes them
+    variables = topdown_tables._variables(spec, params)  # categories as the spec writes them
     facilities = generate_facilities(persons, seed=1)
     bounds = []
     for c in facility_constraints(spec, params, variables):
         c = {**c, "occupied": [int(v) for v in c["occupied"]]}  # the generator's integer codes
         bounds.append((c["name"], (c["of"],), *facility_bounds(c, facilities, PL94_VARIABLES[c["of"]])))
     zeros = {name: {var: [int(v) for v in values] for var, values in cells.items()}
-             for name, cells in topdown_plugin._structural_zeros(params, variables).items()}
+             for name, cells in topdown_tables._structural_zeros(params, variables).items()}
     return zeros, bounds
 
 
@@ -189,9 +192,9 @@ def _largest_node_line(problem, res) -> str:
 def bench_acs(workers: int | None) -> None:
     persons = pd.read_csv(ACS_CSV, dtype={"state": str, "puma": str})
     t0 = time.perf_counter()
-    res = run_topdown(persons, ["nation", "state", "puma"], ACS_VARIABLES,
-                      {lv: ACS_QUERIES for lv in ACS_SHARES}, PRODUCTION_RHO, ACS_SHARES, "hamming",
-                      [("state", ())], np.random.default_rng(2019), workers=workers)
+    res = run_topdown(persons,
+                      Design(["nation", "state", "puma"], ACS_VARIABLES, {lv: ACS_QUERIES for lv in ACS_SHARES}, PRODUCTION_RHO, ACS_SHARES, "hamming", [("state", ())]),
+                      RunContext(np.random.default_rng(2019), workers=workers))
     _report("ACS national excerpt (nation > state > PUMA)", res, time.perf_counter() - t0, len(persons), persons)
 
 
@@ -217,9 +220,9 @@ def bench_synthetic(n_persons: int, n_blocks: int, workers: int | None, compare:
     zeros, bounds = production_constraints(persons)
     t1 = time.perf_counter()
     with _Capture() as capture:
-        res = run_topdown(persons, ["nation"] + LEVELS, PL94_VARIABLES, strategy, rho, shares, "hamming",
-                          [("state", ())], make_rng(1), progress=progress, workers=workers,
-                          recodes=recodes, passes=passes, structural_zeros=zeros, bounds=bounds)
+        res = run_topdown(Records(persons, bounds=bounds),
+                          Design(["nation"] + LEVELS, PL94_VARIABLES, strategy, rho, shares, "hamming", [("state", ())], recodes=recodes, passes=passes, structural_zeros=zeros),
+                          RunContext(make_rng(1), progress=progress, workers=workers))
     wall = time.perf_counter() - t1
     blocks = persons["block"].nunique()
     _report(f"synthetic state, production strategy ({blocks:,} populated blocks; generated in {gen:.1f} s)",
@@ -238,7 +241,7 @@ def bench_spine(persons: pd.DataFrame, workers: int | None, plain_wall: float) -
     """The same persons and design on production's spine: a synthetic AIAN area (a tenth of the
     tracts, half their block groups) splitting the state and everything below it, block groups
     split by the group-quarters types present, single-child geounits bypassed."""
-    from dpspec_topdown.spine import gq_signatures
+    from dpspec_topdown.geography.spine import gq_signatures
     from dpspec_topdown.synthetic import aian_blocks
 
     shares, strategy, recodes, rho, passes = production_strategy()
@@ -249,10 +252,9 @@ def bench_spine(persons: pd.DataFrame, workers: int | None, plain_wall: float) -
     counts = facilities.groupby(["block", "gqtype"]).size().rename("count").reset_index()
     signature = gq_signatures(counts, "block", "gqtype", list(range(1, 8)))
     t0 = time.perf_counter()
-    res = run_topdown(persons, ["nation"] + LEVELS, PL94_VARIABLES, strategy, rho, shares, "hamming",
-                      [("state", ())], make_rng(1), workers=workers, recodes=recodes, passes=passes,
-                      structural_zeros=zeros, bounds=bounds, aian=("state", "aian"),
-                      bypass=["county", "tract", "blockgroup"], gq_signature=signature)
+    res = run_topdown(Records(persons, bounds=bounds, gq_signature=signature),
+                      Design(["nation"] + LEVELS, PL94_VARIABLES, strategy, rho, shares, "hamming", [("state", ())], recodes=recodes, passes=passes, structural_zeros=zeros, aian=("state", "aian"), bypass=["county", "tract", "blockgroup"]),
+                      RunContext(make_rng(1), workers=workers))
     wall = time.perf_counter() - t0
     units = {lv.name: lv.n_units for lv in res.hierarchy.levels}
     bypassed = {name: int((cls < 0).sum()) for name, (cls, _, _) in res.budget_classes.items()}
@@ -271,11 +273,11 @@ def dhc_strategy():
     persons production spec states them."""
     spec = parse(DHC_SPEC.read_text(), str(DHC_SPEC))
     params = check(spec).params
-    variables = topdown_plugin._variables(spec, params)
-    schema = topdown_plugin._schema(spec, params)
-    strategy = topdown_plugin._strategy(params, topdown_plugin._levels(spec), list(schema.names))
+    variables = topdown_tables._variables(spec, params)
+    schema = topdown_tables._schema(spec, params)
+    strategy = topdown_tables._strategy(params, topdown_tables._levels(spec), list(schema.names))
     return (variables, params["levels"], strategy, schema.recodes, params["rho"],
-            topdown_plugin._passes(params, list(schema.names)), topdown_plugin._structural_zeros(params, variables))
+            topdown_passes._passes(params, list(schema.names)), topdown_tables._structural_zeros(params, variables))
 
 
 def _pl94_product(micro: pd.DataFrame) -> pd.DataFrame:
@@ -304,9 +306,9 @@ def bench_dhc(n_persons: int, n_blocks: int, workers: int | None) -> None:
     shares, strategy, recodes, rho, passes = production_strategy()
     zeros, bounds = production_constraints(persons)
     t1 = clock[0] = time.perf_counter()
-    pl = run_topdown(persons, ["nation"] + LEVELS, PL94_VARIABLES, strategy, rho, shares, "hamming",
-                     [("state", ())], make_rng(1), progress=progress, workers=workers, recodes=recodes,
-                     passes=passes, structural_zeros=zeros, bounds=bounds, engine=local_engine_run(1))
+    pl = run_topdown(Records(persons, bounds=bounds),
+                     Design(["nation"] + LEVELS, PL94_VARIABLES, strategy, rho, shares, "hamming", [("state", ())], recodes=recodes, passes=passes, structural_zeros=zeros),
+                     RunContext(make_rng(1), engine=local_engine_run(1), progress=progress, workers=workers))
     pl_wall = time.perf_counter() - t1
     _report(f"P.L. 94 persons strategy ({blocks:,} populated blocks)", pl, pl_wall, n_persons)
     pl_peak = _peak_mb(pl)[0]
@@ -317,10 +319,9 @@ def bench_dhc(n_persons: int, n_blocks: int, workers: int | None) -> None:
     # in the spec's categories: an enum's are text ({0, 1, ...}), an int range's integers
     persons = persons.assign(**{c: persons[c].astype(str if isinstance(cats[0], str) else np.int64)
                                 for c, cats in variables.items()})
-    res = run_topdown(persons, DHC_LEVELS, variables, dstrat, drho, dshares, "hamming", [("state", ())],
-                      make_rng(1), progress=progress, workers=workers, recodes=drecodes, passes=dpasses,
-                      structural_zeros=dzeros, equalities=[("pl94", PL94_FACTORS, product)],
-                      engine=local_engine_run(2))
+    res = run_topdown(Records(persons, equalities=[("pl94", PL94_FACTORS, product)]),
+                      Design(DHC_LEVELS, variables, dstrat, drho, dshares, "hamming", [("state", ())], recodes=drecodes, passes=dpasses, structural_zeros=dzeros),
+                      RunContext(make_rng(1), engine=local_engine_run(2), progress=progress, workers=workers))
     wall = time.perf_counter() - t1
     _report(f"DHC persons strategy, held to that P.L. 94 release ({blocks:,} populated blocks)", res, wall, n_persons)
     pl_io, dhc_io = _write_seconds(pl), _write_seconds(res)

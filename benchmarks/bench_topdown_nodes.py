@@ -6,7 +6,7 @@
 The same 10,000 synthetic persons as `bench_topdown.py --strategy dhc` run the bundled P.L. 94
 strategy and then the DHC persons strategy held to that release, one node at a time in one
 process, with DPSPEC_TOPDOWN_CAPTURE set, so every fit of every node is written to .npz
-(dpspec_topdown/qp_choice.py; never part of a release). Per run and level the largest fit and
+(dpspec_topdown/estimation/qp_choice.py; never part of a release). Per run and level the largest fit and
 the one of median size are then solved, each in a forked process of its own (its time, the
 memory it added at its peak, a time limit of 20 s), by every solver configuration installed
 here: Clarabel as TopDown configures it (direct solve method "auto", which gave qdldl's answers
@@ -39,8 +39,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "plugins"), str(ROOT / "benchmarks"), str(ROOT / "scripts")]
 
 import doc_table  # noqa: E402
-from dpspec_topdown import qp_choice  # noqa: E402
-from dpspec_topdown.qp import conic_form, violation_limit  # noqa: E402
+from dpspec_topdown.estimation import qp_choice  # noqa: E402
+from dpspec_topdown.estimation.qp import conic_form, violation_limit  # noqa: E402
 
 TIME_LIMIT = 20.0
 
@@ -63,7 +63,9 @@ def capture(n_persons: int, where: Path) -> None:
     """The P.L. 94 and DHC persons runs of bench_topdown.bench_dhc, every fit captured."""
     from dpspec.engine import local_engine_run
     from dpspec.run.compiler import make_rng
-    from dpspec_topdown.engine import run_topdown
+    from dpspec_topdown.run.topdown import run_topdown
+    from dpspec_topdown.design import Design
+    from dpspec_topdown.run.context import Records, RunContext
     from dpspec_topdown.synthetic import LEVELS, PL94_VARIABLES, generate_population
     from make_dhc_synthetic import dhc_from_pl94, spine_columns
 
@@ -77,10 +79,9 @@ def capture(n_persons: int, where: Path) -> None:
         (where / name).mkdir(parents=True, exist_ok=True)
     os.environ[qp_choice.CAPTURE_ENV] = str(where / "pl94")
     t0 = time.perf_counter()
-    pl = run_topdown(persons, ["nation"] + LEVELS, PL94_VARIABLES, strategy, rho, shares, "hamming",
-                     [("state", ())], make_rng(1), progress=_tagging_progress(where / "pl94"), workers=1,
-                     recodes=recodes, passes=passes, structural_zeros=zeros, bounds=bounds,
-                     engine=local_engine_run(1))
+    pl = run_topdown(Records(persons, bounds=bounds),
+                     Design(["nation"] + LEVELS, PL94_VARIABLES, strategy, rho, shares, "hamming", [("state", ())], recodes=recodes, passes=passes, structural_zeros=zeros),
+                     RunContext(make_rng(1), engine=local_engine_run(1), progress=_tagging_progress(where / "pl94"), workers=1))
     print(f"captured P.L. 94 ({n_persons:,} persons) in {time.perf_counter() - t0:.1f} s", flush=True)
     variables, dshares, dstrat, drecodes, drho, dpasses, dzeros = bt.dhc_strategy()
     product = bt._pl94_product(pl.microdata)
@@ -88,10 +89,9 @@ def capture(n_persons: int, where: Path) -> None:
                                 for c, cats in variables.items()})
     os.environ[qp_choice.CAPTURE_ENV] = str(where / "dhc")
     t0 = time.perf_counter()
-    run_topdown(persons, bt.DHC_LEVELS, variables, dstrat, drho, dshares, "hamming", [("state", ())],
-                make_rng(1), progress=_tagging_progress(where / "dhc"), workers=1, recodes=drecodes,
-                passes=dpasses, structural_zeros=dzeros, equalities=[("pl94", bt.PL94_FACTORS, product)],
-                engine=local_engine_run(1))
+    run_topdown(Records(persons, equalities=[("pl94", bt.PL94_FACTORS, product)]),
+                Design(bt.DHC_LEVELS, variables, dstrat, drho, dshares, "hamming", [("state", ())], recodes=drecodes, passes=dpasses, structural_zeros=dzeros),
+                RunContext(make_rng(1), engine=local_engine_run(1), progress=_tagging_progress(where / "dhc"), workers=1))
     print(f"captured DHC persons ({n_persons:,} persons) in {time.perf_counter() - t0:.1f} s", flush=True)
     os.environ.pop(qp_choice.CAPTURE_ENV)
 
@@ -116,9 +116,9 @@ def select(where: Path, per_level: int) -> list[tuple[str, str, Path]]:
 # --- the solvers -------------------------------------------------------------------------
 
 def _highs(problem, form):
-    from dpspec_topdown import postprocess
+    from dpspec_topdown.estimation import highs
 
-    status, x, sec = postprocess._highs(problem.cost, problem.lower, problem.upper, problem.a, problem.lo,
+    status, x, sec = highs._highs(problem.cost, problem.lower, problem.upper, problem.a, problem.lo,
                                         problem.hi, hess=problem.hess,
                                         options={"dual_feasibility_tolerance": 1e-5, "time_limit": TIME_LIMIT})
     return x is not None, x, sec, str(status)

@@ -333,8 +333,10 @@ def pl94_release(persons: pd.DataFrame, facilities: pd.DataFrame, seed: int) -> 
     """The P.L. 94-171 release of these persons: TopDown at the production P.L. 94 shares over the
     same geography (hhgq x voting age x Hispanic x race, state total and facilities invariant), one
     row per released person. The DHC persons spec is held to it with `equal_to`."""
-    from dpspec_topdown.constraints import facility_bounds_from_counts
-    from dpspec_topdown.engine import run_topdown
+    from dpspec_topdown.params.constraints import facility_bounds_from_counts
+    from dpspec_topdown.run.topdown import run_topdown
+    from dpspec_topdown.design import Design
+    from dpspec_topdown.run.context import Records, RunContext
     from dpspec_topdown.synthetic import PL94_QUERIES
 
     frame = persons.assign(hhgq=persons["relgq"].map(lambda r: MAJOR.get(int(r), 0)).astype(np.int64),
@@ -349,10 +351,9 @@ def pl94_release(persons: pd.DataFrame, facilities: pd.DataFrame, seed: int) -> 
     bound = {"name": "hhgq_total_lb_ub", "finest": "block", "type": "gqtype", "table": "facilities", "of": "hhgq",
              "occupied": list(range(1, 8))}
     lower, upper = facility_bounds_from_counts(bound, counts, variables["hhgq"])
-    result = run_topdown(frame, levels, variables, strategy, Fraction(293764, 114921), shares, "hamming",
-                         [("state", ())], np.random.default_rng(seed), workers=1,
-                         bounds=[("hhgq_total_lb_ub", ("hhgq",), lower, upper)],
-                         structural_zeros={"nurse_nva_0": {"hhgq": [3], "votingage": [0]}})
+    result = run_topdown(Records(frame, bounds=[("hhgq_total_lb_ub", ("hhgq",), lower, upper)]),
+                         Design(levels, variables, strategy, Fraction(293764, 114921), shares, "hamming", [("state", ())], structural_zeros={"nurse_nva_0": {"hhgq": [3], "votingage": [0]}}),
+                         RunContext(np.random.default_rng(seed), workers=1))
     out = result.microdata
     geo = persons[GEO].drop_duplicates("block").set_index("block")
     out = out[["block", "hhgq", "votingage", "hispanic", "cenrace"]].astype({"block": str})

@@ -104,7 +104,7 @@ def test_households_that_break_the_owned_constraint_are_a_data_error(tmp_path):
 
 def _zeros(run):
     """The households' structural zeros as the spec states them: {name: {column: [codes]}}."""
-    from dpspec_topdown.plugin import _joint
+    from dpspec_topdown.params.tables import _joint
 
     spec = parse(open(SPECS[run], encoding="utf-8").read(), SPECS[run])
     (j,) = _joint(spec, check(spec).params)
@@ -174,9 +174,12 @@ def test_the_release_keeps_h1_and_owned_on_the_bundled_data_on_both_engines(tmp_
 def test_the_specs_state_production_interleaved_outer_passes(run):
     """dhch_strategies.py:1741-1765 at every level: the units' tenvacgq, then six household
     queries rounded on two, then the rest rounded on detailed (joint_passes.JointOuter)."""
-    from dpspec_topdown.allocation import split_allocation
-    from dpspec_topdown.joint_passes import joint_pass_plan
-    from dpspec_topdown.plugin import TopDown, _joint, _joint_names, _passes, _schema
+    from dpspec_topdown.measurement.allocation import split_allocation
+    from dpspec_topdown.estimation.joint_passes import joint_pass_plan
+    from dpspec_topdown.params.joint import _joint_names
+    from dpspec_topdown.params.passes import _passes
+    from dpspec_topdown.params.tables import _joint, _schema
+    from dpspec_topdown.plugin import TopDown
 
     spec = parse(open(SPECS[run], encoding="utf-8").read(), SPECS[run])
     params = check(spec).params
@@ -202,7 +205,8 @@ def test_the_unit_histogram_is_tenvacgq_with_its_24_gq_types_and_gqhh_vect_invar
     """tenvacgq has production's 35 levels (tenvacgq.legal = 0-34); gqhh_vect (the housing units,
     then each GQ type) is invariant per block; the bundled units hold GQ units, whose column
     gqhh_vect is the recode of tenvacgq."""
-    from dpspec_topdown.plugin import TopDown, _schema
+    from dpspec_topdown.params.tables import _schema
+    from dpspec_topdown.plugin import TopDown
 
     spec = parse(open(SPECS[run], encoding="utf-8").read(), SPECS[run])
     params = check(spec).params
@@ -246,7 +250,7 @@ OWN = {0: "oc0", 1: "ocu6", 2: "oc617", 3: "ocboth"}
 
 
 def _joint_of(run):
-    from dpspec_topdown.plugin import _joint
+    from dpspec_topdown.params.tables import _joint
 
     spec = parse(open(SPECS[run], encoding="utf-8").read(), SPECS[run])
     (j,) = _joint(spec, check(spec).params)

@@ -18,7 +18,7 @@ from tests.test_topdown_declared_geography import _spec
 
 
 def test_topdowns_sparse_detailed_query_is_recorded_and_replays_clean(tmp_path, monkeypatch):
-    from dpspec_topdown import node_noise
+    from dpspec_topdown.measurement import node_noise
 
     monkeypatch.setattr(node_noise, "KEYED_GROUPS", 1)  # every query of more than one group is keyed
     spec = _spec(tmp_path)

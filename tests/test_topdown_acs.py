@@ -7,7 +7,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from dpspec_topdown.engine import run_topdown
+from dpspec_topdown.run.topdown import run_topdown
+from dpspec_topdown.design import Design
+from dpspec_topdown.run.context import RunContext
 
 ROOT = Path(__file__).resolve().parents[1]
 DIR = ROOT / "specs" / "data" / "acs_national"
@@ -47,8 +49,9 @@ def test_topdown_on_the_excerpt(persons):
                (("votingage", "hispanic", "cenrace"), Fraction(1, 4)),
                (("hhgq", "votingage", "hispanic", "cenrace"), Fraction(1, 4))]
     shares = {"nation": Fraction(1, 5), "state": Fraction(2, 5), "puma": Fraction(2, 5)}
-    res = run_topdown(persons, ["nation", "state", "puma"], VARIABLES, {lv: queries for lv in shares},
-                      Fraction(1), shares, "hamming", [("state", ())], np.random.default_rng(0), workers=1)
+    res = run_topdown(persons,
+                      Design(["nation", "state", "puma"], VARIABLES, {lv: queries for lv in shares}, Fraction(1), shares, "hamming", [("state", ())]),
+                      RunContext(np.random.default_rng(0), workers=1))
     micro = res.microdata
     assert list(micro.columns) == ["state", "puma"] + list(VARIABLES)
     pd.testing.assert_series_equal(micro.groupby("state").size(), persons.groupby("state").size())

@@ -4,7 +4,7 @@ from fractions import Fraction
 import pytest
 
 from dpspec.errors import SpecError
-from dpspec_topdown.allocation import allocate, check_shares, query_name
+from dpspec_topdown.measurement.allocation import allocate, check_shares, query_name
 
 PROD_SHARES = {"nation": Fraction(104, 4099), "state": Fraction(1440, 4099),
                "county": Fraction(447, 4099), "tract": Fraction(687, 4099),

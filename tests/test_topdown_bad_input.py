@@ -10,7 +10,9 @@ import pandas as pd
 import pytest
 
 from dpspec.errors import DataError
-from dpspec_topdown.engine import run_topdown
+from dpspec_topdown.run.topdown import run_topdown
+from dpspec_topdown.design import Design
+from dpspec_topdown.run.context import Records, RunContext
 from dpspec_topdown.synthetic import LEVELS, PL94_VARIABLES, PRODUCTION_LEVEL_SHARES, generate_population, pl94_strategy
 
 ALL_LEVELS = ["nation"] + LEVELS
@@ -25,9 +27,10 @@ def persons():
     return frame[~((frame["hhgq"] == 3) & (frame["votingage"] == 0))].reset_index(drop=True)  # keeps nurse_nva_0
 
 
-def _run(persons, invariants=(("state", ()),), **kw):
-    return run_topdown(persons, ALL_LEVELS, PL94_VARIABLES, pl94_strategy(tuple(SHARES)), 1, SHARES, "hamming",
-                       list(invariants), np.random.default_rng(0), workers=1, **kw)
+def _run(persons, invariants=(("state", ()),), equalities=(), **kw):
+    return run_topdown(Records(persons, equalities=equalities),
+                       Design(ALL_LEVELS, PL94_VARIABLES, pl94_strategy(tuple(SHARES)), 1, SHARES, "hamming", list(invariants), **kw),
+                       RunContext(np.random.default_rng(0), workers=1))
 
 
 def _product(persons):
@@ -76,7 +79,7 @@ def test_a_product_with_persons_in_a_structural_zero_names_the_block_and_cell(pe
 
 
 def test_a_node_the_failsafe_cannot_save_names_its_level_and_parent_geounit(monkeypatch):
-    from dpspec_topdown import node_solve
+    from dpspec_topdown.estimation import node_solve
     from tests.test_topdown_dhc_solver import _run_forcing_one_node
 
     started = []  # the stream key (children's level, parent code) of each node, as it starts

@@ -10,8 +10,10 @@ import pytest
 from dpspec.check.checker import check
 from dpspec.errors import DataError, SpecError
 from tests.topdown_geography import parse
-from dpspec_topdown.constraints import facility_bounds
-from dpspec_topdown.engine import run_topdown
+from dpspec_topdown.params.constraints import facility_bounds
+from dpspec_topdown.run.topdown import run_topdown
+from dpspec_topdown.design import Design
+from dpspec_topdown.run.context import Records, RunContext
 from dpspec_topdown.synthetic import LEVELS, PL94_VARIABLES, generate_facilities, generate_population
 from tests.test_topdown_multipass import NURSE_NVA_0, PASSES, _production
 
@@ -33,9 +35,9 @@ def _bounds(facilities):
 
 def _run(persons, bounds, seed, rho=Fraction(1, 50), passes=PASSES):
     shares, strategy, recodes, _, _ = _production()
-    return run_topdown(persons, ["nation"] + LEVELS, PL94_VARIABLES, strategy, rho, shares, "hamming",
-                       [("state", ())], np.random.default_rng(seed), workers=1, recodes=recodes,
-                       passes=passes, structural_zeros=NURSE_NVA_0, bounds=bounds)
+    return run_topdown(Records(persons, bounds=bounds),
+                       Design(["nation"] + LEVELS, PL94_VARIABLES, strategy, rho, shares, "hamming", [("state", ())], recodes=recodes, passes=passes, structural_zeros=NURSE_NVA_0),
+                       RunContext(np.random.default_rng(seed), workers=1))
 
 
 def _hhgq_by_block(micro):
@@ -133,7 +135,7 @@ def test_infeasible_node_names_its_level_and_parent_unit(monkeypatch):
     import highspy
 
     from dpspec.errors import MechanismError
-    from dpspec_topdown import postprocess
+    from dpspec_topdown.estimation import postprocess
 
     persons = generate_population(500, 20, seed=3)
     real, calls = postprocess.solve_qp, []
@@ -177,7 +179,7 @@ def test_production_spec_compiles_with_its_facilities_table(tmp_path):
 def test_node_error_survives_the_trip_from_a_worker():
     import pickle
 
-    from dpspec_topdown.postprocess import NodeError
+    from dpspec_topdown.estimation.postprocess import NodeError
 
     err = pickle.loads(pickle.dumps(NodeError(7, "no split")))
     assert err.key == 7 and str(err) == "no split"

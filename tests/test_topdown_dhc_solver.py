@@ -6,9 +6,10 @@ import attrs
 import numpy as np
 import pytest
 
-from dpspec_topdown import node_solve, postprocess
-from dpspec_topdown.multipass import PassPlan, _with_rows, fit_in_passes, optimal_tolerance
-from dpspec_topdown.postprocess import GroupConstraint, MeasuredQuery, NodeTask
+from dpspec_topdown.estimation import node_solve
+from dpspec_topdown.estimation import postprocess
+from dpspec_topdown.estimation.multipass import PassPlan, _with_rows, fit_in_passes, optimal_tolerance
+from dpspec_topdown.estimation.postprocess import GroupConstraint, MeasuredQuery, NodeTask
 
 # 4 cells: (a, b) with a, b in {0, 1}; cell = 2 a + b
 TOTAL = MeasuredQuery("total", np.zeros(4, dtype=np.int64), 1, 1.0)
@@ -129,7 +130,9 @@ def _run_forcing_one_node(monkeypatch, fail_relaxed: bool):
     """A small run whose first tract node is made to fail its exact solve (as an inconsistent
     product would make it), so the run must take the failsafe there."""
     from dpspec.errors import MechanismError
-    from dpspec_topdown.engine import run_topdown
+    from dpspec_topdown.run.topdown import run_topdown
+    from dpspec_topdown.design import Design
+    from dpspec_topdown.run.context import RunContext
     from dpspec_topdown.synthetic import (LEVELS, PL94_VARIABLES, PRODUCTION_LEVEL_SHARES, PRODUCTION_RHO,
                                           generate_population, pl94_strategy)
 
@@ -151,9 +154,9 @@ def _run_forcing_one_node(monkeypatch, fail_relaxed: bool):
     monkeypatch.setattr(postprocess, "solve_relaxed", relaxed_or_fail)
     persons = generate_population(1500, 60, seed=3)
     shares = PRODUCTION_LEVEL_SHARES
-    result = run_topdown(persons, ["nation"] + LEVELS, PL94_VARIABLES, pl94_strategy(tuple(shares)), PRODUCTION_RHO,
-                         shares, "hamming", [("state", ())], np.random.default_rng(0), workers=1,
-                         failsafe=["hhgq"])
+    result = run_topdown(persons,
+                         Design(["nation"] + LEVELS, PL94_VARIABLES, pl94_strategy(tuple(shares)), PRODUCTION_RHO, shares, "hamming", [("state", ())], failsafe=["hhgq"]),
+                         RunContext(np.random.default_rng(0), workers=1))
     return result, persons, forced
 
 
@@ -163,7 +166,7 @@ def test_a_run_takes_the_failsafe_and_re_adds_the_levels_above(monkeypatch):
     assert sum(t.get("relaxed_nodes", 0) for t in result.timings["levels"].values()) == 1
     assert len(result.microdata) == len(persons)  # the state total (an invariant) still holds
     # every level adds up (the run verifies it too): the level above the relaxed node was re-added
-    from dpspec_topdown.histogram import aggregate
+    from dpspec_topdown.measurement.histogram import aggregate
     hist, hier = result.histograms, result.hierarchy
     for k in range(1, len(hier.levels)):
         up = aggregate(hist[hier.names[k]], hier.levels[k].parent, hier.levels[k - 1].n_units)
@@ -179,8 +182,8 @@ def test_a_node_the_failsafe_cannot_save_stops_the_run_with_a_data_error(monkeyp
 
 def test_failsafe_names_histogram_variables():
     from dpspec.errors import SpecError
-    from dpspec_topdown.engine import _failsafe
-    from dpspec_topdown.histogram import Schema
+    from dpspec_topdown.run.topdown import _failsafe
+    from dpspec_topdown.measurement.histogram import Schema
 
     schema = Schema.from_variables({"a": [0, 1], "b": [0, 1]})
     fs = _failsafe(["a"], schema)
@@ -208,7 +211,8 @@ def _pl94(replace):
 
 def test_spec_states_the_opt_tol_tolerance_and_the_failsafe():
     from dpspec.check.checker import check
-    from dpspec_topdown.plugin import _failsafe, _passes
+    from dpspec_topdown.params.passes import _passes
+    from dpspec_topdown.params.postprocess import _failsafe
 
     spec = _pl94({"  pass_tolerance: 0.1\n": "  pass_tolerance: 0.1\n  pass_tolerance_type: opt_tol\n"
                                              "  failsafe: {\n    minimal_schema: [hhgq]\n  }\n"})
@@ -248,7 +252,7 @@ def _counts(result, n_children, n_cells):
 
 
 def test_joint_node_holds_households_equal_to_occupied_units_at_every_child():
-    from dpspec_topdown.joint import CrossConstraint, solve_joint_node
+    from dpspec_topdown.estimation.joint import CrossConstraint, solve_joint_node
 
     households = _task([9, 7, 5, 3], [10, 6, 12], [[4, 3, 2, 1], [3, 1, 2, 0], [2, 4, 1, 3]])
     # units: cell 0 occupied, cell 1 vacant; 24 occupied units = 24 households in the parent
@@ -269,7 +273,7 @@ def test_joint_node_holds_households_equal_to_occupied_units_at_every_child():
 
 def test_joint_node_without_a_solution_is_a_mechanism_error():
     from dpspec.errors import MechanismError
-    from dpspec_topdown.joint import CrossConstraint, solve_joint_node
+    from dpspec_topdown.estimation.joint import CrossConstraint, solve_joint_node
 
     households = _task([9, 7, 5, 3], [10, 6, 12], [[4, 3, 2, 1]] * 3)
     units = NodeTask(key=0, n_children=3, n_cells=2, parent=np.array([20, 5]),  # 20 occupied, 24 households
@@ -341,7 +345,9 @@ def _joint_spec(replace=None):
 
 def test_joint_spec_checks_and_its_budget_lists_both_tables_queries():
     from dpspec.check.checker import check
-    from dpspec_topdown.plugin import TopDown, _cross_constraints, _joint
+    from dpspec_topdown.params.joint import _cross_constraints
+    from dpspec_topdown.params.tables import _joint
+    from dpspec_topdown.plugin import TopDown
 
     spec = _joint_spec()
     checked = check(spec)
@@ -403,8 +409,10 @@ def _households_and_units(seed=1, n_blocks=40):
 
 
 def _joint_run(households, units, **kwargs):
-    from dpspec_topdown.engine import JointTable, run_topdown
-    from dpspec_topdown.histogram import Recode
+    from dpspec_topdown.design import Design
+    from dpspec_topdown.run.context import JointTable, Records, RunContext
+    from dpspec_topdown.run.topdown import run_topdown
+    from dpspec_topdown.measurement.histogram import Recode
 
     shares = {"state": Fraction(1, 4), "county": Fraction(1, 4), "block": Fraction(1, 2)}
     occupancy = Recode.build("occupancy", "vacs", [0, 1, 2], {"occupied": [0], "vacant": [1, 2]})
@@ -413,13 +421,13 @@ def _joint_run(households, units, **kwargs):
                        recodes=[occupancy], invariants=[("block", ())],
                        cross=[("h1", (), None, ("occupancy",), 0, 1)])
     strategy = {lv: [((), Fraction(1, 4)), (("hhsize", "tenure"), Fraction(1, 4))] for lv in shares}
-    return run_topdown(households, ["nation", "state", "county", "block"], {"hhsize": [1, 2, 3], "tenure": [0, 1]},
-                       strategy, 1, shares, "hamming", [("state", ())], np.random.default_rng(0), workers=1,
-                       joint=table, **kwargs)
+    return run_topdown(Records(households, joint=table),
+                       Design(["nation", "state", "county", "block"], {"hhsize": [1, 2, 3], "tenure": [0, 1]}, strategy, 1, shares, "hamming", [("state", ())], **kwargs),
+                       RunContext(np.random.default_rng(0), workers=1))
 
 
 def test_a_joint_run_ties_households_to_occupied_units_at_every_level():
-    from dpspec_topdown.joint_problem import side_sums
+    from dpspec_topdown.estimation.joint_problem import side_sums
 
     households, units = _households_and_units()
     result = _joint_run(households, units)
@@ -540,14 +548,16 @@ def _two_tracts():
 
 
 def _spine_run(persons, reference):
-    from dpspec_topdown.engine import run_topdown
+    from dpspec_topdown.run.topdown import run_topdown
+    from dpspec_topdown.design import Design
+    from dpspec_topdown.run.context import Records, RunContext
 
     levels = ["nation", "state", "county", "tract", "blockgroup", "block"]
     shares = {lv: Fraction(1, 5) for lv in levels[1:]}
     strategy = {lv: [((), Fraction(1, 2)), (("sex",), Fraction(1, 2))] for lv in shares}
-    return run_topdown(persons, levels, {"sex": [0, 1]}, strategy, 4, shares, "hamming", [("state", ())],
-                       np.random.default_rng(1), workers=1, bypass=["county", "tract", "blockgroup"],
-                       reference_geography=reference)
+    return run_topdown(Records(persons, reference_geography=reference),
+                       Design(levels, {"sex": [0, 1]}, strategy, 4, shares, "hamming", [("state", ())], bypass=["county", "tract", "blockgroup"]),
+                       RunContext(np.random.default_rng(1), workers=1))
 
 
 def test_the_spine_built_on_the_reference_geography_does_not_bypass_a_tract_with_an_empty_block_group():

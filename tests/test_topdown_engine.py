@@ -7,10 +7,12 @@ import pytest
 import scipy.sparse as sp
 
 from dpspec.errors import MechanismError, SpecError
-from dpspec_topdown import engine
-from dpspec_topdown.engine import run_topdown
-from dpspec_topdown.hierarchy import build_hierarchy
-from dpspec_topdown.histogram import Schema, marginal, unit_histograms
+from dpspec_topdown.run import topdown as engine
+from dpspec_topdown.run.topdown import run_topdown
+from dpspec_topdown.design import Design
+from dpspec_topdown.run.context import RunContext
+from dpspec_topdown.geography.hierarchy import build_hierarchy
+from dpspec_topdown.measurement.histogram import Schema, marginal, unit_histograms
 from dpspec_topdown.synthetic import (LEVELS, PL94_VARIABLES, PRODUCTION_LEVEL_SHARES, PRODUCTION_RHO,
                                       generate_population, pl94_strategy)
 
@@ -26,8 +28,9 @@ def persons():
 def _run(persons, seed=0, rho=PRODUCTION_RHO, shares=PRODUCTION_LEVEL_SHARES, invariants=(("state", ()),),
          workers=1, relation="hamming"):
     strategy = pl94_strategy(tuple(shares))
-    return run_topdown(persons, ALL_LEVELS, PL94_VARIABLES, strategy, rho, shares, relation,
-                       list(invariants), np.random.default_rng(seed), workers=workers)
+    return run_topdown(persons,
+                       Design(ALL_LEVELS, PL94_VARIABLES, strategy, rho, shares, relation, list(invariants)),
+                       RunContext(np.random.default_rng(seed), workers=workers))
 
 
 def _tabulate(frame, level, schema, codes):

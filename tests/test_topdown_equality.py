@@ -9,7 +9,9 @@ import pytest
 from dpspec.check.checker import check
 from dpspec.errors import DataError, SpecError
 from tests.topdown_geography import parse
-from dpspec_topdown.engine import run_topdown
+from dpspec_topdown.run.topdown import run_topdown
+from dpspec_topdown.design import Design
+from dpspec_topdown.run.context import Records, RunContext
 from dpspec_topdown.synthetic import LEVELS, PL94_VARIABLES, PRODUCTION_LEVEL_SHARES, generate_population, pl94_strategy
 
 ALL_LEVELS = ["nation"] + LEVELS
@@ -21,16 +23,17 @@ BY = ["block", "hhgq", "votingage"]
 def released():
     """A first release (the 'P.L. 94' product) and its block x hhgq x votingage counts."""
     persons = generate_population(2000, 80, seed=46)
-    first = run_topdown(persons, ALL_LEVELS, PL94_VARIABLES, pl94_strategy(tuple(SHARES)), 1, SHARES, "hamming",
-                        [("state", ())], np.random.default_rng(0), workers=1)
+    first = run_topdown(persons,
+                        Design(ALL_LEVELS, PL94_VARIABLES, pl94_strategy(tuple(SHARES)), 1, SHARES, "hamming", [("state", ())]),
+                        RunContext(np.random.default_rng(0), workers=1))
     counts = first.microdata.groupby(BY, observed=True).size().rename("count").reset_index()
     return persons, counts
 
 
 def _second(persons, counts, seed=1, rho=Fraction(1, 20)):
-    return run_topdown(persons, ALL_LEVELS, PL94_VARIABLES, pl94_strategy(tuple(SHARES)), rho, SHARES, "hamming",
-                       [("state", ())], np.random.default_rng(seed), workers=1,
-                       equalities=[("pl94", ("hhgq", "votingage"), counts)])
+    return run_topdown(Records(persons, equalities=[("pl94", ("hhgq", "votingage"), counts)]),
+                       Design(ALL_LEVELS, PL94_VARIABLES, pl94_strategy(tuple(SHARES)), rho, SHARES, "hamming", [("state", ())]),
+                       RunContext(np.random.default_rng(seed), workers=1))
 
 
 def _by_block(frame, counts):
@@ -154,7 +157,7 @@ def test_the_spec_path_reproduces_the_product(tmp_path):
 
 
 def test_a_product_breaking_a_facility_bound_is_a_data_error():
-    from dpspec_topdown.constraints import facility_bounds
+    from dpspec_topdown.params.constraints import facility_bounds
     from dpspec_topdown.synthetic import generate_facilities
 
     persons = generate_population(1500, 60, seed=46)  # its blocks hold group quarters
@@ -173,15 +176,15 @@ def test_a_product_breaking_a_facility_bound_is_a_data_error():
     moved = moved.groupby(BY, observed=True)["count"].sum().reset_index()
     with pytest.raises(DataError, match=f"breaks the constraint 'hhgq_total_lb_ub' at block '{block}' "
                                         r"\(cell hhgq=\d+ of 'hhgq'\)"):  # the cell by its label, not its index
-        run_topdown(persons, ALL_LEVELS, PL94_VARIABLES, pl94_strategy(tuple(SHARES)), 1, SHARES, "hamming",
-                    [("state", ())], np.random.default_rng(1), workers=1, bounds=bounds,
-                    equalities=[("pl94", ("hhgq", "votingage"), moved)])
+        run_topdown(Records(persons, bounds=bounds, equalities=[("pl94", ("hhgq", "votingage"), moved)]),
+                    Design(ALL_LEVELS, PL94_VARIABLES, pl94_strategy(tuple(SHARES)), 1, SHARES, "hamming", [("state", ())]),
+                    RunContext(np.random.default_rng(1), workers=1))
 
 
 def test_a_group_is_named_by_its_factors_labels():
     """Equality errors name a marginal's cell as 'hhgq=3, votingage=1', not by its flat index."""
-    from dpspec_topdown.equality import group_text
-    from dpspec_topdown.histogram import Recode, Schema
+    from dpspec_topdown.estimation.equality import group_text
+    from dpspec_topdown.measurement.histogram import Recode, Schema
 
     schema = Schema.from_variables({"sex": [0, 1], "age": [0, 1, 2, 3]}).with_recodes(
         [Recode.build("adult", "age", [0, 1, 2, 3], {"child": [0, 1], "adult": [2, 3]})])

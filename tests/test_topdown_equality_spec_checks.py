@@ -9,7 +9,7 @@ import pytest
 from dpspec.check.checker import check
 from dpspec.errors import DataError, SpecError
 from tests.topdown_geography import parse
-from dpspec_topdown.histogram import Recode, Schema, crossing_groups
+from dpspec_topdown.measurement.histogram import Recode, Schema, crossing_groups
 from tests.test_topdown_equality import DECLARED, SPEC as EQUALITY
 
 GOOD = EQUALITY.replace("PUBLIC", DECLARED).replace("TABLE", "pl94")

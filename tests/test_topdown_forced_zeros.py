@@ -3,9 +3,10 @@ problem, smaller; a later outer pass's fit uses it (decompose.solve_pass)."""
 import numpy as np
 import scipy.sparse as sp
 
-from dpspec_topdown import decompose, postprocess
-from dpspec_topdown.forced_zeros import drop_forced_zeros
-from dpspec_topdown.qp import NodeQP
+from dpspec_topdown.estimation import decompose
+from dpspec_topdown.estimation import postprocess
+from dpspec_topdown.estimation.forced_zeros import drop_forced_zeros
+from dpspec_topdown.estimation.qp import NodeQP
 
 
 def _problem(lo2=0.0, hi2=0.0):
@@ -74,7 +75,7 @@ def test_a_later_pass_solves_without_the_forced_variables(monkeypatch):
 
 
 def test_unforced_keeps_the_variables_no_fixed_margin_holds_at_0():
-    from dpspec_topdown.forced_zeros import unforced
+    from dpspec_topdown.estimation.forced_zeros import unforced
 
     cells = np.arange(3)
     variables = (cells, np.array([0, 0, 0, 1, 1, 1]), np.array([0, 1, 2, 0, 1, 2]), np.array([0, 1, 2, 0, 1, 2]))
@@ -90,7 +91,8 @@ def test_unforced_keeps_the_variables_no_fixed_margin_holds_at_0():
 def test_joint_outer_passes_fit_without_the_forced_cells_and_release_the_same(monkeypatch):
     """The joint outer passes' later fits are built over the cells their fixed margins leave free
     (fewer variables), and the release is the one the fits over every cell give."""
-    from dpspec_topdown import forced_zeros, joint_problem
+    from dpspec_topdown.estimation import forced_zeros
+    from dpspec_topdown.estimation import joint_problem
     from tests.test_topdown_joint_production import OUTER, _data, _run_passes
 
     households, units = _data(n_blocks=9)

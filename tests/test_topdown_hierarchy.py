@@ -4,8 +4,8 @@ import pandas as pd
 import pytest
 
 from dpspec.errors import DataError, SpecError
-from dpspec_topdown.hierarchy import build_hierarchy
-from dpspec_topdown.histogram import Schema, aggregate, marginal, unit_histograms
+from dpspec_topdown.geography.hierarchy import build_hierarchy
+from dpspec_topdown.measurement.histogram import Schema, aggregate, marginal, unit_histograms
 from dpspec_topdown.synthetic import PL94_VARIABLES, generate_population
 
 VARS = {"hhgq": [0, 1, 2], "votingage": [0, 1], "race": ["a", "b", "c", "d"]}

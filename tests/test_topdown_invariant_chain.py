@@ -12,7 +12,7 @@ from dpspec.check.checker import check
 from dpspec.errors import SpecError
 from tests.topdown_geography import parse
 from dpspec.language.parser import parse as parse_bundled
-from dpspec_topdown.invariant_chain import unnested
+from dpspec_topdown.estimation.invariant_chain import unnested
 from tests.test_topdown_located_data_errors import SPEC as LOCATED
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -97,15 +97,17 @@ def test_a_joint_tables_invariants_must_nest_too():
 def test_the_engine_keeps_the_rule_as_a_backstop_naming_the_same_pair():
     import pandas as pd
 
-    from dpspec_topdown.engine import run_topdown
+    from dpspec_topdown.run.topdown import run_topdown
+    from dpspec_topdown.design import Design
+    from dpspec_topdown.run.context import RunContext
 
     persons = pd.DataFrame({"state": "01", "county": ["a", "a", "b"], "block": ["a1", "a2", "b1"],
                             "hhgq": [0, 1, 0], "votingage": [1, 0, 1]})
     strategy = {lv: [((), 1)] for lv in ("state", "county", "block")}
     with pytest.raises(SpecError, match="invariants 'hhgq' and 'votingage' are not nested") as info:
-        run_topdown(persons, ["state", "county", "block"], {"hhgq": [0, 1], "votingage": [0, 1]}, strategy, 1,
-                    {lv: Fraction(1, 3) for lv in ("state", "county", "block")}, "symdiff",
-                    [("state", ()), ("block", ("hhgq",)), ("county", ("votingage",))], np.random.default_rng(0))
+        run_topdown(persons,
+                    Design(["state", "county", "block"], {"hhgq": [0, 1], "votingage": [0, 1]}, strategy, 1, {lv: Fraction(1, 3) for lv in ("state", "county", "block")}, "symdiff", [("state", ()), ("block", ("hhgq",)), ("county", ("votingage",))]),
+                    RunContext(np.random.default_rng(0)))
     assert info.value.diagnostics[0].line is None  # unlocated: the spec is not at hand there
 
 

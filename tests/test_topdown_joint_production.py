@@ -26,7 +26,7 @@ def _spec(replace=None):
 
 
 def test_joint_zeros_check_and_name_their_cells():
-    from dpspec_topdown.plugin import _joint
+    from dpspec_topdown.params.tables import _joint
 
     spec = _spec()
     (j,) = _joint(spec, check(spec).params)
@@ -34,7 +34,7 @@ def test_joint_zeros_check_and_name_their_cells():
 
 
 def test_a_zero_on_a_recode_stands_for_the_categories_of_its_groups_and_intersects():
-    from dpspec_topdown.plugin import _joint
+    from dpspec_topdown.params.tables import _joint
 
     spec = _spec({"vacs: [2, 3]": "occupancy: [vacant]\n          vacs: [0, 3]"})
     (j,) = _joint(spec, check(spec).params)
@@ -71,8 +71,10 @@ def _data(seed=4, n_blocks=24):
 
 
 def _run(households, units, zeros, seed=0):
-    from dpspec_topdown.engine import JointTable, run_topdown
-    from dpspec_topdown.histogram import Recode
+    from dpspec_topdown.design import Design
+    from dpspec_topdown.run.context import JointTable, Records, RunContext
+    from dpspec_topdown.run.topdown import run_topdown
+    from dpspec_topdown.measurement.histogram import Recode
 
     shares = {"state": Fraction(1, 4), "county": Fraction(1, 4), "block": Fraction(1, 2)}
     occupancy = Recode.build("occupancy", "vacs", [0, 1, 2, 3], {"occupied": [0], "vacant": [1, 2, 3]})
@@ -82,9 +84,9 @@ def _run(households, units, zeros, seed=0):
                        cross=[("h1", (), None, ("occupancy",), 0, 1)], structural_zeros=zeros)
     strategy = {lv: [((), Fraction(1, 4)), (("hhsize", "tenure"), Fraction(1, 4))] for lv in shares}
     # a small rho: noisy answers spread over every cell, so a cell left free is filled somewhere
-    return run_topdown(households, ["nation", "state", "county", "block"], {"hhsize": [1, 2, 3], "tenure": [0, 1]},
-                       strategy, Fraction(1, 20), shares, "hamming", [("state", ())], np.random.default_rng(seed),
-                       workers=1, joint=table)
+    return run_topdown(Records(households, joint=table),
+                       Design(["nation", "state", "county", "block"], {"hhsize": [1, 2, 3], "tenure": [0, 1]}, strategy, Fraction(1, 20), shares, "hamming", [("state", ())]),
+                       RunContext(np.random.default_rng(seed), workers=1))
 
 
 def test_the_release_keeps_the_joint_zeros_at_every_level():
@@ -145,8 +147,10 @@ OUTER = [{"estimation": [[("@units", "occupancy"), ("@units", "vacs")]], "roundi
 
 
 def _run_passes(households, units, outer=OUTER, seed=0):
-    from dpspec_topdown.engine import JointTable, run_topdown
-    from dpspec_topdown.histogram import Recode
+    from dpspec_topdown.design import Design
+    from dpspec_topdown.run.context import JointTable, Records, RunContext
+    from dpspec_topdown.run.topdown import run_topdown
+    from dpspec_topdown.measurement.histogram import Recode
 
     shares = {"state": Fraction(1, 4), "county": Fraction(1, 4), "block": Fraction(1, 2)}
     occupancy = Recode.build("occupancy", "vacs", [0, 1, 2, 3], {"occupied": [0], "vacant": [1, 2, 3]})
@@ -156,9 +160,9 @@ def _run_passes(households, units, outer=OUTER, seed=0):
                        cross=[("h1", (), None, ("occupancy",), 0, 1)], structural_zeros={"z": {"vacs": [2, 3]}})
     strategy = {lv: [((), Fraction(1, 4)), (("hhsize", "tenure"), Fraction(1, 4))] for lv in shares}
     passes = {lv: {"outer": outer, "tolerance": Fraction(1, 10)} for lv in shares} if outer else None
-    return run_topdown(households, ["nation", "state", "county", "block"], {"hhsize": [1, 2, 3], "tenure": [0, 1]},
-                       strategy, Fraction(1, 20), shares, "hamming", [("state", ())], np.random.default_rng(seed),
-                       workers=1, joint=table, passes=passes)
+    return run_topdown(Records(households, joint=table),
+                       Design(["nation", "state", "county", "block"], {"hhsize": [1, 2, 3], "tenure": [0, 1]}, strategy, Fraction(1, 20), shares, "hamming", [("state", ())], passes=passes),
+                       RunContext(np.random.default_rng(seed), workers=1))
 
 
 def test_outer_passes_fix_each_pass_rounded_answers_and_keep_the_tie():
@@ -166,7 +170,7 @@ def test_outer_passes_fix_each_pass_rounded_answers_and_keep_the_tie():
     move them, so the units' release equals a run whose outer passes stop after the first (same
     noise), while the one-pass joint solve, where the households' measurements pull on the shared
     occupied totals, releases other units."""
-    from dpspec_topdown.joint_problem import side_sums
+    from dpspec_topdown.estimation.joint_problem import side_sums
 
     households, units = _data()
     full = _run_passes(households, units)
@@ -220,9 +224,9 @@ def test_both_tables_are_rounded_in_one_problem_with_the_cross_constraint():
     """A unit fit of 0.6 on the tie and two household cells of 0.3 each: rounded first, the units
     go up (0.4 away) and force the households to 1 (1.0 away, 1.4 in all); rounded together,
     as production rounds its stacked histograms, both go down (0.6 + 0.6 = 1.2)."""
-    from dpspec_topdown import postprocess
-    from dpspec_topdown.joint_problem import CrossConstraint
-    from dpspec_topdown.joint_round import round_jointly
+    from dpspec_topdown.estimation import postprocess, rounding
+    from dpspec_topdown.estimation.joint_problem import CrossConstraint
+    from dpspec_topdown.estimation.joint_round import round_jointly
 
     def task(n_cells):
         return postprocess.NodeTask(key=0, n_children=1, n_cells=n_cells, parent=None, measurements=(), constraints=())
@@ -232,7 +236,7 @@ def test_both_tables_are_rounded_in_one_problem_with_the_cross_constraint():
     xa, xb = np.array([0.6]), np.array([0.3, 0.3])
     cross = [CrossConstraint("tie", np.array([0]), np.array([0, 0]), 1)]
     cells, vc, va, vcell = var_a
-    alone, _, _ = postprocess._round(task(1), xa, va, vc, vcell, cells)
+    alone, _, _ = rounding._round(task(1), xa, va, vc, vcell, cells)
     assert alone.tolist() == [1]  # the first table alone rounds up
     a, b, _, _ = round_jointly(task(1), xa, var_a, task(2), xb, var_b, cross)
     assert a.tolist() == [0] and b.tolist() == [0, 0]
@@ -241,9 +245,9 @@ def test_both_tables_are_rounded_in_one_problem_with_the_cross_constraint():
 
 def test_a_joint_rounding_that_cannot_keep_the_tie_is_a_mechanism_error():
     from dpspec.errors import MechanismError
-    from dpspec_topdown import postprocess
-    from dpspec_topdown.joint_problem import CrossConstraint
-    from dpspec_topdown.joint_round import round_jointly
+    from dpspec_topdown.estimation import postprocess
+    from dpspec_topdown.estimation.joint_problem import CrossConstraint
+    from dpspec_topdown.estimation.joint_round import round_jointly
 
     one = (np.array([0]), np.array([0]), np.array([0]), np.array([0]))
     units = postprocess.NodeTask(key=7, n_children=1, n_cells=1, parent=np.array([2]), measurements=(), constraints=())
@@ -258,7 +262,7 @@ def test_a_rounding_margin_key_without_bounds_is_no_row_of_the_linear_program(mo
     """A stacked table's spare key (joint_round._stacked) bounds nothing: it is left out of the
     problem HiGHS gets (at the Puerto Rico root it held 1.5 million columns a second time), and
     the rounding is the one the bounded rows give."""
-    from dpspec_topdown import postprocess
+    from dpspec_topdown.estimation import highs, postprocess, rounding
 
     task = postprocess.NodeTask(key=0, n_children=1, n_cells=4, parent=None, measurements=(), constraints=())
     cells = np.arange(4)
@@ -266,14 +270,14 @@ def test_a_rounding_margin_key_without_bounds_is_no_row_of_the_linear_program(mo
     x = np.array([0.6, 0.4, 0.7, 0.2])
     margin = (np.array([0, 0, 1, 1]), 2, np.array([1.0, -np.inf]), np.array([1.0, np.inf]))  # key 1: the spare
     seen = []
-    real = postprocess._highs
+    real = highs._highs
 
     def watched(cost, lower, upper, a, row_lo, row_hi, **kw):
         seen.append((a.shape[0], np.asarray(row_lo).copy(), np.asarray(row_hi).copy()))
         return real(cost, lower, upper, a, row_lo, row_hi, **kw)
 
-    monkeypatch.setattr(postprocess, "_highs", watched)
-    counts, _, milp = postprocess._round(task, x, cells, vc, cells, cells, margins=(margin,))
+    monkeypatch.setattr(highs, "_highs", watched)
+    counts, _, milp = rounding._round(task, x, cells, vc, cells, cells, margins=(margin,))
     assert counts.tolist() == [1, 0, 1, 0] and not milp
     (m, lo, hi), = seen
     assert m == 2 and np.all(np.isfinite(lo) | np.isfinite(hi))  # the child's total and key 0

@@ -119,7 +119,8 @@ def test_a_block_missing_from_the_reference_geography_cites_the_spines_geography
 
 def test_a_node_the_failsafe_cannot_save_cites_the_levels_share_and_the_failsafe(tmp_path, monkeypatch):
     from dpspec.errors import MechanismError
-    from dpspec_topdown import node_solve, postprocess
+    from dpspec_topdown.estimation import node_solve
+    from dpspec_topdown.estimation import postprocess
 
     exact = node_solve._solve_node
 
@@ -161,8 +162,8 @@ def test_a_geography_that_is_no_tree_cites_the_hierarchy(tmp_path):
     """The compiler's own reading refuses such data first (its domain says block is in county);
     a caller of the plugin's run with data read otherwise meets the engine's check, located."""
     from dpspec.check.checker import check
-    from dpspec_topdown.broken_places import located
-    from dpspec_topdown.hierarchy import build_hierarchy
+    from dpspec_topdown.params.broken_places import located
+    from dpspec_topdown.geography.hierarchy import build_hierarchy
 
     persons = _persons()
     persons.to_parquet(tmp_path / "persons.parquet")

@@ -3,9 +3,9 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from dpspec_topdown import postprocess
-from dpspec_topdown.merge_columns import merge_free_duplicates
-from dpspec_topdown.qp import NodeQP
+from dpspec_topdown.estimation import highs, postprocess, rounding
+from dpspec_topdown.estimation.merge_columns import merge_free_duplicates
+from dpspec_topdown.estimation.qp import NodeQP
 
 
 def _problem():
@@ -45,7 +45,7 @@ def test_nothing_merges_when_every_column_is_fitted_or_distinct():
 
 
 def test_rounding_columns_alike_in_rows_and_cost_become_one_and_split_back_in_order():
-    from dpspec_topdown.merge_columns import merge_parallel
+    from dpspec_topdown.estimation.merge_columns import merge_parallel
 
     # columns 0-2 alike (row 0, cost -0.2); 3 as they are but costlier; 4-5 alike (rows 0 and 1)
     a = sp.csc_matrix(([1.0] * 6 + [1.0, 1.0], ([0] * 6 + [1, 1], [0, 1, 2, 3, 4, 5, 4, 5])), shape=(2, 6))
@@ -63,7 +63,7 @@ def test_a_rounding_with_alike_cells_is_as_close_to_the_fit_as_the_full_linear_p
     cells = np.arange(8)
     x = np.array([0.5] * 6 + [0.3, 0.9])
     seen = []
-    real = postprocess._highs
+    real = highs._highs
 
     def watched(cost, lower, upper, a, lo, hi, **kw):
         seen.append(len(cost))
@@ -73,8 +73,8 @@ def test_a_rounding_with_alike_cells_is_as_close_to_the_fit_as_the_full_linear_p
         assert np.dot(cost, d) == pytest.approx(np.dot(np.repeat(cost, upper.astype(int)), full))
         return status, d, sec
 
-    monkeypatch.setattr(postprocess, "_highs", watched)
-    counts, _, _ = postprocess._round(task, x, cells, np.zeros(8, dtype=np.int64), cells, cells)
+    monkeypatch.setattr(highs, "_highs", watched)
+    counts, _, _ = rounding._round(task, x, cells, np.zeros(8, dtype=np.int64), cells, cells)
     assert seen == [3]  # 0.5 x 6, 0.3 and 0.9
     assert counts.sum() in (4, 5) and counts[7] == 1 and counts[6] == 0  # the child's total 4.5 within floor/ceil
     assert np.abs(counts - x).sum() == pytest.approx(3.0 + 0.3 + 0.1)

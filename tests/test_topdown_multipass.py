@@ -7,9 +7,12 @@ import numpy as np
 import pytest
 
 from dpspec.errors import SpecError
-from dpspec_topdown import node_solve, postprocess
-from dpspec_topdown.engine import run_topdown
-from dpspec_topdown.multipass import PassPlan, fit_in_passes, round_in_passes
+from dpspec_topdown.estimation import node_solve
+from dpspec_topdown.estimation import postprocess
+from dpspec_topdown.run.topdown import run_topdown
+from dpspec_topdown.design import Design
+from dpspec_topdown.run.context import RunContext
+from dpspec_topdown.estimation.multipass import PassPlan, fit_in_passes, round_in_passes
 from dpspec_topdown.synthetic import LEVELS, PL94_VARIABLES, generate_population
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -38,9 +41,9 @@ def captured():
     node_solve.solve_node = capture
     try:
         persons = generate_population(6000, 200, seed=4)
-        result = run_topdown(persons, ["nation"] + LEVELS, PL94_VARIABLES, strategy, rho, shares, "hamming",
-                             [("state", ())], np.random.default_rng(2), workers=1, recodes=recodes,
-                             passes=PASSES)
+        result = run_topdown(persons,
+                             Design(["nation"] + LEVELS, PL94_VARIABLES, strategy, rho, shares, "hamming", [("state", ())], recodes=recodes, passes=PASSES),
+                             RunContext(np.random.default_rng(2), workers=1))
     finally:
         node_solve.solve_node = solve
     return nodes, result, persons
@@ -125,13 +128,13 @@ def test_estimation_pass_fitting_nothing_measured_is_a_spec_error():
     shares, strategy, recodes, rho, _ = _production()
     persons = generate_population(500, 20, seed=1)
     with pytest.raises(SpecError, match="estimation pass 1 at level 'nation' fits no query measured at that level"):
-        run_topdown(persons, ["nation"] + LEVELS, PL94_VARIABLES, strategy, rho, shares, "hamming",
-                    [("state", ())], np.random.default_rng(0), workers=1, recodes=recodes,
-                    passes={"nation": {"estimation": [[()]]}})
+        run_topdown(persons,
+                    Design(["nation"] + LEVELS, PL94_VARIABLES, strategy, rho, shares, "hamming", [("state", ())], recodes=recodes, passes={"nation": {"estimation": [[()]]}}),
+                    RunContext(np.random.default_rng(0), workers=1))
     # the US level does not measure 'total': a pass naming it with a measured query runs
-    result = run_topdown(persons, ["nation"] + LEVELS, PL94_VARIABLES, strategy, rho, shares, "hamming",
-                         [("state", ())], np.random.default_rng(0), workers=1, recodes=recodes,
-                         passes={"nation": {"estimation": [[(), ("hhgq",)]]}})
+    result = run_topdown(persons,
+                         Design(["nation"] + LEVELS, PL94_VARIABLES, strategy, rho, shares, "hamming", [("state", ())], recodes=recodes, passes={"nation": {"estimation": [[(), ("hhgq",)]]}}),
+                         RunContext(np.random.default_rng(0), workers=1))
     assert result.timings["levels"]["nation"]["estimation_passes"] == 2
     assert len(result.microdata) == len(persons)
 
@@ -170,9 +173,9 @@ def test_structural_zero_is_kept_exactly_over_seeds(seed):
     assert not ((persons["hhgq"] == 3) & (persons["votingage"] == 0)).any()
     shares, strategy, recodes, rho, _ = _production()
     # a tiny budget: without the constraint, noise would put minors in nursing facilities
-    res = run_topdown(persons, ["nation"] + LEVELS, PL94_VARIABLES, strategy, Fraction(1, 100), shares,
-                      "hamming", [("state", ())], np.random.default_rng(seed), workers=1,
-                      recodes=recodes, structural_zeros=NURSE_NVA_0)
+    res = run_topdown(persons,
+                      Design(["nation"] + LEVELS, PL94_VARIABLES, strategy, Fraction(1, 100), shares, "hamming", [("state", ())], recodes=recodes, structural_zeros=NURSE_NVA_0),
+                      RunContext(np.random.default_rng(seed), workers=1))
     micro = res.microdata
     assert not ((micro["hhgq"] == 3) & (micro["votingage"] == 0)).any()
     assert len(micro) == len(persons)  # the state invariant, too
@@ -187,9 +190,9 @@ def test_data_breaking_a_structural_zero_is_a_data_error_naming_block_and_cell()
     persons.loc[7, "votingage"] = 0
     shares, strategy, recodes, rho, _ = _production()
     with pytest.raises(DataError, match=r"structural zero 'nurse_nva_0': 1 record, e.g. in block .*hhgq=3, votingage=0"):
-        run_topdown(persons, ["nation"] + LEVELS, PL94_VARIABLES, strategy, rho, shares, "hamming",
-                    [("state", ())], np.random.default_rng(0), workers=1, recodes=recodes,
-                    structural_zeros=NURSE_NVA_0)
+        run_topdown(persons,
+                    Design(["nation"] + LEVELS, PL94_VARIABLES, strategy, rho, shares, "hamming", [("state", ())], recodes=recodes, structural_zeros=NURSE_NVA_0),
+                    RunContext(np.random.default_rng(0), workers=1))
 
 
 def test_constrain_to_in_a_spec(tmp_path):
@@ -219,7 +222,7 @@ def _outer_passes(strategy):
 def test_interleaved_outer_passes_fix_each_outer_pass_exactly():
     """Each outer pass fits and rounds its queries; its last rounding pass's answers (here the
     children's totals) are then fixed exactly for the next outer pass."""
-    from dpspec_topdown.multipass import solve_interleaved
+    from dpspec_topdown.estimation.multipass import solve_interleaved
 
     shares, strategy, recodes, rho, _ = _production()
     nodes = []
@@ -232,9 +235,9 @@ def test_interleaved_outer_passes_fix_each_outer_pass_exactly():
     node_solve.solve_node = capture
     try:
         persons = generate_population(3000, 400, seed=4)  # 13 block groups in 4 tracts
-        result = run_topdown(persons, ["nation"] + LEVELS, PL94_VARIABLES, strategy, Fraction(1, 20), shares,
-                             "hamming", [("state", ())], np.random.default_rng(5), workers=1, recodes=recodes,
-                             passes=_outer_passes(strategy))
+        result = run_topdown(persons,
+                             Design(["nation"] + LEVELS, PL94_VARIABLES, strategy, Fraction(1, 20), shares, "hamming", [("state", ())], recodes=recodes, passes=_outer_passes(strategy)),
+                             RunContext(np.random.default_rng(5), workers=1))
     finally:
         node_solve.solve_node = solve
     assert len(result.microdata) == len(persons)
@@ -261,8 +264,9 @@ def test_outer_passes_with_passes_of_their_own_are_a_spec_error():
     passes = _outer_passes(strategy)
     passes["county"]["estimation"] = [[()]]
     with pytest.raises(SpecError, match="level 'county' has outer passes and estimation/rounding passes of its own"):
-        run_topdown(persons, ["nation"] + LEVELS, PL94_VARIABLES, strategy, rho, shares, "hamming",
-                    [("state", ())], np.random.default_rng(0), workers=1, recodes=recodes, passes=passes)
+        run_topdown(persons,
+                    Design(["nation"] + LEVELS, PL94_VARIABLES, strategy, rho, shares, "hamming", [("state", ())], recodes=recodes, passes=passes),
+                    RunContext(np.random.default_rng(0), workers=1))
 
 
 OUTER_SPEC = """spec "outer passes"

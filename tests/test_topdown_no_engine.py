@@ -1,4 +1,4 @@
-"""TopDown without an engine (run_topdown(engine=None), as scripts and benchmarks call it) draws
+"""TopDown without an engine (run_topdown with RunContext(rng), as scripts and benchmarks call it) draws
 its noise as an engine run does: in the nodes, from streams keyed by a run key drawn from `rng`,
 and a query of more than 65,536 groups only where a fit reads it. On a DHC-shaped histogram
 (relgq x sex x age x hispanic x cenrace: 1,227,744 cells per block) the release is the one an
@@ -12,9 +12,11 @@ import pandas as pd
 import pytest
 
 from dpspec.engine import local_engine_run
-from dpspec_topdown import node_noise
-from dpspec_topdown.engine import run_topdown
-from dpspec_topdown.node_noise import run_key_from
+from dpspec_topdown.measurement import node_noise
+from dpspec_topdown.run.topdown import run_topdown
+from dpspec_topdown.design import Design
+from dpspec_topdown.run.context import Records, RunContext
+from dpspec_topdown.measurement.node_noise import run_key_from
 
 VARIABLES = {"relgq": list(range(42)), "sex": [0, 1], "age": list(range(116)), "hispanic": [0, 1],
              "cenrace": list(range(63))}
@@ -43,9 +45,9 @@ PL94 = PERSONS.groupby(["block", "relgq", "hispanic", "cenrace"]).size().rename(
 
 
 def _run(engine, seed=3):
-    return run_topdown(PERSONS, ["nation", "state", "county", "block"], VARIABLES, {lv: QUERIES for lv in SHARES}, 1,
-                       SHARES, "hamming", [("state", ())], np.random.default_rng(seed), workers=1, engine=engine,
-                       bypass=["county"], equalities=[("pl94", ("relgq", "hispanic", "cenrace"), PL94)])
+    return run_topdown(Records(PERSONS, equalities=[("pl94", ("relgq", "hispanic", "cenrace"), PL94)]),
+                       Design(["nation", "state", "county", "block"], VARIABLES, {lv: QUERIES for lv in SHARES}, 1, SHARES, "hamming", [("state", ())], bypass=["county"]),
+                       RunContext(np.random.default_rng(seed), engine=engine, workers=1))
 
 
 @pytest.fixture(scope="module")

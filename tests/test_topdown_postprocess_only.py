@@ -12,10 +12,12 @@ import pytest
 from dpspec.check.checker import check
 from dpspec.errors import DataError, SpecError
 from tests.topdown_geography import parse
-from dpspec_topdown.engine import run_topdown
-from dpspec_topdown.histogram import Recode
-from dpspec_topdown.postprocess import BoundConstraint, GroupConstraint, MeasuredQuery, NodeTask
-from dpspec_topdown.postprocess_only import PostprocessOnly, repair
+from dpspec_topdown.run.topdown import run_topdown
+from dpspec_topdown.design import Design
+from dpspec_topdown.run.context import Records, RunContext
+from dpspec_topdown.measurement.histogram import Recode
+from dpspec_topdown.estimation.postprocess import BoundConstraint, GroupConstraint, MeasuredQuery, NodeTask
+from dpspec_topdown.estimation.postprocess_only import PostprocessOnly, repair
 from dpspec_topdown.synthetic import LEVELS, PL94_VARIABLES, PRODUCTION_LEVEL_SHARES, generate_population, pl94_strategy
 
 # ---- one node, by hand: 2 children, cells gq (4 types) x age (3 values), cell = 3 * gq + age ----
@@ -143,10 +145,9 @@ def _bounds(persons):
 
 def _run(persons, product, seed=3, **kw):
     major = Recode.build("major", "hhgq", range(8), {"hh": [0], "inst": [1, 2, 3, 4], "noninst": [5, 6, 7]})
-    return run_topdown(persons, LEVELS_ALL, PL94_VARIABLES, pl94_strategy(tuple(SHARES)), Fraction(1, 20), SHARES,
-                       "hamming", [("state", ())], np.random.default_rng(seed), workers=1, recodes=[major],
-                       equalities=[("pl94", ("major", "votingage"), product)], bounds=_bounds(persons),
-                       postprocess_only=["hhgq_total"], **kw)
+    return run_topdown(Records(persons, bounds=_bounds(persons), equalities=[("pl94", ("major", "votingage"), product)]),
+                       Design(LEVELS_ALL, PL94_VARIABLES, pl94_strategy(tuple(SHARES)), Fraction(1, 20), SHARES, "hamming", [("state", ())], recodes=[major], postprocess_only=["hhgq_total"], **kw),
+                       RunContext(np.random.default_rng(seed), workers=1))
 
 
 def test_a_run_repairs_the_bounds_and_keeps_equality_invariants_and_sums(population):

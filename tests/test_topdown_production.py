@@ -15,7 +15,7 @@ from dpspec.check.checker import check
 from dpspec.cli.main import main
 from dpspec.errors import SpecError
 from dpspec.language.parser import parse
-from dpspec_topdown.histogram import Recode, Schema
+from dpspec_topdown.measurement.histogram import Recode, Schema
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SPEC = os.path.join(ROOT, "specs", "pl94_production_topdown.dps")

@@ -5,9 +5,11 @@ so they have the production structure (auxiliary marginal sums, parent sums, inv
 import numpy as np
 import pytest
 
-from dpspec_topdown import postprocess
-from dpspec_topdown.engine import run_topdown
-from dpspec_topdown.qp import solve_clarabel
+from dpspec_topdown.estimation import highs, postprocess
+from dpspec_topdown.run.topdown import run_topdown
+from dpspec_topdown.design import Design
+from dpspec_topdown.run.context import RunContext
+from dpspec_topdown.estimation.qp import solve_clarabel
 from dpspec_topdown.synthetic import (LEVELS, PL94_VARIABLES, PRODUCTION_LEVEL_SHARES, PRODUCTION_RHO,
                                       generate_population, pl94_strategy)
 
@@ -25,10 +27,9 @@ def captured():
     postprocess.build_node_qp = capture
     try:
         persons = generate_population(4000, 160, seed=5)
-        result = run_topdown(persons, ["nation"] + LEVELS, PL94_VARIABLES,
-                             pl94_strategy(tuple(PRODUCTION_LEVEL_SHARES)), PRODUCTION_RHO,
-                             PRODUCTION_LEVEL_SHARES, "hamming", [("state", ())],
-                             np.random.default_rng(3), workers=1)
+        result = run_topdown(persons,
+                             Design(["nation"] + LEVELS, PL94_VARIABLES, pl94_strategy(tuple(PRODUCTION_LEVEL_SHARES)), PRODUCTION_RHO, PRODUCTION_LEVEL_SHARES, "hamming", [("state", ())]),
+                             RunContext(np.random.default_rng(3), workers=1))
     finally:
         postprocess.build_node_qp = build
     return problems, result
@@ -45,7 +46,7 @@ def test_every_node_was_fitted_by_the_interior_point_solver(captured):
 def test_clarabel_and_highs_agree_on_captured_nodes(captured, monkeypatch, narrow):
     problems, _ = captured
     if narrow:  # the settings large fits get, on these small ones
-        from dpspec_topdown import qp
+        from dpspec_topdown.estimation import qp
 
         monkeypatch.setattr(qp, "_LARGE_FROM", 0)
     largest = sorted(problems, key=lambda p: -p.n_var)[:8]
@@ -67,7 +68,7 @@ def test_clarabel_and_highs_agree_on_captured_nodes(captured, monkeypatch, narro
 def test_a_failed_interior_point_solve_falls_back_to_highs(captured, monkeypatch):
     problems, _ = captured
     problem = max(problems, key=lambda p: p.n_var)
-    from dpspec_topdown import qp_choice
+    from dpspec_topdown.estimation import qp_choice
 
     monkeypatch.setattr(qp_choice, "solve_clarabel", lambda p, form=None: (False, None, 0.0, "MaxIterations"))
     x, optimal, _, used, _ = postprocess.solve_qp(problem)
@@ -80,7 +81,7 @@ def _node(rng, n_children=3):
     """A node over 24 cells (a, b, c) in 2 x 3 x 4 and queries: a (coarse), a * b (finer, nests
     in a), b * a (the same groups as a * b, another numbering), c (crosses the others) and the
     detailed histogram."""
-    from dpspec_topdown.postprocess import MeasuredQuery, NodeTask
+    from dpspec_topdown.estimation.postprocess import MeasuredQuery, NodeTask
 
     cell = np.arange(24)
     a, b, c = cell // 12, (cell // 4) % 3, cell % 4
@@ -148,7 +149,7 @@ def test_the_fit_of_the_nested_formulation_is_the_least_squares_optimum():
 def test_a_sum_keeps_its_bound_unless_its_terms_imply_it():
     import scipy.sparse as sp
 
-    from dpspec_topdown.qp import NodeQP, _defined
+    from dpspec_topdown.estimation.qp import NodeQP, _defined
 
     # columns: x0 >= 0, x1 free, z2 = x0 + x0', z3 = x0 + x1, z4 = z5 + x0, z5 = z4 + x0 (a cycle),
     # z6 = z2 + x0 (a sum of an implied sum); x0' is column 7 >= 0
@@ -173,7 +174,7 @@ def test_a_sum_keeps_its_bound_unless_its_terms_imply_it():
 
 
 def test_a_large_fit_that_stops_short_is_solved_again_with_the_defaults(captured, monkeypatch):
-    from dpspec_topdown import qp
+    from dpspec_topdown.estimation import qp
 
     problems, _ = captured
     problem = max(problems, key=lambda p: p.n_var)
@@ -184,7 +185,7 @@ def test_a_large_fit_that_stops_short_is_solved_again_with_the_defaults(captured
 
 
 def test_highs_solves_a_small_lp_qp_and_milp_handed_over_as_arrays():
-    """postprocess._highs hands HiGHS its model as numpy buffers (one passModel call): the
+    """highs._highs hands HiGHS its model as numpy buffers (one passModel call): the
     optimum of each kind of problem it is given, rows and bounds read correctly; a MILP after an
     LP in one process too (both on one thread: HiGHS refused a MILP asking for another thread
     count than the scheduler the LP had started)."""
@@ -194,12 +195,12 @@ def test_highs_solves_a_small_lp_qp_and_milp_handed_over_as_arrays():
     a = sp.csc_matrix(np.array([[1.0, 1.0], [1.0, -1.0]]))
     lo, hi = np.array([3.0, -np.inf]), np.array([3.0, 0.5])
     lower, upper = np.zeros(2), np.full(2, 2.0)
-    _, x, _ = postprocess._highs(np.array([-1.0, 0.0]), lower, upper, a, lo, hi)  # LP: x0 up to its row
+    _, x, _ = highs._highs(np.array([-1.0, 0.0]), lower, upper, a, lo, hi)  # LP: x0 up to its row
     assert x == pytest.approx([1.75, 1.25])
-    _, x, _ = postprocess._highs(np.array([-1.0, 0.0]), lower, upper, a, lo, hi, integer=True)  # MILP
+    _, x, _ = highs._highs(np.array([-1.0, 0.0]), lower, upper, a, lo, hi, integer=True)  # MILP
     assert x.tolist() == [1.0, 2.0]
     # QP: 1/2 (2 x0^2 + 2 x1^2) - 2 x0 - 4 x1 (the point (1, 2) nearest) on the same rows
-    _, x, _ = postprocess._highs(np.array([-2.0, -4.0]), lower, upper, a, lo, hi, hess=np.array([2.0, 2.0]))
+    _, x, _ = highs._highs(np.array([-2.0, -4.0]), lower, upper, a, lo, hi, hess=np.array([2.0, 2.0]))
     assert x == pytest.approx([1.0, 2.0], abs=1e-6)
 
 
@@ -209,8 +210,8 @@ def test_the_highs_banner_goes_to_stderr_not_into_standard_output():
     import subprocess
     import sys
 
-    code = ("from dpspec_topdown import postprocess; import numpy as np, scipy.sparse as sp\n"
-            "postprocess._highs(np.ones(2), np.zeros(2), np.ones(2), sp.csc_matrix(np.ones((1, 2))),"
+    code = ("from dpspec_topdown.estimation import highs; import numpy as np, scipy.sparse as sp\n"
+            "highs._highs(np.ones(2), np.zeros(2), np.ones(2), sp.csc_matrix(np.ones((1, 2))),"
             " np.ones(1), np.ones(1))\nprint('done')")
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stderr

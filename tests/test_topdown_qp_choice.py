@@ -3,8 +3,9 @@ Clarabel as the default and the fallback."""
 import numpy as np
 import pytest
 
-from dpspec_topdown import postprocess, qp_choice
-from dpspec_topdown.qp import conic_form, solve_clarabel, violation_limit
+from dpspec_topdown.estimation import postprocess
+from dpspec_topdown.estimation import qp_choice
+from dpspec_topdown.estimation.qp import conic_form, solve_clarabel, violation_limit
 
 
 def _problem(seed=12, n_children=4):

@@ -6,10 +6,14 @@ from fractions import Fraction
 import attrs
 import numpy as np
 
-from dpspec_topdown import node_solve, postprocess, redundant
-from dpspec_topdown.engine import run_topdown
-from dpspec_topdown.multipass import solve_interleaved
-from dpspec_topdown.postprocess import GroupConstraint, NodeTask
+from dpspec_topdown.estimation import node_solve
+from dpspec_topdown.estimation import postprocess
+from dpspec_topdown.estimation import redundant
+from dpspec_topdown.run.topdown import run_topdown
+from dpspec_topdown.design import Design
+from dpspec_topdown.run.context import RunContext
+from dpspec_topdown.estimation.multipass import solve_interleaved
+from dpspec_topdown.estimation.postprocess import GroupConstraint, NodeTask
 from dpspec_topdown.synthetic import LEVELS, PL94_VARIABLES, generate_population
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -65,8 +69,9 @@ def test_interleaved_passes_reach_the_same_release_without_the_implied_rows(monk
 
     monkeypatch.setattr(node_solve, "solve_node", capture)
     persons = generate_population(3000, 400, seed=4)  # 13 block groups in 4 tracts
-    run_topdown(persons, ["nation"] + LEVELS, PL94_VARIABLES, strategy, Fraction(1, 20), shares, "hamming",
-                [("state", ()), ("tract", ())], np.random.default_rng(5), workers=1, recodes=recodes, passes=passes)
+    run_topdown(persons,
+                Design(["nation"] + LEVELS, PL94_VARIABLES, strategy, Fraction(1, 20), shares, "hamming", [("state", ()), ("tract", ())], recodes=recodes, passes=passes),
+                RunContext(np.random.default_rng(5), workers=1))
     monkeypatch.setattr(node_solve, "solve_node", solve)
     dropped = compared = 0
     for task, queries, plan in nodes:
@@ -94,7 +99,7 @@ def test_interleaved_passes_reach_the_same_release_without_the_implied_rows(monk
 
 
 def test_a_cross_constraint_both_of_whose_sides_are_fixed_at_equal_values_is_implied():
-    from dpspec_topdown.joint_problem import CrossConstraint
+    from dpspec_topdown.estimation.joint_problem import CrossConstraint
 
     task = _task([[3], [4]])
     var = postprocess._node_variables(task)
@@ -116,8 +121,8 @@ def test_a_problem_solved_by_parts_in_batches_is_solved_as_a_whole():
     batches of one part: the same optimum as one solve; a part without a solution fails it."""
     import scipy.sparse as sp
 
-    from dpspec_topdown import decompose
-    from dpspec_topdown.qp import NodeQP
+    from dpspec_topdown.estimation import decompose
+    from dpspec_topdown.estimation.qp import NodeQP
 
     rng = np.random.default_rng(3)
     n = 30

@@ -4,9 +4,10 @@ import pickle
 
 import numpy as np
 
-from dpspec_topdown import histogram, shipping
-from dpspec_topdown.histogram import Schema
-from dpspec_topdown.postprocess import MeasuredQuery, NodeTask, GroupConstraint
+from dpspec_topdown.measurement import histogram
+from dpspec_topdown.measurement import shipping
+from dpspec_topdown.measurement.histogram import Schema
+from dpspec_topdown.estimation.postprocess import MeasuredQuery, NodeTask, GroupConstraint
 
 
 def _schema():
@@ -51,7 +52,7 @@ def test_packing_leaves_what_is_not_remembered_as_it_is():
 
 
 def test_a_cross_constraint_side_is_remade_from_its_query_and_pick(monkeypatch):
-    from dpspec_topdown.joint_run import side_groups
+    from dpspec_topdown.run.joint_table import side_groups
 
     schema = _schema()
     side = side_groups(schema, ("a",), 3)

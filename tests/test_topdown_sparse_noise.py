@@ -11,9 +11,11 @@ from dpspec.api import discrete_gaussian_variance
 from dpspec.engine.base import EngineRun
 from dpspec.engine.local import LocalEngine
 from dpspec.engine.streams import new_run_key
-from dpspec_topdown import node_noise
-from dpspec_topdown.allocation import query_name
-from dpspec_topdown.engine import run_topdown
+from dpspec_topdown.measurement import node_noise
+from dpspec_topdown.measurement.allocation import query_name
+from dpspec_topdown.run.topdown import run_topdown
+from dpspec_topdown.design import Design
+from dpspec_topdown.run.context import RunContext
 from dpspec_topdown.synthetic import (LEVELS, PL94_VARIABLES, PRODUCTION_LEVEL_SHARES, PRODUCTION_RHO,
                                       generate_population, pl94_strategy)
 
@@ -29,8 +31,9 @@ def persons():
 
 def _run(persons, seed=3):
     run = EngineRun(LocalEngine(), new_run_key(seed))
-    return run_topdown(persons, ALL_LEVELS, PL94_VARIABLES, STRATEGY, PRODUCTION_RHO, PRODUCTION_LEVEL_SHARES,
-                       "hamming", [("state", ())], np.random.default_rng(seed), workers=1, engine=run)
+    return run_topdown(persons,
+                       Design(ALL_LEVELS, PL94_VARIABLES, STRATEGY, PRODUCTION_RHO, PRODUCTION_LEVEL_SHARES, "hamming", [("state", ())]),
+                       RunContext(np.random.default_rng(seed), engine=run, workers=1))
 
 
 @pytest.fixture(scope="module")

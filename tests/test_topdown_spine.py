@@ -15,8 +15,10 @@ from dpspec.check.checker import check
 from dpspec.cli.main import main
 from dpspec.errors import DataError, SpecError
 from tests.topdown_geography import parse
-from dpspec_topdown.engine import run_topdown
-from dpspec_topdown.spine import split_geography
+from dpspec_topdown.run.topdown import run_topdown
+from dpspec_topdown.design import Design
+from dpspec_topdown.run.context import Records, RunContext
+from dpspec_topdown.geography.spine import split_geography
 from dpspec_topdown.synthetic import LEVELS, PL94_VARIABLES, PRODUCTION_LEVEL_SHARES, generate_population, pl94_strategy
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -37,8 +39,9 @@ def persons():
 
 
 def _run(persons, seed, rho=1, aian=("state", "aian")):
-    return run_topdown(persons, ALL_LEVELS, PL94_VARIABLES, pl94_strategy(tuple(SHARES)), rho, SHARES, "hamming",
-                       [("state", ())], np.random.default_rng(seed), workers=1, aian=aian)
+    return run_topdown(persons,
+                       Design(ALL_LEVELS, PL94_VARIABLES, pl94_strategy(tuple(SHARES)), rho, SHARES, "hamming", [("state", ())], aian=aian),
+                       RunContext(np.random.default_rng(seed), workers=1))
 
 
 def test_states_are_measured_as_two_parts_and_held_only_on_their_sum(persons):
@@ -221,8 +224,8 @@ BYPASS = ["county", "tract", "blockgroup"]
 
 
 def test_bypass_classes_follow_single_child_chains():
-    from dpspec_topdown.hierarchy import build_hierarchy
-    from dpspec_topdown.spine import BYPASSED, bypass_classes, check_budget_per_person
+    from dpspec_topdown.geography.hierarchy import build_hierarchy
+    from dpspec_topdown.geography.spine import BYPASSED, bypass_classes, check_budget_per_person
 
     # county A: one tract with one block group with one block (a chain); county B: two tracts,
     # B1 with one block group of two blocks, B2 with one block group of one block
@@ -264,8 +267,9 @@ def test_single_child_geounits_are_measured_once_with_both_shares(single_child_p
     persons, single = single_child_persons
     shares = dict(PRODUCTION_LEVEL_SHARES)
     rho = F(1)
-    res = run_topdown(persons, ALL_LEVELS, PL94_VARIABLES, pl94_strategy(tuple(shares)), rho, shares, "hamming",
-                      [("state", ())], np.random.default_rng(1), workers=1, bypass=BYPASS)
+    res = run_topdown(persons,
+                      Design(ALL_LEVELS, PL94_VARIABLES, pl94_strategy(tuple(shares)), rho, shares, "hamming", [("state", ())], bypass=BYPASS),
+                      RunContext(np.random.default_rng(1), workers=1))
     tract, bg = res.hierarchy.level("tract"), res.hierarchy.level("blockgroup")
     cls_tract = dict(zip(tract.codes, res.budget_classes["tract"][0]))
     assert {c for c, v in cls_tract.items() if v == 1} == set(single)
@@ -323,7 +327,7 @@ def test_budget_json_lists_the_bypass_classes_exactly():
 
 
 def test_gq_signatures_and_the_split_keep_published_codes():
-    from dpspec_topdown.spine import gq_signatures, split_by_signature
+    from dpspec_topdown.geography.spine import gq_signatures, split_by_signature
 
     counts = pd.DataFrame({"block": ["a", "a", "b", "c"], "gqtype": [0, 3, 5, 0], "count": [4, 1, 2, 7]})
     sig = gq_signatures(counts, "block", "gqtype", [1, 2, 3, 4, 5, 6, 7])
@@ -338,13 +342,14 @@ def test_gq_signatures_and_the_split_keep_published_codes():
 
 
 def test_block_groups_are_split_by_their_gq_types(persons):
-    from dpspec_topdown.spine import gq_signatures
+    from dpspec_topdown.geography.spine import gq_signatures
 
     blocks = np.unique(persons["block"].astype(str))
     counts = pd.DataFrame({"block": blocks[:6], "gqtype": [1, 1, 4, 4, 1, 7], "count": 1})
     sig = gq_signatures(counts, "block", "gqtype", list(range(1, 8)))
-    res = run_topdown(persons, ALL_LEVELS, PL94_VARIABLES, pl94_strategy(tuple(SHARES)), 1, SHARES, "hamming",
-                      [("state", ())], np.random.default_rng(2), workers=1, gq_signature=sig)
+    res = run_topdown(Records(persons, gq_signature=sig),
+                      Design(ALL_LEVELS, PL94_VARIABLES, pl94_strategy(tuple(SHARES)), 1, SHARES, "hamming", [("state", ())]),
+                      RunContext(np.random.default_rng(2), workers=1))
     bg = res.hierarchy.level("blockgroup")
     parts = pd.Series(list(bg.labels)).value_counts()
     assert parts.max() >= 2  # a block group with GQ blocks is measured as several geounits

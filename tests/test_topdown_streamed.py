@@ -20,10 +20,13 @@ import pytest
 from dpspec.api import StreamedTable, discrete_gaussian, discrete_gaussian_variance, keyed_rng, stream_position
 from dpspec.engine import EngineRun, LocalEngine, new_run_key
 from dpspec.publish.table_csv import write_table_csv
-from dpspec_topdown import engine as td_engine
-from dpspec_topdown import node_noise, release_tables
-from dpspec_topdown.engine import run_topdown
-from dpspec_topdown.histogram import marginal
+from dpspec_topdown.run import topdown as td_engine
+from dpspec_topdown.measurement import node_noise
+from dpspec_topdown.release import tables as release_tables
+from dpspec_topdown.run.topdown import run_topdown
+from dpspec_topdown.design import Design
+from dpspec_topdown.run.context import RunContext
+from dpspec_topdown.measurement.histogram import marginal
 from dpspec_topdown.synthetic import (LEVELS, PL94_VARIABLES, PRODUCTION_LEVEL_SHARES, PRODUCTION_RHO,
                                       generate_population, pl94_strategy)
 
@@ -45,8 +48,9 @@ def many_nodes():
 
 def _run(persons, seed=3, engine=True, **kw):
     run = EngineRun(LocalEngine(), new_run_key(seed)) if engine else None
-    return run_topdown(persons, ALL_LEVELS, PL94_VARIABLES, STRATEGY, PRODUCTION_RHO, PRODUCTION_LEVEL_SHARES,
-                       "hamming", [("state", ())], np.random.default_rng(seed), workers=1, engine=run, **kw)
+    return run_topdown(persons,
+                       Design(ALL_LEVELS, PL94_VARIABLES, STRATEGY, PRODUCTION_RHO, PRODUCTION_LEVEL_SHARES, "hamming", [("state", ())], **kw),
+                       RunContext(np.random.default_rng(seed), engine=run, workers=1))
 
 
 def _csv(table) -> bytes:
@@ -166,9 +170,9 @@ def test_chunk_sizes_do_not_change_the_bytes(persons):
 def test_without_an_engine_the_nodes_draw_as_an_engine_run_with_the_key_from_rng(persons):
     a = _run(persons, seed=8, engine=False)
     assert a.noisy == {} and set(a.noise_plans) == set(ALL_LEVELS)
-    b = run_topdown(persons, ALL_LEVELS, PL94_VARIABLES, STRATEGY, PRODUCTION_RHO, PRODUCTION_LEVEL_SHARES, "hamming",
-                    [("state", ())], None, workers=1,
-                    engine=EngineRun(LocalEngine(), node_noise.run_key_from(np.random.default_rng(8))))
+    b = run_topdown(persons,
+                    Design(ALL_LEVELS, PL94_VARIABLES, STRATEGY, PRODUCTION_RHO, PRODUCTION_LEVEL_SHARES, "hamming", [("state", ())]),
+                    RunContext(None, engine=EngineRun(LocalEngine(), node_noise.run_key_from(np.random.default_rng(8))), workers=1))
     assert _csv(a.measurements_table()) == _csv(b.measurements_table())
     assert _csv(a.microdata_table()) == _csv(b.microdata_table())
 

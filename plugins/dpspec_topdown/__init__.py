@@ -1,5 +1,13 @@
 """TopDown (2020 US Census) as a dpspec mechanism plugin: exact discrete Gaussian noise on
-hierarchical marginals, then top-down nonnegative integer estimation on a real solver (HiGHS)."""
+hierarchical marginals, then top-down nonnegative integer estimation on a real solver (HiGHS).
+
+Where to start reading: `plugin.py` (the Mechanism and its hooks), `design.py` (the design a spec
+declares, parsed once) and `run/topdown.py` (`run_topdown(records, design, ctx)`, a run end to
+end). The stages are sub-packages: `geography/` (the hierarchy and the spine), `measurement/`
+(the allocation, the histogram, each node's noise), `estimation/` (the least-squares fits,
+passes and rounding), `release/` (the tables and what the reports show); `params/` holds the
+hand parsers of the mechanism block and the spec locations of their errors.
+"""
 from __future__ import annotations
 
 from dpspec.api import hookimpl

@@ -19,7 +19,7 @@ import numpy as np
 from dpspec.api import NeighbourPair, discrete_gaussian, miniature_rows, same_universe, typed_frame, universe_queries
 from dpspec.api import miniature_record as record
 
-from .allocation import JOINT_MARK
+from .measurement.allocation import JOINT_MARK
 
 
 def _answers(frame, level: str | None, query: tuple, variables: dict, units: list) -> np.ndarray:

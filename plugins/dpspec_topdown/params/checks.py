@@ -1,0 +1,192 @@
+"""What `check` decides from the spec beyond each setting alone: the sampler's reach, invariants a
+split spine cannot keep or that do not nest, and a message placed at the setting it names."""
+from __future__ import annotations
+
+from dpspec.api import Diagnostic, SpecError, ir
+
+from ..geography.declared import problems as geography_problems
+from ..measurement.allocation import split_allocation
+from .equal_to import _equalities
+from .joint import _cross_constraints, _joint_names, _joint_tables, _side_tables
+from .locate import at, item_at
+from .passes import _pass_level_loc, _pass_query_loc, _passes
+from .postprocess import _failsafe, _postprocess_only
+from .spine import _spine, _split_levels
+from .tables import _bound_categories, _invariants, _joint, _levels, _schema, _shares_loc, _structural_zeros, _variables
+
+
+def _at_setting(spec: ir.Spec, d: Diagnostic) -> Diagnostic:
+    """A diagnostic without a line, placed at the mechanism setting its message starts with
+    ("failsafe: ...", "joint: ..."), so a reviewer is sent to the setting, not the mechanism line."""
+    if d.line is not None or spec.mechanism is None:
+        return d
+    name = d.message.split(":", 1)[0].split(" ", 1)[0]
+    p = spec.mechanism.params.get(name)
+    return Diagnostic(d.message, p.loc.line, p.loc.column) if p is not None and p.loc else d
+
+
+def _split_invariant_problems(spec: ir.Spec, params: dict, spine: dict) -> list:
+    """Invariants a split spine cannot keep: at a split level below the first (run/steps.py's
+    _check_split_invariants, here located at the invariant)."""
+    split = _split_levels(spec, spine)
+    if not split:
+        return []
+    geo = list(spec.domain.geography.levels)
+    out = []
+    for q in spec.invariants:
+        if q.table == params["table"] and set(split[1:]) & set(q.columns):
+            out.append(Diagnostic(f"with a split spine, TopDown keeps '{q.describe()}' only at {split[0]} (on the sum "
+                                  f"of its parts) or at {geo[-1]}", *((q.loc.line, q.loc.column) if q.loc else (None, None))))
+    return out
+
+
+def _unnested_invariant_problems(spec: ir.Spec, params: dict) -> list:
+    """The invariants on `params`' table whose query does not nest with an earlier one's, at the
+    later invariant's line (the run's chain rule, estimation/invariant_chain.py, decided here from the spec)."""
+    from ..estimation.invariant_chain import unnested, why
+
+    schema = _schema(spec, params)
+    written = {}  # canonical query: the first invariant writing it
+    for _, query, q in _invariants(spec, params)[0]:
+        try:
+            written.setdefault(schema.canonical(query), q)
+        except SpecError:  # a query it cannot keep is reported where the engine meets it
+            continue
+    queries = list(written)
+    pair = unnested(queries)
+    if pair is None:
+        return []
+    earlier, later = queries[pair[0]], queries[pair[1]]
+    first, q = written[earlier], written[later]
+    line = f" (line {first.loc.line})" if first.loc else ""
+    return [Diagnostic(f"invariants: '{q.describe()}' does not nest with '{first.describe()}'{line}: "
+                       + why(earlier, later, schema), *((q.loc.line, q.loc.column) if q.loc else (None, None)))]
+
+
+def _sampler_problems(spec, params, alloc) -> list[Diagnostic]:
+    """The query with the most noise, when its sigma² is beyond what the exact sampler draws: refused
+    at `check`, at the rho line, in the sampler's words (sigma² grows as 1/rho)."""
+    from dpspec.api import sampler_limit_problem
+
+    if not alloc.queries:
+        return []
+    widest = max(alloc.queries, key=lambda q: q.sigma2)
+    problem = sampler_limit_problem("discrete_gaussian", widest.sigma2, ("rho", params["rho"]))
+    if problem is None:
+        return []
+    return [Diagnostic(f"topdown: the noise of query '{widest.name}' at level '{widest.level}' cannot be drawn: {problem}",
+                       *at(spec.mechanism.params.get("rho")))]
+
+
+def column_problems(spec: ir.Spec, params: dict) -> list:
+    """The table's columns for the geography levels and the histogram variables, the levels of
+    the shares and the queries block: what the later checks read (none of them runs if one fails)."""
+    problems = []
+    table = spec.domain.table(params["table"])
+    if spec.domain.geography is None:
+        return [Diagnostic("TopDown needs a geography hierarchy in the domain (geography NAME { state > county ... })")]
+    for level in spec.domain.geography.levels:
+        if table.column(level) is None:
+            problems.append(Diagnostic(f"table '{table.name}' has no column for geography level '{level}'"))
+    variables_at = spec.mechanism.params.get("variables") if spec.mechanism is not None else None
+    twice = sorted({n for n in params["variables"] if list(params["variables"]).count(n) > 1})
+    if twice:
+        problems.append(Diagnostic(f"variables: '{twice[0]}' is listed twice",
+                                   *item_at(spec, variables_at, twice[0], occurrence=2)))
+    for name in params["variables"]:
+        col = table.column(name)
+        if col is None:
+            problems.append(Diagnostic(f"histogram variable '{name}' is not a column of table '{table.name}'"))
+        elif col.type.kind == "category":
+            problems.append(Diagnostic(f"histogram variable '{name}' must have a declared value set (enumerated, bool or int range), not an open category"))
+        elif name in spec.domain.geography.levels:
+            problems.append(Diagnostic(f"'{name}' is a geography level, not a histogram variable"))
+    known = set(_levels(spec))
+    levels_at = spec.mechanism.params.get("levels") if spec.mechanism is not None else None
+    for level in params["levels"]:
+        if level not in known:
+            entry = levels_at.value.get(level) if levels_at is not None and isinstance(levels_at.value, ir.ParamBlock) else None
+            problems.append(Diagnostic(f"levels: '{level}' is not a geography level (known: {', '.join(_levels(spec))})",
+                                       *at(entry or levels_at)))
+    if not isinstance(params["queries"], ir.ParamBlock):
+        problems.append(Diagnostic("queries: expected a block such as { total: 1/2  detailed: 1/2 }"))
+    return problems
+
+
+def setting_problems(spec: ir.Spec, params: dict, allocation) -> list:
+    """Every setting read by its parser, in the order a reviewer fixes them (the spine, the
+    geography file, invariants, the allocation by `allocation(spec, params)`, constraints,
+    equalities, the failsafe, post-processing, cross constraints, then the passes), each
+    problem located at its setting."""
+    problems = []
+    try:
+        flag = _spine(spec, params).get("aian", (None, None))[1]
+    except SpecError:  # reported below, at the spine's setting
+        flag = None
+    # A spec that reads no records for a table (a description, such as one imported from a
+    # production configuration) cannot leak its units through them: it cannot be run until its
+    # data are declared, and then the declared geography is required (the run refuses too).
+    tables = [params["table"], *_joint_tables(spec, params), *_side_tables(spec, params)]
+    read = [t for t in tables if any(d.table == t for d in spec.data)]
+    problems.extend(geography_problems(spec, read, flag))
+    _, inv_problems = _invariants(spec, params)
+    problems.extend(inv_problems)
+    try:
+        _spine(spec, params)  # first: a bad flag column is the spine's error, not the joint table's
+        try:
+            alloc = allocation(spec, params)
+        except SpecError as exc:  # shares that do not sum to 1: at the level's line of the shares
+            raise SpecError([d if d.line is not None else Diagnostic(d.message, *_shares_loc(spec, params, d.message))
+                             for d in exc.diagnostics]) from None
+        problems.extend(_sampler_problems(spec, params, alloc))
+        schema = _schema(spec, params)
+        _structural_zeros(params, _variables(spec, params), schema.recodes)
+        from .constraints import facility_constraints
+
+        facility_constraints(spec, params, _bound_categories(spec, params))
+        problems.extend(_split_invariant_problems(spec, params, _spine(spec, params)))
+        for table_params in [params, *(j["params"] for j in _joint(spec, params))]:
+            problems.extend(_unnested_invariant_problems(spec, table_params))
+        _equalities(spec, params)
+        _failsafe(params, spec)
+        _postprocess_only(spec, params)
+        _cross_constraints(spec, params, _joint(spec, params))
+        joint = _joint(spec, params)
+        try:
+            passes = _passes(params, list(schema.names), _joint_names(joint))
+        except SpecError as exc:  # a pass naming a table that is not joint: at the entry writing it
+            raise SpecError([d if d.line is not None else Diagnostic(d.message, *_pass_query_loc(params, None, d.message))
+                             for d in exc.diagnostics]) from None
+        _check_pass_plans(spec, params, passes, schema, alloc, joint)
+    except SpecError as exc:
+        problems.extend(_at_setting(spec, d) for d in exc.diagnostics)
+    return problems
+
+
+def _check_pass_plans(spec: ir.Spec, params: dict, passes: dict, schema, alloc, joint) -> None:
+    """Each level's passes planned from the names alone (arrays come at run time): a level
+    without a budget share, or a pass naming a query the level does not measure, is a SpecError
+    at the pass naming it (else at the level's line of its passes)."""
+    from ..estimation.multipass import pass_plan
+
+    for level, plan in passes.items():
+        if level not in params["levels"]:
+            what = "outer_passes" if params.get("outer_passes") is not None else "estimation/rounding passes"
+            why = (f"level '{level}', which has no budget share (levels with one: {', '.join(params['levels'])})"
+                   if level in _levels(spec) else
+                   f"'{level}', which is not a geography level (known: {', '.join(_levels(spec))})")
+            raise SpecError(Diagnostic(f"{what} name {why}", *_pass_level_loc(params, level)))
+        try:
+            if joint:  # outer passes over both tables (joint_passes.py)
+                from ..estimation.joint_passes import joint_pass_plan
+
+                main, other = split_allocation(alloc, joint[0]["name"])
+                joint_pass_plan(level, plan, schema, main, joint[0]["schema"], other, joint[0]["name"],
+                                groups=False)
+            else:
+                pass_plan(level, plan, schema, alloc, groups=False)  # names checked; arrays at run time
+        except SpecError as exc:  # at the pass naming the query, else the level's line of its passes
+            level_at = _pass_level_loc(params, level)
+            raise SpecError([d if d.line is not None else Diagnostic(
+                d.message, *next((x for x in [_pass_query_loc(params, level, d.message)] if x[0] is not None), level_at))
+                for d in exc.diagnostics]) from None

@@ -1,0 +1,135 @@
+"""The settings that name further tables: the joint table solved beside the person table, its
+cross constraints, and the side tables the run reads by geography."""
+from __future__ import annotations
+
+from dpspec.api import Diagnostic, SpecError, ir
+
+from ..measurement.allocation import query_name
+from .locate import at, item_at
+from .passes import _query_words
+from .tables import _block, _entry_settings, _joint, _schema
+
+
+def _joint_tables(spec: ir.Spec, params: dict) -> list[str]:
+    """The joint tables' names (none while the joint block is in error: check reports it)."""
+    try:
+        return [j["table"] for j in _joint(spec, params)]
+    except SpecError:
+        return []
+
+
+def _side_tables(spec: ir.Spec, params: dict) -> list[str]:
+    """The further tables the run reads by geography: the facilities of `constraints`, the
+    group-quarters types of `spine: gq_blockgroups`, the reference geography of `spine:
+    geography` and the targets of `equal_to`. Their geography columns must read the declared
+    geography file too: their blocks bound, split or fix the release's units, so a block known
+    only from their records would shape the release. Read from the settings as written (their
+    own checks report a malformed entry)."""
+    def tables_in(name, nested):
+        block = params.get(name)
+        if not isinstance(block, ir.ParamBlock):
+            return []
+        entries = [p.value for p in block.params if isinstance(p.value, ir.ParamBlock)] if nested else [block]
+        return [str(q.value) for e in entries for q in e.params if q.name == "table"]
+
+    names = [*tables_in("constraints", True), *tables_in("equal_to", True)]
+    spine = params.get("spine")
+    if isinstance(spine, ir.ParamBlock):
+        for p in spine.params:
+            if p.name == "gq_blockgroups" and isinstance(p.value, ir.ParamBlock):
+                names += [str(q.value) for q in p.value.params if q.name == "table"]
+            elif p.name == "geography":
+                names.append(str(p.value))
+    own = {params["table"], *_joint_tables(spec, params)}
+    return [n for n in dict.fromkeys(names) if n not in own and spec.domain.table(n) is not None]
+
+
+def _cross_constraints(spec: ir.Spec, params: dict, joint: list[dict]) -> list[dict]:
+    """``cross_constraints: { NAME: { left: "T: QUERY"  right: "U: QUERY = LABEL" } }``: at every
+    unit, the left side's groups equal the right side's (joint.CrossConstraint). Each side names
+    the mechanism's table or a joint one; a table not solved jointly is a located SpecError."""
+    block = _block(params, "cross_constraints",
+                   '{ h1: { left: "households: total"  right: "units: occupancy = occupied" } }')
+    if block is None:
+        return []
+    schemas = {params["table"]: _schema(spec, params), **{j["table"]: j["schema"] for j in joint}}
+    out = []
+    for p in block.params:
+        loc = at(p)
+        settings, fields = _entry_settings(p)
+        if set(fields) != {"left", "right"}:
+            extra = sorted(set(fields) - {"left", "right"})
+            missing = [f for f in ("left", "right") if f not in fields]
+            raise SpecError(Diagnostic(f"cross_constraints: '{p.name}' needs {{ left: \"TABLE: QUERY\"  "
+                                       "right: \"TABLE: QUERY = LABEL\" }"
+                                       + (f", not '{extra[0]}'" if extra else f", missing {' and '.join(missing)}"),
+                                       *(at(settings[extra[0]]) if extra else loc)))
+        sides = {}
+        for which in ("left", "right"):
+            text = str(fields[which])
+            side = settings[which]
+            table, sep, rest = text.partition(":")
+            table = table.strip()
+            if not sep:
+                raise SpecError(Diagnostic(f"cross_constraints: '{p.name}': {which} side {text!r} must read "
+                                           "\"TABLE: QUERY\" or \"TABLE: QUERY = LABEL\"", *at(side)))
+            if table not in schemas:
+                raise SpecError(Diagnostic(
+                    f"cross_constraints: '{p.name}': {which} side names table '{table}', which is not solved jointly "
+                    f"(tables solved together: {', '.join(schemas)}; add it under joint)", *item_at(spec, side, table)))
+            schema = schemas[table]
+            query_text, eq, label = rest.partition("=")
+            try:
+                query = schema.canonical(_query_words(query_text.strip(), list(schema.names)))
+            except SpecError as exc:
+                raise SpecError([Diagnostic(f"cross_constraints: '{p.name}': {d.message}",
+                                            *item_at(spec, side, query_text.strip(), after=":"))
+                                 for d in exc.diagnostics]) from None
+            pick = None
+            if eq:
+                if len(query) != 1:
+                    raise SpecError(Diagnostic(f"cross_constraints: '{p.name}': '= LABEL' picks a group of a query of "
+                                               f"one variable or recode, not of {query_name(query)!r}",
+                                               *item_at(spec, side, query_text.strip(), after=":")))
+                axis, mapping, size = schema._factor(query[0])
+                labels = ([str(c) for c in schema.categories[axis]] if mapping is None
+                          else [str(lb) for lb in next(r.labels for r in schema.recodes if r.name == query[0])])
+                if label.strip() not in labels:
+                    raise SpecError(Diagnostic(f"cross_constraints: '{p.name}': {label.strip()!r} is not a group of "
+                                               f"{query[0]!r} (groups: {', '.join(labels)})",
+                                               *item_at(spec, side, label.strip(), after="=")))
+                pick = labels.index(label.strip())
+            sides[which] = (table, query, pick, 1 if pick is not None else schema.marginal_size(query))
+        right = settings["right"]
+        if sides["left"][0] == sides["right"][0]:  # at the right side's table, the one repeating the left's
+            raise SpecError(Diagnostic(f"cross_constraints: '{p.name}' ties table '{sides['left'][0]}' to itself; "
+                                       "a constraint within one table is an invariant or a constraint",
+                                       *item_at(spec, right, sides["right"][0])))
+        if sides["left"][3] != sides["right"][3]:  # at the right side's query, the one paired against the left's
+            query_text = str(fields["right"]).partition(":")[2].partition("=")[0].strip()
+            raise SpecError(Diagnostic(f"cross_constraints: '{p.name}': the left side has {sides['left'][3]} groups "
+                                       f"and the right side {sides['right'][3]}; they are paired in order",
+                                       *item_at(spec, right, query_text, after=":")))
+        out.append({"name": p.name, "left": sides["left"][:3], "right": sides["right"][:3],
+                    "n_groups": sides["left"][3], "loc": loc})
+    return out
+
+
+def _joint_names(joint: list[dict]) -> dict:
+    """{joint name: its variables}: what a pass's "NAME: QUERY" may name."""
+    return {j["name"]: list(j["variables"]) for j in joint}
+
+
+def _tied_attributes(spec: ir.Spec, params: dict, joint: list[dict]) -> list[tuple]:
+    """Pairs of attribute names (the mechanism's table's plain, a joint table's as 'TABLE: name')
+    that a cross constraint equates at every unit: the variables under each side's factors."""
+    schemas = {params["table"]: _schema(spec, params), **{j["table"]: j["schema"] for j in joint}}
+
+    def names(side):
+        table, query, _ = side
+        schema = schemas[table]
+        prefix = "" if table == params["table"] else f"{table}: "
+        return [prefix + schema.names[schema._factor(f)[0]] for f in query]
+
+    return [(a, b) for c in _cross_constraints(spec, params, joint)
+            for a in names(c["left"]) for b in names(c["right"])]

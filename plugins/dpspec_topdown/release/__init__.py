@@ -1,0 +1,1 @@
+"""What a TopDown run releases: the microdata and measurements tables, streamed a piece at a time."""
