@@ -14,6 +14,7 @@ import importlib.util
 import sys
 import types
 import warnings
+from dpspec import api
 
 # old module -> its new home (names are looked up there; `dpspec.api` is named when it has them)
 MOVED = {
@@ -30,7 +31,6 @@ REMOVED_IN = "dpspec plugin API 2.0"
 
 def new_import(old: str, name: str) -> str:
     """The import a plugin should write instead of `from <old> import <name>`."""
-    from dpspec import api
 
     if name in api.__all__:
         return f"from dpspec.api import {name}"

@@ -10,6 +10,9 @@ methods to the classes below, which know nothing of reports.
 from __future__ import annotations
 
 from markupsafe import escape
+from dpspec.report import render_all
+from dpspec.audit import audit, Audit, Findings
+from dpspec.budget.budget_report import BudgetSummary
 
 HEIGHT = 640  # px: a report scrolls inside its frame rather than lengthening the notebook
 
@@ -22,7 +25,6 @@ def framed(report_html: str, title: str) -> str:
 
 def result_html(result) -> str:
     """A compiled result's public report (`report.html` of `dpspec compile`)."""
-    from dpspec.report import render_all
 
     html = render_all(result, outcome=result.audit_outcome)["html"][1]
     return framed(html, f"dpspec report: {result.spec.title or 'spec'}")
@@ -30,7 +32,6 @@ def result_html(result) -> str:
 
 def audit_html(outcome) -> str:
     """An audit's report (`report.html` of `dpspec audit -o`), with its baseline comparison."""
-    from dpspec.report import render_all
 
     ctx = outcome.context
     if ctx is None:  # an outcome assembled by hand: no spec to report on
@@ -43,7 +44,6 @@ def audit_html(outcome) -> str:
 def spec_html(spec) -> str:
     """A spec's report without running its mechanism: its budget, in every currency, with the
     audit (what `dpspec audit -o` writes)."""
-    from dpspec.audit import audit
 
     return audit_html(audit(spec))
 
@@ -57,8 +57,6 @@ def infer_html(result) -> str:
 
 
 def _install() -> None:
-    from dpspec.audit import Audit, Findings
-    from dpspec.budget.budget_report import BudgetSummary
     from dpspec.inference import InferResult
     from dpspec.run.compiler import Result
 

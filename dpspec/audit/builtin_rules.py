@@ -39,6 +39,8 @@ from dpspec.budget import change_relation, format_figure, group
 from dpspec.budget.ledger import achieved_text
 from dpspec.errors import ConversionError, DpspecError
 from dpspec.contract.hookspecs import hookimpl
+from dpspec.budget.pufferfish import count_sensitivity
+from dpspec.language.pufferfish import plain_words
 
 RULES: list[Rule] = []
 
@@ -256,8 +258,6 @@ def pufferfish_class(ctx) -> list[Finding]:
     """A Z-Pufferfish spec (seed 2) protects against attackers whose beliefs lie in a declared class
     of data-generating distributions; outside it the budget says nothing. Under independence the
     guarantee is conditional on units not carrying information about each other."""
-    from dpspec.budget.pufferfish import count_sensitivity
-    from dpspec.language.pufferfish import plain_words
 
     c = ctx.spec.pufferfish
     if c is None:
@@ -283,7 +283,6 @@ def pufferfish_vs_dp(ctx) -> list[Finding]:
     each block says which side protects more, and the assumptions DP does not make are named."""
     if ctx.spec.pufferfish is None or ctx.baseline is None or ctx.baseline.pufferfish is not None:
         return []
-    from dpspec.language.pufferfish import plain_words
 
     rows = ctx.comparison.rows if ctx.comparison is not None else ()
     parts = [f"{r.block}: {r.reason.rstrip('.')}" for r in rows]

@@ -27,6 +27,7 @@ from dpspec.budget import ApproxDP, GaussianDP, PureDP, RenyiDP, ZCDP, convert
 from dpspec.check.checker import STAGES
 from dpspec.errors import ConversionError
 from dpspec.budget.ledger import DEFAULT_DELTA, SPEC_TO_KIND
+from dpspec.audit.base import jsonable
 
 VERDICTS = ("same", "stronger", "weaker", "incomparable")
 BLOCKS = ("domain", "multiverse", "unit", "premetric", "budget")
@@ -42,7 +43,6 @@ class BlockComparison:
     evidence: dict = attrs.field(factory=dict, eq=False, hash=False)
 
     def to_json(self) -> dict:
-        from dpspec.audit.base import jsonable
 
         return {"block": self.block, "verdict": self.verdict, "reason": self.reason,
                 "spec": self.spec, "baseline": self.baseline, "evidence": jsonable(self.evidence)}

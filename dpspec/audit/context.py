@@ -14,6 +14,10 @@ import attrs
 from dpspec import ir
 from dpspec.contract import plugins
 from dpspec.errors import Diagnostic, DpspecError, SpecError
+from dpspec.check.checker import check
+from dpspec.contract.params import resolve_params
+from dpspec.budget.spec_account import spec_ledger
+from dpspec.audit.compare import compare
 
 
 @attrs.frozen
@@ -47,8 +51,6 @@ _PLUGIN_FAILURES = (DpspecError, LookupError, TypeError, ValueError, AttributeEr
 
 def soft_check(spec: ir.Spec) -> SoftCheck:
     """Check a spec; on failure keep the problems and whatever still resolves."""
-    from dpspec.check.checker import check
-    from dpspec.contract.params import resolve_params
 
     if spec.program is not None:
         return SoftCheck(spec)
@@ -79,7 +81,6 @@ def account_from_result(result) -> Account:
 def compute_account(checked: SoftCheck) -> Account:
     """The budget account without running the mechanism (`dpspec budget`'s path: the data is read
     only when the mechanism's budget depends on public facts of it)."""
-    from dpspec.budget.spec_account import spec_ledger
 
     if not checked.passed or checked.mechanism is None:
         return Account(problem="the spec does not pass the check, so its budget cannot be computed")
@@ -126,7 +127,6 @@ class AuditContext:
         if self.baseline is None:
             return None
         if self._comparison is None:
-            from dpspec.audit.compare import compare
 
             self._comparison = compare(self.spec, self.baseline, self.result, self.baseline_result,
                                        account=self.account, baseline_account=self.baseline_account)

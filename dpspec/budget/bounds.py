@@ -13,6 +13,9 @@ import os
 from dpspec import ir
 from dpspec.check.sources import input_paths
 from dpspec.errors import Diagnostic, SpecError
+from dpspec.budget import ledger as ledger_mod
+from dpspec.check.checker import check
+from dpspec.budget.budget_report import budget_summary
 
 _FACTS: dict = {}  # (data stamps, mechanism, parameters, invariants) -> public facts; a few entries
 _KEEP = 8
@@ -59,11 +62,8 @@ def bound_problems(spec: ir.Spec) -> list[Diagnostic]:
 
     Raises the SpecError of a spec that does not check, and DataError when the budget needs
     the data and it cannot be read (the caller decides whether that fails)."""
-    from dpspec.budget import ledger as ledger_mod
-    from dpspec.check.checker import check
 
     if spec.program is not None:
-        from dpspec.budget.budget_report import budget_summary
 
         where = {b.describe(): b.loc for b in spec.budgets}
         out = []

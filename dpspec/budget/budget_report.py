@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 
 from dpspec import ir
-from dpspec.budget import ledger as ledger_mod
+from dpspec.budget import ledger as ledger_mod, ZCDP
 from dpspec.budget.budget_text import budget_figure, budget_line
 from dpspec.budget.premetrics import exact_text, json_number, needs_exact
 from dpspec.budget.program import program_summary, program_text
@@ -33,7 +33,6 @@ def _conversion_json(c) -> dict:
 
 def _components(spec: ir.Spec, flavor, statement) -> list[dict]:
     """The statement's parts (e.g. each geography level and stage), each also in the spec's flavor."""
-    from dpspec.budget import ZCDP
 
     out = []
     for c in getattr(statement, "components", ()):

@@ -40,6 +40,7 @@ from .premetrics import (
     normalize_kind,
     to_exact,
 )
+from .premetrics import budget_from_params
 
 CITATIONS = {
     "pure-zcdp": "Bun & Steinke (2016), Concentrated Differential Privacy: Simplifications, "
@@ -633,7 +634,6 @@ def beyond_floats(budget):
 
 def _convert(budget: Budget, to: str, *, delta=None, epsilon=None, alpha=None,
              method: str = "cks20") -> Conversion:
-    from .premetrics import budget_from_params
 
     budget = budget_from_params(budget)
     src, dst = budget.kind, normalize_kind(to)

@@ -16,7 +16,7 @@ import attrs
 
 from dpspec import ir
 from dpspec.budget import change_relation, convert, group, hamming_to_symdiff_fixed_size
-from dpspec.budget.premetrics import format_figure
+from dpspec.budget.premetrics import format_figure, format_against
 from dpspec.errors import ConversionError
 from dpspec.check.invariants import determines
 
@@ -198,7 +198,6 @@ def achieved_text(check) -> str:
     """A bound check's achieved figure with the digits that put it on the right side of its
     bound (4.962 against 'rho <= 4.96', never a rounded 4.96 that reads as meeting it); '—' when
     there is none."""
-    from dpspec.budget.premetrics import format_against
 
     value = check.achieved
     if isinstance(value, float) and math.isnan(value):

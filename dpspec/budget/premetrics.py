@@ -20,6 +20,7 @@ import attrs
 
 from dpspec.errors import ConversionError
 from dpspec.language.exact_input import range_problem
+from dpspec.ir import format_number as exact_format
 
 KINDS = ("pure", "approx", "zcdp", "renyi", "gdp")
 
@@ -152,9 +153,8 @@ def format_against(x: float, limit: float | None, holds: bool) -> str:
         text = f"{float(x):.{digits}g}"
     if (Fraction(repr(float(x))) <= exact_limit) == holds:
         return repr(float(x))
-    from dpspec.ir import format_number as exact_text  # the float is on the wrong side: print it exactly
 
-    return exact_text(exact_x)
+    return exact_format(exact_x)  # the float is on the wrong side: print it exactly
 
 
 def json_number(x: float):
@@ -172,7 +172,6 @@ def exact_text(x) -> str:
     """An exact budget number as text: '293764/114921', '0.05', 'inf'."""
     if isinstance(x, float):
         return "inf" if x > 0 else "-inf" if math.isinf(x) else repr(x)
-    from dpspec.ir import format_number as exact_format
 
     x = Fraction(x)
     text, ratio = exact_format(x), f"{x.numerator}/{x.denominator}"

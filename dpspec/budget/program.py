@@ -13,15 +13,18 @@ import os
 import attrs
 
 from dpspec import ir
-from dpspec.budget import compose
+from dpspec.budget import compose, budget_from_params, convert
 from dpspec.budget.budget_text import budget_line
 from dpspec.budget.spec_account import spec_ledger
 from dpspec.budget.composition import LedgerRelease
 from dpspec.budget.statement import BudgetStatement, PublicCondition
-from dpspec.errors import Diagnostic, SpecError
-from dpspec.budget.ledger import DEFAULT_DELTA, _holds
+from dpspec.errors import Diagnostic, SpecError, DpspecError
+from dpspec.budget.ledger import DEFAULT_DELTA, _holds, SPEC_TO_KIND
 from dpspec.budget.premetrics import exact_text, json_number, needs_exact
 from dpspec.language.parser import parse, read_source
+from dpspec.contract.mechanism import change_one_result
+from dpspec.budget.program_unit import UnitStep, check_domains, to_program_unit, describe_unit
+from dpspec.language.pufferfish import CONDITIONAL_INDEPENDENCE
 
 KIND_OF_BOUND = {"epsilon": "approx", "rho": "zcdp", "mu": "gdp"}
 
@@ -83,7 +86,6 @@ def _change_one(checked, flavor, statement, ledger, unit):
         return None
     if not steps and (checked.spec.unit.relation != "symdiff" or unit.relation != "hamming"):
         return None
-    from dpspec.contract.mechanism import change_one_result
 
     mech = checked.mechanism
     hook = getattr(mech, "change_one", None)
@@ -97,7 +99,6 @@ def _change_one(checked, flavor, statement, ledger, unit):
 
 def _in_program_unit(program_spec, members):
     """Every member restated for the program's composed unit (dpspec.budget.program_unit)."""
-    from dpspec.budget.program_unit import UnitStep, check_domains, to_program_unit
 
     if not members:
         return members
@@ -171,14 +172,12 @@ def program_ledger(program_spec: ir.Spec, delta: float | None = None, method: st
         to = "approx"
     elif program_spec.premetric is not None and program_spec.unit is not None:
         # the composed guarantee's own premetric block: compose in it (each member converted, a ledger line)
-        from dpspec.budget.ledger import SPEC_TO_KIND
 
         to = SPEC_TO_KIND[program_spec.premetric.kind]
     alpha = program_spec.premetric.option("alpha") if program_spec.premetric is not None else None
     ledger = compose(releases, to=to, delta=delta or DEFAULT_DELTA, method=method, public=public,
                      alpha=alpha)
     if program_spec.unit is not None and members:
-        from dpspec.budget.program_unit import describe_unit
 
         ledger = attrs.evolve(ledger, notes=(*ledger.notes, "the total protects the program's composed unit: "
                                              + describe_unit(program_spec.unit, program_domain(program_spec, members))))
@@ -222,7 +221,6 @@ def _pufferfish_note(members) -> str | None:
     """Z-Pufferfish releases compose like DP ones only under assumptions DP does not need (seed 2):
     sequential (Lemma 6) when their randomness is conditionally independent given the data and Z,
     parallel (Lemma 7) over a disjoint partition, and only for one class of distributions."""
-    from dpspec.language.pufferfish import CONDITIONAL_INDEPENDENCE
 
     puffer = [m for m in members if m.spec.pufferfish is not None]
     if not puffer:
@@ -277,7 +275,6 @@ def program_summary(program_spec: ir.Spec, delta: float | None = None, method: s
 def _unit_json(program_spec, members) -> dict | None:
     if program_spec.unit is None or not members:
         return None
-    from dpspec.budget.program_unit import describe_unit
 
     u = program_spec.unit
     return {"table": u.table, "relation": u.relation,
@@ -324,7 +321,6 @@ def program_text(summary: dict) -> str:
 
 def budget_words(budget_json: dict) -> str:
     """A budget's JSON form (as `program_summary` gives it) in words; the JSON itself when it is not one."""
-    from dpspec.budget import budget_from_params
 
     params = {k: v for k, v in budget_json.items() if k != "premetric"}
     try:
@@ -336,8 +332,6 @@ def budget_words(budget_json: dict) -> str:
 
 def epsilon_words(budget_json) -> str | None:
     """A member's zCDP figure as epsilon at delta = 1e-10 by cks20 (the certificates' conversion), or None."""
-    from dpspec.budget import budget_from_params, convert
-    from dpspec.errors import DpspecError
 
     try:
         b = budget_from_params(dict(budget_json))
@@ -363,7 +357,6 @@ def summary_words(summary: dict) -> dict:
 def composed_invariants(program_spec: ir.Spec) -> tuple | None:
     """The composed guarantee's multiverse: every member's invariants, each once, in order; None
     when the program's members do not load."""
-    from dpspec.errors import DpspecError
 
     try:
         members = load_program(program_spec)

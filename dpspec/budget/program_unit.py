@@ -31,6 +31,8 @@ import attrs
 from dpspec import ir
 from dpspec.budget import group
 from dpspec.errors import ConversionError, Diagnostic, SpecError
+from dpspec.budget.ledger import to_spec_flavor
+from dpspec.contract.mechanism import NativeFlavor
 
 
 @attrs.frozen
@@ -112,8 +114,6 @@ def member_table(domain: ir.Domain, spec: ir.Spec) -> str | None:
 
 def to_program_unit(program_spec: ir.Spec, domain: ir.Domain, member, budget):
     """(budget for the program's unit, [UnitStep]) of one member's budget (in its own flavor)."""
-    from dpspec.budget.ledger import to_spec_flavor
-    from dpspec.contract.mechanism import NativeFlavor
 
     if budget is None:
         return None, []

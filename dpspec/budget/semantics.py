@@ -15,6 +15,7 @@ from dpspec import ir
 from dpspec.budget import ZCDP, convert
 from dpspec.budget.premetrics import json_number
 from dpspec.errors import SpecError
+from dpspec.budget.ledger import to_spec_flavor
 
 CONVERSION = "cks20"
 SEED_SECTION = ("Bailie, Gong & Meng, Can swapping be differentially private?, Part III §4.2 "
@@ -32,7 +33,6 @@ def no_semantics(spec: ir.Spec, mechanism_name: str) -> SpecError:
 def _epsilon(spec: ir.Spec, flavor, rho: Fraction, delta):
     """(budget in the spec's flavor as JSON, epsilon at delta or None): exact, epsilon a
     certified upper bound."""
-    from dpspec.budget.ledger import to_spec_flavor
 
     value, _ = to_spec_flavor(spec, flavor, ZCDP(rho))
     if value.kind == "zcdp":

@@ -14,6 +14,8 @@ import os
 
 from dpspec import ir
 from dpspec.errors import DataError
+from dpspec.check.sources import data_files, filesystem, is_directory, is_uri, local_files
+from dpspec.language.reading import NotRegularFile, require_regular
 
 # kind -> (predicate names of pyarrow.types that the kind accepts, what it wants in words)
 _ACCEPTED = {
@@ -69,8 +71,6 @@ def _schemas(path: str):
     """(file, Parquet footer) of each data file: footers only, no rows."""
     import pyarrow.parquet as pq
 
-    from dpspec.check.sources import data_files, filesystem, is_directory, is_uri, local_files
-    from dpspec.language.reading import NotRegularFile, require_regular
 
     try:
         if is_uri(path):  # every file's own footer: a dataset's schema is its first file's only

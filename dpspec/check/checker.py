@@ -18,6 +18,7 @@ from dpspec.check.sources import is_uri
 from dpspec.check.invariants import determines
 from dpspec.contract.mechanism import Mechanism
 from dpspec.contract.params import located, resolve_params
+from dpspec.language.pufferfish import class_problems
 
 STAGES = ("raw", "collected", "edited", "imputed", "sampled", "tabulated", "finetuning")
 PUBLIC_USES = ("total", "base")  # seed 2, Section 4: a total the release matches; counts shaping its base measure
@@ -158,7 +159,6 @@ class _Checker:
             if p.use is not None and p.use not in PUBLIC_USES:
                 self.unknown("use of public information", p.use, PUBLIC_USES, p)
         if self.spec.pufferfish is not None:
-            from dpspec.language.pufferfish import class_problems
 
             for message, hint in class_problems(self.spec.pufferfish):
                 self.error(message, self.spec.pufferfish, hint)

@@ -20,6 +20,7 @@ from dpspec.check.sources import (  # noqa: F401 (file_sha256, resolve_path: re-
 from dpspec.errors import DataError
 from dpspec.language.reading import NotRegularFile, require_regular
 from dpspec.language.values import shown as shown_value
+from dpspec.check.sources import filesystem
 
 SHOW = 5
 TRUE_WORDS = {"true", "t", "yes", "y", "1"}
@@ -94,7 +95,6 @@ def _read_uri(path: str, fmt: str, columns: list[str]) -> pd.DataFrame:
     if fmt == "parquet":
         dataset = parquet_dataset(path)
         return dataset.to_table(columns=[c for c in columns if c in set(dataset.schema.names)]).to_pandas()
-    from dpspec.check.sources import filesystem
 
     handle, inner = filesystem(path)
     with handle.open_input_stream(inner) as fh:

@@ -17,6 +17,7 @@ import attrs
 
 from dpspec import ir
 from dpspec.errors import Diagnostic, MechanismError
+from dpspec.language.reading import require_regular
 
 MAX_KEY_ROWS = 10_000_000  # a declared key set larger than this is refused rather than built
 
@@ -50,7 +51,6 @@ class KeyFile:
 @functools.lru_cache(maxsize=64)
 def _read_key_file(path: str, mtime: float) -> KeyFile:
     """The key file's rows (public data: read at check time, cached while unchanged)."""
-    from dpspec.language.reading import require_regular
 
     require_regular(path)
     with open(path, encoding="utf-8-sig", newline="") as f:

@@ -11,6 +11,12 @@ import os
 
 from dpspec.cli.terminal import echo
 from dpspec.language.parser import parse, read_source
+from dpspec.publish.input_guard import check_output_target, input_paths
+from dpspec.publish.report_set import file_entry, spec_entry, write_report_set
+from dpspec.report import render_all
+from dpspec.audit import audit, all_rules
+from dpspec.schemas import versioned, legacy_list
+from dpspec.report.sarif import audit_log
 
 def _load(path):
     return parse(read_source(path), path)
@@ -18,7 +24,6 @@ def _load(path):
 
 def _check_outdir(outdir: str, spec, others: list) -> None:
     """The audit's report files never land beside an input, nor over a compile's output set."""
-    from dpspec.publish.input_guard import check_output_target, input_paths
     from dpspec.publish.output_set import refuse_release_folder
 
     check_output_target(outdir, input_paths(spec) + others)
@@ -27,8 +32,6 @@ def _check_outdir(outdir: str, spec, others: list) -> None:
 
 def _write_set(outdir: str, spec, baseline, verify_file: str | None, outcome) -> None:
     """The reports and a manifest naming the spec, baseline and verification they audit, as one set."""
-    from dpspec.publish.report_set import file_entry, spec_entry, write_report_set
-    from dpspec.report import render_all
 
     fields = {"spec": spec_entry(spec), "baseline": spec_entry(baseline) if baseline is not None else None,
               "verification": file_entry(verify_file) if verify_file else None}
@@ -43,7 +46,6 @@ LIST_DEPRECATED = ("warning: DeprecationWarning: --format json-list prints findi
 def run_audit_command(path: str, baseline_path: str | None, outdir: str | None, output_format: str,
                       verify_file: str | None = None) -> int:
     """Audit and print the findings as `output_format`: "text", "json", "json-list" (deprecated) or "sarif"."""
-    from dpspec.audit import audit
     from dpspec.publish.output_set import claimed_target
 
     spec = _load(path)
@@ -59,17 +61,13 @@ def run_audit_command(path: str, baseline_path: str | None, outdir: str | None, 
         if outdir:
             _write_set(outdir, spec, baseline, verify_file, outcome)
     if output_format == "json":
-        from dpspec.schemas import versioned
 
         echo(json.dumps(versioned("findings", outcome.to_json()), indent=2))
     elif output_format == "json-list":
-        from dpspec.schemas import legacy_list
 
         echo(LIST_DEPRECATED, err=True)
         echo(json.dumps(legacy_list("findings", "1.0", [f.to_json() for f in outcome.findings]), indent=2))
     elif output_format == "sarif":
-        from dpspec.audit import all_rules
-        from dpspec.report.sarif import audit_log
 
         echo(json.dumps(audit_log(spec, outcome.findings, all_rules()), indent=2))
     else:

@@ -11,6 +11,9 @@ import contextlib
 import os
 import sys
 import warnings
+from dpspec.budget.budget_text import budget_line
+from dpspec.report.bidi import neutral
+from dpspec.report.model import budget_block
 
 REPORT_KINDS = ("html", "markdown", "json", "internal_html", "internal_markdown")
 
@@ -29,9 +32,6 @@ def files_written(outdir: str, written: dict) -> list[dict]:
 
 def compile_document(path: str, outdir: str, result, written: dict, notes: list[str], exit_code: int) -> dict:
     """The `compile` document (unversioned: the caller stamps it, `dpspec.schemas.versioned`)."""
-    from dpspec.budget.budget_text import budget_line
-    from dpspec.report.bidi import neutral
-    from dpspec.report.model import budget_block
 
     ledger = result.ledger
     return {

@@ -15,27 +15,47 @@ import click
 
 from dpspec.cli.terminal import echo
 from dpspec import ir
-from dpspec.cli.errors import friendly
-from dpspec.cli.engine import engine_option, master_option
-from dpspec.errors import DpspecError
+from dpspec.cli.errors import friendly, error_document
+from dpspec.cli.engine import engine_option, master_option, engine_for, engine_note
+from dpspec.errors import DpspecError, DataError, render_diagnostics
 from dpspec.cli.verify import verification_option, verify_cmd
+from dpspec.language.parser import parse, read_source
+from dpspec.schemas import versioned, FORMAT_VERSIONS, schema
+from dpspec.report.bidi import terminal_text
+from dpspec.budget.bounds import require_bounds
+from dpspec.report.sarif import check_log
+from dpspec.language.describe import describe_spec
+from dpspec.publish.atomic import write_text
+from dpspec.language.formatter import format_spec
+from dpspec.language.version import LANGUAGE_VERSION, upgrade as upgraded
+from dpspec.cli.compile_json import REPORT_KINDS, compile_document, native_stdout_to_stderr, shown_warnings
+from dpspec.publish.input_guard import check_output_target, default_output, input_paths
+from dpspec.progress import StderrBar, reporting
+from dpspec.budget.budget_text import budget_line, budget_figure
+from dpspec.budget.premetrics import InvalidBudget, to_exact
+from dpspec.budget.budget_report import budget_summary, budget_text
+from dpspec.budget import convert_request
+from dpspec.cli.audit import run_audit_command
+from dpspec.language.diagnostics import unknown
+from dpspec.contract.plugins import deprecations, describe_mechanisms
+from dpspec.lazy import require
+from dpspec.check.checker import check
+from dpspec.contract import plugins as plugin_registry
+from dpspec.budget.program import load_program
 
 
 def _load(path: str) -> ir.Spec:
-    from dpspec.language.parser import parse, read_source
 
     return parse(read_source(path), path)
 
 
 def _load_text(text: str, path: str) -> ir.Spec:
-    from dpspec.language.parser import parse
 
     return parse(text, path)
 
 
 def _dump(kind: str, data) -> None:
     """A JSON document of format `kind`, stamped with its version (`dpspec.schemas`)."""
-    from dpspec.schemas import versioned
 
     echo(json.dumps(versioned(kind, data), indent=2, sort_keys=False, default=str))
 
@@ -67,7 +87,6 @@ class _Group(click.Group):
                                        "format: --format is for `dpspec check` (its problems) and `dpspec audit` (its "
                                        "findings)", exc.ctx)
             if "--json" in words:
-                from dpspec.cli.errors import error_document
 
                 message = f"Error: {exc.format_message()}"  # as click prints it on stderr
                 echo(json.dumps(error_document(message, exc.exit_code), indent=2))
@@ -77,7 +96,6 @@ class _Group(click.Group):
 def _mark_controls(exc: click.ClickException) -> None:
     """click prints a bad argument as typed (a path holding ESC[2J): its message too goes through
     the terminal's marking."""
-    from dpspec.report.bidi import terminal_text
 
     shown = exc.format_message
     exc.format_message = lambda: terminal_text(shown())
@@ -92,8 +110,6 @@ def main():
 def _bounds_hold(path: str, spec: ir.Spec, required: bool) -> None:
     """Raise a SpecError at each declared bound the mechanism does not meet. Data the budget needs
     but that cannot be read fails only when the bounds were asked for (`--bounds`); else a note."""
-    from dpspec.budget.bounds import require_bounds
-    from dpspec.errors import DataError
 
     try:
         require_bounds(spec)
@@ -118,7 +134,6 @@ FORMAT_SARIF = click.option("--format", "output_format", type=click.Choice(["tex
 @friendly
 def check_cmd(files, bounds, output_format):
     """Check spec FILES: names, types, ranges, mechanism parameters, invariants."""
-    from dpspec.check.checker import check
 
     failures = []
     for path in files:
@@ -129,11 +144,9 @@ def check_cmd(files, bounds, output_format):
             if spec.program is None:
                 checked = check(spec)
                 if checked.warnings:
-                    from dpspec.errors import render_diagnostics
 
                     echo(render_diagnostics(checked.warnings, spec.path, spec.text), err=True)
             else:
-                from dpspec.budget.program import load_program
 
                 load_program(spec)
             if bounds is not False:
@@ -150,7 +163,6 @@ def check_cmd(files, bounds, output_format):
             if output_format == "text":
                 echo(f"{path}: ok")
     if output_format == "sarif":
-        from dpspec.report.sarif import check_log
 
         echo(json.dumps(check_log(failures), indent=2))
     if failures:
@@ -173,7 +185,6 @@ def show_cmd(file, as_json):
     if as_json:
         _dump("spec", ir.to_jsonable(spec))
         return
-    from dpspec.language.describe import describe_spec
 
     echo(describe_spec(spec))
 
@@ -199,10 +210,7 @@ def fmt_cmd(files, write, check_only, upgrade):
 
 def _fmt_one(file: str, write: bool, check_only: bool, upgrade: bool) -> bool:
     """One file of `dpspec fmt`; False when --check finds it not in form (or it cannot be read)."""
-    from dpspec.publish.atomic import write_text
-    from dpspec.language.formatter import format_spec
 
-    from dpspec.language.parser import read_source
 
     try:
         raw = read_source(file)  # compared as read: a CRLF or bare-CR file is not in canonical form
@@ -211,7 +219,6 @@ def _fmt_one(file: str, write: bool, check_only: bool, upgrade: bool) -> bool:
         echo(str(exc), err=True)
         return False
     if upgrade:
-        from dpspec.language.version import LANGUAGE_VERSION, upgrade as upgraded
 
         text = upgraded(spec.text)
         _load_text(text, file)  # an upgrade step that broke the file is a bug, never written
@@ -259,7 +266,6 @@ def compile_cmd(file, outdir, seed, runs, engine_name, spark_master, verify_file
         signed = [parse_signer(s) for s in signers]
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--sign") from None
-    from dpspec.cli.compile_json import REPORT_KINDS, compile_document, native_stdout_to_stderr, shown_warnings
     from dpspec.run.compiler import compile_spec
     from dpspec.publish.output import write_result
 
@@ -272,14 +278,11 @@ def compile_cmd(file, outdir, seed, runs, engine_name, spark_master, verify_file
     notes = []  # what stderr says as a warning or note: --json's `warnings` too
     _warn_deprecated_imports(notes)
     spec = _load(file)
-    from dpspec.cli.engine import engine_for, engine_note
-    from dpspec.publish.input_guard import check_output_target, default_output, input_paths
     if not outdir:  # from inside the spec's folder the default moves beside it, never among the inputs
         outdir, moved = default_output(file, input_paths(spec) + ([verify_file] if verify_file else []))
         if moved:
             notes.append(f"note: {moved}")
             echo(notes[-1], err=True)
-    from dpspec.progress import StderrBar, reporting
 
     from dpspec.publish.output_set import claimed_target, refuse_release_folder
 
@@ -320,14 +323,13 @@ def compile_cmd(file, outdir, seed, runs, engine_name, spark_master, verify_file
         sys.exit(code)
     echo(f"mechanism: {result.mechanism.name} {result.mechanism.version}")
     if ledger.declared is not None:
-        from dpspec.budget.budget_text import budget_line
 
         echo(f"budget in the spec's flavor: {budget_line(ledger.declared.to_json())}")
     elif ledger.problem:
         echo(f"budget: cannot be expressed in the spec's flavor: {ledger.problem}")
-    for check in ledger.bounds:
-        state = "holds" if check.holds else "EXCEEDED"
-        echo(f"declared bound {check.bound.describe()}: {state} (achieved {float(check.achieved):.6g}; {check.currency})")
+    for bound_check in ledger.bounds:
+        state = "holds" if bound_check.holds else "EXCEEDED"
+        echo(f"declared bound {bound_check.bound.describe()}: {state} (achieved {float(bound_check.achieved):.6g}; {bound_check.currency})")
     for name, info in written["outputs"].items():
         echo(f"wrote {os.path.join(outdir, info['file'])} ({info['rows']} rows)")
     for kind in REPORT_KINDS:
@@ -346,7 +348,6 @@ def _exact(param, value):
     nearest it), so the budget path gets the number the user wrote."""
     if value is None:
         return None
-    from dpspec.budget.premetrics import InvalidBudget, to_exact
 
     try:
         return to_exact(value, param.name)
@@ -367,7 +368,6 @@ def _exact(param, value):
 @friendly
 def budget_cmd(file, as_json, delta, conversion, per_attribute):
     """The budget a spec's mechanism achieves, in the paper's notation and in other currencies."""
-    from dpspec.budget.budget_report import budget_summary, budget_text
 
     spec = _load(file)
     summary = budget_summary(spec, delta=delta, method=conversion, per_attribute=per_attribute)
@@ -399,7 +399,6 @@ def convert_cmd(params, to, delta, epsilon, alpha, method, from_unit, to_unit, g
     """Convert a budget to another currency, unit or group size.
 
     For example `dpspec convert rho=15.29 --to approx --delta 1e-10 --method bs16`."""
-    from dpspec.budget import convert_request
 
     values = {}
     for item in params:
@@ -417,7 +416,6 @@ def convert_cmd(params, to, delta, epsilon, alpha, method, from_unit, to_unit, g
     if as_json:
         _dump("conversion", out)
         return
-    from dpspec.budget.budget_text import budget_figure
 
     skip = {"premetric", "method", "citation"}
     figures = ", ".join(f"{k} = {budget_figure(v)}" for k, v in out.items() if k not in skip)
@@ -441,7 +439,6 @@ def convert_cmd(params, to, delta, epsilon, alpha, method, from_unit, to_unit, g
 @friendly
 def audit_cmd(file, baseline, outdir, as_json, output_format, verify_file=None):
     """Flag privacy theatrics in a spec (optionally against a baseline spec)."""
-    from dpspec.cli.audit import run_audit_command
 
     if as_json and output_format not in (None, "json"):
         raise click.UsageError(f"--json and --format {output_format} ask for two formats; give one")
@@ -455,14 +452,12 @@ def audit_cmd(file, baseline, outdir, as_json, output_format, verify_file=None):
 @friendly
 def schema_cmd(kind):
     """Print the JSON Schema of a JSON output KIND (without KIND: every kind and its format version)."""
-    from dpspec.schemas import FORMAT_VERSIONS, schema
 
     if kind is None:
         for name, version in sorted(FORMAT_VERSIONS.items()):
             echo(f"{name} {version}  {schema(name)['title']}")
         return
     if kind not in FORMAT_VERSIONS:
-        from dpspec.language.diagnostics import unknown
 
         message, hint = unknown("JSON format", kind, FORMAT_VERSIONS)
         raise click.BadParameter(message + (f"; {hint}" if hint else ""), param_hint="KIND")
@@ -472,7 +467,6 @@ def schema_cmd(kind):
 def _warn_deprecated_imports(into: list | None = None) -> None:
     """Once per plugin: the 0.1 import paths it still uses, each with the import to use instead
     (also appended to `into`, when given: `compile --json` lists them)."""
-    from dpspec.contract.plugins import deprecations
 
     for name, messages in deprecations().items():
         for message in messages:
@@ -488,7 +482,6 @@ def _warn_deprecated_imports(into: list | None = None) -> None:
 @friendly
 def plugins_cmd(as_json):
     """List the installed mechanism plugins and their parameters."""
-    from dpspec.contract.plugins import describe_mechanisms
 
     _warn_deprecated_imports()
     mechs = describe_mechanisms()
@@ -531,7 +524,6 @@ def _range_text(low, high) -> str:
 @friendly
 def lsp_cmd():
     """Serve the Language Server Protocol over stdin/stdout, for editors (needs the `lsp` extra)."""
-    from dpspec.lazy import require
 
     require("pygls", "lsp", "dpspec lsp")
     require("lsprotocol", "lsp", "dpspec lsp")
@@ -553,9 +545,8 @@ def _with_error_handling(command: click.Command) -> None:
 
 
 def _add_plugin_commands():
-    from dpspec.contract.plugins import failures, manager
 
-    for impl in manager().hook.dpspec_cli.get_hookimpls():
+    for impl in plugin_registry.manager().hook.dpspec_cli.get_hookimpls():
         before = dict(main.commands)
         try:
             impl.function(group=main)
@@ -564,7 +555,7 @@ def _add_plugin_commands():
         for name, command in main.commands.items():
             if before.get(name) is not command:
                 _with_error_handling(command)
-    for name, why in failures():
+    for name, why in plugin_registry.failures():
         echo(f"warning: plugin '{name}' failed to load: {why}", err=True)
 
 

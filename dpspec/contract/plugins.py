@@ -7,8 +7,9 @@ from importlib import metadata
 
 import pluggy
 
-from dpspec.contract import hookspecs, versions
+from dpspec.contract import hookspecs, versions, Section, BudgetSection
 from dpspec.errors import SpecError
+from dpspec.language.diagnostics import unknown
 
 
 class PluginLoadError(Exception):
@@ -88,7 +89,6 @@ def mechanisms() -> dict:
 def mechanism(name: str):
     mechs = mechanisms()
     if name not in mechs:
-        from dpspec.language.diagnostics import unknown
 
         message, hint = unknown("mechanism", name, mechs)
         broken = [f"{n} ({why})" for n, why in failures()]
@@ -114,7 +114,6 @@ def report_sections(result) -> list:
         except Exception as exc:  # one broken plugin must not take the whole report down
             from markupsafe import escape
 
-            from dpspec.contract import Section
 
             name = getattr(impl.plugin, "__name__", impl.plugin_name)
             message = f"The plugin {name} failed to produce its report section ({type(exc).__name__}: {exc})."
@@ -126,7 +125,6 @@ def report_sections(result) -> list:
 def report_budget(spec, mechanism, params):
     """The `BudgetSection` of the spec's mechanism (the first plugin's that gives one), or None; a
     plugin that fails gets a section saying so, not a lost report."""
-    from dpspec.contract import BudgetSection
 
     try:
         section = manager().hook.dpspec_report_budget(spec=spec, mechanism=mechanism, params=params)

@@ -14,6 +14,7 @@ import pandas as pd
 
 from dpspec.engine import frames, streams
 from dpspec.errors import MechanismError
+from dpspec.engine.table import EngineTable
 
 # func(key, rows, rng) -> output rows, where key is a tuple of plain Python values.
 UnitFunction = Callable[[tuple, pd.DataFrame, "object"], pd.DataFrame]
@@ -297,6 +298,5 @@ class EngineRun:
 
 def handle(table):
     """The engine's own table behind an `EngineTable` (a validated engine-side table), else `table`."""
-    from dpspec.engine.table import EngineTable
 
     return table.handle if isinstance(table, EngineTable) else table

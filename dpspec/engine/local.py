@@ -6,9 +6,11 @@ import pandas as pd
 
 from dpspec import progress
 from dpspec.engine import frames
-from dpspec.engine.base import Engine, handle, run_item, run_unit
+from dpspec.engine.base import Engine, handle, run_item, run_unit, STREAM_CHUNK_ROWS
 from dpspec.check.sources import parquet_dataset
 from dpspec.errors import DataError
+from dpspec.engine.casting import cast_column
+from dpspec.engine.lookup import lookup_frame, counts_differ_frames
 
 
 def run_units(func, run_key, stage, units, by, in_schema, out_schema) -> list:
@@ -45,7 +47,6 @@ class LocalEngine(Engine):
             raise DataError(f"{path}: cannot read as Parquet: {exc}") from None
 
     def cast(self, table, kinds) -> pd.DataFrame:
-        from dpspec.engine.casting import cast_column
 
         return table.assign(**{name: cast_column(table[name], kind) for name, kind in kinds.items()})
 
@@ -174,7 +175,6 @@ class LocalEngine(Engine):
 
     def stream(self, table, order_by=None, columns=None, chunk_rows=None):
         """The frame sorted once, then handed out in slices of `chunk_rows` in canonical types."""
-        from dpspec.engine.base import STREAM_CHUNK_ROWS
 
         frame = handle(table)
         frame = frame[list(columns)] if columns is not None else frame
@@ -186,12 +186,10 @@ class LocalEngine(Engine):
 
     def lookup(self, table, key, parent, take, compare=None, *, stage="lookup", show=5):
         """Joined in this process (`lookup.lookup_frame`): the tables live here anyway."""
-        from dpspec.engine.lookup import lookup_frame
 
         return lookup_frame(handle(table), key, handle(parent), dict(take), dict(compare or {}), show)
 
     def counts_differ(self, table, other, by) -> int:
-        from dpspec.engine.lookup import counts_differ_frames
 
         return counts_differ_frames(count_frame(handle(table), by), count_frame(handle(other), by), by)
 

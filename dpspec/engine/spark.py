@@ -18,9 +18,12 @@ import pandas as pd
 
 from dpspec import progress
 from dpspec.engine import frames
-from dpspec.engine.base import Engine, EngineUnavailable, UnitFailed, handle, run_item, run_unit
+from dpspec.engine.base import Engine, EngineUnavailable, UnitFailed, handle, run_item, run_unit, STREAM_CHUNK_ROWS
 from dpspec.errors import DataError
 from dpspec.lazy import MissingExtra, require
+from dpspec.check.sources import is_directory, local_files
+from dpspec.engine.local import count_frame, LocalEngine, profile_series, count_distinct_frame
+from dpspec.engine.spark_lookup import lookup, counts_differ
 
 INSTALL = ("the Spark engine needs pyspark and a Java 17 runtime: run pip install 'dpspec[spark]' and "
            "install Java (on Debian: apt-get install openjdk-17-jre-headless)")
@@ -312,7 +315,6 @@ class SparkEngine(Engine):
         """Sorted on the executors (range partitions of about `chunk_rows` rows, each sorted),
         then fetched a partition at a time (`toLocalIterator`) as Arrow batches packed on the
         executors: the driver holds about one partition, and no row becomes a Python object."""
-        from dpspec.engine.base import STREAM_CHUNK_ROWS
 
         size = max(1, int(chunk_rows or STREAM_CHUNK_ROWS))
         with _quiet():
@@ -350,7 +352,6 @@ class SparkEngine(Engine):
     def _count(self, table, by) -> pd.DataFrame:
         table = handle(table)
         if isinstance(table, pd.DataFrame):  # already on the driver: shipping it to count is waste
-            from dpspec.engine.local import count_frame
 
             return count_frame(table, by)
         by = list(by)
@@ -376,7 +377,6 @@ class SparkEngine(Engine):
     def clipped_totals(self, table, by, clips) -> pd.DataFrame:
         table = handle(table)
         if isinstance(table, pd.DataFrame):  # already on the driver
-            from dpspec.engine.local import LocalEngine
 
             return LocalEngine().clipped_totals(table, by, clips)
         from pyspark.sql import functions as F
@@ -400,7 +400,6 @@ class SparkEngine(Engine):
     def bucket_counts(self, table, by, column, low, step, high) -> pd.DataFrame:
         table = handle(table)
         if isinstance(table, pd.DataFrame):
-            from dpspec.engine.local import LocalEngine
 
             return LocalEngine().bucket_counts(table, by, column, low, step, high)
         from pyspark.sql import functions as F
@@ -417,7 +416,6 @@ class SparkEngine(Engine):
     def profile(self, table, column: str) -> dict:
         table = handle(table)
         if isinstance(table, pd.DataFrame):
-            from dpspec.engine.local import profile_series
 
             return profile_series(table[column])
         from pyspark.sql import functions as F
@@ -441,7 +439,6 @@ class SparkEngine(Engine):
     def count_distinct(self, table, by, columns) -> pd.DataFrame:
         table = handle(table)
         if isinstance(table, pd.DataFrame):
-            from dpspec.engine.local import count_distinct_frame
 
             return count_distinct_frame(table, by, columns)
         from pyspark.sql import functions as F
@@ -457,7 +454,6 @@ class SparkEngine(Engine):
 
     def lookup(self, table, key, parent, take, compare=None, *, stage="lookup", show=5):
         """A left join on the executors, its checks observed in the same pass (`spark_lookup`)."""
-        from dpspec.engine.spark_lookup import lookup
 
         with _quiet():
             return lookup(self, table, key, parent, dict(take), dict(compare or {}), stage=stage, show=show,
@@ -465,7 +461,6 @@ class SparkEngine(Engine):
 
     def counts_differ(self, table, other, by) -> int:
         """Both counts and their full outer join on the executors; one number comes back."""
-        from dpspec.engine.spark_lookup import counts_differ
 
         with _quiet():
             return counts_differ(self, table, other, list(by))
@@ -612,7 +607,6 @@ def _unit_error(exc: Exception) -> Exception:
 def _reader(session, path: str):
     """A local folder is read from the files `data_files` lists and fingerprints (Spark's own
     listing would follow a symlink loop), with the folder as base for the partition columns."""
-    from dpspec.check.sources import is_directory, local_files
 
     if "://" in path or not is_directory(path):
         return session.read.parquet(path)

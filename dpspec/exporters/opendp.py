@@ -9,6 +9,10 @@ from __future__ import annotations
 import json
 
 from dpspec.errors import SpecError
+from dpspec.check.checker import check
+from dpspec.language.parser import parse, read_source
+from dpspec.contract import plugins
+from dpspec.contract.mechanism import Mechanism
 
 HEAD = '''#!/usr/bin/env python3
 """Written by `dpspec export --opendp` from {source}: mechanism {mechanism} as an OpenDP measurement.
@@ -32,15 +36,11 @@ print(json.dumps({{"spec": {source}, "mechanism": {mechanism}, "d_in": d_in,
 
 
 def opendp_script(path: str) -> str:
-    from dpspec.check.checker import check
-    from dpspec.language.parser import parse, read_source
 
     checked = check(parse(read_source(path), path))
     mech, params = checked.mechanism, checked.params
     body = mech.opendp_script(checked.spec, params)
     if body is None:
-        from dpspec.contract import plugins
-        from dpspec.contract.mechanism import Mechanism
 
         able = sorted(n for n, m in plugins.mechanisms().items()
                       if type(m).opendp_script is not Mechanism.opendp_script)

@@ -15,7 +15,7 @@ import os
 from fractions import Fraction
 
 from dpspec.importers import ini
-from dpspec.importers.settings import Account, Setting, problem, shown_fraction
+from dpspec.importers.settings import Account, Setting, problem, shown_fraction, fraction
 from dpspec.importers.tables import load, lookup
 
 # The sections the DAS reads; any other is an error (a typo would otherwise drop its settings).
@@ -106,7 +106,6 @@ def _bool(setting: Setting) -> bool:
 
 
 def _frac(setting: Setting, text: str) -> Fraction:
-    from dpspec.importers.settings import fraction
 
     return fraction(setting, text)
 

@@ -2,6 +2,13 @@
 from __future__ import annotations
 
 import os
+from dpspec.importers.das import import_das
+from dpspec.importers.safetab import import_safetab
+from dpspec.importers.phsafe import import_phsafe
+from dpspec.check.checker import check
+from dpspec.language.parser import parse
+from dpspec.publish.atomic import write_text
+from dpspec.publish.input_guard import check_output_file
 
 
 def import_config(kind: str, path: str, output: str) -> tuple[str, list[str], dict[str, bytes]]:
@@ -10,15 +17,12 @@ def import_config(kind: str, path: str, output: str) -> tuple[str, list[str], di
     is never written: that would be a bug of the importer's mapping."""
     stem = os.path.splitext(os.path.basename(output))[0] or "imported"
     if kind == "das":
-        from dpspec.importers.das import import_das
 
         text, notes, figures = import_das(path)
     elif kind in ("safetab-p", "safetab-h"):
-        from dpspec.importers.safetab import import_safetab
 
         text, notes, figures = import_safetab(kind, path, stem)
     elif kind == "phsafe":
-        from dpspec.importers.phsafe import import_phsafe
 
         text, notes, figures = import_phsafe(path)
     else:
@@ -31,8 +35,6 @@ def import_config(kind: str, path: str, output: str) -> tuple[str, list[str], di
 def _check(text: str, files: dict[str, bytes]) -> None:
     import tempfile
 
-    from dpspec.check.checker import check
-    from dpspec.language.parser import parse
 
     with tempfile.TemporaryDirectory(prefix="dpspec-import-") as scratch:
         for name, data in files.items():
@@ -44,8 +46,6 @@ def _check(text: str, files: dict[str, bytes]) -> None:
 def write_set(output: str, text: str, files: dict[str, bytes], inputs) -> list[str]:
     """Write the tables beside `output`, then the spec; on any failure nothing new is left. The
     spec is written last, so it never names a table that is not there."""
-    from dpspec.publish.atomic import write_text
-    from dpspec.publish.input_guard import check_output_file
 
     folder = os.path.dirname(os.path.abspath(output))
     targets = {os.path.join(folder, name): data for name, data in files.items()}

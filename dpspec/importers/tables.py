@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import os
+from dpspec.importers.settings import problem
 
 _HERE = os.path.join(os.path.dirname(__file__), "strategies")
 
@@ -14,7 +15,6 @@ def load(name: str) -> dict:
 
 def lookup(table: dict, kind: str, setting) -> dict:
     """The entry `setting.value` names in `table[kind]`, or an error listing the known names."""
-    from dpspec.importers.settings import problem
 
     entries = table[kind]
     name = str(setting.value).strip()

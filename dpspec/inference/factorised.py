@@ -21,6 +21,7 @@ import scipy.sparse as sp
 from scipy.sparse.csgraph import connected_components
 
 from .prior import cell_log_weight
+from dpspec.errors import DpspecError
 
 WINDOW = 20.0  # an answer's truths kept: log-likelihood within this of the answer's largest
 MAX_TABLE = 12_000_000  # answers x (sum of the totals + 1) log-likelihoods tabulated (96 MB)
@@ -225,7 +226,6 @@ def _joint_standins(model, tables) -> list:
 
 def _evaluate(joint, truth: np.ndarray) -> np.ndarray | None:
     """joint(truth), or None where the plugin refuses to certify it (no stand-in then)."""
-    from dpspec.errors import DpspecError
 
     try:
         return np.asarray(joint(truth), dtype=float)

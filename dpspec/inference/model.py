@@ -24,6 +24,7 @@ from dpspec.language.diagnostics import unknown
 from dpspec.contract.mechanism import CountLikelihood
 
 from .release import InferError
+from dpspec.check.keys import declared_values
 
 MAX_CELLS = 5000
 MAX_TABLE_CELLS = 1000  # a released table is looked for up to here (a dense rank test, cubic in the cells)
@@ -96,7 +97,6 @@ def _keys(frame: pd.DataFrame, columns) -> np.ndarray:
 def _column_values(spec: ir.Spec, table: str, column: str, seen: list) -> list[str]:
     """A target column's values: the declared ones (a value list, a range, a bool, a public key
     file); for an undeclared category, those the release shows."""
-    from dpspec.check.keys import declared_values
 
     ty = spec.domain.table(table).column(column).type
     if ty.kind == "bool":

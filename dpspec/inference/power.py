@@ -1,7 +1,9 @@
 """`dpspec infer --power CELL:H0:H1`: seed 2's Theorem 15 on one cell of a compiled release."""
 from __future__ import annotations
 
-from .release import InferError
+from .release import InferError, load_release
+from dpspec.errors import MechanismError
+from dpspec.check.checker import check
 
 DEFAULT_LEVEL = 0.05
 
@@ -23,11 +25,8 @@ def parse_power(text: str) -> tuple[str, int, int]:
 
 def power(spec, release_dir: str, text: str, level: float = DEFAULT_LEVEL) -> dict:
     """The mechanism's `power` on the release in `release_dir` (the spec's, by its hash)."""
-    from dpspec.errors import MechanismError
-    from dpspec.check.checker import check
     from dpspec.run.compiler import spec_sha256
 
-    from .release import load_release
 
     if not 0 < level < 1:
         raise InferError(f"--level {level}: expected a level strictly between 0 and 1")

@@ -10,9 +10,11 @@ import os
 import attrs
 import pandas as pd
 
-from dpspec.errors import DpspecError
+from dpspec.errors import DpspecError, MechanismError
 from dpspec.language.exact_input import strict_json
 from dpspec.language.reading import require_regular
+from dpspec.schemas import refuse_newer
+from dpspec.run.key_check import check_read_keys
 
 MAX_MANIFEST_BYTES = 50_000_000  # a manifest lists a release's files; hundreds of MB is not one
 
@@ -47,7 +49,6 @@ def load_release(path: str, spec_sha256: str | None = None) -> LoadedRelease:
         listed = manifest["outputs"]
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise InferError(f"{man_path}: unreadable manifest ({exc})") from None
-    from dpspec.schemas import refuse_newer
 
     refuse_newer("manifest", manifest, man_path, InferError)
     if spec_sha256 is not None and manifest.get("spec", {}).get("sha256") not in (None, spec_sha256):
@@ -101,8 +102,6 @@ def validate_release(release: LoadedRelease, mechanism, spec, params: dict) -> N
     check of a release read back; an InferError names the file, the row and the column."""
     import numpy as np
 
-    from dpspec.errors import MechanismError
-    from dpspec.run.key_check import check_read_keys
 
     for name, schema in mechanism.release_columns(spec, params).items():
         frame = release.outputs.get(name)

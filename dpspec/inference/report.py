@@ -17,6 +17,9 @@ from dpspec.budget import format_figure
 from dpspec.report.bidi import neutral
 from dpspec.report.render import html_env, markdown_env
 from dpspec.report.svg import COLORS
+from dpspec.schemas import versioned
+from dpspec.publish.report_set import spec_entry, write_report_set
+from dpspec.check.data import file_sha256
 
 MAX_ROWS_IN_FIGURE = 60
 
@@ -128,7 +131,6 @@ def power_model(p: dict | None) -> dict | None:
 def report_files(result, with_draws: bool = True) -> dict:
     """{kind: (filename, content)}: report.html, report.md, result.json and (a table) draws.csv,
     the unweighted draws."""
-    from dpspec.schemas import versioned
 
     model = build_model(result)
     files = {
@@ -145,8 +147,6 @@ def report_files(result, with_draws: bool = True) -> dict:
 
 def write_report(result, outdir: str, spec, release_dir: str, with_draws: bool = True) -> dict:
     """Write the report files and a manifest into outdir as one output set; returns {kind: filename}."""
-    from dpspec.check.data import file_sha256
-    from dpspec.publish.report_set import spec_entry, write_report_set
 
     release = {"path": os.path.basename(os.path.normpath(release_dir)),  # the release's manifest pins every table
                "manifest_sha256": file_sha256(os.path.join(release_dir, "manifest.json"))}

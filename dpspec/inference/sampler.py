@@ -25,6 +25,7 @@ from dpspec.run.noise import discrete_gaussian, discrete_gaussian_logpmf, effect
 
 from .model import Model
 from .prior import Prior
+from .factorised import build
 
 PILOT = 20_000
 MAX_PROPOSALS = 5_000_000
@@ -226,7 +227,6 @@ def _mixture(model: Model, prior: Prior, fac, n: int, rng, t0, t, mean, cov) -> 
 def importance(model: Model, prior: Prior, draws: int, rng, proposals: int | None = None) -> Draws:
     """Algorithm 2; weights prior x likelihood / proposal. The proposal is the factorised posterior
     (mixed with the least-squares one) when the posterior factorises, else the least-squares one."""
-    from .factorised import build
 
     t0, t, mean, cov = _least_squares(model)
     notes = []

@@ -7,6 +7,7 @@ from __future__ import annotations
 from fractions import Fraction
 
 from dpspec import ir
+from dpspec.language.pufferfish import plain_words
 
 PREMETRIC_WORDS = {
     "pure": ("MULT", "the multiplicative distance (pure differential privacy): the largest log-ratio of output probabilities"),
@@ -142,7 +143,6 @@ def five_questions(spec: ir.Spec) -> list[tuple[str, str, str]]:
                                                    + ")" if p.use else ")")
             for p in spec.public) + "."
     if spec.pufferfish is not None:
-        from dpspec.language.pufferfish import plain_words
 
         z = "the public information above" if spec.public else "no public information"
         where += (f" An epsilon-Z-Pufferfish guarantee (seed 2): Z is {z}; the secrets are each unit's presence and "

@@ -21,6 +21,7 @@ from dpspec import ir, line_ends
 from dpspec.language import eol_comments
 from dpspec.errors import Diagnostic, SpecError
 from dpspec.language.reading import NotRegularFile, open_regular
+from dpspec.language.version import version_problem
 
 MAX_BYTES = 5_000_000
 MAX_NESTING = 50
@@ -640,7 +641,6 @@ def parse(text: str, path: str | None = None) -> ir.Spec:
     deep = _nesting_problem(text) or _surrogate_problem(text)
     if deep:
         raise SpecError([deep], path, text)
-    from dpspec.language.version import version_problem
 
     newer = version_problem(text)  # before the grammar: a newer file may use constructs unknown here
     if newer:

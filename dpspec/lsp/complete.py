@@ -13,6 +13,8 @@ from dpspec.lsp import text as tx
 from dpspec.lsp.hover import (
     NOT_DECLARED, OTHER_BLOCKS, installed_mechanisms, mechanism_block, mechanism_doc, nested, parameter_doc,
 )
+from dpspec.contract.params import ROOT_LEVEL
+from dpspec.check.checker import BUDGET_QUANTITIES, CONVERSION_METHODS, TUNING_SOURCES, STAGES
 
 _WORDS = re.compile(r"[A-Za-z_]\w*|<=|[<=:]|[0-9][0-9.eE+-]*")
 SECTIONS = ("language", "spec", "domain", "data", "invariants", "public", "pufferfish", "unit", "premetric",
@@ -100,7 +102,6 @@ def _parameter_value(p, key: str, spec) -> list[Item]:
 
 
 def _levels(spec) -> tuple[str, ...]:
-    from dpspec.contract.params import ROOT_LEVEL
 
     geo = spec.domain.geography if spec is not None and spec.domain else None
     return (ROOT_LEVEL, *(geo.levels if geo else ()), *((geo.components or ()) if geo else ()))
@@ -160,7 +161,6 @@ def _top_level(words: list[str], spec) -> list[Item]:
             return _tables(spec)
         return []
     if head == "budget":
-        from dpspec.check.checker import BUDGET_QUANTITIES, CONVERSION_METHODS
 
         if len(words) == 1 or last == "with":
             return _keywords(BUDGET_QUANTITIES, "budget quantity")
@@ -174,7 +174,6 @@ def _top_level(words: list[str], spec) -> list[Item]:
     if head == "data" and len(words) == 1:
         return _tables(spec)
     if head == "tuned":
-        from dpspec.check.checker import TUNING_SOURCES
 
         return _keywords(("on",)) if len(words) == 1 else _keywords(TUNING_SOURCES, "tuning source") if last == "on" else []
     return []
@@ -188,7 +187,6 @@ def _in_block(headers: list[str], words: list[str], before: str, text: str, line
         mech, block = mechanism_block(headers)
         return _mechanism_block(mech, block, before, text, line, spec) if mech is not None else []
     if outer == "domain" and len(headers) == 1:
-        from dpspec.check.checker import STAGES
 
         if not words:
             return _keywords(DOMAIN_ITEMS)

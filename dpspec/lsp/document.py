@@ -12,8 +12,13 @@ import os
 import attrs
 
 from dpspec import ir
-from dpspec.errors import Diagnostic, DpspecError, SpecError
+from dpspec.errors import Diagnostic, DpspecError, SpecError, DataError
 from dpspec.lsp import text as tx
+from dpspec.language.parser import parse
+from dpspec.contract import plugins
+from dpspec.check.checker import check
+from dpspec.budget.program import load_program
+from dpspec.budget.bounds import bound_problems
 
 
 @attrs.frozen
@@ -53,7 +58,6 @@ class Analysis:
 
 
 def _parse(text: str, path: str | None) -> ir.Spec:
-    from dpspec.language.parser import parse
 
     return parse(text, path)
 
@@ -135,7 +139,6 @@ def _spec_problems(err: SpecError, text: str, path: str | None) -> list[Problem]
 
 def plugin_problems(text: str) -> list[Problem]:
     """Plugins that failed to load, as warnings on every document's first line (the server stays up)."""
-    from dpspec.contract import plugins
 
     width = len(tx.line_of(text, 0))
     out = [Problem(0, 0, width, f"plugin '{name}' failed to load: {why}; its mechanisms, parameters and "
@@ -150,11 +153,9 @@ def plugin_problems(text: str) -> list[Problem]:
 def _check(spec: ir.Spec) -> tuple:
     """The spec's warnings (a missing data file); raises for its errors."""
     if spec.program is not None:
-        from dpspec.budget.program import load_program
 
         load_program(spec)
         return ()
-    from dpspec.check.checker import check
 
     return check(spec).warnings
 
@@ -162,8 +163,6 @@ def _check(spec: ir.Spec) -> tuple:
 def _bound_problems(spec: ir.Spec, text: str, path: str | None) -> list[Problem]:
     """Each declared budget bound the mechanism does not meet, at its line (as `dpspec check`).
     A budget that needs data the editor cannot read (no file yet) is not judged here."""
-    from dpspec.budget.bounds import bound_problems
-    from dpspec.errors import DataError
 
     try:
         found = bound_problems(spec)

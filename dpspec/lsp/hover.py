@@ -11,6 +11,14 @@ import functools
 
 from dpspec import ir
 from dpspec.lsp import text as tx
+from dpspec.contract import plugins
+from dpspec.language.describe import five_questions, notation, PREMETRIC_WORDS, RELATION_WORDS
+from dpspec.audit.plain_words import _readable, reading_delta
+from dpspec.budget.interpret import read
+from dpspec.audit.currency import bound_budget
+from dpspec.language.formatter import _column_type
+from dpspec.language.parser import parse, read_source
+from dpspec.lsp.navigate import include_target
 
 QUESTION_OF = {"domain": 0, "invariants": 1, "public": 1, "unit": 2, "premetric": 3, "budget": 4}
 OTHER_BLOCKS = {  # sections that answer none of the five questions: what they are for
@@ -89,7 +97,6 @@ def mechanism_block(headers: list[str]):
 
 
 def installed_mechanisms() -> dict:
-    from dpspec.contract import plugins
 
     try:
         return plugins.mechanisms()
@@ -98,7 +105,6 @@ def installed_mechanisms() -> dict:
 
 
 def _block_answer(spec: ir.Spec, keyword: str) -> str:
-    from dpspec.language.describe import five_questions
 
     question, block, answer = five_questions(spec)[QUESTION_OF[keyword]]
     return f"**{question}** ({block})\n\n{answer}"
@@ -108,16 +114,12 @@ def _block_answer(spec: ir.Spec, keyword: str) -> str:
 def _reading(budget, delta: float):
     """The audit's reading of one budget (a zCDP trade-off curve takes a moment: hovering the
     same line again is instant)."""
-    from dpspec.audit.plain_words import _readable
-    from dpspec.budget.interpret import read
 
     return read(_readable(budget, delta), delta)
 
 
 def budget_reading(spec: ir.Spec, bound: ir.BudgetBound) -> str:
     """A declared bound read as an attacker's largest posterior belief and best test."""
-    from dpspec.audit.currency import bound_budget
-    from dpspec.audit.plain_words import reading_delta
 
     try:
         budget = bound_budget(spec, bound)
@@ -141,7 +143,6 @@ def _percent(q: float) -> str:
 
 
 def _table_doc(t: ir.Table) -> str:
-    from dpspec.language.formatter import _column_type
 
     link = f", in `{t.parent}` by `{t.link}`" if t.parent else ""
     columns = "\n".join(f"- `{c.name}`: {_column_type(c.type)}{' nullable' if c.nullable else ''}" for c in t.columns)
@@ -149,7 +150,6 @@ def _table_doc(t: ir.Table) -> str:
 
 
 def _column_doc(spec: ir.Spec, name: str) -> str | None:
-    from dpspec.language.formatter import _column_type
 
     found = [(t, c) for t in (spec.domain.tables if spec.domain else ()) for c in t.columns if c.name == name]
     if not found:
@@ -160,9 +160,6 @@ def _column_doc(spec: ir.Spec, name: str) -> str | None:
 
 def _included(text: str, path: str | None, line: int, character: int) -> str | None:
     """An `include`d spec's title and its one-line notation."""
-    from dpspec.language.describe import notation
-    from dpspec.language.parser import parse, read_source
-    from dpspec.lsp.navigate import include_target
 
     target = include_target(text, line, character, path)
     if target is None:
@@ -196,7 +193,6 @@ def _key_words(word: str, source: str, start: int, end: int, headers: list[str])
 
 def hover(text: str, spec: ir.Spec | None, line: int, character: int, path: str | None = None) -> str | None:
     """Markdown for the word under the cursor, or None."""
-    from dpspec.language.describe import PREMETRIC_WORDS, RELATION_WORDS
 
     if (included := _included(text, path, line, character)) is not None:
         return included

@@ -13,9 +13,9 @@ from pygls.protocol import LanguageServerProtocol
 from pygls.uris import to_fs_path
 
 from dpspec import line_ends
-from dpspec.lsp import complete as completion
-from dpspec.lsp import document, hover as hovering, navigate, warm
-from dpspec.lsp import text as tx
+from dpspec.lsp import complete as completion, document, hover as hovering, navigate, warm, text as tx
+from dpspec.language.formatter import format_spec
+from dpspec.lsp.framing import serve
 
 log = logging.getLogger("dpspec.lsp")
 
@@ -226,7 +226,6 @@ def symbols(ls: DpsServer, params: lsp.DocumentSymbolParams):
 @guarded([])
 def formatting(ls: DpsServer, params: lsp.DocumentFormattingParams):
     """`dpspec fmt` of the whole document; nothing while it does not parse."""
-    from dpspec.language.formatter import format_spec
 
     a = ls.analysis(params.text_document.uri)
     if not a.parsed or a.spec is None:
@@ -245,6 +244,5 @@ def main() -> None:
     logging.basicConfig(level=logging.WARNING, format="%(name)s: %(message)s")  # to stderr: stdout is the protocol
     protocol_out = sys.stdout.buffer
     sys.stdout = sys.stderr  # a plugin's stray print() must not corrupt the protocol's stream
-    from dpspec.lsp.framing import serve
 
     serve(server, sys.stdin.buffer, protocol_out)  # pygls' start_io goes deaf after one malformed frame

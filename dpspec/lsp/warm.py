@@ -12,6 +12,7 @@ from __future__ import annotations
 import importlib
 import logging
 import threading
+from dpspec.contract import plugins
 
 log = logging.getLogger("dpspec.lsp")
 
@@ -20,7 +21,6 @@ MODULES = ("dpspec.language.describe", "dpspec.language.formatter", "dpspec.audi
 
 
 def _warm() -> None:
-    from dpspec.contract import plugins
 
     try:
         plugins.mechanisms()

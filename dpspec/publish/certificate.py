@@ -20,8 +20,12 @@ from fractions import Fraction
 
 from dpspec._version import __version__
 from dpspec.errors import DataError
-from dpspec.publish.output_set import CERTIFICATE
+from dpspec.publish.output_set import CERTIFICATE, stage_text
 from dpspec.report.exact import exact_budgets, rational
+from dpspec.contract import plugins
+from dpspec import ir
+from dpspec.report.model import seed_policy
+from dpspec.schemas import versioned, refuse_newer
 
 _SKIP_DIRS = {"__pycache__", ".git", ".pytest_cache", ".mypy_cache", ".ruff_cache"}
 _SKIP_SUFFIXES = (".pyc", ".pyo")
@@ -66,7 +70,6 @@ def installed_plugins(ran: str | None = None) -> list[dict]:
     """Every loaded plugin: its entry point, module, distribution, and the hash of its installed files.
     `ran` names the mechanism that ran; its plugin is marked (the others' audit rules and report
     sections ran too)."""
-    from dpspec.contract import plugins
 
     pm = plugins.manager()
     running = None
@@ -125,9 +128,6 @@ def _self_hash(doc: dict) -> str:
 
 def certificate(result, staged: str, signers=()) -> dict:
     """The certificate of a staged set (every file already written, the manifest last)."""
-    from dpspec import ir
-    from dpspec.report.model import seed_policy
-    from dpspec.schemas import versioned
 
     spec = result.spec
     mech = result.mechanism
@@ -160,7 +160,6 @@ def certificate(result, staged: str, signers=()) -> dict:
 
 
 def write_certificate(result, staged: str, signers=()) -> None:
-    from dpspec.publish.output_set import stage_text
 
     stage_text(staged, CERTIFICATE, json.dumps(certificate(result, staged, signers), indent=2, sort_keys=True,
                                                ensure_ascii=False) + "\n")
@@ -182,7 +181,6 @@ def parse_signer(value: str) -> tuple[str, str]:
 
 
 def _read(folder: str) -> dict:
-    from dpspec.schemas import refuse_newer
 
     if not os.path.isdir(folder):
         raise CertificateError(f"{folder}: not a folder (give the output folder of a `dpspec compile`)")

@@ -12,6 +12,9 @@ import numpy as np
 
 from dpspec import ir
 from dpspec._version import __version__
+from dpspec.report.model import seed_policy
+from dpspec.publish.input_guard import check_output_target, input_paths
+from dpspec.report import render_all
 
 
 def _table_filename(name: str, frame) -> str:
@@ -20,7 +23,6 @@ def _table_filename(name: str, frame) -> str:
 
 
 def manifest(result, files: dict) -> dict:
-    from dpspec.report.model import seed_policy
 
     mech = result.mechanism
     package, package_version = getattr(mech, "_dpspec_package", ("?", "?"))
@@ -47,10 +49,8 @@ def write_result(result, outdir: str, signers=()) -> dict:
     covers the manifest too, with what ran, the exact budgets, the times and `signers`
     ((name, role) pairs: `compile --sign`)."""
     from dpspec.publish.certificate import CERTIFICATE, write_certificate
-    from dpspec.publish.input_guard import check_output_target, input_paths
     from dpspec.publish.output_set import MANIFEST, output_set, stage_text, write_manifest
     from dpspec.publish.table_csv import write_table_csv
-    from dpspec.report import render_all
 
     inputs = input_paths(result.spec)
     check_output_target(outdir, inputs)

@@ -32,6 +32,7 @@ from contextlib import contextmanager
 from dpspec.publish.atomic import _umask
 from dpspec.check.data import file_sha256 as sha256_file
 from dpspec.errors import DpspecError
+from dpspec.schemas import versioned
 
 MANIFEST = "manifest.json"
 CERTIFICATE = "certificate.json"  # a compile's, written after the manifest it covers (`dpspec.publish.certificate`)
@@ -289,7 +290,6 @@ def stage_text(staged: str, filename: str, text: str) -> None:
 
 def write_manifest(staged: str, man: dict) -> None:
     """Last file of a staged set: `man` with `files`, every other file's SHA-256 and size."""
-    from dpspec.schemas import versioned
 
     man = versioned("manifest", {**man, "files": file_entries(staged)})
     stage_text(staged, MANIFEST, json.dumps(man, indent=2, sort_keys=True) + "\n")

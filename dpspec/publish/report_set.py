@@ -10,11 +10,11 @@ from __future__ import annotations
 import os
 
 from dpspec._version import __version__
+from dpspec.ir import spec_sha256
 
 
 def spec_entry(spec) -> dict:
     """A spec read by the command, as the manifest names it (the same identity compile records)."""
-    from dpspec.ir import spec_sha256
 
     return {"path": os.path.basename(spec.path or "<text>"), "title": spec.title, "sha256": spec_sha256(spec)}
 

@@ -14,6 +14,7 @@ import yaml
 
 from dpspec.errors import Diagnostic, SpecError
 from dpspec.language.exact_input import NumberProblem, exact_decimal, range_problem
+from dpspec.language.reading import NotRegularFile, open_regular
 
 MAX_BYTES = 1 << 20
 SCHEMA_FILE = "deployments-schema.yaml"
@@ -138,7 +139,6 @@ def _marks(node, path=(), out=None) -> dict:
 
 
 def read_entry(path: str) -> Entry:
-    from dpspec.language.reading import NotRegularFile, open_regular
 
     try:
         with open_regular(path) as fh:  # a FIFO would block, a device would fill MAX_BYTES with junk

@@ -23,6 +23,7 @@ from dpspec.errors import Diagnostic, SpecError
 from dpspec.language.formatter import format_spec
 from dpspec.registry import prose
 from dpspec.registry.entry import schema, schema_problems, dotted
+from dpspec.budget.spec_account import spec_ledger
 
 REQUIRED_BASIC = ("data_curators", "description", "intended_use", "data_product_type",
                   "data_product_region", "publication_date")
@@ -60,7 +61,6 @@ def _budget_params(budget) -> dict:
 
 
 def _achieved(spec: ir.Spec):
-    from dpspec.budget.spec_account import spec_ledger
 
     _, _, _, _, ledger = spec_ledger(spec)
     if ledger.declared is None or not ledger.declared.is_finite:

@@ -19,6 +19,11 @@ from dpspec.audit.registry_rules import STATED_MECHANISM, UNCHECKED_NOTE
 from dpspec.errors import SpecError
 from dpspec.registry import prose
 from dpspec.registry.entry import Entry, errors, validate
+from dpspec.language.parser import parse
+from dpspec.budget import ZCDP
+from dpspec.budget.conversions import convert
+from dpspec.check.checker import check
+from dpspec.language.formatter import format_spec
 
 D = "deployment"
 REQUIRED = ((D, "dp_variant"), (D, "dp_variant", "variant_name"), (D, "privacy_loss"),
@@ -70,7 +75,6 @@ def _number(value, field, problems: _Problems) -> Fraction | None:
 
 def _fragment(entry: Entry, field, code: str) -> ir.Spec:
     """Parse a fenced dpspec block; its errors point at the entry field that holds it."""
-    from dpspec.language.parser import parse
 
     try:
         return parse(code, None)
@@ -135,8 +139,6 @@ def _stated(entry: Entry, problems: _Problems, formal: ir.Spec | None, unchecked
 def _implied_epsilon(rho: Fraction, delta: Fraction):
     """The epsilon at delta that rho-zCDP implies for every mechanism (Canonne, Kamath & Steinke
     2020), a certified upper bound (exact Fraction)."""
-    from dpspec.budget import ZCDP
-    from dpspec.budget.conversions import convert
 
     return convert(ZCDP(rho), "approx", delta=delta, method="cks20").result.epsilon
 
@@ -262,9 +264,6 @@ def build_spec(entry: Entry) -> ir.Spec:
 
 def import_text(entry: Entry) -> str:
     """The canonical .dps text of an entry, checked: what `dpspec import` writes."""
-    from dpspec.check.checker import check
-    from dpspec.language.formatter import format_spec
-    from dpspec.language.parser import parse
 
     text = format_spec(build_spec(entry))
     try:

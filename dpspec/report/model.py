@@ -15,14 +15,19 @@ from dpspec import ir
 from dpspec._version import __version__
 from dpspec.language import describe
 from dpspec.contract import plugins
-from dpspec.audit import audit as run_audit_outcome
+from dpspec.audit import audit as run_audit_outcome, all_rules
 from dpspec.audit.base import jsonable
 from dpspec.audit.currency import flavor_spec
 from dpspec.audit.multiverse import granularity, undetermined
 from dpspec.budget import format_figure
 from dpspec.budget.conversions import method_words
-from dpspec.budget.ledger import achieved_text
+from dpspec.budget.ledger import achieved_text, DEFAULT_DELTA
 from dpspec.report.bidi import neutral
+from dpspec.budget.semantics import semantics_json
+from dpspec.ir import spec_sha256
+from dpspec.report.exact import exact_budgets
+from dpspec.audit.verdict import verdict
+from dpspec.report.nist import glossary, nist_sections
 
 
 def seed_policy(seed, mechanism=None) -> dict:
@@ -192,8 +197,6 @@ def _semantics(spec: ir.Spec, checked, ctx) -> dict | None:
     raw = checked.mechanism.semantics(spec, checked.params)
     if raw is None:
         return None
-    from dpspec.budget.ledger import DEFAULT_DELTA
-    from dpspec.budget.semantics import semantics_json
 
     delta = float(spec.premetric.option("delta") or DEFAULT_DELTA)
     return semantics_json(spec, ctx.ledger.native_flavor, raw, delta)
@@ -256,14 +259,12 @@ def _shown_facts(facts: dict, labels: dict) -> list[dict]:
 
 def _findings(findings) -> list[dict]:
     """Each finding with its rule's title (what the rule catches, in words) beside its id."""
-    from dpspec.audit import all_rules
 
     titles = {r.id: r.title for r in all_rules()}
     return [{**f.to_json(), "title": titles.get(f.rule)} for f in findings]
 
 
 def _provenance(spec: ir.Spec, result, checked) -> dict:
-    from dpspec.ir import spec_sha256
     ran = spec.mechanism.name if spec.mechanism is not None else None
     mechanisms = [{**{k: m[k] for k in ("name", "version", "package", "package_version")}, "ran": m["name"] == ran}
                   for m in plugins.describe_mechanisms()]
@@ -390,7 +391,6 @@ def _certificate(result) -> dict | None:
     vary from run to run (times and sign-offs stay in certificate.json: this report is reproducible)."""
     if result is None:
         return None
-    from dpspec.report.exact import exact_budgets
 
     return {"file": "certificate.json", "holds": list(CERTIFICATE_HOLDS), "budgets": exact_budgets(result),
             "verify": "dpspec certificate verify DIR"}
@@ -398,7 +398,6 @@ def _certificate(result) -> dict | None:
 
 def _verdict(plain: dict, findings, budget: dict, program: dict | None) -> dict:
     """The verdict (`dpspec.audit.verdict`) and, beside it, never in its place, what the declared bounds say."""
-    from dpspec.audit.verdict import verdict
 
     out = verdict(plain, list(findings))
     bounds = program["bounds"] if program else budget["bounds"]
@@ -472,7 +471,6 @@ def build_model(result=None, *, spec: ir.Spec | None = None, audience: str = "pu
         "sections": _sections(result, audience),
         "provenance": _provenance(spec, result, checked),
     }
-    from dpspec.report.nist import glossary, nist_sections
 
     model["certificate"] = _certificate(result)
     model["glossary"] = glossary()  # additive (report 1.1): the jargon, glossed before its first use

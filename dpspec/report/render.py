@@ -17,8 +17,11 @@ import jinja2
 from markupsafe import Markup
 
 from dpspec.audit.verdict import percent
-from dpspec.budget import format_figure
+from dpspec.budget import format_figure, budget_from_params
 from dpspec.report import svg
+from dpspec.budget.interpret import tradeoff
+from dpspec.report.model import HEADLINE_PARAM, RENDER_ONLY
+from dpspec.schemas import versioned
 
 CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
 
@@ -277,8 +280,6 @@ def _tradeoff_figure(rows: list[dict]) -> Markup:
     """Each entity's trade-off curve against perfect privacy (f(alpha) = 1 - alpha)."""
     import numpy as np
 
-    from dpspec.budget import budget_from_params
-    from dpspec.budget.interpret import tradeoff
 
     alpha = np.linspace(0.0, 1.0, 101)
     def budget(params: dict):
@@ -292,7 +293,6 @@ def _tradeoff_figure(rows: list[dict]) -> Markup:
 
 
 def _headline_param(budget_json: dict) -> str:
-    from dpspec.report.model import HEADLINE_PARAM
 
     return HEADLINE_PARAM.get(budget_json.get("premetric"), "epsilon")
 
@@ -317,7 +317,6 @@ def _budget_section(model: dict, env: jinja2.Environment, kind: str, wrap):
     """The mechanism's budget section (`dpspec.contract.BudgetSection`): its plugin's template
     rendered in `env` with the spending figures as `d`; "" when there is none. Markup that fails
     the safety screen is withheld, as a plugin section's is."""
-    from dpspec.report.model import RENDER_ONLY
 
     template = (model.get(RENDER_ONLY) or {}).get(f"budget_{kind}")
     if not template:
@@ -347,8 +346,6 @@ def render_markdown(model: dict) -> str:
 
 
 def render_json(model: dict) -> str:
-    from dpspec.report.model import RENDER_ONLY
-    from dpspec.schemas import versioned
 
     data = {k: v for k, v in model.items() if k != RENDER_ONLY}
     return json.dumps(versioned("report", data), indent=2, sort_keys=True, ensure_ascii=False, allow_nan=False) + "\n"

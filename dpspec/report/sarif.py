@@ -11,6 +11,7 @@ import os
 import urllib.parse
 
 from dpspec._version import __version__
+from dpspec.audit.base import jsonable
 
 SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 LEVEL = {"critical": "error", "error": "error", "warning": "warning", "info": "note", "note": "note"}
@@ -111,7 +112,6 @@ def audit_log(spec, findings, rules) -> dict:
     ids = list(dict.fromkeys([*known, *(f.rule for f in findings)]))
     sarif_rules = [_rule(i, known[i].title, known[i].severity, known[i].description) if i in known else _rule(i, i, "warning")
                    for i in ids]
-    from dpspec.audit.base import jsonable
 
     results = []
     for f in findings:

@@ -15,9 +15,8 @@ import numpy as np
 import pandas as pd
 from randomgen import ChaCha
 
-from dpspec import ir
+from dpspec import ir, progress
 from dpspec.budget import ledger as ledger_mod
-from dpspec import progress
 from dpspec.run.key_check import check_release_keys
 from dpspec.check.checker import CheckedSpec, check
 from dpspec.check.keys import declared_keys, typed_keys
@@ -25,6 +24,12 @@ from dpspec.errors import DataError, MechanismError
 from dpspec.ir import spec_sha256
 from dpspec.contract.mechanism import Release
 from dpspec.contract.streamed import StreamedTable
+from dpspec.engine.table import EngineTable
+from dpspec.engine.local import count_frame
+from dpspec.engine import EngineRun, get_engine, new_run_key, run_mechanism
+from dpspec.engine.loading import load_data_on
+from dpspec.engine.streams import derive_run_key
+from dpspec.audit import audit as run_audit
 
 
 @attrs.frozen
@@ -142,7 +147,6 @@ def verify_invariants(induced, before: dict, outputs: dict) -> None:
     """Every induced invariant recomputed on the released microdata must equal the input's.
 
     An input the engine holds (`EngineTable`) is counted by that engine (`_engine_counts_equal`)."""
-    from dpspec.engine.table import EngineTable
 
     for q in induced:
         if q.table not in outputs or q.table not in before:
@@ -166,7 +170,6 @@ def verify_invariants(induced, before: dict, outputs: dict) -> None:
 def _engine_counts_equal(table, output, cols) -> bool:
     """A table's counts by `cols` against a released table's, compared as text; either may be
     held elsewhere (an `EngineTable` input, a `StreamedTable` output) and is then counted there."""
-    from dpspec.engine.table import EngineTable
 
     if isinstance(table, EngineTable) and table.engine is not None and isinstance(output, StreamedTable) \
             and output.held is not None and cols:  # both on the engine that holds the input: one number back
@@ -182,8 +185,6 @@ def _engine_counts_equal(table, output, cols) -> bool:
 def counted(table, cols) -> pd.DataFrame:
     """Counts of a table by `cols` (a `count` column), wherever its rows live: a frame here, an
     `EngineTable` input or a `StreamedTable` output on its engine."""
-    from dpspec.engine.local import count_frame
-    from dpspec.engine.table import EngineTable
 
     cols = list(cols)
     return table.count(cols) if isinstance(table, (EngineTable, StreamedTable)) else count_frame(table, cols)
@@ -258,9 +259,6 @@ def compile_spec(spec: ir.Spec, data: dict | None = None, seed: int | None = Non
     if why := mech.cannot_run(spec, params):
         raise MechanismError(why)
     # -- execution engine: units of work get streams keyed by the run key --
-    from dpspec.engine import EngineRun, get_engine, new_run_key, run_mechanism
-    from dpspec.engine.loading import load_data_on
-    from dpspec.engine.streams import derive_run_key
 
     chosen = get_engine(engine)
     try:
@@ -301,7 +299,6 @@ def compile_spec(spec: ir.Spec, data: dict | None = None, seed: int | None = Non
     result = Result(checked, spec_sha256(spec), hashes, facts, statement, account, release, published, seed, runs, utility,
                     timings=timings, engine=chosen.name, started_at=started_at, finished_at=utc_now())
     if audit:
-        from dpspec.audit import audit as run_audit
 
         outcome = run_audit(spec, result)
         result = attrs.evolve(result, audit_outcome=outcome, findings=list(outcome.findings))

@@ -38,6 +38,8 @@ from fractions import Fraction
 import attrs
 
 from dpspec.lazy import LazyModule
+from dpspec.errors import MechanismError
+from dpspec.ir import format_number
 
 np = LazyModule("numpy", "np", globals())  # the samplers need it; budget arithmetic (effective_sigma2) does not
 
@@ -110,7 +112,6 @@ def _float_sigma2(sigma2) -> float:
     try:
         return float(as_fraction(sigma2))
     except OverflowError:
-        from dpspec.errors import MechanismError
 
         f = as_fraction(sigma2)
         raise MechanismError(f"the noise parameter sigma² (about 10^{len(str(f.numerator)) - len(str(f.denominator))}) is "
@@ -342,7 +343,6 @@ def sampler_limit_problem(kind: str, scale, budget: tuple[str, object] | None = 
         return None
     if budget is None:
         return f"the noise asks for {problem}. Declare a larger budget (epsilon or rho), or one written with fewer digits"
-    from dpspec.ir import format_number
 
     name, value = budget
     value = as_fraction(value)
@@ -380,7 +380,6 @@ def discrete_laplace(t, size: int, rng: np.random.Generator) -> np.ndarray:
     num, den = t.numerator, t.denominator
     problem = sampler_limit_problem("discrete_laplace", t)
     if problem is not None:  # `check` refuses it first; this is the last line of defence
-        from dpspec.errors import MechanismError
 
         raise MechanismError(problem)
     out = np.empty(size, dtype=np.int64)
@@ -393,7 +392,6 @@ def discrete_laplace(t, size: int, rng: np.random.Generator) -> np.ndarray:
         ki = np.flatnonzero(keep)
         g = _geometric_exp_one(ki.size, rng)
         if g.size and int(g.max()) > (_INT64_MAX - num) // num:  # never wrap: refuse (below 1e-55 per draw)
-            from dpspec.errors import MechanismError
 
             raise MechanismError(f"a discrete Laplace draw of scale {_about(t)} left the 64-bit integers; declare a larger budget")
         x[ki] = u[ki] + num * g
@@ -428,7 +426,6 @@ def discrete_gaussian(sigma2, size, rng: np.random.Generator) -> np.ndarray:
     s2 = effective_sigma2(sigma2)
     problem = sampler_limit_problem("discrete_gaussian", s2)
     if problem is not None:  # `check` refuses it first; this is the last line of defence
-        from dpspec.errors import MechanismError
 
         raise MechanismError(problem)
     p, q = s2.numerator, s2.denominator

@@ -11,14 +11,19 @@ import time
 
 import attrs
 
-from dpspec import ir
+from dpspec import ir, progress
 from dpspec.budget import convert, ledger as ledger_mod
 from dpspec.budget.budget_text import budget_line
 from dpspec.check.checker import CheckedSpec, check
 from dpspec.errors import ConversionError, DataError, DpspecError, MechanismError, SpecError
-from dpspec import progress
 from dpspec.sweep import realized
 from dpspec.sweep.override import balanced, override
+from dpspec.engine import EngineRun, run_mechanism, LocalEngine, get_engine, new_run_key
+from dpspec.engine.streams import derive_run_key
+from dpspec.run.compiler import _release_outputs, make_rng, verify_invariants
+from dpspec.engine.loading import load_data_on
+from dpspec.check.data import resolve_path
+from dpspec.check.sources import source_sha256
 
 
 @attrs.define
@@ -118,9 +123,6 @@ def _one_run(point: Point, data: dict, r: int, engine, run_key: int, off_by: flo
     """Run r of a point, measured against the data: (its realized rows, seconds in the mechanism).
     Its streams are keyed by (run key, point, run) alone, so wherever it runs (this process, a
     pool worker, a Spark task retried after a lost executor) it draws the same noise."""
-    from dpspec.engine import EngineRun, run_mechanism
-    from dpspec.engine.streams import derive_run_key
-    from dpspec.run.compiler import _release_outputs, make_rng, verify_invariants
 
     spec, mech, params = point.checked.spec, point.checked.mechanism, point.checked.params
     key = derive_run_key(run_key, ("sweep", point.index, r))
@@ -182,8 +184,6 @@ def _worker_start(spec: ir.Spec, mechanism=None) -> dict:
     """A worker (a pool process, a Spark executor's Python worker) reads the data once, on its own
     local engine, for every point it is given. mechanism: the checked one, shipped with the task
     (a plugin registered only in the driver is not found by name on an executor)."""
-    from dpspec.engine import LocalEngine
-    from dpspec.engine.loading import load_data_on
 
     engine = LocalEngine()
     mechanism = mechanism or check(spec).mechanism
@@ -255,7 +255,6 @@ def _on_engine(spec: ir.Spec, points: list, runs: int, engine, run_key: int, off
     one task per pair); results come back in order and are put on their points."""
     import os
 
-    from dpspec.engine import EngineRun
 
     spec = attrs.evolve(spec, path=os.path.abspath(spec.path)) if spec.path else spec  # executors' cwd may differ
     todo = [p for p in points if p.status != "failed"]
@@ -288,8 +287,6 @@ def run_sweep(spec: ir.Spec, axes, grid: list[dict], *, runs: int = 0, engine=No
     another engine (Spark), units = "points" makes every (point, run) a task, each run on its
     executor's local engine; units = "mechanism" runs the points one by one, each run's
     mechanism spreading its own units on the engine (for data no executor can hold)."""
-    from dpspec.engine import get_engine, new_run_key
-    from dpspec.engine.loading import load_data_on
 
     points = plan(spec, grid, balance)
     mech = points[0].checked.mechanism
@@ -312,8 +309,6 @@ def run_sweep(spec: ir.Spec, axes, grid: list[dict], *, runs: int = 0, engine=No
         run_key = new_run_key(seed)
         if workers > 1 and len(points) > 1:
             _pooled(spec, points, min(workers, len(points)), runs, run_key, off_by, delta, method, tick)
-            from dpspec.check.data import resolve_path
-            from dpspec.check.sources import source_sha256
 
             sweep.data_hashes = {s.path: source_sha256(resolve_path(spec, s)) for s in spec.data}
             return sweep

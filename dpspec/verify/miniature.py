@@ -11,8 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from dpspec import ir
-from dpspec import progress
+from dpspec import ir, progress
 from dpspec.errors import DpspecError
 from dpspec.contract.mechanism import NeighbourPair, RunContext, call_run
 from dpspec.contract.streamed import StreamedTable

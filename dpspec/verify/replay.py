@@ -18,9 +18,16 @@ import pandas as pd
 
 from dpspec import ir
 from dpspec.run import measurements as recorder
-from dpspec.verify.data_neighbours import DataNeighbour, neighbours as data_neighbours
+from dpspec.verify.data_neighbours import DataNeighbour, neighbours as data_neighbours, group_bound
 from dpspec.verify.miniature import VerifyError, same_universe, universe_queries
 from dpspec.verify.replay_result import Finding, NeighbourReplay, Replay
+from dpspec.check.checker import check
+from dpspec.check.data import load_data
+from dpspec.language.parser import load_text_or_path
+from dpspec.engine import LocalEngine, EngineRun, new_run_key, run_mechanism
+from dpspec.contract.streamed import StreamedTable
+from dpspec.run.key_check import inferred_keys
+from dpspec.run.compiler import _require_data, spec_sha256, make_rng, published_outputs
 
 DEFAULT_NEIGHBOURS = 6
 SHOW = 5
@@ -56,10 +63,6 @@ def replay(spec, neighbours: int = DEFAULT_NEIGHBOURS, seed: int = 0, sample: in
 
     Raises SpecError for a spec that does not check, DataError for data that does not load, and
     VerifyError when there is nothing to replay (no mechanism, a recorded budget, too little data)."""
-    from dpspec.check.checker import check
-    from dpspec.check.data import load_data
-    from dpspec.language.parser import load_text_or_path
-    from dpspec.run.compiler import _require_data, spec_sha256
 
     if isinstance(spec, str):
         spec = load_text_or_path(spec)
@@ -80,14 +83,12 @@ def replay(spec, neighbours: int = DEFAULT_NEIGHBOURS, seed: int = 0, sample: in
     table, columns, pairs = data_neighbours(spec, mech, params, data, neighbours, seed)
     native = mech.flavor(spec, params)
     if spec.unit is not None and spec.unit.table != native.table:
-        from dpspec.verify.data_neighbours import group_bound
 
         k, _ = group_bound(spec, spec.domain.table(table))
         notes.append(f"the spec's unit is '{spec.unit.table}'; the replay changes one '{native.table}' record at a time"
                      + (f", and up to {k} of one '{spec.unit.table}' at once (their sensitivity {k} times one record's)"
                         if k else " (group privacy over the unit is the budget stage's)"))
     queries = universe_queries(spec, checked.induced)
-    from dpspec.engine import LocalEngine
 
     engine = LocalEngine()
     try:
@@ -120,8 +121,6 @@ def _sampled(spec, mech, params, data, sample: int, seed: int):
 
 def _run(mech, spec, params, data, seed: int, engine) -> Run:
     """One run under the recorder, with the seed every run uses."""
-    from dpspec.engine import EngineRun, new_run_key, run_mechanism
-    from dpspec.run.compiler import make_rng, published_outputs
 
     with recorder.recording() as rec:
         try:
@@ -156,8 +155,6 @@ def _merge(measured: list) -> dict:
 
 def _structure(spec, mech, params, name: str, output) -> dict:
     """What an output's shape says: its columns, rows and key values."""
-    from dpspec.contract.streamed import StreamedTable
-    from dpspec.run.key_check import inferred_keys
 
     if isinstance(output, StreamedTable):
         output = output.to_pandas()
@@ -178,7 +175,6 @@ def _structure(spec, mech, params, name: str, output) -> dict:
 def _governed_rows(output, columns: tuple, governed_by, structure: dict) -> dict:
     """{row key: (label prefix, key prefix)} of an output declared row by row; its structure's keys
     become those rows' keys."""
-    from dpspec.contract.streamed import StreamedTable
 
     if isinstance(output, StreamedTable):
         output = output.to_pandas()

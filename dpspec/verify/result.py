@@ -9,7 +9,11 @@ import math
 
 import attrs
 
-from dpspec.verify.bounds import CITATIONS
+from dpspec.verify.bounds import CITATIONS, event_bound, largest_detectable
+from dpspec.language.exact_input import strict_json
+from dpspec.language.reading import NotRegularFile, open_regular
+from dpspec.schemas import refuse_newer
+from dpspec.verify.miniature import VerifyError
 
 VERDICTS = ("consistent", "refuted", "inconclusive")
 EXIT_CODES = {"consistent": 0, "refuted": 1, "inconclusive": 4}
@@ -134,9 +138,6 @@ MAX_RESULT_BYTES = 5_000_000  # a verification result is a few kB; more is not o
 
 def load_json(path: str) -> dict:
     """A verification result file written by `dpspec verify --json` (raises VerifyError)."""
-    from dpspec.language.exact_input import strict_json
-    from dpspec.language.reading import NotRegularFile, open_regular
-    from dpspec.verify.miniature import VerifyError
 
     try:
         with open_regular(path) as fh:  # a device such as /dev/zero would be read without end
@@ -151,7 +152,6 @@ def load_json(path: str) -> dict:
         raise VerifyError(f"{path}: cannot read the verification result: {exc.strerror or exc}") from None
     except (ValueError, RecursionError) as exc:  # invalid JSON or UTF-8, a 5,000-digit number, deep nesting
         raise VerifyError(f"{path}: not a verification result (invalid JSON: {str(exc)[:200]})") from None
-    from dpspec.schemas import refuse_newer
 
     refuse_newer("verification", data, path, VerifyError)
     missing = [k for k in ("verdict", "claimed", "lower_bound", "confidence", "runs", "flavor", "spec_sha256")
@@ -181,8 +181,6 @@ def revalidated(data: dict, path: str) -> dict:
     pair's event, the runs, the confidence and the claim), as `verify` computes them; a file whose
     stated figures disagree with its numbers is refused rather than quoted (a finding must never
     repeat a forged "passed"). Returns the data with the recomputed summary."""
-    from dpspec.verify.bounds import event_bound, largest_detectable
-    from dpspec.verify.miniature import VerifyError
 
     def refuse(why: str):
         raise VerifyError(f"{path}: an inconsistent verification result ({why}); it is not used. "

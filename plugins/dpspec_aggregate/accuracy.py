@@ -14,6 +14,7 @@ from fractions import Fraction
 import numpy as np
 
 from dpspec.api import discrete_gaussian_pmf, discrete_gaussian_variance
+from .a_priori import expected_error
 
 LEVEL = 0.95
 
@@ -30,7 +31,6 @@ def half_width(noise: str, parameter: Fraction) -> tuple[int, float]:
         return 0, 1.0
     spread = math.sqrt(float(parameter)) if noise == "gaussian" else float(parameter)
     if spread > 10**5:  # a support of 40 spreads would not fit in memory: the closed forms (a_priori)
-        from .a_priori import expected_error
 
         return expected_error(noise, parameter)[1:]
     limit = int(40 * spread) + 10

@@ -8,9 +8,10 @@ import attrs
 from dpspec.api import (BudgetStatement, ClippingBound, ComposedPart, DataError, Mechanism, NativeFlavor, OutputKeys,
                         ParamSpec, ParameterSchema, PureDP, Release, ZCDP, declared_keys, ir, typed_keys)
 
-from . import design as design_mod
-from . import sensitivity as sens_mod
+from . import design as design_mod, sensitivity as sens_mod
 from .design import Design, Query, quantile_epsilon
+from dpspec.api import effective_sigma2, SpecError, located, Diagnostic, sampler_limit_problem
+from .a_priori import expected_error
 
 
 @attrs.frozen
@@ -26,7 +27,6 @@ class Part:
 
 def plan(design: Design, relation: str) -> list[Part]:
     """Every measurement with its noise and exact spending, from the parameters alone."""
-    from dpspec.api import effective_sigma2
 
     keyed = bool(design.by)
     parts = []
@@ -52,7 +52,6 @@ def plan(design: Design, relation: str) -> list[Part]:
 
 def _expected_error(noise: str, parameter) -> str:
     """The error a priori, as `budget` states it: the noise's standard deviation and its 95% interval."""
-    from .a_priori import expected_error
 
     sd, width, coverage = expected_error(noise, parameter)
     return (f"expected error a priori: standard deviation {sd:.4g}, "
@@ -106,7 +105,6 @@ class Aggregate(Mechanism):
     def _design(self, spec, params) -> Design:
         found, problems = design_mod.parse(spec, params)
         if problems:
-            from dpspec.api import SpecError, located
 
             raise SpecError(located(spec, problems), spec.path, spec.text)
         return found
@@ -122,7 +120,6 @@ class Aggregate(Mechanism):
     def _sampler_problems(self, spec, params, design):
         """A budget so small that a measurement's noise is beyond the exact samplers: refused at `check`,
         at the budget's line, in the samplers' words (every scale grows as 1/budget)."""
-        from dpspec.api import Diagnostic, sampler_limit_problem
 
         name = "epsilon" if design.noise == "laplace" else "rho"
         kind = "discrete_laplace" if design.noise == "laplace" else "discrete_gaussian"

@@ -38,11 +38,11 @@ each, 4 tau + 2 in all). That change is four of production's unit steps; group p
 still bounds it.
 """
 from __future__ import annotations
+from dpspec.api import ZCDP, ChangeOne, ir
 
 
 def change_one_budget(spec, params, budget):
     """ChangeOne(rho doubled, reason) for `Mechanism.change_one`; None outside zCDP."""
-    from dpspec.api import ZCDP, ChangeOne
 
     if budget is None or budget.kind != "zcdp":
         return None
@@ -56,7 +56,6 @@ def change_one_budget(spec, params, budget):
 
 def change_one_note(total) -> str:
     """A budget note: the change-one figure beside the add/remove one."""
-    from dpspec.api import ir
 
     return (f"change one person (any record, any household; one unit record replaced, or the two units they leave "
             f"and join changed in place): rho = 2 x {ir.format_number(total)} = {ir.format_number(2 * total)} by "

@@ -13,9 +13,10 @@ from dpspec.api import (
     Diagnostic, Mechanism, NativeFlavor, OutputKeys, ParamSpec, ParameterSchema, Release, SpecError, ir, located,
 )
 
-from . import cells
-from . import design as design_mod
+from . import cells, design as design_mod
 from .design import MEASUREMENTS, PERSON_COLUMNS, TABLES, UNIT_COLUMNS
+from dpspec.api import BudgetStatement, ZCDP, discrete_gaussian_variance
+from .change_one import change_one_note, change_one_budget
 
 __version__ = "1.0.0"
 PERSON_TABLES = tuple(t for t, (kind, _) in TABLES.items() if kind == "persons")
@@ -93,9 +94,7 @@ class PHSafe(Mechanism):
     def budget(self, spec, params, facts):
         import attrs
 
-        from dpspec.api import BudgetStatement, ZCDP
 
-        from .change_one import change_one_note
 
         design = self.design(spec, params)
         total, household = design.total_rho(), design.household_rho()
@@ -122,7 +121,6 @@ class PHSafe(Mechanism):
 
     def change_one(self, spec, params, budget):
         """rho x 2 for changing one person, from the counts' own sensitivity (change_one.py derives it)."""
-        from .change_one import change_one_budget
 
         return change_one_budget(spec, params, budget)
 
@@ -149,7 +147,6 @@ class PHSafe(Mechanism):
     def expected_error(self, spec, params, facts):
         """The variance of each noisy count, the discrete Gaussian's exact variance, from the
         design alone."""
-        from dpspec.api import discrete_gaussian_variance
 
         design = self.design(spec, params)
         return [{"table": f"{m.table}: {m.geography}, iteration level {m.level}", "level": m.geography,
@@ -167,7 +164,6 @@ class PHSafe(Mechanism):
         rec = Records(data[params["persons"]], data[params["units"]], states, source)
         counts = measure(design, rec, run_key)
         cells.check_cells(counts, design, states)
-        from dpspec.api import discrete_gaussian_variance
 
         facts = {"states": list(rec.states), "tau": dict(design.tau),
                  "household_rho": ir.format_number(design.household_rho()),

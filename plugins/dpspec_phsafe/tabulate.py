@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from dpspec.api import DataError, KeyColumns, keyed_discrete_gaussian, record_measurement, shown
+from dpspec.api import DataError, KeyColumns, keyed_discrete_gaussian, record_measurement, shown, discrete_gaussian_variance
 
 from .design import PERSON_COLUMNS, TABLES, UNIT_COLUMNS, Design
 
@@ -186,7 +186,6 @@ def measure(design: Design, rec: Records, run_key: int) -> pd.DataFrame:
     """Every measured (table, geography, iteration level): the full grid of cells with their
     noisy counts. Long form: table, region_type, region_id, iteration_code, data_cell, count,
     noise_variance (the discrete Gaussian's exact variance at sigma^2 = D^2 / (2 rho))."""
-    from dpspec.api import discrete_gaussian_variance
 
     frames = []
     for m, truth, region_ids, codes, cells in truths(design, rec):

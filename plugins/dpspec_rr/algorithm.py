@@ -4,13 +4,12 @@ from __future__ import annotations
 import math
 from fractions import Fraction
 
-from dpspec.api import Release
+from dpspec.api import Release, interval, bernoulli, record_measurement
 
 
 def epsilon(p: Fraction):
     """Pure DP budget of randomized response with truth probability p: |ln(p/(1-p))|, irrational,
     so stated as a certified upper bound (an exact Fraction, the smallest float at or above it)."""
-    from dpspec.api import interval
 
     p = Fraction(p)
     if p in (0, 1):
@@ -37,7 +36,6 @@ def release(design, data, rng) -> Release:
     import numpy as np  # lazily: `dpspec check` and `--help` must not pay for numpy or pandas
     import pandas as pd
 
-    from dpspec.api import bernoulli, record_measurement
 
     values = data[design.table][design.column]
     truth = (values == design.positive).to_numpy(dtype=bool)

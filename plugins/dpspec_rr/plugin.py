@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from fractions import Fraction
 
-from dpspec.api import Mechanism, NativeFlavor, ParamSpec, ParameterSchema, RunContext, hookimpl, ir
+from dpspec.api import Mechanism, NativeFlavor, ParamSpec, ParameterSchema, RunContext, hookimpl, ir, OutputKeys, ReleaseColumns, BudgetStatement, PureDP
 
 from . import algorithm, neighbours
 from .algorithm import epsilon
@@ -43,14 +43,12 @@ class RandomizedResponse(Mechanism):
     def output_keys(self, spec, params):
         """The responses are records (one per unit, how many is the invariant `count TABLE`): a
         value nobody reported is no missing cell. The estimate is one row, keyed by nothing."""
-        from dpspec.api import OutputKeys
 
         return {"responses": OutputKeys(params["table"], records=True), "estimate": OutputKeys(params["table"])}
 
     def release_columns(self, spec, params):
         """The responses `likelihood` reads: the column, each answer one of its declared values (a
         doctored 'nan' would otherwise count as a 'no')."""
-        from dpspec.api import ReleaseColumns
 
         allowed = self.design(spec, params).allowed_answers
 
@@ -63,7 +61,6 @@ class RandomizedResponse(Mechanism):
         return [ir.CountQuery(params["table"])]
 
     def budget(self, spec, params, facts):
-        from dpspec.api import BudgetStatement, PureDP
 
         return BudgetStatement(PureDP(epsilon(params["p"])), worst=PureDP(epsilon(params["p"])),
                                notes=(f"epsilon = |ln(p/(1-p))| with p = {ir.format_number(params['p'])}",))

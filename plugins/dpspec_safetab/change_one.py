@@ -19,6 +19,7 @@ this count, for a changed household.
 from __future__ import annotations
 
 from fractions import Fraction
+from dpspec.api import ir, ZCDP, ChangeOne
 
 
 def change_one_note(spec, params, total: Fraction) -> str | None:
@@ -26,7 +27,6 @@ def change_one_note(spec, params, total: Fraction) -> str | None:
     unit = spec.unit
     if unit is None or unit.table != params["table"] or unit.relation != "hamming":
         return None
-    from dpspec.api import ir
 
     record = spec.domain.table(params["table"]).unit
     return (f"change one {record} (the spec's relation): the record leaves at most k cells and enters at most k "
@@ -40,7 +40,6 @@ def change_one_note(spec, params, total: Fraction) -> str | None:
 
 def change_one_budget(spec, params, budget):
     """ChangeOne(rho doubled, reason): the tight change-one budget, for `Mechanism.change_one`."""
-    from dpspec.api import ZCDP, ChangeOne
 
     if budget is None or budget.kind != "zcdp":
         return None

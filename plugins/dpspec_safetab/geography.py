@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 
-from dpspec.api import Diagnostic, MechanismError, declared_values, ir
+from dpspec.api import Diagnostic, MechanismError, declared_values, ir, DataError, shown
 
 from .design import NATION_CODE, ROOT
 
@@ -105,7 +105,6 @@ def check_public_keys(totals, units: dict, groups, full: str) -> None:
     levels the design does not tabulate are not read."""
     import numpy as np
 
-    from dpspec.api import DataError, shown
 
     groups = set(map(str, groups))
     for geo, codes in units.items():

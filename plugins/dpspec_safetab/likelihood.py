@@ -33,8 +33,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from dpspec.api import CountLikelihood, DataError, discrete_gaussian_logpmf, ir
-from dpspec.api import shown as shown_value
+from dpspec.api import CountLikelihood, DataError, discrete_gaussian_logpmf, ir, shown as shown_value
 
 from .design import ROOT, variable_values
 from .engine import choose_detail, suppression_threshold

@@ -23,8 +23,9 @@ from dpspec.api import (
     SpecError, ir, located, record_adaptive_rows, require_regular,
 )
 
-from . import design as design_mod
-from . import geography
+from . import design as design_mod, geography
+from dpspec.api import shown as shown_value, ReleaseColumns, BudgetStatement, PublicCondition, ZCDP, discrete_gaussian_variance
+from .change_one import change_one_note, change_one_budget
 
 LEVEL_NAMES = tuple(design_mod.ITERATION_LEVELS)
 
@@ -170,7 +171,6 @@ class SafeTab(Mechanism):
     def release_columns(self, spec, params):
         """The long-form counts `likelihood` reads: one row per (table, geography, geocode, group,
         detail and its variables' values), a whole-number count each."""
-        from dpspec.api import ReleaseColumns
 
         design = self.design(spec, params)
         variables = list(dict.fromkeys(v for td in design.tables for d in td.details for v in d.variables))
@@ -179,7 +179,6 @@ class SafeTab(Mechanism):
 
     # ---- budget ------------------------------------------------------------------------
     def budget(self, spec, params, facts):
-        from dpspec.api import BudgetStatement, PublicCondition, ZCDP
 
         design = self.design(spec, params)
         total = design.total_rho()
@@ -200,7 +199,6 @@ class SafeTab(Mechanism):
         else:
             notes.append("one stage: the detail of each table is chosen from published totals (public information), "
                          "so all of rho is spent on the chosen table")
-        from .change_one import change_one_note
 
         change_one = change_one_note(spec, params, total)
         if change_one:
@@ -217,7 +215,6 @@ class SafeTab(Mechanism):
         return attrs.evolve(stmt, public=tuple(public), components=tuple(self.components(design, fanouts)))
 
     def change_one(self, spec, params, budget):
-        from .change_one import change_one_budget
 
         return change_one_budget(spec, params, budget)
 
@@ -256,7 +253,6 @@ class SafeTab(Mechanism):
     def expected_error(self, spec, params, facts):
         """Per (table, geography level, iteration level, stage): the variance of each noisy count,
         the discrete Gaussian's exact variance at k / (2 rho_stage), from the design alone."""
-        from dpspec.api import discrete_gaussian_variance
 
         design = self.design(spec, params)
         out = []
@@ -396,7 +392,6 @@ def _check_public_counts(totals, full: str) -> None:
     total means the file is not that product (raw noisy measurements, or a wrong column)."""
     import numpy as np
 
-    from dpspec.api import shown as shown_value
 
     counts = totals["count"].to_numpy(dtype=np.float64)
     bad = ~np.isfinite(counts) | (np.mod(counts, 1) != 0) | (counts < 0) | (counts > PUBLIC_COUNT_LIMIT)

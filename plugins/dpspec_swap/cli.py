@@ -21,6 +21,8 @@ import json
 import click
 
 from dpspec.api import echo, json_number
+from dpspec_swap.theorem import minimum_epsilon, rates_for_epsilon
+from dpspec_swap.roles import roles, swap_table
 
 FORMAT_VERSION = "1.0"  # of both outputs: schemas/epsilon.schema.json, schemas/whatif.schema.json
 RATES_HELP = "swap rates, comma-separated: 0.05, 5% or 1/20 (exact: 0.05 means one in twenty)"
@@ -71,7 +73,6 @@ def epsilon_cmd(b, rates, target, as_json):
     """The PSA's pure-DP budget for largest stratum B at each swap RATE, its minimum over all
     rates and the rate attaining it, and (--epsilon E) the two rates that give E."""
     from dpspec_swap import whatif  # pandas-heavy: not for `dpspec --help`
-    from dpspec_swap.theorem import minimum_epsilon, rates_for_epsilon
 
     if rates is None and target is None:
         raise click.UsageError("give --rate, --epsilon or both")
@@ -113,7 +114,6 @@ def whatif_cmd(spec_file, rates, keys, as_json):
     """
     from dpspec.api import check, load_table, parse, read_source
     from dpspec_swap import whatif
-    from dpspec_swap.roles import roles, swap_table
 
     spec = parse(read_source(spec_file), spec_file)
     checked = check(spec)

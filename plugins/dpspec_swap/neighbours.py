@@ -15,8 +15,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from dpspec.api import NeighbourPair, RunContext, id_columns, miniature_rows, typed_frame
-from dpspec.api import miniature_record as record
+from dpspec.api import NeighbourPair, RunContext, id_columns, miniature_rows, typed_frame, miniature_record as record
 from dpspec_swap.roles import roles, swap_table
 
 STRATUM = 2

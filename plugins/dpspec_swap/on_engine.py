@@ -24,6 +24,7 @@ import pandas as pd
 from dpspec.api import StreamedTable, ir
 from dpspec_swap.algorithm import plain_value, stratum_sources
 from dpspec_swap.theorem import as_rate
+from dpspec_swap.accuracy import table_error, table_name
 
 SELECTED = "__swap_selected"  # hidden output column: the row received another record's values
 BEFORE = "__swap_before_"  # hidden output columns: a swapping column's value before the swap (carrying along)
@@ -125,7 +126,6 @@ def count_series(counts: pd.DataFrame, by) -> pd.Series:
 def table_errors(tables, invariants, counters: dict) -> dict:
     """`accuracy.table_errors` from counts: counters maps a table name to (input counter, output
     counter), each `by -> count frame` computed where the table lives."""
-    from dpspec_swap.accuracy import table_error, table_name
 
     out = {}
     for q in tables:

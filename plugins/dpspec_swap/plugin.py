@@ -20,6 +20,7 @@ from dpspec.api import (
 )
 from dpspec_swap.roles import carried_tables, nesting_parents, roles, swap_table, without_implied
 from dpspec_swap.theorem import log_odds, psa_epsilon_bound
+from dpspec.api import OutputKeys, BudgetStatement, PureDP, record_measurement, recording_now
 
 __version__ = "1.0.0"
 MAX_DENOMINATOR = 1 << 64  # the exact Bernoulli sampler compares against integers below 2**64
@@ -114,7 +115,6 @@ class PermutationSwapping(Mechanism):
         """Microdata: the swapped table and each linked one are records (one per unit; how many
         is an invariant), not cells. Released count tables of them are the compiler's, one row
         per declared cell."""
-        from dpspec.api import OutputKeys
 
         table = swap_table(spec, params)
         if table is None:
@@ -190,7 +190,6 @@ class PermutationSwapping(Mechanism):
         }
 
     def budget(self, spec, params, facts):
-        from dpspec.api import BudgetStatement, PureDP
 
         if "b" not in facts:
             raise MechanismError("the swap budget depends on b, the largest stratum of the data; compute the facts first")
@@ -247,7 +246,6 @@ class PermutationSwapping(Mechanism):
         """What `dpspec verify --replay` reads. Swapping adds no noise: its protection is the uniform
         derangement within strata whose counts it publishes exactly, so what it measures is those
         invariants (kind "none": a neighbour in the same universe must leave them unchanged)."""
-        from dpspec.api import record_measurement, recording_now
 
         if not recording_now():  # counting costs a pass over the records: only when a replay reads it
             return

@@ -12,7 +12,7 @@ from decimal import Decimal
 from fractions import Fraction
 from numbers import Rational
 
-from dpspec.api import MechanismError
+from dpspec.api import MechanismError, interval
 
 
 def as_rate(p) -> Fraction:
@@ -85,7 +85,6 @@ def psa_epsilon_bound(b: int, p):
     """`psa_epsilon` as the budget states it: the same logarithms in outward-rounded interval
     arithmetic, so the figure (an exact Fraction, the smallest float at or above the true
     value) is never below Theorem II.1's."""
-    from dpspec.api import interval
 
     if psa_epsilon(b, p) in (0.0, math.inf):  # validates b and p; 0 and infinity are exact
         return psa_epsilon(b, p)

@@ -15,7 +15,7 @@ from fractions import Fraction
 import numpy as np
 import pandas as pd
 
-from dpspec.api import implied_by, ir
+from dpspec.api import implied_by, ir, DpspecError, exact_number, unknown
 from dpspec_swap.algorithm import largest_stratum, stratum_codes
 from dpspec_swap.roles import nesting_parents, roles, swap_table
 from dpspec_swap.theorem import as_rate, psa_epsilon
@@ -26,7 +26,6 @@ MAX_SUBSET_COLUMNS = 4  # all subsets of the non-geographic match columns, when 
 
 def parse_rates(text: str) -> list[Fraction]:
     """'0.01,5%,1/10' -> exact rates; a decimal means exactly what it says (0.05 is 1/20)."""
-    from dpspec.api import DpspecError, exact_number
 
     rates = []
     for item in str(text).split(","):
@@ -140,7 +139,6 @@ def with_epsilons(rows: list[dict], rates) -> list[dict]:
 
 def validate_key(table: ir.Table, swap, key: tuple[str, ...]) -> str | None:
     """A problem with a user-given key, or None."""
-    from dpspec.api import unknown
 
     for c in key:
         if c not in table.column_names:

@@ -16,8 +16,7 @@ import itertools
 
 import numpy as np
 
-from dpspec.api import NeighbourPair, discrete_gaussian, miniature_rows, same_universe, typed_frame, universe_queries
-from dpspec.api import miniature_record as record
+from dpspec.api import NeighbourPair, discrete_gaussian, miniature_rows, same_universe, typed_frame, universe_queries, miniature_record as record
 
 from .measurement.allocation import JOINT_MARK
 

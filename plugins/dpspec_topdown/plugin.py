@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-from dpspec.api import Mechanism, NativeFlavor, OutputKeys, ParamSpec, ParameterSchema, ir, progress
+from dpspec.api import Mechanism, NativeFlavor, OutputKeys, ParamSpec, ParameterSchema, ir, progress, BudgetStatement, ZCDP, ReleaseColumns, discrete_gaussian_variance
 
 from .measurement.allocation import JOINT_MARK, _is_joint_key, _only_queries, allocate, split_allocation
 from .params.checks import column_problems, setting_problems
@@ -19,6 +19,11 @@ from .params.joint import _joint_tables, _tied_attributes
 from .params.spine import _aian_split_levels, _spine
 from .params.tables import ROOT, _invariants, _joint, _levels, _relation, _schema, _strategy, _variables
 from .release.report import _guarantee_notes, _query_labels, allocation_rows, bypass_rows
+from .semantics import across_split_rho, attribute_rhos, geography_rhos, tied_attribute_rhos
+from .design import design_from_spec
+from .params.broken_places import located
+from .release.outputs import release_of
+from .run.context import RunContext
 
 __version__ = "1.0.0"
 
@@ -128,7 +133,6 @@ class TopDown(Mechanism):
         return [] if problems else [q for _, _, q in invariants]
 
     def budget(self, spec, params, facts):
-        from dpspec.api import BudgetStatement, ZCDP
 
         alloc = self._allocation(spec, params)
         notes = [f"rho = {ir.format_number(alloc.rho)} split over geographic levels in shares "
@@ -177,7 +181,6 @@ class TopDown(Mechanism):
 
     def semantics(self, spec, params):
         """Per-attribute and per-geography rho, as the P.L. 94-171 certificates account them."""
-        from .semantics import across_split_rho, attribute_rhos, geography_rhos, tied_attribute_rhos
 
         alloc = self._allocation(spec, params)
         # per attribute of each table (a joint table's as 'TABLE: attribute'): a table's queries
@@ -204,10 +207,6 @@ class TopDown(Mechanism):
 
     def run(self, spec, params, data, rng, engine=None):
         """The design parsed once, the data read, TopDown run, and its release."""
-        from .design import design_from_spec
-        from .params.broken_places import located
-        from .release.outputs import release_of
-        from .run.context import RunContext
         from .run.inputs import read_records
         from .run.topdown import run_topdown
 
@@ -221,7 +220,6 @@ class TopDown(Mechanism):
     def release_columns(self, spec, params):
         """The measurements `likelihood` reads: one row per (level, geocode, query, cell), and each
         row's variance the one its (level, query) gets from the allocation (or a bypass class's)."""
-        from dpspec.api import ReleaseColumns, discrete_gaussian_variance
 
         alloc = self._allocation(spec, params)
         allowed = {}

@@ -6,8 +6,7 @@ from fractions import Fraction
 from dpspec.api import (BudgetStatement, Diagnostic, Mechanism, MechanismError, NativeFlavor, OutputKeys, ParamSpec,
                         ParameterSchema, Release, SpecError, declared_keys, declared_values, located)
 
-from . import change as ch
-from . import interpreter
+from . import change as ch, interpreter
 
 # The spec's premetric, the parameters that state its budget, and Tumult's budget type for it.
 BUDGETS = {"pure": (("epsilon",), "PureDPBudget"), "zcdp": (("rho",), "RhoZCDPBudget"),

@@ -17,6 +17,7 @@ from fractions import Fraction
 
 from dpspec.api import (BudgetStatement, Diagnostic, Mechanism, MechanismError, NativeFlavor, OutputKeys, ParamSpec, ParameterSchema,
                         PublicCondition, PureDP, Release, hookimpl, ir, pufferfish, sampler_limit_problem)
+from dpspec.api import ReleaseColumns
 
 
 class WassersteinKNG(Mechanism):
@@ -65,7 +66,6 @@ class WassersteinKNG(Mechanism):
         """The rate `likelihood` reads: k on the grid 0..n and n (whole numbers, 0 <= k <= n)."""
         import numpy as np
 
-        from dpspec.api import ReleaseColumns
 
         def implied(frame):
             k, n = (pd_numbers(frame[c]) for c in ("k", "n"))

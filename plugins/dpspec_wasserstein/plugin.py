@@ -15,6 +15,8 @@ from fractions import Fraction
 from dpspec.api import (BudgetStatement, Diagnostic, Mechanism, MechanismError, NativeFlavor, OutputKeys, ParamSpec,
                         ParameterSchema, PublicCondition, PureDP, Release, SpecError, declared_values, hookimpl, ir, pufferfish,
                         located, record_measurement, sampler_limit_problem)
+from .kng import WassersteinKNG, WassersteinKNGMean, WassersteinKNGSlope
+from dpspec.api import ReleaseColumns, discrete_laplace
 
 BASES = ("naive", "congenial", "prior")
 # why the counts' and outcome counts' budgets add up: not Lemma 6 (the outcome's draw reads the
@@ -211,7 +213,6 @@ class _CountRelease(Mechanism):
 
     def release_columns(self, spec, params):
         """The counts `likelihood` reads: one row per cell (of the one release period), a count each."""
-        from dpspec.api import ReleaseColumns
 
         counts = (params["table"], *([params["outcome"]] if params.get("outcome") else []))
         return {"counts": ReleaseColumns((params["cell"], params["table"]), key=(params["cell"],), numbers=counts)}
@@ -561,7 +562,6 @@ class NoisyPostprocessed(_CountRelease):
 
     def draw(self, spec, params, counts, outcome, total, rng, draws: int = 1):
 
-        from dpspec.api import discrete_laplace
 
         from .postprocess import two_stage
 
@@ -607,6 +607,5 @@ class NoisyPostprocessed(_CountRelease):
 
 @hookimpl
 def dpspec_mechanisms():
-    from .kng import WassersteinKNG, WassersteinKNGMean, WassersteinKNGSlope
 
     return [WassersteinExponential(), NoisyPostprocessed(), WassersteinKNG(), WassersteinKNGMean(), WassersteinKNGSlope()]

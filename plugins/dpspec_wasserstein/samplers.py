@@ -26,7 +26,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from dpspec.api import MechanismError, bernoulli_exp, bernoulli_scaled_exp, discrete_laplace
+from dpspec.api import MechanismError, bernoulli_exp, bernoulli_scaled_exp, discrete_laplace, bernoulli_ratios
 
 PILOT = 256  # proposals of the pilot run that estimates the acceptance rate
 FLAT_BELOW = Fraction(1, 1024)  # r (hi - lo + 1) at most this: Laplace proposals land in the support too rarely
@@ -378,7 +378,6 @@ class _PriorLaws:
 def _geometric(rho_num: np.ndarray, rng) -> np.ndarray:
     """j >= 1 with P(j) = (1 - rho) rho^(j - 1), rho = rho_num / 2^40 per element (exact: a run of
     Bernoulli(rho) successes)."""
-    from dpspec.api import bernoulli_ratios
 
     j = np.ones(rho_num.size, dtype=np.int64)
     alive = np.arange(rho_num.size)

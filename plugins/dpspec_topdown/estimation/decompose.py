@@ -20,6 +20,7 @@ import scipy.sparse as sp
 from scipy.sparse.csgraph import connected_components
 
 from .qp import NodeQP
+from .forced_zeros import drop_forced_zeros
 
 BATCH = 50_000  # variables per solver call, at least (a part is never split)
 
@@ -77,7 +78,6 @@ def solve_pass(problem: NodeQP, later: bool):
     """A pass's fit: in a later outer pass (``later``: earlier passes fixed margins) without the
     variables the fixed margins force to 0 (forced_zeros.py) and by parts, else as one problem,
     as production solves its first outer pass."""
-    from .forced_zeros import drop_forced_zeros
     from .postprocess import solve_qp
 
     if not later:

@@ -24,6 +24,7 @@ from ..measurement.allocation import query_name
 from ..measurement.histogram import aggregate
 from ..broken import Broken
 from ..wording import counted
+from ..geography.spine import group_sum, unit_groups
 
 
 def factor_labels(schema, factor: str) -> list:
@@ -147,7 +148,6 @@ def shared_totals(schema, query: tuple, other: tuple) -> tuple[sp.csr_matrix, sp
 def check_against(name: str, query: tuple, targets: list, schema, hier, conf: list, invariants, zero_cells) -> None:
     """DataError when the released product contradicts what this release must also keep: an
     invariant on a total they both determine (shared_totals), or a structural zero."""
-    from ..geography.spine import group_sum, unit_groups
 
     eq_groups = schema.groups(query)
     n_eq = schema.marginal_size(query)

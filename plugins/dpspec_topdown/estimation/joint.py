@@ -23,8 +23,7 @@ import numpy as np
 
 from dpspec.api import MechanismError
 
-from . import node_solve
-from . import postprocess
+from . import node_solve, postprocess
 from .joint_passes import solve_joint_interleaved
 from .joint_problem import CrossConstraint, joint_qp
 from .joint_round import round_jointly

@@ -18,7 +18,7 @@ from typing import Mapping, Sequence
 
 import attrs
 
-from dpspec.api import LazyModule, SpecError
+from dpspec.api import LazyModule, SpecError, MechanismError
 
 from ..measurement.allocation import JOINT_MARK, query_name
 
@@ -116,7 +116,6 @@ def solve_joint_interleaved(task_a, queries_a, task_b, queries_b, cross: Sequenc
                             var_a, var_b):
     """(counts_a, counts_b, qp_seconds, round_seconds, used_milp, n_variables): both tables'
     integer children histograms over ``var_a`` / ``var_b``, the outer passes in turn."""
-    from dpspec.api import MechanismError
 
     from .decompose import solve_pass
     from .forced_zeros import spread, unforced

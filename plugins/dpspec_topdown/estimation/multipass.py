@@ -30,11 +30,14 @@ from typing import Mapping, Sequence
 
 import attrs
 
-from dpspec.api import SpecError
+from dpspec.api import SpecError, LazyModule, MechanismError
 
 from ..measurement.allocation import query_name
 from . import rounding
-from dpspec.api import LazyModule
+from .rows import _sum_rows, _INF
+from .highs import _highs
+from .decompose import solve_pass
+from .redundant import drop_implied
 
 np = LazyModule("numpy", "np", globals())  # imported by a run, not by `dpspec check`'s pass plans
 
@@ -87,7 +90,6 @@ def _with_rows(problem, rows, tolerance: float, offset: int = 0):
     the variables from ``offset`` on (a joint problem's second table, joint_passes.py)."""
     import scipy.sparse as sp  # with the run: `dpspec check` builds pass plans without scipy
 
-    from .rows import _sum_rows
 
     if not rows:
         return problem
@@ -107,8 +109,6 @@ def optimal_tolerance(problem, rows) -> float | None:
     (l2_dataIndep_npass_optimizer.py:104-160), an LP here solved by HiGHS. None: infeasible."""
     import scipy.sparse as sp
 
-    from .highs import _highs
-    from .rows import _INF, _sum_rows
 
     n = problem.n_var
     blocks, lo, hi = [sp.hstack([problem.a, sp.csc_matrix((problem.a.shape[0], 1))])], [problem.lo], [problem.hi]
@@ -139,7 +139,6 @@ def fit_in_passes(task, queries: Sequence, plan: PassPlan, variables, fixed: Seq
     kept, seconds, solvers, kept_passes = [], 0.0, set(), []
     held_tol: list = []  # (rows, tolerance) of the passes already held
     x = optimal = problem = None
-    from .decompose import solve_pass
 
     for idx in plan.estimation:
         sub = attrs.evolve(task, measurements=tuple(task.measurements[i] for i in idx))
@@ -221,9 +220,7 @@ def solve_interleaved(task, queries: Sequence, plan: PassPlan, variables):
     rounds them (its rounding passes), and its last rounding pass's answers are then fixed
     exactly for the outer passes after it. A pass without a solution is a MechanismError (no
     failsafe: production raises there too)."""
-    from dpspec.api import MechanismError
 
-    from .redundant import drop_implied
 
     cells, vc, va, vcell = variables
     n_x = vc.size

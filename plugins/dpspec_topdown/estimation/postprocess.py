@@ -31,7 +31,7 @@ import scipy.sparse as sp
 
 from dpspec.api import MechanismError
 
-from ..measurement.node_noise import answers_at, sorted_lookup
+from ..measurement.node_noise import answers_at, sorted_lookup, draw_node_noise
 from . import highs
 from .highs import _QP_ATTEMPTS
 from .qp import NodeQP
@@ -423,7 +423,6 @@ def node_inputs(task: NodeTask, queries: Sequence[MeasuredQuery]) -> tuple[NodeT
         task = attrs.evolve(task, parent=ParentRow.of(task.parent))
     if task.noise is None:
         return task, None, 0.0
-    from ..measurement.node_noise import draw_node_noise
 
     measurements, positions, seconds = draw_node_noise(task.noise, queries)
     return attrs.evolve(task, measurements=measurements, noise=None), positions, seconds

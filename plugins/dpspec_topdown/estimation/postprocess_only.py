@@ -32,6 +32,7 @@ import attrs
 import numpy as np
 
 from ..wording import counted
+from ..measurement.histogram import marginal
 
 _CHUNK = 4_000_000  # candidate moves scored at once (memory: a few arrays of this length)
 
@@ -276,7 +277,6 @@ def describe(entry: dict) -> str:
 
 def release_violations(hier, schema, protected, pp_bounds) -> list[dict]:
     """Every (level, unit, constraint, group) the release breaks: what the facts report."""
-    from ..measurement.histogram import marginal
 
     out = []
     for name, _, _, q, per_level in pp_bounds:

@@ -12,6 +12,7 @@ from dpspec.api import MechanismError
 from . import highs
 from .highs import _INT_TOL
 from .rows import _INF, _Rows, _sum_rows, bound_margin
+from .merge_columns import merge_parallel
 
 
 def _round(task, xstar, va, vc, vcell, cells, margins=(), fail=True):
@@ -101,7 +102,6 @@ def _round_once(task, xstar, base, fi, width, va, vc, vcell, cells, integer, mar
     a, lo, hi = rows.matrix(nf)
     frac = xstar[fi] - base[fi]
     if np.all(width == 1.0):
-        from .merge_columns import merge_parallel
 
         cost = 1.0 - 2.0 * frac  # |base + d - x| = frac + d (1 - 2 frac) for d in {0, 1}
         # columns alike in every row and in cost as one (merge_columns.merge_parallel)

@@ -18,7 +18,7 @@ spine bypasses single-child units of this declared tree (and of those two public
 """
 from __future__ import annotations
 
-from dpspec.api import Diagnostic, MechanismError, declared_keys, ir
+from dpspec.api import Diagnostic, MechanismError, declared_keys, ir, shown
 
 from ..broken import Broken
 
@@ -89,7 +89,6 @@ def check_flags(name: str, table, declared, finest: str, flag: str, engine=None)
     import numpy as np
     import pandas as pd
 
-    from dpspec.api import shown
 
     from ..measurement.counts import table_counts
     from .spine import _as_flag

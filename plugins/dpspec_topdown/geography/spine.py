@@ -19,7 +19,7 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-from dpspec.api import shown
+from dpspec.api import shown, MechanismError
 
 from ..broken import Broken
 
@@ -137,7 +137,6 @@ def check_budget_per_person(hier, classes: dict, level_shares: Sequence) -> None
     check_total_plb): a bypass that lost or doubled a share is an internal error."""
     from fractions import Fraction
 
-    from dpspec.api import MechanismError
 
     last = len(hier.levels) - 1
     shares = [Fraction(s) for s in level_shares]

@@ -19,7 +19,7 @@ from typing import Iterable, Mapping
 
 import attrs
 
-from dpspec.api import SpecError
+from dpspec.api import SpecError, as_fraction, effective_sigma2
 
 SENSITIVITY_SQUARED = {"symdiff": 1, "hamming": 2}
 
@@ -90,7 +90,6 @@ def sensitivity_squared(relation: str) -> int:
 def check_shares(shares: Mapping, what: str, names: Mapping | None = None) -> dict:
     """Shares as exact positive Fractions summing to exactly 1, or a SpecError naming them (by
     ``names`` {key: as the spec writes it} when given)."""
-    from dpspec.api import as_fraction
 
     if not shares:
         raise SpecError(f"{what}: no shares given")
@@ -128,7 +127,6 @@ def allocate(rho, level_shares: Mapping[str, object], strategy: Mapping[str, lis
     ``level_shares`` are not measured (the implicit root, typically). ``names`` {(level, query):
     as the spec writes it} names the queries in errors.
     """
-    from dpspec.api import as_fraction, effective_sigma2
 
     rho = as_fraction(rho)
     if rho <= 0:

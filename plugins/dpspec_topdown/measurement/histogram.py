@@ -17,23 +17,21 @@ persons.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Mapping, Sequence
 
 if TYPE_CHECKING:  # names only the annotations use; the modules themselves load when needed
     import pandas as pd
     import scipy.sparse as sp
 
-from typing import Mapping, Sequence
 
 import collections
 import math
 
 import attrs
 
-from dpspec.api import DataError, SpecError
+from dpspec.api import DataError, SpecError, LazyModule
 
 from .allocation import query_name
-from dpspec.api import LazyModule
 from .shipping import remember
 from ..wording import counted
 

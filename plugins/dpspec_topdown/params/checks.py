@@ -2,7 +2,7 @@
 split spine cannot keep or that do not nest, and a message placed at the setting it names."""
 from __future__ import annotations
 
-from dpspec.api import Diagnostic, SpecError, ir
+from dpspec.api import Diagnostic, SpecError, ir, sampler_limit_problem
 
 from ..geography.declared import problems as geography_problems
 from ..measurement.allocation import split_allocation
@@ -13,6 +13,9 @@ from .passes import _pass_level_loc, _pass_query_loc, _passes
 from .postprocess import _failsafe, _postprocess_only
 from .spine import _spine, _split_levels
 from .tables import _bound_categories, _invariants, _joint, _levels, _schema, _shares_loc, _structural_zeros, _variables
+from ..estimation.invariant_chain import unnested, why
+from .constraints import facility_constraints
+from ..estimation.joint_passes import joint_pass_plan
 
 
 def _at_setting(spec: ir.Spec, d: Diagnostic) -> Diagnostic:
@@ -43,7 +46,6 @@ def _split_invariant_problems(spec: ir.Spec, params: dict, spine: dict) -> list:
 def _unnested_invariant_problems(spec: ir.Spec, params: dict) -> list:
     """The invariants on `params`' table whose query does not nest with an earlier one's, at the
     later invariant's line (the run's chain rule, estimation/invariant_chain.py, decided here from the spec)."""
-    from ..estimation.invariant_chain import unnested, why
 
     schema = _schema(spec, params)
     written = {}  # canonical query: the first invariant writing it
@@ -66,7 +68,6 @@ def _unnested_invariant_problems(spec: ir.Spec, params: dict) -> list:
 def _sampler_problems(spec, params, alloc) -> list[Diagnostic]:
     """The query with the most noise, when its sigma² is beyond what the exact sampler draws: refused
     at `check`, at the rho line, in the sampler's words (sigma² grows as 1/rho)."""
-    from dpspec.api import sampler_limit_problem
 
     if not alloc.queries:
         return []
@@ -141,7 +142,6 @@ def setting_problems(spec: ir.Spec, params: dict, allocation) -> list:
         problems.extend(_sampler_problems(spec, params, alloc))
         schema = _schema(spec, params)
         _structural_zeros(params, _variables(spec, params), schema.recodes)
-        from .constraints import facility_constraints
 
         facility_constraints(spec, params, _bound_categories(spec, params))
         problems.extend(_split_invariant_problems(spec, params, _spine(spec, params)))
@@ -178,7 +178,6 @@ def _check_pass_plans(spec: ir.Spec, params: dict, passes: dict, schema, alloc, 
             raise SpecError(Diagnostic(f"{what} name {why}", *_pass_level_loc(params, level)))
         try:
             if joint:  # outer passes over both tables (joint_passes.py)
-                from ..estimation.joint_passes import joint_pass_plan
 
                 main, other = split_allocation(alloc, joint[0]["name"])
                 joint_pass_plan(level, plan, schema, main, joint[0]["schema"], other, joint[0]["name"],

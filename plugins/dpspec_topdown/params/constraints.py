@@ -21,6 +21,7 @@ from fractions import Fraction
 from dpspec.api import Diagnostic, SpecError, ir
 
 from .locate import at, item_at
+from ..broken import Broken
 
 
 def _value(raw):
@@ -113,7 +114,6 @@ def facility_bounds_from_counts(constraint: dict, counts, categories) -> tuple:
     import numpy as np
     import pandas as pd
 
-    from ..broken import Broken
 
     finest, type_col = constraint["finest"], constraint["type"]
     types = counts[type_col]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-from dpspec.api import ir
+from dpspec.api import ir, discrete_gaussian_variance, effective_sigma2
 
 from ..measurement.allocation import JOINT_MARK, query_name
 from ..params.equal_to import _equalities
@@ -105,7 +105,6 @@ def bypass_rows(alloc, levels: list[str], bypass: list[str], labels: dict) -> di
     chain reaches `through` spends the shares of its level down to that one (spine.py), each
     query at its own level's query share; its chain's units spend nothing. One row per (class,
     query) with exact fractions; the rows of class 0 are the allocation's own."""
-    from dpspec.api import discrete_gaussian_variance, effective_sigma2
 
     from ..geography.spine import class_share
 
@@ -131,7 +130,6 @@ def bypass_rows(alloc, levels: list[str], bypass: list[str], labels: dict) -> di
 def allocation_rows(alloc, labels: dict | None = None) -> list[dict]:
     """level, query (as written, factors joined by ' * '), rho, variance (sigma², the noise
     parameter) and the exact fractions behind them, in level then declaration order."""
-    from dpspec.api import discrete_gaussian_variance
 
     labels = labels or {}
     return [{"level": q.level, "query": labels.get((q.level, q.query), q.name), "rho": float(q.rho), "variance": float(q.sigma2),

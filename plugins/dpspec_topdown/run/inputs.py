@@ -4,7 +4,7 @@ products, the spine's group-quarters signature and reference geography, the decl
 each checked against the spec as it is read."""
 from __future__ import annotations
 
-from dpspec.api import SpecError, ir
+from dpspec.api import SpecError, ir, EngineTable
 
 from ..geography.declared import check_flags, declared_geography
 from ..measurement.counts import table_counts
@@ -14,12 +14,13 @@ from ..params.joint import _cross_constraints, _joint_tables
 from ..params.spine import _spine
 from ..params.tables import (_bound_categories, _invariant_recodes, _invariants, _joint, _levels, _recode_columns,
                              _variables)
-from .context import Records
+from .context import Records, JointTable
+from ..geography.spine import gq_signatures
+from ..params.recode_invariants import check_recode_column
 
 
 def _joint_table(spec, params: dict, data, records):
     """The run's JointTable for the spec's joint table (at most one), or None."""
-    from .context import JointTable
 
     joint = _joint(spec, params)
     if not joint:
@@ -42,8 +43,6 @@ def _gq_signature(spine: dict, data, engine):
     gq = spine.get("gq_blockgroups")
     if gq is None:
         return None
-    from ..measurement.counts import table_counts
-    from ..geography.spine import gq_signatures
 
     counts = table_counts(data[gq["table"]], [gq["finest"], gq["type"]], engine)
     return gq_signatures(counts, gq["finest"], gq["type"], gq["types"])
@@ -52,8 +51,6 @@ def _gq_signature(spine: dict, data, engine):
 def _check_recode_invariant_columns(spec: ir.Spec, params: dict, table, engine) -> None:
     """Each invariant factor that is a recode: the data column of its name is the recode of its
     variable in every record (a DataError otherwise)."""
-    from ..measurement.counts import table_counts
-    from ..params.recode_invariants import check_recode_column
 
     recodes = _invariant_recodes(spec, params) if params.get("recodes") is not None else {}
     finest = _levels(spec)[-1]
@@ -72,7 +69,6 @@ def read_records(spec, params: dict, data, engine=None) -> Records:
     columns the invariants name, every table's AIAN flag against the geography file's)."""
     import pandas as pd  # lazily, with the engine: `dpspec check` needs neither
 
-    from dpspec.api import EngineTable
 
     variables = _variables(spec, params)
     persons = data[params["table"]]

@@ -24,6 +24,7 @@ from ..estimation.postprocess import MeasuredQuery, NodeError
 from .steps import (TopDownResult, _assemble, _budget_classes, _canonical_invariants, _check_split_invariants, _code,
                         _finest_units, _level_tasks, _noise_plan, _structural_zeros, _verify, node_failure)
 from ..measurement.shipping import pack, remember, unpack
+from ..estimation.equality import group_text
 
 
 def side_groups(schema, query: tuple, pick: int | None):
@@ -70,7 +71,6 @@ class JointSide:
             left, right = side_sums(main_finest, c.left, n_groups), side_sums(conf[last], c.right, n_groups)
             bad = np.argwhere(left != right)
             if bad.size:
-                from ..estimation.equality import group_text
 
                 u, g = bad[0]
                 mq = main_schema.canonical(main_q)

@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
-from dpspec.api import MechanismError, SpecError
+from dpspec.api import MechanismError, SpecError, effective_sigma2
 
 from ..measurement.allocation import Allocation, query_name
 from ..geography.hierarchy import Hierarchy
@@ -24,6 +24,7 @@ from ..measurement.node_noise import LevelNoise, NodeNoise
 from ..estimation.postprocess import FailsafeError, GroupConstraint, NodeError, NodeTask
 from ..geography.spine import BYPASSED, bypass_classes, check_budget_per_person, class_share, group_sum, unit_groups
 from ..wording import counted
+from ..release.tables import CHUNK_ROWS, microdata_table, measurements_table
 
 
 @attrs.define
@@ -50,14 +51,12 @@ class TopDownResult:
 
     def microdata_table(self, categories: Mapping | None = None, chunk_rows: int | None = None, recode_columns=()):
         """The protected person records as a StreamedTable (see release_tables.microdata_table)."""
-        from ..release.tables import CHUNK_ROWS, microdata_table
 
         return microdata_table(self.hierarchy, self.schema, self.histograms, categories, chunk_rows or CHUNK_ROWS,
                                recode_columns)
 
     def measurements_table(self, chunk_rows: int | None = None):
         """The noisy measurements as a StreamedTable: level, geocode, query, cell, value, variance."""
-        from ..release.tables import CHUNK_ROWS, measurements_table
 
         return measurements_table(self.hierarchy, self.schema, self.allocation, self.confidential, self.noisy,
                                   self.noise_plans, self.run_key, chunk_rows or CHUNK_ROWS, self.budget_classes)
@@ -180,7 +179,6 @@ def _budget_classes(hier: Hierarchy, alloc: Allocation, bypass: Sequence[str]) -
     still spend exactly rho."""
     if not bypass:
         return {}
-    from dpspec.api import effective_sigma2
 
     names = hier.names
     for name in bypass:

@@ -27,7 +27,7 @@ import scipy.sparse as sp
 from dpspec.api import MechanismError, SpecError, shown
 
 from ..measurement.allocation import JOINT_MARK, allocate, query_name, split_allocation
-from ..estimation import equality
+from ..estimation import equality, postprocess_only as pp_only
 from ..geography.hierarchy import Hierarchy, build_hierarchy
 from ..measurement.histogram import Schema, aggregate, marginal, unit_histograms
 from .joint_table import JointSide
@@ -45,6 +45,7 @@ from .context import Records, RunContext
 from ..measurement.counts import person_counts
 from .steps import (TopDownResult, _assemble, _budget_classes, _canonical_invariants, _check_split_invariants, _code,
                         _finest_units, _level_tasks, _noise_plan, _spans, _structural_zeros, _verify, node_failure)
+from ..estimation.joint_passes import joint_pass_plan
 
 _PARALLEL_MIN_SIZE = 20_000  # children x active cells in a level below which a pool costs more
 
@@ -89,7 +90,6 @@ def run_topdown(records, design: Design, ctx: RunContext) -> TopDownResult:
     zero_cells = _structural_zeros(structural_zeros or {}, schema, cells, weights, tallies, hier)
     joint_plans = {}
     if joint is not None:  # outer passes over both tables (joint_passes.py)
-        from ..estimation.joint_passes import joint_pass_plan
 
         joint_plans = {lv: joint_pass_plan(lv, spec_, schema, alloc, schema_j, alloc_j, joint.name)
                        for lv, spec_ in (passes or {}).items()}
@@ -106,7 +106,6 @@ def run_topdown(records, design: Design, ctx: RunContext) -> TopDownResult:
         side = JointSide.build(joint, schema_j, tallies_j, hier, alloc_j, bypass, schema, conf[last])
         del tallies_j
     level_bounds = _level_bounds(bounds, schema, hier, conf[last])
-    from ..estimation import postprocess_only as pp_only
 
     level_bounds, pp_bounds = pp_only.split_bounds(level_bounds, design.postprocess_only)
     pp_secondary = pp_only.secondary_axis(schema, structural_zeros, [q[0] for _, _, _, q, _ in pp_bounds])
@@ -373,7 +372,6 @@ def _postprocess_report(report: dict, results, tasks, k, prev, hier, schema, pp_
     repaired (require_feasible_postproc_dim), a DataError naming the level, unit and group."""
     import warnings
 
-    from ..estimation import postprocess_only as pp_only
 
     level = hier.names[k]
     report["moves"][level] = report["moves"].get(level, 0) + sum(r.moves for r in results)

@@ -1,0 +1,150 @@
+"""Imports at the top, where readers and tools see them: an import of the project's own modules
+inside a function is kept only when it defers a heavy third-party library (numpy, pandas, scipy,
+a solver, jinja2...) that the importing module does not load already, so `dpspec --help` and
+`dpspec check` stay light; anything else belongs at module level."""
+from __future__ import annotations
+
+import ast
+import functools
+import os
+import sys
+
+from tests.test_layers import ROOT, _modules
+
+LIGHT = {"lark", "attrs", "click", "pluggy", "typing_extensions", "__future__"}  # the start-up floor's
+OWN_TOPS = {"dpspec"} | {d for d in os.listdir(os.path.join(ROOT, "plugins")) if d.startswith("dpspec_")}
+
+
+def _all_modules() -> dict[str, str]:
+    files = dict(_modules("dpspec"))
+    for plugin in sorted(OWN_TOPS - {"dpspec"}):
+        files.update(_modules(os.path.join("plugins", plugin)))
+    return files
+
+
+FILES = _all_modules()
+
+
+def _api_table() -> dict[str, str]:
+    """`from dpspec.api import X` loads the module X is served from (its name table)."""
+    with open(FILES["dpspec.api"], encoding="utf-8") as fh:
+        tree = ast.parse(fh.read())
+    table = {}
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id in ("_WHERE", "_DEPRECATED")
+                                                for t in node.targets):
+            for key, value in zip(node.value.keys, node.value.values):
+                where = value.elts[0] if isinstance(value, ast.Tuple) else value
+                table[key.value] = where.value
+    return table
+
+
+API = _api_table()
+
+
+def _deferred_nodes(tree) -> tuple[set[int], set[int]]:
+    """Nodes that do not run on import: (inside a function, under `if TYPE_CHECKING:`, which
+    names only what annotations use)."""
+    late, typing_only = set(), set()
+    for n in ast.walk(tree):
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            late |= {id(c) for c in ast.walk(n) if c is not n}
+        elif isinstance(n, ast.If) and isinstance(n.test, ast.Name) and n.test.id == "TYPE_CHECKING":
+            typing_only |= {id(c) for c in ast.walk(n) if c is not n}
+    return late, typing_only
+
+
+def _targets(node, module: str, path: str) -> tuple[set[str], set[str]]:
+    """(own modules, third-party top-level names) one import statement loads."""
+    if isinstance(node, ast.Import):
+        names = [a.name for a in node.names]
+        return ({n for n in names if n.split(".")[0] in OWN_TOPS},
+                {n.split(".")[0] for n in names if n.split(".")[0] not in OWN_TOPS})
+    base = node.module or ""
+    if node.level:
+        package = module if path.endswith("__init__.py") else module.rpartition(".")[0]
+        anchor = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
+        base = anchor + ("." + base if base else "")
+    if base.split(".")[0] not in OWN_TOPS:
+        return set(), {base.split(".")[0]}
+    own = set()
+    for a in node.names:
+        if base == "dpspec.api" and a.name in API:
+            own.add(API[a.name])
+        else:
+            own.add(f"{base}.{a.name}" if f"{base}.{a.name}" in FILES else base)
+    return own, set()
+
+
+@functools.lru_cache(maxsize=1)
+def _graph():
+    """Per module: own modules and heavy third-party libraries it loads on import, and its
+    function-level imports of own modules (node, line)."""
+    heavy_lib = lambda top: top not in LIGHT and top not in sys.stdlib_module_names  # noqa: E731
+    edges, third, deferred = {}, {}, {}
+    for module, path in FILES.items():
+        with open(path, encoding="utf-8") as fh:
+            tree = ast.parse(fh.read())
+        later, typing_only = _deferred_nodes(tree)
+        own, libs, late = set(), set(), []
+        for node in ast.walk(tree):
+            if not isinstance(node, (ast.Import, ast.ImportFrom)):
+                continue
+            o, t = _targets(node, module, path)
+            if id(node) in typing_only:
+                continue
+            if id(node) in later:
+                if o:
+                    late.append((node, o))
+            else:
+                own |= o
+                libs |= {x for x in t if heavy_lib(x)}
+        parts = module.split(".")
+        own |= {".".join(parts[:i]) for i in range(1, len(parts))}  # a module's packages run first
+        edges[module] = {o for o in own if o in FILES and o != module}
+        third[module], deferred[module] = libs, late
+    return edges, third, deferred
+
+
+def _heavy(edges, third) -> dict[str, set[str]]:
+    """The heavy libraries importing each module loads (the closure over import-time edges)."""
+    out = {}
+    for start in edges:
+        seen, todo, libs = {start}, [start], set()
+        while todo:
+            m = todo.pop()
+            libs |= third.get(m, set())
+            for n in edges.get(m, ()):
+                if n not in seen:
+                    seen.add(n)
+                    todo.append(n)
+        out[start] = libs
+    return out
+
+
+def unjustified_deferrals() -> list[str]:
+    edges, third, deferred = _graph()
+    heavy = _heavy(edges, third)
+    problems = []
+    for module, late in sorted(deferred.items()):
+        for node, targets in late:
+            extra = set().union(*(heavy.get(t, set()) for t in targets)) - heavy[module]
+            if not extra:
+                problems.append(f"{module}:{node.lineno} imports {', '.join(sorted(targets))} inside a function, "
+                                f"but that loads nothing heavy {module} does not load already")
+    return problems
+
+
+def test_a_function_level_import_of_our_own_modules_defers_a_heavy_library():
+    problems = unjustified_deferrals()
+    assert problems == [], "\n".join(problems)
+
+
+def test_the_check_sees_the_heavy_closure_and_the_apis_names():
+    """Controls: the CLI loads no numpy on import (so its deferrals are justified), TopDown's
+    solver module loads scipy, and `from dpspec.api import X` is followed to X's module."""
+    edges, third, _ = _graph()
+    heavy = _heavy(edges, third)
+    assert "numpy" not in heavy["dpspec.cli.main"] and "pandas" not in heavy["dpspec.cli.main"]
+    assert any("scipy" in libs for m, libs in heavy.items() if m.startswith("dpspec_topdown"))
+    assert API["Mechanism"] == "dpspec.contract.mechanism"
