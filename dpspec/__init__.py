@@ -12,16 +12,13 @@ The Python API mirrors the command line:
 from __future__ import annotations
 
 from dpspec._version import __version__  # noqa: F401 - dpspec.__version__
-from dpspec.language.parser import load_text_or_path
-from dpspec.audit import run_audit
-from dpspec.budget.budget_report import BudgetSummary, budget_summary
-from dpspec.budget import convert_request
 
 __import__("dpspec.legacy", fromlist=["install"]).install()  # dpspec 0.1's import paths, deprecated
 
 
 def load(path_or_text: str):
     """Parse a spec from a file path or from its text (raises SpecError)."""
+    from dpspec.language.parser import load_text_or_path
 
     return load_text_or_path(path_or_text)
 
@@ -41,6 +38,7 @@ def compile(spec, data=None, seed=None, runs: int = 1, engine=None):  # noqa: A0
 def audit(spec, baseline=None, result=None, **kwargs):
     """Privacy-theatrics findings for a spec, optionally against a baseline spec (a list, which a
     notebook shows as the audit report)."""
+    from dpspec.audit import run_audit
 
     _notebook_display()
     if isinstance(spec, str):
@@ -62,6 +60,7 @@ def verify(spec, runs=None, seed=None, confidence: float = 0.95):
 def budget(spec, delta: float | None = None, conversion: str = "cks20") -> dict:
     """The budget a spec's mechanism achieves, as `dpspec budget --json` gives it (a dict; in a
     notebook it shows the spec's report)."""
+    from dpspec.budget.budget_report import BudgetSummary, budget_summary
 
     _notebook_display()
     if isinstance(spec, str):
@@ -71,6 +70,7 @@ def budget(spec, delta: float | None = None, conversion: str = "cks20") -> dict:
 
 def convert(params: dict, **options) -> dict:
     """Budget conversions, as `dpspec convert`: returns the resulting parameters."""
+    from dpspec.budget import convert_request
 
     return convert_request(params, **options)
 

@@ -13,12 +13,6 @@ from dpspec import ir
 from dpspec.audit.base import SEVERITIES, SEVERITY_RANK, Finding, Rule, by_severity, jsonable
 from dpspec.audit.context import Account, AuditContext, SoftCheck, build_context
 from dpspec.verbs import make_callable
-from dpspec.contract import plugins
-from dpspec.audit import builtin_rules
-from dpspec.errors import DpspecError
-from dpspec.budget.program import program_summary, composed_invariants, summary_words
-from dpspec.budget import budget_from_params
-from dpspec.audit.plain_words import plain_words
 
 
 class RuleConflict(Exception):
@@ -28,6 +22,8 @@ class RuleConflict(Exception):
 def all_rules() -> list[Rule]:
     """Every registered rule, built-in ones included even when the package is not installed
     (running from a source tree registers no entry points)."""
+    from dpspec.contract import plugins
+    from dpspec.audit import builtin_rules
 
     pm = plugins.manager()
     if not pm.is_registered(builtin_rules) and pm.get_plugin("audit") is None:
@@ -72,6 +68,8 @@ class Audit:
     def program_summary(self) -> dict | None:
         """A program's members, composed total and bounds (`dpspec budget` on the program), or
         {"problem": why} when it cannot be composed; None for a single spec."""
+        from dpspec.errors import DpspecError
+        from dpspec.budget.program import program_summary
 
         spec = self.context.spec if self.context is not None else None
         if spec is None or spec.program is None:
@@ -87,6 +85,8 @@ class Audit:
         summary = self.program_summary()
         if summary is None:
             return None
+        from dpspec.budget import budget_from_params
+        from dpspec.budget.program import composed_invariants, summary_words
 
         composed = summary.get("problem") is None
         return ProgramAccount(summary, summary_words(summary) if composed else None,
@@ -95,6 +95,7 @@ class Audit:
 
     def plain_words(self) -> dict:
         """The achieved budget read as what an attacker can learn (see `dpspec.audit.plain_words`)."""
+        from dpspec.audit.plain_words import plain_words
 
         ctx = self.context
         if ctx is None:  # an outcome rebuilt without its context (never from run_rules)

@@ -53,7 +53,7 @@ from .premetrics import (
     normalize_kind,
 )
 from .statement import BudgetStatement, PublicCondition
-from .units import RELATIONS, change_relation, group, hamming_to_symdiff_fixed_size, normalize_relation, change_relation as _change_relation, group as _group
+from .units import RELATIONS, change_relation, group, hamming_to_symdiff_fixed_size, normalize_relation
 
 __all__ = [
     "KINDS", "RELATIONS", "CITATIONS",
@@ -98,6 +98,8 @@ def convert_request(params: dict, *, to=None, delta=None, epsilon=None, alpha=No
 
 
 def _request(budget, to, delta, epsilon, alpha, method, from_unit, to_unit, group) -> dict:
+    from .units import change_relation as _change_relation
+    from .units import group as _group
 
     steps = []
     if (from_unit is None) != (to_unit is None):

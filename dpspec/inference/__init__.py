@@ -14,9 +14,7 @@ from __future__ import annotations
 import attrs
 import numpy as np
 
-from .release import InferError, checked_likelihoods, load_release, validate_release
-from dpspec.check.checker import check
-from dpspec.language.parser import load_text_or_path
+from .release import InferError
 
 __all__ = ["InferError", "InferResult", "infer"]
 METHODS = ("rejection", "importance")
@@ -90,11 +88,14 @@ def infer(spec, release_dir: str, target: str, prior: str | None = None, draws: 
           method: str = "rejection", seed: int | None = None, rate: bool = False,
           max_proposals: int | None = None) -> InferResult:
     """Posterior draws and summaries of `target` given the release in `release_dir`."""
+    from dpspec.check.checker import check
     from dpspec.run.compiler import make_rng, spec_sha256
+    from dpspec.language.parser import load_text_or_path
 
     from . import sampler, summary
     from .model import build_model, parse_target
     from .prior import make_prior
+    from .release import checked_likelihoods, load_release, validate_release
 
     if isinstance(spec, str):
         spec = load_text_or_path(spec)

@@ -8,8 +8,6 @@ from the `dpspec_report_sections` hook.
 from __future__ import annotations
 
 from dpspec.contract import Section  # noqa: F401 - re-exported: the contract owns it
-from dpspec.audit import audit
-from dpspec.report.model import build_model
 
 FILENAMES = {
     "html": "report.html",
@@ -25,6 +23,8 @@ def render_all(result=None, *, spec=None, baseline=None, outcome=None) -> dict[s
 
     kinds: html, markdown, json, and internal_html / internal_markdown when `result.utility` is
     non-empty. `baseline` (a Spec or a Result) adds the comparison table."""
+    from dpspec.audit import audit
+    from dpspec.report.model import build_model
     from dpspec.report.render import render_html, render_json, render_markdown
 
     spec = spec if spec is not None else result.spec

@@ -21,9 +21,6 @@ from dpspec.verify.bounds import largest_detectable, runs_needed
 from dpspec.verify.events import best_event
 from dpspec.verify.miniature import Flattener, VerifyError, generic_pairs, run_many, same_universe, universe_queries
 from dpspec.verify.result import EXIT_CODES, PairResult, Verification, load_json
-from dpspec.budget import ledger as ledger_mod, group
-from dpspec.check.checker import check
-from dpspec.language.parser import load_text_or_path
 
 DEFAULT_RUNS = 20_000
 _PLUGIN_FAILURES = (LookupError, TypeError, ValueError, AttributeError, ArithmeticError, RuntimeError,
@@ -65,6 +62,8 @@ def _claim_options(budget, spec_delta=None) -> tuple[str, float, dict]:
 
 def _claim(spec, mech, params, pair):
     """The mechanism's own claim for this miniature universe, in the spec's currency."""
+    from dpspec.budget import ledger as ledger_mod
+    from dpspec.budget import group
 
     facts = mech.public_facts(spec, params, pair.left)
     statement = mech.budget(spec, params, facts)
@@ -95,7 +94,9 @@ def verify(spec, runs: int = DEFAULT_RUNS, seed: int | None = None, confidence: 
     Raises SpecError for a spec that does not check and VerifyError when there is nothing to
     verify (no mechanism, an infinite claim, no neighbours) or the mechanism fails on miniature data.
     """
+    from dpspec.check.checker import check
     from dpspec.run.compiler import make_rng, spec_sha256
+    from dpspec.language.parser import load_text_or_path
 
     if isinstance(spec, str):
         spec = load_text_or_path(spec)

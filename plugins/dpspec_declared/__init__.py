@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-from dpspec.api import Diagnostic, Mechanism, MechanismError, NativeFlavor, ParamSpec, ParameterSchema, hookimpl, BudgetStatement
+from dpspec.api import Diagnostic, Mechanism, MechanismError, NativeFlavor, ParamSpec, ParameterSchema, hookimpl
 
 __version__ = "1.0.0"
 
@@ -62,6 +62,7 @@ class Declared(Mechanism):
         return NativeFlavor(params["table"], params["relation"], stated_premetric(params))
 
     def budget(self, spec, params, facts):
+        from dpspec.api import BudgetStatement
 
         kind = stated_premetric(params)
         values = {k: params[k] for k in ("epsilon", "delta", "rho", "mu", "alpha") if params.get(k) is not None}  # exact

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from dpspec.api import hookimpl
 from dpspec_swap.plugin import PermutationSwapping, __version__
-from dpspec_swap.cli import swap_group
 
 __all__ = ["PermutationSwapping", "__version__"]
 
@@ -19,6 +18,7 @@ def dpspec_mechanisms():
 
 @hookimpl
 def dpspec_cli(group):
+    from dpspec_swap.cli import swap_group
 
     group.add_command(swap_group)
 

@@ -16,6 +16,7 @@ from .tables import _bound_categories, _invariants, _joint, _levels, _schema, _s
 from ..estimation.invariant_chain import unnested, why
 from .constraints import facility_constraints
 from ..estimation.joint_passes import joint_pass_plan
+from ..estimation.pass_plans import pass_plan
 
 
 def _at_setting(spec: ir.Spec, d: Diagnostic) -> Diagnostic:
@@ -167,7 +168,6 @@ def _check_pass_plans(spec: ir.Spec, params: dict, passes: dict, schema, alloc, 
     """Each level's passes planned from the names alone (arrays come at run time): a level
     without a budget share, or a pass naming a query the level does not measure, is a SpecError
     at the pass naming it (else at the level's line of its passes)."""
-    from ..estimation.multipass import pass_plan
 
     for level, plan in passes.items():
         if level not in params["levels"]:

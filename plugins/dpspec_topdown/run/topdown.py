@@ -31,7 +31,7 @@ from ..estimation import equality, postprocess_only as pp_only
 from ..geography.hierarchy import Hierarchy, build_hierarchy
 from ..measurement.histogram import Schema, aggregate, marginal, unit_histograms
 from .joint_table import JointSide
-from ..estimation.multipass import pass_plan
+from ..estimation.pass_plans import pass_plan
 from ..measurement.node_noise import run_key_from
 from ..geography.spine import split_by_signature, split_geography
 from ..estimation.node_solve import solve_level, solve_node
