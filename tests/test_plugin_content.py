@@ -18,7 +18,7 @@ from dpspec.report import render_all
 from tests.conftest import SMALL_SPEC
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-# TopDown's breakdown and its words: they live in plugins/dpspec_topdown/report_budget.py
+# TopDown's breakdown and its words: they live in plugins/dpspec_topdown/release/budget_section.py
 TOPDOWN_ONLY = re.compile(r"\b(spine|bypass|aian|geounits?|allocation)\b", re.IGNORECASE)
 
 
@@ -87,7 +87,7 @@ def test_a_further_semantics_row_is_rendered_from_the_words_its_mechanism_gives(
 
 def test_the_scan_finds_a_topdown_key_where_one_is_written():
     """The control: the same pattern finds the words in TopDown's own section."""
-    with open(os.path.join(ROOT, "plugins", "dpspec_topdown", "report_budget.py"), encoding="utf-8") as fh:
+    with open(os.path.join(ROOT, "plugins", "dpspec_topdown", "release", "budget_section.py"), encoding="utf-8") as fh:
         text = fh.read()
     assert {m.group().lower() for m in TOPDOWN_ONLY.finditer(text)} >= {"spine", "bypass", "aian", "allocation"}
 
