@@ -12,12 +12,13 @@ import pytest
 
 from dpspec.api import BudgetSection, hookimpl
 from dpspec.contract import plugins
-from dpspec.language.parser import parse
+from dpspec.check.checker import check
+from dpspec.language.parser import parse, read_source
 from dpspec.report import render_all
 from tests.conftest import SMALL_SPEC
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-# TopDown's breakdown and its words: they live in plugins/dpspec_topdown/report_budget.py
+# TopDown's breakdown and its words: they live in plugins/dpspec_topdown/release/budget_section.py
 TOPDOWN_ONLY = re.compile(r"\b(spine|bypass|aian|geounits?|allocation)\b", re.IGNORECASE)
 
 
@@ -36,9 +37,57 @@ def test_no_core_report_file_names_a_key_or_word_only_topdown_produces():
     assert found == []
 
 
+# TopDown's further semantics row (a move across the AIAN line): its key and its words are the
+# plugin's (plugins/dpspec_topdown/semantics.py); the core renders any further row as data
+ACROSS_THE_SPLIT = re.compile(r"across_split|describe_across|\bAIAN\b|non-AIAN", re.IGNORECASE)
+# the DAS importer translates the Census Bureau's own configuration into a TopDown spec: its
+# words are the configuration's (`target_das_aian_areas`), not a report's
+IMPORTERS = os.path.join("dpspec", "importers")
+
+
+def _core_files():
+    for folder, _, names in os.walk(os.path.join(ROOT, "dpspec")):
+        rel = os.path.relpath(folder, ROOT)
+        if rel == IMPORTERS or rel.startswith(IMPORTERS + os.sep):
+            continue
+        yield from (os.path.join(rel, n) for n in sorted(names) if n.endswith((".py", ".j2")))
+
+
+def _scan(rel, pattern):
+    with open(os.path.join(ROOT, rel), encoding="utf-8") as fh:
+        return [f"{rel}:{n}: {m.group()}" for n, line in enumerate(fh, 1) for m in pattern.finditer(line)]
+
+
+def test_no_core_file_holds_topdowns_across_the_split_row_or_its_aian_words():
+    assert [hit for rel in _core_files() for hit in _scan(rel, ACROSS_THE_SPLIT)] == []
+
+
+def test_the_across_the_split_scan_finds_the_row_where_topdown_writes_it():
+    """The control: the pattern finds TopDown's key and words in its own semantics module, and
+    the walk does read the core's budget and template files."""
+    rel = os.path.join("plugins", "dpspec_topdown", "semantics.py")
+    assert {m.split(": ")[-1].lower() for m in _scan(rel, ACROSS_THE_SPLIT)} >= {"across_split", "aian", "non-aian"}
+    walked = set(_core_files())
+    assert os.path.join("dpspec", "budget", "semantics.py") in walked
+    assert os.path.join("dpspec", "templates", "report.md.j2") in walked
+
+
+def test_a_further_semantics_row_is_rendered_from_the_words_its_mechanism_gives():
+    """The core renders a mechanism's further row by its data alone (here TopDown's, on the AIAN
+    spine of the bundled DHC persons spec): the description in both reports is the hook's."""
+    path = os.path.join(ROOT, "specs", "dhc_persons_production_topdown.dps")
+    spec = parse(read_source(path), path)
+    checked = check(spec)
+    row = checked.mechanism.semantics(spec, checked.params)["across_split"]
+    out = render_all(spec=spec)
+    assert f"| {row['description']} |" in out["markdown"][1]
+    assert f"<td>{row['description']}</td>" in out["html"][1].replace("&#39;", "'")
+    assert json.loads(out["json"][1])["budget"]["semantics"]["across_split"]["description"] == row["description"]
+
+
 def test_the_scan_finds_a_topdown_key_where_one_is_written():
     """The control: the same pattern finds the words in TopDown's own section."""
-    with open(os.path.join(ROOT, "plugins", "dpspec_topdown", "report_budget.py"), encoding="utf-8") as fh:
+    with open(os.path.join(ROOT, "plugins", "dpspec_topdown", "release", "budget_section.py"), encoding="utf-8") as fh:
         text = fh.read()
     assert {m.group().lower() for m in TOPDOWN_ONLY.finditer(text)} >= {"spine", "bypass", "aian", "allocation"}
 

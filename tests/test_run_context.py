@@ -107,9 +107,11 @@ def test_the_run_context_is_frozen():
         ctx.keep_truths = True
 
 
-def test_every_built_in_mechanism_but_topdown_takes_the_context():
-    """TopDown is converted once its package layout lands; every other built-in is on API 1.6."""
+def test_every_built_in_mechanism_takes_the_context():
+    """Every built-in mechanism is on API 1.6 (TopDown, the last, since its package layout);
+    only the test plugins written to older APIs are left on the adapter."""
     old = sorted(name for name, m in mechanisms().items()
                  if not m.run_context and type(m).__module__.split(".")[0].startswith("dpspec_")
-                 and type(m).__module__.split(".")[0] not in ("dpspec_topdown", "dpspec_legacy01", "dpspec_geometric"))
+                 and type(m).__module__.split(".")[0] not in ("dpspec_legacy01", "dpspec_geometric"))
     assert old == []
+    assert mechanisms()["topdown"].run_context and takes_engine(mechanisms()["topdown"])

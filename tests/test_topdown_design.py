@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from dpspec.api import RunContext as ApiRunContext
 from dpspec.check.checker import check
 from dpspec.language.parser import parse, read_source
 from dpspec.check.data import load_data
@@ -55,7 +56,7 @@ def test_run_topdown_from_its_three_objects_publishes_what_the_mechanism_publish
 
     spec, params = _checked(ACS)
     data, _ = load_data(spec)
-    release = TopDown().run(spec, params, data, np.random.default_rng(5))
+    release = TopDown().run(spec, params, data, ApiRunContext(np.random.default_rng(5)))
     result = run_topdown(read_records(spec, params, data), design_from_spec(spec, params),
                          RunContext(np.random.default_rng(5), workers=params.get("workers")))
     theirs = pd.concat(list(release.outputs["measurements"].iter_chunks()), ignore_index=True)

@@ -58,22 +58,29 @@ def describe_geography(g: dict) -> str:
     return f"a {g['finest']} within {where}"
 
 
-def describe_across(a: dict) -> str:
-    """A move across the AIAN spine's split (its parts are measured as separate geounits)."""
-    return (f"a {a['finest']} on the other side of the AIAN line, even in the same {a['split_levels'][-1]} "
-            f"(the AIAN and non-AIAN parts of every {', '.join(a['split_levels'])} are measured apart; the rows "
-            f"'within its ...' hold for two {a['finest']}s on one side)")
+def further_rows(sem: dict) -> list[dict]:
+    """The rows a mechanism adds after its geographies (every mapping among `sem`'s values), in
+    the order it gave them: the core knows their keys and words only as data."""
+    return [v for v in sem.values() if isinstance(v, dict)]
+
+
+def _further(spec, flavor, row: dict, delta: float) -> dict:
+    """A further row in the spec's flavor: its own keys, then the figures, then its description."""
+    entry = _entry(spec, flavor, {k: v for k, v in row.items() if k != "description"}, delta)
+    return {**entry, "description": row["description"]}
 
 
 def semantics_json(spec: ir.Spec, flavor, raw: dict, delta: float) -> dict:
-    """The `semantics` key of `dpspec budget --json` (additive)."""
+    """The `semantics` key of `dpspec budget --json` (additive). A key of `raw` beside
+    `attributes` and `geographies` is one further row (`rho`, `levels`, `description`: the
+    mechanism's words) kept under the same key."""
     attributes = [_entry(spec, flavor, a, delta) for a in raw["attributes"]]
     geographies = [{**_entry(spec, flavor, g, delta), "description": describe_geography(g)} for g in raw["geographies"]]
     out = {"delta": json_number(delta), "conversion": CONVERSION, "cited": SEED_SECTION,
            "attributes": attributes, "geographies": geographies}
-    if raw.get("across_split") is not None:  # additive: a move across the AIAN spine's parts
-        out["across_split"] = {**_entry(spec, flavor, raw["across_split"], delta),
-                               "description": describe_across(raw["across_split"])}
+    for key, row in raw.items():
+        if key not in ("attributes", "geographies") and row is not None:
+            out[key] = _further(spec, flavor, row, delta)
     return out
 
 
@@ -84,7 +91,7 @@ def semantics_text(sem: dict) -> list[str]:
         shown = f"epsilon = {a['epsilon']:.2f}" if a["epsilon"] is not None else "epsilon undefined"
         tied = f" (with {', '.join(a['tied_to'])}, tied to it by a cross constraint)" if a.get("tied_to") else ""
         lines.append(f"  attribute {a['attribute']}{tied}: rho = {a['rho']:.4f}, {shown}  ({len(a['queries'])} queries involve it)")
-    for g in [*sem["geographies"], *([sem["across_split"]] if sem.get("across_split") else [])]:
+    for g in [*sem["geographies"], *further_rows(sem)]:
         shown = f"epsilon = {g['epsilon']:.2f}" if g["epsilon"] is not None else "epsilon undefined"
         lines.append(f"  {g['description']}: rho = {g['rho']:.4f}, {shown}  (levels {', '.join(g['levels']) or 'none'})")
     return lines

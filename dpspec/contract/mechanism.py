@@ -258,7 +258,10 @@ class Mechanism:
         certificates' "per-attribute semantics"), for mechanisms whose queries have attribute
         structure. ``{"attributes": [{"attribute", "rho", "queries"}], "geographies":
         [{"within", "finest", "levels", "rho"}]}`` with exact zCDP rhos in the native flavor;
-        None when the mechanism has no such structure (then a per-attribute request is refused)."""
+        None when the mechanism has no such structure (then a per-attribute request is refused).
+        (API 1.6) Any further key is one more row the reports print after the geographies, kept
+        under that key in the JSON: ``{"levels", "rho", "description", ...}``, the description
+        the mechanism's words (the core adds none) and its other keys passed through."""
         return None
 
     def change_one(self, spec: ir.Spec, params: dict, budget):

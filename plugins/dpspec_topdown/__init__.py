@@ -5,15 +5,16 @@ Where to start reading: `plugin.py` (the Mechanism and its hooks), `design.py` (
 declares, parsed once) and `run/topdown.py` (`run_topdown(records, design, ctx)`, a run end to
 end). The stages are sub-packages: `geography/` (the hierarchy and the spine), `measurement/`
 (the allocation, the histogram, each node's noise), `estimation/` (the least-squares fits,
-passes and rounding), `release/` (the tables and what the reports show); `params/` holds the
-hand parsers of the mechanism block and the spec locations of their errors.
+passes and rounding), `release/` (the tables and what the reports show, the budget section's
+hook among them); `params/` holds the hand parsers of the mechanism block and the spec
+locations of their errors.
 """
 from __future__ import annotations
 
 from dpspec.api import hookimpl
 
 from .plugin import TopDown, __version__  # noqa: F401
-from .report_budget import dpspec_report_budget  # noqa: F401 - the hook, registered with this module
+from .release.budget_section import dpspec_report_budget  # noqa: F401 - the hook, registered with this module
 
 
 @hookimpl

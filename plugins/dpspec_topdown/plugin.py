@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-from dpspec.api import Mechanism, NativeFlavor, OutputKeys, ParamSpec, ParameterSchema, ir, progress, BudgetStatement, ZCDP, ReleaseColumns, discrete_gaussian_variance
+from dpspec.api import Mechanism, NativeFlavor, OutputKeys, ParamSpec, ParameterSchema, ir, BudgetStatement, ZCDP, ReleaseColumns, discrete_gaussian_variance
 
 from .measurement.allocation import JOINT_MARK, _is_joint_key, _only_queries, allocate, split_allocation
 from .params.checks import column_problems, setting_problems
@@ -98,6 +98,8 @@ class TopDown(Mechanism):
                               "(its microdata is named after its table)",
     }
     engine_tables = True  # a Parquet person table stays on the engine: TopDown only counts it
+    run_context = True  # run(spec, params, data, ctx): one dpspec.api.RunContext (API 1.6)
+    uses_engine = True  # each level's nodes are solved as units of work on ctx.engine
 
     def check(self, spec, params):
         return column_problems(spec, params) or setting_problems(spec, params, self._allocation)
@@ -205,16 +207,20 @@ class TopDown(Mechanism):
             out["across_split"] = across
         return out
 
-    def run(self, spec, params, data, rng, engine=None):
-        """The design parsed once, the data read, TopDown run, and its release."""
+    def run(self, spec, params, data, ctx):
+        """The design parsed once, the data read, TopDown run, and its release. `ctx` is the
+        API's RunContext; TopDown's own (run/context.py) adds the worker count and names each
+        progress stage as a level. TopDown keeps no truths: `ctx.keep_truths` is not read (the
+        sweep compares the released microdata's count tables with the data's)."""
         from .run.inputs import read_records
         from .run.topdown import run_topdown
 
         with located(spec, params):  # data that break a construct: the DataError cites its line
-            records = read_records(spec, params, data, engine)
-            ctx = RunContext(rng, engine, workers=params.get("workers"),
-                             progress=lambda stage, done, total: progress.report(f"{stage} level", done, total))
-            result = run_topdown(records, design_from_spec(spec, params), ctx)
+            records = read_records(spec, params, data, ctx.engine)
+            report = ctx.progress
+            run = RunContext(ctx.rng, ctx.engine, workers=params.get("workers"),
+                             progress=lambda stage, done, total: report(f"{stage} level", done, total))
+            result = run_topdown(records, design_from_spec(spec, params), run)
             return release_of(spec, params, data, result, records.declared_geography)
 
     def release_columns(self, spec, params):

@@ -97,11 +97,15 @@ def geography_rhos(alloc, levels: list[str]) -> list[dict]:
 
 def across_split_rho(alloc, levels: list[str], split_levels: list[str]) -> dict | None:
     """The rho that protects on which side of the AIAN line a person lives (a move between two
-    finest units on opposite sides changes every split level's parts and the finest units), or
-    None on a spine without the split."""
+    finest units on opposite sides changes every split level's parts and the finest units), with
+    the words the reports print for it (`description`), or None on a spine without the split."""
     if not split_levels:
         return None
     per_level = _per_level(alloc, levels)
     spent = levels[levels.index(split_levels[0]):]
-    return {"finest": levels[-1], "split_levels": list(split_levels),
-            "levels": [lv for lv in spent if per_level[lv]], "rho": sum((per_level[lv] for lv in spent), Fraction(0))}
+    finest = levels[-1]
+    return {"finest": finest, "split_levels": list(split_levels),
+            "levels": [lv for lv in spent if per_level[lv]], "rho": sum((per_level[lv] for lv in spent), Fraction(0)),
+            "description": f"a {finest} on the other side of the AIAN line, even in the same {split_levels[-1]} "
+                           f"(the AIAN and non-AIAN parts of every {', '.join(split_levels)} are measured apart; "
+                           f"the rows 'within its ...' hold for two {finest}s on one side)"}
