@@ -117,9 +117,8 @@ def _recoded(codes, values, vocabulary):
     """`codes` over `values` as codes over `vocabulary` (-1 stays -1, a missing value)."""
     import numpy as np
 
-    where = vocabulary.get_indexer(values) if len(values) else np.zeros(0, dtype=np.int64)
-    out = np.where(codes >= 0, where[np.maximum(codes, 0)] if len(values) else -1, -1)
-    return out.astype(np.int64)
+    where = np.append(vocabulary.get_indexer(values), -1)  # code -1 picks the appended -1
+    return where[codes].astype(np.int64)
 
 
 def _flat(codes, sizes):
