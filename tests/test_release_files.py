@@ -149,3 +149,100 @@ def test_a_bypass_spines_class_variances_are_implied_and_a_smaller_one_is_not(tm
     frame.to_csv(out / "measurements.csv", index=False)
     with pytest.raises(InferError, match="column 'variance', row 5: .* is not the value the spec implies"):
         validate_release(load_release(str(out)), checked.mechanism, checked.spec, checked.params)
+
+
+# ---- TopDown's measurements: every declared row, none deleted ------------------------------------
+
+NATIONAL = os.path.join(ROOT, "specs", "acs_national_topdown.dps")
+NATIONAL_TARGET = ["--target", "count persons by state, votingage", "--draws", "20", "--seed", "1"]
+
+
+@pytest.fixture(scope="module")
+def national_release(tmp_path_factory):
+    from dpspec.publish.output import write_result
+
+    out = tmp_path_factory.mktemp("rel") / "release"
+    write_result(dpspec.compile(NATIONAL, seed=5), str(out))
+    return out
+
+
+def _drop(level, geocode, query, cell):
+    def change(frame):
+        hit = ((frame["level"] == level) & (frame["geocode"].astype(str) == geocode) & (frame["query"] == query)
+               & (frame["cell"] == cell))
+        assert hit.sum() == 1
+        return frame[~hit]
+    return change
+
+
+def test_a_topdown_release_with_a_measurement_row_deleted_is_refused_naming_the_cell(national_release, tmp_path):
+    """The measurements' rows are declared from the spec (each level's units times each query's
+    cells): a release missing one was once read as less evidence, silently."""
+    copy = _doctored(national_release, tmp_path, _drop("puma", "06-07502", "hhgq", 1))
+    res = CliRunner().invoke(main, ["infer", NATIONAL, str(copy), *NATIONAL_TARGET])
+    assert res.exit_code == 1 and "internal error" not in res.output, res.output
+    said = " ".join(res.output.split())
+    assert "lacks the declared key level='puma', geocode='06-07502', query='hhgq', cell=1" in said, res.output
+    assert "measurements.csv" in said
+
+
+def test_a_topdown_release_as_written_holds_every_declared_row(national_release):
+    res = CliRunner().invoke(main, ["infer", NATIONAL, str(national_release), *NATIONAL_TARGET])
+    assert res.exit_code == 0, res.output
+
+
+def test_a_topdown_release_with_a_row_of_an_undeclared_unit_is_refused(national_release, tmp_path):
+    def change(frame):
+        extra = frame.iloc[-1:].copy()
+        extra["geocode"] = "99-99999"
+        return pd.concat([frame, extra], ignore_index=True)
+
+    copy = _doctored(national_release, tmp_path, change)
+    res = CliRunner().invoke(main, ["infer", NATIONAL, str(copy), *NATIONAL_TARGET])
+    assert res.exit_code == 1 and "geocode='99-99999'" in res.output and "is not declared" in res.output, res.output
+
+
+def test_the_declared_rows_follow_the_aian_and_bypass_spine_and_a_deleted_parts_row_is_refused(tmp_path):
+    """pl94_units: states split into AIAN and non-AIAN parts, single-child units bypassed; the
+    rows declared from the spec are the release's exactly, and a part's row deleted is named."""
+    from dpspec.api import check
+    from dpspec.inference.release import InferError, load_release, validate_release
+    from dpspec.publish.output import write_result
+
+    path = os.path.join(ROOT, "specs", "pl94_units_topdown.dps")
+    out = tmp_path / "release"
+    write_result(dpspec.compile(path, seed=1), str(out))
+    checked = check(dpspec.load(path))
+    frame = pd.read_csv(out / "measurements.csv", keep_default_na=False)
+    declared = checked.mechanism.release_columns(checked.spec, checked.params)["measurements"].declared_rows()
+    assert len(declared) == len(frame)
+    part = frame[frame["geocode"].astype(str).str.endswith("/AIAN")].iloc[0]
+    frame.drop(index=part.name).to_csv(out / "measurements.csv", index=False)
+    with pytest.raises(InferError, match=f"lacks the declared key level='{part['level']}', geocode='{part['geocode']}'"):
+        validate_release(load_release(str(out)), checked.mechanism, checked.spec, checked.params)
+
+
+def test_geocodes_read_back_as_numbers_compare_with_their_declared_text():
+    """A CSV reader takes a column of codes such as '01', '06' for numbers (1, 6): the declared
+    text is compared as numbers then, and a missing code is still named as declared."""
+    from dpspec.errors import MechanismError
+    from dpspec.run.key_check import check_declared_rows
+
+    declared = pd.DataFrame({"geocode": pd.Categorical(["01", "01", "06", "06"]), "cell": [0, 1, 0, 1]})
+    read = pd.DataFrame({"geocode": [1, 1, 6, 6], "cell": [0, 1, 0, 1]})
+    check_declared_rows(read, ("geocode", "cell"), declared, "m.csv", "refused")
+    with pytest.raises(MechanismError, match="lacks the declared key geocode='06', cell=1"):
+        check_declared_rows(read.iloc[:3], ("geocode", "cell"), declared, "m.csv", "refused")
+    with pytest.raises(MechanismError, match="row 6: key geocode=7, cell=0 is not declared"):
+        check_declared_rows(pd.concat([read, pd.DataFrame({"geocode": [7], "cell": [0]})]), ("geocode", "cell"),
+                            declared, "m.csv", "refused")
+
+
+def test_under_the_gq_blockgroups_spine_the_rows_are_not_declared():
+    """The one case the spec alone cannot say: `spine: { gq_blockgroups: ... }` splits block groups
+    by the facilities table's counts, so the release check compares the measurements' columns,
+    cells and variances there, not their rows (stated in docs/guides/safety.md)."""
+    from dpspec.api import check
+
+    checked = check(dpspec.load(os.path.join(ROOT, "specs", "pl94_production_topdown.dps")))
+    assert checked.mechanism.release_columns(checked.spec, checked.params)["measurements"].declared_rows() is None

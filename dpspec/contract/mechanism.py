@@ -70,12 +70,18 @@ class ReleaseColumns:
     reads it. columns: every column a reader needs; key: the columns naming one measured cell (each
     combination once: a repeated measurement would count as independent evidence); numbers: the
     published numbers (finite, at most 2^53 in magnitude); implied(frame) -> {column: bool array}:
-    per row, whether the value agrees with what the spec implies (the noise variance of its query)."""
+    per row, whether the value agrees with what the spec implies (the noise variance of its query).
+    declared_rows() -> DataFrame (API 1.6): the `key` columns of every row the table must hold, one
+    per measured cell, from the spec and public data alone (or None when they cannot say): a
+    release read back must hold each of them and no other, so a deleted measurement row is refused
+    (`dpspec.run.key_check.check_declared_rows`). Use it when the rows are no product of declared
+    columns that `output_keys` could name (TopDown's: per level, its units times each query's cells)."""
 
     columns: tuple[str, ...]
     key: tuple[str, ...] = ()
     numbers: tuple[str, ...] = ()
     implied: Any = None
+    declared_rows: Any = None
 
 
 @attrs.frozen

@@ -4,7 +4,8 @@ Why here and not in each plugin: a third-party mechanism can make the mistake th
 made (releasing `sorted(data[col].unique())` as its cells), and an oversight body cannot read
 every plugin. The compiler holds each output to its `OutputKeys` (or, when the plugin declares
 none, to the mechanism table's categorical columns it carries) and stops with a MechanismError
-naming the key.
+naming the key. `dpspec infer` holds a release read back to the same key sets, and to the rows a
+mechanism's `ReleaseColumns` declare (`check_declared_rows`), where no key set can say them.
 """
 from __future__ import annotations
 
@@ -42,12 +43,96 @@ def check_release_keys(spec: ir.Spec, mechanism, params: dict, outputs: dict) ->
 
 def check_read_keys(spec: ir.Spec, mechanism, params: dict, outputs: dict, where) -> None:
     """The same comparison for a release read back (`dpspec infer`): MechanismError naming the
-    table as `where(name)` says, unless every keyed output holds exactly its declared key set."""
+    table as `where(name)` says, unless every keyed output holds exactly its declared key set,
+    and every table whose `ReleaseColumns` declare its rows holds exactly those rows."""
     declared = mechanism.output_keys(spec, params)
+    outcome = "this is not the release the spec describes"
     for name, output in outputs.items():
         keys = declared.get(name)
         if keys is not None and not keys.records:
-            _compare(spec, mechanism.name, name, output, keys, where(name), "this is not the release the spec describes")
+            _compare(spec, mechanism.name, name, output, keys, where(name), outcome)
+    for name, schema in mechanism.release_columns(spec, params).items():
+        if name in outputs and schema.declared_rows is not None:
+            rows = schema.declared_rows()
+            if rows is not None:
+                check_declared_rows(outputs[name], schema.key, rows, where(name), outcome)
+
+
+def check_declared_rows(frame, key, rows, where: str, outcome: str) -> None:
+    """MechanismError unless `frame` (a published table, read back) holds exactly the declared
+    `rows` on its `key` columns: one missing is named (a measurement deleted), as is one not
+    declared. Vectorised: each key column becomes codes over one vocabulary shared by both sides
+    (categorical columns through their categories), each row one integer, and the two sets of
+    integers are compared. A key column a CSV reader took for numbers ("01" read back as 1) is
+    compared with the declared values read as numbers too."""
+    import numpy as np
+
+    key = list(key)
+    want_codes, have_codes, sizes = [], [], []
+    for c in key:
+        numeric = frame[c].dtype.kind in "iuf"
+        w, w_values = _factorized(rows[c], numeric)
+        h, h_values = _factorized(frame[c], numeric)
+        vocabulary = w_values.append(h_values).unique()
+        want_codes.append(_recoded(w, w_values, vocabulary))
+        have_codes.append(_recoded(h, h_values, vocabulary))
+        sizes.append(len(vocabulary) + 1)  # +1: a missing value (code -1) is a code of its own
+    if np.prod([float(n) for n in sizes]) >= 2.0 ** 62:  # too many combinations for one integer each
+        raise MechanismError(f"{where}: its declared rows have too many distinct key values to compare; {outcome}")
+    want, have = _flat(want_codes, sizes), _flat(have_codes, sizes)
+    extra = np.flatnonzero(~np.isin(have, want))
+    if extra.size:
+        shown = [tuple(_plain(frame[c].iloc[i]) for c in key) for i in extra[:SHOW]]
+        raise MechanismError(f"{where}, row {extra[0] + 2}: key {_cells(key, shown)}{_more(extra.size)} is not declared: "
+                             f"a release's keys come from declared values or public key files, never from the data; {outcome}")
+    missing = np.flatnonzero(~np.isin(want, have))
+    if missing.size:
+        shown = [tuple(_plain(rows[c].iloc[i]) for c in key) for i in missing[:SHOW]]
+        raise MechanismError(f"{where} lacks the declared key {_cells(key, shown)}{_more(missing.size)}: a release holds "
+                             f"one row for every measured cell; {outcome}")
+
+
+def _plain(value):
+    """A numpy scalar as the Python value it holds (named as 1, not np.int64(1))."""
+    return value.item() if hasattr(value, "item") else value
+
+
+def _factorized(values, numeric: bool):
+    """(codes, the values they index) of one key column, as text or (`numeric`) as numbers."""
+    import pandas as pd
+
+    if isinstance(values.dtype, pd.CategoricalDtype):
+        codes, uniques = values.cat.codes.to_numpy(), pd.Series(values.cat.categories)
+    else:
+        codes, uniques = pd.factorize(values)
+        uniques = pd.Series(uniques)
+    if numeric:
+        uniques = pd.to_numeric(uniques.astype(str), errors="coerce").astype("float64")
+    else:
+        uniques = uniques.astype(str)
+    return codes, pd.Index(uniques)
+
+
+def _recoded(codes, values, vocabulary):
+    """`codes` over `values` as codes over `vocabulary` (-1 stays -1, a missing value)."""
+    import numpy as np
+
+    where = np.append(vocabulary.get_indexer(values), -1)  # code -1 picks the appended -1
+    return where[codes].astype(np.int64)
+
+
+def _flat(codes, sizes):
+    """One integer per row from its columns' codes (mixed radix; -1 becomes 0, a value its own)."""
+    import numpy as np
+
+    out = np.zeros(len(codes[0]) if codes else 0, dtype=np.int64)
+    for c, n in zip(codes, sizes):
+        out = out * n + (c + 1)
+    return out
+
+
+def _more(n: int) -> str:
+    return f" (and {n - SHOW:,} more)" if n > SHOW else ""
 
 
 def _compare(spec: ir.Spec, mechanism: str, name: str, output, keys: OutputKeys, where: str | None = None,

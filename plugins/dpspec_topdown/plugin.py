@@ -123,8 +123,9 @@ class TopDown(Mechanism):
     def output_keys(self, spec, params):
         """The microdata (the person table's and any joint table's) are records; their geography
         columns, and the release tables counted from them, range over the declared geography.
-        The measurements' level and geocode are not domain columns: `run` checks them against
-        the declared hierarchy itself (geography/declared.py's check_structure)."""
+        The measurements' level and geocode are not domain columns, and their rows no product of
+        declared columns: `run` checks them against the declared hierarchy itself (geography/
+        declared.py's check_structure), and `release_columns` declares every row for `dpspec infer`."""
         return {name: OutputKeys(name, records=True) for name in [params["table"], *_joint_tables(spec, params)]}
 
     def induced_invariants(self, spec, params):
@@ -225,7 +226,8 @@ class TopDown(Mechanism):
 
     def release_columns(self, spec, params):
         """The measurements `likelihood` reads: one row per (level, geocode, query, cell), and each
-        row's variance the one its (level, query) gets from the allocation (or a bypass class's)."""
+        row's variance the one its (level, query) gets from the allocation (or a bypass class's);
+        the rows themselves declared from the spec (release/measured.py), so a deleted one is refused."""
 
         alloc = self._allocation(spec, params)
         allowed = {}
@@ -241,9 +243,16 @@ class TopDown(Mechanism):
 
             return {"variance": variances_agree(frame, allowed)}
 
+        def rows():
+            from .release.measured import declared_rows  # numpy and pandas, for `dpspec infer` only
+
+            return declared_rows(spec, design_from_spec(spec, params), params["table"], alloc,
+                                 _schema(spec, params), gq_split="gq_blockgroups" in spine)
+
         return {"measurements": ReleaseColumns(("level", "geocode", "query", "cell", "value", "variance"),
                                                key=("level", "geocode", "query", "cell"),
-                                               numbers=("cell", "value", "variance"), implied=implied)}
+                                               numbers=("cell", "value", "variance"), implied=implied,
+                                               declared_rows=rows)}
 
     def likelihood(self, spec, params, outputs):
         from .likelihood import measurement_likelihoods
