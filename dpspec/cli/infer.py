@@ -7,9 +7,6 @@ import click
 
 from dpspec.cli.terminal import echo
 from dpspec.cli.errors import friendly
-from dpspec.publish.input_guard import check_output_target, input_paths
-from dpspec.language.parser import parse, read_source
-from dpspec.schemas import versioned
 
 
 def _text(result) -> str:
@@ -60,6 +57,7 @@ def _check_outdir(outdir: str, spec, release_dir: str, prior: str | None) -> Non
     """Refuse an output folder that is, holds or sits inside an input: spec, data, prior, release."""
     import os
 
+    from dpspec.publish.input_guard import check_output_target, input_paths
     from dpspec.publish.output_set import refuse_release_folder
 
     inputs = input_paths(spec)
@@ -90,6 +88,7 @@ def _check_outdir(outdir: str, spec, release_dir: str, prior: str | None) -> Non
 def infer_cmd(spec, release_dir, target, rate, prior, draws, method, seed, power_request, level, as_json, outdir):
     """Posterior of TARGET given the release in RELEASE_DIR and the spec's public information."""
     from dpspec.inference import infer
+    from dpspec.language.parser import parse, read_source
     from dpspec.publish.output_set import claimed_target
 
     parsed = parse(read_source(spec), spec)
@@ -113,6 +112,7 @@ def infer_cmd(spec, release_dir, target, rate, prior, draws, method, seed, power
                 for name in written.values():
                     echo(f"wrote {outdir}/{name}", err=True)
     if as_json:
+        from dpspec.schemas import versioned
 
         echo(json.dumps(versioned("inference", result.to_json()), indent=2, default=float))
     else:

@@ -19,43 +19,31 @@ from dpspec.cli.errors import friendly, error_document
 from dpspec.cli.engine import engine_option, master_option, engine_for, engine_note
 from dpspec.errors import DpspecError, DataError, render_diagnostics
 from dpspec.cli.verify import verification_option, verify_cmd
-from dpspec.language.parser import parse, read_source
-from dpspec.schemas import versioned, FORMAT_VERSIONS, schema
 from dpspec.report.bidi import terminal_text
-from dpspec.budget.bounds import require_bounds
-from dpspec.report.sarif import check_log
-from dpspec.language.describe import describe_spec
-from dpspec.publish.atomic import write_text
-from dpspec.language.formatter import format_spec
-from dpspec.language.version import LANGUAGE_VERSION, upgrade as upgraded
-from dpspec.cli.compile_json import REPORT_KINDS, compile_document, native_stdout_to_stderr, shown_warnings
-from dpspec.publish.input_guard import check_output_target, default_output, input_paths
-from dpspec.progress import StderrBar, reporting
-from dpspec.budget.budget_text import budget_line, budget_figure
-from dpspec.budget.premetrics import InvalidBudget, to_exact
-from dpspec.budget.budget_report import budget_summary, budget_text
-from dpspec.budget import convert_request
-from dpspec.cli.audit import run_audit_command
-from dpspec.language.diagnostics import unknown
-from dpspec.contract.plugins import deprecations, describe_mechanisms
-from dpspec.lazy import require
 from dpspec.check.checker import check
-from dpspec.contract import plugins as plugin_registry
-from dpspec.budget.program import load_program
+from dpspec.progress import StderrBar, reporting
+from dpspec.budget.premetrics import InvalidBudget, to_exact
+from dpspec.budget import convert_request
+from dpspec.contract.plugins import deprecations, describe_mechanisms, failures, manager
+from dpspec.lazy import require
+from dpspec.language.diagnostics import unknown
 
 
 def _load(path: str) -> ir.Spec:
+    from dpspec.language.parser import parse, read_source
 
     return parse(read_source(path), path)
 
 
 def _load_text(text: str, path: str) -> ir.Spec:
+    from dpspec.language.parser import parse
 
     return parse(text, path)
 
 
 def _dump(kind: str, data) -> None:
     """A JSON document of format `kind`, stamped with its version (`dpspec.schemas`)."""
+    from dpspec.schemas import versioned
 
     echo(json.dumps(versioned(kind, data), indent=2, sort_keys=False, default=str))
 
@@ -110,6 +98,7 @@ def main():
 def _bounds_hold(path: str, spec: ir.Spec, required: bool) -> None:
     """Raise a SpecError at each declared bound the mechanism does not meet. Data the budget needs
     but that cannot be read fails only when the bounds were asked for (`--bounds`); else a note."""
+    from dpspec.budget.bounds import require_bounds
 
     try:
         require_bounds(spec)
@@ -147,6 +136,7 @@ def check_cmd(files, bounds, output_format):
 
                     echo(render_diagnostics(checked.warnings, spec.path, spec.text), err=True)
             else:
+                from dpspec.budget.program import load_program
 
                 load_program(spec)
             if bounds is not False:
@@ -163,6 +153,7 @@ def check_cmd(files, bounds, output_format):
             if output_format == "text":
                 echo(f"{path}: ok")
     if output_format == "sarif":
+        from dpspec.report.sarif import check_log
 
         echo(json.dumps(check_log(failures), indent=2))
     if failures:
@@ -185,6 +176,7 @@ def show_cmd(file, as_json):
     if as_json:
         _dump("spec", ir.to_jsonable(spec))
         return
+    from dpspec.language.describe import describe_spec
 
     echo(describe_spec(spec))
 
@@ -210,7 +202,10 @@ def fmt_cmd(files, write, check_only, upgrade):
 
 def _fmt_one(file: str, write: bool, check_only: bool, upgrade: bool) -> bool:
     """One file of `dpspec fmt`; False when --check finds it not in form (or it cannot be read)."""
+    from dpspec.publish.atomic import write_text
+    from dpspec.language.formatter import format_spec
 
+    from dpspec.language.parser import read_source
 
     try:
         raw = read_source(file)  # compared as read: a CRLF or bare-CR file is not in canonical form
@@ -219,6 +214,7 @@ def _fmt_one(file: str, write: bool, check_only: bool, upgrade: bool) -> bool:
         echo(str(exc), err=True)
         return False
     if upgrade:
+        from dpspec.language.version import LANGUAGE_VERSION, upgrade as upgraded
 
         text = upgraded(spec.text)
         _load_text(text, file)  # an upgrade step that broke the file is a bug, never written
@@ -266,6 +262,7 @@ def compile_cmd(file, outdir, seed, runs, engine_name, spark_master, verify_file
         signed = [parse_signer(s) for s in signers]
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--sign") from None
+    from dpspec.cli.compile_json import REPORT_KINDS, compile_document, native_stdout_to_stderr, shown_warnings
     from dpspec.run.compiler import compile_spec
     from dpspec.publish.output import write_result
 
@@ -278,6 +275,7 @@ def compile_cmd(file, outdir, seed, runs, engine_name, spark_master, verify_file
     notes = []  # what stderr says as a warning or note: --json's `warnings` too
     _warn_deprecated_imports(notes)
     spec = _load(file)
+    from dpspec.publish.input_guard import check_output_target, default_output, input_paths
     if not outdir:  # from inside the spec's folder the default moves beside it, never among the inputs
         outdir, moved = default_output(file, input_paths(spec) + ([verify_file] if verify_file else []))
         if moved:
@@ -323,6 +321,7 @@ def compile_cmd(file, outdir, seed, runs, engine_name, spark_master, verify_file
         sys.exit(code)
     echo(f"mechanism: {result.mechanism.name} {result.mechanism.version}")
     if ledger.declared is not None:
+        from dpspec.budget.budget_text import budget_line
 
         echo(f"budget in the spec's flavor: {budget_line(ledger.declared.to_json())}")
     elif ledger.problem:
@@ -368,6 +367,7 @@ def _exact(param, value):
 @friendly
 def budget_cmd(file, as_json, delta, conversion, per_attribute):
     """The budget a spec's mechanism achieves, in the paper's notation and in other currencies."""
+    from dpspec.budget.budget_report import budget_summary, budget_text
 
     spec = _load(file)
     summary = budget_summary(spec, delta=delta, method=conversion, per_attribute=per_attribute)
@@ -416,6 +416,7 @@ def convert_cmd(params, to, delta, epsilon, alpha, method, from_unit, to_unit, g
     if as_json:
         _dump("conversion", out)
         return
+    from dpspec.budget.budget_text import budget_figure
 
     skip = {"premetric", "method", "citation"}
     figures = ", ".join(f"{k} = {budget_figure(v)}" for k, v in out.items() if k not in skip)
@@ -439,6 +440,7 @@ def convert_cmd(params, to, delta, epsilon, alpha, method, from_unit, to_unit, g
 @friendly
 def audit_cmd(file, baseline, outdir, as_json, output_format, verify_file=None):
     """Flag privacy theatrics in a spec (optionally against a baseline spec)."""
+    from dpspec.cli.audit import run_audit_command
 
     if as_json and output_format not in (None, "json"):
         raise click.UsageError(f"--json and --format {output_format} ask for two formats; give one")
@@ -452,6 +454,7 @@ def audit_cmd(file, baseline, outdir, as_json, output_format, verify_file=None):
 @friendly
 def schema_cmd(kind):
     """Print the JSON Schema of a JSON output KIND (without KIND: every kind and its format version)."""
+    from dpspec.schemas import FORMAT_VERSIONS, schema
 
     if kind is None:
         for name, version in sorted(FORMAT_VERSIONS.items()):
@@ -546,7 +549,7 @@ def _with_error_handling(command: click.Command) -> None:
 
 def _add_plugin_commands():
 
-    for impl in plugin_registry.manager().hook.dpspec_cli.get_hookimpls():
+    for impl in manager().hook.dpspec_cli.get_hookimpls():
         before = dict(main.commands)
         try:
             impl.function(group=main)
@@ -555,7 +558,7 @@ def _add_plugin_commands():
         for name, command in main.commands.items():
             if before.get(name) is not command:
                 _with_error_handling(command)
-    for name, why in plugin_registry.failures():
+    for name, why in failures():
         echo(f"warning: plugin '{name}' failed to load: {why}", err=True)
 
 

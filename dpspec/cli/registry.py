@@ -8,12 +8,7 @@ import click
 
 from dpspec.cli.terminal import echo
 from dpspec.cli.errors import friendly
-from dpspec.publish.input_guard import check_output_file
-from dpspec.publish.atomic import write_text
 from dpspec.errors import SpecError
-from dpspec.language.parser import parse, read_source
-from dpspec.exporters.opendp import opendp_script
-from dpspec.importers.run import import_config, write_set
 
 
 def _refuse_over_input(output: str | None, source: str, command: str) -> None:
@@ -22,6 +17,7 @@ def _refuse_over_input(output: str | None, source: str, command: str) -> None:
     if output is not None:
         import os
 
+        from dpspec.publish.input_guard import check_output_file
         from dpspec.publish.output_set import refuse_release_folder
 
         check_output_file(output, [source])
@@ -32,6 +28,7 @@ def _write_or_print(text: str, output: str | None) -> None:
     if output is None:
         echo(text, nl=False, content=True)
         return
+    from dpspec.publish.atomic import write_text
 
     write_text(output, text)
     echo(f"wrote {output}", err=True)
@@ -49,12 +46,14 @@ def _write_or_print(text: str, output: str | None) -> None:
 def export_cmd(file, registry, opendp, output):
     """Export spec FILE as an OpenDP Deployments Registry entry (YAML, valid against its schema) or as
     an OpenDP script."""
+    from dpspec.language.parser import parse, read_source
     from dpspec.registry.export import entry_yaml
 
     if registry == opendp:
         raise click.UsageError("say which format, once: --registry or --opendp")
     _refuse_over_input(output, file, "export")
     if opendp:
+        from dpspec.exporters.opendp import opendp_script
 
         _write_or_print(opendp_script(file), output)
         return
@@ -96,6 +95,7 @@ def import_cmd(entry, registry, das, safetab_p, safetab_h, phsafe, output):
         return
     import os
 
+    from dpspec.importers.run import import_config, write_set
 
     text, notes, files = import_config(chosen[0].strip("-").removesuffix("-config"), entry, output)
     for line in notes:

@@ -15,11 +15,7 @@ import click
 from dpspec.cli.terminal import echo
 from dpspec.cli.engine import engine_option, master_option, engine_for
 from dpspec.cli.errors import friendly
-from dpspec.language.parser import parse, read_source
-from dpspec.publish.input_guard import check_output_target, input_paths
-from dpspec.publish.report_set import spec_entry, write_report_set
 from dpspec.progress import StderrBar, reporting
-from dpspec.sweep import grid as grid_mod
 
 
 @click.command("sweep")
@@ -54,7 +50,11 @@ from dpspec.sweep import grid as grid_mod
 def sweep_cmd(file, vary, balance, runs, outdir, seed, off_by, delta, conversion, limit, yes, workers, units,
               engine_name, spark_master):
     """Run SPEC over a grid of mechanism parameters: budget, expected error and (--runs) realized error."""
+    from dpspec.language.parser import parse, read_source
+    from dpspec.publish.input_guard import check_output_target, input_paths
     from dpspec.publish.output_set import claimed_target, refuse_release_folder
+    from dpspec.publish.report_set import spec_entry, write_report_set
+    from dpspec.sweep import grid as grid_mod
     from dpspec.sweep import report
     from dpspec.sweep.runner import run_sweep
 

@@ -11,9 +11,7 @@ import click
 
 from dpspec.cli.terminal import echo
 from dpspec.cli.errors import friendly
-from dpspec.language.parser import parse, read_source
 from dpspec.progress import StderrBar, reporting
-from dpspec.schemas import versioned
 
 
 @click.command("verify")
@@ -34,6 +32,7 @@ from dpspec.schemas import versioned
 def verify_cmd(file, runs, seed, confidence, as_json, replay, neighbours, sample):
     """Test FILE's mechanism empirically against its claimed budget (exit 0 consistent, 1 refuted, 4 inconclusive),
     or, with --replay, replay it on neighbouring datasets (exit 0 clean, 1 findings)."""
+    from dpspec.language.parser import parse, read_source
     from dpspec.verify import DEFAULT_RUNS, verify
 
     spec = parse(read_source(file), file)
@@ -45,6 +44,7 @@ def verify_cmd(file, runs, seed, confidence, as_json, replay, neighbours, sample
     with reporting(StderrBar()):
         result = verify(spec, runs=runs or DEFAULT_RUNS, seed=seed, confidence=confidence)
     if as_json:
+        from dpspec.schemas import versioned
 
         echo(json.dumps(versioned("verification", result.to_json()), indent=2))
     else:
@@ -59,6 +59,7 @@ def _replay(spec, neighbours, seed, sample, as_json, runs):
         raise click.UsageError("--runs is for the empirical test; a replay runs the mechanism once per dataset")
     result = replay(spec, neighbours=neighbours or DEFAULT_NEIGHBOURS, seed=0 if seed is None else seed, sample=sample)
     if as_json:
+        from dpspec.schemas import versioned
 
         echo(json.dumps(versioned("replay", result.to_json()), indent=2))
     else:

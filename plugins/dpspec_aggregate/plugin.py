@@ -10,8 +10,7 @@ from dpspec.api import (BudgetStatement, ClippingBound, ComposedPart, DataError,
 
 from . import design as design_mod, sensitivity as sens_mod
 from .design import Design, Query, quantile_epsilon
-from dpspec.api import effective_sigma2, SpecError, located, Diagnostic, sampler_limit_problem
-from .a_priori import expected_error
+from dpspec.api import effective_sigma2, Diagnostic, sampler_limit_problem, SpecError, located
 
 
 @attrs.frozen
@@ -52,6 +51,7 @@ def plan(design: Design, relation: str) -> list[Part]:
 
 def _expected_error(noise: str, parameter) -> str:
     """The error a priori, as `budget` states it: the noise's standard deviation and its 95% interval."""
+    from .a_priori import expected_error
 
     sd, width, coverage = expected_error(noise, parameter)
     return (f"expected error a priori: standard deviation {sd:.4g}, "

@@ -16,7 +16,6 @@ from dpspec.api import (
 from . import cells, design as design_mod
 from .design import MEASUREMENTS, PERSON_COLUMNS, TABLES, UNIT_COLUMNS
 from dpspec.api import BudgetStatement, ZCDP, discrete_gaussian_variance
-from .change_one import change_one_note, change_one_budget
 
 __version__ = "1.0.0"
 PERSON_TABLES = tuple(t for t, (kind, _) in TABLES.items() if kind == "persons")
@@ -95,6 +94,7 @@ class PHSafe(Mechanism):
         import attrs
 
 
+        from .change_one import change_one_note
 
         design = self.design(spec, params)
         total, household = design.total_rho(), design.household_rho()
@@ -121,6 +121,7 @@ class PHSafe(Mechanism):
 
     def change_one(self, spec, params, budget):
         """rho x 2 for changing one person, from the counts' own sensitivity (change_one.py derives it)."""
+        from .change_one import change_one_budget
 
         return change_one_budget(spec, params, budget)
 

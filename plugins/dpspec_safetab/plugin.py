@@ -25,7 +25,6 @@ from dpspec.api import (
 
 from . import design as design_mod, geography
 from dpspec.api import shown as shown_value, ReleaseColumns, BudgetStatement, PublicCondition, ZCDP, discrete_gaussian_variance
-from .change_one import change_one_note, change_one_budget
 
 LEVEL_NAMES = tuple(design_mod.ITERATION_LEVELS)
 
@@ -199,6 +198,7 @@ class SafeTab(Mechanism):
         else:
             notes.append("one stage: the detail of each table is chosen from published totals (public information), "
                          "so all of rho is spent on the chosen table")
+        from .change_one import change_one_note
 
         change_one = change_one_note(spec, params, total)
         if change_one:
@@ -215,6 +215,7 @@ class SafeTab(Mechanism):
         return attrs.evolve(stmt, public=tuple(public), components=tuple(self.components(design, fanouts)))
 
     def change_one(self, spec, params, budget):
+        from .change_one import change_one_budget
 
         return change_one_budget(spec, params, budget)
 

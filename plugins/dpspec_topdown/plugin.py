@@ -20,10 +20,6 @@ from .params.spine import _aian_split_levels, _spine
 from .params.tables import ROOT, _invariants, _joint, _levels, _relation, _schema, _strategy, _variables
 from .release.report import _guarantee_notes, _query_labels, allocation_rows, bypass_rows
 from .semantics import across_split_rho, attribute_rhos, geography_rhos, tied_attribute_rhos
-from .design import design_from_spec
-from .params.broken_places import located
-from .release.outputs import release_of
-from .run.context import RunContext
 
 __version__ = "1.0.0"
 
@@ -213,6 +209,10 @@ class TopDown(Mechanism):
         API's RunContext; TopDown's own (run/context.py) adds the worker count and names each
         progress stage as a level. TopDown keeps no truths: `ctx.keep_truths` is not read (the
         sweep compares the released microdata's count tables with the data's)."""
+        from .design import design_from_spec
+        from .params.broken_places import located
+        from .release.outputs import release_of
+        from .run.context import RunContext
         from .run.inputs import read_records
         from .run.topdown import run_topdown
 
@@ -229,6 +229,7 @@ class TopDown(Mechanism):
         row's variance the one its (level, query) gets from the allocation (or a bypass class's);
         the rows themselves declared from the spec (release/measured.py), so a deleted one is refused."""
 
+        from .design import design_from_spec
         alloc = self._allocation(spec, params)
         allowed = {}
         for q in alloc.queries:

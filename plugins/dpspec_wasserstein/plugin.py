@@ -15,7 +15,6 @@ from fractions import Fraction
 from dpspec.api import (BudgetStatement, Diagnostic, Mechanism, MechanismError, NativeFlavor, OutputKeys, ParamSpec,
                         ParameterSchema, PublicCondition, PureDP, Release, SpecError, declared_values, hookimpl, ir, pufferfish,
                         located, record_measurement, sampler_limit_problem)
-from .kng import WassersteinKNG, WassersteinKNGMean, WassersteinKNGSlope
 from dpspec.api import ReleaseColumns, discrete_laplace
 
 BASES = ("naive", "congenial", "prior")
@@ -607,5 +606,6 @@ class NoisyPostprocessed(_CountRelease):
 
 @hookimpl
 def dpspec_mechanisms():
+    from .kng import WassersteinKNG, WassersteinKNGMean, WassersteinKNGSlope
 
     return [WassersteinExponential(), NoisyPostprocessed(), WassersteinKNG(), WassersteinKNGMean(), WassersteinKNGSlope()]

@@ -13,10 +13,6 @@ from .passes import _pass_level_loc, _pass_query_loc, _passes
 from .postprocess import _failsafe, _postprocess_only
 from .spine import _spine, _split_levels
 from .tables import _bound_categories, _invariants, _joint, _levels, _schema, _shares_loc, _structural_zeros, _variables
-from ..estimation.invariant_chain import unnested, why
-from .constraints import facility_constraints
-from ..estimation.joint_passes import joint_pass_plan
-from ..estimation.pass_plans import pass_plan
 
 
 def _at_setting(spec: ir.Spec, d: Diagnostic) -> Diagnostic:
@@ -48,6 +44,7 @@ def _unnested_invariant_problems(spec: ir.Spec, params: dict) -> list:
     """The invariants on `params`' table whose query does not nest with an earlier one's, at the
     later invariant's line (the run's chain rule, estimation/invariant_chain.py, decided here from the spec)."""
 
+    from ..estimation.invariant_chain import unnested, why
     schema = _schema(spec, params)
     written = {}  # canonical query: the first invariant writing it
     for _, query, q in _invariants(spec, params)[0]:
@@ -120,6 +117,7 @@ def setting_problems(spec: ir.Spec, params: dict, allocation) -> list:
     geography file, invariants, the allocation by `allocation(spec, params)`, constraints,
     equalities, the failsafe, post-processing, cross constraints, then the passes), each
     problem located at its setting."""
+    from .constraints import facility_constraints
     problems = []
     try:
         flag = _spine(spec, params).get("aian", (None, None))[1]
@@ -169,6 +167,9 @@ def _check_pass_plans(spec: ir.Spec, params: dict, passes: dict, schema, alloc, 
     without a budget share, or a pass naming a query the level does not measure, is a SpecError
     at the pass naming it (else at the level's line of its passes)."""
 
+    from ..estimation.invariant_chain import why
+    from ..estimation.joint_passes import joint_pass_plan
+    from ..estimation.pass_plans import pass_plan
     for level, plan in passes.items():
         if level not in params["levels"]:
             what = "outer_passes" if params.get("outer_passes") is not None else "estimation/rounding passes"

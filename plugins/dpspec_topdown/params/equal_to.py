@@ -6,7 +6,6 @@ from dpspec.api import Diagnostic, SpecError, ir
 from .locate import at, item_at
 from .passes import _query_words
 from .tables import _block, _entry_settings, _invariants, ROOT, _schema
-from .equality_check import check_target
 
 
 def _equalities(spec: ir.Spec, params: dict) -> list[dict]:
@@ -17,6 +16,7 @@ def _equalities(spec: ir.Spec, params: dict) -> list[dict]:
     the guarantee is then stated as conditioned on it. What the spec alone decides about the
     target (its columns, its groups against the invariants') is a SpecError (equality_check.py)."""
 
+    from .equality_check import check_target
     block = _block(params, "equal_to", '{ pl94: { table: pl94_release  query: "hhgq * votingage" } }')
     if block is None:
         return []

@@ -14,8 +14,6 @@ from dpspec.api import Diagnostic, SpecError, ir
 
 from .locate import at, item_at
 from ..wording import listed
-from ..measurement.histogram import Recode, Schema
-from .recode_invariants import recode_invariant_problems
 
 ROOT = "nation"
 
@@ -52,6 +50,7 @@ def _entry_settings(p) -> tuple[dict, dict]:
 def _recodes(params: dict, variables: dict, spec: ir.Spec | None = None) -> list[Recode]:
     """The declared recodes: ``NAME: { of: VARIABLE  LABEL: [values]  ... }`` each."""
 
+    from ..measurement.histogram import Recode
     block = params.get("recodes")
     if block is None:
         return []
@@ -105,6 +104,7 @@ def _recode_group_loc(spec, body: ir.ParamBlock, message: str, loc: tuple) -> tu
 
 def _schema(spec: ir.Spec, params: dict) -> Schema:
 
+    from ..measurement.histogram import Schema
     variables = _variables(spec, params)
     return Schema.from_variables(variables).with_recodes(_recodes(params, variables, spec))
 
@@ -293,6 +293,7 @@ def _invariants(spec: ir.Spec, params: dict):
     factor may be a recode of a histogram variable, carried by the table as a column of its name
     (recode_invariants.py: production's gqhh_vect)."""
 
+    from .recode_invariants import recode_invariant_problems
     levels = _levels(spec)
     variables = set(params["variables"])
     recodes = _invariant_recodes(spec, params) if params.get("recodes") is not None else {}
