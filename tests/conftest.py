@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import re
 import textwrap
 
 import pytest
@@ -219,10 +220,41 @@ def pytest_collection_modifyitems(config, items):
         spark = _on_spark(item)
         if spark or module in SLOW_MODULES or SLOW_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.slow)
-        if spark:
-            # Under pytest-xdist (`--dist loadgroup`) every test that starts Spark in this process
-            # runs on one worker, in the order above: one JVM, the cluster before the local session.
-            item.add_marker(pytest.mark.xdist_group("spark"))
+
+
+# Under pytest-xdist, the tests of a module that starts Spark in its process run on one worker, in
+# the order above (one JVM, the cluster before the local session), and so do the docs' console
+# blocks (they share one copy of the checkout, and a block may use what an earlier one wrote).
+# xdist's own `--dist loadgroup` cannot say this with pytest 9 (xdist 3.8 renames a node by an
+# attribute pytest 9 no longer reads), so the scheduler is ours: xdist's load-by-scope scheduler
+# with one scope for those modules and one per test elsewhere. The modules are found by reading
+# them, so a new Spark test module joins without an edit here.
+TESTS = os.path.dirname(os.path.abspath(__file__))
+_STARTS_SPARK = re.compile(r"\b(?:%s)\b|\"spark\"" % "|".join(sorted(SPARK_FIXTURES)))
+
+
+def _one_worker_modules() -> dict[str, str]:
+    out = {"tests/test_docs_commands.py": "docs_commands"}
+    for name in sorted(os.listdir(TESTS)):
+        if name.startswith("test_") and name.endswith(".py"):
+            with open(os.path.join(TESTS, name), encoding="utf-8") as fh:
+                if _STARTS_SPARK.search(fh.read()):
+                    out[f"tests/{name}"] = "spark"
+    return out
+
+
+def pytest_xdist_make_scheduler(config, log):
+    if config.getvalue("dist") not in ("load", "loadgroup"):
+        return None  # another --dist was asked for: xdist's own
+    from xdist.scheduler import LoadScopeScheduling
+
+    scopes = _one_worker_modules()
+
+    class SparkOnOneWorker(LoadScopeScheduling):
+        def _split_scope(self, nodeid):
+            return scopes.get(nodeid.split("::")[0], nodeid)
+
+    return SparkOnOneWorker(config, log)
 
 
 def pytest_xdist_auto_num_workers(config):

@@ -25,10 +25,6 @@ import pytest
 
 from tests.test_docs import EXIT, FENCE, doc_files
 
-# The blocks share one copy of the checkout and a block may use what an earlier one wrote: under
-# pytest-xdist they all run on one worker, in order.
-pytestmark = pytest.mark.xdist_group("docs_commands")
-
 ROOT = Path(__file__).resolve().parents[1]
 NOT_RUN = re.compile(r"^<!--\s*not run:\s*(?P<reason>.*?)\s*-->$")
 CARRIED = re.compile(r"^(cd|source|\.)\s")  # lines whose effect lasts in the reader's terminal
