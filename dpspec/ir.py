@@ -6,6 +6,7 @@ so that other tools can read a spec without our parser.
 """
 from __future__ import annotations
 
+import math
 from fractions import Fraction
 from typing import Any
 
@@ -453,28 +454,55 @@ def format_number(value) -> str:
     return f"{sign}{text[:-digits]}.{text[-digits:]}"
 
 
-def to_jsonable(obj):
-    """Plain JSON data for any IR object; exact fractions become their written form."""
+def to_jsonable(obj, *, fractions: str = "written", coerce: bool = False, nan: str = "keep"):
+    """Plain JSON data for IR objects and the values around them: the one converter of every
+    JSON output (the spec, manifests, budgets, audit evidence, reports).
+
+    An integral Fraction becomes an int. fractions: how another Fraction is written: "written"
+    (its written form: a float when it is a short decimal such as 3/4, the text "1/3" otherwise;
+    the spec and audit evidence, where the exact value is the point) or "float" (its nearest
+    float: the budget statement's public facts and components, which JSON readers add up).
+
+    coerce: False for IR data, whose values are already plain (anything else passes through as
+    it is, so `json.dumps` decides); True where values come from anywhere (a mechanism's facts,
+    a rule's evidence): infinities become "inf" and "-inf" (JSON has no infinity), an object with
+    `to_json` gives its own form, a set its sorted items, a numpy scalar its Python value and
+    anything else its text. nan: what a NaN becomes when coercing: "keep" (the budget
+    statement's, as it always wrote) or "null" (audit evidence: not a number is no value).
+    """
+    def inner(value):
+        return to_jsonable(value, fractions=fractions, coerce=coerce, nan=nan)
+
+    if obj is None or isinstance(obj, (str, bool, int)):
+        return obj
+    if isinstance(obj, float):
+        if coerce and math.isinf(obj):
+            return "inf" if obj > 0 else "-inf"
+        if coerce and nan == "null" and math.isnan(obj):
+            return None
+        return obj
     if isinstance(obj, Fraction):
         if obj.denominator == 1:
             return obj.numerator
-        text = format_number(obj)
+        text = format_number(obj) if fractions == "written" else ""
         return text if "/" in text else float(obj)
+    if coerce and callable(getattr(obj, "to_json", None)):
+        return obj.to_json()
     if isinstance(obj, Name):
         return obj.text
     if isinstance(obj, ParamBlock):
-        return {p.name: to_jsonable(p.value) for p in obj.params}
-    if attrs.has(type(obj)):
-        out = {}
-        for field in attrs.fields(type(obj)):
-            if field.name in ("loc", "positions") or (isinstance(obj, Spec) and field.name in ("path", "text", "comments")):
-                continue
-            out[field.name.rstrip("_")] = to_jsonable(getattr(obj, field.name))
-        return out
-    if isinstance(obj, (tuple, list)):
-        return [to_jsonable(x) for x in obj]
+        return {p.name: inner(p.value) for p in obj.params}
     if isinstance(obj, dict):
-        return {str(k): to_jsonable(v) for k, v in obj.items()}
+        return {str(k): inner(v) for k, v in obj.items()}
+    if isinstance(obj, (tuple, list)):
+        return [inner(x) for x in obj]
+    if coerce and isinstance(obj, (set, frozenset)):
+        return [inner(x) for x in sorted(obj, key=str)]
+    if attrs.has(type(obj)):
+        skip = ("loc", "positions", "path", "text", "comments") if isinstance(obj, Spec) else ("loc", "positions")
+        return {f.name.rstrip("_"): inner(getattr(obj, f.name)) for f in attrs.fields(type(obj)) if f.name not in skip}
+    if coerce:
+        return inner(obj.item()) if hasattr(obj, "item") else str(obj)  # numpy scalars have item()
     return obj
 
 

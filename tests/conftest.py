@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import re
 import textwrap
 
 import pytest
@@ -189,17 +190,25 @@ def edited_spec(text: str, name: str, replace: dict | None = None, parse=None):
     return parse(text, name)
 
 
-# ---- the fast tier (`pytest -m "not slow"`) ------------------------------------------------
+# ---- the fast tier (`pytest -m "not slow"`) and the parallel run --------------------------
 # Whole kinds of test are slow by what they start, not by their assertions: a Spark session or
-# cluster, a wheel built and installed, a browser, an editor, a notebook kernel, a subprocess
-# killed at random moments, every bundled report regenerated. They are marked here by what
-# they use, so a new test of the same kind joins the slow tier without a decorator. CI runs both.
-SLOW_FIXTURES = {"spark_session", "counts_only_spark", "cluster", "installed", "chromium", "tumult_release"}  # fixtures that exist
+# cluster, a wheel built and installed, a fresh virtual environment, a browser, an editor, a
+# notebook kernel, a subprocess killed at random moments, every bundled report regenerated. They
+# are marked here by what they use, so a new test of the same kind joins the slow tier without a
+# decorator (a test parametrised over engines is slow on its "spark" side). CI runs both.
+SPARK_FIXTURES = {"spark_session", "counts_only_spark", "cluster"}
+SLOW_FIXTURES = SPARK_FIXTURES | {"installed", "chromium", "tumult_release", "plugin_venv"}  # fixtures that exist
 SLOW_MODULES = {
     "test_cluster", "test_installed_package", "test_light_install", "test_report_regenerate",
     "test_report_browser", "test_neovim_lsp", "test_emacs_lsp", "test_notebooks", "test_output_set",
     "test_report_sets", "test_engine_mechanisms", "test_engine_spark", "test_docs_commands", "test_textmate",
+    "test_fuzz",
 }
+
+
+def _on_spark(item) -> bool:
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    return bool(SPARK_FIXTURES & set(getattr(item, "fixturenames", ()))) or "spark" in params.values()
 
 
 def pytest_collection_modifyitems(config, items):
@@ -208,5 +217,51 @@ def pytest_collection_modifyitems(config, items):
     items.sort(key=lambda item: 0 if "test_cluster.py" in item.nodeid else 1)
     for item in items:
         module = item.module.__name__.rsplit(".", 1)[-1] if getattr(item, "module", None) else ""
-        if module in SLOW_MODULES or SLOW_FIXTURES & set(getattr(item, "fixturenames", ())):
+        spark = _on_spark(item)
+        if spark or module in SLOW_MODULES or SLOW_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.slow)
+
+
+# Under pytest-xdist, the tests of a module that starts Spark in its process run on one worker, in
+# the order above (one JVM, the cluster before the local session), and so do the docs' console
+# blocks (they share one copy of the checkout, and a block may use what an earlier one wrote).
+# xdist's own `--dist loadgroup` cannot say this with pytest 9 (xdist 3.8 renames a node by an
+# attribute pytest 9 no longer reads), so the scheduler is ours: xdist's load-by-scope scheduler
+# with one scope for those modules and one per test elsewhere. The modules are found by reading
+# them, so a new Spark test module joins without an edit here.
+TESTS = os.path.dirname(os.path.abspath(__file__))
+_STARTS_SPARK = re.compile(r"\b(?:%s)\b|\"spark\"" % "|".join(sorted(SPARK_FIXTURES)))
+
+
+def _one_worker_modules() -> dict[str, str]:
+    out = {"tests/test_docs_commands.py": "docs_commands"}
+    for name in sorted(os.listdir(TESTS)):
+        if name.startswith("test_") and name.endswith(".py"):
+            with open(os.path.join(TESTS, name), encoding="utf-8") as fh:
+                if _STARTS_SPARK.search(fh.read()):
+                    out[f"tests/{name}"] = "spark"
+    return out
+
+
+def pytest_xdist_make_scheduler(config, log):
+    if config.getvalue("dist") not in ("load", "loadgroup"):
+        return None  # another --dist was asked for: xdist's own
+    from xdist.scheduler import LoadScopeScheduling
+
+    scopes = _one_worker_modules()
+
+    class SparkOnOneWorker(LoadScopeScheduling):
+        def _split_scope(self, nodeid):
+            return scopes.get(nodeid.split("::")[0], nodeid)
+
+    return SparkOnOneWorker(config, log)
+
+
+def pytest_xdist_auto_num_workers(config):
+    """`-n auto` (the default in pyproject.toml): one worker per CPU for the suite or a folder, none
+    when only files or tests are named (`pytest tests/test_fmt.py` runs in this process, as it
+    always did: starting workers costs more than one file gains)."""
+    args = [a.split("::")[0] for a in config.args]
+    if args and all(os.path.isfile(a) for a in args):
+        return 0
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)

@@ -232,12 +232,9 @@ def test_cli_spark_master_needs_the_spark_engine(small_spec, tmp_path):
     assert res.exit_code == 2 and "--spark-master needs --engine spark" in res.output
 
 
-def test_cli_says_when_a_mechanism_ignores_the_chosen_engine(small_spec, tmp_path):
-    pytest.importorskip("pyspark")
-    from dpspec.engine.spark import find_java
-
-    if find_java() is None:
-        pytest.skip("no Java runtime")
+def test_cli_says_when_a_mechanism_ignores_the_chosen_engine(small_spec, tmp_path, spark_session):
+    # (spark_session: this compile starts Spark in this process, so it runs where and when the
+    # other Spark tests do, and joins the session they share)
     res = run_cli("compile", str(small_spec), "-o", str(tmp_path / "out"), "--seed", "1",
                   "--engine", "spark", "--spark-master", "local[1]")
     assert "does not use the execution engine yet; it ran in this process, not on spark" in res.output

@@ -5,6 +5,7 @@ import glob
 import os
 from fractions import Fraction
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -96,6 +97,7 @@ def specs(draw):
     )
 
 
+@pytest.mark.slow  # 150 generated specs: about 15 s; test_fmt_everything_is_idempotent and the bundled round trip stay in the fast tier
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(specs())
 def test_fmt_round_trip(spec):

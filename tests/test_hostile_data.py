@@ -113,12 +113,23 @@ _DEVICES = textwrap.dedent('''\
     ''')
 
 
-def test_devices_pipes_and_sockets_in_a_partitioned_folder_are_refused_in_bounded_time(tmp_path):
+def _socket_at(path):
+    """A Unix socket at `path`, bound by its name from its folder: a socket's address holds at most
+    107 bytes, and a worker's temporary folder (pytest-xdist's popen-gwN) can make the full path longer."""
     import socket
 
+    here = os.getcwd()
+    os.chdir(path.parent)
+    try:
+        socket.socket(socket.AF_UNIX).bind(path.name)
+    finally:
+        os.chdir(here)
+
+
+def test_devices_pipes_and_sockets_in_a_partitioned_folder_are_refused_in_bounded_time(tmp_path):
     cases = []
     for name, make in (("zero", lambda p: p.symlink_to("/dev/zero")), ("urandom", lambda p: p.symlink_to("/dev/urandom")),
-                       ("fifo", lambda p: os.mkfifo(p)), ("socket", lambda p: socket.socket(socket.AF_UNIX).bind(str(p)))):
+                       ("fifo", lambda p: os.mkfifo(p)), ("socket", _socket_at)):
         case = tmp_path / name
         case.mkdir()
         folder = _partitioned(case)

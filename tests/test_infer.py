@@ -126,6 +126,7 @@ def test_prior_draws_match_the_public_total_and_the_dirichlet_multinomial_mean()
     assert np.isfinite(lp[0]) and lp[1] == -np.inf and lp[2] == -np.inf
 
 
+@pytest.mark.slow  # a statistical test: 100 and 60 posterior draws over truths from the prior, about 5 s each
 @pytest.mark.parametrize("method,trials", [("rejection", 100), ("importance", 60)])
 def test_coverage_on_truths_drawn_from_the_prior(method, trials):
     """Bayesian calibration: if truths come from the prior, the 90% intervals cover them as often

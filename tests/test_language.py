@@ -113,6 +113,25 @@ def test_ir_serializes_to_json():
     assert data["data"][0]["path"] == "h.parquet"
 
 
+def test_one_json_converter_whose_options_are_where_its_callers_differ():
+    import numpy as np
+
+    from dpspec.audit.base import jsonable
+
+    values = {"third": Fraction(1, 3), "half": Fraction(1, 2), "two": Fraction(2), "inf": float("inf"),
+              "nan": float("nan"), "set": {"b", "a"}, "n": np.int64(3), "name": ir.Name("x")}
+    ir_form = ir.to_jsonable(values)  # IR data: anything not IR passes through as it is
+    assert (ir_form["third"], ir_form["half"], ir_form["two"], ir_form["inf"], ir_form["set"]) == \
+        ("1/3", 0.5, 2, float("inf"), {"a", "b"})
+    assert type(ir_form["n"]) is np.int64 and ir_form["name"] == "x"
+    evidence = jsonable(values)  # audit evidence: any value coerced, NaN as null
+    assert evidence == {"third": "1/3", "half": 0.5, "two": 2, "inf": "inf", "nan": None, "set": ["a", "b"],
+                        "n": 3, "name": "x"}
+    budget = ir.to_jsonable(values, fractions="float", coerce=True)  # a statement's facts: nearest floats, NaN kept
+    assert (budget["third"], budget["inf"], budget["n"]) == (1 / 3, "inf", 3) and budget["nan"] != budget["nan"]
+    assert jsonable(Fraction(-3, 4)) == -0.75 and jsonable(float("-inf")) == "-inf"
+
+
 def test_keywords_can_be_column_names():
     spec = parse('domain d { table t unit u { count : int 0..9  unit : category  stage : bool } }')
     assert spec.domain.tables[0].column_names == ("count", "unit", "stage")

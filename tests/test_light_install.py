@@ -22,10 +22,10 @@ with open(os.path.join(ROOT, "pyproject.toml"), "rb") as _fh:
 
 # Distributions of the optional extras, and the top-level modules they bring.
 EXTRA_DISTRIBUTIONS = {"pyspark", "opendp", "mkdocs", "mkdocs-material", "pygments", "pygls", "lsprotocol",
-                       "ipykernel", "nbclient", "nbformat", "jupyter", "notebook", "jupyterlab", "pytest",
+                       "ipykernel", "nbclient", "nbformat", "jupyter", "notebook", "jupyterlab", "pytest", "pytest-xdist",
                        "piqp", "proxsuite", "osqp", "scikit-sparse"}
 EXTRA_MODULES = ["pyspark", "py4j", "opendp", "mkdocs", "material", "pygments", "pygls", "lsprotocol", "ipykernel",
-                 "IPython", "nbclient", "nbformat", "jupyter_client", "pytest", "hypothesis",
+                 "IPython", "nbclient", "nbformat", "jupyter_client", "pytest", "xdist", "hypothesis",
                  "piqp", "proxsuite", "osqp", "sksparse"]
 
 

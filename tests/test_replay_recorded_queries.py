@@ -118,6 +118,7 @@ def test_a_row_appears_explained_only_when_a_measurement_deciding_it_changed():
     assert len(findings) == 1 and "no measurement deciding that row changed" in findings[0].message
 
 
+@pytest.mark.slow  # a SafeTab production replay: about 8 s
 def test_safetab_declares_its_counts_row_by_row_and_replays_clean():
     from tests.safetab_helpers import P_SPEC
 

@@ -74,6 +74,7 @@ def verdicts(out: str) -> dict:
     return {line.split("..")[0].strip(): line.rsplit(".", 1)[-1].strip() for line in out.splitlines() if "...." in line}
 
 
+@pytest.mark.slow  # starts pre-commit in a fresh repository: about 5 s
 def test_pre_commit_runs_the_hooks_and_blocks_a_bad_spec(repo):
     pre_commit(repo, "install")
     code, out = commit(repo, "a good spec")
@@ -117,6 +118,7 @@ def test_the_action_is_a_composite_running_the_review_script():
     assert all(step.get("shell") == "bash" for step in action["runs"]["steps"] if "run" in step)
 
 
+@pytest.mark.slow  # two git checkouts and compiles: about 4 s
 def test_the_review_compares_each_changed_spec_with_its_base_version(tmp_path, monkeypatch):
     if shutil.which("git") is None:
         pytest.skip("git is not installed")

@@ -64,6 +64,7 @@ def test_one_threshold_ladder_as_safetab_h_t4():
     assert engine.choose_detail(np.array([970, 971, 972, np.nan_to_num(-np.inf)]), (971,)).tolist() == [0, 1, 1, 0]
 
 
+@pytest.mark.slow  # two SafeTab-P production compiles: about 10 s
 def test_stage1_totals_reach_the_output_only_through_the_choice(monkeypatch):
     """Shift every stage-1 total by 10^6 while the choice ignores their values: the release is
     identical, so nothing else reads them; and no published count carries the shift."""

@@ -65,6 +65,7 @@ def test_a_cell_does_not_depend_on_other_cells(persons, release):
         fewer[fewer["geography"] == "state"].reset_index(drop=True))  # the state's own counts did change
 
 
+@pytest.mark.slow  # a statistical test over every cell: about 5 s
 def test_no_two_cells_share_a_stream_and_each_draws_its_own(persons, monkeypatch):
     """Every noise call of a run, recorded: all (cell, stage) keys and their SHA-256 stream keys
     are distinct, and a sample of cells' noise is exactly discrete_gaussian on unit_rng(key)."""

@@ -202,6 +202,7 @@ def test_no_noise_draw_is_larger_than_one_node(many_nodes, monkeypatch):
     assert max(sizes) * 10 < res.hierarchy.level("block").n_units * detailed
 
 
+@pytest.mark.slow  # a scale test (3,000 persons, tracemalloc over three runs): about 10 s
 def test_driver_peak_stays_well_below_one_dense_level(monkeypatch):
     """tracemalloc (numpy reports its buffers to it) over the run and the streaming of both
     tables: the peak stays a fraction of the dense noisy answers, which the old way held

@@ -6,8 +6,6 @@ reports a finding.
 """
 from __future__ import annotations
 
-import math
-from fractions import Fraction
 from typing import Callable
 
 import attrs
@@ -24,29 +22,8 @@ def _severity(_instance, attribute, value):
 
 
 def jsonable(value):
-    """Plain JSON data for evidence: budgets, conversions, IR objects, exact numbers, infinities."""
-    if value is None or isinstance(value, (str, bool, int)):
-        return value
-    if isinstance(value, float):
-        if math.isnan(value):
-            return None
-        if math.isinf(value):
-            return "inf" if value > 0 else "-inf"
-        return value
-    if isinstance(value, Fraction):
-        return ir.to_jsonable(value)
-    if hasattr(value, "to_json") and callable(value.to_json):
-        return value.to_json()
-    if isinstance(value, dict):
-        return {str(k): jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple, set, frozenset)):
-        items = sorted(value, key=str) if isinstance(value, (set, frozenset)) else value
-        return [jsonable(v) for v in items]
-    if attrs.has(type(value)):
-        return jsonable(ir.to_jsonable(value))
-    if hasattr(value, "item"):  # numpy scalars
-        return jsonable(value.item())
-    return str(value)
+    """Plain JSON data for evidence: `ir.to_jsonable` coercing any value, a NaN as null."""
+    return ir.to_jsonable(value, coerce=True, nan="null")
 
 
 @attrs.frozen

@@ -12,6 +12,7 @@ from fractions import Fraction
 
 import attrs
 
+from dpspec import ir
 from dpspec.errors import ConversionError
 
 from .conversions import Conversion, convert, identity
@@ -29,7 +30,7 @@ from .premetrics import (
     normalize_kind,
     to_exact,
 )
-from .statement import BudgetStatement, PublicCondition, _jsonable
+from .statement import BudgetStatement, PublicCondition
 
 SEQUENTIAL_CITATIONS = {
     "pure": "Dwork & Roth (2014), Theorem 3.16 (epsilons add up)",
@@ -122,7 +123,7 @@ class Ledger:
             "entries": [e.to_json() for e in self.entries],
             "conversions": [c.to_json() for c in self.conversions],
             "public": [p.to_json() for p in self.public],
-            "depends_on": _jsonable(self.depends_on),
+            "depends_on": ir.to_jsonable(self.depends_on, fractions="float", coerce=True),
         }
 
     def __str__(self) -> str:

@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import attrs
 
+from dpspec import ir
+
 from .conversions import Conversion, convert
-from .premetrics import Budget, budget_from_params, json_number
+from .premetrics import Budget, budget_from_params
 
 
 def _budget(value):
@@ -21,27 +23,6 @@ def _budget(value):
 
 def _optional_budget(value):
     return None if value is None else budget_from_params(value)
-
-
-def _jsonable(value):
-    if isinstance(value, float):
-        return json_number(value)
-    if isinstance(value, (list, tuple)):
-        return [_jsonable(v) for v in value]
-    if isinstance(value, dict):
-        return {str(k): _jsonable(v) for k, v in value.items()}
-    if isinstance(value, (str, int, bool)) or value is None:
-        return value
-    try:
-        from fractions import Fraction
-
-        if isinstance(value, Fraction):
-            return value.numerator if value.denominator == 1 else float(value)
-    except ImportError:  # pragma: no cover
-        pass
-    if hasattr(value, "item"):  # numpy scalars
-        return _jsonable(value.item())
-    return str(value)
 
 
 @attrs.frozen
@@ -111,10 +92,10 @@ class BudgetStatement:
             "actual": self.actual.to_json(),
             "worst": None if self.worst is None else self.worst.to_json(),
             "per_universe": self.per_universe,
-            "depends_on": _jsonable(self.depends_on),
+            "depends_on": ir.to_jsonable(self.depends_on, fractions="float", coerce=True),
             "notes": list(self.notes),
             "public": [p.to_json() for p in self.public],
-            "components": [_jsonable(c) for c in self.components],
+            "components": ir.to_jsonable(list(self.components), fractions="float", coerce=True),
         }
 
     def __str__(self) -> str:
