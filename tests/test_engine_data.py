@@ -263,9 +263,9 @@ def test_topdown_from_a_partitioned_directory_gives_the_csv_release(tmp_path):
 
     original = TopDown.run
 
-    def spy(self, spec, params, data, rng, engine=None):
+    def spy(self, spec, params, data, ctx):
         seen["persons"] = type(data["persons"])
-        return original(self, spec, params, data, rng, engine=engine)
+        return original(self, spec, params, data, ctx)
 
     TopDown.run = spy
     try:

@@ -10,6 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 import dpspec
+import dpspec.publish.output as publish_output
 from dpspec.cli.main import main
 from tests.conftest import SMALL_SPEC
 
@@ -105,7 +106,7 @@ def test_a_link_flipped_to_the_data_folder_while_staging_publishes_nothing(tmp_p
         _flip(link, data)
         return render(*args, **kw)
 
-    monkeypatch.setattr(dpspec.report, "render_all", flipping)
+    monkeypatch.setattr(publish_output, "render_all", flipping)  # where write_result calls it
     with pytest.raises(OutputSetError, match="a link in it changed during the run"):
         write_result(result, str(link))
     assert sorted(os.listdir(data)) == before and os.listdir(safe) == []
@@ -129,7 +130,7 @@ def test_a_link_flipped_right_after_the_check_is_caught_on_the_folder_written(tm
         if len(calls) == 1:
             _flip(link, data)
 
-    monkeypatch.setattr(guard, "check_output_target", flip_after_first_check)
+    monkeypatch.setattr(publish_output, "check_output_target", flip_after_first_check)  # where write_result calls it
     with pytest.raises(UnsafeOutputError, match="refusing to write there"):
         write_result(result, str(link))
     assert calls[-1] == str(data)  # the guard saw the folder the path now leads to
@@ -176,7 +177,7 @@ def test_a_parent_folder_replaced_by_a_link_while_staging_writes_nothing_into_th
         moved.append(_replace_by_link(real, data))
         return render(*args, **kw)
 
-    monkeypatch.setattr(dpspec.report, "render_all", flipping)
+    monkeypatch.setattr(publish_output, "render_all", flipping)  # where write_result calls it
     with pytest.raises(OutputSetError, match="a link in it changed during the run"):
         write_result(result, str(out))
     assert sorted(os.listdir(data)) == before  # not even a hidden staged folder

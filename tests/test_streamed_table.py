@@ -147,7 +147,7 @@ def test_a_compile_whose_mechanism_streams_writes_the_same_set(tmp_path, monkeyp
         outs = {k: streamed(v, 97) if isinstance(v, pd.DataFrame) and len(v) > 100 else v for k, v in release.outputs.items()}
         return attrs.evolve(release, outputs=outs)
 
-    monkeypatch.setattr("dpspec.engine.run_mechanism", streaming)
+    monkeypatch.setattr("dpspec.run.compiler.run_mechanism", streaming)  # where the compiler calls it
     chunked = compiler.compile_spec(load(spec_path), seed=5, audit=False)
     assert any(isinstance(v, StreamedTable) for v in chunked.published.values())
     write_result(chunked, str(tmp_path / "chunked"))
@@ -179,7 +179,7 @@ def test_extra_runs_free_their_engine_held_outputs(tmp_path, monkeypatch):
         freed.append(None)  # one entry per run: the index names the run
         return attrs.evolve(release, outputs=outs)
 
-    monkeypatch.setattr("dpspec.engine.run_mechanism", streaming)
+    monkeypatch.setattr("dpspec.run.compiler.run_mechanism", streaming)  # where the compiler calls it
     compiler.compile_spec(load(os.path.join(SPECS, "acs_ma2019_swap.dps")), seed=5, runs=3, audit=False,
                           engine=LocalEngine())
     assert sorted(x for x in freed if x is not None) == [1, 2]

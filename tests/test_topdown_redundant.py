@@ -8,7 +8,7 @@ import numpy as np
 
 from dpspec_topdown.estimation import node_solve
 from dpspec_topdown.estimation import postprocess
-from dpspec_topdown.estimation import redundant
+from dpspec_topdown.estimation import multipass, redundant
 from dpspec_topdown.run.topdown import run_topdown
 from dpspec_topdown.design import Design
 from dpspec_topdown.run.context import RunContext
@@ -87,11 +87,11 @@ def test_interleaved_passes_reach_the_same_release_without_the_implied_rows(monk
             calls.append(len(t.constraints) - len(out.constraints))
             return out
 
-        monkeypatch.setattr(redundant, "drop_implied", spy)
+        monkeypatch.setattr(multipass, "drop_implied", spy)
         solve_interleaved(task, queries, plan, variables)
-        monkeypatch.setattr(redundant, "drop_implied", lambda t, *a: t)  # every row stated
+        monkeypatch.setattr(multipass, "drop_implied", lambda t, *a: t)  # every row stated
         stated, *_ = solve_interleaved(task, queries, plan, variables)
-        monkeypatch.setattr(redundant, "drop_implied", real)
+        monkeypatch.setattr(multipass, "drop_implied", real)
         dropped += sum(calls)
         compared += 1
         assert np.array_equal(counts, stated)
