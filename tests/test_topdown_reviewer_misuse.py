@@ -110,7 +110,8 @@ def test_an_unknown_query_in_a_pass_is_refused_at_the_pass_that_writes_it(which,
 def test_a_malformed_setting_is_refused_at_its_line_not_the_mechanisms(setting):
     text, d = _error(PERSONS.replace("  failsafe: {\n    minimal_schema: [relgq]\n  }\n", ""),
                      "  pass_tolerance: 0.1\n", f"  pass_tolerance: 0.1\n  {setting}\n")
-    assert d.line == _line(text, setting) and d.message.startswith(setting.split(":")[0] + ": expected")
+    name = setting.split(":")[0]  # a typed setting is refused in the core's words ("parameter 'failsafe': expected")
+    assert d.line == _line(text, setting) and d.message.startswith((f"{name}: expected", f"parameter '{name}': expected"))
 
 
 def _at(text, line_start, fragment):
@@ -228,7 +229,7 @@ def test_a_joint_tables_and_a_cross_constraints_errors_are_at_their_exact_line_a
     ("p", "    minimal_schema: [relgq]\n", "    minimal_schema: [relgq, gq]\n", "minimal_schema:", "gq]",
      "minimal_schema names gq; it needs histogram variables"),
     ("p", "    minimal_schema: [relgq]\n", "    minimal_schema: [relgq]\n    schema: 1\n", "schema: 1", "schema",
-     "failsafe: expected { minimal_schema: [VARIABLE, ...] }, not 'schema'"),
+     "unknown setting 'schema' in 'failsafe'"),
     ("p", "  variables: relgq, sex, age, hispanic, cenrace\n", "  variables: relgq, sex, age, hispanic, cenrace, sex\n",
      "variables:", "sex\n", "variables: 'sex' is listed twice"),
     ("h", "      variables: sex, hhage", "      variables: sex, hhage, hhage", "variables: sex, hhage, hhage", "hhage, hisp",

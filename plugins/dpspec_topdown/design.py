@@ -18,7 +18,7 @@ from dpspec.api import ir
 
 from .params.joint import _joint_names
 from .params.passes import _passes
-from .params.postprocess import _failsafe, _postprocess_only
+from .params.postprocess import _postprocess_only
 from .params.spine import _spine
 from .params.tables import _invariants, _joint, _levels, _relation, _schema, _strategy, _structural_zeros, _variables
 
@@ -85,5 +85,6 @@ def design_from_spec(spec: ir.Spec, params: dict) -> Design:
         _relation(spec, params), [(lv, q) for lv, q, _ in invariants],
         recodes=schema.recodes, passes=_passes(params, list(variables), _joint_names(_joint(spec, params))),
         structural_zeros=_structural_zeros(params, variables, schema.recodes),
-        aian=spine.get("aian"), bypass=spine.get("bypass", ()), failsafe=_failsafe(params),
+        aian=spine.get("aian"), bypass=spine.get("bypass", ()),
+        failsafe=list(params["failsafe"]["minimal_schema"]) if params.get("failsafe") else None,
         **_postprocess_only(spec, params))

@@ -80,7 +80,10 @@ class TopDown(Mechanism):
         ParamSpec("cross_constraints", "block", "equalities across jointly solved tables at every unit: { h1: { left: "
                   "\"households: total\"  right: \"units: occupancy = occupied\" } }"),
         ParamSpec("failsafe", "block", "production's failsafe: { minimal_schema: [hhgq] } re-solves a node that has no "
-                  "solution with its children sums relaxed, the sums over the other variables kept exact"),
+                  "solution with its children sums relaxed, the sums over the other variables kept exact",
+                  fields=(ParamSpec("minimal_schema", "list", "the histogram variables whose sums stay exact when the "
+                                    "children sums are relaxed (production's minimalSchema)", required=True,
+                                    items="string"),)),
         ParamSpec("postprocess_only", "block", "constraints left out of every solve and repaired after each node's "
                   "rounding (production's postprocess_only_constr_names): [hhgq_total_ub, hhgq_total_lb]; needs "
                   "postprocess_heuristics: true"),

@@ -10,7 +10,7 @@ from .equal_to import _equalities
 from .joint import _cross_constraints, _joint_names, _joint_tables, _side_tables
 from .locate import at, item_at
 from .passes import _pass_level_loc, _pass_query_loc, _passes
-from .postprocess import _failsafe, _postprocess_only
+from .postprocess import _postprocess_only, failsafe_problems
 from .spine import _spine, _split_levels
 from .tables import _bound_categories, _invariants, _joint, _levels, _schema, _shares_loc, _structural_zeros, _variables
 from ..estimation.invariant_chain import unnested, why
@@ -21,7 +21,7 @@ from ..estimation.joint_passes import joint_pass_plan
 def _at_setting(spec: ir.Spec, d: Diagnostic) -> Diagnostic:
     """A diagnostic without a line, placed at the mechanism setting its message starts with
     ("failsafe: ...", "joint: ..."), so a reviewer is sent to the setting, not the mechanism line."""
-    if d.line is not None or spec.mechanism is None:
+    if d.line is not None or d.path or spec.mechanism is None:  # a path: the core locates it
         return d
     name = d.message.split(":", 1)[0].split(" ", 1)[0]
     p = spec.mechanism.params.get(name)
@@ -148,7 +148,8 @@ def setting_problems(spec: ir.Spec, params: dict, allocation) -> list:
         for table_params in [params, *(j["params"] for j in _joint(spec, params))]:
             problems.extend(_unnested_invariant_problems(spec, table_params))
         _equalities(spec, params)
-        _failsafe(params, spec)
+        if failsafe_problems(params):
+            raise SpecError(failsafe_problems(params))
         _postprocess_only(spec, params)
         _cross_constraints(spec, params, _joint(spec, params))
         joint = _joint(spec, params)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dpspec.api import Diagnostic, SpecError, ir
 
-from .locate import at, item_at
+from .locate import item_at
 from .tables import _levels
 
 
@@ -65,30 +65,22 @@ def _postprocess_only(spec: ir.Spec, params: dict) -> dict:
     return {"postprocess_only": only, "postprocess_feasible": feasible or []}
 
 
-def _failsafe(params: dict, spec: ir.Spec | None = None) -> list[str] | None:
-    """``failsafe: { minimal_schema: [hhgq] }``: the minimal schema's variables (production's
-    `minimalSchema`, person_default.ini:81), or None when the spec asks for no failsafe."""
+def failsafe_problems(params: dict) -> list[Diagnostic]:
+    """What the core cannot check of ``failsafe: { minimal_schema: [hhgq] }`` (its shape it has):
+    the failsafe beside a joint table (production's interleaved optimizer has none), and a name
+    that is not a histogram variable (production's `minimalSchema`, person_default.ini:81), each
+    at its path."""
     block = params.get("failsafe")
     if block is None:
-        return None
-    loc = (None, None)
-    fields = {}
-    if isinstance(block, ir.ParamBlock):
-        fields = {q.name: q for q in block.params}
-        first = block.params[0] if block.params else None
-        loc = (first.loc.line, first.loc.column) if first is not None and first.loc else loc
-    if set(fields) != {"minimal_schema"}:
-        extra = [q for q in block.params if q.name != "minimal_schema"] if isinstance(block, ir.ParamBlock) else []
-        raise SpecError(Diagnostic("failsafe: expected { minimal_schema: [VARIABLE, ...] }"
-                                   + (f", not '{extra[0].name}'" if extra else ""), *(at(extra[0]) if extra else loc)))
+        return []
     if params.get("joint") is not None:  # refused here, at its line, not only when the run starts
-        raise SpecError(Diagnostic("failsafe: not available with a joint table (production's interleaved optimizer, "
-                                   "which solves the joint tables, has no failsafe); remove it or the joint block", *loc))
-    value = fields["minimal_schema"].value
-    names = [str(v) for v in (value if isinstance(value, tuple) else (value,))]
-    bad = [n for n in names if n not in params["variables"]]
+        return [Diagnostic("failsafe: not available with a joint table (production's interleaved optimizer, "
+                           "which solves the joint tables, has no failsafe); remove it or the joint block",
+                           path=("failsafe",))]
+    names = block["minimal_schema"]
+    bad = [i for i, n in enumerate(names) if n not in params["variables"]]
     if bad or not names:
-        raise SpecError(Diagnostic(f"failsafe: minimal_schema names {', '.join(bad) or 'nothing'}; it needs histogram "
-                                   f"variables (known: {', '.join(params['variables'])})",
-                                   *(item_at(spec, fields["minimal_schema"], bad[0]) if bad else loc)))
-    return names
+        return [Diagnostic(f"failsafe: minimal_schema names {', '.join(names[i] for i in bad) or 'nothing'}; it needs "
+                           f"histogram variables (known: {', '.join(params['variables'])})",
+                           path=("failsafe", "minimal_schema", *bad[:1]))]
+    return []
