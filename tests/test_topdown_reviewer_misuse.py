@@ -159,9 +159,9 @@ def test_a_joint_tables_and_a_cross_constraints_errors_are_at_their_exact_line_a
     ("p", "postprocess_only: hhgq_total_ub, hhgq_total_lb", "postprocess_only: hhgq_total_ub, hhgq_total_ub",
      "postprocess_only:", "hhgq_total_ub\n", "names the constraint 'hhgq_total_ub' twice"),
     ("p", "postprocess_require_feasible: state, county", "postprocess_require_feasible: state, countx",
-     "postprocess_require_feasible:", "countx", "names 'countx', not a geography level"),
+     "postprocess_require_feasible:", "countx", "'countx' is not a geography level"),
     ("p", "postprocess_require_feasible: state, county, prim, tsg, tsubset", "postprocess_require_feasible: 3",
-     "postprocess_require_feasible:", "postprocess_require_feasible", "expected a list of names, e.g. [state, county]"),
+     "postprocess_require_feasible:", "3", "expected a geography level, got a number"),  # at the value itself
     ("p", "postprocess_heuristics: true", "postprocess_heuristics: false", "postprocess_heuristics:",
      "postprocess_heuristics", "postprocess_only and postprocess_heuristics: true go together"),
     # sense (and occupied, which only a lower bound reads)

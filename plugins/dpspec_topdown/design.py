@@ -18,7 +18,6 @@ from dpspec.api import ir
 
 from .params.joint import _joint_names
 from .params.passes import _passes
-from .params.postprocess import _postprocess_only
 from .params.spine import _spine
 from .params.tables import _invariants, _joint, _levels, _relation, _schema, _strategy, _structural_zeros, _variables
 
@@ -87,4 +86,5 @@ def design_from_spec(spec: ir.Spec, params: dict) -> Design:
         structural_zeros=_structural_zeros(params, variables, schema.recodes),
         aian=spine.get("aian"), bypass=spine.get("bypass", ()),
         failsafe=list(params["failsafe"]["minimal_schema"]) if params.get("failsafe") else None,
-        **_postprocess_only(spec, params))
+        postprocess_only=list(params.get("postprocess_only") or ()),
+        postprocess_feasible=list(params.get("postprocess_require_feasible") or ()))

@@ -84,14 +84,14 @@ class TopDown(Mechanism):
                   fields=(ParamSpec("minimal_schema", "list", "the histogram variables whose sums stay exact when the "
                                     "children sums are relaxed (production's minimalSchema)", required=True,
                                     items="string"),)),
-        ParamSpec("postprocess_only", "block", "constraints left out of every solve and repaired after each node's "
+        ParamSpec("postprocess_only", "list", "constraints left out of every solve and repaired after each node's "
                   "rounding (production's postprocess_only_constr_names): [hhgq_total_ub, hhgq_total_lb]; needs "
-                  "postprocess_heuristics: true"),
+                  "postprocess_heuristics: true", items="string"),
         ParamSpec("postprocess_heuristics", "choice", "production's use_postprocess_heuristics: true repairs the "
                   "postprocess_only constraints by moving records within a child", choices=("true", "false")),
-        ParamSpec("postprocess_require_feasible", "block", "levels where a record may also change the structural "
+        ParamSpec("postprocess_require_feasible", "list", "levels where a record may also change the structural "
                   "zeros' other variable and a row left broken stops the run (production's "
-                  "require_feasible_postproc_dim): [state, county]"),
+                  "require_feasible_postproc_dim): [state, county]", items="level"),
         ParamSpec("workers", "int", "solver processes (default: all cores)", low=Fraction(1), high=Fraction(256)),
     ))
     outputs = {

@@ -10,7 +10,7 @@ from .equal_to import _equalities
 from .joint import _cross_constraints, _joint_names, _joint_tables, _side_tables
 from .locate import at, item_at
 from .passes import _pass_level_loc, _pass_query_loc, _passes
-from .postprocess import _postprocess_only, failsafe_problems
+from .postprocess import failsafe_problems, postprocess_problems
 from .spine import _spine, _split_levels
 from .tables import _bound_categories, _invariants, _joint, _levels, _schema, _shares_loc, _structural_zeros, _variables
 from ..estimation.invariant_chain import unnested, why
@@ -150,7 +150,8 @@ def setting_problems(spec: ir.Spec, params: dict, allocation) -> list:
         _equalities(spec, params)
         if failsafe_problems(params):
             raise SpecError(failsafe_problems(params))
-        _postprocess_only(spec, params)
+        if postprocess_problems(params):
+            raise SpecError(postprocess_problems(params))
         _cross_constraints(spec, params, _joint(spec, params))
         joint = _joint(spec, params)
         try:
