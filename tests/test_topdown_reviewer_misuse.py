@@ -75,7 +75,7 @@ def test_the_guides_misuses_are_located(which, old, new, start, message):
 def test_a_spine_flag_no_table_has_is_the_spines_error_not_the_joint_tables():
     text, d = _error(HOUSEHOLDS, "    aian: aian\n", "    aian: aianx\n")
     assert d.line == _line(text, "aian: aianx")
-    assert d.message == "spine: aian names 'aianx', which is not a column of table 'units'"
+    assert d.message == "parameter 'spine.aian': unknown column 'aianx' in table 'units'"
 
 
 def test_shares_that_do_not_sum_to_one_are_refused_at_their_block_naming_joint_queries_as_written():
@@ -224,7 +224,7 @@ def test_a_joint_tables_and_a_cross_constraints_errors_are_at_their_exact_line_a
     ("p", "    bypass: county, prim", "    bypass: nation, county, prim", "bypass:", "nation",
      "spine: bypass names 'nation', which has no budget share: its single-child units would take their child's "
      "budget and measure nothing, leaving those geounits without budget"),
-    ("p", "    aian: aian\n", "    aian: aian\n    aian_areas: 1\n", "aian_areas:", "aian_areas", "spine: unknown setting 'aian_areas'"),
+    ("p", "    aian: aian\n", "    aian: aian\n    aian_areas: 1\n", "aian_areas:", "aian_areas", "unknown setting 'aian_areas' in 'spine'"),
     # failsafe, variables, levels, recodes, duplicates
     ("p", "    minimal_schema: [relgq]\n", "    minimal_schema: [relgq, gq]\n", "minimal_schema:", "gq]",
      "minimal_schema names gq; it needs histogram variables"),

@@ -70,7 +70,18 @@ class TopDown(Mechanism):
                   "by block and type must be invariants"),
         ParamSpec("spine", "block", "the geographic spine, as production ran it: { aian: COLUMN } splits the state "
                   "(the first level) and the levels below it but the finest into their parts inside and outside "
-                  "AIAN areas (COLUMN: 1 inside), measured separately; the state invariant holds on the parts' sum"),
+                  "AIAN areas (COLUMN: 1 inside), measured separately; the state invariant holds on the parts' sum",
+                  fields=(
+                      ParamSpec("aian", "column", "the person column marking the units inside AIAN areas (0/1 or "
+                                "boolean, constant within each finest unit)", table_param="table"),
+                      ParamSpec("bypass", "list", "levels whose single-child units are measured once with their "
+                                "child's share (production's optimized spine)", items="level"),
+                      ParamSpec("gq_blockgroups", "block", "split the level above the finest by the group-quarters "
+                                "types each finest unit has", fields=(
+                                    ParamSpec("table", "table", "the facilities table", required=True),
+                                    ParamSpec("type", "string", "its column of the facility type", required=True),
+                                    ParamSpec("types", "list", "the types that split a block group", required=True))),
+                      ParamSpec("geography", "table", "the reference geography: every finest unit, populated or not"))),
         ParamSpec("equal_to", "block", "hold the release to a product already released: { pl94: { table: T  query: "
                   "\"hhgq * votingage\" } } keeps that marginal equal to T's at every finest unit (T declared public; T's columns "
                   "take exactly the factors' groups, and the marginal's groups nest with every invariant's below the root)"),

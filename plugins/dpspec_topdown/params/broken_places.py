@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 
 from dpspec.api import DataError, Diagnostic, SpecError, ir
+from dpspec.api import located as located_at
 
 from ..broken import Broken
 from .locate import at
@@ -56,7 +57,7 @@ def _place(spec: ir.Spec, params: dict, kind: str, key: list) -> list[Diagnostic
             return _place(spec, params, "geography", [])
         return [Diagnostic(f"the {key[0]} level's budget share", *share)]
     if kind == "spine":
-        return [Diagnostic(f"the spine's {key[0]} setting", *_entry(params, "spine", key[0]))]
+        return located_at(spec, [Diagnostic(f"the spine's {key[0]} setting", path=("spine", key[0]))])
     if kind == "geography":
         geo = spec.domain.geography
         return [Diagnostic(f"the geography '{geo.name}'", *at(geo))] if geo is not None else []

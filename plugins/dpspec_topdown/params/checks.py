@@ -11,7 +11,7 @@ from .joint import _cross_constraints, _joint_names, _joint_tables, _side_tables
 from .locate import at, item_at
 from .passes import _pass_level_loc, _pass_query_loc, _passes
 from .postprocess import failsafe_problems, postprocess_problems
-from .spine import _spine, _split_levels
+from .spine import _spine, _split_levels, spine_problems
 from .tables import _bound_categories, _invariants, _joint, _levels, _schema, _shares_loc, _structural_zeros, _variables
 from ..estimation.invariant_chain import unnested, why
 from .constraints import facility_constraints
@@ -120,10 +120,8 @@ def setting_problems(spec: ir.Spec, params: dict, allocation) -> list:
     equalities, the failsafe, post-processing, cross constraints, then the passes), each
     problem located at its setting."""
     problems = []
-    try:
-        flag = _spine(spec, params).get("aian", (None, None))[1]
-    except SpecError:  # reported below, at the spine's setting
-        flag = None
+    spine_wrong = spine_problems(spec, params)  # reported below, at the spine's setting
+    flag = None if spine_wrong else _spine(spec, params).get("aian", (None, None))[1]
     # A spec that reads no records for a table (a description, such as one imported from a
     # production configuration) cannot leak its units through them: it cannot be run until its
     # data are declared, and then the declared geography is required (the run refuses too).
@@ -133,7 +131,8 @@ def setting_problems(spec: ir.Spec, params: dict, allocation) -> list:
     _, inv_problems = _invariants(spec, params)
     problems.extend(inv_problems)
     try:
-        _spine(spec, params)  # first: a bad flag column is the spine's error, not the joint table's
+        if spine_wrong:  # first: a bad flag column is the spine's error, not the joint table's
+            raise SpecError(spine_wrong)
         try:
             alloc = allocation(spec, params)
         except SpecError as exc:  # shares that do not sum to 1: at the level's line of the shares

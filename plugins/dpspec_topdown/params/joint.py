@@ -33,13 +33,9 @@ def _side_tables(spec: ir.Spec, params: dict) -> list[str]:
         return [str(q.value) for e in entries for q in e.params if q.name == "table"]
 
     names = [*tables_in("constraints", True), *tables_in("equal_to", True)]
-    spine = params.get("spine")
-    if isinstance(spine, ir.ParamBlock):
-        for p in spine.params:
-            if p.name == "gq_blockgroups" and isinstance(p.value, ir.ParamBlock):
-                names += [str(q.value) for q in p.value.params if q.name == "table"]
-            elif p.name == "geography":
-                names.append(str(p.value))
+    spine = params.get("spine") or {}
+    names += [*([spine["gq_blockgroups"]["table"]] if spine.get("gq_blockgroups") else []),
+              *([spine["geography"]] if spine.get("geography") else [])]
     own = {params["table"], *_joint_tables(spec, params)}
     return [n for n in dict.fromkeys(names) if n not in own and spec.domain.table(n) is not None]
 
