@@ -165,7 +165,7 @@ def test_a_joint_tables_and_a_cross_constraints_errors_are_at_their_exact_line_a
     ("p", "postprocess_heuristics: true", "postprocess_heuristics: false", "postprocess_heuristics:",
      "postprocess_heuristics", "postprocess_only and postprocess_heuristics: true go together"),
     # sense (and occupied, which only a lower bound reads)
-    ("p", "      sense: upper\n", "      sense: above\n", "sense: above", "sense", "sense above is not one of"),
+    ("p", "      sense: upper\n", "      sense: above\n", "sense: above", "sense", "unknown value 'above' (known: both, lower, upper)"),
     ("p", "      sense: lower\n", "      sense: upper\n", "occupied: gq101", "occupied",
      "occupied sets the lower bounds, which sense: upper leaves out"),
     ("p", "      sense: upper\n", "      sense: lower  # was upper\n", "sense: lower  # was", "sense",
@@ -178,7 +178,7 @@ def test_a_joint_tables_and_a_cross_constraints_errors_are_at_their_exact_line_a
      "      of: gqlevelz\n      table: facilities\n      type: gqtype\n      sense: upper", "of: gqlevelz", "of",
      "bounds 'gqlevelz', which is not a histogram variable or recode"),
     ("p", "      sense: lower\n      occupied:", "      sense: lower\n      occupies:", "occupies:", "occupies",
-     "unknown field(s) occupies"),
+     "unknown setting 'occupies' in 'constraints.hhgq_total_lb'"),
     # equal_to
     ("p", 'query: "hhgq8lev * votingage * hispanic * cenrace"', 'query: "hhgq8lev * votingage * hispanic * cenracex"',
      "query:", "cenracex", "names ['cenracex'], which are not histogram variables or recodes"),

@@ -64,10 +64,18 @@ class TopDown(Mechanism):
         ParamSpec("structural_zeros", "block", "cells that must be 0 everywhere, e.g. { nurse_nva_0: { hhgq: [3]  "
                   "votingage: [0] } } (a recode may stand for its variable, its group labels for the categories in them); "
                   "data with a record there is rejected"),
-        ParamSpec("constraints", "block", "bounds on persons per block from a second table, e.g. { hhgq_total_lb_ub: "
+        ParamSpec("constraints", "map", "bounds on persons per block from a second table, e.g. { hhgq_total_lb_ub: "
                   "{ of: hhgq  table: facilities  type: gqtype  occupied: [1, 2] } }: none of a type the block "
                   "lacks, at least one per occupied facility (sense: upper or lower keeps one side); its counts "
-                  "by block and type must be invariants"),
+                  "by block and type must be invariants", keys="names", values=ParamSpec(
+                      "", "block", "one bound", fields=(
+                          ParamSpec("of", "string", "the histogram variable or recode bounded", required=True),
+                          ParamSpec("table", "table", "the second table whose rows set the bounds", required=True),
+                          ParamSpec("type", "string", "its column of the rows' category of `of`", required=True),
+                          ParamSpec("occupied", "list", "the types whose rows stand for occupied facilities: at least "
+                                    "one person each"),
+                          ParamSpec("sense", "choice", "both (default), lower or upper: which bounds are kept",
+                                    choices=("both", "lower", "upper"))))),
         ParamSpec("spine", "block", "the geographic spine, as production ran it: { aian: COLUMN } splits the state "
                   "(the first level) and the levels below it but the finest into their parts inside and outside "
                   "AIAN areas (COLUMN: 1 inside), measured separately; the state invariant holds on the parts' sum",

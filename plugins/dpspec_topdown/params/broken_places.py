@@ -47,7 +47,7 @@ def _place(spec: ir.Spec, params: dict, kind: str, key: list) -> list[Diagnostic
     if kind == "equal_to":
         return [Diagnostic(f"equal_to '{key[0]}'", *_entry(params, kind, key[0]))]
     if kind == "constraints":
-        return [Diagnostic(f"the constraint '{key[0]}'", *_entry(params, kind, key[0]))]
+        return located_at(spec, [Diagnostic(f"the constraint '{key[0]}'", path=(kind, key[0]))])
     if kind == "cross_constraints":
         return [Diagnostic(f"the cross constraint '{key[0]}'", *_entry(params, kind, key[0]))]
     if kind == "level":  # its budget share; a level without one is written in the geography only

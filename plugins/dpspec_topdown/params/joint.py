@@ -32,7 +32,7 @@ def _side_tables(spec: ir.Spec, params: dict) -> list[str]:
         entries = [p.value for p in block.params if isinstance(p.value, ir.ParamBlock)] if nested else [block]
         return [str(q.value) for e in entries for q in e.params if q.name == "table"]
 
-    names = [*tables_in("constraints", True), *tables_in("equal_to", True)]
+    names = [*(c["table"] for c in (params.get("constraints") or {}).values()), *tables_in("equal_to", True)]
     spine = params.get("spine") or {}
     names += [*([spine["gq_blockgroups"]["table"]] if spine.get("gq_blockgroups") else []),
               *([spine["geography"]] if spine.get("geography") else [])]

@@ -2,7 +2,7 @@
 heuristic, and the failsafe's minimal schema."""
 from __future__ import annotations
 
-from dpspec.api import Diagnostic, ir
+from dpspec.api import Diagnostic
 
 
 def postprocess_problems(params: dict) -> list[Diagnostic]:
@@ -42,10 +42,7 @@ def postprocess_problems(params: dict) -> list[Diagnostic]:
 
 def _constraint_names(params: dict) -> list[str]:
     """The names of the declared constraints (what postprocess_only may name)."""
-    block = params.get("constraints")
-    if isinstance(block, ir.ParamBlock):
-        return [p.name for p in block.params]
-    return list(block or ())
+    return list(params.get("constraints") or ())
 
 
 def failsafe_problems(params: dict) -> list[Diagnostic]:
