@@ -199,9 +199,9 @@ def test_a_joint_tables_and_a_cross_constraints_errors_are_at_their_exact_line_a
      "hhgq8lev=household of the target and sex=0 of the invariant share persons and neither holds the other"),
     # outer_passes (and their constrain_to)
     ("p", "    state: {\n      outer1: {\n        estimation: {", "    state: {\n      outer1: {\n        estimate: 1\n"
-     "        estimation: {", "estimate: 1", "estimate", "needs estimation and rounding passes (and may have constrain_to), not 'estimate'"),
+     "        estimation: {", "estimate: 1", "estimate", "unknown setting 'estimate' in 'outer_passes.state.outer1'"),
     ("p", "  outer_passes: {\n    state: {", "  outer_passes: {\n    statex: {", "statex: {", "statex",
-     "outer_passes name 'statex', which is not a geography level"),
+     "parameter 'outer_passes': 'statex' is not a geography level"),
     ("p", "  outer_passes: {\n    state: {\n      outer1: {", "  outer_passes: {\n    state: {\n      outer1: {\n"
      '        constrain_to: { pass1: ["total"] }', "constrain_to:", "constrain_to", "constrain_to at level 'state'"),
     ("h", '        rounding: ["households: detailed"]\n      }\n    }\n    tsg:',

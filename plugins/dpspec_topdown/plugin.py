@@ -27,6 +27,17 @@ from .run.context import RunContext
 
 __version__ = "1.0.0"
 
+# a level's passes: one list of queries ("total", "hhgq * votingage", a joint table's "NAME: QUERY"),
+# or a block of named passes in order, each a list
+PASSES = ParamSpec("", "either", "the level's passes", options=(
+    ParamSpec("", "list", "one pass: its queries", items="string"),
+    ParamSpec("", "map", "named passes in order", keys="names",
+              values=ParamSpec("", "list", "the pass's queries", items="string"))))
+OUTER_PASS = ParamSpec("", "block", "one outer pass: its passes fitted and rounded, then held", fields=(
+    ParamSpec("estimation", "either", "its least-squares passes", required=True, options=PASSES.options),
+    ParamSpec("rounding", "either", "its rounding passes", required=True, options=PASSES.options),
+    ParamSpec("constrain_to", "either", "per estimation pass, the queries later passes hold", options=PASSES.options)))
+
 
 class TopDown(Mechanism):
     name = "topdown"
@@ -45,16 +56,20 @@ class TopDown(Mechanism):
                   "one block for all levels or one per level; must sum to 1", required=True),
         ParamSpec("recodes", "block", "query factors that group one variable's categories: "
                   "NAME: { of: VARIABLE  LABEL: [values] ... }, a partition of the variable"),
-        ParamSpec("estimation", "block", "least-squares passes per level: { county: [total] } fits the total "
-                  "first and then the other queries, keeping earlier answers within pass_tolerance"),
-        ParamSpec("rounding", "block", "rounding passes per level: { county: { pass1: [\"total\"]  pass2: [\"hhgq\", \"hhgq * hispanic\"] } } "
-                  "keeps each pass's margins within floor/ceil of the fit, then fixes them"),
-        ParamSpec("outer_passes", "block", "interleaved outer passes per level: { county: { outer1: { estimation: "
+        ParamSpec("estimation", "map", "least-squares passes per level: { county: [total] } fits the total "
+                  "first and then the other queries, keeping earlier answers within pass_tolerance", keys="levels",
+                  values=PASSES),
+        ParamSpec("rounding", "map", "rounding passes per level: { county: { pass1: [\"total\"]  pass2: [\"hhgq\", \"hhgq * hispanic\"] } } "
+                  "keeps each pass's margins within floor/ceil of the fit, then fixes them", keys="levels",
+                  values=PASSES),
+        ParamSpec("outer_passes", "map", "interleaved outer passes per level: { county: { outer1: { estimation: "
                   "{ pass1: [\"total\"] }  rounding: { pass1: [\"total\"] } }  outer2: { ... } } }: each outer pass fits "
                   "and rounds its queries, then its last rounding pass's answers are fixed exactly for the next; with a joint table a "
-                  "pass names its queries as \"NAME: QUERY\""),
-        ParamSpec("constrain_to", "block", "per level and estimation pass, the queries later passes hold within "
-                  "pass_tolerance: { county: { pass1: [\"total\", \"hhgq\"] } } (default: the queries the pass names)"),
+                  "pass names its queries as \"NAME: QUERY\"", keys="levels",
+                  values=ParamSpec("", "map", "the level's outer passes in order", keys="names", values=OUTER_PASS)),
+        ParamSpec("constrain_to", "map", "per level and estimation pass, the queries later passes hold within "
+                  "pass_tolerance: { county: { pass1: [\"total\", \"hhgq\"] } } (default: the queries the pass names)", keys="levels",
+                  values=PASSES),
         ParamSpec("pass_tolerance", "number", "how far a later estimation pass may move earlier passes' answers "
                   "(production: 1/10); with pass_tolerance_type: opt_tol, the slack added to the LP-optimal tolerance",
                   low=Fraction(0)),

@@ -2,6 +2,8 @@
 split spine cannot keep or that do not nest, and a message placed at the setting it names."""
 from __future__ import annotations
 
+import attrs
+
 from dpspec.api import Diagnostic, SpecError, ir, sampler_limit_problem
 
 from ..geography.declared import problems as geography_problems
@@ -9,7 +11,7 @@ from ..measurement.allocation import split_allocation
 from .equal_to import _equalities
 from .joint import _cross_constraints, _joint_names, _joint_tables, _side_tables
 from .locate import at, item_at
-from .passes import _pass_level_loc, _pass_query_loc, _passes
+from .passes import _passes, pass_level_path, pass_query_problems
 from .postprocess import failsafe_problems, postprocess_problems
 from .spine import _spine, _split_levels, spine_problems
 from .tables import _bound_categories, _invariants, _joint, _levels, _schema, _shares_loc, _structural_zeros, _variables
@@ -153,11 +155,9 @@ def setting_problems(spec: ir.Spec, params: dict, allocation) -> list:
             raise SpecError(postprocess_problems(params))
         _cross_constraints(spec, params, _joint(spec, params))
         joint = _joint(spec, params)
-        try:
-            passes = _passes(params, list(schema.names), _joint_names(joint))
-        except SpecError as exc:  # a pass naming a table that is not joint: at the entry writing it
-            raise SpecError([d if d.line is not None else Diagnostic(d.message, *_pass_query_loc(params, None, d.message))
-                             for d in exc.diagnostics]) from None
+        if pass_query_problems(params, schema, joint):  # at the pass entry writing the query
+            raise SpecError(pass_query_problems(params, schema, joint))
+        passes = _passes(params, list(schema.names), _joint_names(joint))
         _check_pass_plans(spec, params, passes, schema, alloc, joint)
     except SpecError as exc:
         problems.extend(_at_setting(spec, d) for d in exc.diagnostics)
@@ -166,17 +166,17 @@ def setting_problems(spec: ir.Spec, params: dict, allocation) -> list:
 
 def _check_pass_plans(spec: ir.Spec, params: dict, passes: dict, schema, alloc, joint) -> None:
     """Each level's passes planned from the names alone (arrays come at run time): a level
-    without a budget share, or a pass naming a query the level does not measure, is a SpecError
-    at the pass naming it (else at the level's line of its passes)."""
+    without a budget share is a SpecError at the level's entry of its passes, and what the plan
+    refuses is at the entry its path names (a constrain_to, of the level or of an outer pass),
+    else at the level's entry."""
     from ..estimation.multipass import pass_plan
 
     for level, plan in passes.items():
+        level_at = pass_level_path(params, level)
         if level not in params["levels"]:
             what = "outer_passes" if params.get("outer_passes") is not None else "estimation/rounding passes"
-            why = (f"level '{level}', which has no budget share (levels with one: {', '.join(params['levels'])})"
-                   if level in _levels(spec) else
-                   f"'{level}', which is not a geography level (known: {', '.join(_levels(spec))})")
-            raise SpecError(Diagnostic(f"{what} name {why}", *_pass_level_loc(params, level)))
+            raise SpecError(Diagnostic(f"{what} name level '{level}', which has no budget share (levels with one: "
+                                       f"{', '.join(params['levels'])})", path=level_at))
         try:
             if joint:  # outer passes over both tables (joint_passes.py)
 
@@ -185,8 +185,17 @@ def _check_pass_plans(spec: ir.Spec, params: dict, passes: dict, schema, alloc, 
                                 groups=False)
             else:
                 pass_plan(level, plan, schema, alloc, groups=False)  # names checked; arrays at run time
-        except SpecError as exc:  # at the pass naming the query, else the level's line of its passes
-            level_at = _pass_level_loc(params, level)
-            raise SpecError([d if d.line is not None else Diagnostic(
-                d.message, *next((x for x in [_pass_query_loc(params, level, d.message)] if x[0] is not None), level_at))
-                for d in exc.diagnostics]) from None
+        except SpecError as exc:
+            raise SpecError([attrs.evolve(d, path=_plan_path(params, level, d.path) or level_at)
+                             for d in exc.diagnostics]) from None
+
+
+def _plan_path(params: dict, level: str, relative: tuple) -> tuple:
+    """The spec's path of what a pass plan's error names, relative to the level: ("constrain_to",)
+    or ("outer", n, "constrain_to"), the level's n-th outer pass's; () when it names nothing."""
+    if relative[:1] == ("outer",):
+        names = list((params.get("outer_passes") or {}).get(level) or ())
+        return ("outer_passes", level, names[relative[1]], *relative[2:]) if relative[1] < len(names) else ()
+    if relative == ("constrain_to",):
+        return ("constrain_to", level)
+    return ()
