@@ -185,7 +185,7 @@ def test_a_joint_tables_and_a_cross_constraints_errors_are_at_their_exact_line_a
     ("p", 'query: "hhgq8lev * votingage * hispanic * cenrace"', 'query: "hhgq8lev * votingage * hispanic * cenrace * sex"',
      "query:", "sex", "('pl94' has no column sex)"),
     ("p", "      table: pl94\n", "      table: pl95\n", "table: pl95", "pl95", "reads 'pl95', which must be a second table"),
-    ("p", '      query: "hhgq8lev * votingage * hispanic * cenrace"\n', "", "pl94: {", "pl94", "missing query"),
+    ("p", '      query: "hhgq8lev * votingage * hispanic * cenrace"\n', "", "pl94: {", "pl94", "'equal_to.pl94' needs the setting 'query'"),
     # equal_to against what the spec alone fixes: the product's columns, and the invariants' groups
     ("p", "military, othernoninst}", "military, noninst}", 'query: "hhgq8lev', "hhgq8lev",
      "column 'hhgq8lev' of 'pl94' (declared at line 126) must take exactly the group labels of 'hhgq8lev' (household, "

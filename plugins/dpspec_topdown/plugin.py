@@ -105,9 +105,13 @@ class TopDown(Mechanism):
                                     ParamSpec("type", "string", "its column of the facility type", required=True),
                                     ParamSpec("types", "list", "the types that split a block group", required=True))),
                       ParamSpec("geography", "table", "the reference geography: every finest unit, populated or not"))),
-        ParamSpec("equal_to", "block", "hold the release to a product already released: { pl94: { table: T  query: "
+        ParamSpec("equal_to", "map", "hold the release to a product already released: { pl94: { table: T  query: "
                   "\"hhgq * votingage\" } } keeps that marginal equal to T's at every finest unit (T declared public; T's columns "
-                  "take exactly the factors' groups, and the marginal's groups nest with every invariant's below the root)"),
+                  "take exactly the factors' groups, and the marginal's groups nest with every invariant's below the root)", keys="names",
+                  values=ParamSpec("", "block", "one product held", fields=(
+                      ParamSpec("table", "string", "the released product's table (declared public)", required=True),
+                      ParamSpec("query", "string", "the marginal held equal to it, e.g. \"hhgq * votingage\"",
+                                required=True)))),
         ParamSpec("joint", "block", "further tables solved with this one in one problem per node: { units: { table: units  "
                   "variables: vacs  queries: { total: 1/4 } } }; their query shares and this table's sum to 1 per level; a joint "
                   "table may have its own recodes and structural_zeros"),

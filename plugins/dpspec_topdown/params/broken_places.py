@@ -45,7 +45,7 @@ def _place(spec: ir.Spec, params: dict, kind: str, key: list) -> list[Diagnostic
         table, name = key
         return [Diagnostic(f"the structural zero '{name}'", *_entry(_params_of(spec, params, table), kind, name))]
     if kind == "equal_to":
-        return [Diagnostic(f"equal_to '{key[0]}'", *_entry(params, kind, key[0]))]
+        return located_at(spec, [Diagnostic(f"equal_to '{key[0]}'", path=(kind, key[0]))])
     if kind == "constraints":
         return located_at(spec, [Diagnostic(f"the constraint '{key[0]}'", path=(kind, key[0]))])
     if kind == "cross_constraints":

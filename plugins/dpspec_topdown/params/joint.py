@@ -23,16 +23,9 @@ def _side_tables(spec: ir.Spec, params: dict) -> list[str]:
     group-quarters types of `spine: gq_blockgroups`, the reference geography of `spine:
     geography` and the targets of `equal_to`. Their geography columns must read the declared
     geography file too: their blocks bound, split or fix the release's units, so a block known
-    only from their records would shape the release. Read from the settings as written (their
-    own checks report a malformed entry)."""
-    def tables_in(name, nested):
-        block = params.get(name)
-        if not isinstance(block, ir.ParamBlock):
-            return []
-        entries = [p.value for p in block.params if isinstance(p.value, ir.ParamBlock)] if nested else [block]
-        return [str(q.value) for e in entries for q in e.params if q.name == "table"]
-
-    names = [*(c["table"] for c in (params.get("constraints") or {}).values()), *tables_in("equal_to", True)]
+    only from their records would shape the release."""
+    names = [*(c["table"] for c in (params.get("constraints") or {}).values()),
+             *(e["table"] for e in (params.get("equal_to") or {}).values())]
     spine = params.get("spine") or {}
     names += [*([spine["gq_blockgroups"]["table"]] if spine.get("gq_blockgroups") else []),
               *([spine["geography"]] if spine.get("geography") else [])]
