@@ -247,7 +247,7 @@ def test_a_joint_tables_and_a_cross_constraints_errors_are_at_their_exact_line_a
     ("p", "    age_38_groups: {\n", "    sex: {\n", "sex: {", "sex", "recodes: 'sex': the name is already a variable"),
     # the cross constraints' fields
     ("h", '      right: "households: ten = 0"\n', '      right: "households: ten = 0"\n      middle: "x"\n', "middle:",
-     "middle", "needs { left: \"TABLE: QUERY\"  right: \"TABLE: QUERY = LABEL\" }, not 'middle'"),
+     "middle", "unknown setting 'middle' in 'cross_constraints.owned_mortgage'"),
 ])
 def test_a_reviewers_misuse_of_a_dhc_construct_is_at_its_exact_line_and_item(which, old, new, line_start, fragment, message):
     text, d = _error(PERSONS if which == "p" else HOUSEHOLDS, old, new)

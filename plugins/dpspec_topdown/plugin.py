@@ -115,8 +115,11 @@ class TopDown(Mechanism):
         ParamSpec("joint", "block", "further tables solved with this one in one problem per node: { units: { table: units  "
                   "variables: vacs  queries: { total: 1/4 } } }; their query shares and this table's sum to 1 per level; a joint "
                   "table may have its own recodes and structural_zeros"),
-        ParamSpec("cross_constraints", "block", "equalities across jointly solved tables at every unit: { h1: { left: "
-                  "\"households: total\"  right: \"units: occupancy = occupied\" } }"),
+        ParamSpec("cross_constraints", "map", "equalities across jointly solved tables at every unit: { h1: { left: "
+                  "\"households: total\"  right: \"units: occupancy = occupied\" } }", keys="names",
+                  values=ParamSpec("", "block", "one equality", fields=(
+                      ParamSpec("left", "string", "\"TABLE: QUERY\" or \"TABLE: QUERY = LABEL\"", required=True),
+                      ParamSpec("right", "string", "\"TABLE: QUERY\" or \"TABLE: QUERY = LABEL\"", required=True)))),
         ParamSpec("failsafe", "block", "production's failsafe: { minimal_schema: [hhgq] } re-solves a node that has no "
                   "solution with its children sums relaxed, the sums over the other variables kept exact",
                   fields=(ParamSpec("minimal_schema", "list", "the histogram variables whose sums stay exact when the "

@@ -49,7 +49,7 @@ def _place(spec: ir.Spec, params: dict, kind: str, key: list) -> list[Diagnostic
     if kind == "constraints":
         return located_at(spec, [Diagnostic(f"the constraint '{key[0]}'", path=(kind, key[0]))])
     if kind == "cross_constraints":
-        return [Diagnostic(f"the cross constraint '{key[0]}'", *_entry(params, kind, key[0]))]
+        return located_at(spec, [Diagnostic(f"the cross constraint '{key[0]}'", path=(kind, key[0]))])
     if kind == "level":  # its budget share; a level without one is written in the geography only
         written = spec.mechanism.params.get("levels") if spec.mechanism is not None else None
         share = _entry({"levels": written.value} if written is not None else {}, "levels", key[0])
