@@ -10,7 +10,6 @@ from ..geography.declared import problems as geography_problems
 from ..measurement.allocation import split_allocation
 from .equal_to import _equalities
 from .joint import _cross_constraints, _joint_names, _joint_tables, _side_tables
-from .locate import at, item_at
 from .passes import _passes, pass_level_path, pass_query_problems
 from .postprocess import failsafe_problems, postprocess_problems
 from .spine import _spine, _split_levels, spine_problems
@@ -78,7 +77,7 @@ def _sampler_problems(spec, params, alloc) -> list[Diagnostic]:
     if problem is None:
         return []
     return [Diagnostic(f"topdown: the noise of query '{widest.name}' at level '{widest.level}' cannot be drawn: {problem}",
-                       *at(spec.mechanism.params.get("rho")))]
+                       path=("rho",))]
 
 
 def column_problems(spec: ir.Spec, params: dict) -> list:
@@ -91,11 +90,11 @@ def column_problems(spec: ir.Spec, params: dict) -> list:
     for level in spec.domain.geography.levels:
         if table.column(level) is None:
             problems.append(Diagnostic(f"table '{table.name}' has no column for geography level '{level}'"))
-    variables_at = spec.mechanism.params.get("variables") if spec.mechanism is not None else None
-    twice = sorted({n for n in params["variables"] if list(params["variables"]).count(n) > 1})
-    if twice:
-        problems.append(Diagnostic(f"variables: '{twice[0]}' is listed twice",
-                                   *item_at(spec, variables_at, twice[0], occurrence=2)))
+    written = list(params["variables"])
+    twice = sorted({n for n in written if written.count(n) > 1})
+    if twice:  # at its second writing
+        second = [i for i, n in enumerate(written) if n == twice[0]][1]
+        problems.append(Diagnostic(f"variables: '{twice[0]}' is listed twice", path=("variables", second)))
     for name in params["variables"]:
         col = table.column(name)
         if col is None:
@@ -105,12 +104,10 @@ def column_problems(spec: ir.Spec, params: dict) -> list:
         elif name in spec.domain.geography.levels:
             problems.append(Diagnostic(f"'{name}' is a geography level, not a histogram variable"))
     known = set(_levels(spec))
-    levels_at = spec.mechanism.params.get("levels") if spec.mechanism is not None else None
     for level in params["levels"]:
         if level not in known:
-            entry = levels_at.value.get(level) if levels_at is not None and isinstance(levels_at.value, ir.ParamBlock) else None
             problems.append(Diagnostic(f"levels: '{level}' is not a geography level (known: {', '.join(_levels(spec))})",
-                                       *at(entry or levels_at)))
+                                       path=("levels", level)))
     if not isinstance(params["queries"], ir.ParamBlock):
         problems.append(Diagnostic("queries: expected a block such as { total: 1/2  detailed: 1/2 }"))
     return problems
