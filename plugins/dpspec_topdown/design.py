@@ -2,8 +2,10 @@
 
 `Design` is what `run_topdown` measures and how it estimates: the geography levels, the
 histogram variables, the allocation of rho over levels and queries, the invariants, the passes
-and the constraints the fits keep. `design_from_spec` builds it from the hand parsers of
-`params/` (each raises a located SpecError, as `check` reports it); everything read from the
+and the constraints the fits keep. `design_from_spec` builds it from the plain values the core
+resolved against the schema (the failsafe, post-processing, spine and passes settings) and from
+the readers of `params/` for those still parsed by hand (params/tables.py: queries, recodes,
+structural zeros, joint); `check` has reported every problem of them; everything read from the
 data (records and the public tables counted from them) comes to the run separately, as
 `run.context.Records`, and the run-time things (random source, engine, progress) as
 `run.context.RunContext`.
@@ -72,8 +74,8 @@ class Design:
 
 
 def design_from_spec(spec: ir.Spec, params: dict) -> Design:
-    """The spec's design, each setting read by its parser in `params/` (a located SpecError on
-    a malformed one; `check` has reported them all before a run)."""
+    """The spec's design from the core's plain values and the readers of `params/` (`check` has
+    reported every problem before a run)."""
     variables = _variables(spec, params)
     invariants, _ = _invariants(spec, params)
     levels = _levels(spec)

@@ -1,11 +1,11 @@
-"""Where a value sits in the spec text: the line and column of one item of a setting's value.
+"""Where a word sits inside a value the spec writes: what the core's paths cannot say.
 
-The IR keeps a location per setting (its name), not per value; a reviewer told that the
-variable `hhagex` of a joint table is unknown should be sent to `hhagex`, not to the start of
-the joint entry. These helpers read the spec's text after the setting's name, over the setting's
-own value (a list in brackets, a quoted string, or the rest of the line) and nothing beyond it.
-Data that break a construct of the spec are located the same way: the engine raises `Broken`
-naming the construct, and the plugin cites the construct's line.
+The core locates a path into the mechanism block down to a value or a list item
+(`dpspec.api.located`); a query string such as "hhgq * votingage", or a cross constraint's side
+"units: hhtenshort_3lev = mortgage", is one value, and a reviewer told that `votingage` is wrong
+should be sent to `votingage`. `inside` reads the value's text from where the core says it
+starts. `item_at` does the same from a setting's own ir.Param, for the settings still parsed by
+hand (joint, recodes, queries, structural_zeros: params/tables.py), and goes with them.
 """
 from __future__ import annotations
 
