@@ -242,3 +242,46 @@ def test_hover_and_completion_walk_nested_settings(toy_plugin):
     line, _ = _line_col(SPEC, "rho: 1/4")
     labels = {i.label for i in complete(SPEC.replace("rho: 1/4", "    "), None, line - 1, 4)}
     assert {"rho", "queries", "note"} <= labels
+
+
+# ---- either: a value read by the option its writing chooses (TopDown's passes) -------------
+
+PASSES = ParamSpec("", "either", "passes", options=(
+    ParamSpec("", "list", "one pass", items="string"),
+    ParamSpec("", "map", "named passes in order", keys="names", values=ParamSpec("", "list", "", items="string"))))
+
+
+class Passes(Toy):
+    name = "nested_passes"
+    parameters = ParameterSchema((
+        ParamSpec("table", "table", "the table", required=True),
+        ParamSpec("estimation", "map", "passes per level", keys="levels", values=PASSES),
+    ))
+
+    def check(self, spec, params):
+        return []
+
+
+def _passes(body):
+    text = SPEC.split("mechanism nested_toy")[0] + "mechanism nested_passes {\n  table: people\n" + body + "}\n"
+    spec = parse(text, "toy.dps")
+    return text, *resolve_params(Passes(), spec.mechanism, spec)
+
+
+def test_either_reads_a_list_or_a_block_of_named_lists():
+    _, params, problems = _passes('  estimation: {\n    county: ["total"]\n    tract: { pass1: [total]  pass2: ["sex"] }\n  }\n')
+    assert problems == []
+    assert params["estimation"] == {"county": ("total",), "tract": {"pass1": ("total",), "pass2": ("sex",)}}
+    assert Passes.parameters.at(("estimation", "tract", "pass1", 0)).type == "string"
+    assert Passes.parameters.at(("estimation", "county", 0)).type == "string"
+    assert PASSES.describe_type() == "list of string or map of names to list of string"
+    assert [o["type"] for o in PASSES.to_json()["options"]] == ["list", "map"]
+
+
+def test_either_locates_a_problem_inside_the_option_chosen():
+    text, _, problems = _passes('  estimation: {\n    county: { pass1: [total]  pass2: 3 }\n    tracts: [total]\n  }\n')
+    assert [(d.line, d.column) for d in problems] == [_line_col(text, "pass2: |3"), _line_col(text, "|tracts")]
+    assert "parameter 'estimation.county.pass2[0]': expected a string" in problems[0].message
+    assert "'tracts' is not a geography level" in problems[1].message
+    text, _, problems = _passes('  estimation: {\n    county: { pass1: { a: 1 } }\n  }\n')
+    assert problems and "estimation.county.pass1" in problems[0].message

@@ -37,6 +37,7 @@ PINS = {
     ("manifest", "1.0"): "60a4043326971b7ea05f96236ecb275960a62f2e74602bfa59515bf5eff00e67",
     ("plugins", "1.0"): "444c28f1d7c8fdb2c0c98bcb44a67e74d3b822a1b53b2c1c7c3b65b42bd32f22",
     ("plugins", "1.1"): "b1985d21e29c88dc093d1e9df3789a6071357d0dd508ff03c72108f42fd86178",  # nested parameters: fields, keys, values, items, table_param
+    ("plugins", "1.2"): "26cd9c006a61acb5c0bdfd938bd9240312a9129332995a5cbd47961e7c1afe48",  # a parameter's options (the type either)
     ("replay", "1.0"): "71591ed1e542e18918ab2f805ca25e84e9db91904f64bbc9a52a581a8769c464",
     ("report", "1.0"): "d7efad7b3bc966f327fa9725370443e2ad7fbd89632f1753ef604870c87f0d5d",
     ("report", "1.1"): "d62f4a932c66a1667ac90f64c4c6d85bc44f54f0412e3f0b33d054ca9279023b",  # verdict, gate, nist, glossary, certificate; exact companions

@@ -212,12 +212,13 @@ def _pl94(replace):
 def test_spec_states_the_opt_tol_tolerance_and_the_failsafe():
     from dpspec.check.checker import check
     from dpspec_topdown.params.passes import _passes
-    from dpspec_topdown.params.postprocess import _failsafe
+    from dpspec_topdown.design import design_from_spec
 
     spec = _pl94({"  pass_tolerance: 0.1\n": "  pass_tolerance: 0.1\n  pass_tolerance_type: opt_tol\n"
                                              "  failsafe: {\n    minimal_schema: [hhgq]\n  }\n"})
     params = check(spec).params
-    assert _failsafe(params) == ["hhgq"]
+    assert params["failsafe"] == {"minimal_schema": ("hhgq",)}
+    assert design_from_spec(spec, params).failsafe == ["hhgq"]
     passes = _passes(params, ["hhgq", "votingage", "hispanic", "cenrace"])
     assert {p["tolerance_type"] for p in passes.values()} == {"opt_tol"}
 

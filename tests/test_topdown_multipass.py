@@ -312,5 +312,5 @@ def test_outer_passes_in_a_spec():
     check(parse(OUTER_SPEC, "s.dps"))
     line = OUTER_SPEC.splitlines().index("      outer1: {") + 1  # the outer pass missing its rounding
     bad = OUTER_SPEC.replace('        rounding: { pass1: ["total"] }\n', "")
-    with pytest.raises(SpecError, match=f"s.dps:{line}:.*outer pass 'outer1' needs estimation and rounding"):
+    with pytest.raises(SpecError, match=f"s.dps:{line}:.*'outer_passes.county.outer1' needs the setting 'rounding'"):
         check(parse(bad, "s.dps"))

@@ -259,10 +259,10 @@ def test_the_settings_check_and_misuse_is_a_located_spec_error():
     with pytest.raises(SpecError, match=f"s.dps:{_line(text, 'postprocess_heuristics')}:.*go together"):
         check(parse(text, "s.dps"))
     text = SPEC.replace("EXTRA", GOOD + "\n  postprocess_require_feasible: [tract]")
-    with pytest.raises(SpecError, match=f"s.dps:{_line(text, 'postprocess_require_feasible')}:.*'tract', not a geography"):
+    with pytest.raises(SpecError, match=f"s.dps:{_line(text, 'postprocess_require_feasible')}:.*'tract' is not a geography"):
         check(parse(text, "s.dps"))
     text = SPEC.replace("EXTRA", "").replace("sense: upper", "sense: above")
-    with pytest.raises(SpecError, match=f"s.dps:{_line(text, 'hhgq_total_ub')}:.*sense above"):
+    with pytest.raises(SpecError, match=f"s.dps:{_line(text, 'hhgq_total_ub')}:.*sense': unknown value 'above'"):
         check(parse(text, "s.dps"))
 
 

@@ -75,7 +75,7 @@ def test_the_guides_misuses_are_located(which, old, new, start, message):
 def test_a_spine_flag_no_table_has_is_the_spines_error_not_the_joint_tables():
     text, d = _error(HOUSEHOLDS, "    aian: aian\n", "    aian: aianx\n")
     assert d.line == _line(text, "aian: aianx")
-    assert d.message == "spine: aian names 'aianx', which is not a column of table 'units'"
+    assert d.message == "parameter 'spine.aian': unknown column 'aianx' in table 'units'"
 
 
 def test_shares_that_do_not_sum_to_one_are_refused_at_their_block_naming_joint_queries_as_written():
@@ -110,7 +110,8 @@ def test_an_unknown_query_in_a_pass_is_refused_at_the_pass_that_writes_it(which,
 def test_a_malformed_setting_is_refused_at_its_line_not_the_mechanisms(setting):
     text, d = _error(PERSONS.replace("  failsafe: {\n    minimal_schema: [relgq]\n  }\n", ""),
                      "  pass_tolerance: 0.1\n", f"  pass_tolerance: 0.1\n  {setting}\n")
-    assert d.line == _line(text, setting) and d.message.startswith(setting.split(":")[0] + ": expected")
+    name = setting.split(":")[0]  # a typed setting is refused in the core's words ("parameter 'failsafe': expected")
+    assert d.line == _line(text, setting) and d.message.startswith((f"{name}: expected", f"parameter '{name}': expected"))
 
 
 def _at(text, line_start, fragment):
@@ -158,13 +159,13 @@ def test_a_joint_tables_and_a_cross_constraints_errors_are_at_their_exact_line_a
     ("p", "postprocess_only: hhgq_total_ub, hhgq_total_lb", "postprocess_only: hhgq_total_ub, hhgq_total_ub",
      "postprocess_only:", "hhgq_total_ub\n", "names the constraint 'hhgq_total_ub' twice"),
     ("p", "postprocess_require_feasible: state, county", "postprocess_require_feasible: state, countx",
-     "postprocess_require_feasible:", "countx", "names 'countx', not a geography level"),
+     "postprocess_require_feasible:", "countx", "'countx' is not a geography level"),
     ("p", "postprocess_require_feasible: state, county, prim, tsg, tsubset", "postprocess_require_feasible: 3",
-     "postprocess_require_feasible:", "postprocess_require_feasible", "expected a list of names, e.g. [state, county]"),
+     "postprocess_require_feasible:", "3", "expected a geography level, got a number"),  # at the value itself
     ("p", "postprocess_heuristics: true", "postprocess_heuristics: false", "postprocess_heuristics:",
      "postprocess_heuristics", "postprocess_only and postprocess_heuristics: true go together"),
     # sense (and occupied, which only a lower bound reads)
-    ("p", "      sense: upper\n", "      sense: above\n", "sense: above", "sense", "sense above is not one of"),
+    ("p", "      sense: upper\n", "      sense: above\n", "sense: above", "sense", "unknown value 'above' (known: both, lower, upper)"),
     ("p", "      sense: lower\n", "      sense: upper\n", "occupied: gq101", "occupied",
      "occupied sets the lower bounds, which sense: upper leaves out"),
     ("p", "      sense: upper\n", "      sense: lower  # was upper\n", "sense: lower  # was", "sense",
@@ -177,14 +178,14 @@ def test_a_joint_tables_and_a_cross_constraints_errors_are_at_their_exact_line_a
      "      of: gqlevelz\n      table: facilities\n      type: gqtype\n      sense: upper", "of: gqlevelz", "of",
      "bounds 'gqlevelz', which is not a histogram variable or recode"),
     ("p", "      sense: lower\n      occupied:", "      sense: lower\n      occupies:", "occupies:", "occupies",
-     "unknown field(s) occupies"),
+     "unknown setting 'occupies' in 'constraints.hhgq_total_lb'"),
     # equal_to
     ("p", 'query: "hhgq8lev * votingage * hispanic * cenrace"', 'query: "hhgq8lev * votingage * hispanic * cenracex"',
      "query:", "cenracex", "names ['cenracex'], which are not histogram variables or recodes"),
     ("p", 'query: "hhgq8lev * votingage * hispanic * cenrace"', 'query: "hhgq8lev * votingage * hispanic * cenrace * sex"',
      "query:", "sex", "('pl94' has no column sex)"),
     ("p", "      table: pl94\n", "      table: pl95\n", "table: pl95", "pl95", "reads 'pl95', which must be a second table"),
-    ("p", '      query: "hhgq8lev * votingage * hispanic * cenrace"\n', "", "pl94: {", "pl94", "missing query"),
+    ("p", '      query: "hhgq8lev * votingage * hispanic * cenrace"\n', "", "pl94: {", "pl94", "'equal_to.pl94' needs the setting 'query'"),
     # equal_to against what the spec alone fixes: the product's columns, and the invariants' groups
     ("p", "military, othernoninst}", "military, noninst}", 'query: "hhgq8lev', "hhgq8lev",
      "column 'hhgq8lev' of 'pl94' (declared at line 126) must take exactly the group labels of 'hhgq8lev' (household, "
@@ -198,9 +199,9 @@ def test_a_joint_tables_and_a_cross_constraints_errors_are_at_their_exact_line_a
      "hhgq8lev=household of the target and sex=0 of the invariant share persons and neither holds the other"),
     # outer_passes (and their constrain_to)
     ("p", "    state: {\n      outer1: {\n        estimation: {", "    state: {\n      outer1: {\n        estimate: 1\n"
-     "        estimation: {", "estimate: 1", "estimate", "needs estimation and rounding passes (and may have constrain_to), not 'estimate'"),
+     "        estimation: {", "estimate: 1", "estimate", "unknown setting 'estimate' in 'outer_passes.state.outer1'"),
     ("p", "  outer_passes: {\n    state: {", "  outer_passes: {\n    statex: {", "statex: {", "statex",
-     "outer_passes name 'statex', which is not a geography level"),
+     "parameter 'outer_passes': 'statex' is not a geography level"),
     ("p", "  outer_passes: {\n    state: {\n      outer1: {", "  outer_passes: {\n    state: {\n      outer1: {\n"
      '        constrain_to: { pass1: ["total"] }', "constrain_to:", "constrain_to", "constrain_to at level 'state'"),
     ("h", '        rounding: ["households: detailed"]\n      }\n    }\n    tsg:',
@@ -223,12 +224,12 @@ def test_a_joint_tables_and_a_cross_constraints_errors_are_at_their_exact_line_a
     ("p", "    bypass: county, prim", "    bypass: nation, county, prim", "bypass:", "nation",
      "spine: bypass names 'nation', which has no budget share: its single-child units would take their child's "
      "budget and measure nothing, leaving those geounits without budget"),
-    ("p", "    aian: aian\n", "    aian: aian\n    aian_areas: 1\n", "aian_areas:", "aian_areas", "spine: unknown setting 'aian_areas'"),
+    ("p", "    aian: aian\n", "    aian: aian\n    aian_areas: 1\n", "aian_areas:", "aian_areas", "unknown setting 'aian_areas' in 'spine'"),
     # failsafe, variables, levels, recodes, duplicates
     ("p", "    minimal_schema: [relgq]\n", "    minimal_schema: [relgq, gq]\n", "minimal_schema:", "gq]",
      "minimal_schema names gq; it needs histogram variables"),
     ("p", "    minimal_schema: [relgq]\n", "    minimal_schema: [relgq]\n    schema: 1\n", "schema: 1", "schema",
-     "failsafe: expected { minimal_schema: [VARIABLE, ...] }, not 'schema'"),
+     "unknown setting 'schema' in 'failsafe'"),
     ("p", "  variables: relgq, sex, age, hispanic, cenrace\n", "  variables: relgq, sex, age, hispanic, cenrace, sex\n",
      "variables:", "sex\n", "variables: 'sex' is listed twice"),
     ("h", "      variables: sex, hhage", "      variables: sex, hhage, hhage", "variables: sex, hhage, hhage", "hhage, hisp",
@@ -246,7 +247,7 @@ def test_a_joint_tables_and_a_cross_constraints_errors_are_at_their_exact_line_a
     ("p", "    age_38_groups: {\n", "    sex: {\n", "sex: {", "sex", "recodes: 'sex': the name is already a variable"),
     # the cross constraints' fields
     ("h", '      right: "households: ten = 0"\n', '      right: "households: ten = 0"\n      middle: "x"\n', "middle:",
-     "middle", "needs { left: \"TABLE: QUERY\"  right: \"TABLE: QUERY = LABEL\" }, not 'middle'"),
+     "middle", "unknown setting 'middle' in 'cross_constraints.owned_mortgage'"),
 ])
 def test_a_reviewers_misuse_of_a_dhc_construct_is_at_its_exact_line_and_item(which, old, new, line_start, fragment, message):
     text, d = _error(PERSONS if which == "p" else HOUSEHOLDS, old, new)

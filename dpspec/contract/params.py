@@ -19,13 +19,16 @@ from dpspec.errors import Diagnostic
 from dpspec.language.diagnostics import unknown
 
 PARAM_TYPES = ("number", "int", "column", "columns", "table", "string", "choice", "shares", "block",
-               "map", "list", "query", "level")
+               "map", "list", "query", "level", "either")
 # what a map's keys name: the geography's levels (ROOT_LEVEL, the hierarchy, the crosscut
 # components), the domain's tables, columns (of `table_param`'s table, else of any table), any
 # name (checked by the plugin), or one of `choices`
 MAP_KEYS = ("levels", "tables", "columns", "names", "choices")
 ROOT_LEVEL = "nation"  # the geography's root, as the production mechanisms call it
 TOTAL = "total"  # the query expression of the total: no column
+
+
+_BLOCK_TYPES = ("block", "map", "shares")  # the types written as a { ... } block
 
 
 def _as_spec(value):
@@ -44,14 +47,16 @@ class ParamSpec:
     name: number, e.g. budget shares), query (a query expression: "total", or columns joined by
     "*" such as "QSEX * AGE4", resolved to the tuple of its columns, () for the total; a word of
     `choices`, such as "detailed", is kept as written), level (a geography level: ROOT_LEVEL, the
-    hierarchy's levels, the crosscut components), block, map, list.
+    hierarchy's levels, the crosscut components), block, map, list, either.
 
     block with `fields`: a nested block of those settings, resolved to a dict (a setting not
     written gets its default). block without `fields`: free-form, the ir.ParamBlock as written,
     checked by the plugin itself (the escape hatch; a new plugin should declare its fields).
     map: a block whose keys are what `keys` names (MAP_KEYS) and whose values are `values`,
     resolved to a dict in written order. list: `[a, b]` (or one value alone) of `items`,
-    resolved to a tuple.
+    resolved to a tuple. either (API 1.6, additive): one of `options`, chosen by how the value is
+    written: a `{ ... }` block is read by the first block, map or shares option, anything else by
+    the first other option (e.g. a list of queries, or a block of named lists of queries).
     """
 
     name: str
@@ -67,6 +72,12 @@ class ParamSpec:
     values: "ParamSpec | None" = attrs.field(default=None, converter=_as_spec)
     items: "ParamSpec | None" = attrs.field(default=None, converter=_as_spec)
     table_param: str = ""
+    options: tuple["ParamSpec", ...] = attrs.field(default=(), converter=lambda os: tuple(_as_spec(o) for o in os))
+
+    def option_for(self, raw) -> "ParamSpec | None":
+        """The option of an `either` that reads `raw` as written (a block, or anything else)."""
+        written_as_block = isinstance(raw, ir.ParamBlock)
+        return next((o for o in self.options if (o.type in _BLOCK_TYPES) == written_as_block), None)
 
     def describe_range(self) -> str:
         if self.low is None and self.high is None:
@@ -87,6 +98,8 @@ class ParamSpec:
             return f"list of {self.items.describe_type() if self.items else 'values'}"
         if self.type == "block" and self.fields:
             return "block of " + ", ".join(f.name for f in self.fields)
+        if self.type == "either":
+            return " or ".join(o.describe_type() for o in self.options)
         return self.type
 
     def to_json(self) -> dict:
@@ -107,6 +120,8 @@ class ParamSpec:
             item["items"] = self.items.to_json()
         if self.table_param:
             item["table_param"] = self.table_param
+        if self.options:
+            item["options"] = [o.to_json() for o in self.options]
         return item
 
 
@@ -125,6 +140,8 @@ class ParameterSchema:
         schema does not reach it (a free-form block, an undeclared name)."""
         ps = self.get(path[0]) if path else None
         for step in path[1:]:
+            if ps is not None and ps.type == "either":  # the option that has such a step
+                ps = next((o for o in ps.options if (o.type in _BLOCK_TYPES) == isinstance(step, str)), None)
             if ps is None:
                 return None
             if ps.type == "block" and ps.fields and isinstance(step, str):
@@ -235,6 +252,12 @@ def resolve_params(mechanism, call: ir.MechanismCall, spec: ir.Spec) -> tuple[di
 
 def _resolve(ps: ParamSpec, raw, path: tuple, ctx: _Context):
     """The plain value of one setting, or None after recording its problem at `path`."""
+    if ps.type == "either":
+        option = ps.option_for(raw)
+        if option is None:
+            ctx.problem(path, f"parameter '{label(path)}': expected {ps.describe_type()}, got {_type_name(raw)}")
+            return None
+        return _resolve(option, raw, path, ctx)
     if ps.type == "block" and ps.fields:
         return _block(ps, raw, path, ctx)
     if ps.type == "map":

@@ -24,7 +24,7 @@ FORMAT_VERSIONS = {
     "verification": "1.0",  # dpspec verify --json (read back by --verify FILE)
     "inference": "1.1",     # dpspec infer --json, and result.json of its output set (1.1: power, with --power)
     "conversion": "1.1",    # dpspec convert --json
-    "plugins": "1.1",       # dpspec plugins --json (a list; each mechanism carries the version; 1.1: nested parameters)
+    "plugins": "1.2",       # dpspec plugins --json (a list; each mechanism carries the version; 1.1: nested parameters; 1.2: either's options)
     "manifest": "1.0",      # manifest.json of every output set (compile, audit, infer)
     "report": "1.1",        # report.json of compile and audit (1.1: verdict, gate, nist, glossary, certificate, exact companions)
     "error": "1.0",         # what every --json command prints on stdout when it fails

@@ -2,8 +2,10 @@
 
 `Design` is what `run_topdown` measures and how it estimates: the geography levels, the
 histogram variables, the allocation of rho over levels and queries, the invariants, the passes
-and the constraints the fits keep. `design_from_spec` builds it from the hand parsers of
-`params/` (each raises a located SpecError, as `check` reports it); everything read from the
+and the constraints the fits keep. `design_from_spec` builds it from the plain values the core
+resolved against the schema (the failsafe, post-processing, spine and passes settings) and from
+the readers of `params/` for those still parsed by hand (params/tables.py: queries, recodes,
+structural zeros, joint); `check` has reported every problem of them; everything read from the
 data (records and the public tables counted from them) comes to the run separately, as
 `run.context.Records`, and the run-time things (random source, engine, progress) as
 `run.context.RunContext`.
@@ -18,7 +20,6 @@ from dpspec.api import ir
 
 from .params.joint import _joint_names
 from .params.passes import _passes
-from .params.postprocess import _failsafe, _postprocess_only
 from .params.spine import _spine
 from .params.tables import _invariants, _joint, _levels, _relation, _schema, _strategy, _structural_zeros, _variables
 
@@ -73,8 +74,8 @@ class Design:
 
 
 def design_from_spec(spec: ir.Spec, params: dict) -> Design:
-    """The spec's design, each setting read by its parser in `params/` (a located SpecError on
-    a malformed one; `check` has reported them all before a run)."""
+    """The spec's design from the core's plain values and the readers of `params/` (`check` has
+    reported every problem before a run)."""
     variables = _variables(spec, params)
     invariants, _ = _invariants(spec, params)
     levels = _levels(spec)
@@ -85,5 +86,7 @@ def design_from_spec(spec: ir.Spec, params: dict) -> Design:
         _relation(spec, params), [(lv, q) for lv, q, _ in invariants],
         recodes=schema.recodes, passes=_passes(params, list(variables), _joint_names(_joint(spec, params))),
         structural_zeros=_structural_zeros(params, variables, schema.recodes),
-        aian=spine.get("aian"), bypass=spine.get("bypass", ()), failsafe=_failsafe(params),
-        **_postprocess_only(spec, params))
+        aian=spine.get("aian"), bypass=spine.get("bypass", ()),
+        failsafe=list(params["failsafe"]["minimal_schema"]) if params.get("failsafe") else None,
+        postprocess_only=list(params.get("postprocess_only") or ()),
+        postprocess_feasible=list(params.get("postprocess_require_feasible") or ()))

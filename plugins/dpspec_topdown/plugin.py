@@ -23,6 +23,17 @@ from .semantics import across_split_rho, attribute_rhos, geography_rhos, tied_at
 
 __version__ = "1.0.0"
 
+# a level's passes: one list of queries ("total", "hhgq * votingage", a joint table's "NAME: QUERY"),
+# or a block of named passes in order, each a list
+PASSES = ParamSpec("", "either", "the level's passes", options=(
+    ParamSpec("", "list", "one pass: its queries", items="string"),
+    ParamSpec("", "map", "named passes in order", keys="names",
+              values=ParamSpec("", "list", "the pass's queries", items="string"))))
+OUTER_PASS = ParamSpec("", "block", "one outer pass: its passes fitted and rounded, then held", fields=(
+    ParamSpec("estimation", "either", "its least-squares passes", required=True, options=PASSES.options),
+    ParamSpec("rounding", "either", "its rounding passes", required=True, options=PASSES.options),
+    ParamSpec("constrain_to", "either", "per estimation pass, the queries later passes hold", options=PASSES.options)))
+
 
 class TopDown(Mechanism):
     name = "topdown"
@@ -41,16 +52,20 @@ class TopDown(Mechanism):
                   "one block for all levels or one per level; must sum to 1", required=True),
         ParamSpec("recodes", "block", "query factors that group one variable's categories: "
                   "NAME: { of: VARIABLE  LABEL: [values] ... }, a partition of the variable"),
-        ParamSpec("estimation", "block", "least-squares passes per level: { county: [total] } fits the total "
-                  "first and then the other queries, keeping earlier answers within pass_tolerance"),
-        ParamSpec("rounding", "block", "rounding passes per level: { county: { pass1: [\"total\"]  pass2: [\"hhgq\", \"hhgq * hispanic\"] } } "
-                  "keeps each pass's margins within floor/ceil of the fit, then fixes them"),
-        ParamSpec("outer_passes", "block", "interleaved outer passes per level: { county: { outer1: { estimation: "
+        ParamSpec("estimation", "map", "least-squares passes per level: { county: [total] } fits the total "
+                  "first and then the other queries, keeping earlier answers within pass_tolerance", keys="levels",
+                  values=PASSES),
+        ParamSpec("rounding", "map", "rounding passes per level: { county: { pass1: [\"total\"]  pass2: [\"hhgq\", \"hhgq * hispanic\"] } } "
+                  "keeps each pass's margins within floor/ceil of the fit, then fixes them", keys="levels",
+                  values=PASSES),
+        ParamSpec("outer_passes", "map", "interleaved outer passes per level: { county: { outer1: { estimation: "
                   "{ pass1: [\"total\"] }  rounding: { pass1: [\"total\"] } }  outer2: { ... } } }: each outer pass fits "
                   "and rounds its queries, then its last rounding pass's answers are fixed exactly for the next; with a joint table a "
-                  "pass names its queries as \"NAME: QUERY\""),
-        ParamSpec("constrain_to", "block", "per level and estimation pass, the queries later passes hold within "
-                  "pass_tolerance: { county: { pass1: [\"total\", \"hhgq\"] } } (default: the queries the pass names)"),
+                  "pass names its queries as \"NAME: QUERY\"", keys="levels",
+                  values=ParamSpec("", "map", "the level's outer passes in order", keys="names", values=OUTER_PASS)),
+        ParamSpec("constrain_to", "map", "per level and estimation pass, the queries later passes hold within "
+                  "pass_tolerance: { county: { pass1: [\"total\", \"hhgq\"] } } (default: the queries the pass names)", keys="levels",
+                  values=PASSES),
         ParamSpec("pass_tolerance", "number", "how far a later estimation pass may move earlier passes' answers "
                   "(production: 1/10); with pass_tolerance_type: opt_tol, the slack added to the LP-optimal tolerance",
                   low=Fraction(0)),
@@ -60,31 +75,60 @@ class TopDown(Mechanism):
         ParamSpec("structural_zeros", "block", "cells that must be 0 everywhere, e.g. { nurse_nva_0: { hhgq: [3]  "
                   "votingage: [0] } } (a recode may stand for its variable, its group labels for the categories in them); "
                   "data with a record there is rejected"),
-        ParamSpec("constraints", "block", "bounds on persons per block from a second table, e.g. { hhgq_total_lb_ub: "
+        ParamSpec("constraints", "map", "bounds on persons per block from a second table, e.g. { hhgq_total_lb_ub: "
                   "{ of: hhgq  table: facilities  type: gqtype  occupied: [1, 2] } }: none of a type the block "
                   "lacks, at least one per occupied facility (sense: upper or lower keeps one side); its counts "
-                  "by block and type must be invariants"),
+                  "by block and type must be invariants", keys="names", values=ParamSpec(
+                      "", "block", "one bound", fields=(
+                          ParamSpec("of", "string", "the histogram variable or recode bounded", required=True),
+                          ParamSpec("table", "table", "the second table whose rows set the bounds", required=True),
+                          ParamSpec("type", "string", "its column of the rows' category of `of`", required=True),
+                          ParamSpec("occupied", "list", "the types whose rows stand for occupied facilities: at least "
+                                    "one person each"),
+                          ParamSpec("sense", "choice", "both (default), lower or upper: which bounds are kept",
+                                    choices=("both", "lower", "upper"))))),
         ParamSpec("spine", "block", "the geographic spine, as production ran it: { aian: COLUMN } splits the state "
                   "(the first level) and the levels below it but the finest into their parts inside and outside "
-                  "AIAN areas (COLUMN: 1 inside), measured separately; the state invariant holds on the parts' sum"),
-        ParamSpec("equal_to", "block", "hold the release to a product already released: { pl94: { table: T  query: "
+                  "AIAN areas (COLUMN: 1 inside), measured separately; the state invariant holds on the parts' sum",
+                  fields=(
+                      ParamSpec("aian", "column", "the person column marking the units inside AIAN areas (0/1 or "
+                                "boolean, constant within each finest unit)", table_param="table"),
+                      ParamSpec("bypass", "list", "levels whose single-child units are measured once with their "
+                                "child's share (production's optimized spine)", items="level"),
+                      ParamSpec("gq_blockgroups", "block", "split the level above the finest by the group-quarters "
+                                "types each finest unit has", fields=(
+                                    ParamSpec("table", "table", "the facilities table", required=True),
+                                    ParamSpec("type", "string", "its column of the facility type", required=True),
+                                    ParamSpec("types", "list", "the types that split a block group", required=True))),
+                      ParamSpec("geography", "table", "the reference geography: every finest unit, populated or not"))),
+        ParamSpec("equal_to", "map", "hold the release to a product already released: { pl94: { table: T  query: "
                   "\"hhgq * votingage\" } } keeps that marginal equal to T's at every finest unit (T declared public; T's columns "
-                  "take exactly the factors' groups, and the marginal's groups nest with every invariant's below the root)"),
+                  "take exactly the factors' groups, and the marginal's groups nest with every invariant's below the root)", keys="names",
+                  values=ParamSpec("", "block", "one product held", fields=(
+                      ParamSpec("table", "string", "the released product's table (declared public)", required=True),
+                      ParamSpec("query", "string", "the marginal held equal to it, e.g. \"hhgq * votingage\"",
+                                required=True)))),
         ParamSpec("joint", "block", "further tables solved with this one in one problem per node: { units: { table: units  "
                   "variables: vacs  queries: { total: 1/4 } } }; their query shares and this table's sum to 1 per level; a joint "
                   "table may have its own recodes and structural_zeros"),
-        ParamSpec("cross_constraints", "block", "equalities across jointly solved tables at every unit: { h1: { left: "
-                  "\"households: total\"  right: \"units: occupancy = occupied\" } }"),
+        ParamSpec("cross_constraints", "map", "equalities across jointly solved tables at every unit: { h1: { left: "
+                  "\"households: total\"  right: \"units: occupancy = occupied\" } }", keys="names",
+                  values=ParamSpec("", "block", "one equality", fields=(
+                      ParamSpec("left", "string", "\"TABLE: QUERY\" or \"TABLE: QUERY = LABEL\"", required=True),
+                      ParamSpec("right", "string", "\"TABLE: QUERY\" or \"TABLE: QUERY = LABEL\"", required=True)))),
         ParamSpec("failsafe", "block", "production's failsafe: { minimal_schema: [hhgq] } re-solves a node that has no "
-                  "solution with its children sums relaxed, the sums over the other variables kept exact"),
-        ParamSpec("postprocess_only", "block", "constraints left out of every solve and repaired after each node's "
+                  "solution with its children sums relaxed, the sums over the other variables kept exact",
+                  fields=(ParamSpec("minimal_schema", "list", "the histogram variables whose sums stay exact when the "
+                                    "children sums are relaxed (production's minimalSchema)", required=True,
+                                    items="string"),)),
+        ParamSpec("postprocess_only", "list", "constraints left out of every solve and repaired after each node's "
                   "rounding (production's postprocess_only_constr_names): [hhgq_total_ub, hhgq_total_lb]; needs "
-                  "postprocess_heuristics: true"),
+                  "postprocess_heuristics: true", items="string"),
         ParamSpec("postprocess_heuristics", "choice", "production's use_postprocess_heuristics: true repairs the "
                   "postprocess_only constraints by moving records within a child", choices=("true", "false")),
-        ParamSpec("postprocess_require_feasible", "block", "levels where a record may also change the structural "
+        ParamSpec("postprocess_require_feasible", "list", "levels where a record may also change the structural "
                   "zeros' other variable and a row left broken stops the run (production's "
-                  "require_feasible_postproc_dim): [state, county]"),
+                  "require_feasible_postproc_dim): [state, county]", items="level"),
         ParamSpec("workers", "int", "solver processes (default: all cores)", low=Fraction(1), high=Fraction(256)),
     ))
     outputs = {

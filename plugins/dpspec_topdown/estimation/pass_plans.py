@@ -9,7 +9,7 @@ from typing import Mapping
 
 import attrs
 
-from dpspec.api import SpecError
+from dpspec.api import Diagnostic, SpecError
 
 from ..measurement.allocation import query_name
 
@@ -50,11 +50,15 @@ def pass_plan(level: str, spec: Mapping, schema, alloc, groups: bool = True) -> 
         if spec.get("estimation") or spec.get("rounding") or spec.get("constrain_to"):
             raise SpecError(f"level {level!r} has outer passes and estimation/rounding passes of its own: "
                             "give its passes inside the outer passes")
-        subs = tuple(pass_plan(level, {**o, "tolerance": o.get("tolerance", spec.get("tolerance", Fraction(1, 10))),
-                                       "tolerance_type": spec.get("tolerance_type"), "complete": False},
-                               schema, alloc, groups)
-                     for o in spec["outer"])
-        return PassPlan(tolerance=subs[0].tolerance, outer=subs)
+        subs = []
+        for n, o in enumerate(spec["outer"]):
+            try:
+                subs.append(pass_plan(level, {**o, "tolerance": o.get("tolerance", spec.get("tolerance", Fraction(1, 10))),
+                                              "tolerance_type": spec.get("tolerance_type"), "complete": False},
+                                      schema, alloc, groups))
+            except SpecError as exc:  # its path is the n-th outer pass's
+                raise SpecError([attrs.evolve(d, path=("outer", n, *d.path)) for d in exc.diagnostics]) from None
+        return PassPlan(tolerance=subs[0].tolerance, outer=tuple(subs))
     measured = [qb.query for qb in alloc.for_level(level)]
     if not measured:
         raise SpecError(f"passes: level {level!r} is not measured, so it has no passes")
@@ -82,8 +86,9 @@ def pass_plan(level: str, spec: Mapping, schema, alloc, groups: bool = True) -> 
         estimation.append(rest)
     held = spec.get("constrain_to")
     if held is not None and len(held) > max(len(estimation) - 1, 0):
-        raise SpecError(f"constrain_to at level {level!r}: {len(held)} lists for the {max(len(estimation) - 1, 0)} "
-                        "estimation passes that have a later pass")
+        raise SpecError(Diagnostic(f"constrain_to at level {level!r}: {len(held)} lists for the "
+                                   f"{max(len(estimation) - 1, 0)} estimation passes that have a later pass",
+                                   path=("constrain_to",)))
     lists = [[schema.canonical(q) for q in group] for group in (held or [])] + named[len(held or []):]
     constrain = tuple(tuple((schema.groups(k) if groups else None, schema.marginal_size(k)) for k in keys)
                       for keys in lists)

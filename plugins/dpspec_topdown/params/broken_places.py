@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 
 from dpspec.api import DataError, Diagnostic, SpecError, ir
+from dpspec.api import located as located_at
 
 from ..broken import Broken
 from .locate import at
@@ -44,25 +45,22 @@ def _place(spec: ir.Spec, params: dict, kind: str, key: list) -> list[Diagnostic
         table, name = key
         return [Diagnostic(f"the structural zero '{name}'", *_entry(_params_of(spec, params, table), kind, name))]
     if kind == "equal_to":
-        return [Diagnostic(f"equal_to '{key[0]}'", *_entry(params, kind, key[0]))]
+        return located_at(spec, [Diagnostic(f"equal_to '{key[0]}'", path=(kind, key[0]))])
     if kind == "constraints":
-        return [Diagnostic(f"the constraint '{key[0]}'", *_entry(params, kind, key[0]))]
+        return located_at(spec, [Diagnostic(f"the constraint '{key[0]}'", path=(kind, key[0]))])
     if kind == "cross_constraints":
-        return [Diagnostic(f"the cross constraint '{key[0]}'", *_entry(params, kind, key[0]))]
+        return located_at(spec, [Diagnostic(f"the cross constraint '{key[0]}'", path=(kind, key[0]))])
     if kind == "level":  # its budget share; a level without one is written in the geography only
-        written = spec.mechanism.params.get("levels") if spec.mechanism is not None else None
-        share = _entry({"levels": written.value} if written is not None else {}, "levels", key[0])
-        if share[0] is None:
+        if key[0] not in params["levels"]:
             return _place(spec, params, "geography", [])
-        return [Diagnostic(f"the {key[0]} level's budget share", *share)]
+        return located_at(spec, [Diagnostic(f"the {key[0]} level's budget share", path=("levels", key[0]))])
     if kind == "spine":
-        return [Diagnostic(f"the spine's {key[0]} setting", *_entry(params, "spine", key[0]))]
+        return located_at(spec, [Diagnostic(f"the spine's {key[0]} setting", path=("spine", key[0]))])
     if kind == "geography":
         geo = spec.domain.geography
         return [Diagnostic(f"the geography '{geo.name}'", *at(geo))] if geo is not None else []
     if kind == "setting":
-        setting = spec.mechanism.params.get(key[0]) if spec.mechanism is not None else None
-        return [Diagnostic(f"'{key[0]}'", *at(setting))]
+        return located_at(spec, [Diagnostic(f"'{key[0]}'", path=(key[0],))]) if params.get(key[0]) is not None else []
     if kind == "invariant":
         level, query = key
         return [_invariant(q) for q in _invariants_naming(spec, params, lambda lv, canon: (lv, canon) == (level, tuple(query)))][:1]

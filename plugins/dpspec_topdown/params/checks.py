@@ -2,23 +2,24 @@
 split spine cannot keep or that do not nest, and a message placed at the setting it names."""
 from __future__ import annotations
 
+import attrs
+
 from dpspec.api import Diagnostic, SpecError, ir, sampler_limit_problem
 
 from ..geography.declared import problems as geography_problems
 from ..measurement.allocation import split_allocation
 from .equal_to import _equalities
 from .joint import _cross_constraints, _joint_names, _joint_tables, _side_tables
-from .locate import at, item_at
-from .passes import _pass_level_loc, _pass_query_loc, _passes
-from .postprocess import _failsafe, _postprocess_only
-from .spine import _spine, _split_levels
+from .passes import _passes, pass_level_path, pass_query_problems
+from .postprocess import failsafe_problems, postprocess_problems
+from .spine import _spine, _split_levels, spine_problems
 from .tables import _bound_categories, _invariants, _joint, _levels, _schema, _shares_loc, _structural_zeros, _variables
 
 
 def _at_setting(spec: ir.Spec, d: Diagnostic) -> Diagnostic:
     """A diagnostic without a line, placed at the mechanism setting its message starts with
     ("failsafe: ...", "joint: ..."), so a reviewer is sent to the setting, not the mechanism line."""
-    if d.line is not None or spec.mechanism is None:
+    if d.line is not None or d.path or spec.mechanism is None:  # a path: the core locates it
         return d
     name = d.message.split(":", 1)[0].split(" ", 1)[0]
     p = spec.mechanism.params.get(name)
@@ -74,7 +75,7 @@ def _sampler_problems(spec, params, alloc) -> list[Diagnostic]:
     if problem is None:
         return []
     return [Diagnostic(f"topdown: the noise of query '{widest.name}' at level '{widest.level}' cannot be drawn: {problem}",
-                       *at(spec.mechanism.params.get("rho")))]
+                       path=("rho",))]
 
 
 def column_problems(spec: ir.Spec, params: dict) -> list:
@@ -87,11 +88,11 @@ def column_problems(spec: ir.Spec, params: dict) -> list:
     for level in spec.domain.geography.levels:
         if table.column(level) is None:
             problems.append(Diagnostic(f"table '{table.name}' has no column for geography level '{level}'"))
-    variables_at = spec.mechanism.params.get("variables") if spec.mechanism is not None else None
-    twice = sorted({n for n in params["variables"] if list(params["variables"]).count(n) > 1})
-    if twice:
-        problems.append(Diagnostic(f"variables: '{twice[0]}' is listed twice",
-                                   *item_at(spec, variables_at, twice[0], occurrence=2)))
+    written = list(params["variables"])
+    twice = sorted({n for n in written if written.count(n) > 1})
+    if twice:  # at its second writing
+        second = [i for i, n in enumerate(written) if n == twice[0]][1]
+        problems.append(Diagnostic(f"variables: '{twice[0]}' is listed twice", path=("variables", second)))
     for name in params["variables"]:
         col = table.column(name)
         if col is None:
@@ -101,12 +102,10 @@ def column_problems(spec: ir.Spec, params: dict) -> list:
         elif name in spec.domain.geography.levels:
             problems.append(Diagnostic(f"'{name}' is a geography level, not a histogram variable"))
     known = set(_levels(spec))
-    levels_at = spec.mechanism.params.get("levels") if spec.mechanism is not None else None
     for level in params["levels"]:
         if level not in known:
-            entry = levels_at.value.get(level) if levels_at is not None and isinstance(levels_at.value, ir.ParamBlock) else None
             problems.append(Diagnostic(f"levels: '{level}' is not a geography level (known: {', '.join(_levels(spec))})",
-                                       *at(entry or levels_at)))
+                                       path=("levels", level)))
     if not isinstance(params["queries"], ir.ParamBlock):
         problems.append(Diagnostic("queries: expected a block such as { total: 1/2  detailed: 1/2 }"))
     return problems
@@ -119,10 +118,8 @@ def setting_problems(spec: ir.Spec, params: dict, allocation) -> list:
     problem located at its setting."""
     from .constraints import facility_constraints
     problems = []
-    try:
-        flag = _spine(spec, params).get("aian", (None, None))[1]
-    except SpecError:  # reported below, at the spine's setting
-        flag = None
+    spine_wrong = spine_problems(spec, params)  # reported below, at the spine's setting
+    flag = None if spine_wrong else _spine(spec, params).get("aian", (None, None))[1]
     # A spec that reads no records for a table (a description, such as one imported from a
     # production configuration) cannot leak its units through them: it cannot be run until its
     # data are declared, and then the declared geography is required (the run refuses too).
@@ -132,7 +129,8 @@ def setting_problems(spec: ir.Spec, params: dict, allocation) -> list:
     _, inv_problems = _invariants(spec, params)
     problems.extend(inv_problems)
     try:
-        _spine(spec, params)  # first: a bad flag column is the spine's error, not the joint table's
+        if spine_wrong:  # first: a bad flag column is the spine's error, not the joint table's
+            raise SpecError(spine_wrong)
         try:
             alloc = allocation(spec, params)
         except SpecError as exc:  # shares that do not sum to 1: at the level's line of the shares
@@ -147,15 +145,15 @@ def setting_problems(spec: ir.Spec, params: dict, allocation) -> list:
         for table_params in [params, *(j["params"] for j in _joint(spec, params))]:
             problems.extend(_unnested_invariant_problems(spec, table_params))
         _equalities(spec, params)
-        _failsafe(params, spec)
-        _postprocess_only(spec, params)
+        if failsafe_problems(params):
+            raise SpecError(failsafe_problems(params))
+        if postprocess_problems(params):
+            raise SpecError(postprocess_problems(params))
         _cross_constraints(spec, params, _joint(spec, params))
         joint = _joint(spec, params)
-        try:
-            passes = _passes(params, list(schema.names), _joint_names(joint))
-        except SpecError as exc:  # a pass naming a table that is not joint: at the entry writing it
-            raise SpecError([d if d.line is not None else Diagnostic(d.message, *_pass_query_loc(params, None, d.message))
-                             for d in exc.diagnostics]) from None
+        if pass_query_problems(params, schema, joint):  # at the pass entry writing the query
+            raise SpecError(pass_query_problems(params, schema, joint))
+        passes = _passes(params, list(schema.names), _joint_names(joint))
         _check_pass_plans(spec, params, passes, schema, alloc, joint)
     except SpecError as exc:
         problems.extend(_at_setting(spec, d) for d in exc.diagnostics)
@@ -164,19 +162,18 @@ def setting_problems(spec: ir.Spec, params: dict, allocation) -> list:
 
 def _check_pass_plans(spec: ir.Spec, params: dict, passes: dict, schema, alloc, joint) -> None:
     """Each level's passes planned from the names alone (arrays come at run time): a level
-    without a budget share, or a pass naming a query the level does not measure, is a SpecError
-    at the pass naming it (else at the level's line of its passes)."""
+    without a budget share is a SpecError at the level's entry of its passes, and what the plan
+    refuses is at the entry its path names (a constrain_to, of the level or of an outer pass),
+    else at the level's entry."""
 
-    from ..estimation.invariant_chain import why
     from ..estimation.joint_passes import joint_pass_plan
     from ..estimation.pass_plans import pass_plan
     for level, plan in passes.items():
+        level_at = pass_level_path(params, level)
         if level not in params["levels"]:
             what = "outer_passes" if params.get("outer_passes") is not None else "estimation/rounding passes"
-            why = (f"level '{level}', which has no budget share (levels with one: {', '.join(params['levels'])})"
-                   if level in _levels(spec) else
-                   f"'{level}', which is not a geography level (known: {', '.join(_levels(spec))})")
-            raise SpecError(Diagnostic(f"{what} name {why}", *_pass_level_loc(params, level)))
+            raise SpecError(Diagnostic(f"{what} name level '{level}', which has no budget share (levels with one: "
+                                       f"{', '.join(params['levels'])})", path=level_at))
         try:
             if joint:  # outer passes over both tables (joint_passes.py)
 
@@ -185,8 +182,17 @@ def _check_pass_plans(spec: ir.Spec, params: dict, passes: dict, schema, alloc, 
                                 groups=False)
             else:
                 pass_plan(level, plan, schema, alloc, groups=False)  # names checked; arrays at run time
-        except SpecError as exc:  # at the pass naming the query, else the level's line of its passes
-            level_at = _pass_level_loc(params, level)
-            raise SpecError([d if d.line is not None else Diagnostic(
-                d.message, *next((x for x in [_pass_query_loc(params, level, d.message)] if x[0] is not None), level_at))
-                for d in exc.diagnostics]) from None
+        except SpecError as exc:
+            raise SpecError([attrs.evolve(d, path=_plan_path(params, level, d.path) or level_at)
+                             for d in exc.diagnostics]) from None
+
+
+def _plan_path(params: dict, level: str, relative: tuple) -> tuple:
+    """The spec's path of what a pass plan's error names, relative to the level: ("constrain_to",)
+    or ("outer", n, "constrain_to"), the level's n-th outer pass's; () when it names nothing."""
+    if relative[:1] == ("outer",):
+        names = list((params.get("outer_passes") or {}).get(level) or ())
+        return ("outer_passes", level, names[relative[1]], *relative[2:]) if relative[1] < len(names) else ()
+    if relative == ("constrain_to",):
+        return ("constrain_to", level)
+    return ()

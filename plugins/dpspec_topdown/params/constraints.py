@@ -20,7 +20,6 @@ from fractions import Fraction
 
 from dpspec.api import Diagnostic, SpecError, ir
 
-from .locate import at, item_at
 from ..broken import Broken
 
 
@@ -31,68 +30,51 @@ def _value(raw):
 
 
 def facility_constraints(spec: ir.Spec, params: dict, variables: dict) -> list[dict]:
-    """The declared constraints, checked against the domain and the invariants (SpecError).
+    """The declared constraints (their fields as the core resolved them), checked against the
+    domain and the invariants: a SpecError whose diagnostics carry the path of what is wrong.
 
     variables: what `of` may name, with its categories: the histogram variables and the
     recodes (their group labels), so a bound may be stated on a recode."""
     block = params.get("constraints")
     if block is None:
         return []
-    if not isinstance(block, ir.ParamBlock):
-        raise SpecError("constraints: expected a block such as { hhgq_total_lb_ub: { of: hhgq  "
-                        "table: facilities  type: gqtype  occupied: [1, 2] } }")
     geo = spec.domain.geography
     finest = geo.levels[-1] if geo else None
     out = []
-    for p in block.params:
-        loc = at(p)
-        body = p.value
-        if not isinstance(body, ir.ParamBlock):
-            raise SpecError(Diagnostic(f"constraints: '{p.name}' needs a block with of, table and type", *loc))
-        settings = {q.name: q for q in body.params}
-        fields = {name: q.value for name, q in settings.items()}
-        unknown = sorted(set(fields) - {"of", "table", "type", "occupied", "sense"})
-        missing = [f for f in ("of", "table", "type") if f not in fields]
-        if unknown or missing:
-            what = f"unknown field(s) {', '.join(unknown)}" if unknown else f"missing {', '.join(missing)}"
-            raise SpecError(Diagnostic(f"constraints: '{p.name}': {what} (fields: of, table, type, occupied, sense)",
-                                       *(at(settings[unknown[0]]) if unknown else loc)))
-        of, table_name, type_col = str(fields["of"]), str(fields["table"]), str(fields["type"])
+    for name, fields in block.items():
+        at = ("constraints", name)
+        of, table_name, type_col = fields["of"], fields["table"], fields["type"]
         if of not in variables:
-            raise SpecError(Diagnostic(f"constraints: '{p.name}' bounds '{of}', which is not a histogram "
-                                       f"variable or recode (known: {', '.join(variables)})", *at(settings["of"])))
+            raise SpecError(Diagnostic(f"constraints: '{name}' bounds '{of}', which is not a histogram "
+                                       f"variable or recode (known: {', '.join(variables)})", path=(*at, "of")))
         table = spec.domain.table(table_name)
-        if table is None or table_name == params["table"]:
-            raise SpecError(Diagnostic(f"constraints: '{p.name}' reads table '{table_name}', which is not a "
-                                       "second table of the domain", *at(settings["table"])))
+        if table_name == params["table"]:
+            raise SpecError(Diagnostic(f"constraints: '{name}' reads table '{table_name}', which is not a "
+                                       "second table of the domain", path=(*at, "table")))
         if finest is None or table.column(finest) is None or table.column(type_col) is None:
-            where = settings["type"] if finest is not None and table.column(finest) is not None else settings["table"]
-            raise SpecError(Diagnostic(f"constraints: '{p.name}': table '{table_name}' needs columns "
-                                       f"'{finest}' (the finest level) and '{type_col}'", *at(where)))
+            where = "type" if finest is not None and table.column(finest) is not None else "table"
+            raise SpecError(Diagnostic(f"constraints: '{name}': table '{table_name}' needs columns "
+                                       f"'{finest}' (the finest level) and '{type_col}'", path=(*at, where)))
         cats = list(variables[of])
         by_text = {str(c): c for c in cats}
-        raw = fields.get("occupied", ())
-        occupied = [by_text.get(str(v), v) for v in map(_value, raw if isinstance(raw, tuple) else (raw,))]
-        bad = [v for v in occupied if v not in cats]
+        occupied = [by_text.get(str(v), v) for v in map(_value, fields["occupied"] or ())]
+        bad = [i for i, v in enumerate(occupied) if v not in cats]
         if bad:
-            raise SpecError(Diagnostic(f"constraints: '{p.name}': occupied {bad} are not categories of "
-                                       f"'{of}' ({cats})", *item_at(spec, settings["occupied"], str(bad[0]))))
-        sense = str(fields.get("sense", "both"))
-        if sense not in ("both", "lower", "upper"):
-            raise SpecError(Diagnostic(f"constraints: '{p.name}': sense {sense} is not one of both, lower, upper",
-                                       *at(settings["sense"])))
-        if sense == "upper" and "occupied" in settings:  # the occupied rows only set lower bounds
-            raise SpecError(Diagnostic(f"constraints: '{p.name}': occupied sets the lower bounds, which sense: upper "
-                                       "leaves out; remove it or the sense", *at(settings["occupied"])))
+            raise SpecError(Diagnostic(f"constraints: '{name}': occupied {[occupied[i] for i in bad]} are not categories "
+                                       f"of '{of}' ({cats})", path=(*at, "occupied", bad[0])))
+        sense = fields["sense"] or "both"
+        if sense == "upper" and fields["occupied"] is not None:  # the occupied rows only set lower bounds
+            raise SpecError(Diagnostic(f"constraints: '{name}': occupied sets the lower bounds, which sense: upper "
+                                       "leaves out; remove it or the sense", path=(*at, "occupied")))
         if sense == "lower" and not occupied:  # no lower bound at all: the constraint would bound nothing
-            raise SpecError(Diagnostic(f"constraints: '{p.name}': sense: lower keeps only the lower bounds, which "
-                                       "come from the occupied types; list them (occupied: [...])", *at(settings["sense"])))
+            raise SpecError(Diagnostic(f"constraints: '{name}': sense: lower keeps only the lower bounds, which "
+                                       "come from the occupied types; list them (occupied: [...])", path=(*at, "sense")))
         declared = any(q.table == table_name and set(q.columns) == {finest, type_col} for q in spec.invariants)
         if not declared:
             raise SpecError(Diagnostic(
-                f"constraints: '{p.name}' uses the counts of '{table_name}' by {finest} and {type_col}; "
-                f"declare them public: invariants {{ count {table_name} by {finest}, {type_col} }}", *loc))
-        out.append({"name": p.name, "of": of, "table": table_name, "type": type_col,
+                f"constraints: '{name}' uses the counts of '{table_name}' by {finest} and {type_col}; "
+                f"declare them public: invariants {{ count {table_name} by {finest}, {type_col} }}", path=at))
+        out.append({"name": name, "of": of, "table": table_name, "type": type_col,
                     "occupied": occupied, "finest": finest, "sense": sense})
     return out
 

@@ -22,17 +22,17 @@ from __future__ import annotations
 from dpspec.api import Diagnostic, SpecError, ir
 
 from ..measurement.histogram import crossing_groups
-from .locate import at, item_at
+from .locate import inside
 
 
-def check_target(spec: ir.Spec, name: str, settings: dict, table_name: str, query: tuple, schema,
+def check_target(spec: ir.Spec, name: str, table_name: str, query: tuple, schema,
                  invariants, root: str) -> None:
     """SpecError at the equal_to entry `name` when its product's columns cannot state `query`, or
     `query` crosses an invariant (`invariants`: (level, query, ir query) on the mechanism's table)."""
     for factor in query:
         problem = _column_problem(spec, table_name, factor, schema)
         if problem:
-            raise SpecError(Diagnostic(f"equal_to: '{name}': {problem}", *item_at(spec, settings["query"], factor)))
+            raise SpecError(Diagnostic(f"equal_to: '{name}': {problem}", *inside(spec, ("equal_to", name, "query"), factor)))
     for level, inv_query, q in invariants:
         if level == root:
             continue
@@ -51,7 +51,7 @@ def check_target(spec: ir.Spec, name: str, settings: dict, table_name: str, quer
             "at every child of a node, and a parent that keeps both may then have no split into its children; hold "
             "the release to a product whose groups nest with every invariant's (each within a group of the other, "
             "or apart from it), as the invariants nest with each other",
-            *(item_at(spec, settings["query"], factor) if factor in query else at(settings["query"]))))
+            *inside(spec, ("equal_to", name, "query"), factor if factor in query else None)))
 
 
 def _column_problem(spec: ir.Spec, table_name: str, factor: str, schema) -> str | None:

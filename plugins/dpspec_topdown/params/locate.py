@@ -1,17 +1,18 @@
-"""Where a value sits in the spec text: the line and column of one item of a setting's value.
+"""Where a word sits inside a value the spec writes: what the core's paths cannot say.
 
-The IR keeps a location per setting (its name), not per value; a reviewer told that the
-variable `hhagex` of a joint table is unknown should be sent to `hhagex`, not to the start of
-the joint entry. These helpers read the spec's text after the setting's name, over the setting's
-own value (a list in brackets, a quoted string, or the rest of the line) and nothing beyond it.
-Data that break a construct of the spec are located the same way: the engine raises `Broken`
-naming the construct, and the plugin cites the construct's line.
+The core locates a path into the mechanism block down to a value or a list item
+(`dpspec.api.located`); a query string such as "hhgq * votingage", or a cross constraint's side
+"units: hhtenshort_3lev = mortgage", is one value, and a reviewer told that `votingage` is wrong
+should be sent to `votingage`. `inside` reads the value's text from where the core says it
+starts. `item_at` does the same from a setting's own ir.Param, for the settings still parsed by
+hand (joint, recodes, queries, structural_zeros: params/tables.py), and goes with them.
 """
 from __future__ import annotations
 
 import re
 
-from dpspec.api import ir
+from dpspec.api import Diagnostic, ir
+from dpspec.api import located as located_at
 
 
 def at(p) -> tuple:
@@ -67,3 +68,37 @@ def item_at(spec: ir.Spec, p, item: str | None = None, after: str | None = None,
     return line, found.start() - (text.rfind("\n", 0, found.start()) + 1) + 1
 
 
+
+
+def inside(spec: ir.Spec, path, item: str | None = None, after: str | None = None, occurrence: int = 1) -> tuple:
+    """(line, column) of `item` (a factor of a query string, a table name) inside the value of
+    the setting at `path` (past the first `after` in it, when given; its `occurrence`-th
+    appearance), as a whole word; the setting's own (line, column) when `item` is not found.
+
+    Why here and not in the core: the core locates a path down to a value or a list item
+    (`dpspec.api.located`), and a query such as "hhgq * votingage" is one value; where one of
+    its factors sits is found by reading the value's text from where the core says it starts."""
+    key, value = located_at(spec, [Diagnostic("", path=tuple(path)), Diagnostic("", path=(*path, 0))])
+    where = (key.line, key.column)
+    text = spec.text if spec is not None else None
+    if value.line is None or not text or not item:
+        return where
+    lines = text.split("\n")
+    start = sum(len(line) + 1 for line in lines[:value.line - 1]) + (value.column or 1) - 1
+    if start < len(text) and text[start] in "[\"":
+        close = text.find("]" if text[start] == "[" else "\"", start + 1)
+        end = len(text) if close < 0 else close + 1
+    else:
+        end = min([i for i in (text.find("\n", start), text.find("#", start)) if i >= 0] or [len(text)])
+    first = start
+    if after:
+        cut = text.find(after, start, end)
+        first = cut + len(after) if cut >= 0 else start
+    found = None
+    for found in re.compile(r"(?<![\w.])" + re.escape(item.strip()) + r"(?![\w.])").finditer(text, first, end):
+        occurrence -= 1
+        if occurrence <= 0:
+            break
+    if found is None or occurrence > 0:
+        return where
+    return text.count("\n", 0, found.start()) + 1, found.start() - (text.rfind("\n", 0, found.start()) + 1) + 1

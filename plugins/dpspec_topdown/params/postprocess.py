@@ -2,93 +2,65 @@
 heuristic, and the failsafe's minimal schema."""
 from __future__ import annotations
 
-from dpspec.api import Diagnostic, SpecError, ir
-
-from .locate import at, item_at
-from .tables import _levels
+from dpspec.api import Diagnostic
 
 
-def _postprocess_only(spec: ir.Spec, params: dict) -> dict:
-    """{"postprocess_only": names, "postprocess_feasible": levels} from ``postprocess_only: [NAME, ...]``,
-    ``postprocess_heuristics: true`` and ``postprocess_require_feasible: [LEVEL, ...]`` (production's
-    postprocess_only_constr_names, use_postprocess_heuristics, require_feasible_postproc_dim);
-    a located SpecError when one comes without the other or names what is not declared."""
-    def loc(name):
-        p = spec.mechanism.params.get(name) if spec.mechanism is not None else None
-        return (p.loc.line, p.loc.column) if p is not None and p.loc else (None, None)
-
-    def names(name):
-        value = params.get(name)
-        if value is None:
-            return None
-        items = value if isinstance(value, tuple) else (value,)
-        if not items or not all(isinstance(v, (ir.Name, str)) for v in items):
-            example = "[hhgq_total_ub, hhgq_total_lb]" if name == "postprocess_only" else "[state, county]"
-            raise SpecError(Diagnostic(f"{name}: expected a list of names, e.g. {example}", *loc(name)))
-        return [str(v) for v in items]
-
-    def item(name, value, occurrence=1):
-        return item_at(spec, spec.mechanism.params.get(name) if spec.mechanism is not None else None, value,
-                       occurrence=occurrence)
-
-    only, feasible = names("postprocess_only"), names("postprocess_require_feasible")
+def postprocess_problems(params: dict) -> list[Diagnostic]:
+    """What the core cannot check of ``postprocess_only: [NAME, ...]``, ``postprocess_heuristics: true``
+    and ``postprocess_require_feasible: [LEVEL, ...]`` (production's postprocess_only_constr_names,
+    use_postprocess_heuristics, require_feasible_postproc_dim; their types it has): one without the
+    other, beside joint tables, a name that is not a declared constraint or is listed twice, a level
+    without a budget share; each at its path."""
+    only, feasible = params.get("postprocess_only"), params.get("postprocess_require_feasible")
     switch = params.get("postprocess_heuristics")
     if only is None and feasible is None and switch in (None, "false"):
-        return {}  # production's default; a list without the switch is refused (geo_optimizers.py:50-51)
+        return []  # production's default; a list without the switch is refused (geo_optimizers.py:50-51)
     if only is None or switch != "true":
         at = (("postprocess_only" if switch is None else "postprocess_heuristics") if only is not None else
               next(n for n in ("postprocess_heuristics", "postprocess_require_feasible") if params.get(n) is not None))
-        raise SpecError(Diagnostic("postprocess_only and postprocess_heuristics: true go together (production applies "
-                                   "post-processing-only constraints only with its heuristics on)", *loc(at)))
+        return [Diagnostic("postprocess_only and postprocess_heuristics: true go together (production applies "
+                           "post-processing-only constraints only with its heuristics on)", path=(at,))]
     if params.get("joint") is not None:  # before the names: a joint spec's cross constraints are not candidates
-        raise SpecError(Diagnostic("postprocess_only: not available with joint tables (production's interleaved "
-                                   "optimizer, which solves them, has no post-processing-only constraints)",
-                                   *loc("postprocess_only")))
-    declared = [p.name for p in params["constraints"].params] if isinstance(params.get("constraints"), ir.ParamBlock) else []
-    bad = [n for n in only if n not in declared]
-    twice = [n for n in only if only.count(n) > 1]
+        return [Diagnostic("postprocess_only: not available with joint tables (production's interleaved "
+                           "optimizer, which solves them, has no post-processing-only constraints)",
+                           path=("postprocess_only",))]
+    declared = _constraint_names(params)
+    bad = [i for i, n in enumerate(only) if n not in declared]
+    twice = [i for i, n in enumerate(only) if n in only[:i]]  # the second writing of a name
     if bad or twice:
-        what = (f"names {', '.join(map(repr, bad))}, which is not a declared constraint" if bad
-                else f"names the constraint '{twice[0]}' twice")
-        raise SpecError(Diagnostic(f"postprocess_only {what} (declared: {', '.join(declared) or 'none'})",
-                                   *item("postprocess_only", (bad or twice)[0], 1 if bad else 2)))
-    levels = _levels(spec)
-    bad = [lv for lv in feasible or () if lv not in levels]
-    if bad:
-        raise SpecError(Diagnostic(f"postprocess_require_feasible names {', '.join(map(repr, bad))}, not a geography "
-                                   f"level (known: {', '.join(levels)})", *item("postprocess_require_feasible", bad[0])))
-    idle = [lv for lv in feasible or () if lv not in params["levels"]]
+        what = (f"names {', '.join(repr(only[i]) for i in bad)}, which is not a declared constraint" if bad
+                else f"names the constraint '{only[twice[0]]}' twice")
+        return [Diagnostic(f"postprocess_only {what} (declared: {', '.join(declared) or 'none'})",
+                           path=("postprocess_only", (bad or twice)[0]))]
+    idle = [i for i, lv in enumerate(feasible or ()) if lv not in params["levels"]]
     if idle:  # no node is solved there, so the requirement would silently do nothing
-        raise SpecError(Diagnostic(f"postprocess_require_feasible names {', '.join(map(repr, idle))}, which has no "
-                                   f"budget share, so no node is solved there (levels with one: "
-                                   f"{', '.join(params['levels'])})", *item("postprocess_require_feasible", idle[0])))
-    return {"postprocess_only": only, "postprocess_feasible": feasible or []}
+        return [Diagnostic(f"postprocess_require_feasible names {', '.join(repr(feasible[i]) for i in idle)}, which "
+                           f"has no budget share, so no node is solved there (levels with one: "
+                           f"{', '.join(params['levels'])})", path=("postprocess_require_feasible", idle[0]))]
+    return []
 
 
-def _failsafe(params: dict, spec: ir.Spec | None = None) -> list[str] | None:
-    """``failsafe: { minimal_schema: [hhgq] }``: the minimal schema's variables (production's
-    `minimalSchema`, person_default.ini:81), or None when the spec asks for no failsafe."""
+def _constraint_names(params: dict) -> list[str]:
+    """The names of the declared constraints (what postprocess_only may name)."""
+    return list(params.get("constraints") or ())
+
+
+def failsafe_problems(params: dict) -> list[Diagnostic]:
+    """What the core cannot check of ``failsafe: { minimal_schema: [hhgq] }`` (its shape it has):
+    the failsafe beside a joint table (production's interleaved optimizer has none), and a name
+    that is not a histogram variable (production's `minimalSchema`, person_default.ini:81), each
+    at its path."""
     block = params.get("failsafe")
     if block is None:
-        return None
-    loc = (None, None)
-    fields = {}
-    if isinstance(block, ir.ParamBlock):
-        fields = {q.name: q for q in block.params}
-        first = block.params[0] if block.params else None
-        loc = (first.loc.line, first.loc.column) if first is not None and first.loc else loc
-    if set(fields) != {"minimal_schema"}:
-        extra = [q for q in block.params if q.name != "minimal_schema"] if isinstance(block, ir.ParamBlock) else []
-        raise SpecError(Diagnostic("failsafe: expected { minimal_schema: [VARIABLE, ...] }"
-                                   + (f", not '{extra[0].name}'" if extra else ""), *(at(extra[0]) if extra else loc)))
+        return []
     if params.get("joint") is not None:  # refused here, at its line, not only when the run starts
-        raise SpecError(Diagnostic("failsafe: not available with a joint table (production's interleaved optimizer, "
-                                   "which solves the joint tables, has no failsafe); remove it or the joint block", *loc))
-    value = fields["minimal_schema"].value
-    names = [str(v) for v in (value if isinstance(value, tuple) else (value,))]
-    bad = [n for n in names if n not in params["variables"]]
+        return [Diagnostic("failsafe: not available with a joint table (production's interleaved optimizer, "
+                           "which solves the joint tables, has no failsafe); remove it or the joint block",
+                           path=("failsafe",))]
+    names = block["minimal_schema"]
+    bad = [i for i, n in enumerate(names) if n not in params["variables"]]
     if bad or not names:
-        raise SpecError(Diagnostic(f"failsafe: minimal_schema names {', '.join(bad) or 'nothing'}; it needs histogram "
-                                   f"variables (known: {', '.join(params['variables'])})",
-                                   *(item_at(spec, fields["minimal_schema"], bad[0]) if bad else loc)))
-    return names
+        return [Diagnostic(f"failsafe: minimal_schema names {', '.join(names[i] for i in bad) or 'nothing'}; it needs "
+                           f"histogram variables (known: {', '.join(params['variables'])})",
+                           path=("failsafe", "minimal_schema", *bad[:1]))]
+    return []

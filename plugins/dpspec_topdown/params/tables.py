@@ -211,9 +211,8 @@ def _joint(spec: ir.Spec, params: dict) -> list[dict]:
                                        "the domain (not the mechanism's table, nor one already joint)",
                                        *item_at(spec, settings["table"], table_name)))
         seen.add(table_name)
-        spine = params.get("spine")
-        flag = spine.get("aian") if isinstance(spine, ir.ParamBlock) else None
-        lacking = [lv for lv in [*geo, *([str(flag.value)] if flag is not None else [])] if table.column(lv) is None]
+        flag = (params.get("spine") or {}).get("aian")
+        lacking = [lv for lv in [*geo, *([flag] if flag is not None else [])] if table.column(lv) is None]
         if lacking:
             raise SpecError(Diagnostic(f"joint: table '{table_name}' has no column {', '.join(lacking)}: a joint "
                                        "table lives on the same geography (and spine flag)",

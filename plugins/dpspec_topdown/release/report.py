@@ -8,7 +8,6 @@ from dpspec.api import ir, discrete_gaussian_variance, effective_sigma2
 
 from ..measurement.allocation import JOINT_MARK, query_name
 from ..params.equal_to import _equalities
-from ..params.postprocess import _postprocess_only
 from ..params.tables import _joint, _levels, _query_key, _schema, _structural_zeros, _variables
 from ..wording import counted
 
@@ -35,7 +34,7 @@ def _guarantee_notes(spec: ir.Spec, params: dict) -> list[str]:
                          f"({', '.join(sets[:3])}{', ...' if len(sets) > 3 else ''}) held at zero at every level; a "
                          "dataset with a record in one is refused, so the guarantee covers only datasets without such "
                          "records")
-    only = _postprocess_only(spec, params).get("postprocess_only")
+    only = params.get("postprocess_only")  # with postprocess_heuristics: true, as check requires
     if only:
         notes.append(f"constraints {', '.join(only)} are not in the least-squares fits: they are enforced after "
                      "them by moving records (post-processing of the noisy measurements and the invariants: "
