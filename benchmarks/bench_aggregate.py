@@ -12,6 +12,7 @@ With `--spark M` (default 1e5) the same release of M records read from Parquet r
 (local[2]) against the local engine: the mechanism's run on each (best of R, the Spark session
 started and warmed first), where Spark groups the records by cell and the driver adds the noise.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -33,7 +34,7 @@ import doc_table  # noqa: E402
 import dpspec  # noqa: E402
 from dpspec.api import RunContext, check, discrete_laplace  # noqa: E402
 
-SPEC = textwrap.dedent('''\
+SPEC = textwrap.dedent("""\
     spec "bench"
     domain d {{
       table t unit person {{
@@ -58,7 +59,7 @@ SPEC = textwrap.dedent('''\
         }}
       }}
     }}
-    ''')
+    """)
 
 
 def frame(n: int, cells: int) -> pd.DataFrame:
@@ -70,7 +71,11 @@ def floor(df: pd.DataFrame, cells: int, rng) -> None:
     code = df["k"].to_numpy() - 1
     count = np.bincount(code, minlength=cells)
     total = np.bincount(code, weights=np.clip(df["v"].to_numpy(), 0, 100), minlength=cells)
-    _ = count + discrete_laplace(2, cells, rng), total + discrete_laplace(400, cells, rng), count + discrete_laplace(4, cells, rng)
+    _ = (
+        count + discrete_laplace(2, cells, rng),
+        total + discrete_laplace(400, cells, rng),
+        count + discrete_laplace(4, cells, rng),
+    )
 
 
 def engine_runs(n: int, cells: int, repeat: int) -> tuple[float, float]:
@@ -84,7 +89,9 @@ def engine_runs(n: int, cells: int, repeat: int) -> tuple[float, float]:
     with tempfile.TemporaryDirectory() as tmp:
         frame(n, cells).to_parquet(Path(tmp) / "t.parquet")
         path = Path(tmp) / "bench.dps"
-        path.write_text(SPEC.format(cells=cells).replace("unit t : symdiff", 'data t from "t.parquet"\nunit t : symdiff'))
+        path.write_text(
+            SPEC.format(cells=cells).replace("unit t : symdiff", 'data t from "t.parquet"\nunit t : symdiff')
+        )
         checked = check(dpspec.load(str(path)))
         spec, params, mech = checked.spec, checked.params, checked.mechanism
         for name in ("local", "spark"):
@@ -92,7 +99,9 @@ def engine_runs(n: int, cells: int, repeat: int) -> tuple[float, float]:
             try:
                 table = load_engine_table(spec, attrs.evolve(spec.data[0]), engine)
                 run = EngineRun(engine, new_run_key(1))
-                mech.run(spec, params, {"t": table}, RunContext(np.random.default_rng(0), engine=run))  # warm: JVM, caches
+                mech.run(
+                    spec, params, {"t": table}, RunContext(np.random.default_rng(0), engine=run)
+                )  # warm: JVM, caches
                 best = []
                 for i in range(repeat):
                     t = time.perf_counter()
@@ -142,20 +151,31 @@ def main() -> None:
     if not args.no_spark:
         m = int(args.spark)
         local_s, spark_s = engine_runs(m, args.cells, args.repeat)
-        print(f"from Parquet, {m:,} records: local engine {local_s:.3f} s, Spark local[2] {spark_s:.3f} s "
-              f"({spark_s / local_s:.0f}x)")
-        spark_note = (f"From Parquet, {m:,} records: the mechanism's run takes {local_s:.3f} s on the local engine and "
-                      f"{spark_s:.3f} s on Spark local[2] ({spark_s / local_s:.0f}x; Spark groups the records by cell "
-                      "on its executors, the driver adds the noise; best of the same runs, session warmed first). "
-                      "Spark pays for itself only when the table does not fit one machine.")
-    doc_table.write("bench_aggregate", "The aggregate mechanism against its floor", __doc__.split("\n\n")[2],
-                    ["records", "run s", "records/s", "peak MB", "floor s", "ratio"], rows,
-                    notes=[f"{args.cells:,} declared cells; counts and a clipped mean; best of {args.repeat} runs.",
-                           "Goal 1.5x; beyond the floor the mechanism checks every record's cell against the declared "
-                           "keys, counts the clipped values and the column's extremes (internal report, audit) and "
-                           "builds each cell's interval.",
-                           spark_note],
-                    enabled=not args.no_doc)
+        print(
+            f"from Parquet, {m:,} records: local engine {local_s:.3f} s, Spark local[2] {spark_s:.3f} s "
+            f"({spark_s / local_s:.0f}x)"
+        )
+        spark_note = (
+            f"From Parquet, {m:,} records: the mechanism's run takes {local_s:.3f} s on the local engine and "
+            f"{spark_s:.3f} s on Spark local[2] ({spark_s / local_s:.0f}x; Spark groups the records by cell "
+            "on its executors, the driver adds the noise; best of the same runs, session warmed first). "
+            "Spark pays for itself only when the table does not fit one machine."
+        )
+    doc_table.write(
+        "bench_aggregate",
+        "The aggregate mechanism against its floor",
+        __doc__.split("\n\n")[2],
+        ["records", "run s", "records/s", "peak MB", "floor s", "ratio"],
+        rows,
+        notes=[
+            f"{args.cells:,} declared cells; counts and a clipped mean; best of {args.repeat} runs.",
+            "Goal 1.5x; beyond the floor the mechanism checks every record's cell against the declared "
+            "keys, counts the clipped values and the column's extremes (internal report, audit) and "
+            "builds each cell's interval.",
+            spark_note,
+        ],
+        enabled=not args.no_doc,
+    )
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@ shared). Both must give the same fingerprint. The floor is pandas' C parser read
 once with no checks and no hash: any load that parses the file does at least that. The file is in the page cache after the first read, so the saving
 shown is the CPU of one pass (SHA-256 and the read copy); on a cold disk it is a pass of I/O too.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -87,11 +88,15 @@ def main(argv=None) -> None:
         t_old, t_new, t_floor = (min(t for t, _ in runs) for runs in (old, new, floor))
         print(f"CSV of {size / 1e6:.1f} MB ({args.copies} copies of the bundled ACS national excerpt)")
         print(f"  three reads (limit scan, pandas, fingerprint): {t_old:.2f} s")
-        print(f"  two reads (limit scan hashing, pandas):        {t_new:.2f} s  ({t_old - t_new:.2f} s saved, "
-              f"{100 * (t_old - t_new) / t_old:.0f}%)")
+        print(
+            f"  two reads (limit scan hashing, pandas):        {t_new:.2f} s  ({t_old - t_new:.2f} s saved, "
+            f"{100 * (t_old - t_new) / t_old:.0f}%)"
+        )
         print(f"  floor (pandas' C parser alone):                {t_floor:.2f} s")
-        print(f"  now: {size / 1e6 / t_new:.1f} MB/s, {t_new / t_floor:.2f}x the floor (before {t_old / t_floor:.2f}x); "
-              f"peak memory {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:,.0f} MB")
+        print(
+            f"  now: {size / 1e6 / t_new:.1f} MB/s, {t_new / t_floor:.2f}x the floor (before {t_old / t_floor:.2f}x); "
+            f"peak memory {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:,.0f} MB"
+        )
 
 
 if __name__ == "__main__":

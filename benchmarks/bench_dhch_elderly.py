@@ -15,6 +15,7 @@ revision REF (for instance the commit before a change to the household type), in
 
     python benchmarks/bench_dhch_elderly.py [--pr] [--against REF]
 """
+
 from __future__ import annotations
 
 import os
@@ -27,8 +28,10 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SPECS = {"us": os.path.join(ROOT, "specs", "dhc_households_production_topdown.dps"),
-         "pr": os.path.join(ROOT, "specs", "dhc_households_production_topdown_pr.dps")}
+SPECS = {
+    "us": os.path.join(ROOT, "specs", "dhc_households_production_topdown.dps"),
+    "pr": os.path.join(ROOT, "specs", "dhc_households_production_topdown_pr.dps"),
+}
 
 # a structural zero of the households: its name line, its cell lines, its closing brace
 ZERO = re.compile(r"        \w+: \{  #[^\n]*\n(?:          [^\n]*\n)+        \}\n")
@@ -39,7 +42,9 @@ def without_elderly(text: str) -> str:
     strategy then equals `detailed`: the household type is finer than the recode
     DetailedCoupleTypeMultGenDetOwnChildSize the largest query crosses.)"""
     text, n1 = re.subn(r"    elderly    : int 0\.\.3\n", "", text)
-    text, n2 = re.subn(r"variables: sex, hhage, hisp, race, elderly, ten,", "variables: sex, hhage, hisp, race, ten,", text)
+    text, n2 = re.subn(
+        r"variables: sex, hhage, hisp, race, elderly, ten,", "variables: sex, hhage, hisp, race, ten,", text
+    )
     text, n3 = ZERO.subn(lambda m: "" if "elderly:" in m.group(0) else m.group(0), text)
     if (n1, n2) != (1, 1) or "elderly:" in text or n3 == 0:
         sys.exit("the bundled spec changed shape: update bench_dhch_elderly.py")
@@ -48,13 +53,18 @@ def without_elderly(text: str) -> str:
 
 def at_revision(ref: str, spec: str, work: str) -> str:
     """The spec and the bundled DHC data as they were at git revision `ref`, written under `work`."""
+
     def show(path: str) -> bytes:
         return subprocess.run(["git", "-C", ROOT, "show", f"{ref}:{path}"], check=True, capture_output=True).stdout
 
     data = os.path.join(work, "data", "dhc")
     os.makedirs(data, exist_ok=True)
-    names = subprocess.run(["git", "-C", ROOT, "ls-tree", "--name-only", f"{ref}:specs/data/dhc"], check=True,
-                           capture_output=True, text=True).stdout.split()
+    names = subprocess.run(
+        ["git", "-C", ROOT, "ls-tree", "--name-only", f"{ref}:specs/data/dhc"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.split()
     for name in names:
         with open(os.path.join(data, name), "wb") as f:
             f.write(show(f"specs/data/dhc/{name}"))
@@ -73,8 +83,10 @@ def run(path: str) -> None:
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(f"  total {total:.1f} s, peak memory of the process so far {peak:.0f} MB")
     for level, t in result.release.facts["timings"].items():
-        print(f"  {level:<11} nodes {t.get('nodes', 0):>3}  largest node {t.get('max_variables', 0):>8,} variables  "
-              f"least squares {t.get('qp_seconds', 0.0):6.1f} s  level {t.get('solve_seconds', 0.0):6.1f} s")
+        print(
+            f"  {level:<11} nodes {t.get('nodes', 0):>3}  largest node {t.get('max_variables', 0):>8,} variables  "
+            f"least squares {t.get('qp_seconds', 0.0):6.1f} s  level {t.get('solve_seconds', 0.0):6.1f} s"
+        )
 
 
 def main() -> None:
@@ -91,7 +103,10 @@ def main() -> None:
             run(path)
         shutil.copytree(os.path.join(ROOT, "specs", "data", "dhc"), os.path.join(work, "data", "dhc"))
         text = open(spec, encoding="utf-8").read()
-        for name, body in (("without elderly and its zeros", without_elderly(text)), ("as bundled (elderly stated)", text)):
+        for name, body in (
+            ("without elderly and its zeros", without_elderly(text)),
+            ("as bundled (elderly stated)", text),
+        ):
             path = os.path.join(work, "spec.dps")
             with open(path, "w", encoding="utf-8") as f:
                 f.write(body)

@@ -15,6 +15,7 @@ pandas-loaded frame may) instead of a categorical. Times (wall clock and this pr
 and prints a SHA-256 of what each hands out (every chunk; every unit's rows), so two versions
 of the engine can be checked to give byte-identical rows in the same order.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -42,16 +43,22 @@ def population(n: int, blocks: int = 30, seed: int = 0) -> pd.DataFrame:
     block = rng.integers(0, blocks, n)
     race = pd.Categorical(np.char.zfill(rng.integers(1, 64, n).astype(str), 2))
     race[rng.random(n) < 0.05] = np.nan
-    return pd.DataFrame({
-        "state": pd.Categorical(states[state]),
-        "county": pd.Categorical(np.char.add(states[state], np.char.zfill(county.astype(str), 3))),
-        "block": pd.Categorical(np.char.add(np.char.add(states[state], np.char.zfill(county.astype(str), 3)),
-                                            np.char.zfill(block.astype(str), 4))),
-        "race": race,
-        "sex": pd.Categorical(rng.choice(["1", "2"], n)),
-        "age": rng.integers(0, 116, n),
-        "hispanic": rng.random(n) < 0.18,
-    })
+    return pd.DataFrame(
+        {
+            "state": pd.Categorical(states[state]),
+            "county": pd.Categorical(np.char.add(states[state], np.char.zfill(county.astype(str), 3))),
+            "block": pd.Categorical(
+                np.char.add(
+                    np.char.add(states[state], np.char.zfill(county.astype(str), 3)),
+                    np.char.zfill(block.astype(str), 4),
+                )
+            ),
+            "race": race,
+            "sex": pd.Categorical(rng.choice(["1", "2"], n)),
+            "age": rng.integers(0, 116, n),
+            "hispanic": rng.random(n) < 0.18,
+        }
+    )
 
 
 def digest_rows(h, frame: pd.DataFrame) -> None:
@@ -100,13 +107,21 @@ def main() -> None:
             best, cpu = min(best, time.perf_counter() - t0), min(cpu, time.process_time() - c0)
         h = hashlib.sha256()
         run(engine, table, h)
-        print(f"{name:>10}: {best:6.2f} s wall, {cpu:6.2f} s CPU (best of {args.repeat})  rows sha256 {h.hexdigest()[:16]}")
+        print(
+            f"{name:>10}: {best:6.2f} s wall, {cpu:6.2f} s CPU (best of {args.repeat})  rows sha256 {h.hexdigest()[:16]}"
+        )
         rows.append([name, f"{args.n:,}", f"{best:.2f}", f"{cpu:.2f}", h.hexdigest()[:16]])
-    doc_table.write("bench_engine_order", "Local engine: canonical row order", __doc__.split("\n\n")[0],
-                    ["operation", "rows", "wall s (best)", "CPU s (best)", "rows sha256"], rows,
-                    notes=[f"Best of {args.repeat}; {args.blocks} blocks"
-                           + (", block as plain text" if args.plain_text else "") + "."],
-                    enabled=not args.no_doc)
+    doc_table.write(
+        "bench_engine_order",
+        "Local engine: canonical row order",
+        __doc__.split("\n\n")[0],
+        ["operation", "rows", "wall s (best)", "CPU s (best)", "rows sha256"],
+        rows,
+        notes=[
+            f"Best of {args.repeat}; {args.blocks} blocks" + (", block as plain text" if args.plain_text else "") + "."
+        ],
+        enabled=not args.no_doc,
+    )
 
 
 if __name__ == "__main__":

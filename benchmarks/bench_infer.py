@@ -10,6 +10,7 @@ second, the effective sample size as a share of P, the pilot's estimate of exact
 acceptance rate (log10), and the ratio to a floor measured in the same run: drawing the P x K
 discrete Gaussian steps alone, which any proposal of this kind must at least do.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -38,7 +39,7 @@ from dpspec.language.parser import load_text_or_path  # noqa: E402
 
 def synthetic(k: int, sigma2: float, rng):
     values = ", ".join(f"v{i}" for i in range(k))
-    spec = load_text_or_path(f'''spec "bench"
+    spec = load_text_or_path(f"""spec "bench"
 domain d "synthetic" {{
   stage edited
   table persons unit person {{
@@ -52,7 +53,7 @@ invariants {{
 unit persons : hamming
 premetric pure
 mechanism randomized_response {{ table: persons  column: cell  p: 3/4 }}
-''')
+""")
     n = 100 * k
     truth = rng.multinomial(n, rng.dirichlet(np.ones(k)))
     noisy = truth + discrete_gaussian(Fraction(sigma2).limit_denominator(1000), k, rng)
@@ -63,8 +64,15 @@ mechanism randomized_response {{ table: persons  column: cell  p: 3/4 }}
         return -d * d / (2 * sigma2) + log_z
 
     cells = pd.DataFrame({"cell": [f"v{i}" for i in range(k)]})
-    lk = CountLikelihood(ir.CountQuery("persons", ("cell",)), cells, noisy, logpmf, np.full(k, log_z),
-                         noisy.astype(float), np.full(k, sigma2))
+    lk = CountLikelihood(
+        ir.CountQuery("persons", ("cell",)),
+        cells,
+        noisy,
+        logpmf,
+        np.full(k, log_z),
+        noisy.astype(float),
+        np.full(k, sigma2),
+    )
     outputs = {"count_persons": pd.DataFrame({"count": [n]})}
     return build_model(spec, parse_target("count persons by cell", spec), [lk], outputs)
 
@@ -76,7 +84,9 @@ def main(argv=None) -> int:
     ap.add_argument("--sigma2", type=float, default=50 / 3)
     doc_table.add_option(ap)
     args = ap.parse_args(argv)
-    print(f"{'K':>6} {'seconds':>9} {'proposals/s':>12} {'ESS share':>10} {'log10 acc.':>11} {'floor s':>8} {'ratio':>6}")
+    print(
+        f"{'K':>6} {'seconds':>9} {'proposals/s':>12} {'ESS share':>10} {'log10 acc.':>11} {'floor s':>8} {'ratio':>6}"
+    )
     rows = []
     for k in args.sizes:
         rng = make_rng(k)
@@ -89,13 +99,30 @@ def main(argv=None) -> int:
         t0 = time.perf_counter()
         discrete_gaussian(Fraction(args.sigma2).limit_denominator(1000), (draws.proposals, k), rng)
         floor = time.perf_counter() - t0
-        print(f"{k:>6} {seconds:>9.2f} {draws.proposals / seconds:>12,.0f} {draws.ess / draws.proposals:>10.3f} "
-              f"{pilot.log10_rate:>11.1f} {floor:>8.2f} {seconds / floor:>6.1f}")
-        rows.append([k, f"{seconds:.2f}", f"{draws.proposals / seconds:,.0f}", f"{draws.ess / draws.proposals:.3f}",
-                     f"{pilot.log10_rate:.1f}", f"{floor:.2f}", f"{seconds / floor:.1f}"])
-    doc_table.write("bench_infer", "Inference (dpspec infer): importance sampling", __doc__.split("\n\n")[0],
-                    ["cells K", "seconds", "proposals/s", "ESS share", "log10 acceptance", "floor s", "ratio"], rows,
-                    notes=[f"{args.proposals:,} proposals, sigma² = {args.sigma2:.4g}."], enabled=not args.no_doc)
+        print(
+            f"{k:>6} {seconds:>9.2f} {draws.proposals / seconds:>12,.0f} {draws.ess / draws.proposals:>10.3f} "
+            f"{pilot.log10_rate:>11.1f} {floor:>8.2f} {seconds / floor:>6.1f}"
+        )
+        rows.append(
+            [
+                k,
+                f"{seconds:.2f}",
+                f"{draws.proposals / seconds:,.0f}",
+                f"{draws.ess / draws.proposals:.3f}",
+                f"{pilot.log10_rate:.1f}",
+                f"{floor:.2f}",
+                f"{seconds / floor:.1f}",
+            ]
+        )
+    doc_table.write(
+        "bench_infer",
+        "Inference (dpspec infer): importance sampling",
+        __doc__.split("\n\n")[0],
+        ["cells K", "seconds", "proposals/s", "ESS share", "log10 acceptance", "floor s", "ratio"],
+        rows,
+        notes=[f"{args.proposals:,} proposals, sigma² = {args.sigma2:.4g}."],
+        enabled=not args.no_doc,
+    )
     return 0
 
 

@@ -12,6 +12,7 @@ month's total; `previous` is a CSV of concentrations 1 + the previous month's co
 scaled so they add up to the number of cells plus the previous total over 100 (a prior worth about
 1% of a month's cases); any other value is passed to `--prior` (e.g. dirichlet-multinomial:0.1).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -31,8 +32,11 @@ def truths(month: str):
 
     data = pd.read_parquet(ROOT / "specs" / "data" / "pa_covid" / "cases.parquet")
     data["died"] = data["died"].astype(bool)
-    return data, {(str(c), bool(d)): int(n) for (m, c, d), n in data.groupby(["month", "county", "died"]).size().items()
-                  if str(m) == month}
+    return data, {
+        (str(c), bool(d)): int(n)
+        for (m, c, d), n in data.groupby(["month", "county", "died"]).size().items()
+        if str(m) == month
+    }
 
 
 def previous_prior(data, month: str, cells: list, path: Path) -> None:
@@ -44,8 +48,14 @@ def previous_prior(data, month: str, cells: list, path: Path) -> None:
     counts = data[data["month"].astype(str) == prev].groupby(["county", "died"]).size()
     base = np.array([counts.get((c, d), 0) for _, c, d in cells], dtype=float)
     alpha = 1 + base * (0.01 if base.sum() else 0)
-    pd.DataFrame({"month": [m for m, _, _ in cells], "county": [c for _, c, _ in cells],
-                  "died": [str(d) for _, _, d in cells], "alpha": alpha}).to_csv(path, index=False)
+    pd.DataFrame(
+        {
+            "month": [m for m, _, _ in cells],
+            "county": [c for _, c, _ in cells],
+            "died": [str(d) for _, _, d in cells],
+            "alpha": alpha,
+        }
+    ).to_csv(path, index=False)
 
 
 def coverage(res, truth: dict) -> dict:
@@ -75,7 +85,9 @@ def main(argv=None) -> int:
     ap.add_argument("--priors", default="default")
     args = ap.parse_args(argv)
     data, truth = truths(args.month)
-    print("| budget | prior | 90% intervals covering | 95% | living cells (90%) | dead cells (90%) | misses below the interval | effective sample size | CPU s |")
+    print(
+        "| budget | prior | 90% intervals covering | 95% | living cells (90%) | dead cells (90%) | misses below the interval | effective sample size | CPU s |"
+    )
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     with tempfile.TemporaryDirectory() as tmp:
         for regime in args.regimes.split(","):
@@ -101,8 +113,11 @@ def main(argv=None) -> int:
                 n, alive, dead = cov["n"], cov["by_died"][False], cov["by_died"][True]
                 misses = cov["n"] - cov["90"]
                 ess = f"{res.draws.ess:,.0f}" if res.draws.ess is not None else "exact"
-                print(f"| {regime} privacy | {prior} | {cov['90']}/{n} ({cov['90'] / n:.0%}) | {cov['95']}/{n} ({cov['95'] / n:.0%}) "
-                      f"| {alive[0]}/{alive[1]} | {dead[0]}/{dead[1]} | {cov['below90']} of {misses} | {ess} | {cpu:.1f} |", flush=True)
+                print(
+                    f"| {regime} privacy | {prior} | {cov['90']}/{n} ({cov['90'] / n:.0%}) | {cov['95']}/{n} ({cov['95'] / n:.0%}) "
+                    f"| {alive[0]}/{alive[1]} | {dead[0]}/{dead[1]} | {cov['below90']} of {misses} | {ess} | {cpu:.1f} |",
+                    flush=True,
+                )
     return 0
 
 

@@ -10,6 +10,7 @@ the CPU and wall seconds of `infer` alone, and the process's peak memory. The le
 proposal alone (what ran before the factorised one) gave an effective sample size of 7 of 40,000
 proposals on the naive base at epsilon 0.5.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -50,8 +51,10 @@ def main(argv=None) -> int:
                 res = dpspec.infer(str(spec_path), str(out), TARGET, draws=args.draws, seed=3)
                 cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
                 ess = f"{res.draws.ess:,.0f}" if res.draws.ess is not None else "exact"
-                print(f"| {base} | {regime} privacy | {res.method} | {ess} | {res.draws.proposals:,} | {cpu:.1f} | {wall:.1f} |",
-                      flush=True)
+                print(
+                    f"| {base} | {regime} privacy | {res.method} | {ess} | {res.draws.proposals:,} | {cpu:.1f} | {wall:.1f} |",
+                    flush=True,
+                )
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(f"peak memory {peak:.0f} MB")
     return 0

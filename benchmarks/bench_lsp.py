@@ -10,6 +10,7 @@ Each change sends the whole text and waits for the diagnostics of that version; 
 through a valid edit, a checker error (a parameter out of range) and a half-typed line (a syntax
 error, which the server also salvages section by section). Peak memory is the server's VmHWM.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -119,9 +120,12 @@ def main() -> None:
     print(f"floor process peak memory (ru_maxrss): {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.1f} MiB")
     ordered = sorted(every)
     p95 = ordered[min(len(ordered) - 1, int(round(0.95 * (len(ordered) - 1))))]
-    print(f"goal: diagnostics within 300 ms of a change (p95): {'met' if p95 < 0.3 else 'NOT met'} "
-          f"(worst {max(every) * 1000:.1f} ms); load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores; "
-          f"server exit status {status}")
+    print(
+        f"goal: diagnostics within 300 ms of a change (p95): {'met' if p95 < 0.3 else 'NOT met'} "
+        f"(worst {max(every) * 1000:.1f} ms); load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores; "
+        f"server exit status {status}"
+    )
+
 
 if __name__ == "__main__":
     main()

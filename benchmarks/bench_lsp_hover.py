@@ -9,6 +9,7 @@ initializes it, opens the spec, waits for its first diagnostics, waits `--wait` 
 editor's user reads the file before hovering), then hovers each `budget` line's keyword. The
 first hover of a run is the one measured against the goal; the rest show the warm figure.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -47,8 +48,9 @@ def one_run(path: str, wait: float) -> tuple[float, float, list[float]]:
         hovers = []
         for line in budget_lines(text) * 2:
             t = time.perf_counter()
-            answer = client.request("textDocument/hover", {"textDocument": {"uri": doc},
-                                                           "position": {"line": line, "character": 2}})
+            answer = client.request(
+                "textDocument/hover", {"textDocument": {"uri": doc}, "position": {"line": line, "character": 2}}
+            )
             hovers.append(time.perf_counter() - t)
             assert answer.get("result"), answer
         return started, opened, hovers
@@ -73,11 +75,15 @@ def main() -> None:
             firsts.append(hovers[0])
             rest += hovers[1:]
         worst = max(worst, max(firsts))
-        print(f"{spec}: start {statistics.median(starts) * 1000:.0f} ms, diagnostics {statistics.median(opens) * 1000:.0f} ms, "
-              f"first hover median {statistics.median(firsts) * 1000:.0f} ms (worst {max(firsts) * 1000:.0f}), "
-              f"later hovers median {statistics.median(rest) * 1000:.1f} ms")
-    print(f"goal: first hover on a budget line under 300 ms: {'met' if worst < 0.3 else 'NOT met'} "
-          f"(worst {worst * 1000:.0f} ms; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores)")
+        print(
+            f"{spec}: start {statistics.median(starts) * 1000:.0f} ms, diagnostics {statistics.median(opens) * 1000:.0f} ms, "
+            f"first hover median {statistics.median(firsts) * 1000:.0f} ms (worst {max(firsts) * 1000:.0f}), "
+            f"later hovers median {statistics.median(rest) * 1000:.1f} ms"
+        )
+    print(
+        f"goal: first hover on a budget line under 300 ms: {'met' if worst < 0.3 else 'NOT met'} "
+        f"(worst {worst * 1000:.0f} ms; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores)"
+    )
 
 
 if __name__ == "__main__":

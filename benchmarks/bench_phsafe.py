@@ -14,6 +14,7 @@ alone, without truncation, cell mapping, the zero cells of the grid or noise. Th
 alone: the same number of keyed draws. The mechanism runs twice: the first run also builds the
 exact sampler's alias tables, one per distinct noise scale, a fixed cost whatever the data size.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -56,9 +57,11 @@ def floor(design, persons, units, rec) -> float:
         it = iterations(m.level, cols[race].astype(np.int64), cols[eth].astype(np.int64))
         keep = mask & (it >= 0)
         region = "US" if m.geography == "usa" else np.asarray(rec.states)[cols["region"][keep]]
-        prepared.append(pd.DataFrame({"region": region,
-                                      "iteration": np.asarray(ITERATION_CODES[m.level])[it[keep]],
-                                      "cell": cell[keep]}))
+        prepared.append(
+            pd.DataFrame(
+                {"region": region, "iteration": np.asarray(ITERATION_CODES[m.level])[it[keep]], "cell": cell[keep]}
+            )
+        )
     t0 = time.perf_counter()
     persons.merge(units, on="MAFID", how="inner")
     for frame in prepared:
@@ -74,8 +77,10 @@ def main() -> None:
     units, persons = population(args.households, list(design.states), seed=7)
     input_mb = (units.memory_usage(deep=True).sum() + persons.memory_usage(deep=True).sum()) / 2**20
     base_mb = _peak_mb()
-    print(f"{len(units):,} units, {len(persons):,} persons ({input_mb:.0f} MB as frames); "
-          f"peak RSS before the run {base_mb:.0f} MB")
+    print(
+        f"{len(units):,} units, {len(persons):,} persons ({input_mb:.0f} MB as frames); "
+        f"peak RSS before the run {base_mb:.0f} MB"
+    )
     t0 = time.perf_counter()
     rec = Records(persons, units, design.states, "synthetic")
     out = measure(design, rec, run_key=2020)
@@ -85,8 +90,10 @@ def main() -> None:
     out = measure(design, rec, run_key=2021)
     wall = time.perf_counter() - t0
     peak = _peak_mb()
-    print(f"mechanism: {cold:.2f} s wall on the first run (with the noise sampler's one-off tables), {wall:.2f} s "
-          f"on the second; {len(persons) / wall:,.0f} person records/s, {len(out):,} released counts")
+    print(
+        f"mechanism: {cold:.2f} s wall on the first run (with the noise sampler's one-off tables), {wall:.2f} s "
+        f"on the second; {len(persons) / wall:,.0f} person records/s, {len(out):,} released counts"
+    )
     print(f"peak RSS {peak:.0f} MB (+{peak - base_mb:.0f} MB over the inputs' {input_mb:.0f} MB)")
     f = floor(design, persons, units, rec)
     print(f"floor (pandas join + groupby-count per measurement): {f:.2f} s; ratio {wall / f:.1f}x")

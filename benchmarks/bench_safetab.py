@@ -27,6 +27,7 @@ compile` does with a Parquet source), and the peak memory of this process is the
 there: the frame is dropped before the engine reads the file.
 Target: under 60 s on 2 cores.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -67,8 +68,12 @@ def main() -> None:
     ap.add_argument("--households", type=int, default=405_000)
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--from-parquet", action="store_true", help="hand SafeTab an engine-held Parquet table")
-    ap.add_argument("--engine", choices=("local", "spark"), default="local",
-                    help="the engine that holds the Parquet table (with --from-parquet)")
+    ap.add_argument(
+        "--engine",
+        choices=("local", "spark"),
+        default="local",
+        help="the engine that holds the Parquet table (with --from-parquet)",
+    )
     ap.add_argument("--spark-master", default="local[2]")
     doc_table.add_option(ap)
     args = ap.parse_args()
@@ -83,14 +88,18 @@ def main() -> None:
     checked = check(spec)
     mech, params = checked.mechanism, checked.params
     frame_mb = persons.memory_usage(deep=True).sum() / 2**20
-    print(f"synthetic state: {len(persons):,} persons, {persons['county'].nunique()} counties, "
-          f"{persons['tract'].nunique()} tracts, {persons['place'].nunique()} places, "
-          f"{persons['aiannh'].nunique()} AIAN/NH areas (generated in {gen:.1f} s; frame {frame_mb:.0f} MB)")
+    print(
+        f"synthetic state: {len(persons):,} persons, {persons['county'].nunique()} counties, "
+        f"{persons['tract'].nunique()} tracts, {persons['place'].nunique()} places, "
+        f"{persons['aiannh'].nunique()} AIAN/NH areas (generated in {gen:.1f} s; frame {frame_mb:.0f} MB)"
+    )
 
     columns = tabulate.read_columns(mech.design(spec, params), _inputs(mech, spec, params, persons))
     combos = int(persons.groupby(columns, dropna=False, observed=True).ngroups)
-    print(f"distinct combinations of the columns SafeTab reads: {combos:,} for {len(persons):,} persons "
-          f"({combos / len(persons):.0%})")
+    print(
+        f"distinct combinations of the columns SafeTab reads: {combos:,} for {len(persons):,} persons "
+        f"({combos / len(persons):.0%})"
+    )
     data, engine = {"persons": persons}, None
     if args.from_parquet:
         # kept until main returns (removed then, or at exit): Spark reads the file lazily, during the run
@@ -116,11 +125,15 @@ def main() -> None:
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     if args.from_parquet:
         held = f"the engine's table {table_mb:.0f} MB" if table_mb is not None else "the table on Spark's executors"
-        print(f"peak memory of this process (the driver) through the engine-held table: {peak_mb:,.0f} MB resident "
-              f"({held}; the peak before the run, generating the state included, was {before_mb:,.0f} MB)")
+        print(
+            f"peak memory of this process (the driver) through the engine-held table: {peak_mb:,.0f} MB resident "
+            f"({held}; the peak before the run, generating the state included, was {before_mb:,.0f} MB)"
+        )
         if args.engine == "spark":  # the units ran on the executors: their draws are not seen from here
-            print(f"SafeTab-P on Spark {args.spark_master}: {elapsed:.1f} s (driver CPU {cpu:.1f} s), "
-                  f"{len(release.outputs['counts']):,} published rows, streamed from the executors")
+            print(
+                f"SafeTab-P on Spark {args.spark_master}: {elapsed:.1f} s (driver CPU {cpu:.1f} s), "
+                f"{len(release.outputs['counts']):,} published rows, streamed from the executors"
+            )
             engine.engine.close()
             return
         persons = engine.to_pandas(data["persons"])  # for the floor and the whole compile below
@@ -139,8 +152,11 @@ def main() -> None:
         gran = design.granularity(cell.geo)
         sel = table.selection(cell.level, gran)
         r, g = flatten(rec, table, sel, 9)
-        region = np.zeros(len(persons), dtype=np.int64) if cell.geo == "nation" else \
-            pd.Categorical(persons[cell.geo]).codes.astype(np.int64)
+        region = (
+            np.zeros(len(persons), dtype=np.int64)
+            if cell.geo == "nation"
+            else pd.Categorical(persons[cell.geo]).codes.astype(np.int64)
+        )
         ok = region[r] >= 0
         geos.append(region[r][ok] + 1_000_000 * len(geos))
         groups.append(g[ok])
@@ -160,43 +176,75 @@ def main() -> None:
     discrete_gaussian(Fraction(9, 2) / Fraction(1431, 10000), n_noise, make_rng(1))
     t_one = time.perf_counter() - t0
     floor = t_count + t_noise
-    print(f"SafeTab-P end to end: {elapsed:.1f} s (CPU {cpu:.1f} s: the figure to compare on a loaded machine) for "
-          f"{len(persons):,} persons = {len(persons) / elapsed:,.0f} records/s; "
-          f"{len(flat):,} flattened (unit, group) rows, {n_noise:,} noise draws in {n_cells:,} keyed (cell, stage) "
-          f"streams, {len(rows):,} published rows")
+    print(
+        f"SafeTab-P end to end: {elapsed:.1f} s (CPU {cpu:.1f} s: the figure to compare on a loaded machine) for "
+        f"{len(persons):,} persons = {len(persons) / elapsed:,.0f} records/s; "
+        f"{len(flat):,} flattened (unit, group) rows, {n_noise:,} noise draws in {n_cells:,} keyed (cell, stage) "
+        f"streams, {len(rows):,} published rows"
+    )
     if not args.from_parquet:
         print(f"peak memory: {peak_mb:,.0f} MB resident ({peak_mb / frame_mb:.1f}x the input frame)")
-    print(f"floor: groupby-count {t_count:.1f} s + keyed noise {t_noise:.1f} s (of which {n_cells:,} SHA-256 stream "
-          f"keys {t_keys:.1f} s) = {floor:.1f} s; ratio {elapsed / floor:.2f}x")
-    print(f"for comparison: the same {n_noise:,} draws from one generator take {t_one:.1f} s "
-          f"(the floor before noise was keyed per cell: {t_count + t_one:.1f} s)")
+    print(
+        f"floor: groupby-count {t_count:.1f} s + keyed noise {t_noise:.1f} s (of which {n_cells:,} SHA-256 stream "
+        f"keys {t_keys:.1f} s) = {floor:.1f} s; ratio {elapsed / floor:.2f}x"
+    )
+    print(
+        f"for comparison: the same {n_noise:,} draws from one generator take {t_one:.1f} s "
+        f"(the floor before noise was keyed per cell: {t_count + t_one:.1f} s)"
+    )
     t0 = time.perf_counter()
     result = compile_spec(spec, data={"persons": persons}, seed=args.seed, audit=True)
     files = render_all(result)
     whole = time.perf_counter() - t0
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(f"whole compile (check, budget, mechanism, audit, {len(files)} reports rendered): {whole:.1f} s = "
-          f"{len(persons) / whole:,.0f} records/s; peak memory so far {peak_mb:,.0f} MB")
+    print(
+        f"whole compile (check, budget, mechanism, audit, {len(files)} reports rendered): {whole:.1f} s = "
+        f"{len(persons) / whole:,.0f} records/s; peak memory so far {peak_mb:,.0f} MB"
+    )
     print("target < 60 s:", "met" if max(elapsed, whole) < 60 else "NOT met")
     where = f"from Parquet, {args.engine} engine" if args.from_parquet else "frame in this process"
     doc_table.write(
-        "bench_safetab", "SafeTab-P on a synthetic state", __doc__.split("\n\n")[0],
+        "bench_safetab",
+        "SafeTab-P on a synthetic state",
+        __doc__.split("\n\n")[0],
         ["run", "persons", "wall s", "CPU s", "records/s", "floor s", "x the floor", "peak MB"],
-        [[f"SafeTab-P mechanism ({where})", f"{len(persons):,}", f"{elapsed:.1f}", f"{cpu:.1f}",
-          f"{len(persons) / elapsed:,.0f}", f"{floor:.1f}", f"{elapsed / floor:.2f}", "-"],
-         ["whole compile (check, budget, mechanism, audit, reports)", f"{len(persons):,}", f"{whole:.1f}", "-",
-          f"{len(persons) / whole:,.0f}", "-", "-", f"{peak_mb:,.0f}"]],
-        notes=[f"{len(flat):,} flattened (unit, group) rows, {n_noise:,} noise draws in {n_cells:,} keyed streams, "
-               f"{len(rows):,} published rows.",
-               f"Floor: groupby-count {t_count:.1f} s + keyed noise {t_noise:.1f} s (SHA-256 stream keys {t_keys:.1f} s); "
-               f"the same draws from one generator {t_one:.1f} s."],
-        enabled=not args.no_doc)
+        [
+            [
+                f"SafeTab-P mechanism ({where})",
+                f"{len(persons):,}",
+                f"{elapsed:.1f}",
+                f"{cpu:.1f}",
+                f"{len(persons) / elapsed:,.0f}",
+                f"{floor:.1f}",
+                f"{elapsed / floor:.2f}",
+                "-",
+            ],
+            [
+                "whole compile (check, budget, mechanism, audit, reports)",
+                f"{len(persons):,}",
+                f"{whole:.1f}",
+                "-",
+                f"{len(persons) / whole:,.0f}",
+                "-",
+                "-",
+                f"{peak_mb:,.0f}",
+            ],
+        ],
+        notes=[
+            f"{len(flat):,} flattened (unit, group) rows, {n_noise:,} noise draws in {n_cells:,} keyed streams, "
+            f"{len(rows):,} published rows.",
+            f"Floor: groupby-count {t_count:.1f} s + keyed noise {t_noise:.1f} s (SHA-256 stream keys {t_keys:.1f} s); "
+            f"the same draws from one generator {t_one:.1f} s.",
+        ],
+        enabled=not args.no_doc,
+    )
 
 
 def _spec_for(households: pd.DataFrame, folder: Path) -> Path:
     """The production spec declaring this synthetic state's units: its made-up geography (public by
     construction, as specs/data/safetab/build.py writes the bundled state's) as key files in
     `folder`, every other path of the spec made absolute. SafeTab measures the declared units only."""
+
     def write(columns, name):
         units = households[columns].dropna().drop_duplicates().sort_values(columns)
         units.to_csv(folder / name, index=False)
@@ -216,8 +264,12 @@ def _spec_for(households: pd.DataFrame, folder: Path) -> Path:
 def _inputs(mech, spec, params, persons):
     from dpspec_safetab.plugin import _variables
 
-    return tabulate.Inputs(persons, tuple(params["race_codes"]), params["ethnicity_code"],
-                           _variables(spec, params, mech.design(spec, params)))
+    return tabulate.Inputs(
+        persons,
+        tuple(params["race_codes"]),
+        params["ethnicity_code"],
+        _variables(spec, params, mech.design(spec, params)),
+    )
 
 
 def _engine_held(path: str, spec, seed, name: str = "local", master: str = "local[2]"):

@@ -21,6 +21,7 @@ and the peak includes it), so the local and Spark lines can be compared by eye: 
 must give the same digests on both engines. The last lines give how time
 grows from the smallest to the largest size (the ratio of times against the ratio of persons).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -77,8 +78,11 @@ def one_run(mechanism: str, engine_name: str, master: str, data: str) -> dict:
     from dpspec.engine import EngineRun, get_engine, new_run_key
 
     # Spark's driver JVM gets 4 GB: TopDown's node payloads pass through it (default 1 GB).
-    engine = get_engine(engine_name, master, conf={"spark.driver.memory": "4g"}) if engine_name == "spark" \
+    engine = (
+        get_engine(engine_name, master, conf={"spark.driver.memory": "4g"})
+        if engine_name == "spark"
         else get_engine(engine_name)
+    )
     run = EngineRun(engine, new_run_key(SEED))
     t0 = time.perf_counter()
     try:
@@ -116,10 +120,20 @@ def one_run(mechanism: str, engine_name: str, master: str, data: str) -> dict:
             wall = time.perf_counter() - t0
             digest = file_digest(target)
             target.unlink()
-            return {"mechanism": mechanism, "engine": engine_name, "persons": n_persons, "seconds": wall,
-                    "read_seconds": read, "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-                    "release": digest, "rows": int(n_rows), "measurements_mb": 0.0, "b": facts["b"],
-                    "swapped": figures["swapped_records"], "phases": phases}
+            return {
+                "mechanism": mechanism,
+                "engine": engine_name,
+                "persons": n_persons,
+                "seconds": wall,
+                "read_seconds": read,
+                "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+                "release": digest,
+                "rows": int(n_rows),
+                "measurements_mb": 0.0,
+                "b": facts["b"],
+                "swapped": figures["swapped_records"],
+                "phases": phases,
+            }
         else:
             # TopDown reads the table through the engine (`read_parquet`: on Spark it stays
             # there) and takes only its counts by geography and by block x histogram cell.
@@ -132,9 +146,21 @@ def one_run(mechanism: str, engine_name: str, master: str, data: str) -> dict:
             persons = run.read_parquet(data, LEVELS + list(PL94_VARIABLES))
             read = time.perf_counter() - t0
             shares, strategy, recodes, rho, passes = production_strategy()
-            res = run_topdown(persons,
-                              Design(["nation"] + LEVELS, PL94_VARIABLES, strategy, rho, shares, "hamming", [("state", ())], recodes=recodes, passes=passes),
-                              RunContext(None, engine=run))
+            res = run_topdown(
+                persons,
+                Design(
+                    ["nation"] + LEVELS,
+                    PL94_VARIABLES,
+                    strategy,
+                    rho,
+                    shares,
+                    "hamming",
+                    [("state", ())],
+                    recodes=recodes,
+                    passes=passes,
+                ),
+                RunContext(None, engine=run),
+            )
             n_persons = int(res.confidential["nation"].sum())
             # both release tables are streamed: read a chunk at a time, as `dpspec compile` writes
             # them; the noisy measurements are re-drawn node by node, never whole
@@ -152,12 +178,20 @@ def one_run(mechanism: str, engine_name: str, master: str, data: str) -> dict:
         stream = time.perf_counter() - t0 - wall
     finally:
         engine.close()
-    return {"mechanism": mechanism, "engine": engine_name, "persons": int(n_persons), "seconds": wall,
-            "read_seconds": read, "stream_seconds": stream,
-            "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-            "release": digests["microdata"], "measurements": digests.get("measurements"),
-            "rows": rows["microdata"], "measurement_rows": rows.get("measurements", 0),
-            "measurements_mb": dense_mb}
+    return {
+        "mechanism": mechanism,
+        "engine": engine_name,
+        "persons": int(n_persons),
+        "seconds": wall,
+        "read_seconds": read,
+        "stream_seconds": stream,
+        "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "release": digests["microdata"],
+        "measurements": digests.get("measurements"),
+        "rows": rows["microdata"],
+        "measurement_rows": rows.get("measurements", 0),
+        "measurements_mb": dense_mb,
+    }
 
 
 def main(argv=None) -> None:
@@ -167,8 +201,11 @@ def main(argv=None) -> None:
     ap.add_argument("--engines", nargs="+", default=["local", "spark"], choices=["local", "spark"])
     ap.add_argument("--mechanisms", nargs="+", default=["swap", "topdown"], choices=["swap", "topdown"])
     ap.add_argument("--spark-master", default="local[2]")
-    ap.add_argument("--data", default="/tmp/dpspec_bench_scale",
-                    help="where the Parquet populations are built and read (on a cluster: a shared filesystem)")
+    ap.add_argument(
+        "--data",
+        default="/tmp/dpspec_bench_scale",
+        help="where the Parquet populations are built and read (on a cluster: a shared filesystem)",
+    )
     ap.add_argument("--one", nargs=3, metavar=("MECHANISM", "ENGINE", "PATH"), help=argparse.SUPPRESS)
     doc_table.add_option(ap)
     args = ap.parse_args(argv)
@@ -180,38 +217,78 @@ def main(argv=None) -> None:
         path = Path(args.data) / f"persons_{n}_{args.states}states"
         t0 = time.perf_counter()
         build(path, n, args.states)
-        print(f"== {n:,} persons in {args.states} states: {path} ({time.perf_counter() - t0:.1f} s to build)", flush=True)
+        print(
+            f"== {n:,} persons in {args.states} states: {path} ({time.perf_counter() - t0:.1f} s to build)", flush=True
+        )
         for mech in args.mechanisms:
             for eng in args.engines:
                 cmd = [sys.executable, __file__, "--one", mech, eng, str(path), "--spark-master", args.spark_master]
-                done = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "PYTHONWARNINGS": "ignore"})
+                done = subprocess.run(
+                    cmd, capture_output=True, text=True, env={**os.environ, "PYTHONWARNINGS": "ignore"}
+                )
                 if done.returncode != 0:
                     print(f"{mech:8s} {eng:6s} {n:>11,}  FAILED: {done.stderr.strip().splitlines()[-1:]}", flush=True)
                     continue
                 row = json.loads(done.stdout.strip().splitlines()[-1])
                 rows.append(row)
-                print(f"{mech:8s} {eng:6s} {n:>11,} persons  {row['seconds']:8.1f} s (read {row['read_seconds']:.1f} s)  "
-                      f"peak driver {row['peak_mb']:8.0f} MB  release {row['release']}"
-                      + (f"  (b = {row['b']:,}, {row['swapped']:,} swapped; seconds {row['phases']})" if "b" in row else "")
-                      + (f"  measurements {row['measurements']} ({row['measurement_rows']:,} rows streamed in "
-                         f"{row['stream_seconds']:.1f} s with the microdata; {row['measurements_mb']:.0f} MB as one "
-                         f"dense array, never made)" if row.get("measurements") else ""), flush=True)
+                print(
+                    f"{mech:8s} {eng:6s} {n:>11,} persons  {row['seconds']:8.1f} s (read {row['read_seconds']:.1f} s)  "
+                    f"peak driver {row['peak_mb']:8.0f} MB  release {row['release']}"
+                    + (
+                        f"  (b = {row['b']:,}, {row['swapped']:,} swapped; seconds {row['phases']})"
+                        if "b" in row
+                        else ""
+                    )
+                    + (
+                        f"  measurements {row['measurements']} ({row['measurement_rows']:,} rows streamed in "
+                        f"{row['stream_seconds']:.1f} s with the microdata; {row['measurements_mb']:.0f} MB as one "
+                        f"dense array, never made)"
+                        if row.get("measurements")
+                        else ""
+                    ),
+                    flush=True,
+                )
     sizes = sorted({r["persons"] for r in rows})
     growth = []
     for mech in args.mechanisms:
         for eng in args.engines:
             t = {r["persons"]: r["seconds"] for r in rows if r["mechanism"] == mech and r["engine"] == eng}
             if len(sizes) > 1 and sizes[0] in t and sizes[-1] in t:
-                growth.append(f"growth {mech} on {eng}: x{t[sizes[-1]] / t[sizes[0]]:.1f} time for "
-                              f"x{sizes[-1] / sizes[0]:.0f} persons")
+                growth.append(
+                    f"growth {mech} on {eng}: x{t[sizes[-1]] / t[sizes[0]]:.1f} time for "
+                    f"x{sizes[-1] / sizes[0]:.0f} persons"
+                )
                 print(growth[-1], flush=True)
-    doc_table.write("bench_scale", "Scale: swapping and TopDown, local engine and Spark", __doc__.split("\n\n")[0],
-                    ["mechanism", "engine", "persons", "seconds", "read s", "peak driver MB", "release digest",
-                     "measurements digest"],
-                    [[r["mechanism"], r["engine"], f"{r['persons']:,}", f"{r['seconds']:.1f}", f"{r['read_seconds']:.1f}",
-                      f"{r['peak_mb']:,.0f}", r["release"], r.get("measurements") or "-"] for r in rows],
-                    notes=[f"{args.states} states; Spark master {args.spark_master}."] + growth,
-                    enabled=not args.no_doc and bool(rows))
+    doc_table.write(
+        "bench_scale",
+        "Scale: swapping and TopDown, local engine and Spark",
+        __doc__.split("\n\n")[0],
+        [
+            "mechanism",
+            "engine",
+            "persons",
+            "seconds",
+            "read s",
+            "peak driver MB",
+            "release digest",
+            "measurements digest",
+        ],
+        [
+            [
+                r["mechanism"],
+                r["engine"],
+                f"{r['persons']:,}",
+                f"{r['seconds']:.1f}",
+                f"{r['read_seconds']:.1f}",
+                f"{r['peak_mb']:,.0f}",
+                r["release"],
+                r.get("measurements") or "-",
+            ]
+            for r in rows
+        ],
+        notes=[f"{args.states} states; Spark master {args.spark_master}."] + growth,
+        enabled=not args.no_doc and bool(rows),
+    )
 
 
 if __name__ == "__main__":

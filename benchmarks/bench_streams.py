@@ -12,6 +12,7 @@ project's run generator). Each variant runs R times, interleaved, and the best t
 machine is shared). The ratio is the premium keyed streams cost over the cheapest possible
 per-unit generator; the absolute keys/s bounds how many units a second a mechanism can start.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -71,10 +72,15 @@ def main(argv=None) -> None:
     keyed, plain, seeded = best.values()
     print(f"  ratio keyed / plain: {keyed / plain:.2f}x;  keyed / make_rng: {keyed / seeded:.2f}x")
     rows = [[name, f"{args.n / t:,.0f}", f"{t:.2f}", f"{t / plain:.2f}"] for name, t in best.items()]
-    doc_table.write("bench_streams", "Keyed per-unit random streams", __doc__.split("\n\n")[0],
-                    ["generator", "keys/s", "seconds", "x plain ChaCha20 (the floor)"], rows,
-                    notes=[f"{args.n:,} unit keys, {args.draws} draws each, best of {args.repeat}."],
-                    enabled=not args.no_doc)
+    doc_table.write(
+        "bench_streams",
+        "Keyed per-unit random streams",
+        __doc__.split("\n\n")[0],
+        ["generator", "keys/s", "seconds", "x plain ChaCha20 (the floor)"],
+        rows,
+        notes=[f"{args.n:,} unit keys, {args.draws} draws each, best of {args.repeat}."],
+        enabled=not args.no_doc,
+    )
 
 
 if __name__ == "__main__":

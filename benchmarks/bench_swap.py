@@ -12,6 +12,7 @@ by strata must at least do; and the same ratio in CPU time (best of R each), whi
 on a shared machine disturbs less than the wall time. Invariants are checked after each run,
 outside the timing. Goal (issue 46): at most 1.2x the floor at 10^7 households at 5%.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -104,40 +105,70 @@ def run(n: int, rate: str, repeat: int) -> dict:
     check(df, res.data)
     peak = peak_bytes(df, rate, seed=repeat)
     best, floor = min(times), min(floors)
-    return {"n": n, "seconds": best, "units_per_s": n / best, "floor_s": floor,
-            "ratio": best / floor, "cpu_ratio": min(cpu) / min(floor_cpu),
-            "peak_mb": peak / 2**20, "frame_mb": frame / 2**20,
-            "peak_over_frame": peak / frame, "selected": res.n_selected,
-            "strata": res.n_strata_touched}
+    return {
+        "n": n,
+        "seconds": best,
+        "units_per_s": n / best,
+        "floor_s": floor,
+        "ratio": best / floor,
+        "cpu_ratio": min(cpu) / min(floor_cpu),
+        "peak_mb": peak / 2**20,
+        "frame_mb": frame / 2**20,
+        "peak_over_frame": peak / frame,
+        "selected": res.n_selected,
+        "strata": res.n_strata_touched,
+    }
 
 
 def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("sizes", nargs="*", type=lambda s: int(float(s)),
-                    default=[10**5, 10**6, 10**7])
+    ap.add_argument("sizes", nargs="*", type=lambda s: int(float(s)), default=[10**5, 10**6, 10**7])
     ap.add_argument("--rate", default="0.05", help="comma-separated rates, e.g. 0.05,0.5")
-    ap.add_argument("--repeat", type=int, default=None,
-                    help="timed runs per size, floor and PSA in alternation (default 9: the best of "
-                         "them is what a shared machine lets through)")
+    ap.add_argument(
+        "--repeat",
+        type=int,
+        default=None,
+        help="timed runs per size, floor and PSA in alternation (default 9: the best of "
+        "them is what a shared machine lets through)",
+    )
     doc_table.add_option(ap)
     args = ap.parse_args(argv)
-    header = (f"{'units':>10} {'swap s':>8} {'units/s':>11} {'floor s':>8} {'ratio':>6} {'CPU ratio':>9} "
-              f"{'peak MB':>8} {'frame MB':>9} {'peak/frame':>10} {'selected':>9} {'strata':>6}")
+    header = (
+        f"{'units':>10} {'swap s':>8} {'units/s':>11} {'floor s':>8} {'ratio':>6} {'CPU ratio':>9} "
+        f"{'peak MB':>8} {'frame MB':>9} {'peak/frame':>10} {'selected':>9} {'strata':>6}"
+    )
     rows = []
     for rate in args.rate.split(","):
         print(f"PSA benchmark: match {'x'.join(MATCH)}, swap {SWAP[0]}, rate {rate}")
         print(header)
         rows += [[rate] + row for row in table(args, rate)]
-    doc_table.write("bench_swap", "Permutation swapping (PSA) against its floor", __doc__.split("\n\n")[0],
-                    ["rate", "units", "swap s", "units/s", "floor s", "ratio", "CPU ratio", "peak MB", "frame MB",
-                     "peak/frame",
-                     "selected", "strata"], rows,
-                    notes=[f"match {' x '.join(MATCH)}, swap {SWAP[0]}; best of the timed runs per size "
-                           "(wall and CPU time each).",
-                           "The floor does no redraw and no derangement repair: below 10^7 households some "
-                           "stratum selects exactly one household on most seeds, and the PSA's redraw rounds "
-                           "and its derangement's rejection rounds for small strata cost a fixed time each."],
-                    enabled=not args.no_doc)
+    doc_table.write(
+        "bench_swap",
+        "Permutation swapping (PSA) against its floor",
+        __doc__.split("\n\n")[0],
+        [
+            "rate",
+            "units",
+            "swap s",
+            "units/s",
+            "floor s",
+            "ratio",
+            "CPU ratio",
+            "peak MB",
+            "frame MB",
+            "peak/frame",
+            "selected",
+            "strata",
+        ],
+        rows,
+        notes=[
+            f"match {' x '.join(MATCH)}, swap {SWAP[0]}; best of the timed runs per size (wall and CPU time each).",
+            "The floor does no redraw and no derangement repair: below 10^7 households some "
+            "stratum selects exactly one household on most seeds, and the PSA's redraw rounds "
+            "and its derangement's rejection rounds for small strata cost a fixed time each.",
+        ],
+        enabled=not args.no_doc,
+    )
     return 0
 
 
@@ -146,12 +177,27 @@ def table(args, rate: str) -> list[list]:
     for n in args.sizes:
         repeat = args.repeat or 9
         m = run(n, rate, repeat)
-        print(f"{m['n']:>10,} {m['seconds']:>8.3f} {m['units_per_s']:>11,.0f} {m['floor_s']:>8.3f} "
-              f"{m['ratio']:>6.2f} {m['cpu_ratio']:>9.2f} {m['peak_mb']:>8.1f} {m['frame_mb']:>9.1f} "
-              f"{m['peak_over_frame']:>10.2f} {m['selected']:>9,} {m['strata']:>6}", flush=True)
-        rows.append([f"{m['n']:,}", f"{m['seconds']:.3f}", f"{m['units_per_s']:,.0f}", f"{m['floor_s']:.3f}",
-                     f"{m['ratio']:.2f}", f"{m['cpu_ratio']:.2f}", f"{m['peak_mb']:.1f}", f"{m['frame_mb']:.1f}", f"{m['peak_over_frame']:.2f}",
-                     f"{m['selected']:,}", m["strata"]])
+        print(
+            f"{m['n']:>10,} {m['seconds']:>8.3f} {m['units_per_s']:>11,.0f} {m['floor_s']:>8.3f} "
+            f"{m['ratio']:>6.2f} {m['cpu_ratio']:>9.2f} {m['peak_mb']:>8.1f} {m['frame_mb']:>9.1f} "
+            f"{m['peak_over_frame']:>10.2f} {m['selected']:>9,} {m['strata']:>6}",
+            flush=True,
+        )
+        rows.append(
+            [
+                f"{m['n']:,}",
+                f"{m['seconds']:.3f}",
+                f"{m['units_per_s']:,.0f}",
+                f"{m['floor_s']:.3f}",
+                f"{m['ratio']:.2f}",
+                f"{m['cpu_ratio']:.2f}",
+                f"{m['peak_mb']:.1f}",
+                f"{m['frame_mb']:.1f}",
+                f"{m['peak_over_frame']:.2f}",
+                f"{m['selected']:,}",
+                m["strata"],
+            ]
+        )
     return rows
 
 

@@ -15,6 +15,7 @@ local and Spark lines can be compared: the same seed must give the same digests.
 same runs are made first with that code on the import path: before the carry-along was an engine
 join, that path read both tables into the driver.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -80,13 +81,24 @@ def build(folder: Path, households: int) -> Path:
     state = rng.integers(1, 11, size=households)
     county = state * 100 + rng.integers(1, 11, size=households)
     size = rng.choice(np.arange(1, 8), p=[0.28, 0.35, 0.15, 0.12, 0.06, 0.03, 0.01], size=households)
-    hh = pd.DataFrame({"hhid": np.arange(1, households + 1), "state": [f"{s:02d}" for s in state],
-                       "county": [f"{c:04d}" for c in county], "size": size,
-                       "tenure": np.where(rng.random(households) < 0.65, "owned", "rented")})
+    hh = pd.DataFrame(
+        {
+            "hhid": np.arange(1, households + 1),
+            "state": [f"{s:02d}" for s in state],
+            "county": [f"{c:04d}" for c in county],
+            "size": size,
+            "tenure": np.where(rng.random(households) < 0.65, "owned", "rented"),
+        }
+    )
     hh.to_parquet(folder / "households.parquet", index=False)
     rows = np.repeat(np.arange(households), size)
-    persons = pd.DataFrame({"hhid": hh["hhid"].to_numpy()[rows], "county": hh["county"].to_numpy()[rows],
-                            "age": rng.integers(0, 100, size=len(rows))})
+    persons = pd.DataFrame(
+        {
+            "hhid": hh["hhid"].to_numpy()[rows],
+            "county": hh["county"].to_numpy()[rows],
+            "age": rng.integers(0, 100, size=len(rows)),
+        }
+    )
     persons.to_parquet(folder / "persons.parquet", index=False)
     spec.write_text(SPEC)
     return spec
@@ -99,8 +111,11 @@ def one_run(spec: str, engine_name: str, master: str, out: str) -> dict:
     from dpspec.engine import get_engine
     from dpspec.publish.output import write_result
 
-    engine = get_engine(engine_name, master, conf={"spark.driver.memory": "4g"}) if engine_name == "spark" \
+    engine = (
+        get_engine(engine_name, master, conf={"spark.driver.memory": "4g"})
+        if engine_name == "spark"
         else get_engine(engine_name)
+    )
     start = time.perf_counter()
     try:
         result = dpspec.compile(spec, seed=SEED, engine=engine)
@@ -113,15 +128,32 @@ def one_run(spec: str, engine_name: str, master: str, out: str) -> dict:
 
     files = {name: file_digest(Path(out) / name) for name in ("households.csv", "persons.csv")}
     rows = {name: sum(1 for _ in open(Path(out) / name)) - 1 for name in files}
-    return {"engine": engine_name, "seconds": round(seconds, 1), "compile_seconds": round(compiled, 1),
-            "peak_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024), "digests": files, "rows": rows}
+    return {
+        "engine": engine_name,
+        "seconds": round(seconds, 1),
+        "compile_seconds": round(compiled, 1),
+        "peak_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
+        "digests": files,
+        "rows": rows,
+    }
 
 
 def run_child(spec: Path, engine: str, master: str, out: Path, old_code: str | None) -> dict:
     env = dict(os.environ)
     if old_code:
         env["PYTHONPATH"] = os.pathsep.join([old_code, os.path.join(old_code, "plugins"), env.get("PYTHONPATH", "")])
-    cmd = [sys.executable, __file__, "--one", str(spec), "--engines", engine, "--spark-master", master, "--out", str(out)]
+    cmd = [
+        sys.executable,
+        __file__,
+        "--one",
+        str(spec),
+        "--engines",
+        engine,
+        "--spark-master",
+        master,
+        "--out",
+        str(out),
+    ]
     done = subprocess.run(cmd, env=env, capture_output=True, text=True)
     if done.returncode:
         raise SystemExit(f"{engine} run failed:\n{done.stderr[-3000:]}")
@@ -151,13 +183,31 @@ def main(argv=None) -> None:
         for engine in args.engines.split(","):
             out = Path(args.data) / f"out-hh{args.households}-{label}-{engine}"  # never beside the inputs
             result = run_child(spec, engine, args.spark_master, out, code)
-            print(f"{label:6} {engine:5} {result['seconds']:8.1f} s (compile {result['compile_seconds']:.1f} s)  "
-                  f"peak driver {result['peak_mb']:6d} MB  rows {result['rows']}  digests {result['digests']}", flush=True)
-            rows.append([label, engine, f"{result['seconds']:.1f}", f"{result['compile_seconds']:.1f}",
-                         f"{result['peak_mb']:,}", result["rows"], result["digests"]])
-    doc_table.write("bench_swap_carry", "Swapping carried along to persons", __doc__.split("\n\n")[0],
-                    ["code", "engine", "seconds", "compile s", "peak driver MB", "rows", "digests"], rows,
-                    notes=[f"{args.households:,} households."], enabled=not args.no_doc)
+            print(
+                f"{label:6} {engine:5} {result['seconds']:8.1f} s (compile {result['compile_seconds']:.1f} s)  "
+                f"peak driver {result['peak_mb']:6d} MB  rows {result['rows']}  digests {result['digests']}",
+                flush=True,
+            )
+            rows.append(
+                [
+                    label,
+                    engine,
+                    f"{result['seconds']:.1f}",
+                    f"{result['compile_seconds']:.1f}",
+                    f"{result['peak_mb']:,}",
+                    result["rows"],
+                    result["digests"],
+                ]
+            )
+    doc_table.write(
+        "bench_swap_carry",
+        "Swapping carried along to persons",
+        __doc__.split("\n\n")[0],
+        ["code", "engine", "seconds", "compile s", "peak driver MB", "rows", "digests"],
+        rows,
+        notes=[f"{args.households:,} households."],
+        enabled=not args.no_doc,
+    )
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ Prints, per rate, the mean and spread of the MAPE over the runs (the seed report
 the wall time, the time spent inside the mechanism's runs (the floor: a sweep cannot be faster than
 its runs) and their ratio, and the peak memory of this process.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -36,17 +37,25 @@ def main() -> int:
     wall = time.perf_counter() - t0
     print(f"{'rate':>6}  {'eps':>7}  {'MAPE mean':>9}  {'sd':>6}  {'min':>6}  {'max':>6}  runs")
     for p in sweep.points:
-        mapes = [r["mape_percent"] for r in p.realized
-                 if r["table"] == "count households by county, tenure" and r["size"] == "all"]
+        mapes = [
+            r["mape_percent"]
+            for r in p.realized
+            if r["table"] == "count households by county, tenure" and r["size"] == "all"
+        ]
         sd = statistics.stdev(mapes) if len(mapes) > 1 else 0.0
-        print(f"{float(p.values['rate']):>6g}  {p.common['epsilon']:>7.2f}  {statistics.mean(mapes):>9.3f}  {sd:>6.3f}  "
-              f"{min(mapes):>6.3f}  {max(mapes):>6.3f}  {len(mapes)}")
+        print(
+            f"{float(p.values['rate']):>6g}  {p.common['epsilon']:>7.2f}  {statistics.mean(mapes):>9.3f}  {sd:>6.3f}  "
+            f"{min(mapes):>6.3f}  {max(mapes):>6.3f}  {len(mapes)}"
+        )
     # the floor: the mechanism's own runs, timed inside the same sweep (the rest is the sweep's
     # accounting, counting and comparison against the data)
     floor = sum(p.run_seconds for p in sweep.points)
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # pool workers (forkserver's children) not counted
-    print(f"wall {wall:.1f} s for {len(sweep.points)} points x {args.runs} runs on {args.workers} process(es); floor (the mechanism's runs) {floor:.1f} s; "
-          f"ratio {wall / floor:.2f}; peak memory {peak:.0f} MB (this process" + (", workers not counted)" if args.workers > 1 else ")"))
+    print(
+        f"wall {wall:.1f} s for {len(sweep.points)} points x {args.runs} runs on {args.workers} process(es); floor (the mechanism's runs) {floor:.1f} s; "
+        f"ratio {wall / floor:.2f}; peak memory {peak:.0f} MB (this process"
+        + (", workers not counted)" if args.workers > 1 else ")")
+    )
     return 0
 
 

@@ -9,6 +9,7 @@ Gaussian at the design's sigma² (their ratio should be near 1); then the wall t
 inside the mechanism's runs (the floor: a sweep cannot be faster than its runs), their ratio,
 and the peak memory of this process.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -50,8 +51,11 @@ def main() -> int:
     for p in sweep.points:
         mech, pspec, params = p.checked.mechanism, p.checked.spec, p.checked.params
         design = mech.design(pspec, params)
-        s2 = {(c["geography"], c["iteration_level"]): c["noise_variance"]
-              for c in mech.components(design, mech.fanouts(pspec, params, design)) if c["stage"] == "stage 2"}
+        s2 = {
+            (c["geography"], c["iteration_level"]): c["noise_variance"]
+            for c in mech.components(design, mech.fanouts(pspec, params, design))
+            if c["stage"] == "stage 2"
+        }
         pooled = defaultdict(lambda: [0, 0.0, 0.0])  # level -> cells, sum |error|, sum E|Z|
         for r in p.realized:
             head, role = r["table"].rsplit(", ", 1)
@@ -62,12 +66,16 @@ def main() -> int:
             acc[1] += r["cells"] * r["mae"]
             acc[2] += r["cells"] * mean_abs(s2[(r["level"], int(head.rsplit(" ", 1)[1]))])
         for level, (n, err, expected) in pooled.items():
-            print(f"{float(p.values['stage1_fraction']):>8g}  {level:>7}  {n:>7}  {err / n:>7.3f}  {expected / n:>7.3f}  "
-                  f"{err / expected:.3f}")
+            print(
+                f"{float(p.values['stage1_fraction']):>8g}  {level:>7}  {n:>7}  {err / n:>7.3f}  {expected / n:>7.3f}  "
+                f"{err / expected:.3f}"
+            )
     floor = sum(p.run_seconds for p in sweep.points)
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(f"wall {wall:.1f} s for {len(sweep.points)} points x {args.runs} runs; floor (the mechanism's runs) "
-          f"{floor:.1f} s; ratio {wall / floor:.2f}; peak memory {peak:.0f} MB")
+    print(
+        f"wall {wall:.1f} s for {len(sweep.points)} points x {args.runs} runs; floor (the mechanism's runs) "
+        f"{floor:.1f} s; ratio {wall / floor:.2f}; peak memory {peak:.0f} MB"
+    )
     return 0
 
 

@@ -22,6 +22,7 @@ The rounding needs: every row and bound within qp.violation_limit (1e-5 x (1 + t
 finite row bound)); and for a byte-identical release the cells must agree with Clarabel's
 closely enough that no margin crosses the 1e-6 floor/ceiling tolerance (_INT_TOL).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -47,6 +48,7 @@ TIME_LIMIT = 20.0
 
 # --- capture -----------------------------------------------------------------------------
 
+
 def _tagging_progress(where: Path):
     """A run_topdown progress callback that names each new capture file by its level."""
     seen: set[str] = set()
@@ -56,6 +58,7 @@ def _tagging_progress(where: Path):
             if f.name not in seen:
                 f.rename(where / f"{level}--{f.name}")
         seen.update(f.name for f in where.glob("*.npz"))
+
     return progress
 
 
@@ -79,19 +82,46 @@ def capture(n_persons: int, where: Path) -> None:
         (where / name).mkdir(parents=True, exist_ok=True)
     os.environ[qp_choice.CAPTURE_ENV] = str(where / "pl94")
     t0 = time.perf_counter()
-    pl = run_topdown(Records(persons, bounds=bounds),
-                     Design(["nation"] + LEVELS, PL94_VARIABLES, strategy, rho, shares, "hamming", [("state", ())], recodes=recodes, passes=passes, structural_zeros=zeros),
-                     RunContext(make_rng(1), engine=local_engine_run(1), progress=_tagging_progress(where / "pl94"), workers=1))
+    pl = run_topdown(
+        Records(persons, bounds=bounds),
+        Design(
+            ["nation"] + LEVELS,
+            PL94_VARIABLES,
+            strategy,
+            rho,
+            shares,
+            "hamming",
+            [("state", ())],
+            recodes=recodes,
+            passes=passes,
+            structural_zeros=zeros,
+        ),
+        RunContext(make_rng(1), engine=local_engine_run(1), progress=_tagging_progress(where / "pl94"), workers=1),
+    )
     print(f"captured P.L. 94 ({n_persons:,} persons) in {time.perf_counter() - t0:.1f} s", flush=True)
     variables, dshares, dstrat, drecodes, drho, dpasses, dzeros = bt.dhc_strategy()
     product = bt._pl94_product(pl.microdata)
-    persons = persons.assign(**{c: persons[c].astype(str if isinstance(cats[0], str) else np.int64)
-                                for c, cats in variables.items()})
+    persons = persons.assign(
+        **{c: persons[c].astype(str if isinstance(cats[0], str) else np.int64) for c, cats in variables.items()}
+    )
     os.environ[qp_choice.CAPTURE_ENV] = str(where / "dhc")
     t0 = time.perf_counter()
-    run_topdown(Records(persons, equalities=[("pl94", bt.PL94_FACTORS, product)]),
-                Design(bt.DHC_LEVELS, variables, dstrat, drho, dshares, "hamming", [("state", ())], recodes=drecodes, passes=dpasses, structural_zeros=dzeros),
-                RunContext(make_rng(1), engine=local_engine_run(1), progress=_tagging_progress(where / "dhc"), workers=1))
+    run_topdown(
+        Records(persons, equalities=[("pl94", bt.PL94_FACTORS, product)]),
+        Design(
+            bt.DHC_LEVELS,
+            variables,
+            dstrat,
+            drho,
+            dshares,
+            "hamming",
+            [("state", ())],
+            recodes=drecodes,
+            passes=dpasses,
+            structural_zeros=dzeros,
+        ),
+        RunContext(make_rng(1), engine=local_engine_run(1), progress=_tagging_progress(where / "dhc"), workers=1),
+    )
     print(f"captured DHC persons ({n_persons:,} persons) in {time.perf_counter() - t0:.1f} s", flush=True)
     os.environ.pop(qp_choice.CAPTURE_ENV)
 
@@ -115,12 +145,20 @@ def select(where: Path, per_level: int) -> list[tuple[str, str, Path]]:
 
 # --- the solvers -------------------------------------------------------------------------
 
+
 def _highs(problem, form):
     from dpspec_topdown.estimation import highs
 
-    status, x, sec = highs._highs(problem.cost, problem.lower, problem.upper, problem.a, problem.lo,
-                                        problem.hi, hess=problem.hess,
-                                        options={"dual_feasibility_tolerance": 1e-5, "time_limit": TIME_LIMIT})
+    status, x, sec = highs._highs(
+        problem.cost,
+        problem.lower,
+        problem.upper,
+        problem.a,
+        problem.lo,
+        problem.hi,
+        hess=problem.hess,
+        options={"dual_feasibility_tolerance": 1e-5, "time_limit": TIME_LIMIT},
+    )
     return x is not None, x, sec, str(status)
 
 
@@ -176,8 +214,13 @@ def run_one(path: Path, config: str) -> dict:
         if not os.path.exists(out):
             return {"ok": False, "x": None, "seconds": 0.0, "status": f"crashed ({child.exitcode})", "peak": 0.0}
         with np.load(out) as z:
-            return {"ok": bool(z["ok"]), "x": z["x"] if z["x"].size else None, "seconds": float(z["seconds"]),
-                    "status": str(z["status"]), "peak": float(z["peak"])}
+            return {
+                "ok": bool(z["ok"]),
+                "x": z["x"] if z["x"].size else None,
+                "seconds": float(z["seconds"]),
+                "status": str(z["status"]),
+                "peak": float(z["peak"]),
+            }
 
 
 def measure(nodes, configs) -> tuple[list, list]:
@@ -195,26 +238,52 @@ def measure(nodes, configs) -> tuple[list, list]:
         best_obj = min((r["obj"] for r in good.values()), default=float("nan"))
         fastest = min((r["seconds"] for r in good.values()), default=float("nan"))
         ref = results.get("clarabel (auto)", {}).get("x")
-        shape = (f"{problem.n_var:,} var ({form.cols.size:,} as stated), {problem.a.shape[0]:,} rows, "
-                 f"{problem.a.nnz:,} nnz")
+        shape = (
+            f"{problem.n_var:,} var ({form.cols.size:,} as stated), {problem.a.shape[0]:,} rows, {problem.a.nnz:,} nnz"
+        )
         print(f"\n== {run} {level} {path.name}: {shape}; violation limit {limit:.1e}", flush=True)
         for c, r in results.items():
             gap = (r["obj"] - best_obj) / (1 + abs(best_obj)) if r["x"] is not None else float("nan")
-            dx = float(np.max(np.abs(r["x"][:problem.n_x] - ref[:problem.n_x]), initial=0.0)) \
-                if r["x"] is not None and ref is not None else float("nan")
+            dx = (
+                float(np.max(np.abs(r["x"][: problem.n_x] - ref[: problem.n_x]), initial=0.0))
+                if r["x"] is not None and ref is not None
+                else float("nan")
+            )
             ratio = r["seconds"] / fastest if r["good"] else float("nan")
-            line = [run, level, f"{problem.n_var:,}", c, f"{r['seconds']:.3f}",
-                    f"{problem.n_var / r['seconds']:,.0f}" if r["seconds"] > 0 and r["good"] else "-",
-                    f"{ratio:.2f}x" if r["good"] else "-", f"{r['viol']:.1e}", f"{gap:.1e}", f"{dx:.1e}",
-                    f"{r['peak']:,.0f}", r["status"] if not r["good"] else "ok"]
+            line = [
+                run,
+                level,
+                f"{problem.n_var:,}",
+                c,
+                f"{r['seconds']:.3f}",
+                f"{problem.n_var / r['seconds']:,.0f}" if r["seconds"] > 0 and r["good"] else "-",
+                f"{ratio:.2f}x" if r["good"] else "-",
+                f"{r['viol']:.1e}",
+                f"{gap:.1e}",
+                f"{dx:.1e}",
+                f"{r['peak']:,.0f}",
+                r["status"] if not r["good"] else "ok",
+            ]
             print("  " + " | ".join(line[3:]), flush=True)
             rows.append(line)
-        summary.append({"run": run, "level": level, "n_var": problem.n_var, "n_stated": int(form.cols.size),
-                        "rows": int(problem.a.shape[0]),
-                        "times": {c: (r["seconds"] if r["good"] else None) for c, r in results.items()},
-                        "dx": {c: (float(np.max(np.abs(r["x"][:problem.n_x] - ref[:problem.n_x]), initial=0.0))
-                                   if r["x"] is not None and ref is not None else None)
-                               for c, r in results.items()}})
+        summary.append(
+            {
+                "run": run,
+                "level": level,
+                "n_var": problem.n_var,
+                "n_stated": int(form.cols.size),
+                "rows": int(problem.a.shape[0]),
+                "times": {c: (r["seconds"] if r["good"] else None) for c, r in results.items()},
+                "dx": {
+                    c: (
+                        float(np.max(np.abs(r["x"][: problem.n_x] - ref[: problem.n_x]), initial=0.0))
+                        if r["x"] is not None and ref is not None
+                        else None
+                    )
+                    for c, r in results.items()
+                },
+            }
+        )
     return rows, summary
 
 
@@ -240,18 +309,37 @@ def main(argv=None) -> None:
         rows, summary = measure(nodes, args.solvers)
     wall = time.perf_counter() - t0
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(f"\nbenchmark wall {wall:.0f} s; peak memory of this process {peak:,.0f} MB "
-          f"(each solve's own peak is in its row)")
+    print(
+        f"\nbenchmark wall {wall:.0f} s; peak memory of this process {peak:,.0f} MB "
+        f"(each solve's own peak is in its row)"
+    )
     notes = _notes(summary)
     for n in notes:
         print(n)
     if args.summary:
         args.summary.write_text(json.dumps(summary, indent=1))
-    doc_table.write("bench_topdown_nodes", "TopDown: every QP solver on the captured node problems",
-                    __doc__.split("\n\n", 2)[2].strip(),
-                    ["run", "level", "variables", "solver", "seconds", "variables/s", "to fastest",
-                     "violation", "objective gap", "max |x - Clarabel|", "peak MB", "accuracy"],
-                    rows, notes=notes, enabled=not args.no_doc)
+    doc_table.write(
+        "bench_topdown_nodes",
+        "TopDown: every QP solver on the captured node problems",
+        __doc__.split("\n\n", 2)[2].strip(),
+        [
+            "run",
+            "level",
+            "variables",
+            "solver",
+            "seconds",
+            "variables/s",
+            "to fastest",
+            "violation",
+            "objective gap",
+            "max |x - Clarabel|",
+            "peak MB",
+            "accuracy",
+        ],
+        rows,
+        notes=notes,
+        enabled=not args.no_doc,
+    )
 
 
 def _notes(summary) -> list[str]:
@@ -264,9 +352,11 @@ def _notes(summary) -> list[str]:
             continue
         best = min(times, key=times.get)
         clar = min((t for c, t in times.items() if c.startswith("clarabel")), default=float("nan"))
-        notes.append(f"{s['run']} {s['level']} ({s['n_var']:,} variables, {s['n_stated']:,} as Clarabel "
-                     f"is handed it): fastest {best} {times[best]:.3f} s; best Clarabel {clar:.3f} s "
-                     f"({clar / times[best]:.2f}x)")
+        notes.append(
+            f"{s['run']} {s['level']} ({s['n_var']:,} variables, {s['n_stated']:,} as Clarabel "
+            f"is handed it): fastest {best} {times[best]:.3f} s; best Clarabel {clar:.3f} s "
+            f"({clar / times[best]:.2f}x)"
+        )
     return notes
 
 

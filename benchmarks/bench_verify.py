@@ -8,6 +8,7 @@ the lower bound and the claim. The floor measured in the same run is the cost of
 N exact Bernoulli(p) draws per unit for randomized response, which any verification of it
 must at least make; the ratio says how much the event selection and intervals add.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -26,8 +27,13 @@ from dpspec.verify import verify  # noqa: E402
 
 import doc_table  # noqa: E402
 
-SPECS = ["acs_ma_vision_rr.dps", "ma1940_swap.dps", "acs_national_topdown.dps", "safetab_p_production.dps",
-         "safetab_h_production.dps"]
+SPECS = [
+    "acs_ma_vision_rr.dps",
+    "ma1940_swap.dps",
+    "acs_national_topdown.dps",
+    "safetab_p_production.dps",
+    "safetab_h_production.dps",
+]
 
 
 def main() -> None:
@@ -44,10 +50,21 @@ def main() -> None:
             t0 = time.perf_counter()
             result = verify(spec, runs=n, seed=args.seed)
             wall = time.perf_counter() - t0
-            print(f"{name:<28} {n:>9,} {wall:>8.2f} {2 * n * len(result.pairs) / wall:>10,.0f} "
-                  f"{result.lower_bound:>8.4f} {result.claimed:>8.4f} {result.verdict}")
-            rows.append([f"`{name}`", f"{n:,}", f"{wall:.2f}", f"{2 * n * len(result.pairs) / wall:,.0f}",
-                         f"{result.lower_bound:.4f}", f"{result.claimed:.4f}", result.verdict])
+            print(
+                f"{name:<28} {n:>9,} {wall:>8.2f} {2 * n * len(result.pairs) / wall:>10,.0f} "
+                f"{result.lower_bound:>8.4f} {result.claimed:>8.4f} {result.verdict}"
+            )
+            rows.append(
+                [
+                    f"`{name}`",
+                    f"{n:,}",
+                    f"{wall:.2f}",
+                    f"{2 * n * len(result.pairs) / wall:,.0f}",
+                    f"{result.lower_bound:.4f}",
+                    f"{result.claimed:.4f}",
+                    result.verdict,
+                ]
+            )
     floors = []
     rng = make_rng(args.seed)
     for n in args.runs:
@@ -56,9 +73,15 @@ def main() -> None:
         floor = time.perf_counter() - t0
         print(f"floor: {2 * 3 * n:,} Bernoulli draws in {floor:.3f} s")
         floors.append(f"floor at {n:,} runs: {2 * 3 * n:,} exact Bernoulli draws in {floor:.3f} s")
-    doc_table.write("bench_verify", "Empirical verification (dpspec verify)", __doc__.split("\n\n")[0],
-                    ["spec", "runs per dataset", "seconds", "runs/s", "lower bound", "claim", "verdict"], rows,
-                    notes=[f"seed {args.seed}"] + floors, enabled=not args.no_doc)
+    doc_table.write(
+        "bench_verify",
+        "Empirical verification (dpspec verify)",
+        __doc__.split("\n\n")[0],
+        ["spec", "runs per dataset", "seconds", "runs/s", "lower bound", "claim", "verdict"],
+        rows,
+        notes=[f"seed {args.seed}"] + floors,
+        enabled=not args.no_doc,
+    )
 
 
 if __name__ == "__main__":

@@ -19,6 +19,7 @@ process's CPU time (time.process_time), not wall time: with other jobs on the ma
 few milliseconds of wall time mostly measure the scheduler. Peak memory is
 the process's maximum resident size at the end (ru_maxrss).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -89,20 +90,26 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     rng = np.random.default_rng(1)
     discrete_laplace(Fraction(2, 5), 1000, rng)  # warm-up: the first call pays imports and caches
-    print(f"{'n':>5} {'eps':>5} {'base':>10} {'cpu s':>8} {'draws/s':>9} {'acceptance':>10} {'floor cpu s':>11} {'ratio':>7}")
+    print(
+        f"{'n':>5} {'eps':>5} {'base':>10} {'cpu s':>8} {'draws/s':>9} {'acceptance':>10} {'floor cpu s':>11} {'ratio':>7}"
+    )
     for n in args.sizes:
         counts, prev = counts_like_pennsylvania(n, rng)
         total = int(counts.sum())
         for eps in args.epsilon:
             r = samplers.rate(eps, 2)  # the case study's sensitivity given the total
+
             # each row's floor draws discrete Laplace counts at that row's own noise scale: 1/r for
             # the exponential mechanism, 2/eps for post-processing (Delta 2 given the total)
             def floor_at(scale):
                 return lambda: discrete_laplace(scale, n * args.draws, rng)
-            runs = {"naive": (lambda: samplers.naive(counts, r, args.draws, rng), 1 / r),
-                    "congenial": (lambda: samplers.congenial(counts, total, r, args.draws, rng, 10**9), 1 / r),
-                    "prior": (lambda: samplers.prior(counts, prev + 1, total, r, args.draws, rng, 10**9), 1 / r),
-                    "postproc": (lambda: postprocessed(counts, total, eps, args.draws, rng), Fraction(2) / eps)}
+
+            runs = {
+                "naive": (lambda: samplers.naive(counts, r, args.draws, rng), 1 / r),
+                "congenial": (lambda: samplers.congenial(counts, total, r, args.draws, rng, 10**9), 1 / r),
+                "prior": (lambda: samplers.prior(counts, prev + 1, total, r, args.draws, rng, 10**9), 1 / r),
+                "postproc": (lambda: postprocessed(counts, total, eps, args.draws, rng), Fraction(2) / eps),
+            }
             rows, floors = [], {}
             for base, (fn, scale) in runs.items():
                 try:
@@ -114,9 +121,11 @@ def main(argv=None) -> int:
                 rows.append((base, scale, seconds, info.get("acceptance")))
             for base, scale, seconds, acc in rows:
                 floor = min(floors[scale])  # the same work in every row of this scale: its least time
-                print(f"{n:>5} {float(eps):>5g} {base:>10} {seconds:>8.3f} {args.draws / seconds:>9.1f} "
-                      f"{'-' if acc is None else f'{acc:.3f}':>10} {floor:>11.4f} {seconds / floor:>7.2f}"
-                      + ("  (below the floor: distrust this measurement)" if seconds < floor else ""))
+                print(
+                    f"{n:>5} {float(eps):>5g} {base:>10} {seconds:>8.3f} {args.draws / seconds:>9.1f} "
+                    f"{'-' if acc is None else f'{acc:.3f}':>10} {floor:>11.4f} {seconds / floor:>7.2f}"
+                    + ("  (below the floor: distrust this measurement)" if seconds < floor else "")
+                )
     print(f"peak memory: {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB")
     return 0
 

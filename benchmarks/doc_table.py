@@ -5,6 +5,7 @@ which machine, when and with which command the figures were measured, so the doc
 performance tables are always what a script last measured, never typed by hand. `--no-doc`
 (added by `add_option`) leaves the page alone, e.g. for a trial run.
 """
+
 from __future__ import annotations
 
 import datetime
@@ -17,8 +18,7 @@ PAGES = Path(__file__).resolve().parents[1] / "docs" / "performance"
 
 
 def add_option(parser) -> None:
-    parser.add_argument("--no-doc", action="store_true",
-                        help="do not write the result table to docs/performance/")
+    parser.add_argument("--no-doc", action="store_true", help="do not write the result table to docs/performance/")
 
 
 def _machine() -> str:
@@ -26,24 +26,36 @@ def _machine() -> str:
         load = ", load average %.1f" % os.getloadavg()[0]
     except OSError:
         load = ""
-    return (f"{platform.system()} {platform.machine()}, {os.cpu_count()} cores{load}, "
-            f"Python {platform.python_version()}")
+    return f"{platform.system()} {platform.machine()}, {os.cpu_count()} cores{load}, Python {platform.python_version()}"
 
 
 def _cell(value) -> str:
     return str(value).replace("|", "\\|")
 
 
-def render(title: str, about: str, headers: list[str], rows: list[list], notes: list[str] = (),
-           command: str | None = None, when: datetime.datetime | None = None) -> str:
+def render(
+    title: str,
+    about: str,
+    headers: list[str],
+    rows: list[list],
+    notes: list[str] = (),
+    command: str | None = None,
+    when: datetime.datetime | None = None,
+) -> str:
     """The page's Markdown: title, what the script measures, the conditions, the table, notes."""
     when = when or datetime.datetime.now(datetime.timezone.utc)
     command = command or "python " + " ".join([f"benchmarks/{Path(sys.argv[0]).name}", *sys.argv[1:]])
-    lines = [f"# {title}", "", about.strip(), "",
-             f"Measured {when:%Y-%m-%d %H:%M} UTC on {_machine()}, by `{command}`. "
-             "This page is written by the script; rerun it to refresh.", "",
-             "| " + " | ".join(headers) + " |",
-             "| " + " | ".join("---" for _ in headers) + " |"]
+    lines = [
+        f"# {title}",
+        "",
+        about.strip(),
+        "",
+        f"Measured {when:%Y-%m-%d %H:%M} UTC on {_machine()}, by `{command}`. "
+        "This page is written by the script; rerun it to refresh.",
+        "",
+        "| " + " | ".join(headers) + " |",
+        "| " + " | ".join("---" for _ in headers) + " |",
+    ]
     lines += ["| " + " | ".join(_cell(v) for v in row) + " |" for row in rows]
     if notes:
         lines += [""] + [f"- {note}" for note in notes]

@@ -5,6 +5,7 @@ unequal populations, household sizes with present-day US frequencies (so the mat
 size has a few huge strata and many small ones), and tenure about two thirds owned. Every
 column is categorical or a small integer, as a census file loaded for processing would be.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -33,8 +34,7 @@ def geography(seed: int = 0) -> pd.DataFrame:
     # Household counts per county are roughly log-normal (a few metros, many rural counties).
     weight = rng.lognormal(mean=0.0, sigma=1.5, size=N_COUNTIES)
     names = [f"{STATES[s]}{i:03d}" for s, k in zip(range(len(STATES)), per_state) for i in range(k)]
-    return pd.DataFrame({"state": state_of_county, "county": names,
-                         "weight": weight / weight.sum()})
+    return pd.DataFrame({"state": state_of_county, "county": names, "weight": weight / weight.sum()})
 
 
 def households(n: int, seed: int = 0) -> pd.DataFrame:
@@ -45,13 +45,15 @@ def households(n: int, seed: int = 0) -> pd.DataFrame:
     state = geo["state"].to_numpy().astype(np.int8)[county]
     size = _choice(rng, SIZE_SHARES, n).astype(np.int8)
     rented = (rng.random(n, dtype=np.float32) >= OWNED_SHARE).astype(np.int8)
-    return pd.DataFrame({
-        "hhid": np.arange(n, dtype=np.int32),
-        "state": pd.Categorical.from_codes(state, categories=STATES),
-        "county": pd.Categorical.from_codes(county, categories=list(geo["county"])),
-        "size": pd.Categorical.from_codes(size, categories=SIZE_LABELS, ordered=True),
-        "tenure": pd.Categorical.from_codes(rented, categories=["owned", "rented"]),
-    })
+    return pd.DataFrame(
+        {
+            "hhid": np.arange(n, dtype=np.int32),
+            "state": pd.Categorical.from_codes(state, categories=STATES),
+            "county": pd.Categorical.from_codes(county, categories=list(geo["county"])),
+            "size": pd.Categorical.from_codes(size, categories=SIZE_LABELS, ordered=True),
+            "tenure": pd.Categorical.from_codes(rented, categories=["owned", "rented"]),
+        }
+    )
 
 
 def _choice(rng: np.random.Generator, p: np.ndarray, n: int) -> np.ndarray:

@@ -9,6 +9,7 @@ The Python API mirrors the command line:
     check = dpspec.verify(spec, runs=20_000)            # empirical lower bound vs the claimed budget
     dpspec.convert({"rho": 15.29}, to="approx", delta=1e-10, method="bs16")
 """
+
 from __future__ import annotations
 
 from dpspec._version import __version__  # noqa: F401 - dpspec.__version__

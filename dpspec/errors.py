@@ -3,6 +3,7 @@
 Anything a user can cause (a bad spec, bad data, an impossible conversion) is raised as one
 of these, so the CLI can print it without a traceback and exit with status 1.
 """
+
 from __future__ import annotations
 
 import attrs
@@ -69,12 +70,17 @@ class DataError(DpspecError):
         if not located:
             return None
         first = located[0]
-        return [Diagnostic(self.message, first.line, first.column, hint=f"{first.message} is written here"),
-                *(Diagnostic(f"{d.message} is written here", d.line, d.column, severity="note") for d in located[1:])]
+        return [
+            Diagnostic(self.message, first.line, first.column, hint=f"{first.message} is written here"),
+            *(Diagnostic(f"{d.message} is written here", d.line, d.column, severity="note") for d in located[1:]),
+        ]
 
     def render(self) -> str:
-        located = [Diagnostic(f"{d.message} is written here", d.line, d.column, severity="note")
-                   for d in self.places if d.line is not None]
+        located = [
+            Diagnostic(f"{d.message} is written here", d.line, d.column, severity="note")
+            for d in self.places
+            if d.line is not None
+        ]
         if not located:
             return self.message
         return self.message + "\n" + render_diagnostics(located, self.path, self.text)

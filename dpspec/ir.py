@@ -4,6 +4,7 @@ The IR is what every later stage (checker, mechanisms, budget calculus, audit, r
 It holds no behaviour that belongs to a plugin, and serializes to JSON (`dpspec show --json`)
 so that other tools can read a spec without our parser.
 """
+
 from __future__ import annotations
 
 import math
@@ -470,6 +471,7 @@ def to_jsonable(obj, *, fractions: str = "written", coerce: bool = False, nan: s
     anything else its text. nan: what a NaN becomes when coercing: "keep" (the budget
     statement's, as it always wrote) or "null" (audit evidence: not a number is no value).
     """
+
     def inner(value):
         return to_jsonable(value, fractions=fractions, coerce=coerce, nan=nan)
 

@@ -1,6 +1,7 @@
 """Heavy modules on first use: numpy, so that `dpspec check`, which builds schemas, budgets and
 plans but no array, does not pay its import time; and the libraries of optional extras (pyspark,
 pygls), which a light install does not have, with an error that names the extra to install."""
+
 from __future__ import annotations
 
 import importlib
@@ -18,8 +19,10 @@ def require(name: str, extra: str, purpose: str):
     try:
         return importlib.import_module(name)
     except ImportError as exc:
-        raise MissingExtra(f"error: {purpose} needs {name.split('.')[0]}, which is not installed here: run "
-                           f"pip install 'dpspec[{extra}]' ({exc})") from None
+        raise MissingExtra(
+            f"error: {purpose} needs {name.split('.')[0]}, which is not installed here: run "
+            f"pip install 'dpspec[{extra}]' ({exc})"
+        ) from None
 
 
 class LazyModule:

@@ -6,6 +6,7 @@ dpspec 0.1 kept its modules at the package root, and plugins imported `dpspec.ho
 names with stand-ins whose every name resolves to its new home and warns, naming the import to
 use instead; the plugin manager collects the warnings per plugin (`deprecations()`).
 """
+
 from __future__ import annotations
 
 import importlib
@@ -18,13 +19,19 @@ from dpspec import api
 
 # old module -> its new home (names are looked up there; `dpspec.api` is named when it has them)
 MOVED = {
-    "dpspec.hookspecs": "dpspec.contract.hookspecs", "dpspec.mechanism": "dpspec.contract.mechanism",
-    "dpspec.plugins": "dpspec.contract.plugins", "dpspec.noise": "dpspec.run.noise",
+    "dpspec.hookspecs": "dpspec.contract.hookspecs",
+    "dpspec.mechanism": "dpspec.contract.mechanism",
+    "dpspec.plugins": "dpspec.contract.plugins",
+    "dpspec.noise": "dpspec.run.noise",
     "dpspec.compiler": "dpspec.run.compiler",
-    "dpspec.parser": "dpspec.language.parser", "dpspec.values": "dpspec.language.values",
-    "dpspec.diagnostics": "dpspec.language.diagnostics", "dpspec.reading": "dpspec.language.reading",
-    "dpspec.checker": "dpspec.check.checker", "dpspec.data": "dpspec.check.data",
-    "dpspec.invariants": "dpspec.check.invariants", "dpspec.cli_errors": "dpspec.cli.errors",
+    "dpspec.parser": "dpspec.language.parser",
+    "dpspec.values": "dpspec.language.values",
+    "dpspec.diagnostics": "dpspec.language.diagnostics",
+    "dpspec.reading": "dpspec.language.reading",
+    "dpspec.checker": "dpspec.check.checker",
+    "dpspec.data": "dpspec.check.data",
+    "dpspec.invariants": "dpspec.check.invariants",
+    "dpspec.cli_errors": "dpspec.cli.errors",
 }
 REMOVED_IN = "dpspec plugin API 2.0"
 
@@ -47,8 +54,12 @@ class _Moved(types.ModuleType):
             raise AttributeError(name)
         target = importlib.import_module(MOVED[self.__name__])
         value = getattr(target, name)  # AttributeError as usual for a name that never existed
-        warnings.warn(f"`from {self.__name__} import {name}` is deprecated (dpspec 0.1's path, removed in "
-                      f"{REMOVED_IN}); use {new_import(self.__name__, name)}", DeprecationWarning, stacklevel=2)
+        warnings.warn(
+            f"`from {self.__name__} import {name}` is deprecated (dpspec 0.1's path, removed in "
+            f"{REMOVED_IN}); use {new_import(self.__name__, name)}",
+            DeprecationWarning,
+            stacklevel=2,
+        )
         return value
 
     def __dir__(self):

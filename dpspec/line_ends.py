@@ -5,6 +5,7 @@ documents), so the grammar, diagnostics, the formatter and editor positions all 
 lines. Only these three end a line: `str.splitlines` also splits at form feeds, U+2028 and other
 characters the grammar reads inside strings and comments, which would shift every caret below.
 """
+
 from __future__ import annotations
 
 

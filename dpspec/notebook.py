@@ -7,6 +7,7 @@ nothing from the network (its CSP allows only inline styles and data: images). D
 no stage of the pipeline calls this module; importing it (the top-level verbs do) attaches the
 methods to the classes below, which know nothing of reports.
 """
+
 from __future__ import annotations
 
 from markupsafe import escape
@@ -19,8 +20,10 @@ HEIGHT = 640  # px: a report scrolls inside its frame rather than lengthening th
 
 def framed(report_html: str, title: str) -> str:
     """A whole HTML document as a sandboxed frame (the document escaped into `srcdoc`)."""
-    return (f'<iframe sandbox="" referrerpolicy="no-referrer" title="{escape(title)}" '
-            f'style="width: 100%; height: {HEIGHT}px; border: 1px solid #ccc" srcdoc="{escape(report_html)}"></iframe>')
+    return (
+        f'<iframe sandbox="" referrerpolicy="no-referrer" title="{escape(title)}" '
+        f'style="width: 100%; height: {HEIGHT}px; border: 1px solid #ccc" srcdoc="{escape(report_html)}"></iframe>'
+    )
 
 
 def result_html(result) -> str:
@@ -62,8 +65,9 @@ def _install() -> None:
 
     Result._repr_html_ = result_html
     Audit._repr_html_ = audit_html
-    Findings._repr_html_ = lambda findings: audit_html(findings.outcome) if findings.outcome is not None else (
-        f"<pre>{escape(repr(list(findings)))}</pre>")
+    Findings._repr_html_ = lambda findings: (
+        audit_html(findings.outcome) if findings.outcome is not None else (f"<pre>{escape(repr(list(findings)))}</pre>")
+    )
     BudgetSummary._repr_html_ = lambda summary: spec_html(summary.spec)
     InferResult._repr_html_ = infer_html
 

@@ -4,6 +4,7 @@ A mechanism calls `progress.report("block level", done, total)`; the CLI install
 that draws a line on standard error, tests and the Python API install none (reports are then
 dropped). A context variable keeps concurrent compiles apart.
 """
+
 from __future__ import annotations
 
 import contextvars
@@ -12,7 +13,9 @@ import time
 from contextlib import contextmanager
 from typing import Callable
 
-_reporter: contextvars.ContextVar[Callable[[str, int, int], None] | None] = contextvars.ContextVar("dpspec_progress", default=None)
+_reporter: contextvars.ContextVar[Callable[[str, int, int], None] | None] = contextvars.ContextVar(
+    "dpspec_progress", default=None
+)
 
 
 def report(stage: str, done: int, total: int) -> None:

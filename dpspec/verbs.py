@@ -5,6 +5,7 @@ making the subpackage callable keeps `dpspec.audit(spec)` working either way. Th
 the verb in `dpspec` itself, which sits above every stage and registers its verbs here
 (`VERBS`), so this module, imported by the stages, never imports the package above them.
 """
+
 from __future__ import annotations
 
 import sys

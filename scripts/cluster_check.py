@@ -19,6 +19,7 @@ executors must have Python, numpy, pandas, pyarrow, scipy and dpspec (with its p
 the same versions as the driver (see docs/guides/cluster.md). Exit status: 0 when every check
 passes, 1 otherwise.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -50,6 +51,7 @@ TEST_CASES = [case for case in CASES if "swap" not in case[0]]
 
 # ---- a standalone cluster of separate processes on this machine ---------------------------------
 
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -72,16 +74,24 @@ class LocalCluster:
         self.master = ""
 
     def _env(self) -> dict:
-        env = dict(os.environ, SPARK_LOCAL_IP="127.0.0.1", SPARK_LOG_DIR=self.work, SPARK_WORKER_DIR=self.work,
-                   PYSPARK_PYTHON=sys.executable, SPARK_NO_DAEMONIZE="1",
-                   SPARK_DAEMON_MEMORY="256m", SPARK_DAEMON_JAVA_OPTS="-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
+        env = dict(
+            os.environ,
+            SPARK_LOCAL_IP="127.0.0.1",
+            SPARK_LOG_DIR=self.work,
+            SPARK_WORKER_DIR=self.work,
+            PYSPARK_PYTHON=sys.executable,
+            SPARK_NO_DAEMONIZE="1",
+            SPARK_DAEMON_MEMORY="256m",
+            SPARK_DAEMON_JAVA_OPTS="-XX:TieredStopAtLevel=1 -XX:+UseSerialGC",
+        )
         env.pop("SPARK_HOME", None)  # the installed pyspark's own
         return env
 
     def _spawn(self, name: str, args: list[str]) -> subprocess.Popen:
         log = open(os.path.join(self.work, f"{name}.log"), "wb")
-        proc = subprocess.Popen([spark_class(), *args], env=self._env(), stdout=log, stderr=subprocess.STDOUT,
-                                start_new_session=True)
+        proc = subprocess.Popen(
+            [spark_class(), *args], env=self._env(), stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
         self.procs.append(proc)
         return proc
 
@@ -101,15 +111,38 @@ class LocalCluster:
 
     def start(self) -> "LocalCluster":
         port = free_port()
-        self._spawn("master", ["org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port", str(port),
-                               "--webui-port", str(free_port())])
+        self._spawn(
+            "master",
+            [
+                "org.apache.spark.deploy.master.Master",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "--webui-port",
+                str(free_port()),
+            ],
+        )
         self._wait_for("master", r"I have been elected leader|Starting Spark master")
         self.master = f"spark://127.0.0.1:{port}"
         for i in range(self.workers):
-            self._spawn(f"worker{i}", ["org.apache.spark.deploy.worker.Worker", "--host", "127.0.0.1",
-                                       "--cores", str(self.cores), "--memory", self.memory,
-                                       "--webui-port", str(free_port()), "--work-dir", os.path.join(self.work, f"w{i}"),
-                                       self.master])
+            self._spawn(
+                f"worker{i}",
+                [
+                    "org.apache.spark.deploy.worker.Worker",
+                    "--host",
+                    "127.0.0.1",
+                    "--cores",
+                    str(self.cores),
+                    "--memory",
+                    self.memory,
+                    "--webui-port",
+                    str(free_port()),
+                    "--work-dir",
+                    os.path.join(self.work, f"w{i}"),
+                    self.master,
+                ],
+            )
         for i in range(self.workers):
             self._wait_for(f"worker{i}", r"Successfully registered with master")
         return self
@@ -169,6 +202,7 @@ def _descendants(pid: int) -> list[int]:
 
 # ---- the checks --------------------------------------------------------------------------------
 
+
 def cut_spec(folder: Path, name: str, every: int) -> str:
     """The bundled spec with each data source cut to every `every`-th row (Parquet), in `folder`."""
     import pandas as pd
@@ -207,13 +241,23 @@ def cluster_engine(master: str, conf: dict | None = None):
     settings = {}
     if "127.0.0.1" in master:  # the local cluster: loopback only, and short-lived JVMs that start fast
         fast = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
-        settings = {"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1",
-                    "spark.driver.extraJavaOptions": fast, "spark.executor.extraJavaOptions": fast,
-                    "spark.sql.adaptive.enabled": "false", "spark.executor.memory": "512m"}
+        settings = {
+            "spark.driver.host": "127.0.0.1",
+            "spark.driver.bindAddress": "127.0.0.1",
+            "spark.driver.extraJavaOptions": fast,
+            "spark.executor.extraJavaOptions": fast,
+            "spark.sql.adaptive.enabled": "false",
+            "spark.executor.memory": "512m",
+        }
     # two partitions: one task per executor of the local cluster, several per stage everywhere
-    settings.update({"spark.sql.shuffle.partitions": "2", "spark.default.parallelism": "2",
-                     "spark.task.maxFailures": "4",
-                     "spark.executorEnv.PYTHONPATH": os.pathsep.join(p for p in sys.path if p)})
+    settings.update(
+        {
+            "spark.sql.shuffle.partitions": "2",
+            "spark.default.parallelism": "2",
+            "spark.task.maxFailures": "4",
+            "spark.executorEnv.PYTHONPATH": os.pathsep.join(p for p in sys.path if p),
+        }
+    )
     settings.update(conf or {})
     return SparkEngine(master, conf=settings, partitions=2)
 
@@ -240,6 +284,7 @@ def compare(name: str, every: int, engine, work: Path, kill=None) -> list[str]:
 
 def executor_killer(cluster: LocalCluster, killed: list, timeout: float = 120):
     """A function that waits until an executor runs Python tasks, then SIGKILLs that executor."""
+
     def kill():
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
@@ -250,6 +295,7 @@ def executor_killer(cluster: LocalCluster, killed: list, timeout: float = 120):
                         killed.append(pid)
                     return
             time.sleep(0.05)
+
     return kill
 
 
@@ -270,8 +316,21 @@ def driver_kill(master: str, work: Path, conf: dict | None = None, after: float 
     out = work / "driver-out"
     release_files(cut_spec(work / "in-previous", KILL_CASE[0], 50), "local", out, seed=1)  # a small previous set
     before = {p.name: p.read_bytes() for p in out.iterdir()}
-    args = [sys.executable, "-m", "dpspec.cli", "compile", spec, "-o", str(out), "--seed", "2", "--engine", "spark",
-            "--spark-master", master]
+    args = [
+        sys.executable,
+        "-m",
+        "dpspec.cli",
+        "compile",
+        spec,
+        "-o",
+        str(out),
+        "--seed",
+        "2",
+        "--engine",
+        "spark",
+        "--spark-master",
+        master,
+    ]
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
     log = open(work / "driver.log", "wb")
     proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
@@ -281,7 +340,9 @@ def driver_kill(master: str, work: Path, conf: dict | None = None, after: float 
             time.sleep(0.2)  # until the driver's JVM is up
         time.sleep(after)
         if proc.poll() is not None:
-            said = [line for line in (work / "driver.log").read_text(errors="replace").splitlines() if "WARN" not in line]
+            said = [
+                line for line in (work / "driver.log").read_text(errors="replace").splitlines() if "WARN" not in line
+            ]
             return [f"the driver ended (status {proc.returncode}) before it could be killed: " + " | ".join(said[-5:])]
         os.killpg(proc.pid, signal.SIGKILL)  # the driver and its JVM
         proc.wait(timeout=30)
@@ -327,8 +388,11 @@ def main(argv=None) -> int:
             if not killed:
                 found.append("no executor was seen running a task, so none was killed")
             problems += found
-            print(f"{KILL_CASE[0]} with an executor SIGKILLed mid-job: "
-                  f"{'identical' if not found else 'FAILED'} (killed {killed})", flush=True)
+            print(
+                f"{KILL_CASE[0]} with an executor SIGKILLed mid-job: "
+                f"{'identical' if not found else 'FAILED'} (killed {killed})",
+                flush=True,
+            )
         else:
             print("executor kill: skipped (start a local cluster to see its executors' processes)")
         if not args.skip_driver_kill:

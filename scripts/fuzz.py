@@ -21,6 +21,7 @@ is zero internal.
 Specs whose budget needs their data are accounted once in `--data-every` cases (loading the
 1940 households takes a second). tests/test_fuzz.py runs the same engine with hypothesis.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -42,17 +43,94 @@ sys.path.insert(0, ROOT)
 SPECS_DIR = os.path.join(ROOT, "specs")
 SPECS = sorted(os.path.relpath(p, SPECS_DIR) for p in glob.glob(os.path.join(SPECS_DIR, "**", "*.dps"), recursive=True))
 
-HUGE_NUMBERS = ["9" * 5000, "1e999", "1e-99999999", "1e" + "9" * 5000, "0." + "1" * 300, "10^64*10^64*10^64*10^64*10^64",
-                "(10^64)^64", "1e308*10", "1e-400", "2^-64^64", "99999999999999999999999", "0", "-1", "1/0", "inf", "nan",
-                "1000", "1e-20", "1e-40", "5e-34", "1e-33", "123456789012345678901/1000"]  # legal but extreme budgets: work, or refused as the user's
-ODD_PATHS = ["/dev/zero", "/dev/null", "/dev/stdin", "/dev/urandom", "/", ".", "", "..", "/proc/self/status", "/proc/self/mem",
-             "nonexistent.csv", "nonexistent.dps", "a" * 5000, "x\x00y.csv", "../" * 40 + "etc/passwd", "~/x.csv",
-             "data", "data/", "program.dps", "../acs_program/program.dps", "\\\\server\\share.csv", "é.csv", "x.parquet"]
-KINDS = ["flip", "truncate", "huge", "path", "delete_line", "duplicate_line", "splice", "insert_junk", "line_ends",
-         "escapes", "duplicate_key"]
+HUGE_NUMBERS = [
+    "9" * 5000,
+    "1e999",
+    "1e-99999999",
+    "1e" + "9" * 5000,
+    "0." + "1" * 300,
+    "10^64*10^64*10^64*10^64*10^64",
+    "(10^64)^64",
+    "1e308*10",
+    "1e-400",
+    "2^-64^64",
+    "99999999999999999999999",
+    "0",
+    "-1",
+    "1/0",
+    "inf",
+    "nan",
+    "1000",
+    "1e-20",
+    "1e-40",
+    "5e-34",
+    "1e-33",
+    "123456789012345678901/1000",
+]  # legal but extreme budgets: work, or refused as the user's
+ODD_PATHS = [
+    "/dev/zero",
+    "/dev/null",
+    "/dev/stdin",
+    "/dev/urandom",
+    "/",
+    ".",
+    "",
+    "..",
+    "/proc/self/status",
+    "/proc/self/mem",
+    "nonexistent.csv",
+    "nonexistent.dps",
+    "a" * 5000,
+    "x\x00y.csv",
+    "../" * 40 + "etc/passwd",
+    "~/x.csv",
+    "data",
+    "data/",
+    "program.dps",
+    "../acs_program/program.dps",
+    "\\\\server\\share.csv",
+    "é.csv",
+    "x.parquet",
+]
+KINDS = [
+    "flip",
+    "truncate",
+    "huge",
+    "path",
+    "delete_line",
+    "duplicate_line",
+    "splice",
+    "insert_junk",
+    "line_ends",
+    "escapes",
+    "duplicate_key",
+]
 _NUMBER = re.compile(r"(?<![\w.])\d+(\.\d+)?([eE][+-]?\d+)?")
 _STRING = re.compile(r'"[^"\n]*"')
-_JUNK = ["{", "}", "(", ")", ":", ",", "..", "^", "/", "*", "-", "<=", "\n", "\t", "#", '"', "by", "in", "with", "\x00", "\ufeff", "é"]
+_JUNK = [
+    "{",
+    "}",
+    "(",
+    ")",
+    ":",
+    ",",
+    "..",
+    "^",
+    "/",
+    "*",
+    "-",
+    "<=",
+    "\n",
+    "\t",
+    "#",
+    '"',
+    "by",
+    "in",
+    "with",
+    "\x00",
+    "\ufeff",
+    "é",
+]
 
 
 ESCAPES = ["\x1b[8m", "\x1b[2J", "\x1b]0;x\x07", "\x9b31m", "\x08", "\x07", "\x1b[1A\x1b[K", "\u202e"]
@@ -64,8 +142,9 @@ def mutate(text: str, kind: str, rng: random.Random) -> str:
         return text
     if kind == "line_ends":  # old Mac (bare CR), Windows (CRLF) or a mix: the same text to the language
         ends = rng.choice([["\r"], ["\r\n"], ["\n", "\r", "\r\n"]])
-        return "".join(part + (rng.choice(ends) if i < text.count("\n") else "")
-                       for i, part in enumerate(text.split("\n")))
+        return "".join(
+            part + (rng.choice(ends) if i < text.count("\n") else "") for i, part in enumerate(text.split("\n"))
+        )
     if kind == "escapes":  # terminal escape sequences inside quoted text (a title, a category, a note)
         spots = list(_STRING.finditer(text))
         if not spots:
@@ -79,7 +158,7 @@ def mutate(text: str, kind: str, rng: random.Random) -> str:
             return text
         m = rng.choice(keyed)
         value = rng.choice(["0.001", "1.0e-400", "1.0e+999", m.group(2)])
-        return text[: m.end()] + "\n" + m.group(1) + value + text[m.end():]
+        return text[: m.end()] + "\n" + m.group(1) + value + text[m.end() :]
     if kind == "flip":
         raw = bytearray(text.encode("utf-8"))
         for _ in range(rng.randint(1, 4)):
@@ -92,17 +171,17 @@ def mutate(text: str, kind: str, rng: random.Random) -> str:
         if not spots:
             return text
         m = rng.choice(spots)
-        return text[: m.start()] + rng.choice(HUGE_NUMBERS) + text[m.end():]
+        return text[: m.start()] + rng.choice(HUGE_NUMBERS) + text[m.end() :]
     if kind == "path":
         spots = list(_STRING.finditer(text))
         if not spots:
             return text
         m = rng.choice(spots)
-        return text[: m.start()] + '"' + rng.choice(ODD_PATHS) + '"' + text[m.end():]
+        return text[: m.start()] + '"' + rng.choice(ODD_PATHS) + '"' + text[m.end() :]
     lines = text.split("\n")
     i = rng.randrange(len(lines))
     if kind == "delete_line":
-        return "\n".join(lines[:i] + lines[i + 1:])
+        return "\n".join(lines[:i] + lines[i + 1 :])
     if kind == "duplicate_line":
         return "\n".join(lines[: i + 1] + lines[i:])
     if kind == "splice":
@@ -154,8 +233,10 @@ def _export(spec):
 
 # A user error whose message carries a Python exception's name: plugin code crashed and a
 # wrapper (verify's) reported it as exit 1. Counted apart, so such bugs are seen, not hidden.
-_MASKED = re.compile(r"\b(KeyError|TypeError|AttributeError|IndexError|ValueError|ZeroDivisionError|NameError|"
-                     r"AssertionError|RuntimeError|NotImplementedError|OverflowError|RecursionError): ")
+_MASKED = re.compile(
+    r"\b(KeyError|TypeError|AttributeError|IndexError|ValueError|ZeroDivisionError|NameError|"
+    r"AssertionError|RuntimeError|NotImplementedError|OverflowError|RecursionError): "
+)
 
 
 def _outcome(step, *args) -> str:
@@ -181,16 +262,52 @@ def run_verify(text: str, path: str, seed: int) -> str:
 
 # ---- the newer commands' other inputs --------------------------------------------------------
 ENTRIES = sorted(os.path.relpath(p, SPECS_DIR) for p in glob.glob(os.path.join(SPECS_DIR, "registry", "*.yaml")))
-SUBJECTS = ["spec", "entry", "convert", "verify-json", "infer", "writer", "data", "line-ends", "frames", "release",
-            "check-agrees"]
+SUBJECTS = [
+    "spec",
+    "entry",
+    "convert",
+    "verify-json",
+    "infer",
+    "writer",
+    "data",
+    "line-ends",
+    "frames",
+    "release",
+    "check-agrees",
+]
 CONVERT_KEYS = ["epsilon", "epsilon", "rho", "rho", "mu", "mu", "delta", "alpha", "eps", "", "x"]
-CONVERT_VALUES = HUGE_NUMBERS + ["1", "0.5", "1e-10", "3/4", "1/3", "-0", "1e-320", "0x10", "1_000", " ", "é", "1,5",
-                                 "1e-9999", "1,epsilon=2", "1.0e-400", "1e+999"] + ["1", "2.5", "0.01"] * 8
-INFER_TARGETS = ["count persons by DEYE"] * 5 + ["count persons", "count persons by DEYE, PUMA", "count households by DEYE"]
+CONVERT_VALUES = (
+    HUGE_NUMBERS
+    + [
+        "1",
+        "0.5",
+        "1e-10",
+        "3/4",
+        "1/3",
+        "-0",
+        "1e-320",
+        "0x10",
+        "1_000",
+        " ",
+        "é",
+        "1,5",
+        "1e-9999",
+        "1,epsilon=2",
+        "1.0e-400",
+        "1e+999",
+    ]
+    + ["1", "2.5", "0.01"] * 8
+)
+INFER_TARGETS = ["count persons by DEYE"] * 5 + [
+    "count persons",
+    "count persons by DEYE, PUMA",
+    "count households by DEYE",
+]
 
 
 def run_entry(text: str, path: str) -> str:
     """A mutated registry entry through `dpspec import --registry`'s steps, then check."""
+
     def steps():
         from dpspec.check.checker import check
         from dpspec.language.parser import parse
@@ -211,7 +328,9 @@ def convert_case(rng: random.Random) -> tuple[dict, dict]:
         if rng.random() < 0.3:
             options[key] = float(rng.choice(["1e-10", "0.5", "1e308", "1e-320", "0", "-1", "inf", "nan", "2", "1"]))
     if rng.random() < 0.2:
-        options["from_unit"], options["to_unit"] = rng.choice([("hamming", "symdiff"), ("symdiff", "hamming"), ("hamming", None)])
+        options["from_unit"], options["to_unit"] = rng.choice(
+            [("hamming", "symdiff"), ("symdiff", "hamming"), ("hamming", None)]
+        )
     if rng.random() < 0.2:
         options["group"] = rng.choice([1, 2, 10**6, 10**400])
     options["method"] = rng.choice(["cks20", "bs16"])
@@ -242,6 +361,7 @@ def verify_json() -> str:
 
 def run_verify_json(text: str, tmp: str) -> str:
     """A mutated verification result read as `--verify FILE` reads it, and made a finding."""
+
     def steps():
         from dpspec.verify.finding import finding
         from dpspec.verify.result import load_json
@@ -271,24 +391,36 @@ def release(tmp: str, spec: str = "acs_ma_vision_rr.dps") -> str:
 
 # (spec, infer target, {table its likelihood reads: the columns a value is doctored in}) of the
 # releases whose published tables are doctored: records (randomized response) and measurements
-RELEASED = [("acs_ma_vision_rr.dps", "count persons by DEYE", {"responses.csv": ["DEYE"], "estimate.csv": None}),
-            ("acs_ma_hispanic_topdown.dps", "count persons by PUMA, HISP",
-             {"measurements.csv": ["cell", "value", "variance"]})]
+RELEASED = [
+    ("acs_ma_vision_rr.dps", "count persons by DEYE", {"responses.csv": ["DEYE"], "estimate.csv": None}),
+    ("acs_ma_hispanic_topdown.dps", "count persons by PUMA, HISP", {"measurements.csv": ["cell", "value", "variance"]}),
+]
 
 
 def infer_case(rng: random.Random, tmp: str) -> dict:
     kind = rng.choice(KINDS)
-    prior = rng.choice([None, "dirichlet-multinomial", "dirichlet-multinomial:" + rng.choice(CONVERT_VALUES),
-                        rng.choice(ODD_PATHS), "prior.csv"])
+    prior = rng.choice(
+        [
+            None,
+            "dirichlet-multinomial",
+            "dirichlet-multinomial:" + rng.choice(CONVERT_VALUES),
+            rng.choice(ODD_PATHS),
+            "prior.csv",
+        ]
+    )
     if prior == "prior.csv":
         prior = os.path.join(tmp, "prior.csv")
         with open(prior, "w", encoding="utf-8", errors="surrogateescape") as fh:
             fh.write(mutate("DEYE,alpha\n1,1\n2,1\n", kind, rng))
     target = rng.choice(INFER_TARGETS)
-    return {"target": mutate(target, kind, rng) if rng.random() < 0.3 else target, "prior": prior,
-            "draws": rng.choice([10, 20] * 6 + [0, -5, 10**7, 10**400]),
-            "method": rng.choice(["rejection", "importance", "rejection", "importance", "exact"]),
-            "rate": rng.random() < 0.2, "seed": rng.randrange(2**32)}
+    return {
+        "target": mutate(target, kind, rng) if rng.random() < 0.3 else target,
+        "prior": prior,
+        "draws": rng.choice([10, 20] * 6 + [0, -5, 10**7, 10**400]),
+        "method": rng.choice(["rejection", "importance", "rejection", "importance", "exact"]),
+        "rate": rng.random() < 0.2,
+        "seed": rng.randrange(2**32),
+    }
 
 
 def run_infer(args: dict, tmp: str) -> str:
@@ -325,8 +457,11 @@ def run_cli(text: str, name: str, tmp: str, with_data: bool) -> str:
     worst = "ok"
     for args in commands:
         result = CliRunner().invoke(main, args)
-        if result.exit_code not in (0, 1, 2) or "Traceback" in result.output or (
-                result.exception is not None and not isinstance(result.exception, SystemExit)):
+        if (
+            result.exit_code not in (0, 1, 2)
+            or "Traceback" in result.output
+            or (result.exception is not None and not isinstance(result.exception, SystemExit))
+        ):
             return f"internal: dpspec {args[0]} exit {result.exit_code}: {result.output[-300:]}"
         if args[0] != "fmt" and any(ch in result.output for ch in TERMINAL_CONTROLS):  # fmt's is the file's content
             return f"internal: dpspec {args[0]} printed a raw control character: {result.output[-300:]!r}"
@@ -341,6 +476,7 @@ TERMINAL_CONTROLS = "\x1b\x9b\x9d\x07\x08\r\u202e"
 def run_line_ends(name: str, rng: random.Random) -> str:
     """A bundled spec with other line ends must mean what it means with LF: the same formatted
     text (a bare CR once made a `#` comment swallow the rest of the file)."""
+
     def steps():
         from dpspec.language.formatter import format_spec
         from dpspec.language.parser import parse
@@ -353,9 +489,17 @@ def run_line_ends(name: str, rng: random.Random) -> str:
     return _outcome(steps)
 
 
-BAD_FRAMES = [b"Content-Length: abc\r\n\r\n", b"Content-Length: -1\r\n\r\n", b"Content-Type: x\r\n\r\n", b"",
-              b"Content-Length: 1000000000000\r\n\r\n", b"Content-Length: " + b"9" * 40 + b"\r\n\r\n",
-              b"Content-Length 12\r\n\r\n", b"\xff\xfe\r\n\r\n", b"X" * 9000]
+BAD_FRAMES = [
+    b"Content-Length: abc\r\n\r\n",
+    b"Content-Length: -1\r\n\r\n",
+    b"Content-Type: x\r\n\r\n",
+    b"",
+    b"Content-Length: 1000000000000\r\n\r\n",
+    b"Content-Length: " + b"9" * 40 + b"\r\n\r\n",
+    b"Content-Length 12\r\n\r\n",
+    b"\xff\xfe\r\n\r\n",
+    b"X" * 9000,
+]
 
 
 def run_frames(rng: random.Random) -> str:
@@ -367,7 +511,10 @@ def run_frames(rng: random.Random) -> str:
     from dpspec.lsp.framing import FrameProblem, Frames
 
     good = json.dumps({"jsonrpc": "2.0", "id": 7, "method": "shutdown"}).encode()
-    bad = [rng.choice(BAD_FRAMES) + rng.choice([good, b'{"jsonrpc": "2.0"}', b"", b"\x00" * 10]) for _ in range(rng.randint(1, 3))]
+    bad = [
+        rng.choice(BAD_FRAMES) + rng.choice([good, b'{"jsonrpc": "2.0"}', b"", b"\x00" * 10])
+        for _ in range(rng.randint(1, 3))
+    ]
     stream = io.BytesIO(b"".join(bad) + b"Content-Length: %d\r\n\r\n" % len(good) + good)
 
     def steps():
@@ -398,8 +545,11 @@ def run_release_values(rng: random.Random, tmp: str) -> str:
         name = "measurements.csv" if change == "tiny" else rng.choice(sorted(tables))
         frame = pd.read_csv(os.path.join(copy, name), keep_default_na=False, dtype=str)
         row = rng.randrange(len(frame))
-        column = "variance" if change == "tiny" else rng.choice(
-            list(frame.columns) if change == "drop-column" or tables[name] is None else tables[name])
+        column = (
+            "variance"
+            if change == "tiny"
+            else rng.choice(list(frame.columns) if change == "drop-column" or tables[name] is None else tables[name])
+        )
         if change == "drop-column" and name == "estimate.csv":  # not read by the likelihood: a value instead
             change = "value"
         if change == "drop-column":  # the schema check names it before any likelihood reads the table
@@ -407,8 +557,11 @@ def run_release_values(rng: random.Random, tmp: str) -> str:
         elif change == "repeat-rows":  # each measured cell once
             frame = pd.concat([frame] * rng.choice([2, 50]), ignore_index=True)
         else:
-            frame.loc[row, column] = rng.choice(["nan", "inf", "-inf", "1e20", "100000000000000000000"] if change == "value"
-                                                else ["1e-06", "0", "-1", "0.5"])
+            frame.loc[row, column] = rng.choice(
+                ["nan", "inf", "-inf", "1e20", "100000000000000000000"]
+                if change == "value"
+                else ["1e-06", "0", "-1", "0.5"]
+            )
         frame.to_csv(os.path.join(copy, name), index=False)
         outcome = _outcome(lambda: infer(os.path.join(SPECS_DIR, spec), copy, target=target, draws=10, seed=1))
     return f"internal: a doctored release was accepted ({change}, {name}, {column})" if outcome == "ok" else outcome
@@ -432,10 +585,16 @@ def run_check_agrees(rng: random.Random, tmp: str) -> str:
         name = rng.choice([*GRID_KNG, "safetab_h"])
         if name == "safetab_h":
             text = original("safetab_h_production.dps").replace('"data/', f'"{SPECS_DIR}/data/')
-            text = text.replace("total_rho: 8.895302", "").replace("level1: 0.006915", f"level1: {rng.choice(['5e-34', '1e-33', '8e-34', '9e-34'])}", 1)
+            text = text.replace("total_rho: 8.895302", "").replace(
+                "level1: 0.006915", f"level1: {rng.choice(['5e-34', '1e-33', '8e-34', '9e-34'])}", 1
+            )
         else:
-            text = (MEAN.replace("CLASS", "independent") if name == GRID_KNG[0] else SLOPE.replace("INTERCEPT", "0"))
-            text = text.replace("MECH", name).replace("  epsilon: 1\n", f"  epsilon: {value}\n").replace("budget epsilon <= 1", "")
+            text = MEAN.replace("CLASS", "independent") if name == GRID_KNG[0] else SLOPE.replace("INTERCEPT", "0")
+            text = (
+                text.replace("MECH", name)
+                .replace("  epsilon: 1\n", f"  epsilon: {value}\n")
+                .replace("budget epsilon <= 1", "")
+            )
             with open(os.path.join(here, "people.csv"), "w", encoding="utf-8") as fh:
                 fh.write("age\n4\n12\n" if name == GRID_KNG[0] else "x,y\n1,3\n2,-1\n")
             text = text.replace("unit people", 'data people from "people.csv"\nunit people')
@@ -453,19 +612,51 @@ def run_check_agrees(rng: random.Random, tmp: str) -> str:
             except DpspecError as exc:
                 refused.append(str(exc))
                 raise
+
         outcome = _outcome(run)
     if refused and ("cannot be drawn" in refused[0] or "beyond the 64-bit" in refused[0]):
         return f"internal: check accepted what compile refused to draw: {refused[0][:200]}"
     return outcome
 
 
-WRITERS = ["export", "import", "audit", "infer", "audit", "export", "import", "infer", "compile", "compile-full-disk",
-           "audit-full-disk"]
+WRITERS = [
+    "export",
+    "import",
+    "audit",
+    "infer",
+    "audit",
+    "export",
+    "import",
+    "infer",
+    "compile",
+    "compile-full-disk",
+    "audit-full-disk",
+]
 # Devices only through links made in the scratch folder: if a guard ever broke, a rename would
 # replace the link there, never the machine's /dev/null (which a run as root once did).
-ODD_OUTPUTS = ["link-to-dev-null", "link-to-dev-zero", "fifo", "/proc/x", "/proc/self/status", "/proc/x/y", ".", "", "out", "out/sub/deep",
-               "a" * 300, "é/ü", "existing-file", "link-to-copy", "spec-folder", "release", "release/sub",
-               "~", "-", "--help", "/sys/kernel"]
+ODD_OUTPUTS = [
+    "link-to-dev-null",
+    "link-to-dev-zero",
+    "fifo",
+    "/proc/x",
+    "/proc/self/status",
+    "/proc/x/y",
+    ".",
+    "",
+    "out",
+    "out/sub/deep",
+    "a" * 300,
+    "é/ü",
+    "existing-file",
+    "link-to-copy",
+    "spec-folder",
+    "release",
+    "release/sub",
+    "~",
+    "-",
+    "--help",
+    "/sys/kernel",
+]
 
 
 # (no NUL byte: a shell cannot pass one, and click's own path check raises on it before dpspec runs)
@@ -529,8 +720,12 @@ def run_writer(command: str, output: str, tmp: str) -> str:
         os.symlink("/dev/null", "link-to-dev-null")
         os.symlink("/dev/zero", "link-to-dev-zero")
         os.mkfifo("fifo")
-        out = {"spec-folder": here, "release": rel, "release/sub": os.path.join(rel, "sub"),
-               "elsewhere": os.path.join(tmp, "elsewhere-" + os.path.basename(here))}.get(output, output)
+        out = {
+            "spec-folder": here,
+            "release": rel,
+            "release/sub": os.path.join(rel, "sub"),
+            "elsewhere": os.path.join(tmp, "elsewhere-" + os.path.basename(here)),
+        }.get(output, output)
         full = command.endswith("-full-disk")  # every file of the set meets ENOSPC: the machine's, not a bug
         command = command.removesuffix("-full-disk")
         args = {
@@ -544,8 +739,11 @@ def run_writer(command: str, output: str, tmp: str) -> str:
             result = runner.invoke(main, args)
         if full and (result.exit_code != 1 or "No space left" not in result.output or os.path.lexists(out)):
             return f"internal: dpspec {command} -o {output!r} on a full disk: exit {result.exit_code}: {result.output[-300:]}"
-        if result.exit_code not in (0, 1, 2) or "Traceback" in result.output or (
-                result.exception is not None and not isinstance(result.exception, SystemExit)):
+        if (
+            result.exit_code not in (0, 1, 2)
+            or "Traceback" in result.output
+            or (result.exception is not None and not isinstance(result.exception, SystemExit))
+        ):
             return f"internal: dpspec {command} -o {output!r} exit {result.exit_code}: {result.output[-300:]}"
         kept = [os.path.islink(n) for n in ("link-to-copy", "link-to-dev-null", "link-to-dev-zero")]
         kept.append(not glob.glob("/dev/.*dpspec-lock"))  # nothing may appear beside a device
@@ -582,9 +780,22 @@ premetric pure
 mechanism randomized_response { table: people  column: smoker  p: 3/4 }
 budget epsilon <= 1.1
 """
-DATA_KINDS = ["parquet-type", "parquet-type", "folder-link", "folder-loop", "folder-device", "folder-fifo",
-              "ragged-csv", "duplicate-header", "alias-bomb", "bidi-report", "csv-long-record", "csv-bomb",
-              "parquet-over-limit", "uri-folder-type"]
+DATA_KINDS = [
+    "parquet-type",
+    "parquet-type",
+    "folder-link",
+    "folder-loop",
+    "folder-device",
+    "folder-fifo",
+    "ragged-csv",
+    "duplicate-header",
+    "alias-bomb",
+    "bidi-report",
+    "csv-long-record",
+    "csv-bomb",
+    "parquet-over-limit",
+    "uri-folder-type",
+]
 # The declared limits the limit cases run under (small, so that a case stays fast): a record of
 # at most RECORD_LIMIT bytes, a source of at most DATA_LIMIT bytes.
 RECORD_LIMIT, DATA_LIMIT = 1024, 16 << 10
@@ -598,20 +809,30 @@ def _odd_arrays(rng: random.Random, n: int):
 
     import pyarrow as pa
 
-    odd = [pa.array([datetime.date(2000, 1, 1)] * n, pa.date32()),
-           pa.array([decimal.Decimal("3")] * n, pa.decimal128(5, 0)),
-           pa.array([b"single"] * n, pa.binary()), pa.array([b"\xff\xfe"] * n, pa.large_binary()),
-           pa.array([["single"]] * n, pa.list_(pa.string())), pa.array([[1, 2]] * n, pa.list_(pa.int64())),
-           pa.array([datetime.datetime(2000, 1, 1)] * n, pa.timestamp("us")), pa.array([{"a": 1}] * n),
-           pa.array([datetime.timedelta(1)] * n, pa.duration("s")), pa.array([datetime.time(1)] * n, pa.time32("s"))]
+    odd = [
+        pa.array([datetime.date(2000, 1, 1)] * n, pa.date32()),
+        pa.array([decimal.Decimal("3")] * n, pa.decimal128(5, 0)),
+        pa.array([b"single"] * n, pa.binary()),
+        pa.array([b"\xff\xfe"] * n, pa.large_binary()),
+        pa.array([["single"]] * n, pa.list_(pa.string())),
+        pa.array([[1, 2]] * n, pa.list_(pa.int64())),
+        pa.array([datetime.datetime(2000, 1, 1)] * n, pa.timestamp("us")),
+        pa.array([{"a": 1}] * n),
+        pa.array([datetime.timedelta(1)] * n, pa.duration("s")),
+        pa.array([datetime.time(1)] * n, pa.time32("s")),
+    ]
     return rng.choice(odd)
 
 
 def _people_table(n: int, region: str | None = None):
     import pyarrow as pa
 
-    cols = {"district": [(region or "north")[0] + "1"] * n, "age": [20 + i % 80 for i in range(n)],
-            "smoker": [i % 2 == 0 for i in range(n)], "status": ["single", "married", "N"] * (n // 3) + ["N"] * (n % 3)}
+    cols = {
+        "district": [(region or "north")[0] + "1"] * n,
+        "age": [20 + i % 80 for i in range(n)],
+        "smoker": [i % 2 == 0 for i in range(n)],
+        "status": ["single", "married", "N"] * (n // 3) + ["N"] * (n % 3),
+    }
     if region is None:
         cols = {"region": ["north"] * n, **cols}
     return pa.table(cols)
@@ -646,14 +867,18 @@ def make_data_case(kind: str, rng: random.Random, here: str) -> tuple[str, bool,
     elif kind == "parquet-over-limit":  # footers declaring more than DATA_LIMIT in the declared columns
         big = _people_table(3000)
         if rng.random() < 0.5:
-            pq.write_table(big, os.path.join(here, "people.parquet"), row_group_size=rng.choice([500, 3000]),
-                           use_dictionary=False)  # plain: 24 KB of ages alone
+            pq.write_table(
+                big, os.path.join(here, "people.parquet"), row_group_size=rng.choice([500, 3000]), use_dictionary=False
+            )  # plain: 24 KB of ages alone
             source = "people.parquet"
         else:
             folder = _partition_folder(here)
             for n in range(rng.randint(1, 3)):
-                pq.write_table(_people_table(1500, "north"), os.path.join(folder, "region=north", f"more{n}.parquet"),
-                               use_dictionary=False)
+                pq.write_table(
+                    _people_table(1500, "north"),
+                    os.path.join(folder, "region=north", f"more{n}.parquet"),
+                    use_dictionary=False,
+                )
     elif kind == "uri-folder-type":  # a file:// folder (the hdfs:// / s3a:// path): fine first file, odd later one
         folder = _partition_folder(here)
         table = _people_table(4, "south")
@@ -667,9 +892,13 @@ def make_data_case(kind: str, rng: random.Random, here: str) -> tuple[str, bool,
         lines = ["region,district,age,smoker,status"] + [f"north,n1,{20 + i % 80},true,single" for i in range(8)]
         if kind == "csv-long-record":
             i = rng.randrange(1, len(lines))
-            long = rng.choice(["x" * (RECORD_LIMIT + rng.randint(1, 5000)),  # one long line
-                               '"' + "line\n" * (RECORD_LIMIT // 5 + rng.randint(1, 500)) + '"',  # a quoted field over many lines
-                               '"' + "open quote\n" * rng.randint(200, 2000)])  # a quote never closed
+            long = rng.choice(
+                [
+                    "x" * (RECORD_LIMIT + rng.randint(1, 5000)),  # one long line
+                    '"' + "line\n" * (RECORD_LIMIT // 5 + rng.randint(1, 500)) + '"',  # a quoted field over many lines
+                    '"' + "open quote\n" * rng.randint(200, 2000),
+                ]
+            )  # a quote never closed
             lines[i] = lines[i].rsplit(",", 1)[0] + "," + long
             body = ("\n".join(lines) + "\n").encode()
             source = "people.csv"
@@ -692,8 +921,10 @@ def make_data_case(kind: str, rng: random.Random, here: str) -> tuple[str, bool,
             target = rng.choice(["..", ".", folder, os.path.join(folder, "region=south")])
             os.symlink(target, os.path.join(spot, rng.choice(["loop", "region=east", "x.parquet"])))
         elif kind == "folder-device":
-            os.symlink(rng.choice(["/dev/zero", "/dev/urandom", "/dev/null", "/dev/full"]),
-                       os.path.join(spot, rng.choice(["dev.parquet", "region=east"])))
+            os.symlink(
+                rng.choice(["/dev/zero", "/dev/urandom", "/dev/null", "/dev/full"]),
+                os.path.join(spot, rng.choice(["dev.parquet", "region=east"])),
+            )
         else:
             os.mkfifo(os.path.join(spot, rng.choice(["pipe.parquet", "region=east"])))
     else:
@@ -722,7 +953,8 @@ def run_data(kind: str, rng: random.Random, tmp: str) -> str:
     if kind == "alias-bomb":
         depth = rng.randint(2, 9)
         text = "url_slug: bomb\na0: &a0 [x, x, x, x, x, x, x, x, x]\n" + "".join(
-            f"a{d}: &a{d} [{', '.join(['*a' + str(d - 1)] * 9)}]\n" for d in range(1, depth))
+            f"a{d}: &a{d} [{', '.join(['*a' + str(d - 1)] * 9)}]\n" for d in range(1, depth)
+        )
         outcome = run_entry(text, os.path.join(tmp, "bomb.yaml"))
         return outcome if outcome != "ok" else "internal: an alias bomb was accepted"
 
@@ -771,8 +1003,11 @@ def run_bidi_report(rng: random.Random, tmp: str) -> str:
     def sprinkle(text: str) -> str:
         """Controls inside the quoted texts a reader sees (the title, the domain's description)."""
         for _ in range(rng.randint(1, 4)):
-            quoted = [m for m in _STRING.finditer(text) if m.group() in ('"fuzzed data"', '"a small survey"', '"north"')
-                      or any(ch in m.group() for ch in BIDI)]
+            quoted = [
+                m
+                for m in _STRING.finditer(text)
+                if m.group() in ('"fuzzed data"', '"a small survey"', '"north"') or any(ch in m.group() for ch in BIDI)
+            ]
             m = rng.choice(quoted)
             at = rng.randint(m.start() + 1, m.end() - 1)
             text = text[:at] + rng.choice(BIDI) + text[at:]
@@ -789,7 +1024,8 @@ def run_bidi_report(rng: random.Random, tmp: str) -> str:
     with _scratch_cwd(tmp) as here:
         region = sprinkle('"north"').strip('"')  # one region (its district n1 lies in one region only)
         rows = ["region,district,age,smoker,status"] + [
-            f"{region},n1,{20 + i},{'true' if i % 2 else 'false'},single" for i in range(6)]
+            f"{region},n1,{20 + i},{'true' if i % 2 else 'false'},single" for i in range(6)
+        ]
         with open(os.path.join(here, "people.csv"), "w", encoding="utf-8") as fh:
             fh.write("\n".join(rows) + "\n")
         path = os.path.join(here, "spec.dps")
@@ -821,8 +1057,9 @@ def subject(index: int, infer_every: int) -> str:
     return {3: "entry", 6: "convert"}.get(index % 10, "verify-json" if index % 20 == 9 else "spec")
 
 
-def case(index: int, seed: int, tmp: str | None, cli_every: int, data_every: int, verify_every: int = 0,
-         infer_every: int = 0):
+def case(
+    index: int, seed: int, tmp: str | None, cli_every: int, data_every: int, verify_every: int = 0, infer_every: int = 0
+):
     """(input, kind, text, outcome) for case `index` of a run with `seed`: reproducible alone."""
     rng = random.Random(f"{seed}:{index}")
     what = subject(index, infer_every if tmp is not None else 0)
@@ -883,8 +1120,12 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--cli-every", type=int, default=20, help="run the CLI on every Nth case (0: never)")
     ap.add_argument("--data-every", type=int, default=50, help="account data-dependent budgets every Nth case")
-    ap.add_argument("--verify-every", type=int, default=25, help="run `verify` (20 runs) on every Nth spec case (0: never)")
-    ap.add_argument("--infer-every", type=int, default=200, help="fuzz `infer`'s arguments in every Nth case (0: never)")
+    ap.add_argument(
+        "--verify-every", type=int, default=25, help="run `verify` (20 runs) on every Nth spec case (0: never)"
+    )
+    ap.add_argument(
+        "--infer-every", type=int, default=200, help="fuzz `infer`'s arguments in every Nth case (0: never)"
+    )
     ap.add_argument("--save", default=None, help="folder to write each internal error's spec and message into")
     ap.add_argument("--report-every", type=int, default=5000)
     args = ap.parse_args(argv)
@@ -894,8 +1135,9 @@ def main(argv=None) -> int:
     with tempfile.TemporaryDirectory(prefix="dpspec-fuzz-") as tmp:
         mirror(tmp)
         for i in range(args.cases):
-            name, kind, text, outcome = case(i, args.seed, tmp, args.cli_every, args.data_every, args.verify_every,
-                                             args.infer_every)
+            name, kind, text, outcome = case(
+                i, args.seed, tmp, args.cli_every, args.data_every, args.verify_every, args.infer_every
+            )
             lab = label(outcome)
             outcomes[lab] += 1
             by_kind[kind, lab] += 1
@@ -905,13 +1147,18 @@ def main(argv=None) -> int:
                 internal[lab, first] += 1
                 if args.save:
                     os.makedirs(args.save, exist_ok=True)
-                    with open(os.path.join(args.save, f"case-{i}.dps"), "w", encoding="utf-8", errors="surrogateescape") as fh:
+                    with open(
+                        os.path.join(args.save, f"case-{i}.dps"), "w", encoding="utf-8", errors="surrogateescape"
+                    ) as fh:
                         fh.write(text)
                     with open(os.path.join(args.save, f"case-{i}.txt"), "w", encoding="utf-8") as fh:
                         fh.write(f"spec {name}, mutation {kind}, seed {args.seed}, case {i}\n{outcome}\n")
             if (i + 1) % args.report_every == 0:
                 print(f"{i + 1} cases, {time.time() - start:.0f} s: {dict(outcomes)}", flush=True)
-    print(f"\n{args.cases} cases in {time.time() - start:.0f} s (seed {args.seed}): " + ", ".join(f"{k} {v}" for k, v in sorted(outcomes.items())))
+    print(
+        f"\n{args.cases} cases in {time.time() - start:.0f} s (seed {args.seed}): "
+        + ", ".join(f"{k} {v}" for k, v in sorted(outcomes.items()))
+    )
     for kind in [*KINDS, "params", "args", "output", "frames", "release", "check-agrees", *dict.fromkeys(DATA_KINDS)]:
         print(f"  {kind:15s} " + ", ".join(f"{lab} {by_kind[kind, lab]}" for lab in LABELS))
     for what in SUBJECTS:

@@ -32,6 +32,7 @@ Files:
 The Puerto Rico files (dhc_pr_*.parquet) are the same generator with another seed and state code.
 `--geography` writes only the geography files, from the person files already built.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -54,13 +55,47 @@ AGES = np.arange(116)
 # relgq: 0-17 persons in households, 18-41 the 24 detailed group-quarters types (production's
 # programs/schema/attributes/relgq.py getLevels). The major type of each GQ value (hhgq_8lev).
 GQ_TYPES = list(range(18, 42))
-GQ_LABELS = ["gq101", "gq102", "gq103", "gq104", "gq105", "gq106", "gq201", "gq202", "gq203", "gq301",
-             "gq401", "gq402", "gq403", "gq404", "gq405", "gq501", "gq601", "gq602", "gq701", "gq801",
-             "gq802", "gq900", "gq901", "gq997"]
-MAJOR = {r: m for m, values in {1: range(18, 24), 2: range(24, 27), 3: [27], 4: range(28, 33), 5: [33],
-                                6: [34, 35], 7: range(36, 42)}.items() for r in values}
-HHGQ8_LABELS = ["household", "correctional", "juvenile", "nursing", "otherinst", "college", "military",
-                "othernoninst"]
+GQ_LABELS = [
+    "gq101",
+    "gq102",
+    "gq103",
+    "gq104",
+    "gq105",
+    "gq106",
+    "gq201",
+    "gq202",
+    "gq203",
+    "gq301",
+    "gq401",
+    "gq402",
+    "gq403",
+    "gq404",
+    "gq405",
+    "gq501",
+    "gq601",
+    "gq602",
+    "gq701",
+    "gq801",
+    "gq802",
+    "gq900",
+    "gq901",
+    "gq997",
+]
+MAJOR = {
+    r: m
+    for m, values in {
+        1: range(18, 24),
+        2: range(24, 27),
+        3: [27],
+        4: range(28, 33),
+        5: [33],
+        6: [34, 35],
+        7: range(36, 42),
+    }.items()
+    for r in values
+}
+HHGQ8_LABELS = ["household", "correctional", "juvenile", "nursing", "otherinst", "college", "military", "othernoninst"]
+
 
 # The structural zeros of production's DHCP constraints (programs/constraints/Constraints_DHCP.py):
 # relgq value -> the ages it may not have.
@@ -69,18 +104,51 @@ def _ages(*ranges):
 
 
 ZERO_AGES = {
-    0: _ages((0, 14)), 1: _ages((0, 14)), 2: _ages((0, 14)), 3: _ages((0, 14)), 4: _ages((0, 14)),
-    5: _ages((0, 14)), 6: _ages((90, 115)), 7: _ages((90, 115)), 8: _ages((90, 115)), 10: _ages((0, 29)),
-    11: _ages((75, 115)), 12: _ages((0, 29)), 13: _ages((0, 14), (90, 115)), 16: _ages((21, 115)),
-    18: _ages((0, 14)), 19: _ages((0, 14)), 20: _ages((0, 14)), 21: _ages((0, 14)), 22: _ages((0, 14)),
-    23: _ages((0, 16), (66, 115)), 24: _ages((26, 115)), 25: _ages((26, 115)), 26: _ages((26, 115)),
-    27: _ages((0, 19)), 31: _ages((0, 16), (66, 115)), 32: _ages((0, 2), (31, 115)),
-    33: _ages((0, 15), (66, 115)), 34: _ages((0, 16), (66, 115)), 35: _ages((0, 16), (66, 115)),
-    37: _ages((0, 15)), 38: _ages((0, 15)), 39: _ages((0, 15), (76, 115)), 40: _ages((0, 15), (76, 115)),
+    0: _ages((0, 14)),
+    1: _ages((0, 14)),
+    2: _ages((0, 14)),
+    3: _ages((0, 14)),
+    4: _ages((0, 14)),
+    5: _ages((0, 14)),
+    6: _ages((90, 115)),
+    7: _ages((90, 115)),
+    8: _ages((90, 115)),
+    10: _ages((0, 29)),
+    11: _ages((75, 115)),
+    12: _ages((0, 29)),
+    13: _ages((0, 14), (90, 115)),
+    16: _ages((21, 115)),
+    18: _ages((0, 14)),
+    19: _ages((0, 14)),
+    20: _ages((0, 14)),
+    21: _ages((0, 14)),
+    22: _ages((0, 14)),
+    23: _ages((0, 16), (66, 115)),
+    24: _ages((26, 115)),
+    25: _ages((26, 115)),
+    26: _ages((26, 115)),
+    27: _ages((0, 19)),
+    31: _ages((0, 16), (66, 115)),
+    32: _ages((0, 2), (31, 115)),
+    33: _ages((0, 15), (66, 115)),
+    34: _ages((0, 16), (66, 115)),
+    35: _ages((0, 16), (66, 115)),
+    37: _ages((0, 15)),
+    38: _ages((0, 15)),
+    39: _ages((0, 15), (76, 115)),
+    40: _ages((0, 15), (76, 115)),
 }
 # the residents' age range a facility type draws from (inside its structural-zero bounds)
-GQ_AGE = {27: (70, 100), 33: (18, 24), 34: (18, 40), 35: (18, 40), 24: (12, 20), 25: (12, 20), 26: (12, 20),
-          32: (5, 25)}
+GQ_AGE = {
+    27: (70, 100),
+    33: (18, 24),
+    34: (18, 40),
+    35: (18, 40),
+    24: (12, 20),
+    25: (12, 20),
+    26: (12, 20),
+    32: (5, 25),
+}
 
 
 def _age_weights() -> np.ndarray:
@@ -154,8 +222,9 @@ def generate(n_households: int, n_blocks: int, seed: int, state: str) -> dict:
     relgq = np.where(pos == 0, np.where(size[hh_id] == 1, 0, 1), 0)
     partner = rng.choice([2, 3, 4, 5], size=n_households, p=[0.8, 0.12, 0.04, 0.04])
     has_partner = rng.random(n_households) < 0.6
-    others = rng.choice(np.arange(6, 18), size=hh_id.size,
-                        p=np.array([50, 3, 4, 3, 3, 4, 2, 1, 2, 2, 1, 4], float) / 79)
+    others = rng.choice(
+        np.arange(6, 18), size=hh_id.size, p=np.array([50, 3, 4, 3, 3, 4, 2, 1, 2, 2, 1, 4], float) / 79
+    )
     relgq = np.where(pos == 0, relgq, np.where((pos == 1) & has_partner[hh_id], partner[hh_id], others))
     persons_block = hh_block[hh_id]
     tenure = rng.choice(["mortgage", "owned", "rented"], size=n_households, p=[0.4, 0.22, 0.38])
@@ -170,8 +239,9 @@ def generate(n_households: int, n_blocks: int, seed: int, state: str) -> dict:
     relgq = np.concatenate([relgq, gq_relgq]).astype(np.int64)
     block_idx = np.concatenate([persons_block, gq_block])
     n = relgq.size
-    age = _draw_ages(rng, relgq, {**GQ_AGE, 6: (0, 30), 7: (0, 30), 8: (0, 30), 16: (0, 20), 11: (0, 25),
-                                  10: (50, 95), 12: (55, 95)})
+    age = _draw_ages(
+        rng, relgq, {**GQ_AGE, 6: (0, 30), 7: (0, 30), 8: (0, 30), 16: (0, 20), 11: (0, 25), 10: (50, 95), 12: (55, 95)}
+    )
     sex = rng.integers(0, 2, n)
     p_race = _race_probabilities()
     cenrace = rng.choice(len(p_race), size=n, p=p_race)
@@ -179,20 +249,30 @@ def generate(n_households: int, n_blocks: int, seed: int, state: str) -> dict:
     hispanic = (rng.random(n) < hisp_rate[block_idx]).astype(np.int64)
     order = np.lexsort((relgq, block_idx))
     persons = geo.iloc[block_idx[order]].reset_index(drop=True)
-    persons = persons.assign(relgq=relgq[order], sex=sex[order], age=age[order], hispanic=hispanic[order],
-                             cenrace=cenrace[order], aian=aian[block_idx[order]])
+    persons = persons.assign(
+        relgq=relgq[order],
+        sex=sex[order],
+        age=age[order],
+        hispanic=hispanic[order],
+        cenrace=cenrace[order],
+        aian=aian[block_idx[order]],
+    )
 
     # housing units: one per household, plus vacant ones; facilities: 'hh' per unit, one row per GQ
     vacant_per_block = rng.binomial(3, 0.3, nb)
     unit_block = np.concatenate([hh_block, np.repeat(np.arange(nb), vacant_per_block)])
-    units = geo.iloc[unit_block].reset_index(drop=True).assign(
-        tenure=np.concatenate([tenure, np.full(vacant_per_block.sum(), "vacant")]),
-        hhsize=np.concatenate([size, np.zeros(vacant_per_block.sum(), dtype=np.int64)]),
-        aian=aian[unit_block])
+    units = (
+        geo.iloc[unit_block]
+        .reset_index(drop=True)
+        .assign(
+            tenure=np.concatenate([tenure, np.full(vacant_per_block.sum(), "vacant")]),
+            hhsize=np.concatenate([size, np.zeros(vacant_per_block.sum(), dtype=np.int64)]),
+            aian=aian[unit_block],
+        )
+    )
     units = units.sort_values(["block", "tenure"], kind="stable").reset_index(drop=True)
     fac_block = np.concatenate([unit_block, gq_blocks])
-    fac_type = np.concatenate([np.full(unit_block.size, "hh"),
-                               np.array(GQ_LABELS, dtype=object)[gq_type - 18]])
+    fac_type = np.concatenate([np.full(unit_block.size, "hh"), np.array(GQ_LABELS, dtype=object)[gq_type - 18]])
     facilities = geo.iloc[fac_block].reset_index(drop=True).assign(gqtype=fac_type)
     facilities = facilities.sort_values(["block", "gqtype"], kind="stable").reset_index(drop=True)
     return {"persons": persons, "facilities": facilities, "units": units}
@@ -216,20 +296,26 @@ HHTYPE_ATTRIBUTES = ("size", "couple", "multig", "ownchild", "relatives", "child
 
 def hhtype_table() -> pd.DataFrame:
     """The 522 household types: one row per hhtype_dhch value (the index), its seven attributes."""
-    grid = pd.DataFrame(list(itertools.product(range(1, 8), range(5), range(2), range(4), range(2), range(4), range(2))),
-                        columns=list(HHTYPE_ATTRIBUTES))
+    grid = pd.DataFrame(
+        list(itertools.product(range(1, 8), range(5), range(2), range(4), range(2), range(4), range(2))),
+        columns=list(HHTYPE_ATTRIBUTES),
+    )
     size, couple, multig, own, rel, kids, u18 = (grid[a].to_numpy() for a in HHTYPE_ATTRIBUTES)
     paired, married, cohabiting, alone = couple > 0, np.isin(couple, [1, 2]), np.isin(couple, [3, 4]), couple == 0
     forbidden = (
         (size == 1) & paired  # csp:140, one person has no spouse or partner
         | (multig == 1) & (size < 3)  # 145
         | paired & (multig == 1) & (size < 4)  # 148-157
-        | (kids > 0) & (size < 2) | (kids == 3) & (size < 3)  # 181, 184
+        | (kids > 0) & (size < 2)
+        | (kids == 3) & (size < 3)  # 181, 184
         | (own > 0) & (kids == 0)  # 190: an own child is a child
-        | (own == 1) & (kids == 2) | (own == 2) & (kids == 1) | (own == 3) & (kids != 3)  # 194-203
+        | (own == 1) & (kids == 2)
+        | (own == 2) & (kids == 1)
+        | (own == 3) & (kids != 3)  # 194-203
         | (kids > 0) & (u18 == 0)  # 206
         | (married | (own > 0) | (multig == 1)) & (rel == 0)  # 210, 213, 216: spouses and own children are relatives
-        | paired & (kids > 0) & (size < 3) | paired & (kids == 3) & (size < 4)  # 219-228
+        | paired & (kids > 0) & (size < 3)
+        | paired & (kids == 3) & (size < 4)  # 219-228
         | paired & (kids == 3) & (own == 0) & (multig == 1) & (size < 5)  # 231-236
         | paired & (own == 3) & (multig == 1) & (size < 5)  # 239-243
         | alone & (u18 == 1) & (kids == 0) & (multig == 1)  # 246-250: a child householder has no adult child
@@ -240,10 +326,26 @@ def hhtype_table() -> pd.DataFrame:
     )
     kept = grid[~forbidden]
     # hhtype.csp:10's sort order, most significant first (each flag ascending)
-    order = [kept["couple"] == 0, kept["size"] > 1, kept["couple"] == 4, kept["couple"] == 3, kept["couple"] == 2,
-             kept["couple"] == 1, kept["relatives"] == 0, kept["ownchild"] == 0, kept["ownchild"] == 3,
-             kept["ownchild"] == 2, kept["ownchild"] == 1, kept["children"] == 0, kept["children"] == 3,
-             kept["children"] == 2, kept["children"] == 1, kept["under18"], kept["multig"], kept["size"]]
+    order = [
+        kept["couple"] == 0,
+        kept["size"] > 1,
+        kept["couple"] == 4,
+        kept["couple"] == 3,
+        kept["couple"] == 2,
+        kept["couple"] == 1,
+        kept["relatives"] == 0,
+        kept["ownchild"] == 0,
+        kept["ownchild"] == 3,
+        kept["ownchild"] == 2,
+        kept["ownchild"] == 1,
+        kept["children"] == 0,
+        kept["children"] == 3,
+        kept["children"] == 2,
+        kept["children"] == 1,
+        kept["under18"],
+        kept["multig"],
+        kept["size"],
+    ]
     ranked = kept.iloc[np.lexsort([np.asarray(k, dtype=np.int64) for k in order[::-1]])]
     return ranked.reset_index(drop=True).rename_axis("hhtype")
 
@@ -268,18 +370,25 @@ def households_of(units: pd.DataFrame, seed: int) -> pd.DataFrame:
     # age allow, with weights favouring the common ones (every type has some)
     types = hhtype_table()
     t_size, t_couple, t_multig, t_own, t_rel, t_kids, t_u18 = (types[a].to_numpy() for a in HHTYPE_ATTRIBUTES)
-    weight = (np.array([0.35, 0.45, 0.05, 0.1, 0.05])[t_couple] * np.where(t_multig == 1, 0.1, 1.0)
-              * np.array([0.5, 0.2, 0.2, 0.1])[t_own] * np.where(t_kids == t_own, 1.0, 0.25)
-              * np.where(t_rel == 1, 1.0, 0.4) * np.where((t_u18 == 1) & (t_kids == 0), 2.0, 1.0))
+    weight = (
+        np.array([0.35, 0.45, 0.05, 0.1, 0.05])[t_couple]
+        * np.where(t_multig == 1, 0.1, 1.0)
+        * np.array([0.5, 0.2, 0.2, 0.1])[t_own]
+        * np.where(t_kids == t_own, 1.0, 0.25)
+        * np.where(t_rel == 1, 1.0, 0.4)
+        * np.where((t_u18 == 1) & (t_kids == 0), 2.0, 1.0)
+    )
     under6 = np.isin(t_own, [1, 3])
     hhtype = np.empty(n, dtype=np.int64)
     classes = pd.DataFrame({"size": size, "sex": sex, "hhage": hhage}).groupby(["size", "sex", "hhage"]).indices
     for (s, x, a), idx in classes.items():
-        allowed = ((t_size == s)
-                   & ~((x == 0) & (a >= 7) & under6)  # age_child_1: a man 75+ has no own child under 6
-                   & ~((x == 1) & (a >= 7) & (t_own > 0))  # age_child_2: a woman 75+ none under 18
-                   & ~((x == 1) & (a >= 5) & under6)  # age_child_3: a woman 60+ none under 6
-                   & ~((t_u18 == 1) & (t_kids == 0) & (a > 0)))  # a householder or partner under 18: 15-24
+        allowed = (
+            (t_size == s)
+            & ~((x == 0) & (a >= 7) & under6)  # age_child_1: a man 75+ has no own child under 6
+            & ~((x == 1) & (a >= 7) & (t_own > 0))  # age_child_2: a woman 75+ none under 18
+            & ~((x == 1) & (a >= 5) & under6)  # age_child_3: a woman 60+ none under 6
+            & ~((t_u18 == 1) & (t_kids == 0) & (a > 0))
+        )  # a householder or partner under 18: 15-24
         p = np.where(allowed, weight, 0.0)
         hhtype[idx] = rng.choice(len(types), size=len(idx), p=p / p.sum())
     own, u18, couple = t_own[hhtype], t_u18[hhtype], t_couple[hhtype]
@@ -294,13 +403,25 @@ def households_of(units: pd.DataFrame, seed: int) -> pd.DataFrame:
     hisp = (rng.random(n) < 0.18).astype(np.int64)
     race = rng.choice(7, n, p=p_race)
     return occ[GEO + ["aian"]].assign(
-        sex=sex, hhage=hhage, hisp=hisp, race=race, elderly=elderly,
+        sex=sex,
+        hhage=hhage,
+        hisp=hisp,
+        race=race,
+        elderly=elderly,
         ten=occ["tenure"].map({"mortgage": 0, "owned": 1, "rented": 2}).to_numpy(dtype=np.int64),
-        hhtype=hhtype)
+        hhtype=hhtype,
+    )
 
 
-VACANCY = ["for_rent", "rented_not_occupied", "for_sale", "sold_not_occupied", "seasonal", "migrant_workers",
-           "other_vacant"]  # das_decennial vacs.py:15-21, the vacant levels of tenvacgq (tenvacgq.py:24-37)
+VACANCY = [
+    "for_rent",
+    "rented_not_occupied",
+    "for_sale",
+    "sold_not_occupied",
+    "seasonal",
+    "migrant_workers",
+    "other_vacant",
+]  # das_decennial vacs.py:15-21, the vacant levels of tenvacgq (tenvacgq.py:24-37)
 
 
 def with_tenvacgq(units: pd.DataFrame, facilities: pd.DataFrame, aian: pd.Series, seed: int) -> pd.DataFrame:
@@ -316,8 +437,13 @@ def with_tenvacgq(units: pd.DataFrame, facilities: pd.DataFrame, aian: pd.Series
     tenvacgq[vacant] = status
     housing = units.assign(tenvacgq=tenvacgq, gqhh_vect="housing_unit")
     gq = facilities[facilities["gqtype"] != "hh"]
-    gq = gq[GEO].assign(tenure="gq", hhsize=0, aian=aian.loc[gq["block"].to_numpy()].to_numpy(),
-                        tenvacgq=gq["gqtype"].to_numpy(), gqhh_vect=gq["gqtype"].to_numpy())
+    gq = gq[GEO].assign(
+        tenure="gq",
+        hhsize=0,
+        aian=aian.loc[gq["block"].to_numpy()].to_numpy(),
+        tenvacgq=gq["gqtype"].to_numpy(),
+        gqhh_vect=gq["gqtype"].to_numpy(),
+    )
     out = pd.concat([housing, gq], ignore_index=True)
     return out.sort_values("block", kind="stable").reset_index(drop=True)
 
@@ -339,29 +465,58 @@ def pl94_release(persons: pd.DataFrame, facilities: pd.DataFrame, seed: int) -> 
     from dpspec_topdown.run.context import Records, RunContext
     from dpspec_topdown.synthetic import PL94_QUERIES
 
-    frame = persons.assign(hhgq=persons["relgq"].map(lambda r: MAJOR.get(int(r), 0)).astype(np.int64),
-                           votingage=(persons["age"] >= 18).astype(np.int64))
+    frame = persons.assign(
+        hhgq=persons["relgq"].map(lambda r: MAJOR.get(int(r), 0)).astype(np.int64),
+        votingage=(persons["age"] >= 18).astype(np.int64),
+    )
     levels = ["nation"] + GEO
     shares = {lv: Fraction(1, len(levels)) for lv in levels}
     variables = {"hhgq": list(range(8)), "votingage": [0, 1], "hispanic": [0, 1], "cenrace": list(range(63))}
     strategy = {lv: list(PL94_QUERIES) for lv in levels}
     major = {**{label: MAJOR[18 + i] for i, label in enumerate(GQ_LABELS)}, "hh": 0}
-    counts = (facilities.assign(gqtype=facilities["gqtype"].map(major)).groupby(["block", "gqtype"], observed=True)
-              .size().rename("count").reset_index())
-    bound = {"name": "hhgq_total_lb_ub", "finest": "block", "type": "gqtype", "table": "facilities", "of": "hhgq",
-             "occupied": list(range(1, 8))}
+    counts = (
+        facilities.assign(gqtype=facilities["gqtype"].map(major))
+        .groupby(["block", "gqtype"], observed=True)
+        .size()
+        .rename("count")
+        .reset_index()
+    )
+    bound = {
+        "name": "hhgq_total_lb_ub",
+        "finest": "block",
+        "type": "gqtype",
+        "table": "facilities",
+        "of": "hhgq",
+        "occupied": list(range(1, 8)),
+    }
     lower, upper = facility_bounds_from_counts(bound, counts, variables["hhgq"])
-    result = run_topdown(Records(frame, bounds=[("hhgq_total_lb_ub", ("hhgq",), lower, upper)]),
-                         Design(levels, variables, strategy, Fraction(293764, 114921), shares, "hamming", [("state", ())], structural_zeros={"nurse_nva_0": {"hhgq": [3], "votingage": [0]}}),
-                         RunContext(np.random.default_rng(seed), workers=1))
+    result = run_topdown(
+        Records(frame, bounds=[("hhgq_total_lb_ub", ("hhgq",), lower, upper)]),
+        Design(
+            levels,
+            variables,
+            strategy,
+            Fraction(293764, 114921),
+            shares,
+            "hamming",
+            [("state", ())],
+            structural_zeros={"nurse_nva_0": {"hhgq": [3], "votingage": [0]}},
+        ),
+        RunContext(np.random.default_rng(seed), workers=1),
+    )
     out = result.microdata
     geo = persons[GEO].drop_duplicates("block").set_index("block")
     out = out[["block", "hhgq", "votingage", "hispanic", "cenrace"]].astype({"block": str})
     out = geo.loc[out["block"]].reset_index().join(out.drop(columns="block").reset_index(drop=True))
-    return pd.DataFrame({**{g: out[g].astype(str) for g in GEO},
-                         "hhgq8lev": np.array(HHGQ8_LABELS, dtype=object)[out["hhgq"].astype(int)],
-                         "votingage": np.where(out["votingage"].astype(int) == 1, "voting", "nonvoting"),
-                         "hispanic": out["hispanic"].astype(np.int64), "cenrace": out["cenrace"].astype(np.int64)})
+    return pd.DataFrame(
+        {
+            **{g: out[g].astype(str) for g in GEO},
+            "hhgq8lev": np.array(HHGQ8_LABELS, dtype=object)[out["hhgq"].astype(int)],
+            "votingage": np.where(out["votingage"].astype(int) == 1, "voting", "nonvoting"),
+            "hispanic": out["hispanic"].astype(np.int64),
+            "cenrace": out["cenrace"].astype(np.int64),
+        }
+    )
 
 
 def dhc_from_pl94(frame: pd.DataFrame, seed: int) -> pd.DataFrame:
@@ -376,8 +531,9 @@ def dhc_from_pl94(frame: pd.DataFrame, seed: int) -> pd.DataFrame:
     adult = frame["votingage"].to_numpy(dtype=np.int64) == 1
     w = _age_weights()
     p_adult, p_minor = np.where(AGES >= 18, w, 0.0), np.where(AGES < 18, w, 0.0)
-    age = np.where(adult, rng.choice(AGES, n, p=p_adult / p_adult.sum()),
-                   rng.choice(AGES, n, p=p_minor / p_minor.sum()))
+    age = np.where(
+        adult, rng.choice(AGES, n, p=p_adult / p_adult.sum()), rng.choice(AGES, n, p=p_minor / p_minor.sum())
+    )
     candidates = {0: np.arange(18), **{m: np.array([r for r in GQ_TYPES if MAJOR[r] == m]) for m in range(1, 8)}}
     hh_mix = np.array([14, 30, 17, 3, 1, 1, 50, 3, 4, 3, 3, 4, 2, 1, 2, 2, 1, 4], float)
     relgq = np.empty(n, dtype=np.int64)
@@ -413,8 +569,11 @@ def spine_columns(frame: pd.DataFrame) -> pd.DataFrame:
     tsg = prim + np.char.zfill((rank % 3 // 2).astype(str), 1).astype(object)
     lookup = pd.DataFrame({"prim": prim, "tsg": tsg}, index=tracts["tract"].to_numpy())
     got = lookup.loc[frame["tract"].astype(str).to_numpy()]
-    return frame.assign(prim=got["prim"].to_numpy(), tsg=got["tsg"].to_numpy(),
-                        tsubset=got["tsg"].to_numpy() + frame["tract"].astype(str).to_numpy())
+    return frame.assign(
+        prim=got["prim"].to_numpy(),
+        tsg=got["tsg"].to_numpy(),
+        tsubset=got["tsg"].to_numpy() + frame["tract"].astype(str).to_numpy(),
+    )
 
 
 def write(files: dict, prefix: str) -> None:
@@ -452,9 +611,11 @@ def main() -> None:
         write_geography(files["persons"], prefix)
         p = files["persons"]
         gq_units = int((files["units"]["tenure"] == "gq").sum())
-        print(f"{prefix}: {len(p)} persons, {p['block'].nunique()} blocks, {len(files['units']) - gq_units} housing units "
-              f"and {gq_units} GQ units, "
-              f"{int((p['relgq'] >= 18).sum())} in group quarters, {p.loc[p['aian'] == 1, 'block'].nunique()} AIAN blocks")
+        print(
+            f"{prefix}: {len(p)} persons, {p['block'].nunique()} blocks, {len(files['units']) - gq_units} housing units "
+            f"and {gq_units} GQ units, "
+            f"{int((p['relgq'] >= 18).sum())} in group quarters, {p.loc[p['aian'] == 1, 'block'].nunique()} AIAN blocks"
+        )
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ same files, each keeping its own states as production's state_filter does.
 
     .venv/bin/python scripts/make_sdhc_data.py
 """
+
 from __future__ import annotations
 
 import pathlib

@@ -13,6 +13,7 @@ reports (utility against the confidential data) are never written here.
 (the spec, its baseline, included specs, data files, and dpspec's own code and templates), so
 tests/test_report_regenerate.py regenerates only the reports whose inputs changed.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -66,8 +67,12 @@ FINGERPRINTS = "fingerprints.json"
 def code_digest(root: Path = ROOT) -> str:
     """One hash of dpspec's code, plugins, grammar, templates and pyproject (what renders a report)."""
     h = hashlib.sha256()
-    files = [root / "pyproject.toml"] + sorted(p for d in CODE_DIRS for p in (root / d).rglob("*")
-                                              if p.is_file() and p.suffix in CODE_SUFFIXES and "__pycache__" not in p.parts)
+    files = [root / "pyproject.toml"] + sorted(
+        p
+        for d in CODE_DIRS
+        for p in (root / d).rglob("*")
+        if p.is_file() and p.suffix in CODE_SUFFIXES and "__pycache__" not in p.parts
+    )
     for f in files:
         h.update(str(f.relative_to(root)).encode() + b"\0" + f.read_bytes() + b"\0")
     return h.hexdigest()
@@ -150,8 +155,14 @@ def infer_example(path: Path, outdir: Path) -> None:
     example = json.loads(sidecar.read_text(encoding="utf-8"))
     with tempfile.TemporaryDirectory() as scratch:
         write_result(dpspec.compile(str(path), seed=example["compile_seed"]), scratch)
-        result = dpspec.infer(str(path), scratch, example["target"], draws=example.get("draws", 2000),
-                              seed=example["seed"], prior=example.get("prior"))
+        result = dpspec.infer(
+            str(path),
+            scratch,
+            example["target"],
+            draws=example.get("draws", 2000),
+            seed=example["seed"],
+            prior=example.get("prior"),
+        )
         for filename, text in report_files(result, with_draws=False).values():  # the public reports only, no set
             write_text(str(outdir / "infer" / filename), text)
 
@@ -168,9 +179,14 @@ def main(argv=None) -> int:
     code = code_digest()
     prints_path = reports_dir / FINGERPRINTS
     prints = json.loads(prints_path.read_text()) if prints_path.exists() and args.specs else {}
-    index = ["# Reports generated from `specs/`", "",
-             "Regenerate with `python scripts/regenerate_reports.py`. Public reports only.", "",
-             "| spec | report | how | most severe finding |", "| --- | --- | --- | --- |"]
+    index = [
+        "# Reports generated from `specs/`",
+        "",
+        "Regenerate with `python scripts/regenerate_reports.py`. Public reports only.",
+        "",
+        "| spec | report | how | most severe finding |",
+        "| --- | --- | --- | --- |",
+    ]
     for path in paths:
         start = time.perf_counter()
         try:

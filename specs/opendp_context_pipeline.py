@@ -1,4 +1,5 @@
 """The OpenDP Context query `specs/opendp_context.dps` names: the sum of ages clamped to 0..120, its noise found by OpenDP."""
+
 from __future__ import annotations
 
 

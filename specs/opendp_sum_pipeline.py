@@ -1,4 +1,5 @@
 """The OpenDP pipeline `specs/opendp_sum.dps` names: the sum of ages clamped to 0..120, with Laplace noise."""
+
 from __future__ import annotations
 
 

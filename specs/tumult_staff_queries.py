@@ -1,4 +1,5 @@
 """The Tumult Analytics queries `specs/tumult_counts.dps` names: staff numbers and total pay by region."""
+
 from __future__ import annotations
 
 

@@ -1,4 +1,5 @@
 """Shared fixtures: a small valid spec and its data, written into a temporary directory."""
+
 from __future__ import annotations
 
 import os
@@ -10,7 +11,7 @@ import pytest
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SPECS = os.path.join(ROOT, "specs")
 
-SMALL_SPEC = textwrap.dedent('''\
+SMALL_SPEC = textwrap.dedent("""\
     spec "small"
     domain survey "a small survey" {
       stage edited
@@ -35,16 +36,16 @@ SMALL_SPEC = textwrap.dedent('''\
       output responses
       output estimate
     }
-    ''')
+    """)
 
-SMALL_CSV = textwrap.dedent('''\
+SMALL_CSV = textwrap.dedent("""\
     region,district,age,smoker,status
     north,n1,34,true,single
     north,n1,51,false,married
     north,n2,17,false,N
     south,s1,70,true,married
     south,s1,45,false,single
-    ''')
+    """)
 
 
 @pytest.fixture
@@ -77,8 +78,10 @@ def spark_session():
         pytest.skip("no Java runtime for Spark: apt-get install openjdk-17-jre-headless")
     # A short-lived JVM: the client JIT and serial GC start faster; adaptive planning only adds
     # stages to jobs this small.
-    fast = {"spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC",
-            "spark.sql.adaptive.enabled": "false"}
+    fast = {
+        "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC",
+        "spark.sql.adaptive.enabled": "false",
+    }
     engine = SparkEngine("local[2]", conf=fast)
     session = engine.session
     yield session
@@ -130,7 +133,7 @@ def stratified_plugin():
     plugins.mechanisms.cache_clear()
 
 
-STRATIFIED_SPEC = textwrap.dedent('''\
+STRATIFIED_SPEC = textwrap.dedent("""\
     spec "stratified"
     domain survey "synthetic strata" {
       stage edited
@@ -148,7 +151,7 @@ STRATIFIED_SPEC = textwrap.dedent('''\
     release {
       output histogram
     }
-    ''')
+    """)
 
 
 def write_stratified_case(directory, rows: int = 3000, seed: int = 7):
@@ -158,11 +161,13 @@ def write_stratified_case(directory, rows: int = 3000, seed: int = 7):
     import pandas as pd
 
     gen = np.random.default_rng(seed)
-    frame = pd.DataFrame({
-        "region": np.char.add("r", gen.integers(0, 25, rows).astype(str)),
-        "age": gen.integers(0, 121, rows),
-        "smoker": gen.random(rows) < 0.3,
-    })
+    frame = pd.DataFrame(
+        {
+            "region": np.char.add("r", gen.integers(0, 25, rows).astype(str)),
+            "age": gen.integers(0, 121, rows),
+            "smoker": gen.random(rows) < 0.3,
+        }
+    )
     directory = os.path.join(directory, "in")
     os.makedirs(directory, exist_ok=True)
     frame.to_csv(os.path.join(directory, "people.csv"), index=False)
@@ -199,9 +204,20 @@ def edited_spec(text: str, name: str, replace: dict | None = None, parse=None):
 SPARK_FIXTURES = {"spark_session", "counts_only_spark", "cluster"}
 SLOW_FIXTURES = SPARK_FIXTURES | {"installed", "chromium", "tumult_release", "plugin_venv"}  # fixtures that exist
 SLOW_MODULES = {
-    "test_cluster", "test_installed_package", "test_light_install", "test_report_regenerate",
-    "test_report_browser", "test_neovim_lsp", "test_emacs_lsp", "test_notebooks", "test_output_set",
-    "test_report_sets", "test_engine_mechanisms", "test_engine_spark", "test_docs_commands", "test_textmate",
+    "test_cluster",
+    "test_installed_package",
+    "test_light_install",
+    "test_report_regenerate",
+    "test_report_browser",
+    "test_neovim_lsp",
+    "test_emacs_lsp",
+    "test_notebooks",
+    "test_output_set",
+    "test_report_sets",
+    "test_engine_mechanisms",
+    "test_engine_spark",
+    "test_docs_commands",
+    "test_textmate",
     "test_fuzz",
 }
 

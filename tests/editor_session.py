@@ -1,6 +1,7 @@
 """One editor session for tests/test_neovim_lsp.py and tests/test_emacs_lsp.py: a small untidy
 spec with a checker error, the driver (tests/editors/) run headless in a temporary git folder
 (a project root, as a person's checkout is), and the JSON the driver wrote of what it saw."""
+
 from __future__ import annotations
 
 import json
@@ -47,9 +48,17 @@ def run(argv: list[str], work: Path, env: dict) -> dict:
     spec.write_text(SPEC, encoding="utf-8")
     subprocess.run(["git", "init", "-q", str(work)], check=True)
     out = work / "seen.json"
-    env = {**os.environ, "DPSPEC_EDITOR_OUT": str(out), "DPSPEC_LSP_CMD": server_command(), "HOME": str(work),
-           "XDG_CONFIG_HOME": str(work / "config"), "XDG_DATA_HOME": str(work / "data"),
-           "XDG_STATE_HOME": str(work / "state"), "XDG_CACHE_HOME": str(work / "cache"), **env}
+    env = {
+        **os.environ,
+        "DPSPEC_EDITOR_OUT": str(out),
+        "DPSPEC_LSP_CMD": server_command(),
+        "HOME": str(work),
+        "XDG_CONFIG_HOME": str(work / "config"),
+        "XDG_DATA_HOME": str(work / "data"),
+        "XDG_STATE_HOME": str(work / "state"),
+        "XDG_CACHE_HOME": str(work / "cache"),
+        **env,
+    }
     proc = subprocess.run([*argv, str(spec)], cwd=work, env=env, capture_output=True, text=True, timeout=90)
     assert out.exists(), f"{argv[0]} exit {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
     seen = json.loads(out.read_text(encoding="utf-8"))

@@ -1,4 +1,5 @@
 """A bundled spec's key files, for a test that writes the spec elsewhere: their paths made absolute."""
+
 from __future__ import annotations
 
 import os

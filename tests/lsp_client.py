@@ -1,6 +1,7 @@
 """A small LSP client over stdio, as an editor speaks it: JSON-RPC messages framed by
 Content-Length headers, requests matched to responses by id, notifications queued.
 Used by tests/test_lsp.py and benchmarks/bench_lsp.py."""
+
 from __future__ import annotations
 
 import json
@@ -20,8 +21,9 @@ def uri(path) -> str:
 class Client:
     def __init__(self, argv=None, env=None, cwd=None):
         argv = argv or [os.path.join(os.path.dirname(sys.executable), "dpspec"), "lsp"]
-        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                     env=env, cwd=cwd)
+        self.proc = subprocess.Popen(
+            argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=cwd
+        )
         self.responses: dict = {}
         self.notifications: queue.Queue = queue.Queue()
         self.lock = threading.Condition()
@@ -99,29 +101,49 @@ class Client:
                 return message["params"]
 
     def diagnostics(self, doc_uri: str, version=None, timeout: float = 20.0) -> list:
-        return self.notification("textDocument/publishDiagnostics", timeout,
-                                 lambda p: p["uri"] == doc_uri and (version is None or p.get("version") == version))["diagnostics"]
+        return self.notification(
+            "textDocument/publishDiagnostics",
+            timeout,
+            lambda p: p["uri"] == doc_uri and (version is None or p.get("version") == version),
+        )["diagnostics"]
 
     # ---- the editor's life cycle ----
     def initialize(self, root: str) -> dict:
-        result = self.request("initialize", {"processId": os.getpid(), "rootUri": uri(root), "capabilities": {
-            "textDocument": {"hover": {"contentFormat": ["markdown", "plaintext"]},
-                             "documentSymbol": {"hierarchicalDocumentSymbolSupport": True}}}})
+        result = self.request(
+            "initialize",
+            {
+                "processId": os.getpid(),
+                "rootUri": uri(root),
+                "capabilities": {
+                    "textDocument": {
+                        "hover": {"contentFormat": ["markdown", "plaintext"]},
+                        "documentSymbol": {"hierarchicalDocumentSymbolSupport": True},
+                    }
+                },
+            },
+        )
         self.notify("initialized", {})
         return result
 
     def open(self, doc_uri: str, text: str, version: int = 1) -> None:
-        self.notify("textDocument/didOpen", {"textDocument": {"uri": doc_uri, "languageId": "dps", "version": version, "text": text}})
+        self.notify(
+            "textDocument/didOpen",
+            {"textDocument": {"uri": doc_uri, "languageId": "dps", "version": version, "text": text}},
+        )
 
     def change(self, doc_uri: str, text: str, version: int) -> None:
-        self.notify("textDocument/didChange", {"textDocument": {"uri": doc_uri, "version": version},
-                                               "contentChanges": [{"text": text}]})
+        self.notify(
+            "textDocument/didChange",
+            {"textDocument": {"uri": doc_uri, "version": version}, "contentChanges": [{"text": text}]},
+        )
 
     def edit(self, doc_uri: str, start: tuple[int, int], end: tuple[int, int], text: str, version: int) -> None:
         """An incremental change: replace the range [start, end) (line, character) by `text`."""
         rng = {"start": {"line": start[0], "character": start[1]}, "end": {"line": end[0], "character": end[1]}}
-        self.notify("textDocument/didChange", {"textDocument": {"uri": doc_uri, "version": version},
-                                               "contentChanges": [{"range": rng, "text": text}]})
+        self.notify(
+            "textDocument/didChange",
+            {"textDocument": {"uri": doc_uri, "version": version}, "contentChanges": [{"range": rng, "text": text}]},
+        )
 
     def close(self, timeout: float = 20.0) -> int:
         """shutdown, exit; the server's exit status."""

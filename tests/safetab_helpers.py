@@ -1,5 +1,6 @@
 """Helpers for SafeTab's tests: variants of the bundled production specs with one edit, their
 data paths made absolute so the variant can live in a temporary directory."""
+
 from __future__ import annotations
 
 from pathlib import Path

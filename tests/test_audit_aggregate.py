@@ -1,6 +1,7 @@
 """The audit on the aggregate mechanism (tests/audit_cases/staff_pay.dps): clipping bounds read off
 the data, one query's share quoted as the total, and a finer unit fire with their numbers; the
 honest spec stays silent on the first two."""
+
 from __future__ import annotations
 
 import math
@@ -82,9 +83,11 @@ def test_a_title_quoting_one_querys_share_is_flagged_with_the_total():
 
 
 def test_a_budget_bound_at_one_querys_share_is_flagged_beside_the_unmet_bound():
-    spec = load(("budget epsilon <= 1", "budget epsilon <= 0.25"),
-                ("      statistic: count\n", "      statistic: count\n      share: 1/4\n"),
-                ("      bounds: [10, 200]\n", "      bounds: [10, 200]\n      share: 3/4\n"))
+    spec = load(
+        ("budget epsilon <= 1", "budget epsilon <= 0.25"),
+        ("      statistic: count\n", "      statistic: count\n      share: 1/4\n"),
+        ("      bounds: [10, 200]\n", "      bounds: [10, 200]\n      share: 3/4\n"),
+    )
     findings = run_audit(spec)
     (f,) = fired(findings, "per-query-budget")
     assert f.evidence["matches"] == ["headcount"] and "4-fold" in f.message
@@ -92,10 +95,16 @@ def test_a_budget_bound_at_one_querys_share_is_flagged_beside_the_unmet_bound():
 
 
 def test_a_figure_equal_to_the_total_or_to_no_share_is_silent():
-    assert not fired(run_audit(load(('spec "Staff pay by office"', 'spec "Staff pay at epsilon 1"'))), "per-query-budget")
-    assert not fired(run_audit(load(('spec "Staff pay by office"', 'spec "Staff pay at epsilon 0.3"'))), "per-query-budget")
-    one = load(("    mean_pay: {\n      statistic: mean\n      column: pay\n      bounds: [10, 200]\n    }\n", ""),
-               ('spec "Staff pay by office"', 'spec "Staff pay at epsilon 1"'))
+    assert not fired(
+        run_audit(load(('spec "Staff pay by office"', 'spec "Staff pay at epsilon 1"'))), "per-query-budget"
+    )
+    assert not fired(
+        run_audit(load(('spec "Staff pay by office"', 'spec "Staff pay at epsilon 0.3"'))), "per-query-budget"
+    )
+    one = load(
+        ("    mean_pay: {\n      statistic: mean\n      column: pay\n      bounds: [10, 200]\n    }\n", ""),
+        ('spec "Staff pay by office"', 'spec "Staff pay at epsilon 1"'),
+    )
     assert not fired(run_audit(one), "per-query-budget")  # one query: its share is the total
 
 

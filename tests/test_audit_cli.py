@@ -1,4 +1,5 @@
 """`dpspec audit`: exit codes, JSON findings, report files and the baseline comparison."""
+
 from __future__ import annotations
 
 import json

@@ -1,5 +1,6 @@
 """Baseline comparison: budgets only in one currency, multiverses by refinement, the other
 blocks by what each spec protects."""
+
 from __future__ import annotations
 
 import math
@@ -77,8 +78,11 @@ def test_add_remove_against_change_one_is_compared_in_change_one_units():
     assert "hamming" in r.evidence["currency"]
     assert row(rr(unit="persons : symdiff", budget="epsilon <= 1.5"), base, "budget").verdict == "weaker"
     # zCDP scales by 4 under the same change.
-    z = row(rr(unit="persons : symdiff", premetric="zcdp", budget="rho <= 0.5"),
-            rr(premetric="zcdp", budget="rho <= 2"), "budget")
+    z = row(
+        rr(unit="persons : symdiff", premetric="zcdp", budget="rho <= 0.5"),
+        rr(premetric="zcdp", budget="rho <= 2"),
+        "budget",
+    )
     assert z.verdict == "same" and z.evidence["spec_converted"].rho == pytest.approx(2)
     # The unit block calls the relations two currencies rather than ordering them.
     assert row(rr(unit="persons : symdiff"), base, "unit").verdict == "incomparable"
@@ -134,17 +138,20 @@ def q(*cols, table="households"):
 DOMAIN = spec("").domain
 
 
-@pytest.mark.parametrize(("mine", "theirs", "order"), [
-    ([q("county", "size")], [q("state", "size")], "finer"),  # county determines state (nested)
-    ([q("tract")], [q("state"), q("county")], "finer"),  # through two levels of the hierarchy
-    ([q("state", "size")], [q("county", "size")], "coarser"),
-    ([q("county", "size")], [q("size", "county")], "same"),  # column order does not matter
-    ([q("size", "tenure")], [q("size"), q("tenure")], "finer"),  # a joint table fixes its margins
-    ([q("size")], [q("tenure")], "incomparable"),
-    ([q("size")], [q("size", table="persons")], "incomparable"),  # different tables
-    ([], [q()], "coarser"),  # no invariants: one universe, coarser than any partition
-    ([], [], "same"),
-])
+@pytest.mark.parametrize(
+    ("mine", "theirs", "order"),
+    [
+        ([q("county", "size")], [q("state", "size")], "finer"),  # county determines state (nested)
+        ([q("tract")], [q("state"), q("county")], "finer"),  # through two levels of the hierarchy
+        ([q("state", "size")], [q("county", "size")], "coarser"),
+        ([q("county", "size")], [q("size", "county")], "same"),  # column order does not matter
+        ([q("size", "tenure")], [q("size"), q("tenure")], "finer"),  # a joint table fixes its margins
+        ([q("size")], [q("tenure")], "incomparable"),
+        ([q("size")], [q("size", table="persons")], "incomparable"),  # different tables
+        ([], [q()], "coarser"),  # no invariants: one universe, coarser than any partition
+        ([], [], "same"),
+    ],
+)
 def test_refinement(mine, theirs, order):
     assert refinement(mine, theirs, DOMAIN) == order
 
@@ -156,7 +163,9 @@ def test_closure_adds_every_ancestor_column():
 
 
 def test_geography_alone_nests_levels():
-    plain = parse('domain d { geography g { region > district } table t unit u { region : category  district : category } }').domain
+    plain = parse(
+        "domain d { geography g { region > district } table t unit u { region : category  district : category } }"
+    ).domain
     assert refinement([q("district", table="t")], [q("region", table="t")], plain) == "finer"
 
 
@@ -177,16 +186,19 @@ def p(text):
     return parse(f"premetric {text}").premetric
 
 
-@pytest.mark.parametrize(("a", "b", "expected"), [
-    ("pure", "approximate delta 1e-9", True),
-    ("approximate delta 1e-9", "pure", False),
-    ("zcdp", "approximate delta 1e-9", True),
-    ("approximate delta 1e-9", "zcdp", False),
-    ("approximate delta 1e-9", "approximate delta 1e-6", True),
-    ("approximate delta 1e-6", "approximate delta 1e-9", False),
-    ("gdp", "zcdp", True),
-    ("zcdp", "gdp", False),
-])
+@pytest.mark.parametrize(
+    ("a", "b", "expected"),
+    [
+        ("pure", "approximate delta 1e-9", True),
+        ("approximate delta 1e-9", "pure", False),
+        ("zcdp", "approximate delta 1e-9", True),
+        ("approximate delta 1e-9", "zcdp", False),
+        ("approximate delta 1e-9", "approximate delta 1e-6", True),
+        ("approximate delta 1e-6", "approximate delta 1e-9", False),
+        ("gdp", "zcdp", True),
+        ("zcdp", "gdp", False),
+    ],
+)
 def test_premetric_implication(a, b, expected):
     assert implies(p(a), p(b)) is expected
 

@@ -1,5 +1,6 @@
 """Audit precision on domains the built-in examples never saw (tests/audit_cases/): each rule
 fires with the right numbers where it should and stays silent on honest variations."""
+
 from __future__ import annotations
 
 import math
@@ -62,8 +63,11 @@ def test_an_unbounded_link_says_no_figure_follows_and_how_to_get_one():
 
 
 def test_a_coarser_unit_or_an_unlinked_unit_is_silent():
-    coarser = load("hospital_visits", ("unit visits : hamming", "unit patients : hamming"),
-                   ("  count visits\n", "  count patients\n"))
+    coarser = load(
+        "hospital_visits",
+        ("unit visits : hamming", "unit patients : hamming"),
+        ("  count visits\n", "  count patients\n"),
+    )
     assert not fired(run_audit(coarser), "linked-unit")
     assert not fired(run_audit(load("school_survey")), "linked-unit")
 
@@ -92,23 +96,30 @@ def test_the_link_bound_is_parsed_formatted_and_checked_against_data(tmp_path):
 
 
 def test_an_invariant_by_an_identifier_is_critical():
-    (f,) = [x for x in fired(run_audit(load("hospital_visits_by_patient")), "fine-invariants")
-            if "identifier_columns" in x.evidence]
+    (f,) = [
+        x
+        for x in fired(run_audit(load("hospital_visits_by_patient")), "fine-invariants")
+        if "identifier_columns" in x.evidence
+    ]
     assert f.severity == "critical" and f.evidence["identifier_columns"] == ["pid"]
     assert f.evidence["origin"] == "declared" and "links to 'patients'" in f.message
 
 
 def test_a_swap_holding_an_identifier_induces_the_invariant_silently():
-    found = [x for x in fired(run_audit(load("business_register")), "fine-invariants")
-             if "identifier_columns" in x.evidence]
+    found = [
+        x for x in fired(run_audit(load("business_register")), "fine-invariants") if "identifier_columns" in x.evidence
+    ]
     assert found and all(f.severity == "critical" and f.evidence["origin"] == "induced" for f in found)
     assert {f.evidence["mechanism"] for f in found} == {"swap"}
     assert all(f.evidence["identifier_columns"] == ["firm_id"] for f in found)
 
 
 def test_identifier_names_without_a_link_count_and_ordinary_columns_do_not():
-    by_name = load("school_survey", ("    bullied  : bool", "    bullied  : bool\n    student_id : int 1..9999"),
-                   ("count students by school", "count students by student_id"))
+    by_name = load(
+        "school_survey",
+        ("    bullied  : bool", "    bullied  : bool\n    student_id : int 1..9999"),
+        ("count students by school", "count students by student_id"),
+    )
     (f,) = [x for x in fired(run_audit(by_name), "fine-invariants") if "identifier_columns" in x.evidence]
     assert f.evidence["identifier_columns"] == ["student_id"] and "named like an identifier" in f.message
     # a count by school or by ward is not by an identifier
@@ -137,7 +148,9 @@ def test_a_reformatted_reordered_copy_is_silent_on_every_baseline_rule():
     assert not rules & {"narrower-domain", "added-invariants", "redenomination"}
     # the baseline adds nothing: the same findings as the spec audited alone
     alone = run_audit(spec)
-    assert sorted((f.rule, f.severity, f.message) for f in findings) == sorted((f.rule, f.severity, f.message) for f in alone)
+    assert sorted((f.rule, f.severity, f.message) for f in findings) == sorted(
+        (f.rule, f.severity, f.message) for f in alone
+    )
 
 
 def test_a_broader_domain_or_coarser_invariants_are_silent():
@@ -152,12 +165,18 @@ def test_a_broader_domain_or_coarser_invariants_are_silent():
 
 def test_a_quote_that_looks_larger_for_the_same_protection_is_silent():
     # pure 1.1 per visit restated as rho = 1.1^2 / 2 = 0.605: smaller-looking, same protection -> warn
-    zcdp = load("hospital_visits", ("premetric pure", "premetric zcdp"), ("budget epsilon <= 1.1", "budget rho <= 0.605"))
+    zcdp = load(
+        "hospital_visits", ("premetric pure", "premetric zcdp"), ("budget epsilon <= 1.1", "budget rho <= 0.605")
+    )
     (f,) = fired(run_audit(zcdp, baseline=load("hospital_visits")), "redenomination")
     assert f.evidence["verdict"] in ("same", "weaker") and "looks smaller" in f.message
     # the spec protects more (p = 0.6: rho = ln(1.5)^2 / 2 = 0.08 < 0.60) with a smaller-looking figure: silent
-    stronger = load("hospital_visits", ("premetric pure", "premetric zcdp"), ("p: 0.75", "p: 0.6"),
-                    ("budget epsilon <= 1.1", "budget rho <= 0.1"))
+    stronger = load(
+        "hospital_visits",
+        ("premetric pure", "premetric zcdp"),
+        ("p: 0.75", "p: 0.6"),
+        ("budget epsilon <= 1.1", "budget rho <= 0.1"),
+    )
     assert not fired(run_audit(stronger, baseline=load("hospital_visits")), "redenomination")
 
 
@@ -175,8 +194,12 @@ def test_a_stronger_currency_at_an_equal_figure_is_silent():
 
 def test_a_comparable_figure_that_protects_less_says_so_in_words_that_fit():
     # rho <= 1.2 looks comparable to epsilon <= 1.1 (within 10%) while p = 0.8 protects less
-    weaker = load("hospital_visits", ("premetric pure", "premetric zcdp"), ("p: 0.75", "p: 0.8"),
-                  ("budget epsilon <= 1.1", "budget rho <= 1.2"))
+    weaker = load(
+        "hospital_visits",
+        ("premetric pure", "premetric zcdp"),
+        ("p: 0.75", "p: 0.8"),
+        ("budget epsilon <= 1.1", "budget rho <= 1.2"),
+    )
     (f,) = fired(run_audit(weaker, baseline=load("hospital_visits")), "redenomination")
     assert f.evidence["verdict"] == "weaker" and "looks comparable" in f.message
     assert "smaller-looking" not in f.message and "hides weaker protection" in f.message
@@ -185,8 +208,12 @@ def test_a_comparable_figure_that_protects_less_says_so_in_words_that_fit():
 def test_redenomination_says_which_is_stronger_and_by_how_much():
     # p = 0.8 gives ln 4 per visit: rho = (ln 4)^2 / 2 = 0.961 against the baseline's (ln 3)^2 / 2 = 0.603,
     # quoted as rho <= 1, which looks smaller than the baseline's epsilon <= 1.1
-    weaker = load("hospital_visits", ("premetric pure", "premetric zcdp"), ("p: 0.75", "p: 0.8"),
-                  ("budget epsilon <= 1.1", "budget rho <= 1"))
+    weaker = load(
+        "hospital_visits",
+        ("premetric pure", "premetric zcdp"),
+        ("p: 0.75", "p: 0.8"),
+        ("budget epsilon <= 1.1", "budget rho <= 1"),
+    )
     (f,) = fired(run_audit(weaker, baseline=load("hospital_visits")), "redenomination")
     assert f.evidence["verdict"] == "weaker"
     assert f.evidence["spec_budget"].rho == pytest.approx(math.log(4) ** 2 / 2)
@@ -202,20 +229,29 @@ def test_an_add_remove_bound_on_a_fixed_size_universe_is_checked_exactly():
     ledger = build(spec, NativeFlavor("visits", "hamming", "pure"), BudgetStatement(PureDP(math.log(3))))
     (check,) = ledger.bounds
     assert check.holds and check.achieved == pytest.approx(math.log(3) / 2)
-    z = load("hospital_visits", ("premetric pure", "premetric zcdp"),
-             ("budget epsilon <= 1.1", "budget rho <= 0.5 under symdiff"))
+    z = load(
+        "hospital_visits",
+        ("premetric pure", "premetric zcdp"),
+        ("budget epsilon <= 1.1", "budget rho <= 0.5 under symdiff"),
+    )
     (zc,) = build(z, NativeFlavor("visits", "hamming", "zcdp"), BudgetStatement(ZCDP(1.0))).bounds
     assert zc.holds and zc.achieved == pytest.approx(0.25)
 
 
 def test_without_a_count_invariant_the_add_remove_bound_cannot_be_checked():
-    spec = load("hospital_visits", ("invariants {\n  count visits\n}\n", ""),
-                ("budget epsilon <= 1.1", "budget epsilon <= 0.55 under symdiff"))
+    spec = load(
+        "hospital_visits",
+        ("invariants {\n  count visits\n}\n", ""),
+        ("budget epsilon <= 1.1", "budget epsilon <= 0.55 under symdiff"),
+    )
     (check,) = build(spec, NativeFlavor("visits", "hamming", "pure"), BudgetStatement(PureDP(math.log(3)))).bounds
     assert not check.holds and math.isnan(check.achieved) and "cannot be checked" in check.currency
     # approximate DP does not scale with the distance: no exact rule even with the invariant
-    approx = load("hospital_visits", ("premetric pure", "premetric approximate delta 1e-9"),
-                  ("budget epsilon <= 1.1", "budget epsilon <= 0.55 under symdiff"))
+    approx = load(
+        "hospital_visits",
+        ("premetric pure", "premetric approximate delta 1e-9"),
+        ("budget epsilon <= 1.1", "budget epsilon <= 0.55 under symdiff"),
+    )
     from dpspec.budget import ApproxDP
 
     (ac,) = build(approx, NativeFlavor("visits", "hamming", "approx"), BudgetStatement(ApproxDP(1.0, 1e-9))).bounds

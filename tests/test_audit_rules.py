@@ -1,5 +1,6 @@
 """The privacy-theatrics rules: each fires on its example in specs/audit/ and is silent on a
 clean spec; findings carry the numbers; the audit runs on specs that fail the check."""
+
 from __future__ import annotations
 
 import json
@@ -17,10 +18,23 @@ from dpspec.errors import SpecError
 from dpspec.language.parser import load_text_or_path, parse
 
 AUDIT = Path(__file__).resolve().parents[1] / "specs" / "audit"
-DESIGN_RULES = ("finer-unit", "added-invariants", "fine-invariants", "undeclared-invariants", "weaker-premetric",
-                "coarse-events", "narrower-domain", "redenomination", "data-dependent-design",
-                "uncomposed-releases", "infinite-budget", "per-universe-budget", "public-information",
-                "clipping-from-data", "per-query-budget")
+DESIGN_RULES = (
+    "finer-unit",
+    "added-invariants",
+    "fine-invariants",
+    "undeclared-invariants",
+    "weaker-premetric",
+    "coarse-events",
+    "narrower-domain",
+    "redenomination",
+    "data-dependent-design",
+    "uncomposed-releases",
+    "infinite-budget",
+    "per-universe-budget",
+    "public-information",
+    "clipping-from-data",
+    "per-query-budget",
+)
 
 
 def load(name: str):
@@ -144,7 +158,9 @@ def test_finer_unit_reports_the_group_privacy_budget():
 
 
 def test_finer_unit_without_a_bound_says_no_group_figure_exists():
-    base = variant("finer_unit.baseline", ("unit households : hamming holds at most 6 persons", "unit households : hamming"))
+    base = variant(
+        "finer_unit.baseline", ("unit households : hamming holds at most 6 persons", "unit households : hamming")
+    )
     (f,) = fired(run_audit(load("finer_unit"), baseline=base, compute_budget=False), "finer-unit")
     assert f.evidence["k"] is None and "holds at most K" in f.message
 
@@ -159,11 +175,17 @@ def test_added_invariants_names_the_extra_statistic_and_both_budgets():
 
 
 def test_fine_invariants_is_info_when_the_finest_level_has_an_ordinary_name():
-    spec = variant("clean", ("invariants {\n  count persons\n}", "invariants { count persons  count households by county }"))
-    spec = attrs.evolve(spec, domain=attrs.evolve(spec.domain, geography=attrs.evolve(
-        spec.domain.geography, levels=("state", "county"))))
+    spec = variant(
+        "clean", ("invariants {\n  count persons\n}", "invariants { count persons  count households by county }")
+    )
+    spec = attrs.evolve(
+        spec,
+        domain=attrs.evolve(spec.domain, geography=attrs.evolve(spec.domain.geography, levels=("state", "county"))),
+    )
     (f,) = fired(run_audit(spec, compute_budget=False), "fine-invariants")
-    assert f.severity == "info" and f.evidence["invariants"] == [{"invariant": "count households by county", "level": "county"}]
+    assert f.severity == "info" and f.evidence["invariants"] == [
+        {"invariant": "count households by county", "level": "county"}
+    ]
 
 
 def test_undeclared_invariants_runs_on_a_spec_the_checker_rejects():
@@ -179,8 +201,13 @@ def test_undeclared_invariants_runs_on_a_spec_the_checker_rejects():
 
 def test_undeclared_invariants_accepts_invariants_implied_through_nesting():
     # The swap induces 'count households by size, block'; a count by block, size, tenure fixes it.
-    spec = variant("undeclared_invariants", ("count households by county, size, tenure",
-                                             "count households by county, size, tenure\n  count households by block, size, tenure"))
+    spec = variant(
+        "undeclared_invariants",
+        (
+            "count households by county, size, tenure",
+            "count households by county, size, tenure\n  count households by block, size, tenure",
+        ),
+    )
     assert not fired(run_audit(spec, compute_budget=False), "undeclared-invariants")
 
 
@@ -191,8 +218,12 @@ def test_weaker_premetric_compares_delta_with_one_over_n():
     small = variant("large_delta", ("delta 0.01", "delta 1e-10"), ("with delta = 0.01", "with delta = 1e-10"))
     (g,) = fired(run_audit(small), "weaker-premetric")
     assert g.severity == "info"
-    unknown = variant("large_delta", ("invariants {\n  count persons\n}", "invariants { }"),
-                      ("delta 0.01", "delta 1e-5"), ("with delta = 0.01", "with delta = 1e-5"))
+    unknown = variant(
+        "large_delta",
+        ("invariants {\n  count persons\n}", "invariants { }"),
+        ("delta 0.01", "delta 1e-5"),
+        ("with delta = 0.01", "with delta = 1e-5"),
+    )
     (h,) = fired(run_audit(unknown, compute_budget=False), "weaker-premetric")
     assert h.severity == "warning" and h.evidence["n"] is None
 
@@ -207,13 +238,21 @@ def test_weaker_premetric_reads_n_from_a_compiled_release():
 def test_redenomination_flags_bounds_under_another_relation_and_mixed_conversions():
     (f,) = [x for x in fired(run_audit(load("redenomination")), "redenomination") if "quoted_under" in x.evidence]
     assert {k: f.evidence[k] for k in ("bound", "quoted_under", "unit_relation")} == {
-        "bound": "epsilon <= 0.55 under symdiff", "quoted_under": "symdiff", "unit_relation": "hamming"}
+        "bound": "epsilon <= 0.55 under symdiff",
+        "quoted_under": "symdiff",
+        "unit_relation": "hamming",
+    }
     assert f.severity == "warning" and f.evidence["restated"].epsilon == pytest.approx(1.1)
     # `count persons` fixes the size, so the add/remove figure is exact: ln 3 / 2 per add/remove step
     assert f.evidence["achieved_in_quoted_currency"] == pytest.approx(math.log(3) / 2)
-    mixed = variant("clean", ("premetric pure", "premetric zcdp"),
-                    ("budget epsilon <= 6.6", "budget epsilon <= 60 with delta = 1e-10 by bs16\n"
-                                             "budget epsilon <= 60 with delta = 1e-10 by cks20"))
+    mixed = variant(
+        "clean",
+        ("premetric pure", "premetric zcdp"),
+        (
+            "budget epsilon <= 6.6",
+            "budget epsilon <= 60 with delta = 1e-10 by bs16\nbudget epsilon <= 60 with delta = 1e-10 by cks20",
+        ),
+    )
     (g,) = fired(run_audit(mixed), "redenomination")
     assert set(g.evidence["methods"].values()) == {"bs16", "cks20"}
 
@@ -227,7 +266,7 @@ def test_redenomination_against_a_baseline_converts_to_one_currency():
     (f,) = fired(run_audit(gdp, baseline=load("clean")), "redenomination")
     # as zCDP: the spec's stated mu^2 / 2 (no pure -> GDP rule gives an achieved mu) against the
     # baseline's achieved (6 ln 3)^2 / 2 per household
-    assert f.evidence["spec_budget"].rho == pytest.approx(6.6 ** 2 / 2)
+    assert f.evidence["spec_budget"].rho == pytest.approx(6.6**2 / 2)
     assert f.evidence["baseline_budget"].rho == pytest.approx((6 * math.log(3)) ** 2 / 2)
     assert f.evidence["verdict"] == "weaker" and "the baseline's is stronger" in f.message
 
@@ -253,7 +292,11 @@ def test_uncomposed_releases_states_the_composed_total():
 
 
 def test_uncomposed_releases_flags_several_outputs_without_a_bound():
-    spec = variant("clean", ("budget epsilon <= 6.6\n", ""), ("release {\n  output estimate\n}", "release { output estimate  output responses }"))
+    spec = variant(
+        "clean",
+        ("budget epsilon <= 6.6\n", ""),
+        ("release {\n  output estimate\n}", "release { output estimate  output responses }"),
+    )
     (f,) = fired(run_audit(spec), "uncomposed-releases")
     assert f.evidence["released"] == ["estimate", "responses"]
 
@@ -276,14 +319,17 @@ def test_a_plugin_rule_runs_beside_the_built_in_ones():
     assert [f.rule for f in findings] == ["always"]
 
 
-@pytest.mark.parametrize("text", [
-    'spec "empty"',
-    'spec "no mechanism" domain d { table t unit u { a : bool } } unit t : hamming premetric pure budget epsilon <= 1',
-    'spec "unknown mechanism" domain d { table t unit u { a : bool } } unit t : hamming premetric approximate '
-    'mechanism nosuch { x: 1 } budget epsilon <= -1',
-    'spec "bad parameters" domain d { table t unit u { a : bool } } unit t : hamming premetric renyi '
-    'mechanism randomized_response { table: t column: nosuch p: 2 } budget epsilon <= 1',
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        'spec "empty"',
+        'spec "no mechanism" domain d { table t unit u { a : bool } } unit t : hamming premetric pure budget epsilon <= 1',
+        'spec "unknown mechanism" domain d { table t unit u { a : bool } } unit t : hamming premetric approximate '
+        "mechanism nosuch { x: 1 } budget epsilon <= -1",
+        'spec "bad parameters" domain d { table t unit u { a : bool } } unit t : hamming premetric renyi '
+        "mechanism randomized_response { table: t column: nosuch p: 2 } budget epsilon <= 1",
+    ],
+)
 def test_the_audit_never_raises_on_broken_specs(text):
     spec = parse(text)
     outcome = audit(spec, baseline=spec)

@@ -1,5 +1,6 @@
 """Bounded reading: devices, pipes and oversized files are refused; absurd numbers are located
 SpecErrors; budget arithmetic that overflows is a clear error, never a crash or a hang."""
+
 from __future__ import annotations
 
 import os
@@ -20,7 +21,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 # One subprocess, capped at 1.5 GB of address space and 120 s: reading /dev/zero (as a spec, an
 # include or data) would blow either limit long before it could finish.
-_DEVICES = textwrap.dedent('''\
+_DEVICES = textwrap.dedent("""\
     import os, resource, sys
     resource.setrlimit(resource.RLIMIT_AS, (1_500_000_000, 1_500_000_000))
     from click.testing import CliRunner
@@ -35,7 +36,7 @@ _DEVICES = textwrap.dedent('''\
     for name, args in cases.items():
         r = CliRunner().invoke(main, args)
         print(name, r.exit_code, "not a regular file" in r.output, flush=True)
-    ''')
+    """)
 
 
 def test_dev_zero_as_spec_include_and_data_is_refused_in_bounded_time_and_memory(tmp_path):
@@ -47,8 +48,14 @@ def test_dev_zero_as_spec_include_and_data_is_refused_in_bounded_time_and_memory
     (tmp_path / "program.dps").write_text('program "p" {\n  include "zero.dps"\n}\n')
     driver = tmp_path / "devices.py"
     driver.write_text(_DEVICES)
-    done = subprocess.run([sys.executable, str(driver), str(tmp_path)], cwd=ROOT, capture_output=True, text=True,
-                          timeout=120, env=dict(os.environ, PYTHONPATH=ROOT))
+    done = subprocess.run(
+        [sys.executable, str(driver), str(tmp_path)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=dict(os.environ, PYTHONPATH=ROOT),
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout.split("\n")[:4] == ["spec 1 True", "include 1 True", "data 1 True", "fifo 1 True"]
 
@@ -92,11 +99,18 @@ def test_huge_numbers_are_located_spec_errors(name):
     assert err.value.diagnostics[0].line == line and err.value.diagnostics[0].column
 
 
-@pytest.mark.parametrize("args", [
-    ["rho=1e999"], ["epsilon=1e999", "--to", "zcdp"], ["rho=1e-99999999", "--to", "approx", "--delta", "1e-10"],
-    ["epsilon=1e308", "--to", "zcdp"], ["mu=1e200", "--to", "approx", "--delta", "1e-10"],
-    ["mu=1e300", "--to", "zcdp"], ["rho=" + "9" * 5000],
-])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["rho=1e999"],
+        ["epsilon=1e999", "--to", "zcdp"],
+        ["rho=1e-99999999", "--to", "approx", "--delta", "1e-10"],
+        ["epsilon=1e308", "--to", "zcdp"],
+        ["mu=1e200", "--to", "approx", "--delta", "1e-10"],
+        ["mu=1e300", "--to", "zcdp"],
+        ["rho=" + "9" * 5000],
+    ],
+)
 def test_budget_overflow_in_convert_is_a_clear_error(args):
     result = CliRunner().invoke(main, ["convert", *args])
     assert result.exit_code == 1, result.output
@@ -105,7 +119,7 @@ def test_budget_overflow_in_convert_is_a_clear_error(args):
 
 def test_budget_overflow_through_the_api():
     with pytest.raises(ConversionError, match="too large"):
-        dpspec.convert({"rho": 10 ** 400}, to="approx", delta=1e-10)
+        dpspec.convert({"rho": 10**400}, to="approx", delta=1e-10)
     with pytest.raises(ConversionError, match="too large|overflows"):  # rho = 5e615 exactly: beyond a float
         dpspec.convert({"epsilon": 1e308}, to="zcdp")
 
@@ -139,7 +153,9 @@ def test_topdown_without_pass_tolerance_checks_and_tiny_budgets_are_refused():
     from dpspec.language.describe import describe_spec
     from dpspec.language.parser import parse
 
-    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "specs", "pl94_production_topdown.dps")
+    path = os.path.join(
+        os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "specs", "pl94_production_topdown.dps"
+    )
     text = open(path, encoding="utf-8").read()
     assert "  pass_tolerance: 0.1\n" in text
     spec = parse(text.replace("  pass_tolerance: 0.1\n", ""), path)

@@ -1,4 +1,5 @@
 """Composition of releases into a ledger, per-universe statements, public conditions."""
+
 import json
 import math
 
@@ -29,8 +30,9 @@ def test_all_pure_sums():
 
 def test_pure_and_zcdp_compose_in_zcdp():
     # P.L. 94-171 style: persons 2.56 + units 0.07 = 2.63, plus a pure-eps release of 1
-    ledger = compose([LedgerRelease("persons", ZCDP(2.56)), LedgerRelease("units", ZCDP(0.07)),
-                      LedgerRelease("extra", PureDP(1))])
+    ledger = compose(
+        [LedgerRelease("persons", ZCDP(2.56)), LedgerRelease("units", ZCDP(0.07)), LedgerRelease("extra", PureDP(1))]
+    )
     assert ledger.premetric == "zcdp"
     assert ledger.total.rho == pytest.approx(2.56 + 0.07 + 0.5, rel=1e-15)
     extra = ledger.entries[2]
@@ -39,8 +41,9 @@ def test_pure_and_zcdp_compose_in_zcdp():
 
 
 def test_zcdp_program_to_approx():
-    ledger = compose([LedgerRelease("pl94", ZCDP(2.63)), LedgerRelease("dhc", ZCDP(12.66))],
-                     to="approx", delta=1e-10, method="bs16")
+    ledger = compose(
+        [LedgerRelease("pl94", ZCDP(2.63)), LedgerRelease("dhc", ZCDP(12.66))], to="approx", delta=1e-10, method="bs16"
+    )
     assert ledger.premetric == "approx"
     assert round(float(ledger.total.epsilon), 2) == 52.82  # rho 15.29 (an exact certified bound, printed as a float)
     assert ledger.conversions[0].method == "bs16"
@@ -50,8 +53,11 @@ def test_zcdp_program_to_approx():
 
 
 def test_mixed_with_approx_uses_basic_composition():
-    releases = [LedgerRelease("tda", ZCDP(1.0)), LedgerRelease("pure", PureDP(1.0)),
-                LedgerRelease("sparse", ApproxDP(0.5, 1e-11))]
+    releases = [
+        LedgerRelease("tda", ZCDP(1.0)),
+        LedgerRelease("pure", PureDP(1.0)),
+        LedgerRelease("sparse", ApproxDP(0.5, 1e-11)),
+    ]
     ledger = compose(releases, delta=1e-10, method="bs16")
     assert ledger.premetric == "approx"
     # concentrated subtotal rho = 1 + 0.5 converted with the remaining delta 9e-11
@@ -87,8 +93,13 @@ def test_gdp_composes_in_quadrature():
 
 
 def test_renyi_pointwise():
-    ledger = compose([LedgerRelease("a", RenyiCurve([(2, 0.1), (4, 0.3), (8, 1.0)])),
-                      LedgerRelease("b", RenyiDP(4, 0.2)), LedgerRelease("c", ZCDP(0.05))])
+    ledger = compose(
+        [
+            LedgerRelease("a", RenyiCurve([(2, 0.1), (4, 0.3), (8, 1.0)])),
+            LedgerRelease("b", RenyiDP(4, 0.2)),
+            LedgerRelease("c", ZCDP(0.05)),
+        ]
+    )
     assert ledger.premetric == "renyi"
     assert isinstance(ledger.total, RenyiDP) and ledger.total.alpha == 4
     assert ledger.total.epsilon == pytest.approx(0.3 + 0.2 + 4 * 0.05, rel=1e-15)
@@ -115,9 +126,11 @@ def test_parallel_states_take_the_max():
 
 
 def test_parallel_group_in_approx():
-    releases = [LedgerRelease("a", ApproxDP(1, 1e-9), universe="x", parallel_group="g"),
-                LedgerRelease("b", ApproxDP(2, 1e-10), universe="y", parallel_group="g"),
-                LedgerRelease("c", ApproxDP(0.5, 1e-9))]
+    releases = [
+        LedgerRelease("a", ApproxDP(1, 1e-9), universe="x", parallel_group="g"),
+        LedgerRelease("b", ApproxDP(2, 1e-10), universe="y", parallel_group="g"),
+        LedgerRelease("c", ApproxDP(0.5, 1e-9)),
+    ]
     ledger = compose(releases)
     assert ledger.total.epsilon == 2.5
     assert ledger.total.delta == pytest.approx(2e-9, rel=1e-12)
@@ -129,8 +142,13 @@ def test_parallel_needs_universe():
 
 
 def test_per_universe_statement_and_worst_case():
-    swap = BudgetStatement(actual=PureDP(15.43), worst=PureDP(16.2), per_universe=True,
-                           depends_on={"b": 264331}, notes=("eps depends on b",))
+    swap = BudgetStatement(
+        actual=PureDP(15.43),
+        worst=PureDP(16.2),
+        per_universe=True,
+        depends_on={"b": 264331},
+        notes=("eps depends on b",),
+    )
     ledger = compose([LedgerRelease("swap", swap), LedgerRelease("table", PureDP(1))])
     assert ledger.total == PureDP(16.43)
     assert ledger.worst.epsilon == pytest.approx(17.2)
@@ -145,7 +163,8 @@ def test_fixed_statement_worst_is_actual():
     assert s.worst_case == ZCDP(2.63)
     assert BudgetStatement.fixed({"rho": 1}).worst == ZCDP(1)
     converted, c_actual, c_worst = BudgetStatement(ZCDP(15.29), ZCDP(55.371), True).convert(
-        "approx", delta=1e-10, method="bs16")
+        "approx", delta=1e-10, method="bs16"
+    )
     assert round(float(converted.actual.epsilon), 2) == 52.82 and round(float(converted.worst.epsilon), 2) == 126.78
     assert "worst case" in str(converted)
 
@@ -159,8 +178,7 @@ def test_public_conditions_cost_nothing():
 
 
 def test_ledger_json():
-    ledger = compose([LedgerRelease("a", ZCDP(1)), LedgerRelease("b", PureDP(1)),
-                      LedgerRelease("c", PureDP(math.inf))])
+    ledger = compose([LedgerRelease("a", ZCDP(1)), LedgerRelease("b", PureDP(1)), LedgerRelease("c", PureDP(math.inf))])
     data = ledger.to_json()
     text = json.dumps(data, allow_nan=False)
     assert data["total"] == {"premetric": "zcdp", "rho": "inf"}
@@ -180,9 +198,11 @@ def test_total_in_other_premetric():
 
 
 def test_parallel_group_mixing_zcdp_and_approx():
-    releases = [LedgerRelease("MA", ZCDP(1.0), universe="MA", parallel_group="states"),
-                LedgerRelease("NY", ApproxDP(1.0, 1e-11), universe="NY", parallel_group="states"),
-                LedgerRelease("national", ZCDP(0.5))]
+    releases = [
+        LedgerRelease("MA", ZCDP(1.0), universe="MA", parallel_group="states"),
+        LedgerRelease("NY", ApproxDP(1.0, 1e-11), universe="NY", parallel_group="states"),
+        LedgerRelease("national", ZCDP(0.5)),
+    ]
     ledger = compose(releases, delta=1e-10, method="bs16")
     # zCDP part: max(MA) + national = 1.5, converted at the remaining 9e-11; NY added by basic composition
     assert ledger.total.epsilon == pytest.approx(bs16_epsilon(1.5, 9e-11) + 1.0, rel=1e-12)

@@ -1,5 +1,6 @@
 """Conversions: published figures, closed forms, OpenDP agreement, round trips, monotonicity,
 and the conversions that do not exist."""
+
 import math
 from fractions import Fraction
 
@@ -218,8 +219,12 @@ def opendp_profile():
     def profile(rho):
         # A measurement whose zCDP map returns exactly rho, cast by OpenDP's own conversion.
         meas = dp.m.make_user_measurement(
-            dp.atom_domain(T=float, nan=False), dp.absolute_distance(T=float),
-            dp.zero_concentrated_divergence(), lambda x: x, lambda d_in: rho, TO=float,
+            dp.atom_domain(T=float, nan=False),
+            dp.absolute_distance(T=float),
+            dp.zero_concentrated_divergence(),
+            lambda x: x,
+            lambda d_in: rho,
+            TO=float,
         )
         return dp.c.make_zCDP_to_approxDP(meas).map(1.0)
 
@@ -240,8 +245,12 @@ def test_opendp_pure_to_zcdp_agrees(opendp_profile):
     import opendp.prelude as dp
 
     meas = dp.m.make_user_measurement(
-        dp.atom_domain(T=float, nan=False), dp.absolute_distance(T=float),
-        dp.max_divergence(), lambda x: x, lambda d_in: 2.0, TO=float,
+        dp.atom_domain(T=float, nan=False),
+        dp.absolute_distance(T=float),
+        dp.max_divergence(),
+        lambda x: x,
+        lambda d_in: 2.0,
+        TO=float,
     )
     assert dp.c.make_pureDP_to_zCDP(meas).map(1.0) == convert(PureDP(2), "zcdp").result.rho
 

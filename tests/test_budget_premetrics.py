@@ -1,4 +1,5 @@
 """Premetric values: construction, validation, names, printing, parsing from parameters."""
+
 import math
 from fractions import Fraction
 
@@ -107,8 +108,14 @@ def test_budget_from_params():
 
 @pytest.mark.parametrize(
     "params",
-    [{}, {"rho": 1, "mu": 2}, {"delta": 1e-5}, {"premetric": "zcdp", "epsilon": 1},
-     {"alpha": [2, 3], "epsilon": [1]}, {"premetric": "nonsense", "rho": 1}],
+    [
+        {},
+        {"rho": 1, "mu": 2},
+        {"delta": 1e-5},
+        {"premetric": "zcdp", "epsilon": 1},
+        {"alpha": [2, 3], "epsilon": [1]},
+        {"premetric": "nonsense", "rho": 1},
+    ],
 )
 def test_budget_from_params_rejects(params):
     with pytest.raises(ConversionError):

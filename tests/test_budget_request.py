@@ -1,4 +1,5 @@
 """convert_request: the dictionary behind `dpspec convert` and `dpspec.convert(...)`."""
+
 import json
 from fractions import Fraction
 
@@ -38,8 +39,9 @@ def test_group():
 
 
 def test_chain_names_every_step():
-    out = convert_request({"rho": Fraction(1, 2)}, from_unit="add-remove", to_unit="change-one",
-                          to="approx", delta=1e-10, method="bs16")
+    out = convert_request(
+        {"rho": Fraction(1, 2)}, from_unit="add-remove", to_unit="change-one", to="approx", delta=1e-10, method="bs16"
+    )
     assert out["method"] == "symdiff-to-hamming then bs16"
     assert out["epsilon"] == pytest.approx(2 + 2 * (2 * 23.025850929940457) ** 0.5, rel=1e-12)
     out = convert_request({"epsilon": 1}, to="approx", delta=1e-10, method="bs16")

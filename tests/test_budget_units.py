@@ -1,4 +1,5 @@
 """Unit changes (neighbor relation) and group privacy, on hand-worked examples."""
+
 import math
 
 import pytest
@@ -92,4 +93,5 @@ def test_group_monotone_in_k(eps, delta, k):
     assert a.epsilon < b.epsilon and a.delta <= b.delta
     assert group(ZCDP(eps), k + 1).result.rho > group(ZCDP(eps), k).result.rho
     assert group(ApproxDP(eps, delta), k).result.delta == pytest.approx(
-        min(1.0, k * math.exp((k - 1) * eps) * delta), rel=1e-12)
+        min(1.0, k * math.exp((k - 1) * eps) * delta), rel=1e-12
+    )

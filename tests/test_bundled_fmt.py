@@ -1,4 +1,5 @@
 """Bundled specs are in canonical form, and fmt keeps end-of-line comments on their lines."""
+
 from __future__ import annotations
 
 import glob
@@ -19,7 +20,7 @@ def test_bundled_spec_is_canonical(path):
     assert format_spec(spec) == spec.text, f"run: dpspec fmt --write {os.path.relpath(path, ROOT)}"
 
 
-EOL = '''spec "s"  # the title
+EOL = """spec "s"  # the title
 domain d "x" {
   stage edited   # where in the life cycle
   table people unit person {
@@ -36,16 +37,21 @@ unit people : hamming
 premetric pure
 mechanism randomized_response { table: people  column: age  p: 3/4 }  # p keeps
 budget epsilon <= 1.1
-'''
+"""
 
 
 def test_end_of_line_comments_stay_on_their_lines():
     text = format_spec(dpspec.load(EOL))
     lines = text.split("\n")
-    for code, comment in [('spec "s"', "# the title"), ("stage edited", "# where in the life cycle"),
-                          ("region : category", "# the region"), ('data people from "people.csv"', "# the file"),
-                          ("count people", "# the total"), ("count people by region", "# per region"),
-                          ("mechanism randomized_response {", "# p keeps")]:
+    for code, comment in [
+        ('spec "s"', "# the title"),
+        ("stage edited", "# where in the life cycle"),
+        ("region : category", "# the region"),
+        ('data people from "people.csv"', "# the file"),
+        ("count people", "# the total"),
+        ("count people by region", "# per region"),
+        ("mechanism randomized_response {", "# p keeps"),
+    ]:
         assert any(line.strip() == f"{code}  {comment}" for line in lines), (code, text)
     assert text.count("#") == 7
     assert format_spec(dpspec.load(text)) == text  # idempotent

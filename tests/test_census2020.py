@@ -2,6 +2,7 @@
 of `specs/census2020/` pinned next to its citation, the seed's 55.371 reconciled term by term,
 a wrong share in a copy of a production spec caught by a pin, and the bad inputs refused with
 the member and the reason."""
+
 import json
 import os
 import re
@@ -58,19 +59,34 @@ US_EPSILON = {
     "../sdhc_production.dps": 16.9801,
 }
 # the group-privacy (rho x 4) figures the members' own ledgers state for a change of one record
-GENERIC = {"../safetab_p_production.dps": 4 * Fraction("4.944"),  # 19.776: published for DDHC-A
-           "../safetab_h_production.dps": 4 * Fraction("8.895302")}  # 35.581208
+GENERIC = {
+    "../safetab_p_production.dps": 4 * Fraction("4.944"),  # 19.776: published for DDHC-A
+    "../safetab_h_production.dps": 4 * Fraction("8.895302"),
+}  # 35.581208
 # PHSafe protects add/remove itself; the program's conversion to a change is its own step
 GENERIC_SYMDIFF = {"../sdhc_production.dps": 4 * Fraction("1.257281")}  # 5.029124
 
 # S-DHC: PHSafe's production budgets (DAS_2020_SDHC_Production_Code, configs/phsafe/NMFv8/us/
 # config.json, privacy_budget of PH1_num ... PH8_denom at usa and state) for adding or removing
 # one person (with their unit's record changed); the seed's footnote 3 counts S-DHC among the primary products.
-PHSAFE_US = [0.002619] * 3 + [0.141622, 0.016371, 0.016371] + [0.000022] * 3 + [0.001170, 0.000135, 0.000135] \
-    + [0.002619, 0.016371] + [0.001061] * 3 + [0.662976, 0.006630, 0.006630] \
-    + [0.002619] * 3 + [0.141622, 0.016371, 0.016371] + [0.000022] * 3 + [0.001170, 0.000135, 0.000135] \
-    + [0.001061, 0.006630] + [0.002619] * 3 + [0.141622, 0.016371, 0.016371] \
-    + [0.000022] * 3 + [0.001170, 0.000135, 0.000135]
+PHSAFE_US = (
+    [0.002619] * 3
+    + [0.141622, 0.016371, 0.016371]
+    + [0.000022] * 3
+    + [0.001170, 0.000135, 0.000135]
+    + [0.002619, 0.016371]
+    + [0.001061] * 3
+    + [0.662976, 0.006630, 0.006630]
+    + [0.002619] * 3
+    + [0.141622, 0.016371, 0.016371]
+    + [0.000022] * 3
+    + [0.001170, 0.000135, 0.000135]
+    + [0.001061, 0.006630]
+    + [0.002619] * 3
+    + [0.141622, 0.016371, 0.016371]
+    + [0.000022] * 3
+    + [0.001170, 0.000135, 0.000135]
+)
 
 
 def _summary(path=US_PROGRAM):
@@ -115,8 +131,11 @@ def test_the_tight_change_one_figure_is_the_ledgers_and_says_why(us):
     note = next(n for n in us["ledger"]["notes"] if n.startswith("change one record:"))
     assert "'../sdhc_production.dps' rho = 2.51456 (group privacy: 5.02912)" in note
     assert "total would be rho = 75.6802" in note  # every member by group privacy
-    generic = sum(GENERIC.values()) + sum(GENERIC_SYMDIFF.values()) + sum(
-        v for k, v in US_RHO.items() if k not in GENERIC and k not in GENERIC_SYMDIFF)
+    generic = (
+        sum(GENERIC.values())
+        + sum(GENERIC_SYMDIFF.values())
+        + sum(v for k, v in US_RHO.items() if k not in GENERIC and k not in GENERIC_SYMDIFF)
+    )
     assert round(float(generic), 4) == 75.6802
     # DDHC-B's tight figure is the published 17.79
     assert round(by["../safetab_h_production.dps"]["budget"]["rho"], 2) == 17.79
@@ -131,8 +150,10 @@ def test_household_and_unit_products_keep_their_guarantee_for_one_person(us):
     assert any("is a change to one households" in m for m in h)
     units = [s["method"] for s in by["../dhc_households_production_topdown.dps"]["unit_steps"]]
     assert any("the composed unit holds at most 1 units record(s): the same record, as is" in m for m in units)
-    assert us["unit"]["description"] == ("one person (change one), with their household (table households), "
-                                         "at most 1 housing_unit record(s) of table units")
+    assert us["unit"]["description"] == (
+        "one person (change one), with their household (table households), "
+        "at most 1 housing_unit record(s) of table units"
+    )
 
 
 def test_the_seeds_55_371_reconciled_term_by_term(us):
@@ -140,8 +161,15 @@ def test_the_seeds_55_371_reconciled_term_by_term(us):
     sum of the published per-product figures: P.L. 94 and DHC as one (15.29), DDHC-A at group
     privacy (19.776), DDHC-B at its tight figure (17.79) and S-DHC (PHSafe, x 2: 2.515)."""
     by = {r["spec"]: r["budget"]["rho"] for r in us["releases"]}
-    pl94_dhc = sum(by[s] for s in ("../pl94_production_topdown.dps", "../pl94_units_topdown.dps",
-                                   "../dhc_persons_production_topdown.dps", "../dhc_households_production_topdown.dps"))
+    pl94_dhc = sum(
+        by[s]
+        for s in (
+            "../pl94_production_topdown.dps",
+            "../pl94_units_topdown.dps",
+            "../dhc_persons_production_topdown.dps",
+            "../dhc_households_production_topdown.dps",
+        )
+    )
     assert round(pl94_dhc, 4) == 15.2939 and round(pl94_dhc, 2) == 15.29  # the published 15.29
     sdhc_add_remove = sum(Fraction(str(x)) for x in PHSAFE_US)
     assert sdhc_add_remove == Fraction(1257281, 1000000)
@@ -189,10 +217,13 @@ def test_the_copy_reproduces_the_pins(tmp_path):
     assert s["total"]["rho"] == pytest.approx(float(sum(US_RHO.values())), rel=1e-9)
 
 
-@pytest.mark.parametrize("member,total,wrong_total", [
-    ("../safetab_p_production.dps", "total_rho: 4.944", "total_rho: 5.044"),
-    ("../safetab_h_production.dps", "total_rho: 8.895302", "total_rho: 8.995302"),
-])
+@pytest.mark.parametrize(
+    "member,total,wrong_total",
+    [
+        ("../safetab_p_production.dps", "total_rho: 4.944", "total_rho: 5.044"),
+        ("../safetab_h_production.dps", "total_rho: 8.895302", "total_rho: 8.995302"),
+    ],
+)
 def test_a_wrong_share_in_a_production_spec_breaks_a_pin(tmp_path, member, total, wrong_total):
     """The nation's level-2 budget moved up by 0.1 (and the declared total with it, so the copy
     still checks): the member's pinned figure and the census total no longer match."""
@@ -239,11 +270,15 @@ PR_RHO = {
     # configs/phsafe/NMFv8/pr/config.json: 1.226649 (states only), x 2 (the mechanism's own)
     "../sdhc_production_pr.dps": 2 * Fraction("1.226649"),
 }
-PR_EPSILON = {"pr/pl94_production_topdown_pr.dps": 17.1436, "pr/pl94_units_topdown_pr.dps": 2.4747,
-              "../dhc_persons_production_topdown_pr.dps": 25.4193,
-              "../dhc_households_production_topdown_pr.dps": 33.2888,
-              "pr/safetab_p_production_pr.dps": 26.4126, "pr/safetab_h_production_pr.dps": 37.9957,
-              "../sdhc_production_pr.dps": 16.7380}
+PR_EPSILON = {
+    "pr/pl94_production_topdown_pr.dps": 17.1436,
+    "pr/pl94_units_topdown_pr.dps": 2.4747,
+    "../dhc_persons_production_topdown_pr.dps": 25.4193,
+    "../dhc_households_production_topdown_pr.dps": 33.2888,
+    "pr/safetab_p_production_pr.dps": 26.4126,
+    "pr/safetab_h_production_pr.dps": 37.9957,
+    "../sdhc_production_pr.dps": 16.7380,
+}
 
 
 def test_every_puerto_rico_product_has_its_pinned_figure():
@@ -262,14 +297,20 @@ def test_every_puerto_rico_product_has_its_pinned_figure():
 
 # ---- bad input -----------------------------------------------------------------------------
 
-def _census_program(tmp_path, includes, same_as="pl94_synthetic_state, dhc_synthetic, cef, safetab_state, sdhc_synthetic",
-                    stage="edited"):
+
+def _census_program(
+    tmp_path,
+    includes,
+    same_as="pl94_synthetic_state, dhc_synthetic, cef, safetab_state, sdhc_synthetic",
+    stage="edited",
+):
     text = read_source(US_PROGRAM)
     head, rest = text.split('\nprogram "', 1)
     inc = "\n".join(f'  include "{p}"' for p in includes)
     rest = re.sub(r"\{\n(  include [^\n]+\n)+\}", "{\n" + inc + "\n}", rest, count=1)
-    rest = rest.replace("same as pl94_synthetic_state, dhc_synthetic, cef, safetab_state, sdhc_synthetic",
-                        f"same as {same_as}")
+    rest = rest.replace(
+        "same as pl94_synthetic_state, dhc_synthetic, cef, safetab_state, sdhc_synthetic", f"same as {same_as}"
+    )
     rest = rest.replace("stage edited", f"stage {stage}")
     path = tmp_path / "program.dps"
     path.write_text('program "' + rest)
@@ -295,17 +336,23 @@ def test_a_member_at_another_stage_is_refused(tmp_path):
 def test_a_member_without_a_unit_relation_is_refused_naming_it(tmp_path):
     """A product on group-quarters facilities: the census's tables hold no facility record."""
     text = read_source(os.path.join(SPECS, "registry", "dhc_persons.dps"))
-    text = text.replace("unit persons : hamming", "unit gq_facilities : hamming").replace("table: persons", "table: gq_facilities")
+    text = text.replace("unit persons : hamming", "unit gq_facilities : hamming").replace(
+        "table: persons", "table: gq_facilities"
+    )
     (tmp_path / "gq.dps").write_text(text)
     with pytest.raises(SpecError) as err:
         program_summary(_census_program(tmp_path, [str(tmp_path / "gq.dps")]))
-    assert "protects gq_facility records (table gq_facilities), and no table of the program's domain 'cef2020' " \
-           "has that unit" in str(err.value)
+    assert (
+        "protects gq_facility records (table gq_facilities), and no table of the program's domain 'cef2020' "
+        "has that unit" in str(err.value)
+    )
     assert "no unit relation to the program's unit" in str(err.value)
 
 
 def test_same_as_belongs_to_a_program(tmp_path):
-    text = read_source(os.path.join(SPECS, "registry", "dhc_persons.dps")).replace("stage edited", "stage edited\n  same as x")
+    text = read_source(os.path.join(SPECS, "registry", "dhc_persons.dps")).replace(
+        "stage edited", "stage edited\n  same as x"
+    )
     path = tmp_path / "s.dps"
     path.write_text(text)
     r = CliRunner().invoke(main, ["check", str(path)])
@@ -320,6 +367,7 @@ def test_per_attribute_request_for_a_mechanism_without_attribute_structure():
 
 # ---- the report: the ledger for an oversight reader ------------------------------------------
 
+
 def test_the_report_lays_the_ledger_out_in_html_markdown_and_json():
     from dpspec.report import render_all
 
@@ -333,12 +381,22 @@ def test_the_report_lays_the_ledger_out_in_html_markdown_and_json():
     assert [st["what"] for st in ddhc_b["steps"]] == ["relation", "unit"] and ddhc_b["budget_text"] == "rho = 17.79"
     assert ddhc_b["epsilon_text"] == "epsilon = 56.97 at delta = 1e-10 (cks20)"
     assert program["unit"]["description"].startswith("one person (change one), with their household")
-    assert program["domain"]["same_as"] == ["pl94_synthetic_state", "dhc_synthetic", "dhch_synthetic", "cef", "safetab_state",
-                                            "sdhc_synthetic"]
-    assert {"statistic": "count persons by state", "members": ["../pl94_production_topdown.dps",
-            "../dhc_persons_production_topdown.dps"]} in program["invariants"]
-    assert {"statistic": "count units by block", "members": ["../pl94_units_topdown.dps",
-            "../dhc_households_production_topdown.dps"]} in program["invariants"]
+    assert program["domain"]["same_as"] == [
+        "pl94_synthetic_state",
+        "dhc_synthetic",
+        "dhch_synthetic",
+        "cef",
+        "safetab_state",
+        "sdhc_synthetic",
+    ]
+    assert {
+        "statistic": "count persons by state",
+        "members": ["../pl94_production_topdown.dps", "../dhc_persons_production_topdown.dps"],
+    } in program["invariants"]
+    assert {
+        "statistic": "count units by block",
+        "members": ["../pl94_units_topdown.dps", "../dhc_households_production_topdown.dps"],
+    } in program["invariants"]
     for text in (html, md):
         assert "The ledger: which product spent what, on which unit, with which conversion" in text
         assert "own sensitivity: a changed household leaves at most k cells" in text
@@ -350,8 +408,10 @@ def test_the_ledger_is_escaped(tmp_path):
     from dpspec.report import render_all
 
     text = read_source(os.path.join(SPECS, "registry", "dhc_persons.dps"))
-    evil = text.replace('spec "2020 Census Demographic and Housing Characteristics File: person tables"',
-                        'spec "<script>alert(1)</script> persons"')
+    evil = text.replace(
+        'spec "2020 Census Demographic and Housing Characteristics File: person tables"',
+        'spec "<script>alert(1)</script> persons"',
+    )
     assert evil != text
     (tmp_path / "evil.dps").write_text(evil)
     program = _census_program(tmp_path, [str(tmp_path / "evil.dps")])
@@ -365,8 +425,12 @@ def test_the_ledger_is_escaped(tmp_path):
 
 REGISTRY = os.path.join(SPECS, "registry")
 # each registry entry and the production spec it is re-derived from
-REDERIVED = [("pl94_persons", "pl94_production_topdown.dps"), ("dhc_persons", "dhc_persons_production_topdown.dps"),
-             ("dhc_households", "dhc_households_production_topdown.dps"), ("ddhc_a", "safetab_p_production.dps")]
+REDERIVED = [
+    ("pl94_persons", "pl94_production_topdown.dps"),
+    ("dhc_persons", "dhc_persons_production_topdown.dps"),
+    ("dhc_households", "dhc_households_production_topdown.dps"),
+    ("ddhc_a", "safetab_p_production.dps"),
+]
 
 
 @pytest.mark.parametrize("entry,production", REDERIVED)
@@ -382,7 +446,7 @@ def test_registry_entry_rederived_from_its_production_spec(entry, production, tm
     if "\nnotes {" not in text:
         imported = read_source(os.path.join(REGISTRY, entry + ".dps"))
         start = imported.index("\nnotes {")
-        text = text.rstrip("\n") + "\n" + imported[start:imported.index("\n}\n", start) + 3]
+        text = text.rstrip("\n") + "\n" + imported[start : imported.index("\n}\n", start) + 3]
     copy = tmp_path / production
     copy.write_text(re.sub(r'"(data/[^"]+)"', lambda m: '"' + os.path.join(SPECS, m.group(1)) + '"', text))
     out = tmp_path / "entry.yaml"
@@ -415,7 +479,9 @@ def test_the_programs_premetric_block_is_the_composed_premetric(tmp_path):
     members = [os.path.join(SPECS, "pl94_production_topdown.dps"), os.path.join(SPECS, "safetab_h_production.dps")]
     _census_program(tmp_path, members)
     path = tmp_path / "program.dps"
-    path.write_text(path.read_text().replace("premetric zcdp", "premetric renyi alpha 10").replace("budget rho <= 55.371", ""))
+    path.write_text(
+        path.read_text().replace("premetric zcdp", "premetric renyi alpha 10").replace("budget rho <= 55.371", "")
+    )
     s = program_summary(parse(path.read_text(), str(path)))
     rho = float(US_RHO["../pl94_production_topdown.dps"] + US_RHO["../safetab_h_production.dps"])
     assert s["total"]["premetric"] == "renyi" and s["total"]["epsilon"] == pytest.approx(10 * rho)
@@ -423,8 +489,10 @@ def test_the_programs_premetric_block_is_the_composed_premetric(tmp_path):
 
 def test_without_a_composed_unit_the_programs_domain_still_names_its_members(tmp_path):
     p, s = os.path.join(SPECS, "pl94_production_topdown.dps"), os.path.join(SPECS, "safetab_p_production.dps")
-    text = (f'program "x" {{\n  include "{p}"\n  include "{s}"\n}}\n\n'
-            'domain cef2020 "c" {\n  stage edited\n  same as SAME\n  table persons unit person {\n    hhid : int 1..9\n  }\n}\n')
+    text = (
+        f'program "x" {{\n  include "{p}"\n  include "{s}"\n}}\n\n'
+        'domain cef2020 "c" {\n  stage edited\n  same as SAME\n  table persons unit person {\n    hhid : int 1..9\n  }\n}\n'
+    )
     path = tmp_path / "program.dps"
     path.write_text(text.replace("SAME", "pl94_synthetic_state, safetab_state"))
     total = program_summary(parse(path.read_text(), str(path)))["total"]["rho"]

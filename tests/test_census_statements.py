@@ -8,6 +8,7 @@ configs/safetab-h/NMFv5/config.json budgets, AddOneRow in safetab_h_analytics.py
 documentation ("measured with respect to adding/removing one household"); the OpenDP deployments
 registry's Detailed DHC-B figure, rho 17.79.
 """
+
 import os
 from fractions import Fraction
 

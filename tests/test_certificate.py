@@ -1,6 +1,7 @@
 """certificate.json (issue 42): each compile certifies its set, and `dpspec certificate verify`
 refuses a changed byte in any file, an edited certificate, a missing or added file, and a plugin
 whose installed files differ from those that ran. No secret is written into it."""
+
 from __future__ import annotations
 
 import json
@@ -22,8 +23,19 @@ def run(*args):
 def certified(small_spec, tmp_path, monkeypatch):
     monkeypatch.setenv("DPSPEC_TEST_SECRET", "hunter2-do-not-write")
     out = tmp_path / "release"
-    done = run("compile", small_spec, "-o", out, "--seed", "7", "--allow-critical",
-               "--sign", "Ada Reviewer:Chief privacy officer", "--sign", "B. Second:Statistician")
+    done = run(
+        "compile",
+        small_spec,
+        "-o",
+        out,
+        "--seed",
+        "7",
+        "--allow-critical",
+        "--sign",
+        "Ada Reviewer:Chief privacy officer",
+        "--sign",
+        "B. Second:Statistician",
+    )
     assert done.exit_code == 0, done.output
     return out
 
@@ -32,8 +44,10 @@ def test_a_compile_writes_a_valid_certificate_without_secrets(certified, small_s
     text = (certified / "certificate.json").read_text()
     cert = json.loads(text)
     assert not schemas.problems("certificate", cert)
-    assert cert["sign_off"] == [{"name": "Ada Reviewer", "role": "Chief privacy officer"},
-                                {"name": "B. Second", "role": "Statistician"}]
+    assert cert["sign_off"] == [
+        {"name": "Ada Reviewer", "role": "Chief privacy officer"},
+        {"name": "B. Second", "role": "Statistician"},
+    ]
     assert cert["random_source"]["seeded"] is True and "seed" not in cert["random_source"]
     assert cert["started_at"] <= cert["finished_at"] and cert["started_at"].endswith("Z")
     assert cert["budgets"]["bounds"][0]["limit"] == "11/10"  # exact, as the spec wrote it
@@ -55,13 +69,17 @@ def test_verify_refuses_a_one_byte_change_in_any_file(certified):
         path = certified / name
         data = path.read_bytes()
         i = len(data) // 2
-        while not chr(data[i]).isalnum():  # a letter or digit: still JSON, so the hash check (not the parser) must catch it
+        while not chr(
+            data[i]
+        ).isalnum():  # a letter or digit: still JSON, so the hash check (not the parser) must catch it
             i += 1
-        path.write_bytes(data[:i] + bytes([data[i] ^ 1]) + data[i + 1:])
+        path.write_bytes(data[:i] + bytes([data[i] ^ 1]) + data[i + 1 :])
         result = run("certificate", "verify", certified)
         path.write_bytes(data)
         assert result.exit_code == 1, name
-        expected = "certificate.json was changed after it was written" if name == "certificate.json" else f"changed: {name}"
+        expected = (
+            "certificate.json was changed after it was written" if name == "certificate.json" else f"changed: {name}"
+        )
         assert expected in result.stderr, (name, result.stderr)
     assert run("certificate", "verify", certified).exit_code == 0  # the control: restored, accepted
 
@@ -104,8 +122,15 @@ def test_verify_checks_the_spec_bytes_when_given(certified, small_spec, tmp_path
     assert result.exit_code == 1 and "not the spec this set was compiled from" in result.stderr
 
 
-@pytest.mark.parametrize("value, words", [("", "expected NAME:ROLE"), (":Officer", "the name before ':' is empty"),
-                                          ("Ada:", "the role after ':' is empty"), ("Ada\x1b[2J:Officer", "printable")])
+@pytest.mark.parametrize(
+    "value, words",
+    [
+        ("", "expected NAME:ROLE"),
+        (":Officer", "the name before ':' is empty"),
+        ("Ada:", "the role after ':' is empty"),
+        ("Ada\x1b[2J:Officer", "printable"),
+    ],
+)
 def test_a_bad_sign_off_is_a_usage_error_before_anything_runs(small_spec, tmp_path, value, words):
     result = run("compile", small_spec, "-o", tmp_path / "out", "--sign", value)
     assert result.exit_code == 2 and words in result.stderr, result.stderr

@@ -1,5 +1,6 @@
 """`dpspec check` says before a run what the run would find: a missing data file (a warning at
 its `data` line) and a release item the mechanism cannot produce (an error at the item)."""
+
 from __future__ import annotations
 
 import shutil
@@ -52,8 +53,10 @@ def test_a_release_item_the_mechanism_cannot_produce_is_an_error_at_the_item(tmp
     line = path.read_text().splitlines().index("  microdata persons") + 1
     result = run("check", path)
     assert result.exit_code == 1
-    assert (f"rr.dps:{line}:3: error: the spec releases microdata 'persons' but mechanism 'randomized_response' "
-            "produces no microdata; release one of its outputs instead (output estimate, output responses)") in result.output
+    assert (
+        f"rr.dps:{line}:3: error: the spec releases microdata 'persons' but mechanism 'randomized_response' "
+        "produces no microdata; release one of its outputs instead (output estimate, output responses)"
+    ) in result.output
 
 
 def test_a_count_of_microdata_the_mechanism_does_not_produce_is_an_error(tmp_path):

@@ -1,4 +1,5 @@
 """The command line: exit codes, messages without tracebacks, fmt --write, show, convert."""
+
 from __future__ import annotations
 
 import json
@@ -41,7 +42,7 @@ def test_usage_error_exits_2():
 BROKEN_INPUTS = {
     "empty": b"",
     "binary": bytes(range(256)),
-    "latin1": "spec \"caf\xe9\"".encode("latin-1"),
+    "latin1": 'spec "caf\xe9"'.encode("latin-1"),
     "truncated": SMALL_SPEC[: len(SMALL_SPEC) // 2].encode(),
     "deep": b"mechanism m { a: " + b"(" * 5000 + b"1" + b")" * 5000 + b" }",
     "deep blocks": b"mechanism m { a: " + b"{ b: " * 3000 + b"1" + b" }" * 3000 + b" }",
@@ -62,8 +63,13 @@ def test_broken_inputs_never_traceback(tmp_path, name):
     assert "error:" in result.output
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
-@given(st.binary(max_size=300) | st.text(alphabet='spec"{}:,.0123456789 domain table unit premetric mechanism budget\n<=()/^-', max_size=300))
+@settings(
+    max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture]
+)
+@given(
+    st.binary(max_size=300)
+    | st.text(alphabet='spec"{}:,.0123456789 domain table unit premetric mechanism budget\n<=()/^-', max_size=300)
+)
 def test_fuzzed_inputs_never_traceback(tmp_path, data):
     path = tmp_path / "fuzz.dps"
     path.write_bytes(data if isinstance(data, bytes) else data.encode())
@@ -124,13 +130,16 @@ def test_budget_bound_quoted_in_zcdp_is_converted(small_spec):
     assert data["bounds_hold"] is True
 
 
-@pytest.mark.parametrize("args,key,value", [
-    (["rho=15.29", "--to", "approx", "--delta", "1e-10", "--method", "bs16"], "epsilon", 52.82),
-    (["rho=15.29", "--to", "approx", "--delta", "1e-10", "--method", "cks20"], "epsilon", 51.56),
-    (["epsilon=2", "--to", "zcdp"], "rho", 2.0),
-    (["rho=4.944", "--from-unit", "symdiff", "--to-unit", "hamming"], "rho", 19.776),
-    (["epsilon=1", "--group", "4"], "epsilon", 4.0),
-])
+@pytest.mark.parametrize(
+    "args,key,value",
+    [
+        (["rho=15.29", "--to", "approx", "--delta", "1e-10", "--method", "bs16"], "epsilon", 52.82),
+        (["rho=15.29", "--to", "approx", "--delta", "1e-10", "--method", "cks20"], "epsilon", 51.56),
+        (["epsilon=2", "--to", "zcdp"], "rho", 2.0),
+        (["rho=4.944", "--from-unit", "symdiff", "--to-unit", "hamming"], "rho", 19.776),
+        (["epsilon=1", "--group", "4"], "epsilon", 4.0),
+    ],
+)
 def test_convert(args, key, value):
     result = run("convert", *args, "--json")
     assert result.exit_code == 0, result.output

@@ -2,6 +2,7 @@
 files, the budget report.json carries, warnings and findings), valid against its shipped schema;
 a failure is the `error` document with each located problem, and the exit codes are those of a
 compile without --json (issue 24, "No CLI command runs TopDown with --json")."""
+
 from __future__ import annotations
 
 import json
@@ -47,7 +48,8 @@ def test_a_seeded_compile_lists_the_warning_and_the_critical_finding_and_exits_1
     assert doc["seed"] == 42
     assert [w for w in doc["warnings"] if "known seed 42" in w]
     assert {"rule": "known-seed", "severity": "critical"}.items() <= next(
-        f for f in doc["findings"] if f["rule"] == "known-seed").items()
+        f for f in doc["findings"] if f["rule"] == "known-seed"
+    ).items()
     assert "known seed 42" in result.stderr  # stderr says it as before
 
 
@@ -66,8 +68,11 @@ def test_a_topdown_compile_whose_data_break_a_structural_zero_is_a_located_error
     assert result.exit_code == 1 and doc["exit_code"] == 1
     assert_valid("error", doc)
     first = doc["diagnostics"][0]
-    assert (first["file"], first["line"], first["column"], first["severity"]) == (str(path), *_at(text, "nurse_nva_0:"),
-                                                                                 "error")
+    assert (first["file"], first["line"], first["column"], first["severity"]) == (
+        str(path),
+        *_at(text, "nurse_nva_0:"),
+        "error",
+    )
     assert "break the structural zero 'nurse_nva_0': 1 record, e.g. in block " in first["message"]
     assert first["hint"] == "the structural zero 'nurse_nva_0' is written here"
     assert doc["error"].splitlines()[0] in result.stderr
@@ -77,14 +82,18 @@ def test_a_topdown_compile_whose_data_break_a_structural_zero_is_a_located_error
 def test_a_spec_error_is_the_error_document_at_the_invariants_line(tmp_path):
     folder = tmp_path / "in"
     folder.mkdir()
-    text = TOPDOWN.replace("  count persons by block, hhgq\n", "  count persons by block, hhgq\n  count persons by county, votingage\n")
+    text = TOPDOWN.replace(
+        "  count persons by block, hhgq\n", "  count persons by block, hhgq\n  count persons by county, votingage\n"
+    )
     path = folder / "s.dps"
     path.write_text(text)
     result, doc = _compile(path, "-o", tmp_path / "release", "--json")
     assert result.exit_code == 1
     assert_valid("error", doc)
     nest = [d for d in doc["diagnostics"] if "does not nest" in d["message"]]
-    assert [(d["file"], d["line"], d["column"]) for d in nest] == [(str(path), *_at(text, "count persons by county, votingage"))]
+    assert [(d["file"], d["line"], d["column"]) for d in nest] == [
+        (str(path), *_at(text, "count persons by county, votingage"))
+    ]
 
 
 def test_a_usage_error_is_the_error_document_with_exit_2(small_spec):
@@ -106,8 +115,23 @@ def test_stdout_holds_the_document_alone_when_native_code_prints(tmp_path):
     import sys
 
     spec = os.path.join(os.path.dirname(__file__), os.pardir, "specs", "pl94_units_topdown.dps")
-    run = subprocess.run([sys.executable, "-c", "from dpspec.cli.main import main; main()", "compile", "--json",
-                          "--seed", "1", "-o", str(tmp_path / "out"), spec], capture_output=True, text=True, timeout=300)
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "from dpspec.cli.main import main; main()",
+            "compile",
+            "--json",
+            "--seed",
+            "1",
+            "-o",
+            str(tmp_path / "out"),
+            spec,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert run.returncode == 1, run.stderr  # a known seed is a critical finding; the release is written
     doc = json.loads(run.stdout)
     assert doc["command"] == "compile" and doc["mechanism"]["name"] == "topdown"

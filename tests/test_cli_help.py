@@ -1,5 +1,6 @@
 """What a person meets first: the top-level help, each option's help and `dpspec plugins`, read
 as a new user reads them (whole sentences, no Python values, every documented thing listed)."""
+
 from __future__ import annotations
 
 import click
@@ -41,8 +42,12 @@ def test_top_level_help_gives_each_command_its_first_sentence_whole():
 
 
 def test_every_json_option_has_help_text():
-    bare = [" ".join(path) for path, cmd in _commands() for p in cmd.params
-            if isinstance(p, click.Option) and "--json" in p.opts and not (p.help or "").strip()]
+    bare = [
+        " ".join(path)
+        for path, cmd in _commands()
+        for p in cmd.params
+        if isinstance(p, click.Option) and "--json" in p.opts and not (p.help or "").strip()
+    ]
     assert bare == []
 
 

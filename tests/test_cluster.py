@@ -6,6 +6,7 @@ nothing (Spark reruns its tasks, which draw the same keyed noise); a SIGKILLed d
 nothing and leaves the previous output set whole. One cluster for the module; the swap
 mechanism's byte identity is checked by the executor-kill case (ma1940_swap from Parquet), so
 the script's CSV swap case (acs_ma2019_swap) runs from the script only."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -47,8 +48,9 @@ def test_an_executor_killed_mid_job_changes_nothing(cluster, tmp_path):
     """Also the swap mechanism's byte-identity case: its release is compared with the local engine's."""
     running, engine = cluster
     killed: list = []
-    problems = cluster_check.compare(*cluster_check.KILL_CASE, engine, tmp_path,
-                                     kill=cluster_check.executor_killer(running, killed))
+    problems = cluster_check.compare(
+        *cluster_check.KILL_CASE, engine, tmp_path, kill=cluster_check.executor_killer(running, killed)
+    )
     assert killed, "no executor was seen running a task"
     assert problems == []
 

@@ -1,4 +1,5 @@
 """Compile end to end: outputs, manifest, reports, atomic writes, inputs untouched."""
+
 from __future__ import annotations
 
 import hashlib

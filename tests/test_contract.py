@@ -1,5 +1,6 @@
 """The contract owns its types; plugins use the public API; the plugin manager does not pull in
 the report stage."""
+
 from __future__ import annotations
 
 import os
@@ -41,7 +42,9 @@ def core_imports_beyond_the_api(root: str) -> list[str]:
     """Each line under `root` that imports from dpspec other than `dpspec.api` (or plain `import dpspec`)."""
     offenders = []
     for folder, dirs, files in os.walk(root):
-        dirs[:] = [d for d in dirs if d not in ("build", "__pycache__") and not d.endswith(".egg-info")]  # build artifacts
+        dirs[:] = [
+            d for d in dirs if d not in ("build", "__pycache__") and not d.endswith(".egg-info")
+        ]  # build artifacts
         for f in sorted(files):
             if f.endswith(".py"):
                 path = os.path.join(folder, f)
@@ -63,11 +66,16 @@ def test_plugins_import_only_the_public_api(root):
 
 
 def test_the_import_check_would_notice_an_internal(tmp_path):
-    (tmp_path / "p.py").write_text("from dpspec.api import ir\nimport dpspec\n    from dpspec.run.noise import bernoulli\n"
-                                   "from dpspec import ir\nimport dpspec.check.checker\nfrom dpspec import load, compile\n")
+    (tmp_path / "p.py").write_text(
+        "from dpspec.api import ir\nimport dpspec\n    from dpspec.run.noise import bernoulli\n"
+        "from dpspec import ir\nimport dpspec.check.checker\nfrom dpspec import load, compile\n"
+    )
     found = core_imports_beyond_the_api(str(tmp_path))
-    assert [line.rsplit(": ", 1)[1] for line in found] == ["from dpspec.run.noise import bernoulli", "from dpspec import ir",
-                                                            "import dpspec.check.checker"]
+    assert [line.rsplit(": ", 1)[1] for line in found] == [
+        "from dpspec.run.noise import bernoulli",
+        "from dpspec import ir",
+        "import dpspec.check.checker",
+    ]
 
 
 def test_report_model_does_not_reach_back_into_the_compiler():

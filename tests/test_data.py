@@ -1,4 +1,5 @@
 """Loading and validating data against the domain: each kind of DataError, and codes kept."""
+
 from __future__ import annotations
 
 import pandas as pd
@@ -46,7 +47,9 @@ def test_value_outside_enumerated_set(small_spec):
 
 
 def test_integer_out_of_range_and_not_integer(small_spec):
-    message = _error(small_spec, "region,district,age,smoker,status\nnorth,n1,130,true,N\nnorth,n1,4.5,true,N\nnorth,n1,x,true,N\n")
+    message = _error(
+        small_spec, "region,district,age,smoker,status\nnorth,n1,130,true,N\nnorth,n1,4.5,true,N\nnorth,n1,x,true,N\n"
+    )
     assert "column 'age': 2 values that are not whole numbers: row 2: '4.5', row 3: 'x'" in message
     assert "column 'age': 1 values outside 0..120: row 1: '130'" in message
 

@@ -1,6 +1,7 @@
 """Keys are declared, never discovered: a release's cells come from the spec and its public key
 files, the checker refuses a keying column without declared values, and the compiler stops any
 mechanism (built-in or third-party) whose released keys differ from the declared ones."""
+
 from __future__ import annotations
 
 import textwrap
@@ -24,9 +25,15 @@ def _cases(tmp_path, rows):
     return path
 
 
-def _spec(tmp_path, county_type='{a, b, c}', public="", mechanism="wasserstein_exponential", extra_params="base: naive",
-          release="output counts"):
-    text = textwrap.dedent(f'''\
+def _spec(
+    tmp_path,
+    county_type="{a, b, c}",
+    public="",
+    mechanism="wasserstein_exponential",
+    extra_params="base: naive",
+    release="output counts",
+):
+    text = textwrap.dedent(f"""\
         spec "keys"
         domain d {{
           table cases unit person {{
@@ -44,22 +51,30 @@ def _spec(tmp_path, county_type='{a, b, c}', public="", mechanism="wasserstein_e
         }}
         budget epsilon <= 100
         release {{ {release} }}
-        ''')
+        """)
     path = tmp_path / "keys.dps"
     path.write_text(text)
     return dpspec.load(str(path))
 
 
 # nobody lives in county c in August; one person does in July
-ROWS = [("2020-07", "a", "false"), ("2020-07", "c", "false"), ("2020-08", "a", "true"), ("2020-08", "a", "false"),
-        ("2020-08", "b", "false")]
+ROWS = [
+    ("2020-07", "a", "false"),
+    ("2020-07", "c", "false"),
+    ("2020-08", "a", "true"),
+    ("2020-08", "a", "false"),
+    ("2020-08", "b", "false"),
+]
 
 
 @pytest.mark.parametrize("mechanism,extra", [("wasserstein_exponential", "base: naive"), ("noisy_postprocessed", "")])
 def test_an_empty_declared_county_is_released_with_its_noisy_count(tmp_path, mechanism, extra):
     _cases(tmp_path, ROWS)
-    public = ('public { count cases by month released "the monthly total" used as total }'
-              if mechanism == "noisy_postprocessed" else "")
+    public = (
+        'public { count cases by month released "the monthly total" used as total }'
+        if mechanism == "noisy_postprocessed"
+        else ""
+    )
     result = dpspec.compile(_spec(tmp_path, public=public, mechanism=mechanism, extra_params=extra), seed=3)
     counts = result.outputs["counts"]
     assert list(counts["county"]) == ["a", "b", "c"]  # c is in the release although nobody is in it
@@ -77,8 +92,11 @@ def test_the_release_has_the_same_cells_whether_or_not_someone_is_alone_in_a_cel
 def test_cells_come_from_a_public_key_file(tmp_path):
     _cases(tmp_path, ROWS)
     (tmp_path / "counties.csv").write_text(COUNTIES + "d\n")
-    spec = _spec(tmp_path, county_type='category values from "counties.csv"',
-                 public='public { keys "counties.csv" released "the state\'s county list" }')
+    spec = _spec(
+        tmp_path,
+        county_type='category values from "counties.csv"',
+        public='public { keys "counties.csv" released "the state\'s county list" }',
+    )
     assert dpspec.compile(spec, seed=1).outputs["counts"]["county"].tolist() == ["a", "b", "c", "d"]
 
 
@@ -103,15 +121,19 @@ def test_a_key_file_not_declared_public_is_refused(tmp_path):
 def test_a_record_outside_the_declared_key_file_is_a_data_error(tmp_path):
     _cases(tmp_path, ROWS + [("2020-08", "z", "false")])
     (tmp_path / "counties.csv").write_text(COUNTIES)
-    spec = _spec(tmp_path, county_type='category values from "counties.csv"',
-                 public='public { keys "counties.csv" released "the state\'s county list" }')
+    spec = _spec(
+        tmp_path,
+        county_type='category values from "counties.csv"',
+        public='public { keys "counties.csv" released "the state\'s county list" }',
+    )
     with pytest.raises(dpspec.errors.DataError, match="values outside"):
         dpspec.compile(spec, seed=1)
 
 
 def test_a_count_table_released_from_swapped_microdata_has_every_declared_cell(tmp_path):
     (tmp_path / "hh.csv").write_text("county,size,tenure\n" + "a,1,owned\na,2,rented\nb,1,rented\nb,2,owned\n" * 5)
-    (tmp_path / "swap.dps").write_text(textwrap.dedent('''\
+    (tmp_path / "swap.dps").write_text(
+        textwrap.dedent("""\
         spec "swap keys"
         domain d {
           table households unit household {
@@ -129,7 +151,8 @@ def test_a_count_table_released_from_swapped_microdata_has_every_declared_cell(t
         premetric pure
         mechanism swap { match: size  swap: county  rate: 0.1 }
         release { count households by county, tenure }
-        '''))
+        """)
+    )
     out = dpspec.compile(dpspec.load(str(tmp_path / "swap.dps")), seed=1).outputs["count_households_county_tenure"]
     assert list(zip(out["county"], out["tenure"])) == [(c, t) for c in "abc" for t in ("owned", "rented")]
     assert out.loc[out["county"] == "c", "count"].tolist() == [0, 0]
@@ -164,8 +187,9 @@ def test_a_plugin_releasing_data_dependent_keys_is_stopped_and_nothing_is_publis
     mech = _UniqueCells()
     mech.declare = declare  # declared keys, or left to the compiler's reading of its columns
     spec = _spec(tmp_path, mechanism="unique_cells", extra_params="")
-    (tmp_path / "keys.dps").write_text(spec.text.replace(
-        "table: cases  cell: county  period: month  outcome: died  epsilon: 1", ""))
+    (tmp_path / "keys.dps").write_text(
+        spec.text.replace("table: cases  cell: county  period: month  outcome: died  epsilon: 1", "")
+    )
     out = tmp_path / "out"
     with registered(mech):
         with pytest.raises(MechanismError, match=r"without the declared key county='c'"):
@@ -185,8 +209,9 @@ def test_a_plugin_releasing_an_undeclared_value_is_stopped(tmp_path):
             return Release({"counts": pd.DataFrame({"county": ["a", "b", "c", "zz"], "cases": [1, 2, 3, 4]})})
 
     spec = _spec(tmp_path, mechanism="unique_cells", extra_params="")
-    (tmp_path / "keys.dps").write_text(spec.text.replace(
-        "table: cases  cell: county  period: month  outcome: died  epsilon: 1", ""))
+    (tmp_path / "keys.dps").write_text(
+        spec.text.replace("table: cases  cell: county  period: month  outcome: died  epsilon: 1", "")
+    )
     with registered(Extra()):
         with pytest.raises(MechanismError, match=r"with key county='zz', which is not declared"):
             dpspec.compile(dpspec.load(str(tmp_path / "keys.dps")), seed=1)

@@ -1,5 +1,6 @@
 """Each built-in mechanism outside TopDown and SafeTab says what its outputs are keyed by, so the
 compiler's key check holds it to declared values: records are records, one-row outputs have no key."""
+
 from __future__ import annotations
 
 import dpspec
@@ -44,8 +45,17 @@ def test_randomized_response_declares_records_and_a_keyless_estimate():
 def test_swap_declares_every_microdata_table_it_releases_as_records():
     from tests.test_swap_plugin import HOUSEHOLDS, INVARIANTS, PERSONS_INVARIANT, PERSONS_TABLE
 
-    text = HOUSEHOLDS.format(persons_table=PERSONS_TABLE, persons_data='data persons from "persons.csv"', invariants="\n".join(INVARIANTS + [PERSONS_INVARIANT]),
-                             match="state, size", swap="county", rate="0.5")
+    text = HOUSEHOLDS.format(
+        persons_table=PERSONS_TABLE,
+        persons_data='data persons from "persons.csv"',
+        invariants="\n".join(INVARIANTS + [PERSONS_INVARIANT]),
+        match="state, size",
+        swap="county",
+        rate="0.5",
+    )
     checked = check(parse(text, "h.dps"))
     keys = checked.mechanism.output_keys(checked.spec, checked.params)
-    assert keys == {"households": OutputKeys("households", records=True), "persons": OutputKeys("persons", records=True)}
+    assert keys == {
+        "households": OutputKeys("households", records=True),
+        "persons": OutputKeys("persons", records=True),
+    }

@@ -5,6 +5,7 @@ a solver, jinja2...) that the importing module does not load already, so `dpspec
 module beneath it runs (the verbs of `dpspec/__init__.py` load the compiler only when called); or
 when a module every start loads (the CLI, each plugin's entry module: `dpspec --help` loads them
 all) defers a module a bare start does not need. Anything else belongs at module level."""
+
 from __future__ import annotations
 
 import ast
@@ -35,8 +36,9 @@ def _api_table() -> dict[str, str]:
         tree = ast.parse(fh.read())
     table = {}
     for node in tree.body:
-        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id in ("_WHERE", "_DEPRECATED")
-                                                for t in node.targets):
+        if isinstance(node, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id in ("_WHERE", "_DEPRECATED") for t in node.targets
+        ):
             for key, value in zip(node.value.keys, node.value.values):
                 where = value.elts[0] if isinstance(value, ast.Tuple) else value
                 table[key.value] = where.value
@@ -62,8 +64,10 @@ def _targets(node, module: str, path: str) -> tuple[set[str], set[str]]:
     """(own modules, third-party top-level names) one import statement loads."""
     if isinstance(node, ast.Import):
         names = [a.name for a in node.names]
-        return ({n for n in names if n.split(".")[0] in OWN_TOPS},
-                {n.split(".")[0] for n in names if n.split(".")[0] not in OWN_TOPS})
+        return (
+            {n for n in names if n.split(".")[0] in OWN_TOPS},
+            {n.split(".")[0] for n in names if n.split(".")[0] not in OWN_TOPS},
+        )
     base = node.module or ""
     if node.level:
         package = module if path.endswith("__init__.py") else module.rpartition(".")[0]
@@ -129,10 +133,14 @@ def _heavy(edges, third) -> dict[str, set[str]]:
 @functools.lru_cache(maxsize=1)
 def loaded_at_start() -> frozenset[str]:
     """The project's modules `dpspec --help` loads (in a fresh interpreter, this checkout first)."""
-    code = ("import sys, io, contextlib\nfrom dpspec.cli.main import main\nsys.argv = ['dpspec', '--help']\n"
-            "with contextlib.redirect_stdout(io.StringIO()):\n    try:\n        main()\n    except SystemExit:\n        pass\n"
-            "print(' '.join(sorted(sys.modules)))")
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([ROOT, os.path.join(ROOT, "plugins"), os.environ.get("PYTHONPATH", "")]))
+    code = (
+        "import sys, io, contextlib\nfrom dpspec.cli.main import main\nsys.argv = ['dpspec', '--help']\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n    try:\n        main()\n    except SystemExit:\n        pass\n"
+        "print(' '.join(sorted(sys.modules)))"
+    )
+    env = dict(
+        os.environ, PYTHONPATH=os.pathsep.join([ROOT, os.path.join(ROOT, "plugins"), os.environ.get("PYTHONPATH", "")])
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=ROOT, check=True)
     return frozenset(m for m in out.stdout.split() if m.split(".")[0] in OWN_TOPS)
 
@@ -160,8 +168,10 @@ def unjustified_deferrals() -> list[str]:
             if module in start:  # a start loads this module: deferring what a bare start does not need is the point
                 extra |= set().union(*(_closure(edges, t) for t in targets)) - start
             if not extra:
-                problems.append(f"{module}:{node.lineno} imports {', '.join(sorted(targets))} inside a function, "
-                                f"but that loads nothing heavy {module} does not load already")
+                problems.append(
+                    f"{module}:{node.lineno} imports {', '.join(sorted(targets))} inside a function, "
+                    f"but that loads nothing heavy {module} does not load already"
+                )
     return problems
 
 

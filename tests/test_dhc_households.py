@@ -7,6 +7,7 @@ commit 38ea5f2a, das_decennial/programs/strategies/dhch_strategies.py, byte-iden
 github.com/yashlala/cpsc464-topdown at commit fc85a036:
 DecompTestStrategyDHCH_20220922_exp_iteration_23_1 lines 1681-1696 and
 DecompTestStrategyDHCH_PR_20220922_exp_iteration_23_1 lines 1604-1617), as the n of Fr(n, 10000)."""
+
 import json
 import os
 import shutil
@@ -24,26 +25,32 @@ from dpspec.errors import DataError, SpecError
 from dpspec.language.parser import parse
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SPECS = {"us": os.path.join(ROOT, "specs", "dhc_households_production_topdown.dps"),
-         "pr": os.path.join(ROOT, "specs", "dhc_households_production_topdown_pr.dps")}
+SPECS = {
+    "us": os.path.join(ROOT, "specs", "dhc_households_production_topdown.dps"),
+    "pr": os.path.join(ROOT, "specs", "dhc_households_production_topdown_pr.dps"),
+}
 DATA = os.path.join(ROOT, "specs", "data", "dhc")
 # level -> (the nine household queries' allocations, the unit query tenvacgq's), in 1/10000
 STRATEGY = {
-    "us": {"block": ([11, 3, 17, 22, 44, 15, 15, 3, 15], 15),
-           "blockgroup": ([291, 78, 442, 581, 1162, 407, 407, 78, 407], 407),
-           "tsubset": ([1150, 310, 1750, 2300, 4601, 1610, 1610, 310, 1610], 1610),
-           "tsg": ([973, 214, 1500, 1946, 973, 973, 973, 214, 973], 973),
-           "prim": ([973, 214, 1500, 1946, 973, 973, 973, 214, 973], 973),
-           "county": ([986, 266, 1500, 1972, 3944, 1380, 1380, 266, 1380], 1380),
-           "state": ([714, 193, 191, 1428, 714, 3216, 3216, 193, 3931], 3216),
-           "nation": ([792, 212, 212, 792, 792, 257, 257, 212, 1049], 259)},
-    "pr": {"block": ([11, 3, 17, 22, 44, 15, 15, 3, 15], 15),
-           "blockgroup": ([346, 93, 526, 691, 1382, 484, 484, 93, 484], 484),
-           "tsubset": ([1205, 325, 1833, 2410, 4820, 1687, 1687, 325, 1687], 1687),
-           "tsg": ([1054, 232, 1624, 2107, 1054, 1054, 1054, 232, 1054], 1054),
-           "prim": ([1054, 232, 1624, 2107, 1054, 1054, 1054, 232, 1054], 1054),
-           "county": ([1041, 281, 1584, 2082, 4164, 1457, 1457, 281, 1457], 1457),
-           "state": ([748, 202, 200, 1496, 748, 3368, 3368, 202, 4117], 3364)},
+    "us": {
+        "block": ([11, 3, 17, 22, 44, 15, 15, 3, 15], 15),
+        "blockgroup": ([291, 78, 442, 581, 1162, 407, 407, 78, 407], 407),
+        "tsubset": ([1150, 310, 1750, 2300, 4601, 1610, 1610, 310, 1610], 1610),
+        "tsg": ([973, 214, 1500, 1946, 973, 973, 973, 214, 973], 973),
+        "prim": ([973, 214, 1500, 1946, 973, 973, 973, 214, 973], 973),
+        "county": ([986, 266, 1500, 1972, 3944, 1380, 1380, 266, 1380], 1380),
+        "state": ([714, 193, 191, 1428, 714, 3216, 3216, 193, 3931], 3216),
+        "nation": ([792, 212, 212, 792, 792, 257, 257, 212, 1049], 259),
+    },
+    "pr": {
+        "block": ([11, 3, 17, 22, 44, 15, 15, 3, 15], 15),
+        "blockgroup": ([346, 93, 526, 691, 1382, 484, 484, 93, 484], 484),
+        "tsubset": ([1205, 325, 1833, 2410, 4820, 1687, 1687, 325, 1687], 1687),
+        "tsg": ([1054, 232, 1624, 2107, 1054, 1054, 1054, 232, 1054], 1054),
+        "prim": ([1054, 232, 1624, 2107, 1054, 1054, 1054, 232, 1054], 1054),
+        "county": ([1041, 281, 1584, 2082, 4164, 1457, 1457, 281, 1457], 1457),
+        "state": ([748, 202, 200, 1496, 748, 3368, 3368, 202, 4117], 3364),
+    },
 }
 
 
@@ -127,8 +134,11 @@ def test_a_household_in_a_structural_zero_is_a_data_error(tmp_path):
     at = households.index[households["hhage"] > 0][0]
     households.loc[at, "hhtype"] = 393  # a child living alone (hhtype_dhch.py:528-533), householder over 24
     households.to_parquet(path, index=False)
-    with pytest.raises(DataError, match=rf"table 'households' break the structural zero 'living_alone_childalone': "
-                                        rf"1 record, e.g. in block {households.loc[at, 'block']}"):
+    with pytest.raises(
+        DataError,
+        match=rf"table 'households' break the structural zero 'living_alone_childalone': "
+        rf"1 record, e.g. in block {households.loc[at, 'block']}",
+    ):
         dpspec.compile(str(spec), seed=1)
 
 
@@ -154,13 +164,26 @@ def test_the_release_keeps_h1_and_owned_on_the_bundled_data_on_both_engines(tmp_
     households = pd.read_csv(out / "households.csv", dtype=str)
     h1 = pd.read_parquet(os.path.join(DATA, "dhc_pr_h1.parquet")).astype(str)
     ten = {"mortgage": "0", "owned": "1", "rented": "2", "no_pay": "2"}  # hhtenshort_3lev of tenvacgq
-    released = units.assign(h1=units["tenvacgq"].map(lambda t: "occupied" if t in ten else "gq" if t.startswith("gq")
-                                                     else "vacant"))
+    released = units.assign(
+        h1=units["tenvacgq"].map(lambda t: "occupied" if t in ten else "gq" if t.startswith("gq") else "vacant")
+    )
     count = lambda frame, by: frame.groupby(by).size().sort_index()  # noqa: E731
     assert count(released, ["block", "h1"]).equals(count(h1, ["block", "h1"]))
-    assert released.loc[released["h1"] == "vacant", "tenvacgq"].isin(
-        ["for_rent", "rented_not_occupied", "for_sale", "sold_not_occupied", "seasonal", "migrant_workers",
-         "other_vacant"]).all()
+    assert (
+        released.loc[released["h1"] == "vacant", "tenvacgq"]
+        .isin(
+            [
+                "for_rent",
+                "rented_not_occupied",
+                "for_sale",
+                "sold_not_occupied",
+                "seasonal",
+                "migrant_workers",
+                "other_vacant",
+            ]
+        )
+        .all()
+    )
     occupied = released[released["h1"] == "occupied"].assign(ten=lambda f: f["tenvacgq"].map(ten))
     assert count(occupied, ["block", "ten"]).equals(count(households, ["block", "ten"]))
     source = pd.read_parquet(os.path.join(DATA, "dhc_pr_units.parquet")).astype(str)
@@ -188,16 +211,40 @@ def test_the_specs_state_production_interleaved_outer_passes(run):
     passes = _passes(params, ["tenvacgq"], _joint_names([j]))
     assert set(passes) == set(STRATEGY[run])
     for level, plan in passes.items():
-        outer = joint_pass_plan(level, plan, _schema(spec, params), main, j["schema"], other, "households",
-                                groups=False)
+        outer = joint_pass_plan(
+            level, plan, _schema(spec, params), main, j["schema"], other, "households", groups=False
+        )
         assert [(len(o.fit_main), len(o.fit_joint)) for o in outer] == [(1, 0), (0, 6), (0, 3)], level
         assert [[r[0] for r in o.round_main] for o in outer] == [["tenvacgq"], [], []], level
         assert [len(o.round_joint) for o in outer] == [0, 2, 1], level
 
 
-GQ_TYPES = ["gq101", "gq102", "gq103", "gq104", "gq105", "gq106", "gq201", "gq202", "gq203", "gq301", "gq401",
-            "gq402", "gq403", "gq404", "gq405", "gq501", "gq601", "gq602", "gq701", "gq801", "gq802", "gq900",
-            "gq901", "gq997"]  # das_decennial hhgq.py:20-43, tenvacgq's levels 11-34 (tenvacgq.py:24-37)
+GQ_TYPES = [
+    "gq101",
+    "gq102",
+    "gq103",
+    "gq104",
+    "gq105",
+    "gq106",
+    "gq201",
+    "gq202",
+    "gq203",
+    "gq301",
+    "gq401",
+    "gq402",
+    "gq403",
+    "gq404",
+    "gq405",
+    "gq501",
+    "gq601",
+    "gq602",
+    "gq701",
+    "gq801",
+    "gq802",
+    "gq900",
+    "gq901",
+    "gq997",
+]  # das_decennial hhgq.py:20-43, tenvacgq's levels 11-34 (tenvacgq.py:24-37)
 
 
 @pytest.mark.parametrize("run", sorted(SPECS))
@@ -218,8 +265,10 @@ def test_the_unit_histogram_is_tenvacgq_with_its_24_gq_types_and_gqhh_vect_invar
     assert list(gqhh.labels) == ["housing_unit", *GQ_TYPES]
     assert list(gqhh.group_of) == [0] * 11 + list(range(1, 25))
     assert [recodes["h1"].labels[g] for g in recodes["h1"].group_of] == ["occupied"] * 4 + ["vacant"] * 7 + ["gq"] * 24
-    assert [q.describe() for q in TopDown().induced_invariants(spec, params)] == ["count units by block",
-                                                                             "count units by block, gqhh_vect"]
+    assert [q.describe() for q in TopDown().induced_invariants(spec, params)] == [
+        "count units by block",
+        "count units by block, gqhh_vect",
+    ]
     units = pd.read_parquet(os.path.join(DATA, "dhc_pr_units.parquet" if run == "pr" else "dhc_units.parquet"))
     gq = units[units["tenvacgq"].astype(str).str.startswith("gq")]
     assert len(gq) >= 2 and (gq["tenvacgq"].astype(str) == gq["gqhh_vect"].astype(str)).all()
@@ -236,10 +285,12 @@ def test_units_whose_gqhh_vect_is_not_the_recode_are_a_data_error(tmp_path):
     units["gqhh_vect"] = units["gqhh_vect"].astype(str)
     units.loc[at, "gqhh_vect"] = "housing_unit"
     units.to_parquet(path, index=False)
-    with pytest.raises(DataError, match=r"table 'units': 1 record with gqhh_vect different from the recode 'gqhh_vect' "
-                                        rf"of tenvacgq, e.g. in block '{units.loc[at, 'block']}'"):
+    with pytest.raises(
+        DataError,
+        match=r"table 'units': 1 record with gqhh_vect different from the recode 'gqhh_vect' "
+        rf"of tenvacgq, e.g. in block '{units.loc[at, 'block']}'",
+    ):
         dpspec.compile(str(spec), seed=1)
-
 
 
 # Production's 522 household types as test data (tests/hhtype_dhch_522.csv: hhtype_map.py's table, its
@@ -288,20 +339,33 @@ def test_the_household_type_is_production_s_522_values_each_one_cell_and_back(ru
     partner = {0: "none", 1: "married", 2: "married", 3: "cohabiting", 4: "cohabiting"}
     own = {0: "no_own", 1: "own_under6", 2: "own_6to17", 3: "own_both"}
     ptdocs = [f"{partner[c]}_{own[o]}" for c, o in zip(TYPES["couple"], TYPES["ownchild"])]
-    coupled = {0: "no_spouse_or_partner", 1: "married_opposite_sex", 2: "married_same_sex",
-               3: "unmarried_opposite_sex", 4: "unmarried_same_sex"}
-    detailed = [f"{COUPLE[c]}_mg{m}_{OWN[o]}_s{n}"
-                for c, m, o, n in zip(TYPES["couple"], TYPES["multig"], TYPES["ownchild"], TYPES["size"])]
+    coupled = {
+        0: "no_spouse_or_partner",
+        1: "married_opposite_sex",
+        2: "married_same_sex",
+        3: "unmarried_opposite_sex",
+        4: "unmarried_same_sex",
+    }
+    detailed = [
+        f"{COUPLE[c]}_mg{m}_{OWN[o]}_s{n}"
+        for c, m, o, n in zip(TYPES["couple"], TYPES["multig"], TYPES["ownchild"], TYPES["size"])
+    ]
     assert _groups(schema, "multig") == multig
     assert _groups(schema, "partner_type_detailed_own_child_status") == ptdocs
     assert _groups(schema, "coupled_hh_type") == [coupled[c] for c in TYPES["couple"]]
     assert _groups(schema, "DetailedCoupleTypeMultGenDetOwnChildSize") == detailed
     labels = {r.name: list(r.labels) for r in schema.recodes}
-    order = [f"{p}_{o}" for p in ("none", "married", "cohabiting")
-             for o in ("own_under6", "no_own", "own_6to17", "own_both")]  # hhtype_dhch.py:181-182
+    order = [
+        f"{p}_{o}" for p in ("none", "married", "cohabiting") for o in ("own_under6", "no_own", "own_6to17", "own_both")
+    ]  # hhtype_dhch.py:181-182
     assert labels["partner_type_detailed_own_child_status"] == [g for g in order if g in set(ptdocs)]
-    order = [f"{c}_mg{m}_{o}_s{n}" for c in ("none", "msame", "mopp", "usame", "uopp") for m in (0, 1)
-             for o in OWN.values() for n in range(1, 8)]  # hhtype_dhch.py:219-221
+    order = [
+        f"{c}_mg{m}_{o}_s{n}"
+        for c in ("none", "msame", "mopp", "usame", "uopp")
+        for m in (0, 1)
+        for o in OWN.values()
+        for n in range(1, 8)
+    ]  # hhtype_dhch.py:219-221
     assert labels["DetailedCoupleTypeMultGenDetOwnChildSize"] == [g for g in order if g in set(detailed)]
     assert len(labels["DetailedCoupleTypeMultGenDetOwnChildSize"]) == 183
     assert labels["coupled_hh_type"] == list(coupled[c] for c in (2, 1, 4, 3, 0))  # hhtype_dhch.py:194-198
@@ -313,7 +377,9 @@ def test_the_generator_numbers_the_household_types_as_production():
     household's attributes name exactly one value and a value exactly one set of attributes."""
     import importlib.util
 
-    where = importlib.util.spec_from_file_location("make_dhc_synthetic", os.path.join(ROOT, "scripts", "make_dhc_synthetic.py"))
+    where = importlib.util.spec_from_file_location(
+        "make_dhc_synthetic", os.path.join(ROOT, "scripts", "make_dhc_synthetic.py")
+    )
     make = importlib.util.module_from_spec(where)
     where.loader.exec_module(make)
     table = make.hhtype_table()
@@ -327,7 +393,9 @@ def _production_zeros(coords: dict) -> dict:
     attributes: {name: mask over the cells}. hhage: 0 15-24, 1-4 25-59, 5 60-64, 6 65-74, 7-8 75+
     (hhage.py); elderly: 0 no one 60+, 1 60-64, 2 65-74, 3 75+ (hhelderly.py); sex 0 male."""
     sex, age, eld, h = coords["sex"], coords["hhage"], coords["elderly"], coords["hhtype"]
-    size, couple, own, kids, u18 = (TYPES[a].to_numpy()[h] for a in ("size", "couple", "ownchild", "children", "under18"))
+    size, couple, own, kids, u18 = (
+        TYPES[a].to_numpy()[h] for a in ("size", "couple", "ownchild", "children", "under18")
+    )
     implied = np.array([0, 0, 0, 0, 0, 1, 2, 3, 3])[age]  # the elderly presence the householder alone makes
     band = {0: age < 5, 1: age == 5, 2: age == 6, 3: age >= 7}
     paired, under6 = couple > 0, (own == 1) | (own == 3)
@@ -388,10 +456,17 @@ def test_the_household_queries_are_production_s(run):
     j = _joint_of(run)
     schema = j["schema"]
     detailed = "DetailedCoupleTypeMultGenDetOwnChildSize"
-    wanted = [("multig", "hisp", "hhtenshort_2lev"), ("hisp", "hhtenshort_2lev"), ("hisp", "hhtenshort_2lev", "race"),
-              ("partner_type_detailed_own_child_status", "sex", "hhtenshort_2lev"),
-              ("coupled_hh_type", "hisp", "hhtenshort_2lev"), ("sex", "hisp", "ten", "race", detailed),
-              ("sex", "hisp", "ten", "race", "hhage", detailed), ("ten", "hhage", detailed), schema.names]
+    wanted = [
+        ("multig", "hisp", "hhtenshort_2lev"),
+        ("hisp", "hhtenshort_2lev"),
+        ("hisp", "hhtenshort_2lev", "race"),
+        ("partner_type_detailed_own_child_status", "sex", "hhtenshort_2lev"),
+        ("coupled_hh_type", "hisp", "hhtenshort_2lev"),
+        ("sex", "hisp", "ten", "race", detailed),
+        ("sex", "hisp", "ten", "race", "hhage", detailed),
+        ("ten", "hhage", detailed),
+        schema.names,
+    ]
     for level, entries in j["strategy"].items():
         assert [q for q, _ in entries] == [schema.canonical(q) for q in wanted], level
     assert list(schema.names) == ["sex", "hhage", "hisp", "race", "elderly", "ten", "hhtype"]

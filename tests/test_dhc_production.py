@@ -7,6 +7,7 @@ at github.com/yashlala/cpsc464-topdown, commit fc85a036, programs/strategies/dhc
 DecompTestStrategyDHCP_20220922_exp_iteration_23_1 lines 617-624 and
 DecompTestStrategyDHCP_PR_20220922_exp_iteration_23_1 lines 656-662), in tenths of a thousandth
 of rho (the strategies write Fr(n, 10000))."""
+
 import json
 import os
 import shutil
@@ -22,27 +23,58 @@ from dpspec.errors import DataError, SpecError
 from dpspec.language.parser import parse
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SPECS = {"us": os.path.join(ROOT, "specs", "dhc_persons_production_topdown.dps"),
-         "pr": os.path.join(ROOT, "specs", "dhc_persons_production_topdown_pr.dps")}
+SPECS = {
+    "us": os.path.join(ROOT, "specs", "dhc_persons_production_topdown.dps"),
+    "pr": os.path.join(ROOT, "specs", "dhc_persons_production_topdown_pr.dps"),
+}
 DATA = os.path.join(ROOT, "specs", "data", "dhc")
-QUERIES = ["age_18_64_116 * relgq_4_groups", "age_18_64_116 * sex", "age_38_groups * sex", "hispanic * sex",
-           "sex * relgq_4_groups", "gq_constr_groups * age_10_groups", "popSehsdTargetsRelship",
-           "hispanic * sex * age_40_groups * relship_and_eight_level_GQ * cenrace",
-           "relgq * age_40_groups * hispanic * cenrace * sex", "detailed"]
+QUERIES = [
+    "age_18_64_116 * relgq_4_groups",
+    "age_18_64_116 * sex",
+    "age_38_groups * sex",
+    "hispanic * sex",
+    "sex * relgq_4_groups",
+    "gq_constr_groups * age_10_groups",
+    "popSehsdTargetsRelship",
+    "hispanic * sex * age_40_groups * relship_and_eight_level_GQ * cenrace",
+    "relgq * age_40_groups * hispanic * cenrace * sex",
+    "detailed",
+]
 STRATEGY = {
-    "us": {"block": [11] * 10, "blockgroup": [430] * 10, "tsubset": [868] * 5 + [3472, 3472] + [868] * 3,
-           "tsg": [478] * 5 + [1912] + [478] * 4, "prim": [478] * 5 + [1912] + [478] * 4,
-           "county": [310] * 5 + [1240, 1240] + [310] * 3, "state": [999] * 5 + [3996] + [999] * 4,
-           "nation": [73] * 5 + [292] + [73] * 4},
-    "pr": {"block": [11] * 10, "blockgroup": [446] * 10, "tsubset": [878] * 5 + [3512, 3512] + [878] * 3,
-           "tsg": [490] * 5 + [1961] + [490] * 4, "prim": [490] * 5 + [1961] + [490] * 4,
-           "county": [320] * 5 + [1280, 1280] + [320] * 3, "state": [1009] + [1011] * 4 + [4045] + [1011] * 4},
+    "us": {
+        "block": [11] * 10,
+        "blockgroup": [430] * 10,
+        "tsubset": [868] * 5 + [3472, 3472] + [868] * 3,
+        "tsg": [478] * 5 + [1912] + [478] * 4,
+        "prim": [478] * 5 + [1912] + [478] * 4,
+        "county": [310] * 5 + [1240, 1240] + [310] * 3,
+        "state": [999] * 5 + [3996] + [999] * 4,
+        "nation": [73] * 5 + [292] + [73] * 4,
+    },
+    "pr": {
+        "block": [11] * 10,
+        "blockgroup": [446] * 10,
+        "tsubset": [878] * 5 + [3512, 3512] + [878] * 3,
+        "tsg": [490] * 5 + [1961] + [490] * 4,
+        "prim": [490] * 5 + [1961] + [490] * 4,
+        "county": [320] * 5 + [1280, 1280] + [320] * 3,
+        "state": [1009] + [1011] * 4 + [4045] + [1011] * 4,
+    },
 }
 PL94_BY = ["block", "hhgq8lev", "votingage", "hispanic", "cenrace"]
-HHGQ8 = {**{r: "household" for r in range(18)}, **{r: "correctional" for r in range(18, 24)},
-         24: "juvenile", 25: "juvenile", 26: "juvenile", 27: "nursing",
-         **{r: "otherinst" for r in range(28, 33)}, 33: "college", 34: "military", 35: "military",
-         **{r: "othernoninst" for r in range(36, 42)}}
+HHGQ8 = {
+    **{r: "household" for r in range(18)},
+    **{r: "correctional" for r in range(18, 24)},
+    24: "juvenile",
+    25: "juvenile",
+    26: "juvenile",
+    27: "nursing",
+    **{r: "otherinst" for r in range(28, 33)},
+    33: "college",
+    34: "military",
+    35: "military",
+    **{r: "othernoninst" for r in range(36, 42)},
+}
 
 
 def _budget(path):
@@ -117,16 +149,44 @@ def test_data_in_a_structural_zero_is_a_data_error_naming_block_and_cell(tmp_pat
 
 
 def _pl94_of(frame: pd.DataFrame) -> pd.Series:
-    released = pd.DataFrame({"block": frame["block"].astype(str),
-                             "hhgq8lev": frame["relgq"].astype(int).map(HHGQ8),
-                             "votingage": (frame["age"].astype(int) >= 18).map({True: "voting", False: "nonvoting"}),
-                             "hispanic": frame["hispanic"].astype(int), "cenrace": frame["cenrace"].astype(int)})
+    released = pd.DataFrame(
+        {
+            "block": frame["block"].astype(str),
+            "hhgq8lev": frame["relgq"].astype(int).map(HHGQ8),
+            "votingage": (frame["age"].astype(int) >= 18).map({True: "voting", False: "nonvoting"}),
+            "hispanic": frame["hispanic"].astype(int),
+            "cenrace": frame["cenrace"].astype(int),
+        }
+    )
     return released.groupby(PL94_BY).size()
 
 
-GQ_TYPES = ["gq101", "gq102", "gq103", "gq104", "gq105", "gq106", "gq201", "gq202", "gq203", "gq301", "gq401",
-            "gq402", "gq403", "gq404", "gq405", "gq501", "gq601", "gq602", "gq701", "gq801", "gq802", "gq900",
-            "gq901", "gq997"]
+GQ_TYPES = [
+    "gq101",
+    "gq102",
+    "gq103",
+    "gq104",
+    "gq105",
+    "gq106",
+    "gq201",
+    "gq202",
+    "gq203",
+    "gq301",
+    "gq401",
+    "gq402",
+    "gq403",
+    "gq404",
+    "gq405",
+    "gq501",
+    "gq601",
+    "gq602",
+    "gq701",
+    "gq801",
+    "gq802",
+    "gq900",
+    "gq901",
+    "gq997",
+]
 GQLEVELS = {**{r: "hh" for r in range(18)}, **dict(zip(range(18, 42), GQ_TYPES))}
 
 
@@ -138,8 +198,16 @@ def _assert_facility_bounds(result, run):
     micro = micro.to_pandas() if hasattr(micro, "to_pandas") else micro
     prefix = "dhc_pr" if run == "pr" else "dhc"
     facilities = pd.read_parquet(os.path.join(DATA, f"{prefix}_facilities.parquet"))
-    tally = facilities.groupby([facilities["block"].astype(str), facilities["gqtype"].astype(str)]).size().unstack(fill_value=0)
-    got = micro.groupby([micro["block"].astype(str), micro["relgq"].astype(int).map(GQLEVELS)]).size().unstack(fill_value=0)
+    tally = (
+        facilities.groupby([facilities["block"].astype(str), facilities["gqtype"].astype(str)])
+        .size()
+        .unstack(fill_value=0)
+    )
+    got = (
+        micro.groupby([micro["block"].astype(str), micro["relgq"].astype(int).map(GQLEVELS)])
+        .size()
+        .unstack(fill_value=0)
+    )
     index, columns = tally.index.union(got.index), ["hh", *GQ_TYPES]
     tally, got = (f.reindex(index=index, columns=columns, fill_value=0) for f in (tally, got))
     occupied = tally.copy()
@@ -159,8 +227,15 @@ def _assert_reproduces_pl94(result, run):
     prefix = "dhc_pr" if run == "pr" else "dhc"
     persons = pd.read_parquet(os.path.join(DATA, f"{prefix}_persons.parquet"))
     pl94 = pd.read_parquet(os.path.join(DATA, f"{prefix}_pl94.parquet"))
-    want = pl94.assign(block=pl94["block"].astype(str), hhgq8lev=pl94["hhgq8lev"].astype(str),
-                       votingage=pl94["votingage"].astype(str)).groupby(PL94_BY).size()
+    want = (
+        pl94.assign(
+            block=pl94["block"].astype(str),
+            hhgq8lev=pl94["hhgq8lev"].astype(str),
+            votingage=pl94["votingage"].astype(str),
+        )
+        .groupby(PL94_BY)
+        .size()
+    )
     got = _pl94_of(micro)
     assert got.sort_index().equals(want.sort_index())
     assert not _pl94_of(persons).sort_index().equals(want.sort_index())  # the product is not the truth

@@ -1,6 +1,7 @@
 """A full disk under `compile -o` or `audit -o` is the machine's state, not a bug (exit 1, nothing
 left behind), and the output guard compares folders by device and inode, so a second mount of
 the spec's folder cannot take the output among the inputs."""
+
 from __future__ import annotations
 
 import errno
@@ -56,10 +57,17 @@ def test_an_output_through_a_second_mount_of_the_spec_folder_is_refused(spec, tm
         pytest.skip("no private mount namespace here (unshare -m needs root)")
     again = tmp_path / "again"
     again.mkdir()
-    script = (f"mount --bind {spec.parent} {again} && exec {sys.executable} -m dpspec.cli compile {spec} --seed 1 "
-              f"-o {again}/out")
-    res = subprocess.run(["unshare", "-m", "sh", "-c", script], capture_output=True, text=True, timeout=300,
-                         env={**os.environ, "PYTHONPATH": os.pathsep.join([ROOT, os.path.join(ROOT, "plugins")])})
+    script = (
+        f"mount --bind {spec.parent} {again} && exec {sys.executable} -m dpspec.cli compile {spec} --seed 1 "
+        f"-o {again}/out"
+    )
+    res = subprocess.run(
+        ["unshare", "-m", "sh", "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join([ROOT, os.path.join(ROOT, "plugins")])},
+    )
     assert res.returncode == 1 and "refusing" in (res.stdout + res.stderr), res.stdout + res.stderr
     assert sorted(os.listdir(spec.parent)) == ["data", "rr.dps"]  # nothing written among the inputs
 
@@ -84,8 +92,18 @@ def test_a_parquet_footer_declaring_many_rows_is_refused_before_reading(tmp_path
     from dpspec.language.parser import parse
 
     n = 400_000
-    pq.write_table(pa.table({"region": ["north"] * n, "district": ["n1"] * n, "age": [30] * n,
-                             "smoker": [True] * n, "status": ["single"] * n}), tmp_path / "people.parquet")
+    pq.write_table(
+        pa.table(
+            {
+                "region": ["north"] * n,
+                "district": ["n1"] * n,
+                "age": [30] * n,
+                "smoker": [True] * n,
+                "status": ["single"] * n,
+            }
+        ),
+        tmp_path / "people.parquet",
+    )
     text = _FUZZ.DATA_SPEC.replace("SOURCE", "people.parquet")
     (tmp_path / "spec.dps").write_text(text)
     spec = parse(text, str(tmp_path / "spec.dps"))
@@ -115,10 +133,14 @@ def test_an_empty_mount_point_as_output_says_it_is_a_mount(spec, tmp_path):
         pytest.skip("no private mount namespace here (unshare -m needs root)")
     volume = tmp_path / "volume"
     volume.mkdir()
-    script = (f"mount -t tmpfs none {volume} && exec {sys.executable} -m dpspec.cli compile {spec} --seed 1 "
-              f"-o {volume}")
-    res = subprocess.run(["unshare", "-m", "sh", "-c", script], capture_output=True, text=True, timeout=300,
-                         env={**os.environ, "PYTHONPATH": os.pathsep.join([ROOT, os.path.join(ROOT, "plugins")])})
+    script = f"mount -t tmpfs none {volume} && exec {sys.executable} -m dpspec.cli compile {spec} --seed 1 -o {volume}"
+    res = subprocess.run(
+        ["unshare", "-m", "sh", "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join([ROOT, os.path.join(ROOT, "plugins")])},
+    )
     out = res.stdout + res.stderr
     assert res.returncode == 1 and "is a mount point" in out and f"-o {volume}/compile-output" in out, out
     assert "Device or resource busy" not in out and "internal error" not in out

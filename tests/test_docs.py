@@ -4,6 +4,7 @@ Conventions (docs/**/*.md, README.md; docs/writing-docs.md): a ```dps fence is a
 that `dpspec check` accepts, unless the fence says `dps no-check`, and every fence that parses
 is in `dpspec fmt`'s canonical form. The ```console fences are run by tests/test_docs_commands.py.
 """
+
 from __future__ import annotations
 
 import os
@@ -23,8 +24,9 @@ import grammar_doc  # noqa: E402
 import hooks  # noqa: E402
 import reference_pages  # noqa: E402
 
-FENCE = re.compile(r"^(?P<indent>[ \t]*)(?P<ticks>```+)(?P<info>[^\n`]*)\n(?P<body>.*?)^(?P=indent)(?P=ticks)[ \t]*$",
-                   re.M | re.S)
+FENCE = re.compile(
+    r"^(?P<indent>[ \t]*)(?P<ticks>```+)(?P<info>[^\n`]*)\n(?P<body>.*?)^(?P=indent)(?P=ticks)[ \t]*$", re.M | re.S
+)
 EXIT = re.compile(r"\s+#\s*exit\s+(\d+)\s*$")
 
 
@@ -59,12 +61,23 @@ def console_commands():
 def test_site_builds_strictly(tmp_path):
     """mkdocs --strict: a broken link, a missing page, an undocumented grammar rule, mechanism or
     rule, or a rule example that no longer triggers its rule fails the build."""
-    proc = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-q", "-d", str(tmp_path / "site")],
-                          cwd=ROOT, capture_output=True, text=True, env={**os.environ, "NO_MKDOCS_2_WARNING": "1"})
+    proc = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "-q", "-d", str(tmp_path / "site")],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     site = tmp_path / "site"
-    for page in ("index.html", "language/reference/index.html", "reference/commands/index.html",
-                 "mechanisms/swap/index.html", "audit/finer-unit/index.html", "tutorials/first-release/index.html"):
+    for page in (
+        "index.html",
+        "language/reference/index.html",
+        "reference/commands/index.html",
+        "mechanisms/swap/index.html",
+        "audit/finer-unit/index.html",
+        "tutorials/first-release/index.html",
+    ):
         assert (site / page).exists(), page
     # ```dps fences are highlighted by our lexer: keywords get Pygments' keyword class
     reference = (site / "language/reference/index.html").read_text(encoding="utf-8")
@@ -92,8 +105,9 @@ NOT_YET_FORMATTED: set[str] = set()  # every page is in fmt layout
 def _fmt_params():
     for param in fences("dps"):
         page = param.id.rsplit(":", 1)[0]
-        marks = [pytest.mark.xfail(reason=f"{page} is not yet in dpspec fmt's layout")] \
-            if page in NOT_YET_FORMATTED else []
+        marks = (
+            [pytest.mark.xfail(reason=f"{page} is not yet in dpspec fmt's layout")] if page in NOT_YET_FORMATTED else []
+        )
         yield pytest.param(*param.values, id=param.id, marks=marks)
 
 
@@ -126,15 +140,22 @@ def test_readme_quick_start_is_what_ci_runs():
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     section = readme.split("## Quick start", 1)[1]
     block = FENCE.search(section).group("body").strip().splitlines()
-    ci = [line for line in (ROOT / ".ci" / "run").read_text().splitlines()
-          if line.startswith(("python3 -m venv", ".venv/bin/"))]
+    ci = [
+        line
+        for line in (ROOT / ".ci" / "run").read_text().splitlines()
+        if line.startswith(("python3 -m venv", ".venv/bin/"))
+    ]
     assert block == ci and len(ci) == 2
     assert len(readme.splitlines()) < 200
 
 
 def test_no_reference_to_a_design_document_outside_the_repository():
-    out = subprocess.run(["git", "grep", "-n", "-I", "DESIGN\\.md", "--", ".", ":!tests/test_docs.py"],
-                         cwd=ROOT, capture_output=True, text=True)
+    out = subprocess.run(
+        ["git", "grep", "-n", "-I", "DESIGN\\.md", "--", ".", ":!tests/test_docs.py"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
     assert out.stdout == "", out.stdout
 
 
@@ -221,8 +242,15 @@ def test_benchmark_pages_are_written_by_the_common_writer(tmp_path, monkeypatch)
     import doc_table
 
     monkeypatch.setattr(doc_table, "PAGES", tmp_path / "docs" / "performance")
-    path = doc_table.write("bench_demo", "Demo", "What it measures.", ["size", "seconds"], [[10, "0.5"], ["a|b", 1]],
-                           notes=["best of 3"], command="python benchmarks/bench_demo.py 10")
+    path = doc_table.write(
+        "bench_demo",
+        "Demo",
+        "What it measures.",
+        ["size", "seconds"],
+        [[10, "0.5"], ["a|b", 1]],
+        notes=["best of 3"],
+        command="python benchmarks/bench_demo.py 10",
+    )
     text = path.read_text()
     assert text.startswith("# Demo\n")
     assert "by `python benchmarks/bench_demo.py 10`" in text and "| size | seconds |" in text
@@ -246,7 +274,9 @@ def test_json_page_documents_every_key(tmp_path):
     cases = {
         "`dpspec show --json`": reference_pages.json_output(["show", "docs/tutorials/vision.dps", "--json"]),
         "`dpspec budget --json`": reference_pages.json_output(["budget", "docs/tutorials/vision.dps", "--json"]),
-        "`dpspec convert --json`": reference_pages.json_output(["convert", "rho=1", "--to", "approx", "--delta", "1e-10", "--json"]),
+        "`dpspec convert --json`": reference_pages.json_output(
+            ["convert", "rho=1", "--to", "approx", "--delta", "1e-10", "--json"]
+        ),
         "`dpspec plugins --json`": reference_pages.json_output(["plugins", "--json"])[0],
         "`dpspec audit --json`": reference_pages.json_output(["audit", "specs/audit/finer_unit.dps", "--json"]),
     }
@@ -256,8 +286,9 @@ def test_json_page_documents_every_key(tmp_path):
     result = CliRunner().invoke(main, ["compile", str(DOCS / "tutorials" / "vision.dps"), "-o", str(out)])
     assert result.exit_code == 0, result.output
     cases["A compiled release's `manifest.json`"] = json.loads((out / "manifest.json").read_text())
-    done = CliRunner().invoke(main, ["compile", str(DOCS / "tutorials" / "vision.dps"), "-o", str(tmp_path / "json"),
-                                     "--json"])
+    done = CliRunner().invoke(
+        main, ["compile", str(DOCS / "tutorials" / "vision.dps"), "-o", str(tmp_path / "json"), "--json"]
+    )
     assert done.exit_code == 0, done.output
     cases["`dpspec compile --json`"] = json.loads(done.stdout)
     for start, data in cases.items():
@@ -270,13 +301,25 @@ def test_json_page_documents_every_key(tmp_path):
 def test_every_guide_joins_the_nav_without_editing_it():
     """A guide written on another branch (docs/guides/*.md, nested too) lands in the Guides section,
     `editors.md` first; generated mechanism pages land in theirs."""
+
     class F:
         def __init__(self, src_uri):
             self.src_uri = src_uri
 
     nav = [{"Home": "index.md"}, {"Guides": []}, {"Mechanisms": ["mechanisms/index.md"]}]
-    files = [F(p) for p in ("index.md", "guides/zeta.md", "guides/editors.md", "guides/alpha.md", "guides/more/deep.md",
-                            "mechanisms/index.md", "mechanisms/swap.md", "guides/picture.png")]
+    files = [
+        F(p)
+        for p in (
+            "index.md",
+            "guides/zeta.md",
+            "guides/editors.md",
+            "guides/alpha.md",
+            "guides/more/deep.md",
+            "mechanisms/index.md",
+            "mechanisms/swap.md",
+            "guides/picture.png",
+        )
+    ]
     hooks._extend_nav({"nav": nav}, files)
     assert nav[1]["Guides"] == ["guides/editors.md", "guides/alpha.md", "guides/more/deep.md", "guides/zeta.md"]
     assert nav[2]["Mechanisms"] == ["mechanisms/index.md", "mechanisms/swap.md"]
@@ -285,12 +328,18 @@ def test_every_guide_joins_the_nav_without_editing_it():
 def test_a_third_party_mechanism_gets_a_page_from_its_schema(monkeypatch):
     from dpspec.contract import plugins
 
-    acme = {"name": "acme_noise", "version": "2.1", "package": "acme-dp", "package_version": "2.1.0",
-            "description": "Adds Acme noise.", "outputs": {"counts": "the noisy counts"},
-            "parameters": [{"name": "scale", "type": "number", "doc": "noise scale", "required": True,
-                            "range": [0, None]},
-                           {"name": "mode", "type": "choice", "doc": "how", "required": False,
-                            "choices": ["a", "b"], "default": "a"}]}
+    acme = {
+        "name": "acme_noise",
+        "version": "2.1",
+        "package": "acme-dp",
+        "package_version": "2.1.0",
+        "description": "Adds Acme noise.",
+        "outputs": {"counts": "the noisy counts"},
+        "parameters": [
+            {"name": "scale", "type": "number", "doc": "noise scale", "required": True, "range": [0, None]},
+            {"name": "mode", "type": "choice", "doc": "how", "required": False, "choices": ["a", "b"], "default": "a"},
+        ],
+    }
     monkeypatch.setattr(plugins, "describe_mechanisms", lambda: [acme])
     page = reference_pages.mechanism_pages()["mechanisms/acme_noise.md"]
     assert "| `scale` | number | yes |  | [0, inf] | noise scale |" in page
@@ -302,11 +351,31 @@ def test_a_mechanism_page_lists_nested_settings_from_the_schema(monkeypatch):
     from dpspec.api import ParamSpec
     from dpspec.contract import plugins
 
-    levels = ParamSpec("levels", "map", "per level", required=True, keys="levels", values=ParamSpec(
-        "", "block", "one level", fields=(ParamSpec("rho", "number", "its budget", required=True),
-                                          ParamSpec("queries", "list", "what it measures", items="query"))))
-    acme = {"name": "acme_nested", "version": "1", "package": "acme-dp", "package_version": "1.0",
-            "description": "Nested.", "outputs": {}, "parameters": [levels.to_json()]}
+    levels = ParamSpec(
+        "levels",
+        "map",
+        "per level",
+        required=True,
+        keys="levels",
+        values=ParamSpec(
+            "",
+            "block",
+            "one level",
+            fields=(
+                ParamSpec("rho", "number", "its budget", required=True),
+                ParamSpec("queries", "list", "what it measures", items="query"),
+            ),
+        ),
+    )
+    acme = {
+        "name": "acme_nested",
+        "version": "1",
+        "package": "acme-dp",
+        "package_version": "1.0",
+        "description": "Nested.",
+        "outputs": {},
+        "parameters": [levels.to_json()],
+    }
     monkeypatch.setattr(plugins, "describe_mechanisms", lambda: [acme])
     page = reference_pages.mechanism_pages()["mechanisms/acme_nested.md"]
     assert "| `levels` | map of levels to block | yes |  |  | per level |" in page

@@ -12,6 +12,7 @@ fresh shell, in a clean copy of the checkout, as a reader who follows the page i
 - A block preceded by `<!-- not run: REASON -->` (a cluster, the network, an editor, more than
   about 20 seconds) is skipped with that reason, so `pytest -rs` lists every one.
 """
+
 from __future__ import annotations
 
 import os
@@ -84,15 +85,31 @@ def run_block(checkout: Path, carried: list[str], commands: list[tuple[str, int]
         script += [command, 'echo "$?" >&3']
     (work / "block.sh").write_text("\n".join(script) + "\n", encoding="utf-8")
     (work / "home").mkdir(exist_ok=True)
-    env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": str(work / "home"), "LANG": "C.UTF-8",
-           "PYTHONPATH": f"{checkout}{os.pathsep}{checkout / 'plugins'}", "TMPDIR": str(work)}
-    proc = subprocess.run(["bash", "--noprofile", "--norc", str(work / "block.sh")], stdin=subprocess.DEVNULL,
-                          env=env, capture_output=True, text=True, timeout=SECONDS_PER_COMMAND * len(commands) + 10)
+    env = {
+        "PATH": "/usr/local/bin:/usr/bin:/bin",
+        "HOME": str(work / "home"),
+        "LANG": "C.UTF-8",
+        "PYTHONPATH": f"{checkout}{os.pathsep}{checkout / 'plugins'}",
+        "TMPDIR": str(work),
+    }
+    proc = subprocess.run(
+        ["bash", "--noprofile", "--norc", str(work / "block.sh")],
+        stdin=subprocess.DEVNULL,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=SECONDS_PER_COMMAND * len(commands) + 10,
+    )
     got = [int(x) for x in codes.read_text().split()]
-    wrong = [f"{command}: exit {got[i] if i < len(got) else 'none (the shell stopped)'}, shown as {code}"
-             for i, (command, code) in enumerate(commands) if i >= len(got) or got[i] != code]
+    wrong = [
+        f"{command}: exit {got[i] if i < len(got) else 'none (the shell stopped)'}, shown as {code}"
+        for i, (command, code) in enumerate(commands)
+        if i >= len(got) or got[i] != code
+    ]
     if wrong or proc.returncode not in (0, got[-1] if got else 0):
-        wrong.append(f"shell exit {proc.returncode}\n--- stdout\n{proc.stdout[-3000:]}\n--- stderr\n{proc.stderr[-3000:]}")
+        wrong.append(
+            f"shell exit {proc.returncode}\n--- stdout\n{proc.stdout[-3000:]}\n--- stderr\n{proc.stderr[-3000:]}"
+        )
     return wrong
 
 

@@ -1,6 +1,7 @@
 """editors/emacs/dps-mode.el in Debian's Emacs (28 in Debian 12) with its elpa-eglot (Eglot
 1.9), in batch: a .dps file opens in dps-mode, Eglot connects to the dpspec server, and a
 diagnostic (through Flymake), a hover on a budget line and a formatting request come back."""
+
 from __future__ import annotations
 
 import shutil
@@ -17,20 +18,29 @@ EMACS = shutil.which("emacs")
 
 
 def _has_eglot() -> bool:
-    probe = subprocess.run([EMACS, "--batch", "--eval", "(progn (package-initialize) (require 'eglot))"],
-                           capture_output=True, text=True, timeout=60)
+    probe = subprocess.run(
+        [EMACS, "--batch", "--eval", "(progn (package-initialize) (require 'eglot))"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     return probe.returncode == 0
 
 
-pytestmark = pytest.mark.skipif(EMACS is None or not _has_eglot(),
-                                reason="emacs with eglot is not installed (Debian 12: apt-get install emacs-nox elpa-eglot)")
+pytestmark = pytest.mark.skipif(
+    EMACS is None or not _has_eglot(),
+    reason="emacs with eglot is not installed (Debian 12: apt-get install emacs-nox elpa-eglot)",
+)
 
 
 @pytest.fixture(scope="module")
 def session(tmp_path_factory) -> dict:
     """What the driver saw in one batch Emacs session."""
-    return editor_session.run([EMACS, "--batch", "-l", str(ROOT / "tests" / "editors" / "emacs_driver.el")],
-                              tmp_path_factory.mktemp("emacs"), {"DPSPEC_EMACS_PLUGIN": str(ROOT / "editors" / "emacs")})
+    return editor_session.run(
+        [EMACS, "--batch", "-l", str(ROOT / "tests" / "editors" / "emacs_driver.el")],
+        tmp_path_factory.mktemp("emacs"),
+        {"DPSPEC_EMACS_PLUGIN": str(ROOT / "editors" / "emacs")},
+    )
 
 
 def test_a_dps_file_opens_in_dps_mode_and_eglot_connects(session):

@@ -1,4 +1,5 @@
 """The execution-engine contract on the local engine: keyed streams, canonical units, CLI errors."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -81,12 +82,14 @@ def shuffle_within(key, rows, rng):
 
 def people(n=600, seed=0):
     gen = np.random.default_rng(seed)
-    return pd.DataFrame({
-        "state": pd.Categorical(gen.choice(["MA", "RI", "CT"], n)),
-        "size": gen.integers(1, 5, n).astype("int32"),
-        "value": gen.integers(0, 1000, n),
-        "flag": gen.random(n) < 0.5,
-    })
+    return pd.DataFrame(
+        {
+            "state": pd.Categorical(gen.choice(["MA", "RI", "CT"], n)),
+            "size": gen.integers(1, 5, n).astype("int32"),
+            "value": gen.integers(0, 1000, n),
+            "flag": gen.random(n) < 0.5,
+        }
+    )
 
 
 def test_map_groups_does_not_depend_on_row_order():
@@ -112,8 +115,9 @@ def test_map_groups_keeps_each_unit_inside_its_stratum():
 
 def test_unit_output_schema_and_failure_names_the_key():
     run = EngineRun(LocalEngine(), 1)
-    sizes = run.map_groups(people(), ["state"], lambda k, rows, rng: pd.DataFrame({"n": [len(rows)]}), stage="n",
-                           schema={"n": "int64"})
+    sizes = run.map_groups(
+        people(), ["state"], lambda k, rows, rng: pd.DataFrame({"n": [len(rows)]}), stage="n", schema={"n": "int64"}
+    )
     assert sizes["n"].sum() == 600 and len(sizes) == 3
 
     def fails_on_ri(key, rows, rng):
@@ -206,8 +210,16 @@ def test_cli_unreachable_master_fails_fast(small_spec, tmp_path):
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     t0 = time.monotonic()
-    res = run_cli("compile", str(small_spec), "-o", str(tmp_path / "out"), "--engine", "spark",
-                  "--spark-master", f"spark://127.0.0.1:{port}")
+    res = run_cli(
+        "compile",
+        str(small_spec),
+        "-o",
+        str(tmp_path / "out"),
+        "--engine",
+        "spark",
+        "--spark-master",
+        f"spark://127.0.0.1:{port}",
+    )
     assert time.monotonic() - t0 < 15
     assert res.exit_code == 2
     assert f"cannot reach the Spark master spark://127.0.0.1:{port}" in res.output
@@ -235,8 +247,18 @@ def test_cli_spark_master_needs_the_spark_engine(small_spec, tmp_path):
 def test_cli_says_when_a_mechanism_ignores_the_chosen_engine(small_spec, tmp_path, spark_session):
     # (spark_session: this compile starts Spark in this process, so it runs where and when the
     # other Spark tests do, and joins the session they share)
-    res = run_cli("compile", str(small_spec), "-o", str(tmp_path / "out"), "--seed", "1",
-                  "--engine", "spark", "--spark-master", "local[1]")
+    res = run_cli(
+        "compile",
+        str(small_spec),
+        "-o",
+        str(tmp_path / "out"),
+        "--seed",
+        "1",
+        "--engine",
+        "spark",
+        "--spark-master",
+        "local[1]",
+    )
     assert "does not use the execution engine yet; it ran in this process, not on spark" in res.output
     assert (tmp_path / "out" / "manifest.json").exists()
 
@@ -250,7 +272,10 @@ def compile_failing_unit(tmp_path, *engine_args):
     open(path, "w").write(text)
     res = run_cli("compile", path, "-o", str(tmp_path / "out"), "--seed", "1", *engine_args)
     assert res.exit_code == 1
-    assert "stratified histogram: the unit of work ('r7',) failed: RuntimeError: this stratum was told to fail" in res.output
+    assert (
+        "stratified histogram: the unit of work ('r7',) failed: RuntimeError: this stratum was told to fail"
+        in res.output
+    )
     assert "Traceback" not in res.output
     assert not (tmp_path / "out").exists()
 

@@ -8,6 +8,7 @@ column kind the engine meets: categoricals (text, numbers, bools, unused categor
 and categories equal only once cast, 1 and "1"), plain and mixed text, floats with NaN and
 signed zeros, integers, bools and nullable booleans, with many duplicate rows.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -44,7 +45,10 @@ def column(kind: str, n: int, rng) -> pd.Series:
         values[rng.random(n) < 0.1] = np.nan
         return pd.Series(values, dtype=object)
     if kind == "string_dtype":  # pandas' own text types: "string" (missing as NA), "str" (as NaN)
-        return pd.Series(pick(["b", "a", "Ab", "", "a ", "\uffff", "\U0001d11e"], 0.2), dtype=["string", "str"][int(rng.integers(0, 2))])
+        return pd.Series(
+            pick(["b", "a", "Ab", "", "a ", "\uffff", "\U0001d11e"], 0.2),
+            dtype=["string", "str"][int(rng.integers(0, 2))],
+        )
     if kind == "mixed_text":  # plain object column of numbers and text: cast with str()
         return pd.Series(pick([1, "1", 2.5, "2.5", "a", 10], 0.1), dtype=object)
     if kind == "float":
@@ -59,8 +63,21 @@ def column(kind: str, n: int, rng) -> pd.Series:
     raise ValueError(kind)
 
 
-KINDS = ["cat_text", "cat_mixed", "cat_int", "cat_int_full", "cat_bool", "cat_bool_missing", "text", "string_dtype", "mixed_text", "float", "int",
-         "bool", "maybe"]
+KINDS = [
+    "cat_text",
+    "cat_mixed",
+    "cat_int",
+    "cat_int_full",
+    "cat_bool",
+    "cat_bool_missing",
+    "text",
+    "string_dtype",
+    "mixed_text",
+    "float",
+    "int",
+    "bool",
+    "maybe",
+]
 
 
 def random_frame(seed: int):
@@ -74,7 +91,7 @@ def random_frame(seed: int):
     if rng.random() < 0.3:
         return frame, None
     cols = list(frame.columns)
-    return frame, [cols[i] for i in rng.permutation(len(cols))[:int(rng.integers(1, len(cols) + 1))]]
+    return frame, [cols[i] for i in rng.permutation(len(cols))[: int(rng.integers(1, len(cols) + 1))]]
 
 
 def expected_positions(frame: pd.DataFrame, order_by) -> np.ndarray:
@@ -87,7 +104,7 @@ def expected_positions(frame: pd.DataFrame, order_by) -> np.ndarray:
 SEEDS = range(300)
 
 
-@pytest.mark.parametrize("chunk", [SEEDS[i:i + 100] for i in range(0, len(SEEDS), 100)])
+@pytest.mark.parametrize("chunk", [SEEDS[i : i + 100] for i in range(0, len(SEEDS), 100)])
 def test_order_is_sort_rows_of_the_canonical_frame(chunk):
     reordered = 0
     for seed in chunk:
@@ -101,8 +118,9 @@ def test_order_is_sort_rows_of_the_canonical_frame(chunk):
 
 def test_equal_once_cast_categories_share_a_rank_and_later_columns_decide():
     """1 and "1" are both "1": their rows interleave by the next column, as after decoding."""
-    frame = pd.DataFrame({"c": pd.Categorical([1, "1", 1, "1", 2], categories=["1", 2, 1]),
-                          "t": ["d", "c", "b", "a", "a"]})
+    frame = pd.DataFrame(
+        {"c": pd.Categorical([1, "1", 1, "1", 2], categories=["1", 2, 1]), "t": ["d", "c", "b", "a", "a"]}
+    )
     assert frames.canonical_order(frame).tolist() == [3, 2, 1, 0, 4]
     key = frames.order_key(frame, ["c"])
     assert key[0] == key[1] == key[2] == key[3] < key[4]
@@ -133,5 +151,6 @@ def test_local_engine_streams_and_maps_in_that_order(seed):
     seen = []
     engine.map_groups(frame, by, lambda key, rows, rng: seen.append(rows) or rows.iloc[:0], run_key=1, stage="t")
     rest = [c for c in frame.columns if c not in by]
-    pd.testing.assert_frame_equal(pd.concat(seen, ignore_index=True), frames.sort_rows(frames.canonical(frame), by + rest),
-                                  check_exact=True)
+    pd.testing.assert_frame_equal(
+        pd.concat(seen, ignore_index=True), frames.sort_rows(frames.canonical(frame), by + rest), check_exact=True
+    )

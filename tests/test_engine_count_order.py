@@ -5,6 +5,7 @@
 that casting every row and sorting it (`frames.sort_rows`) gives, missing values last, so that
 every engine hands a mechanism the same counts in the same order.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -27,19 +28,40 @@ def table(n: int = 3000, seed: int = 5) -> pd.DataFrame:
     rng = np.random.default_rng(seed)
     geo = rng.choice(["25017", "25025", "9", "10", "x"], n).astype(object)
     geo[rng.random(n) < 0.1] = None
-    race = pd.Categorical(rng.choice(["1002", "0042", "2010", "777"], n), categories=["777", "2010", "1002", "0042", "unused"])
+    race = pd.Categorical(
+        rng.choice(["1002", "0042", "2010", "777"], n), categories=["777", "2010", "1002", "0042", "unused"]
+    )
     race[rng.random(n) < 0.2] = np.nan
     age = rng.integers(0, 23, n)
     weight = np.where(rng.random(n) < 0.1, np.nan, rng.integers(0, 3, n).astype(float))
-    return pd.DataFrame({"geo": pd.Categorical(geo), "race": race, "none": pd.Categorical([None] * n, categories=[]), "age": age, "flag": rng.random(n) < 0.5,
-                         "size": weight, "label": pd.Categorical(rng.choice([3, 12, 100], n)),
-                         "text": rng.choice(["b", "a", "c"], n).astype(object),
-                         "maybe": pd.array(np.where(rng.random(n) < 0.2, None, rng.random(n) < 0.5), dtype="boolean")})
+    return pd.DataFrame(
+        {
+            "geo": pd.Categorical(geo),
+            "race": race,
+            "none": pd.Categorical([None] * n, categories=[]),
+            "age": age,
+            "flag": rng.random(n) < 0.5,
+            "size": weight,
+            "label": pd.Categorical(rng.choice([3, 12, 100], n)),
+            "text": rng.choice(["b", "a", "c"], n).astype(object),
+            "maybe": pd.array(np.where(rng.random(n) < 0.2, None, rng.random(n) < 0.5), dtype="boolean"),
+        }
+    )
 
 
-@pytest.mark.parametrize("by", [["geo"], ["geo", "race", "age"], ["race", "flag", "size"], ["label", "geo"],
-                                ["geo", "race", "age", "flag", "size", "label"], ["text", "geo"],
-                                ["none", "race"], ["maybe", "geo"]])
+@pytest.mark.parametrize(
+    "by",
+    [
+        ["geo"],
+        ["geo", "race", "age"],
+        ["race", "flag", "size"],
+        ["label", "geo"],
+        ["geo", "race", "age", "flag", "size", "label"],
+        ["text", "geo"],
+        ["none", "race"],
+        ["maybe", "geo"],
+    ],
+)
 def test_counts_match_casting_every_row_then_sorting(by):
     frame = table()
     got = count_frame(frame, by)
@@ -69,7 +91,11 @@ def test_plain_text_and_labels_equal_once_cast_are_ranked_and_merged():
     assert len(counts) == 3 and len(set(frames.order_key(counts, ["c"]))) == 2
     assert count_frame(frame, ["c"]).to_dict("list") == {"c": ["1", "2"], "count": [3, 1]}
     assert count_frame(frame, ["t"]).to_dict("list") == {"t": ["a", "b"], "count": [2, 2]}
-    assert count_frame(frame, ["t", "c"]).to_dict("list") == {"t": ["a", "b", "b"], "c": ["1", "1", "2"], "count": [2, 1, 1]}
+    assert count_frame(frame, ["t", "c"]).to_dict("list") == {
+        "t": ["a", "b", "b"],
+        "c": ["1", "1", "2"],
+        "count": [2, 1, 1],
+    }
 
 
 def test_one_radix_key_orders_rows_as_a_lexsort_even_past_int64():

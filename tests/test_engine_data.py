@@ -6,6 +6,7 @@ the same words; TopDown from a partitioned directory gives the release it gives 
 data in a CSV file, on the local engine and on Spark; and on Spark no row-level table is
 collected: every frame that comes back to the driver is a count.
 """
+
 from __future__ import annotations
 
 import re
@@ -19,6 +20,7 @@ import pytest
 from dpspec.language.parser import parse
 from dpspec.errors import DataError
 
+
 def _geography_file() -> str:
     """The public geography of `population`: 3 states x 4 counties (a key file of the test's own)."""
     import tempfile
@@ -31,7 +33,7 @@ def _geography_file() -> str:
 
 GEOGRAPHY = _geography_file()
 
-SPEC = textwrap.dedent('''\
+SPEC = textwrap.dedent("""\
     spec "engine-held persons"
 
     domain d "a partitioned person table" {
@@ -76,7 +78,7 @@ SPEC = textwrap.dedent('''\
         detailed: 0.5
       }
     }
-    ''').replace("GEO", GEOGRAPHY)
+    """).replace("GEO", GEOGRAPHY)
 
 
 NO_LINK = re.sub(r"\n *table households[^}]*}|\n *hid +: category| in households by hid at most 6", "", SPEC)
@@ -87,8 +89,15 @@ def population(n: int = 2000, seed: int = 3) -> pd.DataFrame:
     rng = np.random.default_rng(seed)
     state = rng.choice(["01", "02", "10"], n)
     county = np.char.add(state.astype(str), rng.choice(["001", "003", "005", "007"], n))
-    return pd.DataFrame({"state": state, "county": county, "hid": [f"h{i // 4}" for i in range(n)],
-                         "age": rng.integers(0, 100, n), "sex": rng.choice(["1", "2"], n)})
+    return pd.DataFrame(
+        {
+            "state": state,
+            "county": county,
+            "hid": [f"h{i // 4}" for i in range(n)],
+            "age": rng.integers(0, 100, n),
+            "sex": rng.choice(["1", "2"], n),
+        }
+    )
 
 
 def write_partitioned(frame: pd.DataFrame, path: Path) -> Path:
@@ -145,15 +154,19 @@ def test_a_nullable_bool_keeps_its_missing_values(tmp_path, engine):
     values stay missing when counted and inside units of work (a plain bool would make them False)."""
     from dpspec.engine import EngineRun
 
-    frame = population(200).assign(employed=lambda f: pd.array(
-        np.where(np.arange(len(f)) % 5 == 0, None, np.arange(len(f)) % 2 == 0), dtype="boolean"))
+    frame = population(200).assign(
+        employed=lambda f: pd.array(
+            np.where(np.arange(len(f)) % 5 == 0, None, np.arange(len(f)) % 2 == 0), dtype="boolean"
+        )
+    )
     text = SPEC.replace('sex    : {"1", "2"}', 'sex    : {"1", "2"}\n        employed : bool nullable')
     table = load(tmp_path, frame, engine, text)
     assert table.kinds["employed"] == "boolean" and str(table.dtype("employed")) == "boolean"
     counts = engine.count(table.handle, ["employed"])
     assert counts["employed"].isna().sum() == 1 and counts["count"].tolist() == [80, 80, 40]
-    seen = EngineRun(engine, 1).map_groups(table, ["state"], lambda key, rows, rng: rows[["employed"]],
-                                           stage="t", schema={"employed": "boolean"})
+    seen = EngineRun(engine, 1).map_groups(
+        table, ["state"], lambda key, rows, rng: rows[["employed"]], stage="t", schema={"employed": "boolean"}
+    )
     assert str(seen["employed"].dtype) == "boolean" and int(seen["employed"].isna().sum()) == 40
 
 
@@ -191,27 +204,50 @@ def test_a_large_id_column_is_checked_from_one_profile_row(tmp_path, engine, mon
 def test_a_profile_counts_missing_and_nul_values_on_both_engines(tmp_path, engine):
     frame = pd.DataFrame({"h": ["a", "a", "b\x00x", "b\x00x", "b\x00x", None, "c"]})
     frame.to_parquet(tmp_path / "t.parquet", index=False)
-    assert engine.profile(engine.read_parquet(str(tmp_path / "t.parquet")), "h") == \
-        {"rows": 7, "distinct": 4, "missing": 1, "nul": 3, "largest": 3}
+    assert engine.profile(engine.read_parquet(str(tmp_path / "t.parquet")), "h") == {
+        "rows": 7,
+        "distinct": 4,
+        "missing": 1,
+        "nul": 3,
+        "largest": 3,
+    }
 
 
-@pytest.mark.parametrize("change,message", [
-    (lambda f: f.drop(columns="age"), r"table 'persons' needs column\(s\) age, which the file does not have"),
-    (lambda f: f.iloc[:0], r"table 'persons' has no rows"),
-    (lambda f: f.assign(age=np.where(np.arange(len(f)) < 3, 120, f["age"])),
-     r"column 'age': 3 values outside 0\.\.99: 120 \(3 rows\)"),
-    (lambda f: f.assign(age=np.where(np.arange(len(f)) < 2, 4.5, f["age"])),
-     r"column 'age': 2 values that are not whole numbers: 4\.5 \(2 rows\)"),
-    (lambda f: f.assign(sex=np.where(np.arange(len(f)) < 5, "9", f["sex"])),
-     r"column 'sex': 5 values outside \{1, 2\}: .?9.? \(5 rows\)"),
-    (lambda f: f.assign(hid=f["hid"].where(np.arange(len(f)) != 7, None)),
-     r"column 'hid': 1 missing values where none are allowed: .?<empty>.? \(1 row\)"),
-    (lambda f: f.assign(state=np.where(np.arange(len(f)) == 0, "01", f["state"]),
-                        county=np.where(np.arange(len(f)) == 0, "02001", f["county"])),
-     r"county '02001' lies in more than one state \(01, 02\)"),
-    (lambda f: f.assign(hid=np.where(np.arange(len(f)) < 7, "big", f["hid"])),
-     r"1 households hid value holds more than 6 persons rows.*big \(7 rows\)"),
-], ids=["column", "empty", "range", "whole", "enum", "missing", "nesting", "link"])
+@pytest.mark.parametrize(
+    "change,message",
+    [
+        (lambda f: f.drop(columns="age"), r"table 'persons' needs column\(s\) age, which the file does not have"),
+        (lambda f: f.iloc[:0], r"table 'persons' has no rows"),
+        (
+            lambda f: f.assign(age=np.where(np.arange(len(f)) < 3, 120, f["age"])),
+            r"column 'age': 3 values outside 0\.\.99: 120 \(3 rows\)",
+        ),
+        (
+            lambda f: f.assign(age=np.where(np.arange(len(f)) < 2, 4.5, f["age"])),
+            r"column 'age': 2 values that are not whole numbers: 4\.5 \(2 rows\)",
+        ),
+        (
+            lambda f: f.assign(sex=np.where(np.arange(len(f)) < 5, "9", f["sex"])),
+            r"column 'sex': 5 values outside \{1, 2\}: .?9.? \(5 rows\)",
+        ),
+        (
+            lambda f: f.assign(hid=f["hid"].where(np.arange(len(f)) != 7, None)),
+            r"column 'hid': 1 missing values where none are allowed: .?<empty>.? \(1 row\)",
+        ),
+        (
+            lambda f: f.assign(
+                state=np.where(np.arange(len(f)) == 0, "01", f["state"]),
+                county=np.where(np.arange(len(f)) == 0, "02001", f["county"]),
+            ),
+            r"county '02001' lies in more than one state \(01, 02\)",
+        ),
+        (
+            lambda f: f.assign(hid=np.where(np.arange(len(f)) < 7, "big", f["hid"])),
+            r"1 households hid value holds more than 6 persons rows.*big \(7 rows\)",
+        ),
+    ],
+    ids=["column", "empty", "range", "whole", "enum", "missing", "nesting", "link"],
+)
 def test_each_data_check_on_the_engine(tmp_path, engine, change, message):
     frame = change(population())
     with pytest.raises(DataError, match=message):
@@ -301,7 +337,9 @@ def test_on_spark_the_driver_collects_counts_not_persons(tmp_path, counts_only_s
 
     engine, collected = counts_only_spark  # TopDown needs no row-level units
     on_spark = dpspec.compile(str(tmp_path / "dir.dps"), seed=11, engine=engine)
-    assert collected and max(collected) <= len(frame) // 20, collected  # 12 counties x 2 sexes, codes: not 6,000 persons
+    assert collected and max(collected) <= len(frame) // 20, (
+        collected
+    )  # 12 counties x 2 sexes, codes: not 6,000 persons
     assert release(on_spark, tmp_path / "spark") == release(local, tmp_path / "local")
 
 

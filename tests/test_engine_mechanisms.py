@@ -6,6 +6,7 @@ Swapping runs one unit per stratum, TopDown one per parent node of a level, Safe
 whose data take more than a few seconds on a loaded machine run on a deterministic subset of
 their rows (every k-th), with the spec text unchanged but for its data path.
 """
+
 from __future__ import annotations
 
 import os
@@ -105,9 +106,11 @@ def test_spark_reports_progress_over_its_tasks(spark_session):
     seen = []
     with progress.reporting(lambda stage, done, total: seen.append((stage, done, total))):
         EngineRun(SparkEngine(session=spark_session, partitions=4), 5).map_groups(
-            people(n=400), ["state"], shuffle_within, stage="swap")
+            people(n=400), ["state"], shuffle_within, stage="swap"
+        )
         EngineRun(SparkEngine(session=spark_session, partitions=3), 5).map_items(
-            [(("node", i), i) for i in range(6)], lambda key, payload, rng: payload * 2, stage="nodes")
+            [(("node", i), i) for i in range(6)], lambda key, payload, rng: payload * 2, stage="nodes"
+        )
     swap = [s for s in seen if s[0] == "swap"]
     nodes = [s for s in seen if s[0] == "nodes"]
     assert swap[0] == ("swap", 0, 1) and swap[-1][1] == swap[-1][2] >= 2
@@ -132,8 +135,21 @@ def test_a_killed_spark_compile_leaves_no_output_set(tmp_path, spark_session):
     import time
 
     out = tmp_path / "out"
-    cmd = [sys.executable, "-c", "from dpspec.cli.main import main; main()", "compile", str(SPECS / "ma1940_swap.dps"),
-           "-o", str(out), "--seed", "1", "--engine", "spark", "--spark-master", "local[1]"]
+    cmd = [
+        sys.executable,
+        "-c",
+        "from dpspec.cli.main import main; main()",
+        "compile",
+        str(SPECS / "ma1940_swap.dps"),
+        "-o",
+        str(out),
+        "--seed",
+        "1",
+        "--engine",
+        "spark",
+        "--spark-master",
+        "local[1]",
+    ]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     jvm = []
     try:

@@ -3,6 +3,7 @@
 Skipped, with the reason, only when pyspark or a Java runtime is missing; each test runs as
 few Spark jobs as it can, since starting a job costs seconds on a loaded machine.
 """
+
 from __future__ import annotations
 
 import pandas as pd
@@ -59,7 +60,9 @@ def test_partitioned_parquet_read_and_counted_alike(tmp_path, spark):
     sizes = {"state": "str", "n": "int64", "total": "int64"}
 
     def totals(key, rows, rng):
-        return pd.DataFrame({"state": [key[0]], "n": [len(rows)], "total": [int(rows["value"].sum()) + int(rng.integers(0, 10))]})
+        return pd.DataFrame(
+            {"state": [key[0]], "n": [len(rows)], "total": [int(rows["value"].sum()) + int(rng.integers(0, 10))]}
+        )
 
     on_local = EngineRun(local, 3).map_groups(a, ["state"], totals, stage="totals", schema=sizes)
     on_spark = EngineRun(remote, 3).map_groups(b, ["state"], totals, stage="totals", schema=sizes)

@@ -1,5 +1,6 @@
 """`Engine.total` (a map-then-sum's sum) and `map_groups(columns=, ordered=False)`: the same
 results on the local engine and on Spark, whatever the partitioning and row order."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -13,8 +14,14 @@ def shares(n: int = 3000, seed: int = 0) -> pd.DataFrame:
     """Partial counts as units emit them: repeated keys, a missing text key, a categorical."""
     rng = np.random.default_rng(seed)
     geo = rng.choice(np.array(["25001", "25003", "US", None], dtype=object), n)
-    return pd.DataFrame({"block": rng.integers(0, 3, n), "geocode": pd.Series(geo, dtype=object),
-                         "group": rng.integers(-1, 4, n), "count": rng.integers(0, 50, n)})
+    return pd.DataFrame(
+        {
+            "block": rng.integers(0, 3, n),
+            "geocode": pd.Series(geo, dtype=object),
+            "group": rng.integers(-1, 4, n),
+            "count": rng.integers(0, 50, n),
+        }
+    )
 
 
 def expected(frame: pd.DataFrame, by: list) -> pd.DataFrame:
@@ -25,8 +32,9 @@ def expected(frame: pd.DataFrame, by: list) -> pd.DataFrame:
         sums[key] = sums.get(key, 0) + int(row.count)
     keys = sorted(sums, key=lambda k: tuple((v is None, v if v is not None else "") for v in k))
     columns = list(zip(*[(*k, sums[k]) for k in keys]))
-    return pd.DataFrame({c: pd.Series(v, dtype=object if c == "geocode" else "int64")
-                         for c, v in zip([*by, "count"], columns)})
+    return pd.DataFrame(
+        {c: pd.Series(v, dtype=object if c == "geocode" else "int64") for c, v in zip([*by, "count"], columns)}
+    )
 
 
 def test_local_total_sums_per_key_sorted_missing_last():
@@ -58,8 +66,16 @@ def test_map_groups_unordered_reads_only_the_named_columns_and_keeps_outputs():
         return pd.DataFrame({"block": [key[0]], "count": [int(rows["count"].sum())]})
 
     run = EngineRun(LocalEngine(), 1)
-    out = run.map_groups(frame, ["block"], unit, stage="s", schema={"block": "int64", "count": "int64"},
-                         collect=False, columns=["count"], ordered=False)
+    out = run.map_groups(
+        frame,
+        ["block"],
+        unit,
+        stage="s",
+        schema={"block": "int64", "count": "int64"},
+        collect=False,
+        columns=["count"],
+        ordered=False,
+    )
     assert all(cols == ["block", "count"] for cols in seen)
     assert LocalEngine().to_pandas(out)["count"].tolist() == frame.groupby("block")["count"].sum().tolist()
     with pytest.raises(ValueError, match="collect=False"):
@@ -82,8 +98,16 @@ def test_spark_total_and_unordered_units_equal_the_local_engine(spark_session):
     results = []
     for engine in (LocalEngine(), spark):
         run = EngineRun(engine, 3)
-        held = run.map_groups(frame, ["block"], unit, stage="s", schema=schema, collect=False,
-                              columns=["geocode", "group", "count"], ordered=False)
+        held = run.map_groups(
+            frame,
+            ["block"],
+            unit,
+            stage="s",
+            schema=schema,
+            collect=False,
+            columns=["geocode", "group", "count"],
+            ordered=False,
+        )
         summed = run.total(held, by, collect=False)
         results.append(pd.concat(list(run.stream(summed, order_by=by)), ignore_index=True))
         run.drop(summed)

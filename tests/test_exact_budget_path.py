@@ -1,5 +1,6 @@
 """The budget path is exact: rational budgets are Fractions, irrational ones certified upper bounds,
 and a declared bound is decided without a float tolerance."""
+
 from __future__ import annotations
 
 import glob
@@ -139,8 +140,14 @@ def _exact_or_infinite(x) -> bool:
 @pytest.mark.parametrize("path", sorted(glob.glob(os.path.join(ROOT, "specs", "*.dps"))), ids=os.path.basename)
 def test_no_budget_of_a_bundled_spec_is_a_float(path):
     _, _, statement, _, ledger = spec_ledger(parse(read_source(path), path))
-    budgets = [statement.actual, statement.worst, ledger.declared, ledger.worst,
-               *(c.result for c in ledger.currencies), *(s.result for s in ledger.steps)]
+    budgets = [
+        statement.actual,
+        statement.worst,
+        ledger.declared,
+        ledger.worst,
+        *(c.result for c in ledger.currencies),
+        *(s.result for s in ledger.steps),
+    ]
     for b in budgets:
         if b is not None:
             assert all(_exact_or_infinite(x) for x in _numbers(b)), (path, b)

@@ -6,6 +6,7 @@ W_inf on the integers), not the quantile coupling the code walks. The grid has q
 up to 200, where the gaps live at tail probabilities far below any float's reach: the float
 routine stated 28/41/55/69 for (0.01, 0.2) at n = 60/100/150/200, the exact figures are
 32/52/78/103."""
+
 from __future__ import annotations
 
 import itertools
@@ -47,10 +48,18 @@ def test_the_far_tail_count_sensitivity_is_exact(n, exact):
     assert got == exact == brute_count(n, Fraction(1, 100), Fraction(1, 5))
 
 
-GRID = [(n, q0, q1) for n in (2, 5, 17, 40, 120, 200)
-        for q0, q1 in [(Fraction(1, 100), Fraction(1, 5)), (Fraction(1, 5), Fraction(1, 100)),
-                       (Fraction(1, 10), Fraction(9, 10)), (Fraction(3, 10), Fraction(1, 2)),
-                       (Fraction(1, 1000), Fraction(999, 1000)), (Fraction(2, 7), Fraction(2, 7))]]
+GRID = [
+    (n, q0, q1)
+    for n in (2, 5, 17, 40, 120, 200)
+    for q0, q1 in [
+        (Fraction(1, 100), Fraction(1, 5)),
+        (Fraction(1, 5), Fraction(1, 100)),
+        (Fraction(1, 10), Fraction(9, 10)),
+        (Fraction(3, 10), Fraction(1, 2)),
+        (Fraction(1, 1000), Fraction(999, 1000)),
+        (Fraction(2, 7), Fraction(2, 7)),
+    ]
+]
 
 
 @pytest.mark.parametrize("n,q0,q1", GRID)
@@ -58,9 +67,14 @@ def test_the_count_sensitivity_equals_the_brute_force_on_a_grid_with_far_tails(n
     assert pf.dependent_count_sensitivity(n, q0, q1) == brute_count(n, q0, q1)
 
 
-@pytest.mark.parametrize("group,q0,q1,rest,p", [(3, Fraction(1, 20), Fraction(3, 10), 40, Fraction(1, 10)),
-                                                (5, Fraction(1, 100), Fraction(1, 5), 30, Fraction(1, 2)),
-                                                (4, Fraction(3, 10), Fraction(3, 10), 12, Fraction(3, 5))])
+@pytest.mark.parametrize(
+    "group,q0,q1,rest,p",
+    [
+        (3, Fraction(1, 20), Fraction(3, 10), 40, Fraction(1, 10)),
+        (5, Fraction(1, 100), Fraction(1, 5), 30, Fraction(1, 2)),
+        (4, Fraction(3, 10), Fraction(3, 10), 12, Fraction(3, 5)),
+    ],
+)
 def test_the_vector_given_the_total_equals_the_brute_force(group, q0, q1, rest, p):
     g1, g0, r = _binomial(group - 1, q1), _binomial(group - 1, q0), _binomial(rest, p)
     worst = 0
@@ -69,7 +83,9 @@ def test_the_vector_given_the_total_equals_the_brute_force(group, q0, q1, rest, 
         zero = {m: g0[m] * r[t - m] for m in range(group) if 0 <= t - m <= rest}
         if sum(one.values()) and sum(zero.values()):
             s1, s0 = sum(one.values()), sum(zero.values())
-            worst = max(worst, 2 * brute_w_inf({k: v / s1 for k, v in one.items()}, {k: v / s0 for k, v in zero.items()}))
+            worst = max(
+                worst, 2 * brute_w_inf({k: v / s1 for k, v in one.items()}, {k: v / s0 for k, v in zero.items()})
+            )
     assert pf.vector_given_total_sensitivity(group, q0, q1, rest, p) == worst
 
 
@@ -81,7 +97,8 @@ def test_a_gap_carried_by_a_vanishing_tail_still_counts():
 
 def test_the_stated_budget_carries_the_exact_sensitivity(tmp_path):
     (tmp_path / "people.csv").write_text("county\na\nb\n")
-    (tmp_path / "s.dps").write_text(textwrap.dedent('''\
+    (tmp_path / "s.dps").write_text(
+        textwrap.dedent("""\
         spec "far tail"
         domain d {
           table people unit person {
@@ -101,7 +118,8 @@ def test_the_stated_budget_carries_the_exact_sensitivity(tmp_path):
           base: naive
         }
         budget epsilon <= 1
-        '''))
+        """)
+    )
     from dpspec.api import check
 
     checked = check(dpspec.load(str(tmp_path / "s.dps")))
@@ -120,7 +138,9 @@ def _class(p0: str, p1: str, n: int):
     return ir.Pufferfish("dependence", (("p0", Fraction(p0)), ("p1", Fraction(p1)), ("n", Fraction(n))))
 
 
-@pytest.mark.parametrize("p0,p1,n", [("0.01", "0.2", 40), ("0.2", "0.01", 40), ("0.3", "0.6", 25), ("0.001", "0.05", 120)])
+@pytest.mark.parametrize(
+    "p0,p1,n", [("0.01", "0.2", 40), ("0.2", "0.01", 40), ("0.3", "0.6", 25), ("0.001", "0.05", 120)]
+)
 def test_the_class_figure_is_the_largest_brute_force_member_on_a_grid_when_the_probabilities_are_lopsided(p0, p1, n):
     """Every member (q0, q1) of a rational grid on [p0, p1]^2, corners included, by brute force:
     the class's sensitivity is their maximum (and at least the DP sensitivity 1)."""
@@ -157,9 +177,16 @@ def _solve(matrix, rhs):
     return [row[-1] for row in m]
 
 
-@pytest.mark.parametrize("n,sigma2,tau,gamma,omega", [(10, "1", "0", "0", "1"), (10, "1", "0.3", "0", "2"),
-                                                     (25, "2", "0.5", "0.7", "1.5"), (4, "1", "0.2", "-0.4", "1"),
-                                                     (7, "3", "-0.1", "1.1", "0.9")])
+@pytest.mark.parametrize(
+    "n,sigma2,tau,gamma,omega",
+    [
+        (10, "1", "0", "0", "1"),
+        (10, "1", "0.3", "0", "2"),
+        (25, "2", "0.5", "0.7", "1.5"),
+        (4, "1", "0.2", "-0.4", "1"),
+        (7, "3", "-0.1", "1.1", "0.9"),
+    ],
+)
 def test_example_1_normal_mean_sensitivity_equals_exact_gaussian_conditioning(n, sigma2, tau, gamma, omega):
     """The slope of E[mean(X) | X_j = x, Z] in x, from the whole (n + 1) x (n + 1) covariance in
     Fractions: cov(mean, (X_j, Z)) solved against cov((X_j, Z)); the sensitivity is r |slope|."""
@@ -173,14 +200,23 @@ def test_example_1_normal_mean_sensitivity_equals_exact_gaussian_conditioning(n,
     assert isinstance(got, Fraction) and got == abs(r * slope)
 
 
-@pytest.mark.parametrize("n,theta,k,t,ref", [(12, Fraction(1, 100), 3, None, None), (30, Fraction(1, 50), 4, None, None),
-                                             (20, Fraction(3, 10), 2, Fraction(1, 5), Fraction(1, 4)),
-                                             (40, Fraction(1, 1000), 5, None, None)])
+@pytest.mark.parametrize(
+    "n,theta,k,t,ref",
+    [
+        (12, Fraction(1, 100), 3, None, None),
+        (30, Fraction(1, 50), 4, None, None),
+        (20, Fraction(3, 10), 2, Fraction(1, 5), Fraction(1, 4)),
+        (40, Fraction(1, 1000), 5, None, None),
+    ],
+)
 def test_example_4_sdl_sensitivity_equals_the_brute_force_when_the_tails_are_thin(n, theta, k, t, ref):
     """T given each secret, restricted to the SDL-admissible counts (recomputed here), brute-forced:
     with theta small the mass beyond an empty-cell gap is far below any float's resolution."""
-    allowed = [c for c in range(n + 1) if all(v == 0 or v >= k for v in (c, n - c))
-               and (t is None or abs(Fraction(c, n) - ref) <= t)]
+    allowed = [
+        c
+        for c in range(n + 1)
+        if all(v == 0 or v >= k for v in (c, n - c)) and (t is None or abs(Fraction(c, n) - ref) <= t)
+    ]
     pmf = _binomial(n - 1, theta)
     one = {c: pmf[c - 1] for c in allowed if c >= 1 and pmf[c - 1]}
     zero = {c: pmf[c] for c in allowed if c <= n - 1 and pmf[c]}
@@ -189,8 +225,13 @@ def test_example_4_sdl_sensitivity_equals_the_brute_force_when_the_tails_are_thi
     assert pf.sdl_count_sensitivity(n, theta, k, t, ref) == expected
 
 
-@pytest.mark.parametrize("group,q0,q1,rest,p", [(3, Fraction(1, 20), Fraction(3, 10), 40, Fraction(1, 10)),
-                                                (4, Fraction(1, 100), Fraction(1, 5), 25, Fraction(1, 3))])
+@pytest.mark.parametrize(
+    "group,q0,q1,rest,p",
+    [
+        (3, Fraction(1, 20), Fraction(3, 10), 40, Fraction(1, 10)),
+        (4, Fraction(1, 100), Fraction(1, 5), 25, Fraction(1, 3)),
+    ],
+)
 def test_the_class_given_the_total_is_at_least_every_brute_force_member(group, q0, q1, rest, p):
     """The class's figure given the total is a supremum over members: at or above each member's
     brute-force value (the member of `test_the_vector_given_the_total_equals_the_brute_force`)."""
@@ -201,7 +242,9 @@ def test_the_class_given_the_total_is_at_least_every_brute_force_member(group, q
         zero = {m: g0[m] * r[t - m] for m in range(group) if 0 <= t - m <= rest}
         s1, s0 = sum(one.values()), sum(zero.values())
         if s1 and s0:
-            member = max(member, 2 * brute_w_inf({k: v / s1 for k, v in one.items()}, {k: v / s0 for k, v in zero.items()}))
+            member = max(
+                member, 2 * brute_w_inf({k: v / s1 for k, v in one.items()}, {k: v / s0 for k, v in zero.items()})
+            )
     c = _class(str(q0), str(q1), group)
     assert pf.cell_counts_sensitivity(c, total_in_z=True) >= member
 

@@ -1,5 +1,6 @@
 """Exit codes a pipeline can rely on (0 ok, 1 user problem, 2 usage, 3 internal error) and
 messages that show values as the user wrote them."""
+
 from __future__ import annotations
 
 import pandas as pd

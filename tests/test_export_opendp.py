@@ -1,5 +1,6 @@
 """`dpspec export --opendp` round trip: the exported script, run in OpenDP, gives the privacy map
 dpspec's budget states for the same spec."""
+
 from __future__ import annotations
 
 import json

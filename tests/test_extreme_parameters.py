@@ -2,6 +2,7 @@
 budget's line, saying which range works and why), never an internal error: the Wasserstein
 mechanisms at epsilon 1000 and 1e-20, TopDown at rho 1000 and 1e-40, and every plugin whose noise
 scale follows from its parameters (aggregate, SafeTab, PHSafe)."""
+
 from __future__ import annotations
 
 import os
@@ -61,10 +62,17 @@ CHECKED = [
 
 
 @pytest.mark.parametrize("name, old, bound_old, bound_new, value, word, plugin", CHECKED)
-def test_a_budget_too_small_to_draw_is_refused_at_check_at_its_line(tmp_path, name, old, bound_old, bound_new, value,
-                                                                    word, plugin):
-    path, text = _spec(tmp_path, name, old, old.split(":")[0] + ": " + value + ("\n" if old.endswith("\n") else ""),
-                       bound_old, bound_new)
+def test_a_budget_too_small_to_draw_is_refused_at_check_at_its_line(
+    tmp_path, name, old, bound_old, bound_new, value, word, plugin
+):
+    path, text = _spec(
+        tmp_path,
+        name,
+        old,
+        old.split(":")[0] + ": " + value + ("\n" if old.endswith("\n") else ""),
+        bound_old,
+        bound_new,
+    )
     res = CliRunner().invoke(main, ["check", str(path)])
     assert res.exit_code == 1 and "internal error" not in res.output, res.output
     line = _line_of(text, f"{word}: {value}")
@@ -81,22 +89,31 @@ def test_a_budget_too_small_to_draw_is_refused_at_check_at_its_line(tmp_path, na
 def test_compile_refuses_it_too_before_drawing(tmp_path):
     path, _ = _spec(tmp_path, *TOPDOWN[:2], "  rho: 1e-40", *TOPDOWN[2:])
     res = CliRunner().invoke(main, ["compile", str(path), "--seed", "1", "-o", str(tmp_path / "out")])
-    assert res.exit_code == 1 and "internal error" not in res.output and "rho of at least about" in res.output, res.output
+    assert res.exit_code == 1 and "internal error" not in res.output and "rho of at least about" in res.output, (
+        res.output
+    )
     assert not (tmp_path / "out").exists() or not os.listdir(tmp_path / "out")
 
 
-@pytest.mark.parametrize("spec, old, new, at, plugin", [
-    ("safetab_h_production.dps", "level1: 0.006915", "level1: 1e-40", "level1: 1e-40", "safetab"),
-    ("sdhc_production.dps", '"usa_A-G": 0.002619', '"usa_A-G": 1e-40', '"usa_A-G": 1e-40', "phsafe"),
-])
-def test_production_plugins_refuse_a_measurement_rho_too_small_to_draw_at_its_line(tmp_path, spec, old, new, at, plugin):
+@pytest.mark.parametrize(
+    "spec, old, new, at, plugin",
+    [
+        ("safetab_h_production.dps", "level1: 0.006915", "level1: 1e-40", "level1: 1e-40", "safetab"),
+        ("sdhc_production.dps", '"usa_A-G": 0.002619', '"usa_A-G": 1e-40', '"usa_A-G": 1e-40', "phsafe"),
+    ],
+)
+def test_production_plugins_refuse_a_measurement_rho_too_small_to_draw_at_its_line(
+    tmp_path, spec, old, new, at, plugin
+):
     path, text = _spec(tmp_path, spec, old, new)
     for total in ("total_rho: 8.895302", "total_rho: 1.257281"):  # the declared total no longer adds up: drop it
         text = text.replace(total, "")
     path.write_text(text, encoding="utf-8")
     res = CliRunner().invoke(main, ["check", str(path)])
     assert res.exit_code == 1 and "internal error" not in res.output, res.output
-    assert f"{path.name}:{_line_of(text, at)}:" in res.output and f"error: {plugin}: the noise of" in res.output, res.output
+    assert f"{path.name}:{_line_of(text, at)}:" in res.output and f"error: {plugin}: the noise of" in res.output, (
+        res.output
+    )
     assert "sigma² below (2^56 - 1)²" in res.output and "of at least about" in res.output, res.output
 
 
@@ -138,8 +155,10 @@ def test_a_draw_that_would_leave_the_64_bit_integers_is_refused_never_wrapped(mo
     assert (np.abs(out) >= 3000).all()
 
 
-@pytest.mark.parametrize("name", ["wasserstein_naive_low_privacy.dps", "wasserstein_congenial_high_privacy.dps",
-                                  "postprocessing_low_privacy.dps"])
+@pytest.mark.parametrize(
+    "name",
+    ["wasserstein_naive_low_privacy.dps", "wasserstein_congenial_high_privacy.dps", "postprocessing_low_privacy.dps"],
+)
 def test_the_scale_check_computes_is_the_one_the_sampler_draws_with(name):
     from dpspec.api import check, parse, read_source
 
@@ -147,7 +166,11 @@ def test_the_scale_check_computes_is_the_one_the_sampler_draws_with(name):
     checked = check(parse(read_source(path), path))
     mech, spec, params = checked.mechanism, checked.spec, checked.params
     scales = mech.laplace_scales(spec, params)
-    drawn = mech.noise_scales(spec, params) if hasattr(mech, "noise_scales") else {"counts": 1 / mech.rates(spec, params)[0]}
+    drawn = (
+        mech.noise_scales(spec, params)
+        if hasattr(mech, "noise_scales")
+        else {"counts": 1 / mech.rates(spec, params)[0]}
+    )
     assert scales["counts"] == drawn["counts"] and scales["counts"] > 0
 
 
@@ -165,8 +188,9 @@ def test_the_kng_refuses_an_epsilon_too_small_to_draw_at_its_line():
     check(parse(text.replace("epsilon: 1e-20", "epsilon: 1e-15")))  # the range the message names works
 
 
-@pytest.mark.parametrize("name, old, bound_old, bound_new, value, word", [(*WASSERSTEIN, "1e-20", "epsilon"),
-                                                                           (*TOPDOWN, "1e-40", "rho")])
+@pytest.mark.parametrize(
+    "name, old, bound_old, bound_new, value, word", [(*WASSERSTEIN, "1e-20", "epsilon"), (*TOPDOWN, "1e-40", "rho")]
+)
 def test_the_budget_the_refusal_names_compiles(tmp_path, name, old, bound_old, bound_new, value, word):
     """At the edge of the range: noise near 2^56 is drawn, added and post-processed without an error."""
     path, text = _spec(tmp_path, name, old, old.split(":")[0] + ": " + value, bound_old, bound_new)
@@ -180,18 +204,23 @@ def test_the_budget_the_refusal_names_compiles(tmp_path, name, old, bound_old, b
 
 # ---- the K-norm gradient mean and slope: their scale depends on the data, refused at check for the worst case
 
+
 def _grid_kng(name: str, epsilon: str) -> str:
     from tests.test_wasserstein_kng import MEAN, SLOPE
 
-    text = (MEAN.replace("CLASS", "independent") if name == "wasserstein_kng_mean"
-            else SLOPE.replace("INTERCEPT", "0")).replace("MECH", name)
+    text = (
+        MEAN.replace("CLASS", "independent") if name == "wasserstein_kng_mean" else SLOPE.replace("INTERCEPT", "0")
+    ).replace("MECH", name)
     return text.replace("  epsilon: 1\n", f"  epsilon: {epsilon}\n")
 
 
-@pytest.mark.parametrize("name, refused, why", [
-    ("wasserstein_kng_mean", "1e-20", "widest at n = 1"),
-    ("wasserstein_kng_slope", "1e-15", "the sum of the clipped x²"),
-])
+@pytest.mark.parametrize(
+    "name, refused, why",
+    [
+        ("wasserstein_kng_mean", "1e-20", "widest at n = 1"),
+        ("wasserstein_kng_slope", "1e-15", "the sum of the clipped x²"),
+    ],
+)
 def test_the_kng_mean_and_slope_refuse_at_check_an_epsilon_no_dataset_could_be_drawn_for(tmp_path, name, refused, why):
     """Their grid's scale 2 Delta / (epsilon step N) takes N from the data (n, or A = sum x²); `check`
     refuses the epsilon the worst admissible N could not draw, at its line, saying why, and the
@@ -205,7 +234,9 @@ def test_the_kng_mean_and_slope_refuse_at_check_an_epsilon_no_dataset_could_be_d
     assert d.line == _line_of(text, f"epsilon: {refused}") and d.message.startswith(f"{name}: the ")
     assert "below 2^56" in d.message and why in d.message and "epsilon of at least about" in d.message
     works = d.message.split("(epsilon = ")[1].split(" works)")[0]
-    ok = text.replace(f"epsilon: {refused}", f"epsilon: {works}").replace("budget epsilon <= 1", f"budget epsilon <= {works}")
+    ok = text.replace(f"epsilon: {refused}", f"epsilon: {works}").replace(
+        "budget epsilon <= 1", f"budget epsilon <= {works}"
+    )
     (tmp_path / "in").mkdir()
     (tmp_path / "in" / "people.csv").write_text("age\n4\n12\n" if "age" in text else "x,y\n1,3\n2,-1\n")  # any n draws
     path = tmp_path / "in" / "ok.dps"
@@ -216,6 +247,7 @@ def test_the_kng_mean_and_slope_refuse_at_check_an_epsilon_no_dataset_could_be_d
 
 
 # ---- SafeTab: check uses the fan-out k the run uses, so check and compile agree at the boundary
+
 
 @pytest.mark.parametrize("rho, checks", [("5e-34", False), ("1e-33", True)])
 def test_safetab_checks_a_cells_noise_with_the_fan_out_the_run_uses(tmp_path, rho, checks):

@@ -1,4 +1,5 @@
 """`dpspec fmt`: canonical output that parses back to the same IR and is idempotent."""
+
 from __future__ import annotations
 
 import glob
@@ -15,15 +16,37 @@ from dpspec.language.parser import parse
 from tests.conftest import SPECS
 from tests.test_language import EVERYTHING
 
-KEYWORDS = {"in", "by", "at", "on", "with", "under", "count", "released", "holds", "from", "unit",
-            "table", "stage", "geography", "category", "int", "bool", "nullable", "include", "parallel"}
+KEYWORDS = {
+    "in",
+    "by",
+    "at",
+    "on",
+    "with",
+    "under",
+    "count",
+    "released",
+    "holds",
+    "from",
+    "unit",
+    "table",
+    "stage",
+    "geography",
+    "category",
+    "int",
+    "bool",
+    "nullable",
+    "include",
+    "parallel",
+}
 names = st.from_regex(r"[a-z][a-z0-9_]{0,7}", fullmatch=True).filter(lambda s: s not in KEYWORDS)
 texts = st.text(alphabet=st.characters(blacklist_categories=("Cs", "Cc")), max_size=20)
 fractions = st.one_of(
-    st.integers(-10**6, 10**6).map(Fraction),
-    st.builds(Fraction, st.integers(-10**6, 10**6), st.integers(1, 10**6)),
+    st.integers(-(10**6), 10**6).map(Fraction),
+    st.builds(Fraction, st.integers(-(10**6), 10**6), st.integers(1, 10**6)),
     st.integers(1, 30).map(lambda k: Fraction(1, 10**k)),
-    st.decimals(min_value=-1000, max_value=1000, places=4, allow_nan=False, allow_infinity=False).map(lambda d: Fraction(str(d))),
+    st.decimals(min_value=-1000, max_value=1000, places=4, allow_nan=False, allow_infinity=False).map(
+        lambda d: Fraction(str(d))
+    ),
 )
 positive = fractions.filter(lambda f: f > 0)
 
@@ -31,10 +54,16 @@ positive = fractions.filter(lambda f: f > 0)
 def column_types():
     return st.one_of(
         st.just(ir.ColumnType("category")),
-        st.builds(lambda lo, span: ir.ColumnType("int", low=lo, high=lo + span), st.integers(-50, 50), st.integers(0, 100)),
+        st.builds(
+            lambda lo, span: ir.ColumnType("int", low=lo, high=lo + span), st.integers(-50, 50), st.integers(0, 100)
+        ),
         st.just(ir.ColumnType("bool")),
-        st.lists(st.one_of(names, st.from_regex(r"[0-9]{1,3}", fullmatch=True), texts.filter(bool)), min_size=1, max_size=4, unique=True)
-        .map(lambda vs: ir.ColumnType("enum", values=tuple(vs))),
+        st.lists(
+            st.one_of(names, st.from_regex(r"[0-9]{1,3}", fullmatch=True), texts.filter(bool)),
+            min_size=1,
+            max_size=4,
+            unique=True,
+        ).map(lambda vs: ir.ColumnType("enum", values=tuple(vs))),
     )
 
 
@@ -60,16 +89,19 @@ def param_values(depth=0):
 
 def param_blocks(depth=0):
     keys = st.one_of(names, st.lists(names, min_size=2, max_size=3).map("*".join))
-    return st.lists(st.tuples(keys, st.deferred(lambda: param_values(depth))), max_size=4, unique_by=lambda kv: kv[0]).map(
-        lambda kvs: ir.ParamBlock(tuple(ir.Param(k, v) for k, v in kvs)))
+    return st.lists(
+        st.tuples(keys, st.deferred(lambda: param_values(depth))), max_size=4, unique_by=lambda kv: kv[0]
+    ).map(lambda kvs: ir.ParamBlock(tuple(ir.Param(k, v) for k, v in kvs)))
 
 
 @st.composite
 def specs(draw):
     tbls = draw(st.lists(tables(), min_size=1, max_size=3, unique_by=lambda t: t.name))
     first = tbls[0]
-    queries = st.builds(lambda by: ir.CountQuery(first.name, tuple(by)),
-                        st.lists(st.sampled_from(first.column_names), max_size=3, unique=True))
+    queries = st.builds(
+        lambda by: ir.CountQuery(first.name, tuple(by)),
+        st.lists(st.sampled_from(first.column_names), max_size=3, unique=True),
+    )
     kind = draw(st.sampled_from(ir.PREMETRIC_KINDS))
     options = ()
     if kind == "approximate":
@@ -77,11 +109,20 @@ def specs(draw):
     elif kind == "renyi":
         options = (("alpha", draw(positive)),)
     domain = ir.Domain(draw(names), draw(st.one_of(st.none(), texts)), draw(st.one_of(st.none(), names)), tuple(tbls))
-    budgets = draw(st.lists(st.builds(
-        ir.BudgetBound, st.sampled_from(["epsilon", "rho"]), st.sampled_from(["<=", "<", "="]), positive,
-        st.lists(st.tuples(st.just("delta"), positive), max_size=1).map(tuple),
-        st.one_of(st.none(), st.sampled_from(["hamming", "symdiff"])),
-        st.one_of(st.none(), st.sampled_from(["bs16", "cks20"]))), max_size=2))
+    budgets = draw(
+        st.lists(
+            st.builds(
+                ir.BudgetBound,
+                st.sampled_from(["epsilon", "rho"]),
+                st.sampled_from(["<=", "<", "="]),
+                positive,
+                st.lists(st.tuples(st.just("delta"), positive), max_size=1).map(tuple),
+                st.one_of(st.none(), st.sampled_from(["hamming", "symdiff"])),
+                st.one_of(st.none(), st.sampled_from(["bs16", "cks20"])),
+            ),
+            max_size=2,
+        )
+    )
     return ir.Spec(
         title=draw(st.one_of(st.none(), texts)),
         domain=domain,
@@ -93,7 +134,12 @@ def specs(draw):
         mechanism=ir.MechanismCall(draw(names), draw(param_blocks())),
         budgets=tuple(budgets),
         releases=tuple(draw(st.lists(st.builds(lambda n: ir.ReleaseItem("output", n), names), max_size=2))),
-        tuning=draw(st.one_of(st.none(), st.builds(ir.Tuning, st.sampled_from(["confidential", "public"]), st.one_of(st.none(), texts)))),
+        tuning=draw(
+            st.one_of(
+                st.none(),
+                st.builds(ir.Tuning, st.sampled_from(["confidential", "public"]), st.one_of(st.none(), texts)),
+            )
+        ),
     )
 
 

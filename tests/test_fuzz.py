@@ -1,5 +1,6 @@
 """Fuzzing as a test: hypothesis drives scripts/fuzz.py's mutations of every bundled spec through
 the API and the CLI, with a small budget; `python scripts/fuzz.py` runs 100,000 cases."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -15,7 +16,9 @@ _spec = importlib.util.spec_from_file_location("dpspec_fuzz", os.path.join(ROOT,
 fuzz = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(fuzz)
 
-SETTINGS = dict(deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+SETTINGS = dict(
+    deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture]
+)
 
 
 @pytest.fixture(scope="module")
@@ -37,7 +40,9 @@ def test_the_oracle_catches_an_internal_error(monkeypatch):
 
     monkeypatch.setattr(dpspec.language.formatter, "format_spec", lambda spec: 1 / 0)
     name = "acs_ma_vision_rr.dps"
-    assert fuzz.run_api(fuzz.original(name), os.path.join(fuzz.SPECS_DIR, name), False).startswith("internal: ZeroDivisionError")
+    assert fuzz.run_api(fuzz.original(name), os.path.join(fuzz.SPECS_DIR, name), False).startswith(
+        "internal: ZeroDivisionError"
+    )
 
 
 @pytest.mark.parametrize("kind", fuzz.KINDS)
@@ -74,7 +79,10 @@ def test_the_newer_inputs_pass_unmutated(scratch):
     assert fuzz.run_convert({"rho": "0.5"}, {"to": "approx", "delta": 1e-10}) == "ok"
     assert fuzz.run_verify_json(fuzz.verify_json(), scratch) == "ok"
     assert fuzz.run_infer({"target": "count persons by DEYE", "draws": 10, "seed": 1}, scratch) == "ok"
-    assert fuzz.run_verify(fuzz.original("acs_ma_vision_rr.dps"), os.path.join(fuzz.SPECS_DIR, "acs_ma_vision_rr.dps"), 1) == "ok"
+    assert (
+        fuzz.run_verify(fuzz.original("acs_ma_vision_rr.dps"), os.path.join(fuzz.SPECS_DIR, "acs_ma_vision_rr.dps"), 1)
+        == "ok"
+    )
 
 
 @settings(max_examples=60, **SETTINGS)

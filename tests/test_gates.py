@@ -1,6 +1,7 @@
 """Gates a pipeline relies on fail when they should (issue 42): `check` computes the declared
 bounds, `compile` stops on a critical finding unless told otherwise (and the reports say so), and
 `sweep` marks an exceeded point on the terminal. Each test below failed on the code before."""
+
 from __future__ import annotations
 
 import json
@@ -81,7 +82,9 @@ def test_allow_critical_never_passes_an_exceeded_bound(small_spec, tmp_path):
 def test_sweep_marks_an_exceeded_point_on_the_terminal(small_spec, tmp_path):
     result = run("sweep", small_spec, "--vary", "p=3/4,9/10", "-o", tmp_path / "sweep")
     assert result.exit_code == 0, result.output
-    lines = {m.group(1): line for line in result.stdout.splitlines() if (m := re.match(r"point \d+ \(p = ([^)]*)\)", line))}
+    lines = {
+        m.group(1): line for line in result.stdout.splitlines() if (m := re.match(r"point \d+ \(p = ([^)]*)\)", line))
+    }
     assert len(lines) == 2, result.stdout
     exceeded = next(line for value, line in lines.items() if value.startswith(("9/10", "0.9")))
     kept = next(line for value, line in lines.items() if value.startswith(("3/4", "0.75")))

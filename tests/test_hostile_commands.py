@@ -1,6 +1,7 @@
 """The commands added after the first hardening pass hold as `compile` does: `infer -o`,
 `export -o` and `import -o` never write over, into or around what they read, and every file
 they (or `--verify`, a release, SafeTab's tables) read is a regular file of bounded size."""
+
 from __future__ import annotations
 
 import glob
@@ -22,8 +23,11 @@ TARGET = ["--target", "count persons by DEYE"]
 
 
 def digest(folder) -> dict:
-    return {os.path.relpath(os.path.join(d, f), folder): hashlib.sha256(open(os.path.join(d, f), "rb").read()).hexdigest()
-            for d, _, files in os.walk(folder) for f in files}
+    return {
+        os.path.relpath(os.path.join(d, f), folder): hashlib.sha256(open(os.path.join(d, f), "rb").read()).hexdigest()
+        for d, _, files in os.walk(folder)
+        for f in files
+    }
 
 
 @pytest.fixture
@@ -55,8 +59,9 @@ def test_infer_output_over_a_prior_file_is_refused(spec_and_release, tmp_path_fa
     spec, release = spec_and_release
     elsewhere = tmp_path_factory.mktemp("prior")
     (elsewhere / "prior.csv").write_text("DEYE,alpha\n1,1\n")
-    res = CliRunner().invoke(main, ["infer", spec, str(release), *TARGET, "--prior", str(elsewhere / "prior.csv"),
-                                    "-o", str(elsewhere)])
+    res = CliRunner().invoke(
+        main, ["infer", spec, str(release), *TARGET, "--prior", str(elsewhere / "prior.csv"), "-o", str(elsewhere)]
+    )
     assert res.exit_code == 1 and "prior.csv" in res.output and "refusing" in res.output, res.output
 
 
@@ -125,8 +130,10 @@ def test_a_hostile_verification_file_is_a_user_error(tmp_path, content):
 
 def test_compile_reads_the_verification_file_before_running(tmp_path):
     """A bad --verify file fails the compile at once, before the mechanism runs and writes nothing."""
-    res = CliRunner().invoke(main, ["compile", os.path.join(SPECS, "acs_ma_vision_rr.dps"), "--verify", "/dev/zero",
-                                    "-o", str(tmp_path / "out")])
+    res = CliRunner().invoke(
+        main,
+        ["compile", os.path.join(SPECS, "acs_ma_vision_rr.dps"), "--verify", "/dev/zero", "-o", str(tmp_path / "out")],
+    )
     assert res.exit_code == 1 and "not a regular file" in res.output, res.output
     assert "compiling" not in res.output and not (tmp_path / "out").exists()
 
@@ -145,7 +152,9 @@ def test_safetab_tables_that_are_devices_are_data_errors(tmp_path):
 def _fake_release(folder):
     folder.mkdir()
     (folder / "report.html").write_text("<p>the release's report</p>")
-    (folder / "manifest.json").write_text(json.dumps({"dpspec_version": "x", "outputs": {}, "files": {"report.html": {}}}))
+    (folder / "manifest.json").write_text(
+        json.dumps({"dpspec_version": "x", "outputs": {}, "files": {"report.html": {}}})
+    )
     return folder
 
 
@@ -192,12 +201,15 @@ def test_export_of_an_odd_tier_note_is_a_located_error(tier):
         entry_yaml(parse(text.replace('tier: "3"', f'tier: "{tier}"'), path))
 
 
-@pytest.mark.parametrize("command", [
-    ["compile", os.path.join(SPECS, "acs_ma_vision_rr.dps"), "-o", "/proc/no/such/folder"],
-    ["audit", os.path.join(SPECS, "acs_ma_vision_rr.dps"), "-o", "/proc/no/such/folder"],
-    ["export", "--registry", os.path.join(SPECS, "registry", "dhc_persons.dps"), "-o", "/proc/no/such/entry.yaml"],
-    ["import", "--registry", ENTRY, "-o", "/proc/no/such/spec.dps"],
-])
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["compile", os.path.join(SPECS, "acs_ma_vision_rr.dps"), "-o", "/proc/no/such/folder"],
+        ["audit", os.path.join(SPECS, "acs_ma_vision_rr.dps"), "-o", "/proc/no/such/folder"],
+        ["export", "--registry", os.path.join(SPECS, "registry", "dhc_persons.dps"), "-o", "/proc/no/such/entry.yaml"],
+        ["import", "--registry", ENTRY, "-o", "/proc/no/such/spec.dps"],
+    ],
+)
 def test_an_output_path_the_system_refuses_is_a_user_error(command):
     """A folder that cannot be made (here under /proc), a read-only disk or a full one is the
     user's to fix: exit 1 naming the path, not exit 3 "internal error"."""
@@ -225,8 +237,21 @@ def test_infer_report_of_a_release_without_post_processing(tmp_path):
     from dpspec.publish.output import write_result
 
     write_result(dpspec.compile(os.path.join(SPECS, "acs_ma_vision_rr.dps"), seed=1), str(tmp_path / "rel"))
-    res = CliRunner().invoke(main, ["infer", os.path.join(SPECS, "acs_ma_vision_rr.dps"), str(tmp_path / "rel"), *TARGET,
-                                    "--draws", "10", "--seed", "1", "-o", str(tmp_path / "out")])
+    res = CliRunner().invoke(
+        main,
+        [
+            "infer",
+            os.path.join(SPECS, "acs_ma_vision_rr.dps"),
+            str(tmp_path / "rel"),
+            *TARGET,
+            "--draws",
+            "10",
+            "--seed",
+            "1",
+            "-o",
+            str(tmp_path / "out"),
+        ],
+    )
     assert res.exit_code == 0, res.output
     assert (tmp_path / "out" / "report.html").exists() and (tmp_path / "out" / "report.md").exists()
 
@@ -260,9 +285,12 @@ def test_an_atomic_write_never_replaces_a_device_pipe_or_folder(tmp_path, kind):
     with pytest.raises(NotAFileTarget, match="not a regular file"):
         write_text(str(target), "x")
     assert os.path.islink(target) == (kind == "link to /dev/null") and not list(tmp_path.glob(".tmp-*"))
-    res = CliRunner().invoke(main, ["export", "--registry", os.path.join(SPECS, "registry", "dhc_persons.dps"),
-                                    "-o", str(target)])
-    assert res.exit_code in (1, 2) and ("not a regular file" in res.output or "is a directory" in res.output), res.output
+    res = CliRunner().invoke(
+        main, ["export", "--registry", os.path.join(SPECS, "registry", "dhc_persons.dps"), "-o", str(target)]
+    )
+    assert res.exit_code in (1, 2) and ("not a regular file" in res.output or "is a directory" in res.output), (
+        res.output
+    )
 
 
 def test_an_atomic_write_through_a_link_replaces_the_file_it_names(tmp_path):
@@ -280,8 +308,11 @@ def test_nothing_is_written_below_a_compile_release(spec_and_release, tmp_path_f
     release = _fake_release(tmp_path_factory.mktemp("o") / "rel")
     before = digest(release)
     out = str(release / "sub" / ("x.yaml" if command == "export" else ""))
-    args = {"audit": ["audit", spec, "-o", out], "compile": ["compile", spec, "-o", out],
-            "export": ["export", "--registry", os.path.join(SPECS, "registry", "dhc_persons.dps"), "-o", out]}[command]
+    args = {
+        "audit": ["audit", spec, "-o", out],
+        "compile": ["compile", spec, "-o", out],
+        "export": ["export", "--registry", os.path.join(SPECS, "registry", "dhc_persons.dps"), "-o", out],
+    }[command]
     res = CliRunner().invoke(main, args)
     assert res.exit_code == 1 and "release written by `dpspec compile`" in res.output, res.output
     assert digest(release) == before and not (release / "sub").exists()
@@ -335,7 +366,10 @@ def test_a_prior_concentration_below_floats_is_a_user_error(tmp_path):
     spec = os.path.join(SPECS, "acs_ma_vision_rr.dps")
     write_result(dpspec.compile(spec, seed=1), str(tmp_path / "rel"))
     with pytest.raises(InferError, match="between 1e-300 and 1e300"):
-        dpspec.infer(spec, str(tmp_path / "rel"), "count persons by DEYE", prior="dirichlet-multinomial:1e-320", draws=20)
-    ok = dpspec.infer(spec, str(tmp_path / "rel"), "count persons by DEYE", prior="dirichlet-multinomial:1e-300",
-                      draws=20, seed=1)
+        dpspec.infer(
+            spec, str(tmp_path / "rel"), "count persons by DEYE", prior="dirichlet-multinomial:1e-320", draws=20
+        )
+    ok = dpspec.infer(
+        spec, str(tmp_path / "rel"), "count persons by DEYE", prior="dirichlet-multinomial:1e-300", draws=20, seed=1
+    )
     assert ok.samples.shape[0] == 20

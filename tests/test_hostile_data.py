@@ -1,6 +1,7 @@
 """Hostile data files (issue 29): every class ends in a DataError naming the file and why, in
 bounded time, on the local reading path and on the engine path (`load_engine_table`), never in
 silently wrong rows or an internal error."""
+
 from __future__ import annotations
 
 import os
@@ -26,8 +27,13 @@ PARQUET_SPEC = SMALL_SPEC.replace('"people.csv"', '"people/"')
 
 
 def _people(n=5, **override):
-    cols = {"region": ["north"] * n, "district": ["n1"] * n, "age": list(range(30, 30 + n)),
-            "smoker": [True, False] * (n // 2) + [True] * (n % 2), "status": ["single"] * n}
+    cols = {
+        "region": ["north"] * n,
+        "district": ["n1"] * n,
+        "age": list(range(30, 30 + n)),
+        "smoker": [True, False] * (n // 2) + [True] * (n % 2),
+        "status": ["single"] * n,
+    }
     cols.update(override)
     return pa.table(cols)
 
@@ -36,8 +42,9 @@ def _in(table, region):
     """`table` as a partition of `region` (its districts renamed to lie in it)."""
     table = table.drop(["region"])
     if pa.types.is_string(table.schema.field("district").type):
-        table = table.set_column(table.schema.get_field_index("district"), "district",
-                                 pa.array([region[0] + "1"] * len(table)))
+        table = table.set_column(
+            table.schema.get_field_index("district"), "district", pa.array([region[0] + "1"] * len(table))
+        )
     return table
 
 
@@ -102,7 +109,7 @@ def test_a_link_to_a_partition_elsewhere_is_read_and_fingerprinted_once(tmp_path
 
 
 # A subprocess capped at 1.5 GB and 60 s: a device or pipe read would hang or fill memory.
-_DEVICES = textwrap.dedent('''\
+_DEVICES = textwrap.dedent("""\
     import os, resource, sys
     resource.setrlimit(resource.RLIMIT_AS, (1_500_000_000, 1_500_000_000))
     from click.testing import CliRunner
@@ -110,7 +117,7 @@ _DEVICES = textwrap.dedent('''\
     for case in sys.argv[1:]:
         r = CliRunner().invoke(main, ["compile", os.path.join(case, "spec.dps"), "-o", case + "-out"])
         print(os.path.basename(case), r.exit_code, "not a regular file" in r.output, flush=True)
-    ''')
+    """)
 
 
 def _socket_at(path):
@@ -128,8 +135,12 @@ def _socket_at(path):
 
 def test_devices_pipes_and_sockets_in_a_partitioned_folder_are_refused_in_bounded_time(tmp_path):
     cases = []
-    for name, make in (("zero", lambda p: p.symlink_to("/dev/zero")), ("urandom", lambda p: p.symlink_to("/dev/urandom")),
-                       ("fifo", lambda p: os.mkfifo(p)), ("socket", _socket_at)):
+    for name, make in (
+        ("zero", lambda p: p.symlink_to("/dev/zero")),
+        ("urandom", lambda p: p.symlink_to("/dev/urandom")),
+        ("fifo", lambda p: os.mkfifo(p)),
+        ("socket", _socket_at),
+    ):
         case = tmp_path / name
         case.mkdir()
         folder = _partitioned(case)
@@ -137,10 +148,29 @@ def test_devices_pipes_and_sockets_in_a_partitioned_folder_are_refused_in_bounde
         cases.append(str(case))
     driver = tmp_path / "devices.py"
     driver.write_text(_DEVICES)
-    done = subprocess.run([sys.executable, str(driver), *cases], cwd=ROOT, capture_output=True, text=True, timeout=60,
-                          env=dict(os.environ, PYTHONPATH=ROOT))
+    done = subprocess.run(
+        [sys.executable, str(driver), *cases],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=dict(os.environ, PYTHONPATH=ROOT),
+    )
     assert done.returncode == 0, done.stderr
-    assert done.stdout.split() == ["zero", "1", "True", "urandom", "1", "True", "fifo", "1", "True", "socket", "1", "True"]
+    assert done.stdout.split() == [
+        "zero",
+        "1",
+        "True",
+        "urandom",
+        "1",
+        "True",
+        "fifo",
+        "1",
+        "True",
+        "socket",
+        "1",
+        "True",
+    ]
 
 
 # ---- Arrow types -----------------------------------------------------------------------------
@@ -190,8 +220,10 @@ def test_dictionary_encoded_text_and_integer_codes_are_read(tmp_path):
 # ---- CSV: ragged rows and duplicated headers ---------------------------------------------------
 
 
-@pytest.mark.parametrize("row, saw", [("north,n1,34,true,single,EXTRA", 6), ("north,n1,34,true,single,", 6),
-                                      ("north,n1,34,true,single,,x", 7)])
+@pytest.mark.parametrize(
+    "row, saw",
+    [("north,n1,34,true,single,EXTRA", 6), ("north,n1,34,true,single,", 6), ("north,n1,34,true,single,,x", 7)],
+)
 def test_a_row_with_more_fields_than_the_header_is_refused(small_spec, row, saw):
     data = small_spec.parent / "people.csv"
     data.write_text(data.read_text() + row + "\n")
@@ -205,8 +237,12 @@ def test_a_ragged_row_is_found_when_undeclared_columns_are_skipped(small_spec, m
     monkeypatch.setattr(data_mod, "CSV_CHUNK_ROWS", 2)  # several chunks: the line is still the file's
     data = small_spec.parent / "people.csv"
     lines = data.read_text().splitlines()
-    data.write_text("\n".join([lines[0] + ",note", *(l + ",x" for l in lines[1:3]), lines[3] + ",x,y",
-                               *(l + ",z" for l in lines[4:])]) + "\n")
+    data.write_text(
+        "\n".join(
+            [lines[0] + ",note", *(l + ",x" for l in lines[1:3]), lines[3] + ",x,y", *(l + ",z" for l in lines[4:])]
+        )
+        + "\n"
+    )
     with pytest.raises(DataError, match="line 4, saw 7"):
         load_table(dpspec.load(str(small_spec)), dpspec.load(str(small_spec)).data[0])
 
@@ -229,20 +265,30 @@ def test_a_household_larger_than_the_units_bound_is_refused(tmp_path):
     rows = ["pid,hhid,age,employed"] + [f"{i},1,adult,true" for i in range(1, 55)] + ["60,2,child,false"]
     (tmp_path / "data" / "persons.csv").write_text("\n".join(rows) + "\n")
     (tmp_path / "clean.dps").write_text(spec)
-    result = CliRunner().invoke(main, ["compile", str(tmp_path / "clean.dps"), "-o", str(tmp_path.parent / "out"), "--seed", "1"])
+    result = CliRunner().invoke(
+        main, ["compile", str(tmp_path / "clean.dps"), "-o", str(tmp_path.parent / "out"), "--seed", "1"]
+    )
     assert result.exit_code == 1, result.output
     assert "more than 6 persons rows" in result.output and "holds at most 6 persons" in result.output
     assert "1 (54 rows)" in result.output
     (tmp_path / "data" / "persons.csv").write_text("\n".join(rows[:7] + rows[-1:]) + "\n")  # 6 persons: fine
-    result = CliRunner().invoke(main, ["compile", str(tmp_path / "clean.dps"), "-o", str(tmp_path.parent / "out"), "--seed", "1"])
+    result = CliRunner().invoke(
+        main, ["compile", str(tmp_path / "clean.dps"), "-o", str(tmp_path.parent / "out"), "--seed", "1"]
+    )
     assert "estimate.csv (1 rows)" in result.output and "more than 6" not in result.output  # exit 1: the known seed
 
 
 def test_the_units_bound_is_checked_on_the_engine_path(tmp_path):
-    spec = open(os.path.join(ROOT, "specs", "audit", "clean.dps")).read().replace('"data/persons.csv"', '"persons.parquet"')
+    spec = (
+        open(os.path.join(ROOT, "specs", "audit", "clean.dps"))
+        .read()
+        .replace('"data/persons.csv"', '"persons.parquet"')
+    )
     (tmp_path / "clean.dps").write_text(spec)
-    pq.write_table(pa.table({"pid": list(range(1, 9)), "hhid": [1] * 7 + [2], "age": ["adult"] * 8,
-                             "employed": [True] * 8}), tmp_path / "persons.parquet")
+    pq.write_table(
+        pa.table({"pid": list(range(1, 9)), "hhid": [1] * 7 + [2], "age": ["adult"] * 8, "employed": [True] * 8}),
+        tmp_path / "persons.parquet",
+    )
     parsed = dpspec.load(str(tmp_path / "clean.dps"))
     with pytest.raises(DataError, match=r"more than 6 persons rows.*holds at most 6 persons.*1 \(7 rows\)"):
         load_engine_table(parsed, parsed.data[0], LocalEngine())
@@ -251,7 +297,8 @@ def test_the_units_bound_is_checked_on_the_engine_path(tmp_path):
 # ---- registry YAML ---------------------------------------------------------------------------------
 
 BOMB = "url_slug: bomb\na: &a [lol, lol, lol, lol, lol, lol, lol, lol, lol]\n" + "".join(
-    f"{c}: &{c} [{', '.join(['*' + p] * 9)}]\n" for p, c in zip("abcdefgh", "bcdefghi"))
+    f"{c}: &{c} [{', '.join(['*' + p] * 9)}]\n" for p, c in zip("abcdefgh", "bcdefghi")
+)
 
 
 def test_a_billion_laughs_entry_is_refused_quickly_and_located(tmp_path):
@@ -260,7 +307,9 @@ def test_a_billion_laughs_entry_is_refused_quickly_and_located(tmp_path):
 
     (tmp_path / "bomb.yaml").write_text(BOMB)
     before, start = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, time.monotonic()
-    result = CliRunner().invoke(main, ["import", "--registry", str(tmp_path / "bomb.yaml"), "-o", str(tmp_path / "x.dps")])
+    result = CliRunner().invoke(
+        main, ["import", "--registry", str(tmp_path / "bomb.yaml"), "-o", str(tmp_path / "x.dps")]
+    )
     assert result.exit_code == 1 and "aliases are not allowed" in result.output and "bomb.yaml:3:" in result.output
     assert time.monotonic() - start < 5
     assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 100_000  # KB: no expansion
@@ -270,8 +319,10 @@ def test_a_billion_laughs_entry_is_refused_quickly_and_located(tmp_path):
 # ---- SafeTab-H's published totals ----------------------------------------------------------------
 
 
-@pytest.mark.parametrize("count, refused", [("5", False), ("0", False), ("-5", True), ("-1", True), ("2.5", True),
-                                            (str(2**62), True), ("10000000001", True)])
+@pytest.mark.parametrize(
+    "count, refused",
+    [("5", False), ("0", False), ("-5", True), ("-1", True), ("2.5", True), (str(2**62), True), ("10000000001", True)],
+)
 def test_safetab_h_public_totals_must_be_counts(tmp_path, count, refused):
     from types import SimpleNamespace
 
@@ -280,8 +331,11 @@ def test_safetab_h_public_totals_must_be_counts(tmp_path, count, refused):
     (tmp_path / "totals.csv").write_text(f"geography,geocode,group,count\nnation,US,1002,7\nstate,01,1002,{count}\n")
     read = lambda: SafeTab()._public_totals(SimpleNamespace(base_dir=str(tmp_path)), {"public_totals": "totals.csv"})
     if refused:
-        with pytest.raises(DataError, match=r"totals.csv: row 2 \(line 3\): the published total of group '1002' in "
-                                            r"state '01' is .*, which is not a published count"):
+        with pytest.raises(
+            DataError,
+            match=r"totals.csv: row 2 \(line 3\): the published total of group '1002' in "
+            r"state '01' is .*, which is not a published count",
+        ):
             read()
     else:
         assert read()["count"].tolist() == [7, int(count)]
@@ -294,11 +348,16 @@ def test_safetab_h_negative_total_in_parquet_names_its_row(tmp_path):
 
     from dpspec_safetab.plugin import SafeTab
 
-    frame = pd.DataFrame({"geography": ["nation"] * 3, "geocode": ["US"] * 3, "group": ["1", "2", "3"],
-                          "count": [4, 0, -12]}, index=[10, 11, 12])  # a stored index is not the row number
+    frame = pd.DataFrame(
+        {"geography": ["nation"] * 3, "geocode": ["US"] * 3, "group": ["1", "2", "3"], "count": [4, 0, -12]},
+        index=[10, 11, 12],
+    )  # a stored index is not the row number
     frame.to_parquet(tmp_path / "totals.parquet")
-    with pytest.raises(DataError, match=r"totals.parquet: row 3: the published total of group '3' in nation 'US' "
-                                        r"is -12, .*1 such value"):
+    with pytest.raises(
+        DataError,
+        match=r"totals.parquet: row 3: the published total of group '3' in nation 'US' "
+        r"is -12, .*1 such value",
+    ):
         SafeTab()._public_totals(SimpleNamespace(base_dir=str(tmp_path)), {"public_totals": "totals.parquet"})
 
 
@@ -309,8 +368,9 @@ def test_bundled_safetab_h_public_totals_are_published_counts():
     from dpspec_safetab.plugin import SafeTab
 
     base = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "specs")
-    totals = SafeTab()._public_totals(SimpleNamespace(base_dir=base),
-                                      {"public_totals": "data/safetab/safetab_p_published.parquet"})
+    totals = SafeTab()._public_totals(
+        SimpleNamespace(base_dir=base), {"public_totals": "data/safetab/safetab_p_published.parquet"}
+    )
     assert len(totals) > 10_000 and totals["count"].min() == 0
 
 
@@ -338,8 +398,10 @@ def test_spark_reads_a_linked_partition_once_and_refuses_a_loop_and_odd_types(tm
     with pytest.raises(DataError, match="reached again through a link"):
         load_engine_table(spec, spec.data[0], engine)
     (folder / "region=north" / "loop").unlink()
-    pq.write_table(_in(_people(2).set_column(2, "age", pa.array([[1], [2]], pa.list_(pa.int64()))), "north"),
-                   folder / "region=north" / "part-2.parquet")
+    pq.write_table(
+        _in(_people(2).set_column(2, "age", pa.array([[1], [2]], pa.list_(pa.int64()))), "north"),
+        folder / "region=north" / "part-2.parquet",
+    )
     with pytest.raises(DataError, match=r"(?s)part-2.parquet: .*column 'age' is stored as list"):
         load_engine_table(spec, spec.data[0], engine)
 
@@ -359,8 +421,11 @@ def _uri_folder_with_a_bad_later_file(tmp_path):
 def test_every_file_of_a_uri_folder_has_its_types_checked(tmp_path):
     spec = _uri_folder_with_a_bad_later_file(tmp_path)
     for read in (lambda: load_table(spec, spec.data[0]), lambda: load_engine_table(spec, spec.data[0], LocalEngine())):
-        with pytest.raises(DataError, match=r"(?s)file://.*region=south/part-9.parquet: .*column 'age' is stored as "
-                                            r"date32"):
+        with pytest.raises(
+            DataError,
+            match=r"(?s)file://.*region=south/part-9.parquet: .*column 'age' is stored as "
+            r"date32",
+        ):
             read()
 
 
@@ -389,8 +454,16 @@ def test_list_int64_on_the_engine_path_of_a_swap_compile_is_exit_1(tmp_path):
 
     folder = tmp_path / "in"
     folder.mkdir()
-    pq.write_table(pa.table({"state": ["s1"] * 4, "county": ["c1", "c2"] * 2,
-                             "size": pa.array([[1], [2], [1], [2]], pa.list_(pa.int64()))}), folder / "households.parquet")
+    pq.write_table(
+        pa.table(
+            {
+                "state": ["s1"] * 4,
+                "county": ["c1", "c2"] * 2,
+                "size": pa.array([[1], [2], [1], [2]], pa.list_(pa.int64())),
+            }
+        ),
+        folder / "households.parquet",
+    )
     (folder / "s.dps").write_text(SWAP_SPEC.replace('"households.csv"', '"households.parquet"'))
     result = CliRunner().invoke(main, ["compile", str(folder / "s.dps"), "-o", str(tmp_path / "out")])
     assert result.exit_code == 1, result.output

@@ -2,6 +2,7 @@
 
 Statistical tests use fixed seeds and tolerances derived from the sampling error they allow.
 """
+
 from __future__ import annotations
 
 import json
@@ -27,7 +28,7 @@ from dpspec.language.parser import load_text_or_path
 
 from .conftest import SPECS
 
-SPEC = textwrap.dedent('''\
+SPEC = textwrap.dedent("""\
     spec "synthetic"
     domain d "synthetic" {
       stage edited
@@ -44,7 +45,7 @@ SPEC = textwrap.dedent('''\
     premetric pure
     mechanism randomized_response { table: persons  column: kind  p: 3/4 }
     budget epsilon <= 1.1
-    ''')
+    """)
 
 
 def spec_with(invariant: str) -> ir.Spec:
@@ -241,8 +242,23 @@ def hispanic_release(tmp_path_factory):
 
 def test_infer_on_the_bundled_topdown_release(hispanic_release, tmp_path):
     spec, release = hispanic_release
-    res = CliRunner().invoke(main, ["infer", spec, str(release), "--target", "count persons by PUMA, HISP",
-                                    "--draws", "500", "--seed", "1", "--json", "-o", str(tmp_path)])
+    res = CliRunner().invoke(
+        main,
+        [
+            "infer",
+            spec,
+            str(release),
+            "--target",
+            "count persons by PUMA, HISP",
+            "--draws",
+            "500",
+            "--seed",
+            "1",
+            "--json",
+            "-o",
+            str(tmp_path),
+        ],
+    )
     assert res.exit_code == 0, res.output
     data = json.loads(res.stdout)
     assert data["method"] == "importance" and data["method_requested"] == "rejection"
@@ -291,12 +307,15 @@ def test_bad_input_is_a_message_not_a_traceback(hispanic_release, tmp_path):
         res = run(*args)
         assert res.exit_code == 1 and message in res.output and "Traceback" not in res.output, (args, res.output)
     prior = tmp_path / "prior.csv"
-    prior.write_text("PUMA,HISP,alpha\n" + "".join(f"{p},{h},0\n" for p in
-                     ["25-00503", "25-00703", "25-01000", "25-01300", "25-02800"] for h in "01234"))
+    prior.write_text(
+        "PUMA,HISP,alpha\n"
+        + "".join(f"{p},{h},0\n" for p in ["25-00503", "25-00703", "25-01000", "25-01300", "25-02800"] for h in "01234")
+    )
     res = run("--target", "count persons by PUMA, HISP", "--prior", str(prior))
     assert res.exit_code == 1 and "contradicts the public information" in res.output
-    other = CliRunner().invoke(main, ["infer", os.path.join(SPECS, "acs_ma_vision_rr.dps"), str(release),
-                                      "--target", "count persons by DEYE"])
+    other = CliRunner().invoke(
+        main, ["infer", os.path.join(SPECS, "acs_ma_vision_rr.dps"), str(release), "--target", "count persons by DEYE"]
+    )
     assert other.exit_code == 1 and "different" in other.output
     assert CliRunner().invoke(main, ["infer", spec, str(tmp_path), "--target", "count persons"]).exit_code == 1
 

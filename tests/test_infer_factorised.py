@@ -6,6 +6,7 @@ windows, mixed with the least-squares proposal. Checked: its recorded probabilit
 law (against enumeration), the weighted draws match the exact posterior of a tiny release, and on
 real counties the effective sample size stays near the number of proposals, where the
 least-squares proposal alone collapsed."""
+
 from __future__ import annotations
 
 import math
@@ -95,8 +96,11 @@ def test_on_real_counties_the_effective_sample_size_stays_near_the_proposals(tmp
     cases = pd.read_parquet(ROOT / "specs" / "data" / "pa_covid" / "cases.parquet")
     cases = cases[cases["month"].astype(str).isin(["2020-07", "2020-08"])]
     keep = sorted(cases["county"].astype(str).unique())[::6][:12]
-    counts = (cases[cases["county"].astype(str).isin(keep)].groupby(["month", "county"], observed=True)["died"]
-              .agg(["size", "sum"]))
+    counts = (
+        cases[cases["county"].astype(str).isin(keep)]
+        .groupby(["month", "county"], observed=True)["died"]
+        .agg(["size", "sum"])
+    )
     data = {(str(m), str(c)): (int(n), int(d)) for (m, c), (n, d) in counts.iterrows()}
     monkeypatch.setattr(period, "DATA", data)
     spec_path, out = period._release(tmp_path, seed=8)
@@ -130,8 +134,9 @@ def test_the_pilot_skips_the_joint_term_when_the_rows_alone_rule_rejection_out(t
     def refuse(truth):
         raise AssertionError("the joint term was computed")
 
-    cut = attrs.evolve(model, blocks=(attrs.evolve(block, likelihood=attrs.evolve(block.likelihood, joint=refuse)),
-                                      *model.blocks[1:]))
+    cut = attrs.evolve(
+        model, blocks=(attrs.evolve(block, likelihood=attrs.evolve(block.likelihood, joint=refuse)), *model.blocks[1:])
+    )
     pilot = sampler.estimate_acceptance(cut, prior, make_rng(1), 2000, draws=1000, max_proposals=10)
     assert pilot.upper_bound and len(pilot.kept) == 0
     full = sampler.estimate_acceptance(model, prior, make_rng(1), 2000, draws=1000, max_proposals=10**9)
@@ -172,8 +177,11 @@ def test_on_real_counties_the_joint_stand_in_lifts_the_prior_base_effective_samp
     cases = pd.read_parquet(ROOT / "specs" / "data" / "pa_covid" / "cases.parquet")
     cases = cases[cases["month"].astype(str).isin(["2020-07", "2020-08"])]
     keep = sorted(cases["county"].astype(str).unique())[::6][:12]
-    counts = (cases[cases["county"].astype(str).isin(keep)].groupby(["month", "county"], observed=True)["died"]
-              .agg(["size", "sum"]))
+    counts = (
+        cases[cases["county"].astype(str).isin(keep)]
+        .groupby(["month", "county"], observed=True)["died"]
+        .agg(["size", "sum"])
+    )
     monkeypatch.setattr(period, "DATA", {(str(m), str(c)): (int(n), int(d)) for (m, c), (n, d) in counts.iterrows()})
     spec = period.CASE_STUDY.with_name("wasserstein_prior_high_privacy.dps")
     model, prior = _model(*period._release(tmp_path, seed=8, spec=spec))

@@ -1,5 +1,6 @@
 """SafeTab's likelihood for `dpspec infer`: exact, normalized over every release a group can get
 (published detail, values, suppression), and a target it cannot inform is a message."""
+
 from __future__ import annotations
 
 import math
@@ -26,7 +27,9 @@ def test_tails_match_sums_of_the_pmf():
     logp = discrete_gaussian_logpmf(31, support)
     for lo, hi in [(-np.inf, -30), (-np.inf, 0), (-3, 4), (10, 40), (25, np.inf), (-np.inf, np.inf)]:
         inside = (support > lo) & (support <= hi)
-        assert math.isclose(float(tails.log_between(lo, hi)), float(logsumexp(logp[inside])), rel_tol=1e-9, abs_tol=1e-12)
+        assert math.isclose(
+            float(tails.log_between(lo, hi)), float(logsumexp(logp[inside])), rel_tol=1e-9, abs_tol=1e-12
+        )
     assert float(tails.log_between(5, 5)) == -np.inf
 
 
@@ -49,8 +52,18 @@ def _release(design, group, values):
     rows = []
 
     def row(geocode, grp, detail, count):
-        rows.append({"table": "t1", "geography": "tract", "geocode": geocode, "group": grp, "group_level": 2,
-                     "detail": detail, **{v: "*" for v in variables}, "count": count})
+        rows.append(
+            {
+                "table": "t1",
+                "geography": "tract",
+                "geocode": geocode,
+                "group": grp,
+                "group_level": 2,
+                "detail": detail,
+                **{v: "*" for v in variables},
+                "count": count,
+            }
+        )
 
     for i, v in enumerate(values):
         row(f"v{i}", group, "total", int(v))
@@ -128,15 +141,33 @@ def test_a_declared_tract_the_release_never_names_is_conditioned_on_as_suppresse
     spec, mech, params, design, group = p_design
     tracts = _declared_tracts(spec, params)
     named, silent = tracts[:-1], tracts[-1]
-    release = {"counts": pd.DataFrame([{"table": "t1", "geography": "tract", "geocode": t, "group": group,
-                                        "group_level": 2, "detail": "total",
-                                        **{v: "*" for v in ("QSEX", "AGE4", "AGE9", "AGE23")}, "count": 40}
-                                       for t in named])}
-    (totals,) = [lk for lk in safetab_likelihoods(mech, spec, params, release) if lk.description.startswith("t1 tract level2:")]
+    release = {
+        "counts": pd.DataFrame(
+            [
+                {
+                    "table": "t1",
+                    "geography": "tract",
+                    "geocode": t,
+                    "group": group,
+                    "group_level": 2,
+                    "detail": "total",
+                    **{v: "*" for v in ("QSEX", "AGE4", "AGE9", "AGE23")},
+                    "count": 40,
+                }
+                for t in named
+            ]
+        )
+    }
+    (totals,) = [
+        lk for lk in safetab_likelihoods(mech, spec, params, release) if lk.description.startswith("t1 tract level2:")
+    ]
     assert set(totals.cells["tract"]) == set(tracts)
     cells = totals.cells.reset_index(drop=True)
     other = str(cells.loc[cells["group"] != group, "group"].iloc[0])
-    at = {t: int(np.flatnonzero(((cells["tract"] == t) & (cells["group"] == other)).to_numpy())[0]) for t in (named[0], silent)}
+    at = {
+        t: int(np.flatnonzero(((cells["tract"] == t) & (cells["group"] == other)).to_numpy())[0])
+        for t in (named[0], silent)
+    }
     lp = totals.logpmf(np.repeat(np.array([[0], [500]]), len(totals.value), axis=1))
     # the silent tract's groups are suppressed exactly like the named tract's other groups
     assert lp[0, at[silent]] == lp[0, at[named[0]]] > lp[1, at[silent]]

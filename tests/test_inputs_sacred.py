@@ -1,5 +1,6 @@
 """Inputs are sacred: a compile refuses any output folder that could write over, move or sit among
 its inputs (the folder holding an input, anything inside it, anything around it)."""
+
 from __future__ import annotations
 
 import hashlib

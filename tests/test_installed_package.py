@@ -8,6 +8,7 @@ a download while `dpspec` and its plugins can only come from the installed wheel
 folders are not scanned for further `.pth` files, so the development install's editable finder
 stays inactive). Commands run from a temporary folder with PYTHONPATH unset.
 """
+
 from __future__ import annotations
 
 import json
@@ -29,12 +30,32 @@ SPECS = os.path.join(ROOT, "specs")
 RR = os.path.join(SPECS, "acs_ma_vision_rr.dps")
 
 # Where each source folder lands in an installed tree: the project's layout (pyproject's package-dir).
-LAYOUT = {"dpspec": "dpspec", "grammar": "dpspec/grammar",
-          **{f"plugins/{name}": name for name in sorted(os.listdir(os.path.join(ROOT, "plugins")))
-             if name.startswith("dpspec_") and os.path.isfile(os.path.join(ROOT, "plugins", name, "__init__.py"))}}
+LAYOUT = {
+    "dpspec": "dpspec",
+    "grammar": "dpspec/grammar",
+    **{
+        f"plugins/{name}": name
+        for name in sorted(os.listdir(os.path.join(ROOT, "plugins")))
+        if name.startswith("dpspec_") and os.path.isfile(os.path.join(ROOT, "plugins", name, "__init__.py"))
+    },
+}
 # Folders that are build output or local state, never sources of a package.
-_NOT_SOURCES = shutil.ignore_patterns(".git", ".venv", "build", "dist", "out", "site", "*.egg-info", "__pycache__",
-                                      "node_modules", ".pytest_cache", ".hypothesis", "artifacts", "reports", "*.pyc")
+_NOT_SOURCES = shutil.ignore_patterns(
+    ".git",
+    ".venv",
+    "build",
+    "dist",
+    "out",
+    "site",
+    "*.egg-info",
+    "__pycache__",
+    "node_modules",
+    ".pytest_cache",
+    ".hypothesis",
+    "artifacts",
+    "reports",
+    "*.pyc",
+)
 
 
 def source_files() -> dict[str, str]:
@@ -69,14 +90,18 @@ class Installed:
         self.venv, self.work = venv, work
         self.bin = os.path.join(venv, "bin")
         self.python = os.path.join(self.bin, "python")
-        self.env = {k: v for k, v in os.environ.items()
-                    if k not in ("PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP", "VIRTUAL_ENV", "PYTHONUSERBASE")}
+        self.env = {
+            k: v
+            for k, v in os.environ.items()
+            if k not in ("PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP", "VIRTUAL_ENV", "PYTHONUSERBASE")
+        }
         self.env["PATH"] = self.bin + os.pathsep + os.environ.get("PATH", "")
         self.env["PYTHONNOUSERSITE"] = "1"
 
     def run(self, *argv, timeout=120, **kw) -> subprocess.CompletedProcess:
-        return subprocess.run(list(argv), cwd=self.work, env=self.env, capture_output=True, text=True,
-                              timeout=timeout, **kw)
+        return subprocess.run(
+            list(argv), cwd=self.work, env=self.env, capture_output=True, text=True, timeout=timeout, **kw
+        )
 
     def dpspec(self, *args, **kw) -> subprocess.CompletedProcess:
         return self.run(os.path.join(self.bin, "dpspec"), *args, **kw)
@@ -96,8 +121,22 @@ def _clean_copy(dest: str) -> str:
 
 def _install(wheel: str, venv: str, work: str) -> Installed:
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", venv], check=True)
-    subprocess.run([sys.executable, "-m", "pip", "--python", os.path.join(venv, "bin", "python"), "install", "-q",
-                    "--no-deps", "--no-index", "--disable-pip-version-check", wheel], check=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "--python",
+            os.path.join(venv, "bin", "python"),
+            "install",
+            "-q",
+            "--no-deps",
+            "--no-index",
+            "--disable-pip-version-check",
+            wheel,
+        ],
+        check=True,
+    )
     here = Installed(venv, work)
     purelib = here.probe("import json, sysconfig; print(json.dumps(sysconfig.get_paths()['purelib']))")
     deps = [p for p in site.getsitepackages() if os.path.isdir(p)]
@@ -108,8 +147,24 @@ def _install(wheel: str, venv: str, work: str) -> Installed:
 
 
 def _build_wheel(source: str, outdir: str) -> str:
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "--no-index",
-                    "--disable-pip-version-check", "-w", outdir, source], check=True, capture_output=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "-q",
+            "--no-deps",
+            "--no-build-isolation",
+            "--no-index",
+            "--disable-pip-version-check",
+            "-w",
+            outdir,
+            source,
+        ],
+        check=True,
+        capture_output=True,
+    )
     (wheel,) = [os.path.join(outdir, n) for n in os.listdir(outdir) if n.startswith("dpspec-") and n.endswith(".whl")]
     return wheel
 
@@ -121,9 +176,18 @@ def built(tmp_path_factory):
     source = _clean_copy(str(top / "src"))
     wheel = _build_wheel(source, str(top / "wheel"))
     os.makedirs(top / "sdist")
-    res = subprocess.run([sys.executable, "-c", "import sys; from setuptools import build_meta; "
-                          "print(build_meta.build_sdist(sys.argv[1]))", str(top / "sdist")],
-                         cwd=source, capture_output=True, text=True, check=True)
+    res = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys; from setuptools import build_meta; print(build_meta.build_sdist(sys.argv[1]))",
+            str(top / "sdist"),
+        ],
+        cwd=source,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     sdist = os.path.join(top / "sdist", res.stdout.strip().splitlines()[-1])
     return {"wheel": wheel, "sdist": sdist, "top": top}
 
@@ -144,6 +208,7 @@ def from_sdist(built, tmp_path_factory):
 
 # ---- the installed tree ----------------------------------------------------------------------
 
+
 def test_the_installed_package_is_the_wheel_not_the_checkout(from_wheel):
     found = from_wheel.probe("""
         import json, os, sys
@@ -155,7 +220,9 @@ def test_the_installed_package_is_the_wheel_not_the_checkout(from_wheel):
     assert found["dpspec"].startswith(from_wheel.site + os.sep)
     assert found["plugin"].startswith(from_wheel.site + os.sep)
     root = os.path.realpath(ROOT)
-    deps = os.path.realpath(sysconfig.get_paths()["purelib"])  # the dependencies' site-packages (may sit in the checkout's .venv)
+    deps = os.path.realpath(
+        sysconfig.get_paths()["purelib"]
+    )  # the dependencies' site-packages (may sit in the checkout's .venv)
     assert not any((p == root or p.startswith(root + os.sep)) and p != deps for p in found["path"]), found["path"]
     assert not any("editable" in f.lower() for f in found["finders"]), found["finders"]
 
@@ -171,14 +238,21 @@ def test_the_sdist_carries_the_grammar_templates_schemas_and_every_package_file(
     with tarfile.open(built["sdist"]) as tf:
         names = {n.split("/", 1)[1] for n in tf.getnames() if "/" in n}
     wanted = {os.path.relpath(src, ROOT).replace(os.sep, "/") for src in source_files().values()}
-    assert {"grammar/dps.lark", "dpspec/templates/report.html.j2", "dpspec/schemas/compile.schema.json",
-            "dpspec/registry/schema/deployments-schema.yaml", "plugins/dpspec_swap/schemas/epsilon.schema.json",
-            "pyproject.toml", "README.md"} <= names | wanted
+    assert {
+        "grammar/dps.lark",
+        "dpspec/templates/report.html.j2",
+        "dpspec/schemas/compile.schema.json",
+        "dpspec/registry/schema/deployments-schema.yaml",
+        "plugins/dpspec_swap/schemas/epsilon.schema.json",
+        "pyproject.toml",
+        "README.md",
+    } <= names | wanted
     assert sorted(wanted - names) == []
 
 
 def test_every_module_of_the_source_tree_imports_from_the_installed_package(from_wheel):
-    found = from_wheel.probe("""
+    found = from_wheel.probe(
+        """
         import importlib, importlib.util, json, sys
         failed, outside = {}, []
         for name in sys.argv[1:]:
@@ -191,11 +265,14 @@ def test_every_module_of_the_source_tree_imports_from_the_installed_package(from
             if not where.startswith(sys.prefix + "/"):
                 outside.append(name)
         print(json.dumps({"failed": failed, "outside": outside}))
-    """, *module_names())
+    """,
+        *module_names(),
+    )
     assert found == {"failed": {}, "outside": []}
 
 
 # ---- the commands ----------------------------------------------------------------------------
+
 
 def test_every_command_answers_help_from_the_installed_package(from_wheel):
     found = from_wheel.probe("""

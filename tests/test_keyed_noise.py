@@ -1,6 +1,7 @@
 """Discrete Gaussian noise keyed per cell (`dpspec.run.keyed_noise`): each cell's draws are the
 project's one sampler run on that cell's own unit stream, including the rare exact paths; the
 result does not depend on batching; the law is the exact discrete Gaussian; cells are independent."""
+
 from __future__ import annotations
 
 from fractions import Fraction as F
@@ -27,7 +28,9 @@ def _by_definition(s2, keys, counts) -> np.ndarray:
     return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
 
 
-@pytest.mark.parametrize("s2,n", [(F(1, 2), 300), (F(9, 2) / F(1431, 10000), 300), (F(31), 300), (F(10**6), 40)], ids=str)
+@pytest.mark.parametrize(
+    "s2,n", [(F(1, 2), 300), (F(9, 2) / F(1431, 10000), 300), (F(31), 300), (F(10**6), 40)], ids=str
+)
 def test_each_cell_draws_its_own_unit_stream(s2, n):
     """sigma² = 10^6 has no table: those cells take the per-cell generator path."""
     keys = _cells(n)
@@ -55,7 +58,7 @@ def test_rare_exact_paths_read_the_cells_own_stream(monkeypatch, s2):
     k = 1 << table.acc_bits
     acc_lo, acc_hi = np.zeros_like(table.acc_lo), np.full_like(table.acc_hi, k)
     acc_lo[table.tail] = k
-    acc_hi[table.tail + 1:] = 0
+    acc_hi[table.tail + 1 :] = 0
     forced = attrs.evolve(table, acc_lo=acc_lo, acc_hi=acc_hi, alias=alias, thresh=thresh)
     monkeypatch.setitem(noise._TABLES, (s2.numerator, s2.denominator), forced)
     calls = {"exact": 0, "tail": 0, "redraw": 0}
@@ -64,6 +67,7 @@ def test_rare_exact_paths_read_the_cells_own_stream(monkeypatch, s2):
         def wrapped(*args):
             calls[name] += 1
             return func(*args)
+
         return wrapped
 
     monkeypatch.setattr(noise, "_accept_exactly", counting("exact", noise._accept_exactly))
@@ -81,15 +85,17 @@ def test_the_same_draws_whatever_the_batching(monkeypatch):
     counts = np.random.default_rng(8).integers(0, 9, len(keys))
     whole = keyed_discrete_gaussian(F(31), RUN_KEY, keys, counts)
     cuts = np.sort(np.random.default_rng(9).choice(np.arange(1, len(keys)), 12, replace=False))
-    parts = [keyed_discrete_gaussian(F(31), RUN_KEY, keys[lo:hi], counts[lo:hi])
-             for lo, hi in zip(np.r_[0, cuts], np.r_[cuts, len(keys)])]
+    parts = [
+        keyed_discrete_gaussian(F(31), RUN_KEY, keys[lo:hi], counts[lo:hi])
+        for lo, hi in zip(np.r_[0, cuts], np.r_[cuts, len(keys)])
+    ]
     assert np.array_equal(np.concatenate(parts), whole)
     monkeypatch.setattr(keyed_noise, "_BATCH_DRAWS", 61)  # internal batches of a few cells
     assert np.array_equal(keyed_discrete_gaussian(F(31), RUN_KEY, keys, counts), whole)
     shuffled = np.random.default_rng(10).permutation(len(keys))
     again = keyed_discrete_gaussian(F(31), RUN_KEY, [keys[i] for i in shuffled], counts[shuffled])
     starts = np.cumsum(counts) - counts
-    assert np.array_equal(again, np.concatenate([whole[starts[i]:starts[i] + counts[i]] for i in shuffled]))
+    assert np.array_equal(again, np.concatenate([whole[starts[i] : starts[i] + counts[i]] for i in shuffled]))
 
 
 def test_key_columns_and_tuples_give_the_same_draws():
@@ -97,8 +103,9 @@ def test_key_columns_and_tuples_give_the_same_draws():
     groups = np.array([f"{g:04d}" for g in range(20)], dtype=object)[np.arange(60) // 3]
     columns = KeyColumns(("safetab cell noise", "t1", "county", 1), (geocodes, groups), ("stage 2",))
     tuples = [columns.key(i) for i in range(60)]
-    assert np.array_equal(keyed_discrete_gaussian(F(7, 3), RUN_KEY, columns, 4),
-                          keyed_discrete_gaussian(F(7, 3), RUN_KEY, tuples, 4))
+    assert np.array_equal(
+        keyed_discrete_gaussian(F(7, 3), RUN_KEY, columns, 4), keyed_discrete_gaussian(F(7, 3), RUN_KEY, tuples, 4)
+    )
 
 
 def test_counts_are_checked_and_may_be_empty():
@@ -116,10 +123,11 @@ def _chi_square_p(draws: np.ndarray, s2) -> float:
     support = np.arange(-lim, lim + 1)
     pmf = noise.discrete_gaussian_pmf(s2, np.arange(-20 * lim, 20 * lim + 1))
     pmf /= pmf.sum()
-    inner = pmf[19 * lim:21 * lim + 1]
-    expected = np.r_[pmf[:19 * lim].sum(), inner, pmf[21 * lim + 1:].sum()] * draws.size
-    observed = np.r_[(draws < -lim).sum(), np.bincount(np.clip(draws, -lim, lim) + lim, minlength=support.size),
-                     (draws > lim).sum()].astype(float)
+    inner = pmf[19 * lim : 21 * lim + 1]
+    expected = np.r_[pmf[: 19 * lim].sum(), inner, pmf[21 * lim + 1 :].sum()] * draws.size
+    observed = np.r_[
+        (draws < -lim).sum(), np.bincount(np.clip(draws, -lim, lim) + lim, minlength=support.size), (draws > lim).sum()
+    ].astype(float)
     observed[1] -= observed[0]  # the clipped values below -lim were counted in the first inner bin
     observed[-2] -= observed[-1]
     return float(stats.chisquare(observed, expected).pvalue)
@@ -142,8 +150,12 @@ def test_cells_are_independent():
     stages are uncorrelated (|r| below 4 standard errors over 128,000 pairs)."""
     n_cells, per = 4000, 32
     geocodes = np.arange(n_cells)
-    stage1 = keyed_discrete_gaussian(F(31), RUN_KEY, KeyColumns(("ind",), (geocodes,), ("stage 1",)), per).reshape(n_cells, per)
-    stage2 = keyed_discrete_gaussian(F(31), RUN_KEY, KeyColumns(("ind",), (geocodes,), ("stage 2",)), per).reshape(n_cells, per)
+    stage1 = keyed_discrete_gaussian(F(31), RUN_KEY, KeyColumns(("ind",), (geocodes,), ("stage 1",)), per).reshape(
+        n_cells, per
+    )
+    stage2 = keyed_discrete_gaussian(F(31), RUN_KEY, KeyColumns(("ind",), (geocodes,), ("stage 2",)), per).reshape(
+        n_cells, per
+    )
     bound = 4 / np.sqrt(n_cells * per / 2)
     pairs = [(stage1[0::2], stage1[1::2]), (stage1[:, :-1], stage1[:, 1:]), (stage1, stage2)]
     for a, b in pairs:

@@ -1,6 +1,7 @@
 """The vectorized multi-key ChaCha20 (`dpspec.engine.keyed_words`) against randomgen's ChaCha,
 word for word: lane i of `lane_words` is the unit stream `streams.unit_rng` would give, past the
 first block and across the block counter's carry; stream keys equal `streams.stream_key`."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -31,7 +32,7 @@ def test_lanes_equal_randomgen_for_many_keys_and_positions():
     assert words.dtype == np.uint64 and words.size == counts.sum()
     pos = 0
     for key, n in zip(keys, counts):
-        assert np.array_equal(words[pos:pos + n], _randomgen_words(key, int(n))), key
+        assert np.array_equal(words[pos : pos + n], _randomgen_words(key, int(n))), key
         pos += n
 
 
@@ -49,7 +50,7 @@ def test_a_lane_is_the_unit_stream():
     keys = [("cell", g, "stage 1") for g in range(50)]
     words = lane_words(stream_keys(99, keys), np.full(len(keys), 3))
     for i, key in enumerate(keys):
-        assert np.array_equal(words[3 * i:3 * i + 3], unit_rng(99, key).bit_generator.random_raw(3))
+        assert np.array_equal(words[3 * i : 3 * i + 3], unit_rng(99, key).bit_generator.random_raw(3))
 
 
 def test_large_batches_cross_the_internal_pass_size():
@@ -60,26 +61,41 @@ def test_large_batches_cross_the_internal_pass_size():
     blocks = chacha_blocks(keys, np.zeros(len(keys), dtype=np.uint64))
     for i in (0, kw._BATCH - 1, kw._BATCH, len(keys) - 1):
         key = int.from_bytes(keys[i].astype("<u4").tobytes(), "little")
-        assert np.array_equal(_as_words(blocks[i:i + 1]), _randomgen_words(key, 8))
+        assert np.array_equal(_as_words(blocks[i : i + 1]), _randomgen_words(key, 8))
 
 
 def test_stream_keys_equal_stream_key():
     run_key = 2**200 + 17
-    keys = [("safetab", "t1", "county", 1, "25017", "1010", "stage 1"), (), 5, "5", (5,), ("a", ("b", 2.5)),
-            (True, 1, 1.0, None, b"x", np.int32(7))]
+    keys = [
+        ("safetab", "t1", "county", 1, "25017", "1010", "stage 1"),
+        (),
+        5,
+        "5",
+        (5,),
+        ("a", ("b", 2.5)),
+        (True, 1, 1.0, None, b"x", np.int32(7)),
+    ]
     assert np.array_equal(stream_keys(run_key, keys), key_words([stream_key(run_key, k) for k in keys]))
     assert stream_keys(run_key, []).shape == (0, 8)
 
 
-@pytest.mark.parametrize("columns", [
-    (np.array(["25001", "25003", "25001", "x"], dtype=object), np.array(["1010", "1010", "2000", "é"], dtype=object)),
-    (np.array([3, 1, 3, -5]), np.array([True, False, True, True])),
-    (np.array([1, 1.0, True, "1", None, 2.5, np.int64(1)], dtype=object),),  # mixed: equal values, different keys
-    (np.array([1.0, 2.5, 1.0]),),
-    (np.repeat(np.array(["25001", "25003", "x"], dtype=object), 12), np.arange(36) % 5),  # runs of a first value
-    (pd.Categorical.from_codes(np.repeat([2, 0, 1], 12), ["a", "b", "c"]),
-     pd.Categorical.from_codes(np.arange(36) % 4, ["1010", "2000", "3000", "é"])),
-])
+@pytest.mark.parametrize(
+    "columns",
+    [
+        (
+            np.array(["25001", "25003", "25001", "x"], dtype=object),
+            np.array(["1010", "1010", "2000", "é"], dtype=object),
+        ),
+        (np.array([3, 1, 3, -5]), np.array([True, False, True, True])),
+        (np.array([1, 1.0, True, "1", None, 2.5, np.int64(1)], dtype=object),),  # mixed: equal values, different keys
+        (np.array([1.0, 2.5, 1.0]),),
+        (np.repeat(np.array(["25001", "25003", "x"], dtype=object), 12), np.arange(36) % 5),  # runs of a first value
+        (
+            pd.Categorical.from_codes(np.repeat([2, 0, 1], 12), ["a", "b", "c"]),
+            pd.Categorical.from_codes(np.arange(36) % 4, ["1010", "2000", "3000", "é"]),
+        ),
+    ],
+)
 def test_key_columns_equal_their_tuples(columns):
     keys = KeyColumns(("safetab cell noise", "t1", "county", 2), columns, ("stage 2",))
     expected = key_words([stream_key(7, keys.key(i)) for i in range(len(keys))])
@@ -103,8 +119,11 @@ def test_key_columns_must_be_aligned():
 
 def test_distinct_keys_give_distinct_words():
     """No two of 20,000 cells share a key or a first word (a collision would be a 2**-64 event)."""
-    keys = KeyColumns(("t", "tract", 1), (np.repeat(np.arange(200), 100).astype(str).astype(object),
-                                          np.tile(np.arange(100), 200)), ("stage 1",))
+    keys = KeyColumns(
+        ("t", "tract", 1),
+        (np.repeat(np.arange(200), 100).astype(str).astype(object), np.tile(np.arange(100), 200)),
+        ("stage 1",),
+    )
     words = stream_keys(11, keys)
     assert len({row.tobytes() for row in words}) == len(keys)
     first = lane_words(words, np.ones(len(keys), dtype=np.int64))
@@ -119,8 +138,15 @@ def test_integer_key_parts_are_encoded_with_array_operations_exactly_as_encode_k
     from dpspec.engine.streams import encode_key
 
     edges = [s * ((1 << (8 * k - 1)) + d) for k in range(1, 8) for d in (-1, 0, 1) for s in (1, -1)]
-    values = np.unique(np.r_[np.arange(-300, 300), edges, (1 << 63) - 1, -(1 << 63) + 1,
-                             np.random.default_rng(3).integers(-(1 << 62), 1 << 62, 5000)])
+    values = np.unique(
+        np.r_[
+            np.arange(-300, 300),
+            edges,
+            (1 << 63) - 1,
+            -(1 << 63) + 1,
+            np.random.default_rng(3).integers(-(1 << 62), 1 << 62, 5000),
+        ]
+    )
     for tail in (b"", encode_key("x") + encode_key(7)):
         got = _encoded_integers(values, tail)
         assert [type(g) for g in got[:3]] == [bytes] * 3

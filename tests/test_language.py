@@ -1,4 +1,5 @@
 """The .dps language: every construct parses into the IR, and malformed specs give exact errors."""
+
 from __future__ import annotations
 
 import json
@@ -12,7 +13,7 @@ from dpspec.errors import SpecError
 from dpspec.language.parser import parse
 from tests.conftest import SMALL_SPEC
 
-EVERYTHING = '''
+EVERYTHING = """
 spec "every construct"  # a comment
 // another comment
 domain d "described" {
@@ -60,7 +61,7 @@ release {
   output noisy
 }
 tuned on confidential "rate picked after looking at the data"
-'''
+"""
 
 
 def test_every_construct_parses():
@@ -100,7 +101,9 @@ def test_every_construct_parses():
 
 
 def test_program_parses():
-    spec = parse('program "p" { include "a.dps" parallel "states" { include "b.dps" include "c.dps" } }\nbudget rho <= 3')
+    spec = parse(
+        'program "p" { include "a.dps" parallel "states" { include "b.dps" include "c.dps" } }\nbudget rho <= 3'
+    )
     assert spec.program.parts[0] == ir.ProgramPart(("a.dps",))
     assert spec.program.parts[1] == ir.ProgramPart(("b.dps", "c.dps"), parallel=True, label="states")
 
@@ -118,22 +121,43 @@ def test_one_json_converter_whose_options_are_where_its_callers_differ():
 
     from dpspec.audit.base import jsonable
 
-    values = {"third": Fraction(1, 3), "half": Fraction(1, 2), "two": Fraction(2), "inf": float("inf"),
-              "nan": float("nan"), "set": {"b", "a"}, "n": np.int64(3), "name": ir.Name("x")}
+    values = {
+        "third": Fraction(1, 3),
+        "half": Fraction(1, 2),
+        "two": Fraction(2),
+        "inf": float("inf"),
+        "nan": float("nan"),
+        "set": {"b", "a"},
+        "n": np.int64(3),
+        "name": ir.Name("x"),
+    }
     ir_form = ir.to_jsonable(values)  # IR data: anything not IR passes through as it is
-    assert (ir_form["third"], ir_form["half"], ir_form["two"], ir_form["inf"], ir_form["set"]) == \
-        ("1/3", 0.5, 2, float("inf"), {"a", "b"})
+    assert (ir_form["third"], ir_form["half"], ir_form["two"], ir_form["inf"], ir_form["set"]) == (
+        "1/3",
+        0.5,
+        2,
+        float("inf"),
+        {"a", "b"},
+    )
     assert type(ir_form["n"]) is np.int64 and ir_form["name"] == "x"
     evidence = jsonable(values)  # audit evidence: any value coerced, NaN as null
-    assert evidence == {"third": "1/3", "half": 0.5, "two": 2, "inf": "inf", "nan": None, "set": ["a", "b"],
-                        "n": 3, "name": "x"}
+    assert evidence == {
+        "third": "1/3",
+        "half": 0.5,
+        "two": 2,
+        "inf": "inf",
+        "nan": None,
+        "set": ["a", "b"],
+        "n": 3,
+        "name": "x",
+    }
     budget = ir.to_jsonable(values, fractions="float", coerce=True)  # a statement's facts: nearest floats, NaN kept
     assert (budget["third"], budget["inf"], budget["n"]) == (1 / 3, "inf", 3) and budget["nan"] != budget["nan"]
     assert jsonable(Fraction(-3, 4)) == -0.75 and jsonable(float("-inf")) == "-inf"
 
 
 def test_keywords_can_be_column_names():
-    spec = parse('domain d { table t unit u { count : int 0..9  unit : category  stage : bool } }')
+    spec = parse("domain d { table t unit u { count : int 0..9  unit : category  stage : bool } }")
     assert spec.domain.tables[0].column_names == ("count", "unit", "stage")
 
 
@@ -150,42 +174,92 @@ def _replace(old: str, new: str) -> str:
 
 # Each case: a malformed spec and the exact first line of its message.
 MALFORMED = [
-    ("syntax: missing brace", _replace("premetric pure", "premetric pure {"),
-     "bad.dps:18:16: error: unexpected '{'; expected 'budget', 'data', 'domain', 'invariants', 'mechanism', 'notes', 'on'"),
-    ("syntax: bad relation", _replace("people : hamming", "people : hammming"),
-     "bad.dps:17:15: error: unexpected 'hammming'; expected a neighbor relation (hamming or symdiff)"),
-    ("syntax: bad character", _replace("premetric pure", "premetric pure $"),
-     "bad.dps:18:16: error: unexpected character '$'"),
-    ("unknown table in unit", _replace("unit people", "unit peple"),
-     "bad.dps:17:6: error: unknown table 'peple'; did you mean 'people'?"),
-    ("unknown column in invariant", _replace("count people\n", "count people by regoin\n"),
-     "bad.dps:15:3: error: unknown column 'regoin' in table 'people'; did you mean 'region'?"),
-    ("unknown mechanism", _replace("mechanism randomized_response", "mechanism randomised_response"),
-     "bad.dps:19:1: error: unknown mechanism 'randomised_response'; did you mean 'randomized_response'?"),
-    ("bad parameter value", _replace("p: 3/4", "p: 5/4"),
-     "bad.dps:19:64: error: parameter 'p': 1.25 is outside the allowed range [0, 1]"),
-    ("unknown parameter", _replace("p: 3/4", "p: 3/4  prob: 1"),
-     "bad.dps:19:72: error: unknown parameter 'prob' in mechanism 'randomized_response' (known: column, p, positive, table)"),
-    ("parameter type", _replace("p: 3/4", 'p: "high"'),
-     "bad.dps:19:64: error: parameter 'p': expected a number, got a string"),
-    ("empty range", _replace("int 0..120", "int 120..0"),
-     "bad.dps:8:5: error: column 'age': the range 120..0 is empty"),
-    ("missing delta", _replace("premetric pure", "premetric approximate"),
-     "bad.dps:18:1: error: premetric approximate needs a delta (premetric approximate delta 1e-10)"),
-    ("delta out of range", _replace("premetric pure", "premetric approximate delta 2"),
-     "bad.dps:18:1: error: delta must be between 0 and 1 exclusive, got 2"),
-    ("non-binary column", _replace("column: smoker", "column: age"),
-     "bad.dps:19:1: error: column 'age' must be binary (bool, or a set of exactly two values) for randomized response"),
-    ("undeclared invariant", _replace("  count people\n", ""),
-     "bad.dps:18:1: error: mechanism 'randomized_response' keeps 'count people' exact, but the invariants do not declare it"),
-    ("unknown geography level", _replace("count people\n", "count people at county\n"),
-     "bad.dps:15:3: error: unknown geography level 'county' (known: district, region)"),
-    ("division by zero", _replace("p: 3/4", "p: 3/0"),
-     "bad.dps:19:67: error: division by zero"),
-    ("duplicate section", SMALL_SPEC + "unit people : symdiff\n",
-     "bad.dps:25:1: error: a second unit section; a spec has exactly one"),
-    ("unknown output", _replace("output estimate", "output estimates"),
-     "bad.dps:23:3: error: unknown output 'estimates' in mechanism 'randomized_response'; did you mean 'estimate'?"),
+    (
+        "syntax: missing brace",
+        _replace("premetric pure", "premetric pure {"),
+        "bad.dps:18:16: error: unexpected '{'; expected 'budget', 'data', 'domain', 'invariants', 'mechanism', 'notes', 'on'",
+    ),
+    (
+        "syntax: bad relation",
+        _replace("people : hamming", "people : hammming"),
+        "bad.dps:17:15: error: unexpected 'hammming'; expected a neighbor relation (hamming or symdiff)",
+    ),
+    (
+        "syntax: bad character",
+        _replace("premetric pure", "premetric pure $"),
+        "bad.dps:18:16: error: unexpected character '$'",
+    ),
+    (
+        "unknown table in unit",
+        _replace("unit people", "unit peple"),
+        "bad.dps:17:6: error: unknown table 'peple'; did you mean 'people'?",
+    ),
+    (
+        "unknown column in invariant",
+        _replace("count people\n", "count people by regoin\n"),
+        "bad.dps:15:3: error: unknown column 'regoin' in table 'people'; did you mean 'region'?",
+    ),
+    (
+        "unknown mechanism",
+        _replace("mechanism randomized_response", "mechanism randomised_response"),
+        "bad.dps:19:1: error: unknown mechanism 'randomised_response'; did you mean 'randomized_response'?",
+    ),
+    (
+        "bad parameter value",
+        _replace("p: 3/4", "p: 5/4"),
+        "bad.dps:19:64: error: parameter 'p': 1.25 is outside the allowed range [0, 1]",
+    ),
+    (
+        "unknown parameter",
+        _replace("p: 3/4", "p: 3/4  prob: 1"),
+        "bad.dps:19:72: error: unknown parameter 'prob' in mechanism 'randomized_response' (known: column, p, positive, table)",
+    ),
+    (
+        "parameter type",
+        _replace("p: 3/4", 'p: "high"'),
+        "bad.dps:19:64: error: parameter 'p': expected a number, got a string",
+    ),
+    (
+        "empty range",
+        _replace("int 0..120", "int 120..0"),
+        "bad.dps:8:5: error: column 'age': the range 120..0 is empty",
+    ),
+    (
+        "missing delta",
+        _replace("premetric pure", "premetric approximate"),
+        "bad.dps:18:1: error: premetric approximate needs a delta (premetric approximate delta 1e-10)",
+    ),
+    (
+        "delta out of range",
+        _replace("premetric pure", "premetric approximate delta 2"),
+        "bad.dps:18:1: error: delta must be between 0 and 1 exclusive, got 2",
+    ),
+    (
+        "non-binary column",
+        _replace("column: smoker", "column: age"),
+        "bad.dps:19:1: error: column 'age' must be binary (bool, or a set of exactly two values) for randomized response",
+    ),
+    (
+        "undeclared invariant",
+        _replace("  count people\n", ""),
+        "bad.dps:18:1: error: mechanism 'randomized_response' keeps 'count people' exact, but the invariants do not declare it",
+    ),
+    (
+        "unknown geography level",
+        _replace("count people\n", "count people at county\n"),
+        "bad.dps:15:3: error: unknown geography level 'county' (known: district, region)",
+    ),
+    ("division by zero", _replace("p: 3/4", "p: 3/0"), "bad.dps:19:67: error: division by zero"),
+    (
+        "duplicate section",
+        SMALL_SPEC + "unit people : symdiff\n",
+        "bad.dps:25:1: error: a second unit section; a spec has exactly one",
+    ),
+    (
+        "unknown output",
+        _replace("output estimate", "output estimates"),
+        "bad.dps:23:3: error: unknown output 'estimates' in mechanism 'randomized_response'; did you mean 'estimate'?",
+    ),
 ]
 
 
@@ -203,7 +277,11 @@ def test_error_has_caret_excerpt():
 
 
 def test_all_errors_in_one_run():
-    text = _replace("unit people", "unit peple").replace("count people\n", "count people by regoin\n").replace("p: 3/4", "p: 7")
+    text = (
+        _replace("unit people", "unit peple")
+        .replace("count people\n", "count people by regoin\n")
+        .replace("p: 3/4", "p: 7")
+    )
     message = _error(text)
     assert message.count("error:") == 3, message
 

@@ -1,4 +1,5 @@
 """The .dps language version line and `dpspec fmt --upgrade` (issue 27 item 2)."""
+
 from __future__ import annotations
 
 import glob
@@ -30,7 +31,7 @@ def test_the_line_is_read_kept_by_fmt_and_shown(small_spec):
     spec = parse(small_spec.read_text(), str(small_spec))
     assert spec.language_version == version.LANGUAGE_VERSION
     canonical = format_spec(spec)
-    assert canonical.startswith(f"# a header comment\n\nlanguage {version.LANGUAGE_VERSION}\n\nspec \"small\"")
+    assert canonical.startswith(f'# a header comment\n\nlanguage {version.LANGUAGE_VERSION}\n\nspec "small"')
     assert parse(canonical) == spec  # the round trip keeps it
     assert cli("check", small_spec).exit_code == 0
     assert f'"language_version": "{version.LANGUAGE_VERSION}"' in cli("show", "--json", small_spec).stdout
@@ -42,17 +43,22 @@ def test_a_file_without_the_line_is_the_first_version(small_spec):
 
 
 def test_a_column_may_still_be_called_language(small_spec):
-    text = small_spec.read_text().replace('status   : {single, married, "N"}', 'status   : {single, married, "N"}\n    language : category')
+    text = small_spec.read_text().replace(
+        'status   : {single, married, "N"}', 'status   : {single, married, "N"}\n    language : category'
+    )
     spec = parse(text)
     assert "language" in [c.name for c in spec.domain.tables[0].columns]
 
 
-@pytest.mark.parametrize("line, words", [
-    ("language 1.2", "this file is written in .dps language version 1.2, newer than this dpspec"),
-    ("language 2.0", "this file is written in .dps language version 2.0, newer than this dpspec"),
-    ("language one", "'one' is not a language version"),
-    ("language 1", "'1' is not a language version"),
-])
+@pytest.mark.parametrize(
+    "line, words",
+    [
+        ("language 1.2", "this file is written in .dps language version 1.2, newer than this dpspec"),
+        ("language 2.0", "this file is written in .dps language version 2.0, newer than this dpspec"),
+        ("language one", "'one' is not a language version"),
+        ("language 1", "'1' is not a language version"),
+    ],
+)
 def test_a_version_this_dpspec_cannot_read_is_a_located_error(small_spec, line, words):
     with_line(small_spec, line)
     small_spec.write_text(small_spec.read_text() + "\nsome construct { from a future language }\n")
@@ -87,6 +93,7 @@ def test_fmt_upgrade_prints_writes_and_checks(small_spec):
 
 def test_the_upgrade_path_applies_each_step(small_spec, monkeypatch):
     """The day the language changes: a step from 1.0 to 1.1 runs on an unversioned file."""
+
     def step(text):
         return "language 1.1\n" + text.replace("premetric pure", "premetric pure  # upgraded"), "1.1"
 

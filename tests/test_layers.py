@@ -1,5 +1,6 @@
 """The layers the imports show: no cycle between dpspec's packages nor between a plugin's modules,
 imports inside functions included, and the order the architecture page draws."""
+
 from __future__ import annotations
 
 import ast
@@ -37,11 +38,23 @@ def _imports(name: str, path: str, known) -> list[tuple[str, int]]:
                 anchor = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
                 base = anchor + ("." + base if base else "")
             found += [(f"{base}.{a.name}" if f"{base}.{a.name}" in known else base, node.lineno) for a in node.names]
-        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "__import__"
-              and node.args and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)):
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id == "__import__"
+            and node.args
+            and isinstance(node.args[0], ast.Constant)
+            and isinstance(node.args[0].value, str)
+        ):
             found.append((node.args[0].value, node.lineno))
-        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "LazyModule"
-              and node.args and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)):
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id == "LazyModule"
+            and node.args
+            and isinstance(node.args[0], ast.Constant)
+            and isinstance(node.args[0].value, str)
+        ):
             found.append((node.args[0].value, node.lineno))  # a deferred import is still an edge
     return found
 
@@ -63,8 +76,9 @@ def _api_names(path: str) -> list[tuple[str, int]]:
         tree = ast.parse(fh.read())
     found = []
     for node in tree.body:
-        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id in ("_WHERE", "_DEPRECATED")
-                                                for t in node.targets):
+        if isinstance(node, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id in ("_WHERE", "_DEPRECATED") for t in node.targets
+        ):
             for value in node.value.values:
                 where = value.elts[0] if isinstance(value, ast.Tuple) else value
                 found.append((where.value, value.lineno))
@@ -139,12 +153,16 @@ def cycles(graph) -> list[set]:
 
 
 def _explain(graph, comp: set) -> str:
-    return "; ".join(f"{a} -> {b} ({', '.join(graph[a][b][:3])})" for a in sorted(comp)
-                     for b in sorted(graph[a]) if b in comp)
+    return "; ".join(
+        f"{a} -> {b} ({', '.join(graph[a][b][:3])})" for a in sorted(comp) for b in sorted(graph[a]) if b in comp
+    )
 
 
-PLUGINS = sorted(d for d in os.listdir(os.path.join(ROOT, "plugins"))
-                 if d.startswith("dpspec_") and os.path.isdir(os.path.join(ROOT, "plugins", d)))
+PLUGINS = sorted(
+    d
+    for d in os.listdir(os.path.join(ROOT, "plugins"))
+    if d.startswith("dpspec_") and os.path.isdir(os.path.join(ROOT, "plugins", d))
+)
 
 
 def test_the_cycle_finder_finds_a_cycle_and_nothing_else():
@@ -213,11 +231,18 @@ def test_the_architecture_page_draws_the_layers_the_imports_follow():
 
 def test_the_layer_check_catches_an_import_up_or_across():
     """A control: an edge to the same row, one to a row above and a package left out are all named."""
-    graph = {"dpspec.a": {"dpspec.b": ["x:1"]}, "dpspec.b": {"dpspec.c": ["y:2"]}, "dpspec.c": {"dpspec.a": ["z:3"]},
-             "dpspec.d": {}}
+    graph = {
+        "dpspec.a": {"dpspec.b": ["x:1"]},
+        "dpspec.b": {"dpspec.c": ["y:2"]},
+        "dpspec.c": {"dpspec.a": ["z:3"]},
+        "dpspec.d": {},
+    }
     problems = _layering_problems(graph, [["dpspec.a"], ["dpspec.b", "dpspec.c"]])
-    assert problems == ["dpspec.d is not in the diagram", "dpspec.b imports dpspec.c, in its own row (y:2)",
-                        "dpspec.c imports dpspec.a, in a row above it (z:3)"]
+    assert problems == [
+        "dpspec.d is not in the diagram",
+        "dpspec.b imports dpspec.c, in its own row (y:2)",
+        "dpspec.c imports dpspec.a, in a row above it (z:3)",
+    ]
 
 
 def test_the_compiler_orchestrates_above_budget_and_audit():

@@ -3,6 +3,7 @@ Jupyter, the main job runs without them, and a command that needs an extra says 
 
 A missing library is simulated in a subprocess by a meta-path finder that refuses to import it,
 as an interpreter without it would."""
+
 from __future__ import annotations
 
 import os
@@ -21,12 +22,49 @@ with open(os.path.join(ROOT, "pyproject.toml"), "rb") as _fh:
     PROJECT = tomllib.load(_fh)["project"]
 
 # Distributions of the optional extras, and the top-level modules they bring.
-EXTRA_DISTRIBUTIONS = {"pyspark", "opendp", "mkdocs", "mkdocs-material", "pygments", "pygls", "lsprotocol",
-                       "ipykernel", "nbclient", "nbformat", "jupyter", "notebook", "jupyterlab", "pytest", "pytest-xdist",
-                       "piqp", "proxsuite", "osqp", "scikit-sparse"}
-EXTRA_MODULES = ["pyspark", "py4j", "opendp", "mkdocs", "material", "pygments", "pygls", "lsprotocol", "ipykernel",
-                 "IPython", "nbclient", "nbformat", "jupyter_client", "pytest", "xdist", "hypothesis",
-                 "piqp", "proxsuite", "osqp", "sksparse"]
+EXTRA_DISTRIBUTIONS = {
+    "pyspark",
+    "opendp",
+    "mkdocs",
+    "mkdocs-material",
+    "pygments",
+    "pygls",
+    "lsprotocol",
+    "ipykernel",
+    "nbclient",
+    "nbformat",
+    "jupyter",
+    "notebook",
+    "jupyterlab",
+    "pytest",
+    "pytest-xdist",
+    "piqp",
+    "proxsuite",
+    "osqp",
+    "scikit-sparse",
+}
+EXTRA_MODULES = [
+    "pyspark",
+    "py4j",
+    "opendp",
+    "mkdocs",
+    "material",
+    "pygments",
+    "pygls",
+    "lsprotocol",
+    "ipykernel",
+    "IPython",
+    "nbclient",
+    "nbformat",
+    "jupyter_client",
+    "pytest",
+    "xdist",
+    "hypothesis",
+    "piqp",
+    "proxsuite",
+    "osqp",
+    "sksparse",
+]
 
 
 def _name(requirement: str) -> str:
@@ -48,8 +86,9 @@ def without(modules, *argv, cwd=None) -> subprocess.CompletedProcess:
         from dpspec.cli.main import main
         main(sys.argv[1:], prog_name="dpspec")
     """)
-    return subprocess.run([sys.executable, "-c", script, *argv], capture_output=True, text=True, cwd=cwd or ROOT,
-                          timeout=120)
+    return subprocess.run(
+        [sys.executable, "-c", script, *argv], capture_output=True, text=True, cwd=cwd or ROOT, timeout=120
+    )
 
 
 def test_the_core_dependencies_pull_no_spark_opendp_docs_toolchain_or_jupyter():
@@ -75,8 +114,15 @@ def test_check_budget_and_compile_run_when_no_extra_is_installed(tmp_path):
 
 
 def test_the_spark_engine_names_the_spark_extra_when_pyspark_is_missing(tmp_path):
-    res = without(["pyspark", "py4j"], "compile", os.path.join(SPECS, "ma1940_swap.dps"), "--engine", "spark",
-                  "-o", str(tmp_path / "out"))
+    res = without(
+        ["pyspark", "py4j"],
+        "compile",
+        os.path.join(SPECS, "ma1940_swap.dps"),
+        "--engine",
+        "spark",
+        "-o",
+        str(tmp_path / "out"),
+    )
     assert res.returncode == 2, res.stdout + res.stderr  # an engine that cannot start (dpspec.cli.errors.EXIT_CODES)
     assert "pip install 'dpspec[spark]'" in res.stdout + res.stderr
     assert "Traceback" not in res.stderr and not (tmp_path / "out").exists()

@@ -1,5 +1,6 @@
 """LF, CRLF and a bare CR end a line alike: a spec saved with old Mac line ends keeps every
 section after its first comment, and errors, formatting and editor positions count its lines."""
+
 from __future__ import annotations
 
 import os
@@ -46,7 +47,9 @@ def test_an_error_points_at_its_line_whatever_the_line_ends(eol):
 
 def test_only_line_ends_split_lines_in_an_excerpt():
     """A form feed or U+2028 inside a title is text to the grammar, so no excerpt splits at it."""
-    broken = TEXT.replace('spec "', 'spec "a\u2028b\x0cc ', 1).replace("unit persons : hamming", "unit persons : hamming ]")
+    broken = TEXT.replace('spec "', 'spec "a\u2028b\x0cc ', 1).replace(
+        "unit persons : hamming", "unit persons : hamming ]"
+    )
     line = broken[: broken.index("hamming ]")].count("\n") + 1
     with pytest.raises(SpecError) as err:
         parse(broken, RR)

@@ -1,5 +1,7 @@
 """The tree passes ruff's linter as pyproject.toml configures it (undefined and unused names,
-statements that cannot be right), so a slip is caught by the suite, not by a reader."""
+statements that cannot be right), so a slip is caught by the suite, not by a reader; and it is
+laid out as ruff's formatter lays it out, so a diff shows changes, not layout."""
+
 from __future__ import annotations
 
 import shutil
@@ -23,8 +25,13 @@ def _ruff() -> list[str]:
 
 
 def test_the_tree_passes_the_linter():
-    res = subprocess.run([*_ruff(), "check", "--no-cache", "--output-format", "concise", str(ROOT)], cwd=ROOT,
-                         capture_output=True, text=True, timeout=120)
+    res = subprocess.run(
+        [*_ruff(), "check", "--no-cache", "--output-format", "concise", str(ROOT)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert res.returncode == 0, res.stdout + res.stderr
 
 
@@ -32,6 +39,30 @@ def test_the_linter_would_fail_on_an_undefined_name(tmp_path):
     """The check above can fail: the same configuration refuses a file that uses an undefined name."""
     bad = tmp_path / "bad.py"
     bad.write_text("def f():\n    return undefined_name\n")
-    res = subprocess.run([*_ruff(), "check", "--no-cache", "--config", str(ROOT / "pyproject.toml"), str(bad)],
-                         capture_output=True, text=True, timeout=60)
+    res = subprocess.run(
+        [*_ruff(), "check", "--no-cache", "--config", str(ROOT / "pyproject.toml"), str(bad)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert res.returncode == 1 and "F821" in res.stdout, res.stdout + res.stderr
+
+
+def test_the_tree_is_formatted():
+    res = subprocess.run(
+        [*_ruff(), "format", "--check", "--no-cache", str(ROOT)], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
+    assert res.returncode == 0, "run `ruff format .`:\n" + res.stdout + res.stderr
+
+
+def test_the_format_check_would_fail_on_a_file_laid_out_otherwise(tmp_path):
+    """The check above can fail: the same configuration wants `x = [1,2]` written `x = [1, 2]`."""
+    bad = tmp_path / "bad.py"
+    bad.write_text("x = [1,2]\n")
+    res = subprocess.run(
+        [*_ruff(), "format", "--check", "--no-cache", "--config", str(ROOT / "pyproject.toml"), str(bad)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert res.returncode == 1, res.stdout + res.stderr

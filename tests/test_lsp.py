@@ -1,5 +1,6 @@
 """`dpspec lsp` driven as an editor drives it: a real client over stdio (tests/lsp_client.py)
 speaks JSON-RPC with Content-Length framing to the `dpspec lsp` subprocess."""
+
 from __future__ import annotations
 
 import os
@@ -15,7 +16,9 @@ from tests.lsp_client import Client, uri
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SPECS = os.path.join(ROOT, "specs")
 SWAP = os.path.join(SPECS, "ma1940_swap.dps")
-LARGEST = max((os.path.join(d, f) for d, _, fs in os.walk(SPECS) for f in fs if f.endswith(".dps")), key=os.path.getsize)
+LARGEST = max(
+    (os.path.join(d, f) for d, _, fs in os.walk(SPECS) for f in fs if f.endswith(".dps")), key=os.path.getsize
+)
 
 
 @pytest.fixture(scope="module")
@@ -79,8 +82,14 @@ def _heavy_libraries(pid: int) -> list[str]:
 
 
 def test_initialize_announces_the_features(client):
-    for feature in ("hoverProvider", "completionProvider", "definitionProvider", "documentSymbolProvider",
-                    "documentFormattingProvider", "textDocumentSync"):
+    for feature in (
+        "hoverProvider",
+        "completionProvider",
+        "definitionProvider",
+        "documentSymbolProvider",
+        "documentFormattingProvider",
+        "textDocumentSync",
+    ):
         assert client.capabilities.get(feature), feature
     if os.path.exists(f"/proc/{client.proc.pid}/maps"):  # lazy imports: checking needs no array library
         assert _heavy_libraries(client.proc.pid) == []
@@ -92,8 +101,12 @@ def test_initialize_announces_the_features(client):
 
 
 def test_diagnostics_are_the_checkers_at_the_right_ranges(client):
-    text = open(SWAP).read().replace("rate: 0.05", "rate: 1.5").replace("count households by county, tenure",
-                                                                          "count households by countyy, tenure")
+    text = (
+        open(SWAP)
+        .read()
+        .replace("rate: 0.05", "rate: 1.5")
+        .replace("count households by county, tenure", "count households by countyy, tenure")
+    )
     doc = _Doc(client, text)
     by_message = {d["message"].split("\n")[0]: d for d in doc.diagnostics}
     rate = by_message["parameter 'rate': 1.5 is outside the allowed range [0, 1]"]
@@ -215,13 +228,25 @@ def test_completion_offers_what_fits_the_place(client):
     assert sorted(names) == sorted(plugins.mechanisms())  # every installed plugin's mechanism
     doc.change(base.replace("budget epsilon <= 16", "budget epsilon <= 16\n"))
     assert {"spec", "domain", "invariants", "unit", "premetric", "budget"} <= set(
-        _labels(doc.ask("textDocument/completion", position={"line": 41, "character": 0})))
+        _labels(doc.ask("textDocument/completion", position={"line": 41, "character": 0}))
+    )
     doc.change(base.replace("premetric pure", "premetric "))
-    assert _labels(doc.ask("textDocument/completion", "premetric ", 10)) == ["pure", "approximate", "zcdp", "renyi", "gdp"]
+    assert _labels(doc.ask("textDocument/completion", "premetric ", 10)) == [
+        "pure",
+        "approximate",
+        "zcdp",
+        "renyi",
+        "gdp",
+    ]
     doc.change(base.replace("unit households : hamming", "unit households : "))
     assert _labels(doc.ask("textDocument/completion", "unit households : ", 18)) == ["hamming", "symdiff"]
     doc.change(base.replace("count households by county, tenure", "count households by "))
-    assert _labels(doc.ask("textDocument/completion", "count households by ", 21)) == ["state", "county", "size", "tenure"]
+    assert _labels(doc.ask("textDocument/completion", "count households by ", 21)) == [
+        "state",
+        "county",
+        "size",
+        "tenure",
+    ]
     doc.change(base.replace("  microdata households\n", "  microdata \n"))
     assert _labels(doc.ask("textDocument/completion", "  microdata ", 12)) == ["households"]
 
@@ -268,11 +293,26 @@ def test_a_problem_in_an_included_spec_shows_on_its_include_line(client, tmp_pat
 def test_document_symbols_outline_the_spec(client):
     doc = _Doc(client, open(SWAP).read())
     symbols = doc.ask("textDocument/documentSymbol")
-    assert [s["name"].split()[0] for s in symbols] == ["spec", "domain", "data", "invariants", "public", "unit",
-                                                      "premetric", "mechanism", "budget", "release"]
+    assert [s["name"].split()[0] for s in symbols] == [
+        "spec",
+        "domain",
+        "data",
+        "invariants",
+        "public",
+        "unit",
+        "premetric",
+        "mechanism",
+        "budget",
+        "release",
+    ]
     domain = symbols[1]
     [table] = domain["children"]
-    assert table["name"] == "households" and [c["name"] for c in table["children"]] == ["state", "county", "size", "tenure"]
+    assert table["name"] == "households" and [c["name"] for c in table["children"]] == [
+        "state",
+        "county",
+        "size",
+        "tenure",
+    ]
     assert [p["name"] for p in symbols[7]["children"]] == ["table", "match", "swap", "rate"]
 
 
@@ -289,10 +329,24 @@ def test_formatting_is_dpspec_fmt(client):
 
 
 HALF_TYPED = [
-    "", "d", "domain", "domain census {", "domain census {\n  table t unit person {\n    age: int 0..",
-    "mechanism swap {\n  rate: 0.\n", "budget epsilon <=", "}}}}", "{" * 300, '"unterminated', "\x00\x01\x02 ü 𝔘 \t",
-    "release { count households by", "unit households : hamming holds at most", "premetric approximate delta",
-    "domain x {\n" * 40, "# only a comment", "budget epsilon <= 1e999999999", "budget rho <= 2^99999",
+    "",
+    "d",
+    "domain",
+    "domain census {",
+    "domain census {\n  table t unit person {\n    age: int 0..",
+    "mechanism swap {\n  rate: 0.\n",
+    "budget epsilon <=",
+    "}}}}",
+    "{" * 300,
+    '"unterminated',
+    "\x00\x01\x02 ü 𝔘 \t",
+    "release { count households by",
+    "unit households : hamming holds at most",
+    "premetric approximate delta",
+    "domain x {\n" * 40,
+    "# only a comment",
+    "budget epsilon <= 1e999999999",
+    "budget rho <= 2^99999",
 ]
 
 
@@ -331,8 +385,10 @@ def test_malformed_requests_get_errors_not_a_dead_server(client):
     client.send_raw(b"{this is not json")
     assert client.wait(None)["error"]["code"] == -32700  # parse error, id null
     client.send_raw(b'{"jsonrpc": "2.0", "id": "x", "method": "textDocument/completion", "params": null}')
-    unknown = client.request("textDocument/hover", {"textDocument": {"uri": "file:///never/opened.dps"},
-                                                    "position": {"line": 99, "character": 99}})
+    unknown = client.request(
+        "textDocument/hover",
+        {"textDocument": {"uri": "file:///never/opened.dps"}, "position": {"line": 99, "character": 99}},
+    )
     assert "result" in unknown or "error" in unknown
     doc = _Doc(client, open(SWAP).read())  # still serving
     assert doc.diagnostics == []
@@ -364,7 +420,7 @@ def test_fuzzed_specs_never_break_the_analysis():
         navigate.symbols(text, a.spec)
 
 
-PROBE = '''
+PROBE = """
 from fractions import Fraction
 from dpspec.api import Mechanism, ParamSpec, ParameterSchema, hookimpl
 
@@ -386,7 +442,7 @@ class Probe(Mechanism):
 @hookimpl
 def dpspec_mechanisms():
     return [Probe()]
-'''
+"""
 
 
 def test_third_party_parameters_and_a_broken_plugin(tmp_path):
@@ -403,11 +459,13 @@ def test_third_party_parameters_and_a_broken_plugin(tmp_path):
     try:
         c.initialize(ROOT)
         text = open(SWAP).read()
-        text = text[:text.index("mechanism swap")] + "mechanism lsp_probe {\n  sh\n}\n"
+        text = text[: text.index("mechanism swap")] + "mechanism lsp_probe {\n  sh\n}\n"
         doc = _Doc(c, text)
         warnings = [d for d in doc.diagnostics if d["severity"] == 2]
-        assert any("plugin 'lsp_broken' failed to load" in d["message"] and "broken on purpose" in d["message"]
-                   for d in warnings)
+        assert any(
+            "plugin 'lsp_broken' failed to load" in d["message"] and "broken on purpose" in d["message"]
+            for d in warnings
+        )
         items = doc.ask("textDocument/completion", "  sh", 4)["items"]
         assert [i["label"] for i in items] == ["sharpness", "target"]
         assert "range [1, 9]" in items[0]["documentation"]["value"]
@@ -415,8 +473,10 @@ def test_third_party_parameters_and_a_broken_plugin(tmp_path):
         assert any("sharpness" in d["message"] and "[1, 9]" in d["message"] for d in doc.diagnostics)
         assert "how sharp the probe is" in doc.ask("textDocument/hover", "sharpness", 2)["contents"]["value"]
         doc.change(text.replace("  sh\n", "  sharpness: 7\n  target: households\n"))  # the plugin's check() raises
-        assert any("internal error while checking (RuntimeError: a bug in this plugin's check)" in d["message"]
-                   for d in doc.diagnostics)
+        assert any(
+            "internal error while checking (RuntimeError: a bug in this plugin's check)" in d["message"]
+            for d in doc.diagnostics
+        )
         assert doc.ask("textDocument/hover", "sharpness", 2) is not None  # and the server still answers
         assert c.corrupted == []  # the plugin's print went to stderr, not into the protocol
         c.proc.stdin.close()  # the editor died without shutting the server down: it exits too
@@ -454,7 +514,7 @@ COMPLETIONS = [  # (text with | at the cursor, what must be offered, exactly or 
     ('program "p" {\n  |\n}', ["include", "parallel"]),
     ("invariants {\n  |\n}", ["count"]),
     ("public {\n  count t |\n}", ["by", "at"]),
-    ('# a comment |', None),
+    ("# a comment |", None),
     ('spec "a string |', []),
 ]
 
@@ -465,7 +525,7 @@ def test_completion_contexts(marked, expected):
     from dpspec.lsp import complete, document
 
     text = marked.replace("|", "")
-    before = marked[:marked.index("|")]
+    before = marked[: marked.index("|")]
     line, character = before.count("\n"), len(before.split("\n")[-1])
     labels = [i.label for i in complete.complete(text, document.analyse(text, None).spec, line, character)]
     if expected is None:
@@ -480,7 +540,11 @@ def test_hover_and_completion_know_the_declared_keys_words(client):
     assert "declared public" in doc.ask("textDocument/hover", "values from", 2)["contents"]["value"]
     assert "never from the data" in doc.ask("textDocument/hover", '  keys "data/', 3)["contents"]["value"]
     doc.change(base.replace("    state  : category\n", "    state  : category \n"))
-    assert _labels(doc.ask("textDocument/completion", "    state  : category ", 22)) == ["in", "values from", "nullable"]
+    assert _labels(doc.ask("textDocument/completion", "    state  : category ", 22)) == [
+        "in",
+        "values from",
+        "nullable",
+    ]
     doc.change(base.replace('  keys "data/ma1940', '  \n  keys "data/ma1940'))
     line = doc.text.splitlines().index("public {") + 1
     assert _labels(doc.ask("textDocument/completion", position={"line": line, "character": 2})) == ["count", "keys"]

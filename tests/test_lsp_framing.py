@@ -1,6 +1,7 @@
 """The language server never goes deaf: a malformed Content-Length, a message without one, or a
 frame of 10^12 bytes is answered with JSON-RPC's parse error, and the next request is answered
 as usual; a bare-CR document is read by its lines."""
+
 from __future__ import annotations
 
 import json
@@ -38,13 +39,16 @@ def _parse_error(client) -> dict:
 BODY = json.dumps({"jsonrpc": "2.0", "method": "$/nothing", "params": {}}).encode()
 
 
-@pytest.mark.parametrize("frame", [
-    b"Content-Length: abc\r\n\r\n" + BODY,  # not a number
-    b"Content-Length: -5\r\n\r\n" + BODY,
-    b"Content-Type: application/json\r\n\r\n" + BODY,  # no Content-Length at all
-    BODY,  # no header
-    b"Content-Length: 1000000000000\r\n\r\n" + BODY,  # 10^12 bytes announced: refused, not allocated
-])
+@pytest.mark.parametrize(
+    "frame",
+    [
+        b"Content-Length: abc\r\n\r\n" + BODY,  # not a number
+        b"Content-Length: -5\r\n\r\n" + BODY,
+        b"Content-Type: application/json\r\n\r\n" + BODY,  # no Content-Length at all
+        BODY,  # no header
+        b"Content-Length: 1000000000000\r\n\r\n" + BODY,  # 10^12 bytes announced: refused, not allocated
+    ],
+)
 def test_a_malformed_frame_gets_a_parse_error_and_the_server_keeps_answering(client, frame):
     _write(client, frame)
     assert "Parse error" in _parse_error(client)["error"]["message"]

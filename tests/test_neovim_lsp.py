@@ -1,6 +1,7 @@
 """editors/nvim in Debian's Neovim (0.7 in Debian 12), headless: a .dps buffer gets filetype
 `dps`, the dpspec server attaches (vim.lsp.start_client on 0.7, vim.lsp.start later), and a
 diagnostic, a hover on a budget line and a formatting request come back through the editor."""
+
 from __future__ import annotations
 
 import shutil
@@ -19,8 +20,11 @@ pytestmark = pytest.mark.skipif(NVIM is None, reason="nvim is not installed (Deb
 @pytest.fixture(scope="module")
 def session(tmp_path_factory) -> dict:
     """What the driver saw in one headless Neovim session."""
-    return editor_session.run([NVIM, "--headless", "--clean", "-u", str(ROOT / "tests" / "editors" / "nvim_driver.lua")],
-                              tmp_path_factory.mktemp("nvim"), {"DPSPEC_NVIM_PLUGIN": str(ROOT / "editors" / "nvim")})
+    return editor_session.run(
+        [NVIM, "--headless", "--clean", "-u", str(ROOT / "tests" / "editors" / "nvim_driver.lua")],
+        tmp_path_factory.mktemp("nvim"),
+        {"DPSPEC_NVIM_PLUGIN": str(ROOT / "editors" / "nvim")},
+    )
 
 
 def test_a_dps_file_gets_its_filetype_and_the_server_attaches(session):

@@ -1,6 +1,7 @@
 """Nested, typed, located parameters: the core checks blocks, maps, lists and query expressions
 against a mechanism's schema, resolves them to plain values, and puts every problem (its own, and
 a plugin's given as a path into the mechanism block) at the line and column of the value."""
+
 from __future__ import annotations
 
 import sys
@@ -15,7 +16,7 @@ from dpspec.api import Diagnostic, Mechanism, ParameterSchema, ParamSpec, SpecEr
 from dpspec.contract.params import label, resolve_params
 from dpspec.language.parser import parse
 
-SPEC = textwrap.dedent('''\
+SPEC = textwrap.dedent("""\
     spec "nested"
     domain d "toy" {
       stage edited
@@ -46,24 +47,39 @@ SPEC = textwrap.dedent('''\
         sex: 2
       }
     }
-    ''')
+    """)
 
 
 class Toy(Mechanism):
     name = "nested_toy"
     version = "1"
-    parameters = ParameterSchema((
-        ParamSpec("table", "table", "the table", required=True),
-        ParamSpec("levels", "map", "per level", required=True, keys="levels", values=ParamSpec(
-            "", "block", "one level", fields=(
-                ParamSpec("rho", "number", "its budget", required=True, low=Fraction(0)),
-                ParamSpec("queries", "list", "what it measures", items=ParamSpec("", "query", "", table_param="table")),
-                ParamSpec("note", "string", "a remark", default="none"),
-            ))),
-        ParamSpec("names", "list", "levels named", items="level"),
-        ParamSpec("weights", "map", "per column", keys="columns", table_param="table", values="int"),
-        ParamSpec("free", "block", "free-form: checked by the plugin"),
-    ))
+    parameters = ParameterSchema(
+        (
+            ParamSpec("table", "table", "the table", required=True),
+            ParamSpec(
+                "levels",
+                "map",
+                "per level",
+                required=True,
+                keys="levels",
+                values=ParamSpec(
+                    "",
+                    "block",
+                    "one level",
+                    fields=(
+                        ParamSpec("rho", "number", "its budget", required=True, low=Fraction(0)),
+                        ParamSpec(
+                            "queries", "list", "what it measures", items=ParamSpec("", "query", "", table_param="table")
+                        ),
+                        ParamSpec("note", "string", "a remark", default="none"),
+                    ),
+                ),
+            ),
+            ParamSpec("names", "list", "levels named", items="level"),
+            ParamSpec("weights", "map", "per column", keys="columns", table_param="table", values="int"),
+            ParamSpec("free", "block", "free-form: checked by the plugin"),
+        )
+    )
 
     def check(self, spec, params):
         # a plugin's own semantic problem, given as a path: the core finds its line
@@ -132,27 +148,55 @@ def test_a_free_form_block_is_still_handed_over_as_written():
     assert params["free"].get("anything").value == (Fraction(1), Fraction(2))
 
 
-@pytest.mark.parametrize("old, new, at, message", [
-    # a wrong type inside a nested block: at the setting
-    ("rho: 1/4", "rho: quarter", "rho: quarter", "parameter 'levels.tract.rho': expected a number, got the name 'quarter'"),
-    # out of the declared range, nested
-    ("rho: 1/2", "rho: -1", "rho: -1", "parameter 'levels.county.rho': -1 is outside the allowed range [0, inf]"),
-    # an unknown key of a nested block, with a did-you-mean
-    ("rho: 1/4", "rho: 1/4\n      qeuries: [total]", "qeuries:", "unknown setting 'qeuries' in 'levels.tract'"),
-    # a map key that is not a geography level
-    ("  tract: {\n", "  tracts: {\n", "tracts:", "parameter 'levels': 'tracts' is not a geography level"),
-    # a map key that is not a column of the table the schema names
-    ("sex: 2", "height: 2", "height: 2", "parameter 'weights': 'height' is not a column of table 'people'"),
-    # a list item: at the item itself
-    ('"sex * age"]', '"sex * agee"]', '"sex * agee"', "parameter 'levels.county.queries[2]': unknown column 'agee'"),
-    ("names: [county, tract]", "names: [county, block]", "block]", "parameter 'names[1]': 'block' is not a geography level"),
-    ("names: [county, tract]", "names: 3", "names: |3", "parameter 'names[0]': expected a geography level, got a number"),
-    # a required nested setting missing: at the block that lacks it
-    ("      rho: 1/4\n", "", "tract: {", "'levels.tract' needs the setting 'rho' (its budget)"),
-    # a block where a value belongs, and a value where a block belongs
-    ("sex: 2", "sex: { x: 1 }", "sex: {", "parameter 'weights.sex': expected a number, got a block"),
-    ("  weights: {\n    sex: 2\n  }", "  weights: 2", "weights: 2", "parameter 'weights': expected a block of columns: value"),
-])
+@pytest.mark.parametrize(
+    "old, new, at, message",
+    [
+        # a wrong type inside a nested block: at the setting
+        (
+            "rho: 1/4",
+            "rho: quarter",
+            "rho: quarter",
+            "parameter 'levels.tract.rho': expected a number, got the name 'quarter'",
+        ),
+        # out of the declared range, nested
+        ("rho: 1/2", "rho: -1", "rho: -1", "parameter 'levels.county.rho': -1 is outside the allowed range [0, inf]"),
+        # an unknown key of a nested block, with a did-you-mean
+        ("rho: 1/4", "rho: 1/4\n      qeuries: [total]", "qeuries:", "unknown setting 'qeuries' in 'levels.tract'"),
+        # a map key that is not a geography level
+        ("  tract: {\n", "  tracts: {\n", "tracts:", "parameter 'levels': 'tracts' is not a geography level"),
+        # a map key that is not a column of the table the schema names
+        ("sex: 2", "height: 2", "height: 2", "parameter 'weights': 'height' is not a column of table 'people'"),
+        # a list item: at the item itself
+        (
+            '"sex * age"]',
+            '"sex * agee"]',
+            '"sex * agee"',
+            "parameter 'levels.county.queries[2]': unknown column 'agee'",
+        ),
+        (
+            "names: [county, tract]",
+            "names: [county, block]",
+            "block]",
+            "parameter 'names[1]': 'block' is not a geography level",
+        ),
+        (
+            "names: [county, tract]",
+            "names: 3",
+            "names: |3",
+            "parameter 'names[0]': expected a geography level, got a number",
+        ),
+        # a required nested setting missing: at the block that lacks it
+        ("      rho: 1/4\n", "", "tract: {", "'levels.tract' needs the setting 'rho' (its budget)"),
+        # a block where a value belongs, and a value where a block belongs
+        ("sex: 2", "sex: { x: 1 }", "sex: {", "parameter 'weights.sex': expected a number, got a block"),
+        (
+            "  weights: {\n    sex: 2\n  }",
+            "  weights: 2",
+            "weights: 2",
+            "parameter 'weights': expected a block of columns: value",
+        ),
+    ],
+)
 def test_a_nested_problem_is_located_at_the_offending_value(old, new, at, message):
     text = SPEC.replace(old, new, 1)
     assert text != SPEC
@@ -187,8 +231,14 @@ def test_a_path_names_a_block_entry_a_map_key_or_a_list_item():
 
 def test_a_plugin_diagnostic_with_a_path_is_located_by_the_core():
     spec = parse(SPEC, "toy.dps")
-    d, plain, fixed = located(spec, [Diagnostic("x", path=("levels", "county", "queries", 2)), Diagnostic("y"),
-                                     Diagnostic("z", 3, 4, path=("table",))])
+    d, plain, fixed = located(
+        spec,
+        [
+            Diagnostic("x", path=("levels", "county", "queries", 2)),
+            Diagnostic("y"),
+            Diagnostic("z", 3, 4, path=("table",)),
+        ],
+    )
     assert (d.line, d.column) == _line_col(SPEC, '"sex * age"')
     assert (plain.line, plain.column) == (spec.mechanism.loc.line, spec.mechanism.loc.column)
     assert (fixed.line, fixed.column) == (3, 4)  # a plugin's own line is kept
@@ -226,8 +276,13 @@ def test_nested_settings_are_in_the_schema_json():
     (levels,) = [p for p in Toy.parameters.to_json() if p["name"] == "levels"]
     assert levels["keys"] == "levels" and levels["values"]["type"] == "block"
     assert [f["name"] for f in levels["values"]["fields"]] == ["rho", "queries", "note"]
-    assert levels["values"]["fields"][1]["items"] == {"name": "", "type": "query", "doc": "", "required": False,
-                                                      "table_param": "table"}
+    assert levels["values"]["fields"][1]["items"] == {
+        "name": "",
+        "type": "query",
+        "doc": "",
+        "required": False,
+        "table_param": "table",
+    }
     assert Toy.parameters.at(("levels", "county", "queries", 0)).type == "query"
     assert Toy.parameters.at(("free", "x")) is None
 
@@ -246,17 +301,25 @@ def test_hover_and_completion_walk_nested_settings(toy_plugin):
 
 # ---- either: a value read by the option its writing chooses (TopDown's passes) -------------
 
-PASSES = ParamSpec("", "either", "passes", options=(
-    ParamSpec("", "list", "one pass", items="string"),
-    ParamSpec("", "map", "named passes in order", keys="names", values=ParamSpec("", "list", "", items="string"))))
+PASSES = ParamSpec(
+    "",
+    "either",
+    "passes",
+    options=(
+        ParamSpec("", "list", "one pass", items="string"),
+        ParamSpec("", "map", "named passes in order", keys="names", values=ParamSpec("", "list", "", items="string")),
+    ),
+)
 
 
 class Passes(Toy):
     name = "nested_passes"
-    parameters = ParameterSchema((
-        ParamSpec("table", "table", "the table", required=True),
-        ParamSpec("estimation", "map", "passes per level", keys="levels", values=PASSES),
-    ))
+    parameters = ParameterSchema(
+        (
+            ParamSpec("table", "table", "the table", required=True),
+            ParamSpec("estimation", "map", "passes per level", keys="levels", values=PASSES),
+        )
+    )
 
     def check(self, spec, params):
         return []
@@ -269,7 +332,9 @@ def _passes(body):
 
 
 def test_either_reads_a_list_or_a_block_of_named_lists():
-    _, params, problems = _passes('  estimation: {\n    county: ["total"]\n    tract: { pass1: [total]  pass2: ["sex"] }\n  }\n')
+    _, params, problems = _passes(
+        '  estimation: {\n    county: ["total"]\n    tract: { pass1: [total]  pass2: ["sex"] }\n  }\n'
+    )
     assert problems == []
     assert params["estimation"] == {"county": ("total",), "tract": {"pass1": ("total",), "pass2": ("sex",)}}
     assert Passes.parameters.at(("estimation", "tract", "pass1", 0)).type == "string"
@@ -279,9 +344,9 @@ def test_either_reads_a_list_or_a_block_of_named_lists():
 
 
 def test_either_locates_a_problem_inside_the_option_chosen():
-    text, _, problems = _passes('  estimation: {\n    county: { pass1: [total]  pass2: 3 }\n    tracts: [total]\n  }\n')
+    text, _, problems = _passes("  estimation: {\n    county: { pass1: [total]  pass2: 3 }\n    tracts: [total]\n  }\n")
     assert [(d.line, d.column) for d in problems] == [_line_col(text, "pass2: |3"), _line_col(text, "|tracts")]
     assert "parameter 'estimation.county.pass2[0]': expected a string" in problems[0].message
     assert "'tracts' is not a geography level" in problems[1].message
-    text, _, problems = _passes('  estimation: {\n    county: { pass1: { a: 1 } }\n  }\n')
+    text, _, problems = _passes("  estimation: {\n    county: { pass1: { a: 1 } }\n  }\n")
     assert problems and "estimation.county.pass1" in problems[0].message

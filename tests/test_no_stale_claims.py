@@ -4,6 +4,7 @@ README and the docs. Each such paragraph must be listed in `tests/claims.json` w
 evidence: a file of the repository (a test that pins a behaviour, the benchmark script that
 measures a figure) and, optionally, a string that file must contain. Paragraphs are matched
 by their words, not by position, so the check follows the README into any new shape."""
+
 from __future__ import annotations
 
 import json
@@ -15,11 +16,16 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 CLAIMS = Path(__file__).with_name("claims.json")
 
-STATUS = re.compile(r"\b(still open|not yet|TODO|FIXME|XXX|known bugs?|coming soon|work in progress|TBD|"
-                    r"to be (?:done|fixed)|temporarily)\b", re.IGNORECASE)
+STATUS = re.compile(
+    r"\b(still open|not yet|TODO|FIXME|XXX|known bugs?|coming soon|work in progress|TBD|"
+    r"to be (?:done|fixed)|temporarily)\b",
+    re.IGNORECASE,
+)
 # a measured time, size or ratio: "7.1 s", "1.0 GB", "520 MB", "1.89x the floor", "x9.5 the time"
-FIGURE = re.compile(r"\b\d[\d,]*(?:\.\d+)?\s?(?:ms|s|min|KB|MB|GB|KiB|MiB|GiB)\b(?!-)|"
-                    r"\b\d+(?:\.\d+)?x (?:the|that) floor|\bx\d+(?:\.\d+)? the time")
+FIGURE = re.compile(
+    r"\b\d[\d,]*(?:\.\d+)?\s?(?:ms|s|min|KB|MB|GB|KiB|MiB|GiB)\b(?!-)|"
+    r"\b\d+(?:\.\d+)?x (?:the|that) floor|\bx\d+(?:\.\d+)? the time"
+)
 
 
 WRITTEN_BY_SCRIPT = "This page is written by the script"
@@ -28,8 +34,9 @@ WRITTEN_BY_SCRIPT = "This page is written by the script"
 def documents() -> list[Path]:
     """README and docs pages, less the benchmark pages a script writes (their figures are its output)."""
     docs = sorted((ROOT / "docs").rglob("*.md")) if (ROOT / "docs").is_dir() else []
-    return [p for p in [ROOT / "README.md", *docs]
-            if p.is_file() and WRITTEN_BY_SCRIPT not in p.read_text(encoding="utf-8")]
+    return [
+        p for p in [ROOT / "README.md", *docs] if p.is_file() and WRITTEN_BY_SCRIPT not in p.read_text(encoding="utf-8")
+    ]
 
 
 def paragraphs(text: str) -> list[str]:
@@ -61,8 +68,10 @@ def test_every_status_line_and_measured_figure_is_listed_with_evidence():
         entry = next((c for c in listed if c["kind"] == kind and " ".join(c["claim"].split()) in para), None)
         if entry is None:
             missing.append(f"{doc}: {kind}: {para[:160]}")
-    assert not missing, ("claims without evidence (add them to tests/claims.json with the file that backs "
-                         "them, or correct the text):\n" + "\n".join(missing))
+    assert not missing, (
+        "claims without evidence (add them to tests/claims.json with the file that backs "
+        "them, or correct the text):\n" + "\n".join(missing)
+    )
 
 
 @pytest.mark.parametrize("entry", claims(), ids=lambda c: c["claim"][:40])

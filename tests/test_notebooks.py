@@ -1,5 +1,6 @@
 """Notebooks (issue 27 item 4): results, audits, budgets and inference results show as their HTML
 reports (sandboxed, escaped, nothing fetched), and the bundled quick-start notebook runs."""
+
 from __future__ import annotations
 
 import os
@@ -18,7 +19,10 @@ def frame_document(markup: str) -> str:
     """The report inside a frame, unescaped (as the browser reads `srcdoc`)."""
     import html
 
-    m = re.fullmatch(r'<iframe sandbox="" referrerpolicy="no-referrer" title="[^"]*" style="[^"]*" srcdoc="([^"]*)"></iframe>', markup)
+    m = re.fullmatch(
+        r'<iframe sandbox="" referrerpolicy="no-referrer" title="[^"]*" style="[^"]*" srcdoc="([^"]*)"></iframe>',
+        markup,
+    )
     assert m, markup[:300]
     return html.unescape(m.group(1))
 
@@ -52,7 +56,9 @@ def test_a_compiled_result_shows_its_public_report(small_spec):
 
 def test_an_audit_shows_its_report_with_the_comparison(small_spec):
     spec = hostile(small_spec)
-    baseline = dpspec.load(small_spec.read_text().replace("  count people\n", "  count people\n  count people by region\n"))
+    baseline = dpspec.load(
+        small_spec.read_text().replace("  count people\n", "  count people\n  count people by region\n")
+    )
     findings = dpspec.audit(baseline, baseline=spec)
     assert isinstance(findings, list) and any(f.rule == "added-invariants" for f in findings)
     document = frame_document(findings._repr_html_())
@@ -99,12 +105,23 @@ def test_the_quickstart_notebook_runs_and_shows_the_reports(monkeypatch):
 
     notebook = nbformat.read(NOTEBOOK, as_version=4)
     assert all(not c.get("outputs") for c in notebook.cells if c.cell_type == "code")  # shipped clean
-    client = nbclient.NotebookClient(notebook, timeout=300, kernel_name=NATIVE_KERNEL_NAME,
-                                     resources={"metadata": {"path": os.path.dirname(NOTEBOOK)}})
-    monkeypatch.setenv("PATH", os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""))  # this environment's kernel
+    client = nbclient.NotebookClient(
+        notebook,
+        timeout=300,
+        kernel_name=NATIVE_KERNEL_NAME,
+        resources={"metadata": {"path": os.path.dirname(NOTEBOOK)}},
+    )
+    monkeypatch.setenv(
+        "PATH", os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")
+    )  # this environment's kernel
     client.execute()
-    shown = [o["data"]["text/html"] for c in notebook.cells if c.cell_type == "code"
-             for o in c.outputs if o.get("output_type") == "execute_result" and "text/html" in o.get("data", {})]
+    shown = [
+        o["data"]["text/html"]
+        for c in notebook.cells
+        if c.cell_type == "code"
+        for o in c.outputs
+        if o.get("output_type") == "execute_result" and "text/html" in o.get("data", {})
+    ]
     assert len(shown) == 4  # budget, result, audit, inference
     for markup in shown:
         assert_self_contained(frame_document(markup))

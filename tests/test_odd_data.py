@@ -1,5 +1,6 @@
 """Empty and odd data: zero rows, header-only and empty files, NUL bytes: a clear error, never a
 silent release of nothing."""
+
 from __future__ import annotations
 
 import pandas as pd

@@ -1,6 +1,7 @@
 """The `opendp` mechanism: an OpenDP measurement named by a Python entry point. The user's code runs
 on compile only; its domain, metric and measure must match the spec's; OpenDP's privacy map is
 checked against the stated budget."""
+
 from __future__ import annotations
 
 import json
@@ -22,10 +23,12 @@ def _installed() -> bool:
     return "opendp" in plugins.mechanisms()
 
 
-pytestmark = pytest.mark.skipif(not _installed(), reason="the dpspec_opendp entry point is not installed in this "
-                                                         "environment (pip install -e '.[opendp]')")
+pytestmark = pytest.mark.skipif(
+    not _installed(),
+    reason="the dpspec_opendp entry point is not installed in this environment (pip install -e '.[opendp]')",
+)
 
-PIPELINE = '''
+PIPELINE = """
 import opendp.prelude as dp
 dp.enable_features("contrib")
 MARK = {mark!r}
@@ -84,23 +87,39 @@ def ctx_transformation(values):
                                     privacy_loss=dp.loss_of(epsilon=0.5), split_evenly_over=1,
                                     domain=dp.vector_domain(dp.atom_domain(T=int)))
     return context.query().clamp((0, 120)).sum()
-'''
+"""
 
 
-def example(tmp_path, *, unit="symdiff", premetric="pure", budget="epsilon: 0.5", entry="pipe:make", atom="int",
-            metric="symmetric_distance", noise="then_laplace(scale=240.0)", mark="", column_type="int 0..120",
-            low=0, high=120):
+def example(
+    tmp_path,
+    *,
+    unit="symdiff",
+    premetric="pure",
+    budget="epsilon: 0.5",
+    entry="pipe:make",
+    atom="int",
+    metric="symmetric_distance",
+    noise="then_laplace(scale=240.0)",
+    mark="",
+    column_type="int 0..120",
+    low=0,
+    high=120,
+):
     home = tmp_path / "in"  # outputs go to tmp_path/..., never among the inputs
     if home.exists():
         shutil.rmtree(home)
     shutil.copytree(ROOT / "specs" / "data" / "opendp_example", home / "data")
-    (home / "pipe.py").write_text(PIPELINE.format(mark=mark, atom=atom, metric=metric, noise=noise, low=low,
-                                                      high=high))
+    (home / "pipe.py").write_text(PIPELINE.format(mark=mark, atom=atom, metric=metric, noise=noise, low=low, high=high))
     text = (ROOT / "specs" / "opendp_sum.dps").read_text()
-    text = (text.replace("data/opendp_example/", "data/").replace("unit people : symdiff", f"unit people : {unit}")
-            .replace("premetric pure", f"premetric {premetric}").replace("epsilon: 0.5", budget)
-            .replace('"opendp_sum_pipeline:make_measurement"', f'"{entry}"').replace("age : int 0..120", f"age : {column_type}")
-            .replace("budget epsilon <= 0.5\n", ""))
+    text = (
+        text.replace("data/opendp_example/", "data/")
+        .replace("unit people : symdiff", f"unit people : {unit}")
+        .replace("premetric pure", f"premetric {premetric}")
+        .replace("epsilon: 0.5", budget)
+        .replace('"opendp_sum_pipeline:make_measurement"', f'"{entry}"')
+        .replace("age : int 0..120", f"age : {column_type}")
+        .replace("budget epsilon <= 0.5\n", "")
+    )
     spec = home / "s.dps"
     spec.write_text(text)
     return spec
@@ -129,11 +148,14 @@ def test_check_budget_and_audit_never_run_the_users_code(tmp_path):
     assert mark.exists()  # and compile does
 
 
-@pytest.mark.parametrize("changes,both", [
-    ({"premetric": "zcdp", "budget": "rho: 1"}, ("MaxDivergence", "zcdp")),
-    ({"entry": "pipe:rr"}, ("DiscreteDistance", "people : symdiff")),
-    ({"entry": "pipe:count_floats"}, ("AtomDomain(T=f64", "column 'age'")),
-])
+@pytest.mark.parametrize(
+    "changes,both",
+    [
+        ({"premetric": "zcdp", "budget": "rho: 1"}, ("MaxDivergence", "zcdp")),
+        ({"entry": "pipe:rr"}, ("DiscreteDistance", "people : symdiff")),
+        ({"entry": "pipe:count_floats"}, ("AtomDomain(T=f64", "column 'age'")),
+    ],
+)
 def test_a_mismatch_is_a_located_spec_error_naming_both_sides(tmp_path, changes, both):
     spec = example(tmp_path, **changes)
     assert run("check", spec).exit_code == 0
@@ -161,12 +183,15 @@ def test_a_change_one_unit_is_two_steps_of_symmetric_distance(tmp_path):
     assert "d_in = 2" in (tmp_path / "o2" / "report.md").read_text()
 
 
-@pytest.mark.parametrize("entry,needle", [
-    ("pipe:broken", "raised ValueError: no such column in my pipeline"),
-    ("pipe:not_a_measurement", "returned int, not an OpenDP Measurement"),
-    ("pipe:missing", "has no function 'missing'"),
-    ("no_such_module:make", "cannot import 'no_such_module'"),
-])
+@pytest.mark.parametrize(
+    "entry,needle",
+    [
+        ("pipe:broken", "raised ValueError: no such column in my pipeline"),
+        ("pipe:not_a_measurement", "returned int, not an OpenDP Measurement"),
+        ("pipe:missing", "has no function 'missing'"),
+        ("no_such_module:make", "cannot import 'no_such_module'"),
+    ],
+)
 def test_an_entry_point_that_fails_is_a_user_error_not_an_internal_one(tmp_path, entry, needle):
     result = run("compile", example(tmp_path, entry=entry), "-o", tmp_path / "o")
     assert result.exit_code == 1, result.output
@@ -198,18 +223,26 @@ def test_a_context_query_is_released_through_its_context_after_the_checks(tmp_pa
     assert run("check", spec).exit_code == 0 and not mark.exists()  # check never builds the Context
     result = run("compile", spec, "-o", tmp_path / "o")
     assert result.exit_code == 0, result.output
-    total = sum(int(a) for a in (tmp_path / "in" / "data" / "people.csv").read_text().splitlines()[1:] for a in
-                [a.split(",")[1]])
+    total = sum(
+        int(a)
+        for a in (tmp_path / "in" / "data" / "people.csv").read_text().splitlines()[1:]
+        for a in [a.split(",")[1]]
+    )
     released = int((tmp_path / "o" / "release.csv").read_text().splitlines()[1])
     assert abs(released - total) < 240 * 40  # Laplace scale 240 at epsilon 0.5: P(miss) < e^-40
 
 
-@pytest.mark.parametrize("changes,both", [
-    ({"entry": "pipe:ctx_rho"}, ("the Context's privacy measure ZeroConcentratedDivergence", "premetric (pure)")),
-    ({"entry": "pipe:ctx", "unit": "hamming", "budget": "epsilon: 1"},
-     ("privacy unit is d_in = 1", "people : hamming", "d_in = 2")),
-    ({"entry": "pipe:ctx_floats"}, ("AtomDomain(T=f64", "column 'age'")),
-])
+@pytest.mark.parametrize(
+    "changes,both",
+    [
+        ({"entry": "pipe:ctx_rho"}, ("the Context's privacy measure ZeroConcentratedDivergence", "premetric (pure)")),
+        (
+            {"entry": "pipe:ctx", "unit": "hamming", "budget": "epsilon: 1"},
+            ("privacy unit is d_in = 1", "people : hamming", "d_in = 2"),
+        ),
+        ({"entry": "pipe:ctx_floats"}, ("AtomDomain(T=f64", "column 'age'")),
+    ],
+)
 def test_a_context_that_does_not_match_the_spec_is_a_located_error_naming_both(tmp_path, changes, both):
     spec = example(tmp_path, **changes)
     result = run("compile", spec, "-o", tmp_path / "o")

@@ -1,6 +1,7 @@
 """Files as the operator left them (issue 29): a replaced file keeps its mode and owner, a
 hard-linked one is refused, and an output path whose link changes during the run never lands
 an output set anywhere it was not checked."""
+
 from __future__ import annotations
 
 import os
@@ -51,8 +52,9 @@ def test_export_o_keeps_mode_or_refuses_a_hard_link(tmp_path, linked):
     os.chmod(out, 0o640)
     if linked:
         os.link(out, tmp_path / "twin.yaml")
-    result = CliRunner().invoke(main, ["export", "--registry", os.path.join(SPECS, "registry", "dhc_persons.dps"),
-                                       "-o", str(out)])
+    result = CliRunner().invoke(
+        main, ["export", "--registry", os.path.join(SPECS, "registry", "dhc_persons.dps"), "-o", str(out)]
+    )
     if linked:
         assert result.exit_code == 1 and "hard links" in result.output
         assert out.read_text() == "old\n"
@@ -210,9 +212,15 @@ def test_a_parent_folder_replaced_by_a_link_at_the_swap_lands_the_set_where_it_w
 # ---- deeply nested expressions: an error with a location ------------------------------------------
 
 
-@pytest.mark.parametrize("expression, line", [("+".join(["1/1000"] * 500), 20), ("-" * 600 + "1", 20),
-                                              ("(" + "\n+".join(["1/1000"] * 500) + ")", None),
-                                              ("\n+".join(["1/1000"] * 500), None)])
+@pytest.mark.parametrize(
+    "expression, line",
+    [
+        ("+".join(["1/1000"] * 500), 20),
+        ("-" * 600 + "1", 20),
+        ("(" + "\n+".join(["1/1000"] * 500) + ")", None),
+        ("\n+".join(["1/1000"] * 500), None),
+    ],
+)
 def test_a_deeply_nested_expression_is_an_error_at_its_line_and_column(tmp_path, expression, line):
     from dpspec.errors import SpecError
 
@@ -227,7 +235,9 @@ def test_a_deeply_nested_expression_is_an_error_at_its_line_and_column(tmp_path,
 
 
 def test_a_long_but_ordinary_sum_is_still_read(tmp_path):
-    (tmp_path / "s.dps").write_text(SMALL_SPEC.replace("budget epsilon <= 1.1", "budget epsilon <= " + "+".join(["1/100"] * 110)))
+    (tmp_path / "s.dps").write_text(
+        SMALL_SPEC.replace("budget epsilon <= 1.1", "budget epsilon <= " + "+".join(["1/100"] * 110))
+    )
     from fractions import Fraction
 
     assert dpspec.load(str(tmp_path / "s.dps")).budgets[0].value == Fraction(11, 10)

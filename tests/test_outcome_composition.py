@@ -1,5 +1,6 @@
 """The cases' and deaths' budgets add up by adaptive composition, and the budget says so: the
 deaths' draw reads the released cases, so Lemma 6's independence condition does not hold."""
+
 from __future__ import annotations
 
 import os

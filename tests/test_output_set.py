@@ -1,4 +1,5 @@
 """All-or-nothing output sets: manifest with SHA-256 of every file, swap-in, leftovers, lock, SIGKILL."""
+
 from __future__ import annotations
 
 import json
@@ -179,8 +180,9 @@ def test_a_run_whose_lock_file_is_replaced_before_it_locks_it_locks_the_new_file
 
 def _spawn(args, **kw):
     env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.path.join(ROOT, "plugins"))
-    return subprocess.Popen([sys.executable, *args], cwd=ROOT, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, **kw)
+    return subprocess.Popen(
+        [sys.executable, *args], cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw
+    )
 
 
 def test_concurrent_compiles_into_one_folder(small_spec, tmp_path):
@@ -200,7 +202,7 @@ def test_concurrent_compiles_into_one_folder(small_spec, tmp_path):
 
 # A compile whose writing phase is slowed down, so that kills land while the set is written
 # and swapped; it says READY once imported, so the kill times measure the compile itself.
-_SLOW = textwrap.dedent('''\
+_SLOW = textwrap.dedent("""\
     import sys, time
     import dpspec.publish.output_set as s
     fsync, swap = s._fsync, s._swap_in
@@ -209,7 +211,7 @@ _SLOW = textwrap.dedent('''\
     from dpspec.cli.main import main
     print("READY", flush=True)
     main(sys.argv[1:])
-    ''')
+    """)
 
 
 def test_sigkill_at_random_moments_leaves_the_old_or_the_new_set(small_spec, tmp_path):

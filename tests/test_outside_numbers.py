@@ -1,6 +1,7 @@
 """Numbers and keys from outside (registry entries, verification results, `convert`) are read once
 and exactly: a key given twice is refused naming both lines, a number that would be read as 0 or
 as infinity is refused, and `convert "rho=1,epsilon=2"` is told what it did wrong."""
+
 from __future__ import annotations
 
 import json
@@ -69,7 +70,9 @@ def test_convert_refuses_a_number_read_as_zero(args):
 
 def test_convert_with_two_parameters_in_one_argument_says_so():
     res = CliRunner().invoke(main, ["convert", "rho=1,epsilon=2"])
-    assert res.exit_code == 2 and "more than one parameter" in res.output and "rho=1 epsilon=2" in res.output, res.output
+    assert res.exit_code == 2 and "more than one parameter" in res.output and "rho=1 epsilon=2" in res.output, (
+        res.output
+    )
     assert "exponent" not in res.output
 
 
@@ -77,5 +80,5 @@ def test_the_api_refuses_an_exact_number_that_a_float_reads_as_zero():
     from dpspec.budget import convert_request
 
     with pytest.raises(DpspecError, match="too small"):
-        convert_request({"rho": Fraction(1, 10 ** 400)}, to="approx", delta=1e-10)
+        convert_request({"rho": Fraction(1, 10**400)}, to="approx", delta=1e-10)
     assert json.loads(json.dumps(convert_request({"rho": "0.5"}, to="approx", delta=1e-10)))["epsilon"] > 0

@@ -1,4 +1,5 @@
 """The seed-2 case study script on a few counties, months and replicates (issue 23)."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -10,7 +11,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def _script():
-    spec = importlib.util.spec_from_file_location("pa_covid_case_study", os.path.join(ROOT, "scripts", "pa_covid_case_study.py"))
+    spec = importlib.util.spec_from_file_location(
+        "pa_covid_case_study", os.path.join(ROOT, "scripts", "pa_covid_case_study.py")
+    )
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -19,8 +22,23 @@ def _script():
 def test_case_study_on_three_counties_writes_one_report_set(tmp_path):
     script = _script()
     out = tmp_path / "cs"
-    assert script.main(["-o", str(out), "--replicates", "4", "--counties", "Allegheny,Erie,Cameron",
-                        "--months", "2020-05", "--seed", "1"]) == 0
+    assert (
+        script.main(
+            [
+                "-o",
+                str(out),
+                "--replicates",
+                "4",
+                "--counties",
+                "Allegheny,Erie,Cameron",
+                "--months",
+                "2020-05",
+                "--seed",
+                "1",
+            ]
+        )
+        == 0
+    )
     reps = pd.read_csv(out / "replicates.csv")
     assert set(reps["method"]) == {"postprocessing", "wasserstein_naive", "wasserstein_congenial", "wasserstein_prior"}
     assert set(reps["budget"]) == {"low", "high"} and len(reps) == 4 * 2 * 1 * 4 * 3
@@ -42,8 +60,9 @@ def test_case_study_on_three_counties_writes_one_report_set(tmp_path):
     assert set(contractions["effect"]) == {"ContractedCaseZeros", "ContractedDeathZeros", "ContractedRates"}
     assert set(contractions["definition"]) == {"zero region", "strict"}
     # the zero region holds at least the strict tally of death zeros and rates (it adds the boundary)
-    wide = contractions.pivot_table(index=["method", "budget", "month", "county", "effect"], columns="definition",
-                                    values="prevalence")
+    wide = contractions.pivot_table(
+        index=["method", "budget", "month", "county", "effect"], columns="definition", values="prevalence"
+    )
     rates = wide.xs("ContractedDeathZeros", level="effect")
     assert (rates["zero region"] >= rates["strict"]).all()
     assert (out / "manifest.json").exists() and (out / "summary.csv").exists()
@@ -51,15 +70,34 @@ def test_case_study_on_three_counties_writes_one_report_set(tmp_path):
     assert len(head) == 8 and set(head["epsilon"]) == {10.0, 0.5}
     assert (head["median"] <= head["q90"]).all() and (head["q90"] <= head["worst"]).all()
     post = head[head["method"] == "postprocessing"]
-    assert post["ContractedRates_at_most_10_cases"].notna().all() or post["ContractedRates_over_100_cases"].notna().all()
+    assert (
+        post["ContractedRates_at_most_10_cases"].notna().all() or post["ContractedRates_over_100_cases"].notna().all()
+    )
     assert "least populous quarter" in html
 
 
 def test_the_epsilon_sweep_locates_where_post_processing_and_each_base_swap_ranks(tmp_path):
     script = _script()
     out = tmp_path / "sweep"
-    assert script.main(["-o", str(out), "--replicates", "3", "--counties", "Allegheny,Erie,Cameron,Forest",
-                        "--months", "2020-05", "--seed", "2", "--epsilons", "log:0.01:10:4"]) == 0
+    assert (
+        script.main(
+            [
+                "-o",
+                str(out),
+                "--replicates",
+                "3",
+                "--counties",
+                "Allegheny,Erie,Cameron,Forest",
+                "--months",
+                "2020-05",
+                "--seed",
+                "2",
+                "--epsilons",
+                "log:0.01:10:4",
+            ]
+        )
+        == 0
+    )
     sweep = pd.read_csv(out / "sweep.csv")
     assert len(sweep) == 4 * 4 and sorted(set(sweep["epsilon"])) == [0.01, 0.1, 1.0, 10.0]
     cross = pd.read_csv(out / "crossover.csv")
@@ -80,13 +118,16 @@ def test_the_epsilon_sweep_locates_where_post_processing_and_each_base_swap_rank
 def test_crossover_interpolates_in_log_epsilon_and_bracket_picks_three_grid_budgets():
     script = _script()
     rows = []
-    for eps, post, prior in ((0.01, 40.0, 10.0), (0.1, 10.0, 10.0 * 10 ** -0.5), (1.0, 1.0, 4.0)):
-        rows += [{"method": "postprocessing", "epsilon": eps, **{m: post for m in script.METRICS}},
-                 {"method": "wasserstein_prior", "epsilon": eps, **{m: prior for m in script.METRICS}}]
+    for eps, post, prior in ((0.01, 40.0, 10.0), (0.1, 10.0, 10.0 * 10**-0.5), (1.0, 1.0, 4.0)):
+        rows += [
+            {"method": "postprocessing", "epsilon": eps, **{m: post for m in script.METRICS}},
+            {"method": "wasserstein_prior", "epsilon": eps, **{m: prior for m in script.METRICS}},
+        ]
     cross = script.crossover(pd.DataFrame(rows))
     med = cross[cross["metric"] == "median"].iloc[0]
     # log ratios 0.5*log(10) at 0.1 and -log(4) at 1: the sign changes between them, at the interpolated point
     import math
+
     t = 0.5 * math.log(10) / (0.5 * math.log(10) + math.log(4))
     assert med["crossings"] == 1 and abs(med["crossover_epsilon"] - 10 ** (-1 + t)) < 1e-9
     assert med["winner_below"] == "Wasserstein, prior" and med["winner_above"] == "post-processing"
@@ -102,8 +143,25 @@ def test_methods_restricts_the_study_and_an_unknown_method_is_refused(tmp_path):
     with pytest.raises(SystemExit, match="unknown methods: wasserstein_typo"):
         script.main(["-o", str(tmp_path / "x"), "--methods", "wasserstein_typo", "--replicates", "1"])
     out = tmp_path / "two"
-    assert script.main(["-o", str(out), "--replicates", "2", "--counties", "Allegheny,Cameron", "--months", "2020-05",
-                        "--seed", "3", "--methods", "postprocessing,wasserstein_prior"]) == 0
+    assert (
+        script.main(
+            [
+                "-o",
+                str(out),
+                "--replicates",
+                "2",
+                "--counties",
+                "Allegheny,Cameron",
+                "--months",
+                "2020-05",
+                "--seed",
+                "3",
+                "--methods",
+                "postprocessing,wasserstein_prior",
+            ]
+        )
+        == 0
+    )
     assert set(pd.read_csv(out / "replicates.csv")["method"]) == {"postprocessing", "wasserstein_prior"}
 
 
@@ -125,6 +183,11 @@ def test_the_committed_sweep_has_every_method_at_every_budget_and_the_guide_quot
         r = sweep[(sweep["method"] == method) & (abs(sweep["epsilon"] - eps) < 1e-9)].iloc[0]
         return " / ".join(f"{v:,.0f}" for v in (r["median"], r["q90"], r["worst"]))
 
-    row = "| 0.01 | " + " | ".join(cell(m, 0.01) for m in ("postprocessing", "wasserstein_prior", "wasserstein_congenial",
-                                                              "wasserstein_naive")) + " |"
+    row = (
+        "| 0.01 | "
+        + " | ".join(
+            cell(m, 0.01) for m in ("postprocessing", "wasserstein_prior", "wasserstein_congenial", "wasserstein_naive")
+        )
+        + " |"
+    )
     assert row in guide, row

@@ -1,4 +1,5 @@
 """The wheel carries the grammar and every built-in plugin, registered by entry points."""
+
 from __future__ import annotations
 
 import os
@@ -11,8 +12,21 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 def test_wheel_ships_grammar_and_plugins(tmp_path):
     build = subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index", "-q", "-w", str(tmp_path), ROOT],
-        capture_output=True, text=True,
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "--no-index",
+            "-q",
+            "-w",
+            str(tmp_path),
+            ROOT,
+        ],
+        capture_output=True,
+        text=True,
     )
     assert build.returncode == 0, build.stderr
     (wheel,) = tmp_path.glob("dpspec-*.whl")
@@ -25,7 +39,12 @@ def test_wheel_ships_grammar_and_plugins(tmp_path):
 
     assert {f"dpspec/schemas/{kind}.schema.json" for kind in FORMAT_VERSIONS} <= names  # every JSON output's schema
     assert {"dpspec_swap/schemas/epsilon.schema.json", "dpspec_swap/schemas/whatif.schema.json"} <= names
-    for plugin in ("dpspec_rr/__init__.py", "dpspec_swap/__init__.py", "dpspec_topdown/__init__.py", "dpspec_declared/__init__.py"):
+    for plugin in (
+        "dpspec_rr/__init__.py",
+        "dpspec_swap/__init__.py",
+        "dpspec_topdown/__init__.py",
+        "dpspec_declared/__init__.py",
+    ):
         assert plugin in names
     assert "[dpspec]" in entry_points and "randomized_response = dpspec_rr" in entry_points
     assert "dpspec = dpspec.cli.main:main" in entry_points

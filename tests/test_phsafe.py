@@ -1,6 +1,7 @@
 """PHSafe (the 2020 Supplemental DHC): the budget pinned to the production configuration, the
 tabulation (join, truncation, cells) against hand-counted households, the noise's law, the
 specs compiled end to end, and bad input refused with its location."""
+
 from __future__ import annotations
 
 import json
@@ -49,15 +50,25 @@ US_RHO = F(1257281, 1000000)
 PR_RHO = F(1226649, 1000000)
 # per table, the US configuration's entries summed (e.g. PH3, lines 23-30:
 # 3 x 0.001061 + 0.662976 + 2 x 0.006630 = 0.679419)
-US_TABLES = {"PH1_num": "0.182221", "PH1_denom": "0.001506", "PH2": "0.01899", "PH3": "0.679419",
-             "PH4": "0.182221", "PH5_denom": "0.001506", "PH6": "0.007691", "PH7": "0.182221",
-             "PH8_denom": "0.001506"}
+US_TABLES = {
+    "PH1_num": "0.182221",
+    "PH1_denom": "0.001506",
+    "PH2": "0.01899",
+    "PH3": "0.679419",
+    "PH4": "0.182221",
+    "PH5_denom": "0.001506",
+    "PH6": "0.007691",
+    "PH7": "0.182221",
+    "PH8_denom": "0.001506",
+}
 # tau, lines 68-75 of both configurations
 TAU = {"PH1_num": 10, "PH2": 10, "PH3": 6, "PH4": 10, "PH6": 6, "PH7": 10}
 
 
-@pytest.mark.parametrize("spec,rho,household,measured", [
-    (US, US_RHO, F(263251731, 1078000000), 46), (PR, PR_RHO, F(1410886569, 5929000000), 23)])
+@pytest.mark.parametrize(
+    "spec,rho,household,measured",
+    [(US, US_RHO, F(263251731, 1078000000), 46), (PR, PR_RHO, F(1410886569, 5929000000), 23)],
+)
 def test_budget_is_the_production_configuration(spec, rho, household, measured):
     out = _budget(spec)
     assert not schemas.problems("budget", out)
@@ -81,18 +92,25 @@ def test_per_table_budgets_and_pr_nation_skipped():
     us, pr = _budget(US), _budget(PR)
     assert us["phsafe"]["tables"] == US_TABLES
     assert all(F(c["rho_exact"]) == 0 for c in pr["native"]["components"] if c["geography"] == "usa")
-    us_state = {(c["table"], c["iteration_level"]): c["rho_exact"] for c in us["native"]["components"]
-                if c["geography"] == "state"}
-    pr_state = {(c["table"], c["iteration_level"]): c["rho_exact"] for c in pr["native"]["components"]
-                if c["geography"] == "state"}
+    us_state = {
+        (c["table"], c["iteration_level"]): c["rho_exact"]
+        for c in us["native"]["components"]
+        if c["geography"] == "state"
+    }
+    pr_state = {
+        (c["table"], c["iteration_level"]): c["rho_exact"]
+        for c in pr["native"]["components"]
+        if c["geography"] == "state"
+    }
     assert us_state == pr_state  # the PR configuration's state entries equal the US ones
 
 
 def test_a_wrong_share_changes_a_pinned_figure(tmp_path):
     # PH3 state_A-G is 0.662976 (us/config.json line 27): moved to PH3 state_*, total unchanged
     moved = _variant(tmp_path, '"state_A-G": 0.662976', '"state_A-G": 0.652976')
-    moved.write_text(moved.read_text().replace('"state_*": 0.00663\n    }\n    PH4',
-                                               '"state_*": 0.01663\n    }\n    PH4', 1))
+    moved.write_text(
+        moved.read_text().replace('"state_*": 0.00663\n    }\n    PH4', '"state_*": 0.01663\n    }\n    PH4', 1)
+    )
     out = _budget(moved)
     assert F(out["phsafe"]["total_rho_exact"]) == US_RHO  # the total alone cannot see it
     assert out["phsafe"]["tables"] == US_TABLES  # nor the table's sum
@@ -102,10 +120,13 @@ def test_a_wrong_share_changes_a_pinned_figure(tmp_path):
     # a share moved between tables of different tau changes the household figure and the tables
     shifted = _variant(tmp_path, '"state_A-G": 0.141622', '"state_A-G": 0.141621')
     result = _run("budget", shifted, "--json")
-    assert result.exit_code == 1 and "total_rho is 1.257281 but the measurements' rho add up to 1.25728" in result.output
+    assert (
+        result.exit_code == 1 and "total_rho is 1.257281 but the measurements' rho add up to 1.25728" in result.output
+    )
 
 
 # ---- the tabulation ------------------------------------------------------------------------
+
 
 def _household(mafid, state, hht, hht2, cplt, ten, members, race=1, span=1):
     unit = dict(MAFID=mafid, state=state, RTYPE=2, HHT=hht, HHT2=hht2, CPLT=cplt, TEN=ten, HHRACE=race, HHSPAN=span)
@@ -142,13 +163,21 @@ def test_truncation_join_and_cells_by_hand(us_design):
     big = _household(1, "09", 1, 1, 1, 1, [(20, 40), (21, 38)] + [(25, 3)] * 4 + [(28, 30)] * 8)  # 14 persons
     alone = _household(2, "23", 6, 5, 5, 3, [(20, 70)], race=2, span=2)
     orphan = pd.DataFrame([dict(MAFID=99, RTYPE=3, RELSHIP=20, QAGE=30, CENRACE=1, CENHISP=1)])  # no unit
-    rec = Records(pd.concat([pd.DataFrame([p for _, ps in (big, alone) for p in ps]), orphan]),
-                  pd.DataFrame([big[0], alone[0]]), ("09", "23"), "persons.csv")
+    rec = Records(
+        pd.concat([pd.DataFrame([p for _, ps in (big, alone) for p in ps]), orphan]),
+        pd.DataFrame([big[0], alone[0]]),
+        ("09", "23"),
+        "persons.csv",
+    )
     truth = measure_exact(us_design, rec)
 
     def count(table, region, code, cell):
-        hit = truth[(truth.table == table) & (truth.region_id == region) & (truth.iteration_code == code)
-                    & (truth.data_cell == cell)]
+        hit = truth[
+            (truth.table == table)
+            & (truth.region_id == region)
+            & (truth.iteration_code == code)
+            & (truth.data_cell == cell)
+        ]
         return int(hit["count"].sum())
 
     # PH1_num (tau 10): the 14-person household counts 10 persons, the orphan none
@@ -180,12 +209,16 @@ def test_truncation_does_not_depend_on_record_order(us_design):
 
 def test_inconsistent_record_is_a_located_data_error(us_design):
     bad = _household(1, "09", 1, 2, 1, 1, [(20, 40), (25, 5)])  # own child under 18, HHT2 "without own children"
-    with pytest.raises(DataError, match=r"persons.csv: 1 person record\(s\) of PH3's universe fit none of its cells.*"
-                                        r"MAFID 1, RELSHIP 25, QAGE 5, HHT2 2"):
+    with pytest.raises(
+        DataError,
+        match=r"persons.csv: 1 person record\(s\) of PH3's universe fit none of its cells.*"
+        r"MAFID 1, RELSHIP 25, QAGE 5, HHT2 2",
+    ):
         measure_exact(us_design, _records([bad]))
 
 
 # ---- the noise -------------------------------------------------------------------------------
+
 
 @pytest.fixture(scope="module")
 def bundled():
@@ -210,8 +243,10 @@ def test_noise_is_centred_with_the_stated_variance(us_design, bundled):
     assert abs(z.mean()) < 5 / np.sqrt(n)
     assert abs(z.var() - 1) < 5 * np.sqrt(2 / n)
     # the stated variance is the exact discrete Gaussian variance at D^2 / (2 rho)
-    ph3 = merged[(merged.table == "PH3") & (merged.region_type == "STATE") & merged.iteration_code.isin(list("ABCDEFG"))]
-    assert ph3["noise_variance"].iloc[0] == pytest.approx(discrete_gaussian_variance(F(14 ** 2) / (2 * F("0.662976"))))
+    ph3 = merged[
+        (merged.table == "PH3") & (merged.region_type == "STATE") & merged.iteration_code.isin(list("ABCDEFG"))
+    ]
+    assert ph3["noise_variance"].iloc[0] == pytest.approx(discrete_gaussian_variance(F(14**2) / (2 * F("0.662976"))))
 
 
 def test_noise_is_keyed_per_cell(pr_design, bundled):
@@ -221,10 +256,13 @@ def test_noise_is_keyed_per_cell(pr_design, bundled):
     pd.testing.assert_frame_equal(a, b)
     assert (a["count"] != c["count"]).mean() > 0.9
     # the same cell draws the same noise when other measurements are absent (keyed, not sequential)
-    only = type(us_design)(tuple(m for m in us_design.measurements if m.table == "PH7"), us_design.tau, us_design.states)
+    only = type(us_design)(
+        tuple(m for m in us_design.measurements if m.table == "PH7"), us_design.tau, us_design.states
+    )
     d = measure(only, rec, run_key=7)
-    pd.testing.assert_frame_equal(d[d.table == "PH7"].reset_index(drop=True),
-                                  a[a.table == "PH7"].reset_index(drop=True)[d.columns])
+    pd.testing.assert_frame_equal(
+        d[d.table == "PH7"].reset_index(drop=True), a[a.table == "PH7"].reset_index(drop=True)[d.columns]
+    )
 
 
 def test_postprocessed_tables_follow_ph4_and_ph7(us_design, bundled):
@@ -239,6 +277,7 @@ def test_postprocessed_tables_follow_ph4_and_ph7(us_design, bundled):
 
 # ---- end to end, and bad specs ------------------------------------------------------------
 
+
 def test_both_specs_check_and_compile(tmp_path):
     for spec in (US, PR):
         out = beside(tmp_path, spec.stem)
@@ -250,8 +289,19 @@ def test_both_specs_check_and_compile(tmp_path):
         assert section["title"] == "PHSafe: tables, unit and noise per measurement"
         assert len(section["data"]["measurements"]) == (46 if spec == US else 23)
         counts = pd.read_csv(out / "counts.csv", dtype={"region_id": str})
-        assert set(counts["table"]) == {"PH1_num", "PH1_denom", "PH2", "PH3", "PH4", "PH5_denom", "PH6", "PH7",
-                                        "PH8_denom", "PH5_num", "PH8_num"}
+        assert set(counts["table"]) == {
+            "PH1_num",
+            "PH1_denom",
+            "PH2",
+            "PH3",
+            "PH4",
+            "PH5_denom",
+            "PH6",
+            "PH7",
+            "PH8_denom",
+            "PH5_num",
+            "PH8_num",
+        }
         if spec == PR:
             assert set(counts["region_id"]) == {"72"}
         else:
@@ -259,15 +309,20 @@ def test_both_specs_check_and_compile(tmp_path):
             assert len(set(counts["region_id"]) - {"US"}) == 51
 
 
-@pytest.mark.parametrize("old,new,message", [
-    ('    PH6: {\n      "usa_*": 0.001061\n      "state_*": 0.00663\n    }\n', "",
-     r"table PH6 has no budget"),
-    ('"usa_*": 0.002619\n      "state_*": 0.016371\n    }\n    PH3', '"usa_A-G": 0.002619\n      "state_*": 0.016371\n    }\n    PH3',
-     r"PH2 has no measurement 'usa_A-G'"),
-    ("    PH3: 6\n", "", r"table PH3 needs a truncation threshold"),
-    ("PH6: 6\n", "PH6: 2.5\n", r"PH6 must be a whole number of persons"),
-    ("total_rho: 1.257281", "total_rho: 1.3", r"total_rho is 1.3 but the measurements' rho add up to 1.257281"),
-])
+@pytest.mark.parametrize(
+    "old,new,message",
+    [
+        ('    PH6: {\n      "usa_*": 0.001061\n      "state_*": 0.00663\n    }\n', "", r"table PH6 has no budget"),
+        (
+            '"usa_*": 0.002619\n      "state_*": 0.016371\n    }\n    PH3',
+            '"usa_A-G": 0.002619\n      "state_*": 0.016371\n    }\n    PH3',
+            r"PH2 has no measurement 'usa_A-G'",
+        ),
+        ("    PH3: 6\n", "", r"table PH3 needs a truncation threshold"),
+        ("PH6: 6\n", "PH6: 2.5\n", r"PH6 must be a whole number of persons"),
+        ("total_rho: 1.257281", "total_rho: 1.3", r"total_rho is 1.3 but the measurements' rho add up to 1.257281"),
+    ],
+)
 def test_bad_specs_are_located(tmp_path, old, new, message):
     path = _variant(tmp_path, old, new)
     result = _run("check", path)

@@ -3,6 +3,7 @@ mechanism's own tabulation: for random changes of one person with their househol
 records, every measurement's exact zCDP cost ||true counts' change||^2 / (2 sigma^2) stays
 within twice its rho; a constructed change attains it; a change outside the relation (two unit
 records given other MAFIDs) exceeds it, so the relation's restriction is needed."""
+
 from __future__ import annotations
 
 from fractions import Fraction as F
@@ -34,8 +35,10 @@ def design():
 
 
 def _counts(design, persons, units):
-    return {(m.table, m.geography, m.level): (m, truth)
-            for m, truth, *_ in truths(design, Records(persons, units, STATES, "test"))}
+    return {
+        (m.table, m.geography, m.level): (m, truth)
+        for m, truth, *_ in truths(design, Records(persons, units, STATES, "test"))
+    }
 
 
 def _ratios(design, before, persons, units) -> dict:

@@ -2,6 +2,7 @@
 state nobody lives in is released with its noisy counts, one household alone in a state changes
 no key of the release, a spec declaring no states is refused at the state column, and a release
 missing a declared cell is stopped."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -61,8 +62,10 @@ def test_one_household_alone_in_a_state_changes_no_key_of_the_release(declared):
     alone = units[~in_72 | (units.index == units.index[in_72][0])]
     mafid = alone.loc[alone["state"].astype(str) == "72", "MAFID"].iloc[0]
     with_it = {"units": alone, "persons": persons[persons["MAFID"].isin(alone["MAFID"])]}
-    without = {"units": alone[alone["MAFID"] != mafid], "persons": persons[persons["MAFID"].isin(alone["MAFID"]) &
-                                                                           (persons["MAFID"] != mafid)]}
+    without = {
+        "units": alone[alone["MAFID"] != mafid],
+        "persons": persons[persons["MAFID"].isin(alone["MAFID"]) & (persons["MAFID"] != mafid)],
+    }
     a, b = _counts(path, with_it), _counts(path, without)
     assert set(a[KEYS].itertuples(index=False, name=None)) == set(b[KEYS].itertuples(index=False, name=None))
     assert "72" in set(b["region_id"])

@@ -1,5 +1,6 @@
 """Protection in plain words: every figure recomputed independently of dpspec.budget.interpret
 (standard-library normal distribution, closed forms written out here)."""
+
 from __future__ import annotations
 
 import math

@@ -2,6 +2,7 @@
 and one written against today's both load when installed; 0.1's import paths warn once per
 plugin, naming the new import; a plugin declaring an API this dpspec does not serve is refused
 by name and version, not by an import crash; `dpspec.api` serves no CLI helper."""
+
 from __future__ import annotations
 
 import json
@@ -14,9 +15,11 @@ import warnings
 import pytest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-PLUGINS = {"legacy01": os.path.join(HERE, "contract_plugins", "legacy01"),
-           "future": os.path.join(HERE, "contract_plugins", "future"),
-           "geometric": os.path.join(HERE, "thirdparty_plugin")}
+PLUGINS = {
+    "legacy01": os.path.join(HERE, "contract_plugins", "legacy01"),
+    "future": os.path.join(HERE, "contract_plugins", "future"),
+    "geometric": os.path.join(HERE, "thirdparty_plugin"),
+}
 
 
 @pytest.fixture(scope="module")
@@ -26,16 +29,32 @@ def installed(tmp_path_factory):
     root = tmp_path_factory.mktemp("plugins")
     sources = [shutil.copytree(src, root / name) for name, src in PLUGINS.items()]  # builds leave the checkout alone
     target = root / "site"
-    install = subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "--no-build-isolation", "--no-index",
-                              "-q", "--target", str(target), *map(str, sources)], capture_output=True, text=True)
+    install = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--no-deps",
+            "--no-build-isolation",
+            "--no-index",
+            "-q",
+            "--target",
+            str(target),
+            *map(str, sources),
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert install.returncode == 0, install.stderr
     return target
 
 
 def dpspec(site, *args):
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")])}
-    return subprocess.run([sys.executable, "-m", "dpspec.cli.main", *args], capture_output=True, text=True, env=env,
-                          timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "dpspec.cli.main", *args], capture_output=True, text=True, env=env, timeout=120
+    )
 
 
 def test_both_contracts_load_and_the_old_one_warns_once_naming_the_new_imports(installed):
@@ -46,9 +65,11 @@ def test_both_contracts_load_and_the_old_one_warns_once_naming_the_new_imports(i
     assert listed["geometric_count"]["package"] == "dpspec-geometric"  # today's, DPSPEC_API = "1.1"
     lines = [x for x in out.stderr.splitlines() if "DeprecationWarning" in x]
     assert all(x.startswith("warning: plugin 'legacy01': ") for x in lines), out.stderr
-    for old, new in [("dpspec.hookspecs import hookimpl", "from dpspec.api import hookimpl"),
-                     ("dpspec.mechanism import Mechanism", "from dpspec.api import Mechanism"),
-                     ("dpspec.noise import discrete_laplace", "from dpspec.api import discrete_laplace")]:
+    for old, new in [
+        ("dpspec.hookspecs import hookimpl", "from dpspec.api import hookimpl"),
+        ("dpspec.mechanism import Mechanism", "from dpspec.api import Mechanism"),
+        ("dpspec.noise import discrete_laplace", "from dpspec.api import discrete_laplace"),
+    ]:
         (line,) = [x for x in lines if f"`from {old}`" in x]  # once, not once per use
         assert new in line
     assert any("dpspec.cli_errors import friendly" in x and "drop the decorator" in x for x in lines)
@@ -56,10 +77,14 @@ def test_both_contracts_load_and_the_old_one_warns_once_naming_the_new_imports(i
 
 def test_old_contract_plugin_compiles_a_spec_and_its_command_runs(installed, small_spec, tmp_path):
     text = small_spec.read_text()
-    text = text.replace("mechanism randomized_response { table: people  column: smoker  p: 3/4 }",
-                        "mechanism legacy_count { table: people  epsilon: 1/2 }")
+    text = text.replace(
+        "mechanism randomized_response { table: people  column: smoker  p: 3/4 }",
+        "mechanism legacy_count { table: people  epsilon: 1/2 }",
+    )
     text = text.replace("unit people : hamming", "unit people : symdiff").replace("count people\n", "")
-    text = text.replace("budget epsilon <= 1.1", "budget epsilon <= 0.5").replace("output responses\n  output estimate", "output count")
+    text = text.replace("budget epsilon <= 1.1", "budget epsilon <= 0.5").replace(
+        "output responses\n  output estimate", "output count"
+    )
     small_spec.write_text(text)
     out = dpspec(installed, "compile", str(small_spec), "-o", str(tmp_path / "out"))
     assert out.returncode == 0, out.stdout + out.stderr
@@ -85,10 +110,22 @@ def test_a_plugin_for_an_api_not_served_is_refused_by_version_not_by_a_crash(ins
     assert "Traceback" not in checked.stderr
 
 
-@pytest.mark.parametrize("declared, words", [
-    ("1.0", None), ("1.1", None), ("1.3", None), ("1.4", None), ("1.5", None), ("1.6", None), ("1.7", "newer than this dpspec"), ("2.0", "newer than this dpspec"),
-    ("0.9", "no longer serves"), ("one", "not a plugin API version"), (1.1, "not a plugin API version"),
-])
+@pytest.mark.parametrize(
+    "declared, words",
+    [
+        ("1.0", None),
+        ("1.1", None),
+        ("1.3", None),
+        ("1.4", None),
+        ("1.5", None),
+        ("1.6", None),
+        ("1.7", "newer than this dpspec"),
+        ("2.0", "newer than this dpspec"),
+        ("0.9", "no longer serves"),
+        ("one", "not a plugin API version"),
+        (1.1, "not a plugin API version"),
+    ],
+)
 def test_which_declared_versions_are_served(declared, words):
     from dpspec.contract.versions import served
 
@@ -117,7 +154,9 @@ def test_old_module_paths_are_the_new_objects():
     from dpspec.api import Mechanism as NewMechanism, hookimpl as new_hookimpl
 
     assert Mechanism is NewMechanism and hookimpl is new_hookimpl  # isinstance checks keep working
-    assert [str(w.message).split("`")[1] for w in caught] == ["from dpspec.hookspecs import hookimpl",
-                                                             "from dpspec.mechanism import Mechanism"]
+    assert [str(w.message).split("`")[1] for w in caught] == [
+        "from dpspec.hookspecs import hookimpl",
+        "from dpspec.mechanism import Mechanism",
+    ]
     with pytest.raises(ImportError):
         from dpspec.mechanism import NeverExisted  # noqa: F401

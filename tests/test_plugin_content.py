@@ -1,6 +1,7 @@
 """Plugins own their content: the report's core knows no key or word that only one plugin produces;
 a mechanism's budget section comes from its plugin's `dpspec_report_budget` hook, rendered by the
 core from the plugin's templates without knowing its keys."""
+
 from __future__ import annotations
 
 import json
@@ -99,9 +100,11 @@ class _Budgeted:
     def dpspec_report_budget(self, spec, mechanism, params):
         if mechanism.name != "randomized_response":
             return None
-        return BudgetSection(data={"who": "<every *unit*>", "p": params["p"]},
-                             markdown="### How it is spent\n\n{{ d.who }} answers with p = {{ d.p }}.\n\n",
-                             html="<h3>How it is spent</h3>\n<p>{{ d.who }} answers with p = {{ d.p }}.</p>\n")
+        return BudgetSection(
+            data={"who": "<every *unit*>", "p": params["p"]},
+            markdown="### How it is spent\n\n{{ d.who }} answers with p = {{ d.p }}.\n\n",
+            html="<h3>How it is spent</h3>\n<p>{{ d.who }} answers with p = {{ d.p }}.</p>\n",
+        )
 
 
 @pytest.fixture
@@ -125,7 +128,7 @@ def test_a_plugins_budget_section_is_rendered_inside_the_budget_section_and_its_
     assert data["budget"]["spending"] == {"who": "<every *unit*>", "p": 0.75}  # JSON-ready, as a Section's data
     assert "_templates" not in data  # the templates are the renderers', not report.json's
     assert "### How it is spent\n\n&lt;every \\*unit\\*&gt; answers with p = 0.75.\n\n### Ledger" in md
-    assert "<p>&lt;every *unit*&gt; answers with p = 0.75.</p>\n<h3 id=\"ledger\">" in html
+    assert '<p>&lt;every *unit*&gt; answers with p = 0.75.</p>\n<h3 id="ledger">' in html
     assert md.index("### How it is spent") > md.index("## Budget")
 
 
@@ -135,8 +138,13 @@ def test_without_a_budget_section_the_report_has_none():
 
 
 def test_a_budget_section_that_would_run_a_script_is_withheld():
-    scripted = types.SimpleNamespace(dpspec_report_budget=hookimpl(lambda spec, mechanism, params: BudgetSection(
-        data={}, markdown="<script>alert(1)</script>\n\n", html="<script>alert(1)</script>\n")))
+    scripted = types.SimpleNamespace(
+        dpspec_report_budget=hookimpl(
+            lambda spec, mechanism, params: BudgetSection(
+                data={}, markdown="<script>alert(1)</script>\n\n", html="<script>alert(1)</script>\n"
+            )
+        )
+    )
     pm = plugins.manager()
     pm.register(scripted, name="test-scripted-budget")
     try:

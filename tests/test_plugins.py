@@ -1,4 +1,5 @@
 """Plugin discovery: built-ins through entry points, and a separately packaged third party."""
+
 from __future__ import annotations
 
 import json
@@ -52,8 +53,12 @@ def plugin_venv(tmp_path_factory):
     venv = root / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
     python = venv / "bin" / "python"
-    site = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                          check=True, capture_output=True, text=True).stdout.strip()
+    site = subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
     ours = sysconfig.get_paths()["purelib"]
     with open(os.path.join(site, "host-environment.pth"), "w") as fh:
         # addsitedir (not a bare path) so that this environment's own .pth files, such as an
@@ -61,14 +66,29 @@ def plugin_venv(tmp_path_factory):
         fh.write(f"import site; site.addsitedir({ours!r})\n")
     wheels = root / "wheels"
     build = subprocess.run(  # built offline with this environment's setuptools
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index", "-q",
-         "-w", str(wheels), os.path.join(HERE, "thirdparty_plugin")],
-        capture_output=True, text=True,
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "--no-index",
+            "-q",
+            "-w",
+            str(wheels),
+            os.path.join(HERE, "thirdparty_plugin"),
+        ],
+        capture_output=True,
+        text=True,
     )
     assert build.returncode == 0, build.stderr
     (wheel,) = wheels.glob("dpspec_geometric-*.whl")
-    install = subprocess.run([str(python), "-m", "pip", "install", "--no-deps", "--no-index", "-q", str(wheel)],
-                             capture_output=True, text=True)
+    install = subprocess.run(
+        [str(python), "-m", "pip", "install", "--no-deps", "--no-index", "-q", str(wheel)],
+        capture_output=True,
+        text=True,
+    )
     assert install.returncode == 0, install.stderr
     return python
 
@@ -95,10 +115,14 @@ def test_third_party_plugin_adds_a_command(plugin_venv):
 def use_geometric_count(small_spec) -> None:
     """Rewrite the small spec to use the third-party mechanism (add/remove one, no invariant)."""
     text = small_spec.read_text()
-    text = text.replace("mechanism randomized_response { table: people  column: smoker  p: 3/4 }",
-                        "mechanism geometric_count { table: people  epsilon: 1/2 }")
+    text = text.replace(
+        "mechanism randomized_response { table: people  column: smoker  p: 3/4 }",
+        "mechanism geometric_count { table: people  epsilon: 1/2 }",
+    )
     text = text.replace("unit people : hamming", "unit people : symdiff").replace("count people\n", "")
-    text = text.replace("budget epsilon <= 1.1", "budget epsilon <= 0.5").replace("output responses\n  output estimate", "output count")
+    text = text.replace("budget epsilon <= 1.1", "budget epsilon <= 0.5").replace(
+        "output responses\n  output estimate", "output count"
+    )
     small_spec.write_text(text)
 
 
@@ -143,7 +167,7 @@ def test_a_plugin_that_fails_to_import_is_reported_not_fatal(monkeypatch, small_
     reset()
     try:
         assert "randomized_response" in plugins.mechanisms()
-        (name, why), = plugins.failures()
+        ((name, why),) = plugins.failures()
         assert name == "broken_mechanism" and "dpspec_no_such_module_xyz" in why
         result = CliRunner().invoke(main, ["check", str(small_spec)])
         assert result.exit_code == 0, result.output

@@ -1,6 +1,7 @@
 """`dpspec import --das-config / --safetab-p-config / --safetab-h-config / --phsafe-config` on the
 Census Bureau's real production files (tests/production_configs, see its PROVENANCE.md): the
 specs check, audit, and have the published budgets of the bundled production specs."""
+
 from __future__ import annotations
 
 import json
@@ -62,6 +63,7 @@ def _plain(value):
 
 # ---- P.L. 94-171 (DAS .ini with its INCLUDE chain) -------------------------------------------
 
+
 def test_the_pl94_us_persons_file_gives_rho_293764_over_114921_and_epsilon_17_14(tmp_path):
     spec, result = imported(tmp_path, "--das-config", PL94)
     text = spec.read_text()
@@ -77,8 +79,18 @@ def test_the_pl94_us_persons_file_gives_rho_293764_over_114921_and_epsilon_17_14
 def test_the_pl94_import_states_the_bundled_production_strategy_exactly(tmp_path):
     spec, _ = imported(tmp_path, "--das-config", PL94)
     mine, bundled = mechanism_params(spec), mechanism_params(ROOT / "specs" / "pl94_production_topdown.dps")
-    for key in ("rho", "levels", "queries", "estimation", "rounding", "pass_tolerance", "recodes",
-                "structural_zeros", "constraints", "variables"):
+    for key in (
+        "rho",
+        "levels",
+        "queries",
+        "estimation",
+        "rounding",
+        "pass_tolerance",
+        "recodes",
+        "structural_zeros",
+        "constraints",
+        "variables",
+    ):
         assert mine[key] == bundled[key], key
     assert mine["spine"]["bypass"] == bundled["spine"]["bypass"]
     assert native_rho(spec) == native_rho(ROOT / "specs" / "pl94_production_topdown.dps")
@@ -112,6 +124,7 @@ def test_a_section_include_reads_only_that_section_and_local_settings_shadow(tmp
 
 # ---- DHC (DAS .ini; levels and total read from the strategy) ----------------------------------
 
+
 def exact_rho(doc) -> Fraction:
     """The budget's rho exactly: its exact companion where the JSON float is not exact."""
     budget = doc["budget"]
@@ -123,12 +136,15 @@ def allocation(doc):
     return sorted((r["level"], r["query"], Fraction(r.get("rho_exact", repr(r["rho"])))) for r in doc["allocation"])
 
 
-@pytest.mark.parametrize("config,bundled,rho", [
-    ("person_US.ini", "dhc_persons_production_topdown.dps", Fraction(24811, 5000)),
-    ("person_PR.ini", "dhc_persons_production_topdown_pr.dps", Fraction(24811, 5000)),
-    ("unit_US.ini", "dhc_households_production_topdown.dps", Fraction(15401, 2000)),
-    ("unit_PR.ini", "dhc_households_production_topdown_pr.dps", Fraction(15401, 2000)),
-])
+@pytest.mark.parametrize(
+    "config,bundled,rho",
+    [
+        ("person_US.ini", "dhc_persons_production_topdown.dps", Fraction(24811, 5000)),
+        ("person_PR.ini", "dhc_persons_production_topdown_pr.dps", Fraction(24811, 5000)),
+        ("unit_US.ini", "dhc_households_production_topdown.dps", Fraction(15401, 2000)),
+        ("unit_PR.ini", "dhc_households_production_topdown_pr.dps", Fraction(15401, 2000)),
+    ],
+)
 def test_a_dhc_file_gives_the_bundled_specs_exact_rho(tmp_path, config, bundled, rho):
     spec, result = imported(tmp_path, "--das-config", DHC / config)
     mine, theirs = budget_json(spec), budget_json(ROOT / "specs" / bundled)
@@ -155,8 +171,14 @@ def test_the_dhc_import_says_which_settings_it_did_not_apply(tmp_path):
         assert setting in text and setting in result.stderr
     assert "not read by the DAS: geolevel_names is empty" in result.stderr
     # the post-processing design this importer does not state
-    for key in ("postprocess_only_constr_names", "conditional_constr_names", "require_feasible_postproc_dim",
-                "use_postprocess_heuristics", "require_feasible_secondary_dim", "minimalschema"):
+    for key in (
+        "postprocess_only_constr_names",
+        "conditional_constr_names",
+        "require_feasible_postproc_dim",
+        "use_postprocess_heuristics",
+        "require_feasible_secondary_dim",
+        "minimalschema",
+    ):
         assert f"{key} = " in text, key
         assert key in result.stderr and "not applied" in result.stderr, key
     for name in ("pl94", "hhgq_total_ub", "hhgq_total_lb"):
@@ -177,11 +199,21 @@ def test_the_dhc_units_import_says_which_settings_it_did_not_apply(tmp_path):
 def test_an_unknown_dhc_strategy_lists_the_known_ones(tmp_path):
     src = tmp_path / "dhc"
     shutil.copytree(DHC, src)
-    _edit(src / "person_US.ini", "strategy = test_strategy_dhcp_20220922_exp_iteration_23_1",
-          "strategy = test_strategy_dhcp_20220922_exp_iteration_99")
-    _refused(tmp_path, "--das-config", src / "person_US.ini", "person_US.ini", "[budget] strategy",
-             "test_strategy_dhcp_20220922_exp_iteration_99", "test_strategy_dhcp_20220922_exp_iteration_23_1",
-             "ProductionCandidate20210527US_mult8_add02_dsepJune3")
+    _edit(
+        src / "person_US.ini",
+        "strategy = test_strategy_dhcp_20220922_exp_iteration_23_1",
+        "strategy = test_strategy_dhcp_20220922_exp_iteration_99",
+    )
+    _refused(
+        tmp_path,
+        "--das-config",
+        src / "person_US.ini",
+        "person_US.ini",
+        "[budget] strategy",
+        "test_strategy_dhcp_20220922_exp_iteration_99",
+        "test_strategy_dhcp_20220922_exp_iteration_23_1",
+        "ProductionCandidate20210527US_mult8_add02_dsepJune3",
+    )
 
 
 def test_a_dhc_per_query_budget_override_is_refused(tmp_path):
@@ -193,11 +225,14 @@ def test_a_dhc_per_query_budget_override_is_refused(tmp_path):
 
 # ---- SafeTab-P, SafeTab-H, PHSafe (config.json) ----------------------------------------------
 
+
 def test_the_safetab_p_file_gives_rho_4_944_as_the_bundled_spec(tmp_path):
     spec, result = imported(tmp_path, "--safetab-p-config", SAFETAB_P)
     assert native_rho(spec) == pytest.approx(4.944, abs=1e-12)
     assert native_rho(spec) == native_rho(ROOT / "specs" / "safetab_p_production.dps")
-    assert budget_json(spec)["budget"]["rho"] == budget_json(ROOT / "specs" / "safetab_p_production.dps")["budget"]["rho"]
+    assert (
+        budget_json(spec)["budget"]["rho"] == budget_json(ROOT / "specs" / "safetab_p_production.dps")["budget"]["rho"]
+    )
     assert "total_rho: 4.944" in spec.read_text()
     for table in ("codes", "iterations", "code_to_iteration"):
         assert (tmp_path / f"imported.{table}.parquet").is_file()
@@ -225,7 +260,10 @@ def test_the_phsafe_file_gives_the_bundled_budget(tmp_path):
     spec, _ = imported(tmp_path, "--phsafe-config", PHSAFE)
     assert native_rho(spec) == pytest.approx(1.257281, abs=1e-12)
     assert native_rho(spec) == native_rho(ROOT / "specs" / "sdhc_production.dps")
-    assert mechanism_params(spec)["privacy_budget"] == mechanism_params(ROOT / "specs" / "sdhc_production.dps")["privacy_budget"]
+    assert (
+        mechanism_params(spec)["privacy_budget"]
+        == mechanism_params(ROOT / "specs" / "sdhc_production.dps")["privacy_budget"]
+    )
     assert run("audit", spec).exit_code == 0
 
 
@@ -240,6 +278,7 @@ def test_an_unknown_json_key_is_a_comment_and_a_warning(tmp_path):
 
 
 # ---- bad input: a clear error naming the file and key, exit 1, nothing written ----------------
+
 
 def _das_copy(tmp_path):
     dst = tmp_path / "das"
@@ -274,38 +313,65 @@ def test_an_unknown_section_is_refused(tmp_path):
 def test_a_missing_include_target_is_refused(tmp_path):
     das = _das_copy(tmp_path)
     _edit(das / "pl94" / "person_US.ini", "INCLUDE = person_default.ini", "INCLUDE = person_defaults.ini")
-    _refused(tmp_path, "--das-config", das / "pl94" / "person_US.ini", "person_US.ini", "INCLUDE",
-             "person_defaults.ini", "does not exist")
+    _refused(
+        tmp_path,
+        "--das-config",
+        das / "pl94" / "person_US.ini",
+        "person_US.ini",
+        "INCLUDE",
+        "person_defaults.ini",
+        "does not exist",
+    )
 
 
 def test_an_include_cycle_is_refused(tmp_path):
     das = _das_copy(tmp_path)
     _edit(das / "prod_default.ini", "[logging]", "[DEFAULT]\nINCLUDE = pl94/person_US.ini\n\n[logging]")
-    _refused(tmp_path, "--das-config", das / "pl94" / "person_US.ini", "INCLUDE cycle",
-             "person_US.ini > person_default.ini > prod_default.ini > person_US.ini")
+    _refused(
+        tmp_path,
+        "--das-config",
+        das / "pl94" / "person_US.ini",
+        "INCLUDE cycle",
+        "person_US.ini > person_default.ini > prod_default.ini > person_US.ini",
+    )
 
 
 def test_level_shares_that_do_not_sum_to_1_are_refused(tmp_path):
     das = _das_copy(tmp_path)
     _edit(das / "pl94" / "person_US.ini", "165/4099", "166/4099")
-    _refused(tmp_path, "--das-config", das / "pl94" / "person_US.ini", "person_US.ini", "geolevel_budget_prop",
-             "sum to 4100/4099, not 1")
+    _refused(
+        tmp_path,
+        "--das-config",
+        das / "pl94" / "person_US.ini",
+        "person_US.ini",
+        "geolevel_budget_prop",
+        "sum to 4100/4099, not 1",
+    )
 
 
 def test_an_unknown_strategy_is_refused_with_the_known_ones(tmp_path):
     das = _das_copy(tmp_path)
     _edit(das / "pl94" / "person_US.ini", "_mult8_add02_dsepJune3", "_mult8_add09_dsepJune3")
-    _refused(tmp_path, "--das-config", das / "pl94" / "person_US.ini", "person_US.ini", "[budget] strategy",
-             "ProductionCandidate20210527US_mult8_add09_dsepJune3",
-             "knows ProductionCandidate20210527US_mult8_add02_dsepJune3")
+    _refused(
+        tmp_path,
+        "--das-config",
+        das / "pl94" / "person_US.ini",
+        "person_US.ini",
+        "[budget] strategy",
+        "ProductionCandidate20210527US_mult8_add09_dsepJune3",
+        "knows ProductionCandidate20210527US_mult8_add02_dsepJune3",
+    )
 
 
-@pytest.mark.parametrize("key,value,needle", [
-    ("privacy_budget_p_level_2_usa", "2.134", "expected a number"),
-    ("max_race_codes", 8.5, "expected a whole number"),
-    ("thresholds_p", [1, 2], "expected an object"),
-    ("privacy_defn", "puredp", "expected one of zcdp"),
-])
+@pytest.mark.parametrize(
+    "key,value,needle",
+    [
+        ("privacy_budget_p_level_2_usa", "2.134", "expected a number"),
+        ("max_race_codes", 8.5, "expected a whole number"),
+        ("thresholds_p", [1, 2], "expected an object"),
+        ("privacy_defn", "puredp", "expected one of zcdp"),
+    ],
+)
 def test_a_safetab_json_with_wrong_types_is_refused(tmp_path, key, value, needle):
     src = tmp_path / "cfg"
     shutil.copytree(SAFETAB_P.parent, src)
@@ -339,6 +405,7 @@ def test_one_format_must_be_named(tmp_path):
 
 # ---- a description without data is checked; once it reads records, its geography must be declared ----
 
+
 def test_an_imported_spec_given_data_must_declare_its_geography(tmp_path):
     spec, _ = imported(tmp_path, "--das-config", PL94)
     text = spec.read_text().replace("invariants {", 'data persons from "persons.parquet"\n\ninvariants {', 1)
@@ -347,12 +414,23 @@ def test_an_imported_spec_given_data_must_declare_its_geography(tmp_path):
     assert result.exit_code == 1 and "has no declared values" in result.output
 
 
-@pytest.mark.parametrize("flag,config,tables", [
-    ("--das-config", PL94, {"persons": "pl94_synthetic/pl94_synthetic.parquet",
-                            "facilities": "pl94_synthetic/pl94_synthetic_facilities.parquet"}),
-    ("--safetab-p-config", SAFETAB_P, {"persons": "safetab/persons.parquet"}),
-])
-def test_records_handed_to_a_description_in_memory_are_refused_without_declared_geography(tmp_path, flag, config, tables):
+@pytest.mark.parametrize(
+    "flag,config,tables",
+    [
+        (
+            "--das-config",
+            PL94,
+            {
+                "persons": "pl94_synthetic/pl94_synthetic.parquet",
+                "facilities": "pl94_synthetic/pl94_synthetic_facilities.parquet",
+            },
+        ),
+        ("--safetab-p-config", SAFETAB_P, {"persons": "safetab/persons.parquet"}),
+    ],
+)
+def test_records_handed_to_a_description_in_memory_are_refused_without_declared_geography(
+    tmp_path, flag, config, tables
+):
     """The check lets a spec without data leave its geography undeclared; the run never does."""
     import pandas as pd
 

@@ -1,4 +1,5 @@
 """Programs: several releases of the same data composed in one ledger, with a parallel part."""
+
 from __future__ import annotations
 
 import json
@@ -28,8 +29,11 @@ def test_program_bound_exceeded(tmp_path):
     text = open(PROGRAM).read().replace("budget epsilon <= 2.2", "budget epsilon <= 2")
     for name in os.listdir(os.path.dirname(PROGRAM)):
         if name != "program.dps":
-            (tmp_path / name).write_text(open(os.path.join(os.path.dirname(PROGRAM), name)).read()
-                                         .replace('"../data/acs/', f'"{SPECS}/data/acs/'))
+            (tmp_path / name).write_text(
+                open(os.path.join(os.path.dirname(PROGRAM), name))
+                .read()
+                .replace('"../data/acs/', f'"{SPECS}/data/acs/')
+            )
     (tmp_path / "program.dps").write_text(text)
     result = CliRunner().invoke(main, ["budget", str(tmp_path / "program.dps")])
     assert result.exit_code == 1

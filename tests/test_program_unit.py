@@ -1,6 +1,7 @@
 """Programs that compose releases of different tables of one census domain under a stated
 composed unit (issue 25, item 3): each member converted by its unit relation, a ledger line per
 member and step, and clear errors for another domain or a member without a unit relation."""
+
 import json
 import os
 from fractions import Fraction
@@ -16,7 +17,7 @@ from dpspec.language.parser import parse, read_source
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PL94_PROGRAM = os.path.join(ROOT, "specs", "pl94_program", "program.dps")
 
-DOMAIN = '''domain census "one census: households, their persons, housing units" {
+DOMAIN = """domain census "one census: households, their persons, housing units" {
   stage edited
   table households unit household {
     hhid : int 1..1000
@@ -31,12 +32,14 @@ DOMAIN = '''domain census "one census: households, their persons, housing units"
     tenure : {own, rent}
   }
 }
-'''
+"""
 
 
 def _member(tmp_path, name, table, relation, rho, domain=DOMAIN):
-    text = (f'spec "{name}"\n\n{domain}\nunit {table} : {relation}\npremetric zcdp\n\n'
-            f'mechanism declared {{\n  table: {table}\n  relation: {relation}\n  rho: {rho}\n  source: "test"\n}}\n')
+    text = (
+        f'spec "{name}"\n\n{domain}\nunit {table} : {relation}\npremetric zcdp\n\n'
+        f'mechanism declared {{\n  table: {table}\n  relation: {relation}\n  rho: {rho}\n  source: "test"\n}}\n'
+    )
     (tmp_path / f"{name}.dps").write_text(text)
     return f"{name}.dps"
 
@@ -50,9 +53,11 @@ def _program(tmp_path, members, unit, budget="budget rho <= 1000"):
 
 
 def test_person_unit_composes_households_persons_and_units(tmp_path):
-    members = [_member(tmp_path, "persons", "persons", "hamming", "1"),
-               _member(tmp_path, "households", "households", "hamming", "2"),
-               _member(tmp_path, "units", "units", "hamming", "1/2")]
+    members = [
+        _member(tmp_path, "persons", "persons", "hamming", "1"),
+        _member(tmp_path, "households", "households", "hamming", "2"),
+        _member(tmp_path, "units", "units", "hamming", "1/2"),
+    ]
     s = program_summary(_program(tmp_path, members, "unit persons : hamming holds at most 1 units"))
     by = {r["spec"]: r for r in s["releases"]}
     # a household-level product: a change of one person changes one household record, as is
@@ -68,8 +73,10 @@ def test_person_unit_composes_households_persons_and_units(tmp_path):
 
 def test_household_unit_uses_group_privacy_with_the_declared_bound(tmp_path):
     """A person-level product under a household unit: at most 20 persons, zCDP rho x 20^2."""
-    members = [_member(tmp_path, "persons", "persons", "hamming", "1/100"),
-               _member(tmp_path, "households", "households", "hamming", "1")]
+    members = [
+        _member(tmp_path, "persons", "persons", "hamming", "1/100"),
+        _member(tmp_path, "households", "households", "hamming", "1"),
+    ]
     s = program_summary(_program(tmp_path, members, "unit households : hamming"))
     persons = next(r for r in s["releases"] if r["spec"] == "persons.dps")
     assert persons["budget"]["rho"] == pytest.approx(float(Fraction(1, 100) * 400))
@@ -89,8 +96,10 @@ def test_relation_step_is_a_ledger_line(tmp_path):
 
 
 def test_member_without_a_unit_relation_is_an_error_naming_it(tmp_path):
-    members = [_member(tmp_path, "persons", "persons", "hamming", "1"),
-               _member(tmp_path, "units", "units", "hamming", "1")]
+    members = [
+        _member(tmp_path, "persons", "persons", "hamming", "1"),
+        _member(tmp_path, "units", "units", "hamming", "1"),
+    ]
     with pytest.raises(SpecError) as err:
         program_summary(_program(tmp_path, members, "unit persons : hamming"))
     text = str(err.value)
@@ -100,8 +109,10 @@ def test_member_without_a_unit_relation_is_an_error_naming_it(tmp_path):
 
 def test_another_domain_is_refused_naming_the_member(tmp_path):
     other = DOMAIN.replace('domain census "one census', 'domain survey "a survey')
-    members = [_member(tmp_path, "persons", "persons", "hamming", "1"),
-               _member(tmp_path, "survey", "persons", "hamming", "1", domain=other)]
+    members = [
+        _member(tmp_path, "persons", "persons", "hamming", "1"),
+        _member(tmp_path, "survey", "persons", "hamming", "1", domain=other),
+    ]
     with pytest.raises(SpecError, match="'survey.dps' protects domain 'survey'.*not the program's 'census'"):
         program_summary(_program(tmp_path, members, "unit persons : hamming"))
     # without a composed unit the refusal is as before

@@ -1,6 +1,7 @@
 """Z-Pufferfish in the language and the budget calculus (seed 2; issue 23): the class of
 distributions, Wasserstein sensitivities against closed forms computed independently here, the
 budget statement, and bad input at the spec line."""
+
 from __future__ import annotations
 
 import json
@@ -75,9 +76,16 @@ def _binomial(n, q):
     return {k: Fraction(math.comb(n, k)) * q**k * (1 - q) ** (n - k) for k in range(n + 1)}
 
 
-@pytest.mark.parametrize("n, q0, q1", [(5, Fraction(1, 2), Fraction(1, 2)), (5, Fraction(1, 5), Fraction(4, 5)),
-                                       (6, Fraction(1, 10), Fraction(1, 2)), (4, Fraction(0), Fraction(1)),
-                                       (7, Fraction(3, 10), Fraction(2, 5))])
+@pytest.mark.parametrize(
+    "n, q0, q1",
+    [
+        (5, Fraction(1, 2), Fraction(1, 2)),
+        (5, Fraction(1, 5), Fraction(4, 5)),
+        (6, Fraction(1, 10), Fraction(1, 2)),
+        (4, Fraction(0), Fraction(1)),
+        (7, Fraction(3, 10), Fraction(2, 5)),
+    ],
+)
 def test_one_count_under_the_section_4_4_family_matches_an_exact_computation(n, q0, q1):
     given_one = {k + 1: v for k, v in _binomial(n - 1, q1).items()}
     given_zero = _binomial(n - 1, q0)
@@ -91,7 +99,10 @@ def test_one_count_under_the_section_4_4_family_matches_an_exact_computation(n, 
 
 def test_the_dependence_class_takes_the_worst_member_and_grows_with_dependence():
     c = lambda p0, p1: parse(small(f"dependence p0 {p0} p1 {p1} n 50")).pufferfish
-    values = [pf.count_sensitivity(c(Fraction(1, 2) - d, Fraction(1, 2) + d)) for d in map(Fraction, ("0", "0.1", "0.2", "0.3", "0.5"))]
+    values = [
+        pf.count_sensitivity(c(Fraction(1, 2) - d, Fraction(1, 2) + d))
+        for d in map(Fraction, ("0", "0.1", "0.2", "0.3", "0.5"))
+    ]
     assert values[0] == 1 and values == sorted(values) and values[-1] == 50
     assert pf.count_sensitivity(parse(small()).pufferfish) == 1
     assert pf.cell_counts_sensitivity(parse(small()).pufferfish, total_in_z=True) == 2
@@ -109,8 +120,15 @@ def _conditional_slope(n, sigma2, tau, gamma, omega):
     return coef[0]
 
 
-@pytest.mark.parametrize("n, sigma2, tau, gamma, omega", [(10, "1", "0", "0", "1"), (10, "1", "0.3", "0", "2"),
-                                                          (25, "2", "0.5", "0.7", "1.5"), (4, "1", "0.2", "-0.4", "1")])
+@pytest.mark.parametrize(
+    "n, sigma2, tau, gamma, omega",
+    [
+        (10, "1", "0", "0", "1"),
+        (10, "1", "0.3", "0", "2"),
+        (25, "2", "0.5", "0.7", "1.5"),
+        (4, "1", "0.2", "-0.4", "1"),
+    ],
+)
 def test_example_1_normal_mean_sensitivity_matches_the_conditional_normal(n, sigma2, tau, gamma, omega):
     r = Fraction(2)
     moments = [Fraction(v) for v in (sigma2, tau, gamma, omega)]
@@ -141,7 +159,7 @@ def test_the_block_parses_formats_and_round_trips():
 
 
 def test_specs_without_the_block_are_unchanged_lemma_8():
-    text = small().replace('pufferfish {\n  class independent\n}\n', "").replace(" used as total", "")
+    text = small().replace("pufferfish {\n  class independent\n}\n", "").replace(" used as total", "")
     spec = parse(text)
     assert spec.pufferfish is None and spec.public[0].use is None
     from dpspec.language.describe import notation
@@ -149,12 +167,15 @@ def test_specs_without_the_block_are_unchanged_lemma_8():
     assert "-DP(" in notation(spec)
 
 
-@pytest.mark.parametrize("cls, words", [
-    ("arbitrary", "no finite guarantee"),
-    ("dependence p0 0.1 n 5", "needs 'p1'"),
-    ("dependence p0 0.1 p1 1.5 n 5", "must lie in [0, 1]"),
-    ("independant", "class of distributions"),
-])
+@pytest.mark.parametrize(
+    "cls, words",
+    [
+        ("arbitrary", "no finite guarantee"),
+        ("dependence p0 0.1 n 5", "needs 'p1'"),
+        ("dependence p0 0.1 p1 1.5 n 5", "must lie in [0, 1]"),
+        ("independant", "class of distributions"),
+    ],
+)
 def test_bad_classes_are_errors_at_the_spec_line(cls, words):
     with pytest.raises(SpecError) as err:
         check(parse(small(cls)))
@@ -248,11 +269,23 @@ def test_the_audit_names_the_class_and_flags_a_guarantee_conditional_on_independ
 
 
 def test_the_audit_compares_block_by_block_with_a_dp_baseline(tmp_path):
-    dp = small().replace('pufferfish {\n  class independent\n}\n', "").replace(
-        'public {\n  count people released "bulletin" used as total\n}\n', "").replace("base: congenial", "base: naive")
+    dp = (
+        small()
+        .replace("pufferfish {\n  class independent\n}\n", "")
+        .replace('public {\n  count people released "bulletin" used as total\n}\n', "")
+        .replace("base: congenial", "base: naive")
+    )
     findings = {f.rule: f for f in _audit(tmp_path, small(), dp).findings}
     f = findings["pufferfish-vs-dp"]
-    for block in ("domain:", "multiverse:", "unit:", "premetric:", "budget:", "public information:", "class of distributions:"):
+    for block in (
+        "domain:",
+        "multiverse:",
+        "unit:",
+        "premetric:",
+        "budget:",
+        "public information:",
+        "class of distributions:",
+    ):
         assert block in f.message
     assert "count people" in f.evidence["public_not_in_baseline"]
     # the budget row compares figures in one currency; the finding says an equal figure is not equal protection
@@ -273,8 +306,10 @@ def test_the_bundled_case_study_specs_audit_against_their_bundled_dp_baseline():
     baseline = dpspec.load(str(specs / "baseline" / "dp_high_privacy.dps"))
     assert "pufferfish-vs-dp" not in {f.rule for f in audit(baseline, baseline=baseline, compute_budget=False).findings}
     for name in ("wasserstein_congenial_high_privacy", "wasserstein_prior_high_privacy", "postprocessing_high_privacy"):
-        findings = {f.rule: f for f in audit(dpspec.load(str(specs / f"{name}.dps")), baseline=baseline,
-                                             compute_budget=False).findings}
+        findings = {
+            f.rule: f
+            for f in audit(dpspec.load(str(specs / f"{name}.dps")), baseline=baseline, compute_budget=False).findings
+        }
         f = findings["pufferfish-vs-dp"]
         assert "count cases by month" in f.evidence["public_not_in_baseline"], name
         assert "independent" in f.message and "the DP baseline holds for every distribution" in f.message, name
@@ -285,8 +320,13 @@ def test_a_program_states_the_conditional_independence_lemma_6_assumes(tmp_path)
     from dpspec.budget.program import program_summary
 
     (tmp_path / "a.dps").write_text(small().replace('spec "small"', 'spec "a"'))
-    dp = small().replace('spec "small"', 'spec "b"').replace('pufferfish {\n  class independent\n}\n', "").replace(
-        'public {\n  count people released "bulletin" used as total\n}\n', "").replace("base: congenial", "base: naive")
+    dp = (
+        small()
+        .replace('spec "small"', 'spec "b"')
+        .replace("pufferfish {\n  class independent\n}\n", "")
+        .replace('public {\n  count people released "bulletin" used as total\n}\n', "")
+        .replace("base: congenial", "base: naive")
+    )
     (tmp_path / "b.dps").write_text(dp)
     (tmp_path / "p.dps").write_text('program "p" {\n  include "a.dps"\n  include "b.dps"\n}\nbudget epsilon <= 4\n')
     summary = program_summary(dpspec.load(str(tmp_path / "p.dps")))
@@ -302,8 +342,9 @@ def test_a_program_of_parallel_pufferfish_releases_states_lemma_7(tmp_path):
 
     for name in ("a", "b"):
         (tmp_path / f"{name}.dps").write_text(small().replace('spec "small"', f'spec "{name}"'))
-    (tmp_path / "p.dps").write_text('program "p" {\n  parallel "months" { include "a.dps"  include "b.dps" }\n}\n'
-                                    "budget epsilon <= 2\n")
+    (tmp_path / "p.dps").write_text(
+        'program "p" {\n  parallel "months" { include "a.dps"  include "b.dps" }\n}\nbudget epsilon <= 2\n'
+    )
     summary = program_summary(dpspec.load(str(tmp_path / "p.dps")))
     notes = " ".join(summary["ledger"]["notes"])
     assert "2 of the releases are epsilon-Z-Pufferfish guarantees (class independent)" in notes
@@ -317,7 +358,11 @@ def test_post_processing_calibrates_its_noise_to_the_vector_given_the_total(tmp_
     between cells), not by the DP sensitivity 1; the noise scale is calibrated to it and epsilon
     stays the Z-Pufferfish budget. Without a pufferfish block it is a DP spec (Lemma 8)."""
     path = tmp_path / "pp.dps"
-    text = small().replace("mechanism wasserstein_exponential", "mechanism noisy_postprocessed").replace("  base: congenial\n", "")
+    text = (
+        small()
+        .replace("mechanism wasserstein_exponential", "mechanism noisy_postprocessed")
+        .replace("  base: congenial\n", "")
+    )
     path.write_text(text)
     summary = budget_summary(dpspec.load(str(path)))
     counts = summary["pufferfish"]["sensitivity"]["counts"]
@@ -348,28 +393,36 @@ def _exact_member(group, q0, q1, rest, p):
             for bits in itertools.product((0, 1), repeat=group - 1 + rest):
                 if x + sum(bits) != t:
                     continue
-                k = sum(bits[:group - 1])
-                w = q ** k * (1 - q) ** (group - 1 - k) * p ** (t - x - k) * (1 - p) ** (rest - (t - x - k))
+                k = sum(bits[: group - 1])
+                w = q**k * (1 - q) ** (group - 1 - k) * p ** (t - x - k) * (1 - p) ** (rest - (t - x - k))
                 law[x + k] = law.get(x + k, 0) + w
             laws[x] = law
         if not laws[1] or not laws[0]:
             continue
         s1, s0 = sum(laws[1].values()), sum(laws[0].values())
         cdf = lambda law, s, k: sum(v for key, v in law.items() if key <= k) / s  # noqa: E731
-        d = next(d for d in range(group + 1) if all(
-            cdf(laws[1], s1, k) <= cdf(laws[0], s0, k + d) and cdf(laws[0], s0, k) <= cdf(laws[1], s1, k + d)
-            for k in range(-1, group + 1)))
+        d = next(
+            d
+            for d in range(group + 1)
+            if all(
+                cdf(laws[1], s1, k) <= cdf(laws[0], s0, k + d) and cdf(laws[0], s0, k) <= cdf(laws[1], s1, k + d)
+                for k in range(-1, group + 1)
+            )
+        )
         best = max(best, 2 * d)  # same total: the vectors are 2 |difference in the unit's cell| apart
     return best
 
 
-@pytest.mark.parametrize("group, q0, q1, rest, p", [
-    (3, Fraction(1, 20), Fraction(3, 10), 8, Fraction(1, 2)),
-    (3, Fraction(3, 10), Fraction(1, 20), 6, Fraction(1, 10)),
-    (4, Fraction(1, 2), Fraction(1, 2), 5, Fraction(1, 3)),
-    (2, Fraction(1, 10), Fraction(9, 10), 7, Fraction(4, 5)),
-    (3, Fraction(1, 5), Fraction(4, 5), 0, Fraction(1, 2)),
-])
+@pytest.mark.parametrize(
+    "group, q0, q1, rest, p",
+    [
+        (3, Fraction(1, 20), Fraction(3, 10), 8, Fraction(1, 2)),
+        (3, Fraction(3, 10), Fraction(1, 20), 6, Fraction(1, 10)),
+        (4, Fraction(1, 2), Fraction(1, 2), 5, Fraction(1, 3)),
+        (2, Fraction(1, 10), Fraction(9, 10), 7, Fraction(4, 5)),
+        (3, Fraction(1, 5), Fraction(4, 5), 0, Fraction(1, 2)),
+    ],
+)
 def test_the_vector_loss_given_the_total_matches_enumeration(group, q0, q1, rest, p):
     got = pf.vector_given_total_sensitivity(group, q0, q1, rest, p)
     assert got == _exact_member(group, q0, q1, rest, p)
@@ -396,12 +449,14 @@ def test_given_the_total_the_dependence_class_can_exceed_twice_the_count_sensiti
 def _quantile_w_inf(law_a, law_b):
     """sup over u of |F_a^-1(u) - F_b^-1(u)|, walking both quantile functions over the merged
     cumulative levels (exact rationals): independent of the CDF criterion `w_inf_exact` uses."""
+
     def steps(law):
         total, acc, out = sum(law.values()), Fraction(0), []
         for v in sorted(law):
             acc += law[v] / total
             out.append((acc, v))
         return out
+
     a, b = steps(law_a), steps(law_b)
     i = j = 0
     worst = 0
@@ -416,8 +471,15 @@ def _quantile_w_inf(law_a, law_b):
     return worst
 
 
-@pytest.mark.parametrize("n, k, t, ref", [(8, 2, None, None), (8, 2, Fraction(1, 4), Fraction(1, 2)),
-                                          (9, 3, Fraction(1, 3), Fraction(1, 3)), (8, 1, None, None)])
+@pytest.mark.parametrize(
+    "n, k, t, ref",
+    [
+        (8, 2, None, None),
+        (8, 2, Fraction(1, 4), Fraction(1, 2)),
+        (9, 3, Fraction(1, 3), Fraction(1, 3)),
+        (8, 1, None, None),
+    ],
+)
 @pytest.mark.parametrize("theta", [Fraction(1, 5), Fraction(1, 2), Fraction(7, 10)])
 def test_example_4_sdl_count_sensitivity_matches_enumeration(n, k, t, ref, theta):
     """Every binary dataset of n records, kept when its count satisfies k-anonymity and t-closeness,

@@ -3,6 +3,7 @@ exact supremum 2 (1 + f(n - 1, R)) of `pufferfish.dependence_given_total`, check
 computations written independently here in exact rationals (a dense grid over the binomial
 family, every ultra-log-concave law the proof reduces to binomials, and members of the class
 enumerated unit by unit), and the post-processing alternative's noise calibrated to it."""
+
 from __future__ import annotations
 
 import itertools
@@ -39,11 +40,11 @@ def _upper_gap(f: list[Fraction], g: list[Fraction]) -> int:
 
 
 def _binomial(m: int, a: Fraction) -> list[Fraction]:
-    return [math.comb(m, k) * a ** k * (1 - a) ** (m - k) for k in range(m + 1)]
+    return [math.comb(m, k) * a**k * (1 - a) ** (m - k) for k in range(m + 1)]
 
 
 def _tilt(weights, ratio):
-    return [w * ratio ** k for k, w in enumerate(weights)]
+    return [w * ratio**k for k, w in enumerate(weights)]
 
 
 @pytest.mark.parametrize("m", [1, 2, 3, 4, 6])
@@ -51,8 +52,10 @@ def test_the_largest_quantile_gap_matches_a_dense_grid(m):
     """f(m, R) against the gap between Bin(m, a) and Bin(m, b), odds(b) = R odds(a), on a grid of 299
     values of a, each computed from its own cdfs: the grid reaches f and never exceeds it."""
     for ratio in RATIOS:
-        grid = max(_upper_gap(_cdf(_binomial(m, a)), _cdf(_tilt(_binomial(m, a), ratio)))
-                   for a in (Fraction(i, 300) for i in range(1, 300)))
+        grid = max(
+            _upper_gap(_cdf(_binomial(m, a)), _cdf(_tilt(_binomial(m, a), ratio)))
+            for a in (Fraction(i, 300) for i in range(1, 300))
+        )
         got, certified = pf.tilt_gap(m, ratio)
         assert certified and got == grid, (m, ratio)
 
@@ -60,9 +63,12 @@ def test_the_largest_quantile_gap_matches_a_dense_grid(m):
 def test_the_gaps_add_over_a_split_of_the_trials():
     """The bound above the exact reach: f(m1 + m2) <= f(m1) + f(m2), here with f from the grid of the
     test above (independent of the code) for every split of up to 6 trials."""
+
     def grid_f(m, ratio):
-        return max(_upper_gap(_cdf(_binomial(m, a)), _cdf(_tilt(_binomial(m, a), ratio)))
-                   for a in (Fraction(i, 120) for i in range(1, 120)))
+        return max(
+            _upper_gap(_cdf(_binomial(m, a)), _cdf(_tilt(_binomial(m, a), ratio)))
+            for a in (Fraction(i, 120) for i in range(1, 120))
+        )
 
     for ratio in RATIOS[:2]:
         f = {m: grid_f(m, ratio) for m in range(1, 7)}
@@ -106,20 +112,25 @@ def _member(group: int, q0, q1, rest_probs) -> int:
                 for i, bit in enumerate(bits):
                     p = q if i < group - 1 else rest_probs[i - group + 1]
                     w *= p if bit else 1 - p
-                law[x + sum(bits[:group - 1])] += w
+                law[x + sum(bits[: group - 1])] += w
             laws[x] = law
         if not any(laws[1]) or not any(laws[0]):
             continue
         f1, f0 = _cdf(laws[1]), _cdf(laws[0])
         at = lambda f, k: Fraction(0) if k < 0 else f[min(k, group)]  # noqa: E731
-        d = next(d for d in range(group + 1)
-                 if all(at(f1, k) <= at(f0, k + d) and at(f0, k) <= at(f1, k + d) for k in range(-1, group + 1)))
+        d = next(
+            d
+            for d in range(group + 1)
+            if all(at(f1, k) <= at(f0, k + d) and at(f0, k) <= at(f1, k + d) for k in range(-1, group + 1))
+        )
         best = max(best, 2 * d)
     return best
 
 
-@pytest.mark.parametrize("lo, hi, n", [(Fraction(1, 20), Fraction(3, 10), 3), (Fraction(1, 5), Fraction(3, 5), 3),
-                                       (Fraction(1, 10), Fraction(9, 10), 2)])
+@pytest.mark.parametrize(
+    "lo, hi, n",
+    [(Fraction(1, 20), Fraction(3, 10), 3), (Fraction(1, 5), Fraction(3, 5), 3), (Fraction(1, 10), Fraction(9, 10), 2)],
+)
 def test_enumerated_members_stay_within_the_supremum(lo, hi, n):
     """Members with groups of 1..n units, q0 and q1 anywhere in [lo, hi] and rests of up to 6
     independent units with unequal probabilities, enumerated unit by unit: none exceeds the
@@ -135,10 +146,13 @@ def test_enumerated_members_stay_within_the_supremum(lo, hi, n):
                 assert _member(group, q0, q1, rest) <= sup.value
 
 
-@pytest.mark.parametrize("lo, hi, n, members", [
-    (Fraction(1, 20), Fraction(3, 10), 3, [(40, Fraction(1, 10))]),
-    (Fraction(1, 5), Fraction(3, 5), 4, [(20, Fraction(p, 40)) for p in range(1, 40)]),
-])
+@pytest.mark.parametrize(
+    "lo, hi, n, members",
+    [
+        (Fraction(1, 20), Fraction(3, 10), 3, [(40, Fraction(1, 10))]),
+        (Fraction(1, 5), Fraction(3, 5), 4, [(20, Fraction(p, 40)) for p in range(1, 40)]),
+    ],
+)
 def test_a_member_with_a_large_rest_reaches_the_supremum(lo, hi, n, members):
     """The supremum is met, not only approached: a member whose rest is M independent units (weights
     Bin(M, p) at the totals, exact rationals) reaches it."""
@@ -152,7 +166,14 @@ def test_a_member_with_a_large_rest_reaches_the_supremum(lo, hi, n, members):
                 for k in range(n):
                     s = t - x - k
                     if 0 <= s <= rest:
-                        law[x + k] += math.comb(n - 1, k) * q ** k * (1 - q) ** (n - 1 - k) * math.comb(rest, s) * p ** s * (1 - p) ** (rest - s)
+                        law[x + k] += (
+                            math.comb(n - 1, k)
+                            * q**k
+                            * (1 - q) ** (n - 1 - k)
+                            * math.comb(rest, s)
+                            * p**s
+                            * (1 - p) ** (rest - s)
+                        )
                 laws.append(law)
             if any(laws[0]) and any(laws[1]):
                 f1, f0 = _cdf(laws[0]), _cdf(laws[1])
@@ -162,7 +183,11 @@ def test_a_member_with_a_large_rest_reaches_the_supremum(lo, hi, n, members):
 
 
 def test_the_values_used_and_the_fallback_with_its_reason():
-    assert pf.dependence_given_total(Fraction(3, 10), Fraction(3, 10), 50) == (2, True, pf.dependence_given_total(0.3, 0.3, 50).reason)
+    assert pf.dependence_given_total(Fraction(3, 10), Fraction(3, 10), 50) == (
+        2,
+        True,
+        pf.dependence_given_total(0.3, 0.3, 50).reason,
+    )
     zero = pf.dependence_given_total(Fraction(0), Fraction(1, 2), 7)
     assert zero.value == 14 and zero.certified  # a probability 0 lets the group copy the secret
     # above the exact reach: the subadditive bound, f(128) <= f(127) + f(1) = 102 + 1, proven but not exact
@@ -182,8 +207,12 @@ def test_the_values_used_and_the_fallback_with_its_reason():
 
 def _spec(cls: str, mech: str) -> str:
     """test_pufferfish's small spec with an outcome column released beside the counts, by `mech`."""
-    return (small(cls).replace("    county : {a, b, c}\n", "    county : {a, b, c}\n    died   : bool\n")
-            .replace("mechanism wasserstein_exponential", f"mechanism {mech}").replace("  base: congenial\n", "  outcome: died\n"))
+    return (
+        small(cls)
+        .replace("    county : {a, b, c}\n", "    county : {a, b, c}\n    died   : bool\n")
+        .replace("mechanism wasserstein_exponential", f"mechanism {mech}")
+        .replace("  base: congenial\n", "  outcome: died\n")
+    )
 
 
 @pytest.mark.parametrize("cls, expected", [("independent", 2), ("dependence p0 0.1 p1 0.9 n 10", 18)])
@@ -221,9 +250,16 @@ def test_post_processing_noise_scale_given_the_total():
     assert checked.mechanism.noise_scales(spec_dp, checked.params) == {"counts": 1, "outcome": 1}  # Lemma 8, DP
 
 
-
-@pytest.mark.parametrize("p0, p1, n, value", [("0.05", "0.3", 3, 6), ("0.2", "0.6", 4, 6), ("0.1", "0.9", 10, 18),
-                                              ("0.1", "0.9", 100, 162), ("0.4", "0.6", 64, 28)])
+@pytest.mark.parametrize(
+    "p0, p1, n, value",
+    [
+        ("0.05", "0.3", 3, 6),
+        ("0.2", "0.6", 4, 6),
+        ("0.1", "0.9", 10, 18),
+        ("0.1", "0.9", 100, 162),
+        ("0.4", "0.6", 64, 28),
+    ],
+)
 def test_the_docs_table_of_suprema(p0, p1, n, value):
     """The table in docs/guides/z-pufferfish.md, as a spec states the class."""
     spec = parse(_spec(f"dependence p0 {p0} p1 {p1} n {n}", "wasserstein_exponential"))
@@ -245,7 +281,9 @@ def test_an_uncertified_bound_is_said_to_be_one_in_the_budget_text_and_for_the_o
     sens = summary["pufferfish"]["sensitivity"]
     assert sens["outcome"]["certified"] is sens["counts"]["certified"] is False
     assert sens["outcome"]["derivation"] == sens["counts"]["derivation"]
-    assert any("over the class is at most 1608 " in n and "not the exact supremum" in n for n in summary["native"]["notes"])
+    assert any(
+        "over the class is at most 1608 " in n and "not the exact supremum" in n for n in summary["native"]["notes"]
+    )
     certified = budget_summary(parse(_spec("dependence p0 0.1 p1 0.9 n 10", "noisy_postprocessed")))
     assert not any("at most" in n for n in certified["native"]["notes"])
     assert certified["pufferfish"]["sensitivity"]["outcome"]["certified"] is True

@@ -1,5 +1,6 @@
 """OpenDP Deployments Registry: export -> schema, export -> import -> same IR, the bundled
 entries, the registry audit rules, and every kind of bad entry (located, named, nothing written)."""
+
 from __future__ import annotations
 
 import glob
@@ -124,7 +125,9 @@ def test_ddhca_entry_is_the_production_safetab_budget_per_changed_person():
     derives: its configured budgets sum to 4.944 add/remove, times 4 for change-one."""
     entry = budget_summary(load(os.path.join(REGISTRY, "ddhc_a.dps")))
     production = budget_summary(load(os.path.join(SPECS, "safetab_p_production.dps")))
-    assert production["native"]["flavor"]["relation"] == "symdiff" and production["native"]["budget"]["rho"] == pytest.approx(4.944)
+    assert production["native"]["flavor"]["relation"] == "symdiff" and production["native"]["budget"][
+        "rho"
+    ] == pytest.approx(4.944)
     assert entry["flavor"]["relation"] == production["flavor"]["relation"] == "hamming"
     assert entry["budget"] == production["budget"] == {"premetric": "zcdp", "rho": 19.776}
 
@@ -133,16 +136,22 @@ def test_ddhca_entry_is_the_production_safetab_budget_per_changed_person():
 
 
 def _with_basic_notes(spec: ir.Spec) -> ir.Spec:
-    notes = (ir.Note("basic.data_curators", "A statistical agency\nA second curator"),
-             ir.Note("basic.description", "Test release"), ir.Note("basic.intended_use", "Tests"),
-             ir.Note("basic.data_product_type", "Summary statistics"), ir.Note("basic.data_product_region", "USA"),
-             ir.Note("basic.publication_date", "2024-01-31"))
+    notes = (
+        ir.Note("basic.data_curators", "A statistical agency\nA second curator"),
+        ir.Note("basic.description", "Test release"),
+        ir.Note("basic.intended_use", "Tests"),
+        ir.Note("basic.data_product_type", "Summary statistics"),
+        ir.Note("basic.data_product_region", "USA"),
+        ir.Note("basic.publication_date", "2024-01-31"),
+    )
     return attrs.evolve(spec, notes=notes)
 
 
-@pytest.mark.parametrize("path", REGISTRY_SPECS + [os.path.join(SPECS, "pl94_production_topdown.dps"),
-                                                   os.path.join(SPECS, "acs_ma_vision_rr.dps")],
-                         ids=os.path.basename)
+@pytest.mark.parametrize(
+    "path",
+    REGISTRY_SPECS + [os.path.join(SPECS, "pl94_production_topdown.dps"), os.path.join(SPECS, "acs_ma_vision_rr.dps")],
+    ids=os.path.basename,
+)
 def test_export_is_valid_and_imports_back_to_the_same_spec(path, tmp_path):
     spec = load(path)
     if not spec.notes:
@@ -155,6 +164,7 @@ def test_export_is_valid_and_imports_back_to_the_same_spec(path, tmp_path):
     back = attrs.evolve(build_spec(read_entry(str(entry_path))), path=spec.path)
     for field in CARRIED:
         assert getattr(back, field) == getattr(spec, field), field
+
     def figures(budget):  # the registry's parameters are numbers: an exact companion does not travel
         return {k: v for k, v in budget.items() if not k.endswith("_exact")}
 
@@ -190,7 +200,7 @@ def test_export_of_a_program_is_refused():
 
 # ---- import of prose ---------------------------------------------------------------------
 
-PROSE_ENTRY = textwrap.dedent('''\
+PROSE_ENTRY = textwrap.dedent("""\
     url_slug: test-mobility
     status: Draft
     tier: 2
@@ -214,13 +224,18 @@ PROSE_ENTRY = textwrap.dedent('''\
         privacy_unit_details: {details}
         privacy_parameters:
     {params}
-    ''')
+    """)
 
 
-def prose_entry(tmp_path, variant="Pure DP", unit="User-day-level", details="Neighbours add or remove one user-day.",
-                params="epsilon: 2.64", name="entry.yaml"):
-    text = PROSE_ENTRY.format(variant=variant, unit=unit, details=details,
-                              params=textwrap.indent(params, " " * 6))
+def prose_entry(
+    tmp_path,
+    variant="Pure DP",
+    unit="User-day-level",
+    details="Neighbours add or remove one user-day.",
+    params="epsilon: 2.64",
+    name="entry.yaml",
+):
+    text = PROSE_ENTRY.format(variant=variant, unit=unit, details=details, params=textwrap.indent(params, " " * 6))
     path = tmp_path / name
     path.write_text(text, encoding="utf-8")
     return path
@@ -250,8 +265,13 @@ def test_a_unit_finer_than_a_person_is_spelled_out_for_the_person(tmp_path):
 
 
 def test_finer_unit_under_zcdp_scales_with_k_squared(tmp_path):
-    path = prose_entry(tmp_path, variant="Zero-concentrated DP", unit="Event-level",
-                       details="Change-one, one event is replaced.", params="rho: 0.5")
+    path = prose_entry(
+        tmp_path,
+        variant="Zero-concentrated DP",
+        unit="Event-level",
+        details="Change-one, one event is replaced.",
+        params="rho: 0.5",
+    )
     spec = build_spec(read_entry(str(path)))
     assert spec.unit.relation == "hamming"
     text = format_spec(spec)
@@ -266,7 +286,9 @@ def test_no_finer_unit_finding_for_a_person_or_coarser(tmp_path, unit):
 
 
 def test_no_stated_budget_finding_for_a_derived_budget():
-    rules = {f.rule for f in audit(load(os.path.join(SPECS, "pl94_production_topdown.dps")), compute_budget=False).findings}
+    rules = {
+        f.rule for f in audit(load(os.path.join(SPECS, "pl94_production_topdown.dps")), compute_budget=False).findings
+    }
     assert "stated-budget" not in rules
 
 
@@ -277,7 +299,9 @@ def test_unstated_relation_is_read_as_add_remove_and_reported(tmp_path):
 
 
 def test_approximate_and_string_delta(tmp_path):
-    spec = build_spec(read_entry(str(prose_entry(tmp_path, variant="Approximate DP", params="epsilon: 4.8\ndelta: '10^-10'"))))
+    spec = build_spec(
+        read_entry(str(prose_entry(tmp_path, variant="Approximate DP", params="epsilon: 4.8\ndelta: '10^-10'")))
+    )
     assert spec.premetric.option("delta") == ir.Fraction(1, 10**10)
     assert [p.value for p in spec.mechanism.params.params if p.name == "epsilon"] == [ir.Fraction(48, 10)]
 
@@ -310,7 +334,9 @@ def _good_text(tmp_path):
 
 
 def test_unknown_field_is_located_and_named(tmp_path):
-    text = _good_text(tmp_path).replace("    privacy_unit: User-day-level", "    privacy_unit: User-day-level\n    surprise: 1")
+    text = _good_text(tmp_path).replace(
+        "    privacy_unit: User-day-level", "    privacy_unit: User-day-level\n    surprise: 1"
+    )
     _bad(tmp_path, text, "bad.yaml:21:5: error: deployment.privacy_loss.surprise: unknown field 'surprise'")
 
 
@@ -328,16 +354,19 @@ def test_missing_required_schema_field(tmp_path):
     _bad(tmp_path, _good_text(tmp_path).replace("status: Draft\n", ""), "'status' is required here")
 
 
-@pytest.mark.parametrize("variant,params,expected", [
-    ("Pure DP", "rho: 1.0", "the variant is Pure DP, which needs epsilon; the entry gives rho"),
-    ("Pure DP", "epsilon: 1.0\ndelta: 1.0e-9", "Pure DP but the entry also gives a delta above 0"),
-    ("Approximate DP", "epsilon: 1.0", "needs epsilon and delta"),
-    ("Zero-concentrated DP", "epsilon: 1.0", "needs rho"),
-    ("Renyi DP", "epsilon: 1.0", "order alpha"),
-    ("Custom", "epsilon: 1.0", "names no premetric"),
-    ("Approximate DP", "epsilon: 1.0\ndelta: tiny", "privacy_parameters.delta: cannot read 'tiny' as a number"),
-    ("Pure DP", "epsilon: -1", "privacy_parameters.epsilon: -1 is negative"),
-])
+@pytest.mark.parametrize(
+    "variant,params,expected",
+    [
+        ("Pure DP", "rho: 1.0", "the variant is Pure DP, which needs epsilon; the entry gives rho"),
+        ("Pure DP", "epsilon: 1.0\ndelta: 1.0e-9", "Pure DP but the entry also gives a delta above 0"),
+        ("Approximate DP", "epsilon: 1.0", "needs epsilon and delta"),
+        ("Zero-concentrated DP", "epsilon: 1.0", "needs rho"),
+        ("Renyi DP", "epsilon: 1.0", "order alpha"),
+        ("Custom", "epsilon: 1.0", "names no premetric"),
+        ("Approximate DP", "epsilon: 1.0\ndelta: tiny", "privacy_parameters.delta: cannot read 'tiny' as a number"),
+        ("Pure DP", "epsilon: -1", "privacy_parameters.epsilon: -1 is negative"),
+    ],
+)
 def test_budgets_that_cannot_be_converted(tmp_path, variant, params, expected):
     text = prose_entry(tmp_path, variant=variant, params=params).read_text()
     _bad(tmp_path, text, expected, "bad.yaml:")
@@ -360,8 +389,10 @@ def test_yaml_syntax_error_and_non_mapping(tmp_path):
 
 def test_unknown_unit_and_bad_fenced_block(tmp_path):
     _bad(tmp_path, prose_entry(tmp_path, unit="'?'").read_text(), "privacy_unit: cannot tell the unit")
-    text = _good_text(tmp_path).replace("privacy_unit_details: Neighbours add or remove one user-day.",
-                                        "privacy_unit_details: |\n      x\n\n      ```dpspec\n      unit : hamming\n      ```")
+    text = _good_text(tmp_path).replace(
+        "privacy_unit_details: Neighbours add or remove one user-day.",
+        "privacy_unit_details: |\n      x\n\n      ```dpspec\n      unit : hamming\n      ```",
+    )
     _bad(tmp_path, text, "deployment.privacy_loss.privacy_unit_details: its dpspec block does not parse")
 
 
@@ -373,14 +404,17 @@ def test_unreadable_entry(tmp_path):
 # ---- the pieces ----------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("text,relation", [
-    ("adjacent datasets differ by the modification of a single person's record", "hamming"),
-    ("bounded neighbors: change-one distance", "hamming"),
-    ("add or remove one user's data", "symdiff"),
-    ("unbounded neighbours (addition or removal of one record)", "symdiff"),
-    ("one user's data", None),
-    ("change-one or add/remove, depending on the table", None),
-])
+@pytest.mark.parametrize(
+    "text,relation",
+    [
+        ("adjacent datasets differ by the modification of a single person's record", "hamming"),
+        ("bounded neighbors: change-one distance", "hamming"),
+        ("add or remove one user's data", "symdiff"),
+        ("unbounded neighbours (addition or removal of one record)", "symdiff"),
+        ("one user's data", None),
+        ("change-one or add/remove, depending on the table", None),
+    ],
+)
 def test_relation_from_prose(text, relation):
     assert prose.relation_from_prose(text) == relation
 
@@ -388,18 +422,24 @@ def test_relation_from_prose(text, relation):
 def test_unit_names_and_tables():
     assert prose.unit_names("Person-level; housing-unit-level") == ["person", "housing_unit"]
     assert prose.unit_names("User-day-level") == ["user_day"]
-    assert [prose.table_for(n) for n in ("person", "household", "facility", "day")] == \
-        ["persons", "households", "facilities", "days"]
+    assert [prose.table_for(n) for n in ("person", "household", "facility", "day")] == [
+        "persons",
+        "households",
+        "facilities",
+        "days",
+    ]
     assert prose.unit_of_table("gq_facilities") == "gq_facility"
 
 
 def test_invariants_from_prose_keeps_sub_items_with_their_parent():
-    text = ("- The total population count for each state, the District of Columbia, and Puerto Rico.\n"
-            "- The total count of housing units in each census block.\n"
-            "- The count and type of occupied group quarters facilities in each census block:\n"
-            "  - Correctional facilities for adults\n"
-            "  - Military quarters\n"
-            "- Median income of each tract.\n")
+    text = (
+        "- The total population count for each state, the District of Columbia, and Puerto Rico.\n"
+        "- The total count of housing units in each census block.\n"
+        "- The count and type of occupied group quarters facilities in each census block:\n"
+        "  - Correctional facilities for adults\n"
+        "  - Military quarters\n"
+        "- Median income of each tract.\n"
+    )
     found, unknown = prose.invariants_from_prose(text)
     assert found == [("persons", ("state",)), ("housing_units", ("block",)), ("gq_facilities", ("block", "gq_type"))]
     assert unknown == ["Median income of each tract."]
@@ -437,12 +477,25 @@ def test_export_then_import_is_exact_for_fractions(tmp_path):
 def test_published_conversion_is_a_bound_only_when_rho_implies_it(tmp_path):
     """rho 0.5 implies epsilon 5.22 at delta 1e-6 (CKS20): a quoted 6.0 becomes a checked bound,
     a quoted 3.0 (not implied by rho alone) stays a claim listed as unchecked."""
-    implied = build_spec(read_entry(str(prose_entry(tmp_path, variant="Zero-concentrated DP",
-                                                    params="rho: 0.5\nepsilon: 6.0\ndelta: 1.0e-6"))))
+    implied = build_spec(
+        read_entry(
+            str(prose_entry(tmp_path, variant="Zero-concentrated DP", params="rho: 0.5\nepsilon: 6.0\ndelta: 1.0e-6"))
+        )
+    )
     assert [b.quantity for b in implied.budgets] == ["rho", "epsilon"]
     assert implied.note("dpspec.unchecked") is None or "not implied" not in implied.note("dpspec.unchecked")
-    claim = build_spec(read_entry(str(prose_entry(tmp_path, variant="Zero-concentrated DP",
-                                                  params="rho: 0.5\nepsilon: 3.0\ndelta: 1.0e-6", name="b.yaml"))))
+    claim = build_spec(
+        read_entry(
+            str(
+                prose_entry(
+                    tmp_path,
+                    variant="Zero-concentrated DP",
+                    params="rho: 0.5\nepsilon: 3.0\ndelta: 1.0e-6",
+                    name="b.yaml",
+                )
+            )
+        )
+    )
     assert [b.quantity for b in claim.budgets] == ["rho"]
     assert "is not implied by rho = 0.5 alone" in claim.note("dpspec.unchecked")
     assert budget_summary(parse(format_spec(claim)))["bounds_hold"]

@@ -1,6 +1,7 @@
 """A release read by `dpspec infer` is validated before any draw: each measured cell once, every
 published number finite and in range, the variance column present. A doctored release is a user
 error naming what is wrong, never a posterior 50 times too sure, nor an internal error."""
+
 from __future__ import annotations
 
 import json
@@ -47,18 +48,22 @@ def _set(column, value):
         frame[column] = frame[column].astype(object)
         frame.loc[0, column] = value
         return frame
+
     return change
 
 
-@pytest.mark.parametrize("change, says", [
-    (_repeat, "both hold the cell"),
-    (_set("value", "inf"), "finite"),
-    (_set("value", "nan"), "finite"),
-    (_set("variance", "nan"), "finite"),
-    (_set("cell", "100000000000000000000"), "finite"),
-    (lambda frame: frame.drop(columns=["variance"]), "has no column 'variance'"),
-    (_set("variance", "1e-06"), "not the value the spec implies"),
-])
+@pytest.mark.parametrize(
+    "change, says",
+    [
+        (_repeat, "both hold the cell"),
+        (_set("value", "inf"), "finite"),
+        (_set("value", "nan"), "finite"),
+        (_set("variance", "nan"), "finite"),
+        (_set("cell", "100000000000000000000"), "finite"),
+        (lambda frame: frame.drop(columns=["variance"]), "has no column 'variance'"),
+        (_set("variance", "1e-06"), "not the value the spec implies"),
+    ],
+)
 def test_a_doctored_release_is_refused_before_sampling(release, tmp_path, change, says):
     copy = _doctored(release, tmp_path, change)
     res = CliRunner().invoke(main, ["infer", SPEC, str(copy), *TARGET])
@@ -88,29 +93,70 @@ def counts_release(tmp_path_factory):
     return src / "s.dps", out
 
 
-@pytest.mark.parametrize("change, says", [
-    (lambda frame: frame.iloc[1:], "without the declared key county='Cameron'"),
-    (lambda frame: pd.concat([frame, frame.iloc[:1]], ignore_index=True), "both hold the cell {'county': 'Cameron'}"),
-    (lambda frame: frame.drop(columns=["cases"]), "has no column 'cases'"),
-    (lambda frame: frame.assign(county=["Cameron", "Elsewhere"]), "which is not declared"),
-])
+@pytest.mark.parametrize(
+    "change, says",
+    [
+        (lambda frame: frame.iloc[1:], "without the declared key county='Cameron'"),
+        (
+            lambda frame: pd.concat([frame, frame.iloc[:1]], ignore_index=True),
+            "both hold the cell {'county': 'Cameron'}",
+        ),
+        (lambda frame: frame.drop(columns=["cases"]), "has no column 'cases'"),
+        (lambda frame: frame.assign(county=["Cameron", "Elsewhere"]), "which is not declared"),
+    ],
+)
 def test_a_release_of_declared_cells_holds_each_once_and_none_other(counts_release, tmp_path, change, says):
     spec, release = counts_release
     copy = tmp_path / "copy"
     shutil.copytree(release, copy)
     file = copy / json.loads((copy / "manifest.json").read_text())["outputs"]["counts"]["file"]
     change(pd.read_csv(file, keep_default_na=False)).to_csv(file, index=False)
-    res = CliRunner().invoke(main, ["infer", str(spec), str(copy), "--target", "count cases by county, died",
-                                    "--draws", "20", "--seed", "1", "--method", "importance"])
+    res = CliRunner().invoke(
+        main,
+        [
+            "infer",
+            str(spec),
+            str(copy),
+            "--target",
+            "count cases by county, died",
+            "--draws",
+            "20",
+            "--seed",
+            "1",
+            "--method",
+            "importance",
+        ],
+    )
     assert res.exit_code == 1 and "internal error" not in res.output, res.output
     assert says in " ".join(res.output.split()) and file.name in res.output, res.output
-    ok = CliRunner().invoke(main, ["infer", str(spec), str(release), "--target", "count cases by county, died",
-                                   "--draws", "20", "--seed", "1", "--method", "importance"])
+    ok = CliRunner().invoke(
+        main,
+        [
+            "infer",
+            str(spec),
+            str(release),
+            "--target",
+            "count cases by county, died",
+            "--draws",
+            "20",
+            "--seed",
+            "1",
+            "--method",
+            "importance",
+        ],
+    )
     assert ok.exit_code == 0, ok.output
 
 
-@pytest.mark.parametrize("k, n, says", [(50, 40, "column 'k', row 2"), (-1, 40, "column 'k', row 2"),
-                                        (3.5, 40, "column 'k', row 2"), (3, "x", "column 'n', row 2")])
+@pytest.mark.parametrize(
+    "k, n, says",
+    [
+        (50, 40, "column 'k', row 2"),
+        (-1, 40, "column 'k', row 2"),
+        (3.5, 40, "column 'k', row 2"),
+        (3, "x", "column 'n', row 2"),
+    ],
+)
 def test_a_kng_rate_holds_a_grid_index_within_its_public_n(k, n, says):
     """The K-norm rate's likelihood reads k and n: k a whole number on 0..n, n a whole number."""
     from dpspec.api import check, parse
@@ -121,7 +167,9 @@ def test_a_kng_rate_holds_a_grid_index_within_its_public_n(k, n, says):
     manifest = {"outputs": {"rate": {"file": "rate.csv"}}}
 
     def validate(frame):
-        validate_release(LoadedRelease("rel", manifest, {"rate": frame}), checked.mechanism, checked.spec, checked.params)
+        validate_release(
+            LoadedRelease("rel", manifest, {"rate": frame}), checked.mechanism, checked.spec, checked.params
+        )
 
     validate(pd.DataFrame({"k": [3], "n": [40], "rate": [3 / 40]}))  # as compile writes it
     with pytest.raises(InferError) as exc:
@@ -168,10 +216,15 @@ def national_release(tmp_path_factory):
 
 def _drop(level, geocode, query, cell):
     def change(frame):
-        hit = ((frame["level"] == level) & (frame["geocode"].astype(str) == geocode) & (frame["query"] == query)
-               & (frame["cell"] == cell))
+        hit = (
+            (frame["level"] == level)
+            & (frame["geocode"].astype(str) == geocode)
+            & (frame["query"] == query)
+            & (frame["cell"] == cell)
+        )
         assert hit.sum() == 1
         return frame[~hit]
+
     return change
 
 
@@ -218,7 +271,9 @@ def test_the_declared_rows_follow_the_aian_and_bypass_spine_and_a_deleted_parts_
     assert len(declared) == len(frame)
     part = frame[frame["geocode"].astype(str).str.endswith("/AIAN")].iloc[0]
     frame.drop(index=part.name).to_csv(out / "measurements.csv", index=False)
-    with pytest.raises(InferError, match=f"lacks the declared key level='{part['level']}', geocode='{part['geocode']}'"):
+    with pytest.raises(
+        InferError, match=f"lacks the declared key level='{part['level']}', geocode='{part['geocode']}'"
+    ):
         validate_release(load_release(str(out)), checked.mechanism, checked.spec, checked.params)
 
 
@@ -234,8 +289,13 @@ def test_geocodes_read_back_as_numbers_compare_with_their_declared_text():
     with pytest.raises(MechanismError, match="lacks the declared key geocode='06', cell=1"):
         check_declared_rows(read.iloc[:3], ("geocode", "cell"), declared, "m.csv", "refused")
     with pytest.raises(MechanismError, match="row 6: key geocode=7, cell=0 is not declared"):
-        check_declared_rows(pd.concat([read, pd.DataFrame({"geocode": [7], "cell": [0]})]), ("geocode", "cell"),
-                            declared, "m.csv", "refused")
+        check_declared_rows(
+            pd.concat([read, pd.DataFrame({"geocode": [7], "cell": [0]})]),
+            ("geocode", "cell"),
+            declared,
+            "m.csv",
+            "refused",
+        )
 
 
 def test_under_the_gq_blockgroups_spine_the_rows_are_not_declared():

@@ -2,6 +2,7 @@
 unlisted cells 0, so a neighbour's change in which cells are nonzero is a change of values (compared
 against the sensitivity), not of control flow; a plugin that crashes on a neighbour is a finding
 naming the neighbour, with the exit code of a failed verification (1), whatever it raises."""
+
 from __future__ import annotations
 
 import os
@@ -33,8 +34,9 @@ def test_topdowns_sparse_detailed_query_is_recorded_and_replays_clean(tmp_path, 
 
 
 def _merged(keys, values, sparse=True):
-    return Merged("discrete_gaussian", np.asarray(values, dtype=float), (len(values),), tuple(keys), 2, 1, "l2", 0,
-                  False, sparse)
+    return Merged(
+        "discrete_gaussian", np.asarray(values, dtype=float), (len(values),), tuple(keys), 2, 1, "l2", 0, False, sparse
+    )
 
 
 def test_a_sparse_query_whose_nonzero_cells_change_is_compared_cell_by_cell_not_flagged_as_control_flow():
@@ -91,14 +93,21 @@ def test_a_plugin_crashing_on_a_neighbour_is_a_failed_verification_naming_the_ne
 
 # ---- SafeTab's rows, explained one by one --------------------------------------------------------
 
+
 def _counts_run(rows, values):
     """A run whose output 'counts' holds `rows` (geocode, group), governed by one measurement
     keyed geocode|group with exact `values`."""
     from dpspec.verify.replay import _outputs  # noqa: F401 (the function under test, below)
 
     keys = frozenset(rows)
-    structure = {"counts": {"columns": ("geocode", "group", "count"), "rows": len(rows), "keys": keys,
-                            "key_columns": ("geocode", "group")}}
+    structure = {
+        "counts": {
+            "columns": ("geocode", "group", "count"),
+            "rows": len(rows),
+            "keys": keys,
+            "key_columns": ("geocode", "group"),
+        }
+    }
     merged = _merged([f"{g}|{x}" for g, x in values], list(values.values()), sparse=False)
     governed = {"counts": {r: ("t1/county/level 1/", f"{r[0]}|{r[1]}") for r in rows}}
     return Run({"t1/county/level 1/stage 1": merged}, frozenset(), structure, None, governed)
@@ -131,7 +140,7 @@ def test_safetab_declares_its_counts_row_by_row_and_replays_clean():
 
 # ---- a coarser unit: up to K records at once -------------------------------------------------------
 
-UNIT_SPEC = textwrap.dedent('''\
+UNIT_SPEC = textwrap.dedent("""\
     spec "replay of a coarser unit"
     domain d "test" {
       stage edited
@@ -149,10 +158,11 @@ UNIT_SPEC = textwrap.dedent('''\
     premetric pure
     mechanism replay_honest { table: people }
     budget epsilon <= 3
-    ''')
+    """)
 # households 1..4 with 3, 2, 3, 2 people; all in counties a and b
-PEOPLE = "hhid,county,age\n" + "".join(f"{h},{c},{i % 10}\n" for i, (h, c) in enumerate(
-    [(1, "a")] * 3 + [(2, "a")] * 2 + [(3, "b")] * 3 + [(4, "b")] * 2))
+PEOPLE = "hhid,county,age\n" + "".join(
+    f"{h},{c},{i % 10}\n" for i, (h, c) in enumerate([(1, "a")] * 3 + [(2, "a")] * 2 + [(3, "b")] * 3 + [(4, "b")] * 2)
+)
 
 
 @pytest.mark.parametrize("relation, change, steps", [("hamming", "changed", 6), ("symdiff", "removed", 3)])

@@ -1,6 +1,7 @@
 """The HTML report in a real headless browser: it renders the key sections, escapes what it
 must, and makes no request to any host (checked in Chromium's own network log, with a page
 that does leak as the control). The screenshot is kept under tests/artifacts/."""
+
 from __future__ import annotations
 
 import json
@@ -29,10 +30,21 @@ pytestmark = [
 
 
 def chromium(url: str, profile: Path, *extra: str, timeout: int = 60) -> subprocess.CompletedProcess:
-    args = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-            "--disable-component-update", "--disable-sync", "--no-first-run", f"--user-data-dir={profile}",
-            # Nothing may reach the network from the test, even the browser's own housekeeping.
-            "--host-resolver-rules=MAP * ~NOTFOUND", *extra, url]
+    args = [
+        CHROMIUM,
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--no-first-run",
+        f"--user-data-dir={profile}",
+        # Nothing may reach the network from the test, even the browser's own housekeeping.
+        "--host-resolver-rules=MAP * ~NOTFOUND",
+        *extra,
+        url,
+    ]
     return subprocess.run(args, capture_output=True, text=True, timeout=timeout, check=True)
 
 
@@ -82,9 +94,17 @@ def test_the_report_renders_its_key_sections(report, tmp_path):
     parser = _Text()
     parser.feed(dom)
     text = " ".join(" ".join(parser.text).split())
-    for heading in ("The specification in one line", "The five questions", "Invariants: what is published exactly",
-                    "Budget", "Ledger: from the mechanism's flavor to the spec's", "Declared bounds",
-                    "Audit findings (most severe first)", "Comparison with the baseline", "Provenance"):
+    for heading in (
+        "The specification in one line",
+        "The five questions",
+        "Invariants: what is published exactly",
+        "Budget",
+        "Ledger: from the mechanism's flavor to the spec's",
+        "Declared bounds",
+        "Audit findings (most severe first)",
+        "Comparison with the baseline",
+        "Provenance",
+    ):
         assert heading in text, heading
     assert "5.25-DP(X_edited(survey_households), D[block×size×tenure], d_Hamming(household), MULT)" in text
     assert "public report" in text.lower() and "For publication" in text
@@ -113,8 +133,9 @@ def test_screenshot(report, tmp_path):
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     shot = ARTIFACTS / "report-added-invariants.png"
     shot.unlink(missing_ok=True)
-    chromium(report.as_uri(), tmp_path / "profile", f"--screenshot={shot}", "--window-size=1100,2600",
-             "--hide-scrollbars")
+    chromium(
+        report.as_uri(), tmp_path / "profile", f"--screenshot={shot}", "--window-size=1100,2600", "--hide-scrollbars"
+    )
     data = shot.read_bytes()
     assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 20_000  # a blank page compresses far smaller
 
@@ -177,15 +198,23 @@ def measured_fit(html: str, tmp_path: Path, width: int, print_css: bool = False)
     # Headless Chromium will not make a window narrower than 500 px, so the page is measured in
     # a frame of the wanted width (its own viewport: media queries see that width).
     frame = html.replace("</body>", _MEASURE + "</body>").replace("&", "&amp;").replace('"', "&quot;")
-    wrapper = (f'<html><body style="margin:0"><iframe id="f" style="border:0;width:{width}px;height:2000px" '
-               f'srcdoc="{frame}"></iframe><script>'
-               "document.getElementById('f').addEventListener('load', e => { const r = e.target.contentDocument"
-               ".getElementById('fit-result'); const out = document.createElement('pre'); out.id = 'fit-result';"
-               " out.textContent = r ? r.textContent : 'null'; document.body.appendChild(out); });</script></body></html>")
+    wrapper = (
+        f'<html><body style="margin:0"><iframe id="f" style="border:0;width:{width}px;height:2000px" '
+        f'srcdoc="{frame}"></iframe><script>'
+        "document.getElementById('f').addEventListener('load', e => { const r = e.target.contentDocument"
+        ".getElementById('fit-result'); const out = document.createElement('pre'); out.id = 'fit-result';"
+        " out.textContent = r ? r.textContent : 'null'; document.body.appendChild(out); });</script></body></html>"
+    )
     path = tmp_path / f"fit-{width}-{print_css}.html"
     path.write_text(wrapper, encoding="utf-8")
-    dom = chromium(path.as_uri(), tmp_path / f"profile-{width}-{print_css}", "--window-size=1400,2200",
-                   "--hide-scrollbars", "--dump-dom", "--virtual-time-budget=5000").stdout
+    dom = chromium(
+        path.as_uri(),
+        tmp_path / f"profile-{width}-{print_css}",
+        "--window-size=1400,2200",
+        "--hide-scrollbars",
+        "--dump-dom",
+        "--virtual-time-budget=5000",
+    ).stdout
     found = re.findall(r'<pre id="fit-result">(.*?)</pre>', dom, re.S)
     assert found and found[-1] != "null", "the measuring script did not run"
     fit = json.loads(unescape(found[-1]))
@@ -245,15 +274,23 @@ def first_screen(html: str, tmp_path: Path, width: int, height: int) -> dict:
     """Where the verdict box sits in a viewport of width x height (measured inside a frame of that size)."""
     html = re.sub(r'<meta http-equiv="Content-Security-Policy"[^>]*>', "", html)
     frame = html.replace("</body>", _FIRST_SCREEN + "</body>").replace("&", "&amp;").replace('"', "&quot;")
-    wrapper = (f'<html><body style="margin:0"><iframe id="f" style="border:0;width:{width}px;height:{height}px" '
-               f'srcdoc="{frame}"></iframe><script>'
-               "document.getElementById('f').addEventListener('load', e => { const r = e.target.contentDocument"
-               ".getElementById('screen-result'); const out = document.createElement('pre'); out.id = 'screen-result';"
-               " out.textContent = r ? r.textContent : 'null'; document.body.appendChild(out); });</script></body></html>")
+    wrapper = (
+        f'<html><body style="margin:0"><iframe id="f" style="border:0;width:{width}px;height:{height}px" '
+        f'srcdoc="{frame}"></iframe><script>'
+        "document.getElementById('f').addEventListener('load', e => { const r = e.target.contentDocument"
+        ".getElementById('screen-result'); const out = document.createElement('pre'); out.id = 'screen-result';"
+        " out.textContent = r ? r.textContent : 'null'; document.body.appendChild(out); });</script></body></html>"
+    )
     path = tmp_path / f"screen-{width}.html"
     path.write_text(wrapper, encoding="utf-8")
-    dom = chromium(path.as_uri(), tmp_path / f"profile-screen-{width}", "--window-size=1400,1000", "--hide-scrollbars",
-                   "--dump-dom", "--virtual-time-budget=5000").stdout
+    dom = chromium(
+        path.as_uri(),
+        tmp_path / f"profile-screen-{width}",
+        "--window-size=1400,1000",
+        "--hide-scrollbars",
+        "--dump-dom",
+        "--virtual-time-budget=5000",
+    ).stdout
     found = re.findall(r'<pre id="screen-result">(.*?)</pre>', dom, re.S)
     assert found and found[-1] != "null", "the measuring script did not run"
     return json.loads(unescape(found[-1]))
@@ -278,6 +315,8 @@ def test_the_swap_reports_weak_protection_on_its_first_screen(ma1940_report_html
 
 
 def test_the_first_screen_measure_sees_a_verdict_pushed_below_the_fold(ma1940_report_html, tmp_path):
-    pushed = ma1940_report_html.replace('<section class="verdict-box', '<div style="height:2000px"></div><section class="verdict-box', 1)
+    pushed = ma1940_report_html.replace(
+        '<section class="verdict-box', '<div style="height:2000px"></div><section class="verdict-box', 1
+    )
     screen = first_screen(pushed, tmp_path, 1280, 800)
     assert screen["top"] > 800

@@ -1,6 +1,7 @@
 """A report's mechanism parameters show the spec's numbers as written: a budget figure may be
 rounded for reading (52.82), a parameter may not (SafeTab's zero suppression chance 0.9999 is
 not 1, which would mean every small total is dropped)."""
+
 from __future__ import annotations
 
 from dpspec.report.render import as_written, compact
@@ -24,10 +25,14 @@ def test_the_safetab_public_report_states_the_suppression_chance():
 def test_nested_parameters_read_in_the_specs_order_with_runs_of_numbers():
     """Recodes, structural zeros and passes once printed as key-sorted JSON (the block level
     before the nation, 116 ages one by one): they keep the spec's order and read '0–17'."""
-    recodes = {"votingage": {"of": "age", "nonvoting": list(range(18)), "voting": list(range(18, 116))},
-               "gq_constr_groups": {"of": "relgq", "under16": [33, 37, 38, 39, 40, 41], "under17": [23, 31, 34, 35]}}
-    assert as_written(recodes) == ("votingage: {of: age; nonvoting: [0–17]; voting: [18–115]}; "
-                                   "gq_constr_groups: {of: relgq; under16: [33, 37–41]; under17: [23, 31, 34, 35]}")
+    recodes = {
+        "votingage": {"of": "age", "nonvoting": list(range(18)), "voting": list(range(18, 116))},
+        "gq_constr_groups": {"of": "relgq", "under16": [33, 37, 38, 39, 40, 41], "under17": [23, 31, 34, 35]},
+    }
+    assert as_written(recodes) == (
+        "votingage: {of: age; nonvoting: [0–17]; voting: [18–115]}; "
+        "gq_constr_groups: {of: relgq; under16: [33, 37–41]; under17: [23, 31, 34, 35]}"
+    )
     queries = {"nation": {"age_18_64_116*sex": "1/13"}, "block": {"detailed": 0.1}}
     assert as_written(queries) == "nation: {age_18_64_116 * sex: 1/13}; block: {detailed: 0.1}"
     assert as_written({"p": [{"a": [1, 2]}, [3]]}) == "p: [{a: [1, 2]}; [3]]"

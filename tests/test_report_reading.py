@@ -1,6 +1,7 @@
 """The public report reads without a glossary (issue 30): every symbol of the one-line notation
 is spelled out beside it, public facts carry labels and units instead of internal keys, the
 provenance names only the mechanism that ran, and conversions and sources are said in words."""
+
 from __future__ import annotations
 
 import json
@@ -44,7 +45,7 @@ def visible(html: str) -> str:
 
 def section(html: str, name: str) -> str:
     start = html.index(f'<section id="{name}">')
-    return html[start:html.index("</section>", start)]
+    return html[start : html.index("</section>", start)]
 
 
 @pytest.fixture(scope="module")
@@ -63,8 +64,13 @@ def test_every_symbol_of_the_notation_is_glossed_beside_it(files):
     for g in model["notation_gloss"]:
         assert g["symbol"] in text and g["meaning"] in text
     words = " ".join(g["meaning"] for g in model["notation_gloss"])
-    for term in ("multiverse", "published without noise", "changing one household", "pure differential privacy",
-                 "smaller protects more"):
+    for term in (
+        "multiverse",
+        "published without noise",
+        "changing one household",
+        "pure differential privacy",
+        "smaller protects more",
+    ):
         assert term in words, term
     md = files["markdown"]
     assert "Read part by part" in md and "the multiverse: only datasets that agree exactly" in md
@@ -101,7 +107,7 @@ def test_provenance_lists_only_the_mechanism_that_ran(files):
     assert "Mechanism that ran swap 1.0.0" in prov
     for other in ("topdown", "safetab", "randomized_response", "declared 1.0.0"):
         assert other not in prov, other
-    md_prov = files["markdown"][files["markdown"].index("## Provenance"):]
+    md_prov = files["markdown"][files["markdown"].index("## Provenance") :]
     assert md_prov.count("Mechanism") == 1 and "Mechanism that ran: swap" in md_prov
     model = json.loads(files["json"])
     assert model["provenance"]["mechanism_plugin"]["name"] == "swap"
@@ -116,12 +122,18 @@ def test_a_report_without_a_run_says_the_mechanism_did_not_run():
 
 def test_conversions_and_the_theorem_are_said_in_words(files):
     budget = visible(section(files["html"], "budget"))
-    assert "pure-zcdp, then bs16: pure epsilon to zCDP rho (rho = epsilon²/2); then zCDP rho to (epsilon, delta) by Bun & Steinke 2016" in budget
+    assert (
+        "pure-zcdp, then bs16: pure epsilon to zCDP rho (rho = epsilon²/2); then zCDP rho to (epsilon, delta) by Bun & Steinke 2016"
+        in budget
+    )
     assert "delta (δ) is the probability that the epsilon bound may fail" in budget
     assert "pure DP (MULT), changing one record of table households (hamming)" in budget
     # the theorem's symbols: what ln and o are, which paper, which p
-    assert re.search(r"Theorem II\.1 of Bailie, Gong & Meng .*where ln is the natural logarithm and o = p/\(1-p\) the odds "
-                     r"that a unit is selected for swapping; here p = 0\.05", budget)
+    assert re.search(
+        r"Theorem II\.1 of Bailie, Gong & Meng .*where ln is the natural logarithm and o = p/\(1-p\) the odds "
+        r"that a unit is selected for swapping; here p = 0\.05",
+        budget,
+    )
     plain = visible(section(files["html"], "plain-words"))
     assert "from the ledger" not in plain and "achieved by the mechanism, as dpspec computes it" in plain
     assert "its power is the share of true cases it detects" in plain
@@ -151,8 +163,10 @@ def test_a_bound_quoted_in_another_currency_is_spelled_out():
 
     spec = load_text_or_path(str(AUDIT / "redenomination.dps"))
     answer = dict((q, a) for q, _, a in describe.five_questions(spec))["How much protection?"]
-    assert answer == ("epsilon <= 0.55 under symdiff (quoted for adding or removing one unit; changing a unit "
-                      "is a removal and an addition)")
+    assert answer == (
+        "epsilon <= 0.55 under symdiff (quoted for adding or removing one unit; changing a unit "
+        "is a removal and an addition)"
+    )
     where = dict(describe.notation_glossary(spec))["D[#persons]"]
     assert "#T is the number of rows of table T" in where and "×" not in where
 
@@ -161,11 +175,20 @@ def test_noise_notes_say_what_sensitivity_and_their_symbols_are():
     """TopDown's and SafeTab's budget notes gloss the L2 sensitivity and their symbols in words."""
     from dpspec.check.checker import check
 
-    for name, words in (("acs_national_topdown", ("the sum of the squared changes one record can make",
-                                                  "rho_q being that query's share of rho")),
-                        ("safetab_p_production", ("how much one record can change the counts",
-                                                  "rho_stage being the stage's share of rho",
-                                                  "the most race codes of one record"))):
+    for name, words in (
+        (
+            "acs_national_topdown",
+            ("the sum of the squared changes one record can make", "rho_q being that query's share of rho"),
+        ),
+        (
+            "safetab_p_production",
+            (
+                "how much one record can change the counts",
+                "rho_stage being the stage's share of rho",
+                "the most race codes of one record",
+            ),
+        ),
+    ):
         spec = load_text_or_path(str(ROOT / "specs" / f"{name}.dps"))
         checked = check(spec)
         notes = " ".join(checked.mechanism.budget(spec, checked.params, {}).notes)
@@ -190,11 +213,15 @@ def test_a_program_says_how_its_budgets_compose_and_quotes_each_in_words():
     assert "Budgets of several releases of the same data add up (sequential composition)" in program
     assert "count once, at the largest of them (parallel composition)" in program
     assert "premetric pure" not in program and "ACS 2019 MA: hearing difficulty epsilon = 0.693 states" in program
-    assert "| ma\\_hearing\\_rr.dps | ACS 2019 MA: hearing difficulty | epsilon = 0.693 | states |" in files["markdown"][1]
+    assert (
+        "| ma\\_hearing\\_rr.dps | ACS 2019 MA: hearing difficulty | epsilon = 0.693 | states |" in files["markdown"][1]
+    )
 
 
 def test_the_summary_uses_no_term_before_it_is_explained(files):
-    summary = files["html"][files["html"].index('<div class="summary"'):files["html"].index('<section id="questions">')]
+    summary = files["html"][
+        files["html"].index('<div class="summary"') : files["html"].index('<section id="questions">')
+    ]
     text = visible(summary)
     assert "flavor" not in text and "Budget achieved, in the spec's terms" in text
     assert "Budget achieved, in the spec's terms: epsilon = 5.25" in files["markdown"]

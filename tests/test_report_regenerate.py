@@ -1,5 +1,6 @@
 """scripts/regenerate_reports.py writes the public reports of every spec, and a rerun writes
 the same bytes (so reports/ only changes in git when a spec, its data or dpspec changes)."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -42,10 +43,16 @@ def test_reports_directory_is_current(tmp_path):
     committed, specs_dir = ROOT / "reports", ROOT / "specs"
     specs = sorted(specs_dir.rglob("*.dps"))
     names = {str(p.relative_to(specs_dir)) for p in specs}
-    expected = {"README.md", script.FINGERPRINTS} | {
-        f"{n[: -len('.dps')]}/{f}" for n in names for f in ("report.html", "report.json", "report.md")} | {
-        f"{n[: -len('.dps')]}/infer/{f}" for n in names if script.infer_sidecar(specs_dir / n).is_file()
-        for f in script.INFER_FILES}
+    expected = (
+        {"README.md", script.FINGERPRINTS}
+        | {f"{n[: -len('.dps')]}/{f}" for n in names for f in ("report.html", "report.json", "report.md")}
+        | {
+            f"{n[: -len('.dps')]}/infer/{f}"
+            for n in names
+            if script.infer_sidecar(specs_dir / n).is_file()
+            for f in script.INFER_FILES
+        }
+    )
     current = {str(p.relative_to(committed)) for p in committed.rglob("*") if p.is_file()}
     assert current == expected, "reports/ lists other files than the specs produce: run scripts/regenerate_reports.py"
     prints = json.loads((committed / script.FINGERPRINTS).read_text())
@@ -58,8 +65,11 @@ def test_reports_directory_is_current(tmp_path):
     stale = []
     for p in changed:
         rel = str(p.relative_to(specs_dir))[: -len(".dps")]
-        stale += [str(f.relative_to(tmp_path)) for f in (tmp_path / rel).rglob("*")
-                  if f.is_file() and f.read_bytes() != (committed / f.relative_to(tmp_path)).read_bytes()]
+        stale += [
+            str(f.relative_to(tmp_path))
+            for f in (tmp_path / rel).rglob("*")
+            if f.is_file() and f.read_bytes() != (committed / f.relative_to(tmp_path)).read_bytes()
+        ]
     assert not stale, f"stale reports (run scripts/regenerate_reports.py): {stale[:10]}"
 
 

@@ -1,5 +1,6 @@
 """Reports: one model, three forms; the public one never carries confidential-only figures;
 every value from a spec or data is escaped; nothing in the HTML reaches another host."""
+
 from __future__ import annotations
 
 import json
@@ -101,8 +102,13 @@ def test_the_json_form_is_the_model():
     model = json.loads(render_all(result, baseline=load("added_invariants.baseline"))["json"][1])
     assert model["format"] == "dpspec-report/1"
     assert model["notation"].startswith("5.25-DP(X_edited(survey_households)")
-    assert [q["block"] for q in model["questions"]] == ["domain", "multiverse", "input premetric",
-                                                        "output premetric", "budget"]
+    assert [q["block"] for q in model["questions"]] == [
+        "domain",
+        "multiverse",
+        "input premetric",
+        "output premetric",
+        "budget",
+    ]
     assert model["budget"]["declared"]["epsilon"] == pytest.approx(5.2470, abs=1e-4)
     methods = [c["method"] for c in model["budget"]["currencies"]]
     assert any("bs16" in m for m in methods) and any("cks20" in m for m in methods)
@@ -208,19 +214,22 @@ def test_md_escape():
 # ---- plugin sections ------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("markup", "safe"), [
-    ("<p>plain <b>text</b></p>", True),
-    ('<svg xmlns="http://www.w3.org/2000/svg"><rect width="3"/></svg>', True),
-    ('<img src="data:image/png;base64,AAAA">', True),
-    ('<a href="#budget">budget</a>', True),
-    ("<script>alert(1)</script>", False),
-    ('<img src="https://example.org/x.png">', False),
-    ('<img src=//example.org/x.png>', False),
-    ('<div onclick="x()">', False),
-    ('<div style="background: url(x.png)">', False),
-    ('<a href="javascript:alert(1)">x</a>', False),
-    ("<iframe></iframe>", False),
-])
+@pytest.mark.parametrize(
+    ("markup", "safe"),
+    [
+        ("<p>plain <b>text</b></p>", True),
+        ('<svg xmlns="http://www.w3.org/2000/svg"><rect width="3"/></svg>', True),
+        ('<img src="data:image/png;base64,AAAA">', True),
+        ('<a href="#budget">budget</a>', True),
+        ("<script>alert(1)</script>", False),
+        ('<img src="https://example.org/x.png">', False),
+        ("<img src=//example.org/x.png>", False),
+        ('<div onclick="x()">', False),
+        ('<div style="background: url(x.png)">', False),
+        ('<a href="javascript:alert(1)">x</a>', False),
+        ("<iframe></iframe>", False),
+    ],
+)
 def test_screen(markup, safe):
     assert screen(markup) is safe
 
@@ -229,12 +238,22 @@ class _SectionPlugin:
     @hookimpl
     def dpspec_report_sections(self, result):
         return [
-            Section("Friendly section", html="<p>friendly <b>figure</b></p>", markdown="friendly **figure**",
-                    data={"x": 1}),
-            Section("Hostile section", html='<img src="https://example.org/beacon.png"><script>x()</script>',
-                    markdown="<script>x()</script>", data={"y": 2}),
-            Section("Utility section", html="<p>internal-only-figure 0.123</p>", markdown="internal-only-figure",
-                    data={"z": 3}, internal=True),
+            Section(
+                "Friendly section", html="<p>friendly <b>figure</b></p>", markdown="friendly **figure**", data={"x": 1}
+            ),
+            Section(
+                "Hostile section",
+                html='<img src="https://example.org/beacon.png"><script>x()</script>',
+                markdown="<script>x()</script>",
+                data={"y": 2},
+            ),
+            Section(
+                "Utility section",
+                html="<p>internal-only-figure 0.123</p>",
+                markdown="internal-only-figure",
+                data={"z": 3},
+                internal=True,
+            ),
         ]
 
 

@@ -1,5 +1,6 @@
 """`audit -o` and `infer -o` write one output set each, as compile does: manifest with the SHA-256
 of every file, all or nothing under SIGKILL, a lock against a second writer, inputs untouched."""
+
 from __future__ import annotations
 
 import hashlib
@@ -24,8 +25,11 @@ TARGET = ["--target", "count persons by DEYE"]
 
 
 def digest(folder) -> dict:
-    return {os.path.relpath(os.path.join(d, f), folder): hashlib.sha256(open(os.path.join(d, f), "rb").read()).hexdigest()
-            for d, _, files in os.walk(folder) for f in files}
+    return {
+        os.path.relpath(os.path.join(d, f), folder): hashlib.sha256(open(os.path.join(d, f), "rb").read()).hexdigest()
+        for d, _, files in os.walk(folder)
+        for f in files
+    }
 
 
 @pytest.fixture(scope="module")
@@ -69,11 +73,16 @@ def test_the_manifest_lists_every_file_with_its_sha256(rr, tmp_path, command):
         assert entry == {"sha256": hashlib.sha256(data).hexdigest(), "bytes": len(data)}
     assert verify_set(str(out)) == []
     if command == "audit":
-        assert man["spec"]["path"] == "added_invariants.dps" and man["baseline"]["path"] == "added_invariants.baseline.dps"
+        assert (
+            man["spec"]["path"] == "added_invariants.dps" and man["baseline"]["path"] == "added_invariants.baseline.dps"
+        )
         assert {"report.html", "report.md", "report.json"} == set(man["files"])
     else:
         assert {"report.html", "report.md", "result.json", "draws.csv"} == set(man["files"])
-        assert man["release"]["manifest_sha256"] == hashlib.sha256(open(os.path.join(rr[1], "manifest.json"), "rb").read()).hexdigest()
+        assert (
+            man["release"]["manifest_sha256"]
+            == hashlib.sha256(open(os.path.join(rr[1], "manifest.json"), "rb").read()).hexdigest()
+        )
         assert man["seed"] == 1 and man["target"] == "count persons by DEYE"
     (out / "report.md").write_text("tampered\n")
     assert verify_set(str(out)) == ["altered: report.md"]
@@ -121,8 +130,11 @@ def test_an_audit_set_is_not_a_release(rr, tmp_path):
 def test_output_in_or_around_an_input_folder_is_refused_with_the_input_intact(rr, command, where):
     spec, release = rr
     base = os.path.dirname(spec)
-    out = {"spec folder": base, "inside the spec folder": os.path.join(base, "reports"),
-           "around the data folder": os.path.join(base, "data")}[where]
+    out = {
+        "spec folder": base,
+        "inside the spec folder": os.path.join(base, "reports"),
+        "around the data folder": os.path.join(base, "data"),
+    }[where]
     before = digest(base), sorted(os.listdir(base))
     res = _run(["audit", spec, "-o", out] if command == "audit" else _infer(rr, out))
     assert res.exit_code == 1 and "refusing" in res.output and "Traceback" not in res.output, res.output

@@ -1,5 +1,6 @@
 """Reports a reader can trust (issue 29): bidi controls from specs and data never reorder the
 report's words, in any of its forms."""
+
 from __future__ import annotations
 
 import json
@@ -27,10 +28,14 @@ def test_bidi_controls_in_every_text_field_never_reach_a_report(tmp_path, contro
     """Title, domain description, table and category names' values, public source, tuning note,
     output names, data values: the report's HTML, Markdown and JSON hold none of the controls."""
     c = control
-    text = (SMALL_SPEC.replace('spec "small"', f'spec "Release epsilon = 0.1 {c}1 = nolispe"')
-            .replace('"a small survey"', f'"a small {c}survey"')
-            .replace('status   : {single, married, "N"}', f'status   : {{single, married, "N{c}"}}')
-            .replace("budget epsilon <= 1.1", f'budget epsilon <= 1.1\npublic {{\n  count people released "census {c}2010"\n}}'))
+    text = (
+        SMALL_SPEC.replace('spec "small"', f'spec "Release epsilon = 0.1 {c}1 = nolispe"')
+        .replace('"a small survey"', f'"a small {c}survey"')
+        .replace('status   : {single, married, "N"}', f'status   : {{single, married, "N{c}"}}')
+        .replace(
+            "budget epsilon <= 1.1", f'budget epsilon <= 1.1\npublic {{\n  count people released "census {c}2010"\n}}'
+        )
+    )
     (tmp_path / "people.csv").write_text(SMALL_CSV.replace("north", f"no{c}rth").replace(",N\n", f",N{c}\n"))
     (tmp_path / "s.dps").write_text(text)
     files = render_all(dpspec.compile(dpspec.load(str(tmp_path / "s.dps")), seed=1))
@@ -78,15 +83,18 @@ def _forged(verified, **changes):
     return data
 
 
-@pytest.mark.parametrize("changes, why", [
-    ({"lower_bound": 5.0}, "overall claim and lower bound"),
-    ({"verdict": "refuted"}, "own numbers make it"),
-    ({"pair_lower_bound": 5.0}, "states the lower bound 5"),
-    ({"pair_hits_first": 10**9}, "no valid hit counts"),
-    ({"confidence": 1.5}, "out of range"),
-    ({"pairs": []}, "lists no pairs"),
-    ({"claimed": "nan"}, "not usable"),
-])
+@pytest.mark.parametrize(
+    "changes, why",
+    [
+        ({"lower_bound": 5.0}, "overall claim and lower bound"),
+        ({"verdict": "refuted"}, "own numbers make it"),
+        ({"pair_lower_bound": 5.0}, "states the lower bound 5"),
+        ({"pair_hits_first": 10**9}, "no valid hit counts"),
+        ({"confidence": 1.5}, "out of range"),
+        ({"pairs": []}, "lists no pairs"),
+        ({"claimed": "nan"}, "not usable"),
+    ],
+)
 def test_a_forged_verification_file_is_refused(tmp_path, verified, changes, why):
     from dpspec.verify.miniature import VerifyError
 
@@ -179,9 +187,12 @@ def test_an_error_never_prints_the_contents_of_a_file_that_is_not_a_spec(tmp_pat
     secret.write_text("root:x:0:0:SECRET-TOKEN:/root:/bin/bash\nkey: value\n")
     (tmp_path / "p.dps").write_text(f'program "p" {{\n  include "{secret}"\n}}\n')
     (tmp_path / "link.dps").symlink_to(secret)
-    args = {"include": ["check", str(tmp_path / "p.dps")], "check": ["check", str(secret)],
-            "link": ["check", str(tmp_path / "link.dps")],
-            "registry": ["import", "--registry", str(secret), "-o", str(tmp_path / "x.dps")]}[command]
+    args = {
+        "include": ["check", str(tmp_path / "p.dps")],
+        "check": ["check", str(secret)],
+        "link": ["check", str(tmp_path / "link.dps")],
+        "registry": ["import", "--registry", str(secret), "-o", str(tmp_path / "x.dps")],
+    }[command]
     result = CliRunner().invoke(main, args)
     assert result.exit_code == 1 and "its contents are not shown" in result.output, result.output
     assert "SECRET-TOKEN" not in result.output and "x:0:0" not in result.output and "key: value" not in result.output

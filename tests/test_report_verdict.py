@@ -1,6 +1,7 @@
 """The report's verdict and its NIST SP 800-226 sections (issue 42): weak protection is called weak
 at the top, "all bounds hold" stands beside the verdict and never for it, and each of the eight
 sections is in the HTML, the Markdown and report.json, saying where the spec is silent."""
+
 from __future__ import annotations
 
 import json
@@ -17,22 +18,42 @@ from tests.conftest import SPECS
 
 
 def _plain(epsilon: float, delta: float = 0.0, who: str = "one person") -> dict:
-    return {"rows": [{"who": who, "epsilon": epsilon, "delta": delta,
-                      "posteriors": [{"prior": p, "posterior": posterior(p, epsilon)} for p in PRIORS]}]}
+    return {
+        "rows": [
+            {
+                "who": who,
+                "epsilon": epsilon,
+                "delta": delta,
+                "posteriors": [{"prior": p, "posterior": posterior(p, epsilon)} for p in PRIORS],
+            }
+        ]
+    }
 
 
-@pytest.mark.parametrize("epsilon, delta, level", [
-    (0.5, 0.0, "strong"), (1.0, 0.0, "strong"), (1.0001, 0.0, "moderate"), (5.0, 0.0, "moderate"),
-    (5.0001, 0.0, "weak"), (15.43, 0.0, "weak"), (0.5, 1e-5, "weak"), (0.5, 1e-6, "strong"), (math.inf, 0.0, "none"),
-])
+@pytest.mark.parametrize(
+    "epsilon, delta, level",
+    [
+        (0.5, 0.0, "strong"),
+        (1.0, 0.0, "strong"),
+        (1.0001, 0.0, "moderate"),
+        (5.0, 0.0, "moderate"),
+        (5.0001, 0.0, "weak"),
+        (15.43, 0.0, "weak"),
+        (0.5, 1e-5, "weak"),
+        (0.5, 1e-6, "strong"),
+        (math.inf, 0.0, "none"),
+    ],
+)
 def test_the_scale_has_the_thresholds_the_docs_state(epsilon, delta, level):
     assert verdict(_plain(epsilon, delta), [])["level"] == level
 
 
 def test_the_sentence_says_what_the_beliefs_become():
     v = verdict(_plain(15.43, who="one household"), [])
-    assert v["sentence"] == ("Weak protection for one household: once the release is out, what an attacker believes "
-                             "about one household can rise from 1%, 10% or 50% to over 99.99% (epsilon = 15.43).")
+    assert v["sentence"] == (
+        "Weak protection for one household: once the release is out, what an attacker believes "
+        "about one household can rise from 1%, 10% or 50% to over 99.99% (epsilon = 15.43)."
+    )
     strong = verdict(_plain(1.0), [])["sentence"]
     assert "from 1% to 2.672%, from 10% to 23.2% and from 50% to 73.11%" in strong
 
@@ -62,10 +83,16 @@ def test_the_swap_report_leads_with_weak_protection_in_all_three_forms(swap_file
     assert md.index("**Weak protection for one household:**") < md.index("## The specification in one line")
 
 
-NIST = ("The guarantee: definition and parameters", "Unit of privacy and neighbouring relation",
-        "Composition across every release of the same people (the ledger)", "Algorithms and the evidence for them",
-        "Utility and the bias post-processing adds", "Security and side channels", "Trust model",
-        "Exposure outside the noise")
+NIST = (
+    "The guarantee: definition and parameters",
+    "Unit of privacy and neighbouring relation",
+    "Composition across every release of the same people (the ledger)",
+    "Algorithms and the evidence for them",
+    "Utility and the bias post-processing adds",
+    "Security and side channels",
+    "Trust model",
+    "Exposure outside the noise",
+)
 
 
 def test_the_eight_nist_sections_are_in_all_three_forms_and_say_where_the_spec_is_silent(swap_files):
@@ -73,8 +100,10 @@ def test_the_eight_nist_sections_are_in_all_three_forms_and_say_where_the_spec_i
     assert [n["title"] for n in model["nist"]] == list(NIST)
     assert all(n["paragraphs"] for n in model["nist"])
     composition = next(n for n in model["nist"] if n["id"] == "composition")
-    assert "Other releases of the same people, and the total budget across them: not stated in the spec." in \
-        composition["paragraphs"]
+    assert (
+        "Other releases of the same people, and the total budget across them: not stated in the spec."
+        in composition["paragraphs"]
+    )
     html, md = swap_files["html"][1], swap_files["markdown"][1]
     for i, title in enumerate(NIST, 1):
         assert f"{i}. {title}" in html and f"### {i}. {title}" in md
@@ -93,8 +122,9 @@ def test_a_seeded_release_withholds_its_seed_from_every_published_file(small_spe
     from dpspec.cli.main import main
 
     out = tmp_path / "seeded"
-    result = CliRunner().invoke(main, ["compile", str(small_spec), "-o", str(out), "--seed", "987654321",
-                                       "--allow-critical"])
+    result = CliRunner().invoke(
+        main, ["compile", str(small_spec), "-o", str(out), "--seed", "987654321", "--allow-critical"]
+    )
     assert result.exit_code == 0, result.output
     written = sorted(p for p in out.rglob("*") if p.is_file())
     assert any(p.name == "report.html" for p in written)

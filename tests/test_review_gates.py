@@ -1,6 +1,7 @@
 """Review gates (issue 27 item 3): the repository's .pre-commit-hooks.yaml run by pre-commit on a
 temporary repository, offline (the hooks use the dpspec installed here: `language: system`), and
 the reusable CI action's script on a base and a head version of a spec."""
+
 from __future__ import annotations
 
 import os
@@ -14,13 +15,25 @@ from tests.conftest import SMALL_CSV, SMALL_SPEC
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BIN = os.path.dirname(sys.executable)
-GIT_ENV = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.org", "GIT_COMMITTER_NAME": "t",
-           "GIT_COMMITTER_EMAIL": "t@example.org", "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1"}
+GIT_ENV = {
+    "GIT_AUTHOR_NAME": "t",
+    "GIT_AUTHOR_EMAIL": "t@example.org",
+    "GIT_COMMITTER_NAME": "t",
+    "GIT_COMMITTER_EMAIL": "t@example.org",
+    "GIT_CONFIG_GLOBAL": os.devnull,
+    "GIT_CONFIG_NOSYSTEM": "1",
+}
 
 
 def sh(*args, cwd, env=None, check=True):
-    done = subprocess.run([str(a) for a in args], cwd=cwd, capture_output=True, text=True, timeout=180,
-                          env={**os.environ, **GIT_ENV, **(env or {})})
+    done = subprocess.run(
+        [str(a) for a in args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=180,
+        env={**os.environ, **GIT_ENV, **(env or {})},
+    )
     if check:
         assert done.returncode == 0, done.stdout + done.stderr
     return done
@@ -52,7 +65,8 @@ def repo(tmp_path):
     hook_ids = ("dpspec-check", "dpspec-fmt", "dpspec-budget-bounds")
     (project / ".pre-commit-config.yaml").write_text(
         f"repos:\n  - repo: {hooks}\n    rev: {rev}\n    hooks:\n"
-        + "".join(f"      - id: {h}\n        language: system\n" for h in hook_ids))
+        + "".join(f"      - id: {h}\n        language: system\n" for h in hook_ids)
+    )
     sh("git", "init", "-q", cwd=project)
     sh("git", "add", ".", cwd=project)
     return project
@@ -147,16 +161,26 @@ def test_the_review_compares_each_changed_spec_with_its_base_version(tmp_path, m
     text = summary.read_text()
     assert code == 1  # added-invariants is a warning
     assert text.startswith("earlier steps' summary\n# dpspec review against")  # appended, never replaced
-    changed = text[text.index("## `specs/small.dps` (against its version at"):]
+    changed = text[text.index("## `specs/small.dps` (against its version at") :]
     assert "Comparison with the baseline" in changed and "added-invariants" in changed
     assert "count people by region" in changed and "<details>" in changed
-    new = text[text.index("## `specs/new.dps` (new in this change: audited alone)"):text.index("## `specs/small.dps`")]
+    new = text[
+        text.index("## `specs/new.dps` (new in this change: audited alone)") : text.index("## `specs/small.dps`")
+    ]
     assert "Comparison with the baseline" not in new
-    assert sorted(os.listdir(project / "specs")) == ["new.dps", "people.csv", "small.dps", "untouched.dps"]  # no leftovers
+    assert sorted(os.listdir(project / "specs")) == [
+        "new.dps",
+        "people.csv",
+        "small.dps",
+        "untouched.dps",
+    ]  # no leftovers
     findings = [{"spec": "specs/small.dps", "rule": "added-invariants", "severity": "warning", "message": "m"}]
     monkeypatch.setattr(review, "review", lambda specs, base, dpspec: ("", findings, []))
     for fail_on, expected in [("critical", 0), ("warning", 1), ("never", 0)]:
-        assert review.main(["specs/small.dps", "--base", base, "--summary", str(summary), "--fail-on", fail_on]) == expected
+        assert (
+            review.main(["specs/small.dps", "--base", base, "--summary", str(summary), "--fail-on", fail_on])
+            == expected
+        )
     monkeypatch.undo()
     monkeypatch.chdir(project)
     broken = project / "specs" / "new.dps"

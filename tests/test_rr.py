@@ -1,4 +1,5 @@
 """Randomized response: the epsilon formula, exact Bernoulli draws, flip rate and unbiasedness."""
+
 from __future__ import annotations
 
 import math
@@ -32,13 +33,15 @@ def test_bernoulli_frequency_is_p():
 
 def _people(n: int, share: float, seed: int) -> pd.DataFrame:
     rng = np.random.default_rng(seed)
-    return pd.DataFrame({
-        "region": pd.Categorical(["north"] * n),
-        "district": pd.Categorical(["n1"] * n),
-        "age": rng.integers(0, 100, n),
-        "smoker": rng.random(n) < share,
-        "status": pd.Categorical(["N"] * n, categories=["single", "married", "N"]),
-    })
+    return pd.DataFrame(
+        {
+            "region": pd.Categorical(["north"] * n),
+            "district": pd.Categorical(["n1"] * n),
+            "age": rng.integers(0, 100, n),
+            "smoker": rng.random(n) < share,
+            "status": pd.Categorical(["N"] * n, categories=["single", "married", "N"]),
+        }
+    )
 
 
 def test_flip_rate_is_one_minus_p(small_spec):

@@ -1,4 +1,5 @@
 """Randomized response's report says why its estimate can be negative (or above 1)."""
+
 from __future__ import annotations
 
 import json

@@ -1,6 +1,7 @@
 """A mechanism's run is given one `RunContext` (random source, engine, progress, keep_truths), not
 arguments chosen by inspecting its signature; a plugin written before API 1.6 still runs, through
 an adapter that warns and names the replacement."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -65,8 +66,9 @@ def test_a_plugin_written_to_the_old_signature_runs_through_the_adapter_with_a_w
     assert not legacy.run_context
     data = {"people": pd.DataFrame({"x": range(7)})}
     with pytest.warns(DeprecationWarning) as caught:
-        release = run_mechanism(legacy, None, {"table": "people", "epsilon": 1}, data, np.random.default_rng(3),
-                                EngineRun(LocalEngine(), 5))
+        release = run_mechanism(
+            legacy, None, {"table": "people", "epsilon": 1}, data, np.random.default_rng(3), EngineRun(LocalEngine(), 5)
+        )
     message = str(caught[0].message)
     assert "legacy_count" in message and "run_context = True" in message and "dpspec.api.RunContext" in message
     assert "removed in plugin API 2.0" in message
@@ -85,8 +87,13 @@ def test_the_adapter_passes_engine_and_keep_truths_only_to_a_run_that_names_them
     assert old.got["engine"] is None and old.got["keep_truths"] is False
     legacy = _legacy01().LegacyCount()  # names neither: gets the random source alone
     with pytest.warns(DeprecationWarning):
-        call_run(legacy, None, {"table": "t", "epsilon": 1}, {"t": pd.DataFrame({"x": [1]})},
-                 RunContext(rng, engine=run, keep_truths=True))
+        call_run(
+            legacy,
+            None,
+            {"table": "t", "epsilon": 1},
+            {"t": pd.DataFrame({"x": [1]})},
+            RunContext(rng, engine=run, keep_truths=True),
+        )
     assert takes_engine(old) and not takes_engine(legacy)
 
 
@@ -110,8 +117,12 @@ def test_the_run_context_is_frozen():
 def test_every_built_in_mechanism_takes_the_context():
     """Every built-in mechanism is on API 1.6 (TopDown, the last, since its package layout);
     only the test plugins written to older APIs are left on the adapter."""
-    old = sorted(name for name, m in mechanisms().items()
-                 if not m.run_context and type(m).__module__.split(".")[0].startswith("dpspec_")
-                 and type(m).__module__.split(".")[0] not in ("dpspec_legacy01", "dpspec_geometric"))
+    old = sorted(
+        name
+        for name, m in mechanisms().items()
+        if not m.run_context
+        and type(m).__module__.split(".")[0].startswith("dpspec_")
+        and type(m).__module__.split(".")[0] not in ("dpspec_legacy01", "dpspec_geometric")
+    )
     assert old == []
     assert mechanisms()["topdown"].run_context and takes_engine(mechanisms()["topdown"])

@@ -2,6 +2,7 @@
 budgets of both production specs (recomputed here from the published numbers), noise variance,
 zero suppression, the add/remove -> change-one conversion, SafeTab-H's conditioning, compile
 end to end, and located errors for bad input."""
+
 from __future__ import annotations
 
 import math
@@ -29,11 +30,22 @@ H_SPEC = ROOT / "specs" / "safetab_h_production.dps"
 D = F(1, 1000)  # the production configurations give decimals to three to six places
 
 # ---- the published production numbers, typed in again (DDHCA NMFv7-2020, DDHCB NMFv5) --------
-P_RHO = {"nation": (8 * D, 2134 * D), "state": (8 * D, 2134 * D), "county": (8 * D, 159 * D),
-         "tract": (8 * D, 159 * D), "place": (8 * D, 159 * D), "aiannh": (0, 159 * D)}
-H_RHO = {"nation": (F("0.006915"), F("1.9208")), "state": (F("0.006915"), F("1.9208")),
-         "county": (F("0.006915"), F("0.142869")), "tract": (F("0.006915"), F("0.142869")),
-         "place": (F("0.006915"), F("0.142869")), "aiannh": (0, F("0.142869"))}
+P_RHO = {
+    "nation": (8 * D, 2134 * D),
+    "state": (8 * D, 2134 * D),
+    "county": (8 * D, 159 * D),
+    "tract": (8 * D, 159 * D),
+    "place": (8 * D, 159 * D),
+    "aiannh": (0, 159 * D),
+}
+H_RHO = {
+    "nation": (F("0.006915"), F("1.9208")),
+    "state": (F("0.006915"), F("1.9208")),
+    "county": (F("0.006915"), F("0.142869")),
+    "tract": (F("0.006915"), F("0.142869")),
+    "place": (F("0.006915"), F("0.142869")),
+    "aiannh": (0, F("0.142869")),
+}
 
 
 @pytest.fixture(scope="module")
@@ -89,7 +101,7 @@ def test_stage1_totals_reach_the_output_only_through_the_choice(monkeypatch):
         return compile_spec(spec, data={"persons": persons}, seed=5, audit=False).published["counts"]
 
     a, b = run(0), run(10**6)
-    assert min(s for s in seen[len(seen) // 2:] if s is not None) > 10**5  # the shifted totals were used
+    assert min(s for s in seen[len(seen) // 2 :] if s is not None) > 10**5  # the shifted totals were used
     pd.testing.assert_frame_equal(a, b)
     assert a["count"].max() < 10**5
 
@@ -99,16 +111,22 @@ def test_stage1_totals_reach_the_output_only_through_the_choice(monkeypatch):
 
 def _toy_table():
     codes = pd.DataFrame({"code": ["A1", "A2", "B1", "H0", "H1"]})
-    iterations = pd.DataFrame({
-        "iteration": ["A", "Ac", "A1", "A1c", "B", "Bc", "NH", "HL", "Hd"],
-        "kind": ["race"] * 6 + ["ethnicity"] * 3,
-        "level": [1, 1, 2, 2, 1, 1, 1, 1, 2],
-        "alone": [True, False, True, False, True, False, None, None, None],
-        "detailed_only": [False] * 8 + [True],
-        "coarse_only": [False] * 9,
-    })
-    mapping = pd.DataFrame({"code": ["A1", "A1", "A2", "A2", "A1", "A1", "B1", "B1", "H0", "H1", "H1"],
-                            "iteration": ["A", "Ac", "A", "Ac", "A1", "A1c", "B", "Bc", "NH", "HL", "Hd"]})
+    iterations = pd.DataFrame(
+        {
+            "iteration": ["A", "Ac", "A1", "A1c", "B", "Bc", "NH", "HL", "Hd"],
+            "kind": ["race"] * 6 + ["ethnicity"] * 3,
+            "level": [1, 1, 2, 2, 1, 1, 1, 1, 2],
+            "alone": [True, False, True, False, True, False, None, None, None],
+            "detailed_only": [False] * 8 + [True],
+            "coarse_only": [False] * 9,
+        }
+    )
+    mapping = pd.DataFrame(
+        {
+            "code": ["A1", "A1", "A2", "A2", "A1", "A1", "B1", "B1", "H0", "H1", "H1"],
+            "iteration": ["A", "Ac", "A", "Ac", "A1", "A1c", "B", "Bc", "NH", "HL", "Hd"],
+        }
+    )
     return IterationTable.build(codes, iterations, mapping)
 
 
@@ -127,9 +145,9 @@ def test_flattening_alone_needs_every_code_in_combination_any():
     sel = table.selection(1, "coarse")
     rows, its = flatten(rec, table, sel, max_groups=4)
     groups = {r: sorted(sel["iteration"].to_numpy()[its[rows == r]]) for r in range(3)}
-    assert groups[0] == ["A", "Ac", "NH"]          # one code: alone and in combination
-    assert groups[1] == ["Ac", "Bc", "HL"]         # two major groups: in combination only
-    assert groups[2] == ["A", "Ac", "NH"]          # two codes of one group: still alone
+    assert groups[0] == ["A", "Ac", "NH"]  # one code: alone and in combination
+    assert groups[1] == ["Ac", "Bc", "HL"]  # two major groups: in combination only
+    assert groups[2] == ["A", "Ac", "NH"]  # two codes of one group: still alone
     assert np.bincount(rows).max() <= table.fanout_bound(1, "coarse", 2)["fanout"]
 
 
@@ -137,7 +155,9 @@ def test_a_record_beyond_the_declared_fanout_is_a_located_data_error():
     table = _toy_table()
     frame = pd.DataFrame({"R1": ["A1", "A1"], "R2": [None, "B1"], "E": ["H0", "H1"]})
     rec = encode_records(frame, ["R1", "R2"], "E", table, max_race_codes=2, source="persons.csv")
-    with pytest.raises(DataError, match=r"persons.csv: row 1: .* 3 population groups, more than the declared maximum fan-out 2"):
+    with pytest.raises(
+        DataError, match=r"persons.csv: row 1: .* 3 population groups, more than the declared maximum fan-out 2"
+    ):
         flatten(rec, table, table.selection(1, "coarse"), max_groups=2, source="persons.csv")
 
 
@@ -223,17 +243,23 @@ def test_safetab_h_is_conditioned_on_safetab_p(h_result):
 # ---- noise and suppression, measured on the release -------------------------------------------
 
 
-@pytest.mark.parametrize("geos,level,roles,rho", [
-    (("nation", "state"), 2, ("total", "cell"), F(2134, 1000) * F(9, 10)),           # stage 2: 0.9 of rho
-    (("nation", "state"), 2, ("detailed-only total",), F(2134, 1000)),                # the whole rho
-    (("county", "tract", "place", "aiannh"), 2, ("cell",), F(159, 1000) * F(9, 10)),  # cells: never suppressed
-])
+@pytest.mark.parametrize(
+    "geos,level,roles,rho",
+    [
+        (("nation", "state"), 2, ("total", "cell"), F(2134, 1000) * F(9, 10)),  # stage 2: 0.9 of rho
+        (("nation", "state"), 2, ("detailed-only total",), F(2134, 1000)),  # the whole rho
+        (("county", "tract", "place", "aiannh"), 2, ("cell",), F(159, 1000) * F(9, 10)),  # cells: never suppressed
+    ],
+)
 def test_noise_variance_per_cell(p_result, geos, level, roles, rho):
     """Realized squared error of each kind of published count against the exact discrete
     Gaussian variance k / (2 rho) with k = 9; 4 standard errors of the mean square (the
     stage-2 and detailed-only variances, 2.34 and 2.11, are 5.5 standard errors apart)."""
-    errs = [e for e in p_result.release.internal["errors"]
-            if e["geography"] in geos and e["level"] == level and e["role"] in roles]
+    errs = [
+        e
+        for e in p_result.release.internal["errors"]
+        if e["geography"] in geos and e["level"] == level and e["role"] in roles
+    ]
     n = sum(e["n"] for e in errs)
     mse = sum(e["sum_sq_error"] for e in errs) / n
     var = discrete_gaussian_variance(sigma2(9, rho))
@@ -257,8 +283,11 @@ def test_suppression_threshold_is_the_noise_quantile():
 
 
 def test_suppression_rate_of_true_zeros(p_result):
-    errs = [e for e in p_result.release.internal["errors"] if e["geography"] in ("county", "tract", "place", "aiannh")
-            and e["role"] == "total"]
+    errs = [
+        e
+        for e in p_result.release.internal["errors"]
+        if e["geography"] in ("county", "tract", "place", "aiannh") and e["role"] == "total"
+    ]
     zeros = sum(e["true_zero"] for e in errs)
     dropped = sum(e["suppressed_true_zero"] for e in errs)
     assert zeros > 50_000
@@ -274,8 +303,19 @@ def test_suppression_rate_of_true_zeros(p_result):
 
 def test_safetab_p_release_is_long_form_with_the_chosen_detail(p_result):
     counts = p_result.published["counts"]
-    assert list(counts.columns) == ["table", "geography", "geocode", "group", "group_level", "detail",
-                                    "QSEX", "AGE4", "AGE9", "AGE23", "count"]
+    assert list(counts.columns) == [
+        "table",
+        "geography",
+        "geocode",
+        "group",
+        "group_level",
+        "detail",
+        "QSEX",
+        "AGE4",
+        "AGE9",
+        "AGE23",
+        "count",
+    ]
     assert set(counts["geography"]) == {"nation", "state", "county", "tract", "place", "aiannh"}
     assert set(counts.loc[counts["geography"] == "aiannh", "group_level"]) == {2}  # level 1 has rho 0 there
     cells = counts[counts["detail"] == "QSEX*AGE9"]
@@ -297,10 +337,12 @@ def test_totals_and_sex_margins_are_sums_of_the_published_cells(p_result):
     totals = broken[~age & (broken["QSEX"] == "*")].set_index(key)["count"]
     by_sex = cells.groupby([*key, "QSEX"])["count"].sum()
     assert len(margins) == len(by_sex) == 2 * len(totals) > 100
-    pd.testing.assert_series_equal(margins.set_index([*key, "QSEX"])["count"].sort_index(), by_sex.sort_index(),
-                                   check_names=False)
-    pd.testing.assert_series_equal(totals.sort_index(), cells.groupby(key)["count"].sum().sort_index(),
-                                   check_names=False)
+    pd.testing.assert_series_equal(
+        margins.set_index([*key, "QSEX"])["count"].sort_index(), by_sex.sort_index(), check_names=False
+    )
+    pd.testing.assert_series_equal(
+        totals.sort_index(), cells.groupby(key)["count"].sum().sort_index(), check_names=False
+    )
 
 
 def test_safetab_h_tabulates_only_groups_safetab_p_published(h_result):
@@ -321,28 +363,36 @@ def test_safetab_h_tabulates_only_groups_safetab_p_published(h_result):
 # ---- bad input ---------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("old,new,message", [
-    ("level2: [971, 4971, 19971]", "level2: [971, 971, 19971]", "must be strictly increasing"),
-    ("stage1_fraction: 0.1", "stage1_fraction: 1", "stage1_fraction must lie strictly between 0 and 1"),
-    ("stage1_fraction: 0.1", "stage1_fraction: 0", "stage1_fraction must lie strictly between 0 and 1"),
-    ("total_rho: 4.944", "total_rho: 4.9", "add up to 4.944, not the declared 4.9"),
-    ("level2: [971, 4971, 19971]", "level2: [971, 4971]", "has 2 thresholds but the ladder has 4 details"),
-])
+@pytest.mark.parametrize(
+    "old,new,message",
+    [
+        ("level2: [971, 4971, 19971]", "level2: [971, 971, 19971]", "must be strictly increasing"),
+        ("stage1_fraction: 0.1", "stage1_fraction: 1", "stage1_fraction must lie strictly between 0 and 1"),
+        ("stage1_fraction: 0.1", "stage1_fraction: 0", "stage1_fraction must lie strictly between 0 and 1"),
+        ("total_rho: 4.944", "total_rho: 4.9", "add up to 4.944, not the declared 4.9"),
+        ("level2: [971, 4971, 19971]", "level2: [971, 4971]", "has 2 thresholds but the ladder has 4 details"),
+    ],
+)
 def test_bad_parameters_are_located_spec_errors(tmp_path, old, new, message):
     path = _variant(tmp_path, old, new)
     with pytest.raises(SpecError) as info:
         compile_spec(dpspec.load(str(path)), seed=1, audit=False)
     text = str(info.value)
     assert message in text
-    line = next(i for i, row in enumerate(path.read_text().splitlines(), 1) if new in row and not row.lstrip().startswith("#"))
+    line = next(
+        i for i, row in enumerate(path.read_text().splitlines(), 1) if new in row and not row.lstrip().startswith("#")
+    )
     assert f"variant.dps:{line}:" in text
 
 
 def test_declared_fanout_smaller_than_the_data_is_a_data_error(tmp_path):
     path = _variant(tmp_path, "max_groups: 9", "max_groups: 3")
     # the bundled Parquet table is held by the engine: no row numbers, the codes and how many rows
-    with pytest.raises(DataError, match=r"persons.parquet: \d+ rows fall into more population groups than the declared "
-                                        r"maximum fan-out 3, such as \d+ for race codes '\d+'.* and ethnicity code"):
+    with pytest.raises(
+        DataError,
+        match=r"persons.parquet: \d+ rows fall into more population groups than the declared "
+        r"maximum fan-out 3, such as \d+ for race codes '\d+'.* and ethnicity code",
+    ):
         compile_spec(dpspec.load(str(path)), seed=1, audit=False)
 
 

@@ -1,6 +1,7 @@
 """SafeTab's noise is keyed per (geography, group) cell and stage: a cell's counts depend on the
 run key, its own key and its own data only, never on how cells are batched or which other
 cells exist, and no two cells (or stages of one cell) share a stream."""
+
 from __future__ import annotations
 
 from fractions import Fraction
@@ -55,14 +56,18 @@ def test_a_cell_does_not_depend_on_other_cells(persons, release):
     tracts = set(persons.loc[kept, "tract"]) - set(persons.loc[~kept, "tract"])
 
     def local(rows):
-        keep = (rows["geography"].eq("county") & rows["geocode"].isin(counties[::2])) | \
-            (rows["geography"].eq("tract") & rows["geocode"].isin(tracts))
+        keep = (rows["geography"].eq("county") & rows["geocode"].isin(counties[::2])) | (
+            rows["geography"].eq("tract") & rows["geocode"].isin(tracts)
+        )
         return rows[keep].reset_index(drop=True)
 
     assert len(local(release)) > 300
     pd.testing.assert_frame_equal(local(fewer), local(release))
-    assert not release[release["geography"] == "state"].reset_index(drop=True).equals(
-        fewer[fewer["geography"] == "state"].reset_index(drop=True))  # the state's own counts did change
+    assert (
+        not release[release["geography"] == "state"]
+        .reset_index(drop=True)
+        .equals(fewer[fewer["geography"] == "state"].reset_index(drop=True))
+    )  # the state's own counts did change
 
 
 @pytest.mark.slow  # a statistical test over every cell: about 5 s

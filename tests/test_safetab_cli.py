@@ -2,6 +2,7 @@
 (table, geography level, iteration level, stage) budget with the totals under add/remove and
 under the spec's relation; every bad input of the issue exits 1 with a located message (spec
 line or data row), never a traceback."""
+
 from __future__ import annotations
 
 import json
@@ -64,8 +65,17 @@ SPEC_ERRORS = [
     ("stage1_fraction: 0.1", "stage1_fraction: 1.5", "stage1_fraction must lie strictly between 0 and 1"),
     ("stage1_fraction: 0.1", "stage1_fraction: -0.1", "stage1_fraction must lie strictly between 0 and 1"),
     # located at race_codes, the list that breaks the declared maximum
-    ("max_race_codes: 8", "max_race_codes: 6", "race_codes lists 8 columns, more than max_race_codes = 6", "race_codes:"),
-    ("        aiannh: {\n          level1: 0", "        tribal: {\n          level1: 0", "'tribal' is not a geography level"),
+    (
+        "max_race_codes: 8",
+        "max_race_codes: 6",
+        "race_codes lists 8 columns, more than max_race_codes = 6",
+        "race_codes:",
+    ),
+    (
+        "        aiannh: {\n          level1: 0",
+        "        tribal: {\n          level1: 0",
+        "'tribal' is not a geography level",
+    ),
 ]
 
 
@@ -75,14 +85,19 @@ def test_bad_parameters_exit_1_at_the_spec_line(tmp_path, old, new, message, at)
     result = _run("compile", path, "-o", beside(tmp_path))
     assert result.exit_code == 1, result.output
     assert message in result.output and "Traceback" not in result.output
-    line = next(i for i, row in enumerate(path.read_text().splitlines(), 1)
-                if (at or new.splitlines()[0]) in row and not row.lstrip().startswith("#"))
+    line = next(
+        i
+        for i, row in enumerate(path.read_text().splitlines(), 1)
+        if (at or new.splitlines()[0]) in row and not row.lstrip().startswith("#")
+    )
     assert f"variant.dps:{line}:" in result.output
     assert not (beside(tmp_path)).exists()
 
 
 def test_a_mapping_with_an_unknown_code_exits_1_at_its_row(tmp_path):
-    path = variant(tmp_path, 'code_map: "', f'code_map: "{_bad_map(tmp_path, {"code": "0042", "iteration": "1001"})}" # ')
+    path = variant(
+        tmp_path, 'code_map: "', f'code_map: "{_bad_map(tmp_path, {"code": "0042", "iteration": "1001"})}" # '
+    )
     result = _run("compile", path, "-o", beside(tmp_path))
     assert result.exit_code == 1, result.output
     assert "map.csv: row 14089: the code '0042' is not in the codes table" in result.output
@@ -90,7 +105,9 @@ def test_a_mapping_with_an_unknown_code_exits_1_at_its_row(tmp_path):
 
 
 def test_a_mapping_to_an_unknown_group_exits_1_at_its_row(tmp_path):
-    path = variant(tmp_path, 'code_map: "', f'code_map: "{_bad_map(tmp_path, {"code": "1000", "iteration": "Q999"})}" # ')
+    path = variant(
+        tmp_path, 'code_map: "', f'code_map: "{_bad_map(tmp_path, {"code": "1000", "iteration": "Q999"})}" # '
+    )
     result = _run("compile", path, "-o", beside(tmp_path))
     assert result.exit_code == 1, result.output
     assert "row 14089: the iteration 'Q999' is not in the iterations table" in result.output
@@ -99,8 +116,11 @@ def test_a_mapping_to_an_unknown_group_exits_1_at_its_row(tmp_path):
 def test_a_record_with_an_unknown_code_exits_1_naming_the_code(tmp_path):
     """A Parquet table is held by the engine, whose rows have no numbers: the message names the
     code and how many rows hold it (tests/test_safetab_engine_input.py: a CSV names its row)."""
-    path = variant(tmp_path, '"data/safetab/persons.parquet"'.replace('"data/', f'"{ROOT}/specs/data/'),
-                   f'"{_bad_persons(tmp_path)}"')
+    path = variant(
+        tmp_path,
+        '"data/safetab/persons.parquet"'.replace('"data/', f'"{ROOT}/specs/data/'),
+        f'"{_bad_persons(tmp_path)}"',
+    )
     result = _run("compile", path, "-o", beside(tmp_path))
     assert result.exit_code == 1, result.output
     assert "column 'QRACE1' holds the code '0042' in 1 row, which is not in the code table" in result.output
@@ -112,5 +132,7 @@ def test_a_declared_fanout_smaller_than_the_data_exits_1_naming_the_codes(tmp_pa
     result = _run("compile", path, "-o", beside(tmp_path))
     assert result.exit_code == 1, result.output
     assert "rows fall into more population groups than the declared maximum fan-out 2" in result.output
-    assert re.search(r"such as \d+ for race codes '\d+'(, '\d+')* and ethnicity code '\d+' \(\d+ rows?\)", result.output)
+    assert re.search(
+        r"such as \d+ for race codes '\d+'(, '\d+')* and ethnicity code '\d+' \(\d+ rows?\)", result.output
+    )
     assert "Traceback" not in result.output

@@ -2,6 +2,7 @@
 generator's output, with realistic detailed race multiplicity, places that cross county lines
 and an AIAN/NH area; SafeTab-P's published totals are today's compile of the production spec on
 it (seed 2020), so SafeTab-H conditions on what SafeTab-P really publishes."""
+
 from __future__ import annotations
 
 import importlib.util

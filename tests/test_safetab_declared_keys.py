@@ -2,6 +2,7 @@
 an empty declared county is measured and released with its noisy values, one person alone in a
 tract does not change which units and groups the release has, an undeclared geography column or
 iteration table is refused at check, and a run that leaves a declared unit out is stopped."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -55,7 +56,9 @@ def released(spec_path, two_counties):
     return result, _frame(result)
 
 
-def test_every_declared_county_is_released_with_noisy_totals_when_nobody_lives_in_eleven_of_them(released, two_counties):
+def test_every_declared_county_is_released_with_noisy_totals_when_nobody_lives_in_eleven_of_them(
+    released, two_counties
+):
     result, counts = released
     declared = pd.read_csv(GEOGRAPHY, dtype=str)
     assert two_counties["county"].nunique() == 2
@@ -152,8 +155,9 @@ def test_safetab_h_releases_a_declared_county_its_households_left(tmp_path):
     data, _ = load_data(spec)
     households = data["households"]
     gone = sorted(households["county"].unique())[0]
-    counts = _frame(compile_spec(spec, data={"households": households[households["county"] != gone]},
-                                 seed=SEED, audit=False))
+    counts = _frame(
+        compile_spec(spec, data={"households": households[households["county"] != gone]}, seed=SEED, audit=False)
+    )
     county = counts[counts["geography"] == "county"]
     assert gone in set(county["geocode"])
     assert np.isfinite(county.loc[county["geocode"] == gone, "count"].to_numpy()).all()

@@ -7,6 +7,7 @@ the release and the internal figures are the ones per-record tabulation gives, b
 on Spark only counts reach the driver; and every bad record is still reported clearly: by its
 row in a frame, by the value and how many rows hold it in an engine table.
 """
+
 from __future__ import annotations
 
 import re
@@ -108,7 +109,9 @@ def test_the_release_depends_on_the_seed(tmp_path):
     inputs = tmp_path / "in"
     frame = pd.read_parquet(DATA / "persons.parquet").iloc[::8].reset_index(drop=True)
     spec = spec_reading(inputs, write_sources(frame, inputs)["dir"])
-    assert release(dpspec.compile(spec, seed=1), tmp_path / "a") != release(dpspec.compile(spec, seed=2), tmp_path / "b")
+    assert release(dpspec.compile(spec, seed=1), tmp_path / "a") != release(
+        dpspec.compile(spec, seed=2), tmp_path / "b"
+    )
 
 
 def test_on_spark_a_directory_gives_the_local_release_and_only_counts_reach_the_driver(tmp_path, counts_only_spark):
@@ -173,8 +176,16 @@ def fan_table():
     from dpspec_safetab.iterations import IterationTable
 
     toy = _toy_table()
-    extra = pd.DataFrame({"iteration": ["Xc"], "kind": ["race"], "level": [1], "alone": [False],
-                          "detailed_only": [False], "coarse_only": [False]})
+    extra = pd.DataFrame(
+        {
+            "iteration": ["Xc"],
+            "kind": ["race"],
+            "level": [1],
+            "alone": [False],
+            "detailed_only": [False],
+            "coarse_only": [False],
+        }
+    )
     mapping = pd.concat([toy.mapping, pd.DataFrame({"code": ["B1"], "iteration": ["Xc"]})], ignore_index=True)
     return IterationTable.build(pd.DataFrame({"code": list(toy.codes)}), pd.concat([toy.iterations, extra]), mapping)
 
@@ -196,8 +207,10 @@ def read(frame: pd.DataFrame, how: str, tmp_path: Path, max_race_codes: int = 2,
         engine = EngineRun(engine, 1)
     inputs = Inputs(data, ("R1", "R2"), "E", {"SEX": ["1", "2"]}, source)
     messages = []
-    for check in (lambda: check_records(inputs, table or _toy_table(), max_race_codes, fanouts or {}, engine),
-                  lambda: read_records(inputs, ["R1", "R2", "E", "SEX"], table or _toy_table(), max_race_codes, engine)):
+    for check in (
+        lambda: check_records(inputs, table or _toy_table(), max_race_codes, fanouts or {}, engine),
+        lambda: read_records(inputs, ["R1", "R2", "E", "SEX"], table or _toy_table(), max_race_codes, engine),
+    ):
         try:
             out = check()
         except DataError as exc:
@@ -226,37 +239,51 @@ def fanout(frame, how, tmp_path, engine=None):
 
 BAD = {  # name: (records, call, message on a frame, message on an engine table)
     "unknown race code": (
-        records((3, "R1", "ZZ"), (6, "R1", "ZZ"), (7, "R1", "QQ")), read,
+        records((3, "R1", "ZZ"), (6, "R1", "ZZ"), (7, "R1", "QQ")),
+        read,
         r"persons.csv: row 4: column 'R1' holds the code 'ZZ', which is not in the code table \(3 such values in all\)",
         r"persons.parquet: column 'R1' holds the code 'QQ' in 1 row, which is not in the code table "
-        r"\(3 such values in all\)"),
+        r"\(3 such values in all\)",
+    ),
     "unknown ethnicity code": (
-        records((5, "E", "H9"), (6, "E", "H9")), read,
+        records((5, "E", "H9"), (6, "E", "H9")),
+        read,
         r"persons.csv: row 6: column 'E' holds the code 'H9', which is not in the code table \(2 such values in all\)",
         r"persons.parquet: column 'E' holds the code 'H9' in 2 rows, which is not in the code table "
-        r"\(2 such values in all\)"),
+        r"\(2 such values in all\)",
+    ),
     "no race code": (
-        records((4, "R1", None), (5, "R1", None)), read,
+        records((4, "R1", None), (5, "R1", None)),
+        read,
         r"persons.csv: row 5: the record has no race code \(columns R1, R2\)",
-        r"persons.parquet: 2 rows have no race code \(columns R1, R2\)"),
+        r"persons.parquet: 2 rows have no race code \(columns R1, R2\)",
+    ),
     "missing ethnicity code": (
-        records((2, "E", None)), read,
+        records((2, "E", None)),
+        read,
         r"persons.csv: row 3: column 'E' has no ethnicity code$",
-        r"persons.parquet: column 'E' has no ethnicity code in 1 row$"),
+        r"persons.parquet: column 'E' has no ethnicity code in 1 row$",
+    ),
     "too many race codes": (
-        records((1, "R2", "B1"), (4, "R2", "B1")), lambda f, how, tmp, **kw: read(f, how, tmp, max_race_codes=1, **kw),
+        records((1, "R2", "B1"), (4, "R2", "B1")),
+        lambda f, how, tmp, **kw: read(f, how, tmp, max_race_codes=1, **kw),
         r"persons.csv: row 2: the record has 2 race codes, more than max_race_codes = 1",
         r"persons.parquet: 2 rows have more race codes than max_race_codes = 1, such as the 2 codes 'A1', 'B1' "
-        r"\(2 rows\)"),
+        r"\(2 rows\)",
+    ),
     "variable value outside its values": (
-        records((6, "SEX", "3"), (7, "SEX", "3")), read,
+        records((6, "SEX", "3"), (7, "SEX", "3")),
+        read,
         r"persons.csv: row 7: column 'SEX' holds '3', not one of 1, 2",
-        r"persons.parquet: column 'SEX' holds '3' in 2 rows, not one of 1, 2"),
+        r"persons.parquet: column 'SEX' holds '3' in 2 rows, not one of 1, 2",
+    ),
     "more groups than the declared fan-out": (
-        records((2, "R2", "B1"), (5, "R2", "B1"), (7, "R2", "B1"), (7, "E", "H1")), fanout,
+        records((2, "R2", "B1"), (5, "R2", "B1"), (7, "R2", "B1"), (7, "E", "H1")),
+        fanout,
         r"persons.csv: row 3: the record falls into 4 population groups, more than the declared maximum fan-out 3",
         r"persons.parquet: 3 rows fall into more population groups than the declared maximum fan-out 3, such as 4 "
-        r"for race codes 'A1', 'B1' and ethnicity code 'H0' \(2 rows\)"),
+        r"for race codes 'A1', 'B1' and ethnicity code 'H0' \(2 rows\)",
+    ),
 }
 
 

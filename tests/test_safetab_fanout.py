@@ -1,6 +1,7 @@
 """SafeTab's budget statement names the fan-out it derives from the bundled code -> iteration
 mapping (not a constant): k per iteration level and geography granularity, and the noise
 variance k / (2 rho) of every measured (table, geography, iteration level, stage)."""
+
 from __future__ import annotations
 
 import math
@@ -41,8 +42,11 @@ def test_fewer_race_codes_per_record_lower_the_fanout(tmp_path):
     path.write_text(path.read_text().replace("QRACE5, QRACE6, QRACE7, QRACE8", "").replace("QRACE4, ", "QRACE4"))
     s = budget_summary(dpspec.load(str(path)))
     assert "k = 5 at every iteration level" in _fan_note(s) and "r = 4" in _fan_note(s)
-    nation = next(c for c in s["native"]["components"] if c["geography"] == "nation" and c["stage"] == "stage 1"
-                  and c["iteration_level"] == 1)
+    nation = next(
+        c
+        for c in s["native"]["components"]
+        if c["geography"] == "nation" and c["stage"] == "stage 1" and c["iteration_level"] == 1
+    )
     assert nation["fanout"] == 5 and nation["noise_variance"] == pytest.approx(5 / (2 * 0.0008))
     assert s["native"]["budget"]["rho"] == pytest.approx(4.944)
 
@@ -66,8 +70,11 @@ def test_a_doubled_fanout_doubles_the_realized_noise_variance(tmp_path):
     the released nation and state stage-2 counts (about 6,000 cells, 4 standard errors)."""
     spec = dpspec.load(str(_variant(tmp_path, "max_groups: 9", "max_groups: 18")))
     result = compile_spec(spec, seed=21, audit=False)
-    errs = [e for e in result.release.internal["errors"]
-            if e["geography"] in ("nation", "state") and e["level"] == 2 and e["role"] in ("total", "cell")]
+    errs = [
+        e
+        for e in result.release.internal["errors"]
+        if e["geography"] in ("nation", "state") and e["level"] == 2 and e["role"] in ("total", "cell")
+    ]
     n = sum(e["n"] for e in errs)
     mse = sum(e["sum_sq_error"] for e in errs) / n
     var18 = discrete_gaussian_variance(sigma2(18, F(2134, 1000) * F(9, 10)))

@@ -3,6 +3,7 @@ states the totals over `person_groups`, whose geography and group columns read p
 (the geography files, the groups of the iteration table); a spec that leaves one undeclared, or
 does not state the totals, is refused at check, located; a totals file keyed by a unit or group
 the spec does not declare is a DataError naming the row."""
+
 from __future__ import annotations
 
 import pandas as pd
@@ -26,10 +27,17 @@ def test_the_bundled_safetab_h_specs_declare_the_keys_of_their_published_totals(
         check(dpspec.load(str(path)))
 
 
-@pytest.mark.parametrize("column, old, new", [
-    ("group", f'group  : category values from "{DATA}/groups.csv"', "group  : category"),
-    ("tract", f'tract  : category in county values from "{DATA}/geography.csv"\n    place', "tract  : category in county\n    place"),
-])
+@pytest.mark.parametrize(
+    "column, old, new",
+    [
+        ("group", f'group  : category values from "{DATA}/groups.csv"', "group  : category"),
+        (
+            "tract",
+            f'tract  : category in county values from "{DATA}/geography.csv"\n    place',
+            "tract  : category in county\n    place",
+        ),
+    ],
+)
 def test_an_undeclared_key_of_the_published_totals_is_refused_at_its_column(tmp_path, column, old, new):
     path = variant(tmp_path, old, new, spec=H_SPEC)
     with pytest.raises(SpecError) as e:
@@ -51,21 +59,31 @@ def test_published_totals_the_public_block_does_not_state_are_refused_at_the_par
     with pytest.raises(SpecError) as e:
         check(dpspec.load(str(path)))
     found = [d for d in e.value.diagnostics if "does not declare them" in d.message]
-    assert found and found[0].line == next(i for i, t in enumerate(body.splitlines(), 1)
-                                           if t.strip().startswith("public_totals:"))
+    assert found and found[0].line == next(
+        i for i, t in enumerate(body.splitlines(), 1) if t.strip().startswith("public_totals:")
+    )
 
 
-@pytest.mark.parametrize("where, value, message", [
-    ("geocode", "99999999999", "tract '99999999999' is not a declared unit of that level"),
-    ("group", "9999", "group '9999' is not a group of the public iteration table"),
-])
-def test_a_published_total_keyed_outside_the_declared_keys_is_a_data_error_naming_its_row(tmp_path, where, value, message):
+@pytest.mark.parametrize(
+    "where, value, message",
+    [
+        ("geocode", "99999999999", "tract '99999999999' is not a declared unit of that level"),
+        ("group", "9999", "group '9999' is not a group of the public iteration table"),
+    ],
+)
+def test_a_published_total_keyed_outside_the_declared_keys_is_a_data_error_naming_its_row(
+    tmp_path, where, value, message
+):
     totals = pd.read_parquet(DATA / "safetab_p_published.parquet")
     row = int((totals["geography"] == "tract").to_numpy().nonzero()[0][0])
     totals.loc[row, where] = value
     totals.to_csv(tmp_path / "totals.csv", index=False)
-    path = variant(tmp_path, f'public_totals: "{DATA}/safetab_p_published.parquet"',
-                   f'public_totals: "{tmp_path}/totals.csv"', spec=H_SPEC)
+    path = variant(
+        tmp_path,
+        f'public_totals: "{DATA}/safetab_p_published.parquet"',
+        f'public_totals: "{tmp_path}/totals.csv"',
+        spec=H_SPEC,
+    )
     spec = dpspec.load(str(path))
     with pytest.raises(DataError) as e:
         compile_spec(spec, seed=1, audit=False)

@@ -4,6 +4,7 @@ batches of geography units measure the sums. The release must not depend on how 
 partitioned nor on how geography units are batched; bad records are still stopped on the driver
 before any unit runs; and on Spark the driver receives counts bounded by the codes and the
 design, never one row per person or per combination of a person's columns."""
+
 from __future__ import annotations
 
 import attrs
@@ -35,15 +36,28 @@ def run_plan(persons, buckets: int = 3):
     mech, params = checked.mechanism, checked.params
     design = mech.design(spec, params)
     table = mech._iteration_table(spec, params)
-    inputs = records.Inputs(persons, tuple(params["race_codes"]), params["ethnicity_code"],
-                             variable_values(spec, params, design))
+    inputs = records.Inputs(
+        persons, tuple(params["race_codes"]), params["ethnicity_code"], variable_values(spec, params, design)
+    )
     blocks = plan_mod.measured_blocks(design)
-    fanouts = {(lv, design.granularity(g)): tabulate.fanout_of(design, table, lv, design.granularity(g))[0]
-               for g, lv in blocks}
+    fanouts = {
+        (lv, design.granularity(g)): tabulate.fanout_of(design, table, lv, design.granularity(g))[0] for g, lv in blocks
+    }
     units = geography.declared_units(spec, params["table"], [g for g, _ in blocks])
-    return plan_mod.Plan(design, table, inputs.race_columns, inputs.eth_column, inputs.variables, "persons",
-                         tuple(tabulate.read_columns(design, inputs)), blocks, fanouts, buckets, 1,
-                         plan_mod.declared_units(units, buckets))
+    return plan_mod.Plan(
+        design,
+        table,
+        inputs.race_columns,
+        inputs.eth_column,
+        inputs.variables,
+        "persons",
+        tuple(tabulate.read_columns(design, inputs)),
+        blocks,
+        fanouts,
+        buckets,
+        1,
+        plan_mod.declared_units(units, buckets),
+    )
 
 
 def summed(parts: list[pd.DataFrame]) -> pd.DataFrame:
@@ -61,8 +75,10 @@ def test_any_partition_of_the_records_sums_to_the_same_counts(persons):
     rng = np.random.default_rng(0)
     owned = attrs.evolve(plan, marker_owner=(0,))
     for labels in (persons["county"], persons["tract"], pd.Series(rng.integers(0, 7, len(persons)))):
-        parts = [partition_truths((i,), rows.reset_index(drop=True), None, owned)
-                 for i, (_, rows) in enumerate(persons.groupby(labels.to_numpy(), sort=False))]
+        parts = [
+            partition_truths((i,), rows.reset_index(drop=True), None, owned)
+            for i, (_, rows) in enumerate(persons.groupby(labels.to_numpy(), sort=False))
+        ]
         pd.testing.assert_frame_equal(summed(parts), whole)
     assert len(whole) > 5000 and list(whole.columns) == [*KEYS, "count"]
     tract_block = next(b for b, (g, _) in enumerate(plan.blocks) if g == "tract")
@@ -139,8 +155,10 @@ def test_on_spark_the_driver_gets_no_row_per_person_nor_per_combination(tmp_path
     reads (what it collected before the tabulation ran on the executors), and the release is the
     local one from CSV, byte for byte."""
     people = pd.read_parquet(DATA / "persons.parquet").iloc[:3000]
-    columns = tabulate.read_columns(run_plan(people).design, records.Inputs(
-        people, ("QRACE1",), "QSPAN", {v: [] for v in ("QSEX", "AGE4", "AGE9", "AGE23")}))
+    columns = tabulate.read_columns(
+        run_plan(people).design,
+        records.Inputs(people, ("QRACE1",), "QSPAN", {v: [] for v in ("QSEX", "AGE4", "AGE9", "AGE23")}),
+    )
     combos = people.groupby([*columns, *(f"QRACE{i}" for i in range(2, 9))], dropna=False, observed=True).ngroups
     inputs = tmp_path / "in"
     sources = write_sources(people, inputs)

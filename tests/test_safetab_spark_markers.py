@@ -2,6 +2,7 @@
 one) emits the buckets' marker rows, so every declared unit is measured, the empty ones included,
 and the release is the local one byte for byte: the path a national run takes, kept small here by
 lowering the partition and bucket sizes."""
+
 from __future__ import annotations
 
 import pandas as pd
@@ -27,7 +28,8 @@ def _unsuppressed(path: str) -> str:
 
 @pytest.mark.slow  # a Spark compile: a few seconds on an idle machine (CI runs every test)
 def test_several_partitions_give_one_marker_owner_and_the_local_release_with_every_empty_unit(
-        tmp_path, spark_session, monkeypatch):
+    tmp_path, spark_session, monkeypatch
+):
     from dpspec.engine.spark import SparkEngine
 
     people = pd.read_parquet(DATA / "persons.parquet")
@@ -47,11 +49,14 @@ def test_several_partitions_give_one_marker_owner_and_the_local_release_with_eve
     inputs = tmp_path / "in"
     sources = write_sources(people, inputs)
     local = dpspec.compile(_unsuppressed(spec_reading(inputs, sources["csv"], name="csv")), seed=5)
-    on_spark = dpspec.compile(_unsuppressed(spec_reading(inputs, sources["dir"], name="dir")), seed=5,
-                              engine=SparkEngine(session=spark_session, partitions=3))
+    on_spark = dpspec.compile(
+        _unsuppressed(spec_reading(inputs, sources["dir"], name="dir")),
+        seed=5,
+        engine=SparkEngine(session=spark_session, partitions=3),
+    )
     spark_runs = [o for o in owners if o[0]]
     assert spark_runs, owners  # the Spark run split the records
-    (by, found, partitions), = spark_runs
+    ((by, found, partitions),) = spark_runs
     assert partitions > 1 and found is not None, spark_runs  # several partitions, one owner
     assert release(on_spark, tmp_path / "spark") == release(local, tmp_path / "local")
     assert on_spark.release.internal == local.release.internal

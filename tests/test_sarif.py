@@ -1,5 +1,6 @@
 """`dpspec check` and `dpspec audit` as SARIF 2.1.0 (issue 27 item 3): valid against the official
 schema (vendored in tests/sarif/, no network), with rule ids, levels and locations in the spec."""
+
 from __future__ import annotations
 
 import functools
@@ -47,7 +48,7 @@ def test_check_locates_each_problem_with_its_rule_and_level(small_spec):
     bad = small_spec.parent / "bad.dps"
     bad.write_text(small_spec.read_text().replace("p: 3/4", "p: 7/4"))  # a checker error
     broken = small_spec.parent / "broken.dps"
-    broken.write_text("spec \"x\"\ndomain {\n")  # a syntax error
+    broken.write_text('spec "x"\ndomain {\n')  # a syntax error
     run = sarif("check", "--format", "sarif", small_spec, bad, broken, code=1)
     by_file = {region(r)[0]["uri"].rsplit("/", 1)[-1]: r for r in run["results"]}
     assert set(by_file) == {"bad.dps", "broken.dps"}  # nothing for the clean file
@@ -72,7 +73,9 @@ def test_audit_findings_as_sarif(path):
     findings = json.loads(CliRunner().invoke(main, [*args[:1], "--json", *args[3:]]).stdout)["findings"]
     code = 1 if any(f["severity"] == "critical" for f in findings) else 0
     run = sarif(*args, code=code)
-    assert [(r["ruleId"], r["message"]["text"]) for r in run["results"]] == [(f["rule"], f["message"]) for f in findings]
+    assert [(r["ruleId"], r["message"]["text"]) for r in run["results"]] == [
+        (f["rule"], f["message"]) for f in findings
+    ]
     level = {"critical": "error", "warning": "warning", "info": "note"}
     assert [r["level"] for r in run["results"]] == [level[f["severity"]] for f in findings]
     lines = open(path, encoding="utf-8").read().splitlines()
@@ -99,8 +102,9 @@ def test_an_audit_that_fails_is_a_failed_run_not_an_empty_page(small_spec):
     assert run["results"][0]["ruleId"] == "parse-error"
 
 
-@pytest.mark.parametrize("args", [["budget", "--format", "sarif"], ["show", "--format", "sarif"],
-                                  ["audit", "--json", "--format", "sarif"]])
+@pytest.mark.parametrize(
+    "args", [["budget", "--format", "sarif"], ["show", "--format", "sarif"], ["audit", "--json", "--format", "sarif"]]
+)
 def test_sarif_for_a_command_without_findings_is_a_usage_error(small_spec, args):
     result = CliRunner().invoke(main, [*args, str(small_spec)])
     assert result.exit_code == 2

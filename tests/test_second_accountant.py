@@ -35,6 +35,7 @@ Differences of definition (each also in docs/theory.md, "A second accountant"):
   only that the noise meets the stated epsilon against neighbours of one size (the period total
   is in Z), whose L1 sensitivity OpenDP computes as the change-one one.
 """
+
 from __future__ import annotations
 
 import glob
@@ -49,8 +50,10 @@ import pytest
 dp = pytest.importorskip("opendp.prelude", reason="opendp (the test extra) is not installed")
 if tuple(int(x) for x in metadata.version("opendp").split(".")[:2]) < (0, 16):
     # checked against 0.16 only: OpenDP has renamed its combinators between releases
-    pytest.skip(f"the second accountant is written against opendp 0.16, found {metadata.version('opendp')}",
-                allow_module_level=True)
+    pytest.skip(
+        f"the second accountant is written against opendp 0.16, found {metadata.version('opendp')}",
+        allow_module_level=True,
+    )
 dp.enable_features("contrib")
 
 from dpspec.budget import PureDP, ZCDP, convert  # noqa: E402
@@ -178,10 +181,12 @@ def test_opendp_composes_every_topdown_geography_path_to_the_stated_rho(name):
 def test_opendp_charges_one_measurement_per_level_when_the_level_has_many_geounits():
     """A level's counts over (geounit, cell) keys are one histogram: its stability (and so its
     Gaussian's rho) is the same for 1 geounit or 500, which is parallel composition over geounits."""
+
     def level(geounits):
         keys = [f"{g}:{c}" for g in range(geounits) for c in ("a", "b", "c")]
-        t = dp.t.make_count_by_categories(dp.vector_domain(dp.atom_domain(T=str)), dp.symmetric_distance(),
-                                          keys, MO="L2Distance<int>")
+        t = dp.t.make_count_by_categories(
+            dp.vector_domain(dp.atom_domain(T=str)), dp.symmetric_distance(), keys, MO="L2Distance<int>"
+        )
         return t >> dp.m.then_gaussian(scale=2.0)
 
     assert level(1).map(1) == level(500).map(1) == 1 / 8
@@ -230,8 +235,9 @@ def test_opendp_generic_change_one_reproduces_the_safetab_ledgers_figure_when_rh
     assert s["flavor"]["relation"] == "hamming" and s["steps"][0]["method"] == "symdiff-to-hamming"
     records = dp.vector_domain(dp.atom_domain(T=int), size=100)
     bounded = dp.t.make_metric_unbounded(records, dp.change_one_distance())
-    histogram = dp.t.make_count_by_categories(bounded.output_domain, bounded.output_metric, [0, 1],
-                                              MO="L2Distance<int>")
+    histogram = dp.t.make_count_by_categories(
+        bounded.output_domain, bounded.output_metric, [0, 1], MO="L2Distance<int>"
+    )
     native = _compose_by_sensitivity(_safetab_parts(name))
     per_unit = (histogram >> dp.m.then_gaussian(scale=1.0)).map(1)
     per_change = (bounded >> histogram >> dp.m.then_gaussian(scale=1.0)).map(1)
@@ -246,13 +252,20 @@ def test_opendp_adaptive_composition_admits_safetab_p_stage_two_when_chosen_afte
     mech, _ = _mechanism(name)
     comps = [c for c in _summary(name)["native"]["components"] if "fanout" in c]
     one = next(c for c in comps if c["stage"] == "stage 1")
-    two = next(c for c in comps if c["stage"] == "stage 2" and c["table"] == one["table"]
-               and c["geography"] == one["geography"] and c["iteration_level"] == one["iteration_level"])
+    two = next(
+        c
+        for c in comps
+        if c["stage"] == "stage 2"
+        and c["table"] == one["table"]
+        and c["geography"] == one["geography"]
+        and c["iteration_level"] == one["iteration_level"]
+    )
     k = one["fanout"]
     d_in = math.sqrt(k)
     m1, m2 = (gaussian(Fraction(mech.noise_sigma2(k, Fraction(c["rho_exact"])))) for c in (one, two))
-    compositor = dp.c.make_adaptive_composition(INTS, L2, dp.zero_concentrated_divergence(), d_in=d_in,
-                                                d_mids=[m1.map(d_in), m2.map(d_in)])
+    compositor = dp.c.make_adaptive_composition(
+        INTS, L2, dp.zero_concentrated_divergence(), d_in=d_in, d_mids=[m1.map(d_in), m2.map(d_in)]
+    )
     assert _close(compositor.map(d_in), Fraction(one["rho_exact"]) + Fraction(two["rho_exact"]))
     queryable = compositor([3, 40, 7])
     totals = queryable(m1)
@@ -285,8 +298,10 @@ def test_opendp_composes_the_census_2020_program_to_its_ledger_total():
         member = os.path.normpath(os.path.join("census2020", release["spec"]))
         mech = _summary(member)["mechanism"]["name"]
         if mech == "topdown":
-            part = max(dp.c.make_composition([gaussian(Fraction(r["sigma2_exact"])) for r in rows]).map(TOPDOWN_S)
-                       for _, rows in topdown_paths(_summary(member)))
+            part = max(
+                dp.c.make_composition([gaussian(Fraction(r["sigma2_exact"])) for r in rows]).map(TOPDOWN_S)
+                for _, rows in topdown_paths(_summary(member))
+            )
         elif mech == "safetab":
             part = _compose_by_sensitivity(_safetab_parts(member, tight_change_one=True))
         else:
@@ -323,10 +338,13 @@ def test_opendp_zcdp_to_approx_dp_matches_cks20_at_every_bundled_figure(name):
         assert _close(_opendp_epsilon(s["budget"]["rho"], c["delta"]), c["epsilon"])
 
 
-@pytest.mark.parametrize("rho,delta,published", [
-    (Fraction(293764, 114921), 1e-10, 17.14),  # P.L. 94 persons, the production certificate
-    (15.29, 1e-10, 51.56),  # the design's worked figure (52.82 under BS16)
-])
+@pytest.mark.parametrize(
+    "rho,delta,published",
+    [
+        (Fraction(293764, 114921), 1e-10, 17.14),  # P.L. 94 persons, the production certificate
+        (15.29, 1e-10, 51.56),  # the design's worked figure (52.82 under BS16)
+    ],
+)
 def test_opendp_zcdp_to_approx_dp_gives_the_published_epsilon_when_rho_is_the_certificates(rho, delta, published):
     ours = convert(ZCDP(float(rho)), "approx", delta=delta, method="cks20").result.epsilon
     theirs = _opendp_epsilon(float(rho), delta)
@@ -348,8 +366,12 @@ def test_opendp_composes_the_acs_program_to_its_ledger_epsilon_when_states_are_d
     """Vision (everyone) then hearing (each person in one state's release): a person in state P
     answers vision and P's hearing, so the guarantee is the worst state's composition."""
     s = _summary(os.path.join("acs_program", "program.dps"))
-    rr = {r["spec"]: dp.m.make_randomized_response_bool(
-        prob=float(_mechanism(os.path.join("acs_program", r["spec"]))[1]["p"])) for r in s["releases"]}
+    rr = {
+        r["spec"]: dp.m.make_randomized_response_bool(
+            prob=float(_mechanism(os.path.join("acs_program", r["spec"]))[1]["p"])
+        )
+        for r in s["releases"]
+    }
     everyone = [r["spec"] for r in s["releases"] if r["parallel_group"] is None]
     parts = [r["spec"] for r in s["releases"] if r["parallel_group"] is not None]
     theirs = max(dp.c.make_composition([rr[n] for n in everyone + [p]]).map(1) for p in parts)
@@ -365,8 +387,9 @@ def test_opendp_discrete_laplace_costs_the_stated_epsilon_when_the_total_is_held
     mech, params = _mechanism(name)
     scales = mech.noise_scales(_spec(name), params)
     records = dp.vector_domain(dp.atom_domain(T=int), size=100)
-    histogram = (dp.t.make_metric_unbounded(records, dp.change_one_distance())
-                 >> dp.t.then_count_by_categories([0, 1, 2], MO="L1Distance<int>"))
+    histogram = dp.t.make_metric_unbounded(records, dp.change_one_distance()) >> dp.t.then_count_by_categories(
+        [0, 1, 2], MO="L1Distance<int>"
+    )
     laplace = [histogram >> dp.m.then_laplace(scale=float(scales[k])) for k in ("counts", "outcome")]
     assert _close(dp.c.make_composition(laplace).map(1), _summary(name)["budget"]["epsilon"])
 
@@ -379,8 +402,9 @@ def test_opendp_counts_a_change_one_neighbour_as_two_add_remove_steps_like_dpspe
     bounded = dp.t.make_metric_unbounded(records, dp.change_one_distance())
     assert bounded.map(1) == 2
     histogram = dp.t.then_count_by_categories([0, 1], MO="L2Distance<int>")
-    add_remove = dp.t.make_count_by_categories(dp.vector_domain(dp.atom_domain(T=int)), dp.symmetric_distance(),
-                                               [0, 1], MO="L2Distance<int>")
+    add_remove = dp.t.make_count_by_categories(
+        dp.vector_domain(dp.atom_domain(T=int)), dp.symmetric_distance(), [0, 1], MO="L2Distance<int>"
+    )
     rho_ar = (add_remove >> dp.m.then_gaussian(scale=3.0)).map(1)
     rho_c1 = (bounded >> histogram >> dp.m.then_gaussian(scale=3.0)).map(1)
     assert _close(rho_c1, change_relation(ZCDP(rho_ar), "symdiff", "hamming").result.rho)

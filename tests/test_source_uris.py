@@ -5,6 +5,7 @@ compile from `file:///abs/persons/` gives the same release and the same fingerpr
 the plain path; a location this machine cannot reach is a clear DataError, never a traceback,
 and never a release without a fingerprint.
 """
+
 from __future__ import annotations
 
 import json

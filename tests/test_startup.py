@@ -3,6 +3,7 @@
 deliberate: `check` computes each declared budget bound, and swapping's budget depends on the
 data (b, the largest stratum) and SafeTab's on its code-to-iteration mapping files (the fan-out
 bound k), both read with pandas; `check --no-bounds` stays light for every spec."""
+
 from __future__ import annotations
 
 import glob
@@ -36,10 +37,24 @@ def test_help_imports_neither_pandas_nor_scipy():
 def test_check_of_a_spec_without_arrays_imports_no_numpy():
     """Randomized response and swapping check without numpy, and so do TopDown and SafeTab: their
     schemas, budgets and pass plans need no array (numpy loads with the first one, at run time)."""
-    assert _heavy_modules("check", *(os.path.join(ROOT, "specs", name) for name in (
-        "acs_ma_vision_rr.dps", "acs_national_topdown.dps", "pl94_production_topdown.dps"))) == "none"
-    assert _heavy_modules("check", "--no-bounds", *(os.path.join(ROOT, "specs", name) for name in (
-        "ma1940_swap.dps", "safetab_p_production.dps"))) == "none"
+    assert (
+        _heavy_modules(
+            "check",
+            *(
+                os.path.join(ROOT, "specs", name)
+                for name in ("acs_ma_vision_rr.dps", "acs_national_topdown.dps", "pl94_production_topdown.dps")
+            ),
+        )
+        == "none"
+    )
+    assert (
+        _heavy_modules(
+            "check",
+            "--no-bounds",
+            *(os.path.join(ROOT, "specs", name) for name in ("ma1940_swap.dps", "safetab_p_production.dps")),
+        )
+        == "none"
+    )
 
 
 def test_check_reads_a_swap_specs_data_because_its_bound_depends_on_it():
@@ -83,6 +98,11 @@ def test_a_census_program_check_loads_pandas_for_safetab_only_and_never_scipy():
 
 def test_the_probe_would_notice_pandas():
     assert _heavy_modules("compile", "--help") == "none"
-    done = subprocess.run([sys.executable, "-c", "import pandas\n" + _PROBE, "--help"], cwd=ROOT,
-                          capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-c", "import pandas\n" + _PROBE, "--help"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.stdout.strip().split("\n")[-1] == "numpy,pandas"

@@ -4,6 +4,7 @@ Why it matters: a national release cannot be held by one process; a mechanism st
 an oversight reader must get exactly the bytes a frame would have given (same manifest hashes,
 same tabulations, same invariant checks).
 """
+
 from __future__ import annotations
 
 import os
@@ -23,13 +24,15 @@ SPECS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 def sample_frame(n=257, seed=3) -> pd.DataFrame:
     gen = np.random.default_rng(seed)
-    return pd.DataFrame({
-        "county": pd.Categorical(gen.choice(["c1", "c2", "c3"], n), categories=["c1", "c2", "c3", "c4"]),
-        "size": gen.integers(1, 9, n),
-        "owner": gen.random(n) < 0.4,
-        "weight": np.round(gen.random(n) * 10, 3),
-        "note": gen.choice(["a,b", 'say "hi"', "", "plain"], n),
-    })
+    return pd.DataFrame(
+        {
+            "county": pd.Categorical(gen.choice(["c1", "c2", "c3"], n), categories=["c1", "c2", "c3", "c4"]),
+            "size": gen.integers(1, 9, n),
+            "owner": gen.random(n) < 0.4,
+            "weight": np.round(gen.random(n) * 10, 3),
+            "note": gen.choice(["a,b", 'say "hi"', "", "plain"], n),
+        }
+    )
 
 
 def streamed(frame, size, **kw) -> StreamedTable:
@@ -101,9 +104,12 @@ def test_an_engine_held_input_is_counted_by_its_own_engine():
     from dpspec.engine import LocalEngine
 
     frame = sample_frame()
-    held = EngineTable(frame, "t", "t.parquet", len(frame), {"county": "str", "size": "int64", "owner": "bool"},
-                       engine=LocalEngine())
-    query = attrs.make_class("Q", ["table", "columns", "describe"])("t", ("county", "owner"), lambda: "count t by county, owner")
+    held = EngineTable(
+        frame, "t", "t.parquet", len(frame), {"county": "str", "size": "int64", "owner": "bool"}, engine=LocalEngine()
+    )
+    query = attrs.make_class("Q", ["table", "columns", "describe"])(
+        "t", ("county", "owner"), lambda: "count t by county, owner"
+    )
     compiler.verify_invariants([query], {"t": held}, {"t": frame.sample(frac=1, random_state=1)})
     moved = frame.copy()
     moved.loc[0, "owner"] = not moved.loc[0, "owner"]
@@ -144,7 +150,10 @@ def test_a_compile_whose_mechanism_streams_writes_the_same_set(tmp_path, monkeyp
 
     def streaming(mech, spec, params, data, rng, engine_run):
         release = original(mech, spec, params, data, rng, engine_run)
-        outs = {k: streamed(v, 97) if isinstance(v, pd.DataFrame) and len(v) > 100 else v for k, v in release.outputs.items()}
+        outs = {
+            k: streamed(v, 97) if isinstance(v, pd.DataFrame) and len(v) > 100 else v
+            for k, v in release.outputs.items()
+        }
         return attrs.evolve(release, outputs=outs)
 
     monkeypatch.setattr("dpspec.run.compiler.run_mechanism", streaming)  # where the compiler calls it
@@ -174,12 +183,15 @@ def test_extra_runs_free_their_engine_held_outputs(tmp_path, monkeypatch):
     def streaming(mech, spec, params, data, rng, engine_run):
         release = original(mech, spec, params, data, rng, engine_run)
         n = len(freed)
-        outs = {k: streamed(v, 500, release=lambda n=n: freed.append(n)) if isinstance(v, pd.DataFrame) else v
-                for k, v in release.outputs.items()}
+        outs = {
+            k: streamed(v, 500, release=lambda n=n: freed.append(n)) if isinstance(v, pd.DataFrame) else v
+            for k, v in release.outputs.items()
+        }
         freed.append(None)  # one entry per run: the index names the run
         return attrs.evolve(release, outputs=outs)
 
     monkeypatch.setattr("dpspec.run.compiler.run_mechanism", streaming)  # where the compiler calls it
-    compiler.compile_spec(load(os.path.join(SPECS, "acs_ma2019_swap.dps")), seed=5, runs=3, audit=False,
-                          engine=LocalEngine())
+    compiler.compile_spec(
+        load(os.path.join(SPECS, "acs_ma2019_swap.dps")), seed=5, runs=3, audit=False, engine=LocalEngine()
+    )
     assert sorted(x for x in freed if x is not None) == [1, 2]

@@ -1,4 +1,5 @@
 """The one box-plot drawer (`svg.box_chart`), horizontal (case study) and vertical (sweep)."""
+
 from __future__ import annotations
 
 import re
@@ -52,8 +53,16 @@ def test_empty_box_and_bad_orientation():
 def test_heat_map_draws_one_cell_per_value_and_escapes_its_text():
     from dpspec.report.svg import heat_map
 
-    svg = str(heat_map("<b>Delta</b>", [0.0, 0.5, 1.0], [0.0, 1.0], [[0.0, 0.5, 1.0], [1.0, 0.5, float("nan")]],
-                       x_label="p0 & more", y_label="p1"))
+    svg = str(
+        heat_map(
+            "<b>Delta</b>",
+            [0.0, 0.5, 1.0],
+            [0.0, 1.0],
+            [[0.0, 0.5, 1.0], [1.0, 0.5, float("nan")]],
+            x_label="p0 & more",
+            y_label="p1",
+        )
+    )
     assert svg.count("<rect") == 6 + 1 + 3  # the cells, the frame, the legend's swatches
     assert "<b>" not in svg and "&lt;b&gt;Delta" in svg and "p0 &amp; more" in svg
     assert 'fill="#f7f8fc"' in svg and 'fill="#1e346e"' in svg  # low and high ends of the scale

@@ -4,6 +4,7 @@ Randomized parts are tested statistically with fixed seeds. Chi-square tests use
 significance level; each includes or is paired with a check that the same test rejects a
 wrong sampler, so they cannot pass vacuously.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -60,13 +61,15 @@ def sattolo(k: int, rng) -> list[int]:
 
 def households(n: int, seed: int) -> pd.DataFrame:
     rng = np.random.default_rng(seed)
-    return pd.DataFrame({
-        "state": pd.Categorical(rng.choice(["MA", "RI", "CT"], n, p=[0.6, 0.3, 0.1])),
-        "county": pd.Categorical(rng.choice([f"c{i}" for i in range(8)], n)),
-        "size": rng.choice([1, 2, 3, 4, 9], n, p=[0.2, 0.35, 0.2, 0.2, 0.05]),
-        "tenure": rng.choice(["owned", "rented"], n),
-        "hhid": rng.permutation(n) + 1000,
-    })
+    return pd.DataFrame(
+        {
+            "state": pd.Categorical(rng.choice(["MA", "RI", "CT"], n, p=[0.6, 0.3, 0.1])),
+            "county": pd.Categorical(rng.choice([f"c{i}" for i in range(8)], n)),
+            "size": rng.choice([1, 2, 3, 4, 9], n, p=[0.2, 0.35, 0.2, 0.2, 0.05]),
+            "tenure": rng.choice(["owned", "rented"], n),
+            "hhid": rng.permutation(n) + 1000,
+        }
+    )
 
 
 # --- uniform derangements -----------------------------------------------------------------------
@@ -169,7 +172,7 @@ def test_selection_within_a_stratum_is_exchangeable():
     rng = np.random.default_rng(303)
     codes = np.repeat(np.arange(20_000), 2)
     sel = select(codes, Fraction(1, 4), rng).reshape(-1, 2)
-    assert ((sel[:, 0] == sel[:, 1])).all()  # pairs: both or neither
+    assert (sel[:, 0] == sel[:, 1]).all()  # pairs: both or neither
     both = sel[:, 0].mean()
     want = (1 / 16) / (1 / 16 + 9 / 16)
     assert abs(both - want) < 4 * np.sqrt(want * (1 - want) / 20_000)
@@ -200,16 +203,18 @@ def test_large_denominators_use_exact_comparison():
 def test_stratum_codes_partition_rows_like_groupby():
     rng = np.random.default_rng(4)
     n = 5_000
-    df = pd.DataFrame({
-        "cat": pd.Categorical(rng.choice(["a", "b", None], n)),
-        "int": rng.integers(-5, 5, n),
-        "big": rng.choice([0, 10**12], n),
-        "str": rng.choice(["x", "y"], n),
-        "flt": rng.choice([0.5, np.nan], n),
-        "flag": rng.random(n) < 0.5,
-        "i8": rng.integers(-120, 120, n).astype(np.int8),  # range wider than int8 can hold
-        "u64": rng.choice(np.array([2**64 - 1, 2**64 - 3, 7], dtype=np.uint64), n),
-    })
+    df = pd.DataFrame(
+        {
+            "cat": pd.Categorical(rng.choice(["a", "b", None], n)),
+            "int": rng.integers(-5, 5, n),
+            "big": rng.choice([0, 10**12], n),
+            "str": rng.choice(["x", "y"], n),
+            "flt": rng.choice([0.5, np.nan], n),
+            "flag": rng.random(n) < 0.5,
+            "i8": rng.integers(-120, 120, n).astype(np.int8),  # range wider than int8 can hold
+            "u64": rng.choice(np.array([2**64 - 1, 2**64 - 3, 7], dtype=np.uint64), n),
+        }
+    )
     for cols in (["cat"], ["int", "str"], list(df.columns), ["big", "flt", "cat"], ["i8"], ["u64"]):
         codes, n_codes = stratum_codes(df, cols)
         assert codes.min() >= 0 and codes.max() < n_codes
@@ -271,8 +276,7 @@ def test_source_describes_the_swap():
 def test_schema_index_and_input_are_preserved():
     df = households(500, seed=3)
     df.index = pd.Index([f"h{i}" for i in np.random.default_rng(0).permutation(len(df))])
-    df["income"] = pd.array(np.where(np.arange(len(df)) % 7 == 0, None, np.arange(len(df))),
-                            dtype="Int64")
+    df["income"] = pd.array(np.where(np.arange(len(df)) % 7 == 0, None, np.arange(len(df))), dtype="Int64")
     df["county2"] = df["county"].astype(str)
     pristine = df.copy(deep=True)
     res = swap_records(df, MATCH, ["county", "county2", "income"], 0.3, 5)
@@ -302,10 +306,12 @@ def test_reproducible_with_a_seed_and_different_without():
 
 
 def test_missing_match_values_form_their_own_stratum():
-    df = pd.DataFrame({
-        "state": pd.Categorical(["A", None, None, None, "A", "A"]),
-        "county": ["a1", "n1", "n2", "n3", "a2", "a3"],
-    })
+    df = pd.DataFrame(
+        {
+            "state": pd.Categorical(["A", None, None, None, "A", "A"]),
+            "county": ["a1", "n1", "n2", "n3", "a2", "a3"],
+        }
+    )
     for seed in range(20):
         res = swap_records(df, ["state"], ["county"], 1, seed)
         assert set(res.data["county"][1:4]) == {"n1", "n2", "n3"}
@@ -346,10 +352,11 @@ def test_ma1940_swap_keeps_the_paper_invariants():
 
 def test_induced_invariants():
     assert induced_invariants(["state", "size"], ["county"], ["tenure"]) == [
-        ("state", "size", "tenure"), ("state", "size", "county")]
+        ("state", "size", "tenure"),
+        ("state", "size", "county"),
+    ]
     assert induced_invariants(["state"], ["county"], []) == [("state",), ("state", "county")]
-    assert induced_invariants([], ["county"], ["tenure", "size"]) == [
-        ("tenure", "size"), ("county",)]
+    assert induced_invariants([], ["county"], ["tenure", "size"]) == [("tenure", "size"), ("county",)]
 
 
 # --- carry-along ----------------------------------------------------------------------------------
@@ -359,12 +366,14 @@ def persons_of(hh: pd.DataFrame, seed: int) -> pd.DataFrame:
     rng = np.random.default_rng(seed)
     idx = np.repeat(np.arange(len(hh)), hh["size"].to_numpy())
     idx = idx[rng.permutation(idx.size)]
-    return pd.DataFrame({
-        "pid": np.arange(idx.size),
-        "hhid": hh["hhid"].to_numpy()[idx],
-        "county": hh["county"].to_numpy()[idx],
-        "age": rng.integers(0, 90, idx.size),
-    })
+    return pd.DataFrame(
+        {
+            "pid": np.arange(idx.size),
+            "hhid": hh["hhid"].to_numpy()[idx],
+            "county": hh["county"].to_numpy()[idx],
+            "age": rng.integers(0, 90, idx.size),
+        }
+    )
 
 
 def test_carry_along_moves_persons_with_their_household():

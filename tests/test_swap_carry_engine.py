@@ -6,6 +6,7 @@ release is the same bytes on the local engine and on Spark local[2], the same ro
 multiset) as the pandas `carry_along` path on the same data and seed, every data error says the
 same thing on both engines, and on Spark only aggregates and the streamed release reach the driver.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -150,8 +151,10 @@ def duplicated(hh, persons):
 def expected(case, hh, persons) -> str:
     """The message, written out from the data (the first value and the counts)."""
     if case is orphan:
-        return ("column 'hhid': value 888888 (1 row) matches no parent record; 4 rows in all match none: "
-                "888888 (1 row), 999999 (3 rows)")
+        return (
+            "column 'hhid': value 888888 (1 row) matches no parent record; 4 rows in all match none: "
+            "888888 (1 row), 999999 (3 rows)"
+        )
     if case is disagreeing:
         rows = persons.iloc[:2].merge(hh[["hhid", "county"]], on="hhid", suffixes=("", "_hh"))
         pairs = sorted(zip(rows["county"], rows["county_hh"]))
@@ -177,9 +180,18 @@ def test_each_data_error_says_the_same_on_both_engines(tmp_path, spark_session, 
     csv_spec.write_text(Path(spec).read_text().replace(".parquet", ".csv"))
     hh.to_csv(csv_spec.parent / "households.csv", index=False)
     persons.to_csv(csv_spec.parent / "persons.csv", index=False)
-    with pytest.raises(DataError, match=want.split(":")[0] + ".*" + ("matches no parent" if case is orphan else
-                                                                       "differs from its parent" if case is disagreeing
-                                                                       else "names more than one parent")):
+    with pytest.raises(
+        DataError,
+        match=want.split(":")[0]
+        + ".*"
+        + (
+            "matches no parent"
+            if case is orphan
+            else "differs from its parent"
+            if case is disagreeing
+            else "names more than one parent"
+        ),
+    ):
         compile_on(str(csv_spec), "local")
 
 
@@ -190,8 +202,9 @@ def lookup_case():
     """Children with text keys (one missing, matching the parent with a missing key), a child
     without a parent, and a child disagreeing with its parent."""
     parent = pd.DataFrame({"k": ["a", "b", "c", None], "v": [1, 2, 3, 4], "was": ["x", "y", "z", "w"]})
-    child = pd.DataFrame({"k": ["b", "a", "a", None, "c"], "v": [0, 0, 0, 0, 0], "was": ["y", "x", "x", "w", "z"],
-                          "n": [1, 2, 3, 4, 5]})
+    child = pd.DataFrame(
+        {"k": ["b", "a", "a", None, "c"], "v": [0, 0, 0, 0, 0], "was": ["y", "x", "x", "w", "z"], "n": [1, 2, 3, 4, 5]}
+    )
     return child, parent
 
 
@@ -209,11 +222,17 @@ def test_lookup_joins_and_checks_alike_on_both_engines(spark_session):
         run.drop(table)
     assert child.equals(inputs[0]) and parent.equals(inputs[1])  # inputs never modified
     assert results["local"].equals(results["spark"])
-    assert results["local"].to_dict("list") == {"k": ["a", "a", "b", "c", None], "v": [1, 1, 2, 3, 4],
-                                                "was": ["x", "x", "y", "z", "w"], "n": [2, 3, 1, 5, 4]}
+    assert results["local"].to_dict("list") == {
+        "k": ["a", "a", "b", "c", None],
+        "v": [1, 1, 2, 3, 4],
+        "was": ["x", "x", "y", "z", "w"],
+        "n": [2, 3, 1, 5, 4],
+    }
 
-    bad_child = pd.concat([child, pd.DataFrame({"k": ["q", "q", "p"], "v": [0] * 3, "was": ["x", "y", "y"], "n": [6, 7, 8]})],
-                          ignore_index=True)
+    bad_child = pd.concat(
+        [child, pd.DataFrame({"k": ["q", "q", "p"], "v": [0] * 3, "was": ["x", "y", "y"], "n": [6, 7, 8]})],
+        ignore_index=True,
+    )
     bad_child.loc[0, "was"] = "nope"
     twice = pd.concat([parent, parent.iloc[[1, 2, 2]]], ignore_index=True)
     for table_child, table_parent in ((bad_child, parent), (child, twice)):
@@ -223,10 +242,16 @@ def test_lookup_joins_and_checks_alike_on_both_engines(spark_session):
             assert table is None and not checks.ok
             found.append(checks)
         a, b = found
-        assert (a.duplicate_keys, a.unmatched_rows, a.mismatched_rows) == (b.duplicate_keys, b.unmatched_rows, b.mismatched_rows)
+        assert (a.duplicate_keys, a.unmatched_rows, a.mismatched_rows) == (
+            b.duplicate_keys,
+            b.unmatched_rows,
+            b.mismatched_rows,
+        )
         for x, y in ((a.duplicates, b.duplicates), (a.unmatched, b.unmatched)):
             assert (x is None and y is None) or x.equals(y)
-        assert a.mismatched.keys() == b.mismatched.keys() and all(a.mismatched[c].equals(b.mismatched[c]) for c in a.mismatched)
+        assert a.mismatched.keys() == b.mismatched.keys() and all(
+            a.mismatched[c].equals(b.mismatched[c]) for c in a.mismatched
+        )
     assert found[0].duplicates.to_dict("list") == {"k": ["b", "c"], "count": [2, 3]} and found[0].duplicate_keys == 2
 
 

@@ -1,4 +1,5 @@
 """`dpspec swap epsilon`, `dpspec swap whatif`, and the core commands on the swap specs."""
+
 from __future__ import annotations
 
 import json
@@ -24,7 +25,10 @@ def run(*args):
 
 SCHEMAS = Path(__file__).resolve().parents[1] / "plugins" / "dpspec_swap" / "schemas"
 # (output, version) -> SHA-256 of its schema's canonical JSON: a schema changes only with its version
-PINS = {("epsilon", "1.0"): "e0f7ce1b1ab5b586bc40403e9d439094c853225ae97c517f89ed9820298febbe", ("whatif", "1.0"): "23c14416c29325c6c6cf64b22ab7870ff50d67cc13f3f834a5e0c03890d6c5c9"}
+PINS = {
+    ("epsilon", "1.0"): "e0f7ce1b1ab5b586bc40403e9d439094c853225ae97c517f89ed9820298febbe",
+    ("whatif", "1.0"): "23c14416c29325c6c6cf64b22ab7870ff50d67cc13f3f834a5e0c03890d6c5c9",
+}
 
 
 def assert_valid(name: str, document) -> None:
@@ -85,8 +89,10 @@ def test_epsilon_text():
     assert "15.4294" in res.output and "inf" in res.output
 
 
-@pytest.mark.parametrize("args", [["--b", "10", "--rate", "1.5"], ["--b", "10", "--rate", "x"],
-                                  ["--b", "-1", "--rate", "0.1"], ["--rate", "0.1"]])
+@pytest.mark.parametrize(
+    "args",
+    [["--b", "10", "--rate", "1.5"], ["--b", "10", "--rate", "x"], ["--b", "-1", "--rate", "0.1"], ["--rate", "0.1"]],
+)
 def test_epsilon_usage_errors(args):
     res = CliRunner().invoke(main, ["swap", "epsilon", *args])
     assert res.exit_code == 2

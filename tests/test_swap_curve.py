@@ -4,6 +4,7 @@ Theorem II.1 falls with p up to the point where ln(o) = ln(b+1)/2 and rises afte
 epsilon above that minimum is attained at exactly two rates. Each is checked by mapping back
 through the theorem itself (`psa_epsilon`), never against a copy of the formula.
 """
+
 from __future__ import annotations
 
 import json

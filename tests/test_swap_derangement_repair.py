@@ -5,6 +5,7 @@ statistically and on forced random bits, and the whole path for uniformity over 
 derangement of 4, 5 and 6 elements (forced onto the add-back path), with controls that show the
 same tests reject a wrong step.
 """
+
 from __future__ import annotations
 
 from fractions import Fraction
@@ -117,8 +118,9 @@ def test_the_draws_for_a_seed_are_those_releases_were_made_with():
     import hashlib
 
     rng = np.random.default_rng(46)
-    sizes = np.concatenate([rng.integers(2, 16, 3000), rng.integers(16, 2048, 300),
-                            rng.integers(2048, 9000, 6), [0, 2, 3, 2048, 2047]])
+    sizes = np.concatenate(
+        [rng.integers(2, 16, 3000), rng.integers(16, 2048, 300), rng.integers(2048, 9000, 6), [0, 2, 3, 2048, 2047]]
+    )
     rng.shuffle(sizes)
     digest = hashlib.sha256()
     for seed in range(5):

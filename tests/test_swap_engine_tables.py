@@ -5,6 +5,7 @@ Every bundled swap spec, its data written as one Parquet file and as a hive-part
 directory: the same release bytes on the local engine (both layouts) and on Spark local[2].
 The 1940 households (1.1M) are cut to a seeded sample so a Spark compile takes seconds.
 """
+
 from __future__ import annotations
 
 import re
@@ -121,8 +122,10 @@ def test_engine_facts_and_figures_equal_the_pandas_ones(tmp_path):
     released = on_engine.published["persons"]  # read whole: compile stopped the engine it started
     original = frames["persons"]
     for cols in (["STATE", "SEX", "AGE_BAND", "RAC1P", "HISP"], ["PUMA", "SEX", "AGE_BAND"]):
-        assert released.groupby(cols, observed=True).size().astype(str).to_dict() == \
-            original.groupby(cols, observed=True).size().astype(str).to_dict()
+        assert (
+            released.groupby(cols, observed=True).size().astype(str).to_dict()
+            == original.groupby(cols, observed=True).size().astype(str).to_dict()
+        )
     moved = released.groupby(["PUMA", "RAC1P"], observed=True).size()
     assert not moved.equals(original.groupby(["PUMA", "RAC1P"], observed=True).size())  # the swap did something
 
@@ -187,10 +190,14 @@ def failing_unit(key, rows, rng, rate, swap):
 
 
 @pytest.mark.parametrize("engine", ["local", "spark"])
-@pytest.mark.parametrize("unit,message", [
-    (broken_unit, r"invariant 'count households by [a-z, ]*county[a-z, ]*' changed"),
-    (failing_unit, r"swap: the unit of work \('MA', 3\) failed: RuntimeError: no derangement today"),
-], ids=["breaks an invariant: caught", "fails: named by its stratum"])
+@pytest.mark.parametrize(
+    "unit,message",
+    [
+        (broken_unit, r"invariant 'count households by [a-z, ]*county[a-z, ]*' changed"),
+        (failing_unit, r"swap: the unit of work \('MA', 3\) failed: RuntimeError: no derangement today"),
+    ],
+    ids=["breaks an invariant: caught", "fails: named by its stratum"],
+)
 def test_a_bad_unit_is_reported(tmp_path, request, monkeypatch, engine, unit, message):
     from dpspec_swap import on_engine
 

@@ -1,4 +1,5 @@
 """The PSA's stratum keys computed only where asked: the same codes, rows and swap as coding every record."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -70,13 +71,15 @@ def frame(n: int, seed: int) -> pd.DataFrame:
     tiny = rng.random(n) < 0.002
     region[tiny] = 40 + rng.integers(0, 3, tiny.sum())
     region[rng.random(n) < 0.01] = -1  # missing: a value of its own
-    return pd.DataFrame({
-        "region": pd.Categorical.from_codes(region, categories=[f"r{i}" for i in range(43)]),
-        "kind": pd.Categorical.from_codes(rng.integers(0, 4, n), categories=list("abcd"), ordered=True),
-        "flag": rng.random(n) < 0.5,
-        "small": rng.integers(0, 3, n),
-        "county": pd.Categorical.from_codes(rng.integers(0, 300, n), categories=[f"c{i}" for i in range(300)]),
-    })
+    return pd.DataFrame(
+        {
+            "region": pd.Categorical.from_codes(region, categories=[f"r{i}" for i in range(43)]),
+            "kind": pd.Categorical.from_codes(rng.integers(0, 4, n), categories=list("abcd"), ordered=True),
+            "flag": rng.random(n) < 0.5,
+            "small": rng.integers(0, 3, n),
+            "county": pd.Categorical.from_codes(rng.integers(0, 300, n), categories=[f"c{i}" for i in range(300)]),
+        }
+    )
 
 
 def counting(monkeypatch, cls, name: str) -> list:
@@ -90,8 +93,14 @@ def counting(monkeypatch, cls, name: str) -> list:
     return calls
 
 
-CASES = [(["region", "kind"], "0.3"), (["kind", "region"], "1/2"), (["region", "flag"], "0.2"),
-         (["flag"], "0.5"), (["region", "small"], "0.3"), ([], "0.01")]
+CASES = [
+    (["region", "kind"], "0.3"),
+    (["kind", "region"], "1/2"),
+    (["region", "flag"], "0.2"),
+    (["flag"], "0.5"),
+    (["region", "small"], "0.3"),
+    ([], "0.01"),
+]
 
 
 @pytest.mark.parametrize("match,rate", CASES, ids=["-".join(m) or "none" for m, _ in CASES])
@@ -116,8 +125,12 @@ def test_keys_on_demand_are_stratum_codes():
         assert isinstance(keys, algorithm._FrameKeys) and keys.n_codes == n_codes
         assert np.array_equal(keys.at(rows), codes[rows]) and keys.at(rows).dtype == codes.dtype
         missing = codes[df["region"].isna().to_numpy()][:2]
-        for strata in (np.unique(codes[rows[:3]]), np.unique(codes[rows[:40]]), np.unique(missing),
-                       np.array([n_codes - 1])):
+        for strata in (
+            np.unique(codes[rows[:3]]),
+            np.unique(codes[rows[:40]]),
+            np.unique(missing),
+            np.array([n_codes - 1]),
+        ):
             assert np.array_equal(keys.rows_in(strata), np.flatnonzero(np.isin(codes, strata)))
     # Columns whose codes depend on the whole column are coded in full, as before.
     assert not isinstance(frame_keys(df, ["region", "small"]), algorithm._FrameKeys)

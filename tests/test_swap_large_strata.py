@@ -1,4 +1,5 @@
 """Large strata are deranged one by one (rejection on one permutation): still exactly uniform."""
+
 from __future__ import annotations
 
 import numpy as np

@@ -1,5 +1,6 @@
 """The `swap` plugin through the spec path: registration, checks, invariants, budget by
 Theorem II.1 on the 1940 Massachusetts households, carrying persons along, utility, report."""
+
 from __future__ import annotations
 
 import json
@@ -155,9 +156,18 @@ INVARIANTS = ["  count households by state, size, tenure, hhid", "  count househ
 PERSONS_INVARIANT = "  count persons by hhid, age"
 
 
-def household_spec(tmp_path, households: pd.DataFrame, *, rate="0.5", match="state, size", swap="county",
-                   invariants=INVARIANTS, persons: pd.DataFrame | None = None, persons_table=False,
-                   persons_data=None):
+def household_spec(
+    tmp_path,
+    households: pd.DataFrame,
+    *,
+    rate="0.5",
+    match="state, size",
+    swap="county",
+    invariants=INVARIANTS,
+    persons: pd.DataFrame | None = None,
+    persons_table=False,
+    persons_data=None,
+):
     persons_table = persons_table or persons is not None
     persons_data = persons is not None if persons_data is None else persons_data
     households.to_csv(tmp_path / "households.csv", index=False)
@@ -166,7 +176,11 @@ def household_spec(tmp_path, households: pd.DataFrame, *, rate="0.5", match="sta
     text = HOUSEHOLDS.format(
         persons_table=PERSONS_TABLE if persons_table else "",
         persons_data='data persons from "persons.csv"' if persons_data else "",
-        invariants="\n".join(invariants), match=match, swap=swap, rate=rate)
+        invariants="\n".join(invariants),
+        match=match,
+        swap=swap,
+        rate=rate,
+    )
     path = tmp_path / "households.dps"
     path.write_text(text)
     return parse(text, str(path))
@@ -176,15 +190,27 @@ def make_households(n: int, seed: int) -> pd.DataFrame:
     rng = np.random.default_rng(seed)
     state = rng.choice(["A", "B"], size=n)
     county = np.where(state == "A", rng.choice(["a1", "a2", "a3"], size=n), rng.choice(["b1", "b2"], size=n))
-    return pd.DataFrame({"hhid": np.arange(1, n + 1), "state": state, "county": county,
-                         "size": rng.integers(1, 5, size=n), "tenure": rng.choice(["owned", "rented"], size=n)})
+    return pd.DataFrame(
+        {
+            "hhid": np.arange(1, n + 1),
+            "state": state,
+            "county": county,
+            "size": rng.integers(1, 5, size=n),
+            "tenure": rng.choice(["owned", "rented"], size=n),
+        }
+    )
 
 
 def make_persons(households: pd.DataFrame, seed: int) -> pd.DataFrame:
     rng = np.random.default_rng(seed)
     rows = households.loc[households.index.repeat(households["size"])]
-    return pd.DataFrame({"hhid": rows["hhid"].to_numpy(), "county": rows["county"].to_numpy(),
-                         "age": rng.integers(0, 90, size=len(rows))}).sample(frac=1, random_state=seed)
+    return pd.DataFrame(
+        {
+            "hhid": rows["hhid"].to_numpy(),
+            "county": rows["county"].to_numpy(),
+            "age": rng.integers(0, 90, size=len(rows)),
+        }
+    ).sample(frac=1, random_state=seed)
 
 
 def problems_of(spec) -> str:
@@ -205,8 +231,9 @@ def test_unknown_column_is_a_spec_error_with_a_suggestion(tmp_path):
 
 def test_column_of_another_table_is_not_a_column_of_the_swapped_table(tmp_path):
     hh = make_households(10, 1)
-    spec = household_spec(tmp_path, hh, match="state, age", persons=make_persons(hh, 2),
-                          invariants=INVARIANTS + [PERSONS_INVARIANT])
+    spec = household_spec(
+        tmp_path, hh, match="state, age", persons=make_persons(hh, 2), invariants=INVARIANTS + [PERSONS_INVARIANT]
+    )
     message = problems_of(spec)
     assert "parameter 'match': unknown column 'age' in table 'households'" in message
 
@@ -232,17 +259,25 @@ def test_rate_out_of_range(tmp_path, rate):
 
 
 def test_swapping_a_nested_column_needs_its_parent_in_the_key(tmp_path):
-    message = problems_of(household_spec(tmp_path, make_households(10, 1), match="size",
-                                         invariants=["  count households by size, state, tenure, hhid",
-                                                     "  count households by county, size"]))
+    message = problems_of(
+        household_spec(
+            tmp_path,
+            make_households(10, 1),
+            match="size",
+            invariants=["  count households by size, state, tenure, hhid", "  count households by county, size"],
+        )
+    )
     assert "'county' is nested in 'state'" in message
     assert "add 'state' to the match key" in message
 
 
 def test_swapping_the_link_column_is_refused(tmp_path):
     hh = make_households(10, 1)
-    message = problems_of(household_spec(tmp_path, hh, swap="county, hhid", persons=make_persons(hh, 2),
-                                         invariants=INVARIANTS + [PERSONS_INVARIANT]))
+    message = problems_of(
+        household_spec(
+            tmp_path, hh, swap="county, hhid", persons=make_persons(hh, 2), invariants=INVARIANTS + [PERSONS_INVARIANT]
+        )
+    )
     assert "'hhid' links table 'persons' to 'households' and cannot be swapped" in message
 
 
@@ -253,13 +288,18 @@ def test_induced_invariants_for_1940(text1940):
     checked = check(load(MA1940, text1940))
     # county is nested in state, so match x swap is the count by size x county.
     assert [q.describe() for q in checked.induced] == [
-        "count households by state, size, tenure", "count households by size, county"]
+        "count households by state, size, tenure",
+        "count households by size, county",
+    ]
 
 
-@pytest.mark.parametrize(("dropped", "missing"), [
-    ("  count households by county, size\n", "count households by size, county"),
-    ("  count households by state, size, tenure\n", "count households by state, size, tenure"),
-])
+@pytest.mark.parametrize(
+    ("dropped", "missing"),
+    [
+        ("  count households by county, size\n", "count households by size, county"),
+        ("  count households by state, size, tenure\n", "count households by state, size, tenure"),
+    ],
+)
 def test_undeclared_invariant_is_rejected_by_name(text1940, dropped, missing):
     assert dropped in text1940
     message = problems_of(load(MA1940, text1940.replace(dropped, "")))
@@ -306,8 +346,10 @@ def test_compile_1940_end_to_end(text1940, data1940):
 
 
 def test_runs_give_utility_figures_that_grow_with_the_rate(text1940, data1940):
-    text = text1940.replace("  count households by county, tenure\n",
-                            "  count households by county, tenure\n  count households by county, size\n")
+    text = text1940.replace(
+        "  count households by county, tenure\n",
+        "  count households by county, tenure\n  count households by county, size\n",
+    )
     mapes = {}
     for rate in ("0.05", "0.5"):
         result = compile_spec(load(MA1940, with_rate(text, rate)), data=data1940, seed=7, runs=2, audit=False)
@@ -377,8 +419,15 @@ def test_persons_disagreeing_with_their_household_are_a_data_error(tmp_path):
 
 def test_b_zero_gives_zero_budget(tmp_path):
     # every stratum holds one household, or identical ones: nothing can move
-    hh = pd.DataFrame({"hhid": [1, 2, 3], "state": ["A", "A", "B"], "county": ["a1", "a2", "b1"],
-                       "size": [1, 2, 1], "tenure": ["owned", "owned", "rented"]})
+    hh = pd.DataFrame(
+        {
+            "hhid": [1, 2, 3],
+            "state": ["A", "A", "B"],
+            "county": ["a1", "a2", "b1"],
+            "size": [1, 2, 1],
+            "tenure": ["owned", "owned", "rented"],
+        }
+    )
     spec = household_spec(tmp_path, hh, rate="0.3")
     _, facts, statement, _, _ = spec_ledger(spec)
     assert facts["b"] == 0 and facts["largest_stratum"] is None
@@ -387,8 +436,15 @@ def test_b_zero_gives_zero_budget(tmp_path):
 
 def test_small_b_high_rate_takes_ln_o(tmp_path):
     # b = 2 at p = 9/10: ln(o) = ln 9 beats ln(3) - ln(9)
-    hh = pd.DataFrame({"hhid": [1, 2, 3], "state": ["A", "A", "B"], "county": ["a1", "a2", "b1"],
-                       "size": [2, 2, 1], "tenure": ["owned", "owned", "rented"]})
+    hh = pd.DataFrame(
+        {
+            "hhid": [1, 2, 3],
+            "state": ["A", "A", "B"],
+            "county": ["a1", "a2", "b1"],
+            "size": [2, 2, 1],
+            "tenure": ["owned", "owned", "rented"],
+        }
+    )
     spec = household_spec(tmp_path, hh, rate="0.9")
     _, facts, statement, _, _ = spec_ledger(spec)
     assert facts["b"] == 2
@@ -402,7 +458,9 @@ def test_acs_person_swap_end_to_end():
     spec = load(ACS)
     checked = check(spec)
     assert [q.describe() for q in checked.induced] == [
-        "count persons by STATE, SEX, AGE_BAND, RAC1P, HISP", "count persons by SEX, AGE_BAND, PUMA"]
+        "count persons by STATE, SEX, AGE_BAND, RAC1P, HISP",
+        "count persons by SEX, AGE_BAND, PUMA",
+    ]
     result = compile_spec(spec, seed=2019, runs=5, audit=False)
     assert result.facts["b"] == 1161
     assert result.facts["largest_stratum"] == {"STATE": "25", "SEX": "2", "AGE_BAND": "45-64"}
@@ -423,8 +481,7 @@ def test_alternative_keys_for_1940(text1940):
     checked = check(load(MA1940, text1940))
     keys = alternative_keys(checked.spec, checked.params)
     assert keys[0] == ("state", "size")
-    assert set(keys) == {("state", "size"), (), ("size",), ("size", "tenure"), ("state",),
-                         ("state", "size", "tenure")}
+    assert set(keys) == {("state", "size"), (), ("size",), ("size", "tenure"), ("state",), ("state", "size", "tenure")}
 
 
 def test_report_section_plots_budget_against_rate(text1940, data1940):
@@ -452,9 +509,15 @@ def test_report_section_plots_budget_against_rate(text1940, data1940):
 
 
 def test_report_section_escapes_values(tmp_path):
-    hh = pd.DataFrame({"hhid": [1, 2, 3, 4], "state": ["<script>alert(1)</script>"] * 4,
-                       "county": ["a|1", "a*2", "a1", "a2"], "size": [2, 2, 2, 2],
-                       "tenure": ["owned", "owned", "rented", "rented"]})
+    hh = pd.DataFrame(
+        {
+            "hhid": [1, 2, 3, 4],
+            "state": ["<script>alert(1)</script>"] * 4,
+            "county": ["a|1", "a*2", "a1", "a2"],
+            "size": [2, 2, 2, 2],
+            "tenure": ["owned", "owned", "rented", "rented"],
+        }
+    )
     spec = household_spec(tmp_path, hh, rate="0.5")
     result = compile_spec(spec, seed=1, audit=False)
     html = "".join(s.html for s in sections(result))
@@ -500,11 +563,14 @@ mechanism swap { match: state, size  swap: tract  rate: 0.02 }
     message = problems_of(parse(text, str(tmp_path / "t.dps")))
     assert "'tract' is nested in 'county'" in message  # county must be held fixed too
     fixed = text.replace("match: state, size ", "match: county, size ").replace(
-        "count households by state, size, tenure", "count households by county, size, tenure")
+        "count households by state, size, tenure", "count households by county, size, tenure"
+    )
     checked = check(parse(fixed, str(tmp_path / "t.dps")))
     # county fixes state (validated nesting), so state drops out of match x hold
     assert [q.describe() for q in checked.induced] == [
-        "count households by county, size, tenure", "count households by size, tract"]
+        "count households by county, size, tenure",
+        "count households by size, tract",
+    ]
     keys = alternative_keys(checked.spec, checked.params)
     assert keys[0] == ("county", "size")
     # coarser geography (state), the spec's (county) and none, each with and without size

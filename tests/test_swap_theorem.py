@@ -1,4 +1,5 @@
 """Theorem II.1 (the PSA's budget), b, and the 1940 Massachusetts data it is computed from."""
+
 from __future__ import annotations
 
 import math
@@ -32,9 +33,9 @@ def test_paper_figure_1940_massachusetts():
     ("p", "expected"),
     [
         (Fraction(1, 100), 17.08),  # ln(264332) + ln(99)
-        (Fraction(1, 10), 14.68),   # ln(264332) + ln(9)
-        (Fraction(1, 2), 12.48),    # o = 1: eps = ln(b + 1)
-        (Fraction(7, 10), 11.64),   # p > 1/2, second term wins: ln(b+1) - ln(7/3)
+        (Fraction(1, 10), 14.68),  # ln(264332) + ln(9)
+        (Fraction(1, 2), 12.48),  # o = 1: eps = ln(b + 1)
+        (Fraction(7, 10), 11.64),  # p > 1/2, second term wins: ln(b+1) - ln(7/3)
         (Fraction(99, 100), 7.89),  # p > 1/2, second term still wins: ln(b+1) - ln 99
     ],
 )
@@ -110,12 +111,14 @@ def test_bad_b_is_a_mechanism_error(bad):
 
 
 def test_largest_stratum_ignores_strata_of_identical_records():
-    df = pd.DataFrame({
-        "state": ["A"] * 10 + ["B"] * 3 + ["C"],
-        "size": [1] * 10 + [2] * 3 + [3],
-        "county": ["x"] * 10 + ["x", "y", "x"] + ["z"],
-        "tenure": ["own"] * 14,
-    })
+    df = pd.DataFrame(
+        {
+            "state": ["A"] * 10 + ["B"] * 3 + ["C"],
+            "size": [1] * 10 + [2] * 3 + [3],
+            "county": ["x"] * 10 + ["x", "y", "x"] + ["z"],
+            "tenure": ["own"] * 14,
+        }
+    )
     keys, other = ["state", "size"], ["county", "tenure"]
     assert largest_stratum(df, keys, other) == (3, {"state": "B", "size": 2})
     # A holding difference counts as much as a swapping one.
@@ -131,10 +134,12 @@ def test_largest_stratum_none():
 
 
 def test_largest_stratum_ties_and_missing_keys():
-    df = pd.DataFrame({
-        "state": pd.Categorical(["B", "B", None, None, None]),
-        "county": pd.Categorical(["x", "y", "x", "y", "y"]),
-    })
+    df = pd.DataFrame(
+        {
+            "state": pd.Categorical(["B", "B", None, None, None]),
+            "county": pd.Categorical(["x", "y", "x", "y", "y"]),
+        }
+    )
     b, key = largest_stratum(df, ["state"], ["county"])
     assert b == 3 and pd.isna(key["state"])  # missing is a key value of its own
     df2 = pd.DataFrame({"s": [2, 2, 1, 1], "c": [0, 1, 0, 1]})
@@ -144,12 +149,14 @@ def test_largest_stratum_ties_and_missing_keys():
 def test_largest_stratum_agrees_with_pandas_groupby():
     rng = np.random.default_rng(7)
     n = 20_000
-    df = pd.DataFrame({
-        "a": rng.integers(0, 30, n),
-        "b": pd.Categorical(rng.choice(list("pqr"), n)),
-        "c": rng.integers(0, 3, n),
-        "d": rng.choice(["u", "v"], n, p=[0.999, 0.001]),
-    })
+    df = pd.DataFrame(
+        {
+            "a": rng.integers(0, 30, n),
+            "b": pd.Categorical(rng.choice(list("pqr"), n)),
+            "c": rng.integers(0, 3, n),
+            "d": rng.choice(["u", "v"], n, p=[0.999, 0.001]),
+        }
+    )
     df.loc[df["a"] % 3 == 0, ["c", "d"]] = [0, "u"]  # a third of the strata hold one record type
     b, key = largest_stratum(df, ["a", "b"], ["c", "d"])
     g = df.groupby(["a", "b"], observed=True)

@@ -1,6 +1,7 @@
 """`dpspec sweep` (issue 28): the grid, overriding parameters through the checker, refusals, the
 budget per point, expected error against the empirical variance, realized errors only in the
 internal report, failing and interrupted sweeps."""
+
 from __future__ import annotations
 
 import json
@@ -70,8 +71,14 @@ def swap_spec(tmp_path):
     n = 3000
     state = rng.choice(["A", "B"], size=n)
     county = np.where(state == "A", rng.choice(["a1", "a2", "a3"], size=n), rng.choice(["b1", "b2"], size=n))
-    pd.DataFrame({"state": state, "county": county, "size": rng.integers(1, 5, size=n),
-                  "tenure": rng.choice(["owned", "rented"], size=n)}).to_csv(folder / "households.csv", index=False)
+    pd.DataFrame(
+        {
+            "state": state,
+            "county": county,
+            "size": rng.integers(1, 5, size=n),
+            "tenure": rng.choice(["owned", "rented"], size=n),
+        }
+    ).to_csv(folder / "households.csv", index=False)
     (folder / "counties.csv").write_text("state,county\nA,a1\nA,a2\nA,a3\nB,b1\nB,b2\n")
     path = folder / "swap.dps"
     path.write_text(SWAP)
@@ -97,7 +104,7 @@ def test_log_ranges_hit_both_ends_and_are_geometric():
     values = parse_axis("rho=log:1e-3:1:7").values
     assert len(values) == 7 and values[0] == Fraction(1, 1000) and values[-1] == 1
     ratios = [float(b / a) for a, b in zip(values, values[1:])]
-    assert ratios == pytest.approx([10 ** 0.5] * 6, rel=1e-5)
+    assert ratios == pytest.approx([10**0.5] * 6, rel=1e-5)
     assert all(isinstance(v, Fraction) for v in values)
 
 
@@ -109,11 +116,19 @@ def test_product_grid_shape_and_order():
     assert points[-1] == {"a": 2, "b": Fraction(3, 10)}
 
 
-@pytest.mark.parametrize("text, message", [
-    ("rate", "expected NAME=VALUES"), ("rate=", "no values"), ("rate=0.5:0.1:0.1", "no values"),
-    ("rate=x", "is not a number"), ("rate=0:1:0", "step must be positive"), ("rho=log:0:1:3", "positive"),
-    ("rho=log:1:2", "log:START:STOP:N"), ("rate=0:1:1e-9", "at most"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("rate", "expected NAME=VALUES"),
+        ("rate=", "no values"),
+        ("rate=0.5:0.1:0.1", "no values"),
+        ("rate=x", "is not a number"),
+        ("rate=0:1:0", "step must be positive"),
+        ("rho=log:0:1:3", "positive"),
+        ("rho=log:1:2", "log:START:STOP:N"),
+        ("rate=0:1:1e-9", "at most"),
+    ],
+)
 def test_bad_axes_are_refused(text, message):
     with pytest.raises(GridError, match=message):
         parse_axis(text)
@@ -173,11 +188,15 @@ def test_a_value_outside_the_range_is_refused_by_the_checker(swap_spec, tmp_path
 def test_shares_that_no_longer_sum_are_refused_and_balance_fixes_them(tmp_path):
     res = CliRunner().invoke(main, ["sweep", TOPDOWN, "--vary", "levels.nation=0.1,0.3", "-o", str(tmp_path / "o")])
     assert res.exit_code == 1 and "shares must sum to exactly 1" in res.output
-    res = cli("sweep", TOPDOWN, "--vary", "levels.nation=0.1,0.3", "--balance", "levels.PUMA", "-o", str(tmp_path / "o"))
+    res = cli(
+        "sweep", TOPDOWN, "--vary", "levels.nation=0.1,0.3", "--balance", "levels.PUMA", "-o", str(tmp_path / "o")
+    )
     assert res.exit_code == 0, res.output
     report = json.loads((tmp_path / "o" / "report.json").read_text())
-    assert [p["values"] for p in report["points"]] == [{"levels.nation": "0.1", "levels.PUMA": "0.9"},
-                                                        {"levels.nation": "0.3", "levels.PUMA": "0.7"}]
+    assert [p["values"] for p in report["points"]] == [
+        {"levels.nation": "0.1", "levels.PUMA": "0.9"},
+        {"levels.nation": "0.3", "levels.PUMA": "0.7"},
+    ]
     # TopDown's expected error: the measurement variance s^2 / (2 rho_q) at each level's share
     nation_total = [e for e in report["points"][0]["expected_error"] if e["table"] == "nation: total"][0]
     assert nation_total["variance"] == pytest.approx(2 / (2 * 0.1 * 0.1 * 0.25), rel=1e-9)
@@ -187,7 +206,9 @@ def test_shares_that_no_longer_sum_are_refused_and_balance_fixes_them(tmp_path):
 def test_an_empty_grid_and_a_large_grid_are_refused(tmp_path):
     res = CliRunner().invoke(main, ["sweep", RR, "--vary", "p=0.9:0.6:0.1"])
     assert res.exit_code == 1 and "no values" in res.output
-    res = CliRunner().invoke(main, ["sweep", RR, "--vary", "p=0.6:0.9:0.01", "--limit", "10", "-o", str(tmp_path / "o")])
+    res = CliRunner().invoke(
+        main, ["sweep", RR, "--vary", "p=0.6:0.9:0.01", "--limit", "10", "-o", str(tmp_path / "o")]
+    )
     assert res.exit_code == 1 and "31 points" in res.output and "--yes" in res.output
     assert not (tmp_path / "o").exists()
 
@@ -255,7 +276,9 @@ def test_topdown_expected_variance_matches_the_spread_of_its_measurements():
     frames = []
     with progress.reporting(None):
         for r in range(12):
-            release = run_mechanism(checked.mechanism, spec, checked.params, data, make_rng(r), EngineRun(engine, 100 + r))
+            release = run_mechanism(
+                checked.mechanism, spec, checked.params, data, make_rng(r), EngineRun(engine, 100 + r)
+            )
             m = release.outputs["measurements"]
             m = m.to_pandas() if hasattr(m, "to_pandas") else m
             frames.append(m.assign(run=r))
@@ -276,19 +299,38 @@ def test_topdown_expected_variance_matches_the_spread_of_its_measurements():
 
 def test_realized_errors_never_reach_the_public_report(swap_spec, tmp_path):
     out = tmp_path / "o"
-    res = cli("sweep", swap_spec, "--vary", "rate=0.05,0.5", "--runs", "3", "--seed", "4", "-o", str(out),
-              "--units", "mechanism")  # local: the option is accepted and changes nothing
+    res = cli(
+        "sweep",
+        swap_spec,
+        "--vary",
+        "rate=0.05,0.5",
+        "--runs",
+        "3",
+        "--seed",
+        "4",
+        "-o",
+        str(out),
+        "--units",
+        "mechanism",
+    )  # local: the option is accepted and changes nothing
     assert res.exit_code == 0, res.output
     internal = json.loads((out / "internal-report.json").read_text())
     realized = internal["realized"]
-    assert {r["table"] for r in realized} >= {"count households by county, tenure", "county: size x tenure",
-                                              "state: total"}
+    assert {r["table"] for r in realized} >= {
+        "count households by county, tenure",
+        "county: size x tenure",
+        "state: total",
+    }
     by = {(r["point"], r["table"], r["size"]): r for r in realized}
-    assert by[(1, "count households by county, tenure", "all")]["mape_mean"] > \
-        by[(0, "count households by county, tenure", "all")]["mape_mean"] > 0
+    assert (
+        by[(1, "count households by county, tenure", "all")]["mape_mean"]
+        > by[(0, "count households by county, tenure", "all")]["mape_mean"]
+        > 0
+    )
     assert by[(0, "county: total", "all")]["mae_mean"] == 0  # county totals are invariant: exact
-    figures = {f"{r['mae_mean']:.6g}" for r in realized if r["mae_mean"]} | \
-              {f"{r['mape_mean']:.6g}" for r in realized if r["mape_mean"]}
+    figures = {f"{r['mae_mean']:.6g}" for r in realized if r["mae_mean"]} | {
+        f"{r['mape_mean']:.6g}" for r in realized if r["mape_mean"]
+    }
     for name in ("report.json", "report.html", "report.md", "sweep.csv", "expected-error.csv"):
         text = (out / name).read_text()
         for word in ("mape", "MAPE", "realized", "mae_mean", "share_off", "Pareto"):
@@ -374,8 +416,11 @@ def test_the_seed_figure_point_at_half(tmp_path):
     mean 13.66%, run-to-run sd 0.21 points at 50%, which sets the tolerance: 3 sd of the seed's value."""
     spec = load(str(SPECS / "ma1940_swap.dps"))
     sweep = run_sweep(spec, [parse_axis("rate=0.5")], [{"rate": Fraction(1, 2)}], runs=1, seed=28)
-    mapes = [r["mape_percent"] for r in sweep.points[0].realized
-             if r["table"] == "count households by county, tenure" and r["size"] == "all"]
+    mapes = [
+        r["mape_percent"]
+        for r in sweep.points[0].realized
+        if r["table"] == "count households by county, tenure" and r["size"] == "all"
+    ]
     assert len(mapes) == 1
     assert all(abs(m - 13.78) < 3 * 0.21 for m in mapes), mapes
     assert round(sweep.points[0].common["epsilon"], 2) == 12.48
@@ -405,14 +450,29 @@ def test_the_internal_report_renders_in_a_headless_browser(swap_spec, tmp_path):
     if browser is None:
         pytest.skip("headless Chromium is not installed (Debian package 'chromium')")
     out = tmp_path / "o"
-    assert cli("sweep", swap_spec, "--vary", "rate=0.05,0.5", "--runs", "2", "--seed", "1", "-o", str(out)).exit_code == 0
+    assert (
+        cli("sweep", swap_spec, "--vary", "rate=0.05,0.5", "--runs", "2", "--seed", "1", "-o", str(out)).exit_code == 0
+    )
     for name in ("report.html", "internal-report.html"):
         html = (out / name).read_text()
         assert "<script" not in html and "://" not in html.replace('xmlns="http://www.w3.org/2000/svg"', ""), name
-    dom = subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
-                          f"--user-data-dir={tmp_path / 'profile'}", "--host-resolver-rules=MAP * ~NOTFOUND",
-                          "--dump-dom", (out / "internal-report.html").as_uri()],
-                         capture_output=True, text=True, timeout=90, check=True).stdout
+    dom = subprocess.run(
+        [
+            browser,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--no-first-run",
+            f"--user-data-dir={tmp_path / 'profile'}",
+            "--host-resolver-rules=MAP * ~NOTFOUND",
+            "--dump-dom",
+            (out / "internal-report.html").as_uri(),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=90,
+        check=True,
+    ).stdout
     assert "Data-dependent design." in dom and "Pareto points" in dom
     assert dom.count("<svg") >= 3  # expected error, realized error against budget, boxplots
 
@@ -473,8 +533,9 @@ def test_an_interrupted_sweep_on_spark_leaves_no_partial_output_set(swap_spec, t
         raise KeyboardInterrupt
 
     monkeypatch.setattr(SparkEngine, "map_items", interrupted)
-    res = CliRunner().invoke(main, ["sweep", swap_spec, "--vary", "rate=0.2,0.3", "--runs", "2", "--engine", "spark",
-                                    "-o", str(out)])
+    res = CliRunner().invoke(
+        main, ["sweep", swap_spec, "--vary", "rate=0.2,0.3", "--runs", "2", "--engine", "spark", "-o", str(out)]
+    )
     assert res.exit_code == 1 and "interrupted; no output was written" in res.output, res.output
     assert tasks == [4]
     assert {p.name: p.read_bytes() for p in out.iterdir()} == before

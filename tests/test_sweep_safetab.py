@@ -3,6 +3,7 @@ count, through `run(..., keep_truths=True)` and `compared_counts`, measured by g
 size class; the realized mean absolute error against the discrete Gaussian's E|Z| at the design's
 sigma² (an honest tolerance: 4.5 standard errors of a mean of |Z| over the cells and runs), for
 SafeTab-P and SafeTab-H."""
+
 from __future__ import annotations
 
 import json
@@ -38,8 +39,9 @@ def sweep(tmp_path_factory):
     """Two counties of the bundled synthetic state, thresholds low enough that small groups are
     broken down by sex and age (so cells, sums and margins are released, not only totals)."""
     low = {old: "[10, 40, 150]" for old in ("[471, 971, 6971]", "[971, 4971, 19971]")}
-    return _two_county_sweep(tmp_path_factory.mktemp("safetab-sweep"), P_SPEC, "persons", low,
-                             "stage1_fraction=0.1", seed=2028)
+    return _two_county_sweep(
+        tmp_path_factory.mktemp("safetab-sweep"), P_SPEC, "persons", low, "stage1_fraction=0.1", seed=2028
+    )
 
 
 def _two_county_sweep(folder, spec_path, table, edits, axis, seed):
@@ -50,16 +52,23 @@ def _two_county_sweep(folder, spec_path, table, edits, axis, seed):
     records = records[records["county"].isin(sorted(records["county"].unique())[:2])]
     records.to_parquet(folder / f"{table}.parquet")
     text = spec_path.read_text().replace(f'"data/safetab/{table}.parquet"', f'"{folder}/{table}.parquet"')
-    for columns, name in ((["state", "county", "tract"], "geography.csv"), (["place"], "places.csv"),
-                          (["aiannh"], "aiannh.csv")):
+    for columns, name in (
+        (["state", "county", "tract"], "geography.csv"),
+        (["place"], "places.csv"),
+        (["aiannh"], "aiannh.csv"),
+    ):
         records[columns].dropna().drop_duplicates().to_csv(folder / name, index=False)
         text = text.replace(f'"data/safetab/{name}"', f'"{folder}/{name}"')
     if "safetab_p_published.parquet" in text:  # SafeTab-H's published totals: those of the declared units only
         totals = pd.read_parquet(ROOT / "specs" / "data" / "safetab" / "safetab_p_published.parquet")
-        declared = {"nation": {"US"}, "state": set(records["state"].astype(str)),
-                    "county": set(records["county"].astype(str)), "tract": set(records["tract"].astype(str)),
-                    "place": set(records["place"].dropna().astype(str)),
-                    "aiannh": set(records["aiannh"].dropna().astype(str))}
+        declared = {
+            "nation": {"US"},
+            "state": set(records["state"].astype(str)),
+            "county": set(records["county"].astype(str)),
+            "tract": set(records["tract"].astype(str)),
+            "place": set(records["place"].dropna().astype(str)),
+            "aiannh": set(records["aiannh"].dropna().astype(str)),
+        }
         keep = [str(c) in declared.get(g, set()) for g, c in zip(totals["geography"], totals["geocode"])]
         totals[keep].to_parquet(folder / "safetab_p_published.parquet")
         text = text.replace('"data/safetab/safetab_p_published.parquet"', f'"{folder}/safetab_p_published.parquet"')
@@ -96,8 +105,11 @@ def test_realized_error_matches_the_noise_the_design_states(sweep):
     point = sweep.points[0]
     mech, spec, params = point.checked.mechanism, point.checked.spec, point.checked.params
     design = mech.design(spec, params)
-    sigma2 = {(c["geography"], c["iteration_level"]): c["noise_variance"]
-              for c in mech.components(design, mech.fanouts(spec, params, design)) if c["stage"] == "stage 2"}
+    sigma2 = {
+        (c["geography"], c["iteration_level"]): c["noise_variance"]
+        for c in mech.components(design, mech.fanouts(spec, params, design))
+        if c["stage"] == "stage 2"
+    }
     pooled = defaultdict(lambda: [0, 0.0])  # (geo, level, role) -> cells, sum of |error|
     for r in point.realized:
         if r["size"] in ("all", "0"):
@@ -112,7 +124,7 @@ def test_realized_error_matches_the_noise_the_design_states(sweep):
         if n < 30:
             continue
         mean_abs, second = _abs_moments(sigma2[(geo, level)])
-        se = math.sqrt((second - mean_abs ** 2) / n)
+        se = math.sqrt((second - mean_abs**2) / n)
         assert abs(total / n - mean_abs) < 4.5 * se, (geo, level, role, n, total / n, mean_abs)
         checked += 1
     assert checked >= 6, pooled.keys()
@@ -120,7 +132,7 @@ def test_realized_error_matches_the_noise_the_design_states(sweep):
     geo, level, role = max(pooled, key=lambda k: pooled[k][0])
     n, total = pooled[(geo, level, role)]
     half, second = _abs_moments(sigma2[(geo, level)] / 4)
-    assert abs(total / n - half) > 4.5 * math.sqrt((second - half ** 2) / n)
+    assert abs(total / n - half) > 4.5 * math.sqrt((second - half**2) / n)
 
 
 def test_safetab_realized_errors_stay_in_the_internal_report(sweep):
@@ -136,13 +148,13 @@ def test_safetab_realized_errors_stay_in_the_internal_report(sweep):
 # ---- SafeTab-H: households, its detail chosen from published (public) totals ----------------
 
 
-
 @pytest.fixture(scope="module")
 def h_sweep(tmp_path_factory):
     """The production SafeTab-H spec on the households of two counties of the bundled state (its
     public Detailed DHC-A totals as bundled): a sweep of two runs with `--runs`."""
-    return _two_county_sweep(tmp_path_factory.mktemp("safetab-h-sweep"), H_SPEC, "households", {},
-                             "total_rho=8.895302", seed=2029)
+    return _two_county_sweep(
+        tmp_path_factory.mktemp("safetab-h-sweep"), H_SPEC, "households", {}, "total_rho=8.895302", seed=2029
+    )
 
 
 def test_safetab_h_sweep_reports_mae_mape_and_share_off_per_table_and_level(h_sweep):
@@ -164,8 +176,11 @@ def test_safetab_h_sweep_reports_mae_mape_and_share_off_per_table_and_level(h_sw
         assert (r["mape_percent"] is None) == (r["size"] == "0")
     mech, spec, params = point.checked.mechanism, point.checked.spec, point.checked.params
     design = mech.design(spec, params)
-    sigma2 = {(c["table"], c["geography"], c["iteration_level"]): c["noise_variance"]
-              for c in mech.components(design, mech.fanouts(spec, params, design)) if c.get("noise_variance")}
+    sigma2 = {
+        (c["table"], c["geography"], c["iteration_level"]): c["noise_variance"]
+        for c in mech.components(design, mech.fanouts(spec, params, design))
+        if c.get("noise_variance")
+    }
     pooled = defaultdict(lambda: [0, 0.0])
     for r in rows:
         head, role = r["table"].rsplit(", ", 1)
@@ -179,11 +194,11 @@ def test_safetab_h_sweep_reports_mae_mape_and_share_off_per_table_and_level(h_sw
         if n < 20:
             continue
         mean_abs, second = _abs_moments(sigma2[key])
-        assert abs(total / n - mean_abs) < 4.5 * math.sqrt((second - mean_abs ** 2) / n), (key, n, total / n, mean_abs)
+        assert abs(total / n - mean_abs) < 4.5 * math.sqrt((second - mean_abs**2) / n), (key, n, total / n, mean_abs)
         checked += 1
     assert checked >= 2, dict(pooled)
     # falsifiable: a quarter of the variance would be far outside the tolerance
     key = max(pooled, key=lambda k: pooled[k][0])
     n, total = pooled[key]
     half, second = _abs_moments(sigma2[key] / 4)
-    assert abs(total / n - half) > 4.5 * math.sqrt((second - half ** 2) / n)
+    assert abs(total / n - half) > 4.5 * math.sqrt((second - half**2) / n)

@@ -1,6 +1,7 @@
 """Text that reaches a terminal carries no live control character: a title holding `ESC[8m`
 (conceal), `ESC[2J` (clear the screen) or `ESC]0;` (window title) is shown as markers by every
 command, so the findings printed after it stay visible; a file's content piped on stays exact."""
+
 from __future__ import annotations
 
 import os
@@ -13,7 +14,14 @@ from dpspec.report.bidi import terminal_text
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RR = os.path.join(ROOT, "specs", "acs_ma_vision_rr.dps")
-ESCAPES = ["\x1b[8m", "\x1b[2J", "\x1b]0;owned\x07", "\x9b31m", "\x08", "\u202e"]  # (a CR ends the line: not in a title)
+ESCAPES = [
+    "\x1b[8m",
+    "\x1b[2J",
+    "\x1b]0;owned\x07",
+    "\x9b31m",
+    "\x08",
+    "\u202e",
+]  # (a CR ends the line: not in a title)
 
 
 def test_terminal_text_marks_every_control_and_keeps_text_tabs_and_newlines():
@@ -57,4 +65,3 @@ def test_a_spec_error_naming_a_value_marks_its_controls(hostile_spec):
 def test_fmt_piped_to_a_file_keeps_the_spec_byte_for_byte(hostile_spec):
     res = CliRunner().invoke(main, ["fmt", str(hostile_spec)])
     assert res.exit_code == 0 and "\x1b[2J" in res.output  # content, not terminal text: a pipe gets it exact
-

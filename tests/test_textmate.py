@@ -2,6 +2,7 @@
 Code would (vscode-textmate on Oniguruma, under node): no character is left unscoped or marked
 invalid, and each keyword, string, number and comment that dpspec's own lexer (grammar/dps.lark)
 finds gets the matching scope."""
+
 from __future__ import annotations
 
 import glob
@@ -23,15 +24,20 @@ SPECS = sorted(glob.glob(os.path.join(ROOT, "specs", "**", "*.dps"), recursive=T
 def tokens() -> dict:
     node = shutil.which("node")
     if node is None:
-        pytest.skip("node is not installed: the TextMate grammar is checked with vscode-textmate under node "
-                    "(.ci/run installs nodejs and npm from Debian)")
+        pytest.skip(
+            "node is not installed: the TextMate grammar is checked with vscode-textmate under node "
+            "(.ci/run installs nodejs and npm from Debian)"
+        )
     if not os.path.isdir(os.path.join(TM, "node_modules", "vscode-textmate")):
         npm = shutil.which("npm")
         assert npm, "node is installed but npm is not: cannot install vscode-textmate (see .ci/run)"
-        done = subprocess.run([npm, "ci", "--no-audit", "--no-fund"], cwd=TM, capture_output=True, text=True, timeout=300)
+        done = subprocess.run(
+            [npm, "ci", "--no-audit", "--no-fund"], cwd=TM, capture_output=True, text=True, timeout=300
+        )
         assert done.returncode == 0, done.stderr
-    done = subprocess.run([node, os.path.join(TM, "tokenize.js"), GRAMMAR, *SPECS], capture_output=True, text=True,
-                          timeout=120)
+    done = subprocess.run(
+        [node, os.path.join(TM, "tokenize.js"), GRAMMAR, *SPECS], capture_output=True, text=True, timeout=120
+    )
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout)
 
@@ -62,9 +68,14 @@ def test_every_bundled_spec_is_covered(tokens):
             assert covered == len(text), f"{path}:{n + 1}: tokens cover {covered} of {len(text)} characters"
 
 
-EXPECTED = {"STRING": "string.quoted.double.dps", "NUMBER": "constant.numeric.dps", "INT": "constant.numeric.dps",
-            "RELATION": "constant.language.relation.dps", "PREMETRIC_KIND": "constant.language.premetric.dps",
-            "COMMENT": "comment.line."}
+EXPECTED = {
+    "STRING": "string.quoted.double.dps",
+    "NUMBER": "constant.numeric.dps",
+    "INT": "constant.numeric.dps",
+    "RELATION": "constant.language.relation.dps",
+    "PREMETRIC_KIND": "constant.language.premetric.dps",
+    "COMMENT": "comment.line.",
+}
 KEYWORD_SCOPES = ("keyword.", "storage.type.dps", "constant.language.", "variable.language.")
 
 
@@ -107,5 +118,7 @@ def test_the_vscode_extension_uses_this_grammar():
     assert manifest["activationEvents"] == ["onLanguage:dps"]
     node = shutil.which("node")
     if node:  # the extension's script is valid JavaScript
-        done = subprocess.run([node, "--check", os.path.join(ext, manifest["main"])], capture_output=True, text=True, timeout=60)
+        done = subprocess.run(
+            [node, "--check", os.path.join(ext, manifest["main"])], capture_output=True, text=True, timeout=60
+        )
         assert done.returncode == 0, done.stderr

@@ -1,4 +1,5 @@
 """The derived ACS excerpt file, and TopDown on it end to end."""
+
 import importlib.util
 from fractions import Fraction
 from pathlib import Path
@@ -45,13 +46,26 @@ def test_builder_reproduces_the_file(persons):
 
 
 def test_topdown_on_the_excerpt(persons):
-    queries = [((), Fraction(1, 4)), (("hhgq",), Fraction(1, 4)),
-               (("votingage", "hispanic", "cenrace"), Fraction(1, 4)),
-               (("hhgq", "votingage", "hispanic", "cenrace"), Fraction(1, 4))]
+    queries = [
+        ((), Fraction(1, 4)),
+        (("hhgq",), Fraction(1, 4)),
+        (("votingage", "hispanic", "cenrace"), Fraction(1, 4)),
+        (("hhgq", "votingage", "hispanic", "cenrace"), Fraction(1, 4)),
+    ]
     shares = {"nation": Fraction(1, 5), "state": Fraction(2, 5), "puma": Fraction(2, 5)}
-    res = run_topdown(persons,
-                      Design(["nation", "state", "puma"], VARIABLES, {lv: queries for lv in shares}, Fraction(1), shares, "hamming", [("state", ())]),
-                      RunContext(np.random.default_rng(0), workers=1))
+    res = run_topdown(
+        persons,
+        Design(
+            ["nation", "state", "puma"],
+            VARIABLES,
+            {lv: queries for lv in shares},
+            Fraction(1),
+            shares,
+            "hamming",
+            [("state", ())],
+        ),
+        RunContext(np.random.default_rng(0), workers=1),
+    )
     micro = res.microdata
     assert list(micro.columns) == ["state", "puma"] + list(VARIABLES)
     pd.testing.assert_series_equal(micro.groupby("state").size(), persons.groupby("state").size())

@@ -1,4 +1,5 @@
 """Budget allocation: exact shares, per-query rho and variance, the production figure."""
+
 from fractions import Fraction
 
 import pytest
@@ -6,9 +7,14 @@ import pytest
 from dpspec.errors import SpecError
 from dpspec_topdown.measurement.allocation import allocate, check_shares, query_name
 
-PROD_SHARES = {"nation": Fraction(104, 4099), "state": Fraction(1440, 4099),
-               "county": Fraction(447, 4099), "tract": Fraction(687, 4099),
-               "blockgroup": Fraction(1256, 4099), "block": Fraction(165, 4099)}
+PROD_SHARES = {
+    "nation": Fraction(104, 4099),
+    "state": Fraction(1440, 4099),
+    "county": Fraction(447, 4099),
+    "tract": Fraction(687, 4099),
+    "blockgroup": Fraction(1256, 4099),
+    "block": Fraction(165, 4099),
+}
 PROD_RHO = Fraction(542, 339) ** 2
 
 

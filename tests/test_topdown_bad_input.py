@@ -3,6 +3,7 @@ cell: data in a structural zero, a released product (equal_to) that disagrees wi
 or puts persons where every cell is a structural zero, and a node the failsafe cannot save,
 which stops the run naming its level and parent geounit. (The spec-side cases, each a
 SpecError at its exact line, are in test_topdown_reviewer_misuse.py.)"""
+
 import re
 
 import numpy as np
@@ -28,9 +29,11 @@ def persons():
 
 
 def _run(persons, invariants=(("state", ()),), equalities=(), **kw):
-    return run_topdown(Records(persons, equalities=equalities),
-                       Design(ALL_LEVELS, PL94_VARIABLES, pl94_strategy(tuple(SHARES)), 1, SHARES, "hamming", list(invariants), **kw),
-                       RunContext(np.random.default_rng(0), workers=1))
+    return run_topdown(
+        Records(persons, equalities=equalities),
+        Design(ALL_LEVELS, PL94_VARIABLES, pl94_strategy(tuple(SHARES)), 1, SHARES, "hamming", list(invariants), **kw),
+        RunContext(np.random.default_rng(0), workers=1),
+    )
 
 
 def _product(persons):
@@ -42,8 +45,12 @@ def test_data_in_a_structural_zero_name_the_block_and_cell(persons):
     broken = persons.copy()
     broken.loc[5, ["hhgq", "votingage"]] = [3, 0]
     block = broken.loc[5, "block"]
-    with pytest.raises(DataError, match=re.escape(f"break the structural zero 'nurse_nva_0': 1 record, e.g. in block "
-                                                  f"{block} (cell hhgq=3, votingage=0")):
+    with pytest.raises(
+        DataError,
+        match=re.escape(
+            f"break the structural zero 'nurse_nva_0': 1 record, e.g. in block {block} (cell hhgq=3, votingage=0"
+        ),
+    ):
         _run(broken, structural_zeros=NURSE_NVA_0)
 
 
@@ -58,9 +65,18 @@ def test_a_product_disagreeing_with_an_invariant_names_the_geounit_and_cell(pers
     moved.loc[row, "count"] -= 1
     other = moved.iloc[[row]].assign(hhgq=(hhgq + 1) % 8, count=1)
     moved = pd.concat([moved, other], ignore_index=True).groupby(BY, observed=True)["count"].sum().reset_index()
-    with pytest.raises(DataError, match=re.escape(f"equal_to 'pl94': the released product disagrees with the invariant "
-                                                  f"'hhgq' at block '{block}' (cell hhgq={min(hhgq, (hhgq + 1) % 8)})")):
-        _run(persons, invariants=[("state", ()), ("block", ("hhgq",))], equalities=[("pl94", ("hhgq", "votingage"), moved)])
+    with pytest.raises(
+        DataError,
+        match=re.escape(
+            f"equal_to 'pl94': the released product disagrees with the invariant "
+            f"'hhgq' at block '{block}' (cell hhgq={min(hhgq, (hhgq + 1) % 8)})"
+        ),
+    ):
+        _run(
+            persons,
+            invariants=[("state", ()), ("block", ("hhgq",))],
+            equalities=[("pl94", ("hhgq", "votingage"), moved)],
+        )
 
 
 def test_a_product_with_persons_in_a_structural_zero_names_the_block_and_cell(persons):
@@ -72,9 +88,14 @@ def test_a_product_with_persons_in_a_structural_zero_names_the_block_and_cell(pe
     moved.loc[row, "count"] -= 1
     moved = pd.concat([moved, moved.iloc[[row]].assign(hhgq=3, votingage=0, count=1)], ignore_index=True)
     moved = moved[moved["count"] > 0]
-    with pytest.raises(DataError, match=re.escape(f"equal_to 'pl94': the released product has 1 person in block "
-                                                  f"'{block}', cell hhgq=3, votingage=0 of 'hhgq * votingage', where "
-                                                  "every cell is a structural zero")):
+    with pytest.raises(
+        DataError,
+        match=re.escape(
+            f"equal_to 'pl94': the released product has 1 person in block "
+            f"'{block}', cell hhgq=3, votingage=0 of 'hhgq * votingage', where "
+            "every cell is a structural zero"
+        ),
+    ):
         _run(persons, structural_zeros=NURSE_NVA_0, equalities=[("pl94", ("hhgq", "votingage"), moved)])
 
 

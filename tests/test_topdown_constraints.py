@@ -1,5 +1,6 @@
 """Production's facility constraints (hhgq_total_lb/ub): persons per block and hhgq type bounded
 by a second table of housing units and group-quarters facilities, kept exactly at every level."""
+
 import os
 from fractions import Fraction
 
@@ -19,8 +20,14 @@ from tests.test_topdown_multipass import NURSE_NVA_0, PASSES, _production
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SPEC = os.path.join(ROOT, "specs", "pl94_production_topdown.dps")
-CON = {"name": "hhgq_total_lb_ub", "of": "hhgq", "table": "facilities", "type": "gqtype",
-       "occupied": [1, 2, 3, 4, 5, 6, 7], "finest": "block"}
+CON = {
+    "name": "hhgq_total_lb_ub",
+    "of": "hhgq",
+    "table": "facilities",
+    "type": "gqtype",
+    "occupied": [1, 2, 3, 4, 5, 6, 7],
+    "finest": "block",
+}
 
 
 def _facilities(persons, seed):
@@ -35,9 +42,22 @@ def _bounds(facilities):
 
 def _run(persons, bounds, seed, rho=Fraction(1, 50), passes=PASSES):
     shares, strategy, recodes, _, _ = _production()
-    return run_topdown(Records(persons, bounds=bounds),
-                       Design(["nation"] + LEVELS, PL94_VARIABLES, strategy, rho, shares, "hamming", [("state", ())], recodes=recodes, passes=passes, structural_zeros=NURSE_NVA_0),
-                       RunContext(np.random.default_rng(seed), workers=1))
+    return run_topdown(
+        Records(persons, bounds=bounds),
+        Design(
+            ["nation"] + LEVELS,
+            PL94_VARIABLES,
+            strategy,
+            rho,
+            shares,
+            "hamming",
+            [("state", ())],
+            recodes=recodes,
+            passes=passes,
+            structural_zeros=NURSE_NVA_0,
+        ),
+        RunContext(np.random.default_rng(seed), workers=1),
+    )
 
 
 def _hhgq_by_block(micro):
@@ -91,7 +111,9 @@ def test_data_breaking_a_constraint_is_a_data_error_naming_block_and_cell():
     fac = _facilities(persons, 0)
     block = str(persons["block"].iloc[0])
     fac = fac[~((fac["block"] == block) & (fac["gqtype"] == 0))]  # the block loses its housing units
-    with pytest.raises(DataError, match=rf"constraint 'hhgq_total_lb_ub': .*block {block}, hhgq = 0: \d+ persons, bounds \[0, 0\]"):
+    with pytest.raises(
+        DataError, match=rf"constraint 'hhgq_total_lb_ub': .*block {block}, hhgq = 0: \d+ persons, bounds \[0, 0\]"
+    ):
         _run(persons, _bounds(fac), 0)
 
 
@@ -113,16 +135,33 @@ def test_production_spec_states_the_constraints():
     assert params["constraints"].get("hhgq_total_lb_ub") is not None
 
 
-@pytest.mark.parametrize("old,new,message", [
-    ("  count facilities by block, gqtype\n", "", r"declare them public: invariants \{ count facilities by block, gqtype \}"),
-    # the constraint's type (the spec's first `type: gqtype` is the spine's gq_blockgroups, whose own error comes first)
-    ("      type: gqtype\n      occupied:", "      type: gqkind\n      occupied:",
-     r"table 'facilities' needs columns 'block' .* and 'gqkind'"),
-    ("      type: gqtype\n      types:", "      type: gqkind\n      types:",
-     r"spine: gq_blockgroups reads 'facilities', which must be a second table of the domain with columns 'block' and 'gqkind'"),
-    ("      occupied: [1, 2, 3, 4, 5, 6, 7]\n", "      occupied: [1, 9]\n", r"occupied \[9\] are not categories"),
-    ("      of: hhgq\n      table: facilities", "      of: county\n      table: facilities", r"'county', which is not a histogram variable"),
-])
+@pytest.mark.parametrize(
+    "old,new,message",
+    [
+        (
+            "  count facilities by block, gqtype\n",
+            "",
+            r"declare them public: invariants \{ count facilities by block, gqtype \}",
+        ),
+        # the constraint's type (the spec's first `type: gqtype` is the spine's gq_blockgroups, whose own error comes first)
+        (
+            "      type: gqtype\n      occupied:",
+            "      type: gqkind\n      occupied:",
+            r"table 'facilities' needs columns 'block' .* and 'gqkind'",
+        ),
+        (
+            "      type: gqtype\n      types:",
+            "      type: gqkind\n      types:",
+            r"spine: gq_blockgroups reads 'facilities', which must be a second table of the domain with columns 'block' and 'gqkind'",
+        ),
+        ("      occupied: [1, 2, 3, 4, 5, 6, 7]\n", "      occupied: [1, 9]\n", r"occupied \[9\] are not categories"),
+        (
+            "      of: hhgq\n      table: facilities",
+            "      of: county\n      table: facilities",
+            r"'county', which is not a histogram variable",
+        ),
+    ],
+)
 def test_bad_constraint_is_a_check_error_at_its_line(old, new, message):
     spec = _spec_variant(old, new)
     with pytest.raises(SpecError, match=message) as info:
@@ -147,7 +186,9 @@ def test_infeasible_node_names_its_level_and_parent_unit(monkeypatch):
         return real(problem, solver)
 
     monkeypatch.setattr(postprocess, "solve_qp", infeasible_below_the_county)
-    with pytest.raises(MechanismError, match=r"cannot split the county \d+ into its tract units: .*no nonnegative split"):
+    with pytest.raises(
+        MechanismError, match=r"cannot split the county \d+ into its tract units: .*no nonnegative split"
+    ):
         _run(persons, [], 0, passes={})
 
 
@@ -190,16 +231,29 @@ def test_bounds_on_a_recode_hold_exactly():
     hhinstlevels (household / institutional / non-institutional), from a facilities table by level."""
     persons = generate_population(1500, 60, seed=46)  # a seed whose blocks hold group quarters
     fac = _facilities(persons, 1)
-    level = {0: "household", 1: "institutional", 2: "institutional", 3: "institutional", 4: "institutional",
-             5: "noninstitutional", 6: "noninstitutional", 7: "noninstitutional"}
+    level = {
+        0: "household",
+        1: "institutional",
+        2: "institutional",
+        3: "institutional",
+        4: "institutional",
+        5: "noninstitutional",
+        6: "noninstitutional",
+        7: "noninstitutional",
+    }
     fac = fac.assign(gqlevel=fac["gqtype"].astype(int).map(level))
     con = dict(CON, of="hhinstlevels", type="gqlevel", occupied=["institutional", "noninstitutional"])
     labels = ["household", "institutional", "noninstitutional"]
     lower, upper = facility_bounds(con, fac, labels)
     res = _run(persons, [(con["name"], ("hhinstlevels",), lower, upper)], 3, rho=Fraction(1, 200))
     micro = res.microdata
-    got = micro.assign(g=micro["hhgq"].astype(int).map(level)).groupby(
-        [micro["block"].astype(str), "g"]).size().unstack(fill_value=0).reindex(columns=labels, fill_value=0)
+    got = (
+        micro.assign(g=micro["hhgq"].astype(int).map(level))
+        .groupby([micro["block"].astype(str), "g"])
+        .size()
+        .unstack(fill_value=0)
+        .reindex(columns=labels, fill_value=0)
+    )
     lo = lower.reindex(got.index, fill_value=0).to_numpy()
     hi = upper.reindex(got.index, fill_value=0.0).to_numpy()
     assert (got.to_numpy() >= lo).all() and (got.to_numpy() <= hi).all()
@@ -208,11 +262,18 @@ def test_bounds_on_a_recode_hold_exactly():
 
 def test_the_production_spec_may_bound_a_recode(tmp_path):
     text = open(SPEC).read()
-    text = text.replace("    gqtype     : {0, 1, 2, 3, 4, 5, 6, 7}\n  }\n  table units",
-                        "    gqtype     : {0, 1, 2, 3, 4, 5, 6, 7}\n    gqlevel    : {household, institutional, noninstitutional}\n  }\n  table units")
-    text = text.replace("  count facilities by block, gqtype\n", "  count facilities by block, gqtype\n  count facilities by block, gqlevel\n")
-    text = text.replace("      of: hhgq\n      table: facilities\n      type: gqtype\n      occupied: [1, 2, 3, 4, 5, 6, 7]",
-                        "      of: hhinstlevels\n      table: facilities\n      type: gqlevel\n      occupied: [institutional, noninstitutional]")
+    text = text.replace(
+        "    gqtype     : {0, 1, 2, 3, 4, 5, 6, 7}\n  }\n  table units",
+        "    gqtype     : {0, 1, 2, 3, 4, 5, 6, 7}\n    gqlevel    : {household, institutional, noninstitutional}\n  }\n  table units",
+    )
+    text = text.replace(
+        "  count facilities by block, gqtype\n",
+        "  count facilities by block, gqtype\n  count facilities by block, gqlevel\n",
+    )
+    text = text.replace(
+        "      of: hhgq\n      table: facilities\n      type: gqtype\n      occupied: [1, 2, 3, 4, 5, 6, 7]",
+        "      of: hhinstlevels\n      table: facilities\n      type: gqlevel\n      occupied: [institutional, noninstitutional]",
+    )
     assert "of: hhinstlevels" in text
     path = tmp_path / "spec.dps"
     text = text.replace('"data/pl94_synthetic/', '"' + os.path.join(ROOT, "specs", "data", "pl94_synthetic") + "/")

@@ -4,6 +4,7 @@ the reference geography) is a DataError naming the table, row and column; and ev
 mechanism reads by geography (facilities, group-quarters types, equality targets, the reference
 geography) must read its geography columns from the declared file, or check refuses the spec at
 the column, saying how to declare it."""
+
 from __future__ import annotations
 
 import os
@@ -30,15 +31,20 @@ def _joint_with_flags(tmp_path, reference: bool = False):
     folder.mkdir()
     households.to_csv(folder / "households.csv", index=False)
     units.to_csv(folder / "units.csv", index=False)
-    text = JOINT_SPEC.replace("unit households : hamming", 'data households from "households.csv"\n'
-                              'data units from "units.csv"\n\ninvariants {\n  count households by state\n'
-                              "  count units by block\n}\n\nunit households : hamming")
+    text = JOINT_SPEC.replace(
+        "unit households : hamming",
+        'data households from "households.csv"\n'
+        'data units from "units.csv"\n\ninvariants {\n  count households by state\n'
+        "  count units by block\n}\n\nunit households : hamming",
+    )
     text = text.replace("    tenure : {0, 1}\n", "    tenure : {0, 1}\n    aian   : {0, 1}\n")
     text = text.replace("    vacs   : {0, 1, 2}\n", "    vacs   : {0, 1, 2}\n    aian   : {0, 1}\n")
     spine = "  spine: {\n    aian: aian\n" + ("    geography: units\n" if reference else "") + "  }\n"
     text = text.replace("  variables: hhsize, tenure\n", "  variables: hhsize, tenure\n" + spine, 1)
-    text = text.replace("release {\n  microdata households\n}",
-                        "release {\n  microdata households\n  microdata units\n  output joint_measurements\n}")
+    text = text.replace(
+        "release {\n  microdata households\n}",
+        "release {\n  microdata households\n  microdata units\n  output joint_measurements\n}",
+    )
     write_declared(folder / "joint.dps", text)
     return folder / "joint.dps", units
 
@@ -57,7 +63,9 @@ def test_consistent_flags_compile_on_the_declared_spine(tmp_path):
 
 
 @pytest.mark.parametrize("reference", [False, True], ids=["joint-table", "joint-table-as-reference-geography"])
-def test_a_joint_record_whose_aian_flag_disagrees_with_the_geography_file_is_a_data_error_naming_its_row(tmp_path, reference):
+def test_a_joint_record_whose_aian_flag_disagrees_with_the_geography_file_is_a_data_error_naming_its_row(
+    tmp_path, reference
+):
     path, units = _joint_with_flags(tmp_path, reference)
     wrong, row = _flip_first_unit_of_county(units)
     wrong.to_csv(path.parent / "units.csv", index=False)
@@ -95,12 +103,15 @@ def _undeclared(path: str, table: str, column: str = "block"):
     line_end = text.index("\n", line_start)
     line = text[line_start:line_end]
     assert "values from" in line, line
-    text = text[:line_start] + line[:line.index(" values from")] + text[line_end:]
+    text = text[:line_start] + line[: line.index(" values from")] + text[line_end:]
     return text, text[:line_start].count("\n") + 1
 
 
-@pytest.mark.parametrize("path, table", [(PL94, "facilities"), (DHC_PERSONS, "facilities"), (DHC_PERSONS, "pl94")],
-                         ids=["pl94-facilities", "dhc-facilities", "dhc-equality-target"])
+@pytest.mark.parametrize(
+    "path, table",
+    [(PL94, "facilities"), (DHC_PERSONS, "facilities"), (DHC_PERSONS, "pl94")],
+    ids=["pl94-facilities", "dhc-facilities", "dhc-equality-target"],
+)
 def test_a_side_table_whose_geography_is_not_declared_is_refused_at_its_column(path, table):
     text, line = _undeclared(path, table)
     with pytest.raises(SpecError) as info:

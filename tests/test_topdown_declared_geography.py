@@ -2,6 +2,7 @@
 measured and released with its noisy count, the release's structure does not depend on whether
 someone lives there, a geography without declared values is refused at check, and a record in
 an undeclared block is a DataError."""
+
 from __future__ import annotations
 
 import textwrap
@@ -22,7 +23,7 @@ def _spec(tmp_path, persons=PERSONS, geography=GEOGRAPHY, declared=True):
     (tmp_path / "geography.csv").write_text(geography)
     values = ' values from "geography.csv"' if declared else ""
     public = 'public { keys "geography.csv" released "the test state\'s block list" }' if declared else ""
-    text = textwrap.dedent(f'''\
+    text = textwrap.dedent(f"""\
         spec "declared geography"
         domain d {{
           geography g {{ county > block }}
@@ -45,7 +46,7 @@ def _spec(tmp_path, persons=PERSONS, geography=GEOGRAPHY, declared=True):
         }}
         budget rho <= 1
         release {{ microdata persons  output measurements  count persons by block }}
-        ''')
+        """)
     path = tmp_path / "g.dps"
     path.write_text(text)
     return dpspec.load(str(path))

@@ -1,6 +1,7 @@
 """TopDown's design is parsed once into a frozen object, and a run is handed its records, that
 design and a frozen run context: a script calling `run_topdown` that way publishes what
 `Mechanism.run` publishes for the same spec, data and key."""
+
 from __future__ import annotations
 
 import os
@@ -57,8 +58,11 @@ def test_run_topdown_from_its_three_objects_publishes_what_the_mechanism_publish
     spec, params = _checked(ACS)
     data, _ = load_data(spec)
     release = TopDown().run(spec, params, data, ApiRunContext(np.random.default_rng(5)))
-    result = run_topdown(read_records(spec, params, data), design_from_spec(spec, params),
-                         RunContext(np.random.default_rng(5), workers=params.get("workers")))
+    result = run_topdown(
+        read_records(spec, params, data),
+        design_from_spec(spec, params),
+        RunContext(np.random.default_rng(5), workers=params.get("workers")),
+    )
     theirs = pd.concat(list(release.outputs["measurements"].iter_chunks()), ignore_index=True)
     ours = pd.concat(list(result.measurements_table().iter_chunks()), ignore_index=True)
     pd.testing.assert_frame_equal(ours, theirs)

@@ -1,5 +1,6 @@
 """Production's DHC solver constructs on small hand-made nodes: the opt_tol pass tolerance,
 the failsafe over a minimal schema and joint histograms with a cross constraint."""
+
 from fractions import Fraction
 
 import attrs
@@ -17,10 +18,14 @@ DETAILED = MeasuredQuery("detailed", np.arange(4, dtype=np.int64), 4, 1.0)
 
 
 def _task(parent, totals, detailed, constraints=()):
-    return NodeTask(key=0, n_children=len(totals), n_cells=4, parent=np.asarray(parent, dtype=np.int64),
-                    measurements=(np.asarray(totals, dtype=np.int64).reshape(-1, 1),
-                                  np.asarray(detailed, dtype=np.int64)),
-                    constraints=tuple(constraints))
+    return NodeTask(
+        key=0,
+        n_children=len(totals),
+        n_cells=4,
+        parent=np.asarray(parent, dtype=np.int64),
+        measurements=(np.asarray(totals, dtype=np.int64).reshape(-1, 1), np.asarray(detailed, dtype=np.int64)),
+        constraints=tuple(constraints),
+    )
 
 
 def _only_detailed(task):
@@ -28,7 +33,7 @@ def _only_detailed(task):
 
 
 def _totals(x, vc, n):
-    return np.bincount(vc, weights=x[:vc.size], minlength=n)
+    return np.bincount(vc, weights=x[: vc.size], minlength=n)
 
 
 def test_optimal_tolerance_is_the_lp_optimum_when_the_held_answers_are_not_feasible():
@@ -114,10 +119,14 @@ def test_a_node_without_a_solution_even_after_the_failsafe_is_a_failsafe_error()
 
 
 def test_the_top_node_is_never_relaxed():
-    task = attrs.evolve(_task([4, 3, 2, 1], [4, 4, 2], [[1, 1, 1, 1]] * 3, [_a_targets([[2, 2], [2, 2], [2, 0]])]),
-                        parent=None, failsafe=KEEP_B)
-    task = attrs.evolve(task, constraints=(GroupConstraint("x", A_OF_CELL, 2, np.zeros(3, dtype=np.int64),
-                                                           np.array([[-1, 2]])),))
+    task = attrs.evolve(
+        _task([4, 3, 2, 1], [4, 4, 2], [[1, 1, 1, 1]] * 3, [_a_targets([[2, 2], [2, 2], [2, 0]])]),
+        parent=None,
+        failsafe=KEEP_B,
+    )
+    task = attrs.evolve(
+        task, constraints=(GroupConstraint("x", A_OF_CELL, 2, np.zeros(3, dtype=np.int64), np.array([[-1, 2]])),)
+    )
     with pytest.raises(postprocess.NodeError) as info:
         node_solve.solve_node(task, [TOTAL, DETAILED])
     assert not isinstance(info.value, postprocess.FailsafeError)
@@ -133,8 +142,14 @@ def _run_forcing_one_node(monkeypatch, fail_relaxed: bool):
     from dpspec_topdown.run.topdown import run_topdown
     from dpspec_topdown.design import Design
     from dpspec_topdown.run.context import RunContext
-    from dpspec_topdown.synthetic import (LEVELS, PL94_VARIABLES, PRODUCTION_LEVEL_SHARES, PRODUCTION_RHO,
-                                          generate_population, pl94_strategy)
+    from dpspec_topdown.synthetic import (
+        LEVELS,
+        PL94_VARIABLES,
+        PRODUCTION_LEVEL_SHARES,
+        PRODUCTION_RHO,
+        generate_population,
+        pl94_strategy,
+    )
 
     exact, relaxed = node_solve._solve_node, postprocess.solve_relaxed
     forced = []
@@ -154,9 +169,20 @@ def _run_forcing_one_node(monkeypatch, fail_relaxed: bool):
     monkeypatch.setattr(postprocess, "solve_relaxed", relaxed_or_fail)
     persons = generate_population(1500, 60, seed=3)
     shares = PRODUCTION_LEVEL_SHARES
-    result = run_topdown(persons,
-                         Design(["nation"] + LEVELS, PL94_VARIABLES, pl94_strategy(tuple(shares)), PRODUCTION_RHO, shares, "hamming", [("state", ())], failsafe=["hhgq"]),
-                         RunContext(np.random.default_rng(0), workers=1))
+    result = run_topdown(
+        persons,
+        Design(
+            ["nation"] + LEVELS,
+            PL94_VARIABLES,
+            pl94_strategy(tuple(shares)),
+            PRODUCTION_RHO,
+            shares,
+            "hamming",
+            [("state", ())],
+            failsafe=["hhgq"],
+        ),
+        RunContext(np.random.default_rng(0), workers=1),
+    )
     return result, persons, forced
 
 
@@ -167,6 +193,7 @@ def test_a_run_takes_the_failsafe_and_re_adds_the_levels_above(monkeypatch):
     assert len(result.microdata) == len(persons)  # the state total (an invariant) still holds
     # every level adds up (the run verifies it too): the level above the relaxed node was re-added
     from dpspec_topdown.measurement.histogram import aggregate
+
     hist, hier = result.histograms, result.hierarchy
     for k in range(1, len(hier.levels)):
         up = aggregate(hist[hier.names[k]], hier.levels[k].parent, hier.levels[k - 1].n_units)
@@ -214,8 +241,12 @@ def test_spec_states_the_opt_tol_tolerance_and_the_failsafe():
     from dpspec_topdown.params.passes import _passes
     from dpspec_topdown.design import design_from_spec
 
-    spec = _pl94({"  pass_tolerance: 0.1\n": "  pass_tolerance: 0.1\n  pass_tolerance_type: opt_tol\n"
-                                             "  failsafe: {\n    minimal_schema: [hhgq]\n  }\n"})
+    spec = _pl94(
+        {
+            "  pass_tolerance: 0.1\n": "  pass_tolerance: 0.1\n  pass_tolerance_type: opt_tol\n"
+            "  failsafe: {\n    minimal_schema: [hhgq]\n  }\n"
+        }
+    )
     params = check(spec).params
     assert params["failsafe"] == {"minimal_schema": ("hhgq",)}
     assert design_from_spec(spec, params).failsafe == ["hhgq"]
@@ -227,7 +258,9 @@ def test_a_failsafe_naming_no_histogram_variable_is_a_located_spec_error():
     from dpspec.check.checker import check
     from dpspec.errors import SpecError
 
-    spec = _pl94({"  pass_tolerance: 0.1\n": "  pass_tolerance: 0.1\n  failsafe: {\n    minimal_schema: [gqtype]\n  }\n"})
+    spec = _pl94(
+        {"  pass_tolerance: 0.1\n": "  pass_tolerance: 0.1\n  failsafe: {\n    minimal_schema: [gqtype]\n  }\n"}
+    )
     with pytest.raises(SpecError) as info:
         check(spec)
     found = [d for d in info.value.diagnostics if "minimal_schema names gqtype" in d.message]
@@ -257,8 +290,14 @@ def test_joint_node_holds_households_equal_to_occupied_units_at_every_child():
 
     households = _task([9, 7, 5, 3], [10, 6, 12], [[4, 3, 2, 1], [3, 1, 2, 0], [2, 4, 1, 3]])
     # units: cell 0 occupied, cell 1 vacant; 24 occupied units = 24 households in the parent
-    units = NodeTask(key=0, n_children=3, n_cells=2, parent=np.array([24, 5]),
-                     measurements=(np.array([[5, 1], [9, 2], [7, 2]]),), constraints=())
+    units = NodeTask(
+        key=0,
+        n_children=3,
+        n_cells=2,
+        parent=np.array([24, 5]),
+        measurements=(np.array([[5, 1], [9, 2], [7, 2]]),),
+        constraints=(),
+    )
     unit_detail = MeasuredQuery("detailed", np.arange(2, dtype=np.int64), 2, 1.0)
     h1 = CrossConstraint("h1", np.zeros(4, dtype=np.int64), np.array([0, -1]), 1)
     res_h, res_u = solve_joint_node(households, [TOTAL, DETAILED], units, [unit_detail], [h1])
@@ -277,12 +316,23 @@ def test_joint_node_without_a_solution_is_a_mechanism_error():
     from dpspec_topdown.estimation.joint import CrossConstraint, solve_joint_node
 
     households = _task([9, 7, 5, 3], [10, 6, 12], [[4, 3, 2, 1]] * 3)
-    units = NodeTask(key=0, n_children=3, n_cells=2, parent=np.array([20, 5]),  # 20 occupied, 24 households
-                     measurements=(np.array([[5, 1], [9, 2], [7, 2]]),), constraints=())
+    units = NodeTask(
+        key=0,
+        n_children=3,
+        n_cells=2,
+        parent=np.array([20, 5]),  # 20 occupied, 24 households
+        measurements=(np.array([[5, 1], [9, 2], [7, 2]]),),
+        constraints=(),
+    )
     h1 = CrossConstraint("h1", np.zeros(4, dtype=np.int64), np.array([0, -1]), 1)
     with pytest.raises(MechanismError, match="cross constraints \\(h1\\)"):
-        solve_joint_node(households, [TOTAL, DETAILED], units,
-                         [MeasuredQuery("detailed", np.arange(2, dtype=np.int64), 2, 1.0)], [h1])
+        solve_joint_node(
+            households,
+            [TOTAL, DETAILED],
+            units,
+            [MeasuredQuery("detailed", np.arange(2, dtype=np.int64), 2, 1.0)],
+            [h1],
+        )
 
 
 JOINT_SPEC = """
@@ -368,20 +418,35 @@ def test_joint_spec_checks_and_its_budget_lists_both_tables_queries():
     assert pair.label.startswith("one households record")
 
 
-@pytest.mark.parametrize("replace, message", [
-    ({'right: "units: occupancy = occupied"': 'right: "persons: total"'},
-     "right side names table 'persons', which is not solved jointly"),
-    ({'right: "units: occupancy = occupied"': 'right: "units: occupancy"'},
-     "the left side has 1 groups and the right side 2"),
-    ({'right: "units: occupancy = occupied"': 'right: "units: occupancy = empty"'},
-     "'empty' is not a group of 'occupancy'"),
-    ({"queries: { occupancy: 1/4  detailed: 1/4 }": "queries: { occupancy: 1/4  detailed: 1/2 }"},
-     "shares must sum to exactly 1"),
-    ({"table: units\n": "table: households\n"}, "names table 'households', which must be a further table"),
-    ({"    tenure : {0, 1}\n": "    tenure : {0, 1}\n    aian   : {0, 1}\n",
-      "  variables: hhsize, tenure\n": "  variables: hhsize, tenure\n  spine: { aian: aian }\n"},
-     "table 'units' has no column aian"),
-])
+@pytest.mark.parametrize(
+    "replace, message",
+    [
+        (
+            {'right: "units: occupancy = occupied"': 'right: "persons: total"'},
+            "right side names table 'persons', which is not solved jointly",
+        ),
+        (
+            {'right: "units: occupancy = occupied"': 'right: "units: occupancy"'},
+            "the left side has 1 groups and the right side 2",
+        ),
+        (
+            {'right: "units: occupancy = occupied"': 'right: "units: occupancy = empty"'},
+            "'empty' is not a group of 'occupancy'",
+        ),
+        (
+            {"queries: { occupancy: 1/4  detailed: 1/4 }": "queries: { occupancy: 1/4  detailed: 1/2 }"},
+            "shares must sum to exactly 1",
+        ),
+        ({"table: units\n": "table: households\n"}, "names table 'households', which must be a further table"),
+        (
+            {
+                "    tenure : {0, 1}\n": "    tenure : {0, 1}\n    aian   : {0, 1}\n",
+                "  variables: hhsize, tenure\n": "  variables: hhsize, tenure\n  spine: { aian: aian }\n",
+            },
+            "table 'units' has no column aian",
+        ),
+    ],
+)
 def test_joint_misuse_is_a_located_spec_error(replace, message):
     from dpspec.check.checker import check
     from dpspec.errors import SpecError
@@ -403,9 +468,15 @@ def _households_and_units(seed=1, n_blocks=40):
     vacs = rng.integers(0, 3, size=unit_block.size)
     occupied = unit_block[vacs == 0]
     units = pd.DataFrame({"state": "01", "county": [b[:2] for b in unit_block], "block": unit_block, "vacs": vacs})
-    households = pd.DataFrame({"state": "01", "county": [b[:2] for b in occupied], "block": occupied,
-                               "hhsize": rng.integers(1, 4, size=occupied.size),
-                               "tenure": rng.integers(0, 2, size=occupied.size)})
+    households = pd.DataFrame(
+        {
+            "state": "01",
+            "county": [b[:2] for b in occupied],
+            "block": occupied,
+            "hhsize": rng.integers(1, 4, size=occupied.size),
+            "tenure": rng.integers(0, 2, size=occupied.size),
+        }
+    )
     return households, units
 
 
@@ -417,14 +488,30 @@ def _joint_run(households, units, **kwargs):
 
     shares = {"state": Fraction(1, 4), "county": Fraction(1, 4), "block": Fraction(1, 2)}
     occupancy = Recode.build("occupancy", "vacs", [0, 1, 2], {"occupied": [0], "vacant": [1, 2]})
-    table = JointTable("units", units, {"vacs": [0, 1, 2]},
-                       {lv: [(("occupancy",), Fraction(1, 4)), (("vacs",), Fraction(1, 4))] for lv in shares},
-                       recodes=[occupancy], invariants=[("block", ())],
-                       cross=[("h1", (), None, ("occupancy",), 0, 1)])
+    table = JointTable(
+        "units",
+        units,
+        {"vacs": [0, 1, 2]},
+        {lv: [(("occupancy",), Fraction(1, 4)), (("vacs",), Fraction(1, 4))] for lv in shares},
+        recodes=[occupancy],
+        invariants=[("block", ())],
+        cross=[("h1", (), None, ("occupancy",), 0, 1)],
+    )
     strategy = {lv: [((), Fraction(1, 4)), (("hhsize", "tenure"), Fraction(1, 4))] for lv in shares}
-    return run_topdown(Records(households, joint=table),
-                       Design(["nation", "state", "county", "block"], {"hhsize": [1, 2, 3], "tenure": [0, 1]}, strategy, 1, shares, "hamming", [("state", ())], **kwargs),
-                       RunContext(np.random.default_rng(0), workers=1))
+    return run_topdown(
+        Records(households, joint=table),
+        Design(
+            ["nation", "state", "county", "block"],
+            {"hhsize": [1, 2, 3], "tenure": [0, 1]},
+            strategy,
+            1,
+            shares,
+            "hamming",
+            [("state", ())],
+            **kwargs,
+        ),
+        RunContext(np.random.default_rng(0), workers=1),
+    )
 
 
 def test_a_joint_run_ties_households_to_occupied_units_at_every_level():
@@ -442,8 +529,10 @@ def test_a_joint_run_ties_households_to_occupied_units_at_every_level():
     # the units' invariant (units per block) holds exactly, and the release is not the data
     out = other.microdata
     assert out.groupby("block").size().sort_index().equals(units.groupby("block").size().sort_index())
-    assert not np.array_equal(out.groupby("block")["vacs"].apply(lambda v: (v == 0).sum()).sort_index().to_numpy(),
-                              units.groupby("block")["vacs"].apply(lambda v: (v == 0).sum()).sort_index().to_numpy())
+    assert not np.array_equal(
+        out.groupby("block")["vacs"].apply(lambda v: (v == 0).sum()).sort_index().to_numpy(),
+        units.groupby("block")["vacs"].apply(lambda v: (v == 0).sum()).sort_index().to_numpy(),
+    )
     # both tables' queries share one budget: rho 1 in all
     assert result.total_rho == 1 and other.allocation.total_rho + result.allocation.total_rho == 1
     # their noise streams differ (keyed by table): the measurements are not copies of each other
@@ -456,7 +545,9 @@ def test_data_breaking_a_cross_constraint_are_a_data_error_naming_the_unit():
     households, units = _households_and_units()
     extra = households.iloc[[0]].copy()
     block = str(extra["block"].iloc[0])
-    with pytest.raises(DataError, match=rf"cross constraint 'h1': block {block}, cell total of the main table: \d+ there"):
+    with pytest.raises(
+        DataError, match=rf"cross constraint 'h1': block {block}, cell total of the main table: \d+ there"
+    ):
         _joint_run(_concat(households, extra), units)
 
 
@@ -479,11 +570,16 @@ def _joint_spec_with_data(tmp_path, seed=5):
     (tmp_path / "in").mkdir()
     households.to_csv(tmp_path / "in" / "households.csv", index=False)
     units.to_csv(tmp_path / "in" / "units.csv", index=False)
-    text = JOINT_SPEC.replace("unit households : hamming", 'data households from "households.csv"\n'
-                              'data units from "units.csv"\n\ninvariants {\n  count households by state\n'
-                              "  count units by block\n}\n\nunit households : hamming")
-    text = text.replace("release {\n  microdata households\n}",
-                        "release {\n  microdata households\n  microdata units\n  output joint_measurements\n}")
+    text = JOINT_SPEC.replace(
+        "unit households : hamming",
+        'data households from "households.csv"\n'
+        'data units from "units.csv"\n\ninvariants {\n  count households by state\n'
+        "  count units by block\n}\n\nunit households : hamming",
+    )
+    text = text.replace(
+        "release {\n  microdata households\n}",
+        "release {\n  microdata households\n  microdata units\n  output joint_measurements\n}",
+    )
     from tests.topdown_geography import write_declared
 
     write_declared(tmp_path / "in" / "joint.dps", text)
@@ -515,13 +611,16 @@ def test_a_second_joint_table_is_a_located_spec_error():
     from dpspec.check.checker import check
     from dpspec.errors import SpecError
 
-    spec = _joint_spec({
-        "    vacs   : {0, 1, 2}\n  }\n": "    vacs   : {0, 1, 2}\n  }\n  table rooms unit room {\n    state  : category\n"
-                                       "    county : category in state\n    block  : category in county\n"
-                                       "    kind   : {0, 1}\n  }\n",
-        "      queries: { occupancy: 1/4  detailed: 1/4 }\n    }\n": "      queries: { occupancy: 1/4  detailed: 1/8 }\n    }\n"
-                                                                 "    rooms: {\n      table: rooms\n      variables: kind\n"
-                                                                 "      queries: { total: 1/8 }\n    }\n"})
+    spec = _joint_spec(
+        {
+            "    vacs   : {0, 1, 2}\n  }\n": "    vacs   : {0, 1, 2}\n  }\n  table rooms unit room {\n    state  : category\n"
+            "    county : category in state\n    block  : category in county\n"
+            "    kind   : {0, 1}\n  }\n",
+            "      queries: { occupancy: 1/4  detailed: 1/4 }\n    }\n": "      queries: { occupancy: 1/4  detailed: 1/8 }\n    }\n"
+            "    rooms: {\n      table: rooms\n      variables: kind\n"
+            "      queries: { total: 1/8 }\n    }\n",
+        }
+    )
     with pytest.raises(SpecError) as info:
         check(spec)
     found = [d for d in info.value.diagnostics if "one further table" in d.message]
@@ -537,14 +636,24 @@ def _two_tracts():
     import pandas as pd
 
     rows = []
-    for tract, bg, block, n in (("01", "1", "1001", 6), ("01", "1", "1002", 4), ("01", "2", "2001", 5),
-                                ("02", "1", "1001", 7), ("02", "1", "1002", 3)):
+    for tract, bg, block, n in (
+        ("01", "1", "1001", 6),
+        ("01", "1", "1002", 4),
+        ("01", "2", "2001", 5),
+        ("02", "1", "1001", 7),
+        ("02", "1", "1002", 3),
+    ):
         rows += [("1", "001", tract, tract + bg, tract + block, i % 2) for i in range(n)]
     persons = pd.DataFrame(rows, columns=["state", "county", "tract", "blockgroup", "block", "sex"])
-    reference = pd.concat([persons[["state", "county", "tract", "blockgroup", "block"]].drop_duplicates(),
-                           pd.DataFrame([("1", "001", "02", "022", "022001")],
-                                        columns=["state", "county", "tract", "blockgroup", "block"])],
-                          ignore_index=True)
+    reference = pd.concat(
+        [
+            persons[["state", "county", "tract", "blockgroup", "block"]].drop_duplicates(),
+            pd.DataFrame(
+                [("1", "001", "02", "022", "022001")], columns=["state", "county", "tract", "blockgroup", "block"]
+            ),
+        ],
+        ignore_index=True,
+    )
     return persons, reference
 
 
@@ -556,9 +665,20 @@ def _spine_run(persons, reference):
     levels = ["nation", "state", "county", "tract", "blockgroup", "block"]
     shares = {lv: Fraction(1, 5) for lv in levels[1:]}
     strategy = {lv: [((), Fraction(1, 2)), (("sex",), Fraction(1, 2))] for lv in shares}
-    return run_topdown(Records(persons, reference_geography=reference),
-                       Design(levels, {"sex": [0, 1]}, strategy, 4, shares, "hamming", [("state", ())], bypass=["county", "tract", "blockgroup"]),
-                       RunContext(np.random.default_rng(1), workers=1))
+    return run_topdown(
+        Records(persons, reference_geography=reference),
+        Design(
+            levels,
+            {"sex": [0, 1]},
+            strategy,
+            4,
+            shares,
+            "hamming",
+            [("state", ())],
+            bypass=["county", "tract", "blockgroup"],
+        ),
+        RunContext(np.random.default_rng(1), workers=1),
+    )
 
 
 def test_the_spine_built_on_the_reference_geography_does_not_bypass_a_tract_with_an_empty_block_group():

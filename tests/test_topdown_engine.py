@@ -1,4 +1,5 @@
 """TopDown end to end on small synthetic data: every guarantee, checked from the output itself."""
+
 from fractions import Fraction
 
 import numpy as np
@@ -13,8 +14,14 @@ from dpspec_topdown.design import Design
 from dpspec_topdown.run.context import RunContext
 from dpspec_topdown.geography.hierarchy import build_hierarchy
 from dpspec_topdown.measurement.histogram import Schema, marginal, unit_histograms
-from dpspec_topdown.synthetic import (LEVELS, PL94_VARIABLES, PRODUCTION_LEVEL_SHARES, PRODUCTION_RHO,
-                                      generate_population, pl94_strategy)
+from dpspec_topdown.synthetic import (
+    LEVELS,
+    PL94_VARIABLES,
+    PRODUCTION_LEVEL_SHARES,
+    PRODUCTION_RHO,
+    generate_population,
+    pl94_strategy,
+)
 
 ALL_LEVELS = ["nation"] + LEVELS
 DETAILED = ("hhgq", "votingage", "hispanic", "cenrace")
@@ -25,12 +32,21 @@ def persons():
     return generate_population(4000, 160, seed=11)
 
 
-def _run(persons, seed=0, rho=PRODUCTION_RHO, shares=PRODUCTION_LEVEL_SHARES, invariants=(("state", ()),),
-         workers=1, relation="hamming"):
+def _run(
+    persons,
+    seed=0,
+    rho=PRODUCTION_RHO,
+    shares=PRODUCTION_LEVEL_SHARES,
+    invariants=(("state", ()),),
+    workers=1,
+    relation="hamming",
+):
     strategy = pl94_strategy(tuple(shares))
-    return run_topdown(persons,
-                       Design(ALL_LEVELS, PL94_VARIABLES, strategy, rho, shares, relation, list(invariants)),
-                       RunContext(np.random.default_rng(seed), workers=workers))
+    return run_topdown(
+        persons,
+        Design(ALL_LEVELS, PL94_VARIABLES, strategy, rho, shares, relation, list(invariants)),
+        RunContext(np.random.default_rng(seed), workers=workers),
+    )
 
 
 def _tabulate(frame, level, schema, codes):
@@ -61,8 +77,10 @@ def _check_release(res, persons, invariants):
         if previous is not None:
             pcodes, phist = previous
             parent_of = {c: p for c, p in zip(persons[level].astype(str), persons[_above(level)].astype(str))}
-            up = sp.csr_matrix((np.ones(len(codes)), (np.searchsorted(pcodes, [parent_of[c] for c in codes]),
-                                                     np.arange(len(codes)))), shape=(len(pcodes), len(codes)))
+            up = sp.csr_matrix(
+                (np.ones(len(codes)), (np.searchsorted(pcodes, [parent_of[c] for c in codes]), np.arange(len(codes)))),
+                shape=(len(pcodes), len(codes)),
+            )
             assert ((up @ hist).astype(np.int64) != phist).nnz == 0  # children add up to parent
         previous = (codes, hist)
     for level, query in invariants:
@@ -83,8 +101,12 @@ def test_guarantees_hold_for_several_seeds(persons, seed):
 
 
 def test_block_level_invariants_are_exact(persons):
-    inv = [("state", ()), ("block", ("hhgq",)), ("tract", ("hhgq", "votingage")),
-           ("county", ("hhgq", "votingage", "hispanic"))]
+    inv = [
+        ("state", ()),
+        ("block", ("hhgq",)),
+        ("tract", ("hhgq", "votingage")),
+        ("county", ("hhgq", "votingage", "hispanic")),
+    ]
     res = _run(persons, seed=5, invariants=inv)
     _check_release(res, persons, inv)
 
@@ -106,8 +128,10 @@ def _block_error(res, persons):
 
 
 def test_error_shrinks_as_rho_grows(persons):
-    errors = [np.mean([_block_error(_run(persons, seed=s, rho=Fraction(r)), persons) for s in (0, 1)])
-              for r in (Fraction(1, 10), Fraction(10), Fraction(10_000))]
+    errors = [
+        np.mean([_block_error(_run(persons, seed=s, rho=Fraction(r)), persons) for s in (0, 1)])
+        for r in (Fraction(1, 10), Fraction(10), Fraction(10_000))
+    ]
     assert errors[0] > 1.5 * errors[1] > 0
     assert errors[1] > 3 * errors[2]
     assert errors[2] < 0.02  # almost no noise: almost the confidential data
@@ -118,8 +142,10 @@ def test_measurements_table(persons):
     m = res.measurements
     assert list(m.columns) == ["level", "geocode", "query", "cell", "value", "variance"]
     hier = res.hierarchy
-    expected_rows = sum(hier.level(q.level).n_units * Schema.from_variables(PL94_VARIABLES).marginal_size(q.query)
-                        for q in res.allocation.queries)
+    expected_rows = sum(
+        hier.level(q.level).n_units * Schema.from_variables(PL94_VARIABLES).marginal_size(q.query)
+        for q in res.allocation.queries
+    )
     assert len(m) == expected_rows
     detailed = m[(m["level"] == "block") & (m["query"] == " * ".join(DETAILED))]
     assert len(detailed) == hier.level("block").n_units * 2016
@@ -129,8 +155,11 @@ def test_measurements_table(persons):
     schema = Schema.from_variables(PL94_VARIABLES)
     records = build_hierarchy(persons, ALL_LEVELS)  # per record, independently of the run's counts
     assert records.levels[-1].codes.tolist() == hier.levels[-1].codes.tolist()
-    conf = marginal(unit_histograms(records.record_unit[-1], schema.cell_index(persons),
-                                    hier.levels[-1].n_units, 2016), schema, DETAILED)
+    conf = marginal(
+        unit_histograms(records.record_unit[-1], schema.cell_index(persons), hier.levels[-1].n_units, 2016),
+        schema,
+        DETAILED,
+    )
     noisy = np.zeros_like(conf)  # the published values, drawn from the nodes' streams
     codes = {str(c): i for i, c in enumerate(hier.levels[-1].codes)}
     noisy[detailed["geocode"].astype(str).map(codes).to_numpy(), detailed["cell"].to_numpy()] = detailed["value"]
@@ -140,8 +169,7 @@ def test_measurements_table(persons):
 
 
 def test_unmeasured_root_and_intermediate_level(persons):
-    shares = {"state": Fraction(1, 4), "county": Fraction(1, 4), "blockgroup": Fraction(1, 4),
-              "block": Fraction(1, 4)}
+    shares = {"state": Fraction(1, 4), "county": Fraction(1, 4), "blockgroup": Fraction(1, 4), "block": Fraction(1, 4)}
     res = _run(persons, seed=2, shares=shares, invariants=[("state", ()), ("tract", ())])
     _check_release(res, persons, [("state", ()), ("tract", ())])
     assert "tract" not in res.timings["levels"]
@@ -169,8 +197,10 @@ def test_verify_catches_a_broken_release(persons):
     res = _run(persons, seed=0)
     hier, schema = res.hierarchy, res.schema
     records = build_hierarchy(persons, ALL_LEVELS)
-    conf = [unit_histograms(records.record_unit[k], schema.cell_index(persons), lv.n_units, 2016)
-            for k, lv in enumerate(hier.levels)]
+    conf = [
+        unit_histograms(records.record_unit[k], schema.cell_index(persons), lv.n_units, 2016)
+        for k, lv in enumerate(hier.levels)
+    ]
     protected = {k: res.histograms[name].copy() for k, name in enumerate(hier.names)}
     engine._verify(hier, schema, protected, conf, [(1, ())])  # the real release passes
     last = len(hier.names) - 1

@@ -1,5 +1,6 @@
 """Equality to a product already released (equality.py): a marginal of the release reproduces it
 at every block, as the DHC persons file reproduces the P.L. 94 block histogram."""
+
 from fractions import Fraction
 
 import numpy as np
@@ -23,17 +24,21 @@ BY = ["block", "hhgq", "votingage"]
 def released():
     """A first release (the 'P.L. 94' product) and its block x hhgq x votingage counts."""
     persons = generate_population(2000, 80, seed=46)
-    first = run_topdown(persons,
-                        Design(ALL_LEVELS, PL94_VARIABLES, pl94_strategy(tuple(SHARES)), 1, SHARES, "hamming", [("state", ())]),
-                        RunContext(np.random.default_rng(0), workers=1))
+    first = run_topdown(
+        persons,
+        Design(ALL_LEVELS, PL94_VARIABLES, pl94_strategy(tuple(SHARES)), 1, SHARES, "hamming", [("state", ())]),
+        RunContext(np.random.default_rng(0), workers=1),
+    )
     counts = first.microdata.groupby(BY, observed=True).size().rename("count").reset_index()
     return persons, counts
 
 
 def _second(persons, counts, seed=1, rho=Fraction(1, 20)):
-    return run_topdown(Records(persons, equalities=[("pl94", ("hhgq", "votingage"), counts)]),
-                       Design(ALL_LEVELS, PL94_VARIABLES, pl94_strategy(tuple(SHARES)), rho, SHARES, "hamming", [("state", ())]),
-                       RunContext(np.random.default_rng(seed), workers=1))
+    return run_topdown(
+        Records(persons, equalities=[("pl94", ("hhgq", "votingage"), counts)]),
+        Design(ALL_LEVELS, PL94_VARIABLES, pl94_strategy(tuple(SHARES)), rho, SHARES, "hamming", [("state", ())]),
+        RunContext(np.random.default_rng(seed), workers=1),
+    )
 
 
 def _by_block(frame, counts):
@@ -41,7 +46,9 @@ def _by_block(frame, counts):
     want = counts.set_index(BY)["count"]
     got.index = got.index.set_levels([lv.astype(str) for lv in got.index.levels])
     want.index = want.index.set_levels([lv.astype(str) for lv in want.index.levels])
-    return got.reindex(want.index.union(got.index), fill_value=0), want.reindex(want.index.union(got.index), fill_value=0)
+    return got.reindex(want.index.union(got.index), fill_value=0), want.reindex(
+        want.index.union(got.index), fill_value=0
+    )
 
 
 def test_the_release_reproduces_the_released_product(released):
@@ -58,8 +65,11 @@ def test_a_product_that_contradicts_an_invariant_is_a_data_error(released):
     persons, counts = released
     short = counts.copy()
     short.loc[short.index[0], "count"] += 1  # one person too many in the state
-    with pytest.raises(DataError, match=r"equal_to 'pl94'.*disagrees with the invariant 'total' at state '01'.*"
-                                        r"released 2001, invariant 2000"):
+    with pytest.raises(
+        DataError,
+        match=r"equal_to 'pl94'.*disagrees with the invariant 'total' at state '01'.*"
+        r"released 2001, invariant 2000",
+    ):
         _second(persons, short)
 
 
@@ -73,7 +83,7 @@ def test_a_product_with_an_unknown_block_or_value_is_a_data_error(released):
         _second(persons, bad)
 
 
-SPEC = '''spec "equality"
+SPEC = """spec "equality"
 domain d "d" {
   stage edited
   geography g { state > county > block }
@@ -107,7 +117,7 @@ mechanism topdown {
   levels: { nation: 1/4  state: 1/4  county: 1/4  block: 1/4 }
   queries: { total: 1/2  detailed: 1/2 }
 }
-'''
+"""
 DECLARED = 'public {\n  count pl94 by block, hhgq released "the 2020 P.L. 94-171 file"\n}'
 
 
@@ -121,8 +131,11 @@ def test_equal_to_misuse_is_a_located_spec_error():
     line = good.splitlines().index("      table: pl94") + 1
     with pytest.raises(SpecError, match=f"s.dps:{line}:14:.*'persons', which must be a second table"):
         check(parse(SPEC.replace("PUBLIC", DECLARED).replace("TABLE", "persons"), "s.dps"))
-    with pytest.raises(SpecError, match=f"s.dps:{line + 1}:22:.*'pl94', which must be a second table of the domain "
-                                        r"with columns block, hhgq, sex .*\('pl94' has no column sex\)"):
+    with pytest.raises(
+        SpecError,
+        match=f"s.dps:{line + 1}:22:.*'pl94', which must be a second table of the domain "
+        r"with columns block, hhgq, sex .*\('pl94' has no column sex\)",
+    ):
         check(parse(good.replace('query: "hhgq"', 'query: "hhgq * sex"'), "s.dps"))
 
 
@@ -134,18 +147,30 @@ def test_the_spec_path_reproduces_the_product(tmp_path):
     rng = np.random.default_rng(5)
     n = 600
     block = rng.integers(0, 12, n)
-    persons = pd.DataFrame({"state": "01", "county": np.where(block < 6, "01001", "01003"),
-                            "block": [f"b{b:02d}" for b in block], "hhgq": (rng.random(n) < 0.1).astype(int),
-                            "sex": rng.integers(0, 2, n)})
+    persons = pd.DataFrame(
+        {
+            "state": "01",
+            "county": np.where(block < 6, "01001", "01003"),
+            "block": [f"b{b:02d}" for b in block],
+            "hhgq": (rng.random(n) < 0.1).astype(int),
+            "sex": rng.integers(0, 2, n),
+        }
+    )
     # a 'released' product: the same block totals, hhgq moved within blocks
     pl94 = persons[["state", "county", "block", "hhgq"]].copy()
     pl94["hhgq"] = np.where(rng.random(n) < 0.2, 1 - pl94["hhgq"], pl94["hhgq"])
     (tmp_path / "in").mkdir()
     persons.to_parquet(tmp_path / "in" / "persons.parquet")
     pl94.to_parquet(tmp_path / "in" / "pl94.parquet")
-    text = SPEC.replace("PUBLIC", DECLARED).replace("TABLE", "pl94").replace(
-        "unit persons : hamming", 'data persons from "persons.parquet"\ndata pl94 from "pl94.parquet"\n'
-        "invariants {\n  count persons by state\n}\nunit persons : hamming")
+    text = (
+        SPEC.replace("PUBLIC", DECLARED)
+        .replace("TABLE", "pl94")
+        .replace(
+            "unit persons : hamming",
+            'data persons from "persons.parquet"\ndata pl94 from "pl94.parquet"\n'
+            "invariants {\n  count persons by state\n}\nunit persons : hamming",
+        )
+    )
     text += "release {\n  microdata persons\n}\n"
     path = tmp_path / "in" / "s.dps"
     path.write_text(text)
@@ -153,7 +178,9 @@ def test_the_spec_path_reproduces_the_product(tmp_path):
     micro = result.published["persons"].to_pandas()
     got = micro.groupby([micro["block"].astype(str), micro["hhgq"].astype(int)]).size()
     want = pl94.groupby([pl94["block"].astype(str), pl94["hhgq"].astype(int)]).size()
-    assert got.reindex(want.index.union(got.index), fill_value=0).equals(want.reindex(want.index.union(got.index), fill_value=0))
+    assert got.reindex(want.index.union(got.index), fill_value=0).equals(
+        want.reindex(want.index.union(got.index), fill_value=0)
+    )
 
 
 def test_a_product_breaking_a_facility_bound_is_a_data_error():
@@ -164,8 +191,14 @@ def test_a_product_breaking_a_facility_bound_is_a_data_error():
     # a product within the bounds (the data's own counts), then one block's GQ residents moved
     counts = persons.groupby(BY, observed=True).size().rename("count").reset_index()
     facilities = generate_facilities(persons, 1, gq_rate=0.3)
-    con = {"name": "hhgq_total_lb_ub", "of": "hhgq", "table": "facilities", "type": "gqtype",
-           "occupied": [1, 2, 3, 4, 5, 6, 7], "finest": "block"}
+    con = {
+        "name": "hhgq_total_lb_ub",
+        "of": "hhgq",
+        "table": "facilities",
+        "type": "gqtype",
+        "occupied": [1, 2, 3, 4, 5, 6, 7],
+        "finest": "block",
+    }
     lower, upper = facility_bounds(con, facilities, PL94_VARIABLES["hhgq"])
     bounds = [(con["name"], ("hhgq",), lower, upper)]
     gq = counts[(counts["hhgq"].astype(int) > 0)]
@@ -174,11 +207,16 @@ def test_a_product_breaking_a_facility_bound_is_a_data_error():
     rows = (moved["block"].astype(str) == block) & (moved["hhgq"].astype(int) > 0)
     moved.loc[rows, "hhgq"] = 0  # the block's group-quarters residents become household persons
     moved = moved.groupby(BY, observed=True)["count"].sum().reset_index()
-    with pytest.raises(DataError, match=f"breaks the constraint 'hhgq_total_lb_ub' at block '{block}' "
-                                        r"\(cell hhgq=\d+ of 'hhgq'\)"):  # the cell by its label, not its index
-        run_topdown(Records(persons, bounds=bounds, equalities=[("pl94", ("hhgq", "votingage"), moved)]),
-                    Design(ALL_LEVELS, PL94_VARIABLES, pl94_strategy(tuple(SHARES)), 1, SHARES, "hamming", [("state", ())]),
-                    RunContext(np.random.default_rng(1), workers=1))
+    with pytest.raises(
+        DataError,
+        match=f"breaks the constraint 'hhgq_total_lb_ub' at block '{block}' "
+        r"\(cell hhgq=\d+ of 'hhgq'\)",
+    ):  # the cell by its label, not its index
+        run_topdown(
+            Records(persons, bounds=bounds, equalities=[("pl94", ("hhgq", "votingage"), moved)]),
+            Design(ALL_LEVELS, PL94_VARIABLES, pl94_strategy(tuple(SHARES)), 1, SHARES, "hamming", [("state", ())]),
+            RunContext(np.random.default_rng(1), workers=1),
+        )
 
 
 def test_a_group_is_named_by_its_factors_labels():
@@ -187,7 +225,8 @@ def test_a_group_is_named_by_its_factors_labels():
     from dpspec_topdown.measurement.histogram import Recode, Schema
 
     schema = Schema.from_variables({"sex": [0, 1], "age": [0, 1, 2, 3]}).with_recodes(
-        [Recode.build("adult", "age", [0, 1, 2, 3], {"child": [0, 1], "adult": [2, 3]})])
+        [Recode.build("adult", "age", [0, 1, 2, 3], {"child": [0, 1], "adult": [2, 3]})]
+    )
     assert group_text(schema, ("sex", "adult"), 3) == "sex=1, adult='adult'"
     assert group_text(schema, ("age",), 2) == "age=2"
     assert group_text(schema, (), 0) == ""

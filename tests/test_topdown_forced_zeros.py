@@ -1,5 +1,6 @@
 """Variables a fit's rows force to 0 taken out before the solve (forced_zeros.py): the same
 problem, smaller; a later outer pass's fit uses it (decompose.solve_pass)."""
+
 import numpy as np
 import scipy.sparse as sp
 
@@ -19,8 +20,16 @@ def _problem(lo2=0.0, hi2=0.0):
     vals = [1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, -1.0, 1.0, 1.0]
     a = sp.csc_matrix((vals, (rows, cols)), shape=(4, 7))
     y = np.array([0.4, -0.3, 1.2, 2.0, 3.5, 1.0, 0.9])
-    return NodeQP(hess=np.full(7, 2.0), cost=-2.0 * y, lower=np.zeros(7), upper=np.full(7, np.inf), a=a,
-                  lo=np.array([0.0, 7.0, 0.0, lo2]), hi=np.array([0.0, 7.0, 0.0, hi2 if hi2 else 9.0]), n_x=6)
+    return NodeQP(
+        hess=np.full(7, 2.0),
+        cost=-2.0 * y,
+        lower=np.zeros(7),
+        upper=np.full(7, np.inf),
+        a=a,
+        lo=np.array([0.0, 7.0, 0.0, lo2]),
+        hi=np.array([0.0, 7.0, 0.0, hi2 if hi2 else 9.0]),
+        n_x=6,
+    )
 
 
 def test_cells_in_a_group_fixed_at_0_and_sums_of_them_are_taken_out_and_the_optimum_is_the_same():
@@ -38,11 +47,27 @@ def test_cells_in_a_group_fixed_at_0_and_sums_of_them_are_taken_out_and_the_opti
 
 def test_nothing_is_forced_without_a_zero_row_of_nonnegative_variables():
     problem = _problem()
-    lifted = NodeQP(hess=problem.hess, cost=problem.cost, lower=problem.lower, upper=problem.upper, a=problem.a,
-                    lo=np.array([0.0, 7.0, 0.0, 0.0]), hi=np.array([0.5, 7.0, 0.0, 9.0]), n_x=6)
+    lifted = NodeQP(
+        hess=problem.hess,
+        cost=problem.cost,
+        lower=problem.lower,
+        upper=problem.upper,
+        a=problem.a,
+        lo=np.array([0.0, 7.0, 0.0, 0.0]),
+        hi=np.array([0.5, 7.0, 0.0, 9.0]),
+        n_x=6,
+    )
     assert drop_forced_zeros(lifted)[0] is lifted  # row 0 may now hold 0.5
-    free = NodeQP(hess=problem.hess, cost=problem.cost, lower=np.r_[-1.0, np.zeros(6)], upper=problem.upper,
-                  a=problem.a, lo=problem.lo, hi=problem.hi, n_x=6)
+    free = NodeQP(
+        hess=problem.hess,
+        cost=problem.cost,
+        lower=np.r_[-1.0, np.zeros(6)],
+        upper=problem.upper,
+        a=problem.a,
+        lo=problem.lo,
+        hi=problem.hi,
+        n_x=6,
+    )
     reduced, _ = drop_forced_zeros(free)  # cell 0 may be negative: row 0 forces nothing, so z is not forced
     assert reduced is free
 
@@ -50,9 +75,16 @@ def test_nothing_is_forced_without_a_zero_row_of_nonnegative_variables():
 def test_a_row_no_variable_is_left_to_meet_keeps_the_problem_as_stated():
     problem = _problem(lo2=1.0, hi2=1.0)  # row 3 needs cell 2 + cell 5 = 1 and row 0 forces cell 2 only
     assert drop_forced_zeros(problem)[0].n_var == 3
-    impossible = NodeQP(hess=problem.hess, cost=problem.cost, lower=problem.lower, upper=problem.upper,
-                        a=sp.csc_matrix(problem.a.toarray()[:, [0, 1, 2, 3, 4, 2, 6]]), lo=problem.lo,
-                        hi=problem.hi, n_x=6)  # row 3 now reads cell 2 twice: forced, and it needs 1
+    impossible = NodeQP(
+        hess=problem.hess,
+        cost=problem.cost,
+        lower=problem.lower,
+        upper=problem.upper,
+        a=sp.csc_matrix(problem.a.toarray()[:, [0, 1, 2, 3, 4, 2, 6]]),
+        lo=problem.lo,
+        hi=problem.hi,
+        n_x=6,
+    )  # row 3 now reads cell 2 twice: forced, and it needs 1
     assert drop_forced_zeros(impossible)[0] is impossible
     assert decompose.solve_pass(impossible, True)[0] is None  # the solver says there is no solution
 
@@ -104,8 +136,11 @@ def test_joint_outer_passes_fit_without_the_forced_cells_and_release_the_same(mo
         return real_qp(task_a, qa, task_b, qb, cross, va, vb)
 
     monkeypatch.setattr(joint_problem, "joint_qp", watched)
-    outer = [OUTER[0], {"estimation": [[()]], "rounding": [[("hhsize",)]]},
-             {"estimation": [[("hhsize", "tenure")]], "rounding": [[("hhsize", "tenure")]]}]
+    outer = [
+        OUTER[0],
+        {"estimation": [[()]], "rounding": [[("hhsize",)]]},
+        {"estimation": [[("hhsize", "tenure")]], "rounding": [[("hhsize", "tenure")]]},
+    ]
     taken_out = _run_passes(households, units, outer)
     taken_sizes, sizes[:] = list(sizes), []
     monkeypatch.setattr(forced_zeros, "unforced", lambda variables, fixed: (variables, fixed, None))

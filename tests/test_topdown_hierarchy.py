@@ -1,4 +1,5 @@
 """Histogram cells and marginals, and the geography tree check."""
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -15,13 +16,15 @@ def _records(n=500, seed=0):
     rng = np.random.default_rng(seed)
     county = rng.integers(0, 3, n)
     tract = county * 10 + rng.integers(0, 4, n)
-    return pd.DataFrame({
-        "county": [f"c{c}" for c in county],
-        "tract": [f"t{t:02d}" for t in tract],
-        "hhgq": rng.integers(0, 3, n),
-        "votingage": rng.integers(0, 2, n),
-        "race": rng.choice(["a", "b", "c", "d"], n),
-    })
+    return pd.DataFrame(
+        {
+            "county": [f"c{c}" for c in county],
+            "tract": [f"t{t:02d}" for t in tract],
+            "hhgq": rng.integers(0, 3, n),
+            "votingage": rng.integers(0, 2, n),
+            "race": rng.choice(["a", "b", "c", "d"], n),
+        }
+    )
 
 
 def test_pl94_histogram_has_2016_cells():
@@ -50,8 +53,7 @@ def test_aggregate_children_into_parents():
     schema = Schema.from_variables(VARS)
     hier = build_hierarchy(df, ["county", "tract"])
     cells = schema.cell_index(df)
-    hs = [unit_histograms(hier.record_unit[k], cells, lv.n_units, schema.n_cells)
-          for k, lv in enumerate(hier.levels)]
+    hs = [unit_histograms(hier.record_unit[k], cells, lv.n_units, schema.n_cells) for k, lv in enumerate(hier.levels)]
     for k in range(1, len(hs)):
         up = aggregate(hs[k], hier.levels[k].parent, hier.levels[k - 1].n_units)
         assert (up != hs[k - 1]).nnz == 0
@@ -80,8 +82,7 @@ def test_named_implicit_root_and_explicit_single_unit_root():
 
 
 def test_block_in_two_tracts_is_a_data_error():
-    df = pd.DataFrame({"tract": ["t1", "t1", "t2", "t2"], "block": ["b1", "b2", "b3", "b2"],
-                       "x": [0, 0, 0, 0]})
+    df = pd.DataFrame({"tract": ["t1", "t1", "t2", "t2"], "block": ["b1", "b2", "b3", "b2"], "x": [0, 0, 0, 0]})
     with pytest.raises(DataError) as err:
         build_hierarchy(df, ["tract", "block"])
     msg = str(err.value)

@@ -1,6 +1,7 @@
 """Structural zeros on a joint table (production's DHCH household zeros, Constraints_DHCH.py):
 stated in the joint block, checked at the spec line, held by the solver at every level, and data
 in a zero cell are a DataError naming the table, the zero, the block and the cell."""
+
 from fractions import Fraction
 
 import numpy as np
@@ -14,11 +15,15 @@ from tests.conftest import edited_spec
 from tests.topdown_geography import parse
 from tests.test_topdown_dhc_solver import JOINT_SPEC  # noqa: E402
 
-SPEC = (JOINT_SPEC.replace("solved jointly", "solved jointly, with zeros")
-        .replace("    vacs   : {0, 1, 2}\n", "    vacs   : {0, 1, 2, 3}\n")
-        .replace("      recodes: { occupancy: { of: vacs  occupied: [0]  vacant: [1, 2] } }\n",
-                 "      recodes: { occupancy: { of: vacs  occupied: [0]  vacant: [1, 2, 3] } }\n"
-                 "      structural_zeros: {\n        no_seasonal: {\n          vacs: [2, 3]\n        }\n      }\n"))
+SPEC = (
+    JOINT_SPEC.replace("solved jointly", "solved jointly, with zeros")
+    .replace("    vacs   : {0, 1, 2}\n", "    vacs   : {0, 1, 2, 3}\n")
+    .replace(
+        "      recodes: { occupancy: { of: vacs  occupied: [0]  vacant: [1, 2] } }\n",
+        "      recodes: { occupancy: { of: vacs  occupied: [0]  vacant: [1, 2, 3] } }\n"
+        "      structural_zeros: {\n        no_seasonal: {\n          vacs: [2, 3]\n        }\n      }\n",
+    )
+)
 
 
 def _spec(replace=None):
@@ -41,11 +46,14 @@ def test_a_zero_on_a_recode_stands_for_the_categories_of_its_groups_and_intersec
     assert j["structural_zeros"] == {"no_seasonal": {"vacs": ["3"]}}  # vacant (1, 2, 3) and (0, 3)
 
 
-@pytest.mark.parametrize("replace, message", [
-    ("rooms: [2, 3]", "names 'rooms', which is not a histogram variable or recode (known: vacs, occupancy)"),
-    ("vacs: [2, 7]", "vacs = [7] are not categories of 'vacs' (0, 1, 2, 3)"),
-    ("occupancy: [empty]", "occupancy = ['empty'] are not groups of 'occupancy' (occupied, vacant)"),
-])
+@pytest.mark.parametrize(
+    "replace, message",
+    [
+        ("rooms: [2, 3]", "names 'rooms', which is not a histogram variable or recode (known: vacs, occupancy)"),
+        ("vacs: [2, 7]", "vacs = [7] are not categories of 'vacs' (0, 1, 2, 3)"),
+        ("occupancy: [empty]", "occupancy = ['empty'] are not groups of 'occupancy' (occupied, vacant)"),
+    ],
+)
 def test_joint_zero_misuse_is_a_spec_error_at_its_line(replace, message):
     spec = _spec({"vacs: [2, 3]": replace})
     line = next(i for i, text in enumerate(SPEC.splitlines(), 1) if "vacs: [2, 3]" in text)
@@ -64,9 +72,15 @@ def _data(seed=4, n_blocks=24):
     vacs = (rng.random(unit_block.size) < 0.3).astype(np.int64)
     occupied = unit_block[vacs == 0]
     units = pd.DataFrame({"state": "01", "county": [b[:2] for b in unit_block], "block": unit_block, "vacs": vacs})
-    households = pd.DataFrame({"state": "01", "county": [b[:2] for b in occupied], "block": occupied,
-                               "hhsize": rng.integers(1, 4, size=occupied.size),
-                               "tenure": rng.integers(0, 2, size=occupied.size)})
+    households = pd.DataFrame(
+        {
+            "state": "01",
+            "county": [b[:2] for b in occupied],
+            "block": occupied,
+            "hhsize": rng.integers(1, 4, size=occupied.size),
+            "tenure": rng.integers(0, 2, size=occupied.size),
+        }
+    )
     return households, units
 
 
@@ -78,15 +92,31 @@ def _run(households, units, zeros, seed=0):
 
     shares = {"state": Fraction(1, 4), "county": Fraction(1, 4), "block": Fraction(1, 2)}
     occupancy = Recode.build("occupancy", "vacs", [0, 1, 2, 3], {"occupied": [0], "vacant": [1, 2, 3]})
-    table = JointTable("units", units, {"vacs": [0, 1, 2, 3]},
-                       {lv: [(("occupancy",), Fraction(1, 4)), (("vacs",), Fraction(1, 4))] for lv in shares},
-                       recodes=[occupancy], invariants=[("block", ())],
-                       cross=[("h1", (), None, ("occupancy",), 0, 1)], structural_zeros=zeros)
+    table = JointTable(
+        "units",
+        units,
+        {"vacs": [0, 1, 2, 3]},
+        {lv: [(("occupancy",), Fraction(1, 4)), (("vacs",), Fraction(1, 4))] for lv in shares},
+        recodes=[occupancy],
+        invariants=[("block", ())],
+        cross=[("h1", (), None, ("occupancy",), 0, 1)],
+        structural_zeros=zeros,
+    )
     strategy = {lv: [((), Fraction(1, 4)), (("hhsize", "tenure"), Fraction(1, 4))] for lv in shares}
     # a small rho: noisy answers spread over every cell, so a cell left free is filled somewhere
-    return run_topdown(Records(households, joint=table),
-                       Design(["nation", "state", "county", "block"], {"hhsize": [1, 2, 3], "tenure": [0, 1]}, strategy, Fraction(1, 20), shares, "hamming", [("state", ())]),
-                       RunContext(np.random.default_rng(seed), workers=1))
+    return run_topdown(
+        Records(households, joint=table),
+        Design(
+            ["nation", "state", "county", "block"],
+            {"hhsize": [1, 2, 3], "tenure": [0, 1]},
+            strategy,
+            Fraction(1, 20),
+            shares,
+            "hamming",
+            [("state", ())],
+        ),
+        RunContext(np.random.default_rng(seed), workers=1),
+    )
 
 
 def test_the_release_keeps_the_joint_zeros_at_every_level():
@@ -108,8 +138,11 @@ def test_data_in_a_joint_zero_cell_are_a_data_error_naming_table_block_and_cell(
     households, units = _data()
     units.loc[units.index[5], "vacs"] = 3
     block = units["block"].iloc[5]
-    with pytest.raises(DataError, match=rf"the data of table 'units' break the structural zero 'no_seasonal': 1 record, "
-                                        rf"e.g. in block {block} \(cell vacs=3\)"):
+    with pytest.raises(
+        DataError,
+        match=rf"the data of table 'units' break the structural zero 'no_seasonal': 1 record, "
+        rf"e.g. in block {block} \(cell vacs=3\)",
+    ):
         _run(households, units, {"no_seasonal": {"vacs": [2, 3]}})
 
 
@@ -122,10 +155,15 @@ def test_a_joint_spec_with_zeros_releases_the_same_bytes_on_spark(tmp_path, spar
     (tmp_path / "in").mkdir()
     households.to_csv(tmp_path / "in" / "households.csv", index=False)
     units.to_csv(tmp_path / "in" / "units.csv", index=False)
-    text = SPEC.replace("unit households : hamming", 'data households from "households.csv"\n'
-                        'data units from "units.csv"\n\ninvariants {\n  count households by state\n'
-                        "  count units by block\n}\n\nunit households : hamming")
-    text = text.replace("release {\n  microdata households\n}", "release {\n  microdata households\n  microdata units\n}")
+    text = SPEC.replace(
+        "unit households : hamming",
+        'data households from "households.csv"\n'
+        'data units from "units.csv"\n\ninvariants {\n  count households by state\n'
+        "  count units by block\n}\n\nunit households : hamming",
+    )
+    text = text.replace(
+        "release {\n  microdata households\n}", "release {\n  microdata households\n  microdata units\n}"
+    )
     text = text.replace("  cross_constraints: {", PASSES)  # interleaved outer passes at the blocks, on both engines
     spec = tmp_path / "in" / "zeros.dps"
     from tests.topdown_geography import write_declared
@@ -141,9 +179,11 @@ def test_a_joint_spec_with_zeros_releases_the_same_bytes_on_spark(tmp_path, spar
 
 # --- interleaved outer passes over both tables (joint_passes.py) ----------------------------------
 
-OUTER = [{"estimation": [[("@units", "occupancy"), ("@units", "vacs")]], "rounding": [[("@units", "vacs")]]},
-         {"estimation": [[()]], "rounding": [[()]]},
-         {"estimation": [[("hhsize", "tenure")]], "rounding": [[("hhsize", "tenure")]]}]
+OUTER = [
+    {"estimation": [[("@units", "occupancy"), ("@units", "vacs")]], "rounding": [[("@units", "vacs")]]},
+    {"estimation": [[()]], "rounding": [[()]]},
+    {"estimation": [[("hhsize", "tenure")]], "rounding": [[("hhsize", "tenure")]]},
+]
 
 
 def _run_passes(households, units, outer=OUTER, seed=0):
@@ -154,15 +194,32 @@ def _run_passes(households, units, outer=OUTER, seed=0):
 
     shares = {"state": Fraction(1, 4), "county": Fraction(1, 4), "block": Fraction(1, 2)}
     occupancy = Recode.build("occupancy", "vacs", [0, 1, 2, 3], {"occupied": [0], "vacant": [1, 2, 3]})
-    table = JointTable("units", units, {"vacs": [0, 1, 2, 3]},
-                       {lv: [(("occupancy",), Fraction(1, 4)), (("vacs",), Fraction(1, 4))] for lv in shares},
-                       recodes=[occupancy], invariants=[("block", ())],
-                       cross=[("h1", (), None, ("occupancy",), 0, 1)], structural_zeros={"z": {"vacs": [2, 3]}})
+    table = JointTable(
+        "units",
+        units,
+        {"vacs": [0, 1, 2, 3]},
+        {lv: [(("occupancy",), Fraction(1, 4)), (("vacs",), Fraction(1, 4))] for lv in shares},
+        recodes=[occupancy],
+        invariants=[("block", ())],
+        cross=[("h1", (), None, ("occupancy",), 0, 1)],
+        structural_zeros={"z": {"vacs": [2, 3]}},
+    )
     strategy = {lv: [((), Fraction(1, 4)), (("hhsize", "tenure"), Fraction(1, 4))] for lv in shares}
     passes = {lv: {"outer": outer, "tolerance": Fraction(1, 10)} for lv in shares} if outer else None
-    return run_topdown(Records(households, joint=table),
-                       Design(["nation", "state", "county", "block"], {"hhsize": [1, 2, 3], "tenure": [0, 1]}, strategy, Fraction(1, 20), shares, "hamming", [("state", ())], passes=passes),
-                       RunContext(np.random.default_rng(seed), workers=1))
+    return run_topdown(
+        Records(households, joint=table),
+        Design(
+            ["nation", "state", "county", "block"],
+            {"hhsize": [1, 2, 3], "tenure": [0, 1]},
+            strategy,
+            Fraction(1, 20),
+            shares,
+            "hamming",
+            [("state", ())],
+            passes=passes,
+        ),
+        RunContext(np.random.default_rng(seed), workers=1),
+    )
 
 
 def test_outer_passes_fix_each_pass_rounded_answers_and_keep_the_tie():
@@ -174,35 +231,46 @@ def test_outer_passes_fix_each_pass_rounded_answers_and_keep_the_tie():
 
     households, units = _data()
     full = _run_passes(households, units)
-    first = _run_passes(households, units, OUTER[:1] + [{"estimation": [[(), ("hhsize", "tenure")]],
-                                                           "rounding": [[("hhsize", "tenure")]]}])
+    first = _run_passes(
+        households,
+        units,
+        OUTER[:1] + [{"estimation": [[(), ("hhsize", "tenure")]], "rounding": [[("hhsize", "tenure")]]}],
+    )
     one = _run_passes(households, units, outer=None)
     for name in full.hierarchy.names:
         assert (full.joint["units"].histograms[name] != first.joint["units"].histograms[name]).nnz == 0, name
         left = np.asarray(full.histograms[name].sum(axis=1)).ravel()
         right = side_sums(full.joint["units"].histograms[name], np.array([0, -1, -1, -1]), 1).ravel()
         assert np.array_equal(left, right), name
-    assert any((full.joint["units"].histograms[n] != one.joint["units"].histograms[n]).nnz
-               for n in full.hierarchy.names)
+    assert any(
+        (full.joint["units"].histograms[n] != one.joint["units"].histograms[n]).nnz for n in full.hierarchy.names
+    )
     assert full.timings["levels"]["block"]["outer_passes"] == 3
     assert full.joint["units"].microdata["vacs"].isin([0, 1]).all()  # the zeros hold in passes too
 
 
-@pytest.mark.parametrize("outer, message", [
-    (OUTER[:2], "leave measured queries unfitted: hhsize \\* tenure"),
-    ([{"estimation": [[()], [("hhsize", "tenure")]], "rounding": [[()]]}] + OUTER[:1],
-     "one estimation pass and one rounding pass"),
-    ([{"estimation": [[("@rooms", "kind")]], "rounding": [[()]]}] + OUTER, "names table 'rooms'"),
-])
+@pytest.mark.parametrize(
+    "outer, message",
+    [
+        (OUTER[:2], "leave measured queries unfitted: hhsize \\* tenure"),
+        (
+            [{"estimation": [[()], [("hhsize", "tenure")]], "rounding": [[()]]}] + OUTER[:1],
+            "one estimation pass and one rounding pass",
+        ),
+        ([{"estimation": [[("@rooms", "kind")]], "rounding": [[()]]}] + OUTER, "names table 'rooms'"),
+    ],
+)
 def test_bad_joint_outer_passes_are_spec_errors(outer, message):
     households, units = _data(n_blocks=6)
     with pytest.raises(SpecError, match=message):
         _run_passes(households, units, outer)
 
 
-PASSES = ('  outer_passes: {\n    block: {\n      outer1: {\n        estimation: ["units: occupancy", "units: detailed"]\n'
-          '        rounding: ["units: detailed"]\n      }\n      outer2: {\n        estimation: ["total", "detailed"]\n'
-          '        rounding: ["detailed"]\n      }\n    }\n  }\n  cross_constraints: {')
+PASSES = (
+    '  outer_passes: {\n    block: {\n      outer1: {\n        estimation: ["units: occupancy", "units: detailed"]\n'
+    '        rounding: ["units: detailed"]\n      }\n      outer2: {\n        estimation: ["total", "detailed"]\n'
+    '        rounding: ["detailed"]\n      }\n    }\n  }\n  cross_constraints: {'
+)
 
 
 def test_joint_outer_passes_in_a_spec_check_and_name_either_table():
@@ -211,7 +279,7 @@ def test_joint_outer_passes_in_a_spec_check_and_name_either_table():
     with pytest.raises(SpecError, match="names table 'rooms', which is not a joint table"):
         check(_spec({"  cross_constraints: {": passes.replace('"units: occupancy"', '"rooms: occupancy"')}))
     with pytest.raises(SpecError, match="leave measured queries unfitted: units: occupancy") as info:
-        check(_spec({"  cross_constraints: {": passes.replace('"units: occupancy", ', '')}))
+        check(_spec({"  cross_constraints: {": passes.replace('"units: occupancy", ', "")}))
     text = SPEC.replace("  cross_constraints: {", passes)
     line = next(i for i, t in enumerate(text.splitlines(), 1) if t.strip() == "block: {")  # outer_passes' block
     assert [d.line for d in info.value.diagnostics if "unfitted" in d.message] == [line]
@@ -251,8 +319,9 @@ def test_a_joint_rounding_that_cannot_keep_the_tie_is_a_mechanism_error():
 
     one = (np.array([0]), np.array([0]), np.array([0]), np.array([0]))
     units = postprocess.NodeTask(key=7, n_children=1, n_cells=1, parent=np.array([2]), measurements=(), constraints=())
-    households = postprocess.NodeTask(key=7, n_children=1, n_cells=1, parent=np.array([1]), measurements=(),
-                                      constraints=())
+    households = postprocess.NodeTask(
+        key=7, n_children=1, n_cells=1, parent=np.array([1]), measurements=(), constraints=()
+    )
     cross = [CrossConstraint("tie", np.array([0]), np.array([0]), 1)]
     with pytest.raises(MechanismError, match=r"joint node 7: no integer split of both tables .*\(tie\)"):
         round_jointly(units, np.array([2.0]), one, households, np.array([1.0]), one, cross)
@@ -279,5 +348,5 @@ def test_a_rounding_margin_key_without_bounds_is_no_row_of_the_linear_program(mo
     monkeypatch.setattr(highs, "_highs", watched)
     counts, _, milp = rounding._round(task, x, cells, vc, cells, cells, margins=(margin,))
     assert counts.tolist() == [1, 0, 1, 0] and not milp
-    (m, lo, hi), = seen
+    ((m, lo, hi),) = seen
     assert m == 2 and np.all(np.isfinite(lo) | np.isfinite(hi))  # the child's total and key 0

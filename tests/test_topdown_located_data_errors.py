@@ -2,6 +2,7 @@
 cites where the spec writes the construct (file:line:column of the structural zero, the
 equal_to entry, the invariant, the recode, the cross constraint), in its message and, for
 --json, in its diagnostics (issue 24, "Bad input")."""
+
 import re
 
 import numpy as np
@@ -12,7 +13,7 @@ from dpspec.errors import DataError
 from tests.topdown_geography import parse
 from dpspec.run.compiler import compile_spec
 
-SPEC = '''spec "located data errors"
+SPEC = """spec "located data errors"
 domain d "persons and a released product" {
   stage edited
   geography g { state > county > block }
@@ -60,7 +61,7 @@ mechanism topdown {
 release {
   microdata persons
 }
-'''
+"""
 
 
 def _persons(n=300, seed=4) -> pd.DataFrame:
@@ -68,8 +69,15 @@ def _persons(n=300, seed=4) -> pd.DataFrame:
     block = rng.integers(0, 12, n)
     hhgq = rng.choice([0, 1, 2], n, p=[0.8, 0.1, 0.1])
     votingage = np.where(hhgq == 2, 1, rng.integers(0, 2, n))  # none in nurse_nva_0
-    return pd.DataFrame({"state": "01", "county": np.where(block < 6, "01001", "01003"),
-                         "block": [f"b{b:02d}" for b in block], "hhgq": hhgq, "votingage": votingage})
+    return pd.DataFrame(
+        {
+            "state": "01",
+            "county": np.where(block < 6, "01001", "01003"),
+            "block": [f"b{b:02d}" for b in block],
+            "hhgq": hhgq,
+            "votingage": votingage,
+        }
+    )
 
 
 def _compile(tmp_path, persons, pl94=None, text=SPEC):
@@ -109,8 +117,11 @@ def test_a_record_in_a_structural_zero_cites_the_zeros_line(tmp_path):
     persons = _persons()
     persons.loc[7, ["hhgq", "votingage"]] = [2, 0]
     path, error = _compile(tmp_path, persons)
-    assert re.search(rf"break the structural zero 'nurse_nva_0': 1 record, e\.g\. in block {persons.loc[7, 'block']} "
-                     r"\(cell hhgq=2, votingage=0\)", error.message)
+    assert re.search(
+        rf"break the structural zero 'nurse_nva_0': 1 record, e\.g\. in block {persons.loc[7, 'block']} "
+        r"\(cell hhgq=2, votingage=0\)",
+        error.message,
+    )
     _cites(error, path, SPEC, ("the structural zero 'nurse_nva_0'", "nurse_nva_0:", None))
 
 
@@ -121,21 +132,32 @@ def test_a_product_disagreeing_with_an_invariant_cites_the_equal_to_entry_and_th
     pl94.loc[0, "hhgq"] = (pl94.loc[0, "hhgq"] + 1) % 2  # one released person in another hhgq cell
     path, error = _compile(tmp_path, persons, pl94)
     assert f"disagrees with the invariant 'hhgq' at block '{block}'" in error.message
-    _cites(error, path, SPEC, ("equal_to 'pl94_block'", "pl94_block:", None),
-           ("the invariant 'count persons by block, hhgq'", "count persons by block, hhgq", None))
+    _cites(
+        error,
+        path,
+        SPEC,
+        ("equal_to 'pl94_block'", "pl94_block:", None),
+        ("the invariant 'count persons by block, hhgq'", "count persons by block, hhgq", None),
+    )
 
 
 def test_a_product_with_persons_where_every_cell_is_a_structural_zero_cites_both(tmp_path):
     text = SPEC.replace("  count persons by block, hhgq\n", "").replace(
-        "nurse_nva_0: { hhgq: [2]  votingage: [0] }", "no_gq2: { hhgq: [2] }")
+        "nurse_nva_0: { hhgq: [2]  votingage: [0] }", "no_gq2: { hhgq: [2] }"
+    )
     persons = _persons()
     persons = persons[persons["hhgq"] != 2].reset_index(drop=True)
     pl94 = persons[["state", "county", "block", "hhgq"]].copy()
     pl94.loc[0, "hhgq"] = 2
     path, error = _compile(tmp_path, persons, pl94, text)
     assert "where every cell is a structural zero" in error.message
-    _cites(error, path, text, ("equal_to 'pl94_block'", "pl94_block:", None),
-           ("'structural_zeros'", "structural_zeros:", None))
+    _cites(
+        error,
+        path,
+        text,
+        ("equal_to 'pl94_block'", "pl94_block:", None),
+        ("'structural_zeros'", "structural_zeros:", None),
+    )
 
 
 def test_a_recode_column_that_is_not_its_recode_cites_the_invariant_and_the_recode(tmp_path):
@@ -148,8 +170,13 @@ def test_a_recode_column_that_is_not_its_recode_cites_the_invariant_and_the_reco
     with pytest.raises(DataError) as info:
         compile_spec(parse(UNITS, path), seed=1, audit=False)
     assert "1 record with kind different from the recode 'kind' of tenvac" in info.value.message
-    _cites(info.value, path, UNITS, ("the invariant 'count units by block, kind'", "count units by block, kind", None),
-           ("the recode 'kind'", "kind: {", "kind"))
+    _cites(
+        info.value,
+        path,
+        UNITS,
+        ("the invariant 'count units by block, kind'", "count units by block, kind", None),
+        ("the recode 'kind'", "kind: {", "kind"),
+    )
 
 
 def test_data_breaking_a_cross_constraint_cite_its_line(tmp_path):
@@ -157,8 +184,10 @@ def test_data_breaking_a_cross_constraint_cite_its_line(tmp_path):
 
     households, units = _households_and_units()
     households = _concat(households, households.iloc[[0]])  # one household more than occupied units
-    text = JOINT_SPEC.replace("unit households : hamming", 'data households from "households.parquet"\n'
-                              'data units from "units.parquet"\nunit households : hamming')
+    text = JOINT_SPEC.replace(
+        "unit households : hamming",
+        'data households from "households.parquet"\ndata units from "units.parquet"\nunit households : hamming',
+    )
     folder = tmp_path / "in"
     folder.mkdir()
     households.to_parquet(folder / "households.parquet")
@@ -175,8 +204,10 @@ def _joint_zeros_spec(tmp_path, units):
     from tests.test_topdown_joint_production import SPEC as ZEROS, _data
 
     households, _ = _data()
-    text = ZEROS.replace("unit households : hamming", 'data households from "households.parquet"\n'
-                         'data units from "units.parquet"\nunit households : hamming')
+    text = ZEROS.replace(
+        "unit households : hamming",
+        'data households from "households.parquet"\ndata units from "units.parquet"\nunit households : hamming',
+    )
     folder = tmp_path / "in"
     folder.mkdir()
     households.to_parquet(folder / "households.parquet")
@@ -225,17 +256,25 @@ def test_a_located_data_error_is_an_error_document_with_its_places_and_survives_
     from dpspec.errors import Diagnostic
     from tests.test_schemas import assert_valid
 
-    error = DataError("the data break the structural zero 'z': 1 record", [Diagnostic("the structural zero 'z'", 3, 5),
-                                                                          Diagnostic("the invariant 'x'", 9, 3)],
-                      "s.dps", "a\nb\n    z: { hhgq: [2] }\n")
+    error = DataError(
+        "the data break the structural zero 'z': 1 record",
+        [Diagnostic("the structural zero 'z'", 3, 5), Diagnostic("the invariant 'x'", 9, 3)],
+        "s.dps",
+        "a\nb\n    z: { hhgq: [2] }\n",
+    )
     doc = error_document(str(error), 1, error.diagnostics, error.path)
     assert_valid("error", doc)
     assert [(d["file"], d["line"], d["column"], d["severity"]) for d in doc["diagnostics"]] == [
-        ("s.dps", 3, 5, "error"), ("s.dps", 9, 3, "note")]
+        ("s.dps", 3, 5, "error"),
+        ("s.dps", 9, 3, "note"),
+    ]
     assert doc["diagnostics"][0]["message"] == "the data break the structural zero 'z': 1 record"
-    assert str(error).splitlines()[:4] == ["the data break the structural zero 'z': 1 record",
-                                           "s.dps:3:5: note: the structural zero 'z' is written here",
-                                           "        z: { hhgq: [2] }", "        ^"]
+    assert str(error).splitlines()[:4] == [
+        "the data break the structural zero 'z': 1 record",
+        "s.dps:3:5: note: the structural zero 'z' is written here",
+        "        z: { hhgq: [2] }",
+        "        ^",
+    ]
     again = pickle.loads(pickle.dumps(error))
     assert str(again) == str(error) and again.diagnostics == error.diagnostics
     plain = DataError("no records")  # without places: as before, its message alone and no diagnostics

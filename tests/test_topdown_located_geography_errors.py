@@ -3,6 +3,7 @@ block the geography file puts on both sides of the AIAN split cites the spine's 
 reference geography the spine's `geography` setting, a geography that is no tree the domain's
 hierarchy, and a node the failsafe cannot save the level's budget share and the `failsafe`
 setting that was applied (issue 24, "Bad input": every DataError about a construct cites it)."""
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -13,7 +14,7 @@ from dpspec.run.compiler import compile_spec
 from tests.test_topdown_located_data_errors import _cites
 from tests.topdown_geography import declared
 
-SPEC = '''spec "located geography errors"
+SPEC = """spec "located geography errors"
 domain d "persons on an AIAN spine, and every block" {
   stage edited
   geography g { state > county > block }
@@ -60,15 +61,22 @@ mechanism topdown {
 release {
   microdata persons
 }
-'''
+"""
 
 
 def _persons(n=400, seed=5) -> pd.DataFrame:
     rng = np.random.default_rng(seed)
     block = rng.integers(0, 12, n)
-    return pd.DataFrame({"state": "01", "county": np.where(block < 6, "01001", "01003"),
-                         "block": [f"b{b:02d}" for b in block], "aian": (block % 4 == 0).astype(np.int64),
-                         "hhgq": rng.choice([0, 1, 2], n, p=[0.8, 0.1, 0.1]), "votingage": rng.integers(0, 2, n)})
+    return pd.DataFrame(
+        {
+            "state": "01",
+            "county": np.where(block < 6, "01001", "01003"),
+            "block": [f"b{b:02d}" for b in block],
+            "aian": (block % 4 == 0).astype(np.int64),
+            "hhgq": rng.choice([0, 1, 2], n, p=[0.8, 0.1, 0.1]),
+            "votingage": rng.integers(0, 2, n),
+        }
+    )
 
 
 def _blocks(persons) -> pd.DataFrame:
@@ -104,8 +112,10 @@ def test_a_block_on_both_sides_of_the_aian_split_cites_the_spines_aian_setting(t
     row = persons.index[persons["block"] == "b00"][0]
     persons.loc[row, "aian"] = 0  # the geography file then lists b00 inside and outside the AIAN area
     path, error = _refused(tmp_path, persons, _blocks(persons[persons.index != row]))
-    assert error.message == ("the AIAN spine needs every block wholly inside or outside the AIAN areas: "
-                             "the geography file lists block 'b00' with aian = 0 and aian = 1")
+    assert error.message == (
+        "the AIAN spine needs every block wholly inside or outside the AIAN areas: "
+        "the geography file lists block 'b00' with aian = 0 and aian = 1"
+    )
     _cites(error, path, SPEC, ("the spine's aian setting", "aian: aian", None))
 
 
@@ -137,8 +147,13 @@ def test_a_node_the_failsafe_cannot_save_cites_the_levels_share_and_the_failsafe
     path, error = _refused(tmp_path, _persons())
     assert error.message.startswith("TopDown cannot split the county 01001/non-AIAN")
     assert error.message.endswith(" into its block units: no solution even with the children sums relaxed (forced)")
-    _cites(error, path, SPEC, ("the block level's budget share", "levels:", "block: 1/4"),
-           ("'failsafe'", "failsafe:", None))
+    _cites(
+        error,
+        path,
+        SPEC,
+        ("the block level's budget share", "levels:", "block: 1/4"),
+        ("'failsafe'", "failsafe:", None),
+    )
 
 
 def test_a_geography_file_that_is_no_tree_cites_the_hierarchy(tmp_path):

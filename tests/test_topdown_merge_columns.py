@@ -1,4 +1,5 @@
 """Identical free columns merged into one variable (merge_columns.py): the same problem."""
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -17,8 +18,9 @@ def _problem():
     a = sp.csc_matrix((vals, (rows, cols)), shape=(2, 9))
     hess = np.array([2.0, 2.0] + [0.0] * 7)
     cost = np.array([-2.0 * 7, -2.0 * 3] + [0.0] * 7)
-    return NodeQP(hess=hess, cost=cost, lower=np.zeros(9), upper=np.full(9, np.inf), a=a, lo=np.zeros(2),
-                  hi=np.zeros(2), n_x=9)
+    return NodeQP(
+        hess=hess, cost=cost, lower=np.zeros(9), upper=np.full(9, np.inf), a=a, lo=np.zeros(2), hi=np.zeros(2), n_x=9
+    )
 
 
 def test_identical_free_columns_become_one_variable_and_the_optimum_is_the_same():
@@ -35,12 +37,28 @@ def test_identical_free_columns_become_one_variable_and_the_optimum_is_the_same(
 
 def test_nothing_merges_when_every_column_is_fitted_or_distinct():
     problem = _problem()
-    fitted = NodeQP(hess=np.full(9, 2.0), cost=problem.cost, lower=problem.lower, upper=problem.upper,
-                    a=problem.a, lo=problem.lo, hi=problem.hi, n_x=9)
+    fitted = NodeQP(
+        hess=np.full(9, 2.0),
+        cost=problem.cost,
+        lower=problem.lower,
+        upper=problem.upper,
+        a=problem.a,
+        lo=problem.lo,
+        hi=problem.hi,
+        n_x=9,
+    )
     reduced, expand = merge_free_duplicates(fitted)
     assert reduced is fitted and expand(np.ones(9)).tolist() == [1.0] * 9
-    bounded = NodeQP(hess=problem.hess, cost=problem.cost, lower=problem.lower, upper=np.full(9, 5.0),
-                     a=problem.a, lo=problem.lo, hi=problem.hi, n_x=9)
+    bounded = NodeQP(
+        hess=problem.hess,
+        cost=problem.cost,
+        lower=problem.lower,
+        upper=np.full(9, 5.0),
+        a=problem.a,
+        lo=problem.lo,
+        hi=problem.hi,
+        n_x=9,
+    )
     assert merge_free_duplicates(bounded)[0] is bounded  # an upper bound is not a free column's
 
 
@@ -68,8 +86,15 @@ def test_a_rounding_with_alike_cells_is_as_close_to_the_fit_as_the_full_linear_p
     def watched(cost, lower, upper, a, lo, hi, **kw):
         seen.append(len(cost))
         status, d, sec = real(cost, lower, upper, a, lo, hi, **kw)
-        full = real(np.repeat(cost, upper.astype(int)), np.zeros(8), np.ones(8),
-                    sp.csc_matrix(np.repeat(a.toarray(), upper.astype(int), axis=1)), lo, hi, **kw)[1]
+        full = real(
+            np.repeat(cost, upper.astype(int)),
+            np.zeros(8),
+            np.ones(8),
+            sp.csc_matrix(np.repeat(a.toarray(), upper.astype(int), axis=1)),
+            lo,
+            hi,
+            **kw,
+        )[1]
         assert np.dot(cost, d) == pytest.approx(np.dot(np.repeat(cost, upper.astype(int)), full))
         return status, d, sec
 

@@ -1,4 +1,5 @@
 """Multipass estimation and rounding (production's pass structure) on captured real nodes."""
+
 import os
 from fractions import Fraction
 
@@ -17,14 +18,18 @@ from dpspec_topdown.synthetic import LEVELS, PL94_VARIABLES, generate_population
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FINE = [("hhgq",), ("hhgq", "hispanic"), ("hhgq", "hispanic", "cenrace"), ("hhgq", "votingage", "hispanic", "cenrace")]
-PASSES = {lv: {"estimation": [[()]], "rounding": [[()], FINE], "tolerance": Fraction(1, 10)}
-          for lv in ("state", "county", "tract", "blockgroup")}
+PASSES = {
+    lv: {"estimation": [[()]], "rounding": [[()], FINE], "tolerance": Fraction(1, 10)}
+    for lv in ("state", "county", "tract", "blockgroup")
+}
 
 
 def _production():
     import sys
+
     sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
     from bench_topdown import production_strategy
+
     return production_strategy()
 
 
@@ -41,9 +46,21 @@ def captured():
     node_solve.solve_node = capture
     try:
         persons = generate_population(6000, 200, seed=4)
-        result = run_topdown(persons,
-                             Design(["nation"] + LEVELS, PL94_VARIABLES, strategy, rho, shares, "hamming", [("state", ())], recodes=recodes, passes=PASSES),
-                             RunContext(np.random.default_rng(2), workers=1))
+        result = run_topdown(
+            persons,
+            Design(
+                ["nation"] + LEVELS,
+                PL94_VARIABLES,
+                strategy,
+                rho,
+                shares,
+                "hamming",
+                [("state", ())],
+                recodes=recodes,
+                passes=PASSES,
+            ),
+            RunContext(np.random.default_rng(2), workers=1),
+        )
     finally:
         node_solve.solve_node = solve
     return nodes, result, persons
@@ -75,7 +92,7 @@ def test_later_pass_keeps_the_total_within_tolerance(captured):
         x2, _, _, _, _, failsafe = fit_in_passes(task, queries, plan, variables)
         one = postprocess.solve_qp(postprocess.build_node_qp(task, queries, variables))[0]
         assert not failsafe
-        tot = lambda x: np.bincount(vc, weights=x[:vc.size], minlength=task.n_children)  # noqa: E731
+        tot = lambda x: np.bincount(vc, weights=x[: vc.size], minlength=task.n_children)  # noqa: E731
         assert np.max(np.abs(tot(x2) - tot(x1))) <= plan.tolerance + 1e-6
         moved_without_passes = max(moved_without_passes, float(np.max(np.abs(tot(one) - tot(x1)))))
         checked += 1
@@ -90,7 +107,7 @@ def test_multipass_rounder_keeps_each_pass_margins(captured):
         variables = postprocess._node_variables(task)
         cells, vc, va, vcell = variables
         x, *_ = fit_in_passes(task, queries, plan, variables)
-        xstar = np.maximum(x[:vc.size], 0.0)
+        xstar = np.maximum(x[: vc.size], 0.0)
         counts, _, _, failsafe = round_in_passes(task, xstar, variables, plan)
         assert not failsafe
         assert np.all(counts >= 0) and np.array_equal(counts, np.rint(counts))
@@ -128,13 +145,37 @@ def test_estimation_pass_fitting_nothing_measured_is_a_spec_error():
     shares, strategy, recodes, rho, _ = _production()
     persons = generate_population(500, 20, seed=1)
     with pytest.raises(SpecError, match="estimation pass 1 at level 'nation' fits no query measured at that level"):
-        run_topdown(persons,
-                    Design(["nation"] + LEVELS, PL94_VARIABLES, strategy, rho, shares, "hamming", [("state", ())], recodes=recodes, passes={"nation": {"estimation": [[()]]}}),
-                    RunContext(np.random.default_rng(0), workers=1))
+        run_topdown(
+            persons,
+            Design(
+                ["nation"] + LEVELS,
+                PL94_VARIABLES,
+                strategy,
+                rho,
+                shares,
+                "hamming",
+                [("state", ())],
+                recodes=recodes,
+                passes={"nation": {"estimation": [[()]]}},
+            ),
+            RunContext(np.random.default_rng(0), workers=1),
+        )
     # the US level does not measure 'total': a pass naming it with a measured query runs
-    result = run_topdown(persons,
-                         Design(["nation"] + LEVELS, PL94_VARIABLES, strategy, rho, shares, "hamming", [("state", ())], recodes=recodes, passes={"nation": {"estimation": [[(), ("hhgq",)]]}}),
-                         RunContext(np.random.default_rng(0), workers=1))
+    result = run_topdown(
+        persons,
+        Design(
+            ["nation"] + LEVELS,
+            PL94_VARIABLES,
+            strategy,
+            rho,
+            shares,
+            "hamming",
+            [("state", ())],
+            recodes=recodes,
+            passes={"nation": {"estimation": [[(), ("hhgq",)]]}},
+        ),
+        RunContext(np.random.default_rng(0), workers=1),
+    )
     assert result.timings["levels"]["nation"]["estimation_passes"] == 2
     assert len(result.microdata) == len(persons)
 
@@ -150,7 +191,7 @@ def test_constrain_to_holds_queries_the_pass_did_not_fit(captured):
         variables = postprocess._node_variables(task)
         cells, vc, va, vcell = variables
         key = vc * hhgq[1] + hhgq[0][vcell]
-        margin = lambda x: np.bincount(key, weights=x[:vc.size], minlength=task.n_children * hhgq[1])  # noqa: E731
+        margin = lambda x: np.bincount(key, weights=x[: vc.size], minlength=task.n_children * hhgq[1])  # noqa: E731
         x1, *_ = fit_in_passes(task, queries, PassPlan(estimation=(plan.estimation[0],), tolerance=0.1), variables)
         held = PassPlan(estimation=plan.estimation, tolerance=0.1, constrain=((total, hhgq),))
         x2, _, _, _, _, failsafe = fit_in_passes(task, queries, held, variables)
@@ -173,9 +214,21 @@ def test_structural_zero_is_kept_exactly_over_seeds(seed):
     assert not ((persons["hhgq"] == 3) & (persons["votingage"] == 0)).any()
     shares, strategy, recodes, rho, _ = _production()
     # a tiny budget: without the constraint, noise would put minors in nursing facilities
-    res = run_topdown(persons,
-                      Design(["nation"] + LEVELS, PL94_VARIABLES, strategy, Fraction(1, 100), shares, "hamming", [("state", ())], recodes=recodes, structural_zeros=NURSE_NVA_0),
-                      RunContext(np.random.default_rng(seed), workers=1))
+    res = run_topdown(
+        persons,
+        Design(
+            ["nation"] + LEVELS,
+            PL94_VARIABLES,
+            strategy,
+            Fraction(1, 100),
+            shares,
+            "hamming",
+            [("state", ())],
+            recodes=recodes,
+            structural_zeros=NURSE_NVA_0,
+        ),
+        RunContext(np.random.default_rng(seed), workers=1),
+    )
     micro = res.microdata
     assert not ((micro["hhgq"] == 3) & (micro["votingage"] == 0)).any()
     assert len(micro) == len(persons)  # the state invariant, too
@@ -189,10 +242,24 @@ def test_data_breaking_a_structural_zero_is_a_data_error_naming_block_and_cell()
     persons.loc[7, "hhgq"] = 3
     persons.loc[7, "votingage"] = 0
     shares, strategy, recodes, rho, _ = _production()
-    with pytest.raises(DataError, match=r"structural zero 'nurse_nva_0': 1 record, e.g. in block .*hhgq=3, votingage=0"):
-        run_topdown(persons,
-                    Design(["nation"] + LEVELS, PL94_VARIABLES, strategy, rho, shares, "hamming", [("state", ())], recodes=recodes, structural_zeros=NURSE_NVA_0),
-                    RunContext(np.random.default_rng(0), workers=1))
+    with pytest.raises(
+        DataError, match=r"structural zero 'nurse_nva_0': 1 record, e.g. in block .*hhgq=3, votingage=0"
+    ):
+        run_topdown(
+            persons,
+            Design(
+                ["nation"] + LEVELS,
+                PL94_VARIABLES,
+                strategy,
+                rho,
+                shares,
+                "hamming",
+                [("state", ())],
+                recodes=recodes,
+                structural_zeros=NURSE_NVA_0,
+            ),
+            RunContext(np.random.default_rng(0), workers=1),
+        )
 
 
 def test_constrain_to_in_a_spec(tmp_path):
@@ -200,8 +267,10 @@ def test_constrain_to_in_a_spec(tmp_path):
     from dpspec.language.parser import parse
 
     text = open(os.path.join(ROOT, "specs", "pl94_production_topdown.dps")).read()
-    text = text.replace("  pass_tolerance: 0.1\n", '  pass_tolerance: 0.1\n  constrain_to: {\n    state: {\n'
-                        '      pass1: ["total", "hhgq"]\n    }\n  }\n')
+    text = text.replace(
+        "  pass_tolerance: 0.1\n",
+        '  pass_tolerance: 0.1\n  constrain_to: {\n    state: {\n      pass1: ["total", "hhgq"]\n    }\n  }\n',
+    )
     text = text.replace('"data/pl94_synthetic/', '"' + os.path.join(ROOT, "specs", "data", "pl94_synthetic") + "/")
     check(parse(text, str(tmp_path / "s.dps")))
     two = text.replace('      pass1: ["total", "hhgq"]\n', '      pass1: ["total", "hhgq"]\n      pass2: ["total"]\n')
@@ -235,9 +304,21 @@ def test_interleaved_outer_passes_fix_each_outer_pass_exactly():
     node_solve.solve_node = capture
     try:
         persons = generate_population(3000, 400, seed=4)  # 13 block groups in 4 tracts
-        result = run_topdown(persons,
-                             Design(["nation"] + LEVELS, PL94_VARIABLES, strategy, Fraction(1, 20), shares, "hamming", [("state", ())], recodes=recodes, passes=_outer_passes(strategy)),
-                             RunContext(np.random.default_rng(5), workers=1))
+        result = run_topdown(
+            persons,
+            Design(
+                ["nation"] + LEVELS,
+                PL94_VARIABLES,
+                strategy,
+                Fraction(1, 20),
+                shares,
+                "hamming",
+                [("state", ())],
+                recodes=recodes,
+                passes=_outer_passes(strategy),
+            ),
+            RunContext(np.random.default_rng(5), workers=1),
+        )
     finally:
         node_solve.solve_node = solve
     assert len(result.microdata) == len(persons)
@@ -264,9 +345,21 @@ def test_outer_passes_with_passes_of_their_own_are_a_spec_error():
     passes = _outer_passes(strategy)
     passes["county"]["estimation"] = [[()]]
     with pytest.raises(SpecError, match="level 'county' has outer passes and estimation/rounding passes of its own"):
-        run_topdown(persons,
-                    Design(["nation"] + LEVELS, PL94_VARIABLES, strategy, rho, shares, "hamming", [("state", ())], recodes=recodes, passes=passes),
-                    RunContext(np.random.default_rng(0), workers=1))
+        run_topdown(
+            persons,
+            Design(
+                ["nation"] + LEVELS,
+                PL94_VARIABLES,
+                strategy,
+                rho,
+                shares,
+                "hamming",
+                [("state", ())],
+                recodes=recodes,
+                passes=passes,
+            ),
+            RunContext(np.random.default_rng(0), workers=1),
+        )
 
 
 OUTER_SPEC = """spec "outer passes"

@@ -4,6 +4,7 @@ and a query of more than 65,536 groups only where a fit reads it. On a DHC-shape
 (relgq x sex x age x hispanic x cenrace: 1,227,744 cells per block) the release is the one an
 engine run with that key publishes, and no (blocks x cells) array of the detailed query is made.
 """
+
 import tracemalloc
 from fractions import Fraction
 
@@ -18,13 +19,23 @@ from dpspec_topdown.design import Design
 from dpspec_topdown.run.context import Records, RunContext
 from dpspec_topdown.measurement.node_noise import run_key_from
 
-VARIABLES = {"relgq": list(range(42)), "sex": [0, 1], "age": list(range(116)), "hispanic": [0, 1],
-             "cenrace": list(range(63))}
+VARIABLES = {
+    "relgq": list(range(42)),
+    "sex": [0, 1],
+    "age": list(range(116)),
+    "hispanic": [0, 1],
+    "cenrace": list(range(63)),
+}
 DETAILED = ("relgq", "sex", "age", "hispanic", "cenrace")
 N_CELLS = 42 * 2 * 116 * 2 * 63
 SHARES = {"state": Fraction(1, 4), "county": Fraction(1, 4), "block": Fraction(1, 2)}
-QUERIES = [((), Fraction(1, 5)), (("relgq",), Fraction(1, 5)), (("sex", "age"), Fraction(1, 5)),
-           (("relgq", "age", "cenrace"), Fraction(1, 5)), (DETAILED, Fraction(1, 5))]  # the last two keyed
+QUERIES = [
+    ((), Fraction(1, 5)),
+    (("relgq",), Fraction(1, 5)),
+    (("sex", "age"), Fraction(1, 5)),
+    (("relgq", "age", "cenrace"), Fraction(1, 5)),
+    (DETAILED, Fraction(1, 5)),
+]  # the last two keyed
 N_BLOCKS = 60
 
 
@@ -33,10 +44,18 @@ def _persons(n=300, seed=1) -> pd.DataFrame:
     rng = np.random.default_rng(seed)
     block = rng.integers(0, N_BLOCKS, n)
     county = np.where(block == N_BLOCKS - 1, 3, block % 3)
-    return pd.DataFrame({"state": "01", "county": [f"01{c:03d}" for c in county],
-                         "block": [f"01{c:03d}{b:04d}" for c, b in zip(county, block)],
-                         "relgq": rng.integers(0, 20, n), "sex": rng.integers(0, 2, n), "age": rng.integers(0, 90, n),
-                         "hispanic": rng.integers(0, 2, n), "cenrace": rng.integers(0, 8, n)})
+    return pd.DataFrame(
+        {
+            "state": "01",
+            "county": [f"01{c:03d}" for c in county],
+            "block": [f"01{c:03d}{b:04d}" for c, b in zip(county, block)],
+            "relgq": rng.integers(0, 20, n),
+            "sex": rng.integers(0, 2, n),
+            "age": rng.integers(0, 90, n),
+            "hispanic": rng.integers(0, 2, n),
+            "cenrace": rng.integers(0, 8, n),
+        }
+    )
 
 
 PERSONS = _persons()
@@ -45,9 +64,20 @@ PL94 = PERSONS.groupby(["block", "relgq", "hispanic", "cenrace"]).size().rename(
 
 
 def _run(engine, seed=3):
-    return run_topdown(Records(PERSONS, equalities=[("pl94", ("relgq", "hispanic", "cenrace"), PL94)]),
-                       Design(["nation", "state", "county", "block"], VARIABLES, {lv: QUERIES for lv in SHARES}, 1, SHARES, "hamming", [("state", ())], bypass=["county"]),
-                       RunContext(np.random.default_rng(seed), engine=engine, workers=1))
+    return run_topdown(
+        Records(PERSONS, equalities=[("pl94", ("relgq", "hispanic", "cenrace"), PL94)]),
+        Design(
+            ["nation", "state", "county", "block"],
+            VARIABLES,
+            {lv: QUERIES for lv in SHARES},
+            1,
+            SHARES,
+            "hamming",
+            [("state", ())],
+            bypass=["county"],
+        ),
+        RunContext(np.random.default_rng(seed), engine=engine, workers=1),
+    )
 
 
 @pytest.fixture(scope="module")

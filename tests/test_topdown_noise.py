@@ -1,4 +1,5 @@
 """The exact discrete Gaussian sampler against the exact pmf, at several scales."""
+
 from fractions import Fraction
 
 import numpy as np
@@ -6,8 +7,13 @@ import pytest
 from scipy import stats
 
 from dpspec.run import noise
-from dpspec.run.noise import (discrete_gaussian, discrete_gaussian_pmf, discrete_gaussian_variance,
-                                  discrete_laplace, effective_sigma2)
+from dpspec.run.noise import (
+    discrete_gaussian,
+    discrete_gaussian_pmf,
+    discrete_gaussian_variance,
+    discrete_laplace,
+    effective_sigma2,
+)
 
 
 def _chi_square_pvalue(samples, pmf_at, lo, hi, n_bins=60):
@@ -39,9 +45,9 @@ def test_pmf_mean_and_variance(sigma2):
     x = discrete_gaussian(sigma2, n, np.random.default_rng(20260101))
     assert x.dtype == np.int64
     var = discrete_gaussian_variance(sigma2)
-    sd = var ** 0.5
+    sd = var**0.5
     # mean within 5 standard errors; sample variance within 5 of its standard errors (kurtosis ~3)
-    assert abs(x.mean()) < 5 * sd / n ** 0.5
+    assert abs(x.mean()) < 5 * sd / n**0.5
     assert abs(x.var() / var - 1) < 5 * (2 / n) ** 0.5
     span = int(8 * float(sigma2) ** 0.5) + 3
     p = _chi_square_pvalue(x, lambda s: discrete_gaussian_pmf(sigma2, s), -span, span)
@@ -81,7 +87,7 @@ def test_big_integer_path_matches_pmf():
     s2 = Fraction(10**12)
     x = discrete_gaussian(s2, 20_000, np.random.default_rng(11))
     sd = 10**6
-    assert abs(x.mean()) < 5 * sd / 20_000 ** 0.5
+    assert abs(x.mean()) < 5 * sd / 20_000**0.5
     assert abs(x.var() / sd**2 - 1) < 5 * (2 / 20_000) ** 0.5
     # coarse bins of the standardized values against the normal limit (exact to 1e-12 here)
     z = x / sd
@@ -162,7 +168,7 @@ def test_table_bounds_are_certified():
     s2 = 2487929 / 2048
     y = np.arange(-t.b, t.b + 1)
     exact = t.c * np.exp(-(y * y) / (2 * s2)) / np.array(t.weight[: y.size], dtype=float)
-    k = 2.0 ** t.acc_bits
+    k = 2.0**t.acc_bits
     assert np.all(exact <= 1.0 + 1e-12)  # weights are upper bounds: acceptance is a probability
     assert np.all(t.acc_lo[: y.size] <= k * exact * (1 + 1e-12))
     assert np.all(t.acc_hi[: y.size] >= k * exact * (1 - 1e-12))

@@ -1,5 +1,6 @@
 """The `topdown` plugin through specs: the production allocation's budget, spec errors, and a
 compile on the ACS national excerpt that keeps every guarantee."""
+
 from __future__ import annotations
 
 import json
@@ -53,7 +54,10 @@ def test_query_shares_that_do_not_sum_to_one_are_a_spec_error():
 
 def test_invariant_the_mechanism_cannot_keep():
     spec = _spec(ACS, {"count persons by state\n": "count persons by state\n  count persons by puma, state\n"})
-    with pytest.raises(SpecError, match="TopDown cannot keep the invariant 'count persons by puma, state' exact: it names two geography levels"):
+    with pytest.raises(
+        SpecError,
+        match="TopDown cannot keep the invariant 'count persons by puma, state' exact: it names two geography levels",
+    ):
         check(spec)
 
 
@@ -107,8 +111,9 @@ def test_a_puma_in_two_states_is_a_data_error(tmp_path):
     persons = pd.read_csv(os.path.join(SPECS, "data", "acs_national", "acs_national_pl94.csv"), dtype=str)
     persons.loc[0, "state"] = "06"  # a declared state: its PUMA (of state 01) now lies in two states
     persons.to_csv(tmp_path / "p.csv", index=False)
-    text = keys_from(read_source(ACS).replace('"data/acs_national/acs_national_pl94.csv"', f'"{tmp_path / "p.csv"}"'),
-                     SPECS)
+    text = keys_from(
+        read_source(ACS).replace('"data/acs_national/acs_national_pl94.csv"', f'"{tmp_path / "p.csv"}"'), SPECS
+    )
     with pytest.raises(DataError, match="lies in more than one state"):
         compile_spec(parse(text, str(tmp_path / "x.dps")), seed=1, audit=False)
 
@@ -116,8 +121,14 @@ def test_a_puma_in_two_states_is_a_data_error(tmp_path):
 def test_error_shrinks_as_rho_grows():
     maes = []
     for rho in ("1/10", "10"):
-        spec = _spec(ACS, {"rho: 2": f"rho: {rho}", "budget rho <= 2": f"budget rho <= {rho}",
-                           "budget epsilon <= 17 with delta = 1e-10 by bs16\n": ""})
+        spec = _spec(
+            ACS,
+            {
+                "rho: 2": f"rho: {rho}",
+                "budget rho <= 2": f"budget rho <= {rho}",
+                "budget epsilon <= 17 with delta = 1e-10 by bs16\n": "",
+            },
+        )
         result = compile_spec(spec, seed=5, audit=False)
         errors = result.utility["error_by_level_and_query"]
         maes.append(np.mean([e["mean_absolute_error"] for e in errors if e["level"] == "puma"]))

@@ -3,6 +3,7 @@ the solves and repaired after each node's rounding by moving records within a ch
 groups of every exact marginal (the P.L. 94 equality), never into a structural zero; a row it
 cannot repair is reported (a warning and the run's facts), or stops the run at a level listed in
 postprocess_require_feasible, as production's constraint check does there."""
+
 from fractions import Fraction
 
 import numpy as np
@@ -27,9 +28,13 @@ INF = np.inf
 
 
 def _task(upper, lower=None, zero=None, exact=GQ_MAJOR, secondary=None, feasible=False, noisy=None):
-    bound = BoundConstraint("hhgq_total_ub", np.repeat(np.arange(4), 3), 4,
-                            np.zeros((2, 4), np.int64) if lower is None else np.asarray(lower, np.int64),
-                            np.asarray(upper, dtype=np.float64))
+    bound = BoundConstraint(
+        "hhgq_total_ub",
+        np.repeat(np.arange(4), 3),
+        4,
+        np.zeros((2, 4), np.int64) if lower is None else np.asarray(lower, np.int64),
+        np.asarray(upper, dtype=np.float64),
+    )
     n_groups = int(exact.max()) + 1
     con = GroupConstraint("equal_to pl94", exact, n_groups, np.arange(2), np.zeros((2, n_groups), np.int64))
     pp = PostprocessOnly((bound,), (("upper", "lower"),), ((3, 4),), zero, secondary, feasible)
@@ -90,8 +95,9 @@ def test_a_structural_zero_blocks_the_move_and_the_row_is_reported_not_fixed():
     # where production requires the row repaired, the record may also change its age, within its
     # exact group (ages {0} and {1, 2} apart here, as votingage in the P.L. 94 group)
     exact = GQ_MAJOR * 2 + (np.tile(np.arange(3), 4) > 0)
-    child, cell, count, moves, broken = repair(_task(upper, zero=zero, exact=exact, secondary=(1, 3), feasible=True),
-                                               DETAILED, *START)
+    child, cell, count, moves, broken = repair(
+        _task(upper, zero=zero, exact=exact, secondary=(1, 3), feasible=True), DETAILED, *START
+    )
     h = _hist(child, cell, count)
     assert moves == 2 and broken == () and h[0, 3 * 0 + 2] == 2 and h[0, 3:6].sum() == 0
 
@@ -131,8 +137,13 @@ def population():
 
 
 def _product(persons):
-    return (persons.assign(major=persons["hhgq"].map(MAJOR)).groupby(["block", "major", "votingage"], observed=True)
-            .size().rename("count").reset_index())
+    return (
+        persons.assign(major=persons["hhgq"].map(MAJOR))
+        .groupby(["block", "major", "votingage"], observed=True)
+        .size()
+        .rename("count")
+        .reset_index()
+    )
 
 
 def _bounds(persons):
@@ -145,9 +156,22 @@ def _bounds(persons):
 
 def _run(persons, product, seed=3, **kw):
     major = Recode.build("major", "hhgq", range(8), {"hh": [0], "inst": [1, 2, 3, 4], "noninst": [5, 6, 7]})
-    return run_topdown(Records(persons, bounds=_bounds(persons), equalities=[("pl94", ("major", "votingage"), product)]),
-                       Design(LEVELS_ALL, PL94_VARIABLES, pl94_strategy(tuple(SHARES)), Fraction(1, 20), SHARES, "hamming", [("state", ())], recodes=[major], postprocess_only=["hhgq_total"], **kw),
-                       RunContext(np.random.default_rng(seed), workers=1))
+    return run_topdown(
+        Records(persons, bounds=_bounds(persons), equalities=[("pl94", ("major", "votingage"), product)]),
+        Design(
+            LEVELS_ALL,
+            PL94_VARIABLES,
+            pl94_strategy(tuple(SHARES)),
+            Fraction(1, 20),
+            SHARES,
+            "hamming",
+            [("state", ())],
+            recodes=[major],
+            postprocess_only=["hhgq_total"],
+            **kw,
+        ),
+        RunContext(np.random.default_rng(seed), workers=1),
+    )
 
 
 def test_a_run_repairs_the_bounds_and_keeps_equality_invariants_and_sums(population):
@@ -157,12 +181,15 @@ def test_a_run_repairs_the_bounds_and_keeps_equality_invariants_and_sums(populat
     assert report["moves"]["block"] > 0 and report["unrepaired"] == [] and report["violations"] == []
     micro = result.microdata
     assert len(micro) == len(population)  # the state total
-    got = _product(micro.assign(hhgq=micro["hhgq"].astype(int), votingage=micro["votingage"].astype(int),
-                                block=micro["block"].astype(str)))
+    got = _product(
+        micro.assign(
+            hhgq=micro["hhgq"].astype(int), votingage=micro["votingage"].astype(int), block=micro["block"].astype(str)
+        )
+    )
     want = product.assign(block=product["block"].astype(str))
     key = ["block", "major", "votingage"]
     assert got.set_index(key)["count"].sort_index().equals(want.set_index(key)["count"].sort_index())
-    (_, _, lower, upper), = _bounds(population)
+    ((_, _, lower, upper),) = _bounds(population)
     per_block = micro.groupby([micro["block"].astype(str), micro["hhgq"].astype(int)]).size().unstack(fill_value=0)
     per_block = per_block.reindex(index=upper.index.astype(str), columns=range(8), fill_value=0)
     assert (per_block.to_numpy() <= upper.to_numpy()).all() and (per_block.to_numpy() >= lower.to_numpy()).all()
@@ -189,16 +216,19 @@ def test_an_unrepairable_row_is_reported_not_fatal_except_where_required(populat
     with pytest.warns(RuntimeWarning, match=f"could not repair hhgq_total at block {block}"):
         result = _run(population, product, structural_zeros=zeros)
     report = result.timings["postprocess"]
-    assert {(e["level"], e["geounit"], e["constraint"]) for e in report["unrepaired"]} == {("block", str(block), "hhgq_total")}
-    assert [(e["level"], e["geounit"], e["lower"], e["upper"]) for e in report["violations"] if e["level"] == "block"] \
-        == [("block", str(block), 0, 0)]
+    assert {(e["level"], e["geounit"], e["constraint"]) for e in report["unrepaired"]} == {
+        ("block", str(block), "hhgq_total")
+    }
+    assert [
+        (e["level"], e["geounit"], e["lower"], e["upper"]) for e in report["violations"] if e["level"] == "block"
+    ] == [("block", str(block), 0, 0)]
     with pytest.raises(DataError, match=f"could not repair hhgq_total at block {block}.*postprocess_require_feasible"):
         _run(population, product, structural_zeros=zeros, postprocess_feasible=["block"])
 
 
 # ---- the language ----------------------------------------------------------------------------
 
-SPEC = '''spec "post-processing only"
+SPEC = """spec "post-processing only"
 domain d "d" {
   stage edited
   geography g { state > county > block }
@@ -233,7 +263,7 @@ mechanism topdown {
   }
   EXTRA
 }
-'''
+"""
 GOOD = "postprocess_only: [hhgq_total_ub, hhgq_total_lb]\n  postprocess_heuristics: true"
 
 
@@ -246,8 +276,9 @@ def test_the_settings_check_and_misuse_is_a_located_spec_error():
     check(parse(SPEC.replace("EXTRA", ""), "s.dps"))
     check(parse(SPEC.replace("EXTRA", "postprocess_heuristics: false"), "s.dps"))  # production's default
     text = SPEC.replace("EXTRA", "postprocess_only: [hhgq_total_ub, hhgq_total]\n  postprocess_heuristics: true")
-    with pytest.raises(SpecError, match=f"s.dps:{_line(text, 'postprocess_only')}:.*'hhgq_total', which is not a "
-                                        "declared constraint"):
+    with pytest.raises(
+        SpecError, match=f"s.dps:{_line(text, 'postprocess_only')}:.*'hhgq_total', which is not a declared constraint"
+    ):
         check(parse(text, "s.dps"))
     text = SPEC.replace("EXTRA", "postprocess_only: [hhgq_total_ub]")
     with pytest.raises(SpecError, match=f"s.dps:{_line(text, 'postprocess_only')}:.*go together"):
@@ -259,7 +290,9 @@ def test_the_settings_check_and_misuse_is_a_located_spec_error():
     with pytest.raises(SpecError, match=f"s.dps:{_line(text, 'postprocess_heuristics')}:.*go together"):
         check(parse(text, "s.dps"))
     text = SPEC.replace("EXTRA", GOOD + "\n  postprocess_require_feasible: [tract]")
-    with pytest.raises(SpecError, match=f"s.dps:{_line(text, 'postprocess_require_feasible')}:.*'tract' is not a geography"):
+    with pytest.raises(
+        SpecError, match=f"s.dps:{_line(text, 'postprocess_require_feasible')}:.*'tract' is not a geography"
+    ):
         check(parse(text, "s.dps"))
     text = SPEC.replace("EXTRA", "").replace("sense: upper", "sense: above")
     with pytest.raises(SpecError, match=f"s.dps:{_line(text, 'hhgq_total_ub')}:.*sense': unknown value 'above'"):
@@ -277,11 +310,14 @@ def test_a_compiled_spec_reports_the_heuristic_in_its_facts_and_notes():
         county, block = f"c{b // 4}", f"c{b // 4}b{b % 4}"
         gq = 1 if b < 4 else 2 if b < 6 else 0
         hhgq = np.where(np.arange(40) < (20 if gq else 0), gq, 0)
-        rows.append(pd.DataFrame({"state": "s", "county": county, "block": block, "hhgq": hhgq,
-                                  "sex": rng.integers(0, 2, 40)}))
+        rows.append(
+            pd.DataFrame({"state": "s", "county": county, "block": block, "hhgq": hhgq, "sex": rng.integers(0, 2, 40)})
+        )
         facilities += [("s", county, block, 0)] * 10 + ([("s", county, block, gq)] if gq else [])
-    data = {"persons": pd.concat(rows, ignore_index=True),
-            "facilities": pd.DataFrame(facilities, columns=["state", "county", "block", "gqtype"])}
+    data = {
+        "persons": pd.concat(rows, ignore_index=True),
+        "facilities": pd.DataFrame(facilities, columns=["state", "county", "block", "gqtype"]),
+    }
     text = SPEC.replace("EXTRA", GOOD).replace("rho: 1\n", "rho: 1/200\n")
     result = dpspec.compile(parse(text, "s.dps", data=data), data=data, seed=2)
     report = result.release.facts["postprocess_only"]

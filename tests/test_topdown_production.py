@@ -2,6 +2,7 @@
 allocation `dpspec budget --json` reports, recomputed here independently from the published
 fractions (DAS_2020_Redistricting_Production_Code, strategy
 ProductionCandidate20210527US_mult8_add02_dsepJune3)."""
+
 import json
 import os
 from fractions import Fraction as F
@@ -20,25 +21,108 @@ from dpspec_topdown.measurement.histogram import Recode, Schema
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SPEC = os.path.join(ROOT, "specs", "pl94_production_topdown.dps")
 
-QUERIES = ["total", "cenrace", "hispanic", "votingage", "hhinstlevels", "hhgq", "hispanic * cenrace",
-           "votingage * cenrace", "votingage * hispanic", "votingage * hispanic * cenrace", "detailed"]
+QUERIES = [
+    "total",
+    "cenrace",
+    "hispanic",
+    "votingage",
+    "hhinstlevels",
+    "hhgq",
+    "hispanic * cenrace",
+    "votingage * cenrace",
+    "votingage * hispanic",
+    "votingage * hispanic * cenrace",
+    "detailed",
+]
 # (numerator, denominator) per query above, per level; the US level has no 'total' query.
 PUBLISHED = {
-    "nation": [None, (52, 4097), (26, 4097), (26, 4097), (26, 4097), (26, 4097), (130, 4097),
-               (130, 4097), (26, 4097), (26, 241), (189, 241)],
-    "state": [(3773, 4097), (6, 4097), (6, 4097), (6, 4097), (6, 4097), (6, 4097), (12, 4097),
-              (12, 4097), (6, 4097), (2, 241), (230, 4097)],
-    "county": [(3126, 4097), (10, 4097), (10, 4097), (10, 4097), (10, 4097), (10, 4097), (28, 4097),
-               (28, 4097), (10, 4097), (101, 4097), (754, 4097)],
-    "tract": [(1567, 4102), (4, 2051), (5, 4102), (5, 4102), (5, 4102), (5, 4102), (1933, 4102),
-              (10, 2051), (5, 4102), (67, 4102), (241, 2051)],
-    "blockgroup": [(1705, 4099), (3, 4099), (3, 4099), (3, 4099), (3, 4099), (3, 4099), (1055, 4099),
-                   (9, 4099), (3, 4099), (24, 4099), (1288, 4099)],
-    "block": [(5, 4097), (9, 4097), (5, 4097), (5, 4097), (5, 4097), (5, 4097), (21, 4097), (21, 4097),
-              (5, 4097), (71, 4097), (3945, 4097)],
+    "nation": [
+        None,
+        (52, 4097),
+        (26, 4097),
+        (26, 4097),
+        (26, 4097),
+        (26, 4097),
+        (130, 4097),
+        (130, 4097),
+        (26, 4097),
+        (26, 241),
+        (189, 241),
+    ],
+    "state": [
+        (3773, 4097),
+        (6, 4097),
+        (6, 4097),
+        (6, 4097),
+        (6, 4097),
+        (6, 4097),
+        (12, 4097),
+        (12, 4097),
+        (6, 4097),
+        (2, 241),
+        (230, 4097),
+    ],
+    "county": [
+        (3126, 4097),
+        (10, 4097),
+        (10, 4097),
+        (10, 4097),
+        (10, 4097),
+        (10, 4097),
+        (28, 4097),
+        (28, 4097),
+        (10, 4097),
+        (101, 4097),
+        (754, 4097),
+    ],
+    "tract": [
+        (1567, 4102),
+        (4, 2051),
+        (5, 4102),
+        (5, 4102),
+        (5, 4102),
+        (5, 4102),
+        (1933, 4102),
+        (10, 2051),
+        (5, 4102),
+        (67, 4102),
+        (241, 2051),
+    ],
+    "blockgroup": [
+        (1705, 4099),
+        (3, 4099),
+        (3, 4099),
+        (3, 4099),
+        (3, 4099),
+        (3, 4099),
+        (1055, 4099),
+        (9, 4099),
+        (3, 4099),
+        (24, 4099),
+        (1288, 4099),
+    ],
+    "block": [
+        (5, 4097),
+        (9, 4097),
+        (5, 4097),
+        (5, 4097),
+        (5, 4097),
+        (5, 4097),
+        (21, 4097),
+        (21, 4097),
+        (5, 4097),
+        (71, 4097),
+        (3945, 4097),
+    ],
 }
-GEOLEVEL = {"nation": F(104, 4099), "state": F(1440, 4099), "county": F(447, 4099),
-            "tract": F(687, 4099), "blockgroup": F(1256, 4099), "block": F(165, 4099)}
+GEOLEVEL = {
+    "nation": F(104, 4099),
+    "state": F(1440, 4099),
+    "county": F(447, 4099),
+    "tract": F(687, 4099),
+    "blockgroup": F(1256, 4099),
+    "block": F(165, 4099),
+}
 RHO = 1 / F(339, 542) ** 2  # global_scale = 339/542
 
 
@@ -64,7 +148,7 @@ def test_production_allocation_recomputed_from_the_fractions():
         assert F(row["rho_exact"]) == rho_q, (level, query)
         assert row["rho"] == pytest.approx(float(rho_q), rel=1e-15)
         # sigma² is used exactly, or rounded up by less than 2**-24 relative (dpspec.run.noise)
-        assert var <= F(row["sigma2_exact"]) <= var * (1 + F(1, 2 ** 24)), (level, query)
+        assert var <= F(row["sigma2_exact"]) <= var * (1 + F(1, 2**24)), (level, query)
         assert row["variance"] == pytest.approx(float(var), rel=1e-7)
     assert sum(F(r["rho_exact"]) for r in rows) == RHO
     assert summary["budget"]["rho"] == pytest.approx(2.556225581, abs=1e-9)
@@ -96,13 +180,17 @@ def _check_text(tmp_path, text):
 
 
 def test_recode_that_does_not_partition_is_a_spec_error(tmp_path):
-    overlap = "      of: hhgq\n      household: [0, 1]\n      institutional: [1, 2, 3, 4]\n      noninstitutional: [5, 6, 7]"
+    overlap = (
+        "      of: hhgq\n      household: [0, 1]\n      institutional: [1, 2, 3, 4]\n      noninstitutional: [5, 6, 7]"
+    )
     with pytest.raises(SpecError, match=r"does not partition 'hhgq': '1' is in both 'household' and 'institutional'"):
         _check_text(tmp_path, _spec_text(overlap))
     gap = "      of: hhgq\n      household: [0]\n      institutional: [1, 2, 3]\n      noninstitutional: [5, 6, 7]"
     with pytest.raises(SpecError, match=r"categories \['4'\] are in no group"):
         _check_text(tmp_path, _spec_text(gap))
-    unknown = "      of: hhgq\n      household: [0, 9]\n      institutional: [1, 2, 3, 4]\n      noninstitutional: [5, 6, 7]"
+    unknown = (
+        "      of: hhgq\n      household: [0, 9]\n      institutional: [1, 2, 3, 4]\n      noninstitutional: [5, 6, 7]"
+    )
     with pytest.raises(SpecError, match="lists 9, which is not a category"):
         _check_text(tmp_path, _spec_text(unknown))
 
@@ -115,7 +203,8 @@ def test_shares_not_summing_to_one_name_the_level(tmp_path):
 
 def test_recode_groups_cells_like_its_definition():
     schema = Schema.from_variables({"hhgq": list(range(8)), "votingage": [0, 1]}).with_recodes(
-        [Recode.build("hhinstlevels", "hhgq", list(range(8)), {"hh": [0], "inst": [1, 2, 3, 4], "non": [5, 6, 7]})])
+        [Recode.build("hhinstlevels", "hhgq", list(range(8)), {"hh": [0], "inst": [1, 2, 3, 4], "non": [5, 6, 7]})]
+    )
     g = schema.groups(["hhinstlevels"])
     cells_hhgq = np.repeat(np.arange(8), 2)  # C order: hhgq major, votingage minor
     assert g.tolist() == [0 if h == 0 else 1 if h <= 4 else 2 for h in cells_hhgq]

@@ -2,6 +2,7 @@
 
 The problems are captured from a TopDown run on synthetic data with the production strategy,
 so they have the production structure (auxiliary marginal sums, parent sums, invariants)."""
+
 import numpy as np
 import pytest
 
@@ -10,8 +11,14 @@ from dpspec_topdown.run.topdown import run_topdown
 from dpspec_topdown.design import Design
 from dpspec_topdown.run.context import RunContext
 from dpspec_topdown.estimation.qp import solve_clarabel
-from dpspec_topdown.synthetic import (LEVELS, PL94_VARIABLES, PRODUCTION_LEVEL_SHARES, PRODUCTION_RHO,
-                                      generate_population, pl94_strategy)
+from dpspec_topdown.synthetic import (
+    LEVELS,
+    PL94_VARIABLES,
+    PRODUCTION_LEVEL_SHARES,
+    PRODUCTION_RHO,
+    generate_population,
+    pl94_strategy,
+)
 
 
 @pytest.fixture(scope="module")
@@ -27,9 +34,19 @@ def captured():
     postprocess.build_node_qp = capture
     try:
         persons = generate_population(4000, 160, seed=5)
-        result = run_topdown(persons,
-                             Design(["nation"] + LEVELS, PL94_VARIABLES, pl94_strategy(tuple(PRODUCTION_LEVEL_SHARES)), PRODUCTION_RHO, PRODUCTION_LEVEL_SHARES, "hamming", [("state", ())]),
-                             RunContext(np.random.default_rng(3), workers=1))
+        result = run_topdown(
+            persons,
+            Design(
+                ["nation"] + LEVELS,
+                PL94_VARIABLES,
+                pl94_strategy(tuple(PRODUCTION_LEVEL_SHARES)),
+                PRODUCTION_RHO,
+                PRODUCTION_LEVEL_SHARES,
+                "hamming",
+                [("state", ())],
+            ),
+            RunContext(np.random.default_rng(3), workers=1),
+        )
     finally:
         postprocess.build_node_qp = build
     return problems, result
@@ -62,7 +79,7 @@ def test_clarabel_and_highs_agree_on_captured_nodes(captured, monkeypatch, narro
         assert abs(f_ip - f_as) <= 1e-6 * scale, (problem.n_var, f_ip, f_as)
         # and the fitted histograms differ by far less than one person (the objective is flat in
         # directions that only low-weight queries see, and HiGHS stops at a dual tolerance of 1e-5)
-        assert np.max(np.abs(x_ip[:problem.n_x] - x_as[:problem.n_x])) < 0.05
+        assert np.max(np.abs(x_ip[: problem.n_x] - x_as[: problem.n_x])) < 0.05
 
 
 def test_a_failed_interior_point_solve_falls_back_to_highs(captured, monkeypatch):
@@ -77,6 +94,7 @@ def test_a_failed_interior_point_solve_falls_back_to_highs(captured, monkeypatch
 
 # --- the formulation: nested sums, shared sums, implied bounds, sums folded into P ----------------
 
+
 def _node(rng, n_children=3):
     """A node over 24 cells (a, b, c) in 2 x 3 x 4 and queries: a (coarse), a * b (finer, nests
     in a), b * a (the same groups as a * b, another numbering), c (crosses the others) and the
@@ -85,9 +103,13 @@ def _node(rng, n_children=3):
 
     cell = np.arange(24)
     a, b, c = cell // 12, (cell // 4) % 3, cell % 4
-    queries = [MeasuredQuery("a", a, 2, 0.5), MeasuredQuery("a * b", a * 3 + b, 6, 1.0),
-               MeasuredQuery("b * a", b * 2 + a, 6, 0.25), MeasuredQuery("c", c, 4, 0.5),
-               MeasuredQuery("detailed", cell, 24, 2.0)]
+    queries = [
+        MeasuredQuery("a", a, 2, 0.5),
+        MeasuredQuery("a * b", a * 3 + b, 6, 1.0),
+        MeasuredQuery("b * a", b * 2 + a, 6, 0.25),
+        MeasuredQuery("c", c, 4, 0.5),
+        MeasuredQuery("detailed", cell, 24, 2.0),
+    ]
     parent = rng.integers(0, 4, size=24)
     answers = tuple(rng.integers(-2, 9, size=(n_children, q.n_groups)).astype(np.int64) for q in queries)
     task = NodeTask(key=0, n_children=n_children, n_cells=24, parent=parent, measurements=answers, constraints=())
@@ -115,8 +137,10 @@ def test_nested_and_shared_sums_state_the_same_least_squares():
     # a's sums add a * b's sums, not cells; b * a shares a * b's sums; c adds cells
     n_multi = {q.name: np.count_nonzero(np.bincount(vc * q.n_groups + q.groups[vcell]) > 1) for q in queries}
     assert problem.n_var == problem.n_x + n_multi["a"] + n_multi["a * b"] + n_multi["c"]
-    plain_terms = sum(np.sum(np.bincount(vc * q.n_groups + q.groups[vcell])[vc * q.n_groups + q.groups[vcell]] > 1)
-                      for q in queries[:4])
+    plain_terms = sum(
+        np.sum(np.bincount(vc * q.n_groups + q.groups[vcell])[vc * q.n_groups + q.groups[vcell]] > 1)
+        for q in queries[:4]
+    )
     assert problem.a.nnz - (problem.n_var - problem.n_x) - problem.n_x < plain_terms - problem.n_x
     wmax = max(q.weight for q in queries)
     for _ in range(3):
@@ -127,7 +151,7 @@ def test_nested_and_shared_sums_state_the_same_least_squares():
             sums = np.bincount(key, weights=x, minlength=y.size)
             seen = np.bincount(key, minlength=y.size) > 0
             yy = y.ravel().astype(float)
-            direct += q.weight / wmax * np.sum(((sums - yy) ** 2 - yy ** 2)[seen])
+            direct += q.weight / wmax * np.sum(((sums - yy) ** 2 - yy**2)[seen])
         assert problem.objective(_with_sums(problem, x)) == pytest.approx(direct, rel=1e-12, abs=1e-9)
 
 
@@ -143,7 +167,7 @@ def test_the_fit_of_the_nested_formulation_is_the_least_squares_optimum():
     assert problem.objective(x) == pytest.approx(problem.objective(x_as), rel=1e-7, abs=1e-7)
     assert problem.violation(x) < 1e-6
     # the detailed query makes the fit strictly convex in the cells: one optimum
-    assert np.max(np.abs(x[:problem.n_x] - x_as[:problem.n_x])) < 1e-3
+    assert np.max(np.abs(x[: problem.n_x] - x_as[: problem.n_x])) < 1e-3
 
 
 def test_a_sum_keeps_its_bound_unless_its_terms_imply_it():
@@ -162,8 +186,16 @@ def test_a_sum_keeps_its_bound_unless_its_terms_imply_it():
     a = sp.csc_matrix((v, (r, c)), shape=(len(rows), 8))
     lower = np.zeros(8)
     lower[1] = -np.inf
-    problem = NodeQP(hess=np.ones(8), cost=np.zeros(8), lower=lower, upper=np.full(8, np.inf), a=a,
-                     lo=np.zeros(len(rows)), hi=np.zeros(len(rows)), n_x=2)
+    problem = NodeQP(
+        hess=np.ones(8),
+        cost=np.zeros(8),
+        lower=lower,
+        upper=np.full(8, np.inf),
+        a=a,
+        lo=np.zeros(len(rows)),
+        hi=np.zeros(len(rows)),
+        n_x=2,
+    )
     d = _defined(problem, a.tocsr())
     assert list(np.flatnonzero(d.implied)) == [2, 6]
     assert 2 not in d.folded  # a term of another row: substituting it would drop that row's column
@@ -210,9 +242,11 @@ def test_the_highs_banner_goes_to_stderr_not_into_standard_output():
     import subprocess
     import sys
 
-    code = ("from dpspec_topdown.estimation import highs; import numpy as np, scipy.sparse as sp\n"
-            "highs._highs(np.ones(2), np.zeros(2), np.ones(2), sp.csc_matrix(np.ones((1, 2))),"
-            " np.ones(1), np.ones(1))\nprint('done')")
+    code = (
+        "from dpspec_topdown.estimation import highs; import numpy as np, scipy.sparse as sp\n"
+        "highs._highs(np.ones(2), np.zeros(2), np.ones(2), sp.csc_matrix(np.ones((1, 2))),"
+        " np.ones(1), np.ones(1))\nprint('done')"
+    )
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stderr
     assert run.stdout == "done\n"

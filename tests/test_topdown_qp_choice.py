@@ -1,5 +1,6 @@
 """The node fit's solver choice: capture to .npz, alternatives held to the rounding's accuracy,
 Clarabel as the default and the fallback."""
+
 import numpy as np
 import pytest
 
@@ -68,6 +69,7 @@ def test_a_failing_or_inaccurate_alternative_falls_back_to_clarabel(monkeypatch)
 
     def absent(p, f):
         raise ImportError("no such solver")
+
     monkeypatch.setitem(qp_choice.SOLVERS, "fake", absent)
     assert qp_choice.solve(problem)[4] == "clarabel"
     monkeypatch.setitem(qp_choice.SOLVERS, "fake", lambda p, f: (False, None, 0.0, "MaxIterations"))

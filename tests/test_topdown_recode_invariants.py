@@ -3,6 +3,7 @@ units, and each GQ type, per block, a recode of `tenvacgq`): stated as `count un
 KIND` with the table carrying the recode as a column of its name, held exactly by the solver at
 every level, released as a column, the same bytes on both engines; misuse is a located SpecError
 and data whose column is not the recode a DataError naming the block."""
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -56,17 +57,29 @@ release {
 }
 """
 
-KIND = {"owned": "housing_unit", "rented": "housing_unit", "vacant": "housing_unit",
-        "gq101": "gq101", "gq301": "gq301", "gq501": "gq501"}
+KIND = {
+    "owned": "housing_unit",
+    "rented": "housing_unit",
+    "vacant": "housing_unit",
+    "gq101": "gq101",
+    "gq301": "gq301",
+    "gq501": "gq501",
+}
 
 
 def _units(seed: int = 3, n: int = 400) -> pd.DataFrame:
     rng = np.random.default_rng(seed)
     block = rng.integers(0, 24, n)
     tenvac = rng.choice(list(KIND), n, p=[0.4, 0.35, 0.13, 0.04, 0.04, 0.04])
-    return pd.DataFrame({"state": "01", "county": [f"01{b // 8:03d}" for b in block],
-                         "block": [f"01{b // 8:03d}{b:04d}" for b in block], "tenvac": tenvac,
-                         "kind": [KIND[t] for t in tenvac]}).sort_values("block", kind="stable")
+    return pd.DataFrame(
+        {
+            "state": "01",
+            "county": [f"01{b // 8:03d}" for b in block],
+            "block": [f"01{b // 8:03d}{b:04d}" for b in block],
+            "tenvac": tenvac,
+            "kind": [KIND[t] for t in tenvac],
+        }
+    ).sort_values("block", kind="stable")
 
 
 def _write(tmp_path, units, text=SPEC):
@@ -90,22 +103,36 @@ def test_an_invariant_on_a_recode_checks_and_is_induced():
     assert q.describe() == "count units by block, kind"
 
 
-@pytest.mark.parametrize("edit, message", [
-    ("    kind   : {housing_unit, gq101, gq301, gq501}\n", "    kind   : {housing_unit, gq101, gq301, hu}\n"),
-    ("      gq501: [gq501]\n", None),
-])
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        ("    kind   : {housing_unit, gq101, gq301, gq501}\n", "    kind   : {housing_unit, gq101, gq301, hu}\n"),
+        ("      gq501: [gq501]\n", None),
+    ],
+)
 def test_a_recode_column_that_does_not_match_its_recode_is_a_located_spec_error(edit, message):
-    text = SPEC.replace(*((edit, message) if message else
-                          ("      gq301: [gq301]\n      gq501: [gq501]\n", "      gq301_501: gq301, gq501\n")))
-    with pytest.raises(SpecError, match=rf"u.dps:{_line(text, 'count units by block, kind')}:.*keeps the recode 'kind' "
-                                        r"of 'tenvac' exact, so column 'kind' must take exactly its group labels"):
+    text = SPEC.replace(
+        *(
+            (edit, message)
+            if message
+            else ("      gq301: [gq301]\n      gq501: [gq501]\n", "      gq301_501: gq301, gq501\n")
+        )
+    )
+    with pytest.raises(
+        SpecError,
+        match=rf"u.dps:{_line(text, 'count units by block, kind')}:.*keeps the recode 'kind' "
+        r"of 'tenvac' exact, so column 'kind' must take exactly its group labels",
+    ):
         check(parse(text, "u.dps"))
 
 
 def test_an_invariant_on_a_column_that_is_no_recode_is_a_located_spec_error():
     text = SPEC.replace("    kind: {\n", "    kinds: {\n")
-    with pytest.raises(SpecError, match=rf"u.dps:{_line(text, 'count units by block, kind')}:.*columns kind are neither "
-                                        r"geography levels nor histogram variables nor recodes"):
+    with pytest.raises(
+        SpecError,
+        match=rf"u.dps:{_line(text, 'count units by block, kind')}:.*columns kind are neither "
+        r"geography levels nor histogram variables nor recodes",
+    ):
         check(parse(text, "u.dps"))
 
 
@@ -113,8 +140,11 @@ def test_a_column_that_is_not_the_recode_of_its_variable_is_a_data_error_naming_
     units = _units()
     at = units.index[units["tenvac"] == "gq301"][0]
     units.loc[at, "kind"] = "gq501"
-    with pytest.raises(DataError, match=rf"table 'units': 1 record with kind different from the recode 'kind' of tenvac, "
-                                        rf"e.g. in block '{units.loc[at, 'block']}' tenvac = 'gq301' has kind = 'gq501', not 'gq301'"):
+    with pytest.raises(
+        DataError,
+        match=rf"table 'units': 1 record with kind different from the recode 'kind' of tenvac, "
+        rf"e.g. in block '{units.loc[at, 'block']}' tenvac = 'gq301' has kind = 'gq501', not 'gq301'",
+    ):
         dpspec.compile(_write(tmp_path, units), seed=1)
 
 
@@ -127,8 +157,12 @@ def test_the_release_keeps_the_recode_invariant_at_every_block_and_carries_the_c
     count = lambda frame: frame.groupby(["block", "kind"]).size().sort_index()  # noqa: E731
     assert count(out).equals(count(units.astype(str)))
     # the tenures and vacancies are noisy: the invariant holds on the recode, not the variable
-    assert not out.groupby(["block", "tenvac"]).size().sort_index().equals(
-        units.astype(str).groupby(["block", "tenvac"]).size().sort_index())
+    assert (
+        not out.groupby(["block", "tenvac"])
+        .size()
+        .sort_index()
+        .equals(units.astype(str).groupby(["block", "tenvac"]).size().sort_index())
+    )
 
 
 @pytest.mark.slow  # a Spark compile: a few seconds on an idle machine (CI runs every test)
@@ -145,8 +179,11 @@ def test_the_recode_invariant_releases_the_same_bytes_on_spark(tmp_path, spark_s
 
 def test_a_recode_invariant_on_a_column_the_table_lacks_is_the_checker_located_error():
     text = SPEC.replace("    kind   : {housing_unit, gq101, gq301, gq501}\n", "")
-    with pytest.raises(SpecError, match=rf"u.dps:{_line(text, 'count units by block, kind')}:3: error: unknown column "
-                                        r"'kind' in table 'units'"):
+    with pytest.raises(
+        SpecError,
+        match=rf"u.dps:{_line(text, 'count units by block, kind')}:3: error: unknown column "
+        r"'kind' in table 'units'",
+    ):
         check(parse(text, "u.dps"))
 
 
@@ -160,10 +197,15 @@ def _joint_spec(tmp_path, units_frame):
     (tmp_path / "in").mkdir()
     households.to_csv(tmp_path / "in" / "households.csv", index=False)
     units_frame.to_csv(tmp_path / "in" / "units.csv", index=False)
-    text = (JOINT_SPEC.replace("    vacs   : {0, 1, 2}\n", "    vacs   : {0, 1, 2}\n    occupancy : {occupied, vacant}\n")
-            .replace("unit households : hamming", 'data households from "households.csv"\ndata units from "units.csv"\n\n'
-                     "invariants {\n  count units by block, occupancy\n}\n\nunit households : hamming")
-            .replace("release {\n  microdata households\n}", "release {\n  microdata households\n  microdata units\n}"))
+    text = (
+        JOINT_SPEC.replace("    vacs   : {0, 1, 2}\n", "    vacs   : {0, 1, 2}\n    occupancy : {occupied, vacant}\n")
+        .replace(
+            "unit households : hamming",
+            'data households from "households.csv"\ndata units from "units.csv"\n\n'
+            "invariants {\n  count units by block, occupancy\n}\n\nunit households : hamming",
+        )
+        .replace("release {\n  microdata households\n}", "release {\n  microdata households\n  microdata units\n}")
+    )
     spec = tmp_path / "in" / "joint.dps"
     write_declared(spec, text)
     return str(spec)
@@ -189,6 +231,9 @@ def test_a_joint_table_whose_recode_column_is_wrong_is_a_data_error(tmp_path):
     units = _joint_units()
     at = units.index[units["vacs"] == 1][0]
     units.loc[at, "occupancy"] = "occupied"
-    with pytest.raises(DataError, match=rf"table 'units': 1 record with occupancy different from the recode 'occupancy' "
-                                        rf"of vacs, e.g. in block '{units.loc[at, 'block']}'"):
+    with pytest.raises(
+        DataError,
+        match=rf"table 'units': 1 record with occupancy different from the recode 'occupancy' "
+        rf"of vacs, e.g. in block '{units.loc[at, 'block']}'",
+    ):
         dpspec.compile(_joint_spec(tmp_path, units), seed=2)

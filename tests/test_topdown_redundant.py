@@ -1,4 +1,5 @@
 """Constraints an earlier outer pass's fixed margins imply are not stated again (redundant.py)."""
+
 import os
 import sys
 from fractions import Fraction
@@ -22,8 +23,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 def _task(target):
     """Two children, six cells, a per-child total as the only constraint."""
     con = GroupConstraint("total", np.zeros(6, dtype=np.int64), 1, np.array([0, 1]), np.array(target).reshape(2, 1))
-    return NodeTask(key=0, n_children=2, n_cells=6, parent=np.array([1, 2, 1, 1, 1, 1]), measurements=(),
-                    constraints=(con,))
+    return NodeTask(
+        key=0, n_children=2, n_cells=6, parent=np.array([1, 2, 1, 1, 1, 1]), measurements=(), constraints=(con,)
+    )
 
 
 def _fixed(vc, vcell, values, groups_of_cell):
@@ -69,9 +71,21 @@ def test_interleaved_passes_reach_the_same_release_without_the_implied_rows(monk
 
     monkeypatch.setattr(node_solve, "solve_node", capture)
     persons = generate_population(3000, 400, seed=4)  # 13 block groups in 4 tracts
-    run_topdown(persons,
-                Design(["nation"] + LEVELS, PL94_VARIABLES, strategy, Fraction(1, 20), shares, "hamming", [("state", ()), ("tract", ())], recodes=recodes, passes=passes),
-                RunContext(np.random.default_rng(5), workers=1))
+    run_topdown(
+        persons,
+        Design(
+            ["nation"] + LEVELS,
+            PL94_VARIABLES,
+            strategy,
+            Fraction(1, 20),
+            shares,
+            "hamming",
+            [("state", ()), ("tract", ())],
+            recodes=recodes,
+            passes=passes,
+        ),
+        RunContext(np.random.default_rng(5), workers=1),
+    )
     monkeypatch.setattr(node_solve, "solve_node", solve)
     dropped = compared = 0
     for task, queries, plan in nodes:
@@ -129,8 +143,16 @@ def test_a_problem_solved_by_parts_in_batches_is_solved_as_a_whole():
     part = np.repeat(np.arange(3), 10)
     a = sp.csc_matrix((np.ones(n), (part, np.arange(n))), shape=(3, n))
     target = np.array([5.0, 0.0, 12.0])
-    problem = NodeQP(hess=np.full(n, 2.0), cost=-2.0 * rng.normal(1.0, 2.0, n), lower=np.zeros(n),
-                     upper=np.full(n, np.inf), a=a, lo=target, hi=target, n_x=n)
+    problem = NodeQP(
+        hess=np.full(n, 2.0),
+        cost=-2.0 * rng.normal(1.0, 2.0, n),
+        lower=np.zeros(n),
+        upper=np.full(n, np.inf),
+        a=a,
+        lo=target,
+        hi=target,
+        n_x=n,
+    )
     whole = postprocess.solve_qp(problem)
     seen = []
 

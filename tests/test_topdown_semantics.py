@@ -8,6 +8,7 @@ docs/certificates/DAS-PL94171-PRODUCTION-RUN1A-202106241420-US-Persons.certifica
 Canonne, Kamath & Steinke (2020) Corollary 13 (source/programs/engine/curve.py), which is
 dpspec's `cks20`. The same idea is the first seed paper's per-attribute analysis (Part III §4.2).
 """
+
 import json
 import os
 
@@ -47,10 +48,14 @@ def _pinned(summary, attributes, geography):
     return got_a, got_g
 
 
-@pytest.mark.parametrize("path,attributes,geography,total", [
-    (PERSONS, US_PERSONS_ATTRIBUTES, US_PERSONS_GEOGRAPHY, US_PERSONS_TOTAL),
-    (UNITS, US_UNITS_ATTRIBUTES, US_UNITS_GEOGRAPHY, US_UNITS_TOTAL),
-], ids=["US-Persons", "US-Units"])
+@pytest.mark.parametrize(
+    "path,attributes,geography,total",
+    [
+        (PERSONS, US_PERSONS_ATTRIBUTES, US_PERSONS_GEOGRAPHY, US_PERSONS_TOTAL),
+        (UNITS, US_UNITS_ATTRIBUTES, US_UNITS_GEOGRAPHY, US_UNITS_TOTAL),
+    ],
+    ids=["US-Persons", "US-Units"],
+)
 def test_certificate_figures(path, attributes, geography, total):
     summary = _semantics(path)
     got_a, got_g = _pinned(summary, attributes, geography)
@@ -74,6 +79,7 @@ def test_exact_rhos_and_queries():
     nation = sem["geographies"][-1]
     assert nation["levels"] == ["state", "county", "tract", "blockgroup", "block"]
     from fractions import Fraction as F
+
     rho = F(542, 339) ** 2
     assert F(nation["rho_exact"]) == rho * (1 - F(104, 4099))
     assert F(sem["geographies"][0]["rho_exact"]) == rho * F(165, 4099)
@@ -94,7 +100,9 @@ def test_a_wrong_share_breaks_a_pinned_figure(tmp_path):
 
 def test_wrong_level_share_breaks_the_geography_pin(tmp_path):
     text = read_source(PERSONS)
-    wrong = text.replace("    tract: 687/4099\n    blockgroup: 1256/4099", "    tract: 887/4099\n    blockgroup: 1056/4099")
+    wrong = text.replace(
+        "    tract: 687/4099\n    blockgroup: 1256/4099", "    tract: 887/4099\n    blockgroup: 1056/4099"
+    )
     assert wrong != text
     summary = budget_summary(parse(keys_from(wrong, os.path.dirname(PERSONS)), str(tmp_path / "wrong.dps")))
     _, got_g = _pinned(summary, US_PERSONS_ATTRIBUTES, US_PERSONS_GEOGRAPHY)
@@ -139,8 +147,10 @@ def test_semantics_of_an_unmeasured_level_and_a_one_group_recode():
     """A recode putting every category in one group distinguishes nothing: it spends no
     attribute's budget; a level without a share adds nothing to the geographies above it."""
     text = read_source(PERSONS)
-    one = text.replace("      household: [0]\n      institutional: [1, 2, 3, 4]\n      noninstitutional: [5, 6, 7]",
-                       "      all: [0, 1, 2, 3, 4, 5, 6, 7]")
+    one = text.replace(
+        "      household: [0]\n      institutional: [1, 2, 3, 4]\n      noninstitutional: [5, 6, 7]",
+        "      all: [0, 1, 2, 3, 4, 5, 6, 7]",
+    )
     assert one != text
     sem = budget_summary(parse(one, PERSONS))["semantics"]
     hhgq = next(a for a in sem["attributes"] if a["attribute"] == "hhgq")
@@ -157,7 +167,9 @@ def test_reports_show_the_per_attribute_table():
     md, html, data = out["markdown"][1], out["html"][1], json.loads(out["json"][1])
     assert "| attribute h1 | 11417641/152349649 | 2.47 | 6 queries |" in md
     assert "<td>a block within its tract</td>" in html and "<td>1.81</td>" in html
-    assert [round(g["epsilon"], 2) for g in data["budget"]["semantics"]["geographies"]] == list(US_UNITS_GEOGRAPHY.values())
+    assert [round(g["epsilon"], 2) for g in data["budget"]["semantics"]["geographies"]] == list(
+        US_UNITS_GEOGRAPHY.values()
+    )
     rr = os.path.join(ROOT, "specs", "acs_ma_vision_rr.dps")
     out = render_all(spec=parse(read_source(rr), rr))
     assert "Per attribute and per geography" not in out["markdown"][1]
@@ -166,20 +178,54 @@ def test_reports_show_the_per_attribute_table():
 
 # Puerto Rico runs (PR-Persons certificate page 7, PR-Units page 7): no US level; the persons
 # strategy has its own query shares (ProductionCandidate..._PR in the certificate's table).
-PR_QUERIES = ["total", "cenrace", "hispanic", "votingage", "hhinstlevels", "hhgq", "hispanic * cenrace",
-              "votingage * cenrace", "votingage * hispanic", "votingage * hispanic * cenrace", "detailed"]
+PR_QUERIES = [
+    "total",
+    "cenrace",
+    "hispanic",
+    "votingage",
+    "hhinstlevels",
+    "hhgq",
+    "hispanic * cenrace",
+    "votingage * cenrace",
+    "votingage * hispanic",
+    "votingage * hispanic * cenrace",
+    "detailed",
+]
 PR_PERSONS_SHARES = {
     "state": [None, "11/108", "11/108", "11/108", "11/108", "11/108", "53/513", "53/513", "11/108", "56/513", "25/342"],
     "county": ["3126/4097"] + ["10/4097"] * 5 + ["28/4097", "28/4097", "10/4097", "101/4097", "754/4097"],
-    "tract": ["1467/4102", "13/4102", "1/586", "1/586", "1/586", "1/586", "866/2051", "15/2051", "1/586", "50/2051", "725/4102"],
+    "tract": [
+        "1467/4102",
+        "13/4102",
+        "1/586",
+        "1/586",
+        "1/586",
+        "1/586",
+        "866/2051",
+        "15/2051",
+        "1/586",
+        "50/2051",
+        "725/4102",
+    ],
     "blockgroup": ["1876/4103"] + ["4/4103"] * 5 + ["749/4103", "10/4103", "4/4103", "27/4103", "1417/4103"],
     "block": ["5/4097", "9/4097"] + ["5/4097"] * 4 + ["21/4097", "21/4097", "5/4097", "71/4097", "3945/4097"],
 }
-PR_PERSONS_LEVELS = {"state": "689/4099", "county": "695/4099", "tract": "772/4099", "blockgroup": "1778/4099", "block": "165/4099"}
+PR_PERSONS_LEVELS = {
+    "state": "689/4099",
+    "county": "695/4099",
+    "tract": "772/4099",
+    "blockgroup": "1778/4099",
+    "block": "165/4099",
+}
 PR_PERSONS_ATTRIBUTES = {"hhgq": 8.69, "votingage": 9.49, "hispanic": 11.65, "cenrace": 11.69}
 PR_PERSONS_GEOGRAPHY = {"blockgroup": 2.93, "tract": 11.18, "county": 13.51, "state": 15.41}
-PR_UNITS_LEVELS = {"state": "5047/876580", "county": "18746/219145", "tract": "94451/262974",
-                   "blockgroup": "281911/657435", "block": "99/820"}
+PR_UNITS_LEVELS = {
+    "state": "5047/876580",
+    "county": "18746/219145",
+    "tract": "94451/262974",
+    "blockgroup": "281911/657435",
+    "block": "99/820",
+}
 PR_UNITS_GEOGRAPHY = {"blockgroup": 0.82, "tract": 1.81, "county": 2.35, "state": 2.47}
 
 
@@ -193,13 +239,18 @@ def _puerto_rico(text, levels, queries=None):
     end = text.index("\n  }\n", text.index("  queries: {") if queries else start) + 5
     new = _block("levels", levels)
     if queries:
-        new += "  queries: {\n" + "".join(
-            f"    {lv}: {{\n" + "".join(f"      {q}: {v}\n" for q, v in zip(PR_QUERIES, vals) if v) + "    }\n"
-            for lv, vals in queries.items()) + "  }\n"
+        new += (
+            "  queries: {\n"
+            + "".join(
+                f"    {lv}: {{\n" + "".join(f"      {q}: {v}\n" for q, v in zip(PR_QUERIES, vals) if v) + "    }\n"
+                for lv, vals in queries.items()
+            )
+            + "  }\n"
+        )
         text = text.replace("    state: [total]\n", "", 1)  # PR measures no state total
         text = text.replace("budget epsilon <= 17.15 with delta = 1e-10 by cks20\n", "")
         nation = text.index("    nation: {\n      pass1:")
-        text = text[:nation] + text[text.index("    }\n", nation) + 6:]
+        text = text[:nation] + text[text.index("    }\n", nation) + 6 :]
         start = text.index("  levels: {")
         end = text.index("\n  }\n", text.index("  queries: {")) + 5
     return text[:start] + new + text[end:]
@@ -239,7 +290,7 @@ def test_a_move_across_the_aian_line_costs_every_split_level(path):
     across = sem["across_split"]
     levels = list(per_level)  # nation first
     assert across["split_levels"][0] == "state" and across["finest"] == "block"
-    assert Fraction(across["rho_exact"]) == sum(per_level[lv] for lv in levels[levels.index("state"):])
+    assert Fraction(across["rho_exact"]) == sum(per_level[lv] for lv in levels[levels.index("state") :])
     blockgroup = next(g for g in sem["geographies"] if g["within"] == "blockgroup")
     assert Fraction(across["rho_exact"]) > 10 * Fraction(blockgroup["rho_exact"])
     assert "other side of the AIAN line" in across["description"]
@@ -284,7 +335,9 @@ def test_a_joint_tables_attributes_are_listed_and_tied_attributes_spend_both_tab
     assert Fraction(sem["tenvacgq"]["rho_exact"]) > units_only
     assert sem["tenvacgq"]["tied_to"] == ["households: ten"] and sem["households: ten"]["tied_to"] == ["tenvacgq"]
     # every households query reads tenure (hhtenshort_2lev, ten or detailed): tenure spends all of rho
-    assert Fraction(sem["tenvacgq"]["rho_exact"]) == sum(Fraction(r["rho_exact"]) for r in rows) == Fraction(15401, 2000)
+    assert (
+        Fraction(sem["tenvacgq"]["rho_exact"]) == sum(Fraction(r["rho_exact"]) for r in rows) == Fraction(15401, 2000)
+    )
     # an attribute no cross constraint ties spends its own table's queries that distinguish it
     elderly = [r for r in rows if r["query"] in ("households: detailed",) or "elderly" in r["query"]]
     assert Fraction(sem["households: elderly"]["rho_exact"]) == sum(Fraction(r["rho_exact"]) for r in elderly)

@@ -1,5 +1,6 @@
 """A node's group maps travel to an engine's workers as recipes (shipping.py): a few bytes instead
 of n_cells values each, made again in the worker into the very same arrays."""
+
 import pickle
 
 import numpy as np
@@ -22,12 +23,24 @@ def _forget_in_worker(monkeypatch):
 
 def test_a_units_group_maps_travel_as_recipes_and_come_back_equal(monkeypatch):
     schema = _schema()
-    queries = [MeasuredQuery("a * b", schema.groups(("a", "b")), 2000, 0.5), MeasuredQuery("c", schema.groups(("c",)), 60, 1.0)]
+    queries = [
+        MeasuredQuery("a * b", schema.groups(("a", "b")), 2000, 0.5),
+        MeasuredQuery("c", schema.groups(("c",)), 60, 1.0),
+    ]
     own = np.arange(schema.n_cells) % 7  # not a remembered map: it travels as it is
-    task = NodeTask(key=3, n_children=2, n_cells=schema.n_cells, parent=None, measurements=(np.ones((2, 60)),),
-                    constraints=(GroupConstraint("b", schema.groups(("b",)), 50, np.zeros(2, dtype=np.int64),
-                                                 np.ones((1, 50), dtype=np.int64)),),
-                    zero_cells=own == 0)
+    task = NodeTask(
+        key=3,
+        n_children=2,
+        n_cells=schema.n_cells,
+        parent=None,
+        measurements=(np.ones((2, 60)),),
+        constraints=(
+            GroupConstraint(
+                "b", schema.groups(("b",)), 50, np.zeros(2, dtype=np.int64), np.ones((1, 50), dtype=np.int64)
+            ),
+        ),
+        zero_cells=own == 0,
+    )
     inputs = {"queries": queries, "task": task, "other": (own, "text", 4)}
     whole = len(pickle.dumps(inputs))
     shipped = pickle.dumps(shipping.pack(inputs))
@@ -45,8 +58,10 @@ def test_a_units_group_maps_travel_as_recipes_and_come_back_equal(monkeypatch):
 
 
 def test_packing_leaves_what_is_not_remembered_as_it_is():
-    value = {"x": (np.arange(5), [1, "a"]), "task": NodeTask(key=1, n_children=1, n_cells=5, parent=None,
-                                                              measurements=(), constraints=())}
+    value = {
+        "x": (np.arange(5), [1, "a"]),
+        "task": NodeTask(key=1, n_children=1, n_cells=5, parent=None, measurements=(), constraints=()),
+    }
     assert shipping.pack(value) is value
     assert shipping.unpack(value) is value
 

@@ -4,6 +4,7 @@ the same streams gives; the published measurements re-draw the very values the f
 
 The P.L. 94 schema (2,016 cells) stands in for the DHC's 1,227,744: KEYED_GROUPS is lowered so its
 detailed query is keyed, as the DHC's three largest queries are in a real run."""
+
 import numpy as np
 import pytest
 
@@ -16,8 +17,14 @@ from dpspec_topdown.measurement.allocation import query_name
 from dpspec_topdown.run.topdown import run_topdown
 from dpspec_topdown.design import Design
 from dpspec_topdown.run.context import RunContext
-from dpspec_topdown.synthetic import (LEVELS, PL94_VARIABLES, PRODUCTION_LEVEL_SHARES, PRODUCTION_RHO,
-                                      generate_population, pl94_strategy)
+from dpspec_topdown.synthetic import (
+    LEVELS,
+    PL94_VARIABLES,
+    PRODUCTION_LEVEL_SHARES,
+    PRODUCTION_RHO,
+    generate_population,
+    pl94_strategy,
+)
 
 ALL_LEVELS = ["nation"] + LEVELS
 STRATEGY = pl94_strategy(tuple(PRODUCTION_LEVEL_SHARES))
@@ -31,9 +38,13 @@ def persons():
 
 def _run(persons, seed=3):
     run = EngineRun(LocalEngine(), new_run_key(seed))
-    return run_topdown(persons,
-                       Design(ALL_LEVELS, PL94_VARIABLES, STRATEGY, PRODUCTION_RHO, PRODUCTION_LEVEL_SHARES, "hamming", [("state", ())]),
-                       RunContext(np.random.default_rng(seed), engine=run, workers=1))
+    return run_topdown(
+        persons,
+        Design(
+            ALL_LEVELS, PL94_VARIABLES, STRATEGY, PRODUCTION_RHO, PRODUCTION_LEVEL_SHARES, "hamming", [("state", ())]
+        ),
+        RunContext(np.random.default_rng(seed), engine=run, workers=1),
+    )
 
 
 @pytest.fixture(scope="module")
@@ -118,8 +129,11 @@ def test_keyed_answers_have_the_discrete_gaussian_noise_of_their_query(sparse):
     unit = rows["geocode"].astype(str).map(index).to_numpy()
     noise = rows["value"].to_numpy() - truth[unit, rows["cell"].to_numpy()]
     variance = float(rows["variance"].iloc[0])
-    assert variance == pytest.approx(discrete_gaussian_variance(
-        next(qb.sigma2 for qb in result.allocation.for_level("block") if qb.query == DETAILED)))
+    assert variance == pytest.approx(
+        discrete_gaussian_variance(
+            next(qb.sigma2 for qb in result.allocation.for_level("block") if qb.query == DETAILED)
+        )
+    )
     n = noise.size
     assert abs(noise.mean()) < 5 * np.sqrt(variance / n)
     # the variance of a sample variance is about 2 sigma^4 / n for a near-Gaussian

@@ -3,6 +3,7 @@
 The parts are measured as separate state-level geounits with the state's budget, every level
 below is nested in one part, the release names the published geography, and the state
 invariant holds on the sum of the two parts only."""
+
 import json
 import os
 
@@ -23,10 +24,13 @@ from dpspec_topdown.synthetic import LEVELS, PL94_VARIABLES, PRODUCTION_LEVEL_SH
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ALL_LEVELS = ["nation"] + LEVELS
-SHARES = {"nation": PRODUCTION_LEVEL_SHARES["nation"], "state": PRODUCTION_LEVEL_SHARES["state"],
-          "county": PRODUCTION_LEVEL_SHARES["county"],
-          "tract": PRODUCTION_LEVEL_SHARES["tract"] + PRODUCTION_LEVEL_SHARES["blockgroup"],
-          "block": PRODUCTION_LEVEL_SHARES["block"]}  # block groups unmeasured: sums of blocks
+SHARES = {
+    "nation": PRODUCTION_LEVEL_SHARES["nation"],
+    "state": PRODUCTION_LEVEL_SHARES["state"],
+    "county": PRODUCTION_LEVEL_SHARES["county"],
+    "tract": PRODUCTION_LEVEL_SHARES["tract"] + PRODUCTION_LEVEL_SHARES["blockgroup"],
+    "block": PRODUCTION_LEVEL_SHARES["block"],
+}  # block groups unmeasured: sums of blocks
 
 
 @pytest.fixture(scope="module")
@@ -39,9 +43,13 @@ def persons():
 
 
 def _run(persons, seed, rho=1, aian=("state", "aian")):
-    return run_topdown(persons,
-                       Design(ALL_LEVELS, PL94_VARIABLES, pl94_strategy(tuple(SHARES)), rho, SHARES, "hamming", [("state", ())], aian=aian),
-                       RunContext(np.random.default_rng(seed), workers=1))
+    return run_topdown(
+        persons,
+        Design(
+            ALL_LEVELS, PL94_VARIABLES, pl94_strategy(tuple(SHARES)), rho, SHARES, "hamming", [("state", ())], aian=aian
+        ),
+        RunContext(np.random.default_rng(seed), workers=1),
+    )
 
 
 def test_states_are_measured_as_two_parts_and_held_only_on_their_sum(persons):
@@ -95,8 +103,14 @@ def test_a_block_on_both_sides_is_a_data_error(persons):
 
 
 def test_split_geography_keeps_published_codes():
-    geo = pd.DataFrame({"state": ["01", "01", "02"], "county": ["01001", "01003", "02001"],
-                        "block": ["a", "b", "c"], "aian": [1, 0, 0]})
+    geo = pd.DataFrame(
+        {
+            "state": ["01", "01", "02"],
+            "county": ["01001", "01003", "02001"],
+            "block": ["a", "b", "c"],
+            "aian": [1, 0, 0],
+        }
+    )
     out, labels = split_geography(geo, ["nation", "state", "county", "block"], "state", "aian")
     assert list(out["state"]) == ["01/AIAN", "01/non-AIAN", "02/non-AIAN"]
     assert labels["state"] == {"01/AIAN": "01", "01/non-AIAN": "01", "02/non-AIAN": "02"}
@@ -105,7 +119,7 @@ def test_split_geography_keeps_published_codes():
         split_geography(geo.assign(aian=[2, 0, 0]), ["nation", "state", "county", "block"], "state", "aian")
 
 
-SPEC = '''spec "aian spine"
+SPEC = """spec "aian spine"
 domain d "d" {
   stage edited
   geography g { state > county > block }
@@ -132,7 +146,7 @@ mechanism topdown {
   levels: { nation: 1/4  state: 1/4  county: 1/4  block: 1/4 }
   queries: { total: 1/2  detailed: 1/2 }
 }
-'''
+"""
 
 
 def _spec(column="aian", invariant="state", aian_type="{0, 1}"):
@@ -190,7 +204,9 @@ def _production_on_a_cut_tract(tmp_path, n_blockgroups=None):
     # the cut's public geography: the bundled file's rows for the blocks kept
     geography = pd.read_csv(os.path.join(data_dir, "geography.csv"), dtype=str)
     blocks = set(persons["block"].astype(str)) | set(facilities["block"].astype(str))
-    geography[geography["block"].isin(blocks)].to_csv(tmp_path / "data" / "pl94_synthetic" / "geography.csv", index=False)
+    geography[geography["block"].isin(blocks)].to_csv(
+        tmp_path / "data" / "pl94_synthetic" / "geography.csv", index=False
+    )
     spec_path = tmp_path / "pl94.dps"
     spec_path.write_text(open(os.path.join(ROOT, "specs", "pl94_production_topdown.dps")).read())
     return spec_path, persons, tracts
@@ -229,8 +245,14 @@ def test_bypass_classes_follow_single_child_chains():
 
     # county A: one tract with one block group with one block (a chain); county B: two tracts,
     # B1 with one block group of two blocks, B2 with one block group of one block
-    geo = pd.DataFrame({"county": ["A", "B", "B", "B"], "tract": ["A1", "B1", "B1", "B2"],
-                        "blockgroup": ["A1a", "B1a", "B1a", "B2a"], "block": ["A1a1", "B1a1", "B1a2", "B2a1"]})
+    geo = pd.DataFrame(
+        {
+            "county": ["A", "B", "B", "B"],
+            "tract": ["A1", "B1", "B1", "B2"],
+            "blockgroup": ["A1a", "B1a", "B1a", "B2a"],
+            "block": ["A1a1", "B1a1", "B1a2", "B2a1"],
+        }
+    )
     hier = build_hierarchy(geo, ["nation", "county", "tract", "blockgroup", "block"], counted=True)
     classes = bypass_classes(hier, BYPASS)
     names = hier.names
@@ -267,9 +289,20 @@ def test_single_child_geounits_are_measured_once_with_both_shares(single_child_p
     persons, single = single_child_persons
     shares = dict(PRODUCTION_LEVEL_SHARES)
     rho = F(1)
-    res = run_topdown(persons,
-                      Design(ALL_LEVELS, PL94_VARIABLES, pl94_strategy(tuple(shares)), rho, shares, "hamming", [("state", ())], bypass=BYPASS),
-                      RunContext(np.random.default_rng(1), workers=1))
+    res = run_topdown(
+        persons,
+        Design(
+            ALL_LEVELS,
+            PL94_VARIABLES,
+            pl94_strategy(tuple(shares)),
+            rho,
+            shares,
+            "hamming",
+            [("state", ())],
+            bypass=BYPASS,
+        ),
+        RunContext(np.random.default_rng(1), workers=1),
+    )
     tract, bg = res.hierarchy.level("tract"), res.hierarchy.level("blockgroup")
     cls_tract = dict(zip(tract.codes, res.budget_classes["tract"][0]))
     assert {c for c, v in cls_tract.items() if v == 1} == set(single)
@@ -280,7 +313,9 @@ def test_single_child_geounits_are_measured_once_with_both_shares(single_child_p
     total_share = dict(pl94_strategy(("x",))["x"])[()]
     merged = effective_sigma2(F(2) / (2 * rho * (shares["tract"] + shares["blockgroup"]) * total_share))
     plain = effective_sigma2(F(2) / (2 * rho * shares["tract"] * total_share))
-    t = m[(m["level"] == "tract") & (m["query"] == "total")].set_index(m.loc[(m["level"] == "tract") & (m["query"] == "total"), "geocode"].astype(str))
+    t = m[(m["level"] == "tract") & (m["query"] == "total")].set_index(
+        m.loc[(m["level"] == "tract") & (m["query"] == "total"), "geocode"].astype(str)
+    )
     for code in tract.codes:
         want = merged if code in single else plain
         assert t.loc[code, "variance"] == pytest.approx(discrete_gaussian_variance(want), rel=1e-12)
@@ -300,8 +335,10 @@ def test_bypass_misuse_is_a_located_spec_error():
         check(parse(text.replace("LEVELS", "[tract]"), "s.dps"))
     with pytest.raises(SpecError, match=f"s.dps:{line}:.*'block', the finest level"):
         check(parse(text.replace("LEVELS", "[block]"), "s.dps"))
-    no_share = text.replace("levels: { nation: 1/4  state: 1/4  county: 1/4  block: 1/4 }",
-                            "levels: { nation: 1/4  state: 1/4  block: 1/2 }")
+    no_share = text.replace(
+        "levels: { nation: 1/4  state: 1/4  county: 1/4  block: 1/4 }",
+        "levels: { nation: 1/4  state: 1/4  block: 1/2 }",
+    )
     with pytest.raises(SpecError, match=f"s.dps:{line}:.*'county', which has no budget share.*without budget"):
         check(parse(no_share.replace("LEVELS", "[county]"), "s.dps"))
 
@@ -318,8 +355,13 @@ def test_budget_json_lists_the_bypass_classes_exactly():
     row = next(r for r in rows if (r["level"], r["through"], r["query"]) == ("tract", "block", "total"))
     assert F(row["rho_exact"]) == rho * (shares["tract"] + shares["blockgroup"] + shares["block"]) * F(1567, 4102)
     assert {(r["level"], r["through"]) for r in rows} == {
-        ("county", "tract"), ("county", "blockgroup"), ("county", "block"), ("tract", "blockgroup"),
-        ("tract", "block"), ("blockgroup", "block")}
+        ("county", "tract"),
+        ("county", "blockgroup"),
+        ("county", "block"),
+        ("tract", "blockgroup"),
+        ("tract", "block"),
+        ("blockgroup", "block"),
+    }
     assert sum(F(r["rho_exact"]) for r in out["allocation"]) == rho  # the per-person total is unchanged
 
 
@@ -332,13 +374,23 @@ def test_gq_signatures_and_the_split_keep_published_codes():
     counts = pd.DataFrame({"block": ["a", "a", "b", "c"], "gqtype": [0, 3, 5, 0], "count": [4, 1, 2, 7]})
     sig = gq_signatures(counts, "block", "gqtype", [1, 2, 3, 4, 5, 6, 7])
     assert sig.to_dict() == {"a": 1 << 2, "b": 1 << 4}  # housing units (type 0) are not a GQ type
-    geo = pd.DataFrame({"state": ["01"] * 4, "blockgroup": ["g1", "g1", "g1", "g2"], "block": ["a", "b", "c", "d"],
-                        "aian": [0, 0, 0, 1]})
+    geo = pd.DataFrame(
+        {
+            "state": ["01"] * 4,
+            "blockgroup": ["g1", "g1", "g1", "g2"],
+            "block": ["a", "b", "c", "d"],
+            "aian": [0, 0, 0, 1],
+        }
+    )
     out, labels = split_geography(geo, ["nation", "state", "blockgroup", "block"], "state", "aian")
     out, labels = split_by_signature(out, ["nation", "state", "blockgroup", "block"], sig, labels)
     assert list(out["blockgroup"]) == ["g1/non-AIAN/gq4", "g1/non-AIAN/gq16", "g1/non-AIAN/gq0", "g2/AIAN/gq0"]
-    assert labels["blockgroup"] == {"g1/non-AIAN/gq4": "g1", "g1/non-AIAN/gq16": "g1", "g1/non-AIAN/gq0": "g1",
-                                    "g2/AIAN/gq0": "g2"}
+    assert labels["blockgroup"] == {
+        "g1/non-AIAN/gq4": "g1",
+        "g1/non-AIAN/gq16": "g1",
+        "g1/non-AIAN/gq0": "g1",
+        "g2/AIAN/gq0": "g2",
+    }
 
 
 def test_block_groups_are_split_by_their_gq_types(persons):
@@ -347,9 +399,11 @@ def test_block_groups_are_split_by_their_gq_types(persons):
     blocks = np.unique(persons["block"].astype(str))
     counts = pd.DataFrame({"block": blocks[:6], "gqtype": [1, 1, 4, 4, 1, 7], "count": 1})
     sig = gq_signatures(counts, "block", "gqtype", list(range(1, 8)))
-    res = run_topdown(Records(persons, gq_signature=sig),
-                      Design(ALL_LEVELS, PL94_VARIABLES, pl94_strategy(tuple(SHARES)), 1, SHARES, "hamming", [("state", ())]),
-                      RunContext(np.random.default_rng(2), workers=1))
+    res = run_topdown(
+        Records(persons, gq_signature=sig),
+        Design(ALL_LEVELS, PL94_VARIABLES, pl94_strategy(tuple(SHARES)), 1, SHARES, "hamming", [("state", ())]),
+        RunContext(np.random.default_rng(2), workers=1),
+    )
     bg = res.hierarchy.level("blockgroup")
     parts = pd.Series(list(bg.labels)).value_counts()
     assert parts.max() >= 2  # a block group with GQ blocks is measured as several geounits
@@ -360,18 +414,25 @@ def test_block_groups_are_split_by_their_gq_types(persons):
 
 
 def test_gq_blockgroups_misuse_is_a_located_spec_error():
-    text = SPEC.replace("    aian: COLUMN\n", "    gq_blockgroups: {\n      table: TABLE\n      type: gqtype\n"
-                                           "      types: [1, 2]\n    }\n")
+    text = SPEC.replace(
+        "    aian: COLUMN\n",
+        "    gq_blockgroups: {\n      table: TABLE\n      type: gqtype\n      types: [1, 2]\n    }\n",
+    )
     text = text.replace("AIAN_TYPE", "{0, 1}").replace("INVARIANT", "state")
-    text = text.replace("    sex : {0, 1}\n  }\n", "    sex : {0, 1}\n  }\n  table facilities unit facility {\n"
-                        "    state : category\n    county : category in state\n    block : category in county\n"
-                        "    gqtype : {0, 1, 2}\n  }\n")
+    text = text.replace(
+        "    sex : {0, 1}\n  }\n",
+        "    sex : {0, 1}\n  }\n  table facilities unit facility {\n"
+        "    state : category\n    county : category in state\n    block : category in county\n"
+        "    gqtype : {0, 1, 2}\n  }\n",
+    )
     line = text.splitlines().index("    gq_blockgroups: {") + 1
     with pytest.raises(SpecError, match=f"s.dps:{line}:.*declare them public: invariants"):
         check(parse(text.replace("TABLE", "facilities"), "s.dps"))
     with pytest.raises(SpecError, match=f"s.dps:{line}:.*'persons', which must be a second table"):
         check(parse(text.replace("TABLE", "persons"), "s.dps"))
-    public = text.replace("  count persons by state\n", "  count persons by state\n  count facilities by block, gqtype\n")
+    public = text.replace(
+        "  count persons by state\n", "  count persons by state\n  count facilities by block, gqtype\n"
+    )
     check(parse(public.replace("TABLE", "facilities"), "s.dps"))
 
 

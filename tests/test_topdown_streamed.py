@@ -7,6 +7,7 @@ stream. What must not change is the release: it is compared here with a run that
 level whole on the driver as TopDown did before (same keyed streams, same order) and builds both
 tables as whole frames, and the bundled specs' files with digests of the files main wrote before.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -27,8 +28,14 @@ from dpspec_topdown.run.topdown import run_topdown
 from dpspec_topdown.design import Design
 from dpspec_topdown.run.context import RunContext
 from dpspec_topdown.measurement.histogram import marginal
-from dpspec_topdown.synthetic import (LEVELS, PL94_VARIABLES, PRODUCTION_LEVEL_SHARES, PRODUCTION_RHO,
-                                      generate_population, pl94_strategy)
+from dpspec_topdown.synthetic import (
+    LEVELS,
+    PL94_VARIABLES,
+    PRODUCTION_LEVEL_SHARES,
+    PRODUCTION_RHO,
+    generate_population,
+    pl94_strategy,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 SPECS = ROOT / "specs"
@@ -48,9 +55,20 @@ def many_nodes():
 
 def _run(persons, seed=3, engine=True, **kw):
     run = EngineRun(LocalEngine(), new_run_key(seed)) if engine else None
-    return run_topdown(persons,
-                       Design(ALL_LEVELS, PL94_VARIABLES, STRATEGY, PRODUCTION_RHO, PRODUCTION_LEVEL_SHARES, "hamming", [("state", ())], **kw),
-                       RunContext(np.random.default_rng(seed), engine=run, workers=1))
+    return run_topdown(
+        persons,
+        Design(
+            ALL_LEVELS,
+            PL94_VARIABLES,
+            STRATEGY,
+            PRODUCTION_RHO,
+            PRODUCTION_LEVEL_SHARES,
+            "hamming",
+            [("state", ())],
+            **kw,
+        ),
+        RunContext(np.random.default_rng(seed), engine=run, workers=1),
+    )
 
 
 def _csv(table) -> bytes:
@@ -108,14 +126,20 @@ def _whole_measurements(res) -> pd.DataFrame:
         y = res.noisy[(qb.level, qb.query)]
         codes = res.hierarchy.level(qb.level).codes
         units, groups = y.shape
-        frames.append(pd.DataFrame({
-            "level": pd.Categorical.from_codes(np.zeros(y.size, dtype=np.int8), [qb.level]),
-            "geocode": pd.Categorical.from_codes(np.repeat(np.arange(units), groups), pd.Index(list(codes)).astype(str)),
-            "query": pd.Categorical.from_codes(np.zeros(y.size, dtype=np.int8), [qb.name]),
-            "cell": np.tile(np.arange(groups, dtype=np.int32), units),
-            "value": y.ravel(),
-            "variance": np.full(y.size, discrete_gaussian_variance(qb.sigma2)),
-        }))
+        frames.append(
+            pd.DataFrame(
+                {
+                    "level": pd.Categorical.from_codes(np.zeros(y.size, dtype=np.int8), [qb.level]),
+                    "geocode": pd.Categorical.from_codes(
+                        np.repeat(np.arange(units), groups), pd.Index(list(codes)).astype(str)
+                    ),
+                    "query": pd.Categorical.from_codes(np.zeros(y.size, dtype=np.int8), [qb.name]),
+                    "cell": np.tile(np.arange(groups, dtype=np.int32), units),
+                    "value": y.ravel(),
+                    "variance": np.full(y.size, discrete_gaussian_variance(qb.sigma2)),
+                }
+            )
+        )
     out = pd.concat(frames, ignore_index=True)
     for col in ("level", "geocode", "query"):
         out[col] = out[col].astype("category")
@@ -132,7 +156,9 @@ def _whole_microdata(res) -> pd.DataFrame:
     cols = {}
     for k, lv in enumerate(hier.levels):
         if not lv.implicit:
-            cols[lv.name] = np.repeat(pd.Index(list(lv.codes)).take(hier.ancestor(last, k)).to_numpy()[entry_unit], counts)
+            cols[lv.name] = np.repeat(
+                pd.Index(list(lv.codes)).take(hier.ancestor(last, k)).to_numpy()[entry_unit], counts
+            )
     for name, values in schema.decode(finest.indices).items():
         cols[name] = np.repeat(values, counts)
     return pd.DataFrame(cols)
@@ -170,9 +196,13 @@ def test_chunk_sizes_do_not_change_the_bytes(persons):
 def test_without_an_engine_the_nodes_draw_as_an_engine_run_with_the_key_from_rng(persons):
     a = _run(persons, seed=8, engine=False)
     assert a.noisy == {} and set(a.noise_plans) == set(ALL_LEVELS)
-    b = run_topdown(persons,
-                    Design(ALL_LEVELS, PL94_VARIABLES, STRATEGY, PRODUCTION_RHO, PRODUCTION_LEVEL_SHARES, "hamming", [("state", ())]),
-                    RunContext(None, engine=EngineRun(LocalEngine(), node_noise.run_key_from(np.random.default_rng(8))), workers=1))
+    b = run_topdown(
+        persons,
+        Design(
+            ALL_LEVELS, PL94_VARIABLES, STRATEGY, PRODUCTION_RHO, PRODUCTION_LEVEL_SHARES, "hamming", [("state", ())]
+        ),
+        RunContext(None, engine=EngineRun(LocalEngine(), node_noise.run_key_from(np.random.default_rng(8))), workers=1),
+    )
     assert _csv(a.measurements_table()) == _csv(b.measurements_table())
     assert _csv(a.microdata_table()) == _csv(b.microdata_table())
 
@@ -242,12 +272,23 @@ def counted(persons):
     return _run(persons, seed=6)
 
 
-@pytest.mark.parametrize("by", [["state"], ["county", "hhgq"], ["block", "votingage", "cenrace"],
-                                ["hispanic"], ["cenrace", "tract", "county"], ["blockgroup", "block", "hhgq"]])
+@pytest.mark.parametrize(
+    "by",
+    [
+        ["state"],
+        ["county", "hhgq"],
+        ["block", "votingage", "cenrace"],
+        ["hispanic"],
+        ["cenrace", "tract", "county"],
+        ["blockgroup", "block", "hhgq"],
+    ],
+)
 def test_the_microdata_counter_equals_counting_the_rows(persons, counted, by):
     res = counted
-    categories = {"county": pd.CategoricalDtype(sorted(set(persons["county"].astype(str)))),
-                  "hhgq": pd.CategoricalDtype([str(v) for v in PL94_VARIABLES["hhgq"]][::-1])}
+    categories = {
+        "county": pd.CategoricalDtype(sorted(set(persons["county"].astype(str)))),
+        "hhgq": pd.CategoricalDtype([str(v) for v in PL94_VARIABLES["hhgq"]][::-1]),
+    }
     table = res.microdata_table(categories, chunk_rows=500)
     rows = table.to_pandas()
     assert rows["county"].dtype == categories["county"] and table.dtypes["hhgq"] == categories["hhgq"]
@@ -265,8 +306,12 @@ def test_a_stream_resumes_draw_for_draw_at_a_recorded_position():
     key = new_run_key(12)
     rng = keyed_rng(key, "topdown noise", ("block", "0101"))
     draws = []
-    for sigma2, shape in [(Fraction(3, 7), (5, 3)), (Fraction(1000), (4, 63)), (Fraction(12345, 2), (7, 16)),
-                          (Fraction(1, 100), (3, 1))]:
+    for sigma2, shape in [
+        (Fraction(3, 7), (5, 3)),
+        (Fraction(1000), (4, 63)),
+        (Fraction(12345, 2), (7, 16)),
+        (Fraction(1, 100), (3, 1)),
+    ]:
         draws.append((stream_position(rng), sigma2, shape, discrete_gaussian(sigma2, shape, rng)))
     assert len({d[0] for d in draws}) == len(draws)  # each query starts further on
     for position, sigma2, shape, drawn in reversed(draws):
@@ -304,14 +349,17 @@ def test_published_noise_has_the_declared_variance(persons):
 BEFORE = {
     "acs_ma_hispanic_topdown.dps": {
         "measurements.csv": "4463f48c56b91c750ee5c67b0bed6459f8c544a4b07bfb2ef3b11545835f2da3",
-        "persons.csv": "a3b18c4a72703caaa9d0a5597712cd098a9ec8e0e8b9029a385b9a1a55705a6e"},
+        "persons.csv": "a3b18c4a72703caaa9d0a5597712cd098a9ec8e0e8b9029a385b9a1a55705a6e",
+    },
     "acs_national_topdown.dps": {  # the count table: released over the declared cells, in declared order
         "count_persons_puma_votingage.csv": "16856832cc57d02cb56378cb836cc259201cf21ae04404c5469b332d70f55df7",
         "measurements.csv": "80fbbb0fb5ee6ce65a9e910814e6bd95cc462e39493a83fcb1f13243cfda21e7",
-        "persons.csv": "c2e75b4a7dbdcb9176ad46f116d4fdeb5d208e24c93bb7bb464f782f1c630d60"},
+        "persons.csv": "c2e75b4a7dbdcb9176ad46f116d4fdeb5d208e24c93bb7bb464f782f1c630d60",
+    },
     "pl94_units_topdown.dps": {  # the declared blocks without housing units are measured too
         "measurements.csv": "6dbe65c181e4d8a1e4d2617078d0c53f59d43b03f5a869d11fbe897ce086cfe7",
-        "units.csv": "584e4037532de31e029ffe9598e7f53d6ea3c01444bbf5baa89da0949ac44c67"},
+        "units.csv": "584e4037532de31e029ffe9598e7f53d6ea3c01444bbf5baa89da0949ac44c67",
+    },
 }
 
 

@@ -1,6 +1,7 @@
 """The `tumult` mechanism: Tumult Analytics queries named by a Python entry point, evaluated in a
 Session in a second Python. The Session's budget comes from the premetric, its protected change
 from the unit, its KeySet from the declared keys; the user's code runs on compile only."""
+
 from __future__ import annotations
 
 import json
@@ -22,10 +23,11 @@ def _installed() -> bool:
     return "tumult" in plugins.mechanisms()
 
 
-pytestmark = pytest.mark.skipif(not _installed(), reason="the dpspec_tumult entry point is not installed in this "
-                                                         "environment (pip install -e .)")
+pytestmark = pytest.mark.skipif(
+    not _installed(), reason="the dpspec_tumult entry point is not installed in this environment (pip install -e .)"
+)
 
-QUERIES = '''
+QUERIES = """
 MARK = {mark!r}
 if MARK:
     open(MARK, "w").write("imported")
@@ -49,21 +51,34 @@ def ungrouped(source, keys):
     from tmlt.analytics import QueryBuilder
 
     return QueryBuilder(source).count()
-'''
+"""
 
 
-def example(tmp_path, *, unit="symdiff", premetric="pure", budget="epsilon: 1", entry="q:make", mark="",
-            change='protected_change: "AddOneRow()"'):
+def example(
+    tmp_path,
+    *,
+    unit="symdiff",
+    premetric="pure",
+    budget="epsilon: 1",
+    entry="q:make",
+    mark="",
+    change='protected_change: "AddOneRow()"',
+):
     home = tmp_path / "in"  # outputs go to tmp_path/..., never among the inputs
     if home.exists():
         shutil.rmtree(home)
     shutil.copytree(ROOT / "specs" / "data" / "staff", home / "data")
     (home / "q.py").write_text(QUERIES.format(mark=mark))
     text = (ROOT / "specs" / "tumult_counts.dps").read_text()
-    text = (text.replace("data/staff/", "data/").replace("unit staff : symdiff", f"unit staff : {unit}")
-            .replace("premetric pure", f"premetric {premetric}").replace("epsilon: 1", budget)
-            .replace('"tumult_staff_queries:make_queries"', f'"{entry}"')
-            .replace('protected_change: "AddOneRow()"', change).replace("budget epsilon <= 1\n", ""))
+    text = (
+        text.replace("data/staff/", "data/")
+        .replace("unit staff : symdiff", f"unit staff : {unit}")
+        .replace("premetric pure", f"premetric {premetric}")
+        .replace("epsilon: 1", budget)
+        .replace('"tumult_staff_queries:make_queries"', f'"{entry}"')
+        .replace('protected_change: "AddOneRow()"', change)
+        .replace("budget epsilon <= 1\n", "")
+    )
     spec = home / "s.dps"
     spec.write_text(text)
     return spec
@@ -87,8 +102,9 @@ def _tumult_python() -> str | None:
         return None
 
 
-needs_tumult = pytest.mark.skipif(_tumult_python() is None, reason="no Tumult interpreter (.ci/run creates "
-                                                                   ".venv-tumult; or set DPSPEC_TUMULT_PYTHON)")
+needs_tumult = pytest.mark.skipif(
+    _tumult_python() is None, reason="no Tumult interpreter (.ci/run creates .venv-tumult; or set DPSPEC_TUMULT_PYTHON)"
+)
 
 
 @pytest.fixture(scope="session")
@@ -118,7 +134,10 @@ def test_the_sessions_own_accounting_is_reported_beside_dpspecs(tumult_release):
     report = json.loads((tumult_release / "report.json").read_text())
     section = next(s for s in report["sections"] if s["title"] == "Tumult Analytics session")
     assert section["data"]["session_budget"] == "PureDPBudget(epsilon=1)"
-    assert section["data"]["spent"] == {"headcount": "PureDPBudget(epsilon=0.5)", "total_pay": "PureDPBudget(epsilon=0.5)"}
+    assert section["data"]["spent"] == {
+        "headcount": "PureDPBudget(epsilon=0.5)",
+        "total_pay": "PureDPBudget(epsilon=0.5)",
+    }
     assert section["data"]["remaining"] == "PureDPBudget(epsilon=0)"
     assert section["data"]["protected_change"] == "AddOneRow()"
     assert section["data"]["reproducible_by_seed"] is False
@@ -134,14 +153,24 @@ def test_check_budget_and_audit_never_run_the_users_code(tmp_path):
     assert not mark.exists()
 
 
-@pytest.mark.parametrize("changes,both,at", [
-    ({"unit": "hamming"}, ("AddOneRow()", "staff : hamming", "AddMaxRows(2)"), "protected_change:"),
-    ({"change": 'protected_change: "AddRowsWithID(region)"'}, ("AddRowsWithID(region)", "staff : symdiff"),
-     "protected_change:"),
-    ({"premetric": "zcdp"}, ("premetric zcdp", "RhoZCDPBudget", "PureDPBudget"), "epsilon:"),
-    ({"budget": "rho: 1"}, ("premetric pure", "PureDPBudget", "RhoZCDPBudget"), "rho:"),
-    ({"premetric": "approximate delta 1e-9"}, ("premetric approximate", "an ApproxDPBudget", "PureDPBudget"), "epsilon:"),
-])
+@pytest.mark.parametrize(
+    "changes,both,at",
+    [
+        ({"unit": "hamming"}, ("AddOneRow()", "staff : hamming", "AddMaxRows(2)"), "protected_change:"),
+        (
+            {"change": 'protected_change: "AddRowsWithID(region)"'},
+            ("AddRowsWithID(region)", "staff : symdiff"),
+            "protected_change:",
+        ),
+        ({"premetric": "zcdp"}, ("premetric zcdp", "RhoZCDPBudget", "PureDPBudget"), "epsilon:"),
+        ({"budget": "rho: 1"}, ("premetric pure", "PureDPBudget", "RhoZCDPBudget"), "rho:"),
+        (
+            {"premetric": "approximate delta 1e-9"},
+            ("premetric approximate", "an ApproxDPBudget", "PureDPBudget"),
+            "epsilon:",
+        ),
+    ],
+)
 def test_a_mismatch_is_a_located_spec_error_naming_both_sides(tmp_path, changes, both, at):
     spec = example(tmp_path, **changes)
     for command in (("check", spec), ("compile", spec, "-o", tmp_path / "o")):
@@ -191,12 +220,15 @@ def test_without_the_variable_a_venv_beside_the_spec_or_above_is_found(tmp_path,
 
 @needs_tumult
 @pytest.mark.slow
-@pytest.mark.parametrize("entry,needle", [
-    ("q:broken", "raised ValueError: no such column in my session"),
-    ("q:not_a_query", "returned int, not a Tumult Analytics Query"),
-    ("q:missing", "has no function 'missing'"),
-    ("q:ungrouped", "not grouped by the declared keys ['region']"),
-])
+@pytest.mark.parametrize(
+    "entry,needle",
+    [
+        ("q:broken", "raised ValueError: no such column in my session"),
+        ("q:not_a_query", "returned int, not a Tumult Analytics Query"),
+        ("q:missing", "has no function 'missing'"),
+        ("q:ungrouped", "not grouped by the declared keys ['region']"),
+    ],
+)
 def test_an_entry_point_that_fails_is_a_user_error_not_an_internal_one(tmp_path, monkeypatch, entry, needle):
     monkeypatch.setenv("DPSPEC_TUMULT_PYTHON", _tumult_python())  # the copy in tmp_path has no .venv-tumult above it
     result = run("compile", example(tmp_path, entry=entry), "-o", tmp_path / "o")
@@ -205,7 +237,7 @@ def test_an_entry_point_that_fails_is_a_user_error_not_an_internal_one(tmp_path,
     assert not (tmp_path / "o").exists()
 
 
-HOUSEHOLDS = '''spec "persons in households"
+HOUSEHOLDS = """spec "persons in households"
 
 domain d "made up" {
   stage edited
@@ -229,16 +261,19 @@ mechanism tumult {
   CHANGE
   epsilon: 1
 }
-'''
+"""
 
 
-@pytest.mark.parametrize("relation,bound,change,code,needle", [
-    ("symdiff", "at most 3", "", 0, "protected change AddRowsWithID(hh_id)"),
-    ("symdiff", "at most 3", 'protected_change: "AddMaxRows(3)"', 0, "protected change AddMaxRows(3)"),
-    ("symdiff", "at most 3", 'protected_change: "AddOneRow()"', 1, "which needs AddRowsWithID(hh_id)"),
-    ("hamming", "at most 3", "", 0, "protected change AddMaxRows(6)"),
-    ("hamming", "", "", 1, "declare 'at most K' on the link"),
-])
+@pytest.mark.parametrize(
+    "relation,bound,change,code,needle",
+    [
+        ("symdiff", "at most 3", "", 0, "protected change AddRowsWithID(hh_id)"),
+        ("symdiff", "at most 3", 'protected_change: "AddMaxRows(3)"', 0, "protected change AddMaxRows(3)"),
+        ("symdiff", "at most 3", 'protected_change: "AddOneRow()"', 1, "which needs AddRowsWithID(hh_id)"),
+        ("hamming", "at most 3", "", 0, "protected change AddMaxRows(6)"),
+        ("hamming", "", "", 1, "declare 'at most K' on the link"),
+    ],
+)
 def test_a_unit_of_the_parent_table_is_every_row_of_one_id(tmp_path, relation, bound, change, code, needle):
     spec = tmp_path / "hh.dps"
     spec.write_text(HOUSEHOLDS.replace("RELATION", relation).replace("BOUND", bound).replace("CHANGE", change))
@@ -253,7 +288,11 @@ def test_the_runner_imports_tumult_spark_pandas_and_the_standard_library_only():
     import sys
 
     tree = ast.parse((ROOT / "plugins" / "dpspec_tumult" / "runner.py").read_text())
-    imported = {alias.name.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
-    imported |= {node.module.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module}
+    imported = {
+        alias.name.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names
+    }
+    imported |= {
+        node.module.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module
+    }
     assert {"tmlt", "pyspark"} <= imported
     assert imported - {"tmlt", "pyspark", "pandas", "__future__"} <= set(sys.stdlib_module_names), imported

@@ -1,5 +1,6 @@
 """An optional hook's answer is a typed, frozen object (API 1.6); the shape a plugin of API 1.5
 returned is still read, with a DeprecationWarning naming the class to return."""
+
 from __future__ import annotations
 
 import attrs

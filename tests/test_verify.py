@@ -1,4 +1,5 @@
 """`dpspec verify`: lower bounds that are valid, honest claims consistent, broken ones refuted."""
+
 from __future__ import annotations
 
 from tests.conftest import beside
@@ -43,10 +44,12 @@ class GaussianCount(Mechanism):
     add/remove one unit (sensitivity 1)."""
 
     name = "gaussian_count"
-    parameters = ParameterSchema((
-        ParamSpec("table", "table", "the counted table", required=True),
-        ParamSpec("rho", "number", "the zCDP budget", required=True, low=Fraction(1, 1000), high=Fraction(100)),
-    ))
+    parameters = ParameterSchema(
+        (
+            ParamSpec("table", "table", "the counted table", required=True),
+            ParamSpec("rho", "number", "the zCDP budget", required=True, low=Fraction(1, 1000), high=Fraction(100)),
+        )
+    )
     outputs = {"count": "the noisy count"}
 
     def sigma2(self, params):
@@ -103,9 +106,14 @@ def _rr_spec(tmp_path, mechanism="randomized_response", p="3/4"):
 
 
 def _count_spec(tmp_path, mechanism, budget_line, premetric="pure"):
-    text = (SMALL_SPEC.replace("premetric pure", f"premetric {premetric}").replace("mechanism randomized_response { table: people  column: smoker  p: 3/4 }", mechanism)
-            .replace("unit people : hamming", "unit people : symdiff").replace("  count people\n", "")
-            .replace("budget epsilon <= 1.1", budget_line).replace("output responses\n  output estimate", "output count"))
+    text = (
+        SMALL_SPEC.replace("premetric pure", f"premetric {premetric}")
+        .replace("mechanism randomized_response { table: people  column: smoker  p: 3/4 }", mechanism)
+        .replace("unit people : hamming", "unit people : symdiff")
+        .replace("  count people\n", "")
+        .replace("budget epsilon <= 1.1", budget_line)
+        .replace("output responses\n  output estimate", "output count")
+    )
     return write_spec(tmp_path, text, SMALL_CSV)
 
 
@@ -167,30 +175,44 @@ def test_randomized_response_telling_the_truth_more_often_is_refuted(tmp_path):
 def test_discrete_gaussian_at_half_the_claimed_variance_is_refuted(tmp_path):
     mech = "mechanism {name} {{ table: people  rho: 1/2 }}"
     with registered(GaussianCount(), HalfVarianceGaussian()):
-        honest = verify(dpspec.load(_count_spec(tmp_path, mech.format(name="gaussian_count"), "budget rho <= 1/2", "zcdp")),
-                        runs=40_000, seed=3)
-        broken = verify(dpspec.load(_count_spec(tmp_path, mech.format(name="gaussian_count_half"), "budget rho <= 1/2", "zcdp")),
-                        runs=40_000, seed=3)
+        honest = verify(
+            dpspec.load(_count_spec(tmp_path, mech.format(name="gaussian_count"), "budget rho <= 1/2", "zcdp")),
+            runs=40_000,
+            seed=3,
+        )
+        broken = verify(
+            dpspec.load(_count_spec(tmp_path, mech.format(name="gaussian_count_half"), "budget rho <= 1/2", "zcdp")),
+            runs=40_000,
+            seed=3,
+        )
     assert honest.verdict == "consistent" and honest.flavor["premetric"] == "zcdp"
     assert honest.lower_bound <= 0.5
     assert broken.verdict == "refuted" and 0.5 < broken.lower_bound <= 1.0
 
 
-@pytest.mark.parametrize("premetric, words", [
-    ("approximate delta 1e-6", "epsilon at delta = 1e-06"),
-    ("renyi alpha 2", "epsilon at alpha = 2"),
-    ("zcdp", "rho"),
-])
+@pytest.mark.parametrize(
+    "premetric, words",
+    [
+        ("approximate delta 1e-6", "epsilon at delta = 1e-06"),
+        ("renyi alpha 2", "epsilon at alpha = 2"),
+        ("zcdp", "rho"),
+    ],
+)
 def test_claims_are_tested_in_the_spec_s_own_currency(tmp_path, premetric, words):
     text = open(_rr_spec(tmp_path), encoding="utf-8").read().replace("premetric pure", f"premetric {premetric}")
     honest = verify(dpspec.load(write_spec(tmp_path, text)), runs=40_000, seed=9)
     assert honest.verdict == "consistent", honest.text()
     assert f"the {words} is at least" in honest.summary()
     with registered(TruthierRR()):
-        broken = verify(dpspec.load(write_spec(tmp_path, text.replace("mechanism randomized_response", "mechanism rr_truthier"))),
-                        runs=40_000, seed=9)
+        broken = verify(
+            dpspec.load(write_spec(tmp_path, text.replace("mechanism randomized_response", "mechanism rr_truthier"))),
+            runs=40_000,
+            seed=9,
+        )
     assert broken.verdict == "refuted", broken.text()
-    assert broken.flavor["premetric"] == {"approximate delta 1e-6": "approx", "renyi alpha 2": "renyi"}.get(premetric, premetric)
+    assert broken.flavor["premetric"] == {"approximate delta 1e-6": "approx", "renyi alpha 2": "renyi"}.get(
+        premetric, premetric
+    )
 
 
 def test_too_few_runs_is_inconclusive_and_says_how_many(tmp_path):
@@ -206,7 +228,9 @@ def test_third_party_plugin_is_verified_through_the_generic_path(tmp_path):
     module = third_party_module()
     mech = module.GeometricCount()
     with registered(mech):
-        path = _count_spec(tmp_path, "mechanism geometric_count { table: people  epsilon: 1/2 }", "budget epsilon <= 0.5")
+        path = _count_spec(
+            tmp_path, "mechanism geometric_count { table: people  epsilon: 1/2 }", "budget epsilon <= 0.5"
+        )
         result = verify(dpspec.load(path), runs=1500, seed=5)
         assert result.path == "generic" and result.verdict == "consistent", result.text()
         assert result.lower_bound <= 0.5
@@ -254,10 +278,13 @@ def test_cli_exit_codes_and_json(tmp_path):
     assert bad.exit_code == 1 and bad.output.startswith("refuted")
 
 
-@pytest.mark.parametrize("case, words", [
-    ("no-mechanism", "names no mechanism"),
-    ("infinite", "infinite claim"),
-])
+@pytest.mark.parametrize(
+    "case, words",
+    [
+        ("no-mechanism", "names no mechanism"),
+        ("infinite", "infinite claim"),
+    ],
+)
 def test_bad_input_is_a_message_not_a_traceback(tmp_path, case, words):
     if case == "no-mechanism":
         text = SMALL_SPEC.replace("mechanism randomized_response { table: people  column: smoker  p: 3/4 }\n", "")
@@ -341,7 +368,9 @@ def _bundled(name, tmp_path=None, mechanism=None):
     path = os.path.join(SPECS, name)
     if mechanism is None:
         return dpspec.load(path)
-    text = keys_from(open(path, encoding="utf-8").read(), SPECS).replace("mechanism swap {", f"mechanism {mechanism} {{")
+    text = keys_from(open(path, encoding="utf-8").read(), SPECS).replace(
+        "mechanism swap {", f"mechanism {mechanism} {{"
+    )
     return dpspec.load(write_spec(tmp_path, text))
 
 
@@ -430,5 +459,7 @@ def test_a_verification_result_whose_flavor_is_not_the_specs_is_refused(tmp_path
     data["flavor"][key] = value
     (tmp_path / "v.json").write_text(json.dumps(data))
     out = CliRunner().invoke(main, ["compile", path, "-o", str(beside(tmp_path)), "--verify", str(tmp_path / "v.json")])
-    assert out.exit_code == 1 and f"tests {key} '{value}'" in out.output and "internal error" not in out.output, out.output
+    assert out.exit_code == 1 and f"tests {key} '{value}'" in out.output and "internal error" not in out.output, (
+        out.output
+    )
     assert not beside(tmp_path).exists()

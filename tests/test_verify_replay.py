@@ -1,6 +1,7 @@
 """`dpspec verify --replay`: each built-in mechanism replays clean on a small bundled spec; a plugin that
 releases keys found in the data, one whose noise is set for too small a sensitivity, and one that fails on
 a neighbour are each reported, the neighbour named."""
+
 from __future__ import annotations
 
 import json
@@ -14,8 +15,18 @@ import pytest
 from click.testing import CliRunner
 
 from dpspec import schemas
-from dpspec.api import (Mechanism, NativeFlavor, OutputKeys, ParamSpec, ParameterSchema, PureDP, Release, BudgetStatement,
-                        discrete_laplace, record_measurement)
+from dpspec.api import (
+    Mechanism,
+    NativeFlavor,
+    OutputKeys,
+    ParamSpec,
+    ParameterSchema,
+    PureDP,
+    Release,
+    BudgetStatement,
+    discrete_laplace,
+    record_measurement,
+)
 from dpspec.cli.main import main
 from dpspec.run import measurements
 from dpspec.verify.miniature import VerifyError
@@ -32,15 +43,18 @@ def _clean(result):
     assert result.measurements > 0, "the mechanism recorded no measurement"
 
 
-@pytest.mark.parametrize("name, options", [
-    ("acs_ma_vision_rr.dps", {}),
-    ("pa_covid/wasserstein_naive_high_privacy.dps", {}),
-    ("pa_covid/postprocessing_high_privacy.dps", {}),
-    ("acs_ma_hispanic_topdown.dps", {"neighbours": 3}),
-    ("sdhc_production.dps", {"neighbours": 3}),
-    ("safetab_h_production.dps", {"neighbours": 2}),
-    ("ma1940_swap.dps", {"sample": 5000}),
-])
+@pytest.mark.parametrize(
+    "name, options",
+    [
+        ("acs_ma_vision_rr.dps", {}),
+        ("pa_covid/wasserstein_naive_high_privacy.dps", {}),
+        ("pa_covid/postprocessing_high_privacy.dps", {}),
+        ("acs_ma_hispanic_topdown.dps", {"neighbours": 3}),
+        ("sdhc_production.dps", {"neighbours": 3}),
+        ("safetab_h_production.dps", {"neighbours": 2}),
+        ("ma1940_swap.dps", {"sample": 5000}),
+    ],
+)
 def test_replay_of_each_built_in_mechanism_is_clean_when_run_on_its_small_bundled_spec(name, options):
     _clean(replay(os.path.join(SPECS, name), seed=3, **options))
 
@@ -61,7 +75,7 @@ def test_the_recorder_keeps_nothing_when_no_replay_records():
 
 # ---- third-party test plugins ----------------------------------------------------------------
 
-SPEC = textwrap.dedent('''\
+SPEC = textwrap.dedent("""\
     spec "replay"
     domain d "test" {
       stage edited
@@ -75,7 +89,7 @@ SPEC = textwrap.dedent('''\
     premetric pure
     mechanism MECH { table: people }
     budget epsilon <= 1
-    ''')
+    """)
 CSV = "county,age\n" + "".join(f"{c},{i % 10}\n" for i, c in enumerate(["a"] * 7 + ["b"] * 3))
 
 
@@ -106,7 +120,9 @@ class _Counts(Mechanism):
         cells = self.cells(frame)
         counts = frame["county"].astype(str).value_counts().reindex(cells, fill_value=0).to_numpy()
         exact = 2 * counts if self.double else counts  # a person counted twice, noise set for one
-        record_measurement("counts by county", exact, "discrete_laplace", Fraction(1), sensitivity=1, norm="l1", keys=[cells])
+        record_measurement(
+            "counts by county", exact, "discrete_laplace", Fraction(1), sensitivity=1, norm="l1", keys=[cells]
+        )
         noisy = exact + discrete_laplace(Fraction(1), len(cells), rng)
         return Release(outputs={"counts": pd.DataFrame({"county": cells, "count": noisy})})
 
@@ -141,6 +157,7 @@ def spec_for(tmp_path):
         path = tmp_path / f"{mech}.dps"
         path.write_text(SPEC.replace("MECH", mech))
         return str(path)
+
     return make
 
 

@@ -1,5 +1,6 @@
 """`dpspec verify` on SafeTab: the production designs are consistent on a miniature geography,
 and SafeTab drawing discrete Gaussian noise at half the variance its budget needs is refuted."""
+
 from __future__ import annotations
 
 import math

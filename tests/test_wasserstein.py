@@ -1,5 +1,6 @@
 """The Wasserstein exponential mechanism's exact samplers against their exact pmfs, congeniality,
 the post-processing alternative, refusal with a cost estimate, and `verify` (issue 23)."""
+
 from __future__ import annotations
 
 import itertools
@@ -56,7 +57,9 @@ def test_naive_draws_follow_the_truncated_laplace_pmf():
 def test_truncated_laplace_on_bounded_supports(centre, lo, hi):
     rng = np.random.default_rng(12)
     r = Fraction(1, 2)
-    x = samplers.truncated_laplace(np.full(DRAWS // 2, centre), lo, None if hi is None else np.full(DRAWS // 2, hi), r, rng)
+    x = samplers.truncated_laplace(
+        np.full(DRAWS // 2, centre), lo, None if hi is None else np.full(DRAWS // 2, hi), r, rng
+    )
     top = hi if hi is not None else lo + 60
     pmf = {k: math.exp(-0.5 * abs(k - centre)) for k in range(lo, top + 1)}
     assert x.min() >= lo and (hi is None or x.max() <= hi)
@@ -94,7 +97,9 @@ def test_congenial_draws_at_a_scale_far_above_the_counts_follow_the_exact_pmf():
     counts, total, r = CONGENIAL_WIDE
     assert samplers._l1_tilt(counts, total, r) is None  # the case the old sampler never finished
     y, info = samplers.congenial(counts, total, r, DRAWS, np.random.default_rng(41))
-    assert (y.sum(axis=1) == total).all() and (y >= 0).all() and info["method"].startswith("exact rejection from windowed")
+    assert (
+        (y.sum(axis=1) == total).all() and (y >= 0).all() and info["method"].startswith("exact rejection from windowed")
+    )
     assert _chi2([tuple(row) for row in y], _congenial_wide_pmf()) > 1e-3
 
 
@@ -106,7 +111,9 @@ def test_the_congenial_chi_square_rejects_a_broken_sampler(monkeypatch, broken):
     if broken == "rate 3r/2":
         r = r * Fraction(3, 2)
     else:
-        monkeypatch.setattr(samplers._PriorLaws, "logg_at", lambda self, cell, k: (np.zeros(len(k)), np.full(len(k), 1e-12)))
+        monkeypatch.setattr(
+            samplers._PriorLaws, "logg_at", lambda self, cell, k: (np.zeros(len(k)), np.full(len(k), 1e-12))
+        )
     y, _ = samplers.congenial(counts, total, r, DRAWS, np.random.default_rng(41))
     assert (y.sum(axis=1) == total).all()
     assert _chi2([tuple(row) for row in y], _congenial_wide_pmf()) < 1e-6
@@ -148,23 +155,29 @@ def test_prior_congenial_draws_follow_the_exact_pmf():
     counts, alpha, total, r = np.array([0, 3, 1]), np.array([1, 3, 2]), 4, Fraction(1, 2)
     y, info = samplers.prior(counts, alpha, total, r, DRAWS // 2, rng)
     assert (y.sum(axis=1) == total).all()
-    pmf = {v: math.exp(-float(r) * np.abs(np.array(v) - counts).sum())
-           * math.prod(math.comb(v[i] + int(alpha[i]) - 1, v[i]) for i in range(3)) for v in _compositions(total, 3)}
+    pmf = {
+        v: math.exp(-float(r) * np.abs(np.array(v) - counts).sum())
+        * math.prod(math.comb(v[i] + int(alpha[i]) - 1, v[i]) for i in range(3))
+        for v in _compositions(total, 3)
+    }
     assert _chi2([tuple(row) for row in y], pmf) > 1e-3
 
 
 def test_prior_congenial_draws_stay_exact_when_every_decision_goes_through_interval_arithmetic(monkeypatch):
     """A float error bound widened a million-fold puts most acceptances in the doubt band, decided
     by exact interval arithmetic on C(k + a - 1, k) ratios and exp(-x): the law must not change."""
-    monkeypatch.setattr(samplers, "_U", 2.0 ** -15)
+    monkeypatch.setattr(samplers, "_U", 2.0**-15)
     rng = np.random.default_rng(21)
     counts, alpha, total, r = np.array([2, 0, 3, 1]), np.array([2, 1, 4, 1]), 5, Fraction(2, 3)
     laws = samplers._PriorLaws(counts, alpha, total, r)
     assert 0.05 < laws.eta < 0.3  # a wide band: the exact path does much of the work
     y, info = samplers.prior(counts, alpha, total, r, 5000, rng)
     assert (y.sum(axis=1) == total).all() and info["method"].startswith("exact rejection")
-    pmf = {v: math.exp(-float(r) * np.abs(np.array(v) - counts).sum())
-           * math.prod(math.comb(v[i] + int(alpha[i]) - 1, v[i]) for i in range(4)) for v in _compositions(total, 4)}
+    pmf = {
+        v: math.exp(-float(r) * np.abs(np.array(v) - counts).sum())
+        * math.prod(math.comb(v[i] + int(alpha[i]) - 1, v[i]) for i in range(4))
+        for v in _compositions(total, 4)
+    }
     assert _chi2([tuple(row) for row in y], pmf) > 1e-3
 
 
@@ -187,8 +200,11 @@ def test_prior_laws_float_error_stays_inside_the_stated_bound():
                 if not lo <= k <= hi:
                     continue
                 ratio, x = laws.exact(cell, k)
-                exact = (Decimal(ratio.numerator).ln() - Decimal(ratio.denominator).ln()
-                         - Decimal(x.numerator) / Decimal(x.denominator))
+                exact = (
+                    Decimal(ratio.numerator).ln()
+                    - Decimal(ratio.denominator).ln()
+                    - Decimal(x.numerator) / Decimal(x.denominator)
+                )
                 worst = max(worst, abs(float(exact - Decimal(float(laws.logg[cell, k - lo])))))
     assert worst <= laws.eta and laws.eta < 1e-6  # inside the bound, and the band stays narrow
 
@@ -202,12 +218,17 @@ def test_prior_congenial_tails_beyond_the_windows_are_drawn_exactly():
     assert (laws.hi - laws.lo).max() < total and laws.right[2].any()  # the tails are in use
     y, _ = samplers.prior(counts, alpha, total, r, 4000, rng, cutoff=2.0)
     assert (y.sum(axis=1) == total).all()
-    pmf = {v: math.exp(-float(r) * np.abs(np.array(v) - counts).sum())
-           * math.prod(math.comb(v[i] + int(alpha[i]) - 1, v[i]) for i in range(4)) for v in _compositions(total, 4)}
+    pmf = {
+        v: math.exp(-float(r) * np.abs(np.array(v) - counts).sum())
+        * math.prod(math.comb(v[i] + int(alpha[i]) - 1, v[i]) for i in range(4))
+        for v in _compositions(total, 4)
+    }
     assert _chi2([tuple(row) for row in y], pmf) > 1e-3
 
 
-@pytest.mark.parametrize("ratio, x", [(Fraction(3), Fraction(2)), (Fraction(1, 10), Fraction(-2)), (Fraction(1), Fraction(0))])
+@pytest.mark.parametrize(
+    "ratio, x", [(Fraction(3), Fraction(2)), (Fraction(1, 10), Fraction(-2)), (Fraction(1), Fraction(0))]
+)
 def test_bernoulli_scaled_exp_is_exact_in_its_doubt_band(ratio, x):
     """log_err = 1 sends every element to the exact path; the frequency must match R exp(-x)."""
     from dpspec.api import bernoulli_scaled_exp
@@ -249,7 +270,9 @@ def test_the_case_zero_tally_is_the_projections_zero_region_positive_noisy_count
     assert (cases == [[9, 1, 0, 0], [0, 10, 0, 0]]).all()
     zero = flags["ContractedCaseZeros"]
     assert (cases[zero] == 0).all()
-    assert zero[0, 2] and zero[0, 3] and not flags["ContractedCaseZeros_strict"][0, 3]  # a positive noisy count in the zero region
+    assert (
+        zero[0, 2] and zero[0, 3] and not flags["ContractedCaseZeros_strict"][0, 3]
+    )  # a positive noisy count in the zero region
     assert zero[1, 0] and flags["ContractedCaseZeros_strict"][1, 0]
     assert zero.sum() > flags["ContractedCaseZeros_strict"].sum()
     # on random rows: every released zero whose real projection is 0 is in the region, and the region is all zeros
@@ -300,8 +323,14 @@ def test_a_congenial_release_sums_to_the_public_total_and_a_wrong_total_is_an_er
     data, _ = load_data(spec)
     rel = checked.mechanism.run(spec, checked.params, data, RunContext(np.random.default_rng(1)))
     assert rel.outputs["counts"]["people"].sum() == 16
-    bad = write_spec(tmp_path, SPEC.replace("MECH", "wasserstein_exponential").replace("BASE", "congenial")
-                     .replace("epsilon: 2\n", "epsilon: 2\n  public_total: 15\n"), CSV, "bad.dps")
+    bad = write_spec(
+        tmp_path,
+        SPEC.replace("MECH", "wasserstein_exponential")
+        .replace("BASE", "congenial")
+        .replace("epsilon: 2\n", "epsilon: 2\n  public_total: 15\n"),
+        CSV,
+        "bad.dps",
+    )
     spec = dpspec.load(bad)
     checked = check(spec)
     with pytest.raises(SpecError) as err:
@@ -323,20 +352,37 @@ class Understated(WassersteinExponential):
 def test_verify_is_consistent_for_the_honest_mechanism_and_refutes_an_understated_sensitivity(tmp_path, base):
     from dpspec.verify import verify
 
-    honest = verify(dpspec.load(write_spec(tmp_path, SPEC.replace("MECH", "wasserstein_exponential").replace("BASE", base), CSV)),
-                    runs=10_000, seed=3)
+    honest = verify(
+        dpspec.load(write_spec(tmp_path, SPEC.replace("MECH", "wasserstein_exponential").replace("BASE", base), CSV)),
+        runs=10_000,
+        seed=3,
+    )
     assert honest.verdict == "consistent", honest.text()
     with registered(Understated()):
-        broken = verify(dpspec.load(write_spec(tmp_path, SPEC.replace("MECH", "wasserstein_understated").replace("BASE", base),
-                                               CSV, "u.dps")), runs=10_000, seed=3)
+        broken = verify(
+            dpspec.load(
+                write_spec(
+                    tmp_path, SPEC.replace("MECH", "wasserstein_understated").replace("BASE", base), CSV, "u.dps"
+                )
+            ),
+            runs=10_000,
+            seed=3,
+        )
     assert broken.verdict == "refuted" and broken.lower_bound > 2, broken.text()
 
 
 CASE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "specs", "pa_covid")
 
 
-@pytest.mark.parametrize("name", ["postprocessing_high_privacy", "wasserstein_naive_high_privacy",
-                                  "wasserstein_congenial_high_privacy", "wasserstein_prior_high_privacy"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "postprocessing_high_privacy",
+        "wasserstein_naive_high_privacy",
+        "wasserstein_congenial_high_privacy",
+        "wasserstein_prior_high_privacy",
+    ],
+)
 def test_verify_runs_on_the_bundled_case_study_specs(name):
     """The case-study specs declare the previous month's county counts `used as base`: earlier
     periods' counts, not the released month's, so they fix no universe of the compared pair (before,
@@ -355,7 +401,9 @@ def test_verify_refutes_an_understated_sensitivity_on_the_bundled_case_study_spe
     from dpspec.verify import verify
 
     with open(os.path.join(CASE, name + ".dps")) as f:
-        text = keys_from(f.read(), CASE).replace("mechanism wasserstein_exponential", "mechanism wasserstein_understated")
+        text = keys_from(f.read(), CASE).replace(
+            "mechanism wasserstein_exponential", "mechanism wasserstein_understated"
+        )
     with registered(Understated()):
         broken = verify(dpspec.load(write_spec(tmp_path, text, name="u.dps")), runs=10_000, seed=5)
     assert broken.verdict == "refuted" and broken.lower_bound > 0.5, broken.text()
@@ -377,7 +425,9 @@ def test_verify_tests_the_outcome_counts_too(tmp_path):
     from dpspec.verify import verify
 
     with open(os.path.join(CASE, "wasserstein_congenial_high_privacy.dps")) as f:
-        text = keys_from(f.read(), CASE).replace("mechanism wasserstein_exponential", "mechanism wasserstein_understated_outcome")
+        text = keys_from(f.read(), CASE).replace(
+            "mechanism wasserstein_exponential", "mechanism wasserstein_understated_outcome"
+        )
     with registered(UnderstatedOutcome()):
         broken = verify(dpspec.load(write_spec(tmp_path, text, name="u.dps")), runs=20_000, seed=6)
     assert broken.verdict == "refuted", broken.text()
@@ -399,13 +449,21 @@ def test_verify_tests_the_post_processing_alternative_and_refutes_an_understated
     honest = verify(dpspec.load(write_spec(tmp_path, text, CSV)), runs=10_000, seed=3)
     assert honest.verdict == "consistent" and honest.path == "mechanism", honest.text()
     with registered(UnderstatedPostprocessed()):
-        broken = verify(dpspec.load(write_spec(tmp_path, text.replace("noisy_postprocessed", "postprocessed_understated"),
-                                               CSV, "u.dps")), runs=10_000, seed=3)
+        broken = verify(
+            dpspec.load(
+                write_spec(tmp_path, text.replace("noisy_postprocessed", "postprocessed_understated"), CSV, "u.dps")
+            ),
+            runs=10_000,
+            seed=3,
+        )
     assert broken.verdict == "refuted" and broken.lower_bound > 2, broken.text()
     # a DP spec (no pufferfish block): moving one person between cells is two symdiff steps, so the
     # pair's claim is the group budget 2 epsilon, which the DP-scale noise meets
-    dp = verify(dpspec.load(write_spec(tmp_path, text.replace("pufferfish {\n  class independent\n}\n", ""), CSV, "dp.dps")),
-                runs=10_000, seed=3)
+    dp = verify(
+        dpspec.load(write_spec(tmp_path, text.replace("pufferfish {\n  class independent\n}\n", ""), CSV, "dp.dps")),
+        runs=10_000,
+        seed=3,
+    )
     assert dp.verdict == "consistent" and dp.pairs[0].distance == 2 and dp.claimed == 4, dp.text()
 
 
@@ -482,8 +540,11 @@ def test_kng_verify_consistent_and_understated_refuted(tmp_path, mech):
     honest = verify(dpspec.load(write_spec(tmp_path, KNG.replace("MECH", mech))), runs=10_000, seed=4)
     assert honest.verdict == "consistent", honest.text()
     with registered(UnderstatedKNG()):
-        broken = verify(dpspec.load(write_spec(tmp_path, KNG.replace("MECH", "wasserstein_kng_understated"), name="u.dps")),
-                        runs=10_000, seed=4)
+        broken = verify(
+            dpspec.load(write_spec(tmp_path, KNG.replace("MECH", "wasserstein_kng_understated"), name="u.dps")),
+            runs=10_000,
+            seed=4,
+        )
     assert broken.verdict == "refuted" and broken.lower_bound > 1, broken.text()
 
 
@@ -530,7 +591,9 @@ def test_infer_conditions_on_cases_and_deaths_tied_by_deaths_at_most_cases(tmp_p
     (src / "s.dps").write_text(INFER)
     out = tmp_path / "out"
     write_result(dpspec.compile(str(src / "s.dps"), seed=5), str(out))
-    r = dpspec.infer(str(src / "s.dps"), str(out), "count cases by county, died", draws=300, seed=2, method="importance")
+    r = dpspec.infer(
+        str(src / "s.dps"), str(out), "count cases by county, died", draws=300, seed=2, method="importance"
+    )
     labels = [c["cell"] for c in r.cells]
     assert len(labels) == 4 and np.all(r.samples.sum(axis=1) == 36)
     died = [i for i, c in enumerate(labels) if "died=True" in c]
@@ -543,10 +606,16 @@ def test_a_prior_base_with_zero_mass_on_the_confidential_counts_is_an_error_at_i
     from dpspec.check.checker import check
     from dpspec.check.data import load_data
 
-    text = SPEC.replace("MECH", "wasserstein_exponential").replace("BASE", "prior\n  period: month\n  prior_offset: 0").replace(
-        "    county : {a, b, c}\n", "    month  : {m1, m2}\n    county : {a, b, c}\n").replace(
-        'count people released "bulletin" used as total', 'count people by month released "bulletin" used as total\n'
-        '  count people by month, county released "last month" used as base')
+    text = (
+        SPEC.replace("MECH", "wasserstein_exponential")
+        .replace("BASE", "prior\n  period: month\n  prior_offset: 0")
+        .replace("    county : {a, b, c}\n", "    month  : {m1, m2}\n    county : {a, b, c}\n")
+        .replace(
+            'count people released "bulletin" used as total',
+            'count people by month released "bulletin" used as total\n'
+            '  count people by month, county released "last month" used as base',
+        )
+    )
     csv = "month,county\n" + "\n".join(["m1,a"] * 3 + ["m1,b"] * 2 + ["m2,a"] * 4 + ["m2,c"] * 5) + "\n"
     spec = dpspec.load(write_spec(tmp_path, text, csv))
     checked = check(spec)
@@ -578,7 +647,11 @@ def test_the_congenial_tilt_centres_the_proposals_at_national_size():
     counts = np.tile(np.array([0, 1, 3, 40, 700]), 300)
     lam = samplers._l1_tilt(counts, int(counts.sum()), Fraction(1, 8))
     assert lam > 0
-    drawn = samplers.tilted_truncated_laplace(np.broadcast_to(counts, (10, counts.size)), Fraction(1, 8), lam, rng).sum(axis=1)
-    untilted = samplers.truncated_laplace(np.broadcast_to(counts, (10, counts.size)), 0, None, Fraction(1, 8), rng).sum(axis=1)
+    drawn = samplers.tilted_truncated_laplace(np.broadcast_to(counts, (10, counts.size)), Fraction(1, 8), lam, rng).sum(
+        axis=1
+    )
+    untilted = samplers.truncated_laplace(np.broadcast_to(counts, (10, counts.size)), 0, None, Fraction(1, 8), rng).sum(
+        axis=1
+    )
     sd = math.sqrt(counts.size * 2 * 64)
     assert abs(drawn.mean() - counts.sum()) < 2 * sd < untilted.mean() - counts.sum()

@@ -2,6 +2,7 @@
 (naive base, with a `period`) run on a tiny two-month file; the previous month's counts are Z,
 constants of the model, and the released month's cases and deaths are the target, deaths <= cases
 by construction. The posterior is checked against an exact enumeration of every latent table."""
+
 from __future__ import annotations
 
 import math
@@ -20,19 +21,25 @@ ROOT = Path(__file__).resolve().parents[1]
 CASE_STUDY = ROOT / "specs" / "pa_covid" / "wasserstein_naive_high_privacy.dps"
 TARGET = "count cases by month, county, died"
 # (month, county) -> (cases, deaths): the previous month is Z, the released month is the target
-DATA = {("2020-07", "Cameron"): (2, 0), ("2020-07", "Erie"): (3, 1),
-        ("2020-08", "Cameron"): (1, 1), ("2020-08", "Erie"): (3, 1)}
+DATA = {
+    ("2020-07", "Cameron"): (2, 0),
+    ("2020-07", "Erie"): (3, 1),
+    ("2020-08", "Cameron"): (1, 1),
+    ("2020-08", "Erie"): (3, 1),
+}
 
 
 def _release(tmp_path, seed, spec=CASE_STUDY):
     from dpspec.publish.output import write_result
 
     text = spec.read_text().replace('data cases from "../data/pa_covid/cases.parquet"', 'data cases from "cases.csv"')
-    assert 'data cases from "cases.csv"' in text and "release_period: \"2020-08\"" in text
+    assert 'data cases from "cases.csv"' in text and 'release_period: "2020-08"' in text
     # a release has every declared county: the file's are declared, and no others (the exact
     # posterior enumerates every latent table); the six declared months stay, four of them empty
     counties = sorted({county for _, county in DATA})
-    text = re.sub(r'county : category values from "[^"]+"', "county : {%s}" % ", ".join(f'"{c}"' for c in counties), text)
+    text = re.sub(
+        r'county : category values from "[^"]+"', "county : {%s}" % ", ".join(f'"{c}"' for c in counties), text
+    )
     text = re.sub(r'^  keys "[^"]+" released "[^"]+"\n', "", text, flags=re.M)
     assert "county : {" in text
     src = tmp_path / "src"
@@ -158,8 +165,9 @@ def test_infer_runs_on_the_congenial_and_prior_case_study_specs_of_a_few_countie
     base`) its likelihood rebuilds the concentrations from."""
     spec_path, out = _release(tmp_path, seed=4, spec=CASE_STUDY.with_name(name + ".dps"))
     res = dpspec.infer(str(spec_path), str(out), TARGET, draws=500, seed=2, rate=True)
-    assert [c["cell"] for c in res.cells] == [f"month=2020-08, county={c}, died={d}"
-                                              for c in ("Cameron", "Erie") for d in ("False", "True")]
+    assert [c["cell"] for c in res.cells] == [
+        f"month=2020-08, county={c}, died={d}" for c in ("Cameron", "Erie") for d in ("False", "True")
+    ]
     assert np.all(res.samples >= 0) and np.all(res.samples.sum(axis=1) == 4)  # the month's public total
     assert all(0 <= c["q025"] <= c["mean"] <= c["q975"] <= 1 for c in res.cells)  # rates: deaths <= cases
     assert any("earlier period's counts" in u for u in res.used)

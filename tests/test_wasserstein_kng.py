@@ -1,5 +1,6 @@
 """The K-norm gradient mechanisms for a clipped mean and a regression slope (seed 2, Theorem 10):
 exact draws against the K-norm density, the sensitivity derivations, and wrong-sensitivity controls."""
+
 from __future__ import annotations
 
 import math
@@ -103,9 +104,17 @@ def _law(centre, r, top):
     return [v / sum(w) for v in w]
 
 
-@pytest.mark.parametrize("centre, r, top", [(Fraction(7, 3), Fraction(3, 4), 10), (Fraction(5), Fraction(1, 2), 10),
-                                            (Fraction(-5, 2), Fraction(1, 3), 8), (Fraction(41, 4), Fraction(1, 2), 8),
-                                            (Fraction(1, 7), Fraction(9, 2), 6), (Fraction(3, 2), Fraction(0), 5)])
+@pytest.mark.parametrize(
+    "centre, r, top",
+    [
+        (Fraction(7, 3), Fraction(3, 4), 10),
+        (Fraction(5), Fraction(1, 2), 10),
+        (Fraction(-5, 2), Fraction(1, 3), 8),
+        (Fraction(41, 4), Fraction(1, 2), 8),
+        (Fraction(1, 7), Fraction(9, 2), 6),
+        (Fraction(3, 2), Fraction(0), 5),
+    ],
+)
 def test_grid_laplace_follows_its_exact_law(centre, r, top):
     """Rational centres inside, on, below and above the grid, a sharp rate and r = 0 (uniform)."""
     k = grid_laplace(centre, r, top, DRAWS, np.random.default_rng(31))
@@ -213,9 +222,13 @@ def test_slope_draws_follow_the_k_norm_density_and_a_wrong_sensitivity_fails():
     assert Fraction(out["exact"].iloc[0]) == Fraction(-4) + out["k"].iloc[0] * Fraction(1, 4)
 
 
-@pytest.mark.parametrize("text, mech, broken", [
-    (MEAN.replace("CLASS", "independent"), "wasserstein_kng_mean", UnderstatedMean),
-    (SLOPE.replace("INTERCEPT", "0"), "wasserstein_kng_slope", UnderstatedSlope)])
+@pytest.mark.parametrize(
+    "text, mech, broken",
+    [
+        (MEAN.replace("CLASS", "independent"), "wasserstein_kng_mean", UnderstatedMean),
+        (SLOPE.replace("INTERCEPT", "0"), "wasserstein_kng_slope", UnderstatedSlope),
+    ],
+)
 def test_verify_consistent_and_understated_refuted(tmp_path, text, mech, broken):
     """`dpspec verify` on the mechanism's own worst pair: one unit's record at the two extremes."""
     from dpspec.verify import verify
@@ -223,17 +236,23 @@ def test_verify_consistent_and_understated_refuted(tmp_path, text, mech, broken)
     honest = verify(dpspec.load(write_spec(tmp_path, text.replace("MECH", mech))), runs=10_000, seed=4)
     assert honest.verdict == "consistent", honest.text()
     with registered(broken()):
-        bad = verify(dpspec.load(write_spec(tmp_path, text.replace("MECH", broken.name), name="u.dps")),
-                     runs=10_000, seed=4)
+        bad = verify(
+            dpspec.load(write_spec(tmp_path, text.replace("MECH", broken.name), name="u.dps")), runs=10_000, seed=4
+        )
     assert bad.verdict == "refuted" and bad.lower_bound > 1, bad.text()
 
 
 def test_slope_under_add_remove_counts_the_added_records_own_move():
     """Without n fixed (symdiff, a DP spec), an added record moves the gradient by g_beta itself:
     with x kept away from 0 that exceeds the replaced record's range, and Delta follows it."""
-    text = (SLOPE.replace("MECH", "wasserstein_kng_slope").replace("INTERCEPT", "0")
-            .replace("x_lower: 0", "x_lower: 2").replace("y_upper: 10", "y_upper: 2").replace("lower: -4", "lower: 1")
-            .replace("unit people : hamming", "unit people : symdiff"))
+    text = (
+        SLOPE.replace("MECH", "wasserstein_kng_slope")
+        .replace("INTERCEPT", "0")
+        .replace("x_lower: 0", "x_lower: 2")
+        .replace("y_upper: 10", "y_upper: 2")
+        .replace("lower: -4", "lower: 1")
+        .replace("unit people : hamming", "unit people : symdiff")
+    )
     spec, mech, params = _checked(text)
     best = 0
     for j in range(13):

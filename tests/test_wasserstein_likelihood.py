@@ -1,6 +1,7 @@
 """`dpspec infer` on the congenial and prior base measures' releases (issue 23): their likelihood's
 joint normalizer against brute-force enumeration of the vectors summing to the total, and a
 posterior from `infer` against the exact posterior on a tiny release."""
+
 from __future__ import annotations
 
 import math
@@ -19,11 +20,15 @@ from .test_wasserstein import _compositions
 
 def _brute_log_likelihood(y, c, r, alpha):
     """log P(y | c) on {sum = total}: w(y) exp(-r |y - c|_1) over the sum of the same over every vector."""
+
     def weight(v):
         w = math.exp(-r * sum(abs(a - b) for a, b in zip(v, c)))
         if alpha is not None:
-            w *= math.prod(math.comb(v[i] + alpha[i] - 1, v[i]) if alpha[i] > 0 else float(v[i] == 0) for i in range(len(v)))
+            w *= math.prod(
+                math.comb(v[i] + alpha[i] - 1, v[i]) if alpha[i] > 0 else float(v[i] == 0) for i in range(len(v))
+            )
         return w
+
     return math.log(weight(y) / sum(weight(v) for v in _compositions(sum(y), len(y))))
 
 
@@ -32,7 +37,9 @@ def test_the_joint_normalizer_matches_enumeration(base, alpha):
     y = [2, 1, 3, 0]
     frame = pd.DataFrame({"county": list("abcd"), "people": y})
     params = {"cell": "county", "table": "people", "outcome": None}
-    (lik,) = naive_likelihoods(params, {"counts": frame}, 0.7, None, None, base, None if alpha is None else np.array(alpha))
+    (lik,) = naive_likelihoods(
+        params, {"counts": frame}, 0.7, None, None, base, None if alpha is None else np.array(alpha)
+    )
     truths = np.array([v for v in _compositions(6, 4)] + [(3, 3, 0, 0), (0, 0, 0, 6), (1, 1, 1, 1)])
     got = lik.logpmf(truths).sum(axis=1) + lik.joint(truths)
     for t, value in zip(truths, got):
@@ -48,7 +55,9 @@ def test_the_likelihood_is_largest_at_the_released_vector_and_the_bound_is_that_
     y = [2, 1, 3, 0]
     frame = pd.DataFrame({"county": list("abcd"), "people": y})
     params = {"cell": "county", "table": "people", "outcome": None}
-    (lik,) = naive_likelihoods(params, {"counts": frame}, 0.7, None, None, base, None if alpha is None else np.array(alpha))
+    (lik,) = naive_likelihoods(
+        params, {"counts": frame}, 0.7, None, None, base, None if alpha is None else np.array(alpha)
+    )
     truths = np.array(list(_compositions(6, 4)))
     got = lik.logpmf(truths).sum(axis=1) + lik.joint(truths)
     at_y = int(np.flatnonzero((truths == y).all(axis=1))[0])
@@ -73,11 +82,14 @@ def test_a_release_too_large_for_the_windowed_normalizer_is_refused_with_the_fig
     assert "values per posterior draw" in str(err.value) and "2.4e+08" in str(err.value)
 
 
-SPEC = SMALL.replace("MECH", "wasserstein_exponential").replace("BASE", "congenial") + """release {
+SPEC = (
+    SMALL.replace("MECH", "wasserstein_exponential").replace("BASE", "congenial")
+    + """release {
   output counts
   output total
 }
 """
+)
 
 
 def test_infer_on_a_congenial_release_matches_the_exact_posterior(tmp_path):
@@ -121,8 +133,16 @@ def test_the_prior_likelihood_rebuilds_its_concentrations_from_the_released_base
     from dpspec_wasserstein.plugin import WassersteinExponential
 
     mech = WassersteinExponential()
-    params = {"cell": "county", "table": "people", "outcome": None, "base": "prior", "prior_offset": 1,
-              "epsilon": 2, "outcome_share": 0.5, "sensitivity": 2}
+    params = {
+        "cell": "county",
+        "table": "people",
+        "outcome": None,
+        "base": "prior",
+        "prior_offset": 1,
+        "epsilon": 2,
+        "outcome_share": 0.5,
+        "sensitivity": 2,
+    }
     counts = pd.DataFrame({"county": list("abc"), "people": [3, 1, 2]})
     base = pd.DataFrame({"county": list("cab"), "people": [0, 4, 1]})
 
@@ -143,12 +163,17 @@ def test_the_prior_likelihood_rebuilds_its_concentrations_from_the_released_base
 def test_a_prior_release_carries_the_previous_period_counts_as_its_base_output(tmp_path):
     from dpspec.publish.output import write_result
 
-    text = (SMALL.replace("MECH", "wasserstein_exponential").replace("BASE", "prior\n  period: month")
-            .replace("    county : {a, b, c}\n", "    month  : {m1, m2}\n    county : {a, b, c}\n")
-            .replace('count people released "bulletin" used as total',
-                     'count people by month released "bulletin" used as total\n'
-                     '  count people by month, county released "last month" used as base')
-            + "release {\n  output counts\n  output total\n  output base\n}\n")
+    text = (
+        SMALL.replace("MECH", "wasserstein_exponential")
+        .replace("BASE", "prior\n  period: month")
+        .replace("    county : {a, b, c}\n", "    month  : {m1, m2}\n    county : {a, b, c}\n")
+        .replace(
+            'count people released "bulletin" used as total',
+            'count people by month released "bulletin" used as total\n'
+            '  count people by month, county released "last month" used as base',
+        )
+        + "release {\n  output counts\n  output total\n  output base\n}\n"
+    )
     src = tmp_path / "src"
     src.mkdir()
     rows = ["month,county"] + ["m1,a"] * 4 + ["m1,b"] * 1 + ["m2,a"] * 2 + ["m2,b"] * 3 + ["m2,c"] * 1
@@ -166,8 +191,14 @@ def test_a_prior_release_carries_the_previous_period_counts_as_its_base_output(t
     post = np.exp([_brute_log_likelihood(y, c, 2 / (2 * 2), [5, 2, 1]) for c in splits])
     post /= post.sum()
     draws = 4000
-    res = dpspec.infer(str(src / "s.dps"), str(tmp_path / "out"), "count people by month, county", draws=draws,
-                       seed=1, method="rejection")
+    res = dpspec.infer(
+        str(src / "s.dps"),
+        str(tmp_path / "out"),
+        "count people by month, county",
+        draws=draws,
+        seed=1,
+        method="rejection",
+    )
     labels = [c["cell"] for c in res.cells]
     assert sorted(labels) == [f"month=m2, county={c}" for c in "abc"]
     assert any("earlier period's counts" in u for u in res.used)
@@ -207,8 +238,7 @@ def test_the_windowed_normalizer_matches_the_exact_convolution_within_its_certif
     saved = windowed.WINDOW
     try:
         windowed.WINDOW = 2.0
-        _, loose = windowed._solve(windowed._Law(0.4, np.ones(n) if a is None else a, total, None),
-                                   truth.astype(float))
+        _, loose = windowed._solve(windowed._Law(0.4, np.ones(n) if a is None else a, total, None), truth.astype(float))
         assert loose.min() > 1e-3 and np.all(np.isfinite(loose[:6])), loose  # the bound, not a refusal
     finally:
         windowed.WINDOW = saved
@@ -242,9 +272,13 @@ def test_a_pennsylvania_sized_congenial_release_gets_the_windowed_normalizer():
     from 0, Z(c) = [x^N] prod_i x^(c_i) g(x) = [x^0] g(x)^67 whatever the split: the normaliser
     must give one value for very different truths (and one that differs for a county at 0)."""
     frame = pd.DataFrame({"county": [str(i) for i in range(67)], "people": np.full(67, 1000)})
-    (lik,) = naive_likelihoods({"cell": "county", "table": "people"}, {"counts": frame}, 1 / 16, None, None, "congenial")
+    (lik,) = naive_likelihoods(
+        {"cell": "county", "table": "people"}, {"counts": frame}, 1 / 16, None, None, "congenial"
+    )
     assert "windowed FFT convolution" in lik.description
-    truth = np.vstack([np.full(67, 1000), np.r_[np.full(66, 900), 1000 + 66 * 100], np.r_[0, np.full(66, 1000 + 1000 // 66), 0][:67]])
+    truth = np.vstack(
+        [np.full(67, 1000), np.r_[np.full(66, 900), 1000 + 66 * 100], np.r_[0, np.full(66, 1000 + 1000 // 66), 0][:67]]
+    )
     truth[2, -1] = 67_000 - truth[2, :-1].sum()
     joint = lik.joint(truth)
     assert np.all(np.isfinite(joint)) and np.all(joint <= lik.joint_max)

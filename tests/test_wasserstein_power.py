@@ -1,6 +1,7 @@
 """Seed 2's Theorem 15 on a small exact example: a test on the Wasserstein release is at least as
 powerful as any test on the release post-processed with Z, strictly so when the post-processing
 merges values whose evidence differs."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -31,7 +32,9 @@ def test_both_tests_have_their_level():
 
 def test_the_release_test_is_uniformly_more_powerful_and_strictly_when_the_clamp_merges_evidence():
     # at high privacy (rate 0.05) the level-0.05 threshold on Y lies beyond n, inside the merged values
-    square = [row["release"] - row["post_processed"] for row in powers(N, 0.3, ALTERNATIVES, 0.05, loss="square")["rows"]]
+    square = [
+        row["release"] - row["post_processed"] for row in powers(N, 0.3, ALTERNATIVES, 0.05, loss="square")["rows"]
+    ]
     assert min(square) >= -1e-12 and max(square) > 0.05
     # at rate 0.4 the threshold falls inside 0..n, where the two tests reject the same values
     sharp = [row["release"] - row["post_processed"] for row in powers(N, 0.3, ALTERNATIVES, R, loss="square")["rows"]]
@@ -95,13 +98,35 @@ def test_infer_power_reports_theorem_15_on_a_compiled_release(tmp_path):
     from .test_wasserstein_infer_period import TARGET, _release
 
     spec, out = _release(tmp_path, seed=1)
-    result = CliRunner().invoke(main, ["infer", str(spec), str(out), "--target", TARGET, "--seed", "3",
-                                       "--power", "Erie:1:4", "--level", "0.1", "--json"])
+    result = CliRunner().invoke(
+        main,
+        [
+            "infer",
+            str(spec),
+            str(out),
+            "--target",
+            TARGET,
+            "--seed",
+            "3",
+            "--power",
+            "Erie:1:4",
+            "--level",
+            "0.1",
+            "--json",
+        ],
+    )
     assert result.exit_code == 0, result.output
     doc = json.loads(result.stdout)
     assert doc["format_version"] == "1.1" and not schemas.problems("inference", doc)
     p = doc["power"]
-    assert (p["cell"], p["null"], p["alternative"], p["level"], p["total"], p["direction"]) == ("Erie", 1, 4, 0.1, 4, "greater")
+    assert (p["cell"], p["null"], p["alternative"], p["level"], p["total"], p["direction"]) == (
+        "Erie",
+        1,
+        4,
+        0.1,
+        4,
+        "greater",
+    )
     assert abs(p["size_release"] - 0.1) < 1e-12 and abs(p["size_post_processed"] - 0.1) < 1e-12
     for key, clamp in (("power_release", False), ("power_post_processed", True)):
         assert abs(p[key] - _naive_power_by_enumeration(1, 4, 4, p["rate"], 0.1, clamp)) < 1e-9, key
@@ -110,7 +135,9 @@ def test_infer_power_reports_theorem_15_on_a_compiled_release(tmp_path):
     assert abs(p["power_release"] - p["power_post_processed"]) < 1e-9 and "not strict" in p["note"]
     released = int(pd.read_csv(out / "counts.csv").set_index("county").loc["Erie", "cases"])
     assert p["released"] == released and p["post_processed_value"] == min(released, 4)
-    text = CliRunner().invoke(main, ["infer", str(spec), str(out), "--target", TARGET, "--seed", "3", "--power", "Erie:1:4"])
+    text = CliRunner().invoke(
+        main, ["infer", str(spec), str(out), "--target", TARGET, "--seed", "3", "--power", "Erie:1:4"]
+    )
     assert text.exit_code == 0 and "power (seed 2, Theorem 15)" in text.stdout and "on f(Y) = min(Y, 4):" in text.stdout
     bad = CliRunner().invoke(main, ["infer", str(spec), str(out), "--target", TARGET, "--power", "Nowhere:1:4"])
     assert bad.exit_code != 0 and "no released cell 'Nowhere'" in bad.output
@@ -131,8 +158,24 @@ def test_the_infer_reports_show_the_power_section_with_the_json_figures(tmp_path
     from .test_wasserstein_infer_period import TARGET, _release
 
     spec, out = _release(tmp_path, seed=1)
-    result = CliRunner().invoke(main, ["infer", str(spec), str(out), "--target", TARGET, "--seed", "3",
-                                       "--power", "Erie:1:4", "--level", "0.1", "-o", str(tmp_path / "inf")])
+    result = CliRunner().invoke(
+        main,
+        [
+            "infer",
+            str(spec),
+            str(out),
+            "--target",
+            TARGET,
+            "--seed",
+            "3",
+            "--power",
+            "Erie:1:4",
+            "--level",
+            "0.1",
+            "-o",
+            str(tmp_path / "inf"),
+        ],
+    )
     assert result.exit_code == 0, result.output
     p = json.loads((tmp_path / "inf" / "result.json").read_text())["power"]
     html = (tmp_path / "inf" / "report.html").read_text()
@@ -144,8 +187,9 @@ def test_the_infer_reports_show_the_power_section_with_the_json_figures(tmp_path
             assert f"{p[key]:.6f}" in text, key
         assert f"{p['reject_probability_release']:.4g}" in text
     assert '<section id="power">' in html and "| the release Y | " in md
-    plain = CliRunner().invoke(main, ["infer", str(spec), str(out), "--target", TARGET, "--seed", "3",
-                                      "-o", str(tmp_path / "plain")])
+    plain = CliRunner().invoke(
+        main, ["infer", str(spec), str(out), "--target", TARGET, "--seed", "3", "-o", str(tmp_path / "plain")]
+    )
     assert plain.exit_code == 0, plain.output
     for name in ("report.html", "report.md"):
         assert "Theorem 15" not in (tmp_path / "plain" / name).read_text()
@@ -161,10 +205,20 @@ def test_the_power_section_escapes_what_a_plugin_writes(tmp_path):
 
     spec, out = _release(tmp_path, seed=1)
     result = infer(str(spec), str(out), TARGET, draws=20, seed=3)
-    result.power = {"cell": "<img src=x onerror=alert(1)>", "null": 1, "alternative": 4, "level": 0.1,
-                    "power_release": 0.5, "power_post_processed": 0.25, "size_release": 0.1, "size_post_processed": 0.1,
-                    "released": 3, "post_processed_value": 3, "post_processing": "<script>f</script>",
-                    "note": "a | b **bold** [link](http://x)"}
+    result.power = {
+        "cell": "<img src=x onerror=alert(1)>",
+        "null": 1,
+        "alternative": 4,
+        "level": 0.1,
+        "power_release": 0.5,
+        "power_post_processed": 0.25,
+        "size_release": 0.1,
+        "size_post_processed": 0.1,
+        "released": 3,
+        "post_processed_value": 3,
+        "post_processing": "<script>f</script>",
+        "note": "a | b **bold** [link](http://x)",
+    }
     files = report_files(result, with_draws=False)
     html, md = files["html"][1], files["markdown"][1]
     assert "<img" not in html and "<script>f" not in html and "&lt;img src=x" in html and "&lt;script&gt;f" in html

@@ -5,6 +5,7 @@ A test that builds a small state writes its data and calls `declared(text, folde
 geography rows (and the spine's AIAN flag) become the geography file, and the spec reads every
 level from it. The test's records are then exactly on the declared units, as in the bundled specs.
 """
+
 from __future__ import annotations
 
 import os
@@ -50,8 +51,9 @@ def geography_rows(text: str, folder, data=None) -> tuple[pd.DataFrame, list[str
     return rows.drop_duplicates().sort_values(levels).reset_index(drop=True), levels, flag
 
 
-def declared(text: str, folder, name: str = "geography.csv", write: bool = True, one_line: bool = False,
-             data=None) -> str:
+def declared(
+    text: str, folder, name: str = "geography.csv", write: bool = True, one_line: bool = False, data=None
+) -> str:
     """`text` with every geography level (and the AIAN flag of the mechanism's table) read from a
     public geography file, written in `folder` from the spec's data (a level already reading a
     file keeps it, and that file is written)."""
@@ -108,8 +110,9 @@ def _placeholder(text: str) -> str:
     levels = [x.strip() for x in re.search(r"geography \w+ \{([^}]*)\}", text).group(1).split(">")]
     flag = re.search(r"^\s*aian:\s*(\w+)", text, re.M)
     columns = levels + ([flag.group(1)] if flag else [])
-    folder = os.path.join(tempfile.gettempdir(), "dpspec-topdown-geography-"
-                          + hashlib.sha256(",".join(columns).encode()).hexdigest()[:12])
+    folder = os.path.join(
+        tempfile.gettempdir(), "dpspec-topdown-geography-" + hashlib.sha256(",".join(columns).encode()).hexdigest()[:12]
+    )
     os.makedirs(folder, exist_ok=True)
     path = os.path.join(folder, "geography.csv")
     if not os.path.exists(path):

@@ -1,5 +1,6 @@
 """Helpers for the verifier's tests: register extra (often deliberately broken) mechanisms in
 process, and write specs beside their data."""
+
 from __future__ import annotations
 
 import contextlib

@@ -4,6 +4,7 @@ The reference page names grammar rules in markers (`<!-- syntax: domain table co
 each marker becomes the rules' own text. `uncovered` lists the rules no marker names, so the
 build fails when a construct is added to the grammar without being documented.
 """
+
 from __future__ import annotations
 
 import re
@@ -68,8 +69,11 @@ def uncovered(markdown: str, rules: dict[str, str] | None = None) -> list[str]:
 def full_grammar_page(rules: dict[str, str] | None = None) -> str:
     """The whole grammar, rule by rule, as one generated page."""
     rules = rules if rules is not None else read_rules()
-    return ("# Grammar\n\n"
-            "Generated from `grammar/dps.lark`, the grammar the parser itself loads (Lark); "
-            "the [language reference](reference.md) explains each construct. Terminals are in capitals; "
-            "`?` marks an optional part, `*` any number, `+` one or more; comments start with `#` or `//`.\n\n"
-            + summary(list(rules), rules) + "\n")
+    return (
+        "# Grammar\n\n"
+        "Generated from `grammar/dps.lark`, the grammar the parser itself loads (Lark); "
+        "the [language reference](reference.md) explains each construct. Terminals are in capitals; "
+        "`?` marks an optional part, `*` any number, `+` one or more; comments start with `#` or `//`.\n\n"
+        + summary(list(rules), rules)
+        + "\n"
+    )

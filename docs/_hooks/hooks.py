@@ -6,6 +6,7 @@
   filled in from the code; the language reference must name every grammar rule.
 - Every `guides/*.md` page, from any branch, joins the Guides section with no nav edit.
 """
+
 from __future__ import annotations
 
 import re
@@ -22,8 +23,15 @@ DOCS = HERE.parent
 ROOT = DOCS.parent
 REFERENCE_PAGE = "language/reference.md"
 # Preferred order of guides; others follow alphabetically. `editors.md` is the editor-support page.
-GUIDE_ORDER = ["editors.md", "output-sets.md", "engines.md", "inference.md", "verification.md",
-               "registry.md", "safety.md"]
+GUIDE_ORDER = [
+    "editors.md",
+    "output-sets.md",
+    "engines.md",
+    "inference.md",
+    "verification.md",
+    "registry.md",
+    "safety.md",
+]
 
 MARKERS = {
     "cli": reference_pages.commands_reference,
@@ -57,9 +65,11 @@ def fill_markers(markdown: str, src_path: str) -> str:
     if src_path == REFERENCE_PAGE:
         missing = grammar_doc.uncovered(markdown)
         if missing:
-            raise ValueError(f"docs/{REFERENCE_PAGE} documents no syntax for grammar rules: {', '.join(missing)} "
-                             f"(name each in a marker such as <!-- syntax: {' '.join(missing)} --> beside the text "
-                             "that explains it)")
+            raise ValueError(
+                f"docs/{REFERENCE_PAGE} documents no syntax for grammar rules: {', '.join(missing)} "
+                f"(name each in a marker such as <!-- syntax: {' '.join(missing)} --> beside the text "
+                "that explains it)"
+            )
     markdown = grammar_doc.expand(markdown)
 
     def fill(match):
@@ -114,7 +124,7 @@ def _extend_nav(config, files):
         listed = _listed(section)
         found = [p for p in pages if p.startswith(folder + "/") and p not in listed]
         rank = {name: i for i, name in enumerate(order)}
-        found.sort(key=lambda p: (rank.get(p[len(folder) + 1:], len(rank)), p))
+        found.sort(key=lambda p: (rank.get(p[len(folder) + 1 :], len(rank)), p))
         section.extend(found)
 
     add("Guides", "guides", GUIDE_ORDER)

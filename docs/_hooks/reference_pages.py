@@ -7,6 +7,7 @@ its budget formula, bundled specs) and `rules/ID.md` (why it matters, the exampl
 fix). A built-in mechanism or rule without its part stops the build (`MissingPart`); a
 third-party one gets a page from its own fields.
 """
+
 from __future__ import annotations
 
 import difflib
@@ -93,8 +94,11 @@ JSON_EXAMPLES = [
     ("dpspec show --json", ["show", "docs/tutorials/vision.dps", "--json"], None),
     ("dpspec budget --json", ["budget", "docs/tutorials/vision.dps", "--json"], None),
     ("dpspec audit --json", ["audit", "specs/audit/finer_unit.dps", "--json"], None),
-    ("dpspec convert --json", ["convert", "rho=15.29", "--to", "approx", "--delta", "1e-10", "--method", "bs16",
-                               "--json"], None),
+    (
+        "dpspec convert --json",
+        ["convert", "rho=15.29", "--to", "approx", "--delta", "1e-10", "--method", "bs16", "--json"],
+        None,
+    ),
     ("dpspec plugins --json", ["plugins", "--json"], 1),  # the first mechanism only
 ]
 
@@ -126,8 +130,16 @@ def json_examples() -> str:
         data = json_output(args)
         if first is not None:
             data = data[:first]
-        out += [f"### `{title}`", "", f"`dpspec {' '.join(args)}`" + (" (the first entry)" if first else "") + ":", "",
-                "```json", json.dumps(data, indent=2, ensure_ascii=False), "```", ""]
+        out += [
+            f"### `{title}`",
+            "",
+            f"`dpspec {' '.join(args)}`" + (" (the first entry)" if first else "") + ":",
+            "",
+            "```json",
+            json.dumps(data, indent=2, ensure_ascii=False),
+            "```",
+            "",
+        ]
     return "\n".join(out)
 
 
@@ -203,30 +215,53 @@ def mechanism_pages() -> dict[str, str]:
     for m in describe_mechanisms():
         part = _part("mechanisms", m["name"])
         if part is None and m["package"] == BUILTIN_PACKAGE:
-            raise MissingPart(f"built-in mechanism '{m['name']}' has no docs/_parts/mechanisms/{m['name']}.md "
-                              "(what it proves, its budget formula, its bundled specs: see docs/writing-docs.md)")
-        rows = ["| parameter | type | required | default | range or choices | meaning |",
-                "| --- | --- | --- | --- | --- | --- |"]
+            raise MissingPart(
+                f"built-in mechanism '{m['name']}' has no docs/_parts/mechanisms/{m['name']}.md "
+                "(what it proves, its budget formula, its bundled specs: see docs/writing-docs.md)"
+            )
+        rows = [
+            "| parameter | type | required | default | range or choices | meaning |",
+            "| --- | --- | --- | --- | --- | --- |",
+        ]
         for name, p in _settings(m["parameters"]):
             bounds = p.get("range")
-            allowed = (f"[{bounds[0] if bounds[0] is not None else '-inf'}, {bounds[1] if bounds[1] is not None else 'inf'}]"
-                       if bounds else ", ".join(p.get("choices", [])) if p["type"] != "map" else "")
-            rows.append(f"| `{name}` | {_cell(_type_text(p))} | {'yes' if p['required'] else 'no'} | "
-                        f"{_cell(p.get('default', ''))} | {_cell(allowed)} | {_cell(p['doc'])} |")
+            allowed = (
+                f"[{bounds[0] if bounds[0] is not None else '-inf'}, {bounds[1] if bounds[1] is not None else 'inf'}]"
+                if bounds
+                else ", ".join(p.get("choices", []))
+                if p["type"] != "map"
+                else ""
+            )
+            rows.append(
+                f"| `{name}` | {_cell(_type_text(p))} | {'yes' if p['required'] else 'no'} | "
+                f"{_cell(p.get('default', ''))} | {_cell(allowed)} | {_cell(p['doc'])} |"
+            )
         outputs = ["| output | what it is |", "| --- | --- |"]
         outputs += [f"| `{name}` | {_cell(doc)} |" for name, doc in m["outputs"].items()]
-        page = [f"# `{m['name']}`", "",
-                f"{m['description']}", "",
-                f"Version {m['version']}, from the package `{m['package']}` {m['package_version']}. "
-                "The tables below are generated from the plugin's own parameter schema "
-                f"(`dpspec plugins --json` shows the same).", "",
-                "## Parameters", "", "\n".join(rows), "",
-                "## Outputs", "", "\n".join(outputs) if m["outputs"] else "None declared.", ""]
+        page = [
+            f"# `{m['name']}`",
+            "",
+            f"{m['description']}",
+            "",
+            f"Version {m['version']}, from the package `{m['package']}` {m['package_version']}. "
+            "The tables below are generated from the plugin's own parameter schema "
+            f"(`dpspec plugins --json` shows the same).",
+            "",
+            "## Parameters",
+            "",
+            "\n".join(rows),
+            "",
+            "## Outputs",
+            "",
+            "\n".join(outputs) if m["outputs"] else "None declared.",
+            "",
+        ]
         if part is not None:
             page += [_demote(part)]
         else:
-            page += ["*This mechanism comes from a third-party plugin; its page is generated from its own "
-                     "fields only.*"]
+            page += [
+                "*This mechanism comes from a third-party plugin; its page is generated from its own fields only.*"
+            ]
         pages[f"mechanisms/{m['name']}.md"] = "\n".join(page).rstrip() + "\n"
     return pages
 
@@ -257,8 +292,9 @@ def _findings(spec: str, baseline: str | None) -> tuple:
     """The audit of an example (several rules share one), once per build."""
     import dpspec
 
-    return tuple(dpspec.audit(dpspec.load(str(ROOT / spec)),
-                              baseline=dpspec.load(str(ROOT / baseline)) if baseline else None))
+    return tuple(
+        dpspec.audit(dpspec.load(str(ROOT / spec)), baseline=dpspec.load(str(ROOT / baseline)) if baseline else None)
+    )
 
 
 def _example_section(rule_id: str, spec: str, baseline: str | None) -> str:
@@ -268,15 +304,23 @@ def _example_section(rule_id: str, spec: str, baseline: str | None) -> str:
     base_path = ROOT / baseline if baseline else None
     mine = [f for f in _findings(spec, baseline) if f.rule == rule_id]
     if not mine:
-        raise MissingPart(f"audit rule '{rule_id}' does not fire on its example {spec}"
-                          + (f" against {baseline}" if baseline else ""))
+        raise MissingPart(
+            f"audit rule '{rule_id}' does not fire on its example {spec}" + (f" against {baseline}" if baseline else "")
+        )
     out = ["## Example", ""]
     command = f"dpspec audit {spec}" + (f" --baseline {baseline}" if baseline else "")
     if base_path:
-        diff = difflib.unified_diff(base_path.read_text().splitlines(), spec_path.read_text().splitlines(),
-                                    baseline, spec, lineterm="", n=2)
-        out += [f"`{spec}` against its honest baseline `{baseline}` (a diff: `-` the "
-                "baseline's lines, `+` the spec's):", "", "```diff", *diff, "```", ""]
+        diff = difflib.unified_diff(
+            base_path.read_text().splitlines(), spec_path.read_text().splitlines(), baseline, spec, lineterm="", n=2
+        )
+        out += [
+            f"`{spec}` against its honest baseline `{baseline}` (a diff: `-` the baseline's lines, `+` the spec's):",
+            "",
+            "```diff",
+            *diff,
+            "```",
+            "",
+        ]
     else:
         out += [f"`{spec}`:", "", "```dps", spec_path.read_text().rstrip(), "```", ""]
     out += [f"`{command}` reports (computed when this page was built):", ""]
@@ -293,17 +337,29 @@ def rule_pages() -> dict[str, str]:
         package = _rule_package(r)
         part = _part("rules", r.id)
         if part is None and package == BUILTIN_PACKAGE:
-            raise MissingPart(f"built-in audit rule '{r.id}' has no docs/_parts/rules/{r.id}.md "
-                              "(why it matters, how to fix it, its example: see docs/writing-docs.md)")
+            raise MissingPart(
+                f"built-in audit rule '{r.id}' has no docs/_parts/rules/{r.id}.md "
+                "(why it matters, how to fix it, its example: see docs/writing-docs.md)"
+            )
         needs = []
         if r.needs_baseline:
             needs.append("a `--baseline` spec")
         if r.needs_result:
             needs.append("the budget account (the spec must check and its data be readable)")
-        page = [f"# `{r.id}`", "", f"**{r.title}.**", "",
-                "| severity (at most) | needs | from |", "| --- | --- | --- |",
-                f"| {r.severity} | {', '.join(needs) or 'the spec alone'} | `{package}` |", "",
-                "## What it flags", "", r.description or "(the rule states no description)", ""]
+        page = [
+            f"# `{r.id}`",
+            "",
+            f"**{r.title}.**",
+            "",
+            "| severity (at most) | needs | from |",
+            "| --- | --- | --- |",
+            f"| {r.severity} | {', '.join(needs) or 'the spec alone'} | `{package}` |",
+            "",
+            "## What it flags",
+            "",
+            r.description or "(the rule states no description)",
+            "",
+        ]
         if part is not None:
             match = _EXAMPLE.search(part)
             body = _EXAMPLE.sub("", part).strip()

@@ -4,6 +4,7 @@ Rules come from every plugin's `dpspec_audit_rules` hook (the built-in ones are 
 any other). A rule that needs a baseline or a budget account is skipped, and listed as
 skipped, when there is none: an oversight body should know which checks did not run.
 """
+
 from __future__ import annotations
 
 
@@ -89,9 +90,12 @@ class Audit:
         from dpspec.budget.program import composed_invariants, summary_words
 
         composed = summary.get("problem") is None
-        return ProgramAccount(summary, summary_words(summary) if composed else None,
-                              budget_from_params(dict(jsonable(summary["total"]))) if composed else None,
-                              composed_invariants(self.context.spec))
+        return ProgramAccount(
+            summary,
+            summary_words(summary) if composed else None,
+            budget_from_params(dict(jsonable(summary["total"]))) if composed else None,
+            composed_invariants(self.context.spec),
+        )
 
     def plain_words(self) -> dict:
         """The achieved budget read as what an attacker can learn (see `dpspec.audit.plain_words`)."""
@@ -132,8 +136,14 @@ class Audit:
         }
 
 
-def audit(spec: ir.Spec | None = None, result=None, baseline=None, *, compute_budget: bool = True,
-          rules: list[Rule] | None = None) -> Audit:
+def audit(
+    spec: ir.Spec | None = None,
+    result=None,
+    baseline=None,
+    *,
+    compute_budget: bool = True,
+    rules: list[Rule] | None = None,
+) -> Audit:
     """Run every rule. `baseline` is a Spec or a compiled Result. Without a `result`, the budget
     account is computed from the data's public facts when the spec checks (`compute_budget`)."""
     ctx = build_context(spec if spec is not None else result.spec, result, baseline, compute_budget)
@@ -148,15 +158,25 @@ def run_rules(ctx: AuditContext, rules: list[Rule] | None = None) -> Audit:
             skipped.append((r.id, "needs a baseline spec"))
             continue
         if r.needs_result and not ctx.has_account:
-            why = (ctx.account.problem if ctx.account is not None and ctx.account.problem
-                   else "needs the budget account (the spec must check and its data must be readable)")
+            why = (
+                ctx.account.problem
+                if ctx.account is not None and ctx.account.problem
+                else "needs the budget account (the spec must check and its data must be readable)"
+            )
             skipped.append((r.id, why))
             continue
         findings.extend(r.check(ctx))
         ran.append(r.id)
     problems = tuple(d.message for d in ctx.checked.problems) if ctx.checked else ()
-    return Audit(tuple(by_severity(findings)), tuple(ran), tuple(skipped), ctx.comparison, problems,
-                 ctx.account.problem if ctx.account is not None else None, ctx)
+    return Audit(
+        tuple(by_severity(findings)),
+        tuple(ran),
+        tuple(skipped),
+        ctx.comparison,
+        problems,
+        ctx.account.problem if ctx.account is not None else None,
+        ctx,
+    )
 
 
 class Findings(list):
@@ -176,5 +196,22 @@ def run_audit(spec, result=None, baseline=None, **kwargs) -> list[Finding]:
 
 make_callable(__name__, "audit")  # dpspec.verbs: `dpspec.audit(...)` after this subpackage is imported
 
-__all__ = ["Audit", "AuditContext", "Account", "Finding", "Findings", "Rule", "RuleConflict", "SEVERITIES", "SEVERITY_RANK",
-           "SoftCheck", "all_rules", "audit", "run_rules", "by_severity", "build_context", "jsonable", "run_audit"]
+__all__ = [
+    "Audit",
+    "AuditContext",
+    "Account",
+    "Finding",
+    "Findings",
+    "Rule",
+    "RuleConflict",
+    "SEVERITIES",
+    "SEVERITY_RANK",
+    "SoftCheck",
+    "all_rules",
+    "audit",
+    "run_rules",
+    "by_severity",
+    "build_context",
+    "jsonable",
+    "run_audit",
+]

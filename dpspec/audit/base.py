@@ -4,6 +4,7 @@ Rules come from plugins (the built-in ones included) through the `dpspec_audit_r
 a rule is plain data plus a `check(ctx)` function; it never raises on a spec it dislikes, it
 reports a finding.
 """
+
 from __future__ import annotations
 
 from typing import Callable
@@ -36,8 +37,12 @@ class Finding:
     evidence: dict = attrs.field(factory=dict, eq=False, hash=False)
 
     def to_json(self) -> dict:
-        return {"rule": self.rule, "severity": self.severity, "message": self.message,
-                "evidence": jsonable(self.evidence)}
+        return {
+            "rule": self.rule,
+            "severity": self.severity,
+            "message": self.message,
+            "evidence": jsonable(self.evidence),
+        }
 
 
 @attrs.frozen
@@ -62,9 +67,14 @@ class Rule:
         return Finding(self.id, severity or self.severity, message, dict(evidence or {}))
 
     def to_json(self) -> dict:
-        return {"id": self.id, "severity": self.severity, "title": self.title,
-                "needs_baseline": self.needs_baseline, "needs_result": self.needs_result,
-                "description": self.description}
+        return {
+            "id": self.id,
+            "severity": self.severity,
+            "title": self.title,
+            "needs_baseline": self.needs_baseline,
+            "needs_result": self.needs_result,
+            "description": self.description,
+        }
 
 
 def by_severity(findings) -> list[Finding]:

@@ -6,6 +6,7 @@ privacy when one unit holds the other's), relation (change-one: add/remove conve
 the reverse) and premetric (the first one both convert to), every step named. Where no common
 currency exists the row says so instead of comparing numbers.
 """
+
 from __future__ import annotations
 
 import attrs
@@ -44,8 +45,14 @@ class BlockComparison:
 
     def to_json(self) -> dict:
 
-        return {"block": self.block, "verdict": self.verdict, "reason": self.reason,
-                "spec": self.spec, "baseline": self.baseline, "evidence": jsonable(self.evidence)}
+        return {
+            "block": self.block,
+            "verdict": self.verdict,
+            "reason": self.reason,
+            "spec": self.spec,
+            "baseline": self.baseline,
+            "evidence": jsonable(self.evidence),
+        }
 
 
 @attrs.frozen
@@ -58,8 +65,7 @@ class Comparison:
         return next(r for r in self.rows if r.block == block)
 
     def to_json(self) -> dict:
-        return {"spec": self.spec_title, "baseline": self.baseline_title,
-                "rows": [r.to_json() for r in self.rows]}
+        return {"spec": self.spec_title, "baseline": self.baseline_title, "rows": [r.to_json() for r in self.rows]}
 
 
 def _verdict(stronger: list[str], weaker: list[str]) -> str:
@@ -184,7 +190,9 @@ def compare_domain(spec: ir.Spec, baseline: ir.Spec) -> BlockComparison:
         if diff["changed"]:
             weaker.append("changes the types of " + ", ".join(diff["changed"]))
     reasons = weaker + stronger
-    reason = ("The spec's domain " + "; ".join(reasons) + ".") if reasons else "Same tables, columns and life-cycle stage."
+    reason = (
+        ("The spec's domain " + "; ".join(reasons) + ".") if reasons else "Same tables, columns and life-cycle stage."
+    )
     return BlockComparison("domain", verdict, reason, describe_domain(spec), describe_domain(baseline), diff)
 
 
@@ -200,24 +208,37 @@ def compare_multiverse(spec: ir.Spec, baseline: ir.Spec) -> BlockComparison:
     if order == "same":
         reason = "Each set of invariants determines the other: the same universes."
     elif order == "finer":
-        reason = ("The spec's invariants determine the baseline's and also fix "
-                  + "; ".join(q.describe() for q in extra)
-                  + ": its multiverse shatters the baseline's, so each universe is smaller and less is protected.")
+        reason = (
+            "The spec's invariants determine the baseline's and also fix "
+            + "; ".join(q.describe() for q in extra)
+            + ": its multiverse shatters the baseline's, so each universe is smaller and less is protected."
+        )
     elif order == "coarser":
-        reason = ("The baseline's invariants determine the spec's and also fix "
-                  + "; ".join(q.describe() for q in missing)
-                  + ": the spec's universes are unions of the baseline's, so protection extends further.")
+        reason = (
+            "The baseline's invariants determine the spec's and also fix "
+            + "; ".join(q.describe() for q in missing)
+            + ": the spec's universes are unions of the baseline's, so protection extends further."
+        )
     else:
-        reason = ("Neither set of invariants determines the other: the spec fixes "
-                  + "; ".join(q.describe() for q in extra) + ", the baseline fixes "
-                  + "; ".join(q.describe() for q in missing) + ".")
+        reason = (
+            "Neither set of invariants determines the other: the spec fixes "
+            + "; ".join(q.describe() for q in extra)
+            + ", the baseline fixes "
+            + "; ".join(q.describe() for q in missing)
+            + "."
+        )
     pub_s = {p.query.key() for p in spec.public}
     pub_b = {p.query.key() for p in baseline.public}
     if pub_s != pub_b:
         reason += " The public information each guarantee is conditioned on also differs."
-    evidence = {"order": order, "spec_only": [q.describe() for q in extra],
-                "baseline_only": [q.describe() for q in missing]}
-    return BlockComparison("multiverse", verdict, reason, describe_multiverse(spec), describe_multiverse(baseline), evidence)
+    evidence = {
+        "order": order,
+        "spec_only": [q.describe() for q in extra],
+        "baseline_only": [q.describe() for q in missing],
+    }
+    return BlockComparison(
+        "multiverse", verdict, reason, describe_multiverse(spec), describe_multiverse(baseline), evidence
+    )
 
 
 # ---- unit ----------------------------------------------------------------------------------
@@ -233,28 +254,36 @@ def compare_unit(spec: ir.Spec, baseline: ir.Spec) -> BlockComparison:
         verdict, reason = "same", "Same unit and neighbor relation."
     elif us.table == ub.table:
         verdict = "incomparable"
-        reason = (f"Same unit, different neighbor relations ({us.relation} against {ub.relation}): two "
-                  "currencies. An add/remove budget converts to change-one (pure x2, zCDP x4), not the "
-                  "reverse; the budget row converts before comparing.")
+        reason = (
+            f"Same unit, different neighbor relations ({us.relation} against {ub.relation}): two "
+            "currencies. An add/remove budget converts to change-one (pure x2, zCDP x4), not the "
+            "reverse; the budget row converts before comparing."
+        )
     elif ub.table in ancestors(us.table, domain):
         k = group_size(us.table, ub.table, ub, us, domain=domain)
         evidence = {"finer": us.table, "coarser": ub.table, "k": k}
         fine, coarse = unit_word(domain, us.table), unit_word(domain, ub.table)
         verdict = "weaker"
         reason = f"The spec protects one {fine}, finer than the baseline's whole {coarse}"
-        reason += (f" (which holds at most {k} {us.table}): by group privacy its budget counts {k} times (pure) per {coarse}."
-                   if k else f"; without a bound on how many {us.table} a {coarse} holds, no group-privacy figure exists.")
+        reason += (
+            f" (which holds at most {k} {us.table}): by group privacy its budget counts {k} times (pure) per {coarse}."
+            if k
+            else f"; without a bound on how many {us.table} a {coarse} holds, no group-privacy figure exists."
+        )
     elif us.table in ancestors(ub.table, domain):
         k = group_size(ub.table, us.table, us, ub, domain=domain)
         evidence = {"finer": ub.table, "coarser": us.table, "k": k}
         verdict = "stronger"
-        reason = (f"The spec protects a whole {unit_word(domain, us.table)}, coarser than the baseline's "
-                  f"{unit_word(domain, ub.table)}.")
+        reason = (
+            f"The spec protects a whole {unit_word(domain, us.table)}, coarser than the baseline's "
+            f"{unit_word(domain, ub.table)}."
+        )
     else:
         verdict = "incomparable"
         reason = f"The units ({us.table} and {ub.table}) are not nested in one another."
-    return BlockComparison("unit", verdict, reason, describe_unit(us, spec.domain), describe_unit(ub, baseline.domain),
-                           evidence)
+    return BlockComparison(
+        "unit", verdict, reason, describe_unit(us, spec.domain), describe_unit(ub, baseline.domain), evidence
+    )
 
 
 # ---- premetric -----------------------------------------------------------------------------
@@ -290,8 +319,13 @@ def implies(pa: ir.Premetric, pb: ir.Premetric) -> bool:
 def compare_premetric(spec: ir.Spec, baseline: ir.Spec) -> BlockComparison:
     ps, pb = spec.premetric, baseline.premetric
     if ps is None or pb is None:
-        return BlockComparison("premetric", "incomparable", "One of the specs declares no premetric.",
-                               describe_premetric(ps), describe_premetric(pb))
+        return BlockComparison(
+            "premetric",
+            "incomparable",
+            "One of the specs declares no premetric.",
+            describe_premetric(ps),
+            describe_premetric(pb),
+        )
     stronger, weaker, unordered = [], [], []
     if (ps.kind, ps.options) != (pb.kind, pb.options):
         plain_s = describe_premetric(attrs.evolve(ps, events=None))
@@ -305,15 +339,17 @@ def compare_premetric(spec: ir.Spec, baseline: ir.Spec) -> BlockComparison:
             unordered.append(f"no exact conversion exists between {plain_s} and {plain_b} in either direction")
     if ps.events != pb.events:
         if ps.events and not pb.events:
-            weaker.append(f"the spec measures change only on events \"{ps.events}\"")
+            weaker.append(f'the spec measures change only on events "{ps.events}"')
         elif pb.events and not ps.events:
-            stronger.append(f"the baseline measures change only on events \"{pb.events}\"")
+            stronger.append(f'the baseline measures change only on events "{pb.events}"')
         else:
             unordered.append("the two measure change on different event spaces")
     verdict = "incomparable" if unordered else _verdict(stronger, weaker)
     reasons = weaker + stronger + unordered
     reason = ("; ".join(reasons) + ".") if reasons else "Same output premetric."
-    return BlockComparison("premetric", verdict, reason[0].upper() + reason[1:], describe_premetric(ps), describe_premetric(pb))
+    return BlockComparison(
+        "premetric", verdict, reason[0].upper() + reason[1:], describe_premetric(ps), describe_premetric(pb)
+    )
 
 
 # ---- budget --------------------------------------------------------------------------------
@@ -323,27 +359,42 @@ def _steps_words(steps) -> str:
     return "; ".join(f"{s.source} -> {s.result} by {s.method}" for s in steps) or "no conversion"
 
 
-def compare_budget(spec: ir.Spec, baseline: ir.Spec, result=None, baseline_result=None,
-                   account=None, baseline_account=None) -> BlockComparison:
+def compare_budget(
+    spec: ir.Spec, baseline: ir.Spec, result=None, baseline_result=None, account=None, baseline_account=None
+) -> BlockComparison:
     qs, qb = quote(spec, result, account), quote(baseline, baseline_result, baseline_account)
     if qs is None or qb is None:
         missing = "the spec" if qs is None else "the baseline"
-        return BlockComparison("budget", "incomparable", f"{missing.capitalize()} states no budget to compare.",
-                               qs.describe() if qs else "no budget", qb.describe() if qb else "no budget")
-    evidence = {"spec_quote": {"budget": qs.budget, "source": qs.source, "method": qs.method},
-                "baseline_quote": {"budget": qb.budget, "source": qb.source, "method": qb.method}}
+        return BlockComparison(
+            "budget",
+            "incomparable",
+            f"{missing.capitalize()} states no budget to compare.",
+            qs.describe() if qs else "no budget",
+            qb.describe() if qb else "no budget",
+        )
+    evidence = {
+        "spec_quote": {"budget": qs.budget, "source": qs.source, "method": qs.method},
+        "baseline_quote": {"budget": qb.budget, "source": qb.source, "method": qb.method},
+    }
     try:
         vs, vb, steps_s, steps_b, currency = common_currency(qs, qb, spec, baseline)
     except ConversionError as exc:
         reason = f"No common currency: {exc}. The two figures cannot be compared."
         evidence["no_common_currency"] = str(exc)
-        return BlockComparison("budget", "incomparable", reason, f"{qs.describe()}; {qs.source}",
-                               f"{qb.describe()}; {qb.source}", evidence)
+        return BlockComparison(
+            "budget", "incomparable", reason, f"{qs.describe()}; {qs.source}", f"{qb.describe()}; {qb.source}", evidence
+        )
     order = budget_order(vs, vb)
     verdict = {None: "incomparable", -1: "stronger", 0: "same", 1: "weaker"}[order]
-    evidence.update({"currency": currency, "spec_converted": vs, "baseline_converted": vb,
-                     "spec_steps": [{"what": s.what, "method": s.method, "citation": s.citation} for s in steps_s],
-                     "baseline_steps": [{"what": s.what, "method": s.method, "citation": s.citation} for s in steps_b]})
+    evidence.update(
+        {
+            "currency": currency,
+            "spec_converted": vs,
+            "baseline_converted": vb,
+            "spec_steps": [{"what": s.what, "method": s.method, "citation": s.citation} for s in steps_s],
+            "baseline_steps": [{"what": s.what, "method": s.method, "citation": s.citation} for s in steps_b],
+        }
+    )
     reason = f"In one currency ({currency}): spec {vs}, baseline {vb}."
     if steps_s:
         reason += f" Spec converted: {_steps_words(steps_s)}."
@@ -354,17 +405,21 @@ def compare_budget(spec: ir.Spec, baseline: ir.Spec, result=None, baseline_resul
     stated = [name for name, q in (("the spec's", qs), ("the baseline's", qb)) if not q.computed]
     if stated:
         what = "figures are stated bounds" if len(stated) == 2 else "figure is a stated bound"
-        reason += (f" {' and '.join(stated).capitalize()} {what}, not a computed budget"
-                   " (no budget account: the spec did not check or its data was not read).")
+        reason += (
+            f" {' and '.join(stated).capitalize()} {what}, not a computed budget"
+            " (no budget account: the spec did not check or its data was not read)."
+        )
     methods = {q.method for q in (qs, qb) if q.method}
     if len(methods) > 1:
         reason += f" The stated figures were computed by different conversions ({', '.join(sorted(methods))})."
-    return BlockComparison("budget", verdict, reason, f"{qs.describe()}; {qs.source}",
-                           f"{qb.describe()}; {qb.source}", evidence)
+    return BlockComparison(
+        "budget", verdict, reason, f"{qs.describe()}; {qs.source}", f"{qb.describe()}; {qb.source}", evidence
+    )
 
 
-def compare(spec: ir.Spec, baseline: ir.Spec, result=None, baseline_result=None, *,
-            account=None, baseline_account=None) -> Comparison:
+def compare(
+    spec: ir.Spec, baseline: ir.Spec, result=None, baseline_result=None, *, account=None, baseline_account=None
+) -> Comparison:
     """Compare a spec with a baseline block by block (results or accounts supply achieved budgets)."""
     fs, fb = flavor_spec(spec), flavor_spec(baseline)
     rows = (

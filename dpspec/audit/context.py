@@ -7,6 +7,7 @@ The budget account (facts, statement, ledger) comes from a compiled result when 
 otherwise it is computed without running the mechanism: the facts a budget depends on are
 public functions of the invariants, so reading the data for them releases nothing.
 """
+
 from __future__ import annotations
 
 import attrs
@@ -82,6 +83,7 @@ def compute_account(checked: SoftCheck) -> Account:
     only when the mechanism's budget depends on public facts of it)."""
 
     from dpspec.budget.spec_account import spec_ledger
+
     if not checked.passed or checked.mechanism is None:
         return Account(problem="the spec does not pass the check, so its budget cannot be computed")
     try:
@@ -127,9 +129,14 @@ class AuditContext:
         if self.baseline is None:
             return None
         if self._comparison is None:
-
-            self._comparison = compare(self.spec, self.baseline, self.result, self.baseline_result,
-                                       account=self.account, baseline_account=self.baseline_account)
+            self._comparison = compare(
+                self.spec,
+                self.baseline,
+                self.result,
+                self.baseline_result,
+                account=self.account,
+                baseline_account=self.baseline_account,
+            )
         return self._comparison
 
 
@@ -146,8 +153,11 @@ def build_context(spec: ir.Spec, result=None, baseline=None, compute_budget: boo
     """Assemble the context: soft checks, and budget accounts from results or computed."""
     if result is not None and spec is None:
         spec = result.spec
-    checked = soft_check(spec) if result is None else SoftCheck(
-        spec, result.checked.mechanism, dict(result.checked.params), tuple(result.checked.induced))
+    checked = (
+        soft_check(spec)
+        if result is None
+        else SoftCheck(spec, result.checked.mechanism, dict(result.checked.params), tuple(result.checked.induced))
+    )
     if result is not None:
         account = account_from_result(result)
     elif spec.program is not None:
@@ -160,8 +170,12 @@ def build_context(spec: ir.Spec, result=None, baseline=None, compute_budget: boo
     base_checked = base_account = None
     if base_spec is not None:
         if base_result is not None:
-            base_checked = SoftCheck(base_spec, base_result.checked.mechanism, dict(base_result.checked.params),
-                                     tuple(base_result.checked.induced))
+            base_checked = SoftCheck(
+                base_spec,
+                base_result.checked.mechanism,
+                dict(base_result.checked.params),
+                tuple(base_result.checked.induced),
+            )
             base_account = account_from_result(base_result)
         else:
             base_checked = soft_check(base_spec)

@@ -6,6 +6,7 @@ converts to it, not the reverse) and one premetric (the first both convert to), 
 named by `dpspec.budget.ledger.to_spec_flavor`. When no such currency exists, `common_currency` says
 why instead of returning numbers.
 """
+
 from __future__ import annotations
 
 import math
@@ -25,8 +26,13 @@ from dpspec.contract.mechanism import NativeFlavor
 ACHIEVED = "achieved by the mechanism, as dpspec computes it, not the bound the spec declares"
 
 KIND_TO_SPEC = {v: k for k, v in SPEC_TO_KIND.items()}
-PREMETRIC_WORDS = {"pure": "pure DP (MULT)", "approx": "approximate DP", "zcdp": "zCDP",
-                   "renyi": "Rényi DP", "gdp": "Gaussian DP"}
+PREMETRIC_WORDS = {
+    "pure": "pure DP (MULT)",
+    "approx": "approximate DP",
+    "zcdp": "zCDP",
+    "renyi": "Rényi DP",
+    "gdp": "Gaussian DP",
+}
 RELATION_WORDS = {"hamming": "change one", "symdiff": "add or remove one"}
 
 
@@ -38,7 +44,7 @@ def describe_premetric(p: ir.Premetric | None) -> str:
     for name, value in p.options:
         text += f", {name} = {ir.format_number(value)}"
     if p.events:
-        text += f", on events \"{p.events}\" only"
+        text += f', on events "{p.events}" only'
     return text
 
 
@@ -96,8 +102,10 @@ class Quote:
     computed: bool = True  # False: a stated bound, not a budget the ledger computed
 
     def describe(self) -> str:
-        return (f"{self.budget} ({PREMETRIC_WORDS.get(self.budget.kind, self.budget.kind)}, "
-                f"{RELATION_WORDS.get(self.relation, self.relation)} {self.unit or self.table})")
+        return (
+            f"{self.budget} ({PREMETRIC_WORDS.get(self.budget.kind, self.budget.kind)}, "
+            f"{RELATION_WORDS.get(self.relation, self.relation)} {self.unit or self.table})"
+        )
 
 
 def bound_budget(spec: ir.Spec, bound: ir.BudgetBound):
@@ -130,6 +138,7 @@ def program_total(spec: ir.Spec):
     """(composed total, first member spec) of a program, or None when it cannot be composed."""
 
     from dpspec.budget.program import program_ledger
+
     try:
         members, ledger = program_ledger(spec)
     except DpspecError:
@@ -147,6 +156,7 @@ def _with_program_unit(program: ir.Spec, member: ir.Spec) -> ir.Spec:
 def flavor_spec(spec: ir.Spec) -> ir.Spec:
     """The spec whose flavor stands for this one: a program's members share one flavor."""
     from dpspec.language.parser import parse, read_source
+
     if spec.program is None:
         return spec
 
@@ -169,22 +179,34 @@ def quote(spec: ir.Spec, result=None, account=None) -> Quote | None:
         if found is None:
             return None
         total, member = found
-        return Quote(total, member.unit.table, member.unit.relation, "composed total of the program",
-                     unit=unit_word(member.domain, member.unit.table))
+        return Quote(
+            total,
+            member.unit.table,
+            member.unit.relation,
+            "composed total of the program",
+            unit=unit_word(member.domain, member.unit.table),
+        )
     if spec.unit is None:
         return None
     if ledger is not None and ledger.declared is not None:
-        return Quote(ledger.declared, spec.unit.table, spec.unit.relation, ACHIEVED,
-                     unit=unit_word(spec.domain, spec.unit.table))
+        return Quote(
+            ledger.declared, spec.unit.table, spec.unit.relation, ACHIEVED, unit=unit_word(spec.domain, spec.unit.table)
+        )
     for bound in spec.budgets:
         try:
             b = bound_budget(spec, bound)
         except ConversionError:  # an out-of-range figure in a spec that failed the check
             continue
         if b is not None:
-            return Quote(b, spec.unit.table, bound.relation or spec.unit.relation,
-                         f"stated bound '{bound.describe()}'", bound.method, unit_word(spec.domain, spec.unit.table),
-                         computed=False)
+            return Quote(
+                b,
+                spec.unit.table,
+                bound.relation or spec.unit.relation,
+                f"stated bound '{bound.describe()}'",
+                bound.method,
+                unit_word(spec.domain, spec.unit.table),
+                computed=False,
+            )
     return None
 
 
@@ -221,11 +243,15 @@ _SAME = Fraction(1, 10**12)
 
 def order(a, b) -> int | None:
     """-1 if budget a is the smaller (stronger), 0 equal, 1 larger, None if not ordered."""
+
     def cmp(x, y):
         # equal within a relative 1e-12, measured exactly: one budget reached by two routes of
         # certified conversions (each rounded up to a float) is the same budget
-        if x == y or (math.isfinite(x) and math.isfinite(y)
-                      and abs(Fraction(x) - Fraction(y)) <= _SAME * max(abs(Fraction(x)), abs(Fraction(y)))):
+        if x == y or (
+            math.isfinite(x)
+            and math.isfinite(y)
+            and abs(Fraction(x) - Fraction(y)) <= _SAME * max(abs(Fraction(x)), abs(Fraction(y)))
+        ):
             return 0
         return -1 if x < y else 1
 
@@ -263,13 +289,17 @@ def common_currency(qs: Quote, qb: Quote, spec: ir.Spec, baseline: ir.Spec):
         elif qs.table in ancestors(qb.table, domain)[:1]:
             finer, coarser = qb.table, qs.table
         else:
-            raise ConversionError(f"the units {qs.table} and {qb.table} are not nested one in the other, "
-                                  "so neither budget converts into the other's unit")
+            raise ConversionError(
+                f"the units {qs.table} and {qb.table} are not nested one in the other, "
+                "so neither budget converts into the other's unit"
+            )
         k = group_size(finer, coarser, spec.unit, baseline.unit, domain=domain)
         if k is None:
-            raise ConversionError(f"one spec protects {finer} records and the other whole {coarser}; "
-                                  f"without a declared bound (unit {coarser} : ... holds at most K {finer}) "
-                                  "group privacy gives no figure")
+            raise ConversionError(
+                f"one spec protects {finer} records and the other whole {coarser}; "
+                f"without a declared bound (unit {coarser} : ... holds at most K {finer}) "
+                "group privacy gives no figure"
+            )
         table, bound = coarser, ir.UnitBound(k, finer)
     relation = qs.relation if qs.relation == qb.relation else "hamming"
     unit = ir.Unit(table, relation, bound)
@@ -282,6 +312,8 @@ def common_currency(qs: Quote, qb: Quote, spec: ir.Spec, baseline: ir.Spec):
         except ConversionError as exc:
             problems.append(str(exc))
             continue
-        currency = f"{describe_premetric(premetric)}, {RELATION_WORDS[relation]} {unit_word(domain, table)} ({relation})"
+        currency = (
+            f"{describe_premetric(premetric)}, {RELATION_WORDS[relation]} {unit_word(domain, table)} ({relation})"
+        )
         return vs, vb, steps_s, steps_b, currency
     raise ConversionError("no premetric both budgets convert to: " + "; ".join(dict.fromkeys(problems)))

@@ -6,6 +6,7 @@ individual record, the worst case of an invariant. The domain says which columns
 columns tables link by (`in households by hhid`), and columns named like ids (pid, hhid,
 patient_id, ssn). A name alone is weaker evidence, so the finding says which it was.
 """
+
 from __future__ import annotations
 
 import re

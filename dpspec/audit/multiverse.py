@@ -8,14 +8,27 @@ columns determines a count by fewer columns of the same table, and, because a ne
 by county also determines the count by state. We close each declared count's columns under
 that "determines" relation (dpspec.check.invariants) and compare.
 """
+
 from __future__ import annotations
 
 from dpspec import ir
 from dpspec.check.invariants import closure, determines, implied_by, parents, undetermined  # noqa: F401
 
 # Geography levels fine enough that exact counts there single out small groups of people.
-FINE_LEVEL_NAMES = frozenset({"block", "blocks", "block_group", "blockgroup", "bg", "tract", "tracts",
-                              "census_block", "census_tract", "tabblock"})
+FINE_LEVEL_NAMES = frozenset(
+    {
+        "block",
+        "blocks",
+        "block_group",
+        "blockgroup",
+        "bg",
+        "tract",
+        "tracts",
+        "census_block",
+        "census_tract",
+        "tabblock",
+    }
+)
 
 
 def merged_domain(*domains: ir.Domain | None) -> ir.Domain | None:

@@ -3,6 +3,7 @@ unit, and about a coarser entity (patient, household) by group privacy where the
 how many units it holds. Computed with the audit (`Audit.plain_words`), rendered by the report,
 which prints the formula next to each number so a reader can recompute it. Numbers come from
 `dpspec.budget.interpret`."""
+
 from __future__ import annotations
 
 import math
@@ -36,20 +37,35 @@ def _readable(budget, delta: float):
 def _row(who: str, budget, source: str, delta: float) -> dict:
     r = read(_readable(budget, delta), delta)
     return {
-        "who": who, "budget": str(budget), "source": source, "kind": r.budget.kind,
-        "epsilon": r.epsilon, "delta": r.delta, "finite": math.isfinite(r.epsilon),
+        "who": who,
+        "budget": str(budget),
+        "source": source,
+        "kind": r.budget.kind,
+        "epsilon": r.epsilon,
+        "delta": r.delta,
+        "finite": math.isfinite(r.epsilon),
         "posteriors": [{"prior": p, "posterior": q} for p, q in r.posteriors],
         "powers": [{"alpha": a, "power": w} for a, w in r.powers],
-        "formula": r.formula, "curve": r.curve,
-        "read_as": {"premetric": r.budget.kind, **{k: float(v) for k, v in r.budget.params().items()}},  # a picture's input
+        "formula": r.formula,
+        "curve": r.curve,
+        "read_as": {
+            "premetric": r.budget.kind,
+            **{k: float(v) for k, v in r.budget.params().items()},
+        },  # a picture's input
     }
 
 
 def plain_words(spec: ir.Spec, ledger=None, result=None, account=None) -> dict:
     """The section's model: one row per protected entity (the unit, then bounded coarser ones)."""
     flavor = flavor_spec(spec)
-    out = {"available": False, "rows": [], "priors": list(PRIORS), "alphas": list(TEST_ALPHAS), "problem": None,
-           "unbounded": []}
+    out = {
+        "available": False,
+        "rows": [],
+        "priors": list(PRIORS),
+        "alphas": list(TEST_ALPHAS),
+        "problem": None,
+        "unbounded": [],
+    }
     budget, source = None, None
     if ledger is not None and ledger.declared is not None:
         budget, source = ledger.declared, ACHIEVED
@@ -76,8 +92,9 @@ def plain_words(spec: ir.Spec, ledger=None, result=None, account=None) -> dict:
                 conv = group(budget, k)
             except ConversionError:
                 continue
-            out["rows"].append(_row(f"one {word} (at most {k} {unit.table})", conv.result,
-                                    f"group privacy: {conv.note}", delta))
+            out["rows"].append(
+                _row(f"one {word} (at most {k} {unit.table})", conv.result, f"group privacy: {conv.note}", delta)
+            )
     except (ConversionError, ValueError) as exc:
         out["problem"] = str(exc)
         out["rows"] = []

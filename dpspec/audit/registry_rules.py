@@ -6,6 +6,7 @@ which parts of such a spec are a claim and which prose dpspec could not turn int
 and, since real entries often protect a unit finer than a person (an event, a user-day), what
 that unit means for one person who contributes many of them.
 """
+
 from __future__ import annotations
 
 import re
@@ -23,10 +24,31 @@ STATED_MECHANISM = "declared"
 
 # Units that stand for a contribution of a person rather than the person, and the numbers of
 # such units one person plausibly contributes that the finding spells out.
-_TIME_WINDOWS = {"hour": (24, 24 * 30, 24 * 365), "day": (7, 30, 365), "week": (4, 13, 52),
-                 "month": (3, 6, 12), "year": (2, 5, 10), "session": (10, 100, 1000)}
-_EVENT_WORDS = ("event", "record", "report", "query", "search", "click", "visit", "transaction",
-                "contribution", "message", "trip", "edge", "interaction", "submission", "observation")
+_TIME_WINDOWS = {
+    "hour": (24, 24 * 30, 24 * 365),
+    "day": (7, 30, 365),
+    "week": (4, 13, 52),
+    "month": (3, 6, 12),
+    "year": (2, 5, 10),
+    "session": (10, 100, 1000),
+}
+_EVENT_WORDS = (
+    "event",
+    "record",
+    "report",
+    "query",
+    "search",
+    "click",
+    "visit",
+    "transaction",
+    "contribution",
+    "message",
+    "trip",
+    "edge",
+    "interaction",
+    "submission",
+    "observation",
+)
 _EVENT_COUNTS = (10, 100, 1000)
 
 
@@ -67,13 +89,14 @@ def stated_budget(ctx):
     figure = ""
     if ctx.ledger is not None and ctx.ledger.declared is not None:
         figure = f" ({ctx.ledger.declared})"
-    message = (f"the budget{figure} is the curator's published statement; dpspec did not derive it from an "
-               "algorithm, so it holds only if the published description is complete and correct")
+    message = (
+        f"the budget{figure} is the curator's published statement; dpspec did not derive it from an "
+        "algorithm, so it holds only if the published description is complete and correct"
+    )
     if unchecked:
         message += "; not formalised, so not checked: " + "; ".join(unchecked)
     prose = sorted(n.key for n in ctx.spec.notes if n.key != UNCHECKED_NOTE and not n.key.startswith("basic."))
-    return [stated_budget_rule.finding(message, {"unchecked": unchecked, "prose_fields": prose},
-                                       severity="warning")]
+    return [stated_budget_rule.finding(message, {"unchecked": unchecked, "prose_fields": prose}, severity="warning")]
 
 
 stated_budget_rule = RULES[-1]
@@ -102,11 +125,16 @@ def unit_finer_than_person(ctx):
         except DpspecError:
             continue
     shown = "; ".join(f"{k} {word}s: {b}" for k, b in figures.items())
-    message = (f"the unit is one {name} (a {word} of a person's data), and no bound on how many one person has "
-               f"is stated: the budget {budget} protects a single {word}; for a person with k of them it is the "
-               f"group-privacy budget ({shown}), and without a bound it is unbounded")
-    return [unit_finer_rule.finding(message, {"unit": name, "per_unit": budget,
-                                              "per_person": {str(k): b for k, b in figures.items()}})]
+    message = (
+        f"the unit is one {name} (a {word} of a person's data), and no bound on how many one person has "
+        f"is stated: the budget {budget} protects a single {word}; for a person with k of them it is the "
+        f"group-privacy budget ({shown}), and without a bound it is unbounded"
+    )
+    return [
+        unit_finer_rule.finding(
+            message, {"unit": name, "per_unit": budget, "per_person": {str(k): b for k, b in figures.items()}}
+        )
+    ]
 
 
 unit_finer_rule = RULES[-1]

@@ -12,6 +12,7 @@ reading epsilon (the budget's epsilon, or for zCDP and GDP its epsilon at the re
 * weak: epsilon > 5, or delta > 1e-6 (OpenDP's delta warning): from 1%, more than 60%;
 * none: no finite budget, or a critical finding that voids the noise (a known seed).
 """
+
 from __future__ import annotations
 
 import math
@@ -53,7 +54,7 @@ def _level(epsilon: float, delta: float) -> str:
 
 
 def _beliefs(row: dict) -> str:
-    """"from 1% to 2.9%, from 10% to 25% and from 50% to 75%"; priors reaching the same figure share it."""
+    """ "from 1% to 2.9%, from 10% to 25% and from 50% to 75%"; priors reaching the same figure share it."""
     groups: dict[str, list[str]] = {}
     for q in row["posteriors"]:
         groups.setdefault(percent(q["posterior"]), []).append(percent(q["prior"]))
@@ -69,17 +70,31 @@ def verdict(plain_words: dict, findings: list) -> dict:
     """The verdict's model from the plain-words model and the audit's findings (dicts or Findings)."""
     voiding = [f for f in findings if _get(f, "severity") == "critical" and _get(f, "rule") in VOIDING_RULES]
     rows = plain_words.get("rows") or []
-    out = {"level": "unknown", "headline": HEADLINES["unknown"], "sentence": "", "who": None,
-           "epsilon": None, "delta": None, "posteriors": [], "reasons": [], "thresholds": dict(THRESHOLDS)}
+    out = {
+        "level": "unknown",
+        "headline": HEADLINES["unknown"],
+        "sentence": "",
+        "who": None,
+        "epsilon": None,
+        "delta": None,
+        "posteriors": [],
+        "reasons": [],
+        "thresholds": dict(THRESHOLDS),
+    }
     if rows:
         row = rows[0]  # the spec's own unit; coarser entities (group privacy) follow in the table
         epsilon, delta = float(row["epsilon"]), float(row.get("delta") or 0.0)
         level = _level(epsilon, delta)
-        out.update(who=row["who"], epsilon=epsilon if math.isfinite(epsilon) else None, delta=delta,
-                   posteriors=[dict(q) for q in row["posteriors"]])
+        out.update(
+            who=row["who"],
+            epsilon=epsilon if math.isfinite(epsilon) else None,
+            delta=delta,
+            posteriors=[dict(q) for q in row["posteriors"]],
+        )
         if delta > WEAK_DELTA:
-            out["reasons"].append(f"delta = {delta:g} is above 1e-6: with that probability the "
-                                  "guarantee may fail outright")
+            out["reasons"].append(
+                f"delta = {delta:g} is above 1e-6: with that probability the guarantee may fail outright"
+            )
     else:
         level = "unknown"
     if voiding:
@@ -99,12 +114,14 @@ def _sentence(level: str, out: dict, rows: list, plain_words: dict) -> str:
     if level == "none":
         reasons = "; ".join(out["reasons"]) or "the budget is infinite"
         if rows and math.isfinite(float(rows[0]["epsilon"])) and out["reasons"]:
-            return (f"No protection for {who}: the noise cannot be relied on ({reasons}), whatever the budget says.")
+            return f"No protection for {who}: the noise cannot be relied on ({reasons}), whatever the budget says."
         return f"No protection for {who}: an attacker's belief about {who} can become certainty ({reasons})."
     figure = f"epsilon = {float(out['epsilon']):.4g}" + (f", delta = {out['delta']:g}" if out["delta"] else "")
     reasons = "".join(f"; {r}" for r in out["reasons"])
-    return (f"{HEADLINES[level]} for {who}: once the release is out, what an attacker believes about {who} can "
-            f"rise {_beliefs(rows[0])} ({figure}){reasons}.")
+    return (
+        f"{HEADLINES[level]} for {who}: once the release is out, what an attacker believes about {who} can "
+        f"rise {_beliefs(rows[0])} ({figure}){reasons}."
+    )
 
 
 def _get(finding, key: str):

@@ -3,6 +3,7 @@
 Every figure this package produces comes with the rule that produced it (a `Conversion` or a
 `Ledger`), because a budget means nothing without its currency and its exchange rate.
 """
+
 from __future__ import annotations
 
 import warnings
@@ -56,35 +57,87 @@ from .statement import BudgetStatement, PublicCondition
 from .units import RELATIONS, change_relation, group, hamming_to_symdiff_fixed_size, normalize_relation
 
 __all__ = [
-    "KINDS", "RELATIONS", "CITATIONS",
-    "Budget", "PureDP", "ApproxDP", "ZCDP", "RenyiDP", "RenyiCurve", "GaussianDP",
-    "InvalidBudget", "ConversionError", "budget_from_params", "normalize_kind", "format_figure",
-    "Conversion", "convert", "chain", "identity", "conversion_json",
-    "pure_to_zcdp", "pure_to_approx", "pure_to_renyi", "zcdp_to_approx", "zcdp_to_renyi",
-    "renyi_to_approx", "renyi_to_renyi", "gdp_to_approx", "gdp_to_zcdp", "approx_to_approx",
-    "bs16_epsilon", "bs16_delta", "cks20_epsilon", "cks20_delta", "renyi_epsilon",
-    "renyi_delta", "gdp_epsilon", "gdp_delta",
-    "change_relation", "group", "hamming_to_symdiff_fixed_size", "normalize_relation",
-    "LedgerRelease", "Ledger", "LedgerEntry", "compose", "sequential", "parallel",
-    "BudgetStatement", "PublicCondition",
+    "KINDS",
+    "RELATIONS",
+    "CITATIONS",
+    "Budget",
+    "PureDP",
+    "ApproxDP",
+    "ZCDP",
+    "RenyiDP",
+    "RenyiCurve",
+    "GaussianDP",
+    "InvalidBudget",
+    "ConversionError",
+    "budget_from_params",
+    "normalize_kind",
+    "format_figure",
+    "Conversion",
+    "convert",
+    "chain",
+    "identity",
+    "conversion_json",
+    "pure_to_zcdp",
+    "pure_to_approx",
+    "pure_to_renyi",
+    "zcdp_to_approx",
+    "zcdp_to_renyi",
+    "renyi_to_approx",
+    "renyi_to_renyi",
+    "gdp_to_approx",
+    "gdp_to_zcdp",
+    "approx_to_approx",
+    "bs16_epsilon",
+    "bs16_delta",
+    "cks20_epsilon",
+    "cks20_delta",
+    "renyi_epsilon",
+    "renyi_delta",
+    "gdp_epsilon",
+    "gdp_delta",
+    "change_relation",
+    "group",
+    "hamming_to_symdiff_fixed_size",
+    "normalize_relation",
+    "LedgerRelease",
+    "Ledger",
+    "LedgerEntry",
+    "compose",
+    "sequential",
+    "parallel",
+    "BudgetStatement",
+    "PublicCondition",
     "convert_request",
 ]
 
 # names renamed so that each concept has one: old name -> new name (kept with a DeprecationWarning)
-_RENAMED = {"Release": "LedgerRelease",  # dpspec.api.Release is what a mechanism returns
-            "format_number": "format_figure"}  # dpspec.ir.format_number prints a number exactly
+_RENAMED = {
+    "Release": "LedgerRelease",  # dpspec.api.Release is what a mechanism returns
+    "format_number": "format_figure",
+}  # dpspec.ir.format_number prints a number exactly
 
 
 def __getattr__(name: str):
     if name in _RENAMED:
-        warnings.warn(f"dpspec.budget.{name} is deprecated: use dpspec.budget.{_RENAMED[name]}", DeprecationWarning,
-                      stacklevel=2)
+        warnings.warn(
+            f"dpspec.budget.{name} is deprecated: use dpspec.budget.{_RENAMED[name]}", DeprecationWarning, stacklevel=2
+        )
         return globals()[_RENAMED[name]]
     raise AttributeError(f"module 'dpspec.budget' has no attribute {name!r}")
 
 
-def convert_request(params: dict, *, to=None, delta=None, epsilon=None, alpha=None,
-                    method: str = "cks20", from_unit=None, to_unit=None, group=None) -> dict:
+def convert_request(
+    params: dict,
+    *,
+    to=None,
+    delta=None,
+    epsilon=None,
+    alpha=None,
+    method: str = "cks20",
+    from_unit=None,
+    to_unit=None,
+    group=None,
+) -> dict:
     """One conversion request, as `dpspec convert` and `dpspec.convert(...)` make it.
 
     Applies, in this order, a unit change (from_unit -> to_unit), group privacy (a unit of at

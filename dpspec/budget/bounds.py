@@ -5,6 +5,7 @@ mechanism achieves more states a false guarantee, so `dpspec check` and the lang
 compute it. Public facts read from the data (swapping's largest stratum) are kept per data file
 state and mechanism block, so an editor recomputes them only when the data or the block changes.
 """
+
 from __future__ import annotations
 
 import math
@@ -24,7 +25,7 @@ _KEEP = 8
 def _stamps(spec: ir.Spec) -> tuple:
     """(path, size, mtime) of each local data source; a source that cannot be stated gives no cache key."""
     out = []
-    for path in input_paths(spec)[1 if spec.path else 0:]:
+    for path in input_paths(spec)[1 if spec.path else 0 :]:
         try:
             st = os.stat(path)
         except OSError:
@@ -64,14 +65,18 @@ def bound_problems(spec: ir.Spec) -> list[Diagnostic]:
     the data and it cannot be read (the caller decides whether that fails)."""
 
     if spec.program is not None:
-
         where = {b.describe(): b.loc for b in spec.budgets}
         out = []
         for b in budget_summary(spec)["bounds"]:
             if not b["holds"]:
                 loc = where.get(b["bound"])
-                out.append(Diagnostic(f"the declared bound '{b['bound']}' does not hold: the program achieves "
-                                      f"{b['achieved']}", loc.line if loc else None, loc.column if loc else None))
+                out.append(
+                    Diagnostic(
+                        f"the declared bound '{b['bound']}' does not hold: the program achieves {b['achieved']}",
+                        loc.line if loc else None,
+                        loc.column if loc else None,
+                    )
+                )
         return out
     checked = check(spec)
     mech, params = checked.mechanism, checked.params
@@ -82,9 +87,14 @@ def bound_problems(spec: ir.Spec) -> list[Diagnostic]:
         if b.holds:
             continue
         loc = b.bound.loc
-        out.append(Diagnostic(f"the declared bound '{b.bound.describe()}' does not hold: the mechanism achieves "
-                              f"{_figure(b.achieved)} ({b.currency})", loc.line if loc else None,
-                              loc.column if loc else None))
+        out.append(
+            Diagnostic(
+                f"the declared bound '{b.bound.describe()}' does not hold: the mechanism achieves "
+                f"{_figure(b.achieved)} ({b.currency})",
+                loc.line if loc else None,
+                loc.column if loc else None,
+            )
+        )
     return out
 
 
@@ -95,4 +105,3 @@ def require_bounds(spec: ir.Spec) -> None:
         error = SpecError(problems, spec.path, spec.text)
         error.rule = "bound-exceeded"
         raise error
-

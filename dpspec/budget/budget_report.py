@@ -5,6 +5,7 @@ mechanism's budget depends on them (they are functions of the invariants, so pri
 discloses nothing the release does not). One spec's account is `spec_account.spec_ledger`;
 this module imports it and prints programs (`program`), one way.
 """
+
 from __future__ import annotations
 
 import math
@@ -56,14 +57,19 @@ def _achieved_exact(x) -> dict:
     return {} if _nan(x) or not needs_exact(x) else {"achieved_exact": exact_text(x)}
 
 
-def budget_summary(spec: ir.Spec, delta: float | None = None, method: str = "cks20", per_attribute: bool = False) -> dict:
+def budget_summary(
+    spec: ir.Spec, delta: float | None = None, method: str = "cks20", per_attribute: bool = False
+) -> dict:
     """`per_attribute` makes the per-attribute and per-geography budgets required: a mechanism
     without attribute structure is then a SpecError naming it (they are shown whenever the
     mechanism has them)."""
     if spec.program is not None:
         if per_attribute:
-            raise SpecError("per-attribute budgets are stated for one spec, not a program: ask for them on a member spec",
-                            spec.path, spec.text)
+            raise SpecError(
+                "per-attribute budgets are stated for one spec, not a program: ask for them on a member spec",
+                spec.path,
+                spec.text,
+            )
         return program_summary(spec, delta=delta, method=method)
     checked, facts, statement, flavor, ledger = spec_ledger(spec)
     delta = delta if delta is not None else (spec.premetric.option("delta") or ledger_mod.DEFAULT_DELTA)
@@ -95,7 +101,10 @@ def budget_summary(spec: ir.Spec, delta: float | None = None, method: str = "cks
             "components": _components(spec, flavor, statement),
             "conditioned_on": [p.to_json() for p in statement.public],
         },
-        "steps": [{"what": s.what, "from": str(s.source), "to": str(s.result), "method": s.method, "citation": s.citation} for s in ledger.steps],
+        "steps": [
+            {"what": s.what, "from": str(s.source), "to": str(s.result), "method": s.method, "citation": s.citation}
+            for s in ledger.steps
+        ],
         "budget": _budget_json(ledger.declared),
         "worst_case": _budget_json(ledger.worst),
         "problem": ledger.problem,
@@ -103,8 +112,13 @@ def budget_summary(spec: ir.Spec, delta: float | None = None, method: str = "cks
         "headline_conversion": method,
         "public_information": [{"statistic": p.query.describe(), "released": p.source} for p in spec.public],
         "bounds": [
-            {"bound": b.bound.describe(), "achieved": json_number(b.achieved) if not _nan(b.achieved) else None,
-             "holds": b.holds, "currency": b.currency, **_achieved_exact(b.achieved)}
+            {
+                "bound": b.bound.describe(),
+                "achieved": json_number(b.achieved) if not _nan(b.achieved) else None,
+                "holds": b.holds,
+                "currency": b.currency,
+                **_achieved_exact(b.achieved),
+            }
             for b in ledger.bounds
         ],
         "bounds_hold": ledger.bounds_hold and ledger.problem is None,
@@ -121,8 +135,13 @@ def budget_text(summary: dict) -> str:
     lines = [summary["spec"] or "(untitled spec)", "  " + summary["notation"], ""]
     native = summary["native"]
     nf = native["flavor"]
-    lines.append(f"mechanism {summary['mechanism']['name']} proves, for its native flavor ({nf['relation']} on {nf['unit']}, {nf['premetric']}):")
-    lines.append(f"  {budget_line(native['budget'])}" + ("   (per universe: the value for the actual universe)" if native["per_universe"] else ""))
+    lines.append(
+        f"mechanism {summary['mechanism']['name']} proves, for its native flavor ({nf['relation']} on {nf['unit']}, {nf['premetric']}):"
+    )
+    lines.append(
+        f"  {budget_line(native['budget'])}"
+        + ("   (per universe: the value for the actual universe)" if native["per_universe"] else "")
+    )
     if native["per_universe"]:
         if native["worst_case"]:
             lines.append(f"  worst case over the admitted universes: {budget_line(native['worst_case'])}")
@@ -153,8 +172,11 @@ def budget_text(summary: dict) -> str:
     if summary["conversions"]:
         lines.append("in other currencies:")
         for c in summary["conversions"]:
-            figures = ", ".join(f"{k} = {budget_figure(v)}" for k, v in c.items()
-                                if k not in ("premetric", "method", "citation") and not k.endswith("_exact"))
+            figures = ", ".join(
+                f"{k} = {budget_figure(v)}"
+                for k, v in c.items()
+                if k not in ("premetric", "method", "citation") and not k.endswith("_exact")
+            )
             lines.append(f"  {c['premetric']}: {figures}   [{c['method']}]")
     for p in summary["public_information"]:
         lines.append(f"conditioned on public information: {p['statistic']} (released: {p['released']})")

@@ -1,4 +1,5 @@
 """Budgets as text, the same way in `dpspec budget`, programs and `dpspec compile`'s summary."""
+
 from __future__ import annotations
 
 import math
@@ -26,7 +27,9 @@ def budget_line(budget_json: dict | None, named: bool = True) -> str:
     if not budget_json:
         return "undefined"
     # an exact companion (rho_exact) is for machines; the line prints the figure once
-    items = [f"{k} = {budget_figure(v)}" for k, v in budget_json.items() if k != "premetric" and not k.endswith("_exact")]
+    items = [
+        f"{k} = {budget_figure(v)}" for k, v in budget_json.items() if k != "premetric" and not k.endswith("_exact")
+    ]
     text = ", ".join(items)
     if not named:
         return f"({text})" if len(items) > 1 else text

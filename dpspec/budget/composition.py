@@ -5,6 +5,7 @@ premetric, so every budget is first converted into a common one (and the ledger 
 conversion). Releases run separately on disjoint parts of the data (the 50 states) compose in
 parallel: the maximum over the parts counts, once.
 """
+
 from __future__ import annotations
 
 from collections import OrderedDict
@@ -139,9 +140,7 @@ def _common_orders(budgets) -> tuple[float, ...]:
         mine = {a for a, _ in b.points}
         orders = mine if orders is None else orders & mine
     if not orders:
-        raise ConversionError(
-            "Rényi budgets at different orders cannot be composed: no order is shared by all"
-        )
+        raise ConversionError("Rényi budgets at different orders cannot be composed: no order is shared by all")
     return tuple(sorted(orders))
 
 
@@ -159,8 +158,7 @@ def sequential(budgets: list[Budget]) -> Budget:
     if kind == "gdp":  # sqrt of the exact sum of squares, certified from above
         return GaussianDP(sqrt_upper(exact_sum(b.mu * b.mu for b in budgets)))
     if kind == "approx":
-        return ApproxDP(exact_sum(b.epsilon for b in budgets),
-                        min(Fraction(1), exact_sum(b.delta for b in budgets)))
+        return ApproxDP(exact_sum(b.epsilon for b in budgets), min(Fraction(1), exact_sum(b.delta for b in budgets)))
     orders = _common_orders(budgets)
     table = [dict(b.points) for b in budgets]
     return _renyi(tuple((a, exact_sum(t[a] for t in table)) for a in orders))
@@ -201,9 +199,7 @@ def _blocks(releases) -> list[list[list[int]]]:
 
 
 def _compose_structure(budgets: list[Budget], blocks) -> Budget:
-    return sequential([
-        parallel([sequential([budgets[i] for i in part]) for part in parts]) for parts in blocks
-    ])
+    return sequential([parallel([sequential([budgets[i] for i in part]) for part in parts]) for parts in blocks])
 
 
 # ---- choosing the common premetric ---------------------------------------------------------
@@ -230,8 +226,9 @@ def _to_common(budgets: list[Budget], target: str, alpha) -> list[Conversion]:
                 raise ConversionError("composing in Rényi DP needs the order(s) alpha")
             orders = _common_orders(renyis)
         else:
-            orders = tuple(sorted({to_exact(a, "alpha") for a in
-                                   (alpha if isinstance(alpha, (list, tuple)) else [alpha])}))
+            orders = tuple(
+                sorted({to_exact(a, "alpha") for a in (alpha if isinstance(alpha, (list, tuple)) else [alpha])})
+            )
         arg = orders[0] if len(orders) == 1 else list(orders)
         out = []
         for b in budgets:
@@ -293,9 +290,7 @@ def _compose_once(budgets, blocks, target, delta, method, alpha):
         sub_conv = convert(subtotal, "approx")
     else:
         if delta is None:
-            raise ConversionError(
-                f"composing {sub_target} releases into (epsilon, delta) needs the total delta"
-            )
+            raise ConversionError(f"composing {sub_target} releases into (epsilon, delta) needs the total delta")
         d_total = to_exact(delta, "delta")
         d_sub = d_total - approx_total.delta
         if not d_sub > 0:
@@ -323,8 +318,7 @@ def _compose_once(budgets, blocks, target, delta, method, alpha):
     return total, convs, sub_convs, notes
 
 
-def compose(releases, *, to: str | None = None, delta=None, method: str = "cks20",
-            alpha=None, public=()) -> Ledger:
+def compose(releases, *, to: str | None = None, delta=None, method: str = "cks20", alpha=None, public=()) -> Ledger:
     """Compose releases into a ledger.
 
     The common premetric is `to`, or else: pure if all are pure, GDP if all are GDP, zCDP for
@@ -354,8 +348,7 @@ def compose(releases, *, to: str | None = None, delta=None, method: str = "cks20
         else:
             worst = _compose_once(worsts, blocks, target, delta, method, alpha)[0]
 
-    groups = [parts for parts in blocks if len(parts) > 1 or
-              releases[parts[0][0]].parallel_group is not None]
+    groups = [parts for parts in blocks if len(parts) > 1 or releases[parts[0][0]].parallel_group is not None]
     for parts in groups:
         g = releases[parts[0][0]].parallel_group
         names = ", ".join(str(releases[p[0]].universe) for p in parts)
@@ -377,9 +370,7 @@ def compose(releases, *, to: str | None = None, delta=None, method: str = "cks20
     if target == "approx" and any(b.kind == "approx" for b in actual):
         method_parts.append("basic composition of (epsilon, delta)")
 
-    entries = tuple(
-        LedgerEntry(r, b, c.result, c) for r, b, c in zip(releases, actual, convs)
-    )
+    entries = tuple(LedgerEntry(r, b, c.result, c) for r, b, c in zip(releases, actual, convs))
     depends_on: dict = {}
     conditions = list(public)
     for s in statements:

@@ -16,6 +16,7 @@ normal CDF (scipy), which has no interval form here: its figures are raised by a
 margin above scipy's value, which bounds scipy's error in practice but is not a proof. Plain
 Python otherwise: `dpspec check` loads no scipy.
 """
+
 from __future__ import annotations
 
 import math
@@ -222,6 +223,7 @@ def _cks20_s_star(rho: float, eps: float) -> float:
     root (with alpha = 1 + e^s, so alpha near 1 stays representable) is accurate to machine
     precision where a direct minimization would only locate alpha to sqrt(machine eps). Any
     alpha gives a valid bound, so an inaccurate s costs tightness only."""
+
     def slope(s: float) -> float:  # d/d alpha of the objective, at alpha = 1 + e^s
         return (1.0 + 2.0 * math.exp(s)) * rho - eps + s - math.log1p(math.exp(s))
 
@@ -391,8 +393,7 @@ def pure_to_approx(b: PureDP, *, delta=None, epsilon=None) -> Conversion:
     """eps-DP is (eps, 0)-DP; at a smaller eps' it is (eps', (e^eps - e^eps')/(1 + e^eps))-DP."""
     if epsilon is None:
         # (eps, 0) implies (eps, delta) for any requested delta; state the stronger one.
-        return Conversion(b, ApproxDP(b.epsilon, 0), "pure-approx", CITATIONS["pure-approx"],
-                          exact=True, lossless=True)
+        return Conversion(b, ApproxDP(b.epsilon, 0), "pure-approx", CITATIONS["pure-approx"], exact=True, lossless=True)
     e2 = to_exact(epsilon, "epsilon")
     if e2 >= b.epsilon:
         d = Fraction(0)
@@ -418,8 +419,7 @@ def _renyi_at(alpha, eps_of_alpha) -> Budget:
 
 def zcdp_to_renyi(b: ZCDP, alpha) -> Conversion:
     """rho-zCDP is (alpha, alpha rho)-RDP for every alpha > 1 (a list of alphas gives a curve)."""
-    return Conversion(b, _renyi_at(alpha, lambda a: a * b.rho), "zcdp-renyi",
-                      CITATIONS["zcdp-renyi"], exact=True)
+    return Conversion(b, _renyi_at(alpha, lambda a: a * b.rho), "zcdp-renyi", CITATIONS["zcdp-renyi"], exact=True)
 
 
 # ---- Rényi -> (epsilon, delta) -------------------------------------------------------------
@@ -462,8 +462,7 @@ def renyi_delta(alpha, tau, epsilon, method: str = "cks20"):
     return min(Fraction(1), log_d.min0().exp().upper())
 
 
-def renyi_to_approx(b: RenyiDP | RenyiCurve, *, delta=None, epsilon=None,
-                    method: str = "cks20") -> Conversion:
+def renyi_to_approx(b: RenyiDP | RenyiCurve, *, delta=None, epsilon=None, method: str = "cks20") -> Conversion:
     """(alpha, eps)-RDP (or a curve: the best point) to (eps', delta)."""
     m = "mironov17" if str(method).lower() in ("bs16", "mironov17") else _check_method(method, RENYI_METHODS)
     _need_one(delta, epsilon, "Rényi DP")
@@ -483,6 +482,7 @@ def renyi_to_approx(b: RenyiDP | RenyiCurve, *, delta=None, epsilon=None,
 
 def renyi_to_renyi(b: RenyiDP | RenyiCurve, alpha) -> Conversion:
     """D_alpha is nondecreasing in alpha: a bound at order a holds at every order below a."""
+
     def at(a: float) -> float:
         above = [t for a0, t in b.points if a0 >= a]
         if not above:
@@ -543,8 +543,9 @@ def gdp_epsilon(mu, delta):
         return Fraction(0)
     if delta == 0 or math.isinf(mu):
         return INF
-    return _raised(_invert_log_delta(lambda e: gdp_log_delta(mu, e), delta,
-                                     mu * mu / 2 + mu * math.sqrt(-2 * math.log(delta))))
+    return _raised(
+        _invert_log_delta(lambda e: gdp_log_delta(mu, e), delta, mu * mu / 2 + mu * math.sqrt(-2 * math.log(delta)))
+    )
 
 
 def gdp_to_approx(b: GaussianDP, *, delta=None, epsilon=None) -> Conversion:
@@ -585,8 +586,7 @@ def approx_to_approx(b: ApproxDP, *, delta=None, epsilon=None) -> Conversion:
 # ---- dispatch ------------------------------------------------------------------------------
 
 _NO_PURE = {
-    "approx": "(epsilon, delta)-DP allows any output with probability delta, which no finite "
-    "pure epsilon bounds",
+    "approx": "(epsilon, delta)-DP allows any output with probability delta, which no finite pure epsilon bounds",
     "zcdp": "zCDP bounds Rényi divergences of finite order only; a Gaussian-noise mechanism is "
     "zCDP but its output likelihood ratio is unbounded",
     "renyi": "a Rényi bound at finite orders does not bound the max log-ratio (order infinity)",
@@ -610,8 +610,7 @@ _NOT_IMPLIED = {
 }
 
 
-def convert(budget: Budget, to: str, *, delta=None, epsilon=None, alpha=None,
-            method: str = "cks20") -> Conversion:
+def convert(budget: Budget, to: str, *, delta=None, epsilon=None, alpha=None, method: str = "cks20") -> Conversion:
     """Convert a budget to premetric `to` ('pure', 'approx', 'zcdp', 'renyi', 'gdp').
 
     approx targets need delta (to get eps) or epsilon (to get delta); renyi targets need alpha.
@@ -628,12 +627,13 @@ def beyond_floats(budget):
     try:
         yield
     except (OverflowError, FloatingPointError, RuntimeError) as exc:
-        raise ConversionError(f"converting this {getattr(budget, 'kind', '')} budget overflows floating point ({exc}); "
-                              "a budget this large protects nothing: check the figures") from None
+        raise ConversionError(
+            f"converting this {getattr(budget, 'kind', '')} budget overflows floating point ({exc}); "
+            "a budget this large protects nothing: check the figures"
+        ) from None
 
 
-def _convert(budget: Budget, to: str, *, delta=None, epsilon=None, alpha=None,
-             method: str = "cks20") -> Conversion:
+def _convert(budget: Budget, to: str, *, delta=None, epsilon=None, alpha=None, method: str = "cks20") -> Conversion:
 
     budget = budget_from_params(budget)
     src, dst = budget.kind, normalize_kind(to)
@@ -643,13 +643,15 @@ def _convert(budget: Budget, to: str, *, delta=None, epsilon=None, alpha=None,
         return identity(budget)
     if dst == "pure" and src == "renyi" and math.isinf(budget.points[-1][0]):
         # A bound at order infinity is a bound on the max log-ratio: pure DP itself.
-        return Conversion(budget, PureDP(budget.points[-1][1]), "renyi-infinity",
-                          "Mironov (2017), Rényi Differential Privacy, Section 3 (order infinity "
-                          "is pure DP)", exact=True)
-    if dst == "pure":
-        raise ConversionError(
-            f"the conversion {src} -> pure does not exist: {_NO_PURE[src]}"
+        return Conversion(
+            budget,
+            PureDP(budget.points[-1][1]),
+            "renyi-infinity",
+            "Mironov (2017), Rényi Differential Privacy, Section 3 (order infinity is pure DP)",
+            exact=True,
         )
+    if dst == "pure":
+        raise ConversionError(f"the conversion {src} -> pure does not exist: {_NO_PURE[src]}")
     if (src, dst) in _NOT_IMPLIED:
         raise ConversionError(f"the conversion {src} -> {dst} does not exist: {_NOT_IMPLIED[src, dst]}")
     if dst == "renyi" and alpha is None:
@@ -693,8 +695,10 @@ def _convert(budget: Budget, to: str, *, delta=None, epsilon=None, alpha=None,
 
 def conversion_json(c: Conversion) -> dict:
     """Flat JSON of a conversion's result: its parameters, premetric, method and citation."""
-    out = {k: (json_number(v) if not isinstance(v, list) else [json_number(x) for x in v])
-           for k, v in c.result.params().items()}
+    out = {
+        k: (json_number(v) if not isinstance(v, list) else [json_number(x) for x in v])
+        for k, v in c.result.params().items()
+    }
     out.update(exact_companions(c.result.params()))
     out.update({"premetric": c.result.kind, "method": c.method, "citation": c.citation})
     return out

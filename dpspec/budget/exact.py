@@ -10,6 +10,7 @@ float at or above the interval's upper end (or at or below its lower end, for a 
 an exact `Fraction`. So every figure the budget path states is exact or a proven bound on the
 safe side, and is still a number a float can print.
 """
+
 from __future__ import annotations
 
 import math
@@ -19,9 +20,9 @@ from decimal import ROUND_CEILING, ROUND_FLOOR, ROUND_HALF_EVEN, Context, Decima
 from fractions import Fraction
 
 PRECISION = 50
-_UP = Context(prec=PRECISION, rounding=ROUND_CEILING, Emin=-10**8, Emax=10**8)
-_DOWN = Context(prec=PRECISION, rounding=ROUND_FLOOR, Emin=-10**8, Emax=10**8)
-_NEAR = Context(prec=PRECISION, rounding=ROUND_HALF_EVEN, Emin=-10**8, Emax=10**8)
+_UP = Context(prec=PRECISION, rounding=ROUND_CEILING, Emin=-(10**8), Emax=10**8)
+_DOWN = Context(prec=PRECISION, rounding=ROUND_FLOOR, Emin=-(10**8), Emax=10**8)
+_NEAR = Context(prec=PRECISION, rounding=ROUND_HALF_EVEN, Emin=-(10**8), Emax=10**8)
 
 INF = math.inf
 

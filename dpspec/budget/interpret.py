@@ -12,6 +12,7 @@ formula the report names so anyone can recompute it:
 * hypothesis test: the attacker tests "has the trait" against "has not". The trade-off curve
   f(alpha) is the smallest type II error at type I error alpha; 1 - f(alpha) is the best power.
 """
+
 from __future__ import annotations
 
 import math
@@ -26,20 +27,20 @@ TEST_ALPHAS = (0.01, 0.05)
 
 FORMULAS = {
     "pure": "posterior ≤ p e^eps / (p e^eps + 1 - p) (posterior odds at most prior odds x e^eps; "
-            "the Bayesian reading of Kasiviswanathan and Smith 2014)",
+    "the Bayesian reading of Kasiviswanathan and Smith 2014)",
     "approx": "posterior ≤ p e^eps / (p e^eps + 1 - p), except on outcomes of total probability at most delta "
-              "(the (eps, delta) definition: P[S | trait] ≤ e^eps P[S | no trait] + delta)",
+    "(the (eps, delta) definition: P[S | trait] ≤ e^eps P[S | no trait] + delta)",
     "zcdp": "eps = eps_CKS20(rho, delta), the tightest epsilon of the rho-zCDP privacy profile (Canonne, Kamath and "
-            "Steinke 2020, Corollary 13); then posterior ≤ p e^eps / (p e^eps + 1 - p) except with probability delta",
+    "Steinke 2020, Corollary 13); then posterior ≤ p e^eps / (p e^eps + 1 - p) except with probability delta",
     "gdp": "eps = eps_GDP(mu, delta), the exact (eps, delta) dual of the trade-off curve "
-           "G_mu(alpha) = Phi(Phi^-1(1 - alpha) - mu) (Dong, Roth and Su 2022, Corollary 2.13); then "
-           "posterior ≤ p e^eps / (p e^eps + 1 - p) except with probability delta",
+    "G_mu(alpha) = Phi(Phi^-1(1 - alpha) - mu) (Dong, Roth and Su 2022, Corollary 2.13); then "
+    "posterior ≤ p e^eps / (p e^eps + 1 - p) except with probability delta",
 }
 CURVES = {
     "pure": "f(alpha) = max(0, 1 - e^eps alpha, e^-eps (1 - alpha)) (Wasserman and Zhou 2010; Kairouz, Oh and Viswanath 2015)",
     "approx": "f(alpha) = max(0, 1 - delta - e^eps alpha, e^-eps (1 - delta - alpha)) (Kairouz, Oh and Viswanath 2015)",
     "zcdp": "f(alpha) = the upper envelope, over eps, of the (eps, delta_CKS20(rho, eps)) curves (each point of the "
-            "profile is a valid bound; computed on a grid, so it is conservative)",
+    "profile is a valid bound; computed on a grid, so it is conservative)",
     "gdp": "f(alpha) = G_mu(alpha) = Phi(Phi^-1(1 - alpha) - mu) (Dong, Roth and Su 2022, Definition 2.5)",
 }
 
@@ -121,7 +122,12 @@ def read(budget: Budget, delta: float) -> Reading:
         raise ValueError(f"cannot read a {kind} budget")
     f = tradeoff(budget, TEST_ALPHAS)
     eps, d = float(eps), float(d)  # certified figures, read as floats for the posterior's picture
-    return Reading(budget, eps, d,
-                   tuple((p, posterior(p, eps)) for p in PRIORS),
-                   tuple((a, float(1.0 - v)) for a, v in zip(TEST_ALPHAS, f)),
-                   FORMULAS[kind], CURVES[kind])
+    return Reading(
+        budget,
+        eps,
+        d,
+        tuple((p, posterior(p, eps)) for p in PRIORS),
+        tuple((a, float(1.0 - v)) for a, v in zip(TEST_ALPHAS, f)),
+        FORMULAS[kind],
+        CURVES[kind],
+    )

@@ -7,6 +7,7 @@ budget bounds are then checked in their own quoted currency, exactly: the achiev
 exact rational or a certified upper bound (dpspec.budget.exact), the declared one is the exact
 number the spec wrote, and no tolerance lets a figure above its bound pass.
 """
+
 from __future__ import annotations
 
 import math
@@ -82,8 +83,17 @@ def _unit_steps(spec: ir.Spec, native_table: str, budget):
     coarser = tables.get(unit.table)
     if coarser is not None and coarser.parent == native_table:
         # Changing one finer record changes one coarser unit: the guarantee carries over as is.
-        return budget, [Step("unit", budget, budget, f"a change to one {unit.table} record is a change to one {native_table}: same budget")]
-    raise ConversionError(f"no known relation between the mechanism's unit ({native_table}) and the spec's unit ({unit.table})")
+        return budget, [
+            Step(
+                "unit",
+                budget,
+                budget,
+                f"a change to one {unit.table} record is a change to one {native_table}: same budget",
+            )
+        ]
+    raise ConversionError(
+        f"no known relation between the mechanism's unit ({native_table}) and the spec's unit ({unit.table})"
+    )
 
 
 def fixes_size(spec: ir.Spec) -> bool:
@@ -131,8 +141,12 @@ def other_currencies(budget, delta: float) -> tuple:
         return ()
     # (target premetric, options); "via" chains through zCDP, as a zCDP accountant would report
     plans = {
-        "pure": [("zcdp", {}), ("approx", {}), ("approx", {"method": "bs16", "via": "zcdp"}),
-                 ("approx", {"method": "cks20", "via": "zcdp"})],
+        "pure": [
+            ("zcdp", {}),
+            ("approx", {}),
+            ("approx", {"method": "bs16", "via": "zcdp"}),
+            ("approx", {"method": "cks20", "via": "zcdp"}),
+        ],
         "zcdp": [("approx", {"method": "bs16"}), ("approx", {"method": "cks20"})],
         "renyi": [("approx", {})],
         "gdp": [("approx", {}), ("zcdp", {})],
@@ -244,5 +258,13 @@ def build(spec: ir.Spec, native_flavor, statement, currencies: bool = True) -> F
             checks.append(BoundCheck(bound, math.nan, False, f"cannot be checked: {exc}"))
             continue
         checks.append(BoundCheck(bound, figure, _holds(bound.op, figure, bound.value), words))
-    return FlavorLedger(statement, native_flavor, tuple(steps), declared, worst, problem,
-                        other_currencies(declared, delta) if currencies else (), tuple(checks))
+    return FlavorLedger(
+        statement,
+        native_flavor,
+        tuple(steps),
+        declared,
+        worst,
+        problem,
+        other_currencies(declared, delta) if currencies else (),
+        tuple(checks),
+    )

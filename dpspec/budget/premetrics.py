@@ -7,6 +7,7 @@ read exactly, as the binary number it is); `math.inf` is allowed and means "no f
 JSON and printed figures show the nearest float, and JSON adds an exact companion
 ("rho_exact": "293764/114921") where that float is not the exact value.
 """
+
 from __future__ import annotations
 
 import math
@@ -38,8 +39,10 @@ def to_float(value, name: str = "value") -> float:
     try:
         out = _float(value, name)
     except OverflowError:
-        raise InvalidBudget(f"{name} = {_short(value)} is too large to account with (at most about 1.8e308; "
-                            "write inf for an unbounded budget)") from None
+        raise InvalidBudget(
+            f"{name} = {_short(value)} is too large to account with (at most about 1.8e308; "
+            "write inf for an unbounded budget)"
+        ) from None
     if math.isnan(out):
         raise InvalidBudget(f"{name} must be a number, got NaN")
     return out
@@ -75,11 +78,15 @@ def to_exact(value, name: str = "value"):
             return to_exact(value.item(), name)
         return to_exact(to_float(value, name), name)
     if not isinstance(out, float) and abs(out) > _FLOAT_MAX:
-        raise InvalidBudget(f"{name} = {_short(value)} is too large to account with (at most about 1.8e308; "
-                            "write inf for an unbounded budget)")
+        raise InvalidBudget(
+            f"{name} = {_short(value)} is too large to account with (at most about 1.8e308; "
+            "write inf for an unbounded budget)"
+        )
     if not isinstance(out, float) and out != 0 and float(out) == 0:  # exact, but every conversion reads it as 0
-        raise InvalidBudget(f"{name} = {_short(value)} is too small to compute with (it would be read as 0, which "
-                            "means something else; the smallest is about 5e-324)")
+        raise InvalidBudget(
+            f"{name} = {_short(value)} is too small to compute with (it would be read as 0, which "
+            "means something else; the smallest is about 5e-324)"
+        )
     return out
 
 
@@ -95,8 +102,10 @@ def _float(value, name: str) -> float:
     if isinstance(value, (int, float, Fraction, Decimal)):
         out = float(value)
         if out == 0 and value != 0:  # an exact 1e-400 from a spec: read as 0 it would mean no loss at all
-            raise InvalidBudget(f"{name} = {_short(value)} is too small to compute with (it would be read as 0, which "
-                                "means something else; the smallest is about 5e-324)")
+            raise InvalidBudget(
+                f"{name} = {_short(value)} is too small to compute with (it would be read as 0, which "
+                "means something else; the smallest is about 5e-324)"
+            )
     elif isinstance(value, str):
         text = value.strip()
         if len(text) > 400:
@@ -343,9 +352,7 @@ class RenyiCurve(Budget):
         }
 
     def __str__(self) -> str:
-        return "{" + ", ".join(
-            f"alpha {format_figure(a)}: epsilon = {format_figure(e)}" for a, e in self.points
-        ) + "}"
+        return "{" + ", ".join(f"alpha {format_figure(a)}: epsilon = {format_figure(e)}" for a, e in self.points) + "}"
 
 
 @attrs.frozen(str=False)
@@ -360,11 +367,26 @@ class GaussianDP(Budget):
 PREMETRIC_CLASSES = {"pure": PureDP, "approx": ApproxDP, "zcdp": ZCDP, "renyi": RenyiDP, "gdp": GaussianDP}
 
 _KIND_ALIASES = {
-    "pure": "pure", "puredp": "pure", "mult": "pure", "eps": "pure", "epsilon": "pure",
-    "approx": "approx", "approximate": "approx", "approxdp": "approx", "eps-delta": "approx",
-    "zcdp": "zcdp", "rho": "zcdp", "zero-concentrated": "zcdp", "concentrated": "zcdp",
-    "renyi": "renyi", "rényi": "renyi", "rdp": "renyi",
-    "gdp": "gdp", "gaussian": "gdp", "gaussiandp": "gdp", "mu": "gdp",
+    "pure": "pure",
+    "puredp": "pure",
+    "mult": "pure",
+    "eps": "pure",
+    "epsilon": "pure",
+    "approx": "approx",
+    "approximate": "approx",
+    "approxdp": "approx",
+    "eps-delta": "approx",
+    "zcdp": "zcdp",
+    "rho": "zcdp",
+    "zero-concentrated": "zcdp",
+    "concentrated": "zcdp",
+    "renyi": "renyi",
+    "rényi": "renyi",
+    "rdp": "renyi",
+    "gdp": "gdp",
+    "gaussian": "gdp",
+    "gaussiandp": "gdp",
+    "mu": "gdp",
 }
 
 
@@ -372,9 +394,7 @@ def normalize_kind(name: str) -> str:
     """Map a premetric name a user may type ('zCDP', 'rdp', 'approximate') to its kind."""
     key = str(name).strip().lower().replace("_", "-")
     if key not in _KIND_ALIASES:
-        raise ConversionError(
-            f"unknown premetric {name!r}; expected one of {', '.join(KINDS)}"
-        )
+        raise ConversionError(f"unknown premetric {name!r}; expected one of {', '.join(KINDS)}")
     return _KIND_ALIASES[key]
 
 
@@ -408,8 +428,13 @@ def budget_from_params(params: dict) -> Budget:
                 "{epsilon}, {epsilon, delta}, {rho}, {alpha, epsilon}, {mu}"
             )
         kind = by_keys[keys]
-    allowed = {"pure": {"epsilon"}, "approx": {"epsilon", "delta"}, "zcdp": {"rho"},
-               "renyi": {"alpha", "epsilon"}, "gdp": {"mu"}}[kind]
+    allowed = {
+        "pure": {"epsilon"},
+        "approx": {"epsilon", "delta"},
+        "zcdp": {"rho"},
+        "renyi": {"alpha", "epsilon"},
+        "gdp": {"mu"},
+    }[kind]
     extra = keys - allowed
     if extra:
         raise InvalidBudget(f"parameters {sorted(extra)} do not belong to premetric {kind}")
@@ -421,8 +446,7 @@ def budget_from_params(params: dict) -> Budget:
     if kind == "renyi":
         alpha, eps = given["alpha"], given["epsilon"]
         if isinstance(alpha, (list, tuple)) or isinstance(eps, (list, tuple)):
-            if not (isinstance(alpha, (list, tuple)) and isinstance(eps, (list, tuple))
-                    and len(alpha) == len(eps)):
+            if not (isinstance(alpha, (list, tuple)) and isinstance(eps, (list, tuple)) and len(alpha) == len(eps)):
                 raise InvalidBudget("a Rényi curve needs equally long lists of alpha and epsilon")
             return RenyiCurve(tuple(zip(alpha, eps)))
         return RenyiDP(alpha, eps)

@@ -5,6 +5,7 @@ disjoint parts of the data (the states, say) and compose in parallel. Each spec'
 first put in its own declared flavor; composition needs them all to protect the same unit
 under the same relation, and says so when they do not.
 """
+
 from __future__ import annotations
 
 import math
@@ -53,14 +54,35 @@ def load_program(program_spec: ir.Spec) -> list[Member]:
             path = rel if os.path.isabs(rel) else os.path.join(base, rel)
             spec = parse(read_source(path), path)
             if spec.program is not None:
-                raise SpecError([Diagnostic(f"'{rel}' is itself a program; programs include specs only")], program_spec.path, program_spec.text)
-            checked, facts, statement, flavor, ledger = spec_ledger(spec, currencies=False)  # declared and worst only: no scipy
+                raise SpecError(
+                    [Diagnostic(f"'{rel}' is itself a program; programs include specs only")],
+                    program_spec.path,
+                    program_spec.text,
+                )
+            checked, facts, statement, flavor, ledger = spec_ledger(
+                spec, currencies=False
+            )  # declared and worst only: no scipy
             if ledger.declared is None:
-                raise SpecError([Diagnostic(f"'{rel}': its budget cannot be expressed in its own flavor: {ledger.problem}")], program_spec.path, program_spec.text)
-            members.append(Member(rel, spec, BudgetStatement(ledger.declared, ledger.worst, statement.per_universe,
-                                                             statement.depends_on, statement.notes), group,
-                                  change_one=(_change_one(checked, flavor, statement, ledger, program_spec.unit)
-                                              if program_spec.unit else None)))
+                raise SpecError(
+                    [Diagnostic(f"'{rel}': its budget cannot be expressed in its own flavor: {ledger.problem}")],
+                    program_spec.path,
+                    program_spec.text,
+                )
+            members.append(
+                Member(
+                    rel,
+                    spec,
+                    BudgetStatement(
+                        ledger.declared, ledger.worst, statement.per_universe, statement.depends_on, statement.notes
+                    ),
+                    group,
+                    change_one=(
+                        _change_one(checked, flavor, statement, ledger, program_spec.unit)
+                        if program_spec.unit
+                        else None
+                    ),
+                )
+            )
     if program_spec.unit is not None:
         return _in_program_unit(program_spec, members)
     _check_same_currency(program_spec, members)
@@ -92,8 +114,11 @@ def _change_one(checked, flavor, statement, ledger, unit):
     tight = change_one_result(hook(checked.spec, checked.params, statement.actual), mech) if hook else None
     if tight is None or tight.budget.kind != ledger.declared.kind:
         return None
-    worst = (change_one_result(hook(checked.spec, checked.params, statement.worst), mech)
-             if statement.worst is not None else None)
+    worst = (
+        change_one_result(hook(checked.spec, checked.params, statement.worst), mech)
+        if statement.worst is not None
+        else None
+    )
     return tight.budget, (worst.budget if worst else None), tight.reason
 
 
@@ -110,18 +135,33 @@ def _in_program_unit(program_spec, members):
         if m.change_one is not None:
             start, start_worst, reason = m.change_one
             own = m.spec.unit.relation == "symdiff"  # the member protects add/remove; the program's step is done here
-            first = [UnitStep("relation", m.statement.actual, start,
-                              f"{reason}; in place of " + ("group privacy's two add/remove steps (rho x 4)" if own
-                                                           else "the member's own group-privacy figure"))]
+            first = [
+                UnitStep(
+                    "relation",
+                    m.statement.actual,
+                    start,
+                    f"{reason}; in place of "
+                    + (
+                        "group privacy's two add/remove steps (rho x 4)"
+                        if own
+                        else "the member's own group-privacy figure"
+                    ),
+                )
+            ]
             generic, _ = to_program_unit(program_spec, domain, m, m.statement.actual)
             if own:
-                as_changed = attrs.evolve(m, spec=attrs.evolve(m.spec, unit=attrs.evolve(m.spec.unit, relation="hamming")))
+                as_changed = attrs.evolve(
+                    m, spec=attrs.evolve(m.spec, unit=attrs.evolve(m.spec.unit, relation="hamming"))
+                )
         actual, steps = to_program_unit(program_spec, domain, as_changed, start)
         worst, _ = to_program_unit(program_spec, domain, as_changed, start_worst)
         steps = first + steps
         statement = attrs.evolve(m.statement, actual=actual, worst=worst)
-        out.append(attrs.evolve(m, statement=statement, own_budget=m.statement.actual, unit_steps=tuple(steps),
-                                group_privacy=generic))
+        out.append(
+            attrs.evolve(
+                m, statement=statement, own_budget=m.statement.actual, unit_steps=tuple(steps), group_privacy=generic
+            )
+        )
     return out  # one unit and relation now; compose() puts differing premetrics in one
 
 
@@ -131,16 +171,25 @@ def _check_same_currency(program_spec, members):
     problems = []
     if len(domains) > 1:
         which = "; ".join(f"'{m.path}' protects '{m.spec.domain.name}'" for m in members)
-        problems.append(Diagnostic(f"the included specs protect different domains ({', '.join(sorted(domains))}): "
-                                   f"{which}; composition is about releases of the same data"))
+        problems.append(
+            Diagnostic(
+                f"the included specs protect different domains ({', '.join(sorted(domains))}): "
+                f"{which}; composition is about releases of the same data"
+            )
+        )
     if len(flavors) > 1 and not _joint_tables(members):
         listed = "; ".join(f"{t} under {r}" for t, r in sorted(flavors))
-        problems.append(Diagnostic(f"the included specs use different units or neighbor relations ({listed}); convert them to one unit before composing"))
+        problems.append(
+            Diagnostic(
+                f"the included specs use different units or neighbor relations ({listed}); convert them to one unit before composing"
+            )
+        )
     if problems:
         raise SpecError(problems, program_spec.path, program_spec.text)
 
 
 # --- releases of different tables of one domain (P.L. 94-171: persons and housing units) -----
+
 
 def _joint_tables(members) -> str | None:
     """The note that makes releases of different tables compose, or None if they cannot.
@@ -154,9 +203,11 @@ def _joint_tables(members) -> str | None:
     tables = sorted({m.spec.unit.table for m in members})
     if len(relations) != 1 or any(m.group for m in members):
         return None
-    return (f"the releases protect different tables ({', '.join(tables)}) of one domain: the total holds "
-            f"for neighbours differing in one record of each ({next(iter(relations))} on every table), "
-            "each release keeping its own guarantee")
+    return (
+        f"the releases protect different tables ({', '.join(tables)}) of one domain: the total holds "
+        f"for neighbours differing in one record of each ({next(iter(relations))} on every table), "
+        "each release keeping its own guarantee"
+    )
 
 
 def program_ledger(program_spec: ir.Spec, delta: float | None = None, method: str = "cks20"):
@@ -175,12 +226,16 @@ def program_ledger(program_spec: ir.Spec, delta: float | None = None, method: st
 
         to = SPEC_TO_KIND[program_spec.premetric.kind]
     alpha = program_spec.premetric.option("alpha") if program_spec.premetric is not None else None
-    ledger = compose(releases, to=to, delta=delta or DEFAULT_DELTA, method=method, public=public,
-                     alpha=alpha)
+    ledger = compose(releases, to=to, delta=delta or DEFAULT_DELTA, method=method, public=public, alpha=alpha)
     if program_spec.unit is not None and members:
-
-        ledger = attrs.evolve(ledger, notes=(*ledger.notes, "the total protects the program's composed unit: "
-                                             + describe_unit(program_spec.unit, program_domain(program_spec, members))))
+        ledger = attrs.evolve(
+            ledger,
+            notes=(
+                *ledger.notes,
+                "the total protects the program's composed unit: "
+                + describe_unit(program_spec.unit, program_domain(program_spec, members)),
+            ),
+        )
         if ledger.total.kind == "zcdp" and ledger.total.is_finite:
             ledger = attrs.evolve(ledger, notes=(*ledger.notes, _epsilon_note(ledger, delta or DEFAULT_DELTA)))
     elif len({m.spec.unit.table for m in members}) > 1:
@@ -199,22 +254,32 @@ def _epsilon_note(ledger, delta: float) -> str:
     certificates' conversion) and by Bun & Steinke (the looser one the first seed paper uses)."""
     cks = ledger.total_in("approx", delta=delta, method="cks20").result.epsilon
     bs = ledger.total_in("approx", delta=delta, method="bs16").result.epsilon
-    return (f"the total in (epsilon, delta) at delta = {float(delta):g}: epsilon = {float(cks):.4f} by cks20 (Canonne, Kamath & "
-            f"Steinke 2020, the production certificates' conversion), {float(bs):.4f} by bs16 (Bun & Steinke 2016)")
+    return (
+        f"the total in (epsilon, delta) at delta = {float(delta):g}: epsilon = {float(cks):.4f} by cks20 (Canonne, Kamath & "
+        f"Steinke 2020, the production certificates' conversion), {float(bs):.4f} by bs16 (Bun & Steinke 2016)"
+    )
 
 
 def _change_one_note(members, ledger) -> str | None:
     """Which members count a change of one record by their mechanism's own sensitivity, and what
     the total would be by group privacy for them (the rule a published figure may have used)."""
     tight = [m for m in members if m.group_privacy is not None]
-    if not tight or ledger.total.kind != "zcdp" or any(m.group for m in members) \
-            or any(b.kind != "zcdp" for m in tight for b in (m.statement.actual, m.group_privacy)):
+    if (
+        not tight
+        or ledger.total.kind != "zcdp"
+        or any(m.group for m in members)
+        or any(b.kind != "zcdp" for m in tight for b in (m.statement.actual, m.group_privacy))
+    ):
         return None
     extra = sum(m.group_privacy.rho - m.statement.actual.rho for m in tight)
-    parts = ", ".join(f"'{m.path}' rho = {float(m.statement.actual.rho):.6g} "
-                      f"(group privacy: {float(m.group_privacy.rho):.6g})" for m in tight)
-    return (f"change one record: {parts} use their mechanism's own change-one bound; by group privacy "
-            f"(two add/remove steps) for them too the total would be rho = {float(ledger.total.rho + extra):.6g}")
+    parts = ", ".join(
+        f"'{m.path}' rho = {float(m.statement.actual.rho):.6g} (group privacy: {float(m.group_privacy.rho):.6g})"
+        for m in tight
+    )
+    return (
+        f"change one record: {parts} use their mechanism's own change-one bound; by group privacy "
+        f"(two add/remove steps) for them too the total would be rho = {float(ledger.total.rho + extra):.6g}"
+    )
 
 
 def _pufferfish_note(members) -> str | None:
@@ -226,8 +291,10 @@ def _pufferfish_note(members) -> str | None:
     if not puffer:
         return None
     classes = sorted({m.spec.pufferfish.kind for m in puffer})
-    parts = [f"{len(puffer)} of the releases are epsilon-Z-Pufferfish guarantees (class {', '.join(classes)}); "
-             + CONDITIONAL_INDEPENDENCE]
+    parts = [
+        f"{len(puffer)} of the releases are epsilon-Z-Pufferfish guarantees (class {', '.join(classes)}); "
+        + CONDITIONAL_INDEPENDENCE
+    ]
     if any(m.group for m in puffer):
         parts.append("the parallel parts compose by Lemma 7 because they read disjoint parts of the data")
     if len(classes) > 1 or len(puffer) < len(members):
@@ -244,22 +311,37 @@ def program_summary(program_spec: ir.Spec, delta: float | None = None, method: s
         words = f"composed total ({ledger.method})"
         if figure is None and b.quantity in KIND_OF_BOUND:
             kwargs = {"delta": dict(b.with_).get("delta", delta or DEFAULT_DELTA)} if b.quantity == "epsilon" else {}
-            conv = ledger.total_in(KIND_OF_BOUND[b.quantity], method=b.method or method, **kwargs) if b.quantity == "epsilon" else ledger.total_in(KIND_OF_BOUND[b.quantity])
+            conv = (
+                ledger.total_in(KIND_OF_BOUND[b.quantity], method=b.method or method, **kwargs)
+                if b.quantity == "epsilon"
+                else ledger.total_in(KIND_OF_BOUND[b.quantity])
+            )
             figure = conv.result.params()[b.quantity]
             words += f", converted by {conv.method}"
         holds = figure is not None and _holds(b.op, figure, b.value)
-        bounds.append({"bound": b.describe(), "achieved": None if figure is None else json_number(figure),
-                       "holds": holds, "currency": words,
-                       **({"achieved_exact": exact_text(figure)} if figure is not None and needs_exact(figure) else {})})
+        bounds.append(
+            {
+                "bound": b.describe(),
+                "achieved": None if figure is None else json_number(figure),
+                "holds": holds,
+                "currency": words,
+                **({"achieved_exact": exact_text(figure)} if figure is not None and needs_exact(figure) else {}),
+            }
+        )
     return {
         "program": program_spec.program.title,
         "releases": [
-            {"spec": m.path, "title": m.spec.title, "parallel_group": m.group, "budget": m.statement.actual.to_json(),
-             # additive: the member's own unit and budget, and each step to the program's unit
-             "unit": {"table": m.spec.unit.table, "relation": m.spec.unit.relation},
-             "own_budget": (m.own_budget or m.statement.actual).to_json(),
-             "unit_steps": [s.to_json() for s in m.unit_steps],
-             "invariants": [q.describe() for q in m.spec.invariants]}
+            {
+                "spec": m.path,
+                "title": m.spec.title,
+                "parallel_group": m.group,
+                "budget": m.statement.actual.to_json(),
+                # additive: the member's own unit and budget, and each step to the program's unit
+                "unit": {"table": m.spec.unit.table, "relation": m.spec.unit.relation},
+                "own_budget": (m.own_budget or m.statement.actual).to_json(),
+                "unit_steps": [s.to_json() for s in m.unit_steps],
+                "invariants": [q.describe() for q in m.spec.invariants],
+            }
             for m in members
         ],
         "unit": _unit_json(program_spec, members),
@@ -277,9 +359,12 @@ def _unit_json(program_spec, members) -> dict | None:
         return None
 
     u = program_spec.unit
-    return {"table": u.table, "relation": u.relation,
-            "holds": {"k": u.bound.k, "table": u.bound.finer} if u.bound else None,
-            "description": describe_unit(u, program_domain(program_spec, members))}
+    return {
+        "table": u.table,
+        "relation": u.relation,
+        "holds": {"k": u.bound.k, "table": u.bound.finer} if u.bound else None,
+        "description": describe_unit(u, program_domain(program_spec, members)),
+    }
 
 
 def program_domain(program_spec, members) -> ir.Domain:
@@ -296,7 +381,9 @@ def program_text(summary: dict) -> str:
     for r in summary["releases"]:
         group = f"  [parallel: {r['parallel_group']}]" if r["parallel_group"] else ""
         if r.get("unit_steps"):
-            lines.append(f"  {r['spec']}: {budget_line(r['own_budget'])} on {r['unit']['table']} ({r['unit']['relation']}){group}")
+            lines.append(
+                f"  {r['spec']}: {budget_line(r['own_budget'])} on {r['unit']['table']} ({r['unit']['relation']}){group}"
+            )
             for st in r["unit_steps"]:
                 lines.append(f"    {st['what']}: {st['from']} -> {st['to']}  [{st['method']}]")
             lines.append(f"    for the program's unit: {budget_line(r['budget'])}")
@@ -346,12 +433,21 @@ def summary_words(summary: dict) -> dict:
     """Every budget of a `program_summary` in words, for the reports: {"total": text, "members":
     [{"budget", "own_budget", "epsilon"}], one per release}; the summary itself is unchanged
     (it is `dpspec budget --json`'s)."""
+
     def words(value):
         return budget_words(value) if isinstance(value, dict) else str(value)
 
-    return {"total": budget_words(summary["total"]),
-            "members": [{"budget": words(r["budget"]), "own_budget": words(r.get("own_budget") or r["budget"]),
-                         "epsilon": epsilon_words(r["budget"])} for r in summary["releases"]]}
+    return {
+        "total": budget_words(summary["total"]),
+        "members": [
+            {
+                "budget": words(r["budget"]),
+                "own_budget": words(r.get("own_budget") or r["budget"]),
+                "epsilon": epsilon_words(r["budget"]),
+            }
+            for r in summary["releases"]
+        ],
+    }
 
 
 def composed_invariants(program_spec: ir.Spec) -> tuple | None:

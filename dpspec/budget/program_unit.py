@@ -24,6 +24,7 @@ production spec runs on its own synthetic stand-in). A member then composes when
 named there, its stage is the program's, and its table's unit (person, household, housing unit)
 is the unit of one of the program's tables: that table is where the member stands.
 """
+
 from __future__ import annotations
 
 import attrs
@@ -56,7 +57,9 @@ def describe_unit(unit: ir.Unit, domain: ir.Domain) -> str:
     parts = [f"their {t.unit} (table {t.name})" for t in linked]
     if unit.bound is not None:
         finer = domain.table(unit.bound.finer)
-        parts.append(f"at most {unit.bound.k} {finer.unit if finer else unit.bound.finer} record(s) of table {unit.bound.finer}")
+        parts.append(
+            f"at most {unit.bound.k} {finer.unit if finer else unit.bound.finer} record(s) of table {unit.bound.finer}"
+        )
     return text + (", with " + ", ".join(parts) if parts else "")
 
 
@@ -68,34 +71,52 @@ def check_domains(program_spec: ir.Spec, members) -> ir.Domain:
     domain = declared if declared is not None else first.spec.domain
     origin = "the program's own" if declared is not None else f"from '{first.path}'"
     problems = []
-    for m in (members if declared is not None else members[1:]):
+    for m in members if declared is not None else members[1:]:
         d = m.spec.domain
         if declared is not None and d.name != domain.name and d.name not in domain.same_as:
-            problems.append(Diagnostic(
-                f"'{m.path}' protects domain '{d.name}', which the program's domain '{domain.name}' does not name "
-                f"('same as {', '.join(domain.same_as) or '...'}'): it is not this census, and a program composes "
-                "releases of one domain only"))
+            problems.append(
+                Diagnostic(
+                    f"'{m.path}' protects domain '{d.name}', which the program's domain '{domain.name}' does not name "
+                    f"('same as {', '.join(domain.same_as) or '...'}'): it is not this census, and a program composes "
+                    "releases of one domain only"
+                )
+            )
         elif declared is None and d.name != domain.name:
-            problems.append(Diagnostic(
-                f"'{m.path}' protects domain '{d.name}' ({d.stage}), not the program's '{domain.name}' "
-                f"({domain.stage}, {origin}): a program composes releases of one domain only"))
+            problems.append(
+                Diagnostic(
+                    f"'{m.path}' protects domain '{d.name}' ({d.stage}), not the program's '{domain.name}' "
+                    f"({domain.stage}, {origin}): a program composes releases of one domain only"
+                )
+            )
         elif d.stage != domain.stage:
-            problems.append(Diagnostic(
-                f"'{m.path}' protects domain '{d.name}' at stage {d.stage}, not the program's stage {domain.stage} "
-                f"({origin}): data at another stage of its life cycle is another domain"))
+            problems.append(
+                Diagnostic(
+                    f"'{m.path}' protects domain '{d.name}' at stage {d.stage}, not the program's stage {domain.stage} "
+                    f"({origin}): data at another stage of its life cycle is another domain"
+                )
+            )
         elif declared is not None and member_table(domain, m.spec) is None:
             own = m.spec.domain.table(m.spec.unit.table)
-            problems.append(Diagnostic(
-                f"'{m.path}' protects {own.unit if own else m.spec.unit.table} records (table {m.spec.unit.table}), "
-                f"and no table of the program's domain '{domain.name}' has that unit "
-                f"(units: {', '.join(t.unit for t in domain.tables)}): it has no unit relation to the program's unit"))
+            problems.append(
+                Diagnostic(
+                    f"'{m.path}' protects {own.unit if own else m.spec.unit.table} records (table {m.spec.unit.table}), "
+                    f"and no table of the program's domain '{domain.name}' has that unit "
+                    f"(units: {', '.join(t.unit for t in domain.tables)}): it has no unit relation to the program's unit"
+                )
+            )
     unit = program_spec.unit
     if domain.table(unit.table) is None:
-        problems.append(Diagnostic(f"the program's unit '{unit.table}' is not a table of domain '{domain.name}' "
-                                   f"(tables: {', '.join(t.name for t in domain.tables)})",
-                                   *((unit.loc.line, unit.loc.column) if unit.loc else ())))
+        problems.append(
+            Diagnostic(
+                f"the program's unit '{unit.table}' is not a table of domain '{domain.name}' "
+                f"(tables: {', '.join(t.name for t in domain.tables)})",
+                *((unit.loc.line, unit.loc.column) if unit.loc else ()),
+            )
+        )
     if unit.bound is not None and domain.table(unit.bound.finer) is None:
-        problems.append(Diagnostic(f"the program's unit holds '{unit.bound.finer}', which is not a table of domain '{domain.name}'"))
+        problems.append(
+            Diagnostic(f"the program's unit holds '{unit.bound.finer}', which is not a table of domain '{domain.name}'")
+        )
     if problems:
         raise SpecError(problems, program_spec.path, program_spec.text)
     return domain
@@ -122,26 +143,44 @@ def to_program_unit(program_spec: ir.Spec, domain: ir.Domain, member, budget):
     steps: list[UnitStep] = []
     table = member_table(domain, member.spec) or own.table
     if table != own.table:
-        steps.append(UnitStep("unit", budget, budget, f"the member's table {own.table} is the census's table {table} "
-                              f"(one {domain.table(table).unit} record): as is"))
+        steps.append(
+            UnitStep(
+                "unit",
+                budget,
+                budget,
+                f"the member's table {own.table} is the census's table {table} "
+                f"(one {domain.table(table).unit} record): as is",
+            )
+        )
     if unit.bound is not None and unit.bound.finer == table and not _linked(domain, table, unit.table):
         conv = group(budget, unit.bound.k)
-        method = (f"the composed unit holds at most {unit.bound.k} {table} record(s): "
-                  + ("the same record, as is" if unit.bound.k == 1 else conv.method))
+        method = f"the composed unit holds at most {unit.bound.k} {table} record(s): " + (
+            "the same record, as is" if unit.bound.k == 1 else conv.method
+        )
         steps.append(UnitStep("unit", budget, conv.result, method))
         budget, table = conv.result, unit.table
     elif table != unit.table and not _linked(domain, table, unit.table):
-        raise SpecError([Diagnostic(
-            f"'{member.path}' protects {table} records, which have no unit relation to the program's unit "
-            f"'{unit.table}': link the tables in the domain ('in {unit.table} by ID at most K') or state "
-            f"'unit {unit.table} : {unit.relation} holds at most K {table}' in the program")], program_spec.path, program_spec.text)
+        raise SpecError(
+            [
+                Diagnostic(
+                    f"'{member.path}' protects {table} records, which have no unit relation to the program's unit "
+                    f"'{unit.table}': link the tables in the domain ('in {unit.table} by ID at most K') or state "
+                    f"'unit {unit.table} : {unit.relation} holds at most K {table}' in the program"
+                )
+            ],
+            program_spec.path,
+            program_spec.text,
+        )
     # the ledger's own conversions, with the program's unit (and domain) in place of the member's
     as_program = attrs.evolve(member.spec, unit=unit, domain=domain)
     try:
         value, ledger_steps = to_spec_flavor(as_program, NativeFlavor(table, own.relation, budget.kind), budget)
     except ConversionError as exc:
-        raise SpecError([Diagnostic(f"'{member.path}': cannot restate its budget for the program's unit: {exc}")],
-                        program_spec.path, program_spec.text) from None
+        raise SpecError(
+            [Diagnostic(f"'{member.path}': cannot restate its budget for the program's unit: {exc}")],
+            program_spec.path,
+            program_spec.text,
+        ) from None
     steps += [UnitStep(s.what, s.source, s.result, s.method) for s in ledger_steps]
     if not steps:
         steps.append(UnitStep("unit", budget, value, "the program's unit itself: as is"))

@@ -8,6 +8,7 @@ independence a count moves by one person (the DP sensitivity, Lemma 12), under S
 dependence it moves by the people whose secrets follow one person's, and under arbitrary
 dependence it has no finite bound at all ("no free lunch").
 """
+
 from __future__ import annotations
 
 import bisect
@@ -20,7 +21,13 @@ from typing import NamedTuple
 
 from dpspec import ir
 from dpspec.language.pufferfish import (  # noqa: F401 - the class as declared, served here with its sensitivities
-    CLASS_OPTIONS, CONDITIONAL_INDEPENDENCE, NO_FREE_LUNCH, NO_FREE_LUNCH_HINT, class_problems, plain_words)
+    CLASS_OPTIONS,
+    CONDITIONAL_INDEPENDENCE,
+    NO_FREE_LUNCH,
+    NO_FREE_LUNCH_HINT,
+    class_problems,
+    plain_words,
+)
 
 
 # ---- infinity-Wasserstein distances ------------------------------------------------------
@@ -154,20 +161,34 @@ def dependence_given_total(p0, p1, n: int) -> GivenTotal:
     bounds, not the exact value; never above the proven 2n)."""
     lo, hi = sorted((Fraction(p0), Fraction(p1)))
     if lo == hi:
-        return GivenTotal(Fraction(2), True, "p0 = p1: the group is independent of the unit, so exactly 2 (independence)")
+        return GivenTotal(
+            Fraction(2), True, "p0 = p1: the group is independent of the unit, so exactly 2 (independence)"
+        )
     if lo == 0 or hi == 1:
-        return GivenTotal(Fraction(2 * n), True, "a probability of 0 or 1 lets the group copy the unit's secret: the supremum is 2n")
+        return GivenTotal(
+            Fraction(2 * n), True, "a probability of 0 or 1 lets the group copy the unit's secret: the supremum is 2n"
+        )
     ratio = (hi / (1 - hi)) / (lo / (1 - lo))
     if n > CERTIFIED_UP_TO:
         return _subadditive_bound(n, ratio)
     gap, exact = tilt_gap(n - 1, ratio)
     if not exact:
-        return GivenTotal(Fraction(min(2 * n, 2 * (1 + gap))), False, (
-            f"a proven upper bound, not the exact supremum: the exact search did not close within its work limit, and "
-            f"every interval it left open has a quantile gap of at most {gap}, so 2 (1 + {gap}) (2n = {2 * n} at most)"))
-    return GivenTotal(Fraction(2 * (1 + gap)), True, (
-        f"exact supremum over the class: 2 (1 + {gap}), {gap} the largest quantile gap between Bin({n - 1}, a) "
-        f"and its tilt by the odds ratio {ir.format_number(ratio)} (certified by exact integer arithmetic)"))
+        return GivenTotal(
+            Fraction(min(2 * n, 2 * (1 + gap))),
+            False,
+            (
+                f"a proven upper bound, not the exact supremum: the exact search did not close within its work limit, and "
+                f"every interval it left open has a quantile gap of at most {gap}, so 2 (1 + {gap}) (2n = {2 * n} at most)"
+            ),
+        )
+    return GivenTotal(
+        Fraction(2 * (1 + gap)),
+        True,
+        (
+            f"exact supremum over the class: 2 (1 + {gap}), {gap} the largest quantile gap between Bin({n - 1}, a) "
+            f"and its tilt by the odds ratio {ir.format_number(ratio)} (certified by exact integer arithmetic)"
+        ),
+    )
 
 
 def _subadditive_bound(n: int, ratio: Fraction) -> GivenTotal:
@@ -182,16 +203,21 @@ def _subadditive_bound(n: int, ratio: Fraction) -> GivenTotal:
     (f_big, exact_big), (f_s, exact_s) = tilt_gap(big, ratio), tilt_gap(s, ratio)
     bound = min(2 * n, 2 * (1 + q * f_big + f_s))
     how = "each exact" if exact_big and exact_s else "upper bounds where the exact search did not close"
-    return GivenTotal(Fraction(bound), False, (
-        f"a proven upper bound, not the exact supremum: n = {n} is above the exact computation's reach (groups of up "
-        f"to {CERTIFIED_UP_TO} units), and the quantile gaps add over a split of the binomial's trials, so "
-        f"f({n - 1}) <= {q} f({big}) + f({s}) <= {q} x {f_big} + {f_s} ({how}), giving 2 (1 + {q * f_big + f_s}) "
-        f"(2n = {2 * n} at most)"))
+    return GivenTotal(
+        Fraction(bound),
+        False,
+        (
+            f"a proven upper bound, not the exact supremum: n = {n} is above the exact computation's reach (groups of up "
+            f"to {CERTIFIED_UP_TO} units), and the quantile gaps add over a split of the binomial's trials, so "
+            f"f({n - 1}) <= {q} f({big}) + f({s}) <= {q} x {f_big} + {f_s} ({how}), giving 2 (1 + {q * f_big + f_s}) "
+            f"(2n = {2 * n} at most)"
+        ),
+    )
 
 
 def _scaled_cdf(m: int, x: int, y: int, scale: int) -> list[int]:
     """scale * (x + y)^m * P(Bin(m, x / (x + y)) <= k) for k = 0..m, as exact integers."""
-    out, term, acc = [], y ** m * scale, 0
+    out, term, acc = [], y**m * scale, 0
     for i in range(m + 1):
         acc += term
         out.append(acc)
@@ -220,8 +246,11 @@ def _tails_clear(m: int, ratio: Fraction, d: int, odds: Fraction) -> bool:
     k + 1, b <= R a, and the resulting inequality only loosens as a falls."""
     x, y, big, small = odds.numerator, odds.denominator, ratio.numerator, ratio.denominator
     s = x + y
-    return all(math.comb(m, k + d) * big ** (k + d) * x ** (d - 1) * s ** (m - k - 1)
-               <= math.comb(m, k + 1) * small ** (k + d) * y ** (m - k - 1) * s ** (d - 1) for k in range(m - d + 1))
+    return all(
+        math.comb(m, k + d) * big ** (k + d) * x ** (d - 1) * s ** (m - k - 1)
+        <= math.comb(m, k + 1) * small ** (k + d) * y ** (m - k - 1) * s ** (d - 1)
+        for k in range(m - d + 1)
+    )
 
 
 @functools.lru_cache(maxsize=64)
@@ -242,11 +271,11 @@ def tilt_gap(m: int, ratio: Fraction, max_evals: int = 4000) -> tuple[int, bool]
     grid = [Fraction(2) ** e for e in range(-12, 13)]
     best = max(quantile_gap(m, o, ratio * o) for o in grid)
     evals, e = len(grid), 1
-    while not _tails_clear(m, ratio, best + 1, Fraction(1, 2 ** e)):  # best >= 1, so this ends
+    while not _tails_clear(m, ratio, best + 1, Fraction(1, 2**e)):  # best >= 1, so this ends
         e *= 2
         if e > 1 << 12:
             return m, False
-    lo = Fraction(1, 2 ** e)
+    lo = Fraction(1, 2**e)
     hi = 1 / (ratio * lo)
     points = sorted({lo, hi} | {Fraction(2) ** k for k in range(-e, 4 * e) if lo < Fraction(2) ** k < hi})
     queue = collections.deque((o1, o2, m) for o1, o2 in zip(points[:-1], points[1:]))  # m: no bound yet

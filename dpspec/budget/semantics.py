@@ -7,6 +7,7 @@ total is, and converts it to (epsilon, delta) with the bound the Census Bureau's
 production certificates use: Canonne, Kamath & Steinke (2020), Corollary 13, at delta = 1e-10
 unless asked otherwise. The certificates' "Per-attribute semantics" tables are these numbers.
 """
+
 from __future__ import annotations
 
 from fractions import Fraction
@@ -18,16 +19,21 @@ from dpspec.errors import SpecError
 from dpspec.budget.ledger import to_spec_flavor
 
 CONVERSION = "cks20"
-SEED_SECTION = ("Bailie, Gong & Meng, Can swapping be differentially private?, Part III §4.2 "
-                "(per-attribute privacy loss: a neighbour differing in one attribute only)")
+SEED_SECTION = (
+    "Bailie, Gong & Meng, Can swapping be differentially private?, Part III §4.2 "
+    "(per-attribute privacy loss: a neighbour differing in one attribute only)"
+)
 
 
 def no_semantics(spec: ir.Spec, mechanism_name: str) -> SpecError:
     """The refusal of a per-attribute request for a mechanism without attribute structure."""
-    return SpecError(f"mechanism '{mechanism_name}' has no attribute structure: per-attribute and per-geography "
-                     "budgets are defined for mechanisms that measure queries over the attributes of a histogram "
-                     "(topdown); its budget protects the whole record only",
-                     spec.path, spec.text)
+    return SpecError(
+        f"mechanism '{mechanism_name}' has no attribute structure: per-attribute and per-geography "
+        "budgets are defined for mechanisms that measure queries over the attributes of a histogram "
+        "(topdown); its budget protects the whole record only",
+        spec.path,
+        spec.text,
+    )
 
 
 def _epsilon(spec: ir.Spec, flavor, rho: Fraction, delta):
@@ -48,8 +54,13 @@ def _entry(spec, flavor, item: dict, delta: float) -> dict:
     rho = Fraction(item["rho"])
     in_flavor, eps = _epsilon(spec, flavor, rho, delta)
     extra = {k: v for k, v in item.items() if k != "rho"}
-    return {**extra, "rho": json_number(float(rho)), "rho_exact": ir.format_number(rho),
-            "in_spec_flavor": in_flavor, "epsilon": eps}
+    return {
+        **extra,
+        "rho": json_number(float(rho)),
+        "rho_exact": ir.format_number(rho),
+        "in_spec_flavor": in_flavor,
+        "epsilon": eps,
+    }
 
 
 def describe_geography(g: dict) -> str:
@@ -76,8 +87,13 @@ def semantics_json(spec: ir.Spec, flavor, raw: dict, delta: float) -> dict:
     mechanism's words) kept under the same key."""
     attributes = [_entry(spec, flavor, a, delta) for a in raw["attributes"]]
     geographies = [{**_entry(spec, flavor, g, delta), "description": describe_geography(g)} for g in raw["geographies"]]
-    out = {"delta": json_number(delta), "conversion": CONVERSION, "cited": SEED_SECTION,
-           "attributes": attributes, "geographies": geographies}
+    out = {
+        "delta": json_number(delta),
+        "conversion": CONVERSION,
+        "cited": SEED_SECTION,
+        "attributes": attributes,
+        "geographies": geographies,
+    }
     for key, row in raw.items():
         if key not in ("attributes", "geographies") and row is not None:
             out[key] = _further(spec, flavor, row, delta)
@@ -85,13 +101,19 @@ def semantics_json(spec: ir.Spec, flavor, raw: dict, delta: float) -> dict:
 
 
 def semantics_text(sem: dict) -> list[str]:
-    lines = [f"per-attribute and per-geography budgets (epsilon at delta = {sem['delta']:g} by {sem['conversion']}, "
-             "as the 2020 certificates print them; cf. the first seed paper, Part III §4.2):"]
+    lines = [
+        f"per-attribute and per-geography budgets (epsilon at delta = {sem['delta']:g} by {sem['conversion']}, "
+        "as the 2020 certificates print them; cf. the first seed paper, Part III §4.2):"
+    ]
     for a in sem["attributes"]:
         shown = f"epsilon = {a['epsilon']:.2f}" if a["epsilon"] is not None else "epsilon undefined"
         tied = f" (with {', '.join(a['tied_to'])}, tied to it by a cross constraint)" if a.get("tied_to") else ""
-        lines.append(f"  attribute {a['attribute']}{tied}: rho = {a['rho']:.4f}, {shown}  ({len(a['queries'])} queries involve it)")
+        lines.append(
+            f"  attribute {a['attribute']}{tied}: rho = {a['rho']:.4f}, {shown}  ({len(a['queries'])} queries involve it)"
+        )
     for g in [*sem["geographies"], *further_rows(sem)]:
         shown = f"epsilon = {g['epsilon']:.2f}" if g["epsilon"] is not None else "epsilon undefined"
-        lines.append(f"  {g['description']}: rho = {g['rho']:.4f}, {shown}  (levels {', '.join(g['levels']) or 'none'})")
+        lines.append(
+            f"  {g['description']}: rho = {g['rho']:.4f}, {shown}  (levels {', '.join(g['levels']) or 'none'})"
+        )
     return lines

@@ -5,6 +5,7 @@ specs exactly as `dpspec budget` accounts one; the summary then prints programs,
 Public facts (swapping's largest stratum, say) are computed from the data only when the
 mechanism's budget depends on them.
 """
+
 from __future__ import annotations
 
 from dpspec import ir

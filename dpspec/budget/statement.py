@@ -7,6 +7,7 @@ worst case over the universes the spec admits (when finite), and the public fact
 a function of. Public information (released elsewhere without noise) costs no budget, but the
 guarantee is conditioned on it, so it is listed next to the figure.
 """
+
 from __future__ import annotations
 
 import attrs
@@ -78,8 +79,7 @@ class BudgetStatement:
         """The statement in another premetric (actual and worst converted by the same rule)."""
         c_actual = convert(self.actual, to, **kwargs)
         c_worst = convert(self.worst, to, **kwargs) if self.worst is not None else None
-        stmt = attrs.evolve(self, actual=c_actual.result,
-                            worst=None if c_worst is None else c_worst.result)
+        stmt = attrs.evolve(self, actual=c_actual.result, worst=None if c_worst is None else c_worst.result)
         return stmt, c_actual, c_worst
 
     def map(self, fn) -> "BudgetStatement":

@@ -5,6 +5,7 @@ conversion, with a rule and a citation, and some directions do not exist: a budg
 change-one neighbors says nothing about add/remove neighbors, because the two relations compare
 datasets from different domains (fixed size versus any size).
 """
+
 from __future__ import annotations
 
 import math
@@ -20,18 +21,25 @@ from .premetrics import ApproxDP, Budget, GaussianDP, PureDP, ZCDP, budget_from_
 RELATIONS = ("symdiff", "hamming")
 
 _RELATION_ALIASES = {
-    "symdiff": "symdiff", "symmetric-difference": "symdiff", "add-remove": "symdiff",
-    "add/remove": "symdiff", "addremove": "symdiff", "add-or-remove": "symdiff",
+    "symdiff": "symdiff",
+    "symmetric-difference": "symdiff",
+    "add-remove": "symdiff",
+    "add/remove": "symdiff",
+    "addremove": "symdiff",
+    "add-or-remove": "symdiff",
     "unbounded": "symdiff",
-    "hamming": "hamming", "change-one": "hamming", "change": "hamming", "replace": "hamming",
-    "replace-one": "hamming", "substitution": "hamming", "bounded": "hamming",
+    "hamming": "hamming",
+    "change-one": "hamming",
+    "change": "hamming",
+    "replace": "hamming",
+    "replace-one": "hamming",
+    "substitution": "hamming",
+    "bounded": "hamming",
 }
 
 GROUP_CITATIONS = {
-    "pure": "Dwork & Roth (2014), The Algorithmic Foundations of Differential Privacy, "
-    "Theorem 2.2 (group privacy)",
-    "zcdp": "Bun & Steinke (2016), Concentrated Differential Privacy, Proposition 1.9 "
-    "(group privacy: k^2 rho)",
+    "pure": "Dwork & Roth (2014), The Algorithmic Foundations of Differential Privacy, Theorem 2.2 (group privacy)",
+    "zcdp": "Bun & Steinke (2016), Concentrated Differential Privacy, Proposition 1.9 (group privacy: k^2 rho)",
     "approx": "Vadhan (2017), The Complexity of Differential Privacy, group privacy for "
     "(epsilon, delta)-DP, applied step by step: (k eps, k e^((k-1) eps) delta)",
     "gdp": "Dong, Roth & Su (2022), Gaussian Differential Privacy, Theorem 2.14 (group privacy: k mu)",
@@ -104,8 +112,7 @@ def change_relation(budget, from_relation: str, to_relation: str) -> Conversion:
         else:  # (1 + e^eps) delta, in log space, certified from above
             new_delta = _exp_upper_at_most_1(iv(eps) + (1 + iv(-eps).exp()).ln() + iv(delta).ln())
         result, rule = ApproxDP(2 * eps, new_delta), "(2 eps, (1 + e^eps) delta)"
-        citation = ("Dwork & Roth (2014), Definition 2.4 applied twice: P(S) <= e^eps (e^eps "
-                    "P''(S) + delta) + delta")
+        citation = "Dwork & Roth (2014), Definition 2.4 applied twice: P(S) <= e^eps (e^eps P''(S) + delta) + delta"
     elif budget.kind == "renyi":
         raise ConversionError(
             "no exact rule re-quotes a Rényi bound of one order from add/remove to change-one "
@@ -116,7 +123,11 @@ def change_relation(budget, from_relation: str, to_relation: str) -> Conversion:
         result, rule = _scale(budget, 2)
         citation = GROUP_CITATIONS[budget.kind] + "; a change-one neighbor is two add/remove steps"
     return Conversion(
-        budget, result, "symdiff-to-hamming", citation, exact=True,
+        budget,
+        result,
+        "symdiff-to-hamming",
+        citation,
+        exact=True,
         note=f"a change-one neighbor is an add/remove pair: {rule}",
     )
 
@@ -129,18 +140,24 @@ def hamming_to_symdiff_fixed_size(budget) -> Conversion:
     so a budget per change-one step is half of it per add/remove step: pure / 2, zCDP / 4,
     GDP / 2. Approximate and Rényi budgets do not scale with the distance, so no rule exists."""
     budget = budget_from_params(budget)
-    halves = {"pure": lambda b: (PureDP(b.epsilon / 2), "pure epsilon / 2"),
-              "zcdp": lambda b: (ZCDP(b.rho / 4), "zCDP rho / 4"),
-              "gdp": lambda b: (GaussianDP(b.mu / 2), "GDP mu / 2")}  # exact: Fraction / int
+    halves = {
+        "pure": lambda b: (PureDP(b.epsilon / 2), "pure epsilon / 2"),
+        "zcdp": lambda b: (ZCDP(b.rho / 4), "zCDP rho / 4"),
+        "gdp": lambda b: (GaussianDP(b.mu / 2), "GDP mu / 2"),
+    }  # exact: Fraction / int
     if budget.kind not in halves:
         raise ConversionError(
             f"even on datasets of one size, a change-one {budget.kind} budget has no exact add/remove "
-            "form: it does not scale with the distance (only pure, zCDP and GDP budgets do)")
+            "form: it does not scale with the distance (only pure, zCDP and GDP budgets do)"
+        )
     result, rule = halves[budget.kind](budget)
     return Conversion(
-        budget, result, "hamming-to-symdiff-fixed-size",
+        budget,
+        result,
+        "hamming-to-symdiff-fixed-size",
         GROUP_CITATIONS[budget.kind] + ", read backwards: the add/remove distance is twice the change-one "
-        "distance on datasets of one size", exact=True,
+        "distance on datasets of one size",
+        exact=True,
         note=f"the count invariant fixes the dataset size, so one change-one step is two add/remove steps: {rule}",
     )
 
@@ -164,6 +181,10 @@ def group(budget, k) -> Conversion:
         return identity(budget)
     result, rule = _scale(budget, k)
     return Conversion(
-        budget, result, f"group-{k}", GROUP_CITATIONS[budget.kind], exact=True,
+        budget,
+        result,
+        f"group-{k}",
+        GROUP_CITATIONS[budget.kind],
+        exact=True,
         note=f"a unit of at most {k} finer units: {rule}",
     )

@@ -8,6 +8,7 @@ its footer alone (no rows are read), and anything else is a DataError naming the
 column and the type. Every file of a partitioned folder is checked, since each carries its own
 schema.
 """
+
 from __future__ import annotations
 
 import os
@@ -19,15 +20,24 @@ from dpspec.language.reading import NotRegularFile, require_regular
 
 # kind -> (predicate names of pyarrow.types that the kind accepts, what it wants in words)
 _ACCEPTED = {
-    "int": (("is_integer", "is_floating", "is_string", "is_large_string", "is_null"),
-            "whole numbers (an integer type, a float holding whole numbers, or text)"),
-    "bool": (("is_boolean", "is_integer", "is_string", "is_large_string", "is_null"),
-             "true/false (a boolean, 0/1 integers or text)"),
-    "enum": (("is_string", "is_large_string", "is_integer", "is_boolean", "is_floating", "is_null"),
-             "codes (text or integers)"),
-    "category": (("is_string", "is_large_string", "is_integer", "is_boolean", "is_floating", "is_null"),
-                 "codes (text or integers)"),
+    "int": (
+        ("is_integer", "is_floating", "is_string", "is_large_string", "is_null"),
+        "whole numbers (an integer type, a float holding whole numbers, or text)",
+    ),
+    "bool": (
+        ("is_boolean", "is_integer", "is_string", "is_large_string", "is_null"),
+        "true/false (a boolean, 0/1 integers or text)",
+    ),
+    "enum": (
+        ("is_string", "is_large_string", "is_integer", "is_boolean", "is_floating", "is_null"),
+        "codes (text or integers)",
+    ),
+    "category": (
+        ("is_string", "is_large_string", "is_integer", "is_boolean", "is_floating", "is_null"),
+        "codes (text or integers)",
+    ),
 }
+
 
 def type_problem(arrow_type, kind: str) -> str | None:
     """Why a column of `arrow_type` cannot hold a domain column of `kind`, or None if it can."""
@@ -39,6 +49,7 @@ def type_problem(arrow_type, kind: str) -> str | None:
     if any(getattr(pt, name)(arrow_type) for name in names):
         return None
     return f"is stored as {arrow_type}, but the domain declares it {kind}, which needs {wanted}"
+
 
 def check_parquet_types(path: str, table: ir.Table) -> None:
     """DataError unless every data file of the Parquet source `path` has a usable type for each
@@ -54,8 +65,10 @@ def check_parquet_types(path: str, table: ir.Table) -> None:
             counts[name] = counts.get(name, 0) + 1
         twice = [c for c in table.column_names if counts.get(c, 0) > 1]
         if twice:
-            raise DataError(f"{where}: column '{twice[0]}' appears {counts[twice[0]]} times in the file; "
-                            "dpspec would not know which one holds the data")
+            raise DataError(
+                f"{where}: column '{twice[0]}' appears {counts[twice[0]]} times in the file; "
+                "dpspec would not know which one holds the data"
+            )
         problems = []
         for col in table.columns:
             if col.name in counts:
@@ -63,14 +76,20 @@ def check_parquet_types(path: str, table: ir.Table) -> None:
                 if why:
                     problems.append(f"  column '{col.name}' {why}")
         if problems:
-            raise DataError("\n".join([f"{where}: table '{table.name}' has column types dpspec cannot read as the "
-                                       "domain says (convert them, or declare the column as what it holds):",
-                                       *problems]))
+            raise DataError(
+                "\n".join(
+                    [
+                        f"{where}: table '{table.name}' has column types dpspec cannot read as the "
+                        "domain says (convert them, or declare the column as what it holds):",
+                        *problems,
+                    ]
+                )
+            )
+
 
 def _schemas(path: str):
     """(file, Parquet footer) of each data file: footers only, no rows."""
     import pyarrow.parquet as pq
-
 
     try:
         if is_uri(path):  # every file's own footer: a dataset's schema is its first file's only

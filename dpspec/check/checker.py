@@ -3,6 +3,7 @@ parameters fit its schema, and every invariant the mechanism induces is declared
 
 All problems of a file are collected and raised together as one SpecError.
 """
+
 from __future__ import annotations
 
 import os
@@ -56,11 +57,17 @@ class _Checker:
     def domain(self):
         spec = self.spec
         if spec.domain is None:
-            self.error("the spec has no domain section: say who is protected (domain NAME { table ... })", fallback=ir.Loc(1, 1))
+            self.error(
+                "the spec has no domain section: say who is protected (domain NAME { table ... })",
+                fallback=ir.Loc(1, 1),
+            )
             return
         if spec.domain.same_as:
-            self.error("'same as' belongs in a program's domain (it names the member specs' domains that are its "
-                       "data); a spec protects its own domain", spec.domain)
+            self.error(
+                "'same as' belongs in a program's domain (it names the member specs' domains that are its "
+                "data); a spec protects its own domain",
+                spec.domain,
+            )
         seen = set()
         for t in spec.domain.tables:
             if t.name in seen:
@@ -108,9 +115,15 @@ class _Checker:
                 self.unknown("link column", t.link, t.column_names, t, f"table '{t.name}'")
             parent = self.tables.get(t.parent)
             if t.link_bound is not None and t.link_bound < 1:
-                self.error(f"table '{t.name}': 'at most {t.link_bound}' must be at least 1 (a {t.parent} unit holds at least one {t.unit})", t)
+                self.error(
+                    f"table '{t.name}': 'at most {t.link_bound}' must be at least 1 (a {t.parent} unit holds at least one {t.unit})",
+                    t,
+                )
             if parent and t.link and t.link not in parent.column_names:
-                self.error(f"table '{t.name}' links to '{t.parent}' by '{t.link}', but '{t.parent}' has no column '{t.link}'", t)
+                self.error(
+                    f"table '{t.name}' links to '{t.parent}' by '{t.link}', but '{t.parent}' has no column '{t.link}'",
+                    t,
+                )
 
     # ---- data ----
     def data(self):
@@ -122,13 +135,20 @@ class _Checker:
                 self.error(f"table '{d.table}' has two data sources", d)
             seen.add(d.table)
             if not d.path.lower().endswith((".csv", ".parquet", ".pq", ".csv.gz", "/")):
-                self.error(f"data source '{d.path}': dpspec reads .csv and .parquet files, and directories "
-                           "of Parquet files (a path ending in /)", d)
+                self.error(
+                    f"data source '{d.path}': dpspec reads .csv and .parquet files, and directories "
+                    "of Parquet files (a path ending in /)",
+                    d,
+                )
             elif not is_uri(d.path) and not os.path.exists(self.data_path(d)):
-                self.warnings.append(Diagnostic(
-                    f"the data file '{d.path}' of table '{d.table}' does not exist (looked for "
-                    f"{self.data_path(d)}); the spec checks, but 'dpspec compile' needs it", *ir.line_column(d),
-                    severity="warning"))
+                self.warnings.append(
+                    Diagnostic(
+                        f"the data file '{d.path}' of table '{d.table}' does not exist (looked for "
+                        f"{self.data_path(d)}); the spec checks, but 'dpspec compile' needs it",
+                        *ir.line_column(d),
+                        severity="warning",
+                    )
+                )
 
     def data_path(self, d: ir.DataSource) -> str:
         """Relative to the spec's folder, as compile reads it."""
@@ -159,7 +179,6 @@ class _Checker:
             if p.use is not None and p.use not in PUBLIC_USES:
                 self.unknown("use of public information", p.use, PUBLIC_USES, p)
         if self.spec.pufferfish is not None:
-
             for message, hint in class_problems(self.spec.pufferfish):
                 self.error(message, self.spec.pufferfish, hint)
 
@@ -167,7 +186,9 @@ class _Checker:
     def unit(self):
         u = self.spec.unit
         if u is None:
-            self.error("the spec has no unit: say what is protected (unit TABLE : hamming|symdiff)", fallback=ir.Loc(1, 1))
+            self.error(
+                "the spec has no unit: say what is protected (unit TABLE : hamming|symdiff)", fallback=ir.Loc(1, 1)
+            )
             return
         if u.table not in self.tables:
             self.unknown("table", u.table, self.tables, u)
@@ -178,12 +199,18 @@ class _Checker:
             if finer is None:
                 self.unknown("table", u.bound.finer, self.tables, u)
             elif finer.parent != u.table:
-                self.error(f"'holds at most {u.bound.k} {u.bound.finer}' needs table '{u.bound.finer}' to be linked to '{u.table}' (table {u.bound.finer} unit ... in {u.table} by ID)", u)
+                self.error(
+                    f"'holds at most {u.bound.k} {u.bound.finer}' needs table '{u.bound.finer}' to be linked to '{u.table}' (table {u.bound.finer} unit ... in {u.table} by ID)",
+                    u,
+                )
 
     def premetric(self):
         p = self.spec.premetric
         if p is None:
-            self.error("the spec has no premetric: say how change is measured (premetric pure|approximate delta D|zcdp|renyi alpha A|gdp)", fallback=ir.Loc(1, 1))
+            self.error(
+                "the spec has no premetric: say how change is measured (premetric pure|approximate delta D|zcdp|renyi alpha A|gdp)",
+                fallback=ir.Loc(1, 1),
+            )
             return
         allowed = {"approximate": ("delta",), "renyi": ("alpha",)}.get(p.kind, ())
         for name, value in p.options:
@@ -265,12 +292,23 @@ class _Checker:
             table = r.name if r.kind == "microdata" else (r.query.table if r.kind == "count" and r.query else None)
             if table is None or table not in self.tables or table in produced:
                 continue
-            what = f"microdata '{table}'" if r.kind == "microdata" else f"'{r.query.describe()}', a count of {table} microdata,"
-            has = (f"its microdata: {', '.join(produced)}" if produced else "no microdata")
+            what = (
+                f"microdata '{table}'"
+                if r.kind == "microdata"
+                else f"'{r.query.describe()}', a count of {table} microdata,"
+            )
+            has = f"its microdata: {', '.join(produced)}" if produced else "no microdata"
             outputs = sorted(n for n in mechanism.outputs if n not in produced)
-            hint = f"release one of its outputs instead ({', '.join('output ' + n for n in outputs)})" if outputs else None
-            self.problems.append(Diagnostic(f"the spec releases {what} but mechanism '{mechanism.name}' produces {has}",
-                                            *ir.line_column(r), hint=hint))
+            hint = (
+                f"release one of its outputs instead ({', '.join('output ' + n for n in outputs)})" if outputs else None
+            )
+            self.problems.append(
+                Diagnostic(
+                    f"the spec releases {what} but mechanism '{mechanism.name}' produces {has}",
+                    *ir.line_column(r),
+                    hint=hint,
+                )
+            )
 
     # ---- the mechanism ----
     def mechanism(self):
@@ -312,7 +350,11 @@ class _Checker:
 def check(spec: ir.Spec) -> CheckedSpec:
     """Check a spec; raises SpecError listing every problem."""
     if spec.program is not None:
-        raise SpecError([Diagnostic("this file is a program; check its specs or run 'dpspec budget' on it", 1, 1)], spec.path, spec.text)
+        raise SpecError(
+            [Diagnostic("this file is a program; check its specs or run 'dpspec budget' on it", 1, 1)],
+            spec.path,
+            spec.text,
+        )
     c = _Checker(spec)
     c.domain()
     c.data()
@@ -326,4 +368,3 @@ def check(spec: ir.Spec) -> CheckedSpec:
     if c.problems:
         raise SpecError(c.problems, spec.path, spec.text)
     return CheckedSpec(spec, mech, params, induced, tuple(c.warnings))
-

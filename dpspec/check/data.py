@@ -5,6 +5,7 @@ are never turned into missing data; only an empty field is missing. Every proble
 DataError naming the file, table, column, row numbers and values (the first few of each kind
 and how many in all).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -15,7 +16,14 @@ from dpspec.check.arrow_types import check_parquet_types
 from dpspec.check.keys import materialized
 from dpspec.check.limits import check_csv_file, check_csv_stream
 from dpspec.check.sources import (  # noqa: F401 (file_sha256, resolve_path: re-exported)
-    file_sha256, is_directory, is_parquet, is_uri, parquet_dataset, read_parquet_directory, resolve_path, source_sha256,
+    file_sha256,
+    is_directory,
+    is_parquet,
+    is_uri,
+    parquet_dataset,
+    read_parquet_directory,
+    resolve_path,
+    source_sha256,
 )
 from dpspec.errors import DataError
 from dpspec.language.reading import NotRegularFile, require_regular
@@ -51,8 +59,10 @@ def _read_raw(path: str, fmt: str, table: ir.Table, fingerprints: dict | None = 
     except NotRegularFile:
         raise DataError(f"{path}: not a regular file (a device, pipe or folder); data is read from files") from None
     except pd.errors.ParserError as exc:  # a row with more fields than the header: its extras would be dropped
-        raise DataError(f"{path}: cannot read the file as {fmt}: {str(exc).strip()}; "
-                        "a row with more fields than the header is refused, not cut to fit") from None
+        raise DataError(
+            f"{path}: cannot read the file as {fmt}: {str(exc).strip()}; "
+            "a row with more fields than the header is refused, not cut to fit"
+        ) from None
     except (OSError, ValueError, ImportError) as exc:
         raise DataError(f"{path}: cannot read the file as {fmt}: {exc}") from None
     return frame
@@ -66,8 +76,10 @@ def _refuse_repeated(path: str, header: list) -> None:
     seen: set = set()
     for name in header:
         if name in seen:
-            raise DataError(f"{path}: the header names column '{name}' twice; dpspec would not know which one holds "
-                            "the data (pandas would quietly rename the second)")
+            raise DataError(
+                f"{path}: the header names column '{name}' twice; dpspec would not know which one holds "
+                "the data (pandas would quietly rename the second)"
+            )
         seen.add(name)
 
 
@@ -117,8 +129,10 @@ def _delimiter_hint(path: str) -> str:
         return ""
     for delimiter, name in ((";", "semicolons"), ("\t", "tabs"), ("|", "'|'")):
         if delimiter in first:
-            return (f"\nhint: the header line is separated by {name}, but dpspec reads comma-separated files; "
-                    "convert the file to commas (or to Parquet)")
+            return (
+                f"\nhint: the header line is separated by {name}, but dpspec reads comma-separated files; "
+                "convert the file to commas (or to Parquet)"
+            )
     return ""
 
 
@@ -169,7 +183,9 @@ def _validate_column(col: ir.Column, series: pd.Series, problems: _Problems) -> 
     ty = col.type
     missing = series.isna().to_numpy()
     if not col.nullable and missing.any():  # the object copy only when there is something to show
-        problems.add(col.name, "missing values where none are allowed", missing, series.astype(object).where(~missing, "<empty>"))
+        problems.add(
+            col.name, "missing values where none are allowed", missing, series.astype(object).where(~missing, "<empty>")
+        )
     present = ~missing
     if ty.kind == "int":
         numeric = pd.to_numeric(series, errors="coerce")
@@ -191,7 +207,11 @@ def _validate_column(col: ir.Column, series: pd.Series, problems: _Problems) -> 
         text = series.astype(str).str.strip().str.lower()
         is_true, is_false = text.isin(TRUE_WORDS).to_numpy(), text.isin(FALSE_WORDS).to_numpy()
         problems.add(col.name, "values that are not true/false", present & ~is_true & ~is_false, series)
-        return pd.Series(is_true, index=series.index) if not col.nullable else pd.Series(np.where(missing, None, is_true), index=series.index, dtype="boolean")
+        return (
+            pd.Series(is_true, index=series.index)
+            if not col.nullable
+            else pd.Series(np.where(missing, None, is_true), index=series.index, dtype="boolean")
+        )
     text = _as_text(series)
     if ty.kind == "enum" or (ty.kind == "category" and ty.values):  # listed, or read from a public key file
         codes = _arrow_codes(text, list(ty.values))
@@ -225,7 +245,9 @@ def load_table(spec: ir.Spec, source: ir.DataSource, fingerprints: dict | None =
     problems = _Problems(path, table.name)
     out = {}
     for col in table.columns:
-        if pd.api.types.is_string_dtype(frame[col.name].dtype):  # NUL bytes in text: a binary or corrupt file, not a code
+        if pd.api.types.is_string_dtype(
+            frame[col.name].dtype
+        ):  # NUL bytes in text: a binary or corrupt file, not a code
             nul = frame[col.name].str.contains("\x00", regex=False, na=False).to_numpy()
             problems.add(col.name, "values holding NUL bytes (is the file binary or corrupt?)", nul, frame[col.name])
         out[col.name] = _validate_column(col, frame[col.name], problems)
@@ -237,13 +259,17 @@ def load_table(spec: ir.Spec, source: ir.DataSource, fingerprints: dict | None =
 
 
 def missing_columns_error(path: str, table: ir.Table, missing: list[str], fmt: str) -> DataError:
-    return DataError(f"{path}: table '{table.name}' needs column(s) {', '.join(missing)}, which the file does not have"
-                     + (_delimiter_hint(path) if fmt != "parquet" else ""))
+    return DataError(
+        f"{path}: table '{table.name}' needs column(s) {', '.join(missing)}, which the file does not have"
+        + (_delimiter_hint(path) if fmt != "parquet" else "")
+    )
 
 
 def empty_table_error(path: str, table: ir.Table) -> DataError:
-    return DataError(f"{path}: table '{table.name}' has no rows (the file holds only its header): there is "
-                     "nothing to protect, and dpspec does not publish a release of nothing")
+    return DataError(
+        f"{path}: table '{table.name}' has no rows (the file holds only its header): there is "
+        "nothing to protect, and dpspec does not publish a release of nothing"
+    )
 
 
 def declared_bounds(table: ir.Table, spec: ir.Spec | None = None) -> list[tuple[int, str]]:
@@ -252,11 +278,15 @@ def declared_bounds(table: ir.Table, spec: ir.Spec | None = None) -> list[tuple[
     (the group-privacy figure rests on both, so the data must keep them)."""
     out = []
     if table.parent and table.link and table.link_bound is not None:
-        out.append((table.link_bound, f"the domain declares 'in {table.parent} by {table.link} at most {table.link_bound}'"))
+        out.append(
+            (table.link_bound, f"the domain declares 'in {table.parent} by {table.link} at most {table.link_bound}'")
+        )
     unit = spec.unit if spec is not None else None
     bound = unit.bound if unit is not None else None
     if bound is not None and bound.finer == table.name and table.link and table.parent == unit.table:
-        out.append((bound.k, f"the unit declares 'unit {unit.table} : {unit.relation} holds at most {bound.k} {table.name}'"))
+        out.append(
+            (bound.k, f"the unit declares 'unit {unit.table} : {unit.relation} holds at most {bound.k} {table.name}'")
+        )
     return out
 
 
@@ -275,7 +305,8 @@ def check_link_sizes(table: ir.Table, sizes: pd.Series, path: str, spec: ir.Spec
             shown = ", ".join(f"{key} ({v} rows)" for key, v in over.head(SHOW).items())
             raise DataError(
                 f"{path}: table '{table.name}': {len(over)} {table.parent} {table.link} value"
-                + ("s hold" if len(over) > 1 else " holds") + f" more than {k} {table.name} rows, "
+                + ("s hold" if len(over) > 1 else " holds")
+                + f" more than {k} {table.name} rows, "
                 f"the bound {declared}: {shown}"
             )
 

@@ -5,6 +5,7 @@ A count by some columns determines a count by fewer columns of the same table; a
 count by county also fixes the count by state. The checker (undeclared invariants), the audit
 (refinement of multiverses) and plugins (what-if tables) all ask these questions.
 """
+
 from __future__ import annotations
 
 from dpspec import ir

@@ -7,6 +7,7 @@ integer range, a bool, or `category values from "FILE"` with FILE named in `publ
 never from the records. The checker refuses a released column whose values are not declared, and
 the compiler compares every released key set with the declared one after the run.
 """
+
 from __future__ import annotations
 
 import csv
@@ -105,8 +106,12 @@ def materialized(spec: ir.Spec, table: ir.Table) -> ir.Table:
     its frame is categorical over the declared values."""
     if not any(c.type.keys_from for c in table.columns):
         return table
-    columns = tuple(attrs.evolve(c, type=attrs.evolve(c.type, values=tuple(declared_values(spec, table.name, c.name))))
-                    if c.type.keys_from else c for c in table.columns)
+    columns = tuple(
+        attrs.evolve(c, type=attrs.evolve(c.type, values=tuple(declared_values(spec, table.name, c.name))))
+        if c.type.keys_from
+        else c
+        for c in table.columns
+    )
     return attrs.evolve(table, columns=columns)
 
 
@@ -132,7 +137,9 @@ def declared_keys(spec: ir.Spec, table: str, columns) -> "object":
 
     columns = list(columns)
     if missing := undeclared(spec, table, columns):
-        raise MechanismError(f"column {missing[0]!r} of table {table!r} keys a release, but its values are not declared")
+        raise MechanismError(
+            f"column {missing[0]!r} of table {table!r} keys a release, but its values are not declared"
+        )
     by_file: dict[str, list[str]] = {}
     groups: list = []
     for c in columns:
@@ -151,8 +158,10 @@ def declared_keys(spec: ir.Spec, table: str, columns) -> "object":
     for g in groups:
         size *= len(g)
     if size > MAX_KEY_ROWS:
-        raise MechanismError(f"the declared keys of {', '.join(columns)} have {size:,} combinations, more than "
-                             f"{MAX_KEY_ROWS:,}: release a coarser table")
+        raise MechanismError(
+            f"the declared keys of {', '.join(columns)} have {size:,} combinations, more than "
+            f"{MAX_KEY_ROWS:,}: release a coarser table"
+        )
     out = pd.DataFrame(index=range(1))
     for g in groups:
         out = out.merge(g, how="cross")
@@ -186,9 +195,11 @@ def refusal(spec: ir.Spec, table: str, column: str, why: str) -> Diagnostic:
     return Diagnostic(
         f"column '{column}' of table '{table}' {why}, but its values are not declared: a release keyed by values "
         "found in the data shows which cells are occupied (a person alone in a cell would be revealed)",
-        loc.line if loc else None, loc.column if loc else None,
+        loc.line if loc else None,
+        loc.column if loc else None,
         hint=f"declare them: '{column} : {{a, b, c}}', or '{column} : category values from \"{column}_values.csv\"' with "
-             f"'keys \"{column}_values.csv\" released \"SOURCE\"' in the public block (a public key file or geography file)")
+        f'\'keys "{column}_values.csv" released "SOURCE"\' in the public block (a public key file or geography file)',
+    )
 
 
 def key_file_problems(spec: ir.Spec) -> list[Diagnostic]:
@@ -202,9 +213,14 @@ def key_file_problems(spec: ir.Spec) -> list[Diagnostic]:
                 continue
             at = (col.loc.line, col.loc.column) if col.loc else (None, None)
             if path not in public:
-                out.append(Diagnostic(f"column '{col.name}' reads its values from {path!r}, which the public block does "
-                                      "not declare: only a public key file may say which cells a release has", *at,
-                                      hint=f"add 'keys \"{path}\" released \"WHO PUBLISHED IT\"' to the public block"))
+                out.append(
+                    Diagnostic(
+                        f"column '{col.name}' reads its values from {path!r}, which the public block does "
+                        "not declare: only a public key file may say which cells a release has",
+                        *at,
+                        hint=f'add \'keys "{path}" released "WHO PUBLISHED IT"\' to the public block',
+                    )
+                )
                 continue
             try:
                 frame = read_key_file(spec, path)
@@ -212,8 +228,13 @@ def key_file_problems(spec: ir.Spec) -> list[Diagnostic]:
                 out.append(Diagnostic(str(e), *at))
                 continue
             if col.name not in frame.columns:
-                out.append(Diagnostic(f"the key file {path!r} has no column '{col.name}' (its columns: "
-                                      f"{', '.join(map(str, frame.columns))})", *at))
+                out.append(
+                    Diagnostic(
+                        f"the key file {path!r} has no column '{col.name}' (its columns: "
+                        f"{', '.join(map(str, frame.columns))})",
+                        *at,
+                    )
+                )
             elif "" in frame.column(col.name):
                 out.append(Diagnostic(f"the key file {path!r} has empty values in column '{col.name}'", *at))
     return out

@@ -16,6 +16,7 @@ footer claiming a petabyte, a 10 GB line, a 10 MB `.csv.gz` that inflates to 10 
 `max_data_bytes` defaults to DEFAULT_MAX_DATA_BYTES and is set for a run with
 `dpspec compile --max-data-bytes SIZE` (or `data_limit(n)` from Python).
 """
+
 from __future__ import annotations
 
 import contextvars
@@ -64,9 +65,11 @@ def _shown_bytes(n: int) -> str:
 
 
 def _too_large(where: str, what: str) -> DataError:
-    return DataError(f"{where}: {what}, more than the limit of {_shown_bytes(max_data_bytes())}; "
-                     "nothing was read. If the data really is this large, raise the limit "
-                     "(`dpspec compile --max-data-bytes SIZE`) or use the Spark engine")
+    return DataError(
+        f"{where}: {what}, more than the limit of {_shown_bytes(max_data_bytes())}; "
+        "nothing was read. If the data really is this large, raise the limit "
+        "(`dpspec compile --max-data-bytes SIZE`) or use the Spark engine"
+    )
 
 
 class FooterTally:
@@ -92,11 +95,15 @@ class FooterTally:
                 if chunk.path_in_schema.split(".")[0] in wanted:
                     self.total += size
         if rows != metadata.num_rows:
-            raise DataError(f"{where}: the file's footer is corrupt (it declares {metadata.num_rows:,} rows, its row "
-                            f"groups {rows:,})")
+            raise DataError(
+                f"{where}: the file's footer is corrupt (it declares {metadata.num_rows:,} rows, its row "
+                f"groups {rows:,})"
+            )
         if self.total > max_data_bytes():
-            raise _too_large(self.source, f"its Parquet footers declare {_shown_bytes(self.total)} (uncompressed) in the "
-                                          "declared columns")
+            raise _too_large(
+                self.source,
+                f"its Parquet footers declare {_shown_bytes(self.total)} (uncompressed) in the declared columns",
+            )
         # Encoded sizes undercount: a constant column of 500 million rows is a few bytes of run-length
         # encoding, yet every row takes at least a machine word once read. Its rows bound it from below.
         # (Its values are at least a byte each against the limit, and a machine word each in memory.)
@@ -104,14 +111,19 @@ class FooterTally:
         values = metadata.num_rows * max(len(present), 1)
         self.decoded += values
         if self.decoded > max_data_bytes():
-            raise _too_large(self.source, f"its Parquet footers declare {metadata.num_rows:,} rows in this file, "
-                                          f"{self.decoded:,} values in the declared columns, at least a byte each")
+            raise _too_large(
+                self.source,
+                f"its Parquet footers declare {metadata.num_rows:,} rows in this file, "
+                f"{self.decoded:,} values in the declared columns, at least a byte each",
+            )
         memory = available_memory()
         if memory is not None and self.decoded * VALUE_BYTES > memory:
-            raise DataError(f"{self.source}: its Parquet footers declare {metadata.num_rows:,} rows in this file, at least "
-                            f"{_shown_bytes(self.decoded * VALUE_BYTES)} once read ({VALUE_BYTES} bytes a value), more "
-                            f"than this machine's {_shown_bytes(memory)} of free memory; nothing was read. Use the Spark "
-                            "engine, or a machine with more memory")
+            raise DataError(
+                f"{self.source}: its Parquet footers declare {metadata.num_rows:,} rows in this file, at least "
+                f"{_shown_bytes(self.decoded * VALUE_BYTES)} once read ({VALUE_BYTES} bytes a value), more "
+                f"than this machine's {_shown_bytes(memory)} of free memory; nothing was read. Use the Spark "
+                "engine, or a machine with more memory"
+            )
 
 
 def available_memory() -> int | None:
@@ -149,15 +161,19 @@ def check_csv_stream(where: str, stream, digest=None) -> None:
             if lengths.max() > MAX_RECORD_BYTES:
                 k = int(np.argmax(lengths > MAX_RECORD_BYTES))
                 first = int(ends[k] - lengths[k] + 1)
-                raise DataError(f"{where}: the record starting at byte {first:,} is {int(lengths[k]):,} bytes long, "
-                                f"more than the {MAX_RECORD_BYTES:,} a CSV record may hold; nothing was read")
+                raise DataError(
+                    f"{where}: the record starting at byte {first:,} is {int(lengths[k]):,} bytes long, "
+                    f"more than the {MAX_RECORD_BYTES:,} a CSV record may hold; nothing was read"
+                )
             start = int(ends[-1]) + 1
         quotes += in_block
         total += len(arr)
         if total - start > MAX_RECORD_BYTES:
-            raise DataError(f"{where}: the record starting at byte {start:,} is more than {MAX_RECORD_BYTES:,} bytes "
-                            "long (the most a CSV record may hold; a quote left open, or no line ends); nothing "
-                            "was read")
+            raise DataError(
+                f"{where}: the record starting at byte {start:,} is more than {MAX_RECORD_BYTES:,} bytes "
+                "long (the most a CSV record may hold; a quote left open, or no line ends); nothing "
+                "was read"
+            )
         if total > cap:
             raise _too_large(where, f"the file holds more than {_shown_bytes(cap)} (decompressed)")
 

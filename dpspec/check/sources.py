@@ -16,6 +16,7 @@ what is read (pyarrow and Spark get the files, not the folder): a device, pipe o
 (or a link to one) is refused before a byte is read, and a folder reached twice (a symlink loop
 such as `loop -> ..`, or two links to one folder) is refused rather than read twice.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -43,16 +44,18 @@ def filesystem(path: str):
     try:
         return fs.FileSystem.from_uri(f"{_SCHEMES.get(scheme.lower(), scheme)}://{rest}")
     except (OSError, ValueError, ImportError) as exc:  # unknown scheme, no libhdfs, no credentials
-        raise DataError(f"{path}: cannot reach this location from here to read and fingerprint it "
-                        f"({str(exc).splitlines()[0] if str(exc) else type(exc).__name__}); give a path this "
-                        "machine can read, or run dpspec where the cluster's filesystem is mounted") from None
+        raise DataError(
+            f"{path}: cannot reach this location from here to read and fingerprint it "
+            f"({str(exc).splitlines()[0] if str(exc) else type(exc).__name__}); give a path this "
+            "machine can read, or run dpspec where the cluster's filesystem is mounted"
+        ) from None
 
 
 def local_path(path: str) -> str | None:
     """The local path a source names (a file:// URI's path), or None for a remote location."""
     if not is_uri(path):
         return path
-    return path[len("file://"):] if path.lower().startswith("file://") else None
+    return path[len("file://") :] if path.lower().startswith("file://") else None
 
 
 def resolve_path(spec: ir.Spec, source: ir.DataSource) -> str:
@@ -103,9 +106,11 @@ def data_files(path: str) -> list[str]:
         info = _stat(folder)
         key = (info.st_dev, info.st_ino)
         if key in seen:
-            raise DataError(f"{path}: the folder {_shown_rel(rel)} is the folder {_shown_rel(seen[key])} reached again "
-                            "through a link (a symlink loop or a second link to the same data); its rows would be "
-                            "read twice. Remove the link")
+            raise DataError(
+                f"{path}: the folder {_shown_rel(rel)} is the folder {_shown_rel(seen[key])} reached again "
+                "through a link (a symlink loop or a second link to the same data); its rows would be "
+                "read twice. Remove the link"
+            )
         seen[key] = rel
         try:
             names = sorted(os.listdir(folder))
@@ -121,9 +126,11 @@ def data_files(path: str) -> list[str]:
             elif stat.S_ISREG(mode):
                 out.append(inner)
             else:
-                raise DataError(f"{path}: {inner} is not a regular file ({_kind(mode)}"
-                                f"{', through a link' if os.path.islink(full) else ''}); a data folder holds "
-                                "only files and folders, and this one could block or never end when read")
+                raise DataError(
+                    f"{path}: {inner} is not a regular file ({_kind(mode)}"
+                    f"{', through a link' if os.path.islink(full) else ''}); a data folder holds "
+                    "only files and folders, and this one could block or never end when read"
+                )
     return sorted(out)
 
 
@@ -139,8 +146,12 @@ def _shown_rel(rel: str) -> str:
 
 
 def _kind(mode: int) -> str:
-    for test, name in ((stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
-                       (stat.S_ISFIFO, "a named pipe"), (stat.S_ISSOCK, "a socket")):
+    for test, name in (
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISFIFO, "a named pipe"),
+        (stat.S_ISSOCK, "a socket"),
+    ):
         if test(mode):
             return name
     return "not a file"
@@ -158,7 +169,7 @@ def _uri_data_files(path: str) -> list[str]:
     inner = inner.rstrip("/")
     out = []
     for info in handle.get_file_info(fs.FileSelector(inner, recursive=True)):
-        rel = info.path[len(inner):].lstrip("/")
+        rel = info.path[len(inner) :].lstrip("/")
         if info.type == fs.FileType.File and not any(_hidden(part) for part in rel.split("/")):
             out.append(rel.replace("/", os.sep))
     return sorted(out)

@@ -4,6 +4,7 @@ baseline spec, as text, JSON or report files.
 The audit also runs on specs that fail their check (an undeclared invariant is exactly what it
 must report), so only a file that does not parse is an error here.
 """
+
 from __future__ import annotations
 
 import json
@@ -18,6 +19,7 @@ from dpspec.audit import audit, all_rules
 from dpspec.schemas import versioned, legacy_list
 from dpspec.report.sarif import audit_log
 
+
 def _load(path):
     return parse(read_source(path), path)
 
@@ -27,24 +29,32 @@ def _check_outdir(outdir: str, spec, others: list) -> None:
     from dpspec.publish.output_set import refuse_release_folder
 
     check_output_target(outdir, input_paths(spec) + others)
-    refuse_release_folder(outdir, "audit", itself=False)  # never a set inside another set; the folder itself: claimed_target
+    refuse_release_folder(
+        outdir, "audit", itself=False
+    )  # never a set inside another set; the folder itself: claimed_target
 
 
 def _write_set(outdir: str, spec, baseline, verify_file: str | None, outcome) -> None:
     """The reports and a manifest naming the spec, baseline and verification they audit, as one set."""
 
-    fields = {"spec": spec_entry(spec), "baseline": spec_entry(baseline) if baseline is not None else None,
-              "verification": file_entry(verify_file) if verify_file else None}
+    fields = {
+        "spec": spec_entry(spec),
+        "baseline": spec_entry(baseline) if baseline is not None else None,
+        "verification": file_entry(verify_file) if verify_file else None,
+    }
     write_report_set(outdir, "audit", render_all(spec=spec, baseline=baseline, outcome=outcome), fields)
 
 
-LIST_DEPRECATED = ("warning: DeprecationWarning: --format json-list prints findings format 1.0 (a bare list), "
-                   "kept for one format version; use --json (findings format 2.0: an object whose `findings` key "
-                   "holds the list, beside `format_version`). json-list goes with findings format 3.0.")
+LIST_DEPRECATED = (
+    "warning: DeprecationWarning: --format json-list prints findings format 1.0 (a bare list), "
+    "kept for one format version; use --json (findings format 2.0: an object whose `findings` key "
+    "holds the list, beside `format_version`). json-list goes with findings format 3.0."
+)
 
 
-def run_audit_command(path: str, baseline_path: str | None, outdir: str | None, output_format: str,
-                      verify_file: str | None = None) -> int:
+def run_audit_command(
+    path: str, baseline_path: str | None, outdir: str | None, output_format: str, verify_file: str | None = None
+) -> int:
     """Audit and print the findings as `output_format`: "text", "json", "json-list" (deprecated) or "sarif"."""
     from dpspec.publish.output_set import claimed_target
 
@@ -61,14 +71,11 @@ def run_audit_command(path: str, baseline_path: str | None, outdir: str | None, 
         if outdir:
             _write_set(outdir, spec, baseline, verify_file, outcome)
     if output_format == "json":
-
         echo(json.dumps(versioned("findings", outcome.to_json()), indent=2))
     elif output_format == "json-list":
-
         echo(LIST_DEPRECATED, err=True)
         echo(json.dumps(legacy_list("findings", "1.0", [f.to_json() for f in outcome.findings]), indent=2))
     elif output_format == "sarif":
-
         echo(json.dumps(audit_log(spec, outcome.findings, all_rules()), indent=2))
     else:
         _print_text(spec, outcome, outdir)
@@ -76,7 +83,9 @@ def run_audit_command(path: str, baseline_path: str | None, outdir: str | None, 
 
 
 def _print_text(spec, outcome, outdir):
-    echo(f"audit of {os.path.basename(spec.path or 'spec')}: {spec.title or (spec.program.title if spec.program is not None else None) or '(untitled)'}")
+    echo(
+        f"audit of {os.path.basename(spec.path or 'spec')}: {spec.title or (spec.program.title if spec.program is not None else None) or '(untitled)'}"
+    )
     echo(outcome.text())
     if outdir:
         echo(f"wrote the audit report to {outdir}")

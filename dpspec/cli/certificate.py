@@ -1,4 +1,5 @@
 """`dpspec certificate verify DIR`: a compile's set checked against its certificate.json, byte for byte."""
+
 from __future__ import annotations
 
 import sys
@@ -16,8 +17,13 @@ def certificate_cmd():
 
 @certificate_cmd.command("verify")
 @click.argument("folder", metavar="DIR", type=click.Path(file_okay=False))
-@click.option("--spec", "spec_path", type=click.Path(dir_okay=False, exists=True), default=None,
-              help="Also check that this spec file is, byte for byte, the one the set was compiled from.")
+@click.option(
+    "--spec",
+    "spec_path",
+    type=click.Path(dir_okay=False, exists=True),
+    default=None,
+    help="Also check that this spec file is, byte for byte, the one the set was compiled from.",
+)
 @friendly
 def verify_certificate_cmd(folder, spec_path):
     """Refuse DIR (exit 1) if any file differs from its certificate: a changed byte in any file of the set,

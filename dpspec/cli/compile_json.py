@@ -5,6 +5,7 @@ what it was warned about without reading the human lines; a failure is the `erro
 every `--json` command prints (`dpspec.cli.errors`), with the same exit code. The budget block
 is the one the compile's report.json carries (report.model.budget_block), not a second account.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -20,10 +21,15 @@ REPORT_KINDS = ("html", "markdown", "json", "internal_html", "internal_markdown"
 
 def files_written(outdir: str, written: dict) -> list[dict]:
     """Every file of the output set as `compile` prints it: releases (name, rows), reports, manifest, certificate."""
-    files = [{"kind": "release", "name": name, "path": os.path.join(outdir, info["file"]), "rows": info["rows"]}
-             for name, info in written["outputs"].items()]
-    files += [{"kind": f"report_{kind}", "path": os.path.join(outdir, written[kind])}
-              for kind in REPORT_KINDS if kind in written]
+    files = [
+        {"kind": "release", "name": name, "path": os.path.join(outdir, info["file"]), "rows": info["rows"]}
+        for name, info in written["outputs"].items()
+    ]
+    files += [
+        {"kind": f"report_{kind}", "path": os.path.join(outdir, written[kind])}
+        for kind in REPORT_KINDS
+        if kind in written
+    ]
     files.append({"kind": "manifest", "path": os.path.join(outdir, written["manifest"])})
     if "certificate" in written:  # additive (compile 1.1)
         files.append({"kind": "certificate", "path": os.path.join(outdir, written["certificate"])})

@@ -1,4 +1,5 @@
 """The command line's side of engines: `--engine` / `--spark-master`, and their failures (exit 2)."""
+
 from __future__ import annotations
 
 import sys
@@ -12,10 +13,21 @@ from dpspec.cli.terminal import echo
 # step with dpspec.engine.ENGINES).
 ENGINES = ("local", "spark")
 
-engine_option = click.option("--engine", "engine_name", type=click.Choice(ENGINES), default="local", show_default=True,
-                             help="Where the mechanism's units of work run: in this process, or on Apache Spark.")
-master_option = click.option("--spark-master", "spark_master", default=None, metavar="URL",
-                             help="Spark master for --engine spark: local[N] (default local[*]), spark://HOST:PORT, k8s://URL, yarn.")
+engine_option = click.option(
+    "--engine",
+    "engine_name",
+    type=click.Choice(ENGINES),
+    default="local",
+    show_default=True,
+    help="Where the mechanism's units of work run: in this process, or on Apache Spark.",
+)
+master_option = click.option(
+    "--spark-master",
+    "spark_master",
+    default=None,
+    metavar="URL",
+    help="Spark master for --engine spark: local[N] (default local[*]), spark://HOST:PORT, k8s://URL, yarn.",
+)
 
 
 @contextmanager
@@ -42,6 +54,8 @@ def engine_note(result, engine_name: str) -> str | None:
     from dpspec.engine import accepts_engine
 
     if engine_name != "local" and not accepts_engine(result.mechanism):
-        return (f"note: mechanism '{result.mechanism.name}' does not use the execution engine yet; "
-                f"it ran in this process, not on {engine_name}")
+        return (
+            f"note: mechanism '{result.mechanism.name}' does not use the execution engine yet; "
+            f"it ran in this process, not on {engine_name}"
+        )
     return None

@@ -6,6 +6,7 @@ wraps the commands plugins add in `friendly` itself (`dpspec.cli.main`). A comma
 `--json` also prints the failure as a JSON document on stdout (`error_document`), so a pipeline
 reading JSON never gets an empty one; the exit status is the same.
 """
+
 from __future__ import annotations
 
 import errno
@@ -26,19 +27,35 @@ INTERNAL_ERROR = 3
 EXIT_CODES = {
     0: "success",
     1: "a spec, data, budget or audit failure for the user to fix (a located error, a bound the budget exceeds, "
-       "a critical audit finding, a refuted verification), including a path the file system refuses: a missing "
-       "or read-only folder, no permission, a full disk",
+    "a critical audit finding, a refuted verification), including a path the file system refuses: a missing "
+    "or read-only folder, no permission, a full disk",
     2: "a usage error: an unknown option or a missing argument (click's own), or an engine that cannot start "
-       "(pyspark or Java missing, a Spark master that does not answer)",
+    "(pyspark or Java missing, a Spark master that does not answer)",
     INTERNAL_ERROR: "an internal error: a bug in dpspec or a plugin, whatever the input; please report it with the "
-                    "spec that caused it",
+    "spec that caused it",
     4: "an inconclusive verification (`dpspec verify`: this many runs cannot decide the claim)",
 }
 # A file-system refusal naming a path (a missing or read-only folder, a full disk, no permission)
 # is the user's to fix, not a bug: exit 1 with the path, never "internal error".
-_FILE_SYSTEM = {errno.EACCES, errno.EPERM, errno.ENOENT, errno.ENOTDIR, errno.EISDIR, errno.EEXIST, errno.ENOSPC,
-                errno.EROFS, errno.EDQUOT, errno.ENAMETOOLONG, errno.ELOOP, errno.EMFILE, errno.ENFILE, errno.EBUSY,
-                errno.ETXTBSY, errno.EXDEV, errno.EFBIG}
+_FILE_SYSTEM = {
+    errno.EACCES,
+    errno.EPERM,
+    errno.ENOENT,
+    errno.ENOTDIR,
+    errno.EISDIR,
+    errno.EEXIST,
+    errno.ENOSPC,
+    errno.EROFS,
+    errno.EDQUOT,
+    errno.ENAMETOOLONG,
+    errno.ELOOP,
+    errno.EMFILE,
+    errno.ENFILE,
+    errno.EBUSY,
+    errno.ETXTBSY,
+    errno.EXDEV,
+    errno.EFBIG,
+}
 # A full disk, a quota, a read-only file system or an oversized file is the machine's state even
 # when the write that met it names no path (a file written through a folder's handle).
 _MACHINE = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EFBIG}
@@ -70,11 +87,18 @@ def error_document(message: str, code: int, diagnostics=None, path: str | None =
     """The `error` JSON document: the message, each located problem, the exit status."""
     from dpspec.schemas import versioned
 
-    diags = [{"file": path, "line": d.line, "column": d.column, "severity": d.severity, "message": d.message,
-              "hint": d.hint} for d in (diagnostics or [])]
-    return versioned("error", {"error": message, "diagnostics": diags or [{"file": path, "message": message,
-                                                                              "severity": "error"}],
-                               "exit_code": code})
+    diags = [
+        {"file": path, "line": d.line, "column": d.column, "severity": d.severity, "message": d.message, "hint": d.hint}
+        for d in (diagnostics or [])
+    ]
+    return versioned(
+        "error",
+        {
+            "error": message,
+            "diagnostics": diags or [{"file": path, "message": message, "severity": "error"}],
+            "exit_code": code,
+        },
+    )
 
 
 def friendly(func):
@@ -96,13 +120,19 @@ def friendly(func):
             sys.stderr.close()
             os._exit(0)
         except OSError as exc:
-            if exc.filename is None and exc.errno in _MACHINE:  # a write deep in an output set: no name, still the machine's
-                fail(f"error: {exc.strerror or os.strerror(exc.errno)} (the machine's state, not a bug: free some space "
-                     "or choose another output folder)")
+            if (
+                exc.filename is None and exc.errno in _MACHINE
+            ):  # a write deep in an output set: no name, still the machine's
+                fail(
+                    f"error: {exc.strerror or os.strerror(exc.errno)} (the machine's state, not a bug: free some space "
+                    "or choose another output folder)"
+                )
             if exc.filename is None or exc.errno not in _FILE_SYSTEM:
                 _internal(exc)
-            fail(f"error: {exc.filename}: {exc.strerror} (a file-system problem: check that the path exists, is "
-                 "writable and has free space)")
+            fail(
+                f"error: {exc.filename}: {exc.strerror} (a file-system problem: check that the path exists, is "
+                "writable and has free space)"
+            )
         except Exception as exc:  # a bug in dpspec or a plugin, not the user's fault
             _internal(exc)
 
@@ -110,6 +140,8 @@ def friendly(func):
 
 
 def _internal(exc: Exception) -> None:
-    fail(f"internal error ({type(exc).__name__}): {exc}\nThis is a bug in dpspec or one of its plugins, not a "
-         "problem with your input; please report it with the spec that caused it.", INTERNAL_ERROR)
-
+    fail(
+        f"internal error ({type(exc).__name__}): {exc}\nThis is a bug in dpspec or one of its plugins, not a "
+        "problem with your input; please report it with the spec that caused it.",
+        INTERNAL_ERROR,
+    )

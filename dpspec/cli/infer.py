@@ -1,4 +1,5 @@
 """`dpspec infer SPEC RELEASE_DIR --target ...`: posterior inference on a compiled release."""
+
 from __future__ import annotations
 
 import json
@@ -11,28 +12,42 @@ from dpspec.cli.errors import friendly
 
 def _text(result) -> str:
     data = result.to_json()
-    lines = [f"{data['spec']}: posterior of {data['target']}" + (" (rates)" if result.rate else ""),
-             f"prior: {data['prior']}"]
+    lines = [
+        f"{data['spec']}: posterior of {data['target']}" + (" (rates)" if result.rate else ""),
+        f"prior: {data['prior']}",
+    ]
     if data["method"] == "rejection":
-        lines.append(f"method: exact rejection sampling (Algorithm 1); acceptance rate {data['acceptance_rate']:.4g} "
-                     f"({data['proposals']:,} proposals, {data['draws']:,} draws)")
+        lines.append(
+            f"method: exact rejection sampling (Algorithm 1); acceptance rate {data['acceptance_rate']:.4g} "
+            f"({data['proposals']:,} proposals, {data['draws']:,} draws)"
+        )
     else:
-        lines.append(f"method: importance sampling (Algorithm 2); effective sample size {data['effective_sample_size']:.1f} "
-                     f"of {data['proposals']:,} proposals (exact rejection's estimated acceptance rate "
-                     f"{'at most ' if result.acceptance_is_bound else ''}10^{data['log10_acceptance_rate_estimate']:.1f})")
+        lines.append(
+            f"method: importance sampling (Algorithm 2); effective sample size {data['effective_sample_size']:.1f} "
+            f"of {data['proposals']:,} proposals (exact rejection's estimated acceptance rate "
+            f"{'at most ' if result.acceptance_is_bound else ''}10^{data['log10_acceptance_rate_estimate']:.1f})"
+        )
     lines += [f"note: {n}" for n in data["notes"]]
     width = max(len(c["cell"]) for c in data["cells"])
-    lines.append(f"{'cell':<{width}}  {'mean':>10}  {'median':>8}  {'90% interval':>21}  {'95% interval':>21}  {'post-proc.':>10}")
+    lines.append(
+        f"{'cell':<{width}}  {'mean':>10}  {'median':>8}  {'90% interval':>21}  {'95% interval':>21}  {'post-proc.':>10}"
+    )
     for c in data["cells"]:
+
         def f(v):
             return "—" if v is None else f"{v:.4g}"
-        lines.append(f"{c['cell']:<{width}}  {f(c['mean']):>10}  {f(c['median']):>8}  "
-                     f"{'[' + f(c['q05']) + ', ' + f(c['q95']) + ']':>21}  {'[' + f(c['q025']) + ', ' + f(c['q975']) + ']':>21}  "
-                     f"{f(c['post_processed']):>10}")
+
+        lines.append(
+            f"{c['cell']:<{width}}  {f(c['mean']):>10}  {f(c['median']):>8}  "
+            f"{'[' + f(c['q05']) + ', ' + f(c['q95']) + ']':>21}  {'[' + f(c['q025']) + ', ' + f(c['q975']) + ']':>21}  "
+            f"{f(c['post_processed']):>10}"
+        )
     con = data["contractions"]
     if con.get("checked"):
-        lines.append(f"post-processing contracted {len(con['zeros'])} cell(s) to 0 and {len(con['bounds'])} to their upper "
-                     "bound where the 95% interval holds other values")
+        lines.append(
+            f"post-processing contracted {len(con['zeros'])} cell(s) to 0 and {len(con['bounds'])} to their upper "
+            "bound where the 95% interval holds other values"
+        )
     for u in data["left_out"]:
         lines.append(f"left out: {u}")
     if result.power is not None:
@@ -42,15 +57,17 @@ def _text(result) -> str:
 
 def _power_text(p: dict) -> list[str]:
     side = ">" if p["direction"] == "greater" else "<"
-    return [f"power ({p['theorem']}): the level-{p['level']:g} test of {p['column']} {p['cell']}'s count = {p['null']:,} "
-            f"against {side} {p['null']:,}, at {p['alternative']:,}",
-            f"  on the release Y:          power {p['power_release']:.6f} (size {p['size_release']:.6f}); "
-            f"Y = {p['released']:,}, rejected with probability {p['reject_probability_release']:.4g}",
-            f"  on f(Y) = min(Y, {p['total']:,}):  power {p['power_post_processed']:.6f} "
-            f"(size {p['size_post_processed']:.6f}); f(Y) = {p['post_processed_value']:,}, rejected with probability "
-            f"{p['reject_probability_post_processed']:.4g}",
-            f"  f is the post-processing with Z: {p['post_processing']}",
-            f"  {p['note']}"]
+    return [
+        f"power ({p['theorem']}): the level-{p['level']:g} test of {p['column']} {p['cell']}'s count = {p['null']:,} "
+        f"against {side} {p['null']:,}, at {p['alternative']:,}",
+        f"  on the release Y:          power {p['power_release']:.6f} (size {p['size_release']:.6f}); "
+        f"Y = {p['released']:,}, rejected with probability {p['reject_probability_release']:.4g}",
+        f"  on f(Y) = min(Y, {p['total']:,}):  power {p['power_post_processed']:.6f} "
+        f"(size {p['size_post_processed']:.6f}); f(Y) = {p['post_processed_value']:,}, rejected with probability "
+        f"{p['reject_probability_post_processed']:.4g}",
+        f"  f is the post-processing with Z: {p['post_processing']}",
+        f"  {p['note']}",
+    ]
 
 
 def _check_outdir(outdir: str, spec, release_dir: str, prior: str | None) -> None:
@@ -64,7 +81,9 @@ def _check_outdir(outdir: str, spec, release_dir: str, prior: str | None) -> Non
     if prior and not prior.startswith("dirichlet-multinomial"):  # a prior CSV, as make_prior finds it
         inputs += [p for p in {prior, os.path.join(spec.base_dir, prior)} if os.path.isfile(p)]
     check_output_target(outdir, inputs, folders=[release_dir])
-    refuse_release_folder(outdir, "infer", itself=False)  # never a set inside another set; the folder itself: claimed_target
+    refuse_release_folder(
+        outdir, "infer", itself=False
+    )  # never a set inside another set; the folder itself: claimed_target
 
 
 @click.command("infer")
@@ -72,18 +91,38 @@ def _check_outdir(outdir: str, spec, release_dir: str, prior: str | None) -> Non
 @click.argument("release_dir", type=click.Path(file_okay=False))
 @click.option("--target", required=True, help='A count query, e.g. "count persons by PUMA, HISP".')
 @click.option("--rate", is_flag=True, help="Report each cell as a share of its row (all target columns but the last).")
-@click.option("--prior", default=None, help="dirichlet-multinomial[:A] (default A = 1) or a CSV of the target's columns and alpha.")
+@click.option(
+    "--prior",
+    default=None,
+    help="dirichlet-multinomial[:A] (default A = 1) or a CSV of the target's columns and alpha.",
+)
 @click.option("--draws", type=int, default=2000, show_default=True, help="Posterior draws to produce.")
-@click.option("--method", type=click.Choice(["rejection", "importance"]), default="rejection", show_default=True,
-              help="Exact rejection (falls back to importance sampling when too costly) or importance sampling.")
+@click.option(
+    "--method",
+    type=click.Choice(["rejection", "importance"]),
+    default="rejection",
+    show_default=True,
+    help="Exact rejection (falls back to importance sampling when too costly) or importance sampling.",
+)
 @click.option("--seed", type=int, default=None, help="Seed the sampler (reproducible draws).")
-@click.option("--power", "power_request", default=None, metavar="CELL:H0:H1",
-              help="Also report seed 2's Theorem 15 on one released cell: the power at count H1 of the level test of "
-                   "count H0, from the release and from the release post-processed with Z.")
+@click.option(
+    "--power",
+    "power_request",
+    default=None,
+    metavar="CELL:H0:H1",
+    help="Also report seed 2's Theorem 15 on one released cell: the power at count H1 of the level test of "
+    "count H0, from the release and from the release post-processed with Z.",
+)
 @click.option("--level", type=float, default=0.05, show_default=True, help="With --power: the test's level.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
-@click.option("-o", "--output", "outdir", type=click.Path(file_okay=False), default=None,
-              help="Write report.html, report.md, result.json, draws.csv and manifest.json here, as one set.")
+@click.option(
+    "-o",
+    "--output",
+    "outdir",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="Write report.html, report.md, result.json, draws.csv and manifest.json here, as one set.",
+)
 @friendly
 def infer_cmd(spec, release_dir, target, rate, prior, draws, method, seed, power_request, level, as_json, outdir):
     """Posterior of TARGET given the release in RELEASE_DIR and the spec's public information."""

@@ -3,6 +3,7 @@
 Exit codes: 0 success; 1 a spec, data, budget or audit failure the user must fix; 2 a usage
 error (click's own); 3 an internal error (a bug in dpspec or a plugin, see `dpspec.cli.errors`). Errors a user can cause are printed as messages, never as tracebacks.
 """
+
 from __future__ import annotations
 
 import json
@@ -55,8 +56,11 @@ class _Group(click.Group):
     def format_commands(self, ctx, formatter):
         """Each command's first sentence whole, wrapped under its name: click cuts it to one line
         ("Flag privacy theatrics in a spec (optionally against a..."), mid-sentence."""
-        rows = [(name, cmd.get_short_help_str(limit=10_000)) for name in self.list_commands(ctx)
-                if (cmd := self.get_command(ctx, name)) is not None and not cmd.hidden]
+        rows = [
+            (name, cmd.get_short_help_str(limit=10_000))
+            for name in self.list_commands(ctx)
+            if (cmd := self.get_command(ctx, name)) is not None and not cmd.hidden
+        ]
         if rows:
             with formatter.section("Commands"):
                 formatter.write_dl(rows)
@@ -71,11 +75,13 @@ class _Group(click.Group):
             if not isinstance(exc, click.UsageError):
                 raise
             if isinstance(exc, click.NoSuchOption) and exc.option_name == "--format" and exc.ctx is not None:
-                exc = click.UsageError(f"`dpspec {exc.ctx.info_name}` has no findings to write as SARIF or in another "
-                                       "format: --format is for `dpspec check` (its problems) and `dpspec audit` (its "
-                                       "findings)", exc.ctx)
+                exc = click.UsageError(
+                    f"`dpspec {exc.ctx.info_name}` has no findings to write as SARIF or in another "
+                    "format: --format is for `dpspec check` (its problems) and `dpspec audit` (its "
+                    "findings)",
+                    exc.ctx,
+                )
             if "--json" in words:
-
                 message = f"Error: {exc.format_message()}"  # as click prints it on stderr
                 echo(json.dumps(error_document(message, exc.exit_code), indent=2))
             raise exc
@@ -105,20 +111,33 @@ def _bounds_hold(path: str, spec: ir.Spec, required: bool) -> None:
     except DataError as exc:
         if required:
             raise
-        echo(f"{path}: note: the declared budget bounds were not checked: the budget needs the data, "
-                   f"which cannot be read ({exc})", err=True)
+        echo(
+            f"{path}: note: the declared budget bounds were not checked: the budget needs the data, "
+            f"which cannot be read ({exc})",
+            err=True,
+        )
 
 
-FORMAT_SARIF = click.option("--format", "output_format", type=click.Choice(["text", "sarif"]), default="text",
-                            show_default=True, help="sarif: SARIF 2.1.0 on stdout, for code-scanning tools.")
+FORMAT_SARIF = click.option(
+    "--format",
+    "output_format",
+    type=click.Choice(["text", "sarif"]),
+    default="text",
+    show_default=True,
+    help="sarif: SARIF 2.1.0 on stdout, for code-scanning tools.",
+)
 
 
 @main.command("check")
 @click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False))
-@click.option("--bounds/--no-bounds", default=None, help="Each spec's budget is computed and a declared bound "
-              "(`budget epsilon <= ...`) that does not hold fails the check, at the bound's line. --bounds also fails "
-              "when the budget needs data that cannot be read (by default a note says the bounds went unchecked); "
-              "--no-bounds checks names and types only, reading no data.")
+@click.option(
+    "--bounds/--no-bounds",
+    default=None,
+    help="Each spec's budget is computed and a declared bound "
+    "(`budget epsilon <= ...`) that does not hold fails the check, at the bound's line. --bounds also fails "
+    "when the budget needs data that cannot be read (by default a note says the bounds went unchecked); "
+    "--no-bounds checks names and types only, reading no data.",
+)
 @FORMAT_SARIF
 @friendly
 def check_cmd(files, bounds, output_format):
@@ -133,7 +152,6 @@ def check_cmd(files, bounds, output_format):
             if spec.program is None:
                 checked = check(spec)
                 if checked.warnings:
-
                     echo(render_diagnostics(checked.warnings, spec.path, spec.text), err=True)
             else:
                 from dpspec.budget.program import load_program
@@ -184,17 +202,27 @@ def show_cmd(file, as_json):
 @main.command("fmt")
 @click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False))
 @click.option("--write", is_flag=True, help="Rewrite FILE in place (atomically).")
-@click.option("--check", "check_only", is_flag=True, help="Exit 1 if FILE is not in canonical form (with --upgrade: not at the current language version).")
-@click.option("--upgrade", is_flag=True, help="Rewrite FILE to the current .dps language version, keeping its layout "
-              "(nothing to change yet: the language has one version).")
+@click.option(
+    "--check",
+    "check_only",
+    is_flag=True,
+    help="Exit 1 if FILE is not in canonical form (with --upgrade: not at the current language version).",
+)
+@click.option(
+    "--upgrade",
+    is_flag=True,
+    help="Rewrite FILE to the current .dps language version, keeping its layout "
+    "(nothing to change yet: the language has one version).",
+)
 @friendly
 def fmt_cmd(files, write, check_only, upgrade):
     """Print a spec in canonical form (or, with --upgrade, at the current language version).
 
     Several FILES need --check or --write (as a pre-commit hook gives them)."""
     if len(files) > 1 and not (check_only or write):
-        raise click.UsageError("several files: add --check or --write (printing them one after another would "
-                               "make one file of many)")
+        raise click.UsageError(
+            "several files: add --check or --write (printing them one after another would make one file of many)"
+        )
     failed = [file for file in files if not _fmt_one(file, write, check_only, upgrade)]
     if failed:
         sys.exit(1)
@@ -237,24 +265,67 @@ def _fmt_one(file: str, write: bool, check_only: bool, upgrade: bool) -> bool:
 
 @main.command("compile")
 @click.argument("file", type=click.Path(dir_okay=False))
-@click.option("-o", "--output", "outdir", type=click.Path(file_okay=False), help="Output directory (default: out/<spec name>; beside the spec's folder when run from inside it).")
-@click.option("--seed", type=int, default=None, help="Make the run reproducible (voids the protection; the audit says so).")
-@click.option("--runs", type=click.IntRange(1, 10_000), default=1, help="Repeat the mechanism to measure utility (internal report).")
-@click.option("--max-data-bytes", "max_data", default=None, metavar="SIZE",
-              help="Refuse a data source holding more than SIZE bytes (uncompressed; e.g. 500M, 8G; default 64G).")
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout (format `compile`: the files "
-              "written, the budget, warnings and findings); a failure is the `error` document, with the same exit code.")
-@click.option("--sign", "signers", multiple=True, metavar="NAME:ROLE",
-              help="Record a sign-off in certificate.json (repeat for several people), e.g. 'A. Reviewer:Privacy officer'.")
-@click.option("--allow-critical", is_flag=True, help="Exit 0 although the audit has a critical finding (a known seed, "
-              "say): the reports then say which critical findings this compile was allowed to pass. An exceeded "
-              "declared bound still exits 1.")
+@click.option(
+    "-o",
+    "--output",
+    "outdir",
+    type=click.Path(file_okay=False),
+    help="Output directory (default: out/<spec name>; beside the spec's folder when run from inside it).",
+)
+@click.option(
+    "--seed", type=int, default=None, help="Make the run reproducible (voids the protection; the audit says so)."
+)
+@click.option(
+    "--runs",
+    type=click.IntRange(1, 10_000),
+    default=1,
+    help="Repeat the mechanism to measure utility (internal report).",
+)
+@click.option(
+    "--max-data-bytes",
+    "max_data",
+    default=None,
+    metavar="SIZE",
+    help="Refuse a data source holding more than SIZE bytes (uncompressed; e.g. 500M, 8G; default 64G).",
+)
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="Print one JSON document on stdout (format `compile`: the files "
+    "written, the budget, warnings and findings); a failure is the `error` document, with the same exit code.",
+)
+@click.option(
+    "--sign",
+    "signers",
+    multiple=True,
+    metavar="NAME:ROLE",
+    help="Record a sign-off in certificate.json (repeat for several people), e.g. 'A. Reviewer:Privacy officer'.",
+)
+@click.option(
+    "--allow-critical",
+    is_flag=True,
+    help="Exit 0 although the audit has a critical finding (a known seed, "
+    "say): the reports then say which critical findings this compile was allowed to pass. An exceeded "
+    "declared bound still exits 1.",
+)
 @verification_option
 @engine_option
 @master_option
 @friendly
-def compile_cmd(file, outdir, seed, runs, engine_name, spark_master, verify_file=None, max_data=None, as_json=False,
-                allow_critical=False, signers=()):
+def compile_cmd(
+    file,
+    outdir,
+    seed,
+    runs,
+    engine_name,
+    spark_master,
+    verify_file=None,
+    max_data=None,
+    as_json=False,
+    allow_critical=False,
+    signers=(),
+):
     """Check FILE, run its mechanism on its data, write the release, the reports and the certificate."""
     from dpspec.publish.certificate import parse_signer
 
@@ -276,6 +347,7 @@ def compile_cmd(file, outdir, seed, runs, engine_name, spark_master, verify_file
     _warn_deprecated_imports(notes)
     spec = _load(file)
     from dpspec.publish.input_guard import check_output_target, default_output, input_paths
+
     if not outdir:  # from inside the spec's folder the default moves beside it, never among the inputs
         outdir, moved = default_output(file, input_paths(spec) + ([verify_file] if verify_file else []))
         if moved:
@@ -292,8 +364,12 @@ def compile_cmd(file, outdir, seed, runs, engine_name, spark_master, verify_file
         verified = load_for(verify_file, spec)
     echo(f"compiling {file} ...", err=True)
     with claimed_target(outdir, "compile"), native_stdout_to_stderr(as_json):  # one writer per folder
-        with reporting(StderrBar()), engine_for(engine_name, spark_master) as engine, data_limit(limit), \
-                shown_warnings(notes):
+        with (
+            reporting(StderrBar()),
+            engine_for(engine_name, spark_master) as engine,
+            data_limit(limit),
+            shown_warnings(notes),
+        ):
             result = compile_spec(spec, seed=seed, runs=runs, engine=engine)
             if note := engine_note(result, engine_name):
                 notes.append(note)
@@ -302,18 +378,22 @@ def compile_cmd(file, outdir, seed, runs, engine_name, spark_master, verify_file
                 outcome = with_finding(result.audit_outcome, verified)
                 result = attrs.evolve(result, audit_outcome=outcome, findings=list(outcome.findings))
             if allow_critical:  # said in the reports, which are written next
-                result = attrs.evolve(result, allowed_critical=tuple(f.rule for f in result.findings
-                                                                      if f.severity == "critical"))
+                result = attrs.evolve(
+                    result, allowed_critical=tuple(f.rule for f in result.findings if f.severity == "critical")
+                )
             written = write_result(result, outdir, signed)  # while the engine runs: it may stream the release
     ledger = result.ledger
     if seed is not None:
-        notes.append(f"warning: run with the known seed {seed}: anyone with the seed can remove the noise; not for "
-                     "publication")
+        notes.append(
+            f"warning: run with the known seed {seed}: anyone with the seed can remove the noise; not for publication"
+        )
         echo(notes[-1], err=True)
     critical = [f for f in result.findings if getattr(f, "severity", "") == "critical"]
     if critical and allow_critical:
-        notes.append(f"warning: --allow-critical: exit 0 despite {len(critical)} critical finding(s) "
-                     f"({', '.join(f.rule for f in critical)}); the reports say so")
+        notes.append(
+            f"warning: --allow-critical: exit 0 despite {len(critical)} critical finding(s) "
+            f"({', '.join(f.rule for f in critical)}); the reports say so"
+        )
         echo(notes[-1], err=True)
     code = 1 if (critical and not allow_critical) or not ledger.bounds_hold else 0
     if as_json:
@@ -328,7 +408,9 @@ def compile_cmd(file, outdir, seed, runs, engine_name, spark_master, verify_file
         echo(f"budget: cannot be expressed in the spec's flavor: {ledger.problem}")
     for bound_check in ledger.bounds:
         state = "holds" if bound_check.holds else "EXCEEDED"
-        echo(f"declared bound {bound_check.bound.describe()}: {state} (achieved {float(bound_check.achieved):.6g}; {bound_check.currency})")
+        echo(
+            f"declared bound {bound_check.bound.describe()}: {state} (achieved {float(bound_check.achieved):.6g}; {bound_check.currency})"
+        )
     for name, info in written["outputs"].items():
         echo(f"wrote {os.path.join(outdir, info['file'])} ({info['rows']} rows)")
     for kind in REPORT_KINDS:
@@ -356,14 +438,32 @@ def _exact(param, value):
 
 @main.command("budget")
 @click.argument("file", type=click.Path(dir_okay=False))
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout (format `budget`: the "
-              "notation, the budget and its steps, conversions and bounds); a failure is the `error` document.")
-@click.option("--delta", type=str, default=None, callback=lambda c, p, v: _exact(p, v),
-              help="delta for conversions to approximate DP (default: the spec's, else 1e-10).")
-@click.option("--conversion", type=click.Choice(["bs16", "cks20"]), default="cks20", show_default=True,
-              help="zCDP to approximate DP conversion.")
-@click.option("--per-attribute", is_flag=True,
-              help="Require the per-attribute and per-geography budgets (an error for a mechanism without attribute structure).")
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="Print one JSON document on stdout (format `budget`: the "
+    "notation, the budget and its steps, conversions and bounds); a failure is the `error` document.",
+)
+@click.option(
+    "--delta",
+    type=str,
+    default=None,
+    callback=lambda c, p, v: _exact(p, v),
+    help="delta for conversions to approximate DP (default: the spec's, else 1e-10).",
+)
+@click.option(
+    "--conversion",
+    type=click.Choice(["bs16", "cks20"]),
+    default="cks20",
+    show_default=True,
+    help="zCDP to approximate DP conversion.",
+)
+@click.option(
+    "--per-attribute",
+    is_flag=True,
+    help="Require the per-attribute and per-geography budgets (an error for a mechanism without attribute structure).",
+)
 @friendly
 def budget_cmd(file, as_json, delta, conversion, per_attribute):
     """The budget a spec's mechanism achieves, in the paper's notation and in other currencies."""
@@ -385,15 +485,27 @@ def budget_cmd(file, as_json, delta, conversion, per_attribute):
 @click.argument("params", nargs=-1, required=True)
 @click.option("--to", "to", type=click.Choice(["pure", "approx", "zcdp", "renyi", "gdp"]), default=None)
 @click.option("--delta", type=str, default=None, callback=lambda c, p, v: _exact(p, v))
-@click.option("--epsilon", type=str, default=None, callback=lambda c, p, v: _exact(p, v),
-              help="target epsilon (for delta at a given epsilon)")
+@click.option(
+    "--epsilon",
+    type=str,
+    default=None,
+    callback=lambda c, p, v: _exact(p, v),
+    help="target epsilon (for delta at a given epsilon)",
+)
 @click.option("--alpha", type=str, default=None, callback=lambda c, p, v: _exact(p, v))
 @click.option("--method", type=click.Choice(["bs16", "cks20"]), default="cks20", show_default=True)
 @click.option("--from-unit", type=click.Choice(["hamming", "symdiff"]), default=None)
 @click.option("--to-unit", type=click.Choice(["hamming", "symdiff"]), default=None)
-@click.option("--group", type=click.IntRange(1), default=None, help="group privacy: a unit holding at most K finer units")
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout (format `conversion`: "
-              "the converted budget, its premetric, the method and its citation); a failure is the `error` document.")
+@click.option(
+    "--group", type=click.IntRange(1), default=None, help="group privacy: a unit holding at most K finer units"
+)
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="Print one JSON document on stdout (format `conversion`: "
+    "the converted budget, its premetric, the method and its citation); a failure is the `error` document.",
+)
 @friendly
 def convert_cmd(params, to, delta, epsilon, alpha, method, from_unit, to_unit, group, as_json):
     """Convert a budget to another currency, unit or group size.
@@ -406,13 +518,24 @@ def convert_cmd(params, to, delta, epsilon, alpha, method, from_unit, to_unit, g
             raise click.UsageError(f"expected NAME=VALUE, got {item!r}")
         key, _, value = item.partition("=")
         if "=" in value or re.search(r",\s*[A-Za-z]", value):  # rho=1,epsilon=2: two parameters in one argument
-            raise click.UsageError(f"{item!r} holds more than one parameter; give each as its own NAME=VALUE "
-                                   f"argument, separated by spaces: {' '.join(p.strip() for p in item.split(','))}")
+            raise click.UsageError(
+                f"{item!r} holds more than one parameter; give each as its own NAME=VALUE "
+                f"argument, separated by spaces: {' '.join(p.strip() for p in item.split(','))}"
+            )
         if key.strip() in values:
             raise click.UsageError(f"{key.strip()} is given twice; give each parameter once")
         values[key.strip()] = value.strip()
-    out = convert_request(values, to=to, delta=delta, epsilon=epsilon, alpha=alpha, method=method,
-                          from_unit=from_unit, to_unit=to_unit, group=group)
+    out = convert_request(
+        values,
+        to=to,
+        delta=delta,
+        epsilon=epsilon,
+        alpha=alpha,
+        method=method,
+        from_unit=from_unit,
+        to_unit=to_unit,
+        group=group,
+    )
     if as_json:
         _dump("conversion", out)
         return
@@ -430,12 +553,24 @@ def convert_cmd(params, to, delta, epsilon, alpha, method, from_unit, to_unit, g
 @main.command("audit")
 @click.argument("file", type=click.Path(dir_okay=False))
 @click.option("--baseline", type=click.Path(dir_okay=False), default=None, help="Compare against this spec.")
-@click.option("-o", "--output", "outdir", type=click.Path(file_okay=False), default=None, help="Write the audit report here.")
-@click.option("--json", "as_json", is_flag=True, help="Print the audit as one JSON document on stdout (format "
-              "`findings` 2.0: an object whose `findings` list gives each rule, severity, message and evidence).")
-@click.option("--format", "output_format", type=click.Choice(["text", "json", "sarif", "json-list"]), default=None,
-              help="text (default), json (as --json), sarif: SARIF 2.1.0 for code-scanning tools, or json-list: "
-                   "deprecated, the bare list of findings format 1.0 (use --json).")
+@click.option(
+    "-o", "--output", "outdir", type=click.Path(file_okay=False), default=None, help="Write the audit report here."
+)
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="Print the audit as one JSON document on stdout (format "
+    "`findings` 2.0: an object whose `findings` list gives each rule, severity, message and evidence).",
+)
+@click.option(
+    "--format",
+    "output_format",
+    type=click.Choice(["text", "json", "sarif", "json-list"]),
+    default=None,
+    help="text (default), json (as --json), sarif: SARIF 2.1.0 for code-scanning tools, or json-list: "
+    "deprecated, the bare list of findings format 1.0 (use --json).",
+)
 @verification_option
 @friendly
 def audit_cmd(file, baseline, outdir, as_json, output_format, verify_file=None):
@@ -444,8 +579,9 @@ def audit_cmd(file, baseline, outdir, as_json, output_format, verify_file=None):
 
     if as_json and output_format not in (None, "json"):
         raise click.UsageError(f"--json and --format {output_format} ask for two formats; give one")
-    code = run_audit_command(file, baseline, outdir, "json" if as_json else (output_format or "text"),
-                             verify_file=verify_file)
+    code = run_audit_command(
+        file, baseline, outdir, "json" if as_json else (output_format or "text"), verify_file=verify_file
+    )
     sys.exit(code)
 
 
@@ -461,7 +597,6 @@ def schema_cmd(kind):
             echo(f"{name} {version}  {schema(name)['title']}")
         return
     if kind not in FORMAT_VERSIONS:
-
         message, hint = unknown("JSON format", kind, FORMAT_VERSIONS)
         raise click.BadParameter(message + (f"; {hint}" if hint else ""), param_hint="KIND")
     echo(json.dumps(schema(kind), indent=2))
@@ -480,8 +615,13 @@ def _warn_deprecated_imports(into: list | None = None) -> None:
 
 
 @main.command("plugins")
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout (format `plugins`: each "
-              "mechanism with its version, package, parameters and outputs).")
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="Print one JSON document on stdout (format `plugins`: each "
+    "mechanism with its version, package, parameters and outputs).",
+)
 @friendly
 def plugins_cmd(as_json):
     """List the installed mechanism plugins and their parameters."""
@@ -563,10 +703,14 @@ def _add_plugin_commands():
 
 
 main.add_command(verify_cmd)  # dpspec verify (dpspec/cli/verify.py)
-main.add_command(__import__("dpspec.cli.certificate", fromlist=["certificate_cmd"]).certificate_cmd)  # dpspec certificate verify
+main.add_command(
+    __import__("dpspec.cli.certificate", fromlist=["certificate_cmd"]).certificate_cmd
+)  # dpspec certificate verify
 main.add_command(__import__("dpspec.cli.sweep", fromlist=["sweep_cmd"]).sweep_cmd)  # dpspec sweep
 _add_plugin_commands()
-__import__("dpspec.cli.registry", fromlist=["register"]).register(main)  # export/import --registry (OpenDP Deployments Registry)
+__import__("dpspec.cli.registry", fromlist=["register"]).register(
+    main
+)  # export/import --registry (OpenDP Deployments Registry)
 
 if __name__ == "__main__":
     main()

@@ -1,6 +1,7 @@
 """`dpspec export --registry` and `dpspec import --registry`: specs to and from OpenDP
 Deployments Registry entries (see `dpspec.registry`). Both validate against the registry's
 schema and write atomically, or write nothing and exit 1 with located errors."""
+
 from __future__ import annotations
 
 
@@ -36,11 +37,14 @@ def _write_or_print(text: str, output: str | None) -> None:
 
 @click.command("export")
 @click.argument("file", type=click.Path(dir_okay=False))
-@click.option("--registry", "registry", is_flag=True,
-              help="Write an OpenDP Deployments Registry YAML entry.")
-@click.option("--opendp", "opendp", is_flag=True,
-              help="Write a Python script that builds the mechanism as an OpenDP measurement and prints its privacy "
-                   "map (for mechanisms whose plugin can express it).")
+@click.option("--registry", "registry", is_flag=True, help="Write an OpenDP Deployments Registry YAML entry.")
+@click.option(
+    "--opendp",
+    "opendp",
+    is_flag=True,
+    help="Write a Python script that builds the mechanism as an OpenDP measurement and prints its privacy "
+    "map (for mechanisms whose plugin can express it).",
+)
 @click.option("-o", "--output", type=click.Path(dir_okay=False), default=None, help="Write here instead of stdout.")
 @friendly
 def export_cmd(file, registry, opendp, output):
@@ -65,14 +69,25 @@ def export_cmd(file, registry, opendp, output):
 
 @click.command("import")
 @click.argument("entry", type=click.Path(dir_okay=False))
-@click.option("--registry", "registry", is_flag=True,
-              help="ENTRY is an OpenDP Deployments Registry YAML entry.")
-@click.option("--das-config", "das", is_flag=True,
-              help="ENTRY is a DAS .ini configuration (2020 P.L. 94-171 TopDown); its INCLUDE chain is followed.")
-@click.option("--safetab-p-config", "safetab_p", is_flag=True,
-              help="ENTRY is a SafeTab-P config.json (Detailed DHC-A); the iteration files beside it are read.")
-@click.option("--safetab-h-config", "safetab_h", is_flag=True,
-              help="ENTRY is a SafeTab-H config.json (Detailed DHC-B); the iteration files beside it are read.")
+@click.option("--registry", "registry", is_flag=True, help="ENTRY is an OpenDP Deployments Registry YAML entry.")
+@click.option(
+    "--das-config",
+    "das",
+    is_flag=True,
+    help="ENTRY is a DAS .ini configuration (2020 P.L. 94-171 TopDown); its INCLUDE chain is followed.",
+)
+@click.option(
+    "--safetab-p-config",
+    "safetab_p",
+    is_flag=True,
+    help="ENTRY is a SafeTab-P config.json (Detailed DHC-A); the iteration files beside it are read.",
+)
+@click.option(
+    "--safetab-h-config",
+    "safetab_h",
+    is_flag=True,
+    help="ENTRY is a SafeTab-H config.json (Detailed DHC-B); the iteration files beside it are read.",
+)
 @click.option("--phsafe-config", "phsafe", is_flag=True, help="ENTRY is a PHSafe config.json (Supplemental DHC).")
 @click.option("-o", "--output", type=click.Path(dir_okay=False), required=True, help="The .dps file to write.")
 @friendly
@@ -80,12 +95,22 @@ def import_cmd(entry, registry, das, safetab_p, safetab_h, phsafe, output):
     """Turn ENTRY (a registry entry or a production configuration) into a spec without data that
     check, budget and audit accept. Settings a configuration importer does not apply are listed
     in the spec as comments and on stderr."""
-    chosen = [name for name, on in (("--registry", registry), ("--das-config", das), ("--safetab-p-config", safetab_p),
-                                    ("--safetab-h-config", safetab_h), ("--phsafe-config", phsafe)) if on]
+    chosen = [
+        name
+        for name, on in (
+            ("--registry", registry),
+            ("--das-config", das),
+            ("--safetab-p-config", safetab_p),
+            ("--safetab-h-config", safetab_h),
+            ("--phsafe-config", phsafe),
+        )
+        if on
+    ]
     if len(chosen) != 1:
-        raise click.UsageError("say which format, once: --registry, --das-config, --safetab-p-config, "
-                               "--safetab-h-config or --phsafe-config"
-                               + (f" (got {', '.join(chosen)})" if chosen else ""))
+        raise click.UsageError(
+            "say which format, once: --registry, --das-config, --safetab-p-config, "
+            "--safetab-h-config or --phsafe-config" + (f" (got {', '.join(chosen)})" if chosen else "")
+        )
     _refuse_over_input(output, entry, "import")
     if registry:
         from dpspec.registry.entry import read_entry
@@ -100,8 +125,13 @@ def import_cmd(entry, registry, das, safetab_p, safetab_h, phsafe, output):
     text, notes, files = import_config(chosen[0].strip("-").removesuffix("-config"), entry, output)
     for line in notes:
         echo(line, err=True)
-    inputs = [entry, *(os.path.join(os.path.dirname(os.path.abspath(entry)), f) for f in os.listdir(
-        os.path.dirname(os.path.abspath(entry))))]
+    inputs = [
+        entry,
+        *(
+            os.path.join(os.path.dirname(os.path.abspath(entry)), f)
+            for f in os.listdir(os.path.dirname(os.path.abspath(entry)))
+        ),
+    ]
     for path in write_set(output, text, files, inputs):
         echo(f"wrote {path}", err=True)
 

@@ -5,6 +5,7 @@ public report (budget and expected error), and with --runs the internal report a
 realized-errors-internal.csv (errors against the confidential data). Exit 1 when the grid or a
 point's spec is refused, or when a point failed (the others are still written).
 """
+
 from __future__ import annotations
 
 import os
@@ -20,35 +21,93 @@ from dpspec.progress import StderrBar, reporting
 
 @click.command("sweep")
 @click.argument("file", metavar="SPEC", type=click.Path(dir_okay=False))
-@click.option("--vary", "vary", multiple=True, required=True, metavar="NAME=VALUES",
-              help="a mechanism parameter and its values: 0.01,0.05 (a list), 0.1:0.5:0.1 (a range), "
-                   "log:1e-3:1:7 (a log-range), 1/20 or 5% (exact). Several --vary form a product grid. "
-                   "Nested names: queries.state.total, tables.t1.rho.nation.level2.")
-@click.option("--balance", "balance", multiple=True, metavar="NAME",
-              help="set this share at every point so that its block sums to exactly 1 (e.g. levels.PUMA)")
-@click.option("--runs", type=click.IntRange(0, 10_000), default=0, show_default=True,
-              help="runs of the mechanism per point, measured against the confidential data (internal report)")
-@click.option("-o", "--output", "outdir", type=click.Path(file_okay=False), default=None,
-              help="output directory (default: out/<spec name>-sweep)")
+@click.option(
+    "--vary",
+    "vary",
+    multiple=True,
+    required=True,
+    metavar="NAME=VALUES",
+    help="a mechanism parameter and its values: 0.01,0.05 (a list), 0.1:0.5:0.1 (a range), "
+    "log:1e-3:1:7 (a log-range), 1/20 or 5% (exact). Several --vary form a product grid. "
+    "Nested names: queries.state.total, tables.t1.rho.nation.level2.",
+)
+@click.option(
+    "--balance",
+    "balance",
+    multiple=True,
+    metavar="NAME",
+    help="set this share at every point so that its block sums to exactly 1 (e.g. levels.PUMA)",
+)
+@click.option(
+    "--runs",
+    type=click.IntRange(0, 10_000),
+    default=0,
+    show_default=True,
+    help="runs of the mechanism per point, measured against the confidential data (internal report)",
+)
+@click.option(
+    "-o",
+    "--output",
+    "outdir",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="output directory (default: out/<spec name>-sweep)",
+)
 @click.option("--seed", type=int, default=None, help="make the runs reproducible (a sweep is never a release)")
-@click.option("--off-by", "off_by", type=click.FloatRange(0), default=5, show_default=True,
-              help="a cell counts as 'off' when its realized error exceeds this many units")
+@click.option(
+    "--off-by",
+    "off_by",
+    type=click.FloatRange(0),
+    default=5,
+    show_default=True,
+    help="a cell counts as 'off' when its realized error exceeds this many units",
+)
 @click.option("--delta", type=float, default=1e-10, show_default=True, help="delta of the common currency")
-@click.option("--conversion", type=click.Choice(["bs16", "cks20"]), default="cks20", show_default=True,
-              help="zCDP to approximate DP conversion for the common currency")
+@click.option(
+    "--conversion",
+    type=click.Choice(["bs16", "cks20"]),
+    default="cks20",
+    show_default=True,
+    help="zCDP to approximate DP conversion for the common currency",
+)
 @click.option("--limit", type=click.IntRange(1), default=None, help="largest grid run without --yes [default: 100]")
 @click.option("--yes", is_flag=True, help="run a grid larger than --limit")
-@click.option("--workers", type=click.IntRange(1, 256), default=1, show_default=True,
-              help="local processes running the points as units of work (each reads the data once)")
-@click.option("--units", type=click.Choice(["points", "mechanism"]), default="points", show_default=True,
-              help="on Spark, the units of work: points (every point and run a task, each on one executor) or "
-                   "mechanism (points one by one, each run's mechanism spread over the cluster, for data no "
-                   "executor can hold)")
+@click.option(
+    "--workers",
+    type=click.IntRange(1, 256),
+    default=1,
+    show_default=True,
+    help="local processes running the points as units of work (each reads the data once)",
+)
+@click.option(
+    "--units",
+    type=click.Choice(["points", "mechanism"]),
+    default="points",
+    show_default=True,
+    help="on Spark, the units of work: points (every point and run a task, each on one executor) or "
+    "mechanism (points one by one, each run's mechanism spread over the cluster, for data no "
+    "executor can hold)",
+)
 @engine_option
 @master_option
 @friendly
-def sweep_cmd(file, vary, balance, runs, outdir, seed, off_by, delta, conversion, limit, yes, workers, units,
-              engine_name, spark_master):
+def sweep_cmd(
+    file,
+    vary,
+    balance,
+    runs,
+    outdir,
+    seed,
+    off_by,
+    delta,
+    conversion,
+    limit,
+    yes,
+    workers,
+    units,
+    engine_name,
+    spark_master,
+):
     """Run SPEC over a grid of mechanism parameters: budget, expected error and (--runs) realized error."""
     from dpspec.language.parser import parse, read_source
     from dpspec.publish.input_guard import check_output_target, input_paths
@@ -70,13 +129,32 @@ def sweep_cmd(file, vary, balance, runs, outdir, seed, off_by, delta, conversion
     echo(f"sweeping {file}: {len(points)} point(s)" + (f" x {runs} run(s)" if runs else "") + " ...", err=True)
     with claimed_target(outdir, "sweep"):
         with reporting(StderrBar()), engine_for(engine_name, spark_master) as engine:
-            sweep = run_sweep(spec, axes, points, runs=runs, engine=engine, seed=seed, off_by=off_by,
-                              delta=delta, method=conversion, balance=balance, workers=workers, units=units)
-        written = write_report_set(outdir, "sweep", report.files(sweep), {
-            "spec": spec_entry(spec), "data": {os.path.basename(k.rstrip("/")): {"sha256": v}
-                                               for k, v in sweep.data_hashes.items()},
-            "grid": {a.name: [str(v) for v in a.values] for a in axes}, "runs": runs,
-            "seed_policy": "known seed (not for publication)" if seed is not None else "fresh entropy"})
+            sweep = run_sweep(
+                spec,
+                axes,
+                points,
+                runs=runs,
+                engine=engine,
+                seed=seed,
+                off_by=off_by,
+                delta=delta,
+                method=conversion,
+                balance=balance,
+                workers=workers,
+                units=units,
+            )
+        written = write_report_set(
+            outdir,
+            "sweep",
+            report.files(sweep),
+            {
+                "spec": spec_entry(spec),
+                "data": {os.path.basename(k.rstrip("/")): {"sha256": v} for k, v in sweep.data_hashes.items()},
+                "grid": {a.name: [str(v) for v in a.values] for a in axes},
+                "runs": runs,
+                "seed_policy": "known seed (not for publication)" if seed is not None else "fresh entropy",
+            },
+        )
     for p in sweep.points:
         if p.status != "ok":
             state = f"FAILED: {p.error}"
@@ -90,6 +168,8 @@ def sweep_cmd(file, vary, balance, runs, outdir, seed, off_by, delta, conversion
     for kind, name in written.items():
         echo(f"wrote {os.path.join(outdir, name)}")
     if any(p.status != "ok" for p in sweep.points):
-        echo("error: some points failed; their parameters and messages are listed above and in the internal report",
-                   err=True)
+        echo(
+            "error: some points failed; their parameters and messages are listed above and in the internal report",
+            err=True,
+        )
         sys.exit(1)

@@ -2,6 +2,7 @@
 
 Exit codes: 0 consistent, 1 refuted (or a spec the user must fix), 3 a mechanism whose code crashes, 4 inconclusive.
 """
+
 from __future__ import annotations
 
 import json
@@ -16,18 +17,39 @@ from dpspec.progress import StderrBar, reporting
 
 @click.command("verify")
 @click.argument("file", type=click.Path(dir_okay=False))
-@click.option("--runs", type=click.IntRange(2, 100_000_000), default=None,
-              help="Runs of the mechanism on each dataset of each neighbouring pair (default 20,000).")
+@click.option(
+    "--runs",
+    type=click.IntRange(2, 100_000_000),
+    default=None,
+    help="Runs of the mechanism on each dataset of each neighbouring pair (default 20,000).",
+)
 @click.option("--seed", type=int, default=None, help="Make the test reproducible.")
-@click.option("--confidence", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=0.95,
-              show_default=True, help="Confidence of the lower bound.")
+@click.option(
+    "--confidence",
+    type=click.FloatRange(0, 1, min_open=True, max_open=True),
+    default=0.95,
+    show_default=True,
+    help="Confidence of the lower bound.",
+)
 @click.option("--json", "as_json", is_flag=True, help="The result as JSON (for `audit`/`compile --verify FILE`).")
-@click.option("--replay", is_flag=True, help="Replay the mechanism on the spec's data and neighbours of it, and report "
-              "differences in what it measures and releases (exit 0 clean, 1 findings).")
-@click.option("--neighbours", type=click.IntRange(1, 1000), default=None,
-              help="With --replay: how many neighbouring datasets (default 6).")
-@click.option("--sample", type=click.IntRange(2, None), default=None,
-              help="With --replay: a seeded sample of this many records of a one-table spec, for big data.")
+@click.option(
+    "--replay",
+    is_flag=True,
+    help="Replay the mechanism on the spec's data and neighbours of it, and report "
+    "differences in what it measures and releases (exit 0 clean, 1 findings).",
+)
+@click.option(
+    "--neighbours",
+    type=click.IntRange(1, 1000),
+    default=None,
+    help="With --replay: how many neighbouring datasets (default 6).",
+)
+@click.option(
+    "--sample",
+    type=click.IntRange(2, None),
+    default=None,
+    help="With --replay: a seeded sample of this many records of a one-table spec, for big data.",
+)
 @friendly
 def verify_cmd(file, runs, seed, confidence, as_json, replay, neighbours, sample):
     """Test FILE's mechanism empirically against its claimed budget (exit 0 consistent, 1 refuted, 4 inconclusive),
@@ -69,5 +91,10 @@ def _replay(spec, neighbours, seed, sample, as_json, runs):
 
 def verification_option(func):
     """`--verify FILE` for `audit` and `compile`: attach a `dpspec verify --json` result."""
-    return click.option("--verify", "verify_file", type=click.Path(dir_okay=False), default=None,
-                        help="A result file from `dpspec verify --json` for this spec; a refuted claim is a critical finding.")(func)
+    return click.option(
+        "--verify",
+        "verify_file",
+        type=click.Path(dir_okay=False),
+        default=None,
+        help="A result file from `dpspec verify --json` for this spec; a refuted claim is a critical finding.",
+    )(func)

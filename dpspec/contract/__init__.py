@@ -6,6 +6,7 @@ with the contract, rather than in `dpspec.report`, so that the plugin manager an
 depend on the contract alone and the core stays one-way (report sits at the end of the
 pipeline; nothing earlier imports it). `dpspec.report.Section` remains as a re-export.
 """
+
 from __future__ import annotations
 
 from typing import Any

@@ -3,6 +3,7 @@
 Built-in mechanisms and audit rules use exactly these hooks through the `dpspec` entry-point
 group, the same path a third party uses; the core never imports a mechanism by name.
 """
+
 from __future__ import annotations
 
 import pluggy

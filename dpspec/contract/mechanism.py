@@ -5,6 +5,7 @@ core validates a spec's `mechanism` block against `parameters`, nested settings 
 (`dpspec.contract.params`), then calls the methods below with the resolved parameter values
 (a plain dict), so plugins never re-parse the IR.
 """
+
 from __future__ import annotations
 
 from fractions import Fraction
@@ -15,6 +16,7 @@ import attrs
 from dpspec import ir, progress
 from dpspec.contract.params import PARAM_TYPES, ParameterSchema, ParamSpec, resolve_params  # noqa: F401 (served here as before)
 from dpspec.errors import Diagnostic
+
 
 @attrs.frozen
 class NativeFlavor:
@@ -122,9 +124,12 @@ def change_one_result(value, mechanism) -> ChangeOne | None:
         return value
     import warnings
 
-    warnings.warn(f"mechanism '{getattr(mechanism, 'name', '?')}': change_one returning a (budget, reason) tuple is "
-                  "deprecated (removed in plugin API 2.0); return dpspec.api.ChangeOne(budget, reason)",
-                  DeprecationWarning, stacklevel=2)
+    warnings.warn(
+        f"mechanism '{getattr(mechanism, 'name', '?')}': change_one returning a (budget, reason) tuple is "
+        "deprecated (removed in plugin API 2.0); return dpspec.api.ChangeOne(budget, reason)",
+        DeprecationWarning,
+        stacklevel=2,
+    )
     budget, reason = value
     return ChangeOne(budget, reason)
 
@@ -329,9 +334,9 @@ class Mechanism:
         """
         return None
 
-
-    def power(self, spec: ir.Spec, params: dict, outputs: dict, cell: str, null: int, alternative: int,
-              level: float) -> dict | None:
+    def power(
+        self, spec: ir.Spec, params: dict, outputs: dict, cell: str, null: int, alternative: int, level: float
+    ) -> dict | None:
         """Optional (API 1.4): seed 2's Theorem 15 on one released cell, for `dpspec infer --power`.
 
         The power at count `alternative` of the level-`level` test of the cell's count `null`,
@@ -340,6 +345,7 @@ class Mechanism:
         "released", "post_processed_value", "post_processing" and "note". None: the mechanism
         cannot state them (then `--power` refuses); raise `MechanismError` to say why."""
         return None
+
 
 # ---- what a run is given (API 1.6) --------------------------------------------------------
 
@@ -375,9 +381,13 @@ def call_run(mechanism: Mechanism, spec: ir.Spec, params: dict, data: dict, ctx:
         return mechanism.run(spec, params, data, ctx)
     import warnings
 
-    warnings.warn(f"mechanism '{mechanism.name}': {OLD_RUN} is deprecated (removed in plugin API 2.0); set "
-                  "`run_context = True` and take run(spec, params, data, ctx), ctx a dpspec.api.RunContext "
-                  "(ctx.rng, ctx.engine, ctx.keep_truths, ctx.progress)", DeprecationWarning, stacklevel=2)
+    warnings.warn(
+        f"mechanism '{mechanism.name}': {OLD_RUN} is deprecated (removed in plugin API 2.0); set "
+        "`run_context = True` and take run(spec, params, data, ctx), ctx a dpspec.api.RunContext "
+        "(ctx.rng, ctx.engine, ctx.keep_truths, ctx.progress)",
+        DeprecationWarning,
+        stacklevel=2,
+    )
     extra = {"keep_truths": True} if ctx.keep_truths and _names(mechanism, "keep_truths") else {}
     if ctx.engine is not None and _names(mechanism, "engine"):
         extra["engine"] = ctx.engine

@@ -7,6 +7,7 @@ finds in those values carries a *path* into the block (`Diagnostic(message, path
 "details", 2))`), and `located` turns it into the line and column where that value is written,
 so no plugin re-parses the IR or looks for positions itself.
 """
+
 from __future__ import annotations
 
 from fractions import Fraction
@@ -18,8 +19,22 @@ from dpspec import ir
 from dpspec.errors import Diagnostic
 from dpspec.language.diagnostics import unknown
 
-PARAM_TYPES = ("number", "int", "column", "columns", "table", "string", "choice", "shares", "block",
-               "map", "list", "query", "level", "either")
+PARAM_TYPES = (
+    "number",
+    "int",
+    "column",
+    "columns",
+    "table",
+    "string",
+    "choice",
+    "shares",
+    "block",
+    "map",
+    "list",
+    "query",
+    "level",
+    "either",
+)
 # what a map's keys name: the geography's levels (ROOT_LEVEL, the hierarchy, the crosscut
 # components), the domain's tables, columns (of `table_param`'s table, else of any table), any
 # name (checked by the plugin), or one of `choices`
@@ -231,19 +246,32 @@ def resolve_params(mechanism, call: ir.MechanismCall, spec: ir.Spec) -> tuple[di
     schema = mechanism.parameters
     values: dict = {}
     given = {p.name: p for p in call.params.params}
-    ctx = _Context(spec, call.params, call.loc, _all_columns(spec),
-                   [t.name for t in spec.domain.tables] if spec.domain else [], _levels(spec), given)
+    ctx = _Context(
+        spec,
+        call.params,
+        call.loc,
+        _all_columns(spec),
+        [t.name for t in spec.domain.tables] if spec.domain else [],
+        _levels(spec),
+        given,
+    )
     ctx.problems.extend(_repeated(call.params, call.loc))
     for p in call.params.params:
         if schema.get(p.name) is None:
-            message, hint = unknown("parameter", p.name, [s.name for s in schema.params], f"mechanism '{mechanism.name}'")
+            message, hint = unknown(
+                "parameter", p.name, [s.name for s in schema.params], f"mechanism '{mechanism.name}'"
+            )
             ctx.problem((p.name,), message, hint)
     for ps in schema.params:
         p = given.get(ps.name)
         if p is None:
             if ps.required:
-                ctx.problems.append(Diagnostic(f"mechanism '{mechanism.name}' needs the parameter '{ps.name}' ({ps.doc})",
-                                               *ir.line_column(None, call.loc)))
+                ctx.problems.append(
+                    Diagnostic(
+                        f"mechanism '{mechanism.name}' needs the parameter '{ps.name}' ({ps.doc})",
+                        *ir.line_column(None, call.loc),
+                    )
+                )
             values[ps.name] = ps.default
             continue
         values[ps.name] = _resolve(ps, p.value, (ps.name,), ctx)
@@ -292,8 +320,11 @@ def _resolve(ps: ParamSpec, raw, path: tuple, ctx: _Context):
 
 def _block(ps: ParamSpec, raw, path, ctx) -> dict | None:
     if not isinstance(raw, ir.ParamBlock):
-        ctx.problem(path, f"parameter '{label(path)}': expected a block {{ {', '.join(f.name for f in ps.fields)} }}, "
-                          f"got {_type_name(raw)}")
+        ctx.problem(
+            path,
+            f"parameter '{label(path)}': expected a block {{ {', '.join(f.name for f in ps.fields)} }}, "
+            f"got {_type_name(raw)}",
+        )
         return None
     out, ok = {}, True
     for p in raw.params:
@@ -335,7 +366,7 @@ def _map(ps: ParamSpec, raw, path, ctx) -> dict | None:
 
 
 def _not_one(path, name: str, kind: str, allowed) -> tuple[str, str | None]:
-    """"parameter 'tables.t1.rho': 'tribal' is not a geography level (known: ...)", and a did-you-mean."""
+    """ "parameter 'tables.t1.rho': 'tribal' is not a geography level (known: ...)", and a did-you-mean."""
     _, hint = unknown(kind, name, allowed)
     known = f" (known: {', '.join(allowed)})" if len(allowed) <= 12 else ""
     return f"parameter '{label(path)}': '{name}' is not a {kind}{known}", hint
@@ -356,8 +387,9 @@ def _map_keys(ps: ParamSpec, ctx: _Context):
 def _query(ps: ParamSpec, raw, path, ctx):
     """A query expression: the total (), a word of `choices`, or the tuple of its columns."""
     if not isinstance(raw, (str, ir.Name)):
-        ctx.problem(path, f"parameter '{label(path)}': expected a query such as \"{TOTAL}\" or \"a * b\", "
-                          f"got {_type_name(raw)}")
+        ctx.problem(
+            path, f'parameter \'{label(path)}\': expected a query such as "{TOTAL}" or "a * b", got {_type_name(raw)}'
+        )
         return None
     text = str(raw).strip()
     if text == TOTAL:
@@ -384,8 +416,12 @@ def _repeated(block: ir.ParamBlock, fallback, where: str = "") -> list[Diagnosti
     for p in block.params:
         if p.name in first:
             line = first[p.name].loc.line if first[p.name].loc else None
-            out.append(Diagnostic(f"{where}'{p.name}' is given twice in one block"
-                                  + (f" (first at line {line})" if line else ""), *ir.line_column(p, fallback)))
+            out.append(
+                Diagnostic(
+                    f"{where}'{p.name}' is given twice in one block" + (f" (first at line {line})" if line else ""),
+                    *ir.line_column(p, fallback),
+                )
+            )
         first.setdefault(p.name, p)
         if isinstance(p.value, ir.ParamBlock):
             out.extend(_repeated(p.value, fallback, f"{where}{p.name}: "))

@@ -1,4 +1,5 @@
 """The plugin manager: loads every module of the `dpspec` entry-point group through pluggy."""
+
 from __future__ import annotations
 
 import functools
@@ -44,8 +45,12 @@ def manager() -> pluggy.PluginManager:
             refused = versions.served(declared) if declared is not None else None
             _failures.append((ep.name, refused or f"{type(exc).__name__}: {exc}"))
             continue
-        found = [str(w.message) for w in caught if issubclass(w.category, DeprecationWarning)
-                 and str(w.message).startswith(("`from dpspec.", "dpspec.api."))]
+        found = [
+            str(w.message)
+            for w in caught
+            if issubclass(w.category, DeprecationWarning)
+            and str(w.message).startswith(("`from dpspec.", "dpspec.api."))
+        ]
         if found:
             _deprecations[ep.name] = list(dict.fromkeys(found))
         dist = getattr(ep, "dist", None)
@@ -89,7 +94,6 @@ def mechanisms() -> dict:
 def mechanism(name: str):
     mechs = mechanisms()
     if name not in mechs:
-
         message, hint = unknown("mechanism", name, mechs)
         broken = [f"{n} ({why})" for n, why in failures()]
         if broken:
@@ -114,11 +118,16 @@ def report_sections(result) -> list:
         except Exception as exc:  # one broken plugin must not take the whole report down
             from markupsafe import escape
 
-
             name = getattr(impl.plugin, "__name__", impl.plugin_name)
             message = f"The plugin {name} failed to produce its report section ({type(exc).__name__}: {exc})."
-            sections.append(Section(f"Section from {name} unavailable", html=f"<p>{escape(message)}</p>",
-                                    markdown=message, data={"error": message}))
+            sections.append(
+                Section(
+                    f"Section from {name} unavailable",
+                    html=f"<p>{escape(message)}</p>",
+                    markdown=message,
+                    data={"error": message},
+                )
+            )
     return sections
 
 
@@ -129,7 +138,9 @@ def report_budget(spec, mechanism, params):
     try:
         section = manager().hook.dpspec_report_budget(spec=spec, mechanism=mechanism, params=params)
     except Exception as exc:  # one broken plugin must not take the whole report down
-        message = f"A plugin failed to say how mechanism '{mechanism.name}' spends its budget ({type(exc).__name__}: {exc})."
+        message = (
+            f"A plugin failed to say how mechanism '{mechanism.name}' spends its budget ({type(exc).__name__}: {exc})."
+        )
         return BudgetSection(data={"error": message}, markdown="{{ d.error }}\n\n", html="<p>{{ d.error }}</p>\n")
     if section is not None and not isinstance(section, BudgetSection):
         message = f"A plugin's dpspec_report_budget returned {type(section).__name__}, not a dpspec.api.BudgetSection."
@@ -141,15 +152,17 @@ def describe_mechanisms() -> list[dict]:
     out = []
     for name, mech in sorted(mechanisms().items()):
         package, package_version = getattr(mech, "_dpspec_package", ("?", "?"))
-        out.append({
-            "name": name,
-            "version": mech.version,
-            "package": package,
-            "package_version": package_version,
-            "description": mech.description,
-            "parameters": mech.parameters.to_json(),
-            "outputs": dict(mech.outputs),
-        })
+        out.append(
+            {
+                "name": name,
+                "version": mech.version,
+                "package": package,
+                "package_version": package_version,
+                "description": mech.description,
+                "parameters": mech.parameters.to_json(),
+                "outputs": dict(mech.outputs),
+            }
+        )
     return out
 
 

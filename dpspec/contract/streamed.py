@@ -6,6 +6,7 @@ engine may hold it on its executors. A mechanism then puts a `StreamedTable` in
 the chunks one after another (the bytes equal those of the concatenated frame written at once),
 checks invariants and tabulates release queries from `count`, and reads its size from `rows`.
 """
+
 from __future__ import annotations
 
 from typing import Callable, Iterator
@@ -51,8 +52,10 @@ class StreamedTable:
         """The chunks, each checked to have the declared columns (a mechanism bug otherwise)."""
         for chunk in self.chunks():
             if list(chunk.columns) != list(self.columns):
-                raise ValueError(f"a chunk of a streamed table has the columns {list(chunk.columns)}, "
-                                 f"not the declared {list(self.columns)}")
+                raise ValueError(
+                    f"a chunk of a streamed table has the columns {list(chunk.columns)}, "
+                    f"not the declared {list(self.columns)}"
+                )
             yield chunk
 
     def count(self, by) -> pd.DataFrame:
@@ -64,8 +67,12 @@ class StreamedTable:
             return self.counter(by)
         parts = [c.groupby(by, observed=True, dropna=False, sort=False).size() for c in self.iter_chunks()]
         if not parts:
-            return pd.DataFrame({**{c: pd.Series([], dtype=self.dtypes.get(c, object)) for c in by},
-                                 "count": pd.Series([], dtype="int64")})
+            return pd.DataFrame(
+                {
+                    **{c: pd.Series([], dtype=self.dtypes.get(c, object)) for c in by},
+                    "count": pd.Series([], dtype="int64"),
+                }
+            )
         total = pd.concat(parts).groupby(level=list(range(len(by))), dropna=False, sort=True).sum()
         return total.rename("count").reset_index().astype({"count": "int64"})
 
@@ -79,7 +86,9 @@ class StreamedTable:
 
 def frame_chunks(frame: pd.DataFrame, size: int) -> Callable[[], Iterator[pd.DataFrame]]:
     """A `chunks` callable over an in-memory frame, `size` rows at a time (tests, small engines)."""
+
     def chunks():
         for start in range(0, len(frame), max(1, int(size))):
-            yield frame.iloc[start:start + size]
+            yield frame.iloc[start : start + size]
+
     return chunks

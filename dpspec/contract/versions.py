@@ -6,6 +6,7 @@ version. A plugin states the version it was written against as a module attribut
 `DPSPEC_API = "1.1"`, and gets a clear refusal instead of an import crash when this dpspec does
 not serve it (docs/guides/compatibility.md).
 """
+
 from __future__ import annotations
 
 import ast
@@ -27,15 +28,20 @@ def _parts(text: str) -> tuple[int, int]:
 def served(declared) -> str | None:
     """Why this dpspec cannot serve a plugin declaring `declared`, or None when it can."""
     if not isinstance(declared, str) or not _VERSION.match(declared):
-        return (f"it declares {DECLARATION} = {declared!r}, not a plugin API version such as \"{API_VERSION}\" "
-                "(MAJOR.MINOR)")
+        return (
+            f'it declares {DECLARATION} = {declared!r}, not a plugin API version such as "{API_VERSION}" (MAJOR.MINOR)'
+        )
     need, ours, oldest = _parts(declared), _parts(API_VERSION), _parts(OLDEST_SERVED)
     if need[0] > ours[0] or (need[0] == ours[0] and need[1] > ours[1]):
-        return (f"it needs dpspec plugin API {declared}, newer than this dpspec ({__version__}) serves "
-                f"(API {API_VERSION}); upgrade dpspec")
+        return (
+            f"it needs dpspec plugin API {declared}, newer than this dpspec ({__version__}) serves "
+            f"(API {API_VERSION}); upgrade dpspec"
+        )
     if need < oldest:
-        return (f"it was written for dpspec plugin API {declared}, which this dpspec ({__version__}) no longer serves "
-                f"(API {OLDEST_SERVED} to {API_VERSION}); upgrade the plugin, or use an older dpspec")
+        return (
+            f"it was written for dpspec plugin API {declared}, which this dpspec ({__version__}) no longer serves "
+            f"(API {OLDEST_SERVED} to {API_VERSION}); upgrade the plugin, or use an older dpspec"
+        )
     return None
 
 

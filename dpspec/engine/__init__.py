@@ -7,6 +7,7 @@
 Mechanisms receive an `EngineRun` as `ctx.engine` of `Mechanism.run(spec, params, data, ctx)`; see
 `dpspec.contract.mechanism.RunContext`.
 """
+
 from __future__ import annotations
 
 from dpspec.engine.base import Engine, EngineRun, EngineUnavailable, UnitFailed
@@ -15,8 +16,18 @@ from dpspec.engine.streams import new_run_key, unit_rng
 
 ENGINES = ("local", "spark")
 
-__all__ = ["ENGINES", "Engine", "EngineRun", "EngineUnavailable", "LocalEngine", "UnitFailed",
-           "get_engine", "local_engine_run", "new_run_key", "unit_rng"]
+__all__ = [
+    "ENGINES",
+    "Engine",
+    "EngineRun",
+    "EngineUnavailable",
+    "LocalEngine",
+    "UnitFailed",
+    "get_engine",
+    "local_engine_run",
+    "new_run_key",
+    "unit_rng",
+]
 
 
 def get_engine(engine=None, master: str | None = None, **options) -> Engine:

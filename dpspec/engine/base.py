@@ -6,6 +6,7 @@ to aggregate counts. The engine decides where the units run (this process, a pro
 Spark cluster); the keyed random streams (`streams.unit_rng`) and canonical frames
 (`frames`) make the result the same wherever they run.
 """
+
 from __future__ import annotations
 
 from typing import Callable, Iterable, Iterator
@@ -67,9 +68,19 @@ class Engine:
         """
         raise NotImplementedError
 
-    def map_groups(self, table, by, func: UnitFunction, *, run_key: int, stage: str,
-                   schema: dict[str, str] | None = None, collect: bool = True, columns=None,
-                   ordered: bool = True) -> pd.DataFrame:
+    def map_groups(
+        self,
+        table,
+        by,
+        func: UnitFunction,
+        *,
+        run_key: int,
+        stage: str,
+        schema: dict[str, str] | None = None,
+        collect: bool = True,
+        columns=None,
+        ordered: bool = True,
+    ) -> pd.DataFrame:
         """Run `func(key, rows, rng)` on every group of rows sharing the values of `by`.
 
         rows: the group's rows in canonical types and order (every column, keys included);
@@ -145,8 +156,9 @@ class Engine:
 
     # ---- a keyed lookup: children take their parent's values (carrying swaps) ----
 
-    def lookup(self, table, key: str, parent, take: dict, compare: dict | None = None, *,
-               stage: str = "lookup", show: int = 5):
+    def lookup(
+        self, table, key: str, parent, take: dict, compare: dict | None = None, *, stage: str = "lookup", show: int = 5
+    ):
         """`table` (children: persons) with each column of `take` (child column -> parent
         column) given the value of the parent row whose `key` equals the child's `key` (a left
         join on a key unique among the parents; a parent value is cast to the child column's
@@ -196,9 +208,18 @@ def keyed_rng(run_key: int, stage: str, key, position: int = 0):
     return unit_stream(run_key, stage, frames.group_key(key, len(key)), position)
 
 
-def run_unit(func: UnitFunction, run_key: int, stage: str, key, rows: pd.DataFrame, by: list[str],
-             in_schema: dict[str, str], out_schema: dict[str, str], canonical: bool = False,
-             ordered: bool = True) -> pd.DataFrame:
+def run_unit(
+    func: UnitFunction,
+    run_key: int,
+    stage: str,
+    key,
+    rows: pd.DataFrame,
+    by: list[str],
+    in_schema: dict[str, str],
+    out_schema: dict[str, str],
+    canonical: bool = False,
+    ordered: bool = True,
+) -> pd.DataFrame:
     """Run one unit in canonical form and tag its output; shared by every engine.
 
     canonical: the rows are already in canonical types and order, and units run in key order
@@ -244,13 +265,32 @@ class EngineRun:
     def name(self) -> str:
         return self.engine.name
 
-    def map_groups(self, table, by, func: UnitFunction, *, stage: str, schema=None, collect: bool = True,
-                   columns=None, ordered: bool = True):
+    def map_groups(
+        self,
+        table,
+        by,
+        func: UnitFunction,
+        *,
+        stage: str,
+        schema=None,
+        collect: bool = True,
+        columns=None,
+        ordered: bool = True,
+    ):
         """See `Engine.map_groups`; collect=False keeps the outputs on the engine."""
         if not ordered and collect:
             raise ValueError("map_groups(ordered=False) keeps its outputs on the engine: pass collect=False")
-        return self.engine.map_groups(handle(table), list(by), func, run_key=self.run_key, stage=stage,
-                                      schema=schema, collect=collect, columns=columns, ordered=ordered)
+        return self.engine.map_groups(
+            handle(table),
+            list(by),
+            func,
+            run_key=self.run_key,
+            stage=stage,
+            schema=schema,
+            collect=collect,
+            columns=columns,
+            ordered=ordered,
+        )
 
     def stream(self, table, order_by=None, columns=None, chunk_rows: int | None = None) -> Iterator[pd.DataFrame]:
         return self.engine.stream(handle(table), order_by, columns, chunk_rows)
@@ -279,11 +319,13 @@ class EngineRun:
     def map_items(self, items, func: ItemFunction, *, stage: str, per_item: bool = False) -> list:
         return self.engine.map_items(list(items), func, run_key=self.run_key, stage=stage, per_item=per_item)
 
-    def lookup(self, table, key: str, parent, take: dict, compare: dict | None = None, *,
-               stage: str = "lookup", show: int = 5):
+    def lookup(
+        self, table, key: str, parent, take: dict, compare: dict | None = None, *, stage: str = "lookup", show: int = 5
+    ):
         """See `Engine.lookup`: children take their parent's values where the tables live."""
-        return self.engine.lookup(handle(table), key, handle(parent), dict(take), dict(compare or {}),
-                                  stage=stage, show=show)
+        return self.engine.lookup(
+            handle(table), key, handle(parent), dict(take), dict(compare or {}), stage=stage, show=show
+        )
 
     def read_parquet(self, path: str, columns=None):
         return self.engine.read_parquet(path, columns)

@@ -4,6 +4,7 @@ The values were checked beforehand (`dpspec.check.engine_data`), so a cast never
 what a bad value means. Text stays categorical: one label per distinct code, not a string per
 row, which is what keeps a few million rows of geocodes small in this process.
 """
+
 from __future__ import annotations
 
 import numpy as np

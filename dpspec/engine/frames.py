@@ -4,6 +4,7 @@ A unit of work must see byte-identical input on every engine, whatever order the
 and however the table was partitioned; and the engine's combined output must come back in one
 order. Both engines use these functions, so equivalence is by construction, not by luck.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -122,8 +123,11 @@ def canonical_rank(series: pd.Series) -> np.ndarray:
     kind = dtype_name(series)
     if isinstance(series.dtype, pd.CategoricalDtype):
         cats = series.cat.categories
-        labels = (pd.Series(cats) if kind == "str" and isinstance(cats.dtype, pd.StringDtype)  # text already
-                  else cast(pd.DataFrame({"v": cats}), {"v": kind})["v"])
+        labels = (
+            pd.Series(cats)
+            if kind == "str" and isinstance(cats.dtype, pd.StringDtype)  # text already
+            else cast(pd.DataFrame({"v": cats}), {"v": kind})["v"]
+        )
         ranks = _dense_rank(labels)  # per category; code -1 (missing) takes the extra last rank
         return np.append(ranks, ranks.max(initial=-1) + 1)[series.cat.codes.to_numpy()]
     if kind == "str" and pd.api.types.infer_dtype(series, skipna=True) in ("string", "empty"):
@@ -135,7 +139,7 @@ def _dense_rank(values: pd.Series) -> np.ndarray:
     """Ranks of a canonical column: its values hashed once (`pd.factorize`), then only the
     distinct ones sorted; missing (None, NaN, NA) ranks after every value."""
     if isinstance(values.dtype, pd.StringDtype):  # pandas' text: sorted by its own (Arrow) sort,
-        codes, uniques = values.factorize()       # UTF-8 bytes in code point order, not str by str
+        codes, uniques = values.factorize()  # UTF-8 bytes in code point order, not str by str
         rank_of = np.empty(len(uniques), dtype=np.int64)
         rank_of[uniques.argsort()] = np.arange(len(uniques))  # distinct values: a permutation
         return np.append(rank_of, len(uniques))[codes]
@@ -158,7 +162,7 @@ def mixed_radix(ranks) -> np.ndarray:
         if key is None:
             key, size = np.array(rank, dtype=np.int64), radix
             continue
-        if size * radix >= 2 ** 62:
+        if size * radix >= 2**62:
             key = np.unique(key, return_inverse=True)[1].reshape(-1).astype(np.int64)
             size = int(key.max()) + 1 if len(key) else 1
         key *= radix
@@ -170,11 +174,18 @@ def mixed_radix(ranks) -> np.ndarray:
 def compact(frame: pd.DataFrame) -> pd.DataFrame:
     """A canonical frame held for later counts and sorts: text columns as categoricals (one
     label per distinct value: grouping and sorting compare codes, not strings)."""
-    return frame.assign(**{c: frame[c].astype("category") for c in frame.columns
-                           if frame[c].dtype == object and dtype_name(frame[c]) == "str"})
+    return frame.assign(
+        **{
+            c: frame[c].astype("category")
+            for c in frame.columns
+            if frame[c].dtype == object and dtype_name(frame[c]) == "str"
+        }
+    )
 
 
-def tag_output(out: pd.DataFrame, key: tuple, by: list[str], schema: dict[str, str], in_schema: dict[str, str]) -> pd.DataFrame:
+def tag_output(
+    out: pd.DataFrame, key: tuple, by: list[str], schema: dict[str, str], in_schema: dict[str, str]
+) -> pd.DataFrame:
     """A unit's output in `schema`, with hidden key and sequence columns for the final ordering."""
     if not isinstance(out, pd.DataFrame):
         raise TypeError(f"a unit of work must return a pandas DataFrame, not {type(out).__name__}")
@@ -199,8 +210,11 @@ def constant(value, kind: str, n: int) -> np.ndarray:
 
 def untag(frames_or_frame, by: list[str], schema: dict[str, str]) -> pd.DataFrame:
     """Combine tagged unit outputs in key order (missing keys last), then sequence; drop tags."""
-    frame = frames_or_frame if isinstance(frames_or_frame, pd.DataFrame) else (
-        pd.concat(frames_or_frame, ignore_index=True) if frames_or_frame else None)
+    frame = (
+        frames_or_frame
+        if isinstance(frames_or_frame, pd.DataFrame)
+        else (pd.concat(frames_or_frame, ignore_index=True) if frames_or_frame else None)
+    )
     if frame is None or frame.empty:
         return cast(pd.DataFrame({c: [] for c in schema}), schema)
     frame = frame.sort_values([*key_columns(len(by)), SEQ], kind="mergesort", na_position="last")

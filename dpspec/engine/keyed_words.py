@@ -15,6 +15,7 @@ input. `random_raw` returns 64-bit words made of two consecutive 32-bit outputs,
 first, so block b holds words 8b..8b+7 of the stream. `tests/test_keyed_words.py` checks every
 word of this module against randomgen for many keys, past the first block and across the carry.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -32,8 +33,16 @@ _DOUBLE_ROUNDS = 10  # ChaCha20
 _WORDS_PER_BLOCK = 8  # 64-bit words
 _BATCH = 1 << 14  # blocks per pass: 16 columns of 16k uint32 stay in cache
 _HASH_BATCH = 1 << 16  # keys hashed per pass
-_QUARTER_ROUNDS = ((0, 4, 8, 12), (1, 5, 9, 13), (2, 6, 10, 14), (3, 7, 11, 15),
-                   (0, 5, 10, 15), (1, 6, 11, 12), (2, 7, 8, 13), (3, 4, 9, 14))
+_QUARTER_ROUNDS = (
+    (0, 4, 8, 12),
+    (1, 5, 9, 13),
+    (2, 6, 10, 14),
+    (3, 7, 11, 15),
+    (0, 5, 10, 15),
+    (1, 6, 11, 12),
+    (2, 7, 8, 13),
+    (3, 4, 9, 14),
+)
 
 
 def key_words(keys) -> np.ndarray:
@@ -136,7 +145,7 @@ def _digests(head, messages: list) -> bytes:
     out = []
     for start in range(0, len(messages), _HASH_BATCH):
         hashes = [head.copy() for _ in range(min(_HASH_BATCH, len(messages) - start))]
-        deque(map(digest_type.update, hashes, messages[start:start + _HASH_BATCH]), maxlen=0)
+        deque(map(digest_type.update, hashes, messages[start : start + _HASH_BATCH]), maxlen=0)
         out.append(b"".join(map(digest_type.digest, hashes)))
     return b"".join(out)
 
@@ -212,8 +221,10 @@ def _encoded_integers(uniques, tail: bytes):
     tag, extra = np.frombuffer(b"I", dtype=np.uint8), np.frombuffer(tail, dtype=np.uint8)
     for n in np.unique(size):
         rows = np.flatnonzero(size == n)
-        head = np.broadcast_to(np.concatenate([tag, np.frombuffer(struct.pack(">Q", n), dtype=np.uint8)]), (rows.size, 9))
-        body = np.hstack([head, raw[rows, 8 - n:], np.broadcast_to(extra, (rows.size, extra.size))])
+        head = np.broadcast_to(
+            np.concatenate([tag, np.frombuffer(struct.pack(">Q", n), dtype=np.uint8)]), (rows.size, 9)
+        )
+        body = np.hstack([head, raw[rows, 8 - n :], np.broadcast_to(extra, (rows.size, extra.size))])
         out[rows] = np.ascontiguousarray(body).view(f"V{body.shape[1]}").ravel().tolist()
     return out
 

@@ -10,6 +10,7 @@ allowed, no NUL bytes, geography nesting, link bounds), with the same wording ex
 value is shown with how many rows hold it instead of its row numbers (rows have no order on a
 cluster). Both engines run this code, so they accept and refuse the same data in the same words.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -59,7 +60,7 @@ class _Tally:
         if not len(bad):
             return
         n = int(self.rows[bad].sum())
-        shown = ", ".join(f"{shown_value(values.iloc[i])} ({_rows(self.rows[i])})" for i in bad[:checks.SHOW])
+        shown = ", ".join(f"{shown_value(values.iloc[i])} ({_rows(self.rows[i])})" for i in bad[: checks.SHOW])
         more = f" (and {len(bad) - checks.SHOW} more distinct values)" if len(bad) > checks.SHOW else ""
         self.lines.append(f"  column '{column}': {n} {what}: {shown}{more}")
 
@@ -139,10 +140,12 @@ def load_engine_table(spec: ir.Spec, source: ir.DataSource, engine: Engine) -> E
     raw = engine.read_parquet(path, list(table.column_names))
     ids = {t.link for t in spec.domain.tables if t.link}  # the columns that name a unit (household ids)
     profiled = _profiled(engine, raw, table, ids, spec)
-    group_counts = [(group, engine.count(raw, group)) for group in column_groups(table)
-                    if not (len(group) == 1 and group[0] in profiled)]
-    rows = (int(group_counts[0][1]["count"].sum()) if group_counts
-            else next((p["rows"] for p in profiled.values()), 0))
+    group_counts = [
+        (group, engine.count(raw, group))
+        for group in column_groups(table)
+        if not (len(group) == 1 and group[0] in profiled)
+    ]
+    rows = int(group_counts[0][1]["count"].sum()) if group_counts else next((p["rows"] for p in profiled.values()), 0)
     if rows == 0:
         raise checks.empty_table_error(path, table)
     tally = _Tally(path, table.name)
@@ -175,4 +178,3 @@ def distinct(counts: pd.DataFrame, column: str) -> tuple[pd.Series, np.ndarray]:
     per = counts.groupby(column, sort=True, dropna=False)["count"].sum()
     values = pd.Series(per.index.to_numpy(), dtype=per.index.dtype if per.index.dtype != object else object)
     return values.reset_index(drop=True), per.to_numpy(dtype=np.int64)
-

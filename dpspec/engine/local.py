@@ -1,4 +1,5 @@
 """The embedded engine: units of work run in this process (or a process pool), on pandas frames."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -53,8 +54,9 @@ class LocalEngine(Engine):
     def to_pandas(self, table) -> pd.DataFrame:
         return frames.sort_rows(frames.canonical(handle(table)))
 
-    def map_groups(self, table, by, func, *, run_key, stage, schema=None, collect=True, columns=None,
-                   ordered=True) -> pd.DataFrame:
+    def map_groups(
+        self, table, by, func, *, run_key, stage, schema=None, collect=True, columns=None, ordered=True
+    ) -> pd.DataFrame:
         """collect=False changes nothing here: this process is where the outputs live anyway."""
         by = list(by)
         if columns is not None:
@@ -94,7 +96,9 @@ class LocalEngine(Engine):
         out_schema = dict(schema) if schema is not None else in_schema
         groups = frame.groupby(by, sort=True, dropna=False, observed=True)
         if self.processes and groups.ngroups > 1:
-            return frames.untag(self._in_pool(func, run_key, stage, list(groups), by, in_schema, out_schema), by, out_schema)
+            return frames.untag(
+                self._in_pool(func, run_key, stage, list(groups), by, in_schema, out_schema), by, out_schema
+            )
         total, parts, rows = groups.ngroups, [], None
         for done, (key, rows) in enumerate(groups, start=1):
             parts.append(run_unit(func, run_key, stage, key, rows, by, in_schema, out_schema, canonical=True))
@@ -155,12 +159,17 @@ class LocalEngine(Engine):
         for i, (column, low, high) in enumerate(clips):
             raw = frame[column].to_numpy(dtype=np.int64)
             clipped = np.clip(raw, low, high)
-            work.update({f"sum{i}": clipped, f"clipped{i}": (clipped != raw).astype(np.int64), f"min{i}": raw, f"max{i}": raw})
+            work.update(
+                {f"sum{i}": clipped, f"clipped{i}": (clipped != raw).astype(np.int64), f"min{i}": raw, f"max{i}": raw}
+            )
             named.update({f"sum{i}": "sum", f"clipped{i}": "sum", f"min{i}": "min", f"max{i}": "max"})
         work = pd.DataFrame(work)
         if not by:
-            out = pd.DataFrame({k: [getattr(work[k], how)()] for k, how in named.items()}) if len(work) else \
-                pd.DataFrame({k: [] for k in named})
+            out = (
+                pd.DataFrame({k: [getattr(work[k], how)()] for k, how in named.items()})
+                if len(work)
+                else pd.DataFrame({k: [] for k in named})
+            )
         else:
             out = work.groupby(by, sort=True, dropna=False, observed=True).agg(named).reset_index()
         return frames.cast(out, {**frames.schema_of(out[by]), **{k: "int64" for k in named}})
@@ -182,7 +191,7 @@ class LocalEngine(Engine):
         schema = frames.schema_of(frame)  # the table's kinds, not a chunk's (a chunk may miss no value)
         size = max(1, int(chunk_rows or STREAM_CHUNK_ROWS))
         for start in range(0, len(frame), size):
-            yield frames.canonical(frame.iloc[start:start + size], schema)
+            yield frames.canonical(frame.iloc[start : start + size], schema)
 
     def lookup(self, table, key, parent, take, compare=None, *, stage="lookup", show=5):
         """Joined in this process (`lookup.lookup_frame`): the tables live here anyway."""
@@ -238,15 +247,22 @@ def profile_series(series: pd.Series) -> dict:
         nul = int(series.astype(str).str.contains("\x00", regex=False).sum()) if len(series) else 0
     else:
         nul = 0
-    return {"rows": int(len(series)), "distinct": int(len(sizes[sizes > 0])), "missing": missing, "nul": nul,
-            "largest": int(sizes.max()) if len(sizes) else 0}
+    return {
+        "rows": int(len(series)),
+        "distinct": int(len(sizes[sizes > 0])),
+        "missing": missing,
+        "nul": nul,
+        "largest": int(sizes.max()) if len(sizes) else 0,
+    }
 
 
 def count_distinct_frame(table: pd.DataFrame, by, columns) -> pd.DataFrame:
     """`Engine.count_distinct` of a pandas frame, in this process."""
     by, columns = list(by), list(columns)
     if not by:
-        return pd.DataFrame({"count": [len(table)], **{c: [table[c].nunique(dropna=False)] for c in columns}}, dtype="int64")
+        return pd.DataFrame(
+            {"count": [len(table)], **{c: [table[c].nunique(dropna=False)] for c in columns}}, dtype="int64"
+        )
     grouped = table[by + columns].groupby(by, sort=False, dropna=False, observed=True)
     out = grouped[columns].nunique(dropna=False) if columns else pd.DataFrame(index=grouped.size().index)
     out.insert(0, "count", grouped.size())

@@ -12,6 +12,7 @@ engines say the same thing about the same data.
 This module holds the result type and the local engine's implementation (pandas, vectorized);
 Spark's is `dpspec.engine.spark_lookup`.
 """
+
 from __future__ import annotations
 
 import attrs
@@ -57,8 +58,9 @@ def first_counts(values: pd.DataFrame, show: int) -> tuple[int, pd.DataFrame]:
     return len(counts), counts.head(show).reset_index(drop=True).astype({COUNT: "int64"})
 
 
-def lookup_frame(child: pd.DataFrame, key: str, parent: pd.DataFrame, take: dict, compare: dict,
-                 show: int = SHOW) -> tuple[pd.DataFrame | None, LookupChecks]:
+def lookup_frame(
+    child: pd.DataFrame, key: str, parent: pd.DataFrame, take: dict, compare: dict, show: int = SHOW
+) -> tuple[pd.DataFrame | None, LookupChecks]:
     """`Engine.lookup` on pandas frames, in this process (the local engine's implementation):
     the checks in the order a caller reports them (duplicate parents, then children without a
     parent, then disagreements), the joined table only when all pass."""
@@ -87,9 +89,12 @@ def lookup_frame(child: pd.DataFrame, key: str, parent: pd.DataFrame, take: dict
         mismatched_rows[col] = int(differs.sum())
         if mismatched_rows[col]:
             pairs = pd.DataFrame({VALUE: mine[differs], PARENT_VALUE: theirs[differs]})
-            mismatched[col] = _typed(first_counts(pairs, show)[1], {VALUE: child_kinds[col], PARENT_VALUE: child_kinds[col]})
-    checks = LookupChecks(unmatched_rows=unmatched_rows, unmatched=unmatched,
-                          mismatched_rows=mismatched_rows, mismatched=mismatched)
+            mismatched[col] = _typed(
+                first_counts(pairs, show)[1], {VALUE: child_kinds[col], PARENT_VALUE: child_kinds[col]}
+            )
+    checks = LookupChecks(
+        unmatched_rows=unmatched_rows, unmatched=unmatched, mismatched_rows=mismatched_rows, mismatched=mismatched
+    )
     if not checks.ok:
         return None, checks
     out = child.copy(deep=False)  # columns are replaced, never written into: the input stays as it was
@@ -123,7 +128,11 @@ def equal_or_both_missing(a, b) -> np.ndarray:
     """Elementwise equality in which two missing values count as equal."""
     a, b = np.asarray(a), np.asarray(b)
     a_na, b_na = np.asarray(pd.isna(a)), np.asarray(pd.isna(b))
-    eq = np.asarray(a == b, dtype=bool) if a.dtype == b.dtype else np.asarray(a.astype(object) == b.astype(object), dtype=bool)
+    eq = (
+        np.asarray(a == b, dtype=bool)
+        if a.dtype == b.dtype
+        else np.asarray(a.astype(object) == b.astype(object), dtype=bool)
+    )
     return (eq & ~a_na & ~b_na) | (a_na & b_na)
 
 

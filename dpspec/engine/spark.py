@@ -4,6 +4,7 @@ pyspark is imported only here and only when this engine is used, so dpspec works
 Each unit runs `base.run_unit`, the same function the local engine runs, so a unit sees the
 same rows and the same keyed stream whichever engine and partitioning ran it.
 """
+
 from __future__ import annotations
 
 import os
@@ -25,8 +26,10 @@ from dpspec.check.sources import is_directory, local_files
 from dpspec.engine.local import count_frame, LocalEngine, profile_series, count_distinct_frame
 from dpspec.engine.spark_lookup import lookup, counts_differ
 
-INSTALL = ("the Spark engine needs pyspark and a Java 17 runtime: run pip install 'dpspec[spark]' and "
-           "install Java (on Debian: apt-get install openjdk-17-jre-headless)")
+INSTALL = (
+    "the Spark engine needs pyspark and a Java 17 runtime: run pip install 'dpspec[spark]' and "
+    "install Java (on Debian: apt-get install openjdk-17-jre-headless)"
+)
 CONNECT_TIMEOUT = 10.0  # seconds to reach a master before giving up
 
 
@@ -45,14 +48,14 @@ def master_addresses(master: str) -> list[tuple[str, int]]:
         return []
     if master.startswith("spark://"):
         out = []
-        for item in master[len("spark://"):].split(","):
+        for item in master[len("spark://") :].split(","):
             host, _, port = item.rpartition(":")
             if not host or not port.isdigit():
                 raise EngineUnavailable(f"cannot read the Spark master URL {master!r}: expected spark://HOST:PORT")
             out.append((host.strip("[]"), int(port)))
         return out
     if master.startswith("k8s://"):
-        url = urlsplit(master[len("k8s://"):])
+        url = urlsplit(master[len("k8s://") :])
         if not url.hostname:
             raise EngineUnavailable(f"cannot read the Spark master URL {master!r}: expected k8s://https://HOST:PORT")
         return [(url.hostname, url.port or (443 if url.scheme == "https" else 80))]
@@ -73,7 +76,7 @@ def _quiet():
 
 def local_cores(master: str) -> int:
     """The worker threads of a local[N] master (local: 1; local[*]: every core)."""
-    inside = master[len("local["):].split("]")[0].split(",")[0] if master.startswith("local[") else "1"
+    inside = master[len("local[") :].split("]")[0].split(",")[0] if master.startswith("local[") else "1"
     return os.cpu_count() or 1 if inside == "*" else max(1, int(inside)) if inside.isdigit() else 1
 
 
@@ -88,7 +91,9 @@ def probe_master(master: str, timeout: float = CONNECT_TIMEOUT) -> None:
         except OSError as exc:
             errors.append(f"{host}:{port}: {exc.strerror or exc}")
     if addresses:
-        raise EngineUnavailable(f"cannot reach the Spark master {master} (waited at most {timeout:g} s per address; {'; '.join(errors)})")
+        raise EngineUnavailable(
+            f"cannot reach the Spark master {master} (waited at most {timeout:g} s per address; {'; '.join(errors)})"
+        )
 
 
 def check_available(master: str, timeout: float = CONNECT_TIMEOUT) -> None:
@@ -102,8 +107,13 @@ def check_available(master: str, timeout: float = CONNECT_TIMEOUT) -> None:
     probe_master(master, timeout)
 
 
-_SPARK_TYPES = {"int64": "LongType", "float64": "DoubleType", "bool": "BooleanType", "boolean": "BooleanType",
-               "str": "StringType"}
+_SPARK_TYPES = {
+    "int64": "LongType",
+    "float64": "DoubleType",
+    "bool": "BooleanType",
+    "boolean": "BooleanType",
+    "str": "StringType",
+}
 # Spark has one boolean type, nullable or not: a column cast to dpspec's nullable "boolean" says so
 # in its field metadata, so units and counts read its missing values back as missing.
 KIND_METADATA = "dpspec_kind"
@@ -112,9 +122,14 @@ KIND_METADATA = "dpspec_kind"
 def _struct(schema: dict[str, str]):
     from pyspark.sql import types as T
 
-    return T.StructType([T.StructField(name, getattr(T, _SPARK_TYPES[kind])(), True,
-                                       {KIND_METADATA: kind} if kind == "boolean" else None)
-                         for name, kind in schema.items()])
+    return T.StructType(
+        [
+            T.StructField(
+                name, getattr(T, _SPARK_TYPES[kind])(), True, {KIND_METADATA: kind} if kind == "boolean" else None
+            )
+            for name, kind in schema.items()
+        ]
+    )
 
 
 def _dtype_of(field) -> str:
@@ -129,14 +144,22 @@ def _dtype_of(field) -> str:
         return "float64"
     if isinstance(t, T.StringType):
         return "str"
-    raise DataError(f"column '{field.name}' has the Spark type {t.simpleString()}; engines exchange integers, floats, booleans and strings")
+    raise DataError(
+        f"column '{field.name}' has the Spark type {t.simpleString()}; engines exchange integers, floats, booleans and strings"
+    )
 
 
 class SparkEngine(Engine):
     name = "spark"
 
-    def __init__(self, master: str = "local[*]", session=None, partitions: int | None = None,
-                 timeout: float = CONNECT_TIMEOUT, conf: dict | None = None):
+    def __init__(
+        self,
+        master: str = "local[*]",
+        session=None,
+        partitions: int | None = None,
+        timeout: float = CONNECT_TIMEOUT,
+        conf: dict | None = None,
+    ):
         """master: a Spark master URL; session: an existing SparkSession to use instead (never
         stopped by `close`); partitions: repartition input tables into this many partitions;
         conf: extra Spark settings (executor memory, a cluster's options, ...)."""
@@ -165,18 +188,24 @@ class SparkEngine(Engine):
 
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
         os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-        builder = (SparkSession.builder.master(self.master).appName("dpspec")
-                   .config("spark.ui.enabled", "false")
-                   .config("spark.ui.showConsoleProgress", "false")
-                   .config("spark.sql.execution.arrow.pyspark.enabled", "true")
-                   .config("spark.sql.session.timeZone", "UTC"))
+        builder = (
+            SparkSession.builder.master(self.master)
+            .appName("dpspec")
+            .config("spark.ui.enabled", "false")
+            .config("spark.ui.showConsoleProgress", "false")
+            .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+            .config("spark.sql.session.timeZone", "UTC")
+        )
         if self.master.startswith("local"):
             # Workers are local processes: give them this interpreter's import path (a plugin
             # installed in development mode, or a test module, must import on the workers too).
-            builder = (builder.config("spark.executorEnv.PYTHONPATH", os.pathsep.join(p for p in sys.path if p))
-                       .config("spark.driver.bindAddress", "127.0.0.1").config("spark.driver.host", "127.0.0.1")
-                       .config("spark.sql.shuffle.partitions", str(local_cores(self.master)))
-                       .config("spark.default.parallelism", str(local_cores(self.master))))
+            builder = (
+                builder.config("spark.executorEnv.PYTHONPATH", os.pathsep.join(p for p in sys.path if p))
+                .config("spark.driver.bindAddress", "127.0.0.1")
+                .config("spark.driver.host", "127.0.0.1")
+                .config("spark.sql.shuffle.partitions", str(local_cores(self.master)))
+                .config("spark.default.parallelism", str(local_cores(self.master)))
+            )
         for name, value in self.conf.items():
             builder = builder.config(name, str(value))
         try:
@@ -188,8 +217,10 @@ class SparkEngine(Engine):
         if not self.master.startswith("local") and running != self.master:
             # getOrCreate hands back a session already running in this process, whatever master
             # was asked for: the work would silently run there, not on the cluster named
-            raise EngineUnavailable(f"a Spark session on {running} is already running in this process, so Spark "
-                                    f"cannot connect to {self.master}; stop it (spark.stop()) or start a new process")
+            raise EngineUnavailable(
+                f"a Spark session on {running} is already running in this process, so Spark "
+                f"cannot connect to {self.master}; stop it (spark.stop()) or start a new process"
+            )
         session.sparkContext.setLogLevel("ERROR")
         return session
 
@@ -249,9 +280,14 @@ class SparkEngine(Engine):
             if kind == "int64" and isinstance(field.dataType, text):
                 col = col.cast("double").cast("long")  # "3.0" is a whole number, as in pandas
             elif kind is not None:
-                col = col.cast({"int64": "long", "float64": "double", "bool": "boolean", "boolean": "boolean",
-                                "str": "string"}[kind])
-            out.append(col.alias(field.name, metadata={KIND_METADATA: kind}) if kind == "boolean" else col.alias(field.name))
+                col = col.cast(
+                    {"int64": "long", "float64": "double", "bool": "boolean", "boolean": "boolean", "str": "string"}[
+                        kind
+                    ]
+                )
+            out.append(
+                col.alias(field.name, metadata={KIND_METADATA: kind}) if kind == "boolean" else col.alias(field.name)
+            )
         return sdf.select(*out)
 
     def to_pandas(self, table) -> pd.DataFrame:
@@ -261,8 +297,17 @@ class SparkEngine(Engine):
 
     def map_groups(self, table, by, func, *, run_key, stage, schema=None, collect=True, columns=None, ordered=True):
         with _quiet():
-            return self._map_groups(table, by, func, run_key=run_key, stage=stage, schema=schema, collect=collect,
-                                    columns=columns, ordered=ordered)
+            return self._map_groups(
+                table,
+                by,
+                func,
+                run_key=run_key,
+                stage=stage,
+                schema=schema,
+                collect=collect,
+                columns=columns,
+                ordered=ordered,
+            )
 
     def _map_groups(self, table, by, func, *, run_key, stage, schema=None, collect=True, columns=None, ordered=True):
         from pyspark.sql import functions as F
@@ -273,7 +318,11 @@ class SparkEngine(Engine):
             keep = list(dict.fromkeys([*by, *columns]))
             sdf, in_schema = sdf.select(*keep), {c: in_schema[c] for c in keep}
         out_schema = dict(schema) if schema is not None else in_schema
-        tagged = {**out_schema, **{k: in_schema[c] for k, c in zip(frames.key_columns(len(by)), by)}, frames.SEQ: "int64"}
+        tagged = {
+            **out_schema,
+            **{k: in_schema[c] for k, c in zip(frames.key_columns(len(by)), by)},
+            frames.SEQ: "int64",
+        }
         if self.partitions:
             sdf = sdf.repartition(self.partitions)
 
@@ -321,7 +370,9 @@ class SparkEngine(Engine):
             sdf, schema = self._spark_frame(table)
             if columns is not None:
                 sdf, schema = sdf.select(*columns), {c: schema[c] for c in columns}
-            packed, parts = self._sorted_batches(sdf, list(order_by) if order_by is not None else list(sdf.columns), size)
+            packed, parts = self._sorted_batches(
+                sdf, list(order_by) if order_by is not None else list(sdf.columns), size
+            )
             rows = iter(packed.toLocalIterator(prefetchPartitions=parts > 1))
         pending, held = [], 0
         for row in rows:
@@ -352,7 +403,6 @@ class SparkEngine(Engine):
     def _count(self, table, by) -> pd.DataFrame:
         table = handle(table)
         if isinstance(table, pd.DataFrame):  # already on the driver: shipping it to count is waste
-
             return count_frame(table, by)
         by = list(by)
         sdf, schema = self._spark_frame(table)
@@ -377,7 +427,6 @@ class SparkEngine(Engine):
     def clipped_totals(self, table, by, clips) -> pd.DataFrame:
         table = handle(table)
         if isinstance(table, pd.DataFrame):  # already on the driver
-
             return LocalEngine().clipped_totals(table, by, clips)
         from pyspark.sql import functions as F
 
@@ -388,9 +437,12 @@ class SparkEngine(Engine):
             for i, (column, low, high) in enumerate(clips):
                 raw = F.col(column).cast("long")
                 clipped = F.least(F.greatest(raw, F.lit(int(low))), F.lit(int(high)))
-                aggs += [F.sum(clipped).cast("long").alias(f"sum{i}"),
-                         F.sum((clipped != raw).cast("long")).cast("long").alias(f"clipped{i}"),
-                         F.min(raw).alias(f"min{i}"), F.max(raw).alias(f"max{i}")]
+                aggs += [
+                    F.sum(clipped).cast("long").alias(f"sum{i}"),
+                    F.sum((clipped != raw).cast("long")).cast("long").alias(f"clipped{i}"),
+                    F.min(raw).alias(f"min{i}"),
+                    F.max(raw).alias(f"max{i}"),
+                ]
             out = (sdf.groupBy(*by) if by else sdf.groupBy()).agg(*aggs).toPandas()
         if not by and len(out) and out["count"].iloc[0] == 0:
             out = out.iloc[:0]
@@ -400,7 +452,6 @@ class SparkEngine(Engine):
     def bucket_counts(self, table, by, column, low, step, high) -> pd.DataFrame:
         table = handle(table)
         if isinstance(table, pd.DataFrame):
-
             return LocalEngine().bucket_counts(table, by, column, low, step, high)
         from pyspark.sql import functions as F
 
@@ -416,7 +467,6 @@ class SparkEngine(Engine):
     def profile(self, table, column: str) -> dict:
         table = handle(table)
         if isinstance(table, pd.DataFrame):
-
             return profile_series(table[column])
         from pyspark.sql import functions as F
         from pyspark.sql import types as T
@@ -428,18 +478,23 @@ class SparkEngine(Engine):
             has_nul = (F.instr(col, "\x00") > 0).cast("long") if text else F.lit(0).cast("long")
             # one row per distinct value, then one row of sums, in one pass over the table:
             # nothing the size of the column comes back
-            per = sdf.groupBy(col).agg(F.count(F.lit(1)).alias("n"), F.max(col.isNull().cast("long")).alias("null"),
-                                       F.max(has_nul).alias("nul"))
-            row = per.agg(F.sum("n").alias("rows"), F.count(F.lit(1)).alias("distinct"),
-                          F.sum(F.when(F.col("null") == 1, F.col("n")).otherwise(0)).alias("missing"),
-                          F.sum(F.when(F.col("nul") == 1, F.col("n")).otherwise(0)).alias("nul"),
-                          F.max("n").alias("largest")).collect()[0]
+            per = sdf.groupBy(col).agg(
+                F.count(F.lit(1)).alias("n"),
+                F.max(col.isNull().cast("long")).alias("null"),
+                F.max(has_nul).alias("nul"),
+            )
+            row = per.agg(
+                F.sum("n").alias("rows"),
+                F.count(F.lit(1)).alias("distinct"),
+                F.sum(F.when(F.col("null") == 1, F.col("n")).otherwise(0)).alias("missing"),
+                F.sum(F.when(F.col("nul") == 1, F.col("n")).otherwise(0)).alias("nul"),
+                F.max("n").alias("largest"),
+            ).collect()[0]
         return {k: int(row[k] or 0) for k in ("rows", "distinct", "missing", "nul", "largest")}
 
     def count_distinct(self, table, by, columns) -> pd.DataFrame:
         table = handle(table)
         if isinstance(table, pd.DataFrame):
-
             return count_distinct_frame(table, by, columns)
         from pyspark.sql import functions as F
 
@@ -447,17 +502,28 @@ class SparkEngine(Engine):
             sdf, schema = self._spark_frame(table)
             # countDistinct skips nulls: a column's missing values are one more value when present
             aggs = [F.count(F.lit(1)).alias("count")] + [
-                (F.countDistinct(c) + F.max(F.col(c).isNull().cast("int"))).alias(c) for c in columns]
+                (F.countDistinct(c) + F.max(F.col(c).isNull().cast("int"))).alias(c) for c in columns
+            ]
             out = (sdf.groupBy(*by).agg(*aggs) if by else sdf.agg(*aggs)).toPandas()
-        return frames.sort_rows(frames.cast(out, {**{c: schema[c] for c in by}, "count": "int64",
-                                                  **{c: "int64" for c in columns}}), by)
+        return frames.sort_rows(
+            frames.cast(out, {**{c: schema[c] for c in by}, "count": "int64", **{c: "int64" for c in columns}}), by
+        )
 
     def lookup(self, table, key, parent, take, compare=None, *, stage="lookup", show=5):
         """A left join on the executors, its checks observed in the same pass (`spark_lookup`)."""
 
         with _quiet():
-            return lookup(self, table, key, parent, dict(take), dict(compare or {}), stage=stage, show=show,
-                          kind_metadata=KIND_METADATA)
+            return lookup(
+                self,
+                table,
+                key,
+                parent,
+                dict(take),
+                dict(compare or {}),
+                stage=stage,
+                show=show,
+                kind_metadata=KIND_METADATA,
+            )
 
     def counts_differ(self, table, other, by) -> int:
         """Both counts and their full outer join on the executors; one number comes back."""
@@ -484,7 +550,11 @@ class SparkEngine(Engine):
             try:
                 with job_progress(context, stage):
                     for batch in payload_batches(items, MAX_JOB_BYTES):
-                        slices = len(batch) if per_item else max(1, min(len(batch), self.partitions or context.defaultParallelism))
+                        slices = (
+                            len(batch)
+                            if per_item
+                            else max(1, min(len(batch), self.partitions or context.defaultParallelism))
+                        )
                         results.extend(context.parallelize(batch, slices).map(work).collect())
             except Exception as exc:
                 raise _unit_error(exc) from None
@@ -559,7 +629,7 @@ def job_progress(context, stage: str, every: float = 0.5):
         done = total = 0
         for job in tracker.getJobIdsForGroup(group):
             info = tracker.getJobInfo(job)
-            for stage_id in (info.stageIds if info is not None else ()):
+            for stage_id in info.stageIds if info is not None else ():
                 stage_info = tracker.getStageInfo(stage_id)
                 if stage_info is not None:
                     done, total = done + stage_info.numCompletedTasks, total + stage_info.numTasks

@@ -6,6 +6,7 @@ parent's keys (duplicates) and one join whose result is cached; the rows that fa
 counted while the join runs (a Spark `Observation`), so no second pass is made unless there is
 an error to describe. Only aggregates come back: a few problem values with their counts.
 """
+
 from __future__ import annotations
 
 import pandas as pd
@@ -34,14 +35,18 @@ def lookup(engine, table, key: str, parent, take: dict, compare: dict, *, stage:
     repeated = par.groupBy(parent_key.alias(key)).count().filter(F.col(COUNT) > 1)
     first = repeated.orderBy(F.col(key).asc_nulls_last()).limit(show).toPandas()
     if len(first):  # the join is not defined: say so before joining
-        return None, LookupChecks(duplicate_keys=int(repeated.count()),
-                                  duplicates=_typed(first, {key: child_kinds[key]}))
+        return None, LookupChecks(
+            duplicate_keys=int(repeated.count()), duplicates=_typed(first, {key: child_kinds[key]})
+        )
 
     taken = {col: f"{frames.HIDDEN}take{i}" for i, col in enumerate(take)}
     compared = {col: f"{frames.HIDDEN}compare{i}" for i, col in enumerate(compare)}
-    right = par.select(parent_key.alias(KEY), F.lit(True).alias(FOUND),
-                       *[F.col(take[c]).alias(h) for c, h in taken.items()],
-                       *[F.col(compare[c]).alias(h) for c, h in compared.items()])
+    right = par.select(
+        parent_key.alias(KEY),
+        F.lit(True).alias(FOUND),
+        *[F.col(take[c]).alias(h) for c, h in taken.items()],
+        *[F.col(compare[c]).alias(h) for c, h in compared.items()],
+    )
     joined = child.join(right, child[key].eqNullSafe(right[KEY]), "left")
     missing = F.col(FOUND).isNull()
 
@@ -55,28 +60,48 @@ def lookup(engine, table, key: str, parent, take: dict, compare: dict, *, stage:
         return F.col(FOUND).isNotNull() & ~F.col(col).eqNullSafe(theirs(col))
 
     observation = Observation()
-    observed = joined.observe(observation, F.count(F.lit(1)).alias("rows"),
-                              F.sum(missing.cast("long")).alias("unmatched"),
-                              *[F.sum(differs(c).cast("long")).alias(f"m{i}") for i, c in enumerate(compared)])
+    observed = joined.observe(
+        observation,
+        F.count(F.lit(1)).alias("rows"),
+        F.sum(missing.cast("long")).alias("unmatched"),
+        *[F.sum(differs(c).cast("long")).alias(f"m{i}") for i, c in enumerate(compared)],
+    )
     columns = [*child.columns, *(c for c in take if c not in child.columns)]
-    out = observed.select(*[_as(F.col(taken[c]).cast(_spark_type(kind(c))), c, kind(c), kind_metadata)
-                            if c in take else F.col(c) for c in columns])
+    out = observed.select(
+        *[
+            _as(F.col(taken[c]).cast(_spark_type(kind(c))), c, kind(c), kind_metadata) if c in take else F.col(c)
+            for c in columns
+        ]
+    )
     held = engine._held(out, stage)
     metrics = observation.get
     unmatched_rows = int(metrics.get("unmatched") or 0)
     mismatched_rows = {c: int(metrics.get(f"m{i}") or 0) for i, c in enumerate(compared)}
     unmatched, mismatched = None, {}
     if unmatched_rows:
-        unmatched = _typed(joined.filter(missing).groupBy(F.col(key)).count()
-                           .orderBy(F.col(key).asc_nulls_last()).limit(show).toPandas(), {key: child_kinds[key]})
+        unmatched = _typed(
+            joined.filter(missing)
+            .groupBy(F.col(key))
+            .count()
+            .orderBy(F.col(key).asc_nulls_last())
+            .limit(show)
+            .toPandas(),
+            {key: child_kinds[key]},
+        )
     for col, n in mismatched_rows.items():
         if n:
-            pairs = (joined.filter(differs(col)).groupBy(F.col(col).alias(VALUE), theirs(col).alias(PARENT_VALUE))
-                     .count().orderBy(F.col(VALUE).asc_nulls_last(), F.col(PARENT_VALUE).asc_nulls_last())
-                     .limit(show).toPandas())
+            pairs = (
+                joined.filter(differs(col))
+                .groupBy(F.col(col).alias(VALUE), theirs(col).alias(PARENT_VALUE))
+                .count()
+                .orderBy(F.col(VALUE).asc_nulls_last(), F.col(PARENT_VALUE).asc_nulls_last())
+                .limit(show)
+                .toPandas()
+            )
             mismatched[col] = _typed(pairs, {VALUE: child_kinds[col], PARENT_VALUE: child_kinds[col]})
-    checks = LookupChecks(unmatched_rows=unmatched_rows, unmatched=unmatched,
-                          mismatched_rows=mismatched_rows, mismatched=mismatched)
+    checks = LookupChecks(
+        unmatched_rows=unmatched_rows, unmatched=unmatched, mismatched_rows=mismatched_rows, mismatched=mismatched
+    )
     if not checks.ok:
         held.unpersist()
         return None, checks
@@ -106,7 +131,9 @@ def counts_differ(engine, table, other, by: list) -> int:
         return int(left.count() != right.count())
 
     def counted(sdf, name):
-        return sdf.groupBy(*[F.col(c).cast("string").alias(c) for c in by]).agg(F.count(F.lit(1)).alias(name)).alias(name)
+        return (
+            sdf.groupBy(*[F.col(c).cast("string").alias(c) for c in by]).agg(F.count(F.lit(1)).alias(name)).alias(name)
+        )
 
     a, b = counted(left, "a"), counted(right, "b")
     same_cell = reduce(lambda x, y: x & y, [F.col(f"a.{c}").eqNullSafe(F.col(f"b.{c}")) for c in by])

@@ -7,6 +7,7 @@ partitioning; distinct keys get unrelated streams (SHA-256 is collision resistan
 with distinct keys is a family of independent pseudorandom streams). The run key is the seed when
 one is given, else 256 bits of operating-system entropy, exactly as `dpspec.run.compiler.make_rng`.
 """
+
 from __future__ import annotations
 
 import hashlib

@@ -7,6 +7,7 @@ and hands the mechanism this handle. On the local engine the handle is a pandas 
 lives in this process anyway); on Spark it is a Spark DataFrame, and nothing row-level comes back
 to the driver unless the mechanism asks for it (`engine.to_pandas`, `engine.map_groups`).
 """
+
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
@@ -70,4 +71,6 @@ class EngineTable:
 
         if column in self.categories:
             return pd.CategoricalDtype(list(self.categories[column]))
-        return {"int64": "int64", "float64": "float64", "bool": "bool", "boolean": "boolean"}.get(self.kinds[column], "object")
+        return {"int64": "int64", "float64": "float64", "bool": "bool", "boolean": "boolean"}.get(
+            self.kinds[column], "object"
+        )

@@ -4,6 +4,7 @@ The mechanism says how (its optional `opendp_script`); dpspec wraps that body in
 prints OpenDP's privacy map at the spec's unit, so the budget can be cross-checked in the library.
 A mechanism without the method is not expressible, and the export says so instead of guessing.
 """
+
 from __future__ import annotations
 
 import json
@@ -26,13 +27,13 @@ import opendp.prelude as dp
 dp.enable_features("contrib")
 
 '''
-TAIL = '''
+TAIL = """
 
 claim = measurement.map(d_in)
 print(json.dumps({{"spec": {source}, "mechanism": {mechanism}, "d_in": d_in,
                   "measure": str(measurement.output_measure),
                   "map": list(claim) if isinstance(claim, tuple) else claim}}))
-'''
+"""
 
 
 def opendp_script(path: str) -> str:
@@ -41,11 +42,18 @@ def opendp_script(path: str) -> str:
     mech, params = checked.mechanism, checked.params
     body = mech.opendp_script(checked.spec, params)
     if body is None:
-
-        able = sorted(n for n, m in plugins.mechanisms().items()
-                      if type(m).opendp_script is not Mechanism.opendp_script)
-        raise SpecError(f"mechanism '{mech.name}' has no OpenDP equivalent that dpspec can write (its plugin does "
-                        f"not provide one); the installed mechanisms that do: {', '.join(able) or 'none'}", path)
+        able = sorted(
+            n for n, m in plugins.mechanisms().items() if type(m).opendp_script is not Mechanism.opendp_script
+        )
+        raise SpecError(
+            f"mechanism '{mech.name}' has no OpenDP equivalent that dpspec can write (its plugin does "
+            f"not provide one); the installed mechanisms that do: {', '.join(able) or 'none'}",
+            path,
+        )
     shown = path.replace("\\", "/").replace('"', "'")
-    return (HEAD.format(source=shown, mechanism=mech.name) + body.rstrip() + "\n"
-            + TAIL.format(source=json.dumps(path), mechanism=json.dumps(mech.name)))
+    return (
+        HEAD.format(source=shown, mechanism=mech.name)
+        + body.rstrip()
+        + "\n"
+        + TAIL.format(source=json.dumps(path), mechanism=json.dumps(mech.name))
+    )

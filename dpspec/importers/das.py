@@ -9,6 +9,7 @@ are looked up in `strategies/das.json`, a table transcribed from the published c
 citation for each entry. The spec declares no data and no geography file: `check`, `budget` and
 `audit` read it as it is; `compile` needs the data and a public geography file added.
 """
+
 from __future__ import annotations
 
 import os
@@ -19,15 +20,46 @@ from dpspec.importers.settings import Account, Setting, problem, shown_fraction,
 from dpspec.importers.tables import load, lookup
 
 # The sections the DAS reads; any other is an error (a typo would otherwise drop its settings).
-PRIVACY_SECTIONS = {"default", "geodict", "budget", "constraints", "schema", "reader", "engine", "gurobi",
-                    "workload", "hdmm"}
-OPERATIONAL_SECTIONS = {"logging", "environment", "setup", "writer", "validator", "takedown", "experiment",
-                        "error_metrics", "stats", "monitoring", "alert", "python", "spark", "assessment"}
+PRIVACY_SECTIONS = {
+    "default",
+    "geodict",
+    "budget",
+    "constraints",
+    "schema",
+    "reader",
+    "engine",
+    "gurobi",
+    "workload",
+    "hdmm",
+}
+OPERATIONAL_SECTIONS = {
+    "logging",
+    "environment",
+    "setup",
+    "writer",
+    "validator",
+    "takedown",
+    "experiment",
+    "error_metrics",
+    "stats",
+    "monitoring",
+    "alert",
+    "python",
+    "spark",
+    "assessment",
+}
 
 # Settings of privacy sections that only say where files are, how they are split or what is kept.
-OPERATIONAL_KEYS = {("reader", "grfc_path"), ("reader", "numreaderpartitions"), ("reader", "readerpartitionlen"),
-                    ("reader", "delimiter"), ("reader", "header"), ("engine", "save_noisy"),
-                    ("engine", "noisy_measurements_postfix"), ("engine", "delete_raw")}
+OPERATIONAL_KEYS = {
+    ("reader", "grfc_path"),
+    ("reader", "numreaderpartitions"),
+    ("reader", "readerpartitionlen"),
+    ("reader", "delimiter"),
+    ("reader", "header"),
+    ("engine", "save_noisy"),
+    ("engine", "noisy_measurements_postfix"),
+    ("engine", "delete_raw"),
+}
 
 # Settings applied to the spec: (section, key) -> what it became.
 APPLIED = {
@@ -65,7 +97,10 @@ EXPECTED = {  # applied settings that must have one of these values (else the im
     ("budget", "dp_mechanism"): ("discrete_gaussian_mechanism",),
     ("budget", "privacy_framework"): ("zcdp",),
     # P.L. 94-171: the passes of one optimizer; DHC: interleaved outer passes (the Decomp optimizers)
-    ("gurobi", "l2_optimization_approach"): ("DataIndUserSpecifiedQueriesNPass", "DataIndUserSpecifiedQueriesNPassDecomp"),
+    ("gurobi", "l2_optimization_approach"): (
+        "DataIndUserSpecifiedQueriesNPass",
+        "DataIndUserSpecifiedQueriesNPassDecomp",
+    ),
     ("gurobi", "rounder_optimization_approach"): ("MultipassRounder", "MultipassRounderDecomp"),
     ("gurobi", "outer_pass"): ("True",),
     ("engine", "engine"): ("programs.engine.topdown_engine.TopdownEngine",),
@@ -75,9 +110,9 @@ EXPECTED = {  # applied settings that must have one of these values (else the im
 # the solves): they bear on the release, not on the budget, and this importer does not state them.
 NOT_STATED = {
     "postprocess_only_constr_names": "the constraints production leaves out of the solves and repairs afterwards "
-                                     "(optimization/geo_optimizers.py:48-53); not stated by this importer",
+    "(optimization/geo_optimizers.py:48-53); not stated by this importer",
     "conditional_constr_names": "production's conditional constraint (the release equal to a public table); "
-                                "not stated by this importer",
+    "not stated by this importer",
     "require_feasible_secondary_dim": "production's post-processing feasibility requirement; not stated by this importer",
     "require_feasible_postproc_dim": "production's per-level post-processing feasibility flags; not stated by this importer",
     "use_postprocess_heuristics": "production's post-processing repair heuristic; not stated by this importer",
@@ -87,8 +122,9 @@ NOT_STATED = {
 def _required(config: ini.Config, section: str, key: str, root: str) -> Setting:
     found = config.get(section, key)
     if found is None or str(found.value).strip() == "":
-        raise problem(root, f"the configuration (with its INCLUDE chain) does not set [{section}] {key}",
-                      key=f"[{section}] {key}")
+        raise problem(
+            root, f"the configuration (with its INCLUDE chain) does not set [{section}] {key}", key=f"[{section}] {key}"
+        )
     return found
 
 
@@ -117,19 +153,30 @@ def import_das(path: str) -> tuple[str, list[str], dict]:
     for name, setting in config.names.items():
         if name not in PRIVACY_SECTIONS | OPERATIONAL_SECTIONS:
             known = ", ".join(sorted(PRIVACY_SECTIONS | OPERATIONAL_SECTIONS))
-            raise problem(setting.file, f"unknown section [{setting.section}]: the DAS reads {known}",
-                          key=f"[{setting.section}]", line=setting.line)
+            raise problem(
+                setting.file,
+                f"unknown section [{setting.section}]: the DAS reads {known}",
+                key=f"[{setting.section}]",
+                line=setting.line,
+            )
     account = Account()
     for section, key, setting in config.items():
         if (section, key) in APPLIED:
             want = EXPECTED.get((section, key))
             if want is not None and str(setting.value).strip() not in want:
-                raise problem(setting, f"this importer reads only {' or '.join(repr(w) for w in want)} (the 2020 P.L. 94-171 "
-                                       f"and DHC production settings); {str(setting.value).strip()!r} is not supported")
+                raise problem(
+                    setting,
+                    f"this importer reads only {' or '.join(repr(w) for w in want)} (the 2020 P.L. 94-171 "
+                    f"and DHC production settings); {str(setting.value).strip()!r} is not supported",
+                )
         elif section == "gurobi" and key in NOT_STATED:
             account.not_understood(setting, NOT_STATED[key])
-        elif section in OPERATIONAL_SECTIONS or section == "gurobi" or (section, key) in OPERATIONAL_KEYS \
-                or (section == "reader" and key.endswith(".path")):
+        elif (
+            section in OPERATIONAL_SECTIONS
+            or section == "gurobi"
+            or (section, key) in OPERATIONAL_KEYS
+            or (section == "reader" and key.endswith(".path"))
+        ):
             account.set_aside(setting, "operational")
         elif section == "constraints" and (key.startswith("theinvariants.") or key.startswith("theconstraints.")):
             pass  # applied below
@@ -145,8 +192,11 @@ def import_das(path: str) -> tuple[str, list[str], dict]:
     schema_s = _required(config, "schema", "schema", root)
     schema = lookup(table, "schemas", schema_s)
     if strategy["schema"] != schema_s.value:
-        raise problem(strategy_s, f"strategy {strategy_s.value!r} is for schema {strategy['schema']}, "
-                                  f"the configuration's is {schema_s.value}")
+        raise problem(
+            strategy_s,
+            f"strategy {strategy_s.value!r} is for schema {strategy['schema']}, "
+            f"the configuration's is {schema_s.value}",
+        )
     for key in ("dp_mechanism", "privacy_framework"):
         _required(config, "budget", key, root)
     levels_s = config.get("geodict", "geolevel_names")
@@ -165,31 +215,73 @@ def import_das(path: str) -> tuple[str, list[str], dict]:
             raise AssertionError(f"strategy table: {strategy_s.value} {n} shares sum to {sum(queries[n].values())}")
 
     if schema.get("kind") == "units_households":
-        text = _households(path, config, table, names, geolevels, props, rho, queries, strategy_s, strategy, ordering_s,
-                           ordering, schema_s, schema, account)
+        text = _households(
+            path,
+            config,
+            table,
+            names,
+            geolevels,
+            props,
+            rho,
+            queries,
+            strategy_s,
+            strategy,
+            ordering_s,
+            ordering,
+            schema_s,
+            schema,
+            account,
+        )
         return text, account.stderr_lines(), {"rho": rho}
     privacy = config.get("reader", "privacy_table") or _required(config, "reader", "main_table", root)
     hist = config.get("reader", f"{privacy.value.strip()}.histogram")
     if hist is not None:
         read = [schema["reader_names"].get(v, v) for v in str(hist.value).split()]
         if read != schema["histogram"]:
-            raise problem(hist, f"the histogram {' x '.join(read)} is not schema {schema_s.value}'s "
-                                f"({' x '.join(schema['histogram'])})")
+            raise problem(
+                hist,
+                f"the histogram {' x '.join(read)} is not schema {schema_s.value}'s "
+                f"({' x '.join(schema['histogram'])})",
+            )
         _reader_settings(config, account, privacy.value.strip(), schema)
 
     invariants, inv_lines = _invariants(config, table, geolevels, account, schema)
     zeros, cons, con_notes = _constraints(config, table, geolevels, account, schema)
     spine, spine_notes = _spine(config, names, geolevels, schema)
-    text = _spec_text(path, config, names, geolevels, props, rho, queries, strategy_s, strategy, ordering_s, ordering,
-                      schema_s, schema, invariants, inv_lines, zeros, cons, con_notes, spine, spine_notes, account)
+    text = _spec_text(
+        path,
+        config,
+        names,
+        geolevels,
+        props,
+        rho,
+        queries,
+        strategy_s,
+        strategy,
+        ordering_s,
+        ordering,
+        schema_s,
+        schema,
+        invariants,
+        inv_lines,
+        zeros,
+        cons,
+        con_notes,
+        spine,
+        spine_notes,
+        account,
+    )
     return text, account.stderr_lines(), {"rho": rho}
 
 
 def _from_config(config, levels_s, strategy_s, strategy, root):
     """Levels and their shares from geolevel_names and geolevel_budget_prop; rho from global_scale."""
     if "queries" not in strategy:
-        raise problem(strategy_s, f"strategy {strategy_s.value!r} states allocations, not shares: the DAS reads it "
-                                  "with an empty geolevel_names (levels and total from the strategy)")
+        raise problem(
+            strategy_s,
+            f"strategy {strategy_s.value!r} states allocations, not shares: the DAS reads it "
+            "with an empty geolevel_names (levels and total from the strategy)",
+        )
     names = _list(levels_s)[::-1]  # written smallest to largest; the budget is top-down
     props_s = _required(config, "budget", "geolevel_budget_prop", root)
     props = [_frac(props_s, p) for p in _list(props_s)]
@@ -217,25 +309,37 @@ def _from_strategy(config, strategy_s, strategy, account, root):
     (global_scale_sq = 1 / total), and each query's share its allocation over its level's budget.
     geolevel_budget_prop and global_scale, if set, are not read."""
     if "allocations" not in strategy:
-        raise problem(config.get("geodict", "geolevel_names") or root,
-                      f"geolevel_names is empty, but strategy {strategy_s.value!r} states no levels of its own",
-                      key="[geodict] geolevel_names")
+        raise problem(
+            config.get("geodict", "geolevel_names") or root,
+            f"geolevel_names is empty, but strategy {strategy_s.value!r} states no levels of its own",
+            key="[geodict] geolevel_names",
+        )
     for key in ("geolevel_budget_prop", "global_scale"):
         found = config.get("budget", key)
         if found is not None and str(found.value).strip():
-            account.not_understood(found, "not read by the DAS: geolevel_names is empty, so the levels and the total "
-                                          "come from the strategy (programs/engine/budget.py:74-90)")
+            account.not_understood(
+                found,
+                "not read by the DAS: geolevel_names is empty, so the levels and the total "
+                "come from the strategy (programs/engine/budget.py:74-90)",
+            )
     for override in _overrides(config, strategy):
-        raise problem(override, "a per-query budget override (programs/engine/budget.py:426-439) is not supported "
-                                "by this importer")
+        raise problem(
+            override,
+            "a per-query budget override (programs/engine/budget.py:426-439) is not supported by this importer",
+        )
     names = list(strategy["levels"])
     units = strategy.get("unit_allocations", {})
-    level_budget = {n: sum(Fraction(v) for v in strategy["allocations"][n].values())
-                    + sum(Fraction(v) for v in units.get(n, {}).values()) for n in names}
+    level_budget = {
+        n: sum(Fraction(v) for v in strategy["allocations"][n].values())
+        + sum(Fraction(v) for v in units.get(n, {}).values())
+        for n in names
+    }
     total = sum(level_budget.values())
     props = [level_budget[n] / total for n in names]
-    queries = {n: {q: Fraction(v) / level_budget[n] for q, v in {**strategy["allocations"][n], **units.get(n, {})}.items()}
-               for n in names}
+    queries = {
+        n: {q: Fraction(v) / level_budget[n] for q, v in {**strategy["allocations"][n], **units.get(n, {})}.items()}
+        for n in names
+    }
     return names, props, total, queries
 
 
@@ -290,7 +394,9 @@ def _invariants(config, table, geolevels, account, schema):
             if entry is None:
                 raise problem(setting, f"unknown invariant {name!r}: the table knows {', '.join(sorted(known))}")
             if "implied_by" in entry:
-                lines.append(f"#   {setting.where()}: {name} at {level}: implied by {entry['implied_by']} ({entry['source']})")
+                lines.append(
+                    f"#   {setting.where()}: {name} at {level}: implied by {entry['implied_by']} ({entry['source']})"
+                )
                 continue
             by = ([geolevels[level]] if geolevels[level] != "nation" else []) + entry["by"]
             text = f"count {entry['table']}" + (f" by {', '.join(by)}" if by else "")
@@ -321,13 +427,16 @@ def _constraints(config, table, geolevels, account, schema):
                 pairs.add(entry["pair"])
             notes.append(f"#   {setting.where()}: {name} at {level} ({entry['source']})")
     for name, (setting, entry, levels) in unstated.items():
-        account.not_understood(setting, f"constraint {name} (at {', '.join(levels)}; {entry['source']}) is NOT applied: "
-                                        f"{entry['not_applied']}")
+        account.not_understood(
+            setting,
+            f"constraint {name} (at {', '.join(levels)}; {entry['source']}) is NOT applied: {entry['not_applied']}",
+        )
     for pair in pairs:
         halves = [n for n, e in table["constraints"].items() if e.get("pair") == pair]
         if not all(h in seen for h in halves):
-            raise problem(config.files[0], f"constraint pair {pair} needs both {' and '.join(halves)}",
-                          key="[constraints]")
+            raise problem(
+                config.files[0], f"constraint pair {pair} needs both {' and '.join(halves)}", key="[constraints]"
+            )
     return zeros, sorted(pairs), notes
 
 
@@ -336,20 +445,28 @@ def _spine(config, names, geolevels, schema):
     aian = config.get("geodict", "target_das_aian_areas")
     if aian is not None and _bool(aian):
         out["aian"] = "aian"
-        notes.append(f"#   {aian.where()}: target_das_aian_areas = True -> spine aian (each state split into its AIAN and non-AIAN parts)")
+        notes.append(
+            f"#   {aian.where()}: target_das_aian_areas = True -> spine aian (each state split into its AIAN and non-AIAN parts)"
+        )
     spine = config.get("geodict", "spine")
     if spine is not None:
         kind = str(spine.value).strip()
         if kind == "opt_spine":
-            inner = [geolevels[n] for n in names if geolevels[n] not in ("nation", "state", "block")]  # between state and block
+            inner = [
+                geolevels[n] for n in names if geolevels[n] not in ("nation", "state", "block")
+            ]  # between state and block
             out["bypass"] = inner
-            notes.append(f"#   {spine.where()}: spine = opt_spine -> bypass {', '.join(inner)} (single-child geounits measured with their child)")
+            notes.append(
+                f"#   {spine.where()}: spine = opt_spine -> bypass {', '.join(inner)} (single-child geounits measured with their child)"
+            )
         elif kind not in ("non_aian_spine", "aian_spine"):
             raise problem(spine, f"unknown spine {kind!r}: the DAS knows opt_spine, aian_spine, non_aian_spine")
     gqs = config.get("geodict", "ignore_gqs_in_block_groups")
     if gqs is not None and not _bool(gqs):
         out["gq_blockgroups"] = list(range(1, schema["unit_types"]))
-        notes.append(f"#   {gqs.where()}: ignore_gqs_in_block_groups = False -> block groups split by the group-quarters types of their blocks")
+        notes.append(
+            f"#   {gqs.where()}: ignore_gqs_in_block_groups = False -> block groups split by the group-quarters types of their blocks"
+        )
     return out, notes
 
 
@@ -361,8 +478,29 @@ def _tolerance(config) -> Setting | None:
     return slack
 
 
-def _spec_text(path, config, names, geolevels, props, rho, queries, strategy_s, strategy, ordering_s, ordering, schema_s,
-               schema, invariants, inv_lines, zeros, cons, con_notes, spine, spine_notes, account) -> str:
+def _spec_text(
+    path,
+    config,
+    names,
+    geolevels,
+    props,
+    rho,
+    queries,
+    strategy_s,
+    strategy,
+    ordering_s,
+    ordering,
+    schema_s,
+    schema,
+    invariants,
+    inv_lines,
+    zeros,
+    cons,
+    con_notes,
+    spine,
+    spine_notes,
+    account,
+) -> str:
     lv = [geolevels[n] for n in names]
     below = [l for l in lv if l != "nation"]
     title_s = config.get("writer", "certificate_name")
@@ -397,11 +535,15 @@ def _spec_text(path, config, names, geolevels, props, rho, queries, strategy_s, 
         f"{'outer_passes' if 'outer_passes' in ordering else 'estimation, rounding'} ({ordering['source']})",
         *_outer_notes(ordering),
         f"#   {schema_s.where()}: schema {schema_s.value} -> persons' variables ({schema['source']})",
-        *inv_lines, *con_notes, *spine_notes,
+        *inv_lines,
+        *con_notes,
+        *spine_notes,
     ]
     if delta is not None:
-        out.append(f"#   {delta.where()}: approx_dp_delta = {delta.value}: the certificate's epsilon is at this delta "
-                   "(`dpspec budget` prints it by cks20, the DAS's conversion)")
+        out.append(
+            f"#   {delta.where()}: approx_dp_delta = {delta.value}: the certificate's epsilon is at this delta "
+            "(`dpspec budget` prints it by cks20, the DAS's conversion)"
+        )
     aian_ty = config.get("geodict", "aian_areas")
     if aian_ty is not None:
         out.append(f"#   {aian_ty.where()}: aian_areas = {' '.join(str(aian_ty.value).split())}")
@@ -415,9 +557,15 @@ def _spec_text(path, config, names, geolevels, props, rho, queries, strategy_s, 
     def values(n):
         return "{" + ", ".join(str(i) for i in range(n)) + "}"
 
-    out += ["", f'spec "{_quote(title)} (imported from {_quote(os.path.basename(path))})"', "",
-            'domain cef "2020 Census Edited File" {', "  stage edited",
-            f"  geography census {{ {' > '.join(below)} }}", "  table persons unit person {"]
+    out += [
+        "",
+        f'spec "{_quote(title)} (imported from {_quote(os.path.basename(path))})"',
+        "",
+        'domain cef "2020 Census Edited File" {',
+        "  stage edited",
+        f"  geography census {{ {' > '.join(below)} }}",
+        "  table persons unit person {",
+    ]
     out += [col(n, t) for n, t in geo_cols]
     out += [col(v, values(schema["sizes"][v])) for v in schema["histogram"]]
     if "aian" in spine:
@@ -426,8 +574,15 @@ def _spec_text(path, config, names, geolevels, props, rho, queries, strategy_s, 
     out += [col(n, t) for n, t in geo_cols]
     out += [col("gqtype", values(schema["unit_types"])), "  }", "}", ""]
     out += ["invariants {", *[f"  {i}" for i in invariants], "}", ""]
-    out += ["unit persons : hamming", "premetric zcdp", "", "mechanism topdown {", "  table: persons",
-            f"  variables: {', '.join(schema['histogram'])}", f"  rho: {shown_fraction(rho)}"]
+    out += [
+        "unit persons : hamming",
+        "premetric zcdp",
+        "",
+        "mechanism topdown {",
+        "  table: persons",
+        f"  variables: {', '.join(schema['histogram'])}",
+        f"  rho: {shown_fraction(rho)}",
+    ]
     if spine:
         out.append("  spine: {")
         if "aian" in spine:
@@ -435,8 +590,13 @@ def _spec_text(path, config, names, geolevels, props, rho, queries, strategy_s, 
         if "bypass" in spine:
             out.append(f"    bypass: {', '.join(spine['bypass'])}")
         if "gq_blockgroups" in spine:
-            out += ["    gq_blockgroups: {", "      table: facilities", "      type: gqtype",
-                    f"      types: [{', '.join(str(t) for t in spine['gq_blockgroups'])}]", "    }"]
+            out += [
+                "    gq_blockgroups: {",
+                "      table: facilities",
+                "      type: gqtype",
+                f"      types: [{', '.join(str(t) for t in spine['gq_blockgroups'])}]",
+                "    }",
+            ]
         out.append("  }")
     if schema.get("recodes"):
         out.append("  recodes: {")
@@ -454,9 +614,16 @@ def _spec_text(path, config, names, geolevels, props, rho, queries, strategy_s, 
             out.append("    }")
         out.append("  }")
     if "hhgq_total_lb_ub" in cons:
-        out += ["  constraints: {", "    hhgq_total_lb_ub: {", "      of: hhgq", "      table: facilities",
-                "      type: gqtype", f"      occupied: [{', '.join(str(t) for t in range(1, schema['unit_types']))}]",
-                "    }", "  }"]
+        out += [
+            "  constraints: {",
+            "    hhgq_total_lb_ub: {",
+            "      of: hhgq",
+            "      table: facilities",
+            "      type: gqtype",
+            f"      occupied: [{', '.join(str(t) for t in range(1, schema['unit_types']))}]",
+            "    }",
+            "  }",
+        ]
     est = {geolevels[k]: v for k, v in ordering.get("estimation", {}).items() if k in names}
     if est:
         out.append("  estimation: {")
@@ -486,8 +653,18 @@ def _spec_text(path, config, names, geolevels, props, rho, queries, strategy_s, 
         out.append(f"    {geolevels[n]}: {{")
         out += [f"      {q}: {shown_fraction(s)}" for q, s in queries[n].items()]
         out.append("    }")
-    out += ["  }", "}", "", f"budget rho <= {shown_fraction(rho)}", "", "release {", "  microdata persons",
-            "  output measurements", "}", ""]
+    out += [
+        "  }",
+        "}",
+        "",
+        f"budget rho <= {shown_fraction(rho)}",
+        "",
+        "release {",
+        "  microdata persons",
+        "  output measurements",
+        "}",
+        "",
+    ]
     return "\n".join(out)
 
 
@@ -512,11 +689,15 @@ def _outer_passes(ordering, names, geolevels) -> list[str]:
 def _outer_notes(ordering) -> list[str]:
     if "outer_passes" not in ordering:
         return []
-    held = "; ".join(f"outer pass {i + 1}: {', '.join(q for p in o['constrain_to'] for q in p)}"
-                     for i, o in enumerate(ordering["outer_passes"]))
-    return ["#     NOT written: the ordering's constrain-to lists (" + held + "). Each outer pass here has a",
-            "#     single least-squares pass, so no later pass of it would hold them; dpspec's outer_passes",
-            "#     take no such list."]
+    held = "; ".join(
+        f"outer pass {i + 1}: {', '.join(q for p in o['constrain_to'] for q in p)}"
+        for i, o in enumerate(ordering["outer_passes"])
+    )
+    return [
+        "#     NOT written: the ordering's constrain-to lists (" + held + "). Each outer pass here has a",
+        "#     single least-squares pass, so no later pass of it would hold them; dpspec's outer_passes",
+        "#     take no such list.",
+    ]
 
 
 def _q(text: str) -> str:
@@ -527,21 +708,43 @@ def _quote(text: str) -> str:
     return text.replace("\\", "\\\\").replace('"', "'")
 
 
-def _households(path, config, table, names, geolevels, props, rho, queries, strategy_s, strategy, ordering_s,
-                ordering, schema_s, schema, account) -> str:
+def _households(
+    path,
+    config,
+    table,
+    names,
+    geolevels,
+    props,
+    rho,
+    queries,
+    strategy_s,
+    strategy,
+    ordering_s,
+    ordering,
+    schema_s,
+    schema,
+    account,
+) -> str:
     """The DHC units/households run: the unit histogram (tenvacgq) is the main table, the household
     histogram a joint table solved with it, as specs/dhc_households_production_topdown.dps states them."""
     units, hh = schema["units"], schema["households"]
-    pseudo = {"reader_names": {**hh["reader_names"], units["reader"]: units["variable"]},
-              "sizes": {**hh["sizes"], units["variable"]: len(units["values"])}}
+    pseudo = {
+        "reader_names": {**hh["reader_names"], units["reader"]: units["variable"]},
+        "sizes": {**hh["sizes"], units["variable"]: len(units["values"])},
+    }
     privacy = config.get("reader", "privacy_table") or _required(config, "reader", "main_table", config.files[0])
-    for table_key, want in ((f"{privacy.value.strip()}.histogram", hh["histogram"]), ("unit.histogram", [units["variable"]])):
+    for table_key, want in (
+        (f"{privacy.value.strip()}.histogram", hh["histogram"]),
+        ("unit.histogram", [units["variable"]]),
+    ):
         hist = config.get("reader", table_key)
         if hist is None:
             continue
         read = [pseudo["reader_names"].get(v, v) for v in str(hist.value).split()]
         if read != want:
-            raise problem(hist, f"the histogram {' x '.join(read)} is not schema {schema_s.value}'s ({' x '.join(want)})")
+            raise problem(
+                hist, f"the histogram {' x '.join(read)} is not schema {schema_s.value}'s ({' x '.join(want)})"
+            )
         _drop(account, hist)
     _reader_settings(config, account, privacy.value.strip(), pseudo)
 
@@ -552,13 +755,20 @@ def _households(path, config, table, names, geolevels, props, rho, queries, stra
             for name in _list(setting):
                 entry = schema["invariants"].get(name)
                 if entry is None:
-                    raise problem(setting, f"unknown invariant {name!r}: schema {schema_s.value} knows "
-                                           f"{', '.join(sorted(schema['invariants']))}")
+                    raise problem(
+                        setting,
+                        f"unknown invariant {name!r}: schema {schema_s.value} knows "
+                        f"{', '.join(sorted(schema['invariants']))}",
+                    )
                 if "not_applied" in entry:
-                    account.not_understood(setting, f"invariant {name} at {level} ({entry['source']}) is NOT applied: "
-                                                    f"{entry['not_applied']}")
+                    account.not_understood(
+                        setting,
+                        f"invariant {name} at {level} ({entry['source']}) is NOT applied: {entry['not_applied']}",
+                    )
                 elif "implied_by" in entry:
-                    notes.append(f"#   {setting.where()}: {name} at {level}: implied by {entry['implied_by']} ({entry['source']})")
+                    notes.append(
+                        f"#   {setting.where()}: {name} at {level}: implied by {entry['implied_by']} ({entry['source']})"
+                    )
                 else:
                     if level != "Block":
                         raise problem(setting, f"invariant {name} is read at the block only, not at {level}")
@@ -572,8 +782,11 @@ def _households(path, config, table, names, geolevels, props, rho, queries, stra
         for name in _list(setting):
             entry = schema["constraints"].get(name)
             if entry is None:
-                raise problem(setting, f"unknown constraint {name!r}: schema {schema_s.value} knows "
-                                       f"{', '.join(sorted(schema['constraints']))}")
+                raise problem(
+                    setting,
+                    f"unknown constraint {name!r}: schema {schema_s.value} knows "
+                    f"{', '.join(sorted(schema['constraints']))}",
+                )
             seen.setdefault(name, []).append(level)
             if "not_applied" in entry:
                 unstated.setdefault(name, (setting, entry, []))[2].append(level)
@@ -582,18 +795,27 @@ def _households(path, config, table, names, geolevels, props, rho, queries, stra
     for name, levels in seen.items():
         entry = schema["constraints"][name]
         if "not_applied" not in entry:
-            what = ("structural zeros " + ", ".join(entry["structural_zeros"]) if "structural_zeros" in entry
-                    else "cross constraints " + ", ".join(entry["cross"]) if "cross" in entry
-                    else f"follows from the invariant {entry['follows_from_invariant']}")
+            what = (
+                "structural zeros " + ", ".join(entry["structural_zeros"])
+                if "structural_zeros" in entry
+                else "cross constraints " + ", ".join(entry["cross"])
+                if "cross" in entry
+                else f"follows from the invariant {entry['follows_from_invariant']}"
+            )
             notes.append(f"#   [constraints] {name} at {', '.join(levels)}: {what} ({entry['source']})")
     for name, (setting, entry, levels) in unstated.items():
-        account.not_understood(setting, f"constraint {name} (at {', '.join(levels)}; {entry['source']}) is NOT applied: "
-                                        f"{entry['not_applied']}")
+        account.not_understood(
+            setting,
+            f"constraint {name} (at {', '.join(levels)}; {entry['source']}) is NOT applied: {entry['not_applied']}",
+        )
     for key in ("dataindnpass_tolerancetype", "opt_tol_slack"):
         found = config.get("gurobi", key)
         if found is not None:
-            account.not_understood(found, "not stated: each outer pass of this ordering has a single least-squares "
-                                          "pass, so the tolerance holds nothing")
+            account.not_understood(
+                found,
+                "not stated: each outer pass of this ordering has a single least-squares "
+                "pass, so the tolerance holds nothing",
+            )
     spine, spine_notes = _spine(config, names, geolevels, {"unit_types": len(units["gqhh_vect"])})
 
     def rename(q: str) -> str:
@@ -623,7 +845,8 @@ def _households(path, config, table, names, geolevels, props, rho, queries, stra
         f"{' x '.join(hh['histogram'])} ({schema['source']})",
         f"#   the household queries name the tenure {', '.join(f'{a} as {b}' for a, b in hh['rename'].items())}; "
         f"the units' {', '.join(f'{a} is their {b}' for a, b in units['query_names'].items())} query",
-        *notes, *spine_notes,
+        *notes,
+        *spine_notes,
     ]
     aian_ty = config.get("geodict", "aian_areas")
     if aian_ty is not None:
@@ -647,11 +870,20 @@ def _households(path, config, table, names, geolevels, props, rho, queries, stra
             lines.append(f"{pad}}}")
         return lines
 
-    out += ["", f'spec "{_quote(title)} (imported from {_quote(os.path.basename(path))})"', "",
-            'domain cef "2020 Census Edited File" {', "  stage edited",
-            f"  geography census {{ {' > '.join(below)} }}", f"  table {units['table']} unit {units['unit']} {{"]
+    out += [
+        "",
+        f'spec "{_quote(title)} (imported from {_quote(os.path.basename(path))})"',
+        "",
+        'domain cef "2020 Census Edited File" {',
+        "  stage edited",
+        f"  geography census {{ {' > '.join(below)} }}",
+        f"  table {units['table']} unit {units['unit']} {{",
+    ]
     out += [col(n, t) for n, t in geo_cols]
-    out += [col(units["variable"], "{" + vals(units["values"]) + "}"), col("gqhh_vect", "{" + vals(units["gqhh_vect"]) + "}")]
+    out += [
+        col(units["variable"], "{" + vals(units["values"]) + "}"),
+        col("gqhh_vect", "{" + vals(units["gqhh_vect"]) + "}"),
+    ]
     if "aian" in spine:
         out.append(col("aian", "{0, 1}"))
     out += ["  }", f"  table {hh['table']} unit {hh['unit']} {{"]
@@ -659,9 +891,22 @@ def _households(path, config, table, names, geolevels, props, rho, queries, stra
     if "aian" in spine:
         out.append(col("aian", "{0, 1}"))
     out += [col(v, "{" + vals(range(hh["sizes"][v])) + "}") for v in hh["histogram"]]
-    out += ["  }", "}", "", "invariants {", *[f"  {i}" for i in inv_text], "}", "",
-            f"unit {units['table']} : hamming", "premetric zcdp", "", "mechanism topdown {",
-            f"  table: {units['table']}", f"  variables: {units['variable']}", f"  rho: {shown_fraction(rho)}"]
+    out += [
+        "  }",
+        "}",
+        "",
+        "invariants {",
+        *[f"  {i}" for i in inv_text],
+        "}",
+        "",
+        f"unit {units['table']} : hamming",
+        "premetric zcdp",
+        "",
+        "mechanism topdown {",
+        f"  table: {units['table']}",
+        f"  variables: {units['variable']}",
+        f"  rho: {shown_fraction(rho)}",
+    ]
     if spine:
         out.append("  spine: {")
         if "aian" in spine:
@@ -678,8 +923,16 @@ def _households(path, config, table, names, geolevels, props, rho, queries, stra
         out.append(f"    {geolevels[n]}: {{")
         out += [f"      {named(q)}: {shown_fraction(s)}" for q, s in queries[n].items() if q in unit_names[n]]
         out.append("    }")
-    out += ["  }", "  joint: {", f"    {hh['table']}: {{", f"      table: {hh['table']}",
-            f"      variables: {', '.join(hh['histogram'])}", "      recodes: {", *recodes(hh["recodes"], "        "), "      }"]
+    out += [
+        "  }",
+        "  joint: {",
+        f"    {hh['table']}: {{",
+        f"      table: {hh['table']}",
+        f"      variables: {', '.join(hh['histogram'])}",
+        "      recodes: {",
+        *recodes(hh["recodes"], "        "),
+        "      }",
+    ]
     if zeros:
         out.append("      structural_zeros: {")
         for name, cells in zeros.items():
@@ -697,10 +950,15 @@ def _households(path, config, table, names, geolevels, props, rho, queries, stra
         out.append(f"    {geolevels[n]}: {{")
         for i, outer in enumerate(ordering["outer_passes"]):
             if len(outer["l2"]) != 1 or len(outer["rounding"]) != 1:
-                raise AssertionError(f"ordering table: {ordering_s.value}: one least-squares and one rounder pass per outer pass")
-            out += [f"      outer{i + 1}: {{",
-                    f"        estimation: [{', '.join(_q(named(q)) for q in outer['l2'][0])}]",
-                    f"        rounding: [{', '.join(_q(named(q)) for q in outer['rounding'][0])}]", "      }"]
+                raise AssertionError(
+                    f"ordering table: {ordering_s.value}: one least-squares and one rounder pass per outer pass"
+                )
+            out += [
+                f"      outer{i + 1}: {{",
+                f"        estimation: [{', '.join(_q(named(q)) for q in outer['l2'][0])}]",
+                f"        rounding: [{', '.join(_q(named(q)) for q in outer['rounding'][0])}]",
+                "      }",
+            ]
         out.append("    }")
     out.append("  }")
     if cross:
@@ -708,6 +966,15 @@ def _households(path, config, table, names, geolevels, props, rho, queries, stra
         for name, (left, right) in cross.items():
             out += [f"    {name}: {{", f"      left: {_q(left)}", f"      right: {_q(right)}", "    }"]
         out.append("  }")
-    out += ["}", "", f"budget rho <= {shown_fraction(rho)}", "", "release {", f"  microdata {units['table']}",
-            f"  microdata {hh['table']}", "}", ""]
+    out += [
+        "}",
+        "",
+        f"budget rho <= {shown_fraction(rho)}",
+        "",
+        "release {",
+        f"  microdata {units['table']}",
+        f"  microdata {hh['table']}",
+        "}",
+        "",
+    ]
     return "\n".join(out)

@@ -8,6 +8,7 @@ others. Section and option names are case-insensitive, and `[DEFAULT]` settings 
 section. Unlike the original, a missing target and a cycle are errors that name the file, the
 section and the line of the `INCLUDE`.
 """
+
 from __future__ import annotations
 
 import os
@@ -68,8 +69,13 @@ def _parse(path: str, shown: str, include: Setting | None) -> dict:
             continue
         if raw[:1].isspace() and last is not None:  # a continuation line of a multi-line value
             last_setting = sections[current][last]
-            sections[current][last] = Setting(last_setting.section, last_setting.key,
-                                              f"{last_setting.value}\n{stripped}", last_setting.file, last_setting.line)
+            sections[current][last] = Setting(
+                last_setting.section,
+                last_setting.key,
+                f"{last_setting.value}\n{stripped}",
+                last_setting.file,
+                last_setting.line,
+            )
             continue
         m = _SECTION.match(stripped)
         if m:
@@ -88,9 +94,11 @@ def _parse(path: str, shown: str, include: Setting | None) -> dict:
         if key.lower() in sections[current] and key.lower() != "include":
             first = sections[current][key.lower()]
             if " ".join(str(first.value).split()) != " ".join(value.split()):  # the same value twice is harmless
-                raise problem(Setting(section_name, key, value, shown, n),
-                              f"set twice in the same section, to different values ({first.value!r} at line "
-                              f"{first.line}, {value!r} here)")
+                raise problem(
+                    Setting(section_name, key, value, shown, n),
+                    f"set twice in the same section, to different values ({first.value!r} at line "
+                    f"{first.line}, {value!r} here)",
+                )
             continue
         if key.lower() == "include":
             sections[current].setdefault("\0includes", []).append(Setting(section_name, key, value, shown, n))

@@ -1,4 +1,5 @@
 """Reading a Tumult-era `config.json` (SafeTab-P, SafeTab-H, PHSafe) with each key's line, and typed access."""
+
 from __future__ import annotations
 
 import json
@@ -13,7 +14,9 @@ MAX_BYTES = 4 << 20
 def read(path: str) -> dict[str, Setting]:
     """{key: Setting} of the top-level object; a value's line is where its key is written."""
     if not os.path.isfile(path):
-        raise problem(path, "the configuration file does not exist" if not os.path.exists(path) else "not a regular file")
+        raise problem(
+            path, "the configuration file does not exist" if not os.path.exists(path) else "not a regular file"
+        )
     with open(path, "rb") as f:
         data = f.read(MAX_BYTES + 1)
     if len(data) > MAX_BYTES:

@@ -1,4 +1,5 @@
 """One entry point for the configuration importers: read, convert, check, then write the spec and its tables as a set."""
+
 from __future__ import annotations
 
 import os
@@ -17,13 +18,10 @@ def import_config(kind: str, path: str, output: str) -> tuple[str, list[str], di
     is never written: that would be a bug of the importer's mapping."""
     stem = os.path.splitext(os.path.basename(output))[0] or "imported"
     if kind == "das":
-
         text, notes, figures = import_das(path)
     elif kind in ("safetab-p", "safetab-h"):
-
         text, notes, figures = import_safetab(kind, path, stem)
     elif kind == "phsafe":
-
         text, notes, figures = import_phsafe(path)
     else:
         raise ValueError(kind)
@@ -34,7 +32,6 @@ def import_config(kind: str, path: str, output: str) -> tuple[str, list[str], di
 
 def _check(text: str, files: dict[str, bytes]) -> None:
     import tempfile
-
 
     with tempfile.TemporaryDirectory(prefix="dpspec-import-") as scratch:
         for name, data in files.items():

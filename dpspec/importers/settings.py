@@ -6,6 +6,7 @@ what is measured or how much noise it gets), or not understood. The last two are
 spec as comments, and the ones not understood are also printed on stderr, so a reader of either
 sees what the spec does not say.
 """
+
 from __future__ import annotations
 
 import attrs
@@ -73,11 +74,15 @@ class Account:
         return out
 
     def stderr_lines(self) -> list[str]:
-        out = [f"warning: {s.where()}: {s.shown()}: {why}; kept as a comment in the spec, not applied"
-               for s, why in self.unknown]
+        out = [
+            f"warning: {s.where()}: {s.shown()}: {why}; kept as a comment in the spec, not applied"
+            for s, why in self.unknown
+        ]
         if self.operational:
-            out.append(f"note: {len(self.operational)} operational setting(s) (logging, solver, paths, output) are listed "
-                       "as comments in the spec")
+            out.append(
+                f"note: {len(self.operational)} operational setting(s) (logging, solver, paths, output) are listed "
+                "as comments in the spec"
+            )
         return out
 
 
@@ -112,7 +117,7 @@ def shown_fraction(value) -> str:
         fives += 1
     if d == 1 and max(twos, fives) <= 12:
         digits = max(twos, fives)
-        text = f"{value.numerator * 10 ** digits // value.denominator}"
+        text = f"{value.numerator * 10**digits // value.denominator}"
         sign = "-" if text.startswith("-") else ""
         text = text.lstrip("-").rjust(digits + 1, "0")
         return f"{sign}{text[:-digits]}.{text[-digits:]}".rstrip("0").rstrip(".")

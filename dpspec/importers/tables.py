@@ -1,4 +1,5 @@
 """The tables of production strategies, query orderings and schemas, shipped as package data."""
+
 from __future__ import annotations
 
 import json
@@ -20,6 +21,9 @@ def lookup(table: dict, kind: str, setting) -> dict:
     name = str(setting.value).strip()
     if name not in entries:
         known = ", ".join(sorted(entries)) or "none"
-        raise problem(setting, f"unknown {kind[:-1] if kind.endswith('s') else kind} {name!r}: dpspec's table of "
-                               f"production {kind} (dpspec/importers/strategies/) knows {known}")
+        raise problem(
+            setting,
+            f"unknown {kind[:-1] if kind.endswith('s') else kind} {name!r}: dpspec's table of "
+            f"production {kind} (dpspec/importers/strategies/) knows {known}",
+        )
     return entries[name]

@@ -9,6 +9,7 @@ noisy answers *and* the public ones, instead of treating post-processed numbers 
     prior (Dirichlet-multinomial within public totals) --Algorithm 1 or 2--> weighted draws
     draws --summary--> per-cell means, medians, 90%/95% intervals, contractions --report
 """
+
 from __future__ import annotations
 
 import attrs
@@ -45,15 +46,24 @@ class InferResult:
     def to_json(self) -> dict:
         d = self.draws
         return {
-            "spec": self.spec_title, "mechanism": self.mechanism, "target": self.target,
-            "quantity": "rate" if self.rate else "count", "prior": self.prior,
-            "method": self.method, "method_requested": self.requested,
+            "spec": self.spec_title,
+            "mechanism": self.mechanism,
+            "target": self.target,
+            "quantity": "rate" if self.rate else "count",
+            "prior": self.prior,
+            "method": self.method,
+            "method_requested": self.requested,
             "acceptance_rate_estimate": self.acceptance_estimate,
             "log10_acceptance_rate_estimate": self.log10_acceptance_estimate,
-            "acceptance_rate": d.acceptance, "effective_sample_size": d.ess,
-            "proposals": d.proposals, "draws": int(len(self.samples)),
-            "conditioned_on": list(self.used), "left_out": list(self.ignored),
-            "cells": self.cells, "contractions": self.contractions, "notes": list(self.notes),
+            "acceptance_rate": d.acceptance,
+            "effective_sample_size": d.ess,
+            "proposals": d.proposals,
+            "draws": int(len(self.samples)),
+            "conditioned_on": list(self.used),
+            "left_out": list(self.ignored),
+            "cells": self.cells,
+            "contractions": self.contractions,
+            "notes": list(self.notes),
             "seeded": self.seed is not None,
             **({"power": self.power} if self.power is not None else {}),
         }
@@ -84,9 +94,17 @@ def _direct(model) -> np.ndarray:
     return out
 
 
-def infer(spec, release_dir: str, target: str, prior: str | None = None, draws: int = 2000,
-          method: str = "rejection", seed: int | None = None, rate: bool = False,
-          max_proposals: int | None = None) -> InferResult:
+def infer(
+    spec,
+    release_dir: str,
+    target: str,
+    prior: str | None = None,
+    draws: int = 2000,
+    method: str = "rejection",
+    seed: int | None = None,
+    rate: bool = False,
+    max_proposals: int | None = None,
+) -> InferResult:
     """Posterior draws and summaries of `target` given the release in `release_dir`."""
     from dpspec.check.checker import check
     from dpspec.run.compiler import make_rng, spec_sha256
@@ -111,11 +129,15 @@ def infer(spec, release_dir: str, target: str, prior: str | None = None, draws: 
     try:
         likelihoods = mech.likelihood(spec, checked.params, release.outputs)
     except KeyError as exc:  # a published table without a column its likelihood reads (the variance)
-        raise InferError(f"{release_dir}: a published table lacks the column {exc}, which mechanism '{mech.name}' "
-                         "reads to infer; this is not a release dpspec compile wrote") from None
+        raise InferError(
+            f"{release_dir}: a published table lacks the column {exc}, which mechanism '{mech.name}' "
+            "reads to infer; this is not a release dpspec compile wrote"
+        ) from None
     if likelihoods is None:
-        raise InferError(f"mechanism '{mech.name}' does not state the likelihood of its release (or this release "
-                         "lacks the outputs it needs), so dpspec infer cannot condition on it")
+        raise InferError(
+            f"mechanism '{mech.name}' does not state the likelihood of its release (or this release "
+            "lacks the outputs it needs), so dpspec infer cannot condition on it"
+        )
     checked_likelihoods(likelihoods, release_dir)
     model = build_model(spec, query, likelihoods, release.outputs)
     pri = make_prior(prior, model)
@@ -143,14 +165,40 @@ def infer(spec, release_dir: str, target: str, prior: str | None = None, draws: 
             row["post_processed"] = None if np.isnan(post_q[k]) else float(post_q[k])
         high = 1.0 if rate else model.totals[model.group].astype(float)
         found = summary.contractions(post_q, stats["q025"], stats["q975"], 0.0, high)
-        contracted = {"checked": True,
-                      "zeros": [labels[k] for k in found["zeros"]], "bounds": [labels[k] for k in found["bounds"]]}
+        contracted = {
+            "checked": True,
+            "zeros": [labels[k] for k in found["zeros"]],
+            "bounds": [labels[k] for k in found["bounds"]],
+        }
         if not rate:
             positive = (result.x > 0).astype(float).T @ w
-            contracted["zero_details"] = [{"cell": labels[k], "posterior_probability_positive": float(positive[k]),
-                                           "q975": float(stats["q975"][k])} for k in found["zeros"]]
+            contracted["zero_details"] = [
+                {
+                    "cell": labels[k],
+                    "posterior_probability_positive": float(positive[k]),
+                    "q975": float(stats["q975"][k]),
+                }
+                for k in found["zeros"]
+            ]
     n_out = int(draws)
     samples = sampler.resample(result, n_out, rng) if result.method == "importance" else result.x
-    return InferResult(spec.title, mech.name, query.describe(), bool(rate), pri.description, result.method, method,
-                       result, pilot.rate, pilot.log10_rate, cells, contracted, model.used, model.ignored, notes, samples, seed,
-                       pilot.upper_bound)
+    return InferResult(
+        spec.title,
+        mech.name,
+        query.describe(),
+        bool(rate),
+        pri.description,
+        result.method,
+        method,
+        result,
+        pilot.rate,
+        pilot.log10_rate,
+        cells,
+        contracted,
+        model.used,
+        model.ignored,
+        notes,
+        samples,
+        seed,
+        pilot.upper_bound,
+    )

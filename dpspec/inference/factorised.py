@@ -13,6 +13,7 @@ Inside the windows that is the posterior itself; the probability of each draw is
 is drawn, so mixed with a proposal of full support the importance weights stay exact whatever the
 windows leave out (the effective sample size says how much that was).
 """
+
 from __future__ import annotations
 
 import attrs
@@ -138,9 +139,11 @@ class Factorised:
     n_components: int
 
     def describe(self) -> str:
-        return (f"the posterior factorises into {self.n_components} components linked only by {len(self.groups)} public "
-                f"total(s); the proposal draws them exactly within windows (each answer's truth within e^-{WINDOW:g} of "
-                "its largest likelihood), by forward filtering and backward sampling of the components' sums")
+        return (
+            f"the posterior factorises into {self.n_components} components linked only by {len(self.groups)} public "
+            f"total(s); the proposal draws them exactly within windows (each answer's truth within e^-{WINDOW:g} of "
+            "its largest likelihood), by forward filtering and backward sampling of the components' sums"
+        )
 
     def sample(self, n: int, rng) -> tuple[np.ndarray, np.ndarray]:
         """n draws (n x K) and their log probabilities under this proposal."""
@@ -172,8 +175,8 @@ def _tables(model):
         table = np.empty((top + 1, r))
         step = max(1, MAX_TABLE // (4 * max(r, 1)))
         for i in range(0, top + 1, step):
-            chunk = t[i:i + step]
-            table[i:i + step] = b.likelihood.logpmf(np.broadcast_to(chunk[:, None], (chunk.size, r)))
+            chunk = t[i : i + step]
+            table[i : i + step] = b.likelihood.logpmf(np.broadcast_to(chunk[:, None], (chunk.size, r)))
         out.append(table)
     return out
 
@@ -217,7 +220,7 @@ def _joint_standins(model, tables) -> list:
         ends = np.cumsum([g.size for g in grids])
         columns = []
         for g, e in zip(grids, ends):
-            v = values[e - g.size:e]
+            v = values[e - g.size : e]
             ok = np.isfinite(v)  # -inf or NaN: interpolated over, flat beyond the last finite value
             columns.append(np.interp(t, g[ok], v[ok]) if ok.any() else np.zeros(t.size))
         out.append(_level(table + np.column_stack(columns), model))
@@ -283,7 +286,7 @@ def build(model, prior) -> tuple[Factorised | None, str]:
         if not np.all(np.isfinite(table.max(axis=0))):
             return None, "an answer has probability 0 at every truth"
         for r in range(m.shape[0]):
-            cells = m.indices[m.indptr[r]:m.indptr[r + 1]]
+            cells = m.indices[m.indptr[r] : m.indptr[r + 1]]
             if cells.size:
                 rows_of.append((table, r, cells, int(lo[r]), int(hi[r])))
     n_comp, label = connected_components(links, directed=False)
@@ -360,7 +363,7 @@ def _pair(cells, lo, span, rows, alpha) -> Pair | None:
     live = np.flatnonzero(np.isfinite(log_mass))
     if live.size == 0:
         return None
-    return attrs.evolve(pair, smin=int(s[live[0]]), log_mass=log_mass[live[0]:live[-1] + 1])
+    return attrs.evolve(pair, smin=int(s[live[0]]), log_mass=log_mass[live[0] : live[-1] + 1])
 
 
 def _component(cells, lo, span, rows, alpha) -> Component | Pair | str:
@@ -464,7 +467,7 @@ def _filter(total: int, parts: tuple) -> Group | None:
         hi = min(new_off + conv.size - 1, total - int(after_min[j]))
         if lo > hi:
             return None
-        conv = conv[lo - new_off:hi - new_off + 1]
+        conv = conv[lo - new_off : hi - new_off + 1]
         peak = conv.max()
         if not peak > 0:
             return None
@@ -487,7 +490,7 @@ def _saddle(total: int, parts: tuple) -> float:
     width = max(c.log_mass.size for c in parts)
     logm = np.full((len(parts), width), -np.inf)
     for j, c in enumerate(parts):
-        logm[j, :c.log_mass.size] = c.log_mass
+        logm[j, : c.log_mass.size] = c.log_mass
     s = np.array([c.smin for c in parts], dtype=float)[:, None] + np.arange(width)[None, :]
 
     def means(k):
@@ -528,7 +531,9 @@ def _walk(g: Group, n: int, rng, x: np.ndarray) -> np.ndarray:
             chosen = w[np.arange(m), pick]
             good &= chosen > 0
             with np.errstate(divide="ignore"):
-                logq[rows] += np.where(good, np.log(np.where(good, chosen, 1.0)) - np.log(np.where(good, tot, 1.0)), -np.inf)
+                logq[rows] += np.where(
+                    good, np.log(np.where(good, chosen, 1.0)) - np.log(np.where(good, tot, 1.0)), -np.inf
+                )
             ok &= good
             sk = np.clip(s - c.smin, 0, sums.size - 1)
             if rng is not None:

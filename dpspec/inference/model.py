@@ -9,6 +9,7 @@ Why only answers that are sums of target cells: any other answer (one broken dow
 the target is not) would need a finer latent table. Leaving it out conditions on less of the
 release, which keeps the posterior valid but less sharp; the result lists what was left out.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -80,8 +81,9 @@ class Model:
     def labels(self) -> list[str]:
         if not len(self.cells.columns):
             return ["all"]
-        return [", ".join(f"{c}={v}" for c, v in zip(self.cells.columns, row))
-                for row in self.cells.itertuples(index=False)]
+        return [
+            ", ".join(f"{c}={v}" for c, v in zip(self.cells.columns, row)) for row in self.cells.itertuples(index=False)
+        ]
 
 
 def _keys(frame: pd.DataFrame, columns) -> np.ndarray:
@@ -107,7 +109,9 @@ def _column_values(spec: ir.Spec, table: str, column: str, seen: list) -> list[s
             return [str(v) for v in declared]
     values = sorted({str(v) for frame in seen for v in frame})
     if not values:
-        raise InferError(f"the release says nothing about the values of '{column}' (no released answer is broken down by it)")
+        raise InferError(
+            f"the release says nothing about the values of '{column}' (no released answer is broken down by it)"
+        )
     return values
 
 
@@ -124,7 +128,8 @@ def _covered(cells: pd.DataFrame, answers) -> pd.DataFrame:
 def _matrix(cells: pd.DataFrame, frame: pd.DataFrame, columns) -> sp.csr_matrix:
     """rows x K 0/1 matrix: row r covers the cells that agree with it on `columns`."""
     pairs = pd.DataFrame({"key": _keys(frame, columns), "row": np.arange(len(frame))}).merge(
-        pd.DataFrame({"key": _keys(cells, columns), "cell": np.arange(len(cells))}), on="key")
+        pd.DataFrame({"key": _keys(cells, columns), "cell": np.arange(len(cells))}), on="key"
+    )
     r, c = pairs["row"].to_numpy(), pairs["cell"].to_numpy()
     return sp.csr_matrix((np.ones(r.size, dtype=np.int64), (r, c)), shape=(len(frame), len(cells)))
 
@@ -180,19 +185,28 @@ def build_model(spec: ir.Spec, target: ir.CountQuery, likelihoods: list, outputs
     if not informative:
         table = spec.domain.table(target.table)
         foreign = sorted({c for lk in likelihoods for c in lk.query.columns if table.column(c) is None})
-        why = "".join(f"; '{c}' is not a column of table '{target.table}' but a dimension the mechanism publishes, "
-                      "so no target over the table's columns is a sum of its answers" for c in foreign)
+        why = "".join(
+            f"; '{c}' is not a column of table '{target.table}' but a dimension the mechanism publishes, "
+            "so no target over the table's columns is a sum of its answers"
+            for c in foreign
+        )
         shown = ignored[:4] + ([f"and {len(ignored) - 4} more"] if len(ignored) > 4 else [])
-        raise InferError(f"the release does not inform '{target.describe()}': no released noisy answer is a sum of its cells"
-                         + (f" (left out: {'; '.join(shown)})" if ignored else "") + why)
+        raise InferError(
+            f"the release does not inform '{target.describe()}': no released noisy answer is a sum of its cells"
+            + (f" (left out: {'; '.join(shown)})" if ignored else "")
+            + why
+        )
     # public statistics: exact answers in the release, and declared invariants / public
     # statistics tabulated from released microdata (the mechanism keeps them exact)
     public = [(lk.query, lk.cells.assign(count=lk.value)) for lk in exact]
     # earlier periods' counts (`used as base`): exact and public, but of other periods than the
     # released one, so constants of the likelihood rather than totals the target's cells must meet
-    constants = [f"{p.query.describe()}: the earlier period's counts the base measure is built from (Z, exact), "
-                 "known constants of the likelihood; they count other periods, so they constrain none of the target's cells"
-                 for p in spec.public if p.use == "base" and p.query.table == target.table]
+    constants = [
+        f"{p.query.describe()}: the earlier period's counts the base measure is built from (Z, exact), "
+        "known constants of the likelihood; they count other periods, so they constrain none of the target's cells"
+        for p in spec.public
+        if p.use == "base" and p.query.table == target.table
+    ]
     for q in [*spec.invariants, *(p.query for p in spec.public if p.use != "base")]:
         if q.table != target.table or any(q.key() == p.key() for p, _ in public):
             continue
@@ -201,13 +215,17 @@ def build_model(spec: ir.Spec, target: ir.CountQuery, likelihoods: list, outputs
             continue
         counts = _microdata_counts(outputs, q)
         if counts is None:
-            raise InferError(f"the spec declares '{q.describe()}' as published exactly, but the release holds neither "
-                             "its values nor microdata to tabulate them")
+            raise InferError(
+                f"the spec declares '{q.describe()}' as published exactly, but the release holds neither "
+                "its values nor microdata to tabulate them"
+            )
         public.append((q, counts))
     if not public:
-        raise InferError(f"no public total covers '{target.describe()}': the default prior (a Dirichlet-multinomial "
-                         "consistent with the public totals) needs at least one declared invariant or public count "
-                         "of the target's table whose columns are among the target's")
+        raise InferError(
+            f"no public total covers '{target.describe()}': the default prior (a Dirichlet-multinomial "
+            "consistent with the public totals) needs at least one declared invariant or public count "
+            "of the target's table whose columns are among the target's"
+        )
     seen = {c: [] for c in tcols}
     for lk in informative:
         for c in lk.query.columns:
@@ -218,19 +236,28 @@ def build_model(spec: ir.Spec, target: ir.CountQuery, likelihoods: list, outputs
     values = [_column_values(spec, target.table, c, seen[c]) for c in tcols]
     n_cells = int(np.prod([len(v) for v in values])) if values else 1
     if n_cells > MAX_CELLS:
-        raise InferError(f"'{target.describe()}' has {n_cells:,} cells; dpspec infer handles at most {MAX_CELLS:,} "
-                         "(choose a coarser target)")
+        raise InferError(
+            f"'{target.describe()}' has {n_cells:,} cells; dpspec infer handles at most {MAX_CELLS:,} "
+            "(choose a coarser target)"
+        )
     # groups: the finest public statistic; every other one must be coarser (nested) and agree
     public.sort(key=lambda item: len(item[0].columns))
     finest_q, finest = public[-1]
     for q, _ in public[:-1]:
         if not set(q.columns) <= set(finest_q.columns):
-            raise InferError(f"public statistics '{q.describe()}' and '{finest_q.describe()}' are not nested; "
-                             "dpspec infer conditions on nested public totals only")
-    cells = pd.DataFrame(list(itertools.product(*values)), columns=list(tcols)) if values else pd.DataFrame(index=pd.RangeIndex(1))
+            raise InferError(
+                f"public statistics '{q.describe()}' and '{finest_q.describe()}' are not nested; "
+                "dpspec infer conditions on nested public totals only"
+            )
+    cells = (
+        pd.DataFrame(list(itertools.product(*values)), columns=list(tcols))
+        if values
+        else pd.DataFrame(index=pd.RangeIndex(1))
+    )
     if values:
-        cells = _covered(cells, [(lk.query.columns, lk.cells) for lk in informative]
-                         + [(q.columns, counts) for q, counts in public])
+        cells = _covered(
+            cells, [(lk.query.columns, lk.cells) for lk in informative] + [(q.columns, counts) for q, counts in public]
+        )
     gkeys = _keys(cells, finest_q.columns)
     fkeys = _keys(finest, finest_q.columns)
     ftotals = pd.Series(finest["count"].to_numpy(dtype=np.int64), index=fkeys).groupby(level=0).sum()
@@ -246,12 +273,18 @@ def build_model(spec: ir.Spec, target: ir.CountQuery, likelihoods: list, outputs
     first = np.searchsorted(group, np.arange(len(totals)))  # a representative cell per group
     for q, counts in public[:-1]:
         coarse = pd.Series(totals, index=_keys(cells.iloc[first], q.columns)).groupby(level=0).sum()
-        given = pd.Series(counts["count"].to_numpy(dtype=np.int64), index=_keys(counts, q.columns)).groupby(level=0).sum()
+        given = (
+            pd.Series(counts["count"].to_numpy(dtype=np.int64), index=_keys(counts, q.columns)).groupby(level=0).sum()
+        )
         if not np.array_equal(coarse.reindex(given.index, fill_value=0).to_numpy(), given.to_numpy()):
-            raise InferError(f"the release contradicts itself: '{q.describe()}' does not equal the sum of '{finest_q.describe()}'")
+            raise InferError(
+                f"the release contradicts itself: '{q.describe()}' does not equal the sum of '{finest_q.describe()}'"
+            )
     blocks = tuple(Block(lk, _matrix(cells, lk.cells, lk.query.columns)) for lk in informative)
     for b in blocks:
-        used.append(f"{b.likelihood.query.describe()} ({len(b.likelihood.value)} noisy answers): {b.likelihood.description}")
+        used.append(
+            f"{b.likelihood.query.describe()} ({len(b.likelihood.value)} noisy answers): {b.likelihood.description}"
+        )
     for q, _ in public:
         used.append(f"{q.describe()}: published exactly")
     used.extend(constants)
@@ -263,7 +296,10 @@ def build_model(spec: ir.Spec, target: ir.CountQuery, likelihoods: list, outputs
     else:
         postprocessed = _released_table(blocks, len(cells))
         if postprocessed is not None:
-            used.append("the released answers determine one table of the target's cells (a synthetic release, as "
-                        "the Wasserstein mechanisms' cases and deaths): compared with the posterior as its published values")
-    return Model(target, cells, blocks, group.astype(np.int64), totals, finest_q, postprocessed,
-                 tuple(used), tuple(ignored))
+            used.append(
+                "the released answers determine one table of the target's cells (a synthetic release, as "
+                "the Wasserstein mechanisms' cases and deaths): compared with the posterior as its published values"
+            )
+    return Model(
+        target, cells, blocks, group.astype(np.int64), totals, finest_q, postprocessed, tuple(used), tuple(ignored)
+    )

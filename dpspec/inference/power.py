@@ -1,4 +1,5 @@
 """`dpspec infer --power CELL:H0:H1`: seed 2's Theorem 15 on one cell of a compiled release."""
+
 from __future__ import annotations
 
 from .release import InferError, load_release
@@ -12,8 +13,10 @@ def parse_power(text: str) -> tuple[str, int, int]:
     """CELL:H0:H1 -> (cell, null count, alternative count); the cell may itself hold colons."""
     parts = str(text).rsplit(":", 2)
     if len(parts) != 3 or not parts[0]:
-        raise InferError(f"--power {text!r}: expected CELL:H0:H1, e.g. Allegheny:900:1000 (the cell's count under "
-                         "the null and under the alternative)")
+        raise InferError(
+            f"--power {text!r}: expected CELL:H0:H1, e.g. Allegheny:900:1000 (the cell's count under "
+            "the null and under the alternative)"
+        )
     try:
         null, alternative = int(parts[1]), int(parts[2])
     except ValueError:
@@ -27,7 +30,6 @@ def power(spec, release_dir: str, text: str, level: float = DEFAULT_LEVEL) -> di
     """The mechanism's `power` on the release in `release_dir` (the spec's, by its hash)."""
     from dpspec.run.compiler import spec_sha256
 
-
     if not 0 < level < 1:
         raise InferError(f"--level {level}: expected a level strictly between 0 and 1")
     cell, null, alternative = parse_power(text)
@@ -39,6 +41,8 @@ def power(spec, release_dir: str, text: str, level: float = DEFAULT_LEVEL) -> di
     except (MechanismError, ValueError) as exc:
         raise InferError(f"mechanism '{mech.name}': {exc}") from None
     if out is None:
-        raise InferError(f"mechanism '{mech.name}' does not state the power of a test on its release with and without Z "
-                         "(seed 2's Theorem 15), so --power cannot report it")
+        raise InferError(
+            f"mechanism '{mech.name}' does not state the power of a test on its release with and without Z "
+            "(seed 2's Theorem 15), so --power cannot report it"
+        )
     return {"theorem": "seed 2, Theorem 15", **out}

@@ -7,6 +7,7 @@ public counts). A user gives `dirichlet-multinomial:A` (every concentration A) o
 the target's columns and an `alpha` column (concentrations per cell, e.g. proportional to an
 earlier public release).
 """
+
 from __future__ import annotations
 
 import os
@@ -31,7 +32,10 @@ def _redraw_underflowed(theta: np.ndarray, a: np.ndarray, rng: np.random.Generat
         return
     pos = a > 0
     with np.errstate(divide="ignore"):
-        log_g = np.log(rng.gamma(a[pos] + 1.0, size=(dead.size, int(pos.sum())))) + np.log(rng.random((dead.size, int(pos.sum())))) / a[pos]
+        log_g = (
+            np.log(rng.gamma(a[pos] + 1.0, size=(dead.size, int(pos.sum()))))
+            + np.log(rng.random((dead.size, int(pos.sum())))) / a[pos]
+        )
     rows = np.zeros((dead.size, a.size))
     rows[:, pos] = np.exp(log_g - log_g.max(axis=1, keepdims=True))
     theta[dead] = rows
@@ -74,7 +78,6 @@ class Prior:
         return np.where(ok, out, -np.inf)
 
 
-
 def cell_log_weight(a, k) -> np.ndarray:
     """log C(k + a - 1, k): the Dirichlet-multinomial weight of count k in a cell of concentration
     a (a = 0 holds only k = 0). The prior's pmf and the factorised proposal share it."""
@@ -109,10 +112,14 @@ def make_prior(text: str | None, model: Model, base_dir: str = ".") -> Prior:
         try:
             a = float(value) if value else 1.0
         except ValueError:
-            raise InferError(f"--prior '{text}': the concentration must be a number, as in dirichlet-multinomial:0.5") from None
+            raise InferError(
+                f"--prior '{text}': the concentration must be a number, as in dirichlet-multinomial:0.5"
+            ) from None
         if not (np.isfinite(a) and MIN_ALPHA <= a <= MAX_ALPHA):
             raise InferError(f"--prior '{text}': the concentration must be a positive number between 1e-300 and 1e300")
-        return Prior(np.full(model.n_cells, a), f"Dirichlet-multinomial within each public total, every concentration {a:g}")
+        return Prior(
+            np.full(model.n_cells, a), f"Dirichlet-multinomial within each public total, every concentration {a:g}"
+        )
     path = text if os.path.isabs(text) else os.path.join(base_dir, text)
     if not os.path.isfile(path) and os.path.isfile(text):
         path = text
@@ -125,25 +132,35 @@ def make_prior(text: str | None, model: Model, base_dir: str = ".") -> Prior:
     cols = list(model.cells.columns)
     missing = [c for c in [*cols, "alpha"] if c not in frame.columns]
     if missing:
-        raise InferError(f"--prior {path}: needs the columns {', '.join([*cols, 'alpha'])}; missing {', '.join(missing)}")
+        raise InferError(
+            f"--prior {path}: needs the columns {', '.join([*cols, 'alpha'])}; missing {', '.join(missing)}"
+        )
     try:
         alpha = pd.to_numeric(frame["alpha"]).to_numpy(dtype=float)
     except ValueError:
         raise InferError(f"--prior {path}: column 'alpha' must hold numbers") from None
-    bad = np.flatnonzero(~np.isfinite(alpha) | (alpha < 0) | ((alpha > 0) & ((alpha < MIN_ALPHA) | (alpha > MAX_ALPHA))))
+    bad = np.flatnonzero(
+        ~np.isfinite(alpha) | (alpha < 0) | ((alpha > 0) & ((alpha < MIN_ALPHA) | (alpha > MAX_ALPHA)))
+    )
     if bad.size:
-        raise InferError(f"--prior {path}, row {bad[0] + 2}: alpha must be 0 or a number between 1e-300 and 1e300, "
-                         f"got {frame['alpha'].iloc[bad[0]]!r}")
+        raise InferError(
+            f"--prior {path}, row {bad[0] + 2}: alpha must be 0 or a number between 1e-300 and 1e300, "
+            f"got {frame['alpha'].iloc[bad[0]]!r}"
+        )
     given = pd.Series(alpha, index=_keys(frame, cols))
     if given.index.duplicated().any():
         raise InferError(f"--prior {path}: cell {given.index[given.index.duplicated()][0]!r} is listed twice")
     keys = _keys(model.cells, cols)
     absent = [k for k in keys if k not in given.index]
     if absent:
-        raise InferError(f"--prior {path}: no alpha for cell {absent[0].replace(chr(31), ', ')!r} ({len(absent)} cells missing)")
+        raise InferError(
+            f"--prior {path}: no alpha for cell {absent[0].replace(chr(31), ', ')!r} ({len(absent)} cells missing)"
+        )
     a = given.reindex(keys).to_numpy(dtype=float)
     for g, total in enumerate(model.totals):
         if total > 0 and not np.any(a[model.group == g] > 0):
-            raise InferError(f"--prior {path} contradicts the public information: every cell of a group whose public "
-                             f"total is {total} has alpha 0 (probability 0 for the published total)")
+            raise InferError(
+                f"--prior {path} contradicts the public information: every cell of a group whose public "
+                f"total is {total} has alpha 0 (probability 0 for the published total)"
+            )
     return Prior(a, f"Dirichlet-multinomial within each public total, concentrations from {os.path.basename(path)}")

@@ -3,6 +3,7 @@
 Why the manifest: it names every published table and the spec's hash, so inference can refuse
 a release that another spec produced instead of silently pairing the wrong likelihood with it.
 """
+
 from __future__ import annotations
 
 import os
@@ -44,23 +45,29 @@ def load_release(path: str, spec_sha256: str | None = None) -> LoadedRelease:
             raise ValueError(f"larger than {MAX_MANIFEST_BYTES:,} characters")
         manifest = strict_json(text)
         if isinstance(manifest, dict) and manifest.get("command", "compile") != "compile":  # an audit's or infer's set
-            raise InferError(f"{path}: holds the reports of `dpspec {manifest['command']}`, not a release; "
-                             "give the output directory of `dpspec compile`")
+            raise InferError(
+                f"{path}: holds the reports of `dpspec {manifest['command']}`, not a release; "
+                "give the output directory of `dpspec compile`"
+            )
         listed = manifest["outputs"]
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise InferError(f"{man_path}: unreadable manifest ({exc})") from None
 
     refuse_newer("manifest", manifest, man_path, InferError)
     if spec_sha256 is not None and manifest.get("spec", {}).get("sha256") not in (None, spec_sha256):
-        raise InferError(f"{path}: this release was produced by a different version of the spec "
-                         f"(its manifest records spec sha256 {manifest['spec']['sha256'][:12]}…); "
-                         "infer with the spec that produced it")
+        raise InferError(
+            f"{path}: this release was produced by a different version of the spec "
+            f"(its manifest records spec sha256 {manifest['spec']['sha256'][:12]}…); "
+            "infer with the spec that produced it"
+        )
     outputs = {}
     for name, entry in listed.items():
         file = os.path.join(path, os.path.basename(str(entry.get("file", ""))))
         try:
             require_regular(file)  # a table linked to /dev/zero would be read until memory runs out
-            outputs[name] = pd.read_parquet(file) if file.endswith(".parquet") else pd.read_csv(file, keep_default_na=False)
+            outputs[name] = (
+                pd.read_parquet(file) if file.endswith(".parquet") else pd.read_csv(file, keep_default_na=False)
+            )
         except (OSError, ValueError) as exc:
             raise InferError(f"{file}: cannot read the published table '{name}' ({exc})") from None
         _refuse_non_finite(file, outputs[name])
@@ -68,7 +75,7 @@ def load_release(path: str, spec_sha256: str | None = None) -> LoadedRelease:
 
 
 # Integers beyond 2^53 are not exact as floats, and no count or cell index comes near it.
-_LARGEST = 2 ** 53
+_LARGEST = 2**53
 _NUMBER = r"[+-]?((\d+\.?\d*|\.\d+)([eE][+-]?\d+)?|nan|inf|infinity)"
 
 
@@ -90,9 +97,11 @@ def _refuse_non_finite(file: str, frame: pd.DataFrame) -> None:
         bad = ~np.isfinite(as_float) | (np.abs(np.nan_to_num(as_float)) > _LARGEST)
         if bad.any():
             row = int(np.flatnonzero(bad)[0])
-            raise InferError(f"{file}: column '{column}', row {row + 2}: {frame[column].iloc[row]!r} is not a finite "
-                             f"number within the range a release holds (at most 2^53 in magnitude); this is not a "
-                             "release dpspec compile wrote")
+            raise InferError(
+                f"{file}: column '{column}', row {row + 2}: {frame[column].iloc[row]!r} is not a finite "
+                f"number within the range a release holds (at most 2^53 in magnitude); this is not a "
+                "release dpspec compile wrote"
+            )
 
 
 def validate_release(release: LoadedRelease, mechanism, spec, params: dict) -> None:
@@ -102,7 +111,6 @@ def validate_release(release: LoadedRelease, mechanism, spec, params: dict) -> N
     check of a release read back; an InferError names the file, the row and the column."""
     import numpy as np
 
-
     for name, schema in mechanism.release_columns(spec, params).items():
         frame = release.outputs.get(name)
         if frame is None:
@@ -110,9 +118,11 @@ def validate_release(release: LoadedRelease, mechanism, spec, params: dict) -> N
         file = _file_of(release, name)
         missing = [c for c in schema.columns if c not in frame.columns]
         if missing:
-            raise InferError(f"{file}: the published table '{name}' has no column '{missing[0]}', which mechanism "
-                             f"'{mechanism.name}' writes and reads back (it holds {', '.join(map(str, frame.columns))}); "
-                             "this is not a release dpspec compile wrote for this spec")
+            raise InferError(
+                f"{file}: the published table '{name}' has no column '{missing[0]}', which mechanism "
+                f"'{mechanism.name}' writes and reads back (it holds {', '.join(map(str, frame.columns))}); "
+                "this is not a release dpspec compile wrote for this spec"
+            )
         _refuse_non_finite(file, frame[[c for c in schema.numbers if c in frame.columns]])
         if schema.key:
             repeated = frame.duplicated(subset=list(schema.key), keep=False).to_numpy()
@@ -120,19 +130,25 @@ def validate_release(release: LoadedRelease, mechanism, spec, params: dict) -> N
                 rows = np.flatnonzero(repeated)
                 first = frame.iloc[rows[0]][list(schema.key)].astype(str).to_dict()
                 again = next(r for r in rows[1:] if frame.iloc[r][list(schema.key)].astype(str).to_dict() == first)
-                raise InferError(f"{file}: rows {rows[0] + 2} and {again + 2} both hold the cell {first} (columns "
-                                 f"{', '.join(schema.key)}); each measured cell appears once in a release (a repeated "
-                                 "measurement would count as independent evidence)")
+                raise InferError(
+                    f"{file}: rows {rows[0] + 2} and {again + 2} both hold the cell {first} (columns "
+                    f"{', '.join(schema.key)}); each measured cell appears once in a release (a repeated "
+                    "measurement would count as independent evidence)"
+                )
         if schema.implied is not None:
             for column, agrees in schema.implied(frame).items():
                 bad = ~np.asarray(agrees, dtype=bool)
                 if bad.any():
                     row = int(np.flatnonzero(bad)[0])
-                    raise InferError(f"{file}: column '{column}', row {row + 2}: {str(frame[column].iloc[row])!r} is not the "
-                                     f"value the spec implies for that row (mechanism '{mechanism.name}'); the release "
-                                     "was changed, or another spec produced it")
+                    raise InferError(
+                        f"{file}: column '{column}', row {row + 2}: {str(frame[column].iloc[row])!r} is not the "
+                        f"value the spec implies for that row (mechanism '{mechanism.name}'); the release "
+                        "was changed, or another spec produced it"
+                    )
     try:  # one row per declared cell, as compile held the release to (the declared key sets)
-        check_read_keys(spec, mechanism, params, release.outputs, lambda name: f"{_file_of(release, name)}: the table '{name}'")
+        check_read_keys(
+            spec, mechanism, params, release.outputs, lambda name: f"{_file_of(release, name)}: the table '{name}'"
+        )
     except MechanismError as exc:
         raise InferError(str(exc)) from None
 
@@ -161,6 +177,8 @@ def checked_likelihoods(likelihoods, what: str) -> None:
             repeated = cells.duplicated(keep=False)
             if repeated.any():
                 first = cells[repeated].iloc[0].to_dict()
-                raise InferError(f"{what}: {label}: the cell {first} is released {int(cells.duplicated(keep=False).sum())} "
-                                 "times; each measured cell appears once in a release (a repeated measurement would "
-                                 "count as independent evidence)")
+                raise InferError(
+                    f"{what}: {label}: the cell {first} is released {int(cells.duplicated(keep=False).sum())} "
+                    "times; each measured cell appears once in a release (a repeated measurement would "
+                    "count as independent evidence)"
+                )

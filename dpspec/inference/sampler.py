@@ -13,6 +13,7 @@ plus discrete Gaussian steps (the project's exact sampler), negative values fold
 counts, so q is exact too. Weights correct
 for every approximation; the effective sample size says how many draws they are worth.
 """
+
 from __future__ import annotations
 
 from fractions import Fraction
@@ -90,8 +91,9 @@ class Pilot:
     upper_bound: bool = False  # the rate is an upper bound (the joint terms were not computed)
 
 
-def estimate_acceptance(model: Model, prior: Prior, rng, n: int = PILOT, draws: int | None = None,
-                        max_proposals: int = MAX_PROPOSALS) -> Pilot:
+def estimate_acceptance(
+    model: Model, prior: Prior, rng, n: int = PILOT, draws: int | None = None, max_proposals: int = MAX_PROPOSALS
+) -> Pilot:
     """Pilot estimate of Algorithm 1's acceptance rate: the mean of L / max L over prior draws.
     A joint term (a normaliser per draw, the costly part) is at most its joint_max, so the rate
     without it bounds the rate from above; when that bound already puts `draws` beyond
@@ -109,8 +111,9 @@ def estimate_acceptance(model: Model, prior: Prior, rng, n: int = PILOT, draws: 
     return Pilot(float(np.exp(log_rate)), log_rate / np.log(10), x[accept], n)
 
 
-def rejection(model: Model, prior: Prior, draws: int, rng, max_proposals: int = MAX_PROPOSALS,
-              pilot: Pilot | None = None) -> Draws | None:
+def rejection(
+    model: Model, prior: Prior, draws: int, rng, max_proposals: int = MAX_PROPOSALS, pilot: Pilot | None = None
+) -> Draws | None:
     """Algorithm 1; None when the estimated cost exceeds max_proposals."""
     pilot = pilot if pilot is not None else estimate_acceptance(model, prior, rng)
     rate, kept = pilot.rate, pilot.kept
@@ -128,8 +131,7 @@ def rejection(model: Model, prior: Prior, draws: int, rng, max_proposals: int = 
         got += int(accept.sum())
         proposals += n
     x = np.concatenate(accepted)[:draws]
-    return Draws("rejection", x, np.full(len(x), 1.0 / max(len(x), 1)), proposals,
-                 acceptance=got / proposals)
+    return Draws("rejection", x, np.full(len(x), 1.0 / max(len(x), 1)), proposals, acceptance=got / proposals)
 
 
 def _least_squares(model: Model) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -143,8 +145,12 @@ def _least_squares(model: Model) -> tuple[np.ndarray, np.ndarray, np.ndarray, np
     ridge = 1.0 / scale**2  # a vague anchor so unmeasured cells stay defined
     # first an unconstrained fit, to pick each group's largest cell as the one its total determines
     h0 = a.T @ (w[:, None] * a) + ridge * np.eye(k)
-    guess = np.linalg.solve(h0, a.T @ (w * y) + ridge * np.repeat(model.totals / np.bincount(model.group), np.bincount(model.group)))
-    determined = np.array([np.flatnonzero(model.group == g)[np.argmax(guess[model.group == g])] for g in range(len(model.totals))])
+    guess = np.linalg.solve(
+        h0, a.T @ (w * y) + ridge * np.repeat(model.totals / np.bincount(model.group), np.bincount(model.group))
+    )
+    determined = np.array(
+        [np.flatnonzero(model.group == g)[np.argmax(guess[model.group == g])] for g in range(len(model.totals))]
+    )
     free = np.setdiff1d(np.arange(k), determined)
     t = np.zeros((k, free.size))
     t[free, np.arange(free.size)] = 1.0
@@ -193,8 +199,10 @@ def _proposal(mean, cov, n: int, rng, given: np.ndarray | None = None) -> tuple[
         z[:, j] = (xj - cond) / chol[j, j]
         for g, s2 in s2_of.items():
             rows = np.flatnonzero(grid == g)
-            logq[rows] += np.logaddexp(discrete_gaussian_logpmf(s2, xj[rows] - centre[rows]),
-                                       discrete_gaussian_logpmf(s2, -xj[rows] - 1 - centre[rows]))
+            logq[rows] += np.logaddexp(
+                discrete_gaussian_logpmf(s2, xj[rows] - centre[rows]),
+                discrete_gaussian_logpmf(s2, -xj[rows] - 1 - centre[rows]),
+            )
         if given is not None:
             logq[xj < 0] = -np.inf  # the fold never proposes a negative count
     return x, logq
@@ -220,7 +228,7 @@ def _mixture(model: Model, prior: Prior, fac, n: int, rng, t0, t, mean, cov) -> 
     x = np.concatenate([x_fac, x_ls])
     a, b = np.log1p(-DEFENSIVE), np.log(DEFENSIVE)
     logq = np.concatenate([np.logaddexp(a + q_fac, b + q_ls_of_fac), np.logaddexp(a + q_fac_of_ls, b + q_ls)])
-    logw = np.concatenate([_target(model, prior, x[i:i + BATCH]) for i in range(0, len(x), BATCH)]) - logq
+    logw = np.concatenate([_target(model, prior, x[i : i + BATCH]) for i in range(0, len(x), BATCH)]) - logq
     return x, logw
 
 
@@ -234,13 +242,17 @@ def importance(model: Model, prior: Prior, draws: int, rng, proposals: int | Non
     if fac is not None:
         n = int(proposals or max(np.ceil(draws / (1 - DEFENSIVE)), 1000))  # the factorised draws weigh about equally
         x, logw = _mixture(model, prior, fac, n, rng, t0, t, mean, cov)
-        notes.append(f"importance sampling: {fac.describe()}, mixed with the least-squares proposal "
-                     f"({DEFENSIVE:.0%} of {n:,} proposals), which covers what the windows leave out")
+        notes.append(
+            f"importance sampling: {fac.describe()}, mixed with the least-squares proposal "
+            f"({DEFENSIVE:.0%} of {n:,} proposals), which covers what the windows leave out"
+        )
     else:
         n = proposals or max(20 * draws, 10_000)
         n = int(min(n, max(MAX_ELEMENTS // max(model.n_cells, 1), 1000)))
-        notes.append(f"importance sampling with the least-squares proposal ({n:,} proposals); the factorised proposal "
-                     f"does not apply: {why}")
+        notes.append(
+            f"importance sampling with the least-squares proposal ({n:,} proposals); the factorised proposal "
+            f"does not apply: {why}"
+        )
         xs, logws = [], []
         for start in range(0, n, BATCH):
             m = min(BATCH, n - start)
@@ -253,8 +265,10 @@ def importance(model: Model, prior: Prior, draws: int, rng, proposals: int | Non
     if not np.any(np.isfinite(logw)):
         w = np.full(n, 1.0 / n)
         ess = 0.0
-        notes.append("no proposal had positive posterior probability: the release and the prior disagree "
-                     "beyond what the noise explains")
+        notes.append(
+            "no proposal had positive posterior probability: the release and the prior disagree "
+            "beyond what the noise explains"
+        )
     else:
         w = np.exp(logw - logsumexp(logw))
         ess = float(1.0 / np.sum(w * w))
@@ -269,8 +283,15 @@ def resample(draws: Draws, n: int, rng) -> np.ndarray:
     return draws.x[idx]
 
 
-def sample(model: Model, prior: Prior, draws: int, rng, method: str = "rejection",
-           max_proposals: int = MAX_PROPOSALS, pilot_draws: int = PILOT) -> tuple[Draws, Pilot, list[str]]:
+def sample(
+    model: Model,
+    prior: Prior,
+    draws: int,
+    rng,
+    method: str = "rejection",
+    max_proposals: int = MAX_PROPOSALS,
+    pilot_draws: int = PILOT,
+) -> tuple[Draws, Pilot, list[str]]:
     """Estimate Algorithm 1's acceptance rate, run it if affordable, else Algorithm 2; with notes."""
     notes = []
     pilot = estimate_acceptance(model, prior, rng, pilot_draws, draws, max_proposals)
@@ -280,14 +301,17 @@ def sample(model: Model, prior: Prior, draws: int, rng, method: str = "rejection
         if result is None:
             need = f"{'at least' if pilot.upper_bound else 'about'} 10^{np.log10(draws) - pilot.log10_rate:.0f}"
             rate = f"{'at most' if pilot.upper_bound else ''} 10^{pilot.log10_rate:.1f}".strip()
-            notes.append(f"too large for exact rejection sampling: the estimated acceptance rate is {rate} "
-                         f"(mean likelihood ratio over {pilot_draws:,} prior draws), so {draws:,} exact draws would need {need} "
-                         f"proposals (limit {max_proposals:,}); fell back to importance sampling (Algorithm 2)")
+            notes.append(
+                f"too large for exact rejection sampling: the estimated acceptance rate is {rate} "
+                f"(mean likelihood ratio over {pilot_draws:,} prior draws), so {draws:,} exact draws would need {need} "
+                f"proposals (limit {max_proposals:,}); fell back to importance sampling (Algorithm 2)"
+            )
     if result is None:
         result = importance(model, prior, draws, rng)
         notes.extend(result.notes)
         if (result.ess or 0) < min(100, draws):
-            notes.append(f"effective sample size {result.ess:.1f} is small: intervals are unreliable; "
-                         "a coarser target or more draws would help")
+            notes.append(
+                f"effective sample size {result.ess:.1f} is small: intervals are unreliable; "
+                "a coarser target or more draws would help"
+            )
     return result, pilot, notes
-

@@ -7,6 +7,7 @@ counts real probability (ContractedCaseZeros), and a rate pushed to a bound by a
 what it could be (0, or its public group total; for rates 0 or 1) while the 95% credible
 interval holds more than that one value.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -37,7 +38,9 @@ def summarize(x: np.ndarray, w: np.ndarray) -> dict:
     x = np.asarray(x, dtype=float)
     valid = ~np.isnan(x)
     ww = np.where(valid, w[:, None], 0.0)
-    mean = np.where(ww.sum(0) > 0, np.nansum(np.where(valid, x, 0.0) * ww, axis=0) / np.maximum(ww.sum(0), 1e-300), np.nan)
+    mean = np.where(
+        ww.sum(0) > 0, np.nansum(np.where(valid, x, 0.0) * ww, axis=0) / np.maximum(ww.sum(0), 1e-300), np.nan
+    )
     q = weighted_quantiles(x, w, list(LEVELS.values()))
     out = {"mean": mean}
     for i, name in enumerate(LEVELS):

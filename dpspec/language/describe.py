@@ -2,6 +2,7 @@
 
 Shared by `dpspec show`, `dpspec budget` and the reports, so every place says the same thing.
 """
+
 from __future__ import annotations
 
 from fractions import Fraction
@@ -10,11 +11,20 @@ from dpspec import ir
 from dpspec.language.pufferfish import plain_words
 
 PREMETRIC_WORDS = {
-    "pure": ("MULT", "the multiplicative distance (pure differential privacy): the largest log-ratio of output probabilities"),
-    "approximate": ("MULT_delta", "the delta-approximate multiplicative divergence ((epsilon, delta)-DP): the log-ratio bound may fail with probability up to delta"),
+    "pure": (
+        "MULT",
+        "the multiplicative distance (pure differential privacy): the largest log-ratio of output probabilities",
+    ),
+    "approximate": (
+        "MULT_delta",
+        "the delta-approximate multiplicative divergence ((epsilon, delta)-DP): the log-ratio bound may fail with probability up to delta",
+    ),
     "zcdp": ("nRényi", "the normalized Rényi metric (zero-concentrated DP, rho)"),
     "renyi": ("Rényi_alpha", "the Rényi divergence of a fixed order alpha (Rényi DP)"),
-    "gdp": ("GDP", "Gaussian differential privacy: distinguishing neighbors is no easier than two unit-variance Gaussians mu apart"),
+    "gdp": (
+        "GDP",
+        "Gaussian differential privacy: distinguishing neighbors is no easier than two unit-variance Gaussians mu apart",
+    ),
 }
 RELATION_WORDS = {
     "hamming": ("Hamming", "changing one {unit} (its records altered, the number of {unit}s fixed)"),
@@ -53,8 +63,10 @@ def notation(spec: ir.Spec, budget: str = "eps_D") -> str:
         d_x = f"d_{RELATION_WORDS[spec.unit.relation][0]}({unit_name(spec)})"
     if spec.pufferfish is not None:  # seed 2, Definition 3: Pufferfish over the pairs given Z, for a class
         z = "; ".join("×".join(p.query.columns) or f"#{p.query.table}" for p in spec.public) or "∅"
-        return (f"{budget}-Z-Pufferfish({x}, Z=[{z}], class={class_symbol(spec.pufferfish)}, {d_x}, "
-                f"{premetric_symbol(spec.premetric)})")
+        return (
+            f"{budget}-Z-Pufferfish({x}, Z=[{z}], class={class_symbol(spec.pufferfish)}, {d_x}, "
+            f"{premetric_symbol(spec.premetric)})"
+        )
     return f"{budget}-DP({x}, {multiverse_symbol(spec)}, {d_x}, {premetric_symbol(spec.premetric)})"
 
 
@@ -83,36 +95,52 @@ def notation_glossary(spec: ir.Spec, budget: str = "eps_D") -> list[tuple[str, s
     else:
         x_words = "the domain (none declared)"
     kind = spec.premetric.kind if spec.premetric else None
-    headline = ("the budget, eps_D: how much an output may change with one unit; smaller protects more"
-                + (f"; here {BUDGET_WORDS[kind]}" if kind in BUDGET_WORDS else ""))
+    headline = "the budget, eps_D: how much an output may change with one unit; smaller protects more" + (
+        f"; here {BUDGET_WORDS[kind]}" if kind in BUDGET_WORDS else ""
+    )
     if spec.invariants:
         listing = "; ".join(q.describe() for q in spec.invariants)
         symbol = multiverse_symbol(spec)
-        marks = (["× reads 'by'"] if "×" in symbol else []) + (["#T is the number of rows of table T"] if "#" in symbol else [])
-        where = (f"the multiverse: only datasets that agree exactly on these counts are compared ({listing}); "
-                 + "; ".join(marks + ["the counts are published without noise"]))
+        marks = (["× reads 'by'"] if "×" in symbol else []) + (
+            ["#T is the number of rows of table T"] if "#" in symbol else []
+        )
+        where = (
+            f"the multiverse: only datasets that agree exactly on these counts are compared ({listing}); "
+            + "; ".join(marks + ["the counts are published without noise"])
+        )
     else:
         where = "the multiverse: every dataset of the domain (no statistic is published exactly)"
     d_x, unit_words = "?", "the unit of protection (none declared)"
     if spec.unit:
         d_x = f"d_{RELATION_WORDS[spec.unit.relation][0]}({unit_name(spec)})"
-        unit_words = ("the input premetric, or unit of protection: neighbouring datasets differ by "
-                      + RELATION_WORDS[spec.unit.relation][1].format(unit=unit_name(spec)))
-    how = ("the output premetric: how a change in the output is measured, "
-           + (PREMETRIC_WORDS[kind][1] if kind else "none declared"))
-    return [(budget, headline), (x, x_words), (multiverse_symbol(spec), where), (d_x, unit_words),
-            (premetric_symbol(spec.premetric), how)]
+        unit_words = "the input premetric, or unit of protection: neighbouring datasets differ by " + RELATION_WORDS[
+            spec.unit.relation
+        ][1].format(unit=unit_name(spec))
+    how = "the output premetric: how a change in the output is measured, " + (
+        PREMETRIC_WORDS[kind][1] if kind else "none declared"
+    )
+    return [
+        (budget, headline),
+        (x, x_words),
+        (multiverse_symbol(spec), where),
+        (d_x, unit_words),
+        (premetric_symbol(spec.premetric), how),
+    ]
 
 
-QUOTED_UNDER = {"hamming": "quoted for changing one unit",
-                "symdiff": "quoted for adding or removing one unit; changing a unit is a removal and an addition"}
+QUOTED_UNDER = {
+    "hamming": "quoted for changing one unit",
+    "symdiff": "quoted for adding or removing one unit; changing a unit is a removal and an addition",
+}
 QUOTED_BY = {"bs16": "converted by Bun & Steinke 2016", "cks20": "converted by Canonne, Kamath & Steinke 2020"}
 
 
 def _bound_words(b: ir.BudgetBound) -> str:
     """A declared bound as written, with its currency words spelled out ('under symdiff' ...)."""
-    words = [QUOTED_UNDER.get(b.relation, f"quoted under {b.relation}") if b.relation else "",
-             QUOTED_BY.get(b.method, f"converted by {b.method}") if b.method else ""]
+    words = [
+        QUOTED_UNDER.get(b.relation, f"quoted under {b.relation}") if b.relation else "",
+        QUOTED_BY.get(b.method, f"converted by {b.method}") if b.method else "",
+    ]
     words = [w for w in words if w]
     return b.describe() + (f" ({'; '.join(words)})" if words else "")
 
@@ -127,26 +155,38 @@ def five_questions(spec: ir.Spec) -> list[tuple[str, str, str]]:
     who = "no domain declared"
     if d:
         public = {p.query.table for p in spec.public}
-        tables = ", ".join(f"{t.name} ({len(t.columns)} column{'' if len(t.columns) == 1 else 's'}, one row per {t.unit}"
-                           + ("; public: a release taken as known, not protected here" if t.name in public else "")
-                           + ")" for t in d.tables)
+        tables = ", ".join(
+            f"{t.name} ({len(t.columns)} column{'' if len(t.columns) == 1 else 's'}, one row per {t.unit}"
+            + ("; public: a release taken as known, not protected here" if t.name in public else "")
+            + ")"
+            for t in d.tables
+        )
         stage = f" at the '{d.stage}' stage of the data's life cycle" if d.stage else ""
         who = f"{d.description or d.name}{stage}: {tables}"
     if spec.invariants:
-        where = ("only among datasets that agree exactly on: " + "; ".join(q.describe() for q in spec.invariants)
-                 + ". Those statistics are published without noise and are not protected.")
+        where = (
+            "only among datasets that agree exactly on: "
+            + "; ".join(q.describe() for q in spec.invariants)
+            + ". Those statistics are published without noise and are not protected."
+        )
     else:
         where = "among all datasets of the domain (no invariants)."
     if spec.public:
-        where += " Conditioned on public information: " + "; ".join(
-            f"{p.query.describe()} ({p.source}" + (f"; the mechanism uses it as its {p.use}" + _BASE_PERIODS.get(p.use, "")
-                                                   + ")" if p.use else ")")
-            for p in spec.public) + "."
+        where += (
+            " Conditioned on public information: "
+            + "; ".join(
+                f"{p.query.describe()} ({p.source}"
+                + (f"; the mechanism uses it as its {p.use}" + _BASE_PERIODS.get(p.use, "") + ")" if p.use else ")")
+                for p in spec.public
+            )
+            + "."
+        )
     if spec.pufferfish is not None:
-
         z = "the public information above" if spec.public else "no public information"
-        where += (f" An epsilon-Z-Pufferfish guarantee (seed 2): Z is {z}; the secrets are each unit's presence and "
-                  f"record, compared in pairs; {plain_words(spec.pufferfish)}.")
+        where += (
+            f" An epsilon-Z-Pufferfish guarantee (seed 2): Z is {z}; the secrets are each unit's presence and "
+            f"record, compared in pairs; {plain_words(spec.pufferfish)}."
+        )
     what = "no unit declared"
     if spec.unit:
         what = RELATION_WORDS[spec.unit.relation][1].format(unit=unit_name(spec))
@@ -175,8 +215,14 @@ def _param_summary(value, most: int = 8) -> str:
     if not isinstance(value, ir.ParamBlock):
         return str(ir.to_jsonable(value))
     if not any(isinstance(q.value, ir.ParamBlock) for q in value.params):  # shares and settings: in full if short
-        whole = "{" + ", ".join(f"{q.name}: {ir.format_number(q.value) if isinstance(q.value, Fraction) else ir.to_jsonable(q.value)}"
-                                for q in value.params) + "}"
+        whole = (
+            "{"
+            + ", ".join(
+                f"{q.name}: {ir.format_number(q.value) if isinstance(q.value, Fraction) else ir.to_jsonable(q.value)}"
+                for q in value.params
+            )
+            + "}"
+        )
         if len(whole) <= 240:
             return whole
     names = [q.name for q in value.params]

@@ -1,4 +1,5 @@
 """Messages for names that do not resolve ("did you mean"); diagnostics render in dpspec.errors."""
+
 from __future__ import annotations
 
 import difflib

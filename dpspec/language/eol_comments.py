@@ -5,6 +5,7 @@ A comment after code (`stage edited  # why`) is anchored to the first two tokens
 previous comment's, that starts with the same tokens. A comment whose line has vanished (say,
 a one-line block reflowed away) stands on its own line where the search stopped.
 """
+
 from __future__ import annotations
 
 import re

@@ -6,6 +6,7 @@ overflows to infinity (`1e999`) as no protection; both are refused with the text
 key given twice in a mapping (`rho: 19.776`, later `rho: 0.001`) is refused naming the key and
 both lines, where YAML and JSON readers keep the last one without a word.
 """
+
 from __future__ import annotations
 
 import json
@@ -26,8 +27,10 @@ def range_problem(text: str, value: float) -> str | None:
     if math.isinf(value) and not re.fullmatch(r"[+-]?(\.?inf(inity)?)", text.strip(), re.IGNORECASE):
         return f"{text.strip()} is too large to compute with (it would be read as infinity; at most about 1.8e308)"
     if value == 0 and re.search(r"[1-9]", text.split("e")[0].split("E")[0]):
-        return (f"{text.strip()} is too small to compute with (it would be read as 0, which means something else; "
-                "the smallest is about 5e-324)")
+        return (
+            f"{text.strip()} is too small to compute with (it would be read as 0, which means something else; "
+            "the smallest is about 5e-324)"
+        )
     return None
 
 
@@ -45,15 +48,19 @@ def exact_decimal(text: str) -> Fraction:
 
 def _duplicates(text: str):
     """A json object_pairs_hook refusing a key given twice, naming both lines of the text."""
+
     def hook(pairs):
         seen = {}
         for key, _ in pairs:
             if key in seen:
-                lines = [text.count("\n", 0, m.start()) + 1 for m in re.finditer(re.escape(json.dumps(key)) + r"\s*:", text)]
+                lines = [
+                    text.count("\n", 0, m.start()) + 1 for m in re.finditer(re.escape(json.dumps(key)) + r"\s*:", text)
+                ]
                 where = f" (lines {lines[0]} and {lines[1]})" if len(lines) >= 2 else ""
                 raise NumberProblem(f"the key {key!r} is given twice in one object{where}; keep one")
             seen[key] = True
         return dict(pairs)
+
     return hook
 
 

@@ -4,6 +4,7 @@ Sections come in the order of the five questions (who, where, what, how, how muc
 keep their exact value (0.05, 1e-10, 104/4099), and formatting the output again changes
 nothing. Comments are kept, moved to the line before the section they were in.
 """
+
 from __future__ import annotations
 
 import re
@@ -65,8 +66,11 @@ def _block(block: ir.ParamBlock, depth: int) -> str:
 
 def _column_type(ty: ir.ColumnType) -> str:
     if ty.kind == "category":
-        return ("category" + (f" in {ty.parent}" if ty.parent else "")
-                + (f" values from {quote(ty.keys_from)}" if ty.keys_from else ""))
+        return (
+            "category"
+            + (f" in {ty.parent}" if ty.parent else "")
+            + (f" values from {quote(ty.keys_from)}" if ty.keys_from else "")
+        )
     if ty.kind == "enum":
         return "{" + ", ".join(_atom(v) for v in ty.values) + "}"
     if ty.kind == "int":
@@ -169,9 +173,20 @@ def format_spec(spec: ir.Spec) -> str:
     if spec.invariants:
         blocks.append((("invariants",), ["invariants {", *[f"{INDENT}{_query(q)}" for q in spec.invariants], "}"]))
     if spec.public or spec.public_keys:
-        blocks.append((("public",), ["public {", *[f"{INDENT}keys {quote(k.path)} released {quote(k.source)}" for k in spec.public_keys],
-                                     *[f"{INDENT}{_query(p.query)} released {quote(p.source)}"
-                                       + (f" used as {p.use}" if p.use else "") for p in spec.public], "}"]))
+        blocks.append(
+            (
+                ("public",),
+                [
+                    "public {",
+                    *[f"{INDENT}keys {quote(k.path)} released {quote(k.source)}" for k in spec.public_keys],
+                    *[
+                        f"{INDENT}{_query(p.query)} released {quote(p.source)}" + (f" used as {p.use}" if p.use else "")
+                        for p in spec.public
+                    ],
+                    "}",
+                ],
+            )
+        )
     if spec.pufferfish:
         c = spec.pufferfish
         options = "".join(f" {name} {_number(value)}" for name, value in c.options)

@@ -4,6 +4,7 @@ Registered under the `pygments.lexers` entry point as `dps`; Markdown's ```dps f
 by that name. Its keywords are read from the grammar's own literals (`grammar/dps.lark`), so a
 keyword added to the language is highlighted without touching this file.
 """
+
 from __future__ import annotations
 
 import functools

@@ -4,6 +4,7 @@ Lark (LALR, contextual lexer) builds the parse tree from `grammar/dps.lark`; a T
 it into IR objects. Syntax errors become SpecError diagnostics with a plain-language list of
 what was expected, never a Lark traceback.
 """
+
 from __future__ import annotations
 
 import functools
@@ -40,8 +41,14 @@ def _parser() -> lark.Lark:
         here = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # dpspec/language/ -> repo
         with open(os.path.join(here, "grammar", "dps.lark"), encoding="utf-8") as fh:
             grammar = fh.read()
-    return lark.Lark(grammar, parser="lalr", propagate_positions=True, maybe_placeholders=False,
-                     lexer_callbacks={"COMMENT": _collect_comment}, cache=_grammar_cache(grammar))
+    return lark.Lark(
+        grammar,
+        parser="lalr",
+        propagate_positions=True,
+        maybe_placeholders=False,
+        lexer_callbacks={"COMMENT": _collect_comment},
+        cache=_grammar_cache(grammar),
+    )
 
 
 def _grammar_cache(grammar: str):
@@ -121,11 +128,15 @@ class _ToIR(Transformer):
         if len(stages) > 1:
             problems.append(Diagnostic("the domain declares its stage twice", stages[1][2].line, stages[1][2].column))
         if len(geos) > 1:
-            problems.append(Diagnostic("the domain declares more than one geography", geos[1].loc.line, geos[1].loc.column))
+            problems.append(
+                Diagnostic("the domain declares more than one geography", geos[1].loc.line, geos[1].loc.column)
+            )
         # ---- geography components (crosscut) attach to the hierarchy ----
         cuts = [c for c in rest if isinstance(c, tuple) and c[0] == "crosscut"]
         if cuts and not geos:
-            problems.append(Diagnostic("'crosscut' needs a geography hierarchy in the domain", cuts[0][2].line, cuts[0][2].column))
+            problems.append(
+                Diagnostic("'crosscut' needs a geography hierarchy in the domain", cuts[0][2].line, cuts[0][2].column)
+            )
         elif len(cuts) > 1:
             problems.append(Diagnostic("the domain declares 'crosscut' twice", cuts[1][2].line, cuts[1][2].column))
         elif cuts:
@@ -133,8 +144,9 @@ class _ToIR(Transformer):
         same = [c for c in rest if isinstance(c, tuple) and c[0] == "same_as"]
         if len(same) > 1:
             problems.append(Diagnostic("the domain declares 'same as' twice", same[1][2].line, same[1][2].column))
-        value = ir.Domain(name, description, stage, tables, geos[0] if geos else None, _loc(meta),
-                          same_as=same[0][1] if same else ())
+        value = ir.Domain(
+            name, description, stage, tables, geos[0] if geos else None, _loc(meta), same_as=same[0][1] if same else ()
+        )
         section = _Section("domain", value, _loc(meta))
         section.problems = problems
         return section
@@ -207,7 +219,9 @@ class _ToIR(Transformer):
 
     # ---- data ----
     def data_source(self, meta, children):
-        return _Section("data", ir.DataSource(str(children[0]), _string(children[1]), _loc(meta)), _loc(meta), many=True)
+        return _Section(
+            "data", ir.DataSource(str(children[0]), _string(children[1]), _loc(meta)), _loc(meta), many=True
+        )
 
     # ---- where ----
     def count_query(self, meta, children):
@@ -247,7 +261,9 @@ class _ToIR(Transformer):
 
     def public(self, meta, children):
         keys = tuple(c for c in children if isinstance(c, ir.PublicKeys))
-        section = _Section("public", tuple(c for c in children if not isinstance(c, ir.PublicKeys)), _loc(meta), many=True)
+        section = _Section(
+            "public", tuple(c for c in children if not isinstance(c, ir.PublicKeys)), _loc(meta), many=True
+        )
         section.extra = {"public_keys": keys}
         return section
 
@@ -420,17 +436,25 @@ def _literal(text: str, meta) -> Fraction:
     if digits > MAX_DIGITS:
         raise _ValueProblem(f"this number has {digits} digits; numbers in a spec have at most {MAX_DIGITS}", meta)
     if exponent and (len(exponent.lstrip("+-").lstrip("0")) > 4 or abs(int(exponent)) > MAX_EXPONENT):
-        raise _ValueProblem(f"the exponent of {text[:20]}{'...' if len(text) > 20 else ''} is too large; "
-                            f"numbers in a spec have exponents between -{MAX_EXPONENT} and {MAX_EXPONENT}", meta)
+        raise _ValueProblem(
+            f"the exponent of {text[:20]}{'...' if len(text) > 20 else ''} is too large; "
+            f"numbers in a spec have exponents between -{MAX_EXPONENT} and {MAX_EXPONENT}",
+            meta,
+        )
     return _bounded(Fraction(text), meta)
 
 
 def _bounded(value: Fraction, meta) -> Fraction:
     """Exact, but within floating point's range: budgets are accounted in floats downstream."""
-    if max(value.numerator.bit_length(), value.denominator.bit_length()) > MAX_NUMBER_BITS or abs(value) > MAX_MAGNITUDE:
+    if (
+        max(value.numerator.bit_length(), value.denominator.bit_length()) > MAX_NUMBER_BITS
+        or abs(value) > MAX_MAGNITUDE
+    ):
         raise _ValueProblem("this number is too large to be a meaningful parameter (at most about 1.8e308)", meta)
     if value and abs(value) < MIN_MAGNITUDE:
-        raise _ValueProblem("this number is too small to be a meaningful parameter (0, or at least 1e-300 in size)", meta)
+        raise _ValueProblem(
+            "this number is too small to be a meaningful parameter (0, or at least 1e-300 in size)", meta
+        )
     return value
 
 
@@ -500,7 +524,11 @@ def _syntax_diagnostic(err: lark.exceptions.LarkError) -> Diagnostic:
                 pass
         expected = _describe_expected(accepted)
         line = tok.line if tok.type != "$END" or tok.line else None
-        return Diagnostic(f"unexpected {_describe_token(tok)}; expected {expected}", line or err.line, tok.column if tok.type != "$END" else err.column)
+        return Diagnostic(
+            f"unexpected {_describe_token(tok)}; expected {expected}",
+            line or err.line,
+            tok.column if tok.type != "$END" else err.column,
+        )
     if isinstance(err, lark.exceptions.UnexpectedCharacters):
         char = err.char
         shown = repr(char) if not char.isprintable() else f"'{char}'"
@@ -545,8 +573,10 @@ def _nesting_problem(text: str) -> Diagnostic | None:
     return None
 
 
-NOT_A_SPEC = ("this file is not a dpspec spec: it does not begin with a section (spec, program, domain, ...) "
-              "or a comment; its contents are not shown")
+NOT_A_SPEC = (
+    "this file is not a dpspec spec: it does not begin with a section (spec, program, domain, ...) "
+    "or a comment; its contents are not shown"
+)
 
 
 def _at_first_token(text: str, err) -> bool:
@@ -560,8 +590,21 @@ def _at_first_token(text: str, err) -> bool:
     return False
 
 
-_SECTION_WORDS = ("spec", "program", "domain", "data", "invariants", "unit", "premetric", "mechanism", "budget",
-                  "release", "public", "tuned", "notes")
+_SECTION_WORDS = (
+    "spec",
+    "program",
+    "domain",
+    "data",
+    "invariants",
+    "unit",
+    "premetric",
+    "mechanism",
+    "budget",
+    "release",
+    "public",
+    "tuned",
+    "notes",
+)
 
 
 def _misspelled_section(text: str, path: str | None) -> bool:
@@ -570,8 +613,11 @@ def _misspelled_section(text: str, path: str | None) -> bool:
     import difflib
 
     word = re.match(r"\s*(?:#[^\n]*\n\s*)*([A-Za-z_]+)(?=[\s\"{])", text)
-    return bool((path is None or path.endswith(".dps")) and word
-                and difflib.get_close_matches(word.group(1).lower(), _SECTION_WORDS, n=1, cutoff=0.7))
+    return bool(
+        (path is None or path.endswith(".dps"))
+        and word
+        and difflib.get_close_matches(word.group(1).lower(), _SECTION_WORDS, n=1, cutoff=0.7)
+    )
 
 
 MAX_TREE_DEPTH = 200  # a 500-term sum or 600 unary minus signs nest deeper than evaluation can follow
@@ -585,10 +631,15 @@ def _depth_problem(tree) -> Diagnostic | None:
         node, depth = stack.pop()
         if depth > MAX_TREE_DEPTH:
             meta = getattr(node, "meta", None)
-            line, column = (getattr(meta, "line", None), getattr(meta, "column", None)) if meta is not None else (None, None)
-            return Diagnostic(f"this expression nests more than {MAX_TREE_DEPTH} levels deep (a very long sum or "
-                              "product, or many signs in a row), more than can be evaluated; write the value out",
-                              line, column)
+            line, column = (
+                (getattr(meta, "line", None), getattr(meta, "column", None)) if meta is not None else (None, None)
+            )
+            return Diagnostic(
+                f"this expression nests more than {MAX_TREE_DEPTH} levels deep (a very long sum or "
+                "product, or many signs in a row), more than can be evaluated; write the value out",
+                line,
+                column,
+            )
         stack.extend((child, depth + 1) for child in getattr(node, "children", ()) if isinstance(child, lark.Tree))
     return None
 
@@ -603,13 +654,17 @@ def _surrogate_problem(text: str) -> Diagnostic | None:
     if found is None:
         return None
     line = text.count("\n", 0, found.start()) + 1
-    return Diagnostic("the text holds a character that is not valid Unicode (a lone surrogate, e.g. from bytes "
-                      "decoded with 'surrogateescape'); specs are UTF-8 text",
-                      line, found.start() - (text.rfind("\n", 0, found.start()) + 1) + 1)
+    return Diagnostic(
+        "the text holds a character that is not valid Unicode (a lone surrogate, e.g. from bytes "
+        "decoded with 'surrogateescape'); specs are UTF-8 text",
+        line,
+        found.start() - (text.rfind("\n", 0, found.start()) + 1) + 1,
+    )
 
 
 _SECTION_START = re.compile(
-    r"^(spec|domain|data|invariants|public|pufferfish|unit|premetric|mechanism|budget|release|tuned|program|notes)\b")
+    r"^(spec|domain|data|invariants|public|pufferfish|unit|premetric|mechanism|budget|release|tuned|program|notes)\b"
+)
 MAX_SYNTAX_ERRORS = 20
 
 
@@ -663,7 +718,9 @@ def parse(text: str, path: str | None = None) -> ir.Spec:
         inner = err.orig_exc
         if isinstance(inner, _ValueProblem):
             meta = inner.meta
-            raise SpecError([Diagnostic(inner.message, getattr(meta, "line", None), getattr(meta, "column", None))], path, text) from None
+            raise SpecError(
+                [Diagnostic(inner.message, getattr(meta, "line", None), getattr(meta, "column", None))], path, text
+            ) from None
         raise
     spans = [(child.meta.line, child.meta.end_line) for child in tree.children]
     spec = _assemble(sections, path, text, _attach_comments(comments, sections, spans))
@@ -713,9 +770,16 @@ def _attach_comments(comments, sections, spans) -> tuple:
     return tuple((field, tuple(lines)) for field, lines in attached.items())
 
 
-_SINGLE = {"title": "spec title", "domain": "domain", "unit": "unit", "premetric": "premetric",
-           "mechanism": "mechanism", "tuning": "tuning", "program": "program",
-           "pufferfish": "pufferfish"}
+_SINGLE = {
+    "title": "spec title",
+    "domain": "domain",
+    "unit": "unit",
+    "premetric": "premetric",
+    "mechanism": "mechanism",
+    "tuning": "tuning",
+    "program": "program",
+    "pufferfish": "pufferfish",
+}
 
 
 def _assemble(sections, path, text, comments=()) -> ir.Spec:
@@ -727,7 +791,9 @@ def _assemble(sections, path, text, comments=()) -> ir.Spec:
             fields[s.field] = fields.get(s.field, ()) + (s.value if isinstance(s.value, tuple) else (s.value,))
         elif s.field in fields:
             loc = s.loc or ir.Loc(1, 1)
-            problems.append(Diagnostic(f"a second {_SINGLE[s.field]} section; a spec has exactly one", loc.line, loc.column))
+            problems.append(
+                Diagnostic(f"a second {_SINGLE[s.field]} section; a spec has exactly one", loc.line, loc.column)
+            )
         else:
             fields[s.field] = s.value
         for field, values in getattr(s, "extra", {}).items():  # a section that fills two fields (public)

@@ -3,6 +3,7 @@
 `/dev/zero` named as a spec, an include or a data source would otherwise be read until memory
 runs out, and a FIFO would block forever on open; both are refused before a byte is read.
 """
+
 from __future__ import annotations
 
 import errno

@@ -3,6 +3,7 @@
 Data read through numpy or pandas arrives as numpy scalars, whose repr names the numpy type;
 a message quoting a data value or a parameter turns it back into the plain Python value first.
 """
+
 from __future__ import annotations
 
 

@@ -7,6 +7,7 @@ before its (perhaps unknown) constructs are parsed. `dpspec fmt --upgrade` rewri
 the current version through `UPGRADES`, one step per version; none is needed yet, so today it
 changes nothing, but the path exists before the first step does (docs/guides/compatibility.md).
 """
+
 from __future__ import annotations
 
 import re
@@ -46,11 +47,17 @@ def version_problem(text: str) -> tuple[str, int] | None:
         return None
     version, line = found
     if not _VERSION.match(version):
-        return (f"'{version}' is not a language version: the first line `language MAJOR.MINOR` names the .dps "
-                f"version a file is written in (this dpspec reads up to {LANGUAGE_VERSION})", line)
+        return (
+            f"'{version}' is not a language version: the first line `language MAJOR.MINOR` names the .dps "
+            f"version a file is written in (this dpspec reads up to {LANGUAGE_VERSION})",
+            line,
+        )
     if _parts(version) > _parts(LANGUAGE_VERSION):
-        return (f"this file is written in .dps language version {version}, newer than this dpspec ({__version__}) "
-                f"reads (language version {LANGUAGE_VERSION}); upgrade dpspec to read it", line)
+        return (
+            f"this file is written in .dps language version {version}, newer than this dpspec ({__version__}) "
+            f"reads (language version {LANGUAGE_VERSION}); upgrade dpspec to read it",
+            line,
+        )
     return None
 
 

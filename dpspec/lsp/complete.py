@@ -2,6 +2,7 @@
 on its line. Names come from the grammar's keywords, the checker's lists (stages, budget
 quantities, conversions), the installed plugins (mechanisms, their parameters and choices) and
 the document's own domain (tables, columns, geography levels, units)."""
+
 from __future__ import annotations
 
 import re
@@ -11,14 +12,35 @@ import attrs
 from dpspec import ir
 from dpspec.lsp import text as tx
 from dpspec.lsp.hover import (
-    NOT_DECLARED, OTHER_BLOCKS, installed_mechanisms, mechanism_block, mechanism_doc, nested, parameter_doc,
+    NOT_DECLARED,
+    OTHER_BLOCKS,
+    installed_mechanisms,
+    mechanism_block,
+    mechanism_doc,
+    nested,
+    parameter_doc,
 )
 from dpspec.contract.params import ROOT_LEVEL
 from dpspec.check.checker import BUDGET_QUANTITIES, CONVERSION_METHODS, TUNING_SOURCES, STAGES
 
 _WORDS = re.compile(r"[A-Za-z_]\w*|<=|[<=:]|[0-9][0-9.eE+-]*")
-SECTIONS = ("language", "spec", "domain", "data", "invariants", "public", "pufferfish", "unit", "premetric",
-            "mechanism", "budget", "release", "tuned", "program", "notes")
+SECTIONS = (
+    "language",
+    "spec",
+    "domain",
+    "data",
+    "invariants",
+    "public",
+    "pufferfish",
+    "unit",
+    "premetric",
+    "mechanism",
+    "budget",
+    "release",
+    "tuned",
+    "program",
+    "notes",
+)
 PREMETRICS = ("pure", "approximate", "zcdp", "renyi", "gdp")
 RELATIONS = ("hamming", "symdiff")
 DOMAIN_ITEMS = ("stage", "geography", "crosscut", "table")
@@ -66,15 +88,17 @@ def _levels(spec) -> list[Item]:
 
 
 def _mechanisms() -> list[Item]:
-    return [Item(name, "mechanism", m.description.split(". ")[0][:80], mechanism_doc(m))
-            for name, m in sorted(installed_mechanisms().items())]
+    return [
+        Item(name, "mechanism", m.description.split(". ")[0][:80], mechanism_doc(m))
+        for name, m in sorted(installed_mechanisms().items())
+    ]
 
 
 def _count_query(words: list[str], spec) -> list[Item] | None:
     """Inside `count T by a, b at L`: what may come next."""
     if "count" not in words:
         return None
-    rest = words[words.index("count") + 1:]
+    rest = words[words.index("count") + 1 :]
     if not rest:
         return _tables(spec)
     table = rest[0]
@@ -130,12 +154,27 @@ def _mechanism_block(mech, block, before: str, text: str, line: int, spec) -> li
         others = [lines[i] for i in range(section.start, section.end) if i != line] if section else []
         present = set(re.findall(r"^\s*([A-Za-z_]\w*)\s*:", "\n".join(others), re.M))
         if block is None:
-            return [Item(p.name, "parameter", f"{p.describe_type()}{', required' if p.required else ''}",
-                         parameter_doc(mech.name, p)) for p in mech.parameters.params if p.name not in present]
+            return [
+                Item(
+                    p.name,
+                    "parameter",
+                    f"{p.describe_type()}{', required' if p.required else ''}",
+                    parameter_doc(mech.name, p),
+                )
+                for p in mech.parameters.params
+                if p.name not in present
+            ]
         if block.type == "map":
             return _map_keys(block, spec)
-        return [Item(f.name, "parameter", f"{f.describe_type()}{', required' if f.required else ''}",
-                     parameter_doc(mech.name, f)) for f in block.fields]
+        return [
+            Item(
+                f.name,
+                "parameter",
+                f"{f.describe_type()}{', required' if f.required else ''}",
+                parameter_doc(mech.name, f),
+            )
+            for f in block.fields
+        ]
     key = before.split(":", 1)[0].strip().strip('"')
     return _parameter_value(mech.parameters.get(key) if block is None else nested(block, key), key, spec)
 
@@ -161,7 +200,6 @@ def _top_level(words: list[str], spec) -> list[Item]:
             return _tables(spec)
         return []
     if head == "budget":
-
         if len(words) == 1 or last == "with":
             return _keywords(BUDGET_QUANTITIES, "budget quantity")
         if last == "under":
@@ -174,8 +212,13 @@ def _top_level(words: list[str], spec) -> list[Item]:
     if head == "data" and len(words) == 1:
         return _tables(spec)
     if head == "tuned":
-
-        return _keywords(("on",)) if len(words) == 1 else _keywords(TUNING_SOURCES, "tuning source") if last == "on" else []
+        return (
+            _keywords(("on",))
+            if len(words) == 1
+            else _keywords(TUNING_SOURCES, "tuning source")
+            if last == "on"
+            else []
+        )
     return []
 
 
@@ -187,7 +230,6 @@ def _in_block(headers: list[str], words: list[str], before: str, text: str, line
         mech, block = mechanism_block(headers)
         return _mechanism_block(mech, block, before, text, line, spec) if mech is not None else []
     if outer == "domain" and len(headers) == 1:
-
         if not words:
             return _keywords(DOMAIN_ITEMS)
         if words[0] == "stage":
@@ -202,7 +244,7 @@ def _in_block(headers: list[str], words: list[str], before: str, text: str, line
     if kind == "table":  # a column: `name : type [nullable]`
         if ":" not in words:
             return []
-        after = words[words.index(":") + 1:]
+        after = words[words.index(":") + 1 :]
         if after[-1:] == ["in"]:
             return _columns(spec, inner[1] if len(inner) > 1 else None)
         if after[-1:] == ["values"]:

@@ -5,6 +5,7 @@ whole text fails, the lines holding syntax errors (else their top-level sections
 line numbers kept, and the rest is parsed again, so the line being typed does not hide the
 others. The last spec that parsed is kept as a fallback for names.
 """
+
 from __future__ import annotations
 
 import os
@@ -141,8 +142,16 @@ def plugin_problems(text: str) -> list[Problem]:
     """Plugins that failed to load, as warnings on every document's first line (the server stays up)."""
 
     width = len(tx.line_of(text, 0))
-    out = [Problem(0, 0, width, f"plugin '{name}' failed to load: {why}; its mechanisms, parameters and "
-                   "audit rules are unavailable", "warning") for name, why in plugins.failures()]
+    out = [
+        Problem(
+            0,
+            0,
+            width,
+            f"plugin '{name}' failed to load: {why}; its mechanisms, parameters and audit rules are unavailable",
+            "warning",
+        )
+        for name, why in plugins.failures()
+    ]
     try:
         plugins.mechanisms()
     except Exception as exc:  # two plugins registering one name, or a hook that raises
@@ -153,7 +162,6 @@ def plugin_problems(text: str) -> list[Problem]:
 def _check(spec: ir.Spec) -> tuple:
     """The spec's warnings (a missing data file); raises for its errors."""
     if spec.program is not None:
-
         load_program(spec)
         return ()
 
@@ -190,7 +198,13 @@ def analyse(text: str, path: str | None, previous: ir.Spec | None = None) -> Ana
     except DpspecError as err:
         problems.append(Problem(0, 0, len(tx.line_of(text, 0)), str(err)))
     except Exception as exc:  # a bug in dpspec or a plugin's check(): shown, and the server lives on
-        problems.append(Problem(0, 0, len(tx.line_of(text, 0)),
-                                f"internal error while checking ({type(exc).__name__}: {exc}); "
-                                "this is a bug in dpspec or in a plugin, please report it"))
+        problems.append(
+            Problem(
+                0,
+                0,
+                len(tx.line_of(text, 0)),
+                f"internal error while checking ({type(exc).__name__}: {exc}); "
+                "this is a bug in dpspec or in a plugin, please report it",
+            )
+        )
     return Analysis(text, path, True, problems, spec)

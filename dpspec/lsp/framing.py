@@ -8,6 +8,7 @@ at the next `Content-Length:` it sees; a frame above MAX_FRAME bytes is refused 
 without reading it into memory. Reads take what the pipe holds (never wait for a newline), so a
 headerless message is answered as soon as it arrives.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -46,8 +47,11 @@ class Frames:
     def _more(self) -> bool:
         if self.eof:
             return False
-        chunk = os.read(self.fd, 1 << 16) if self.fd is not None else (
-            self.stream.read1(1 << 16) if hasattr(self.stream, "read1") else self.stream.read(1))
+        chunk = (
+            os.read(self.fd, 1 << 16)
+            if self.fd is not None
+            else (self.stream.read1(1 << 16) if hasattr(self.stream, "read1") else self.stream.read(1))
+        )
         if not chunk:
             self.eof = True
             return False
@@ -133,8 +137,9 @@ def serve(server, stdin, stdout) -> None:
                 log.info("dpspec lsp: the input ended")
                 return
             if isinstance(frame, FrameProblem):
-                server.protocol._send_data({"jsonrpc": "2.0", "id": None,
-                                            "error": {"code": -32700, "message": f"Parse error: {frame}"}})
+                server.protocol._send_data(
+                    {"jsonrpc": "2.0", "id": None, "error": {"code": -32700, "message": f"Parse error: {frame}"}}
+                )
                 continue
             try:
                 server.protocol.handle_message(json.loads(frame, object_hook=server.protocol.structure_message))

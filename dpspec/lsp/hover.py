@@ -5,6 +5,7 @@ budget line is read as what an attacker can learn (the audit's plain words); a m
 its parameters are described by the plugin's own schema, so a third-party plugin's parameters
 need no work here.
 """
+
 from __future__ import annotations
 
 import functools
@@ -29,7 +30,7 @@ OTHER_BLOCKS = {  # sections that answer none of the five questions: what they a
     "program": "Several releases of the same confidential data, whose budgets compose.",
     "language": "The version of the .dps language the file is written in (a file without it is read as 1.0).",
     "pufferfish": "The class of data-generating distributions an epsilon-Z-Pufferfish guarantee holds for "
-                  "(independent, dependence, or arbitrary: no finite guarantee).",
+    "(independent, dependence, or arbitrary: no finite guarantee).",
     "notes": "Prose that travels with the spec (for example a registry entry's text fields); the audit lists it as unchecked.",
 }
 
@@ -38,7 +39,10 @@ def mechanism_doc(mech) -> str:
     lines = [f"**mechanism {mech.name}** {mech.version}", "", mech.description or ""]
     if mech.parameters.params:
         lines += ["", "Parameters:"]
-        lines += [f"- `{p.name}` ({p.describe_type()}{', required' if p.required else ''}): {p.doc}" for p in mech.parameters.params]
+        lines += [
+            f"- `{p.name}` ({p.describe_type()}{', required' if p.required else ''}): {p.doc}"
+            for p in mech.parameters.params
+        ]
     return "\n".join(lines)
 
 
@@ -55,8 +59,10 @@ def parameter_doc(mech_name: str, p, shown: str | None = None) -> str:
     if p.choices and p.type != "map":
         facts.append("one of " + ", ".join(p.choices))
     fields = [f"- `{f.name}` ({f.describe_type()}{', required' if f.required else ''}): {f.doc}" for f in p.fields]
-    return (f"**{shown or p.name}** ({'; '.join(facts)}), a {'setting' if shown else 'parameter'} of mechanism "
-            f"`{mech_name}`\n\n{p.doc}" + ("\n\nSettings:\n" + "\n".join(fields) if fields else ""))
+    return (
+        f"**{shown or p.name}** ({'; '.join(facts)}), a {'setting' if shown else 'parameter'} of mechanism "
+        f"`{mech_name}`\n\n{p.doc}" + ("\n\nSettings:\n" + "\n".join(fields) if fields else "")
+    )
 
 
 NOT_DECLARED = object()  # the cursor is in a block the schema does not describe (a free-form block)
@@ -133,9 +139,11 @@ def budget_reading(spec: ir.Spec, bound: ir.BudgetBound) -> str:
     powers = "; ".join(f"at {a:.0%} false alarms, power {_percent(w)}" for a, w in r.powers)
     caveat = f", except with probability {r.delta:.3g} (delta: {source})" if r.delta else ""
     via = "" if r.budget.kind in ("pure", "approx") else f", that is epsilon = {r.epsilon:.4g} at delta = {r.delta:.3g}"
-    return (f"Read as {r.budget}{via}: an attacker's belief that one unit has a trait moves from its prior as follows: "
-            f"{posteriors}{caveat}. The best test of whether the unit's record is in the data: {powers}."
-            f"\n\nFormula: {r.formula}")
+    return (
+        f"Read as {r.budget}{via}: an attacker's belief that one unit has a trait moves from its prior as follows: "
+        f"{posteriors}{caveat}. The best test of whether the unit's record is in the data: {powers}."
+        f"\n\nFormula: {r.formula}"
+    )
 
 
 def _percent(q: float) -> str:
@@ -154,8 +162,10 @@ def _column_doc(spec: ir.Spec, name: str) -> str | None:
     found = [(t, c) for t in (spec.domain.tables if spec.domain else ()) for c in t.columns if c.name == name]
     if not found:
         return None
-    return "\n\n".join(f"**column {c.name}** of table `{t.name}`: {_column_type(c.type)}{' nullable' if c.nullable else ''}"
-                       for t, c in found)
+    return "\n\n".join(
+        f"**column {c.name}** of table `{t.name}`: {_column_type(c.type)}{' nullable' if c.nullable else ''}"
+        for t, c in found
+    )
 
 
 def _included(text: str, path: str | None, line: int, character: int) -> str | None:
@@ -171,13 +181,17 @@ def _included(text: str, path: str | None, line: int, character: int) -> str | N
     return f"**{spec.title or '(untitled spec)'}**\n\n`{notation(spec)}`"
 
 
-VALUES_FROM = ("**values from \"FILE\"**: the column's values are those of the key file's column of the same name "
-               "(a nested column's rows name every level). The file must be declared public "
-               "(`public { keys \"FILE\" released \"...\" }`); a release keyed by the column has one cell per "
-               "declared value, empty ones included, and a record outside them is a data error.")
-PUBLIC_KEYS = ("**keys \"FILE\" released \"WHO\"**: a public key file: the values (cells, geographic units) a "
-               "release may be keyed by, published by WHO. Columns read their values from it with "
-               "`category values from \"FILE\"`; a release's keys come from declared values, never from the data.")
+VALUES_FROM = (
+    "**values from \"FILE\"**: the column's values are those of the key file's column of the same name "
+    "(a nested column's rows name every level). The file must be declared public "
+    '(`public { keys "FILE" released "..." }`); a release keyed by the column has one cell per '
+    "declared value, empty ones included, and a record outside them is a data error."
+)
+PUBLIC_KEYS = (
+    '**keys "FILE" released "WHO"**: a public key file: the values (cells, geographic units) a '
+    "release may be keyed by, published by WHO. Columns read their values from it with "
+    '`category values from "FILE"`; a release\'s keys come from declared values, never from the data.'
+)
 
 
 def _key_words(word: str, source: str, start: int, end: int, headers: list[str]) -> str | None:
@@ -233,7 +247,9 @@ def hover(text: str, spec: ir.Spec | None, line: int, character: int, path: str 
     if word in PREMETRIC_WORDS:
         return f"**{word}**: {PREMETRIC_WORDS[word][1]}"
     if word in RELATION_WORDS:
-        return f"**{word}** ({RELATION_WORDS[word][0]}): neighbours differ by " + RELATION_WORDS[word][1].format(unit="unit")
+        return f"**{word}** ({RELATION_WORDS[word][0]}): neighbours differ by " + RELATION_WORDS[word][1].format(
+            unit="unit"
+        )
     if spec is not None and spec.domain is not None:
         table = spec.domain.table(word)
         if table is not None:

@@ -1,4 +1,5 @@
 """Go to definition (an `include`d spec, a table, a column) and the document's outline."""
+
 from __future__ import annotations
 
 import os
@@ -77,7 +78,9 @@ def definition(text: str, spec: ir.Spec | None, path: str | None, line: int, cha
         header = tx.enclosing(text, tx.offset_of(text, line, character))
         named = re.match(r"table\s+([A-Za-z_]\w*)", header[-1]) if header else None
     preferred = [t for t in owners if named and t.name == named.group(1)]
-    return [p for t in (preferred or owners) for c in t.columns if c.name == word and (p := _name_place(text, c.loc, word))]
+    return [
+        p for t in (preferred or owners) for c in t.columns if c.name == word and (p := _name_place(text, c.loc, word))
+    ]
 
 
 def _section_symbol(text: str, s: tx.Section, spec: ir.Spec | None) -> Symbol:
@@ -91,16 +94,29 @@ def _section_symbol(text: str, s: tx.Section, spec: ir.Spec | None) -> Symbol:
     if spec is not None and s.keyword == "domain" and spec.domain is not None and _within(spec.domain.loc, s):
         for t in spec.domain.tables:
             tp = _name_place(text, t.loc, t.name)
-            cols = tuple(Symbol(c.name, "column", c.type.kind, (cp.line, cp.start, cp.line, cp.end), cp)
-                         for c in t.columns if (cp := _name_place(text, c.loc, c.name)))
+            cols = tuple(
+                Symbol(c.name, "column", c.type.kind, (cp.line, cp.start, cp.line, cp.end), cp)
+                for c in t.columns
+                if (cp := _name_place(text, c.loc, c.name))
+            )
             end = max((c.range[2] for c in cols), default=tp.line) + (1 if cols else 0)
-            children.append(Symbol(t.name, "table", f"one row per {t.unit}",
-                                   (tp.line, 0, min(end, s.end - 1), len(tx.line_of(text, min(end, s.end - 1)))), tp, cols))
+            children.append(
+                Symbol(
+                    t.name,
+                    "table",
+                    f"one row per {t.unit}",
+                    (tp.line, 0, min(end, s.end - 1), len(tx.line_of(text, min(end, s.end - 1)))),
+                    tp,
+                    cols,
+                )
+            )
     if spec is not None and s.keyword == "mechanism" and spec.mechanism is not None and _within(spec.mechanism.loc, s):
         for p in spec.mechanism.params.params:
             if p.loc is not None:
                 pp = Place(None, p.loc.line - 1, p.loc.column - 1, p.loc.column - 1 + len(p.name.split("*")[0]))
-                children.append(Symbol(p.name, "parameter", "", (pp.line, pp.start, pp.line, len(tx.line_of(text, pp.line))), pp))
+                children.append(
+                    Symbol(p.name, "parameter", "", (pp.line, pp.start, pp.line, len(tx.line_of(text, pp.line))), pp)
+                )
     return Symbol(name[:80], "section", "", rng, selection, tuple(children))
 
 

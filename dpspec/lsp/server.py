@@ -1,6 +1,7 @@
 """The LSP wiring: pygls features that call the analysis modules and turn their answers into
 lsprotocol types. Every handler is guarded: a failure inside dpspec or a plugin answers with an
 empty result (and a log message), never a dead server."""
+
 from __future__ import annotations
 
 import functools
@@ -19,13 +20,25 @@ from dpspec.lsp.framing import serve
 
 log = logging.getLogger("dpspec.lsp")
 
-SEVERITY = {"error": lsp.DiagnosticSeverity.Error, "warning": lsp.DiagnosticSeverity.Warning,
-            "info": lsp.DiagnosticSeverity.Information}
-ITEM_KIND = {"keyword": lsp.CompletionItemKind.Keyword, "mechanism": lsp.CompletionItemKind.Module,
-             "parameter": lsp.CompletionItemKind.Property, "table": lsp.CompletionItemKind.Struct,
-             "column": lsp.CompletionItemKind.Field, "value": lsp.CompletionItemKind.EnumMember}
-SYMBOL_KIND = {"section": lsp.SymbolKind.Namespace, "table": lsp.SymbolKind.Struct,
-               "column": lsp.SymbolKind.Field, "parameter": lsp.SymbolKind.Property}
+SEVERITY = {
+    "error": lsp.DiagnosticSeverity.Error,
+    "warning": lsp.DiagnosticSeverity.Warning,
+    "info": lsp.DiagnosticSeverity.Information,
+}
+ITEM_KIND = {
+    "keyword": lsp.CompletionItemKind.Keyword,
+    "mechanism": lsp.CompletionItemKind.Module,
+    "parameter": lsp.CompletionItemKind.Property,
+    "table": lsp.CompletionItemKind.Struct,
+    "column": lsp.CompletionItemKind.Field,
+    "value": lsp.CompletionItemKind.EnumMember,
+}
+SYMBOL_KIND = {
+    "section": lsp.SymbolKind.Namespace,
+    "table": lsp.SymbolKind.Struct,
+    "column": lsp.SymbolKind.Field,
+    "parameter": lsp.SymbolKind.Property,
+}
 
 
 class Protocol(LanguageServerProtocol):
@@ -47,8 +60,12 @@ class DpsServer(LanguageServer):
     def __init__(self):
         from importlib.metadata import version
 
-        super().__init__("dpspec", version("dpspec"), text_document_sync_kind=lsp.TextDocumentSyncKind.Incremental,
-                         protocol_cls=Protocol)
+        super().__init__(
+            "dpspec",
+            version("dpspec"),
+            text_document_sync_kind=lsp.TextDocumentSyncKind.Incremental,
+            protocol_cls=Protocol,
+        )
         self.analyses: dict[str, document.Analysis] = {}
         self.hovers: dict[tuple, lsp.Hover | None] = {}  # (uri, line, character) -> answer, for the current text
 
@@ -57,7 +74,9 @@ class DpsServer(LanguageServer):
         import json
 
         if isinstance(error, json.JSONDecodeError) or isinstance(error.__cause__, json.JSONDecodeError):
-            self.protocol._send_data({"jsonrpc": "2.0", "id": None, "error": {"code": -32700, "message": f"Parse error: {error}"}})
+            self.protocol._send_data(
+                {"jsonrpc": "2.0", "id": None, "error": {"code": -32700, "message": f"Parse error: {error}"}}
+            )
         super().report_server_error(error, source)
 
     def analysis(self, uri: str) -> document.Analysis:
@@ -100,13 +119,18 @@ def _position(ls: DpsServer, text: str, params) -> tuple[int, int]:
 
 def _diagnostic(doc, p: document.Problem) -> lsp.Diagnostic:
     message = p.message + (f"\nhint: {p.hint}" if p.hint else "")
-    return lsp.Diagnostic(range=_range(doc, p.line, p.start, p.line, max(p.end, p.start)), message=message,
-                          severity=SEVERITY.get(p.severity, lsp.DiagnosticSeverity.Error), source="dpspec",
-                          data={"hint": p.hint} if p.hint else None)
+    return lsp.Diagnostic(
+        range=_range(doc, p.line, p.start, p.line, max(p.end, p.start)),
+        message=message,
+        severity=SEVERITY.get(p.severity, lsp.DiagnosticSeverity.Error),
+        source="dpspec",
+        data={"hint": p.hint} if p.hint else None,
+    )
 
 
 def guarded(empty):
     """Answer `empty` (and log why) if the handler fails: the server outlives any bug."""
+
     def wrap(handler):
         @functools.wraps(handler)
         def run(ls, params):
@@ -115,7 +139,9 @@ def guarded(empty):
             except Exception:
                 log.exception("dpspec lsp: %s failed", handler.__name__)
                 return empty
+
         return run
+
     return wrap
 
 
@@ -125,8 +151,11 @@ server = DpsServer()
 def publish(ls: DpsServer, uri: str, version: int | None = None) -> None:
     result = ls.refresh(uri)
     doc = _Lines(ls, result.text)
-    ls.text_document_publish_diagnostics(lsp.PublishDiagnosticsParams(
-        uri=uri, version=version, diagnostics=[_diagnostic(doc, p) for p in result.problems]))
+    ls.text_document_publish_diagnostics(
+        lsp.PublishDiagnosticsParams(
+            uri=uri, version=version, diagnostics=[_diagnostic(doc, p) for p in result.problems]
+        )
+    )
 
 
 @server.feature(lsp.INITIALIZED)
@@ -185,10 +214,18 @@ def _hover(ls: DpsServer, a: document.Analysis, line: int, character: int) -> ls
 def complete(ls: DpsServer, params: lsp.CompletionParams):
     a = ls.analysis(params.text_document.uri)
     items = completion.complete(a.text, a.spec, *_position(ls, a.text, params))
-    return lsp.CompletionList(is_incomplete=False, items=[
-        lsp.CompletionItem(label=i.label, kind=ITEM_KIND.get(i.kind), detail=i.detail or None,
-                           documentation=lsp.MarkupContent(kind=lsp.MarkupKind.Markdown, value=i.doc) if i.doc else None)
-        for i in items])
+    return lsp.CompletionList(
+        is_incomplete=False,
+        items=[
+            lsp.CompletionItem(
+                label=i.label,
+                kind=ITEM_KIND.get(i.kind),
+                detail=i.detail or None,
+                documentation=lsp.MarkupContent(kind=lsp.MarkupKind.Markdown, value=i.doc) if i.doc else None,
+            )
+            for i in items
+        ],
+    )
 
 
 def _location(uri: str, doc: _Lines, place: navigate.Place) -> lsp.Location:
@@ -209,9 +246,14 @@ def definition(ls: DpsServer, params: lsp.DefinitionParams):
 
 def _symbol(doc, s: navigate.Symbol) -> lsp.DocumentSymbol:
     sel = s.selection
-    return lsp.DocumentSymbol(name=s.name, kind=SYMBOL_KIND.get(s.kind, lsp.SymbolKind.Object), detail=s.detail or None,
-                              range=_range(doc, *s.range), selection_range=_range(doc, sel.line, sel.start, sel.line, sel.end),
-                              children=[_symbol(doc, c) for c in s.children])
+    return lsp.DocumentSymbol(
+        name=s.name,
+        kind=SYMBOL_KIND.get(s.kind, lsp.SymbolKind.Object),
+        detail=s.detail or None,
+        range=_range(doc, *s.range),
+        selection_range=_range(doc, sel.line, sel.start, sel.line, sel.end),
+        children=[_symbol(doc, c) for c in s.children],
+    )
 
 
 @server.feature(lsp.TEXT_DOCUMENT_DOCUMENT_SYMBOL)

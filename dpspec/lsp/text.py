@@ -4,6 +4,7 @@ The editor asks about half-typed text that does not parse, so these work on the 
 the same lexical rules as the grammar (strings, `#` and `//` comments, names), never the IR.
 Lines and columns here are 0-based, as in LSP.
 """
+
 from __future__ import annotations
 
 import re
@@ -98,9 +99,9 @@ def enclosing(text: str, offset: int) -> list[str]:
         token = m.group()
         if token == "{":
             line_start = text.rfind("\n", 0, m.start()) + 1
-            header = text[line_start:m.start()]
+            header = text[line_start : m.start()]
             inner = max(header.rfind("{"), header.rfind("}"))
-            stack.append(header[inner + 1:].strip())
+            stack.append(header[inner + 1 :].strip())
         elif token == "}" and stack:
             stack.pop()
     return stack

@@ -7,6 +7,7 @@ person reads it before hovering; the thread uses that time. It imports no array 
 reading is plain Python), so the server stays as light as `dpspec check`. A failure here is
 only logged: the hover imports what it needs anyway.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -16,8 +17,14 @@ from dpspec.contract import plugins
 
 log = logging.getLogger("dpspec.lsp")
 
-MODULES = ("dpspec.language.describe", "dpspec.language.formatter", "dpspec.audit.currency",
-           "dpspec.audit.plain_words", "dpspec.budget.interpret", "dpspec.lsp.navigate")
+MODULES = (
+    "dpspec.language.describe",
+    "dpspec.language.formatter",
+    "dpspec.audit.currency",
+    "dpspec.audit.plain_words",
+    "dpspec.budget.interpret",
+    "dpspec.lsp.navigate",
+)
 
 
 def _warm() -> None:

@@ -2,6 +2,7 @@
 
 A reader never sees a half-written release, and an interrupted run leaves the previous files.
 """
+
 from __future__ import annotations
 
 import os
@@ -28,8 +29,10 @@ def _file_target(target: str) -> str:
     except OSError:  # a dangling link: write the file it names
         return real
     if not stat.S_ISREG(mode):
-        raise NotAFileTarget(f"error: {target} is not a regular file (a device, pipe or folder); dpspec writes its "
-                             "output as a new file and will not replace it (leave out -o to print to standard output)")
+        raise NotAFileTarget(
+            f"error: {target} is not a regular file (a device, pipe or folder); dpspec writes its "
+            "output as a new file and will not replace it (leave out -o to print to standard output)"
+        )
     return real
 
 
@@ -41,8 +44,10 @@ def _replaced(target: str) -> os.stat_result | None:
     except FileNotFoundError:
         return None
     if info.st_nlink > 1:
-        raise NotAFileTarget(f"error: {target} has {info.st_nlink} hard links; replacing it would leave the other "
-                             "names holding the old contents. Write to a new name (or remove the other links) instead")
+        raise NotAFileTarget(
+            f"error: {target} has {info.st_nlink} hard links; replacing it would leave the other "
+            "names holding the old contents. Write to a new name (or remove the other links) instead"
+        )
     return info
 
 
@@ -58,8 +63,10 @@ def _keep_owner_and_mode(tmp: str, before: os.stat_result | None) -> None:
         try:
             os.chown(tmp, before.st_uid, before.st_gid)
         except PermissionError:
-            raise NotAFileTarget("error: the file to replace belongs to another user or group, which this process "
-                                 "cannot give the new file; write to a new name instead") from None
+            raise NotAFileTarget(
+                "error: the file to replace belongs to another user or group, which this process "
+                "cannot give the new file; write to a new name instead"
+            ) from None
 
 
 @contextmanager
@@ -92,5 +99,3 @@ def write_text(target: str, text: str) -> None:
     with atomic_path(target) as tmp:
         with open(tmp, "w", encoding="utf-8", newline="\n") as fh:
             fh.write(text)
-
-

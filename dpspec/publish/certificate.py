@@ -10,6 +10,7 @@ of a set, written after the manifest it covers; it is the only file of the set t
 Nothing secret is written: no seed (only whether there was one), no environment, and no path,
 only file names; the git commit is dpspec's own, when dpspec runs from a git checkout.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -83,9 +84,17 @@ def installed_plugins(ran: str | None = None) -> list[dict]:
             continue
         package, package_version = plugins.plugin_distribution(module)
         digest, count = files_sha256(module)
-        out.append({"name": name, "module": getattr(module, "__name__", str(module)), "package": package,
-                    "package_version": package_version, "files": count, "files_sha256": digest,
-                    "mechanism_ran": name == running})
+        out.append(
+            {
+                "name": name,
+                "module": getattr(module, "__name__", str(module)),
+                "package": package,
+                "package_version": package_version,
+                "files": count,
+                "files_sha256": digest,
+                "mechanism_ran": name == running,
+            }
+        )
     return out
 
 
@@ -99,8 +108,11 @@ def git_commit() -> dict | None:
         commit = subprocess.run(["git", "-C", top, "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10)
         if commit.returncode != 0:
             return None
-        dirty = subprocess.run(["git", "-C", top, "diff", "--quiet", "HEAD", "--", "dpspec", "plugins", "grammar"],
-                               capture_output=True, timeout=10)
+        dirty = subprocess.run(
+            ["git", "-C", top, "diff", "--quiet", "HEAD", "--", "dpspec", "plugins", "grammar"],
+            capture_output=True,
+            timeout=10,
+        )
     except (OSError, subprocess.SubprocessError):
         return None
     return {"commit": commit.stdout.strip(), "tracked_changes": dirty.returncode == 1}
@@ -123,7 +135,9 @@ def _spec_bytes_sha256(spec) -> str:
 
 def _self_hash(doc: dict) -> str:
     body = {k: v for k, v in doc.items() if k != "certificate_sha256"}
-    return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()).hexdigest()
+    return hashlib.sha256(
+        json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+    ).hexdigest()
 
 
 def certificate(result, staged: str, signers=()) -> dict:
@@ -131,38 +145,60 @@ def certificate(result, staged: str, signers=()) -> dict:
 
     spec = result.spec
     mech = result.mechanism
-    source = {k: v for k, v in seed_policy(result.seed, result.mechanism).items() if k != "seed"}  # never the seed itself
-    doc = versioned("certificate", {
-        "command": "compile",
-        "spec": {"file": os.path.basename(spec.path) if spec.path else None, "title": spec.title,
-                 "bytes_sha256": _spec_bytes_sha256(spec), "text_sha256": result.spec_hash},
-        "dpspec": {"version": __version__, "git": git_commit(), "files_sha256": files_sha256(ir)[0]},
-        "plugins": installed_plugins(mech.name),
-        "mechanism": {"name": mech.name, "version": mech.version,
-                      "parameters": {k: rational(v) if isinstance(v, (int, float, Fraction)) else
-                                     rational(ir.to_jsonable(v)) for k, v in result.checked.params.items()}},
-        "budgets": exact_budgets(result),
-        "data": {os.path.basename(k.rstrip("/")): {"sha256": v} for k, v in sorted(result.data_hashes.items())},
-        "random_source": source,
-        "runs": result.runs,
-        "engine": result.engine,
-        "allowed_critical": list(result.allowed_critical),
-        "findings": [{"rule": f.rule, "severity": f.severity} for f in result.findings],
-        "started_at": result.started_at,
-        "finished_at": result.finished_at,
-        "sign_off": [{"name": name, "role": role} for name, role in signers],
-        "files": {name: {"sha256": _file_sha256(os.path.join(staged, name)),
-                         "bytes": os.path.getsize(os.path.join(staged, name))}
-                  for name in sorted(os.listdir(staged)) if name != CERTIFICATE},
-    })
+    source = {
+        k: v for k, v in seed_policy(result.seed, result.mechanism).items() if k != "seed"
+    }  # never the seed itself
+    doc = versioned(
+        "certificate",
+        {
+            "command": "compile",
+            "spec": {
+                "file": os.path.basename(spec.path) if spec.path else None,
+                "title": spec.title,
+                "bytes_sha256": _spec_bytes_sha256(spec),
+                "text_sha256": result.spec_hash,
+            },
+            "dpspec": {"version": __version__, "git": git_commit(), "files_sha256": files_sha256(ir)[0]},
+            "plugins": installed_plugins(mech.name),
+            "mechanism": {
+                "name": mech.name,
+                "version": mech.version,
+                "parameters": {
+                    k: rational(v) if isinstance(v, (int, float, Fraction)) else rational(ir.to_jsonable(v))
+                    for k, v in result.checked.params.items()
+                },
+            },
+            "budgets": exact_budgets(result),
+            "data": {os.path.basename(k.rstrip("/")): {"sha256": v} for k, v in sorted(result.data_hashes.items())},
+            "random_source": source,
+            "runs": result.runs,
+            "engine": result.engine,
+            "allowed_critical": list(result.allowed_critical),
+            "findings": [{"rule": f.rule, "severity": f.severity} for f in result.findings],
+            "started_at": result.started_at,
+            "finished_at": result.finished_at,
+            "sign_off": [{"name": name, "role": role} for name, role in signers],
+            "files": {
+                name: {
+                    "sha256": _file_sha256(os.path.join(staged, name)),
+                    "bytes": os.path.getsize(os.path.join(staged, name)),
+                }
+                for name in sorted(os.listdir(staged))
+                if name != CERTIFICATE
+            },
+        },
+    )
     doc["certificate_sha256"] = _self_hash(doc)
     return doc
 
 
 def write_certificate(result, staged: str, signers=()) -> None:
 
-    stage_text(staged, CERTIFICATE, json.dumps(certificate(result, staged, signers), indent=2, sort_keys=True,
-                                               ensure_ascii=False) + "\n")
+    stage_text(
+        staged,
+        CERTIFICATE,
+        json.dumps(certificate(result, staged, signers), indent=2, sort_keys=True, ensure_ascii=False) + "\n",
+    )
 
 
 def parse_signer(value: str) -> tuple[str, str]:
@@ -189,8 +225,9 @@ def _read(folder: str) -> dict:
         with open(path, encoding="utf-8") as fh:
             doc = json.load(fh)
     except FileNotFoundError:
-        raise CertificateError(f"{folder}: no {CERTIFICATE} (a set written before certificates existed, or not a "
-                               "compile's output folder)") from None
+        raise CertificateError(
+            f"{folder}: no {CERTIFICATE} (a set written before certificates existed, or not a compile's output folder)"
+        ) from None
     except (OSError, UnicodeDecodeError, ValueError) as exc:
         raise CertificateError(f"{path}: unreadable certificate ({exc})") from None
     if not isinstance(doc, dict) or not isinstance(doc.get("files"), dict):
@@ -219,8 +256,10 @@ def verify_certificate(folder: str, spec_path: str | None = None) -> tuple[list[
         if now is None:
             problems.append(f"plugin '{p.get('name')}' ran but is not installed now")
         elif now["files_sha256"] != p.get("files_sha256"):
-            problems.append(f"plugin '{p.get('name')}': its installed files differ from those that ran "
-                            f"(SHA-256 {now['files_sha256'][:12]}..., certified {str(p.get('files_sha256'))[:12]}...)")
+            problems.append(
+                f"plugin '{p.get('name')}': its installed files differ from those that ran "
+                f"(SHA-256 {now['files_sha256'][:12]}..., certified {str(p.get('files_sha256'))[:12]}...)"
+            )
     version = (doc.get("dpspec") or {}).get("version")
     if version != __version__:
         notes.append(f"written by dpspec {version}; this is dpspec {__version__}")

@@ -6,6 +6,7 @@ input's own folder, or inside it, would put release files among confidential inp
 away from overwriting them (and a release is published from there). Paths
 are compared after resolving symlinks, so a link to the data folder is caught too.
 """
+
 from __future__ import annotations
 
 import os
@@ -66,8 +67,12 @@ def suggest_output(outdir: str, inputs, folders=()) -> str | None:
     that holds inputs. Relative to the working directory when it lies below it; None if none."""
     name = os.path.basename(os.path.abspath(outdir)) or "out"
     guarded = [os.path.dirname(p) for named in inputs if "\x00" not in named for p in _forms(named)]
-    guarded += [p for named in list(folders) + [i for i in inputs if "\x00" not in i and os.path.isdir(i)]
-                if "\x00" not in named for p in _forms(named)]
+    guarded += [
+        p
+        for named in list(folders) + [i for i in inputs if "\x00" not in i and os.path.isdir(i)]
+        if "\x00" not in named
+        for p in _forms(named)
+    ]
     target = os.path.abspath(outdir)
     around = sorted((g for g in guarded if _within(target, g)), key=len)  # outermost first
     beside = ("out", name) if name != "out" else ("out",)
@@ -93,8 +98,10 @@ def default_output(spec_file: str, inputs) -> tuple[str, str | None]:
     except UnsafeOutputError:
         moved = suggest_output(default, inputs)
         if moved is not None:
-            return moved, (f"the default output folder {default} lies among the inputs (inside the spec's or the "
-                           f"data's folder); writing to {moved} instead")
+            return moved, (
+                f"the default output folder {default} lies among the inputs (inside the spec's or the "
+                f"data's folder); writing to {moved} instead"
+            )
     return default, None
 
 
@@ -112,21 +119,30 @@ def _check_target(outdir: str, inputs, folders=()) -> None:
                 if _within(target, folder) or _within(folder, target):
                     raise UnsafeOutputError(
                         f"error: the output folder {outdir} {'is or is inside' if _within(target, folder) else 'contains'} "
-                        f"the input folder {named}; refusing to write there. Choose a folder outside {named}")
+                        f"the input folder {named}; refusing to write there. Choose a folder outside {named}"
+                    )
     for named in inputs:
         if "\x00" in named:
             continue
         files = _forms(named)
         if targets & files:
-            raise UnsafeOutputError(f"error: the output folder {outdir} is the input {named}; refusing to write over an input")
+            raise UnsafeOutputError(
+                f"error: the output folder {outdir} is the input {named}; refusing to write over an input"
+            )
     for named, folder in _protected(inputs):
         for target in targets:
             if _within(folder, target) or _within(target, folder):
-                where = ("is the folder holding" if folder == target else "contains" if _within(folder, target)
-                         else "is inside the folder holding")
+                where = (
+                    "is the folder holding"
+                    if folder == target
+                    else "contains"
+                    if _within(folder, target)
+                    else "is inside the folder holding"
+                )
                 raise UnsafeOutputError(
                     f"error: the output folder {outdir} {where} the input {named}; refusing to write there, "
-                    f"since the output would overwrite, move or sit among the inputs. Choose a folder outside {folder}")
+                    f"since the output would overwrite, move or sit among the inputs. Choose a folder outside {folder}"
+                )
     _check_identity(outdir, inputs, folders)
 
 
@@ -166,11 +182,13 @@ def _check_identity(outdir: str, inputs, folders) -> None:
             raise UnsafeOutputError(
                 f"error: the output folder {outdir} is, or is inside, the folder holding the input {named} (the same "
                 "folder reached by another path: a link or a second mount of it); refusing to write there. Choose a "
-                f"folder outside {folder}")
+                f"folder outside {folder}"
+            )
         if mine is not None and mine in _chain(folder):
             raise UnsafeOutputError(
                 f"error: the output folder {outdir} contains the input {named} (reached by another path: a link or a "
-                "second mount); refusing to write there")
+                "second mount); refusing to write there"
+            )
 
 
 def check_output_file(output: str, inputs) -> None:
@@ -186,7 +204,9 @@ def check_output_file(output: str, inputs) -> None:
             root, ext = os.path.splitext(output)
             other = f"{root}-new{ext}"  # beside it, unless that is an input too
             free = not any("\x00" not in i and _forms(other) & _forms(i) for i in inputs)
-            refused = UnsafeOutputError(f"error: the output {output} is the input {named}; refusing to write over an "
-                                        "input" + (f", for example -o {other}" if free else ""))
+            refused = UnsafeOutputError(
+                f"error: the output {output} is the input {named}; refusing to write over an "
+                "input" + (f", for example -o {other}" if free else "")
+            )
             refused.suggestion = other if free else None
             raise refused

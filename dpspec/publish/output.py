@@ -3,6 +3,7 @@
 The whole set is swapped in at once (`dpspec.publish.output_set`); the confidential inputs are only ever read. Internal
 (utility) figures go to a separately named report so the public one never carries them.
 """
+
 from __future__ import annotations
 
 import os
@@ -29,10 +30,21 @@ def manifest(result, files: dict) -> dict:
     return {
         "dpspec_version": __version__,
         "command": "compile",
-        "spec": {"path": os.path.basename(result.spec.path or "<text>"), "title": result.spec.title, "sha256": result.spec_hash},
-        "data": {os.path.basename(k.rstrip("/")): {"sha256": v} for k, v in result.data_hashes.items()},  # a directory by its name
-        "mechanism": {"name": mech.name, "version": mech.version, "package": package, "package_version": package_version,
-                      "parameters": ir.to_jsonable(result.checked.params)},
+        "spec": {
+            "path": os.path.basename(result.spec.path or "<text>"),
+            "title": result.spec.title,
+            "sha256": result.spec_hash,
+        },
+        "data": {
+            os.path.basename(k.rstrip("/")): {"sha256": v} for k, v in result.data_hashes.items()
+        },  # a directory by its name
+        "mechanism": {
+            "name": mech.name,
+            "version": mech.version,
+            "package": package,
+            "package_version": package_version,
+            "parameters": ir.to_jsonable(result.checked.params),
+        },
         "seed_policy": seed_policy(result.seed, result.mechanism),
         "runs": result.runs,
         "outputs": files,

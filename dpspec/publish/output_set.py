@@ -18,6 +18,7 @@ the input guard checked, or nowhere.
 the command that wrote it (`command`, "compile" when absent), and a folder holding one command's
 set is never replaced by another command's.
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -73,9 +74,11 @@ def _open_folder(path: str, outdir: str, dir_fd: int | None = None) -> int:
     real = _fd_path(fd) if dir_fd is None else None
     if real is not None and real != path:
         os.close(fd)
-        raise OutputSetError(f"error: the output path {outdir} led to {path} and then to {real} (a link in it changed "
-                             "during the run); nothing was published. Name a folder whose path holds no link that "
-                             "others can change")
+        raise OutputSetError(
+            f"error: the output path {outdir} led to {path} and then to {real} (a link in it changed "
+            "during the run); nothing was published. Name a folder whose path holds no link that "
+            "others can change"
+        )
     return fd
 
 
@@ -133,8 +136,10 @@ def _lock_file(parent: int, lock: str, outdir: str) -> int:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             os.close(fd)
-            raise OutputSetError(f"error: another dpspec compile, audit or infer is writing to {outdir}; wait for it "
-                                 "or choose another output folder") from None
+            raise OutputSetError(
+                f"error: another dpspec compile, audit or infer is writing to {outdir}; wait for it "
+                "or choose another output folder"
+            ) from None
         except BaseException:
             os.close(fd)
             raise
@@ -225,8 +230,10 @@ def refuse_release_folder(outdir: str, command: str, itself: bool = True) -> Non
         man = _manifest(folder) if os.path.isdir(folder) else None
         if man is not None:
             where = "holds" if folder == _target(outdir) else f"is inside {folder}, which holds"
-            raise OutputSetError(f"error: {outdir} {where} {_written_by(_set_command(man))}; writing the files of "
-                                 f"`dpspec {command}` there would break that set's manifest. Choose another folder")
+            raise OutputSetError(
+                f"error: {outdir} {where} {_written_by(_set_command(man))}; writing the files of "
+                f"`dpspec {command}` there would break that set's manifest. Choose another folder"
+            )
         parent = os.path.dirname(folder)
         if parent == folder:
             return
@@ -244,21 +251,25 @@ def check_replaceable(outdir: str, command: str = "compile") -> None:
         raise OutputSetError(
             f"error: the output folder {outdir} is a mount point (a volume mounted there); dpspec swaps a whole new "
             "folder in at the end, so the whole set appears at once or not at all, and a mount point cannot be "
-            f"swapped. Give a folder inside it, for example -o {os.path.join(outdir, command + '-output')}")
+            f"swapped. Give a folder inside it, for example -o {os.path.join(outdir, command + '-output')}"
+        )
     present = set(os.listdir(target))
     if not present:
         return
     man = _manifest(target)
     if man is not None and _set_command(man) != command:
-        raise OutputSetError(f"error: the output folder {outdir} holds {_written_by(_set_command(man))}; "
-                             f"`dpspec {command}` would replace it. Choose another folder")
+        raise OutputSetError(
+            f"error: the output folder {outdir} holds {_written_by(_set_command(man))}; "
+            f"`dpspec {command}` would replace it. Choose another folder"
+        )
     known = _set_files(target)
     foreign = sorted(present - known) if known is not None else sorted(present)
     if foreign:
         shown = ", ".join(foreign[:5]) + (f" (and {len(foreign) - 5} more)" if len(foreign) > 5 else "")
         raise OutputSetError(
             f"error: the output folder {outdir} holds files that are not part of a dpspec output set ({shown}); "
-            f"`dpspec {command}` replaces the whole folder, so choose a new or empty folder")
+            f"`dpspec {command}` replaces the whole folder, so choose a new or empty folder"
+        )
 
 
 @contextmanager
@@ -369,9 +380,11 @@ def output_set(outdir: str, command: str = "compile", guard=None):
             sfd = _open_folder(staged, outdir, dir_fd=parent)
             yield _staged_path(sfd, os.path.join(folder, staged))
             if _target(outdir) != target:  # a link in the path was changed while the set was staged
-                raise OutputSetError(f"error: the output path {outdir} led to {target} when the run began and leads to "
-                                     f"{_target(outdir)} now (a link in it changed during the run); nothing was "
-                                     "published. Name a folder whose path holds no link that others can change")
+                raise OutputSetError(
+                    f"error: the output path {outdir} led to {target} when the run began and leads to "
+                    f"{_target(outdir)} now (a link in it changed during the run); nothing was "
+                    "published. Name a folder whose path holds no link that others can change"
+                )
             os.fchmod(sfd, 0o777 & ~_umask())  # made 0700; a set gets the usual mode
             for entry in os.listdir(sfd):
                 _fsync(entry, sfd)
@@ -396,6 +409,9 @@ def verify_set(outdir: str) -> list[str]:
     present = set(os.listdir(outdir)) - {MANIFEST, CERTIFICATE}
     problems = [f"missing {n}" for n in sorted(set(files) - present)]
     problems += [f"not in the manifest: {n}" for n in sorted(present - set(files))]
-    problems += [f"altered: {n}" for n in sorted(set(files) & present)
-                 if sha256_file(os.path.join(outdir, n)) != files[n]["sha256"]]
+    problems += [
+        f"altered: {n}"
+        for n in sorted(set(files) & present)
+        if sha256_file(os.path.join(outdir, n)) != files[n]["sha256"]
+    ]
     return problems

@@ -5,6 +5,7 @@ target, swapped in whole, locked, leftovers cleaned, and a `manifest.json` namin
 what it read (by SHA-256) and every file with its SHA-256, so a reader can check the reports
 are whole and belong together (an audit against one baseline, draws of one posterior).
 """
+
 from __future__ import annotations
 
 import os

@@ -9,6 +9,7 @@ holding a text value that a spreadsheet would evaluate (it starts with = + - @, 
 carriage return, and is not a number) is refused instead, before anything is published: the
 data's codes must be recoded. See docs/guides/safety.md.
 """
+
 from __future__ import annotations
 
 import re
@@ -72,4 +73,5 @@ def refuse_formulas(frame: pd.DataFrame, path: str) -> None:
                 + (f" (and {len(bad) - 1} more such values)" if len(bad) > 1 else "")
                 + ", which a spreadsheet opening the file runs as a formula; nothing was published. "
                 "Recode such values in the data (a value may not start with = + - @, a tab or a carriage return "
-                "unless it is a number)")
+                "unless it is a number)"
+            )

@@ -4,6 +4,7 @@ against the registry's own schema, so that every error names the field and where
 Errors are `SpecError`s on the entry file (file:line:col, a caret under the field), never a
 traceback.
 """
+
 from __future__ import annotations
 
 import functools
@@ -36,9 +37,13 @@ class _Loader(yaml.SafeLoader):
     def compose_node(self, parent, index):
         if self.check_event(yaml.AliasEvent):
             event = self.peek_event()
-            raise yaml.composer.ComposerError(None, None, f"an alias (*{event.anchor}) refers to another node; "
-                                              "aliases are not allowed in a registry entry (write the value out)",
-                                              event.start_mark)
+            raise yaml.composer.ComposerError(
+                None,
+                None,
+                f"an alias (*{event.anchor}) refers to another node; "
+                "aliases are not allowed in a registry entry (write the value out)",
+                event.start_mark,
+            )
         return super().compose_node(parent, index)
 
     def construct_mapping(self, node, deep=False):
@@ -49,8 +54,12 @@ class _Loader(yaml.SafeLoader):
                 if isinstance(key, yaml.ScalarNode):
                     if key.value in seen:
                         raise yaml.constructor.ConstructorError(
-                            None, None, f"the key '{key.value}' is given twice in one mapping, at line {seen[key.value]} "
-                            f"and at line {key.start_mark.line + 1}; keep one", key.start_mark)
+                            None,
+                            None,
+                            f"the key '{key.value}' is given twice in one mapping, at line {seen[key.value]} "
+                            f"and at line {key.start_mark.line + 1}; keep one",
+                            key.start_mark,
+                        )
                     seen[key.value] = key.start_mark.line + 1
         return super().construct_mapping(node, deep)
 
@@ -144,7 +153,9 @@ def read_entry(path: str) -> Entry:
         with open_regular(path) as fh:  # a FIFO would block, a device would fill MAX_BYTES with junk
             raw = fh.read(MAX_BYTES + 1)
     except NotRegularFile:
-        raise SpecError("not a regular file (a device, pipe or folder); a registry entry is a YAML file", path) from None
+        raise SpecError(
+            "not a regular file (a device, pipe or folder); a registry entry is a YAML file", path
+        ) from None
     except OSError as exc:
         raise SpecError(f"cannot read the registry entry: {exc.strerror or exc}", path) from None
     if len(raw) > MAX_BYTES:
@@ -163,9 +174,18 @@ def parse_entry(text: str, path: str | None = None) -> Entry:
     """Parse YAML text into an Entry; a YAML syntax error is located like any other. A file with
     none of an entry's top-level keys is not an entry (`/etc/passwd`): nothing of it is shown."""
     if not _ENTRY_KEY.search(text):
-        raise SpecError([Diagnostic("this file is not a registry entry: a registry entry is a YAML mapping with the "
-                                    "keys url_slug, status, tier and deployment at its top level, and this file has "
-                                    "none of them; its contents are not shown", 1, None)], path)
+        raise SpecError(
+            [
+                Diagnostic(
+                    "this file is not a registry entry: a registry entry is a YAML mapping with the "
+                    "keys url_slug, status, tier and deployment at its top level, and this file has "
+                    "none of them; its contents are not shown",
+                    1,
+                    None,
+                )
+            ],
+            path,
+        )
     try:
         node = yaml.compose(text, Loader=_Loader)
         data = yaml.load(text, Loader=_Loader)
@@ -176,11 +196,17 @@ def parse_entry(text: str, path: str | None = None) -> Entry:
         raise SpecError([Diagnostic(f"not valid YAML: {problem}", line, col)], path, text) from None
     except (ValueError, RecursionError):  # a number of 5,000 digits (int() refuses), or nesting beyond Python's stack
         huge = re.search(r"[0-9_]{4000,}", text)
-        line, col = (text.count("\n", 0, huge.start()) + 1, huge.start() - text.rfind("\n", 0, huge.start())) if huge else (1, 1)
+        line, col = (
+            (text.count("\n", 0, huge.start()) + 1, huge.start() - text.rfind("\n", 0, huge.start()))
+            if huge
+            else (1, 1)
+        )
         what = "a number with thousands of digits" if huge else "nesting too deep to read"
         raise SpecError([Diagnostic(f"not a usable registry entry: {what}", line, col)], path, text) from None
     if not isinstance(data, dict):
-        raise SpecError([Diagnostic("a registry entry is a YAML mapping (url_slug, status, tier, deployment)", 1, 1)], path, text)
+        raise SpecError(
+            [Diagnostic("a registry entry is a YAML mapping (url_slug, status, tier, deployment)", 1, 1)], path, text
+        )
     return Entry(data, text, path, _marks(node) if node is not None else {})
 
 

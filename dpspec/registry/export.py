@@ -11,6 +11,7 @@ publication date, ...) comes from its `notes`; what an import could not formalis
 the fenced block of privacy_parameters_details, so a round trip does not launder it into fact, keyed by the schema's field paths; a required
 field that is missing is an error naming the note to add.
 """
+
 from __future__ import annotations
 
 import re
@@ -25,8 +26,14 @@ from dpspec.registry import prose
 from dpspec.registry.entry import schema, schema_problems, dotted
 from dpspec.budget.spec_account import spec_ledger
 
-REQUIRED_BASIC = ("data_curators", "description", "intended_use", "data_product_type",
-                  "data_product_region", "publication_date")
+REQUIRED_BASIC = (
+    "data_curators",
+    "description",
+    "intended_use",
+    "data_product_type",
+    "data_product_region",
+    "publication_date",
+)
 LIST_FIELDS = {("basic", "data_curators"), ("administrative", "registry_authors")}
 
 
@@ -64,8 +71,15 @@ def _achieved(spec: ir.Spec):
 
     _, _, _, _, ledger = spec_ledger(spec)
     if ledger.declared is None or not ledger.declared.is_finite:
-        raise SpecError([Diagnostic(f"the spec's budget is {ledger.problem or 'infinite'}; a registry entry needs a finite one",
-                                    1, 1)], spec.path, spec.text)
+        raise SpecError(
+            [
+                Diagnostic(
+                    f"the spec's budget is {ledger.problem or 'infinite'}; a registry entry needs a finite one", 1, 1
+                )
+            ],
+            spec.path,
+            spec.text,
+        )
     return ledger.declared
 
 
@@ -77,8 +91,9 @@ def entry_data(spec: ir.Spec) -> dict:
         problems.append("the spec has no title; the entry's basic.name is the spec's title (spec \"...\")")
     for key in REQUIRED_BASIC:
         if f"basic.{key}" not in notes:
-            problems.append(f"the registry requires basic.{key}: add it to the spec's notes, e.g. "
-                            f"notes {{ basic.{key}: \"...\" }}")
+            problems.append(
+                f'the registry requires basic.{key}: add it to the spec\'s notes, e.g. notes {{ basic.{key}: "..." }}'
+            )
     if problems:
         raise SpecError([Diagnostic(p, 1, 1) for p in problems], spec.path, spec.text)
     budget = _achieved(spec)
@@ -98,27 +113,48 @@ def entry_data(spec: ir.Spec) -> dict:
         put(path, text.split("\n") if path in LIST_FIELDS else text)
     put(("basic", "name"), spec.title)
     put(("dp_variant", "variant_name"), prose.VARIANT_NAMES[spec.premetric.kind])
-    put(("dp_variant", "data_domain"), prose.with_formal(notes.get("dp_variant.data_domain"),
-                                                         _notation(spec, domain=spec.domain)))
-    where = _notation(spec, invariants=spec.invariants, public=spec.public, public_keys=spec.public_keys) \
-        if (spec.invariants or spec.public or spec.public_keys) \
+    put(
+        ("dp_variant", "data_domain"),
+        prose.with_formal(notes.get("dp_variant.data_domain"), _notation(spec, domain=spec.domain)),
+    )
+    where = (
+        _notation(spec, invariants=spec.invariants, public=spec.public, public_keys=spec.public_keys)
+        if (spec.invariants or spec.public or spec.public_keys)
         else ["invariants {", "}"]
-    put(("dp_variant", "unprotected_quantities"), prose.with_formal(notes.get("dp_variant.unprotected_quantities"), where))
+    )
+    put(
+        ("dp_variant", "unprotected_quantities"),
+        prose.with_formal(notes.get("dp_variant.unprotected_quantities"), where),
+    )
     table = spec.domain.table(spec.unit.table)
     unit_name = table.unit if table is not None else spec.unit.table
-    put(("privacy_loss", "privacy_unit"), notes.get("privacy_loss.privacy_unit")
-        or re.sub(r"[_ ]+", "-", unit_name).capitalize() + "-level")
-    put(("privacy_loss", "privacy_unit_details"), prose.with_formal(notes.get("privacy_loss.privacy_unit_details"),
-                                                                    _notation(spec, unit=spec.unit)))
+    put(
+        ("privacy_loss", "privacy_unit"),
+        notes.get("privacy_loss.privacy_unit") or re.sub(r"[_ ]+", "-", unit_name).capitalize() + "-level",
+    )
+    put(
+        ("privacy_loss", "privacy_unit_details"),
+        prose.with_formal(notes.get("privacy_loss.privacy_unit_details"), _notation(spec, unit=spec.unit)),
+    )
     put(("privacy_loss", "privacy_parameters"), _budget_params(budget))
-    put(("privacy_loss", "privacy_parameters_details"),
-        prose.with_formal(notes.get("privacy_loss.privacy_parameters_details"),
-                          _notation(spec, premetric=spec.premetric, budgets=spec.budgets,
-                                    notes=tuple(n for n in spec.notes if n.key == UNCHECKED_NOTE))))
+    put(
+        ("privacy_loss", "privacy_parameters_details"),
+        prose.with_formal(
+            notes.get("privacy_loss.privacy_parameters_details"),
+            _notation(
+                spec,
+                premetric=spec.premetric,
+                budgets=spec.budgets,
+                notes=tuple(n for n in spec.notes if n.key == UNCHECKED_NOTE),
+            ),
+        ),
+    )
     if spec.tuning is not None and "implementation.preprocessing_and_hyperparameter_tuning" not in notes:
         t = spec.tuning
-        put(("implementation", "preprocessing_and_hyperparameter_tuning"),
-            f"Parameters were tuned on {t.source} data" + (f": {t.note}" if t.note else "."))
+        put(
+            ("implementation", "preprocessing_and_hyperparameter_tuning"),
+            f"Parameters were tuned on {t.source} data" + (f": {t.note}" if t.note else "."),
+        )
     deployment = _ordered(deployment, schema()["properties"]["deployment"])
     entry = {
         "url_slug": notes.get("url_slug") or re.sub(r"[^a-z0-9]+", "-", spec.title.lower()).strip("-"),
@@ -128,8 +164,11 @@ def entry_data(spec: ir.Spec) -> dict:
     }
     bad = schema_problems(entry)
     if bad:
-        raise SpecError([Diagnostic(f"the exported entry breaks the registry schema at {dotted(f)}: {m}", 1, 1)
-                         for f, m, _ in bad], spec.path, spec.text)
+        raise SpecError(
+            [Diagnostic(f"the exported entry breaks the registry schema at {dotted(f)}: {m}", 1, 1) for f, m, _ in bad],
+            spec.path,
+            spec.text,
+        )
     return entry
 
 

@@ -8,6 +8,7 @@ notation) are read exactly; prose is read by the recognisers in `prose`, and wha
 recognise is listed in the note `dpspec.unchecked`, which the audit reports. All prose is kept
 as notes keyed by the entry's field paths, so nothing the curator wrote is lost.
 """
+
 from __future__ import annotations
 
 import os
@@ -26,8 +27,13 @@ from dpspec.check.checker import check
 from dpspec.language.formatter import format_spec
 
 D = "deployment"
-REQUIRED = ((D, "dp_variant"), (D, "dp_variant", "variant_name"), (D, "privacy_loss"),
-            (D, "privacy_loss", "privacy_unit"), (D, "privacy_loss", "privacy_parameters"))
+REQUIRED = (
+    (D, "dp_variant"),
+    (D, "dp_variant", "variant_name"),
+    (D, "privacy_loss"),
+    (D, "privacy_loss", "privacy_unit"),
+    (D, "privacy_loss", "privacy_parameters"),
+)
 FORMAL_FIELDS = {  # the fields whose fenced dpspec block holds a formal part of the spec
     "domain": (D, "dp_variant", "data_domain"),
     "where": (D, "dp_variant", "unprotected_quantities"),
@@ -65,7 +71,9 @@ def _number(value, field, problems: _Problems) -> Fraction | None:
             m = re.fullmatch(r"10\s*\^\s*\{?\s*-\s*(\d+)\s*\}?", text)
             out = Fraction(1, 10 ** int(m.group(1))) if m else Fraction(text)
     except (ValueError, ZeroDivisionError, OverflowError):
-        problems.add(field, f"cannot read {value!r} as a number", "write a decimal such as 1e-10, or a fraction such as 1/100")
+        problems.add(
+            field, f"cannot read {value!r} as a number", "write a decimal such as 1e-10, or a fraction such as 1/100"
+        )
         return None
     if out < 0:
         problems.add(field, f"{value!r} is negative; privacy parameters are at least 0")
@@ -98,14 +106,20 @@ def _stated(entry: Entry, problems: _Problems, formal: ir.Spec | None, unchecked
     kind = prose.PREMETRIC_OF_VARIANT.get(variant)
     field = (D, "dp_variant", "variant_name")
     if kind is None:
-        problems.add(field, f"the variant '{variant}' names no premetric dpspec can formalise",
-                     "state it in privacy_parameters_details as a dpspec block, e.g. ```dpspec premetric gdp```")
+        problems.add(
+            field,
+            f"the variant '{variant}' names no premetric dpspec can formalise",
+            "state it in privacy_parameters_details as a dpspec block, e.g. ```dpspec premetric gdp```",
+        )
         return None, {}, ()
     eps, delta, rho = values.get("epsilon"), values.get("delta"), values.get("rho")
     need = {"pure": ("epsilon",), "approximate": ("epsilon", "delta"), "zcdp": ("rho",)}.get(kind)
     if kind == "renyi":
-        problems.add(field, "a Renyi DP budget needs its order alpha, and the registry schema has no field for it",
-                     "state it in privacy_parameters_details as a dpspec block: premetric renyi alpha 2")
+        problems.add(
+            field,
+            "a Renyi DP budget needs its order alpha, and the registry schema has no field for it",
+            "state it in privacy_parameters_details as a dpspec block: premetric renyi alpha 2",
+        )
         return None, {}, ()
     missing = [k for k in need if values.get(k) is None]
     if missing:
@@ -113,8 +127,11 @@ def _stated(entry: Entry, problems: _Problems, formal: ir.Spec | None, unchecked
         problems.add(PARAMS, f"the variant is {variant}, which needs {' and '.join(need)}; the entry gives {have}")
         return None, {}, ()
     if kind == "pure" and (rho is not None or (delta or 0) > 0):
-        problems.add(PARAMS, f"the variant is Pure DP but the entry also gives {'rho' if rho is not None else 'a delta above 0'}",
-                     "use variant_name 'Approximate DP' for (epsilon, delta)")
+        problems.add(
+            PARAMS,
+            f"the variant is Pure DP but the entry also gives {'rho' if rho is not None else 'a delta above 0'}",
+            "use variant_name 'Approximate DP' for (epsilon, delta)",
+        )
         return None, {}, ()
     if kind == "approximate" and rho is not None:
         problems.add(PARAMS + ("rho",), "the variant is Approximate DP; rho belongs to Zero-concentrated DP")
@@ -122,17 +139,22 @@ def _stated(entry: Entry, problems: _Problems, formal: ir.Spec | None, unchecked
     if kind == "pure":
         return ir.Premetric("pure"), {"epsilon": eps}, (ir.BudgetBound("epsilon", "<=", eps),)
     if kind == "approximate":
-        return (ir.Premetric("approximate", (("delta", delta),)), {"epsilon": eps, "delta": delta},
-                (ir.BudgetBound("epsilon", "<=", eps, (("delta", delta),)),))
+        return (
+            ir.Premetric("approximate", (("delta", delta),)),
+            {"epsilon": eps, "delta": delta},
+            (ir.BudgetBound("epsilon", "<=", eps, (("delta", delta),)),),
+        )
     bounds = [ir.BudgetBound("rho", "<=", rho)]
     if eps is not None and delta is not None:
         implied = _implied_epsilon(rho, delta)
         if eps >= implied:  # exact; a published conversion that rho implies: the budget command checks it
             bounds.append(ir.BudgetBound("epsilon", "<=", eps, (("delta", delta),)))
         else:
-            unchecked.append(f"the entry's (epsilon = {ir.format_number(eps)}, delta = {ir.format_number(delta)}) is not "
-                             f"implied by rho = {ir.format_number(rho)} alone (the conversion of Canonne, Kamath & Steinke 2020 gives "
-                             f"epsilon = {float(implied):.4g}); it may rest on an analysis of the mechanism the entry does not state")
+            unchecked.append(
+                f"the entry's (epsilon = {ir.format_number(eps)}, delta = {ir.format_number(delta)}) is not "
+                f"implied by rho = {ir.format_number(rho)} alone (the conversion of Canonne, Kamath & Steinke 2020 gives "
+                f"epsilon = {float(implied):.4g}); it may rest on an analysis of the mechanism the entry does not state"
+            )
     return ir.Premetric("zcdp"), {"rho": rho}, tuple(bounds)
 
 
@@ -150,18 +172,25 @@ def _unit(entry: Entry, problems: _Problems, formal: ir.Spec | None, unchecked: 
         return formal.unit, [formal.unit.table]
     names = prose.unit_names(text)
     if not names:
-        problems.add((D, "privacy_loss", "privacy_unit"), f"cannot tell the unit from {text!r}",
-                     "name it as 'person-level', 'user-day-level', ...")
+        problems.add(
+            (D, "privacy_loss", "privacy_unit"),
+            f"cannot tell the unit from {text!r}",
+            "name it as 'person-level', 'user-day-level', ...",
+        )
         return None, []
     details = prose.split_formal(entry.get(D, "privacy_loss", "privacy_unit_details"))[0]
     relation = prose.relation_from_prose(details) or prose.relation_from_prose(text)
     if relation is None:
         relation = "symdiff"
-        unchecked.append("the neighbour relation is not stated (or stated both ways); read as add/remove one "
-                         f"{names[0]} (symdiff), under which a change-one figure is larger")
+        unchecked.append(
+            "the neighbour relation is not stated (or stated both ways); read as add/remove one "
+            f"{names[0]} (symdiff), under which a change-one figure is larger"
+        )
     if len(names) > 1:
-        unchecked.append(f"the entry names several units ({', '.join(names)}) under one budget; the spec "
-                         f"formalises the first, {names[0]}")
+        unchecked.append(
+            f"the entry names several units ({', '.join(names)}) under one budget; the spec "
+            f"formalises the first, {names[0]}"
+        )
     return ir.Unit(prose.table_for(names[0]), relation), [prose.table_for(n) for n in names]
 
 
@@ -188,9 +217,10 @@ def _domain(entry: Entry, formal: ir.Spec | None, unit_tables, invariants, publi
     for q in list(invariants) + [p.query for p in public]:
         cols = columns.setdefault(q.table, [])
         cols.extend(c for c in q.columns if c not in cols)
-    tables = tuple(ir.Table(t, prose.unit_of_table(t),
-                            tuple(ir.Column(c, ir.ColumnType("category")) for c in cols))
-                   for t, cols in columns.items())
+    tables = tuple(
+        ir.Table(t, prose.unit_of_table(t), tuple(ir.Column(c, ir.ColumnType("category")) for c in cols))
+        for t, cols in columns.items()
+    )
     levels = prose.geography_levels(c for cols in columns.values() for c in cols)
     geography = ir.Geography("census", levels) if levels else None
     # The prose stays in the note dp_variant.data_domain; the domain block holds the formal part.
@@ -252,14 +282,24 @@ def build_spec(entry: Entry) -> ir.Spec:
     if unchecked:
         notes.append(ir.Note(UNCHECKED_NOTE, "\n".join(f"- {u}" for u in unchecked)))
     name = os.path.basename(entry.path) if entry.path else "a registry entry"
-    header = ("# Imported by `dpspec import --registry` from " + name + ".",
-              "# The budget is the curator's published statement (mechanism declared), not derived by dpspec;",
-              "# the entry's prose is kept in the notes section.")
-    return ir.Spec(title=entry.get(D, "basic", "name"), domain=domain, invariants=invariants, public=public,
-                   public_keys=public_keys,
-                   unit=unit, premetric=premetric,
-                   mechanism=ir.MechanismCall(STATED_MECHANISM, ir.ParamBlock(tuple(params))),
-                   budgets=tuple(bounds), notes=tuple(notes), comments=(("title", header),))
+    header = (
+        "# Imported by `dpspec import --registry` from " + name + ".",
+        "# The budget is the curator's published statement (mechanism declared), not derived by dpspec;",
+        "# the entry's prose is kept in the notes section.",
+    )
+    return ir.Spec(
+        title=entry.get(D, "basic", "name"),
+        domain=domain,
+        invariants=invariants,
+        public=public,
+        public_keys=public_keys,
+        unit=unit,
+        premetric=premetric,
+        mechanism=ir.MechanismCall(STATED_MECHANISM, ir.ParamBlock(tuple(params))),
+        budgets=tuple(bounds),
+        notes=tuple(notes),
+        comments=(("title", header),),
+    )
 
 
 def import_text(entry: Entry) -> str:

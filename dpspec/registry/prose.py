@@ -7,6 +7,7 @@ phrasings into formal blocks (the variant's name, change-one vs add/remove neigh
 unit named as "X-level", invariants such as "the total population count for each state"), and
 whatever they do not recognise is reported, never guessed.
 """
+
 from __future__ import annotations
 
 import re
@@ -14,8 +15,13 @@ import re
 FENCE = "```dpspec"
 _FENCED = re.compile(r"\n*```dpspec[ \t]*\n(.*?)\n```[ \t]*\n?", re.S)
 
-VARIANT_NAMES = {"pure": "Pure DP", "approximate": "Approximate DP", "zcdp": "Zero-concentrated DP",
-                 "renyi": "Renyi DP", "gdp": "Custom"}
+VARIANT_NAMES = {
+    "pure": "Pure DP",
+    "approximate": "Approximate DP",
+    "zcdp": "Zero-concentrated DP",
+    "renyi": "Renyi DP",
+    "gdp": "Custom",
+}
 PREMETRIC_OF_VARIANT = {v: k for k, v in VARIANT_NAMES.items() if v != "Custom"}
 
 
@@ -39,10 +45,16 @@ def split_formal(text: str | None) -> tuple[str, str | None]:
 
 # ---- neighbour relation and unit ---------------------------------------------------------
 
-_CHANGE_ONE = re.compile(r"change[- ]one|(?<!un)bounded (?:neighbou?r|dp|adjacen)|modification of a single|"
-                         r"replac(?:e|ing|ement) (?:of )?(?:one|a single)|substitut|hamming", re.I)
-_ADD_REMOVE = re.compile(r"add(?:ing)?[ -]?(?:/|or|and)[ -]?remov|addition or removal|insert(?:ion)? or delet|"
-                         r"unbounded (?:neighbou?r|dp|adjacen)|presence or absence|symmetric difference", re.I)
+_CHANGE_ONE = re.compile(
+    r"change[- ]one|(?<!un)bounded (?:neighbou?r|dp|adjacen)|modification of a single|"
+    r"replac(?:e|ing|ement) (?:of )?(?:one|a single)|substitut|hamming",
+    re.I,
+)
+_ADD_REMOVE = re.compile(
+    r"add(?:ing)?[ -]?(?:/|or|and)[ -]?remov|addition or removal|insert(?:ion)? or delet|"
+    r"unbounded (?:neighbou?r|dp|adjacen)|presence or absence|symmetric difference",
+    re.I,
+)
 
 
 def relation_from_prose(text: str | None) -> str | None:
@@ -106,10 +118,22 @@ _LEVELS = ("nation", "state", "county", "tract", "blockgroup", "block")
 _LEVEL_WORDS = r"(state|county|tract|block group|blockgroup|block)"
 _RECOGNISERS = (
     (re.compile(r"total population(?: count)? (?:for|of|in) each " + _LEVEL_WORDS, re.I), "persons", ()),
-    (re.compile(r"(?:total )?(?:count|number) of housing units (?:in|for|of) each (?:census )?" + _LEVEL_WORDS, re.I),
-     "housing_units", ()),
-    (re.compile(r"(?:count|number) and type of occupied group quarters(?: facilities)? (?:in|for|of) each (?:census )?"
-                + _LEVEL_WORDS, re.I), "gq_facilities", ("gq_type",)),
+    (
+        re.compile(
+            r"(?:total )?(?:count|number) of housing units (?:in|for|of) each (?:census )?" + _LEVEL_WORDS, re.I
+        ),
+        "housing_units",
+        (),
+    ),
+    (
+        re.compile(
+            r"(?:count|number) and type of occupied group quarters(?: facilities)? (?:in|for|of) each (?:census )?"
+            + _LEVEL_WORDS,
+            re.I,
+        ),
+        "gq_facilities",
+        ("gq_type",),
+    ),
 )
 _NONE = re.compile(r"(none|n/?a|nothing|no (?:unprotected quantities|invariants?|quantities)(?: [a-z ]+)?)\.?", re.I)
 

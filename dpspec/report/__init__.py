@@ -5,6 +5,7 @@ forms exist only when the result carries utility figures (computed against the c
 data), which never enter the public ones. Plugins add sections by returning `Section` objects
 from the `dpspec_report_sections` hook.
 """
+
 from __future__ import annotations
 
 from dpspec.contract import Section  # noqa: F401 - re-exported: the contract owns it

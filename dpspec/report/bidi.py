@@ -10,6 +10,7 @@ A terminal also obeys control characters (`ESC[8m` hides what follows, `ESC[2J` 
 screen, a bare CR overwrites the line): `terminal_text` marks those too, for every command's
 output (`dpspec.report.terminal.echo`).
 """
+
 from __future__ import annotations
 
 import re
@@ -48,5 +49,9 @@ def neutral(value):
     if isinstance(value, dict):
         return {neutral(k) if isinstance(k, str) else k: neutral(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return type(value)(neutral(v) for v in value) if not hasattr(value, "_fields") else type(value)(*map(neutral, value))
+        return (
+            type(value)(neutral(v) for v in value)
+            if not hasattr(value, "_fields")
+            else type(value)(*map(neutral, value))
+        )
     return value

@@ -1,4 +1,5 @@
 """Exact numbers for the certificate and the report's certificate section: fractions as "n/d", floats by their exact binary value."""
+
 from __future__ import annotations
 
 import math
@@ -40,6 +41,14 @@ def exact_budgets(result) -> dict:
         "declared": _budget(ledger.declared),
         "worst": _budget(ledger.worst),
         "native": _budget(result.statement.actual),
-        "bounds": [{"bound": c.bound.describe(), "limit": rational(c.bound.value), "achieved": rational(c.achieved),
-                    "holds": bool(c.holds), "computed_as": c.currency} for c in ledger.bounds],
+        "bounds": [
+            {
+                "bound": c.bound.describe(),
+                "limit": rational(c.bound.value),
+                "achieved": rational(c.achieved),
+                "holds": bool(c.holds),
+                "computed_as": c.currency,
+            }
+            for c in ledger.bounds
+        ],
     }

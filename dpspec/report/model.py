@@ -6,6 +6,7 @@ invariants, which the budget depends on), what the spec releases and the audit; 
 model adds what was computed against the confidential data or depends on a run (utility, the
 run's own facts and notes, timings).
 """
+
 from __future__ import annotations
 
 import math
@@ -34,23 +35,34 @@ def seed_policy(seed, mechanism=None) -> dict:
     """Where a release's randomness came from (manifest and reports): here, below `output`."""
     own = getattr(mechanism, "own_random_source", "")
     if own:  # the library draws its own noise: neither dpspec's stream nor a seed reaches it
-        reach = "dpspec's ChaCha20 stream and the given seed do" if seed is not None else "dpspec's ChaCha20 stream does"
+        reach = (
+            "dpspec's ChaCha20 stream and the given seed do" if seed is not None else "dpspec's ChaCha20 stream does"
+        )
         return {"seeded": False, "source": f"{own} ({reach} not reach it, so the release is not reproducible)"}
     if seed is None:
-        return {"seeded": False, "source": "ChaCha20 (cryptographically secure) keyed with 256 bits of operating-system entropy"}
-    return {"seeded": True,  # the seed itself is withheld: whoever reads it can remove the noise
-            "warning": "a known seed lets anyone reproduce the noise and remove it: this release is NOT protected"}
+        return {
+            "seeded": False,
+            "source": "ChaCha20 (cryptographically secure) keyed with 256 bits of operating-system entropy",
+        }
+    return {
+        "seeded": True,  # the seed itself is withheld: whoever reads it can remove the noise
+        "warning": "a known seed lets anyone reproduce the noise and remove it: this release is NOT protected",
+    }
 
 
 AUDIENCES = ("public", "internal")
 RENDER_ONLY = "_templates"  # the one model key report.json leaves out: templates a plugin gives
 HEADLINE_PARAM = {"pure": "epsilon", "approx": "epsilon", "zcdp": "rho", "renyi": "epsilon", "gdp": "mu"}
 AUDIENCE_NOTES = {
-    "public": ("For publication. It contains the specification, the budget and how it was computed, the "
-               "public facts the budget depends on, what the specification releases, and the audit. "
-               "Nothing else computed from the confidential data appears here."),
-    "internal": ("Not for publication. Besides everything in the public report it contains "
-                 "figures computed against the confidential data (utility, run notes, timings)."),
+    "public": (
+        "For publication. It contains the specification, the budget and how it was computed, the "
+        "public facts the budget depends on, what the specification releases, and the audit. "
+        "Nothing else computed from the confidential data appears here."
+    ),
+    "internal": (
+        "Not for publication. Besides everything in the public report it contains "
+        "figures computed against the confidential data (utility, run notes, timings)."
+    ),
 }
 
 
@@ -93,16 +105,21 @@ def _invariants(spec: ir.Spec, induced) -> list[dict]:
     undeclared = {q.key() for q in undetermined(induced, spec.invariants, spec.domain)}
     for q in spec.invariants:
         origin = "declared; the mechanism keeps it exact" if q.key() in induced_keys else "declared"
-        out.append({"statistic": q.describe(), "granularity": granularity(q, spec.domain), "origin": origin,
-                    "declared": True})
+        out.append(
+            {"statistic": q.describe(), "granularity": granularity(q, spec.domain), "origin": origin, "declared": True}
+        )
     declared_keys = {q.key() for q in spec.invariants}
     for q in induced:
         if q.key() in declared_keys:
             continue
-        origin = ("kept exact by the mechanism, NOT declared" if q.key() in undeclared
-                  else "kept exact by the mechanism; implied by the declared invariants")
-        out.append({"statistic": q.describe(), "granularity": granularity(q, spec.domain), "origin": origin,
-                    "declared": False})
+        origin = (
+            "kept exact by the mechanism, NOT declared"
+            if q.key() in undeclared
+            else "kept exact by the mechanism; implied by the declared invariants"
+        )
+        out.append(
+            {"statistic": q.describe(), "granularity": granularity(q, spec.domain), "origin": origin, "declared": False}
+        )
     return out
 
 
@@ -140,37 +157,73 @@ def _parameter_docs(mech, names: list[str]) -> dict:
 def _budget(ctx) -> dict:
     """The budget block; every key is present (None when unknown) so templates stay simple."""
     ledger, stmt = ctx.ledger, ctx.statement
-    out = {"available": False, "problem": ctx.account.problem if ctx.account else None, "native": None,
-           "declared": None, "worst": None, "headline": "eps_D", "currencies": [], "steps": [], "bounds": [],
-           "bounds_hold": None}
+    out = {
+        "available": False,
+        "problem": ctx.account.problem if ctx.account else None,
+        "native": None,
+        "declared": None,
+        "worst": None,
+        "headline": "eps_D",
+        "currencies": [],
+        "steps": [],
+        "bounds": [],
+        "bounds_hold": None,
+    }
     if ledger is None:
         out["problem"] = out["problem"] or "no budget account (the spec did not check, or its data was not read)"
         return out
     flavor = ledger.native_flavor
-    out.update({
-        "available": True,
-        "native": {
-            "flavor": {"table": flavor.table, "relation": flavor.relation, "premetric": flavor.premetric},
-            "actual": budget_json(stmt.actual),
-            "worst": budget_json(stmt.worst),
-            "per_universe": bool(stmt.per_universe),
-            "depends_on": jsonable(dict(stmt.depends_on)),
-            "notes": list(stmt.notes),
-            "public": [str(p) for p in getattr(stmt, "public", ())],
-        },
-        "declared": budget_json(ledger.declared),
-        "worst": budget_json(ledger.worst),
-        "problem": ledger.problem,
-        "headline": headline(ledger.declared),
-        "currencies": [{"budget": budget_json(c.result), "premetric": c.result.paper_name, "method": c.method,
-                        "method_words": method_words(c.method), "citation": c.citation} for c in ledger.currencies],
-        "steps": [{"what": s.what, "from": budget_json(s.source), "to": budget_json(s.result), "method": s.method,
-                   "method_words": method_words(s.method), "citation": s.citation} for s in ledger.steps],
-        "bounds": [{"bound": c.bound.describe(), "limit": _number(c.bound.value), "achieved": _number(c.achieved),
-                    "achieved_text": achieved_text(c), "holds": bool(c.holds), "currency": c.currency}
-                   for c in ledger.bounds],
-        "bounds_hold": bool(ledger.bounds_hold),
-    })
+    out.update(
+        {
+            "available": True,
+            "native": {
+                "flavor": {"table": flavor.table, "relation": flavor.relation, "premetric": flavor.premetric},
+                "actual": budget_json(stmt.actual),
+                "worst": budget_json(stmt.worst),
+                "per_universe": bool(stmt.per_universe),
+                "depends_on": jsonable(dict(stmt.depends_on)),
+                "notes": list(stmt.notes),
+                "public": [str(p) for p in getattr(stmt, "public", ())],
+            },
+            "declared": budget_json(ledger.declared),
+            "worst": budget_json(ledger.worst),
+            "problem": ledger.problem,
+            "headline": headline(ledger.declared),
+            "currencies": [
+                {
+                    "budget": budget_json(c.result),
+                    "premetric": c.result.paper_name,
+                    "method": c.method,
+                    "method_words": method_words(c.method),
+                    "citation": c.citation,
+                }
+                for c in ledger.currencies
+            ],
+            "steps": [
+                {
+                    "what": s.what,
+                    "from": budget_json(s.source),
+                    "to": budget_json(s.result),
+                    "method": s.method,
+                    "method_words": method_words(s.method),
+                    "citation": s.citation,
+                }
+                for s in ledger.steps
+            ],
+            "bounds": [
+                {
+                    "bound": c.bound.describe(),
+                    "limit": _number(c.bound.value),
+                    "achieved": _number(c.achieved),
+                    "achieved_text": achieved_text(c),
+                    "holds": bool(c.holds),
+                    "currency": c.currency,
+                }
+                for c in ledger.bounds
+            ],
+            "bounds_hold": bool(ledger.bounds_hold),
+        }
+    )
     return out
 
 
@@ -182,8 +235,9 @@ def budget_block(spec: ir.Spec, outcome, section=None) -> dict:
     ctx = outcome.context
     budget = _budget(ctx)
     if budget["native"] is not None:
-        budget["native"]["depends_on_shown"] = _shown_facts(budget["native"]["depends_on"],
-                                                            _fact_labels(spec, ctx.checked))
+        budget["native"]["depends_on_shown"] = _shown_facts(
+            budget["native"]["depends_on"], _fact_labels(spec, ctx.checked)
+        )
     budget["semantics"] = _semantics(spec, ctx.checked, ctx)  # additive: per attribute and geography
     section = section if section is not None else budget_section(spec, ctx)
     budget["spending"] = jsonable(section.data) if section is not None else None  # additive: the plugin's figures
@@ -222,8 +276,15 @@ def _sections(result, audience: str) -> list[dict]:
         internal = bool(getattr(s, "internal", False))
         if internal and audience != "internal":
             continue
-        out.append({"title": str(s.title), "html": s.html or "", "markdown": s.markdown or "",
-                    "data": jsonable(s.data), "internal": internal})
+        out.append(
+            {
+                "title": str(s.title),
+                "html": s.html or "",
+                "markdown": s.markdown or "",
+                "data": jsonable(s.data),
+                "internal": internal,
+            }
+        )
     return out
 
 
@@ -251,8 +312,10 @@ def _shown_facts(facts: dict, labels: dict) -> list[dict]:
         item = {"key": key, "label": labels.get(key) or key_words(key), "value": value, "table": None}
         if isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
             columns = list(dict.fromkeys(c for row in value for c in row))
-            item["table"] = {"columns": [{"key": c, "label": labels.get(f"{key}.{c}") or key_words(c)} for c in columns],
-                             "rows": [[row.get(c) for c in columns] for row in value]}
+            item["table"] = {
+                "columns": [{"key": c, "label": labels.get(f"{key}.{c}") or key_words(c)} for c in columns],
+                "rows": [[row.get(c) for c in columns] for row in value],
+            }
         out.append(item)
     return out
 
@@ -266,14 +329,20 @@ def _findings(findings) -> list[dict]:
 
 def _provenance(spec: ir.Spec, result, checked) -> dict:
     ran = spec.mechanism.name if spec.mechanism is not None else None
-    mechanisms = [{**{k: m[k] for k in ("name", "version", "package", "package_version")}, "ran": m["name"] == ran}
-                  for m in plugins.describe_mechanisms()]
+    mechanisms = [
+        {**{k: m[k] for k in ("name", "version", "package", "package_version")}, "ran": m["name"] == ran}
+        for m in plugins.describe_mechanisms()
+    ]
     out = {
         "dpspec_version": __version__,
         "spec_file": os.path.basename(spec.path) if spec.path else None,
         "spec_sha256": result.spec_hash if result is not None else spec_sha256(spec),
-        "data": [{"file": os.path.basename(k.rstrip("/")), "sha256": v} for k, v in sorted((result.data_hashes or {}).items())]
-        if result is not None else [{"file": os.path.basename(d.path), "sha256": None} for d in spec.data],
+        "data": [
+            {"file": os.path.basename(k.rstrip("/")), "sha256": v}
+            for k, v in sorted((result.data_hashes or {}).items())
+        ]
+        if result is not None
+        else [{"file": os.path.basename(d.path), "sha256": None} for d in spec.data],
         "plugins": mechanisms,  # every installed mechanism; `ran` marks the one this spec names
         "mechanism_plugin": next((m for m in mechanisms if m["ran"]), None),
         "seed_policy": seed_policy(result.seed, result.mechanism) if result is not None else None,
@@ -310,21 +379,47 @@ def _program(spec: ir.Spec, account) -> dict | None:
         return None
     summary = account.summary
     if summary.get("problem") is not None:
-        return {"title": spec.program.title, "problem": summary["problem"], "members": [], "total": None, "method": None,
-                "bounds": [], "bounds_hold": None, "notes": [], "unit": None, "domain": _program_domain(spec),
-                "invariants": [], "ledger": []}
+        return {
+            "title": spec.program.title,
+            "problem": summary["problem"],
+            "members": [],
+            "total": None,
+            "method": None,
+            "bounds": [],
+            "bounds_hold": None,
+            "notes": [],
+            "unit": None,
+            "domain": _program_domain(spec),
+            "invariants": [],
+            "ledger": [],
+        }
     words = account.words
     return {
         "title": summary["program"],
         "problem": None,
-        "members": [{"spec": r["spec"], "title": r["title"], "parallel_group": r["parallel_group"],
-                     "budget": r["budget"], "budget_text": w["budget"]}
-                    for r, w in zip(summary["releases"], words["members"])],
+        "members": [
+            {
+                "spec": r["spec"],
+                "title": r["title"],
+                "parallel_group": r["parallel_group"],
+                "budget": r["budget"],
+                "budget_text": w["budget"],
+            }
+            for r, w in zip(summary["releases"], words["members"])
+        ],
         "total": jsonable(summary["total"]),
         "total_text": words["total"],
         "method": summary["method"],
-        "bounds": [{"bound": b["bound"], "achieved": _number(b["achieved"]), "holds": bool(b["holds"]),
-                    "currency": b["currency"], "limit": None} for b in summary["bounds"]],
+        "bounds": [
+            {
+                "bound": b["bound"],
+                "achieved": _number(b["achieved"]),
+                "holds": bool(b["holds"]),
+                "currency": b["currency"],
+                "limit": None,
+            }
+            for b in summary["bounds"]
+        ],
         "bounds_hold": bool(summary["bounds_hold"]) if summary["bounds"] else None,
         "notes": list(summary["ledger"].get("notes", [])),
         # additive: the ledger laid out for an oversight reader: the composed unit and
@@ -346,16 +441,22 @@ def _program_flavor(spec: ir.Spec, flavor: ir.Spec, invariants: tuple | None) ->
 
     if invariants is None:  # the members do not load
         return flavor
-    return attrs.evolve(flavor, domain=spec.domain or flavor.domain, budgets=spec.budgets or flavor.budgets,
-                        invariants=invariants)
+    return attrs.evolve(
+        flavor, domain=spec.domain or flavor.domain, budgets=spec.budgets or flavor.budgets, invariants=invariants
+    )
 
 
 def _program_domain(spec: ir.Spec) -> dict | None:
     d = spec.domain
     if d is None:
         return None
-    return {"name": d.name, "description": d.description, "stage": d.stage, "same_as": list(d.same_as),
-            "tables": [{"name": t.name, "unit": t.unit} for t in d.tables]}
+    return {
+        "name": d.name,
+        "description": d.description,
+        "stage": d.stage,
+        "same_as": list(d.same_as),
+        "tables": [{"name": t.name, "unit": t.unit} for t in d.tables],
+    }
 
 
 def _program_invariants(summary: dict) -> list[dict]:
@@ -370,20 +471,31 @@ def _program_invariants(summary: dict) -> list[dict]:
 def _ledger_line(r: dict, words: dict) -> dict:
     unit = r.get("unit") or {}
     how = {"hamming": "change one", "symdiff": "add or remove one"}.get(unit.get("relation"), unit.get("relation"))
-    return {"spec": r["spec"], "title": r["title"],
-            "own_unit": f"{how} record of table {unit.get('table')}" if unit else None,
-            "own_budget_text": words["own_budget"],
-            "steps": [{"what": st["what"], "from": st["from"], "to": st["to"], "method": st["method"]}
-                      for st in r.get("unit_steps", ())],
-            "budget_text": words["budget"],
-            "epsilon_text": words["epsilon"]}
+    return {
+        "spec": r["spec"],
+        "title": r["title"],
+        "own_unit": f"{how} record of table {unit.get('table')}" if unit else None,
+        "own_budget_text": words["own_budget"],
+        "steps": [
+            {"what": st["what"], "from": st["from"], "to": st["to"], "method": st["method"]}
+            for st in r.get("unit_steps", ())
+        ],
+        "budget_text": words["budget"],
+        "epsilon_text": words["epsilon"],
+    }
 
 
-CERTIFICATE_HOLDS = ("the SHA-256 of the spec's bytes", "dpspec's version, the hash of its installed files and, when "
-                     "run from a git checkout, its commit", "every plugin with its version and the hash of its "
-                     "installed files", "the exact budgets below", "the data's fingerprint", "the random source "
-                     "(never a seed)", "when the compile started and ended", "the sign-offs given with --sign",
-                     "the SHA-256 of every other file of the release, this report included")
+CERTIFICATE_HOLDS = (
+    "the SHA-256 of the spec's bytes",
+    "dpspec's version, the hash of its installed files and, when run from a git checkout, its commit",
+    "every plugin with its version and the hash of its installed files",
+    "the exact budgets below",
+    "the data's fingerprint",
+    "the random source (never a seed)",
+    "when the compile started and ended",
+    "the sign-offs given with --sign",
+    "the SHA-256 of every other file of the release, this report included",
+)
 
 
 def _certificate(result) -> dict | None:
@@ -392,8 +504,12 @@ def _certificate(result) -> dict | None:
     if result is None:
         return None
 
-    return {"file": "certificate.json", "holds": list(CERTIFICATE_HOLDS), "budgets": exact_budgets(result),
-            "verify": "dpspec certificate verify DIR"}
+    return {
+        "file": "certificate.json",
+        "holds": list(CERTIFICATE_HOLDS),
+        "budgets": exact_budgets(result),
+        "verify": "dpspec certificate verify DIR",
+    }
 
 
 def _verdict(plain: dict, findings, budget: dict, program: dict | None) -> dict:
@@ -405,15 +521,18 @@ def _verdict(plain: dict, findings, budget: dict, program: dict | None) -> dict:
     if not bounds:
         out["bounds"] = "The spec declares no budget bound."
     elif holds:
-        out["bounds"] = ("All bounds the spec declares hold: the mechanism keeps the spec's own limits, "
-                         "which says nothing about whether those limits protect anyone.")
+        out["bounds"] = (
+            "All bounds the spec declares hold: the mechanism keeps the spec's own limits, "
+            "which says nothing about whether those limits protect anyone."
+        )
     else:
         out["bounds"] = "NOT all bounds the spec declares hold: the spec promises less than the mechanism spends."
     return out
 
 
-def build_model(result=None, *, spec: ir.Spec | None = None, audience: str = "public", baseline=None,
-                outcome=None) -> dict:
+def build_model(
+    result=None, *, spec: ir.Spec | None = None, audience: str = "public", baseline=None, outcome=None
+) -> dict:
     """The report model for one audience. Give a compiled `result`, or a `spec` alone (an audit
     report without a release). `baseline` is a Spec or a compiled Result; `outcome` an
     `dpspec.audit.Audit` already run (it is run here otherwise)."""
@@ -440,14 +559,17 @@ def build_model(result=None, *, spec: ir.Spec | None = None, audience: str = "pu
         "format": "dpspec-report/1",
         "audience": audience,
         "audience_note": AUDIENCE_NOTES[audience],
-        "title": spec.title or (spec.program.title if spec.program is not None else None)
-                 or (os.path.basename(spec.path) if spec.path else "untitled spec"),
+        "title": spec.title
+        or (spec.program.title if spec.program is not None else None)
+        or (os.path.basename(spec.path) if spec.path else "untitled spec"),
         "kind": "program" if program is not None else "spec",
         "program": program,
         "notation": notation,
         "notation_symbolic": describe.notation(flavor),
-        "notation_gloss": [{"symbol": sym, "meaning": words}
-                           for sym, words in describe.notation_glossary(flavor, notation.split("-DP(", 1)[0])],
+        "notation_gloss": [
+            {"symbol": sym, "meaning": words}
+            for sym, words in describe.notation_glossary(flavor, notation.split("-DP(", 1)[0])
+        ],
         "questions": [{"question": q, "block": b, "answer": a} for q, b, a in describe.five_questions(flavor)],
         "invariants": _invariants(spec, checked.induced if checked else ()),
         "public_information": [{"statistic": p.query.describe(), "source": p.source} for p in spec.public],
@@ -458,9 +580,13 @@ def build_model(result=None, *, spec: ir.Spec | None = None, audience: str = "pu
         "public_facts": jsonable(dict(ctx.facts or {})),
         "public_facts_shown": _shown_facts(jsonable(dict(ctx.facts or {})), labels),
         "findings": _findings(outcome.findings),
-        "severity_counts": {s: sum(1 for f in outcome.findings if f.severity == s) for s in ("critical", "warning", "info")},
-        "audit": {"rules_run": list(outcome.rules_run),
-                  "skipped": [{"rule": r, "reason": why} for r, why in outcome.skipped]},
+        "severity_counts": {
+            s: sum(1 for f in outcome.findings if f.severity == s) for s in ("critical", "warning", "info")
+        },
+        "audit": {
+            "rules_run": list(outcome.rules_run),
+            "skipped": [{"rule": r, "reason": why} for r, why in outcome.skipped],
+        },
         "comparison": outcome.comparison.to_json() if outcome.comparison is not None else None,
         "baseline_title": ctx.baseline.title if ctx.baseline is not None else None,
         "plain_words": plain,

@@ -6,6 +6,7 @@ autoescaped; Markdown has no autoescaping in Jinja, so every expression goes thr
 text in both. Only markup this package builds (figures) or a plugin section that passes the
 safety screen is inserted as is.
 """
+
 from __future__ import annotations
 
 import functools
@@ -88,15 +89,24 @@ def plain(value) -> str:
     return compact(value)
 
 
-PREMETRIC_NAMES = {"pure": "pure DP (MULT)", "approx": "approximate DP (epsilon, delta)",
-                   "zcdp": "zero-concentrated DP (zCDP, rho)", "renyi": "Rényi DP", "gdp": "Gaussian DP (mu)"}
-RELATION_NAMES = {"hamming": "changing one record of table {t} (hamming)",
-                  "symdiff": "adding or removing one record of table {t} (symdiff)"}
+PREMETRIC_NAMES = {
+    "pure": "pure DP (MULT)",
+    "approx": "approximate DP (epsilon, delta)",
+    "zcdp": "zero-concentrated DP (zCDP, rho)",
+    "renyi": "Rényi DP",
+    "gdp": "Gaussian DP (mu)",
+}
+RELATION_NAMES = {
+    "hamming": "changing one record of table {t} (hamming)",
+    "symdiff": "adding or removing one record of table {t} (symdiff)",
+}
 
 
-PROGRAM_WORDS = ("Budgets of several releases of the same data add up (sequential composition); releases "
-                 "that each use a separate part of the data (a parallel group, such as one per state) count once, "
-                 "at the largest of them (parallel composition).")
+PROGRAM_WORDS = (
+    "Budgets of several releases of the same data add up (sequential composition); releases "
+    "that each use a separate part of the data (a parallel group, such as one per state) count once, "
+    "at the largest of them (parallel composition)."
+)
 
 
 def premetric_words(kind: str) -> str:
@@ -122,10 +132,13 @@ def _flat_list(value) -> bool:
 
 def compact(value, number=fmt) -> str:
     """A value on one line: scalars as numbers, flat lists and mappings in words, else JSON."""
-    if isinstance(value, dict) and all(not isinstance(v, dict) and (not isinstance(v, list) or _flat_list(v))
-                                       for v in value.values()):
-        parts = [f"{_key(k)}: [{', '.join(number(x) for x in v)}]" if isinstance(v, list) else f"{_key(k)}: {number(v)}"
-                 for k, v in value.items()]
+    if isinstance(value, dict) and all(
+        not isinstance(v, dict) and (not isinstance(v, list) or _flat_list(v)) for v in value.values()
+    ):
+        parts = [
+            f"{_key(k)}: [{', '.join(number(x) for x in v)}]" if isinstance(v, list) else f"{_key(k)}: {number(v)}"
+            for k, v in value.items()
+        ]
         return ", ".join(parts) or "—"
     if isinstance(value, list) and all(not isinstance(v, (dict, list)) for v in value):
         return ", ".join(number(v) for v in value) or "—"
@@ -140,13 +153,17 @@ def _runs(values: list, number) -> str:
     out, i = [], 0
     while i < len(values):
         j = i
-        while (j + 1 < len(values) and type(values[j]) is int and type(values[j + 1]) is int
-               and values[j + 1] == values[j] + 1):
+        while (
+            j + 1 < len(values)
+            and type(values[j]) is int
+            and type(values[j + 1]) is int
+            and values[j + 1] == values[j] + 1
+        ):
             j += 1
         if j - i >= 2:
             out.append(f"{number(values[i])}–{number(values[j])}")
         else:
-            out.extend(number(v) for v in values[i:j + 1])
+            out.extend(number(v) for v in values[i : j + 1])
         i = j + 1
     return ", ".join(out)
 
@@ -160,13 +177,21 @@ def nested(value, number=fmt) -> str:
     """A nested parameter (recodes, passes, per-level shares) in the spec's own order, as
     'name {key: value; ...}' with lists in brackets, instead of sorted JSON."""
     if isinstance(value, dict):
-        return "; ".join(f"{_key(k)}: {{{nested(v, number)}}}" if isinstance(v, dict) else f"{_key(k)}: {nested(v, number)}"
-                         for k, v in value.items()) or "—"
+        return (
+            "; ".join(
+                f"{_key(k)}: {{{nested(v, number)}}}" if isinstance(v, dict) else f"{_key(k)}: {nested(v, number)}"
+                for k, v in value.items()
+            )
+            or "—"
+        )
     if isinstance(value, list):
         if _flat_list(value):
             return f"[{_runs(value, number)}]"
-        return "[" + "; ".join(f"{{{nested(v, number)}}}" if isinstance(v, dict) else nested(v, number)
-                               for v in value) + "]"
+        return (
+            "["
+            + "; ".join(f"{{{nested(v, number)}}}" if isinstance(v, dict) else nested(v, number) for v in value)
+            + "]"
+        )
     return number(value)
 
 
@@ -216,17 +241,28 @@ def _common_filters(env: jinja2.Environment):
 
 @functools.lru_cache(maxsize=1)
 def html_env() -> jinja2.Environment:
-    env = jinja2.Environment(loader=jinja2.PackageLoader("dpspec", "templates"), autoescape=True,
-                             undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader("dpspec", "templates"),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
     _common_filters(env)
     return env
 
 
 @functools.lru_cache(maxsize=1)
 def markdown_env() -> jinja2.Environment:
-    env = jinja2.Environment(loader=jinja2.PackageLoader("dpspec", "templates"), autoescape=False,
-                             undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True,
-                             finalize=md_escape, keep_trailing_newline=True)
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader("dpspec", "templates"),
+        autoescape=False,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        finalize=md_escape,
+        keep_trailing_newline=True,
+    )
     _common_filters(env)
     env.filters["trusted"] = TrustedMarkdown
     return env
@@ -250,16 +286,23 @@ def figures(model: dict) -> dict:
     bounds = budget.get("bounds") or []
     drawable = [b for b in bounds if b["achieved"] is not None]
     if drawable:
-        bars = [svg.Bar(b["bound"], _float(b["achieved"]), "ok" if b["holds"] else "bad", _float(b["limit"]))
-                for b in drawable]
+        bars = [
+            svg.Bar(b["bound"], _float(b["achieved"]), "ok" if b["holds"] else "bad", _float(b["limit"]))
+            for b in drawable
+        ]
         out["bounds"] = svg.bar_chart("Achieved budget against each declared bound (dashed line)", bars)
     native = budget["native"] or {}
     declared, worst = budget.get("declared"), budget.get("worst")
     if native.get("per_universe") and declared:
         param = _headline_param(declared)
         bars = [svg.Bar("actual universe", _float(declared.get(param)), "neutral")]
-        bars.append(svg.Bar("worst admitted universe", _float(worst.get(param)) if worst else math.inf,
-                            "muted" if worst and worst.get("finite") else "bad"))
+        bars.append(
+            svg.Bar(
+                "worst admitted universe",
+                _float(worst.get(param)) if worst else math.inf,
+                "muted" if worst and worst.get("finite") else "bad",
+            )
+        )
         out["universes"] = svg.bar_chart(f"Budget ({param}) in the actual universe and the worst case", bars)
     words = model.get("plain_words") or {}
     if words.get("available"):
@@ -270,8 +313,10 @@ def figures(model: dict) -> dict:
         ev = row["evidence"] if row else {}
         if "spec_converted" in ev:
             param = _headline_param(ev["spec_converted"])
-            bars = [svg.Bar("this spec", _float(ev["spec_converted"].get(param)), "neutral"),
-                    svg.Bar("baseline", _float(ev["baseline_converted"].get(param)), "muted")]
+            bars = [
+                svg.Bar("this spec", _float(ev["spec_converted"].get(param)), "neutral"),
+                svg.Bar("baseline", _float(ev["baseline_converted"].get(param)), "muted"),
+            ]
             out["comparison"] = svg.bar_chart(f"Budgets in one currency ({param}; {ev['currency']})", bars)
     return out
 
@@ -280,16 +325,19 @@ def _tradeoff_figure(rows: list[dict]) -> Markup:
     """Each entity's trade-off curve against perfect privacy (f(alpha) = 1 - alpha)."""
     import numpy as np
 
-
     alpha = np.linspace(0.0, 1.0, 101)
+
     def budget(params: dict):
         return budget_from_params({k: v if k == "premetric" else _float(v) for k, v in params.items()})
 
     series = [(r["who"], alpha.tolist(), tradeoff(budget(r["read_as"]), alpha)) for r in rows]
-    return svg.curve_chart("What a test can do: trade-off curves", series,
-                           x_label="false-positive rate alpha (type I error)",
-                           y_label="smallest miss rate f(alpha)",
-                           reference=("perfect privacy: 1 - alpha", [0.0, 1.0], [1.0, 0.0]))
+    return svg.curve_chart(
+        "What a test can do: trade-off curves",
+        series,
+        x_label="false-positive rate alpha (type I error)",
+        y_label="smallest miss rate f(alpha)",
+        reference=("perfect privacy: 1 - alpha", [0.0, 1.0], [1.0, 0.0]),
+    )
 
 
 def _headline_param(budget_json: dict) -> str:
@@ -325,24 +373,33 @@ def _budget_section(model: dict, env: jinja2.Environment, kind: str, wrap):
         template += "\n"
     text = env.from_string(template).render(d=model["budget"]["spending"])
     if not screen(text):
-        text = ("<p class=\"meta\">The mechanism's budget section was withheld: it tried to load or run something; "
-                "report.json holds its figures (budget.spending).</p>\n" if kind == "html" else
-                "The mechanism's budget section was withheld: it tried to load or run something; report.json holds "
-                "its figures (budget.spending).\n\n")
+        text = (
+            '<p class="meta">The mechanism\'s budget section was withheld: it tried to load or run something; '
+            "report.json holds its figures (budget.spending).</p>\n"
+            if kind == "html"
+            else "The mechanism's budget section was withheld: it tried to load or run something; report.json holds "
+            "its figures (budget.spending).\n\n"
+        )
     return wrap(text)
 
 
 def render_html(model: dict) -> str:
     env = html_env()
-    return env.get_template("report.html.j2").render(m=model, figures=figures(model), sections=_sections_html(model),
-                                                     budget_section=_budget_section(model, env, "html", Markup))
+    return env.get_template("report.html.j2").render(
+        m=model,
+        figures=figures(model),
+        sections=_sections_html(model),
+        budget_section=_budget_section(model, env, "html", Markup),
+    )
 
 
 def render_markdown(model: dict) -> str:
     env = markdown_env()
-    return env.get_template("report.md.j2").render(m=model, sections=_sections_markdown(model),
-                                                   budget_section=_budget_section(model, env, "markdown",
-                                                                                  TrustedMarkdown))
+    return env.get_template("report.md.j2").render(
+        m=model,
+        sections=_sections_markdown(model),
+        budget_section=_budget_section(model, env, "markdown", TrustedMarkdown),
+    )
 
 
 def render_json(model: dict) -> str:

@@ -5,6 +5,7 @@ level (critical -> error, warning -> warning, info -> note) and the line of the 
 A check diagnostic carries its own line; an audit finding is placed on the section of the spec
 its rule judges (`SECTION`), or the file's first line when the rule is a plugin's unknown here.
 """
+
 from __future__ import annotations
 
 import os
@@ -17,13 +18,22 @@ SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 LEVEL = {"critical": "error", "error": "error", "warning": "warning", "info": "note", "note": "note"}
 # audit rule -> the IR fields it judges, first present wins
 SECTION = {
-    "narrower-domain": ("domain",), "added-invariants": ("invariants", "mechanism"),
-    "fine-invariants": ("invariants",), "undeclared-invariants": ("invariants", "mechanism"),
-    "public-information": ("public",), "finer-unit": ("unit",), "weaker-premetric": ("premetric",),
-    "coarse-events": ("premetric",), "redenomination": ("budgets", "premetric"),
-    "data-dependent-design": ("tuning", "mechanism"), "uncomposed-releases": ("program", "releases", "budgets"),
-    "infinite-budget": ("mechanism",), "per-universe-budget": ("mechanism", "budgets"),
-    "bound-not-met": ("budgets",), "known-seed": ("mechanism",), "empirical-verification": ("mechanism",),
+    "narrower-domain": ("domain",),
+    "added-invariants": ("invariants", "mechanism"),
+    "fine-invariants": ("invariants",),
+    "undeclared-invariants": ("invariants", "mechanism"),
+    "public-information": ("public",),
+    "finer-unit": ("unit",),
+    "weaker-premetric": ("premetric",),
+    "coarse-events": ("premetric",),
+    "redenomination": ("budgets", "premetric"),
+    "data-dependent-design": ("tuning", "mechanism"),
+    "uncomposed-releases": ("program", "releases", "budgets"),
+    "infinite-budget": ("mechanism",),
+    "per-universe-budget": ("mechanism", "budgets"),
+    "bound-not-met": ("budgets",),
+    "known-seed": ("mechanism",),
+    "empirical-verification": ("mechanism",),
 }
 # the rules of `dpspec check`: where a file failed
 CHECK_RULES = {
@@ -60,8 +70,13 @@ def section_line(spec, rule: str) -> tuple[int, int] | tuple[None, None]:
 
 
 def result(rule_ids: list, rule: str, level: str, message: str, loc: dict, properties: dict | None = None) -> dict:
-    out = {"ruleId": rule, "ruleIndex": rule_ids.index(rule), "level": level, "message": {"text": message},
-           "locations": [loc]}
+    out = {
+        "ruleId": rule,
+        "ruleIndex": rule_ids.index(rule),
+        "level": level,
+        "message": {"text": message},
+        "locations": [loc],
+    }
     if properties:
         out["properties"] = properties
     return out
@@ -72,21 +87,36 @@ def document(rules: list[dict], results: list[dict], success: bool = True) -> di
     return {
         "$schema": SCHEMA,
         "version": "2.1.0",
-        "runs": [{
-            "tool": {"driver": {"name": "dpspec", "version": __version__, "semanticVersion": __version__,
-                                "informationUri": "https://pypi.org/project/dpspec/", "rules": rules}},
-            "originalUriBaseIds": {"%SRCROOT%": {"uri": "file://" + urllib.parse.quote(os.getcwd().replace(os.sep, "/")) + "/"}},
-            "columnKind": "unicodeCodePoints",
-            "invocations": [{"executionSuccessful": success}],
-            "results": results,
-        }],
+        "runs": [
+            {
+                "tool": {
+                    "driver": {
+                        "name": "dpspec",
+                        "version": __version__,
+                        "semanticVersion": __version__,
+                        "informationUri": "https://pypi.org/project/dpspec/",
+                        "rules": rules,
+                    }
+                },
+                "originalUriBaseIds": {
+                    "%SRCROOT%": {"uri": "file://" + urllib.parse.quote(os.getcwd().replace(os.sep, "/")) + "/"}
+                },
+                "columnKind": "unicodeCodePoints",
+                "invocations": [{"executionSuccessful": success}],
+                "results": results,
+            }
+        ],
     }
 
 
 def _rule(rule_id: str, title: str, severity: str, doc: str | None = None) -> dict:
-    out = {"id": rule_id, "name": "".join(w.capitalize() for w in rule_id.replace("_", "-").split("-")),
-           "shortDescription": {"text": title}, "defaultConfiguration": {"level": LEVEL.get(severity, "warning")},
-           "properties": {"severity": severity}}
+    out = {
+        "id": rule_id,
+        "name": "".join(w.capitalize() for w in rule_id.replace("_", "-").split("-")),
+        "shortDescription": {"text": title},
+        "defaultConfiguration": {"level": LEVEL.get(severity, "warning")},
+        "properties": {"severity": severity},
+    }
     if doc:
         out["fullDescription"] = {"text": doc}
     return out
@@ -102,7 +132,9 @@ def check_log(failures: list[tuple[str, str, object]]) -> dict:
         for d in diagnostics:
             text = d.message + (f" ({d.hint})" if getattr(d, "hint", None) else "") if d is not None else str(error)
             level = LEVEL.get(getattr(d, "severity", "error"), "error")
-            results.append(result(ids, rule, level, text, location(path, getattr(d, "line", None), getattr(d, "column", None))))
+            results.append(
+                result(ids, rule, level, text, location(path, getattr(d, "line", None), getattr(d, "column", None)))
+            )
     return document(rules, results)
 
 
@@ -110,25 +142,39 @@ def audit_log(spec, findings, rules) -> dict:
     """`dpspec audit --format sarif`: every finding on the line of the section its rule judges."""
     known = {r.id: r for r in rules}
     ids = list(dict.fromkeys([*known, *(f.rule for f in findings)]))
-    sarif_rules = [_rule(i, known[i].title, known[i].severity, known[i].description) if i in known else _rule(i, i, "warning")
-                   for i in ids]
+    sarif_rules = [
+        _rule(i, known[i].title, known[i].severity, known[i].description) if i in known else _rule(i, i, "warning")
+        for i in ids
+    ]
 
     results = []
     for f in findings:
         line, column = section_line(spec, f.rule)
-        results.append(result(ids, f.rule, LEVEL[f.severity], f.message, location(spec.path, line, column),
-                              {"severity": f.severity, "evidence": jsonable(f.evidence)}))
+        results.append(
+            result(
+                ids,
+                f.rule,
+                LEVEL[f.severity],
+                f.message,
+                location(spec.path, line, column),
+                {"severity": f.severity, "evidence": jsonable(f.evidence)},
+            )
+        )
     return document(sarif_rules, results)
 
 
 def error_log(message: str, diagnostics=None, path: str | None = None) -> dict:
     """A command that failed before it had findings: its error as a result of the run, which is
     marked unsuccessful (the exit status says the same)."""
-    log = check_log([(path or "", "parse-error" if diagnostics else "check-error",
-                      _Failed(message, diagnostics))]) if path else document([], [], success=False)
+    log = (
+        check_log([(path or "", "parse-error" if diagnostics else "check-error", _Failed(message, diagnostics))])
+        if path
+        else document([], [], success=False)
+    )
     run = log["runs"][0]
-    run["invocations"] = [{"executionSuccessful": False,
-                           "toolExecutionNotifications": [{"level": "error", "message": {"text": message}}]}]
+    run["invocations"] = [
+        {"executionSuccessful": False, "toolExecutionNotifications": [{"level": "error", "message": {"text": message}}]}
+    ]
     return log
 
 

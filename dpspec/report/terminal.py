@@ -9,6 +9,7 @@ JSON output is ASCII with its controls already escaped, so it passes unchanged. 
 file's content (`fmt`, `export` without `-o`) is kept byte for byte when it goes to a file or a
 pipe, and marked only when it goes to a terminal.
 """
+
 from __future__ import annotations
 
 import sys

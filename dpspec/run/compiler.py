@@ -1,9 +1,10 @@
 """The compile pipeline: check, load data, run the mechanism, account the budget, audit.
 
-    spec --check--> checked spec --+ data --mechanism--> release
-                                   +--facts--> budget statement --ledger--> spec-flavor budget
-    everything --audit--> findings;  --report--> HTML / Markdown / JSON
+spec --check--> checked spec --+ data --mechanism--> release
+                               +--facts--> budget statement --ledger--> spec-flavor budget
+everything --audit--> findings;  --report--> HTML / Markdown / JSON
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -171,8 +172,13 @@ def _engine_counts_equal(table, output, cols) -> bool:
     """A table's counts by `cols` against a released table's, compared as text; either may be
     held elsewhere (an `EngineTable` input, a `StreamedTable` output) and is then counted there."""
 
-    if isinstance(table, EngineTable) and table.engine is not None and isinstance(output, StreamedTable) \
-            and output.held is not None and cols:  # both on the engine that holds the input: one number back
+    if (
+        isinstance(table, EngineTable)
+        and table.engine is not None
+        and isinstance(output, StreamedTable)
+        and output.held is not None
+        and cols
+    ):  # both on the engine that holds the input: one number back
         return table.engine.counts_differ(table.handle, output.held, cols) == 0
 
     def as_text(counts: pd.DataFrame) -> pd.DataFrame:
@@ -194,8 +200,9 @@ def _detach(published: dict) -> dict:
     """Outputs that an engine streams, read whole before that engine stops: a caller that gave
     compile an engine's name rather than the engine cannot keep it running for the write (the
     command line passes the engine itself, and writes while it runs)."""
-    return {name: t.to_pandas() if isinstance(t, StreamedTable) and t.engine_bound else t
-            for name, t in published.items()}
+    return {
+        name: t.to_pandas() if isinstance(t, StreamedTable) and t.engine_bound else t for name, t in published.items()
+    }
 
 
 def _release_outputs(releases) -> None:
@@ -221,7 +228,9 @@ def published_outputs(spec: ir.Spec, release: Release) -> dict:
         else:
             q = item.query
             if q.table not in release.outputs:
-                raise MechanismError(f"the spec releases '{q.describe()}', but the mechanism produced no {q.table} microdata to tabulate")
+                raise MechanismError(
+                    f"the spec releases '{q.describe()}', but the mechanism produced no {q.table} microdata to tabulate"
+                )
             name = "count_" + "_".join([q.table, *q.columns])
             out[name] = count_table(release.outputs[q.table], q, spec)
     return out
@@ -233,8 +242,10 @@ def _require_data(spec: ir.Spec, mech, params: dict, data: dict) -> None:
     wanted.add(mech.flavor(spec, params).table)
     missing = sorted(t for t in wanted if t not in data)
     if missing:
-        raise DataError(f"{spec.path or 'the spec'}: no data for table(s) {', '.join(missing)}, which mechanism "
-                        f"'{mech.name}' reads; add a line such as: data {missing[0]} from \"{missing[0]}.csv\"")
+        raise DataError(
+            f"{spec.path or 'the spec'}: no data for table(s) {', '.join(missing)}, which mechanism "
+            f"'{mech.name}' reads; add a line such as: data {missing[0]} from \"{missing[0]}.csv\""
+        )
 
 
 def utc_now() -> str:
@@ -244,8 +255,9 @@ def utc_now() -> str:
     return datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0).isoformat().replace("+00:00", "Z")
 
 
-def compile_spec(spec: ir.Spec, data: dict | None = None, seed: int | None = None, runs: int = 1, audit: bool = True,
-                 engine=None) -> Result:
+def compile_spec(
+    spec: ir.Spec, data: dict | None = None, seed: int | None = None, runs: int = 1, audit: bool = True, engine=None
+) -> Result:
     """Run a spec end to end in memory (nothing is written; see `write_result`).
 
     engine: where the mechanism's units of work run: "local" (default), "spark", or a
@@ -265,7 +277,10 @@ def compile_spec(spec: ir.Spec, data: dict | None = None, seed: int | None = Non
         if data is None:  # Parquet sources of a mechanism that takes engine tables stay on the engine
             data, hashes = load_data_on(spec, chosen, mech)
         else:
-            hashes = {name: hashlib.sha256(pd.util.hash_pandas_object(df, index=False).values.tobytes()).hexdigest() for name, df in data.items()}
+            hashes = {
+                name: hashlib.sha256(pd.util.hash_pandas_object(df, index=False).values.tobytes()).hexdigest()
+                for name, df in data.items()
+            }
         timings["load"] = time.perf_counter() - t0
         _require_data(spec, mech, params, data)
         facts = mech.public_facts(spec, params, data)
@@ -283,7 +298,9 @@ def compile_spec(spec: ir.Spec, data: dict | None = None, seed: int | None = Non
         releases = [release]
         for i in range(runs - 1):
             progress.report("repeated runs", i + 1, runs - 1)
-            r = run_mechanism(mech, spec, params, data, rng, EngineRun(chosen, derive_run_key(run_key, ("repeat", i + 1))))
+            r = run_mechanism(
+                mech, spec, params, data, rng, EngineRun(chosen, derive_run_key(run_key, ("repeat", i + 1)))
+            )
             verify_invariants(checked.induced, data, r.outputs)
             check_release_keys(spec, mech, params, r.outputs)
             releases.append(r)
@@ -296,10 +313,24 @@ def compile_spec(spec: ir.Spec, data: dict | None = None, seed: int | None = Non
     utility = mech.utility(spec, params, data, releases) if (runs > 1 or release.internal) else {}
     if chosen is engine:  # a caller's engine keeps running: free what the measured-only runs hold
         _release_outputs(releases[1:])
-    result = Result(checked, spec_sha256(spec), hashes, facts, statement, account, release, published, seed, runs, utility,
-                    timings=timings, engine=chosen.name, started_at=started_at, finished_at=utc_now())
+    result = Result(
+        checked,
+        spec_sha256(spec),
+        hashes,
+        facts,
+        statement,
+        account,
+        release,
+        published,
+        seed,
+        runs,
+        utility,
+        timings=timings,
+        engine=chosen.name,
+        started_at=started_at,
+        finished_at=utc_now(),
+    )
     if audit:
-
         outcome = run_audit(spec, result)
         result = attrs.evolve(result, audit_outcome=outcome, findings=list(outcome.findings))
     return result

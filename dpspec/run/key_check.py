@@ -7,6 +7,7 @@ none, to the mechanism table's categorical columns it carries) and stops with a 
 naming the key. `dpspec infer` holds a release read back to the same key sets, and to the rows a
 mechanism's `ReleaseColumns` declare (`check_declared_rows`), where no key set can say them.
 """
+
 from __future__ import annotations
 
 from dpspec import ir
@@ -26,7 +27,9 @@ def inferred_keys(spec: ir.Spec, table: str, name: str, output) -> OutputKeys | 
     t = spec.domain.table(table)
     if t is None:
         return None
-    columns = tuple(c for c in getattr(output, "columns", ()) if (col := t.column(c)) is not None and col.type.kind in KEY_KINDS)
+    columns = tuple(
+        c for c in getattr(output, "columns", ()) if (col := t.column(c)) is not None and col.type.kind in KEY_KINDS
+    )
     return OutputKeys(table, columns) if columns else None
 
 
@@ -77,19 +80,23 @@ def check_declared_rows(frame, key, rows, where: str, outcome: str) -> None:
         want_codes.append(_recoded(w, w_values, vocabulary))
         have_codes.append(_recoded(h, h_values, vocabulary))
         sizes.append(len(vocabulary) + 1)  # +1: a missing value (code -1) is a code of its own
-    if np.prod([float(n) for n in sizes]) >= 2.0 ** 62:  # too many combinations for one integer each
+    if np.prod([float(n) for n in sizes]) >= 2.0**62:  # too many combinations for one integer each
         raise MechanismError(f"{where}: its declared rows have too many distinct key values to compare; {outcome}")
     want, have = _flat(want_codes, sizes), _flat(have_codes, sizes)
     extra = np.flatnonzero(~np.isin(have, want))
     if extra.size:
         shown = [tuple(_plain(frame[c].iloc[i]) for c in key) for i in extra[:SHOW]]
-        raise MechanismError(f"{where}, row {extra[0] + 2}: key {_cells(key, shown)}{_more(extra.size)} is not declared: "
-                             f"a release's keys come from declared values or public key files, never from the data; {outcome}")
+        raise MechanismError(
+            f"{where}, row {extra[0] + 2}: key {_cells(key, shown)}{_more(extra.size)} is not declared: "
+            f"a release's keys come from declared values or public key files, never from the data; {outcome}"
+        )
     missing = np.flatnonzero(~np.isin(want, have))
     if missing.size:
         shown = [tuple(_plain(rows[c].iloc[i]) for c in key) for i in missing[:SHOW]]
-        raise MechanismError(f"{where} lacks the declared key {_cells(key, shown)}{_more(missing.size)}: a release holds "
-                             f"one row for every measured cell; {outcome}")
+        raise MechanismError(
+            f"{where} lacks the declared key {_cells(key, shown)}{_more(missing.size)}: a release holds "
+            f"one row for every measured cell; {outcome}"
+        )
 
 
 def _plain(value):
@@ -135,16 +142,24 @@ def _more(n: int) -> str:
     return f" (and {n - SHOW:,} more)" if n > SHOW else ""
 
 
-def _compare(spec: ir.Spec, mechanism: str, name: str, output, keys: OutputKeys, where: str | None = None,
-             outcome: str = "nothing was published") -> None:
+def _compare(
+    spec: ir.Spec,
+    mechanism: str,
+    name: str,
+    output,
+    keys: OutputKeys,
+    where: str | None = None,
+    outcome: str = "nothing was published",
+) -> None:
     columns = list(keys.columns)
     where = where or f"mechanism '{mechanism}' released output '{name}'"
     for column, value in keys.fixed.items():
         held = released_key_set(output, [column])
         if held - {(str(value),)}:
             other = sorted(held - {(str(value),)})[0][0]
-            raise MechanismError(f"{where} with {column} = {other!r}, but it declared {column} = {value!r} only; "
-                                 f"{outcome}")
+            raise MechanismError(
+                f"{where} with {column} = {other!r}, but it declared {column} = {value!r} only; {outcome}"
+            )
     try:
         expected = {tuple(row) for row in declared_keys(spec, keys.table, columns).itertuples(index=False, name=None)}
     except MechanismError as e:
@@ -152,12 +167,16 @@ def _compare(spec: ir.Spec, mechanism: str, name: str, output, keys: OutputKeys,
     released = released_key_set(output, columns)
     extra, missing = sorted(released - expected), sorted(expected - released)
     if extra:
-        raise MechanismError(f"{where} with key {_cells(columns, extra)}, which is not declared: a release's keys come "
-                             f"from declared values or public key files, never from the data; {outcome}")
+        raise MechanismError(
+            f"{where} with key {_cells(columns, extra)}, which is not declared: a release's keys come "
+            f"from declared values or public key files, never from the data; {outcome}"
+        )
     if missing:
-        raise MechanismError(f"{where} without the declared key {_cells(columns, missing)}: a cell left out because "
-                             "nobody is in it reveals that it is empty; release every declared cell with its noisy "
-                             f"value ({outcome})")
+        raise MechanismError(
+            f"{where} without the declared key {_cells(columns, missing)}: a cell left out because "
+            "nobody is in it reveals that it is empty; release every declared cell with its noisy "
+            f"value ({outcome})"
+        )
 
 
 def _cells(columns: list[str], rows: list[tuple]) -> str:

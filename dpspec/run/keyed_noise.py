@@ -20,6 +20,7 @@ first round used, which is exactly where the cell's own generator would be. Cell
 draws than the sampler's chunk, or a sigma² too large for the table, are drawn with the cell's
 generator directly (the definition itself).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -53,7 +54,7 @@ def keyed_discrete_gaussian(sigma2, run_key: int, keys, counts) -> np.ndarray:
         # cells [lo, hi): at most _BATCH_DRAWS words, at least one cell
         hi = max(lo + 1, int(np.searchsorted(ends, ends[lo] - counts[lo] + _BATCH_DRAWS, side="right")))
         start = int(ends[lo] - counts[lo])
-        out[start:int(ends[hi - 1])] = _batch(s2, table, stream_keys(run_key, _rows(keys, lo, hi)), counts[lo:hi])
+        out[start : int(ends[hi - 1])] = _batch(s2, table, stream_keys(run_key, _rows(keys, lo, hi)), counts[lo:hi])
         lo = hi
     return out
 
@@ -74,7 +75,7 @@ def _batch(s2, table, key_words: np.ndarray, counts: np.ndarray) -> np.ndarray:
         source = _CellStreams(key_words[lanes], n)
         out[where] = noise._table_draws(table, lane_words(key_words[lanes], n), source)
     for i in np.flatnonzero(~fast & (counts > 0)):
-        out[start[i]:start[i] + counts[i]] = noise.discrete_gaussian(s2, int(counts[i]), _cell_rng(key_words[i], 0))
+        out[start[i] : start[i] + counts[i]] = noise.discrete_gaussian(s2, int(counts[i]), _cell_rng(key_words[i], 0))
     return out
 
 

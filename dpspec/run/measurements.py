@@ -5,6 +5,7 @@ Why a context variable: a mechanism states where it adds noise with one call at 
 this process, collects the calls. Outside a replay the call returns at once: no copy, no cost a
 release could notice, and nothing confidential is kept anywhere.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -64,8 +65,17 @@ def recording_now() -> bool:
     return _RECORDER.get() is not None
 
 
-def record_measurement(label: str, exact, kind: str, scale=None, sensitivity=None, norm: str = "l2",
-                       adaptive: bool = False, keys=None, sparse: bool = False) -> None:
+def record_measurement(
+    label: str,
+    exact,
+    kind: str,
+    scale=None,
+    sensitivity=None,
+    norm: str = "l2",
+    adaptive: bool = False,
+    keys=None,
+    sparse: bool = False,
+) -> None:
     """State a noisy query where its noise is drawn: a no-op unless a replay is recording.
 
     label names the query within a run (the same query on a neighbouring dataset has the same
@@ -84,9 +94,20 @@ def record_measurement(label: str, exact, kind: str, scale=None, sensitivity=Non
         raise ValueError(f"record_measurement: norm {norm!r} is not one of {', '.join(NORMS)}")
     values = exact.toarray() if hasattr(exact, "toarray") else exact  # a sparse matrix
     values = np.array(values, dtype=np.float64, copy=True)
-    recording.measurements.append(Measurement(str(label), kind, values.ravel(), tuple(values.shape), _exact(scale),
-                                              _exact(sensitivity), norm, bool(adaptive), _keys(keys, values.size),
-                                              bool(sparse) and keys is not None))
+    recording.measurements.append(
+        Measurement(
+            str(label),
+            kind,
+            values.ravel(),
+            tuple(values.shape),
+            _exact(scale),
+            _exact(sensitivity),
+            norm,
+            bool(adaptive),
+            _keys(keys, values.size),
+            bool(sparse) and keys is not None,
+        )
+    )
 
 
 def _keys(keys, size: int) -> tuple | None:

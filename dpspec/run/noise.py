@@ -30,6 +30,7 @@ relative increase is below 2**-24 (6e-8). More variance never weakens privacy, a
 ``effective_sigma2`` tells the caller the value really used, so budgets and variances are
 reported for it.
 """
+
 from __future__ import annotations
 
 import math
@@ -112,10 +113,11 @@ def _float_sigma2(sigma2) -> float:
     try:
         return float(as_fraction(sigma2))
     except OverflowError:
-
         f = as_fraction(sigma2)
-        raise MechanismError(f"the noise parameter sigma² (about 10^{len(str(f.numerator)) - len(str(f.denominator))}) is "
-                             "beyond floating point (above 1.8e308): the budget is too small to release anything") from None
+        raise MechanismError(
+            f"the noise parameter sigma² (about 10^{len(str(f.numerator)) - len(str(f.denominator))}) is "
+            "beyond floating point (above 1.8e308): the budget is too small to release anything"
+        ) from None
 
 
 def discrete_gaussian_variance(sigma2) -> float:
@@ -157,8 +159,9 @@ def discrete_gaussian_logpmf(sigma2, support) -> np.ndarray:
 def _bern_ratio(num, den, rng: np.random.Generator) -> np.ndarray:
     """Bernoulli(num/den) elementwise, 0 <= num <= den, den >= 1 (int or array)."""
     num = np.asarray(num)
-    if num.dtype != object and (np.isscalar(den) and int(den) <= _INT64_SAFE or (
-            not np.isscalar(den) and np.asarray(den).dtype != object)):
+    if num.dtype != object and (
+        np.isscalar(den) and int(den) <= _INT64_SAFE or (not np.isscalar(den) and np.asarray(den).dtype != object)
+    ):
         den_arr = den if np.isscalar(den) else np.asarray(den, dtype=np.int64)
         return rng.integers(0, den_arr, size=num.shape, dtype=np.int64) < num
     return _bern_ratio_big(num.astype(object), np.broadcast_to(np.asarray(den, dtype=object), num.shape), rng)
@@ -213,7 +216,9 @@ _FACT_THRESHOLDS = tuple(_FACT // math.factorial(k) for k in range(_FACT_N, 1, -
 def _bern_exp_one(size: int, rng: np.random.Generator) -> np.ndarray:
     """Bernoulli(exp(-1)): K = the first k >= 2 whose trial Bernoulli(1/k) fails; 1 iff K is odd."""
     u = rng.integers(0, _FACT, size=size, dtype=np.int64)
-    successes = _FACT_N - 1 - np.searchsorted(np.asarray(_FACT_THRESHOLDS, dtype=np.int64), u, side="right")  # trials k = 2..
+    successes = (
+        _FACT_N - 1 - np.searchsorted(np.asarray(_FACT_THRESHOLDS, dtype=np.int64), u, side="right")
+    )  # trials k = 2..
     k = successes + 2
     out = (k % 2) == 1
     rest = np.flatnonzero(successes == _FACT_N - 1)  # all 19 succeeded (u == 0): keep going
@@ -299,19 +304,23 @@ _INT64_MAX = (1 << 63) - 1
 def _laplace_limit(t: Fraction) -> str | None:
     if t.numerator < MAX_SCALE_NUMERATOR:
         return None
-    return (f"a discrete Laplace noise scale of about {_about(t)} (exactly a fraction whose numerator has "
-            f"{len(str(t.numerator))} digits), beyond the 64-bit integers the exact samplers draw in: they work for a "
-            "scale whose exact numerator is below 2^56 (about 7.2e16), so that the noise and the count it is added "
-            "to stay 64-bit integers")
+    return (
+        f"a discrete Laplace noise scale of about {_about(t)} (exactly a fraction whose numerator has "
+        f"{len(str(t.numerator))} digits), beyond the 64-bit integers the exact samplers draw in: they work for a "
+        "scale whose exact numerator is below 2^56 (about 7.2e16), so that the noise and the count it is added "
+        "to stay 64-bit integers"
+    )
 
 
 def _gaussian_limit(sigma2: Fraction) -> str | None:
     s2 = effective_sigma2(sigma2)
     if math.isqrt(s2.numerator // s2.denominator) + 1 < MAX_SCALE_NUMERATOR:
         return None
-    return (f"a discrete Gaussian noise parameter sigma² of about {_about(s2)}, beyond the 64-bit integers the exact "
-            "samplers draw in: they work for sigma² below (2^56 - 1)² (about 5.2e33), since its discrete Laplace "
-            "proposals have scale floor(sigma) + 1, which must stay below 2^56 (about 7.2e16)")
+    return (
+        f"a discrete Gaussian noise parameter sigma² of about {_about(s2)}, beyond the 64-bit integers the exact "
+        "samplers draw in: they work for sigma² below (2^56 - 1)² (about 5.2e33), since its discrete Laplace "
+        "proposals have scale floor(sigma) + 1, which must stay below 2^56 (about 7.2e16)"
+    )
 
 
 def _about(f: Fraction) -> str:
@@ -322,8 +331,10 @@ def _about(f: Fraction) -> str:
         return f"10^{len(str(f.numerator)) - len(str(f.denominator))}"
 
 
-_LIMITS = {"discrete_laplace": (_laplace_limit, Fraction(MAX_SCALE_NUMERATOR - 1)),
-           "discrete_gaussian": (_gaussian_limit, Fraction((MAX_SCALE_NUMERATOR - 1) ** 2))}
+_LIMITS = {
+    "discrete_laplace": (_laplace_limit, Fraction(MAX_SCALE_NUMERATOR - 1)),
+    "discrete_gaussian": (_gaussian_limit, Fraction((MAX_SCALE_NUMERATOR - 1) ** 2)),
+}
 
 
 def sampler_limit_problem(kind: str, scale, budget: tuple[str, object] | None = None) -> str | None:
@@ -342,7 +353,9 @@ def sampler_limit_problem(kind: str, scale, budget: tuple[str, object] | None = 
     if problem is None:
         return None
     if budget is None:
-        return f"the noise asks for {problem}. Declare a larger budget (epsilon or rho), or one written with fewer digits"
+        return (
+            f"the noise asks for {problem}. Declare a larger budget (epsilon or rho), or one written with fewer digits"
+        )
 
     name, value = budget
     value = as_fraction(value)
@@ -351,10 +364,14 @@ def sampler_limit_problem(kind: str, scale, budget: tuple[str, object] | None = 
     works = _round_budget(max(least, value), lambda c: limit(s * value / c) is None)
     example = f" ({name} = {works} works)" if works else ""
     if s <= top:  # small enough, but its exact fraction has too many digits
-        return (f"{name} = {shown} asks for {problem}. This {name} is large enough, but its exact fraction "
-                f"has too many digits: declare it with fewer{example}")
-    return (f"{name} = {shown} asks for {problem}: noise that large could not be added to a count anyway. "
-            f"Declare a larger budget: {name} of at least about {_about(least)}{example}")
+        return (
+            f"{name} = {shown} asks for {problem}. This {name} is large enough, but its exact fraction "
+            f"has too many digits: declare it with fewer{example}"
+        )
+    return (
+        f"{name} = {shown} asks for {problem}: noise that large could not be added to a count anyway. "
+        f"Declare a larger budget: {name} of at least about {_about(least)}{example}"
+    )
 
 
 def _round_budget(least: Fraction, fits) -> str | None:
@@ -364,7 +381,7 @@ def _round_budget(least: Fraction, fits) -> str | None:
         for m in (1, 2, 5):
             c = m * Fraction(10) ** k
             if c >= least and fits(c):
-                return f"{m}e{k}" if k < -3 or k > 5 else str(m * 10 ** k if k >= 0 else float(c))
+                return f"{m}e{k}" if k < -3 or k > 5 else str(m * 10**k if k >= 0 else float(c))
         k += 1
     return None
 
@@ -380,7 +397,6 @@ def discrete_laplace(t, size: int, rng: np.random.Generator) -> np.ndarray:
     num, den = t.numerator, t.denominator
     problem = sampler_limit_problem("discrete_laplace", t)
     if problem is not None:  # `check` refuses it first; this is the last line of defence
-
         raise MechanismError(problem)
     out = np.empty(size, dtype=np.int64)
     pending = np.arange(size)
@@ -392,8 +408,9 @@ def discrete_laplace(t, size: int, rng: np.random.Generator) -> np.ndarray:
         ki = np.flatnonzero(keep)
         g = _geometric_exp_one(ki.size, rng)
         if g.size and int(g.max()) > (_INT64_MAX - num) // num:  # never wrap: refuse (below 1e-55 per draw)
-
-            raise MechanismError(f"a discrete Laplace draw of scale {_about(t)} left the 64-bit integers; declare a larger budget")
+            raise MechanismError(
+                f"a discrete Laplace draw of scale {_about(t)} left the 64-bit integers; declare a larger budget"
+            )
         x[ki] = u[ki] + num * g
         if den > 1:
             x //= den
@@ -426,7 +443,6 @@ def discrete_gaussian(sigma2, size, rng: np.random.Generator) -> np.ndarray:
     s2 = effective_sigma2(sigma2)
     problem = sampler_limit_problem("discrete_gaussian", s2)
     if problem is not None:  # `check` refuses it first; this is the last line of defence
-
         raise MechanismError(problem)
     p, q = s2.numerator, s2.denominator
     t = math.isqrt(p // q) + 1
@@ -440,7 +456,7 @@ def discrete_gaussian(sigma2, size, rng: np.random.Generator) -> np.ndarray:
     # fixed-size chunks bound the temporaries; the chunking is part of the deterministic stream
     for start in range(0, total, _CHUNK):
         if table is not None:
-            out[start:min(total, start + _CHUNK)] = _table_sample(min(total, start + _CHUNK) - start, table, rng)
+            out[start : min(total, start + _CHUNK)] = _table_sample(min(total, start + _CHUNK) - start, table, rng)
             continue
         stop = min(total, start + _CHUNK)
         out[start:stop] = _gaussian_chunk(stop - start, p, t, qt, den, y_fast, rng)
@@ -523,7 +539,7 @@ def _tail_interval(p: int, q: int, b: int, prec: int) -> tuple[Fraction, Fractio
         e_lo, e_hi = _exp_neg_interval(Fraction(y * y * q, 2 * p), prec)
         first = e_hi if first is None else first
         lo, hi = lo + e_lo, hi + e_hi
-        if e_hi < first * Fraction(1, 10 ** prec):
+        if e_hi < first * Fraction(1, 10**prec):
             break
         y += 1
     # the remaining terms shrink at least geometrically with ratio exp(-(2y+3) q / 2p)
@@ -607,11 +623,26 @@ def _gaussian_table(p: int, q: int) -> "_Table | None":
     weights.append(rest)  # the reject symbol
     weights += [0] * (n_buckets - len(weights))
     big_k = 1 << acc_bits
-    acc_lo = [min(big_k, (big_k * c * lo / w).__floor__()) for lo, w in zip(sym_lo, weights)] + [0] * (n_buckets - len(sym_lo))
-    acc_hi = [min(big_k, (big_k * c * hi / w).__ceil__()) for hi, w in zip(sym_hi, weights)] + [0] * (n_buckets - len(sym_hi))
+    acc_lo = [min(big_k, (big_k * c * lo / w).__floor__()) for lo, w in zip(sym_lo, weights)] + [0] * (
+        n_buckets - len(sym_lo)
+    )
+    acc_hi = [min(big_k, (big_k * c * hi / w).__ceil__()) for hi, w in zip(sym_hi, weights)] + [0] * (
+        n_buckets - len(sym_hi)
+    )
     thresh, alias = _alias(weights, _ALIAS_BITS)
-    table = _Table(p, q, b, bits, acc_bits, c, thresh, alias, tuple(weights),
-                   np.array(acc_lo, dtype=np.uint64), np.array(acc_hi, dtype=np.uint64))
+    table = _Table(
+        p,
+        q,
+        b,
+        bits,
+        acc_bits,
+        c,
+        thresh,
+        alias,
+        tuple(weights),
+        np.array(acc_lo, dtype=np.uint64),
+        np.array(acc_hi, dtype=np.uint64),
+    )
     _TABLES[key] = table
     return table
 
@@ -771,8 +802,8 @@ def bernoulli_scaled_exp(log_p, log_err, exact, rng: np.random.Generator) -> np.
     u = rng.integers(0, 1 << _DIGIT_BITS, size=n, dtype=np.int64)
     scale = float(1 << _DIGIT_BITS)
     # float exp is within an ulp or two: the (1 -+ 2**-50) factors cover it
-    p_lo = np.minimum(np.exp(log_p - log_err) * (1 - 2.0 ** -50), 1.0)
-    p_hi = np.minimum(np.exp(log_p + log_err) * (1 + 2.0 ** -50), 1.0)
+    p_lo = np.minimum(np.exp(log_p - log_err) * (1 - 2.0**-50), 1.0)
+    p_hi = np.minimum(np.exp(log_p + log_err) * (1 + 2.0**-50), 1.0)
     # integer thresholds (p·2**62 is exact in float, and so is its floor or ceiling below 2**63)
     thr_lo = np.floor(p_lo * scale).astype(np.int64)  # U < p_lo when u + 1 <= p_lo·2**62
     # U >= p_hi when u >= p_hi·2**62; at least 1, so a p that underflows in float is still decided exactly
@@ -781,8 +812,9 @@ def bernoulli_scaled_exp(log_p, log_err, exact, rng: np.random.Generator) -> np.
     doubt = np.flatnonzero(~out & (u < thr_hi))
     for i in doubt:  # about 2·log_err of the elements
         ratio, x = exact(int(i))
-        out[i] = _below_lazily(int(u[i]), _DIGIT_BITS, lambda prec: _scaled_exp_interval(Fraction(ratio), Fraction(x), prec),
-                               _PREC, rng)
+        out[i] = _below_lazily(
+            int(u[i]), _DIGIT_BITS, lambda prec: _scaled_exp_interval(Fraction(ratio), Fraction(x), prec), _PREC, rng
+        )
     return out
 
 

@@ -4,6 +4,7 @@ Shared by the mechanisms that make noisy counts consistent with a public total (
 two-stage post-processing, the aggregate's `postprocess: total`): Euclidean projection onto the
 scaled simplex, then integers by largest remainders, which keeps the total.
 """
+
 from __future__ import annotations
 
 import numpy as np

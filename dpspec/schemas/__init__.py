@@ -7,6 +7,7 @@ or change, and a reader refuses a document from a newer major version with both 
 (docs/guides/compatibility.md). tests/test_schemas.py pins each schema's hash to its version, so a
 schema cannot change without its version moving.
 """
+
 from __future__ import annotations
 
 import functools
@@ -18,19 +19,19 @@ from dpspec.errors import DataError
 
 # kind -> the version of its format written today
 FORMAT_VERSIONS = {
-    "spec": "1.0",          # dpspec show --json (the IR)
-    "budget": "1.1",        # dpspec budget --json (a spec or a program; 1.1: exact companions)
-    "findings": "2.0",      # dpspec audit --json (an object; 1.0, a list, by the deprecated --format json-list)
+    "spec": "1.0",  # dpspec show --json (the IR)
+    "budget": "1.1",  # dpspec budget --json (a spec or a program; 1.1: exact companions)
+    "findings": "2.0",  # dpspec audit --json (an object; 1.0, a list, by the deprecated --format json-list)
     "verification": "1.0",  # dpspec verify --json (read back by --verify FILE)
-    "inference": "1.1",     # dpspec infer --json, and result.json of its output set (1.1: power, with --power)
-    "conversion": "1.1",    # dpspec convert --json
-    "plugins": "1.2",       # dpspec plugins --json (a list; each mechanism carries the version; 1.1: nested parameters; 1.2: either's options)
-    "manifest": "1.0",      # manifest.json of every output set (compile, audit, infer)
-    "report": "1.1",        # report.json of compile and audit (1.1: verdict, gate, nist, glossary, certificate, exact companions)
-    "error": "1.0",         # what every --json command prints on stdout when it fails
-    "compile": "1.1",       # dpspec compile --json (what it wrote, its budget, warnings; 1.1: allowed_critical, exact companions)
-    "replay": "1.0",        # dpspec verify --replay --json (differences between neighbours' runs)
-    "certificate": "1.0",   # certificate.json of every compile (dpspec certificate verify DIR)
+    "inference": "1.1",  # dpspec infer --json, and result.json of its output set (1.1: power, with --power)
+    "conversion": "1.1",  # dpspec convert --json
+    "plugins": "1.2",  # dpspec plugins --json (a list; each mechanism carries the version; 1.1: nested parameters; 1.2: either's options)
+    "manifest": "1.0",  # manifest.json of every output set (compile, audit, infer)
+    "report": "1.1",  # report.json of compile and audit (1.1: verdict, gate, nist, glossary, certificate, exact companions)
+    "error": "1.0",  # what every --json command prints on stdout when it fails
+    "compile": "1.1",  # dpspec compile --json (what it wrote, its budget, warnings; 1.1: allowed_critical, exact companions)
+    "replay": "1.0",  # dpspec verify --replay --json (differences between neighbours' runs)
+    "certificate": "1.0",  # certificate.json of every compile (dpspec certificate verify DIR)
 }
 # documents that are lists: a list has no room for a key, so each item carries the version
 LISTS = {"plugins"}
@@ -76,8 +77,10 @@ def problems(kind: str, document, version: str | None = None) -> list[str]:
     import jsonschema
 
     validator = jsonschema.Draft202012Validator(schema(kind, version))
-    return [f"{'/'.join(map(str, e.absolute_path)) or '(top)'}: {e.message}"
-            for e in sorted(validator.iter_errors(document), key=lambda e: list(map(str, e.absolute_path)))]
+    return [
+        f"{'/'.join(map(str, e.absolute_path)) or '(top)'}: {e.message}"
+        for e in sorted(validator.iter_errors(document), key=lambda e: list(map(str, e.absolute_path)))
+    ]
 
 
 def newer_than_known(kind: str, document) -> str | None:
@@ -98,4 +101,5 @@ def refuse_newer(kind: str, document, path: str, error=None) -> None:
     if found is not None:
         raise (error or DataError)(
             f"{path}: written in {kind} format version {found}, newer than this dpspec ({__version__}) reads "
-            f"(format version {FORMAT_VERSIONS[kind]}); upgrade dpspec to read it")
+            f"(format version {FORMAT_VERSIONS[kind]}); upgrade dpspec to read it"
+        )

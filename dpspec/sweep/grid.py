@@ -5,6 +5,7 @@ spec reads them), ranges START:STOP:STEP (inclusive of STOP when a step lands on
 fractions throughout) and log-ranges log:START:STOP:N (N values spaced evenly in log scale,
 START and STOP included, each rounded to 6 significant digits so it is an exact decimal).
 """
+
 from __future__ import annotations
 
 import itertools
@@ -39,7 +40,7 @@ def number(text: str) -> Fraction:
         value = Fraction(item) / scale
     except (ValueError, ZeroDivisionError):
         raise GridError(f"{text.strip()!r} is not a number (write 0.05, 5%, 1/20 or 1e-3)") from None
-    if abs(value) > 10 ** 308 or (value and abs(value) < Fraction(1, 10 ** 300)):
+    if abs(value) > 10**308 or (value and abs(value) < Fraction(1, 10**300)):
         raise GridError(f"{text.strip()!r} is too large or too small to be a parameter")
     return value
 
@@ -114,8 +115,12 @@ def check_size(points: int, runs: int, limit: int, yes: bool) -> None:
     if points == 0:
         raise GridError("the grid is empty")
     if points > MAX_POINTS:
-        raise GridError(f"the grid has {points:,} points, more than the {MAX_POINTS:,} a sweep can hold; narrow it "
-                        "(fewer values per axis, or fewer axes)")
+        raise GridError(
+            f"the grid has {points:,} points, more than the {MAX_POINTS:,} a sweep can hold; narrow it "
+            "(fewer values per axis, or fewer axes)"
+        )
     if points > limit and not yes:
-        raise GridError(f"the grid has {points:,} points ({points * runs:,} runs of the mechanism), more than the "
-                        f"limit of {limit:,}; narrow it, or pass --yes to run it anyway (or --limit N)")
+        raise GridError(
+            f"the grid has {points:,} points ({points * runs:,} runs of the mechanism), more than the "
+            f"limit of {limit:,}; narrow it, or pass --yes to run it anyway (or --limit N)"
+        )

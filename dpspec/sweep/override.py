@@ -6,6 +6,7 @@ A parameter is named by its path in the mechanism block: `rate`, `levels.county`
 and so is every numeric parameter of the mechanism's schema left at its default. Nothing here
 judges a value: the checker does, through the same path as a value written in the file.
 """
+
 from __future__ import annotations
 
 from fractions import Fraction
@@ -41,7 +42,7 @@ def addressable(spec: ir.Spec) -> dict[str, Fraction | None]:
     for p in call.params.params:
         out.update(_leaves(p.value, p.name))
     mech = plugins.mechanisms().get(call.name)
-    for ps in (mech.parameters.params if mech else ()):
+    for ps in mech.parameters.params if mech else ():
         if ps.type in NUMERIC_TYPES and call.params.get(ps.name) is None:
             out[ps.name] = Fraction(ps.default) if ps.default is not None else None
     return out
@@ -53,7 +54,9 @@ def _replace(value, parts: list[str], new: Fraction):
         return new
     head, rest = parts[0], parts[1:]
     if isinstance(value, ir.ParamBlock):
-        params = tuple(attrs.evolve(p, value=_replace(p.value, rest, new)) if p.name == head else p for p in value.params)
+        params = tuple(
+            attrs.evolve(p, value=_replace(p.value, rest, new)) if p.name == head else p for p in value.params
+        )
         return attrs.evolve(value, params=params)
     index = int(head)
     return tuple(_replace(item, rest, new) if i == index else item for i, item in enumerate(value))
@@ -64,8 +67,15 @@ def unknown_name(spec: ir.Spec, name: str) -> SpecError:
     call = spec.mechanism
     message, hint = unknown("parameter", name, list(addressable(spec)), f"mechanism '{call.name}'" if call else None)
     where = call.loc if call is not None else None
-    return SpecError([Diagnostic(f"--vary {name}: {message}", where.line if where else None,
-                                 where.column if where else None, hint=hint)], spec.path, spec.text)
+    return SpecError(
+        [
+            Diagnostic(
+                f"--vary {name}: {message}", where.line if where else None, where.column if where else None, hint=hint
+            )
+        ],
+        spec.path,
+        spec.text,
+    )
 
 
 def override(spec: ir.Spec, values: dict) -> ir.Spec:
@@ -81,8 +91,12 @@ def override(spec: ir.Spec, values: dict) -> ir.Spec:
         if current is None:  # a schema parameter left at its default: written now
             params = attrs.evolve(params, params=params.params + (ir.Param(head, new, call.loc),))
         else:
-            params = attrs.evolve(params, params=tuple(
-                attrs.evolve(p, value=_replace(p.value, rest, new)) if p.name == head else p for p in params.params))
+            params = attrs.evolve(
+                params,
+                params=tuple(
+                    attrs.evolve(p, value=_replace(p.value, rest, new)) if p.name == head else p for p in params.params
+                ),
+            )
     return attrs.evolve(spec, mechanism=attrs.evolve(call, params=params))
 
 
@@ -92,9 +106,19 @@ def balanced(spec: ir.Spec, path: str) -> Fraction:
     if path not in known:
         raise unknown_name(spec, path)
     parent = path.rpartition(".")[0]
-    siblings = [v for p, v in known.items() if p != path and p.rpartition(".")[0] == parent and "." in p
-                and p.count(".") == path.count(".") and v is not None]
+    siblings = [
+        v
+        for p, v in known.items()
+        if p != path
+        and p.rpartition(".")[0] == parent
+        and "." in p
+        and p.count(".") == path.count(".")
+        and v is not None
+    ]
     if "." not in path or not siblings:
-        raise SpecError([Diagnostic(f"--balance {path}: it has no sibling shares in a block to balance against")],
-                        spec.path, spec.text)
+        raise SpecError(
+            [Diagnostic(f"--balance {path}: it has no sibling shares in a block to balance against")],
+            spec.path,
+            spec.text,
+        )
     return 1 - sum(siblings, Fraction(0))

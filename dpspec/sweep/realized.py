@@ -11,6 +11,7 @@ The measures, per table and per size class of the true count (docs/guides/sweep.
   MAPE       mean |released - true| / true, in percent, over the cells whose true count is > 0;
   share off  the fraction of those cells (either side nonzero) with |released - true| > off_by.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -19,8 +20,14 @@ import pandas as pd
 from dpspec import ir
 from dpspec.run.compiler import counted
 
-SIZE_CLASSES = ((0, 1, "0"), (1, 10, "1-9"), (10, 100, "10-99"), (100, 1000, "100-999"),
-                (1000, 10_000, "1,000-9,999"), (10_000, None, "10,000+"))
+SIZE_CLASSES = (
+    (0, 1, "0"),
+    (1, 10, "1-9"),
+    (10, 100, "10-99"),
+    (100, 1000, "100-999"),
+    (1000, 10_000, "1,000-9,999"),
+    (10_000, None, "10,000+"),
+)
 MAX_DETAIL_CELLS = 1_000_000  # the "detailed" table is skipped when its value sets multiply beyond this
 
 

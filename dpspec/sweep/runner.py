@@ -4,6 +4,7 @@ point accounted (budget, expected error) and, with runs, run and measured agains
 A point whose run fails is recorded with its parameters and the message; the others go on. An
 interrupted sweep raises before anything is written (the caller writes the set at the end).
 """
+
 from __future__ import annotations
 
 import math
@@ -61,9 +62,11 @@ class Sweep:
 
     @property
     def currency(self) -> str:
-        return (f"epsilon of (epsilon, delta)-DP at delta = {self.delta:g} under the spec's unit "
-                f"({self.spec.unit.table}, {self.spec.unit.relation}); zCDP converted by {self.method}, "
-                "pure epsilon taken as it is (it holds at delta = 0)")
+        return (
+            f"epsilon of (epsilon, delta)-DP at delta = {self.delta:g} under the spec's unit "
+            f"({self.spec.unit.table}, {self.spec.unit.relation}); zCDP converted by {self.method}, "
+            "pure epsilon taken as it is (it holds at delta = 0)"
+        )
 
 
 def plan(spec: ir.Spec, grid: list[dict], balance=()) -> list[Point]:
@@ -118,8 +121,9 @@ def account(point: Point, data: dict, delta: float, method: str) -> None:
     point.expected = mech.expected_error(spec, params, facts)
 
 
-def _one_run(point: Point, data: dict, r: int, engine, run_key: int, off_by: float,
-             truth: realized.TruthCache) -> tuple[list[dict], float]:
+def _one_run(
+    point: Point, data: dict, r: int, engine, run_key: int, off_by: float, truth: realized.TruthCache
+) -> tuple[list[dict], float]:
     """Run r of a point, measured against the data: (its realized rows, seconds in the mechanism).
     Its streams are keyed by (run key, point, run) alone, so wherever it runs (this process, a
     pool worker, a Spark task retried after a lost executor) it draws the same noise."""
@@ -138,8 +142,9 @@ def _one_run(point: Point, data: dict, r: int, engine, run_key: int, off_by: flo
     return [{"run": r, **row} for row in rows], seconds
 
 
-def _sample_point(point: Point, data: dict, runs: int, engine, run_key: int, off_by: float,
-                  truth: realized.TruthCache, tick) -> None:
+def _sample_point(
+    point: Point, data: dict, runs: int, engine, run_key: int, off_by: float, truth: realized.TruthCache, tick
+) -> None:
     for r in range(runs):
         rows, seconds = _one_run(point, data, r, engine, run_key, off_by, truth)
         point.run_seconds += seconds
@@ -158,8 +163,18 @@ def _fail(point: Point, message: str) -> None:
     point.error = message
 
 
-def _do_point(point: Point, data, runs: int, engine, run_key: int, off_by: float, delta: float, method: str,
-              truth: realized.TruthCache, tick) -> None:
+def _do_point(
+    point: Point,
+    data,
+    runs: int,
+    engine,
+    run_key: int,
+    off_by: float,
+    delta: float,
+    method: str,
+    truth: realized.TruthCache,
+    tick,
+) -> None:
     """One point, whole: its account and its runs; a failure is recorded on the point."""
     try:
         with progress.reporting(None):
@@ -176,8 +191,18 @@ def _do_point(point: Point, data, runs: int, engine, run_key: int, off_by: float
 # ---- points as units of work in a local process pool (--workers) ------------------------------
 
 _WORKER: dict = {}
-RESULT_FIELDS = ("status", "error", "budget", "budget_text", "common", "bounds_hold", "expected", "realized",
-                 "runs_done", "run_seconds")
+RESULT_FIELDS = (
+    "status",
+    "error",
+    "budget",
+    "budget_text",
+    "common",
+    "bounds_hold",
+    "expected",
+    "realized",
+    "runs_done",
+    "run_seconds",
+)
 
 
 def _worker_start(spec: ir.Spec, mechanism=None) -> dict:
@@ -207,10 +232,12 @@ def _pooled(spec, points, workers: int, runs: int, run_key: int, off_by, delta, 
     from concurrent.futures import ProcessPoolExecutor, as_completed
 
     # forkserver: a worker never inherits this process's threads mid-state (as the local engine)
-    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("forkserver"),
-                             initializer=_worker_start, initargs=(spec,)) as pool:
-        futures = {pool.submit(_worker_point, p.index, p.values, runs, run_key, off_by, delta, method): p
-                   for p in points}
+    with ProcessPoolExecutor(
+        workers, mp_context=multiprocessing.get_context("forkserver"), initializer=_worker_start, initargs=(spec,)
+    ) as pool:
+        futures = {
+            pool.submit(_worker_point, p.index, p.values, runs, run_key, off_by, delta, method): p for p in points
+        }
         try:
             for future in as_completed(futures):
                 point = futures[future]
@@ -241,8 +268,10 @@ def _task(key, payload, rng) -> dict:
         w = _WORKER if _WORKER.get("spec") == spec else _worker_start(spec, checked.mechanism)
         changed = sorted(k for k in hashes if w["hashes"].get(k) != hashes[k])  # {}: the caller gave the data
         if changed:
-            raise DataError(f"{', '.join(changed)}: the data an executor read differ from the data the driver read "
-                            "(changed during the sweep, or another file at that path on the executor)")
+            raise DataError(
+                f"{', '.join(changed)}: the data an executor read differ from the data the driver read "
+                "(changed during the sweep, or another file at that path on the executor)"
+            )
         point = Point(index, values, checked)
         rows, seconds = _one_run(point, w["data"], r, w["engine"], run_key, off_by, w["truth"])
         return {"rows": rows, "seconds": seconds}
@@ -255,12 +284,25 @@ def _on_engine(spec: ir.Spec, points: list, runs: int, engine, run_key: int, off
     one task per pair); results come back in order and are put on their points."""
     import os
 
-
     spec = attrs.evolve(spec, path=os.path.abspath(spec.path)) if spec.path else spec  # executors' cwd may differ
     todo = [p for p in points if p.status != "failed"]
-    items = [((p.index, r), (spec, hashes, attrs.evolve(p.checked, spec=attrs.evolve(p.checked.spec, path=spec.path)),
-                             p.index, p.values, r, run_key, off_by))
-             for p in todo for r in range(runs)]
+    items = [
+        (
+            (p.index, r),
+            (
+                spec,
+                hashes,
+                attrs.evolve(p.checked, spec=attrs.evolve(p.checked.spec, path=spec.path)),
+                p.index,
+                p.values,
+                r,
+                run_key,
+                off_by,
+            ),
+        )
+        for p in todo
+        for r in range(runs)
+    ]
     results = EngineRun(engine, run_key).map_items(items, _task, stage=TASK_STAGE, per_item=True)
     by_index = {p.index: p for p in points}
     for ((index, r), _), result in zip(items, results):
@@ -278,9 +320,22 @@ def _on_engine(spec: ir.Spec, points: list, runs: int, engine, run_key: int, off
             p.status = "ok"
 
 
-def run_sweep(spec: ir.Spec, axes, grid: list[dict], *, runs: int = 0, engine=None, seed: int | None = None,
-              off_by: float = 5, delta: float = 1e-10, method: str = "cks20", balance=(), data=None,
-              workers: int = 1, units: str = "points") -> Sweep:
+def run_sweep(
+    spec: ir.Spec,
+    axes,
+    grid: list[dict],
+    *,
+    runs: int = 0,
+    engine=None,
+    seed: int | None = None,
+    off_by: float = 5,
+    delta: float = 1e-10,
+    method: str = "cks20",
+    balance=(),
+    data=None,
+    workers: int = 1,
+    units: str = "points",
+) -> Sweep:
     """The whole sweep in memory (nothing written). runs = 0: budgets and expected errors only.
 
     workers > 1 (local engine only): the points run as units of work on a process pool. On
@@ -347,9 +402,11 @@ def pareto(items: list[tuple[int, float, float]]) -> set[int]:
     for i, b, e in items:
         if b is None or e is None or not (math.isfinite(b) and math.isfinite(e)):
             continue
-        beaten = any((b2 <= b and e2 <= e) and (b2 < b or e2 < e)
-                     for j, b2, e2 in items if j != i and b2 is not None and e2 is not None
-                     and math.isfinite(b2) and math.isfinite(e2))
+        beaten = any(
+            (b2 <= b and e2 <= e) and (b2 < b or e2 < e)
+            for j, b2, e2 in items
+            if j != i and b2 is not None and e2 is not None and math.isfinite(b2) and math.isfinite(e2)
+        )
         if not beaten:
             best.add(i)
     return best

@@ -13,6 +13,7 @@ most extreme outcome of these runs could not exceed the claim: more runs are nee
 many is reported), else `consistent`. The confidence is split over the pairs (Bonferroni), so
 the chance that any reported lower bound exceeds the true loss is at most 1 - confidence.
 """
+
 from __future__ import annotations
 
 from dpspec import ir
@@ -23,8 +24,16 @@ from dpspec.verify.miniature import Flattener, VerifyError, generic_pairs, run_m
 from dpspec.verify.result import EXIT_CODES, PairResult, Verification, load_json
 
 DEFAULT_RUNS = 20_000
-_PLUGIN_FAILURES = (LookupError, TypeError, ValueError, AttributeError, ArithmeticError, RuntimeError,
-                    NotImplementedError, AssertionError)
+_PLUGIN_FAILURES = (
+    LookupError,
+    TypeError,
+    ValueError,
+    AttributeError,
+    ArithmeticError,
+    RuntimeError,
+    NotImplementedError,
+    AssertionError,
+)
 
 
 class PluginFailure(RuntimeError):
@@ -33,8 +42,10 @@ class PluginFailure(RuntimeError):
 
 
 def _crash(mech, step: str, exc: BaseException) -> PluginFailure:
-    return PluginFailure(f"mechanism '{mech.name}' failed {step}: {type(exc).__name__}: {exc} "
-                         "(a bug in the plugin's code, not a problem of the spec)")
+    return PluginFailure(
+        f"mechanism '{mech.name}' failed {step}: {type(exc).__name__}: {exc} "
+        "(a bug in the plugin's code, not a problem of the spec)"
+    )
 
 
 def _claim_options(budget, spec_delta=None) -> tuple[str, float, dict]:
@@ -76,7 +87,8 @@ def _claim(spec, mech, params, pair):
     if not claimed.is_finite:
         raise VerifyError(
             f"the mechanism claims no finite budget ({pair.label}): an infinite claim cannot be refuted, so there is "
-            "nothing to verify (see the audit's infinite-budget finding)")
+            "nothing to verify (see the audit's infinite-budget finding)"
+        )
     return claimed
 
 
@@ -136,8 +148,12 @@ def verify(spec, runs: int = DEFAULT_RUNS, seed: int | None = None, confidence: 
         kind, claim, options = _claim_options(claimed, spec.premetric.option("delta") if spec.premetric else None)
         flatten = Flattener()
         try:
-            left = run_many(mech, spec, p_params, pair, pair.left, runs, rng, flatten, f"runs on the first dataset ({pair.label})")
-            right = run_many(mech, spec, p_params, pair, pair.right, runs, rng, flatten, f"runs on the second dataset ({pair.label})")
+            left = run_many(
+                mech, spec, p_params, pair, pair.left, runs, rng, flatten, f"runs on the first dataset ({pair.label})"
+            )
+            right = run_many(
+                mech, spec, p_params, pair, pair.right, runs, rng, flatten, f"runs on the second dataset ({pair.label})"
+            )
         except VerifyError:
             raise
         except DpspecError as exc:  # the mechanism refused the miniature data in words: a message, exit 1
@@ -147,9 +163,17 @@ def verify(spec, runs: int = DEFAULT_RUNS, seed: int | None = None, confidence: 
         width = max(left.shape[1], right.shape[1])
         left, right = _pad(left, width), _pad(right, width)
         test = best_event(left, right, kind, a, labels=flatten.labels, **options)
-        results.append(PairResult(pair.label, pair.distance, float(claim), test.lower_bound,
-                                  largest_detectable(kind, test.n, a, **options),
-                                  _runs_per_side(kind, claim, a, options), test))
+        results.append(
+            PairResult(
+                pair.label,
+                pair.distance,
+                float(claim),
+                test.lower_bound,
+                largest_detectable(kind, test.n, a, **options),
+                _runs_per_side(kind, claim, a, options),
+                test,
+            )
+        )
     refuted = [r for r in results if r.refuted]
     untestable = [r for r in results if not r.testable]
     if refuted:
@@ -161,9 +185,20 @@ def verify(spec, runs: int = DEFAULT_RUNS, seed: int | None = None, confidence: 
     needed = max((r.runs_needed or 0) for r in untestable) if untestable else None
     if untestable and any(r.runs_needed is None for r in untestable):
         needed = None
-    return Verification(verdict, head.claimed, head.lower_bound, confidence, runs, _flavor(spec, kind, options),
-                        tuple(results), {"name": mech.name, "version": mech.version}, path, spec_sha256(spec),
-                        needed, seed)
+    return Verification(
+        verdict,
+        head.claimed,
+        head.lower_bound,
+        confidence,
+        runs,
+        _flavor(spec, kind, options),
+        tuple(results),
+        {"name": mech.name, "version": mech.version},
+        path,
+        spec_sha256(spec),
+        needed,
+        seed,
+    )
 
 
 def _runs_per_side(kind, claim, a, options) -> int | None:

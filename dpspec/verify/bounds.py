@@ -14,6 +14,7 @@ is valid with confidence 1 - a:
 - Gaussian DP: the type II error 1-p of the test "reject x' on E" is at least
                Phi(Phi^-1(1-q) - mu):             mu >= Phi^-1(p) - Phi^-1(q)  (Dong, Roth & Su 2019)
 """
+
 from __future__ import annotations
 
 import math
@@ -22,8 +23,10 @@ import numpy as np
 from scipy.stats import beta, norm
 
 CITATIONS = {
-    "test": ("Ding, Wang, Wang, Zhang & Kifer 2018, 'Detecting violations of differential privacy' (CCS): "
-             "choose the event on one half of the runs, test it on the other"),
+    "test": (
+        "Ding, Wang, Wang, Zhang & Kifer 2018, 'Detecting violations of differential privacy' (CCS): "
+        "choose the event on one half of the runs, test it on the other"
+    ),
     "intervals": "Clopper & Pearson 1934: exact one-sided binomial confidence bounds",
     "pure": "Ding et al. 2018: eps >= ln(p/q)",
     "approx": "Jagielski, Ullman & Oprea 2020, 'Auditing differentially private machine learning' (NeurIPS): eps >= ln((p - delta)/q)",

@@ -4,6 +4,7 @@ Why these: a release whose structure comes from the data shows it where a cell h
 or none, so the designed neighbours empty the smallest cell, fill an empty declared cell, and
 move a record from the largest cell to an empty one; a few seeded random ones follow.
 """
+
 from __future__ import annotations
 
 import attrs
@@ -45,8 +46,12 @@ class DataNeighbour:
 def cell_columns(spec: ir.Spec, mechanism, params: dict, table: ir.Table) -> list[str]:
     """The columns whose declared values key the release: those the mechanism's `output_keys` name
     for `table`, else the table's declared categorical columns; with the parents they nest in."""
-    named = [c for keys in mechanism.output_keys(spec, params).values() if keys.table == table.name
-             for c in (*keys.columns, *keys.fixed)]
+    named = [
+        c
+        for keys in mechanism.output_keys(spec, params).values()
+        if keys.table == table.name
+        for c in (*keys.columns, *keys.fixed)
+    ]
     if not named:
         named = [c.name for c in table.columns if c.type.kind in ("category", "enum", "bool")]
     cols = [c for c in dict.fromkeys(named) if table.column(c) is not None and table.column(c).type.kind in KEY_KINDS]
@@ -103,7 +108,13 @@ def group_bound(spec: ir.Spec, table: ir.Table) -> tuple:
     if unit is None or unit.table == table.name:
         return None, None
     link = table.link if table.parent == unit.table and table.link else None
-    k = unit.bound.k if unit.bound is not None and unit.bound.finer == table.name else table.link_bound if link else None
+    k = (
+        unit.bound.k
+        if unit.bound is not None and unit.bound.finer == table.name
+        else table.link_bound
+        if link
+        else None
+    )
     return (int(k), link) if k else (None, None)
 
 
@@ -129,7 +140,9 @@ class _Builder:
             sizes = text.value_counts(sort=False)
             self.sizes = sizes.sort_values(kind="stable")
             self.text = text
-            observed = set(sizes.index) if len(cols) > 1 else {(v,) if not isinstance(v, tuple) else v for v in sizes.index}
+            observed = (
+                set(sizes.index) if len(cols) > 1 else {(v,) if not isinstance(v, tuple) else v for v in sizes.index}
+            )
             try:
                 declared = declared_keys(spec, table.name, cols)
             except Exception:  # noqa: BLE001 - too many cells or an unreadable key file: no empty cells to aim at
@@ -155,17 +168,32 @@ class _Builder:
         empty = self.empty[0] if self.empty else None
         if relation == "symdiff":
             if small is not None:
-                out.append(self._remove(small, f"remove a record of the smallest cell ({self._cell(small)}, "
-                                               f"{int(self.sizes.iloc[0])} record(s))"))
+                out.append(
+                    self._remove(
+                        small,
+                        f"remove a record of the smallest cell ({self._cell(small)}, "
+                        f"{int(self.sizes.iloc[0])} record(s))",
+                    )
+                )
             if empty is not None:
-                out.append(self._add(self._copyable(), empty, f"add a record in the empty declared cell {self._words(empty)}"))
+                out.append(
+                    self._add(self._copyable(), empty, f"add a record in the empty declared cell {self._words(empty)}")
+                )
             if empty is not None and large is not None:
-                out.append(self._change(large, empty, "change a record of the largest cell to an empty declared cell", 2))
+                out.append(
+                    self._change(large, empty, "change a record of the largest cell to an empty declared cell", 2)
+                )
         else:
             if small is not None and large is not None and small != large:
                 target = tuple(self.text.iloc[large])
-                out.append(self._change(small, target, f"change a record of the smallest cell ({self._cell(small)}, "
-                                                       f"{int(self.sizes.iloc[0])} record(s)) to the largest"))
+                out.append(
+                    self._change(
+                        small,
+                        target,
+                        f"change a record of the smallest cell ({self._cell(small)}, "
+                        f"{int(self.sizes.iloc[0])} record(s)) to the largest",
+                    )
+                )
             if empty is not None and large is not None:
                 out.append(self._change(large, empty, "change a record of the largest cell to an empty declared cell"))
         return out
@@ -186,8 +214,11 @@ class _Builder:
             what = f"one unit ({link}={unit}, {len(rows)} records)"
         else:
             pick = self._row_of(self.sizes.index[-1]) if len(self.sizes) else 0
-            same = (self.text == list(self.text.iloc[pick])).all(axis=1).to_numpy() if self.text is not None else \
-                np.ones(len(frame), dtype=bool)
+            same = (
+                (self.text == list(self.text.iloc[pick])).all(axis=1).to_numpy()
+                if self.text is not None
+                else np.ones(len(frame), dtype=bool)
+            )
             rows = np.flatnonzero(same)[:k]
             what = f"{len(rows)} records of one cell, as one unit may hold"
         if len(rows) < 2:
@@ -195,8 +226,11 @@ class _Builder:
         if relation == "symdiff":
             data = self._with(frame.drop(index=rows))
             return [DataNeighbour(f"remove {what} at once", "removed", int(rows[0]), None, data, records=len(rows))]
-        target = self.empty[0] if self.empty else (tuple(self.text.iloc[self._row_of(self.sizes.index[0])])
-                                                  if len(self.sizes) else None)
+        target = (
+            self.empty[0]
+            if self.empty
+            else (tuple(self.text.iloc[self._row_of(self.sizes.index[0])]) if len(self.sizes) else None)
+        )
         if target is None:
             return []
         changed = frame.copy()
@@ -204,8 +238,16 @@ class _Builder:
             for r in rows:
                 changed[c] = _assign(changed[c], r, _typed(self.table.column(c), text))
         record = {c: t for c, t in zip(self.cols, target)}
-        return [DataNeighbour(f"change {what} at once to {self._words(target)}", "changed", int(rows[0]), record,
-                              self._with(changed), records=len(rows))]
+        return [
+            DataNeighbour(
+                f"change {what} at once to {self._words(target)}",
+                "changed",
+                int(rows[0]),
+                record,
+                self._with(changed),
+                records=len(rows),
+            )
+        ]
 
     def random(self, relation: str, i: int) -> DataNeighbour:
         row = int(self.rng.integers(len(self.frame)))
@@ -219,7 +261,9 @@ class _Builder:
             while target == here:
                 target = self.declared[int(self.rng.integers(len(self.declared)))]
             return self._change(row, target, "change a random record to another declared cell")
-        return self._change(row, None, "change a random record to another's values", other=int(self.rng.integers(len(self.frame))))
+        return self._change(
+            row, None, "change a random record to another's values", other=int(self.rng.integers(len(self.frame)))
+        )
 
     # -- helpers --
     def _row_of(self, cell) -> int:
@@ -259,9 +303,13 @@ class _Builder:
         for child in self.children:  # an added unit gets an id of its own (and no linked records)
             if child.link in new.columns:
                 changed[child.link] = self._fresh_id(new, child.link)
-        return DataNeighbour(label, "added", row, changed or None, self._with(pd.concat([self.frame, new], ignore_index=True)))
+        return DataNeighbour(
+            label, "added", row, changed or None, self._with(pd.concat([self.frame, new], ignore_index=True))
+        )
 
-    def _change(self, row: int, cell: tuple | None, label: str, steps: int = 1, other: int | None = None) -> DataNeighbour:
+    def _change(
+        self, row: int, cell: tuple | None, label: str, steps: int = 1, other: int | None = None
+    ) -> DataNeighbour:
         frame = self.frame.copy()
         new = frame.iloc[[row]].copy()
         if other is not None:
@@ -269,8 +317,11 @@ class _Builder:
             new.index = [row]
             keep = [c for c in (self.table.link, *(ch.link for ch in self.children)) if c in new.columns]
             new[keep] = frame.iloc[[row]][keep].to_numpy()
-            changed = {c: str(new.iat[0, new.columns.get_loc(c)]) for c in new.columns
-                       if str(new.iat[0, new.columns.get_loc(c)]) != str(frame.at[row, c])}
+            changed = {
+                c: str(new.iat[0, new.columns.get_loc(c)])
+                for c in new.columns
+                if str(new.iat[0, new.columns.get_loc(c)]) != str(frame.at[row, c])
+            }
         else:
             new.index = [row]
             changed = self._set(new, cell)

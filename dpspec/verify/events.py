@@ -6,6 +6,7 @@ labels, the sets of outputs whose estimated likelihood ratio is largest (the Ney
 shape of the best test). Selection uses the first half of the runs only; the bound comes from
 the second half, so the choice cannot inflate it (Ding et al. 2018).
 """
+
 from __future__ import annotations
 
 import attrs
@@ -30,9 +31,14 @@ class EventTest:
     swapped: bool  # True: the event is likelier on the second dataset
 
     def to_json(self) -> dict:
-        return {"event": self.description, "test_runs_per_side": self.n, "hits_first": self.k_left,
-                "hits_second": self.k_right, "lower_bound": self.lower_bound,
-                "likelier_on": "second" if self.swapped else "first"}
+        return {
+            "event": self.description,
+            "test_runs_per_side": self.n,
+            "hits_first": self.k_left,
+            "hits_second": self.k_right,
+            "lower_bound": self.lower_bound,
+            "likelier_on": "second" if self.swapped else "first",
+        }
 
 
 def _keys(left: np.ndarray, right: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
@@ -40,14 +46,13 @@ def _keys(left: np.ndarray, right: np.ndarray) -> tuple[np.ndarray, np.ndarray, 
     both = np.concatenate([left, right])
     _, inverse = np.unique(both, axis=0, return_inverse=True)
     inverse = inverse.reshape(-1)
-    return inverse[: len(left)], inverse[len(left):], int(inverse.max()) + 1 if inverse.size else 0
+    return inverse[: len(left)], inverse[len(left) :], int(inverse.max()) + 1 if inverse.size else 0
 
 
 def _threshold_candidates(sl: np.ndarray, sr: np.ndarray):
     """(coordinate, threshold) pairs and their selection counts of {s_j >= t} on each side."""
     diff = np.abs(sl.mean(axis=0) - sr.mean(axis=0)) / (np.sqrt((sl.var(axis=0) + sr.var(axis=0)) / 2) + 1e-12)
-    varying = np.flatnonzero((sl.max(axis=0) != sl.min(axis=0)) | (sr.max(axis=0) != sr.min(axis=0))
-                             | (sl[0] != sr[0]))
+    varying = np.flatnonzero((sl.max(axis=0) != sl.min(axis=0)) | (sr.max(axis=0) != sr.min(axis=0)) | (sl[0] != sr[0]))
     order = varying[np.argsort(-diff[varying], kind="stable")][:MAX_COORDINATES]
     coords, thresholds, counts_l, counts_r = [], [], [], []
     for j in order:
@@ -126,8 +131,10 @@ def best_event(left: np.ndarray, right: np.ndarray, kind: str, a: float, labels=
         member[chosen] = True
         in_l, in_r = member[keys_l[half:n]], member[keys_r[half:n]]
         count = int(chosen.size)
-        description = (f"the output is {'not ' if complement else ''}one of the {count} distinct output(s) "
-                       "likeliest on the first dataset")
+        description = (
+            f"the output is {'not ' if complement else ''}one of the {count} distinct output(s) "
+            "likeliest on the first dataset"
+        )
     if complement:
         in_l, in_r = ~in_l, ~in_r
     k_l, k_r = int(in_l.sum()), int(in_r.sum())

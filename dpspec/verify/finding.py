@@ -5,6 +5,7 @@ than running the verifier themselves: verification is slow and randomized, so it
 kept as evidence, and attached to as many audits as needed. The file must have been made for
 this very spec (same SHA-256), or it says nothing about it.
 """
+
 from __future__ import annotations
 
 import attrs
@@ -18,10 +19,15 @@ RULE = "empirical-verification"
 
 def finding(data: dict) -> Finding:
     """The finding for a verification result (its JSON form): critical when refuted, else info."""
-    summary = data.get("summary") or f"{data['verdict']}: lower bound {data['lower_bound']} vs claimed {data['claimed']}"
+    summary = (
+        data.get("summary") or f"{data['verdict']}: lower bound {data['lower_bound']} vs claimed {data['claimed']}"
+    )
     if data["verdict"] == "refuted":
-        message = ("the claimed budget is refuted by an empirical test: " + summary
-                   + "; the mechanism's code leaks more than its budget says")
+        message = (
+            "the claimed budget is refuted by an empirical test: "
+            + summary
+            + "; the mechanism's code leaks more than its budget says"
+        )
         severity = "critical"
     elif data["verdict"] == "inconclusive":
         message = "the empirical test of the claimed budget is " + summary
@@ -29,8 +35,21 @@ def finding(data: dict) -> Finding:
     else:
         message = "the claimed budget passed an empirical test: " + summary
         severity = "info"
-    evidence = {k: data.get(k) for k in ("verdict", "claimed", "lower_bound", "confidence", "runs", "flavor",
-                                         "runs_needed", "neighbours", "methods", "seed")}
+    evidence = {
+        k: data.get(k)
+        for k in (
+            "verdict",
+            "claimed",
+            "lower_bound",
+            "confidence",
+            "runs",
+            "flavor",
+            "runs_needed",
+            "neighbours",
+            "methods",
+            "seed",
+        )
+    }
     return Finding(RULE, severity, message, evidence)
 
 
@@ -40,21 +59,31 @@ def load_for(path: str, spec) -> dict:
 
     data = load_json(path)
     if data["spec_sha256"] != spec_sha256(spec):
-        raise VerifyError(f"{path}: this verification result was made for another spec (or an earlier version of "
-                          f"{spec.path or 'it'}); run `dpspec verify --json` on the spec again")
+        raise VerifyError(
+            f"{path}: this verification result was made for another spec (or an earlier version of "
+            f"{spec.path or 'it'}); run `dpspec verify --json` on the spec again"
+        )
     # The hash is the file's own word: its flavor must also be the spec's, or its bound is in another currency.
     stated = data["flavor"]
-    own = {"premetric": spec.premetric.kind if spec.premetric else stated.get("premetric"),
-           "relation": spec.unit.relation if spec.unit else None, "unit": spec.unit.table if spec.unit else None}
+    own = {
+        "premetric": spec.premetric.kind if spec.premetric else stated.get("premetric"),
+        "relation": spec.unit.relation if spec.unit else None,
+        "unit": spec.unit.table if spec.unit else None,
+    }
     for key, value in own.items():
         if stated.get(key) != value:
-            raise VerifyError(f"{path}: this verification result tests {key} {stated.get(key)!r}, but the spec declares "
-                              f"{value!r}; it was not made for this spec. Run `dpspec verify --json` on the spec again")
+            raise VerifyError(
+                f"{path}: this verification result tests {key} {stated.get(key)!r}, but the spec declares "
+                f"{value!r}; it was not made for this spec. Run `dpspec verify --json` on the spec again"
+            )
     return data
 
 
 def with_finding(outcome, data: dict):
     """An audit outcome with the verification's finding added (most severe first)."""
     found = finding(data)
-    return attrs.evolve(outcome, findings=tuple(by_severity([*outcome.findings, found])),
-                        rules_run=tuple(dict.fromkeys([*outcome.rules_run, RULE])))
+    return attrs.evolve(
+        outcome,
+        findings=tuple(by_severity([*outcome.findings, found])),
+        rules_run=tuple(dict.fromkeys([*outcome.rules_run, RULE])),
+    )

@@ -6,6 +6,7 @@ respected), then neighbours under the spec's relation (change one unit, or remov
 agree on every declared invariant and public statistic. Outputs are flattened to numbers: the
 generic statistic is everything the spec publishes, in the order it is published.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -186,7 +187,8 @@ def generic_pairs(spec: ir.Spec, induced=()) -> list[NeighbourPair]:
     if not pairs:
         raise VerifyError(
             f"no neighbouring miniature datasets ({spec.unit.relation} on {table.name}) keep the declared "
-            "invariants: every change the relation allows moves an invariant, so there is nothing to test")
+            "invariants: every change the relation allows moves an invariant, so there is nothing to test"
+        )
     return pairs
 
 
@@ -234,8 +236,9 @@ def stack(rows: list[np.ndarray]) -> np.ndarray:
     return out
 
 
-def run_many(mechanism, spec: ir.Spec, params: dict, pair: NeighbourPair, data: dict, n: int, rng,
-             flatten: Flattener, what: str) -> np.ndarray:
+def run_many(
+    mechanism, spec: ir.Spec, params: dict, pair: NeighbourPair, data: dict, n: int, rng, flatten: Flattener, what: str
+) -> np.ndarray:
     """n runs of the mechanism on `data`; each row the statistic of one run."""
     from dpspec.run.compiler import published_outputs
 

@@ -7,6 +7,7 @@ the release's structure (outputs, columns, rows, keys) that no declared adaptive
 is a leak the noise does not cover; and each query's exact change between the two datasets must
 stay within the sensitivity its noise was set for.
 """
+
 from __future__ import annotations
 
 import math
@@ -83,11 +84,15 @@ def replay(spec, neighbours: int = DEFAULT_NEIGHBOURS, seed: int = 0, sample: in
     table, columns, pairs = data_neighbours(spec, mech, params, data, neighbours, seed)
     native = mech.flavor(spec, params)
     if spec.unit is not None and spec.unit.table != native.table:
-
         k, _ = group_bound(spec, spec.domain.table(table))
-        notes.append(f"the spec's unit is '{spec.unit.table}'; the replay changes one '{native.table}' record at a time"
-                     + (f", and up to {k} of one '{spec.unit.table}' at once (their sensitivity {k} times one record's)"
-                        if k else " (group privacy over the unit is the budget stage's)"))
+        notes.append(
+            f"the spec's unit is '{spec.unit.table}'; the replay changes one '{native.table}' record at a time"
+            + (
+                f", and up to {k} of one '{spec.unit.table}' at once (their sensitivity {k} times one record's)"
+                if k
+                else " (group privacy over the unit is the budget stage's)"
+            )
+        )
     queries = universe_queries(spec, checked.induced)
 
     engine = LocalEngine()
@@ -95,28 +100,44 @@ def replay(spec, neighbours: int = DEFAULT_NEIGHBOURS, seed: int = 0, sample: in
         base = _run(mech, spec, params, data, seed, engine)
         if base.error is not None:
             raise VerifyError(f"mechanism '{mech.name}' failed on the spec's own data: {base.error}")
-        results = [_compared(spec, native, base, nb, _run(mech, spec, params, nb.data, seed, engine), queries, data)
-                   for nb in pairs]
+        results = [
+            _compared(spec, native, base, nb, _run(mech, spec, params, nb.data, seed, engine), queries, data)
+            for nb in pairs
+        ]
     finally:
         engine.close()
     budget = _native_budget(mech, spec, params, data)
-    return Replay(mech.name, mech.version, spec_sha256(spec), seed, table, tuple(columns), {"table": native.table,
-                  "relation": native.relation, "premetric": native.premetric}, budget, len(base.queries),
-                  {k: _structure_json(v) for k, v in base.structure.items()}, tuple(results), tuple(notes))
+    return Replay(
+        mech.name,
+        mech.version,
+        spec_sha256(spec),
+        seed,
+        table,
+        tuple(columns),
+        {"table": native.table, "relation": native.relation, "premetric": native.premetric},
+        budget,
+        len(base.queries),
+        {k: _structure_json(v) for k, v in base.structure.items()},
+        tuple(results),
+        tuple(notes),
+    )
 
 
 def _sampled(spec, mech, params, data, sample: int, seed: int):
     table = mech.flavor(spec, params).table
     if len(data) > 1:
-        raise VerifyError(f"--sample needs a spec with one data table (this one has {len(data)}: a sample of one would "
-                          "cut its links)")
+        raise VerifyError(
+            f"--sample needs a spec with one data table (this one has {len(data)}: a sample of one would cut its links)"
+        )
     frame = data[table]
     if sample >= len(frame):
         return data, f"--sample {sample:,}: the data has {len(frame):,} records, all replayed"
     rows = np.sort(np.random.default_rng(seed).choice(len(frame), size=sample, replace=False))
-    return ({table: frame.iloc[rows].reset_index(drop=True)},
-            f"replayed on a seeded sample of {sample:,} of the {len(frame):,} records (seed {seed}): a neighbouring pair "
-            "of the sample is a neighbouring pair all the same")
+    return (
+        {table: frame.iloc[rows].reset_index(drop=True)},
+        f"replayed on a seeded sample of {sample:,} of the {len(frame):,} records (seed {seed}): a neighbouring pair "
+        "of the sample is a neighbouring pair all the same",
+    )
 
 
 def _run(mech, spec, params, data, seed: int, engine) -> Run:
@@ -127,8 +148,11 @@ def _run(mech, spec, params, data, seed: int, engine) -> Run:
             release = run_mechanism(mech, spec, params, data, make_rng(seed), EngineRun(engine, new_run_key(seed)))
             published = published_outputs(spec, release)
             structure = {name: _structure(spec, mech, params, name, out) for name, out in published.items()}
-            governed = {name: _governed_rows(published[name], *rec.adaptive_rows[name], structure[name])
-                        for name in rec.adaptive_rows if name in published}
+            governed = {
+                name: _governed_rows(published[name], *rec.adaptive_rows[name], structure[name])
+                for name in rec.adaptive_rows
+                if name in published
+            }
             return Run(_merge(rec.measurements), frozenset(rec.adaptive_outputs), structure, None, governed)
         except (Exception, SystemExit) as exc:  # noqa: BLE001 - a plugin's failure (a crash, an exit, a refusal in
             # words, measurements that cannot be put together) is what the replay reports, as a failed verification
@@ -148,8 +172,18 @@ def _merge(measured: list) -> dict:
         if all(p.keys is not None for _, p in parts):
             keys = tuple(k for _, p in parts for k in p.keys)
         shape = m.shape if len(parts) == 1 else (values.size,)
-        out[label] = Merged(m.kind, values, shape, keys, m.scale, m.sensitivity, m.norm, i,
-                            first_adaptive is not None and i > first_adaptive, keys is not None and m.sparse)
+        out[label] = Merged(
+            m.kind,
+            values,
+            shape,
+            keys,
+            m.scale,
+            m.sensitivity,
+            m.norm,
+            i,
+            first_adaptive is not None and i > first_adaptive,
+            keys is not None and m.sparse,
+        )
     return out
 
 
@@ -221,8 +255,12 @@ def _key_like(spec, table: str, output: pd.DataFrame) -> tuple:
 
 
 def _structure_json(s: dict) -> dict:
-    return {"columns": list(s["columns"]), "rows": s["rows"], "key_columns": list(s["key_columns"]),
-            "keys": None if s["keys"] is None else len(s["keys"])}
+    return {
+        "columns": list(s["columns"]),
+        "rows": s["rows"],
+        "key_columns": list(s["key_columns"]),
+        "keys": None if s["keys"] is None else len(s["keys"]),
+    }
 
 
 # ---- comparing one neighbour's run with the data's ------------------------------------------------
@@ -231,8 +269,9 @@ def _structure_json(s: dict) -> dict:
 def _native_steps(spec: ir.Spec, native, nb: DataNeighbour) -> int | None:
     """The neighbour's distance under the mechanism's native relation (None: not one of its neighbours)."""
     if nb.change == "changed":  # each record changed is one step of hamming, two of add/remove
-        return nb.records * (nb.steps if native.relation == "symdiff" and nb.steps == 2 else
-                             (2 if native.relation == "symdiff" else 1))
+        return nb.records * (
+            nb.steps if native.relation == "symdiff" and nb.steps == 2 else (2 if native.relation == "symdiff" else 1)
+        )
     return nb.records if native.relation == "symdiff" else None
 
 
@@ -243,15 +282,32 @@ def _compared(spec, native, base: Run, nb: DataNeighbour, other: Run, queries, d
     try:
         return _compare(spec, native, base, nb, other, same_universe(spec, queries, data, nb.data))
     except Exception as exc:  # noqa: BLE001 - reported as this neighbour's failure
-        return NeighbourReplay(nb.to_json(), None, None, (Finding("failed", f"the replay could not compare this "
-                               f"neighbour's run ({nb.describe()}): {type(exc).__name__}: {exc}"),), (), {})
+        return NeighbourReplay(
+            nb.to_json(),
+            None,
+            None,
+            (
+                Finding(
+                    "failed",
+                    f"the replay could not compare this neighbour's run ({nb.describe()}): {type(exc).__name__}: {exc}",
+                ),
+            ),
+            (),
+            {},
+        )
 
 
 def _compare(spec, native, base: Run, nb: DataNeighbour, other: Run, moved: str | None) -> NeighbourReplay:
     where = nb.describe()
     if other.error is not None:
-        return NeighbourReplay(nb.to_json(), moved, None, (Finding("failed", f"the mechanism failed on this neighbour "
-                                                                   f"({where}): {other.error}"),), (), {})
+        return NeighbourReplay(
+            nb.to_json(),
+            moved,
+            None,
+            (Finding("failed", f"the mechanism failed on this neighbour ({where}): {other.error}"),),
+            (),
+            {},
+        )
     findings, explained = [], []
     steps = _native_steps(spec, native, nb)
     _control_flow(base, other, findings, explained)
@@ -259,8 +315,13 @@ def _compare(spec, native, base: Run, nb: DataNeighbour, other: Run, moved: str 
     _outputs(base, other, findings, explained)
     loss = {}
     if steps is None:
-        explained.append(Finding("not-a-native-neighbour", f"the mechanism's native relation is {native.relation}: an "
-                                 f"{nb.change} record is not one of its neighbours, so sensitivities are not compared"))
+        explained.append(
+            Finding(
+                "not-a-native-neighbour",
+                f"the mechanism's native relation is {native.relation}: an "
+                f"{nb.change} record is not one of its neighbours, so sensitivities are not compared",
+            )
+        )
     else:
         loss = _sensitivities(base, other, steps, findings)
     return NeighbourReplay(nb.to_json(), moved, steps, tuple(findings), tuple(explained), loss)
@@ -274,19 +335,39 @@ def _control_flow(base: Run, other: Run, findings: list, explained: list) -> Non
         if a is None or b is None:
             side = "the neighbour's run only" if a is None else "the data's run only"
             m = a or b
-            _add(findings, explained, m.after_adaptive, Finding("control-flow", f"query '{label}' was measured on {side}",
-                                                                label=label))
+            _add(
+                findings,
+                explained,
+                m.after_adaptive,
+                Finding("control-flow", f"query '{label}' was measured on {side}", label=label),
+            )
         elif a.sparse or b.sparse:  # which of a full query's cells are nonzero is its values, not control flow
             continue
         elif a.keys is not None and b.keys is not None and set(a.keys) != set(b.keys):
             extra, missing = sorted(set(b.keys) - set(a.keys)), sorted(set(a.keys) - set(b.keys))
-            _add(findings, explained, a.after_adaptive or b.after_adaptive,
-                 Finding("control-flow", f"query '{label}' measured other cells on the neighbour: "
-                         + _listed("added", extra) + _listed("; left out", missing), label=label))
+            _add(
+                findings,
+                explained,
+                a.after_adaptive or b.after_adaptive,
+                Finding(
+                    "control-flow",
+                    f"query '{label}' measured other cells on the neighbour: "
+                    + _listed("added", extra)
+                    + _listed("; left out", missing),
+                    label=label,
+                ),
+            )
         elif a.keys is None and a.shape != b.shape:
-            _add(findings, explained, a.after_adaptive or b.after_adaptive,
-                 Finding("control-flow", f"query '{label}' has shape {a.shape} on the data and {b.shape} on the neighbour",
-                         label=label))
+            _add(
+                findings,
+                explained,
+                a.after_adaptive or b.after_adaptive,
+                Finding(
+                    "control-flow",
+                    f"query '{label}' has shape {a.shape} on the data and {b.shape} on the neighbour",
+                    label=label,
+                ),
+            )
 
 
 def _invariants(base: Run, other: Run, moved: str | None, findings: list, explained: list) -> None:
@@ -299,12 +380,23 @@ def _invariants(base: Run, other: Run, moved: str | None, findings: list, explai
         if left is not None and np.array_equal(left, right):
             continue
         if moved is not None:
-            explained.append(Finding("invariant", f"'{label}' (released exactly) changed, as the neighbour leaves the "
-                                     f"universe ('{moved}' differs)", label=label))
+            explained.append(
+                Finding(
+                    "invariant",
+                    f"'{label}' (released exactly) changed, as the neighbour leaves the universe ('{moved}' differs)",
+                    label=label,
+                )
+            )
         else:
-            findings.append(Finding("invariant", f"'{label}' is released exactly and changed, though the neighbour keeps "
-                                    "every declared invariant and public statistic: a data-dependent quantity outside "
-                                    "the noise (declare it as an invariant, or measure it with noise)", label=label))
+            findings.append(
+                Finding(
+                    "invariant",
+                    f"'{label}' is released exactly and changed, though the neighbour keeps "
+                    "every declared invariant and public statistic: a data-dependent quantity outside "
+                    "the noise (declare it as an invariant, or measure it with noise)",
+                    label=label,
+                )
+            )
 
 
 def _outputs(base: Run, other: Run, findings: list, explained: list) -> None:
@@ -320,21 +412,39 @@ def _outputs(base: Run, other: Run, findings: list, explained: list) -> None:
             rows = {**base.governed.get(name, {}), **other.governed.get(name, {})}
             if rows and name not in adaptive and a["keys"] != b["keys"]:  # declared row by row
                 cols = a["key_columns"]
-                for what, keys in (("appears", sorted(b["keys"] - a["keys"])), ("disappears", sorted(a["keys"] - b["keys"]))):
+                for what, keys in (
+                    ("appears", sorted(b["keys"] - a["keys"])),
+                    ("disappears", sorted(a["keys"] - b["keys"])),
+                ):
                     why = [k for k in keys if not (k in rows and _governing_changed(base, other, *rows[k]))]
                     told = [k for k in keys if k not in why]
                     if why:
-                        findings.append(Finding("structure", f"output '{name}': key {_keys(what, cols, why)}, though no "
-                                                "measurement deciding that row changed", output=name))
+                        findings.append(
+                            Finding(
+                                "structure",
+                                f"output '{name}': key {_keys(what, cols, why)}, though no "
+                                "measurement deciding that row changed",
+                                output=name,
+                            )
+                        )
                     if told:
-                        explained.append(Finding("structure", f"output '{name}': key {_keys(what, cols, told)}, as the "
-                                                 "adaptive measurements deciding it changed", output=name))
+                        explained.append(
+                            Finding(
+                                "structure",
+                                f"output '{name}': key {_keys(what, cols, told)}, as the "
+                                "adaptive measurements deciding it changed",
+                                output=name,
+                            )
+                        )
             elif rows and name not in adaptive:
                 pass  # the same rows
             elif a["keys"] is not None and b["keys"] is not None and a["keys"] != b["keys"]:
                 cols = a["key_columns"]
                 extra, missing = sorted(b["keys"] - a["keys"]), sorted(a["keys"] - b["keys"])
-                problems.append("key " + "; ".join(filter(None, [_keys("appears", cols, extra), _keys("disappears", cols, missing)])))
+                problems.append(
+                    "key "
+                    + "; ".join(filter(None, [_keys("appears", cols, extra), _keys("disappears", cols, missing)]))
+                )
             elif a["rows"] != b["rows"]:
                 problems.append(f"{a['rows']:,} rows become {b['rows']:,}")
         for p in problems:
@@ -361,11 +471,21 @@ def _sensitivities(base: Run, other: Run, steps: int, findings: list) -> dict:
             else:
                 over, measured = l2sq > bound * bound * (1 + 1e-12), f"L2 change {_n(math.sqrt(l2sq))}"
             if over:
-                findings.append(Finding("sensitivity", f"query '{label}': {measured} between the neighbours, above the "
-                                        f"sensitivity {_n(a.sensitivity)} its noise was set for"
-                                        + (f" (x {steps} steps)" if steps > 1 else ""), label=label))
+                findings.append(
+                    Finding(
+                        "sensitivity",
+                        f"query '{label}': {measured} between the neighbours, above the "
+                        f"sensitivity {_n(a.sensitivity)} its noise was set for"
+                        + (f" (x {steps} steps)" if steps > 1 else ""),
+                        label=label,
+                    )
+                )
         if a.kind == "discrete_gaussian" and a.scale:
-            loss["rho"] += Fraction(int(round(l2sq))) / (2 * Fraction(a.scale)) if l2sq == int(l2sq) else l2sq / (2 * float(a.scale))
+            loss["rho"] += (
+                Fraction(int(round(l2sq))) / (2 * Fraction(a.scale))
+                if l2sq == int(l2sq)
+                else l2sq / (2 * float(a.scale))
+            )
         elif a.kind == "discrete_laplace" and a.scale:
             loss["epsilon"] += l1 / float(a.scale)
         elif a.kind == "exponential" and a.scale:
@@ -396,8 +516,14 @@ def _native_budget(mech, spec, params, data) -> dict | None:
         values = statement.actual.params()
     except Exception:  # noqa: BLE001 - the budget is shown for information only
         return None
-    return {"premetric": statement.kind, **{k: ("inf" if math.isinf(float(v)) else _n(v)) for k, v in values.items()
-                                            if isinstance(v, (int, float, Fraction))}}
+    return {
+        "premetric": statement.kind,
+        **{
+            k: ("inf" if math.isinf(float(v)) else _n(v))
+            for k, v in values.items()
+            if isinstance(v, (int, float, Fraction))
+        },
+    }
 
 
 def _add(findings: list, explained: list, after_adaptive: bool, finding: Finding) -> None:

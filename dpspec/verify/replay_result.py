@@ -1,4 +1,5 @@
 """What a replay found, per neighbour and overall, as text and as stable JSON (`dpspec verify --replay --json`)."""
+
 from __future__ import annotations
 
 from fractions import Fraction
@@ -36,10 +37,14 @@ class NeighbourReplay:
     loss: dict  # realised privacy loss of the pair: {"rho": ..., "epsilon": ...}
 
     def to_json(self) -> dict:
-        return {"neighbour": dict(self.neighbour), "universe_moved": self.universe_moved,
-                "native_steps": self.native_steps, "findings": [f.to_json() for f in self.findings],
-                "explained": [f.to_json() for f in self.explained],
-                "realised_loss": {k: _num(v) for k, v in self.loss.items()}}
+        return {
+            "neighbour": dict(self.neighbour),
+            "universe_moved": self.universe_moved,
+            "native_steps": self.native_steps,
+            "findings": [f.to_json() for f in self.findings],
+            "explained": [f.to_json() for f in self.explained],
+            "realised_loss": {k: _num(v) for k, v in self.loss.items()},
+        }
 
 
 @attrs.frozen
@@ -70,20 +75,34 @@ class Replay:
         return "findings" if self.findings else "clean"
 
     def to_json(self) -> dict:
-        return {"verdict": self.verdict, "mechanism": {"name": self.mechanism, "version": self.version},
-                "spec_sha256": self.spec_sha256, "seed": self.seed, "table": self.table,
-                "cell_columns": list(self.cell_columns), "native_flavor": dict(self.native), "native_budget": self.budget,
-                "measurements": self.measurements, "outputs": self.outputs,
-                "neighbours": [n.to_json() for n in self.neighbours], "notes": list(self.notes)}
+        return {
+            "verdict": self.verdict,
+            "mechanism": {"name": self.mechanism, "version": self.version},
+            "spec_sha256": self.spec_sha256,
+            "seed": self.seed,
+            "table": self.table,
+            "cell_columns": list(self.cell_columns),
+            "native_flavor": dict(self.native),
+            "native_budget": self.budget,
+            "measurements": self.measurements,
+            "outputs": self.outputs,
+            "neighbours": [n.to_json() for n in self.neighbours],
+            "notes": list(self.notes),
+        }
 
     def text(self) -> str:
         n = len(self.findings)
-        head = (f"replay of mechanism '{self.mechanism}' {self.version}: "
-                + (f"{n} finding{'s' if n != 1 else ''}" if n else "clean")
-                + f" over {len(self.neighbours)} neighbour{'s' if len(self.neighbours) != 1 else ''} of the data "
-                f"({self.measurements} queries measured; seed {self.seed})")
-        lines = [head, f"neighbours change one '{self.table}' record"
-                 + (f", aimed at the cells of {', '.join(self.cell_columns)}" if self.cell_columns else "")]
+        head = (
+            f"replay of mechanism '{self.mechanism}' {self.version}: "
+            + (f"{n} finding{'s' if n != 1 else ''}" if n else "clean")
+            + f" over {len(self.neighbours)} neighbour{'s' if len(self.neighbours) != 1 else ''} of the data "
+            f"({self.measurements} queries measured; seed {self.seed})"
+        )
+        lines = [
+            head,
+            f"neighbours change one '{self.table}' record"
+            + (f", aimed at the cells of {', '.join(self.cell_columns)}" if self.cell_columns else ""),
+        ]
         if self.budget:
             lines.append("native budget (for information): " + ", ".join(f"{k} {v}" for k, v in self.budget.items()))
         for note in self.notes:
@@ -91,7 +110,8 @@ class Replay:
         for r in self.neighbours:
             nb = r.neighbour
             what = f"{nb['label']}: {nb['change']} record {nb['row']}" + (
-                " (" + ", ".join(f"{k}={v}" for k, v in nb["record"].items()) + ")" if nb.get("record") else "")
+                " (" + ", ".join(f"{k}={v}" for k, v in nb["record"].items()) + ")" if nb.get("record") else ""
+            )
             loss = "; realised loss " + ", ".join(f"{k} {_num(v):.4g}" for k, v in r.loss.items()) if r.loss else ""
             universe = f"; leaves the universe ('{r.universe_moved}')" if r.universe_moved else ""
             lines.append(f"- {what}{universe}{loss}")

@@ -5,6 +5,7 @@ SmartNoise each make it in a few lines), stated in dpspec's five blocks: every d
 released (empty ones with their noise), clipping bounds are declared, the budget is split by
 exact shares, and every number carries its noise scale and a 95% interval from the exact law.
 """
+
 from __future__ import annotations
 
 from dpspec.api import hookimpl

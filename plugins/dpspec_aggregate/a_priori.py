@@ -1,6 +1,7 @@
 """The error `dpspec budget` states before any data is read, without numpy (a spec's check and
 budget stay light): the noise's standard deviation and its 95% interval, as `accuracy` gives
 them with every released value."""
+
 from __future__ import annotations
 
 import math
@@ -22,7 +23,7 @@ def _laplace(t: Fraction) -> tuple[float, int, float]:
         k -= 1
     while mass(k) < LEVEL:
         k += 1
-    return 2 * a / one_minus_a ** 2, k, mass(k)
+    return 2 * a / one_minus_a**2, k, mass(k)
 
 
 _SUMMED = 10**6  # sigma² up to this: the weights summed; beyond, the normal law with continuity correction

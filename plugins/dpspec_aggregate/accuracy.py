@@ -6,6 +6,7 @@ coverage (a little above 95%) is stated beside it. Post-processing by clamping a
 coverage (a monotone map of an interval that covers still covers); a mean (a ratio of two noisy
 answers) and a quantile (a draw on a grid) have no such interval, and say so.
 """
+
 from __future__ import annotations
 
 import math
@@ -31,12 +32,11 @@ def half_width(noise: str, parameter: Fraction) -> tuple[int, float]:
         return 0, 1.0
     spread = math.sqrt(float(parameter)) if noise == "gaussian" else float(parameter)
     if spread > 10**5:  # a support of 40 spreads would not fit in memory: the closed forms (a_priori)
-
         return expected_error(noise, parameter)[1:]
     limit = int(40 * spread) + 10
     support = np.arange(-limit, limit + 1)
     pmf = laplace_pmf(parameter, support) if noise == "laplace" else discrete_gaussian_pmf(parameter, support)
-    centre = pmf[limit] + 2 * np.cumsum(pmf[limit + 1:])  # P(|X| <= k) for k = 1, 2, ...
+    centre = pmf[limit] + 2 * np.cumsum(pmf[limit + 1 :])  # P(|X| <= k) for k = 1, 2, ...
     mass = np.concatenate([[pmf[limit]], centre])
     k = int(np.searchsorted(mass, LEVEL))
     return k, float(mass[k])
@@ -97,21 +97,38 @@ def realized_error(design, releases, key_columns: tuple, unclipped: dict | None 
         released = np.stack([r.outputs["statistics"][q.name].to_numpy(dtype=float) for r in releases])
         defined = ~np.isnan(exact)
         err = (released - exact[None, :])[:, defined]
-        row = {"query": q.name, "statistic": q.statistic, "cells": int(defined.sum()),
-               "cells_without_a_value": int((~defined).sum()),
-               "mean_absolute_error": float(np.abs(err).mean()) if err.size else None,
-               "rmse": float(np.sqrt((err ** 2).mean())) if err.size else None,
-               "mean_error": float(err.mean()) if err.size else None,
-               "largest_absolute_error": float(np.abs(err).max()) if err.size else None}
+        row = {
+            "query": q.name,
+            "statistic": q.statistic,
+            "cells": int(defined.sum()),
+            "cells_without_a_value": int((~defined).sum()),
+            "mean_absolute_error": float(np.abs(err).mean()) if err.size else None,
+            "rmse": float(np.sqrt((err**2).mean())) if err.size else None,
+            "mean_error": float(err.mean()) if err.size else None,
+            "largest_absolute_error": float(np.abs(err).max()) if err.size else None,
+        }
         if q.clipped:
             n = int(clipped.get(q.name, 0))
             moved = (clipped_truth - exact)[defined]
-            row.update({"column": q.column, "bounds": [q.low, q.high], "clipped_values": n,
-                        "clipped_share": n / records if records else 0.0,
-                        "clipping_bias": (float(moved.mean()) if moved.size else 0.0) if q.name in unclipped or not n
-                        else None})  # None: the unclipped truth was not computed (the table stayed on an engine)
+            row.update(
+                {
+                    "column": q.column,
+                    "bounds": [q.low, q.high],
+                    "clipped_values": n,
+                    "clipped_share": n / records if records else 0.0,
+                    "clipping_bias": (float(moved.mean()) if moved.size else 0.0)
+                    if q.name in unclipped or not n
+                    else None,
+                }
+            )  # None: the unclipped truth was not computed (the table stayed on an engine)
         queries.append(row)
         per_cell[f"{q.name} (true)"] = [None if math.isnan(v) else float(v) for v in exact[:CELL_ROWS]]
         per_cell[f"{q.name} (released)"] = [float(v) for v in released[0, :CELL_ROWS]]
-    return {"runs": len(releases), "records": records, "cells": int(len(frame)), "queries": queries,
-            "per_cell": per_cell, "cells_listed": min(CELL_ROWS, int(len(frame)))}
+    return {
+        "runs": len(releases),
+        "records": records,
+        "cells": int(len(frame)),
+        "queries": queries,
+        "per_cell": per_cell,
+        "cells_listed": min(CELL_ROWS, int(len(frame))),
+    }

@@ -4,6 +4,7 @@ Records are mapped to cells through integer codes per key column against the dec
 then counted and summed with `bincount`: no per-record Python. Cells nobody is in get zeros, and
 then their noise like every other cell.
 """
+
 from __future__ import annotations
 
 from fractions import Fraction
@@ -78,7 +79,9 @@ def _codes(series: pd.Series, lookup: pd.Index) -> tuple[np.ndarray, bool]:
             return np.where((codes >= 0) & (codes < ints.size), codes, -1), False
     uniq, inverse = np.unique(values, return_inverse=True)
     same_kind = pd.api.types.is_numeric_dtype(lookup.dtype) and pd.api.types.is_numeric_dtype(uniq.dtype)
-    found = lookup.get_indexer(uniq) if same_kind else pd.Index(lookup.astype(str)).get_indexer(pd.Index(uniq).astype(str))
+    found = (
+        lookup.get_indexer(uniq) if same_kind else pd.Index(lookup.astype(str)).get_indexer(pd.Index(uniq).astype(str))
+    )
     out = found[inverse.reshape(-1)]
     return out, not (out < 0).any()
 

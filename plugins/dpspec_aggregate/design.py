@@ -3,6 +3,7 @@
 Why a frozen object: the plugin's check, budget, run and accuracy all read the same queries; each
 parses nothing again, and a problem is found once, at the line that causes it.
 """
+
 from __future__ import annotations
 
 import math
@@ -16,14 +17,16 @@ STATISTICS = ("count", "sum", "mean", "quantile")
 QUERY_KEYS = ("statistic", "column", "bounds", "q", "grid_step", "share")
 EPSILON_DIGITS = 10**6
 POSTPROCESS = ("none", "nonnegative", "total")
-TOTAL_BIAS = ("Post-processing with the public total: the noisy counts of each group of cells are replaced by the "
-              "nearest (least-squares) nonnegative whole numbers that add up to the group's public total. This is "
-              "post-processing of noisy answers and a total released elsewhere, so it costs no budget (the guarantee "
-              "is conditioned on that total, as the public block says), but it is biased: a cell whose noisy count "
-              "was negative is raised to 0, and every other cell of its group is lowered by the same amount to keep "
-              "the total, so small cells come out too high and large ones slightly too low. A released count is then "
-              "no longer the true count plus symmetric noise, so its 95% interval from the noise law does not apply: "
-              "the interval columns of the post-processed counts are empty.")  # a quantile's epsilon under zCDP: a rational just below sqrt(8 rho)
+TOTAL_BIAS = (
+    "Post-processing with the public total: the noisy counts of each group of cells are replaced by the "
+    "nearest (least-squares) nonnegative whole numbers that add up to the group's public total. This is "
+    "post-processing of noisy answers and a total released elsewhere, so it costs no budget (the guarantee "
+    "is conditioned on that total, as the public block says), but it is biased: a cell whose noisy count "
+    "was negative is raised to 0, and every other cell of its group is lowered by the same amount to keep "
+    "the total, so small cells come out too high and large ones slightly too low. A released count is then "
+    "no longer the true count plus symmetric noise, so its 95% interval from the noise law does not apply: "
+    "the interval columns of the post-processed counts are empty."
+)  # a quantile's epsilon under zCDP: a rational just below sqrt(8 rho)
 
 
 @attrs.frozen
@@ -80,6 +83,7 @@ def quantile_epsilon(rho: Fraction) -> Fraction:
 def _query(name: str, given: dict, table: ir.Table, at: tuple, problems: list) -> dict:
     """One query's settings from its resolved block (or the mechanism's own parameters, when
     flat); `at` is the path of the block, () when flat."""
+
     def err(message, key=None):
         problems.append(Diagnostic(message, path=(*at, key) if key else at))
         return {}
@@ -93,18 +97,25 @@ def _query(name: str, given: dict, table: ir.Table, at: tuple, problems: list) -
     if stat != "count" or column is not None:
         col = table.column(column) if column else None
         if col is None:
-            return err(f"query '{name}': {stat} needs 'column', a column of table '{table.name}'"
-                       + (f" ('{column}' is not one)" if column else ""), "column")
+            return err(
+                f"query '{name}': {stat} needs 'column', a column of table '{table.name}'"
+                + (f" ('{column}' is not one)" if column else ""),
+                "column",
+            )
         if stat != "count" and col.type.kind not in ("int", "bool"):
-            return err(f"query '{name}': {stat} needs a numeric column (int or bool); '{column}' is {col.type.kind}",
-                       "column")
+            return err(
+                f"query '{name}': {stat} needs a numeric column (int or bool); '{column}' is {col.type.kind}", "column"
+            )
     got["column"] = column
     low = high = None
     if stat != "count":
         bounds = given.get("bounds")
         if bounds is None or len(bounds) != 2:
-            return err(f"query '{name}': {stat} needs clipping 'bounds: [lo, hi]' (whole numbers, declared, never "
-                       "taken from the data)", "bounds")
+            return err(
+                f"query '{name}': {stat} needs clipping 'bounds: [lo, hi]' (whole numbers, declared, never "
+                "taken from the data)",
+                "bounds",
+            )
         low, high = bounds
         if low > high:
             return err(f"query '{name}': bounds [{low}, {high}] have lo > hi", "bounds")
@@ -173,12 +184,25 @@ def parse(spec: ir.Spec, params: dict) -> tuple[Design | None, list[Diagnostic]]
         err(f"the queries' shares add up to {ir.format_number(sum(given))}, not 1", *raw[0]["share_at"])
     if problems:
         return None, problems
-    queries = tuple(Query(r["name"], r["statistic"], r["column"], r["low"], r["high"], r["q"], r["grid_step"],
-                          r["share"] if r["share"] is not None else Fraction(1, len(raw))) for r in raw)
+    queries = tuple(
+        Query(
+            r["name"],
+            r["statistic"],
+            r["column"],
+            r["low"],
+            r["high"],
+            r["q"],
+            r["grid_step"],
+            r["share"] if r["share"] is not None else Fraction(1, len(raw)),
+        )
+        for r in raw
+    )
     for qy in queries:
         if qy.statistic == "quantile" and len(qy.grid) > 100_000:
-            err(f"query '{qy.name}': the quantile grid has {len(qy.grid):,} points; "
-                "use a larger grid_step (at most 100,000 points)")
+            err(
+                f"query '{qy.name}': the quantile grid has {len(qy.grid):,} points; "
+                "use a larger grid_step (at most 100,000 points)"
+            )
     post = params.get("postprocess") or "none"
     total_by: tuple = ()
     if post == "total":
@@ -197,14 +221,24 @@ def _total_by(spec, table: str, by: tuple, queries, problems: list) -> tuple:
     z = public_total(spec, table)
     at = {"path": ("postprocess",)}
     if z is None:
-        problems.append(Diagnostic("postprocess total makes the counts add up to a public total, but the public block "
-                                   f"declares no count of '{table}' 'used as total': the exact total would be released "
-                                   "with no budget covering it", **at))
+        problems.append(
+            Diagnostic(
+                "postprocess total makes the counts add up to a public total, but the public block "
+                f"declares no count of '{table}' 'used as total': the exact total would be released "
+                "with no budget covering it",
+                **at,
+            )
+        )
         return ()
     extra = [c for c in z.query.columns if c not in by]
     if extra:
-        problems.append(Diagnostic(f"the public total '{z.query.describe()}' is by {', '.join(extra)}, which the "
-                                   "release is not by: each group of cells must have its own total", **at))
+        problems.append(
+            Diagnostic(
+                f"the public total '{z.query.describe()}' is by {', '.join(extra)}, which the "
+                "release is not by: each group of cells must have its own total",
+                **at,
+            )
+        )
     if not any(q.statistic == "count" for q in queries):
         problems.append(Diagnostic("postprocess total applies to count queries, and this release has none", **at))
     return tuple(z.query.columns)

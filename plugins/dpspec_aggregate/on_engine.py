@@ -4,6 +4,7 @@ totals per observed cell (and, for a quantile, one per cell and grid bucket) rea
 the noise is then added here, in the same order as for a local table, so the release does not
 depend on the engine.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -26,8 +27,10 @@ def _cells(design, keys: pd.DataFrame, found: pd.DataFrame) -> np.ndarray:
     at = index.get_indexer(pd.MultiIndex.from_frame(found[list(design.by)].astype(str)))
     if (at < 0).any():
         bad = found.iloc[int(np.flatnonzero(at < 0)[0])]
-        raise DataError(f"table '{design.table}': records with {', '.join(f'{c} = {bad[c]}' for c in design.by)} are "
-                        "not among the declared values")
+        raise DataError(
+            f"table '{design.table}': records with {', '.join(f'{c} = {bad[c]}' for c in design.by)} are "
+            "not among the declared values"
+        )
     return at
 
 
@@ -47,14 +50,19 @@ def exact_on_engine(design, table, keys: pd.DataFrame, engine) -> Exact:
         np.add.at(sums, at, found[f"sum{i}"].to_numpy(dtype=np.int64))
         exact.sums[key] = sums
         exact.clipped[key] = int(found[f"clipped{i}"].sum())
-        exact.extremes[key] = (int(found[f"min{i}"].min()), int(found[f"max{i}"].max())) if len(found) else (key[1], key[2])
+        exact.extremes[key] = (
+            (int(found[f"min{i}"].min()), int(found[f"max{i}"].max())) if len(found) else (key[1], key[2])
+        )
     for q in design.queries:
         if q.statistic != "quantile":
             continue
         grid = len(q.grid)
         rows = engine.bucket_counts(table, design.by, q.column, q.low, q.grid_step, q.high)
         per_bucket = np.zeros((n_cells, grid + 1), dtype=np.int64)  # the last: above the grid's last point
-        np.add.at(per_bucket, (_cells(design, keys, rows), np.minimum(rows["bucket"].to_numpy(dtype=np.intp), grid)),
-                  rows["count"].to_numpy(dtype=np.int64))
+        np.add.at(
+            per_bucket,
+            (_cells(design, keys, rows), np.minimum(rows["bucket"].to_numpy(dtype=np.intp), grid)),
+            rows["count"].to_numpy(dtype=np.int64),
+        )
         exact.ranks[q.name] = np.cumsum(per_bucket, axis=1)[:, :grid]
     return exact

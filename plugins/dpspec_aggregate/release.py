@@ -1,4 +1,5 @@
 """Assembling the released table: exact statistics per declared cell, noise, intervals, post-processing."""
+
 from __future__ import annotations
 
 import attrs
@@ -46,7 +47,9 @@ def exact_here(design, frame: pd.DataFrame, keys: pd.DataFrame) -> Exact:
                 exact.sums[key] = algorithm.sums(cell, values, n_cells, max(abs(q.low), abs(q.high)))
             quantiles = [o for o in design.queries if o.statistic == "quantile" and clip_key(o) == key]
             for o in quantiles:
-                exact.ranks[o.name] = algorithm.ranks(cell, values, n_cells, np.array(o.grid, dtype=np.int64), o.low, o.high)
+                exact.ranks[o.name] = algorithm.ranks(
+                    cell, values, n_cells, np.array(o.grid, dtype=np.int64), o.low, o.high
+                )
     return exact
 
 
@@ -69,8 +72,14 @@ def release(spec, design, parts, exact: Exact, out: pd.DataFrame, rng) -> tuple[
             internal["truth"][f"{q.name}:score"] = algorithm.grid_quantiles(rank, count, q.q, grid)
             continue
         value = count if "count" in (p.role, q.statistic) else exact.sums[clip_key(q)]
-        noisy, _, _ = algorithm.add_noise(value, design.noise, p.sensitivity.l1, p.sensitivity.l2_squared,
-                                          design.budget_of(q) / (2 if q.statistic == "mean" else 1), rng)
+        noisy, _, _ = algorithm.add_noise(
+            value,
+            design.noise,
+            p.sensitivity.l1,
+            p.sensitivity.l2_squared,
+            design.budget_of(q) / (2 if q.statistic == "mean" else 1),
+            rng,
+        )
         internal["truth"][f"{q.name}:{p.role}"] = value
         noisy_parts[(q.name, p.role)] = (noisy, p)
     for q in design.queries:
@@ -109,13 +118,16 @@ def to_public_totals(keys: pd.DataFrame, total_by: tuple, noisy: np.ndarray, exa
     """Each group of cells (by the public total's columns; one group for a grand total) projected
     onto the nonnegative whole numbers adding up to the group's total (the public statistic, an
     exact count of the same records). One projection per group, never per record."""
-    group = (keys.groupby(list(total_by), sort=False, observed=True).ngroup().to_numpy()
-             if total_by else np.zeros(len(keys), dtype=np.int64))
+    group = (
+        keys.groupby(list(total_by), sort=False, observed=True).ngroup().to_numpy()
+        if total_by
+        else np.zeros(len(keys), dtype=np.int64)
+    )
     totals = np.bincount(group, weights=exact, minlength=int(group.max(initial=-1)) + 1).round().astype(np.int64)
     out = np.empty(len(noisy), dtype=np.int64)
     order = np.argsort(group, kind="stable")
     bounds = np.searchsorted(group[order], np.arange(len(totals) + 1))
     for g in range(len(totals)):
-        cells = order[bounds[g]:bounds[g + 1]]
+        cells = order[bounds[g] : bounds[g + 1]]
         out[cells] = project_to_total(noisy[cells], int(totals[g]))
     return out

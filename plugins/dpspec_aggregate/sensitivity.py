@@ -4,6 +4,7 @@ Why per relation rather than by group privacy: changing one row moves a count fr
 another (L2² = 2), which is half of what two add/remove steps (4) would charge under zCDP. A
 coarser unit (`holds at most K`) is then group privacy over these figures, done by the ledger.
 """
+
 from __future__ import annotations
 
 from fractions import Fraction
@@ -28,7 +29,9 @@ def of(query: Query, relation: str, keyed: bool) -> Sensitivity:
         if relation == "symdiff":
             return Sensitivity(Fraction(1), Fraction(1), "one row added or removed changes one cell's count by 1")
         if not keyed:
-            return Sensitivity(Fraction(0), Fraction(0), "changing a row leaves the total count unchanged (an invariant)")
+            return Sensitivity(
+                Fraction(0), Fraction(0), "changing a row leaves the total count unchanged (an invariant)"
+            )
         return Sensitivity(Fraction(2), Fraction(2), "a changed row leaves one cell and joins another: L1 2, L2² 2")
     m = Fraction(max(abs(query.low), abs(query.high)))
     width = Fraction(query.high - query.low)
@@ -36,5 +39,8 @@ def of(query: Query, relation: str, keyed: bool) -> Sensitivity:
         return Sensitivity(m, m * m, f"one row added or removed moves one cell's clipped sum by at most {m}")
     if not keyed:
         return Sensitivity(width, width * width, f"a changed row's clipped value moves by at most {width}")
-    return Sensitivity(max(width, 2 * m), max(width * width, 2 * m * m),
-                       "a changed row moves its clipped value within its cell, or between two cells")
+    return Sensitivity(
+        max(width, 2 * m),
+        max(width * width, 2 * m * m),
+        "a changed row moves its clipped value within its cell, or between two cells",
+    )

@@ -7,6 +7,7 @@ budget calculus converts it into other currencies and units, and the audit compa
 other deployments like with like. The audit says, every time, that the figure is a claim
 (`dpspec.audit.registry_rules`), and `compile` refuses to run it.
 """
+
 from __future__ import annotations
 
 from fractions import Fraction
@@ -38,19 +39,33 @@ class Declared(Mechanism):
     name = "declared"
     run_context = True  # run(spec, params, data, ctx): one RunContext (API 1.6)
     version = __version__
-    description = ("A deployment known by its published budget only (e.g. a registry entry): "
-                   "the budget is the curator's statement, not derived; it cannot be run.")
-    parameters = ParameterSchema((
-        ParamSpec("table", "table", "the table whose units the stated budget protects", required=True),
-        ParamSpec("relation", "choice", "the neighbor relation the budget is stated under",
-                  required=True, choices=("hamming", "symdiff")),
-        ParamSpec("epsilon", "number", "stated epsilon (pure, approximate with delta, or Rényi with alpha)", low=Fraction(0)),
-        ParamSpec("delta", "number", "stated delta", low=Fraction(0), high=Fraction(1)),
-        ParamSpec("rho", "number", "stated zCDP rho", low=Fraction(0)),
-        ParamSpec("mu", "number", "stated Gaussian DP mu", low=Fraction(0)),
-        ParamSpec("alpha", "number", "Rényi order of a stated Rényi budget", low=Fraction(1)),
-        ParamSpec("source", "string", "where the statement was published"),
-    ))
+    description = (
+        "A deployment known by its published budget only (e.g. a registry entry): "
+        "the budget is the curator's statement, not derived; it cannot be run."
+    )
+    parameters = ParameterSchema(
+        (
+            ParamSpec("table", "table", "the table whose units the stated budget protects", required=True),
+            ParamSpec(
+                "relation",
+                "choice",
+                "the neighbor relation the budget is stated under",
+                required=True,
+                choices=("hamming", "symdiff"),
+            ),
+            ParamSpec(
+                "epsilon",
+                "number",
+                "stated epsilon (pure, approximate with delta, or Rényi with alpha)",
+                low=Fraction(0),
+            ),
+            ParamSpec("delta", "number", "stated delta", low=Fraction(0), high=Fraction(1)),
+            ParamSpec("rho", "number", "stated zCDP rho", low=Fraction(0)),
+            ParamSpec("mu", "number", "stated Gaussian DP mu", low=Fraction(0)),
+            ParamSpec("alpha", "number", "Rényi order of a stated Rényi budget", low=Fraction(1)),
+            ParamSpec("source", "string", "where the statement was published"),
+        )
+    )
     outputs = {}
 
     def check(self, spec, params):
@@ -65,7 +80,9 @@ class Declared(Mechanism):
         from dpspec.api import BudgetStatement
 
         kind = stated_premetric(params)
-        values = {k: params[k] for k in ("epsilon", "delta", "rho", "mu", "alpha") if params.get(k) is not None}  # exact
+        values = {
+            k: params[k] for k in ("epsilon", "delta", "rho", "mu", "alpha") if params.get(k) is not None
+        }  # exact
         values["premetric"] = kind
         where = f" ({params['source']})" if params.get("source") else ""
         return BudgetStatement.fixed(values, f"stated by the curator{where}, not derived by dpspec")
@@ -77,8 +94,10 @@ class Declared(Mechanism):
         raise MechanismError(NOT_RUNNABLE)
 
 
-NOT_RUNNABLE = ("mechanism 'declared' only records a published budget; there is no algorithm to run. "
-              "Use 'dpspec check', 'dpspec budget' and 'dpspec audit' on this spec.")
+NOT_RUNNABLE = (
+    "mechanism 'declared' only records a published budget; there is no algorithm to run. "
+    "Use 'dpspec check', 'dpspec budget' and 'dpspec audit' on this spec."
+)
 
 
 @hookimpl

@@ -7,6 +7,7 @@ metric are checked against the column's type and the spec's unit, its privacy me
 the premetric, and its privacy map at the unit's distance (OpenDP's own claim) against the
 stated budget; a mismatch or a claim above the statement stops the compile and publishes nothing.
 """
+
 from __future__ import annotations
 
 from dpspec.api import hookimpl

@@ -1,4 +1,5 @@
 """Loading the user's entry point and reading an OpenDP measurement's (or Context query's) domain, metric, measure and map."""
+
 from __future__ import annotations
 
 import importlib
@@ -13,10 +14,19 @@ from dpspec.api import LazyModule, MechanismError
 dp = LazyModule("opendp.prelude", "dp", globals())  # imported by a compile, never by check
 
 # OpenDP's names for the spec's blocks: the column's type, the unit's relation, the premetric.
-ATOMS = {"int": ("i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64", "usize"), "float": ("f32", "f64"),
-         "category": ("String",), "enum": ("String",), "bool": ("bool",)}
-METRICS = {"SymmetricDistance()": "symdiff", "InsertDeleteDistance()": "symdiff",
-           "ChangeOneDistance()": "hamming", "HammingDistance()": "hamming"}
+ATOMS = {
+    "int": ("i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64", "usize"),
+    "float": ("f32", "f64"),
+    "category": ("String",),
+    "enum": ("String",),
+    "bool": ("bool",),
+}
+METRICS = {
+    "SymmetricDistance()": "symdiff",
+    "InsertDeleteDistance()": "symdiff",
+    "ChangeOneDistance()": "hamming",
+    "HammingDistance()": "hamming",
+}
 MEASURES = {"MaxDivergence": "pure", "ZeroConcentratedDivergence": "zcdp", "Approximate(MaxDivergence)": "approx"}
 
 
@@ -51,8 +61,10 @@ def load(entry: str, base_dir: str, values=None) -> Loaded:
     try:
         module = _from_file(module_name, beside) if os.path.isfile(beside) else importlib.import_module(module_name)
     except Exception as exc:  # the user's module: any failure is theirs to fix, reported as such
-        raise MechanismError(f"opendp: cannot import {module_name!r} (from {os.path.abspath(base_dir)} or the "
-                             f"installed packages): {type(exc).__name__}: {exc}") from None
+        raise MechanismError(
+            f"opendp: cannot import {module_name!r} (from {os.path.abspath(base_dir)} or the "
+            f"installed packages): {type(exc).__name__}: {exc}"
+        ) from None
     func = getattr(module, func_name, None)
     if not callable(func):
         raise MechanismError(f"opendp: {module_name!r} has no function {func_name!r}")
@@ -66,15 +78,20 @@ def load(entry: str, base_dir: str, values=None) -> Loaded:
         try:
             meas = made.resolve()
         except Exception as exc:
-            raise MechanismError(f"opendp: the Context query the entry point {entry} returned does not resolve to a "
-                                 f"measurement: {type(exc).__name__}: {exc}") from None
+            raise MechanismError(
+                f"opendp: the Context query the entry point {entry} returned does not resolve to a "
+                f"measurement: {type(exc).__name__}: {exc}"
+            ) from None
         if not isinstance(meas, dp.Measurement):
-            raise MechanismError(f"opendp: the query the entry point {entry} returned resolves to "
-                                 f"{type(meas).__name__}, not an OpenDP Measurement")
+            raise MechanismError(
+                f"opendp: the query the entry point {entry} returned resolves to "
+                f"{type(meas).__name__}, not an OpenDP Measurement"
+            )
         # OpenDP keeps a query's Context on `_context` (what `query.release()` submits to); no public accessor
         return Loaded(meas, made, getattr(made, "_context", None))
-    raise MechanismError(f"opendp: the entry point {entry} returned {type(made).__name__}, not an OpenDP "
-                         "Measurement or Context query")
+    raise MechanismError(
+        f"opendp: the entry point {entry} returned {type(made).__name__}, not an OpenDP Measurement or Context query"
+    )
 
 
 def _from_file(name: str, path: str):
@@ -97,7 +114,7 @@ def element_type(meas) -> str | None:
     text = str(meas.input_domain)
     prefix, suffix = "VectorDomain(AtomDomain(T=", "))"
     if text.startswith(prefix) and text.endswith(suffix):
-        return text[len(prefix):-len(suffix)].split(",")[0].strip()
+        return text[len(prefix) : -len(suffix)].split(",")[0].strip()
     return None
 
 

@@ -1,4 +1,5 @@
 """The public report's OpenDP section: the library's own privacy claim beside dpspec's statement."""
+
 from __future__ import annotations
 
 from markupsafe import Markup
@@ -21,6 +22,10 @@ def sections(result) -> list:
     )
     html = Markup("").join(Markup("<p>{}</p>").format(p) for p in paragraphs)
     md = "\n\n".join(paragraphs) + "\n"
-    data = {"d_in": facts["opendp_d_in"], "claim": facts["opendp_claim"], "entry_point": result.checked.params["measurement"],
-            "context": facts.get("opendp_context")}
+    data = {
+        "d_in": facts["opendp_d_in"],
+        "claim": facts["opendp_claim"],
+        "entry_point": result.checked.params["measurement"],
+        "context": facts.get("opendp_context"),
+    }
     return [Section("OpenDP measurement", html=html, markdown=md, data=data)]

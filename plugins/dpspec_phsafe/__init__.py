@@ -1,6 +1,7 @@
 """PHSafe (the 2020 Supplemental DHC, S-DHC) as a dpspec mechanism plugin: person and unit
 counts of households at the nation and state, households truncated to tau persons, exact
 discrete Gaussian noise under zCDP."""
+
 from __future__ import annotations
 
 from dpspec.api import hookimpl

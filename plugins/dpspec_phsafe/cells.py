@@ -9,6 +9,7 @@ empty one with its noisy counts like any other. Iteration codes and data cells a
 constants (`tabulate.ITERATION_CODES`, `tabulate.CELLS`), so the whole grid is known before the
 run, and the run checks that it released exactly that grid.
 """
+
 from __future__ import annotations
 
 from dpspec.api import Diagnostic, MechanismError, declared_values, ir
@@ -22,12 +23,17 @@ def state_problems(spec: ir.Spec, params: dict) -> list[Diagnostic]:
     if col is None or col.type.kind == "enum" or (col.type.kind == "category" and col.type.keys_from):
         return []
     at = (col.loc.line, col.loc.column) if col.loc else (None, None)
-    return [Diagnostic(f"column 'state' of table '{params['units']}' keys PHSafe's release (its state rows), but its "
-                       "values are not declared and no 'states' parameter lists them: states found in the records "
-                       "would show which ones hold a unit", *at,
-                       hint="list them in the mechanism ('states: [\"09\", \"23\"]', production's state_filter), or "
-                            "declare the column: 'state : category values from \"states.csv\"' with 'keys "
-                            "\"states.csv\" released \"WHO PUBLISHED IT\"' in the public block")]
+    return [
+        Diagnostic(
+            f"column 'state' of table '{params['units']}' keys PHSafe's release (its state rows), but its "
+            "values are not declared and no 'states' parameter lists them: states found in the records "
+            "would show which ones hold a unit",
+            *at,
+            hint='list them in the mechanism (\'states: ["09", "23"]\', production\'s state_filter), or '
+            "declare the column: 'state : category values from \"states.csv\"' with 'keys "
+            '"states.csv" released "WHO PUBLISHED IT"\' in the public block',
+        )
+    ]
 
 
 def released_states(spec: ir.Spec, params: dict, design) -> tuple[str, ...]:
@@ -49,8 +55,12 @@ def declared_cells(design, states) -> set:
         regions = ("US",) if m.geography == "usa" else tuple(states)
         for table in (m.table, *POSTPROCESSED.get(m.table, {})):
             cells = CELLS[m.table] if table == m.table else POSTPROCESSED[m.table][table]
-            out |= {(table, m.geography.upper(), r, code, str(cell))
-                    for r in regions for code in ITERATION_CODES[m.level] for cell in cells}
+            out |= {
+                (table, m.geography.upper(), r, code, str(cell))
+                for r in regions
+                for code in ITERATION_CODES[m.level]
+                for cell in cells
+            }
     return out
 
 
@@ -62,6 +72,8 @@ def check_cells(counts, design, states) -> None:
     for what, rows in (("holds the undeclared", held - expected), ("lacks the declared", expected - held)):
         if rows:
             row = sorted(rows)[0]
-            raise MechanismError(f"phsafe's release {what} cell {dict(zip(columns, row))} ({len(rows)} in all): its "
-                                 "cells are the declared states' full grid, empty ones with their noisy counts; "
-                                 "nothing was published")
+            raise MechanismError(
+                f"phsafe's release {what} cell {dict(zip(columns, row))} ({len(rows)} in all): its "
+                "cells are the declared states' full grid, empty ones with their noisy counts; "
+                "nothing was published"
+            )

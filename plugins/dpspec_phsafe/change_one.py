@@ -37,6 +37,7 @@ make a repeated MAFID unique at one household and give a unit to another, gainin
 each, 4 tau + 2 in all). That change is four of production's unit steps; group privacy (x 4)
 still bounds it.
 """
+
 from __future__ import annotations
 from dpspec.api import ZCDP, ChangeOne, ir
 
@@ -46,19 +47,23 @@ def change_one_budget(spec, params, budget):
 
     if budget is None or budget.kind != "zcdp":
         return None
-    reason = ("the mechanism's own sensitivity: a changed person (any record, any household), with their "
-              "households' unit records changed (one replaced, or the two they leave and join changed in "
-              "place), gains at most 2 tau + 2 capped rows and loses at most 2 tau + 2 in a person-table count "
-              "(2 and 2 in a unit table), each row in one cell, so the L2 sensitivity squared is at most twice "
-              "the add/remove one's and every measurement's rho at most doubles (rho x 2)")
+    reason = (
+        "the mechanism's own sensitivity: a changed person (any record, any household), with their "
+        "households' unit records changed (one replaced, or the two they leave and join changed in "
+        "place), gains at most 2 tau + 2 capped rows and loses at most 2 tau + 2 in a person-table count "
+        "(2 and 2 in a unit table), each row in one cell, so the L2 sensitivity squared is at most twice "
+        "the add/remove one's and every measurement's rho at most doubles (rho x 2)"
+    )
     return ChangeOne(ZCDP(2 * budget.rho), reason)
 
 
 def change_one_note(total) -> str:
     """A budget note: the change-one figure beside the add/remove one."""
 
-    return (f"change one person (any record, any household; one unit record replaced, or the two units they leave "
-            f"and join changed in place): rho = 2 x {ir.format_number(total)} = {ir.format_number(2 * total)} by "
-            "the mechanism's own sensitivity (gained and lost capped rows each at most the add/remove "
-            f"sensitivity, so the L2 sensitivity squared at most doubles); group privacy would give rho x 4 = "
-            f"{ir.format_number(4 * total)}")
+    return (
+        f"change one person (any record, any household; one unit record replaced, or the two units they leave "
+        f"and join changed in place): rho = 2 x {ir.format_number(total)} = {ir.format_number(2 * total)} by "
+        "the mechanism's own sensitivity (gained and lost capped rows each at most the add/remove "
+        f"sensitivity, so the L2 sensitivity squared at most doubles); group privacy would give rho x 4 = "
+        f"{ir.format_number(4 * total)}"
+    )

@@ -16,6 +16,7 @@ one person record together with a change of their unit's record (persons `AddOne
 removal and re-insertion re-route at most tau joined rows each, and the person's own row, with
 the one it may displace from the truncation, two more) and a unit-table count by D = 2.
 """
+
 from __future__ import annotations
 
 from fractions import Fraction
@@ -110,7 +111,9 @@ def parse(params: dict) -> tuple[Design | None, list[Diagnostic]]:
     tau: dict = {}
     for name, value in (params.get("tau") or {}).items():
         if value.denominator != 1 or value < 1:
-            err(f"tau: {name} must be a whole number of persons, at least 1, got {ir.format_number(value)}", "tau", name)
+            err(
+                f"tau: {name} must be a whole number of persons, at least 1, got {ir.format_number(value)}", "tau", name
+            )
         else:
             tau[name] = int(value)
     measurements = []
@@ -126,8 +129,12 @@ def parse(params: dict) -> tuple[Design | None, list[Diagnostic]]:
         allowed = {f"{g}_{lv}" for g in GEOGRAPHIES for lv in levels}
         for key in cells:
             if key not in allowed:
-                err(f"privacy_budget: {table} has no measurement '{key}' (known: {', '.join(sorted(allowed))})",
-                    "privacy_budget", table, key)
+                err(
+                    f"privacy_budget: {table} has no measurement '{key}' (known: {', '.join(sorted(allowed))})",
+                    "privacy_budget",
+                    table,
+                    key,
+                )
         for g in GEOGRAPHIES:
             for lv in levels:
                 rho = cells.get(f"{g}_{lv}")
@@ -145,8 +152,11 @@ def parse(params: dict) -> tuple[Design | None, list[Diagnostic]]:
             err(f"phsafe: the noise of {m.table} {m.key} cannot be drawn: {problem}", *where[m])
     declared = params.get("total_rho")
     if not problems and declared is not None and declared != design.total_rho():
-        err(f"total_rho is {ir.format_number(declared)} but the measurements' rho add up to "
-            f"{ir.format_number(design.total_rho())}", "total_rho")
+        err(
+            f"total_rho is {ir.format_number(declared)} but the measurements' rho add up to "
+            f"{ir.format_number(design.total_rho())}",
+            "total_rho",
+        )
     if not problems and design.total_rho() == 0:
         err("privacy_budget: every rho is 0, nothing is measured", "privacy_budget")
     return (None if problems else design), problems

@@ -12,6 +12,7 @@ Cells whose counts agree have the same distribution on both sides and are left o
 and PH8_num are post-processing. The statistic is the exact log-likelihood ratio of that
 transcript (the discrete Gaussian's normaliser cancels), then one part per measurement.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -31,6 +32,7 @@ def _unit(state: str, mafid: int, hht: int, hht2: int) -> dict:
 
 def _frame(table, rows: list[dict]):
     """The rows typed as the loader types them: an enum column holds its declared values."""
+
     def declared(col, value):
         if col.type.kind != "enum":
             return value
@@ -45,13 +47,18 @@ def phsafe_pairs(mechanism, spec, params) -> list[NeighbourPair]:
     states = released_states(spec, params, design)
     state = states[0]
     mafid = 1
-    left = {units_t.name: _frame(units_t, [_unit(state, mafid, 6, 5)]),
-            persons_t.name: _frame(persons_t, [dict(MAFID=mafid, **HOUSEHOLDER)])}
-    right = {units_t.name: _frame(units_t, [_unit(state, mafid, 3, 6)]),
-             persons_t.name: _frame(persons_t, [dict(MAFID=mafid, **HOUSEHOLDER), dict(MAFID=mafid, **CHILD)])}
+    left = {
+        units_t.name: _frame(units_t, [_unit(state, mafid, 6, 5)]),
+        persons_t.name: _frame(persons_t, [dict(MAFID=mafid, **HOUSEHOLDER)]),
+    }
+    right = {
+        units_t.name: _frame(units_t, [_unit(state, mafid, 3, 6)]),
+        persons_t.name: _frame(persons_t, [dict(MAFID=mafid, **HOUSEHOLDER), dict(MAFID=mafid, **CHILD)]),
+    }
     blocks = []
-    for (m, a, *_), (_, b, *_) in zip(truths(design, _records(left, params, states)),
-                                      truths(design, _records(right, params, states))):
+    for (m, a, *_), (_, b, *_) in zip(
+        truths(design, _records(left, params, states)), truths(design, _records(right, params, states))
+    ):
         differ = np.flatnonzero(a != b)
         if differ.size:
             blocks.append((m.table, a[differ].astype(float), b[differ].astype(float), design.sigma2(m)))
@@ -69,8 +76,15 @@ def phsafe_pairs(mechanism, spec, params) -> list[NeighbourPair]:
         parts = np.column_stack(parts)
         return np.column_stack([parts.sum(axis=1), parts])
 
-    return [NeighbourPair("one person added (her child aged 5), her unit's record changed from a woman living alone "
-                          "to a family with own children (production's protected change)", left, right, batch=batch)]
+    return [
+        NeighbourPair(
+            "one person added (her child aged 5), her unit's record changed from a woman living alone "
+            "to a family with own children (production's protected change)",
+            left,
+            right,
+            batch=batch,
+        )
+    ]
 
 
 def _records(frames: dict, params: dict, states) -> Records:

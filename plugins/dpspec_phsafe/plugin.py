@@ -5,12 +5,22 @@ changed), as production states its budgets (the PHSafe documentation: "Privacy l
 with respect to persons rather than households"; persons `AddOneRow`, units `AddMaxRows(2)` in
 private_tabulations.py). A household's figure is derived from the truncation (design.py).
 """
+
 from __future__ import annotations
 
 from fractions import Fraction
 
 from dpspec.api import (
-    Diagnostic, Mechanism, NativeFlavor, OutputKeys, ParamSpec, ParameterSchema, Release, SpecError, ir, located,
+    Diagnostic,
+    Mechanism,
+    NativeFlavor,
+    OutputKeys,
+    ParamSpec,
+    ParameterSchema,
+    Release,
+    SpecError,
+    ir,
+    located,
 )
 
 from . import cells, design as design_mod
@@ -26,30 +36,69 @@ class PHSafe(Mechanism):
     run_context = True  # run(spec, params, data, ctx): one RunContext (API 1.6)
     uses_engine = True  # its units of work run on ctx.engine
     version = __version__
-    description = ("PHSafe (2020 Supplemental DHC): counts of persons in households (the person records joined "
-                   "to their unit, each household truncated to tau persons) and of occupied units, by table, "
-                   "nation or state and race/ethnicity iteration, integer noise from an exact discrete Gaussian "
-                   "(bell-shaped) distribution, budget in zCDP.")
-    proof = 'U.S. Census Bureau, PHSafe (2023): zCDP of discrete Gaussian counts (Canonne, Kamath & Steinke 2020; Bun & Steinke 2016) with each household truncated to tau persons'
+    description = (
+        "PHSafe (2020 Supplemental DHC): counts of persons in households (the person records joined "
+        "to their unit, each household truncated to tau persons) and of occupied units, by table, "
+        "nation or state and race/ethnicity iteration, integer noise from an exact discrete Gaussian "
+        "(bell-shaped) distribution, budget in zCDP."
+    )
+    proof = "U.S. Census Bureau, PHSafe (2023): zCDP of discrete Gaussian counts (Canonne, Kamath & Steinke 2020; Bun & Steinke 2016) with each household truncated to tau persons"
     sampling = "exact: integer noise from Canonne, Kamath & Steinke's (2020) discrete Gaussian rejection sampler on integers and rationals (dpspec.api.discrete_gaussian), no floating point"
-    parameters = ParameterSchema((
-        ParamSpec("persons", "table", "the person records (MAFID, RTYPE, RELSHIP, QAGE, CENRACE, CENHISP)",
-                  required=True),
-        ParamSpec("units", "table", "the unit records (MAFID, state, RTYPE, HHT, HHT2, CPLT, TEN, HHRACE, HHSPAN)",
-                  required=True),
-        ParamSpec("tau", "map", "per person table: the most persons of one household it counts (truncation)",
-                  required=True, keys="choices", choices=PERSON_TABLES, values=ParamSpec("", "number", "", low=Fraction(0))),
-        ParamSpec("privacy_budget", "map", "per table: rho per '<usa|state>_<A-G|H,I|*>' measurement",
-                  required=True, keys="choices", choices=tuple(TABLES),
-                  values=ParamSpec("", "map", "rho per measurement", keys="choices", choices=MEASUREMENTS,
-                                   values=ParamSpec("", "number", "", low=Fraction(0)))),
-        ParamSpec("states", "list", "production's state_filter: the state codes tabulated (default: the declared "
-                  "values of the units' state column)", items="string"),
-        ParamSpec("total_rho", "number", "the declared total rho; the measurements' rho must add up to it exactly",
-                  low=Fraction(0)),
-    ))
-    outputs = {"counts": "long-form counts: table, region_type (USA or STATE), region_id, iteration_code, data_cell, "
-                         "count, noise_variance"}
+    parameters = ParameterSchema(
+        (
+            ParamSpec(
+                "persons", "table", "the person records (MAFID, RTYPE, RELSHIP, QAGE, CENRACE, CENHISP)", required=True
+            ),
+            ParamSpec(
+                "units",
+                "table",
+                "the unit records (MAFID, state, RTYPE, HHT, HHT2, CPLT, TEN, HHRACE, HHSPAN)",
+                required=True,
+            ),
+            ParamSpec(
+                "tau",
+                "map",
+                "per person table: the most persons of one household it counts (truncation)",
+                required=True,
+                keys="choices",
+                choices=PERSON_TABLES,
+                values=ParamSpec("", "number", "", low=Fraction(0)),
+            ),
+            ParamSpec(
+                "privacy_budget",
+                "map",
+                "per table: rho per '<usa|state>_<A-G|H,I|*>' measurement",
+                required=True,
+                keys="choices",
+                choices=tuple(TABLES),
+                values=ParamSpec(
+                    "",
+                    "map",
+                    "rho per measurement",
+                    keys="choices",
+                    choices=MEASUREMENTS,
+                    values=ParamSpec("", "number", "", low=Fraction(0)),
+                ),
+            ),
+            ParamSpec(
+                "states",
+                "list",
+                "production's state_filter: the state codes tabulated (default: the declared "
+                "values of the units' state column)",
+                items="string",
+            ),
+            ParamSpec(
+                "total_rho",
+                "number",
+                "the declared total rho; the measurements' rho must add up to it exactly",
+                low=Fraction(0),
+            ),
+        )
+    )
+    outputs = {
+        "counts": "long-form counts: table, region_type (USA or STATE), region_id, iteration_code, data_cell, "
+        "count, noise_variance"
+    }
 
     # ---- checks ------------------------------------------------------------------------
     def design(self, spec, params) -> design_mod.Design:
@@ -64,17 +113,28 @@ class PHSafe(Mechanism):
             table = spec.domain.table(params[key])
             missing = [c for c in need if table.column(c) is None]
             if missing:
-                problems.append(Diagnostic(f"{key} table '{table.name}' has no column {', '.join(missing)} "
-                                           f"(PHSafe reads {', '.join(need)})", path=(key,)))
+                problems.append(
+                    Diagnostic(
+                        f"{key} table '{table.name}' has no column {', '.join(missing)} "
+                        f"(PHSafe reads {', '.join(need)})",
+                        path=(key,),
+                    )
+                )
             for name in need:
                 col = table.column(name)
                 if name == "state" or col is None:
                     continue
                 numeric = col.type.kind == "int" or (
-                    col.type.kind == "enum" and all(str(v).lstrip("-").isdigit() for v in col.type.values))
+                    col.type.kind == "enum" and all(str(v).lstrip("-").isdigit() for v in col.type.values)
+                )
                 if not numeric:
-                    problems.append(Diagnostic(f"column '{name}' of table '{table.name}' holds production's numeric "
-                                               "codes: declare it as int or as an enum of whole numbers", path=(key,)))
+                    problems.append(
+                        Diagnostic(
+                            f"column '{name}' of table '{table.name}' holds production's numeric "
+                            "codes: declare it as int or as an enum of whole numbers",
+                            path=(key,),
+                        )
+                    )
         problems.extend(cells.state_problems(spec, params))
         if problems:
             return problems
@@ -92,7 +152,6 @@ class PHSafe(Mechanism):
     # ---- budget ------------------------------------------------------------------------
     def budget(self, spec, params, facts):
         import attrs
-
 
         from .change_one import change_one_note
 
@@ -128,8 +187,14 @@ class PHSafe(Mechanism):
     def components(self, design) -> list[dict]:
         out = []
         for m in design.measurements:
-            part = {"table": m.table, "geography": m.geography, "iteration_level": m.level,
-                    "rho": m.rho, "rho_exact": ir.format_number(m.rho), "sensitivity": design.sensitivity(m.table)}
+            part = {
+                "table": m.table,
+                "geography": m.geography,
+                "iteration_level": m.level,
+                "rho": m.rho,
+                "rho_exact": ir.format_number(m.rho),
+                "sensitivity": design.sensitivity(m.table),
+            }
             if m.rho > 0:
                 part["noise_variance"] = float(f"{float(design.sigma2(m)):.9g}")
             out.append(part)
@@ -137,22 +202,31 @@ class PHSafe(Mechanism):
 
     def budget_breakdown(self, spec, params) -> dict:
         design = self.design(spec, params)
-        return {"phsafe": {
-            "unit": "one person record added or removed, with their unit's record changed",
-            "total_rho_exact": ir.format_number(design.total_rho()),
-            "tables": {t: ir.format_number(design.table_rho(t)) for t in design_mod.TABLES},
-            "tau": dict(design.tau),
-            "household_rho_exact": ir.format_number(design.household_rho()),
-        }}
+        return {
+            "phsafe": {
+                "unit": "one person record added or removed, with their unit's record changed",
+                "total_rho_exact": ir.format_number(design.total_rho()),
+                "tables": {t: ir.format_number(design.table_rho(t)) for t in design_mod.TABLES},
+                "tau": dict(design.tau),
+                "household_rho_exact": ir.format_number(design.household_rho()),
+            }
+        }
 
     def expected_error(self, spec, params, facts):
         """The variance of each noisy count, the discrete Gaussian's exact variance, from the
         design alone."""
 
         design = self.design(spec, params)
-        return [{"table": f"{m.table}: {m.geography}, iteration level {m.level}", "level": m.geography,
-                 "query": f"{m.table} {m.level}", "variance": float(discrete_gaussian_variance(design.sigma2(m))),
-                 "of": "noisy count"} for m in design.measured()]
+        return [
+            {
+                "table": f"{m.table}: {m.geography}, iteration level {m.level}",
+                "level": m.geography,
+                "query": f"{m.table} {m.level}",
+                "variance": float(discrete_gaussian_variance(design.sigma2(m))),
+                "of": "noisy count",
+            }
+            for m in design.measured()
+        ]
 
     # ---- run ---------------------------------------------------------------------------
     def run(self, spec, params, data, ctx):
@@ -166,12 +240,22 @@ class PHSafe(Mechanism):
         counts = measure(design, rec, run_key)
         cells.check_cells(counts, design, states)
 
-        facts = {"states": list(rec.states), "tau": dict(design.tau),
-                 "household_rho": ir.format_number(design.household_rho()),
-                 "measurements": [{"table": m.table, "geography": m.geography, "iteration_level": m.level,
-                                   "rho": ir.format_number(m.rho), "sensitivity": design.sensitivity(m.table),
-                                   "noise_sd": float(discrete_gaussian_variance(design.sigma2(m))) ** 0.5}
-                                  for m in design.measured()]}
+        facts = {
+            "states": list(rec.states),
+            "tau": dict(design.tau),
+            "household_rho": ir.format_number(design.household_rho()),
+            "measurements": [
+                {
+                    "table": m.table,
+                    "geography": m.geography,
+                    "iteration_level": m.level,
+                    "rho": ir.format_number(m.rho),
+                    "sensitivity": design.sensitivity(m.table),
+                    "noise_sd": float(discrete_gaussian_variance(design.sigma2(m))) ** 0.5,
+                }
+                for m in design.measured()
+            ],
+        }
         return Release(outputs={"counts": counts}, facts=facts)
 
     def neighbours(self, spec, params):

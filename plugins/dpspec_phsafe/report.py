@@ -1,6 +1,7 @@
 """The public report's PHSafe section: the design in plain words and, per (table, geography,
 iteration level), its budget and the noise of each count. Functions of the public parameters
 only (rho, tau), never of a run's noise, so the section is the same for every run."""
+
 from __future__ import annotations
 
 from markupsafe import Markup
@@ -25,21 +26,32 @@ def _lines(measurements: list[dict]) -> list[str]:
     by_table: dict = {}
     for m in measurements:
         by_table.setdefault((m["table"], m["sensitivity"]), []).append(
-            f"{m['geography']} {m['iteration_level']}: rho {m['rho']}, noise sd {m['noise_sd']:.1f}")
+            f"{m['geography']} {m['iteration_level']}: rho {m['rho']}, noise sd {m['noise_sd']:.1f}"
+        )
     return [f"{table} (sensitivity {d}): " + "; ".join(parts) for (table, d), parts in by_table.items()]
 
 
 def public_section(facts: dict) -> Section:
-    household = (f"A whole household (its unit and all its persons, whatever its size) is protected at rho = "
-                 f"{facts['household_rho']}, since truncation keeps at most tau of its persons in any count.")
-    paragraphs = (*TEXT, household, "Each measurement (geography and iteration level) with its rho and the standard "
-                  "deviation of the noise of each of its counts:")
+    household = (
+        f"A whole household (its unit and all its persons, whatever its size) is protected at rho = "
+        f"{facts['household_rho']}, since truncation keeps at most tau of its persons in any count."
+    )
+    paragraphs = (
+        *TEXT,
+        household,
+        "Each measurement (geography and iteration level) with its rho and the standard "
+        "deviation of the noise of each of its counts:",
+    )
     lines = _lines(facts.get("measurements", []))
     html = Markup("").join(Markup("<p>{}</p>").format(p) for p in paragraphs)
     html += Markup("<ul>") + Markup("").join(Markup("<li>{}</li>").format(li) for li in lines) + Markup("</ul>")
     md = "\n\n".join(paragraphs) + "\n\n" + "\n".join(f"- {li}" for li in lines) + "\n"
-    return Section("PHSafe: tables, unit and noise per measurement", str(html), md,
-                   {"design": list(paragraphs[:-1]), "measurements": facts.get("measurements", [])})
+    return Section(
+        "PHSafe: tables, unit and noise per measurement",
+        str(html),
+        md,
+        {"design": list(paragraphs[:-1]), "measurements": facts.get("measurements", [])},
+    )
 
 
 def sections(result) -> list:

@@ -2,13 +2,21 @@
 the truncation to tau persons per household, the cell and iteration of every record, and the
 counts with exact discrete Gaussian noise keyed per cell (so a count's noise depends on the run
 key and the cell only, on any engine and in any order)."""
+
 from __future__ import annotations
 
 
 import numpy as np
 import pandas as pd
 
-from dpspec.api import DataError, KeyColumns, keyed_discrete_gaussian, record_measurement, shown, discrete_gaussian_variance
+from dpspec.api import (
+    DataError,
+    KeyColumns,
+    keyed_discrete_gaussian,
+    record_measurement,
+    shown,
+    discrete_gaussian_variance,
+)
 
 from .design import PERSON_COLUMNS, TABLES, UNIT_COLUMNS, Design
 
@@ -16,9 +24,15 @@ NOISE_STREAM = "phsafe cell noise"  # first part of every cell's stream key
 ITERATION_CODES = {"A-G": ("A", "B", "C", "D", "E", "F", "G"), "H,I": ("H", "I"), "*": ("*",)}
 # the released cells of each table (production's *_DATA_CELL codes, constants.py)
 CELLS = {
-    "PH1_num": (2, 3), "PH1_denom": (1,), "PH2": (3, 4, 6, 7, 9, 10, 12, 13), "PH3": (2, 4, 5, 6, 7, 9, 10),
-    "PH4": (2, 3), "PH5_denom": (1,), "PH6": (3, 4, 5, 6, 8, 9, 10, 11, 13, 14, 15, 16, 18, 19, 20, 21),
-    "PH7": (2, 3, 4), "PH8_denom": (2, 3),
+    "PH1_num": (2, 3),
+    "PH1_denom": (1,),
+    "PH2": (3, 4, 6, 7, 9, 10, 12, 13),
+    "PH3": (2, 4, 5, 6, 7, 9, 10),
+    "PH4": (2, 3),
+    "PH5_denom": (1,),
+    "PH6": (3, 4, 5, 6, 8, 9, 10, 11, 13, 14, 15, 16, 18, 19, 20, 21),
+    "PH7": (2, 3, 4),
+    "PH8_denom": (2, 3),
 }
 # the tables derived from a measured one (`_postprocessed`, no budget) and their cells
 POSTPROCESSED = {"PH4": {"PH5_num": (2, 3)}, "PH7": {"PH8_num": (2, 3)}}
@@ -114,16 +128,33 @@ def table_records(name: str, rec: Records, tau: int | None) -> tuple[dict, np.nd
     elif name == "PH2":
         hht2, cplt = p["HHT2"], p["CPLT"]
         cell = np.select(
-            [_isin(hht2, (1, 2)) & (cplt == 1), _isin(hht2, (1, 2)) & (cplt == 2),
-             _isin(hht2, (3, 4)) & (cplt == 3), _isin(hht2, (3, 4)) & (cplt == 4),
-             hht2 == 9, _isin(hht2, (10, 11, 12)), hht2 == 5, _isin(hht2, (6, 7, 8))],
-            [3, 4, 6, 7, 9, 10, 12, 13], -1)
+            [
+                _isin(hht2, (1, 2)) & (cplt == 1),
+                _isin(hht2, (1, 2)) & (cplt == 2),
+                _isin(hht2, (3, 4)) & (cplt == 3),
+                _isin(hht2, (3, 4)) & (cplt == 4),
+                hht2 == 9,
+                _isin(hht2, (10, 11, 12)),
+                hht2 == 5,
+                _isin(hht2, (6, 7, 8)),
+            ],
+            [3, 4, 6, 7, 9, 10, 12, 13],
+            -1,
+        )
         mask = in_hu
     elif name == "PH3":
         rel = p["RELSHIP"]
         own = _lookup(p["HHT2"], OWN_CHILD_FAMILY_PH3)
-        cell = np.select([_isin(rel, (20, 21, 22, 23, 24, 34, 35, 36)), _isin(rel, OWN_CHILD) & (own > 0),
-                          rel == 30, _isin(rel, (28, 29, 31, 32, 33))], [2, own, 9, 10], -1)
+        cell = np.select(
+            [
+                _isin(rel, (20, 21, 22, 23, 24, 34, 35, 36)),
+                _isin(rel, OWN_CHILD) & (own > 0),
+                rel == 30,
+                _isin(rel, (28, 29, 31, 32, 33)),
+            ],
+            [2, own, 9, 10],
+            -1,
+        )
         mask, race, eth = in_hu & child, "CENRACE", "CENHISP"
     elif name == "PH4":
         mask, cell = _isin(p["RELSHIP"], FAMILY_RELATIONSHIPS) & _isin(p["HHT"], (0, 1, 2, 3)), np.where(child, 2, 3)
@@ -140,9 +171,11 @@ def table_records(name: str, rec: Records, tau: int | None) -> tuple[dict, np.nd
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
         what = ", ".join(f"{c} {shown(p[c][i])}" for c in ("MAFID", "RELSHIP", "QAGE", "HHT2", "CPLT", "TEN"))
-        raise DataError(f"{rec.source}: {int(bad.sum())} person record(s) of {name}'s universe fit none of its "
-                        f"cells (the person's relationship and age disagree with the household's type or tenure); "
-                        f"the first: {what}")
+        raise DataError(
+            f"{rec.source}: {int(bad.sum())} person record(s) of {name}'s universe fit none of its "
+            f"cells (the person's relationship and age disagree with the household's type or tenure); "
+            f"the first: {what}"
+        )
     return p, rec.cap(mask, tau), cell, race, eth
 
 
@@ -192,22 +225,43 @@ def measure(design: Design, rec: Records, run_key: int) -> pd.DataFrame:
         grid = np.arange(truth.size)
         region, code, cell = grid // (len(codes) * len(cells)), grid // len(cells) % len(codes), grid % len(cells)
         sigma2 = design.sigma2(m)
-        keys = KeyColumns((NOISE_STREAM, m.table, m.geography, m.level),
-                          (pd.Categorical.from_codes(region, categories=region_ids),
-                           pd.Categorical.from_codes(code, categories=list(codes)),
-                           pd.Categorical.from_codes(cell, categories=[str(c) for c in cells])))
-        record_measurement(f"{m.table}/{m.geography}/{m.level}", truth, "discrete_gaussian", sigma2,
-                           sensitivity=design.sensitivity(m.table), keys=lambda: (np.asarray(region_ids)[region], code, cell))
+        keys = KeyColumns(
+            (NOISE_STREAM, m.table, m.geography, m.level),
+            (
+                pd.Categorical.from_codes(region, categories=region_ids),
+                pd.Categorical.from_codes(code, categories=list(codes)),
+                pd.Categorical.from_codes(cell, categories=[str(c) for c in cells]),
+            ),
+        )
+        record_measurement(
+            f"{m.table}/{m.geography}/{m.level}",
+            truth,
+            "discrete_gaussian",
+            sigma2,
+            sensitivity=design.sensitivity(m.table),
+            keys=lambda: (np.asarray(region_ids)[region], code, cell),
+        )
         noisy = truth + keyed_discrete_gaussian(sigma2, run_key, keys, 1)
-        frames.append(pd.DataFrame({
-            "table": m.table, "region_type": m.geography.upper(),
-            "region_id": np.asarray(region_ids, dtype=object)[region],
-            "iteration_code": np.asarray(codes, dtype=object)[code],
-            "data_cell": cells[cell], "count": noisy,
-            "noise_variance": float(discrete_gaussian_variance(sigma2)),
-        }))
-    out = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(
-        columns=["table", "region_type", "region_id", "iteration_code", "data_cell", "count", "noise_variance"])
+        frames.append(
+            pd.DataFrame(
+                {
+                    "table": m.table,
+                    "region_type": m.geography.upper(),
+                    "region_id": np.asarray(region_ids, dtype=object)[region],
+                    "iteration_code": np.asarray(codes, dtype=object)[code],
+                    "data_cell": cells[cell],
+                    "count": noisy,
+                    "noise_variance": float(discrete_gaussian_variance(sigma2)),
+                }
+            )
+        )
+    out = (
+        pd.concat(frames, ignore_index=True)
+        if frames
+        else pd.DataFrame(
+            columns=["table", "region_type", "region_id", "iteration_code", "data_cell", "count", "noise_variance"]
+        )
+    )
     return pd.concat([out, *_postprocessed(out)], ignore_index=True)
 
 
@@ -221,8 +275,9 @@ def _postprocessed(out: pd.DataFrame) -> list[pd.DataFrame]:
     if len(ph7):
         keys = ["region_type", "region_id", "iteration_code", "data_cell"]
         ph8 = ph7.assign(data_cell=np.where(ph7["data_cell"] == 4, 3, 2))
-        ph8 = ph8.groupby(keys, sort=False, as_index=False).agg(count=("count", "sum"),
-                                                                noise_variance=("noise_variance", "sum"))
+        ph8 = ph8.groupby(keys, sort=False, as_index=False).agg(
+            count=("count", "sum"), noise_variance=("noise_variance", "sum")
+        )
         parts.append(ph8.assign(table="PH8_num")[out.columns])
     return parts
 
@@ -235,9 +290,13 @@ def measure_exact(design: Design, rec: Records) -> pd.DataFrame:
         cols, mask, cell, race, eth = table_records(m.table, rec, design.tau.get(m.table))
         it = iterations(m.level, cols[race].astype(np.int64), cols[eth].astype(np.int64))
         keep = mask & (it >= 0)
-        frame = pd.DataFrame({"region_id": "US" if m.geography == "usa" else np.asarray(rec.states)[cols["region"][keep]],
-                              "iteration_code": np.asarray(ITERATION_CODES[m.level])[it[keep]],
-                              "data_cell": cell[keep]})
+        frame = pd.DataFrame(
+            {
+                "region_id": "US" if m.geography == "usa" else np.asarray(rec.states)[cols["region"][keep]],
+                "iteration_code": np.asarray(ITERATION_CODES[m.level])[it[keep]],
+                "data_cell": cell[keep],
+            }
+        )
         counts = frame.groupby(["region_id", "iteration_code", "data_cell"]).size().rename("count").reset_index()
         rows.append(counts.assign(table=m.table, region_type=m.geography.upper()))
     return pd.concat(rows, ignore_index=True)

@@ -9,11 +9,20 @@ number of units is published exactly: `count TABLE` is an invariant.
 The entry point names this package, so the hook implementations are re-exported here; the
 modules beside it are the layout the plugin guide describes (docs/plugins.md).
 """
+
 from __future__ import annotations
 
 from .algorithm import epsilon, estimate
 from .design import MAX_DENOMINATOR, Design
 from .plugin import RandomizedResponse, __version__, dpspec_mechanisms, dpspec_report_sections
 
-__all__ = ["Design", "MAX_DENOMINATOR", "RandomizedResponse", "__version__", "dpspec_mechanisms",
-           "dpspec_report_sections", "epsilon", "estimate"]
+__all__ = [
+    "Design",
+    "MAX_DENOMINATOR",
+    "RandomizedResponse",
+    "__version__",
+    "dpspec_mechanisms",
+    "dpspec_report_sections",
+    "epsilon",
+    "estimate",
+]

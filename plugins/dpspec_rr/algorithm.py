@@ -1,4 +1,5 @@
 """Randomized response's release: the exact sampler, its budget and the unbiased estimate."""
+
 from __future__ import annotations
 
 import math
@@ -35,7 +36,6 @@ def release(design, data, rng) -> Release:
     whole column at once) and flips it otherwise."""
     import numpy as np  # lazily: `dpspec check` and `--help` must not pay for numpy or pandas
     import pandas as pd
-
 
     values = data[design.table][design.column]
     truth = (values == design.positive).to_numpy(dtype=bool)

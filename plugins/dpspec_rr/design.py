@@ -1,4 +1,5 @@
 """Randomized response's design: the spec's parameters read once into a frozen object."""
+
 from __future__ import annotations
 
 from fractions import Fraction
@@ -19,7 +20,11 @@ def problems(spec, params) -> list:
     if col is None:
         return [Diagnostic(f"table '{table.name}' has no column '{params['column']}'")]
     if col.type.kind not in ("bool", "enum") or (col.type.kind == "enum" and len(col.type.values) != 2):
-        found.append(Diagnostic(f"column '{col.name}' must be binary (bool, or a set of exactly two values) for randomized response"))
+        found.append(
+            Diagnostic(
+                f"column '{col.name}' must be binary (bool, or a set of exactly two values) for randomized response"
+            )
+        )
     elif params.get("positive") is not None:
         allowed = ("true", "false") if col.type.kind == "bool" else col.type.values
         if params["positive"] not in allowed:
@@ -56,8 +61,7 @@ class Design:
             values = tuple(col.type.values)
             positive = params.get("positive") or values[0]
             negative = next(v for v in values if v != positive)
-        return cls(params["table"], params["column"], col.type.kind, values, Fraction(params["p"]),
-                   positive, negative)
+        return cls(params["table"], params["column"], col.type.kind, values, Fraction(params["p"]), positive, negative)
 
     @property
     def allowed_answers(self) -> set:

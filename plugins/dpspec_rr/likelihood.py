@@ -6,6 +6,7 @@ so P(R | k) is the whole likelihood. It is computed exactly as a convolution, fo
 12 standard deviations of the unbiased estimate (farther values have relative likelihood below
 e^-70 and are given probability 0). N itself is published exactly (the invariant `count TABLE`).
 """
+
 from __future__ import annotations
 
 import math
@@ -36,9 +37,9 @@ def log_likelihood_table(n: int, reported: int, p: float) -> tuple[int, np.ndarr
     out = np.empty(ks.size)
     step = max(1, _CHUNK_ELEMENTS // max(js.size, 1))
     for a in range(0, ks.size, step):
-        k = ks[a:a + step, None]
+        k = ks[a : a + step, None]
         terms = binom.logpmf(js[None, :], k, p) + binom.logpmf(reported - js[None, :], n - k, q)
-        out[a:a + step] = logsumexp(terms, axis=1)
+        out[a : a + step] = logsumexp(terms, axis=1)
     return k0, out
 
 
@@ -48,8 +49,10 @@ def responses_likelihood(table: str, column: str, positive: str, p, outputs: dic
         return None
     n = len(frame)
     if n > MAX_UNITS:
-        raise MechanismError(f"randomized response likelihood: {n:,} units is beyond the exact convolution's "
-                             f"reach here (at most {MAX_UNITS:,})")
+        raise MechanismError(
+            f"randomized response likelihood: {n:,} units is beyond the exact convolution's "
+            f"reach here (at most {MAX_UNITS:,})"
+        )
     reported = int((frame[column].astype(str) == str(positive)).sum())
     p = float(p)
     k0, table_ll = log_likelihood_table(n, reported, p)
@@ -63,10 +66,16 @@ def responses_likelihood(table: str, column: str, positive: str, p, outputs: dic
     est = (reported - (1 - p) * n) / scale if scale else n / 2
     var = n * p * (1 - p) / scale**2 if scale else float(n) ** 2
     noisy = CountLikelihood(
-        query=ir.CountQuery(table, (column,)), cells=pd.DataFrame({column: [str(positive)]}),
-        value=np.array([reported]), logpmf=logpmf, log_max=np.array([float(table_ll.max())]),
-        estimate=np.array([est]), variance=np.array([var]),
-        description=f"{reported:,} of {n:,} reported '{positive}'; each answer true with probability {p:g}")
-    total = CountLikelihood.exact(ir.CountQuery(table), pd.DataFrame(index=pd.RangeIndex(1)), [n],
-                                  "the number of responses, published exactly")
+        query=ir.CountQuery(table, (column,)),
+        cells=pd.DataFrame({column: [str(positive)]}),
+        value=np.array([reported]),
+        logpmf=logpmf,
+        log_max=np.array([float(table_ll.max())]),
+        estimate=np.array([est]),
+        variance=np.array([var]),
+        description=f"{reported:,} of {n:,} reported '{positive}'; each answer true with probability {p:g}",
+    )
+    total = CountLikelihood.exact(
+        ir.CountQuery(table), pd.DataFrame(index=pd.RangeIndex(1)), [n], "the number of responses, published exactly"
+    )
     return [noisy, total]

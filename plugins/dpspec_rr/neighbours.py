@@ -1,4 +1,5 @@
 """Randomized response's neighbouring datasets for `dpspec verify`: one unit's answer flips."""
+
 from __future__ import annotations
 
 
@@ -20,8 +21,12 @@ def pairs(spec, design, run) -> list:
     for value in values:
         records = [dict(r) for r in rows[table.name]]
         records[0][design.column] = value
-        frames.append({**{t.name: typed_frame(t, rows[t.name]) for t in spec.domain.tables},
-                       table.name: typed_frame(table, records)})
+        frames.append(
+            {
+                **{t.name: typed_frame(t, rows[t.name]) for t in spec.domain.tables},
+                table.name: typed_frame(table, records),
+            }
+        )
 
     def batch(data, n, rng):
         frame = data[table.name]
@@ -31,5 +36,8 @@ def pairs(spec, design, run) -> list:
         yes = answers.astype(bool) if design.kind == "bool" else answers == design.positive
         return yes.reshape(n, units)
 
-    return [NeighbourPair(f"one {table.name} unit's {design.column} is {values[0]} or {values[1]}",
-                          frames[0], frames[1], batch=batch)]
+    return [
+        NeighbourPair(
+            f"one {table.name} unit's {design.column} is {values[0]} or {values[1]}", frames[0], frames[1], batch=batch
+        )
+    ]

@@ -1,11 +1,24 @@
 """Randomized response's plugin: the hook implementations and the Mechanism class, which reads
 the spec's parameters into a `Design` and hands the work to the modules beside it."""
+
 from __future__ import annotations
 
 import math
 from fractions import Fraction
 
-from dpspec.api import Mechanism, NativeFlavor, ParamSpec, ParameterSchema, RunContext, hookimpl, ir, OutputKeys, ReleaseColumns, BudgetStatement, PureDP
+from dpspec.api import (
+    Mechanism,
+    NativeFlavor,
+    ParamSpec,
+    ParameterSchema,
+    RunContext,
+    hookimpl,
+    ir,
+    OutputKeys,
+    ReleaseColumns,
+    BudgetStatement,
+    PureDP,
+)
 
 from . import algorithm, neighbours
 from .algorithm import epsilon
@@ -19,14 +32,20 @@ class RandomizedResponse(Mechanism):
     run_context = True  # run(spec, params, data, ctx): one RunContext (API 1.6)
     version = __version__
     description = "Warner's randomized response on one binary column: each unit answers truthfully with probability p."
-    proof = 'Warner (1965); the likelihood ratio of any answer is at most max(p/(1-p), (1-p)/p) (Dwork & Roth 2014, Section 3.2)'
-    sampling = 'exact: one Bernoulli(p) draw per unit for rational p from uniform integers (dpspec.api.bernoulli)'
-    parameters = ParameterSchema((
-        ParamSpec("table", "table", "the table whose units answer", required=True),
-        ParamSpec("column", "column", "the binary column (bool, or an enumerated set of two values)", required=True),
-        ParamSpec("p", "number", "probability of answering truthfully", required=True, low=Fraction(0), high=Fraction(1)),
-        ParamSpec("positive", "string", "the value counted as 'yes' (default: true, or the first listed value)"),
-    ))
+    proof = "Warner (1965); the likelihood ratio of any answer is at most max(p/(1-p), (1-p)/p) (Dwork & Roth 2014, Section 3.2)"
+    sampling = "exact: one Bernoulli(p) draw per unit for rational p from uniform integers (dpspec.api.bernoulli)"
+    parameters = ParameterSchema(
+        (
+            ParamSpec("table", "table", "the table whose units answer", required=True),
+            ParamSpec(
+                "column", "column", "the binary column (bool, or an enumerated set of two values)", required=True
+            ),
+            ParamSpec(
+                "p", "number", "probability of answering truthfully", required=True, low=Fraction(0), high=Fraction(1)
+            ),
+            ParamSpec("positive", "string", "the value counted as 'yes' (default: true, or the first listed value)"),
+        )
+    )
     outputs = {
         "responses": "one randomized answer per unit, in input order",
         "estimate": "the unbiased estimate of the proportion of 'yes' with its standard error",
@@ -35,8 +54,10 @@ class RandomizedResponse(Mechanism):
     def design(self, spec, params) -> Design:
         """The parameters read once (after `check` found no problem)."""
         return Design.parse(spec, params)
+
     def check(self, spec, params):
         return problems(spec, params)
+
     def flavor(self, spec, params):
         return NativeFlavor(params["table"], "hamming", "pure")
 
@@ -62,8 +83,11 @@ class RandomizedResponse(Mechanism):
 
     def budget(self, spec, params, facts):
 
-        return BudgetStatement(PureDP(epsilon(params["p"])), worst=PureDP(epsilon(params["p"])),
-                               notes=(f"epsilon = |ln(p/(1-p))| with p = {ir.format_number(params['p'])}",))
+        return BudgetStatement(
+            PureDP(epsilon(params["p"])),
+            worst=PureDP(epsilon(params["p"])),
+            notes=(f"epsilon = |ln(p/(1-p))| with p = {ir.format_number(params['p'])}",),
+        )
 
     def opendp_script(self, spec, params):
         """Each unit's answer is OpenDP's randomized response on one boolean; under change-one-unit
@@ -72,10 +96,13 @@ class RandomizedResponse(Mechanism):
         (post-processing), which leaves the budget unchanged."""
         p = Fraction(params["p"])
         truth = max(p, 1 - p)
-        return (f"# one unit's answer, truthful with probability {ir.format_number(truth)}"
-                + (" (the spec's p, flipped: post-processing)" if truth != p else "") + "\n"
-                f"measurement = dp.m.make_randomized_response_bool({truth.numerator}/{truth.denominator})\n"
-                "d_in = 1  # change one unit: its one answer differs (units answer independently)")
+        return (
+            f"# one unit's answer, truthful with probability {ir.format_number(truth)}"
+            + (" (the spec's p, flipped: post-processing)" if truth != p else "")
+            + "\n"
+            f"measurement = dp.m.make_randomized_response_bool({truth.numerator}/{truth.denominator})\n"
+            "d_in = 1  # change one unit: its one answer differs (units answer independently)"
+        )
 
     def public_facts(self, spec, params, data):
         """n, the number of units: published exactly (`count TABLE` is the invariant)."""
@@ -87,10 +114,24 @@ class RandomizedResponse(Mechanism):
         unbiased estimate (q - (1-p)) / (2p-1) has p(1-p) / (n (2p-1)^2), whatever the true share."""
         n, p = facts.get("n"), Fraction(params["p"])
         if not n or p == Fraction(1, 2):
-            return [{"table": "estimate", "level": None, "query": "proportion of 'yes'", "variance": math.inf,
-                     "of": "estimated proportion"}]
-        return [{"table": "estimate", "level": None, "query": "proportion of 'yes'",
-                 "variance": float(p * (1 - p) / (n * (2 * p - 1) ** 2)), "of": "estimated proportion"}]
+            return [
+                {
+                    "table": "estimate",
+                    "level": None,
+                    "query": "proportion of 'yes'",
+                    "variance": math.inf,
+                    "of": "estimated proportion",
+                }
+            ]
+        return [
+            {
+                "table": "estimate",
+                "level": None,
+                "query": "proportion of 'yes'",
+                "variance": float(p * (1 - p) / (n * (2 * p - 1) ** 2)),
+                "of": "estimated proportion",
+            }
+        ]
 
     def compared_counts(self, spec, params, data, release):
         """The estimated count of 'yes' (estimate x n) beside the true count (internal only)."""
@@ -98,8 +139,14 @@ class RandomizedResponse(Mechanism):
 
         est = release.outputs["estimate"].iloc[0]
         truth = int((data[params["table"]][params["column"]] == self.design(spec, params).positive).sum())
-        return [{"table": "count of 'yes' (estimated)", "level": None, "truth": pd.Series([truth], index=["yes"]),
-                 "released": pd.Series([float(est["estimate"]) * int(est["n"])], index=["yes"])}]
+        return [
+            {
+                "table": "count of 'yes' (estimated)",
+                "level": None,
+                "truth": pd.Series([truth], index=["yes"]),
+                "released": pd.Series([float(est["estimate"]) * int(est["n"])], index=["yes"]),
+            }
+        ]
 
     def run(self, spec, params, data, ctx):
         return algorithm.release(self.design(spec, params), data, ctx.rng)
@@ -112,8 +159,9 @@ class RandomizedResponse(Mechanism):
 
     def neighbours(self, spec, params):
         """One unit's answer flips (see `neighbours.pairs`)."""
-        return neighbours.pairs(spec, self.design(spec, params),
-                                lambda data, rng: self.run(spec, params, data, RunContext(rng=rng)))
+        return neighbours.pairs(
+            spec, self.design(spec, params), lambda data, rng: self.run(spec, params, data, RunContext(rng=rng))
+        )
 
     def utility(self, spec, params, data, releases):
         import numpy as np

@@ -3,6 +3,7 @@
 Only released figures appear (the estimate and the share of 'yes' answers are outputs), so the
 section is public. Every value is escaped.
 """
+
 from __future__ import annotations
 
 import math
@@ -39,8 +40,10 @@ def explanation(p, estimate: dict | None) -> dict:
         if value is not None and math.isfinite(value):
             data["outside_0_1"] = bool(value < 0 or value > 1)
             where = "outside the range 0 to 1, for the reason above" if data["outside_0_1"] else "within 0 to 1"
-            sentences.append(f"This release: q = {_figure(data['reported_proportion'])}, estimate = "
-                             f"{_figure(value)} (standard error {_figure(data['standard_error'])}), {where}.")
+            sentences.append(
+                f"This release: q = {_figure(data['reported_proportion'])}, estimate = "
+                f"{_figure(value)} (standard error {_figure(data['standard_error'])}), {where}."
+            )
     return {"data": data, "sentences": sentences}
 
 
@@ -49,8 +52,15 @@ def sections(result) -> list:
     if getattr(getattr(result, "mechanism", None), "name", None) != "randomized_response":
         return []
     frame = (result.published or {}).get("estimate")
-    estimate = {k: float(frame[k].iloc[0]) for k in ("estimate", "reported_proportion", "standard_error")
-                if k in frame.columns} if frame is not None and len(frame) else None
+    estimate = (
+        {
+            k: float(frame[k].iloc[0])
+            for k in ("estimate", "reported_proportion", "standard_error")
+            if k in frame.columns
+        }
+        if frame is not None and len(frame)
+        else None
+    )
     text = explanation(result.checked.params["p"], estimate)
     html = Markup("").join(Markup("<p>{}</p>").format(escape(s)) for s in text["sentences"])
     markdown = "\n\n".join(text["sentences"])  # dpspec's own words and figures: nothing to escape

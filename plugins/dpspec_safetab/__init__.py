@@ -1,6 +1,7 @@
 """SafeTab (2020 Detailed DHC-A and DHC-B) as a dpspec mechanism plugin: counts by detailed
 race/ethnicity group at every geography level, each table's detail chosen adaptively, exact
 discrete Gaussian noise under zCDP."""
+
 from __future__ import annotations
 
 from dpspec.api import hookimpl

@@ -16,6 +16,7 @@ The second is the tight change-one figure, half the first. The Census Bureau's p
 Detailed DHC-B figure (rho 17.79, as the OpenDP deployments registry quotes it) is 2 x 8.895302:
 this count, for a changed household.
 """
+
 from __future__ import annotations
 
 from fractions import Fraction
@@ -29,13 +30,15 @@ def change_one_note(spec, params, total: Fraction) -> str | None:
         return None
 
     record = spec.domain.table(params["table"]).unit
-    return (f"change one {record} (the spec's relation): the record leaves at most k cells and enters at most k "
-            f"cells of each count, so the L2 sensitivity squared is 2k and every measurement's rho doubles: "
-            f"rho = 2 x {ir.format_number(total)} = {ir.format_number(2 * total)} by the mechanism's own "
-            f"sensitivity (the tight change-one figure); the ledger's generic conversion treats a change as two "
-            f"add/remove steps (zCDP group privacy, rho x 4 = {ir.format_number(4 * total)}), a valid but looser "
-            "bound, and is the figure this spec's own budget states (a program of products counts the tight one, "
-            "by Mechanism.change_one)")
+    return (
+        f"change one {record} (the spec's relation): the record leaves at most k cells and enters at most k "
+        f"cells of each count, so the L2 sensitivity squared is 2k and every measurement's rho doubles: "
+        f"rho = 2 x {ir.format_number(total)} = {ir.format_number(2 * total)} by the mechanism's own "
+        f"sensitivity (the tight change-one figure); the ledger's generic conversion treats a change as two "
+        f"add/remove steps (zCDP group privacy, rho x 4 = {ir.format_number(4 * total)}), a valid but looser "
+        "bound, and is the figure this spec's own budget states (a program of products counts the tight one, "
+        "by Mechanism.change_one)"
+    )
 
 
 def change_one_budget(spec, params, budget):
@@ -44,7 +47,9 @@ def change_one_budget(spec, params, budget):
     if budget is None or budget.kind != "zcdp":
         return None
     record = spec.domain.table(params["table"]).unit
-    reason = (f"the mechanism's own sensitivity: a changed {record} leaves at most k cells and enters at most k "
-              "cells of each count, so the L2 sensitivity squared is 2k instead of k and every measurement's rho "
-              "doubles (rho x 2, the tight change-one figure; group privacy's two add/remove steps would give rho x 4)")
+    reason = (
+        f"the mechanism's own sensitivity: a changed {record} leaves at most k cells and enters at most k "
+        "cells of each count, so the L2 sensitivity squared is 2k instead of k and every measurement's rho "
+        "doubles (rho x 2, the tight change-one figure; group privacy's two add/remove steps would give rho x 4)"
+    )
     return ChangeOne(ZCDP(2 * budget.rho), reason)

@@ -11,6 +11,7 @@ this process, keeping for each combination the number of its first record, so th
 record is still named by its row; an engine table has no row order, so its messages name the
 value and how many rows hold it.
 """
+
 from __future__ import annotations
 
 import attrs
@@ -77,7 +78,7 @@ def combination_labels(frame: pd.DataFrame, columns: list[str]) -> np.ndarray:
     for col in columns:
         codes, uniques = pd.factorize(frame[col], use_na_sentinel=True)
         radix = len(uniques) + 1  # + missing
-        if size * radix >= 2 ** 62:
+        if size * radix >= 2**62:
             key, seen = pd.factorize(key)
             size = len(seen)
         key = key * radix + (codes.astype(np.int64) + 1)

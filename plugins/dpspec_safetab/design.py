@@ -12,6 +12,7 @@ so each group a record belongs to costs rho_1/k + rho_2/k = rho/k (its stage-2 c
 the group, so only one changes) and k groups cost rho. Geography levels compose sequentially
 (every record is in one unit of each), units of a level in parallel; tables sequentially.
 """
+
 from __future__ import annotations
 
 from fractions import Fraction
@@ -109,26 +110,40 @@ def parse(spec: ir.Spec, params: dict) -> tuple[Design | None, list[Diagnostic]]
     if fraction is not None and not (0 < fraction < 1):
         err(f"stage1_fraction must lie strictly between 0 and 1, got {ir.format_number(fraction)}", "stage1_fraction")
     if fraction is None and not params.get("public_totals"):
-        err("give either stage1_fraction (a two-stage design) or public_totals (the detail is chosen from published counts)")
+        err(
+            "give either stage1_fraction (a two-stage design) or public_totals (the detail is chosen from published counts)"
+        )
     suppression = params.get("zero_suppression")
     tables = []
     if not params.get("tables"):
         err("tables: expected a block such as { t1: { rho: {...} thresholds: {...} details: [...] } }", "tables")
         return None, problems
     for name, given in params["tables"].items():
-        td = _table(name, given, err, fraction if fraction is not None and 0 < fraction < 1 else None,
-                    params.get("max_groups"))
+        td = _table(
+            name, given, err, fraction if fraction is not None and 0 < fraction < 1 else None, params.get("max_groups")
+        )
         if td is not None:
             tables.append(td)
     if problems:
         return None, problems
-    design = Design(tuple(tables), levels, components, detailed, fraction,
-                    suppression, suppress_at, int(params["max_race_codes"]),
-                    params.get("max_groups"))
+    design = Design(
+        tuple(tables),
+        levels,
+        components,
+        detailed,
+        fraction,
+        suppression,
+        suppress_at,
+        int(params["max_race_codes"]),
+        params.get("max_groups"),
+    )
     declared = params.get("total_rho")
     if declared is not None and declared != design.total_rho():
-        err(f"total_rho: the tables' budgets add up to {ir.format_number(design.total_rho())}, "
-            f"not the declared {ir.format_number(declared)}", "total_rho")
+        err(
+            f"total_rho: the tables' budgets add up to {ir.format_number(design.total_rho())}, "
+            f"not the declared {ir.format_number(declared)}",
+            "total_rho",
+        )
         return None, problems
     return design, problems
 
@@ -139,8 +154,12 @@ def _table(name: str, given: dict, err, fraction=None, max_groups=None) -> Table
     at = ("tables", name)
     details = [Detail("*".join(q), tuple(q)) if q else Detail("total", ()) for q in given["details"]]
     if not details or details[0].variables:
-        err(f"{name}.details: the first rung must be \"total\" (what a group below every threshold gets)",
-            *at, "details", *((0,) if details else ()))
+        err(
+            f'{name}.details: the first rung must be "total" (what a group below every threshold gets)',
+            *at,
+            "details",
+            *((0,) if details else ()),
+        )
     cells = []
     for geo, per_level in given["rho"].items():
         for level_name, rho in per_level.items():
@@ -152,12 +171,18 @@ def _table(name: str, given: dict, err, fraction=None, max_groups=None) -> Table
                 continue
             thr_at = (*at, "thresholds", geo, level_name)
             if any(b <= a for a, b in zip(tv, tv[1:])):
-                err(f"{name}.thresholds: {geo}.level{lv} must be strictly increasing, got "
-                    f"[{', '.join(str(t) for t in tv)}]", *thr_at)
+                err(
+                    f"{name}.thresholds: {geo}.level{lv} must be strictly increasing, got "
+                    f"[{', '.join(str(t) for t in tv)}]",
+                    *thr_at,
+                )
                 continue
             if len(tv) != len(details) - 1:
-                err(f"{name}.thresholds: {geo}.level{lv} has {len(tv)} thresholds but the ladder has "
-                    f"{len(details)} details (one threshold between consecutive details)", *thr_at)
+                err(
+                    f"{name}.thresholds: {geo}.level{lv} has {len(tv)} thresholds but the ladder has "
+                    f"{len(details)} details (one threshold between consecutive details)",
+                    *thr_at,
+                )
                 continue
             problem = sampler_problem(f"{name}.rho {geo}.level{lv}", rho, fraction, int(max_groups or 1))
             if problem is not None:
@@ -178,8 +203,10 @@ def sampler_problem(name: str, rho: Fraction, fraction, fanout: int) -> str | No
     problem = sampler_limit_problem("discrete_gaussian", Fraction(fanout) / (2 * least), (name, rho))
     if problem is None:
         return None
-    return (f"safetab: the noise of {name} cannot be drawn: {problem} (each of its counts has sigma² = k / (2 rho_stage) "
-            f"with the fan-out k = {fanout} the run uses{' and rho_stage its smallest stage' if fraction is not None else ''})")
+    return (
+        f"safetab: the noise of {name} cannot be drawn: {problem} (each of its counts has sigma² = k / (2 rho_stage) "
+        f"with the fan-out k = {fanout} the run uses{' and rho_stage its smallest stage' if fraction is not None else ''})"
+    )
 
 
 def sigma2(fanout: int, rho: Fraction) -> Fraction:

@@ -15,6 +15,7 @@ suppressed total is dropped by its noisy value). Which units and groups are meas
 every declared geography unit and every group of the public iteration table is measured, an
 empty one with its noisy totals (`geography`, `tabulate.check_units`).
 """
+
 from __future__ import annotations
 
 import math
@@ -35,8 +36,9 @@ def tally(index: np.ndarray, weight: np.ndarray | None, size: int) -> np.ndarray
     return np.bincount(index, weights=weight, minlength=size).astype(np.int64)
 
 
-def group_counts(region: np.ndarray, group: np.ndarray, n_regions: int, n_groups: int,
-                 weight: np.ndarray | None = None) -> np.ndarray:
+def group_counts(
+    region: np.ndarray, group: np.ndarray, n_regions: int, n_groups: int, weight: np.ndarray | None = None
+) -> np.ndarray:
     """Dense (n_regions, n_groups) counts of flattened (region, group) pairs; region -1 is none.
 
     weight: how many records each pair stands for (a distinct combination's count)."""
@@ -68,9 +70,16 @@ def choose_detail(noisy_totals: np.ndarray, thresholds) -> np.ndarray:
     return np.digitize(noisy_totals, np.asarray(thresholds, dtype=np.float64), right=False).astype(np.int8)
 
 
-def detail_counts(region: np.ndarray, group: np.ndarray, cell: np.ndarray, selected: np.ndarray,
-                  n_groups: int, n_cells: int, n_regions: int | None = None,
-                  weight: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+def detail_counts(
+    region: np.ndarray,
+    group: np.ndarray,
+    cell: np.ndarray,
+    selected: np.ndarray,
+    n_groups: int,
+    n_cells: int,
+    n_regions: int | None = None,
+    weight: np.ndarray | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
     """Counts of the stage-2 table for the selected (region, group) keys.
 
     selected: sorted flat keys region * n_groups + group. cell: each flattened pair's cell in
@@ -110,5 +119,3 @@ def cell_codes(values: list[np.ndarray], sizes: list[int]) -> np.ndarray:
     for v, s in zip(values, sizes):
         out = out * s + v
     return out
-
-

@@ -14,6 +14,7 @@ iterations a single code maps to and r the maximum number of race codes per reco
 number of group cells one record can change, hence the L2 sensitivity squared of the group
 counts. Flattening is vectorized: one merge per kind, no per-record Python loop.
 """
+
 from __future__ import annotations
 
 import os
@@ -61,7 +62,11 @@ class IterationTable:
         for key_name, path in full.items():
             try:
                 require_regular(path)  # never a device such as /dev/zero
-                frames[key_name] = pd.read_parquet(path) if path.endswith(".parquet") else pd.read_csv(path, dtype=str, keep_default_na=False)
+                frames[key_name] = (
+                    pd.read_parquet(path)
+                    if path.endswith(".parquet")
+                    else pd.read_csv(path, dtype=str, keep_default_na=False)
+                )
             except FileNotFoundError:
                 raise DataError(f"{path}: the {key_name} table does not exist") from None
             except (OSError, ValueError) as exc:
@@ -75,7 +80,9 @@ class IterationTable:
         return table
 
     @classmethod
-    def build(cls, codes: pd.DataFrame, iterations: pd.DataFrame, mapping: pd.DataFrame, where: dict | None = None) -> "IterationTable":
+    def build(
+        cls, codes: pd.DataFrame, iterations: pd.DataFrame, mapping: pd.DataFrame, where: dict | None = None
+    ) -> "IterationTable":
         where = where or {}
         its = iterations.copy()
         its["iteration"] = its["iteration"].astype(str)
@@ -93,12 +100,15 @@ class IterationTable:
                 raise DataError(
                     f"{where.get('mapping_path', 'code -> iteration mapping')}: row {first + 1}: the {what} "
                     f"'{mp.iloc[first][what]}' is not in the {table} table"
-                    + (f" ({len(rows)} rows in all)" if len(rows) > 1 else ""))
+                    + (f" ({len(rows)} rows in all)" if len(rows) > 1 else "")
+                )
         both = its["detailed_only"] & its["coarse_only"]
         if both.any():
             first = int(np.flatnonzero(both.to_numpy())[0])
-            raise DataError(f"{where.get('iterations_path', 'iterations')}: row {first + 1}: iteration "
-                            f"'{its.iloc[first]['iteration']}' is both detailed-only and coarse-only")
+            raise DataError(
+                f"{where.get('iterations_path', 'iterations')}: row {first + 1}: iteration "
+                f"'{its.iloc[first]['iteration']}' is both detailed-only and coarse-only"
+            )
         return cls(code_index, its.reset_index(drop=True), mp.drop_duplicates().reset_index(drop=True))
 
     def selection(self, level: int, granularity: str) -> pd.DataFrame:
@@ -126,8 +136,12 @@ class IterationTable:
         # assumption); the larger depth of the two is used, so a mapping breaking it stays safe
         h_r = max(h(race & m["alone"]), h(race & ~m["alone"]))
         h_e = h(m["kind"] == "ethnicity")
-        return {"h_race": h_r, "h_ethnicity": h_e, "max_race_codes": max_race_codes,
-                "fanout": h_r * max(2, max_race_codes) + h_e}
+        return {
+            "h_race": h_r,
+            "h_ethnicity": h_e,
+            "max_race_codes": max_race_codes,
+            "fanout": h_r * max(2, max_race_codes) + h_e,
+        }
 
 
 @attrs.frozen
@@ -146,8 +160,15 @@ class RecordCodes:
     table: IterationTable | None = None  # for naming a record's codes in a message
 
 
-def encode_records(frame: pd.DataFrame, race_columns, eth_column: str, table: IterationTable,
-                   max_race_codes: int, source: str = "data", origin: Origin | None = None) -> RecordCodes:
+def encode_records(
+    frame: pd.DataFrame,
+    race_columns,
+    eth_column: str,
+    table: IterationTable,
+    max_race_codes: int,
+    source: str = "data",
+    origin: Origin | None = None,
+) -> RecordCodes:
     """Check and encode the records' codes; unknown codes and too many codes are DataErrors.
 
     origin: what the rows stand for (default: each row one record, numbered as it stands)."""
@@ -179,11 +200,15 @@ def encode_records(frame: pd.DataFrame, race_columns, eth_column: str, table: It
         over = n_race > max_race_codes
         row = int(np.flatnonzero(over)[0])
         if origin.numbered:
-            raise DataError(f"{source}: row {origin.row(row)}: the record has {n_race[row]} race codes, more than "
-                            f"max_race_codes = {max_race_codes}")
+            raise DataError(
+                f"{source}: row {origin.row(row)}: the record has {n_race[row]} race codes, more than "
+                f"max_race_codes = {max_race_codes}"
+            )
         shown = ", ".join(f"'{c}'" for c in table.codes[race_codes[race_rows == row]])
-        raise DataError(f"{source}: {rows_text(origin.count(over))} have more race codes than max_race_codes = "
-                        f"{max_race_codes}, such as the {n_race[row]} codes {shown} ({rows_text(int(origin.weight[row]))})")
+        raise DataError(
+            f"{source}: {rows_text(origin.count(over))} have more race codes than max_race_codes = "
+            f"{max_race_codes}, such as the {n_race[row]} codes {shown} ({rows_text(int(origin.weight[row]))})"
+        )
     found, labels = text_codes(frame[eth_column])
     if (found < 0).any():
         missing = found < 0
@@ -214,15 +239,20 @@ def _unknown(idx, rows, labels, found, column, source, origin: Origin):
         total = origin.count(rows[bad])
         value = labels[found[first]]
         if origin.numbered:
-            raise DataError(f"{source}: row {origin.row(rows[first])}: column '{column}' holds the code '{value}', "
-                            f"which is not in the code table ({total} such values in all)")
+            raise DataError(
+                f"{source}: row {origin.row(rows[first])}: column '{column}' holds the code '{value}', "
+                f"which is not in the code table ({total} such values in all)"
+            )
         same = rows[found == found[first]]
-        raise DataError(f"{source}: column '{column}' holds the code '{value}' in {rows_text(origin.count(same))}, "
-                        f"which is not in the code table ({total} such values in all)")
+        raise DataError(
+            f"{source}: column '{column}' holds the code '{value}' in {rows_text(origin.count(same))}, "
+            f"which is not in the code table ({total} such values in all)"
+        )
 
 
-def flatten(records: RecordCodes, table: IterationTable, selection: pd.DataFrame,
-            max_groups: int, source: str = "data") -> tuple[np.ndarray, np.ndarray]:
+def flatten(
+    records: RecordCodes, table: IterationTable, selection: pd.DataFrame, max_groups: int, source: str = "data"
+) -> tuple[np.ndarray, np.ndarray]:
     """(row, iteration position in `selection`) for every group a record falls into.
 
     Alone iterations need every race code of the record; alone-or-in-combination ones any;
@@ -284,10 +314,14 @@ def _beyond_fanout(records: RecordCodes, per_record: np.ndarray, max_groups: int
     row = int(np.argmax(over))
     origin = records.origin if records.origin is not None else Origin.records(records.n)
     if origin.numbered:
-        raise DataError(f"{source}: row {origin.row(row)}: the record falls into {per_record[row]} population groups, "
-                        f"more than the declared maximum fan-out {max_groups}")
+        raise DataError(
+            f"{source}: row {origin.row(row)}: the record falls into {per_record[row]} population groups, "
+            f"more than the declared maximum fan-out {max_groups}"
+        )
     codes = records.table.codes
     race = ", ".join(f"'{c}'" for c in codes[records.race_codes[records.race_rows == row]])
-    raise DataError(f"{source}: {rows_text(origin.count(over))} fall into more population groups than the declared "
-                    f"maximum fan-out {max_groups}, such as {per_record[row]} for race codes {race} and ethnicity "
-                    f"code '{codes[records.eth_codes[row]]}' ({rows_text(int(origin.weight[row]))})")
+    raise DataError(
+        f"{source}: {rows_text(origin.count(over))} fall into more population groups than the declared "
+        f"maximum fan-out {max_groups}, such as {per_record[row]} for race codes {race} and ethnicity "
+        f"code '{codes[records.eth_codes[row]]}' ({rows_text(int(origin.weight[row]))})"
+    )

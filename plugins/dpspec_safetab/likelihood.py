@@ -26,6 +26,7 @@ The rows are keyed by geography unit, `group` (the iteration code) and detail va
 population groups are not columns of the persons table (one person is in several groups), so a
 `dpspec infer` target, a count query over the table's columns, cannot be broken down by them.
 """
+
 from __future__ import annotations
 
 import math
@@ -95,8 +96,10 @@ def safetab_likelihoods(mech, spec, params, outputs) -> list[CountLikelihood] | 
     table = mech._iteration_table(spec, params)
     variables = list(variable_values(spec, params, design))
     counts = _texts(counts, ["table", "geography", "geocode", "group", "detail", *variables])
-    counts = counts.assign(group_level=pd.to_numeric(counts["group_level"]).astype(int),
-                           count=pd.to_numeric(counts["count"]).astype(np.int64))
+    counts = counts.assign(
+        group_level=pd.to_numeric(counts["group_level"]).astype(int),
+        count=pd.to_numeric(counts["count"]).astype(np.int64),
+    )
     public = mech._public_totals(spec, params) if not design.two_stage else None
     units = declared_units(spec, params["table"], design.geo_levels)
     out = []
@@ -104,7 +107,9 @@ def safetab_likelihoods(mech, spec, params, outputs) -> list[CountLikelihood] | 
         for cell in td.cells:
             if cell.rho == 0:
                 continue
-            rows = counts[(counts["table"] == td.name) & (counts["geography"] == cell.geo) & (counts["group_level"] == cell.level)]
+            rows = counts[
+                (counts["table"] == td.name) & (counts["geography"] == cell.geo) & (counts["group_level"] == cell.level)
+            ]
             out.extend(_block(mech, design, table, td, cell, rows, variables, public, params["table"], units[cell.geo]))
     return out
 
@@ -113,8 +118,10 @@ def _block(mech, design, table, td, cell, rows, variables, public, unit_table, u
     """The likelihoods of one (table, geography level, iteration level): `units` its declared units."""
     stray = ~rows["geocode"].isin(units)
     if stray.any():
-        raise DataError(f"the release names {cell.geo} {shown_value(rows['geocode'][stray].iloc[0])} (table {td.name}, "
-                        f"iteration level {cell.level}), which the spec does not declare: it is not this spec's release")
+        raise DataError(
+            f"the release names {cell.geo} {shown_value(rows['geocode'][stray].iloc[0])} (table {td.name}, "
+            f"iteration level {cell.level}), which the spec does not declare: it is not this spec's release"
+        )
     gran = design.granularity(cell.geo)
     sel = table.selection(cell.level, gran)
     k, _ = fanout_of(design, table, cell.level, gran)
@@ -136,10 +143,14 @@ def _block(mech, design, table, td, cell, rows, variables, public, unit_table, u
     present = keys.isin(shown.index)
     if public is not None:  # one stage: the rung of each key comes from the public totals
         pub = public[public["geography"] == cell.geo]
-        pub = pd.Series(pub["count"].to_numpy(dtype=np.float64),
-                        index=pd.MultiIndex.from_arrays([pub["geocode"].astype(str), pub["group"].astype(str)]))
+        pub = pd.Series(
+            pub["count"].to_numpy(dtype=np.float64),
+            index=pd.MultiIndex.from_arrays([pub["geocode"].astype(str), pub["group"].astype(str)]),
+        )
         chosen = pub.reindex(keys)
-        public_rung = np.where(chosen.isna(), -1, choose_detail(np.nan_to_num(chosen.to_numpy(), nan=-np.inf), cell.thresholds))
+        public_rung = np.where(
+            chosen.isna(), -1, choose_detail(np.nan_to_num(chosen.to_numpy(), nan=-np.inf), cell.thresholds)
+        )
         candidates = present | ((public_rung == 0) & suppress)
     else:
         candidates = present | suppress
@@ -149,7 +160,9 @@ def _block(mech, design, table, td, cell, rows, variables, public, unit_table, u
     if not n:  # nothing published and nothing suppressed at this level: nothing to condition on
         return []
     group = keys.get_level_values("group").to_numpy()
-    detailed_only = np.array([only.get(g, False) for g in group], dtype=bool) if design.two_stage else np.zeros(n, dtype=bool)
+    detailed_only = (
+        np.array([only.get(g, False) for g in group], dtype=bool) if design.two_stage else np.zeros(n, dtype=bool)
+    )
     rung = np.zeros(n, dtype=np.int64)
     value = np.zeros(n, dtype=np.int64)
     if n:
@@ -173,20 +186,37 @@ def _block(mech, design, table, td, cell, rows, variables, public, unit_table, u
             res += np.where(total_published, np.where(noise_of_total == 1, vw, v2), 0.0)
         if (~present).any():
             sup2 = second.log_between(-np.inf, (t_second if t_second is not None else np.inf) - t)
-            supw = whole.log_between(-np.inf, (t_whole if t_whole is not None else np.inf) - t) if whole is not None else sup2
+            supw = (
+                whole.log_between(-np.inf, (t_whole if t_whole is not None else np.inf) - t)
+                if whole is not None
+                else sup2
+            )
             res += np.where(~present, np.where(detailed_only, supw, sup2), 0.0)
         return res
 
-    log_max = np.where(total_published, np.where(detailed_only, whole.log_p0 if whole else second.log_p0, second.log_p0), 0.0)
+    log_max = np.where(
+        total_published, np.where(detailed_only, whole.log_p0 if whole else second.log_p0, second.log_p0), 0.0
+    )
     variance = np.where(total_published, float(second.sigma2), float(second.sigma2) * 100)
-    cells_frame = pd.DataFrame({**({cell.geo: keys.get_level_values("geocode").to_numpy()} if geo_cols else {}),
-                                GROUP: group})
+    cells_frame = pd.DataFrame(
+        {**({cell.geo: keys.get_level_values("geocode").to_numpy()} if geo_cols else {}), GROUP: group}
+    )
     label = f"{td.name} {cell.geo} level{cell.level}"
-    out = [CountLikelihood(
-        query=ir.CountQuery(unit_table, (*geo_cols, GROUP)), cells=cells_frame, value=value, logpmf=logpmf,
-        log_max=log_max, estimate=value.astype(float), variance=variance,
-        description=(f"{label}: each group's published detail (the stage-1 interval its noisy total fell in), "
-                     "its total where published, and suppression where it is absent; discrete Gaussian noise"))]
+    out = [
+        CountLikelihood(
+            query=ir.CountQuery(unit_table, (*geo_cols, GROUP)),
+            cells=cells_frame,
+            value=value,
+            logpmf=logpmf,
+            log_max=log_max,
+            estimate=value.astype(float),
+            variance=variance,
+            description=(
+                f"{label}: each group's published detail (the stage-1 interval its noisy total fell in), "
+                "its total where published, and suppression where it is absent; discrete Gaussian noise"
+            ),
+        )
+    ]
     for r, detail in enumerate(td.details):
         if not detail.variables:
             continue
@@ -198,11 +228,23 @@ def _block(mech, design, table, td, cell, rows, variables, public, unit_table, u
         def cells_logpmf(truth, v=v):
             return second.logpmf(v - np.asarray(truth, dtype=np.float64))
 
-        frame = pd.DataFrame({**({cell.geo: part["geocode"].to_numpy()} if geo_cols else {}),
-                              GROUP: part["group"].to_numpy(), **{x: part[x].to_numpy() for x in detail.variables}})
-        out.append(CountLikelihood(
-            query=ir.CountQuery(unit_table, (*geo_cols, GROUP, *detail.variables)), cells=frame.reset_index(drop=True),
-            value=v, logpmf=cells_logpmf, log_max=np.full(len(v), second.log_p0), estimate=v.astype(float),
-            variance=np.full(len(v), float(second.sigma2)),
-            description=f"{label} {detail.name}: value = true count + discrete Gaussian noise (sigma² {float(second.sigma2):.4g})"))
+        frame = pd.DataFrame(
+            {
+                **({cell.geo: part["geocode"].to_numpy()} if geo_cols else {}),
+                GROUP: part["group"].to_numpy(),
+                **{x: part[x].to_numpy() for x in detail.variables},
+            }
+        )
+        out.append(
+            CountLikelihood(
+                query=ir.CountQuery(unit_table, (*geo_cols, GROUP, *detail.variables)),
+                cells=frame.reset_index(drop=True),
+                value=v,
+                logpmf=cells_logpmf,
+                log_max=np.full(len(v), second.log_p0),
+                estimate=v.astype(float),
+                variance=np.full(len(v), float(second.sigma2)),
+                description=f"{label} {detail.name}: value = true count + discrete Gaussian noise (sigma² {float(second.sigma2):.4g})",
+            )
+        )
     return out

@@ -13,6 +13,7 @@ When a sweep measures realized error (`Plan.keep_truths`), a unit also emits one
 (as figure rows reuse `cell` for the metric). Summed with the figures they collapse to one row
 per block (group is not a key there); `compared_frame` reads them back, one per released cell.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -27,10 +28,29 @@ from .plan import Plan, empty_frame
 
 ROLES = ("detailed-only total", "total", "sum of cells", "margin", "cell")  # a group's totals before its cells
 EMITTED = ("detailed-only total", "total", "cell", "sum of cells", "margin")  # the order the report lists them
-METRICS = ("n", "sum_abs_error", "sum_sq_error", "suppressed", "suppressed_true_zero", "true_zero", "units", "chosen",
-           "rows")  # rows: release rows kept, so the release's size needs no pass over the table
-MEASURED_SCHEMA = {"kind": "int64", "table": "int64", "geography": "int64", "level": "int64", "geocode": "str",
-                   "group": "int64", "rung": "int64", "role": "int64", "cell": "int64", "count": "int64"}
+METRICS = (
+    "n",
+    "sum_abs_error",
+    "sum_sq_error",
+    "suppressed",
+    "suppressed_true_zero",
+    "true_zero",
+    "units",
+    "chosen",
+    "rows",
+)  # rows: release rows kept, so the release's size needs no pass over the table
+MEASURED_SCHEMA = {
+    "kind": "int64",
+    "table": "int64",
+    "geography": "int64",
+    "level": "int64",
+    "geocode": "str",
+    "group": "int64",
+    "rung": "int64",
+    "role": "int64",
+    "cell": "int64",
+    "count": "int64",
+}
 ORDER = ["kind", "table", "geography", "level", "geocode", "group", "rung", "role", "cell"]
 ALL = "*"
 RELEASE, FIGURE, COMPARED = 0, 1, 2
@@ -52,26 +72,51 @@ class Emitted:
         keep = noisy > threshold if threshold is not None else np.ones(len(noisy), dtype=bool)
         err = np.abs(noisy - true)
         r = ROLES.index(role)
-        for name, value in (("n", len(noisy)), ("sum_abs_error", err.sum()), ("sum_sq_error", (err * err).sum()),
-                            ("suppressed", (~keep).sum()), ("suppressed_true_zero", ((~keep) & (true == 0)).sum()),
-                            ("true_zero", (true == 0).sum())):
+        for name, value in (
+            ("n", len(noisy)),
+            ("sum_abs_error", err.sum()),
+            ("sum_sq_error", (err * err).sum()),
+            ("suppressed", (~keep).sum()),
+            ("suppressed_true_zero", ((~keep) & (true == 0)).sum()),
+            ("true_zero", (true == 0).sum()),
+        ):
             self.figures.append((rung, r, METRICS.index(name), int(value)))
         keys = keys[keep]
         n = len(keys)
         self.metric(-1, "rows", n)
         if self.plan.keep_truths:  # the released counts beside their truths: internal, for the sweep only
-            self.parts.append(pd.DataFrame({
-                "kind": np.full(n, COMPARED, dtype=np.int64), "table": np.full(n, self.t, dtype=np.int64),
-                "geography": np.full(n, self.g, dtype=np.int64), "level": np.full(n, self.level, dtype=np.int64),
-                "geocode": np.full(n, None, dtype=object), "group": true[keep],
-                "rung": np.full(n, rung, dtype=np.int64), "role": np.full(n, r, dtype=np.int64),
-                "cell": np.zeros(n, dtype=np.int64), "count": noisy[keep]}))
-        self.parts.append(pd.DataFrame({
-            "kind": np.full(n, RELEASE, dtype=np.int64), "table": np.full(n, self.t, dtype=np.int64),
-            "geography": np.full(n, self.g, dtype=np.int64), "level": np.full(n, self.level, dtype=np.int64),
-            "geocode": self.codes[keys // self.n_groups], "group": (keys % self.n_groups).astype(np.int64),
-            "rung": np.full(n, rung, dtype=np.int64), "role": np.full(n, r, dtype=np.int64),
-            "cell": self._cells(per_cell, keep), "count": noisy[keep]}))
+            self.parts.append(
+                pd.DataFrame(
+                    {
+                        "kind": np.full(n, COMPARED, dtype=np.int64),
+                        "table": np.full(n, self.t, dtype=np.int64),
+                        "geography": np.full(n, self.g, dtype=np.int64),
+                        "level": np.full(n, self.level, dtype=np.int64),
+                        "geocode": np.full(n, None, dtype=object),
+                        "group": true[keep],
+                        "rung": np.full(n, rung, dtype=np.int64),
+                        "role": np.full(n, r, dtype=np.int64),
+                        "cell": np.zeros(n, dtype=np.int64),
+                        "count": noisy[keep],
+                    }
+                )
+            )
+        self.parts.append(
+            pd.DataFrame(
+                {
+                    "kind": np.full(n, RELEASE, dtype=np.int64),
+                    "table": np.full(n, self.t, dtype=np.int64),
+                    "geography": np.full(n, self.g, dtype=np.int64),
+                    "level": np.full(n, self.level, dtype=np.int64),
+                    "geocode": self.codes[keys // self.n_groups],
+                    "group": (keys % self.n_groups).astype(np.int64),
+                    "rung": np.full(n, rung, dtype=np.int64),
+                    "role": np.full(n, r, dtype=np.int64),
+                    "cell": self._cells(per_cell, keep),
+                    "count": noisy[keep],
+                }
+            )
+        )
 
     def metric(self, rung: int, name: str, value: int) -> None:
         self.figures.append((rung, -1, METRICS.index(name), int(value)))
@@ -87,11 +132,20 @@ class Emitted:
     def frame(self) -> pd.DataFrame:
         fig = np.array(self.figures, dtype=np.int64).reshape(-1, 4)
         n = len(fig)
-        figures = pd.DataFrame({
-            "kind": np.full(n, FIGURE, dtype=np.int64), "table": np.full(n, self.t, dtype=np.int64),
-            "geography": np.full(n, self.g, dtype=np.int64), "level": np.full(n, self.level, dtype=np.int64),
-            "geocode": np.full(n, None, dtype=object), "group": np.full(n, -1, dtype=np.int64),
-            "rung": fig[:, 0], "role": fig[:, 1], "cell": fig[:, 2], "count": fig[:, 3]})
+        figures = pd.DataFrame(
+            {
+                "kind": np.full(n, FIGURE, dtype=np.int64),
+                "table": np.full(n, self.t, dtype=np.int64),
+                "geography": np.full(n, self.g, dtype=np.int64),
+                "level": np.full(n, self.level, dtype=np.int64),
+                "geocode": np.full(n, None, dtype=object),
+                "group": np.full(n, -1, dtype=np.int64),
+                "rung": fig[:, 0],
+                "role": fig[:, 1],
+                "cell": fig[:, 2],
+                "count": fig[:, 3],
+            }
+        )
         return pd.concat([*self.parts, figures], ignore_index=True)
 
 
@@ -106,16 +160,20 @@ def measure_bucket(key, rows: pd.DataFrame, rng, plan: Plan) -> pd.DataFrame:
     found, labels = text_codes(rows["geocode"])
     region = through(pd.Index(codes).get_indexer(labels), found)
     if (stray := ~marker & (region < 0)).any():
-        raise DataError(f"{plan.source}: records in {geo} '{rows['geocode'].to_numpy()[stray][0]}', which is not a "
-                        f"declared unit of '{geo}': the release has the declared units only")
+        raise DataError(
+            f"{plan.source}: records in {geo} '{rows['geocode'].to_numpy()[stray][0]}', which is not a "
+            f"declared unit of '{geo}': the release has the declared units only"
+        )
     region = np.where(marker, -1, region)
     group = np.where(marker, 0, group)
     cell = np.where(marker, 0, rows["cell"].to_numpy(dtype=np.int64))
     var_codes = dict(zip(plan.variables, np.unravel_index(cell, plan.sizes))) if plan.variables else {}
     weight = rows["count"].to_numpy(dtype=np.int64)
-    parts = [_measure(plan, t, td, c, geo, region, group, weight, codes, var_codes).frame()
-             for t, td in enumerate(plan.design.tables)
-             if (c := td.cell(geo, level)) is not None and c.rho != 0]
+    parts = [
+        _measure(plan, t, td, c, geo, region, group, weight, codes, var_codes).frame()
+        for t, td in enumerate(plan.design.tables)
+        if (c := td.cell(geo, level)) is not None and c.rho != 0
+    ]
     if not parts:
         return empty_frame(MEASURED_SCHEMA)
     return pd.concat(parts, ignore_index=True)
@@ -139,15 +197,25 @@ def cell_fact(design: Design, td, cell, geo: str, k: int, sel: pd.DataFrame, noi
     stages = dict(design.stages(cell))
     s2_second = noise(k, stages["stage 2"])
     suppress = geo in design.suppress_at
-    fact = {"table": td.name, "geography": geo, "level": cell.level, "granularity": design.granularity(geo),
-            "rho": cell.rho, "fanout": k, "units": 0, "groups": len(sel), "thresholds": list(cell.thresholds),
-            "sigma2": {"stage 2": s2_second}}
+    fact = {
+        "table": td.name,
+        "geography": geo,
+        "level": cell.level,
+        "granularity": design.granularity(geo),
+        "rho": cell.rho,
+        "fanout": k,
+        "units": 0,
+        "groups": len(sel),
+        "thresholds": list(cell.thresholds),
+        "sigma2": {"stage 2": s2_second},
+    }
     if design.two_stage:
         s2_full = noise(k, cell.rho)
         fact["sigma2"] = {"stage 1": noise(k, stages["stage 1"]), "stage 2": s2_second, "detailed-only total": s2_full}
         if sel["detailed_only"].to_numpy().any():
-            fact["suppression_threshold_detailed_only"] = (suppression_threshold(s2_full, design.suppression)
-                                                           if suppress else None)
+            fact["suppression_threshold_detailed_only"] = (
+                suppression_threshold(s2_full, design.suppression) if suppress else None
+            )
     fact["suppression_threshold"] = suppression_threshold(s2_second, design.suppression) if suppress else None
     fact["chosen"] = {d.name: 0 for d in td.details}
     return fact
@@ -165,11 +233,23 @@ def _measure(plan, t: int, td, cell, geo: str, region, group, weight, codes, var
     def with_noise(true, flat, s2, stage):
         """true + noise, row i (cell flat[i] = region * n_groups + group) from that cell's stream,
         keyed (NOISE_STREAM, table, geography, level, geocode, group, stage)."""
-        keys = KeyColumns((NOISE_STREAM, td.name, geo, cell.level),
-                          (pd.Categorical.from_codes(flat // n_groups, dtype=geocode_type),
-                           pd.Categorical.from_codes(flat % n_groups, dtype=group_type)), (stage,))
-        record_measurement(f"{td.name}/{geo}/level {cell.level}/{stage}", true, "discrete_gaussian", s2, sensitivity=k ** 0.5,
-                           adaptive=stage == "stage 1", keys=lambda: _cell_keys(codes, flat, n_groups, np.shape(true), sel["iteration"]))
+        keys = KeyColumns(
+            (NOISE_STREAM, td.name, geo, cell.level),
+            (
+                pd.Categorical.from_codes(flat // n_groups, dtype=geocode_type),
+                pd.Categorical.from_codes(flat % n_groups, dtype=group_type),
+            ),
+            (stage,),
+        )
+        record_measurement(
+            f"{td.name}/{geo}/level {cell.level}/{stage}",
+            true,
+            "discrete_gaussian",
+            s2,
+            sensitivity=k**0.5,
+            adaptive=stage == "stage 1",
+            keys=lambda: _cell_keys(codes, flat, n_groups, np.shape(true), sel["iteration"]),
+        )
         return add_keyed_noise(true, s2, run_key, keys)
 
     truth = group_counts(region, group, n_regions, n_groups, weight)
@@ -181,8 +261,9 @@ def _measure(plan, t: int, td, cell, geo: str, region, group, weight, codes, var
         adaptive = np.flatnonzero(~detailed_only)
         only = np.flatnonzero(detailed_only)
         stage1_cells = (np.arange(n_regions)[:, None] * n_groups + adaptive[None, :]).ravel()
-        stage1 = with_noise(truth[:, adaptive].reshape(-1), stage1_cells, fact["sigma2"]["stage 1"],
-                            "stage 1").reshape(n_regions, adaptive.size)
+        stage1 = with_noise(truth[:, adaptive].reshape(-1), stage1_cells, fact["sigma2"]["stage 1"], "stage 1").reshape(
+            n_regions, adaptive.size
+        )
         rung = np.full((n_regions, n_groups), -1, dtype=np.int8)
         rung[:, adaptive] = choose_detail(stage1, cell.thresholds)
         del stage1  # used only through the choice
@@ -190,11 +271,20 @@ def _measure(plan, t: int, td, cell, geo: str, region, group, weight, codes, var
             s2_full, t_only = fact["sigma2"]["detailed-only total"], fact["suppression_threshold_detailed_only"]
             keys = (np.arange(n_regions)[:, None] * n_groups + only[None, :]).ravel()
             true = truth.reshape(-1)[keys]
-            out.add(keys, -1, "detailed-only total", {}, with_noise(true, keys, s2_full, "detailed-only total"), true,
-                    t_only)
+            out.add(
+                keys,
+                -1,
+                "detailed-only total",
+                {},
+                with_noise(true, keys, s2_full, "detailed-only total"),
+                true,
+                t_only,
+            )
     else:
         published = _public_choice(plan.public_totals, geo, codes, sel)
-        rung = np.where(np.isnan(published), -1, choose_detail(np.nan_to_num(published, nan=-np.inf), cell.thresholds)).astype(np.int8)
+        rung = np.where(
+            np.isnan(published), -1, choose_detail(np.nan_to_num(published, nan=-np.inf), cell.thresholds)
+        ).astype(np.int8)
     out.metric(-1, "units", n_regions)
     for r, detail in enumerate(td.details):
         keys = np.flatnonzero(rung.reshape(-1) == r)
@@ -218,9 +308,15 @@ def _measure(plan, t: int, td, cell, geo: str, region, group, weight, codes, var
         if len(sizes) > 1:  # and, as production's T2, the margin of the first variable (sex)
             first = detail.variables[0]
             margin = {first: np.tile(np.arange(sizes[0]), len(keys))}
-            out.add(np.repeat(keys, sizes[0]), r, "margin", margin,
-                    noisy.reshape(len(keys), sizes[0], -1).sum(axis=2).reshape(-1),
-                    true.reshape(len(keys), sizes[0], -1).sum(axis=2).reshape(-1), None)
+            out.add(
+                np.repeat(keys, sizes[0]),
+                r,
+                "margin",
+                margin,
+                noisy.reshape(len(keys), sizes[0], -1).sum(axis=2).reshape(-1),
+                true.reshape(len(keys), sizes[0], -1).sum(axis=2).reshape(-1),
+                None,
+            )
     return out
 
 
@@ -238,8 +334,9 @@ def rebuild_facts(plan: Plan, totals: pd.DataFrame) -> tuple[list, list]:
     design = plan.design
     fig = totals[totals["kind"] == FIGURE]
     per_cell: dict = {}  # (table, geography, level) -> {(rung, role, metric): sum}
-    for t, g, lv, r, ro, m, c in zip(fig["table"], fig["geography"], fig["level"], fig["rung"], fig["role"],
-                                      fig["cell"], fig["count"]):
+    for t, g, lv, r, ro, m, c in zip(
+        fig["table"], fig["geography"], fig["level"], fig["rung"], fig["role"], fig["cell"], fig["count"]
+    ):
         per_cell.setdefault((int(t), int(g), int(lv)), {})[(int(r), int(ro), int(m))] = int(c)
     facts, errors = [], []
     for t, td in enumerate(design.tables):
@@ -254,13 +351,18 @@ def rebuild_facts(plan: Plan, totals: pd.DataFrame) -> tuple[list, list]:
                 for r, detail in enumerate(td.details):
                     fact["chosen"][detail.name] = here.get((r, -1, METRICS.index("chosen")), 0)
                 facts.append(fact)
-                blocks = sorted({(r, ro) for r, ro, _ in here if ro >= 0}, key=lambda b: (b[0], EMITTED.index(ROLES[b[1]])))
+                blocks = sorted(
+                    {(r, ro) for r, ro, _ in here if ro >= 0}, key=lambda b: (b[0], EMITTED.index(ROLES[b[1]]))
+                )
                 only = (-1, ROLES.index("detailed-only total"))
                 if design.two_stage and sel["detailed_only"].to_numpy().any() and only not in blocks:
                     blocks.insert(0, only)  # measured over no unit: a block of no cells
                 for r, ro in blocks:
-                    errors.append(_error(td, geo, cell.level, r, ro, {m: here.get((r, ro, i), 0)
-                                                                      for i, m in enumerate(METRICS[:6])}))
+                    errors.append(
+                        _error(
+                            td, geo, cell.level, r, ro, {m: here.get((r, ro, i), 0) for i, m in enumerate(METRICS[:6])}
+                        )
+                    )
     return facts, errors
 
 
@@ -270,11 +372,20 @@ def _error(td, geo, level, rung, role, sums) -> dict:
     detail = "total" if rung < 0 else td.details[rung].name
     if name == "margin":
         name = f"margin of {td.details[rung].variables[0]}"
-    return {"table": td.name, "geography": geo, "level": level, "detail": detail,
-            "cells": "cell" if ROLES[role] in ("cell", "margin") else "total", "role": name,
-            "n": sums["n"], "sum_abs_error": float(sums["sum_abs_error"]), "sum_sq_error": float(sums["sum_sq_error"]),
-            "suppressed": sums["suppressed"], "suppressed_true_zero": sums["suppressed_true_zero"],
-            "true_zero": sums["true_zero"]}
+    return {
+        "table": td.name,
+        "geography": geo,
+        "level": level,
+        "detail": detail,
+        "cells": "cell" if ROLES[role] in ("cell", "margin") else "total",
+        "role": name,
+        "n": sums["n"],
+        "sum_abs_error": float(sums["sum_abs_error"]),
+        "sum_sq_error": float(sums["sum_sq_error"]),
+        "suppressed": sums["suppressed"],
+        "suppressed_true_zero": sums["suppressed_true_zero"],
+        "true_zero": sums["true_zero"],
+    }
 
 
 def release_columns(plan: Plan) -> list[str]:
@@ -313,15 +424,21 @@ def decode(chunk: pd.DataFrame, plan: Plan) -> pd.DataFrame:
     detail = np.empty(len(chunk), dtype=object)
     for gi, lv in set(zip(g.tolist(), level.tolist())):
         here = (g == gi) & (level == lv)
-        group[here] = plan.selection(lv, design.geo_levels[gi])["iteration"].to_numpy(dtype=object)[chunk["group"].to_numpy()[here]]
+        group[here] = plan.selection(lv, design.geo_levels[gi])["iteration"].to_numpy(dtype=object)[
+            chunk["group"].to_numpy()[here]
+        ]
     for ti, td in enumerate(design.tables):
         names = np.array([*(d.name for d in td.details), "total"], dtype=object)  # rung -1: detailed-only
         here = t == ti
         detail[here] = names[rung[here]]
-    out = {"table": np.array([td.name for td in design.tables], dtype=object)[t],
-           "geography": np.array(design.geo_levels, dtype=object)[g],
-           "geocode": chunk["geocode"].to_numpy(dtype=object), "group": group,
-           "group_level": level.astype(np.int8), "detail": detail}
+    out = {
+        "table": np.array([td.name for td in design.tables], dtype=object)[t],
+        "geography": np.array(design.geo_levels, dtype=object)[g],
+        "geocode": chunk["geocode"].to_numpy(dtype=object),
+        "group": group,
+        "group_level": level.astype(np.int8),
+        "detail": detail,
+    }
     cell = chunk["cell"].to_numpy()
     digits = {}
     for var, values in reversed(list(plan.variables.items())):
@@ -344,8 +461,11 @@ def compared_frame(engine, measured, plan: Plan) -> pd.DataFrame:
         chunk = chunk[chunk["kind"].to_numpy() == COMPARED]
         if len(chunk):
             parts.append(chunk[COMPARED_COLUMNS[1:]].astype(np.int64))
-    frame = (pd.concat(parts, ignore_index=True) if parts
-             else pd.DataFrame({c: np.array([], dtype=np.int64) for c in COMPARED_COLUMNS[1:]}))
+    frame = (
+        pd.concat(parts, ignore_index=True)
+        if parts
+        else pd.DataFrame({c: np.array([], dtype=np.int64) for c in COMPARED_COLUMNS[1:]})
+    )
     return frame.rename(columns={"group": "truth", "count": "released"})
 
 
@@ -367,6 +487,12 @@ def compared_counts(design, frame: pd.DataFrame) -> list[dict]:
         t, g, lv, ro = (int(v) for v in keys[a])
         geo = design.geo_levels[g]
         index = pd.RangeIndex(b - a)
-        out.append({"table": f"{design.tables[t].name}: {geo}, iteration level {lv}, {ROLES[ro]}", "level": geo,
-                    "truth": pd.Series(truth[a:b], index=index), "released": pd.Series(released[a:b], index=index)})
+        out.append(
+            {
+                "table": f"{design.tables[t].name}: {geo}, iteration level {lv}, {ROLES[ro]}",
+                "level": geo,
+                "truth": pd.Series(truth[a:b], index=index),
+                "released": pd.Series(released[a:b], index=index),
+            }
+        )
     return out

@@ -22,6 +22,7 @@ the exact log-likelihood ratio of that transcript (the discrete Gaussian's norma
 then one part per block. Noise comes from the mechanism's own `noise_sigma2` and the project's
 discrete Gaussian sampler; the choice of rung from the mechanism's own `choose_detail`.
 """
+
 from __future__ import annotations
 
 from fractions import Fraction
@@ -43,9 +44,13 @@ MAX_BLOCK_COLUMNS = 31
 
 def scaled_params(params: dict, factor: Fraction) -> dict:
     """The parameters with every rho of the `tables` block (and `total_rho`) times `factor`."""
-    tables = {name: {**table, "rho": {geo: {lv: rho * factor for lv, rho in per.items()}
-                                      for geo, per in table["rho"].items()}}
-              for name, table in params["tables"].items()}
+    tables = {
+        name: {
+            **table,
+            "rho": {geo: {lv: rho * factor for lv, rho in per.items()} for geo, per in table["rho"].items()},
+        }
+        for name, table in params["tables"].items()
+    }
     out = {**params, "tables": tables, "max_race_codes": 1}
     if out.get("total_rho") is not None:
         out["total_rho"] = out["total_rho"] * factor
@@ -113,8 +118,10 @@ def _counts(params, design, table, frame, td, cell, variables):
     for detail in td.details:
         sizes = [len(variables[v]) for v in detail.variables]
         n_cells = int(np.prod(sizes)) if sizes else 1
-        codes = [pd.Categorical(frame[v].astype("string"), categories=variables[v]).codes.astype(np.int64)[rows_in]
-                 for v in detail.variables]
+        codes = [
+            pd.Categorical(frame[v].astype("string"), categories=variables[v]).codes.astype(np.int64)[rows_in]
+            for v in detail.variables
+        ]
         cells = cell_codes(codes, sizes) if codes else np.zeros(len(rows_in), dtype=np.int64)
         out.append(np.bincount(its_in * n_cells + cells, minlength=len(sel) * n_cells).reshape(len(sel), n_cells))
     return out, sel["detailed_only"].to_numpy(), k
@@ -144,18 +151,41 @@ def _blocks(mech, spec, params, left, right) -> list[_Block]:
             if design.two_stage:
                 adaptive = np.flatnonzero(differ & ~only)
                 if adaptive.size:
-                    blocks.append(_Block(label, cell.thresholds, mech.noise_sigma2(k, stages["stage 1"]),
-                                         (a[0][adaptive, 0], b[0][adaptive, 0]), mech.noise_sigma2(k, stages["stage 2"]),
-                                         tuple(rung(r, adaptive) for r in range(len(td.details)))))
+                    blocks.append(
+                        _Block(
+                            label,
+                            cell.thresholds,
+                            mech.noise_sigma2(k, stages["stage 1"]),
+                            (a[0][adaptive, 0], b[0][adaptive, 0]),
+                            mech.noise_sigma2(k, stages["stage 2"]),
+                            tuple(rung(r, adaptive) for r in range(len(td.details))),
+                        )
+                    )
                 detailed = np.flatnonzero(differ & only)
                 if detailed.size:
-                    blocks.append(_Block(label + " detailed-only", None, None, None,
-                                         mech.noise_sigma2(k, cell.rho), (rung(0, detailed),)))
+                    blocks.append(
+                        _Block(
+                            label + " detailed-only",
+                            None,
+                            None,
+                            None,
+                            mech.noise_sigma2(k, cell.rho),
+                            (rung(0, detailed),),
+                        )
+                    )
             else:
                 groups = np.flatnonzero(differ)
                 if groups.size:
-                    blocks.append(_Block(label, None, None, None, mech.noise_sigma2(k, stages["stage 2"]),
-                                         (rung(len(td.details) - 1, groups),)))
+                    blocks.append(
+                        _Block(
+                            label,
+                            None,
+                            None,
+                            None,
+                            mech.noise_sigma2(k, stages["stage 2"]),
+                            (rung(len(td.details) - 1, groups),),
+                        )
+                    )
     return blocks
 
 
@@ -212,5 +242,12 @@ def safetab_pairs(mechanism, spec, params) -> list[NeighbourPair]:
         shown = parts[:, :MAX_BLOCK_COLUMNS]
         return np.column_stack([parts.sum(axis=1), shown])
 
-    return [NeighbourPair(f"{label}; miniature design at rho x {ir.format_number(factor)}, one race code per record",
-                          left, right, params=mini, batch=batch)]
+    return [
+        NeighbourPair(
+            f"{label}; miniature design at rho x {ir.format_number(factor)}, one race code per record",
+            left,
+            right,
+            params=mini,
+            batch=batch,
+        )
+    ]

@@ -6,6 +6,7 @@ units, which measure the summed counts. Both run wherever the engine puts them (
 executor), so they get the design, the iteration table and the public parameters from here,
 never from the driver's memory.
 """
+
 from __future__ import annotations
 
 import zlib

@@ -8,6 +8,7 @@ components such as places and AIAN/NH areas), with the root called `nation`; eac
 are its column's declared values and the groups the public iteration table's (`geography`), so
 the release's keys never come from the records.
 """
+
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
@@ -19,12 +20,31 @@ import os
 from fractions import Fraction
 
 from dpspec.api import (
-    DataError, Diagnostic, Mechanism, MechanismError, NativeFlavor, OutputKeys, ParamSpec, ParameterSchema, Release,
-    SpecError, ir, located, record_adaptive_rows, require_regular,
+    DataError,
+    Diagnostic,
+    Mechanism,
+    MechanismError,
+    NativeFlavor,
+    OutputKeys,
+    ParamSpec,
+    ParameterSchema,
+    Release,
+    SpecError,
+    ir,
+    located,
+    record_adaptive_rows,
+    require_regular,
 )
 
 from . import design as design_mod, geography
-from dpspec.api import shown as shown_value, ReleaseColumns, BudgetStatement, PublicCondition, ZCDP, discrete_gaussian_variance
+from dpspec.api import (
+    shown as shown_value,
+    ReleaseColumns,
+    BudgetStatement,
+    PublicCondition,
+    ZCDP,
+    discrete_gaussian_variance,
+)
 
 LEVEL_NAMES = tuple(design_mod.ITERATION_LEVELS)
 
@@ -37,8 +57,10 @@ def fanout_text(fanouts: dict) -> str:
     notes; selections with the same k and derivation are named together."""
     groups: dict = {}
     for (level, gran), f in sorted(fanouts.items()):
-        bound = (f"h_r * max(2, r) + h_e with h_r = {f['h_race']} and h_e = {f['h_ethnicity']}, the most race and "
-                 f"ethnicity groups one code maps to, and r = {f['max_race_codes']}, the most race codes of one record")
+        bound = (
+            f"h_r * max(2, r) + h_e with h_r = {f['h_race']} and h_e = {f['h_ethnicity']}, the most race and "
+            f"ethnicity groups one code maps to, and r = {f['max_race_codes']}, the most race codes of one record"
+        )
         k, derived = f["fanout_used"], f["fanout"]
         if not f.get("declared"):
             how = bound
@@ -47,11 +69,13 @@ def fanout_text(fanouts: dict) -> str:
         elif k > derived:
             how = f"the declared max_groups, above the mapping's bound {derived}: {bound}"
         else:
-            how = (f"the declared max_groups, below the mapping's bound {derived} ({bound}): "
-                   "a record in more groups is a data error")
+            how = (
+                f"the declared max_groups, below the mapping's bound {derived} ({bound}): "
+                "a record in more groups is a data error"
+            )
         groups.setdefault((f["fanout_used"], how), []).append(f"level {level} {gran}")
     if len(groups) == 1:
-        ((k, how), _), = groups.items()
+        (((k, how), _),) = groups.items()
         return f"k = {k} at every iteration level and geography granularity ({how})"
     return "; ".join(f"k = {k} at {', '.join(where)} ({how})" for (k, how), where in groups.items())
 
@@ -59,54 +83,132 @@ def fanout_text(fanouts: dict) -> str:
 class SafeTab(Mechanism):
     name = "safetab"
     version = __version__
-    description = ("SafeTab (2020 Detailed DHC-A/B): counts by detailed race/ethnicity group and geography, "
-                   "the detail of each table chosen by thresholds on a noisy total, integer noise from an exact "
-                   "discrete Gaussian (bell-shaped) distribution, budget in zCDP.")
+    description = (
+        "SafeTab (2020 Detailed DHC-A/B): counts by detailed race/ethnicity group and geography, "
+        "the detail of each table chosen by thresholds on a noisy total, integer noise from an exact "
+        "discrete Gaussian (bell-shaped) distribution, budget in zCDP."
+    )
     proof = "U.S. Census Bureau, SafeTab-P and SafeTab-H (2023): zCDP of discrete Gaussian counts (Canonne, Kamath & Steinke 2020; Bun & Steinke 2016), each table's detail chosen by post-processing of noisy (SafeTab-P) or published (SafeTab-H) totals"
     sampling = "exact: integer noise from Canonne, Kamath & Steinke's (2020) discrete Gaussian rejection sampler on integers and rationals (dpspec.api.discrete_gaussian), no floating point"
-    parameters = ParameterSchema((
-        ParamSpec("table", "table", "the record table (persons for SafeTab-P, households for SafeTab-H)", required=True),
-        ParamSpec("race_codes", "columns", "the columns holding a record's detailed race codes", required=True),
-        ParamSpec("ethnicity_code", "column", "the column holding a record's detailed ethnicity code", required=True),
-        ParamSpec("codes", "string", "the race/ethnicity code table (Parquet or CSV, column code)", required=True),
-        ParamSpec("iterations", "string", "the characteristic-iteration table (iteration, kind, level, alone, "
-                  "detailed_only, coarse_only)", required=True),
-        ParamSpec("code_map", "string", "the code -> iteration mapping (code, iteration)", required=True),
-        ParamSpec("max_race_codes", "int", "maximum race codes per record (r in the fan-out h_r*max(2,r)+h_e)",
-                  required=True, low=Fraction(1), high=Fraction(64)),
-        ParamSpec("max_groups", "int", "declared maximum number of groups per record (default: the mapping's bound)",
-                  low=Fraction(1)),
-        ParamSpec("detailed_geographies", "list", "geography levels that tabulate detailed iterations "
-                  "(the others tabulate coarse ones)", items="level"),
-        ParamSpec("stage1_fraction", "number", "share of each cell's rho spent on the stage-1 total (SafeTab-P)"),
-        ParamSpec("public_totals", "string", "published population-group totals that choose the detail (SafeTab-H)"),
-        ParamSpec("zero_suppression", "number", "probability that a zero total is suppressed", low=Fraction(0), high=Fraction(1)),
-        ParamSpec("suppress_at", "list", "geography levels whose small totals are suppressed", items="level"),
-        ParamSpec("total_rho", "number", "the declared total rho; the per-cell budgets must add up to it exactly",
-                  low=Fraction(0)),
-        ParamSpec("tables", "map", "per table: rho and thresholds per geography and iteration level, and the "
-                  "ladder of stage-2 details", required=True, keys="names", values=ParamSpec(
-                      "", "block", "one table's budget, thresholds and ladder", fields=(
-                          ParamSpec("rho", "map", "rho per geography level and iteration level", required=True,
-                                    keys="levels", values=ParamSpec("", "map", "rho per iteration level", keys="choices",
-                                                                    choices=LEVEL_NAMES,
-                                                                    values=ParamSpec("", "number", "", low=Fraction(0)))),
-                          ParamSpec("thresholds", "map", "the thresholds on the stage-1 total that choose the detail, "
-                                    "per geography level and iteration level", required=True, keys="levels",
-                                    values=ParamSpec("", "map", "thresholds per iteration level", keys="choices",
-                                                     choices=LEVEL_NAMES, values=ParamSpec("", "list", "", items="int"))),
-                          ParamSpec("details", "list", "the ladder: \"total\", then finer tables such as "
-                                    "\"QSEX*AGE4\"", required=True, items=ParamSpec("", "query", "", table_param="table")),
-                      ))),
-    ))
+    parameters = ParameterSchema(
+        (
+            ParamSpec(
+                "table", "table", "the record table (persons for SafeTab-P, households for SafeTab-H)", required=True
+            ),
+            ParamSpec("race_codes", "columns", "the columns holding a record's detailed race codes", required=True),
+            ParamSpec(
+                "ethnicity_code", "column", "the column holding a record's detailed ethnicity code", required=True
+            ),
+            ParamSpec("codes", "string", "the race/ethnicity code table (Parquet or CSV, column code)", required=True),
+            ParamSpec(
+                "iterations",
+                "string",
+                "the characteristic-iteration table (iteration, kind, level, alone, detailed_only, coarse_only)",
+                required=True,
+            ),
+            ParamSpec("code_map", "string", "the code -> iteration mapping (code, iteration)", required=True),
+            ParamSpec(
+                "max_race_codes",
+                "int",
+                "maximum race codes per record (r in the fan-out h_r*max(2,r)+h_e)",
+                required=True,
+                low=Fraction(1),
+                high=Fraction(64),
+            ),
+            ParamSpec(
+                "max_groups",
+                "int",
+                "declared maximum number of groups per record (default: the mapping's bound)",
+                low=Fraction(1),
+            ),
+            ParamSpec(
+                "detailed_geographies",
+                "list",
+                "geography levels that tabulate detailed iterations (the others tabulate coarse ones)",
+                items="level",
+            ),
+            ParamSpec("stage1_fraction", "number", "share of each cell's rho spent on the stage-1 total (SafeTab-P)"),
+            ParamSpec(
+                "public_totals", "string", "published population-group totals that choose the detail (SafeTab-H)"
+            ),
+            ParamSpec(
+                "zero_suppression",
+                "number",
+                "probability that a zero total is suppressed",
+                low=Fraction(0),
+                high=Fraction(1),
+            ),
+            ParamSpec("suppress_at", "list", "geography levels whose small totals are suppressed", items="level"),
+            ParamSpec(
+                "total_rho",
+                "number",
+                "the declared total rho; the per-cell budgets must add up to it exactly",
+                low=Fraction(0),
+            ),
+            ParamSpec(
+                "tables",
+                "map",
+                "per table: rho and thresholds per geography and iteration level, and the ladder of stage-2 details",
+                required=True,
+                keys="names",
+                values=ParamSpec(
+                    "",
+                    "block",
+                    "one table's budget, thresholds and ladder",
+                    fields=(
+                        ParamSpec(
+                            "rho",
+                            "map",
+                            "rho per geography level and iteration level",
+                            required=True,
+                            keys="levels",
+                            values=ParamSpec(
+                                "",
+                                "map",
+                                "rho per iteration level",
+                                keys="choices",
+                                choices=LEVEL_NAMES,
+                                values=ParamSpec("", "number", "", low=Fraction(0)),
+                            ),
+                        ),
+                        ParamSpec(
+                            "thresholds",
+                            "map",
+                            "the thresholds on the stage-1 total that choose the detail, "
+                            "per geography level and iteration level",
+                            required=True,
+                            keys="levels",
+                            values=ParamSpec(
+                                "",
+                                "map",
+                                "thresholds per iteration level",
+                                keys="choices",
+                                choices=LEVEL_NAMES,
+                                values=ParamSpec("", "list", "", items="int"),
+                            ),
+                        ),
+                        ParamSpec(
+                            "details",
+                            "list",
+                            'the ladder: "total", then finer tables such as "QSEX*AGE4"',
+                            required=True,
+                            items=ParamSpec("", "query", "", table_param="table"),
+                        ),
+                    ),
+                ),
+            ),
+        )
+    )
     release_size_varies = True  # the chosen details and suppression depend on the noise
     # a Parquet record table stays on the engine: it is checked from counts by code combination
     # and tabulated by partitions where it lives (tabulate.run), so on Spark no record reaches the driver
     engine_tables = True
     run_context = True  # run(spec, params, data, ctx): one RunContext (API 1.6)
     uses_engine = True  # its units of work run on ctx.engine
-    outputs = {"counts": "long-form counts: table, geography, geocode, group, group_level, detail, "
-                         "the detail's variables ('*' when not broken down), count"}
+    outputs = {
+        "counts": "long-form counts: table, geography, geocode, group, group_level, detail, "
+        "the detail's variables ('*' when not broken down), count"
+    }
 
     # ---- checks ------------------------------------------------------------------------
     def design(self, spec, params):
@@ -132,8 +234,13 @@ class SafeTab(Mechanism):
         if params.get("public_totals") and reads_records:
             problems.extend(geography.public_totals_problems(spec))
         if len(params["race_codes"]) > params["max_race_codes"]:
-            problems.append(Diagnostic(f"race_codes lists {len(params['race_codes'])} columns, more than "
-                                       f"max_race_codes = {params['max_race_codes']}", path=("race_codes",)))
+            problems.append(
+                Diagnostic(
+                    f"race_codes lists {len(params['race_codes'])} columns, more than "
+                    f"max_race_codes = {params['max_race_codes']}",
+                    path=("race_codes",),
+                )
+            )
         if problems:
             return problems
         design, problems = design_mod.parse(spec, dict(params))
@@ -151,8 +258,9 @@ class SafeTab(Mechanism):
         for td in design.tables:
             for cell in td.cells:
                 k = fanouts[(cell.level, design.granularity(cell.geo))]["fanout_used"]
-                problem = design_mod.sampler_problem(f"{td.name}.rho {cell.geo}.level{cell.level}", cell.rho,
-                                                     design.stage1_fraction, k)
+                problem = design_mod.sampler_problem(
+                    f"{td.name}.rho {cell.geo}.level{cell.level}", cell.rho, design.stage1_fraction, k
+                )
                 if problem is not None:
                     problems.append(Diagnostic(problem, path=cell.where))
         return problems
@@ -191,13 +299,17 @@ class SafeTab(Mechanism):
             f"k / (2 rho_stage), rho_stage being the stage's share of rho; here {fanout_text(fanouts)}",
         ]
         if design.two_stage:
-            notes.append(f"two stages: stage 1 spends {ir.format_number(design.stage1_fraction)} of each cell's rho on "
-                         "the group totals, which are used only to choose the stage-2 table through the thresholds; "
-                         "stage 2 spends the rest on the chosen table (its cells partition the group); "
-                         "detailed-only groups get their total with the whole rho")
+            notes.append(
+                f"two stages: stage 1 spends {ir.format_number(design.stage1_fraction)} of each cell's rho on "
+                "the group totals, which are used only to choose the stage-2 table through the thresholds; "
+                "stage 2 spends the rest on the chosen table (its cells partition the group); "
+                "detailed-only groups get their total with the whole rho"
+            )
         else:
-            notes.append("one stage: the detail of each table is chosen from published totals (public information), "
-                         "so all of rho is spent on the chosen table")
+            notes.append(
+                "one stage: the detail of each table is chosen from published totals (public information), "
+                "so all of rho is spent on the chosen table"
+            )
         from .change_one import change_one_note
 
         change_one = change_one_note(spec, params, total)
@@ -205,10 +317,13 @@ class SafeTab(Mechanism):
             notes.append(change_one)
         public = []
         if params.get("public_totals"):
-            public.append(PublicCondition(
-                "population-group totals published by SafeTab-P choose each table's detail; the guarantee is "
-                "conditioned on them (Z-Pufferfish: the choice is a function of public information)",
-                str(params["public_totals"])))
+            public.append(
+                PublicCondition(
+                    "population-group totals published by SafeTab-P choose each table's detail; the guarantee is "
+                    "conditioned on them (Z-Pufferfish: the choice is a function of public information)",
+                    str(params["public_totals"]),
+                )
+            )
         stmt = BudgetStatement.fixed(ZCDP(total), *notes)  # exact
         import attrs
 
@@ -243,8 +358,14 @@ class SafeTab(Mechanism):
                 stages = design.stages(cell) or [("not measured", Fraction(0))]
                 fan = (fanouts or {}).get((cell.level, design.granularity(cell.geo)))
                 for stage, rho in stages:
-                    part = {"table": td.name, "geography": cell.geo, "iteration_level": cell.level,
-                            "stage": stage, "rho": rho, "rho_exact": ir.format_number(rho)}
+                    part = {
+                        "table": td.name,
+                        "geography": cell.geo,
+                        "iteration_level": cell.level,
+                        "stage": stage,
+                        "rho": rho,
+                        "rho_exact": ir.format_number(rho),
+                    }
                     if fan is not None and rho > 0:
                         part["fanout"] = fan["fanout_used"]
                         part["noise_variance"] = float(f"{float(design_mod.sigma2(fan['fanout_used'], rho)):.9g}")
@@ -261,10 +382,16 @@ class SafeTab(Mechanism):
             if "fanout" not in part:
                 continue
             sigma2 = design_mod.sigma2(part["fanout"], part["rho"])
-            out.append({"table": f"{part['table']}: {part['geography']}, iteration level {part['iteration_level']}, "
-                                 f"{part['stage']}", "level": part["geography"],
-                        "query": f"{part['table']} level {part['iteration_level']} {part['stage']}",
-                        "variance": float(discrete_gaussian_variance(sigma2)), "of": "noisy count"})
+            out.append(
+                {
+                    "table": f"{part['table']}: {part['geography']}, iteration level {part['iteration_level']}, "
+                    f"{part['stage']}",
+                    "level": part["geography"],
+                    "query": f"{part['table']} level {part['iteration_level']} {part['stage']}",
+                    "variance": float(discrete_gaussian_variance(sigma2)),
+                    "of": "noisy count",
+                }
+            )
         return out
 
     # ---- run ---------------------------------------------------------------------------
@@ -287,7 +414,11 @@ class SafeTab(Mechanism):
         full = path if os.path.isabs(path) else os.path.join(spec.base_dir, path)
         try:
             require_regular(full)  # never a device such as /dev/zero
-            frame = pd.read_parquet(full) if full.endswith(".parquet") else pd.read_csv(full, dtype=str, keep_default_na=False)
+            frame = (
+                pd.read_parquet(full)
+                if full.endswith(".parquet")
+                else pd.read_csv(full, dtype=str, keep_default_na=False)
+            )
         except FileNotFoundError:
             raise DataError(f"{full}: the published totals do not exist") from None
         except (OSError, ValueError) as exc:
@@ -315,29 +446,60 @@ class SafeTab(Mechanism):
         table = self._iteration_table(spec, params)
         frame = data[params["table"]]
         source = next((d.path for d in spec.data if d.table == params["table"]), params["table"])
-        inputs = Inputs(frame, tuple(params["race_codes"]), params["ethnicity_code"],
-                        design_mod.variable_values(spec, params, design), source)
+        inputs = Inputs(
+            frame,
+            tuple(params["race_codes"]),
+            params["ethnicity_code"],
+            design_mod.variable_values(spec, params, design),
+            source,
+        )
         undeclared = geography.undeclared_levels(spec, spec.domain.table(params["table"]), design.geo_levels[1:])
         if undeclared:  # records handed over without a `data` statement: the check could not require this
             raise MechanismError(undeclared[0].message)
         units = geography.declared_units(spec, params["table"], design.geo_levels)
         public = self._public_totals(spec, params)
         if public is not None:  # the published totals are keyed by declared units and groups only
-            geography.check_public_keys(public, units, table.iterations["iteration"],
-                                        _full(spec, params["public_totals"]))
-        outcome = run_design(design, inputs, table, ctx.rng, units, public,
-                             noise=self.noise_sigma2, engine=ctx.engine, keep_truths=ctx.keep_truths)
+            geography.check_public_keys(
+                public, units, table.iterations["iteration"], _full(spec, params["public_totals"])
+            )
+        outcome = run_design(
+            design,
+            inputs,
+            table,
+            ctx.rng,
+            units,
+            public,
+            noise=self.noise_sigma2,
+            engine=ctx.engine,
+            keep_truths=ctx.keep_truths,
+        )
         if design.two_stage or design.suppression is not None:  # rows follow noisy totals: detail chosen, suppressed
             # row by row: a (unit, group)'s rows follow that unit and group's own noisy totals only
-            record_adaptive_rows("counts", ["table", "geography", "geocode", "group_level", "group", "detail",
-                                            *design_mod.variable_values(spec, params, design)], _governing)
-        facts = {"design": [{**f, "rho": ir.format_number(f["rho"]),
-                             "sigma2": {k: float(v) for k, v in f["sigma2"].items()}} for f in outcome.facts],
-                 "fanout": outcome.fanouts, "two_stage": design.two_stage,
-                 "stage1_fraction": None if design.stage1_fraction is None else ir.format_number(design.stage1_fraction),
-                 "zero_suppression": None if design.suppression is None else float(design.suppression),
-                 "suppress_at": list(design.suppress_at),
-                 "ladders": {td.name: [d.name for d in td.details] for td in design.tables}}
+            record_adaptive_rows(
+                "counts",
+                [
+                    "table",
+                    "geography",
+                    "geocode",
+                    "group_level",
+                    "group",
+                    "detail",
+                    *design_mod.variable_values(spec, params, design),
+                ],
+                _governing,
+            )
+        facts = {
+            "design": [
+                {**f, "rho": ir.format_number(f["rho"]), "sigma2": {k: float(v) for k, v in f["sigma2"].items()}}
+                for f in outcome.facts
+            ],
+            "fanout": outcome.fanouts,
+            "two_stage": design.two_stage,
+            "stage1_fraction": None if design.stage1_fraction is None else ir.format_number(design.stage1_fraction),
+            "zero_suppression": None if design.suppression is None else float(design.suppression),
+            "suppress_at": list(design.suppress_at),
+            "ladders": {td.name: [d.name for d in td.details] for td in design.tables},
+        }
         internal = {"errors": outcome.errors}
         if outcome.compared is not None:
             internal["compared"] = outcome.compared
@@ -367,8 +529,10 @@ class SafeTab(Mechanism):
     def utility(self, spec, params, data, releases):
         from .tabulate import summarize_errors
 
-        return {"runs": len(releases),
-                "error_by_level_and_detail": summarize_errors([r.internal["errors"] for r in releases])}
+        return {
+            "runs": len(releases),
+            "error_by_level_and_detail": summarize_errors([r.internal["errors"] for r in releases]),
+        }
 
 
 def _governing(rows):
@@ -393,22 +557,27 @@ def _check_public_counts(totals, full: str) -> None:
     total means the file is not that product (raw noisy measurements, or a wrong column)."""
     import numpy as np
 
-
     counts = totals["count"].to_numpy(dtype=np.float64)
     bad = ~np.isfinite(counts) | (np.mod(counts, 1) != 0) | (counts < 0) | (counts > PUBLIC_COUNT_LIMIT)
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
         row = totals.iloc[i]
-        where = f"row {int(totals.index[i]) + 1}" + (f" (line {int(totals.index[i]) + 2})" if not full.endswith(".parquet") else "")
-        raise DataError(f"{full}: {where}: the published total of group {shown_value(row['group'])} in "
-                        f"{row['geography']} {shown_value(row['geocode'])} is {shown_value(row['count'])}, which is not "
-                        f"a published count (a whole number from 0 to {PUBLIC_COUNT_LIMIT:,}; the published DDHC-A "
-                        f"rounds negative noisy counts up to 0); {int(bad.sum())} such value(s) in all")
+        where = f"row {int(totals.index[i]) + 1}" + (
+            f" (line {int(totals.index[i]) + 2})" if not full.endswith(".parquet") else ""
+        )
+        raise DataError(
+            f"{full}: {where}: the published total of group {shown_value(row['group'])} in "
+            f"{row['geography']} {shown_value(row['geocode'])} is {shown_value(row['count'])}, which is not "
+            f"a published count (a whole number from 0 to {PUBLIC_COUNT_LIMIT:,}; the published DDHC-A "
+            f"rounds negative noisy counts up to 0); {int(bad.sum())} such value(s) in all"
+        )
     keys = ["geography", "geocode", "group"]
     clash = totals.groupby(keys, sort=False)["count"].nunique()
     clash = clash[clash > 1]
     if len(clash):
         geography, geocode, group = clash.index[0]
-        raise DataError(f"{full}: group {shown_value(group)} in {geography} {shown_value(geocode)} has "
-                        f"{int(clash.iloc[0])} different published totals; which one chose the detail is unknowable, "
-                        "so the file is refused")
+        raise DataError(
+            f"{full}: group {shown_value(group)} in {geography} {shown_value(geocode)} has "
+            f"{int(clash.iloc[0])} different published totals; which one chose the detail is unknowable, "
+            "so the file is refused"
+        )

@@ -1,6 +1,7 @@
 """The records as SafeTab reads them: their columns, counted per distinct combination of the
 columns a run reads, checked and encoded (shared by the record checks, `validate`, and the
 counting units, `truths`)."""
+
 from __future__ import annotations
 
 import attrs
@@ -48,11 +49,15 @@ def variable_codes(frame: pd.DataFrame, inputs: Inputs, origin: Origin) -> dict:
             row = int(np.flatnonzero(codes < 0)[0])
             value = frame[var].iloc[row]
             if origin.numbered:
-                raise DataError(f"{inputs.source}: row {origin.row(row)}: column '{var}' holds '{value}', "
-                                f"not one of {', '.join(values)}")
+                raise DataError(
+                    f"{inputs.source}: row {origin.row(row)}: column '{var}' holds '{value}', "
+                    f"not one of {', '.join(values)}"
+                )
             same = found == found[row]  # the rows holding that value (or missing, as it is)
-            raise DataError(f"{inputs.source}: column '{var}' holds '{value}' in {rows_text(origin.count(same))}, "
-                            f"not one of {', '.join(values)}")
+            raise DataError(
+                f"{inputs.source}: column '{var}' holds '{value}' in {rows_text(origin.count(same))}, "
+                f"not one of {', '.join(values)}"
+            )
         out[var] = codes.astype(np.min_scalar_type(max(len(values) - 1, 0)))  # small: gathered per flattened pair
     return out
 
@@ -68,8 +73,9 @@ class Records:
     variables: dict  # variable -> each row's position among the variable's values
 
 
-def read_records(inputs: Inputs, columns: list[str], table: IterationTable, max_race_codes: int,
-                 engine=None) -> Records:
+def read_records(
+    inputs: Inputs, columns: list[str], table: IterationTable, max_race_codes: int, engine=None
+) -> Records:
     """The records of `inputs` counted per distinct combination of `columns` (by the engine when
     it holds them), checked and encoded; a bad record is a DataError naming its row, or on an
     engine table the value and how many rows hold it."""

@@ -10,6 +10,7 @@ a major group detailed codes follow a Zipf law (a few large groups, a long tail 
 which is what the adaptive design is for). Household types and tenure follow the 2020 DHC
 national shares in round numbers. Everything is vectorized; one seed gives one population.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -21,8 +22,28 @@ TRIBAL_RACE_GROUPS = {"1": 0.35, "3": 0.03, "4": 0.01, "5": 0.25, "6": 0.20, "7"
 N_CODES = {1: 0.86, 2: 0.10, 3: 0.025, 4: 0.008, 5: 0.003, 6: 0.002, 7: 0.001, 8: 0.001}
 HISPANIC_SHARE = 0.19
 NOT_HISPANIC_CODE = "1000"  # any code mapped to "Not Hispanic or Latino" serves
-AGE_WEIGHTS = [0.057, 0.060, 0.062, 0.064, 0.068, 0.067, 0.065, 0.062, 0.060, 0.062, 0.065, 0.066, 0.062,
-               0.053, 0.040, 0.028, 0.018, 0.011, 0.005, 0.002]  # 5-year bands 0-4 .. 95-99
+AGE_WEIGHTS = [
+    0.057,
+    0.060,
+    0.062,
+    0.064,
+    0.068,
+    0.067,
+    0.065,
+    0.062,
+    0.060,
+    0.062,
+    0.065,
+    0.066,
+    0.062,
+    0.053,
+    0.040,
+    0.028,
+    0.018,
+    0.011,
+    0.005,
+    0.002,
+]  # 5-year bands 0-4 .. 95-99
 AGE4_BINS = [18, 45, 65]
 AGE9_BINS = [5, 18, 25, 35, 45, 55, 65, 75]
 AGE23_BINS = [5, 10, 15, 18, 20, 21, 22, 25, 30, 35, 40, 45, 50, 55, 60, 62, 65, 67, 70, 75, 80, 85]
@@ -52,7 +73,7 @@ def geography(n_households: int, rng, state: str = "25") -> pd.DataFrame:
     while t < n_tracts:  # runs of 1-4 tracts form a place (a run can cross a county line); gaps between
         run = int(rng.integers(1, 5))
         if rng.random() < 0.75:
-            place[t:t + run] = f"{state}{10000 + 137 * p:05d}"
+            place[t : t + run] = f"{state}{10000 + 137 * p:05d}"
             p += 1
         t += run + int(rng.integers(0, 3))
     aiannh = np.full(n_tracts, None, dtype=object)
@@ -62,8 +83,15 @@ def geography(n_households: int, rng, state: str = "25") -> pd.DataFrame:
         aiannh[chosen] = f"{1000 + 37 * a:04d}"
     weights = rng.gamma(4.0, 1.0, n_tracts)
     hh_tract = rng.choice(n_tracts, size=n_households, p=weights / weights.sum())
-    return pd.DataFrame({"state": state, "county": county[hh_tract], "tract": tract[hh_tract],
-                         "place": place[hh_tract], "aiannh": aiannh[hh_tract]})
+    return pd.DataFrame(
+        {
+            "state": state,
+            "county": county[hh_tract],
+            "tract": tract[hh_tract],
+            "place": place[hh_tract],
+            "aiannh": aiannh[hh_tract],
+        }
+    )
 
 
 def race_codes(n: int, tribal: np.ndarray, codes: pd.Series, rng, max_codes: int = 8) -> np.ndarray:
@@ -108,7 +136,9 @@ def _pick(shares: dict, n: int, rng) -> np.ndarray:
     return keys[rng.choice(len(keys), size=n, p=p / p.sum())]
 
 
-def population(n_households: int, codes: pd.Series, seed: int = 2020, state: str = "25") -> tuple[pd.DataFrame, pd.DataFrame]:
+def population(
+    n_households: int, codes: pd.Series, seed: int = 2020, state: str = "25"
+) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(households, persons). Persons inherit their household's geography; the householder
     (person 1) carries the household's race and ethnicity codes, the others share them with
     probability 0.8 and are drawn afresh otherwise."""
@@ -128,7 +158,9 @@ def population(n_households: int, codes: pd.Series, seed: int = 2020, state: str
     households["QSPAN"] = hh_eth
     households["HHT"] = hht.astype(str)
     households["FAMILY"] = np.where(hht <= 3, "1", "2")  # family / nonfamily
-    households["HHT4"] = np.select([hht == 1, hht <= 3, hht == 4], ["1", "2", "3"], "4")  # married, other family, alone, not alone
+    households["HHT4"] = np.select(
+        [hht == 1, hht <= 3, hht == 4], ["1", "2", "3"], "4"
+    )  # married, other family, alone, not alone
     households["TEN"] = ten.astype(str)
     households["TENURE3"] = np.where(ten >= 3, "3", ten.astype(str))  # renter includes occupied without rent
 

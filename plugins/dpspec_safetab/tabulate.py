@@ -5,6 +5,7 @@ stage-2 cell) where they live (`truths`), summed by the engine, and measured in 
 geography units (`measured`, where one block's measurement is). Figures computed against the
 confidential counts (the realized error) are returned separately for the internal report.
 """
+
 from __future__ import annotations
 
 from collections import defaultdict
@@ -51,9 +52,17 @@ def fanout_of(design: Design, table: IterationTable, level: int, granularity: st
     return int(k), bound
 
 
-def run(design: Design, inputs: Inputs, table: IterationTable, rng: np.random.Generator,
-        units: dict, public_totals: pd.DataFrame | None = None, noise=sigma2, engine=None,
-        keep_truths: bool = False) -> Outcome:
+def run(
+    design: Design,
+    inputs: Inputs,
+    table: IterationTable,
+    rng: np.random.Generator,
+    units: dict,
+    public_totals: pd.DataFrame | None = None,
+    noise=sigma2,
+    engine=None,
+    keep_truths: bool = False,
+) -> Outcome:
     """Measure every (table, geography level, iteration level) cell of the design.
 
     units: {geography level: its declared units} (`geography.declared_units`); every one is
@@ -89,24 +98,54 @@ def run(design: Design, inputs: Inputs, table: IterationTable, rng: np.random.Ge
         distinct = {g: len(data.categories[g]) for g in design.geo_levels if g in data.categories}
         by = partition_column(design, distinct, len(data))
     buckets = bucket_count(len(data))
-    plan = Plan(design, table, tuple(inputs.race_columns), inputs.eth_column, dict(inputs.variables), inputs.source,
-                tuple(read_columns(design, inputs)), blocks, fanouts, buckets, run_key,
-                declared_units({g: units[g] for g, _ in blocks}, buckets), marker_owner(data, by),
-                public_totals, noise, keep_truths)
+    plan = Plan(
+        design,
+        table,
+        tuple(inputs.race_columns),
+        inputs.eth_column,
+        dict(inputs.variables),
+        inputs.source,
+        tuple(read_columns(design, inputs)),
+        blocks,
+        fanouts,
+        buckets,
+        run_key,
+        declared_units({g: units[g] for g, _ in blocks}, buckets),
+        marker_owner(data, by),
+        public_totals,
+        noise,
+        keep_truths,
+    )
     if isinstance(held, pd.DataFrame):  # the records are in this process already: one pass over them,
         summed = partition_truths((), held[list(plan.columns)], None, plan)  # whose counts are the sums
     else:  # counted where they live, a partition (a county) per unit of work, then summed there
-        truths = engine.map_groups(data, by,
-                                   partial(partition_truths, plan=plan), stage="safetab tabulation",
-                                   schema=TRUTH_SCHEMA, collect=False, columns=list(plan.columns), ordered=False)
-        summed = engine.total(truths, ["block", "bucket", "geocode", "group", "cell"], stage="safetab sums",
-                              collect=False)
+        truths = engine.map_groups(
+            data,
+            by,
+            partial(partition_truths, plan=plan),
+            stage="safetab tabulation",
+            schema=TRUTH_SCHEMA,
+            collect=False,
+            columns=list(plan.columns),
+            ordered=False,
+        )
+        summed = engine.total(
+            truths, ["block", "bucket", "geocode", "group", "cell"], stage="safetab sums", collect=False
+        )
         engine.drop(truths)
-    measured = engine.map_groups(summed, ["block", "bucket"], partial(measure_bucket, plan=plan), stage="safetab cells",
-                                 schema=MEASURED_SCHEMA, collect=False, ordered=False)
+    measured = engine.map_groups(
+        summed,
+        ["block", "bucket"],
+        partial(measure_bucket, plan=plan),
+        stage="safetab cells",
+        schema=MEASURED_SCHEMA,
+        collect=False,
+        ordered=False,
+    )
     engine.drop(summed)
-    totals = engine.total(measured, ["kind", "table", "geography", "level", "rung", "role", "cell"],
-                          stage="safetab figures")
+    totals = engine.total(
+        measured, ["kind", "table", "geography", "level", "rung", "role", "cell"], stage="safetab figures"
+    )
     facts, errors = rebuild_facts(plan, totals)
     check_units(plan, facts)
     compared = compared_frame(engine, measured, plan) if keep_truths else None
@@ -134,9 +173,11 @@ def check_units(plan, facts: list) -> None:
     for fact in facts:
         want = len(plan.units[fact["geography"]][0])
         if fact["units"] != want:
-            raise MechanismError(f"safetab measured {fact['units']} units of {fact['geography']} for table "
-                                 f"{fact['table']}, iteration level {fact['level']}, but {want} are declared: every "
-                                 "declared unit is measured, an empty one with its noisy values")
+            raise MechanismError(
+                f"safetab measured {fact['units']} units of {fact['geography']} for table "
+                f"{fact['table']}, iteration level {fact['level']}, but {want} are declared: every "
+                "declared unit is measured, an empty one with its noisy values"
+            )
 
 
 def summarize_errors(errors_over_runs: list[list[dict]]) -> list[dict]:
@@ -153,9 +194,21 @@ def summarize_errors(errors_over_runs: list[list[dict]]) -> list[dict]:
             a[5] += e["true_zero"]
     out = []
     for (t, g, lv, d, role), (n, s1, s2, sup, supz, zeros) in acc.items():
-        out.append({"table": t, "geography": g, "level": lv, "detail": d, "role": role, "cells": n,
-                    "mean_absolute_error": s1 / n if n else 0.0, "rmse": (s2 / n) ** 0.5 if n else 0.0,
-                    "suppressed": sup, "suppressed_true_zero": supz, "true_zero": zeros})
+        out.append(
+            {
+                "table": t,
+                "geography": g,
+                "level": lv,
+                "detail": d,
+                "role": role,
+                "cells": n,
+                "mean_absolute_error": s1 / n if n else 0.0,
+                "rmse": (s2 / n) ** 0.5 if n else 0.0,
+                "suppressed": sup,
+                "suppressed_true_zero": supz,
+                "true_zero": zeros,
+            }
+        )
     return out
 
 

@@ -9,6 +9,7 @@ for every (block, bucket) that holds declared geography units, so every bucket i
 every declared unit in it, an empty one included: which units the release has never depends on
 where the records are.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -20,8 +21,14 @@ from .plan import Plan, buckets_of, empty_frame
 from .records import Inputs, read_records, region_codes
 
 MARKER = -1  # the group (and cell) of a geography unit's marker row
-TRUTH_SCHEMA = {"block": "int64", "bucket": "int64", "geocode": "str", "group": "int64", "cell": "int64",
-                "count": "int64"}
+TRUTH_SCHEMA = {
+    "block": "int64",
+    "bucket": "int64",
+    "geocode": "str",
+    "group": "int64",
+    "cell": "int64",
+    "count": "int64",
+}
 
 
 def partition_truths(key, rows: pd.DataFrame, rng, plan: Plan) -> pd.DataFrame:
@@ -29,18 +36,23 @@ def partition_truths(key, rows: pd.DataFrame, rng, plan: Plan) -> pd.DataFrame:
     inputs = Inputs(rows, plan.race_columns, plan.eth_column, plan.variables, plan.source)
     read = read_records(inputs, list(plan.columns), plan.table, plan.design.max_race_codes)
     weight = read.origin.weight
-    cell = (cell_codes([read.variables[v].astype(np.int64) for v in plan.variables], plan.sizes)
-            if plan.variables else np.zeros(len(read.frame), dtype=np.int64))
+    cell = (
+        cell_codes([read.variables[v].astype(np.int64) for v in plan.variables], plan.sizes)
+        if plan.variables
+        else np.zeros(len(read.frame), dtype=np.int64)
+    )
     flat, regions, parts = {}, {}, []
     for block, (geo, level) in enumerate(plan.blocks):
         sel_key = (level, plan.design.granularity(geo))
         if sel_key not in flat:
-            flat[sel_key] = flatten(read.codes, plan.table, plan.selection(level, geo), plan.fanout(level, geo),
-                                    plan.source)
+            flat[sel_key] = flatten(
+                read.codes, plan.table, plan.selection(level, geo), plan.fanout(level, geo), plan.source
+            )
         if geo not in regions:
             regions[geo] = region_codes(read.frame, geo)
-        parts.append(block_truths(block, *regions[geo], *flat[sel_key], cell, weight,
-                                  len(plan.selection(level, geo)), plan))
+        parts.append(
+            block_truths(block, *regions[geo], *flat[sel_key], cell, weight, len(plan.selection(level, geo)), plan)
+        )
     if plan.marker_owner is not None and tuple(key) == tuple(plan.marker_owner):
         parts.append(markers(plan))
     if not parts:
@@ -58,12 +70,21 @@ def markers(plan: Plan) -> pd.DataFrame:
         bucket += held.tolist()
         geocode += codes[first].tolist()
     n = len(block)
-    return pd.DataFrame({"block": np.asarray(block, dtype=np.int64), "bucket": np.asarray(bucket, dtype=np.int64),
-                         "geocode": np.asarray(geocode, dtype=object), "group": np.full(n, MARKER, dtype=np.int64),
-                         "cell": np.full(n, MARKER, dtype=np.int64), "count": np.zeros(n, dtype=np.int64)})
+    return pd.DataFrame(
+        {
+            "block": np.asarray(block, dtype=np.int64),
+            "bucket": np.asarray(bucket, dtype=np.int64),
+            "geocode": np.asarray(geocode, dtype=object),
+            "group": np.full(n, MARKER, dtype=np.int64),
+            "cell": np.full(n, MARKER, dtype=np.int64),
+            "count": np.zeros(n, dtype=np.int64),
+        }
+    )
 
 
-def block_truths(block: int, region_of_row, labels, rows, groups, cell, weight, n_groups: int, plan: Plan) -> pd.DataFrame:
+def block_truths(
+    block: int, region_of_row, labels, rows, groups, cell, weight, n_groups: int, plan: Plan
+) -> pd.DataFrame:
     """The (geography unit, group, cell) sums of one block over this partition."""
     n_cells = plan.n_cells
     region = region_of_row[rows]
@@ -73,12 +94,15 @@ def block_truths(block: int, region_of_row, labels, rows, groups, cell, weight, 
     sums = np.bincount(inverse, weights=weight[rows[ok]], minlength=len(uniq)).astype(np.int64)
     unit_of = uniq // (n_groups * n_cells)
     bucket = buckets_of(labels, plan.buckets)
-    return pd.DataFrame({
-        "block": np.full(len(unit_of), block, dtype=np.int64),
-        "bucket": bucket[unit_of],
-        "geocode": pd.Categorical.from_codes(unit_of, categories=pd.Index(labels, dtype=object)) if len(labels)
-        else np.asarray(labels, dtype=object)[unit_of],  # a label per unit, not a string per row
-        "group": ((uniq // n_cells) % n_groups).astype(np.int64),
-        "cell": (uniq % n_cells).astype(np.int64),
-        "count": sums,
-    })
+    return pd.DataFrame(
+        {
+            "block": np.full(len(unit_of), block, dtype=np.int64),
+            "bucket": bucket[unit_of],
+            "geocode": pd.Categorical.from_codes(unit_of, categories=pd.Index(labels, dtype=object))
+            if len(labels)
+            else np.asarray(labels, dtype=object)[unit_of],  # a label per unit, not a string per row
+            "group": ((uniq // n_cells) % n_groups).astype(np.int64),
+            "cell": (uniq % n_cells).astype(np.int64),
+            "count": sums,
+        }
+    )

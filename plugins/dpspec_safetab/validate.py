@@ -8,6 +8,7 @@ the distinct code combinations (a few thousand nationally: codes, not persons) a
 variable's values. A frame the driver holds is reduced in order of first appearance, so a
 message still names the first bad row; an engine's table is counted by the engine.
 """
+
 from __future__ import annotations
 
 from dpspec.api import EngineTable

@@ -3,6 +3,7 @@
 Hooks: the mechanism, the `dpspec swap ...` commands, and a report section that plots the
 budget against the swap rate for the actual stratification and for alternative ones.
 """
+
 from __future__ import annotations
 
 from dpspec.api import hookimpl

@@ -4,6 +4,7 @@ Computed per run (internal figures of the release, never published) and summariz
 repeated runs, as in the seed paper's figure of the 1940 county x tenure table by swap rate.
 Tables that are functions of the invariants come out exact; listing them too shows that.
 """
+
 from __future__ import annotations
 
 import math
@@ -31,8 +32,9 @@ def table_errors(tables, invariants, data: dict, outputs: dict) -> dict:
     for q in tables:
         if q.table not in data or q.table not in outputs:
             continue
-        out[table_name(q)] = table_error(q, invariants, count_table(data[q.table], q.columns),
-                                         count_table(outputs[q.table], q.columns))
+        out[table_name(q)] = table_error(
+            q, invariants, count_table(data[q.table], q.columns), count_table(outputs[q.table], q.columns)
+        )
     return out
 
 
@@ -52,8 +54,13 @@ def _stats(values: list[float]) -> dict:
     if finite.size == 0:
         return {"mean": None, "sd": None, "min": None, "max": None, "per_run": [None] * len(values)}
     sd = float(finite.std(ddof=1)) if finite.size > 1 else 0.0
-    return {"mean": float(finite.mean()), "sd": sd, "min": float(finite.min()), "max": float(finite.max()),
-            "per_run": [float(v) if math.isfinite(v) else None for v in arr]}
+    return {
+        "mean": float(finite.mean()),
+        "sd": sd,
+        "min": float(finite.min()),
+        "max": float(finite.max()),
+        "per_run": [float(v) if math.isfinite(v) else None for v in arr],
+    }
 
 
 def summarize(rate, internals: list[dict]) -> dict:

@@ -12,6 +12,7 @@ number of records still in play shrinks geometrically from round to round. Strat
 computed for the selected records only where the match columns allow it (`frame_keys`): coding
 every record would cost about as much as the selection itself.
 """
+
 from __future__ import annotations
 
 from fractions import Fraction
@@ -132,8 +133,11 @@ def _column_codes(s: pd.Series) -> tuple[np.ndarray, int]:
         if hi - lo < max(2 * len(s), 1 << 16):
             # Subtract in the unsigned type of the same width: wraps exactly, never overflows.
             unsigned = np.dtype(f"u{values.dtype.itemsize}")
-            offset = values - np.array(lo, dtype=values.dtype)[()] if values.dtype.kind == "u" \
+            offset = (
+                values - np.array(lo, dtype=values.dtype)[()]
+                if values.dtype.kind == "u"
                 else values.view(unsigned) - np.array(lo, dtype=values.dtype).view(unsigned)[()]
+            )
             return offset.astype(np.int32 if hi - lo <= _INT32_MAX else np.int64), hi - lo + 1
     codes, uniques = pd.factorize(s, use_na_sentinel=False)
     return codes, max(len(uniques), 1)
@@ -270,7 +274,7 @@ class _FrameKeys:
         cards = [card for _, _, card in self.columns]
         lead = int(np.argmax(cards))  # the most selective column: fewest records per value
         below = 1
-        for card in cards[lead + 1:]:
+        for card in cards[lead + 1 :]:
             below *= card
         values = np.unique(strata // below % cards[lead])
         if values.size > _SCAN_VALUES:
@@ -343,9 +347,7 @@ def check_roles(df: pd.DataFrame, match, swap) -> tuple[list, list]:
         raise MechanismError("the PSA needs at least one swapping variable")
     overlap = sorted(set(match) & set(swap), key=str)
     if overlap:
-        raise MechanismError(
-            f"column(s) {', '.join(map(repr, overlap))} cannot both match and be swapped"
-        )
+        raise MechanismError(f"column(s) {', '.join(map(repr, overlap))} cannot both match and be swapped")
     check_columns(df, match + swap)
     return match, swap
 
@@ -401,8 +403,9 @@ def _copy_on_write() -> bool:
 # ---------------------------------------------------------------------------------------------
 
 
-def carry_along(child_df: pd.DataFrame, parent_key_col: str, parent_df_before: pd.DataFrame,
-                result: SwapResult, swap) -> pd.DataFrame:
+def carry_along(
+    child_df: pd.DataFrame, parent_key_col: str, parent_df_before: pd.DataFrame, result: SwapResult, swap
+) -> pd.DataFrame:
     """Give every child record (a person) the swapped values of its parent (its household).
 
     Households are the swap unit, so their geography moves with all their members. The key
@@ -464,8 +467,7 @@ def induced_invariants(match, swap, hold) -> list[tuple[str, ...]]:
     every statistic that is a function of those two tables is invariant too.
     """
     match, swap, hold = list(match), list(swap), list(hold)
-    queries = [tuple(match + [c for c in hold if c not in match]),
-               tuple(match + [c for c in swap if c not in match])]
+    queries = [tuple(match + [c for c in hold if c not in match]), tuple(match + [c for c in swap if c not in match])]
     return list(dict.fromkeys(queries))
 
 
@@ -507,12 +509,19 @@ def swap_records_on(engine, df: pd.DataFrame, match, swap, p) -> SwapResult:
 
     match, swap = check_roles(df, match, swap)
     q = as_rate(p)
-    table = pd.DataFrame({c: df[c].to_numpy() if not isinstance(df[c].dtype, pd.CategoricalDtype) else df[c].array
-                          for c in match}, index=pd.RangeIndex(len(df)))
+    table = pd.DataFrame(
+        {c: df[c].to_numpy() if not isinstance(df[c].dtype, pd.CategoricalDtype) else df[c].array for c in match},
+        index=pd.RangeIndex(len(df)),
+    )
     table[ROW] = np.arange(len(df), dtype=np.int64)
-    pairs = engine.map_groups(table, match, functools.partial(swap_unit, rate=q), stage="swap",
-                              schema={ROW: "int64", SOURCE: "int64"})
+    pairs = engine.map_groups(
+        table, match, functools.partial(swap_unit, rate=q), stage="swap", schema={ROW: "int64", SOURCE: "int64"}
+    )
     rows, targets = pairs[ROW].to_numpy(), pairs[SOURCE].to_numpy()
     codes, _ = stratum_codes(df, match)
-    return SwapResult(data=_swapped_frame(df, swap, rows, targets), rows=rows, targets=targets,
-                      n_strata_touched=int(np.unique(codes[rows]).size))
+    return SwapResult(
+        data=_swapped_frame(df, swap, rows, targets),
+        rows=rows,
+        targets=targets,
+        n_strata_touched=int(np.unique(codes[rows]).size),
+    )

@@ -14,6 +14,7 @@ JSON output (stable; JSON Schemas in schemas/, each format versioned as the core
                                      "epsilon": [{"rate": float, "epsilon": float | "inf"}]}]}
 Infinite budgets are the string "inf" (JSON has no infinity).
 """
+
 from __future__ import annotations
 
 import json
@@ -62,13 +63,23 @@ def swap_group():
 
 
 @swap_group.command("epsilon")
-@click.option("--b", "b", type=click.IntRange(0), required=True,
-              help="size of the largest stratum holding two different records")
+@click.option(
+    "--b", "b", type=click.IntRange(0), required=True, help="size of the largest stratum holding two different records"
+)
 @click.option("--rate", "rates", callback=_rates, default=None, help=RATES_HELP)
-@click.option("--epsilon", "target", type=float, default=None,
-              help="the two rates whose budget is exactly this epsilon (it must be at least the minimum)")
-@click.option("--json", "as_json", is_flag=True, help="a list of {b, rate, epsilon, minimum_epsilon, minimum_rate}; "
-              "with --epsilon an object with both rates")
+@click.option(
+    "--epsilon",
+    "target",
+    type=float,
+    default=None,
+    help="the two rates whose budget is exactly this epsilon (it must be at least the minimum)",
+)
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="a list of {b, rate, epsilon, minimum_epsilon, minimum_rate}; with --epsilon an object with both rates",
+)
 def epsilon_cmd(b, rates, target, as_json):
     """The PSA's pure-DP budget for largest stratum B at each swap RATE, its minimum over all
     rates and the rate attaining it, and (--epsilon E) the two rates that give E."""
@@ -83,15 +94,26 @@ def epsilon_cmd(b, rates, target, as_json):
     pair = [float(r) for r in rates_for_epsilon(b, target)] if target is not None else None
     if as_json:
         rows = [{"format_version": FORMAT_VERSION, **row} for row in rows]
-        echo(_json({"format_version": FORMAT_VERSION, "b": b, "epsilon": target, "rates": list(pair),
-                          **minimum, "rows": rows} if pair else rows))
+        echo(
+            _json(
+                {
+                    "format_version": FORMAT_VERSION,
+                    "b": b,
+                    "epsilon": target,
+                    "rates": list(pair),
+                    **minimum,
+                    "rows": rows,
+                }
+                if pair
+                else rows
+            )
+        )
         return
     echo(f"b = {b:,}")
     if at is None:
         echo("b = 0: nothing can move, every rate gives epsilon = 0")
     else:
-        echo(f"smallest epsilon over all rates: ln(b+1)/2 = {least:.4f}, at rate {at:.6g} "
-                   "(no rate gives less)")
+        echo(f"smallest epsilon over all rates: ln(b+1)/2 = {least:.4f}, at rate {at:.6g} (no rate gives less)")
     if pair:
         echo(f"epsilon {target:g} is given by two rates: {pair[0]:.6g} and {pair[1]:.6g}")
     if rows:
@@ -104,8 +126,13 @@ def epsilon_cmd(b, rates, target, as_json):
 @click.argument("spec_file", metavar="SPEC", type=click.Path(dir_okay=False))
 @click.option("--rates", callback=_rates, default=None, help=RATES_HELP + " [default: 1%,2%,5%,10%,50%]")
 @click.option("--key", "keys", multiple=True, metavar="COL[,COL...]", help="an extra match key to compare (repeatable)")
-@click.option("--json", "as_json", is_flag=True, help="an object with the spec, table, match keys and rates, and "
-              "one row per key and rate (schemas/whatif.schema.json)")
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="an object with the spec, table, match keys and rates, and "
+    "one row per key and rate (schemas/whatif.schema.json)",
+)
 def whatif_cmd(spec_file, rates, keys, as_json):
     """b, its stratum and epsilon under alternative match keys for a swap SPEC.
 
@@ -136,10 +163,23 @@ def whatif_cmd(spec_file, rates, keys, as_json):
     rates = rates or list(whatif.DEFAULT_RATES)
     rows = whatif.with_epsilons(whatif.stratifications(spec, params, frame, extra), rates)
     if as_json:
-        echo(_json({"format_version": FORMAT_VERSION, "spec": spec.title, "table": table.name, "swap": swap, "hold": hold,
-                          "rates": [float(r) for r in rates], "rows": rows}))
+        echo(
+            _json(
+                {
+                    "format_version": FORMAT_VERSION,
+                    "spec": spec.title,
+                    "table": table.name,
+                    "swap": swap,
+                    "hold": hold,
+                    "rates": [float(r) for r in rates],
+                    "rows": rows,
+                }
+            )
+        )
         return
-    echo(f"{spec.title or spec_file}: swapping {', '.join(swap)} of {table.name}; holding {', '.join(hold) or '(nothing)'}")
+    echo(
+        f"{spec.title or spec_file}: swapping {', '.join(swap)} of {table.name}; holding {', '.join(hold) or '(nothing)'}"
+    )
     echo(whatif_text(rows, rates))
 
 
@@ -151,15 +191,25 @@ def whatif_text(rows: list[dict], rates) -> str:
     head = ["match key", "b", "largest stratum", *[f"eps@{float(r):g}" for r in rates]]
     body = []
     for row in rows:
-        mark = ("*" if row["is_spec"] else "") + ("" if row["from_invariants"] else "!") + ("" if row["keeps_nesting"] else "~")
+        mark = (
+            ("*" if row["is_spec"] else "")
+            + ("" if row["from_invariants"] else "!")
+            + ("" if row["keeps_nesting"] else "~")
+        )
         key = " x ".join(row["match"]) or "(none)"
         where = ", ".join(f"{k}={v}" for k, v in (row["largest_stratum"] or {}).items()) or "-"
         eps = [whatif.format_epsilon(e["epsilon"]) for e in row["epsilon"]]
         body.append([f"{key} {mark}".rstrip(), f"{row['b']:,}", where, *eps])
     widths = [max(len(str(r[i])) for r in [head, *body]) for i in range(len(head))]
-    lines = ["  ".join(str(c).ljust(w) if i in (0, 2) else str(c).rjust(w) for i, (c, w) in enumerate(zip(r, widths))).rstrip()
-             for r in [head, *body]]
+    lines = [
+        "  ".join(
+            str(c).ljust(w) if i in (0, 2) else str(c).rjust(w) for i, (c, w) in enumerate(zip(r, widths))
+        ).rstrip()
+        for r in [head, *body]
+    ]
     lines.insert(1, "  ".join("-" * w for w in widths))
-    lines.append("* the spec's key   ! b not published by the declared invariants   "
-                 "~ key does not hold the swapped columns' parent geography fixed")
+    lines.append(
+        "* the spec's key   ! b not published by the declared invariants   "
+        "~ key does not hold the swapped columns' parent geography fixed"
+    )
     return "\n".join(lines)

@@ -22,6 +22,7 @@ Small segments (below `REPAIR_FROM`) are cheaper by batch rejection, which is ve
 ones (`LARGE_STRATUM`) are shuffled one by one, without the batch's sort. Only the 2-cycle
 branch, taken with probability about 1/m per fixed point, runs as Python code per event.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -54,7 +55,7 @@ def uniform_derangements(sizes, rng: np.random.Generator) -> np.ndarray:
     large = np.flatnonzero(sizes >= LARGE_STRATUM)
     for lo, size in zip(starts[large].tolist(), sizes[large].tolist()):
         # In place: the same draws as `lo + rng.permutation(size)` (which shuffles an arange).
-        segment = perm[lo:lo + size]
+        segment = perm[lo : lo + size]
         segment[:] = np.arange(lo, lo + size, dtype=np.int64)
         rng.shuffle(segment)
     _shuffle_segments(perm, starts, sizes, np.flatnonzero((sizes > 0) & (sizes < LARGE_STRATUM)), rng)
@@ -71,8 +72,9 @@ def uniform_derangements(sizes, rng: np.random.Generator) -> np.ndarray:
     return perm
 
 
-def _shuffle_segments(perm: np.ndarray, starts: np.ndarray, sizes: np.ndarray, which: np.ndarray,
-                      rng: np.random.Generator) -> np.ndarray:
+def _shuffle_segments(
+    perm: np.ndarray, starts: np.ndarray, sizes: np.ndarray, which: np.ndarray, rng: np.random.Generator
+) -> np.ndarray:
     """Put a uniform permutation in each segment of ``which`` (one batch shuffle for all); returns
     the positions it drew."""
     todo_sizes = sizes[which]
@@ -84,8 +86,9 @@ def _shuffle_segments(perm: np.ndarray, starts: np.ndarray, sizes: np.ndarray, w
     return pos
 
 
-def _add_back(perm: np.ndarray, lo: np.ndarray, size: np.ndarray, fixed: np.ndarray,
-              count: np.ndarray, rng: np.random.Generator) -> None:
+def _add_back(
+    perm: np.ndarray, lo: np.ndarray, size: np.ndarray, fixed: np.ndarray, count: np.ndarray, rng: np.random.Generator
+) -> None:
     """Add every fixed point back into its segment's derangement, exactly (see module doc).
 
     ``fixed`` is sorted, so each segment's fixed points are contiguous; round r adds the r-th
@@ -125,7 +128,7 @@ def _pair_with(perm: np.ndarray, lo: int, size: int, x: int, m: int, rng: np.ran
     j = int(_unfixed(perm, *whole, rng)[0])
     y = int(perm[j])
     if perm[y] != j:  # cut j out of its cycle: i -> j -> y becomes i -> y
-        i = lo + int(np.flatnonzero(perm[lo:lo + size] == j)[0])
+        i = lo + int(np.flatnonzero(perm[lo : lo + size] == j)[0])
         perm[i] = y
     else:  # j and y were a 2-cycle: the others are a derangement of m - 2; add y back to it
         perm[j] = j
@@ -176,8 +179,7 @@ def _pair_draws(m: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     return out
 
 
-_SMALL_PAIR = np.array([pair_probability(k) if k >= 2 else (0, 1) for k in range(_EXACT_UP_TO + 1)],
-                       dtype=np.int64)
+_SMALL_PAIR = np.array([pair_probability(k) if k >= 2 else (0, 1) for k in range(_EXACT_UP_TO + 1)], dtype=np.int64)
 
 
 def _pair_draws_large(m: np.ndarray, rng: np.random.Generator) -> np.ndarray:

@@ -10,6 +10,7 @@ tested here.
 Runs are batched: the stratum repeated n times under n distinct values of a categorical match
 column is one call to `run`, and strata are swapped independently.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -78,5 +79,8 @@ def swap_pairs(mechanism, spec, params) -> list[NeighbourPair] | None:
         return multiset(release.outputs[table.name], 1)[0]
 
     label = f"a stratum of {STRATUM} {table.name} records exchanging their {', '.join(varying_hold)}"
-    return [NeighbourPair(label, frames[0], frames[1], distance=2, statistic=statistic,
-                          batch=batch if replicate is not None else None)]
+    return [
+        NeighbourPair(
+            label, frames[0], frames[1], distance=2, statistic=statistic, batch=batch if replicate is not None else None
+        )
+    ]

@@ -14,6 +14,7 @@ Why: a national household table does not fit the driver. When compile hands the 
 - internal figures (swapped records, strata touched, MAPE per released count table) from engine
   counts of the input and the output.
 """
+
 from __future__ import annotations
 
 import functools
@@ -46,14 +47,21 @@ def engine_stratification(table, key, others) -> dict:
     if b:
         first = int(np.flatnonzero(eligible == b)[0])
         where = {c: plain_value(per[c].iloc[first]) for c in key}
-    return {"match": key, "b": b, "largest_stratum": where, "strata": int(len(per)),
-            "strata_of_two_or_more": int((sizes >= 2).sum())}
+    return {
+        "match": key,
+        "b": b,
+        "largest_stratum": where,
+        "strata": int(len(per)),
+        "strata_of_two_or_more": int((sizes >= 2).sum()),
+    }
 
 
 def alternative_measure(table):
     """`whatif.stratifications`' measure on an engine table: rows with the pandas rows' fields."""
+
     def measure(key, others) -> dict:
         return {k: v for k, v in engine_stratification(table, key, others).items() if k != "strata"}
+
     return measure
 
 
@@ -81,8 +89,11 @@ def swap_engine_table(engine, table, match, swap, rate, keep_before=()):
     """Run the PSA on an `EngineTable`; the swapped rows stay on the engine (its own table).
     keep_before: swapping columns whose values before the swap stay beside them (`BEFORE`)."""
     keep_before = list(keep_before)
-    schema = {**{c: table.kinds[c] for c in table.columns}, SELECTED: "bool",
-              **{BEFORE + c: table.kinds[c] for c in keep_before}}
+    schema = {
+        **{c: table.kinds[c] for c in table.columns},
+        SELECTED: "bool",
+        **{BEFORE + c: table.kinds[c] for c in keep_before},
+    }
     extra = {"before": keep_before} if keep_before else {}  # a plain unit's call stays as it was
     unit = functools.partial(swap_stratum_rows, rate=as_rate(rate), swap=list(swap), **extra)
     return engine.map_groups(table, list(match), unit, stage="swap", schema=schema, collect=False)
@@ -98,9 +109,16 @@ def streamed_release(engine, table, held) -> StreamedTable:
         for chunk in engine.stream(held, order_by=columns, columns=columns):
             yield chunk.astype(dtypes)
 
-    return StreamedTable(columns, table.rows, chunks, dtypes=dtypes,
-                         counter=lambda by: engine.count(held, by), engine_bound=True,
-                         release=lambda: engine.drop(held), held=held)
+    return StreamedTable(
+        columns,
+        table.rows,
+        chunks,
+        dtypes=dtypes,
+        counter=lambda by: engine.count(held, by),
+        engine_bound=True,
+        release=lambda: engine.drop(held),
+        held=held,
+    )
 
 
 def run_figures(engine, held, match) -> dict:
@@ -132,8 +150,12 @@ def table_errors(tables, invariants, counters: dict) -> dict:
         if q.table not in counters:
             continue
         before, after = counters[q.table]
-        out[table_name(q)] = table_error(q, invariants, count_series(before(list(q.columns)), q.columns),
-                                         count_series(after(list(q.columns)), q.columns))
+        out[table_name(q)] = table_error(
+            q,
+            invariants,
+            count_series(before(list(q.columns)), q.columns),
+            count_series(after(list(q.columns)), q.columns),
+        )
     return out
 
 

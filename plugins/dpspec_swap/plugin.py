@@ -5,6 +5,7 @@ them to a spec: which table is swapped, which of its columns match, swap and hol
 statistics the swap keeps exact (they must be declared invariants), and what the budget is
 for the actual universe.
 """
+
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
@@ -15,7 +16,15 @@ if TYPE_CHECKING:  # names only the annotations use; the modules themselves load
 from fractions import Fraction
 
 from dpspec.api import (
-    DataError, Diagnostic, Mechanism, MechanismError, NativeFlavor, ParamSpec, ParameterSchema, Release, ir,
+    DataError,
+    Diagnostic,
+    Mechanism,
+    MechanismError,
+    NativeFlavor,
+    ParamSpec,
+    ParameterSchema,
+    Release,
+    ir,
     unknown,
 )
 from dpspec_swap.roles import carried_tables, nesting_parents, roles, swap_table, without_implied
@@ -35,60 +44,95 @@ def _param_loc(spec: ir.Spec, name: str) -> tuple[int | None, int | None]:
 class PermutationSwapping(Mechanism):
     name = "swap"
     version = __version__
-    description = ("Permutation swapping (PSA): within each stratum (the units sharing the match key's values), "
-                   "units selected at the swap rate exchange their swapping columns by a uniformly random "
-                   "derangement (a shuffle in which no selected unit keeps its own values).")
+    description = (
+        "Permutation swapping (PSA): within each stratum (the units sharing the match key's values), "
+        "units selected at the swap rate exchange their swapping columns by a uniformly random "
+        "derangement (a shuffle in which no selected unit keeps its own values)."
+    )
     needs_data_for_budget = True  # eps_D depends on b, the largest stratum of the actual data
     engine_tables = True  # a Parquet table stays on the engine: facts, units and release are engine operations
     run_context = True  # run(spec, params, data, ctx): one RunContext (API 1.6)
     uses_engine = True  # its units of work run on ctx.engine
-    proof = 'Bailie, Gong & Meng, Can swapping be differentially private?, Theorem II.1 (the first seed paper)'
-    sampling = 'exact: units selected by Bernoulli draws at the rational swap rate and swapped by uniform derangements built from integer draws (dpspec.api.bernoulli)'
-    parameters = ParameterSchema((
-        ParamSpec("table", "table", "the table of swap units (default: the spec's unit table)"),
-        ParamSpec("match", "columns", "the match key: holding columns whose values form the strata", required=True),
-        ParamSpec("swap", "columns", "the swapping columns, exchanged among the selected units of a stratum", required=True),
-        ParamSpec("rate", "number", "the swap rate p: each unit of a stratum is selected with probability p",
-                  required=True, low=Fraction(0), high=Fraction(1)),
-    ))
+    proof = "Bailie, Gong & Meng, Can swapping be differentially private?, Theorem II.1 (the first seed paper)"
+    sampling = "exact: units selected by Bernoulli draws at the rational swap rate and swapped by uniform derangements built from integer draws (dpspec.api.bernoulli)"
+    parameters = ParameterSchema(
+        (
+            ParamSpec("table", "table", "the table of swap units (default: the spec's unit table)"),
+            ParamSpec("match", "columns", "the match key: holding columns whose values form the strata", required=True),
+            ParamSpec(
+                "swap",
+                "columns",
+                "the swapping columns, exchanged among the selected units of a stratum",
+                required=True,
+            ),
+            ParamSpec(
+                "rate",
+                "number",
+                "the swap rate p: each unit of a stratum is selected with probability p",
+                required=True,
+                low=Fraction(0),
+                high=Fraction(1),
+            ),
+        )
+    )
     outputs: dict[str, str] = {}  # the swapped microdata are named after their tables
 
     # ---- static checks ----
     def check(self, spec, params):
         table = swap_table(spec, params)
         if table is None:
-            return [Diagnostic("mechanism 'swap' needs a table: give 'table: NAME' or declare the spec's unit",
-                               *_param_loc(spec, "table"))]
+            return [
+                Diagnostic(
+                    "mechanism 'swap' needs a table: give 'table: NAME' or declare the spec's unit",
+                    *_param_loc(spec, "table"),
+                )
+            ]
         problems = []
         for role in ("match", "swap"):
             for c in params[role]:
                 if c not in table.column_names:
-                    message, hint = unknown("column", c, table.column_names, f"table '{table.name}' (the swapped table)")
+                    message, hint = unknown(
+                        "column", c, table.column_names, f"table '{table.name}' (the swapped table)"
+                    )
                     problems.append(Diagnostic(f"parameter '{role}': {message}", *_param_loc(spec, role), hint=hint))
         if problems:
             return problems
         match, swap = list(params["match"]), list(params["swap"])
         both = [c for c in match if c in swap]
         if both:
-            problems.append(Diagnostic(
-                f"column(s) {', '.join(both)} cannot both be in the match key and be swapped: "
-                "a match column is held fixed within its stratum", *_param_loc(spec, "swap")))
+            problems.append(
+                Diagnostic(
+                    f"column(s) {', '.join(both)} cannot both be in the match key and be swapped: "
+                    "a match column is held fixed within its stratum",
+                    *_param_loc(spec, "swap"),
+                )
+            )
         for c in swap:
             parent = next(iter(nesting_parents(table, c)), None)  # held fixed, it fixes its own parents
             if parent is not None and parent not in match and parent not in swap:
-                problems.append(Diagnostic(
-                    f"'{c}' is nested in '{parent}'; swapping it between records with different '{parent}' "
-                    f"would break the nesting: add '{parent}' to the match key", *_param_loc(spec, "swap")))
+                problems.append(
+                    Diagnostic(
+                        f"'{c}' is nested in '{parent}'; swapping it between records with different '{parent}' "
+                        f"would break the nesting: add '{parent}' to the match key",
+                        *_param_loc(spec, "swap"),
+                    )
+                )
         for child in spec.domain.tables:
             if child.parent == table.name and child.link in swap:
-                problems.append(Diagnostic(
-                    f"'{child.link}' links table '{child.name}' to '{table.name}' and cannot be swapped",
-                    *_param_loc(spec, "swap")))
+                problems.append(
+                    Diagnostic(
+                        f"'{child.link}' links table '{child.name}' to '{table.name}' and cannot be swapped",
+                        *_param_loc(spec, "swap"),
+                    )
+                )
         rate = params["rate"]
         if rate.denominator > MAX_DENOMINATOR:
-            problems.append(Diagnostic(
-                f"rate {rate} has a denominator above 2^64, too fine for the exact sampler; give it with fewer digits",
-                *_param_loc(spec, "rate")))
+            problems.append(
+                Diagnostic(
+                    f"rate {rate} has a denominator above 2^64, too fine for the exact sampler; give it with fewer digits",
+                    *_param_loc(spec, "rate"),
+                )
+            )
         return problems
 
     def flavor(self, spec, params):
@@ -104,8 +148,10 @@ class PermutationSwapping(Mechanism):
             return []  # the parameters are wrong; check() has said how
         table = swap_table(spec, params)
         match, swap, hold = roles(spec, params)
-        queries = [ir.CountQuery(table.name, without_implied(table, match + hold)),
-                   ir.CountQuery(table.name, without_implied(table, match + swap))]
+        queries = [
+            ir.CountQuery(table.name, without_implied(table, match + hold)),
+            ir.CountQuery(table.name, without_implied(table, match + swap)),
+        ]
         for child in carried_tables(spec, table):
             kept = [c for c in child.column_names if c not in swap]
             queries.append(ir.CountQuery(child.name, without_implied(child, kept)))
@@ -192,7 +238,9 @@ class PermutationSwapping(Mechanism):
     def budget(self, spec, params, facts):
 
         if "b" not in facts:
-            raise MechanismError("the swap budget depends on b, the largest stratum of the data; compute the facts first")
+            raise MechanismError(
+                "the swap budget depends on b, the largest stratum of the data; compute the facts first"
+            )
         b, p = int(facts["b"]), params["rate"]
         eps = psa_epsilon_bound(b, p)
         return BudgetStatement(
@@ -218,13 +266,20 @@ class PermutationSwapping(Mechanism):
         if any(isinstance(t, EngineTable) for t in data.values()):
             # The swapped table was read into this process (CSV) but a linked one is held by the
             # engine: carry_along joins in this process, so that one is read here too.
-            data = {name: engine.to_pandas(t).astype({c: t.dtype(c) for c in t.columns}) if isinstance(t, EngineTable)
-                    else t for name, t in data.items()}
+            data = {
+                name: engine.to_pandas(t).astype({c: t.dtype(c) for c in t.columns})
+                if isinstance(t, EngineTable)
+                else t
+                for name, t in data.items()
+            }
         self._record_invariants(spec, params, df)
         # On an engine (what `compile` gives): one unit per stratum with its own keyed stream, so
         # every engine releases the same bytes; without one (older callers), the batched draw.
-        result = (swap_records_on(engine, df, match, swap, params["rate"]) if engine is not None
-                  else swap_records(df, match, swap, params["rate"], ctx.rng))
+        result = (
+            swap_records_on(engine, df, match, swap, params["rate"])
+            if engine is not None
+            else swap_records(df, match, swap, params["rate"], ctx.rng)
+        )
         outputs = {table.name: result.data}
         for child in carried_tables(spec, table):
             if child.name not in data:
@@ -239,8 +294,9 @@ class PermutationSwapping(Mechanism):
         }
         # The summary of this one run has the shape `utility` gives for several runs.
         internal = {**accuracy.summarize(params["rate"], [run]), "run": run}
-        return Release(outputs=outputs, facts={"swap_table": table.name}, internal=internal,
-                       notes=carried_notes(table, outputs))
+        return Release(
+            outputs=outputs, facts={"swap_table": table.name}, internal=internal, notes=carried_notes(table, outputs)
+        )
 
     def _record_invariants(self, spec, params, df) -> None:
         """What `dpspec verify --replay` reads. Swapping adds no noise: its protection is the uniform
@@ -252,8 +308,12 @@ class PermutationSwapping(Mechanism):
         for q in self.induced_invariants(spec, params):
             if q.table == swap_table(spec, params).name and q.columns:
                 counts = df.groupby(list(q.columns), observed=True).size()
-                record_measurement(q.describe(), counts.to_numpy(), "none",
-                                   keys=[counts.index.get_level_values(i) for i in range(counts.index.nlevels)])
+                record_measurement(
+                    q.describe(),
+                    counts.to_numpy(),
+                    "none",
+                    keys=[counts.index.get_level_values(i) for i in range(counts.index.nlevels)],
+                )
 
     def _run_on_engine(self, spec, params, df, engine, data) -> Release:
         """The PSA on an engine-held table (`on_engine`): the release is streamed from the engine;
@@ -291,8 +351,9 @@ class PermutationSwapping(Mechanism):
             "tables": errors,
         }
         internal = {**accuracy.summarize(params["rate"], [run]), "run": run}
-        return Release(outputs=outputs, facts={"swap_table": table.name}, internal=internal,
-                       notes=carried_notes(table, outputs))
+        return Release(
+            outputs=outputs, facts={"swap_table": table.name}, internal=internal, notes=carried_notes(table, outputs)
+        )
 
     def _errors(self, spec, params, data, outputs) -> dict:
         """This run's MAPE for each released count table (default: swap x hold, the paper's)."""
@@ -336,23 +397,35 @@ def budget_notes(b: int, p: Fraction, match, units: str = "records") -> tuple[st
     """The theorem's branch with the numbers filled in and every symbol in words (a printed
     report has no hover text), and why there is no finite worst case."""
     key = " x ".join(match) if match else "(no match key: one stratum)"
-    largest = (f"b = {b:,}: the number of {units} in the largest stratum (a group of {units} with the same values "
-               f"of the match key {key}) that holds two different {units}")
+    largest = (
+        f"b = {b:,}: the number of {units} in the largest stratum (a group of {units} with the same values "
+        f"of the match key {key}) that holds two different {units}"
+    )
     if b == 0:
-        notes = [f"b = 0: no stratum of the match key {key} holds two different {units}, "
-                 "so nothing can move: epsilon = 0"]
+        notes = [
+            f"b = 0: no stratum of the match key {key} holds two different {units}, so nothing can move: epsilon = 0"
+        ]
     elif p in (0, 1):
-        notes = [largest,
-                 f"swap rate p = {ir.format_number(p)} makes the swap deterministic on a stratum that could differ: "
-                 f"no finite epsilon ({THEOREM})"]
+        notes = [
+            largest,
+            f"swap rate p = {ir.format_number(p)} makes the swap deterministic on a stratum that could differ: "
+            f"no finite epsilon ({THEOREM})",
+        ]
     else:
-        branch = ("for a swap rate p of at most 1/2, epsilon = ln(b+1) - ln(o)" if p <= Fraction(1, 2)
-                  else "for a swap rate p above 1/2, epsilon = max(ln(o), ln(b+1) - ln(o))")
-        notes = [largest,
-                 f"{THEOREM}: {branch}, where ln is the natural logarithm and o = p/(1-p) the odds that a unit "
-                 f"is selected for swapping; here p = {ir.format_number(p)}, so ln(o) = {log_odds(p):.6f}"]
-    notes.append("per universe: b is a function of the invariants, so epsilon differs between universes; "
-                 "no finite worst case exists because the domain does not bound the number of units, "
-                 "and epsilon grows as ln(b+1) with the largest stratum")
+        branch = (
+            "for a swap rate p of at most 1/2, epsilon = ln(b+1) - ln(o)"
+            if p <= Fraction(1, 2)
+            else "for a swap rate p above 1/2, epsilon = max(ln(o), ln(b+1) - ln(o))"
+        )
+        notes = [
+            largest,
+            f"{THEOREM}: {branch}, where ln is the natural logarithm and o = p/(1-p) the odds that a unit "
+            f"is selected for swapping; here p = {ir.format_number(p)}, so ln(o) = {log_odds(p):.6f}",
+        ]
+    notes.append(
+        "per universe: b is a function of the invariants, so epsilon differs between universes; "
+        "no finite worst case exists because the domain does not bound the number of units, "
+        "and epsilon grows as ln(b+1) with the largest stratum"
+    )
     notes.append("finer match keys give smaller b and a smaller nominal epsilon only by publishing more invariants")
     return tuple(notes)

@@ -3,6 +3,7 @@
 Shared by the mechanism, the what-if table and the report, so that all three read a spec's
 `swap` block the same way.
 """
+
 from __future__ import annotations
 
 from dpspec.api import ir

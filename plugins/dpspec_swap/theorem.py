@@ -5,6 +5,7 @@ largest match-key stratum that holds at least two different records, and b is a 
 invariants. Everything here is exact where the theorem is: the rate is an exact fraction and
 ln(o) is computed from its integer numerator and denominator.
 """
+
 from __future__ import annotations
 
 import math
@@ -140,7 +141,9 @@ def rates_for_epsilon(b: int, epsilon: float) -> tuple[Fraction, Fraction]:
     if not math.isfinite(epsilon):
         raise MechanismError("epsilon must be finite: only rates 0 and 1 give an infinite budget")
     if epsilon < low_eps * (1 - 1e-12):
-        raise MechanismError(f"no swap rate gives epsilon {epsilon:g} for b = {b:,}: the smallest attainable "
-                             f"is ln(b+1)/2 = {low_eps:.6g}")
+        raise MechanismError(
+            f"no swap rate gives epsilon {epsilon:g} for b = {b:,}: the smallest attainable "
+            f"is ln(b+1)/2 = {low_eps:.6g}"
+        )
     epsilon = max(epsilon, low_eps)
     return _rate_of_log_odds(math.log(b + 1) - epsilon), _rate_of_log_odds(epsilon)

@@ -3,6 +3,7 @@
 Swapping keeps its invariant tables exact and distorts the others; these helpers measure the
 distortion of any count table so the report can show what the budget bought.
 """
+
 from __future__ import annotations
 
 import numpy as np

@@ -5,6 +5,7 @@ published exactly; coarser strata do the opposite. The table here lets a custodi
 report) see that trade at a glance: b, the stratum that attains it, and epsilon at a few rates
 for keys with coarser and finer geography, with and without the other match columns.
 """
+
 from __future__ import annotations
 
 import functools
@@ -100,8 +101,9 @@ def stratification(df: pd.DataFrame, key, others) -> dict:
     return {"match": key, "b": int(b), "largest_stratum": where, "strata_of_two_or_more": int((sizes >= 2).sum())}
 
 
-def stratifications(spec: ir.Spec, params: dict, df: pd.DataFrame, extra_keys=(), measure=None,
-                    only_from_invariants: bool = False) -> list[dict]:
+def stratifications(
+    spec: ir.Spec, params: dict, df: pd.DataFrame, extra_keys=(), measure=None, only_from_invariants: bool = False
+) -> list[dict]:
     """One row per alternative key (the spec's own first), each computed on `df`.
 
     from_invariants: the key's counts are published by the spec's declared invariants, so its

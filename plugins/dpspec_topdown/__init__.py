@@ -9,6 +9,7 @@ passes and rounding), `release/` (the tables and what the reports show, the budg
 hook among them); `params/` holds the hand parsers of the mechanism block and the spec
 locations of their errors.
 """
+
 from __future__ import annotations
 
 from dpspec.api import hookimpl

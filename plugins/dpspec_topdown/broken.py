@@ -1,6 +1,7 @@
 """A DataError that names the constructs of the spec the data break, raised where the spec is not
 at hand (geography, estimation, the run); params/broken_places.py then cites where the spec
 writes each."""
+
 from __future__ import annotations
 
 from dpspec.api import DataError

@@ -10,6 +10,7 @@ data (records and the public tables counted from them) comes to the run separate
 `run.context.Records`, and the run-time things (random source, engine, progress) as
 `run.context.RunContext`.
 """
+
 from __future__ import annotations
 
 from typing import Mapping, Sequence
@@ -82,11 +83,19 @@ def design_from_spec(spec: ir.Spec, params: dict) -> Design:
     schema = _schema(spec, params)
     spine = _spine(spec, params)
     return Design(
-        levels, variables, _strategy(params, levels, list(variables)), params["rho"], params["levels"],
-        _relation(spec, params), [(lv, q) for lv, q, _ in invariants],
-        recodes=schema.recodes, passes=_passes(params, list(variables), _joint_names(_joint(spec, params))),
+        levels,
+        variables,
+        _strategy(params, levels, list(variables)),
+        params["rho"],
+        params["levels"],
+        _relation(spec, params),
+        [(lv, q) for lv, q, _ in invariants],
+        recodes=schema.recodes,
+        passes=_passes(params, list(variables), _joint_names(_joint(spec, params))),
         structural_zeros=_structural_zeros(params, variables, schema.recodes),
-        aian=spine.get("aian"), bypass=spine.get("bypass", ()),
+        aian=spine.get("aian"),
+        bypass=spine.get("bypass", ()),
         failsafe=list(params["failsafe"]["minimal_schema"]) if params.get("failsafe") else None,
         postprocess_only=list(params.get("postprocess_only") or ()),
-        postprocess_feasible=list(params.get("postprocess_require_feasible") or ()))
+        postprocess_feasible=list(params.get("postprocess_require_feasible") or ()),
+    )

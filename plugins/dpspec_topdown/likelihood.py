@@ -7,6 +7,7 @@ variables in the spec's declaration order, categories in the domain's order); th
 parameter sigma² is recovered from the published variance (equal to it from sigma² of about 10
 on; below, the variance is inverted numerically, it is increasing in sigma²).
 """
+
 from __future__ import annotations
 
 import math
@@ -64,7 +65,9 @@ def measurement_likelihoods(spec: ir.Spec, params: dict, outputs: dict) -> list[
         shape = [len(cats[v]) for v in names]
         cell = rows["cell"].to_numpy(dtype=np.int64)
         if names and (cell.min() < 0 or cell.max() >= int(np.prod(shape))):
-            raise MechanismError(f"measurements: query '{query}' has a cell index outside its {int(np.prod(shape))} cells")
+            raise MechanismError(
+                f"measurements: query '{query}' has a cell index outside its {int(np.prod(shape))} cells"
+            )
         cells = {}
         if level != ROOT:
             cells[str(level)] = rows["geocode"].astype(str).to_numpy()
@@ -81,11 +84,18 @@ def measurement_likelihoods(spec: ir.Spec, params: dict, outputs: dict) -> list[
             noise = value - np.asarray(truth, dtype=np.float64)
             return -noise * noise / (2.0 * sigma2) + log_z
 
-        out.append(CountLikelihood(
-            query=ir.CountQuery(table, columns), cells=pd.DataFrame(cells, columns=list(columns), index=pd.RangeIndex(len(rows))),
-            value=value, logpmf=logpmf, log_max=log_max, estimate=value.astype(float),
-            variance=rows["variance"].to_numpy(dtype=float),
-            description=f"{level} {query}: value = true count + discrete Gaussian noise (sigma² {sigma2[0]:.4g})"))
+        out.append(
+            CountLikelihood(
+                query=ir.CountQuery(table, columns),
+                cells=pd.DataFrame(cells, columns=list(columns), index=pd.RangeIndex(len(rows))),
+                value=value,
+                logpmf=logpmf,
+                log_max=log_max,
+                estimate=value.astype(float),
+                variance=rows["variance"].to_numpy(dtype=float),
+                description=f"{level} {query}: value = true count + discrete Gaussian noise (sigma² {sigma2[0]:.4g})",
+            )
+        )
     return out
 
 
@@ -99,6 +109,5 @@ def variances_agree(frame: pd.DataFrame, allowed: dict) -> np.ndarray:
     for (level, query), values in allowed.items():
         rows = (keys == f"{level}\x1f{query}").to_numpy()
         if rows.any():
-            ok[rows] = np.any(
-                [np.isclose(variance[rows], v, rtol=1e-9, atol=0) for v in values], axis=0)
+            ok[rows] = np.any([np.isclose(variance[rows], v, rtol=1e-9, atol=0) for v in values], axis=0)
     return ok

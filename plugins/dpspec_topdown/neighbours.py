@@ -10,13 +10,22 @@ drawn n at a time with the mechanism's own allocation (`TopDown._allocation`) an
 project's discrete Gaussian sampler; the post-processing is not rerun (one run takes seconds,
 and it cannot add privacy loss).
 """
+
 from __future__ import annotations
 
 import itertools
 
 import numpy as np
 
-from dpspec.api import NeighbourPair, discrete_gaussian, miniature_rows, same_universe, typed_frame, universe_queries, miniature_record as record
+from dpspec.api import (
+    NeighbourPair,
+    discrete_gaussian,
+    miniature_rows,
+    same_universe,
+    typed_frame,
+    universe_queries,
+    miniature_record as record,
+)
 
 from .measurement.allocation import JOINT_MARK
 
@@ -59,7 +68,10 @@ def topdown_pairs(mechanism, spec, params, variables_of, root: str, recodes=()) 
     for moves in ([finest, *variables], list(variables)):
         changed = [dict(r) for r in base]
         changed[0] = record(table, {c: 1 for c in moves})
-        left = {**{t.name: typed_frame(t, rows[t.name]) for t in spec.domain.tables}, table.name: typed_frame(table, base)}
+        left = {
+            **{t.name: typed_frame(t, rows[t.name]) for t in spec.domain.tables},
+            table.name: typed_frame(table, base),
+        }
         right = {**left, table.name: typed_frame(table, changed)}
         if same_universe(spec, queries, left, right) is None:
             pair = (moves, left, right)
@@ -68,12 +80,18 @@ def topdown_pairs(mechanism, spec, params, variables_of, root: str, recodes=()) 
         return []
     moves, left, right = pair
     parts = []  # (sigma², answers on the left, answers on the right) of the cells that differ
-    counted = {side: _recoded(frames[table.name], recodes, variables) for side, frames in (("left", left), ("right", right))}
+    counted = {
+        side: _recoded(frames[table.name], recodes, variables) for side, frames in (("left", left), ("right", right))
+    }
     for qb in alloc.queries:
         if qb.query[:1] and str(qb.query[0]).startswith(JOINT_MARK):
             continue  # a joint table's query: it does not read the changed record's table
         level = None if qb.level == root else qb.level
-        units = sorted(set(left[table.name][level].astype(str)) | set(right[table.name][level].astype(str))) if level else [""]
+        units = (
+            sorted(set(left[table.name][level].astype(str)) | set(right[table.name][level].astype(str)))
+            if level
+            else [""]
+        )
         a = _answers(counted["left"], level, qb.query, factors, units)
         b = _answers(counted["right"], level, qb.query, factors, units)
         differ = np.flatnonzero(a != b)

@@ -7,11 +7,23 @@ be given a share under the name `nation`. The spec's declared invariants on the 
 are enforced exactly and are the mechanism's induced invariants: an invariant it cannot keep
 (a column that is neither a level nor a histogram variable) is a check error.
 """
+
 from __future__ import annotations
 
 from fractions import Fraction
 
-from dpspec.api import Mechanism, NativeFlavor, OutputKeys, ParamSpec, ParameterSchema, ir, BudgetStatement, ZCDP, ReleaseColumns, discrete_gaussian_variance
+from dpspec.api import (
+    Mechanism,
+    NativeFlavor,
+    OutputKeys,
+    ParamSpec,
+    ParameterSchema,
+    ir,
+    BudgetStatement,
+    ZCDP,
+    ReleaseColumns,
+    discrete_gaussian_variance,
+)
 
 from .measurement.allocation import JOINT_MARK, _is_joint_key, _only_queries, allocate, split_allocation
 from .params.checks import column_problems, setting_problems
@@ -25,117 +37,282 @@ __version__ = "1.0.0"
 
 # a level's passes: one list of queries ("total", "hhgq * votingage", a joint table's "NAME: QUERY"),
 # or a block of named passes in order, each a list
-PASSES = ParamSpec("", "either", "the level's passes", options=(
-    ParamSpec("", "list", "one pass: its queries", items="string"),
-    ParamSpec("", "map", "named passes in order", keys="names",
-              values=ParamSpec("", "list", "the pass's queries", items="string"))))
-OUTER_PASS = ParamSpec("", "block", "one outer pass: its passes fitted and rounded, then held", fields=(
-    ParamSpec("estimation", "either", "its least-squares passes", required=True, options=PASSES.options),
-    ParamSpec("rounding", "either", "its rounding passes", required=True, options=PASSES.options),
-    ParamSpec("constrain_to", "either", "per estimation pass, the queries later passes hold", options=PASSES.options)))
+PASSES = ParamSpec(
+    "",
+    "either",
+    "the level's passes",
+    options=(
+        ParamSpec("", "list", "one pass: its queries", items="string"),
+        ParamSpec(
+            "",
+            "map",
+            "named passes in order",
+            keys="names",
+            values=ParamSpec("", "list", "the pass's queries", items="string"),
+        ),
+    ),
+)
+OUTER_PASS = ParamSpec(
+    "",
+    "block",
+    "one outer pass: its passes fitted and rounded, then held",
+    fields=(
+        ParamSpec("estimation", "either", "its least-squares passes", required=True, options=PASSES.options),
+        ParamSpec("rounding", "either", "its rounding passes", required=True, options=PASSES.options),
+        ParamSpec(
+            "constrain_to", "either", "per estimation pass, the queries later passes hold", options=PASSES.options
+        ),
+    ),
+)
 
 
 class TopDown(Mechanism):
     name = "topdown"
     version = __version__
-    description = ("The 2020 Census TopDown algorithm: integer noise from a discrete Gaussian (bell-shaped) "
-                   "distribution on every count of every geographic unit, then, from the nation down, the "
-                   "nonnegative whole-number counts closest to the noisy ones (least squares) that keep the invariants.")
-    proof = 'Abowd et al. (2022), The 2020 Census Disclosure Avoidance System TopDown Algorithm, Harvard Data Science Review: zCDP of the discrete Gaussian measurements (Canonne, Kamath & Steinke 2020) composed over levels and queries (Bun & Steinke 2016); estimation and rounding are post-processing'
+    description = (
+        "The 2020 Census TopDown algorithm: integer noise from a discrete Gaussian (bell-shaped) "
+        "distribution on every count of every geographic unit, then, from the nation down, the "
+        "nonnegative whole-number counts closest to the noisy ones (least squares) that keep the invariants."
+    )
+    proof = "Abowd et al. (2022), The 2020 Census Disclosure Avoidance System TopDown Algorithm, Harvard Data Science Review: zCDP of the discrete Gaussian measurements (Canonne, Kamath & Steinke 2020) composed over levels and queries (Bun & Steinke 2016); estimation and rounding are post-processing"
     sampling = "exact: integer noise from Canonne, Kamath & Steinke's (2020) discrete Gaussian rejection sampler on integers and rationals (dpspec.api.discrete_gaussian), no floating point"
-    parameters = ParameterSchema((
-        ParamSpec("table", "table", "the person table", required=True),
-        ParamSpec("variables", "columns", "the histogram variables (enumerated, boolean or integer-range columns)", required=True),
-        ParamSpec("rho", "number", "the total zCDP budget", required=True, low=Fraction(0)),
-        ParamSpec("levels", "shares", "share of rho per geographic level ('nation' is the root); must sum to 1", required=True),
-        ParamSpec("queries", "block", "share of each level's rho per query (total, detailed, or var*var); "
-                  "one block for all levels or one per level; must sum to 1", required=True),
-        ParamSpec("recodes", "block", "query factors that group one variable's categories: "
-                  "NAME: { of: VARIABLE  LABEL: [values] ... }, a partition of the variable"),
-        ParamSpec("estimation", "map", "least-squares passes per level: { county: [total] } fits the total "
-                  "first and then the other queries, keeping earlier answers within pass_tolerance", keys="levels",
-                  values=PASSES),
-        ParamSpec("rounding", "map", "rounding passes per level: { county: { pass1: [\"total\"]  pass2: [\"hhgq\", \"hhgq * hispanic\"] } } "
-                  "keeps each pass's margins within floor/ceil of the fit, then fixes them", keys="levels",
-                  values=PASSES),
-        ParamSpec("outer_passes", "map", "interleaved outer passes per level: { county: { outer1: { estimation: "
-                  "{ pass1: [\"total\"] }  rounding: { pass1: [\"total\"] } }  outer2: { ... } } }: each outer pass fits "
-                  "and rounds its queries, then its last rounding pass's answers are fixed exactly for the next; with a joint table a "
-                  "pass names its queries as \"NAME: QUERY\"", keys="levels",
-                  values=ParamSpec("", "map", "the level's outer passes in order", keys="names", values=OUTER_PASS)),
-        ParamSpec("constrain_to", "map", "per level and estimation pass, the queries later passes hold within "
-                  "pass_tolerance: { county: { pass1: [\"total\", \"hhgq\"] } } (default: the queries the pass names)", keys="levels",
-                  values=PASSES),
-        ParamSpec("pass_tolerance", "number", "how far a later estimation pass may move earlier passes' answers "
-                  "(production: 1/10); with pass_tolerance_type: opt_tol, the slack added to the LP-optimal tolerance",
-                  low=Fraction(0)),
-        ParamSpec("pass_tolerance_type", "choice", "const: later passes hold earlier answers within pass_tolerance; "
-                  "opt_tol: within the LP-optimal tolerance plus pass_tolerance (production's opt_tol, opt_tol_slack)",
-                  choices=("const", "opt_tol")),
-        ParamSpec("structural_zeros", "block", "cells that must be 0 everywhere, e.g. { nurse_nva_0: { hhgq: [3]  "
-                  "votingage: [0] } } (a recode may stand for its variable, its group labels for the categories in them); "
-                  "data with a record there is rejected"),
-        ParamSpec("constraints", "map", "bounds on persons per block from a second table, e.g. { hhgq_total_lb_ub: "
-                  "{ of: hhgq  table: facilities  type: gqtype  occupied: [1, 2] } }: none of a type the block "
-                  "lacks, at least one per occupied facility (sense: upper or lower keeps one side); its counts "
-                  "by block and type must be invariants", keys="names", values=ParamSpec(
-                      "", "block", "one bound", fields=(
-                          ParamSpec("of", "string", "the histogram variable or recode bounded", required=True),
-                          ParamSpec("table", "table", "the second table whose rows set the bounds", required=True),
-                          ParamSpec("type", "string", "its column of the rows' category of `of`", required=True),
-                          ParamSpec("occupied", "list", "the types whose rows stand for occupied facilities: at least "
-                                    "one person each"),
-                          ParamSpec("sense", "choice", "both (default), lower or upper: which bounds are kept",
-                                    choices=("both", "lower", "upper"))))),
-        ParamSpec("spine", "block", "the geographic spine, as production ran it: { aian: COLUMN } splits the state "
-                  "(the first level) and the levels below it but the finest into their parts inside and outside "
-                  "AIAN areas (COLUMN: 1 inside), measured separately; the state invariant holds on the parts' sum",
-                  fields=(
-                      ParamSpec("aian", "column", "the person column marking the units inside AIAN areas (0/1 or "
-                                "boolean, constant within each finest unit)", table_param="table"),
-                      ParamSpec("bypass", "list", "levels whose single-child units are measured once with their "
-                                "child's share (production's optimized spine)", items="level"),
-                      ParamSpec("gq_blockgroups", "block", "split the level above the finest by the group-quarters "
-                                "types each finest unit has", fields=(
-                                    ParamSpec("table", "table", "the facilities table", required=True),
-                                    ParamSpec("type", "string", "its column of the facility type", required=True),
-                                    ParamSpec("types", "list", "the types that split a block group", required=True))),
-                      ParamSpec("geography", "table", "the reference geography: every finest unit, populated or not"))),
-        ParamSpec("equal_to", "map", "hold the release to a product already released: { pl94: { table: T  query: "
-                  "\"hhgq * votingage\" } } keeps that marginal equal to T's at every finest unit (T declared public; T's columns "
-                  "take exactly the factors' groups, and the marginal's groups nest with every invariant's below the root)", keys="names",
-                  values=ParamSpec("", "block", "one product held", fields=(
-                      ParamSpec("table", "string", "the released product's table (declared public)", required=True),
-                      ParamSpec("query", "string", "the marginal held equal to it, e.g. \"hhgq * votingage\"",
-                                required=True)))),
-        ParamSpec("joint", "block", "further tables solved with this one in one problem per node: { units: { table: units  "
-                  "variables: vacs  queries: { total: 1/4 } } }; their query shares and this table's sum to 1 per level; a joint "
-                  "table may have its own recodes and structural_zeros"),
-        ParamSpec("cross_constraints", "map", "equalities across jointly solved tables at every unit: { h1: { left: "
-                  "\"households: total\"  right: \"units: occupancy = occupied\" } }", keys="names",
-                  values=ParamSpec("", "block", "one equality", fields=(
-                      ParamSpec("left", "string", "\"TABLE: QUERY\" or \"TABLE: QUERY = LABEL\"", required=True),
-                      ParamSpec("right", "string", "\"TABLE: QUERY\" or \"TABLE: QUERY = LABEL\"", required=True)))),
-        ParamSpec("failsafe", "block", "production's failsafe: { minimal_schema: [hhgq] } re-solves a node that has no "
-                  "solution with its children sums relaxed, the sums over the other variables kept exact",
-                  fields=(ParamSpec("minimal_schema", "list", "the histogram variables whose sums stay exact when the "
-                                    "children sums are relaxed (production's minimalSchema)", required=True,
-                                    items="string"),)),
-        ParamSpec("postprocess_only", "list", "constraints left out of every solve and repaired after each node's "
-                  "rounding (production's postprocess_only_constr_names): [hhgq_total_ub, hhgq_total_lb]; needs "
-                  "postprocess_heuristics: true", items="string"),
-        ParamSpec("postprocess_heuristics", "choice", "production's use_postprocess_heuristics: true repairs the "
-                  "postprocess_only constraints by moving records within a child", choices=("true", "false")),
-        ParamSpec("postprocess_require_feasible", "list", "levels where a record may also change the structural "
-                  "zeros' other variable and a row left broken stops the run (production's "
-                  "require_feasible_postproc_dim): [state, county]", items="level"),
-        ParamSpec("workers", "int", "solver processes (default: all cores)", low=Fraction(1), high=Fraction(256)),
-    ))
+    parameters = ParameterSchema(
+        (
+            ParamSpec("table", "table", "the person table", required=True),
+            ParamSpec(
+                "variables",
+                "columns",
+                "the histogram variables (enumerated, boolean or integer-range columns)",
+                required=True,
+            ),
+            ParamSpec("rho", "number", "the total zCDP budget", required=True, low=Fraction(0)),
+            ParamSpec(
+                "levels",
+                "shares",
+                "share of rho per geographic level ('nation' is the root); must sum to 1",
+                required=True,
+            ),
+            ParamSpec(
+                "queries",
+                "block",
+                "share of each level's rho per query (total, detailed, or var*var); "
+                "one block for all levels or one per level; must sum to 1",
+                required=True,
+            ),
+            ParamSpec(
+                "recodes",
+                "block",
+                "query factors that group one variable's categories: "
+                "NAME: { of: VARIABLE  LABEL: [values] ... }, a partition of the variable",
+            ),
+            ParamSpec(
+                "estimation",
+                "map",
+                "least-squares passes per level: { county: [total] } fits the total "
+                "first and then the other queries, keeping earlier answers within pass_tolerance",
+                keys="levels",
+                values=PASSES,
+            ),
+            ParamSpec(
+                "rounding",
+                "map",
+                'rounding passes per level: { county: { pass1: ["total"]  pass2: ["hhgq", "hhgq * hispanic"] } } '
+                "keeps each pass's margins within floor/ceil of the fit, then fixes them",
+                keys="levels",
+                values=PASSES,
+            ),
+            ParamSpec(
+                "outer_passes",
+                "map",
+                "interleaved outer passes per level: { county: { outer1: { estimation: "
+                '{ pass1: ["total"] }  rounding: { pass1: ["total"] } }  outer2: { ... } } }: each outer pass fits '
+                "and rounds its queries, then its last rounding pass's answers are fixed exactly for the next; with a joint table a "
+                'pass names its queries as "NAME: QUERY"',
+                keys="levels",
+                values=ParamSpec("", "map", "the level's outer passes in order", keys="names", values=OUTER_PASS),
+            ),
+            ParamSpec(
+                "constrain_to",
+                "map",
+                "per level and estimation pass, the queries later passes hold within "
+                'pass_tolerance: { county: { pass1: ["total", "hhgq"] } } (default: the queries the pass names)',
+                keys="levels",
+                values=PASSES,
+            ),
+            ParamSpec(
+                "pass_tolerance",
+                "number",
+                "how far a later estimation pass may move earlier passes' answers "
+                "(production: 1/10); with pass_tolerance_type: opt_tol, the slack added to the LP-optimal tolerance",
+                low=Fraction(0),
+            ),
+            ParamSpec(
+                "pass_tolerance_type",
+                "choice",
+                "const: later passes hold earlier answers within pass_tolerance; "
+                "opt_tol: within the LP-optimal tolerance plus pass_tolerance (production's opt_tol, opt_tol_slack)",
+                choices=("const", "opt_tol"),
+            ),
+            ParamSpec(
+                "structural_zeros",
+                "block",
+                "cells that must be 0 everywhere, e.g. { nurse_nva_0: { hhgq: [3]  "
+                "votingage: [0] } } (a recode may stand for its variable, its group labels for the categories in them); "
+                "data with a record there is rejected",
+            ),
+            ParamSpec(
+                "constraints",
+                "map",
+                "bounds on persons per block from a second table, e.g. { hhgq_total_lb_ub: "
+                "{ of: hhgq  table: facilities  type: gqtype  occupied: [1, 2] } }: none of a type the block "
+                "lacks, at least one per occupied facility (sense: upper or lower keeps one side); its counts "
+                "by block and type must be invariants",
+                keys="names",
+                values=ParamSpec(
+                    "",
+                    "block",
+                    "one bound",
+                    fields=(
+                        ParamSpec("of", "string", "the histogram variable or recode bounded", required=True),
+                        ParamSpec("table", "table", "the second table whose rows set the bounds", required=True),
+                        ParamSpec("type", "string", "its column of the rows' category of `of`", required=True),
+                        ParamSpec(
+                            "occupied",
+                            "list",
+                            "the types whose rows stand for occupied facilities: at least one person each",
+                        ),
+                        ParamSpec(
+                            "sense",
+                            "choice",
+                            "both (default), lower or upper: which bounds are kept",
+                            choices=("both", "lower", "upper"),
+                        ),
+                    ),
+                ),
+            ),
+            ParamSpec(
+                "spine",
+                "block",
+                "the geographic spine, as production ran it: { aian: COLUMN } splits the state "
+                "(the first level) and the levels below it but the finest into their parts inside and outside "
+                "AIAN areas (COLUMN: 1 inside), measured separately; the state invariant holds on the parts' sum",
+                fields=(
+                    ParamSpec(
+                        "aian",
+                        "column",
+                        "the person column marking the units inside AIAN areas (0/1 or "
+                        "boolean, constant within each finest unit)",
+                        table_param="table",
+                    ),
+                    ParamSpec(
+                        "bypass",
+                        "list",
+                        "levels whose single-child units are measured once with their "
+                        "child's share (production's optimized spine)",
+                        items="level",
+                    ),
+                    ParamSpec(
+                        "gq_blockgroups",
+                        "block",
+                        "split the level above the finest by the group-quarters types each finest unit has",
+                        fields=(
+                            ParamSpec("table", "table", "the facilities table", required=True),
+                            ParamSpec("type", "string", "its column of the facility type", required=True),
+                            ParamSpec("types", "list", "the types that split a block group", required=True),
+                        ),
+                    ),
+                    ParamSpec("geography", "table", "the reference geography: every finest unit, populated or not"),
+                ),
+            ),
+            ParamSpec(
+                "equal_to",
+                "map",
+                "hold the release to a product already released: { pl94: { table: T  query: "
+                "\"hhgq * votingage\" } } keeps that marginal equal to T's at every finest unit (T declared public; T's columns "
+                "take exactly the factors' groups, and the marginal's groups nest with every invariant's below the root)",
+                keys="names",
+                values=ParamSpec(
+                    "",
+                    "block",
+                    "one product held",
+                    fields=(
+                        ParamSpec("table", "string", "the released product's table (declared public)", required=True),
+                        ParamSpec(
+                            "query", "string", 'the marginal held equal to it, e.g. "hhgq * votingage"', required=True
+                        ),
+                    ),
+                ),
+            ),
+            ParamSpec(
+                "joint",
+                "block",
+                "further tables solved with this one in one problem per node: { units: { table: units  "
+                "variables: vacs  queries: { total: 1/4 } } }; their query shares and this table's sum to 1 per level; a joint "
+                "table may have its own recodes and structural_zeros",
+            ),
+            ParamSpec(
+                "cross_constraints",
+                "map",
+                "equalities across jointly solved tables at every unit: { h1: { left: "
+                '"households: total"  right: "units: occupancy = occupied" } }',
+                keys="names",
+                values=ParamSpec(
+                    "",
+                    "block",
+                    "one equality",
+                    fields=(
+                        ParamSpec("left", "string", '"TABLE: QUERY" or "TABLE: QUERY = LABEL"', required=True),
+                        ParamSpec("right", "string", '"TABLE: QUERY" or "TABLE: QUERY = LABEL"', required=True),
+                    ),
+                ),
+            ),
+            ParamSpec(
+                "failsafe",
+                "block",
+                "production's failsafe: { minimal_schema: [hhgq] } re-solves a node that has no "
+                "solution with its children sums relaxed, the sums over the other variables kept exact",
+                fields=(
+                    ParamSpec(
+                        "minimal_schema",
+                        "list",
+                        "the histogram variables whose sums stay exact when the "
+                        "children sums are relaxed (production's minimalSchema)",
+                        required=True,
+                        items="string",
+                    ),
+                ),
+            ),
+            ParamSpec(
+                "postprocess_only",
+                "list",
+                "constraints left out of every solve and repaired after each node's "
+                "rounding (production's postprocess_only_constr_names): [hhgq_total_ub, hhgq_total_lb]; needs "
+                "postprocess_heuristics: true",
+                items="string",
+            ),
+            ParamSpec(
+                "postprocess_heuristics",
+                "choice",
+                "production's use_postprocess_heuristics: true repairs the "
+                "postprocess_only constraints by moving records within a child",
+                choices=("true", "false"),
+            ),
+            ParamSpec(
+                "postprocess_require_feasible",
+                "list",
+                "levels where a record may also change the structural "
+                "zeros' other variable and a row left broken stops the run (production's "
+                "require_feasible_postproc_dim): [state, county]",
+                items="level",
+            ),
+            ParamSpec("workers", "int", "solver processes (default: all cores)", low=Fraction(1), high=Fraction(256)),
+        )
+    )
     outputs = {
         "microdata": "privacy-protected person records (geography and histogram variables); named after the table",
         "measurements": "the noisy measurements: level, geocode, query, cell, value, variance",
         "joint_measurements": "with a joint table (joint: {...}): its noisy measurements, as measurements "
-                              "(its microdata is named after its table)",
+        "(its microdata is named after its table)",
     }
     engine_tables = True  # a Parquet person table stays on the engine: TopDown only counts it
     run_context = True  # run(spec, params, data, ctx): one dpspec.api.RunContext (API 1.6)
@@ -149,13 +326,16 @@ class TopDown(Mechanism):
         ("@NAME", *factors) and share each level's budget with the mechanism's table's."""
         variables = _variables(spec, params)
         schema = _schema(spec, params)
-        strategy = {lv: [(schema.canonical(q), s) for q, s in entries]
-                    for lv, entries in _strategy(params, _levels(spec), list(variables)).items()}
+        strategy = {
+            lv: [(schema.canonical(q), s) for q, s in entries]
+            for lv, entries in _strategy(params, _levels(spec), list(variables)).items()
+        }
         for j in _joint(spec, params):
             for lv, entries in j["strategy"].items():
                 strategy[lv] = strategy[lv] + [((JOINT_MARK + j["name"], *q), s) for q, s in entries]
-        return allocate(params["rho"], params["levels"], strategy, _relation(spec, params),
-                        names=_query_labels(spec, params))
+        return allocate(
+            params["rho"], params["levels"], strategy, _relation(spec, params), names=_query_labels(spec, params)
+        )
 
     def flavor(self, spec, params):
         return NativeFlavor(params["table"], _relation(spec, params), "zcdp")
@@ -178,22 +358,30 @@ class TopDown(Mechanism):
     def budget(self, spec, params, facts):
 
         alloc = self._allocation(spec, params)
-        notes = [f"rho = {ir.format_number(alloc.rho)} split over geographic levels in shares "
-                 + ", ".join(f"{lv} {ir.format_number(s)}" for lv, s in alloc.level_shares.items()),
-                 f"L2 sensitivity squared s^2 = {alloc.queries[0].sensitivity2} per query under {alloc.relation} "
-                 "(the sum of the squared changes one record can make to a query's counts); each query's noise "
-                 "variance is s^2 / (2 rho_q), rho_q being that query's share of rho"]
+        notes = [
+            f"rho = {ir.format_number(alloc.rho)} split over geographic levels in shares "
+            + ", ".join(f"{lv} {ir.format_number(s)}" for lv, s in alloc.level_shares.items()),
+            f"L2 sensitivity squared s^2 = {alloc.queries[0].sensitivity2} per query under {alloc.relation} "
+            "(the sum of the squared changes one record can make to a query's counts); each query's noise "
+            "variance is s^2 / (2 rho_q), rho_q being that query's share of rho",
+        ]
         spine = _spine(spec, params)
         if "aian" in spine:
-            notes.append(f"spine: each {spine['aian'][0]} and the levels below it are measured as their AIAN and "
-                         f"non-AIAN parts (flag '{spine['aian'][1]}'), each part with its level's share")
+            notes.append(
+                f"spine: each {spine['aian'][0]} and the levels below it are measured as their AIAN and "
+                f"non-AIAN parts (flag '{spine['aian'][1]}'), each part with its level's share"
+            )
         if "bypass" in spine:
-            notes.append(f"spine: single-child units of {', '.join(spine['bypass'])} are measured once with their "
-                         "child's share added (the child not at all); every block's geounits still spend rho")
+            notes.append(
+                f"spine: single-child units of {', '.join(spine['bypass'])} are measured once with their "
+                "child's share added (the child not at all); every block's geounits still spend rho"
+            )
         notes.extend(_guarantee_notes(spec, params))
         if alloc.rho_spent != alloc.total_rho:
-            notes.append(f"noise variances were rounded up to exact rationals: the noise costs rho = "
-                         f"{float(alloc.rho_spent):.12g}, within the stated {float(alloc.total_rho):.12g}")
+            notes.append(
+                f"noise variances were rounded up to exact rationals: the noise costs rho = "
+                f"{float(alloc.rho_spent):.12g}, within the stated {float(alloc.total_rho):.12g}"
+            )
         return BudgetStatement.fixed(ZCDP(alloc.total_rho), *notes)  # exact
 
     def budget_breakdown(self, spec, params):
@@ -208,19 +396,33 @@ class TopDown(Mechanism):
             level, column = spine["aian"]
             split = _aian_split_levels(spec, spine)
             out.setdefault("spine", {})["aian"] = {
-                "column": column, "split_levels": split,
-                "geounit_classes": [{"class": f"{part} part", "levels": split,
-                                     "budget": "the level's share (the allocation rows of the level)"}
-                                    for part in ("AIAN", "non-AIAN")],
-                "invariants": f"held at {level} on the sum of each unit's two parts, never on a part"}
+                "column": column,
+                "split_levels": split,
+                "geounit_classes": [
+                    {
+                        "class": f"{part} part",
+                        "levels": split,
+                        "budget": "the level's share (the allocation rows of the level)",
+                    }
+                    for part in ("AIAN", "non-AIAN")
+                ],
+                "invariants": f"held at {level} on the sum of each unit's two parts, never on a part",
+            }
         return out
 
     def expected_error(self, spec, params, facts):
         """Per (level, query): the variance of each noisy measurement, from the allocation alone
         (the discrete Gaussian's exact variance at its sigma²); post-processing is not included."""
-        return [{"table": f"{row['level']}: {row['query']}", "level": row["level"], "query": row["query"],
-                 "variance": float(row["noise_variance"]), "of": "noisy measurement, before post-processing"}
-                for row in self.budget_breakdown(spec, params)["allocation"]]
+        return [
+            {
+                "table": f"{row['level']}: {row['query']}",
+                "level": row["level"],
+                "query": row["query"],
+                "variance": float(row["noise_variance"]),
+                "of": "noisy measurement, before post-processing",
+            }
+            for row in self.budget_breakdown(spec, params)["allocation"]
+        ]
 
     def semantics(self, spec, params):
         """Per-attribute and per-geography rho, as the P.L. 94-171 certificates account them."""
@@ -263,8 +465,12 @@ class TopDown(Mechanism):
         with located(spec, params):  # data that break a construct: the DataError cites its line
             records = read_records(spec, params, data, ctx.engine)
             report = ctx.progress
-            run = RunContext(ctx.rng, ctx.engine, workers=params.get("workers"),
-                             progress=lambda stage, done, total: report(f"{stage} level", done, total))
+            run = RunContext(
+                ctx.rng,
+                ctx.engine,
+                workers=params.get("workers"),
+                progress=lambda stage, done, total: report(f"{stage} level", done, total),
+            )
             result = run_topdown(records, design_from_spec(spec, params), run)
             return release_of(spec, params, data, result, records.declared_geography)
 
@@ -274,6 +480,7 @@ class TopDown(Mechanism):
         the rows themselves declared from the spec (release/measured.py), so a deleted one is refused."""
 
         from .design import design_from_spec
+
         alloc = self._allocation(spec, params)
         allowed = {}
         for q in alloc.queries:
@@ -291,13 +498,24 @@ class TopDown(Mechanism):
         def rows():
             from .release.measured import declared_rows  # numpy and pandas, for `dpspec infer` only
 
-            return declared_rows(spec, design_from_spec(spec, params), params["table"], alloc,
-                                 _schema(spec, params), gq_split="gq_blockgroups" in spine)
+            return declared_rows(
+                spec,
+                design_from_spec(spec, params),
+                params["table"],
+                alloc,
+                _schema(spec, params),
+                gq_split="gq_blockgroups" in spine,
+            )
 
-        return {"measurements": ReleaseColumns(("level", "geocode", "query", "cell", "value", "variance"),
-                                               key=("level", "geocode", "query", "cell"),
-                                               numbers=("cell", "value", "variance"), implied=implied,
-                                               declared_rows=rows)}
+        return {
+            "measurements": ReleaseColumns(
+                ("level", "geocode", "query", "cell", "value", "variance"),
+                key=("level", "geocode", "query", "cell"),
+                numbers=("cell", "value", "variance"),
+                implied=implied,
+                declared_rows=rows,
+            )
+        }
 
     def likelihood(self, spec, params, outputs):
         from .likelihood import measurement_likelihoods
@@ -309,12 +527,18 @@ class TopDown(Mechanism):
 
         runs = [r.internal["errors"] for r in releases]
         table = pd.concat([pd.DataFrame(r) for r in runs])
-        summary = table.groupby(["level", "query"], sort=False)["mean_absolute_error"].agg(["mean", "std"]).reset_index()
+        summary = (
+            table.groupby(["level", "query"], sort=False)["mean_absolute_error"].agg(["mean", "std"]).reset_index()
+        )
         return {
             "runs": len(releases),
             "error_by_level_and_query": [
-                {"level": row.level, "query": row.query, "mean_absolute_error": float(row["mean"]),
-                 "sd_over_runs": float(row["std"]) if len(releases) > 1 else None}
+                {
+                    "level": row.level,
+                    "query": row.query,
+                    "mean_absolute_error": float(row["mean"]),
+                    "sd_over_runs": float(row["std"]) if len(releases) > 1 else None,
+                }
                 for _, row in summary.iterrows()
             ],
         }
@@ -324,5 +548,3 @@ class TopDown(Mechanism):
         from .neighbours import topdown_pairs
 
         return topdown_pairs(self, spec, params, _variables, ROOT, recodes=_schema(spec, params).recodes)
-
-

@@ -23,6 +23,7 @@ and of no other query, so only those queries' budgets compose.
 All values are exact Fractions of the declared allocation (the rho_q, not the slightly smaller
 cost of rounded-up variances), in the mechanism's native flavor.
 """
+
 from __future__ import annotations
 
 from fractions import Fraction
@@ -59,8 +60,11 @@ def tied_attribute_rhos(parts, ties=()) -> list[dict]:
     out = []
     for name in names:
         spent = [(level, label, rho) for level, label, rho, attrs in rows if attrs & group[name]]
-        entry = {"attribute": name, "rho": sum((r for _, _, r in spent), Fraction(0)),
-                 "queries": [{"level": level, "query": label} for level, label, _ in spent]}
+        entry = {
+            "attribute": name,
+            "rho": sum((r for _, _, r in spent), Fraction(0)),
+            "queries": [{"level": level, "query": label} for level, label, _ in spent],
+        }
         if len(group[name]) > 1:
             entry["tied_to"] = sorted(group[name] - {name})
         out.append(entry)
@@ -89,9 +93,15 @@ def geography_rhos(alloc, levels: list[str]) -> list[dict]:
     finest = levels[-1]
     out = []
     for i in range(len(levels) - 2, -1, -1):  # from the finest's parent up to the root
-        below = levels[i + 1:]
-        out.append({"within": levels[i], "finest": finest, "levels": [lv for lv in below if per_level[lv]],
-                    "rho": sum((per_level[lv] for lv in below), Fraction(0))})
+        below = levels[i + 1 :]
+        out.append(
+            {
+                "within": levels[i],
+                "finest": finest,
+                "levels": [lv for lv in below if per_level[lv]],
+                "rho": sum((per_level[lv] for lv in below), Fraction(0)),
+            }
+        )
     return out
 
 
@@ -102,10 +112,14 @@ def across_split_rho(alloc, levels: list[str], split_levels: list[str]) -> dict 
     if not split_levels:
         return None
     per_level = _per_level(alloc, levels)
-    spent = levels[levels.index(split_levels[0]):]
+    spent = levels[levels.index(split_levels[0]) :]
     finest = levels[-1]
-    return {"finest": finest, "split_levels": list(split_levels),
-            "levels": [lv for lv in spent if per_level[lv]], "rho": sum((per_level[lv] for lv in spent), Fraction(0)),
-            "description": f"a {finest} on the other side of the AIAN line, even in the same {split_levels[-1]} "
-                           f"(the AIAN and non-AIAN parts of every {', '.join(split_levels)} are measured apart; "
-                           f"the rows 'within its ...' hold for two {finest}s on one side)"}
+    return {
+        "finest": finest,
+        "split_levels": list(split_levels),
+        "levels": [lv for lv in spent if per_level[lv]],
+        "rho": sum((per_level[lv] for lv in spent), Fraction(0)),
+        "description": f"a {finest} on the other side of the AIAN line, even in the same {split_levels[-1]} "
+        f"(the AIAN and non-AIAN parts of every {', '.join(split_levels)} are measured apart; "
+        f"the rows 'within its ...' hold for two {finest}s on one side)",
+    }

@@ -9,6 +9,7 @@ benchmarked; none of its numbers are census figures.
 Geography: nation (implicit) > state > county > tract > block group > block, with full
 geocodes (a block code contains its block group's, and so on), so codes are unique per level.
 """
+
 from __future__ import annotations
 
 from fractions import Fraction
@@ -46,8 +47,12 @@ PL94_QUERIES = [
 
 # Production P.L. 94-171 person-file level shares (Census Bureau, 2021).
 PRODUCTION_LEVEL_SHARES = {
-    "nation": Fraction(104, 4099), "state": Fraction(1440, 4099), "county": Fraction(447, 4099),
-    "tract": Fraction(687, 4099), "blockgroup": Fraction(1256, 4099), "block": Fraction(165, 4099),
+    "nation": Fraction(104, 4099),
+    "state": Fraction(1440, 4099),
+    "county": Fraction(447, 4099),
+    "tract": Fraction(687, 4099),
+    "blockgroup": Fraction(1256, 4099),
+    "block": Fraction(165, 4099),
 }
 PRODUCTION_RHO = Fraction(542, 339) ** 2
 
@@ -75,8 +80,9 @@ def _race_probabilities() -> np.ndarray:
     return p / p.sum()
 
 
-def generate_population(n_persons: int = 1_000_000, n_blocks: int = 25_000, seed: int = 0,
-                        state: str = "01") -> pd.DataFrame:
+def generate_population(
+    n_persons: int = 1_000_000, n_blocks: int = 25_000, seed: int = 0, state: str = "01"
+) -> pd.DataFrame:
     """Person records with block-level geography and the P.L. 94 variables (see module doc)."""
     rng = np.random.default_rng(seed)
     blocks_per_bg = 30
@@ -122,22 +128,26 @@ def generate_population(n_persons: int = 1_000_000, n_blocks: int = 25_000, seed
     votingage[adult_gq] = 1
 
     county_code = np.char.add(state, np.char.zfill((2 * np.arange(n_county) + 1).astype(str), 3))
-    tract_code = np.char.add(county_code[county_of_tract], np.char.zfill((np.arange(n_tract) * 100 + 100).astype(str), 6))
+    tract_code = np.char.add(
+        county_code[county_of_tract], np.char.zfill((np.arange(n_tract) * 100 + 100).astype(str), 6)
+    )
     bg_rank = np.arange(n_bg) - np.searchsorted(tract_of_bg, tract_of_bg)
     bg_code = np.char.add(tract_code[tract_of_bg], (bg_rank + 1).astype(str))
     blk_rank = np.arange(n_blocks) - np.searchsorted(bg_of_block, bg_of_block)
     block_code = np.char.add(bg_code[bg_of_block], np.char.zfill(blk_rank.astype(str), 3))
-    return pd.DataFrame({
-        "state": np.full(n_persons, state, dtype=object),
-        "county": county_code[county].astype(object),
-        "tract": tract_code[tract].astype(object),
-        "blockgroup": bg_code[bg].astype(object),
-        "block": block_code[block_of_person].astype(object),
-        "hhgq": hhgq,
-        "votingage": votingage,
-        "hispanic": hispanic,
-        "cenrace": cenrace,
-    })
+    return pd.DataFrame(
+        {
+            "state": np.full(n_persons, state, dtype=object),
+            "county": county_code[county].astype(object),
+            "tract": tract_code[tract].astype(object),
+            "blockgroup": bg_code[bg].astype(object),
+            "block": block_code[block_of_person].astype(object),
+            "hhgq": hhgq,
+            "votingage": votingage,
+            "hispanic": hispanic,
+            "cenrace": cenrace,
+        }
+    )
 
 
 def generate_facilities(persons: pd.DataFrame, seed: int = 0, gq_rate: float = 0.05) -> pd.DataFrame:
@@ -150,8 +160,9 @@ def generate_facilities(persons: pd.DataFrame, seed: int = 0, gq_rate: float = 0
     kind = by.index.get_level_values("hhgq").to_numpy().astype(np.int64)
     housing = np.ceil(n / 2.5).astype(np.int64) + rng.binomial(n, 0.04)
     rows = np.where(kind == 0, housing, 1 + rng.binomial(np.maximum(n - 1, 0), gq_rate))
-    return pd.DataFrame({"block": np.repeat(by.index.get_level_values("block").astype(str), rows),
-                         "gqtype": np.repeat(kind, rows)})
+    return pd.DataFrame(
+        {"block": np.repeat(by.index.get_level_values("block").astype(str), rows), "gqtype": np.repeat(kind, rows)}
+    )
 
 
 def aian_blocks(frame, seed: int, n_tracts: int) -> set:
@@ -162,6 +173,7 @@ def aian_blocks(frame, seed: int, n_tracts: int) -> set:
     chosen = rng.choice(tracts, size=n_tracts, replace=False)
     bgs = frame.loc[frame["tract"].astype(str).isin(chosen), ["tract", "blockgroup"]].astype(str).drop_duplicates()
     picked = bgs.groupby("tract", sort=True)["blockgroup"].apply(
-        lambda s: list(s.sort_values()[: max(1, (len(s) + 1) // 2)]))
+        lambda s: list(s.sort_values()[: max(1, (len(s) + 1) // 2)])
+    )
     inside = {bg for group in picked for bg in group}
     return set(frame.loc[frame["blockgroup"].astype(str).isin(inside), "block"].astype(str))

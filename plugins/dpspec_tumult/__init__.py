@@ -9,6 +9,7 @@ read the stated budget). The Session is built by dpspec from the spec: its budge
 premetric and the stated figures, its protected change from the unit, and the queries' KeySet
 from the declared keys; Tumult's own accounting is reported beside dpspec's.
 """
+
 from __future__ import annotations
 
 from dpspec.api import hookimpl

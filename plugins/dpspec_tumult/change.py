@@ -1,4 +1,5 @@
 """The protected change a Tumult Session needs for the spec's unit, and whether a stated one covers it."""
+
 from __future__ import annotations
 
 import re
@@ -8,8 +9,10 @@ import attrs
 _FORMS = (
     (re.compile(r"^AddOneRow\(\s*\)$"), lambda m: Change("add_one_row", k=1)),
     (re.compile(r"^AddMaxRows\(\s*(?:max_rows\s*=\s*)?(\d+)\s*\)$"), lambda m: Change("add_max_rows", k=int(m[1]))),
-    (re.compile(r"^AddRowsWithID\(\s*(?:id_column\s*=\s*)?['\"]?([A-Za-z_][A-Za-z0-9_]*)['\"]?\s*\)$"),
-     lambda m: Change("add_rows_with_id", column=m[1])),
+    (
+        re.compile(r"^AddRowsWithID\(\s*(?:id_column\s*=\s*)?['\"]?([A-Za-z_][A-Za-z0-9_]*)['\"]?\s*\)$"),
+        lambda m: Change("add_rows_with_id", column=m[1]),
+    ),
 )
 
 
@@ -60,19 +63,30 @@ def needed(spec, table_name: str) -> Needed | str:
     if unit.table == table_name:
         if unit.relation == "symdiff":
             return Needed(1, None, f"unit {unit.table} : symdiff adds or removes one row of '{table_name}'")
-        return Needed(2, None, f"unit {unit.table} : hamming changes one row of '{table_name}' (one removed, one added)")
+        return Needed(
+            2, None, f"unit {unit.table} : hamming changes one row of '{table_name}' (one removed, one added)"
+        )
     if table.parent == unit.table and table.link:
         k = table.link_bound
         factor = 1 if unit.relation == "symdiff" else 2
         rows = k * factor if k else None
         if unit.relation == "symdiff":
-            return Needed(rows, table.link, f"unit {unit.table} : symdiff adds or removes every row of '{table_name}' "
-                                            f"with one {table.link}" + (f" (at most {k})" if k else ""))
+            return Needed(
+                rows,
+                table.link,
+                f"unit {unit.table} : symdiff adds or removes every row of '{table_name}' "
+                f"with one {table.link}" + (f" (at most {k})" if k else ""),
+            )
         if rows is None:
-            return (f"unit {unit.table} : hamming changes every row of '{table_name}' with one {table.link}; Tumult's "
-                    f"AddRowsWithID hides one ID's rows, not a change of two: declare 'at most K' on the link")
-        return Needed(rows, None, f"unit {unit.table} : hamming changes the rows of one {table.link} (at most {k} "
-                                  f"removed and {k} added)")
+            return (
+                f"unit {unit.table} : hamming changes every row of '{table_name}' with one {table.link}; Tumult's "
+                f"AddRowsWithID hides one ID's rows, not a change of two: declare 'at most K' on the link"
+            )
+        return Needed(
+            rows,
+            None,
+            f"unit {unit.table} : hamming changes the rows of one {table.link} (at most {k} removed and {k} added)",
+        )
     return f"the unit is on table '{unit.table}', which does not contain the rows of '{table_name}'"
 
 

@@ -1,4 +1,5 @@
 """The second Python that runs Tumult Analytics: finding it, and running the runner in it."""
+
 from __future__ import annotations
 
 import json
@@ -11,8 +12,10 @@ from dpspec.api import MechanismError
 ENV = "DPSPEC_TUMULT_PYTHON"
 VENV = ".venv-tumult"
 RUNNER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "runner.py")
-HOW = (f"create it with: python3.11 -m venv {VENV} && {VENV}/bin/pip install 'tmlt.analytics==0.21.*' "
-       f"(beside the spec or a folder above it), or point {ENV} at a Python that has Tumult Analytics 0.21")
+HOW = (
+    f"create it with: python3.11 -m venv {VENV} && {VENV}/bin/pip install 'tmlt.analytics==0.21.*' "
+    f"(beside the spec or a folder above it), or point {ENV} at a Python that has Tumult Analytics 0.21"
+)
 
 
 def find(base_dir: str) -> str:
@@ -40,9 +43,11 @@ def find(base_dir: str) -> str:
     candidate = os.path.join(os.getcwd(), VENV, "bin", "python")
     if os.path.isfile(candidate):
         return candidate
-    raise MechanismError(f"tumult: the tumult mechanism runs Tumult Analytics 0.21 in a second Python, and none was "
-                         f"found ({ENV} is not set and there is no {VENV} in {tried[0]}, the folders above it or "
-                         f"the current directory); {HOW}")
+    raise MechanismError(
+        f"tumult: the tumult mechanism runs Tumult Analytics 0.21 in a second Python, and none was "
+        f"found ({ENV} is not set and there is no {VENV} in {tried[0]}, the folders above it or "
+        f"the current directory); {HOW}"
+    )
 
 
 def run(python: str, request: dict, frame, timeout: float | None = None) -> dict:
@@ -57,14 +62,23 @@ def run(python: str, request: dict, frame, timeout: float | None = None) -> dict
         env = {**os.environ, "PYSPARK_PYTHON": python}
         env.pop("PYTHONPATH", None)  # dpspec's own path must not shadow the Tumult interpreter's packages
         try:
-            proc = subprocess.run([python, RUNNER, req_path, ans_path], capture_output=True, text=True, env=env, check=False,
-                                  timeout=timeout, cwd=tmp)
+            proc = subprocess.run(
+                [python, RUNNER, req_path, ans_path],
+                capture_output=True,
+                text=True,
+                env=env,
+                check=False,
+                timeout=timeout,
+                cwd=tmp,
+            )
         except (OSError, subprocess.TimeoutExpired) as exc:
             raise MechanismError(f"tumult: could not run {python}: {exc}") from None
         if not os.path.isfile(ans_path):
             tail = "\n".join((proc.stderr or proc.stdout or "").strip().splitlines()[-8:])
-            raise MechanismError(f"tumult: the Tumult interpreter {python} exited with status {proc.returncode} and no "
-                                 f"answer; {HOW}\n{tail}")
+            raise MechanismError(
+                f"tumult: the Tumult interpreter {python} exited with status {proc.returncode} and no "
+                f"answer; {HOW}\n{tail}"
+            )
         with open(ans_path) as f:
             answer = json.load(f)
     if not answer.get("ok"):
@@ -72,6 +86,8 @@ def run(python: str, request: dict, frame, timeout: float | None = None) -> dict
         if kind == "install":
             raise MechanismError(f"tumult: {python} cannot run Tumult Analytics: {message}; {HOW}")
         if kind == "internal":
-            raise MechanismError(f"tumult: Tumult Analytics failed in {python}: {message}\n{answer.get('traceback', '')}")
+            raise MechanismError(
+                f"tumult: Tumult Analytics failed in {python}: {message}\n{answer.get('traceback', '')}"
+            )
         raise MechanismError(f"tumult: {message}")
     return answer

@@ -1,4 +1,5 @@
 """The public report's Tumult section: the Session's own accounting beside dpspec's statement."""
+
 from __future__ import annotations
 
 from markupsafe import Markup
@@ -21,8 +22,13 @@ def sections(result) -> list:
     )
     html = Markup("").join(Markup("<p>{}</p>").format(p) for p in paragraphs)
     md = "\n\n".join(paragraphs) + "\n"
-    data = {"session_budget": facts["tumult_session_budget"], "spent": facts["tumult_spent"],
-            "remaining": facts["tumult_remaining"], "protected_change": facts["tumult_protected_change"],
-            "versions": facts["tumult_versions"], "entry_point": result.checked.params["queries"],
-            "reproducible_by_seed": False}
+    data = {
+        "session_budget": facts["tumult_session_budget"],
+        "spent": facts["tumult_spent"],
+        "remaining": facts["tumult_remaining"],
+        "protected_change": facts["tumult_protected_change"],
+        "versions": facts["tumult_versions"],
+        "entry_point": result.checked.params["queries"],
+        "reproducible_by_seed": False,
+    }
     return [Section("Tumult Analytics session", html=html, markdown=md, data=data)]

@@ -7,6 +7,7 @@ dpspec wrote (a temporary Parquet file), the user's `module:function`, the priva
 protected change dpspec derived from the spec, and the declared keys; the answer (a JSON file) holds
 each query's released rows and the Session's own accounting, or an error saying whose it is.
 """
+
 from __future__ import annotations
 
 import importlib.util
@@ -65,8 +66,10 @@ def user_queries(request: dict, keys) -> dict:
         else:
             module = importlib.import_module(module_name)
     except Exception as exc:
-        raise UserError(f"cannot import {module_name!r} (from {request['module_dir']} or the Tumult interpreter's "
-                        f"packages): {type(exc).__name__}: {exc}") from None
+        raise UserError(
+            f"cannot import {module_name!r} (from {request['module_dir']} or the Tumult interpreter's "
+            f"packages): {type(exc).__name__}: {exc}"
+        ) from None
     func = getattr(module, func_name, None)
     if not callable(func):
         raise UserError(f"{module_name!r} has no function {func_name!r}")
@@ -80,10 +83,17 @@ def user_queries(request: dict, keys) -> dict:
     elif isinstance(got, (list, tuple)):
         got = {f"query{i + 1}": q for i, q in enumerate(got)}
     if not isinstance(got, dict) or not got or not all(isinstance(q, Query) for q in got.values()):
-        what = type(got).__name__ if not isinstance(got, dict) else \
-            ", ".join(sorted({type(q).__name__ for q in got.values() if not isinstance(q, Query)}) or ["an empty dict"])
-        raise UserError(f"the entry point {request['entry']} returned {what}, not a Tumult Analytics Query (a "
-                        "QueryBuilder's finished query), a list of them or a dict name -> Query")
+        what = (
+            type(got).__name__
+            if not isinstance(got, dict)
+            else ", ".join(
+                sorted({type(q).__name__ for q in got.values() if not isinstance(q, Query)}) or ["an empty dict"]
+            )
+        )
+        raise UserError(
+            f"the entry point {request['entry']} returned {what}, not a Tumult Analytics Query (a "
+            "QueryBuilder's finished query), a list of them or a dict name -> Query"
+        )
     return {str(k): q for k, q in got.items()}
 
 
@@ -107,17 +117,25 @@ def run(request: dict) -> dict:
     queries = user_queries(request, keys)  # before Spark starts: a broken entry point fails in seconds
 
     os.environ["PYSPARK_PYTHON"] = sys.executable  # Spark's Python workers unpickle Tumult's functions: this venv
-    spark = (SparkSession.builder.master("local[2]").appName("dpspec-tumult")
-             .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "2")
-             .config("spark.sql.warehouse.dir", os.path.join(os.path.dirname(request["data"]), "warehouse"))
-             .config("spark.driver.extraJavaOptions", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
-             .getOrCreate())
+    spark = (
+        SparkSession.builder.master("local[2]")
+        .appName("dpspec-tumult")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.sql.warehouse.dir", os.path.join(os.path.dirname(request["data"]), "warehouse"))
+        .config("spark.driver.extraJavaOptions", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
+        .getOrCreate()
+    )
     spark.sparkContext.setLogLevel("ERROR")
     try:
         frame = spark.read.parquet(request["data"])
         total = budget(request)
-        session = Session.from_dataframe(privacy_budget=total, source_id=request["source_id"], dataframe=frame,
-                                         protected_change=protected_change(request))
+        session = Session.from_dataframe(
+            privacy_budget=total,
+            source_id=request["source_id"],
+            dataframe=frame,
+            protected_change=protected_change(request),
+        )
         share = Fraction(1, len(queries))
         answers, spent = {}, {}
         for name, query in queries.items():
@@ -126,12 +144,20 @@ def run(request: dict) -> dict:
             except Exception as exc:  # Tumult refusing the user's query (wrong column, budget type, ...)
                 raise UserError(f"Tumult Analytics refused query {name!r}: {type(exc).__name__}: {exc}") from None
             out = result.toPandas()
-            answers[name] = {"columns": list(out.columns),
-                             "rows": [[_plain(v) for v in row] for row in out.itertuples(index=False, name=None)]}
+            answers[name] = {
+                "columns": list(out.columns),
+                "rows": [[_plain(v) for v in row] for row in out.itertuples(index=False, name=None)],
+            }
             spent[name] = str(budget(request, share))
-        return {"ok": True, "answers": answers, "session_budget": str(total), "spent": spent,
-                "remaining": str(session.remaining_privacy_budget), "protected_change": repr(protected_change(request)),
-                "versions": _versions()}
+        return {
+            "ok": True,
+            "answers": answers,
+            "session_budget": str(total),
+            "spent": spent,
+            "remaining": str(session.remaining_privacy_budget),
+            "protected_change": repr(protected_change(request)),
+            "versions": _versions(),
+        }
     finally:
         spark.stop()
 
@@ -153,8 +179,12 @@ def main(argv: list[str]) -> int:
     except ImportError as exc:
         answer = {"ok": False, "kind": "install", "message": f"{exc} (is Tumult Analytics 0.21 installed here?)"}
     except Exception as exc:
-        answer = {"ok": False, "kind": "internal", "message": f"{type(exc).__name__}: {exc}",
-                  "traceback": traceback.format_exc()}
+        answer = {
+            "ok": False,
+            "kind": "internal",
+            "message": f"{type(exc).__name__}: {exc}",
+            "traceback": traceback.format_exc(),
+        }
     with open(answer_path + ".part", "w") as f:
         json.dump(answer, f)
     os.replace(answer_path + ".part", answer_path)

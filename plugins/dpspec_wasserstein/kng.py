@@ -11,12 +11,28 @@ O(1/sqrt(n)); tests/test_wasserstein.py shows n * (theta - S/n) keeping one spre
 The mean and the slope release on a declared grid with a rational centre (their classes derive
 their sensitivities); tests/test_wasserstein_kng.py checks them against their exact laws.
 """
+
 from __future__ import annotations
 
 from fractions import Fraction
 
-from dpspec.api import (BudgetStatement, Diagnostic, Mechanism, MechanismError, NativeFlavor, OutputKeys, ParamSpec, ParameterSchema,
-                        PublicCondition, PureDP, Release, hookimpl, ir, pufferfish, sampler_limit_problem)
+from dpspec.api import (
+    BudgetStatement,
+    Diagnostic,
+    Mechanism,
+    MechanismError,
+    NativeFlavor,
+    OutputKeys,
+    ParamSpec,
+    ParameterSchema,
+    PublicCondition,
+    PureDP,
+    Release,
+    hookimpl,
+    ir,
+    pufferfish,
+    sampler_limit_problem,
+)
 from dpspec.api import ReleaseColumns
 
 
@@ -24,15 +40,21 @@ class WassersteinKNG(Mechanism):
     name = "wasserstein_kng"
     run_context = True  # run(spec, params, data, ctx): one RunContext (API 1.6)
     version = "1.0.0"
-    description = ("Seed 2's Wasserstein K-norm gradient mechanism for a rate (squared-error loss), on the grid k/n "
-                   "given the public number of units; exact draws.")
-    proof = 'Theorem 10 of the second seed paper (the Wasserstein K-norm gradient mechanism; Theorem 11 bounds its error)'
-    sampling = 'exact: discrete Laplace integer noise on the grid (dpspec.api.discrete_laplace), no floating point'
-    parameters = ParameterSchema((
-        ParamSpec("table", "table", "the unit table", required=True),
-        ParamSpec("column", "column", "the bool column whose rate is released", required=True),
-        ParamSpec("epsilon", "number", "the Z-Pufferfish budget", required=True, low=Fraction(0)),
-    ))
+    description = (
+        "Seed 2's Wasserstein K-norm gradient mechanism for a rate (squared-error loss), on the grid k/n "
+        "given the public number of units; exact draws."
+    )
+    proof = (
+        "Theorem 10 of the second seed paper (the Wasserstein K-norm gradient mechanism; Theorem 11 bounds its error)"
+    )
+    sampling = "exact: discrete Laplace integer noise on the grid (dpspec.api.discrete_laplace), no floating point"
+    parameters = ParameterSchema(
+        (
+            ParamSpec("table", "table", "the unit table", required=True),
+            ParamSpec("column", "column", "the bool column whose rate is released", required=True),
+            ParamSpec("epsilon", "number", "the Z-Pufferfish budget", required=True, low=Fraction(0)),
+        )
+    )
     outputs = {"rate": "the released rate, its numerator k and the public number of units n"}
 
     def check(self, spec, params):
@@ -45,14 +67,28 @@ class WassersteinKNG(Mechanism):
         else:
             try:
                 scale = 1 / self.rate(spec, params)  # the grid's draw: discrete Laplace proposals of this scale
-            except (ZeroDivisionError, MechanismError, ValueError):  # a class without a count sensitivity: said elsewhere
+            except (
+                ZeroDivisionError,
+                MechanismError,
+                ValueError,
+            ):  # a class without a count sensitivity: said elsewhere
                 scale = None
-            problem = None if scale is None else sampler_limit_problem("discrete_laplace", scale, ("epsilon", params["epsilon"]))
+            problem = (
+                None
+                if scale is None
+                else sampler_limit_problem("discrete_laplace", scale, ("epsilon", params["epsilon"]))
+            )
             if problem is not None:
-                problems.append(Diagnostic(f"{self.name}: the rate's noise cannot be drawn: {problem}", path=("epsilon",)))
+                problems.append(
+                    Diagnostic(f"{self.name}: the rate's noise cannot be drawn: {problem}", path=("epsilon",))
+                )
         if not any(p.query.table == params["table"] and not p.query.columns for p in spec.public):
-            problems.append(Diagnostic(f"the base measure is the grid k/n: declare the number of units in Z "
-                                       f"(public {{ count {params['table']} released \"...\" used as total }})"))
+            problems.append(
+                Diagnostic(
+                    f"the base measure is the grid k/n: declare the number of units in Z "
+                    f'(public {{ count {params["table"]} released "..." used as total }})'
+                )
+            )
         return problems
 
     def flavor(self, spec, params):
@@ -65,7 +101,6 @@ class WassersteinKNG(Mechanism):
     def release_columns(self, spec, params):
         """The rate `likelihood` reads: k on the grid 0..n and n (whole numbers, 0 <= k <= n)."""
         import numpy as np
-
 
         def implied(frame):
             k, n = (pd_numbers(frame[c]) for c in ("k", "n"))
@@ -84,15 +119,22 @@ class WassersteinKNG(Mechanism):
     def budget(self, spec, params, facts):
 
         dp = pufferfish.dp_cell_counts_sensitivity("symdiff")
-        note = (f"epsilon-Z-Pufferfish (Theorem 10): the gradient's Wasserstein sensitivity over the class is "
-                f"{ir.format_number(Fraction(self.sensitivity(spec)))} (DP sensitivity {ir.format_number(dp)}, Lemma 12)")
+        note = (
+            f"epsilon-Z-Pufferfish (Theorem 10): the gradient's Wasserstein sensitivity over the class is "
+            f"{ir.format_number(Fraction(self.sensitivity(spec)))} (DP sensitivity {ir.format_number(dp)}, Lemma 12)"
+        )
         conditions = tuple(PublicCondition(p.query.describe(), p.source) for p in spec.public)
-        return BudgetStatement(PureDP(params["epsilon"]), worst=PureDP(params["epsilon"]), notes=(note,),
-                               public=conditions)
+        return BudgetStatement(
+            PureDP(params["epsilon"]), worst=PureDP(params["epsilon"]), notes=(note,), public=conditions
+        )
 
     def budget_breakdown(self, spec, params):
-        return {"pufferfish": {"guarantee": "epsilon-Z-Pufferfish (seed 2, Definition 3; Theorem 10)",
-                               "sensitivity": {"gradient": {"wasserstein": float(self.sensitivity(spec)), "dp": 1.0}}}}
+        return {
+            "pufferfish": {
+                "guarantee": "epsilon-Z-Pufferfish (seed 2, Definition 3; Theorem 10)",
+                "sensitivity": {"gradient": {"wasserstein": float(self.sensitivity(spec)), "dp": 1.0}},
+            }
+        }
 
     def draw(self, spec, params, positives: int, n: int, rng, draws: int = 1):
         import numpy as np
@@ -107,8 +149,11 @@ class WassersteinKNG(Mechanism):
         values = data[params["table"]][params["column"]].to_numpy(dtype=bool)
         n, s = len(values), int(values.sum())
         k = int(self.draw(spec, params, s, n, ctx.rng)[0])
-        return Release(outputs={"rate": pd.DataFrame({"k": [k], "n": [n], "rate": [k / n if n else float("nan")]})},
-                       facts={"n": n}, internal={"true_rate": s / n if n else float("nan")})
+        return Release(
+            outputs={"rate": pd.DataFrame({"k": [k], "n": [n], "rate": [k / n if n else float("nan")]})},
+            facts={"n": n},
+            internal={"true_rate": s / n if n else float("nan")},
+        )
 
     def neighbours(self, spec, params):
         """One unit's value is 1 or 0 (n, public, unchanged)."""
@@ -125,8 +170,11 @@ class WassersteinKNG(Mechanism):
             values = data[table.name][params["column"]].to_numpy(dtype=bool)
             return self.draw(spec, params, int(values.sum()), len(values), rng, draws=n)[:, None]
 
-        return [NeighbourPair("one unit's value is 1 or 0", rows([True, False, False]), rows([False, False, False]),
-                              batch=batch)]
+        return [
+            NeighbourPair(
+                "one unit's value is 1 or 0", rows([True, False, False]), rows([False, False, False]), batch=batch
+            )
+        ]
 
     def likelihood(self, spec, params, outputs):
         import numpy as np
@@ -138,11 +186,16 @@ class WassersteinKNG(Mechanism):
         if frame is None:
             return None
         n = int(frame["n"].iloc[0])
-        return [_one(ir.CountQuery(params["table"], (params["column"],)), pd.DataFrame({params["column"]: ["true"]}),
-                     np.array([int(frame["k"].iloc[0])]), float(self.rate(spec, params)), np.array([n]),
-                     "Wasserstein K-norm gradient mechanism on the grid k/n")]
-
-
+        return [
+            _one(
+                ir.CountQuery(params["table"], (params["column"],)),
+                pd.DataFrame({params["column"]: ["true"]}),
+                np.array([int(frame["k"].iloc[0])]),
+                float(self.rate(spec, params)),
+                np.array([n]),
+                "Wasserstein K-norm gradient mechanism on the grid k/n",
+            )
+        ]
 
 
 def pd_numbers(values):
@@ -165,8 +218,12 @@ def _steps(lo, hi, step, what, problems) -> int | None:
         return None
     m = (Fraction(hi) - Fraction(lo)) / Fraction(step)
     if m.denominator != 1:
-        problems.append(Diagnostic(f"{what}: the step {ir.format_number(Fraction(step))} does not divide "
-                                   f"upper - lower = {ir.format_number(Fraction(hi) - Fraction(lo))}"))
+        problems.append(
+            Diagnostic(
+                f"{what}: the step {ir.format_number(Fraction(step))} does not divide "
+                f"upper - lower = {ir.format_number(Fraction(hi) - Fraction(lo))}"
+            )
+        )
         return None
     return int(m)
 
@@ -176,18 +233,27 @@ class _GridKNG(Mechanism):
     the release is theta = lower + k * step with k drawn exactly from exp(-r |k - c|) on 0..m."""
 
     run_context = True  # run(spec, params, data, ctx): one RunContext (API 1.6)
+
     def _check_common(self, spec, params):
         problems = []
         if params["epsilon"] <= 0:
             problems.append(Diagnostic("epsilon must be positive"))
         if not any(p.query.table == params["table"] and not p.query.columns for p in spec.public):
-            problems.append(Diagnostic(f"the loss's gradient scales with n: declare the number of units in Z "
-                                       f"(public {{ count {params['table']} released \"...\" used as total }})"))
+            problems.append(
+                Diagnostic(
+                    f"the loss's gradient scales with n: declare the number of units in Z "
+                    f'(public {{ count {params["table"]} released "..." used as total }})'
+                )
+            )
         c = spec.pufferfish
         if c is not None and c.kind not in ("independent",):
-            problems.append(Diagnostic(f"class '{c.kind}' is stated for binary secrets (the probability that another "
-                                       f"unit's secret is 1); a numeric column's values have no such law, so the count's "
-                                       f"Wasserstein sensitivity over it bounds nothing here: use class independent"))
+            problems.append(
+                Diagnostic(
+                    f"class '{c.kind}' is stated for binary secrets (the probability that another "
+                    f"unit's secret is 1); a numeric column's values have no such law, so the count's "
+                    f"Wasserstein sensitivity over it bounds nothing here: use class independent"
+                )
+            )
         return problems
 
     def _scale_problems(self, spec, params) -> list:
@@ -200,11 +266,15 @@ class _GridKNG(Mechanism):
         problem = sampler_limit_problem("discrete_laplace", scale, ("epsilon", params["epsilon"]))
         if problem is None:
             return []
-        return [Diagnostic(f"{self.name}: the {self.output}'s noise cannot be drawn for every dataset the spec admits: "
-                           f"{problem}. Why this range: the draw on the grid has discrete Laplace scale "
-                           f"2 Delta / (epsilon step N) = {ir.format_number(2 * self.sensitivity(spec, params))} / "
-                           f"(epsilon x {ir.format_number(Fraction(params['step']))} x N), where {why}",
-                           path=("epsilon",))]
+        return [
+            Diagnostic(
+                f"{self.name}: the {self.output}'s noise cannot be drawn for every dataset the spec admits: "
+                f"{problem}. Why this range: the draw on the grid has discrete Laplace scale "
+                f"2 Delta / (epsilon step N) = {ir.format_number(2 * self.sensitivity(spec, params))} / "
+                f"(epsilon x {ir.format_number(Fraction(params['step']))} x N), where {why}",
+                path=("epsilon",),
+            )
+        ]
 
     def unit_sensitivity(self, spec) -> Fraction:
         """The count's W_inf over the class: how many units the optimal coupling of the two secrets'
@@ -221,17 +291,28 @@ class _GridKNG(Mechanism):
         return spec.unit.relation if spec.unit else "hamming"
 
     def budget(self, spec, params, facts):
-        note = (f"epsilon-Z-Pufferfish (Theorem 10): the gradient's Wasserstein sensitivity over the class is "
-                f"{ir.format_number(self.unit_sensitivity(spec))} (the count's) x {ir.format_number(self.width(params, self._relation(spec)))} "
-                f"(one unit's largest move of the gradient) = {ir.format_number(self.sensitivity(spec, params))}")
+        note = (
+            f"epsilon-Z-Pufferfish (Theorem 10): the gradient's Wasserstein sensitivity over the class is "
+            f"{ir.format_number(self.unit_sensitivity(spec))} (the count's) x {ir.format_number(self.width(params, self._relation(spec)))} "
+            f"(one unit's largest move of the gradient) = {ir.format_number(self.sensitivity(spec, params))}"
+        )
         conditions = tuple(PublicCondition(p.query.describe(), p.source) for p in spec.public)
-        return BudgetStatement(PureDP(params["epsilon"]), worst=PureDP(params["epsilon"]), notes=(note,),
-                               public=conditions)
+        return BudgetStatement(
+            PureDP(params["epsilon"]), worst=PureDP(params["epsilon"]), notes=(note,), public=conditions
+        )
 
     def budget_breakdown(self, spec, params):
-        return {"pufferfish": {"guarantee": "epsilon-Z-Pufferfish (seed 2, Definition 3; Theorem 10)",
-                               "sensitivity": {"gradient": {"wasserstein": float(self.sensitivity(spec, params)),
-                                                            "dp": float(self.width(params, self._relation(spec)))}}}}
+        return {
+            "pufferfish": {
+                "guarantee": "epsilon-Z-Pufferfish (seed 2, Definition 3; Theorem 10)",
+                "sensitivity": {
+                    "gradient": {
+                        "wasserstein": float(self.sensitivity(spec, params)),
+                        "dp": float(self.width(params, self._relation(spec))),
+                    }
+                },
+            }
+        }
 
     def draw(self, spec, params, stats, rng, draws: int = 1):
         """`draws` grid indices k for the data's sufficient statistics (a tuple of exact numbers)."""
@@ -261,9 +342,15 @@ class _GridKNG(Mechanism):
         stats = self.statistics(params, data[params["table"]])
         k = int(self.draw(spec, params, stats, ctx.rng)[0])
         value = self.theta(params, k)
-        return Release(outputs={self.output: pd.DataFrame({"k": [k], "n": [stats[0]], self.output: [float(value)],
-                                                           "exact": [ir.format_number(value)]})},
-                       facts={"n": stats[0]}, internal={"statistics": stats})
+        return Release(
+            outputs={
+                self.output: pd.DataFrame(
+                    {"k": [k], "n": [stats[0]], self.output: [float(value)], "exact": [ir.format_number(value)]}
+                )
+            },
+            facts={"n": stats[0]},
+            internal={"statistics": stats},
+        )
 
     def neighbours(self, spec, params):
         """The pair that moves the gradient most: one unit's record at the two extremes (n public, unchanged)."""
@@ -278,8 +365,11 @@ class _GridKNG(Mechanism):
         def batch(data, n, rng):
             return self.draw(spec, params, self.statistics(params, data[table.name]), rng, draws=n)[:, None]
 
-        return [NeighbourPair("one unit's record at either extreme", rows([first] + rest), rows([second] + rest),
-                              batch=batch)]
+        return [
+            NeighbourPair(
+                "one unit's record at either extreme", rows([first] + rest), rows([second] + rest), batch=batch
+            )
+        ]
 
 
 class WassersteinKNGMean(_GridKNG):
@@ -293,21 +383,34 @@ class WassersteinKNGMean(_GridKNG):
 
     name = "wasserstein_kng_mean"
     version = "1.0.0"
-    description = ("Seed 2's Wasserstein K-norm gradient mechanism for the mean of an int column clipped to declared "
-                   "bounds (squared-error loss), on a declared grid given the public number of units; exact draws.")
-    proof = ('Theorem 10 of the second seed paper (the Wasserstein K-norm gradient mechanism): the gradient '
-             'n theta - sum clip(x) moves by the count\'s Wasserstein sensitivity times upper - lower')
-    sampling = ('exact: a discrete Laplace proposal on the grid (dpspec.api.discrete_laplace) and an exact '
-                'Bernoulli(exp(-x)) acceptance for the rational centre (dpspec.api.bernoulli_exp), no floating point')
-    parameters = ParameterSchema((
-        ParamSpec("table", "table", "the unit table", required=True),
-        ParamSpec("column", "column", "the int column whose clipped mean is released", required=True),
-        ParamSpec("lower", "number", "the clipping lower bound (declared, public)", required=True),
-        ParamSpec("upper", "number", "the clipping upper bound (declared, public)", required=True),
-        ParamSpec("step", "number", "the release grid's step: the mean is released on lower, lower + step, ..., upper",
-                  required=True, low=Fraction(0)),
-        ParamSpec("epsilon", "number", "the Z-Pufferfish budget", required=True, low=Fraction(0)),
-    ))
+    description = (
+        "Seed 2's Wasserstein K-norm gradient mechanism for the mean of an int column clipped to declared "
+        "bounds (squared-error loss), on a declared grid given the public number of units; exact draws."
+    )
+    proof = (
+        "Theorem 10 of the second seed paper (the Wasserstein K-norm gradient mechanism): the gradient "
+        "n theta - sum clip(x) moves by the count's Wasserstein sensitivity times upper - lower"
+    )
+    sampling = (
+        "exact: a discrete Laplace proposal on the grid (dpspec.api.discrete_laplace) and an exact "
+        "Bernoulli(exp(-x)) acceptance for the rational centre (dpspec.api.bernoulli_exp), no floating point"
+    )
+    parameters = ParameterSchema(
+        (
+            ParamSpec("table", "table", "the unit table", required=True),
+            ParamSpec("column", "column", "the int column whose clipped mean is released", required=True),
+            ParamSpec("lower", "number", "the clipping lower bound (declared, public)", required=True),
+            ParamSpec("upper", "number", "the clipping upper bound (declared, public)", required=True),
+            ParamSpec(
+                "step",
+                "number",
+                "the release grid's step: the mean is released on lower, lower + step, ..., upper",
+                required=True,
+                low=Fraction(0),
+            ),
+            ParamSpec("epsilon", "number", "the Z-Pufferfish budget", required=True, low=Fraction(0)),
+        )
+    )
     outputs = {"mean": "the released mean (float and exact), its grid index k and the public number of units n"}
     output = "mean"
     grid_names = ("lower", "upper", "step")
@@ -324,8 +427,10 @@ class WassersteinKNGMean(_GridKNG):
         """(N, why) for the scale 2 Delta / (epsilon step N): N = n, the number of units, public but
         taken from the data; no bound on it is declared, and its widest scale is at n = 1, whose
         exact numerator is the largest any n gives (dividing by n only cancels factors)."""
-        return 1, ("N = n, the number of units (public, but counted in the data, and the spec admits any n): "
-                   "the scale is widest at n = 1, and no other n gives a larger exact numerator")
+        return 1, (
+            "N = n, the number of units (public, but counted in the data, and the spec admits any n): "
+            "the scale is widest at n = 1, and no other n gives a larger exact numerator"
+        )
 
     def output_keys(self, spec, params):
         return {"mean": OutputKeys(params["table"])}
@@ -351,7 +456,9 @@ class WassersteinKNGMean(_GridKNG):
         lo, step = Fraction(params["lower"]), Fraction(params["step"])
         if n == 0:
             return Fraction(0), Fraction(0)
-        return (Fraction(s) - n * lo) / (n * step), Fraction(params["epsilon"]) * n * step / (2 * self.sensitivity(spec, params))
+        return (Fraction(s) - n * lo) / (n * step), Fraction(params["epsilon"]) * n * step / (
+            2 * self.sensitivity(spec, params)
+        )
 
     def extremes(self, params):
         c = params["column"]
@@ -412,27 +519,37 @@ class WassersteinKNGSlope(_GridKNG):
 
     name = "wasserstein_kng_slope"
     version = "1.0.0"
-    description = ("Seed 2's Wasserstein K-norm gradient mechanism for a one-dimensional regression slope (through a "
-                   "declared public intercept), x and y int columns clipped to declared bounds, on a declared grid; exact draws.")
-    proof = ('Theorem 10 of the second seed paper (the Wasserstein K-norm gradient mechanism): the gradient '
-             'beta sum x^2 - sum x (y - a) moves by the count\'s Wasserstein sensitivity times the largest one-unit '
-             'range over the declared box and slope range')
+    description = (
+        "Seed 2's Wasserstein K-norm gradient mechanism for a one-dimensional regression slope (through a "
+        "declared public intercept), x and y int columns clipped to declared bounds, on a declared grid; exact draws."
+    )
+    proof = (
+        "Theorem 10 of the second seed paper (the Wasserstein K-norm gradient mechanism): the gradient "
+        "beta sum x^2 - sum x (y - a) moves by the count's Wasserstein sensitivity times the largest one-unit "
+        "range over the declared box and slope range"
+    )
     sampling = WassersteinKNGMean.sampling
-    parameters = ParameterSchema((
-        ParamSpec("table", "table", "the unit table", required=True),
-        ParamSpec("x", "column", "the int regressor column", required=True),
-        ParamSpec("y", "column", "the int response column", required=True),
-        ParamSpec("x_lower", "int", "x's clipping lower bound (declared, public)", required=True),
-        ParamSpec("x_upper", "int", "x's clipping upper bound (declared, public)", required=True),
-        ParamSpec("y_lower", "int", "y's clipping lower bound (declared, public)", required=True),
-        ParamSpec("y_upper", "int", "y's clipping upper bound (declared, public)", required=True),
-        ParamSpec("intercept", "number", "the public intercept a of y = a + beta x (0: through the origin)",
-                  default=Fraction(0)),
-        ParamSpec("lower", "number", "the slope grid's lower end", required=True),
-        ParamSpec("upper", "number", "the slope grid's upper end", required=True),
-        ParamSpec("step", "number", "the slope grid's step", required=True, low=Fraction(0)),
-        ParamSpec("epsilon", "number", "the Z-Pufferfish budget", required=True, low=Fraction(0)),
-    ))
+    parameters = ParameterSchema(
+        (
+            ParamSpec("table", "table", "the unit table", required=True),
+            ParamSpec("x", "column", "the int regressor column", required=True),
+            ParamSpec("y", "column", "the int response column", required=True),
+            ParamSpec("x_lower", "int", "x's clipping lower bound (declared, public)", required=True),
+            ParamSpec("x_upper", "int", "x's clipping upper bound (declared, public)", required=True),
+            ParamSpec("y_lower", "int", "y's clipping lower bound (declared, public)", required=True),
+            ParamSpec("y_upper", "int", "y's clipping upper bound (declared, public)", required=True),
+            ParamSpec(
+                "intercept",
+                "number",
+                "the public intercept a of y = a + beta x (0: through the origin)",
+                default=Fraction(0),
+            ),
+            ParamSpec("lower", "number", "the slope grid's lower end", required=True),
+            ParamSpec("upper", "number", "the slope grid's upper end", required=True),
+            ParamSpec("step", "number", "the slope grid's step", required=True, low=Fraction(0)),
+            ParamSpec("epsilon", "number", "the Z-Pufferfish budget", required=True, low=Fraction(0)),
+        )
+    )
     outputs = {"slope": "the released slope (float and exact), its grid index k and the public number of units n"}
     output = "slope"
     grid_names = ("lower", "upper", "step")
@@ -461,9 +578,11 @@ class WassersteinKNGSlope(_GridKNG):
         lo, hi = params["x_lower"], params["x_upper"]
         xs = [x for x in {*range(lo, min(hi, lo + 3) + 1), *range(max(lo, hi - 3), hi + 1)} if x]  # consecutive: gcd 1
         g = math.gcd(*xs) ** 2 if xs else 1
-        return g, (f"N = A, the sum of the clipped x² over the data (the spec admits any number of records): every A "
-                   f"is a multiple of {g} (the gcd of the x² the box allows), and some A gives the exact numerator "
-                   f"the scale has at A = {g}, the largest any dataset gives")
+        return g, (
+            f"N = A, the sum of the clipped x² over the data (the spec admits any number of records): every A "
+            f"is a multiple of {g} (the gcd of the x² the box allows), and some A gives the exact numerator "
+            f"the scale has at A = {g}, the largest any dataset gives"
+        )
 
     def output_keys(self, spec, params):
         return {"slope": OutputKeys(params["table"])}
@@ -475,8 +594,11 @@ class WassersteinKNGSlope(_GridKNG):
         ends = [_slope_range(Fraction(params[e]), params) for e in ("lower", "upper")]
         moves = [r for r, _, _ in ends]
         if relation != "hamming":
-            moves += [abs(_g(Fraction(params[e]), rec, params)) for e, (_, top, bottom) in zip(("lower", "upper"), ends)
-                      for rec in (top, bottom)]
+            moves += [
+                abs(_g(Fraction(params[e]), rec, params))
+                for e, (_, top, bottom) in zip(("lower", "upper"), ends)
+                for rec in (top, bottom)
+            ]
         return max(moves)
 
     def statistics(self, params, frame):
@@ -486,7 +608,8 @@ class WassersteinKNGSlope(_GridKNG):
         x = np.clip(frame[params["x"]].to_numpy(dtype=np.int64), params["x_lower"], params["x_upper"])
         y = np.clip(frame[params["y"]].to_numpy(dtype=np.int64), params["y_lower"], params["y_upper"])
         big = max(abs(params["x_lower"]), abs(params["x_upper"])) * max(
-            abs(params["x_lower"]), abs(params["x_upper"]), abs(params["y_lower"]), abs(params["y_upper"]))
+            abs(params["x_lower"]), abs(params["x_upper"]), abs(params["y_lower"]), abs(params["y_upper"])
+        )
         if big * max(len(x), 1) >= 2**62:
             x, y = x.astype(object), y.astype(object)
         a = Fraction(params["intercept"])
@@ -497,7 +620,9 @@ class WassersteinKNGSlope(_GridKNG):
         lo, step = Fraction(params["lower"]), Fraction(params["step"])
         if A == 0:
             return Fraction(0), Fraction(0)
-        return (Fraction(B) - lo * A) / (step * A), Fraction(params["epsilon"]) * step * A / (2 * self.sensitivity(spec, params))
+        return (Fraction(B) - lo * A) / (step * A), Fraction(params["epsilon"]) * step * A / (
+            2 * self.sensitivity(spec, params)
+        )
 
     def extremes(self, params):
         worst = max(("lower", "upper"), key=lambda e: _slope_range(Fraction(params[e]), params)[0])

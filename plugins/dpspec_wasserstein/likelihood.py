@@ -16,6 +16,7 @@ tilt the weights so the counties' laws centre on N, keep each on a window, and r
 product of the windows' Fourier transforms, with a certified bound on the relative error (the
 truncated tails and the aliases) that must stay below `MAX_ERROR` (`windowed.log_partition_windowed`).
 """
+
 from __future__ import annotations
 
 import math
@@ -39,7 +40,8 @@ def _log_norm(c: np.ndarray, r: float, upper=None) -> np.ndarray:
         return np.log(below + above)
     upper = np.asarray(upper, dtype=float)
     inside = (1 - np.exp(-r * (np.minimum(c, upper) + 1))) / (1 - q) + np.where(
-        c < upper, q * (1 - np.exp(-r * np.maximum(upper - c, 0))) / (1 - q), 0.0)
+        c < upper, q * (1 - np.exp(-r * np.maximum(upper - c, 0))) / (1 - q), 0.0
+    )
     # c above the bound: every term carries exp(-r (c - upper)), kept in log space (it underflows
     # for a latent count far above the released one, and log 0 would make the likelihood +inf)
     above = -r * (c - upper) + np.log((1 - np.exp(-r * (upper + 1))) / (1 - q))
@@ -56,8 +58,9 @@ def _one(query, cells, value, r: float, upper, what: str) -> CountLikelihood:
 
     scale = 1 / r
     log_max = -_log_norm(np.zeros(len(value)), r, upper)  # the mass at y = c is largest at c = 0
-    return CountLikelihood(query, cells, value, logpmf, log_max,
-                           value.astype(float), np.full(len(value), 2 * scale * scale), what)
+    return CountLikelihood(
+        query, cells, value, logpmf, log_max, value.astype(float), np.full(len(value), 2 * scale * scale), what
+    )
 
 
 MAX_JOINT_WORK = 4_000_000  # n (N + 1)^2: the joint normalizer's operations per posterior draw
@@ -84,12 +87,12 @@ def log_partition(truth: np.ndarray, r: float, logw: np.ndarray, total: int) -> 
     dp = np.zeros((draws, total + 1))
     dp[:, 0] = 1.0
     for i in range(n):
-        lw = -r * np.abs(k - truth[:, i:i + 1]) + logw[i][None, :]
+        lw = -r * np.abs(k - truth[:, i : i + 1]) + logw[i][None, :]
         top = lw.max(axis=1)
         w = np.exp(lw - top[:, None])
         new = np.zeros_like(dp)
         for s in range(total + 1):  # new[:, j] = sum_s w[:, s] dp[:, j - s]
-            new[:, s:] += w[:, s:s + 1] * dp[:, :total + 1 - s]
+            new[:, s:] += w[:, s : s + 1] * dp[:, : total + 1 - s]
         peak = new.max(axis=1)
         dp = new / peak[:, None]
         log_scale += top + np.log(peak)
@@ -111,6 +114,7 @@ def _congenial_one(query, cells, value, r: float, alpha, what: str) -> CountLike
 
         def joint(truth):
             return -log_partition(np.maximum(np.asarray(truth), 0), r, logw, total)
+
         how = "normaliser by exact convolution"
     else:
         width = n * (2 * (int(np.ceil(WINDOW / r)) + 1) + 1)
@@ -118,24 +122,39 @@ def _congenial_one(query, cells, value, r: float, alpha, what: str) -> CountLike
             raise MechanismError(
                 f"the likelihood of a congenial release normalizes over every vector of {n} counts summing to {total:,}: "
                 f"its windowed normaliser takes {width:.3g} values per posterior draw (limit {MAX_WINDOW_WORK:.3g}); "
-                "infer on a coarser target or a smaller release")
+                "infer on a coarser target or a smaller release"
+            )
         own = _own_weights(a, value)
         table = log_weights(a, total) if alpha is not None and n * (total + 1) <= MAX_WINDOW_WORK else None
 
         def joint(truth):
-            return -log_partition_windowed(np.maximum(np.asarray(truth), 0), r, None if alpha is None else a, total,
-                                           table)[0]
-        how = (f"normaliser by windowed FFT convolution, certified to a relative error below {MAX_ERROR:g} per draw "
-               "(truncated tails and aliasing bounded; refused above it)")
+            return -log_partition_windowed(
+                np.maximum(np.asarray(truth), 0), r, None if alpha is None else a, total, table
+            )[0]
+
+        how = (
+            f"normaliser by windowed FFT convolution, certified to a relative error below {MAX_ERROR:g} per draw "
+            "(truncated tails and aliasing bounded; refused above it)"
+        )
 
     def logpmf(truth):
         t = np.asarray(truth, dtype=np.int64)
         return np.where(t >= 0, -r * np.abs(value - t) + own, -np.inf)
 
     # Z(c) >= its term y = c, prod_i w_i(c_i) >= 1 (integer weights): the joint term is at most 0
-    return CountLikelihood(query, cells, value, logpmf, own, value.astype(float), np.full(n, 2 / (r * r)),
-                           f"{what}; {how}", joint=joint, joint_max=0.0,
-                           log_max_total=_likelihood_at_release(joint, value, own))
+    return CountLikelihood(
+        query,
+        cells,
+        value,
+        logpmf,
+        own,
+        value.astype(float),
+        np.full(n, 2 / (r * r)),
+        f"{what}; {how}",
+        joint=joint,
+        joint_max=0.0,
+        log_max_total=_likelihood_at_release(joint, value, own),
+    )
 
 
 def _likelihood_at_release(joint, value: np.ndarray, own: np.ndarray) -> float | None:
@@ -184,11 +203,25 @@ def naive_likelihoods(params, outputs, r_c, r_o, total_z=None, base: str = "naiv
     if r_o is not None and params.get("outcome") in frame.columns:
         z = frame[params["outcome"]].to_numpy(dtype=np.int64)
         died = cells.assign(**{params["outcome"]: BOOL_TRUE})
-        out.append(_one(ir.CountQuery(params["table"], (*keys, params["outcome"])), died, z, float(r_o), y,
-                        f"outcome counts on 0..released count, rate {float(r_o):g}"))
+        out.append(
+            _one(
+                ir.CountQuery(params["table"], (*keys, params["outcome"])),
+                died,
+                z,
+                float(r_o),
+                y,
+                f"outcome counts on 0..released count, rate {float(r_o):g}",
+            )
+        )
     total = outputs.get("total")
     if total_z is not None and total is not None:
         columns = list(total_z.query.columns)
-        out.append(CountLikelihood.exact(total_z.query, total[columns].astype(str).reset_index(drop=True),
-                                         total["count"].to_numpy(), "the public total the release conditions on (Z)"))
+        out.append(
+            CountLikelihood.exact(
+                total_z.query,
+                total[columns].astype(str).reset_index(drop=True),
+                total["count"].to_numpy(),
+                "the public total the release conditions on (Z)",
+            )
+        )
     return out

@@ -8,13 +8,32 @@ counts by cell (`used as base`). The guarantee is epsilon-Z-Pufferfish over the 
 `pufferfish` class; the sensitivity is the class's Wasserstein sensitivity, computed by
 `dpspec.budget.pufferfish`, unless the spec states one (then the budget is scaled honestly).
 """
+
 from __future__ import annotations
 
 from fractions import Fraction
 
-from dpspec.api import (BudgetStatement, Diagnostic, Mechanism, MechanismError, NativeFlavor, OutputKeys, ParamSpec,
-                        ParameterSchema, PublicCondition, PureDP, Release, SpecError, declared_values, hookimpl, ir, pufferfish,
-                        located, record_measurement, sampler_limit_problem)
+from dpspec.api import (
+    BudgetStatement,
+    Diagnostic,
+    Mechanism,
+    MechanismError,
+    NativeFlavor,
+    OutputKeys,
+    ParamSpec,
+    ParameterSchema,
+    PublicCondition,
+    PureDP,
+    Release,
+    SpecError,
+    declared_values,
+    hookimpl,
+    ir,
+    pufferfish,
+    located,
+    record_measurement,
+    sampler_limit_problem,
+)
 from dpspec.api import ReleaseColumns, discrete_laplace
 
 BASES = ("naive", "congenial", "prior")
@@ -24,7 +43,8 @@ COUNTS_AND_OUTCOME = (
     "counts and outcome counts add up by adaptive composition, not by Lemma 6: the outcome's draw reads the "
     "released counts (its base measure is 0..count), so the two are not conditionally independent given the data; "
     "given any released counts, the outcome's draw is an exponential mechanism of the outcome counts at its rate, "
-    "and one coupling moves each differing unit with its outcome, so the two losses add pair by pair")
+    "and one coupling moves each differing unit with its outcome, so the two losses add pair by pair"
+)
 
 
 def _public_use(spec, use: str):
@@ -36,14 +56,26 @@ class _CountRelease(Mechanism):
 
     run_context = True  # run(spec, params, data, ctx): one RunContext (API 1.6)
     common = (
-        ParamSpec("table", "table", "the unit table (one row per protected unit, e.g. per reported case)", required=True),
+        ParamSpec(
+            "table", "table", "the unit table (one row per protected unit, e.g. per reported case)", required=True
+        ),
         ParamSpec("cell", "column", "the column whose counts are released (e.g. county)", required=True),
         ParamSpec("period", "column", "the period column (e.g. month); one period is released, earlier ones are Z"),
         ParamSpec("release_period", "string", "which period to release (default: the last)"),
-        ParamSpec("outcome", "column", "a bool column: also release the counts of rows where it is true (deaths), at most the cell's count"),
+        ParamSpec(
+            "outcome",
+            "column",
+            "a bool column: also release the counts of rows where it is true (deaths), at most the cell's count",
+        ),
         ParamSpec("epsilon", "number", "the Z-Pufferfish budget of the whole release", required=True, low=Fraction(0)),
-        ParamSpec("outcome_share", "number", "the share of epsilon spent on the outcome counts", default=Fraction(1, 2),
-                  low=Fraction(0), high=Fraction(1)),
+        ParamSpec(
+            "outcome_share",
+            "number",
+            "the share of epsilon spent on the outcome counts",
+            default=Fraction(1, 2),
+            low=Fraction(0),
+            high=Fraction(1),
+        ),
         ParamSpec("public_total", "int", "the period total as published (Z); checked against the data"),
     )
 
@@ -81,9 +113,14 @@ class _CountRelease(Mechanism):
         # a changed unit (hamming) is one moved between cells, as a present/absent one is given the total
         counts_w = pufferfish.cell_counts_sensitivity(spec.pufferfish, total_in_z or relation == "hamming")
         scale = 2 if relation == "hamming" else 1
-        out = {"counts": {"wasserstein": counts_w, "dp": pufferfish.dp_cell_counts_sensitivity(relation),
-                          "loss": "||y - counts||_1",
-                          "given": "the period total (Z)" if total_in_z else "nothing"}}
+        out = {
+            "counts": {
+                "wasserstein": counts_w,
+                "dp": pufferfish.dp_cell_counts_sensitivity(relation),
+                "loss": "||y - counts||_1",
+                "given": "the period total (Z)" if total_in_z else "nothing",
+            }
+        }
         c = spec.pufferfish
         if c is not None and c.kind == "dependence" and (total_in_z or relation == "hamming"):
             exact = pufferfish.dependence_given_total(c.option("p0"), c.option("p1"), int(c.option("n")))
@@ -93,23 +130,31 @@ class _CountRelease(Mechanism):
                 # the coupling that moves the unit's count given the total moves the units that
                 # differ between the two secrets' worlds, and each carries its own outcome: the
                 # outcome counts' L1 loss moves by at most as much (as much when every unit has it)
-                out["outcome"] = {"wasserstein": counts_w, "dp": pufferfish.dp_cell_counts_sensitivity(relation),
-                                  "loss": "||y - outcome counts||_1",
-                                  "given": "the period total (Z): the units differing between the pair's worlds carry their outcomes"}
+                out["outcome"] = {
+                    "wasserstein": counts_w,
+                    "dp": pufferfish.dp_cell_counts_sensitivity(relation),
+                    "loss": "||y - outcome counts||_1",
+                    "given": "the period total (Z): the units differing between the pair's worlds carry their outcomes",
+                }
                 for key in ("certified", "derivation"):  # the counts' figure, so the counts' standing
                     if key in out["counts"]:
                         out["outcome"][key] = out["counts"][key]
             else:
-                out["outcome"] = {"wasserstein": pufferfish.cell_counts_sensitivity(spec.pufferfish, False) * scale,
-                                  "dp": pufferfish.dp_cell_counts_sensitivity(relation), "loss": "||y - outcome counts||_1",
-                                  "given": "no outcome total in Z"}
+                out["outcome"] = {
+                    "wasserstein": pufferfish.cell_counts_sensitivity(spec.pufferfish, False) * scale,
+                    "dp": pufferfish.dp_cell_counts_sensitivity(relation),
+                    "loss": "||y - outcome counts||_1",
+                    "given": "no outcome total in Z",
+                }
         out["class"] = spec.pufferfish.kind if spec.pufferfish else "independent"
         out["class_in_words"] = pufferfish.plain_words(spec.pufferfish)
         return out
 
     def _conditions(self, spec):
-        return tuple(PublicCondition(f"{p.query.describe()}" + (f" (used as {p.use})" if p.use else ""), p.source)
-                     for p in spec.public)
+        return tuple(
+            PublicCondition(f"{p.query.describe()}" + (f" (used as {p.use})" if p.use else ""), p.source)
+            for p in spec.public
+        )
 
     def budget(self, spec, params, facts):
 
@@ -117,21 +162,36 @@ class _CountRelease(Mechanism):
         eps_c, eps_o = self._epsilons(params)
         used = self._used_sensitivity(spec, params, sens)
         total = eps_c * Fraction(sens["counts"]["wasserstein"]) / Fraction(used["counts"])
-        notes = [("epsilon-Z-Pufferfish: the loss's Wasserstein sensitivity over the class is " if spec.pufferfish is not None
-                  else "differential privacy (no pufferfish block): the loss's sensitivity is ")
-                 + ("at most " if sens["counts"].get("certified") is False else "")
-                 + f"{ir.format_number(Fraction(sens['counts']['wasserstein']))} (DP sensitivity "
-                 f"{ir.format_number(sens['counts']['dp'])}, Lemma 12"
-                 + ("; a proven upper bound, not the exact supremum: 'certified' false in --json" if
-                    sens["counts"].get("certified") is False else "") + ")"]
+        notes = [
+            (
+                "epsilon-Z-Pufferfish: the loss's Wasserstein sensitivity over the class is "
+                if spec.pufferfish is not None
+                else "differential privacy (no pufferfish block): the loss's sensitivity is "
+            )
+            + ("at most " if sens["counts"].get("certified") is False else "")
+            + f"{ir.format_number(Fraction(sens['counts']['wasserstein']))} (DP sensitivity "
+            f"{ir.format_number(sens['counts']['dp'])}, Lemma 12"
+            + (
+                "; a proven upper bound, not the exact supremum: 'certified' false in --json"
+                if sens["counts"].get("certified") is False
+                else ""
+            )
+            + ")"
+        ]
         if eps_o is not None:
             total += eps_o * Fraction(sens["outcome"]["wasserstein"]) / Fraction(used["outcome"])
             notes.append(COUNTS_AND_OUTCOME)
         if used["counts"] < sens["counts"]["wasserstein"]:
-            notes.append(f"the mechanism uses sensitivity {ir.format_number(used['counts'])}, below the class's "
-                         f"{ir.format_number(Fraction(sens['counts']['wasserstein']))}: its budget grows in proportion")
-        statement = BudgetStatement(PureDP(total), worst=PureDP(total), notes=tuple(notes),  # exact
-                                    public=self._conditions(spec))
+            notes.append(
+                f"the mechanism uses sensitivity {ir.format_number(used['counts'])}, below the class's "
+                f"{ir.format_number(Fraction(sens['counts']['wasserstein']))}: its budget grows in proportion"
+            )
+        statement = BudgetStatement(
+            PureDP(total),
+            worst=PureDP(total),
+            notes=tuple(notes),  # exact
+            public=self._conditions(spec),
+        )
         return statement
 
     def _used_sensitivity(self, spec, params, sens):
@@ -140,14 +200,25 @@ class _CountRelease(Mechanism):
     def budget_breakdown(self, spec, params):
 
         sens = self.sensitivities(spec, params)
-        jsonable = {k: ({kk: (float(vv) if isinstance(vv, Fraction) else vv) for kk, vv in v.items()} if isinstance(v, dict) else v)
-                    for k, v in sens.items()}
-        return {"pufferfish": {"guarantee": "epsilon-Z-Pufferfish (seed 2, Definition 3)",
-                               "Z": [{"statistic": p.query.describe(), "released": p.source, "used_as": p.use} for p in spec.public],
-                               "secrets": "each unit's presence and record (the spec's unit)",
-                               "sensitivity": jsonable,
-                               "composition": COUNTS_AND_OUTCOME if params.get("outcome") is not None
-                               else pufferfish.CONDITIONAL_INDEPENDENCE}}
+        jsonable = {
+            k: (
+                {kk: (float(vv) if isinstance(vv, Fraction) else vv) for kk, vv in v.items()}
+                if isinstance(v, dict)
+                else v
+            )
+            for k, v in sens.items()
+        }
+        return {
+            "pufferfish": {
+                "guarantee": "epsilon-Z-Pufferfish (seed 2, Definition 3)",
+                "Z": [{"statistic": p.query.describe(), "released": p.source, "used_as": p.use} for p in spec.public],
+                "secrets": "each unit's presence and record (the spec's unit)",
+                "sensitivity": jsonable,
+                "composition": COUNTS_AND_OUTCOME
+                if params.get("outcome") is not None
+                else pufferfish.CONDITIONAL_INDEPENDENCE,
+            }
+        }
 
     def neighbours(self, spec, params):
         """Two miniature datasets the guarantee compares, on three cells.
@@ -168,29 +239,42 @@ class _CountRelease(Mechanism):
         outcome = params.get("outcome")
 
         def rows(cells):  # the first person (the one the pair moves) has the outcome, the others not
-            out = [{**miniature_record(table, {}), cell_col.name: cell, **({outcome: i == 0} if outcome else {})}
-                   for i, cell in enumerate(cells)]
+            out = [
+                {**miniature_record(table, {}), cell_col.name: cell, **({outcome: i == 0} if outcome else {})}
+                for i, cell in enumerate(cells)
+            ]
             return {table.name: typed_frame(table, out)}
 
         mini = {**params, "period": None, "release_period": None, "public_total": None}
         if not self._total_in_z(spec, params):
             left, right, label = rows(["a", "b"]), rows(["b"]), "one person present in cell a, or absent"
         else:
-            left, right, label = rows(["a", "b"]), rows(["b", "b"]), "given the total, one person in cell a or in cell b"
+            left, right, label = (
+                rows(["a", "b"]),
+                rows(["b", "b"]),
+                "given the total, one person in cell a or in cell b",
+            )
 
         def batch(data, n, rng):
             frame = data[table.name]
             cell = frame[cell_col.name].astype(str)
             counts = np.array([(cell == c).sum() for c in names], dtype=np.int64)
-            died = None if outcome is None else np.array([((cell == c) & frame[outcome].astype(bool)).sum() for c in names],
-                                                        dtype=np.int64)
+            died = (
+                None
+                if outcome is None
+                else np.array([((cell == c) & frame[outcome].astype(bool)).sum() for c in names], dtype=np.int64)
+            )
             y, z = self._neighbour_draws(spec, mini, counts, died, int(counts.sum()), rng, n)
             return y if z is None else np.hstack([y, z])  # both statistics: the claim is the whole budget
 
         # a DP spec (no pufferfish block) compares datasets at their d_X: moving one unit between cells
         # is a removal and an addition under symdiff, so its claim is the group budget (Lemma 8 holds
         # the DP budget among datasets that agree with Z; none at symdiff distance 1 does here)
-        moved = self._total_in_z(spec, params) and spec.pufferfish is None and (spec.unit is None or spec.unit.relation == "symdiff")
+        moved = (
+            self._total_in_z(spec, params)
+            and spec.pufferfish is None
+            and (spec.unit is None or spec.unit.relation == "symdiff")
+        )
         return [NeighbourPair(label, left, right, params=mini, batch=batch, distance=2 if moved else 1)]
 
     # ---- declared keys ----
@@ -205,9 +289,20 @@ class _CountRelease(Mechanism):
         periods = self.periods(spec, params)
         label = params.get("release_period") or (periods[-1] if periods else None)
         if periods and label not in periods:
-            raise SpecError(located(spec, [Diagnostic(f"release_period '{label}' is not a declared value of "
-                                                      f"'{params['period']}' ({', '.join(periods)})",
-                                                      path=("release_period",))]), spec.path, spec.text)
+            raise SpecError(
+                located(
+                    spec,
+                    [
+                        Diagnostic(
+                            f"release_period '{label}' is not a declared value of "
+                            f"'{params['period']}' ({', '.join(periods)})",
+                            path=("release_period",),
+                        )
+                    ],
+                ),
+                spec.path,
+                spec.text,
+            )
         return label
 
     def release_columns(self, spec, params):
@@ -220,8 +315,10 @@ class _CountRelease(Mechanism):
         """One row per declared cell, for the declared release period; the total's one row."""
         table, period = params["table"], params.get("period")
         fixed = {period: self.release_period(spec, params)} if period and self.periods(spec, params) else {}
-        out = {"counts": OutputKeys(table, (params["cell"],), fixed),
-               "total": OutputKeys(table, (), {k: v for k, v in fixed.items() if k in self._total_columns(spec)})}
+        out = {
+            "counts": OutputKeys(table, (params["cell"],), fixed),
+            "total": OutputKeys(table, (), {k: v for k, v in fixed.items() if k in self._total_columns(spec)}),
+        }
         if "base" in self.outputs:
             has_previous = bool(fixed) and self.periods(spec, params).index(fixed[period]) > 0
             out["base"] = OutputKeys(table, (params["cell"],) if has_previous else ())
@@ -240,7 +337,14 @@ class _CountRelease(Mechanism):
         """A budget whose noise the exact samplers could not draw, refused at `check` at the epsilon line."""
         try:
             scales = self.laplace_scales(spec, params)
-        except (ZeroDivisionError, SpecError, MechanismError, ValueError, OverflowError, TypeError):  # a zero share, an infinite or unreadable class: other checks say why
+        except (
+            ZeroDivisionError,
+            SpecError,
+            MechanismError,
+            ValueError,
+            OverflowError,
+            TypeError,
+        ):  # a zero share, an infinite or unreadable class: other checks say why
             return []
         for what, scale in sorted(scales.items(), key=lambda kv: kv[1], reverse=True):  # the widest bounds the budget
             problem = sampler_limit_problem("discrete_laplace", scale, ("epsilon", params["epsilon"]))
@@ -257,9 +361,14 @@ class _CountRelease(Mechanism):
             return problems
         if col.type.kind == "category" and not col.type.keys_from:
             at = (col.loc.line, col.loc.column) if col.loc else (None, None)
-            return [Diagnostic(f"the period column '{col.name}' has no declared values: which period is released, and "
-                               "which one came before it, must not be read from the data", *at,
-                               hint=f"declare the periods in order: '{col.name} : {{\"2020-03\", \"2020-04\"}}'")]
+            return [
+                Diagnostic(
+                    f"the period column '{col.name}' has no declared values: which period is released, and "
+                    "which one came before it, must not be read from the data",
+                    *at,
+                    hint=f'declare the periods in order: \'{col.name} : {{"2020-03", "2020-04"}}\'',
+                )
+            ]
         try:
             self.release_period(spec, params)
         except SpecError as e:
@@ -274,7 +383,9 @@ class _CountRelease(Mechanism):
 
         frame = data[params["table"]]
         cell = frame[params["cell"]].astype(str)
-        cells = np.array([str(v) for v in declared_values(spec, params["table"], params["cell"])])  # declared, never found
+        cells = np.array(
+            [str(v) for v in declared_values(spec, params["table"], params["cell"])]
+        )  # declared, never found
         period_label, previous = None, None
         mask = np.ones(len(frame), dtype=bool)
         if params.get("period"):
@@ -294,10 +405,20 @@ class _CountRelease(Mechanism):
             outcome = pd.Categorical(cell[mask][died], categories=cells).value_counts().to_numpy().astype(np.int64)
         total = int(counts.sum())
         if params.get("public_total") is not None and int(params["public_total"]) != total:
-            raise SpecError(located(spec, [Diagnostic(
-                f"the public total {params['public_total']:,} disagrees with the data: {total:,} rows in period "
-                f"{period_label or '(all)'}; Z must be exact statistics of the same data", path=("public_total",))]),
-                spec.path, spec.text)
+            raise SpecError(
+                located(
+                    spec,
+                    [
+                        Diagnostic(
+                            f"the public total {params['public_total']:,} disagrees with the data: {total:,} rows in period "
+                            f"{period_label or '(all)'}; Z must be exact statistics of the same data",
+                            path=("public_total",),
+                        )
+                    ],
+                ),
+                spec.path,
+                spec.text,
+            )
         return cells, counts, outcome, total, previous, period_label
 
     def _total_frame(self, spec, params, period, total):
@@ -323,32 +444,70 @@ class _CountRelease(Mechanism):
 class WassersteinExponential(_CountRelease):
     name = "wasserstein_exponential"
     version = "1.0.0"
-    description = ("Seed 2's Wasserstein exponential mechanism over count vectors, loss ||y - counts||_1, with a base "
-                   "measure from public information (naive, deterministic congenial, prior congenial); exact draws.")
+    description = (
+        "Seed 2's Wasserstein exponential mechanism over count vectors, loss ||y - counts||_1, with a base "
+        "measure from public information (naive, deterministic congenial, prior congenial); exact draws."
+    )
     proof = "Theorem 9 of the second seed paper (Z-Pufferfish through the Wasserstein mechanism, with the exact infinity-Wasserstein sensitivity of dpspec.budget.pufferfish) and the exponential mechanism's analysis (McSherry & Talwar 2007)"
     sampling = "exact: draws from the base measure's integer law accepted by exact Bernoulli(exp(-x)) trials (dpspec.api.bernoulli_exp), no floating point"
-    parameters = ParameterSchema(_CountRelease.common + (
-        ParamSpec("base", "choice", "the base measure: naive (nonnegative integers), congenial (vectors summing to the "
-                  "public total), prior (Dirichlet-multinomial from the previous period's counts)", default="naive", choices=BASES),
-        ParamSpec("prior_offset", "int", "the prior base's concentrations: previous counts plus this (0 is the paper's "
-                  "literal choice; a cell with no previous count then has no mass)", default=1, low=Fraction(0)),
-        ParamSpec("sensitivity", "number", "the sensitivity the sampler uses (default: the class's Wasserstein sensitivity)",
-                  low=Fraction(0)),
-        ParamSpec("max_proposals", "int", "refuse when an exact draw would need more proposed counts than this",
-                  default=10**8, low=Fraction(1)),
-    ))
-    outputs = {"counts": "the released counts by cell (and outcome counts) for the period",
-               "total": "the period total the release conditions on (Z, public)",
-               "base": "the previous period's counts by cell the prior base measure is built from (Z, public; no rows if none)"}
+    parameters = ParameterSchema(
+        _CountRelease.common
+        + (
+            ParamSpec(
+                "base",
+                "choice",
+                "the base measure: naive (nonnegative integers), congenial (vectors summing to the "
+                "public total), prior (Dirichlet-multinomial from the previous period's counts)",
+                default="naive",
+                choices=BASES,
+            ),
+            ParamSpec(
+                "prior_offset",
+                "int",
+                "the prior base's concentrations: previous counts plus this (0 is the paper's "
+                "literal choice; a cell with no previous count then has no mass)",
+                default=1,
+                low=Fraction(0),
+            ),
+            ParamSpec(
+                "sensitivity",
+                "number",
+                "the sensitivity the sampler uses (default: the class's Wasserstein sensitivity)",
+                low=Fraction(0),
+            ),
+            ParamSpec(
+                "max_proposals",
+                "int",
+                "refuse when an exact draw would need more proposed counts than this",
+                default=10**8,
+                low=Fraction(1),
+            ),
+        )
+    )
+    outputs = {
+        "counts": "the released counts by cell (and outcome counts) for the period",
+        "total": "the period total the release conditions on (Z, public)",
+        "base": "the previous period's counts by cell the prior base measure is built from (Z, public; no rows if none)",
+    }
 
     def check(self, spec, params):
         problems = super().check(spec, params)
         if params["base"] in ("congenial", "prior") and _public_use(spec, "total") is None:
-            problems.append(Diagnostic(f"base measure '{params['base']}' conditions on the period total, but the public "
-                                       "block declares none 'used as total'", path=("base",)))
+            problems.append(
+                Diagnostic(
+                    f"base measure '{params['base']}' conditions on the period total, but the public "
+                    "block declares none 'used as total'",
+                    path=("base",),
+                )
+            )
         if params["base"] == "prior" and _public_use(spec, "base") is None:
-            problems.append(Diagnostic("base measure 'prior' is built from the previous period's counts, but the public "
-                                       "block declares none 'used as base'", path=("base",)))
+            problems.append(
+                Diagnostic(
+                    "base measure 'prior' is built from the previous period's counts, but the public "
+                    "block declares none 'used as base'",
+                    path=("base",),
+                )
+            )
         if params.get("sensitivity") is not None and params["sensitivity"] <= 0:
             problems.append(Diagnostic("sensitivity must be positive", path=("sensitivity",)))
         return problems
@@ -410,11 +569,22 @@ class WassersteinExponential(_CountRelease):
         dead = (previous + int(params.get("prior_offset", 1)) == 0) & (counts > 0)
         if dead.any():
             names = ", ".join(f"{c} ({n:,} now)" for c, n in zip(cells[dead][:5], counts[dead][:5]))
-            raise SpecError(located(spec, [Diagnostic(
-                f"the prior base measure puts no mass on the confidential counts: with prior_offset "
-                f"{params.get('prior_offset')}, cells with no count in the previous period get concentration 0, but "
-                f"{names} have counts now", hint="use prior_offset 1 (the default)", path=("prior_offset",))]),
-                spec.path, spec.text)
+            raise SpecError(
+                located(
+                    spec,
+                    [
+                        Diagnostic(
+                            f"the prior base measure puts no mass on the confidential counts: with prior_offset "
+                            f"{params.get('prior_offset')}, cells with no count in the previous period get concentration 0, but "
+                            f"{names} have counts now",
+                            hint="use prior_offset 1 (the default)",
+                            path=("prior_offset",),
+                        )
+                    ],
+                ),
+                spec.path,
+                spec.text,
+            )
 
     def run(self, spec, params, data, ctx):
         cells, counts, outcome, total, previous, period = self.prepare(spec, params, data)
@@ -425,9 +595,11 @@ class WassersteinExponential(_CountRelease):
         # the previous period's counts (no period column: they are not the released period's)
         base = self._frame(params, cells, None, counts if previous is None else previous, None)
         base = base.iloc[:0] if previous is None else base  # no earlier period: no rows
-        return Release(outputs={"counts": frame, "total": self._total_frame(spec, params, period, total), "base": base},
-                       facts={"total": total, "period": period, "sampler": info},
-                       internal={"counts": counts, "outcome": outcome})
+        return Release(
+            outputs={"counts": frame, "total": self._total_frame(spec, params, period, total), "base": base},
+            facts={"total": total, "period": period, "sampler": info},
+            internal={"counts": counts, "outcome": outcome},
+        )
 
     def record(self, spec, params, counts, outcome, total, previous):
         """What `dpspec verify --replay` reads: the loss ||y - c||_1 moves by ||c - c'||_1, so the
@@ -462,8 +634,10 @@ class WassersteinExponential(_CountRelease):
         if params["base"] == "prior":
             base = outputs.get("base")
             if base is None:
-                raise MechanismError("the prior base measure's likelihood needs the previous period's counts it was "
-                                     "built from: add 'output base' to the spec's release block (they are public, Z)")
+                raise MechanismError(
+                    "the prior base measure's likelihood needs the previous period's counts it was "
+                    "built from: add 'output base' to the spec's release block (they are public, Z)"
+                )
             frame = outputs["counts"]
             prev = dict(zip(base[params["cell"]].astype(str), base[params["table"]].to_numpy(dtype=np.int64)))
             previous = np.array([prev.get(c, 0) for c in frame[params["cell"]].astype(str)], dtype=np.int64)
@@ -481,13 +655,17 @@ class WassersteinExponential(_CountRelease):
         from .power import cell_count_powers
 
         if params["base"] != "naive":
-            raise MechanismError(f"--power needs one cell's release law given its count alone; the '{params['base']}' "
-                                 "base draws the cells jointly on the vectors meeting the total, so a cell's law depends "
-                                 "on every other count (the naive base's does not): 'this cell's count is H0' fixes only the "
-                                 "other counts' sum, so the test has no single size and no exact power to report")
+            raise MechanismError(
+                f"--power needs one cell's release law given its count alone; the '{params['base']}' "
+                "base draws the cells jointly on the vectors meeting the total, so a cell's law depends "
+                "on every other count (the naive base's does not): 'this cell's count is H0' fixes only the "
+                "other counts' sum, so the test has no single size and no exact power to report"
+            )
         if not self._total_in_z(spec, params) or "total" not in outputs or not len(outputs["total"]):
-            raise MechanismError("--power compares the release with its post-processing by Z, the public total: "
-                                 "the spec's public block declares none 'used as total'")
+            raise MechanismError(
+                "--power compares the release with its post-processing by Z, the public total: "
+                "the spec's public block declares none 'used as total'"
+            )
         total = int(outputs["total"]["count"].iloc[0])
         frame = outputs["counts"]
         names = frame[params["cell"]].astype(str).to_numpy()
@@ -499,14 +677,23 @@ class WassersteinExponential(_CountRelease):
         out = cell_count_powers(int(null), int(alternative), total, float(r_c), float(level))
         phi_y, phi_f = out.pop("reject_release"), out.pop("reject_post_processed")
         f = min(y, total)
-        out.update({"cell": cell, "column": params["cell"], "released": y, "post_processed_value": f,
-                    "reject_probability_release": float(phi_y[min(y, len(phi_y) - 1)]),
-                    "reject_probability_post_processed": float(phi_f[f]),
-                    "post_processing": "min(Y, public total): no cell exceeds the total (Z)",
-                    "note": ("the loss is |y - c|, whose likelihood ratio is constant beyond the total, so the clamp "
-                             "merges only values of equal evidence and Theorem 15's improvement is not strict here"
-                             if abs(out["power_release"] - out["power_post_processed"]) < 1e-9 else
-                             "the clamp merges values whose evidence differs: the test on the release is strictly more powerful")})
+        out.update(
+            {
+                "cell": cell,
+                "column": params["cell"],
+                "released": y,
+                "post_processed_value": f,
+                "reject_probability_release": float(phi_y[min(y, len(phi_y) - 1)]),
+                "reject_probability_post_processed": float(phi_f[f]),
+                "post_processing": "min(Y, public total): no cell exceeds the total (Z)",
+                "note": (
+                    "the loss is |y - c|, whose likelihood ratio is constant beyond the total, so the clamp "
+                    "merges only values of equal evidence and Theorem 15's improvement is not strict here"
+                    if abs(out["power_release"] - out["power_post_processed"]) < 1e-9
+                    else "the clamp merges values whose evidence differs: the test on the release is strictly more powerful"
+                ),
+            }
+        )
         return out
 
     def concentrations(self, params, previous, n: int):
@@ -520,13 +707,17 @@ class WassersteinExponential(_CountRelease):
 class NoisyPostprocessed(_CountRelease):
     name = "noisy_postprocessed"
     version = "1.0.0"
-    description = ("Seed 2's post-processing alternative: discrete Laplace counts made congenial (nonnegative, summing to "
-                   "the public total, outcome at most the count) by a deterministic two-stage post-processing.")
-    proof = 'Section 4 of the second seed paper: discrete Laplace counts (pure epsilon for adding or removing one event; Canonne, Kamath & Steinke 2020), then post-processing (the two-stage projection onto the public total)'
+    description = (
+        "Seed 2's post-processing alternative: discrete Laplace counts made congenial (nonnegative, summing to "
+        "the public total, outcome at most the count) by a deterministic two-stage post-processing."
+    )
+    proof = "Section 4 of the second seed paper: discrete Laplace counts (pure epsilon for adding or removing one event; Canonne, Kamath & Steinke 2020), then post-processing (the two-stage projection onto the public total)"
     sampling = "exact: integer noise from Canonne, Kamath & Steinke's (2020) discrete Laplace rejection sampler (dpspec.api.discrete_laplace), no floating point"
     parameters = ParameterSchema(_CountRelease.common)
-    outputs = {"counts": "the post-processed counts by cell (and outcome counts) for the period",
-               "total": "the period total the release conditions on (Z, public)"}
+    outputs = {
+        "counts": "the post-processed counts by cell (and outcome counts) for the period",
+        "total": "the period total the release conditions on (Z, public)",
+    }
 
     def sensitivities(self, spec, params):
         """Under a pufferfish block: the noise is added to the count vector before the post-processing,
@@ -561,17 +752,20 @@ class NoisyPostprocessed(_CountRelease):
 
     def draw(self, spec, params, counts, outcome, total, rng, draws: int = 1):
 
-
         from .postprocess import two_stage
 
         scales = self.noise_scales(spec, params)
         used = self._used_sensitivity(spec, params, self.sensitivities(spec, params))
         record_measurement("total", total, "none")  # the post-processing makes the counts sum to it (Z)
-        record_measurement("counts", counts, "discrete_laplace", scales["counts"], sensitivity=used["counts"], norm="l1")
+        record_measurement(
+            "counts", counts, "discrete_laplace", scales["counts"], sensitivity=used["counts"], norm="l1"
+        )
         noisy_c = counts + discrete_laplace(scales["counts"], draws * len(counts), rng).reshape(draws, -1)
         noisy_o = None
         if outcome is not None:
-            record_measurement("outcome", outcome, "discrete_laplace", scales["outcome"], sensitivity=used["outcome"], norm="l1")
+            record_measurement(
+                "outcome", outcome, "discrete_laplace", scales["outcome"], sensitivity=used["outcome"], norm="l1"
+            )
             noisy_o = outcome + discrete_laplace(scales["outcome"], draws * len(counts), rng).reshape(draws, -1)
         cases, deaths, flags = two_stage(noisy_c, noisy_o, total)
         return cases, deaths, flags
@@ -582,12 +776,16 @@ class NoisyPostprocessed(_CountRelease):
         no epsilon would hold (`verify` finds the loss unbounded)."""
         problems = super().check(spec, params)
         if _public_use(spec, "total") is None:
-            problems.append(Diagnostic("noisy_postprocessed makes its counts sum to the period total and so publishes "
-                                       "it exactly, but the public block declares no total 'used as total': the exact "
-                                       "total would leak with no budget covering it",
-                                       path=("cell",),
-                                       hint="declare the published total in the public block, e.g. "
-                                            "'count cases by month released \"...\" used as total'"))
+            problems.append(
+                Diagnostic(
+                    "noisy_postprocessed makes its counts sum to the period total and so publishes "
+                    "it exactly, but the public block declares no total 'used as total': the exact "
+                    "total would leak with no budget covering it",
+                    path=("cell",),
+                    hint="declare the published total in the public block, e.g. "
+                    "'count cases by month released \"...\" used as total'",
+                )
+            )
         return problems
 
     def _neighbour_draws(self, spec, params, counts, outcome, total, rng, n):
@@ -599,13 +797,21 @@ class NoisyPostprocessed(_CountRelease):
         cells, counts, outcome, total, previous, period = self.prepare(spec, params, data)
         y, z, flags = self.draw(spec, params, counts, outcome, total, ctx.rng)
         frame = self._frame(params, cells, period, y[0], None if z is None else z[0])
-        return Release(outputs={"counts": frame, "total": self._total_frame(spec, params, period, total)},
-                       facts={"total": total, "period": period},
-                       internal={"contractions": {k: int(v.sum()) for k, v in flags.items()}})
+        return Release(
+            outputs={"counts": frame, "total": self._total_frame(spec, params, period, total)},
+            facts={"total": total, "period": period},
+            internal={"contractions": {k: int(v.sum()) for k, v in flags.items()}},
+        )
 
 
 @hookimpl
 def dpspec_mechanisms():
     from .kng import WassersteinKNG, WassersteinKNGMean, WassersteinKNGSlope
 
-    return [WassersteinExponential(), NoisyPostprocessed(), WassersteinKNG(), WassersteinKNGMean(), WassersteinKNGSlope()]
+    return [
+        WassersteinExponential(),
+        NoisyPostprocessed(),
+        WassersteinKNG(),
+        WassersteinKNGMean(),
+        WassersteinKNGSlope(),
+    ]

@@ -12,11 +12,15 @@ released cases, which are positive: a survival rate contracted to 0). The earlie
 tally (a negative noisy count made 0; deaths strictly above the cases) is kept beside it under
 the same names with the suffix `_strict`.
 """
+
 from __future__ import annotations
 
 import numpy as np
 
-from dpspec.api import project_to_total, project_with_threshold  # shared with the aggregate's consistency with a public total
+from dpspec.api import (
+    project_to_total,
+    project_with_threshold,
+)  # shared with the aggregate's consistency with a public total
 
 __all__ = ["project_to_total", "project_with_threshold", "two_stage"]
 

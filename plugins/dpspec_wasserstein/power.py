@@ -14,6 +14,7 @@ whose likelihood ratios differ. With l = abs the ratio is constant beyond 0 and 
 tails are exponential), so the clamp loses nothing; with l = square it does. Laws are computed by
 enumerating T, on a window of y whose cut tails are below `tail` per T.
 """
+
 from __future__ import annotations
 
 import math
@@ -39,9 +40,9 @@ def release_law(n: int, theta: float, r: float, loss: str = "abs", tail: float =
 
 def post_processed_law(law: np.ndarray, n: int, w: int) -> np.ndarray:
     """The law of min(max(Y, 0), n) on 0..n: the values below 0 merged into 0, those above n into n."""
-    inner = law[w: w + n + 1].copy()
+    inner = law[w : w + n + 1].copy()
     inner[0] += law[:w].sum()
-    inner[-1] += law[w + n + 1:].sum()
+    inner[-1] += law[w + n + 1 :].sum()
     return inner
 
 
@@ -67,8 +68,13 @@ def powers(n: int, theta0: float, thetas, r: float, alpha: float = 0.05, loss: s
     rows = []
     for theta in thetas:
         law, _ = release_law(n, theta, r, loss)
-        rows.append({"theta": theta, "release": float(law @ with_y),
-                     "post_processed": float(post_processed_law(law, n, w) @ with_f)})
+        rows.append(
+            {
+                "theta": theta,
+                "release": float(law @ with_y),
+                "post_processed": float(post_processed_law(law, n, w) @ with_f),
+            }
+        )
     return {"n": n, "theta0": theta0, "rate": r, "alpha": alpha, "loss": loss, "rows": rows}
 
 
@@ -88,6 +94,7 @@ def bayes_risks(n: int, thetas, prior, r: float, loss: str = "abs") -> dict:
         mean = (theta * joint).sum(axis=0)[keep] / mass[keep]
         second = (theta**2 * joint).sum(axis=0)[keep] / mass[keep]
         return float(((second - mean**2) * mass[keep]).sum())
+
     return {"release": risk(joint_y), "post_processed": risk(joint_f)}
 
 
@@ -123,8 +130,17 @@ def cell_count_powers(null: int, alternative: int, total: int, r: float, level: 
     order = (lambda a: a) if up else (lambda a: a[::-1])  # the test rejects large values, or small ones
     phi_y = order(ump_test(order(laws[null][0]), level))
     phi_f = order(ump_test(order(laws[null][1]), level))
-    return {"null": null, "alternative": alternative, "level": level, "rate": r, "total": total,
-            "direction": "greater" if up else "less",
-            "power_release": float(laws[alternative][0] @ phi_y), "power_post_processed": float(laws[alternative][1] @ phi_f),
-            "size_release": float(laws[null][0] @ phi_y), "size_post_processed": float(laws[null][1] @ phi_f),
-            "reject_release": phi_y, "reject_post_processed": phi_f}
+    return {
+        "null": null,
+        "alternative": alternative,
+        "level": level,
+        "rate": r,
+        "total": total,
+        "direction": "greater" if up else "less",
+        "power_release": float(laws[alternative][0] @ phi_y),
+        "power_post_processed": float(laws[alternative][1] @ phi_f),
+        "size_release": float(laws[null][0] @ phi_y),
+        "size_post_processed": float(laws[null][1] @ phi_f),
+        "reject_release": phi_y,
+        "reject_post_processed": phi_f,
+    }

@@ -19,6 +19,7 @@ Theorem 9 holds only for exact draws.
 Each sampler measures its acceptance rate; a pilot run estimates the cost first, and a cost
 above the limit is refused with the estimate.
 """
+
 from __future__ import annotations
 
 import math
@@ -171,8 +172,9 @@ def _congenial_proposals(counts, total, r, lam, size, rng):
     idx = np.flatnonzero(ok)
     d = last[idx] - counts[-1]
     exponent_den = math.lcm(r.denominator, lam.denominator)  # lam = r j / 64: the lcm keeps num in int64
-    num = (_exact_products(np.abs(d), r.numerator * (exponent_den // r.denominator))
-           + _exact_products(d, lam.numerator * (exponent_den // lam.denominator)))
+    num = _exact_products(np.abs(d), r.numerator * (exponent_den // r.denominator)) + _exact_products(
+        d, lam.numerator * (exponent_den // lam.denominator)
+    )
     ok[idx] = bernoulli_exp(num, exponent_den, rng)
     return np.column_stack([head, last]), ok
 
@@ -190,14 +192,19 @@ def _rejection(propose, draws: int, n: int, max_proposals: int, what: str) -> tu
             f"the {what} sampler would need about {expected:.3g} proposed counts for {draws} exact draw(s) "
             f"(measured acceptance {got}/{tried}); that is above the limit of {max_proposals:.3g}. Raise "
             "'max_proposals', lower the privacy (a larger epsilon), or use another base measure; MCMC is not "
-            "used because the guarantee holds only for exact draws")
+            "used because the guarantee holds only for exact draws"
+        )
     while got < draws:
         size = int(min(max(64, 1.2 * (draws - got) / rate_est), max(64, BATCH_COUNTS // n)))
         y, ok = propose(size)
         accepted.append(y[ok])
         tried += size
         got += int(ok.sum())
-    return np.concatenate(accepted)[:draws], {"acceptance": got / tried, "proposals": tried, "method": "exact rejection"}
+    return np.concatenate(accepted)[:draws], {
+        "acceptance": got / tried,
+        "proposals": tried,
+        "method": "exact rejection",
+    }
 
 
 def congenial(counts, total: int, r: Fraction, draws: int, rng, max_proposals: int = 10**8):
@@ -216,12 +223,27 @@ def congenial(counts, total: int, r: Fraction, draws: int, rng, max_proposals: i
         return np.full((draws, 1), total, dtype=np.int64), {"acceptance": 1.0, "method": "a single cell"}
     lam = _l1_tilt(counts, total, r)
     if lam is None:
-        y, info = prior(counts, np.ones(len(counts), dtype=np.int64), total, r, draws, rng, max_proposals,
-                        what="deterministic congenial")
-        info["method"] = "exact rejection from windowed integer tables (the flat Dirichlet-multinomial: no tilt within r/2 reaches the total)"
+        y, info = prior(
+            counts,
+            np.ones(len(counts), dtype=np.int64),
+            total,
+            r,
+            draws,
+            rng,
+            max_proposals,
+            what="deterministic congenial",
+        )
+        info["method"] = (
+            "exact rejection from windowed integer tables (the flat Dirichlet-multinomial: no tilt within r/2 reaches the total)"
+        )
         return y, info
-    y, info = _rejection(lambda size: _congenial_proposals(counts, total, r, lam, size, rng), draws, len(counts),
-                         max_proposals, "deterministic congenial")
+    y, info = _rejection(
+        lambda size: _congenial_proposals(counts, total, r, lam, size, rng),
+        draws,
+        len(counts),
+        max_proposals,
+        "deterministic congenial",
+    )
     info["tilt"] = float(lam)
     return y, info
 
@@ -229,7 +251,7 @@ def congenial(counts, total: int, r: Fraction, draws: int, rng, max_proposals: i
 MAX_TABLE = 50_000_000  # entries of the prior sampler's per-cell tables (cells x (total + 1))
 
 
-_U = 2.0 ** -53  # the unit roundoff of float64
+_U = 2.0**-53  # the unit roundoff of float64
 WINDOW = 40.0  # each cell's table spans the values whose weight is within e^-40 of its mode's
 _RHO_BITS = 40  # tail decay rates are rationals j / 2^40, rounded up
 
@@ -389,8 +411,17 @@ def _geometric(rho_num: np.ndarray, rng) -> np.ndarray:
     return j
 
 
-def prior(counts, alpha, total: int, r: Fraction, draws: int, rng, max_proposals: int = 10**8, cutoff: float = None,
-          what: str = "prior congenial"):
+def prior(
+    counts,
+    alpha,
+    total: int,
+    r: Fraction,
+    draws: int,
+    rng,
+    max_proposals: int = 10**8,
+    cutoff: float = None,
+    what: str = "prior congenial",
+):
     """Vectors summing to `total` with P(y) proportional to exp(-r ||y - c||_1) DirMult(y; total, alpha).
 
     The target is a product of h_i(y_i) = exp(-r |y_i - c_i|) C(y_i + a_i - 1, y_i) given the sum
@@ -409,8 +440,10 @@ def prior(counts, alpha, total: int, r: Fraction, draws: int, rng, max_proposals
         return np.full((draws, 1), total, dtype=np.int64), {"acceptance": 1.0, "method": "a single cell"}
     laws = _PriorLaws(counts, alpha, total, r, cutoff)
     if n * (laws.width + 2) > MAX_TABLE:
-        raise MechanismError(f"the {what} sampler needs {n} x {laws.width + 2:,} probability tables "
-                             f"({n * (laws.width + 2):.3g} entries, above the limit of {MAX_TABLE:.3g})")
+        raise MechanismError(
+            f"the {what} sampler needs {n} x {laws.width + 2:,} probability tables "
+            f"({n * (laws.width + 2):.3g} entries, above the limit of {MAX_TABLE:.3g})"
+        )
     g = np.exp(laws.logg)
     ks = laws.lo[:, None] + np.arange(laws.width)[None, :]
     mean = (g * ks).sum(axis=1) / g.sum(axis=1)
@@ -427,8 +460,9 @@ def prior(counts, alpha, total: int, r: Fraction, draws: int, rng, max_proposals
         rho = rho_num / 2.0**_RHO_BITS
         return np.where(present, np.ceil(scale * edge * rho / (1 - rho) * (1 + 1e-9)) + 1, 0)
 
-    weights = np.concatenate([tail_weight(rho_l, edge_l, has_l)[:, None], inner,
-                              tail_weight(rho_r, edge_r, has_r)[:, None]], axis=1)
+    weights = np.concatenate(
+        [tail_weight(rho_l, edge_l, has_l)[:, None], inner, tail_weight(rho_r, edge_r, has_r)[:, None]], axis=1
+    )
     if float(weights.sum(axis=1).max()) >= 2.0**62:
         raise MechanismError("the prior sampler's integer weights would overflow")
     weights = weights.astype(np.int64)
@@ -454,8 +488,12 @@ def prior(counts, alpha, total: int, r: Fraction, draws: int, rng, max_proposals
             if idx.size:
                 w = weights[pending_c[idx], sym[idx]]
                 est = bits * math.log(2) + laws.logg[cell[idx], sym[idx] - 1] - np.log(w.astype(float))
-                ok[idx] = bernoulli_scaled_exp(est, laws.eta + 4 * _U * (bits + 1), lambda i: _times(
-                    laws.exact(int(cell[idx[i]]), int(val[idx[i]])), Fraction(1 << bits, int(w[i]))), rng)
+                ok[idx] = bernoulli_scaled_exp(
+                    est,
+                    laws.eta + 4 * _U * (bits + 1),
+                    lambda i: _times(laws.exact(int(cell[idx[i]]), int(val[idx[i]])), Fraction(1 << bits, int(w[i]))),
+                    rng,
+                )
             # a tail: j from the geometric envelope, kept with probability 2^B g(k) / (W_tail P(j))
             for side, rho_of, sign, edge_of in ((0, rho_l, -1, lo), (laws.width + 1, rho_r, 1, hi)):
                 idx = np.flatnonzero(sym == side)
@@ -490,12 +528,18 @@ def prior(counts, alpha, total: int, r: Fraction, draws: int, rng, max_proposals
         ok = rest >= 0
         idx = np.flatnonzero(ok)
         est, err = laws.logg_at(last, rest[idx])
-        ok[idx] = bernoulli_scaled_exp(est - float(laws.eta_q), err + laws.eta + 1e-15,
-                                       lambda i: laws.exact(last, int(rest[idx[i]]), laws.eta_q), rng)
+        ok[idx] = bernoulli_scaled_exp(
+            est - float(laws.eta_q),
+            err + laws.eta + 1e-15,
+            lambda i: laws.exact(last, int(rest[idx[i]]), laws.eta_q),
+            rng,
+        )
         return ys, ok
 
     y, info = _rejection(propose, draws, n, max_proposals, what)
-    info.update(method="exact rejection (integer weights, exact Bernoulli(R exp(-x)) acceptances)", tilt=float(laws.lam))
+    info.update(
+        method="exact rejection (integer weights, exact Bernoulli(R exp(-x)) acceptances)", tilt=float(laws.lam)
+    )
     return y, info
 
 

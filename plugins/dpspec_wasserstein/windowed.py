@@ -7,6 +7,7 @@ to its mode and falls after it, and past any value the ratio of successive value
 step below rests on that, and the result is refused unless its certified relative error is below
 `MAX_ERROR`.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -25,8 +26,9 @@ _ROW_ELEMENTS = 20_000_000  # cells x widest window of one draw: above it, the d
 _THETAS = (1.0, 0.5, 0.25, 0.1, 0.03, 0.01, 0.003, 0.001, 3e-4, 1e-4)  # Chernoff's tilts for the aliases
 
 
-def log_partition_windowed(truth: np.ndarray, r: float, alpha, total: int,
-                           logw: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+def log_partition_windowed(
+    truth: np.ndarray, r: float, alpha, total: int, logw: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray]:
     """log Z(c) per row of `truth` (draws x cells), and a certified bound on its relative error.
 
     The tilt starts where the counties' modes sum to N (closed-form modes, bisection on lam). Each h_i is
@@ -53,8 +55,10 @@ def log_partition_windowed(truth: np.ndarray, r: float, alpha, total: int,
         if rows.size:
             out[rows], err[rows] = _solve(law, c[rows], strict=True)
     if np.any(err > MAX_ERROR):
-        raise MechanismError(f"the windowed normaliser's certified relative error is {float(err.max()):.3g} "
-                             f"(limit {MAX_ERROR:g}) even at the saddle point")
+        raise MechanismError(
+            f"the windowed normaliser's certified relative error is {float(err.max()):.3g} "
+            f"(limit {MAX_ERROR:g}) even at the saddle point"
+        )
     return out, err
 
 
@@ -147,6 +151,7 @@ class _Law:
 def _tilt_modes(c: np.ndarray, a: np.ndarray, r: float, lam: np.ndarray, total: int) -> np.ndarray:
     """The mode of k -> log C(k + a - 1, k) - r |k - c| - lam k on 0..total (a >= 1; log-concave):
     the first k whose increment log((k + a) / (k + 1)) - lam -+ r is <= 0, in closed form per side."""
+
     def first(mu):  # least k >= 0 with log((k + a) / (k + 1)) <= mu (none when mu <= 0 < a - 1)
         with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
             e = np.expm1(mu)
@@ -154,6 +159,7 @@ def _tilt_modes(c: np.ndarray, a: np.ndarray, r: float, lam: np.ndarray, total: 
         k = np.where(a <= 1, 0.0, k)  # a = 1: the weight is flat, every increment is -lam -+ r
         flat = np.where((a <= 1) & (mu >= 0), 0.0, np.inf)
         return np.where(a <= 1, flat, np.where(mu > 0, np.maximum(k, 0.0), np.inf))
+
     left = first(lam - r)  # below c the increment carries +r
     right = first(lam + r)
     mode = np.where(left < c, left, np.maximum(c, right))
@@ -223,6 +229,7 @@ def _certify(law: _Law, c: np.ndarray, lam: np.ndarray, w: _Windows) -> tuple[np
 def _tails(law: _Law, c: np.ndarray, lam: np.ndarray, w: _Windows) -> np.ndarray:
     """Per draw, the tails' relative mass bound prod_i (1 + t_i) - 1: t_i the mass beyond county i's
     window on both sides over its window's, each at most the first value outside over 1 - rho."""
+
     def side(outside, inside):
         out_v, in_v = law.log_h(outside, c, lam), law.log_h(inside, c, lam)
         with np.errstate(invalid="ignore", divide="ignore"):
@@ -307,8 +314,10 @@ def _solve(law: _Law, c: np.ndarray, strict: bool = False) -> tuple[np.ndarray, 
         held = (last - first).max(axis=1) + 1 <= widest
         if step == 0 and strict and not held.all():  # refused whatever the rest gives: say so before the work
             held_at_most = int((last - first).max()) + 1
-            raise MechanismError(f"the windowed normaliser's windows would hold {held_at_most:,} values at the saddle "
-                                 f"point (limit {widest:,}): a vector too far from the release")
+            raise MechanismError(
+                f"the windowed normaliser's windows would hold {held_at_most:,} values at the saddle "
+                f"point (limit {widest:,}): a vector too far from the release"
+            )
         todo, first, last = todo[held], first[held], last[held]
         gap, var = np.empty(todo.size), np.empty(todo.size)
         for rows in _batches(first, last):
@@ -353,7 +362,7 @@ def _moments(law: _Law, c: np.ndarray, lam: np.ndarray, first: np.ndarray, last:
     start = 0
     while start < order.size:
         top = points[order[min(order.size, start + _BATCH_ELEMENTS // COARSE) - 1]]
-        at = order[start:start + max(1, _BATCH_ELEMENTS // int(top))]
+        at = order[start : start + max(1, _BATCH_ELEMENTS // int(top))]
         t = np.arange(int(points[at].max()), dtype=float)
         k = first[at, None] + stride[at, None] * t
         logh = law.log_h(k, cf[at], lf[at], cells[at])

@@ -9,6 +9,7 @@ the comparison; its report.md is appended to the summary (GitHub's $GITHUB_STEP_
 new in this change is audited alone. Exit 1 when a finding reaches --fail-on, 2 on a usage or git
 error. Standard library only: it runs wherever dpspec is on PATH.
 """
+
 from __future__ import annotations
 
 import argparse

@@ -13,6 +13,7 @@ type's margins fixed, and one interior-point system over all of it peaked above 
 Parts are gathered into batches of at least ``BATCH`` variables, which keeps the solver calls
 few. A node whose parts all fit in one batch is solved exactly as before.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -61,9 +62,16 @@ def solve_by_parts(problem: NodeQP, solve):
         rows = np.flatnonzero(row_batch == b)
         if cols.size == 0:
             continue
-        sub = NodeQP(hess=problem.hess[cols], cost=problem.cost[cols], lower=problem.lower[cols],
-                     upper=problem.upper[cols], a=a[rows][:, cols].tocsc(), lo=problem.lo[rows],
-                     hi=problem.hi[rows], n_x=int(np.count_nonzero(cols < problem.n_x)))
+        sub = NodeQP(
+            hess=problem.hess[cols],
+            cost=problem.cost[cols],
+            lower=problem.lower[cols],
+            upper=problem.upper[cols],
+            a=a[rows][:, cols].tocsc(),
+            lo=problem.lo[rows],
+            hi=problem.hi[rows],
+            n_x=int(np.count_nonzero(cols < problem.n_x)),
+        )
         xs, ok, sec, solver, status = solve(sub)
         seconds += sec
         if xs is None:

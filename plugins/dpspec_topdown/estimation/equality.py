@@ -10,6 +10,7 @@ from the released table instead of the confidential data, summed up the tree to 
 Targets are kept sparse (finest units x groups of the marginal, CSR): a node receives only its
 children's rows, dense.
 """
+
 from __future__ import annotations
 
 from typing import Sequence
@@ -61,19 +62,25 @@ def released_targets(name: str, counts: pd.DataFrame, finest: str, query: Sequen
         index = pd.Index([str(v) for v in labels]).get_indexer(counts[f].astype(str).to_numpy())
         if (index < 0).any():
             bad = counts[f].to_numpy()[index < 0][0]
-            raise Broken(f"equal_to {name!r}: {f} = {shown(bad)} in the released table is not one of {labels}",
-                         ("equal_to", name))
+            raise Broken(
+                f"equal_to {name!r}: {f} = {shown(bad)} in the released table is not one of {labels}",
+                ("equal_to", name),
+            )
         coords.append(index)
     group = np.ravel_multi_index(coords, sizes) if q else np.zeros(len(counts), dtype=np.int64)
     last = hier.levels[-1]
     codes = counts[finest].astype(str).to_numpy()
     unit = pd.Index(np.asarray(last.codes).astype(str)).get_indexer(codes)
     if (unit < 0).any():
-        raise Broken(f"equal_to {name!r}: the released table has persons in {finest} {shown(codes[unit < 0][0])}, "
-                     f"which holds no one in the data TopDown runs on (its spine is built from the data)", ("equal_to", name))
+        raise Broken(
+            f"equal_to {name!r}: the released table has persons in {finest} {shown(codes[unit < 0][0])}, "
+            f"which holds no one in the data TopDown runs on (its spine is built from the data)",
+            ("equal_to", name),
+        )
     n_groups = int(np.prod(sizes)) if q else 1
-    out = sp.csr_matrix((counts["count"].to_numpy(dtype=np.int64), (unit, group)),
-                        shape=(last.n_units, n_groups), dtype=np.int64)
+    out = sp.csr_matrix(
+        (counts["count"].to_numpy(dtype=np.int64), (unit, group)), shape=(last.n_units, n_groups), dtype=np.int64
+    )
     out.sum_duplicates()
     return out
 
@@ -94,8 +101,9 @@ def _regroup(schema, query: tuple, coarser: tuple) -> sp.csr_matrix:
     n_coarse = schema.marginal_size(coarser)
     # one int64 code per (group, coarser group) pair: a 1-d unique, far cheaper than unique rows
     rows, cols = np.divmod(np.unique(schema.groups(query) * n_coarse + schema.groups(coarser)), n_coarse)
-    return sp.csr_matrix((np.ones(len(rows), dtype=np.int64), (rows, cols)),
-                         shape=(schema.marginal_size(query), n_coarse))
+    return sp.csr_matrix(
+        (np.ones(len(rows), dtype=np.int64), (rows, cols)), shape=(schema.marginal_size(query), n_coarse)
+    )
 
 
 def check_bounds(name: str, query: tuple, target: sp.csr_matrix, schema, level_bounds, hier) -> None:
@@ -110,10 +118,14 @@ def check_bounds(name: str, query: tuple, target: sp.csr_matrix, schema, level_b
         bad = np.argwhere((got < lo) | (got > hi))
         if bad.size:
             u, g = bad[0]
-            raise Broken(f"equal_to {name!r}: the released product breaks the constraint {bound_name!r} at "
-                         f"{hier.levels[last].name} {shown(hier.levels[last].codes[u])} (cell "
-                         f"{group_text(schema, q, g) or 'total'} of {query_name(q)!r}): released {int(got[u, g])}, "
-                         f"bounds [{int(lo[u, g])}, {hi[u, g]:g}]", ("equal_to", name), ("constraints", bound_name))
+            raise Broken(
+                f"equal_to {name!r}: the released product breaks the constraint {bound_name!r} at "
+                f"{hier.levels[last].name} {shown(hier.levels[last].codes[u])} (cell "
+                f"{group_text(schema, q, g) or 'total'} of {query_name(q)!r}): released {int(got[u, g])}, "
+                f"bounds [{int(lo[u, g])}, {hi[u, g]:g}]",
+                ("equal_to", name),
+                ("constraints", bound_name),
+            )
 
 
 def shared_totals(schema, query: tuple, other: tuple) -> tuple[sp.csr_matrix, sp.csr_matrix, list]:
@@ -137,11 +149,19 @@ def shared_totals(schema, query: tuple, other: tuple) -> tuple[sp.csr_matrix, sp
     rank = np.empty(n, dtype=np.int64)
     rank[np.argsort(np.unique(both, return_index=True)[1])] = np.arange(n)
     part_o, part_q = rank[part[n_q:]], rank[part[:n_q]]
-    to_parts = [sp.csr_matrix((np.ones(len(p), dtype=np.int64), (np.arange(len(p)), p)), shape=(len(p), n))
-                for p in (part_q, part_o)]
+    to_parts = [
+        sp.csr_matrix((np.ones(len(p), dtype=np.int64), (np.arange(len(p)), p)), shape=(len(p), n))
+        for p in (part_q, part_o)
+    ]
     count_q, count_o = np.bincount(part_q, minlength=n), np.bincount(part_o, minlength=n)
-    named = [("other", int(np.flatnonzero(part_o == k)[0])) if count_o[k] == 1 else
-             ("query", int(np.flatnonzero(part_q == k)[0])) if count_q[k] == 1 else None for k in range(n)]
+    named = [
+        ("other", int(np.flatnonzero(part_o == k)[0]))
+        if count_o[k] == 1
+        else ("query", int(np.flatnonzero(part_q == k)[0]))
+        if count_q[k] == 1
+        else None
+        for k in range(n)
+    ]
     return to_parts[0], to_parts[1], named
 
 
@@ -155,20 +175,30 @@ def check_against(name: str, query: tuple, targets: list, schema, hier, conf: li
         from_query, from_invariant, named = shared_totals(schema, query, q)
         groups, n = unit_groups(hier.levels[lvl])
         released = group_sum(np.asarray((targets[lvl] @ from_query).toarray(), dtype=np.int64), groups, n)
-        truth = group_sum(np.asarray((conf[lvl] @ schema.indicator(q) @ from_invariant).toarray(), dtype=np.int64),
-                          groups, n)
+        truth = group_sum(
+            np.asarray((conf[lvl] @ schema.indicator(q) @ from_invariant).toarray(), dtype=np.int64), groups, n
+        )
         bad = np.argwhere(released != truth)
         if bad.size:
             u, g = bad[0]
             level = hier.levels[lvl]
             code = (level.labels if level.labels is not None else level.codes)[np.flatnonzero(groups == u)[0]]
             which = named[g]
-            text = ("" if which is None else group_text(schema, q, which[1]) if which[0] == "other"
-                    else group_text(schema, query, which[1]))
+            text = (
+                ""
+                if which is None
+                else group_text(schema, q, which[1])
+                if which[0] == "other"
+                else group_text(schema, query, which[1])
+            )
             cell = f" (cell {text})" if text else ""
-            raise Broken(f"equal_to {name!r}: the released product disagrees with the invariant "
-                         f"{query_name(q)!r} at {level.name} {shown(code)}{cell}: released "
-                         f"{int(released[u, g])}, invariant {int(truth[u, g])}", ("equal_to", name), ("invariant", level.name, q))
+            raise Broken(
+                f"equal_to {name!r}: the released product disagrees with the invariant "
+                f"{query_name(q)!r} at {level.name} {shown(code)}{cell}: released "
+                f"{int(released[u, g])}, invariant {int(truth[u, g])}",
+                ("equal_to", name),
+                ("invariant", level.name, q),
+            )
     if zero_cells is not None:
         allowed = np.bincount(eq_groups[~zero_cells], minlength=n_eq) > 0
         finest = targets[-1].tocoo()
@@ -176,7 +206,11 @@ def check_against(name: str, query: tuple, targets: list, schema, hier, conf: li
         if bad.any():
             i = np.flatnonzero(bad)[0]
             level = hier.levels[-1]
-            raise Broken(f"equal_to {name!r}: the released product has {counted(finest.data[i], 'person')} in "
-                         f"{level.name} {shown(level.codes[finest.row[i]])}, cell "
-                         f"{group_text(schema, query, finest.col[i])} of {query_name(query)!r}, where every "
-                         "cell is a structural zero", ("equal_to", name), ("setting", "structural_zeros"))
+            raise Broken(
+                f"equal_to {name!r}: the released product has {counted(finest.data[i], 'person')} in "
+                f"{level.name} {shown(level.codes[finest.row[i]])}, cell "
+                f"{group_text(schema, query, finest.col[i])} of {query_name(query)!r}, where every "
+                "cell is a structural zero",
+                ("equal_to", name),
+                ("setting", "structural_zeros"),
+            )

@@ -14,6 +14,7 @@ variables until nothing more is forced. The rest of the problem is the same prob
 variable adds 0 to the objective and to every row. A row left with no variable must admit 0,
 else the problem has no solution and is handed over as stated (the solver then says so).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -56,9 +57,16 @@ def drop_forced_zeros(problem: NodeQP):
         return problem, _identity  # a row no variable can meet: the solver reports it
     live = ~forced
     cols, rows = np.flatnonzero(live), np.flatnonzero(kept_rows)
-    reduced = NodeQP(hess=problem.hess[cols], cost=problem.cost[cols], lower=problem.lower[cols],
-                     upper=problem.upper[cols], a=a[rows][:, cols].tocsc(), lo=problem.lo[rows],
-                     hi=problem.hi[rows], n_x=int(np.count_nonzero(cols < problem.n_x)))
+    reduced = NodeQP(
+        hess=problem.hess[cols],
+        cost=problem.cost[cols],
+        lower=problem.lower[cols],
+        upper=problem.upper[cols],
+        a=a[rows][:, cols].tocsc(),
+        lo=problem.lo[rows],
+        hi=problem.hi[rows],
+        n_x=int(np.count_nonzero(cols < problem.n_x)),
+    )
 
     return reduced, lambda x: None if x is None else spread(x, live)
 

@@ -1,5 +1,6 @@
 """HiGHS as TopDown calls it: one model passed as numpy buffers, the LP, QP and MILP solves of a
 node, a QP that hits the iteration cap retried with a small regularization."""
+
 from __future__ import annotations
 
 import os
@@ -11,8 +12,6 @@ import numpy as np
 import scipy.sparse as sp
 
 from .rows import _f64, _i32
-
-
 
 
 _INT_TOL = 1e-6
@@ -46,8 +45,10 @@ def _new_highs():
 # noise: every residual and multiplier is 0 at the optimum). A dual tolerance of 1e-5 (on weights
 # scaled to at most 1) avoids that at no visible cost in accuracy; if a solve still hits the
 # iteration cap it is repeated with a small Hessian regularization.
-_QP_ATTEMPTS = ({"dual_feasibility_tolerance": 1e-5},
-                {"dual_feasibility_tolerance": 1e-5, "qp_regularization_value": 1e-4})
+_QP_ATTEMPTS = (
+    {"dual_feasibility_tolerance": 1e-5},
+    {"dual_feasibility_tolerance": 1e-5, "qp_regularization_value": 1e-4},
+)
 
 
 def _highs(cost, lower, upper, a: sp.csc_matrix, row_lo, row_hi, hess=None, integer=False, options=None):
@@ -72,16 +73,37 @@ def _highs(cost, lower, upper, a: sp.csc_matrix, row_lo, row_hi, hess=None, inte
     # by element (seconds for a rounding LP of 1.5 million columns); the same model either way
     f64, i32 = _f64, _i32
     integrality = np.full(n, int(highspy.HighsVarType.kInteger) if integer else 0, dtype=np.int32)
-    lp_arrays = (f64(cost), f64(lower), f64(upper), f64(row_lo), f64(row_hi), i32(a.indptr), i32(a.indices),
-                 f64(a.data))
+    lp_arrays = (
+        f64(cost),
+        f64(lower),
+        f64(upper),
+        f64(row_lo),
+        f64(row_hi),
+        i32(a.indptr),
+        i32(a.indices),
+        f64(a.data),
+    )
     colwise, minimize = int(highspy.MatrixFormat.kColwise), int(highspy.ObjSense.kMinimize)
     if hess is not None:
         nz = np.flatnonzero(hess)
         start = np.searchsorted(nz, np.arange(n + 1))
         h.setOptionValue("qp_nullspace_limit", max(4000, n + 1))
         h.setOptionValue("qp_iteration_limit", 4 * n + 2000)
-        h.passModel(n, m, a.nnz, nz.size, colwise, int(highspy.HessianFormat.kTriangular), minimize, 0.0, *lp_arrays,
-                    i32(start), i32(nz), f64(np.asarray(hess, dtype=np.float64)[nz]), integrality)
+        h.passModel(
+            n,
+            m,
+            a.nnz,
+            nz.size,
+            colwise,
+            int(highspy.HessianFormat.kTriangular),
+            minimize,
+            0.0,
+            *lp_arrays,
+            i32(start),
+            i32(nz),
+            f64(np.asarray(hess, dtype=np.float64)[nz]),
+            integrality,
+        )
     else:
         h.passModel(n, m, a.nnz, colwise, minimize, 0.0, *lp_arrays, integrality)
     t0 = time.perf_counter()

@@ -8,6 +8,7 @@ data, so `dpspec check` reports it at the invariant's line (plugin.check) and th
 it as a backstop for callers that skip the check (engine._canonical_invariants). No numpy: the
 check runs on every keystroke in an editor.
 """
+
 from __future__ import annotations
 
 from typing import Sequence
@@ -34,8 +35,10 @@ def why(earlier: tuple, later: tuple, schema) -> str:
         join = f"; declare their join ({query_name(schema.canonical(set(earlier) | set(later)))!r}) instead"
     except SpecError:  # a recode and its own variable: no join to suggest
         join = ""
-    return ("TopDown needs the invariant queries to form a chain (each one's variables within the next "
-            f"one's), or a parent's histogram may admit no split among its children{join}")
+    return (
+        "TopDown needs the invariant queries to form a chain (each one's variables within the next "
+        f"one's), or a parent's histogram may admit no split among its children{join}"
+    )
 
 
 def check_chain(queries: Sequence[tuple], schema) -> None:
@@ -43,5 +46,7 @@ def check_chain(queries: Sequence[tuple], schema) -> None:
     pair = unnested(queries)
     if pair is not None:
         earlier, later = queries[pair[0]], queries[pair[1]]
-        raise SpecError(f"invariants {query_name(earlier)!r} and {query_name(later)!r} are not nested: "
-                        + why(earlier, later, schema))
+        raise SpecError(
+            f"invariants {query_name(earlier)!r} and {query_name(later)!r} are not nested: "
+            + why(earlier, later, schema)
+        )

@@ -13,6 +13,7 @@ variables) plus one row per (child, group) of every cross constraint,
 ``sum(left cells) - sum(right cells) = 0``. The rounding is one problem too, as production
 rounds the stacked histograms (joint_round.py).
 """
+
 from __future__ import annotations
 
 import time
@@ -30,8 +31,9 @@ from .joint_round import round_jointly
 from .postprocess import NodeTask, _node_variables
 
 
-def solve_joint_node(task_a: NodeTask, queries_a, task_b: NodeTask, queries_b,
-                     cross: Sequence[CrossConstraint], plan=None) -> tuple:
+def solve_joint_node(
+    task_a: NodeTask, queries_a, task_b: NodeTask, queries_b, cross: Sequence[CrossConstraint], plan=None
+) -> tuple:
     """(result_a, result_b): both tables' integer children histograms (NodeResult each), every
     constraint of each table and every cross constraint exact. MechanismError if none exists.
     ``plan`` (joint_passes.JointOuter, in order): interleaved outer passes instead of one pass."""
@@ -44,30 +46,72 @@ def solve_joint_node(task_a: NodeTask, queries_a, task_b: NodeTask, queries_b,
             postprocess._check_cells_coverable(task, cells, va)
     if plan:
         counts_a, counts_b, qp_seconds, sec_a, milp_a, n_var = solve_joint_interleaved(
-            task_a, queries_a, task_b, queries_b, cross, plan, var_a, var_b)
+            task_a, queries_a, task_b, queries_b, cross, plan, var_a, var_b
+        )
         return _results(task_a, task_b, var_a, var_b, counts_a, counts_b, qp_seconds, sec_a, t0, n_var, milp_a, True)
     problem, offset = joint_qp(task_a, queries_a, task_b, queries_b, cross, var_a, var_b)
     x, optimal, qp_seconds, used, status = postprocess.solve_qp(problem)
     if x is None:
-        raise MechanismError(f"joint node {task_a.key}: no split of the parents' histograms meets the constraints "
-                             f"and the cross constraints ({', '.join(c.name for c in cross)}): {status}")
-    xa = np.maximum(x[:var_a[1].size], 0.0)
-    xb = np.maximum(x[offset:offset + var_b[1].size], 0.0)
+        raise MechanismError(
+            f"joint node {task_a.key}: no split of the parents' histograms meets the constraints "
+            f"and the cross constraints ({', '.join(c.name for c in cross)}): {status}"
+        )
+    xa = np.maximum(x[: var_a[1].size], 0.0)
+    xb = np.maximum(x[offset : offset + var_b[1].size], 0.0)
     counts_a, counts_b, seconds, milp = round_jointly(task_a, xa, var_a, task_b, xb, var_b, cross)
-    return _results(task_a, task_b, var_a, var_b, counts_a, counts_b, qp_seconds, seconds, t0,
-                    int(problem.n_var), milp, optimal, used)
+    return _results(
+        task_a,
+        task_b,
+        var_a,
+        var_b,
+        counts_a,
+        counts_b,
+        qp_seconds,
+        seconds,
+        t0,
+        int(problem.n_var),
+        milp,
+        optimal,
+        used,
+    )
 
 
-def _results(task_a, task_b, var_a, var_b, counts_a, counts_b, qp_seconds, round_seconds, t0, n_var, milp, optimal,
-             used="clarabel") -> tuple:
+def _results(
+    task_a,
+    task_b,
+    var_a,
+    var_b,
+    counts_a,
+    counts_b,
+    qp_seconds,
+    round_seconds,
+    t0,
+    n_var,
+    milp,
+    optimal,
+    used="clarabel",
+) -> tuple:
     """Both tables' NodeResults from their integer counts over their variables."""
     wall = time.perf_counter() - t0
     out = []
     for task, (cells, vc, va, vcell), counts in ((task_a, var_a, counts_a), (task_b, var_b, counts_b)):
         keep = counts > 0
-        out.append(postprocess.NodeResult(task.key, vc[keep].astype(np.int64), vcell[keep].astype(np.int64),
-                                          counts[keep].astype(np.int64), qp_seconds, round_seconds,
-                                          wall, n_var, milp, optimal, postprocess._peak_rss_mb(), used))
+        out.append(
+            postprocess.NodeResult(
+                task.key,
+                vc[keep].astype(np.int64),
+                vcell[keep].astype(np.int64),
+                counts[keep].astype(np.int64),
+                qp_seconds,
+                round_seconds,
+                wall,
+                n_var,
+                milp,
+                optimal,
+                postprocess._peak_rss_mb(),
+                used,
+            )
+        )
     return tuple(out)
 
 

@@ -12,6 +12,7 @@ Each outer pass has one estimation and one rounding pass, as production's DHCH o
 one estimation pass the pass tolerance (opt_tol) has nothing to hold, so none is stated. A pass
 without a solution is a MechanismError: production's interleaved optimizer has no failsafe.
 """
+
 from __future__ import annotations
 
 from typing import Mapping, Sequence
@@ -36,14 +37,17 @@ class JointOuter:
     round_joint: tuple
 
 
-def joint_pass_plan(level: str, spec: Mapping, schema, alloc, schema_j, alloc_j, name: str,
-                    groups: bool = True) -> tuple:
+def joint_pass_plan(
+    level: str, spec: Mapping, schema, alloc, schema_j, alloc_j, name: str, groups: bool = True
+) -> tuple:
     """A level's outer passes (JointOuter, in order) from query keys, a joint table's keyed
     (JOINT_MARK + name, *factors); SpecError naming the level and the query if wrong."""
     outer = spec.get("outer")
     if not outer or spec.get("estimation") or spec.get("rounding") or spec.get("constrain_to"):
-        raise SpecError(f"passes at level {level!r}: with a joint table, give the passes as outer_passes (one "
-                        "estimation and one rounding pass each, naming either table's queries)")
+        raise SpecError(
+            f"passes at level {level!r}: with a joint table, give the passes as outer_passes (one "
+            "estimation and one rounding pass each, naming either table's queries)"
+        )
     measured = [qb.query for qb in alloc.for_level(level)]
     measured_j = [qb.query for qb in alloc_j.for_level(level)] if alloc_j is not None else []
     mark = JOINT_MARK + name
@@ -55,16 +59,20 @@ def joint_pass_plan(level: str, spec: Mapping, schema, alloc, schema_j, alloc_j,
             if key[:1] == (mark,):
                 joint.append(schema_j.canonical(key[1:]))
             elif key[:1] and str(key[0]).startswith(JOINT_MARK):
-                raise SpecError(f"outer pass {n} at level {level!r}: {what} names table {key[0][1:]!r}, which is "
-                                f"not the joint table {name!r}")
+                raise SpecError(
+                    f"outer pass {n} at level {level!r}: {what} names table {key[0][1:]!r}, which is "
+                    f"not the joint table {name!r}"
+                )
             else:
                 main.append(schema.canonical(key))
         return main, joint
 
     for n, o in enumerate(outer, 1):
         if o.get("constrain_to") or len(o.get("estimation", ())) != 1 or len(o.get("rounding", ())) != 1:
-            raise SpecError(f"outer pass {n} at level {level!r}: with a joint table each outer pass has one "
-                            "estimation pass and one rounding pass (and no constrain_to)")
+            raise SpecError(
+                f"outer pass {n} at level {level!r}: with a joint table each outer pass has one "
+                "estimation pass and one rounding pass (and no constrain_to)"
+            )
         fit_main, fit_joint = split(o["estimation"][0], "its estimation pass", n)
         idx_main, idx_joint = [], []
         for keys, have, idx, table in ((fit_main, measured, idx_main, None), (fit_joint, measured_j, idx_joint, name)):
@@ -78,11 +86,19 @@ def joint_pass_plan(level: str, spec: Mapping, schema, alloc, schema_j, alloc_j,
         if not idx_main and not idx_joint:
             raise SpecError(f"outer pass {n} at level {level!r} fits no query measured at that level")
         round_main, round_joint = split(o["rounding"][0], "its rounding pass", n)
-        out.append(JointOuter(
-            tuple(idx_main), tuple(idx_joint),
-            tuple((query_name(k), schema.groups(k) if groups else None, schema.marginal_size(k)) for k in round_main),
-            tuple((query_name(k), schema_j.groups(k) if groups else None, schema_j.marginal_size(k))
-                  for k in round_joint)))
+        out.append(
+            JointOuter(
+                tuple(idx_main),
+                tuple(idx_joint),
+                tuple(
+                    (query_name(k), schema.groups(k) if groups else None, schema.marginal_size(k)) for k in round_main
+                ),
+                tuple(
+                    (query_name(k), schema_j.groups(k) if groups else None, schema_j.marginal_size(k))
+                    for k in round_joint
+                ),
+            )
+        )
     left = [query_name(k) for i, k in enumerate(measured) if (None, k) not in seen]
     left += [f"{name}: {query_name(k)}" for k in measured_j if (name, k) not in seen]
     if left:
@@ -105,15 +121,18 @@ def _ranges(margins, vc, vcell, n_children, x) -> list:
     """Each named margin kept within floor/ceil of its fit ``x``: (key, n_keys, lo, hi)."""
     from .highs import _INT_TOL
 
-    return [(k, m, np.floor(v + _INT_TOL), np.ceil(v - _INT_TOL)) for k, m, v in _margins(margins, vc, vcell, n_children, x)]
+    return [
+        (k, m, np.floor(v + _INT_TOL), np.ceil(v - _INT_TOL)) for k, m, v in _margins(margins, vc, vcell, n_children, x)
+    ]
 
 
 def _exact(fixed) -> list:
     return [(k, m, v, v) for k, m, v in fixed]
 
 
-def solve_joint_interleaved(task_a, queries_a, task_b, queries_b, cross: Sequence, plan: Sequence[JointOuter],
-                            var_a, var_b):
+def solve_joint_interleaved(
+    task_a, queries_a, task_b, queries_b, cross: Sequence, plan: Sequence[JointOuter], var_a, var_b
+):
     """(counts_a, counts_b, qp_seconds, round_seconds, used_milp, n_variables): both tables'
     integer children histograms over ``var_a`` / ``var_b``, the outer passes in turn."""
 
@@ -143,8 +162,9 @@ def solve_joint_interleaved(task_a, queries_a, task_b, queries_b, cross: Sequenc
             sub_a = drop_implied(sub_a, pv_a[1], pv_a[3], pf_a)
             sub_b = drop_implied(sub_b, pv_b[1], pv_b[3], pf_b)
             fit_cross = [c for c in cross if not cross_implied(c, pv_a, pv_b, pf_a, pf_b, nc)]
-        problem, offset = joint_qp(sub_a, [queries_a[i] for i in o.fit_main], sub_b, [queries_b[i] for i in o.fit_joint],
-                                   fit_cross, pv_a, pv_b)
+        problem, offset = joint_qp(
+            sub_a, [queries_a[i] for i in o.fit_main], sub_b, [queries_b[i] for i in o.fit_joint], fit_cross, pv_a, pv_b
+        )
         problem = _with_rows(_with_rows(problem, pf_a, 0.0), pf_b, 0.0, offset)
         n_var = max(n_var, int(problem.n_var))
         # a pass that fits one table: identical cells without objective as one variable (merge_columns.py)
@@ -154,17 +174,30 @@ def solve_joint_interleaved(task_a, queries_a, task_b, queries_b, cross: Sequenc
             x = expand(x)
         qp_seconds += sec
         if x is None:
-            raise MechanismError(f"joint outer pass {n}: the least-squares fit has no solution that keeps the earlier "
-                                 f"outer passes' answers and the cross constraints ({status}; no failsafe in "
-                                 "interleaved passes)")
-        xa = spread(np.maximum(x[:pv_a[1].size], 0.0), live_a)
-        xb = spread(np.maximum(x[offset:offset + pv_b[1].size], 0.0), live_b)
+            raise MechanismError(
+                f"joint outer pass {n}: the least-squares fit has no solution that keeps the earlier "
+                f"outer passes' answers and the cross constraints ({status}; no failsafe in "
+                "interleaved passes)"
+            )
+        xa = spread(np.maximum(x[: pv_a[1].size], 0.0), live_a)
+        xb = spread(np.maximum(x[offset : offset + pv_b[1].size], 0.0), live_b)
         counts_a, counts_b, sec, used = round_jointly(
-            task_a, xa, var_a, task_b, xb, var_b, cross, _exact(fixed_a) + _ranges(o.round_main, vc_a, vcell_a, nc, xa),
-            _exact(fixed_b) + _ranges(o.round_joint, vc_b, vcell_b, nc, xb), fail=False)
+            task_a,
+            xa,
+            var_a,
+            task_b,
+            xb,
+            var_b,
+            cross,
+            _exact(fixed_a) + _ranges(o.round_main, vc_a, vcell_a, nc, xa),
+            _exact(fixed_b) + _ranges(o.round_joint, vc_b, vcell_b, nc, xb),
+            fail=False,
+        )
         if counts_a is None:
-            raise MechanismError(f"joint outer pass {n}: the rounding has no solution that keeps the earlier outer "
-                                 "passes' answers and the cross constraints (no failsafe in interleaved passes)")
+            raise MechanismError(
+                f"joint outer pass {n}: the rounding has no solution that keeps the earlier outer "
+                "passes' answers and the cross constraints (no failsafe in interleaved passes)"
+            )
         round_seconds += sec
         milp |= used
         fixed_a += _margins(o.round_main, vc_a, vcell_a, nc, counts_a)

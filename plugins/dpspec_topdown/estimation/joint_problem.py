@@ -1,5 +1,6 @@
 """The joint least-squares problem of two tables at one node (joint.py solves it): both tables'
 problems side by side, tied by one row per (child, group) of every cross constraint."""
+
 from __future__ import annotations
 
 from typing import Sequence
@@ -30,8 +31,15 @@ def _side(groups, vc, vcell, n_groups):
     return use, vc[use] * n_groups + g[use]
 
 
-def joint_qp(task_a: NodeTask, queries_a, task_b: NodeTask, queries_b, cross: Sequence[CrossConstraint],
-             variables_a=None, variables_b=None) -> tuple[NodeQP, int]:
+def joint_qp(
+    task_a: NodeTask,
+    queries_a,
+    task_b: NodeTask,
+    queries_b,
+    cross: Sequence[CrossConstraint],
+    variables_a=None,
+    variables_b=None,
+) -> tuple[NodeQP, int]:
     """(problem, offset): one QP, both tables' fits side by side (the second table's variables
     from ``offset`` on), tied by the cross constraints' rows."""
     va_ = variables_a if variables_a is not None else _node_variables(task_a)
@@ -45,14 +53,25 @@ def joint_qp(task_a: NodeTask, queries_a, task_b: NodeTask, queries_b, cross: Se
         ub, kb = _side(c.right, vb_[1], vb_[3], c.n_groups)
         keys = np.concatenate([ka, kb])
         local, present = _sum_rows(keys, task_a.n_children * c.n_groups)
-        rows.add(local, np.concatenate([ua, pa.n_var + ub]),
-                 np.concatenate([np.ones(ua.size), -np.ones(ub.size)]), np.zeros(present.size), np.zeros(present.size))
+        rows.add(
+            local,
+            np.concatenate([ua, pa.n_var + ub]),
+            np.concatenate([np.ones(ua.size), -np.ones(ub.size)]),
+            np.zeros(present.size),
+            np.zeros(present.size),
+        )
     a_c, lo_c, hi_c = rows.matrix(n)
     a = sp.vstack([sp.block_diag([pa.a, pb.a], format="csc"), a_c]).tocsc()
-    return NodeQP(hess=np.concatenate([pa.hess, pb.hess]), cost=np.concatenate([pa.cost, pb.cost]),
-                  lower=np.concatenate([pa.lower, pb.lower]), upper=np.concatenate([pa.upper, pb.upper]),
-                  a=a, lo=np.concatenate([pa.lo, pb.lo, lo_c]), hi=np.concatenate([pa.hi, pb.hi, hi_c]),
-                  n_x=pa.n_x), pa.n_var
+    return NodeQP(
+        hess=np.concatenate([pa.hess, pb.hess]),
+        cost=np.concatenate([pa.cost, pb.cost]),
+        lower=np.concatenate([pa.lower, pb.lower]),
+        upper=np.concatenate([pa.upper, pb.upper]),
+        a=a,
+        lo=np.concatenate([pa.lo, pb.lo, lo_c]),
+        hi=np.concatenate([pa.hi, pb.hi, hi_c]),
+        n_x=pa.n_x,
+    ), pa.n_var
 
 
 def side_sums(hist: sp.spmatrix, groups: np.ndarray, n_groups: int) -> np.ndarray:

@@ -16,6 +16,7 @@ the first table's then the second's), and the margins the caller holds (an outer
 and rounded answers). Each cross constraint is one row per (child, group): its left side's
 variables with coefficient +1, its right side's with -1, equal to 0.
 """
+
 from __future__ import annotations
 
 from typing import Sequence
@@ -41,7 +42,9 @@ def _own_rows(task, variables, margins) -> list:
         out.append((va.astype(np.int64), cells.size, target, target))
     for con in task.constraints:
         target = con.target.ravel().astype(np.float64)
-        out.append(((con.child_set[vc] * con.n_groups + con.groups[vcell]).astype(np.int64), target.size, target, target))
+        out.append(
+            ((con.child_set[vc] * con.n_groups + con.groups[vcell]).astype(np.int64), target.size, target, target)
+        )
     out += [bound_margin(b, vc, vcell) for b in task.bounds]
     return out + list(margins)
 
@@ -51,8 +54,12 @@ def _stacked(margin, first: bool, n_a: int, n_b: int):
     key, n_keys, lo, hi, *coef = margin
     spare = np.full(n_b if first else n_a, n_keys, dtype=np.int64)
     key = np.concatenate([key, spare] if first else [spare, key])
-    out = (key, n_keys + 1, np.append(np.asarray(lo, dtype=np.float64), -_INF),
-           np.append(np.asarray(hi, dtype=np.float64), _INF))
+    out = (
+        key,
+        n_keys + 1,
+        np.append(np.asarray(lo, dtype=np.float64), -_INF),
+        np.append(np.asarray(hi, dtype=np.float64), _INF),
+    )
     if coef:
         zero = np.zeros(spare.size)
         out += (np.concatenate([coef[0], zero] if first else [zero, coef[0]]),)
@@ -88,13 +95,16 @@ def round_jointly(task_a, xa, var_a, task_b, xb, var_b, cross: Sequence, margins
     # the stacked children: the first table's, then the second's, so each keeps its own total
     vc = np.concatenate([var_a[1], var_b[1] + nc]).astype(np.int64)
     cells = np.arange(n_a + n_b, dtype=np.int64)
-    stacked = attrs.evolve(task_a, n_children=2 * nc, n_cells=cells.size, parent=None, constraints=(), bounds=(),
-                           zero_cells=None)
+    stacked = attrs.evolve(
+        task_a, n_children=2 * nc, n_cells=cells.size, parent=None, constraints=(), bounds=(), zero_cells=None
+    )
     x = np.concatenate([xa, xb])
     counts, seconds, milp = rounding._round(stacked, x, cells, vc, cells, cells, margins=tuple(rows), fail=False)
     if counts is None:
         if not fail:
             return None, None, seconds, True
-        raise MechanismError(f"joint node {task_a.key}: no integer split of both tables keeps their constraints and "
-                             f"the cross constraints ({', '.join(c.name for c in cross)})")
+        raise MechanismError(
+            f"joint node {task_a.key}: no integer split of both tables keeps their constraints and "
+            f"the cross constraints ({', '.join(c.name for c in cross)})"
+        )
     return counts[:n_a], counts[n_a:], seconds, milp

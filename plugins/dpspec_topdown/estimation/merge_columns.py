@@ -18,6 +18,7 @@ the LP over every cell broke by its pivoting order and the merged one breaks by 
 order. (At that root the tie only ever touched cells no later pass keeps: it fixes margins, and
 those came out the same, as did every release in reports/.)
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -49,9 +50,16 @@ def merge_free_duplicates(problem: NodeQP):
     owner = np.arange(n)
     owner[cand] = rep
     size = np.bincount(owner, minlength=n).astype(np.float64)
-    reduced = NodeQP(hess=problem.hess[cols], cost=problem.cost[cols], lower=problem.lower[cols],
-                     upper=problem.upper[cols], a=a[:, cols].tocsc(), lo=problem.lo, hi=problem.hi,
-                     n_x=int(np.count_nonzero(cols < problem.n_x)))
+    reduced = NodeQP(
+        hess=problem.hess[cols],
+        cost=problem.cost[cols],
+        lower=problem.lower[cols],
+        upper=problem.upper[cols],
+        a=a[:, cols].tocsc(),
+        lo=problem.lo,
+        hi=problem.hi,
+        n_x=int(np.count_nonzero(cols < problem.n_x)),
+    )
 
     def expand(x):
         if x is None:

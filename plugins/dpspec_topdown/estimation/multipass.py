@@ -23,6 +23,7 @@ LP-optimal tolerance of the pass's model plus `tolerance` as the slack).
 
 Every function is a pure function of the node's inputs.
 """
+
 from __future__ import annotations
 
 from typing import Sequence
@@ -59,14 +60,16 @@ def _with_rows(problem, rows, tolerance: float, offset: int = 0):
     the variables from ``offset`` on (a joint problem's second table, joint_passes.py)."""
     import scipy.sparse as sp  # with the run: `dpspec check` builds pass plans without scipy
 
-
     if not rows:
         return problem
     blocks, lo, hi = [problem.a], [problem.lo], [problem.hi]
     for key, n_keys, est in rows:
         local, present = _sum_rows(key, n_keys)
-        blocks.append(sp.csc_matrix((np.ones(key.size), (local, offset + np.arange(key.size))),
-                                    shape=(present.size, problem.n_var)))
+        blocks.append(
+            sp.csc_matrix(
+                (np.ones(key.size), (local, offset + np.arange(key.size))), shape=(present.size, problem.n_var)
+            )
+        )
         lo.append(est[present] - tolerance)
         hi.append(est[present] + tolerance)
     return attrs.evolve(problem, a=sp.vstack(blocks).tocsc(), lo=np.concatenate(lo), hi=np.concatenate(hi))
@@ -77,7 +80,6 @@ def optimal_tolerance(problem, rows) -> float | None:
     held answer (``rows``: (key, n_keys, est)) within t of ``est``: production's findOptimalTol
     (l2_dataIndep_npass_optimizer.py:104-160), an LP here solved by HiGHS. None: infeasible."""
     import scipy.sparse as sp
-
 
     n = problem.n_var
     blocks, lo, hi = [sp.hstack([problem.a, sp.csc_matrix((problem.a.shape[0], 1))])], [problem.lo], [problem.hi]
@@ -90,12 +92,20 @@ def optimal_tolerance(problem, rows) -> float | None:
             hi.append(est[present] if sign < 0 else np.full(present.size, _INF))
     cost = np.zeros(n + 1)
     cost[-1] = 1.0
-    _, x, _ = _highs(cost, np.append(problem.lower, 0.0), np.append(problem.upper, _INF),
-                     sp.vstack(blocks).tocsc(), np.concatenate(lo), np.concatenate(hi))
+    _, x, _ = _highs(
+        cost,
+        np.append(problem.lower, 0.0),
+        np.append(problem.upper, _INF),
+        sp.vstack(blocks).tocsc(),
+        np.concatenate(lo),
+        np.concatenate(hi),
+    )
     return None if x is None else max(float(x[-1]), 0.0)
 
 
-def fit_in_passes(task, queries: Sequence, plan: PassPlan, variables, fixed: Sequence = (), tolerances: list | None = None):
+def fit_in_passes(
+    task, queries: Sequence, plan: PassPlan, variables, fixed: Sequence = (), tolerances: list | None = None
+):
     """(x, optimal, seconds, solver, problem, failsafe): the fit pass by pass (see module doc).
 
     fixed: (key, n_keys, value) margins every pass keeps exactly (earlier outer passes').
@@ -167,8 +177,7 @@ def round_in_passes(task, xstar, variables, plan: PassPlan, fixed: Sequence = ()
             key, n_keys = _margin_key(vc, vcell, groups, n_groups, task.n_children)
             m = np.bincount(key, weights=xstar, minlength=n_keys)
             ranges.append((key, n_keys, np.floor(m + _INT_TOL), np.ceil(m - _INT_TOL)))
-        counts, sec, used = rounding._round(task, xstar, va, vc, vcell, cells,
-                                               margins=fixed + ranges, fail=False)
+        counts, sec, used = rounding._round(task, xstar, va, vc, vcell, cells, margins=fixed + ranges, fail=False)
         seconds += sec
         milp |= used
         if counts is None:
@@ -190,7 +199,6 @@ def solve_interleaved(task, queries: Sequence, plan: PassPlan, variables):
     exactly for the outer passes after it. A pass without a solution is a MechanismError (no
     failsafe: production raises there too)."""
 
-
     cells, vc, va, vcell = variables
     n_x = vc.size
     fixed, qp_seconds, round_seconds, milp, counts = [], 0.0, 0.0, False, None
@@ -200,16 +208,20 @@ def solve_interleaved(task, queries: Sequence, plan: PassPlan, variables):
         x, _, sec, _, _, failed = fit_in_passes(task, queries, sub, variables, fixed)
         qp_seconds += sec
         if x is None or failed:
-            raise MechanismError(f"outer pass {n + 1}: the least-squares fit has no solution that keeps the "
-                                 "earlier outer passes' answers (no failsafe in interleaved passes)")
+            raise MechanismError(
+                f"outer pass {n + 1}: the least-squares fit has no solution that keeps the "
+                "earlier outer passes' answers (no failsafe in interleaved passes)"
+            )
         xstar = np.maximum(x[:n_x], 0.0)
         counts, sec, used, failed = round_in_passes(task, xstar, variables, sub, fixed)
         round_seconds += sec
         milp |= used
         if counts is None:
-            raise MechanismError(f"outer pass {n + 1}: rounding has no solution that keeps the earlier outer "
-                                 "passes' answers (no failsafe in interleaved passes)")
-        for _, groups, n_groups in (sub.rounding[-1] if sub.rounding else ()):
+            raise MechanismError(
+                f"outer pass {n + 1}: rounding has no solution that keeps the earlier outer "
+                "passes' answers (no failsafe in interleaved passes)"
+            )
+        for _, groups, n_groups in sub.rounding[-1] if sub.rounding else ():
             key, n_keys = _margin_key(vc, vcell, groups, n_groups, task.n_children)
             fixed.append((key, n_keys, np.bincount(key, weights=counts, minlength=n_keys)))
     return counts, qp_seconds, round_seconds, milp

@@ -4,6 +4,7 @@ post-processing repair (postprocess_only.py), over the problems and solvers of p
 
 The solver steps are called through the `postprocess` module (postprocess.solve_qp, ...), as
 multipass.py calls them, so each is one function wherever a node is solved."""
+
 from __future__ import annotations
 
 import concurrent.futures as cf
@@ -19,13 +20,23 @@ from dpspec.api import MechanismError
 from . import postprocess, rounding
 from .multipass import fit_in_passes, round_in_passes, solve_interleaved
 from ..measurement.node_noise import KeyedAnswers
-from .postprocess import (MeasuredQuery, NodeError, NodeResult, NodeTask, _check_bounds_coverable, _check_cells_coverable,
-                          _check_targets_coverable, _node_variables, _peak_rss_mb, node_inputs, task_size)
+from .postprocess import (
+    MeasuredQuery,
+    NodeError,
+    NodeResult,
+    NodeTask,
+    _check_bounds_coverable,
+    _check_cells_coverable,
+    _check_targets_coverable,
+    _node_variables,
+    _peak_rss_mb,
+    node_inputs,
+    task_size,
+)
 from .postprocess_only import repair
 
 
-def solve_node(task: NodeTask, queries: Sequence[MeasuredQuery], solver: str = "clarabel",
-               plan=None) -> NodeResult:
+def solve_node(task: NodeTask, queries: Sequence[MeasuredQuery], solver: str = "clarabel", plan=None) -> NodeResult:
     """Nonnegative integer children histograms: WLS fit to the noisy answers, then rounding.
 
     ``plan`` (multipass.PassPlan) fits and rounds in passes. A node without a solution is a
@@ -58,8 +69,12 @@ def _postprocess(task: NodeTask, queries, result: NodeResult) -> NodeResult:
     t0 = time.perf_counter()
     child, cell, count, moves, unrepaired = repair(task, queries, result.child, result.cell, result.count)
     seconds = time.perf_counter() - t0
-    timed = attrs.evolve(result, postprocess_seconds=seconds, round_seconds=result.round_seconds + seconds,
-                         total_seconds=result.total_seconds + seconds)
+    timed = attrs.evolve(
+        result,
+        postprocess_seconds=seconds,
+        round_seconds=result.round_seconds + seconds,
+        total_seconds=result.total_seconds + seconds,
+    )
     if not moves and not unrepaired:
         return timed
     return attrs.evolve(timed, child=child, cell=cell, count=count, moves=moves, unrepaired=unrepaired)
@@ -77,23 +92,44 @@ def _solve_node(task, queries, solver, plan) -> NodeResult:
     for b in task.bounds:
         _check_bounds_coverable(task, b, vc, vcell)
     if n_x == 0:
-        return NodeResult(task.key, *(np.zeros(0, dtype=np.int64),) * 3, 0.0, 0.0,
-                          time.perf_counter() - t_start, 0, False, True)
+        return NodeResult(
+            task.key, *(np.zeros(0, dtype=np.int64),) * 3, 0.0, 0.0, time.perf_counter() - t_start, 0, False, True
+        )
     if nc == 1 and task.parent is not None and task.child_scale is not None:
         # a bypassed geounit's only child (optimized spine): it is its parent, nothing to fit
         counts = task.parent[vcell]
         keep = counts > 0
-        return NodeResult(task.key, vc[keep].astype(np.int64), vcell[keep].astype(np.int64),
-                          counts[keep].astype(np.int64), 0.0, 0.0, time.perf_counter() - t_start,
-                          0, False, True, _peak_rss_mb())
+        return NodeResult(
+            task.key,
+            vc[keep].astype(np.int64),
+            vcell[keep].astype(np.int64),
+            counts[keep].astype(np.int64),
+            0.0,
+            0.0,
+            time.perf_counter() - t_start,
+            0,
+            False,
+            True,
+            _peak_rss_mb(),
+        )
     variables = (cells, vc, va, vcell)
     failsafe = False
     if plan is not None and plan.outer:
         counts, qp_seconds, round_seconds, used_milp = solve_interleaved(task, queries, plan, variables)
         keep = counts > 0
-        return NodeResult(task.key, vc[keep].astype(np.int64), vcell[keep].astype(np.int64),
-                          counts[keep].astype(np.int64), qp_seconds, round_seconds,
-                          time.perf_counter() - t_start, int(n_x), used_milp, True, _peak_rss_mb())
+        return NodeResult(
+            task.key,
+            vc[keep].astype(np.int64),
+            vcell[keep].astype(np.int64),
+            counts[keep].astype(np.int64),
+            qp_seconds,
+            round_seconds,
+            time.perf_counter() - t_start,
+            int(n_x),
+            used_milp,
+            True,
+            _peak_rss_mb(),
+        )
     if plan is not None and plan.multipass_fit:
         sol, qp_optimal, qp_seconds, used, problem, failsafe = fit_in_passes(task, queries, plan, variables)
         status = None if sol is not None else highspy.HighsModelStatus.kInfeasible
@@ -104,7 +140,8 @@ def _solve_node(task, queries, solver, plan) -> NodeResult:
         if status == highspy.HighsModelStatus.kInfeasible:
             raise MechanismError(
                 f"TopDown node {task.key}: no nonnegative split of the parent's histogram among its "
-                f"{nc} children meets the invariants ({', '.join(c.name for c in task.constraints)})")
+                f"{nc} children meets the invariants ({', '.join(c.name for c in task.constraints)})"
+            )
         raise MechanismError(f"TopDown least-squares step failed at node {task.key}: HiGHS says {status}")
     xstar = np.maximum(sol[:n_x], 0.0)
     if plan is not None and plan.rounding:
@@ -113,19 +150,35 @@ def _solve_node(task, queries, solver, plan) -> NodeResult:
     else:
         counts, round_seconds, used_milp = rounding._round(task, xstar, va, vc, vcell, cells)
     keep = counts > 0
-    return NodeResult(task.key, vc[keep].astype(np.int64), vcell[keep].astype(np.int64),
-                      counts[keep].astype(np.int64), qp_seconds, round_seconds,
-                      time.perf_counter() - t_start, int(problem.n_var), used_milp, qp_optimal,
-                      _peak_rss_mb(), used, failsafe)
+    return NodeResult(
+        task.key,
+        vc[keep].astype(np.int64),
+        vcell[keep].astype(np.int64),
+        counts[keep].astype(np.int64),
+        qp_seconds,
+        round_seconds,
+        time.perf_counter() - t_start,
+        int(problem.n_var),
+        used_milp,
+        qp_optimal,
+        _peak_rss_mb(),
+        used,
+        failsafe,
+    )
 
 
 def _solve_chunk(tasks, queries, plan=None):
     return [solve_node(t, queries, plan=plan) for t in tasks]
 
 
-def solve_level(tasks: Sequence[NodeTask], queries: Sequence[MeasuredQuery], workers: int = 1,
-                progress: Callable[[int, int], None] | None = None,
-                pool: cf.Executor | None = None, plan=None) -> list[NodeResult]:
+def solve_level(
+    tasks: Sequence[NodeTask],
+    queries: Sequence[MeasuredQuery],
+    workers: int = 1,
+    progress: Callable[[int, int], None] | None = None,
+    pool: cf.Executor | None = None,
+    plan=None,
+) -> list[NodeResult]:
     """Solve every node of a level, in parallel when ``pool`` is given; results in task order."""
     n = len(tasks)
     results: list[NodeResult | None] = [None] * n

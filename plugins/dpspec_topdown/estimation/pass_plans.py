@@ -2,6 +2,7 @@
 passes hold, the tolerance), read from the spec's pass settings: what `dpspec check` validates
 and the run (multipass.py) solves. A module of its own because it needs no array library, so
 checking a spec loads neither numpy nor scipy."""
+
 from __future__ import annotations
 
 from fractions import Fraction
@@ -48,14 +49,27 @@ def pass_plan(level: str, spec: Mapping, schema, alloc, groups: bool = True) -> 
     """A level's PassPlan from query names; SpecError naming the level and query if wrong."""
     if spec.get("outer"):
         if spec.get("estimation") or spec.get("rounding") or spec.get("constrain_to"):
-            raise SpecError(f"level {level!r} has outer passes and estimation/rounding passes of its own: "
-                            "give its passes inside the outer passes")
+            raise SpecError(
+                f"level {level!r} has outer passes and estimation/rounding passes of its own: "
+                "give its passes inside the outer passes"
+            )
         subs = []
         for n, o in enumerate(spec["outer"]):
             try:
-                subs.append(pass_plan(level, {**o, "tolerance": o.get("tolerance", spec.get("tolerance", Fraction(1, 10))),
-                                              "tolerance_type": spec.get("tolerance_type"), "complete": False},
-                                      schema, alloc, groups))
+                subs.append(
+                    pass_plan(
+                        level,
+                        {
+                            **o,
+                            "tolerance": o.get("tolerance", spec.get("tolerance", Fraction(1, 10))),
+                            "tolerance_type": spec.get("tolerance_type"),
+                            "complete": False,
+                        },
+                        schema,
+                        alloc,
+                        groups,
+                    )
+                )
             except SpecError as exc:  # its path is the n-th outer pass's
                 raise SpecError([attrs.evolve(d, path=("outer", n, *d.path)) for d in exc.diagnostics]) from None
         return PassPlan(tolerance=subs[0].tolerance, outer=tuple(subs))
@@ -76,9 +90,11 @@ def pass_plan(level: str, spec: Mapping, schema, alloc, groups: bool = True) -> 
             if key in measured:
                 idx.append(measured.index(key))
         if not idx:
-            raise SpecError(f"estimation pass {n + 1} at level {level!r} fits no query measured at that level "
-                            f"({', '.join(query_name(k) for k in keys)}; measured: "
-                            f"{', '.join(query_name(k) for k in measured)})")
+            raise SpecError(
+                f"estimation pass {n + 1} at level {level!r} fits no query measured at that level "
+                f"({', '.join(query_name(k) for k in keys)}; measured: "
+                f"{', '.join(query_name(k) for k in measured)})"
+            )
         estimation.append(tuple(idx))
         named.append(keys)
     rest = tuple(i for i, key in enumerate(measured) if key not in seen)
@@ -86,16 +102,26 @@ def pass_plan(level: str, spec: Mapping, schema, alloc, groups: bool = True) -> 
         estimation.append(rest)
     held = spec.get("constrain_to")
     if held is not None and len(held) > max(len(estimation) - 1, 0):
-        raise SpecError(Diagnostic(f"constrain_to at level {level!r}: {len(held)} lists for the "
-                                   f"{max(len(estimation) - 1, 0)} estimation passes that have a later pass",
-                                   path=("constrain_to",)))
-    lists = [[schema.canonical(q) for q in group] for group in (held or [])] + named[len(held or []):]
-    constrain = tuple(tuple((schema.groups(k) if groups else None, schema.marginal_size(k)) for k in keys)
-                      for keys in lists)
+        raise SpecError(
+            Diagnostic(
+                f"constrain_to at level {level!r}: {len(held)} lists for the "
+                f"{max(len(estimation) - 1, 0)} estimation passes that have a later pass",
+                path=("constrain_to",),
+            )
+        )
+    lists = [[schema.canonical(q) for q in group] for group in (held or [])] + named[len(held or []) :]
+    constrain = tuple(
+        tuple((schema.groups(k) if groups else None, schema.marginal_size(k)) for k in keys) for keys in lists
+    )
     if held is None and all(set(keys) <= set(measured) for keys in named):
         constrain = None  # the default: exactly the fitted queries
-    rounding = tuple(tuple((query_name(schema.canonical(q)), schema.groups(q) if groups else None, schema.marginal_size(q))
-                           for q in group) for group in spec.get("rounding", ()))
+    rounding = tuple(
+        tuple(
+            (query_name(schema.canonical(q)), schema.groups(q) if groups else None, schema.marginal_size(q))
+            for q in group
+        )
+        for group in spec.get("rounding", ())
+    )
     tolerance = float(spec.get("tolerance", Fraction(1, 10)))
     if tolerance < 0:
         raise SpecError(f"pass tolerance at level {level!r} must not be negative")

@@ -15,6 +15,7 @@ instead of getting an auxiliary variable.
 
 Nodes of a level are independent: ``solve_level`` runs them in worker processes.
 """
+
 from __future__ import annotations
 
 import concurrent.futures as cf
@@ -281,10 +282,13 @@ def build_node_qp(task: NodeTask, queries: Sequence[MeasuredQuery], variables=No
             parent = m.local[b.first]  # the group of each of b's groups
             use = np.flatnonzero(m.count[parent] > 1)
             t_row, t_col = local[parent[use]], b.terms()[use]
-        zrows.add(np.concatenate([t_row, np.arange(multi.size)]),
-                  np.concatenate([t_col, m.column[multi]]),
-                  np.concatenate([np.ones(t_row.size), -np.ones(multi.size)]),
-                  np.zeros(multi.size), np.zeros(multi.size))
+        zrows.add(
+            np.concatenate([t_row, np.arange(multi.size)]),
+            np.concatenate([t_col, m.column[multi]]),
+            np.concatenate([np.ones(t_row.size), -np.ones(multi.size)]),
+            np.zeros(multi.size),
+            np.zeros(multi.size),
+        )
         z_hess.append(2.0 * w[multi].copy())
         z_cost.append(-2.0 * w[multi] * yy[multi])
         n_z += multi.size
@@ -303,8 +307,16 @@ def build_node_qp(task: NodeTask, queries: Sequence[MeasuredQuery], variables=No
         lo, hi = np.concatenate([lo_z, lo_s]), np.concatenate([hi_z, hi_s])
     else:
         a, lo, hi = a_s.tocsc(), lo_s, hi_s
-    return NodeQP(hess=np.concatenate([hess_x, z_hess]), cost=np.concatenate([cost_x, z_cost]),
-                  lower=np.zeros(n_var), upper=np.full(n_var, _INF), a=a, lo=lo, hi=hi, n_x=n_x)
+    return NodeQP(
+        hess=np.concatenate([hess_x, z_hess]),
+        cost=np.concatenate([cost_x, z_cost]),
+        lower=np.zeros(n_var),
+        upper=np.full(n_var, _INF),
+        a=a,
+        lo=lo,
+        hi=hi,
+        n_x=n_x,
+    )
 
 
 def solve_qp(problem: NodeQP, solver: str = "clarabel"):
@@ -320,8 +332,16 @@ def solve_qp(problem: NodeQP, solver: str = "clarabel"):
             return x, True, seconds, used, status
     sol, qp_optimal, status = None, False, None
     for options in _QP_ATTEMPTS:
-        status, x, sec = highs._highs(problem.cost, problem.lower, problem.upper, problem.a, problem.lo,
-                                problem.hi, hess=problem.hess, options=options)
+        status, x, sec = highs._highs(
+            problem.cost,
+            problem.lower,
+            problem.upper,
+            problem.a,
+            problem.lo,
+            problem.hi,
+            hess=problem.hess,
+            options=options,
+        )
         seconds += sec
         if x is not None:
             sol, qp_optimal = x, status == highspy.HighsModelStatus.kOptimal
@@ -367,8 +387,11 @@ def solve_relaxed(task: NodeTask, queries: Sequence[MeasuredQuery], why: str = "
     n_x = vc.size
 
     def fail(what):
-        return FailsafeError(task.key, f"no solution even with the children sums relaxed over the minimal schema "
-                                       f"({what}; the exact solve said: {why})")
+        return FailsafeError(
+            task.key,
+            f"no solution even with the children sums relaxed over the minimal schema "
+            f"({what}; the exact solve said: {why})",
+        )
 
     if n_x == 0:
         raise fail("every cell in play is forced to 0")
@@ -379,10 +402,13 @@ def solve_relaxed(task: NodeTask, queries: Sequence[MeasuredQuery], why: str = "
     sm_cols = sp_cols + cells.size
     rows = _Rows()
     # sum of children + s+ - s- = parent cell
-    rows.add(np.concatenate([va, np.arange(cells.size), np.arange(cells.size)]),
-             np.concatenate([np.arange(n_x), sp_cols, sm_cols]),
-             np.concatenate([np.ones(n_x), np.ones(cells.size), -np.ones(cells.size)]),
-             parent[cells], parent[cells])
+    rows.add(
+        np.concatenate([va, np.arange(cells.size), np.arange(cells.size)]),
+        np.concatenate([np.arange(n_x), sp_cols, sm_cols]),
+        np.concatenate([np.ones(n_x), np.ones(cells.size), -np.ones(cells.size)]),
+        parent[cells],
+        parent[cells],
+    )
     local, present = _sum_rows(fs.groups[vcell], fs.n_groups)  # the minimal schema's sums stay exact
     rows.add(local, np.arange(n_x), 1.0, target[present], target[present])
     extra, lo_e, hi_e = rows.matrix(n_var)
@@ -390,15 +416,22 @@ def solve_relaxed(task: NodeTask, queries: Sequence[MeasuredQuery], why: str = "
     lo, hi = np.concatenate([base.lo, lo_e]), np.concatenate([base.hi, hi_e])
     lower, upper = np.zeros(n_var), np.full(n_var, _INF)
     slack_cost = np.zeros(n_var)
-    slack_cost[base.n_var:] = 1.0
+    slack_cost[base.n_var :] = 1.0
     status, sol, lp_seconds = highs._highs(slack_cost, lower, upper, a, lo, hi)
     if sol is None:
         raise fail(f"the least-slack linear program says {status}")
-    least = float(sol[base.n_var:].sum())
+    least = float(sol[base.n_var :].sum())
     a = sp.vstack([a, sp.csc_matrix(slack_cost[None, :])]).tocsc()
-    problem = NodeQP(hess=np.concatenate([base.hess, np.zeros(n_s)]), cost=np.concatenate([base.cost, np.zeros(n_s)]),
-                     lower=lower, upper=upper, a=a, lo=np.append(lo, -_INF), hi=np.append(hi, least + fs.obj_slack),
-                     n_x=n_x)
+    problem = NodeQP(
+        hess=np.concatenate([base.hess, np.zeros(n_s)]),
+        cost=np.concatenate([base.cost, np.zeros(n_s)]),
+        lower=lower,
+        upper=upper,
+        a=a,
+        lo=np.append(lo, -_INF),
+        hi=np.append(hi, least + fs.obj_slack),
+        n_x=n_x,
+    )
     x, optimal, qp_seconds, used, status = solve_qp(problem)
     if x is None:
         raise fail(f"the least squares says {status}")
@@ -408,9 +441,22 @@ def solve_relaxed(task: NodeTask, queries: Sequence[MeasuredQuery], why: str = "
     if counts is None:
         raise fail("the rounding has no integer solution")
     keep = counts > 0
-    return NodeResult(task.key, vc[keep].astype(np.int64), vcell[keep].astype(np.int64), counts[keep].astype(np.int64),
-                      qp_seconds + lp_seconds, round_seconds, time.perf_counter() - t_start, int(problem.n_var),
-                      used_milp, optimal, _peak_rss_mb(), used, True, relaxed=True)
+    return NodeResult(
+        task.key,
+        vc[keep].astype(np.int64),
+        vcell[keep].astype(np.int64),
+        counts[keep].astype(np.int64),
+        qp_seconds + lp_seconds,
+        round_seconds,
+        time.perf_counter() - t_start,
+        int(problem.n_var),
+        used_milp,
+        optimal,
+        _peak_rss_mb(),
+        used,
+        True,
+        relaxed=True,
+    )
 
 
 def node_inputs(task: NodeTask, queries: Sequence[MeasuredQuery]) -> tuple[NodeTask, np.ndarray | None, float]:
@@ -433,7 +479,8 @@ def _check_cells_coverable(task, cells, va):
     if not covered.all():
         raise MechanismError(
             f"TopDown node {task.key}: parent cell {int(cells[~covered][0])} is positive but every "
-            "child is forced to 0 there by an invariant; the invariants contradict each other")
+            "child is forced to 0 there by an invariant; the invariants contradict each other"
+        )
 
 
 def _check_targets_coverable(con, vc, vcell):
@@ -444,7 +491,8 @@ def _check_targets_coverable(con, vc, vcell):
         s, g = np.argwhere(bad)[0]
         raise MechanismError(
             f"invariant {con.name}: target {int(con.target[s, g])} for group {int(g)} cannot be met "
-            "because the parent histogram has no persons in any of its cells")
+            "because the parent histogram has no persons in any of its cells"
+        )
 
 
 def _check_bounds_coverable(task, b, vc, vcell):
@@ -454,7 +502,8 @@ def _check_bounds_coverable(task, b, vc, vcell):
         c, g = np.argwhere(bad)[0]
         raise MechanismError(
             f"TopDown node {task.key}: constraint {b.name} needs at least {counted(b.lower[c, g], 'person')} in "
-            f"group {int(g)} of child {int(c)}, but the parent histogram has none in any of its cells")
+            f"group {int(g)} of child {int(c)}, but the parent histogram has none in any of its cells"
+        )
 
 
 def _add_structural_rows(rows: _Rows, task, cells, va, vc, vcell, n_x, base=None, lo_hi=None):

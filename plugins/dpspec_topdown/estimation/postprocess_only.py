@@ -24,6 +24,7 @@ with the smallest change of that same objective, ties to the lowest cells. "Same
 group" is "same group of every exact marginal the child is held to" (equal_to targets and
 invariants), which for the DHC is production's conditional constraint.
 """
+
 from __future__ import annotations
 
 from typing import Sequence
@@ -149,7 +150,7 @@ class _Child:
         best = None
         step = max(1, _CHUNK // (size * (secondary[1] if secondary else 1)))
         for s in range(0, base.size, step):
-            src, dst = _alternatives(base[s:s + step], stride, size, secondary)
+            src, dst = _alternatives(base[s : s + step], stride, size, secondary)
             ok = src != dst
             if sense == "upper":
                 ok &= ~blocked[b.groups[dst]]
@@ -224,24 +225,34 @@ def secondary_axis(schema, structural_zeros, bounded: Sequence[str]):
 
 
 def _stride(schema, axis: int) -> int:
-    return int(np.prod(schema.shape[axis + 1:], dtype=np.int64))
+    return int(np.prod(schema.shape[axis + 1 :], dtype=np.int64))
 
 
-def with_postprocess(tasks, spans, k: int, level: str, pp_bounds: list, schema, zero_cells, secondary,
-                     feasible_levels: Sequence[str]):
+def with_postprocess(
+    tasks, spans, k: int, level: str, pp_bounds: list, schema, zero_cells, secondary, feasible_levels: Sequence[str]
+):
     """Each node's PostprocessOnly: its children's rows of the post-processing-only bounds."""
     from .postprocess import BoundConstraint
 
-    axes = tuple((_stride(schema, schema._factor(q[0])[0]), schema.shape[schema._factor(q[0])[0]])
-                 for _, _, _, q, _ in pp_bounds)
+    axes = tuple(
+        (_stride(schema, schema._factor(q[0])[0]), schema.shape[schema._factor(q[0])[0]]) for _, _, _, q, _ in pp_bounds
+    )
     out = []
     for t in tasks:
         a = spans[t.key][0]
         b = a + t.n_children
-        bounds = tuple(BoundConstraint(name, groups, ng, per_level[k][0][a:b], per_level[k][1][a:b])
-                       for name, groups, ng, _, per_level in pp_bounds)
-        out.append(attrs.evolve(t, postprocess=PostprocessOnly(
-            bounds, (("upper", "lower"),) * len(bounds), axes, zero_cells, secondary, level in feasible_levels)))
+        bounds = tuple(
+            BoundConstraint(name, groups, ng, per_level[k][0][a:b], per_level[k][1][a:b])
+            for name, groups, ng, _, per_level in pp_bounds
+        )
+        out.append(
+            attrs.evolve(
+                t,
+                postprocess=PostprocessOnly(
+                    bounds, (("upper", "lower"),) * len(bounds), axes, zero_cells, secondary, level in feasible_levels
+                ),
+            )
+        )
     return out
 
 
@@ -259,9 +270,17 @@ def level_report(results, tasks, spans, codes, level: str, schema, pp_bounds: li
     out = []
     for r in results:
         for c, name, g, got, lo, hi in r.unrepaired:
-            out.append({"level": level, "geounit": _plain(codes[start[r.key] + c]) if codes is not None else "all",
-                        "constraint": name, "group": group_label(schema, queries[name], g), "count": got,
-                        "lower": lo, "upper": None if not np.isfinite(hi) else int(hi)})
+            out.append(
+                {
+                    "level": level,
+                    "geounit": _plain(codes[start[r.key] + c]) if codes is not None else "all",
+                    "constraint": name,
+                    "group": group_label(schema, queries[name], g),
+                    "count": got,
+                    "lower": lo,
+                    "upper": None if not np.isfinite(hi) else int(hi),
+                }
+            )
     return out
 
 
@@ -271,8 +290,10 @@ def _plain(code) -> str:
 
 def describe(entry: dict) -> str:
     upper = "no upper bound" if entry["upper"] is None else f"at most {entry['upper']}"
-    return (f"post-processing could not repair {entry['constraint']} at {entry['level']} {entry['geounit']}, "
-            f"group {entry['group']}: {counted(entry['count'], 'person')}, at least {entry['lower']} and {upper}")
+    return (
+        f"post-processing could not repair {entry['constraint']} at {entry['level']} {entry['geounit']}, "
+        f"group {entry['group']}: {counted(entry['count'], 'person')}, at least {entry['lower']} and {upper}"
+    )
 
 
 def release_violations(hier, schema, protected, pp_bounds) -> list[dict]:
@@ -284,7 +305,15 @@ def release_violations(hier, schema, protected, pp_bounds) -> list[dict]:
             got = marginal(h, schema, q)
             lo, hi = per_level[k]
             for u, g in np.argwhere((got < lo) | (got > hi)):
-                out.append({"level": hier.names[k], "geounit": _plain(hier.levels[k].codes[u]),
-                            "constraint": name, "group": group_label(schema, q, int(g)), "count": int(got[u, g]),
-                            "lower": int(lo[u, g]), "upper": None if not np.isfinite(hi[u, g]) else int(hi[u, g])})
+                out.append(
+                    {
+                        "level": hier.names[k],
+                        "geounit": _plain(hier.levels[k].codes[u]),
+                        "constraint": name,
+                        "group": group_label(schema, q, int(g)),
+                        "count": int(got[u, g]),
+                        "lower": int(lo[u, g]),
+                        "upper": None if not np.isfinite(hi[u, g]) else int(hi[u, g]),
+                    }
+                )
     return out

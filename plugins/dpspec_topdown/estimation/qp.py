@@ -18,6 +18,7 @@ variable with an equality row. Fewer cone rows take the interior-point method fe
 the KKT system it factors at each step is smaller (measured on DHC nodes,
 docs/performance/bench_topdown_dhc.md).
 """
+
 from __future__ import annotations
 
 import time
@@ -67,8 +68,7 @@ _FOLD = 4  # an auxiliary sum of at most this many variables is substituted into
 # termination tolerances are the same, and they decide). Should that solve stop short of
 # "Solved", the defaults are tried before HiGHS. Small fits (milliseconds) keep the defaults,
 # and so the releases pinned before.
-_LARGE_FIT = {"equilibrate_min_scaling": 1e-2, "equilibrate_max_scaling": 1e2,
-              "iterative_refinement_enable": False}
+_LARGE_FIT = {"equilibrate_min_scaling": 1e-2, "equilibrate_max_scaling": 1e2, "iterative_refinement_enable": False}
 _LARGE_FROM = 10_000
 
 
@@ -118,8 +118,12 @@ def _defined(problem: NodeQP, a_csr: sp.csr_matrix) -> _Defined:
         open_rows = np.setdiff1d(open_rows, done)
     length = np.bincount(t_row, minlength=m)
     col_count = np.bincount(c, minlength=n)
-    fold_rows = rows[(length[rows] <= _FOLD) & implied[defines[rows]] & (col_count[defines[rows]] == 1)
-                     & ~np.isfinite(problem.upper[defines[rows]])]
+    fold_rows = rows[
+        (length[rows] <= _FOLD)
+        & implied[defines[rows]]
+        & (col_count[defines[rows]] == 1)
+        & ~np.isfinite(problem.upper[defines[rows]])
+    ]
     return _Defined(implied, defines[fold_rows], fold_rows)
 
 
@@ -200,8 +204,18 @@ def conic_form(problem: NodeQP) -> Conic:
     p = sp.triu(p, format="csc")
     p.sort_indices()
     b = np.concatenate(rhs) if rhs else np.zeros(0)
-    return Conic(p, np.asarray(cost, dtype=np.float64), big, b, n_zero, int(sum(x.size for x in nonneg_b)),
-                 cols, defined.folded, sums, n_all)
+    return Conic(
+        p,
+        np.asarray(cost, dtype=np.float64),
+        big,
+        b,
+        n_zero,
+        int(sum(x.size for x in nonneg_b)),
+        cols,
+        defined.folded,
+        sums,
+        n_all,
+    )
 
 
 def violation_limit(problem: NodeQP) -> float:
@@ -218,8 +232,9 @@ def solve_clarabel(problem: NodeQP, form: Conic | None = None, always: dict | No
 
     form = conic_form(problem) if form is None else form
     p, cost, big, b, n = form.p, form.q, form.a, form.b, form.cols.size
-    cones = ([clarabel.ZeroConeT(form.n_zero)] if form.n_zero else []) + \
-        ([clarabel.NonnegativeConeT(form.n_nonneg)] if form.n_nonneg else [])
+    cones = ([clarabel.ZeroConeT(form.n_zero)] if form.n_zero else []) + (
+        [clarabel.NonnegativeConeT(form.n_nonneg)] if form.n_nonneg else []
+    )
     # (settings, statuses taken): a large fit's first try must reach full accuracy ("Solved")
     tried = ((_LARGE_FIT, ("Solved",)), ({}, _OK)) if n >= _LARGE_FROM else (({}, _OK),)
     seconds, limit = 0.0, violation_limit(problem)

@@ -13,6 +13,7 @@ it starts) solves is also written there as ``node-PID-N.npz``: the problem as st
 and as Clarabel is handed it (P, q, A, b, cone sizes), with the tolerances taken. It is for the
 benchmark only: nothing in a release reads or writes it.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -42,13 +43,36 @@ def capture(problem: NodeQP, form: Conic, where: str | None = None) -> str | Non
     a, p, big = problem.a.tocsc(), form.p.tocsc(), form.a.tocsc()
     tmp = path + ".tmp.npz"
     np.savez_compressed(
-        tmp, hess=problem.hess, cost=problem.cost, lower=problem.lower, upper=problem.upper,
-        lo=problem.lo, hi=problem.hi, n_x=problem.n_x, a_data=a.data, a_indices=a.indices,
-        a_indptr=a.indptr, a_shape=a.shape,
-        p_data=p.data, p_indices=p.indices, p_indptr=p.indptr, p_shape=p.shape, q=form.q,
-        c_data=big.data, c_indices=big.indices, c_indptr=big.indptr, c_shape=big.shape, b=form.b,
-        n_zero=form.n_zero, n_nonneg=form.n_nonneg, cols=form.cols, folded=form.folded,
-        tol_gap=TOL_GAP, tol_feas=TOL_FEAS, violation_limit=violation_limit(problem))
+        tmp,
+        hess=problem.hess,
+        cost=problem.cost,
+        lower=problem.lower,
+        upper=problem.upper,
+        lo=problem.lo,
+        hi=problem.hi,
+        n_x=problem.n_x,
+        a_data=a.data,
+        a_indices=a.indices,
+        a_indptr=a.indptr,
+        a_shape=a.shape,
+        p_data=p.data,
+        p_indices=p.indices,
+        p_indptr=p.indptr,
+        p_shape=p.shape,
+        q=form.q,
+        c_data=big.data,
+        c_indices=big.indices,
+        c_indptr=big.indptr,
+        c_shape=big.shape,
+        b=form.b,
+        n_zero=form.n_zero,
+        n_nonneg=form.n_nonneg,
+        cols=form.cols,
+        folded=form.folded,
+        tol_gap=TOL_GAP,
+        tol_feas=TOL_FEAS,
+        violation_limit=violation_limit(problem),
+    )
     os.replace(tmp, path)
     return path
 
@@ -59,8 +83,16 @@ def load(path: str) -> NodeQP:
 
     z = np.load(path)
     a = sp.csc_matrix((z["a_data"], z["a_indices"], z["a_indptr"]), shape=tuple(z["a_shape"]))
-    return NodeQP(hess=z["hess"], cost=z["cost"], lower=z["lower"], upper=z["upper"], a=a,
-                  lo=z["lo"], hi=z["hi"], n_x=int(z["n_x"]))
+    return NodeQP(
+        hess=z["hess"],
+        cost=z["cost"],
+        lower=z["lower"],
+        upper=z["upper"],
+        a=a,
+        lo=z["lo"],
+        hi=z["hi"],
+        n_x=int(z["n_x"]),
+    )
 
 
 def rule(form: Conic) -> str:
@@ -105,8 +137,8 @@ def _bounded(form: Conic):
     nonnegative cone turned into bounds, for solvers that take bounds natively."""
 
     a = form.a.tocsr()
-    g = a[form.n_zero:]
-    h = form.b[form.n_zero:]
+    g = a[form.n_zero :]
+    h = form.b[form.n_zero :]
     n = form.cols.size
     count = np.diff(g.indptr)
     single = np.flatnonzero(count == 1)
@@ -119,8 +151,7 @@ def _bounded(form: Conic):
     np.minimum.at(x_u, col[up], bound[up])
     np.maximum.at(x_l, col[~up], bound[~up])
     rest = np.flatnonzero(count != 1)
-    return (form.p, form.q, a[:form.n_zero].tocsc(), form.b[:form.n_zero], g[rest].tocsc(), h[rest],
-            x_l, x_u)
+    return (form.p, form.q, a[: form.n_zero].tocsc(), form.b[: form.n_zero], g[rest].tocsc(), h[rest], x_l, x_u)
 
 
 def _full(p):
@@ -160,8 +191,9 @@ def _proxsuite_setup(form: Conic):
     p, q, a, b, g, h, x_l, x_u = _bounded(form)
     n = q.size
     has = np.isfinite(x_l) | np.isfinite(x_u)
-    box = sp.csc_matrix((np.ones(int(has.sum())), (np.arange(int(has.sum())), np.flatnonzero(has))),
-                        shape=(int(has.sum()), n))
+    box = sp.csc_matrix(
+        (np.ones(int(has.sum())), (np.arange(int(has.sum())), np.flatnonzero(has))), shape=(int(has.sum()), n)
+    )
     c = sp.vstack([g, box]).tocsc()
     big = 1e20
     lo = np.concatenate([np.full(g.shape[0], -big), np.where(np.isfinite(x_l[has]), x_l[has], -big)])
@@ -200,15 +232,15 @@ def _osqp(form: Conic, eps: float):
     p, q, a, b, g, h, x_l, x_u = _bounded(form)
     n = q.size
     has = np.isfinite(x_l) | np.isfinite(x_u)
-    box = sp.csc_matrix((np.ones(int(has.sum())), (np.arange(int(has.sum())), np.flatnonzero(has))),
-                        shape=(int(has.sum()), n))
+    box = sp.csc_matrix(
+        (np.ones(int(has.sum())), (np.arange(int(has.sum())), np.flatnonzero(has))), shape=(int(has.sum()), n)
+    )
     big = sp.vstack([a, g, box]).tocsc()
     lo = np.concatenate([b, np.full(g.shape[0], -np.inf), x_l[has]])
     hi = np.concatenate([b, h, x_u[has]])
     t0 = time.perf_counter()
     solver = osqp.OSQP()
-    solver.setup(p, q, big, lo, hi, eps_abs=eps, eps_rel=eps, verbose=False, polishing=True,
-                 max_iter=200_000)
+    solver.setup(p, q, big, lo, hi, eps_abs=eps, eps_rel=eps, verbose=False, polishing=True, max_iter=200_000)
     res = solver.solve()
     return res, time.perf_counter() - t0, (a.shape[0], g.shape[0])
 
@@ -226,9 +258,6 @@ def solve_osqp_proxsuite(problem: NodeQP, form: Conic):
     y = np.asarray(res.y, dtype=np.float64)
     ok, x, sec, status = solve_proxsuite(problem, form, warm=(np.array(res.x), y[:m_eq], y[m_eq:]))
     return ok, x, seconds + sec, status
-
-
-
 
 
 def _standard(problem: NodeQP):
@@ -278,8 +307,11 @@ def solve_cholmod_ipm(problem: NodeQP, form: Conic | None = None, tol: float = T
         rp = b - a @ x
         mu = (np.dot(w[has_l], zl[has_l]) + np.dot(v[has_u], zu[has_u])) / n_b
         obj = 0.5 * np.dot(h * x, x) + np.dot(c, x)
-        if (np.max(np.abs(rp), initial=0.0) <= tol * scale_b and np.max(np.abs(rd), initial=0.0) <= tol * scale_c
-                and mu * n_b <= tol * (1.0 + abs(obj))):
+        if (
+            np.max(np.abs(rp), initial=0.0) <= tol * scale_b
+            and np.max(np.abs(rd), initial=0.0) <= tol * scale_c
+            and mu * n_b <= tol * (1.0 + abs(obj))
+        ):
             status = "Solved"
             break
         d = h + np.where(has_l, zl / w, 0.0) + np.where(has_u, zu / v, 0.0) + reg
@@ -311,8 +343,10 @@ def solve_cholmod_ipm(problem: NodeQP, form: Conic | None = None, tol: float = T
 
         dx, dy, dzl, dzu = newton(-w * zl * has_l, -v * zu * has_u)
         alpha = step(dx, dzl, dzu)
-        mu_aff = (np.dot((w + alpha * dx)[has_l], (zl + alpha * dzl)[has_l])
-                  + np.dot((v - alpha * dx)[has_u], (zu + alpha * dzu)[has_u])) / n_b
+        mu_aff = (
+            np.dot((w + alpha * dx)[has_l], (zl + alpha * dzl)[has_l])
+            + np.dot((v - alpha * dx)[has_u], (zu + alpha * dzu)[has_u])
+        ) / n_b
         sigma = (mu_aff / mu) ** 3 if mu > 0 else 0.0
         rl = (sigma * mu - w * zl - dx * dzl) * has_l
         ru = (sigma * mu - v * zu + dx * dzu) * has_u
@@ -328,4 +362,6 @@ def sp_diag(values):
     import scipy.sparse as sp
 
     return sp.diags(values, format="csc")
+
+
 SOLVERS = {"piqp": solve_piqp, "proxsuite": solve_proxsuite, "cholmod": solve_cholmod_ipm}

@@ -13,6 +13,7 @@ and then dropped the same way).
 A single table's later passes drop them from both fit and rounding; the rounding keeps the fixed
 margins exactly, so they still hold. A joint node drops them from its fit only.
 """
+
 from __future__ import annotations
 
 import attrs
@@ -33,8 +34,9 @@ def fixed_sums(ckey: np.ndarray, n_ckeys: int, fixed) -> np.ndarray | None:
         present = np.unique(key)
         group = of_key[present]
         inside = group >= 0
-        return np.bincount(group[inside], weights=np.asarray(value, dtype=np.float64)[present][inside],
-                           minlength=n_ckeys)
+        return np.bincount(
+            group[inside], weights=np.asarray(value, dtype=np.float64)[present][inside], minlength=n_ckeys
+        )
     return None
 
 

@@ -1,5 +1,6 @@
 """A node's fit rounded to whole counts: floor or ceiling per cell, chosen by a small LP (a MILP
 only when the LP is fractional) so every row the node keeps still holds."""
+
 from __future__ import annotations
 
 import time
@@ -40,14 +41,16 @@ def _round(task, xstar, va, vc, vcell, cells, margins=(), fail=True):
             width = np.ceil(xstar) + 1.0 - base
         else:
             width = np.ones(fi.size)
-        counts = _round_once(task, xstar, base, fi, width, va, vc, vcell, cells,
-                             integer=attempt != "lp", margins=margins)
+        counts = _round_once(
+            task, xstar, base, fi, width, va, vc, vcell, cells, integer=attempt != "lp", margins=margins
+        )
         if counts is not None and _rows_hold(task, counts, va, vc, vcell, cells, margins):
             return counts, time.perf_counter() - t0, attempt != "lp"
     if not fail:
         return None, time.perf_counter() - t0, True
-    raise MechanismError(f"TopDown rounding failed at node {task.key}: no integer solution keeps "
-                         "the parent sums and invariants")
+    raise MechanismError(
+        f"TopDown rounding failed at node {task.key}: no integer solution keeps the parent sums and invariants"
+    )
 
 
 def _round_once(task, xstar, base, fi, width, va, vc, vcell, cells, integer, margins=()):
@@ -102,7 +105,6 @@ def _round_once(task, xstar, base, fi, width, va, vc, vcell, cells, integer, mar
     a, lo, hi = rows.matrix(nf)
     frac = xstar[fi] - base[fi]
     if np.all(width == 1.0):
-
         cost = 1.0 - 2.0 * frac  # |base + d - x| = frac + d (1 - 2 frac) for d in {0, 1}
         # columns alike in every row and in cost as one (merge_columns.merge_parallel)
         a_lp, cost_lp, upper_lp, split = merge_parallel(a.tocsc(), cost)
@@ -135,8 +137,9 @@ def _round_wide(frac, width, a, lo, hi):
     nf = frac.size
     eye = sp.identity(nf, format="csc")
     # rows: a d = rhs ; d - e <= frac ; -d - e <= -frac
-    big = sp.vstack([sp.hstack([a, sp.csc_matrix((a.shape[0], nf))]),
-                     sp.hstack([eye, -eye]), sp.hstack([-eye, -eye])]).tocsc()
+    big = sp.vstack(
+        [sp.hstack([a, sp.csc_matrix((a.shape[0], nf))]), sp.hstack([eye, -eye]), sp.hstack([-eye, -eye])]
+    ).tocsc()
     row_lo = np.concatenate([lo, np.full(2 * nf, -_INF)])
     row_hi = np.concatenate([hi, frac, -frac])
     cost = np.concatenate([np.zeros(nf), np.ones(nf)])
@@ -159,8 +162,9 @@ def _rows_hold(task, counts, va, vc, vcell, cells, margins=()) -> bool:
         if np.any(got < m_lo - 0.5) or np.any(got > m_hi + 0.5):
             return False
     if task.parent is not None:
-        if not np.array_equal(np.bincount(va, weights=counts, minlength=cells.size).astype(np.int64),
-                              task.parent[cells]):
+        if not np.array_equal(
+            np.bincount(va, weights=counts, minlength=cells.size).astype(np.int64), task.parent[cells]
+        ):
             return False
     for con in task.constraints:
         key = con.child_set[vc] * con.n_groups + con.groups[vcell]

@@ -1,5 +1,6 @@
 """The rows of a node's problems as sparse matrices: sums of variables keyed by group, and a bound
 constraint's rows (as rows of a fit, or as a margin the rounding keeps)."""
+
 from __future__ import annotations
 
 import highspy
@@ -39,8 +40,9 @@ class _Rows:
     def matrix(self, n_cols):
         if not self.r:
             return sp.csc_matrix((0, n_cols)), np.zeros(0), np.zeros(0)
-        a = sp.csc_matrix((np.concatenate(self.v), (np.concatenate(self.r), np.concatenate(self.c))),
-                          shape=(self.n, n_cols))
+        a = sp.csc_matrix(
+            (np.concatenate(self.v), (np.concatenate(self.r), np.concatenate(self.c))), shape=(self.n, n_cols)
+        )
         return a, np.concatenate(self.lo), np.concatenate(self.hi)
 
 
@@ -74,5 +76,9 @@ def bound_margin(b, vc, vcell) -> tuple:
     bounded (child, group) its key, the unbounded variables on a spare key without limits."""
     use = _bound_rows(b, vc, vcell)[0]
     key = np.where(use, vc * b.n_groups + b.groups[vcell], b.lower.size).astype(np.int64)
-    return (key, b.lower.size + 1, np.append(b.lower.ravel().astype(np.float64), -_INF),
-            np.append(np.where(np.isfinite(b.upper.ravel()), b.upper.ravel(), _INF), _INF))
+    return (
+        key,
+        b.lower.size + 1,
+        np.append(b.lower.ravel().astype(np.float64), -_INF),
+        np.append(np.where(np.isfinite(b.upper.ravel()), b.upper.ravel(), _INF), _INF),
+    )

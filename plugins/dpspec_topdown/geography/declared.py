@@ -16,6 +16,7 @@ so no table's copy of the flag can stand in for the public one); the group-quart
 table's counts by block and type, which the spec must declare invariant (public); the optimized
 spine bypasses single-child units of this declared tree (and of those two public splits).
 """
+
 from __future__ import annotations
 
 from dpspec.api import Diagnostic, MechanismError, declared_keys, ir, shown
@@ -38,27 +39,40 @@ def problems(spec: ir.Spec, tables, flag: str | None = None) -> list[Diagnostic]
             if col is None:
                 continue
             if col.type.kind != "category" or not col.type.keys_from:
-                out.append(Diagnostic(
-                    f"geography column '{level}' of table '{name}' has no declared values: TopDown's units (and so "
-                    "the rows of its measurements and release) would be the ones found in the records, and a unit "
-                    "present only when someone lives there reveals that person",
-                    *ir.line_column(col), hint=f"read every level from a public geography file (one row per {levels[-1]}, "
-                                    f"every level's code): '{level} : category values from \"geography.csv\"' "
-                                    "with 'keys \"geography.csv\" released \"SOURCE\"' in the public block"))
+                out.append(
+                    Diagnostic(
+                        f"geography column '{level}' of table '{name}' has no declared values: TopDown's units (and so "
+                        "the rows of its measurements and release) would be the ones found in the records, and a unit "
+                        "present only when someone lives there reveals that person",
+                        *ir.line_column(col),
+                        hint=f"read every level from a public geography file (one row per {levels[-1]}, "
+                        f"every level's code): '{level} : category values from \"geography.csv\"' "
+                        'with \'keys "geography.csv" released "SOURCE"\' in the public block',
+                    )
+                )
             else:
                 files.add(col.type.keys_from)
         if len(files) > 1:
             col = t.column(levels[-1])
-            out.append(Diagnostic(f"the geography columns of table '{name}' read {len(files)} different files "
-                                  f"({', '.join(sorted(files))}): the hierarchy needs one geography file, one row "
-                                  f"per {levels[-1]} with every level's code", *ir.line_column(col)))
+            out.append(
+                Diagnostic(
+                    f"the geography columns of table '{name}' read {len(files)} different files "
+                    f"({', '.join(sorted(files))}): the hierarchy needs one geography file, one row "
+                    f"per {levels[-1]} with every level's code",
+                    *ir.line_column(col),
+                )
+            )
         if flag is not None and name == tables[0] and files:
             col = t.column(flag)
             if col is not None and col.type.keys_from not in files:
-                out.append(Diagnostic(
-                    f"the AIAN flag '{flag}' of table '{name}' is not read from the geography file: which units lie "
-                    "in AIAN areas shapes the spine, so it must come from public geography, not from the records",
-                    *ir.line_column(col), hint=f"'{flag} : category values from \"{sorted(files)[0]}\"' (its values 0 and 1)"))
+                out.append(
+                    Diagnostic(
+                        f"the AIAN flag '{flag}' of table '{name}' is not read from the geography file: which units lie "
+                        "in AIAN areas shapes the spine, so it must come from public geography, not from the records",
+                        *ir.line_column(col),
+                        hint=f"'{flag} : category values from \"{sorted(files)[0]}\"' (its values 0 and 1)",
+                    )
+                )
     return out
 
 
@@ -72,10 +86,16 @@ def declared_geography(spec: ir.Spec, table: str, flag: str | None = None):
         code = frame.loc[twice, finest].iloc[0]
         rows = frame[frame[finest] == code]
         if flag and rows[levels].drop_duplicates().shape[0] == 1:
-            raise Broken(f"the AIAN spine needs every {finest} wholly inside or outside the AIAN areas: the geography "
-                         f"file lists {finest} {code!r} with {flag} = 0 and {flag} = 1", ("spine", "aian"))
-        raise Broken(f"geography is not a tree: the geography file lists {finest} {code!r} under more than one "
-                     "parent; each unit must lie in exactly one unit of each level above it", ("geography",))
+            raise Broken(
+                f"the AIAN spine needs every {finest} wholly inside or outside the AIAN areas: the geography "
+                f"file lists {finest} {code!r} with {flag} = 0 and {flag} = 1",
+                ("spine", "aian"),
+            )
+        raise Broken(
+            f"geography is not a tree: the geography file lists {finest} {code!r} under more than one "
+            "parent; each unit must lie in exactly one unit of each level above it",
+            ("geography",),
+        )
     return frame
 
 
@@ -88,7 +108,6 @@ def check_flags(name: str, table, declared, finest: str, flag: str, engine=None)
     are refused rather than silently overruled."""
     import numpy as np
     import pandas as pd
-
 
     from ..measurement.counts import table_counts
     from .spine import _as_flag
@@ -108,13 +127,18 @@ def check_flags(name: str, table, declared, finest: str, flag: str, engine=None)
     code, rows = codes[i], int(counts["count"].iloc[i])
     where = f"{rows:,} record(s) of table '{name}'"
     if isinstance(table, pd.DataFrame):
-        hit = np.flatnonzero((table[finest].astype(str) == code).to_numpy()
-                             & (_as_flag(table[flag], flag) == bool(said[i])))
+        hit = np.flatnonzero(
+            (table[finest].astype(str) == code).to_numpy() & (_as_flag(table[flag], flag) == bool(said[i]))
+        )
         where = f"table '{name}', row {int(hit[0]) + 1} (rows count data rows from 1)" + (
-            f" and {len(hit) - 1:,} more" if len(hit) > 1 else "")
-    raise Broken(f"{where}: column '{flag}' holds {int(bool(said[i]))} in {finest} {shown(code)}, but the declared geography "
-                 f"file gives that {finest} {flag} = {int(bool(expected[i]))}: the AIAN spine follows the public "
-                 "geography, not the records; correct the records (or the geography file)", ("spine", "aian"))
+            f" and {len(hit) - 1:,} more" if len(hit) > 1 else ""
+        )
+    raise Broken(
+        f"{where}: column '{flag}' holds {int(bool(said[i]))} in {finest} {shown(code)}, but the declared geography "
+        f"file gives that {finest} {flag} = {int(bool(expected[i]))}: the AIAN spine follows the public "
+        "geography, not the records; correct the records (or the geography file)",
+        ("spine", "aian"),
+    )
 
 
 def check_structure(hier, declared, measurements=None, classes=None) -> None:
@@ -128,8 +152,10 @@ def check_structure(hier, declared, measurements=None, classes=None) -> None:
         expected = set(declared[lv.name])
         if published != expected:
             diff = sorted(published ^ expected)[0]
-            raise MechanismError(f"TopDown measured a {lv.name} hierarchy that differs from the declared geography "
-                                 f"at {lv.name} {diff!r}; nothing was published")
+            raise MechanismError(
+                f"TopDown measured a {lv.name} hierarchy that differs from the declared geography "
+                f"at {lv.name} {diff!r}; nothing was published"
+            )
     if measurements is None:
         return
     categories = measurements.dtypes.get("geocode")
@@ -139,9 +165,11 @@ def check_structure(hier, declared, measurements=None, classes=None) -> None:
     held = set(map(str, categories.categories))
     for name in levels.categories:
         lv = hier.level(str(name))
-        codes = [str(c) for i, c in enumerate(lv.codes) if classes is None or name not in classes
-                 or classes[name][0][i] >= 0]
+        codes = [
+            str(c) for i, c in enumerate(lv.codes) if classes is None or name not in classes or classes[name][0][i] >= 0
+        ]
         missing = [c for c in codes if c not in held]
         if missing:
-            raise MechanismError(f"TopDown's measurements leave out the declared {name} {missing[0]!r}; nothing was "
-                                 "published")
+            raise MechanismError(
+                f"TopDown's measurements leave out the declared {name} {missing[0]!r}; nothing was published"
+            )

@@ -8,6 +8,7 @@ Codes identify units within a level column (use full geocodes, e.g. a county cod
 includes its state). Units of a level are ordered by parent, then code, so the children of one
 parent are a contiguous run.
 """
+
 from __future__ import annotations
 
 from typing import Sequence
@@ -58,8 +59,12 @@ class Hierarchy:
 
     def with_labels(self, labels: dict) -> "Hierarchy":
         """The same tree with published codes for split levels: {level: {spine code: code}}."""
-        levels = tuple(attrs.evolve(lv, labels=np.array([labels[lv.name][c] for c in lv.codes], dtype=object))
-                       if lv.name in labels else lv for lv in self.levels)
+        levels = tuple(
+            attrs.evolve(lv, labels=np.array([labels[lv.name][c] for c in lv.codes], dtype=object))
+            if lv.name in labels
+            else lv
+            for lv in self.levels
+        )
         return attrs.evolve(self, levels=levels)
 
     def ancestor(self, level: int, above: int) -> np.ndarray:
@@ -70,8 +75,9 @@ class Hierarchy:
         return idx
 
 
-def build_hierarchy(records: pd.DataFrame, levels: Sequence[str], root: str = "nation",
-                    counted: bool = False) -> Hierarchy:
+def build_hierarchy(
+    records: pd.DataFrame, levels: Sequence[str], root: str = "nation", counted: bool = False
+) -> Hierarchy:
     """Levels from record columns, top first; a single-unit root is added when the data has none.
 
     The root is implicit when ``levels`` starts with a name that is not a column (it is then the
@@ -118,8 +124,9 @@ def build_hierarchy(records: pd.DataFrame, levels: Sequence[str], root: str = "n
             out_units.append(unit_of_record)
             parent_unit, parent_col = unit_of_record, col
             continue
-        parent_of_unit = _unique_parent(unit_of_record, parent_unit, codes, col,
-                                        parent_col or out_levels[-1].name, out_levels[-1].codes)
+        parent_of_unit = _unique_parent(
+            unit_of_record, parent_unit, codes, col, parent_col or out_levels[-1].name, out_levels[-1].codes
+        )
         order = np.lexsort((np.arange(codes.size), parent_of_unit))  # codes are sorted already
         rank = np.empty_like(order)
         rank[order] = np.arange(order.size)
@@ -135,8 +142,9 @@ def _factorize(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return np.asarray(uniques, dtype=object), codes.astype(np.int64)
 
 
-def _unique_parent(child: np.ndarray, parent: np.ndarray, child_codes, child_col: str,
-                   parent_col: str, parent_codes) -> np.ndarray:
+def _unique_parent(
+    child: np.ndarray, parent: np.ndarray, child_codes, child_col: str, parent_col: str, parent_codes
+) -> np.ndarray:
     """The parent of each child unit, or a DataError naming a child found under two parents."""
     pairs = np.unique(child * (int(parent.max()) + 1) + parent)
     n_par = int(parent.max()) + 1
@@ -149,7 +157,9 @@ def _unique_parent(child: np.ndarray, parent: np.ndarray, child_codes, child_col
         raise Broken(
             f"geography is not a tree: {child_col} {shown(code)} lies in more than one {parent_col} "
             f"({', '.join(shown(o) for o in others)}); codes must identify a unit within its level "
-            f"(use full geocodes)", ("geography",))
+            f"(use full geocodes)",
+            ("geography",),
+        )
     out = np.empty(child_codes.size, dtype=np.int64)
     out[c] = p
     return out

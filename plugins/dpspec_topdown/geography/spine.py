@@ -12,6 +12,7 @@ state population, which policy holds invariant, is kept only on the sum of a sta
 A split unit keeps its published code as its label: the release names the original geography,
 the noisy measurements the parts (e.g. "01/AIAN", "01/non-AIAN").
 """
+
 from __future__ import annotations
 
 from typing import Sequence
@@ -44,8 +45,11 @@ def split_geography(geography: pd.DataFrame, levels: Sequence[str], split: str, 
     both = pd.Series(inside).groupby(geography[finest].to_numpy(), sort=True).nunique()
     if (both > 1).any():
         code = both.index[np.flatnonzero(both.to_numpy() > 1)[0]]
-        raise Broken(f"the AIAN spine needs every {finest} wholly inside or outside the AIAN areas: "
-                     f"{finest} {shown(code)} has records with {flag} = 0 and {flag} = 1", ("spine", "aian"))
+        raise Broken(
+            f"the AIAN spine needs every {finest} wholly inside or outside the AIAN areas: "
+            f"{finest} {shown(code)} has records with {flag} = 0 and {flag} = 1",
+            ("spine", "aian"),
+        )
     out = geography.drop(columns=[flag]).copy()
     labels = {}
     split_at = columns.index(split)
@@ -129,14 +133,13 @@ def bypass_classes(hier, bypass: Sequence[str]) -> dict:
 
 def class_share(level_shares: Sequence, k: int, depth: int):
     """The share of rho a class-``depth`` unit of level k spends: levels k..k+depth's shares."""
-    return sum(level_shares[k:k + depth + 1], type(level_shares[k])(0))
+    return sum(level_shares[k : k + depth + 1], type(level_shares[k])(0))
 
 
 def check_budget_per_person(hier, classes: dict, level_shares: Sequence) -> None:
     """Every finest unit's ancestors spend exactly the sum of the level shares (production's
     check_total_plb): a bypass that lost or doubled a share is an internal error."""
     from fractions import Fraction
-
 
     last = len(hier.levels) - 1
     shares = [Fraction(s) for s in level_shares]
@@ -145,7 +148,7 @@ def check_budget_per_person(hier, classes: dict, level_shares: Sequence) -> None
     total = np.zeros(hier.levels[last].n_units, dtype=np.int64)
     for k in range(last + 1):
         d = classes.get(k, np.zeros(hier.levels[k].n_units, dtype=np.int64))
-        own = np.array([sum(num[k:k + j + 1]) for j in range(last - k + 1)], dtype=np.int64)
+        own = np.array([sum(num[k : k + j + 1]) for j in range(last - k + 1)], dtype=np.int64)
         spent = np.where(d >= 0, own[np.maximum(d, 0)], 0)
         total += spent[hier.ancestor(last, k)]
     if not (total == sum(num)).all():
@@ -172,8 +175,9 @@ def gq_signatures(counts: pd.DataFrame, finest: str, type_col: str, types: Seque
     return pd.Series(masks, index=codes).groupby(level=0).agg(np.bitwise_or.reduce)
 
 
-def split_by_signature(geography: pd.DataFrame, levels: Sequence[str], signature: pd.Series,
-                       labels: dict) -> tuple[pd.DataFrame, dict]:
+def split_by_signature(
+    geography: pd.DataFrame, levels: Sequence[str], signature: pd.Series, labels: dict
+) -> tuple[pd.DataFrame, dict]:
     """(geography, labels) with the level above the finest split by each finest unit's
     group-quarters signature (0: none); ``labels`` (from an earlier split) are composed, so the
     parts keep the published code."""

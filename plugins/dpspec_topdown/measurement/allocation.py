@@ -12,6 +12,7 @@ or remove one person ("symdiff") and s² = 2 when they change one person ("hammi
 loses a person and another gains one). The discrete Gaussian with sigma² = s² / (2 rho_q)
 is rho_q-zCDP for that query.
 """
+
 from __future__ import annotations
 
 from fractions import Fraction
@@ -84,7 +85,8 @@ def sensitivity_squared(relation: str) -> int:
     except KeyError:
         raise SpecError(
             f"unknown neighbour relation {relation!r}: expected 'symdiff' (add/remove one person) "
-            "or 'hamming' (change one person)") from None
+            "or 'hamming' (change one person)"
+        ) from None
 
 
 def check_shares(shares: Mapping, what: str, names: Mapping | None = None) -> dict:
@@ -105,8 +107,7 @@ def check_shares(shares: Mapping, what: str, names: Mapping | None = None) -> di
     total = sum(out.values(), Fraction(0))
     if total != 1:
         listed = ", ".join(f"{_label(k, names)}={v}" for k, v in out.items())
-        raise SpecError(
-            f"{what}: shares must sum to exactly 1, but {listed} sum to {total} (= {float(total):.6g})")
+        raise SpecError(f"{what}: shares must sum to exactly 1, but {listed} sum to {total} (= {float(total):.6g})")
     return out
 
 
@@ -115,12 +116,13 @@ def _label(key, names: Mapping | None = None) -> str:
     if names and key in names:
         return names[key]
     if isinstance(key, tuple) and key and str(key[0]).startswith(JOINT_MARK):
-        return f"{str(key[0])[len(JOINT_MARK):]}: {query_name(key[1:])}"
+        return f"{str(key[0])[len(JOINT_MARK) :]}: {query_name(key[1:])}"
     return query_name(key) if isinstance(key, tuple) else str(key)
 
 
-def allocate(rho, level_shares: Mapping[str, object], strategy: Mapping[str, list],
-             relation: str, names: Mapping | None = None) -> Allocation:
+def allocate(
+    rho, level_shares: Mapping[str, object], strategy: Mapping[str, list], relation: str, names: Mapping | None = None
+) -> Allocation:
     """Split rho over levels and queries; sigma² = s² / (2 rho_q) for every query.
 
     ``strategy`` maps each measured level to ``[(query, share), ...]``. Levels absent from
@@ -140,15 +142,19 @@ def allocate(rho, level_shares: Mapping[str, object], strategy: Mapping[str, lis
             "the strategy and the level shares must name the same levels: "
             + (f"no queries for {missing}" if missing else "")
             + ("; " if missing and extra else "")
-            + (f"queries but no budget share for {extra}" if extra else ""))
+            + (f"queries but no budget share for {extra}" if extra else "")
+        )
     queries = []
     for level, lshare in levels.items():
         entries = list(strategy[level])
         keys = [tuple(q) for q, _ in entries]
         if len(set(keys)) != len(keys):
             raise SpecError(f"query shares at level {level!r}: a query is listed twice")
-        qshares = check_shares({tuple(q): s for q, s in entries}, f"query shares at level {level!r}",
-                               {q: n for (lv, q), n in (names or {}).items() if lv == level})
+        qshares = check_shares(
+            {tuple(q): s for q, s in entries},
+            f"query shares at level {level!r}",
+            {q: n for (lv, q), n in (names or {}).items() if lv == level},
+        )
         for query, qshare in qshares.items():
             rho_q = rho * lshare * qshare
             sigma2 = effective_sigma2(Fraction(s2) / (2 * rho_q))

@@ -1,5 +1,6 @@
 """What TopDown reads of a table: its rows counted per combination of columns, by the engine that
 holds it (on Spark the records never reach this process, only these counts) or by pandas."""
+
 from __future__ import annotations
 
 from typing import Sequence
@@ -10,8 +11,9 @@ import pandas as pd
 from .histogram import Schema
 
 
-def person_counts(persons, levels: Sequence[str], schema: Schema, engine=None,
-                  flags: Sequence[str] = ()) -> tuple[pd.DataFrame, pd.DataFrame]:
+def person_counts(
+    persons, levels: Sequence[str], schema: Schema, engine=None, flags: Sequence[str] = ()
+) -> tuple[pd.DataFrame, pd.DataFrame]:
     """What TopDown needs of the person table, as counts: (geography, cells).
 
     geography: the distinct combinations of the geography columns (one row per finest unit when
@@ -25,7 +27,9 @@ def person_counts(persons, levels: Sequence[str], schema: Schema, engine=None,
     geo = [c for c in levels if c in present]
     finest = geo[-1:] if geo else []
     by_cell = finest + [v for v in schema.names if v in present]
-    return table_counts(persons, geo + [f for f in flags if f in present], engine), table_counts(persons, by_cell, engine)
+    return table_counts(persons, geo + [f for f in flags if f in present], engine), table_counts(
+        persons, by_cell, engine
+    )
 
 
 def table_counts(table, by, engine=None) -> pd.DataFrame:

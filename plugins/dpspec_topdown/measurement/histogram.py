@@ -15,6 +15,7 @@ still a relabelling of cells, so the solver sees no difference; the recode must 
 variable (every category in exactly one group), or a marginal would double count or drop
 persons.
 """
+
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Mapping, Sequence
@@ -58,16 +59,21 @@ class Recode:
                 raise SpecError(f"recode {name!r} of {variable!r}: group {label!r} is empty")
             for v in values:
                 if v not in categories:
-                    raise SpecError(f"recode {name!r} of {variable!r}: group {label!r} lists {v!r}, "
-                                    f"which is not a category of {variable!r} ({categories})")
+                    raise SpecError(
+                        f"recode {name!r} of {variable!r}: group {label!r} lists {v!r}, "
+                        f"which is not a category of {variable!r} ({categories})"
+                    )
                 if v in where:
-                    raise SpecError(f"recode {name!r} of {variable!r} does not partition {variable!r}: "
-                                    f"{v!r} is in both {where[v]!r} and {label!r}")
+                    raise SpecError(
+                        f"recode {name!r} of {variable!r} does not partition {variable!r}: "
+                        f"{v!r} is in both {where[v]!r} and {label!r}"
+                    )
                 where[v] = label
         missing = [c for c in categories if c not in where]
         if missing:
-            raise SpecError(f"recode {name!r} of {variable!r} does not partition {variable!r}: "
-                            f"categories {missing} are in no group")
+            raise SpecError(
+                f"recode {name!r} of {variable!r} does not partition {variable!r}: categories {missing} are in no group"
+            )
         labels = tuple(groups)
         return cls(name, variable, labels, tuple(labels.index(where[c]) for c in categories))
 
@@ -142,13 +148,16 @@ class Schema:
         if unknown:
             raise SpecError(
                 f"query {query_name(query)!r} names {unknown}, which are not histogram variables "
-                f"or recodes (known: {known})")
+                f"or recodes (known: {known})"
+            )
         if len(set(query)) != len(query):
             raise SpecError(f"query {query_name(query)!r} names a variable twice")
         axes = [self._factor(v)[0] for v in query]
         if len(set(axes)) != len(axes):
-            raise SpecError(f"query {query_name(query)!r} uses the variable "
-                            f"{self.names[max(axes, key=axes.count)]!r} twice (a recode and its variable?)")
+            raise SpecError(
+                f"query {query_name(query)!r} uses the variable "
+                f"{self.names[max(axes, key=axes.count)]!r} twice (a recode and its variable?)"
+            )
         return tuple(v for _, v in sorted(zip(axes, query)))
 
     def marginal_size(self, query: Sequence[str]) -> int:
@@ -199,8 +208,7 @@ class Schema:
 
         g = self.groups(query)
         n = self.n_cells
-        return sp.csr_matrix((np.ones(n, dtype=np.int64), (np.arange(n), g)),
-                             shape=(n, self.marginal_size(query)))
+        return sp.csr_matrix((np.ones(n, dtype=np.int64), (np.arange(n), g)), shape=(n, self.marginal_size(query)))
 
     def cell_index(self, frame: pd.DataFrame, weights: np.ndarray | None = None) -> np.ndarray:
         """Cell of every record; a value outside its variable's categories is a DataError.
@@ -218,12 +226,14 @@ class Schema:
             if bad.size and weights is not None:
                 raise DataError(
                     f"column {name!r}: value {frame[name].iloc[bad[0]]!r} is not one of its categories "
-                    f"{list(cats)} ({counted(np.asarray(weights)[bad].sum(), 'record')} with such values)")
+                    f"{list(cats)} ({counted(np.asarray(weights)[bad].sum(), 'record')} with such values)"
+                )
             if bad.size:
                 row = bad[0]
                 raise DataError(
                     f"column {name!r}, row {row}: value {frame[name].iloc[row]!r} is not one of its "
-                    f"categories {list(cats)} ({bad.size} such rows)")
+                    f"categories {list(cats)} ({bad.size} such rows)"
+                )
             idx = idx * len(cats) + codes
         return idx
 
@@ -238,8 +248,9 @@ class Schema:
         return out
 
 
-def unit_histograms(unit: np.ndarray, cell: np.ndarray, n_units: int, n_cells: int,
-                    weights: np.ndarray | None = None) -> sp.csr_matrix:
+def unit_histograms(
+    unit: np.ndarray, cell: np.ndarray, n_units: int, n_cells: int, weights: np.ndarray | None = None
+) -> sp.csr_matrix:
     """Sparse (units x cells) counts from one (unit, cell) pair per record, or per count of
     records (`weights`: how many records each pair stands for)."""
     import scipy.sparse as sp
@@ -311,7 +322,10 @@ def _group_name(schema: Schema, query: tuple, axis: int, group: int) -> str:
     for factor in query:
         at, mapping, _ = schema._factor(factor)
         if at == axis:
-            labels = (schema.categories[axis] if mapping is None
-                      else next(r for r in schema.recodes if r.name == factor).labels)
+            labels = (
+                schema.categories[axis]
+                if mapping is None
+                else next(r for r in schema.recodes if r.name == factor).labels
+            )
             return f"{factor}={labels[group]}"
     return f"every {schema.names[axis]}"

@@ -22,6 +22,7 @@ parent code, query, child, group)), only when the fit asks for it (`KeyedAnswers
 value whichever other answers are drawn, so the release has the distribution drawing every
 answer would give, and the published measurements re-draw exactly these values.
 """
+
 from __future__ import annotations
 
 import time
@@ -31,7 +32,14 @@ import attrs
 import numpy as np
 import scipy.sparse as sp
 
-from dpspec.api import KeyColumns, discrete_gaussian, keyed_discrete_gaussian, keyed_rng, record_measurement, stream_position
+from dpspec.api import (
+    KeyColumns,
+    discrete_gaussian,
+    keyed_discrete_gaussian,
+    keyed_rng,
+    record_measurement,
+    stream_position,
+)
 
 STAGE = "topdown noise"  # the stream's stage name; with (level, parent code) it keys one node's stream
 CELL_STAGE = "topdown cell noise"  # with (level, parent code, query, child, group): one answer's stream
@@ -71,7 +79,11 @@ def group_sums(hist: sp.spmatrix, groups: np.ndarray, n_groups: int) -> np.ndarr
     (from the histogram's nonzero entries: no cell x group indicator over 1.2M DHC cells)."""
     h = sp.coo_matrix(hist)
     flat = h.row.astype(np.int64) * n_groups + groups[h.col]
-    return np.bincount(flat, weights=h.data, minlength=h.shape[0] * n_groups).astype(np.int64).reshape(h.shape[0], n_groups)
+    return (
+        np.bincount(flat, weights=h.data, minlength=h.shape[0] * n_groups)
+        .astype(np.int64)
+        .reshape(h.shape[0], n_groups)
+    )
 
 
 def draw_node_noise(noise: NodeNoise, queries: Sequence) -> tuple[tuple, np.ndarray, float]:
@@ -86,14 +98,25 @@ def draw_node_noise(noise: NodeNoise, queries: Sequence) -> tuple[tuple, np.ndar
         if keyed(q.n_groups):  # drawn on demand, from the answers' own streams: not from `rng`
             built = KeyedAnswers.build(noise, j, q)
             # a replay compares the whole query: its nonzero answers, every other one 0 (sparse)
-            record_measurement(f"{noise.key[0]}/{noise.key[1]}/{q.name}", built.truth_values, "discrete_gaussian", sigma2,
-                               sensitivity=None if noise.sensitivity2 is None else noise.sensitivity2[j] ** 0.5,
-                               keys=lambda b=built: np.divmod(b.truth_keys, b.n_groups), sparse=True)
+            record_measurement(
+                f"{noise.key[0]}/{noise.key[1]}/{q.name}",
+                built.truth_values,
+                "discrete_gaussian",
+                sigma2,
+                sensitivity=None if noise.sensitivity2 is None else noise.sensitivity2[j] ** 0.5,
+                keys=lambda b=built: np.divmod(b.truth_keys, b.n_groups),
+                sparse=True,
+            )
             answers.append(built)
             continue
         y = group_sums(noise.truth, q.groups, q.n_groups)
-        record_measurement(f"{noise.key[0]}/{noise.key[1]}/{q.name}", y, "discrete_gaussian", sigma2,
-                           sensitivity=None if noise.sensitivity2 is None else noise.sensitivity2[j] ** 0.5)
+        record_measurement(
+            f"{noise.key[0]}/{noise.key[1]}/{q.name}",
+            y,
+            "discrete_gaussian",
+            sigma2,
+            sensitivity=None if noise.sensitivity2 is None else noise.sensitivity2[j] ** 0.5,
+        )
         if noise.classes is None:
             y += discrete_gaussian(sigma2, y.shape, rng)
         else:
@@ -112,22 +135,41 @@ def sparse_group_sums(hist: sp.spmatrix, groups: np.ndarray, n_groups: int) -> t
     return flat[keep], sums[keep]
 
 
-def keyed_answers(run_key: int, node_key: tuple, query: str, n_groups: int, flat: np.ndarray, truth: tuple,
-                  sigma2, classes: np.ndarray | None = None, class_sigma2: dict | None = None) -> np.ndarray:
+def keyed_answers(
+    run_key: int,
+    node_key: tuple,
+    query: str,
+    n_groups: int,
+    flat: np.ndarray,
+    truth: tuple,
+    sigma2,
+    classes: np.ndarray | None = None,
+    class_sigma2: dict | None = None,
+) -> np.ndarray:
     """Noisy answers of one query at one node at entries ``flat`` (child * n_groups + group,
     children numbered within the node): the confidential sum (``truth``: sorted (flat, sum) of
     the nonzero ones) plus noise from each entry's own keyed stream (CELL_STAGE); under the
     optimized spine each child's class's sigma², and 0 for a bypassed child (class < 0, not
     measured, as `add_class_noise`)."""
     children, groups = np.divmod(np.asarray(flat, dtype=np.int64), n_groups)
-    y = sorted_lookup(*truth, flat) + keyed_noise(run_key, node_key, query, children, groups, sigma2, classes, class_sigma2)
+    y = sorted_lookup(*truth, flat) + keyed_noise(
+        run_key, node_key, query, children, groups, sigma2, classes, class_sigma2
+    )
     if classes is not None:
         y[classes[children] < 0] = 0
     return y
 
 
-def keyed_noise(run_key: int, node_key: tuple, query: str, children: np.ndarray, groups: np.ndarray,
-                sigma2, classes: np.ndarray | None = None, class_sigma2: dict | None = None) -> np.ndarray:
+def keyed_noise(
+    run_key: int,
+    node_key: tuple,
+    query: str,
+    children: np.ndarray,
+    groups: np.ndarray,
+    sigma2,
+    classes: np.ndarray | None = None,
+    class_sigma2: dict | None = None,
+) -> np.ndarray:
     """The noise of answers (children[i], groups[i]) of one query at one node, each from its own
     keyed stream (CELL_STAGE), with its child's class's sigma² under the optimized spine (none
     for a bypassed child)."""
@@ -150,8 +192,19 @@ class KeyedAnswers:
     Behaves as the (n_children x n_groups) array it stands for, of which only the entries read
     are ever made: confidential sum plus noise from the entry's own stream."""
 
-    def __init__(self, run_key, node_key, query, n_children, n_groups, truth_keys, truth_values, sigma2,
-                 classes=None, class_sigma2=None):
+    def __init__(
+        self,
+        run_key,
+        node_key,
+        query,
+        n_children,
+        n_groups,
+        truth_keys,
+        truth_values,
+        sigma2,
+        classes=None,
+        class_sigma2=None,
+    ):
         self.run_key, self.node_key, self.query = run_key, node_key, query
         self.n_children, self.n_groups = n_children, n_groups
         self.truth_keys, self.truth_values = truth_keys, truth_values
@@ -163,8 +216,18 @@ class KeyedAnswers:
     @classmethod
     def build(cls, noise: NodeNoise, j: int, q) -> "KeyedAnswers":
         keys, values = sparse_group_sums(noise.truth, q.groups, q.n_groups)
-        return cls(noise.run_key, noise.key, q.name, noise.truth.shape[0], q.n_groups, keys, values, noise.sigma2[j], noise.classes,
-                   noise.class_sigma2[j] if noise.class_sigma2 is not None else None)
+        return cls(
+            noise.run_key,
+            noise.key,
+            q.name,
+            noise.truth.shape[0],
+            q.n_groups,
+            keys,
+            values,
+            noise.sigma2[j],
+            noise.classes,
+            noise.class_sigma2[j] if noise.class_sigma2 is not None else None,
+        )
 
     def at(self, flat: np.ndarray) -> np.ndarray:
         """The noisy answers of entries ``flat`` (child * n_groups + group), as float64."""
@@ -172,8 +235,17 @@ class KeyedAnswers:
         need = _sorted_unique(flat[~_members(self.keys, flat)])  # entries not drawn yet
         if need.size:
             t0 = time.perf_counter()
-            y = keyed_answers(self.run_key, self.node_key, self.query, self.n_groups, need,
-                              (self.truth_keys, self.truth_values), self.sigma2, self.classes, self.class_sigma2)
+            y = keyed_answers(
+                self.run_key,
+                self.node_key,
+                self.query,
+                self.n_groups,
+                need,
+                (self.truth_keys, self.truth_values),
+                self.sigma2,
+                self.classes,
+                self.class_sigma2,
+            )
             if self.keys.size:
                 merged = np.concatenate([self.keys, need])
                 order = np.argsort(merged, kind="stable")
@@ -238,4 +310,3 @@ class LevelNoise:
     stops: np.ndarray  # (n_nodes,) int64
     keys: tuple  # (level name, parent code) per node
     positions: np.ndarray  # (n_nodes, n_queries) uint64
-

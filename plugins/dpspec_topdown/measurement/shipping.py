@@ -16,6 +16,7 @@ for a recipe (kept in a small cache, as the driver keeps its maps). The arrays a
 numbers either way: a recipe is a pure function of its arguments. The local engine calls the
 solver in the driver and needs none of this.
 """
+
 from __future__ import annotations
 
 import collections

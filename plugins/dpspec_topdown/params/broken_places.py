@@ -9,6 +9,7 @@ needs the line to read, the construct the data contradict. The engine raises `lo
 naming each construct; `located` turns it, at the plugin's boundary, into a DataError whose
 places are the constructs' entries in the spec (dpspec.errors.DataError).
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -63,7 +64,10 @@ def _place(spec: ir.Spec, params: dict, kind: str, key: list) -> list[Diagnostic
         return located_at(spec, [Diagnostic(f"'{key[0]}'", path=(key[0],))]) if params.get(key[0]) is not None else []
     if kind == "invariant":
         level, query = key
-        return [_invariant(q) for q in _invariants_naming(spec, params, lambda lv, canon: (lv, canon) == (level, tuple(query)))][:1]
+        return [
+            _invariant(q)
+            for q in _invariants_naming(spec, params, lambda lv, canon: (lv, canon) == (level, tuple(query)))
+        ][:1]
     if kind == "recode_column":
         table, column = key
         sub = _params_of(spec, params, table)

@@ -1,5 +1,6 @@
 """What `check` decides from the spec beyond each setting alone: the sampler's reach, invariants a
 split spine cannot keep or that do not nest, and a message placed at the setting it names."""
+
 from __future__ import annotations
 
 import attrs
@@ -36,8 +37,13 @@ def _split_invariant_problems(spec: ir.Spec, params: dict, spine: dict) -> list:
     out = []
     for q in spec.invariants:
         if q.table == params["table"] and set(split[1:]) & set(q.columns):
-            out.append(Diagnostic(f"with a split spine, TopDown keeps '{q.describe()}' only at {split[0]} (on the sum "
-                                  f"of its parts) or at {geo[-1]}", *((q.loc.line, q.loc.column) if q.loc else (None, None))))
+            out.append(
+                Diagnostic(
+                    f"with a split spine, TopDown keeps '{q.describe()}' only at {split[0]} (on the sum "
+                    f"of its parts) or at {geo[-1]}",
+                    *((q.loc.line, q.loc.column) if q.loc else (None, None)),
+                )
+            )
     return out
 
 
@@ -46,6 +52,7 @@ def _unnested_invariant_problems(spec: ir.Spec, params: dict) -> list:
     later invariant's line (the run's chain rule, estimation/invariant_chain.py, decided here from the spec)."""
 
     from ..estimation.invariant_chain import unnested, why
+
     schema = _schema(spec, params)
     written = {}  # canonical query: the first invariant writing it
     for _, query, q in _invariants(spec, params)[0]:
@@ -60,8 +67,13 @@ def _unnested_invariant_problems(spec: ir.Spec, params: dict) -> list:
     earlier, later = queries[pair[0]], queries[pair[1]]
     first, q = written[earlier], written[later]
     line = f" (line {first.loc.line})" if first.loc else ""
-    return [Diagnostic(f"invariants: '{q.describe()}' does not nest with '{first.describe()}'{line}: "
-                       + why(earlier, later, schema), *((q.loc.line, q.loc.column) if q.loc else (None, None)))]
+    return [
+        Diagnostic(
+            f"invariants: '{q.describe()}' does not nest with '{first.describe()}'{line}: "
+            + why(earlier, later, schema),
+            *((q.loc.line, q.loc.column) if q.loc else (None, None)),
+        )
+    ]
 
 
 def _sampler_problems(spec, params, alloc) -> list[Diagnostic]:
@@ -74,8 +86,12 @@ def _sampler_problems(spec, params, alloc) -> list[Diagnostic]:
     problem = sampler_limit_problem("discrete_gaussian", widest.sigma2, ("rho", params["rho"]))
     if problem is None:
         return []
-    return [Diagnostic(f"topdown: the noise of query '{widest.name}' at level '{widest.level}' cannot be drawn: {problem}",
-                       path=("rho",))]
+    return [
+        Diagnostic(
+            f"topdown: the noise of query '{widest.name}' at level '{widest.level}' cannot be drawn: {problem}",
+            path=("rho",),
+        )
+    ]
 
 
 def column_problems(spec: ir.Spec, params: dict) -> list:
@@ -98,14 +114,22 @@ def column_problems(spec: ir.Spec, params: dict) -> list:
         if col is None:
             problems.append(Diagnostic(f"histogram variable '{name}' is not a column of table '{table.name}'"))
         elif col.type.kind == "category":
-            problems.append(Diagnostic(f"histogram variable '{name}' must have a declared value set (enumerated, bool or int range), not an open category"))
+            problems.append(
+                Diagnostic(
+                    f"histogram variable '{name}' must have a declared value set (enumerated, bool or int range), not an open category"
+                )
+            )
         elif name in spec.domain.geography.levels:
             problems.append(Diagnostic(f"'{name}' is a geography level, not a histogram variable"))
     known = set(_levels(spec))
     for level in params["levels"]:
         if level not in known:
-            problems.append(Diagnostic(f"levels: '{level}' is not a geography level (known: {', '.join(_levels(spec))})",
-                                       path=("levels", level)))
+            problems.append(
+                Diagnostic(
+                    f"levels: '{level}' is not a geography level (known: {', '.join(_levels(spec))})",
+                    path=("levels", level),
+                )
+            )
     if not isinstance(params["queries"], ir.ParamBlock):
         problems.append(Diagnostic("queries: expected a block such as { total: 1/2  detailed: 1/2 }"))
     return problems
@@ -117,6 +141,7 @@ def setting_problems(spec: ir.Spec, params: dict, allocation) -> list:
     equalities, the failsafe, post-processing, cross constraints, then the passes), each
     problem located at its setting."""
     from .constraints import facility_constraints
+
     problems = []
     spine_wrong = spine_problems(spec, params)  # reported below, at the spine's setting
     flag = None if spine_wrong else _spine(spec, params).get("aian", (None, None))[1]
@@ -134,8 +159,12 @@ def setting_problems(spec: ir.Spec, params: dict, allocation) -> list:
         try:
             alloc = allocation(spec, params)
         except SpecError as exc:  # shares that do not sum to 1: at the level's line of the shares
-            raise SpecError([d if d.line is not None else Diagnostic(d.message, *_shares_loc(spec, params, d.message))
-                             for d in exc.diagnostics]) from None
+            raise SpecError(
+                [
+                    d if d.line is not None else Diagnostic(d.message, *_shares_loc(spec, params, d.message))
+                    for d in exc.diagnostics
+                ]
+            ) from None
         problems.extend(_sampler_problems(spec, params, alloc))
         schema = _schema(spec, params)
         _structural_zeros(params, _variables(spec, params), schema.recodes)
@@ -168,23 +197,28 @@ def _check_pass_plans(spec: ir.Spec, params: dict, passes: dict, schema, alloc, 
 
     from ..estimation.joint_passes import joint_pass_plan
     from ..estimation.pass_plans import pass_plan
+
     for level, plan in passes.items():
         level_at = pass_level_path(params, level)
         if level not in params["levels"]:
             what = "outer_passes" if params.get("outer_passes") is not None else "estimation/rounding passes"
-            raise SpecError(Diagnostic(f"{what} name level '{level}', which has no budget share (levels with one: "
-                                       f"{', '.join(params['levels'])})", path=level_at))
+            raise SpecError(
+                Diagnostic(
+                    f"{what} name level '{level}', which has no budget share (levels with one: "
+                    f"{', '.join(params['levels'])})",
+                    path=level_at,
+                )
+            )
         try:
             if joint:  # outer passes over both tables (joint_passes.py)
-
                 main, other = split_allocation(alloc, joint[0]["name"])
-                joint_pass_plan(level, plan, schema, main, joint[0]["schema"], other, joint[0]["name"],
-                                groups=False)
+                joint_pass_plan(level, plan, schema, main, joint[0]["schema"], other, joint[0]["name"], groups=False)
             else:
                 pass_plan(level, plan, schema, alloc, groups=False)  # names checked; arrays at run time
         except SpecError as exc:
-            raise SpecError([attrs.evolve(d, path=_plan_path(params, level, d.path) or level_at)
-                             for d in exc.diagnostics]) from None
+            raise SpecError(
+                [attrs.evolve(d, path=_plan_path(params, level, d.path) or level_at) for d in exc.diagnostics]
+            ) from None
 
 
 def _plan_path(params: dict, level: str, relative: tuple) -> tuple:

@@ -14,6 +14,7 @@ required: the bounds are computed from the table's exact counts by block and typ
 counts must be declared public (``count facilities by block, gqtype``) or the release would
 leak them without saying so.
 """
+
 from __future__ import annotations
 
 from fractions import Fraction
@@ -45,37 +46,79 @@ def facility_constraints(spec: ir.Spec, params: dict, variables: dict) -> list[d
         at = ("constraints", name)
         of, table_name, type_col = fields["of"], fields["table"], fields["type"]
         if of not in variables:
-            raise SpecError(Diagnostic(f"constraints: '{name}' bounds '{of}', which is not a histogram "
-                                       f"variable or recode (known: {', '.join(variables)})", path=(*at, "of")))
+            raise SpecError(
+                Diagnostic(
+                    f"constraints: '{name}' bounds '{of}', which is not a histogram "
+                    f"variable or recode (known: {', '.join(variables)})",
+                    path=(*at, "of"),
+                )
+            )
         table = spec.domain.table(table_name)
         if table_name == params["table"]:
-            raise SpecError(Diagnostic(f"constraints: '{name}' reads table '{table_name}', which is not a "
-                                       "second table of the domain", path=(*at, "table")))
+            raise SpecError(
+                Diagnostic(
+                    f"constraints: '{name}' reads table '{table_name}', which is not a second table of the domain",
+                    path=(*at, "table"),
+                )
+            )
         if finest is None or table.column(finest) is None or table.column(type_col) is None:
             where = "type" if finest is not None and table.column(finest) is not None else "table"
-            raise SpecError(Diagnostic(f"constraints: '{name}': table '{table_name}' needs columns "
-                                       f"'{finest}' (the finest level) and '{type_col}'", path=(*at, where)))
+            raise SpecError(
+                Diagnostic(
+                    f"constraints: '{name}': table '{table_name}' needs columns "
+                    f"'{finest}' (the finest level) and '{type_col}'",
+                    path=(*at, where),
+                )
+            )
         cats = list(variables[of])
         by_text = {str(c): c for c in cats}
         occupied = [by_text.get(str(v), v) for v in map(_value, fields["occupied"] or ())]
         bad = [i for i, v in enumerate(occupied) if v not in cats]
         if bad:
-            raise SpecError(Diagnostic(f"constraints: '{name}': occupied {[occupied[i] for i in bad]} are not categories "
-                                       f"of '{of}' ({cats})", path=(*at, "occupied", bad[0])))
+            raise SpecError(
+                Diagnostic(
+                    f"constraints: '{name}': occupied {[occupied[i] for i in bad]} are not categories "
+                    f"of '{of}' ({cats})",
+                    path=(*at, "occupied", bad[0]),
+                )
+            )
         sense = fields["sense"] or "both"
         if sense == "upper" and fields["occupied"] is not None:  # the occupied rows only set lower bounds
-            raise SpecError(Diagnostic(f"constraints: '{name}': occupied sets the lower bounds, which sense: upper "
-                                       "leaves out; remove it or the sense", path=(*at, "occupied")))
+            raise SpecError(
+                Diagnostic(
+                    f"constraints: '{name}': occupied sets the lower bounds, which sense: upper "
+                    "leaves out; remove it or the sense",
+                    path=(*at, "occupied"),
+                )
+            )
         if sense == "lower" and not occupied:  # no lower bound at all: the constraint would bound nothing
-            raise SpecError(Diagnostic(f"constraints: '{name}': sense: lower keeps only the lower bounds, which "
-                                       "come from the occupied types; list them (occupied: [...])", path=(*at, "sense")))
+            raise SpecError(
+                Diagnostic(
+                    f"constraints: '{name}': sense: lower keeps only the lower bounds, which "
+                    "come from the occupied types; list them (occupied: [...])",
+                    path=(*at, "sense"),
+                )
+            )
         declared = any(q.table == table_name and set(q.columns) == {finest, type_col} for q in spec.invariants)
         if not declared:
-            raise SpecError(Diagnostic(
-                f"constraints: '{name}' uses the counts of '{table_name}' by {finest} and {type_col}; "
-                f"declare them public: invariants {{ count {table_name} by {finest}, {type_col} }}", path=at))
-        out.append({"name": name, "of": of, "table": table_name, "type": type_col,
-                    "occupied": occupied, "finest": finest, "sense": sense})
+            raise SpecError(
+                Diagnostic(
+                    f"constraints: '{name}' uses the counts of '{table_name}' by {finest} and {type_col}; "
+                    f"declare them public: invariants {{ count {table_name} by {finest}, {type_col} }}",
+                    path=at,
+                )
+            )
+        out.append(
+            {
+                "name": name,
+                "of": of,
+                "table": table_name,
+                "type": type_col,
+                "occupied": occupied,
+                "finest": finest,
+                "sense": sense,
+            }
+        )
     return out
 
 
@@ -96,7 +139,6 @@ def facility_bounds_from_counts(constraint: dict, counts, categories) -> tuple:
     import numpy as np
     import pandas as pd
 
-
     finest, type_col = constraint["finest"], constraint["type"]
     types = counts[type_col]
     by_text = {str(c): c for c in categories}
@@ -104,9 +146,12 @@ def facility_bounds_from_counts(constraint: dict, counts, categories) -> tuple:
     if mapped.isna().any():
         row = int(np.flatnonzero(mapped.isna().to_numpy())[0])
         rows = int(counts["count"].to_numpy()[mapped.isna().to_numpy()].sum())
-        raise Broken(f"constraint {constraint['name']!r}: table {constraint['table']!r}: "
-                     f"{type_col} = {types.iloc[row]!s} is not a category of {constraint['of']!r} "
-                     f"({rows} rows hold such values)", ("constraints", constraint["name"]))
+        raise Broken(
+            f"constraint {constraint['name']!r}: table {constraint['table']!r}: "
+            f"{type_col} = {types.iloc[row]!s} is not a category of {constraint['of']!r} "
+            f"({rows} rows hold such values)",
+            ("constraints", constraint["name"]),
+        )
     codes = counts[finest].astype(str).to_numpy()
     column = pd.Index(list(categories), dtype=object).get_indexer(mapped.to_numpy(dtype=object))
     index = pd.Index(sorted(set(codes)), name=finest)

@@ -17,6 +17,7 @@ on any data and are SpecErrors at the equal_to entry:
 
 No import of numpy or pandas: `dpspec check` runs on every keystroke in an editor.
 """
+
 from __future__ import annotations
 
 from dpspec.api import Diagnostic, SpecError, ir
@@ -25,14 +26,15 @@ from ..measurement.histogram import crossing_groups
 from .locate import inside
 
 
-def check_target(spec: ir.Spec, name: str, table_name: str, query: tuple, schema,
-                 invariants, root: str) -> None:
+def check_target(spec: ir.Spec, name: str, table_name: str, query: tuple, schema, invariants, root: str) -> None:
     """SpecError at the equal_to entry `name` when its product's columns cannot state `query`, or
     `query` crosses an invariant (`invariants`: (level, query, ir query) on the mechanism's table)."""
     for factor in query:
         problem = _column_problem(spec, table_name, factor, schema)
         if problem:
-            raise SpecError(Diagnostic(f"equal_to: '{name}': {problem}", *inside(spec, ("equal_to", name, "query"), factor)))
+            raise SpecError(
+                Diagnostic(f"equal_to: '{name}': {problem}", *inside(spec, ("equal_to", name, "query"), factor))
+            )
     for level, inv_query, q in invariants:
         if level == root:
             continue
@@ -45,13 +47,16 @@ def check_target(spec: ir.Spec, name: str, table_name: str, query: tuple, schema
         mine, theirs = crossing
         written = f" (line {q.loc.line})" if q.loc else ""
         factor = mine.partition("=")[0]
-        raise SpecError(Diagnostic(
-            f"equal_to: '{name}': its groups cross those of the invariant '{q.describe()}'{written}: {mine} of the "
-            f"target and {theirs} of the invariant share persons and neither holds the other. TopDown keeps both "
-            "at every child of a node, and a parent that keeps both may then have no split into its children; hold "
-            "the release to a product whose groups nest with every invariant's (each within a group of the other, "
-            "or apart from it), as the invariants nest with each other",
-            *inside(spec, ("equal_to", name, "query"), factor if factor in query else None)))
+        raise SpecError(
+            Diagnostic(
+                f"equal_to: '{name}': its groups cross those of the invariant '{q.describe()}'{written}: {mine} of the "
+                f"target and {theirs} of the invariant share persons and neither holds the other. TopDown keeps both "
+                "at every child of a node, and a parent that keeps both may then have no split into its children; hold "
+                "the release to a product whose groups nest with every invariant's (each within a group of the other, "
+                "or apart from it), as the invariants nest with each other",
+                *inside(spec, ("equal_to", name, "query"), factor if factor in query else None),
+            )
+        )
 
 
 def _column_problem(spec: ir.Spec, table_name: str, factor: str, schema) -> str | None:
@@ -67,16 +72,29 @@ def _column_problem(spec: ir.Spec, table_name: str, factor: str, schema) -> str 
     else:  # an open category: its values are matched when the run reads them
         return None
     axis, mapping, _ = schema._factor(factor)
-    groups = ([str(c) for c in schema.categories[axis]] if mapping is None
-              else [str(lb) for lb in next(r.labels for r in schema.recodes if r.name == factor)])
+    groups = (
+        [str(c) for c in schema.categories[axis]]
+        if mapping is None
+        else [str(lb) for lb in next(r.labels for r in schema.recodes if r.name == factor)]
+    )
     if sorted(declared) == sorted(groups):
         return None
     missing = [g for g in groups if g not in declared]
     extra = [v for v in declared if v not in groups]
-    what = "; ".join(part for part in (f"it lacks {', '.join(missing)}" if missing else "",
-                                       f"it has {', '.join(extra)} besides" if extra else "") if part)
+    what = "; ".join(
+        part
+        for part in (
+            f"it lacks {', '.join(missing)}" if missing else "",
+            f"it has {', '.join(extra)} besides" if extra else "",
+        )
+        if part
+    )
     kind_of = "categories" if mapping is None else "group labels"
     line = f" (declared at line {column.loc.line})" if column.loc else ""
-    listed = ", ".join(groups) if len(groups) <= 12 else f"{', '.join(groups[:3])}, ..., {groups[-1]}: {len(groups)} in all"
-    return (f"column '{factor}' of '{table_name}'{line} must take exactly the {kind_of} of '{factor}' "
-            f"({listed}), the groups the release's marginal has; {what}")
+    listed = (
+        ", ".join(groups) if len(groups) <= 12 else f"{', '.join(groups[:3])}, ..., {groups[-1]}: {len(groups)} in all"
+    )
+    return (
+        f"column '{factor}' of '{table_name}'{line} must take exactly the {kind_of} of '{factor}' "
+        f"({listed}), the groups the release's marginal has; {what}"
+    )

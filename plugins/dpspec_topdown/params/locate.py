@@ -7,6 +7,7 @@ should be sent to `votingage`. `inside` reads the value's text from where the co
 starts. `item_at` does the same from a setting's own ir.Param, for the settings still parsed by
 hand (joint, recodes, queries, structural_zeros: params/tables.py), and goes with them.
 """
+
 from __future__ import annotations
 
 import re
@@ -28,8 +29,8 @@ def _value_span(text: str, start: int) -> tuple[int, int]:
     first = colon + 1
     while first < len(text) and text[first] in " \t":
         first += 1
-    if first < len(text) and text[first] in "[\"":
-        close = "]" if text[first] == "[" else "\""
+    if first < len(text) and text[first] in '["':
+        close = "]" if text[first] == "[" else '"'
         end = text.find(close, first + 1)
         return first, (len(text) if end < 0 else end + 1)
     end = len(text)
@@ -51,7 +52,7 @@ def item_at(spec: ir.Spec, p, item: str | None = None, after: str | None = None,
     lines = text.split("\n")
     if where[0] > len(lines):
         return where
-    start = sum(len(line) + 1 for line in lines[:where[0] - 1]) + (where[1] or 1) - 1
+    start = sum(len(line) + 1 for line in lines[: where[0] - 1]) + (where[1] or 1) - 1
     first, end = _value_span(text, start)
     if after:
         cut = text.find(after, first, end)
@@ -68,8 +69,6 @@ def item_at(spec: ir.Spec, p, item: str | None = None, after: str | None = None,
     return line, found.start() - (text.rfind("\n", 0, found.start()) + 1) + 1
 
 
-
-
 def inside(spec: ir.Spec, path, item: str | None = None, after: str | None = None, occurrence: int = 1) -> tuple:
     """(line, column) of `item` (a factor of a query string, a table name) inside the value of
     the setting at `path` (past the first `after` in it, when given; its `occurrence`-th
@@ -84,9 +83,9 @@ def inside(spec: ir.Spec, path, item: str | None = None, after: str | None = Non
     if value.line is None or not text or not item:
         return where
     lines = text.split("\n")
-    start = sum(len(line) + 1 for line in lines[:value.line - 1]) + (value.column or 1) - 1
-    if start < len(text) and text[start] in "[\"":
-        close = text.find("]" if text[start] == "[" else "\"", start + 1)
+    start = sum(len(line) + 1 for line in lines[: value.line - 1]) + (value.column or 1) - 1
+    if start < len(text) and text[start] in '["':
+        close = text.find("]" if text[start] == "[" else '"', start + 1)
         end = len(text) if close < 0 else close + 1
     else:
         end = min([i for i in (text.find("\n", start), text.find("#", start)) if i >= 0] or [len(text)])

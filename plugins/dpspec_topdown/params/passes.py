@@ -1,6 +1,7 @@
 """The estimation and rounding passes a spec writes per level (estimation, rounding, constrain_to,
 outer_passes), read from the core's plain values into query keys, and the path of the entry
 that writes each pass (for the errors about its queries)."""
+
 from __future__ import annotations
 
 from fractions import Fraction
@@ -37,10 +38,13 @@ def _passes(params: dict, variables, joint: dict | None = None) -> dict:
     for what in ("estimation", "rounding", "constrain_to"):
         for level, value in (params.get(what) or {}).items():
             out.setdefault(level, {"tolerance": tolerance, "tolerance_type": tolerance_type})[what] = _pass_lists(
-                value, variables, joint)
+                value, variables, joint
+            )
     for level, outers in (params.get("outer_passes") or {}).items():
-        outer = [{"tolerance": tolerance, **{k: _pass_lists(v, variables, joint) for k, v in body.items() if v is not None}}
-                 for body in outers.values()]
+        outer = [
+            {"tolerance": tolerance, **{k: _pass_lists(v, variables, joint) for k, v in body.items() if v is not None}}
+            for body in outers.values()
+        ]
         out.setdefault(level, {"tolerance": tolerance, "tolerance_type": tolerance_type})["outer"] = outer
     return out
 
@@ -48,6 +52,7 @@ def _passes(params: dict, variables, joint: dict | None = None) -> dict:
 def pass_entries(params: dict):
     """(path, level, queries) of every pass the spec writes: the path of the entry writing it (a
     level's list, or a named pass of a level or of an outer pass), in the order written."""
+
     def entries(base, level, value):
         if isinstance(value, dict):
             for name, queries in value.items():
@@ -90,8 +95,14 @@ def pass_query_problems(params: dict, schema, joint: list[dict]) -> list[Diagnos
 
 def pass_level_path(params: dict, level: str) -> tuple:
     """The path of the level's first entry in the spec's pass settings."""
-    return next(((what, level) for what in ("outer_passes", "estimation", "rounding", "constrain_to")
-                 if level in (params.get(what) or {})), ())
+    return next(
+        (
+            (what, level)
+            for what in ("outer_passes", "estimation", "rounding", "constrain_to")
+            if level in (params.get(what) or {})
+        ),
+        (),
+    )
 
 
 def _pass_lists(value, variables, joint: dict | None = None) -> list:
@@ -106,6 +117,8 @@ def _pass_query(item, variables, joint: dict) -> tuple:
     if sep and name.strip() in joint:
         return (JOINT_MARK + name.strip(), *_query_words(rest.strip(), joint[name.strip()]))
     if sep:
-        raise SpecError(f"passes: {str(item)!r} names table {name.strip()!r}, which is not a joint table "
-                        f"({', '.join(joint) or 'none'})")
+        raise SpecError(
+            f"passes: {str(item)!r} names table {name.strip()!r}, which is not a joint table "
+            f"({', '.join(joint) or 'none'})"
+        )
     return _query_words(item, variables)

@@ -9,6 +9,7 @@ marginal exact, and this module checks that the two agree: the column's categori
 recode's labels (a SpecError at the invariant) and every record's column value is the recode of
 its variable (a DataError naming the block and the values).
 """
+
 from __future__ import annotations
 
 from dpspec.api import Diagnostic, shown
@@ -24,11 +25,21 @@ def recode_invariant_problems(q, column: str, categories: list, recode) -> list:
     if sorted(declared) == sorted(labels):
         return []
     missing, extra = sorted(set(labels) - set(declared)), sorted(set(declared) - set(labels))
-    what = "; ".join(part for part in (f"lacks {', '.join(missing)}" if missing else "",
-                                       f"has {', '.join(extra)} besides" if extra else "") if part)
-    return [Diagnostic(f"the invariant '{q.describe()}' keeps the recode '{recode.name}' of '{recode.variable}' exact, "
-                       f"so column '{column}' must take exactly its group labels ({', '.join(labels)}); it {what}",
-                       *((q.loc.line, q.loc.column) if q.loc else (None, None)))]
+    what = "; ".join(
+        part
+        for part in (
+            f"lacks {', '.join(missing)}" if missing else "",
+            f"has {', '.join(extra)} besides" if extra else "",
+        )
+        if part
+    )
+    return [
+        Diagnostic(
+            f"the invariant '{q.describe()}' keeps the recode '{recode.name}' of '{recode.variable}' exact, "
+            f"so column '{column}' must take exactly its group labels ({', '.join(labels)}); it {what}",
+            *((q.loc.line, q.loc.column) if q.loc else (None, None)),
+        )
+    ]
 
 
 def check_recode_column(counts, finest: str, column: str, recode, categories: list, table: str) -> None:
@@ -40,7 +51,10 @@ def check_recode_column(counts, finest: str, column: str, recode, categories: li
     wrong = expected.to_numpy() != counts[column].astype(str).to_numpy()
     if wrong.any():
         row = counts[wrong].iloc[0]
-        raise Broken(f"table {table!r}: {counted(counts.loc[wrong, 'count'].sum(), 'record')} with {column} different from "
-                     f"the recode '{recode.name}' of {recode.variable}, e.g. in {finest} {shown(row[finest])} "
-                     f"{recode.variable} = {shown(row[recode.variable])} has {column} = {shown(row[column])}, "
-                     f"not {shown(expected[wrong].iloc[0])}", ("recode_column", table, column))
+        raise Broken(
+            f"table {table!r}: {counted(counts.loc[wrong, 'count'].sum(), 'record')} with {column} different from "
+            f"the recode '{recode.name}' of {recode.variable}, e.g. in {finest} {shown(row[finest])} "
+            f"{recode.variable} = {shown(row[recode.variable])} has {column} = {shown(row[column])}, "
+            f"not {shown(expected[wrong].iloc[0])}",
+            ("recode_column", table, column),
+        )

@@ -1,5 +1,6 @@
 """The `spine` setting read and checked: the AIAN split, the bypassed levels, the block groups split
 by group-quarters types and the reference geography."""
+
 from __future__ import annotations
 
 from dpspec.api import Diagnostic, MechanismError, declared_values, ir
@@ -26,8 +27,13 @@ def _spine(spec: ir.Spec, params: dict) -> dict:
         out["bypass"] = list(block["bypass"])
     if block.get("gq_blockgroups") is not None and len(geo) >= 2:
         gq = block["gq_blockgroups"]
-        out["gq_blockgroups"] = {"table": gq["table"], "type": gq["type"], "types": [_recode_value(v) for v in gq["types"]],
-                                 "finest": geo[-1], "level": geo[-2]}
+        out["gq_blockgroups"] = {
+            "table": gq["table"],
+            "type": gq["type"],
+            "types": [_recode_value(v) for v in gq["types"]],
+            "finest": geo[-1],
+            "level": geo[-2],
+        }
     if block.get("geography") is not None:
         out["geography"] = block["geography"]
     return out
@@ -46,17 +52,30 @@ def spine_problems(spec: ir.Spec, params: dict) -> list[Diagnostic]:
     column = block.get("aian")
     if column is not None:
         if column in geo or column in params["variables"]:
-            return [Diagnostic(f"spine: aian names '{column}', a geography level or histogram variable, "
-                               "not a flag marking the units inside AIAN areas", path=("spine", "aian"))]
+            return [
+                Diagnostic(
+                    f"spine: aian names '{column}', a geography level or histogram variable, "
+                    "not a flag marking the units inside AIAN areas",
+                    path=("spine", "aian"),
+                )
+            ]
         ty = table.column(column).type
-        flag = ty.kind == "bool" or (ty.kind == "enum" and {str(v) for v in ty.values} <= {"0", "1"}) or (
-            ty.kind == "int" and 0 <= ty.low and ty.high <= 1) or (
-            ty.kind == "category" and ty.keys_from is not None and _flag_values(spec, table.name, column))
+        flag = (
+            ty.kind == "bool"
+            or (ty.kind == "enum" and {str(v) for v in ty.values} <= {"0", "1"})
+            or (ty.kind == "int" and 0 <= ty.low and ty.high <= 1)
+            or (ty.kind == "category" and ty.keys_from is not None and _flag_values(spec, table.name, column))
+        )
         if not flag:
-            return [Diagnostic(f"spine: aian column '{column}' must be boolean or take the values 0 and 1",
-                               path=("spine", "aian"))]
+            return [
+                Diagnostic(
+                    f"spine: aian column '{column}' must be boolean or take the values 0 and 1", path=("spine", "aian")
+                )
+            ]
         if len(geo) < 2:
-            return [Diagnostic("spine: the AIAN split needs a level to split above the finest one", path=("spine", "aian"))]
+            return [
+                Diagnostic("spine: the AIAN split needs a level to split above the finest one", path=("spine", "aian"))
+            ]
     problems = _bypass_problems(spec, params, block.get("bypass") or ())
     if problems:
         return problems
@@ -69,9 +88,14 @@ def spine_problems(spec: ir.Spec, params: dict) -> list[Diagnostic]:
         ref = spec.domain.table(name)
         need = [*geo, *([column] if column is not None else [])]
         if name == params["table"] or any(ref.column(c) is None for c in need):
-            return [Diagnostic(f"spine: geography names '{name}', which must be a further table of the domain "
-                               f"with the columns {', '.join(need)} (the reference geography: every "
-                               f"{geo[-1] if geo else 'unit'}, populated or not)", path=("spine", "geography"))]
+            return [
+                Diagnostic(
+                    f"spine: geography names '{name}', which must be a further table of the domain "
+                    f"with the columns {', '.join(need)} (the reference geography: every "
+                    f"{geo[-1] if geo else 'unit'}, populated or not)",
+                    path=("spine", "geography"),
+                )
+            ]
     return []
 
 
@@ -92,12 +116,21 @@ def _bypass_problems(spec: ir.Spec, params: dict, names) -> list[Diagnostic]:
     for i, name in enumerate(names):
         where = ("spine", "bypass", i)
         if name == levels[-1]:
-            return [Diagnostic(f"spine: bypass names '{name}', the finest level: its units have no "
-                               "child to bypass into", path=where)]
+            return [
+                Diagnostic(
+                    f"spine: bypass names '{name}', the finest level: its units have no child to bypass into",
+                    path=where,
+                )
+            ]
         if name not in params["levels"]:
-            return [Diagnostic(f"spine: bypass names '{name}', which has no budget share: its "
-                               "single-child units would take their child's budget and measure nothing, "
-                               "leaving those geounits without budget", path=where)]
+            return [
+                Diagnostic(
+                    f"spine: bypass names '{name}', which has no budget share: its "
+                    "single-child units would take their child's budget and measure nothing, "
+                    "leaving those geounits without budget",
+                    path=where,
+                )
+            ]
     twice = [i for i, n in enumerate(names) if n in names[:i]]
     if twice:
         return [Diagnostic(f"spine: bypass lists '{names[twice[0]]}' twice", path=("spine", "bypass", twice[0]))]
@@ -116,12 +149,22 @@ def _gq_blockgroups_problems(spec: ir.Spec, params: dict, gq: dict) -> list[Diag
         return [Diagnostic("spine: gq_blockgroups needs a level above the finest to split", path=at)]
     finest = geo[-1]
     if table_name == params["table"] or table.column(finest) is None or table.column(type_col) is None:
-        return [Diagnostic(f"spine: gq_blockgroups reads '{table_name}', which must be a second table of the "
-                           f"domain with columns '{finest}' and '{type_col}'", path=at)]
+        return [
+            Diagnostic(
+                f"spine: gq_blockgroups reads '{table_name}', which must be a second table of the "
+                f"domain with columns '{finest}' and '{type_col}'",
+                path=at,
+            )
+        ]
     if not any(q.table == table_name and set(q.columns) == {finest, type_col} for q in spec.invariants):
-        return [Diagnostic(f"spine: gq_blockgroups builds the spine from the counts of '{table_name}' by "
-                           f"{finest} and {type_col}, so the spine would leak them; declare them public: "
-                           f"invariants {{ count {table_name} by {finest}, {type_col} }}", path=at)]
+        return [
+            Diagnostic(
+                f"spine: gq_blockgroups builds the spine from the counts of '{table_name}' by "
+                f"{finest} and {type_col}, so the spine would leak them; declare them public: "
+                f"invariants {{ count {table_name} by {finest}, {type_col} }}",
+                path=at,
+            )
+        ]
     return []
 
 
@@ -140,4 +183,4 @@ def _aian_split_levels(spec: ir.Spec, spine: dict) -> list[str]:
     if "aian" not in spine:
         return []
     geo = list(spec.domain.geography.levels)
-    return geo[geo.index(spine["aian"][0]):-1]
+    return geo[geo.index(spine["aian"][0]) : -1]

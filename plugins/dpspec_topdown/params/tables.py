@@ -1,6 +1,7 @@
 """The settings of each table TopDown releases, read from the mechanism block: its histogram
 variables, recodes, schema, invariants, query strategy and structural zeros, and the joint
 tables solved with it (what the plugin, its checks and `broken_places` all read)."""
+
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
@@ -51,6 +52,7 @@ def _recodes(params: dict, variables: dict, spec: ir.Spec | None = None) -> list
     """The declared recodes: ``NAME: { of: VARIABLE  LABEL: [values]  ... }`` each."""
 
     from ..measurement.histogram import Recode
+
     block = params.get("recodes")
     if block is None:
         return []
@@ -67,8 +69,13 @@ def _recodes(params: dict, variables: dict, spec: ir.Spec | None = None) -> list
             raise SpecError(Diagnostic(f"recodes: '{p.name}': the name is already a variable or another recode", *loc))
         variable = str(of.value)
         if variable not in variables:
-            raise SpecError(Diagnostic(f"recodes: '{p.name}' recodes '{variable}', which is not a histogram "
-                                       f"variable (known: {', '.join(variables)})", *at(of)))
+            raise SpecError(
+                Diagnostic(
+                    f"recodes: '{p.name}' recodes '{variable}', which is not a histogram "
+                    f"variable (known: {', '.join(variables)})",
+                    *at(of),
+                )
+            )
         groups = {}
         for g in body.params:
             if g.name == "of":
@@ -79,8 +86,9 @@ def _recodes(params: dict, variables: dict, spec: ir.Spec | None = None) -> list
         try:
             out.append(Recode.build(p.name, variable, variables[variable], groups))
         except SpecError as exc:
-            raise SpecError([Diagnostic(d.message, *_recode_group_loc(spec, body, d.message, loc))
-                             for d in exc.diagnostics]) from None
+            raise SpecError(
+                [Diagnostic(d.message, *_recode_group_loc(spec, body, d.message, loc)) for d in exc.diagnostics]
+            ) from None
     return out
 
 
@@ -90,8 +98,11 @@ def _recode_group_loc(spec, body: ir.ParamBlock, message: str, loc: tuple) -> tu
     (categories in no group)."""
     import re
 
-    found = (re.search(r"group '([^']+)' lists (\S+?), which", message) or re.search(r"(\S+) is in both '[^']+' and '([^']+)'", message)
-             or re.search(r"group '([^']+)' is empty", message))
+    found = (
+        re.search(r"group '([^']+)' lists (\S+?), which", message)
+        or re.search(r"(\S+) is in both '[^']+' and '([^']+)'", message)
+        or re.search(r"group '([^']+)' is empty", message)
+    )
     if not found:
         return loc
     if "is in both" in message:
@@ -105,6 +116,7 @@ def _recode_group_loc(spec, body: ir.ParamBlock, message: str, loc: tuple) -> tu
 def _schema(spec: ir.Spec, params: dict) -> Schema:
 
     from ..measurement.histogram import Schema
+
     variables = _variables(spec, params)
     return Schema.from_variables(variables).with_recodes(_recodes(params, variables, spec))
 
@@ -164,14 +176,23 @@ def _structural_zeros(params: dict, variables: dict, recodes=()) -> dict:
                 chosen = {labels.index(str(x)) for x in values if str(x) in labels}
                 picked = [c for c, g in zip(variables[variable], r.group_of) if g in chosen]
             else:
-                raise SpecError(Diagnostic(f"structural_zeros: '{p.name}' names '{v.name}', which is not a "
-                                           f"histogram variable or recode (known: {', '.join([*variables, *by_recode])})",
-                                           *vloc))
+                raise SpecError(
+                    Diagnostic(
+                        f"structural_zeros: '{p.name}' names '{v.name}', which is not a "
+                        f"histogram variable or recode (known: {', '.join([*variables, *by_recode])})",
+                        *vloc,
+                    )
+                )
             if bad or not values:
                 what = "categories" if v.name in variables else "groups"
                 known = variables[v.name] if v.name in variables else list(by_recode[v.name].labels)
-                raise SpecError(Diagnostic(f"structural_zeros: '{p.name}': {v.name} = {bad or '[]'} are not "
-                                           f"{what} of '{v.name}' ({listed(known)})", *vloc))
+                raise SpecError(
+                    Diagnostic(
+                        f"structural_zeros: '{p.name}': {v.name} = {bad or '[]'} are not "
+                        f"{what} of '{v.name}' ({listed(known)})",
+                        *vloc,
+                    )
+                )
             cells[variable] = [c for c in cells[variable] if c in picked] if variable in cells else picked
         out[p.name] = cells
     return out
@@ -202,53 +223,106 @@ def _joint(spec: ir.Spec, params: dict) -> list[dict]:
         unknown = sorted(set(fields) - {"table", "variables", "queries", "recodes", "structural_zeros"})
         if missing or unknown:
             what = f"missing {', '.join(missing)}" if missing else f"unknown field(s) {', '.join(unknown)}"
-            raise SpecError(Diagnostic(f"joint: '{p.name}': {what} (fields: table, variables, queries, recodes, "
-                                       "structural_zeros)", *(at(settings[unknown[0]]) if not missing else loc)))
+            raise SpecError(
+                Diagnostic(
+                    f"joint: '{p.name}': {what} (fields: table, variables, queries, recodes, structural_zeros)",
+                    *(at(settings[unknown[0]]) if not missing else loc),
+                )
+            )
         table_name = str(fields["table"])
         table = spec.domain.table(table_name)
         if table is None or table_name in seen:
-            raise SpecError(Diagnostic(f"joint: '{p.name}' names table '{table_name}', which must be a further table of "
-                                       "the domain (not the mechanism's table, nor one already joint)",
-                                       *item_at(spec, settings["table"], table_name)))
+            raise SpecError(
+                Diagnostic(
+                    f"joint: '{p.name}' names table '{table_name}', which must be a further table of "
+                    "the domain (not the mechanism's table, nor one already joint)",
+                    *item_at(spec, settings["table"], table_name),
+                )
+            )
         seen.add(table_name)
         flag = (params.get("spine") or {}).get("aian")
         lacking = [lv for lv in [*geo, *([flag] if flag is not None else [])] if table.column(lv) is None]
         if lacking:
-            raise SpecError(Diagnostic(f"joint: table '{table_name}' has no column {', '.join(lacking)}: a joint "
-                                       "table lives on the same geography (and spine flag)",
-                                       *item_at(spec, settings["table"], table_name)))
+            raise SpecError(
+                Diagnostic(
+                    f"joint: table '{table_name}' has no column {', '.join(lacking)}: a joint "
+                    "table lives on the same geography (and spine flag)",
+                    *item_at(spec, settings["table"], table_name),
+                )
+            )
         raw = fields["variables"]
         names = [str(v) for v in (raw if isinstance(raw, tuple) else (raw,))]
         twice = sorted({n for n in names if names.count(n) > 1})
         if twice:
-            raise SpecError(Diagnostic(f"joint: '{p.name}': variables: '{twice[0]}' is listed twice",
-                                       *item_at(spec, settings["variables"], twice[0], occurrence=2)))
-        sub = {"table": table_name, "variables": names, "recodes": fields.get("recodes"), "queries": fields["queries"],
-               "structural_zeros": fields.get("structural_zeros")}
+            raise SpecError(
+                Diagnostic(
+                    f"joint: '{p.name}': variables: '{twice[0]}' is listed twice",
+                    *item_at(spec, settings["variables"], twice[0], occurrence=2),
+                )
+            )
+        sub = {
+            "table": table_name,
+            "variables": names,
+            "recodes": fields.get("recodes"),
+            "queries": fields["queries"],
+            "structural_zeros": fields.get("structural_zeros"),
+        }
         for name in names:
             col = table.column(name)
             if col is None or col.type.kind not in ("enum", "bool", "int") or name in geo:
-                raise SpecError(Diagnostic(f"joint: '{p.name}': '{name}' must be a column of '{table_name}' with a "
-                                           "declared value set (enumerated, bool or int range)",
-                                           *item_at(spec, settings["variables"], name)))
+                raise SpecError(
+                    Diagnostic(
+                        f"joint: '{p.name}': '{name}' must be a column of '{table_name}' with a "
+                        "declared value set (enumerated, bool or int range)",
+                        *item_at(spec, settings["variables"], name),
+                    )
+                )
         try:
             variables = _variables(spec, sub)
             schema = _schema(spec, sub)
             if not isinstance(sub["queries"], ir.ParamBlock):
-                raise SpecError(Diagnostic("queries: expected a block such as { total: 1/4 }", *at(settings["queries"])))
-            strategy = {lv: [(schema.canonical(q), sh) for q, sh in entries]
-                        for lv, entries in _strategy(sub, _levels(spec), names, params["levels"]).items()}
+                raise SpecError(
+                    Diagnostic("queries: expected a block such as { total: 1/4 }", *at(settings["queries"]))
+                )
+            strategy = {
+                lv: [(schema.canonical(q), sh) for q, sh in entries]
+                for lv, entries in _strategy(sub, _levels(spec), names, params["levels"]).items()
+            }
             zeros = _structural_zeros(sub, variables, schema.recodes)
         except SpecError as exc:
-            raise SpecError([Diagnostic(f"joint: '{p.name}': {d.message}", *(
-                (d.line, d.column) if d.line is not None else
-                next((at for at in [_shares_loc(None, sub, d.message)] if at[0] is not None), loc)))
-                for d in exc.diagnostics]) from None
-        out.append({"name": p.name, "table": table_name, "variables": variables, "schema": schema,
-                    "strategy": strategy, "structural_zeros": zeros, "loc": loc, "params": sub})
+            raise SpecError(
+                [
+                    Diagnostic(
+                        f"joint: '{p.name}': {d.message}",
+                        *(
+                            (d.line, d.column)
+                            if d.line is not None
+                            else next((at for at in [_shares_loc(None, sub, d.message)] if at[0] is not None), loc)
+                        ),
+                    )
+                    for d in exc.diagnostics
+                ]
+            ) from None
+        out.append(
+            {
+                "name": p.name,
+                "table": table_name,
+                "variables": variables,
+                "schema": schema,
+                "strategy": strategy,
+                "structural_zeros": zeros,
+                "loc": loc,
+                "params": sub,
+            }
+        )
     if len(out) > 1:
-        raise SpecError(Diagnostic("joint: TopDown solves one further table with its own (two histograms per "
-                                   "node, as production's households and units)", *out[1]["loc"]))
+        raise SpecError(
+            Diagnostic(
+                "joint: TopDown solves one further table with its own (two histograms per "
+                "node, as production's households and units)",
+                *out[1]["loc"],
+            )
+        )
     return out
 
 
@@ -293,6 +367,7 @@ def _invariants(spec: ir.Spec, params: dict):
     (recode_invariants.py: production's gqhh_vect)."""
 
     from .recode_invariants import recode_invariant_problems
+
     levels = _levels(spec)
     variables = set(params["variables"])
     recodes = _invariant_recodes(spec, params) if params.get("recodes") is not None else {}
@@ -304,14 +379,23 @@ def _invariants(spec: ir.Spec, params: dict):
         rest = [c for c in q.columns if c not in levels]
         bad = [c for c in rest if c not in variables and c not in recodes]
         if bad or len(geo) > 1:
-            what = (f"columns {', '.join(bad)} are neither geography levels nor histogram variables nor recodes"
-                    if bad else "it names two geography levels")
-            problems.append(Diagnostic(f"TopDown cannot keep the invariant '{q.describe()}' exact: {what}",
-                                       *((q.loc.line, q.loc.column) if q.loc else (None, None))))
+            what = (
+                f"columns {', '.join(bad)} are neither geography levels nor histogram variables nor recodes"
+                if bad
+                else "it names two geography levels"
+            )
+            problems.append(
+                Diagnostic(
+                    f"TopDown cannot keep the invariant '{q.describe()}' exact: {what}",
+                    *((q.loc.line, q.loc.column) if q.loc else (None, None)),
+                )
+            )
             continue
         table = spec.domain.table(params["table"])
         for c in rest:
-            if c in recodes and c not in variables and table.column(c) is not None:  # a missing column: the checker's error
+            if (
+                c in recodes and c not in variables and table.column(c) is not None
+            ):  # a missing column: the checker's error
                 column = _variables(spec, {"table": params["table"], "variables": [c]}).get(c, [])
                 problems.extend(recode_invariant_problems(q, c, column, recodes[c]))
         out.append(((geo[0] if geo else ROOT), tuple(rest), q))
@@ -333,5 +417,11 @@ def _relation(spec: ir.Spec, params: dict) -> str:
 def _recode_columns(spec: ir.Spec, params: dict) -> list:
     """The recodes the invariants name as table columns (each is released as a column too)."""
     recodes = _invariant_recodes(spec, params) if params.get("recodes") is not None else {}
-    return list(dict.fromkeys(c for _, query, _ in _invariants(spec, params)[0] for c in query
-                              if c in recodes and c not in params["variables"]))
+    return list(
+        dict.fromkeys(
+            c
+            for _, query, _ in _invariants(spec, params)[0]
+            for c in query
+            if c in recodes and c not in params["variables"]
+        )
+    )

@@ -5,6 +5,7 @@ Its words and keys live here, not in dpspec's templates: the core renders these 
 the figures below as `d`, escaping every value, and writes the figures to report.json and
 `dpspec compile --json` as `budget.spending`.
 """
+
 from __future__ import annotations
 
 from fractions import Fraction
@@ -27,19 +28,41 @@ def spending(breakdown: dict) -> dict | None:
     spine = breakdown.get("spine") or {}
     classes: dict[tuple, dict] = {}
     for c in (spine.get("bypass") or {}).get("classes", ()):
-        entry = classes.setdefault((c["level"], c["through"]), {
-            "level": c["level"], "through": c["through"], "class": c["class"], "level_share": c["level_share"],
-            "rho": Fraction(0), "queries": 0})
+        entry = classes.setdefault(
+            (c["level"], c["through"]),
+            {
+                "level": c["level"],
+                "through": c["through"],
+                "class": c["class"],
+                "level_share": c["level_share"],
+                "rho": Fraction(0),
+                "queries": 0,
+            },
+        )
         entry["rho"] += Fraction(c["rho_exact"])
         entry["queries"] += 1
     return {
         "total_exact": ir.format_number(total),
-        "levels": [{"level": lv, "rho_exact": ir.format_number(r), "rho": float(r),
-                    "share": ir.format_number(r / total) if total else "0"} for lv, r in levels.items()],
-        "queries": [{k: r.get(k) for k in ("level", "query", "share", "rho_exact", "rho", "noise_variance")}
-                    for r in rows],
-        "bypass": [{**{k: v for k, v in e.items() if k != "rho"}, "rho_exact": ir.format_number(e["rho"]),
-                    "rho": float(e["rho"])} for e in classes.values()],
+        "levels": [
+            {
+                "level": lv,
+                "rho_exact": ir.format_number(r),
+                "rho": float(r),
+                "share": ir.format_number(r / total) if total else "0",
+            }
+            for lv, r in levels.items()
+        ],
+        "queries": [
+            {k: r.get(k) for k in ("level", "query", "share", "rho_exact", "rho", "noise_variance")} for r in rows
+        ],
+        "bypass": [
+            {
+                **{k: v for k, v in e.items() if k != "rho"},
+                "rho_exact": ir.format_number(e["rho"]),
+                "rho": float(e["rho"]),
+            }
+            for e in classes.values()
+        ],
         "aian": spine.get("aian") or None,
     }
 

@@ -7,6 +7,7 @@ declared geography, with the AIAN split's parts, less the units the optimized sp
 times every cell of the query's marginal. The spine is built by the run's own functions from the
 declared geography file, so the rows are the run's by construction, never the records'.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -62,8 +63,11 @@ def _frame(parts) -> pd.DataFrame:
         columns["geocode"].append(np.repeat(geocodes.get_indexer(codes).astype(np.int32), cells))
         columns["cell"].append(np.tile(np.arange(cells, dtype=np.int64), codes.size))
     joined = {c: np.concatenate(v) if v else np.zeros(0, dtype=np.int64) for c, v in columns.items()}
-    return pd.DataFrame({
-        "level": pd.Categorical.from_codes(joined["level"].astype(np.int32), categories=levels),
-        "geocode": pd.Categorical.from_codes(joined["geocode"].astype(np.int32), categories=geocodes),
-        "query": pd.Categorical.from_codes(joined["query"].astype(np.int32), categories=queries),
-        "cell": joined["cell"]})
+    return pd.DataFrame(
+        {
+            "level": pd.Categorical.from_codes(joined["level"].astype(np.int32), categories=levels),
+            "geocode": pd.Categorical.from_codes(joined["geocode"].astype(np.int32), categories=geocodes),
+            "query": pd.Categorical.from_codes(joined["query"].astype(np.int32), categories=queries),
+            "cell": joined["cell"],
+        }
+    )

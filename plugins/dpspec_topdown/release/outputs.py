@@ -1,6 +1,7 @@
 """A run's release (`release_of`): its microdata and measurements tables, with the input's codes
 (each geography and variable column with the input's categories; jointly solved tables share the
 union of theirs), and the facts and notes a reviewer reads."""
+
 from __future__ import annotations
 
 from dpspec.api import Release
@@ -18,7 +19,9 @@ def _categories(spec, table, names) -> dict:
 
     out = {}
     for col in [*spec.domain.geography.levels, *names]:
-        dtype = table.dtype(col) if isinstance(table, EngineTable) else table[col].dtype if col in table.columns else None
+        dtype = (
+            table.dtype(col) if isinstance(table, EngineTable) else table[col].dtype if col in table.columns else None
+        )
         if isinstance(dtype, pd.CategoricalDtype):
             out[col] = dtype
     return out
@@ -56,24 +59,34 @@ def release_of(spec, params: dict, data, result, declared) -> Release:
     # both tables are streamed: written chunk by chunk, counted from the protected histograms
     micro = result.microdata_table(categories, recode_columns=derived)
     errors = accuracy(spec, params, result)
-    timings = {lv: {k: v for k, v in t.items() if isinstance(v, (int, float, bool))} for lv, t in result.timings["levels"].items()}
+    timings = {
+        lv: {k: v for k, v in t.items() if isinstance(v, (int, float, bool))}
+        for lv, t in result.timings["levels"].items()
+    }
     failsafe = {lv: t["failsafe_nodes"] for lv, t in timings.items() if t.get("failsafe_nodes")}
     outputs = {params["table"]: micro, "measurements": measurements}
     for j in _joint(spec, params):  # a joint table's release: its microdata and its measurements
         other = result.joint[j["name"]]
         jderived = _recode_columns(spec, j["params"])
-        outputs[j["table"]] = other.microdata_table({**_categories(spec, data[j["table"]], [*j["variables"], *jderived]),
-                                                     **geo_categories}, recode_columns=jderived)
+        outputs[j["table"]] = other.microdata_table(
+            {**_categories(spec, data[j["table"]], [*j["variables"], *jderived]), **geo_categories},
+            recode_columns=jderived,
+        )
         outputs["joint_measurements"] = other.measurements_table()
     return Release(
         outputs=outputs,
-        facts={"total_rho": float(result.total_rho), "rho_spent": float(result.rho_spent),
-               "solver_share": result.timings["solver_share"], "timings": timings,
-               # production's failsafe: nodes whose later pass had no solution, redone in one pass
-               "failsafe_nodes": failsafe, **_spine_facts(result),
-               # production's post-processing-only constraints: records moved per level, rows the
-               # heuristic left broken at a node, and what the release still breaks
-               **({"postprocess_only": result.timings["postprocess"]} if "postprocess" in result.timings else {})},
+        facts={
+            "total_rho": float(result.total_rho),
+            "rho_spent": float(result.rho_spent),
+            "solver_share": result.timings["solver_share"],
+            "timings": timings,
+            # production's failsafe: nodes whose later pass had no solution, redone in one pass
+            "failsafe_nodes": failsafe,
+            **_spine_facts(result),
+            # production's post-processing-only constraints: records moved per level, rows the
+            # heuristic left broken at a node, and what the release still breaks
+            **({"postprocess_only": result.timings["postprocess"]} if "postprocess" in result.timings else {}),
+        },
         internal={"errors": errors},
         notes=_postprocess_notes(result.timings.get("postprocess")),
     )

@@ -1,5 +1,6 @@
 """What the budget, report and internal utility sections show of a TopDown release: the allocation
 and bypass rows, the guarantee's notes, the spine's facts and the accuracy against the confidential data."""
+
 from __future__ import annotations
 
 from fractions import Fraction
@@ -19,26 +20,34 @@ def _guarantee_notes(spec: ir.Spec, params: dict) -> list[str]:
     notes = []
     table = params["table"]
     for j in _joint(spec, params):
-        notes.append(f"the table '{j['table']}' is measured with the same rho beside '{table}' (its queries are in "
-                     f"the allocation): the budget covers a change of one '{table}' record together with one "
-                     f"'{j['table']}' record, such as a housing unit and the household living in it")
+        notes.append(
+            f"the table '{j['table']}' is measured with the same rho beside '{table}' (its queries are in "
+            f"the allocation): the budget covers a change of one '{table}' record together with one "
+            f"'{j['table']}' record, such as a housing unit and the household living in it"
+        )
     for e in _equalities(spec, params):
-        notes.append(f"equal_to '{e['name']}': the release's {' * '.join(e['query'])} equals the public table "
-                     f"'{e['table']}' at every {e['finest']} (and so above it); that table's own budget, if it "
-                     "came from the same people, is not counted here")
+        notes.append(
+            f"equal_to '{e['name']}': the release's {' * '.join(e['query'])} equals the public table "
+            f"'{e['table']}' at every {e['finest']} (and so above it); that table's own budget, if it "
+            "came from the same people, is not counted here"
+        )
     zeros = [(table, list(_structural_zeros(params, _variables(spec, params), _schema(spec, params).recodes)))]
     zeros += [(j["table"], list(j["structural_zeros"])) for j in _joint(spec, params)]
     for name, sets in zeros:
         if sets:
-            notes.append(f"structural zeros of '{name}': {len(sets)} cell set{'s' if len(sets) > 1 else ''} "
-                         f"({', '.join(sets[:3])}{', ...' if len(sets) > 3 else ''}) held at zero at every level; a "
-                         "dataset with a record in one is refused, so the guarantee covers only datasets without such "
-                         "records")
+            notes.append(
+                f"structural zeros of '{name}': {len(sets)} cell set{'s' if len(sets) > 1 else ''} "
+                f"({', '.join(sets[:3])}{', ...' if len(sets) > 3 else ''}) held at zero at every level; a "
+                "dataset with a record in one is refused, so the guarantee covers only datasets without such "
+                "records"
+            )
     only = params.get("postprocess_only")  # with postprocess_heuristics: true, as check requires
     if only:
-        notes.append(f"constraints {', '.join(only)} are not in the least-squares fits: they are enforced after "
-                     "them by moving records (post-processing of the noisy measurements and the invariants: "
-                     "no budget)")
+        notes.append(
+            f"constraints {', '.join(only)} are not in the least-squares fits: they are enforced after "
+            "them by moving records (post-processing of the noisy measurements and the invariants: "
+            "no budget)"
+        )
     return notes
 
 
@@ -56,8 +65,11 @@ def _query_labels(spec: ir.Spec, params: dict, alloc=None) -> dict:
     'table: query' (any of ``alloc``'s not written so, by their factors)."""
     schema = _schema(spec, params)
     variables = list(schema.names)
-    labels = {(lv, schema.canonical(_query_key(p.name, variables))): " * ".join(p.name.split("*"))
-              for lv, block in _query_blocks(params) for p in block.params}
+    labels = {
+        (lv, schema.canonical(_query_key(p.name, variables))): " * ".join(p.name.split("*"))
+        for lv, block in _query_blocks(params)
+        for p in block.params
+    }
     for j in _joint(spec, params):  # a joint table's queries as its own queries block writes them
         names = list(j["schema"].names)
         blocks = _query_blocks({"queries": j["params"]["queries"], "levels": params["levels"]})
@@ -65,7 +77,7 @@ def _query_labels(spec: ir.Spec, params: dict, alloc=None) -> dict:
             for p in block.params:
                 key = (JOINT_MARK + j["name"], *j["schema"].canonical(_query_key(p.name, names)))
                 labels[(lv, key)] = f"{j['name']}: " + " * ".join(w.strip() for w in p.name.split("*"))
-    for qb in (alloc.queries if alloc is not None else ()):
+    for qb in alloc.queries if alloc is not None else ():
         if qb.query[:1] and str(qb.query[0]).startswith(JOINT_MARK) and (qb.level, qb.query) not in labels:
             labels[(qb.level, qb.query)] = f"{qb.query[0][1:]}: {query_name(qb.query[1:])}"
     return labels
@@ -79,23 +91,31 @@ def _postprocess_notes(report: dict | None) -> tuple:
 
     broken = report["violations"]
     if not broken:
-        return (f"post-processing-only constraints: {counted(sum(report['moves'].values()), 'record')} moved; every row holds",)
-    return (f"post-processing-only constraints: {counted(sum(report['moves'].values()), 'record')} moved; {counted(len(broken), 'row')} "
-            "left broken in the release (facts: postprocess_only.violations)", *map(describe, broken[:20]))
+        return (
+            f"post-processing-only constraints: {counted(sum(report['moves'].values()), 'record')} moved; every row holds",
+        )
+    return (
+        f"post-processing-only constraints: {counted(sum(report['moves'].values()), 'record')} moved; {counted(len(broken), 'row')} "
+        "left broken in the release (facts: postprocess_only.violations)",
+        *map(describe, broken[:20]),
+    )
 
 
 def _spine_facts(result) -> dict:
     import numpy as np
 
     """The spine the run measured on: per split level, its units and how many were split."""
-    split = {lv.name: {"parts": lv.n_units, "units": len(set(lv.labels)),
-                       "split_units": lv.n_units - len(set(lv.labels))}
-             for lv in result.hierarchy.levels if lv.labels is not None}
+    split = {
+        lv.name: {"parts": lv.n_units, "units": len(set(lv.labels)), "split_units": lv.n_units - len(set(lv.labels))}
+        for lv in result.hierarchy.levels
+        if lv.labels is not None
+    }
     out = {"split_spine": split} if split else {}
     if result.budget_classes:  # units per budget class: "0" spends the level's share, "bypassed" nothing
         out["bypass_spine"] = {
             level: {("bypassed" if c < 0 else str(int(c))): int(n) for c, n in zip(*np.unique(cls, return_counts=True))}
-            for level, (cls, _, _) in result.budget_classes.items()}
+            for level, (cls, _, _) in result.budget_classes.items()
+        }
     return out
 
 
@@ -118,12 +138,25 @@ def bypass_rows(alloc, levels: list[str], bypass: list[str], labels: dict) -> di
             for q in alloc.for_level(level):
                 rho_q = alloc.rho * share * q.share
                 sigma2 = effective_sigma2(Fraction(q.sensitivity2) / (2 * rho_q))
-                rows.append({"level": level, "through": levels[k + depth], "class": depth,
-                             "query": labels.get((q.level, q.query), q.name), "level_share": str(share),
-                             "rho": float(rho_q), "rho_exact": str(rho_q), "sigma2_exact": str(sigma2),
-                             "variance": float(sigma2), "noise_variance": discrete_gaussian_variance(sigma2)})
-    return {"levels": list(bypass), "classes": rows,
-            "note": "a bypassed unit (the single child) spends nothing; every block's geounits still spend rho"}
+                rows.append(
+                    {
+                        "level": level,
+                        "through": levels[k + depth],
+                        "class": depth,
+                        "query": labels.get((q.level, q.query), q.name),
+                        "level_share": str(share),
+                        "rho": float(rho_q),
+                        "rho_exact": str(rho_q),
+                        "sigma2_exact": str(sigma2),
+                        "variance": float(sigma2),
+                        "noise_variance": discrete_gaussian_variance(sigma2),
+                    }
+                )
+    return {
+        "levels": list(bypass),
+        "classes": rows,
+        "note": "a bypassed unit (the single child) spends nothing; every block's geounits still spend rho",
+    }
 
 
 def allocation_rows(alloc, labels: dict | None = None) -> list[dict]:
@@ -131,10 +164,19 @@ def allocation_rows(alloc, labels: dict | None = None) -> list[dict]:
     parameter) and the exact fractions behind them, in level then declaration order."""
 
     labels = labels or {}
-    return [{"level": q.level, "query": labels.get((q.level, q.query), q.name), "rho": float(q.rho), "variance": float(q.sigma2),
-             "share": str(q.share), "rho_exact": str(q.rho), "sigma2_exact": str(q.sigma2),
-             "noise_variance": discrete_gaussian_variance(q.sigma2)}
-            for q in alloc.queries]
+    return [
+        {
+            "level": q.level,
+            "query": labels.get((q.level, q.query), q.name),
+            "rho": float(q.rho),
+            "variance": float(q.sigma2),
+            "share": str(q.share),
+            "rho_exact": str(q.rho),
+            "sigma2_exact": str(q.sigma2),
+            "noise_variance": discrete_gaussian_variance(q.sigma2),
+        }
+        for q in alloc.queries
+    ]
 
 
 def accuracy(spec, params, result) -> list[dict]:

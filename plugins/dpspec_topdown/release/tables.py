@@ -12,6 +12,7 @@ written chunk by chunk hold the same bytes. A keyed query (node_noise.keyed, the
 histogram) lists every group of every unit too, each answer re-drawn from its own stream, a few
 units at a time: the values the nodes' fits read, and the same distribution for the others.
 """
+
 from __future__ import annotations
 
 from typing import Mapping
@@ -23,7 +24,15 @@ import scipy.sparse as sp
 
 from dpspec.api import StreamedTable, discrete_gaussian, discrete_gaussian_variance, keyed_rng
 
-from ..measurement.node_noise import STAGE, LevelNoise, add_class_noise, group_sums, keyed, keyed_answers, sparse_group_sums
+from ..measurement.node_noise import (
+    STAGE,
+    LevelNoise,
+    add_class_noise,
+    group_sums,
+    keyed,
+    keyed_answers,
+    sparse_group_sums,
+)
 
 CHUNK_ROWS = 1 << 20  # rows per chunk (whole finest units, whole nodes): ~50 MB of frame at most
 
@@ -40,8 +49,7 @@ class _Microdata:
     derived: tuple = ()  # recodes the input carried as columns of their name (an invariant's factor)
 
     @classmethod
-    def build(cls, hier, schema, histograms: Mapping, categories: Mapping | None,
-              recode_columns=()) -> "_Microdata":
+    def build(cls, hier, schema, histograms: Mapping, categories: Mapping | None, recode_columns=()) -> "_Microdata":
         last = len(hier.levels) - 1
         canonical = {}
         for name, h in histograms.items():
@@ -49,8 +57,11 @@ class _Microdata:
                 h = h.copy()
                 h.sum_duplicates()
             canonical[name] = h
-        per_unit = {lv.name: _published(lv).take(hier.ancestor(last, k)).to_numpy()
-                    for k, lv in enumerate(hier.levels) if not lv.implicit}
+        per_unit = {
+            lv.name: _published(lv).take(hier.ancestor(last, k)).to_numpy()
+            for k, lv in enumerate(hier.levels)
+            if not lv.implicit
+        }
         derived = tuple(next(r for r in schema.recodes if r.name == name) for name in recode_columns)
         return cls(hier, schema, canonical, dict(categories or {}), per_unit, derived)
 
@@ -104,8 +115,10 @@ class _Microdata:
             cols[c] = _published(hier.levels[k]).take(hier.ancestor(deepest, k)[unit]).to_numpy()
         if variables:  # a representative cell of each group: the other variables' first category
             coords = np.unravel_index(group, [len(schema.categories[schema.names.index(v)]) for v in query])
-            cell = np.ravel_multi_index([coords[query.index(v)] if v in query else np.zeros(group.size, np.int64)
-                                         for v in schema.names], schema.shape)
+            cell = np.ravel_multi_index(
+                [coords[query.index(v)] if v in query else np.zeros(group.size, np.int64) for v in schema.names],
+                schema.shape,
+            )
             decoded = self.with_derived(schema.decode(cell)) if self.derived else schema.decode(cell)
             cols.update({v: decoded[v] for v in [*variables, *(c for c in by if c in derived)]})
         frame = self.typed(pd.DataFrame({c: cols[c] for c in by}))
@@ -118,8 +131,14 @@ class _Microdata:
         return batches(np.asarray(self.finest.sum(axis=1), dtype=np.int64).ravel(), chunk_rows)
 
 
-def microdata_table(hier, schema, histograms: Mapping, categories: Mapping | None = None,
-                    chunk_rows: int = CHUNK_ROWS, recode_columns=()) -> StreamedTable:
+def microdata_table(
+    hier,
+    schema,
+    histograms: Mapping,
+    categories: Mapping | None = None,
+    chunk_rows: int = CHUNK_ROWS,
+    recode_columns=(),
+) -> StreamedTable:
     """One row per protected person: every explicit level's code and the histogram variables.
 
     histograms: level name -> protected (units x cells) csr (the finest gives the rows, the
@@ -133,12 +152,26 @@ def microdata_table(hier, schema, histograms: Mapping, categories: Mapping | Non
             yield micro.rows(start, stop)
 
     empty = micro.rows(0, 0)
-    return StreamedTable(columns=list(empty.columns), rows=int(micro.finest.sum()), chunks=chunks,
-                         dtypes=empty.dtypes.to_dict(), counter=micro.count)
+    return StreamedTable(
+        columns=list(empty.columns),
+        rows=int(micro.finest.sum()),
+        chunks=chunks,
+        dtypes=empty.dtypes.to_dict(),
+        counter=micro.count,
+    )
 
 
-def measurements_table(hier, schema, alloc, confidential: Mapping, noisy: Mapping, plans: Mapping,
-                       run_key: int | None, chunk_rows: int = CHUNK_ROWS, classes: Mapping | None = None) -> StreamedTable:
+def measurements_table(
+    hier,
+    schema,
+    alloc,
+    confidential: Mapping,
+    noisy: Mapping,
+    plans: Mapping,
+    run_key: int | None,
+    chunk_rows: int = CHUNK_ROWS,
+    classes: Mapping | None = None,
+) -> StreamedTable:
     """Tidy noisy measurements: level, geocode, query, cell, value, variance (one row each).
 
     Level by level and query by query in the allocation's order, then unit and cell. A (level,
@@ -158,7 +191,9 @@ def measurements_table(hier, schema, alloc, confidential: Mapping, noisy: Mappin
         "level": pd.CategoricalDtype(_concat_categories([pd.Index([qb.level]) for qb in queries])),
         "geocode": pd.CategoricalDtype(_concat_categories([level_codes[qb.level] for qb in queries])),
         "query": pd.CategoricalDtype(_concat_categories([pd.Index([qb.name]) for qb in queries])),
-        "cell": np.dtype(np.int32), "value": np.dtype(np.int64), "variance": np.dtype(np.float64),
+        "cell": np.dtype(np.int32),
+        "value": np.dtype(np.int64),
+        "variance": np.dtype(np.float64),
     }
     geo_index = {lv: dtypes["geocode"].categories.get_indexer(codes) for lv, codes in level_codes.items()}
     chunk_rows = max(1, int(chunk_rows))
@@ -169,25 +204,34 @@ def measurements_table(hier, schema, alloc, confidential: Mapping, noisy: Mappin
         variance = np.full(n, discrete_gaussian_variance(qb.sigma2))
         keep = None
         if qb.level in classes:
-            cls = classes[qb.level][0][start:start + units]
+            cls = classes[qb.level][0][start : start + units]
             j = [q.query for q in alloc.for_level(qb.level)].index(qb.query)
             per_class = classes[qb.level][1][j]
-            by_class = np.array([discrete_gaussian_variance(per_class[c]) if c in per_class else np.nan
-                                 for c in range(max(per_class, default=0) + 1)])
+            by_class = np.array(
+                [
+                    discrete_gaussian_variance(per_class[c]) if c in per_class else np.nan
+                    for c in range(max(per_class, default=0) + 1)
+                ]
+            )
             unit_var = np.where(cls >= 0, by_class[np.maximum(cls, 0)], np.nan)
             variance = np.repeat(unit_var, groups)
             keep = np.repeat(cls >= 0, groups)
-        out = pd.DataFrame({
-            "level": pd.Categorical.from_codes(np.full(n, dtypes["level"].categories.get_loc(qb.level)),
-                                               dtype=dtypes["level"]),
-            "geocode": pd.Categorical.from_codes(np.repeat(geo_index[qb.level][start:start + units], groups),
-                                                 dtype=dtypes["geocode"]),
-            "query": pd.Categorical.from_codes(np.full(n, dtypes["query"].categories.get_loc(qb.name)),
-                                               dtype=dtypes["query"]),
-            "cell": np.tile(np.arange(groups, dtype=np.int32), units),
-            "value": y.ravel(),
-            "variance": variance,
-        })
+        out = pd.DataFrame(
+            {
+                "level": pd.Categorical.from_codes(
+                    np.full(n, dtypes["level"].categories.get_loc(qb.level)), dtype=dtypes["level"]
+                ),
+                "geocode": pd.Categorical.from_codes(
+                    np.repeat(geo_index[qb.level][start : start + units], groups), dtype=dtypes["geocode"]
+                ),
+                "query": pd.Categorical.from_codes(
+                    np.full(n, dtypes["query"].categories.get_loc(qb.name)), dtype=dtypes["query"]
+                ),
+                "cell": np.tile(np.arange(groups, dtype=np.int32), units),
+                "value": y.ravel(),
+                "variance": variance,
+            }
+        )
         return out if keep is None else out[keep].reset_index(drop=True)
 
     def chunks():
@@ -197,7 +241,7 @@ def measurements_table(hier, schema, alloc, confidential: Mapping, noisy: Mappin
                 y_all = noisy[(qb.level, qb.query)]
                 step = max(1, chunk_rows // groups)
                 for start in range(0, y_all.shape[0], step):
-                    yield frame(qb, start, y_all[start:start + step])
+                    yield frame(qb, start, y_all[start : start + step])
                 continue
             plan: LevelNoise = plans[qb.level]
             j = [q.query for q in alloc.for_level(qb.level)].index(qb.query)
@@ -214,8 +258,9 @@ def measurements_table(hier, schema, alloc, confidential: Mapping, noisy: Mappin
                     rng = keyed_rng(run_key, STAGE, plan.keys[i], position=int(plan.positions[i, j]))
                     if qb.level in classes:
                         first_unit = int(plan.starts[i])
-                        add_class_noise(y[a:b], classes[qb.level][0][first_unit:first_unit + b - a],
-                                        classes[qb.level][1][j], rng)
+                        add_class_noise(
+                            y[a:b], classes[qb.level][0][first_unit : first_unit + b - a], classes[qb.level][1][j], rng
+                        )
                     else:
                         y[a:b] += discrete_gaussian(qb.sigma2, (b - a, groups), rng)
                 yield frame(qb, start, y)
@@ -232,8 +277,17 @@ def measurements_table(hier, schema, alloc, confidential: Mapping, noisy: Mappin
                 stop = min(start + step, last)
                 flat = np.arange((start - first) * groups, (stop - first) * groups, dtype=np.int64)
                 keys, truth = sparse_group_sums(conf[start:stop], cell_groups, groups)
-                y = keyed_answers(run_key, plan.keys[i], qb.name, groups, flat, (keys + (start - first) * groups, truth),
-                                  qb.sigma2, cls, None if per_class is None else per_class[1][j])
+                y = keyed_answers(
+                    run_key,
+                    plan.keys[i],
+                    qb.name,
+                    groups,
+                    flat,
+                    (keys + (start - first) * groups, truth),
+                    qb.sigma2,
+                    cls,
+                    None if per_class is None else per_class[1][j],
+                )
                 yield frame(qb, start, y.reshape(stop - start, groups))
 
     rows = sum(_measured_units(hier, classes, qb.level) * schema.marginal_size(qb.query) for qb in queries)

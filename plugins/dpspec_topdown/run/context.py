@@ -1,6 +1,7 @@
 """What a TopDown run is given besides its design: the data it reads (`Records`: the confidential
 records, a joint table's, and the public tables counted from the data) and the run-time things
 (`RunContext`: the random source, the engine, progress and the worker count)."""
+
 from __future__ import annotations
 
 from typing import Callable, Mapping, Sequence

@@ -7,6 +7,7 @@ invariants, budget classes, protected histograms) built by the same helpers, and
 keeps it in one place without a second copy of the level loop. The joint table's noise streams
 are keyed (level, parent code, table name), so they never coincide with the main table's.
 """
+
 from __future__ import annotations
 
 import functools
@@ -21,8 +22,20 @@ from ..estimation.joint import solve_joint_pair
 from ..estimation.joint_problem import CrossConstraint, side_sums
 from ..broken import Broken
 from ..estimation.postprocess import MeasuredQuery, NodeError
-from .steps import (TopDownResult, _assemble, _budget_classes, _canonical_invariants, _check_split_invariants, _code,
-                        _finest_units, _level_tasks, _noise_plan, _structural_zeros, _verify, node_failure)
+from .steps import (
+    TopDownResult,
+    _assemble,
+    _budget_classes,
+    _canonical_invariants,
+    _check_split_invariants,
+    _code,
+    _finest_units,
+    _level_tasks,
+    _noise_plan,
+    _structural_zeros,
+    _verify,
+    node_failure,
+)
 from ..measurement.shipping import pack, remember, unpack
 from ..estimation.equality import group_text
 
@@ -60,25 +73,32 @@ class JointSide:
         cells = schema.cell_index(tallies, weights)
         zero_cells = _structural_zeros(joint.structural_zeros, schema, cells, weights, tallies, hier, joint.name)
         last = len(hier.levels) - 1
-        conf = [unit_histograms(hier.ancestor(last, k)[finest_unit], cells, lv.n_units, schema.n_cells, weights)
-                for k, lv in enumerate(hier.levels)]
+        conf = [
+            unit_histograms(hier.ancestor(last, k)[finest_unit], cells, lv.n_units, schema.n_cells, weights)
+            for k, lv in enumerate(hier.levels)
+        ]
         inv = _canonical_invariants(joint.invariants, schema, hier)
         _check_split_invariants(inv, hier)
         cross = []
         for name, main_q, main_pick, q, pick, n_groups in joint.cross:
-            c = CrossConstraint(name, side_groups(main_schema, main_schema.canonical(main_q), main_pick),
-                                side_groups(schema, schema.canonical(q), pick), n_groups)
+            c = CrossConstraint(
+                name,
+                side_groups(main_schema, main_schema.canonical(main_q), main_pick),
+                side_groups(schema, schema.canonical(q), pick),
+                n_groups,
+            )
             left, right = side_sums(main_finest, c.left, n_groups), side_sums(conf[last], c.right, n_groups)
             bad = np.argwhere(left != right)
             if bad.size:
-
                 u, g = bad[0]
                 mq = main_schema.canonical(main_q)
                 cell = group_text(main_schema, mq, main_pick if main_pick is not None else int(g)) or "total"
-                raise Broken(f"the data break the cross constraint {name!r}: {hier.names[last]} "
-                             f"{hier.levels[last].codes[u]!s}, cell {cell} of the main table: {int(left[u, g])} "
-                             f"there, {int(right[u, g])} in {joint.name!r} ({len(bad)} units and groups differ)",
-                             ("cross_constraints", name))
+                raise Broken(
+                    f"the data break the cross constraint {name!r}: {hier.names[last]} "
+                    f"{hier.levels[last].codes[u]!s}, cell {cell} of the main table: {int(left[u, g])} "
+                    f"there, {int(right[u, g])} in {joint.name!r} ({len(bad)} units and groups differ)",
+                    ("cross_constraints", name),
+                )
             cross.append(c)
         return cls(joint, schema, hier, alloc, conf, inv, _budget_classes(hier, alloc, bypass), cross, zero_cells)
 
@@ -87,26 +107,46 @@ class JointSide:
         (in ``plan``'s interleaved outer passes when given, joint_passes.py)."""
 
         hier, name = self.hier, self.hier.names[k]
-        mine = _level_tasks(k, prev, hier, self.schema, self.alloc, self.noisy, self.conf, self.inv, self.protected,
-                            run_key, self.classes.get(name))
+        mine = _level_tasks(
+            k,
+            prev,
+            hier,
+            self.schema,
+            self.alloc,
+            self.noisy,
+            self.conf,
+            self.inv,
+            self.protected,
+            run_key,
+            self.classes.get(name),
+        )
         tag = (self.table.name,)
-        mine = [attrs.evolve(t, noise=attrs.evolve(t.noise, key=(*t.noise.key, *tag))) if t.noise is not None else t
-                for t in mine]
+        mine = [
+            attrs.evolve(t, noise=attrs.evolve(t.noise, key=(*t.noise.key, *tag))) if t.noise is not None else t
+            for t in mine
+        ]
         if prev is None and self.zero_cells is not None:  # below the top node a zero cell's parent is 0
             mine = [attrs.evolve(t, zero_cells=self.zero_cells) for t in mine]
         if [t.key for t in mine] != [t.key for t in tasks]:
             raise MechanismError(f"level {name}: the joint table's nodes are not the main table's")
-        queries_j = [MeasuredQuery(qb.name, self.schema.groups(qb.query), self.schema.marginal_size(qb.query),
-                                   1.0 / float(qb.sigma2)) for qb in self.alloc.for_level(name)]
+        queries_j = [
+            MeasuredQuery(
+                qb.name, self.schema.groups(qb.query), self.schema.marginal_size(qb.query), 1.0 / float(qb.sigma2)
+            )
+            for qb in self.alloc.for_level(name)
+        ]
         try:
             if engine is not None and engine.name != "local":  # the group maps travel as recipes (shipping.py)
                 parent_codes = hier.levels[prev].codes if prev is not None else None
                 items = [((name, _code(parent_codes, t.key)), pack((t, u))) for t, u in zip(tasks, mine)]
                 shipped = pack({"queries": queries, "queries_j": queries_j, "cross": self.cross, "plan": plan})
-                pairs = engine.map_items(items, functools.partial(_shipped_joint_item, shipped=shipped),
-                                         stage=f"{name} level (joint)")
+                pairs = engine.map_items(
+                    items, functools.partial(_shipped_joint_item, shipped=shipped), stage=f"{name} level (joint)"
+                )
             else:
-                pairs = [_joint_item(None, (t, u), None, queries, queries_j, self.cross, plan) for t, u in zip(tasks, mine)]
+                pairs = [
+                    _joint_item(None, (t, u), None, queries, queries_j, self.cross, plan) for t, u in zip(tasks, mine)
+                ]
         except NodeError as exc:
             raise node_failure(exc, hier, prev, name) from None
         results, results_j = [p[0] for p in pairs], [p[1] for p in pairs]
@@ -129,16 +169,29 @@ class JointSide:
             zero = np.flatnonzero(self.zero_cells)
             for k, h in self.protected.items():
                 if h[:, zero].sum() != 0:
-                    raise MechanismError(f"level {names[k]}: a structural zero cell of {self.table.name!r} holds records")
+                    raise MechanismError(
+                        f"level {names[k]}: a structural zero cell of {self.table.name!r} holds records"
+                    )
         for c in self.cross:
             for k in range(len(names)):
-                if not np.array_equal(side_sums(main_protected[k], c.left, c.n_groups),
-                                      side_sums(self.protected[k], c.right, c.n_groups)):
+                if not np.array_equal(
+                    side_sums(main_protected[k], c.left, c.n_groups), side_sums(self.protected[k], c.right, c.n_groups)
+                ):
                     raise MechanismError(f"cross constraint {c.name} broken at level {names[k]}")
-        return TopDownResult(self.schema, hier, self.alloc, self.noisy, {names[k]: self.protected[k] for k in range(len(names))},
-                             {"levels": {}}, self.alloc.total_rho, self.alloc.rho_spent,
-                             confidential={names[k]: self.conf[k] for k in range(len(names))},
-                             noise_plans=self.noise_plans, run_key=run_key, budget_classes=self.classes)
+        return TopDownResult(
+            self.schema,
+            hier,
+            self.alloc,
+            self.noisy,
+            {names[k]: self.protected[k] for k in range(len(names))},
+            {"levels": {}},
+            self.alloc.total_rho,
+            self.alloc.rho_spent,
+            confidential={names[k]: self.conf[k] for k in range(len(names))},
+            noise_plans=self.noise_plans,
+            run_key=run_key,
+            budget_classes=self.classes,
+        )
 
 
 def _joint_item(key, pair, rng, queries, queries_j, cross, plan=None):

@@ -3,6 +3,7 @@
 Finest units, structural zeros, invariants, budget classes, each level's node tasks and noise
 plans, the release's assembly and verification, and the result a run returns.
 """
+
 from __future__ import annotations
 
 from fractions import Fraction
@@ -52,14 +53,24 @@ class TopDownResult:
     def microdata_table(self, categories: Mapping | None = None, chunk_rows: int | None = None, recode_columns=()):
         """The protected person records as a StreamedTable (see release_tables.microdata_table)."""
 
-        return microdata_table(self.hierarchy, self.schema, self.histograms, categories, chunk_rows or CHUNK_ROWS,
-                               recode_columns)
+        return microdata_table(
+            self.hierarchy, self.schema, self.histograms, categories, chunk_rows or CHUNK_ROWS, recode_columns
+        )
 
     def measurements_table(self, chunk_rows: int | None = None):
         """The noisy measurements as a StreamedTable: level, geocode, query, cell, value, variance."""
 
-        return measurements_table(self.hierarchy, self.schema, self.allocation, self.confidential, self.noisy,
-                                  self.noise_plans, self.run_key, chunk_rows or CHUNK_ROWS, self.budget_classes)
+        return measurements_table(
+            self.hierarchy,
+            self.schema,
+            self.allocation,
+            self.confidential,
+            self.noisy,
+            self.noise_plans,
+            self.run_key,
+            chunk_rows or CHUNK_ROWS,
+            self.budget_classes,
+        )
 
     @property
     def microdata(self) -> pd.DataFrame:
@@ -77,8 +88,13 @@ def node_failure(exc: NodeError, hier: Hierarchy, prev: int | None, level: str) 
     DataError after the failsafe (the data contradict the constraints), which cites the level's
     budget share and the failsafe setting that was applied, else a MechanismError."""
     parent = hier.levels[prev] if prev is not None else None
-    where = ("the whole level" if parent is None else f"the {parent.name}" if parent.implicit
-             else f"the {parent.name} {parent.codes[exc.key]!s}")
+    where = (
+        "the whole level"
+        if parent is None
+        else f"the {parent.name}"
+        if parent.implicit
+        else f"the {parent.name} {parent.codes[exc.key]!s}"
+    )
     message = f"TopDown cannot split {where} into its {level} units: {exc}"
     if isinstance(exc, FailsafeError):
         return Broken(message, ("level", level), ("setting", "failsafe"))
@@ -101,8 +117,15 @@ def _code(codes, index: int):
     return code.item() if isinstance(code, np.generic) else code
 
 
-def _structural_zeros(zeros: Mapping, schema: Schema, cells: np.ndarray, weights: np.ndarray,
-                      tallies: pd.DataFrame, hier: Hierarchy, table: str | None = None) -> np.ndarray | None:
+def _structural_zeros(
+    zeros: Mapping,
+    schema: Schema,
+    cells: np.ndarray,
+    weights: np.ndarray,
+    tallies: pd.DataFrame,
+    hier: Hierarchy,
+    table: str | None = None,
+) -> np.ndarray | None:
     """Boolean mask of the structural-zero cells; DataError if a record sits in one (naming
     ``table`` when it is a joint table's)."""
     if not zeros:
@@ -125,11 +148,15 @@ def _structural_zeros(zeros: Mapping, schema: Schema, cells: np.ndarray, weights
         if hit.size:
             row = int(hit[0])
             finest = hier.levels[-1].name
-            cell = ", ".join(f"{v}={val}" for v, val in schema.decode(np.array([cells[row]])).items()
-                             for val in [val[0]])
+            cell = ", ".join(
+                f"{v}={val}" for v, val in schema.decode(np.array([cells[row]])).items() for val in [val[0]]
+            )
             where = f" of table {table!r}" if table else ""
-            raise Broken(f"the data{where} break the structural zero {name!r}: {counted(weights[hit].sum(), 'record')}, "
-                         f"e.g. in {finest} {tallies[finest].iloc[row]!s} (cell {cell})", ("structural_zeros", table, name))
+            raise Broken(
+                f"the data{where} break the structural zero {name!r}: {counted(weights[hit].sum(), 'record')}, "
+                f"e.g. in {finest} {tallies[finest].iloc[row]!s} (cell {cell})",
+                ("structural_zeros", table, name),
+            )
         mask |= this
     return mask
 
@@ -158,9 +185,11 @@ def _check_split_invariants(inv, hier: Hierarchy) -> None:
     split = [k for k, lv in enumerate(hier.levels) if lv.labels is not None]
     for lvl, q in inv:
         if split and split[0] < lvl <= split[-1]:
-            raise SpecError(f"with a split spine, TopDown keeps invariants at {hier.names[split[0]]} "
-                            f"(on the sum of its parts) or at {hier.names[-1]}, not at {hier.names[lvl]} "
-                            f"({query_name(q)!r})")
+            raise SpecError(
+                f"with a split spine, TopDown keeps invariants at {hier.names[split[0]]} "
+                f"(on the sum of its parts) or at {hier.names[-1]}, not at {hier.names[lvl]} "
+                f"({query_name(q)!r})"
+            )
 
 
 def _spans(k: int, prev: int | None, hier: Hierarchy) -> list[tuple[int, int]]:
@@ -191,16 +220,28 @@ def _budget_classes(hier: Hierarchy, alloc: Allocation, bypass: Sequence[str]) -
         if names[k] not in alloc.level_shares:
             continue
         present = sorted(int(c) for c in np.unique(cls) if c != BYPASSED)
-        per_query = tuple({c: qb.sigma2 if c == 0 else effective_sigma2(
-                               Fraction(qb.sensitivity2) / (2 * alloc.rho * class_share(shares, k, c) * qb.share))
-                           for c in present} for qb in alloc.for_level(names[k]))
-        out[names[k]] = (cls, per_query, [class_share(shares, k, c) / shares[k] if c >= 0 else Fraction(0)
-                                          for c in range(len(names) - k)])
+        per_query = tuple(
+            {
+                c: qb.sigma2
+                if c == 0
+                else effective_sigma2(
+                    Fraction(qb.sensitivity2) / (2 * alloc.rho * class_share(shares, k, c) * qb.share)
+                )
+                for c in present
+            }
+            for qb in alloc.for_level(names[k])
+        )
+        out[names[k]] = (
+            cls,
+            per_query,
+            [class_share(shares, k, c) / shares[k] if c >= 0 else Fraction(0) for c in range(len(names) - k)],
+        )
     return out
 
 
-def _level_tasks(k, prev, hier, schema, alloc, noisy, conf, inv, protected, run_key=None,
-                 classes=None) -> list[NodeTask]:
+def _level_tasks(
+    k, prev, hier, schema, alloc, noisy, conf, inv, protected, run_key=None, classes=None
+) -> list[NodeTask]:
     """One task per parent unit (or a single task over the whole level when nothing is above).
 
     Each node gets its children's confidential histograms and draws their noise from the stream
@@ -227,8 +268,9 @@ def _level_tasks(k, prev, hier, schema, alloc, noisy, conf, inv, protected, run_
         if n_groups is not None and n_groups != target.shape[0]:
             target = group_sum(target, groups, n_groups)
         child_set = groups[hier.ancestor(k, own)]
-        inv_here.append((f"{query_name(q)} at {names[lvl]}", schema.groups(q), schema.marginal_size(q),
-                         child_set, target))
+        inv_here.append(
+            (f"{query_name(q)} at {names[lvl]}", schema.groups(q), schema.marginal_size(q), child_set, target)
+        )
     tasks = []
     for p, (a, b) in enumerate(spans):
         if b == a:
@@ -241,16 +283,34 @@ def _level_tasks(k, prev, hier, schema, alloc, noisy, conf, inv, protected, run_
         if drawn:
             measured, noise = tuple(y[a:b] for y in y_all), None
         else:
-            measured, noise = (), NodeNoise(run_key, (names[k], _code(parent_codes, p)),
-                                            tuple(qb.sigma2 for qb in level_queries), conf[k][a:b],
-                                            cls, classes[1] if classes is not None else None,
-                                            tuple(qb.sensitivity2 for qb in level_queries))
+            measured, noise = (
+                (),
+                NodeNoise(
+                    run_key,
+                    (names[k], _code(parent_codes, p)),
+                    tuple(qb.sigma2 for qb in level_queries),
+                    conf[k][a:b],
+                    cls,
+                    classes[1] if classes is not None else None,
+                    tuple(qb.sensitivity2 for qb in level_queries),
+                ),
+            )
         scale = None
         if cls is not None:  # weights follow each child's budget: 0 for a bypassed child
             ratio = np.array([float(r) for r in classes[2]])
             scale = np.where(cls >= 0, ratio[np.maximum(cls, 0)], 0.0)
-        tasks.append(NodeTask(key=p, n_children=b - a, n_cells=schema.n_cells, parent=parents[p],
-                              measurements=measured, constraints=tuple(cons), noise=noise, child_scale=scale))
+        tasks.append(
+            NodeTask(
+                key=p,
+                n_children=b - a,
+                n_cells=schema.n_cells,
+                parent=parents[p],
+                measurements=measured,
+                constraints=tuple(cons),
+                noise=noise,
+                child_scale=scale,
+            )
+        )
     return tasks
 
 
@@ -265,7 +325,8 @@ def _noise_plan(tasks, results, k, prev, hier, tag: tuple = ()) -> LevelNoise:
         starts=np.array([spans[t.key][0] for t in tasks], dtype=np.int64),
         stops=np.array([spans[t.key][1] for t in tasks], dtype=np.int64),
         keys=tuple((name, _code(parent_codes, t.key), *tag) for t in tasks),
-        positions=np.array([r.noise_positions for r in results], dtype=np.uint64).reshape(len(results), n_queries))
+        positions=np.array([r.noise_positions for r in results], dtype=np.uint64).reshape(len(results), n_queries),
+    )
 
 
 def _assemble(tasks, results, n_units, n_cells, k, prev, hier) -> sp.csr_matrix:
@@ -294,6 +355,8 @@ def _verify(hier, schema, protected, conf, inv) -> None:
             raise MechanismError(f"level {names[k]} does not add up to level {names[k - 1]}")
     for lvl, q in inv:
         groups, n_groups = unit_groups(hier.levels[lvl])
-        if not np.array_equal(group_sum(marginal(protected[lvl], schema, q), groups, n_groups),
-                              group_sum(marginal(conf[lvl], schema, q), groups, n_groups)):
+        if not np.array_equal(
+            group_sum(marginal(protected[lvl], schema, q), groups, n_groups),
+            group_sum(marginal(conf[lvl], schema, q), groups, n_groups),
+        ):
             raise MechanismError(f"invariant {query_name(q)} at {names[lvl]} moved")

@@ -13,6 +13,7 @@ Levels without a budget share are not measured: the implicit root typically (the
 measured level is then fitted jointly with no parent), or an intermediate level (its units are
 then estimated as sums of their children). The finest level must be measured.
 """
+
 from __future__ import annotations
 
 import functools
@@ -35,16 +36,38 @@ from ..estimation.pass_plans import pass_plan
 from ..measurement.node_noise import run_key_from
 from ..geography.spine import split_by_signature, split_geography
 from ..estimation.node_solve import solve_level, solve_node
-from ..estimation.postprocess import (BoundConstraint, Failsafe, GroupConstraint, MeasuredQuery, NodeError, NodeTask,
-                          default_workers, make_pool, task_size)
+from ..estimation.postprocess import (
+    BoundConstraint,
+    Failsafe,
+    GroupConstraint,
+    MeasuredQuery,
+    NodeError,
+    NodeTask,
+    default_workers,
+    make_pool,
+    task_size,
+)
 from ..broken import Broken
 from ..measurement.shipping import pack, unpack
 from ..wording import counted
 from ..design import Design
 from .context import Records, RunContext
 from ..measurement.counts import person_counts
-from .steps import (TopDownResult, _assemble, _budget_classes, _canonical_invariants, _check_split_invariants, _code,
-                        _finest_units, _level_tasks, _noise_plan, _spans, _structural_zeros, _verify, node_failure)
+from .steps import (
+    TopDownResult,
+    _assemble,
+    _budget_classes,
+    _canonical_invariants,
+    _check_split_invariants,
+    _code,
+    _finest_units,
+    _level_tasks,
+    _noise_plan,
+    _spans,
+    _structural_zeros,
+    _verify,
+    node_failure,
+)
 from ..estimation.joint_passes import joint_pass_plan
 
 _PARALLEL_MIN_SIZE = 20_000  # children x active cells in a level below which a pool costs more
@@ -90,16 +113,21 @@ def run_topdown(records, design: Design, ctx: RunContext) -> TopDownResult:
     zero_cells = _structural_zeros(structural_zeros or {}, schema, cells, weights, tallies, hier)
     joint_plans = {}
     if joint is not None:  # outer passes over both tables (joint_passes.py)
-
-        joint_plans = {lv: joint_pass_plan(lv, spec_, schema, alloc, schema_j, alloc_j, joint.name)
-                       for lv, spec_ in (passes or {}).items()}
-    plans = {} if joint is not None else {lv: pass_plan(lv, spec_, schema, alloc) for lv, spec_ in (passes or {}).items()}
+        joint_plans = {
+            lv: joint_pass_plan(lv, spec_, schema, alloc, schema_j, alloc_j, joint.name)
+            for lv, spec_ in (passes or {}).items()
+        }
+    plans = (
+        {} if joint is not None else {lv: pass_plan(lv, spec_, schema, alloc) for lv, spec_ in (passes or {}).items()}
+    )
     backup = _failsafe(design.failsafe, schema)
 
     n_cells = schema.n_cells
     last = len(hier.levels) - 1
-    conf = [unit_histograms(hier.ancestor(last, k)[finest_unit], cells, lv.n_units, n_cells, weights)
-            for k, lv in enumerate(hier.levels)]
+    conf = [
+        unit_histograms(hier.ancestor(last, k)[finest_unit], cells, lv.n_units, n_cells, weights)
+        for k, lv in enumerate(hier.levels)
+    ]
     del tallies, cells, weights, finest_unit  # the histograms hold what the run needs
     side = None
     if joint is not None:
@@ -128,8 +156,9 @@ def run_topdown(records, design: Design, ctx: RunContext) -> TopDownResult:
     try:
         prev = None
         for k in measured:
-            tasks = _level_tasks(k, prev, hier, schema, alloc, noisy, conf, inv, protected, run_key,
-                                 classes.get(names[k]))
+            tasks = _level_tasks(
+                k, prev, hier, schema, alloc, noisy, conf, inv, protected, run_key, classes.get(names[k])
+            )
             if prev is None and zero_cells is not None:  # children of a zero parent cell stay 0
                 tasks = [attrs.evolve(t, zero_cells=zero_cells) for t in tasks]
             if level_bounds:
@@ -137,18 +166,29 @@ def run_topdown(records, design: Design, ctx: RunContext) -> TopDownResult:
             if equal:
                 tasks = _with_equalities(tasks, k, prev, hier, schema, equal)
             if pp_bounds:
-                tasks = pp_only.with_postprocess(tasks, _spans(k, prev, hier), k, names[k], pp_bounds, schema,
-                                                 zero_cells, pp_secondary, postprocess_feasible)
+                tasks = pp_only.with_postprocess(
+                    tasks,
+                    _spans(k, prev, hier),
+                    k,
+                    names[k],
+                    pp_bounds,
+                    schema,
+                    zero_cells,
+                    pp_secondary,
+                    postprocess_feasible,
+                )
             if backup is not None and prev is not None:  # the top node has no parent sums to relax
                 tasks = [attrs.evolve(t, failsafe=backup) for t in tasks]
-            queries = [MeasuredQuery(qb.name, schema.groups(qb.query), schema.marginal_size(qb.query),
-                                     1.0 / float(qb.sigma2))
-                       for qb in alloc.for_level(names[k])]
+            queries = [
+                MeasuredQuery(qb.name, schema.groups(qb.query), schema.marginal_size(qb.query), 1.0 / float(qb.sigma2))
+                for qb in alloc.for_level(names[k])
+            ]
             if side is not None:
                 t0 = time.perf_counter()
                 results = side.solve_level(k, prev, tasks, queries, run_key, engine, joint_plans.get(names[k]))
-                _joint_timings(timings["levels"][names[k]], results, time.perf_counter() - t0,
-                               len(joint_plans.get(names[k], ())))
+                _joint_timings(
+                    timings["levels"][names[k]], results, time.perf_counter() - t0, len(joint_plans.get(names[k], ()))
+                )
                 protected[k] = _assemble(tasks, results, hier.levels[k].n_units, n_cells, k, prev, hier)
                 if any(t.noise is not None for t in tasks):
                     noise_plans[names[k]] = _noise_plan(tasks, results, k, prev, hier)
@@ -160,13 +200,24 @@ def run_topdown(records, design: Design, ctx: RunContext) -> TopDownResult:
             if use_pool and pool is None:
                 pool = make_pool(workers)
             t0 = time.perf_counter()
-            results = _solve_nodes(tasks, queries, k, prev, hier, engine if on_engine else None, workers,
-                                   pool if use_pool else None, progress, plans.get(names[k]))
+            results = _solve_nodes(
+                tasks,
+                queries,
+                k,
+                prev,
+                hier,
+                engine if on_engine else None,
+                workers,
+                pool if use_pool else None,
+                progress,
+                plans.get(names[k]),
+            )
             wall = time.perf_counter() - t0
             protected[k] = _assemble(tasks, results, hier.levels[k].n_units, n_cells, k, prev, hier)
             if pp_bounds:
-                _postprocess_report(pp_report, results, tasks, k, prev, hier, schema, pp_bounds,
-                                    names[k] in postprocess_feasible)
+                _postprocess_report(
+                    pp_report, results, tasks, k, prev, hier, schema, pp_bounds, names[k] in postprocess_feasible
+                )
             # the failsafe ran or the heuristic moved records: the levels above are re-added
             if any(r.relaxed or r.moves for r in results):
                 for j in list(protected):
@@ -204,11 +255,21 @@ def run_topdown(records, design: Design, ctx: RunContext) -> TopDownResult:
     timings["solver_seconds"] = solver
     timings["solver_share"] = solver / node if node > 0 else 0.0
     timings["workers"] = workers
-    return TopDownResult(schema, hier, alloc, noisy,
-                         {names[k]: protected[k] for k in range(len(names))}, timings,
-                         alloc_all.total_rho, alloc_all.rho_spent,
-                         confidential={names[k]: conf[k] for k in range(len(names))},
-                         noise_plans=noise_plans, run_key=run_key, budget_classes=classes, joint=joint_results)
+    return TopDownResult(
+        schema,
+        hier,
+        alloc,
+        noisy,
+        {names[k]: protected[k] for k in range(len(names))},
+        timings,
+        alloc_all.total_rho,
+        alloc_all.rho_spent,
+        confidential={names[k]: conf[k] for k in range(len(names))},
+        noise_plans=noise_plans,
+        run_key=run_key,
+        budget_classes=classes,
+        joint=joint_results,
+    )
 
 
 def _with_reference(geography: pd.DataFrame, reference: pd.DataFrame, flags: Sequence[str] = ()) -> pd.DataFrame:
@@ -224,8 +285,11 @@ def _with_reference(geography: pd.DataFrame, reference: pd.DataFrame, flags: Seq
         finest = geo_columns[-1]
         absent = ~geography[finest].astype(str).isin(ref[finest].astype(str))
         if absent.any():
-            raise Broken(f"the reference geography has no {finest} {geography[finest][absent].iloc[0]!s} "
-                         f"({int(absent.sum())} units of the data are not in it)", ("spine", "geography"))
+            raise Broken(
+                f"the reference geography has no {finest} {geography[finest][absent].iloc[0]!s} "
+                f"({int(absent.sum())} units of the data are not in it)",
+                ("spine", "geography"),
+            )
     return _union_geography(geography, ref)
 
 
@@ -242,28 +306,42 @@ def within_declared(found: pd.DataFrame, declared: pd.DataFrame, levels: Sequenc
     if absent.any():
         first = rows[absent].iloc[0]
         where = ", ".join(f"{c} {shown(first[c])}" for c in columns)
-        raise Broken(f"records lie in {where}, which is not a unit of the declared geography "
-                     f"({int(absent.sum())} such combinations): every record's codes must be a row of the "
-                     "geography file", ("geography",))
+        raise Broken(
+            f"records lie in {where}, which is not a unit of the declared geography "
+            f"({int(absent.sum())} such combinations): every record's codes must be a row of the "
+            "geography file",
+            ("geography",),
+        )
 
 
 def _union_geography(a: pd.DataFrame, b: pd.DataFrame) -> pd.DataFrame:
     """The distinct geography rows (with flags) of two tables' geographies (counts dropped)."""
     columns = [c for c in a.columns if c != "count"]
-    return (pd.concat([a[columns].astype(object), b[columns].astype(object)], ignore_index=True)
-            .drop_duplicates().reset_index(drop=True))
+    return (
+        pd.concat([a[columns].astype(object), b[columns].astype(object)], ignore_index=True)
+        .drop_duplicates()
+        .reset_index(drop=True)
+    )
 
 
 def _joint_timings(entry: dict, results, wall: float, outer: int = 0) -> None:
-    entry.update({"solve_seconds": wall, "nodes": len(results), "joint_nodes": len(results),
-                  "node_seconds": sum(r.total_seconds for r in results),
-                  "noise_seconds": sum(r.noise_seconds for r in results),
-                  "qp_seconds": sum(r.qp_seconds for r in results),
-                  "rounding_seconds": sum(r.round_seconds for r in results),
-                  "milp_nodes": sum(r.used_milp for r in results),
-                  "max_variables": max((r.n_variables for r in results), default=0),
-                  "estimation_passes": max(outer, 1), "rounding_passes": max(outer, 1), "outer_passes": outer,
-                  "solver_peak_mb": max((r.peak_rss_mb for r in results), default=0.0)})
+    entry.update(
+        {
+            "solve_seconds": wall,
+            "nodes": len(results),
+            "joint_nodes": len(results),
+            "node_seconds": sum(r.total_seconds for r in results),
+            "noise_seconds": sum(r.noise_seconds for r in results),
+            "qp_seconds": sum(r.qp_seconds for r in results),
+            "rounding_seconds": sum(r.round_seconds for r in results),
+            "milp_nodes": sum(r.used_milp for r in results),
+            "max_variables": max((r.n_variables for r in results), default=0),
+            "estimation_passes": max(outer, 1),
+            "rounding_passes": max(outer, 1),
+            "outer_passes": outer,
+            "solver_peak_mb": max((r.peak_rss_mb for r in results), default=0.0),
+        }
+    )
 
 
 def _failsafe(variables: Sequence[str] | None, schema: Schema) -> Failsafe | None:
@@ -272,8 +350,10 @@ def _failsafe(variables: Sequence[str] | None, schema: Schema) -> Failsafe | Non
         return None
     bad = [v for v in variables if v not in schema.names]
     if bad:
-        raise SpecError(f"failsafe: minimal_schema names {', '.join(map(repr, bad))}, not histogram variables "
-                        f"(known: {', '.join(schema.names)})")
+        raise SpecError(
+            f"failsafe: minimal_schema names {', '.join(map(repr, bad))}, not histogram variables "
+            f"(known: {', '.join(schema.names)})"
+        )
     kept = schema.canonical(tuple(v for v in schema.names if v not in variables))
     return Failsafe(schema.groups(kept), schema.marginal_size(kept))
 
@@ -302,8 +382,10 @@ def _level_bounds(bounds, schema: Schema, hier: Hierarchy, conf) -> list:
         n_groups = schema.marginal_size(q)
         for frame in (lower, upper):
             if frame.shape[1] != n_groups:
-                raise SpecError(f"constraint {name!r}: {frame.shape[1]} bound columns for the "
-                                f"{n_groups} groups of {query_name(q)!r}")
+                raise SpecError(
+                    f"constraint {name!r}: {frame.shape[1]} bound columns for the "
+                    f"{n_groups} groups of {query_name(q)!r}"
+                )
         # finest units without persons: their lower bounds must be 0
         codes = pd.Index(finest.codes).astype(str)
         lower, upper = lower.set_axis(lower.index.astype(str)), upper.set_axis(upper.index.astype(str))
@@ -311,18 +393,24 @@ def _level_bounds(bounds, schema: Schema, hier: Hierarchy, conf) -> list:
         low_empty = lower.loc[empty].to_numpy() > 0 if len(empty) else np.zeros((0, n_groups), bool)
         if low_empty.any():
             r, g = np.argwhere(low_empty)[0]
-            raise Broken(f"the data break the constraint {name!r}: {hier.names[last]} {empty[r]!s}, "
-                         f"{query_name(q)} = {lower.columns[g]!s}: no persons, at least "
-                         f"{int(lower.loc[empty].to_numpy()[r, g])} required", ("constraints", name))
+            raise Broken(
+                f"the data break the constraint {name!r}: {hier.names[last]} {empty[r]!s}, "
+                f"{query_name(q)} = {lower.columns[g]!s}: no persons, at least "
+                f"{int(lower.loc[empty].to_numpy()[r, g])} required",
+                ("constraints", name),
+            )
         lo = lower.reindex(codes).fillna(0).to_numpy(dtype=np.int64)
         hi = upper.reindex(codes).fillna(0).to_numpy(dtype=np.float64)
         truth = marginal(conf, schema, q)
         bad = (truth < lo) | (truth > hi)
         if bad.any():
             u, g = np.argwhere(bad)[0]
-            raise Broken(f"the data break the constraint {name!r}: {int(bad.sum())} cells, e.g. "
-                         f"{hier.names[last]} {finest.codes[u]!s}, {query_name(q)} = {lower.columns[g]!s}: "
-                         f"{counted(truth[u, g], 'person')}, bounds [{int(lo[u, g])}, {hi[u, g]:g}]", ("constraints", name))
+            raise Broken(
+                f"the data break the constraint {name!r}: {int(bad.sum())} cells, e.g. "
+                f"{hier.names[last]} {finest.codes[u]!s}, {query_name(q)} = {lower.columns[g]!s}: "
+                f"{counted(truth[u, g], 'person')}, bounds [{int(lo[u, g])}, {hi[u, g]:g}]",
+                ("constraints", name),
+            )
         per_level = [None] * len(hier.levels)
         for k in range(len(hier.levels)):
             anc = hier.ancestor(last, k) if k < last else np.arange(finest.n_units)
@@ -343,9 +431,15 @@ def _with_bounds(tasks, k, prev, hier, level_bounds) -> list[NodeTask]:
     out = []
     for t in tasks:
         a, b = starts[t.key], starts[t.key] + t.n_children
-        out.append(attrs.evolve(t, bounds=tuple(
-            BoundConstraint(name, groups, ng, per_level[k][0][a:b], per_level[k][1][a:b])
-            for name, groups, ng, _, per_level in level_bounds)))
+        out.append(
+            attrs.evolve(
+                t,
+                bounds=tuple(
+                    BoundConstraint(name, groups, ng, per_level[k][0][a:b], per_level[k][1][a:b])
+                    for name, groups, ng, _, per_level in level_bounds
+                ),
+            )
+        )
     return out
 
 
@@ -356,9 +450,16 @@ def _with_equalities(tasks, k, prev, hier, schema, equal) -> list[NodeTask]:
     for t in tasks:
         a = spans[t.key][0]
         b = a + t.n_children
-        cons = tuple(GroupConstraint(f"equal_to {name}", groups, n_groups, np.arange(t.n_children, dtype=np.int64),
-                                     np.asarray(targets[k][a:b].toarray(), dtype=np.int64))
-                     for name, _, targets, groups, n_groups in equal)
+        cons = tuple(
+            GroupConstraint(
+                f"equal_to {name}",
+                groups,
+                n_groups,
+                np.arange(t.n_children, dtype=np.int64),
+                np.asarray(targets[k][a:b].toarray(), dtype=np.int64),
+            )
+            for name, _, targets, groups, n_groups in equal
+        )
         out.append(attrs.evolve(t, constraints=t.constraints + cons))
     return out
 
@@ -372,22 +473,27 @@ def _postprocess_report(report: dict, results, tasks, k, prev, hier, schema, pp_
     repaired (require_feasible_postproc_dim), a DataError naming the level, unit and group."""
     import warnings
 
-
     level = hier.names[k]
     report["moves"][level] = report["moves"].get(level, 0) + sum(r.moves for r in results)
     report["seconds"][level] = report["seconds"].get(level, 0.0) + sum(r.postprocess_seconds for r in results)
     level_codes = None if hier.levels[k].implicit else hier.levels[k].codes
     broken = pp_only.level_report(results, tasks, _spans(k, prev, hier), level_codes, level, schema, pp_bounds)
     if broken and feasible:
-        raise Broken(pp_only.describe(broken[0]) + f" ({len(broken)} rows at this level; the level is listed "
-                     "in postprocess_require_feasible, where production's constraint check stops the run)",
-                     ("constraints", broken[0]["constraint"]), ("setting", "postprocess_require_feasible"))
+        raise Broken(
+            pp_only.describe(broken[0]) + f" ({len(broken)} rows at this level; the level is listed "
+            "in postprocess_require_feasible, where production's constraint check stops the run)",
+            ("constraints", broken[0]["constraint"]),
+            ("setting", "postprocess_require_feasible"),
+        )
     for entry in broken[:_WARN_MAX]:
         warnings.warn(pp_only.describe(entry), RuntimeWarning, stacklevel=2)
     if len(broken) > _WARN_MAX:
-        warnings.warn(f"post-processing left {len(broken)} rows broken at the {level} level's nodes "
-                      f"({len(broken) - _WARN_MAX} more than shown; all in the facts' postprocess_only.unrepaired)",
-                      RuntimeWarning, stacklevel=2)
+        warnings.warn(
+            f"post-processing left {len(broken)} rows broken at the {level} level's nodes "
+            f"({len(broken) - _WARN_MAX} more than shown; all in the facts' postprocess_only.unrepaired)",
+            RuntimeWarning,
+            stacklevel=2,
+        )
     report["unrepaired"].extend(broken)
 
 
@@ -412,8 +518,10 @@ def _run_geography(records: Records, design: Design, schema: Schema, engine):
     geo_tables = [geography]
     if joint is not None:
         if design.failsafe or design.postprocess_only:
-            raise SpecError("the failsafe and post-processing-only constraints are not available with a joint table "
-                            "(production's interleaved optimizer has no failsafe)")
+            raise SpecError(
+                "the failsafe and post-processing-only constraints are not available with a joint table "
+                "(production's interleaved optimizer has no failsafe)"
+            )
         schema_j = Schema.from_variables(joint.variables).with_recodes(joint.recodes)
         geo_j, tallies_j = person_counts(joint.records, levels, schema_j, engine, flags=flags)
         geo_tables.append(geo_j)
@@ -465,15 +573,15 @@ def _solve_nodes(tasks, queries, k, prev, hier, engine, workers, pool, progress,
     cb = (lambda d, n, _lv=names[k]: progress(_lv, d, n)) if progress else None
     try:
         if not on_engine:
-            results = solve_level(tasks, queries, workers, cb, pool,
-                                  plan=plan)
+            results = solve_level(tasks, queries, workers, cb, pool, plan=plan)
         else:
             parent_codes = hier.levels[prev].codes if prev is not None else None
             # the group maps travel as recipes (shipping.py)
             items = [((names[k], _code(parent_codes, t.key)), pack(t)) for t in tasks]
             shipped = pack({"queries": queries, "plan": plan})
-            results = engine.map_items(items, functools.partial(_shipped_item, shipped=shipped),
-                                       stage=f"{names[k]} level")
+            results = engine.map_items(
+                items, functools.partial(_shipped_item, shipped=shipped), stage=f"{names[k]} level"
+            )
     except NodeError as exc:
         raise node_failure(exc, hier, prev, names[k]) from None
     return results

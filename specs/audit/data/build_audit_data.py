@@ -5,6 +5,7 @@ persons linked to their household by `hhid`, with an age group and an employment
 here is real: the examples only need data whose shape fits the specs. Deterministic (NumPy PCG64,
 seed 2024); `--check` rebuilds in memory and exits 1 if the files differ.
 """
+
 from __future__ import annotations
 
 import io
@@ -26,23 +27,31 @@ def build() -> dict[str, pd.DataFrame]:
     where = rng.integers(0, len(blocks), size=N_HOUSEHOLDS)
     size = rng.choice(np.arange(1, 7), size=N_HOUSEHOLDS, p=[0.2, 0.3, 0.2, 0.15, 0.1, 0.05])
     tenure = np.where(rng.random(N_HOUSEHOLDS) < 0.45, "owned", "rented")
-    households = pd.DataFrame({
-        "hhid": np.arange(1, N_HOUSEHOLDS + 1),
-        "state": "MA",
-        "county": [blocks[i][0] for i in where],
-        "tract": [blocks[i][1] for i in where],
-        "block": [blocks[i][2] for i in where],
-        "size": size,
-        "tenure": tenure,
-    }).sort_values(["county", "tract", "block", "hhid"], kind="stable").reset_index(drop=True)
+    households = (
+        pd.DataFrame(
+            {
+                "hhid": np.arange(1, N_HOUSEHOLDS + 1),
+                "state": "MA",
+                "county": [blocks[i][0] for i in where],
+                "tract": [blocks[i][1] for i in where],
+                "block": [blocks[i][2] for i in where],
+                "size": size,
+                "tenure": tenure,
+            }
+        )
+        .sort_values(["county", "tract", "block", "hhid"], kind="stable")
+        .reset_index(drop=True)
+    )
     hhid = np.repeat(households["hhid"].to_numpy(), households["size"].to_numpy())
     n = len(hhid)
-    persons = pd.DataFrame({
-        "pid": np.arange(1, n + 1),
-        "hhid": hhid,
-        "age": rng.choice(["child", "adult", "senior"], size=n, p=[0.25, 0.6, 0.15]),
-        "employed": np.where(rng.random(n) < 0.55, "true", "false"),
-    })
+    persons = pd.DataFrame(
+        {
+            "pid": np.arange(1, n + 1),
+            "hhid": hhid,
+            "age": rng.choice(["child", "adult", "senior"], size=n, p=[0.25, 0.6, 0.15]),
+            "employed": np.where(rng.random(n) < 0.55, "true", "false"),
+        }
+    )
     return {"households": households, "persons": persons}
 
 

@@ -5,6 +5,7 @@ Deterministic: the same input gives byte-identical output. It also writes `pumas
 public list of the excerpt's PUMAs with their states (the spec's geography file);
 `--pumas` writes only that file, from the person file already built.
 """
+
 from __future__ import annotations
 
 import sys
@@ -22,9 +23,15 @@ PUMAS = HERE / "pumas.csv"
 # Indian / Alaska Native. The excerpt has no multi-race detail: RAC1P 9 ("two or more
 # races") becomes one category instead of P.L. 94's 57 combinations.
 CENRACE = {"1": 0, "2": 1, "3": 2, "4": 2, "5": 2, "6": 3, "7": 4, "8": 5, "9": 6}
-CENRACE_LABELS = ["white alone", "black alone", "american indian or alaska native alone",
-                  "asian alone", "native hawaiian or other pacific islander alone",
-                  "some other race alone", "two or more races"]
+CENRACE_LABELS = [
+    "white alone",
+    "black alone",
+    "american indian or alaska native alone",
+    "asian alone",
+    "native hawaiian or other pacific islander alone",
+    "some other race alone",
+    "two or more races",
+]
 # HOUSING_TYPE -> hhgq: 0 household, 1 institutional group quarters, 2 non-institutional.
 HHGQ = {"1": 0, "2": 1, "3": 2}
 
@@ -34,14 +41,16 @@ def derive(source: pd.DataFrame) -> pd.DataFrame:
     puma = source["PUMA"].astype(str)
     if not puma.str.fullmatch(r"\d{2}-\d{5}").all():
         raise ValueError("PUMA values must look like 'SS-PPPPP'")
-    out = pd.DataFrame({
-        "state": puma.str.slice(0, 2),
-        "puma": puma,
-        "hhgq": source["HOUSING_TYPE"].astype(str).map(HHGQ),
-        "votingage": (source["AGEP"].astype(int) >= 18).astype(int),
-        "hispanic": (source["HISP"].astype(str) != "0").astype(int),
-        "cenrace": source["RAC1P"].astype(str).map(CENRACE),
-    })
+    out = pd.DataFrame(
+        {
+            "state": puma.str.slice(0, 2),
+            "puma": puma,
+            "hhgq": source["HOUSING_TYPE"].astype(str).map(HHGQ),
+            "votingage": (source["AGEP"].astype(int) >= 18).astype(int),
+            "hispanic": (source["HISP"].astype(str) != "0").astype(int),
+            "cenrace": source["RAC1P"].astype(str).map(CENRACE),
+        }
+    )
     if out.isna().any().any():
         bad = out.columns[out.isna().any()].tolist()
         raise ValueError(f"unmapped source values in {bad}")

@@ -10,6 +10,7 @@ lacks are computed here, from ../acs/ma2019.csv only:
   AGE_BAND  AGEP in five bands: 0-17, 18-29, 30-44, 45-64, 65+ (the match key's age).
 Every other column is copied as text, unchanged. Row order is the source's.
 """
+
 from __future__ import annotations
 
 import argparse

@@ -8,6 +8,7 @@ size stratum, as in the paper. See README.md for what is real and what is drawn.
 
 Usage: python build_ma1940.py [--check]   (--check rebuilds in memory and compares)
 """
+
 from __future__ import annotations
 
 import sys
@@ -27,8 +28,14 @@ MAX_SIZE = 20
 
 # Approximate share (percent) of occupied dwelling units by persons per unit, United States,
 # 1940 census, rounded to half a percent; the open class 7+ is spread over 7..20 below.
-SHARES_1940 = {1: Fraction("8.0"), 2: Fraction("25.0"), 3: Fraction("22.0"), 4: Fraction("18.0"),
-               5: Fraction("11.5"), 6: Fraction("6.5")}
+SHARES_1940 = {
+    1: Fraction("8.0"),
+    2: Fraction("25.0"),
+    3: Fraction("22.0"),
+    4: Fraction("18.0"),
+    5: Fraction("11.5"),
+    6: Fraction("6.5"),
+}
 SHARE_7_PLUS = Fraction("9.0")
 TAIL_RATIO = Fraction(3, 5)  # each size above 6 is 3/5 as common as the one before
 
@@ -64,8 +71,7 @@ def size_counts(total: int) -> dict[int, int]:
 def build() -> pd.DataFrame:
     table = pd.read_csv(CSV)
     counties = list(table["county"])
-    long = table.melt(id_vars="county", value_vars=["owned", "rented"],
-                      var_name="tenure", value_name="households")
+    long = table.melt(id_vars="county", value_vars=["owned", "rented"], var_name="tenure", value_name="households")
     long["county"] = pd.Categorical(long["county"], categories=counties)
     long = long.sort_values(["county", "tenure"], kind="stable").reset_index(drop=True)
     n_per_cell = long["households"].to_numpy()
@@ -75,15 +81,19 @@ def build() -> pd.DataFrame:
     # gets a multivariate hypergeometric share, so statewide counts are exact.
     sizes = np.repeat(np.array(list(counts), dtype=np.uint8), list(counts.values()))
     sizes = np.random.default_rng(SEED).permutation(sizes)
-    df = pd.DataFrame({
-        "state": pd.Categorical.from_codes(np.zeros(total, dtype=np.int8), categories=["MA"]),
-        "county": pd.Categorical.from_codes(
-            np.repeat(long["county"].cat.codes.to_numpy(), n_per_cell), categories=counties),
-        "tenure": pd.Categorical.from_codes(
-            np.repeat((long["tenure"] == "rented").to_numpy().astype(np.int8), n_per_cell),
-            categories=["owned", "rented"]),
-        "size": sizes,
-    })
+    df = pd.DataFrame(
+        {
+            "state": pd.Categorical.from_codes(np.zeros(total, dtype=np.int8), categories=["MA"]),
+            "county": pd.Categorical.from_codes(
+                np.repeat(long["county"].cat.codes.to_numpy(), n_per_cell), categories=counties
+            ),
+            "tenure": pd.Categorical.from_codes(
+                np.repeat((long["tenure"] == "rented").to_numpy().astype(np.int8), n_per_cell),
+                categories=["owned", "rented"],
+            ),
+            "size": sizes,
+        }
+    )
     # Sorted rows compress to almost nothing; the household id follows that order.
     df = df.sort_values(["county", "tenure", "size"], kind="stable").reset_index(drop=True)
     df["hhid"] = np.arange(1, total + 1, dtype=np.int32)
@@ -97,9 +107,13 @@ def write(df: pd.DataFrame, path: Path = PARQUET) -> None:
     table = pa.Table.from_pandas(df, preserve_index=False)
     tmp = path.with_suffix(".parquet.tmp")
     # Household ids are consecutive: delta encoding stores them in a few bytes.
-    pq.write_table(table, tmp, compression="zstd",
-                   use_dictionary=["state", "county", "tenure", "size"],
-                   column_encoding={"hhid": "DELTA_BINARY_PACKED"})
+    pq.write_table(
+        table,
+        tmp,
+        compression="zstd",
+        use_dictionary=["state", "county", "tenure", "size"],
+        column_encoding={"hhid": "DELTA_BINARY_PACKED"},
+    )
     tmp.replace(path)
 
 

@@ -1,5 +1,6 @@
 """One row per reported case (month, county, died) from the monthly counts: the unit table of the
 seed-2 case study specs. Deterministic: rows ordered by month and county, deaths first."""
+
 import os
 
 import numpy as np

@@ -7,6 +7,7 @@ geography file (one row per block: every level's code and the AIAN flag), which 
 declare public: the builder defines the geography, so it is public by construction.
 `--geography` writes only that file, from the person file already built.
 """
+
 from __future__ import annotations
 
 import os
@@ -43,8 +44,10 @@ def main() -> None:
     for col in ("state", "county", "tract", "blockgroup", "block"):
         frame[col] = frame[col].astype("category")
     frame.to_parquet(os.path.join(HERE, "pl94_synthetic.parquet"), index=False, compression="zstd")
-    print(f"wrote {len(frame)} persons in {frame['block'].nunique()} blocks "
-          f"({int(frame['aian'].sum())} persons in {frame.loc[frame['aian'] == 1, 'block'].nunique()} AIAN blocks)")
+    print(
+        f"wrote {len(frame)} persons in {frame['block'].nunique()} blocks "
+        f"({int(frame['aian'].sum())} persons in {frame.loc[frame['aian'] == 1, 'block'].nunique()} AIAN blocks)"
+    )
     write_geography(frame)
 
 

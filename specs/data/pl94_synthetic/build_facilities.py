@@ -9,6 +9,7 @@ facilities than residents (1 + Binomial(residents - 1, 0.05)). This is the table
 reads its Block invariants (housing units, occupied facilities by type) and its
 hhgq_total_lb/ub constraints from. Nothing in the output is a census figure.
 """
+
 from __future__ import annotations
 
 import os
@@ -32,15 +33,16 @@ def main() -> None:
     keys = residents.index.to_frame(index=False).iloc[np.repeat(np.arange(n.size), facilities)]
     gq_rows = keys.rename(columns={"hhgq": "gqtype"}).reset_index(drop=True)
     hu_rows = units[GEO].assign(gqtype=0)
-    out = pd.concat([hu_rows.astype({c: str for c in GEO}), gq_rows.astype({c: str for c in GEO})],
-                    ignore_index=True)
+    out = pd.concat([hu_rows.astype({c: str for c in GEO}), gq_rows.astype({c: str for c in GEO})], ignore_index=True)
     out = out.sort_values(GEO + ["gqtype"], kind="stable").reset_index(drop=True)
     for col in GEO:
         out[col] = out[col].astype("category")
     out["gqtype"] = out["gqtype"].astype(np.int64)
     out.to_parquet(os.path.join(HERE, "pl94_synthetic_facilities.parquet"), index=False, compression="zstd")
-    print(f"wrote {len(out)} facilities: {len(hu_rows)} housing units, {len(gq_rows)} occupied "
-          f"group-quarters facilities in {len(residents)} (block, type) pairs")
+    print(
+        f"wrote {len(out)} facilities: {len(hu_rows)} housing units, {len(gq_rows)} occupied "
+        f"group-quarters facilities in {len(residents)} (block, type) pairs"
+    )
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ occupied unit and 1 for a vacant one (our encoding of production's two-valued h1
 aian is the block's AIAN flag from the person file.
 Nothing in the output is a census figure.
 """
+
 from __future__ import annotations
 
 import os

@@ -20,6 +20,7 @@
    postprocessed by SafeTab-P"). A seeded run is not protected; this is synthetic data, so
    that is fine here, never for real data.
 """
+
 from __future__ import annotations
 
 import os
@@ -40,7 +41,9 @@ def published_totals() -> pd.DataFrame:
 
     spec = dpspec.load(os.path.join(SPECS, "safetab_p_production.dps"))
     counts = compile_spec(spec, seed=SEED, audit=False).published["counts"]
-    totals = counts[(counts["QSEX"] == "*") & (counts["AGE4"] == "*") & (counts["AGE9"] == "*") & (counts["AGE23"] == "*")]
+    totals = counts[
+        (counts["QSEX"] == "*") & (counts["AGE4"] == "*") & (counts["AGE9"] == "*") & (counts["AGE23"] == "*")
+    ]
     totals = totals[["geography", "geocode", "group", "group_level", "detail", "count"]].reset_index(drop=True)
     totals["count"] = totals["count"].clip(lower=0)  # the published DDHC-A rounds negative counts up to 0
     return totals
@@ -49,6 +52,7 @@ def published_totals() -> pd.DataFrame:
 def geography_files(households: pd.DataFrame) -> None:
     """The synthetic geography as public key files: tracts in their county and state, places,
     AIAN/NH areas (each sorted, one unit per row)."""
+
     def write(columns, name):
         units = households[columns].dropna().drop_duplicates().sort_values(columns)
         units.to_csv(os.path.join(HERE, name), index=False)

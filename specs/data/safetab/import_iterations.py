@@ -13,6 +13,7 @@ ethnicity-characteristic-iterations.txt, race-and-ethnicity-code-to-iteration.tx
 Only the layout changes (one iteration table with a `kind` column, booleans as booleans,
 "Null" flags of level-0 iterations as missing); no row is added or dropped.
 """
+
 from __future__ import annotations
 
 import os
@@ -31,20 +32,29 @@ def convert(src: str, dst: str) -> None:
     race = read("race-characteristic-iterations.txt").assign(kind="race")
     eth = read("ethnicity-characteristic-iterations.txt").assign(kind="ethnicity", ALONE="Null")
     it = pd.concat([race, eth], ignore_index=True)
-    iterations = pd.DataFrame({
-        "iteration": it["ITERATION_CODE"], "name": it["ITERATION_NAME"], "kind": it["kind"],
-        "level": it["LEVEL"].astype(int), "alone": _flag(it["ALONE"]),
-        "detailed_only": _flag(it["DETAILED_ONLY"]), "coarse_only": _flag(it["COARSE_ONLY"]),
-    })
+    iterations = pd.DataFrame(
+        {
+            "iteration": it["ITERATION_CODE"],
+            "name": it["ITERATION_NAME"],
+            "kind": it["kind"],
+            "level": it["LEVEL"].astype(int),
+            "alone": _flag(it["ALONE"]),
+            "detailed_only": _flag(it["DETAILED_ONLY"]),
+            "coarse_only": _flag(it["COARSE_ONLY"]),
+        }
+    )
     mapping = read("race-and-ethnicity-code-to-iteration.txt").rename(
-        columns={"ITERATION_CODE": "iteration", "RACE_ETH_CODE": "code"})[["code", "iteration"]]
+        columns={"ITERATION_CODE": "iteration", "RACE_ETH_CODE": "code"}
+    )[["code", "iteration"]]
     os.makedirs(dst, exist_ok=True)
     codes[["code", "name"]].to_parquet(os.path.join(dst, "codes.parquet"), index=False)
     iterations.to_parquet(os.path.join(dst, "iterations.parquet"), index=False)
     mapping.to_parquet(os.path.join(dst, "code_to_iteration.parquet"), index=False)
     # the population groups as a key file (`group : category values from "groups.csv"`): the keys
     # of SafeTab-H's published totals, declared as the geography files declare the units
-    iterations[["iteration"]].rename(columns={"iteration": "group"}).to_csv(os.path.join(dst, "groups.csv"), index=False)
+    iterations[["iteration"]].rename(columns={"iteration": "group"}).to_csv(
+        os.path.join(dst, "groups.csv"), index=False
+    )
 
 
 if __name__ == "__main__":

@@ -4,6 +4,7 @@
 a grade 1-4 and a yearly salary in thousands, drawn around a grade's level (a few above 200, so
 the tutorial's clipping bound has something to clip).
 """
+
 from __future__ import annotations
 
 import pathlib

@@ -8,6 +8,7 @@ the declared values of `column` in every stratum; its strata are the groups the 
 declared stratum nobody is in would be missing, and the compiler's key check would stop the run
 (a real mechanism releases every declared stratum).
 """
+
 from __future__ import annotations
 
 import functools
@@ -16,8 +17,17 @@ from fractions import Fraction
 import numpy as np
 import pandas as pd
 
-from dpspec.api import (Mechanism, NativeFlavor, OutputKeys, ParamSpec, ParameterSchema, Release, declared_values,
-                        discrete_laplace, hookimpl)
+from dpspec.api import (
+    Mechanism,
+    NativeFlavor,
+    OutputKeys,
+    ParamSpec,
+    ParameterSchema,
+    Release,
+    declared_values,
+    discrete_laplace,
+    hookimpl,
+)
 
 
 def noisy_histogram(key, rows: pd.DataFrame, rng, by, column, values, scale, fail_on=None) -> pd.DataFrame:
@@ -37,14 +47,23 @@ class StratifiedHistogram(Mechanism):
     name = "stratified_histogram"
     version = "0.1.0"
     description = "Per-stratum noisy histograms, computed through the execution engine."
-    parameters = ParameterSchema((
-        ParamSpec("table", "table", "the table", required=True),
-        ParamSpec("by", "columns", "the stratum key", required=True),
-        ParamSpec("column", "column", "the column tabulated in each stratum", required=True),
-        ParamSpec("scale", "int", "integer scale of the discrete Laplace noise", required=True, low=Fraction(1), high=Fraction(1000)),
-        ParamSpec("fail_on", "string", "a stratum whose unit of work raises (to test failure handling)"),
-        ParamSpec("fail_scale", "int", "a scale at which the run raises (a failing point of a sweep)"),
-    ))
+    parameters = ParameterSchema(
+        (
+            ParamSpec("table", "table", "the table", required=True),
+            ParamSpec("by", "columns", "the stratum key", required=True),
+            ParamSpec("column", "column", "the column tabulated in each stratum", required=True),
+            ParamSpec(
+                "scale",
+                "int",
+                "integer scale of the discrete Laplace noise",
+                required=True,
+                low=Fraction(1),
+                high=Fraction(1000),
+            ),
+            ParamSpec("fail_on", "string", "a stratum whose unit of work raises (to test failure handling)"),
+            ParamSpec("fail_scale", "int", "a scale at which the run raises (a failing point of a sweep)"),
+        )
+    )
     outputs = {"histogram": "noisy counts by stratum and value", "strata": "the number of strata"}
     run_context = True  # run(spec, params, data, ctx): ctx.engine is the engine run (API 1.6)
     uses_engine = True
@@ -65,8 +84,9 @@ class StratifiedHistogram(Mechanism):
             raise RuntimeError(f"told to fail at scale {params['scale']}")
         table, by, column = data[params["table"]], list(params["by"]), params["column"]
         values = [str(v) for v in declared_values(spec, params["table"], column)]
-        unit = functools.partial(noisy_histogram, by=by, column=column, values=values, scale=params["scale"],
-                                 fail_on=params.get("fail_on"))
+        unit = functools.partial(
+            noisy_histogram, by=by, column=column, values=values, scale=params["scale"], fail_on=params.get("fail_on")
+        )
         schema = {**{c: "str" for c in by}, column: "str", "count": "int64"}
         histogram = ctx.engine.map_groups(table, by, unit, stage="stratified histogram", schema=schema)
         strata = len(ctx.engine.count(table, by))

@@ -6,6 +6,7 @@ Adding or removing one unit changes the count by one, so two-sided geometric noi
 ratio exp(-epsilon) is pure epsilon-DP under add/remove-one (Ghosh, Roughgarden, Sundararajan
 2009).
 """
+
 from __future__ import annotations
 
 import math
@@ -24,10 +25,14 @@ class GeometricCount(Mechanism):
     name = "geometric_count"
     version = "0.3.0"
     description = "The number of units of a table, plus two-sided geometric noise."
-    parameters = ParameterSchema((
-        ParamSpec("table", "table", "the table whose units are counted", required=True),
-        ParamSpec("epsilon", "number", "the pure DP budget", required=True, low=Fraction(1, 1000), high=Fraction(20)),
-    ))
+    parameters = ParameterSchema(
+        (
+            ParamSpec("table", "table", "the table whose units are counted", required=True),
+            ParamSpec(
+                "epsilon", "number", "the pure DP budget", required=True, low=Fraction(1, 1000), high=Fraction(20)
+            ),
+        )
+    )
     outputs = {"count": "the noisy count"}
 
     def flavor(self, spec, params):
@@ -43,7 +48,6 @@ class GeometricCount(Mechanism):
         noise = int(rng.geometric(1 - q)) - int(rng.geometric(1 - q))
         return Release(outputs={"count": pd.DataFrame({"count": [len(data[params["table"]]) + noise]})})
 
-
     def likelihood(self, spec, params, outputs):
         """Its own likelihood, for `dpspec infer`: P(v | t) = (1 - q)/(1 + q) q^|v - t|."""
         from dpspec.api import CountLikelihood, ir
@@ -57,9 +61,18 @@ class GeometricCount(Mechanism):
         def logpmf(truth):
             return log_max + np.abs(value - np.asarray(truth)) * math.log(q)
 
-        return [CountLikelihood(ir.CountQuery(params["table"]), pd.DataFrame(index=pd.RangeIndex(1)), value, logpmf,
-                                np.array([log_max]), value.astype(float), np.array([2 * q / (1 - q) ** 2]),
-                                "two-sided geometric noise")]
+        return [
+            CountLikelihood(
+                ir.CountQuery(params["table"]),
+                pd.DataFrame(index=pd.RangeIndex(1)),
+                value,
+                logpmf,
+                np.array([log_max]),
+                value.astype(float),
+                np.array([2 * q / (1 - q) ** 2]),
+                "two-sided geometric noise",
+            )
+        ]
 
 
 @hookimpl

@@ -5,6 +5,7 @@
 A row count with discrete Laplace noise of integer scale t = ceil(1/epsilon): pure (1/t)-DP under
 add/remove-one, so at most epsilon (a test fixture, not a production mechanism).
 """
+
 from __future__ import annotations
 
 import math
@@ -20,10 +21,12 @@ from dpspec.noise import discrete_laplace
 class LegacyCount(Mechanism):
     name, version = "legacy_count", "0.1.0"
     description = "The number of units of a table, plus discrete Laplace noise (a 0.1-era plugin)."
-    parameters = ParameterSchema((
-        ParamSpec("table", "table", "the table whose units are counted", required=True),
-        ParamSpec("epsilon", "number", "pure DP budget", required=True, low=Fraction(1, 1000)),
-    ))
+    parameters = ParameterSchema(
+        (
+            ParamSpec("table", "table", "the table whose units are counted", required=True),
+            ParamSpec("epsilon", "number", "pure DP budget", required=True, low=Fraction(1, 1000)),
+        )
+    )
     outputs = {"count": "the noisy count"}
 
     def flavor(self, spec, params):
