@@ -345,20 +345,22 @@ def test_published_noise_has_the_declared_variance(persons):
 
 # SHA-256 of the files `dpspec compile SPEC --seed 7` wrote on main at 569e906, before nodes drew
 # their own noise and the tables were streamed (pl94_production_topdown.dps, too slow for the suite,
-# was compared by hand: both of its files were equal too).
+# was compared by hand: both of its files were equal too). acs_national_topdown's and pl94_units_topdown's
+# release files were pinned again when the solver rule put small fits on PIQP (another optimal point
+# within the tolerances, which moved rounding ties); their measurements did not move.
 BEFORE = {
     "acs_ma_hispanic_topdown.dps": {
         "measurements.csv": "4463f48c56b91c750ee5c67b0bed6459f8c544a4b07bfb2ef3b11545835f2da3",
         "persons.csv": "a3b18c4a72703caaa9d0a5597712cd098a9ec8e0e8b9029a385b9a1a55705a6e",
     },
     "acs_national_topdown.dps": {  # the count table: released over the declared cells, in declared order
-        "count_persons_puma_votingage.csv": "16856832cc57d02cb56378cb836cc259201cf21ae04404c5469b332d70f55df7",
+        "count_persons_puma_votingage.csv": "eb6411b46afce37cbf8a7c1bebf2d237c698e4ac8a2ad28ef301300d321f7626",
         "measurements.csv": "80fbbb0fb5ee6ce65a9e910814e6bd95cc462e39493a83fcb1f13243cfda21e7",
-        "persons.csv": "c2e75b4a7dbdcb9176ad46f116d4fdeb5d208e24c93bb7bb464f782f1c630d60",
+        "persons.csv": "d1357bb9d26b12d467d02b7044e137cc849588f893db9a676054e6fb8d3b1ca6",
     },
     "pl94_units_topdown.dps": {  # the declared blocks without housing units are measured too
         "measurements.csv": "6dbe65c181e4d8a1e4d2617078d0c53f59d43b03f5a869d11fbe897ce086cfe7",
-        "units.csv": "584e4037532de31e029ffe9598e7f53d6ea3c01444bbf5baa89da0949ac44c67",
+        "units.csv": "2b02970749d3488056af2d1284075dc28e25493e801867c3aa572b711fb71d98",
     },
 }
 
