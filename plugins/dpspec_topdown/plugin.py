@@ -29,7 +29,7 @@ from .measurement.allocation import JOINT_MARK, _is_joint_key, _only_queries, al
 from .params.checks import column_problems, setting_problems
 from .params.joint import _joint_tables, _tied_attributes
 from .params.spine import _aian_split_levels, _spine
-from .params.tables import ROOT, _invariants, _joint, _levels, _relation, _schema, _strategy, _variables
+from .params.tables import ROOT, _canonical_strategy, _invariants, _joint, _levels, _relation, _schema, _variables
 from .release.report import _guarantee_notes, _query_labels, allocation_rows, bypass_rows
 from .semantics import across_split_rho, attribute_rhos, geography_rhos, tied_attribute_rhos
 
@@ -66,6 +66,31 @@ OUTER_PASS = ParamSpec(
 )
 
 
+# a level's query shares: total, detailed (every variable), or factors joined by "*" (variables
+# and recodes), each a share of the level's rho; one block for every level, or one per level
+QUERY_SHARES = ParamSpec(
+    "",
+    "map",
+    "each query's share of the level's rho (total, detailed, or var * var); must sum to 1",
+    keys="names",
+    values=ParamSpec("", "number", "the query's share"),
+)
+QUERIES = ParamSpec(
+    "queries",
+    "map",
+    "share of each level's rho per query (total, detailed, or var*var); "
+    "one block for all levels or one per level; must sum to 1",
+    required=True,
+    keys="names",
+    values=ParamSpec(
+        "",
+        "either",
+        "a query's share of every level's rho, or a level's own block of query shares",
+        options=(ParamSpec("", "number", "the query's share of every level's rho"), QUERY_SHARES),
+    ),
+)
+
+
 class TopDown(Mechanism):
     name = "topdown"
     version = __version__
@@ -92,13 +117,7 @@ class TopDown(Mechanism):
                 "share of rho per geographic level ('nation' is the root); must sum to 1",
                 required=True,
             ),
-            ParamSpec(
-                "queries",
-                "block",
-                "share of each level's rho per query (total, detailed, or var*var); "
-                "one block for all levels or one per level; must sum to 1",
-                required=True,
-            ),
+            QUERIES,
             ParamSpec(
                 "recodes",
                 "block",
@@ -324,12 +343,7 @@ class TopDown(Mechanism):
     def _allocation(self, spec, params):
         """The allocation over every measured query; a joint table's queries are keyed
         ("@NAME", *factors) and share each level's budget with the mechanism's table's."""
-        variables = _variables(spec, params)
-        schema = _schema(spec, params)
-        strategy = {
-            lv: [(schema.canonical(q), s) for q, s in entries]
-            for lv, entries in _strategy(params, _levels(spec), list(variables)).items()
-        }
+        strategy = _canonical_strategy(params, _schema(spec, params))
         for j in _joint(spec, params):
             for lv, entries in j["strategy"].items():
                 strategy[lv] = strategy[lv] + [((JOINT_MARK + j["name"], *q), s) for q, s in entries]

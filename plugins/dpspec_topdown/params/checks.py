@@ -14,7 +14,7 @@ from .joint import _cross_constraints, _joint_names, _joint_tables, _side_tables
 from .passes import _passes, pass_level_path, pass_query_problems
 from .postprocess import failsafe_problems, postprocess_problems
 from .spine import _spine, _split_levels, spine_problems
-from .tables import _bound_categories, _invariants, _joint, _levels, _schema, _shares_loc, _structural_zeros, _variables
+from .tables import _bound_categories, _invariants, _joint, _levels, _schema, _structural_zeros, _variables
 
 
 def _at_setting(spec: ir.Spec, d: Diagnostic) -> Diagnostic:
@@ -95,8 +95,8 @@ def _sampler_problems(spec, params, alloc) -> list[Diagnostic]:
 
 
 def column_problems(spec: ir.Spec, params: dict) -> list:
-    """The table's columns for the geography levels and the histogram variables, the levels of
-    the shares and the queries block: what the later checks read (none of them runs if one fails)."""
+    """The table's columns for the geography levels and the histogram variables, and the levels of
+    the shares: what the later checks read (none of them runs if one fails)."""
     problems = []
     table = spec.domain.table(params["table"])
     if spec.domain.geography is None:
@@ -130,8 +130,6 @@ def column_problems(spec: ir.Spec, params: dict) -> list:
                     path=("levels", level),
                 )
             )
-    if not isinstance(params["queries"], ir.ParamBlock):
-        problems.append(Diagnostic("queries: expected a block such as { total: 1/2  detailed: 1/2 }"))
     return problems
 
 
@@ -156,15 +154,7 @@ def setting_problems(spec: ir.Spec, params: dict, allocation) -> list:
     try:
         if spine_wrong:  # first: a bad flag column is the spine's error, not the joint table's
             raise SpecError(spine_wrong)
-        try:
-            alloc = allocation(spec, params)
-        except SpecError as exc:  # shares that do not sum to 1: at the level's line of the shares
-            raise SpecError(
-                [
-                    d if d.line is not None else Diagnostic(d.message, *_shares_loc(spec, params, d.message))
-                    for d in exc.diagnostics
-                ]
-            ) from None
+        alloc = allocation(spec, params)  # shares that do not sum to 1: at the level's entry of the shares
         problems.extend(_sampler_problems(spec, params, alloc))
         schema = _schema(spec, params)
         _structural_zeros(params, _variables(spec, params), schema.recodes)

@@ -11,6 +11,8 @@ if TYPE_CHECKING:  # names only the annotations use; the modules themselves load
 
 from fractions import Fraction
 
+import attrs
+
 from dpspec.api import Diagnostic, SpecError, ir
 
 from .locate import at, item_at
@@ -119,28 +121,6 @@ def _schema(spec: ir.Spec, params: dict) -> Schema:
 
     variables = _variables(spec, params)
     return Schema.from_variables(variables).with_recodes(_recodes(params, variables, spec))
-
-
-def _shares_loc(spec: ir.Spec | None, params: dict, message: str) -> tuple:
-    """(line, column) of what an allocation error is about: the level's entry under ``queries`` for
-    "query shares at level 'X'", the query's own entry for "query 'X' names ...", the ``levels``
-    setting for the level shares (the mechanism's, unless ``spec`` is None); (None, None) otherwise."""
-    import re
-
-    block = params.get("queries")
-    entries = block.params if isinstance(block, ir.ParamBlock) else ()
-    level = re.match(r"query shares at level '([^']+)'", message)
-    query = re.match(r"query '([^']+)' names", message)
-    for p in entries:
-        if level and p.name == level.group(1) and p.loc:
-            return p.loc.line, p.loc.column
-        inner = p.value.params if isinstance(p.value, ir.ParamBlock) else (p,)
-        for q in inner if query else ():
-            if " * ".join(w.strip() for w in q.name.split("*")) == query.group(1) and q.loc:
-                return q.loc.line, q.loc.column
-    name = "queries" if level or query else "levels" if message.startswith("level budget shares") else None
-    p = spec.mechanism.params.get(name) if name and spec is not None and spec.mechanism is not None else None
-    return (p.loc.line, p.loc.column) if p is not None and p.loc else (None, None)
 
 
 def _structural_zeros(params: dict, variables: dict, recodes=()) -> dict:
@@ -284,22 +264,13 @@ def _joint(spec: ir.Spec, params: dict) -> list[dict]:
                 raise SpecError(
                     Diagnostic("queries: expected a block such as { total: 1/4 }", *at(settings["queries"]))
                 )
-            strategy = {
-                lv: [(schema.canonical(q), sh) for q, sh in entries]
-                for lv, entries in _strategy(sub, _levels(spec), names, params["levels"]).items()
-            }
+            sub["queries"] = _plain(sub["queries"])
+            strategy = _canonical_strategy(sub, schema, params["levels"], at=("joint", p.name))
             zeros = _structural_zeros(sub, variables, schema.recodes)
         except SpecError as exc:
             raise SpecError(
                 [
-                    Diagnostic(
-                        f"joint: '{p.name}': {d.message}",
-                        *(
-                            (d.line, d.column)
-                            if d.line is not None
-                            else next((at for at in [_shares_loc(None, sub, d.message)] if at[0] is not None), loc)
-                        ),
-                    )
+                    attrs.evolve(d, message=f"joint: '{p.name}': {d.message}", path=d.path or ("joint", p.name))
                     for d in exc.diagnostics
                 ]
             ) from None
@@ -326,6 +297,16 @@ def _joint(spec: ir.Spec, params: dict) -> list[dict]:
     return out
 
 
+def _plain(value):
+    """A joint entry's setting as the core resolves a typed one: blocks as dicts, lists as tuples,
+    names as strings (until the joint block is declared in the schema)."""
+    if isinstance(value, ir.ParamBlock):
+        return {p.name: _plain(p.value) for p in value.params}
+    if isinstance(value, tuple):
+        return tuple(_plain(v) for v in value)
+    return str(value) if isinstance(value, ir.Name) else value
+
+
 def _levels(spec: ir.Spec) -> list[str]:
     geo = spec.domain.geography
     return [ROOT, *geo.levels] if geo else [ROOT]
@@ -339,17 +320,59 @@ def _query_key(name: str, variables) -> tuple:
     return tuple(name.split("*"))
 
 
+def _per_level(queries: dict) -> bool:
+    """Whether ``queries`` gives each level a block of its own (every entry a block) rather than
+    one block of query shares for every level."""
+    return bool(queries) and all(isinstance(v, dict) for v in queries.values())
+
+
+def _query_shares(params: dict, measured_levels=None, at: tuple = ()) -> dict:
+    """{level: {query as written: share}} for every measured level (``params["levels"]``', or
+    ``measured_levels``), from ``queries``: one block for every level, or one per level. A level
+    without its block, or the two ways mixed, is a SpecError at the queries (under `at`, a joint
+    entry's path)."""
+    queries = params["queries"]
+    per_level = _per_level(queries)
+    mixed = [name for name, v in queries.items() if isinstance(v, dict)] if not per_level else []
+    if mixed:
+        raise SpecError(
+            Diagnostic(
+                f"queries: '{mixed[0]}' is a block of query shares beside shares of queries: write one "
+                "block of query shares for every level, or one block per level",
+                path=(*at, "queries", mixed[0]),
+            )
+        )
+    out = {}
+    for level in measured_levels if measured_levels is not None else params["levels"]:
+        if per_level and level not in queries:
+            raise SpecError(Diagnostic(f"queries: no query shares for level '{level}'", path=(*at, "queries")))
+        out[level] = queries[level] if per_level else queries
+    return out
+
+
 def _strategy(params: dict, levels: list[str], variables, measured_levels=None) -> dict:
     """{level: [(query, share), ...]} for every level that has a budget share."""
-    block = params["queries"]
-    measured = list(measured_levels if measured_levels is not None else params["levels"])
-    per_level = all(isinstance(p.value, ir.ParamBlock) for p in block.params) and block.params
+    return {
+        level: [(_query_key(name, variables), share) for name, share in shares.items()]
+        for level, shares in _query_shares(params, measured_levels).items()
+    }
+
+
+def _canonical_strategy(params: dict, schema, measured_levels=None, at: tuple = ()) -> dict:
+    """{level: [(canonical query, share), ...]}: a query naming what is neither a variable nor a
+    recode of `schema` is a SpecError at its entry (under `at`, a joint entry's path)."""
+    per_level = _per_level(params["queries"])
+    variables = list(schema.names)
     out = {}
-    for level in measured:
-        source = block.get(level).value if per_level and block.get(level) else (None if per_level else block)
-        if source is None:
-            raise SpecError(f"queries: no query shares for level '{level}'")
-        out[level] = [(_query_key(p.name, variables), p.value) for p in source.params]
+    for level, shares in _query_shares(params, measured_levels, at).items():
+        entries = []
+        for name, share in shares.items():
+            try:
+                entries.append((schema.canonical(_query_key(name, variables)), share))
+            except SpecError as exc:
+                entry = (*at, "queries", *((level,) if per_level else ()), name)
+                raise SpecError([attrs.evolve(d, path=entry) for d in exc.diagnostics]) from None
+        out[level] = entries
     return out
 
 
