@@ -386,7 +386,9 @@ def _grouped(body):
 
 
 def test_a_map_reads_its_own_settings_beside_its_keys_and_an_either_reads_numbers_and_names_apart():
-    _, params, problems = _grouped("  groups: {\n    ages: { of: age  young: [0, 1]  old: 2 }\n    s: { f: f  of: sex }\n  }\n")
+    _, params, problems = _grouped(
+        "  groups: {\n    ages: { of: age  young: [0, 1]  old: 2 }\n    s: { f: f  of: sex }\n  }\n"
+    )
     assert problems == []
     assert params["groups"] == {
         "ages": {"of": "age", "young": (Fraction(0), Fraction(1)), "old": (Fraction(2),)},
