@@ -90,6 +90,26 @@ QUERIES = ParamSpec(
     ),
 )
 
+# a category as a column's values write it: a number (int 0..9, {0, 1}) or a name ({mortgage, owned})
+CATEGORY = ParamSpec(
+    "", "either", "a category: a number or a name", options=(ParamSpec("", "number", ""), ParamSpec("", "string", ""))
+)
+RECODES = ParamSpec(
+    "recodes",
+    "map",
+    "query factors that group one variable's categories: "
+    "NAME: { of: VARIABLE  LABEL: [values] ... }, a partition of the variable",
+    keys="names",
+    values=ParamSpec(
+        "",
+        "map",
+        "one recode: its groups, LABEL: [categories], a partition of the variable",
+        keys="names",
+        fields=(ParamSpec("of", "string", "the histogram variable whose categories it groups", required=True),),
+        values=ParamSpec("", "list", "the group's categories", items=CATEGORY),
+    ),
+)
+
 
 class TopDown(Mechanism):
     name = "topdown"
@@ -118,12 +138,7 @@ class TopDown(Mechanism):
                 required=True,
             ),
             QUERIES,
-            ParamSpec(
-                "recodes",
-                "block",
-                "query factors that group one variable's categories: "
-                "NAME: { of: VARIABLE  LABEL: [values] ... }, a partition of the variable",
-            ),
+            RECODES,
             ParamSpec(
                 "estimation",
                 "map",

@@ -44,7 +44,8 @@ def places(spec: ir.Spec, params: dict, constructs) -> list[Diagnostic]:
 def _place(spec: ir.Spec, params: dict, kind: str, key: list) -> list[Diagnostic]:
     if kind == "structural_zeros":
         table, name = key
-        return [Diagnostic(f"the structural zero '{name}'", *_entry(_params_of(spec, params, table), kind, name))]
+        sub, _ = _params_of(spec, params, table)
+        return [Diagnostic(f"the structural zero '{name}'", *_entry(sub, kind, name))]
     if kind == "equal_to":
         return located_at(spec, [Diagnostic(f"equal_to '{key[0]}'", path=(kind, key[0]))])
     if kind == "constraints":
@@ -70,10 +71,18 @@ def _place(spec: ir.Spec, params: dict, kind: str, key: list) -> list[Diagnostic
         ][:1]
     if kind == "recode_column":
         table, column = key
-        sub = _params_of(spec, params, table)
+        sub, under = _params_of(spec, params, table)
         naming = _invariants_naming(spec, sub, lambda lv, canon: column in canon)[:1]
-        return [*map(_invariant, naming), Diagnostic(f"the recode '{column}'", *_entry(sub, "recodes", column))]
+        return [*map(_invariant, naming), *_written(spec, sub, under, "recodes", column, f"the recode '{column}'")]
     return []
+
+
+def _written(spec: ir.Spec, sub: dict, under: tuple, setting: str, name: str, what: str) -> list[Diagnostic]:
+    """`what` at the entry `name` of `setting` (of the mechanism's table, or under a joint entry's
+    path); none when the spec writes no such entry."""
+    if name not in (sub.get(setting) or {}):
+        return []
+    return located_at(spec, [Diagnostic(what, path=(*under, setting, name))])
 
 
 def _invariant(q) -> Diagnostic:
@@ -88,12 +97,15 @@ def _entry(params: dict, setting: str, name: str) -> tuple:
     return next((at(p) for p in block.params if p.name == name), (None, None))
 
 
-def _params_of(spec: ir.Spec, params: dict, table: str | None) -> dict:
-    """The settings of the mechanism's table (`table` None or its name) or of the joint entry or
-    table named `table`."""
+def _params_of(spec: ir.Spec, params: dict, table: str | None) -> tuple[dict, tuple]:
+    """(settings, the path they are written under) of the mechanism's table (`table` None or its
+    name) or of the joint entry or table named `table`; ({}, ()) when there is none."""
     if table is None or table == params["table"]:
-        return params
-    return next((j["params"] for j in _joint(spec, params) if table in (j["name"], j["table"])), {})
+        return params, ()
+    return next(
+        ((j["params"], ("joint", j["name"])) for j in _joint(spec, params) if table in (j["name"], j["table"])),
+        ({}, ()),
+    )
 
 
 def _invariants_naming(spec: ir.Spec, params: dict, keep) -> list:

@@ -50,77 +50,48 @@ def _entry_settings(p) -> tuple[dict, dict]:
     return settings, {name: q.value for name, q in settings.items()}
 
 
-def _recodes(params: dict, variables: dict, spec: ir.Spec | None = None) -> list[Recode]:
-    """The declared recodes: ``NAME: { of: VARIABLE  LABEL: [values]  ... }`` each."""
+def _recodes(params: dict, variables: dict, under: tuple = ()) -> list[Recode]:
+    """The declared recodes: ``NAME: { of: VARIABLE  LABEL: [values] ... }`` each, a partition of
+    the variable; what is wrong is a SpecError at its path (under `under`, a joint entry's)."""
 
     from ..measurement.histogram import Recode
 
-    block = params.get("recodes")
-    if block is None:
-        return []
-    if not isinstance(block, ir.ParamBlock):
-        raise SpecError("recodes: expected a block such as { hhinstlevels: { of: hhgq  gq: [1, 2] ... } }")
     out = []
-    for p in block.params:
-        loc = (p.loc.line, p.loc.column) if p.loc else (None, None)
-        body = p.value
-        of = body.get("of") if isinstance(body, ir.ParamBlock) else None
-        if of is None:
-            raise SpecError(Diagnostic(f"recodes: '{p.name}' needs a block with 'of: VARIABLE' and its groups", *loc))
-        if p.name in variables or any(r.name == p.name for r in out):
-            raise SpecError(Diagnostic(f"recodes: '{p.name}': the name is already a variable or another recode", *loc))
-        variable = str(of.value)
+    for name, body in (params.get("recodes") or {}).items():
+        path = (*under, "recodes", name)
+        if name in variables or any(r.name == name for r in out):
+            raise SpecError(
+                Diagnostic(f"recodes: '{name}': the name is already a variable or another recode", path=path)
+            )
+        variable = body["of"]
         if variable not in variables:
             raise SpecError(
                 Diagnostic(
-                    f"recodes: '{p.name}' recodes '{variable}', which is not a histogram "
+                    f"recodes: '{name}' recodes '{variable}', which is not a histogram "
                     f"variable (known: {', '.join(variables)})",
-                    *at(of),
+                    path=(*path, "of"),
                 )
             )
-        groups = {}
-        for g in body.params:
-            if g.name == "of":
-                continue
-            values = g.value if isinstance(g.value, tuple) else (g.value,)
-            by_text = {str(c): c for c in variables[variable]}  # categories are written as text
-            groups[g.name] = [by_text.get(str(v), v) for v in map(_recode_value, values)]
+        by_text = {str(c): c for c in variables[variable]}  # categories are written as text
+        groups = {
+            label: [by_text.get(str(v), v) for v in map(_recode_value, values)]
+            for label, values in body.items()
+            if label != "of"
+        }
         try:
-            out.append(Recode.build(p.name, variable, variables[variable], groups))
-        except SpecError as exc:
-            raise SpecError(
-                [Diagnostic(d.message, *_recode_group_loc(spec, body, d.message, loc)) for d in exc.diagnostics]
-            ) from None
+            out.append(Recode.build(name, variable, variables[variable], groups))
+        except SpecError as exc:  # at the group or value it names, else at the recode
+            raise SpecError([attrs.evolve(d, path=(*path, *d.path)) for d in exc.diagnostics]) from None
     return out
 
 
-def _recode_group_loc(spec, body: ir.ParamBlock, message: str, loc: tuple) -> tuple:
-    """(line, column) of what a recode error is about: the value a group lists that is not a
-    category or is in an earlier group too, or the empty group; the recode's `loc` otherwise
-    (categories in no group)."""
-    import re
-
-    found = (
-        re.search(r"group '([^']+)' lists (\S+?), which", message)
-        or re.search(r"(\S+) is in both '[^']+' and '([^']+)'", message)
-        or re.search(r"group '([^']+)' is empty", message)
-    )
-    if not found:
-        return loc
-    if "is in both" in message:
-        value, label = found.group(1), found.group(2)
-    else:
-        label, value = found.group(1), (found.group(2) if found.re.groups > 1 else None)
-    group = body.get(label)
-    return item_at(spec, group, value.strip("'") if value else None) if group is not None else loc
-
-
-def _schema(spec: ir.Spec, params: dict) -> Schema:
+def _schema(spec: ir.Spec, params: dict, under: tuple = ()) -> Schema:
+    """The histogram's variables and recodes (errors under `under`, a joint entry's path)."""
 
     from ..measurement.histogram import Schema
 
     variables = _variables(spec, params)
-    return Schema.from_variables(variables).with_recodes(_recodes(params, variables, spec))
+    return Schema.from_variables(variables).with_recodes(_recodes(params, variables, under))
 
 
 def _structural_zeros(params: dict, variables: dict, recodes=()) -> dict:
@@ -257,15 +228,20 @@ def _joint(spec: ir.Spec, params: dict) -> list[dict]:
                         *item_at(spec, settings["variables"], name),
                     )
                 )
+        if sub["recodes"] is not None:
+            sub["recodes"] = {
+                name: {k: v if k == "of" or isinstance(v, tuple) else (v,) for k, v in body.items()}
+                for name, body in _plain(sub["recodes"]).items()
+            }
         try:
             variables = _variables(spec, sub)
-            schema = _schema(spec, sub)
+            schema = _schema(spec, sub, under=("joint", p.name))
             if not isinstance(sub["queries"], ir.ParamBlock):
                 raise SpecError(
                     Diagnostic("queries: expected a block such as { total: 1/4 }", *at(settings["queries"]))
                 )
             sub["queries"] = _plain(sub["queries"])
-            strategy = _canonical_strategy(sub, schema, params["levels"], at=("joint", p.name))
+            strategy = _canonical_strategy(sub, schema, params["levels"], under=("joint", p.name))
             zeros = _structural_zeros(sub, variables, schema.recodes)
         except SpecError as exc:
             raise SpecError(
@@ -326,7 +302,7 @@ def _per_level(queries: dict) -> bool:
     return bool(queries) and all(isinstance(v, dict) for v in queries.values())
 
 
-def _query_shares(params: dict, measured_levels=None, at: tuple = ()) -> dict:
+def _query_shares(params: dict, measured_levels=None, under: tuple = ()) -> dict:
     """{level: {query as written: share}} for every measured level (``params["levels"]``', or
     ``measured_levels``), from ``queries``: one block for every level, or one per level. A level
     without its block, or the two ways mixed, is a SpecError at the queries (under `at`, a joint
@@ -339,13 +315,13 @@ def _query_shares(params: dict, measured_levels=None, at: tuple = ()) -> dict:
             Diagnostic(
                 f"queries: '{mixed[0]}' is a block of query shares beside shares of queries: write one "
                 "block of query shares for every level, or one block per level",
-                path=(*at, "queries", mixed[0]),
+                path=(*under, "queries", mixed[0]),
             )
         )
     out = {}
     for level in measured_levels if measured_levels is not None else params["levels"]:
         if per_level and level not in queries:
-            raise SpecError(Diagnostic(f"queries: no query shares for level '{level}'", path=(*at, "queries")))
+            raise SpecError(Diagnostic(f"queries: no query shares for level '{level}'", path=(*under, "queries")))
         out[level] = queries[level] if per_level else queries
     return out
 
@@ -358,19 +334,19 @@ def _strategy(params: dict, levels: list[str], variables, measured_levels=None) 
     }
 
 
-def _canonical_strategy(params: dict, schema, measured_levels=None, at: tuple = ()) -> dict:
+def _canonical_strategy(params: dict, schema, measured_levels=None, under: tuple = ()) -> dict:
     """{level: [(canonical query, share), ...]}: a query naming what is neither a variable nor a
-    recode of `schema` is a SpecError at its entry (under `at`, a joint entry's path)."""
+    recode of `schema` is a SpecError at its entry (under `under`, a joint entry's path)."""
     per_level = _per_level(params["queries"])
     variables = list(schema.names)
     out = {}
-    for level, shares in _query_shares(params, measured_levels, at).items():
+    for level, shares in _query_shares(params, measured_levels, under).items():
         entries = []
         for name, share in shares.items():
             try:
                 entries.append((schema.canonical(_query_key(name, variables)), share))
             except SpecError as exc:
-                entry = (*at, "queries", *((level,) if per_level else ()), name)
+                entry = (*under, "queries", *((level,) if per_level else ()), name)
                 raise SpecError([attrs.evolve(d, path=entry) for d in exc.diagnostics]) from None
         out[level] = entries
     return out
@@ -429,7 +405,7 @@ def _bound_categories(spec: ir.Spec, params: dict) -> dict:
     """What a constraint may bound: each histogram variable's categories and each recode's group
     labels (production bounds persons per block on gqlevels, a recode of the detailed GQ types)."""
     variables = _variables(spec, params)
-    return {**variables, **{r.name: list(r.labels) for r in _recodes(params, variables, spec)}}
+    return {**variables, **{r.name: list(r.labels) for r in _recodes(params, variables)}}
 
 
 def _relation(spec: ir.Spec, params: dict) -> str:
