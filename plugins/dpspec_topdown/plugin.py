@@ -110,6 +110,22 @@ RECODES = ParamSpec(
     ),
 )
 
+STRUCTURAL_ZEROS = ParamSpec(
+    "structural_zeros",
+    "map",
+    "cells that must be 0 everywhere, e.g. { nurse_nva_0: { hhgq: [3]  "
+    "votingage: [0] } } (a recode may stand for its variable, its group labels for the categories in them); "
+    "data with a record there is rejected",
+    keys="names",
+    values=ParamSpec(
+        "",
+        "map",
+        "one set of cells: the categories each variable it names takes there",
+        keys="names",
+        values=ParamSpec("", "list", "the variable's categories, or the recode's group labels", items=CATEGORY),
+    ),
+)
+
 
 class TopDown(Mechanism):
     name = "topdown"
@@ -187,13 +203,7 @@ class TopDown(Mechanism):
                 "opt_tol: within the LP-optimal tolerance plus pass_tolerance (production's opt_tol, opt_tol_slack)",
                 choices=("const", "opt_tol"),
             ),
-            ParamSpec(
-                "structural_zeros",
-                "block",
-                "cells that must be 0 everywhere, e.g. { nurse_nva_0: { hhgq: [3]  "
-                "votingage: [0] } } (a recode may stand for its variable, its group labels for the categories in them); "
-                "data with a record there is rejected",
-            ),
+            STRUCTURAL_ZEROS,
             ParamSpec(
                 "constraints",
                 "map",

@@ -94,34 +94,29 @@ def _schema(spec: ir.Spec, params: dict, under: tuple = ()) -> Schema:
     return Schema.from_variables(variables).with_recodes(_recodes(params, variables, under))
 
 
-def _structural_zeros(params: dict, variables: dict, recodes=()) -> dict:
+def _structural_zeros(params: dict, variables: dict, recodes=(), under: tuple = ()) -> dict:
     """{name: {variable: [categories]}} from ``structural_zeros: { NAME: { VAR: [values] ... } }``.
 
     VAR is a histogram variable (values: its categories) or a recode (values: its group labels,
     read as the categories in those groups), as production states its zeros on recodes
     (Constraints_DHCH.py: HHAGE_75PLUS, HHELDERLY_PRESENCE_NOT_75PLUS ...); a variable named twice
-    keeps the categories both name. A name or value that is neither is a SpecError at its line."""
-    block = params.get("structural_zeros")
-    if block is None:
-        return {}
-    if not isinstance(block, ir.ParamBlock):
-        raise SpecError("structural_zeros: expected a block such as { nurse_nva_0: { hhgq: [3]  votingage: [0] } }")
+    keeps the categories both name. A name or value that is neither is a SpecError at its name
+    (`under`: the path of a joint entry, for its own zeros)."""
     by_recode = {r.name: r for r in recodes}
     out = {}
-    for p in block.params:
-        loc = (p.loc.line, p.loc.column) if p.loc else (None, None)
-        if not isinstance(p.value, ir.ParamBlock) or not p.value.params:
-            raise SpecError(Diagnostic(f"structural_zeros: '{p.name}' needs a block of VARIABLE: [values]", *loc))
+    for name, written in (params.get("structural_zeros") or {}).items():
+        path = (*under, "structural_zeros", name)
+        if not written:
+            raise SpecError(Diagnostic(f"structural_zeros: '{name}' needs a block of VARIABLE: [values]", path=path))
         cells = {}
-        for v in p.value.params:
-            vloc = (v.loc.line, v.loc.column) if v.loc else loc
-            values = [_recode_value(x) for x in (v.value if isinstance(v.value, tuple) else (v.value,))]
-            if v.name in variables:
-                variable, by_text = v.name, {str(c): c for c in variables[v.name]}
+        for v, raw in written.items():
+            values = [_recode_value(x) for x in raw]
+            if v in variables:
+                variable, by_text = v, {str(c): c for c in variables[v]}
                 bad = [x for x in values if str(x) not in by_text]
                 picked = [by_text[str(x)] for x in values if str(x) in by_text]
-            elif v.name in by_recode:
-                r = by_recode[v.name]
+            elif v in by_recode:
+                r = by_recode[v]
                 variable, labels = r.variable, [str(lb) for lb in r.labels]
                 bad = [x for x in values if str(x) not in labels]
                 chosen = {labels.index(str(x)) for x in values if str(x) in labels}
@@ -129,23 +124,22 @@ def _structural_zeros(params: dict, variables: dict, recodes=()) -> dict:
             else:
                 raise SpecError(
                     Diagnostic(
-                        f"structural_zeros: '{p.name}' names '{v.name}', which is not a "
+                        f"structural_zeros: '{name}' names '{v}', which is not a "
                         f"histogram variable or recode (known: {', '.join([*variables, *by_recode])})",
-                        *vloc,
+                        path=(*path, v),
                     )
                 )
             if bad or not values:
-                what = "categories" if v.name in variables else "groups"
-                known = variables[v.name] if v.name in variables else list(by_recode[v.name].labels)
+                what = "categories" if v in variables else "groups"
+                known = variables[v] if v in variables else list(by_recode[v].labels)
                 raise SpecError(
                     Diagnostic(
-                        f"structural_zeros: '{p.name}': {v.name} = {bad or '[]'} are not "
-                        f"{what} of '{v.name}' ({listed(known)})",
-                        *vloc,
+                        f"structural_zeros: '{name}': {v} = {bad or '[]'} are not {what} of '{v}' ({listed(known)})",
+                        path=(*path, v),
                     )
                 )
             cells[variable] = [c for c in cells[variable] if c in picked] if variable in cells else picked
-        out[p.name] = cells
+        out[name] = cells
     return out
 
 
@@ -228,6 +222,11 @@ def _joint(spec: ir.Spec, params: dict) -> list[dict]:
                         *item_at(spec, settings["variables"], name),
                     )
                 )
+        if sub["structural_zeros"] is not None:
+            sub["structural_zeros"] = {
+                name: {k: v if isinstance(v, tuple) else (v,) for k, v in cells.items()}
+                for name, cells in _plain(sub["structural_zeros"]).items()
+            }
         if sub["recodes"] is not None:
             sub["recodes"] = {
                 name: {k: v if k == "of" or isinstance(v, tuple) else (v,) for k, v in body.items()}
@@ -242,7 +241,7 @@ def _joint(spec: ir.Spec, params: dict) -> list[dict]:
                 )
             sub["queries"] = _plain(sub["queries"])
             strategy = _canonical_strategy(sub, schema, params["levels"], under=("joint", p.name))
-            zeros = _structural_zeros(sub, variables, schema.recodes)
+            zeros = _structural_zeros(sub, variables, schema.recodes, under=("joint", p.name))
         except SpecError as exc:
             raise SpecError(
                 [
