@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from fractions import Fraction
 
+import attrs
+
 from dpspec.api import (
     Mechanism,
     NativeFlavor,
@@ -123,6 +125,37 @@ STRUCTURAL_ZEROS = ParamSpec(
         "one set of cells: the categories each variable it names takes there",
         keys="names",
         values=ParamSpec("", "list", "the variable's categories, or the recode's group labels", items=CATEGORY),
+    ),
+)
+
+JOINT = ParamSpec(
+    "joint",
+    "map",
+    "further tables solved with this one in one problem per node: { units: { table: units  "
+    "variables: vacs  queries: { total: 1/4 } } }; their query shares and this table's sum to 1 per level; a joint "
+    "table may have its own recodes and structural_zeros",
+    keys="names",
+    values=ParamSpec(
+        "",
+        "block",
+        "one further table, on the same geography",
+        fields=(
+            ParamSpec("table", "string", "the further table of the domain", required=True),
+            ParamSpec(
+                "variables",
+                "list",
+                "its histogram variables (enumerated, boolean or integer-range columns)",
+                required=True,
+                items="string",
+            ),
+            attrs.evolve(
+                QUERIES,
+                doc="share of each level's rho per query of this table; with the mechanism's table's "
+                "they sum to 1 per level",
+            ),
+            RECODES,
+            STRUCTURAL_ZEROS,
+        ),
     ),
 )
 
@@ -287,13 +320,7 @@ class TopDown(Mechanism):
                     ),
                 ),
             ),
-            ParamSpec(
-                "joint",
-                "block",
-                "further tables solved with this one in one problem per node: { units: { table: units  "
-                "variables: vacs  queries: { total: 1/4 } } }; their query shares and this table's sum to 1 per level; a joint "
-                "table may have its own recodes and structural_zeros",
-            ),
+            JOINT,
             ParamSpec(
                 "cross_constraints",
                 "map",

@@ -1,5 +1,6 @@
 """What `check` decides from the spec beyond each setting alone: the sampler's reach, invariants a
-split spine cannot keep or that do not nest, and a message placed at the setting it names."""
+split spine cannot keep or that do not nest, and the order the settings' readers run in (each
+problem at the path it carries, which the core locates)."""
 
 from __future__ import annotations
 
@@ -15,16 +16,6 @@ from .passes import _passes, pass_level_path, pass_query_problems
 from .postprocess import failsafe_problems, postprocess_problems
 from .spine import _spine, _split_levels, spine_problems
 from .tables import _bound_categories, _invariants, _joint, _levels, _schema, _structural_zeros, _variables
-
-
-def _at_setting(spec: ir.Spec, d: Diagnostic) -> Diagnostic:
-    """A diagnostic without a line, placed at the mechanism setting its message starts with
-    ("failsafe: ...", "joint: ..."), so a reviewer is sent to the setting, not the mechanism line."""
-    if d.line is not None or d.path or spec.mechanism is None:  # a path: the core locates it
-        return d
-    name = d.message.split(":", 1)[0].split(" ", 1)[0]
-    p = spec.mechanism.params.get(name)
-    return Diagnostic(d.message, p.loc.line, p.loc.column) if p is not None and p.loc else d
 
 
 def _split_invariant_problems(spec: ir.Spec, params: dict, spine: dict) -> list:
@@ -174,8 +165,8 @@ def setting_problems(spec: ir.Spec, params: dict, allocation) -> list:
             raise SpecError(pass_query_problems(params, schema, joint))
         passes = _passes(params, list(schema.names), _joint_names(joint))
         _check_pass_plans(spec, params, passes, schema, alloc, joint)
-    except SpecError as exc:
-        problems.extend(_at_setting(spec, d) for d in exc.diagnostics)
+    except SpecError as exc:  # each at the path it carries (the core locates it), or its line
+        problems.extend(exc.diagnostics)
     return problems
 
 

@@ -15,7 +15,6 @@ import attrs
 
 from dpspec.api import Diagnostic, SpecError, ir
 
-from .locate import at, item_at
 from ..wording import listed
 
 ROOT = "nation"
@@ -41,13 +40,6 @@ def _recode_value(raw):
     if isinstance(raw, Fraction):
         return int(raw) if raw.denominator == 1 else raw
     return str(raw)
-
-
-def _entry_settings(p) -> tuple[dict, dict]:
-    """(settings, values) of an entry written as a block (`pl94 { table: ...  query: ... }`), by
-    name: the settings keep their locations for errors; ({}, {}) when the entry is not a block."""
-    settings = {q.name: q for q in p.value.params} if isinstance(p.value, ir.ParamBlock) else {}
-    return settings, {name: q.value for name, q in settings.items()}
 
 
 def _recodes(params: dict, variables: dict, under: tuple = ()) -> list[Recode]:
@@ -143,45 +135,26 @@ def _structural_zeros(params: dict, variables: dict, recodes=(), under: tuple = 
     return out
 
 
-def _block(params: dict, name: str, example: str):
-    """The parameter `name` as a block, None when absent; a SpecError showing `example` if not a block."""
-    block = params.get(name)
-    if block is not None and not isinstance(block, ir.ParamBlock):
-        raise SpecError(f"{name}: expected a block such as {example}")
-    return block
-
-
 def _joint(spec: ir.Spec, params: dict) -> list[dict]:
     """``joint: { NAME: { table: T  variables: a, b  queries: {...}  recodes: {...} } }``: further
     tables solved with the mechanism's table in one problem per node (joint.py). Each entry:
     name, table, variables {name: categories}, schema, strategy {level: [(key, share)]},
-    structural_zeros {name: {variable: [categories]}} (cells 0 in its release), loc."""
-    block = _block(params, "joint", "{ units: { table: units  variables: vacs  queries: { total: 1/4 } } }")
-    if block is None:
-        return []
+    structural_zeros {name: {variable: [categories]}} (cells 0 in its release), path (of its
+    entry in the spec) and params (its own settings, read as the mechanism's table's are). What
+    is wrong is a SpecError at its path: a table or a variable at the value itself."""
     geo = spec.domain.geography.levels if spec.domain.geography else []
     out, seen = [], {params["table"]}
-    for p in block.params:
-        loc = at(p)
-        settings, fields = _entry_settings(p)
-        missing = [f for f in ("table", "variables", "queries") if f not in fields]
-        unknown = sorted(set(fields) - {"table", "variables", "queries", "recodes", "structural_zeros"})
-        if missing or unknown:
-            what = f"missing {', '.join(missing)}" if missing else f"unknown field(s) {', '.join(unknown)}"
-            raise SpecError(
-                Diagnostic(
-                    f"joint: '{p.name}': {what} (fields: table, variables, queries, recodes, structural_zeros)",
-                    *(at(settings[unknown[0]]) if not missing else loc),
-                )
-            )
-        table_name = str(fields["table"])
+    for name, fields in (params.get("joint") or {}).items():
+        entry = ("joint", name)
+        table_name = fields["table"]
         table = spec.domain.table(table_name)
+        written = (*entry, "table", 0)  # the table's name itself (one value, read as a one-item list)
         if table is None or table_name in seen:
             raise SpecError(
                 Diagnostic(
-                    f"joint: '{p.name}' names table '{table_name}', which must be a further table of "
+                    f"joint: '{name}' names table '{table_name}', which must be a further table of "
                     "the domain (not the mechanism's table, nor one already joint)",
-                    *item_at(spec, settings["table"], table_name),
+                    path=written,
                 )
             )
         seen.add(table_name)
@@ -192,72 +165,50 @@ def _joint(spec: ir.Spec, params: dict) -> list[dict]:
                 Diagnostic(
                     f"joint: table '{table_name}' has no column {', '.join(lacking)}: a joint "
                     "table lives on the same geography (and spine flag)",
-                    *item_at(spec, settings["table"], table_name),
+                    path=written,
                 )
             )
-        raw = fields["variables"]
-        names = [str(v) for v in (raw if isinstance(raw, tuple) else (raw,))]
+        names = list(fields["variables"])
         twice = sorted({n for n in names if names.count(n) > 1})
-        if twice:
+        if twice:  # at its second writing
             raise SpecError(
                 Diagnostic(
-                    f"joint: '{p.name}': variables: '{twice[0]}' is listed twice",
-                    *item_at(spec, settings["variables"], twice[0], occurrence=2),
+                    f"joint: '{name}': variables: '{twice[0]}' is listed twice",
+                    path=(*entry, "variables", [i for i, n in enumerate(names) if n == twice[0]][1]),
                 )
             )
-        sub = {
-            "table": table_name,
-            "variables": names,
-            "recodes": fields.get("recodes"),
-            "queries": fields["queries"],
-            "structural_zeros": fields.get("structural_zeros"),
-        }
-        for name in names:
-            col = table.column(name)
-            if col is None or col.type.kind not in ("enum", "bool", "int") or name in geo:
+        for i, variable in enumerate(names):
+            col = table.column(variable)
+            if col is None or col.type.kind not in ("enum", "bool", "int") or variable in geo:
                 raise SpecError(
                     Diagnostic(
-                        f"joint: '{p.name}': '{name}' must be a column of '{table_name}' with a "
+                        f"joint: '{name}': '{variable}' must be a column of '{table_name}' with a "
                         "declared value set (enumerated, bool or int range)",
-                        *item_at(spec, settings["variables"], name),
+                        path=(*entry, "variables", i),
                     )
                 )
-        if sub["structural_zeros"] is not None:
-            sub["structural_zeros"] = {
-                name: {k: v if isinstance(v, tuple) else (v,) for k, v in cells.items()}
-                for name, cells in _plain(sub["structural_zeros"]).items()
-            }
-        if sub["recodes"] is not None:
-            sub["recodes"] = {
-                name: {k: v if k == "of" or isinstance(v, tuple) else (v,) for k, v in body.items()}
-                for name, body in _plain(sub["recodes"]).items()
-            }
+        sub = {**fields, "variables": names}  # its settings, read as the mechanism table's are
         try:
             variables = _variables(spec, sub)
-            schema = _schema(spec, sub, under=("joint", p.name))
-            if not isinstance(sub["queries"], ir.ParamBlock):
-                raise SpecError(
-                    Diagnostic("queries: expected a block such as { total: 1/4 }", *at(settings["queries"]))
-                )
-            sub["queries"] = _plain(sub["queries"])
-            strategy = _canonical_strategy(sub, schema, params["levels"], under=("joint", p.name))
-            zeros = _structural_zeros(sub, variables, schema.recodes, under=("joint", p.name))
+            schema = _schema(spec, sub, under=entry)
+            strategy = _canonical_strategy(sub, schema, params["levels"], under=entry)
+            zeros = _structural_zeros(sub, variables, schema.recodes, under=entry)
         except SpecError as exc:
             raise SpecError(
                 [
-                    attrs.evolve(d, message=f"joint: '{p.name}': {d.message}", path=d.path or ("joint", p.name))
+                    attrs.evolve(d, message=f"joint: '{name}': {d.message}", path=d.path or entry)
                     for d in exc.diagnostics
                 ]
             ) from None
         out.append(
             {
-                "name": p.name,
+                "name": name,
                 "table": table_name,
                 "variables": variables,
                 "schema": schema,
                 "strategy": strategy,
                 "structural_zeros": zeros,
-                "loc": loc,
+                "path": entry,
                 "params": sub,
             }
         )
@@ -266,20 +217,10 @@ def _joint(spec: ir.Spec, params: dict) -> list[dict]:
             Diagnostic(
                 "joint: TopDown solves one further table with its own (two histograms per "
                 "node, as production's households and units)",
-                *out[1]["loc"],
+                path=out[1]["path"],
             )
         )
     return out
-
-
-def _plain(value):
-    """A joint entry's setting as the core resolves a typed one: blocks as dicts, lists as tuples,
-    names as strings (until the joint block is declared in the schema)."""
-    if isinstance(value, ir.ParamBlock):
-        return {p.name: _plain(p.value) for p in value.params}
-    if isinstance(value, tuple):
-        return tuple(_plain(v) for v in value)
-    return str(value) if isinstance(value, ir.Name) else value
 
 
 def _levels(spec: ir.Spec) -> list[str]:
