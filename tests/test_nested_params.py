@@ -4,10 +4,12 @@ a plugin's given as a path into the mechanism block) at the line and column of t
 
 from __future__ import annotations
 
+import re
 import sys
 import textwrap
 import types
 from fractions import Fraction
+from pathlib import Path
 
 import pytest
 
@@ -429,3 +431,32 @@ def test_hover_and_completion_know_a_maps_own_settings_and_an_eithers_block(toy_
     text = _passes("  estimation: {\n    county: {\n      pass1: [total]\n    }\n  }\n")[0]
     line, col = _line_col(text, "|pass1")
     assert "**pass1** (list of string)" in hover(text, None, line - 1, col)
+
+
+# ---- TopDown reads the core's plain values, never the mechanism block ------------------------
+
+TOPDOWN = Path(__file__).resolve().parent.parent / "plugins" / "dpspec_topdown"
+REREADS = re.compile(r"mechanism\.params|ParamBlock")  # the block as written, re-parsed
+
+
+def _rereads(root) -> list[str]:
+    return [
+        f"{path.relative_to(root)}:{n}: {line.strip()}"
+        for path in sorted(root.rglob("*.py"))
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if REREADS.search(line)
+    ]
+
+
+def test_no_topdown_module_reads_the_mechanism_block_or_tests_for_a_param_block():
+    assert _rereads(TOPDOWN) == []  # every setting is declared in the schema: a path locates its errors
+
+
+def test_the_reread_scan_finds_one_where_it_is_written(tmp_path):
+    (tmp_path / "m.py").write_text(
+        "p = spec.mechanism.params.get(name)\nok = 1\nif isinstance(v, ir.ParamBlock):\n    pass\n"
+    )
+    assert _rereads(tmp_path) == [
+        "m.py:1: p = spec.mechanism.params.get(name)",
+        "m.py:3: if isinstance(v, ir.ParamBlock):",
+    ]

@@ -1,6 +1,9 @@
-"""The settings of each table TopDown releases, read from the mechanism block: its histogram
+"""The settings of each table TopDown releases, read from the core's plain values: its histogram
 variables, recodes, schema, invariants, query strategy and structural zeros, and the joint
-tables solved with it (what the plugin, its checks and `broken_places` all read)."""
+tables solved with it (what the plugin, its checks and `broken_places` all read).
+
+A joint table's own settings are read by the same functions as the mechanism table's; their
+`under` is the path of its entry (("joint", NAME)), so an error is located inside it."""
 
 from __future__ import annotations
 
@@ -44,7 +47,7 @@ def _recode_value(raw):
 
 def _recodes(params: dict, variables: dict, under: tuple = ()) -> list[Recode]:
     """The declared recodes: ``NAME: { of: VARIABLE  LABEL: [values] ... }`` each, a partition of
-    the variable; what is wrong is a SpecError at its path (under `under`, a joint entry's)."""
+    the variable; what is wrong is a SpecError at its path."""
 
     from ..measurement.histogram import Recode
 
@@ -78,7 +81,7 @@ def _recodes(params: dict, variables: dict, under: tuple = ()) -> list[Recode]:
 
 
 def _schema(spec: ir.Spec, params: dict, under: tuple = ()) -> Schema:
-    """The histogram's variables and recodes (errors under `under`, a joint entry's path)."""
+    """The histogram's variables and recodes (errors at their paths)."""
 
     from ..measurement.histogram import Schema
 
@@ -92,8 +95,7 @@ def _structural_zeros(params: dict, variables: dict, recodes=(), under: tuple = 
     VAR is a histogram variable (values: its categories) or a recode (values: its group labels,
     read as the categories in those groups), as production states its zeros on recodes
     (Constraints_DHCH.py: HHAGE_75PLUS, HHELDERLY_PRESENCE_NOT_75PLUS ...); a variable named twice
-    keeps the categories both name. A name or value that is neither is a SpecError at its name
-    (`under`: the path of a joint entry, for its own zeros)."""
+    keeps the categories both name. A name or value that is neither is a SpecError at its name."""
     by_recode = {r.name: r for r in recodes}
     out = {}
     for name, written in (params.get("structural_zeros") or {}).items():
@@ -245,8 +247,7 @@ def _per_level(queries: dict) -> bool:
 def _query_shares(params: dict, measured_levels=None, under: tuple = ()) -> dict:
     """{level: {query as written: share}} for every measured level (``params["levels"]``', or
     ``measured_levels``), from ``queries``: one block for every level, or one per level. A level
-    without its block, or the two ways mixed, is a SpecError at the queries (under `at`, a joint
-    entry's path)."""
+    without its block, or the two ways mixed, is a SpecError at the queries."""
     queries = params["queries"]
     per_level = _per_level(queries)
     mixed = [name for name, v in queries.items() if isinstance(v, dict)] if not per_level else []
@@ -276,7 +277,7 @@ def _strategy(params: dict, levels: list[str], variables, measured_levels=None) 
 
 def _canonical_strategy(params: dict, schema, measured_levels=None, under: tuple = ()) -> dict:
     """{level: [(canonical query, share), ...]}: a query naming what is neither a variable nor a
-    recode of `schema` is a SpecError at its entry (under `under`, a joint entry's path)."""
+    recode of `schema` is a SpecError at its entry."""
     per_level = _per_level(params["queries"])
     variables = list(schema.names)
     out = {}
