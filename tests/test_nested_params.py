@@ -399,7 +399,7 @@ def test_a_map_reads_its_own_settings_beside_its_keys_and_an_either_reads_number
     assert Grouped.parameters.at(("groups", "ages", "of")).type == "column"
     assert Grouped.parameters.at(("groups", "ages", "young", 0)).type == "either"
     assert CATEGORY.option_for(Fraction(1)).type == "number" and CATEGORY.option_for(ir.Name("f")).type == "string"
-    assert GROUPS.values.describe_type() == "map of names to list of number or string, with the settings of"
+    assert GROUPS.values.describe_type() == "map of names to list of number or string, with the setting of"
     assert [f["name"] for f in GROUPS.to_json()["values"]["fields"]] == ["of"]
 
 

@@ -185,7 +185,8 @@ def _type_text(p: dict) -> str:
     """A schema's type in words, nested ones spelled out ('map of levels to list of int')."""
     if p["type"] == "map":
         keys = ", ".join(p.get("choices", [])) if p.get("keys") == "choices" else p.get("keys") or "names"
-        beside = f", with the settings {', '.join(f['name'] for f in p['fields'])}" if p.get("fields") else ""
+        fields = [f["name"] for f in p.get("fields", ())]
+        beside = f", with the setting{'s' if len(fields) > 1 else ''} {', '.join(fields)}" if fields else ""
         return f"map of {keys} to " + (_type_text(p["values"]) if "values" in p else "any value") + beside
     if p["type"] == "list":
         return "list of " + (_type_text(p["items"]) if "items" in p else "values")

@@ -123,7 +123,8 @@ class ParamSpec:
         """The type in words, nested ones spelled out: 'map of levels to map of level1, level2 to number'."""
         if self.type == "map":
             keys = ", ".join(self.choices) if self.keys == "choices" else self.keys or "names"
-            beside = f", with the settings {', '.join(f.name for f in self.fields)}" if self.fields else ""
+            names = ", ".join(f.name for f in self.fields)
+            beside = f", with the setting{'s' if len(self.fields) > 1 else ''} {names}" if self.fields else ""
             return f"map of {keys} to {self.values.describe_type() if self.values else 'any value'}{beside}"
         if self.type == "list":
             return f"list of {self.items.describe_type() if self.items else 'values'}"
