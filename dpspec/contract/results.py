@@ -114,8 +114,8 @@ def power_result(value, mechanism) -> Power | None:
 @attrs.frozen
 class BudgetBreakdown:
     """How a mechanism splits its budget (`Mechanism.budget_breakdown`), from the spec alone:
-    `figures`, {key: JSON-ready value}, each key one more key of `dpspec budget --json` (TopDown's
-    `allocation` per level and query). The keys and their meaning are the mechanism's."""
+    `figures`, {key: JSON-ready value}, each key one more key of `dpspec budget --json`. The keys
+    and their meaning are the mechanism's: the core names none of them."""
 
     figures: dict = extra_field()
 
