@@ -196,7 +196,10 @@ def test_typed_answers_pass_unchanged_without_a_warning_and_are_frozen():
 
 
 def test_an_old_answer_missing_a_field_or_of_another_type_is_the_mechanisms_error():
-    with pytest.warns(DeprecationWarning), pytest.raises(MechanismError, match=r"old_plugin.*power's answer has no 'note'"):
+    with (
+        pytest.warns(DeprecationWarning),
+        pytest.raises(MechanismError, match=r"old_plugin.*power's answer has no 'note'"),
+    ):
         power_result({k: v for k, v in OLD_POWER.items() if k != "note"}, _Named())
     with pytest.raises(MechanismError, match=r"expected_error returned str, not a list of dpspec\.api\.ExpectedError"):
         expected_error_result("rows", _Named())
