@@ -13,8 +13,11 @@ from __future__ import annotations
 from fractions import Fraction
 
 from dpspec.api import (
+    BudgetBreakdown,
+    ExpectedError,
     Mechanism,
     NativeFlavor,
+    Semantics,
     OutputKeys,
     ParamSpec,
     ParameterSchema,
@@ -351,20 +354,21 @@ class TopDown(Mechanism):
                 ],
                 "invariants": f"held at {level} on the sum of each unit's two parts, never on a part",
             }
-        return out
+        return BudgetBreakdown(out)
 
     def expected_error(self, spec, params, facts):
         """Per (level, query): the variance of each noisy measurement, from the allocation alone
         (the discrete Gaussian's exact variance at its sigma²); post-processing is not included."""
+        alloc = self._allocation(spec, params)
         return [
-            {
-                "table": f"{row['level']}: {row['query']}",
-                "level": row["level"],
-                "query": row["query"],
-                "variance": float(row["noise_variance"]),
-                "of": "noisy measurement, before post-processing",
-            }
-            for row in self.budget_breakdown(spec, params)["allocation"]
+            ExpectedError(
+                f"{row['level']}: {row['query']}",
+                row["level"],
+                row["query"],
+                float(row["noise_variance"]),
+                "noisy measurement, before post-processing",
+            )
+            for row in allocation_rows(alloc, _query_labels(spec, params, alloc))
         ]
 
     def semantics(self, spec, params):
@@ -387,11 +391,11 @@ class TopDown(Mechanism):
             attributes = tied_attribute_rhos(parts, _tied_attributes(spec, params, joint))
         else:
             attributes = attribute_rhos(own, _schema(spec, params), labels)
-        out = {"attributes": attributes, "geographies": geography_rhos(alloc, _levels(spec))}
         across = across_split_rho(alloc, _levels(spec), _aian_split_levels(spec, _spine(spec, params)))
-        if across is not None:  # additive: the AIAN spine's parts are measured apart
-            out["across_split"] = across
-        return out
+        # additive: the AIAN spine's parts are measured apart
+        return Semantics(
+            attributes, geography_rhos(alloc, _levels(spec)), {"across_split": across} if across is not None else {}
+        )
 
     def run(self, spec, params, data, ctx):
         """The design parsed once, the data read, TopDown run, and its release. `ctx` is the
