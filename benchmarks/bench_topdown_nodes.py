@@ -97,7 +97,9 @@ def capture(n_persons: int, where: Path, env: str = qp_choice.CAPTURE_ENV, prefi
             passes=passes,
             structural_zeros=zeros,
         ),
-        RunContext(make_rng(1), engine=local_engine_run(1), progress=_tagging_progress(where / "pl94", prefix), workers=1),
+        RunContext(
+            make_rng(1), engine=local_engine_run(1), progress=_tagging_progress(where / "pl94", prefix), workers=1
+        ),
     )
     print(f"captured P.L. 94 ({n_persons:,} persons) in {time.perf_counter() - t0:.1f} s", flush=True)
     variables, dshares, dstrat, drecodes, drho, dpasses, dzeros = bt.dhc_strategy()
@@ -121,7 +123,9 @@ def capture(n_persons: int, where: Path, env: str = qp_choice.CAPTURE_ENV, prefi
             passes=dpasses,
             structural_zeros=dzeros,
         ),
-        RunContext(make_rng(1), engine=local_engine_run(1), progress=_tagging_progress(where / "dhc", prefix), workers=1),
+        RunContext(
+            make_rng(1), engine=local_engine_run(1), progress=_tagging_progress(where / "dhc", prefix), workers=1
+        ),
     )
     print(f"captured DHC persons ({n_persons:,} persons) in {time.perf_counter() - t0:.1f} s", flush=True)
     os.environ.pop(env)
