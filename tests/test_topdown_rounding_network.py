@@ -9,7 +9,6 @@ import scipy.sparse as sp
 
 from dpspec_topdown.estimation import highs, network, postprocess, rounding
 
-pytest.importorskip("ortools")
 
 TIGHT = {"dual_feasibility_tolerance": 1e-10, "primal_feasibility_tolerance": 1e-10}
 

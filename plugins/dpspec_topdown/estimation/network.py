@@ -44,9 +44,11 @@ import scipy.sparse as sp
 CAPTURE_ENV = "DPSPEC_TOPDOWN_ROUND_CAPTURE"
 _COUNTER = itertools.count()
 
-# the flow solver's integers: costs times (nodes + 1) and every cost times a flow within int64
-_INT_RANGE = 2.0**61
-_MAX_SCALE_BITS = 52  # beyond a double's mantissa a finer scale adds nothing
+# the flow solver's integers: costs times (nodes + 1) and every cost times a flow within int64,
+# with room to spare (its own check refused 2^51 on 876 nodes: a bound some 4x below 2^61 / n)
+_INT_RANGE = 2.0**57
+_MAX_SCALE_BITS = 48  # the costs' last bits are the fit's noise; a finer scale adds nothing
+_RETRIES = 3  # a cost range the solver still refuses: the scale halved 16-fold, this many times
 
 
 def forest(a: sp.csr_matrix, rows: np.ndarray):
@@ -178,15 +180,17 @@ def solve_flow(cost, upper, a, lo, hi, cell_side, net: Network | None = None):
     if np.any(net.capacity < 0):  # a row's lower bound above its upper bound or its reach
         return "infeasible", None, time.perf_counter() - t0
     bits = scale_bits(net)
-    flow = min_cost_flow.SimpleMinCostFlow()
-    arcs = flow.add_arcs_with_capacity_and_unit_cost(
-        net.tail,
-        net.head,
-        np.rint(net.capacity).astype(np.int64),
-        np.rint(np.ldexp(net.cost, bits)).astype(np.int64),
-    )
-    flow.set_nodes_supplies(np.arange(net.n_nodes, dtype=np.int64), np.rint(net.supply).astype(np.int64))
-    status = flow.solve()
+    capacity, supply = np.rint(net.capacity).astype(np.int64), np.rint(net.supply).astype(np.int64)
+    for _ in range(_RETRIES + 1):
+        flow = min_cost_flow.SimpleMinCostFlow()
+        arcs = flow.add_arcs_with_capacity_and_unit_cost(
+            net.tail, net.head, capacity, np.rint(np.ldexp(net.cost, bits)).astype(np.int64)
+        )
+        flow.set_nodes_supplies(np.arange(net.n_nodes, dtype=np.int64), supply)
+        status = flow.solve()
+        if status != flow.BAD_COST_RANGE or bits < 24:
+            break
+        bits -= 4
     if status != flow.OPTIMAL:
         return str(getattr(status, "name", status)).lower(), None, time.perf_counter() - t0
     d = flow.flows(arcs[: net.n_var]).astype(np.float64)

@@ -1,5 +1,7 @@
 """A node's fit rounded to whole counts: floor or ceiling per cell, chosen by a small LP (a MILP
-only when the LP is fractional) so every row the node keeps still holds."""
+only when the LP is fractional) so every row the node keeps still holds. The LP is solved as a
+min-cost flow where its rows are a network matrix (network.py: as TopDown states them, always),
+by HiGHS otherwise or when the flow does not report an optimum."""
 
 from __future__ import annotations
 
@@ -17,7 +19,9 @@ from .rows import _INF, _Rows, _sum_rows, bound_margin
 from .merge_columns import merge_parallel
 
 
-SOLVER_ENV = "DPSPEC_TOPDOWN_ROUNDING"  # "highs" (default) or "flow" (network.py where the LP is a network)
+# "flow" (default): the LP as a min-cost flow where it is a network (network.py), HiGHS elsewhere;
+# "highs": HiGHS for every LP, as before (the rounding benchmark's comparison)
+SOLVER_ENV = "DPSPEC_TOPDOWN_ROUNDING"
 
 
 def _round(task, xstar, va, vc, vcell, cells, margins=(), fail=True):
@@ -116,7 +120,7 @@ def _round_once(task, xstar, base, fi, width, va, vc, vcell, cells, integer, mar
         d = None
         if not integer:
             network.capture(cost_lp, upper_lp, a_lp, lo, hi, rows.cell_side())
-            if os.environ.get(SOLVER_ENV, "highs") == "flow":
+            if os.environ.get(SOLVER_ENV, "flow") == "flow":
                 _, d, _ = network.solve_flow(cost_lp, upper_lp, a_lp, lo, hi, rows.cell_side())
         if d is None:
             status, d, _ = highs._highs(
