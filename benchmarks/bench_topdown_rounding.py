@@ -1,4 +1,4 @@
-"""TopDown's rounding LPs: HiGHS as TopDown calls it, HiGHS tuned, and the min-cost flow, timed on every captured LP.
+"""TopDown's rounding LPs: HiGHS as TopDown called it, HiGHS tuned, and the min-cost flow, timed on every captured LP.
 
     python benchmarks/bench_topdown_rounding.py                  # capture 10k persons, then time
     python benchmarks/bench_topdown_rounding.py --reuse DIR      # time LPs captured before
@@ -8,13 +8,14 @@ strategy and then the DHC persons strategy held to that release, one node at a t
 process, with DPSPEC_TOPDOWN_ROUND_CAPTURE set, so every rounding LP handed to a solver is
 written to .npz (dpspec_topdown/estimation/network.py; never part of a release): the LP as
 solved, after columns alike in rows and cost were merged. Each LP is then solved, in a forked
-process of its own (its time, the memory it added at its peak), by: HiGHS as TopDown calls it
-(dual simplex after presolve, one thread); HiGHS tuned (presolve off; presolve off with no
+process of its own (its time, the memory it added at its peak), by: HiGHS as TopDown called it
+before the flow, and still calls it for an LP that is no network (dual simplex after presolve,
+one thread); HiGHS tuned (presolve off; presolve off with no
 scaling; the primal simplex), all through the same call; and the min-cost flow (OR-Tools'
 SimpleMinCostFlow on the network the LP's rows make, the network's detection and building
 included in its time). The objective gap is to HiGHS's optimum at feasibility tolerances of
 1e-10 (relative: divided by max(1, |optimum|)); "vertex" says how many of the LP's columns
-take another value than HiGHS as TopDown calls it (another optimal vertex: a tie, which moves a
+take another value than by HiGHS as before (another optimal vertex: a tie, which moves a
 release). Each row gives the time, the throughput (columns per second) and the ratio to the
 fastest of the three shown; the notes give every configuration's total.
 """
@@ -39,7 +40,7 @@ import doc_table  # noqa: E402
 from dpspec_topdown.estimation import highs, network  # noqa: E402
 
 TIGHT = {"dual_feasibility_tolerance": 1e-10, "primal_feasibility_tolerance": 1e-10}
-TODAY = "highs (as today)"
+TODAY = "highs (as before)"
 FLOW = "min-cost flow"
 HIGHS_CONFIGS = {
     TODAY: {},
@@ -174,7 +175,7 @@ def _notes(summary, configs, tuned) -> list[str]:
         notes.append(
             f"{c}: {t['seconds']:.3f} s in all ({cols / t['seconds']:,.0f} columns/s, {t['seconds'] / fastest:.2f}x "
             f"the fastest total), optimal on {t['optimal']} of {len(summary)}, worst |objective gap| "
-            f"{t['worst gap']:.1e}, another vertex than today's on {t['changed']}, largest peak {t['peak']:,.1f} MB"
+            f"{t['worst gap']:.1e}, another vertex than HiGHS as before on {t['changed']}, largest peak {t['peak']:,.1f} MB"
         )
     notes.append(f"the tuned HiGHS shown in the table: {tuned} (the HiGHS configuration of the least total time)")
     return notes
