@@ -60,12 +60,12 @@ RULE_CONFIG = {"clarabel": "clarabel (auto)", "piqp": "piqp", "proxsuite": "prox
 # --- capture -----------------------------------------------------------------------------
 
 
-def _tagging_progress(where: Path):
+def _tagging_progress(where: Path, prefix: str = "node-"):
     """A run_topdown progress callback that names each new capture file by its level."""
     seen: set[str] = set()
 
     def progress(level, done, total):
-        for f in sorted(where.glob("node-*.npz")):
+        for f in sorted(where.glob(f"{prefix}*.npz")):
             if f.name not in seen:
                 f.rename(where / f"{level}--{f.name}")
         seen.update(f.name for f in where.glob("*.npz"))
@@ -73,8 +73,9 @@ def _tagging_progress(where: Path):
     return progress
 
 
-def capture(n_persons: int, where: Path) -> None:
-    """The P.L. 94 and DHC persons runs of bench_topdown.bench_dhc, every fit captured."""
+def capture(n_persons: int, where: Path, env: str = qp_choice.CAPTURE_ENV, prefix: str = "node-") -> None:
+    """The P.L. 94 and DHC persons runs of bench_topdown.bench_dhc, every fit captured (or, with
+    ``env`` and ``prefix`` another capture's, every problem that one writes)."""
     from dpspec.engine import local_engine_run
     from dpspec.run.compiler import make_rng
     from dpspec_topdown.run.topdown import run_topdown
@@ -91,7 +92,7 @@ def capture(n_persons: int, where: Path) -> None:
     zeros, bounds = bt.production_constraints(persons)
     for name in ("pl94", "dhc"):
         (where / name).mkdir(parents=True, exist_ok=True)
-    os.environ[qp_choice.CAPTURE_ENV] = str(where / "pl94")
+    os.environ[env] = str(where / "pl94")
     t0 = time.perf_counter()
     pl = run_topdown(
         Records(persons, bounds=bounds),
@@ -107,7 +108,9 @@ def capture(n_persons: int, where: Path) -> None:
             passes=passes,
             structural_zeros=zeros,
         ),
-        RunContext(make_rng(1), engine=local_engine_run(1), progress=_tagging_progress(where / "pl94"), workers=1),
+        RunContext(
+            make_rng(1), engine=local_engine_run(1), progress=_tagging_progress(where / "pl94", prefix), workers=1
+        ),
     )
     print(f"captured P.L. 94 ({n_persons:,} persons) in {time.perf_counter() - t0:.1f} s", flush=True)
     variables, dshares, dstrat, drecodes, drho, dpasses, dzeros = bt.dhc_strategy()
@@ -115,7 +118,7 @@ def capture(n_persons: int, where: Path) -> None:
     persons = persons.assign(
         **{c: persons[c].astype(str if isinstance(cats[0], str) else np.int64) for c, cats in variables.items()}
     )
-    os.environ[qp_choice.CAPTURE_ENV] = str(where / "dhc")
+    os.environ[env] = str(where / "dhc")
     t0 = time.perf_counter()
     run_topdown(
         Records(persons, equalities=[("pl94", bt.PL94_FACTORS, product)]),
@@ -131,10 +134,12 @@ def capture(n_persons: int, where: Path) -> None:
             passes=dpasses,
             structural_zeros=dzeros,
         ),
-        RunContext(make_rng(1), engine=local_engine_run(1), progress=_tagging_progress(where / "dhc"), workers=1),
+        RunContext(
+            make_rng(1), engine=local_engine_run(1), progress=_tagging_progress(where / "dhc", prefix), workers=1
+        ),
     )
     print(f"captured DHC persons ({n_persons:,} persons) in {time.perf_counter() - t0:.1f} s", flush=True)
-    os.environ.pop(qp_choice.CAPTURE_ENV)
+    os.environ.pop(env)
 
 
 def select(where: Path, per_level: int) -> list[tuple[str, str, Path]]:

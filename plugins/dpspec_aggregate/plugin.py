@@ -7,10 +7,13 @@ from fractions import Fraction
 import attrs
 
 from dpspec.api import (
+    BudgetBreakdown,
     BudgetStatement,
     ClippingBound,
+    ComparedCounts,
     ComposedPart,
     DataError,
+    ExpectedError,
     Mechanism,
     NativeFlavor,
     OutputKeys,
@@ -262,6 +265,11 @@ class Aggregate(Mechanism):
         return [ComposedPart(name, budget) for name, budget in spent.items()]
 
     def budget_breakdown(self, spec, params):
+        return BudgetBreakdown({"measurements": self._measurements(spec, params)})
+
+    def _measurements(self, spec, params) -> list[dict]:
+        """One row per measurement (a query's part): its budget, noise parameter and, but for a
+        score, its noise variance and interval."""
         from .accuracy import half_width, variance
 
         d = self._design(spec, params)
@@ -278,19 +286,19 @@ class Aggregate(Mechanism):
                 row["noise_variance"] = variance(d.noise, p.parameter)
                 row["interval_half_width"], row["interval_coverage"] = half_width(d.noise, p.parameter)
             rows.append(row)
-        return {"measurements": rows}
+        return rows
 
     def expected_error(self, spec, params, facts):
         """The noise variance of each count, sum and mean part, before post-processing."""
         return [
-            {
-                "table": "statistics",
-                "level": None,
-                "query": f"{r['query']}" + ("" if r["part"] == "value" else f" ({r['part']})"),
-                "variance": r["noise_variance"],
-                "of": "noisy answer, before post-processing",
-            }
-            for r in self.budget_breakdown(spec, params)["measurements"]
+            ExpectedError(
+                "statistics",
+                None,
+                f"{r['query']}" + ("" if r["part"] == "value" else f" ({r['part']})"),
+                r["noise_variance"],
+                "noisy answer, before post-processing",
+            )
+            for r in self._measurements(spec, params)
             if r["part"] != "score"
         ]
 
@@ -361,12 +369,12 @@ class Aggregate(Mechanism):
         frame = release.outputs["statistics"]
         index = pd.MultiIndex.from_frame(frame[list(d.by)].astype(str)) if d.by else pd.RangeIndex(len(frame))
         return [
-            {
-                "table": f"statistics: {q.name}",
-                "level": None,
-                "truth": pd.Series(release.internal["truth"][f"{q.name}:value"], index=index),
-                "released": pd.Series(frame[q.name].to_numpy(), index=index),
-            }
+            ComparedCounts(
+                f"statistics: {q.name}",
+                None,
+                pd.Series(release.internal["truth"][f"{q.name}:value"], index=index),
+                pd.Series(frame[q.name].to_numpy(), index=index),
+            )
             for q in d.queries
             if q.statistic in ("count", "sum")
         ]

@@ -17,6 +17,7 @@ from __future__ import annotations
 from fractions import Fraction
 
 from dpspec.api import (
+    BudgetBreakdown,
     BudgetStatement,
     Diagnostic,
     Mechanism,
@@ -129,12 +130,14 @@ class WassersteinKNG(Mechanism):
         )
 
     def budget_breakdown(self, spec, params):
-        return {
-            "pufferfish": {
-                "guarantee": "epsilon-Z-Pufferfish (seed 2, Definition 3; Theorem 10)",
-                "sensitivity": {"gradient": {"wasserstein": float(self.sensitivity(spec)), "dp": 1.0}},
+        return BudgetBreakdown(
+            {
+                "pufferfish": {
+                    "guarantee": "epsilon-Z-Pufferfish (seed 2, Definition 3; Theorem 10)",
+                    "sensitivity": {"gradient": {"wasserstein": float(self.sensitivity(spec)), "dp": 1.0}},
+                }
             }
-        }
+        )
 
     def draw(self, spec, params, positives: int, n: int, rng, draws: int = 1):
         import numpy as np
@@ -302,17 +305,19 @@ class _GridKNG(Mechanism):
         )
 
     def budget_breakdown(self, spec, params):
-        return {
-            "pufferfish": {
-                "guarantee": "epsilon-Z-Pufferfish (seed 2, Definition 3; Theorem 10)",
-                "sensitivity": {
-                    "gradient": {
-                        "wasserstein": float(self.sensitivity(spec, params)),
-                        "dp": float(self.width(params, self._relation(spec))),
-                    }
-                },
+        return BudgetBreakdown(
+            {
+                "pufferfish": {
+                    "guarantee": "epsilon-Z-Pufferfish (seed 2, Definition 3; Theorem 10)",
+                    "sensitivity": {
+                        "gradient": {
+                            "wasserstein": float(self.sensitivity(spec, params)),
+                            "dp": float(self.width(params, self._relation(spec))),
+                        }
+                    },
+                }
             }
-        }
+        )
 
     def draw(self, spec, params, stats, rng, draws: int = 1):
         """`draws` grid indices k for the data's sufficient statistics (a tuple of exact numbers)."""

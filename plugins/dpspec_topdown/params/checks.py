@@ -1,5 +1,6 @@
 """What `check` decides from the spec beyond each setting alone: the sampler's reach, invariants a
-split spine cannot keep or that do not nest, and a message placed at the setting it names."""
+split spine cannot keep or that do not nest, and the order the settings' readers run in (each
+problem at the path it carries, which the core locates)."""
 
 from __future__ import annotations
 
@@ -14,17 +15,7 @@ from .joint import _cross_constraints, _joint_names, _joint_tables, _side_tables
 from .passes import _passes, pass_level_path, pass_query_problems
 from .postprocess import failsafe_problems, postprocess_problems
 from .spine import _spine, _split_levels, spine_problems
-from .tables import _bound_categories, _invariants, _joint, _levels, _schema, _shares_loc, _structural_zeros, _variables
-
-
-def _at_setting(spec: ir.Spec, d: Diagnostic) -> Diagnostic:
-    """A diagnostic without a line, placed at the mechanism setting its message starts with
-    ("failsafe: ...", "joint: ..."), so a reviewer is sent to the setting, not the mechanism line."""
-    if d.line is not None or d.path or spec.mechanism is None:  # a path: the core locates it
-        return d
-    name = d.message.split(":", 1)[0].split(" ", 1)[0]
-    p = spec.mechanism.params.get(name)
-    return Diagnostic(d.message, p.loc.line, p.loc.column) if p is not None and p.loc else d
+from .tables import _bound_categories, _invariants, _joint, _levels, _schema, _structural_zeros, _variables
 
 
 def _split_invariant_problems(spec: ir.Spec, params: dict, spine: dict) -> list:
@@ -95,8 +86,8 @@ def _sampler_problems(spec, params, alloc) -> list[Diagnostic]:
 
 
 def column_problems(spec: ir.Spec, params: dict) -> list:
-    """The table's columns for the geography levels and the histogram variables, the levels of
-    the shares and the queries block: what the later checks read (none of them runs if one fails)."""
+    """The table's columns for the geography levels and the histogram variables, and the levels of
+    the shares: what the later checks read (none of them runs if one fails)."""
     problems = []
     table = spec.domain.table(params["table"])
     if spec.domain.geography is None:
@@ -130,8 +121,6 @@ def column_problems(spec: ir.Spec, params: dict) -> list:
                     path=("levels", level),
                 )
             )
-    if not isinstance(params["queries"], ir.ParamBlock):
-        problems.append(Diagnostic("queries: expected a block such as { total: 1/2  detailed: 1/2 }"))
     return problems
 
 
@@ -156,15 +145,7 @@ def setting_problems(spec: ir.Spec, params: dict, allocation) -> list:
     try:
         if spine_wrong:  # first: a bad flag column is the spine's error, not the joint table's
             raise SpecError(spine_wrong)
-        try:
-            alloc = allocation(spec, params)
-        except SpecError as exc:  # shares that do not sum to 1: at the level's line of the shares
-            raise SpecError(
-                [
-                    d if d.line is not None else Diagnostic(d.message, *_shares_loc(spec, params, d.message))
-                    for d in exc.diagnostics
-                ]
-            ) from None
+        alloc = allocation(spec, params)  # shares that do not sum to 1: at the level's entry of the shares
         problems.extend(_sampler_problems(spec, params, alloc))
         schema = _schema(spec, params)
         _structural_zeros(params, _variables(spec, params), schema.recodes)
@@ -184,8 +165,8 @@ def setting_problems(spec: ir.Spec, params: dict, allocation) -> list:
             raise SpecError(pass_query_problems(params, schema, joint))
         passes = _passes(params, list(schema.names), _joint_names(joint))
         _check_pass_plans(spec, params, passes, schema, alloc, joint)
-    except SpecError as exc:
-        problems.extend(_at_setting(spec, d) for d in exc.diagnostics)
+    except SpecError as exc:  # each at the path it carries (the core locates it), or its line
+        problems.extend(exc.diagnostics)
     return problems
 
 
