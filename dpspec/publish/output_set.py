@@ -45,7 +45,9 @@ MANIFEST = "manifest.json"
 CERTIFICATE = "certificate.json"  # a compile's, written after the manifest it covers (`dpspec.publish.certificate`)
 _NEW, _OLD, _LOCK, _PARTS = ".dpspec-new-", ".dpspec-old-", ".dpspec-lock", ".dpspec-parts-"
 _held: dict[str, int] = {}  # target -> how many nested holders in this process
-_staging: dict[str, tuple] = {}  # a staged path `output_set` yielded -> (its parent's handle and path, the target's name)
+_staging: dict[
+    str, tuple
+] = {}  # a staged path `output_set` yielded -> (its parent's handle and path, the target's name)
 
 
 class OutputSetError(DpspecError):

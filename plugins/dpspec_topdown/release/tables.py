@@ -348,7 +348,10 @@ class _MeasurementPieces:
             if qb.level in self.classes:
                 first_unit = int(plan.starts[i])
                 add_class_noise(
-                    y[a:b], self.classes[qb.level][0][first_unit : first_unit + b - a], self.classes[qb.level][1][j], rng
+                    y[a:b],
+                    self.classes[qb.level][0][first_unit : first_unit + b - a],
+                    self.classes[qb.level][1][j],
+                    rng,
                 )
             else:
                 y[a:b] += discrete_gaussian(qb.sigma2, (b - a, y.shape[1]), rng)
