@@ -86,10 +86,13 @@ class PartWriter:
                 answers = self._in_pool(parts, maker, source, task, label)
             else:
                 answers = self._here(parts, maker, source, task, label)
+            unreached = [i for i, answer in enumerate(answers) if isinstance(answer, str) and answer == _UNREACHED]
+            if unreached:  # tasks that could not see the folder (another machine's): written here
+                again = self._here([parts[i] for i in unreached], maker, source, task, label)
+                for i, answer in zip(unreached, again):
+                    answers[i] = answer
             written = 0
-            for (name, part), answer in zip(parts, answers):
-                if answer == _UNREACHED:  # the task could not see the folder: written here
-                    answer = task(maker, name, part, source(part))
+            for answer in answers:
                 if isinstance(answer, _Refused):
                     raise DataError(answer.message)
                 written += answer
@@ -100,9 +103,13 @@ class PartWriter:
         return names
 
     def _here(self, parts, maker, source, task, label) -> list:
+        """Each part in this process, one after another."""
         out = []
         for done, (name, part) in enumerate(parts, start=1):
-            out.append(task(maker, name, part, source(part)))
+            try:
+                out.append(task(maker, name, part, source(part)))
+            except Exception as exc:
+                raise _failed(label, name, exc) from exc
             report_progress(f"writing {label}", done, len(parts))
         return out
 
@@ -122,13 +129,13 @@ class PartWriter:
                 rows_of = source(part)
                 size = rows_of.nbytes
                 while pending and (ahead + size > _BATCH_BYTES or len(pending) >= 2 * self.workers):
-                    ahead -= _collect(pending, out)
+                    ahead -= _collect(pending, out, label)
                     done += 1
                     report_progress(f"writing {label}", done, len(parts))
-                pending[pool.submit(_kept_part, task, name, part, rows_of)] = (i, size)
+                pending[pool.submit(_kept_part, task, name, part, rows_of)] = (i, name, size)
                 ahead += size
             while pending:
-                _collect(pending, out)
+                _collect(pending, out, label)
                 done += 1
                 report_progress(f"writing {label}", done, len(parts))
         finally:
@@ -193,9 +200,17 @@ def _kept_part(task, name, pieces, rows_of):
     return task(_KEPT["maker"], name, pieces, rows_of)
 
 
-def _collect(pending: dict, out: list) -> int:
-    """Wait for one of `pending` (a future's exception is raised); its rows' size."""
+def _collect(pending: dict, out: list, label: str) -> int:
+    """Wait for one of `pending` (a failed part is raised, named); its rows' size."""
     future = next(cf.as_completed(pending))
-    i, size = pending.pop(future)
-    out[i] = future.result()
+    i, name, size = pending.pop(future)
+    try:
+        out[i] = future.result()
+    except Exception as exc:
+        raise _failed(label, name, exc) from exc
     return size
+
+
+def _failed(label: str, name: str, exc: Exception) -> MechanismError:
+    """A part that raised, as an engine reports a failed unit of work: the stage, the part, the error."""
+    return MechanismError(f"writing {label}: the part {name} failed: {type(exc).__name__}: {exc}")
