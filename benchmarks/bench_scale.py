@@ -3,6 +3,7 @@
     python benchmarks/bench_scale.py                          # 1M and 10M persons, local and spark local[2]
     python benchmarks/bench_scale.py --persons 1000000        # one size
     python benchmarks/bench_scale.py --engines local --mechanisms swap
+    python benchmarks/bench_scale.py --mechanisms topdown --write serial  # the release formatted by the driver alone
     python benchmarks/bench_scale.py --spark-master spark://HOST:7077 --engines spark --data /shared/dir  # a cluster
 
 The population (`--states` states of P.L. 94 persons with block geography, dpspec_topdown's
@@ -18,7 +19,11 @@ strategy (specs/pl94_production_topdown.dps) over nation > state > county > trac
 group > block. Each run's release is hashed (TopDown's microdata and noisy measurements, both
 streamed a chunk at a time as a compile writes them; the time to stream them is printed apart,
 and the peak includes it), so the local and Spark lines can be compared by eye: the same seed
-must give the same digests on both engines. The last lines give how time
+must give the same digests on both engines. Then both TopDown tables are published as
+`dpspec compile` publishes them (an output set, staged then swapped in), the write timed on its
+own: with `--write parts` (the default) each table's part files are written where the run's
+units run (Spark's executors, the local pool) and joined by the driver, with `--write serial`
+every chunk is formatted by the driver; the files' digests are printed. The last lines give how time
 grows from the smallest to the largest size (the ratio of times against the ratio of persons).
 """
 
@@ -71,19 +76,24 @@ def file_digest(path: Path) -> str:
     return h.hexdigest()[:16]
 
 
-def write_phase(tables: dict, target: Path) -> dict:
+def write_phase(tables: dict, target: Path, mode: str) -> dict:
     """Both TopDown tables written as `dpspec compile` publishes them (an output set: staged,
-    then swapped in), timed on its own: the files written, then the set flushed and swapped in."""
+    then swapped in), timed on its own: the files written, then the set flushed and swapped in.
+    mode "parts": each table's parts written where the run's units run (the engine's executors,
+    the local pool) and joined by the driver, as `compile` does; "serial": every chunk
+    formatted by the driver, as before parts."""
+    import contextlib
     import shutil
 
-    from dpspec.publish.output_set import output_set
+    from dpspec.publish.output_set import output_set, scratch_beside
     from dpspec.publish.table_csv import write_table_csv
 
     shutil.rmtree(target, ignore_errors=True)
     t0 = time.perf_counter()
     with output_set(str(target)) as staged:
-        for name, table in tables.items():
-            write_table_csv(table, os.path.join(staged, f"{name}.csv"))
+        with scratch_beside(staged) if mode == "parts" else contextlib.nullcontext() as scratch:
+            for name, table in tables.items():
+                write_table_csv(table, os.path.join(staged, f"{name}.csv"), scratch)
         write = time.perf_counter() - t0
     publish = time.perf_counter() - t0 - write
     digests = {f"{name}_csv": file_digest(target / f"{name}.csv") for name in tables}
@@ -92,7 +102,7 @@ def write_phase(tables: dict, target: Path) -> dict:
     return {"write_seconds": write, "publish_seconds": publish, "csv_mb": size / 2**20, **digests}
 
 
-def one_run(mechanism: str, engine_name: str, master: str, data: str) -> dict:
+def one_run(mechanism: str, engine_name: str, master: str, data: str, write: str = "parts") -> dict:
     """One run in this process: read, run, hash the release; time and peak memory."""
     import pandas as pd
 
@@ -198,7 +208,7 @@ def one_run(mechanism: str, engine_name: str, master: str, data: str) -> dict:
                 n += len(chunk)
             digests[name], rows[name] = h.hexdigest()[:16], n
         stream = time.perf_counter() - t0 - wall
-        written = write_phase(tables_of, Path(data).parent / f"topdown-release-{engine_name}")
+        written = write_phase(tables_of, Path(data).parent / f"topdown-release-{engine_name}", write)
     finally:
         engine.close()
     return {
@@ -230,11 +240,18 @@ def main(argv=None) -> None:
         default="/tmp/dpspec_bench_scale",
         help="where the Parquet populations are built and read (on a cluster: a shared filesystem)",
     )
+    ap.add_argument(
+        "--write",
+        default="parts",
+        choices=["parts", "serial"],
+        help="TopDown's release files: parts written where the units run and joined (as compile does), "
+        "or every chunk formatted by the driver (as before parts)",
+    )
     ap.add_argument("--one", nargs=3, metavar=("MECHANISM", "ENGINE", "PATH"), help=argparse.SUPPRESS)
     doc_table.add_option(ap)
     args = ap.parse_args(argv)
     if args.one:
-        print(json.dumps(one_run(*args.one[:2], args.spark_master, args.one[2])), flush=True)
+        print(json.dumps(one_run(*args.one[:2], args.spark_master, args.one[2], args.write)), flush=True)
         return
     rows = []
     for n in sorted(args.persons):
@@ -247,6 +264,7 @@ def main(argv=None) -> None:
         for mech in args.mechanisms:
             for eng in args.engines:
                 cmd = [sys.executable, __file__, "--one", mech, eng, str(path), "--spark-master", args.spark_master]
+                cmd += ["--write", args.write]
                 done = subprocess.run(
                     cmd, capture_output=True, text=True, env={**os.environ, "PYTHONWARNINGS": "ignore"}
                 )
