@@ -89,17 +89,27 @@ def write_phase(tables: dict, target: Path, mode: str) -> dict:
     from dpspec.publish.table_csv import write_table_csv
 
     shutil.rmtree(target, ignore_errors=True)
-    t0 = time.perf_counter()
+    t0, cpu0, pool0 = time.perf_counter(), time.process_time(), resource.getrusage(resource.RUSAGE_CHILDREN)
     with output_set(str(target)) as staged:
         with scratch_beside(staged) if mode == "parts" else contextlib.nullcontext() as scratch:
             for name, table in tables.items():
                 write_table_csv(table, os.path.join(staged, f"{name}.csv"), scratch)
-        write = time.perf_counter() - t0
+        write, cpu = time.perf_counter() - t0, time.process_time() - cpu0
     publish = time.perf_counter() - t0 - write
+    pool1 = resource.getrusage(resource.RUSAGE_CHILDREN)  # the local pool's processes, once they ended
+    pool_cpu = pool1.ru_utime + pool1.ru_stime - pool0.ru_utime - pool0.ru_stime
     digests = {f"{name}_csv": file_digest(target / f"{name}.csv") for name in tables}
     size = sum((target / f"{name}.csv").stat().st_size for name in tables)
     shutil.rmtree(target, ignore_errors=True)
-    return {"write_seconds": write, "publish_seconds": publish, "csv_mb": size / 2**20, **digests}
+    return {
+        "write_seconds": write,
+        "write_cpu_seconds": cpu,
+        "write_pool_cpu_seconds": pool_cpu,
+        "publish_seconds": publish,
+        "csv_mb": size / 2**20,
+        "load": os.getloadavg()[0],
+        **digests,
+    }
 
 
 def one_run(mechanism: str, engine_name: str, master: str, data: str, write: str = "parts") -> dict:
@@ -289,7 +299,9 @@ def main(argv=None) -> None:
                         else ""
                     )
                     + (
-                        f"  write {row['write_seconds']:.1f} s + flush and swap {row['publish_seconds']:.1f} s "
+                        f"  write {row['write_seconds']:.1f} s (driver CPU {row.get('write_cpu_seconds', 0):.1f} s, "
+                        f"pool CPU {row.get('write_pool_cpu_seconds', 0):.1f} s; load {row.get('load', 0):.1f}) "
+                        f"+ flush and swap {row['publish_seconds']:.1f} s "
                         f"({row['csv_mb']:,.0f} MB of CSV; files {row['persons_csv']} {row['measurements_csv']})"
                         if "write_seconds" in row
                         else ""
