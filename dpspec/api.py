@@ -75,6 +75,7 @@ _WHERE = {
     "EngineTable": "dpspec.engine.table",  # a validated table the engine holds (Mechanism.engine_tables)
     "StreamedTable": "dpspec.contract.streamed",
     "frame_chunks": "dpspec.contract.streamed",  # a release written by chunks
+    "write_csv_part": "dpspec.publish.table_csv",  # (API 1.7) a part of a table's file, for StreamedTable.write_parts
     "local_engine_run": "dpspec.engine",  # an engine of a mechanism's own when its caller gave none
     "keyed_rng": "dpspec.engine.base",
     "stream_position": "dpspec.engine.streams",  # a unit's stream, drawn or resumed anywhere

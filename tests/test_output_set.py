@@ -25,7 +25,9 @@ def _compile(spec, out, *extra):
 
 
 def _hidden(parent):
-    return sorted(n for n in os.listdir(parent) if ".dpspec-new-" in n or ".dpspec-old-" in n)
+    return sorted(
+        n for n in os.listdir(parent) if any(k in n for k in (".dpspec-new-", ".dpspec-old-", ".dpspec-parts-"))
+    )
 
 
 def test_manifest_lists_every_file_with_its_sha256(small_spec, tmp_path):
@@ -55,6 +57,8 @@ def test_recompile_swaps_the_whole_set_and_leaves_nothing_behind(small_spec, tmp
     (tmp_path / ".out.dpspec-new-crashed").mkdir()  # what a killed compile leaves
     (tmp_path / ".out.dpspec-new-crashed" / "responses.csv").write_text("half")
     (tmp_path / ".out.dpspec-old-crashed").mkdir()
+    (tmp_path / ".out.dpspec-parts-crashed").mkdir()  # a killed compile's scratch folder of part files
+    (tmp_path / ".out.dpspec-parts-crashed" / "part-00000.csv").write_text("1,2\n")
     first = (out / "manifest.json").read_text()
     assert _compile(small_spec, out).exit_code == 0
     assert (out / "manifest.json").read_text() != first

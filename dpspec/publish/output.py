@@ -6,6 +6,7 @@ The whole set is swapped in at once (`dpspec.publish.output_set`); the confident
 
 from __future__ import annotations
 
+import contextlib
 import os
 import platform
 
@@ -61,18 +62,21 @@ def write_result(result, outdir: str, signers=()) -> dict:
     covers the manifest too, with what ran, the exact budgets, the times and `signers`
     ((name, role) pairs: `compile --sign`)."""
     from dpspec.publish.certificate import CERTIFICATE, write_certificate
-    from dpspec.publish.output_set import MANIFEST, output_set, stage_text, write_manifest
+    from dpspec.publish.output_set import MANIFEST, output_set, scratch_beside, stage_text, write_manifest
     from dpspec.publish.table_csv import write_table_csv
 
     inputs = input_paths(result.spec)
     check_output_target(outdir, inputs)
+    parted = any(getattr(t, "write_parts", None) is not None for t in result.published.values())
     # the folder actually written is checked too, and must still be where outdir leads at the swap
     with output_set(outdir, guard=lambda target: check_output_target(target, inputs)) as staged:
         files = {}
-        for name, frame in result.published.items():
-            filename = _table_filename(name, frame)
-            rows = write_table_csv(frame, os.path.join(staged, filename))  # a StreamedTable chunk by chunk
-            files[name] = {"file": filename, "rows": rows}
+        # a table the mechanism writes in parts: into a scratch folder beside the set, then joined
+        with scratch_beside(staged) if parted else contextlib.nullcontext() as scratch:
+            for name, frame in result.published.items():
+                filename = _table_filename(name, frame)
+                rows = write_table_csv(frame, os.path.join(staged, filename), scratch)  # streamed: chunks or parts
+                files[name] = {"file": filename, "rows": rows}
         written = {"outputs": files}
         for kind, (filename, text) in render_all(result, outcome=result.audit_outcome).items():
             stage_text(staged, filename, text)
