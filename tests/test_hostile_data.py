@@ -301,17 +301,16 @@ BOMB = "url_slug: bomb\na: &a [lol, lol, lol, lol, lol, lol, lol, lol, lol]\n" +
 )
 
 
-def test_a_billion_laughs_entry_is_refused_quickly_and_located(tmp_path):
+def test_a_billion_laughs_entry_is_refused_unexpanded_and_located(tmp_path):
+    """Refused before the aliases are expanded (how fast: benchmarks/bench_refusals.py)."""
     import resource
-    import time
 
     (tmp_path / "bomb.yaml").write_text(BOMB)
-    before, start = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, time.monotonic()
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     result = CliRunner().invoke(
         main, ["import", "--registry", str(tmp_path / "bomb.yaml"), "-o", str(tmp_path / "x.dps")]
     )
     assert result.exit_code == 1 and "aliases are not allowed" in result.output and "bomb.yaml:3:" in result.output
-    assert time.monotonic() - start < 5
     assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 100_000  # KB: no expansion
     assert not (tmp_path / "x.dps").exists()
 

@@ -9,7 +9,6 @@ and never a release without a fingerprint.
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
 import pytest
@@ -67,13 +66,12 @@ def test_an_output_inside_a_file_uri_sources_folder_is_refused(tmp_path):
         write_result(result, str(tmp_path / "data" / "out"))
 
 
-def test_an_unreachable_location_is_a_clear_data_error_within_seconds(tmp_path):
-    started = time.monotonic()
+def test_an_unreachable_location_is_a_clear_data_error(tmp_path):
+    """How fast it is said: benchmarks/bench_refusals.py."""
     with pytest.raises(DataError, match=r"hdfs://namenode\.invalid:8020/census/persons/: cannot reach this location"):
         compile_from(tmp_path, "hdfs://namenode.invalid:8020/census/persons/", "hdfs")
     with pytest.raises(DataError, match=r"nosuch://x/y/: cannot reach this location"):
         compile_from(tmp_path, "nosuch://x/y/", "scheme")
-    assert time.monotonic() - started < 60
 
 
 def test_spark_reads_a_file_uri_directory_as_the_local_engine_does(tmp_path, spark_session):
