@@ -14,6 +14,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from tests.test_layers import ROOT, _modules
 
 LIGHT = {"lark", "attrs", "click", "pluggy", "typing_extensions", "__future__"}  # the start-up floor's
@@ -175,6 +177,7 @@ def unjustified_deferrals() -> list[str]:
     return problems
 
 
+@pytest.mark.slow  # imports every module in fresh interpreters
 def test_a_function_level_import_of_our_own_modules_defers_a_heavy_library():
     problems = unjustified_deferrals()
     assert problems == [], "\n".join(problems)

@@ -282,6 +282,7 @@ def test_a_failed_unit_leaves_no_output_set(tmp_path, stratified_plugin):
     compile_failing_unit(tmp_path)
 
 
+@pytest.mark.slow  # starts a process pool
 def test_a_process_pool_gives_the_same_bytes():
     frame = people(n=3000)
     alone = EngineRun(LocalEngine(), 8).map_groups(frame, ["state", "size"], shuffle_within, stage="swap")

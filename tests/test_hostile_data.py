@@ -133,6 +133,7 @@ def _socket_at(path):
         os.chdir(here)
 
 
+@pytest.mark.slow  # compiles in a subprocess under a memory limit
 def test_devices_pipes_and_sockets_in_a_partitioned_folder_are_refused_in_bounded_time(tmp_path):
     cases = []
     for name, make in (

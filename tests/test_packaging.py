@@ -7,9 +7,12 @@ import subprocess
 import sys
 import zipfile
 
+import pytest
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
+@pytest.mark.slow  # builds a wheel
 def test_wheel_ships_grammar_and_plugins(tmp_path):
     build = subprocess.run(
         [

@@ -40,6 +40,7 @@ def test_a_file_uri_directory_gives_the_plain_paths_release_and_fingerprint(tmp_
     assert source_sha256(data.as_uri()) == directory_sha256(str(data))
 
 
+@pytest.mark.slow  # three compiles from three sources
 def test_a_file_uri_parquet_file_and_csv_are_read_and_fingerprinted(tmp_path):
     frame = population(300)
     (tmp_path / "data").mkdir()

@@ -131,6 +131,7 @@ def test_detach_reads_engine_bound_tables_only():
     assert out["b"] is free and out["c"] is frame
 
 
+@pytest.mark.slow  # two compiles, streamed and whole
 def test_a_compile_whose_mechanism_streams_writes_the_same_set(tmp_path, monkeypatch):
     """End to end: the bundled ACS swap, its microdata streamed in chunks of 97 rows, writes the
     same release files (microdata, two count tables) as the frame, and the manifest
