@@ -183,6 +183,7 @@ def test_a_function_level_import_of_our_own_modules_defers_a_heavy_library():
     assert problems == [], "\n".join(problems)
 
 
+@pytest.mark.slow  # reads the import closure of every module
 def test_the_check_sees_the_heavy_closure_and_the_apis_names():
     """Controls: the CLI loads no numpy on import (so its deferrals are justified), TopDown's
     solver module loads scipy, and `from dpspec.api import X` is followed to X's module."""

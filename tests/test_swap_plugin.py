@@ -486,6 +486,7 @@ def test_alternative_keys_for_1940(text1940):
     assert set(keys) == {("state", "size"), (), ("size",), ("size", "tenure"), ("state",), ("state", "size", "tenure")}
 
 
+@pytest.mark.slow  # swaps at several rates for the plot
 def test_report_section_plots_budget_against_rate(text1940, data1940):
     result = compile_spec(load(MA1940, text1940), data=data1940, seed=2, runs=2, audit=False)
     secs = sections(result)

@@ -93,6 +93,7 @@ def test_every_constraint_and_invariant_exact_over_seeds(seed):
     assert has_gq > 0 and got.to_numpy()[:, 1:].sum() >= has_gq
 
 
+@pytest.mark.slow  # TopDown runs at a tiny budget over several seeds
 def test_without_the_constraints_a_tiny_budget_breaks_them():
     """The test above could fail: the same runs without bounds put persons where none may be."""
     broken = 0
