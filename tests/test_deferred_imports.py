@@ -14,6 +14,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from tests.test_layers import ROOT, _modules
 
 LIGHT = {"lark", "attrs", "click", "pluggy", "typing_extensions", "__future__"}  # the start-up floor's
@@ -175,11 +177,13 @@ def unjustified_deferrals() -> list[str]:
     return problems
 
 
+@pytest.mark.slow  # imports every module in fresh interpreters
 def test_a_function_level_import_of_our_own_modules_defers_a_heavy_library():
     problems = unjustified_deferrals()
     assert problems == [], "\n".join(problems)
 
 
+@pytest.mark.slow  # reads the import closure of every module
 def test_the_check_sees_the_heavy_closure_and_the_apis_names():
     """Controls: the CLI loads no numpy on import (so its deferrals are justified), TopDown's
     solver module loads scipy, and `from dpspec.api import X` is followed to X's module."""

@@ -369,6 +369,7 @@ def test_half_typed_and_garbage_documents_never_break_the_server(client):
     assert doc.change(base) == []
 
 
+@pytest.mark.slow  # the language server on a document of thousands of lines
 def test_a_large_document(client):
     text = open(LARGEST).read()
     doc = _Doc(client, text, LARGEST)
@@ -395,6 +396,7 @@ def test_malformed_requests_get_errors_not_a_dead_server(client):
     assert doc.ask("textDocument/hover", "domain census1940", 2) is not None
 
 
+@pytest.mark.slow  # the language server on many mutated specs
 def test_fuzzed_specs_never_break_the_analysis():
     """In-process, on scripts/fuzz.py's mutations of every bundled spec: each feature answers
     (possibly nothing) at every kind of place, and never raises."""
@@ -445,6 +447,7 @@ def dpspec_mechanisms():
 """
 
 
+@pytest.mark.slow  # starts a second language server with test plugins
 def test_third_party_parameters_and_a_broken_plugin(tmp_path):
     """A plugin installed beside dpspec is completed and described with no work in the server; a
     plugin that fails to import shows as a warning on the document, and the server lives on."""

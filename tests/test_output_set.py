@@ -142,6 +142,7 @@ _CONTENDER = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow  # many runs in subprocesses racing for the lock
 def test_the_lock_is_never_held_twice_while_runs_remove_its_file(tmp_path):
     """Three processes take and release the lock as fast as they can: each removes the lock file
     before releasing it, none may hold the lock while another does (a second holder would find
@@ -189,6 +190,7 @@ def _spawn(args, **kw):
     )
 
 
+@pytest.mark.slow  # concurrent compiles in subprocesses
 def test_concurrent_compiles_into_one_folder(small_spec, tmp_path):
     out = tmp_path / "out"
     procs = [_spawn(["-m", "dpspec.cli.main", "compile", str(small_spec), "-o", str(out)]) for _ in range(2)]
@@ -218,6 +220,7 @@ _SLOW = textwrap.dedent("""\
     """)
 
 
+@pytest.mark.slow  # compiles in subprocesses killed at random moments
 def test_sigkill_at_random_moments_leaves_the_old_or_the_new_set(small_spec, tmp_path):
     out = tmp_path / "out"
     driver = tmp_path / "slow_compile.py"

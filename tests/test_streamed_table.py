@@ -220,6 +220,7 @@ def test_the_scratch_folder_is_reached_through_the_sets_parent_handle_from_anoth
     assert os.listdir(tmp_path / "b") == [] and os.listdir(tmp_path / "a") == []  # set and scratch removed
 
 
+@pytest.mark.slow  # two compiles, streamed and whole
 def test_a_compile_whose_mechanism_streams_writes_the_same_set(tmp_path, monkeypatch):
     """End to end: the bundled ACS swap, its microdata streamed in chunks of 97 rows, writes the
     same release files (microdata, two count tables) as the frame, and the manifest

@@ -441,6 +441,7 @@ def test_safetab_expected_variance_follows_the_stage_split():
     assert a.budget == b.budget  # the split moves noise between stages, not the total
 
 
+@pytest.mark.slow  # starts headless Chromium
 @pytest.mark.browser
 def test_the_internal_report_renders_in_a_headless_browser(swap_spec, tmp_path):
     import shutil
@@ -562,6 +563,7 @@ def test_a_failing_point_on_spark_is_reported_and_the_others_complete(tmp_path, 
     assert sweep.points[0].common and sweep.points[2].common  # budgets accounted on the driver
 
 
+@pytest.mark.slow  # starts a process pool
 def test_points_as_units_of_work_on_a_process_pool_give_the_same_figures(swap_spec):
     spec = load(swap_spec)
     axes = [parse_axis("rate=0.05,0.2,0.5")]

@@ -164,6 +164,7 @@ def _whole_microdata(res) -> pd.DataFrame:
     return pd.DataFrame(cols)
 
 
+@pytest.mark.slow  # TopDown streamed and whole
 def test_the_release_is_the_one_whole_levels_gave(persons, monkeypatch):
     new = _run(persons)
     assert new.noisy == {} and set(new.noise_plans) == set(ALL_LEVELS)  # every level drawn in its nodes
@@ -179,6 +180,7 @@ def test_the_release_is_the_one_whole_levels_gave(persons, monkeypatch):
     _assert_same_frame(micro.to_pandas(), _whole_microdata(old))
 
 
+@pytest.mark.slow  # TopDown streamed in several chunk sizes
 def test_chunk_sizes_do_not_change_the_bytes(persons):
     res = _run(persons, seed=4)
     micro = res.microdata_table(chunk_rows=1 << 30)
@@ -193,6 +195,7 @@ def test_chunk_sizes_do_not_change_the_bytes(persons):
     assert _csv(one_node_each) == _csv(res.measurements_table(chunk_rows=1 << 30))
 
 
+@pytest.mark.slow  # TopDown with and without an engine
 def test_without_an_engine_the_nodes_draw_as_an_engine_run_with_the_key_from_rng(persons):
     a = _run(persons, seed=8, engine=False)
     assert a.noisy == {} and set(a.noise_plans) == set(ALL_LEVELS)
@@ -375,6 +378,7 @@ def _release_digests(result, out: Path) -> dict:
     return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(out.iterdir()) if p.suffix == ".csv"}
 
 
+@pytest.mark.slow  # compiles bundled TopDown specs streamed
 @pytest.mark.parametrize("name", sorted(BEFORE))
 def test_bundled_specs_write_the_files_they_wrote_before(tmp_path, name):
     import dpspec
