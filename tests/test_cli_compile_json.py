@@ -112,7 +112,8 @@ def test_without_json_the_compile_prints_as_before(small_spec, tmp_path):
 @pytest.mark.slow  # a compile in a subprocess whose native code prints
 def test_stdout_holds_the_document_alone_when_native_code_prints(tmp_path):
     """HiGHS prints a banner on file descriptor 1 the first time it runs in a process; a TopDown
-    compile under --json in its own process must still print nothing but the document there."""
+    compile under --json in its own process must still print nothing but the document there (the
+    rounding is put on HiGHS, which a network LP would otherwise leave to OR-Tools' flow)."""
     import subprocess
     import sys
 
@@ -133,6 +134,7 @@ def test_stdout_holds_the_document_alone_when_native_code_prints(tmp_path):
         capture_output=True,
         text=True,
         timeout=300,
+        env={**os.environ, "DPSPEC_TOPDOWN_ROUNDING": "highs"},
     )
     assert run.returncode == 1, run.stderr  # a known seed is a critical finding; the release is written
     doc = json.loads(run.stdout)
