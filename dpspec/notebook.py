@@ -59,7 +59,8 @@ def infer_html(result) -> str:
     return framed(html, f"dpspec inference: {result.target}")
 
 
-def _install() -> None:
+def install() -> None:
+    """Attach the `_repr_html_` methods (importing this module does; the top-level verbs call it)."""
     from dpspec.inference import InferResult
     from dpspec.run.compiler import Result
 
@@ -72,4 +73,4 @@ def _install() -> None:
     InferResult._repr_html_ = infer_html
 
 
-_install()
+install()
