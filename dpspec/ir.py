@@ -10,6 +10,8 @@ from __future__ import annotations
 import math
 from fractions import Fraction
 from typing import Any
+import hashlib
+import os
 
 import attrs
 
@@ -422,8 +424,6 @@ class Spec:
 
     @property
     def base_dir(self) -> str:
-        import os
-
         return os.path.dirname(os.path.abspath(self.path)) if self.path else os.getcwd()
 
 
@@ -511,6 +511,4 @@ def to_jsonable(obj, *, fractions: str = "written", coerce: bool = False, nan: s
 def spec_sha256(spec: Spec) -> str:
     """The spec file's identity in manifests and reports (here, not in the compiler, so that
     reports need not reach back up the pipeline)."""
-    import hashlib
-
     return hashlib.sha256((spec.text or "").encode("utf-8")).hexdigest()

@@ -18,6 +18,7 @@ from dpspec.errors import Diagnostic, DpspecError, SpecError
 from dpspec.check.checker import check
 from dpspec.contract.params import resolve_params
 from dpspec.audit.compare import compare
+from dpspec.budget.spec_account import spec_ledger
 
 
 @attrs.frozen
@@ -81,8 +82,6 @@ def account_from_result(result) -> Account:
 def compute_account(checked: SoftCheck) -> Account:
     """The budget account without running the mechanism (`dpspec budget`'s path: the data is read
     only when the mechanism's budget depends on public facts of it)."""
-
-    from dpspec.budget.spec_account import spec_ledger
 
     if not checked.passed or checked.mechanism is None:
         return Account(problem="the spec does not pass the check, so its budget cannot be computed")

@@ -21,6 +21,8 @@ from dpspec.budget import ApproxDP, GaussianDP, PureDP, RenyiDP, ZCDP
 from dpspec.errors import ConversionError, DpspecError
 from dpspec.budget.ledger import DEFAULT_DELTA, SPEC_TO_KIND, to_spec_flavor
 from dpspec.contract.mechanism import NativeFlavor
+from dpspec.budget.program import program_ledger
+from dpspec.language.parser import parse, read_source
 
 # Where a quoted budget comes from, in words a reader without the ledger's vocabulary follows.
 ACHIEVED = "achieved by the mechanism, as dpspec computes it, not the bound the spec declares"
@@ -137,8 +139,6 @@ def bound_budget(spec: ir.Spec, bound: ir.BudgetBound):
 def program_total(spec: ir.Spec):
     """(composed total, first member spec) of a program, or None when it cannot be composed."""
 
-    from dpspec.budget.program import program_ledger
-
     try:
         members, ledger = program_ledger(spec)
     except DpspecError:
@@ -148,15 +148,11 @@ def program_total(spec: ir.Spec):
 
 def _with_program_unit(program: ir.Spec, member: ir.Spec) -> ir.Spec:
     """A member's flavor with the program's composed unit, when the program states one."""
-    import attrs
-
     return attrs.evolve(member, unit=program.unit) if program.unit is not None else member
 
 
 def flavor_spec(spec: ir.Spec) -> ir.Spec:
     """The spec whose flavor stands for this one: a program's members share one flavor."""
-    from dpspec.language.parser import parse, read_source
-
     if spec.program is None:
         return spec
 

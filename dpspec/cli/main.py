@@ -26,26 +26,43 @@ from dpspec.progress import StderrBar, reporting
 from dpspec.budget.premetrics import InvalidBudget, to_exact
 from dpspec.budget import convert_request
 from dpspec.contract.plugins import deprecations, describe_mechanisms, failures, manager
-from dpspec.lazy import require
+from dpspec.lazy import require, LazyModule
 from dpspec.language.diagnostics import unknown
+from dpspec.budget.bounds import require_bounds
+from dpspec.budget.budget_report import budget_summary, budget_text
+from dpspec.budget.budget_text import budget_line, budget_figure
+from dpspec.budget.program import load_program
+from dpspec.cli.audit import run_audit_command
+from dpspec.cli.compile_json import REPORT_KINDS, compile_document, native_stdout_to_stderr, shown_warnings
+from dpspec.language.describe import describe_spec
+from dpspec.language.formatter import format_spec
+from dpspec.language.parser import parse, read_source
+from dpspec.language.version import LANGUAGE_VERSION, upgrade as upgraded
+from dpspec.publish.atomic import write_text
+from dpspec.publish.input_guard import check_output_target, default_output, input_paths
+from dpspec.report.sarif import check_log
+from dpspec.schemas import versioned, FORMAT_VERSIONS, schema
+
+# imported on first use: at import they would load numpy, pandas, scipy, pyarrow, pygls with this module
+_certificate = LazyModule("dpspec.publish.certificate", "_certificate", globals())
+_compiler = LazyModule("dpspec.run.compiler", "_compiler", globals())
+_output = LazyModule("dpspec.publish.output", "_output", globals())
+_limits = LazyModule("dpspec.check.limits", "_limits", globals())
+_output_set = LazyModule("dpspec.publish.output_set", "_output_set", globals())
+_finding = LazyModule("dpspec.verify.finding", "_finding", globals())
+_server = LazyModule("dpspec.lsp.server", "_server", globals())
 
 
 def _load(path: str) -> ir.Spec:
-    from dpspec.language.parser import parse, read_source
-
     return parse(read_source(path), path)
 
 
 def _load_text(text: str, path: str) -> ir.Spec:
-    from dpspec.language.parser import parse
-
     return parse(text, path)
 
 
 def _dump(kind: str, data) -> None:
     """A JSON document of format `kind`, stamped with its version (`dpspec.schemas`)."""
-    from dpspec.schemas import versioned
-
     echo(json.dumps(versioned(kind, data), indent=2, sort_keys=False, default=str))
 
 
@@ -104,8 +121,6 @@ def main():
 def _bounds_hold(path: str, spec: ir.Spec, required: bool) -> None:
     """Raise a SpecError at each declared bound the mechanism does not meet. Data the budget needs
     but that cannot be read fails only when the bounds were asked for (`--bounds`); else a note."""
-    from dpspec.budget.bounds import require_bounds
-
     try:
         require_bounds(spec)
     except DataError as exc:
@@ -154,8 +169,6 @@ def check_cmd(files, bounds, output_format):
                 if checked.warnings:
                     echo(render_diagnostics(checked.warnings, spec.path, spec.text), err=True)
             else:
-                from dpspec.budget.program import load_program
-
                 load_program(spec)
             if bounds is not False:
                 _bounds_hold(path, spec, required=bool(bounds))
@@ -171,8 +184,6 @@ def check_cmd(files, bounds, output_format):
             if output_format == "text":
                 echo(f"{path}: ok")
     if output_format == "sarif":
-        from dpspec.report.sarif import check_log
-
         echo(json.dumps(check_log(failures), indent=2))
     if failures:
         sys.exit(1)
@@ -194,7 +205,6 @@ def show_cmd(file, as_json):
     if as_json:
         _dump("spec", ir.to_jsonable(spec))
         return
-    from dpspec.language.describe import describe_spec
 
     echo(describe_spec(spec))
 
@@ -230,10 +240,6 @@ def fmt_cmd(files, write, check_only, upgrade):
 
 def _fmt_one(file: str, write: bool, check_only: bool, upgrade: bool) -> bool:
     """One file of `dpspec fmt`; False when --check finds it not in form (or it cannot be read)."""
-    from dpspec.publish.atomic import write_text
-    from dpspec.language.formatter import format_spec
-
-    from dpspec.language.parser import read_source
 
     try:
         raw = read_source(file)  # compared as read: a CRLF or bare-CR file is not in canonical form
@@ -242,8 +248,6 @@ def _fmt_one(file: str, write: bool, check_only: bool, upgrade: bool) -> bool:
         echo(str(exc), err=True)
         return False
     if upgrade:
-        from dpspec.language.version import LANGUAGE_VERSION, upgrade as upgraded
-
         text = upgraded(spec.text)
         _load_text(text, file)  # an upgrade step that broke the file is a bug, never written
         howto = f"not at .dps language version {LANGUAGE_VERSION} (run dpspec fmt --upgrade --write)"
@@ -327,26 +331,18 @@ def compile_cmd(
     signers=(),
 ):
     """Check FILE, run its mechanism on its data, write the release, the reports and the certificate."""
-    from dpspec.publish.certificate import parse_signer
-
     try:
-        signed = [parse_signer(s) for s in signers]
+        signed = [_certificate.parse_signer(s) for s in signers]
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--sign") from None
-    from dpspec.cli.compile_json import REPORT_KINDS, compile_document, native_stdout_to_stderr, shown_warnings
-    from dpspec.run.compiler import compile_spec
-    from dpspec.publish.output import write_result
-
-    from dpspec.check.limits import data_limit, parse_size
 
     try:
-        limit = None if max_data is None else parse_size(max_data)
+        limit = None if max_data is None else _limits.parse_size(max_data)
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--max-data-bytes") from None
     notes = []  # what stderr says as a warning or note: --json's `warnings` too
     _warn_deprecated_imports(notes)
     spec = _load(file)
-    from dpspec.publish.input_guard import check_output_target, default_output, input_paths
 
     if not outdir:  # from inside the spec's folder the default moves beside it, never among the inputs
         outdir, moved = default_output(file, input_paths(spec) + ([verify_file] if verify_file else []))
@@ -354,34 +350,30 @@ def compile_cmd(
             notes.append(f"note: {moved}")
             echo(notes[-1], err=True)
 
-    from dpspec.publish.output_set import claimed_target, refuse_release_folder
-
     check_output_target(outdir, input_paths(spec) + ([verify_file] if verify_file else []))  # before the run
-    refuse_release_folder(outdir, "compile", itself=False)  # never a set nested inside another release
+    _output_set.refuse_release_folder(outdir, "compile", itself=False)  # never a set nested inside another release
     if verify_file:  # a `dpspec verify --json` result, read before the run so a bad file fails fast
-        from dpspec.verify.finding import load_for, with_finding
-
-        verified = load_for(verify_file, spec)
+        verified = _finding.load_for(verify_file, spec)
     echo(f"compiling {file} ...", err=True)
-    with claimed_target(outdir, "compile"), native_stdout_to_stderr(as_json):  # one writer per folder
+    with _output_set.claimed_target(outdir, "compile"), native_stdout_to_stderr(as_json):  # one writer per folder
         with (
             reporting(StderrBar()),
             engine_for(engine_name, spark_master) as engine,
-            data_limit(limit),
+            _limits.data_limit(limit),
             shown_warnings(notes),
         ):
-            result = compile_spec(spec, seed=seed, runs=runs, engine=engine)
+            result = _compiler.compile_spec(spec, seed=seed, runs=runs, engine=engine)
             if note := engine_note(result, engine_name):
                 notes.append(note)
                 echo(note, err=True)
             if verify_file:  # the verification result becomes a finding
-                outcome = with_finding(result.audit_outcome, verified)
+                outcome = _finding.with_finding(result.audit_outcome, verified)
                 result = attrs.evolve(result, audit_outcome=outcome, findings=list(outcome.findings))
             if allow_critical:  # said in the reports, which are written next
                 result = attrs.evolve(
                     result, allowed_critical=tuple(f.rule for f in result.findings if f.severity == "critical")
                 )
-            written = write_result(result, outdir, signed)  # while the engine runs: it may stream the release
+            written = _output.write_result(result, outdir, signed)  # while the engine runs: it may stream the release
     ledger = result.ledger
     if seed is not None:
         notes.append(
@@ -401,8 +393,6 @@ def compile_cmd(
         sys.exit(code)
     echo(f"mechanism: {result.mechanism.name} {result.mechanism.version}")
     if ledger.declared is not None:
-        from dpspec.budget.budget_text import budget_line
-
         echo(f"budget in the spec's flavor: {budget_line(ledger.declared.to_json())}")
     elif ledger.problem:
         echo(f"budget: cannot be expressed in the spec's flavor: {ledger.problem}")
@@ -467,8 +457,6 @@ def _exact(param, value):
 @friendly
 def budget_cmd(file, as_json, delta, conversion, per_attribute):
     """The budget a spec's mechanism achieves, in the paper's notation and in other currencies."""
-    from dpspec.budget.budget_report import budget_summary, budget_text
-
     spec = _load(file)
     summary = budget_summary(spec, delta=delta, method=conversion, per_attribute=per_attribute)
     if as_json:
@@ -539,7 +527,6 @@ def convert_cmd(params, to, delta, epsilon, alpha, method, from_unit, to_unit, g
     if as_json:
         _dump("conversion", out)
         return
-    from dpspec.budget.budget_text import budget_figure
 
     skip = {"premetric", "method", "citation"}
     figures = ", ".join(f"{k} = {budget_figure(v)}" for k, v in out.items() if k not in skip)
@@ -575,8 +562,6 @@ def convert_cmd(params, to, delta, epsilon, alpha, method, from_unit, to_unit, g
 @friendly
 def audit_cmd(file, baseline, outdir, as_json, output_format, verify_file=None):
     """Flag privacy theatrics in a spec (optionally against a baseline spec)."""
-    from dpspec.cli.audit import run_audit_command
-
     if as_json and output_format not in (None, "json"):
         raise click.UsageError(f"--json and --format {output_format} ask for two formats; give one")
     code = run_audit_command(
@@ -590,8 +575,6 @@ def audit_cmd(file, baseline, outdir, as_json, output_format, verify_file=None):
 @friendly
 def schema_cmd(kind):
     """Print the JSON Schema of a JSON output KIND (without KIND: every kind and its format version)."""
-    from dpspec.schemas import FORMAT_VERSIONS, schema
-
     if kind is None:
         for name, version in sorted(FORMAT_VERSIONS.items()):
             echo(f"{name} {version}  {schema(name)['title']}")
@@ -670,9 +653,8 @@ def lsp_cmd():
 
     require("pygls", "lsp", "dpspec lsp")
     require("lsprotocol", "lsp", "dpspec lsp")
-    from dpspec.lsp.server import main as serve
 
-    serve()
+    _server.main()
 
 
 main.add_command(__import__("dpspec.cli.infer", fromlist=["infer_cmd"]).infer_cmd)  # `dpspec infer` (seed 2)

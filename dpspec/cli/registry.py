@@ -3,6 +3,7 @@ Deployments Registry entries (see `dpspec.registry`). Both validate against the 
 schema and write atomically, or write nothing and exit 1 with located errors."""
 
 from __future__ import annotations
+import os
 
 
 import click
@@ -10,26 +11,32 @@ import click
 from dpspec.cli.terminal import echo
 from dpspec.cli.errors import friendly
 from dpspec.errors import SpecError
+from dpspec.exporters.opendp import opendp_script
+from dpspec.importers.run import import_config, write_set
+from dpspec.language.parser import parse, read_source
+from dpspec.lazy import LazyModule
+from dpspec.publish.atomic import write_text
+from dpspec.publish.input_guard import check_output_file
+
+# imported on first use: at import they would load numpy, pandas, pyarrow with this module
+_output_set = LazyModule("dpspec.publish.output_set", "_output_set", globals())
+_export = LazyModule("dpspec.registry.export", "_export", globals())
+_entry = LazyModule("dpspec.registry.entry", "_entry", globals())
+_importer = LazyModule("dpspec.registry.importer", "_importer", globals())
 
 
 def _refuse_over_input(output: str | None, source: str, command: str) -> None:
     """Before any work: `-o` naming the file being read would replace it, and a file added to a
     compile's output set would break its manifest."""
     if output is not None:
-        import os
-
-        from dpspec.publish.input_guard import check_output_file
-        from dpspec.publish.output_set import refuse_release_folder
-
         check_output_file(output, [source])
-        refuse_release_folder(os.path.dirname(os.path.abspath(output)), command)
+        _output_set.refuse_release_folder(os.path.dirname(os.path.abspath(output)), command)
 
 
 def _write_or_print(text: str, output: str | None) -> None:
     if output is None:
         echo(text, nl=False, content=True)
         return
-    from dpspec.publish.atomic import write_text
 
     write_text(output, text)
     echo(f"wrote {output}", err=True)
@@ -50,21 +57,16 @@ def _write_or_print(text: str, output: str | None) -> None:
 def export_cmd(file, registry, opendp, output):
     """Export spec FILE as an OpenDP Deployments Registry entry (YAML, valid against its schema) or as
     an OpenDP script."""
-    from dpspec.language.parser import parse, read_source
-    from dpspec.registry.export import entry_yaml
-
     if registry == opendp:
         raise click.UsageError("say which format, once: --registry or --opendp")
     _refuse_over_input(output, file, "export")
     if opendp:
-        from dpspec.exporters.opendp import opendp_script
-
         _write_or_print(opendp_script(file), output)
         return
     spec = parse(read_source(file), file)
     if spec.program is not None:
         raise SpecError("a program composes several releases; export each of its specs", file)
-    _write_or_print(entry_yaml(spec), output)
+    _write_or_print(_export.entry_yaml(spec), output)
 
 
 @click.command("import")
@@ -113,14 +115,8 @@ def import_cmd(entry, registry, das, safetab_p, safetab_h, phsafe, output):
         )
     _refuse_over_input(output, entry, "import")
     if registry:
-        from dpspec.registry.entry import read_entry
-        from dpspec.registry.importer import import_text
-
-        _write_or_print(import_text(read_entry(entry)), output)
+        _write_or_print(_importer.import_text(_entry.read_entry(entry)), output)
         return
-    import os
-
-    from dpspec.importers.run import import_config, write_set
 
     text, notes, files = import_config(chosen[0].strip("-").removesuffix("-config"), entry, output)
     for line in notes:

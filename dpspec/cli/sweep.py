@@ -17,6 +17,16 @@ from dpspec.cli.terminal import echo
 from dpspec.cli.engine import engine_option, master_option, engine_for
 from dpspec.cli.errors import friendly
 from dpspec.progress import StderrBar, reporting
+from dpspec.language.parser import parse, read_source
+from dpspec.lazy import LazyModule
+from dpspec.publish.input_guard import check_output_target, input_paths
+from dpspec.publish.report_set import spec_entry, write_report_set
+from dpspec.sweep import grid as grid_mod
+
+# imported on first use: at import they would load numpy, pandas, pyarrow, markupsafe with this module
+_output_set = LazyModule("dpspec.publish.output_set", "_output_set", globals())
+report = LazyModule("dpspec.sweep.report", "report", globals())
+_runner = LazyModule("dpspec.sweep.runner", "_runner", globals())
 
 
 @click.command("sweep")
@@ -109,14 +119,6 @@ def sweep_cmd(
     spark_master,
 ):
     """Run SPEC over a grid of mechanism parameters: budget, expected error and (--runs) realized error."""
-    from dpspec.language.parser import parse, read_source
-    from dpspec.publish.input_guard import check_output_target, input_paths
-    from dpspec.publish.output_set import claimed_target, refuse_release_folder
-    from dpspec.publish.report_set import spec_entry, write_report_set
-    from dpspec.sweep import grid as grid_mod
-    from dpspec.sweep import report
-    from dpspec.sweep.runner import run_sweep
-
     if not 0 < delta < 1:
         raise click.BadParameter("delta must lie strictly between 0 and 1", param_hint="--delta")
     spec = parse(read_source(file), file)
@@ -125,11 +127,11 @@ def sweep_cmd(
     points = grid_mod.product(axes)
     outdir = outdir or os.path.join("out", os.path.splitext(os.path.basename(file))[0] + "-sweep")
     check_output_target(outdir, input_paths(spec))
-    refuse_release_folder(outdir, "sweep", itself=False)
+    _output_set.refuse_release_folder(outdir, "sweep", itself=False)
     echo(f"sweeping {file}: {len(points)} point(s)" + (f" x {runs} run(s)" if runs else "") + " ...", err=True)
-    with claimed_target(outdir, "sweep"):
+    with _output_set.claimed_target(outdir, "sweep"):
         with reporting(StderrBar()), engine_for(engine_name, spark_master) as engine:
-            sweep = run_sweep(
+            sweep = _runner.run_sweep(
                 spec,
                 axes,
                 points,

@@ -10,12 +10,18 @@ from __future__ import annotations
 
 from fractions import Fraction
 from typing import Any
+import inspect
+import warnings
 
 import attrs
 
 from dpspec import ir, progress
 from dpspec.contract.params import PARAM_TYPES, ParameterSchema, ParamSpec, resolve_params  # noqa: F401 (served here as before)
 from dpspec.errors import Diagnostic
+from dpspec.lazy import LazyModule
+
+# heavy libraries, imported on first use
+np = LazyModule("numpy", "np", globals())
 
 
 @attrs.frozen
@@ -122,7 +128,6 @@ def change_one_result(value, mechanism) -> ChangeOne | None:
     earlier is still read, with a DeprecationWarning naming the class."""
     if value is None or isinstance(value, ChangeOne):
         return value
-    import warnings
 
     warnings.warn(
         f"mechanism '{getattr(mechanism, 'name', '?')}': change_one returning a (budget, reason) tuple is "
@@ -379,7 +384,6 @@ def call_run(mechanism: Mechanism, spec: ir.Spec, params: dict, data: dict, ctx:
     and `keep_truths=`, with a DeprecationWarning naming the replacement."""
     if getattr(mechanism, "run_context", False):
         return mechanism.run(spec, params, data, ctx)
-    import warnings
 
     warnings.warn(
         f"mechanism '{mechanism.name}': {OLD_RUN} is deprecated (removed in plugin API 2.0); set "
@@ -405,8 +409,6 @@ def takes_engine(mechanism) -> bool:
 def _names(mechanism, argument: str) -> bool:
     """The adapter's one inspection, for mechanisms written before API 1.6 only: whether their
     `run` names `argument` (`engine` also passes through **kwargs)."""
-    import inspect
-
     try:
         params = inspect.signature(mechanism.run).parameters
     except (TypeError, ValueError):
@@ -455,8 +457,6 @@ class CountLikelihood:
     @classmethod
     def exact(cls, query: ir.CountQuery, cells, value, description: str = "released exactly") -> "CountLikelihood":
         """Answers published without noise (invariants): probability 1 at the true count."""
-        import numpy as np  # here, not at module level: every plugin imports this module, and `check` needs no numpy
-
         value = np.asarray(value, dtype=np.int64)
 
         def logpmf(truth):
@@ -467,6 +467,4 @@ class CountLikelihood:
 
     @property
     def is_exact(self) -> bool:
-        import numpy as np
-
         return bool(np.all(np.asarray(self.variance) == 0))

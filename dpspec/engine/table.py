@@ -16,6 +16,7 @@ if TYPE_CHECKING:  # names only the annotations use; the modules themselves load
     import pandas as pd
 
 import attrs
+import pandas as _pd
 
 
 @attrs.frozen
@@ -67,10 +68,8 @@ class EngineTable:
 
     def dtype(self, column: str):
         """The pandas dtype a loaded frame would give `column` (a CategoricalDtype for codes)."""
-        import pandas as pd
-
         if column in self.categories:
-            return pd.CategoricalDtype(list(self.categories[column]))
+            return _pd.CategoricalDtype(list(self.categories[column]))
         return {"int64": "int64", "float64": "float64", "bool": "bool", "boolean": "boolean"}.get(
             self.kinds[column], "object"
         )

@@ -5,6 +5,10 @@ from __future__ import annotations
 from .release import InferError, load_release
 from dpspec.errors import MechanismError
 from dpspec.check.checker import check
+from dpspec.lazy import LazyModule
+
+# imported on first use: at import they would load randomgen with this module
+_compiler = LazyModule("dpspec.run.compiler", "_compiler", globals())
 
 DEFAULT_LEVEL = 0.05
 
@@ -28,13 +32,11 @@ def parse_power(text: str) -> tuple[str, int, int]:
 
 def power(spec, release_dir: str, text: str, level: float = DEFAULT_LEVEL) -> dict:
     """The mechanism's `power` on the release in `release_dir` (the spec's, by its hash)."""
-    from dpspec.run.compiler import spec_sha256
-
     if not 0 < level < 1:
         raise InferError(f"--level {level}: expected a level strictly between 0 and 1")
     cell, null, alternative = parse_power(text)
     checked = check(spec)
-    release = load_release(release_dir, spec_sha256(spec))
+    release = load_release(release_dir, _compiler.spec_sha256(spec))
     mech = checked.mechanism
     try:
         out = mech.power(spec, checked.params, release.outputs, cell, null, alternative, level)

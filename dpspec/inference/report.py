@@ -12,6 +12,7 @@ import math
 import os
 
 from markupsafe import Markup, escape
+import pandas as pd
 
 from dpspec._version import __version__
 from dpspec.budget import format_figure
@@ -188,8 +189,6 @@ def report_files(result, with_draws: bool = True) -> dict:
         ),
     }
     if with_draws:
-        import pandas as pd
-
         files["draws"] = ("draws.csv", pd.DataFrame(result.samples, columns=[c["cell"] for c in model["r"]["cells"]]))
     return files
 

@@ -18,6 +18,7 @@ import json
 import os
 import subprocess
 from fractions import Fraction
+import sys
 
 from dpspec._version import __version__
 from dpspec.errors import DataError
@@ -39,8 +40,6 @@ class CertificateError(DataError):
 def _files_of(module) -> list[str]:
     """The source files of a module's top-level package (every file of its folder, no caches), or
     the module's own file when it is not in a package: a plugin's helpers count as much as its entry."""
-    import sys
-
     top = sys.modules.get(getattr(module, "__name__", "").split(".")[0], module)
     path = getattr(top, "__file__", None)
     if not path:

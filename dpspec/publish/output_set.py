@@ -29,6 +29,7 @@ import secrets
 import shutil
 import stat as statmod
 from contextlib import contextmanager
+import fcntl
 
 from dpspec.publish.atomic import _umask
 from dpspec.check.data import file_sha256 as sha256_file
@@ -128,8 +129,6 @@ def _lock_file(parent: int, lock: str, outdir: str) -> int:
     """A handle holding the lock file `lock` (in the folder `parent`), refused if another process
     holds it. A holder removes the file before releasing it, so a run that got the lock of a
     file since removed takes it again on the file now at that name; the name is never left behind."""
-    import fcntl
-
     while True:
         fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0), 0o644, dir_fd=parent)
         try:

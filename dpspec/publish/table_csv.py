@@ -13,6 +13,7 @@ data's codes must be recoded. See docs/guides/safety.md.
 from __future__ import annotations
 
 import re
+import os
 
 import numpy as np
 import pandas as pd
@@ -56,8 +57,6 @@ def formula_cells(values) -> list[str]:
 
 def refuse_formulas(frame: pd.DataFrame, path: str) -> None:
     """DataError if a text column of a release table holds a value a spreadsheet would run."""
-    import os
-
     for column in frame.columns:
         series = frame[column]
         if isinstance(series.dtype, pd.CategoricalDtype):

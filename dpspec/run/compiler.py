@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import secrets
 import time
+import datetime
 
 import attrs
 import numpy as np
@@ -250,8 +251,6 @@ def _require_data(spec: ir.Spec, mech, params: dict, data: dict) -> None:
 
 def utc_now() -> str:
     """The time now, UTC, to the second (ISO 8601)."""
-    import datetime
-
     return datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0).isoformat().replace("+00:00", "Z")
 
 

@@ -9,6 +9,7 @@ private_tabulations.py). A household's figure is derived from the truncation (de
 from __future__ import annotations
 
 from fractions import Fraction
+import attrs
 
 from dpspec.api import (
     Diagnostic,
@@ -21,11 +22,17 @@ from dpspec.api import (
     SpecError,
     ir,
     located,
+    LazyModule,
 )
 
 from . import cells, design as design_mod
 from .design import MEASUREMENTS, PERSON_COLUMNS, TABLES, UNIT_COLUMNS
 from dpspec.api import BudgetStatement, ZCDP, discrete_gaussian_variance
+from .change_one import change_one_note, change_one_budget
+
+# imported on first use: at import they would load numpy, pandas, scipy, pyarrow with this module
+_tabulate = LazyModule("dpspec_phsafe.tabulate", "_tabulate", globals())
+_neighbours = LazyModule("dpspec_phsafe.neighbours", "_neighbours", globals())
 
 __version__ = "1.0.0"
 PERSON_TABLES = tuple(t for t, (kind, _) in TABLES.items() if kind == "persons")
@@ -151,9 +158,6 @@ class PHSafe(Mechanism):
 
     # ---- budget ------------------------------------------------------------------------
     def budget(self, spec, params, facts):
-        import attrs
-
-        from .change_one import change_one_note
 
         design = self.design(spec, params)
         total, household = design.total_rho(), design.household_rho()
@@ -180,8 +184,6 @@ class PHSafe(Mechanism):
 
     def change_one(self, spec, params, budget):
         """rho x 2 for changing one person, from the counts' own sensitivity (change_one.py derives it)."""
-        from .change_one import change_one_budget
-
         return change_one_budget(spec, params, budget)
 
     def components(self, design) -> list[dict]:
@@ -230,14 +232,12 @@ class PHSafe(Mechanism):
 
     # ---- run ---------------------------------------------------------------------------
     def run(self, spec, params, data, ctx):
-        from .tabulate import Records, measure
-
         design = self.design(spec, params)
         run_key = int.from_bytes(ctx.rng.bytes(32), "little") if ctx.engine is None else ctx.engine.run_key
         source = next((d.path for d in spec.data if d.table == params["persons"]), params["persons"])
         states = cells.released_states(spec, params, design)
-        rec = Records(data[params["persons"]], data[params["units"]], states, source)
-        counts = measure(design, rec, run_key)
+        rec = _tabulate.Records(data[params["persons"]], data[params["units"]], states, source)
+        counts = _tabulate.measure(design, rec, run_key)
         cells.check_cells(counts, design, states)
 
         facts = {
@@ -260,6 +260,4 @@ class PHSafe(Mechanism):
 
     def neighbours(self, spec, params):
         """One household gaining a child, with batched measurement transcripts, for `dpspec verify`."""
-        from .neighbours import phsafe_pairs
-
-        return phsafe_pairs(self, spec, params)
+        return _neighbours.phsafe_pairs(self, spec, params)

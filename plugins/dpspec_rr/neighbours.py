@@ -1,6 +1,11 @@
 """Randomized response's neighbouring datasets for `dpspec verify`: one unit's answer flips."""
 
 from __future__ import annotations
+from dpspec import api
+from dpspec.api import NeighbourPair, LazyModule
+
+# heavy libraries, imported on first use
+np = LazyModule("numpy", "np", globals())
 
 
 def pairs(spec, design, run) -> list:
@@ -10,21 +15,18 @@ def pairs(spec, design, run) -> list:
     tests is what compile runs, a subclass's too. Runs are batched: the miniature table repeated
     n times is one call, whose units answer independently, so row r of the batch is run
     r // units of the miniature."""
-    import numpy as np  # lazily, as everywhere in the plugin: `dpspec --help` must not load numpy
-
-    from dpspec.api import NeighbourPair, miniature_rows, typed_frame
 
     table = spec.domain.table(design.table)
     values = (True, False) if design.kind == "bool" else (design.positive, design.negative)
-    rows = miniature_rows(spec)
+    rows = api.miniature_rows(spec)
     frames = []
     for value in values:
         records = [dict(r) for r in rows[table.name]]
         records[0][design.column] = value
         frames.append(
             {
-                **{t.name: typed_frame(t, rows[t.name]) for t in spec.domain.tables},
-                table.name: typed_frame(table, records),
+                **{t.name: api.typed_frame(t, rows[t.name]) for t in spec.domain.tables},
+                table.name: api.typed_frame(table, records),
             }
         )
 

@@ -23,6 +23,7 @@ from dpspec.api import (
     ZCDP,
     ReleaseColumns,
     discrete_gaussian_variance,
+    LazyModule,
 )
 
 from .measurement.allocation import JOINT_MARK, _is_joint_key, _only_queries, allocate, split_allocation
@@ -32,6 +33,20 @@ from .params.spine import _aian_split_levels, _spine
 from .params.tables import ROOT, _invariants, _joint, _levels, _relation, _schema, _strategy, _variables
 from .release.report import _guarantee_notes, _query_labels, allocation_rows, bypass_rows
 from .semantics import across_split_rho, attribute_rhos, geography_rhos, tied_attribute_rhos
+from .design import design_from_spec
+from .params.broken_places import located
+from .release.outputs import release_of
+from .run.context import RunContext
+
+# imported on first use: at import they would load numpy, pandas, scipy, pyarrow with this module
+_inputs = LazyModule("dpspec_topdown.run.inputs", "_inputs", globals())
+_topdown = LazyModule("dpspec_topdown.run.topdown", "_topdown", globals())
+_likelihood = LazyModule("dpspec_topdown.likelihood", "_likelihood", globals())
+_measured = LazyModule("dpspec_topdown.release.measured", "_measured", globals())
+_neighbours = LazyModule("dpspec_topdown.neighbours", "_neighbours", globals())
+
+# heavy libraries, imported on first use
+pd = LazyModule("pandas", "pd", globals())
 
 __version__ = "1.0.0"
 
@@ -455,15 +470,8 @@ class TopDown(Mechanism):
         API's RunContext; TopDown's own (run/context.py) adds the worker count and names each
         progress stage as a level. TopDown keeps no truths: `ctx.keep_truths` is not read (the
         sweep compares the released microdata's count tables with the data's)."""
-        from .design import design_from_spec
-        from .params.broken_places import located
-        from .release.outputs import release_of
-        from .run.context import RunContext
-        from .run.inputs import read_records
-        from .run.topdown import run_topdown
-
         with located(spec, params):  # data that break a construct: the DataError cites its line
-            records = read_records(spec, params, data, ctx.engine)
+            records = _inputs.read_records(spec, params, data, ctx.engine)
             report = ctx.progress
             run = RunContext(
                 ctx.rng,
@@ -471,15 +479,13 @@ class TopDown(Mechanism):
                 workers=params.get("workers"),
                 progress=lambda stage, done, total: report(f"{stage} level", done, total),
             )
-            result = run_topdown(records, design_from_spec(spec, params), run)
+            result = _topdown.run_topdown(records, design_from_spec(spec, params), run)
             return release_of(spec, params, data, result, records.declared_geography)
 
     def release_columns(self, spec, params):
         """The measurements `likelihood` reads: one row per (level, geocode, query, cell), and each
         row's variance the one its (level, query) gets from the allocation (or a bypass class's);
         the rows themselves declared from the spec (release/measured.py), so a deleted one is refused."""
-
-        from .design import design_from_spec
 
         alloc = self._allocation(spec, params)
         allowed = {}
@@ -491,14 +497,10 @@ class TopDown(Mechanism):
                 allowed.setdefault((row["level"], row["query"]), set()).add(row["noise_variance"])
 
         def implied(frame):
-            from .likelihood import variances_agree
-
-            return {"variance": variances_agree(frame, allowed)}
+            return {"variance": _likelihood.variances_agree(frame, allowed)}
 
         def rows():
-            from .release.measured import declared_rows  # numpy and pandas, for `dpspec infer` only
-
-            return declared_rows(
+            return _measured.declared_rows(
                 spec,
                 design_from_spec(spec, params),
                 params["table"],
@@ -518,13 +520,9 @@ class TopDown(Mechanism):
         }
 
     def likelihood(self, spec, params, outputs):
-        from .likelihood import measurement_likelihoods
-
-        return measurement_likelihoods(spec, params, outputs)
+        return _likelihood.measurement_likelihoods(spec, params, outputs)
 
     def utility(self, spec, params, data, releases):
-        import pandas as pd
-
         runs = [r.internal["errors"] for r in releases]
         table = pd.concat([pd.DataFrame(r) for r in runs])
         summary = (
@@ -545,6 +543,4 @@ class TopDown(Mechanism):
 
     def neighbours(self, spec, params):
         """Miniature neighbours and batched noisy measurements for `dpspec verify`."""
-        from .neighbours import topdown_pairs
-
-        return topdown_pairs(self, spec, params, _variables, ROOT, recodes=_schema(spec, params).recodes)
+        return _neighbours.topdown_pairs(self, spec, params, _variables, ROOT, recodes=_schema(spec, params).recodes)

@@ -21,8 +21,16 @@ import os
 import time
 
 import numpy as np
+import scipy.sparse as sp
+from dpspec.api import LazyModule
 
 from .qp import Conic, NodeQP, conic_form, solve_clarabel, violation_limit
+
+# heavy libraries, imported on first use
+piqp = LazyModule("piqp", "piqp", globals())
+proxsuite = LazyModule("proxsuite", "proxsuite", globals())
+osqp = LazyModule("osqp", "osqp", globals())
+_cholmod = LazyModule("sksparse.cholmod", "_cholmod", globals())
 
 CAPTURE_ENV = "DPSPEC_TOPDOWN_CAPTURE"
 CHOICE_ENV = "DPSPEC_TOPDOWN_QP"  # "clarabel" (default): Clarabel everywhere; "auto": RULE
@@ -79,8 +87,6 @@ def capture(problem: NodeQP, form: Conic, where: str | None = None) -> str | Non
 
 def load(path: str) -> NodeQP:
     """A captured node's problem as stated (the benchmark restates it with ``conic_form``)."""
-    import scipy.sparse as sp
-
     z = np.load(path)
     a = sp.csc_matrix((z["a_data"], z["a_indices"], z["a_indptr"]), shape=tuple(z["a_shape"]))
     return NodeQP(
@@ -155,8 +161,6 @@ def _bounded(form: Conic):
 
 
 def _full(p):
-    import scipy.sparse as sp
-
     return (p + sp.triu(p, 1).T).tocsc()
 
 
@@ -171,8 +175,6 @@ def solve_clarabel_method(problem: NodeQP, form: Conic, method: str):
 
 def solve_piqp(problem: NodeQP, form: Conic):
     """PIQP (BSD-2, Schwan et al. 2023), sparse interface, bounds native, Clarabel's tolerances."""
-    import piqp
-
     p, q, a, b, g, h, x_l, x_u = _bounded(form)
     t0 = time.perf_counter()
     solver = piqp.SparseSolver()
@@ -186,8 +188,6 @@ def solve_piqp(problem: NodeQP, form: Conic):
 
 
 def _proxsuite_setup(form: Conic):
-    import scipy.sparse as sp
-
     p, q, a, b, g, h, x_l, x_u = _bounded(form)
     n = q.size
     has = np.isfinite(x_l) | np.isfinite(x_u)
@@ -204,8 +204,6 @@ def _proxsuite_setup(form: Conic):
 def solve_proxsuite(problem: NodeQP, form: Conic, warm=None):
     """proxsuite's sparse ProxQP (BSD-2, Bambade et al. 2022), Clarabel's tolerances; ``warm``
     (x, y, z): a warm start."""
-    import proxsuite
-
     h, q, a, b, c, lo, hi = _proxsuite_setup(form)
     t0 = time.perf_counter()
     qp = proxsuite.proxqp.sparse.QP(q.size, a.shape[0], c.shape[0])
@@ -226,9 +224,6 @@ def solve_proxsuite(problem: NodeQP, form: Conic, warm=None):
 
 
 def _osqp(form: Conic, eps: float):
-    import osqp
-    import scipy.sparse as sp
-
     p, q, a, b, g, h, x_l, x_u = _bounded(form)
     n = q.size
     has = np.isfinite(x_l) | np.isfinite(x_u)
@@ -263,8 +258,6 @@ def solve_osqp_proxsuite(problem: NodeQP, form: Conic):
 def _standard(problem: NodeQP):
     """(h, c, A, b, l, u, n): ``problem`` with equality rows only (a slack per inequality row,
     bounded as the row was), the Hessian still diagonal: what the normal equations need."""
-    import scipy.sparse as sp
-
     a = problem.a.tocsr()
     eq = problem.lo == problem.hi
     ineq = np.flatnonzero(~eq)
@@ -284,8 +277,6 @@ def solve_cholmod_ipm(problem: NodeQP, form: Conic | None = None, tol: float = T
     supernodal CHOLMOD Cholesky of the normal equations A D^-1 A' (scikit-sparse): the
     Hessian is diagonal once inequality rows get slacks, so D is too. The symbolic analysis is
     done once per problem; each step only refactors numerically."""
-    from sksparse.cholmod import CholmodError, analyze_AAt
-
     t0 = time.perf_counter()
     h, c, a, b, l, u, n_x = _standard(problem)
     m, n = a.shape
@@ -319,9 +310,9 @@ def solve_cholmod_ipm(problem: NodeQP, form: Conic | None = None, tol: float = T
         scaled = a @ sp_diag(np.sqrt(dinv))
         try:
             if factor is None:
-                factor = analyze_AAt(scaled, mode="supernodal")
+                factor = _cholmod.analyze_AAt(scaled, mode="supernodal")
             factor.cholesky_AAt_inplace(scaled, beta=1e-12 * scale_b)
-        except CholmodError as exc:
+        except _cholmod.CholmodError as exc:
             status = f"factorization: {exc}"
             break
 
@@ -359,8 +350,6 @@ def solve_cholmod_ipm(problem: NodeQP, form: Conic | None = None, tol: float = T
 
 
 def sp_diag(values):
-    import scipy.sparse as sp
-
     return sp.diags(values, format="csc")
 
 

@@ -15,6 +15,10 @@ from .passes import _passes, pass_level_path, pass_query_problems
 from .postprocess import failsafe_problems, postprocess_problems
 from .spine import _spine, _split_levels, spine_problems
 from .tables import _bound_categories, _invariants, _joint, _levels, _schema, _shares_loc, _structural_zeros, _variables
+from ..estimation.invariant_chain import unnested, why
+from ..estimation.joint_passes import joint_pass_plan
+from ..estimation.pass_plans import pass_plan
+from .constraints import facility_constraints
 
 
 def _at_setting(spec: ir.Spec, d: Diagnostic) -> Diagnostic:
@@ -50,8 +54,6 @@ def _split_invariant_problems(spec: ir.Spec, params: dict, spine: dict) -> list:
 def _unnested_invariant_problems(spec: ir.Spec, params: dict) -> list:
     """The invariants on `params`' table whose query does not nest with an earlier one's, at the
     later invariant's line (the run's chain rule, estimation/invariant_chain.py, decided here from the spec)."""
-
-    from ..estimation.invariant_chain import unnested, why
 
     schema = _schema(spec, params)
     written = {}  # canonical query: the first invariant writing it
@@ -140,8 +142,6 @@ def setting_problems(spec: ir.Spec, params: dict, allocation) -> list:
     geography file, invariants, the allocation by `allocation(spec, params)`, constraints,
     equalities, the failsafe, post-processing, cross constraints, then the passes), each
     problem located at its setting."""
-    from .constraints import facility_constraints
-
     problems = []
     spine_wrong = spine_problems(spec, params)  # reported below, at the spine's setting
     flag = None if spine_wrong else _spine(spec, params).get("aian", (None, None))[1]
@@ -194,9 +194,6 @@ def _check_pass_plans(spec: ir.Spec, params: dict, passes: dict, schema, alloc, 
     without a budget share is a SpecError at the level's entry of its passes, and what the plan
     refuses is at the entry its path names (a constrain_to, of the level or of an outer pass),
     else at the level's entry."""
-
-    from ..estimation.joint_passes import joint_pass_plan
-    from ..estimation.pass_plans import pass_plan
 
     for level, plan in passes.items():
         level_at = pass_level_path(params, level)

@@ -7,6 +7,7 @@ from dpspec.api import Diagnostic, SpecError, ir
 from .locate import inside
 from .passes import _query_words
 from .tables import _invariants, ROOT, _schema
+from .equality_check import check_target
 
 
 def _equalities(spec: ir.Spec, params: dict) -> list[dict]:
@@ -16,8 +17,6 @@ def _equalities(spec: ir.Spec, params: dict) -> list[dict]:
     and it must be declared public (`public { count T by block, hhgq, votingage released "..." }`):
     the guarantee is then stated as conditioned on it. What the spec alone decides about the
     target (its columns, its groups against the invariants') is a SpecError (equality_check.py)."""
-
-    from .equality_check import check_target  # array code: loaded when a spec has equal_to, not at every start
 
     block = params.get("equal_to")
     if not block:

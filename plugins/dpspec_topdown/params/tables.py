@@ -10,11 +10,14 @@ if TYPE_CHECKING:  # names only the annotations use; the modules themselves load
     from ..measurement.histogram import Recode, Schema
 
 from fractions import Fraction
+import re
 
 from dpspec.api import Diagnostic, SpecError, ir
 
 from .locate import at, item_at
 from ..wording import listed
+from ..measurement.histogram import Recode as _Recode, Schema as _Schema
+from .recode_invariants import recode_invariant_problems
 
 ROOT = "nation"
 
@@ -51,8 +54,6 @@ def _entry_settings(p) -> tuple[dict, dict]:
 def _recodes(params: dict, variables: dict, spec: ir.Spec | None = None) -> list[Recode]:
     """The declared recodes: ``NAME: { of: VARIABLE  LABEL: [values]  ... }`` each."""
 
-    from ..measurement.histogram import Recode
-
     block = params.get("recodes")
     if block is None:
         return []
@@ -84,7 +85,7 @@ def _recodes(params: dict, variables: dict, spec: ir.Spec | None = None) -> list
             by_text = {str(c): c for c in variables[variable]}  # categories are written as text
             groups[g.name] = [by_text.get(str(v), v) for v in map(_recode_value, values)]
         try:
-            out.append(Recode.build(p.name, variable, variables[variable], groups))
+            out.append(_Recode.build(p.name, variable, variables[variable], groups))
         except SpecError as exc:
             raise SpecError(
                 [Diagnostic(d.message, *_recode_group_loc(spec, body, d.message, loc)) for d in exc.diagnostics]
@@ -96,8 +97,6 @@ def _recode_group_loc(spec, body: ir.ParamBlock, message: str, loc: tuple) -> tu
     """(line, column) of what a recode error is about: the value a group lists that is not a
     category or is in an earlier group too, or the empty group; the recode's `loc` otherwise
     (categories in no group)."""
-    import re
-
     found = (
         re.search(r"group '([^']+)' lists (\S+?), which", message)
         or re.search(r"(\S+) is in both '[^']+' and '([^']+)'", message)
@@ -115,18 +114,14 @@ def _recode_group_loc(spec, body: ir.ParamBlock, message: str, loc: tuple) -> tu
 
 def _schema(spec: ir.Spec, params: dict) -> Schema:
 
-    from ..measurement.histogram import Schema
-
     variables = _variables(spec, params)
-    return Schema.from_variables(variables).with_recodes(_recodes(params, variables, spec))
+    return _Schema.from_variables(variables).with_recodes(_recodes(params, variables, spec))
 
 
 def _shares_loc(spec: ir.Spec | None, params: dict, message: str) -> tuple:
     """(line, column) of what an allocation error is about: the level's entry under ``queries`` for
     "query shares at level 'X'", the query's own entry for "query 'X' names ...", the ``levels``
     setting for the level shares (the mechanism's, unless ``spec`` is None); (None, None) otherwise."""
-    import re
-
     block = params.get("queries")
     entries = block.params if isinstance(block, ir.ParamBlock) else ()
     level = re.match(r"query shares at level '([^']+)'", message)
@@ -365,8 +360,6 @@ def _invariants(spec: ir.Spec, params: dict):
     """(level, query) pairs for the declared invariants on the person table; and problems. A
     factor may be a recode of a histogram variable, carried by the table as a column of its name
     (recode_invariants.py: production's gqhh_vect)."""
-
-    from .recode_invariants import recode_invariant_problems
 
     levels = _levels(spec)
     variables = set(params["variables"])
