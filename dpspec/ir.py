@@ -7,11 +7,11 @@ so that other tools can read a spec without our parser.
 
 from __future__ import annotations
 
+import hashlib
 import math
+import os
 from fractions import Fraction
 from typing import Any
-import hashlib
-import os
 
 import attrs
 

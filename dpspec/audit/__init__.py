@@ -7,18 +7,17 @@ skipped, when there is none: an oversight body should know which checks did not 
 
 from __future__ import annotations
 
-
 import attrs
 
 from dpspec import ir
+from dpspec.audit import builtin_rules
 from dpspec.audit.base import SEVERITIES, SEVERITY_RANK, Finding, Rule, by_severity, jsonable
 from dpspec.audit.context import Account, AuditContext, SoftCheck, build_context
-from dpspec.verbs import make_callable
-from dpspec.audit import builtin_rules
 from dpspec.budget import budget_from_params
 from dpspec.contract import plugins
 from dpspec.errors import DpspecError
 from dpspec.lazy import LazyModule
+from dpspec.verbs import make_callable
 
 # imported on first use: `dpspec --help` loads this module, not them
 _program = LazyModule("dpspec.budget.program", "_program", globals())

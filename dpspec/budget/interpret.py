@@ -24,7 +24,7 @@ from .conversions import cks20_epsilon, cks20_log_delta, gdp_epsilon
 from .premetrics import ApproxDP, Budget, GaussianDP, PureDP, RenyiDP, ZCDP
 
 # heavy libraries, imported on first use
-_special = LazyModule("scipy.special", "_special", globals())
+_special = LazyModule("scipy.special", "_special", globals())  # Phi and its inverse; only GDP's curve needs them
 
 PRIORS = (0.01, 0.10, 0.50)
 TEST_ALPHAS = (0.01, 0.05)

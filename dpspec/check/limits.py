@@ -20,10 +20,10 @@ footer claiming a petabyte, a 10 GB line, a 10 MB `.csv.gz` that inflates to 10 
 from __future__ import annotations
 
 import contextvars
-import re
-from contextlib import contextmanager
 import hashlib
 import os
+import re
+from contextlib import contextmanager
 
 import numpy as np
 

@@ -83,7 +83,6 @@ def _power_text(p: dict) -> list[str]:
 
 def _check_outdir(outdir: str, spec, release_dir: str, prior: str | None) -> None:
     """Refuse an output folder that is, holds or sits inside an input: spec, data, prior, release."""
-
     inputs = input_paths(spec)
     if prior and not prior.startswith("dirichlet-multinomial"):  # a prior CSV, as make_prior finds it
         inputs += [p for p in {prior, os.path.join(spec.base_dir, prior)} if os.path.isfile(p)]

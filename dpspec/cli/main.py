@@ -240,7 +240,6 @@ def fmt_cmd(files, write, check_only, upgrade):
 
 def _fmt_one(file: str, write: bool, check_only: bool, upgrade: bool) -> bool:
     """One file of `dpspec fmt`; False when --check finds it not in form (or it cannot be read)."""
-
     try:
         raw = read_source(file)  # compared as read: a CRLF or bare-CR file is not in canonical form
         spec = _load_text(raw, file)

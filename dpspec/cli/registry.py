@@ -5,7 +5,6 @@ schema and write atomically, or write nothing and exit 1 with located errors."""
 from __future__ import annotations
 import os
 
-
 import click
 
 from dpspec.cli.terminal import echo

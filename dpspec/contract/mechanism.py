@@ -8,10 +8,10 @@ core validates a spec's `mechanism` block against `parameters`, nested settings 
 
 from __future__ import annotations
 
-from fractions import Fraction
-from typing import Any
 import inspect
 import warnings
+from fractions import Fraction
+from typing import Any
 
 import attrs
 
@@ -21,7 +21,7 @@ from dpspec.errors import Diagnostic
 from dpspec.lazy import LazyModule
 
 # heavy libraries, imported on first use
-np = LazyModule("numpy", "np", globals())
+np = LazyModule("numpy", "np", globals())  # every plugin imports this module, and `check` needs no numpy
 
 
 @attrs.frozen

@@ -10,8 +10,8 @@ not serve it (docs/guides/compatibility.md).
 from __future__ import annotations
 
 import ast
-import re
 import importlib.util
+import re
 
 from dpspec._version import __version__
 

@@ -10,10 +10,10 @@ Mechanisms receive an `EngineRun` as `ctx.engine` of `Mechanism.run(spec, params
 
 from __future__ import annotations
 
+from dpspec.contract.mechanism import takes_engine, RunContext, call_run
 from dpspec.engine.base import Engine, EngineRun, EngineUnavailable, UnitFailed
 from dpspec.engine.local import LocalEngine
 from dpspec.engine.streams import new_run_key, unit_rng
-from dpspec.contract.mechanism import takes_engine, RunContext, call_run
 from dpspec.lazy import LazyModule
 
 # imported on first use: `dpspec check` loads this module, not them

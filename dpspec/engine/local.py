@@ -1,8 +1,8 @@
 """The embedded engine: units of work run in this process (or a process pool), on pandas frames."""
 
 from __future__ import annotations
-from concurrent.futures import ProcessPoolExecutor, as_completed
 import multiprocessing
+from concurrent.futures import ProcessPoolExecutor, as_completed
 
 import numpy as np
 import pandas as pd

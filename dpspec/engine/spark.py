@@ -7,17 +7,17 @@ same rows and the same keyed stream whichever engine and partitioning ran it.
 
 from __future__ import annotations
 
+import contextvars
 import os
+import pickle
 import shutil
 import socket
 import sys
+import threading
+import uuid
 import warnings
 from contextlib import contextmanager
 from urllib.parse import urlsplit
-import contextvars
-import pickle
-import threading
-import uuid
 
 import pandas as pd
 import pyarrow as pa

@@ -124,7 +124,6 @@ def _typed(frame: pd.DataFrame, kinds: dict) -> pd.DataFrame:
 def counts_differ(engine, table, other, by: list) -> int:
     """`Engine.counts_differ` on Spark: each table counted by `by` (as text), the two counts
     joined (full outer, missing values equal) and the differing cells counted there."""
-
     left, _ = engine._spark_frame(table)
     right, _ = engine._spark_frame(other)
     if not by:

@@ -8,8 +8,8 @@ sees what the spec does not say.
 """
 
 from __future__ import annotations
-from fractions import Fraction
 import json
+from fractions import Fraction
 
 import attrs
 

@@ -18,8 +18,8 @@ from dpspec.check.checker import check
 from dpspec.language.parser import load_text_or_path
 from dpspec.lazy import LazyModule
 
-from .release import InferError, checked_likelihoods, load_release, validate_release
 from . import summary
+from .release import InferError, checked_likelihoods, load_release, validate_release
 
 # imported on first use: at import they would load numpy, scipy with this module
 _compiler = LazyModule("dpspec.run.compiler", "_compiler", globals())
@@ -116,7 +116,6 @@ def infer(
     max_proposals: int | None = None,
 ) -> InferResult:
     """Posterior draws and summaries of `target` given the release in `release_dir`."""
-
     if isinstance(spec, str):
         spec = load_text_or_path(spec)
     if method not in METHODS:

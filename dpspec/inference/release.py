@@ -9,8 +9,8 @@ from __future__ import annotations
 import os
 
 import attrs
-import pandas as pd
 import numpy as np
+import pandas as pd
 
 from dpspec.errors import DpspecError, MechanismError
 from dpspec.language.exact_input import strict_json

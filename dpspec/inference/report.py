@@ -11,8 +11,8 @@ import json
 import math
 import os
 
-from markupsafe import Markup, escape
 import pandas as pd
+from markupsafe import Markup, escape
 
 from dpspec._version import __version__
 from dpspec.budget import format_figure

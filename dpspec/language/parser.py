@@ -7,14 +7,14 @@ what was expected, never a Lark traceback.
 
 from __future__ import annotations
 
+import difflib
 import functools
+import hashlib
 import os
 import re
 import sys
 from fractions import Fraction
 from importlib import resources
-import difflib
-import hashlib
 
 import attrs
 import lark

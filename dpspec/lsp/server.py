@@ -5,10 +5,10 @@ empty result (and a log message), never a dead server."""
 from __future__ import annotations
 
 import functools
-import logging
-from importlib.metadata import version
 import json
+import logging
 import sys
+from importlib.metadata import version
 
 from lsprotocol import types as lsp
 from pygls.exceptions import JsonRpcException

@@ -17,8 +17,8 @@ import hashlib
 import json
 import os
 import subprocess
-from fractions import Fraction
 import sys
+from fractions import Fraction
 
 from dpspec._version import __version__
 from dpspec.errors import DataError

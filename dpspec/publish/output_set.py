@@ -23,13 +23,13 @@ from __future__ import annotations
 
 import ctypes
 import errno
+import fcntl
 import json
 import os
 import secrets
 import shutil
 import stat as statmod
 from contextlib import contextmanager
-import fcntl
 
 from dpspec.publish.atomic import _umask
 from dpspec.check.data import file_sha256 as sha256_file

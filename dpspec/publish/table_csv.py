@@ -12,8 +12,8 @@ data's codes must be recoded. See docs/guides/safety.md.
 
 from __future__ import annotations
 
-import re
 import os
+import re
 
 import numpy as np
 import pandas as pd

@@ -7,10 +7,10 @@ everything --audit--> findings;  --report--> HTML / Markdown / JSON
 
 from __future__ import annotations
 
+import datetime
 import hashlib
 import secrets
 import time
-import datetime
 
 import attrs
 import numpy as np

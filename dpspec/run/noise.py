@@ -34,8 +34,8 @@ reported for it.
 from __future__ import annotations
 
 import math
-from fractions import Fraction
 from decimal import ROUND_CEILING, ROUND_FLOOR, ROUND_HALF_EVEN, Decimal, localcontext
+from fractions import Fraction
 
 import attrs
 

@@ -8,15 +8,15 @@ content-security policy, and figures are inline SVG (`dpspec.report.svg`).
 
 from __future__ import annotations
 
+import json
 import math
 import os
-import json
 
 from dpspec import ir
 from dpspec._version import __version__
 from dpspec.budget.premetrics import json_number
-from dpspec.report.svg import Box, box_chart, xy_chart
 from dpspec.lazy import LazyModule
+from dpspec.report.svg import Box, box_chart, xy_chart
 
 # heavy libraries, imported on first use
 pd = LazyModule("pandas", "pd", globals())

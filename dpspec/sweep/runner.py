@@ -8,10 +8,10 @@ interrupted sweep raises before anything is written (the caller writes the set a
 from __future__ import annotations
 
 import math
-import time
-from concurrent.futures import ProcessPoolExecutor, as_completed
 import multiprocessing
 import os
+import time
+from concurrent.futures import ProcessPoolExecutor, as_completed
 
 import attrs
 

@@ -18,15 +18,15 @@ from __future__ import annotations
 import numpy as np
 
 from dpspec import ir
+from dpspec.budget import ledger as ledger_mod, group
+from dpspec.check.checker import check
 from dpspec.errors import DpspecError
+from dpspec.language.parser import load_text_or_path
+from dpspec.lazy import LazyModule
 from dpspec.verify.bounds import largest_detectable, runs_needed
 from dpspec.verify.events import best_event
 from dpspec.verify.miniature import Flattener, VerifyError, generic_pairs, run_many, same_universe, universe_queries
 from dpspec.verify.result import EXIT_CODES, PairResult, Verification, load_json
-from dpspec.budget import ledger as ledger_mod, group
-from dpspec.check.checker import check
-from dpspec.language.parser import load_text_or_path
-from dpspec.lazy import LazyModule
 
 # imported on first use: at import they would load randomgen with this module
 _compiler = LazyModule("dpspec.run.compiler", "_compiler", globals())

@@ -11,9 +11,9 @@ from __future__ import annotations
 import attrs
 
 from dpspec.audit.base import Finding, by_severity
+from dpspec.lazy import LazyModule
 from dpspec.verify.miniature import VerifyError
 from dpspec.verify.result import load_json
-from dpspec.lazy import LazyModule
 
 # imported on first use: at import they would load randomgen with this module
 _compiler = LazyModule("dpspec.run.compiler", "_compiler", globals())

@@ -6,6 +6,7 @@ from fractions import Fraction
 
 import attrs
 
+from dpspec import api
 from dpspec.api import (
     BudgetStatement,
     ClippingBound,
@@ -26,10 +27,9 @@ from dpspec.api import (
 )
 
 from . import design as design_mod, sensitivity as sens_mod
+from .a_priori import expected_error
 from .design import Design, Query, quantile_epsilon
 from dpspec.api import effective_sigma2, Diagnostic, sampler_limit_problem, SpecError, located
-from dpspec import api
-from .a_priori import expected_error
 
 # imported on first use: at import they would load numpy, pandas, pyarrow with this module
 _accuracy = LazyModule("dpspec_aggregate.accuracy", "_accuracy", globals())
@@ -305,7 +305,6 @@ class Aggregate(Mechanism):
 
     # ---- the run ----
     def run(self, spec, params, data, ctx):
-
         d = self._design(spec, params)
         frame = data[d.table]
         keys = declared_keys(spec, d.table, d.by)
@@ -334,7 +333,6 @@ class Aggregate(Mechanism):
     # ---- against the confidential data (internal only) ----
     def utility(self, spec, params, data, releases):
         """Each query's released values against the confidential ones, and the clipped counts."""
-
         d = self._design(spec, params)
         clipped = releases[0].internal.get("clipped", {})
         changed = [q for q in d.queries if q.statistic in ("sum", "mean") and clipped.get(q.name)]

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import inspect
 import os
 import sys
-import importlib.util
 
 import attrs
 

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import math
-from fractions import Fraction
 import os
+from fractions import Fraction
 
 from dpspec.api import (
     BudgetStatement,

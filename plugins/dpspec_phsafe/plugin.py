@@ -26,9 +26,9 @@ from dpspec.api import (
 )
 
 from . import cells, design as design_mod
+from .change_one import change_one_note, change_one_budget
 from .design import MEASUREMENTS, PERSON_COLUMNS, TABLES, UNIT_COLUMNS
 from dpspec.api import BudgetStatement, ZCDP, discrete_gaussian_variance
-from .change_one import change_one_note, change_one_budget
 
 # imported on first use: at import they would load numpy, pandas, scipy, pyarrow with this module
 _tabulate = LazyModule("dpspec_phsafe.tabulate", "_tabulate", globals())
@@ -158,7 +158,6 @@ class PHSafe(Mechanism):
 
     # ---- budget ------------------------------------------------------------------------
     def budget(self, spec, params, facts):
-
         design = self.design(spec, params)
         total, household = design.total_rho(), design.household_rho()
         taus = ", ".join(f"{t} {k}" for t, k in design.tau.items())

@@ -8,7 +8,7 @@ from fractions import Fraction
 from dpspec.api import Release, interval, bernoulli, record_measurement, LazyModule
 
 # heavy libraries, imported on first use
-np = LazyModule("numpy", "np", globals())
+np = LazyModule("numpy", "np", globals())  # lazily: `dpspec check` and `--help` must not pay for numpy or pandas
 pd = LazyModule("pandas", "pd", globals())
 
 

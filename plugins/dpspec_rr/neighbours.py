@@ -5,7 +5,7 @@ from dpspec import api
 from dpspec.api import NeighbourPair, LazyModule
 
 # heavy libraries, imported on first use
-np = LazyModule("numpy", "np", globals())
+np = LazyModule("numpy", "np", globals())  # lazily, as everywhere in the plugin: `dpspec --help` must not load numpy
 
 
 def pairs(spec, design, run) -> list:
@@ -15,7 +15,6 @@ def pairs(spec, design, run) -> list:
     tests is what compile runs, a subclass's too. Runs are batched: the miniature table repeated
     n times is one call, whose units answer independently, so row r of the batch is run
     r // units of the miniature."""
-
     table = spec.domain.table(design.table)
     values = (True, False) if design.kind == "bool" else (design.positive, design.negative)
     rows = api.miniature_rows(spec)

@@ -39,6 +39,7 @@ from dpspec.api import (
 )
 
 from . import design as design_mod, geography
+from .change_one import change_one_note, change_one_budget
 from dpspec.api import (
     shown as shown_value,
     ReleaseColumns,
@@ -47,10 +48,10 @@ from dpspec.api import (
     ZCDP,
     discrete_gaussian_variance,
 )
-from .change_one import change_one_note, change_one_budget
 
 # imported on first use: at import they would load numpy, pandas, scipy, pyarrow with this module
 _tabulate = LazyModule("dpspec_safetab.tabulate", "_tabulate", globals())
+# pandas: imported when SafeTab runs, not when it is checked
 _iterations = LazyModule("dpspec_safetab.iterations", "_iterations", globals())
 _records = LazyModule("dpspec_safetab.records", "_records", globals())
 _measured = LazyModule("dpspec_safetab.measured", "_measured", globals())

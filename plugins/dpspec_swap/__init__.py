@@ -7,8 +7,8 @@ budget against the swap rate for the actual stratification and for alternative o
 from __future__ import annotations
 
 from dpspec.api import hookimpl, LazyModule
-from dpspec_swap.plugin import PermutationSwapping, __version__
 from dpspec_swap.cli import swap_group
+from dpspec_swap.plugin import PermutationSwapping, __version__
 
 # imported on first use: at import they would load markupsafe with this module
 _report = LazyModule("dpspec_swap.report", "_report", globals())

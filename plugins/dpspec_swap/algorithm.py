@@ -15,8 +15,8 @@ every record would cost about as much as the selection itself.
 
 from __future__ import annotations
 
-from fractions import Fraction
 import functools
+from fractions import Fraction
 
 import attrs
 import numpy as np

@@ -27,7 +27,7 @@ from dpspec_swap.roles import roles, swap_table
 from dpspec import api
 
 # imported on first use: at import they would load numpy, pandas, pyarrow with this module
-whatif = LazyModule("dpspec_swap.whatif", "whatif", globals())
+whatif = LazyModule("dpspec_swap.whatif", "whatif", globals())  # pandas-heavy: not for `dpspec --help`
 
 FORMAT_VERSION = "1.0"  # of both outputs: schemas/epsilon.schema.json, schemas/whatif.schema.json
 RATES_HELP = "swap rates, comma-separated: 0.05, 5% or 1/20 (exact: 0.05 means one in twenty)"

@@ -34,8 +34,9 @@ from dpspec.api import OutputKeys, BudgetStatement, PureDP, record_measurement, 
 from dpspec import api
 
 # imported on first use: at import they would load numpy, pandas, scipy, pyarrow with this module
+# pandas-heavy: imported when data is at hand, not for `check`
 whatif = LazyModule("dpspec_swap.whatif", "whatif", globals())
-_algorithm = LazyModule("dpspec_swap.algorithm", "_algorithm", globals())
+_algorithm = LazyModule("dpspec_swap.algorithm", "_algorithm", globals())  # numpy and pandas, as whatif
 _on_engine = LazyModule("dpspec_swap.on_engine", "_on_engine", globals())
 accuracy = LazyModule("dpspec_swap.accuracy", "accuracy", globals())
 _carry_on_engine = LazyModule("dpspec_swap.carry_on_engine", "_carry_on_engine", globals())

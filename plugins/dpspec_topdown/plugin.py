@@ -26,22 +26,23 @@ from dpspec.api import (
     LazyModule,
 )
 
+from .design import design_from_spec
 from .measurement.allocation import JOINT_MARK, _is_joint_key, _only_queries, allocate, split_allocation
+from .params.broken_places import located
 from .params.checks import column_problems, setting_problems
 from .params.joint import _joint_tables, _tied_attributes
 from .params.spine import _aian_split_levels, _spine
 from .params.tables import ROOT, _invariants, _joint, _levels, _relation, _schema, _strategy, _variables
-from .release.report import _guarantee_notes, _query_labels, allocation_rows, bypass_rows
-from .semantics import across_split_rho, attribute_rhos, geography_rhos, tied_attribute_rhos
-from .design import design_from_spec
-from .params.broken_places import located
 from .release.outputs import release_of
+from .release.report import _guarantee_notes, _query_labels, allocation_rows, bypass_rows
 from .run.context import RunContext
+from .semantics import across_split_rho, attribute_rhos, geography_rhos, tied_attribute_rhos
 
 # imported on first use: at import they would load numpy, pandas, scipy, pyarrow with this module
 _inputs = LazyModule("dpspec_topdown.run.inputs", "_inputs", globals())
 _topdown = LazyModule("dpspec_topdown.run.topdown", "_topdown", globals())
 _likelihood = LazyModule("dpspec_topdown.likelihood", "_likelihood", globals())
+# numpy and pandas, for `dpspec infer` only
 _measured = LazyModule("dpspec_topdown.release.measured", "_measured", globals())
 _neighbours = LazyModule("dpspec_topdown.neighbours", "_neighbours", globals())
 

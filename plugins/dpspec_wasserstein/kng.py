@@ -14,9 +14,10 @@ their sensitivities); tests/test_wasserstein_kng.py checks them against their ex
 
 from __future__ import annotations
 
-from fractions import Fraction
 import math
+from fractions import Fraction
 
+from dpspec import api
 from dpspec.api import (
     BudgetStatement,
     Diagnostic,
@@ -37,7 +38,6 @@ from dpspec.api import (
     LazyModule,
 )
 from dpspec.api import ReleaseColumns
-from dpspec import api
 
 # heavy libraries, imported on first use
 np = LazyModule("numpy", "np", globals())
@@ -148,7 +148,6 @@ class WassersteinKNG(Mechanism):
         }
 
     def draw(self, spec, params, positives: int, n: int, rng, draws: int = 1):
-
         return _samplers.truncated_laplace(
             np.full(draws, positives), 0, np.full(draws, n), self.rate(spec, params), rng
         )
@@ -183,7 +182,6 @@ class WassersteinKNG(Mechanism):
         ]
 
     def likelihood(self, spec, params, outputs):
-
         frame = outputs.get("rate")
         if frame is None:
             return None

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from fractions import Fraction
 
+from dpspec import api
 from dpspec.api import (
     BudgetStatement,
     Diagnostic,
@@ -37,7 +38,6 @@ from dpspec.api import (
     LazyModule,
 )
 from dpspec.api import ReleaseColumns, discrete_laplace
-from dpspec import api
 from .kng import WassersteinKNG, WassersteinKNGMean, WassersteinKNGSlope
 
 # heavy libraries, imported on first use
@@ -242,7 +242,6 @@ class _CountRelease(Mechanism):
         the total in Z: given the total, present-against-absent couples to a unit moved from cell a
         to cell b, the pair the class's sensitivity of 2 is computed for. With an outcome the moved
         person has it, so the outcome counts are compared too. Shared by both methods."""
-
         table = spec.domain.table(params["table"])
         cell_col = table.column(params["cell"])
         names = ["a", "b", "c"]
@@ -544,7 +543,6 @@ class WassersteinExponential(_CountRelease):
 
     def draw(self, spec, params, counts, outcome, total, previous, rng, draws: int = 1):
         """`draws` releases of (counts, outcome counts) and the samplers' measured acceptance."""
-
         r_c, r_o = self.rates(spec, params)
         base, limit = params["base"], int(params["max_proposals"])
         if base == "naive":
@@ -626,7 +624,6 @@ class WassersteinExponential(_CountRelease):
         The congenial ones normalize over all vectors summing to the total, a term that couples the
         cells (`CountLikelihood.joint`); the prior base's weights need the previous period's counts,
         which the release carries as `output base` (Z, public)."""
-
         r_c, r_o = self.rates(spec, params)
         alpha = None
         if params["base"] == "prior":
@@ -650,7 +647,6 @@ class WassersteinExponential(_CountRelease):
         a congenial base draws the cells jointly, so one cell's law depends on every other count, and
         "this cell's count is H0" is a composite hypothesis: the total fixes the other counts' sum,
         not the counts, and the test's size changes with how they share it."""
-
         if params["base"] != "naive":
             raise MechanismError(
                 f"--power needs one cell's release law given its count alone; the '{params['base']}' "

@@ -37,6 +37,7 @@ from ..wording import counted
 from ..measurement.histogram import marginal
 
 # imported on first use: at import they would load numpy, pandas, scipy, pyarrow with this module
+# the engine's module (scipy); kept out of `check`
 _node_noise = LazyModule("dpspec_topdown.measurement.node_noise", "_node_noise", globals())
 _postprocess = LazyModule("dpspec_topdown.estimation.postprocess", "_postprocess", globals())
 

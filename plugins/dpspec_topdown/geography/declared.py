@@ -114,7 +114,6 @@ def check_flags(name: str, table, declared, finest: str, flag: str, engine=None)
     Why: a table's own copy of the flag (a joint table's, the reference geography's) is a
     record's word, not public geography; the spine follows the file, and data that contradict it
     are refused rather than silently overruled."""
-
     counts = _counts.table_counts(table, [finest, flag], engine)
     if counts.empty:
         return

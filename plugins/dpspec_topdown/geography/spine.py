@@ -15,8 +15,8 @@ the noisy measurements the parts (e.g. "01/AIAN", "01/non-AIAN").
 
 from __future__ import annotations
 
-from typing import Sequence
 from fractions import Fraction
+from typing import Sequence
 
 import numpy as np
 import pandas as pd

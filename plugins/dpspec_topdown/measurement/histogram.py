@@ -24,7 +24,6 @@ if TYPE_CHECKING:  # names only the annotations use; the modules themselves load
     import pandas as pd
     import scipy.sparse as sp
 
-
 import collections
 import math
 
@@ -38,7 +37,7 @@ from ..wording import counted
 
 np = LazyModule("numpy", "np", globals())  # imported when an array is first built, not by `dpspec check`
 # heavy libraries, imported on first use
-sp = LazyModule("scipy.sparse", "sp", globals())
+sp = LazyModule("scipy.sparse", "sp", globals())  # pandas and scipy lazily: `dpspec check` uses Schema without them
 pd = LazyModule("pandas", "pd", globals())
 
 

@@ -15,10 +15,10 @@ from .passes import _passes, pass_level_path, pass_query_problems
 from .postprocess import failsafe_problems, postprocess_problems
 from .spine import _spine, _split_levels, spine_problems
 from .tables import _bound_categories, _invariants, _joint, _levels, _schema, _shares_loc, _structural_zeros, _variables
+from .constraints import facility_constraints
 from ..estimation.invariant_chain import unnested, why
 from ..estimation.joint_passes import joint_pass_plan
 from ..estimation.pass_plans import pass_plan
-from .constraints import facility_constraints
 
 
 def _at_setting(spec: ir.Spec, d: Diagnostic) -> Diagnostic:

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from dpspec.api import Diagnostic, SpecError, ir
 
+from .equality_check import check_target
 from .locate import inside
 from .passes import _query_words
 from .tables import _invariants, ROOT, _schema
-from .equality_check import check_target
 
 
 def _equalities(spec: ir.Spec, params: dict) -> list[dict]:

@@ -4,20 +4,15 @@ tables solved with it (what the plugin, its checks and `broken_places` all read)
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:  # names only the annotations use; the modules themselves load when needed
-    from ..measurement.histogram import Recode, Schema
-
 from fractions import Fraction
 import re
 
 from dpspec.api import Diagnostic, SpecError, ir
 
 from .locate import at, item_at
-from ..wording import listed
-from ..measurement.histogram import Recode as _Recode, Schema as _Schema
+from ..measurement.histogram import Recode, Schema
 from .recode_invariants import recode_invariant_problems
+from ..wording import listed
 
 ROOT = "nation"
 
@@ -85,7 +80,7 @@ def _recodes(params: dict, variables: dict, spec: ir.Spec | None = None) -> list
             by_text = {str(c): c for c in variables[variable]}  # categories are written as text
             groups[g.name] = [by_text.get(str(v), v) for v in map(_recode_value, values)]
         try:
-            out.append(_Recode.build(p.name, variable, variables[variable], groups))
+            out.append(Recode.build(p.name, variable, variables[variable], groups))
         except SpecError as exc:
             raise SpecError(
                 [Diagnostic(d.message, *_recode_group_loc(spec, body, d.message, loc)) for d in exc.diagnostics]
@@ -115,7 +110,7 @@ def _recode_group_loc(spec, body: ir.ParamBlock, message: str, loc: tuple) -> tu
 def _schema(spec: ir.Spec, params: dict) -> Schema:
 
     variables = _variables(spec, params)
-    return _Schema.from_variables(variables).with_recodes(_recodes(params, variables, spec))
+    return Schema.from_variables(variables).with_recodes(_recodes(params, variables, spec))
 
 
 def _shares_loc(spec: ir.Spec | None, params: dict, message: str) -> tuple:

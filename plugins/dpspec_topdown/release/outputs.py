@@ -4,8 +4,8 @@ union of theirs), and the facts and notes a reviewer reads."""
 
 from __future__ import annotations
 
-from dpspec.api import Release, LazyModule
 from dpspec import api
+from dpspec.api import Release, LazyModule
 
 from ..geography.declared import check_structure
 from ..params.tables import _joint, _recode_columns, _variables
@@ -17,7 +17,6 @@ pd = LazyModule("pandas", "pd", globals())
 
 def _categories(spec, table, names) -> dict:
     """The input's categorical dtypes per column, so the release's codes compare exactly."""
-
     out = {}
     for col in [*spec.domain.geography.levels, *names]:
         dtype = (

@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import functools
 import time
-from typing import Sequence
 import warnings
+from typing import Sequence
 
 import attrs
 import numpy as np
