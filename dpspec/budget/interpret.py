@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 
 import attrs
+
 from dpspec.lazy import LazyModule
 
 from .conversions import cks20_epsilon, cks20_log_delta, gdp_epsilon

@@ -3,6 +3,7 @@ Deployments Registry entries (see `dpspec.registry`). Both validate against the 
 schema and write atomically, or write nothing and exit 1 with located errors."""
 
 from __future__ import annotations
+
 import os
 
 import click

@@ -1,6 +1,7 @@
 """The embedded engine: units of work run in this process (or a process pool), on pandas frames."""
 
 from __future__ import annotations
+
 import multiprocessing
 from concurrent.futures import ProcessPoolExecutor, as_completed
 

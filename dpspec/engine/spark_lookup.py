@@ -8,6 +8,7 @@ an error to describe. Only aggregates come back: a few problem values with their
 """
 
 from __future__ import annotations
+
 from functools import reduce
 
 import pandas as pd

@@ -8,6 +8,7 @@ sees what the spec does not say.
 """
 
 from __future__ import annotations
+
 import json
 from fractions import Fraction
 

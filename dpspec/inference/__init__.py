@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import attrs
 import numpy as np
+
 from dpspec.check.checker import check
 from dpspec.language.parser import load_text_or_path
 from dpspec.lazy import LazyModule

@@ -18,6 +18,7 @@ import os
 import re
 import sys
 import threading
+
 from dpspec.lazy import LazyModule
 
 # an optional extra's library, imported on first use (MissingExtra names the extra)

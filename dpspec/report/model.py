@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import os
+
 import attrs
 
 from dpspec import ir

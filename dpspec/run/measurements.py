@@ -14,6 +14,7 @@ from fractions import Fraction
 from typing import Any
 
 import attrs
+
 from dpspec.lazy import LazyModule
 
 # heavy libraries, imported on first use

@@ -15,6 +15,7 @@ the chance that any reported lower bound exceeds the true loss is at most 1 - co
 """
 
 from __future__ import annotations
+
 import numpy as np
 
 from dpspec import ir

@@ -6,7 +6,7 @@ from fractions import Fraction
 
 import attrs
 
-from dpspec import api
+import dpspec
 from dpspec.api import (
     BudgetStatement,
     ClippingBound,
@@ -309,11 +309,11 @@ class Aggregate(Mechanism):
         frame = data[d.table]
         keys = declared_keys(spec, d.table, d.by)
         typed = typed_keys(spec, d.table, keys)
-        if isinstance(frame, api.EngineTable) and not isinstance(frame.handle, pd.DataFrame):
+        if isinstance(frame, dpspec.api.EngineTable) and not isinstance(frame.handle, pd.DataFrame):
             # held by an engine (Spark): its group-by computes the exact statistics, the noise is added here
             exact = _on_engine.exact_on_engine(d, frame, typed, ctx.engine if ctx.engine is not None else frame.engine)
         else:
-            frame = frame.handle if isinstance(frame, api.EngineTable) else frame
+            frame = frame.handle if isinstance(frame, dpspec.api.EngineTable) else frame
             for q in d.queries:
                 if (
                     q.column is not None
@@ -337,7 +337,7 @@ class Aggregate(Mechanism):
         clipped = releases[0].internal.get("clipped", {})
         changed = [q for q in d.queries if q.statistic in ("sum", "mean") and clipped.get(q.name)]
         frame = data[d.table]
-        if isinstance(frame, api.EngineTable):
+        if isinstance(frame, dpspec.api.EngineTable):
             frame = frame.handle if hasattr(frame.handle, "iloc") else None  # on Spark: not brought to the driver
         raw = (
             _algorithm.unclipped_values(frame, releases[0].outputs["statistics"], d, changed)

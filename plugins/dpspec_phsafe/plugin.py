@@ -9,6 +9,7 @@ private_tabulations.py). A household's figure is derived from the truncation (de
 from __future__ import annotations
 
 from fractions import Fraction
+
 import attrs
 
 from dpspec.api import (

@@ -1,7 +1,8 @@
 """Randomized response's neighbouring datasets for `dpspec verify`: one unit's answer flips."""
 
 from __future__ import annotations
-from dpspec import api
+
+import dpspec
 from dpspec.api import NeighbourPair, LazyModule
 
 # heavy libraries, imported on first use
@@ -17,15 +18,15 @@ def pairs(spec, design, run) -> list:
     r // units of the miniature."""
     table = spec.domain.table(design.table)
     values = (True, False) if design.kind == "bool" else (design.positive, design.negative)
-    rows = api.miniature_rows(spec)
+    rows = dpspec.api.miniature_rows(spec)
     frames = []
     for value in values:
         records = [dict(r) for r in rows[table.name]]
         records[0][design.column] = value
         frames.append(
             {
-                **{t.name: api.typed_frame(t, rows[t.name]) for t in spec.domain.tables},
-                table.name: api.typed_frame(table, records),
+                **{t.name: dpspec.api.typed_frame(t, rows[t.name]) for t in spec.domain.tables},
+                table.name: dpspec.api.typed_frame(table, records),
             }
         )
 

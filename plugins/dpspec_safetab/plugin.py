@@ -18,6 +18,7 @@ if TYPE_CHECKING:  # names only the annotations use; the modules themselves load
 
 import os
 from fractions import Fraction
+
 import attrs
 
 from dpspec.api import (

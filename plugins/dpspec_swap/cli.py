@@ -24,7 +24,7 @@ import click
 from dpspec.api import echo, json_number, check, parse, read_source, LazyModule
 from dpspec_swap.theorem import minimum_epsilon, rates_for_epsilon
 from dpspec_swap.roles import roles, swap_table
-from dpspec import api
+import dpspec
 
 # imported on first use: at import they would load numpy, pandas, pyarrow with this module
 whatif = LazyModule("dpspec_swap.whatif", "whatif", globals())  # pandas-heavy: not for `dpspec --help`
@@ -156,7 +156,7 @@ def whatif_cmd(spec_file, rates, keys, as_json):
     source = next((d for d in spec.data if d.table == table.name), None)
     if source is None:
         raise click.UsageError(f"{spec_file} has no data for table '{table.name}'")
-    frame = api.load_table(spec, source)
+    frame = dpspec.api.load_table(spec, source)
     rates = rates or list(whatif.DEFAULT_RATES)
     rows = whatif.with_epsilons(whatif.stratifications(spec, params, frame, extra), rates)
     if as_json:

@@ -31,7 +31,7 @@ from dpspec.api import (
 from dpspec_swap.roles import carried_tables, nesting_parents, roles, swap_table, without_implied
 from dpspec_swap.theorem import log_odds, psa_epsilon_bound
 from dpspec.api import OutputKeys, BudgetStatement, PureDP, record_measurement, recording_now
-from dpspec import api
+import dpspec
 
 # imported on first use: at import they would load numpy, pandas, scipy, pyarrow with this module
 # pandas-heavy: imported when data is at hand, not for `check`
@@ -193,7 +193,7 @@ class PermutationSwapping(Mechanism):
         """
         df = self._frame(spec, params, data)
         match, swap, hold = roles(spec, params)
-        if isinstance(df, api.EngineTable):  # held by the engine: per-stratum aggregates from it
+        if isinstance(df, dpspec.api.EngineTable):  # held by the engine: per-stratum aggregates from it
             own, records = _on_engine.engine_stratification(df, match, swap + hold + match), df.rows
             measure = _on_engine.alternative_measure(df)
             b, key = own["b"], own["largest_stratum"]
@@ -262,14 +262,14 @@ class PermutationSwapping(Mechanism):
         df = self._frame(spec, params, data)
         match, swap, _ = roles(spec, params)
         engine = ctx.engine
-        if isinstance(df, api.EngineTable):
+        if isinstance(df, dpspec.api.EngineTable):
             return self._run_on_engine(spec, params, df, engine, data)
-        if any(isinstance(t, api.EngineTable) for t in data.values()):
+        if any(isinstance(t, dpspec.api.EngineTable) for t in data.values()):
             # The swapped table was read into this process (CSV) but a linked one is held by the
             # engine: carry_along joins in this process, so that one is read here too.
             data = {
                 name: engine.to_pandas(t).astype({c: t.dtype(c) for c in t.columns})
-                if isinstance(t, api.EngineTable)
+                if isinstance(t, dpspec.api.EngineTable)
                 else t
                 for name, t in data.items()
             }

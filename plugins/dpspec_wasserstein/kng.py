@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 from fractions import Fraction
 
-from dpspec import api
+import dpspec
 from dpspec.api import (
     BudgetStatement,
     Diagnostic,
@@ -168,8 +168,8 @@ class WassersteinKNG(Mechanism):
         table = spec.domain.table(params["table"])
 
         def rows(flags):
-            out = [{**api.miniature_record(table, {}), params["column"]: f} for f in flags]
-            return {table.name: api.typed_frame(table, out)}
+            out = [{**dpspec.api.miniature_record(table, {}), params["column"]: f} for f in flags]
+            return {table.name: dpspec.api.typed_frame(table, out)}
 
         def batch(data, n, rng):
             values = data[table.name][params["column"]].to_numpy(dtype=bool)
@@ -350,7 +350,11 @@ class _GridKNG(Mechanism):
         first, second, rest = self.extremes(params)
 
         def rows(records):
-            return {table.name: api.typed_frame(table, [{**api.miniature_record(table, {}), **r} for r in records])}
+            return {
+                table.name: dpspec.api.typed_frame(
+                    table, [{**dpspec.api.miniature_record(table, {}), **r} for r in records]
+                )
+            }
 
         def batch(data, n, rng):
             return self.draw(spec, params, self.statistics(params, data[table.name]), rng, draws=n)[:, None]

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-from dpspec import api
+import dpspec
 from dpspec.api import (
     BudgetStatement,
     Diagnostic,
@@ -38,6 +38,7 @@ from dpspec.api import (
     LazyModule,
 )
 from dpspec.api import ReleaseColumns, discrete_laplace
+
 from .kng import WassersteinKNG, WassersteinKNGMean, WassersteinKNGSlope
 
 # heavy libraries, imported on first use
@@ -250,10 +251,14 @@ class _CountRelease(Mechanism):
 
         def rows(cells):  # the first person (the one the pair moves) has the outcome, the others not
             out = [
-                {**api.miniature_record(table, {}), cell_col.name: cell, **({outcome: i == 0} if outcome else {})}
+                {
+                    **dpspec.api.miniature_record(table, {}),
+                    cell_col.name: cell,
+                    **({outcome: i == 0} if outcome else {}),
+                }
                 for i, cell in enumerate(cells)
             ]
-            return {table.name: api.typed_frame(table, out)}
+            return {table.name: dpspec.api.typed_frame(table, out)}
 
         mini = {**params, "period": None, "release_period": None, "public_total": None}
         if not self._total_in_z(spec, params):

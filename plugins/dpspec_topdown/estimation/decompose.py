@@ -19,6 +19,7 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.csgraph import connected_components
+
 from dpspec.api import LazyModule
 
 from .qp import NodeQP

@@ -31,6 +31,7 @@ from typing import Sequence
 
 import attrs
 import numpy as np
+
 from dpspec.api import LazyModule
 
 from ..wording import counted

@@ -26,6 +26,7 @@ import time
 import attrs
 import numpy as np
 import scipy.sparse as sp
+
 from dpspec.api import LazyModule
 
 # heavy libraries, imported on first use

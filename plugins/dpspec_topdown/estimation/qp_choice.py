@@ -22,6 +22,7 @@ import time
 
 import numpy as np
 import scipy.sparse as sp
+
 from dpspec.api import LazyModule
 
 from .qp import Conic, NodeQP, conic_form, solve_clarabel, violation_limit

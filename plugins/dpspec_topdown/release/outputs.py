@@ -4,7 +4,7 @@ union of theirs), and the facts and notes a reviewer reads."""
 
 from __future__ import annotations
 
-from dpspec import api
+import dpspec
 from dpspec.api import Release, LazyModule
 
 from ..geography.declared import check_structure
@@ -21,7 +21,7 @@ def _categories(spec, table, names) -> dict:
     for col in [*spec.domain.geography.levels, *names]:
         dtype = (
             table.dtype(col)
-            if isinstance(table, api.EngineTable)
+            if isinstance(table, dpspec.api.EngineTable)
             else table[col].dtype
             if col in table.columns
             else None

@@ -4,6 +4,7 @@ products, the spine's group-quarters signature and reference geography, the decl
 each checked against the spec as it is read."""
 
 from __future__ import annotations
+
 import pandas as pd
 
 from dpspec.api import SpecError, ir, EngineTable
