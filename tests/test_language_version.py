@@ -98,7 +98,6 @@ def test_the_upgrade_path_applies_each_step(small_spec, monkeypatch):
         return "language 1.1\n" + text.replace("premetric pure", "premetric pure  # upgraded"), "1.1"
 
     monkeypatch.setattr(version, "LANGUAGE_VERSION", "1.1")
-    monkeypatch.setattr("dpspec.cli.main.LANGUAGE_VERSION", "1.1")  # the command's message reads its own binding
     monkeypatch.setattr(version, "UPGRADES", {"1.0": step})
     result = cli("fmt", "--upgrade", "--check", small_spec)
     assert result.exit_code == 1 and "not at .dps language version 1.1" in result.stderr

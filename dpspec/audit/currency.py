@@ -21,8 +21,11 @@ from dpspec.budget import ApproxDP, GaussianDP, PureDP, RenyiDP, ZCDP
 from dpspec.errors import ConversionError, DpspecError
 from dpspec.budget.ledger import DEFAULT_DELTA, SPEC_TO_KIND, to_spec_flavor
 from dpspec.contract.mechanism import NativeFlavor
-from dpspec.budget.program import program_ledger
-from dpspec.language.parser import parse, read_source
+from dpspec.lazy import LazyModule
+
+# imported on first use: `dpspec --help` loads this module, not them
+_program = LazyModule("dpspec.budget.program", "_program", globals())
+_parser = LazyModule("dpspec.language.parser", "_parser", globals())
 
 # Where a quoted budget comes from, in words a reader without the ledger's vocabulary follows.
 ACHIEVED = "achieved by the mechanism, as dpspec computes it, not the bound the spec declares"
@@ -140,7 +143,7 @@ def program_total(spec: ir.Spec):
     """(composed total, first member spec) of a program, or None when it cannot be composed."""
 
     try:
-        members, ledger = program_ledger(spec)
+        members, ledger = _program.program_ledger(spec)
     except DpspecError:
         return None
     return (ledger.total, _with_program_unit(spec, members[0].spec)) if members else None
@@ -160,7 +163,7 @@ def flavor_spec(spec: ir.Spec) -> ir.Spec:
         for rel in part.paths:
             path = rel if os.path.isabs(rel) else os.path.join(spec.base_dir, rel)
             try:
-                return _with_program_unit(spec, parse(read_source(path), path))
+                return _with_program_unit(spec, _parser.parse(_parser.read_source(path), path))
             except DpspecError:
                 return spec
     return spec

@@ -9,10 +9,12 @@ import click
 
 from dpspec.cli.terminal import echo
 from dpspec.cli.errors import friendly
-from dpspec.language.parser import parse, read_source
 from dpspec.lazy import LazyModule
-from dpspec.publish.input_guard import check_output_target, input_paths
-from dpspec.schemas import versioned
+
+# imported on first use: `dpspec --help` loads this module, not them
+_input_guard = LazyModule("dpspec.publish.input_guard", "_input_guard", globals())
+_parser = LazyModule("dpspec.language.parser", "_parser", globals())
+_schemas = LazyModule("dpspec.schemas", "_schemas", globals())
 
 # imported on first use: at import they would load numpy, pandas, pyarrow, jinja2, markupsafe with this module
 _output_set = LazyModule("dpspec.publish.output_set", "_output_set", globals())
@@ -83,10 +85,10 @@ def _power_text(p: dict) -> list[str]:
 
 def _check_outdir(outdir: str, spec, release_dir: str, prior: str | None) -> None:
     """Refuse an output folder that is, holds or sits inside an input: spec, data, prior, release."""
-    inputs = input_paths(spec)
+    inputs = _input_guard.input_paths(spec)
     if prior and not prior.startswith("dirichlet-multinomial"):  # a prior CSV, as make_prior finds it
         inputs += [p for p in {prior, os.path.join(spec.base_dir, prior)} if os.path.isfile(p)]
-    check_output_target(outdir, inputs, folders=[release_dir])
+    _input_guard.check_output_target(outdir, inputs, folders=[release_dir])
     _output_set.refuse_release_folder(
         outdir, "infer", itself=False
     )  # never a set inside another set; the folder itself: claimed_target
@@ -132,7 +134,7 @@ def _check_outdir(outdir: str, spec, release_dir: str, prior: str | None) -> Non
 @friendly
 def infer_cmd(spec, release_dir, target, rate, prior, draws, method, seed, power_request, level, as_json, outdir):
     """Posterior of TARGET given the release in RELEASE_DIR and the spec's public information."""
-    parsed = parse(read_source(spec), spec)
+    parsed = _parser.parse(_parser.read_source(spec), spec)
     if outdir:  # before sampling: the reports never land in, over or around an input or the release
         _check_outdir(outdir, parsed, release_dir, prior)
     with _output_set.claimed_target(
@@ -153,6 +155,6 @@ def infer_cmd(spec, release_dir, target, rate, prior, draws, method, seed, power
                 for name in written.values():
                     echo(f"wrote {outdir}/{name}", err=True)
     if as_json:
-        echo(json.dumps(versioned("inference", result.to_json()), indent=2, default=float))
+        echo(json.dumps(_schemas.versioned("inference", result.to_json()), indent=2, default=float))
     else:
         echo(_text(result))

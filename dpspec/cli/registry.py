@@ -11,12 +11,14 @@ import click
 from dpspec.cli.terminal import echo
 from dpspec.cli.errors import friendly
 from dpspec.errors import SpecError
-from dpspec.exporters.opendp import opendp_script
-from dpspec.importers.run import import_config, write_set
-from dpspec.language.parser import parse, read_source
 from dpspec.lazy import LazyModule
-from dpspec.publish.atomic import write_text
-from dpspec.publish.input_guard import check_output_file
+
+# imported on first use: `dpspec --help` loads this module, not them
+_input_guard = LazyModule("dpspec.publish.input_guard", "_input_guard", globals())
+_atomic = LazyModule("dpspec.publish.atomic", "_atomic", globals())
+_parser = LazyModule("dpspec.language.parser", "_parser", globals())
+_opendp = LazyModule("dpspec.exporters.opendp", "_opendp", globals())
+_run = LazyModule("dpspec.importers.run", "_run", globals())
 
 # imported on first use: at import they would load numpy, pandas, pyarrow with this module
 _output_set = LazyModule("dpspec.publish.output_set", "_output_set", globals())
@@ -29,7 +31,7 @@ def _refuse_over_input(output: str | None, source: str, command: str) -> None:
     """Before any work: `-o` naming the file being read would replace it, and a file added to a
     compile's output set would break its manifest."""
     if output is not None:
-        check_output_file(output, [source])
+        _input_guard.check_output_file(output, [source])
         _output_set.refuse_release_folder(os.path.dirname(os.path.abspath(output)), command)
 
 
@@ -38,7 +40,7 @@ def _write_or_print(text: str, output: str | None) -> None:
         echo(text, nl=False, content=True)
         return
 
-    write_text(output, text)
+    _atomic.write_text(output, text)
     echo(f"wrote {output}", err=True)
 
 
@@ -61,9 +63,9 @@ def export_cmd(file, registry, opendp, output):
         raise click.UsageError("say which format, once: --registry or --opendp")
     _refuse_over_input(output, file, "export")
     if opendp:
-        _write_or_print(opendp_script(file), output)
+        _write_or_print(_opendp.opendp_script(file), output)
         return
-    spec = parse(read_source(file), file)
+    spec = _parser.parse(_parser.read_source(file), file)
     if spec.program is not None:
         raise SpecError("a program composes several releases; export each of its specs", file)
     _write_or_print(_export.entry_yaml(spec), output)
@@ -118,7 +120,7 @@ def import_cmd(entry, registry, das, safetab_p, safetab_h, phsafe, output):
         _write_or_print(_importer.import_text(_entry.read_entry(entry)), output)
         return
 
-    text, notes, files = import_config(chosen[0].strip("-").removesuffix("-config"), entry, output)
+    text, notes, files = _run.import_config(chosen[0].strip("-").removesuffix("-config"), entry, output)
     for line in notes:
         echo(line, err=True)
     inputs = [
@@ -128,7 +130,7 @@ def import_cmd(entry, registry, das, safetab_p, safetab_h, phsafe, output):
             for f in os.listdir(os.path.dirname(os.path.abspath(entry)))
         ),
     ]
-    for path in write_set(output, text, files, inputs):
+    for path in _run.write_set(output, text, files, inputs):
         echo(f"wrote {path}", err=True)
 
 

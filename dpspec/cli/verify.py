@@ -13,9 +13,11 @@ import click
 from dpspec.cli.terminal import echo
 from dpspec.cli.errors import friendly
 from dpspec.progress import StderrBar, reporting
-from dpspec.language.parser import parse, read_source
 from dpspec.lazy import LazyModule
-from dpspec.schemas import versioned
+
+# imported on first use: `dpspec --help` loads this module, not them
+_parser = LazyModule("dpspec.language.parser", "_parser", globals())
+_schemas = LazyModule("dpspec.schemas", "_schemas", globals())
 
 # imported on first use: at import they would load numpy, pandas, scipy, pyarrow with this module
 _verify = LazyModule("dpspec.verify", "_verify", globals())
@@ -61,7 +63,7 @@ _replay_2 = LazyModule("dpspec.verify.replay", "_replay_2", globals())
 def verify_cmd(file, runs, seed, confidence, as_json, replay, neighbours, sample):
     """Test FILE's mechanism empirically against its claimed budget (exit 0 consistent, 1 refuted, 4 inconclusive),
     or, with --replay, replay it on neighbouring datasets (exit 0 clean, 1 findings)."""
-    spec = parse(read_source(file), file)
+    spec = _parser.parse(_parser.read_source(file), file)
     if not replay and (neighbours is not None or sample is not None):
         raise click.UsageError("--neighbours and --sample go with --replay")
     if replay:
@@ -70,7 +72,7 @@ def verify_cmd(file, runs, seed, confidence, as_json, replay, neighbours, sample
     with reporting(StderrBar()):
         result = _verify.verify(spec, runs=runs or _verify.DEFAULT_RUNS, seed=seed, confidence=confidence)
     if as_json:
-        echo(json.dumps(versioned("verification", result.to_json()), indent=2))
+        echo(json.dumps(_schemas.versioned("verification", result.to_json()), indent=2))
     else:
         echo(result.text())
     sys.exit(result.exit_code)
@@ -83,7 +85,7 @@ def _replay(spec, neighbours, seed, sample, as_json, runs):
         spec, neighbours=neighbours or _replay_2.DEFAULT_NEIGHBOURS, seed=0 if seed is None else seed, sample=sample
     )
     if as_json:
-        echo(json.dumps(versioned("replay", result.to_json()), indent=2))
+        echo(json.dumps(_schemas.versioned("replay", result.to_json()), indent=2))
     else:
         echo(result.text())
     sys.exit(result.exit_code)

@@ -8,11 +8,11 @@ from the `dpspec_report_sections` hook.
 
 from __future__ import annotations
 
+from dpspec.audit import audit
 from dpspec.contract import Section  # noqa: F401 - re-exported: the contract owns it
 from dpspec.lazy import LazyModule
 
 # imported on first use: `dpspec --help` loads this module, not them
-_audit = LazyModule("dpspec.audit", "_audit", globals())
 _model = LazyModule("dpspec.report.model", "_model", globals())
 
 # imported on first use: at import they would load jinja2, markupsafe with this module
@@ -34,7 +34,7 @@ def render_all(result=None, *, spec=None, baseline=None, outcome=None) -> dict[s
     non-empty. `baseline` (a Spec or a Result) adds the comparison table."""
     spec = spec if spec is not None else result.spec
     if outcome is None:
-        outcome = _audit.audit(spec, result, baseline)
+        outcome = audit(spec, result, baseline)
     public = _model.build_model(result, spec=spec, audience="public", outcome=outcome)
     out = {
         "html": (FILENAMES["html"], _render.render_html(public)),

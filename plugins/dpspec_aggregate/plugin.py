@@ -27,9 +27,11 @@ from dpspec.api import (
 )
 
 from . import design as design_mod, sensitivity as sens_mod
-from .a_priori import expected_error
 from .design import Design, Query, quantile_epsilon
 from dpspec.api import effective_sigma2, Diagnostic, sampler_limit_problem, SpecError, located
+
+# imported on first use: `dpspec --help` loads this module, not them
+_a_priori = LazyModule("dpspec_aggregate.a_priori", "_a_priori", globals())
 
 # imported on first use: at import they would load numpy, pandas, pyarrow with this module
 _accuracy = LazyModule("dpspec_aggregate.accuracy", "_accuracy", globals())
@@ -90,7 +92,7 @@ def plan(design: Design, relation: str) -> list[Part]:
 
 def _expected_error(noise: str, parameter) -> str:
     """The error a priori, as `budget` states it: the noise's standard deviation and its 95% interval."""
-    sd, width, coverage = expected_error(noise, parameter)
+    sd, width, coverage = _a_priori.expected_error(noise, parameter)
     return (
         f"expected error a priori: standard deviation {sd:.4g}, "
         f"{coverage:.1%} of noisy answers within ±{width:,} of the truth"

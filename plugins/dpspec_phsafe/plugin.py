@@ -27,9 +27,11 @@ from dpspec.api import (
 )
 
 from . import cells, design as design_mod
-from .change_one import change_one_note, change_one_budget
 from .design import MEASUREMENTS, PERSON_COLUMNS, TABLES, UNIT_COLUMNS
 from dpspec.api import BudgetStatement, ZCDP, discrete_gaussian_variance
+
+# imported on first use: `dpspec --help` loads this module, not them
+_change_one = LazyModule("dpspec_phsafe.change_one", "_change_one", globals())
 
 # imported on first use: at import they would load numpy, pandas, scipy, pyarrow with this module
 _tabulate = LazyModule("dpspec_phsafe.tabulate", "_tabulate", globals())
@@ -177,14 +179,14 @@ class PHSafe(Mechanism):
             "each measurement costs rho (moved / sensitivity)^2. Generic group privacy over its k persons "
             "would give k^2 rho instead",
             "PH5_num (= PH4) and PH8_num (from PH7) are post-processing and spend nothing",
-            change_one_note(total),
+            _change_one.change_one_note(total),
         ]
         stmt = BudgetStatement.fixed(ZCDP(total), *notes)  # exact
         return attrs.evolve(stmt, components=tuple(self.components(design)))
 
     def change_one(self, spec, params, budget):
         """rho x 2 for changing one person, from the counts' own sensitivity (change_one.py derives it)."""
-        return change_one_budget(spec, params, budget)
+        return _change_one.change_one_budget(spec, params, budget)
 
     def components(self, design) -> list[dict]:
         out = []

@@ -40,7 +40,6 @@ from dpspec.api import (
 )
 
 from . import design as design_mod, geography
-from .change_one import change_one_note, change_one_budget
 from dpspec.api import (
     shown as shown_value,
     ReleaseColumns,
@@ -49,6 +48,9 @@ from dpspec.api import (
     ZCDP,
     discrete_gaussian_variance,
 )
+
+# imported on first use: `dpspec --help` loads this module, not them
+_change_one = LazyModule("dpspec_safetab.change_one", "_change_one", globals())
 
 # imported on first use: at import they would load numpy, pandas, scipy, pyarrow with this module
 _tabulate = LazyModule("dpspec_safetab.tabulate", "_tabulate", globals())
@@ -328,7 +330,7 @@ class SafeTab(Mechanism):
                 "so all of rho is spent on the chosen table"
             )
 
-        change_one = change_one_note(spec, params, total)
+        change_one = _change_one.change_one_note(spec, params, total)
         if change_one:
             notes.append(change_one)
         public = []
@@ -345,7 +347,7 @@ class SafeTab(Mechanism):
         return attrs.evolve(stmt, public=tuple(public), components=tuple(self.components(design, fanouts)))
 
     def change_one(self, spec, params, budget):
-        return change_one_budget(spec, params, budget)
+        return _change_one.change_one_budget(spec, params, budget)
 
     def fanouts(self, spec, params, design) -> dict:
         """{(iteration level, granularity): production's bound with h_r, h_e and the k used}, read

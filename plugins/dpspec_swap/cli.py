@@ -21,7 +21,7 @@ import json
 
 import click
 
-from dpspec.api import echo, json_number, check, parse, read_source, LazyModule
+from dpspec.api import echo, json_number, check, LazyModule
 from dpspec_swap.theorem import minimum_epsilon, rates_for_epsilon
 from dpspec_swap.roles import roles, swap_table
 import dpspec
@@ -139,7 +139,7 @@ def whatif_cmd(spec_file, rates, keys, as_json):
     Reads the confidential data: the table is for the custodian. Keys marked as published by
     the invariants disclose nothing the release does not; the others would.
     """
-    spec = parse(read_source(spec_file), spec_file)
+    spec = dpspec.api.parse(dpspec.api.read_source(spec_file), spec_file)
     checked = check(spec)
     if checked.mechanism is None or checked.mechanism.name != "swap":
         raise click.UsageError(f"{spec_file} does not use the swap mechanism")

@@ -26,17 +26,19 @@ from dpspec.api import (
     LazyModule,
 )
 
-from .design import design_from_spec
 from .measurement.allocation import JOINT_MARK, _is_joint_key, _only_queries, allocate, split_allocation
-from .params.broken_places import located
 from .params.checks import column_problems, setting_problems
 from .params.joint import _joint_tables, _tied_attributes
 from .params.spine import _aian_split_levels, _spine
 from .params.tables import ROOT, _invariants, _joint, _levels, _relation, _schema, _strategy, _variables
-from .release.outputs import release_of
 from .release.report import _guarantee_notes, _query_labels, allocation_rows, bypass_rows
-from .run.context import RunContext
 from .semantics import across_split_rho, attribute_rhos, geography_rhos, tied_attribute_rhos
+
+# imported on first use: `dpspec --help` loads this module, not them
+_design = LazyModule("dpspec_topdown.design", "_design", globals())
+_broken_places = LazyModule("dpspec_topdown.params.broken_places", "_broken_places", globals())
+_outputs = LazyModule("dpspec_topdown.release.outputs", "_outputs", globals())
+_context = LazyModule("dpspec_topdown.run.context", "_context", globals())
 
 # imported on first use: at import they would load numpy, pandas, scipy, pyarrow with this module
 _inputs = LazyModule("dpspec_topdown.run.inputs", "_inputs", globals())
@@ -471,17 +473,17 @@ class TopDown(Mechanism):
         API's RunContext; TopDown's own (run/context.py) adds the worker count and names each
         progress stage as a level. TopDown keeps no truths: `ctx.keep_truths` is not read (the
         sweep compares the released microdata's count tables with the data's)."""
-        with located(spec, params):  # data that break a construct: the DataError cites its line
+        with _broken_places.located(spec, params):  # data that break a construct: the DataError cites its line
             records = _inputs.read_records(spec, params, data, ctx.engine)
             report = ctx.progress
-            run = RunContext(
+            run = _context.RunContext(
                 ctx.rng,
                 ctx.engine,
                 workers=params.get("workers"),
                 progress=lambda stage, done, total: report(f"{stage} level", done, total),
             )
-            result = _topdown.run_topdown(records, design_from_spec(spec, params), run)
-            return release_of(spec, params, data, result, records.declared_geography)
+            result = _topdown.run_topdown(records, _design.design_from_spec(spec, params), run)
+            return _outputs.release_of(spec, params, data, result, records.declared_geography)
 
     def release_columns(self, spec, params):
         """The measurements `likelihood` reads: one row per (level, geocode, query, cell), and each
@@ -503,7 +505,7 @@ class TopDown(Mechanism):
         def rows():
             return _measured.declared_rows(
                 spec,
-                design_from_spec(spec, params),
+                _design.design_from_spec(spec, params),
                 params["table"],
                 alloc,
                 _schema(spec, params),

@@ -39,8 +39,6 @@ from dpspec.api import (
 )
 from dpspec.api import ReleaseColumns, discrete_laplace
 
-from .kng import WassersteinKNG, WassersteinKNGMean, WassersteinKNGSlope
-
 # heavy libraries, imported on first use
 np = LazyModule("numpy", "np", globals())
 pd = LazyModule("pandas", "pd", globals())
@@ -50,6 +48,9 @@ _samplers = LazyModule("dpspec_wasserstein.samplers", "_samplers", globals())
 _likelihood = LazyModule("dpspec_wasserstein.likelihood", "_likelihood", globals())
 _power = LazyModule("dpspec_wasserstein.power", "_power", globals())
 _postprocess = LazyModule("dpspec_wasserstein.postprocess", "_postprocess", globals())
+
+# imported on first use: `dpspec --help` loads this module, not them
+_kng = LazyModule("dpspec_wasserstein.kng", "_kng", globals())
 
 BASES = ("naive", "congenial", "prior")
 # why the counts' and outcome counts' budgets add up: not Lemma 6 (the outcome's draw reads the
@@ -803,7 +804,7 @@ def dpspec_mechanisms():
     return [
         WassersteinExponential(),
         NoisyPostprocessed(),
-        WassersteinKNG(),
-        WassersteinKNGMean(),
-        WassersteinKNGSlope(),
+        _kng.WassersteinKNG(),
+        _kng.WassersteinKNGMean(),
+        _kng.WassersteinKNGSlope(),
     ]

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-from dpspec.api import Diagnostic, SpecError, ir
+from dpspec.api import Diagnostic, SpecError, ir, LazyModule
 
-from .equality_check import check_target
 from .locate import inside
 from .passes import _query_words
 from .tables import _invariants, ROOT, _schema
+
+# imported on first use: `dpspec --help` loads this module, not them
+# array code: loaded when a spec has equal_to, not at every start
+_equality_check = LazyModule("dpspec_topdown.params.equality_check", "_equality_check", globals())
 
 
 def _equalities(spec: ir.Spec, params: dict) -> list[dict]:
@@ -78,6 +81,6 @@ def _equalities(spec: ir.Spec, params: dict) -> list[dict]:
                     *inside(spec, (*at, "table"), table_name),
                 )
             )
-        check_target(spec, name, table_name, query, schema, _invariants(spec, params)[0], ROOT)
+        _equality_check.check_target(spec, name, table_name, query, schema, _invariants(spec, params)[0], ROOT)
         out.append({"name": name, "table": table_name, "query": query, "finest": finest})
     return out

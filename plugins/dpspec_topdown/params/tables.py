@@ -4,15 +4,22 @@ tables solved with it (what the plugin, its checks and `broken_places` all read)
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # names only the annotations use; the modules themselves load when needed
+    from ..measurement.histogram import Recode, Schema
+
 from fractions import Fraction
 import re
 
-from dpspec.api import Diagnostic, SpecError, ir
+from dpspec.api import Diagnostic, SpecError, ir, LazyModule
 
 from .locate import at, item_at
-from ..measurement.histogram import Recode, Schema
-from .recode_invariants import recode_invariant_problems
 from ..wording import listed
+
+# imported on first use: `dpspec --help` loads this module, not them
+_histogram = LazyModule("dpspec_topdown.measurement.histogram", "_histogram", globals())
+_recode_invariants = LazyModule("dpspec_topdown.params.recode_invariants", "_recode_invariants", globals())
 
 ROOT = "nation"
 
@@ -80,7 +87,7 @@ def _recodes(params: dict, variables: dict, spec: ir.Spec | None = None) -> list
             by_text = {str(c): c for c in variables[variable]}  # categories are written as text
             groups[g.name] = [by_text.get(str(v), v) for v in map(_recode_value, values)]
         try:
-            out.append(Recode.build(p.name, variable, variables[variable], groups))
+            out.append(_histogram.Recode.build(p.name, variable, variables[variable], groups))
         except SpecError as exc:
             raise SpecError(
                 [Diagnostic(d.message, *_recode_group_loc(spec, body, d.message, loc)) for d in exc.diagnostics]
@@ -110,7 +117,7 @@ def _recode_group_loc(spec, body: ir.ParamBlock, message: str, loc: tuple) -> tu
 def _schema(spec: ir.Spec, params: dict) -> Schema:
 
     variables = _variables(spec, params)
-    return Schema.from_variables(variables).with_recodes(_recodes(params, variables, spec))
+    return _histogram.Schema.from_variables(variables).with_recodes(_recodes(params, variables, spec))
 
 
 def _shares_loc(spec: ir.Spec | None, params: dict, message: str) -> tuple:
@@ -385,7 +392,7 @@ def _invariants(spec: ir.Spec, params: dict):
                 c in recodes and c not in variables and table.column(c) is not None
             ):  # a missing column: the checker's error
                 column = _variables(spec, {"table": params["table"], "variables": [c]}).get(c, [])
-                problems.extend(recode_invariant_problems(q, c, column, recodes[c]))
+                problems.extend(_recode_invariants.recode_invariant_problems(q, c, column, recodes[c]))
         out.append(((geo[0] if geo else ROOT), tuple(rest), q))
     return out, problems
 
