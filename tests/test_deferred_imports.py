@@ -233,3 +233,20 @@ def test_what_every_start_imports_loads_no_array_library():
     assert {m: heavy_on_import(m) & ARRAYS for m in starts} == {m: set() for m in starts}
     assert "scipy" in heavy_on_import("dpspec_topdown.estimation.qp")
     assert API["Mechanism"] == "dpspec.contract.mechanism"
+
+
+def test_a_lazy_module_imports_on_first_read_and_names_a_missing_extra():
+    """The module's first attribute read imports it and puts it in the namespace in its stead; a
+    module of an optional extra that is not installed raises MissingExtra naming the extra."""
+    import pytest
+
+    from dpspec.lazy import LazyModule, MissingExtra
+
+    namespace = {}
+    namespace["fr"] = LazyModule("fractions", "fr", namespace)
+    assert namespace["fr"].Fraction(1, 2) == 0.5 and namespace["fr"] is sys.modules["fractions"]
+    missing = LazyModule("dpspec_no_such_library", "x", {}, extra="spark", purpose="the Spark engine")
+    with pytest.raises(MissingExtra, match=r"the Spark engine needs dpspec_no_such_library.*dpspec\[spark\]"):
+        missing.anything
+    with pytest.raises(ImportError):
+        LazyModule("dpspec_no_such_library", "x", {}).anything
