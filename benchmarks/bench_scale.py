@@ -3,6 +3,7 @@
     python benchmarks/bench_scale.py                          # 1M and 10M persons, local and spark local[2]
     python benchmarks/bench_scale.py --persons 1000000        # one size
     python benchmarks/bench_scale.py --engines local --mechanisms swap
+    python benchmarks/bench_scale.py --mechanisms topdown --write serial  # the release formatted by the driver alone
     python benchmarks/bench_scale.py --spark-master spark://HOST:7077 --engines spark --data /shared/dir  # a cluster
 
 The population (`--states` states of P.L. 94 persons with block geography, dpspec_topdown's
@@ -18,7 +19,11 @@ strategy (specs/pl94_production_topdown.dps) over nation > state > county > trac
 group > block. Each run's release is hashed (TopDown's microdata and noisy measurements, both
 streamed a chunk at a time as a compile writes them; the time to stream them is printed apart,
 and the peak includes it), so the local and Spark lines can be compared by eye: the same seed
-must give the same digests on both engines. The last lines give how time
+must give the same digests on both engines. Then both TopDown tables are published as
+`dpspec compile` publishes them (an output set, staged then swapped in), the write timed on its
+own: with `--write parts` (the default) each table's part files are written where the run's
+units run (Spark's executors, the local pool) and joined by the driver, with `--write serial`
+every chunk is formatted by the driver; the files' digests are printed. The last lines give how time
 grows from the smallest to the largest size (the ratio of times against the ratio of persons).
 """
 
@@ -71,7 +76,43 @@ def file_digest(path: Path) -> str:
     return h.hexdigest()[:16]
 
 
-def one_run(mechanism: str, engine_name: str, master: str, data: str) -> dict:
+def write_phase(tables: dict, target: Path, mode: str) -> dict:
+    """Both TopDown tables written as `dpspec compile` publishes them (an output set: staged,
+    then swapped in), timed on its own: the files written, then the set flushed and swapped in.
+    mode "parts": each table's parts written where the run's units run (the engine's executors,
+    the local pool) and joined by the driver, as `compile` does; "serial": every chunk
+    formatted by the driver, as before parts."""
+    import contextlib
+    import shutil
+
+    from dpspec.publish.output_set import output_set, scratch_beside
+    from dpspec.publish.table_csv import write_table_csv
+
+    shutil.rmtree(target, ignore_errors=True)
+    t0, cpu0, pool0 = time.perf_counter(), time.process_time(), resource.getrusage(resource.RUSAGE_CHILDREN)
+    with output_set(str(target)) as staged:
+        with scratch_beside(staged) if mode == "parts" else contextlib.nullcontext() as scratch:
+            for name, table in tables.items():
+                write_table_csv(table, os.path.join(staged, f"{name}.csv"), scratch)
+        write, cpu = time.perf_counter() - t0, time.process_time() - cpu0
+    publish = time.perf_counter() - t0 - write
+    pool1 = resource.getrusage(resource.RUSAGE_CHILDREN)  # the local pool's processes, once they ended
+    pool_cpu = pool1.ru_utime + pool1.ru_stime - pool0.ru_utime - pool0.ru_stime
+    digests = {f"{name}_csv": file_digest(target / f"{name}.csv") for name in tables}
+    size = sum((target / f"{name}.csv").stat().st_size for name in tables)
+    shutil.rmtree(target, ignore_errors=True)
+    return {
+        "write_seconds": write,
+        "write_cpu_seconds": cpu,
+        "write_pool_cpu_seconds": pool_cpu,
+        "publish_seconds": publish,
+        "csv_mb": size / 2**20,
+        "load": os.getloadavg()[0],
+        **digests,
+    }
+
+
+def one_run(mechanism: str, engine_name: str, master: str, data: str, write: str = "parts") -> dict:
     """One run in this process: read, run, hash the release; time and peak memory."""
     import pandas as pd
 
@@ -166,6 +207,7 @@ def one_run(mechanism: str, engine_name: str, master: str, data: str) -> dict:
             # them; the noisy measurements are re-drawn node by node, never whole
             micro, meas = res.microdata_table(), res.measurements_table()
             tables = {"microdata": micro.iter_chunks, "measurements": meas.iter_chunks}
+            tables_of = {"persons": micro, "measurements": meas}
             dense_mb = meas.rows * 8 / 2**20  # what one int64 array of every noisy answer would take
         wall = time.perf_counter() - t0
         digests, rows = {}, {}
@@ -176,6 +218,7 @@ def one_run(mechanism: str, engine_name: str, master: str, data: str) -> dict:
                 n += len(chunk)
             digests[name], rows[name] = h.hexdigest()[:16], n
         stream = time.perf_counter() - t0 - wall
+        written = write_phase(tables_of, Path(data).parent / f"topdown-release-{engine_name}", write)
     finally:
         engine.close()
     return {
@@ -191,6 +234,7 @@ def one_run(mechanism: str, engine_name: str, master: str, data: str) -> dict:
         "rows": rows["microdata"],
         "measurement_rows": rows.get("measurements", 0),
         "measurements_mb": dense_mb,
+        **written,
     }
 
 
@@ -206,11 +250,18 @@ def main(argv=None) -> None:
         default="/tmp/dpspec_bench_scale",
         help="where the Parquet populations are built and read (on a cluster: a shared filesystem)",
     )
+    ap.add_argument(
+        "--write",
+        default="parts",
+        choices=["parts", "serial"],
+        help="TopDown's release files: parts written where the units run and joined (as compile does), "
+        "or every chunk formatted by the driver (as before parts)",
+    )
     ap.add_argument("--one", nargs=3, metavar=("MECHANISM", "ENGINE", "PATH"), help=argparse.SUPPRESS)
     doc_table.add_option(ap)
     args = ap.parse_args(argv)
     if args.one:
-        print(json.dumps(one_run(*args.one[:2], args.spark_master, args.one[2])), flush=True)
+        print(json.dumps(one_run(*args.one[:2], args.spark_master, args.one[2], args.write)), flush=True)
         return
     rows = []
     for n in sorted(args.persons):
@@ -223,6 +274,7 @@ def main(argv=None) -> None:
         for mech in args.mechanisms:
             for eng in args.engines:
                 cmd = [sys.executable, __file__, "--one", mech, eng, str(path), "--spark-master", args.spark_master]
+                cmd += ["--write", args.write]
                 done = subprocess.run(
                     cmd, capture_output=True, text=True, env={**os.environ, "PYTHONWARNINGS": "ignore"}
                 )
@@ -244,6 +296,14 @@ def main(argv=None) -> None:
                         f"{row['stream_seconds']:.1f} s with the microdata; {row['measurements_mb']:.0f} MB as one "
                         f"dense array, never made)"
                         if row.get("measurements")
+                        else ""
+                    )
+                    + (
+                        f"  write {row['write_seconds']:.1f} s (driver CPU {row.get('write_cpu_seconds', 0):.1f} s, "
+                        f"pool CPU {row.get('write_pool_cpu_seconds', 0):.1f} s; load {row.get('load', 0):.1f}) "
+                        f"+ flush and swap {row['publish_seconds']:.1f} s "
+                        f"({row['csv_mb']:,.0f} MB of CSV; files {row['persons_csv']} {row['measurements_csv']})"
+                        if "write_seconds" in row
                         else ""
                     ),
                     flush=True,

@@ -44,6 +44,16 @@ _WHERE = {
     "ClippingBound": "dpspec.contract.mechanism",
     "ComposedPart": "dpspec.contract.mechanism",
     "ChangeOne": "dpspec.contract.mechanism",  # (API 1.6) Mechanism.change_one's answer
+    # (API 1.7) the typed answers of the other optional hooks: power, budget_breakdown, semantics, sweep's two
+    "Power": "dpspec.contract.results",  # (API 1.7) Mechanism.power's answer (dpspec infer --power)
+    "BudgetBreakdown": "dpspec.contract.results",  # (API 1.7) Mechanism.budget_breakdown's answer
+    "ExpectedError": "dpspec.contract.results",  # (API 1.7) one row of Mechanism.expected_error's answer
+    "ComparedCounts": "dpspec.contract.results",  # (API 1.7) one table of Mechanism.compared_counts's answer
+    "Semantics": "dpspec.contract.semantics",  # (API 1.7) Mechanism.semantics's answer, and its rows:
+    "AttributeBudget": "dpspec.contract.semantics",  # (API 1.7)
+    "AttributeQuery": "dpspec.contract.semantics",  # (API 1.7)
+    "GeographyBudget": "dpspec.contract.semantics",  # (API 1.7)
+    "SemanticsRow": "dpspec.contract.semantics",  # (API 1.7) a further row, in the mechanism's words
     "NeighbourPair": "dpspec.contract.mechanism",
     "CountLikelihood": "dpspec.contract.mechanism",
     # errors a plugin raises for the user to fix
@@ -65,6 +75,7 @@ _WHERE = {
     "EngineTable": "dpspec.engine.table",  # a validated table the engine holds (Mechanism.engine_tables)
     "StreamedTable": "dpspec.contract.streamed",
     "frame_chunks": "dpspec.contract.streamed",  # a release written by chunks
+    "write_csv_part": "dpspec.publish.table_csv",  # (API 1.7) a part of a table's file, for StreamedTable.write_parts
     "local_engine_run": "dpspec.engine",  # an engine of a mechanism's own when its caller gave none
     "keyed_rng": "dpspec.engine.base",
     "stream_position": "dpspec.engine.streams",  # a unit's stream, drawn or resumed anywhere

@@ -455,6 +455,17 @@ def format_number(value) -> str:
     return f"{sign}{text[:-digits]}.{text[-digits:]}"
 
 
+# How an attrs field is written by `to_jsonable` (its metadata): OPTIONAL, left out while it holds
+# None or an empty tuple, list or dict (a key an answer gives only when it has it); INLINE, a
+# mapping whose keys are written in the field's place (the further keys a plugin names itself).
+JSON_OPTIONAL = {"json": "optional"}
+JSON_INLINE = {"json": "inline"}
+
+
+def _nothing(value) -> bool:
+    return value is None or (isinstance(value, (tuple, list, dict)) and not value)
+
+
 def to_jsonable(obj, *, fractions: str = "written", coerce: bool = False, nan: str = "keep"):
     """Plain JSON data for IR objects and the values around them: the one converter of every
     JSON output (the spec, manifests, budgets, audit evidence, reports).
@@ -470,6 +481,8 @@ def to_jsonable(obj, *, fractions: str = "written", coerce: bool = False, nan: s
     `to_json` gives its own form, a set its sorted items, a numpy scalar its Python value and
     anything else its text. nan: what a NaN becomes when coercing: "keep" (the budget
     statement's, as it always wrote) or "null" (audit evidence: not a number is no value).
+    An attrs object is the mapping of its fields in their order (`JSON_OPTIONAL` and `JSON_INLINE`
+    fields as their metadata says), so a typed answer writes what the dict it replaces wrote.
     """
 
     def inner(value):
@@ -502,7 +515,17 @@ def to_jsonable(obj, *, fractions: str = "written", coerce: bool = False, nan: s
         return [inner(x) for x in sorted(obj, key=str)]
     if attrs.has(type(obj)):
         skip = ("loc", "positions", "path", "text", "comments") if isinstance(obj, Spec) else ("loc", "positions")
-        return {f.name.rstrip("_"): inner(getattr(obj, f.name)) for f in attrs.fields(type(obj)) if f.name not in skip}
+        out = {}
+        for f in attrs.fields(type(obj)):
+            how = f.metadata.get("json")
+            value = getattr(obj, f.name)
+            if f.name in skip or (how == "optional" and _nothing(value)):
+                continue
+            if how == "inline":
+                out.update(inner(value))
+            else:
+                out[f.name.rstrip("_")] = inner(value)
+        return out
     if coerce:
         return inner(obj.item()) if hasattr(obj, "item") else str(obj)  # numpy scalars have item()
     return obj

@@ -196,30 +196,12 @@ def edited_spec(text: str, name: str, replace: dict | None = None, parse=None):
 
 
 # ---- the fast tier (`pytest -m "not slow"`) and the parallel run --------------------------
-# Whole kinds of test are slow by what they start, not by their assertions: a Spark session or
-# cluster, a wheel built and installed, a fresh virtual environment, a browser, an editor, a
-# notebook kernel, a subprocess killed at random moments, every bundled report regenerated. They
-# are marked here by what they use, so a new test of the same kind joins the slow tier without a
-# decorator (a test parametrised over engines is slow on its "spark" side). CI runs both.
+# A test is in the slow tier when it carries `@pytest.mark.slow` (or its module a `pytestmark`),
+# each with its reason: what it starts (a cluster, a wheel built and installed, a browser, an
+# editor, a kernel, pre-commit) or the seconds it computes. One kind is marked here, by what it
+# uses, so a new test of the kind joins without a decorator: a test on a Spark session (a test
+# parametrised over engines is slow on its "spark" side). CI runs both tiers.
 SPARK_FIXTURES = {"spark_session", "counts_only_spark", "cluster"}
-SLOW_FIXTURES = SPARK_FIXTURES | {"installed", "chromium", "tumult_release", "plugin_venv"}  # fixtures that exist
-SLOW_MODULES = {
-    "test_cluster",
-    "test_installed_package",
-    "test_light_install",
-    "test_report_regenerate",
-    "test_report_browser",
-    "test_neovim_lsp",
-    "test_emacs_lsp",
-    "test_notebooks",
-    "test_output_set",
-    "test_report_sets",
-    "test_engine_mechanisms",
-    "test_engine_spark",
-    "test_docs_commands",
-    "test_textmate",
-    "test_fuzz",
-}
 
 
 def _on_spark(item) -> bool:
@@ -232,31 +214,89 @@ def pytest_collection_modifyitems(config, items):
     # session starts in this process (the session-scoped local one): they run first.
     items.sort(key=lambda item: 0 if "test_cluster.py" in item.nodeid else 1)
     for item in items:
-        module = item.module.__name__.rsplit(".", 1)[-1] if getattr(item, "module", None) else ""
-        spark = _on_spark(item)
-        if spark or module in SLOW_MODULES or SLOW_FIXTURES & set(getattr(item, "fixturenames", ())):
+        if _on_spark(item):
             item.add_marker(pytest.mark.slow)
 
 
-# Under pytest-xdist, the tests of a module that starts Spark in its process run on one worker, in
-# the order above (one JVM, the cluster before the local session), and so do the docs' console
-# blocks (they share one copy of the checkout, and a block may use what an earlier one wrote).
-# xdist's own `--dist loadgroup` cannot say this with pytest 9 (xdist 3.8 renames a node by an
-# attribute pytest 9 no longer reads), so the scheduler is ours: xdist's load-by-scope scheduler
-# with one scope for those modules and one per test elsewhere. The modules are found by reading
-# them, so a new Spark test module joins without an edit here.
+# ---- the bytecode cache ---------------------------------------------------------------------
+# A machine that sets PYTHONDONTWRITEBYTECODE (to keep checkouts free of .pyc files) makes every
+# test process rewrite and compile the 200 test modules again (9 of the 13 s a worker spends
+# collecting) and every `dpspec` process a test starts compile what it imports (0.5 s instead of
+# 0.3 s for a `check`). The compiled files go instead to a folder of the user's own, outside the
+# checkout (Python's pycache prefix, which the processes the tests start inherit), so the
+# checkout stays free of them and they are compiled once. A prefix already chosen is kept.
+if sys.dont_write_bytecode and not sys.pycache_prefix:
+    _cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    sys.pycache_prefix = os.path.join(_cache, "dpspec-tests", "pycache")
+    sys.dont_write_bytecode = False
+    os.environ["PYTHONPYCACHEPREFIX"] = sys.pycache_prefix
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+
+
+# ---- the parallel run (pytest-xdist) --------------------------------------------------------
+# The scheduler is ours (xdist's `--dist loadgroup` cannot name a group with pytest 9: xdist 3.8
+# renames a node by an attribute pytest 9 no longer reads). Its units of work:
+# - the tests that start Spark in their process, one unit (one JVM per run, the cluster before the
+#   local session: the order above). They are found by reading the test modules: a test that
+#   names a Spark fixture, the word "spark" in quotes, or a fixture or helper of its module that
+#   does, so a new Spark test joins without an edit here;
+# - the docs' console blocks, one unit (they share one copy of the checkout, and a block may use
+#   what an earlier one wrote);
+# - every other module, one unit each (its module-scoped fixtures, a compiled release or a
+#   built wheel, are made once, not once per worker).
+# The longest unit goes first, by the durations of the last run (kept in pytest's cache,
+# .pytest_cache, after every run; a test not timed yet counts half a second), so the two workers
+# finish together; the Spark unit starts at once on one worker and the other takes the rest.
 TESTS = os.path.dirname(os.path.abspath(__file__))
 _STARTS_SPARK = re.compile(r"\b(?:%s)\b|\"spark\"" % "|".join(sorted(SPARK_FIXTURES)))
+DOCS_COMMANDS = "tests/test_docs_commands.py"
+DURATIONS_KEY = "dpspec/durations"
+UNTIMED = 0.5  # seconds assumed for a test the cache has not timed
 
 
-def _one_worker_modules() -> dict[str, str]:
-    out = {"tests/test_docs_commands.py": "docs_commands"}
+def _spark_functions(source: str) -> set[str]:
+    """Names of the module's functions (tests, fixtures, helpers) that start Spark or use what
+    does: their text names a Spark fixture, "spark" in quotes, or another such function."""
+    import ast
+
+    tree = ast.parse(source)
+    functions = {}
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            functions[node.name] = ast.get_source_segment(source, node) or ""
+            for deco in node.decorator_list:
+                functions[node.name] += "\n" + (ast.get_source_segment(source, deco) or "")
+    spark = {name for name, text in functions.items() if _STARTS_SPARK.search(text)}
+    while True:
+        uses = re.compile(r"\b(?:%s)\b" % "|".join(map(re.escape, sorted(spark)))) if spark else None
+        more = {name for name, text in functions.items() if name not in spark and uses and uses.search(text)}
+        if not more:
+            return spark
+        spark |= more
+
+
+def _spark_tests() -> dict[str, set[str]]:
+    """{module path: names of its test functions that start Spark}."""
+    out = {}
     for name in sorted(os.listdir(TESTS)):
         if name.startswith("test_") and name.endswith(".py"):
             with open(os.path.join(TESTS, name), encoding="utf-8") as fh:
-                if _STARTS_SPARK.search(fh.read()):
-                    out[f"tests/{name}"] = "spark"
+                source = fh.read()
+            if _STARTS_SPARK.search(source):
+                tests = {f for f in _spark_functions(source) if f.startswith("test")}
+                if tests:
+                    out[f"tests/{name}"] = tests
     return out
+
+
+def _unit(nodeid: str, spark: dict[str, set[str]]) -> str:
+    module, _, rest = nodeid.partition("::")
+    function = rest.split("::")[-1].split("[")[0]
+    if function in spark.get(module, ()):
+        return "spark"
+    if module == DOCS_COMMANDS:
+        return "docs_commands"
+    return module
 
 
 def pytest_xdist_make_scheduler(config, log):
@@ -264,13 +304,38 @@ def pytest_xdist_make_scheduler(config, log):
         return None  # another --dist was asked for: xdist's own
     from xdist.scheduler import LoadScopeScheduling
 
-    scopes = _one_worker_modules()
+    spark = _spark_tests()
+    cache = getattr(config, "cache", None)
+    timed = cache.get(DURATIONS_KEY, {}) if cache is not None else {}
 
-    class SparkOnOneWorker(LoadScopeScheduling):
+    class LongestFirst(LoadScopeScheduling):
         def _split_scope(self, nodeid):
-            return scopes.get(nodeid.split("::")[0], nodeid)
+            return _unit(nodeid, spark)
 
-    return SparkOnOneWorker(config, log)
+        def _assign_work_unit(self, node):
+            longest = max(self.workqueue, key=lambda unit: sum(timed.get(n, UNTIMED) for n in self.workqueue[unit]))
+            self.workqueue.move_to_end(longest, last=False)
+            super()._assign_work_unit(node)
+
+    return LongestFirst(config, log)
+
+
+_durations: dict[str, float] = {}
+
+
+def pytest_runtest_logreport(report):
+    if not hasattr(report, "node") and os.environ.get("PYTEST_XDIST_WORKER"):
+        return  # a worker's own report: the controller records it as it arrives
+    _durations[report.nodeid] = _durations.get(report.nodeid, 0.0) + report.duration
+
+
+def pytest_sessionfinish(session):
+    cache = getattr(session.config, "cache", None)
+    if cache is None or hasattr(session.config, "workerinput") or not _durations:
+        return
+    timed = cache.get(DURATIONS_KEY, {})
+    timed.update({nodeid: round(seconds, 3) for nodeid, seconds in _durations.items()})
+    cache.set(DURATIONS_KEY, timed)
 
 
 def pytest_xdist_auto_num_workers(config):

@@ -248,10 +248,10 @@ def test_the_budget_json_lists_every_measurement_with_its_interval(tmp_path):
     from dpspec.api import check as checked_of
 
     c = checked_of(dpspec.load(_spec(tmp_path, "table: staff  by: region  epsilon: 1  statistic: count")))
-    rows = c.mechanism.budget_breakdown(c.spec, c.params)["measurements"]
+    rows = c.mechanism.budget_breakdown(c.spec, c.params).figures["measurements"]
     assert rows[0]["spent"] == "1" and rows[0]["interval_half_width"] >= 1
     expected = c.mechanism.expected_error(c.spec, c.params, {})
-    assert expected[0]["variance"] == pytest.approx(2 * np.exp(-1) / (1 - np.exp(-1)) ** 2)
+    assert expected[0].variance == pytest.approx(2 * np.exp(-1) / (1 - np.exp(-1)) ** 2)
     assert isinstance(pd.DataFrame(rows), pd.DataFrame)
 
 
@@ -310,9 +310,9 @@ def test_sweep_compares_each_count_and_sum_with_its_truth(tmp_path):
     result = _compile(path)
     checked = result.checked
     compared = checked.mechanism.compared_counts(checked.spec, checked.params, {}, result.release)
-    assert [c["table"] for c in compared] == ["statistics: n", "statistics: total"]
-    assert compared[0]["truth"].tolist() == [2, 2, 1, 0] and compared[1]["truth"].tolist() == [130, 155, 250, 0]
-    assert list(compared[1]["released"].index.get_level_values("region")) == ["north", "south", "east", "west"]
+    assert [c.table for c in compared] == ["statistics: n", "statistics: total"]
+    assert compared[0].truth.tolist() == [2, 2, 1, 0] and compared[1].truth.tolist() == [130, 155, 250, 0]
+    assert list(compared[1].released.index.get_level_values("region")) == ["north", "south", "east", "west"]
 
 
 # ---- consistency with a public total ----------------------------------------------------------

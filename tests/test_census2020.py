@@ -368,6 +368,7 @@ def test_per_attribute_request_for_a_mechanism_without_attribute_structure():
 # ---- the report: the ledger for an oversight reader ------------------------------------------
 
 
+@pytest.mark.slow  # renders the Census 2020 ledger report in three formats
 def test_the_report_lays_the_ledger_out_in_html_markdown_and_json():
     from dpspec.report import render_all
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 
+import pytest
 from click.testing import CliRunner
 
 from dpspec.cli.main import main
@@ -108,6 +109,7 @@ def test_without_json_the_compile_prints_as_before(small_spec, tmp_path):
     assert result.stdout.startswith("mechanism: ") and "wrote " in result.stdout
 
 
+@pytest.mark.slow  # a compile in a subprocess whose native code prints
 def test_stdout_holds_the_document_alone_when_native_code_prints(tmp_path):
     """HiGHS prints a banner on file descriptor 1 the first time it runs in a process; a TopDown
     compile under --json in its own process must still print nothing but the document there."""

@@ -19,7 +19,7 @@ _spec = importlib.util.spec_from_file_location("cluster_check", ROOT / "scripts"
 cluster_check = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(cluster_check)
 
-pytestmark = [pytest.mark.cluster, pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.slow, pytest.mark.cluster, pytest.mark.timeout(900)]  # starts a master and two workers
 
 
 @pytest.fixture(scope="module")

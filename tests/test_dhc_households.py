@@ -54,6 +54,7 @@ STRATEGY = {
 }
 
 
+@pytest.mark.slow  # checks and formats both production households specs
 @pytest.mark.parametrize("run", sorted(SPECS))
 def test_the_production_specs_check_and_are_formatted(run):
     for args in (["check", SPECS[run]], ["fmt", "--check", SPECS[run]]):
@@ -97,6 +98,7 @@ def test_a_cross_constraint_naming_a_table_not_solved_jointly_is_a_located_spec_
         check(parse(broken, "s.dps"))
 
 
+@pytest.mark.slow  # compiles the production households spec on bundled data
 def test_households_that_break_the_owned_constraint_are_a_data_error(tmp_path):
     import dpspec
 
@@ -419,6 +421,7 @@ def _production_zeros(coords: dict) -> dict:
     return out
 
 
+@pytest.mark.slow  # builds every cell of the production households histogram
 @pytest.mark.parametrize("run", sorted(SPECS))
 def test_the_structural_zeros_are_production_s_on_every_cell(run):
     """Every one of the 1,578,528 cells of the households' histogram (2 x 9 x 2 x 7 x 4 x 3 x 522,

@@ -120,6 +120,7 @@ def test_a_recode_that_does_not_partition_its_variable_is_a_located_spec_error()
         check(parse(broken, "s.dps"))
 
 
+@pytest.mark.slow  # compiles the production persons spec on bundled data
 def test_an_equality_target_that_disagrees_with_the_invariants_is_a_data_error(tmp_path):
     import dpspec
 

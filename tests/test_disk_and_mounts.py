@@ -128,6 +128,7 @@ def _fuzz():
 _FUZZ = _fuzz()
 
 
+@pytest.mark.slow  # mounts a file system in a subprocess
 def test_an_empty_mount_point_as_output_says_it_is_a_mount(spec, tmp_path):
     if shutil.which("unshare") is None or subprocess.run(["unshare", "-m", "true"], capture_output=True).returncode:
         pytest.skip("no private mount namespace here (unshare -m needs root)")

@@ -383,6 +383,39 @@ def test_a_mechanism_page_lists_nested_settings_from_the_schema(monkeypatch):
     assert "| `levels.LEVEL.queries` | list of query | no |  |  | what it measures |" in page
 
 
+def test_a_mechanism_page_spells_out_an_either_and_a_maps_own_settings(monkeypatch):
+    from dpspec.api import ParamSpec
+    from dpspec.contract import plugins
+
+    groups = ParamSpec(
+        "groups",
+        "map",
+        "per name",
+        keys="names",
+        values=ParamSpec(
+            "",
+            "map",
+            "one grouping",
+            keys="names",
+            fields=(ParamSpec("of", "string", "the column grouped", required=True),),
+            values=ParamSpec("", "list", "", items=ParamSpec("", "either", "", options=("number", "string"))),
+        ),
+    )
+    acme = {
+        "name": "acme_groups",
+        "version": "1",
+        "package": "acme-dp",
+        "package_version": "1.0",
+        "description": "Groups.",
+        "outputs": {},
+        "parameters": [groups.to_json()],
+    }
+    monkeypatch.setattr(plugins, "describe_mechanisms", lambda: [acme])
+    page = reference_pages.mechanism_pages()["mechanisms/acme_groups.md"]
+    assert "| `groups` | map of names to map of names to list of number or string, with the setting of | no |" in page
+    assert "| `groups.NAME.of` | string | yes |  |  | the column grouped |" in page
+
+
 def test_the_table_of_built_in_mechanisms_is_complete():
     """The hand-written table on the mechanisms page lists every built-in mechanism (the pages
     below it are generated; the table must not fall behind them)."""

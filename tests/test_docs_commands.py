@@ -26,6 +26,8 @@ import pytest
 
 from tests.test_docs import EXIT, FENCE, doc_files
 
+pytestmark = pytest.mark.slow  # runs every console block of the docs from a fresh shell
+
 ROOT = Path(__file__).resolve().parents[1]
 NOT_RUN = re.compile(r"^<!--\s*not run:\s*(?P<reason>.*?)\s*-->$")
 CARRIED = re.compile(r"^(cd|source|\.)\s")  # lines whose effect lasts in the reader's terminal

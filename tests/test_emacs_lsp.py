@@ -27,10 +27,13 @@ def _has_eglot() -> bool:
     return probe.returncode == 0
 
 
-pytestmark = pytest.mark.skipif(
-    EMACS is None or not _has_eglot(),
-    reason="emacs with eglot is not installed (Debian 12: apt-get install emacs-nox elpa-eglot)",
-)
+pytestmark = [
+    pytest.mark.slow,  # starts Emacs and the language server
+    pytest.mark.skipif(
+        EMACS is None or not _has_eglot(),
+        reason="emacs with eglot is not installed (Debian 12: apt-get install emacs-nox elpa-eglot)",
+    ),
+]
 
 
 @pytest.fixture(scope="module")

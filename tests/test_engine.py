@@ -197,9 +197,9 @@ def test_cli_spark_without_java_says_how_to_install(small_spec, tmp_path, monkey
     assert "Java 17 runtime" in res.output and "Traceback" not in res.output
 
 
-def test_cli_unreachable_master_fails_fast(small_spec, tmp_path):
+def test_cli_unreachable_master_is_a_clear_error(small_spec, tmp_path):
+    """How fast it is said (before any JVM starts): benchmarks/bench_refusals.py."""
     import socket
-    import time
 
     pytest.importorskip("pyspark")
     from dpspec.engine.spark import find_java
@@ -209,7 +209,6 @@ def test_cli_unreachable_master_fails_fast(small_spec, tmp_path):
     with socket.socket() as s:  # a port nobody listens on
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    t0 = time.monotonic()
     res = run_cli(
         "compile",
         str(small_spec),
@@ -220,7 +219,6 @@ def test_cli_unreachable_master_fails_fast(small_spec, tmp_path):
         "--spark-master",
         f"spark://127.0.0.1:{port}",
     )
-    assert time.monotonic() - t0 < 15
     assert res.exit_code == 2
     assert f"cannot reach the Spark master spark://127.0.0.1:{port}" in res.output
 
@@ -284,6 +282,7 @@ def test_a_failed_unit_leaves_no_output_set(tmp_path, stratified_plugin):
     compile_failing_unit(tmp_path)
 
 
+@pytest.mark.slow  # starts a process pool
 def test_a_process_pool_gives_the_same_bytes():
     frame = people(n=3000)
     alone = EngineRun(LocalEngine(), 8).map_groups(frame, ["state", "size"], shuffle_within, stage="swap")

@@ -18,6 +18,8 @@ import pytest
 
 from tests.key_files import keys_from
 
+pytestmark = pytest.mark.slow  # the heavy mechanisms' production specs, on Spark and locally
+
 ROOT = Path(__file__).resolve().parents[1]
 SPECS = ROOT / "specs"
 

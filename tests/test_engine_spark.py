@@ -12,6 +12,8 @@ import pytest
 from dpspec.engine import EngineRun, LocalEngine, UnitFailed
 from tests.test_engine import people, shuffle_within
 
+pytestmark = pytest.mark.slow  # every test here runs on the Spark session
+
 
 @pytest.fixture
 def spark(spark_session):

@@ -249,6 +249,7 @@ def test_the_kng_mean_and_slope_refuse_at_check_an_epsilon_no_dataset_could_be_d
 # ---- SafeTab: check uses the fan-out k the run uses, so check and compile agree at the boundary
 
 
+@pytest.mark.slow  # runs SafeTab at an extreme budget
 @pytest.mark.parametrize("rho, checks", [("5e-34", False), ("1e-33", True)])
 def test_safetab_checks_a_cells_noise_with_the_fan_out_the_run_uses(tmp_path, rho, checks):
     """SafeTab-H declares max_groups 9: sigma² = 9 / (2 rho). At rho 5e-34 that is 9e33, past the

@@ -159,6 +159,7 @@ def test_fmt_everything_is_idempotent():
     assert parse(once) == parse(EVERYTHING)
 
 
+@pytest.mark.slow  # formats and reparses every bundled spec
 def test_bundled_specs_round_trip():
     paths = glob.glob(os.path.join(SPECS, "**", "*.dps"), recursive=True)
     assert paths

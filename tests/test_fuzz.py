@@ -51,6 +51,7 @@ def test_each_mutation_changes_the_text(kind):
     assert any(fuzz.mutate(text, kind, random.Random(i)) != text for i in range(5))
 
 
+@pytest.mark.slow  # the fuzzer (many mutated specs through the API)
 @settings(max_examples=150, **SETTINGS)
 @given(name=st.sampled_from(fuzz.SPECS), kind=st.sampled_from(fuzz.KINDS), seed=st.integers(0, 2**32))
 def test_fuzzed_specs_never_crash_the_api(name, kind, seed):
@@ -59,6 +60,7 @@ def test_fuzzed_specs_never_crash_the_api(name, kind, seed):
     assert not outcome.startswith("internal"), outcome
 
 
+@pytest.mark.slow  # the fuzzer (many mutated specs through the command line)
 @settings(max_examples=25, **SETTINGS)
 @given(name=st.sampled_from(fuzz.SPECS), kind=st.sampled_from(fuzz.KINDS), seed=st.integers(0, 2**32))
 def test_fuzzed_specs_never_crash_the_cli(mirror, name, kind, seed):
@@ -72,6 +74,7 @@ def scratch(tmp_path_factory):
     return str(tmp_path_factory.mktemp("fuzz-scratch"))
 
 
+@pytest.mark.slow  # every fuzzer input compiled unmutated
 def test_the_newer_inputs_pass_unmutated(scratch):
     """Each fuzzed input of the newer commands is accepted as it is, so mutations start from valid."""
     for name in fuzz.ENTRIES:
@@ -85,6 +88,7 @@ def test_the_newer_inputs_pass_unmutated(scratch):
     )
 
 
+@pytest.mark.slow  # the fuzzer (many registry entries)
 @settings(max_examples=60, **SETTINGS)
 @given(name=st.sampled_from(fuzz.ENTRIES), kind=st.sampled_from(fuzz.KINDS), seed=st.integers(0, 2**32))
 def test_fuzzed_registry_entries_never_crash_import(name, kind, seed):
@@ -108,6 +112,7 @@ def test_fuzzed_verification_results_never_crash(scratch, kind, seed):
     assert not outcome.startswith("internal"), outcome
 
 
+@pytest.mark.slow  # the fuzzer (many inference arguments)
 @settings(max_examples=12, **SETTINGS)
 @given(seed=st.integers(0, 2**32))
 def test_fuzzed_infer_arguments_never_crash(scratch, seed):
@@ -116,6 +121,7 @@ def test_fuzzed_infer_arguments_never_crash(scratch, seed):
     assert not outcome.startswith("internal"), (args, outcome)
 
 
+@pytest.mark.slow  # the fuzzer (mutated specs through verify)
 @settings(max_examples=8, **SETTINGS)
 @given(name=st.sampled_from(fuzz.SPECS), kind=st.sampled_from(fuzz.KINDS), seed=st.integers(0, 2**32))
 def test_fuzzed_specs_never_crash_verify(name, kind, seed):

@@ -9,7 +9,6 @@ import hashlib
 import json
 import os
 import shutil
-import time
 
 import pytest
 from click.testing import CliRunner
@@ -70,10 +69,8 @@ def test_infer_reads_no_release_table_that_is_a_device(tmp_path):
 
     (tmp_path / "manifest.json").write_text(json.dumps({"outputs": {"t": {"file": "t.csv"}}}))
     os.symlink("/dev/zero", tmp_path / "t.csv")
-    start = time.time()
-    with pytest.raises(InferError, match="not a regular file"):
+    with pytest.raises(InferError, match="not a regular file"):  # how fast: benchmarks/bench_refusals.py
         load_release(str(tmp_path))
-    assert time.time() - start < 5
 
 
 @pytest.mark.parametrize("how", ["same", "link"])
@@ -106,10 +103,9 @@ def test_import_reads_only_a_regular_entry(tmp_path, odd):
     path = {"/dev/zero": "/dev/zero", "fifo": str(tmp_path / "fifo"), "folder": str(tmp_path)}[odd]
     if odd == "fifo":
         os.mkfifo(path)  # opening a FIFO for reading would wait for a writer forever
-    start = time.time()
     res = CliRunner().invoke(main, ["import", "--registry", path, "-o", str(tmp_path / "x.dps")])
     assert res.exit_code in (1, 2) and "Traceback" not in res.output, res.output
-    assert time.time() - start < 10 and not (tmp_path / "x.dps").exists()
+    assert not (tmp_path / "x.dps").exists()  # how fast: benchmarks/bench_refusals.py
 
 
 @pytest.mark.parametrize("content", [None, '{"verdict": ' + "9" * 5000 + "}", "[" * 100_000, b"\xff\xfe"])
@@ -122,10 +118,8 @@ def test_a_hostile_verification_file_is_a_user_error(tmp_path, content):
         path = str(tmp_path / "v.json")
         with open(path, "wb") as fh:
             fh.write(content if isinstance(content, bytes) else content.encode())
-    start = time.time()
-    with pytest.raises(VerifyError):
+    with pytest.raises(VerifyError):  # how fast: benchmarks/bench_refusals.py
         load_json(path)
-    assert time.time() - start < 10
 
 
 def test_compile_reads_the_verification_file_before_running(tmp_path):
@@ -143,10 +137,8 @@ def test_safetab_tables_that_are_devices_are_data_errors(tmp_path):
 
     from dpspec.errors import DataError
 
-    start = time.time()
-    with pytest.raises(DataError, match="not a regular file"):
+    with pytest.raises(DataError, match="not a regular file"):  # how fast: benchmarks/bench_refusals.py
         IterationTable.load(str(tmp_path), {"codes": "/dev/zero", "iterations": "/dev/zero", "mapping": "/dev/zero"})
-    assert time.time() - start < 5
 
 
 def _fake_release(folder):

@@ -133,6 +133,7 @@ def _socket_at(path):
         os.chdir(here)
 
 
+@pytest.mark.slow  # compiles in a subprocess under a memory limit
 def test_devices_pipes_and_sockets_in_a_partitioned_folder_are_refused_in_bounded_time(tmp_path):
     cases = []
     for name, make in (
@@ -301,17 +302,16 @@ BOMB = "url_slug: bomb\na: &a [lol, lol, lol, lol, lol, lol, lol, lol, lol]\n" +
 )
 
 
-def test_a_billion_laughs_entry_is_refused_quickly_and_located(tmp_path):
+def test_a_billion_laughs_entry_is_refused_unexpanded_and_located(tmp_path):
+    """Refused before the aliases are expanded (how fast: benchmarks/bench_refusals.py)."""
     import resource
-    import time
 
     (tmp_path / "bomb.yaml").write_text(BOMB)
-    before, start = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, time.monotonic()
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     result = CliRunner().invoke(
         main, ["import", "--registry", str(tmp_path / "bomb.yaml"), "-o", str(tmp_path / "x.dps")]
     )
     assert result.exit_code == 1 and "aliases are not allowed" in result.output and "bomb.yaml:3:" in result.output
-    assert time.monotonic() - start < 5
     assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 100_000  # KB: no expansion
     assert not (tmp_path / "x.dps").exists()
 

@@ -276,6 +276,7 @@ def test_infer_on_the_bundled_topdown_release(hispanic_release, tmp_path):
     assert (tmp_path / "draws.csv").exists() and (tmp_path / "report.md").exists()
 
 
+@pytest.mark.slow  # rejection sampling of a rate target
 def test_rate_target_and_randomized_response_rejection(tmp_path):
     spec = os.path.join(SPECS, "acs_ma_vision_rr.dps")
     compile_to(spec, tmp_path, 3)

@@ -90,6 +90,7 @@ def test_importance_with_the_factorised_proposal_matches_the_exact_posterior(tmp
             assert abs(got - mean) <= 4 * sd / math.sqrt(res.draws.ess), (county, died)
 
 
+@pytest.mark.slow  # importance sampling on real counties
 def test_on_real_counties_the_effective_sample_size_stays_near_the_proposals(tmp_path, monkeypatch):
     """Twelve counties of August 2020 at the high-privacy budget (24 latent cells): the least-squares
     proposal alone is kept for comparison; the factorised one keeps almost every proposal."""
@@ -166,6 +167,7 @@ def test_a_prior_base_proposal_with_the_joint_stand_in_records_the_law_it_draws(
     assert np.allclose(np.exp(enumerated.logpmf(tables)), q, atol=1e-12)
 
 
+@pytest.mark.slow  # importance sampling on real counties
 def test_on_real_counties_the_joint_stand_in_lifts_the_prior_base_effective_sample_size(tmp_path, monkeypatch):
     """Twelve counties of August 2020, prior base, high privacy: without the stand-in for the
     normaliser the proposal keeps about 10 of 1,000 proposals; with it, more than a quarter."""

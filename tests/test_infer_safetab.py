@@ -83,6 +83,7 @@ def _likelihoods(monkeypatch, spec, mech, params, release):
     return safetab_likelihoods(mech, spec, params, release)
 
 
+@pytest.mark.slow  # sums a SafeTab group's release probabilities over its outcomes
 @pytest.mark.parametrize("truth", [0, 3, 960, 975])
 def test_a_group_s_release_probabilities_sum_to_one(p_design, truth, monkeypatch):
     """For a tract-level group with true total t, the published outcomes (rung 0 with total v
@@ -113,6 +114,7 @@ def _threshold(mech, spec, design):
     return suppression_threshold(mech.noise_sigma2(k, dict(design.stages(cell))["stage 2"]), design.suppression)
 
 
+@pytest.mark.slow  # SafeTab likelihoods over many candidate records
 def test_the_likelihood_prefers_the_truth_direction(p_design, monkeypatch):
     """A published total v is most likely under t = v; an absent (suppressed) group is more
     likely small than large; a group published at rung 3 is more likely above the last threshold."""
@@ -180,6 +182,7 @@ def test_a_release_naming_an_undeclared_tract_is_a_data_error(p_design):
         safetab_likelihoods(mech, spec, params, release)
 
 
+@pytest.mark.slow  # compiles the production SafeTab-P spec and infers on it
 def test_infer_on_safetab_says_why_no_target_is_informed(tmp_path):
     out = tmp_path / "release"
     made = CliRunner().invoke(main, ["compile", str(P_SPEC), "-o", str(out), "--seed", "3"])

@@ -25,6 +25,8 @@ import pytest
 
 from tests.lsp_client import Client
 
+pytestmark = pytest.mark.slow  # builds a wheel and an sdist and installs each into a fresh virtual environment
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SPECS = os.path.join(ROOT, "specs")
 RR = os.path.join(SPECS, "acs_ma_vision_rr.dps")

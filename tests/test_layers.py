@@ -5,6 +5,8 @@ import all the same), and the order the architecture page draws."""
 from __future__ import annotations
 
 import ast
+import copy
+import functools
 import os
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -88,7 +90,13 @@ def _api_names(path: str) -> list[tuple[str, int]]:
 
 
 def core_graph() -> dict[str, dict[str, list[str]]]:
-    """Package -> package it imports -> where (module:line), over every import in dpspec/."""
+    """Package -> package it imports -> where (module:line), over every import in dpspec/ (read
+    once per run: four tests ask; each gets its own copy)."""
+    return copy.deepcopy(_core_graph())
+
+
+@functools.cache
+def _core_graph() -> dict[str, dict[str, list[str]]]:
     files = _modules("dpspec")
     graph: dict[str, dict[str, list[str]]] = {}
     for mod, path in files.items():

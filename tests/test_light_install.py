@@ -15,6 +15,8 @@ import tomllib
 
 import pytest
 
+pytestmark = pytest.mark.slow  # installs dpspec without its extras into fresh virtual environments
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SPECS = os.path.join(ROOT, "specs")
 

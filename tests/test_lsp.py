@@ -369,6 +369,7 @@ def test_half_typed_and_garbage_documents_never_break_the_server(client):
     assert doc.change(base) == []
 
 
+@pytest.mark.slow  # the language server on a document of thousands of lines
 def test_a_large_document(client):
     text = open(LARGEST).read()
     doc = _Doc(client, text, LARGEST)
@@ -395,6 +396,7 @@ def test_malformed_requests_get_errors_not_a_dead_server(client):
     assert doc.ask("textDocument/hover", "domain census1940", 2) is not None
 
 
+@pytest.mark.slow  # the language server on many mutated specs
 def test_fuzzed_specs_never_break_the_analysis():
     """In-process, on scripts/fuzz.py's mutations of every bundled spec: each feature answers
     (possibly nothing) at every kind of place, and never raises."""
@@ -445,6 +447,7 @@ def dpspec_mechanisms():
 """
 
 
+@pytest.mark.slow  # starts a second language server with test plugins
 def test_third_party_parameters_and_a_broken_plugin(tmp_path):
     """A plugin installed beside dpspec is completed and described with no work in the server; a
     plugin that fails to import shows as a warning on the document, and the server lives on."""
@@ -548,3 +551,34 @@ def test_hover_and_completion_know_the_declared_keys_words(client):
     doc.change(base.replace('  keys "data/ma1940', '  \n  keys "data/ma1940'))
     line = doc.text.splitlines().index("public {") + 1
     assert _labels(doc.ask("textDocument/completion", position={"line": line, "character": 2})) == ["count", "keys"]
+
+
+def test_hover_and_completion_walk_topdowns_typed_recodes_queries_and_joint_tables():
+    """In-process, on the bundled DHC households spec: TopDown's recodes, query shares and joint
+    table are declared in its schema, so the language server knows their settings unaided."""
+    from dpspec.lsp import complete, document
+    from dpspec.lsp.hover import hover
+
+    text = open(os.path.join(SPECS, "dhc_households_production_topdown_pr.dps")).read()
+    lines = text.splitlines()
+
+    def at(start, word, nth=1):
+        line = [i for i, t in enumerate(lines) if t.strip().startswith(start)][nth - 1]
+        return line, lines[line].index(word) + 1
+
+    spec = document.analyse(text, None).spec
+    line, col = at("of: tenvacgq", "of")
+    assert "**of** (string; required), a setting of mechanism `topdown`" in hover(text, spec, line, col)
+    line, col = at("detailed:", "detailed")  # a level's query share, inside its block of the queries
+    assert "**detailed** (number)" in hover(text, spec, line, col)
+    line, col = at("variables: sex, hhage", "variables")  # a joint table's own setting
+    assert "**variables** (list of string; required)" in hover(text, spec, line, col)
+    line, col = at("hhtype: [393]", "hhtype")  # a joint table's structural zero: one variable's categories
+    assert "**hhtype** (list of number or string)" in hover(text, spec, line, col)
+    blank = text.replace("      variables: sex, hhage", "      \n      variables: sex, hhage", 1)
+    line = at("variables: sex, hhage", "variables")[0]
+    labels = {i.label for i in complete.complete(blank, spec, line, 6)}
+    assert {"table", "variables", "queries", "recodes", "structural_zeros"} <= labels
+    blank = text.replace("      of: ten\n", "      \n      of: ten\n", 1)
+    line = [i for i, t in enumerate(blank.splitlines()) if t.strip() == "of: ten"][0] - 1
+    assert "of" in {i.label for i in complete.complete(blank, spec, line, 6)}  # a recode's own setting

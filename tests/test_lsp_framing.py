@@ -39,6 +39,7 @@ def _parse_error(client) -> dict:
 BODY = json.dumps({"jsonrpc": "2.0", "method": "$/nothing", "params": {}}).encode()
 
 
+@pytest.mark.slow  # starts a language server per frame
 @pytest.mark.parametrize(
     "frame",
     [

@@ -14,7 +14,10 @@ from tests import editor_session
 from tests.editor_session import RATE_LINE, ROOT, SPEC
 
 NVIM = shutil.which("nvim")
-pytestmark = pytest.mark.skipif(NVIM is None, reason="nvim is not installed (Debian: apt-get install neovim)")
+pytestmark = [
+    pytest.mark.slow,  # starts Neovim and the language server
+    pytest.mark.skipif(NVIM is None, reason="nvim is not installed (Debian: apt-get install neovim)"),
+]
 
 
 @pytest.fixture(scope="module")

@@ -4,10 +4,12 @@ a plugin's given as a path into the mechanism block) at the line and column of t
 
 from __future__ import annotations
 
+import re
 import sys
 import textwrap
 import types
 from fractions import Fraction
+from pathlib import Path
 
 import pytest
 
@@ -350,3 +352,111 @@ def test_either_locates_a_problem_inside_the_option_chosen():
     assert "'tracts' is not a geography level" in problems[1].message
     text, _, problems = _passes("  estimation: {\n    county: { pass1: { a: 1 } }\n  }\n")
     assert problems and "estimation.county.pass1" in problems[0].message
+
+
+# ---- a map with settings of its own, and an either read by the kind of value written --------
+
+CATEGORY = ParamSpec("", "either", "a category", options=("number", "string"))
+GROUPS = ParamSpec(
+    "groups",
+    "map",
+    "per name: a grouping of one column's values",
+    keys="names",
+    values=ParamSpec(
+        "",
+        "map",
+        "one grouping: the column it groups, and LABEL: [values]",
+        keys="names",
+        fields=(ParamSpec("of", "column", "the column grouped", required=True, table_param="table"),),
+        values=ParamSpec("", "list", "the group's values", items=CATEGORY),
+    ),
+)
+
+
+class Grouped(Toy):
+    name = "nested_grouped"
+    parameters = ParameterSchema((ParamSpec("table", "table", "the table", required=True), GROUPS))
+
+    def check(self, spec, params):
+        return []
+
+
+def _grouped(body):
+    text = SPEC.split("mechanism nested_toy")[0] + "mechanism nested_grouped {\n  table: people\n" + body + "}\n"
+    spec = parse(text, "toy.dps")
+    return text, *resolve_params(Grouped(), spec.mechanism, spec)
+
+
+def test_a_map_reads_its_own_settings_beside_its_keys_and_an_either_reads_numbers_and_names_apart():
+    _, params, problems = _grouped(
+        "  groups: {\n    ages: { of: age  young: [0, 1]  old: 2 }\n    s: { f: f  of: sex }\n  }\n"
+    )
+    assert problems == []
+    assert params["groups"] == {
+        "ages": {"of": "age", "young": (Fraction(0), Fraction(1)), "old": (Fraction(2),)},
+        "s": {"f": ("f",), "of": "sex"},
+    }
+    assert Grouped.parameters.at(("groups", "ages", "of")).type == "column"
+    assert Grouped.parameters.at(("groups", "ages", "young", 0)).type == "either"
+    assert CATEGORY.option_for(Fraction(1)).type == "number" and CATEGORY.option_for(ir.Name("f")).type == "string"
+    assert GROUPS.values.describe_type() == "map of names to list of number or string, with the setting of"
+    assert [f["name"] for f in GROUPS.to_json()["values"]["fields"]] == ["of"]
+
+
+def test_a_maps_own_setting_is_checked_and_located_as_a_blocks():
+    text, _, problems = _grouped("  groups: {\n    ages: { young: [0, 1] }\n    s: { of: height  f: [f] }\n  }\n")
+    assert [(d.message, (d.line, d.column)) for d in problems] == [
+        ("'groups.ages' needs the setting 'of' (the column grouped)", _line_col(text, "|ages")),
+        (
+            "parameter 'groups.s.of': unknown column 'height' in table 'people' (known: age, county, sex, tract)",
+            _line_col(text, "    s: { |of"),
+        ),
+    ]
+    text, _, problems = _grouped("  groups: {\n    ages: { of: age  young: [0, { x: 1 }] }\n  }\n")
+    assert problems and problems[0].message.startswith("parameter 'groups.ages.young[1]': expected")
+    assert (problems[0].line, problems[0].column) == _line_col(text, "young: [0, |{")
+
+
+def test_hover_and_completion_know_a_maps_own_settings_and_an_eithers_block(toy_plugin, monkeypatch):
+    from dpspec.contract import plugins
+    from dpspec.lsp.complete import complete
+    from dpspec.lsp.hover import hover
+
+    monkeypatch.setattr(plugins, "mechanisms", lambda: {"nested_grouped": Grouped(), "nested_passes": Passes()})
+    text, _, _ = _grouped("  groups: {\n    ages: {\n      of: age\n      young: [0, 1]\n    }\n  }\n")
+    line, col = _line_col(text, "|of: age")
+    assert "**of** (column; required), a setting of mechanism `nested_grouped`" in hover(text, None, line - 1, col)
+    labels = {i.label for i in complete(text.replace("      of: age\n", "      \n"), None, line - 1, 6)}
+    assert "of" in labels
+    text = _passes("  estimation: {\n    county: {\n      pass1: [total]\n    }\n  }\n")[0]
+    line, col = _line_col(text, "|pass1")
+    assert "**pass1** (list of string)" in hover(text, None, line - 1, col)
+
+
+# ---- TopDown reads the core's plain values, never the mechanism block ------------------------
+
+TOPDOWN = Path(__file__).resolve().parent.parent / "plugins" / "dpspec_topdown"
+REREADS = re.compile(r"mechanism\.params|ParamBlock")  # the block as written, re-parsed
+
+
+def _rereads(root) -> list[str]:
+    return [
+        f"{path.relative_to(root)}:{n}: {line.strip()}"
+        for path in sorted(root.rglob("*.py"))
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if REREADS.search(line)
+    ]
+
+
+def test_no_topdown_module_reads_the_mechanism_block_or_tests_for_a_param_block():
+    assert _rereads(TOPDOWN) == []  # every setting is declared in the schema: a path locates its errors
+
+
+def test_the_reread_scan_finds_one_where_it_is_written(tmp_path):
+    (tmp_path / "m.py").write_text(
+        "p = spec.mechanism.params.get(name)\nok = 1\nif isinstance(v, ir.ParamBlock):\n    pass\n"
+    )
+    assert _rereads(tmp_path) == [
+        "m.py:1: p = spec.mechanism.params.get(name)",
+        "m.py:3: if isinstance(v, ir.ParamBlock):",
+    ]

@@ -11,6 +11,8 @@ import pytest
 
 import dpspec
 
+pytestmark = pytest.mark.slow  # starts a notebook kernel
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 NOTEBOOK = os.path.join(ROOT, "docs", "notebooks", "quickstart.ipynb")
 

@@ -27,4 +27,6 @@ def test_the_budget_json_composition_entry_is_the_same_sentence():
 
     checked = check(dpspec.load(SPEC))
     breakdown = checked.mechanism.budget_breakdown(checked.spec, checked.params)
-    assert breakdown["pufferfish"]["composition"].startswith("counts and outcome counts add up by adaptive composition")
+    assert breakdown.figures["pufferfish"]["composition"].startswith(
+        "counts and outcome counts add up by adaptive composition"
+    )

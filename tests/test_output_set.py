@@ -25,7 +25,9 @@ def _compile(spec, out, *extra):
 
 
 def _hidden(parent):
-    return sorted(n for n in os.listdir(parent) if ".dpspec-new-" in n or ".dpspec-old-" in n)
+    return sorted(
+        n for n in os.listdir(parent) if any(k in n for k in (".dpspec-new-", ".dpspec-old-", ".dpspec-parts-"))
+    )
 
 
 def test_manifest_lists_every_file_with_its_sha256(small_spec, tmp_path):
@@ -55,6 +57,8 @@ def test_recompile_swaps_the_whole_set_and_leaves_nothing_behind(small_spec, tmp
     (tmp_path / ".out.dpspec-new-crashed").mkdir()  # what a killed compile leaves
     (tmp_path / ".out.dpspec-new-crashed" / "responses.csv").write_text("half")
     (tmp_path / ".out.dpspec-old-crashed").mkdir()
+    (tmp_path / ".out.dpspec-parts-crashed").mkdir()  # a killed compile's scratch folder of part files
+    (tmp_path / ".out.dpspec-parts-crashed" / "part-00000.csv").write_text("1,2\n")
     first = (out / "manifest.json").read_text()
     assert _compile(small_spec, out).exit_code == 0
     assert (out / "manifest.json").read_text() != first
@@ -138,6 +142,7 @@ _CONTENDER = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow  # many runs in subprocesses racing for the lock
 def test_the_lock_is_never_held_twice_while_runs_remove_its_file(tmp_path):
     """Three processes take and release the lock as fast as they can: each removes the lock file
     before releasing it, none may hold the lock while another does (a second holder would find
@@ -185,6 +190,7 @@ def _spawn(args, **kw):
     )
 
 
+@pytest.mark.slow  # concurrent compiles in subprocesses
 def test_concurrent_compiles_into_one_folder(small_spec, tmp_path):
     out = tmp_path / "out"
     procs = [_spawn(["-m", "dpspec.cli.main", "compile", str(small_spec), "-o", str(out)]) for _ in range(2)]
@@ -214,6 +220,7 @@ _SLOW = textwrap.dedent("""\
     """)
 
 
+@pytest.mark.slow  # compiles in subprocesses killed at random moments
 def test_sigkill_at_random_moments_leaves_the_old_or_the_new_set(small_spec, tmp_path):
     out = tmp_path / "out"
     driver = tmp_path / "slow_compile.py"

@@ -6,6 +6,7 @@ import importlib.util
 import os
 
 import pandas as pd
+import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -19,6 +20,7 @@ def _script():
     return module
 
 
+@pytest.mark.slow  # runs the case study on three counties
 def test_case_study_on_three_counties_writes_one_report_set(tmp_path):
     script = _script()
     out = tmp_path / "cs"
@@ -76,6 +78,7 @@ def test_case_study_on_three_counties_writes_one_report_set(tmp_path):
     assert "least populous quarter" in html
 
 
+@pytest.mark.slow  # sweeps the case study over epsilon
 def test_the_epsilon_sweep_locates_where_post_processing_and_each_base_swap_ranks(tmp_path):
     script = _script()
     out = tmp_path / "sweep"
@@ -136,6 +139,7 @@ def test_crossover_interpolates_in_log_epsilon_and_bracket_picks_three_grid_budg
     assert script.bracket(grid, None) == [grid[0], grid[6], grid[12]]
 
 
+@pytest.mark.slow  # runs the case study
 def test_methods_restricts_the_study_and_an_unknown_method_is_refused(tmp_path):
     import pytest
 

@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import zipfile
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+import pytest
+
+from tests.test_installed_package import _clean_copy
 
 
+@pytest.mark.slow  # builds a wheel
 def test_wheel_ships_grammar_and_plugins(tmp_path):
+    # From a copy: a build in the checkout would leave build/ and dpspec.egg-info there, and pip
+    # then takes a checkout on PYTHONPATH for an installed dpspec (tests/test_installed_package.py).
+    source = _clean_copy(str(tmp_path / "src"))
     build = subprocess.run(
         [
             sys.executable,
@@ -22,14 +27,14 @@ def test_wheel_ships_grammar_and_plugins(tmp_path):
             "--no-index",
             "-q",
             "-w",
-            str(tmp_path),
-            ROOT,
+            str(tmp_path / "wheel"),
+            source,
         ],
         capture_output=True,
         text=True,
     )
     assert build.returncode == 0, build.stderr
-    (wheel,) = tmp_path.glob("dpspec-*.whl")
+    (wheel,) = (tmp_path / "wheel").glob("dpspec-*.whl")
     with zipfile.ZipFile(wheel) as zf:
         names = set(zf.namelist())
         entry_points = next(zf.read(n).decode() for n in names if n.endswith("entry_points.txt"))

@@ -357,9 +357,9 @@ def test_expected_error_is_the_exact_variance_of_every_measurement(us_design):
     params, _ = resolve_params(PHSafe(), spec.mechanism, spec)
     rows = PHSafe().expected_error(spec, params, {})
     assert len(rows) == 46
-    ph2 = next(r for r in rows if r["table"] == "PH2: state, iteration level *")
+    ph2 = next(r for r in rows if r.table == "PH2: state, iteration level *")
     # PH2 state_* rho 0.016371 (us/config.json line 21), tau 10: sigma^2 = 22^2 / (2 x 0.016371)
-    assert ph2["variance"] == pytest.approx(discrete_gaussian_variance(F(484) / (2 * F("0.016371"))))
+    assert ph2.variance == pytest.approx(discrete_gaussian_variance(F(484) / (2 * F("0.016371"))))
 
 
 def test_records_typed_by_the_loader_count_as_raw_ones(us_design, bundled):

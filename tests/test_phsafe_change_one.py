@@ -59,6 +59,7 @@ def base(design):
     return units, persons, _counts(design, persons, units)
 
 
+@pytest.mark.slow  # PHSafe runs for many random one-person changes
 def test_random_changes_of_one_person_cost_at_most_twice_rho(design, base):
     """A person replaced by a copy of another person's record in a random household, with (a) the
     units they leave and join changed in place or (b) any one unit record replaced by another

@@ -79,11 +79,11 @@ def test_a_further_semantics_row_is_rendered_from_the_words_its_mechanism_gives(
     path = os.path.join(ROOT, "specs", "dhc_persons_production_topdown.dps")
     spec = parse(read_source(path), path)
     checked = check(spec)
-    row = checked.mechanism.semantics(spec, checked.params)["across_split"]
+    row = checked.mechanism.semantics(spec, checked.params).further["across_split"]
     out = render_all(spec=spec)
-    assert f"| {row['description']} |" in out["markdown"][1]
-    assert f"<td>{row['description']}</td>" in out["html"][1].replace("&#39;", "'")
-    assert json.loads(out["json"][1])["budget"]["semantics"]["across_split"]["description"] == row["description"]
+    assert f"| {row.description} |" in out["markdown"][1]
+    assert f"<td>{row.description}</td>" in out["html"][1].replace("&#39;", "'")
+    assert json.loads(out["json"][1])["budget"]["semantics"]["across_split"]["description"] == row.description
 
 
 def test_the_scan_finds_a_topdown_key_where_one_is_written():

@@ -97,6 +97,7 @@ def _dpspec(python, *args, cwd=None):
     return subprocess.run([str(python), "-m", "dpspec.cli.main", *args], capture_output=True, text=True, cwd=cwd)
 
 
+@pytest.mark.slow  # a fresh virtual environment with the plugin's wheel built and installed (the module's plugin_venv)
 def test_third_party_plugin_is_discovered(plugin_venv):
     out = _dpspec(plugin_venv, "plugins", "--json")
     assert out.returncode == 0, out.stderr
@@ -106,6 +107,7 @@ def test_third_party_plugin_is_discovered(plugin_venv):
     assert "randomized_response" in listed
 
 
+@pytest.mark.slow  # the plugin_venv
 def test_third_party_plugin_adds_a_command(plugin_venv):
     out = _dpspec(plugin_venv, "geometric-hello")
     assert out.returncode == 0, out.stderr
@@ -126,6 +128,7 @@ def use_geometric_count(small_spec) -> None:
     small_spec.write_text(text)
 
 
+@pytest.mark.slow  # the plugin_venv
 def test_third_party_mechanism_runs_in_a_spec(plugin_venv, small_spec):
     use_geometric_count(small_spec)
     out = _dpspec(plugin_venv, "budget", "--json", str(small_spec))
@@ -137,6 +140,7 @@ def test_third_party_mechanism_runs_in_a_spec(plugin_venv, small_spec):
     assert "geometric_count" not in plugins.mechanisms()
 
 
+@pytest.mark.slow  # the plugin_venv
 def test_third_party_likelihood_reaches_dpspec_infer(plugin_venv, small_spec, tmp_path):
     """The plugin's own likelihood is used: infer gets past 'no likelihood' to the model, which
     needs a public total for its default prior (this spec publishes none) and says so."""
@@ -181,6 +185,7 @@ def test_a_plugin_that_fails_to_import_is_reported_not_fatal(monkeypatch, small_
         reset()
 
 
+@pytest.mark.slow  # the plugin_venv
 def test_third_party_mechanism_is_verified_through_the_generic_path(plugin_venv, small_spec):
     """`dpspec verify` finds the installed plugin by its entry point and, as it supplies no
     neighbours, builds them from the domain (issue 14)."""

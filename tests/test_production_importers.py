@@ -136,6 +136,7 @@ def allocation(doc):
     return sorted((r["level"], r["query"], Fraction(r.get("rho_exact", repr(r["rho"])))) for r in doc["allocation"])
 
 
+@pytest.mark.slow  # imports a DAS strategy file, then checks and audits the spec it gives and the bundled one
 @pytest.mark.parametrize(
     "config,bundled,rho",
     [

@@ -182,6 +182,7 @@ def test_a_member_with_a_large_rest_reaches_the_supremum(lo, hi, n, members):
     assert sup == (2 * n if lo == Fraction(1, 20) else 6)  # the first class saturates 2n = 6; the second stays below 8
 
 
+@pytest.mark.slow  # certifies every value of a Pufferfish release given its total
 def test_the_values_used_and_the_fallback_with_its_reason():
     assert pf.dependence_given_total(Fraction(3, 10), Fraction(3, 10), 50) == (
         2,

@@ -179,6 +179,7 @@ def test_a_kng_rate_holds_a_grid_index_within_its_public_n(k, n, says):
         validate(pd.DataFrame({"k": [3], "rate": [0.1]}))
 
 
+@pytest.mark.slow  # compiles and writes a TopDown release on the bypass spine
 def test_a_bypass_spines_class_variances_are_implied_and_a_smaller_one_is_not(tmp_path):
     """Under the optimized spine a bypassed unit's class spends more of rho: its measurements have a
     variance of their own, which the allocation implies too; a variance made smaller is refused."""
@@ -239,6 +240,7 @@ def test_a_topdown_release_with_a_measurement_row_deleted_is_refused_naming_the_
     assert "measurements.csv" in said
 
 
+@pytest.mark.slow  # writes a TopDown release and reads back every declared row
 def test_a_topdown_release_as_written_holds_every_declared_row(national_release):
     res = CliRunner().invoke(main, ["infer", NATIONAL, str(national_release), *NATIONAL_TARGET])
     assert res.exit_code == 0, res.output
@@ -255,6 +257,7 @@ def test_a_topdown_release_with_a_row_of_an_undeclared_unit_is_refused(national_
     assert res.exit_code == 1 and "geocode='99-99999'" in res.output and "is not declared" in res.output, res.output
 
 
+@pytest.mark.slow  # compiles and writes TopDown releases on two spines
 def test_the_declared_rows_follow_the_aian_and_bypass_spine_and_a_deleted_parts_row_is_refused(tmp_path):
     """pl94_units: states split into AIAN and non-AIAN parts, single-child units bypassed; the
     rows declared from the spec are the release's exactly, and a part's row deleted is named."""

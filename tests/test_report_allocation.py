@@ -8,6 +8,8 @@ import json
 import os
 from fractions import Fraction
 
+import pytest
+
 from dpspec.budget.budget_report import budget_summary
 from dpspec.language.parser import parse, read_source
 from dpspec.report import render_all
@@ -69,6 +71,7 @@ def test_joint_queries_are_named_as_the_spec_writes_them():
     assert "households: multig * hisp * hhtenshort_2lev" in joint and "households: detailed" in joint
 
 
+@pytest.mark.slow  # compiles and reports the production specs
 def test_the_budget_notes_say_what_the_guarantee_covers():
     """Which records one unit's change covers, what the release repeats exactly, which cells the
     domain rules out and which constraints cost nothing: in the budget notes (and so the report)."""

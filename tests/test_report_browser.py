@@ -24,6 +24,7 @@ ARTIFACTS = ROOT / "tests" / "artifacts"
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
 
 pytestmark = [
+    pytest.mark.slow,  # starts headless Chromium
     pytest.mark.browser,
     pytest.mark.skipif(CHROMIUM is None, reason="headless Chromium is not installed (Debian package 'chromium')"),
 ]

@@ -249,6 +249,7 @@ def test_show_reads_a_production_topdown_spec_in_a_line_a_reviewer_can_read():
     assert "failsafe: {minimal_schema: ['relgq']}" in line and "rho: 4.9622" in line
 
 
+@pytest.mark.slow  # compiles and reports every member of a program
 def test_a_program_report_states_the_composed_guarantee_not_its_first_members():
     """The census program's one-line form and five questions once showed its first member's
     domain, invariants and bound ('rho <= 2.56' under a composed total of 45.49 and a declared

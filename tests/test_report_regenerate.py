@@ -7,6 +7,10 @@ import importlib.util
 import json
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.slow  # regenerates every bundled report
+
 ROOT = Path(__file__).resolve().parents[1]
 
 

@@ -60,6 +60,7 @@ def _manifest(out) -> dict:
     return json.loads((out / "manifest.json").read_text())
 
 
+@pytest.mark.slow  # an audit and an inference written
 @pytest.mark.parametrize("command", ["audit", "infer"])
 def test_the_manifest_lists_every_file_with_its_sha256(rr, tmp_path, command):
     out = tmp_path / "out"
@@ -88,6 +89,7 @@ def test_the_manifest_lists_every_file_with_its_sha256(rr, tmp_path, command):
     assert verify_set(str(out)) == ["altered: report.md"]
 
 
+@pytest.mark.slow  # an audit and an inference written twice each
 def test_a_rerun_replaces_its_own_set_and_cleans_leftovers(rr, tmp_path):
     out = tmp_path / "out"
     assert _run(_infer(rr, out, seed=1)).exit_code == 0
@@ -178,6 +180,7 @@ main(sys.argv[1:])
 """
 
 
+@pytest.mark.slow  # concurrent writers in subprocesses
 @pytest.mark.parametrize("command", ["audit", "infer"])
 def test_two_concurrent_writers_one_refused(rr, tmp_path, command):
     """The first holds the lock (kept waiting before its swap); the second, run meanwhile, is
@@ -223,6 +226,7 @@ main(sys.argv[1:])
 """
 
 
+@pytest.mark.slow  # runs in subprocesses killed at random moments
 @pytest.mark.parametrize("command", ["audit", "infer"])
 def test_sigkill_at_random_moments_leaves_the_old_or_the_new_set(rr, tmp_path, command):
     """Old and new sets differ (infer: another seed; audit: against a baseline), so a mix shows.

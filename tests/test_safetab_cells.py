@@ -41,6 +41,7 @@ def release(persons):
     return counts_of(persons)
 
 
+@pytest.mark.slow  # SafeTab runs in several batchings
 def test_rebatching_cells_gives_identical_counts(persons, release, monkeypatch):
     """The sampler's internal batches cut at every 1,009 draws instead of 2**17: same release."""
     monkeypatch.setattr(keyed_noise, "_BATCH_DRAWS", 1009)
@@ -111,6 +112,7 @@ def test_cell_keys_name_table_geography_level_geocode_group_and_stage(persons, m
     assert geocode in set(persons["county"]) and isinstance(group, str)
 
 
+@pytest.mark.slow  # SafeTab runs with and without an engine
 def test_without_an_engine_the_run_key_comes_from_the_rng(persons):
     """Old callers pass only a generator: a run key is drawn from it, so a seeded rng still
     gives a reproducible release, and another seed another one."""

@@ -44,6 +44,7 @@ def test_the_bundled_state_has_realistic_multiplicity_and_crosscutting_areas():
     assert persons["tract"].nunique() == 40 and persons["county"].nunique() == 13  # as the data README says
 
 
+@pytest.mark.slow  # recomputes SafeTab-P's published totals from the bundled data
 def test_safetab_p_published_totals_are_current(build):
     """Fails when SafeTab-P's output on the bundled persons changes (its noise streams, its
     design): rebuild with `python specs/data/safetab/build.py --published-only`."""

@@ -90,6 +90,7 @@ def test_every_declared_iteration_is_released_at_the_nation_when_nobody_is_in_it
     assert (level2["count"].abs() < 40).mean() > 0.5  # most detailed groups hold nobody here: noise alone
 
 
+@pytest.mark.slow  # two SafeTab releases that differ by one person
 def test_one_person_alone_in_a_tract_changes_no_unit_nor_group_of_the_release(spec_path, two_counties, persons):
     """D: the two counties and one person of a third county's tract; D': without her. The keys
     (table, geography level, unit, iteration level, group) are the same; only a group's detail,
@@ -146,6 +147,7 @@ def test_a_run_that_leaves_out_an_empty_declared_county_is_stopped(spec_path, tw
         _run(spec_path, two_counties)
 
 
+@pytest.mark.slow  # a SafeTab-H release
 def test_safetab_h_releases_a_declared_county_its_households_left(tmp_path):
     """SafeTab-H's detail comes from published totals; an empty declared county is measured too."""
     from tests.safetab_helpers import H_SPEC

@@ -69,6 +69,7 @@ def spying(cls):
     return seen, original, run
 
 
+@pytest.mark.slow  # the bundled SafeTab specs released twice
 @pytest.mark.parametrize("spec", [P_SPEC, H_SPEC], ids=["safetab-p", "safetab-h"])
 def test_bundled_specs_release_the_same_bytes_from_a_frame_and_from_the_engine(tmp_path, spec):
     """The bundled Parquet table held by the engine and the same table handed over as a pandas
@@ -92,6 +93,7 @@ def test_bundled_specs_release_the_same_bytes_from_a_frame_and_from_the_engine(t
     assert held.release.facts == given.release.facts
 
 
+@pytest.mark.slow  # SafeTab released from three formats
 def test_csv_parquet_file_and_partitioned_directory_give_the_same_release(tmp_path):
     inputs = tmp_path / "in"
     frame = pd.read_parquet(DATA / "persons.parquet").iloc[::4].reset_index(drop=True)
@@ -104,6 +106,7 @@ def test_csv_parquet_file_and_partitioned_directory_give_the_same_release(tmp_pa
     assert out["csv"][0]["counts.csv"].count(b"\n") > 1000
 
 
+@pytest.mark.slow  # SafeTab released with two seeds
 def test_the_release_depends_on_the_seed(tmp_path):
     """So the byte comparisons can fail."""
     inputs = tmp_path / "in"

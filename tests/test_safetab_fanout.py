@@ -65,6 +65,7 @@ def test_a_declared_smaller_fanout_is_said_to_need_the_data_to_respect_it(tmp_pa
     assert "below the mapping's bound 9" in _fan_note(s) and "a record in more groups is a data error" in _fan_note(s)
 
 
+@pytest.mark.slow  # many SafeTab draws to estimate a variance
 def test_a_doubled_fanout_doubles_the_realized_noise_variance(tmp_path):
     """End to end: declaring k = 18 instead of 9 must double every noise variance, measured on
     the released nation and state stage-2 counts (about 6,000 cells, 4 standard errors)."""

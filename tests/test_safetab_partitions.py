@@ -64,6 +64,7 @@ def summed(parts: list[pd.DataFrame]) -> pd.DataFrame:
     return LocalEngine().total(pd.concat(parts, ignore_index=True), KEYS)
 
 
+@pytest.mark.slow  # SafeTab over many partitions of the records
 def test_any_partition_of_the_records_sums_to_the_same_counts(persons):
     """By county (what a run on Spark does), by tract, and at random: the summed shares equal
     one pass over all records, row for row, and the one partition that owns the markers emits
@@ -93,6 +94,7 @@ def test_partition_truths_has_the_declared_columns_even_when_empty(persons):
     assert list(out.columns) == list(TRUTH_SCHEMA)
 
 
+@pytest.mark.slow  # SafeTab in several bucketings
 @pytest.mark.parametrize("buckets", [1, 7])
 def test_batching_geography_units_into_buckets_changes_nothing(persons, buckets, monkeypatch):
     release_default = counts_of(persons)
@@ -118,6 +120,7 @@ def test_the_partition_column_is_the_finest_level_with_enough_records_per_unit()
     assert plan_mod.partition_column(design, {"state": 3}, 30_000) == []  # never a crosscut such as places
 
 
+@pytest.mark.slow  # SafeTab in several bucketings
 def test_the_figures_and_facts_add_up_over_buckets(persons, monkeypatch):
     """Units measured and details chosen, summed over buckets, equal one bucket's."""
     spec = dpspec.load(str(P_SPEC))

@@ -124,6 +124,7 @@ def test_a_change_to_a_schema_is_caught_by_its_pin():
 BUNDLED = sorted(glob.glob(os.path.join(SPECS, "*.dps")) + glob.glob(os.path.join(SPECS, "*", "*.dps")))
 
 
+@pytest.mark.slow  # `show --json` of every bundled spec
 def test_show_json_of_every_bundled_spec():
     for path in BUNDLED:
         assert_valid("spec", run("show", "--json", path))

@@ -288,6 +288,7 @@ def test_opendp_composes_phsafe_measurements_to_the_stated_rho(name):
     assert _close(_compose_by_sensitivity(_phsafe_parts(name)), stated)
 
 
+@pytest.mark.slow  # OpenDP composes every Census 2020 product
 def test_opendp_composes_the_census_2020_program_to_its_ledger_total():
     """The program composes seven products for one person (change one): TopDown's paths at
     L2 = sqrt 2, SafeTab's and PHSafe's measurements at their tight change-one sensitivities (the

@@ -9,7 +9,6 @@ and never a release without a fingerprint.
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
 import pytest
@@ -41,6 +40,7 @@ def test_a_file_uri_directory_gives_the_plain_paths_release_and_fingerprint(tmp_
     assert source_sha256(data.as_uri()) == directory_sha256(str(data))
 
 
+@pytest.mark.slow  # three compiles from three sources
 def test_a_file_uri_parquet_file_and_csv_are_read_and_fingerprinted(tmp_path):
     frame = population(300)
     (tmp_path / "data").mkdir()
@@ -67,13 +67,12 @@ def test_an_output_inside_a_file_uri_sources_folder_is_refused(tmp_path):
         write_result(result, str(tmp_path / "data" / "out"))
 
 
-def test_an_unreachable_location_is_a_clear_data_error_within_seconds(tmp_path):
-    started = time.monotonic()
+def test_an_unreachable_location_is_a_clear_data_error(tmp_path):
+    """How fast it is said: benchmarks/bench_refusals.py."""
     with pytest.raises(DataError, match=r"hdfs://namenode\.invalid:8020/census/persons/: cannot reach this location"):
         compile_from(tmp_path, "hdfs://namenode.invalid:8020/census/persons/", "hdfs")
     with pytest.raises(DataError, match=r"nosuch://x/y/: cannot reach this location"):
         compile_from(tmp_path, "nosuch://x/y/", "scheme")
-    assert time.monotonic() - started < 60
 
 
 def test_spark_reads_a_file_uri_directory_as_the_local_engine_does(tmp_path, spark_session):

@@ -11,6 +11,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 _PROBE = """
@@ -57,6 +59,7 @@ def test_check_of_a_spec_without_arrays_imports_no_numpy():
     )
 
 
+@pytest.mark.slow  # `dpspec check` in a fresh interpreter, with pandas
 def test_check_reads_a_swap_specs_data_because_its_bound_depends_on_it():
     assert _heavy_modules("check", os.path.join(ROOT, "specs", "ma1940_swap.dps")) == "numpy,pandas"
 
@@ -79,6 +82,7 @@ def _reads_safetab_mapping(path: str) -> bool:
     return os.path.basename(path) in SAFETAB_PROGRAMS and "census2020" in path
 
 
+@pytest.mark.slow  # `dpspec check` of every bundled spec in fresh interpreters
 def test_check_of_every_bundled_spec_imports_neither_pandas_nor_scipy():
     specs = sorted(p for p in glob.glob(os.path.join(ROOT, "specs", "**", "*.dps"), recursive=True))
     assert len(specs) >= 20 and any(p.endswith("program.dps") for p in specs)  # a program's check accounts its members
@@ -90,12 +94,14 @@ def test_check_of_every_bundled_spec_imports_neither_pandas_nor_scipy():
     assert _heavy_modules("check", *without_data) == "none"
 
 
+@pytest.mark.slow  # `dpspec check` of every census program in fresh interpreters
 def test_a_census_program_check_loads_pandas_for_safetab_only_and_never_scipy():
     census = [p for p in glob.glob(os.path.join(ROOT, "specs", "census2020", "*.dps")) if _reads_safetab_mapping(p)]
     assert len(census) == 2
     assert _heavy_modules("check", *census) == "numpy,pandas"  # no scipy: the conversions are plain Python
 
 
+@pytest.mark.slow  # fresh interpreters
 def test_the_probe_would_notice_pandas():
     assert _heavy_modules("compile", "--help") == "none"
     done = subprocess.run(

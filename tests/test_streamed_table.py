@@ -126,11 +126,101 @@ def test_an_engine_held_input_is_counted_by_its_own_engine():
 def test_detach_reads_engine_bound_tables_only():
     frame = sample_frame(30)
     bound, free = streamed(frame, 4, engine_bound=True), streamed(frame, 4)
-    out = compiler._detach({"a": bound, "b": free, "c": frame})
+    parted = streamed(frame, 4, write_parts=lambda folder, filename: [])
+    out = compiler._detach({"a": bound, "b": free, "c": frame, "d": parted})
     assert isinstance(out["a"], pd.DataFrame) and out["a"].equals(frame)
     assert out["b"] is free and out["c"] is frame
+    # its parts may need the engine being stopped: written from its chunks instead
+    assert out["d"].write_parts is None and out["d"].to_pandas().equals(frame)
 
 
+# --- written in parts (API 1.7): part files a mechanism writes, joined after the header --------
+
+
+def parted(frame, cuts, written=None):
+    """`frame` streamed with a `write_parts` writing the rows between `cuts` as part files."""
+    from dpspec.api import write_csv_part
+
+    def write_parts(folder, filename):
+        names = []
+        for i, (a, b) in enumerate(zip([0, *cuts], [*cuts, len(frame)])):
+            names.append(f"p{i}.csv")
+            write_csv_part(frame_chunks(frame.iloc[a:b], 3)(), os.path.join(folder, names[-1]), filename)
+        return names if written is None else written(names)
+
+    return streamed(frame, 5, write_parts=write_parts)
+
+
+def _staged_write(tmp_path, table, name="t.csv"):
+    from dpspec.publish.output_set import output_set, scratch_beside
+
+    with output_set(str(tmp_path / "out")) as staged, scratch_beside(staged) as scratch:
+        rows = write_table_csv(table, os.path.join(staged, name), scratch)
+        left = os.listdir(scratch.path)
+    return rows, left
+
+
+@pytest.mark.parametrize("cuts", [[], [1], [100, 101, 200], [0, 0, 257]])
+def test_parts_joined_after_the_header_are_the_frames_bytes(tmp_path, cuts):
+    frame = sample_frame()
+    rows, left = _staged_write(tmp_path, parted(frame, cuts))
+    assert rows == len(frame) and left == []  # each part removed once joined
+    assert (tmp_path / "out" / "t.csv").read_bytes() == frame.to_csv(index=False).encode()
+    assert sorted(os.listdir(tmp_path)) == ["out"]  # the scratch folder beside the set is gone
+
+
+def test_an_empty_table_in_parts_is_its_header(tmp_path):
+    frame = sample_frame().iloc[:0]
+    _staged_write(tmp_path, parted(frame, []))
+    assert (tmp_path / "out" / "t.csv").read_bytes() == frame.to_csv(index=False).encode()
+
+
+@pytest.mark.parametrize(
+    ("names", "words"),
+    [
+        (lambda names: names + ["p9.csv"], "that it did not write"),
+        (lambda names: ["../t.csv"], "not a file name"),
+        (lambda names: [".hidden"], "not a file name"),
+    ],
+)
+def test_a_part_the_mechanism_did_not_write_is_its_fault_and_nothing_is_published(tmp_path, names, words):
+    with pytest.raises(MechanismError, match=words):
+        _staged_write(tmp_path, parted(sample_frame(), [50], names))
+    assert os.listdir(tmp_path) == []
+
+
+def test_a_formula_in_a_part_is_refused_naming_the_file(tmp_path):
+    from dpspec.errors import DataError
+
+    frame = sample_frame(40)
+    frame.loc[33, "note"] = "=HYPERLINK(1)"
+    with pytest.raises(DataError, match="t.csv: column 'note' would release '=HYPERLINK"):
+        _staged_write(tmp_path, parted(frame, [20]))
+    assert os.listdir(tmp_path) == []
+
+
+def test_the_scratch_folder_is_reached_through_the_sets_parent_handle_from_another_process(tmp_path):
+    """The parts' folder is written through the handle the output set holds: moving the folders
+    above it during the run does not redirect a part, and another process reaches it too."""
+    import subprocess
+    import sys
+
+    from dpspec.publish.output_set import output_set, scratch_beside
+
+    (tmp_path / "a").mkdir()
+    with pytest.raises(RuntimeError, match="abandoned"):
+        with output_set(str(tmp_path / "a" / "out")) as staged, scratch_beside(staged) as scratch:
+            os.rename(tmp_path / "a", tmp_path / "b")
+            (tmp_path / "a").mkdir()  # what the old path leads to now
+            code = f"open({os.path.join(scratch.path, 'part.csv')!r}, 'w').write('1,2\\n')"
+            subprocess.run([sys.executable, "-c", code], check=True)
+            (hidden,) = [n for n in os.listdir(tmp_path / "b") if ".dpspec-parts-" in n]
+            assert os.listdir(tmp_path / "b" / hidden) == ["part.csv"] and os.listdir(tmp_path / "a") == []
+            raise RuntimeError("abandoned")
+    assert os.listdir(tmp_path / "b") == [] and os.listdir(tmp_path / "a") == []  # set and scratch removed
+
+
+@pytest.mark.slow  # two compiles, streamed and whole
 def test_a_compile_whose_mechanism_streams_writes_the_same_set(tmp_path, monkeypatch):
     """End to end: the bundled ACS swap, its microdata streamed in chunks of 97 rows, writes the
     same release files (microdata, two count tables) as the frame, and the manifest

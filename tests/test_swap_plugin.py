@@ -318,6 +318,7 @@ def counts(frame: pd.DataFrame, cols) -> pd.Series:
     return frame.groupby(list(cols), observed=True).size()
 
 
+@pytest.mark.slow  # compiles the 1940 swap on its bundled data
 def test_compile_1940_end_to_end(text1940, data1940):
     spec = load(MA1940, text1940)
     result = compile_spec(spec, data=data1940, seed=1940, audit=False)
@@ -345,6 +346,7 @@ def test_compile_1940_end_to_end(text1940, data1940):
     assert "tables" not in result.facts and "swapped_records" not in result.facts
 
 
+@pytest.mark.slow  # swaps at several rates
 def test_runs_give_utility_figures_that_grow_with_the_rate(text1940, data1940):
     text = text1940.replace(
         "  count households by county, tenure\n",
@@ -484,6 +486,7 @@ def test_alternative_keys_for_1940(text1940):
     assert set(keys) == {("state", "size"), (), ("size",), ("size", "tenure"), ("state",), ("state", "size", "tenure")}
 
 
+@pytest.mark.slow  # swaps at several rates for the plot
 def test_report_section_plots_budget_against_rate(text1940, data1940):
     result = compile_spec(load(MA1940, text1940), data=data1940, seed=2, runs=2, audit=False)
     secs = sections(result)

@@ -161,7 +161,7 @@ def test_nested_topdown_parameters_are_addressable_and_rechecked():
 
     params = check(new).params
     assert params["rho"] == 2
-    assert {p.name: p.value for p in params["queries"].params} == {"total": Fraction(1, 2), "detailed": Fraction(1, 2)}
+    assert params["queries"] == {"total": Fraction(1, 2), "detailed": Fraction(1, 2)}  # typed: the plain values
     assert spec.mechanism.params.get("rho").value == Fraction(1, 10)  # the original IR is untouched
 
 
@@ -234,7 +234,7 @@ def test_randomized_response_expected_variance_matches_many_runs():
     spec = load(RR)
     sweep = run_sweep(spec, [parse_axis("p=0.7")], [{"p": Fraction(7, 10)}])
     point = sweep.points[0]
-    expected = point.expected[0]["variance"]
+    expected = point.expected[0].variance
     from dpspec.api import check, load_data, make_rng
 
     checked = check(point.checked.spec)
@@ -264,7 +264,7 @@ def test_topdown_expected_variance_matches_the_spread_of_its_measurements():
     spec = load(TOPDOWN)
     sweep = run_sweep(spec, [parse_axis("rho=0.1")], [{"rho": Fraction(1, 10)}])
     point = sweep.points[0]
-    expected = {e["table"]: e["variance"] for e in point.expected}
+    expected = {e.table: e.variance for e in point.expected}
     from dpspec.api import check, load_data
     from dpspec.engine import EngineRun, get_engine, run_mechanism
     from dpspec.run.compiler import make_rng
@@ -402,7 +402,7 @@ def test_randomized_response_realized_error_by_run(tmp_path):
         rows = [r for r in p.realized if r["size"] == "all"]
         assert len(rows) == 3 and all(r["table"] == "count of 'yes' (estimated)" for r in rows)
     mean = [np.mean([r["mae"] for r in p.realized if r["size"] == "all"]) for p in sweep.points]
-    sd = [math.sqrt(p.expected[0]["variance"]) * 7634 for p in sweep.points]  # n = 7,634 persons
+    sd = [math.sqrt(p.expected[0].variance) * 7634 for p in sweep.points]  # n = 7,634 persons
     assert mean[0] < 5 * sd[0] and mean[1] < 5 * sd[1]
 
 
@@ -431,8 +431,8 @@ def test_safetab_expected_variance_follows_the_stage_split():
     moves stage 2's by (1 - 0.1) / (1 - 0.2); nation, level 1: rho 0.008 with k = 9 groups."""
     axes = [parse_axis("stage1_fraction=0.1,0.2")]
     a, b = run_sweep(load(SAFETAB), axes, product(axes)).points
-    ea = {e["table"]: e["variance"] for e in a.expected}
-    eb = {e["table"]: e["variance"] for e in b.expected}
+    ea = {e.table: e.variance for e in a.expected}
+    eb = {e.table: e.variance for e in b.expected}
     assert set(ea) == set(eb) and len(ea) == 22
     assert ea["t1: nation, iteration level 1, stage 1"] == pytest.approx(9 / (2 * 0.008 * 0.1), rel=1e-9)
     for name in ea:
@@ -441,6 +441,7 @@ def test_safetab_expected_variance_follows_the_stage_split():
     assert a.budget == b.budget  # the split moves noise between stages, not the total
 
 
+@pytest.mark.slow  # starts headless Chromium
 @pytest.mark.browser
 def test_the_internal_report_renders_in_a_headless_browser(swap_spec, tmp_path):
     import shutil
@@ -562,6 +563,7 @@ def test_a_failing_point_on_spark_is_reported_and_the_others_complete(tmp_path, 
     assert sweep.points[0].common and sweep.points[2].common  # budgets accounted on the driver
 
 
+@pytest.mark.slow  # starts a process pool
 def test_points_as_units_of_work_on_a_process_pool_give_the_same_figures(swap_spec):
     spec = load(swap_spec)
     axes = [parse_axis("rate=0.05,0.2,0.5")]

@@ -157,6 +157,7 @@ def h_sweep(tmp_path_factory):
     )
 
 
+@pytest.mark.slow  # sweeps SafeTab-H (the module's h_sweep)
 def test_safetab_h_sweep_reports_mae_mape_and_share_off_per_table_and_level(h_sweep):
     """Every row comes from `SafeTab.compared_counts` (t3 and t4, each geography level and role),
     with MAE, MAPE and share off per size class; and the realized MAE of the released cells at the

@@ -14,6 +14,8 @@ import subprocess
 import lark
 import pytest
 
+pytestmark = pytest.mark.slow  # tokenizes every bundled spec under node
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TM = os.path.join(ROOT, "editors", "textmate")
 GRAMMAR = os.path.join(TM, "dps.tmLanguage.json")

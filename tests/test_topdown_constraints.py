@@ -73,6 +73,7 @@ def test_facility_bounds_from_the_table():
     assert upper.loc["b2"].tolist() == [0, 0, 0, 0, 0, np.inf, 0, 0]  # no households: no HU
 
 
+@pytest.mark.slow  # TopDown runs over several seeds
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_every_constraint_and_invariant_exact_over_seeds(seed):
     persons = generate_population(3000, 120, seed=30 + seed)
@@ -92,6 +93,7 @@ def test_every_constraint_and_invariant_exact_over_seeds(seed):
     assert has_gq > 0 and got.to_numpy()[:, 1:].sum() >= has_gq
 
 
+@pytest.mark.slow  # TopDown runs at a tiny budget over several seeds
 def test_without_the_constraints_a_tiny_budget_breaks_them():
     """The test above could fail: the same runs without bounds put persons where none may be."""
     broken = 0
@@ -226,6 +228,7 @@ def test_node_error_survives_the_trip_from_a_worker():
     assert err.key == 7 and str(err) == "no split"
 
 
+@pytest.mark.slow  # TopDown runs with bounded recodes
 def test_bounds_on_a_recode_hold_exactly():
     """Production states facility bounds on gqlevels, a recode of the detailed GQ types; here on
     hhinstlevels (household / institutional / non-institutional), from a facilities table by level."""

@@ -407,7 +407,7 @@ def test_joint_spec_checks_and_its_budget_lists_both_tables_queries():
     assert [j["table"] for j in joint] == ["units"]
     (h1,) = _cross_constraints(spec, params, joint)
     assert h1["left"] == ("households", (), None) and h1["right"] == ("units", ("occupancy",), 0)
-    rows = TopDown().budget_breakdown(spec, params)["allocation"]
+    rows = TopDown().budget_breakdown(spec, params).figures["allocation"]
     by = {(r["level"], r["query"]): r for r in rows}
     assert by[("block", "units: occupancy")]["rho_exact"] == "1/8"  # 1 x 1/2 x 1/4, exact
     assert by[("county", "detailed")]["rho_exact"] == "1/16"

@@ -127,6 +127,7 @@ def _block_error(res, persons):
     return float(abs(conf - prot).sum()) / len(persons)
 
 
+@pytest.mark.slow  # TopDown at several budgets
 def test_error_shrinks_as_rho_grows(persons):
     errors = [
         np.mean([_block_error(_run(persons, seed=s, rho=Fraction(r)), persons) for s in (0, 1)])
@@ -212,6 +213,7 @@ def test_verify_catches_a_broken_release(persons):
         engine._verify(hier, schema, protected, conf, [])
 
 
+@pytest.mark.slow  # starts a process pool
 def test_parallel_workers_give_the_serial_answer(persons, monkeypatch):
     monkeypatch.setattr(engine, "_PARALLEL_MIN_SIZE", 0)
     serial = _run(persons, seed=9, workers=1)

@@ -346,6 +346,7 @@ def test_a_rounding_margin_key_without_bounds_is_no_row_of_the_linear_program(mo
         return real(cost, lower, upper, a, row_lo, row_hi, **kw)
 
     monkeypatch.setattr(highs, "_highs", watched)
+    monkeypatch.setenv(rounding.SOLVER_ENV, "highs")  # the LP handed to HiGHS, not the min-cost flow
     counts, _, milp = rounding._round(task, x, cells, vc, cells, cells, margins=(margin,))
     assert counts.tolist() == [1, 0, 1, 0] and not milp
     ((m, lo, hi),) = seen

@@ -99,6 +99,7 @@ def test_a_rounding_with_alike_cells_is_as_close_to_the_fit_as_the_full_linear_p
         return status, d, sec
 
     monkeypatch.setattr(highs, "_highs", watched)
+    monkeypatch.setenv(rounding.SOLVER_ENV, "highs")  # the merged LP handed to HiGHS (not the min-cost flow)
     counts, _, _ = rounding._round(task, x, cells, np.zeros(8, dtype=np.int64), cells, cells)
     assert seen == [3]  # 0.5 x 6, 0.3 and 0.9
     assert counts.sum() in (4, 5) and counts[7] == 1 and counts[6] == 0  # the child's total 4.5 within floor/ceil

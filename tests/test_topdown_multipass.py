@@ -208,6 +208,7 @@ def test_constrain_to_holds_queries_the_pass_did_not_fit(captured):
 NURSE_NVA_0 = {"nurse_nva_0": {"hhgq": [3], "votingage": [0]}}
 
 
+@pytest.mark.slow  # multipass TopDown over several seeds
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_structural_zero_is_kept_exactly_over_seeds(seed):
     persons = generate_population(3000, 120, seed=20 + seed)

@@ -19,6 +19,10 @@ from dpspec_topdown.design import Design
 from dpspec_topdown.run.context import Records, RunContext
 from dpspec_topdown.measurement.node_noise import run_key_from
 
+pytestmark = (
+    pytest.mark.slow
+)  # both tests read one TopDown run of a bundled spec without an engine (the module's without_engine)
+
 VARIABLES = {
     "relgq": list(range(42)),
     "sex": [0, 1],

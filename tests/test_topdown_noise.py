@@ -182,6 +182,7 @@ def test_table_bounds_are_certified():
     assert list(mass) == list(t.weight)
 
 
+@pytest.mark.slow  # many exact noise draws
 def test_exact_decision_when_the_bits_are_inconclusive():
     """The slow path accepts with probability c·f_s/w_s whatever prefix it starts from."""
     t = noise._gaussian_table(50, 1)

@@ -101,6 +101,7 @@ def test_acs_accuracy_is_internal_only(acs_result):
     assert all(e["mean_absolute_error"] >= 0 for e in errors)
 
 
+@pytest.mark.slow  # two TopDown runs of the ACS excerpt
 def test_fixed_seed_gives_the_same_release():
     a = compile_spec(_spec(ACS), seed=11, audit=False).published["persons"].to_pandas()
     b = compile_spec(_spec(ACS), seed=11, audit=False).published["persons"].to_pandas()

@@ -239,6 +239,7 @@ def test_units_release_has_the_production_budget_and_certificate_epsilon():
     assert cks["epsilon"] == pytest.approx(1455307 / 588081, abs=5e-4)
 
 
+@pytest.mark.slow  # a production units release
 def test_units_release_keeps_housing_units_per_block(tmp_path):
     from dpspec.run.compiler import compile_spec
 

@@ -88,6 +88,7 @@ def test_a_failed_interior_point_solve_falls_back_to_highs(captured, monkeypatch
     from dpspec_topdown.estimation import qp_choice
 
     monkeypatch.setattr(qp_choice, "solve_clarabel", lambda p, form=None: (False, None, 0.0, "MaxIterations"))
+    monkeypatch.setitem(qp_choice.SOLVERS, "piqp", lambda p, form=None: (False, None, 0.0, "MaxIterations"))
     x, optimal, _, used, _ = postprocess.solve_qp(problem)
     assert used == "highs" and optimal and problem.violation(x) < 1e-6
 

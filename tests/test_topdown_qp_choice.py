@@ -1,5 +1,5 @@
 """The node fit's solver choice: capture to .npz, alternatives held to the rounding's accuracy,
-Clarabel as the default and the fallback."""
+the rule as the default, Clarabel as the fallback, and PIQP's set-up reused per pattern."""
 
 import numpy as np
 import pytest
@@ -24,7 +24,7 @@ def test_capture_writes_the_problem_only_when_asked(tmp_path, monkeypatch):
     monkeypatch.setenv(qp_choice.CAPTURE_ENV, str(tmp_path / "nodes"))
     x, optimal, _, used, _ = postprocess.solve_qp(problem)
     files = list((tmp_path / "nodes").glob("node-*.npz"))
-    assert optimal and used == "clarabel" and len(files) == 1
+    assert optimal and used == qp_choice.rule(conic_form(problem)) and len(files) == 1
     back = qp_choice.load(str(files[0]))
     assert back.n_var == problem.n_var and back.n_x == problem.n_x
     assert (back.a != problem.a).nnz == 0 and np.array_equal(back.hi, problem.hi)
@@ -35,13 +35,22 @@ def test_capture_writes_the_problem_only_when_asked(tmp_path, monkeypatch):
         assert float(z["violation_limit"]) == violation_limit(problem)
 
 
-def test_by_default_every_fit_is_clarabels(monkeypatch):
+def test_by_default_the_rule_chooses(monkeypatch):
     monkeypatch.delenv(qp_choice.CHOICE_ENV, raising=False)
+    problem = _problem()
+    ok, x, _, status, used = qp_choice.solve(problem)
+    assert ok and used == qp_choice.rule(conic_form(problem)) == "piqp"
+    monkeypatch.setenv(qp_choice.CHOICE_ENV, "auto")
+    assert qp_choice.solve(problem)[4] == "piqp"
+
+
+def test_clarabel_named_solves_every_fit_as_before(monkeypatch):
+    monkeypatch.setenv(qp_choice.CHOICE_ENV, "clarabel")
     problem = _problem()
     ok, x, _, status, used = qp_choice.solve(problem)
     ok_c, x_c, _, _ = solve_clarabel(problem)
     assert ok and ok_c and used == "clarabel"
-    assert np.array_equal(x, x_c)  # the very same numbers: releases do not move
+    assert np.array_equal(x, x_c)  # the very same numbers as Clarabel alone
 
 
 @pytest.mark.parametrize("name", ["piqp", "proxsuite", "cholmod"])
@@ -76,10 +85,105 @@ def test_a_failing_or_inaccurate_alternative_falls_back_to_clarabel(monkeypatch)
     assert qp_choice.solve(problem)[4] == "clarabel"
 
 
-def test_the_rule_picks_by_size(monkeypatch):
+class _Shape:
+    def __init__(self, n):
+        self.cols = np.arange(n)
+
+
+@pytest.mark.parametrize(
+    "variables, solver",
+    [
+        (143, "piqp"),  # P.L. 94 county and state fits
+        (2_604, "piqp"),  # P.L. 94 block fits
+        (4_761, "piqp"),  # DHC tract subset
+        (6_959, "piqp"),  # DHC block group
+        (8_072, "clarabel"),  # DHC block fits of 8k-21k variables: their KKT factor fills in
+        (20_482, "clarabel"),
+        (176_711, "piqp"),  # the DHC root at 10k persons
+        (524_982, "clarabel"),  # the DHC root at 1M persons
+        (728_000, "clarabel"),  # the 1M county node: PIQP had no answer in 600 s
+    ],
+)
+def test_the_rule_picks_what_the_node_benchmark_measured(variables, solver):
+    assert qp_choice.rule(_Shape(variables)) == solver
+
+
+def test_the_rule_is_read_in_order(monkeypatch):
     problem = _problem()
     form = conic_form(problem)
     monkeypatch.setattr(qp_choice, "RULE", ((form.cols.size + 1, "piqp"), (float("inf"), "clarabel")))
     assert qp_choice.rule(form) == "piqp"
     monkeypatch.setattr(qp_choice, "RULE", ((form.cols.size, "piqp"), (float("inf"), "clarabel")))
     assert qp_choice.rule(form) == "clarabel"
+
+
+def test_a_missing_or_failing_chosen_solver_falls_back_to_clarabel(monkeypatch):
+    monkeypatch.delenv(qp_choice.CHOICE_ENV, raising=False)  # the default: the rule names piqp here
+    problem = _problem()
+
+    def absent(p, f):
+        raise ImportError("No module named 'piqp'")
+
+    monkeypatch.setitem(qp_choice.SOLVERS, "piqp", absent)
+    ok, x, _, _, used = qp_choice.solve(problem)
+    assert ok and used == "clarabel" and np.array_equal(x, solve_clarabel(problem)[1])
+    monkeypatch.setitem(qp_choice.SOLVERS, "piqp", lambda p, f: (False, None, 0.0, "PIQP_MAX_ITER_REACHED"))
+    assert qp_choice.solve(problem)[4] == "clarabel"
+
+
+def _inequality_problem(seed):
+    """A node whose fit also has inequality rows, one-variable ones among them, and upper bounds."""
+    import attrs
+    import scipy.sparse as sp
+
+    problem = _problem(seed)
+    rng = np.random.default_rng(seed)
+    n = problem.n_var
+    rows = sp.random(6, n, density=0.3, random_state=seed, format="csr", data_rvs=lambda k: np.ones(k))
+    single = sp.csr_matrix((np.array([2.0, -1.0]), (np.array([0, 1]), np.array([1, 3]))), shape=(2, n))
+    extra = sp.vstack([rows, single])
+    lo = np.concatenate([np.full(6, -np.inf), [0.0, -50.0]])
+    hi = np.concatenate([rng.uniform(20, 40, 6), [80.0, np.inf]])
+    return attrs.evolve(
+        problem,
+        a=sp.vstack([problem.a, extra]).tocsc(),
+        lo=np.concatenate([problem.lo, lo]),
+        hi=np.concatenate([problem.hi, hi]),
+        upper=np.where(np.arange(n) % 5 == 0, 60.0, problem.upper),
+    )
+
+
+@pytest.mark.parametrize("seed", [12, 13, 14])
+def test_piqp_is_handed_bit_for_bit_what_clarabels_statement_gives(seed):
+    from dpspec_topdown.estimation.qp import stated
+
+    for problem in (_problem(seed), _inequality_problem(seed)):
+        direct = qp_choice._piqp_inputs(stated(problem))
+        via = qp_choice._bounded(conic_form(problem))
+        for d, v in zip(direct, via):
+            if hasattr(d, "indptr"):
+                assert d.shape == v.shape and np.array_equal(d.indptr, v.indptr)
+                assert np.array_equal(d.indices, v.indices) and np.array_equal(d.data, v.data)
+            else:
+                assert np.array_equal(d, v)
+
+
+def test_piqp_reused_for_a_pattern_gives_a_fresh_set_ups_answer(monkeypatch):
+    pytest.importorskip("piqp")
+    import attrs
+
+    monkeypatch.setattr(qp_choice, "_piqp_kept", type(qp_choice._piqp_kept)())
+    first = _problem(12)
+    second = attrs.evolve(first, cost=first.cost * 1.5 - 3.0, hi=first.hi + (first.hi != first.lo) * 2.0)
+    fresh = qp_choice.solve_piqp(second, reuse=False)
+    qp_choice.solve_piqp(first)  # sets up a solver for the pattern
+    assert len(qp_choice._piqp_kept) == 1
+    reused = qp_choice.solve_piqp(second)  # updated, not set up again
+    assert len(qp_choice._piqp_kept) == 1
+    assert fresh[0] and reused[0]
+    assert np.array_equal(reused[1], fresh[1])  # bit for bit: the preconditioner is recomputed
+    gap = abs(second.objective(reused[1]) - second.objective(solve_clarabel(second)[1]))
+    assert gap / (1 + abs(second.objective(fresh[1]))) < 1e-6
+    other = _problem(13, n_children=5)  # another pattern: a solver of its own
+    qp_choice.solve_piqp(other)
+    assert len(qp_choice._piqp_kept) == 2

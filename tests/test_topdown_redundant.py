@@ -6,6 +6,7 @@ from fractions import Fraction
 
 import attrs
 import numpy as np
+import pytest
 
 from dpspec_topdown.estimation import node_solve
 from dpspec_topdown.estimation import postprocess
@@ -52,6 +53,7 @@ def test_a_constraint_kept_when_the_fixed_values_do_not_add_up_or_a_group_stradd
     assert redundant.drop_implied(task, vc, vcell, [_fixed(vc, vcell, [1, 1, 1, 2, 1, 1], cells // 2)]) is task
 
 
+@pytest.mark.slow  # two multipass TopDown runs
 def test_interleaved_passes_reach_the_same_release_without_the_implied_rows(monkeypatch):
     """On real nodes with two outer passes (the children's totals fixed, then the P.L. 94 queries):
     the tract-total invariant is implied and dropped, and the fit and rounding without it give

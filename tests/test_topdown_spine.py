@@ -52,6 +52,7 @@ def _run(persons, seed, rho=1, aian=("state", "aian")):
     )
 
 
+@pytest.mark.slow  # TopDown on the AIAN spine
 def test_states_are_measured_as_two_parts_and_held_only_on_their_sum(persons):
     res = _run(persons, 0, rho=1 / 100)
     state = res.hierarchy.level("state")

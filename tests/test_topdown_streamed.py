@@ -164,6 +164,7 @@ def _whole_microdata(res) -> pd.DataFrame:
     return pd.DataFrame(cols)
 
 
+@pytest.mark.slow  # TopDown streamed and whole
 def test_the_release_is_the_one_whole_levels_gave(persons, monkeypatch):
     new = _run(persons)
     assert new.noisy == {} and set(new.noise_plans) == set(ALL_LEVELS)  # every level drawn in its nodes
@@ -179,6 +180,7 @@ def test_the_release_is_the_one_whole_levels_gave(persons, monkeypatch):
     _assert_same_frame(micro.to_pandas(), _whole_microdata(old))
 
 
+@pytest.mark.slow  # TopDown streamed in several chunk sizes
 def test_chunk_sizes_do_not_change_the_bytes(persons):
     res = _run(persons, seed=4)
     micro = res.microdata_table(chunk_rows=1 << 30)
@@ -193,6 +195,7 @@ def test_chunk_sizes_do_not_change_the_bytes(persons):
     assert _csv(one_node_each) == _csv(res.measurements_table(chunk_rows=1 << 30))
 
 
+@pytest.mark.slow  # TopDown with and without an engine
 def test_without_an_engine_the_nodes_draw_as_an_engine_run_with_the_key_from_rng(persons):
     a = _run(persons, seed=8, engine=False)
     assert a.noisy == {} and set(a.noise_plans) == set(ALL_LEVELS)
@@ -345,20 +348,25 @@ def test_published_noise_has_the_declared_variance(persons):
 
 # SHA-256 of the files `dpspec compile SPEC --seed 7` wrote on main at 569e906, before nodes drew
 # their own noise and the tables were streamed (pl94_production_topdown.dps, too slow for the suite,
-# was compared by hand: both of its files were equal too).
+# was compared by hand: both of its files were equal too). acs_national_topdown's and pl94_units_topdown's
+# release files were pinned again when the solver rule put small fits on PIQP (another optimal point
+# within the tolerances, which moved rounding ties); their measurements did not move.
 BEFORE = {
     "acs_ma_hispanic_topdown.dps": {
         "measurements.csv": "4463f48c56b91c750ee5c67b0bed6459f8c544a4b07bfb2ef3b11545835f2da3",
         "persons.csv": "a3b18c4a72703caaa9d0a5597712cd098a9ec8e0e8b9029a385b9a1a55705a6e",
     },
     "acs_national_topdown.dps": {  # the count table: released over the declared cells, in declared order
-        "count_persons_puma_votingage.csv": "16856832cc57d02cb56378cb836cc259201cf21ae04404c5469b332d70f55df7",
+        "count_persons_puma_votingage.csv": "eb6411b46afce37cbf8a7c1bebf2d237c698e4ac8a2ad28ef301300d321f7626",
         "measurements.csv": "80fbbb0fb5ee6ce65a9e910814e6bd95cc462e39493a83fcb1f13243cfda21e7",
-        "persons.csv": "c2e75b4a7dbdcb9176ad46f116d4fdeb5d208e24c93bb7bb464f782f1c630d60",
+        "persons.csv": "d1357bb9d26b12d467d02b7044e137cc849588f893db9a676054e6fb8d3b1ca6",
     },
     "pl94_units_topdown.dps": {  # the declared blocks without housing units are measured too
         "measurements.csv": "6dbe65c181e4d8a1e4d2617078d0c53f59d43b03f5a869d11fbe897ce086cfe7",
-        "units.csv": "584e4037532de31e029ffe9598e7f53d6ea3c01444bbf5baa89da0949ac44c67",
+        # re-pinned when the rounding LP became a min-cost flow (estimation/network.py): the same
+        # optimum, another of its optimal vertices (a tie) in some blocks; and again when the solver rule put
+        # small fits on PIQP
+        "units.csv": "2f2b1c0d099fbc455004692e8f19168a74b3769e92da031c85e68ffa4b4ede76",
     },
 }
 
@@ -370,6 +378,7 @@ def _release_digests(result, out: Path) -> dict:
     return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(out.iterdir()) if p.suffix == ".csv"}
 
 
+@pytest.mark.slow  # compiles bundled TopDown specs streamed
 @pytest.mark.parametrize("name", sorted(BEFORE))
 def test_bundled_specs_write_the_files_they_wrote_before(tmp_path, name):
     import dpspec

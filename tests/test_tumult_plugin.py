@@ -118,6 +118,7 @@ def tumult_release(tmp_path_factory):
     return out
 
 
+@pytest.mark.slow  # Tumult Analytics and its Spark in the second interpreter
 def test_the_bundled_example_releases_every_declared_region_for_each_query(tumult_release):
     import pandas as pd
 
@@ -130,6 +131,7 @@ def test_the_bundled_example_releases_every_declared_region_for_each_query(tumul
     assert abs(counts["north"] - 786) < 60  # the true count; Laplace scale 2 at epsilon 0.5 (P(miss) < 1e-12)
 
 
+@pytest.mark.slow  # Tumult Analytics and its Spark in the second interpreter
 def test_the_sessions_own_accounting_is_reported_beside_dpspecs(tumult_release):
     report = json.loads((tumult_release / "report.json").read_text())
     section = next(s for s in report["sections"] if s["title"] == "Tumult Analytics session")

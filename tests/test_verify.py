@@ -224,6 +224,7 @@ def test_too_few_runs_is_inconclusive_and_says_how_many(tmp_path):
     assert again.verdict != "inconclusive"
 
 
+@pytest.mark.slow  # verifies a test plugin over many runs
 def test_third_party_plugin_is_verified_through_the_generic_path(tmp_path):
     module = third_party_module()
     mech = module.GeometricCount()
@@ -250,6 +251,7 @@ def test_third_party_plugin_is_verified_through_the_generic_path(tmp_path):
     assert 0.2 < result.lower_bound <= 2.0
 
 
+@pytest.mark.slow  # seeded repetitions of a verification
 def test_lower_bound_is_valid_over_seeded_repetitions(tmp_path):
     """Randomized response with p = 3/4 has epsilon exactly ln 3, attained by the event the
     verifier finds; the 90% lower bound may exceed it in at most about 10% of repetitions."""
@@ -398,6 +400,7 @@ def test_topdown_is_consistent_on_a_miniature_geography():
     assert 0 < result.lower_bound <= 2.0
 
 
+@pytest.mark.slow  # verifies TopDown over many runs
 def test_topdown_measuring_at_half_the_variance_is_refuted(tmp_path):
     """TopDown's pair draws its noisy measurements from the mechanism's allocation; an
     allocation whose discrete Gaussian variances are half what the claimed rho needs doubles
@@ -421,6 +424,7 @@ def test_topdown_measuring_at_half_the_variance_is_refuted(tmp_path):
     assert broken.verdict == "refuted" and broken.claimed == 2.0 and 2.0 < broken.lower_bound <= 4.0, broken.text()
 
 
+@pytest.mark.slow  # seeded repetitions of a verification
 @pytest.mark.parametrize("kind", ["gdp", "zcdp"])
 def test_gaussian_lower_bounds_are_valid_over_seeded_repetitions(kind):
     """A Gaussian shift of mu is mu-GDP and mu²/2-zCDP exactly; the 90% lower bound from the

@@ -50,8 +50,8 @@ def _clean(result):
         ("pa_covid/wasserstein_naive_high_privacy.dps", {}),
         ("pa_covid/postprocessing_high_privacy.dps", {}),
         ("acs_ma_hispanic_topdown.dps", {"neighbours": 3}),
-        ("sdhc_production.dps", {"neighbours": 3}),
-        ("safetab_h_production.dps", {"neighbours": 2}),
+        pytest.param("sdhc_production.dps", {"neighbours": 3}, marks=pytest.mark.slow),  # the production S-DHC
+        pytest.param("safetab_h_production.dps", {"neighbours": 2}, marks=pytest.mark.slow),  # SafeTab-H's cells
         ("ma1940_swap.dps", {"sample": 5000}),
     ],
 )

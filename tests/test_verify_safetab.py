@@ -53,6 +53,7 @@ def test_production_designs_are_consistent_on_a_miniature_geography(spec):
     assert "miniature design at rho x" in pair.label
 
 
+@pytest.mark.slow  # verifies SafeTab over many runs, twice
 def test_half_the_noise_variance_is_refuted_and_honest_noise_is_not(tmp_path):
     """Under add/remove, removing a person who reaches the whole fan-out k = 3 costs exactly
     the claimed rho = 1/2; at half the variance it costs 1."""

@@ -159,6 +159,7 @@ class UnderstatedSlope(_Understated, WassersteinKNGSlope):
     name = "wasserstein_kng_slope_understated"
 
 
+@pytest.mark.slow  # many K-norm draws against their density
 def test_mean_draws_follow_the_k_norm_density_and_a_wrong_sensitivity_fails():
     """Chi-square of 40,000 released grid indices against exp(-epsilon |n theta_k - S| / (2 Delta))
     normalized on the grid: p > 1e-3 for the honest mechanism; p < 1e-6 for one whose sensitivity

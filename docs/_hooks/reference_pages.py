@@ -185,11 +185,15 @@ def _type_text(p: dict) -> str:
     """A schema's type in words, nested ones spelled out ('map of levels to list of int')."""
     if p["type"] == "map":
         keys = ", ".join(p.get("choices", [])) if p.get("keys") == "choices" else p.get("keys") or "names"
-        return f"map of {keys} to " + (_type_text(p["values"]) if "values" in p else "any value")
+        fields = [f["name"] for f in p.get("fields", ())]
+        beside = f", with the setting{'s' if len(fields) > 1 else ''} {', '.join(fields)}" if fields else ""
+        return f"map of {keys} to " + (_type_text(p["values"]) if "values" in p else "any value") + beside
     if p["type"] == "list":
         return "list of " + (_type_text(p["items"]) if "items" in p else "values")
     if p["type"] == "block" and p.get("fields"):
         return "block"
+    if p["type"] == "either" and p.get("options"):
+        return " or ".join(_type_text(o) for o in p["options"])
     return p["type"]
 
 
@@ -200,10 +204,18 @@ def _settings(params: list, prefix: str = ""):
         name = f"{prefix}{p['name']}"
         yield name, p
         inner = p
-        while inner["type"] in ("map", "list") and (inner.get("values") or inner.get("items")):
+        while True:
+            if inner["type"] == "either":  # the settings of its block option, as a block writes them
+                inner = next((o for o in inner.get("options", ()) if o["type"] in ("block", "map")), inner)
+                if inner["type"] == "either":
+                    break
+            if inner["type"] == "map" and inner.get("fields"):  # a map's own settings, beside its keys
+                yield from _settings(inner["fields"], name + ".")
+            if inner["type"] not in ("map", "list") or not (inner.get("values") or inner.get("items")):
+                break
             name += f".{_KEY_WORDS.get(inner.get('keys') or 'names')}" if inner["type"] == "map" else "[]"
             inner = inner.get("values") or inner.get("items")
-        if inner.get("fields"):
+        if inner["type"] == "block" and inner.get("fields"):
             yield from _settings(inner["fields"], name + ".")
 
 

@@ -16,7 +16,8 @@ from dpspec.budget.budget_text import budget_figure, budget_line
 from dpspec.budget.premetrics import exact_text, json_number, needs_exact
 from dpspec.budget.program import program_summary, program_text
 from dpspec.budget.spec_account import spec_ledger
-from dpspec.budget.semantics import no_semantics, semantics_json, semantics_text
+from dpspec.budget.semantics import no_semantics, semantics_json, semantics_text, stated_semantics
+from dpspec.contract.results import budget_breakdown_result
 from dpspec.errors import ConversionError, SpecError
 from dpspec.language.describe import notation
 
@@ -73,8 +74,9 @@ def budget_summary(
         return program_summary(spec, delta=delta, method=method)
     checked, facts, statement, flavor, ledger = spec_ledger(spec)
     delta = delta if delta is not None else (spec.premetric.option("delta") or ledger_mod.DEFAULT_DELTA)
-    raw_semantics = checked.mechanism.semantics(spec, checked.params)
-    if raw_semantics is None and per_attribute:
+    semantics = stated_semantics(spec, checked)
+    breakdown = budget_breakdown_result(checked.mechanism.budget_breakdown(spec, checked.params), checked.mechanism)
+    if semantics is None and per_attribute:
         raise no_semantics(spec, checked.mechanism.name)
     currencies = ledger_mod.other_currencies(ledger.declared, delta)
     headline = budget_line(_budget_json(ledger.declared), named=False) if ledger.declared is not None else "undefined"
@@ -123,9 +125,9 @@ def budget_summary(
         ],
         "bounds_hold": ledger.bounds_hold and ledger.problem is None,
         # the mechanism's own breakdown of the budget (TopDown: "allocation" per level and query)
-        **checked.mechanism.budget_breakdown(spec, checked.params),
+        **breakdown.figures,
         # per attribute and per geography, as the 2020 certificates print them (additive key)
-        **({"semantics": semantics_json(spec, flavor, raw_semantics, delta)} if raw_semantics is not None else {}),
+        **({"semantics": semantics_json(spec, flavor, semantics, delta)} if semantics is not None else {}),
     }
 
 

@@ -17,6 +17,7 @@ from dpspec.budget import ZCDP, convert
 from dpspec.budget.premetrics import json_number
 from dpspec.errors import SpecError
 from dpspec.budget.ledger import to_spec_flavor
+from dpspec.contract.semantics import Semantics, semantics_result
 
 CONVERSION = "cks20"
 SEED_SECTION = (
@@ -50,12 +51,16 @@ def _epsilon(spec: ir.Spec, flavor, rho: Fraction, delta):
     return value.to_json(), (json_number(eps) if eps is not None else None)
 
 
-def _entry(spec, flavor, item: dict, delta: float) -> dict:
-    rho = Fraction(item["rho"])
+def stated_semantics(spec: ir.Spec, checked) -> Semantics | None:
+    """The checked mechanism's `semantics`, typed (an older plugin's dict read with a warning)."""
+    return semantics_result(checked.mechanism.semantics(spec, checked.params), checked.mechanism)
+
+
+def _figures(spec, flavor, rho, delta: float) -> dict:
+    """A row's rho as the JSON writes it: the float, exact, in the spec's flavor, epsilon at delta."""
+    rho = Fraction(rho)
     in_flavor, eps = _epsilon(spec, flavor, rho, delta)
-    extra = {k: v for k, v in item.items() if k != "rho"}
     return {
-        **extra,
         "rho": json_number(float(rho)),
         "rho_exact": ir.format_number(rho),
         "in_spec_flavor": in_flavor,
@@ -63,10 +68,30 @@ def _entry(spec, flavor, item: dict, delta: float) -> dict:
     }
 
 
-def describe_geography(g: dict) -> str:
+def _attribute(spec, flavor, a, delta: float) -> dict:
+    tied = {"tied_to": list(a.tied_to)} if a.tied_to else {}
+    return {
+        "attribute": a.attribute,
+        "queries": ir.to_jsonable(a.queries),
+        **tied,
+        **_figures(spec, flavor, a.rho, delta),
+    }
+
+
+def _geography(spec, flavor, g, delta: float) -> dict:
+    return {
+        "within": g.within,
+        "finest": g.finest,
+        "levels": list(g.levels),
+        **_figures(spec, flavor, g.rho, delta),
+        "description": describe_geography(g),
+    }
+
+
+def describe_geography(g) -> str:
     """'a block within its tract', '... within the nation' for the root."""
-    where = "the nation" if g["within"] == "nation" else f"its {g['within']}"
-    return f"a {g['finest']} within {where}"
+    where = "the nation" if g.within == "nation" else f"its {g.within}"
+    return f"a {g.finest} within {where}"
 
 
 def further_rows(sem: dict) -> list[dict]:
@@ -75,28 +100,28 @@ def further_rows(sem: dict) -> list[dict]:
     return [v for v in sem.values() if isinstance(v, dict)]
 
 
-def _further(spec, flavor, row: dict, delta: float) -> dict:
-    """A further row in the spec's flavor: its own keys, then the figures, then its description."""
-    entry = _entry(spec, flavor, {k: v for k, v in row.items() if k != "description"}, delta)
-    return {**entry, "description": row["description"]}
+def _further(spec, flavor, row, delta: float) -> dict:
+    """A further row in the spec's flavor: its own keys, its levels, the figures, its description."""
+    return {
+        **row.extra,
+        "levels": list(row.levels),
+        **_figures(spec, flavor, row.rho, delta),
+        "description": row.description,
+    }
 
 
-def semantics_json(spec: ir.Spec, flavor, raw: dict, delta: float) -> dict:
-    """The `semantics` key of `dpspec budget --json` (additive). A key of `raw` beside
-    `attributes` and `geographies` is one further row (`rho`, `levels`, `description`: the
-    mechanism's words) kept under the same key."""
-    attributes = [_entry(spec, flavor, a, delta) for a in raw["attributes"]]
-    geographies = [{**_entry(spec, flavor, g, delta), "description": describe_geography(g)} for g in raw["geographies"]]
+def semantics_json(spec: ir.Spec, flavor, sem: Semantics, delta: float) -> dict:
+    """The `semantics` key of `dpspec budget --json` (additive). Each of the mechanism's further
+    rows (`rho`, `levels`, `description`: its words) is kept under its key."""
     out = {
         "delta": json_number(delta),
         "conversion": CONVERSION,
         "cited": SEED_SECTION,
-        "attributes": attributes,
-        "geographies": geographies,
+        "attributes": [_attribute(spec, flavor, a, delta) for a in sem.attributes],
+        "geographies": [_geography(spec, flavor, g, delta) for g in sem.geographies],
     }
-    for key, row in raw.items():
-        if key not in ("attributes", "geographies") and row is not None:
-            out[key] = _further(spec, flavor, row, delta)
+    for key, row in sem.further.items():
+        out[key] = _further(spec, flavor, row, delta)
     return out
 
 

@@ -8,8 +8,6 @@ core validates a spec's `mechanism` block against `parameters`, nested settings 
 
 from __future__ import annotations
 
-import inspect
-import warnings
 from fractions import Fraction
 from typing import Any
 
@@ -17,11 +15,9 @@ import attrs
 
 from dpspec import ir, progress
 from dpspec.contract.params import PARAM_TYPES, ParameterSchema, ParamSpec, resolve_params  # noqa: F401 (served here as before)
+from dpspec.contract.results import BudgetBreakdown, ComparedCounts, ExpectedError, Power, warn_old_shape
+from dpspec.contract.semantics import Semantics
 from dpspec.errors import Diagnostic
-from dpspec.lazy import LazyModule
-
-# heavy libraries, imported on first use
-np = LazyModule("numpy", "np", globals())  # every plugin imports this module, and `check` needs no numpy
 
 
 @attrs.frozen
@@ -128,13 +124,7 @@ def change_one_result(value, mechanism) -> ChangeOne | None:
     earlier is still read, with a DeprecationWarning naming the class."""
     if value is None or isinstance(value, ChangeOne):
         return value
-
-    warnings.warn(
-        f"mechanism '{getattr(mechanism, 'name', '?')}': change_one returning a (budget, reason) tuple is "
-        "deprecated (removed in plugin API 2.0); return dpspec.api.ChangeOne(budget, reason)",
-        DeprecationWarning,
-        stacklevel=2,
-    )
+    warn_old_shape(mechanism, "change_one", "a (budget, reason) tuple", "dpspec.api.ChangeOne(budget, reason)")
     budget, reason = value
     return ChangeOne(budget, reason)
 
@@ -264,20 +254,23 @@ class Mechanism:
         share). Empty: the mechanism does not say how its budget is split."""
         return []
 
-    def budget_breakdown(self, spec: ir.Spec, params: dict) -> dict:
-        """Extra keys for `dpspec budget --json` showing how the budget is split (e.g. TopDown's
-        per level and query ``allocation``); must not need the data."""
-        return {}
+    def budget_breakdown(self, spec: ir.Spec, params: dict) -> BudgetBreakdown:
+        """Extra keys for `dpspec budget --json` showing how the budget is split, a
+        `BudgetBreakdown({key: figures})` (API 1.7; e.g. TopDown's per level and query
+        ``allocation``); must not need the data. (The dict of API 1.6 is still read, with a
+        DeprecationWarning.)"""
+        return BudgetBreakdown()
 
-    def semantics(self, spec: ir.Spec, params: dict) -> dict | None:
+    def semantics(self, spec: ir.Spec, params: dict) -> Semantics | None:
         """Optional: the budget that protects each attribute and each geography (the 2020
         certificates' "per-attribute semantics"), for mechanisms whose queries have attribute
-        structure. ``{"attributes": [{"attribute", "rho", "queries"}], "geographies":
-        [{"within", "finest", "levels", "rho"}]}`` with exact zCDP rhos in the native flavor;
-        None when the mechanism has no such structure (then a per-attribute request is refused).
-        (API 1.6) Any further key is one more row the reports print after the geographies, kept
-        under that key in the JSON: ``{"levels", "rho", "description", ...}``, the description
-        the mechanism's words (the core adds none) and its other keys passed through."""
+        structure: a `Semantics` (API 1.7) of `AttributeBudget(attribute, rho, queries)`s and
+        `GeographyBudget(within, finest, levels, rho)`s with exact zCDP rhos in the native flavor,
+        and `further` rows, {key: `SemanticsRow(levels=, rho=, description=, extra=)`}, each one
+        more row the reports print after the geographies, kept under its key in the JSON (the
+        description the mechanism's words: the core adds none). None when the mechanism has no
+        such structure (then a per-attribute request is refused). (The dict of API 1.6 is still
+        read, with a DeprecationWarning.)"""
         return None
 
     def change_one(self, spec: ir.Spec, params: dict, budget):
@@ -307,21 +300,23 @@ class Mechanism:
         return {}
 
     # ---- optional: for `dpspec sweep` ---------------------------------------------------------
-    def expected_error(self, spec: ir.Spec, params: dict, facts: dict) -> list[dict] | None:
+    def expected_error(self, spec: ir.Spec, params: dict, facts: dict) -> list[ExpectedError] | None:
         """Optional: the error the mechanism promises from public parameters alone, per released
-        figure, for `dpspec sweep`'s public report. One dict per (table, level, query):
-        {"table": str, "level": str | None, "query": str, "variance": float, "of": str}, where
-        `of` names the figure whose error it is ("noisy measurement", "estimated proportion").
-        None: the mechanism states no such figure (swapping's error depends on the data)."""
+        figure, for `dpspec sweep`'s public report. One `ExpectedError(table, level, query,
+        variance, of)` per (table, level or None, query), where `of` names the figure whose error
+        it is ("noisy measurement", "estimated proportion"). None: the mechanism states no such
+        figure (swapping's error depends on the data). (The dicts of API 1.6 are still read, with
+        a DeprecationWarning.)"""
         return None
 
-    def compared_counts(self, spec: ir.Spec, params: dict, data: dict, release: Release) -> list[dict] | None:
+    def compared_counts(self, spec: ir.Spec, params: dict, data: dict, release: Release) -> list[ComparedCounts] | None:
         """Optional: released counts beside the confidential ones, for `dpspec sweep --runs`
-        (internal report only). One dict per table: {"table": str, "level": str | None,
-        "truth": Series, "released": Series}, both indexed by cell. None: the sweep compares the
-        released microdata's count tables with the data's (by geography level), which needs no
-        hook. A run called with `keep_truths=True` (see `run`) may have left the truths in
-        `release.internal` (SafeTab does: its truths are summed on the engine, per unit of work)."""
+        (internal report only). One `ComparedCounts(table, level, truth, released)` per table,
+        `truth` and `released` Series indexed by cell, `level` a geography level or None. None:
+        the sweep compares the released microdata's count tables with the data's (by geography
+        level), which needs no hook. A run called with `keep_truths=True` (see `run`) may have
+        left the truths in `release.internal` (SafeTab does: its truths are summed on the engine,
+        per unit of work). (The dicts of API 1.6 are still read, with a DeprecationWarning.)"""
         return None
 
     def neighbours(self, spec: ir.Spec, params: dict) -> list[NeighbourPair] | None:
@@ -341,14 +336,15 @@ class Mechanism:
 
     def power(
         self, spec: ir.Spec, params: dict, outputs: dict, cell: str, null: int, alternative: int, level: float
-    ) -> dict | None:
+    ) -> Power | None:
         """Optional (API 1.4): seed 2's Theorem 15 on one released cell, for `dpspec infer --power`.
 
         The power at count `alternative` of the level-`level` test of the cell's count `null`,
-        from the release and from the release post-processed with Z, as a dict with at least
-        "power_release", "power_post_processed", "size_release", "size_post_processed",
-        "released", "post_processed_value", "post_processing" and "note". None: the mechanism
-        cannot state them (then `--power` refuses); raise `MechanismError` to say why."""
+        from the release and from the release post-processed with Z, as a `Power` (API 1.7: its
+        `power_release`, `power_post_processed`, `size_release`, `size_post_processed`,
+        `released`, `post_processed_value`, `post_processing`, `note`, ...; the dict of API 1.6
+        is still read, with a DeprecationWarning). None: the mechanism cannot state them (then
+        `--power` refuses); raise `MechanismError` to say why."""
         return None
 
 
@@ -384,6 +380,7 @@ def call_run(mechanism: Mechanism, spec: ir.Spec, params: dict, data: dict, ctx:
     and `keep_truths=`, with a DeprecationWarning naming the replacement."""
     if getattr(mechanism, "run_context", False):
         return mechanism.run(spec, params, data, ctx)
+    import warnings
 
     warnings.warn(
         f"mechanism '{mechanism.name}': {OLD_RUN} is deprecated (removed in plugin API 2.0); set "
@@ -409,6 +406,8 @@ def takes_engine(mechanism) -> bool:
 def _names(mechanism, argument: str) -> bool:
     """The adapter's one inspection, for mechanisms written before API 1.6 only: whether their
     `run` names `argument` (`engine` also passes through **kwargs)."""
+    import inspect
+
     try:
         params = inspect.signature(mechanism.run).parameters
     except (TypeError, ValueError):
@@ -457,6 +456,8 @@ class CountLikelihood:
     @classmethod
     def exact(cls, query: ir.CountQuery, cells, value, description: str = "released exactly") -> "CountLikelihood":
         """Answers published without noise (invariants): probability 1 at the true count."""
+        import numpy as np  # here, not at module level: every plugin imports this module, and `check` needs no numpy
+
         value = np.asarray(value, dtype=np.int64)
 
         def logpmf(truth):
@@ -467,4 +468,6 @@ class CountLikelihood:
 
     @property
     def is_exact(self) -> bool:
+        import numpy as np
+
         return bool(np.all(np.asarray(self.variance) == 0))

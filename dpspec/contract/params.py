@@ -46,6 +46,15 @@ TOTAL = "total"  # the query expression of the total: no column
 _BLOCK_TYPES = ("block", "map", "shares")  # the types written as a { ... } block
 
 
+def _takes(kind: str, raw) -> bool:
+    """Whether a setting of type `kind` reads a value written as `raw` is (not a block)."""
+    if isinstance(raw, Fraction):
+        return kind in ("number", "int")
+    if isinstance(raw, tuple):
+        return kind == "list"
+    return kind not in ("number", "int", "list")  # a name or a string
+
+
 def _as_spec(value):
     """A map's values or a list's items, given as a ParamSpec or a bare type name ("number")."""
     if value is None or isinstance(value, ParamSpec):
@@ -68,10 +77,14 @@ class ParamSpec:
     written gets its default). block without `fields`: free-form, the ir.ParamBlock as written,
     checked by the plugin itself (the escape hatch; a new plugin should declare its fields).
     map: a block whose keys are what `keys` names (MAP_KEYS) and whose values are `values`,
-    resolved to a dict in written order. list: `[a, b]` (or one value alone) of `items`,
-    resolved to a tuple. either (API 1.6, additive): one of `options`, chosen by how the value is
-    written: a `{ ... }` block is read by the first block, map or shares option, anything else by
-    the first other option (e.g. a list of queries, or a block of named lists of queries).
+    resolved to a dict in written order; a map may also have `fields`, named settings beside its
+    keys, resolved as a block's (TopDown's recode: `{ of: VARIABLE  LABEL: [values] ... }`).
+    list: `[a, b]` (or one value alone) of `items`, resolved to a tuple. either (API 1.6,
+    additive): one of `options`, chosen by how the value is written: a `{ ... }` block is read by
+    the first block, map or shares option, anything else by the first other option that takes
+    what is written (a number by number or int, a list by list, a name or string by the other
+    types), else by the first other option (e.g. a list of queries, or a block of named lists of
+    queries; a category, a number or a name).
     """
 
     name: str
@@ -90,9 +103,11 @@ class ParamSpec:
     options: tuple["ParamSpec", ...] = attrs.field(default=(), converter=lambda os: tuple(_as_spec(o) for o in os))
 
     def option_for(self, raw) -> "ParamSpec | None":
-        """The option of an `either` that reads `raw` as written (a block, or anything else)."""
+        """The option of an `either` that reads `raw` as written: a block by a block option;
+        anything else by the first other option that takes its kind, else the first other one."""
         written_as_block = isinstance(raw, ir.ParamBlock)
-        return next((o for o in self.options if (o.type in _BLOCK_TYPES) == written_as_block), None)
+        fitting = [o for o in self.options if (o.type in _BLOCK_TYPES) == written_as_block]
+        return next((o for o in fitting if _takes(o.type, raw)), fitting[0] if fitting else None)
 
     def describe_range(self) -> str:
         if self.low is None and self.high is None:
@@ -108,7 +123,9 @@ class ParamSpec:
         """The type in words, nested ones spelled out: 'map of levels to map of level1, level2 to number'."""
         if self.type == "map":
             keys = ", ".join(self.choices) if self.keys == "choices" else self.keys or "names"
-            return f"map of {keys} to {self.values.describe_type() if self.values else 'any value'}"
+            names = ", ".join(f.name for f in self.fields)
+            beside = f", with the setting{'s' if len(self.fields) > 1 else ''} {names}" if self.fields else ""
+            return f"map of {keys} to {self.values.describe_type() if self.values else 'any value'}{beside}"
         if self.type == "list":
             return f"list of {self.items.describe_type() if self.items else 'values'}"
         if self.type == "block" and self.fields:
@@ -162,7 +179,7 @@ class ParameterSchema:
             if ps.type == "block" and ps.fields and isinstance(step, str):
                 ps = ps.field(step)
             elif ps.type == "map" and isinstance(step, str):
-                ps = ps.values
+                ps = ps.field(step) or ps.values
             elif ps.type == "list" and isinstance(step, int):
                 ps = ps.items
             else:
@@ -356,12 +373,20 @@ def _map(ps: ParamSpec, raw, path, ctx) -> dict | None:
         kind = f"column of table '{ctx.table_columns(ps)[0]}'"
     out, ok = {}, True
     for p in raw.params:
-        if allowed is not None and p.name not in allowed:
+        field = ps.field(p.name)  # a map's own setting, beside its keys
+        if field is None and allowed is not None and p.name not in allowed:
             ctx.problem((*path, p.name), *_not_one(path, p.name, kind, allowed))
             ok = False
             continue
-        out[p.name] = p.value if ps.values is None else _resolve(ps.values, p.value, (*path, p.name), ctx)
+        declared = field if field is not None else ps.values
+        out[p.name] = p.value if declared is None else _resolve(declared, p.value, (*path, p.name), ctx)
         ok = ok and out[p.name] is not None
+    for f in ps.fields:
+        if f.name not in out:
+            if f.required:
+                ctx.problem(path, f"'{label(path)}' needs the setting '{f.name}' ({f.doc})")
+                ok = False
+            out[f.name] = f.default
     return out if ok else None
 
 

@@ -5,11 +5,15 @@ engine may hold it on its executors. A mechanism then puts a `StreamedTable` in
 `Release.outputs` instead of a pandas frame. The core never asks for the whole table: it writes
 the chunks one after another (the bytes equal those of the concatenated frame written at once),
 checks invariants and tabulates release queries from `count`, and reads its size from `rows`.
+
+A table whose rows are made where its units live (an engine's executors, a process pool) may
+also write them there: `write_parts` (API 1.7) hands it a scratch folder, and the core joins
+the part files it returns into the one file a reader gets (`dpspec.publish.table_csv`).
 """
 
 from __future__ import annotations
 
-from typing import Callable, Iterator
+from typing import Callable, Iterator, Sequence
 
 import attrs
 import pandas as pd
@@ -34,6 +38,17 @@ class StreamedTable:
     held: the engine's own table behind the chunks (what `map_groups(collect=False)` or
     `lookup` returned), so that compile compares its counts with the input's where both live
     (`Engine.counts_differ`) instead of bringing both counts to the driver.
+    write_parts (optional, API 1.7): `write_parts(folder, filename)` writes the table's rows, as
+    CSV without a header, into part files in `folder`, one per range of units, each written by
+    `write_csv_part` (so its bytes are those the driver would write for the same rows, and its
+    values are checked for spreadsheet formulas, a refusal naming `filename`, the file the parts
+    become), and returns the parts' names in the table's row order, having written exactly
+    `rows` rows. The core writes the header, joins the parts after it by kernel copy and removes
+    them; the file holds the bytes the chunks would give. `folder` is a private scratch folder
+    beside the output set, which other processes of this user on this machine can write
+    through; a part that fails fails the compile, and nothing is published. The hook may use
+    the engine, so a table read whole before its engine stops (`compile` given an engine's name)
+    is written from its chunks.
     """
 
     columns: tuple = attrs.field(converter=tuple)
@@ -44,6 +59,7 @@ class StreamedTable:
     engine_bound: bool = False
     release: Callable[[], None] | None = attrs.field(default=None, repr=False)
     held: object = attrs.field(default=None, repr=False)
+    write_parts: Callable[[str, str], Sequence[str]] | None = attrs.field(default=None, repr=False)
 
     def __len__(self) -> int:
         return self.rows

@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 from .release import InferError, load_release
+from dpspec import ir
 from dpspec.errors import MechanismError
 from dpspec.check.checker import check
-from dpspec.lazy import LazyModule
-
-# imported on first use: at import they would load randomgen with this module
-_compiler = LazyModule("dpspec.run.compiler", "_compiler", globals())
+from dpspec.contract.results import power_result
 
 DEFAULT_LEVEL = 0.05
 
@@ -31,15 +29,18 @@ def parse_power(text: str) -> tuple[str, int, int]:
 
 
 def power(spec, release_dir: str, text: str, level: float = DEFAULT_LEVEL) -> dict:
-    """The mechanism's `power` on the release in `release_dir` (the spec's, by its hash)."""
+    """The mechanism's `power` on the release in `release_dir` (the spec's, by its hash), as the
+    inference JSON's `power`: the theorem, then the `Power`'s fields."""
+    from dpspec.run.compiler import spec_sha256
+
     if not 0 < level < 1:
         raise InferError(f"--level {level}: expected a level strictly between 0 and 1")
     cell, null, alternative = parse_power(text)
     checked = check(spec)
-    release = load_release(release_dir, _compiler.spec_sha256(spec))
+    release = load_release(release_dir, spec_sha256(spec))
     mech = checked.mechanism
     try:
-        out = mech.power(spec, checked.params, release.outputs, cell, null, alternative, level)
+        out = power_result(mech.power(spec, checked.params, release.outputs, cell, null, alternative, level), mech)
     except (MechanismError, ValueError) as exc:
         raise InferError(f"mechanism '{mech.name}': {exc}") from None
     if out is None:
@@ -47,4 +48,4 @@ def power(spec, release_dir: str, text: str, level: float = DEFAULT_LEVEL) -> di
             f"mechanism '{mech.name}' does not state the power of a test on its release with and without Z "
             "(seed 2's Theorem 15), so --power cannot report it"
         )
-    return {"theorem": "seed 2, Theorem 15", **out}
+    return {"theorem": "seed 2, Theorem 15", **ir.to_jsonable(out)}

@@ -164,9 +164,7 @@ def _mechanism_block(mech, block, before: str, text: str, line: int, spec) -> li
                 for p in mech.parameters.params
                 if p.name not in present
             ]
-        if block.type == "map":
-            return _map_keys(block, spec)
-        return [
+        fields = [
             Item(
                 f.name,
                 "parameter",
@@ -175,6 +173,7 @@ def _mechanism_block(mech, block, before: str, text: str, line: int, spec) -> li
             )
             for f in block.fields
         ]
+        return [*fields, *_map_keys(block, spec)] if block.type == "map" else fields
     key = before.split(":", 1)[0].strip().strip('"')
     return _parameter_value(mech.parameters.get(key) if block is None else nested(block, key), key, spec)
 

@@ -69,14 +69,23 @@ NOT_DECLARED = object()  # the cursor is in a block the schema does not describe
 
 
 def nested(ps, key: str):
-    """The declaration of `key` inside the setting `ps` declares (a block's field, a map's values)."""
+    """The declaration of `key` inside the setting `ps` declares (a block's field, a map's own
+    setting or its values; inside an `either`, its block option's)."""
+    ps = in_block(ps)
     if ps is None:
         return None
     if ps.type == "block" and ps.fields:
         return ps.field(key)
     if ps.type == "map":
-        return ps.values
+        return ps.field(key) or ps.values
     return None
+
+
+def in_block(ps):
+    """The declaration of a `{ ... }` block written for setting `ps`: an `either`'s block option."""
+    if ps is not None and ps.type == "either":
+        return ps.option_for(ir.ParamBlock(()))
+    return ps
 
 
 def _header_key(header: str) -> str:
@@ -96,7 +105,7 @@ def mechanism_block(headers: list[str]):
     ps = None
     for header in headers[1:]:
         key = _header_key(header)
-        ps = mech.parameters.get(key) if ps is None else nested(ps, key)
+        ps = in_block(mech.parameters.get(key) if ps is None else nested(ps, key))
         if ps is None:
             return mech, NOT_DECLARED
     return mech, ps

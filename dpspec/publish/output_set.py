@@ -14,6 +14,12 @@ folder (`os.open(..., O_DIRECTORY | O_NOFOLLOW)`, then `mkdir`, `open` and `rena
 `-o` path that is changed during the run cannot redirect any write: the set lands in the folder
 the input guard checked, or nowhere.
 
+Parts of a table that other processes write (a streamed table's `write_parts`: the engine's
+workers format their own rows) go to a scratch folder made beside the staged one through the same
+parent handle (`scratch_beside`), never into the staged folder, and are joined into the staged
+file by the driver; the scratch folder is removed when the set is written or abandoned (and, after
+a SIGKILL, by the next compile into that target).
+
 `dpspec audit -o` and `dpspec infer -o` write their reports the same way; each manifest names
 the command that wrote it (`command`, "compile" when absent), and a folder holding one command's
 set is never replaced by another command's.
@@ -38,8 +44,11 @@ from dpspec.schemas import versioned
 
 MANIFEST = "manifest.json"
 CERTIFICATE = "certificate.json"  # a compile's, written after the manifest it covers (`dpspec.publish.certificate`)
-_NEW, _OLD, _LOCK = ".dpspec-new-", ".dpspec-old-", ".dpspec-lock"
+_NEW, _OLD, _LOCK, _PARTS = ".dpspec-new-", ".dpspec-old-", ".dpspec-lock", ".dpspec-parts-"
 _held: dict[str, int] = {}  # target -> how many nested holders in this process
+_staging: dict[
+    str, tuple
+] = {}  # a staged path `output_set` yielded -> (its parent's handle and path, the target's name)
 
 
 class OutputSetError(DpspecError):
@@ -184,7 +193,7 @@ def _recover(parent: int, name: str) -> None:
     if old and not _exists(parent, name):  # killed between the two fallback renames
         newest = max(old, key=lambda n: os.stat(n, dir_fd=parent, follow_symlinks=False).st_mtime)
         os.rename(newest, name, src_dir_fd=parent, dst_dir_fd=parent)
-    for leftover in _leftovers(parent, name, _NEW) + _leftovers(parent, name, _OLD):
+    for leftover in _leftovers(parent, name, _NEW) + _leftovers(parent, name, _OLD) + _leftovers(parent, name, _PARTS):
         _remove(parent, leftover)
 
 
@@ -377,7 +386,12 @@ def output_set(outdir: str, command: str = "compile", guard=None):
         try:
             staged = _make_staged(parent, name)
             sfd = _open_folder(staged, outdir, dir_fd=parent)
-            yield _staged_path(sfd, os.path.join(folder, staged))
+            path = _staged_path(sfd, os.path.join(folder, staged))
+            _staging[path] = (parent, folder, name)
+            try:
+                yield path
+            finally:
+                del _staging[path]
             if _target(outdir) != target:  # a link in the path was changed while the set was staged
                 raise OutputSetError(
                     f"error: the output path {outdir} led to {target} when the run began and leads to "
@@ -399,6 +413,49 @@ def output_set(outdir: str, command: str = "compile", guard=None):
             if sfd is not None:
                 os.close(sfd)
             os.close(parent)
+
+
+class Scratch:
+    """A scratch folder beside a staged set: `path` writes through its handle from any process of
+    this user on this machine (/proc/PID/fd/N: a link in the output path changed during the run
+    cannot redirect a part), `fd` is that handle in this process."""
+
+    def __init__(self, path: str, fd: int):
+        self.path, self.fd = path, fd
+
+
+def _shared_path(fd: int, fallback: str) -> str:
+    """A path through this process's handle `fd` that other processes can open too; the plain
+    path where the system has no /proc."""
+    via = f"/proc/{os.getpid()}/fd/{fd}"
+    return via if _fd_path(fd) is not None and os.path.isdir(via) else fallback
+
+
+@contextmanager
+def scratch_beside(staged: str):
+    """A fresh private folder beside the staged set `staged` (a path `output_set` yielded), made,
+    opened and removed through the set's parent handle, for part files other processes write
+    and the driver joins into the staged files (`table_csv.write_table_csv`). Removed when the
+    block ends, whether the set is written or not."""
+    try:
+        parent, folder, name = _staging[staged]
+    except KeyError:
+        raise ValueError(f"{staged} is not a staged output set of this process") from None
+    while True:
+        scratch = "." + name + _PARTS + secrets.token_hex(6)
+        try:
+            os.mkdir(scratch, 0o700, dir_fd=parent)
+            break
+        except FileExistsError:
+            continue
+    fd = None
+    try:
+        fd = _open_folder(scratch, name, dir_fd=parent)
+        yield Scratch(_shared_path(fd, os.path.join(folder, scratch)), fd)
+    finally:
+        if fd is not None:
+            os.close(fd)
+        _remove(parent, scratch)
 
 
 def verify_set(outdir: str) -> list[str]:

@@ -26,7 +26,7 @@ from dpspec.budget import format_figure
 from dpspec.budget.conversions import method_words
 from dpspec.budget.ledger import achieved_text, DEFAULT_DELTA
 from dpspec.report.bidi import neutral
-from dpspec.budget.semantics import semantics_json
+from dpspec.budget.semantics import semantics_json, stated_semantics
 from dpspec.ir import spec_sha256
 from dpspec.report.exact import exact_budgets
 from dpspec.audit.verdict import verdict
@@ -250,12 +250,12 @@ def _semantics(spec: ir.Spec, checked, ctx) -> dict | None:
     """Per-attribute and per-geography budgets, when the mechanism has them (as `dpspec budget`)."""
     if checked is None or ctx.ledger is None or spec.premetric is None:
         return None
-    raw = checked.mechanism.semantics(spec, checked.params)
-    if raw is None:
+    sem = stated_semantics(spec, checked)
+    if sem is None:
         return None
 
     delta = float(spec.premetric.option("delta") or DEFAULT_DELTA)
-    return semantics_json(spec, ctx.ledger.native_flavor, raw, delta)
+    return semantics_json(spec, ctx.ledger.native_flavor, sem, delta)
 
 
 def budget_section(spec: ir.Spec, ctx):

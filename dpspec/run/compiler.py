@@ -200,10 +200,17 @@ def counted(table, cols) -> pd.DataFrame:
 def _detach(published: dict) -> dict:
     """Outputs that an engine streams, read whole before that engine stops: a caller that gave
     compile an engine's name rather than the engine cannot keep it running for the write (the
-    command line passes the engine itself, and writes while it runs)."""
-    return {
-        name: t.to_pandas() if isinstance(t, StreamedTable) and t.engine_bound else t for name, t in published.items()
-    }
+    command line passes the engine itself, and writes while it runs). A table's `write_parts`
+    may run on that engine too, so such a table is written from its chunks (the same bytes)."""
+
+    def detached(table):
+        if not isinstance(table, StreamedTable):
+            return table
+        if table.engine_bound:
+            return table.to_pandas()
+        return attrs.evolve(table, write_parts=None) if table.write_parts is not None else table
+
+    return {name: detached(t) for name, t in published.items()}
 
 
 def _release_outputs(releases) -> None:

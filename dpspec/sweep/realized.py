@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 
 from dpspec import ir
+from dpspec.contract.results import ComparedCounts, compared_counts_result
 from dpspec.run.compiler import counted
 
 SIZE_CLASSES = (
@@ -98,11 +99,11 @@ class TruthCache:
         return self.seen[table]
 
 
-def comparisons(spec: ir.Spec, mech, params: dict, data: dict, release, truth: TruthCache) -> list[dict]:
-    """[{table, level, truth, released}] for one run."""
-    own = mech.compared_counts(spec, params, data, release)
+def comparisons(spec: ir.Spec, mech, params: dict, data: dict, release, truth: TruthCache) -> list[ComparedCounts]:
+    """The tables compared in one run: the mechanism's own, or the default ones."""
+    own = compared_counts_result(mech.compared_counts(spec, params, data, release), mech)
     if own is not None:
-        return list(own)
+        return own
     out = []
     for table in spec.domain.tables:
         if table.name not in release.outputs or table.name not in data:
@@ -111,7 +112,7 @@ def comparisons(spec: ir.Spec, mech, params: dict, data: dict, release, truth: T
         released = _tables(release.outputs[table.name], queries)
         confidential = truth.get(spec, table.name)
         for name, level, _ in queries:
-            out.append({"table": name, "level": level, "truth": confidential[name], "released": released[name]})
+            out.append(ComparedCounts(name, level, confidential[name], released[name]))
     return out
 
 
@@ -134,13 +135,13 @@ def _measures(truth: np.ndarray, released: np.ndarray, off_by: float) -> dict:
     }
 
 
-def measure(compared: list[dict], off_by: float) -> list[dict]:
+def measure(compared: list[ComparedCounts], off_by: float) -> list[dict]:
     """Rows {table, level, size, cells, mae, mape_percent, share_off}: size "all" and each class."""
     rows = []
     for c in compared:
-        truth, released = c["truth"].align(c["released"], join="outer", fill_value=0)
+        truth, released = c.truth.align(c.released, join="outer", fill_value=0)
         t, r = truth.to_numpy(dtype=float), released.to_numpy(dtype=float)
-        base = {"table": c["table"], "level": c.get("level")}
+        base = {"table": c.table, "level": c.level}
         rows.append({**base, "size": "all", **_measures(t, r, off_by)})
         classes = _class_of(t)
         for _, _, label in SIZE_CLASSES:

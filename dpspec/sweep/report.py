@@ -68,11 +68,12 @@ def _f(value):
 
 
 def _error_rows(expected) -> list[dict]:
+    """The public report's rows of the `ExpectedError`s: each as it is written, with its sd."""
     return [
         {
-            **e,
-            "variance": _f(e["variance"]),
-            "sd": _f(math.sqrt(e["variance"])) if e["variance"] is not None and e["variance"] >= 0 else None,
+            **ir.to_jsonable(e),
+            "variance": _f(e.variance),
+            "sd": _f(math.sqrt(e.variance)) if e.variance is not None and e.variance >= 0 else None,
         }
         for e in (expected or [])
     ]

@@ -19,6 +19,7 @@ from dpspec import ir, progress
 from dpspec.budget import convert, ledger as ledger_mod
 from dpspec.budget.budget_text import budget_line
 from dpspec.check.checker import CheckedSpec, check
+from dpspec.contract.results import expected_error_result
 from dpspec.errors import ConversionError, DataError, DpspecError, MechanismError, SpecError
 from dpspec.sweep import realized
 from dpspec.sweep.override import balanced, override
@@ -121,7 +122,7 @@ def account(point: Point, data: dict, delta: float, method: str) -> None:
         point.budget_text = f"cannot be expressed in the spec's flavor: {ledger.problem}"
     point.common = common_currency(ledger.declared, delta, method)
     point.bounds_hold = ledger.bounds_hold and ledger.problem is None
-    point.expected = mech.expected_error(spec, params, facts)
+    point.expected = expected_error_result(mech.expected_error(spec, params, facts), mech)
 
 
 def _one_run(

@@ -6,12 +6,14 @@ from fractions import Fraction
 
 import attrs
 
-import dpspec
 from dpspec.api import (
+    BudgetBreakdown,
     BudgetStatement,
     ClippingBound,
+    ComparedCounts,
     ComposedPart,
     DataError,
+    ExpectedError,
     Mechanism,
     NativeFlavor,
     OutputKeys,
@@ -23,25 +25,11 @@ from dpspec.api import (
     declared_keys,
     ir,
     typed_keys,
-    LazyModule,
 )
 
 from . import design as design_mod, sensitivity as sens_mod
 from .design import Design, Query, quantile_epsilon
 from dpspec.api import effective_sigma2, Diagnostic, sampler_limit_problem, SpecError, located
-
-# imported on first use: `dpspec --help` loads this module, not them
-_a_priori = LazyModule("dpspec_aggregate.a_priori", "_a_priori", globals())
-
-# imported on first use: at import they would load numpy, pandas, pyarrow with this module
-_accuracy = LazyModule("dpspec_aggregate.accuracy", "_accuracy", globals())
-_release = LazyModule("dpspec_aggregate.release", "_release", globals())
-_on_engine = LazyModule("dpspec_aggregate.on_engine", "_on_engine", globals())
-_algorithm = LazyModule("dpspec_aggregate.algorithm", "_algorithm", globals())
-
-# heavy libraries, imported on first use
-np = LazyModule("numpy", "np", globals())
-pd = LazyModule("pandas", "pd", globals())
 
 
 @attrs.frozen
@@ -92,7 +80,9 @@ def plan(design: Design, relation: str) -> list[Part]:
 
 def _expected_error(noise: str, parameter) -> str:
     """The error a priori, as `budget` states it: the noise's standard deviation and its 95% interval."""
-    sd, width, coverage = _a_priori.expected_error(noise, parameter)
+    from .a_priori import expected_error
+
+    sd, width, coverage = expected_error(noise, parameter)
     return (
         f"expected error a priori: standard deviation {sd:.4g}, "
         f"{coverage:.1%} of noisy answers within ±{width:,} of the truth"
@@ -275,6 +265,13 @@ class Aggregate(Mechanism):
         return [ComposedPart(name, budget) for name, budget in spent.items()]
 
     def budget_breakdown(self, spec, params):
+        return BudgetBreakdown({"measurements": self._measurements(spec, params)})
+
+    def _measurements(self, spec, params) -> list[dict]:
+        """One row per measurement (a query's part): its budget, noise parameter and, but for a
+        score, its noise variance and interval."""
+        from .accuracy import half_width, variance
+
         d = self._design(spec, params)
         rows = []
         for p in plan(d, self._relation(spec, params)):
@@ -286,36 +283,45 @@ class Aggregate(Mechanism):
                 "parameter": ir.format_number(p.parameter),
             }
             if p.role != "score":
-                row["noise_variance"] = _accuracy.variance(d.noise, p.parameter)
-                row["interval_half_width"], row["interval_coverage"] = _accuracy.half_width(d.noise, p.parameter)
+                row["noise_variance"] = variance(d.noise, p.parameter)
+                row["interval_half_width"], row["interval_coverage"] = half_width(d.noise, p.parameter)
             rows.append(row)
-        return {"measurements": rows}
+        return rows
 
     def expected_error(self, spec, params, facts):
         """The noise variance of each count, sum and mean part, before post-processing."""
         return [
-            {
-                "table": "statistics",
-                "level": None,
-                "query": f"{r['query']}" + ("" if r["part"] == "value" else f" ({r['part']})"),
-                "variance": r["noise_variance"],
-                "of": "noisy answer, before post-processing",
-            }
-            for r in self.budget_breakdown(spec, params)["measurements"]
+            ExpectedError(
+                "statistics",
+                None,
+                f"{r['query']}" + ("" if r["part"] == "value" else f" ({r['part']})"),
+                r["noise_variance"],
+                "noisy answer, before post-processing",
+            )
+            for r in self._measurements(spec, params)
             if r["part"] != "score"
         ]
 
     # ---- the run ----
     def run(self, spec, params, data, ctx):
+        import numpy as np
+        import pandas as pd
+
+        from dpspec.api import EngineTable
+
+        from .release import exact_here, release
+
         d = self._design(spec, params)
         frame = data[d.table]
         keys = declared_keys(spec, d.table, d.by)
         typed = typed_keys(spec, d.table, keys)
-        if isinstance(frame, dpspec.api.EngineTable) and not isinstance(frame.handle, pd.DataFrame):
+        if isinstance(frame, EngineTable) and not isinstance(frame.handle, pd.DataFrame):
             # held by an engine (Spark): its group-by computes the exact statistics, the noise is added here
-            exact = _on_engine.exact_on_engine(d, frame, typed, ctx.engine if ctx.engine is not None else frame.engine)
+            from .on_engine import exact_on_engine
+
+            exact = exact_on_engine(d, frame, typed, ctx.engine if ctx.engine is not None else frame.engine)
         else:
-            frame = frame.handle if isinstance(frame, dpspec.api.EngineTable) else frame
+            frame = frame.handle if isinstance(frame, EngineTable) else frame
             for q in d.queries:
                 if (
                     q.column is not None
@@ -327,41 +333,48 @@ class Aggregate(Mechanism):
                         f"table '{d.table}', column '{q.column}', row {row + 1}: a missing value, which "
                         f"{q.statistic} cannot add (declare how to treat it, or clean the data)"
                     )
-            exact = _release.exact_here(d, frame, typed)
-        table, internal = _release.release(spec, d, plan(d, self._relation(spec, params)), exact, typed, ctx.rng)
+            exact = exact_here(d, frame, typed)
+        table, internal = release(spec, d, plan(d, self._relation(spec, params)), exact, typed, ctx.rng)
         notes = (design_mod.TOTAL_BIAS,) if d.postprocess == "total" else ()
         return Release({"statistics": table}, facts={"cells": len(keys)}, internal=internal, notes=notes)
 
     # ---- against the confidential data (internal only) ----
     def utility(self, spec, params, data, releases):
         """Each query's released values against the confidential ones, and the clipped counts."""
+        from .accuracy import realized_error
+        from .algorithm import unclipped_values
+
+        from dpspec.api import EngineTable
+
         d = self._design(spec, params)
         clipped = releases[0].internal.get("clipped", {})
         changed = [q for q in d.queries if q.statistic in ("sum", "mean") and clipped.get(q.name)]
         frame = data[d.table]
-        if isinstance(frame, dpspec.api.EngineTable):
+        if isinstance(frame, EngineTable):
             frame = frame.handle if hasattr(frame.handle, "iloc") else None  # on Spark: not brought to the driver
         raw = (
-            _algorithm.unclipped_values(frame, releases[0].outputs["statistics"], d, changed)
+            unclipped_values(frame, releases[0].outputs["statistics"], d, changed)
             if changed and frame is not None
             else {}
         )
-        out = _accuracy.realized_error(d, releases, d.by, raw)
+        out = realized_error(d, releases, d.by, raw)
         out["truth_unclipped"] = frame is not None or not changed
         return out
 
     def compared_counts(self, spec, params, data, release):
         """Every released count and sum beside its confidential value, one table per query."""
+        import pandas as pd
+
         d = self._design(spec, params)
         frame = release.outputs["statistics"]
         index = pd.MultiIndex.from_frame(frame[list(d.by)].astype(str)) if d.by else pd.RangeIndex(len(frame))
         return [
-            {
-                "table": f"statistics: {q.name}",
-                "level": None,
-                "truth": pd.Series(release.internal["truth"][f"{q.name}:value"], index=index),
-                "released": pd.Series(frame[q.name].to_numpy(), index=index),
-            }
+            ComparedCounts(
+                f"statistics: {q.name}",
+                None,
+                pd.Series(release.internal["truth"][f"{q.name}:value"], index=index),
+                pd.Series(frame[q.name].to_numpy(), index=index),
+            )
             for q in d.queries
             if q.statistic in ("count", "sum")
         ]

@@ -28,7 +28,7 @@ from dpspec.api import (
 
 from . import cells, design as design_mod
 from .design import MEASUREMENTS, PERSON_COLUMNS, TABLES, UNIT_COLUMNS
-from dpspec.api import BudgetStatement, ZCDP, discrete_gaussian_variance
+from dpspec.api import BudgetBreakdown, BudgetStatement, ExpectedError, ZCDP, discrete_gaussian_variance
 
 # imported on first use: `dpspec --help` loads this module, not them
 _change_one = LazyModule("dpspec_phsafe.change_one", "_change_one", globals())
@@ -204,17 +204,19 @@ class PHSafe(Mechanism):
             out.append(part)
         return out
 
-    def budget_breakdown(self, spec, params) -> dict:
+    def budget_breakdown(self, spec, params) -> BudgetBreakdown:
         design = self.design(spec, params)
-        return {
-            "phsafe": {
-                "unit": "one person record added or removed, with their unit's record changed",
-                "total_rho_exact": ir.format_number(design.total_rho()),
-                "tables": {t: ir.format_number(design.table_rho(t)) for t in design_mod.TABLES},
-                "tau": dict(design.tau),
-                "household_rho_exact": ir.format_number(design.household_rho()),
+        return BudgetBreakdown(
+            {
+                "phsafe": {
+                    "unit": "one person record added or removed, with their unit's record changed",
+                    "total_rho_exact": ir.format_number(design.total_rho()),
+                    "tables": {t: ir.format_number(design.table_rho(t)) for t in design_mod.TABLES},
+                    "tau": dict(design.tau),
+                    "household_rho_exact": ir.format_number(design.household_rho()),
+                }
             }
-        }
+        )
 
     def expected_error(self, spec, params, facts):
         """The variance of each noisy count, the discrete Gaussian's exact variance, from the
@@ -222,13 +224,13 @@ class PHSafe(Mechanism):
 
         design = self.design(spec, params)
         return [
-            {
-                "table": f"{m.table}: {m.geography}, iteration level {m.level}",
-                "level": m.geography,
-                "query": f"{m.table} {m.level}",
-                "variance": float(discrete_gaussian_variance(design.sigma2(m))),
-                "of": "noisy count",
-            }
+            ExpectedError(
+                f"{m.table}: {m.geography}, iteration level {m.level}",
+                m.geography,
+                f"{m.table} {m.level}",
+                float(discrete_gaussian_variance(design.sigma2(m))),
+                "noisy count",
+            )
             for m in design.measured()
         ]
 

@@ -7,6 +7,8 @@ import math
 from fractions import Fraction
 
 from dpspec.api import (
+    ComparedCounts,
+    ExpectedError,
     Mechanism,
     NativeFlavor,
     ParamSpec,
@@ -122,38 +124,15 @@ class RandomizedResponse(Mechanism):
         probability p whatever the answer, so the reported share has variance p(1-p)/n and the
         unbiased estimate (q - (1-p)) / (2p-1) has p(1-p) / (n (2p-1)^2), whatever the true share."""
         n, p = facts.get("n"), Fraction(params["p"])
-        if not n or p == Fraction(1, 2):
-            return [
-                {
-                    "table": "estimate",
-                    "level": None,
-                    "query": "proportion of 'yes'",
-                    "variance": math.inf,
-                    "of": "estimated proportion",
-                }
-            ]
-        return [
-            {
-                "table": "estimate",
-                "level": None,
-                "query": "proportion of 'yes'",
-                "variance": float(p * (1 - p) / (n * (2 * p - 1) ** 2)),
-                "of": "estimated proportion",
-            }
-        ]
+        variance = math.inf if not n or p == Fraction(1, 2) else float(p * (1 - p) / (n * (2 * p - 1) ** 2))
+        return [ExpectedError("estimate", None, "proportion of 'yes'", variance, "estimated proportion")]
 
     def compared_counts(self, spec, params, data, release):
         """The estimated count of 'yes' (estimate x n) beside the true count (internal only)."""
         est = release.outputs["estimate"].iloc[0]
         truth = int((data[params["table"]][params["column"]] == self.design(spec, params).positive).sum())
-        return [
-            {
-                "table": "count of 'yes' (estimated)",
-                "level": None,
-                "truth": pd.Series([truth], index=["yes"]),
-                "released": pd.Series([float(est["estimate"]) * int(est["n"])], index=["yes"]),
-            }
-        ]
+        released = pd.Series([float(est["estimate"]) * int(est["n"])], index=["yes"])
+        return [ComparedCounts("count of 'yes' (estimated)", None, pd.Series([truth], index=["yes"]), released)]
 
     def run(self, spec, params, data, ctx):
         return algorithm.release(self.design(spec, params), data, ctx.rng)

@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from dpspec.api import DataError, KeyColumns, StreamedTable, record_measurement
+from dpspec.api import ComparedCounts, DataError, KeyColumns, StreamedTable, record_measurement
 
 from .combinations import text_codes, through
 from .design import Design, sigma2
@@ -469,7 +469,7 @@ def compared_frame(engine, measured, plan: Plan) -> pd.DataFrame:
     return frame.rename(columns={"group": "truth", "count": "released"})
 
 
-def compared_counts(design, frame: pd.DataFrame) -> list[dict]:
+def compared_counts(design, frame: pd.DataFrame) -> list[ComparedCounts]:
     """The sweep's comparisons: one per (table, geography level, iteration level, role), named
     as the expected error names its noisy counts ("t1: county, iteration level 1, cell"; totals
     and cells carry stage 2's noise, sums of cells and margins are sums of it). Cells are indexed
@@ -488,11 +488,11 @@ def compared_counts(design, frame: pd.DataFrame) -> list[dict]:
         geo = design.geo_levels[g]
         index = pd.RangeIndex(b - a)
         out.append(
-            {
-                "table": f"{design.tables[t].name}: {geo}, iteration level {lv}, {ROLES[ro]}",
-                "level": geo,
-                "truth": pd.Series(truth[a:b], index=index),
-                "released": pd.Series(released[a:b], index=index),
-            }
+            ComparedCounts(
+                f"{design.tables[t].name}: {geo}, iteration level {lv}, {ROLES[ro]}",
+                geo,
+                pd.Series(truth[a:b], index=index),
+                pd.Series(released[a:b], index=index),
+            )
         )
     return out

@@ -24,6 +24,7 @@ import attrs
 from dpspec.api import (
     DataError,
     Diagnostic,
+    ExpectedError,
     Mechanism,
     MechanismError,
     NativeFlavor,
@@ -396,14 +397,13 @@ class SafeTab(Mechanism):
                 continue
             sigma2 = design_mod.sigma2(part["fanout"], part["rho"])
             out.append(
-                {
-                    "table": f"{part['table']}: {part['geography']}, iteration level {part['iteration_level']}, "
-                    f"{part['stage']}",
-                    "level": part["geography"],
-                    "query": f"{part['table']} level {part['iteration_level']} {part['stage']}",
-                    "variance": float(discrete_gaussian_variance(sigma2)),
-                    "of": "noisy count",
-                }
+                ExpectedError(
+                    f"{part['table']}: {part['geography']}, iteration level {part['iteration_level']}, {part['stage']}",
+                    part["geography"],
+                    f"{part['table']} level {part['iteration_level']} {part['stage']}",
+                    float(discrete_gaussian_variance(sigma2)),
+                    "noisy count",
+                )
             )
         return out
 

@@ -6,8 +6,8 @@ declares, parsed once) and `run/topdown.py` (`run_topdown(records, design, ctx)`
 end). The stages are sub-packages: `geography/` (the hierarchy and the spine), `measurement/`
 (the allocation, the histogram, each node's noise), `estimation/` (the least-squares fits,
 passes and rounding), `release/` (the tables and what the reports show, the budget section's
-hook among them); `params/` holds the hand parsers of the mechanism block and the spec
-locations of their errors.
+hook among them); `params/` reads the settings from the plain values the core resolved against
+the schema and checks them together, each problem at the path of what it is about.
 """
 
 from __future__ import annotations

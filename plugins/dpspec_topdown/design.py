@@ -3,12 +3,11 @@
 `Design` is what `run_topdown` measures and how it estimates: the geography levels, the
 histogram variables, the allocation of rho over levels and queries, the invariants, the passes
 and the constraints the fits keep. `design_from_spec` builds it from the plain values the core
-resolved against the schema (the failsafe, post-processing, spine and passes settings) and from
-the readers of `params/` for those still parsed by hand (params/tables.py: queries, recodes,
-structural zeros, joint); `check` has reported every problem of them; everything read from the
-data (records and the public tables counted from them) comes to the run separately, as
-`run.context.Records`, and the run-time things (random source, engine, progress) as
-`run.context.RunContext`.
+resolved against the schema, through the readers of `params/` (params/tables.py: the variables,
+queries, recodes, structural zeros and joint tables); `check` has reported every problem of them;
+everything read from the data (records and the public tables counted from them) comes to the run
+separately, as `run.context.Records`, and the run-time things (random source, engine, progress)
+as `run.context.RunContext`.
 """
 
 from __future__ import annotations

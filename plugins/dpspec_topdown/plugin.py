@@ -13,8 +13,11 @@ from __future__ import annotations
 from fractions import Fraction
 
 from dpspec.api import (
+    BudgetBreakdown,
+    ExpectedError,
     Mechanism,
     NativeFlavor,
+    Semantics,
     OutputKeys,
     ParamSpec,
     ParameterSchema,
@@ -29,8 +32,9 @@ from dpspec.api import (
 from .measurement.allocation import JOINT_MARK, _is_joint_key, _only_queries, allocate, split_allocation
 from .params.checks import column_problems, setting_problems
 from .params.joint import _joint_tables, _tied_attributes
+from .params.schema import JOINT, PASSES, OUTER_PASS, QUERIES, RECODES, STRUCTURAL_ZEROS
 from .params.spine import _aian_split_levels, _spine
-from .params.tables import ROOT, _invariants, _joint, _levels, _relation, _schema, _strategy, _variables
+from .params.tables import ROOT, _canonical_strategy, _invariants, _joint, _levels, _relation, _schema, _variables
 from .release.report import _guarantee_notes, _query_labels, allocation_rows, bypass_rows
 from .semantics import across_split_rho, attribute_rhos, geography_rhos, tied_attribute_rhos
 
@@ -52,36 +56,6 @@ _neighbours = LazyModule("dpspec_topdown.neighbours", "_neighbours", globals())
 pd = LazyModule("pandas", "pd", globals())
 
 __version__ = "1.0.0"
-
-# a level's passes: one list of queries ("total", "hhgq * votingage", a joint table's "NAME: QUERY"),
-# or a block of named passes in order, each a list
-PASSES = ParamSpec(
-    "",
-    "either",
-    "the level's passes",
-    options=(
-        ParamSpec("", "list", "one pass: its queries", items="string"),
-        ParamSpec(
-            "",
-            "map",
-            "named passes in order",
-            keys="names",
-            values=ParamSpec("", "list", "the pass's queries", items="string"),
-        ),
-    ),
-)
-OUTER_PASS = ParamSpec(
-    "",
-    "block",
-    "one outer pass: its passes fitted and rounded, then held",
-    fields=(
-        ParamSpec("estimation", "either", "its least-squares passes", required=True, options=PASSES.options),
-        ParamSpec("rounding", "either", "its rounding passes", required=True, options=PASSES.options),
-        ParamSpec(
-            "constrain_to", "either", "per estimation pass, the queries later passes hold", options=PASSES.options
-        ),
-    ),
-)
 
 
 class TopDown(Mechanism):
@@ -110,19 +84,8 @@ class TopDown(Mechanism):
                 "share of rho per geographic level ('nation' is the root); must sum to 1",
                 required=True,
             ),
-            ParamSpec(
-                "queries",
-                "block",
-                "share of each level's rho per query (total, detailed, or var*var); "
-                "one block for all levels or one per level; must sum to 1",
-                required=True,
-            ),
-            ParamSpec(
-                "recodes",
-                "block",
-                "query factors that group one variable's categories: "
-                "NAME: { of: VARIABLE  LABEL: [values] ... }, a partition of the variable",
-            ),
+            QUERIES,
+            RECODES,
             ParamSpec(
                 "estimation",
                 "map",
@@ -171,13 +134,7 @@ class TopDown(Mechanism):
                 "opt_tol: within the LP-optimal tolerance plus pass_tolerance (production's opt_tol, opt_tol_slack)",
                 choices=("const", "opt_tol"),
             ),
-            ParamSpec(
-                "structural_zeros",
-                "block",
-                "cells that must be 0 everywhere, e.g. { nurse_nva_0: { hhgq: [3]  "
-                "votingage: [0] } } (a recode may stand for its variable, its group labels for the categories in them); "
-                "data with a record there is rejected",
-            ),
+            STRUCTURAL_ZEROS,
             ParamSpec(
                 "constraints",
                 "map",
@@ -261,13 +218,7 @@ class TopDown(Mechanism):
                     ),
                 ),
             ),
-            ParamSpec(
-                "joint",
-                "block",
-                "further tables solved with this one in one problem per node: { units: { table: units  "
-                "variables: vacs  queries: { total: 1/4 } } }; their query shares and this table's sum to 1 per level; a joint "
-                "table may have its own recodes and structural_zeros",
-            ),
+            JOINT,
             ParamSpec(
                 "cross_constraints",
                 "map",
@@ -342,12 +293,7 @@ class TopDown(Mechanism):
     def _allocation(self, spec, params):
         """The allocation over every measured query; a joint table's queries are keyed
         ("@NAME", *factors) and share each level's budget with the mechanism's table's."""
-        variables = _variables(spec, params)
-        schema = _schema(spec, params)
-        strategy = {
-            lv: [(schema.canonical(q), s) for q, s in entries]
-            for lv, entries in _strategy(params, _levels(spec), list(variables)).items()
-        }
+        strategy = _canonical_strategy(params, _schema(spec, params))
         for j in _joint(spec, params):
             for lv, entries in j["strategy"].items():
                 strategy[lv] = strategy[lv] + [((JOINT_MARK + j["name"], *q), s) for q, s in entries]
@@ -426,20 +372,21 @@ class TopDown(Mechanism):
                 ],
                 "invariants": f"held at {level} on the sum of each unit's two parts, never on a part",
             }
-        return out
+        return BudgetBreakdown(out)
 
     def expected_error(self, spec, params, facts):
         """Per (level, query): the variance of each noisy measurement, from the allocation alone
         (the discrete Gaussian's exact variance at its sigma²); post-processing is not included."""
+        alloc = self._allocation(spec, params)
         return [
-            {
-                "table": f"{row['level']}: {row['query']}",
-                "level": row["level"],
-                "query": row["query"],
-                "variance": float(row["noise_variance"]),
-                "of": "noisy measurement, before post-processing",
-            }
-            for row in self.budget_breakdown(spec, params)["allocation"]
+            ExpectedError(
+                f"{row['level']}: {row['query']}",
+                row["level"],
+                row["query"],
+                float(row["noise_variance"]),
+                "noisy measurement, before post-processing",
+            )
+            for row in allocation_rows(alloc, _query_labels(spec, params, alloc))
         ]
 
     def semantics(self, spec, params):
@@ -462,11 +409,11 @@ class TopDown(Mechanism):
             attributes = tied_attribute_rhos(parts, _tied_attributes(spec, params, joint))
         else:
             attributes = attribute_rhos(own, _schema(spec, params), labels)
-        out = {"attributes": attributes, "geographies": geography_rhos(alloc, _levels(spec))}
         across = across_split_rho(alloc, _levels(spec), _aian_split_levels(spec, _spine(spec, params)))
-        if across is not None:  # additive: the AIAN spine's parts are measured apart
-            out["across_split"] = across
-        return out
+        # additive: the AIAN spine's parts are measured apart
+        return Semantics(
+            attributes, geography_rhos(alloc, _levels(spec)), {"across_split": across} if across is not None else {}
+        )
 
     def run(self, spec, params, data, ctx):
         """The design parsed once, the data read, TopDown run, and its release. `ctx` is the

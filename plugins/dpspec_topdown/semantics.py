@@ -28,14 +28,16 @@ from __future__ import annotations
 
 from fractions import Fraction
 
+from dpspec.api import AttributeBudget, AttributeQuery, GeographyBudget, SemanticsRow
 
-def attribute_rhos(alloc, schema, labels: dict | None = None) -> list[dict]:
+
+def attribute_rhos(alloc, schema, labels: dict | None = None) -> list[AttributeBudget]:
     """One entry per histogram variable: its rho and the (level, query) pairs that spend it,
     each query named by ``labels`` {(level, query): name} when given (as the allocation names it)."""
     return tied_attribute_rhos([("", alloc, schema, labels)])
 
 
-def tied_attribute_rhos(parts, ties=()) -> list[dict]:
+def tied_attribute_rhos(parts, ties=()) -> list[AttributeBudget]:
     """Per-attribute rhos over several jointly measured tables, attributes tied across them.
 
     ``parts``: [(prefix, alloc, schema, labels)], the mechanism's own table first with prefix ''
@@ -60,14 +62,14 @@ def tied_attribute_rhos(parts, ties=()) -> list[dict]:
     out = []
     for name in names:
         spent = [(level, label, rho) for level, label, rho, attrs in rows if attrs & group[name]]
-        entry = {
-            "attribute": name,
-            "rho": sum((r for _, _, r in spent), Fraction(0)),
-            "queries": [{"level": level, "query": label} for level, label, _ in spent],
-        }
-        if len(group[name]) > 1:
-            entry["tied_to"] = sorted(group[name] - {name})
-        out.append(entry)
+        out.append(
+            AttributeBudget(
+                name,
+                sum((r for _, _, r in spent), Fraction(0)),
+                [AttributeQuery(level, label) for level, label, _ in spent],
+                sorted(group[name] - {name}),
+            )
+        )
     return out
 
 
@@ -86,7 +88,7 @@ def _per_level(alloc, levels: list[str]) -> dict:
     return per_level
 
 
-def geography_rhos(alloc, levels: list[str]) -> list[dict]:
+def geography_rhos(alloc, levels: list[str]) -> list[GeographyBudget]:
     """For each level U above the finest (top-down order given in ``levels``): the rho that
     protects which finest unit a person is in within their U."""
     per_level = _per_level(alloc, levels)
@@ -95,17 +97,17 @@ def geography_rhos(alloc, levels: list[str]) -> list[dict]:
     for i in range(len(levels) - 2, -1, -1):  # from the finest's parent up to the root
         below = levels[i + 1 :]
         out.append(
-            {
-                "within": levels[i],
-                "finest": finest,
-                "levels": [lv for lv in below if per_level[lv]],
-                "rho": sum((per_level[lv] for lv in below), Fraction(0)),
-            }
+            GeographyBudget(
+                levels[i],
+                finest,
+                [lv for lv in below if per_level[lv]],
+                sum((per_level[lv] for lv in below), Fraction(0)),
+            )
         )
     return out
 
 
-def across_split_rho(alloc, levels: list[str], split_levels: list[str]) -> dict | None:
+def across_split_rho(alloc, levels: list[str], split_levels: list[str]) -> SemanticsRow | None:
     """The rho that protects on which side of the AIAN line a person lives (a move between two
     finest units on opposite sides changes every split level's parts and the finest units), with
     the words the reports print for it (`description`), or None on a spine without the split."""
@@ -114,12 +116,11 @@ def across_split_rho(alloc, levels: list[str], split_levels: list[str]) -> dict 
     per_level = _per_level(alloc, levels)
     spent = levels[levels.index(split_levels[0]) :]
     finest = levels[-1]
-    return {
-        "finest": finest,
-        "split_levels": list(split_levels),
-        "levels": [lv for lv in spent if per_level[lv]],
-        "rho": sum((per_level[lv] for lv in spent), Fraction(0)),
-        "description": f"a {finest} on the other side of the AIAN line, even in the same {split_levels[-1]} "
+    return SemanticsRow(
+        extra={"finest": finest, "split_levels": list(split_levels)},
+        levels=[lv for lv in spent if per_level[lv]],
+        rho=sum((per_level[lv] for lv in spent), Fraction(0)),
+        description=f"a {finest} on the other side of the AIAN line, even in the same {split_levels[-1]} "
         f"(the AIAN and non-AIAN parts of every {', '.join(split_levels)} are measured apart; "
         f"the rows 'within its ...' hold for two {finest}s on one side)",
-    }
+    )

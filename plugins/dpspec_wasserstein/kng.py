@@ -19,6 +19,7 @@ from fractions import Fraction
 
 import dpspec
 from dpspec.api import (
+    BudgetBreakdown,
     BudgetStatement,
     Diagnostic,
     Mechanism,
@@ -140,12 +141,14 @@ class WassersteinKNG(Mechanism):
         )
 
     def budget_breakdown(self, spec, params):
-        return {
-            "pufferfish": {
-                "guarantee": "epsilon-Z-Pufferfish (seed 2, Definition 3; Theorem 10)",
-                "sensitivity": {"gradient": {"wasserstein": float(self.sensitivity(spec)), "dp": 1.0}},
+        return BudgetBreakdown(
+            {
+                "pufferfish": {
+                    "guarantee": "epsilon-Z-Pufferfish (seed 2, Definition 3; Theorem 10)",
+                    "sensitivity": {"gradient": {"wasserstein": float(self.sensitivity(spec)), "dp": 1.0}},
+                }
             }
-        }
+        )
 
     def draw(self, spec, params, positives: int, n: int, rng, draws: int = 1):
         return _samplers.truncated_laplace(
@@ -300,17 +303,19 @@ class _GridKNG(Mechanism):
         )
 
     def budget_breakdown(self, spec, params):
-        return {
-            "pufferfish": {
-                "guarantee": "epsilon-Z-Pufferfish (seed 2, Definition 3; Theorem 10)",
-                "sensitivity": {
-                    "gradient": {
-                        "wasserstein": float(self.sensitivity(spec, params)),
-                        "dp": float(self.width(params, self._relation(spec))),
-                    }
-                },
+        return BudgetBreakdown(
+            {
+                "pufferfish": {
+                    "guarantee": "epsilon-Z-Pufferfish (seed 2, Definition 3; Theorem 10)",
+                    "sensitivity": {
+                        "gradient": {
+                            "wasserstein": float(self.sensitivity(spec, params)),
+                            "dp": float(self.width(params, self._relation(spec))),
+                        }
+                    },
+                }
             }
-        }
+        )
 
     def draw(self, spec, params, stats, rng, draws: int = 1):
         """`draws` grid indices k for the data's sufficient statistics (a tuple of exact numbers)."""

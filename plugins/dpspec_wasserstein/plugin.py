@@ -15,6 +15,7 @@ from fractions import Fraction
 
 import dpspec
 from dpspec.api import (
+    BudgetBreakdown,
     BudgetStatement,
     Diagnostic,
     Mechanism,
@@ -23,6 +24,7 @@ from dpspec.api import (
     OutputKeys,
     ParamSpec,
     ParameterSchema,
+    Power,
     PublicCondition,
     PureDP,
     Release,
@@ -224,17 +226,21 @@ class _CountRelease(Mechanism):
             )
             for k, v in sens.items()
         }
-        return {
-            "pufferfish": {
-                "guarantee": "epsilon-Z-Pufferfish (seed 2, Definition 3)",
-                "Z": [{"statistic": p.query.describe(), "released": p.source, "used_as": p.use} for p in spec.public],
-                "secrets": "each unit's presence and record (the spec's unit)",
-                "sensitivity": jsonable,
-                "composition": COUNTS_AND_OUTCOME
-                if params.get("outcome") is not None
-                else pufferfish.CONDITIONAL_INDEPENDENCE,
+        return BudgetBreakdown(
+            {
+                "pufferfish": {
+                    "guarantee": "epsilon-Z-Pufferfish (seed 2, Definition 3)",
+                    "Z": [
+                        {"statistic": p.query.describe(), "released": p.source, "used_as": p.use} for p in spec.public
+                    ],
+                    "secrets": "each unit's presence and record (the spec's unit)",
+                    "sensitivity": jsonable,
+                    "composition": COUNTS_AND_OUTCOME
+                    if params.get("outcome") is not None
+                    else pufferfish.CONDITIONAL_INDEPENDENCE,
+                }
             }
-        }
+        )
 
     def neighbours(self, spec, params):
         """Two miniature datasets the guarantee compares, on three cells.
@@ -676,24 +682,22 @@ class WassersteinExponential(_CountRelease):
         out = _power.cell_count_powers(int(null), int(alternative), total, float(r_c), float(level))
         phi_y, phi_f = out.pop("reject_release"), out.pop("reject_post_processed")
         f = min(y, total)
-        out.update(
-            {
-                "cell": cell,
-                "column": params["cell"],
-                "released": y,
-                "post_processed_value": f,
-                "reject_probability_release": float(phi_y[min(y, len(phi_y) - 1)]),
-                "reject_probability_post_processed": float(phi_f[f]),
-                "post_processing": "min(Y, public total): no cell exceeds the total (Z)",
-                "note": (
-                    "the loss is |y - c|, whose likelihood ratio is constant beyond the total, so the clamp "
-                    "merges only values of equal evidence and Theorem 15's improvement is not strict here"
-                    if abs(out["power_release"] - out["power_post_processed"]) < 1e-9
-                    else "the clamp merges values whose evidence differs: the test on the release is strictly more powerful"
-                ),
-            }
+        return Power(
+            **out,
+            cell=cell,
+            column=params["cell"],
+            released=y,
+            post_processed_value=f,
+            reject_probability_release=float(phi_y[min(y, len(phi_y) - 1)]),
+            reject_probability_post_processed=float(phi_f[f]),
+            post_processing="min(Y, public total): no cell exceeds the total (Z)",
+            note=(
+                "the loss is |y - c|, whose likelihood ratio is constant beyond the total, so the clamp "
+                "merges only values of equal evidence and Theorem 15's improvement is not strict here"
+                if abs(out["power_release"] - out["power_post_processed"]) < 1e-9
+                else "the clamp merges values whose evidence differs: the test on the release is strictly more powerful"
+            ),
         )
-        return out
 
     def concentrations(self, params, previous, n: int):
         """The prior base's Dirichlet concentrations: previous counts plus the offset (flat without them)."""

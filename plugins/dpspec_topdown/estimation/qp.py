@@ -133,6 +133,70 @@ def _defined(problem: NodeQP, a_csr: sp.csr_matrix) -> _Defined:
 
 
 @attrs.frozen
+class Stated:
+    """A NodeQP with its auxiliary sums stated cheaply (``_Defined``), before any solver's own
+    layout: minimize 1/2 x' p x + q' x (``p`` upper triangular) s.t. lo <= a x <= hi,
+    lower <= x <= upper (lower -inf where a sum implies it); ``cols``, ``folded`` and ``sums``
+    map its x back to the problem's (``expand``). Clarabel's cones (``conic_form``) and PIQP's
+    bounds (qp_choice) are both laid out from it, so neither restates the other's."""
+
+    p: sp.csc_matrix
+    q: np.ndarray
+    a: sp.csr_matrix  # the rows kept, over the kept columns
+    lo: np.ndarray
+    hi: np.ndarray
+    lower: np.ndarray
+    upper: np.ndarray
+    cols: np.ndarray
+    folded: np.ndarray
+    sums: sp.csr_matrix
+    n_all: int
+
+    @property
+    def eq(self) -> np.ndarray:
+        return self.lo == self.hi
+
+    def expand(self, x_stated) -> np.ndarray:
+        x = np.zeros(self.n_all)
+        x[self.cols] = np.asarray(x_stated, dtype=np.float64)
+        x[self.folded] = self.sums @ x[self.cols]
+        return x
+
+
+def stated(problem: NodeQP) -> Stated:
+    """``problem`` with its auxiliary sums stated cheaply (see the module doc and ``_Defined``)."""
+    n_all = problem.n_var
+    a_all = problem.a.tocsr()  # rows are picked below: cheap in CSR, slow in CSC
+    defined = _defined(problem, a_all)
+    kept_rows = np.ones(a_all.shape[0], dtype=bool)
+    kept_rows[defined.rows] = False
+    kept_cols = np.ones(n_all, dtype=bool)
+    kept_cols[defined.folded] = False
+    cols = np.flatnonzero(kept_cols)
+    sums = a_all[defined.rows]  # each folded column's row: -1 on the column, its terms elsewhere
+    sums = sums[:, cols]  # the terms, in the kept columns (the folded column itself drops out)
+    h, c = problem.hess[defined.folded], problem.cost[defined.folded]
+    p = (sp.diags(np.asarray(problem.hess[cols], dtype=np.float64)) + sums.T @ sp.diags(h) @ sums).tocsc()
+    cost = np.asarray(problem.cost[cols], dtype=np.float64) + sums.T @ c
+    a = a_all[np.flatnonzero(kept_rows)][:, cols]
+    p = sp.triu(p, format="csc")
+    p.sort_indices()
+    return Stated(
+        p,
+        np.asarray(cost, dtype=np.float64),
+        a,
+        np.asarray(problem.lo[kept_rows], dtype=np.float64),
+        np.asarray(problem.hi[kept_rows], dtype=np.float64),
+        np.where(defined.implied[cols], -np.inf, problem.lower[cols]),
+        problem.upper[cols],
+        cols,
+        defined.folded,
+        sums,
+        n_all,
+    )
+
+
+@attrs.frozen
 class Conic:
     """A NodeQP as Clarabel is handed it: minimize 1/2 x' p x + q' x s.t. a x + s = b, s in
     {0}^n_zero x R+^n_nonneg (``p`` upper triangular); ``cols``, ``folded`` and ``sums`` map
@@ -156,27 +220,11 @@ class Conic:
         return x
 
 
-def conic_form(problem: NodeQP) -> Conic:
-    """``problem`` stated for Clarabel, the auxiliary sums stated cheaply (``_Defined``)."""
-    n_all = problem.n_var
-    a_all = problem.a.tocsr()  # rows are picked below: cheap in CSR, slow in CSC
-    defined = _defined(problem, a_all)
-    kept_rows = np.ones(a_all.shape[0], dtype=bool)
-    kept_rows[defined.rows] = False
-    kept_cols = np.ones(n_all, dtype=bool)
-    kept_cols[defined.folded] = False
-    cols = np.flatnonzero(kept_cols)
-    sums = a_all[defined.rows]  # each folded column's row: -1 on the column, its terms elsewhere
-    sums = sums[:, cols]  # the terms, in the kept columns (the folded column itself drops out)
-    h, c = problem.hess[defined.folded], problem.cost[defined.folded]
-    p = (sp.diags(np.asarray(problem.hess[cols], dtype=np.float64)) + sums.T @ sp.diags(h) @ sums).tocsc()
-    cost = np.asarray(problem.cost[cols], dtype=np.float64) + sums.T @ c
-    a = a_all[np.flatnonzero(kept_rows)][:, cols]
-    n = cols.size
-    lower = np.where(defined.implied[cols], -np.inf, problem.lower[cols])
-    upper = problem.upper[cols]
-    lo = np.asarray(problem.lo[kept_rows], dtype=np.float64)
-    hi = np.asarray(problem.hi[kept_rows], dtype=np.float64)
+def conic_form(problem: NodeQP | Stated) -> Conic:
+    """``problem`` stated for Clarabel, the auxiliary sums stated cheaply (``stated``)."""
+    st = problem if isinstance(problem, Stated) else stated(problem)
+    a, lo, hi, lower, upper = st.a, st.lo, st.hi, st.lower, st.upper
+    n = st.cols.size
     eq = lo == hi
     blocks, rhs, n_zero = [], [], 0
     if eq.any():  # a x + s = b, s = 0
@@ -206,20 +254,18 @@ def conic_form(problem: NodeQP) -> Conic:
     rhs.extend(nonneg_b)
     big = sp.vstack(blocks).tocsc() if blocks else sp.csc_matrix((0, n))
     big.sort_indices()
-    p = sp.triu(p, format="csc")
-    p.sort_indices()
     b = np.concatenate(rhs) if rhs else np.zeros(0)
     return Conic(
-        p,
-        np.asarray(cost, dtype=np.float64),
+        st.p,
+        st.q,
         big,
         b,
         n_zero,
         int(sum(x.size for x in nonneg_b)),
-        cols,
-        defined.folded,
-        sums,
-        n_all,
+        st.cols,
+        st.folded,
+        st.sums,
+        st.n_all,
     )
 
 

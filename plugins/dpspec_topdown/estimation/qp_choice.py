@@ -1,12 +1,24 @@
 """The least-squares solver chosen for each node's fit, and the capture of node QPs to .npz.
 
 Why a choice: which interior-point solver is fastest depends on a node's size and shape
-(issue 46; benchmarks/bench_topdown_nodes.py times each installable one on captured nodes).
-Clarabel stays the fallback: it is used whenever the chosen solver is not installed, does not
-report an optimum, or its answer violates a row or bound by more than the rounding absorbs
-(qp.violation_limit), and it is what every release pinned so far was made with. An alternative
-is therefore only ever used where the rule (``RULE``) names it and ``DPSPEC_TOPDOWN_QP`` allows
-it: by default ("clarabel") every node is solved as before, so releases stay byte-identical.
+(benchmarks/bench_topdown_nodes.py times each installable one on captured nodes; its page is
+docs/performance/bench_topdown_nodes.md). By default (``DPSPEC_TOPDOWN_QP`` unset or "auto")
+``RULE`` names the solver for a node of its size; "clarabel", or any name in ``SOLVERS``, puts
+every node on that one. Clarabel stays the fallback: it is used whenever the chosen solver is not
+installed, does not report an optimum, or its answer violates a row or bound by more than the
+rounding absorbs (qp.violation_limit). PIQP, the one alternative the rule names, is therefore
+a required dependency (pyproject.toml): a release must not depend on what happens to be installed.
+
+Work done once: the problem is stated once (qp.stated) and each solver's layout is made from
+that statement (Clarabel's cones only when Clarabel runs). A PIQP solver set up for one sparsity
+pattern is kept (a few per process) and given the next fit of the same pattern by ``update``,
+which reuses its symbolic analysis and gives bit for bit the answer of a fresh set-up (the
+preconditioner is recomputed: tests/test_topdown_qp_choice.py). Clarabel's ``update`` is not
+used: it keeps the first problem's equilibration, so a fit's answer would depend on which fit
+the same worker solved before it, and a release on how nodes were spread over workers. Neither
+solver takes a warm start (both interior point; Clarabel has no such option, PIQP none in its
+Python interface), and a node's outer passes differ in their rows and variables, so there is no
+pattern to share between them.
 
 Capture: with ``DPSPEC_TOPDOWN_CAPTURE`` naming a directory, every fit this process (or a worker
 it starts) solves is also written there as ``node-PID-N.npz``: the problem as stated (NodeQP)
@@ -16,25 +28,18 @@ benchmark only: nothing in a release reads or writes it.
 
 from __future__ import annotations
 
+import collections
+import hashlib
 import itertools
 import os
 import time
 
 import numpy as np
-import scipy.sparse as sp
 
-from dpspec.api import LazyModule
-
-from .qp import Conic, NodeQP, conic_form, solve_clarabel, violation_limit
-
-# heavy libraries, imported on first use
-piqp = LazyModule("piqp", "piqp", globals())
-proxsuite = LazyModule("proxsuite", "proxsuite", globals())
-osqp = LazyModule("osqp", "osqp", globals())
-_cholmod = LazyModule("sksparse.cholmod", "_cholmod", globals())
+from .qp import Conic, NodeQP, Stated, conic_form, solve_clarabel, stated, violation_limit
 
 CAPTURE_ENV = "DPSPEC_TOPDOWN_CAPTURE"
-CHOICE_ENV = "DPSPEC_TOPDOWN_QP"  # "clarabel" (default): Clarabel everywhere; "auto": RULE
+CHOICE_ENV = "DPSPEC_TOPDOWN_QP"  # "auto" (default): RULE; "clarabel" or a name in SOLVERS: that one
 _COUNTER = itertools.count()
 
 # Clarabel's termination tolerances as configured (its defaults), which the others are held to
@@ -88,6 +93,8 @@ def capture(problem: NodeQP, form: Conic, where: str | None = None) -> str | Non
 
 def load(path: str) -> NodeQP:
     """A captured node's problem as stated (the benchmark restates it with ``conic_form``)."""
+    import scipy.sparse as sp
+
     z = np.load(path)
     a = sp.csc_matrix((z["a_data"], z["a_indices"], z["a_indptr"]), shape=tuple(z["a_shape"]))
     return NodeQP(
@@ -102,7 +109,7 @@ def load(path: str) -> NodeQP:
     )
 
 
-def rule(form: Conic) -> str:
+def rule(form: Conic | Stated) -> str:
     """The solver RULE names for a node of this shape (see the module doc and RULE)."""
     n = form.cols.size
     for upto, name in RULE:
@@ -111,37 +118,50 @@ def rule(form: Conic) -> str:
     return "clarabel"
 
 
-# (variables below, solver): the first entry that matches. Set from the node benchmark's
-# measurements (docs/performance/bench_topdown_nodes.md); see its notes for why.
-RULE: tuple = ((float("inf"), "clarabel"),)
+# (variables as stated below, solver): the first entry that matches. From the node benchmark
+# (docs/performance/bench_topdown_nodes.md; 10k persons, P.L. 94 and DHC persons, each node's
+# largest and median fit): PIQP was the fastest configuration that met the accuracy, or within
+# 1.2x of it, on every fit below 8,000 variables (P.L. 94's, the DHC's county to block-group fits,
+# 2-10x faster than Clarabel) and on the DHC root (177k variables, 2.5-3.8x). On the DHC block
+# fits of 8k-21k variables it was 3-11x slower than Clarabel (PIQP factors its KKT system with a
+# simplicial LDL', and these systems fill in: Clarabel switches to its supernodal faer there),
+# as it is on the 1M-person county node of 728k variables (no answer in 600 s, issue 46's
+# measurement), so sizes from 300k on stay on Clarabel. What decides is the fill of the KKT
+# factor, which only a symbolic analysis knows; the size bands are its stand-in measured here.
+RULE: tuple = ((8_000, "piqp"), (150_000, "clarabel"), (300_000, "piqp"), (float("inf"), "clarabel"))
 
 
 def solve(problem: NodeQP):
     """(ok, x, seconds, status, used): the fit by the chosen solver, Clarabel if that one is
     absent, fails or is not accurate enough."""
-    form = conic_form(problem)
-    capture(problem, form)
-    choice = os.environ.get(CHOICE_ENV, "clarabel")
-    name = rule(form) if choice == "auto" else choice
+    st = stated(problem)
+    form = conic_form(st) if os.environ.get(CAPTURE_ENV) else None
+    if form is not None:
+        capture(problem, form)
+    choice = os.environ.get(CHOICE_ENV) or "auto"
+    name = rule(st) if choice == "auto" else choice
     seconds = 0.0
     if name != "clarabel":
         solver = SOLVERS.get(name)
         if solver is not None:
             try:
-                ok, x, sec, status = solver(problem, form)
+                ok, x, sec, status = solver(problem, st)
             except ImportError:
                 ok, x, sec, status = False, None, 0.0, "absent"
             seconds += sec
             if ok:
                 if problem.violation(x) <= violation_limit(problem):
                     return True, x, seconds, status, name
-    ok, x, sec, status = solve_clarabel(problem, form)
+    ok, x, sec, status = solve_clarabel(problem, form if form is not None else conic_form(st))
     return ok, x, seconds + sec, status, "clarabel"
 
 
-def _bounded(form: Conic):
+def _bounded(form: Conic | Stated):
     """(P upper, q, A_eq, b_eq, G, h, x_l, x_u): ``form`` with its single-variable rows of the
-    nonnegative cone turned into bounds, for solvers that take bounds natively."""
+    nonnegative cone turned into bounds, for solvers that take bounds natively (from a
+    statement: ``_piqp_inputs``, the same arrays)."""
+    if isinstance(form, Stated):
+        return _piqp_inputs(form)
 
     a = form.a.tocsr()
     g = a[form.n_zero :]
@@ -162,6 +182,8 @@ def _bounded(form: Conic):
 
 
 def _full(p):
+    import scipy.sparse as sp
+
     return (p + sp.triu(p, 1).T).tocsc()
 
 
@@ -174,21 +196,87 @@ def solve_clarabel_method(problem: NodeQP, form: Conic, method: str):
     return solve_clarabel(problem, form, {"direct_solve_method": method})
 
 
-def solve_piqp(problem: NodeQP, form: Conic):
-    """PIQP (BSD-2, Schwan et al. 2023), sparse interface, bounds native, Clarabel's tolerances."""
+def _piqp_inputs(st: Stated):
+    """What ``_bounded(conic_form(...))`` gives, made from the statement directly (no bound rows
+    built to be taken apart again): bit for bit the same arrays (tests/test_topdown_qp_choice.py)."""
+    import scipy.sparse as sp
+
+    a, lo, hi = st.a, st.lo, st.hi
+    n = st.cols.size
+    eq = lo == hi
+    ineq_hi = np.flatnonzero(~eq & np.isfinite(hi))
+    ineq_lo = np.flatnonzero(~eq & np.isfinite(lo))
+    rows = [a[ineq_hi], -a[ineq_lo]]
+    rhs = [hi[ineq_hi], -lo[ineq_lo]]
+    g = sp.vstack(rows).tocsr() if ineq_hi.size or ineq_lo.size else sp.csr_matrix((0, n))
+    h = np.concatenate(rhs)
+    x_l = np.where(np.isfinite(st.lower), st.lower, -np.inf).astype(np.float64)
+    x_u = np.where(np.isfinite(st.upper), st.upper, np.inf).astype(np.float64)
+    count = np.diff(g.indptr)
+    single = np.flatnonzero(count == 1)  # a one-variable row is a bound, as _bounded takes it
+    col = g.indices[g.indptr[single]]
+    val = g.data[g.indptr[single]]
+    bound = h[single] / val
+    up = val > 0
+    np.minimum.at(x_u, col[up], bound[up])
+    np.maximum.at(x_l, col[~up], bound[~up])
+    rest = np.flatnonzero(count != 1)
+    return st.p, st.q, a[np.flatnonzero(eq)].tocsc(), hi[eq], g[rest].tocsc(), h[rest], x_l, x_u
+
+
+_PIQP_KEEP = 4  # PIQP solvers kept per process, by sparsity pattern (a node's passes differ)
+_PIQP_UP_TO = 50_000  # variables: larger fits are few and their solvers large; not kept
+_piqp_kept: collections.OrderedDict = collections.OrderedDict()
+
+
+def _pattern(*parts) -> bytes:
+    """A digest of sparsity patterns and shapes: equal for fits PIQP can ``update`` to."""
+    h = hashlib.blake2b(digest_size=16)
+    for m in parts:
+        if m is None:
+            h.update(b"-")
+        elif hasattr(m, "indptr"):
+            h.update(np.asarray(m.shape, dtype=np.int64).tobytes())
+            h.update(m.indptr.tobytes())
+            h.update(m.indices.tobytes())
+        else:  # which bounds are finite
+            h.update(np.packbits(np.isfinite(m)).tobytes() + np.int64(m.size).tobytes())
+    return h.digest()
+
+
+def solve_piqp(problem: NodeQP, form: Conic | Stated | None = None, reuse: bool = True):
+    """PIQP (BSD-2, Schwan et al. 2023), sparse interface, bounds native, Clarabel's tolerances.
+    ``reuse``: set up once per sparsity pattern (see the module doc)."""
+    import piqp
+
+    form = stated(problem) if form is None else form
     p, q, a, b, g, h, x_l, x_u = _bounded(form)
+    has_g = g.shape[0] > 0
+    g, h = (g, h) if has_g else (None, None)
     t0 = time.perf_counter()
-    solver = piqp.SparseSolver()
-    solver.settings.verbose = False
-    solver.settings.eps_abs = TOL_FEAS
-    solver.settings.eps_rel = TOL_GAP
-    solver.setup(p, q, a, b, g if g.shape[0] else None, None, h if g.shape[0] else None, x_l, x_u)
+    key = _pattern(p, a, g, x_l, x_u) if reuse and q.size < _PIQP_UP_TO else None
+    solver = _piqp_kept.pop(key, None) if key is not None else None
+    if solver is not None:
+        solver.update(P=p, c=q, A=a, b=b, G=g, h_u=h, x_l=x_l, x_u=x_u)
+    else:
+        solver = piqp.SparseSolver()
+        solver.settings.verbose = False
+        solver.settings.eps_abs = TOL_FEAS
+        solver.settings.eps_rel = TOL_GAP
+        solver.setup(p, q, a, b, g, None, h, x_l, x_u)
     status = solver.solve()
     seconds = time.perf_counter() - t0
-    return _result(problem, form, status == piqp.PIQP_SOLVED, np.array(solver.result.x), seconds, status)
+    x = np.array(solver.result.x)
+    if key is not None:
+        _piqp_kept[key] = solver
+        while len(_piqp_kept) > _PIQP_KEEP:
+            _piqp_kept.popitem(last=False)
+    return _result(problem, form, status == piqp.PIQP_SOLVED, x, seconds, status)
 
 
 def _proxsuite_setup(form: Conic):
+    import scipy.sparse as sp
+
     p, q, a, b, g, h, x_l, x_u = _bounded(form)
     n = q.size
     has = np.isfinite(x_l) | np.isfinite(x_u)
@@ -205,6 +293,8 @@ def _proxsuite_setup(form: Conic):
 def solve_proxsuite(problem: NodeQP, form: Conic, warm=None):
     """proxsuite's sparse ProxQP (BSD-2, Bambade et al. 2022), Clarabel's tolerances; ``warm``
     (x, y, z): a warm start."""
+    import proxsuite
+
     h, q, a, b, c, lo, hi = _proxsuite_setup(form)
     t0 = time.perf_counter()
     qp = proxsuite.proxqp.sparse.QP(q.size, a.shape[0], c.shape[0])
@@ -225,6 +315,9 @@ def solve_proxsuite(problem: NodeQP, form: Conic, warm=None):
 
 
 def _osqp(form: Conic, eps: float):
+    import osqp
+    import scipy.sparse as sp
+
     p, q, a, b, g, h, x_l, x_u = _bounded(form)
     n = q.size
     has = np.isfinite(x_l) | np.isfinite(x_u)
@@ -259,6 +352,8 @@ def solve_osqp_proxsuite(problem: NodeQP, form: Conic):
 def _standard(problem: NodeQP):
     """(h, c, A, b, l, u, n): ``problem`` with equality rows only (a slack per inequality row,
     bounded as the row was), the Hessian still diagonal: what the normal equations need."""
+    import scipy.sparse as sp
+
     a = problem.a.tocsr()
     eq = problem.lo == problem.hi
     ineq = np.flatnonzero(~eq)
@@ -278,6 +373,8 @@ def solve_cholmod_ipm(problem: NodeQP, form: Conic | None = None, tol: float = T
     supernodal CHOLMOD Cholesky of the normal equations A D^-1 A' (scikit-sparse): the
     Hessian is diagonal once inequality rows get slacks, so D is too. The symbolic analysis is
     done once per problem; each step only refactors numerically."""
+    from sksparse.cholmod import CholmodError, analyze_AAt
+
     t0 = time.perf_counter()
     h, c, a, b, l, u, n_x = _standard(problem)
     m, n = a.shape
@@ -311,9 +408,9 @@ def solve_cholmod_ipm(problem: NodeQP, form: Conic | None = None, tol: float = T
         scaled = a @ sp_diag(np.sqrt(dinv))
         try:
             if factor is None:
-                factor = _cholmod.analyze_AAt(scaled, mode="supernodal")
+                factor = analyze_AAt(scaled, mode="supernodal")
             factor.cholesky_AAt_inplace(scaled, beta=1e-12 * scale_b)
-        except _cholmod.CholmodError as exc:
+        except CholmodError as exc:
             status = f"factorization: {exc}"
             break
 
@@ -351,6 +448,8 @@ def solve_cholmod_ipm(problem: NodeQP, form: Conic | None = None, tol: float = T
 
 
 def sp_diag(values):
+    import scipy.sparse as sp
+
     return sp.diags(values, format="csc")
 
 

@@ -1,8 +1,11 @@
 """A node's fit rounded to whole counts: floor or ceiling per cell, chosen by a small LP (a MILP
-only when the LP is fractional) so every row the node keeps still holds."""
+only when the LP is fractional) so every row the node keeps still holds. The LP is solved as a
+min-cost flow where its rows are a network matrix (network.py: as TopDown states them, always),
+by HiGHS otherwise or when the flow does not report an optimum."""
 
 from __future__ import annotations
 
+import os
 import time
 
 import numpy as np
@@ -10,10 +13,15 @@ import scipy.sparse as sp
 
 from dpspec.api import MechanismError
 
-from . import highs
+from . import highs, network
 from .highs import _INT_TOL
 from .rows import _INF, _Rows, _sum_rows, bound_margin
 from .merge_columns import merge_parallel
+
+
+# "flow" (default): the LP as a min-cost flow where it is a network (network.py), HiGHS elsewhere;
+# "highs": HiGHS for every LP, as before (the rounding benchmark's comparison)
+SOLVER_ENV = "DPSPEC_TOPDOWN_ROUNDING"
 
 
 def _round(task, xstar, va, vc, vcell, cells, margins=(), fail=True):
@@ -61,21 +69,22 @@ def _round_once(task, xstar, base, fi, width, va, vc, vcell, cells, integer, mar
     rows = _Rows()
     sel = fi  # only free variables appear in the rows; fixed ones move to the bounds
 
-    def add_sum(keys_all, n_keys, target):
+    def add_sum(keys_all, n_keys, target, cell_side=False):
         """sum over free vars with key k of delta = target[k] - sum over all vars with key k of base."""
         basesum = np.bincount(keys_all, weights=base, minlength=n_keys)
         local, present = _sum_rows(keys_all[sel], n_keys)
         rhs = np.asarray(target, dtype=np.float64)[present] - basesum[present]
-        rows.add(local, np.arange(nf), 1.0, rhs, rhs)
+        rows.add(local, np.arange(nf), 1.0, rhs, rhs, cell_side)
         others = _keys_without(keys_all, n_keys, present)
         return bool(np.all(np.abs(np.asarray(target, dtype=np.float64)[others] - basesum[others]) < 0.5))
 
     ok = True
     if task.parent is not None:
-        ok &= add_sum(va, cells.size, task.parent[cells])
+        ok &= add_sum(va, cells.size, task.parent[cells], cell_side=True)
     for con in task.constraints:
         key = con.child_set[vc] * con.n_groups + con.groups[vcell]
-        ok &= add_sum(key, con.target.size, con.target.ravel())
+        # one set of children for the whole node: each row a union of parent cells
+        ok &= add_sum(key, con.target.size, con.target.ravel(), cell_side=bool(np.all(con.child_set == 0)))
     margins = (*margins, *(bound_margin(b, vc, vcell) for b in task.bounds))
     # keep each child's total within floor/ceil of its least-squares total
     tot = np.bincount(vc, weights=xstar, minlength=task.n_children)
@@ -108,7 +117,15 @@ def _round_once(task, xstar, base, fi, width, va, vc, vcell, cells, integer, mar
         cost = 1.0 - 2.0 * frac  # |base + d - x| = frac + d (1 - 2 frac) for d in {0, 1}
         # columns alike in every row and in cost as one (merge_columns.merge_parallel)
         a_lp, cost_lp, upper_lp, split = merge_parallel(a.tocsc(), cost)
-        status, d, _ = highs._highs(cost_lp, np.zeros(cost_lp.size), upper_lp, a_lp.tocsc(), lo, hi, integer=integer)
+        d = None
+        if not integer:
+            network.capture(cost_lp, upper_lp, a_lp, lo, hi, rows.cell_side())
+            if os.environ.get(SOLVER_ENV, "flow") == "flow":
+                _, d, _ = network.solve_flow(cost_lp, upper_lp, a_lp, lo, hi, rows.cell_side())
+        if d is None:
+            status, d, _ = highs._highs(
+                cost_lp, np.zeros(cost_lp.size), upper_lp, a_lp.tocsc(), lo, hi, integer=integer
+            )
         if d is not None and split is not None:
             if np.any(np.abs(d - np.rint(d)) > _INT_TOL):
                 return None

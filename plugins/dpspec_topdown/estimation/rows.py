@@ -26,16 +26,23 @@ class _Rows:
 
     def __init__(self):
         self.r, self.c, self.v, self.lo, self.hi = [], [], [], [], []
+        self.sides = []
         self.n = 0
 
-    def add(self, rows, cols, vals, lo, hi):
-        """``rows`` are local row ids 0..len(lo)-1 of this block."""
+    def add(self, rows, cols, vals, lo, hi, cell_side=False):
+        """``rows`` are local row ids 0..len(lo)-1 of this block; ``cell_side``: its rows are
+        unions of parent cells (the rounding's network form, network.py)."""
         self.r.append(np.asarray(rows, dtype=np.int64) + self.n)
         self.c.append(np.asarray(cols, dtype=np.int64))
         self.v.append(np.broadcast_to(np.asarray(vals, dtype=np.float64), np.shape(rows)))
         self.lo.append(np.asarray(lo, dtype=np.float64))
         self.hi.append(np.asarray(hi, dtype=np.float64))
+        self.sides.append(np.full(len(lo), bool(cell_side)))
         self.n += len(lo)
+
+    def cell_side(self) -> np.ndarray:
+        """Per row, whether its block was added as cell side."""
+        return np.concatenate(self.sides) if self.sides else np.zeros(0, dtype=bool)
 
     def matrix(self, n_cols):
         if not self.r:

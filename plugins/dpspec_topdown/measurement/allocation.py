@@ -20,7 +20,7 @@ from typing import Iterable, Mapping
 
 import attrs
 
-from dpspec.api import SpecError, as_fraction, effective_sigma2
+from dpspec.api import Diagnostic, SpecError, as_fraction, effective_sigma2
 
 SENSITIVITY_SQUARED = {"symdiff": 1, "hamming": 2}
 
@@ -89,25 +89,28 @@ def sensitivity_squared(relation: str) -> int:
         ) from None
 
 
-def check_shares(shares: Mapping, what: str, names: Mapping | None = None) -> dict:
+def check_shares(shares: Mapping, what: str, names: Mapping | None = None, path: tuple = ()) -> dict:
     """Shares as exact positive Fractions summing to exactly 1, or a SpecError naming them (by
-    ``names`` {key: as the spec writes it} when given)."""
+    ``names`` {key: as the spec writes it} when given), its diagnostic carrying `path`."""
+
+    def refused(message):
+        return SpecError(Diagnostic(f"{what}: {message}", path=path))
 
     if not shares:
-        raise SpecError(f"{what}: no shares given")
+        raise refused("no shares given")
     out = {}
     for key, value in shares.items():
         try:
             frac = as_fraction(value)
         except (TypeError, ValueError, ZeroDivisionError):
-            raise SpecError(f"{what}: share {value!r} for {_label(key, names)} is not a number") from None
+            raise refused(f"share {value!r} for {_label(key, names)} is not a number") from None
         if frac <= 0:
-            raise SpecError(f"{what}: share for {_label(key, names)} must be positive, got {frac}")
+            raise refused(f"share for {_label(key, names)} must be positive, got {frac}")
         out[key] = frac
     total = sum(out.values(), Fraction(0))
     if total != 1:
         listed = ", ".join(f"{_label(k, names)}={v}" for k, v in out.items())
-        raise SpecError(f"{what}: shares must sum to exactly 1, but {listed} sum to {total} (= {float(total):.6g})")
+        raise refused(f"shares must sum to exactly 1, but {listed} sum to {total} (= {float(total):.6g})")
     return out
 
 
@@ -127,14 +130,17 @@ def allocate(
 
     ``strategy`` maps each measured level to ``[(query, share), ...]``. Levels absent from
     ``level_shares`` are not measured (the implicit root, typically). ``names`` {(level, query):
-    as the spec writes it} names the queries in errors.
+    as the spec writes it} names the queries in errors. An error's diagnostic carries the path of
+    the setting it is about as TopDown's spec writes it: ("rho",), ("levels",) for the level
+    shares, ("queries", LEVEL) for a level's query shares (the queries block itself when one
+    block serves every level: the core's locating stops at the deepest part written).
     """
 
     rho = as_fraction(rho)
     if rho <= 0:
-        raise SpecError(f"the zCDP budget rho must be positive, got {rho}")
+        raise SpecError(Diagnostic(f"the zCDP budget rho must be positive, got {rho}", path=("rho",)))
     s2 = sensitivity_squared(relation)
-    levels = check_shares(dict(level_shares), "level budget shares")
+    levels = check_shares(dict(level_shares), "level budget shares", path=("levels",))
     missing = [lv for lv in levels if lv not in strategy]
     extra = [lv for lv in strategy if lv not in levels]
     if missing or extra:
@@ -149,11 +155,14 @@ def allocate(
         entries = list(strategy[level])
         keys = [tuple(q) for q, _ in entries]
         if len(set(keys)) != len(keys):
-            raise SpecError(f"query shares at level {level!r}: a query is listed twice")
+            raise SpecError(
+                Diagnostic(f"query shares at level {level!r}: a query is listed twice", path=("queries", level))
+            )
         qshares = check_shares(
             {tuple(q): s for q, s in entries},
             f"query shares at level {level!r}",
             {q: n for (lv, q), n in (names or {}).items() if lv == level},
+            path=("queries", level),
         )
         for query, qshare in qshares.items():
             rho_q = rho * lshare * qshare

@@ -29,7 +29,7 @@ import math
 
 import attrs
 
-from dpspec.api import DataError, SpecError, LazyModule
+from dpspec.api import DataError, Diagnostic, SpecError, LazyModule
 
 from .allocation import query_name
 from .shipping import remember
@@ -52,28 +52,38 @@ class Recode:
 
     @classmethod
     def build(cls, name: str, variable: str, categories: Sequence, groups: Mapping) -> "Recode":
-        """Check that ``groups`` (label -> values) partitions ``categories``; SpecError otherwise."""
+        """Check that ``groups`` (label -> values) partitions ``categories``; SpecError otherwise,
+        its diagnostic carrying the path of what it is about inside the recode as written: (LABEL,)
+        an empty group, (LABEL, i) its i-th value, () categories in no group."""
         categories = list(categories)
         where = {}
-        for gi, (label, values) in enumerate(groups.items()):
+
+        def refused(message, *path):
+            return SpecError(Diagnostic(message, path=path))
+
+        for label, values in groups.items():
             values = list(values)
             if not values:
-                raise SpecError(f"recode {name!r} of {variable!r}: group {label!r} is empty")
-            for v in values:
+                raise refused(f"recode {name!r} of {variable!r}: group {label!r} is empty", label)
+            for i, v in enumerate(values):
                 if v not in categories:
-                    raise SpecError(
+                    raise refused(
                         f"recode {name!r} of {variable!r}: group {label!r} lists {v!r}, "
-                        f"which is not a category of {variable!r} ({categories})"
+                        f"which is not a category of {variable!r} ({categories})",
+                        label,
+                        i,
                     )
                 if v in where:
-                    raise SpecError(
+                    raise refused(
                         f"recode {name!r} of {variable!r} does not partition {variable!r}: "
-                        f"{v!r} is in both {where[v]!r} and {label!r}"
+                        f"{v!r} is in both {where[v]!r} and {label!r}",
+                        label,
+                        i,
                     )
                 where[v] = label
         missing = [c for c in categories if c not in where]
         if missing:
-            raise SpecError(
+            raise refused(
                 f"recode {name!r} of {variable!r} does not partition {variable!r}: categories {missing} are in no group"
             )
         labels = tuple(groups)

@@ -1,3 +1,3 @@
-"""TopDown's settings read by hand from the mechanism block, and where in the spec text each one
-sits (so a SpecError or DataError names its line): kept together to be replaced, one setting at a
-time, by the core's typed nested parameters."""
+"""TopDown's settings read from the plain values the core resolved against the schema, and
+checked together: each problem carries the path of what it is about (the core turns it into a
+line and column), and `locate.inside` finds a word inside a string value, which no path reaches."""

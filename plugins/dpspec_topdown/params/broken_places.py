@@ -18,7 +18,6 @@ from dpspec.api import DataError, Diagnostic, SpecError, ir
 from dpspec.api import located as located_at
 
 from ..broken import Broken
-from .locate import at
 from .tables import _invariants, _joint, _schema
 
 
@@ -44,7 +43,8 @@ def places(spec: ir.Spec, params: dict, constructs) -> list[Diagnostic]:
 def _place(spec: ir.Spec, params: dict, kind: str, key: list) -> list[Diagnostic]:
     if kind == "structural_zeros":
         table, name = key
-        return [Diagnostic(f"the structural zero '{name}'", *_entry(_params_of(spec, params, table), kind, name))]
+        sub, under = _params_of(spec, params, table)
+        return _written(spec, sub, under, kind, name, f"the structural zero '{name}'")
     if kind == "equal_to":
         return located_at(spec, [Diagnostic(f"equal_to '{key[0]}'", path=(kind, key[0]))])
     if kind == "constraints":
@@ -59,7 +59,7 @@ def _place(spec: ir.Spec, params: dict, kind: str, key: list) -> list[Diagnostic
         return located_at(spec, [Diagnostic(f"the spine's {key[0]} setting", path=("spine", key[0]))])
     if kind == "geography":
         geo = spec.domain.geography
-        return [Diagnostic(f"the geography '{geo.name}'", *at(geo))] if geo is not None else []
+        return [Diagnostic(f"the geography '{geo.name}'", *ir.line_column(geo))] if geo is not None else []
     if kind == "setting":
         return located_at(spec, [Diagnostic(f"'{key[0]}'", path=(key[0],))]) if params.get(key[0]) is not None else []
     if kind == "invariant":
@@ -70,30 +70,33 @@ def _place(spec: ir.Spec, params: dict, kind: str, key: list) -> list[Diagnostic
         ][:1]
     if kind == "recode_column":
         table, column = key
-        sub = _params_of(spec, params, table)
+        sub, under = _params_of(spec, params, table)
         naming = _invariants_naming(spec, sub, lambda lv, canon: column in canon)[:1]
-        return [*map(_invariant, naming), Diagnostic(f"the recode '{column}'", *_entry(sub, "recodes", column))]
+        return [*map(_invariant, naming), *_written(spec, sub, under, "recodes", column, f"the recode '{column}'")]
     return []
+
+
+def _written(spec: ir.Spec, sub: dict, under: tuple, setting: str, name: str, what: str) -> list[Diagnostic]:
+    """`what` at the entry `name` of `setting` (of the mechanism's table, or under a joint entry's
+    path); none when the spec writes no such entry."""
+    if name not in (sub.get(setting) or {}):
+        return []
+    return located_at(spec, [Diagnostic(what, path=(*under, setting, name))])
 
 
 def _invariant(q) -> Diagnostic:
     return Diagnostic(f"the invariant '{q.describe()}'", *((q.loc.line, q.loc.column) if q.loc else (None, None)))
 
 
-def _entry(params: dict, setting: str, name: str) -> tuple:
-    """(line, column) of entry `name` of block `setting`, (None, None) when there is none."""
-    block = params.get(setting)
-    if not isinstance(block, ir.ParamBlock):
-        return None, None
-    return next((at(p) for p in block.params if p.name == name), (None, None))
-
-
-def _params_of(spec: ir.Spec, params: dict, table: str | None) -> dict:
-    """The settings of the mechanism's table (`table` None or its name) or of the joint entry or
-    table named `table`."""
+def _params_of(spec: ir.Spec, params: dict, table: str | None) -> tuple[dict, tuple]:
+    """(settings, the path they are written under) of the mechanism's table (`table` None or its
+    name) or of the joint entry or table named `table`; ({}, ()) when there is none."""
     if table is None or table == params["table"]:
-        return params
-    return next((j["params"] for j in _joint(spec, params) if table in (j["name"], j["table"])), {})
+        return params, ()
+    return next(
+        ((j["params"], ("joint", j["name"])) for j in _joint(spec, params) if table in (j["name"], j["table"])),
+        ({}, ()),
+    )
 
 
 def _invariants_naming(spec: ir.Spec, params: dict, keep) -> list:

@@ -1,11 +1,12 @@
 """What `check` decides from the spec beyond each setting alone: the sampler's reach, invariants a
-split spine cannot keep or that do not nest, and a message placed at the setting it names."""
+split spine cannot keep or that do not nest, and the order the settings' readers run in (each
+problem at the path it carries, which the core locates)."""
 
 from __future__ import annotations
 
 import attrs
 
-from dpspec.api import Diagnostic, SpecError, ir, sampler_limit_problem, LazyModule
+from dpspec.api import Diagnostic, SpecError, ir, sampler_limit_problem
 
 from ..geography.declared import problems as geography_problems
 from ..measurement.allocation import split_allocation
@@ -14,23 +15,7 @@ from .joint import _cross_constraints, _joint_names, _joint_tables, _side_tables
 from .passes import _passes, pass_level_path, pass_query_problems
 from .postprocess import failsafe_problems, postprocess_problems
 from .spine import _spine, _split_levels, spine_problems
-from .tables import _bound_categories, _invariants, _joint, _levels, _schema, _shares_loc, _structural_zeros, _variables
-
-# imported on first use: `dpspec --help` loads this module, not them
-_invariant_chain = LazyModule("dpspec_topdown.estimation.invariant_chain", "_invariant_chain", globals())
-_constraints = LazyModule("dpspec_topdown.params.constraints", "_constraints", globals())
-_joint_passes = LazyModule("dpspec_topdown.estimation.joint_passes", "_joint_passes", globals())
-_pass_plans = LazyModule("dpspec_topdown.estimation.pass_plans", "_pass_plans", globals())
-
-
-def _at_setting(spec: ir.Spec, d: Diagnostic) -> Diagnostic:
-    """A diagnostic without a line, placed at the mechanism setting its message starts with
-    ("failsafe: ...", "joint: ..."), so a reviewer is sent to the setting, not the mechanism line."""
-    if d.line is not None or d.path or spec.mechanism is None:  # a path: the core locates it
-        return d
-    name = d.message.split(":", 1)[0].split(" ", 1)[0]
-    p = spec.mechanism.params.get(name)
-    return Diagnostic(d.message, p.loc.line, p.loc.column) if p is not None and p.loc else d
+from .tables import _bound_categories, _invariants, _joint, _levels, _schema, _structural_zeros, _variables
 
 
 def _split_invariant_problems(spec: ir.Spec, params: dict, spine: dict) -> list:
@@ -57,6 +42,8 @@ def _unnested_invariant_problems(spec: ir.Spec, params: dict) -> list:
     """The invariants on `params`' table whose query does not nest with an earlier one's, at the
     later invariant's line (the run's chain rule, estimation/invariant_chain.py, decided here from the spec)."""
 
+    from ..estimation.invariant_chain import unnested, why
+
     schema = _schema(spec, params)
     written = {}  # canonical query: the first invariant writing it
     for _, query, q in _invariants(spec, params)[0]:
@@ -65,7 +52,7 @@ def _unnested_invariant_problems(spec: ir.Spec, params: dict) -> list:
         except SpecError:  # a query it cannot keep is reported where the engine meets it
             continue
     queries = list(written)
-    pair = _invariant_chain.unnested(queries)
+    pair = unnested(queries)
     if pair is None:
         return []
     earlier, later = queries[pair[0]], queries[pair[1]]
@@ -74,7 +61,7 @@ def _unnested_invariant_problems(spec: ir.Spec, params: dict) -> list:
     return [
         Diagnostic(
             f"invariants: '{q.describe()}' does not nest with '{first.describe()}'{line}: "
-            + _invariant_chain.why(earlier, later, schema),
+            + why(earlier, later, schema),
             *((q.loc.line, q.loc.column) if q.loc else (None, None)),
         )
     ]
@@ -99,8 +86,8 @@ def _sampler_problems(spec, params, alloc) -> list[Diagnostic]:
 
 
 def column_problems(spec: ir.Spec, params: dict) -> list:
-    """The table's columns for the geography levels and the histogram variables, the levels of
-    the shares and the queries block: what the later checks read (none of them runs if one fails)."""
+    """The table's columns for the geography levels and the histogram variables, and the levels of
+    the shares: what the later checks read (none of them runs if one fails)."""
     problems = []
     table = spec.domain.table(params["table"])
     if spec.domain.geography is None:
@@ -134,8 +121,6 @@ def column_problems(spec: ir.Spec, params: dict) -> list:
                     path=("levels", level),
                 )
             )
-    if not isinstance(params["queries"], ir.ParamBlock):
-        problems.append(Diagnostic("queries: expected a block such as { total: 1/2  detailed: 1/2 }"))
     return problems
 
 
@@ -144,6 +129,8 @@ def setting_problems(spec: ir.Spec, params: dict, allocation) -> list:
     geography file, invariants, the allocation by `allocation(spec, params)`, constraints,
     equalities, the failsafe, post-processing, cross constraints, then the passes), each
     problem located at its setting."""
+    from .constraints import facility_constraints
+
     problems = []
     spine_wrong = spine_problems(spec, params)  # reported below, at the spine's setting
     flag = None if spine_wrong else _spine(spec, params).get("aian", (None, None))[1]
@@ -158,20 +145,12 @@ def setting_problems(spec: ir.Spec, params: dict, allocation) -> list:
     try:
         if spine_wrong:  # first: a bad flag column is the spine's error, not the joint table's
             raise SpecError(spine_wrong)
-        try:
-            alloc = allocation(spec, params)
-        except SpecError as exc:  # shares that do not sum to 1: at the level's line of the shares
-            raise SpecError(
-                [
-                    d if d.line is not None else Diagnostic(d.message, *_shares_loc(spec, params, d.message))
-                    for d in exc.diagnostics
-                ]
-            ) from None
+        alloc = allocation(spec, params)  # shares that do not sum to 1: at the level's entry of the shares
         problems.extend(_sampler_problems(spec, params, alloc))
         schema = _schema(spec, params)
         _structural_zeros(params, _variables(spec, params), schema.recodes)
 
-        _constraints.facility_constraints(spec, params, _bound_categories(spec, params))
+        facility_constraints(spec, params, _bound_categories(spec, params))
         problems.extend(_split_invariant_problems(spec, params, _spine(spec, params)))
         for table_params in [params, *(j["params"] for j in _joint(spec, params))]:
             problems.extend(_unnested_invariant_problems(spec, table_params))
@@ -186,8 +165,8 @@ def setting_problems(spec: ir.Spec, params: dict, allocation) -> list:
             raise SpecError(pass_query_problems(params, schema, joint))
         passes = _passes(params, list(schema.names), _joint_names(joint))
         _check_pass_plans(spec, params, passes, schema, alloc, joint)
-    except SpecError as exc:
-        problems.extend(_at_setting(spec, d) for d in exc.diagnostics)
+    except SpecError as exc:  # each at the path it carries (the core locates it), or its line
+        problems.extend(exc.diagnostics)
     return problems
 
 
@@ -196,6 +175,9 @@ def _check_pass_plans(spec: ir.Spec, params: dict, passes: dict, schema, alloc, 
     without a budget share is a SpecError at the level's entry of its passes, and what the plan
     refuses is at the entry its path names (a constrain_to, of the level or of an outer pass),
     else at the level's entry."""
+
+    from ..estimation.joint_passes import joint_pass_plan
+    from ..estimation.pass_plans import pass_plan
 
     for level, plan in passes.items():
         level_at = pass_level_path(params, level)
@@ -211,11 +193,9 @@ def _check_pass_plans(spec: ir.Spec, params: dict, passes: dict, schema, alloc, 
         try:
             if joint:  # outer passes over both tables (joint_passes.py)
                 main, other = split_allocation(alloc, joint[0]["name"])
-                _joint_passes.joint_pass_plan(
-                    level, plan, schema, main, joint[0]["schema"], other, joint[0]["name"], groups=False
-                )
+                joint_pass_plan(level, plan, schema, main, joint[0]["schema"], other, joint[0]["name"], groups=False)
             else:
-                _pass_plans.pass_plan(level, plan, schema, alloc, groups=False)  # names checked; arrays at run time
+                pass_plan(level, plan, schema, alloc, groups=False)  # names checked; arrays at run time
         except SpecError as exc:
             raise SpecError(
                 [attrs.evolve(d, path=_plan_path(params, level, d.path) or level_at) for d in exc.diagnostics]

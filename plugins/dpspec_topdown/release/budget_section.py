@@ -136,5 +136,5 @@ def dpspec_report_budget(spec, mechanism, params):
     """TopDown's allocation section; None for another plugin's mechanism."""
     if getattr(mechanism, "name", None) != "topdown":
         return None
-    data = spending(mechanism.budget_breakdown(spec, params))
+    data = spending(mechanism.budget_breakdown(spec, params).figures)
     return BudgetSection(data=data, markdown=MARKDOWN, html=HTML) if data is not None else None

@@ -9,7 +9,7 @@ from dpspec.api import ir, discrete_gaussian_variance, effective_sigma2, LazyMod
 
 from ..measurement.allocation import JOINT_MARK, query_name
 from ..params.equal_to import _equalities
-from ..params.tables import _joint, _levels, _query_key, _schema, _structural_zeros, _variables
+from ..params.tables import _joint, _levels, _query_key, _query_shares, _schema, _structural_zeros, _variables
 from ..wording import counted
 
 # imported on first use: at import they would load numpy, pandas, pyarrow with this module
@@ -58,32 +58,22 @@ def _guarantee_notes(spec: ir.Spec, params: dict) -> list[str]:
     return notes
 
 
-def _query_blocks(params: dict):
-    """(level, block of query shares) for every measured level."""
-    block = params["queries"]
-    per_level = all(isinstance(p.value, ir.ParamBlock) for p in block.params) and block.params
-    for level in params["levels"]:
-        inner = block.get(level) if per_level else None
-        yield level, (inner.value if inner is not None else block)
-
-
 def _query_labels(spec: ir.Spec, params: dict, alloc=None) -> dict:
     """{(level, canonical query): the query as the spec writes it}: a joint table's queries as
     'table: query' (any of ``alloc``'s not written so, by their factors)."""
     schema = _schema(spec, params)
     variables = list(schema.names)
     labels = {
-        (lv, schema.canonical(_query_key(p.name, variables))): " * ".join(p.name.split("*"))
-        for lv, block in _query_blocks(params)
-        for p in block.params
+        (lv, schema.canonical(_query_key(name, variables))): " * ".join(name.split("*"))
+        for lv, shares in _query_shares(params).items()
+        for name in shares
     }
     for j in _joint(spec, params):  # a joint table's queries as its own queries block writes them
         names = list(j["schema"].names)
-        blocks = _query_blocks({"queries": j["params"]["queries"], "levels": params["levels"]})
-        for lv, block in blocks:
-            for p in block.params:
-                key = (JOINT_MARK + j["name"], *j["schema"].canonical(_query_key(p.name, names)))
-                labels[(lv, key)] = f"{j['name']}: " + " * ".join(w.strip() for w in p.name.split("*"))
+        for lv, shares in _query_shares(j["params"], params["levels"]).items():
+            for name in shares:
+                key = (JOINT_MARK + j["name"], *j["schema"].canonical(_query_key(name, names)))
+                labels[(lv, key)] = f"{j['name']}: " + " * ".join(w.strip() for w in name.split("*"))
     for qb in alloc.queries if alloc is not None else ():
         if qb.query[:1] and str(qb.query[0]).startswith(JOINT_MARK) and (qb.level, qb.query) not in labels:
             labels[(qb.level, qb.query)] = f"{qb.query[0][1:]}: {query_name(qb.query[1:])}"
@@ -190,13 +180,9 @@ def accuracy(spec, params, result) -> list[dict]:
     schema = result.schema
     variables = list(params["variables"])
     queries = {"total": (), "detailed": tuple(variables)}
-    block = params["queries"]
-    for p in block.params:
-        if isinstance(p.value, ir.ParamBlock):
-            for inner in p.value.params:
-                queries[inner.name] = _query_key(inner.name, variables)
-        else:
-            queries[p.name] = _query_key(p.name, variables)
+    for name, value in params["queries"].items():
+        for query in value if isinstance(value, dict) else (name,):  # a level's block, or a query
+            queries[query] = _query_key(query, variables)
     out = []
     for level in _levels(spec):
         for name, query in queries.items():

@@ -25,6 +25,7 @@ from ..measurement.node_noise import LevelNoise, NodeNoise
 from ..estimation.postprocess import FailsafeError, GroupConstraint, NodeError, NodeTask
 from ..geography.spine import BYPASSED, bypass_classes, check_budget_per_person, class_share, group_sum, unit_groups
 from ..wording import counted
+from ..release.parts import PartWriter
 from ..release.tables import CHUNK_ROWS, microdata_table, measurements_table
 
 
@@ -49,16 +50,28 @@ class TopDownResult:
     budget_classes: dict = attrs.Factory(dict)
     run_key: int | None = attrs.field(default=None, repr=False)  # the run's noise key (re-draws the noise)
     joint: dict = attrs.Factory(dict)  # joint table name -> its own TopDownResult (same hierarchy)
+    # where the release's files are written in parts (release/parts.py): None, from chunks in this process
+    writer: PartWriter | None = attrs.field(default=None, repr=False)
 
-    def microdata_table(self, categories: Mapping | None = None, chunk_rows: int | None = None, recode_columns=()):
-        """The protected person records as a StreamedTable (see release_tables.microdata_table)."""
+    def microdata_table(
+        self, categories: Mapping | None = None, chunk_rows: int | None = None, recode_columns=(), writer=None
+    ):
+        """The protected person records as a StreamedTable (see release_tables.microdata_table);
+        `writer` (default the run's) writes its file in parts."""
 
         return microdata_table(
-            self.hierarchy, self.schema, self.histograms, categories, chunk_rows or CHUNK_ROWS, recode_columns
+            self.hierarchy,
+            self.schema,
+            self.histograms,
+            categories,
+            chunk_rows or CHUNK_ROWS,
+            recode_columns,
+            writer or self.writer,
         )
 
-    def measurements_table(self, chunk_rows: int | None = None):
-        """The noisy measurements as a StreamedTable: level, geocode, query, cell, value, variance."""
+    def measurements_table(self, chunk_rows: int | None = None, writer=None):
+        """The noisy measurements as a StreamedTable: level, geocode, query, cell, value, variance;
+        `writer` (default the run's) writes its file in parts."""
 
         return measurements_table(
             self.hierarchy,
@@ -70,6 +83,7 @@ class TopDownResult:
             self.run_key,
             chunk_rows or CHUNK_ROWS,
             self.budget_classes,
+            writer or self.writer,
         )
 
     @property

@@ -49,6 +49,7 @@ from ..estimation.postprocess import (
     task_size,
 )
 from ..broken import Broken
+from ..release.parts import PartWriter
 from ..measurement.shipping import pack, unpack
 from ..wording import counted
 from ..design import Design
@@ -256,6 +257,10 @@ def run_topdown(records, design: Design, ctx: RunContext) -> TopDownResult:
     timings["solver_seconds"] = solver
     timings["solver_share"] = solver / node if node > 0 else 0.0
     timings["workers"] = workers
+    # the release's files are written in parts where more than this process can write them
+    on_engine = engine is not None and engine.name != "local"
+    writer = PartWriter(engine if on_engine else None, workers) if on_engine or workers > 1 else None
+    joint_results = {name: attrs.evolve(r, writer=writer) for name, r in joint_results.items()}
     return TopDownResult(
         schema,
         hier,
@@ -270,6 +275,7 @@ def run_topdown(records, design: Design, ctx: RunContext) -> TopDownResult:
         run_key=run_key,
         budget_classes=classes,
         joint=joint_results,
+        writer=writer,
     )
 
 
