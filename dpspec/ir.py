@@ -7,7 +7,9 @@ so that other tools can read a spec without our parser.
 
 from __future__ import annotations
 
+import hashlib
 import math
+import os
 from fractions import Fraction
 from typing import Any
 
@@ -422,8 +424,6 @@ class Spec:
 
     @property
     def base_dir(self) -> str:
-        import os
-
         return os.path.dirname(os.path.abspath(self.path)) if self.path else os.getcwd()
 
 
@@ -534,6 +534,4 @@ def to_jsonable(obj, *, fractions: str = "written", coerce: bool = False, nan: s
 def spec_sha256(spec: Spec) -> str:
     """The spec file's identity in manifests and reports (here, not in the compiler, so that
     reports need not reach back up the pipeline)."""
-    import hashlib
-
     return hashlib.sha256((spec.text or "").encode("utf-8")).hexdigest()

@@ -27,12 +27,20 @@ def require(name: str, extra: str, purpose: str):
 
 class LazyModule:
     """Stands for a module until an attribute is read, then imports it and takes its place in
-    the caller's globals, so later reads cost nothing extra."""
+    the caller's globals, so later reads cost nothing extra. Assigned at module level
+    (`np = LazyModule("numpy", "np", globals())`), it is an import the layer test sees.
 
-    def __init__(self, name: str, alias: str, namespace: dict):
+    extra, purpose: the module belongs to an optional extra; if it is not installed, the first
+    read raises MissingExtra naming the extra to install (as `require`)."""
+
+    def __init__(self, name: str, alias: str, namespace: dict, extra: str | None = None, purpose: str | None = None):
         self._name, self._alias, self._namespace = name, alias, namespace
+        self._extra, self._purpose = extra, purpose
 
     def __getattr__(self, attr):
-        module = importlib.import_module(self._name)
+        if self._extra is None:
+            module = importlib.import_module(self._name)
+        else:
+            module = require(self._name, self._extra, self._purpose or self._name)
         self._namespace[self._alias] = module
         return getattr(module, attr)

@@ -14,6 +14,12 @@ from markupsafe import escape
 from dpspec.report import render_all
 from dpspec.audit import audit, Audit, Findings
 from dpspec.budget.budget_report import BudgetSummary
+from dpspec.lazy import LazyModule
+
+# imported on first use: at import they would load numpy, pandas, pyarrow, jinja2 with this module
+_report = LazyModule("dpspec.inference.report", "_report", globals())
+_inference = LazyModule("dpspec.inference", "_inference", globals())
+_compiler = LazyModule("dpspec.run.compiler", "_compiler", globals())
 
 HEIGHT = 640  # px: a report scrolls inside its frame rather than lengthening the notebook
 
@@ -53,23 +59,19 @@ def spec_html(spec) -> str:
 
 def infer_html(result) -> str:
     """An inference result's report (`report.html` of `dpspec infer -o`)."""
-    from dpspec.inference.report import report_files
-
-    html = report_files(result, with_draws=False)["html"][1]
+    html = _report.report_files(result, with_draws=False)["html"][1]
     return framed(html, f"dpspec inference: {result.target}")
 
 
-def _install() -> None:
-    from dpspec.inference import InferResult
-    from dpspec.run.compiler import Result
-
-    Result._repr_html_ = result_html
+def install() -> None:
+    """Attach the `_repr_html_` methods (importing this module does; the top-level verbs call it)."""
+    _compiler.Result._repr_html_ = result_html
     Audit._repr_html_ = audit_html
     Findings._repr_html_ = lambda findings: (
         audit_html(findings.outcome) if findings.outcome is not None else (f"<pre>{escape(repr(list(findings)))}</pre>")
     )
     BudgetSummary._repr_html_ = lambda summary: spec_html(summary.spec)
-    InferResult._repr_html_ = infer_html
+    _inference.InferResult._repr_html_ = infer_html
 
 
-_install()
+install()

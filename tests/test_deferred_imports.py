@@ -1,25 +1,22 @@
-"""Imports at the top, where readers and tools see them: an import of the project's own modules
-inside a function is kept only when it defers a heavy third-party library (numpy, pandas, scipy,
-a solver, jinja2...) that the importing module does not load already, so `dpspec --help` and
-`dpspec check` stay light; when it sits in a package's `__init__.py`, which every import of a
-module beneath it runs (the verbs of `dpspec/__init__.py` load the compiler only when called); or
-when a module every start loads (the CLI, each plugin's entry module: `dpspec --help` loads them
-all) defers a module a bare start does not need. Anything else belongs at module level."""
+"""Imports at the top, where readers and tools see them: no import statement inside a function
+anywhere in dpspec/ or plugins/. A module that must not load something when it is imported (a
+heavy library, an optional extra's, or one of our modules that would load one, close an import
+cycle or burden a light start) names it at its top as `x = LazyModule("module", "x", globals())`
+(dpspec.lazy), which tests/test_layers.py counts as an import of the module; names that only
+annotations use go under `if TYPE_CHECKING:`. That the light starts stay light is
+tests/test_startup.py's and tests/test_lsp.py's to prove (a fresh process each)."""
 
 from __future__ import annotations
 
 import ast
 import functools
 import os
-import subprocess
 import sys
-
-import pytest
 
 from tests.test_layers import ROOT, _modules
 
-LIGHT = {"lark", "attrs", "click", "pluggy", "typing_extensions", "__future__"}  # the start-up floor's
 OWN_TOPS = {"dpspec"} | {d for d in os.listdir(os.path.join(ROOT, "plugins")) if d.startswith("dpspec_")}
+ARRAYS = {"numpy", "pandas", "scipy", "pyarrow", "jinja2"}  # what a light start must not load
 
 
 def _all_modules() -> dict[str, str]:
@@ -30,6 +27,124 @@ def _all_modules() -> dict[str, str]:
 
 
 FILES = _all_modules()
+
+
+def _sources() -> list[str]:
+    """Every Python file under dpspec/ and plugins/ (the Tumult runner and conftest-like files too)."""
+    out = []
+    for top in ("dpspec", "plugins"):
+        for folder, dirs, names in os.walk(os.path.join(ROOT, top)):
+            dirs[:] = sorted(d for d in dirs if d != "__pycache__" and not d.startswith("."))
+            out += [os.path.join(folder, f) for f in sorted(names) if f.endswith(".py")]
+    return out
+
+
+def _type_checking(node) -> bool:
+    return isinstance(node, ast.If) and (
+        (isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING")
+        or (isinstance(node.test, ast.Attribute) and node.test.attr == "TYPE_CHECKING")
+    )
+
+
+def imports_in_functions(tree) -> list[int]:
+    """The lines of the import statements inside a function body (not under `if TYPE_CHECKING:`)."""
+    typing_only = {id(c) for n in ast.walk(tree) if _type_checking(n) for c in ast.walk(n)}
+    found = set()
+    for n in ast.walk(tree):
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            found |= {
+                c.lineno
+                for c in ast.walk(n)
+                if isinstance(c, (ast.Import, ast.ImportFrom)) and id(c) not in typing_only
+            }
+    return sorted(found)
+
+
+def test_no_import_statement_inside_a_function():
+    problems = []
+    for path in _sources():
+        with open(path, encoding="utf-8") as fh:
+            tree = ast.parse(fh.read())
+        problems += [f"{os.path.relpath(path, ROOT)}:{line}" for line in imports_in_functions(tree)]
+    assert len(_sources()) > 300
+    assert problems == [], (
+        "import statements inside functions (move them to the module's top, or name the module "
+        "there with LazyModule):\n" + "\n".join(problems)
+    )
+
+
+def test_the_finder_sees_an_import_in_any_function_and_nothing_else():
+    """A control: methods, nested and async functions are searched; the module's own imports,
+    `if TYPE_CHECKING:` blocks and `require()` calls are not import statements in a function."""
+    tree = ast.parse(
+        "import os\n"
+        "from typing import TYPE_CHECKING\n"
+        "if TYPE_CHECKING:\n    import pandas\n"
+        "def f():\n    require('pyspark', 'spark', 'the Spark engine')\n"
+        "    def g():\n        import json\n"
+        "class C:\n    def m(self):\n        from os import path\n"
+        "async def h():\n    if TYPE_CHECKING:\n        import numpy\n    import math\n"
+    )
+    assert imports_in_functions(tree) == [8, 11, 15]
+
+
+def _lazy_lines(path: str) -> list[tuple[int, str, ast.AST]]:
+    """(line, why it is wrong or "", the call) for each LazyModule(...) call in a file."""
+    with open(path, encoding="utf-8") as fh:
+        tree = ast.parse(fh.read())
+    assigned = {
+        id(stmt.value): stmt
+        for stmt in tree.body
+        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name)
+    }
+    out = []
+    for n in ast.walk(tree):
+        if not (isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "LazyModule"):
+            continue
+        stmt = assigned.get(id(n))
+        args = n.args
+        if stmt is None:
+            why = "not the value of a module-level `name = LazyModule(...)`"
+        elif len(args) != 3 or not all(isinstance(a, ast.Constant) for a in args[:2]):
+            why = 'not LazyModule("module", "name", globals())'
+        elif args[1].value != stmt.targets[0].id:
+            why = f"its alias {args[1].value!r} is not the name it is assigned to ({stmt.targets[0].id})"
+        elif ast.unparse(args[2]) != "globals()":
+            why = "its namespace is not globals()"
+        elif args[0].value.split(".")[0] in OWN_TOPS and args[0].value not in FILES:
+            why = f"there is no module {args[0].value}"
+        else:
+            why = ""
+        out.append((n.lineno, why, n))
+    return sorted(out, key=lambda row: row[0])
+
+
+def test_every_lazy_module_is_a_module_level_name_of_itself():
+    """`x = LazyModule("m", "x", globals())` at module level: the first read of an attribute
+    replaces `x` in the module's globals by the module, which only works under its own name."""
+    problems, count = [], 0
+    for path in _sources():
+        if path.endswith(os.path.join("dpspec", "lazy.py")):
+            continue
+        for line, why, _ in _lazy_lines(path):
+            count += 1
+            if why:
+                problems.append(f"{os.path.relpath(path, ROOT)}:{line}: {why}")
+    assert count > 100  # the deferred imports became these lines
+    assert problems == [], "\n".join(problems)
+
+
+def test_the_lazy_module_check_has_teeth(tmp_path):
+    bad = tmp_path / "bad.py"
+    bad.write_text(
+        "np = LazyModule('numpy', 'numpy', globals())\n"
+        "def f():\n    x = LazyModule('pandas', 'x', globals())\n"
+        "y = LazyModule('dpspec.no_such_module', 'y', globals())\n"
+        "z = LazyModule('scipy', 'z', globals())\n"
+    )
+    whys = [why for _, why, _ in _lazy_lines(str(bad))]
+    assert whys[0].startswith("its alias 'numpy'") and whys[1].startswith("not the value")
+    assert whys[2] == "there is no module dpspec.no_such_module" and whys[3] == ""
 
 
 def _api_table() -> dict[str, str]:
@@ -48,18 +163,6 @@ def _api_table() -> dict[str, str]:
 
 
 API = _api_table()
-
-
-def _deferred_nodes(tree) -> tuple[set[int], set[int]]:
-    """Nodes that do not run on import: (inside a function, under `if TYPE_CHECKING:`, which
-    names only what annotations use)."""
-    late, typing_only = set(), set()
-    for n in ast.walk(tree):
-        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
-            late |= {id(c) for c in ast.walk(n) if c is not n}
-        elif isinstance(n, ast.If) and isinstance(n.test, ast.Name) and n.test.id == "TYPE_CHECKING":
-            typing_only |= {id(c) for c in ast.walk(n) if c is not n}
-    return late, typing_only
 
 
 def _targets(node, module: str, path: str) -> tuple[set[str], set[str]]:
@@ -88,118 +191,62 @@ def _targets(node, module: str, path: str) -> tuple[set[str], set[str]]:
 
 @functools.lru_cache(maxsize=1)
 def _graph():
-    """Per module: own modules and heavy third-party libraries it loads on import, and its
-    function-level imports of own modules (node, line)."""
-    heavy_lib = lambda top: top not in LIGHT and top not in sys.stdlib_module_names  # noqa: E731
-    edges, third, deferred = {}, {}, {}
+    """Per module: the own modules and third-party libraries its import statements load when it
+    is imported (a LazyModule loads nothing then; `if TYPE_CHECKING:` never runs)."""
+    edges, third = {}, {}
     for module, path in FILES.items():
         with open(path, encoding="utf-8") as fh:
             tree = ast.parse(fh.read())
-        later, typing_only = _deferred_nodes(tree)
-        own, libs, late = set(), set(), []
+        typing_only = {id(c) for n in ast.walk(tree) if _type_checking(n) for c in ast.walk(n)}
+        own, libs = set(), set()
         for node in ast.walk(tree):
-            if not isinstance(node, (ast.Import, ast.ImportFrom)):
-                continue
-            o, t = _targets(node, module, path)
-            if id(node) in typing_only:
-                continue
-            if id(node) in later:
-                if o:
-                    late.append((node, o))
-            else:
+            if isinstance(node, (ast.Import, ast.ImportFrom)) and id(node) not in typing_only:
+                o, t = _targets(node, module, path)
                 own |= o
-                libs |= {x for x in t if heavy_lib(x)}
+                libs |= {x for x in t if x not in sys.stdlib_module_names}
         parts = module.split(".")
         own |= {".".join(parts[:i]) for i in range(1, len(parts))}  # a module's packages run first
         edges[module] = {o for o in own if o in FILES and o != module}
-        third[module], deferred[module] = libs, late
-    return edges, third, deferred
+        third[module] = libs
+    return edges, third
 
 
-def _heavy(edges, third) -> dict[str, set[str]]:
-    """The heavy libraries importing each module loads (the closure over import-time edges)."""
-    out = {}
-    for start in edges:
-        seen, todo, libs = {start}, [start], set()
-        while todo:
-            m = todo.pop()
-            libs |= third.get(m, set())
-            for n in edges.get(m, ()):
-                if n not in seen:
-                    seen.add(n)
-                    todo.append(n)
-        out[start] = libs
-    return out
-
-
-@functools.lru_cache(maxsize=1)
-def loaded_at_start() -> frozenset[str]:
-    """The project's modules `dpspec --help` loads (in a fresh interpreter, this checkout first)."""
-    code = (
-        "import sys, io, contextlib\nfrom dpspec.cli.main import main\nsys.argv = ['dpspec', '--help']\n"
-        "with contextlib.redirect_stdout(io.StringIO()):\n    try:\n        main()\n    except SystemExit:\n        pass\n"
-        "print(' '.join(sorted(sys.modules)))"
-    )
-    env = dict(
-        os.environ, PYTHONPATH=os.pathsep.join([ROOT, os.path.join(ROOT, "plugins"), os.environ.get("PYTHONPATH", "")])
-    )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=ROOT, check=True)
-    return frozenset(m for m in out.stdout.split() if m.split(".")[0] in OWN_TOPS)
-
-
-def _closure(edges, module: str) -> set[str]:
-    seen, todo = {module}, [module]
+def heavy_on_import(module: str) -> set[str]:
+    """The third-party libraries importing `module` loads (the closure over import-time edges)."""
+    edges, third = _graph()
+    seen, todo, libs = {module}, [module], set()
     while todo:
-        for n in edges.get(todo.pop(), ()):
+        m = todo.pop()
+        libs |= third.get(m, set())
+        for n in edges.get(m, ()):
             if n not in seen:
                 seen.add(n)
                 todo.append(n)
-    return seen
+    return libs
 
 
-def unjustified_deferrals() -> list[str]:
-    edges, third, deferred = _graph()
-    heavy = _heavy(edges, third)
-    start = loaded_at_start()
-    problems = []
-    for module, late in sorted(deferred.items()):
-        if FILES[module].endswith("__init__.py"):
-            continue  # a package's __init__ runs for every module beneath it: it stays light
-        for node, targets in late:
-            extra = set().union(*(heavy.get(t, set()) for t in targets)) - heavy[module]
-            if module in start:  # a start loads this module: deferring what a bare start does not need is the point
-                extra |= set().union(*(_closure(edges, t) for t in targets)) - start
-            if not extra:
-                problems.append(
-                    f"{module}:{node.lineno} imports {', '.join(sorted(targets))} inside a function, "
-                    f"but that loads nothing heavy {module} does not load already"
-                )
-    return problems
-
-
-@pytest.mark.slow  # imports every module in fresh interpreters
-def test_a_function_level_import_of_our_own_modules_defers_a_heavy_library():
-    problems = unjustified_deferrals()
-    assert problems == [], "\n".join(problems)
-
-
-@pytest.mark.slow  # reads the import closure of every module
-def test_the_check_sees_the_heavy_closure_and_the_apis_names():
-    """Controls: the CLI loads no numpy on import (so its deferrals are justified), TopDown's
-    solver module loads scipy, and `from dpspec.api import X` is followed to X's module."""
-    edges, third, _ = _graph()
-    heavy = _heavy(edges, third)
-    assert "numpy" not in heavy["dpspec.cli.main"] and "pandas" not in heavy["dpspec.cli.main"]
-    assert any("scipy" in libs for m, libs in heavy.items() if m.startswith("dpspec_topdown"))
+def test_what_every_start_imports_loads_no_array_library():
+    """The static side of tests/test_startup.py: the CLI, the language server and each plugin's
+    entry module (`dpspec --help` loads them all) load none of numpy, pandas, scipy, pyarrow,
+    jinja2 through their import statements; TopDown's solver module does load scipy (a control)."""
+    starts = ["dpspec.cli.main", "dpspec.lsp.server", *(p for p in OWN_TOPS if p != "dpspec")]
+    assert {m: heavy_on_import(m) & ARRAYS for m in starts} == {m: set() for m in starts}
+    assert "scipy" in heavy_on_import("dpspec_topdown.estimation.qp")
     assert API["Mechanism"] == "dpspec.contract.mechanism"
 
 
-def test_a_deferral_that_defers_nothing_heavy_is_found(monkeypatch):
-    """Control: a module importing a light sibling inside a function is reported."""
-    edges, third, deferred = _graph()
-    module = "dpspec.verify.result"
-    node = ast.parse("def f():\n    from dpspec.errors import DpspecError\n").body[0].body[0]
-    fake = dict(deferred)
-    fake[module] = [*deferred[module], (node, {"dpspec.errors"})]
-    monkeypatch.setattr(sys.modules[__name__], "_graph", lambda: (edges, third, fake))
-    assert any(p.startswith(f"{module}:2 imports dpspec.errors") for p in unjustified_deferrals())
+def test_a_lazy_module_imports_on_first_read_and_names_a_missing_extra():
+    """The module's first attribute read imports it and puts it in the namespace in its stead; a
+    module of an optional extra that is not installed raises MissingExtra naming the extra."""
+    import pytest
+
+    from dpspec.lazy import LazyModule, MissingExtra
+
+    namespace = {}
+    namespace["fr"] = LazyModule("fractions", "fr", namespace)
+    assert namespace["fr"].Fraction(1, 2) == 0.5 and namespace["fr"] is sys.modules["fractions"]
+    missing = LazyModule("dpspec_no_such_library", "x", {}, extra="spark", purpose="the Spark engine")
+    with pytest.raises(MissingExtra, match=r"the Spark engine needs dpspec_no_such_library.*dpspec\[spark\]"):
+        missing.anything
+    with pytest.raises(ImportError):
+        LazyModule("dpspec_no_such_library", "x", {}).anything

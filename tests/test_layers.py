@@ -1,5 +1,6 @@
 """The layers the imports show: no cycle between dpspec's packages nor between a plugin's modules,
-imports inside functions included, and the order the architecture page draws."""
+the modules named by a module-level `LazyModule` included (an import made on first use is an
+import all the same), and the order the architecture page draws."""
 
 from __future__ import annotations
 
@@ -178,12 +179,26 @@ def test_the_cycle_finder_finds_a_cycle_and_nothing_else():
     assert cycles({"a": {"b"}, "b": {"c"}, "c": set()}) == []
 
 
-def test_the_graph_counts_imports_inside_functions_and_the_apis_names():
-    """Controls: dpspec/__init__.py imports the compiler only inside `compile`, and dpspec.api
+def test_the_graph_counts_lazy_modules_and_the_apis_names():
+    """Controls: dpspec/__init__.py names the compiler only through a LazyModule, and dpspec.api
     serves the samplers by name; both edges are seen."""
     graph = core_graph()
     assert "dpspec.run" in graph["dpspec"] and "dpspec.run" in graph["dpspec.api"]
+    with open(os.path.join(ROOT, "dpspec", "__init__.py"), encoding="utf-8") as fh:
+        lines = fh.read().splitlines()
+    assert all("LazyModule(" in lines[int(where.rsplit(":", 1)[1]) - 1] for where in graph["dpspec"]["dpspec.run"])
     assert len(graph) > 15 and "dpspec.errors" in graph["dpspec.check"]
+
+
+def test_a_cycle_through_a_lazy_module_is_a_cycle(tmp_path):
+    """A control: `x = LazyModule("m", ...)` is an edge to m (and `import` inside a function, which
+    tests/test_deferred_imports.py forbids, would be one too), so two modules naming each other
+    lazily are a cycle."""
+    (tmp_path / "a.py").write_text('b = LazyModule("pkg.b", "b", globals())\n')
+    (tmp_path / "b.py").write_text("from pkg import a\n")
+    known = {"pkg.a", "pkg.b"}
+    graph = {m: {t for t, _ in _imports(m, str(tmp_path / f"{m[4:]}.py"), known)} for m in known}
+    assert graph == {"pkg.a": {"pkg.b"}, "pkg.b": {"pkg.a"}} and cycles(graph) == [{"pkg.a", "pkg.b"}]
 
 
 def test_no_cycle_between_the_cores_packages():

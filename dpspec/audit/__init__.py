@@ -7,13 +7,21 @@ skipped, when there is none: an oversight body should know which checks did not 
 
 from __future__ import annotations
 
-
 import attrs
 
 from dpspec import ir
+from dpspec.audit import builtin_rules
 from dpspec.audit.base import SEVERITIES, SEVERITY_RANK, Finding, Rule, by_severity, jsonable
 from dpspec.audit.context import Account, AuditContext, SoftCheck, build_context
+from dpspec.budget import budget_from_params
+from dpspec.contract import plugins
+from dpspec.errors import DpspecError
+from dpspec.lazy import LazyModule
 from dpspec.verbs import make_callable
+
+# imported on first use: `dpspec --help` loads this module, not them
+_program = LazyModule("dpspec.budget.program", "_program", globals())
+_plain_words = LazyModule("dpspec.audit.plain_words", "_plain_words", globals())
 
 
 class RuleConflict(Exception):
@@ -23,9 +31,6 @@ class RuleConflict(Exception):
 def all_rules() -> list[Rule]:
     """Every registered rule, built-in ones included even when the package is not installed
     (running from a source tree registers no entry points)."""
-    from dpspec.contract import plugins
-    from dpspec.audit import builtin_rules
-
     pm = plugins.manager()
     if not pm.is_registered(builtin_rules) and pm.get_plugin("audit") is None:
         pm.register(builtin_rules, name="audit")
@@ -69,14 +74,11 @@ class Audit:
     def program_summary(self) -> dict | None:
         """A program's members, composed total and bounds (`dpspec budget` on the program), or
         {"problem": why} when it cannot be composed; None for a single spec."""
-        from dpspec.errors import DpspecError
-        from dpspec.budget.program import program_summary
-
         spec = self.context.spec if self.context is not None else None
         if spec is None or spec.program is None:
             return None
         try:
-            return program_summary(spec)
+            return _program.program_summary(spec)
         except DpspecError as exc:
             return {"problem": str(exc)}
 
@@ -86,25 +88,21 @@ class Audit:
         summary = self.program_summary()
         if summary is None:
             return None
-        from dpspec.budget import budget_from_params
-        from dpspec.budget.program import composed_invariants, summary_words
 
         composed = summary.get("problem") is None
         return ProgramAccount(
             summary,
-            summary_words(summary) if composed else None,
+            _program.summary_words(summary) if composed else None,
             budget_from_params(dict(jsonable(summary["total"]))) if composed else None,
-            composed_invariants(self.context.spec),
+            _program.composed_invariants(self.context.spec),
         )
 
     def plain_words(self) -> dict:
         """The achieved budget read as what an attacker can learn (see `dpspec.audit.plain_words`)."""
-        from dpspec.audit.plain_words import plain_words
-
         ctx = self.context
         if ctx is None:  # an outcome rebuilt without its context (never from run_rules)
             return {"available": False, "rows": [], "problem": "the audit kept no context to read the budget from"}
-        return plain_words(ctx.spec, ctx.ledger, ctx.result, ctx.account)
+        return _plain_words.plain_words(ctx.spec, ctx.ledger, ctx.result, ctx.account)
 
     def text(self) -> str:
         """Plain text for a terminal: findings, the comparison table, the rules not run."""

@@ -42,6 +42,10 @@ from dpspec.errors import ConversionError, DpspecError
 from dpspec.contract.hookspecs import hookimpl
 from dpspec.budget.pufferfish import count_sensitivity
 from dpspec.language.pufferfish import plain_words
+from dpspec.lazy import LazyModule
+
+# imported on first use: at import they would load numpy, pandas, pyarrow with this module
+_data = LazyModule("dpspec.check.data", "_data", globals())
 
 RULES: list[Rule] = []
 
@@ -546,10 +550,8 @@ def unit_count(ctx) -> int | None:
         return int(len(outputs[unit.table])) or None
     source = next((d for d in spec.data if d.table == unit.table), None)
     if ctx.result is None and source is not None and ctx.checked is not None and ctx.checked.passed:
-        from dpspec.check.data import load_table
-
         try:
-            return int(len(load_table(spec, source))) or None
+            return int(len(_data.load_table(spec, source))) or None
         except DpspecError:
             return None
     return None
@@ -1080,7 +1082,6 @@ def _observed_ranges(ctx, bounds) -> dict:
         return dict((getattr(release, "internal", None) or {}).get("observed_ranges") or {})
     if ctx.checked is None or not ctx.checked.passed:
         return {}
-    from dpspec.check.data import load_table
 
     out = {}
     for table in sorted({b.table for b in bounds}):
@@ -1088,7 +1089,7 @@ def _observed_ranges(ctx, bounds) -> dict:
         if source is None:
             continue
         try:
-            frame = load_table(ctx.spec, source)
+            frame = _data.load_table(ctx.spec, source)
         except DpspecError:
             continue
         for b in bounds:

@@ -18,6 +18,10 @@ from dpspec.errors import Diagnostic, DpspecError, SpecError
 from dpspec.check.checker import check
 from dpspec.contract.params import resolve_params
 from dpspec.audit.compare import compare
+from dpspec.lazy import LazyModule
+
+# imported on first use: `dpspec --help` loads this module, not them
+_spec_account = LazyModule("dpspec.budget.spec_account", "_spec_account", globals())
 
 
 @attrs.frozen
@@ -82,12 +86,10 @@ def compute_account(checked: SoftCheck) -> Account:
     """The budget account without running the mechanism (`dpspec budget`'s path: the data is read
     only when the mechanism's budget depends on public facts of it)."""
 
-    from dpspec.budget.spec_account import spec_ledger
-
     if not checked.passed or checked.mechanism is None:
         return Account(problem="the spec does not pass the check, so its budget cannot be computed")
     try:
-        _, facts, statement, _, ledger = spec_ledger(checked.spec)
+        _, facts, statement, _, ledger = _spec_account.spec_ledger(checked.spec)
     except _PLUGIN_FAILURES as exc:
         return Account(problem=f"the budget could not be computed: {exc}")
     return Account(dict(facts or {}), statement, ledger)

@@ -21,6 +21,11 @@ from dpspec.budget import ApproxDP, GaussianDP, PureDP, RenyiDP, ZCDP
 from dpspec.errors import ConversionError, DpspecError
 from dpspec.budget.ledger import DEFAULT_DELTA, SPEC_TO_KIND, to_spec_flavor
 from dpspec.contract.mechanism import NativeFlavor
+from dpspec.lazy import LazyModule
+
+# imported on first use: `dpspec --help` loads this module, not them
+_program = LazyModule("dpspec.budget.program", "_program", globals())
+_parser = LazyModule("dpspec.language.parser", "_parser", globals())
 
 # Where a quoted budget comes from, in words a reader without the ledger's vocabulary follows.
 ACHIEVED = "achieved by the mechanism, as dpspec computes it, not the bound the spec declares"
@@ -137,10 +142,8 @@ def bound_budget(spec: ir.Spec, bound: ir.BudgetBound):
 def program_total(spec: ir.Spec):
     """(composed total, first member spec) of a program, or None when it cannot be composed."""
 
-    from dpspec.budget.program import program_ledger
-
     try:
-        members, ledger = program_ledger(spec)
+        members, ledger = _program.program_ledger(spec)
     except DpspecError:
         return None
     return (ledger.total, _with_program_unit(spec, members[0].spec)) if members else None
@@ -148,15 +151,11 @@ def program_total(spec: ir.Spec):
 
 def _with_program_unit(program: ir.Spec, member: ir.Spec) -> ir.Spec:
     """A member's flavor with the program's composed unit, when the program states one."""
-    import attrs
-
     return attrs.evolve(member, unit=program.unit) if program.unit is not None else member
 
 
 def flavor_spec(spec: ir.Spec) -> ir.Spec:
     """The spec whose flavor stands for this one: a program's members share one flavor."""
-    from dpspec.language.parser import parse, read_source
-
     if spec.program is None:
         return spec
 
@@ -164,7 +163,7 @@ def flavor_spec(spec: ir.Spec) -> ir.Spec:
         for rel in part.paths:
             path = rel if os.path.isabs(rel) else os.path.join(spec.base_dir, rel)
             try:
-                return _with_program_unit(spec, parse(read_source(path), path))
+                return _with_program_unit(spec, _parser.parse(_parser.read_source(path), path))
             except DpspecError:
                 return spec
     return spec

@@ -54,7 +54,15 @@ from .premetrics import (
     normalize_kind,
 )
 from .statement import BudgetStatement, PublicCondition
-from .units import RELATIONS, change_relation, group, hamming_to_symdiff_fixed_size, normalize_relation
+from .units import (
+    RELATIONS,
+    change_relation,
+    group,
+    hamming_to_symdiff_fixed_size,
+    normalize_relation,
+    change_relation as _change_relation,
+    group as _group,
+)
 
 __all__ = [
     "KINDS",
@@ -151,9 +159,6 @@ def convert_request(
 
 
 def _request(budget, to, delta, epsilon, alpha, method, from_unit, to_unit, group) -> dict:
-    from .units import change_relation as _change_relation
-    from .units import group as _group
-
     steps = []
     if (from_unit is None) != (to_unit is None):
         raise ConversionError("a unit change needs both the relation it is quoted under and the target relation")

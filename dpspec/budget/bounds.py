@@ -17,6 +17,10 @@ from dpspec.errors import Diagnostic, SpecError
 from dpspec.budget import ledger as ledger_mod
 from dpspec.check.checker import check
 from dpspec.budget.budget_report import budget_summary
+from dpspec.lazy import LazyModule
+
+# imported on first use: at import they would load numpy, pandas, pyarrow with this module
+_data = LazyModule("dpspec.check.data", "_data", globals())
 
 _FACTS: dict = {}  # (data stamps, mechanism, parameters, invariants) -> public facts; a few entries
 _KEEP = 8
@@ -43,9 +47,8 @@ def _facts(spec: ir.Spec, checked):
     key = (stamps, mech.name, repr(params), tuple(q.describe() for q in spec.invariants)) if stamps else None
     if key is not None and key in _FACTS:
         return _FACTS[key]
-    from dpspec.check.data import load_data
 
-    data, _ = load_data(spec)
+    data, _ = _data.load_data(spec)
     facts = mech.public_facts(spec, params, data)
     if key is not None:
         while len(_FACTS) >= _KEEP:

@@ -26,6 +26,7 @@ from fractions import Fraction
 import attrs
 
 from dpspec.errors import ConversionError
+from dpspec.lazy import LazyModule
 
 from .exact import INF, iv, upper
 from .premetrics import (
@@ -42,6 +43,9 @@ from .premetrics import (
     to_exact,
 )
 from .premetrics import budget_from_params
+
+# heavy libraries, imported on first use
+_special = LazyModule("scipy.special", "_special", globals())
 
 CITATIONS = {
     "pure-zcdp": "Bun & Steinke (2016), Concentrated Differential Privacy: Simplifications, "
@@ -509,10 +513,9 @@ def gdp_log_delta(mu: float, epsilon: float) -> float:
         return -math.inf
     if math.isinf(mu):
         return 0.0
-    from scipy.special import log_ndtr
 
-    a = float(log_ndtr(-eps / mu + mu / 2.0))
-    b = eps + float(log_ndtr(-eps / mu - mu / 2.0))
+    a = float(_special.log_ndtr(-eps / mu + mu / 2.0))
+    b = eps + float(_special.log_ndtr(-eps / mu - mu / 2.0))
     if b >= a:
         return -math.inf
     return min(0.0, a + math.log(-math.expm1(b - a)))

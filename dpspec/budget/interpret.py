@@ -19,8 +19,13 @@ import math
 
 import attrs
 
+from dpspec.lazy import LazyModule
+
 from .conversions import cks20_epsilon, cks20_log_delta, gdp_epsilon
 from .premetrics import ApproxDP, Budget, GaussianDP, PureDP, RenyiDP, ZCDP
+
+# heavy libraries, imported on first use
+_special = LazyModule("scipy.special", "_special", globals())  # Phi and its inverse; only GDP's curve needs them
 
 PRIORS = (0.01, 0.10, 0.50)
 TEST_ALPHAS = (0.01, 0.05)
@@ -76,9 +81,8 @@ def tradeoff(budget: Budget, alpha) -> list[float]:
     if isinstance(budget, GaussianDP):
         if math.isinf(budget.mu):
             return [0.0 for _ in alpha]
-        from scipy.special import ndtr, ndtri  # Phi and its inverse; only GDP's curve needs them
 
-        return [float(ndtr(ndtri(1.0 - min(max(a, 0.0), 1.0)) - float(budget.mu))) for a in alpha]
+        return [float(_special.ndtr(_special.ndtri(1.0 - min(max(a, 0.0), 1.0)) - float(budget.mu))) for a in alpha]
     if isinstance(budget, ZCDP):
         if math.isinf(budget.rho):
             return [0.0 for _ in alpha]

@@ -11,6 +11,10 @@ from __future__ import annotations
 from dpspec import ir
 from dpspec.budget import ledger as ledger_mod
 from dpspec.check.checker import check
+from dpspec.lazy import LazyModule
+
+# imported on first use: at import they would load numpy, pandas, pyarrow with this module
+_data = LazyModule("dpspec.check.data", "_data", globals())
 
 
 def spec_ledger(spec: ir.Spec, data=None, currencies: bool = True):
@@ -20,9 +24,7 @@ def spec_ledger(spec: ir.Spec, data=None, currencies: bool = True):
     facts = {}
     if getattr(mech, "needs_data_for_budget", False):
         if data is None:
-            from dpspec.check.data import load_data
-
-            data, _ = load_data(spec)
+            data, _ = _data.load_data(spec)
         facts = mech.public_facts(spec, params, data)
     statement = mech.budget(spec, params, facts)
     flavor = mech.flavor(spec, params)

@@ -17,6 +17,14 @@ from dpspec import ir
 from dpspec.errors import DataError
 from dpspec.check.sources import data_files, filesystem, is_directory, is_uri, local_files
 from dpspec.language.reading import NotRegularFile, require_regular
+from dpspec.lazy import LazyModule
+
+# heavy libraries, imported on first use
+pt = LazyModule("pyarrow.types", "pt", globals())
+pq = LazyModule("pyarrow.parquet", "pq", globals())
+
+# imported on first use: at import they would load numpy with this module
+_limits = LazyModule("dpspec.check.limits", "_limits", globals())
 
 # kind -> (predicate names of pyarrow.types that the kind accepts, what it wants in words)
 _ACCEPTED = {
@@ -41,8 +49,6 @@ _ACCEPTED = {
 
 def type_problem(arrow_type, kind: str) -> str | None:
     """Why a column of `arrow_type` cannot hold a domain column of `kind`, or None if it can."""
-    import pyarrow.types as pt
-
     if pt.is_dictionary(arrow_type):  # a dictionary-encoded column: its values are what count
         arrow_type = arrow_type.value_type
     names, wanted = _ACCEPTED.get(kind, _ACCEPTED["category"])
@@ -54,9 +60,7 @@ def type_problem(arrow_type, kind: str) -> str | None:
 def check_parquet_types(path: str, table: ir.Table) -> None:
     """DataError unless every data file of the Parquet source `path` has a usable type for each
     declared column it holds, and no column name twice."""
-    from dpspec.check.limits import FooterTally
-
-    tally = FooterTally(path)
+    tally = _limits.FooterTally(path)
     for where, metadata in _schemas(path):
         tally.add(where, metadata, table.column_names)  # declared limits, before any row is read
         schema = metadata.schema.to_arrow_schema()
@@ -89,8 +93,6 @@ def check_parquet_types(path: str, table: ir.Table) -> None:
 
 def _schemas(path: str):
     """(file, Parquet footer) of each data file: footers only, no rows."""
-    import pyarrow.parquet as pq
-
     try:
         if is_uri(path):  # every file's own footer: a dataset's schema is its first file's only
             handle, inner = filesystem(path)

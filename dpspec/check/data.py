@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from dpspec import ir
 from dpspec.check.arrow_types import check_parquet_types
@@ -29,6 +31,10 @@ from dpspec.errors import DataError
 from dpspec.language.reading import NotRegularFile, require_regular
 from dpspec.language.values import shown as shown_value
 from dpspec.check.sources import filesystem
+from dpspec.lazy import LazyModule
+
+# heavy libraries, imported on first use
+pq = LazyModule("pyarrow.parquet", "pq", globals())
 
 SHOW = 5
 TRUE_WORDS = {"true", "t", "yes", "y", "1"}
@@ -46,8 +52,6 @@ def _read_raw(path: str, fmt: str, table: ir.Table, fingerprints: dict | None = 
             return _read_uri(path, fmt, columns)
         require_regular(path)
         if fmt == "parquet":
-            import pyarrow.parquet as pq
-
             present = set(pq.read_schema(path).names)
             frame = pd.read_parquet(path, columns=[c for c in columns if c in present])
         else:
@@ -172,8 +176,6 @@ def _arrow_codes(text: pd.Series, values: list[str]) -> np.ndarray | None:
     dtype = text.dtype
     if not (isinstance(dtype, pd.StringDtype) and dtype.storage == "pyarrow"):
         return None
-    import pyarrow as pa
-    import pyarrow.compute as pc
 
     arr = pa.array(text.array)
     return pc.index_in(arr, value_set=pa.array(values, type=arr.type)).fill_null(-1).to_numpy(zero_copy_only=False)

@@ -19,6 +19,14 @@ import attrs
 from dpspec import ir
 from dpspec.errors import Diagnostic, MechanismError
 from dpspec.language.reading import require_regular
+from dpspec.lazy import LazyModule
+
+# heavy libraries, imported on first use
+pd = LazyModule("pandas", "pd", globals())
+np = LazyModule("numpy", "np", globals())
+
+# imported on first use: at import they would load numpy, pandas, pyarrow with this module
+_streamed = LazyModule("dpspec.contract.streamed", "_streamed", globals())
 
 MAX_KEY_ROWS = 10_000_000  # a declared key set larger than this is refused rather than built
 
@@ -43,8 +51,6 @@ class KeyFile:
 
     def frame(self, columns):
         """Some columns as a pandas frame of text (for the run, where pandas is loaded anyway)."""
-        import pandas as pd
-
         idx = [self.columns.index(c) for c in columns]
         return pd.DataFrame([[row[i] for i in idx] for row in self.rows], columns=list(columns), dtype=object)
 
@@ -133,8 +139,6 @@ def declared_keys(spec: ir.Spec, table: str, columns) -> "object":
 
     Columns read from one key file take that file's rows together (a county is declared within
     its state, not in every state); the others combine as a full product."""
-    import pandas as pd
-
     columns = list(columns)
     if missing := undeclared(spec, table, columns):
         raise MechanismError(
@@ -171,8 +175,6 @@ def declared_keys(spec: ir.Spec, table: str, columns) -> "object":
 def typed_keys(spec: ir.Spec, table: str, keys):
     """Declared keys (text, as `declared_keys` gives them) typed as the domain declares each
     column: ints as int64, bools as booleans, the rest as text, as the table's data is."""
-    import numpy as np
-
     out = keys.copy()
     t = spec.domain.table(table)
     for c in out.columns:
@@ -244,9 +246,8 @@ def released_key_set(frame, columns) -> set:
     """The distinct key rows an output holds, as tuples of text."""
     if not columns:
         return {()}
-    from dpspec.contract.streamed import StreamedTable
 
-    if isinstance(frame, StreamedTable):
+    if isinstance(frame, _streamed.StreamedTable):
         rows = frame.count(list(columns))[list(columns)]
     else:
         rows = frame[list(columns)].drop_duplicates()

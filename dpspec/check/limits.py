@@ -20,12 +20,18 @@ footer claiming a petabyte, a 10 GB line, a 10 MB `.csv.gz` that inflates to 10 
 from __future__ import annotations
 
 import contextvars
+import hashlib
+import os
 import re
 from contextlib import contextmanager
 
 import numpy as np
 
 from dpspec.errors import DataError
+from dpspec.lazy import LazyModule
+
+# heavy libraries, imported on first use
+_common = LazyModule("pandas.io.common", "_common", globals())
 
 DEFAULT_MAX_DATA_BYTES = 64 << 30  # 64 GiB: more than any table this project reads on one machine
 VALUE_BYTES = 8  # a value read into a table takes at least a machine word (int64, float64, a pointer)
@@ -128,8 +134,6 @@ class FooterTally:
 
 def available_memory() -> int | None:
     """The machine's free physical memory in bytes, or None where it cannot be told."""
-    import os
-
     try:
         return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
     except (AttributeError, ValueError, OSError):
@@ -185,15 +189,11 @@ def check_csv_file(path: str, fingerprint: bool = False) -> str | None:
     hashes them) is computed in the same pass and returned, so the file is read twice in all
     (this scan and pandas) rather than three times. A compressed file's scan sees the
     decompressed bytes, not the file's, so it returns None and is fingerprinted on its own."""
-    from pandas.io.common import get_handle, infer_compression
-
-    if fingerprint and infer_compression(path, "infer") is None:
-        import hashlib
-
+    if fingerprint and _common.infer_compression(path, "infer") is None:
         digest = hashlib.sha256()
         with open(path, "rb") as fh:
             check_csv_stream(path, fh, digest)
         return digest.hexdigest()
-    with get_handle(path, "rb", compression="infer", is_text=False) as handles:
+    with _common.get_handle(path, "rb", compression="infer", is_text=False) as handles:
         check_csv_stream(path, handles.handle)
     return None

@@ -26,6 +26,12 @@ import stat
 
 from dpspec import ir
 from dpspec.errors import DataError
+from dpspec.lazy import LazyModule
+
+# heavy libraries, imported on first use
+fs = LazyModule("pyarrow.fs", "fs", globals())
+pa = LazyModule("pyarrow", "pa", globals())
+ds = LazyModule("pyarrow.dataset", "ds", globals())
 
 _URI = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 # Hadoop's S3 connectors name the same buckets pyarrow reads as s3://
@@ -38,8 +44,6 @@ def is_uri(path: str) -> bool:
 
 def filesystem(path: str):
     """(pyarrow filesystem, path within it) for a URI; a DataError when it cannot be reached."""
-    from pyarrow import fs
-
     scheme, rest = path.split("://", 1)
     try:
         return fs.FileSystem.from_uri(f"{_SCHEMES.get(scheme.lower(), scheme)}://{rest}")
@@ -74,8 +78,6 @@ def input_paths(spec) -> list[str]:
 
 def is_directory(path: str) -> bool:
     if is_uri(path):
-        from pyarrow import fs
-
         handle, inner = filesystem(path)
         return handle.get_file_info(inner.rstrip("/") or "/").type == fs.FileType.Directory
     return os.path.isdir(path)
@@ -163,8 +165,6 @@ def local_files(path: str) -> list[str]:
 
 
 def _uri_data_files(path: str) -> list[str]:
-    from pyarrow import fs
-
     handle, inner = filesystem(path)
     inner = inner.rstrip("/")
     out = []
@@ -238,9 +238,6 @@ def parquet_dataset(path: str):
 
     A local directory is read from the files `data_files` lists (and fingerprints), never
     rediscovered by pyarrow, which would follow a symlink loop and read rows again."""
-    import pyarrow as pa
-    import pyarrow.dataset as ds
-
     directory = is_directory(path)
     where = {}
     if is_uri(path):

@@ -18,6 +18,11 @@ from dpspec.report import render_all
 from dpspec.audit import audit, all_rules
 from dpspec.schemas import versioned, legacy_list
 from dpspec.report.sarif import audit_log
+from dpspec.lazy import LazyModule
+
+# imported on first use: at import they would load numpy, pandas, scipy, pyarrow with this module
+_output_set = LazyModule("dpspec.publish.output_set", "_output_set", globals())
+_finding = LazyModule("dpspec.verify.finding", "_finding", globals())
 
 
 def _load(path):
@@ -26,10 +31,8 @@ def _load(path):
 
 def _check_outdir(outdir: str, spec, others: list) -> None:
     """The audit's report files never land beside an input, nor over a compile's output set."""
-    from dpspec.publish.output_set import refuse_release_folder
-
     check_output_target(outdir, input_paths(spec) + others)
-    refuse_release_folder(
+    _output_set.refuse_release_folder(
         outdir, "audit", itself=False
     )  # never a set inside another set; the folder itself: claimed_target
 
@@ -56,18 +59,16 @@ def run_audit_command(
     path: str, baseline_path: str | None, outdir: str | None, output_format: str, verify_file: str | None = None
 ) -> int:
     """Audit and print the findings as `output_format`: "text", "json", "json-list" (deprecated) or "sarif"."""
-    from dpspec.publish.output_set import claimed_target
-
     spec = _load(path)
     baseline = _load(baseline_path) if baseline_path else None
     if outdir:
         _check_outdir(outdir, spec, [p for p in (baseline_path, verify_file) if p])
-    with claimed_target(outdir, "audit"):  # locked for the whole run; the set is swapped in whole at the end
+    with _output_set.claimed_target(
+        outdir, "audit"
+    ):  # locked for the whole run; the set is swapped in whole at the end
         outcome = audit(spec, baseline=baseline)
         if verify_file:  # a `dpspec verify --json` result becomes a finding
-            from dpspec.verify.finding import load_for, with_finding
-
-            outcome = with_finding(outcome, load_for(verify_file, spec))
+            outcome = _finding.with_finding(outcome, _finding.load_for(verify_file, spec))
         if outdir:
             _write_set(outdir, spec, baseline, verify_file, outcome)
     if output_format == "json":

@@ -8,6 +8,10 @@ import click
 
 from dpspec.cli.errors import friendly
 from dpspec.cli.terminal import echo
+from dpspec.lazy import LazyModule
+
+# imported on first use: at import they would load numpy, pandas, pyarrow with this module
+_certificate = LazyModule("dpspec.publish.certificate", "_certificate", globals())
 
 
 @click.group("certificate")
@@ -29,9 +33,7 @@ def verify_certificate_cmd(folder, spec_path):
     """Refuse DIR (exit 1) if any file differs from its certificate: a changed byte in any file of the set,
     a file missing or added, an edited certificate, or an installed plugin whose files differ from those
     that ran."""
-    from dpspec.publish.certificate import verify_certificate
-
-    problems, notes = verify_certificate(folder, spec_path)
+    problems, notes = _certificate.verify_certificate(folder, spec_path)
     for note in notes:
         echo(f"note: {note}", err=True)
     if problems:

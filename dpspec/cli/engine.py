@@ -8,6 +8,10 @@ from contextlib import contextmanager
 import click
 
 from dpspec.cli.terminal import echo
+from dpspec.lazy import LazyModule
+
+# imported on first use: at import they would load numpy, pandas, pyarrow with this module
+_engine = LazyModule("dpspec.engine", "_engine", globals())
 
 # The engine names, spelled here so `dpspec --help` does not import pandas (a test keeps them in
 # step with dpspec.engine.ENGINES).
@@ -33,15 +37,13 @@ master_option = click.option(
 @contextmanager
 def engine_for(name: str, master: str | None):
     """The chosen engine, stopped afterwards; an engine that cannot start exits with status 2."""
-    from dpspec.engine import EngineUnavailable, get_engine
-
     if master is not None and name != "spark":
         raise click.UsageError("--spark-master needs --engine spark")
     engine = None
     try:
-        engine = get_engine(name, master)
+        engine = _engine.get_engine(name, master)
         yield engine
-    except EngineUnavailable as exc:
+    except _engine.EngineUnavailable as exc:
         echo(f"error: {exc}", err=True)
         sys.exit(2)
     finally:
@@ -51,9 +53,7 @@ def engine_for(name: str, master: str | None):
 
 def engine_note(result, engine_name: str) -> str | None:
     """A note when the chosen engine had nothing to run: the mechanism does not use engines."""
-    from dpspec.engine import accepts_engine
-
-    if engine_name != "local" and not accepts_engine(result.mechanism):
+    if engine_name != "local" and not _engine.accepts_engine(result.mechanism):
         return (
             f"note: mechanism '{result.mechanism.name}' does not use the execution engine yet; "
             f"it ran in this process, not on {engine_name}"

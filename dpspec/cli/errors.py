@@ -19,6 +19,11 @@ import click
 
 from dpspec.cli.terminal import echo
 from dpspec.errors import DpspecError
+from dpspec.lazy import LazyModule
+
+# imported on first use: `dpspec --help` loads this module, not them
+_sarif = LazyModule("dpspec.report.sarif", "_sarif", globals())
+_schemas = LazyModule("dpspec.schemas", "_schemas", globals())
 
 
 INTERNAL_ERROR = 3
@@ -66,9 +71,7 @@ def fail(message: str, code: int = 1, diagnostics=None, path: str | None = None)
     if json_wanted():
         echo(json.dumps(error_document(message, code, diagnostics, path), indent=2))
     elif _params().get("output_format") == "sarif":  # SARIF readers get a log whose run failed, not nothing
-        from dpspec.report.sarif import error_log
-
-        echo(json.dumps(error_log(message, diagnostics, path), indent=2))
+        echo(json.dumps(_sarif.error_log(message, diagnostics, path), indent=2))
     sys.exit(code)
 
 
@@ -85,13 +88,11 @@ def json_wanted() -> bool:
 
 def error_document(message: str, code: int, diagnostics=None, path: str | None = None) -> dict:
     """The `error` JSON document: the message, each located problem, the exit status."""
-    from dpspec.schemas import versioned
-
     diags = [
         {"file": path, "line": d.line, "column": d.column, "severity": d.severity, "message": d.message, "hint": d.hint}
         for d in (diagnostics or [])
     ]
-    return versioned(
+    return _schemas.versioned(
         "error",
         {
             "error": message,

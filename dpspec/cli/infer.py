@@ -3,11 +3,24 @@
 from __future__ import annotations
 
 import json
+import os
 
 import click
 
 from dpspec.cli.terminal import echo
 from dpspec.cli.errors import friendly
+from dpspec.lazy import LazyModule
+
+# imported on first use: `dpspec --help` loads this module, not them
+_input_guard = LazyModule("dpspec.publish.input_guard", "_input_guard", globals())
+_parser = LazyModule("dpspec.language.parser", "_parser", globals())
+_schemas = LazyModule("dpspec.schemas", "_schemas", globals())
+
+# imported on first use: at import they would load numpy, pandas, pyarrow, jinja2, markupsafe with this module
+_output_set = LazyModule("dpspec.publish.output_set", "_output_set", globals())
+_inference = LazyModule("dpspec.inference", "_inference", globals())
+_power = LazyModule("dpspec.inference.power", "_power", globals())
+_report = LazyModule("dpspec.inference.report", "_report", globals())
 
 
 def _text(result) -> str:
@@ -72,16 +85,11 @@ def _power_text(p: dict) -> list[str]:
 
 def _check_outdir(outdir: str, spec, release_dir: str, prior: str | None) -> None:
     """Refuse an output folder that is, holds or sits inside an input: spec, data, prior, release."""
-    import os
-
-    from dpspec.publish.input_guard import check_output_target, input_paths
-    from dpspec.publish.output_set import refuse_release_folder
-
-    inputs = input_paths(spec)
+    inputs = _input_guard.input_paths(spec)
     if prior and not prior.startswith("dirichlet-multinomial"):  # a prior CSV, as make_prior finds it
         inputs += [p for p in {prior, os.path.join(spec.base_dir, prior)} if os.path.isfile(p)]
-    check_output_target(outdir, inputs, folders=[release_dir])
-    refuse_release_folder(
+    _input_guard.check_output_target(outdir, inputs, folders=[release_dir])
+    _output_set.refuse_release_folder(
         outdir, "infer", itself=False
     )  # never a set inside another set; the folder itself: claimed_target
 
@@ -126,33 +134,27 @@ def _check_outdir(outdir: str, spec, release_dir: str, prior: str | None) -> Non
 @friendly
 def infer_cmd(spec, release_dir, target, rate, prior, draws, method, seed, power_request, level, as_json, outdir):
     """Posterior of TARGET given the release in RELEASE_DIR and the spec's public information."""
-    from dpspec.inference import infer
-    from dpspec.language.parser import parse, read_source
-    from dpspec.publish.output_set import claimed_target
-
-    parsed = parse(read_source(spec), spec)
+    parsed = _parser.parse(_parser.read_source(spec), spec)
     if outdir:  # before sampling: the reports never land in, over or around an input or the release
         _check_outdir(outdir, parsed, release_dir, prior)
-    with claimed_target(outdir, "infer"):  # locked for the whole run; the set is swapped in whole at the end
+    with _output_set.claimed_target(
+        outdir, "infer"
+    ):  # locked for the whole run; the set is swapped in whole at the end
         if power_request is None and level != 0.05:
             raise click.UsageError("--level goes with --power")
         found = None
         if power_request is not None:  # before sampling: a refusal comes at once
-            from dpspec.inference.power import power
-
-            found = power(parsed, release_dir, power_request, level)
-        result = infer(parsed, release_dir, target, prior=prior, draws=draws, method=method, seed=seed, rate=rate)
+            found = _power.power(parsed, release_dir, power_request, level)
+        result = _inference.infer(
+            parsed, release_dir, target, prior=prior, draws=draws, method=method, seed=seed, rate=rate
+        )
         result.power = found
         if outdir:
-            from dpspec.inference.report import write_report
-
-            written = write_report(result, outdir, parsed, release_dir)
+            written = _report.write_report(result, outdir, parsed, release_dir)
             if not as_json:
                 for name in written.values():
                     echo(f"wrote {outdir}/{name}", err=True)
     if as_json:
-        from dpspec.schemas import versioned
-
-        echo(json.dumps(versioned("inference", result.to_json()), indent=2, default=float))
+        echo(json.dumps(_schemas.versioned("inference", result.to_json()), indent=2, default=float))
     else:
         echo(_text(result))

@@ -26,27 +26,46 @@ from dpspec.progress import StderrBar, reporting
 from dpspec.budget.premetrics import InvalidBudget, to_exact
 from dpspec.budget import convert_request
 from dpspec.contract.plugins import deprecations, describe_mechanisms, failures, manager
-from dpspec.lazy import require
+from dpspec.lazy import require, LazyModule
 from dpspec.language.diagnostics import unknown
+
+# imported on first use: `dpspec --help` loads this module, not them
+_parser = LazyModule("dpspec.language.parser", "_parser", globals())
+_schemas = LazyModule("dpspec.schemas", "_schemas", globals())
+_bounds = LazyModule("dpspec.budget.bounds", "_bounds", globals())
+_program = LazyModule("dpspec.budget.program", "_program", globals())
+_sarif = LazyModule("dpspec.report.sarif", "_sarif", globals())
+_describe = LazyModule("dpspec.language.describe", "_describe", globals())
+_atomic = LazyModule("dpspec.publish.atomic", "_atomic", globals())
+_formatter = LazyModule("dpspec.language.formatter", "_formatter", globals())
+_version = LazyModule("dpspec.language.version", "_version", globals())
+_compile_json = LazyModule("dpspec.cli.compile_json", "_compile_json", globals())
+_input_guard = LazyModule("dpspec.publish.input_guard", "_input_guard", globals())
+_budget_text = LazyModule("dpspec.budget.budget_text", "_budget_text", globals())
+_budget_report = LazyModule("dpspec.budget.budget_report", "_budget_report", globals())
+_audit = LazyModule("dpspec.cli.audit", "_audit", globals())
+
+# imported on first use: at import they would load numpy, pandas, scipy, pyarrow, pygls with this module
+_certificate = LazyModule("dpspec.publish.certificate", "_certificate", globals())
+_compiler = LazyModule("dpspec.run.compiler", "_compiler", globals())
+_output = LazyModule("dpspec.publish.output", "_output", globals())
+_limits = LazyModule("dpspec.check.limits", "_limits", globals())
+_output_set = LazyModule("dpspec.publish.output_set", "_output_set", globals())
+_finding = LazyModule("dpspec.verify.finding", "_finding", globals())
+_server = LazyModule("dpspec.lsp.server", "_server", globals())
 
 
 def _load(path: str) -> ir.Spec:
-    from dpspec.language.parser import parse, read_source
-
-    return parse(read_source(path), path)
+    return _parser.parse(_parser.read_source(path), path)
 
 
 def _load_text(text: str, path: str) -> ir.Spec:
-    from dpspec.language.parser import parse
-
-    return parse(text, path)
+    return _parser.parse(text, path)
 
 
 def _dump(kind: str, data) -> None:
     """A JSON document of format `kind`, stamped with its version (`dpspec.schemas`)."""
-    from dpspec.schemas import versioned
-
-    echo(json.dumps(versioned(kind, data), indent=2, sort_keys=False, default=str))
+    echo(json.dumps(_schemas.versioned(kind, data), indent=2, sort_keys=False, default=str))
 
 
 class _Group(click.Group):
@@ -104,10 +123,8 @@ def main():
 def _bounds_hold(path: str, spec: ir.Spec, required: bool) -> None:
     """Raise a SpecError at each declared bound the mechanism does not meet. Data the budget needs
     but that cannot be read fails only when the bounds were asked for (`--bounds`); else a note."""
-    from dpspec.budget.bounds import require_bounds
-
     try:
-        require_bounds(spec)
+        _bounds.require_bounds(spec)
     except DataError as exc:
         if required:
             raise
@@ -154,9 +171,7 @@ def check_cmd(files, bounds, output_format):
                 if checked.warnings:
                     echo(render_diagnostics(checked.warnings, spec.path, spec.text), err=True)
             else:
-                from dpspec.budget.program import load_program
-
-                load_program(spec)
+                _program.load_program(spec)
             if bounds is not False:
                 _bounds_hold(path, spec, required=bool(bounds))
         except DpspecError as exc:
@@ -171,9 +186,7 @@ def check_cmd(files, bounds, output_format):
             if output_format == "text":
                 echo(f"{path}: ok")
     if output_format == "sarif":
-        from dpspec.report.sarif import check_log
-
-        echo(json.dumps(check_log(failures), indent=2))
+        echo(json.dumps(_sarif.check_log(failures), indent=2))
     if failures:
         sys.exit(1)
 
@@ -194,9 +207,8 @@ def show_cmd(file, as_json):
     if as_json:
         _dump("spec", ir.to_jsonable(spec))
         return
-    from dpspec.language.describe import describe_spec
 
-    echo(describe_spec(spec))
+    echo(_describe.describe_spec(spec))
 
 
 @main.command("fmt")
@@ -230,25 +242,18 @@ def fmt_cmd(files, write, check_only, upgrade):
 
 def _fmt_one(file: str, write: bool, check_only: bool, upgrade: bool) -> bool:
     """One file of `dpspec fmt`; False when --check finds it not in form (or it cannot be read)."""
-    from dpspec.publish.atomic import write_text
-    from dpspec.language.formatter import format_spec
-
-    from dpspec.language.parser import read_source
-
     try:
-        raw = read_source(file)  # compared as read: a CRLF or bare-CR file is not in canonical form
+        raw = _parser.read_source(file)  # compared as read: a CRLF or bare-CR file is not in canonical form
         spec = _load_text(raw, file)
     except DpspecError as exc:
         echo(str(exc), err=True)
         return False
     if upgrade:
-        from dpspec.language.version import LANGUAGE_VERSION, upgrade as upgraded
-
-        text = upgraded(spec.text)
+        text = _version.upgrade(spec.text)
         _load_text(text, file)  # an upgrade step that broke the file is a bug, never written
-        howto = f"not at .dps language version {LANGUAGE_VERSION} (run dpspec fmt --upgrade --write)"
+        howto = f"not at .dps language version {_version.LANGUAGE_VERSION} (run dpspec fmt --upgrade --write)"
     else:
-        text = format_spec(spec)
+        text = _formatter.format_spec(spec)
         howto = "not in canonical form (run dpspec fmt --write)"
     if check_only:
         if text != raw:
@@ -257,7 +262,7 @@ def _fmt_one(file: str, write: bool, check_only: bool, upgrade: bool) -> bool:
         return True
     if write:
         if text != raw:
-            write_text(file, text)
+            _atomic.write_text(file, text)
         return True
     echo(text, nl=False, content=True)
     return True
@@ -327,61 +332,56 @@ def compile_cmd(
     signers=(),
 ):
     """Check FILE, run its mechanism on its data, write the release, the reports and the certificate."""
-    from dpspec.publish.certificate import parse_signer
-
     try:
-        signed = [parse_signer(s) for s in signers]
+        signed = [_certificate.parse_signer(s) for s in signers]
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--sign") from None
-    from dpspec.cli.compile_json import REPORT_KINDS, compile_document, native_stdout_to_stderr, shown_warnings
-    from dpspec.run.compiler import compile_spec
-    from dpspec.publish.output import write_result
-
-    from dpspec.check.limits import data_limit, parse_size
 
     try:
-        limit = None if max_data is None else parse_size(max_data)
+        limit = None if max_data is None else _limits.parse_size(max_data)
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--max-data-bytes") from None
     notes = []  # what stderr says as a warning or note: --json's `warnings` too
     _warn_deprecated_imports(notes)
     spec = _load(file)
-    from dpspec.publish.input_guard import check_output_target, default_output, input_paths
 
     if not outdir:  # from inside the spec's folder the default moves beside it, never among the inputs
-        outdir, moved = default_output(file, input_paths(spec) + ([verify_file] if verify_file else []))
+        outdir, moved = _input_guard.default_output(
+            file, _input_guard.input_paths(spec) + ([verify_file] if verify_file else [])
+        )
         if moved:
             notes.append(f"note: {moved}")
             echo(notes[-1], err=True)
 
-    from dpspec.publish.output_set import claimed_target, refuse_release_folder
-
-    check_output_target(outdir, input_paths(spec) + ([verify_file] if verify_file else []))  # before the run
-    refuse_release_folder(outdir, "compile", itself=False)  # never a set nested inside another release
+    _input_guard.check_output_target(
+        outdir, _input_guard.input_paths(spec) + ([verify_file] if verify_file else [])
+    )  # before the run
+    _output_set.refuse_release_folder(outdir, "compile", itself=False)  # never a set nested inside another release
     if verify_file:  # a `dpspec verify --json` result, read before the run so a bad file fails fast
-        from dpspec.verify.finding import load_for, with_finding
-
-        verified = load_for(verify_file, spec)
+        verified = _finding.load_for(verify_file, spec)
     echo(f"compiling {file} ...", err=True)
-    with claimed_target(outdir, "compile"), native_stdout_to_stderr(as_json):  # one writer per folder
+    with (
+        _output_set.claimed_target(outdir, "compile"),
+        _compile_json.native_stdout_to_stderr(as_json),
+    ):  # one writer per folder
         with (
             reporting(StderrBar()),
             engine_for(engine_name, spark_master) as engine,
-            data_limit(limit),
-            shown_warnings(notes),
+            _limits.data_limit(limit),
+            _compile_json.shown_warnings(notes),
         ):
-            result = compile_spec(spec, seed=seed, runs=runs, engine=engine)
+            result = _compiler.compile_spec(spec, seed=seed, runs=runs, engine=engine)
             if note := engine_note(result, engine_name):
                 notes.append(note)
                 echo(note, err=True)
             if verify_file:  # the verification result becomes a finding
-                outcome = with_finding(result.audit_outcome, verified)
+                outcome = _finding.with_finding(result.audit_outcome, verified)
                 result = attrs.evolve(result, audit_outcome=outcome, findings=list(outcome.findings))
             if allow_critical:  # said in the reports, which are written next
                 result = attrs.evolve(
                     result, allowed_critical=tuple(f.rule for f in result.findings if f.severity == "critical")
                 )
-            written = write_result(result, outdir, signed)  # while the engine runs: it may stream the release
+            written = _output.write_result(result, outdir, signed)  # while the engine runs: it may stream the release
     ledger = result.ledger
     if seed is not None:
         notes.append(
@@ -397,13 +397,11 @@ def compile_cmd(
         echo(notes[-1], err=True)
     code = 1 if (critical and not allow_critical) or not ledger.bounds_hold else 0
     if as_json:
-        _dump("compile", compile_document(file, outdir, result, written, notes, code))
+        _dump("compile", _compile_json.compile_document(file, outdir, result, written, notes, code))
         sys.exit(code)
     echo(f"mechanism: {result.mechanism.name} {result.mechanism.version}")
     if ledger.declared is not None:
-        from dpspec.budget.budget_text import budget_line
-
-        echo(f"budget in the spec's flavor: {budget_line(ledger.declared.to_json())}")
+        echo(f"budget in the spec's flavor: {_budget_text.budget_line(ledger.declared.to_json())}")
     elif ledger.problem:
         echo(f"budget: cannot be expressed in the spec's flavor: {ledger.problem}")
     for bound_check in ledger.bounds:
@@ -413,7 +411,7 @@ def compile_cmd(
         )
     for name, info in written["outputs"].items():
         echo(f"wrote {os.path.join(outdir, info['file'])} ({info['rows']} rows)")
-    for kind in REPORT_KINDS:
+    for kind in _compile_json.REPORT_KINDS:
         if kind in written:
             echo(f"wrote {os.path.join(outdir, written[kind])}")
     echo(f"wrote {os.path.join(outdir, written['manifest'])}")
@@ -467,14 +465,12 @@ def _exact(param, value):
 @friendly
 def budget_cmd(file, as_json, delta, conversion, per_attribute):
     """The budget a spec's mechanism achieves, in the paper's notation and in other currencies."""
-    from dpspec.budget.budget_report import budget_summary, budget_text
-
     spec = _load(file)
-    summary = budget_summary(spec, delta=delta, method=conversion, per_attribute=per_attribute)
+    summary = _budget_report.budget_summary(spec, delta=delta, method=conversion, per_attribute=per_attribute)
     if as_json:
         _dump("budget", summary)
     else:
-        echo(budget_text(summary))
+        echo(_budget_report.budget_text(summary))
     if not summary["bounds_hold"]:
         if not as_json:
             echo("error: a declared budget bound is exceeded", err=True)
@@ -539,10 +535,9 @@ def convert_cmd(params, to, delta, epsilon, alpha, method, from_unit, to_unit, g
     if as_json:
         _dump("conversion", out)
         return
-    from dpspec.budget.budget_text import budget_figure
 
     skip = {"premetric", "method", "citation"}
-    figures = ", ".join(f"{k} = {budget_figure(v)}" for k, v in out.items() if k not in skip)
+    figures = ", ".join(f"{k} = {_budget_text.budget_figure(v)}" for k, v in out.items() if k not in skip)
     echo(f"{out.get('premetric', '')}: {figures}")
     if out.get("method"):
         echo(f"method: {out['method']}")
@@ -575,11 +570,9 @@ def convert_cmd(params, to, delta, epsilon, alpha, method, from_unit, to_unit, g
 @friendly
 def audit_cmd(file, baseline, outdir, as_json, output_format, verify_file=None):
     """Flag privacy theatrics in a spec (optionally against a baseline spec)."""
-    from dpspec.cli.audit import run_audit_command
-
     if as_json and output_format not in (None, "json"):
         raise click.UsageError(f"--json and --format {output_format} ask for two formats; give one")
-    code = run_audit_command(
+    code = _audit.run_audit_command(
         file, baseline, outdir, "json" if as_json else (output_format or "text"), verify_file=verify_file
     )
     sys.exit(code)
@@ -590,16 +583,14 @@ def audit_cmd(file, baseline, outdir, as_json, output_format, verify_file=None):
 @friendly
 def schema_cmd(kind):
     """Print the JSON Schema of a JSON output KIND (without KIND: every kind and its format version)."""
-    from dpspec.schemas import FORMAT_VERSIONS, schema
-
     if kind is None:
-        for name, version in sorted(FORMAT_VERSIONS.items()):
-            echo(f"{name} {version}  {schema(name)['title']}")
+        for name, version in sorted(_schemas.FORMAT_VERSIONS.items()):
+            echo(f"{name} {version}  {_schemas.schema(name)['title']}")
         return
-    if kind not in FORMAT_VERSIONS:
-        message, hint = unknown("JSON format", kind, FORMAT_VERSIONS)
+    if kind not in _schemas.FORMAT_VERSIONS:
+        message, hint = unknown("JSON format", kind, _schemas.FORMAT_VERSIONS)
         raise click.BadParameter(message + (f"; {hint}" if hint else ""), param_hint="KIND")
-    echo(json.dumps(schema(kind), indent=2))
+    echo(json.dumps(_schemas.schema(kind), indent=2))
 
 
 def _warn_deprecated_imports(into: list | None = None) -> None:
@@ -670,9 +661,8 @@ def lsp_cmd():
 
     require("pygls", "lsp", "dpspec lsp")
     require("lsprotocol", "lsp", "dpspec lsp")
-    from dpspec.lsp.server import main as serve
 
-    serve()
+    _server.main()
 
 
 main.add_command(__import__("dpspec.cli.infer", fromlist=["infer_cmd"]).infer_cmd)  # `dpspec infer` (seed 2)

@@ -4,34 +4,43 @@ schema and write atomically, or write nothing and exit 1 with located errors."""
 
 from __future__ import annotations
 
+import os
 
 import click
 
 from dpspec.cli.terminal import echo
 from dpspec.cli.errors import friendly
 from dpspec.errors import SpecError
+from dpspec.lazy import LazyModule
+
+# imported on first use: `dpspec --help` loads this module, not them
+_input_guard = LazyModule("dpspec.publish.input_guard", "_input_guard", globals())
+_atomic = LazyModule("dpspec.publish.atomic", "_atomic", globals())
+_parser = LazyModule("dpspec.language.parser", "_parser", globals())
+_opendp = LazyModule("dpspec.exporters.opendp", "_opendp", globals())
+_run = LazyModule("dpspec.importers.run", "_run", globals())
+
+# imported on first use: at import they would load numpy, pandas, pyarrow with this module
+_output_set = LazyModule("dpspec.publish.output_set", "_output_set", globals())
+_export = LazyModule("dpspec.registry.export", "_export", globals())
+_entry = LazyModule("dpspec.registry.entry", "_entry", globals())
+_importer = LazyModule("dpspec.registry.importer", "_importer", globals())
 
 
 def _refuse_over_input(output: str | None, source: str, command: str) -> None:
     """Before any work: `-o` naming the file being read would replace it, and a file added to a
     compile's output set would break its manifest."""
     if output is not None:
-        import os
-
-        from dpspec.publish.input_guard import check_output_file
-        from dpspec.publish.output_set import refuse_release_folder
-
-        check_output_file(output, [source])
-        refuse_release_folder(os.path.dirname(os.path.abspath(output)), command)
+        _input_guard.check_output_file(output, [source])
+        _output_set.refuse_release_folder(os.path.dirname(os.path.abspath(output)), command)
 
 
 def _write_or_print(text: str, output: str | None) -> None:
     if output is None:
         echo(text, nl=False, content=True)
         return
-    from dpspec.publish.atomic import write_text
 
-    write_text(output, text)
+    _atomic.write_text(output, text)
     echo(f"wrote {output}", err=True)
 
 
@@ -50,21 +59,16 @@ def _write_or_print(text: str, output: str | None) -> None:
 def export_cmd(file, registry, opendp, output):
     """Export spec FILE as an OpenDP Deployments Registry entry (YAML, valid against its schema) or as
     an OpenDP script."""
-    from dpspec.language.parser import parse, read_source
-    from dpspec.registry.export import entry_yaml
-
     if registry == opendp:
         raise click.UsageError("say which format, once: --registry or --opendp")
     _refuse_over_input(output, file, "export")
     if opendp:
-        from dpspec.exporters.opendp import opendp_script
-
-        _write_or_print(opendp_script(file), output)
+        _write_or_print(_opendp.opendp_script(file), output)
         return
-    spec = parse(read_source(file), file)
+    spec = _parser.parse(_parser.read_source(file), file)
     if spec.program is not None:
         raise SpecError("a program composes several releases; export each of its specs", file)
-    _write_or_print(entry_yaml(spec), output)
+    _write_or_print(_export.entry_yaml(spec), output)
 
 
 @click.command("import")
@@ -113,16 +117,10 @@ def import_cmd(entry, registry, das, safetab_p, safetab_h, phsafe, output):
         )
     _refuse_over_input(output, entry, "import")
     if registry:
-        from dpspec.registry.entry import read_entry
-        from dpspec.registry.importer import import_text
-
-        _write_or_print(import_text(read_entry(entry)), output)
+        _write_or_print(_importer.import_text(_entry.read_entry(entry)), output)
         return
-    import os
 
-    from dpspec.importers.run import import_config, write_set
-
-    text, notes, files = import_config(chosen[0].strip("-").removesuffix("-config"), entry, output)
+    text, notes, files = _run.import_config(chosen[0].strip("-").removesuffix("-config"), entry, output)
     for line in notes:
         echo(line, err=True)
     inputs = [
@@ -132,7 +130,7 @@ def import_cmd(entry, registry, das, safetab_p, safetab_h, phsafe, output):
             for f in os.listdir(os.path.dirname(os.path.abspath(entry)))
         ),
     ]
-    for path in write_set(output, text, files, inputs):
+    for path in _run.write_set(output, text, files, inputs):
         echo(f"wrote {path}", err=True)
 
 

@@ -17,6 +17,18 @@ from dpspec.cli.terminal import echo
 from dpspec.cli.engine import engine_option, master_option, engine_for
 from dpspec.cli.errors import friendly
 from dpspec.progress import StderrBar, reporting
+from dpspec.lazy import LazyModule
+
+# imported on first use: `dpspec --help` loads this module, not them
+_parser = LazyModule("dpspec.language.parser", "_parser", globals())
+_input_guard = LazyModule("dpspec.publish.input_guard", "_input_guard", globals())
+_report_set = LazyModule("dpspec.publish.report_set", "_report_set", globals())
+grid_mod = LazyModule("dpspec.sweep.grid", "grid_mod", globals())
+
+# imported on first use: at import they would load numpy, pandas, pyarrow, markupsafe with this module
+_output_set = LazyModule("dpspec.publish.output_set", "_output_set", globals())
+report = LazyModule("dpspec.sweep.report", "report", globals())
+_runner = LazyModule("dpspec.sweep.runner", "_runner", globals())
 
 
 @click.command("sweep")
@@ -109,27 +121,19 @@ def sweep_cmd(
     spark_master,
 ):
     """Run SPEC over a grid of mechanism parameters: budget, expected error and (--runs) realized error."""
-    from dpspec.language.parser import parse, read_source
-    from dpspec.publish.input_guard import check_output_target, input_paths
-    from dpspec.publish.output_set import claimed_target, refuse_release_folder
-    from dpspec.publish.report_set import spec_entry, write_report_set
-    from dpspec.sweep import grid as grid_mod
-    from dpspec.sweep import report
-    from dpspec.sweep.runner import run_sweep
-
     if not 0 < delta < 1:
         raise click.BadParameter("delta must lie strictly between 0 and 1", param_hint="--delta")
-    spec = parse(read_source(file), file)
+    spec = _parser.parse(_parser.read_source(file), file)
     axes = [grid_mod.parse_axis(v) for v in vary]
     grid_mod.check_size(grid_mod.size(axes), max(runs, 1), limit or grid_mod.DEFAULT_LIMIT, yes)  # before building it
     points = grid_mod.product(axes)
     outdir = outdir or os.path.join("out", os.path.splitext(os.path.basename(file))[0] + "-sweep")
-    check_output_target(outdir, input_paths(spec))
-    refuse_release_folder(outdir, "sweep", itself=False)
+    _input_guard.check_output_target(outdir, _input_guard.input_paths(spec))
+    _output_set.refuse_release_folder(outdir, "sweep", itself=False)
     echo(f"sweeping {file}: {len(points)} point(s)" + (f" x {runs} run(s)" if runs else "") + " ...", err=True)
-    with claimed_target(outdir, "sweep"):
+    with _output_set.claimed_target(outdir, "sweep"):
         with reporting(StderrBar()), engine_for(engine_name, spark_master) as engine:
-            sweep = run_sweep(
+            sweep = _runner.run_sweep(
                 spec,
                 axes,
                 points,
@@ -143,12 +147,12 @@ def sweep_cmd(
                 workers=workers,
                 units=units,
             )
-        written = write_report_set(
+        written = _report_set.write_report_set(
             outdir,
             "sweep",
             report.files(sweep),
             {
-                "spec": spec_entry(spec),
+                "spec": _report_set.spec_entry(spec),
                 "data": {os.path.basename(k.rstrip("/")): {"sha256": v} for k, v in sweep.data_hashes.items()},
                 "grid": {a.name: [str(v) for v in a.values] for a in axes},
                 "runs": runs,

@@ -13,6 +13,15 @@ import click
 from dpspec.cli.terminal import echo
 from dpspec.cli.errors import friendly
 from dpspec.progress import StderrBar, reporting
+from dpspec.lazy import LazyModule
+
+# imported on first use: `dpspec --help` loads this module, not them
+_parser = LazyModule("dpspec.language.parser", "_parser", globals())
+_schemas = LazyModule("dpspec.schemas", "_schemas", globals())
+
+# imported on first use: at import they would load numpy, pandas, scipy, pyarrow with this module
+_verify = LazyModule("dpspec.verify", "_verify", globals())
+_replay_2 = LazyModule("dpspec.verify.replay", "_replay_2", globals())
 
 
 @click.command("verify")
@@ -54,36 +63,29 @@ from dpspec.progress import StderrBar, reporting
 def verify_cmd(file, runs, seed, confidence, as_json, replay, neighbours, sample):
     """Test FILE's mechanism empirically against its claimed budget (exit 0 consistent, 1 refuted, 4 inconclusive),
     or, with --replay, replay it on neighbouring datasets (exit 0 clean, 1 findings)."""
-    from dpspec.language.parser import parse, read_source
-    from dpspec.verify import DEFAULT_RUNS, verify
-
-    spec = parse(read_source(file), file)
+    spec = _parser.parse(_parser.read_source(file), file)
     if not replay and (neighbours is not None or sample is not None):
         raise click.UsageError("--neighbours and --sample go with --replay")
     if replay:
         _replay(spec, neighbours, seed, sample, as_json, runs)
         return
     with reporting(StderrBar()):
-        result = verify(spec, runs=runs or DEFAULT_RUNS, seed=seed, confidence=confidence)
+        result = _verify.verify(spec, runs=runs or _verify.DEFAULT_RUNS, seed=seed, confidence=confidence)
     if as_json:
-        from dpspec.schemas import versioned
-
-        echo(json.dumps(versioned("verification", result.to_json()), indent=2))
+        echo(json.dumps(_schemas.versioned("verification", result.to_json()), indent=2))
     else:
         echo(result.text())
     sys.exit(result.exit_code)
 
 
 def _replay(spec, neighbours, seed, sample, as_json, runs):
-    from dpspec.verify.replay import DEFAULT_NEIGHBOURS, replay
-
     if runs is not None:
         raise click.UsageError("--runs is for the empirical test; a replay runs the mechanism once per dataset")
-    result = replay(spec, neighbours=neighbours or DEFAULT_NEIGHBOURS, seed=0 if seed is None else seed, sample=sample)
+    result = _replay_2.replay(
+        spec, neighbours=neighbours or _replay_2.DEFAULT_NEIGHBOURS, seed=0 if seed is None else seed, sample=sample
+    )
     if as_json:
-        from dpspec.schemas import versioned
-
-        echo(json.dumps(versioned("replay", result.to_json()), indent=2))
+        echo(json.dumps(_schemas.versioned("replay", result.to_json()), indent=2))
     else:
         echo(result.text())
     sys.exit(result.exit_code)

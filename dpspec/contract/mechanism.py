@@ -8,6 +8,8 @@ core validates a spec's `mechanism` block against `parameters`, nested settings 
 
 from __future__ import annotations
 
+import inspect
+import warnings
 from fractions import Fraction
 from typing import Any
 
@@ -18,6 +20,10 @@ from dpspec.contract.params import PARAM_TYPES, ParameterSchema, ParamSpec, reso
 from dpspec.contract.results import BudgetBreakdown, ComparedCounts, ExpectedError, Power, warn_old_shape
 from dpspec.contract.semantics import Semantics
 from dpspec.errors import Diagnostic
+from dpspec.lazy import LazyModule
+
+# heavy libraries, imported on first use
+np = LazyModule("numpy", "np", globals())  # every plugin imports this module, and `check` needs no numpy
 
 
 @attrs.frozen
@@ -380,7 +386,6 @@ def call_run(mechanism: Mechanism, spec: ir.Spec, params: dict, data: dict, ctx:
     and `keep_truths=`, with a DeprecationWarning naming the replacement."""
     if getattr(mechanism, "run_context", False):
         return mechanism.run(spec, params, data, ctx)
-    import warnings
 
     warnings.warn(
         f"mechanism '{mechanism.name}': {OLD_RUN} is deprecated (removed in plugin API 2.0); set "
@@ -406,8 +411,6 @@ def takes_engine(mechanism) -> bool:
 def _names(mechanism, argument: str) -> bool:
     """The adapter's one inspection, for mechanisms written before API 1.6 only: whether their
     `run` names `argument` (`engine` also passes through **kwargs)."""
-    import inspect
-
     try:
         params = inspect.signature(mechanism.run).parameters
     except (TypeError, ValueError):
@@ -456,8 +459,6 @@ class CountLikelihood:
     @classmethod
     def exact(cls, query: ir.CountQuery, cells, value, description: str = "released exactly") -> "CountLikelihood":
         """Answers published without noise (invariants): probability 1 at the true count."""
-        import numpy as np  # here, not at module level: every plugin imports this module, and `check` needs no numpy
-
         value = np.asarray(value, dtype=np.int64)
 
         def logpmf(truth):
@@ -468,6 +469,4 @@ class CountLikelihood:
 
     @property
     def is_exact(self) -> bool:
-        import numpy as np
-
         return bool(np.all(np.asarray(self.variance) == 0))

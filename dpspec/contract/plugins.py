@@ -11,6 +11,10 @@ import pluggy
 from dpspec.contract import hookspecs, versions, Section, BudgetSection
 from dpspec.errors import SpecError
 from dpspec.language.diagnostics import unknown
+from dpspec.lazy import LazyModule
+
+# heavy libraries, imported on first use
+_markupsafe = LazyModule("markupsafe", "_markupsafe", globals())
 
 
 class PluginLoadError(Exception):
@@ -116,14 +120,12 @@ def report_sections(result) -> list:
         try:
             sections.extend(impl.function(result=result) or [])
         except Exception as exc:  # one broken plugin must not take the whole report down
-            from markupsafe import escape
-
             name = getattr(impl.plugin, "__name__", impl.plugin_name)
             message = f"The plugin {name} failed to produce its report section ({type(exc).__name__}: {exc})."
             sections.append(
                 Section(
                     f"Section from {name} unavailable",
-                    html=f"<p>{escape(message)}</p>",
+                    html=f"<p>{_markupsafe.escape(message)}</p>",
                     markdown=message,
                     data={"error": message},
                 )

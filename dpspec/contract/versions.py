@@ -10,6 +10,7 @@ not serve it (docs/guides/compatibility.md).
 from __future__ import annotations
 
 import ast
+import importlib.util
 import re
 
 from dpspec._version import __version__
@@ -48,8 +49,6 @@ def served(declared) -> str | None:
 def declared_in_source(module_name: str):
     """The plugin's `DPSPEC_API` read from its source without running it: a plugin written for a
     newer API may not even import here, and its author should still get the version refusal."""
-    import importlib.util
-
     try:
         spec = importlib.util.find_spec(module_name)
         if spec is None or not spec.origin or not spec.origin.endswith(".py"):

@@ -10,9 +10,14 @@ Mechanisms receive an `EngineRun` as `ctx.engine` of `Mechanism.run(spec, params
 
 from __future__ import annotations
 
+from dpspec.contract.mechanism import takes_engine, RunContext, call_run
 from dpspec.engine.base import Engine, EngineRun, EngineUnavailable, UnitFailed
 from dpspec.engine.local import LocalEngine
 from dpspec.engine.streams import new_run_key, unit_rng
+from dpspec.lazy import LazyModule
+
+# imported on first use: `dpspec check` loads this module, not them
+_spark = LazyModule("dpspec.engine.spark", "_spark", globals())
 
 ENGINES = ("local", "spark")
 
@@ -40,9 +45,7 @@ def get_engine(engine=None, master: str | None = None, **options) -> Engine:
             raise ValueError("a Spark master URL needs the spark engine (engine='spark')")
         return LocalEngine()
     if name == "spark":
-        from dpspec.engine.spark import SparkEngine
-
-        return SparkEngine(master or "local[*]", **options)
+        return _spark.SparkEngine(master or "local[*]", **options)
     raise ValueError(f"unknown engine {name!r}: expected one of {', '.join(ENGINES)}")
 
 
@@ -54,14 +57,10 @@ def local_engine_run(run_key: int) -> EngineRun:
 
 def accepts_engine(mechanism) -> bool:
     """Whether a mechanism's run uses the engine (`dpspec.contract.mechanism.takes_engine`)."""
-    from dpspec.contract.mechanism import takes_engine
-
     return takes_engine(mechanism)
 
 
 def run_mechanism(mechanism, spec, params: dict, data: dict, rng, engine_run: EngineRun, keep_truths: bool = False):
     """`mechanism.run` given one `RunContext` (its random source, this engine run, whether a sweep
     keeps the truths); a mechanism written before API 1.6 is called through the contract's adapter."""
-    from dpspec.contract.mechanism import RunContext, call_run
-
     return call_run(mechanism, spec, params, data, RunContext(rng=rng, engine=engine_run, keep_truths=keep_truths))

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import multiprocessing
+from concurrent.futures import ProcessPoolExecutor, as_completed
+
 import numpy as np
 import pandas as pd
 
@@ -109,9 +112,6 @@ class LocalEngine(Engine):
 
     def _in_pool(self, func, run_key, stage, units, by, in_schema, out_schema) -> list:
         """Units in batches of similar row counts over a pool; each batch's result as it ends."""
-        import multiprocessing
-        from concurrent.futures import ProcessPoolExecutor, as_completed
-
         batches, batch, rows_in_batch = [], [], 0
         target = max(1, sum(len(rows) for _, rows in units) // (4 * self.processes))
         for unit in units:

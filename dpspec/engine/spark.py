@@ -7,24 +7,35 @@ same rows and the same keyed stream whichever engine and partitioning ran it.
 
 from __future__ import annotations
 
+import contextvars
 import os
+import pickle
 import shutil
 import socket
 import sys
+import threading
+import uuid
 import warnings
 from contextlib import contextmanager
 from urllib.parse import urlsplit
 
 import pandas as pd
+import pyarrow as pa
 
 from dpspec import progress
 from dpspec.engine import frames
 from dpspec.engine.base import Engine, EngineUnavailable, UnitFailed, handle, run_item, run_unit, STREAM_CHUNK_ROWS
 from dpspec.errors import DataError
-from dpspec.lazy import MissingExtra, require
+from dpspec.lazy import MissingExtra, require, LazyModule
 from dpspec.check.sources import is_directory, local_files
 from dpspec.engine.local import count_frame, LocalEngine, profile_series, count_distinct_frame
 from dpspec.engine.spark_lookup import lookup, counts_differ
+
+# an optional extra's library, imported on first use (MissingExtra names the extra)
+T = LazyModule("pyspark.sql.types", "T", globals(), extra="spark", purpose="the Spark engine")
+_sql = LazyModule("pyspark.sql", "_sql", globals(), extra="spark", purpose="the Spark engine")
+F = LazyModule("pyspark.sql.functions", "F", globals(), extra="spark", purpose="the Spark engine")
+_pyspark = LazyModule("pyspark", "_pyspark", globals(), extra="spark", purpose="the Spark engine")
 
 INSTALL = (
     "the Spark engine needs pyspark and a Java 17 runtime: run pip install 'dpspec[spark]' and "
@@ -120,8 +131,6 @@ KIND_METADATA = "dpspec_kind"
 
 
 def _struct(schema: dict[str, str]):
-    from pyspark.sql import types as T
-
     return T.StructType(
         [
             T.StructField(
@@ -133,8 +142,6 @@ def _struct(schema: dict[str, str]):
 
 
 def _dtype_of(field) -> str:
-    from pyspark.sql import types as T
-
     t = field.dataType
     if isinstance(t, T.BooleanType):
         return "boolean" if (field.metadata or {}).get(KIND_METADATA) == "boolean" else "bool"
@@ -174,22 +181,18 @@ class SparkEngine(Engine):
     @property
     def session(self):
         if self._session is None:
-            from pyspark.sql import SparkSession
-
             # A session already running in this process (a notebook's, a test run's) is reused
             # by getOrCreate; it belongs to whoever started it, so `close` leaves it running.
-            self._owned = SparkSession.getActiveSession() is None
+            self._owned = _sql.SparkSession.getActiveSession() is None
             with _quiet():
                 self._session = self._start()
         return self._session
 
     def _start(self):
-        from pyspark.sql import SparkSession
-
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
         os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
         builder = (
-            SparkSession.builder.master(self.master)
+            _sql.SparkSession.builder.master(self.master)
             .appName("dpspec")
             .config("spark.ui.enabled", "false")
             .config("spark.ui.showConsoleProgress", "false")
@@ -269,9 +272,6 @@ class SparkEngine(Engine):
             return list(self._read_parquet(path).columns)
 
     def cast(self, table, kinds):
-        from pyspark.sql import functions as F
-        from pyspark.sql import types as T
-
         sdf, schema = self._spark_frame(table)
         text = (T.StringType, T.BinaryType)
         out = []
@@ -310,8 +310,6 @@ class SparkEngine(Engine):
             )
 
     def _map_groups(self, table, by, func, *, run_key, stage, schema=None, collect=True, columns=None, ordered=True):
-        from pyspark.sql import functions as F
-
         by = list(by)
         sdf, in_schema = self._spark_frame(table)
         if columns is not None:
@@ -344,9 +342,7 @@ class SparkEngine(Engine):
         that a failed unit is reported here with its key and later counts and streams read the
         cache. Should Spark lose a cached block it recomputes it; units draw from keyed streams,
         so the recomputed rows are the same rows."""
-        from pyspark import StorageLevel
-
-        held = sdf.persist(StorageLevel.MEMORY_AND_DISK)
+        held = sdf.persist(_pyspark.StorageLevel.MEMORY_AND_DISK)
         try:
             with job_progress(self.session.sparkContext, stage):
                 held.count()
@@ -388,8 +384,6 @@ class SparkEngine(Engine):
     def _sorted_batches(self, sdf, order: list, size: int):
         """(a DataFrame of one binary column: each row an Arrow IPC stream of consecutive rows in
         the global order, partitions in order; its number of partitions)."""
-        from pyspark.sql import functions as F
-
         keys = [F.col(c).asc_nulls_last() for c in order]
         rows = sdf.count()
         parts = max(1, -(-rows // size))
@@ -412,8 +406,6 @@ class SparkEngine(Engine):
         return frames.sort_rows(frames.cast(counts, {**_returned_kinds(counts, schema, by), "count": "int64"}), by)
 
     def total(self, table, by, column="count", *, stage="total", collect=True):
-        from pyspark.sql import functions as F
-
         with _quiet():
             sdf, schema = self._spark_frame(table)
             by = list(by)
@@ -428,7 +420,6 @@ class SparkEngine(Engine):
         table = handle(table)
         if isinstance(table, pd.DataFrame):  # already on the driver
             return LocalEngine().clipped_totals(table, by, clips)
-        from pyspark.sql import functions as F
 
         by = list(by)
         with _quiet():
@@ -453,7 +444,6 @@ class SparkEngine(Engine):
         table = handle(table)
         if isinstance(table, pd.DataFrame):
             return LocalEngine().bucket_counts(table, by, column, low, step, high)
-        from pyspark.sql import functions as F
 
         by = list(by)
         with _quiet():
@@ -468,8 +458,6 @@ class SparkEngine(Engine):
         table = handle(table)
         if isinstance(table, pd.DataFrame):
             return profile_series(table[column])
-        from pyspark.sql import functions as F
-        from pyspark.sql import types as T
 
         with _quiet():
             sdf, _ = self._spark_frame(table)
@@ -496,7 +484,6 @@ class SparkEngine(Engine):
         table = handle(table)
         if isinstance(table, pd.DataFrame):
             return count_distinct_frame(table, by, columns)
-        from pyspark.sql import functions as F
 
         with _quiet():
             sdf, schema = self._spark_frame(table)
@@ -564,8 +551,6 @@ class SparkEngine(Engine):
 def _pack_batches(batches):
     """On an executor: each Arrow batch of a partition as one row holding its IPC stream bytes
     (order kept: a partition's batches arrive in its row order)."""
-    import pyarrow as pa
-
     for batch in batches:
         if batch.num_rows == 0:
             continue
@@ -576,8 +561,6 @@ def _pack_batches(batches):
 
 
 def _unpack(blob: bytes) -> pd.DataFrame:
-    import pyarrow as pa
-
     return pa.ipc.open_stream(blob).read_pandas()
 
 
@@ -586,8 +569,6 @@ MAX_JOB_BYTES = 256 << 20  # payload bytes shipped to Spark in one map_items job
 
 def payload_bytes(payload) -> int:
     """A payload's pickled size, its arrays counted without copying them (out-of-band buffers)."""
-    import pickle
-
     buffers = []
     head = pickle.dumps(payload, protocol=5, buffer_callback=buffers.append)
     return len(head) + sum(b.raw().nbytes for b in buffers)
@@ -616,10 +597,6 @@ def job_progress(context, stage: str, every: float = 0.5):
     jobs are found by a job group of their own, polled from a thread that carries the caller's
     progress reporter (a context variable).
     """
-    import contextvars
-    import threading
-    import uuid
-
     group = f"dpspec-{uuid.uuid4().hex}"
     context.setJobGroup(group, f"dpspec: {stage}")
     stop = threading.Event()

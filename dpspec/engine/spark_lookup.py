@@ -9,10 +9,17 @@ an error to describe. Only aggregates come back: a few problem values with their
 
 from __future__ import annotations
 
+from functools import reduce
+
 import pandas as pd
 
 from dpspec.engine import frames
 from dpspec.engine.lookup import COUNT, PARENT_VALUE, VALUE, LookupChecks
+from dpspec.lazy import LazyModule
+
+# an optional extra's library, imported on first use (MissingExtra names the extra)
+_sql = LazyModule("pyspark.sql", "_sql", globals(), extra="spark", purpose="the Spark engine")
+F = LazyModule("pyspark.sql.functions", "F", globals(), extra="spark", purpose="the Spark engine")
 
 FOUND = frames.HIDDEN + "lookup_found"  # true on the parent side: null after the join = no parent
 KEY = frames.HIDDEN + "lookup_key"
@@ -24,9 +31,6 @@ def _spark_type(kind: str) -> str:
 
 def lookup(engine, table, key: str, parent, take: dict, compare: dict, *, stage: str, show: int, kind_metadata: str):
     """`SparkEngine.lookup`; kind_metadata: the field metadata key that marks a nullable bool."""
-    from pyspark.sql import Observation
-    from pyspark.sql import functions as F
-
     child, child_kinds = engine._spark_frame(table)
     par, parent_kinds = engine._spark_frame(parent)
     key_type = _spark_type(child_kinds[key])
@@ -59,7 +63,7 @@ def lookup(engine, table, key: str, parent, take: dict, compare: dict, *, stage:
     def differs(col: str):
         return F.col(FOUND).isNotNull() & ~F.col(col).eqNullSafe(theirs(col))
 
-    observation = Observation()
+    observation = _sql.Observation()
     observed = joined.observe(
         observation,
         F.count(F.lit(1)).alias("rows"),
@@ -121,10 +125,6 @@ def _typed(frame: pd.DataFrame, kinds: dict) -> pd.DataFrame:
 def counts_differ(engine, table, other, by: list) -> int:
     """`Engine.counts_differ` on Spark: each table counted by `by` (as text), the two counts
     joined (full outer, missing values equal) and the differing cells counted there."""
-    from functools import reduce
-
-    from pyspark.sql import functions as F
-
     left, _ = engine._spark_frame(table)
     right, _ = engine._spark_frame(other)
     if not by:

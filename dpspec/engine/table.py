@@ -10,12 +10,8 @@ to the driver unless the mechanism asks for it (`engine.to_pandas`, `engine.map_
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:  # names only the annotations use; the modules themselves load when needed
-    import pandas as pd
-
 import attrs
+import pandas as pd
 
 
 @attrs.frozen
@@ -67,8 +63,6 @@ class EngineTable:
 
     def dtype(self, column: str):
         """The pandas dtype a loaded frame would give `column` (a CategoricalDtype for codes)."""
-        import pandas as pd
-
         if column in self.categories:
             return pd.CategoricalDtype(list(self.categories[column]))
         return {"int64": "int64", "float64": "float64", "bool": "bool", "boolean": "boolean"}.get(

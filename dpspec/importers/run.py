@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import tempfile
 from dpspec.importers.das import import_das
 from dpspec.importers.safetab import import_safetab
 from dpspec.importers.phsafe import import_phsafe
@@ -31,8 +32,6 @@ def import_config(kind: str, path: str, output: str) -> tuple[str, list[str], di
 
 
 def _check(text: str, files: dict[str, bytes]) -> None:
-    import tempfile
-
     with tempfile.TemporaryDirectory(prefix="dpspec-import-") as scratch:
         for name, data in files.items():
             with open(os.path.join(scratch, name), "wb") as f:

@@ -18,6 +18,10 @@ from fractions import Fraction
 
 from dpspec.importers import jsonconfig as jc
 from dpspec.importers.settings import Account, Setting, problem, shown_fraction
+from dpspec.lazy import LazyModule
+
+# heavy libraries, imported on first use
+pd = LazyModule("pandas", "pd", globals())
 
 GEOS = {"usa": "nation", "state": "state", "county": "county", "tract": "tract", "place": "place", "aiannh": "aiannh"}
 THRESHOLD_GEOS = {
@@ -90,8 +94,6 @@ def _thresholds(s: Setting) -> dict:
 
 def iteration_tables(config_dir: str) -> dict[str, bytes]:
     """The three Parquet tables (codes, iterations, code_to_iteration) from the four production files."""
-    import pandas as pd
-
     frames = {}
     for name in ITERATION_FILES:
         path = os.path.join(config_dir, name)

@@ -9,6 +9,9 @@ sees what the spec does not say.
 
 from __future__ import annotations
 
+import json
+from fractions import Fraction
+
 import attrs
 
 from dpspec.errors import Diagnostic, SpecError
@@ -34,8 +37,6 @@ class Setting:
 
 
 def _json(value) -> str:
-    import json
-
     return json.dumps(value)
 
 
@@ -88,8 +89,6 @@ class Account:
 
 def fraction(setting: Setting, text=None):
     """An exact number from '339/542', '0.1', '1e-10' or a JSON number (a float as its decimal)."""
-    from fractions import Fraction
-
     value = setting.value if text is None else text
     if isinstance(value, bool) or not isinstance(value, (int, float, str)):
         raise problem(setting, f"expected a number, got {_json(value) if not isinstance(value, str) else value!r}")
@@ -102,8 +101,6 @@ def fraction(setting: Setting, text=None):
 
 def shown_fraction(value) -> str:
     """A Fraction as the spec writes it: a decimal when it has a short one, else num/den."""
-    from fractions import Fraction
-
     value = Fraction(value)
     if value.denominator == 1:
         return str(value.numerator)

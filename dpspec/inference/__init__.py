@@ -15,7 +15,18 @@ from __future__ import annotations
 import attrs
 import numpy as np
 
-from .release import InferError
+from dpspec.check.checker import check
+from dpspec.language.parser import load_text_or_path
+from dpspec.lazy import LazyModule
+
+from . import summary
+from .release import InferError, checked_likelihoods, load_release, validate_release
+
+# imported on first use: at import they would load numpy, scipy with this module
+_compiler = LazyModule("dpspec.run.compiler", "_compiler", globals())
+sampler = LazyModule("dpspec.inference.sampler", "sampler", globals())
+_model = LazyModule("dpspec.inference.model", "_model", globals())
+_prior = LazyModule("dpspec.inference.prior", "_prior", globals())
 
 __all__ = ["InferError", "InferResult", "infer"]
 METHODS = ("rejection", "importance")
@@ -106,15 +117,6 @@ def infer(
     max_proposals: int | None = None,
 ) -> InferResult:
     """Posterior draws and summaries of `target` given the release in `release_dir`."""
-    from dpspec.check.checker import check
-    from dpspec.run.compiler import make_rng, spec_sha256
-    from dpspec.language.parser import load_text_or_path
-
-    from . import sampler, summary
-    from .model import build_model, parse_target
-    from .prior import make_prior
-    from .release import checked_likelihoods, load_release, validate_release
-
     if isinstance(spec, str):
         spec = load_text_or_path(spec)
     if method not in METHODS:
@@ -122,8 +124,8 @@ def infer(
     if not 10 <= int(draws) <= 1_000_000:
         raise InferError(f"--draws {draws}: expected between 10 and 1,000,000")
     checked = check(spec)
-    query = parse_target(target, spec)
-    release = load_release(release_dir, spec_sha256(spec))
+    query = _model.parse_target(target, spec)
+    release = load_release(release_dir, _compiler.spec_sha256(spec))
     mech = checked.mechanism
     validate_release(release, mech, spec, checked.params)
     try:
@@ -139,9 +141,9 @@ def infer(
             "lacks the outputs it needs), so dpspec infer cannot condition on it"
         )
     checked_likelihoods(likelihoods, release_dir)
-    model = build_model(spec, query, likelihoods, release.outputs)
-    pri = make_prior(prior, model)
-    rng = make_rng(seed)
+    model = _model.build_model(spec, query, likelihoods, release.outputs)
+    pri = _prior.make_prior(prior, model)
+    rng = _compiler.make_rng(seed)
     result, pilot, notes = sampler.sample(model, pri, int(draws), rng, method, max_proposals or sampler.MAX_PROPOSALS)
     x = result.x
     w = result.weights

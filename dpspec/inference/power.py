@@ -7,6 +7,10 @@ from dpspec import ir
 from dpspec.errors import MechanismError
 from dpspec.check.checker import check
 from dpspec.contract.results import power_result
+from dpspec.lazy import LazyModule
+
+# imported on first use: at import they would load randomgen with this module
+_compiler = LazyModule("dpspec.run.compiler", "_compiler", globals())
 
 DEFAULT_LEVEL = 0.05
 
@@ -31,13 +35,11 @@ def parse_power(text: str) -> tuple[str, int, int]:
 def power(spec, release_dir: str, text: str, level: float = DEFAULT_LEVEL) -> dict:
     """The mechanism's `power` on the release in `release_dir` (the spec's, by its hash), as the
     inference JSON's `power`: the theorem, then the `Power`'s fields."""
-    from dpspec.run.compiler import spec_sha256
-
     if not 0 < level < 1:
         raise InferError(f"--level {level}: expected a level strictly between 0 and 1")
     cell, null, alternative = parse_power(text)
     checked = check(spec)
-    release = load_release(release_dir, spec_sha256(spec))
+    release = load_release(release_dir, _compiler.spec_sha256(spec))
     mech = checked.mechanism
     try:
         out = power_result(mech.power(spec, checked.params, release.outputs, cell, null, alternative, level), mech)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 
 import attrs
+import numpy as np
 import pandas as pd
 
 from dpspec.errors import DpspecError, MechanismError
@@ -82,8 +83,6 @@ _NUMBER = r"[+-]?((\d+\.?\d*|\.\d+)([eE][+-]?\d+)?|nan|inf|infinity)"
 def _refuse_non_finite(file: str, frame: pd.DataFrame) -> None:
     """A published number that is NaN, infinite or beyond any count is refused, naming its row:
     a measurement of inf would make a posterior of 10^17 persons, a NaN would propagate silently."""
-    import numpy as np
-
     for column in frame.columns:
         values = frame[column]
         if values.dtype.kind == "O":  # numbers pandas could not hold (10^20) and 'nan' / 'inf' stay text
@@ -109,8 +108,6 @@ def validate_release(release: LoadedRelease, mechanism, spec, params: dict) -> N
     its mechanism's `release_columns` names for a table, each measured cell once, the published
     numbers finite and within 2^53, and the values the spec implies (the noise variance). The one
     check of a release read back; an InferError names the file, the row and the column."""
-    import numpy as np
-
     for name, schema in mechanism.release_columns(spec, params).items():
         frame = release.outputs.get(name)
         if frame is None:
@@ -162,8 +159,6 @@ def checked_likelihoods(likelihoods, what: str) -> None:
     """Each released answer once, with a finite value and a positive finite variance, before any
     draw: a release whose measurements are each repeated 50 times would make the posterior 50
     times too sure."""
-    import numpy as np
-
     for lik in likelihoods:
         value = np.asarray(lik.value, dtype=float)
         variance = np.asarray(lik.variance, dtype=float)

@@ -11,6 +11,7 @@ import json
 import math
 import os
 
+import pandas as pd
 from markupsafe import Markup, escape
 
 from dpspec._version import __version__
@@ -188,8 +189,6 @@ def report_files(result, with_draws: bool = True) -> dict:
         ),
     }
     if with_draws:
-        import pandas as pd
-
         files["draws"] = ("draws.csv", pd.DataFrame(result.samples, columns=[c["cell"] for c in model["r"]["cells"]]))
     return files
 

@@ -7,7 +7,9 @@ what was expected, never a Lark traceback.
 
 from __future__ import annotations
 
+import difflib
 import functools
+import hashlib
 import os
 import re
 import sys
@@ -56,8 +58,6 @@ def _grammar_cache(grammar: str):
 
     The cache is a pickle, so it lives in the user's own cache folder (mode 0700), never in a
     shared temporary folder; its name carries the grammar's hash and lark's version."""
-    import hashlib
-
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     folder = os.path.join(base, "dpspec")
     try:
@@ -610,8 +610,6 @@ _SECTION_WORDS = (
 def _misspelled_section(text: str, path: str | None) -> bool:
     """A .dps file whose first word is a near miss of a section keyword (`spex`): a spec with a
     typo, whose error (with its excerpt and suggestion) is worth showing."""
-    import difflib
-
     word = re.match(r"\s*(?:#[^\n]*\n\s*)*([A-Za-z_]+)(?=[\s\"{])", text)
     return bool(
         (path is None or path.endswith(".dps"))

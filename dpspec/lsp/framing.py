@@ -19,6 +19,12 @@ import re
 import sys
 import threading
 
+from dpspec.lazy import LazyModule
+
+# an optional extra's library, imported on first use (MissingExtra names the extra)
+_exceptions = LazyModule("pygls.exceptions", "_exceptions", globals(), extra="lsp", purpose="dpspec lsp")
+_io_ = LazyModule("pygls.io_", "_io_", globals(), extra="lsp", purpose="dpspec lsp")
+
 log = logging.getLogger("dpspec.lsp")
 
 MAX_FRAME = 64 << 20  # a spec is at most a few MB; a frame larger than this is not an editor's
@@ -121,11 +127,8 @@ class Frames:
 
 def serve(server, stdin, stdout) -> None:
     """Run `server` (a pygls LanguageServer) over these binary streams until exit or end of input."""
-    from pygls.exceptions import JsonRpcException
-    from pygls.io_ import StdoutWriter
-
     server._stop_event = threading.Event()
-    server.protocol.set_writer(StdoutWriter(stdout))
+    server.protocol.set_writer(_io_.StdoutWriter(stdout))
     frames = Frames(stdin)
     code = 0
 
@@ -147,7 +150,7 @@ def serve(server, stdin, stdout) -> None:
                 raise
             except Exception as exc:  # noqa: BLE001 - one bad message never stops the server
                 log.exception("dpspec lsp: unable to handle a message")
-                server.report_server_error(exc, JsonRpcException)
+                server.report_server_error(exc, _exceptions.JsonRpcException)
 
     try:
         asyncio.run(loop())

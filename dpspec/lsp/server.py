@@ -5,13 +5,16 @@ empty result (and a log message), never a dead server."""
 from __future__ import annotations
 
 import functools
+import json
 import logging
+import sys
+from importlib.metadata import version
 
 from lsprotocol import types as lsp
 from pygls.exceptions import JsonRpcException
 from pygls.lsp.server import LanguageServer
 from pygls.protocol import LanguageServerProtocol
-from pygls.uris import to_fs_path
+from pygls.uris import to_fs_path, from_fs_path
 
 from dpspec import line_ends
 from dpspec.lsp import complete as completion, document, hover as hovering, navigate, warm, text as tx
@@ -58,8 +61,6 @@ class DpsServer(LanguageServer):
     """Keeps each open document's latest analysis (and the last spec that parsed, for names)."""
 
     def __init__(self):
-        from importlib.metadata import version
-
         super().__init__(
             "dpspec",
             version("dpspec"),
@@ -71,8 +72,6 @@ class DpsServer(LanguageServer):
 
     def report_server_error(self, error: Exception, source) -> None:
         """A message that is not JSON gets JSON-RPC's parse error (id null), then pygls' notice."""
-        import json
-
         if isinstance(error, json.JSONDecodeError) or isinstance(error.__cause__, json.JSONDecodeError):
             self.protocol._send_data(
                 {"jsonrpc": "2.0", "id": None, "error": {"code": -32700, "message": f"Parse error: {error}"}}
@@ -229,8 +228,6 @@ def complete(ls: DpsServer, params: lsp.CompletionParams):
 
 
 def _location(uri: str, doc: _Lines, place: navigate.Place) -> lsp.Location:
-    from pygls.uris import from_fs_path
-
     if place.path:  # the start of another file
         return lsp.Location(uri=from_fs_path(place.path), range=_range(None, 0, 0, 0, 0))
     return lsp.Location(uri=uri, range=_range(doc, place.line, place.start, place.line, place.end))
@@ -281,8 +278,6 @@ def formatting(ls: DpsServer, params: lsp.DocumentFormattingParams):
 
 def main() -> None:
     """Serve over stdin/stdout until the client says exit (or its pipe closes)."""
-    import sys
-
     logging.basicConfig(level=logging.WARNING, format="%(name)s: %(message)s")  # to stderr: stdout is the protocol
     protocol_out = sys.stdout.buffer
     sys.stdout = sys.stderr  # a plugin's stray print() must not corrupt the protocol's stream

@@ -17,6 +17,7 @@ import hashlib
 import json
 import os
 import subprocess
+import sys
 from fractions import Fraction
 
 from dpspec._version import __version__
@@ -39,8 +40,6 @@ class CertificateError(DataError):
 def _files_of(module) -> list[str]:
     """The source files of a module's top-level package (every file of its folder, no caches), or
     the module's own file when it is not in a package: a plugin's helpers count as much as its entry."""
-    import sys
-
     top = sys.modules.get(getattr(module, "__name__", "").split(".")[0], module)
     path = getattr(top, "__file__", None)
     if not path:

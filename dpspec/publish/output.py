@@ -17,6 +17,12 @@ from dpspec._version import __version__
 from dpspec.report.model import seed_policy
 from dpspec.publish.input_guard import check_output_target, input_paths
 from dpspec.report import render_all
+from dpspec.lazy import LazyModule
+
+# imported on first use: at import they would load numpy, pandas, pyarrow with this module
+_certificate = LazyModule("dpspec.publish.certificate", "_certificate", globals())
+_output_set = LazyModule("dpspec.publish.output_set", "_output_set", globals())
+_table_csv = LazyModule("dpspec.publish.table_csv", "_table_csv", globals())
 
 
 def _table_filename(name: str, frame) -> str:
@@ -61,30 +67,28 @@ def write_result(result, outdir: str, signers=()) -> dict:
     a set is whole (`dpspec.publish.output_set.verify_set`); the certificate, written last,
     covers the manifest too, with what ran, the exact budgets, the times and `signers`
     ((name, role) pairs: `compile --sign`)."""
-    from dpspec.publish.certificate import CERTIFICATE, write_certificate
-    from dpspec.publish.output_set import MANIFEST, output_set, scratch_beside, stage_text, write_manifest
-    from dpspec.publish.table_csv import write_table_csv
-
     inputs = input_paths(result.spec)
     check_output_target(outdir, inputs)
     parted = any(getattr(t, "write_parts", None) is not None for t in result.published.values())
     # the folder actually written is checked too, and must still be where outdir leads at the swap
-    with output_set(outdir, guard=lambda target: check_output_target(target, inputs)) as staged:
+    with _output_set.output_set(outdir, guard=lambda target: check_output_target(target, inputs)) as staged:
         files = {}
         # a table the mechanism writes in parts: into a scratch folder beside the set, then joined
-        with scratch_beside(staged) if parted else contextlib.nullcontext() as scratch:
+        with _output_set.scratch_beside(staged) if parted else contextlib.nullcontext() as scratch:
             for name, frame in result.published.items():
                 filename = _table_filename(name, frame)
-                rows = write_table_csv(frame, os.path.join(staged, filename), scratch)  # streamed: chunks or parts
+                rows = _table_csv.write_table_csv(
+                    frame, os.path.join(staged, filename), scratch
+                )  # streamed: chunks or parts
                 files[name] = {"file": filename, "rows": rows}
         written = {"outputs": files}
         for kind, (filename, text) in render_all(result, outcome=result.audit_outcome).items():
-            stage_text(staged, filename, text)
+            _output_set.stage_text(staged, filename, text)
             written[kind] = filename
         man = manifest(result, files)
         man["reports"] = {k: v for k, v in written.items() if k != "outputs"}
-        write_manifest(staged, man)
-        written["manifest"] = MANIFEST
-        write_certificate(result, staged, signers)
-        written["certificate"] = CERTIFICATE
+        _output_set.write_manifest(staged, man)
+        written["manifest"] = _output_set.MANIFEST
+        _certificate.write_certificate(result, staged, signers)
+        written["certificate"] = _certificate.CERTIFICATE
     return written

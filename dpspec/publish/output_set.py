@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import ctypes
 import errno
+import fcntl
 import json
 import os
 import secrets
@@ -137,8 +138,6 @@ def _lock_file(parent: int, lock: str, outdir: str) -> int:
     """A handle holding the lock file `lock` (in the folder `parent`), refused if another process
     holds it. A holder removes the file before releasing it, so a run that got the lock of a
     file since removed takes it again on the file now at that name; the name is never left behind."""
-    import fcntl
-
     while True:
         fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0), 0o644, dir_fd=parent)
         try:

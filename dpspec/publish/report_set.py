@@ -12,6 +12,12 @@ import os
 
 from dpspec._version import __version__
 from dpspec.ir import spec_sha256
+from dpspec.lazy import LazyModule
+
+# imported on first use: at import they would load numpy, pandas, pyarrow with this module
+_data = LazyModule("dpspec.check.data", "_data", globals())
+_output_set = LazyModule("dpspec.publish.output_set", "_output_set", globals())
+_table_csv = LazyModule("dpspec.publish.table_csv", "_table_csv", globals())
 
 
 def spec_entry(spec) -> dict:
@@ -22,24 +28,20 @@ def spec_entry(spec) -> dict:
 
 def file_entry(path: str) -> dict:
     """Any other input file (a verification result), by name and SHA-256."""
-    from dpspec.check.data import file_sha256
-
-    return {"path": os.path.basename(path), "sha256": file_sha256(path)}
+    return {"path": os.path.basename(path), "sha256": _data.file_sha256(path)}
 
 
 def write_report_set(outdir: str, command: str, files: dict, fields: dict) -> dict:
     """Write `files` ({kind: (filename, text or DataFrame)}) and the manifest as one set; returns
     {kind: filename} including "manifest". `fields` go into the manifest beside `files`."""
-    from dpspec.publish.output_set import MANIFEST, output_set, stage_text, write_manifest
-
-    with output_set(outdir, command) as staged:
+    with _output_set.output_set(outdir, command) as staged:
         for filename, content in files.values():
             if isinstance(content, str):
-                stage_text(staged, filename, content)
+                _output_set.stage_text(staged, filename, content)
             else:  # a table: CSV, as every table dpspec writes (and through its one writer)
-                from dpspec.publish.table_csv import write_table_csv
-
-                write_table_csv(content, os.path.join(staged, filename))
+                _table_csv.write_table_csv(content, os.path.join(staged, filename))
         reports = {kind: filename for kind, (filename, _) in files.items()}
-        write_manifest(staged, {"dpspec_version": __version__, "command": command, **fields, "reports": reports})
-    return {**reports, "manifest": MANIFEST}
+        _output_set.write_manifest(
+            staged, {"dpspec_version": __version__, "command": command, **fields, "reports": reports}
+        )
+    return {**reports, "manifest": _output_set.MANIFEST}

@@ -16,6 +16,10 @@ import yaml
 from dpspec.errors import Diagnostic, SpecError
 from dpspec.language.exact_input import NumberProblem, exact_decimal, range_problem
 from dpspec.language.reading import NotRegularFile, open_regular
+from dpspec.lazy import LazyModule
+
+# heavy libraries, imported on first use
+_jsonschema = LazyModule("jsonschema", "_jsonschema", globals())
 
 MAX_BYTES = 1 << 20
 SCHEMA_FILE = "deployments-schema.yaml"
@@ -212,9 +216,7 @@ def parse_entry(text: str, path: str | None = None) -> Entry:
 
 def schema_problems(data) -> list[tuple[tuple, str, str | None]]:
     """(field, message, hint) for every violation of the registry schema, in file order."""
-    from jsonschema import Draft7Validator
-
-    validator = Draft7Validator(schema(), format_checker=Draft7Validator.FORMAT_CHECKER)
+    validator = _jsonschema.Draft7Validator(schema(), format_checker=_jsonschema.Draft7Validator.FORMAT_CHECKER)
     out = []
     for err in validator.iter_errors(data):
         field = tuple(err.absolute_path)

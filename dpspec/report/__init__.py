@@ -8,7 +8,15 @@ from the `dpspec_report_sections` hook.
 
 from __future__ import annotations
 
+from dpspec.audit import audit
 from dpspec.contract import Section  # noqa: F401 - re-exported: the contract owns it
+from dpspec.lazy import LazyModule
+
+# imported on first use: `dpspec --help` loads this module, not them
+_model = LazyModule("dpspec.report.model", "_model", globals())
+
+# imported on first use: at import they would load jinja2, markupsafe with this module
+_render = LazyModule("dpspec.report.render", "_render", globals())
 
 FILENAMES = {
     "html": "report.html",
@@ -24,23 +32,19 @@ def render_all(result=None, *, spec=None, baseline=None, outcome=None) -> dict[s
 
     kinds: html, markdown, json, and internal_html / internal_markdown when `result.utility` is
     non-empty. `baseline` (a Spec or a Result) adds the comparison table."""
-    from dpspec.audit import audit
-    from dpspec.report.model import build_model
-    from dpspec.report.render import render_html, render_json, render_markdown
-
     spec = spec if spec is not None else result.spec
     if outcome is None:
         outcome = audit(spec, result, baseline)
-    public = build_model(result, spec=spec, audience="public", outcome=outcome)
+    public = _model.build_model(result, spec=spec, audience="public", outcome=outcome)
     out = {
-        "html": (FILENAMES["html"], render_html(public)),
-        "markdown": (FILENAMES["markdown"], render_markdown(public)),
-        "json": (FILENAMES["json"], render_json(public)),
+        "html": (FILENAMES["html"], _render.render_html(public)),
+        "markdown": (FILENAMES["markdown"], _render.render_markdown(public)),
+        "json": (FILENAMES["json"], _render.render_json(public)),
     }
     if result is not None and result.utility:
-        internal = build_model(result, spec=spec, audience="internal", outcome=outcome)
-        out["internal_html"] = (FILENAMES["internal_html"], render_html(internal))
-        out["internal_markdown"] = (FILENAMES["internal_markdown"], render_markdown(internal))
+        internal = _model.build_model(result, spec=spec, audience="internal", outcome=outcome)
+        out["internal_html"] = (FILENAMES["internal_html"], _render.render_html(internal))
+        out["internal_markdown"] = (FILENAMES["internal_markdown"], _render.render_markdown(internal))
     return out
 
 

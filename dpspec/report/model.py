@@ -12,6 +12,8 @@ from __future__ import annotations
 import math
 import os
 
+import attrs
+
 from dpspec import ir
 from dpspec._version import __version__
 from dpspec.language import describe
@@ -437,8 +439,6 @@ def _program_flavor(spec: ir.Spec, flavor: ir.Spec, invariants: tuple | None) ->
     program's own domain and bounds (not its first member's), every member's invariants (the
     composed multiverse, as the audit's program account gives them), and the program's unit
     (already in ``flavor``)."""
-    import attrs
-
     if invariants is None:  # the members do not load
         return flavor
     return attrs.evolve(

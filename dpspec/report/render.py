@@ -23,6 +23,10 @@ from dpspec.report import svg
 from dpspec.budget.interpret import tradeoff
 from dpspec.report.model import HEADLINE_PARAM, RENDER_ONLY
 from dpspec.schemas import versioned
+from dpspec.lazy import LazyModule
+
+# heavy libraries, imported on first use
+np = LazyModule("numpy", "np", globals())
 
 CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
 
@@ -323,8 +327,6 @@ def figures(model: dict) -> dict:
 
 def _tradeoff_figure(rows: list[dict]) -> Markup:
     """Each entity's trade-off curve against perfect privacy (f(alpha) = 1 - alpha)."""
-    import numpy as np
-
     alpha = np.linspace(0.0, 1.0, 101)
 
     def budget(params: dict):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import statistics
 
 import attrs
 from markupsafe import Markup, escape
@@ -272,8 +273,6 @@ class Box:
     def of(cls, label: str, values, reference: float | None = None) -> "Box":
         """The summary of `values` (quartiles by linear interpolation, as pandas' quantile);
         NaN throughout when none is finite (the box is then left empty)."""
-        import statistics
-
         vs = sorted(_finite(values))
         if not vs:
             return cls(label, *[math.nan] * 5, reference=reference, n=0)

@@ -7,6 +7,7 @@ everything --audit--> findings;  --report--> HTML / Markdown / JSON
 
 from __future__ import annotations
 
+import datetime
 import hashlib
 import secrets
 import time
@@ -257,8 +258,6 @@ def _require_data(spec: ir.Spec, mech, params: dict, data: dict) -> None:
 
 def utc_now() -> str:
     """The time now, UTC, to the second (ISO 8601)."""
-    import datetime
-
     return datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0).isoformat().replace("+00:00", "Z")
 
 

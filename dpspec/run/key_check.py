@@ -14,6 +14,11 @@ from dpspec import ir
 from dpspec.check.keys import declared_keys, released_key_set
 from dpspec.contract.mechanism import OutputKeys
 from dpspec.errors import MechanismError
+from dpspec.lazy import LazyModule
+
+# heavy libraries, imported on first use
+np = LazyModule("numpy", "np", globals())
+pd = LazyModule("pandas", "pd", globals())
 
 SHOW = 5
 KEY_KINDS = ("category", "enum", "bool")
@@ -68,8 +73,6 @@ def check_declared_rows(frame, key, rows, where: str, outcome: str) -> None:
     (categorical columns through their categories), each row one integer, and the two sets of
     integers are compared. A key column a CSV reader took for numbers ("01" read back as 1) is
     compared with the declared values read as numbers too."""
-    import numpy as np
-
     key = list(key)
     want_codes, have_codes, sizes = [], [], []
     for c in key:
@@ -106,8 +109,6 @@ def _plain(value):
 
 def _factorized(values, numeric: bool):
     """(codes, the values they index) of one key column, as text or (`numeric`) as numbers."""
-    import pandas as pd
-
     if isinstance(values.dtype, pd.CategoricalDtype):
         codes, uniques = values.cat.codes.to_numpy(), pd.Series(values.cat.categories)
     else:
@@ -122,16 +123,12 @@ def _factorized(values, numeric: bool):
 
 def _recoded(codes, values, vocabulary):
     """`codes` over `values` as codes over `vocabulary` (-1 stays -1, a missing value)."""
-    import numpy as np
-
     where = np.append(vocabulary.get_indexer(values), -1)  # code -1 picks the appended -1
     return where[codes].astype(np.int64)
 
 
 def _flat(codes, sizes):
     """One integer per row from its columns' codes (mixed radix; -1 becomes 0, a value its own)."""
-    import numpy as np
-
     out = np.zeros(len(codes[0]) if codes else 0, dtype=np.int64)
     for c, n in zip(codes, sizes):
         out = out * n + (c + 1)

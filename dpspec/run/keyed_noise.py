@@ -24,6 +24,7 @@ generator directly (the definition itself).
 from __future__ import annotations
 
 import numpy as np
+from randomgen import ChaCha
 
 from dpspec.engine.keyed_words import EncodedKeys, KeyColumns, lane_words, stream_keys
 from dpspec.run import noise
@@ -81,8 +82,6 @@ def _batch(s2, table, key_words: np.ndarray, counts: np.ndarray) -> np.ndarray:
 
 def _cell_rng(key_row: np.ndarray, words_used: int) -> np.random.Generator:
     """Cell stream's generator after its first ``words_used`` 64-bit words (ChaCha counts 32-bit words)."""
-    from randomgen import ChaCha
-
     key = int.from_bytes(np.asarray(key_row, dtype="<u4").tobytes(), "little")
     return np.random.Generator(ChaCha(key=key, counter=2 * words_used, rounds=20))
 

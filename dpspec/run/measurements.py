@@ -15,6 +15,11 @@ from typing import Any
 
 import attrs
 
+from dpspec.lazy import LazyModule
+
+# heavy libraries, imported on first use
+np = LazyModule("numpy", "np", globals())
+
 KINDS = ("discrete_gaussian", "discrete_laplace", "exponential", "randomized_response", "none")
 NORMS = ("l1", "l2")
 
@@ -86,7 +91,6 @@ def record_measurement(
     recording = _RECORDER.get()
     if recording is None:
         return
-    import numpy as np
 
     if kind not in KINDS:
         raise ValueError(f"record_measurement: kind {kind!r} is not one of {', '.join(KINDS)}")
@@ -146,8 +150,6 @@ def _exact(value):
     if value is None or isinstance(value, (int, Fraction)):
         return value
     try:
-        import numpy as np
-
         if isinstance(value, np.integer):
             return int(value)
     except ImportError:  # pragma: no cover - numpy is a dependency of every run

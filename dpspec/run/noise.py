@@ -34,6 +34,7 @@ reported for it.
 from __future__ import annotations
 
 import math
+from decimal import ROUND_CEILING, ROUND_FLOOR, ROUND_HALF_EVEN, Decimal, localcontext
 from fractions import Fraction
 
 import attrs
@@ -516,8 +517,6 @@ _PREC = 40  # decimal digits of the table's interval arithmetic
 
 def _exp_neg_interval(x: Fraction, prec: int) -> tuple[Fraction, Fraction]:
     """Rigorous bounds on exp(-x) for a rational x >= 0 (decimal's exp is correctly rounded)."""
-    from decimal import ROUND_CEILING, ROUND_FLOOR, ROUND_HALF_EVEN, Decimal, localcontext
-
     with localcontext() as ctx:
         ctx.prec = prec
         ctx.rounding = ROUND_FLOOR
@@ -579,7 +578,6 @@ def _gaussian_table(p: int, q: int) -> "_Table | None":
     key = (p, q)
     if key in _TABLES:
         return _TABLES[key]
-    from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal, localcontext
 
     b = math.isqrt(-(-121 * p // q)) + 2  # b >= 11 sigma: the tail has mass below 2**-80
     n_sym = 2 * b + 3

@@ -16,6 +16,10 @@ from importlib import resources
 
 from dpspec._version import __version__
 from dpspec.errors import DataError
+from dpspec.lazy import LazyModule
+
+# heavy libraries, imported on first use
+jsonschema = LazyModule("jsonschema", "jsonschema", globals())
 
 # kind -> the version of its format written today
 FORMAT_VERSIONS = {
@@ -74,8 +78,6 @@ def schema(kind: str, version: str | None = None) -> dict:
 
 def problems(kind: str, document, version: str | None = None) -> list[str]:
     """Every way `document` breaks `kind`'s schema ("" paths mean the top), empty if it is valid."""
-    import jsonschema
-
     validator = jsonschema.Draft202012Validator(schema(kind, version))
     return [
         f"{'/'.join(map(str, e.absolute_path)) or '(top)'}: {e.message}"

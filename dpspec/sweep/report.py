@@ -8,13 +8,22 @@ content-security policy, and figures are inline SVG (`dpspec.report.svg`).
 
 from __future__ import annotations
 
+import json
 import math
 import os
 
 from dpspec import ir
 from dpspec._version import __version__
 from dpspec.budget.premetrics import json_number
+from dpspec.lazy import LazyModule
 from dpspec.report.svg import Box, box_chart, xy_chart
+
+# heavy libraries, imported on first use
+pd = LazyModule("pandas", "pd", globals())
+
+# imported on first use: at import they would load numpy, pandas, pyarrow, jinja2 with this module
+_runner = LazyModule("dpspec.sweep.runner", "_runner", globals())
+_render = LazyModule("dpspec.report.render", "_render", globals())
 
 FILES = {
     "grid_csv": "sweep.csv",
@@ -117,8 +126,6 @@ def public_model(sweep) -> dict:
 
 def _realized_summary(sweep) -> list[dict]:
     """Mean and spread over the runs per (point, table, size class)."""
-    import pandas as pd
-
     rows = [{"point": p.index, **r} for p in sweep.points for r in p.realized]
     if not rows:
         return []
@@ -147,15 +154,13 @@ def _realized_summary(sweep) -> list[dict]:
 
 
 def internal_model(sweep, public: dict) -> dict:
-    from dpspec.sweep.runner import pareto
-
     summary = _realized_summary(sweep)
     budgets = {p["point"]: p["common_epsilon"] for p in public["points"]}
     fronts = {}
     for table in dict.fromkeys(r["table"] for r in summary):
         rows = [r for r in summary if r["table"] == table and r["size"] == "all"]
         measure = "mape_mean" if all(r["mape_mean"] is not None for r in rows) else "mae_mean"
-        best = pareto([(r["point"], budgets.get(r["point"]), r[measure]) for r in rows])
+        best = _runner.pareto([(r["point"], budgets.get(r["point"]), r[measure]) for r in rows])
         fronts[table] = {"measure": measure, "points": sorted(best)}
     return {
         **public,
@@ -261,16 +266,12 @@ def boxplots(model: dict, per_run: list[dict]) -> list:
 
 
 def render(model: dict, figures: list, kind: str) -> str:
-    from dpspec.report.render import html_env, markdown_env
-
-    env = html_env() if kind == "html" else markdown_env()
+    env = _render.html_env() if kind == "html" else _render.markdown_env()
     return env.get_template(f"sweep.{'html' if kind == 'html' else 'md'}.j2").render(m=model, figures=figures)
 
 
 def frames(sweep, public: dict):
     """(grid CSV frame, expected-error CSV frame, realized-errors CSV frame)."""
-    import pandas as pd
-
     grid = pd.DataFrame(
         [
             {
@@ -307,8 +308,6 @@ def frames(sweep, public: dict):
 
 def files(sweep) -> dict:
     """{kind: (filename, text or DataFrame)} for `write_report_set`."""
-    import json
-
     public = public_model(sweep)
     out = {}
     grid, expected, realized = frames(sweep, public)

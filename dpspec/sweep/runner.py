@@ -8,7 +8,10 @@ interrupted sweep raises before anything is written (the caller writes the set a
 from __future__ import annotations
 
 import math
+import multiprocessing
+import os
 import time
+from concurrent.futures import ProcessPoolExecutor, as_completed
 
 import attrs
 
@@ -229,9 +232,6 @@ def _worker_point(index: int, values: dict, runs: int, run_key: int, off_by: flo
 def _pooled(spec, points, workers: int, runs: int, run_key: int, off_by, delta, method, tick) -> None:
     """Each point a unit of work on a pool of `workers` processes; streams are keyed by (run key,
     point, run), so the figures do not depend on the number of workers."""
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor, as_completed
-
     # forkserver: a worker never inherits this process's threads mid-state (as the local engine)
     with ProcessPoolExecutor(
         workers, mp_context=multiprocessing.get_context("forkserver"), initializer=_worker_start, initargs=(spec,)
@@ -283,8 +283,6 @@ def _task(key, payload, rng) -> dict:
 def _on_engine(spec: ir.Spec, points: list, runs: int, engine, run_key: int, off_by: float, hashes: dict) -> None:
     """Every (point, run) of the points not failed yet as one unit of work on the engine (`map_items`,
     one task per pair); results come back in order and are put on their points."""
-    import os
-
     spec = attrs.evolve(spec, path=os.path.abspath(spec.path)) if spec.path else spec  # executors' cwd may differ
     todo = [p for p in points if p.status != "failed"]
     items = [

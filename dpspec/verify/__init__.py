@@ -16,12 +16,21 @@ the chance that any reported lower bound exceeds the true loss is at most 1 - co
 
 from __future__ import annotations
 
+import numpy as np
+
 from dpspec import ir
+from dpspec.budget import ledger as ledger_mod, group
+from dpspec.check.checker import check
 from dpspec.errors import DpspecError
+from dpspec.language.parser import load_text_or_path
+from dpspec.lazy import LazyModule
 from dpspec.verify.bounds import largest_detectable, runs_needed
 from dpspec.verify.events import best_event
 from dpspec.verify.miniature import Flattener, VerifyError, generic_pairs, run_many, same_universe, universe_queries
 from dpspec.verify.result import EXIT_CODES, PairResult, Verification, load_json
+
+# imported on first use: at import they would load randomgen with this module
+_compiler = LazyModule("dpspec.run.compiler", "_compiler", globals())
 
 DEFAULT_RUNS = 20_000
 _PLUGIN_FAILURES = (
@@ -73,9 +82,6 @@ def _claim_options(budget, spec_delta=None) -> tuple[str, float, dict]:
 
 def _claim(spec, mech, params, pair):
     """The mechanism's own claim for this miniature universe, in the spec's currency."""
-    from dpspec.budget import ledger as ledger_mod
-    from dpspec.budget import group
-
     facts = mech.public_facts(spec, params, pair.left)
     statement = mech.budget(spec, params, facts)
     account = ledger_mod.build(spec, mech.flavor(spec, params), statement)
@@ -106,10 +112,6 @@ def verify(spec, runs: int = DEFAULT_RUNS, seed: int | None = None, confidence: 
     Raises SpecError for a spec that does not check and VerifyError when there is nothing to
     verify (no mechanism, an infinite claim, no neighbours) or the mechanism fails on miniature data.
     """
-    from dpspec.check.checker import check
-    from dpspec.run.compiler import make_rng, spec_sha256
-    from dpspec.language.parser import load_text_or_path
-
     if isinstance(spec, str):
         spec = load_text_or_path(spec)
     if not 0 < confidence < 1:
@@ -133,7 +135,7 @@ def verify(spec, runs: int = DEFAULT_RUNS, seed: int | None = None, confidence: 
         raise VerifyError(f"mechanism '{mech.name}' supplied no neighbouring datasets to test")
     queries = universe_queries(spec, checked.induced)
     a = (1 - confidence) / len(pairs)
-    rng = make_rng(seed)
+    rng = _compiler.make_rng(seed)
     results = []
     kind = None
     for pair in pairs:
@@ -195,7 +197,7 @@ def verify(spec, runs: int = DEFAULT_RUNS, seed: int | None = None, confidence: 
         tuple(results),
         {"name": mech.name, "version": mech.version},
         path,
-        spec_sha256(spec),
+        _compiler.spec_sha256(spec),
         needed,
         seed,
     )
@@ -208,8 +210,6 @@ def _runs_per_side(kind, claim, a, options) -> int | None:
 
 
 def _pad(matrix, width):
-    import numpy as np
-
     if matrix.shape[1] == width:
         return matrix
     out = np.full((matrix.shape[0], width), -1.0e300)

@@ -11,8 +11,12 @@ from __future__ import annotations
 import attrs
 
 from dpspec.audit.base import Finding, by_severity
+from dpspec.lazy import LazyModule
 from dpspec.verify.miniature import VerifyError
 from dpspec.verify.result import load_json
+
+# imported on first use: at import they would load randomgen with this module
+_compiler = LazyModule("dpspec.run.compiler", "_compiler", globals())
 
 RULE = "empirical-verification"
 
@@ -55,10 +59,8 @@ def finding(data: dict) -> Finding:
 
 def load_for(path: str, spec) -> dict:
     """Read a verification result file and check it was made for `spec`."""
-    from dpspec.run.compiler import spec_sha256
-
     data = load_json(path)
-    if data["spec_sha256"] != spec_sha256(spec):
+    if data["spec_sha256"] != _compiler.spec_sha256(spec):
         raise VerifyError(
             f"{path}: this verification result was made for another spec (or an earlier version of "
             f"{spec.path or 'it'}); run `dpspec verify --json` on the spec again"

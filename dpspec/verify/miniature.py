@@ -16,6 +16,10 @@ from dpspec import ir, progress
 from dpspec.errors import DpspecError
 from dpspec.contract.mechanism import NeighbourPair, RunContext, call_run
 from dpspec.contract.streamed import StreamedTable
+from dpspec.lazy import LazyModule
+
+# imported on first use: at import they would load randomgen with this module
+_compiler = LazyModule("dpspec.run.compiler", "_compiler", globals())
 
 UNITS = 3  # units per miniature table
 MAX_PAIRS = 4
@@ -240,8 +244,6 @@ def run_many(
     mechanism, spec: ir.Spec, params: dict, pair: NeighbourPair, data: dict, n: int, rng, flatten: Flattener, what: str
 ) -> np.ndarray:
     """n runs of the mechanism on `data`; each row the statistic of one run."""
-    from dpspec.run.compiler import published_outputs
-
     if pair.batch is not None:  # in chunks, so memory stays bounded whatever --runs is
         chunks = []
         for start in range(0, n, BATCH):
@@ -260,5 +262,5 @@ def run_many(
         if pair.statistic is not None:
             rows.append(np.asarray(pair.statistic(release), dtype=float).reshape(-1))
         else:
-            rows.append(flatten(published_outputs(spec, release)))
+            rows.append(flatten(_compiler.published_outputs(spec, release)))
     return stack(rows)

@@ -8,9 +8,12 @@ exact shares, and every number carries its noise scale and a 95% interval from t
 
 from __future__ import annotations
 
-from dpspec.api import hookimpl
+from dpspec.api import hookimpl, LazyModule
 
 from .plugin import Aggregate
+
+# imported on first use: at import they would load markupsafe with this module
+_report = LazyModule("dpspec_aggregate.report", "_report", globals())
 
 DPSPEC_API = "1.2"
 __version__ = Aggregate.version
@@ -23,6 +26,4 @@ def dpspec_mechanisms():
 
 @hookimpl
 def dpspec_report_sections(result):
-    from .report import sections
-
-    return sections(result)
+    return _report.sections(result)

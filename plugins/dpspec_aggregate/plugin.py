@@ -6,6 +6,7 @@ from fractions import Fraction
 
 import attrs
 
+import dpspec
 from dpspec.api import (
     BudgetBreakdown,
     BudgetStatement,
@@ -25,11 +26,25 @@ from dpspec.api import (
     declared_keys,
     ir,
     typed_keys,
+    LazyModule,
 )
 
 from . import design as design_mod, sensitivity as sens_mod
 from .design import Design, Query, quantile_epsilon
 from dpspec.api import effective_sigma2, Diagnostic, sampler_limit_problem, SpecError, located
+
+# imported on first use: `dpspec --help` loads this module, not them
+_a_priori = LazyModule("dpspec_aggregate.a_priori", "_a_priori", globals())
+
+# imported on first use: at import they would load numpy, pandas, pyarrow with this module
+_accuracy = LazyModule("dpspec_aggregate.accuracy", "_accuracy", globals())
+_release = LazyModule("dpspec_aggregate.release", "_release", globals())
+_on_engine = LazyModule("dpspec_aggregate.on_engine", "_on_engine", globals())
+_algorithm = LazyModule("dpspec_aggregate.algorithm", "_algorithm", globals())
+
+# heavy libraries, imported on first use
+np = LazyModule("numpy", "np", globals())
+pd = LazyModule("pandas", "pd", globals())
 
 
 @attrs.frozen
@@ -80,9 +95,7 @@ def plan(design: Design, relation: str) -> list[Part]:
 
 def _expected_error(noise: str, parameter) -> str:
     """The error a priori, as `budget` states it: the noise's standard deviation and its 95% interval."""
-    from .a_priori import expected_error
-
-    sd, width, coverage = expected_error(noise, parameter)
+    sd, width, coverage = _a_priori.expected_error(noise, parameter)
     return (
         f"expected error a priori: standard deviation {sd:.4g}, "
         f"{coverage:.1%} of noisy answers within ±{width:,} of the truth"
@@ -270,8 +283,6 @@ class Aggregate(Mechanism):
     def _measurements(self, spec, params) -> list[dict]:
         """One row per measurement (a query's part): its budget, noise parameter and, but for a
         score, its noise variance and interval."""
-        from .accuracy import half_width, variance
-
         d = self._design(spec, params)
         rows = []
         for p in plan(d, self._relation(spec, params)):
@@ -283,8 +294,8 @@ class Aggregate(Mechanism):
                 "parameter": ir.format_number(p.parameter),
             }
             if p.role != "score":
-                row["noise_variance"] = variance(d.noise, p.parameter)
-                row["interval_half_width"], row["interval_coverage"] = half_width(d.noise, p.parameter)
+                row["noise_variance"] = _accuracy.variance(d.noise, p.parameter)
+                row["interval_half_width"], row["interval_coverage"] = _accuracy.half_width(d.noise, p.parameter)
             rows.append(row)
         return rows
 
@@ -304,24 +315,15 @@ class Aggregate(Mechanism):
 
     # ---- the run ----
     def run(self, spec, params, data, ctx):
-        import numpy as np
-        import pandas as pd
-
-        from dpspec.api import EngineTable
-
-        from .release import exact_here, release
-
         d = self._design(spec, params)
         frame = data[d.table]
         keys = declared_keys(spec, d.table, d.by)
         typed = typed_keys(spec, d.table, keys)
-        if isinstance(frame, EngineTable) and not isinstance(frame.handle, pd.DataFrame):
+        if isinstance(frame, dpspec.api.EngineTable) and not isinstance(frame.handle, pd.DataFrame):
             # held by an engine (Spark): its group-by computes the exact statistics, the noise is added here
-            from .on_engine import exact_on_engine
-
-            exact = exact_on_engine(d, frame, typed, ctx.engine if ctx.engine is not None else frame.engine)
+            exact = _on_engine.exact_on_engine(d, frame, typed, ctx.engine if ctx.engine is not None else frame.engine)
         else:
-            frame = frame.handle if isinstance(frame, EngineTable) else frame
+            frame = frame.handle if isinstance(frame, dpspec.api.EngineTable) else frame
             for q in d.queries:
                 if (
                     q.column is not None
@@ -333,38 +335,31 @@ class Aggregate(Mechanism):
                         f"table '{d.table}', column '{q.column}', row {row + 1}: a missing value, which "
                         f"{q.statistic} cannot add (declare how to treat it, or clean the data)"
                     )
-            exact = exact_here(d, frame, typed)
-        table, internal = release(spec, d, plan(d, self._relation(spec, params)), exact, typed, ctx.rng)
+            exact = _release.exact_here(d, frame, typed)
+        table, internal = _release.release(spec, d, plan(d, self._relation(spec, params)), exact, typed, ctx.rng)
         notes = (design_mod.TOTAL_BIAS,) if d.postprocess == "total" else ()
         return Release({"statistics": table}, facts={"cells": len(keys)}, internal=internal, notes=notes)
 
     # ---- against the confidential data (internal only) ----
     def utility(self, spec, params, data, releases):
         """Each query's released values against the confidential ones, and the clipped counts."""
-        from .accuracy import realized_error
-        from .algorithm import unclipped_values
-
-        from dpspec.api import EngineTable
-
         d = self._design(spec, params)
         clipped = releases[0].internal.get("clipped", {})
         changed = [q for q in d.queries if q.statistic in ("sum", "mean") and clipped.get(q.name)]
         frame = data[d.table]
-        if isinstance(frame, EngineTable):
+        if isinstance(frame, dpspec.api.EngineTable):
             frame = frame.handle if hasattr(frame.handle, "iloc") else None  # on Spark: not brought to the driver
         raw = (
-            unclipped_values(frame, releases[0].outputs["statistics"], d, changed)
+            _algorithm.unclipped_values(frame, releases[0].outputs["statistics"], d, changed)
             if changed and frame is not None
             else {}
         )
-        out = realized_error(d, releases, d.by, raw)
+        out = _accuracy.realized_error(d, releases, d.by, raw)
         out["truth_unclipped"] = frame is not None or not changed
         return out
 
     def compared_counts(self, spec, params, data, release):
         """Every released count and sum beside its confidential value, one table per query."""
-        import pandas as pd
-
         d = self._design(spec, params)
         frame = release.outputs["statistics"]
         index = pd.MultiIndex.from_frame(frame[list(d.by)].astype(str)) if d.by else pd.RangeIndex(len(frame))

@@ -12,7 +12,16 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-from dpspec.api import Diagnostic, Mechanism, MechanismError, NativeFlavor, ParamSpec, ParameterSchema, hookimpl
+from dpspec.api import (
+    Diagnostic,
+    Mechanism,
+    MechanismError,
+    NativeFlavor,
+    ParamSpec,
+    ParameterSchema,
+    hookimpl,
+    BudgetStatement,
+)
 
 __version__ = "1.0.0"
 
@@ -77,8 +86,6 @@ class Declared(Mechanism):
         return NativeFlavor(params["table"], params["relation"], stated_premetric(params))
 
     def budget(self, spec, params, facts):
-        from dpspec.api import BudgetStatement
-
         kind = stated_premetric(params)
         values = {
             k: params[k] for k in ("epsilon", "delta", "rho", "mu", "alpha") if params.get(k) is not None

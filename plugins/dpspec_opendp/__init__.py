@@ -10,9 +10,12 @@ stated budget; a mismatch or a claim above the statement stops the compile and p
 
 from __future__ import annotations
 
-from dpspec.api import hookimpl
+from dpspec.api import hookimpl, LazyModule
 
 from .plugin import OpenDPMeasurement
+
+# imported on first use: at import they would load markupsafe with this module
+_report = LazyModule("dpspec_opendp.report", "_report", globals())
 
 __version__ = "0.1.0"
 
@@ -24,6 +27,4 @@ def dpspec_mechanisms():
 
 @hookimpl
 def dpspec_report_sections(result):
-    from .report import sections
-
-    return sections(result)
+    return _report.sections(result)

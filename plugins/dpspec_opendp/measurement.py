@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import inspect
 import os
 import sys
@@ -97,8 +98,6 @@ def load(entry: str, base_dir: str, values=None) -> Loaded:
 def _from_file(name: str, path: str):
     """The module at `path`, freshly executed: the file beside this spec, not one of the same name
     imported earlier (from another spec, or cached in this process)."""
-    import importlib.util
-
     spec = importlib.util.spec_from_file_location(f"dpspec_opendp_user.{name}", path)
     module = importlib.util.module_from_spec(spec)
     sys.path.insert(0, os.path.dirname(path))  # its own sibling imports resolve beside it

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import os
 from fractions import Fraction
 
 from dpspec.api import (
@@ -17,9 +18,13 @@ from dpspec.api import (
     Release,
     SpecError,
     located,
+    LazyModule,
 )
 
 from . import measurement as om
+
+# heavy libraries, imported on first use
+pd = LazyModule("pandas", "pd", globals())
 
 _STATED = {"pure": ("epsilon",), "zcdp": ("rho",), "approx": ("epsilon", "delta")}
 
@@ -121,8 +126,6 @@ class OpenDPMeasurement(Mechanism):
 
     def opendp_script(self, spec, params):
         """The user's own entry point, imported from beside the spec; d_in as the compile sets it."""
-        import os
-
         module, _, func = params["measurement"].partition(":")
         relation = self._relation(spec, params)
         return (
@@ -171,8 +174,6 @@ class OpenDPMeasurement(Mechanism):
         return None
 
     def run(self, spec, params, data, ctx):
-        import pandas as pd
-
         col = spec.domain.table(params["table"]).column(params["column"])
         cast = {"int": int, "float": float, "bool": bool}.get(col.type.kind, str)
         values = [cast(v) for v in data[params["table"]][params["column"]].tolist()]

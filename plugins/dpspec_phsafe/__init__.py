@@ -4,9 +4,12 @@ discrete Gaussian noise under zCDP."""
 
 from __future__ import annotations
 
-from dpspec.api import hookimpl
+from dpspec.api import hookimpl, LazyModule
 
 from .plugin import PHSafe, __version__  # noqa: F401
+
+# imported on first use: at import they would load markupsafe with this module
+_report = LazyModule("dpspec_phsafe.report", "_report", globals())
 
 DPSPEC_API = "1.1"
 
@@ -18,6 +21,4 @@ def dpspec_mechanisms():
 
 @hookimpl
 def dpspec_report_sections(result):
-    from .report import sections
-
-    return sections(result)
+    return _report.sections(result)

@@ -12,7 +12,10 @@ run, and the run checks that it released exactly that grid.
 
 from __future__ import annotations
 
-from dpspec.api import Diagnostic, MechanismError, declared_values, ir
+from dpspec.api import Diagnostic, MechanismError, declared_values, ir, LazyModule
+
+# imported on first use: at import they would load numpy, pandas, pyarrow with this module
+_tabulate = LazyModule("dpspec_phsafe.tabulate", "_tabulate", globals())
 
 
 def state_problems(spec: ir.Spec, params: dict) -> list[Diagnostic]:
@@ -48,17 +51,15 @@ def released_states(spec: ir.Spec, params: dict, design) -> tuple[str, ...]:
 
 def declared_cells(design, states) -> set:
     """Every (table, region_type, region_id, iteration_code, data_cell) the release must hold."""
-    from .tabulate import CELLS, ITERATION_CODES, POSTPROCESSED
-
     out = set()
     for m in design.measured():
         regions = ("US",) if m.geography == "usa" else tuple(states)
-        for table in (m.table, *POSTPROCESSED.get(m.table, {})):
-            cells = CELLS[m.table] if table == m.table else POSTPROCESSED[m.table][table]
+        for table in (m.table, *_tabulate.POSTPROCESSED.get(m.table, {})):
+            cells = _tabulate.CELLS[m.table] if table == m.table else _tabulate.POSTPROCESSED[m.table][table]
             out |= {
                 (table, m.geography.upper(), r, code, str(cell))
                 for r in regions
-                for code in ITERATION_CODES[m.level]
+                for code in _tabulate.ITERATION_CODES[m.level]
                 for cell in cells
             }
     return out

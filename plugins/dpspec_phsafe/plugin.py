@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from fractions import Fraction
 
+import attrs
+
 from dpspec.api import (
     Diagnostic,
     Mechanism,
@@ -21,11 +23,19 @@ from dpspec.api import (
     SpecError,
     ir,
     located,
+    LazyModule,
 )
 
 from . import cells, design as design_mod
 from .design import MEASUREMENTS, PERSON_COLUMNS, TABLES, UNIT_COLUMNS
 from dpspec.api import BudgetBreakdown, BudgetStatement, ExpectedError, ZCDP, discrete_gaussian_variance
+
+# imported on first use: `dpspec --help` loads this module, not them
+_change_one = LazyModule("dpspec_phsafe.change_one", "_change_one", globals())
+
+# imported on first use: at import they would load numpy, pandas, scipy, pyarrow with this module
+_tabulate = LazyModule("dpspec_phsafe.tabulate", "_tabulate", globals())
+_neighbours = LazyModule("dpspec_phsafe.neighbours", "_neighbours", globals())
 
 __version__ = "1.0.0"
 PERSON_TABLES = tuple(t for t, (kind, _) in TABLES.items() if kind == "persons")
@@ -151,10 +161,6 @@ class PHSafe(Mechanism):
 
     # ---- budget ------------------------------------------------------------------------
     def budget(self, spec, params, facts):
-        import attrs
-
-        from .change_one import change_one_note
-
         design = self.design(spec, params)
         total, household = design.total_rho(), design.household_rho()
         taus = ", ".join(f"{t} {k}" for t, k in design.tau.items())
@@ -173,16 +179,14 @@ class PHSafe(Mechanism):
             "each measurement costs rho (moved / sensitivity)^2. Generic group privacy over its k persons "
             "would give k^2 rho instead",
             "PH5_num (= PH4) and PH8_num (from PH7) are post-processing and spend nothing",
-            change_one_note(total),
+            _change_one.change_one_note(total),
         ]
         stmt = BudgetStatement.fixed(ZCDP(total), *notes)  # exact
         return attrs.evolve(stmt, components=tuple(self.components(design)))
 
     def change_one(self, spec, params, budget):
         """rho x 2 for changing one person, from the counts' own sensitivity (change_one.py derives it)."""
-        from .change_one import change_one_budget
-
-        return change_one_budget(spec, params, budget)
+        return _change_one.change_one_budget(spec, params, budget)
 
     def components(self, design) -> list[dict]:
         out = []
@@ -232,14 +236,12 @@ class PHSafe(Mechanism):
 
     # ---- run ---------------------------------------------------------------------------
     def run(self, spec, params, data, ctx):
-        from .tabulate import Records, measure
-
         design = self.design(spec, params)
         run_key = int.from_bytes(ctx.rng.bytes(32), "little") if ctx.engine is None else ctx.engine.run_key
         source = next((d.path for d in spec.data if d.table == params["persons"]), params["persons"])
         states = cells.released_states(spec, params, design)
-        rec = Records(data[params["persons"]], data[params["units"]], states, source)
-        counts = measure(design, rec, run_key)
+        rec = _tabulate.Records(data[params["persons"]], data[params["units"]], states, source)
+        counts = _tabulate.measure(design, rec, run_key)
         cells.check_cells(counts, design, states)
 
         facts = {
@@ -262,6 +264,4 @@ class PHSafe(Mechanism):
 
     def neighbours(self, spec, params):
         """One household gaining a child, with batched measurement transcripts, for `dpspec verify`."""
-        from .neighbours import phsafe_pairs
-
-        return phsafe_pairs(self, spec, params)
+        return _neighbours.phsafe_pairs(self, spec, params)

@@ -5,7 +5,11 @@ from __future__ import annotations
 import math
 from fractions import Fraction
 
-from dpspec.api import Release, interval, bernoulli, record_measurement
+from dpspec.api import Release, interval, bernoulli, record_measurement, LazyModule
+
+# heavy libraries, imported on first use
+np = LazyModule("numpy", "np", globals())  # lazily: `dpspec check` and `--help` must not pay for numpy or pandas
+pd = LazyModule("pandas", "pd", globals())
 
 
 def epsilon(p: Fraction):
@@ -34,9 +38,6 @@ def estimate(reported_yes, p: Fraction) -> dict:
 def release(design, data, rng) -> Release:
     """Each unit keeps its answer with probability p (one exact Bernoulli draw per unit, for the
     whole column at once) and flips it otherwise."""
-    import numpy as np  # lazily: `dpspec check` and `--help` must not pay for numpy or pandas
-    import pandas as pd
-
     values = data[design.table][design.column]
     truth = (values == design.positive).to_numpy(dtype=bool)
     record_measurement("units", len(truth), "none")  # the invariant `count TABLE`: one answer per unit

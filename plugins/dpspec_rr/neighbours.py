@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+import dpspec
+from dpspec.api import NeighbourPair, LazyModule
+
+# heavy libraries, imported on first use
+np = LazyModule("numpy", "np", globals())  # lazily, as everywhere in the plugin: `dpspec --help` must not load numpy
+
 
 def pairs(spec, design, run) -> list:
     """One unit's answer flips (the worst case: the ratio is p/(1-p) for its report).
@@ -10,21 +16,17 @@ def pairs(spec, design, run) -> list:
     tests is what compile runs, a subclass's too. Runs are batched: the miniature table repeated
     n times is one call, whose units answer independently, so row r of the batch is run
     r // units of the miniature."""
-    import numpy as np  # lazily, as everywhere in the plugin: `dpspec --help` must not load numpy
-
-    from dpspec.api import NeighbourPair, miniature_rows, typed_frame
-
     table = spec.domain.table(design.table)
     values = (True, False) if design.kind == "bool" else (design.positive, design.negative)
-    rows = miniature_rows(spec)
+    rows = dpspec.api.miniature_rows(spec)
     frames = []
     for value in values:
         records = [dict(r) for r in rows[table.name]]
         records[0][design.column] = value
         frames.append(
             {
-                **{t.name: typed_frame(t, rows[t.name]) for t in spec.domain.tables},
-                table.name: typed_frame(table, records),
+                **{t.name: dpspec.api.typed_frame(t, rows[t.name]) for t in spec.domain.tables},
+                table.name: dpspec.api.typed_frame(table, records),
             }
         )
 

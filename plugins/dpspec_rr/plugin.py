@@ -20,11 +20,20 @@ from dpspec.api import (
     ReleaseColumns,
     BudgetStatement,
     PureDP,
+    LazyModule,
 )
 
 from . import algorithm, neighbours
 from .algorithm import epsilon
 from .design import Design, problems
+
+# heavy libraries, imported on first use
+pd = LazyModule("pandas", "pd", globals())
+np = LazyModule("numpy", "np", globals())
+
+# imported on first use: at import they would load numpy, pandas, scipy, pyarrow, markupsafe with this module
+_likelihood = LazyModule("dpspec_rr.likelihood", "_likelihood", globals())
+_report = LazyModule("dpspec_rr.report", "_report", globals())
 
 __version__ = "1.0.0"
 
@@ -120,8 +129,6 @@ class RandomizedResponse(Mechanism):
 
     def compared_counts(self, spec, params, data, release):
         """The estimated count of 'yes' (estimate x n) beside the true count (internal only)."""
-        import pandas as pd
-
         est = release.outputs["estimate"].iloc[0]
         truth = int((data[params["table"]][params["column"]] == self.design(spec, params).positive).sum())
         released = pd.Series([float(est["estimate"]) * int(est["n"])], index=["yes"])
@@ -131,10 +138,8 @@ class RandomizedResponse(Mechanism):
         return algorithm.release(self.design(spec, params), data, ctx.rng)
 
     def likelihood(self, spec, params, outputs):
-        from .likelihood import responses_likelihood
-
         design = self.design(spec, params)
-        return responses_likelihood(design.table, design.column, str(design.positive), design.p, outputs)
+        return _likelihood.responses_likelihood(design.table, design.column, str(design.positive), design.p, outputs)
 
     def neighbours(self, spec, params):
         """One unit's answer flips (see `neighbours.pairs`)."""
@@ -143,8 +148,6 @@ class RandomizedResponse(Mechanism):
         )
 
     def utility(self, spec, params, data, releases):
-        import numpy as np
-
         truth = releases[0].internal["true_proportion"]
         estimates = np.array([r.outputs["estimate"]["estimate"].iloc[0] for r in releases])
         errors = estimates - truth
@@ -164,6 +167,4 @@ def dpspec_mechanisms():
 
 @hookimpl
 def dpspec_report_sections(result):
-    from .report import sections
-
-    return sections(result)
+    return _report.sections(result)

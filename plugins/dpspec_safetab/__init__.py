@@ -4,9 +4,12 @@ discrete Gaussian noise under zCDP."""
 
 from __future__ import annotations
 
-from dpspec.api import hookimpl
+from dpspec.api import hookimpl, LazyModule
 
 from .plugin import SafeTab, __version__  # noqa: F401
+
+# imported on first use: at import they would load markupsafe with this module
+_report = LazyModule("dpspec_safetab.report", "_report", globals())
 
 
 @hookimpl
@@ -16,6 +19,4 @@ def dpspec_mechanisms():
 
 @hookimpl
 def dpspec_report_sections(result):
-    from .report import sections
-
-    return sections(result)
+    return _report.sections(result)

@@ -13,9 +13,12 @@ from __future__ import annotations
 
 import os
 
-from dpspec.api import Diagnostic, MechanismError, declared_values, ir, DataError, shown
+from dpspec.api import Diagnostic, MechanismError, declared_values, ir, DataError, shown, LazyModule
 
 from .design import NATION_CODE, ROOT
+
+# heavy libraries, imported on first use
+np = LazyModule("numpy", "np", globals())
 
 
 def _declared(column: ir.Column) -> bool:
@@ -122,8 +125,6 @@ def check_public_keys(totals, units: dict, groups, full: str) -> None:
     """A DataError at the first published total keyed outside the declared keys: a unit the spec
     does not declare at its level, or a group the public iteration table does not have. Rows at
     levels the design does not tabulate are not read."""
-    import numpy as np
-
     groups = set(map(str, groups))
     for geo, codes in units.items():
         rows = totals[totals["geography"].astype(str) == geo]

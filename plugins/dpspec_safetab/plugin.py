@@ -19,6 +19,8 @@ if TYPE_CHECKING:  # names only the annotations use; the modules themselves load
 import os
 from fractions import Fraction
 
+import attrs
+
 from dpspec.api import (
     DataError,
     Diagnostic,
@@ -35,6 +37,7 @@ from dpspec.api import (
     located,
     record_adaptive_rows,
     require_regular,
+    LazyModule,
 )
 
 from . import design as design_mod, geography
@@ -46,6 +49,22 @@ from dpspec.api import (
     ZCDP,
     discrete_gaussian_variance,
 )
+
+# imported on first use: `dpspec --help` loads this module, not them
+_change_one = LazyModule("dpspec_safetab.change_one", "_change_one", globals())
+
+# imported on first use: at import they would load numpy, pandas, scipy, pyarrow with this module
+_tabulate = LazyModule("dpspec_safetab.tabulate", "_tabulate", globals())
+# pandas: imported when SafeTab runs, not when it is checked
+_iterations = LazyModule("dpspec_safetab.iterations", "_iterations", globals())
+_records = LazyModule("dpspec_safetab.records", "_records", globals())
+_measured = LazyModule("dpspec_safetab.measured", "_measured", globals())
+_likelihood = LazyModule("dpspec_safetab.likelihood", "_likelihood", globals())
+_neighbours = LazyModule("dpspec_safetab.neighbours", "_neighbours", globals())
+
+# heavy libraries, imported on first use
+pd = LazyModule("pandas", "pd", globals())
+np = LazyModule("numpy", "np", globals())
 
 LEVEL_NAMES = tuple(design_mod.ITERATION_LEVELS)
 
@@ -311,9 +330,8 @@ class SafeTab(Mechanism):
                 "one stage: the detail of each table is chosen from published totals (public information), "
                 "so all of rho is spent on the chosen table"
             )
-        from .change_one import change_one_note
 
-        change_one = change_one_note(spec, params, total)
+        change_one = _change_one.change_one_note(spec, params, total)
         if change_one:
             notes.append(change_one)
         public = []
@@ -326,27 +344,22 @@ class SafeTab(Mechanism):
                 )
             )
         stmt = BudgetStatement.fixed(ZCDP(total), *notes)  # exact
-        import attrs
 
         return attrs.evolve(stmt, public=tuple(public), components=tuple(self.components(design, fanouts)))
 
     def change_one(self, spec, params, budget):
-        from .change_one import change_one_budget
-
-        return change_one_budget(spec, params, budget)
+        return _change_one.change_one_budget(spec, params, budget)
 
     def fanouts(self, spec, params, design) -> dict:
         """{(iteration level, granularity): production's bound with h_r, h_e and the k used}, read
         from the bundled (public) code -> iteration mapping, so the statement names the true k."""
-        from .tabulate import fanout_of
-
         table = self._iteration_table(spec, params)
         out = {}
         for td in design.tables:
             for cell in td.cells:
                 key = (cell.level, design.granularity(cell.geo))
                 if key not in out:
-                    k, bound = fanout_of(design, table, *key)
+                    k, bound = _tabulate.fanout_of(design, table, *key)
                     out[key] = {**bound, "fanout_used": k, "declared": design.max_groups is not None}
         return out
 
@@ -401,15 +414,12 @@ class SafeTab(Mechanism):
         return design_mod.sigma2(fanout, rho)
 
     def _iteration_table(self, spec, params) -> IterationTable:
-        from .iterations import IterationTable  # pandas: imported when SafeTab runs, not when it is checked
-
-        return IterationTable.load(spec.base_dir, {k: params[v] for k, v in TABLE_PATHS.items()})
+        return _iterations.IterationTable.load(spec.base_dir, {k: params[v] for k, v in TABLE_PATHS.items()})
 
     def _public_totals(self, spec, params):
         path = params.get("public_totals")
         if not path:
             return None
-        import pandas as pd
 
         full = path if os.path.isabs(path) else os.path.join(spec.base_dir, path)
         try:
@@ -439,14 +449,11 @@ class SafeTab(Mechanism):
         return totals.drop_duplicates(["geography", "geocode", "group"])
 
     def run(self, spec, params, data, ctx):
-        from .records import Inputs
-        from .tabulate import run as run_design
-
         design = self.design(spec, params)
         table = self._iteration_table(spec, params)
         frame = data[params["table"]]
         source = next((d.path for d in spec.data if d.table == params["table"]), params["table"])
-        inputs = Inputs(
+        inputs = _records.Inputs(
             frame,
             tuple(params["race_codes"]),
             params["ethnicity_code"],
@@ -462,7 +469,7 @@ class SafeTab(Mechanism):
             geography.check_public_keys(
                 public, units, table.iterations["iteration"], _full(spec, params["public_totals"])
             )
-        outcome = run_design(
+        outcome = _tabulate.run(
             design,
             inputs,
             table,
@@ -509,29 +516,21 @@ class SafeTab(Mechanism):
         """Every released count beside its confidential count, per table, geography level,
         iteration level and role (a run with keep_truths; else None). Suppressed totals are not
         released and so not compared."""
-        from .measured import compared_counts
-
         frame = release.internal.get("compared")
-        return None if frame is None else compared_counts(self.design(spec, params), frame)
+        return None if frame is None else _measured.compared_counts(self.design(spec, params), frame)
 
     def likelihood(self, spec, params, outputs):
         """P(published counts | true counts) for `dpspec infer`: detail choice, values, suppression."""
-        from .likelihood import safetab_likelihoods
-
-        return safetab_likelihoods(self, spec, params, outputs)
+        return _likelihood.safetab_likelihoods(self, spec, params, outputs)
 
     def neighbours(self, spec, params):
         """A miniature one-tract universe and batched measurement transcripts for `dpspec verify`."""
-        from .neighbours import safetab_pairs
-
-        return safetab_pairs(self, spec, params)
+        return _neighbours.safetab_pairs(self, spec, params)
 
     def utility(self, spec, params, data, releases):
-        from .tabulate import summarize_errors
-
         return {
             "runs": len(releases),
-            "error_by_level_and_detail": summarize_errors([r.internal["errors"] for r in releases]),
+            "error_by_level_and_detail": _tabulate.summarize_errors([r.internal["errors"] for r in releases]),
         }
 
 
@@ -555,8 +554,6 @@ def _check_public_counts(totals, full: str) -> None:
     and geography. Production feeds SafeTab-H the published Detailed DHC-A totals, which
     SafeTab-P's post-processing rounds up to 0 (`allow_negative_counts: false`), so a negative
     total means the file is not that product (raw noisy measurements, or a wrong column)."""
-    import numpy as np
-
     counts = totals["count"].to_numpy(dtype=np.float64)
     bad = ~np.isfinite(counts) | (np.mod(counts, 1) != 0) | (counts < 0) | (counts > PUBLIC_COUNT_LIMIT)
     if bad.any():

@@ -6,8 +6,12 @@ budget against the swap rate for the actual stratification and for alternative o
 
 from __future__ import annotations
 
-from dpspec.api import hookimpl
+from dpspec.api import hookimpl, LazyModule
+from dpspec_swap.cli import swap_group
 from dpspec_swap.plugin import PermutationSwapping, __version__
+
+# imported on first use: at import they would load markupsafe with this module
+_report = LazyModule("dpspec_swap.report", "_report", globals())
 
 __all__ = ["PermutationSwapping", "__version__"]
 
@@ -19,13 +23,9 @@ def dpspec_mechanisms():
 
 @hookimpl
 def dpspec_cli(group):
-    from dpspec_swap.cli import swap_group
-
     group.add_command(swap_group)
 
 
 @hookimpl
 def dpspec_report_sections(result):
-    from dpspec_swap.report import sections
-
-    return sections(result)
+    return _report.sections(result)

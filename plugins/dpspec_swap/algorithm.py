@@ -15,6 +15,7 @@ every record would cost about as much as the selection itself.
 
 from __future__ import annotations
 
+import functools
 from fractions import Fraction
 
 import attrs
@@ -505,8 +506,6 @@ def swap_records_on(engine, df: pd.DataFrame, match, swap, p) -> SwapResult:
     is the same on every engine and partitioning. Only the match columns and a row number go
     to the engine; the swapped frame is assembled here from the (row, source) pairs.
     """
-    import functools
-
     match, swap = check_roles(df, match, swap)
     q = as_rate(p)
     table = pd.DataFrame(

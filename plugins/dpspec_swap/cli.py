@@ -21,17 +21,19 @@ import json
 
 import click
 
-from dpspec.api import echo, json_number
+from dpspec.api import echo, json_number, check, LazyModule
 from dpspec_swap.theorem import minimum_epsilon, rates_for_epsilon
 from dpspec_swap.roles import roles, swap_table
+import dpspec
+
+# imported on first use: at import they would load numpy, pandas, pyarrow with this module
+whatif = LazyModule("dpspec_swap.whatif", "whatif", globals())  # pandas-heavy: not for `dpspec --help`
 
 FORMAT_VERSION = "1.0"  # of both outputs: schemas/epsilon.schema.json, schemas/whatif.schema.json
 RATES_HELP = "swap rates, comma-separated: 0.05, 5% or 1/20 (exact: 0.05 means one in twenty)"
 
 
 def _rates(ctx, param, value):
-    from dpspec_swap import whatif  # pandas-heavy: not for `dpspec --help`
-
     if value is None:
         return None
     try:
@@ -83,8 +85,6 @@ def swap_group():
 def epsilon_cmd(b, rates, target, as_json):
     """The PSA's pure-DP budget for largest stratum B at each swap RATE, its minimum over all
     rates and the rate attaining it, and (--epsilon E) the two rates that give E."""
-    from dpspec_swap import whatif  # pandas-heavy: not for `dpspec --help`
-
     if rates is None and target is None:
         raise click.UsageError("give --rate, --epsilon or both")
     least, at = minimum_epsilon(b)
@@ -139,10 +139,7 @@ def whatif_cmd(spec_file, rates, keys, as_json):
     Reads the confidential data: the table is for the custodian. Keys marked as published by
     the invariants disclose nothing the release does not; the others would.
     """
-    from dpspec.api import check, load_table, parse, read_source
-    from dpspec_swap import whatif
-
-    spec = parse(read_source(spec_file), spec_file)
+    spec = dpspec.api.parse(dpspec.api.read_source(spec_file), spec_file)
     checked = check(spec)
     if checked.mechanism is None or checked.mechanism.name != "swap":
         raise click.UsageError(f"{spec_file} does not use the swap mechanism")
@@ -159,7 +156,7 @@ def whatif_cmd(spec_file, rates, keys, as_json):
     source = next((d for d in spec.data if d.table == table.name), None)
     if source is None:
         raise click.UsageError(f"{spec_file} has no data for table '{table.name}'")
-    frame = load_table(spec, source)
+    frame = dpspec.api.load_table(spec, source)
     rates = rates or list(whatif.DEFAULT_RATES)
     rows = whatif.with_epsilons(whatif.stratifications(spec, params, frame, extra), rates)
     if as_json:
@@ -186,8 +183,6 @@ def whatif_cmd(spec_file, rates, keys, as_json):
 def whatif_text(rows: list[dict], rates) -> str:
     """A fixed-width table; marks: * the spec's key, ! not published by the invariants,
     ~ does not hold the swapped columns' parents fixed."""
-    from dpspec_swap import whatif  # pandas-heavy: not for `dpspec --help`
-
     head = ["match key", "b", "largest stratum", *[f"eps@{float(r):g}" for r in rates]]
     body = []
     for row in rows:

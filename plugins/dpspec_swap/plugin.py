@@ -26,10 +26,21 @@ from dpspec.api import (
     Release,
     ir,
     unknown,
+    LazyModule,
 )
 from dpspec_swap.roles import carried_tables, nesting_parents, roles, swap_table, without_implied
 from dpspec_swap.theorem import log_odds, psa_epsilon_bound
 from dpspec.api import OutputKeys, BudgetStatement, PureDP, record_measurement, recording_now
+import dpspec
+
+# imported on first use: at import they would load numpy, pandas, scipy, pyarrow with this module
+# pandas-heavy: imported when data is at hand, not for `check`
+whatif = LazyModule("dpspec_swap.whatif", "whatif", globals())
+_algorithm = LazyModule("dpspec_swap.algorithm", "_algorithm", globals())  # numpy and pandas, as whatif
+_on_engine = LazyModule("dpspec_swap.on_engine", "_on_engine", globals())
+accuracy = LazyModule("dpspec_swap.accuracy", "accuracy", globals())
+_carry_on_engine = LazyModule("dpspec_swap.carry_on_engine", "_carry_on_engine", globals())
+_neighbours = LazyModule("dpspec_swap.neighbours", "_neighbours", globals())
 
 __version__ = "1.0.0"
 MAX_DENOMINATOR = 1 << 64  # the exact Bernoulli sampler compares against integers below 2**64
@@ -180,22 +191,16 @@ class PermutationSwapping(Mechanism):
         A stratum's size is a marginal of the declared (match x hold) count; the alternative keys
         kept here are those whose counts the declared invariants publish as well.
         """
-        from dpspec.api import EngineTable
-        from dpspec_swap import whatif  # pandas-heavy: imported when data is at hand, not for `check`
-        from dpspec_swap.algorithm import largest_stratum  # numpy and pandas, as whatif
-
         df = self._frame(spec, params, data)
         match, swap, hold = roles(spec, params)
-        if isinstance(df, EngineTable):  # held by the engine: per-stratum aggregates from it
-            from dpspec_swap.on_engine import engine_stratification, alternative_measure
-
-            own, records = engine_stratification(df, match, swap + hold + match), df.rows
-            measure = alternative_measure(df)
+        if isinstance(df, dpspec.api.EngineTable):  # held by the engine: per-stratum aggregates from it
+            own, records = _on_engine.engine_stratification(df, match, swap + hold + match), df.rows
+            measure = _on_engine.alternative_measure(df)
             b, key = own["b"], own["largest_stratum"]
             strata, two_or_more = own["strata"], own["strata_of_two_or_more"]
         else:
             measure, records = None, len(df)
-            b, key = largest_stratum(df, match, swap + hold)
+            b, key = _algorithm.largest_stratum(df, match, swap + hold)
             sizes = whatif.stratum_sizes(df, match)
             strata, two_or_more = int((sizes > 0).sum()), int((sizes >= 2).sum())
         alternatives = whatif.stratifications(spec, params, df, measure=measure, only_from_invariants=True)
@@ -253,22 +258,18 @@ class PermutationSwapping(Mechanism):
 
     # ---- running ----
     def run(self, spec, params, data, ctx):
-        from dpspec.api import EngineTable
-        from dpspec_swap import accuracy
-        from dpspec_swap.algorithm import carry_along, swap_records, swap_records_on
-
         table = swap_table(spec, params)
         df = self._frame(spec, params, data)
         match, swap, _ = roles(spec, params)
         engine = ctx.engine
-        if isinstance(df, EngineTable):
+        if isinstance(df, dpspec.api.EngineTable):
             return self._run_on_engine(spec, params, df, engine, data)
-        if any(isinstance(t, EngineTable) for t in data.values()):
+        if any(isinstance(t, dpspec.api.EngineTable) for t in data.values()):
             # The swapped table was read into this process (CSV) but a linked one is held by the
             # engine: carry_along joins in this process, so that one is read here too.
             data = {
                 name: engine.to_pandas(t).astype({c: t.dtype(c) for c in t.columns})
-                if isinstance(t, EngineTable)
+                if isinstance(t, dpspec.api.EngineTable)
                 else t
                 for name, t in data.items()
             }
@@ -276,16 +277,16 @@ class PermutationSwapping(Mechanism):
         # On an engine (what `compile` gives): one unit per stratum with its own keyed stream, so
         # every engine releases the same bytes; without one (older callers), the batched draw.
         result = (
-            swap_records_on(engine, df, match, swap, params["rate"])
+            _algorithm.swap_records_on(engine, df, match, swap, params["rate"])
             if engine is not None
-            else swap_records(df, match, swap, params["rate"], ctx.rng)
+            else _algorithm.swap_records(df, match, swap, params["rate"], ctx.rng)
         )
         outputs = {table.name: result.data}
         for child in carried_tables(spec, table):
             if child.name not in data:
                 raise DataError(f"table '{child.name}' has a data source but no data was loaded for it")
             carried = [c for c in swap if c in child.column_names]
-            outputs[child.name] = carry_along(data[child.name], child.link, df, result, carried)
+            outputs[child.name] = _algorithm.carry_along(data[child.name], child.link, df, result, carried)
         run = {
             "swapped_records": result.n_selected,
             "swapped_fraction": result.n_selected / len(df) if len(df) else 0.0,
@@ -318,16 +319,13 @@ class PermutationSwapping(Mechanism):
     def _run_on_engine(self, spec, params, df, engine, data) -> Release:
         """The PSA on an engine-held table (`on_engine`): the release is streamed from the engine;
         linked tables take their swapped values by an engine join (`carry_on_engine`)."""
-        from dpspec_swap import accuracy, on_engine
-        from dpspec_swap.carry_on_engine import carry_on_engine
-
         table = swap_table(spec, params)
         match, swap, hold = roles(spec, params)
         children = carried_tables(spec, table)
         carried = {child.name: [c for c in swap if c in child.column_names] for child in children}
         keep = list(dict.fromkeys(c for cols in carried.values() for c in cols))
-        held = on_engine.swap_engine_table(engine, df, match, swap, params["rate"], keep_before=keep)
-        release = on_engine.streamed_release(engine, df, held)
+        held = _on_engine.swap_engine_table(engine, df, match, swap, params["rate"], keep_before=keep)
+        release = _on_engine.streamed_release(engine, df, held)
         outputs = {table.name: release}
         counters = {table.name: (df.count, release.count)}
         try:
@@ -335,15 +333,17 @@ class PermutationSwapping(Mechanism):
                 if child.name not in data:
                     raise DataError(f"table '{child.name}' has a data source but no data was loaded for it")
                 source = data[child.name]
-                outputs[child.name] = carry_on_engine(engine, source, child.link, held, df, carried[child.name])
+                outputs[child.name] = _carry_on_engine.carry_on_engine(
+                    engine, source, child.link, held, df, carried[child.name]
+                )
                 counters[child.name] = (lambda by, t=source: engine.count(t, by), outputs[child.name].count)
         except Exception:
             for out in outputs.values():  # the engine's caches of this run: nothing will read them
                 out.release()
             raise
-        figures = on_engine.run_figures(engine, held, match)
-        tables = accuracy.queries(spec, on_engine.default_query(table, swap, hold))
-        errors = on_engine.table_errors(tables, self.induced_invariants(spec, params), counters)
+        figures = _on_engine.run_figures(engine, held, match)
+        tables = accuracy.queries(spec, _on_engine.default_query(table, swap, hold))
+        errors = _on_engine.table_errors(tables, self.induced_invariants(spec, params), counters)
         run = {
             "swapped_records": figures["swapped_records"],
             "swapped_fraction": figures["swapped_records"] / df.rows if df.rows else 0.0,
@@ -360,22 +360,17 @@ class PermutationSwapping(Mechanism):
         table = swap_table(spec, params)
         match, swap, hold = roles(spec, params)
         default = ir.CountQuery(table.name, tuple(swap + hold))
-        from dpspec_swap import accuracy
 
         tables = accuracy.queries(spec, default)
         return accuracy.table_errors(tables, self.induced_invariants(spec, params), data, outputs)
 
     def utility(self, spec, params, data, releases):
         """Per released table, the MAPE against the confidential data over the runs."""
-        from dpspec_swap import accuracy
-
         return accuracy.summarize(params["rate"], [r.internal["run"] for r in releases])
 
     def neighbours(self, spec, params):
         """A two-record stratum whose records exchange their held values (`dpspec verify`)."""
-        from dpspec_swap.neighbours import swap_pairs
-
-        return swap_pairs(self, spec, params)
+        return _neighbours.swap_pairs(self, spec, params)
 
 
 def carried_notes(table: ir.Table, outputs: dict) -> tuple[str, ...]:

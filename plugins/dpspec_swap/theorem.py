@@ -9,11 +9,14 @@ ln(o) is computed from its integer numerator and denominator.
 from __future__ import annotations
 
 import math
-from decimal import Decimal
+from decimal import Decimal, localcontext
 from fractions import Fraction
 from numbers import Rational
 
-from dpspec.api import MechanismError, interval
+from dpspec.api import MechanismError, interval, LazyModule
+
+# heavy libraries, imported on first use
+np = LazyModule("numpy", "np", globals())
 
 
 def as_rate(p) -> Fraction:
@@ -22,8 +25,6 @@ def as_rate(p) -> Fraction:
     A float is read as the decimal the user wrote (0.05 -> 1/20), not as its binary
     approximation, so that a spec's ``rate: 0.05`` means exactly one in twenty.
     """
-    import numpy as np
-
     if isinstance(p, bool):
         raise MechanismError(f"swap rate must be a number, not {p!r}")
     if isinstance(p, Fraction):
@@ -63,8 +64,6 @@ def psa_epsilon(b: int, p) -> float:
     With b == 0 nothing can move, so the budget is 0; with p in {0, 1} and b > 0 the
     mechanism is deterministic on a stratum that could differ, so no finite budget exists.
     """
-    import numpy as np
-
     if isinstance(b, bool) or not isinstance(b, (int, np.integer)):
         raise MechanismError(f"b must be a non-negative integer, got {b!r}")
     b = int(b)
@@ -108,8 +107,6 @@ def psa_epsilon_bound(b: int, p):
 def _rate_of_log_odds(ln_o: float) -> Fraction:
     """p = o / (1 + o) from ln(o), as a fraction carried to 40 digits: near 1 a float would hold
     1 - p to only a few digits, and the theorem maps the rate back through ln(p / (1 - p))."""
-    from decimal import localcontext
-
     with localcontext() as ctx:
         ctx.prec = 40
         o = Decimal(repr(float(ln_o))).exp()

@@ -26,6 +26,7 @@ from dpspec.api import (
     ZCDP,
     ReleaseColumns,
     discrete_gaussian_variance,
+    LazyModule,
 )
 
 from .measurement.allocation import JOINT_MARK, _is_joint_key, _only_queries, allocate, split_allocation
@@ -36,6 +37,23 @@ from .params.spine import _aian_split_levels, _spine
 from .params.tables import ROOT, _canonical_strategy, _invariants, _joint, _levels, _relation, _schema, _variables
 from .release.report import _guarantee_notes, _query_labels, allocation_rows, bypass_rows
 from .semantics import across_split_rho, attribute_rhos, geography_rhos, tied_attribute_rhos
+
+# imported on first use: `dpspec --help` loads this module, not them
+_design = LazyModule("dpspec_topdown.design", "_design", globals())
+_broken_places = LazyModule("dpspec_topdown.params.broken_places", "_broken_places", globals())
+_outputs = LazyModule("dpspec_topdown.release.outputs", "_outputs", globals())
+_context = LazyModule("dpspec_topdown.run.context", "_context", globals())
+
+# imported on first use: at import they would load numpy, pandas, scipy, pyarrow with this module
+_inputs = LazyModule("dpspec_topdown.run.inputs", "_inputs", globals())
+_topdown = LazyModule("dpspec_topdown.run.topdown", "_topdown", globals())
+_likelihood = LazyModule("dpspec_topdown.likelihood", "_likelihood", globals())
+# numpy and pandas, for `dpspec infer` only
+_measured = LazyModule("dpspec_topdown.release.measured", "_measured", globals())
+_neighbours = LazyModule("dpspec_topdown.neighbours", "_neighbours", globals())
+
+# heavy libraries, imported on first use
+pd = LazyModule("pandas", "pd", globals())
 
 __version__ = "1.0.0"
 
@@ -402,31 +420,22 @@ class TopDown(Mechanism):
         API's RunContext; TopDown's own (run/context.py) adds the worker count and names each
         progress stage as a level. TopDown keeps no truths: `ctx.keep_truths` is not read (the
         sweep compares the released microdata's count tables with the data's)."""
-        from .design import design_from_spec
-        from .params.broken_places import located
-        from .release.outputs import release_of
-        from .run.context import RunContext
-        from .run.inputs import read_records
-        from .run.topdown import run_topdown
-
-        with located(spec, params):  # data that break a construct: the DataError cites its line
-            records = read_records(spec, params, data, ctx.engine)
+        with _broken_places.located(spec, params):  # data that break a construct: the DataError cites its line
+            records = _inputs.read_records(spec, params, data, ctx.engine)
             report = ctx.progress
-            run = RunContext(
+            run = _context.RunContext(
                 ctx.rng,
                 ctx.engine,
                 workers=params.get("workers"),
                 progress=lambda stage, done, total: report(f"{stage} level", done, total),
             )
-            result = run_topdown(records, design_from_spec(spec, params), run)
-            return release_of(spec, params, data, result, records.declared_geography)
+            result = _topdown.run_topdown(records, _design.design_from_spec(spec, params), run)
+            return _outputs.release_of(spec, params, data, result, records.declared_geography)
 
     def release_columns(self, spec, params):
         """The measurements `likelihood` reads: one row per (level, geocode, query, cell), and each
         row's variance the one its (level, query) gets from the allocation (or a bypass class's);
         the rows themselves declared from the spec (release/measured.py), so a deleted one is refused."""
-
-        from .design import design_from_spec
 
         alloc = self._allocation(spec, params)
         allowed = {}
@@ -438,16 +447,12 @@ class TopDown(Mechanism):
                 allowed.setdefault((row["level"], row["query"]), set()).add(row["noise_variance"])
 
         def implied(frame):
-            from .likelihood import variances_agree
-
-            return {"variance": variances_agree(frame, allowed)}
+            return {"variance": _likelihood.variances_agree(frame, allowed)}
 
         def rows():
-            from .release.measured import declared_rows  # numpy and pandas, for `dpspec infer` only
-
-            return declared_rows(
+            return _measured.declared_rows(
                 spec,
-                design_from_spec(spec, params),
+                _design.design_from_spec(spec, params),
                 params["table"],
                 alloc,
                 _schema(spec, params),
@@ -465,13 +470,9 @@ class TopDown(Mechanism):
         }
 
     def likelihood(self, spec, params, outputs):
-        from .likelihood import measurement_likelihoods
-
-        return measurement_likelihoods(spec, params, outputs)
+        return _likelihood.measurement_likelihoods(spec, params, outputs)
 
     def utility(self, spec, params, data, releases):
-        import pandas as pd
-
         runs = [r.internal["errors"] for r in releases]
         table = pd.concat([pd.DataFrame(r) for r in runs])
         summary = (
@@ -492,6 +493,4 @@ class TopDown(Mechanism):
 
     def neighbours(self, spec, params):
         """Miniature neighbours and batched noisy measurements for `dpspec verify`."""
-        from .neighbours import topdown_pairs
-
-        return topdown_pairs(self, spec, params, _variables, ROOT, recodes=_schema(spec, params).recodes)
+        return _neighbours.topdown_pairs(self, spec, params, _variables, ROOT, recodes=_schema(spec, params).recodes)

@@ -12,9 +12,12 @@ from the declared keys; Tumult's own accounting is reported beside dpspec's.
 
 from __future__ import annotations
 
-from dpspec.api import hookimpl
+from dpspec.api import hookimpl, LazyModule
 
 from .plugin import TumultQuery
+
+# imported on first use: at import they would load markupsafe with this module
+_report = LazyModule("dpspec_tumult.report", "_report", globals())
 
 __version__ = "0.1.0"
 
@@ -26,6 +29,4 @@ def dpspec_mechanisms():
 
 @hookimpl
 def dpspec_report_sections(result):
-    from .report import sections
-
-    return sections(result)
+    return _report.sections(result)

@@ -18,9 +18,13 @@ from dpspec.api import (
     declared_keys,
     declared_values,
     located,
+    LazyModule,
 )
 
 from . import change as ch, interpreter
+
+# heavy libraries, imported on first use
+pd = LazyModule("pandas", "pd", globals())
 
 # The spec's premetric, the parameters that state its budget, and Tumult's budget type for it.
 BUDGETS = {
@@ -206,8 +210,6 @@ class TumultQuery(Mechanism):
 
     # ---- the run ----
     def run(self, spec, params, data, ctx):
-        import pandas as pd
-
         change, problems = self._change(spec, params)
         if problems:
             raise SpecError(located(spec, problems), spec.path, spec.text)

@@ -18,6 +18,17 @@ import os
 import sys
 import traceback
 from fractions import Fraction
+from importlib.metadata import version
+
+try:  # an interpreter without Tumult still answers, as an install problem (main), not a traceback
+    from pyspark.sql import SparkSession
+    from tmlt.analytics import AddMaxRows, AddOneRow, AddRowsWithID, ApproxDPBudget, KeySet, PureDPBudget, Query
+    from tmlt.analytics import RhoZCDPBudget, Session
+    from tmlt.core.utils.exact_number import ExactNumber
+except ImportError as exc:
+    _MISSING = exc
+else:
+    _MISSING = None
 
 
 class UserError(Exception):
@@ -26,9 +37,6 @@ class UserError(Exception):
 
 def budget(request: dict, share: Fraction = Fraction(1)):
     """The Tumult privacy budget of the spec's premetric, times `share` (exact fractions)."""
-    from tmlt.analytics import ApproxDPBudget, PureDPBudget, RhoZCDPBudget
-    from tmlt.core.utils.exact_number import ExactNumber
-
     b = request["budget"]
     value = {k: ExactNumber(Fraction(v) * share) for k, v in b.items() if k != "kind"}
     if b["kind"] == "pure":
@@ -40,8 +48,6 @@ def budget(request: dict, share: Fraction = Fraction(1)):
 
 def protected_change(request: dict):
     """Tumult's protected change for the spec's unit, as dpspec derived it."""
-    from tmlt.analytics import AddMaxRows, AddOneRow, AddRowsWithID
-
     pc = request["protected_change"]
     if pc["kind"] == "add_one_row":
         return AddOneRow()
@@ -53,8 +59,6 @@ def protected_change(request: dict):
 def user_queries(request: dict, keys) -> dict:
     """Call the user's `module:function` (the module found in the spec's folder first) with the
     source id and the declared KeySet; it returns a Query, a list of them or a dict name -> Query."""
-    from tmlt.analytics import Query
-
     module_name, _, func_name = request["entry"].partition(":")
     path = os.path.join(request["module_dir"], *module_name.split(".")) + ".py"
     sys.path.insert(0, request["module_dir"])
@@ -107,9 +111,8 @@ def _plain(value):
 
 
 def run(request: dict) -> dict:
-    from pyspark.sql import SparkSession
-    from tmlt.analytics import KeySet, Session
-
+    if _MISSING is not None:
+        raise _MISSING
     key_cols = request["keys"]["columns"]
     ints = [i for i, c in enumerate(key_cols) if request["columns"][c] == "int"]
     rows = [tuple(int(v) if i in ints else v for i, v in enumerate(row)) for row in request["keys"]["rows"]]
@@ -163,8 +166,6 @@ def run(request: dict) -> dict:
 
 
 def _versions() -> dict:
-    from importlib.metadata import version
-
     return {p: version(p) for p in ("tmlt.analytics", "tmlt.core", "pyspark", "pandas")}
 
 

@@ -14,8 +14,10 @@ their sensitivities); tests/test_wasserstein_kng.py checks them against their ex
 
 from __future__ import annotations
 
+import math
 from fractions import Fraction
 
+import dpspec
 from dpspec.api import (
     BudgetBreakdown,
     BudgetStatement,
@@ -33,8 +35,18 @@ from dpspec.api import (
     ir,
     pufferfish,
     sampler_limit_problem,
+    NeighbourPair,
+    LazyModule,
 )
 from dpspec.api import ReleaseColumns
+
+# heavy libraries, imported on first use
+np = LazyModule("numpy", "np", globals())
+pd = LazyModule("pandas", "pd", globals())
+
+# imported on first use: at import they would load numpy with this module
+_samplers = LazyModule("dpspec_wasserstein.samplers", "_samplers", globals())
+_likelihood = LazyModule("dpspec_wasserstein.likelihood", "_likelihood", globals())
 
 
 class WassersteinKNG(Mechanism):
@@ -101,7 +113,6 @@ class WassersteinKNG(Mechanism):
 
     def release_columns(self, spec, params):
         """The rate `likelihood` reads: k on the grid 0..n and n (whole numbers, 0 <= k <= n)."""
-        import numpy as np
 
         def implied(frame):
             k, n = (pd_numbers(frame[c]) for c in ("k", "n"))
@@ -140,15 +151,11 @@ class WassersteinKNG(Mechanism):
         )
 
     def draw(self, spec, params, positives: int, n: int, rng, draws: int = 1):
-        import numpy as np
-
-        from .samplers import truncated_laplace
-
-        return truncated_laplace(np.full(draws, positives), 0, np.full(draws, n), self.rate(spec, params), rng)
+        return _samplers.truncated_laplace(
+            np.full(draws, positives), 0, np.full(draws, n), self.rate(spec, params), rng
+        )
 
     def run(self, spec, params, data, ctx):
-        import pandas as pd
-
         values = data[params["table"]][params["column"]].to_numpy(dtype=bool)
         n, s = len(values), int(values.sum())
         k = int(self.draw(spec, params, s, n, ctx.rng)[0])
@@ -161,13 +168,11 @@ class WassersteinKNG(Mechanism):
     def neighbours(self, spec, params):
         """One unit's value is 1 or 0 (n, public, unchanged)."""
 
-        from dpspec.api import NeighbourPair, miniature_record, typed_frame
-
         table = spec.domain.table(params["table"])
 
         def rows(flags):
-            out = [{**miniature_record(table, {}), params["column"]: f} for f in flags]
-            return {table.name: typed_frame(table, out)}
+            out = [{**dpspec.api.miniature_record(table, {}), params["column"]: f} for f in flags]
+            return {table.name: dpspec.api.typed_frame(table, out)}
 
         def batch(data, n, rng):
             values = data[table.name][params["column"]].to_numpy(dtype=bool)
@@ -180,17 +185,12 @@ class WassersteinKNG(Mechanism):
         ]
 
     def likelihood(self, spec, params, outputs):
-        import numpy as np
-        import pandas as pd
-
-        from .likelihood import _one
-
         frame = outputs.get("rate")
         if frame is None:
             return None
         n = int(frame["n"].iloc[0])
         return [
-            _one(
+            _likelihood._one(
                 ir.CountQuery(params["table"], (params["column"],)),
                 pd.DataFrame({params["column"]: ["true"]}),
                 np.array([int(frame["k"].iloc[0])]),
@@ -203,8 +203,6 @@ class WassersteinKNG(Mechanism):
 
 def pd_numbers(values):
     """A published column as floats (NaN where not a number), for `release_columns`' checks."""
-    import pandas as pd
-
     return pd.to_numeric(values, errors="coerce").to_numpy(dtype=float)
 
 
@@ -321,15 +319,11 @@ class _GridKNG(Mechanism):
 
     def draw(self, spec, params, stats, rng, draws: int = 1):
         """`draws` grid indices k for the data's sufficient statistics (a tuple of exact numbers)."""
-        from .samplers import grid_laplace
-
         centre, r = self.law(spec, params, stats)
-        return grid_laplace(centre, r, self.grid_steps(params), draws, rng)
+        return _samplers.grid_laplace(centre, r, self.grid_steps(params), draws, rng)
 
     def pmf(self, spec, params, stats) -> list[float]:
         """The exact law of k (for tests and readers): exp(-r |k - c|) normalized on 0..m."""
-        import math
-
         centre, r = self.law(spec, params, stats)
         w = [math.exp(-float(r * abs(k - centre))) for k in range(self.grid_steps(params) + 1)]
         return [v / sum(w) for v in w]
@@ -342,8 +336,6 @@ class _GridKNG(Mechanism):
         return int((Fraction(hi) - Fraction(lo)) / Fraction(step))
 
     def run(self, spec, params, data, ctx):
-        import pandas as pd
-
         stats = self.statistics(params, data[params["table"]])
         k = int(self.draw(spec, params, stats, ctx.rng)[0])
         value = self.theta(params, k)
@@ -359,13 +351,15 @@ class _GridKNG(Mechanism):
 
     def neighbours(self, spec, params):
         """The pair that moves the gradient most: one unit's record at the two extremes (n public, unchanged)."""
-        from dpspec.api import NeighbourPair, miniature_record, typed_frame
-
         table = spec.domain.table(params["table"])
         first, second, rest = self.extremes(params)
 
         def rows(records):
-            return {table.name: typed_frame(table, [{**miniature_record(table, {}), **r} for r in records])}
+            return {
+                table.name: dpspec.api.typed_frame(
+                    table, [{**dpspec.api.miniature_record(table, {}), **r} for r in records]
+                )
+            }
 
         def batch(data, n, rng):
             return self.draw(spec, params, self.statistics(params, data[table.name]), rng, draws=n)[:, None]
@@ -448,8 +442,6 @@ class WassersteinKNGMean(_GridKNG):
 
     def statistics(self, params, frame):
         """(n, S): the number of units and the exact sum of the clipped values (an int column: integers)."""
-        import numpy as np
-
         lo, hi = Fraction(params["lower"]), Fraction(params["upper"])
         x = frame[params["column"]].to_numpy(dtype=np.int64)
         below, above = x < lo, x > hi
@@ -473,8 +465,6 @@ class WassersteinKNGMean(_GridKNG):
 
 def _exact_sum(values) -> int:
     """The exact integer sum of an int64 array (int64 when it cannot overflow, Python ints otherwise)."""
-    import numpy as np
-
     if not len(values):
         return 0
     big = int(np.abs(values).max())
@@ -483,8 +473,6 @@ def _exact_sum(values) -> int:
 
 def math_floor_ceil(params):
     """Int values at the clipping bounds (the column is int): the extremes a record can take once clipped."""
-    import math
-
     return math.ceil(Fraction(params["lower"])), math.floor(Fraction(params["upper"]))
 
 
@@ -493,8 +481,6 @@ def _slope_range(beta: Fraction, params) -> tuple[Fraction, dict, dict]:
     one-unit term at beta, with its argmax and argmin records. g is linear in y (extremes at the y
     bounds) and quadratic in x (extremes at the x bounds or the integers around beta's vertex
     (y - a) / (2 beta)), so a few candidates give the exact extremes."""
-    import math
-
     a = Fraction(params["intercept"])
     xs = {params["x_lower"], params["x_upper"]}
     ys = (params["y_lower"], params["y_upper"])
@@ -578,8 +564,6 @@ class WassersteinKNGSlope(_GridKNG):
         data. Every A is a multiple of g, the gcd of the nonzero x² the box allows, and with n
         unbounded some A is g times a number sharing no factor with the scale's numerator: the
         largest exact numerator any dataset gives is the one at A = g (A = 0 draws uniformly)."""
-        import math
-
         lo, hi = params["x_lower"], params["x_upper"]
         xs = [x for x in {*range(lo, min(hi, lo + 3) + 1), *range(max(lo, hi - 3), hi + 1)} if x]  # consecutive: gcd 1
         g = math.gcd(*xs) ** 2 if xs else 1
@@ -608,8 +592,6 @@ class WassersteinKNGSlope(_GridKNG):
 
     def statistics(self, params, frame):
         """(n, A, B): exact integers A = sum x^2 and B = sum x (y - a) (rational with a rational intercept)."""
-        import numpy as np
-
         x = np.clip(frame[params["x"]].to_numpy(dtype=np.int64), params["x_lower"], params["x_upper"])
         y = np.clip(frame[params["y"]].to_numpy(dtype=np.int64), params["y_lower"], params["y_upper"])
         big = max(abs(params["x_lower"]), abs(params["x_upper"])) * max(

@@ -23,9 +23,12 @@ import math
 
 import numpy as np
 
-from dpspec.api import CountLikelihood, MechanismError, ir
+from dpspec.api import CountLikelihood, MechanismError, ir, LazyModule
 
 from .windowed import MAX_ERROR, WINDOW, log_partition_windowed
+
+# heavy libraries, imported on first use
+_special = LazyModule("scipy.special", "_special", globals())
 
 BOOL_TRUE = "True"  # how a bool cell is written in a target's cells (the domain's value text)
 
@@ -68,12 +71,10 @@ MAX_JOINT_WORK = 4_000_000  # n (N + 1)^2: the joint normalizer's operations per
 
 def log_weights(alpha, total: int) -> np.ndarray:
     """log C(k + a_i - 1, k) on k = 0..total per cell (a_i = 0: mass only at 0)."""
-    from scipy.special import gammaln
-
     k = np.arange(total + 1, dtype=float)[None, :]
     a = np.asarray(alpha, dtype=float)[:, None]
     with np.errstate(divide="ignore", invalid="ignore"):
-        out = gammaln(k + a) - gammaln(k + 1) - gammaln(np.maximum(a, 1))
+        out = _special.gammaln(k + a) - _special.gammaln(k + 1) - _special.gammaln(np.maximum(a, 1))
     return np.where(a > 0, out, np.where(k == 0, 0.0, -np.inf))
 
 
@@ -178,10 +179,8 @@ def _likelihood_at_release(joint, value: np.ndarray, own: np.ndarray) -> float |
 
 def _own_weights(a: np.ndarray, value: np.ndarray) -> np.ndarray:
     """log C(y_i + a_i - 1, y_i) of the released vector (a_i = 0: 0 at y_i = 0, else -inf)."""
-    from scipy.special import gammaln
-
     safe = np.where(a > 0, a, 1.0)
-    out = gammaln(value + safe) - gammaln(value + 1.0) - gammaln(safe)
+    out = _special.gammaln(value + safe) - _special.gammaln(value + 1.0) - _special.gammaln(safe)
     return np.where(a > 0, out, np.where(value == 0, 0.0, -np.inf))
 
 

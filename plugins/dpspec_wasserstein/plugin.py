@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from fractions import Fraction
 
+import dpspec
 from dpspec.api import (
     BudgetBreakdown,
     BudgetStatement,
@@ -35,8 +36,23 @@ from dpspec.api import (
     located,
     record_measurement,
     sampler_limit_problem,
+    NeighbourPair,
+    LazyModule,
 )
 from dpspec.api import ReleaseColumns, discrete_laplace
+
+# heavy libraries, imported on first use
+np = LazyModule("numpy", "np", globals())
+pd = LazyModule("pandas", "pd", globals())
+
+# imported on first use: at import they would load numpy with this module
+_samplers = LazyModule("dpspec_wasserstein.samplers", "_samplers", globals())
+_likelihood = LazyModule("dpspec_wasserstein.likelihood", "_likelihood", globals())
+_power = LazyModule("dpspec_wasserstein.power", "_power", globals())
+_postprocess = LazyModule("dpspec_wasserstein.postprocess", "_postprocess", globals())
+
+# imported on first use: `dpspec --help` loads this module, not them
+_kng = LazyModule("dpspec_wasserstein.kng", "_kng", globals())
 
 BASES = ("naive", "congenial", "prior")
 # why the counts' and outcome counts' budgets add up: not Lemma 6 (the outcome's draw reads the
@@ -234,10 +250,6 @@ class _CountRelease(Mechanism):
         the total in Z: given the total, present-against-absent couples to a unit moved from cell a
         to cell b, the pair the class's sensitivity of 2 is computed for. With an outcome the moved
         person has it, so the outcome counts are compared too. Shared by both methods."""
-        import numpy as np
-
-        from dpspec.api import NeighbourPair, miniature_record, typed_frame
-
         table = spec.domain.table(params["table"])
         cell_col = table.column(params["cell"])
         names = ["a", "b", "c"]
@@ -246,10 +258,14 @@ class _CountRelease(Mechanism):
 
         def rows(cells):  # the first person (the one the pair moves) has the outcome, the others not
             out = [
-                {**miniature_record(table, {}), cell_col.name: cell, **({outcome: i == 0} if outcome else {})}
+                {
+                    **dpspec.api.miniature_record(table, {}),
+                    cell_col.name: cell,
+                    **({outcome: i == 0} if outcome else {}),
+                }
                 for i, cell in enumerate(cells)
             ]
-            return {table.name: typed_frame(table, out)}
+            return {table.name: dpspec.api.typed_frame(table, out)}
 
         mini = {**params, "period": None, "release_period": None, "public_total": None}
         if not self._total_in_z(spec, params):
@@ -384,9 +400,6 @@ class _CountRelease(Mechanism):
     # ---- data ----
     def prepare(self, spec, params, data):
         """(cells, counts, outcome counts or None, total, previous counts or None, period label)."""
-        import numpy as np
-        import pandas as pd
-
         frame = data[params["table"]]
         cell = frame[params["cell"]].astype(str)
         cells = np.array(
@@ -429,16 +442,12 @@ class _CountRelease(Mechanism):
 
     def _total_frame(self, spec, params, period, total):
         """The period total the release conditions on (public: Z), as the public count query's cells."""
-        import pandas as pd
-
         z = _public_use(spec, "total")
         columns = z.query.columns if z is not None else ()
         row = {c: period for c in columns if c == params.get("period")}
         return pd.DataFrame([{**row, "count": total}])
 
     def _frame(self, params, cells, period, counts, outcome):
-        import pandas as pd
-
         out = {params["cell"]: cells, params["table"]: counts}
         if period is not None:
             out = {params["period"]: [period] * len(cells), **out}
@@ -537,34 +546,30 @@ class WassersteinExponential(_CountRelease):
         return out
 
     def rates(self, spec, params):
-        from .samplers import rate
-
         sens = self.sensitivities(spec, params)
         used = self._used_sensitivity(spec, params, sens)
         eps_c, eps_o = self._epsilons(params)
-        return rate(eps_c, used["counts"]), (None if eps_o is None else rate(eps_o, used["outcome"]))
+        return _samplers.rate(eps_c, used["counts"]), (
+            None if eps_o is None else _samplers.rate(eps_o, used["outcome"])
+        )
 
     def draw(self, spec, params, counts, outcome, total, previous, rng, draws: int = 1):
         """`draws` releases of (counts, outcome counts) and the samplers' measured acceptance."""
-        import numpy as np
-
-        from . import samplers
-
         r_c, r_o = self.rates(spec, params)
         base, limit = params["base"], int(params["max_proposals"])
         if base == "naive":
-            y, info = samplers.naive(counts, r_c, draws, rng)
+            y, info = _samplers.naive(counts, r_c, draws, rng)
         elif base == "congenial":
-            y, info = samplers.congenial(counts, total, r_c, draws, rng, limit)
+            y, info = _samplers.congenial(counts, total, r_c, draws, rng, limit)
         else:
             alpha = self.concentrations(params, previous, len(counts))  # no earlier period: a flat Dirichlet
             live = alpha > 0  # a cell without concentration has no mass: it stays at 0
             y = np.zeros((draws, len(counts)), dtype=np.int64)
-            y[:, live], info = samplers.prior(counts[live], alpha[live], total, r_c, draws, rng, limit)
+            y[:, live], info = _samplers.prior(counts[live], alpha[live], total, r_c, draws, rng, limit)
         z = None
         if outcome is not None:
             # the outcome's base measure: counting measure on 0..released count (cases >= deaths)
-            z = samplers.truncated_laplace(np.broadcast_to(outcome, y.shape), 0, y, r_o, rng)
+            z = _samplers.truncated_laplace(np.broadcast_to(outcome, y.shape), 0, y, r_o, rng)
         return y, z, info
 
     def zero_mass(self, spec, params, cells, counts, previous):
@@ -631,10 +636,6 @@ class WassersteinExponential(_CountRelease):
         The congenial ones normalize over all vectors summing to the total, a term that couples the
         cells (`CountLikelihood.joint`); the prior base's weights need the previous period's counts,
         which the release carries as `output base` (Z, public)."""
-        import numpy as np
-
-        from .likelihood import naive_likelihoods
-
         r_c, r_o = self.rates(spec, params)
         alpha = None
         if params["base"] == "prior":
@@ -648,7 +649,9 @@ class WassersteinExponential(_CountRelease):
             prev = dict(zip(base[params["cell"]].astype(str), base[params["table"]].to_numpy(dtype=np.int64)))
             previous = np.array([prev.get(c, 0) for c in frame[params["cell"]].astype(str)], dtype=np.int64)
             alpha = self.concentrations(params, previous if len(base) else None, len(frame))
-        return naive_likelihoods(params, outputs, r_c, r_o, _public_use(spec, "total"), params["base"], alpha)
+        return _likelihood.naive_likelihoods(
+            params, outputs, r_c, r_o, _public_use(spec, "total"), params["base"], alpha
+        )
 
     def power(self, spec, params, outputs, cell, null, alternative, level):
         """Theorem 15 on one released cell: the power of the level test of its count on the release,
@@ -656,10 +659,6 @@ class WassersteinExponential(_CountRelease):
         a congenial base draws the cells jointly, so one cell's law depends on every other count, and
         "this cell's count is H0" is a composite hypothesis: the total fixes the other counts' sum,
         not the counts, and the test's size changes with how they share it."""
-        import numpy as np
-
-        from .power import cell_count_powers
-
         if params["base"] != "naive":
             raise MechanismError(
                 f"--power needs one cell's release law given its count alone; the '{params['base']}' "
@@ -680,7 +679,7 @@ class WassersteinExponential(_CountRelease):
             raise MechanismError(f"--power: no released cell '{cell}' in column '{params['cell']}' (cells: {shown})")
         y = int(frame[params["table"]].to_numpy(dtype=np.int64)[names == cell][0])
         r_c, _ = self.rates(spec, params)
-        out = cell_count_powers(int(null), int(alternative), total, float(r_c), float(level))
+        out = _power.cell_count_powers(int(null), int(alternative), total, float(r_c), float(level))
         phi_y, phi_f = out.pop("reject_release"), out.pop("reject_post_processed")
         f = min(y, total)
         return Power(
@@ -702,8 +701,6 @@ class WassersteinExponential(_CountRelease):
 
     def concentrations(self, params, previous, n: int):
         """The prior base's Dirichlet concentrations: previous counts plus the offset (flat without them)."""
-        import numpy as np
-
         alpha = (previous if previous is not None else np.zeros(n, dtype=np.int64)) + int(params.get("prior_offset", 1))
         return np.maximum(alpha, 1) if previous is None else alpha
 
@@ -756,8 +753,6 @@ class NoisyPostprocessed(_CountRelease):
 
     def draw(self, spec, params, counts, outcome, total, rng, draws: int = 1):
 
-        from .postprocess import two_stage
-
         scales = self.noise_scales(spec, params)
         used = self._used_sensitivity(spec, params, self.sensitivities(spec, params))
         record_measurement("total", total, "none")  # the post-processing makes the counts sum to it (Z)
@@ -771,7 +766,7 @@ class NoisyPostprocessed(_CountRelease):
                 "outcome", outcome, "discrete_laplace", scales["outcome"], sensitivity=used["outcome"], norm="l1"
             )
             noisy_o = outcome + discrete_laplace(scales["outcome"], draws * len(counts), rng).reshape(draws, -1)
-        cases, deaths, flags = two_stage(noisy_c, noisy_o, total)
+        cases, deaths, flags = _postprocess.two_stage(noisy_c, noisy_o, total)
         return cases, deaths, flags
 
     def check(self, spec, params):
@@ -810,12 +805,10 @@ class NoisyPostprocessed(_CountRelease):
 
 @hookimpl
 def dpspec_mechanisms():
-    from .kng import WassersteinKNG, WassersteinKNGMean, WassersteinKNGSlope
-
     return [
         WassersteinExponential(),
         NoisyPostprocessed(),
-        WassersteinKNG(),
-        WassersteinKNGMean(),
-        WassersteinKNGSlope(),
+        _kng.WassersteinKNG(),
+        _kng.WassersteinKNGMean(),
+        _kng.WassersteinKNGSlope(),
     ]

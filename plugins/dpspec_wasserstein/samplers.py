@@ -27,7 +27,17 @@ from fractions import Fraction
 
 import numpy as np
 
-from dpspec.api import MechanismError, bernoulli_exp, bernoulli_scaled_exp, discrete_laplace, bernoulli_ratios
+from dpspec.api import (
+    MechanismError,
+    bernoulli_exp,
+    bernoulli_scaled_exp,
+    discrete_laplace,
+    bernoulli_ratios,
+    LazyModule,
+)
+
+# heavy libraries, imported on first use
+_special = LazyModule("scipy.special", "_special", globals())
 
 PILOT = 256  # proposals of the pilot run that estimates the acceptance rate
 FLAT_BELOW = Fraction(1, 1024)  # r (hi - lo + 1) at most this: Laplace proposals land in the support too rarely
@@ -274,9 +284,7 @@ def _modes(alpha, counts, total: int, rf: float, lam: float) -> np.ndarray:
 
 def _approx_logg(alpha, counts, rf, lam, k, m):
     """log of a cell's weight at k relative to its mode m, in float (only to place the windows)."""
-    from scipy.special import gammaln
-
-    f = lambda x: gammaln(x + alpha) - gammaln(x + 1) - rf * np.abs(x - counts) - lam * x  # noqa: E731
+    f = lambda x: _special.gammaln(x + alpha) - _special.gammaln(x + 1) - rf * np.abs(x - counts) - lam * x  # noqa: E731
     return f(k.astype(float)) - f(m.astype(float))
 
 

@@ -12,7 +12,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from dpspec.api import MechanismError
+from dpspec.api import MechanismError, LazyModule
+
+# heavy libraries, imported on first use
+_special = LazyModule("scipy.special", "_special", globals())
 
 WINDOW = 40.0  # each county's tilted weights are kept where they are within e^-WINDOW of their largest
 MAX_ERROR = 1e-9  # the certified relative error (tails and aliasing) must stay below
@@ -83,11 +86,13 @@ class _Law:
         if self.logw is not None:
             out += self.logw[cells, kk.astype(np.int64)]
         elif np.any(self.a != 1):
-            from scipy.special import gammaln
-
             a = self.a[cells]
             aa = np.where(a == 0, 1.0, a)
-            out += np.where(a == 0, np.where(kk == 0, 0.0, -np.inf), gammaln(kk + aa) - gammaln(kk + 1.0) - gammaln(aa))
+            out += np.where(
+                a == 0,
+                np.where(kk == 0, 0.0, -np.inf),
+                _special.gammaln(kk + aa) - _special.gammaln(kk + 1.0) - _special.gammaln(aa),
+            )
         return np.where((k >= 0) & (k <= self.total), out, -np.inf)
 
     def on_windows(self, c: np.ndarray, lam: np.ndarray, first: np.ndarray, width: int) -> np.ndarray:

@@ -20,8 +20,13 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.csgraph import connected_components
 
+from dpspec.api import LazyModule
+
 from .qp import NodeQP
 from .forced_zeros import drop_forced_zeros
+
+# imported on first use: at import they would load pandas, pyarrow with this module
+_postprocess = LazyModule("dpspec_topdown.estimation.postprocess", "_postprocess", globals())
 
 BATCH = 50_000  # variables per solver call, at least (a part is never split)
 
@@ -86,10 +91,8 @@ def solve_pass(problem: NodeQP, later: bool):
     """A pass's fit: in a later outer pass (``later``: earlier passes fixed margins) without the
     variables the fixed margins force to 0 (forced_zeros.py) and by parts, else as one problem,
     as production solves its first outer pass."""
-    from .postprocess import solve_qp
-
     if not later:
-        return solve_qp(problem)
+        return _postprocess.solve_qp(problem)
     reduced, expand = drop_forced_zeros(problem)
-    x, optimal, seconds, solver, status = solve_by_parts(reduced, solve_qp)
+    x, optimal, seconds, solver, status = solve_by_parts(reduced, _postprocess.solve_qp)
     return expand(x), optimal, seconds, solver, status

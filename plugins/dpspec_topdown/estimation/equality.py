@@ -19,13 +19,16 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
-from dpspec.api import shown
+from dpspec.api import shown, LazyModule
 
 from ..measurement.allocation import query_name
 from ..measurement.histogram import aggregate
 from ..broken import Broken
 from ..wording import counted
 from ..geography.spine import group_sum, unit_groups
+
+# heavy libraries, imported on first use
+_csgraph = LazyModule("scipy.sparse.csgraph", "_csgraph", globals())
 
 
 def factor_labels(schema, factor: str) -> list:
@@ -138,12 +141,10 @@ def shared_totals(schema, query: tuple, other: tuple) -> tuple[sp.csr_matrix, sp
     invariant's factors are within the target's, the parts are the invariant's groups; two
     recodes of one variable that nest group by group (the units' gqhh_vect and h1) share the
     housing units' total and each group-quarters total, which a test on names alone misses."""
-    from scipy.sparse.csgraph import connected_components
-
     n_q, n_o = schema.marginal_size(query), schema.marginal_size(other)
     rows, cols = np.divmod(np.unique(schema.groups(query).astype(np.int64) * n_o + schema.groups(other)), n_o)
     graph = sp.csr_matrix((np.ones(len(rows), dtype=np.int8), (rows, n_q + cols)), shape=(n_q + n_o, n_q + n_o))
-    n, part = connected_components(graph, directed=False)
+    n, part = _csgraph.connected_components(graph, directed=False)
     # parts numbered as the other marginal's groups come: the first disagreement is its first group's
     both = np.concatenate([part[n_q:], part[:n_q]])
     rank = np.empty(n, dtype=np.int64)

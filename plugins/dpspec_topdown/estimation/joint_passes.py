@@ -24,6 +24,15 @@ from dpspec.api import LazyModule, SpecError, MechanismError
 from ..measurement.allocation import JOINT_MARK, query_name
 
 np = LazyModule("numpy", "np", globals())  # `dpspec check` builds plans without numpy arrays
+# imported on first use: at import they would load numpy, pandas, scipy, pyarrow with this module
+_multipass = LazyModule("dpspec_topdown.estimation.multipass", "_multipass", globals())
+_highs = LazyModule("dpspec_topdown.estimation.highs", "_highs", globals())
+_decompose = LazyModule("dpspec_topdown.estimation.decompose", "_decompose", globals())
+_forced_zeros = LazyModule("dpspec_topdown.estimation.forced_zeros", "_forced_zeros", globals())
+_joint_problem = LazyModule("dpspec_topdown.estimation.joint_problem", "_joint_problem", globals())
+_merge_columns = LazyModule("dpspec_topdown.estimation.merge_columns", "_merge_columns", globals())
+_redundant = LazyModule("dpspec_topdown.estimation.redundant", "_redundant", globals())
+_joint_round = LazyModule("dpspec_topdown.estimation.joint_round", "_joint_round", globals())
 
 
 @attrs.frozen
@@ -108,21 +117,18 @@ def joint_pass_plan(
 
 def _margins(margins, vc, vcell, n_children, values):
     """(key, n_keys, value) of each named margin over one table's variables."""
-    from .multipass import _margin_key
-
     out = []
     for _, groups, n_groups in margins:
-        key, n_keys = _margin_key(vc, vcell, groups, n_groups, n_children)
+        key, n_keys = _multipass._margin_key(vc, vcell, groups, n_groups, n_children)
         out.append((key, n_keys, np.bincount(key, weights=values, minlength=n_keys)))
     return out
 
 
 def _ranges(margins, vc, vcell, n_children, x) -> list:
     """Each named margin kept within floor/ceil of its fit ``x``: (key, n_keys, lo, hi)."""
-    from .highs import _INT_TOL
-
     return [
-        (k, m, np.floor(v + _INT_TOL), np.ceil(v - _INT_TOL)) for k, m, v in _margins(margins, vc, vcell, n_children, x)
+        (k, m, np.floor(v + _highs._INT_TOL), np.ceil(v - _highs._INT_TOL))
+        for k, m, v in _margins(margins, vc, vcell, n_children, x)
     ]
 
 
@@ -136,14 +142,6 @@ def solve_joint_interleaved(
     """(counts_a, counts_b, qp_seconds, round_seconds, used_milp, n_variables): both tables'
     integer children histograms over ``var_a`` / ``var_b``, the outer passes in turn."""
 
-    from .decompose import solve_pass
-    from .forced_zeros import spread, unforced
-    from .joint_problem import joint_qp
-    from .merge_columns import merge_free_duplicates
-    from .redundant import cross_implied, drop_implied
-    from .joint_round import round_jointly
-    from .multipass import _with_rows
-
     _, vc_a, va_a, vcell_a = var_a
     _, vc_b, va_b, vcell_b = var_b
     nc = task_a.n_children
@@ -155,21 +153,25 @@ def solve_joint_interleaved(
         sub_a = attrs.evolve(task_a, measurements=tuple(task_a.measurements[i] for i in o.fit_main))
         sub_b = attrs.evolve(task_b, measurements=tuple(task_b.measurements[i] for i in o.fit_joint))
         # the fit is over the variables the fixed margins leave free (forced_zeros.unforced)
-        pv_a, pf_a, live_a = unforced(var_a, fixed_a)
-        pv_b, pf_b, live_b = unforced(var_b, fixed_b)
+        pv_a, pf_a, live_a = _forced_zeros.unforced(var_a, fixed_a)
+        pv_b, pf_b, live_b = _forced_zeros.unforced(var_b, fixed_b)
         fit_cross = cross
         if fixed_a or fixed_b:  # what the fixed margins imply is not stated again (redundant.py)
-            sub_a = drop_implied(sub_a, pv_a[1], pv_a[3], pf_a)
-            sub_b = drop_implied(sub_b, pv_b[1], pv_b[3], pf_b)
-            fit_cross = [c for c in cross if not cross_implied(c, pv_a, pv_b, pf_a, pf_b, nc)]
-        problem, offset = joint_qp(
+            sub_a = _redundant.drop_implied(sub_a, pv_a[1], pv_a[3], pf_a)
+            sub_b = _redundant.drop_implied(sub_b, pv_b[1], pv_b[3], pf_b)
+            fit_cross = [c for c in cross if not _redundant.cross_implied(c, pv_a, pv_b, pf_a, pf_b, nc)]
+        problem, offset = _joint_problem.joint_qp(
             sub_a, [queries_a[i] for i in o.fit_main], sub_b, [queries_b[i] for i in o.fit_joint], fit_cross, pv_a, pv_b
         )
-        problem = _with_rows(_with_rows(problem, pf_a, 0.0), pf_b, 0.0, offset)
+        problem = _multipass._with_rows(_multipass._with_rows(problem, pf_a, 0.0), pf_b, 0.0, offset)
         n_var = max(n_var, int(problem.n_var))
         # a pass that fits one table: identical cells without objective as one variable (merge_columns.py)
-        reduced, expand = merge_free_duplicates(problem) if not (o.fit_main and o.fit_joint) else (problem, None)
-        x, _, sec, _, status = solve_pass(reduced, bool(fixed_a or fixed_b))  # by parts in later outer passes
+        reduced, expand = (
+            _merge_columns.merge_free_duplicates(problem) if not (o.fit_main and o.fit_joint) else (problem, None)
+        )
+        x, _, sec, _, status = _decompose.solve_pass(
+            reduced, bool(fixed_a or fixed_b)
+        )  # by parts in later outer passes
         if expand is not None:
             x = expand(x)
         qp_seconds += sec
@@ -179,9 +181,9 @@ def solve_joint_interleaved(
                 f"outer passes' answers and the cross constraints ({status}; no failsafe in "
                 "interleaved passes)"
             )
-        xa = spread(np.maximum(x[: pv_a[1].size], 0.0), live_a)
-        xb = spread(np.maximum(x[offset : offset + pv_b[1].size], 0.0), live_b)
-        counts_a, counts_b, sec, used = round_jointly(
+        xa = _forced_zeros.spread(np.maximum(x[: pv_a[1].size], 0.0), live_a)
+        xb = _forced_zeros.spread(np.maximum(x[offset : offset + pv_b[1].size], 0.0), live_b)
+        counts_a, counts_b, sec, used = _joint_round.round_jointly(
             task_a,
             xa,
             var_a,

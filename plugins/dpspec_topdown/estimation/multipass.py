@@ -29,6 +29,7 @@ from __future__ import annotations
 from typing import Sequence
 
 import attrs
+import scipy.sparse as sp
 
 from dpspec.api import LazyModule, MechanismError
 
@@ -40,6 +41,8 @@ from .decompose import solve_pass
 from .redundant import drop_implied
 
 np = LazyModule("numpy", "np", globals())  # imported by a run, not by `dpspec check`'s pass plans
+# imported on first use: at import they would load pandas, pyarrow with this module
+postprocess = LazyModule("dpspec_topdown.estimation.postprocess", "postprocess", globals())
 
 _INT_TOL = 1e-6
 
@@ -58,8 +61,6 @@ def _margin_key(vc, vcell, groups, n_groups, n_children):
 def _with_rows(problem, rows, tolerance: float, offset: int = 0):
     """``problem`` plus rows est - tol <= (sum of x sharing a key) <= est + tol; the keys are of
     the variables from ``offset`` on (a joint problem's second table, joint_passes.py)."""
-    import scipy.sparse as sp  # with the run: `dpspec check` builds pass plans without scipy
-
     if not rows:
         return problem
     blocks, lo, hi = [problem.a], [problem.lo], [problem.hi]
@@ -79,8 +80,6 @@ def optimal_tolerance(problem, rows) -> float | None:
     """The smallest t such that some x meeting every row and bound of ``problem`` keeps each
     held answer (``rows``: (key, n_keys, est)) within t of ``est``: production's findOptimalTol
     (l2_dataIndep_npass_optimizer.py:104-160), an LP here solved by HiGHS. None: infeasible."""
-    import scipy.sparse as sp
-
     n = problem.n_var
     blocks, lo, hi = [sp.hstack([problem.a, sp.csc_matrix((problem.a.shape[0], 1))])], [problem.lo], [problem.hi]
     for key, n_keys, est in rows:
@@ -111,8 +110,6 @@ def fit_in_passes(
     fixed: (key, n_keys, value) margins every pass keeps exactly (earlier outer passes').
     tolerances: if a list, each later pass's tolerance is appended to it (with opt_tol, the
     LP-optimal value plus the slack)."""
-    from . import postprocess
-
     cells, vc, va, vcell = variables
     n_x = vc.size
     kept, seconds, solvers, kept_passes = [], 0.0, set(), []

@@ -50,6 +50,11 @@ import time
 import numpy as np
 import scipy.sparse as sp
 
+from dpspec.api import LazyModule
+
+# heavy libraries, imported on first use
+min_cost_flow = LazyModule("ortools.graph.python.min_cost_flow", "min_cost_flow", globals())
+
 CAPTURE_ENV = "DPSPEC_TOPDOWN_ROUND_CAPTURE"
 _COUNTER = itertools.count()
 
@@ -183,7 +188,7 @@ def solve_flow(cost, upper, a, lo, hi, cell_side, net: Network | None = None):
     if net is None:
         return "not a network", None, time.perf_counter() - t0
     try:
-        from ortools.graph.python import min_cost_flow
+        pass
     except ImportError:
         return "not installed", None, time.perf_counter() - t0
     if np.any(net.capacity < 0):  # a row's lower bound above its upper bound or its reach

@@ -32,8 +32,15 @@ from typing import Sequence
 import attrs
 import numpy as np
 
+from dpspec.api import LazyModule
+
 from ..wording import counted
 from ..measurement.histogram import marginal
+
+# imported on first use: at import they would load numpy, pandas, scipy, pyarrow with this module
+# the engine's module (scipy); kept out of `check`
+_node_noise = LazyModule("dpspec_topdown.measurement.node_noise", "_node_noise", globals())
+_postprocess = LazyModule("dpspec_topdown.estimation.postprocess", "_postprocess", globals())
 
 _CHUNK = 4_000_000  # candidate moves scored at once (memory: a few arrays of this length)
 
@@ -109,10 +116,9 @@ class _Child:
         keys, sums = self._answers[n]
         i = np.minimum(np.searchsorted(keys, g), max(keys.size - 1, 0))
         ans = np.where(keys[i] == g, sums[i], 0.0) if keys.size else np.zeros(g.size)
-        from ..measurement.node_noise import answers_at  # the engine's module (scipy); kept out of `check`
 
         q, _, y = self.queries[n]
-        return ans - answers_at(y, self.c * q.n_groups + np.asarray(g, dtype=np.int64))
+        return ans - _node_noise.answers_at(y, self.c * q.n_groups + np.asarray(g, dtype=np.int64))
 
     def _sum(self, b) -> np.ndarray:
         return np.bincount(b.groups[self.cell], weights=self.count, minlength=b.n_groups).astype(np.int64)
@@ -232,8 +238,6 @@ def with_postprocess(
     tasks, spans, k: int, level: str, pp_bounds: list, schema, zero_cells, secondary, feasible_levels: Sequence[str]
 ):
     """Each node's PostprocessOnly: its children's rows of the post-processing-only bounds."""
-    from .postprocess import BoundConstraint
-
     axes = tuple(
         (_stride(schema, schema._factor(q[0])[0]), schema.shape[schema._factor(q[0])[0]]) for _, _, _, q, _ in pp_bounds
     )
@@ -242,7 +246,7 @@ def with_postprocess(
         a = spans[t.key][0]
         b = a + t.n_children
         bounds = tuple(
-            BoundConstraint(name, groups, ng, per_level[k][0][a:b], per_level[k][1][a:b])
+            _postprocess.BoundConstraint(name, groups, ng, per_level[k][0][a:b], per_level[k][1][a:b])
             for name, groups, ng, _, per_level in pp_bounds
         )
         out.append(

@@ -27,6 +27,11 @@ import attrs
 import numpy as np
 import scipy.sparse as sp
 
+from dpspec.api import LazyModule
+
+# heavy libraries, imported on first use
+clarabel = LazyModule("clarabel", "clarabel", globals())
+
 _OK = ("Solved", "AlmostSolved")
 
 
@@ -274,8 +279,6 @@ def solve_clarabel(problem: NodeQP, form: Conic | None = None, always: dict | No
     """(ok, x, seconds, status): Clarabel's interior-point solution of ``problem``, stated as
     ``conic_form`` states it; x is of the problem as stated, every auxiliary sum in it.
     ``always``: settings every try takes (the node benchmark's direct solve methods)."""
-    import clarabel
-
     form = conic_form(problem) if form is None else form
     p, cost, big, b, n = form.p, form.q, form.a, form.b, form.cols.size
     cones = ([clarabel.ZeroConeT(form.n_zero)] if form.n_zero else []) + (

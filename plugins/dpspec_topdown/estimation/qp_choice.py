@@ -35,8 +35,17 @@ import os
 import time
 
 import numpy as np
+import scipy.sparse as sp
+
+from dpspec.api import LazyModule
 
 from .qp import Conic, NodeQP, Stated, conic_form, solve_clarabel, stated, violation_limit
+
+# heavy libraries, imported on first use
+piqp = LazyModule("piqp", "piqp", globals())
+proxsuite = LazyModule("proxsuite", "proxsuite", globals())
+osqp = LazyModule("osqp", "osqp", globals())
+_cholmod = LazyModule("sksparse.cholmod", "_cholmod", globals())
 
 CAPTURE_ENV = "DPSPEC_TOPDOWN_CAPTURE"
 CHOICE_ENV = "DPSPEC_TOPDOWN_QP"  # "auto" (default): RULE; "clarabel" or a name in SOLVERS: that one
@@ -93,8 +102,6 @@ def capture(problem: NodeQP, form: Conic, where: str | None = None) -> str | Non
 
 def load(path: str) -> NodeQP:
     """A captured node's problem as stated (the benchmark restates it with ``conic_form``)."""
-    import scipy.sparse as sp
-
     z = np.load(path)
     a = sp.csc_matrix((z["a_data"], z["a_indices"], z["a_indptr"]), shape=tuple(z["a_shape"]))
     return NodeQP(
@@ -182,8 +189,6 @@ def _bounded(form: Conic | Stated):
 
 
 def _full(p):
-    import scipy.sparse as sp
-
     return (p + sp.triu(p, 1).T).tocsc()
 
 
@@ -199,8 +204,6 @@ def solve_clarabel_method(problem: NodeQP, form: Conic, method: str):
 def _piqp_inputs(st: Stated):
     """What ``_bounded(conic_form(...))`` gives, made from the statement directly (no bound rows
     built to be taken apart again): bit for bit the same arrays (tests/test_topdown_qp_choice.py)."""
-    import scipy.sparse as sp
-
     a, lo, hi = st.a, st.lo, st.hi
     n = st.cols.size
     eq = lo == hi
@@ -247,8 +250,6 @@ def _pattern(*parts) -> bytes:
 def solve_piqp(problem: NodeQP, form: Conic | Stated | None = None, reuse: bool = True):
     """PIQP (BSD-2, Schwan et al. 2023), sparse interface, bounds native, Clarabel's tolerances.
     ``reuse``: set up once per sparsity pattern (see the module doc)."""
-    import piqp
-
     form = stated(problem) if form is None else form
     p, q, a, b, g, h, x_l, x_u = _bounded(form)
     has_g = g.shape[0] > 0
@@ -275,8 +276,6 @@ def solve_piqp(problem: NodeQP, form: Conic | Stated | None = None, reuse: bool 
 
 
 def _proxsuite_setup(form: Conic):
-    import scipy.sparse as sp
-
     p, q, a, b, g, h, x_l, x_u = _bounded(form)
     n = q.size
     has = np.isfinite(x_l) | np.isfinite(x_u)
@@ -293,8 +292,6 @@ def _proxsuite_setup(form: Conic):
 def solve_proxsuite(problem: NodeQP, form: Conic, warm=None):
     """proxsuite's sparse ProxQP (BSD-2, Bambade et al. 2022), Clarabel's tolerances; ``warm``
     (x, y, z): a warm start."""
-    import proxsuite
-
     h, q, a, b, c, lo, hi = _proxsuite_setup(form)
     t0 = time.perf_counter()
     qp = proxsuite.proxqp.sparse.QP(q.size, a.shape[0], c.shape[0])
@@ -315,9 +312,6 @@ def solve_proxsuite(problem: NodeQP, form: Conic, warm=None):
 
 
 def _osqp(form: Conic, eps: float):
-    import osqp
-    import scipy.sparse as sp
-
     p, q, a, b, g, h, x_l, x_u = _bounded(form)
     n = q.size
     has = np.isfinite(x_l) | np.isfinite(x_u)
@@ -352,8 +346,6 @@ def solve_osqp_proxsuite(problem: NodeQP, form: Conic):
 def _standard(problem: NodeQP):
     """(h, c, A, b, l, u, n): ``problem`` with equality rows only (a slack per inequality row,
     bounded as the row was), the Hessian still diagonal: what the normal equations need."""
-    import scipy.sparse as sp
-
     a = problem.a.tocsr()
     eq = problem.lo == problem.hi
     ineq = np.flatnonzero(~eq)
@@ -373,8 +365,6 @@ def solve_cholmod_ipm(problem: NodeQP, form: Conic | None = None, tol: float = T
     supernodal CHOLMOD Cholesky of the normal equations A D^-1 A' (scikit-sparse): the
     Hessian is diagonal once inequality rows get slacks, so D is too. The symbolic analysis is
     done once per problem; each step only refactors numerically."""
-    from sksparse.cholmod import CholmodError, analyze_AAt
-
     t0 = time.perf_counter()
     h, c, a, b, l, u, n_x = _standard(problem)
     m, n = a.shape
@@ -408,9 +398,9 @@ def solve_cholmod_ipm(problem: NodeQP, form: Conic | None = None, tol: float = T
         scaled = a @ sp_diag(np.sqrt(dinv))
         try:
             if factor is None:
-                factor = analyze_AAt(scaled, mode="supernodal")
+                factor = _cholmod.analyze_AAt(scaled, mode="supernodal")
             factor.cholesky_AAt_inplace(scaled, beta=1e-12 * scale_b)
-        except CholmodError as exc:
+        except _cholmod.CholmodError as exc:
             status = f"factorization: {exc}"
             break
 
@@ -448,8 +438,6 @@ def solve_cholmod_ipm(problem: NodeQP, form: Conic | None = None, tol: float = T
 
 
 def sp_diag(values):
-    import scipy.sparse as sp
-
     return sp.diags(values, format="csc")
 
 

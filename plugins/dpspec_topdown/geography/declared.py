@@ -19,9 +19,17 @@ spine bypasses single-child units of this declared tree (and of those two public
 
 from __future__ import annotations
 
-from dpspec.api import Diagnostic, MechanismError, declared_keys, ir, shown
+from dpspec.api import Diagnostic, MechanismError, declared_keys, ir, shown, LazyModule
 
 from ..broken import Broken
+
+# heavy libraries, imported on first use
+np = LazyModule("numpy", "np", globals())
+pd = LazyModule("pandas", "pd", globals())
+
+# imported on first use: at import they would load numpy, pandas, pyarrow with this module
+_counts = LazyModule("dpspec_topdown.measurement.counts", "_counts", globals())
+_spine = LazyModule("dpspec_topdown.geography.spine", "_spine", globals())
 
 
 def problems(spec: ir.Spec, tables, flag: str | None = None) -> list[Diagnostic]:
@@ -106,19 +114,13 @@ def check_flags(name: str, table, declared, finest: str, flag: str, engine=None)
     Why: a table's own copy of the flag (a joint table's, the reference geography's) is a
     record's word, not public geography; the spine follows the file, and data that contradict it
     are refused rather than silently overruled."""
-    import numpy as np
-    import pandas as pd
-
-    from ..measurement.counts import table_counts
-    from .spine import _as_flag
-
-    counts = table_counts(table, [finest, flag], engine)
+    counts = _counts.table_counts(table, [finest, flag], engine)
     if counts.empty:
         return
-    public = pd.Series(_as_flag(declared[flag], flag), index=declared[finest].astype(str).to_numpy())
+    public = pd.Series(_spine._as_flag(declared[flag], flag), index=declared[finest].astype(str).to_numpy())
     public = public[~public.index.duplicated()]
     codes = counts[finest].astype(str).to_numpy()
-    said = _as_flag(counts[flag], flag)
+    said = _spine._as_flag(counts[flag], flag)
     expected = public.reindex(codes).to_numpy()
     wrong = np.flatnonzero(pd.notna(expected) & (said != expected.astype(bool, copy=False)))
     if not len(wrong):
@@ -128,7 +130,7 @@ def check_flags(name: str, table, declared, finest: str, flag: str, engine=None)
     where = f"{rows:,} record(s) of table '{name}'"
     if isinstance(table, pd.DataFrame):
         hit = np.flatnonzero(
-            (table[finest].astype(str) == code).to_numpy() & (_as_flag(table[flag], flag) == bool(said[i]))
+            (table[finest].astype(str) == code).to_numpy() & (_spine._as_flag(table[flag], flag) == bool(said[i]))
         )
         where = f"table '{name}', row {int(hit[0]) + 1} (rows count data rows from 1)" + (
             f" and {len(hit) - 1:,} more" if len(hit) > 1 else ""

@@ -15,6 +15,7 @@ the noisy measurements the parts (e.g. "01/AIAN", "01/non-AIAN").
 
 from __future__ import annotations
 
+from fractions import Fraction
 from typing import Sequence
 
 import numpy as np
@@ -139,8 +140,6 @@ def class_share(level_shares: Sequence, k: int, depth: int):
 def check_budget_per_person(hier, classes: dict, level_shares: Sequence) -> None:
     """Every finest unit's ancestors spend exactly the sum of the level shares (production's
     check_total_plb): a bypass that lost or doubled a share is an internal error."""
-    from fractions import Fraction
-
     last = len(hier.levels) - 1
     shares = [Fraction(s) for s in level_shares]
     den = int(np.lcm.reduce([s.denominator for s in shares])) if shares else 1

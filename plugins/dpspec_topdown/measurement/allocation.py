@@ -186,6 +186,4 @@ def _is_joint_key(query: tuple) -> bool:
 
 
 def _only_queries(alloc, queries):
-    import attrs
-
     return attrs.evolve(alloc, queries=tuple(queries))

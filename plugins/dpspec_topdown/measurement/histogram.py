@@ -24,7 +24,6 @@ if TYPE_CHECKING:  # names only the annotations use; the modules themselves load
     import pandas as pd
     import scipy.sparse as sp
 
-
 import collections
 import math
 
@@ -37,6 +36,9 @@ from .shipping import remember
 from ..wording import counted
 
 np = LazyModule("numpy", "np", globals())  # imported when an array is first built, not by `dpspec check`
+# heavy libraries, imported on first use
+sp = LazyModule("scipy.sparse", "sp", globals())  # pandas and scipy lazily: `dpspec check` uses Schema without them
+pd = LazyModule("pandas", "pd", globals())
 
 
 @attrs.frozen
@@ -214,8 +216,6 @@ class Schema:
 
     def indicator(self, query: Sequence[str]) -> sp.csr_matrix:
         """Sparse (cells x groups) 0/1 matrix: a histogram row times it is the marginal."""
-        import scipy.sparse as sp  # pandas and scipy lazily: `dpspec check` uses Schema without them
-
         g = self.groups(query)
         n = self.n_cells
         return sp.csr_matrix((np.ones(n, dtype=np.int64), (np.arange(n), g)), shape=(n, self.marginal_size(query)))
@@ -225,8 +225,6 @@ class Schema:
 
         weights: the frame's rows are counts of records (how many each): the error then says
         how many records hold the value instead of a row number."""
-        import pandas as pd
-
         idx = np.zeros(len(frame), dtype=np.int64)
         for name, cats in zip(self.names, self.categories):
             if name not in frame.columns:
@@ -249,8 +247,6 @@ class Schema:
 
     def decode(self, cells: np.ndarray) -> dict:
         """Category values of each variable for an array of cell indices."""
-        import pandas as pd
-
         coords = np.unravel_index(np.asarray(cells, dtype=np.int64), self.shape)
         out = {}
         for name, cats, c in zip(self.names, self.categories, coords):
@@ -263,8 +259,6 @@ def unit_histograms(
 ) -> sp.csr_matrix:
     """Sparse (units x cells) counts from one (unit, cell) pair per record, or per count of
     records (`weights`: how many records each pair stands for)."""
-    import scipy.sparse as sp
-
     data = np.ones(unit.size, dtype=np.int64) if weights is None else np.asarray(weights, dtype=np.int64)
     h = sp.csr_matrix((data, (unit, cell)), shape=(n_units, n_cells), dtype=np.int64)
     h.sum_duplicates()
@@ -278,8 +272,6 @@ def marginal(hist: sp.spmatrix, schema: Schema, query: Sequence[str]) -> np.ndar
 
 def aggregate(hist: sp.spmatrix, parent: np.ndarray, n_parents: int) -> sp.csr_matrix:
     """Sum the rows of a (children x cells) histogram into their parents' rows."""
-    import scipy.sparse as sp
-
     n = hist.shape[0]
     up = sp.csr_matrix((np.ones(n, dtype=np.int64), (parent, np.arange(n))), shape=(n_parents, n))
     return (up @ hist).tocsr()

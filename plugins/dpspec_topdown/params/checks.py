@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import attrs
 
-from dpspec.api import Diagnostic, SpecError, ir, sampler_limit_problem
+from dpspec.api import Diagnostic, SpecError, ir, sampler_limit_problem, LazyModule
 
 from ..geography.declared import problems as geography_problems
 from ..measurement.allocation import split_allocation
@@ -16,6 +16,12 @@ from .passes import _passes, pass_level_path, pass_query_problems
 from .postprocess import failsafe_problems, postprocess_problems
 from .spine import _spine, _split_levels, spine_problems
 from .tables import _bound_categories, _invariants, _joint, _levels, _schema, _structural_zeros, _variables
+
+# imported on first use: `dpspec --help` loads this module, not them
+_invariant_chain = LazyModule("dpspec_topdown.estimation.invariant_chain", "_invariant_chain", globals())
+_constraints = LazyModule("dpspec_topdown.params.constraints", "_constraints", globals())
+_joint_passes = LazyModule("dpspec_topdown.estimation.joint_passes", "_joint_passes", globals())
+_pass_plans = LazyModule("dpspec_topdown.estimation.pass_plans", "_pass_plans", globals())
 
 
 def _split_invariant_problems(spec: ir.Spec, params: dict, spine: dict) -> list:
@@ -42,8 +48,6 @@ def _unnested_invariant_problems(spec: ir.Spec, params: dict) -> list:
     """The invariants on `params`' table whose query does not nest with an earlier one's, at the
     later invariant's line (the run's chain rule, estimation/invariant_chain.py, decided here from the spec)."""
 
-    from ..estimation.invariant_chain import unnested, why
-
     schema = _schema(spec, params)
     written = {}  # canonical query: the first invariant writing it
     for _, query, q in _invariants(spec, params)[0]:
@@ -52,7 +56,7 @@ def _unnested_invariant_problems(spec: ir.Spec, params: dict) -> list:
         except SpecError:  # a query it cannot keep is reported where the engine meets it
             continue
     queries = list(written)
-    pair = unnested(queries)
+    pair = _invariant_chain.unnested(queries)
     if pair is None:
         return []
     earlier, later = queries[pair[0]], queries[pair[1]]
@@ -61,7 +65,7 @@ def _unnested_invariant_problems(spec: ir.Spec, params: dict) -> list:
     return [
         Diagnostic(
             f"invariants: '{q.describe()}' does not nest with '{first.describe()}'{line}: "
-            + why(earlier, later, schema),
+            + _invariant_chain.why(earlier, later, schema),
             *((q.loc.line, q.loc.column) if q.loc else (None, None)),
         )
     ]
@@ -129,8 +133,6 @@ def setting_problems(spec: ir.Spec, params: dict, allocation) -> list:
     geography file, invariants, the allocation by `allocation(spec, params)`, constraints,
     equalities, the failsafe, post-processing, cross constraints, then the passes), each
     problem located at its setting."""
-    from .constraints import facility_constraints
-
     problems = []
     spine_wrong = spine_problems(spec, params)  # reported below, at the spine's setting
     flag = None if spine_wrong else _spine(spec, params).get("aian", (None, None))[1]
@@ -150,7 +152,7 @@ def setting_problems(spec: ir.Spec, params: dict, allocation) -> list:
         schema = _schema(spec, params)
         _structural_zeros(params, _variables(spec, params), schema.recodes)
 
-        facility_constraints(spec, params, _bound_categories(spec, params))
+        _constraints.facility_constraints(spec, params, _bound_categories(spec, params))
         problems.extend(_split_invariant_problems(spec, params, _spine(spec, params)))
         for table_params in [params, *(j["params"] for j in _joint(spec, params))]:
             problems.extend(_unnested_invariant_problems(spec, table_params))
@@ -176,9 +178,6 @@ def _check_pass_plans(spec: ir.Spec, params: dict, passes: dict, schema, alloc, 
     refuses is at the entry its path names (a constrain_to, of the level or of an outer pass),
     else at the level's entry."""
 
-    from ..estimation.joint_passes import joint_pass_plan
-    from ..estimation.pass_plans import pass_plan
-
     for level, plan in passes.items():
         level_at = pass_level_path(params, level)
         if level not in params["levels"]:
@@ -193,9 +192,11 @@ def _check_pass_plans(spec: ir.Spec, params: dict, passes: dict, schema, alloc, 
         try:
             if joint:  # outer passes over both tables (joint_passes.py)
                 main, other = split_allocation(alloc, joint[0]["name"])
-                joint_pass_plan(level, plan, schema, main, joint[0]["schema"], other, joint[0]["name"], groups=False)
+                _joint_passes.joint_pass_plan(
+                    level, plan, schema, main, joint[0]["schema"], other, joint[0]["name"], groups=False
+                )
             else:
-                pass_plan(level, plan, schema, alloc, groups=False)  # names checked; arrays at run time
+                _pass_plans.pass_plan(level, plan, schema, alloc, groups=False)  # names checked; arrays at run time
         except SpecError as exc:
             raise SpecError(
                 [attrs.evolve(d, path=_plan_path(params, level, d.path) or level_at) for d in exc.diagnostics]

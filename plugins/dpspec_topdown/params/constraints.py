@@ -19,9 +19,13 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-from dpspec.api import Diagnostic, SpecError, ir
+from dpspec.api import Diagnostic, SpecError, ir, LazyModule
 
 from ..broken import Broken
+
+# heavy libraries, imported on first use
+np = LazyModule("numpy", "np", globals())
+pd = LazyModule("pandas", "pd", globals())
 
 
 def _value(raw):
@@ -136,9 +140,6 @@ def facility_bounds_from_counts(constraint: dict, counts, categories) -> tuple:
     ``counts`` is the facilities table counted by finest unit and type (a ``count`` column:
     the engine counts it, so the table itself need not reach this process); a type that is not
     a category of the variable is a DataError naming it."""
-    import numpy as np
-    import pandas as pd
-
     finest, type_col = constraint["finest"], constraint["type"]
     types = counts[type_col]
     by_text = {str(c): c for c in categories}

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
-from dpspec.api import Diagnostic, SpecError, ir
+from dpspec.api import Diagnostic, SpecError, ir, LazyModule
 
 from .locate import inside
 from .passes import _query_words
 from .tables import _invariants, ROOT, _schema
+
+# imported on first use: `dpspec --help` loads this module, not them
+# array code: loaded when a spec has equal_to, not at every start
+_equality_check = LazyModule("dpspec_topdown.params.equality_check", "_equality_check", globals())
 
 
 def _equalities(spec: ir.Spec, params: dict) -> list[dict]:
@@ -16,8 +20,6 @@ def _equalities(spec: ir.Spec, params: dict) -> list[dict]:
     and it must be declared public (`public { count T by block, hhgq, votingage released "..." }`):
     the guarantee is then stated as conditioned on it. What the spec alone decides about the
     target (its columns, its groups against the invariants') is a SpecError (equality_check.py)."""
-
-    from .equality_check import check_target  # array code: loaded when a spec has equal_to, not at every start
 
     block = params.get("equal_to")
     if not block:
@@ -79,6 +81,6 @@ def _equalities(spec: ir.Spec, params: dict) -> list[dict]:
                     *inside(spec, (*at, "table"), table_name),
                 )
             )
-        check_target(spec, name, table_name, query, schema, _invariants(spec, params)[0], ROOT)
+        _equality_check.check_target(spec, name, table_name, query, schema, _invariants(spec, params)[0], ROOT)
         out.append({"name": name, "table": table_name, "query": query, "finest": finest})
     return out

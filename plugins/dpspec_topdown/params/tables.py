@@ -16,9 +16,13 @@ from fractions import Fraction
 
 import attrs
 
-from dpspec.api import Diagnostic, SpecError, ir
+from dpspec.api import Diagnostic, SpecError, ir, LazyModule
 
 from ..wording import listed
+
+# imported on first use: `dpspec --help` loads this module, not them
+_histogram = LazyModule("dpspec_topdown.measurement.histogram", "_histogram", globals())
+_recode_invariants = LazyModule("dpspec_topdown.params.recode_invariants", "_recode_invariants", globals())
 
 ROOT = "nation"
 
@@ -49,8 +53,6 @@ def _recodes(params: dict, variables: dict, under: tuple = ()) -> list[Recode]:
     """The declared recodes: ``NAME: { of: VARIABLE  LABEL: [values] ... }`` each, a partition of
     the variable; what is wrong is a SpecError at its path."""
 
-    from ..measurement.histogram import Recode
-
     out = []
     for name, body in (params.get("recodes") or {}).items():
         path = (*under, "recodes", name)
@@ -74,7 +76,7 @@ def _recodes(params: dict, variables: dict, under: tuple = ()) -> list[Recode]:
             if label != "of"
         }
         try:
-            out.append(Recode.build(name, variable, variables[variable], groups))
+            out.append(_histogram.Recode.build(name, variable, variables[variable], groups))
         except SpecError as exc:  # at the group or value it names, else at the recode
             raise SpecError([attrs.evolve(d, path=(*path, *d.path)) for d in exc.diagnostics]) from None
     return out
@@ -83,10 +85,8 @@ def _recodes(params: dict, variables: dict, under: tuple = ()) -> list[Recode]:
 def _schema(spec: ir.Spec, params: dict, under: tuple = ()) -> Schema:
     """The histogram's variables and recodes (errors at their paths)."""
 
-    from ..measurement.histogram import Schema
-
     variables = _variables(spec, params)
-    return Schema.from_variables(variables).with_recodes(_recodes(params, variables, under))
+    return _histogram.Schema.from_variables(variables).with_recodes(_recodes(params, variables, under))
 
 
 def _structural_zeros(params: dict, variables: dict, recodes=(), under: tuple = ()) -> dict:
@@ -306,8 +306,6 @@ def _invariants(spec: ir.Spec, params: dict):
     factor may be a recode of a histogram variable, carried by the table as a column of its name
     (recode_invariants.py: production's gqhh_vect)."""
 
-    from .recode_invariants import recode_invariant_problems
-
     levels = _levels(spec)
     variables = set(params["variables"])
     recodes = _invariant_recodes(spec, params) if params.get("recodes") is not None else {}
@@ -337,7 +335,7 @@ def _invariants(spec: ir.Spec, params: dict):
                 c in recodes and c not in variables and table.column(c) is not None
             ):  # a missing column: the checker's error
                 column = _variables(spec, {"table": params["table"], "variables": [c]}).get(c, [])
-                problems.extend(recode_invariant_problems(q, c, column, recodes[c]))
+                problems.extend(_recode_invariants.recode_invariant_problems(q, c, column, recodes[c]))
         out.append(((geo[0] if geo else ROOT), tuple(rest), q))
     return out, problems
 

@@ -4,23 +4,27 @@ union of theirs), and the facts and notes a reviewer reads."""
 
 from __future__ import annotations
 
-from dpspec.api import Release
+import dpspec
+from dpspec.api import Release, LazyModule
 
 from ..geography.declared import check_structure
 from ..params.tables import _joint, _recode_columns, _variables
 from .report import _postprocess_notes, _spine_facts, accuracy
 
+# heavy libraries, imported on first use
+pd = LazyModule("pandas", "pd", globals())
+
 
 def _categories(spec, table, names) -> dict:
     """The input's categorical dtypes per column, so the release's codes compare exactly."""
-    import pandas as pd
-
-    from dpspec.api import EngineTable
-
     out = {}
     for col in [*spec.domain.geography.levels, *names]:
         dtype = (
-            table.dtype(col) if isinstance(table, EngineTable) else table[col].dtype if col in table.columns else None
+            table.dtype(col)
+            if isinstance(table, dpspec.api.EngineTable)
+            else table[col].dtype
+            if col in table.columns
+            else None
         )
         if isinstance(dtype, pd.CategoricalDtype):
             out[col] = dtype
@@ -30,8 +34,6 @@ def _categories(spec, table, names) -> dict:
 def _geography_categories(spec, tables) -> dict:
     """Jointly solved tables share one geography: a unit of either may hold records of both in
     the release, so each geography column's categories are the union of the tables' (if any)."""
-    import pandas as pd
-
     out = {}
     for col in spec.domain.geography.levels:
         found = [_categories(spec, t, [])[col] for t in tables if col in _categories(spec, t, [])]

@@ -5,12 +5,19 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-from dpspec.api import ir, discrete_gaussian_variance, effective_sigma2
+from dpspec.api import ir, discrete_gaussian_variance, effective_sigma2, LazyModule
 
 from ..measurement.allocation import JOINT_MARK, query_name
 from ..params.equal_to import _equalities
 from ..params.tables import _joint, _levels, _query_key, _query_shares, _schema, _structural_zeros, _variables
 from ..wording import counted
+
+# imported on first use: at import they would load numpy, pandas, pyarrow with this module
+_postprocess_only = LazyModule("dpspec_topdown.estimation.postprocess_only", "_postprocess_only", globals())
+_spine = LazyModule("dpspec_topdown.geography.spine", "_spine", globals())
+
+# heavy libraries, imported on first use
+np = LazyModule("numpy", "np", globals())
 
 
 def _guarantee_notes(spec: ir.Spec, params: dict) -> list[str]:
@@ -77,7 +84,6 @@ def _postprocess_notes(report: dict | None) -> tuple:
     """The run log's lines on the heuristic: the rows it could not repair."""
     if not report:
         return ()
-    from ..estimation.postprocess_only import describe
 
     broken = report["violations"]
     if not broken:
@@ -87,13 +93,11 @@ def _postprocess_notes(report: dict | None) -> tuple:
     return (
         f"post-processing-only constraints: {counted(sum(report['moves'].values()), 'record')} moved; {counted(len(broken), 'row')} "
         "left broken in the release (facts: postprocess_only.violations)",
-        *map(describe, broken[:20]),
+        *map(_postprocess_only.describe, broken[:20]),
     )
 
 
 def _spine_facts(result) -> dict:
-    import numpy as np
-
     """The spine the run measured on: per split level, its units and how many were split."""
     split = {
         lv.name: {"parts": lv.n_units, "units": len(set(lv.labels)), "split_units": lv.n_units - len(set(lv.labels))}
@@ -115,8 +119,6 @@ def bypass_rows(alloc, levels: list[str], bypass: list[str], labels: dict) -> di
     query at its own level's query share; its chain's units spend nothing. One row per (class,
     query) with exact fractions; the rows of class 0 are the allocation's own."""
 
-    from ..geography.spine import class_share
-
     shares = [alloc.level_shares.get(lv, Fraction(0)) for lv in levels]
     rows = []
     for level in bypass:
@@ -124,7 +126,7 @@ def bypass_rows(alloc, levels: list[str], bypass: list[str], labels: dict) -> di
         depth = 0
         while k + depth + 1 < len(levels) and (depth == 0 or levels[k + depth] in bypass):
             depth += 1
-            share = class_share(shares, k, depth)
+            share = _spine.class_share(shares, k, depth)
             for q in alloc.for_level(level):
                 rho_q = alloc.rho * share * q.share
                 sigma2 = effective_sigma2(Fraction(q.sensitivity2) / (2 * rho_q))

@@ -5,6 +5,8 @@ each checked against the spec as it is read."""
 
 from __future__ import annotations
 
+import pandas as pd
+
 from dpspec.api import SpecError, ir, EngineTable
 
 from ..geography.declared import check_flags, declared_geography
@@ -83,8 +85,6 @@ def read_records(spec, params: dict, data, engine=None) -> Records:
     released products of `equal_to`, the spine's group-quarters signature and its reference
     geography, the declared geography), each checked against the spec as it is read (the recode
     columns the invariants name, every table's AIAN flag against the geography file's)."""
-    import pandas as pd  # lazily, with the engine: `dpspec check` needs neither
-
     variables = _variables(spec, params)
     persons = data[params["table"]]
     _check_recode_invariant_columns(spec, params, persons, engine)

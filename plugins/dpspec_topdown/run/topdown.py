@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import functools
 import time
+import warnings
 from typing import Sequence
 
 import attrs
@@ -477,8 +478,6 @@ def _postprocess_report(report: dict, results, tasks, k, prev, hier, schema, pp_
     """Count the heuristic's moves and report the rows it left broken: a warning each (the
     run log) and an entry in the run's facts; at a level where production requires them
     repaired (require_feasible_postproc_dim), a DataError naming the level, unit and group."""
-    import warnings
-
     level = hier.names[k]
     report["moves"][level] = report["moves"].get(level, 0) + sum(r.moves for r in results)
     report["seconds"][level] = report["seconds"].get(level, 0.0) + sum(r.postprocess_seconds for r in results)
