@@ -73,6 +73,30 @@ def test_no_import_statement_inside_a_function():
     )
 
 
+def empty_guarded_tries(tree) -> list[int]:
+    """The lines of `try:` blocks that catch ImportError around nothing (`pass` alone): what is
+    left when an import is moved out of its guard, so the guard no longer catches anything."""
+    return [
+        n.lineno
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Try)
+        and all(isinstance(b, ast.Pass) for b in n.body)
+        and any("ImportError" in ast.unparse(h.type) for h in n.handlers if h.type is not None)
+    ]
+
+
+def test_no_import_guard_is_left_guarding_nothing():
+    problems = []
+    for path in _sources():
+        with open(path, encoding="utf-8") as fh:
+            problems += [f"{os.path.relpath(path, ROOT)}:{line}" for line in empty_guarded_tries(ast.parse(fh.read()))]
+    assert problems == [], "a try catching ImportError around `pass` (read the LazyModule inside it):\n" + "\n".join(
+        problems
+    )
+    assert empty_guarded_tries(ast.parse("try:\n    pass\nexcept ImportError:\n    x = 1\n")) == [1]  # a control
+    assert empty_guarded_tries(ast.parse("try:\n    y = m.f\nexcept ImportError:\n    x = 1\n")) == []
+
+
 def test_the_finder_sees_an_import_in_any_function_and_nothing_else():
     """A control: methods, nested and async functions are searched; the module's own imports,
     `if TYPE_CHECKING:` blocks and `require()` calls are not import statements in a function."""

@@ -188,7 +188,7 @@ def solve_flow(cost, upper, a, lo, hi, cell_side, net: Network | None = None):
     if net is None:
         return "not a network", None, time.perf_counter() - t0
     try:
-        pass
+        solver = min_cost_flow.SimpleMinCostFlow  # imports OR-Tools on the first solve
     except ImportError:
         return "not installed", None, time.perf_counter() - t0
     if np.any(net.capacity < 0):  # a row's lower bound above its upper bound or its reach
@@ -196,7 +196,7 @@ def solve_flow(cost, upper, a, lo, hi, cell_side, net: Network | None = None):
     bits = scale_bits(net)
     capacity, supply = np.rint(net.capacity).astype(np.int64), np.rint(net.supply).astype(np.int64)
     for _ in range(_RETRIES + 1):
-        flow = min_cost_flow.SimpleMinCostFlow()
+        flow = solver()
         arcs = flow.add_arcs_with_capacity_and_unit_cost(
             net.tail, net.head, capacity, np.rint(np.ldexp(net.cost, bits)).astype(np.int64)
         )
