@@ -236,20 +236,25 @@ if sys.dont_write_bytecode and not sys.pycache_prefix:
 # ---- the parallel run (pytest-xdist) --------------------------------------------------------
 # The scheduler is ours (xdist's `--dist loadgroup` cannot name a group with pytest 9: xdist 3.8
 # renames a node by an attribute pytest 9 no longer reads). Its units of work:
-# - the tests that start Spark in their process, one unit (one JVM per run, the cluster before the
-#   local session: the order above). They are found by reading the test modules: a test that
-#   names a Spark fixture, the word "spark" in quotes, or a fixture or helper of its module that
-#   does, so a new Spark test joins without an edit here;
+# - the tests that start Spark in their process, two units, each with a JVM of its own: the
+#   cluster's tests (tests/test_cluster.py), which must connect to their standalone master before
+#   any other Spark session starts in their process, and the tests on the local session. They
+#   are found by reading the test modules: a test that names a Spark fixture, the word "spark" in
+#   quotes, or a fixture or helper of its module that does, so a new Spark test joins without an
+#   edit here;
 # - the docs' console blocks, one unit (they share one copy of the checkout, and a block may use
 #   what an earlier one wrote);
 # - every other module, one unit each (its module-scoped fixtures, a compiled release or a
 #   built wheel, are made once, not once per worker).
-# The longest unit goes first, by the durations of the last run (kept in pytest's cache,
-# .pytest_cache, after every run; a test not timed yet counts half a second), so the two workers
-# finish together; the Spark unit starts at once on one worker and the other takes the rest.
+# The cluster's unit goes first and the local session's second, so they start at once on two
+# workers (and on one worker, the cluster before the session); then the longest unit goes first,
+# by the durations of the last run (kept in pytest's cache, .pytest_cache, after every run; a
+# test with no recorded duration counts half a second), so the workers finish together.
 TESTS = os.path.dirname(os.path.abspath(__file__))
 _STARTS_SPARK = re.compile(r"\b(?:%s)\b|\"spark\"" % "|".join(sorted(SPARK_FIXTURES)))
 DOCS_COMMANDS = "tests/test_docs_commands.py"
+CLUSTER_TESTS = "tests/test_cluster.py"
+FIRST_UNITS = ("cluster", "spark")  # assigned before any other, in this order
 DURATIONS_KEY = "dpspec/durations"
 UNTIMED = 0.5  # seconds assumed for a test the cache has not timed
 
@@ -293,7 +298,7 @@ def _unit(nodeid: str, spark: dict[str, set[str]]) -> str:
     module, _, rest = nodeid.partition("::")
     function = rest.split("::")[-1].split("[")[0]
     if function in spark.get(module, ()):
-        return "spark"
+        return "cluster" if module == CLUSTER_TESTS else "spark"
     if module == DOCS_COMMANDS:
         return "docs_commands"
     return module
@@ -313,8 +318,12 @@ def pytest_xdist_make_scheduler(config, log):
             return _unit(nodeid, spark)
 
         def _assign_work_unit(self, node):
-            longest = max(self.workqueue, key=lambda unit: sum(timed.get(n, UNTIMED) for n in self.workqueue[unit]))
-            self.workqueue.move_to_end(longest, last=False)
+            first = [unit for unit in FIRST_UNITS if unit in self.workqueue]
+            if first:
+                nxt = first[0]
+            else:
+                nxt = max(self.workqueue, key=lambda unit: sum(timed.get(n, UNTIMED) for n in self.workqueue[unit]))
+            self.workqueue.move_to_end(nxt, last=False)
             super()._assign_work_unit(node)
 
     return LongestFirst(config, log)
@@ -339,10 +348,13 @@ def pytest_sessionfinish(session):
 
 
 def pytest_xdist_auto_num_workers(config):
-    """`-n auto` (the default in pyproject.toml): one worker per CPU for the suite or a folder, none
-    when only files or tests are named (`pytest tests/test_fmt.py` runs in this process, as it
-    always did: starting workers costs more than one file gains)."""
+    """`-n auto` (the default in pyproject.toml): one worker more than there are CPUs for the suite
+    or a folder, none when only files or tests are named (`pytest tests/test_fmt.py` runs in this
+    process, as it always did: starting workers costs more than one file gains). The extra worker
+    takes up the time the others spend waiting on what a test starts (a `dpspec` subprocess, a
+    JVM, a browser): with one worker per CPU the whole suite kept the two cores 70% busy."""
     args = [a.split("::")[0] for a in config.args]
     if args and all(os.path.isfile(a) for a in args):
         return 0
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return cpus + 1
