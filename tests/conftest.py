@@ -236,11 +236,9 @@ if sys.dont_write_bytecode and not sys.pycache_prefix:
 # ---- the parallel run (pytest-xdist) --------------------------------------------------------
 # The scheduler is ours (xdist's `--dist loadgroup` cannot name a group with pytest 9: xdist 3.8
 # renames a node by an attribute pytest 9 no longer reads). Its units of work:
-# - the tests that start Spark in their process, three units, each with a JVM of its own: the
+# - the tests that start Spark in their process, two units, each with a JVM of its own: the
 #   cluster's tests (tests/test_cluster.py), which must connect to their standalone master before
-#   any other Spark session starts in their process, and the tests on the local session, their
-#   modules split in two halves of about equal time (the session alone would be the run's longest
-#   unit by far). They
+#   any other Spark session starts in their process, and the tests on the local session. They
 #   are found by reading the test modules: a test that names a Spark fixture, the word "spark" in
 #   quotes, or a fixture or helper of its module that does, so a new Spark test joins without an
 #   edit here;
@@ -248,15 +246,15 @@ if sys.dont_write_bytecode and not sys.pycache_prefix:
 #   what an earlier one wrote);
 # - every other module, one unit each (its module-scoped fixtures, a compiled release or a
 #   built wheel, are made once, not once per worker).
-# The cluster's unit goes first and the local session's two next, so they start at once on three
-# workers (and on fewer, the cluster before the session); then the longest unit goes first,
+# The cluster's unit goes first and the local session's second, so they start at once on two
+# workers (and on one worker, the cluster before the session); then the longest unit goes first,
 # by the durations of the last run (kept in pytest's cache, .pytest_cache, after every run; a
 # test with no recorded duration counts half a second), so the workers finish together.
 TESTS = os.path.dirname(os.path.abspath(__file__))
 _STARTS_SPARK = re.compile(r"\b(?:%s)\b|\"spark\"" % "|".join(sorted(SPARK_FIXTURES)))
 DOCS_COMMANDS = "tests/test_docs_commands.py"
 CLUSTER_TESTS = "tests/test_cluster.py"
-FIRST_UNITS = ("cluster", "spark", "spark2")  # assigned before any other, in this order
+FIRST_UNITS = ("cluster", "spark")  # assigned before any other, in this order
 DURATIONS_KEY = "dpspec/durations"
 UNTIMED = 0.5  # seconds assumed for a test the cache has not timed
 
@@ -296,30 +294,11 @@ def _spark_tests() -> dict[str, set[str]]:
     return out
 
 
-def _function(nodeid: str) -> str:
-    return nodeid.partition("::")[2].split("::")[-1].split("[")[0]
-
-
-def _spark_halves(spark: dict[str, set[str]], timed: dict[str, float]) -> dict[str, str]:
-    """{module: "spark" or "spark2"}: the local session's test modules in two units of about
-    equal time (by the last run's durations), each on a worker with its own JVM."""
-    seconds = {module: 0.0 for module in spark if module != CLUSTER_TESTS}
-    for nodeid, took in timed.items():
-        module = nodeid.partition("::")[0]
-        if module in seconds and _function(nodeid) in spark[module]:
-            seconds[module] += took
-    halves, load = {}, {"spark": 0.0, "spark2": 0.0}
-    for module in sorted(seconds, key=lambda m: (-seconds[m], m)):
-        unit = min(load, key=lambda u: (load[u], u))
-        halves[module] = unit
-        load[unit] += seconds[module] or UNTIMED
-    return halves
-
-
-def _unit(nodeid: str, spark: dict[str, set[str]], halves: dict[str, str] | None = None) -> str:
-    module = nodeid.partition("::")[0]
-    if _function(nodeid) in spark.get(module, ()):
-        return "cluster" if module == CLUSTER_TESTS else (halves or {}).get(module, "spark")
+def _unit(nodeid: str, spark: dict[str, set[str]]) -> str:
+    module, _, rest = nodeid.partition("::")
+    function = rest.split("::")[-1].split("[")[0]
+    if function in spark.get(module, ()):
+        return "cluster" if module == CLUSTER_TESTS else "spark"
     if module == DOCS_COMMANDS:
         return "docs_commands"
     return module
@@ -333,11 +312,10 @@ def pytest_xdist_make_scheduler(config, log):
     spark = _spark_tests()
     cache = getattr(config, "cache", None)
     timed = cache.get(DURATIONS_KEY, {}) if cache is not None else {}
-    halves = _spark_halves(spark, timed)
 
     class LongestFirst(LoadScopeScheduling):
         def _split_scope(self, nodeid):
-            return _unit(nodeid, spark, halves)
+            return _unit(nodeid, spark)
 
         def _assign_work_unit(self, node):
             first = [unit for unit in FIRST_UNITS if unit in self.workqueue]
