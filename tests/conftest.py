@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import textwrap
@@ -249,7 +250,9 @@ if sys.dont_write_bytecode and not sys.pycache_prefix:
 # The cluster's unit goes first and the local session's second, so they start at once on two
 # workers (and on one worker, the cluster before the session); then the longest unit goes first,
 # by the durations of the last run (kept in pytest's cache, .pytest_cache, after every run; a
-# test with no recorded duration counts half a second), so the workers finish together.
+# test with no recorded duration counts half a second), so the workers finish together. A fresh
+# clone has no cache: there a unit none of whose tests the cache has timed counts the seconds
+# tests/unit_durations.json gives it (written by scripts/record_unit_durations.py from a run).
 TESTS = os.path.dirname(os.path.abspath(__file__))
 _STARTS_SPARK = re.compile(r"\b(?:%s)\b|\"spark\"" % "|".join(sorted(SPARK_FIXTURES)))
 DOCS_COMMANDS = "tests/test_docs_commands.py"
@@ -257,6 +260,24 @@ CLUSTER_TESTS = "tests/test_cluster.py"
 FIRST_UNITS = ("cluster", "spark")  # assigned before any other, in this order
 DURATIONS_KEY = "dpspec/durations"
 UNTIMED = 0.5  # seconds assumed for a test the cache has not timed
+UNIT_DURATIONS = os.path.join(TESTS, "unit_durations.json")  # {unit: seconds}, for a fresh clone
+
+
+def unit_seconds(nodeids, timed: dict, bundled: dict, unit: str) -> float:
+    """How long a unit is expected to take: the cache's durations of its tests, or, when the cache
+    has timed none of them, the bundled figure for the unit."""
+    if unit in bundled and not any(n in timed for n in nodeids):
+        return bundled[unit]
+    return sum(timed.get(n, UNTIMED) for n in nodeids)
+
+
+def unit_totals(timed: dict, spark: dict[str, set[str]]) -> dict[str, float]:
+    """{unit: seconds} from per-test durations, as tests/unit_durations.json holds them."""
+    totals: dict[str, float] = {}
+    for nodeid, seconds in timed.items():
+        unit = _unit(nodeid, spark)
+        totals[unit] = totals.get(unit, 0.0) + seconds
+    return {unit: round(seconds, 1) for unit, seconds in sorted(totals.items())}
 
 
 def _spark_functions(source: str) -> set[str]:
@@ -312,6 +333,10 @@ def pytest_xdist_make_scheduler(config, log):
     spark = _spark_tests()
     cache = getattr(config, "cache", None)
     timed = cache.get(DURATIONS_KEY, {}) if cache is not None else {}
+    bundled = {}
+    if os.path.exists(UNIT_DURATIONS):
+        with open(UNIT_DURATIONS, encoding="utf-8") as fh:
+            bundled = json.load(fh)
 
     class LongestFirst(LoadScopeScheduling):
         def _split_scope(self, nodeid):
@@ -322,7 +347,7 @@ def pytest_xdist_make_scheduler(config, log):
             if first:
                 nxt = first[0]
             else:
-                nxt = max(self.workqueue, key=lambda unit: sum(timed.get(n, UNTIMED) for n in self.workqueue[unit]))
+                nxt = max(self.workqueue, key=lambda unit: unit_seconds(self.workqueue[unit], timed, bundled, unit))
             self.workqueue.move_to_end(nxt, last=False)
             super()._assign_work_unit(node)
 

@@ -2,21 +2,17 @@
 on the local engine and on Spark (local[2]), under two partitionings.
 
 Swapping runs one unit per stratum, TopDown one per parent node of a level, SafeTab one per
-(geography level, group) cell block; every unit draws from its own keyed stream. Bundled specs
-whose data take more than a few seconds on a loaded machine run on a deterministic subset of
-their rows (every k-th), with the spec text unchanged but for its data path.
+(geography level, group) cell block; every unit draws from its own keyed stream. The swap specs
+and SafeTab-P are compared across engines in their own modules (see CASES).
 """
 
 from __future__ import annotations
 
 import os
-import re
 from pathlib import Path
 
 import pandas as pd
 import pytest
-
-from tests.key_files import keys_from
 
 pytestmark = pytest.mark.slow  # the heavy mechanisms' production specs, on Spark and locally
 
@@ -33,52 +29,40 @@ def release_bytes(result, out: Path) -> dict[str, bytes]:
     return files
 
 
-def subset_spec(tmp_path: Path, name: str, every: int) -> str:
-    """The bundled spec `name` with each data source cut to every `every`-th row (Parquet)."""
-    text = (SPECS / name).read_text()
-    if every == 1:
-        return str(SPECS / name)
-    tmp_path = tmp_path / "in"  # outputs go beside it: never inside a folder holding an input
-    tmp_path.mkdir(exist_ok=True)
-
-    def cut(match):
-        table, rel = match.group(1), match.group(2)
-        source = SPECS / rel
-        frame = pd.read_parquet(source) if source.suffix == ".parquet" else pd.read_csv(source)
-        target = tmp_path / f"{table}.parquet"
-        frame.iloc[::every].reset_index(drop=True).to_parquet(target)
-        return f'data {table} from "{target}"'
-
-    text = keys_from(re.sub(r'^data (\w+) from "([^"]+)"', cut, text, flags=re.M), SPECS)
-    path = tmp_path / name
-    path.write_text(text)
-    return str(path)
-
-
 def compile_on(spec: str, engine, seed: int = 2026):
     import dpspec
 
     return dpspec.compile(spec, seed=seed, engine=engine)
 
 
-# (spec, every k-th row kept) — full data where a Spark run takes seconds; ma1940's 1.1M
-# households take minutes to ship to Spark's Python workers on a loaded two-core machine.
-CASES = [
-    ("ma1940_swap.dps", 40),
-    ("ma1940_swap_fine.dps", 40),
-    ("acs_ma2019_swap.dps", 1),
-    ("acs_national_topdown.dps", 1),
-    ("safetab_p_production.dps", 1),
-    ("safetab_h_production.dps", 1),
-    ("sdhc_production_pr.dps", 1),
-]
+# The heavy mechanisms' specs no other module compares across engines this way.
+# Left to their own modules, each compared there on Spark under several partitions: every bundled
+# swap spec (tests/test_swap_engine_tables.py, from a Parquet file and a partitioned folder) and
+# safetab_p_production (tests/test_cluster.py, on a standalone cluster against the local engine;
+# SafeTab's partition counts in tests/test_safetab_partitions.py and test_safetab_spark_markers.py).
+CASES = ["acs_national_topdown.dps", "safetab_h_production.dps", "sdhc_production_pr.dps"]
 
 
-@pytest.mark.parametrize("name,every", CASES, ids=[c[0] for c in CASES])
-def test_local_and_spark_release_the_same_bytes(tmp_path, spark_session, name, every):
+def test_the_specs_left_out_here_are_compared_across_engines_elsewhere():
+    """The cut above leaves no heavy mechanism's production spec uncompared: every bundled swap
+    spec is a case of test_swap_engine_tables, safetab_p_production one of test_cluster."""
+    import importlib.util
+
+    from tests.test_swap_engine_tables import SWAP_SPECS
+
+    script = importlib.util.spec_from_file_location("cluster_check", ROOT / "scripts" / "cluster_check.py")
+    cluster_check = importlib.util.module_from_spec(script)
+    script.loader.exec_module(cluster_check)
+    assert {"ma1940_swap.dps", "ma1940_swap_fine.dps", "acs_ma2019_swap.dps"} <= set(SWAP_SPECS)
+    assert "safetab_p_production.dps" in dict(cluster_check.TEST_CASES)
+    assert not set(SWAP_SPECS) & set(CASES)
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_local_and_spark_release_the_same_bytes(tmp_path, spark_session, name):
     from dpspec.engine.spark import SparkEngine
 
-    spec = subset_spec(tmp_path, name, every)
+    spec = str(SPECS / name)
     local = release_bytes(compile_on(spec, "local"), tmp_path / "local")
     on_spark = release_bytes(compile_on(spec, SparkEngine(session=spark_session)), tmp_path / "spark")
     assert on_spark.keys() == local.keys()
