@@ -10,6 +10,7 @@ starts is stopped, with its children, when the cluster stops.
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import os
 import re
 import shutil
@@ -33,9 +34,10 @@ def free_port() -> int:
 
 def spark_class() -> str:
     """The installed pyspark's `spark-class` launcher (the cluster's JVMs start from it)."""
-    import pyspark
-
-    return str(Path(pyspark.__file__).parent / "bin" / "spark-class")
+    found = importlib.util.find_spec("pyspark")
+    if found is None or not found.origin:
+        raise RuntimeError("pyspark is not installed: pip install -e '.[spark]'")
+    return str(Path(found.origin).parent / "bin" / "spark-class")
 
 
 class LocalCluster:
