@@ -5,6 +5,8 @@
     python benchmarks/bench_scale.py --engines local --mechanisms swap
     python benchmarks/bench_scale.py --mechanisms topdown --write serial  # the release formatted by the driver alone
     python benchmarks/bench_scale.py --spark-master spark://HOST:7077 --engines spark --data /shared/dir  # a cluster
+    python benchmarks/bench_scale.py --start-local-cluster --engines spark --mechanisms topdown dhc
+                                                              # a standalone cluster of 2 workers on this machine
 
 The population (`--states` states of P.L. 94 persons with block geography, dpspec_topdown's
 synthetic generator, seeded) is written once per size as Parquet partitioned by state
@@ -16,7 +18,14 @@ records within (state, votingage, hispanic) at rate 5% through the plugin's engi
 table read, swapped and released by the engine; the release streamed, sorted, to a CSV file
 whose bytes are hashed); TopDown runs the 2020 production
 strategy (specs/pl94_production_topdown.dps) over nation > state > county > tract > block
-group > block. Each run's release is hashed (TopDown's microdata and noisy measurements, both
+group > block. `dhc` runs the DHC persons production strategy
+(specs/dhc_persons_production_topdown.dps: relgq x sex x age x hispanic x cenrace over nation >
+state > county > place/MCD > tract subset group > tract subset > block group > block) on persons
+given DHC variables consistent with their P.L. 94 ones (scripts/make_dhc_synthetic.py), held to a
+P.L. 94 release of the same persons (that strategy run first on the engine, with production's
+structural zeros, its release counted into the equal_to product), both timed; only its
+microdata are streamed and written (its noisy measurements, 1.23 million cells of the detailed
+query per geographic unit, are counted, not drawn again). Each run's release is hashed (TopDown's microdata and noisy measurements, both
 streamed a chunk at a time as a compile writes them; the time to stream them is printed apart,
 and the peak includes it), so the local and Spark lines can be compared by eye: the same seed
 must give the same digests on both engines. Then both TopDown tables are published as
@@ -25,6 +34,11 @@ own: with `--write parts` (the default) each table's part files are written wher
 units run (Spark's executors, the local pool) and joined by the driver, with `--write serial`
 every chunk is formatted by the driver; the files' digests are printed. The last lines give how time
 grows from the smallest to the largest size (the ratio of times against the ratio of persons).
+
+`--start-local-cluster` starts a Spark standalone master and two workers (one core each) on
+127.0.0.1 from the installed pyspark (dpspec.engine.local_cluster, as scripts/cluster_check.py
+does), runs the Spark lines on it, and stops it: every node of a level is a task on one of the
+two executor processes, and the release's part files are written by the executors.
 """
 
 from __future__ import annotations
@@ -40,7 +54,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "plugins"), str(ROOT / "benchmarks")]
+sys.path[:0] = [str(ROOT), str(ROOT / "plugins"), str(ROOT / "benchmarks"), str(ROOT / "scripts")]
 
 import doc_table  # noqa: E402
 
@@ -60,6 +74,32 @@ def build(path: Path, n_persons: int, states: int) -> None:
         code = f"{s + 1:02d}"
         n = per_state + (n_persons - per_state * states if s == states - 1 else 0)
         frame = generate_population(n, max(300, n // 40), seed=SEED + s, state=code)
+        part = path / f"state={code}"
+        part.mkdir(exist_ok=True)
+        frame.drop(columns="state").to_parquet(part / "part-0.parquet", index=False)
+        del frame
+    (path / "_SUCCESS").write_text("")
+
+
+DHC_COLUMNS = {"relgq": "str", "sex": "str", "age": "int64", "prim": "str", "tsg": "str", "tsubset": "str"}
+
+
+def build_dhc(path: Path, n_persons: int, states: int) -> None:
+    """The population of `build` with DHC variables (relgq, sex, age) and the DHC spine's levels
+    (prim, tsg, tsubset), as Parquet partitioned by state."""
+    from dpspec_topdown.synthetic import generate_population
+    from make_dhc_synthetic import dhc_from_pl94, spine_columns
+
+    if (path / "_SUCCESS").exists():
+        return
+    path.mkdir(parents=True, exist_ok=True)
+    per_state = n_persons // states
+    for s in range(states):
+        code = f"{s + 1:02d}"
+        n = per_state + (n_persons - per_state * states if s == states - 1 else 0)
+        frame = generate_population(n, max(300, n // 40), seed=SEED + s, state=code)
+        frame = spine_columns(dhc_from_pl94(frame, seed=SEED + 100 + s))
+        frame = frame.assign(**{c: frame[c].astype(str) for c, kind in DHC_COLUMNS.items() if kind == "str"})
         part = path / f"state={code}"
         part.mkdir(exist_ok=True)
         frame.drop(columns="state").to_parquet(part / "part-0.parquet", index=False)
@@ -119,11 +159,15 @@ def one_run(mechanism: str, engine_name: str, master: str, data: str, write: str
     from dpspec.engine import EngineRun, get_engine, new_run_key
 
     # Spark's driver JVM gets 4 GB: TopDown's node payloads pass through it (default 1 GB).
-    engine = (
-        get_engine(engine_name, master, conf={"spark.driver.memory": "4g"})
-        if engine_name == "spark"
-        else get_engine(engine_name)
-    )
+    conf = {"spark.driver.memory": "4g"}
+    if engine_name == "spark" and master.startswith("spark://127.0.0.1"):  # the local cluster
+        from dpspec.engine.local_cluster import cluster_engine
+
+        engine = cluster_engine(master, {**conf, "spark.executor.memory": "2g"})
+    elif engine_name == "spark":
+        engine = get_engine(engine_name, master, conf=conf)
+    else:
+        engine = get_engine(engine_name)
     run = EngineRun(engine, new_run_key(SEED))
     t0 = time.perf_counter()
     try:
@@ -175,40 +219,54 @@ def one_run(mechanism: str, engine_name: str, master: str, data: str, write: str
                 "swapped": figures["swapped_records"],
                 "phases": phases,
             }
-        else:
+        elif mechanism == "topdown":
             # TopDown reads the table through the engine (`read_parquet`: on Spark it stays
             # there) and takes only its counts by geography and by block x histogram cell.
-            from bench_topdown import production_strategy
-            from dpspec_topdown.run.topdown import run_topdown
-            from dpspec_topdown.design import Design
-            from dpspec_topdown.run.context import RunContext
             from dpspec_topdown.synthetic import LEVELS, PL94_VARIABLES
 
             persons = run.read_parquet(data, LEVELS + list(PL94_VARIABLES))
             read = time.perf_counter() - t0
-            shares, strategy, recodes, rho, passes = production_strategy()
-            res = run_topdown(
-                persons,
-                Design(
-                    ["nation"] + LEVELS,
-                    PL94_VARIABLES,
-                    strategy,
-                    rho,
-                    shares,
-                    "hamming",
-                    [("state", ())],
-                    recodes=recodes,
-                    passes=passes,
-                ),
-                RunContext(None, engine=run),
-            )
-            n_persons = int(res.confidential["nation"].sum())
-            # both release tables are streamed: read a chunk at a time, as `dpspec compile` writes
-            # them; the noisy measurements are re-drawn node by node, never whole
-            micro, meas = res.microdata_table(), res.measurements_table()
-            tables = {"microdata": micro.iter_chunks, "measurements": meas.iter_chunks}
-            tables_of = {"persons": micro, "measurements": meas}
-            dense_mb = meas.rows * 8 / 2**20  # what one int64 array of every noisy answer would take
+            res = pl94_topdown(run, persons)
+            extra = {}
+        else:
+            # DHC persons: a P.L. 94 release of the same persons first (its product is what
+            # the DHC run's equal_to holds it to), then the DHC persons strategy on the engine.
+            from dpspec_topdown.synthetic import LEVELS, PL94_VARIABLES
+
+            kinds = {**{c: "str" for c in LEVELS}, **{c: "int64" for c in PL94_VARIABLES}, **DHC_COLUMNS}
+            held = engine.cast(run.read_parquet(data, list(kinds)), kinds)
+            read = time.perf_counter() - t0
+            t_pl = time.perf_counter()
+            from bench_topdown import production_zeros
+
+            pl = pl94_topdown(run, held, production_zeros())
+            product = pl94_product_of(pl.microdata_table())
+            pl_seconds = time.perf_counter() - t_pl
+            t_dhc = time.perf_counter()
+            res = dhc_topdown(run, engine.cast(held, {"hispanic": "str"}), product)
+            extra = {
+                "pl94_seconds": pl_seconds,
+                "dhc_seconds": time.perf_counter() - t_dhc,
+                "levels": {
+                    name: {
+                        k: round(v, 1)
+                        for k, v in lv.items()
+                        if k
+                        in ("solve_seconds", "node_seconds", "qp_seconds", "rounding_seconds", "nodes", "max_variables")
+                    }
+                    for name, lv in res.timings["levels"].items()
+                },
+            }
+        n_persons = int(res.confidential["nation"].sum())
+        # both release tables are streamed: read a chunk at a time, as `dpspec compile` writes
+        # them; the noisy measurements are re-drawn node by node, never whole
+        micro, meas = res.microdata_table(), res.measurements_table()
+        tables = {"microdata": micro.iter_chunks, "measurements": meas.iter_chunks}
+        tables_of = {"persons": micro, "measurements": meas}
+        dense_mb = meas.rows * 8 / 2**20  # what one int64 array of every noisy answer would take
+        if mechanism == "dhc":  # the detailed query alone is 1.23M cells per unit: microdata only
+            tables, tables_of = {"microdata": micro.iter_chunks}, {"persons": micro}
+            extra["measurement_rows_not_streamed"] = int(meas.rows)
         wall = time.perf_counter() - t0
         digests, rows = {}, {}
         for name, chunks in tables.items():  # row hashes, chunk by chunk: the whole frame's digest
@@ -235,16 +293,87 @@ def one_run(mechanism: str, engine_name: str, master: str, data: str, write: str
         "measurement_rows": rows.get("measurements", 0),
         "measurements_mb": dense_mb,
         **written,
+        **extra,
     }
+
+
+def pl94_topdown(run, persons, zeros: dict | None = None):
+    """The 2020 P.L. 94 production strategy over the engine's person table."""
+    from bench_topdown import production_strategy
+    from dpspec_topdown.design import Design
+    from dpspec_topdown.run.context import RunContext
+    from dpspec_topdown.run.topdown import run_topdown
+    from dpspec_topdown.synthetic import LEVELS, PL94_VARIABLES
+
+    shares, strategy, recodes, rho, passes = production_strategy()
+    design = Design(
+        ["nation"] + LEVELS,
+        PL94_VARIABLES,
+        strategy,
+        rho,
+        shares,
+        "hamming",
+        [("state", ())],
+        recodes=recodes,
+        passes=passes,
+        structural_zeros=zeros,
+    )
+    return run_topdown(persons, design, RunContext(None, engine=run))
+
+
+def pl94_product_of(micro):
+    """The P.L. 94 release's equal_to product, counted a chunk of its microdata at a time."""
+    import pandas as pd
+    from bench_topdown import PL94_FACTORS, _pl94_product
+
+    parts = [_pl94_product(chunk) for chunk in micro.iter_chunks()]
+    return pd.concat(parts).groupby(["block", *PL94_FACTORS], as_index=False)["count"].sum()
+
+
+def dhc_topdown(run, persons, product):
+    """The DHC persons production strategy, held to the P.L. 94 product at every block."""
+    from bench_topdown import DHC_LEVELS, PL94_FACTORS, dhc_strategy
+    from dpspec_topdown.design import Design
+    from dpspec_topdown.run.context import Records, RunContext
+    from dpspec_topdown.run.topdown import run_topdown
+
+    variables, shares, strategy, recodes, rho, passes, zeros = dhc_strategy()
+    design = Design(
+        DHC_LEVELS,
+        variables,
+        strategy,
+        rho,
+        shares,
+        "hamming",
+        [("state", ())],
+        recodes=recodes,
+        passes=passes,
+        structural_zeros=zeros,
+    )
+    return run_topdown(
+        Records(persons, equalities=[("pl94", PL94_FACTORS, product)]), design, RunContext(None, engine=run)
+    )
 
 
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--persons", type=int, nargs="+", default=[1_000_000, 10_000_000])
+    ap.add_argument(
+        "--dhc-persons",
+        type=int,
+        nargs="+",
+        help="the sizes the dhc mechanism runs at (default: --persons); it takes about 1,000 s per million "
+        "persons on 2 cores",
+    )
     ap.add_argument("--states", type=int, default=10)
     ap.add_argument("--engines", nargs="+", default=["local", "spark"], choices=["local", "spark"])
-    ap.add_argument("--mechanisms", nargs="+", default=["swap", "topdown"], choices=["swap", "topdown"])
+    ap.add_argument("--mechanisms", nargs="+", default=["swap", "topdown"], choices=["swap", "topdown", "dhc"])
     ap.add_argument("--spark-master", default="local[2]")
+    ap.add_argument(
+        "--start-local-cluster",
+        action="store_true",
+        help="run the Spark lines on a standalone master and two one-core workers started on this machine",
+    )
     ap.add_argument(
         "--data",
         default="/tmp/dpspec_bench_scale",
@@ -263,17 +392,33 @@ def main(argv=None) -> None:
     if args.one:
         print(json.dumps(one_run(*args.one[:2], args.spark_master, args.one[2], args.write)), flush=True)
         return
+    if args.start_local_cluster:
+        from dpspec.engine.local_cluster import LocalCluster
+
+        with LocalCluster(workers=2, cores=1, memory="8g") as cluster:
+            print(f"== a local standalone cluster: {cluster.master}, 2 workers of 1 core", flush=True)
+            run_all(args, cluster.master)
+        return
+    run_all(args, args.spark_master)
+
+
+def run_all(args, master: str) -> None:
+    """Every (size, mechanism, engine) in its own process, its line printed, the doc table written."""
     rows = []
-    for n in sorted(args.persons):
-        path = Path(args.data) / f"persons_{n}_{args.states}states"
-        t0 = time.perf_counter()
-        build(path, n, args.states)
-        print(
-            f"== {n:,} persons in {args.states} states: {path} ({time.perf_counter() - t0:.1f} s to build)", flush=True
-        )
+    sizes = {m: set(args.dhc_persons or args.persons) if m == "dhc" else set(args.persons) for m in args.mechanisms}
+    for n in sorted(set().union(*sizes.values())):
         for mech in args.mechanisms:
+            if n not in sizes[mech]:
+                continue
+            path = Path(args.data) / f"{'dhc_' if mech == 'dhc' else ''}persons_{n}_{args.states}states"
+            t0 = time.perf_counter()
+            (build_dhc if mech == "dhc" else build)(path, n, args.states)
+            print(
+                f"== {n:,} persons in {args.states} states: {path} ({time.perf_counter() - t0:.1f} s to build)",
+                flush=True,
+            )
             for eng in args.engines:
-                cmd = [sys.executable, __file__, "--one", mech, eng, str(path), "--spark-master", args.spark_master]
+                cmd = [sys.executable, __file__, "--one", mech, eng, str(path), "--spark-master", master]
                 cmd += ["--write", args.write]
                 done = subprocess.run(
                     cmd, capture_output=True, text=True, env={**os.environ, "PYTHONWARNINGS": "ignore"}
@@ -299,10 +444,16 @@ def main(argv=None) -> None:
                         else ""
                     )
                     + (
+                        f"  P.L. 94 first {row['pl94_seconds']:.1f} s, DHC {row['dhc_seconds']:.1f} s; seconds per level "
+                        + ", ".join(f"{k} {v.get('solve_seconds', 0):.1f}" for k, v in row["levels"].items())
+                        if "dhc_seconds" in row
+                        else ""
+                    )
+                    + (
                         f"  write {row['write_seconds']:.1f} s (driver CPU {row.get('write_cpu_seconds', 0):.1f} s, "
                         f"pool CPU {row.get('write_pool_cpu_seconds', 0):.1f} s; load {row.get('load', 0):.1f}) "
                         f"+ flush and swap {row['publish_seconds']:.1f} s "
-                        f"({row['csv_mb']:,.0f} MB of CSV; files {row['persons_csv']} {row['measurements_csv']})"
+                        f"({row['csv_mb']:,.0f} MB of CSV; files {row['persons_csv']} {row.get('measurements_csv', '-')})"
                         if "write_seconds" in row
                         else ""
                     ),
@@ -319,9 +470,17 @@ def main(argv=None) -> None:
                     f"x{sizes[-1] / sizes[0]:.0f} persons"
                 )
                 print(growth[-1], flush=True)
+    dhc = [
+        f"{r['persons']:,} persons, DHC on {r['engine']}: P.L. 94 release first {r['pl94_seconds']:.1f} s, then "
+        f"the DHC persons strategy {r['dhc_seconds']:.1f} s ({r['dhc_seconds'] / r['pl94_seconds']:.1f}x); per level "
+        + ", ".join(f"{name} {lv.get('solve_seconds', 0):.0f} s" for name, lv in r["levels"].items())
+        for r in rows
+        if "dhc_seconds" in r
+    ]
     doc_table.write(
-        "bench_scale",
-        "Scale: swapping and TopDown, local engine and Spark",
+        "bench_scale_cluster" if args.start_local_cluster else "bench_scale",
+        "Scale: swapping and TopDown, local engine and Spark"
+        + (", on a local standalone cluster" if args.start_local_cluster else ""),
         __doc__.split("\n\n")[0],
         [
             "mechanism",
@@ -346,7 +505,13 @@ def main(argv=None) -> None:
             ]
             for r in rows
         ],
-        notes=[f"{args.states} states; Spark master {args.spark_master}."] + growth,
+        notes=[
+            f"{args.states} states; Spark master {master}"
+            + (" (a local standalone cluster)" if args.start_local_cluster else "")
+            + "."
+        ]
+        + growth
+        + dhc,
         enabled=not args.no_doc and bool(rows),
     )
 

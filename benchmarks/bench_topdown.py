@@ -174,21 +174,29 @@ def production_strategy():
     return params["levels"], strategy, schema.recodes, params["rho"], passes
 
 
+def production_zeros(spec=None, params=None) -> dict:
+    """The production spec's structural zeros (nurse_nva_0), in the generator's integer codes."""
+    if spec is None:
+        spec = parse(PRODUCTION_SPEC.read_text(), str(PRODUCTION_SPEC))
+        params = check(spec).params
+    variables = topdown_tables._variables(spec, params)  # categories as the spec writes them
+    return {
+        name: {var: [int(v) for v in values] for var, values in cells.items()}
+        for name, cells in topdown_tables._structural_zeros(params, variables).items()
+    }
+
+
 def production_constraints(persons: pd.DataFrame):
     """(structural zeros, bounds) as the production spec states them, on generated facilities."""
     spec = parse(PRODUCTION_SPEC.read_text(), str(PRODUCTION_SPEC))
     params = check(spec).params
-    variables = topdown_tables._variables(spec, params)  # categories as the spec writes them
+    variables = topdown_tables._variables(spec, params)
     facilities = generate_facilities(persons, seed=1)
     bounds = []
     for c in facility_constraints(spec, params, variables):
         c = {**c, "occupied": [int(v) for v in c["occupied"]]}  # the generator's integer codes
         bounds.append((c["name"], (c["of"],), *facility_bounds(c, facilities, PL94_VARIABLES[c["of"]])))
-    zeros = {
-        name: {var: [int(v) for v in values] for var, values in cells.items()}
-        for name, cells in topdown_tables._structural_zeros(params, variables).items()
-    }
-    return zeros, bounds
+    return production_zeros(spec, params), bounds
 
 
 class _Capture:
@@ -374,6 +382,14 @@ def dhc_strategy():
     )
 
 
+def in_categories(persons: pd.DataFrame, variables: dict) -> pd.DataFrame:
+    """The persons' variables in the spec's categories: an enum's are text ({0, 1, ...}), an int
+    range's integers."""
+    return persons.assign(
+        **{c: persons[c].astype(str if isinstance(cats[0], str) else np.int64) for c, cats in variables.items()}
+    )
+
+
 def _pl94_product(micro: pd.DataFrame) -> pd.DataFrame:
     """A P.L. 94 release as the DHC run's equal_to product: block x hhgq8lev x votingage x
     hispanic x cenrace counts, in the DHC recodes' labels."""
@@ -428,10 +444,7 @@ def bench_dhc(n_persons: int, n_blocks: int, workers: int | None) -> None:
     variables, dshares, dstrat, drecodes, drho, dpasses, dzeros = dhc_strategy()
     product = _pl94_product(pl.microdata)
     t1 = clock[0] = time.perf_counter()
-    # in the spec's categories: an enum's are text ({0, 1, ...}), an int range's integers
-    persons = persons.assign(
-        **{c: persons[c].astype(str if isinstance(cats[0], str) else np.int64) for c, cats in variables.items()}
-    )
+    persons = in_categories(persons, variables)
     res = run_topdown(
         Records(persons, equalities=[("pl94", PL94_FACTORS, product)]),
         Design(

@@ -26,9 +26,7 @@ import argparse
 import contextlib
 import os
 import re
-import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -39,6 +37,8 @@ ROOT = Path(__file__).resolve().parents[1]
 SPECS = ROOT / "specs"
 sys.path.insert(0, str(ROOT))
 
+from dpspec.engine.local_cluster import LocalCluster, cluster_engine, descendants  # noqa: E402
+
 # (spec, keep every k-th row of its data, as Parquet when k > 1): small enough for a loaded
 # two-core machine. The swap case reads its CSV (a table on the driver, strata swapped on the
 # executors); the executor-kill case reads Parquet, so the table itself lives on the executors.
@@ -47,160 +47,6 @@ KILL_CASE = ("ma1940_swap.dps", 10)  # a swap job long enough to lose an executo
 # The test module's cases: the kill case already compares a swap release byte for byte (after a
 # lost executor), so the swap spec of CASES is left to the script, which an operator runs in full.
 TEST_CASES = [case for case in CASES if "swap" not in case[0]]
-
-
-# ---- a standalone cluster of separate processes on this machine ---------------------------------
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def spark_class() -> str:
-    import pyspark
-
-    return str(Path(pyspark.__file__).parent / "bin" / "spark-class")
-
-
-class LocalCluster:
-    """A Spark standalone master and `workers` workers, each its own JVM, bound to 127.0.0.1."""
-
-    def __init__(self, workers: int = 2, cores: int = 1, memory: str = "1g"):
-        self.workers, self.cores, self.memory = workers, cores, memory
-        self.procs: list[subprocess.Popen] = []
-        self.work = tempfile.mkdtemp(prefix="dpspec-cluster-")
-        self.master = ""
-
-    def _env(self) -> dict:
-        env = dict(
-            os.environ,
-            SPARK_LOCAL_IP="127.0.0.1",
-            SPARK_LOG_DIR=self.work,
-            SPARK_WORKER_DIR=self.work,
-            PYSPARK_PYTHON=sys.executable,
-            SPARK_NO_DAEMONIZE="1",
-            SPARK_DAEMON_MEMORY="256m",
-            SPARK_DAEMON_JAVA_OPTS="-XX:TieredStopAtLevel=1 -XX:+UseSerialGC",
-        )
-        env.pop("SPARK_HOME", None)  # the installed pyspark's own
-        return env
-
-    def _spawn(self, name: str, args: list[str]) -> subprocess.Popen:
-        log = open(os.path.join(self.work, f"{name}.log"), "wb")
-        proc = subprocess.Popen(
-            [spark_class(), *args], env=self._env(), stdout=log, stderr=subprocess.STDOUT, start_new_session=True
-        )
-        self.procs.append(proc)
-        return proc
-
-    def _wait_for(self, name: str, pattern: str, timeout: float = 120) -> None:
-        deadline = time.monotonic() + timeout
-        path = os.path.join(self.work, f"{name}.log")
-        while time.monotonic() < deadline:
-            with open(path, "rb") as fh:
-                if re.search(pattern.encode(), fh.read()):
-                    return
-            if any(p.poll() is not None for p in self.procs):
-                break
-            time.sleep(0.3)
-        with open(path, "rb") as fh:
-            tail = fh.read()[-2000:].decode("utf-8", "replace")
-        raise RuntimeError(f"the Spark {name} did not start:\n{tail}")
-
-    def start(self) -> "LocalCluster":
-        port = free_port()
-        self._spawn(
-            "master",
-            [
-                "org.apache.spark.deploy.master.Master",
-                "--host",
-                "127.0.0.1",
-                "--port",
-                str(port),
-                "--webui-port",
-                str(free_port()),
-            ],
-        )
-        self._wait_for("master", r"I have been elected leader|Starting Spark master")
-        self.master = f"spark://127.0.0.1:{port}"
-        for i in range(self.workers):
-            self._spawn(
-                f"worker{i}",
-                [
-                    "org.apache.spark.deploy.worker.Worker",
-                    "--host",
-                    "127.0.0.1",
-                    "--cores",
-                    str(self.cores),
-                    "--memory",
-                    self.memory,
-                    "--webui-port",
-                    str(free_port()),
-                    "--work-dir",
-                    os.path.join(self.work, f"w{i}"),
-                    self.master,
-                ],
-            )
-        for i in range(self.workers):
-            self._wait_for(f"worker{i}", r"Successfully registered with master")
-        return self
-
-    def executors(self) -> list[int]:
-        """Process ids of the executor JVMs the workers launched (CoarseGrainedExecutorBackend)."""
-        out = []
-        for worker in self.procs[1:]:
-            for pid in _descendants(worker.pid):
-                try:
-                    with open(f"/proc/{pid}/cmdline", "rb") as fh:
-                        if b"CoarseGrainedExecutorBackend" in fh.read():
-                            out.append(pid)
-                except OSError:
-                    pass
-        return out
-
-    def stop(self) -> None:
-        for proc in reversed(self.procs):  # the processes this harness started, and their children
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(proc.pid, signal.SIGTERM)
-        for proc in self.procs:
-            try:
-                proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait(timeout=10)
-        shutil.rmtree(self.work, ignore_errors=True)
-
-    def __enter__(self):
-        try:
-            return self.start()
-        except BaseException:
-            self.stop()
-            raise
-
-    def __exit__(self, *exc):
-        self.stop()
-
-
-def _descendants(pid: int) -> list[int]:
-    out, todo = [], [pid]
-    while todo:
-        here = todo.pop()
-        kids = []
-        try:  # every thread's children: a JVM starts processes from any of its threads
-            for task in os.listdir(f"/proc/{here}/task"):
-                with open(f"/proc/{here}/task/{task}/children") as fh:
-                    kids += [int(p) for p in fh.read().split()]
-        except OSError:
-            pass
-        out.extend(kids)
-        todo.extend(kids)
-    return out
-
-
-# ---- the checks --------------------------------------------------------------------------------
 
 
 def cut_spec(folder: Path, name: str, every: int) -> str:
@@ -235,33 +81,6 @@ def release_files(spec: str, engine, out: Path, seed: int = 2026) -> dict[str, b
     return {p.name: p.read_bytes() for p in sorted(out.iterdir()) if p.suffix == ".csv"}
 
 
-def cluster_engine(master: str, conf: dict | None = None):
-    from dpspec.engine.spark import SparkEngine
-
-    settings = {}
-    if "127.0.0.1" in master:  # the local cluster: loopback only, and short-lived JVMs that start fast
-        fast = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
-        settings = {
-            "spark.driver.host": "127.0.0.1",
-            "spark.driver.bindAddress": "127.0.0.1",
-            "spark.driver.extraJavaOptions": fast,
-            "spark.executor.extraJavaOptions": fast,
-            "spark.sql.adaptive.enabled": "false",
-            "spark.executor.memory": "512m",
-        }
-    # two partitions: one task per executor of the local cluster, several per stage everywhere
-    settings.update(
-        {
-            "spark.sql.shuffle.partitions": "2",
-            "spark.default.parallelism": "2",
-            "spark.task.maxFailures": "4",
-            "spark.executorEnv.PYTHONPATH": os.pathsep.join(p for p in sys.path if p),
-        }
-    )
-    settings.update(conf or {})
-    return SparkEngine(master, conf=settings, partitions=2)
-
-
 def compare(name: str, every: int, engine, work: Path, kill=None) -> list[str]:
     """Problems (empty when none): the release of `name` on `engine` against the local engine's.
     `kill()` runs in a thread during the cluster compile (to lose an executor mid-job)."""
@@ -289,7 +108,7 @@ def executor_killer(cluster: LocalCluster, killed: list, timeout: float = 120):
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             for pid in cluster.executors():
-                if any(_is_python(kid) for kid in _descendants(pid)):  # a task is running on it
+                if any(_is_python(kid) for kid in descendants(pid)):  # a task is running on it
                     with contextlib.suppress(ProcessLookupError):
                         os.kill(pid, signal.SIGKILL)
                         killed.append(pid)
@@ -336,7 +155,7 @@ def driver_kill(master: str, work: Path, conf: dict | None = None, after: float 
     proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
     try:
         deadline = time.monotonic() + 120
-        while proc.poll() is None and not _descendants(proc.pid) and time.monotonic() < deadline:
+        while proc.poll() is None and not descendants(proc.pid) and time.monotonic() < deadline:
             time.sleep(0.2)  # until the driver's JVM is up
         time.sleep(after)
         if proc.poll() is not None:
