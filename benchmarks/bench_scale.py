@@ -62,31 +62,12 @@ SEED = 2026
 MATCH, SWAP, RATE = ["state", "votingage", "hispanic"], ["county", "tract", "blockgroup", "block"], "0.05"
 
 
-def build(path: Path, n_persons: int, states: int) -> None:
-    """The population as Parquet partitioned by state (hive layout), state by state."""
-    from dpspec_topdown.synthetic import generate_population
-
-    if (path / "_SUCCESS").exists():
-        return
-    path.mkdir(parents=True, exist_ok=True)
-    per_state = n_persons // states
-    for s in range(states):
-        code = f"{s + 1:02d}"
-        n = per_state + (n_persons - per_state * states if s == states - 1 else 0)
-        frame = generate_population(n, max(300, n // 40), seed=SEED + s, state=code)
-        part = path / f"state={code}"
-        part.mkdir(exist_ok=True)
-        frame.drop(columns="state").to_parquet(part / "part-0.parquet", index=False)
-        del frame
-    (path / "_SUCCESS").write_text("")
-
-
 DHC_COLUMNS = {"relgq": "str", "sex": "str", "age": "int64", "prim": "str", "tsg": "str", "tsubset": "str"}
 
 
-def build_dhc(path: Path, n_persons: int, states: int) -> None:
-    """The population of `build` with DHC variables (relgq, sex, age) and the DHC spine's levels
-    (prim, tsg, tsubset), as Parquet partitioned by state."""
+def build(path: Path, n_persons: int, states: int, dhc: bool = False) -> None:
+    """The population as Parquet partitioned by state (hive layout), state by state; with `dhc`,
+    also the DHC variables (relgq, sex, age) and the DHC spine's levels (prim, tsg, tsubset)."""
     from dpspec_topdown.synthetic import generate_population
     from make_dhc_synthetic import dhc_from_pl94, spine_columns
 
@@ -98,8 +79,9 @@ def build_dhc(path: Path, n_persons: int, states: int) -> None:
         code = f"{s + 1:02d}"
         n = per_state + (n_persons - per_state * states if s == states - 1 else 0)
         frame = generate_population(n, max(300, n // 40), seed=SEED + s, state=code)
-        frame = spine_columns(dhc_from_pl94(frame, seed=SEED + 100 + s))
-        frame = frame.assign(**{c: frame[c].astype(str) for c, kind in DHC_COLUMNS.items() if kind == "str"})
+        if dhc:
+            frame = spine_columns(dhc_from_pl94(frame, seed=SEED + 100 + s))
+            frame = frame.assign(**{c: frame[c].astype(str) for c, kind in DHC_COLUMNS.items() if kind == "str"})
         part = path / f"state={code}"
         part.mkdir(exist_ok=True)
         frame.drop(columns="state").to_parquet(part / "part-0.parquet", index=False)
@@ -412,7 +394,7 @@ def run_all(args, master: str) -> None:
                 continue
             path = Path(args.data) / f"{'dhc_' if mech == 'dhc' else ''}persons_{n}_{args.states}states"
             t0 = time.perf_counter()
-            (build_dhc if mech == "dhc" else build)(path, n, args.states)
+            build(path, n, args.states, dhc=mech == "dhc")
             print(
                 f"== {n:,} persons in {args.states} states: {path} ({time.perf_counter() - t0:.1f} s to build)",
                 flush=True,
