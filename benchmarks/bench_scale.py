@@ -98,6 +98,24 @@ def file_digest(path: Path) -> str:
     return h.hexdigest()[:16]
 
 
+# Bytes of CSV per release row, measured: 4,567 MB for the 58.5 million rows of 1M persons
+# (about 82 bytes a row); rounded up, so that the guard below errs on the side of refusing.
+CSV_BYTES_PER_ROW = 90
+
+
+def room_to_write(target: Path, rows: int) -> str | None:
+    """Why the release cannot be written under `target`'s disk, or None: the parts are joined
+    into each table's file and removed one by one, so the set needs about its own size free,
+    plus a gigabyte for the rest of the machine (at 10M persons that is about 45 GB)."""
+    import shutil
+
+    need = rows * CSV_BYTES_PER_ROW + 2**30
+    free = shutil.disk_usage(target.parent).free
+    if need <= free:
+        return None
+    return f"needs about {need / 2**30:,.0f} GiB for {rows:,} rows of CSV, {free / 2**30:,.0f} GiB free under {target.parent}"
+
+
 def write_phase(tables: dict, target: Path, mode: str) -> dict:
     """Both TopDown tables written as `dpspec compile` publishes them (an output set: staged,
     then swapped in), timed on its own: the files written, then the set flushed and swapped in.
@@ -111,6 +129,9 @@ def write_phase(tables: dict, target: Path, mode: str) -> dict:
     from dpspec.publish.table_csv import write_table_csv
 
     shutil.rmtree(target, ignore_errors=True)
+    refused = room_to_write(target, sum(table.rows for table in tables.values()))
+    if refused:  # a full disk midway would cost the whole run and leave the machine without room
+        return {"write_skipped": refused}
     t0, cpu0, pool0 = time.perf_counter(), time.process_time(), resource.getrusage(resource.RUSAGE_CHILDREN)
     with output_set(str(target)) as staged:
         with scratch_beside(staged) if mode == "parts" else contextlib.nullcontext() as scratch:
@@ -226,19 +247,8 @@ def one_run(mechanism: str, engine_name: str, master: str, data: str, write: str
             pl_seconds = time.perf_counter() - t_pl
             t_dhc = time.perf_counter()
             res = dhc_topdown(run, engine.cast(held, {"hispanic": "str"}), product)
-            extra = {
-                "pl94_seconds": pl_seconds,
-                "dhc_seconds": time.perf_counter() - t_dhc,
-                "levels": {
-                    name: {
-                        k: round(v, 1)
-                        for k, v in lv.items()
-                        if k
-                        in ("solve_seconds", "node_seconds", "qp_seconds", "rounding_seconds", "nodes", "max_variables")
-                    }
-                    for name, lv in res.timings["levels"].items()
-                },
-            }
+            extra = {"pl94_seconds": pl_seconds, "dhc_seconds": time.perf_counter() - t_dhc}
+        extra["levels"] = level_timings(res)
         n_persons = int(res.confidential["nation"].sum())
         # both release tables are streamed: read a chunk at a time, as `dpspec compile` writes
         # them; the noisy measurements are re-drawn node by node, never whole
@@ -279,28 +289,19 @@ def one_run(mechanism: str, engine_name: str, master: str, data: str, write: str
     }
 
 
+def level_timings(res) -> dict:
+    """Per geographic level: its nodes, its largest node's variables and the seconds spent."""
+    keep = ("solve_seconds", "node_seconds", "qp_seconds", "rounding_seconds", "nodes", "max_variables")
+    return {name: {k: round(v, 1) for k, v in lv.items() if k in keep} for name, lv in res.timings["levels"].items()}
+
+
 def pl94_topdown(run, persons, zeros: dict | None = None):
     """The 2020 P.L. 94 production strategy over the engine's person table."""
-    from bench_topdown import production_strategy
-    from dpspec_topdown.design import Design
+    from bench_topdown import pl94_design
     from dpspec_topdown.run.context import RunContext
     from dpspec_topdown.run.topdown import run_topdown
-    from dpspec_topdown.synthetic import LEVELS, PL94_VARIABLES
 
-    shares, strategy, recodes, rho, passes = production_strategy()
-    design = Design(
-        ["nation"] + LEVELS,
-        PL94_VARIABLES,
-        strategy,
-        rho,
-        shares,
-        "hamming",
-        [("state", ())],
-        recodes=recodes,
-        passes=passes,
-        structural_zeros=zeros,
-    )
-    return run_topdown(persons, design, RunContext(None, engine=run))
+    return run_topdown(persons, pl94_design(zeros), RunContext(None, engine=run))
 
 
 def pl94_product_of(micro):
@@ -314,27 +315,12 @@ def pl94_product_of(micro):
 
 def dhc_topdown(run, persons, product):
     """The DHC persons production strategy, held to the P.L. 94 product at every block."""
-    from bench_topdown import DHC_LEVELS, PL94_FACTORS, dhc_strategy
-    from dpspec_topdown.design import Design
+    from bench_topdown import PL94_FACTORS, dhc_design
     from dpspec_topdown.run.context import Records, RunContext
     from dpspec_topdown.run.topdown import run_topdown
 
-    variables, shares, strategy, recodes, rho, passes, zeros = dhc_strategy()
-    design = Design(
-        DHC_LEVELS,
-        variables,
-        strategy,
-        rho,
-        shares,
-        "hamming",
-        [("state", ())],
-        recodes=recodes,
-        passes=passes,
-        structural_zeros=zeros,
-    )
-    return run_topdown(
-        Records(persons, equalities=[("pl94", PL94_FACTORS, product)]), design, RunContext(None, engine=run)
-    )
+    records = Records(persons, equalities=[("pl94", PL94_FACTORS, product)])
+    return run_topdown(records, dhc_design(), RunContext(None, engine=run))
 
 
 def main(argv=None) -> None:
@@ -384,6 +370,15 @@ def main(argv=None) -> None:
     run_all(args, args.spark_master)
 
 
+def per_level(levels: dict) -> str:
+    """'state 3 nodes 1.2 s (largest 8,064 variables), ...': a level's nodes and its seconds."""
+    return ", ".join(
+        f"{name} {int(lv.get('nodes', 0)):,} nodes {lv.get('solve_seconds', 0):.1f} s"
+        + (f" (largest {int(lv['max_variables']):,} variables)" if lv.get("max_variables") else "")
+        for name, lv in levels.items()
+    )
+
+
 def run_all(args, master: str) -> None:
     """Every (size, mechanism, engine) in its own process, its line printed, the doc table written."""
     rows = []
@@ -426,11 +421,12 @@ def run_all(args, master: str) -> None:
                         else ""
                     )
                     + (
-                        f"  P.L. 94 first {row['pl94_seconds']:.1f} s, DHC {row['dhc_seconds']:.1f} s; seconds per level "
-                        + ", ".join(f"{k} {v.get('solve_seconds', 0):.1f}" for k, v in row["levels"].items())
+                        f"  P.L. 94 first {row['pl94_seconds']:.1f} s, DHC {row['dhc_seconds']:.1f} s"
                         if "dhc_seconds" in row
                         else ""
                     )
+                    + (f"; per level {per_level(row['levels'])}" if row.get("levels") else "")
+                    + (f"  write skipped: {row['write_skipped']}" if "write_skipped" in row else "")
                     + (
                         f"  write {row['write_seconds']:.1f} s (driver CPU {row.get('write_cpu_seconds', 0):.1f} s, "
                         f"pool CPU {row.get('write_pool_cpu_seconds', 0):.1f} s; load {row.get('load', 0):.1f}) "
@@ -455,9 +451,14 @@ def run_all(args, master: str) -> None:
     dhc = [
         f"{r['persons']:,} persons, DHC on {r['engine']}: P.L. 94 release first {r['pl94_seconds']:.1f} s, then "
         f"the DHC persons strategy {r['dhc_seconds']:.1f} s ({r['dhc_seconds'] / r['pl94_seconds']:.1f}x); per level "
-        + ", ".join(f"{name} {lv.get('solve_seconds', 0):.0f} s" for name, lv in r["levels"].items())
+        + per_level(r["levels"])
         for r in rows
         if "dhc_seconds" in r
+    ]
+    levels = [
+        f"{r['persons']:,} persons, {r['mechanism']} on {r['engine']}, per level: {per_level(r['levels'])}"
+        for r in rows
+        if r.get("levels") and "dhc_seconds" not in r
     ]
     doc_table.write(
         "bench_scale_cluster" if args.start_local_cluster else "bench_scale",
@@ -473,6 +474,8 @@ def run_all(args, master: str) -> None:
             "peak driver MB",
             "release digest",
             "measurements digest",
+            "write s",
+            "CSV MB",
         ],
         [
             [
@@ -484,6 +487,8 @@ def run_all(args, master: str) -> None:
                 f"{r['peak_mb']:,.0f}",
                 r["release"],
                 r.get("measurements") or "-",
+                f"{r['write_seconds']:.1f}" if "write_seconds" in r else "-",
+                f"{r['csv_mb']:,.0f}" if "csv_mb" in r else "-",
             ]
             for r in rows
         ],
@@ -493,7 +498,13 @@ def run_all(args, master: str) -> None:
             + "."
         ]
         + growth
-        + dhc,
+        + dhc
+        + levels
+        + [
+            f"{r['persons']:,} persons, {r['mechanism']}: write skipped, {r['write_skipped']}"
+            for r in rows
+            if "write_skipped" in r
+        ],
         enabled=not args.no_doc and bool(rows),
     )
 

@@ -271,24 +271,12 @@ def bench_synthetic(
     persons = generate_population(n_persons, n_blocks, seed=1)
     gen = time.perf_counter() - t0
     progress = _progress([t0])
-    shares, strategy, recodes, rho, passes = production_strategy()
     zeros, bounds = production_constraints(persons)
     t1 = time.perf_counter()
     with _Capture() as capture:
         res = run_topdown(
             Records(persons, bounds=bounds),
-            Design(
-                ["nation"] + LEVELS,
-                PL94_VARIABLES,
-                strategy,
-                rho,
-                shares,
-                "hamming",
-                [("state", ())],
-                recodes=recodes,
-                passes=passes,
-                structural_zeros=zeros,
-            ),
+            pl94_design(zeros),
             RunContext(make_rng(1), progress=progress, workers=workers),
         )
     wall = time.perf_counter() - t1
@@ -317,7 +305,6 @@ def bench_spine(persons: pd.DataFrame, workers: int | None, plain_wall: float) -
     from dpspec_topdown.geography.spine import gq_signatures
     from dpspec_topdown.synthetic import aian_blocks
 
-    shares, strategy, recodes, rho, passes = production_strategy()
     zeros, bounds = production_constraints(persons)
     n_tracts = max(1, persons["tract"].nunique() // 10)
     persons = persons.assign(
@@ -329,20 +316,7 @@ def bench_spine(persons: pd.DataFrame, workers: int | None, plain_wall: float) -
     t0 = time.perf_counter()
     res = run_topdown(
         Records(persons, bounds=bounds, gq_signature=signature),
-        Design(
-            ["nation"] + LEVELS,
-            PL94_VARIABLES,
-            strategy,
-            rho,
-            shares,
-            "hamming",
-            [("state", ())],
-            recodes=recodes,
-            passes=passes,
-            structural_zeros=zeros,
-            aian=("state", "aian"),
-            bypass=["county", "tract", "blockgroup"],
-        ),
+        pl94_design(zeros, aian=("state", "aian"), bypass=["county", "tract", "blockgroup"]),
         RunContext(make_rng(1), workers=workers),
     )
     wall = time.perf_counter() - t0
@@ -382,6 +356,42 @@ def dhc_strategy():
     )
 
 
+def pl94_design(zeros: dict | None = None, **extra) -> Design:
+    """The P.L. 94 production design over nation > state > county > tract > block group > block
+    (`extra`: the spine's aian and bypass, for the spine comparison)."""
+    shares, strategy, recodes, rho, passes = production_strategy()
+    return Design(
+        ["nation"] + LEVELS,
+        PL94_VARIABLES,
+        strategy,
+        rho,
+        shares,
+        "hamming",
+        [("state", ())],
+        recodes=recodes,
+        passes=passes,
+        structural_zeros=zeros,
+        **extra,
+    )
+
+
+def dhc_design() -> Design:
+    """The DHC persons production design, as its spec states it."""
+    variables, shares, strategy, recodes, rho, passes, zeros = dhc_strategy()
+    return Design(
+        DHC_LEVELS,
+        variables,
+        strategy,
+        rho,
+        shares,
+        "hamming",
+        [("state", ())],
+        recodes=recodes,
+        passes=passes,
+        structural_zeros=zeros,
+    )
+
+
 def in_categories(persons: pd.DataFrame, variables: dict) -> pd.DataFrame:
     """The persons' variables in the spec's categories: an enum's are text ({0, 1, ...}), an int
     range's integers."""
@@ -418,47 +428,24 @@ def bench_dhc(n_persons: int, n_blocks: int, workers: int | None) -> None:
     blocks = persons["block"].nunique()
     clock = [0.0]
     progress = _progress(clock)
-    shares, strategy, recodes, rho, passes = production_strategy()
     zeros, bounds = production_constraints(persons)
     t1 = clock[0] = time.perf_counter()
     pl = run_topdown(
         Records(persons, bounds=bounds),
-        Design(
-            ["nation"] + LEVELS,
-            PL94_VARIABLES,
-            strategy,
-            rho,
-            shares,
-            "hamming",
-            [("state", ())],
-            recodes=recodes,
-            passes=passes,
-            structural_zeros=zeros,
-        ),
+        pl94_design(zeros),
         RunContext(make_rng(1), engine=local_engine_run(1), progress=progress, workers=workers),
     )
     pl_wall = time.perf_counter() - t1
     _report(f"P.L. 94 persons strategy ({blocks:,} populated blocks)", pl, pl_wall, n_persons)
     pl_peak = _peak_mb(pl)[0]
 
-    variables, dshares, dstrat, drecodes, drho, dpasses, dzeros = dhc_strategy()
+    variables = dhc_strategy()[0]
     product = _pl94_product(pl.microdata)
     t1 = clock[0] = time.perf_counter()
     persons = in_categories(persons, variables)
     res = run_topdown(
         Records(persons, equalities=[("pl94", PL94_FACTORS, product)]),
-        Design(
-            DHC_LEVELS,
-            variables,
-            dstrat,
-            drho,
-            dshares,
-            "hamming",
-            [("state", ())],
-            recodes=drecodes,
-            passes=dpasses,
-            structural_zeros=dzeros,
-        ),
+        dhc_design(),
         RunContext(make_rng(1), engine=local_engine_run(2), progress=progress, workers=workers),
     )
     wall = time.perf_counter() - t1

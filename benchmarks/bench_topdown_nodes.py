@@ -79,16 +79,14 @@ def capture(n_persons: int, where: Path, env: str = qp_choice.CAPTURE_ENV, prefi
     from dpspec.engine import local_engine_run
     from dpspec.run.compiler import make_rng
     from dpspec_topdown.run.topdown import run_topdown
-    from dpspec_topdown.design import Design
     from dpspec_topdown.run.context import Records, RunContext
-    from dpspec_topdown.synthetic import LEVELS, PL94_VARIABLES, generate_population
+    from dpspec_topdown.synthetic import generate_population
     from make_dhc_synthetic import dhc_from_pl94, spine_columns
 
     import bench_topdown as bt
 
     n_blocks = max(10, int(n_persons * 0.025))
     persons = spine_columns(dhc_from_pl94(generate_population(n_persons, n_blocks, seed=1), seed=2))
-    shares, strategy, recodes, rho, passes = bt.production_strategy()
     zeros, bounds = bt.production_constraints(persons)
     for name in ("pl94", "dhc"):
         (where / name).mkdir(parents=True, exist_ok=True)
@@ -96,44 +94,20 @@ def capture(n_persons: int, where: Path, env: str = qp_choice.CAPTURE_ENV, prefi
     t0 = time.perf_counter()
     pl = run_topdown(
         Records(persons, bounds=bounds),
-        Design(
-            ["nation"] + LEVELS,
-            PL94_VARIABLES,
-            strategy,
-            rho,
-            shares,
-            "hamming",
-            [("state", ())],
-            recodes=recodes,
-            passes=passes,
-            structural_zeros=zeros,
-        ),
+        bt.pl94_design(zeros),
         RunContext(
             make_rng(1), engine=local_engine_run(1), progress=_tagging_progress(where / "pl94", prefix), workers=1
         ),
     )
     print(f"captured P.L. 94 ({n_persons:,} persons) in {time.perf_counter() - t0:.1f} s", flush=True)
-    variables, dshares, dstrat, drecodes, drho, dpasses, dzeros = bt.dhc_strategy()
+    variables = bt.dhc_strategy()[0]
     product = bt._pl94_product(pl.microdata)
-    persons = persons.assign(
-        **{c: persons[c].astype(str if isinstance(cats[0], str) else np.int64) for c, cats in variables.items()}
-    )
+    persons = bt.in_categories(persons, variables)
     os.environ[env] = str(where / "dhc")
     t0 = time.perf_counter()
     run_topdown(
         Records(persons, equalities=[("pl94", bt.PL94_FACTORS, product)]),
-        Design(
-            bt.DHC_LEVELS,
-            variables,
-            dstrat,
-            drho,
-            dshares,
-            "hamming",
-            [("state", ())],
-            recodes=drecodes,
-            passes=dpasses,
-            structural_zeros=dzeros,
-        ),
+        bt.dhc_design(),
         RunContext(
             make_rng(1), engine=local_engine_run(1), progress=_tagging_progress(where / "dhc", prefix), workers=1
         ),
