@@ -114,3 +114,32 @@ def test_spark_total_and_unordered_units_equal_the_local_engine(spark_session):
         run.drop(held)
     pd.testing.assert_frame_equal(results[1], results[0])
     pd.testing.assert_frame_equal(results[0], expected(frame, by))
+
+
+def test_spark_counts_every_column_group_in_one_pass_as_count_gives_each(spark_session, tmp_path):
+    """`count_groups` (a loader's counts of every column group, by grouping sets in one job)
+    equals one `count` per group, types and all: missing integers, booleans and texts, an id
+    above 2**53 (which a float would round), a group named twice, a nested chain of columns."""
+    from dpspec.engine.spark import SparkEngine
+
+    rng = np.random.default_rng(5)
+    n = 400
+    frame = pd.DataFrame(
+        {
+            "county": rng.choice(np.array(["001", "003", None], dtype=object), n),
+            "tract": rng.choice(np.array(["a", "b", "c"], dtype=object), n),
+            "age": pd.Series(rng.integers(0, 5, n), dtype="Int64").where(rng.random(n) > 0.1, pd.NA),
+            "flag": pd.Series(rng.random(n) > 0.5, dtype="boolean").where(rng.random(n) > 0.1, pd.NA),
+            "id": (2**53 + rng.integers(0, 7, n)).astype(np.int64),
+        }
+    )
+    frame.to_parquet(tmp_path / "t.parquet", index=False)
+    spark = SparkEngine(session=spark_session, partitions=3)
+    table = spark.read_parquet(str(tmp_path / "t.parquet"))
+    groups = [["county", "tract"], ["age"], ["flag"], ["id"], ["age"]]
+    one_pass = spark.count_groups(table, groups)
+    jobs = [spark.count(table, by) for by in groups]
+    for by, got, want in zip(groups, one_pass, jobs):
+        pd.testing.assert_frame_equal(got, want, obj=str(by))
+    assert one_pass[3]["id"].max() == 2**53 + 6 and one_pass[3]["count"].sum() == n
+    assert one_pass[1]["age"].isna().any() and one_pass[2]["flag"].isna().any()

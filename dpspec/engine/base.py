@@ -116,6 +116,12 @@ class Engine:
         """The number of rows for each observed combination of `by`, sorted, as `count`."""
         raise NotImplementedError
 
+    def count_groups(self, table, groups) -> list[pd.DataFrame]:
+        """`count(table, by)` for each `by` of `groups`, in their order: what a loader needs to
+        check every column of a table. An engine may compute them in one pass over the table
+        (Spark does, by grouping sets); by default, one `count` each."""
+        return [self.count(table, by) for by in groups]
+
     def total(self, table, by, column: str = "count", *, stage: str = "total", collect: bool = True):
         """Per observed combination of `by`: the sum of the whole-number `column` over its rows.
 
@@ -300,6 +306,10 @@ class EngineRun:
 
     def count(self, table, by) -> pd.DataFrame:
         return self.engine.count(handle(table), list(by))
+
+    def count_groups(self, table, groups) -> list[pd.DataFrame]:
+        """See `Engine.count_groups`: `count` by each of several groups, in one pass where the engine can."""
+        return self.engine.count_groups(handle(table), [list(by) for by in groups])
 
     def total(self, table, by, column: str = "count", *, stage: str = "total", collect: bool = True):
         """See `Engine.total`: sums of `column` per combination of `by`."""

@@ -140,11 +140,8 @@ def load_engine_table(spec: ir.Spec, source: ir.DataSource, engine: Engine) -> E
     raw = engine.read_parquet(path, list(table.column_names))
     ids = {t.link for t in spec.domain.tables if t.link}  # the columns that name a unit (household ids)
     profiled = _profiled(engine, raw, table, ids, spec)
-    group_counts = [
-        (group, engine.count(raw, group))
-        for group in column_groups(table)
-        if not (len(group) == 1 and group[0] in profiled)
-    ]
+    counted = [group for group in column_groups(table) if not (len(group) == 1 and group[0] in profiled)]
+    group_counts = list(zip(counted, engine.count_groups(raw, counted)))
     rows = int(group_counts[0][1]["count"].sum()) if group_counts else next((p["rows"] for p in profiled.values()), 0)
     if rows == 0:
         raise checks.empty_table_error(path, table)

@@ -405,6 +405,36 @@ class SparkEngine(Engine):
         counts = sdf.groupBy(*by).count().toPandas()
         return frames.sort_rows(frames.cast(counts, {**_returned_kinds(counts, schema, by), "count": "int64"}), by)
 
+    def count_groups(self, table, groups) -> list[pd.DataFrame]:
+        """One pass over the table for every group (grouping sets), not one job each: a table
+        of 18 column groups is read once. The sets come back as one Arrow table told apart by
+        grouping_id, so a key column keeps its type (a large id never passes through floats)
+        and each set is typed as `count` types it."""
+        table = handle(table)
+        groups = [list(by) for by in groups]
+        if isinstance(table, pd.DataFrame) or len(groups) < 2 or not all(groups):
+            return [self.count(table, by) for by in groups]
+        with _quiet():
+            sdf, schema = self._spark_frame(table)
+            if not hasattr(sdf, "groupingSets"):  # before Spark 4.0
+                return [self._count(table, by) for by in groups]
+            columns = list(dict.fromkeys(c for by in groups for c in by))
+            unique = list(dict.fromkeys(tuple(by) for by in groups))
+            gid = frames.HIDDEN + "grouping"
+            counted = sdf.groupingSets([list(by) for by in unique], *columns).agg(
+                F.grouping_id().alias(gid), F.count(F.lit(1)).alias("count")
+            )
+            arrow = counted.toArrow()
+        ids = arrow.column(gid).to_numpy()
+        out = {}
+        for by in unique:  # grouping_id: a bit per column, 1 where the set does not group by it
+            bits = sum(1 << (len(columns) - 1 - i) for i, c in enumerate(columns) if c not in by)
+            sub = arrow.filter(pa.array(ids == bits)).select([*by, "count"]).to_pandas()
+            out[by] = frames.sort_rows(
+                frames.cast(sub, {**_returned_kinds(sub, schema, list(by)), "count": "int64"}), list(by)
+            )
+        return [out[tuple(by)] for by in groups]
+
     def total(self, table, by, column="count", *, stage="total", collect=True):
         with _quiet():
             sdf, schema = self._spark_frame(table)
