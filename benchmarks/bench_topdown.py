@@ -360,26 +360,19 @@ def pl94_design(zeros: dict | None = None, **extra) -> Design:
     """The P.L. 94 production design over nation > state > county > tract > block group > block
     (`extra`: the spine's aian and bypass, for the spine comparison)."""
     shares, strategy, recodes, rho, passes = production_strategy()
-    return Design(
-        ["nation"] + LEVELS,
-        PL94_VARIABLES,
-        strategy,
-        rho,
-        shares,
-        "hamming",
-        [("state", ())],
-        recodes=recodes,
-        passes=passes,
-        structural_zeros=zeros,
-        **extra,
-    )
+    return _design(["nation"] + LEVELS, PL94_VARIABLES, shares, strategy, recodes, rho, passes, zeros, **extra)
 
 
 def dhc_design() -> Design:
     """The DHC persons production design, as its spec states it."""
     variables, shares, strategy, recodes, rho, passes, zeros = dhc_strategy()
+    return _design(DHC_LEVELS, variables, shares, strategy, recodes, rho, passes, zeros)
+
+
+def _design(levels, variables, shares, strategy, recodes, rho, passes, zeros, **extra) -> Design:
+    """A production design: hamming distance, invariant state totals."""
     return Design(
-        DHC_LEVELS,
+        levels,
         variables,
         strategy,
         rho,
@@ -389,6 +382,7 @@ def dhc_design() -> Design:
         recodes=recodes,
         passes=passes,
         structural_zeros=zeros,
+        **extra,
     )
 
 
