@@ -41,6 +41,9 @@ def compile_on(spec: str, engine, seed: int = 2026):
 # safetab_p_production (tests/test_cluster.py, on a standalone cluster against the local engine;
 # SafeTab's partition counts in tests/test_safetab_partitions.py and test_safetab_spark_markers.py).
 CASES = ["acs_national_topdown.dps", "safetab_h_production.dps", "sdhc_production_pr.dps"]
+# compiled once more with the records in three partitions; SafeTab's tabulation over several
+# partitions is tests/test_safetab_spark_markers.py's (each partition's share, one marker owner)
+REPARTITIONED = ["acs_national_topdown.dps", "sdhc_production_pr.dps"]
 
 
 def test_the_specs_left_out_here_are_compared_across_engines_elsewhere():
@@ -68,9 +71,9 @@ def test_local_and_spark_release_the_same_bytes(tmp_path, spark_session, name):
     assert on_spark.keys() == local.keys()
     for file in local:
         assert on_spark[file] == local[file], f"{name}: {file} differs between local and spark"
-    repartitioned = SparkEngine(session=spark_session, partitions=3)
-    again = release_bytes(compile_on(spec, repartitioned), tmp_path / "spark3")
-    assert again == local
+    if name in REPARTITIONED:
+        repartitioned = SparkEngine(session=spark_session, partitions=3)
+        assert release_bytes(compile_on(spec, repartitioned), tmp_path / "spark3") == local
 
 
 @pytest.mark.parametrize("name", ["acs_ma2019_swap.dps", "acs_national_topdown.dps"])

@@ -4,6 +4,8 @@ in a zero cell are a DataError naming the table, the zero, the block and the cel
 
 from fractions import Fraction
 
+import os
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -147,18 +149,27 @@ def test_data_in_a_joint_zero_cell_are_a_data_error_naming_table_block_and_cell(
 
 
 @pytest.mark.slow  # a Spark compile: a few seconds on an idle machine (CI runs every test)
-def test_a_joint_spec_with_zeros_releases_the_same_bytes_on_spark(tmp_path, spark_session):
+def test_a_joint_spec_with_zeros_releases_the_same_bytes_on_spark(tmp_path, spark_session, monkeypatch):
+    """Households and units read from Parquet, so Spark holds both tables (the engine path the
+    bundled DHC households specs take): the bytes of the local engine."""
     from dpspec.engine.spark import SparkEngine
     from tests.test_engine_mechanisms import compile_on, release_bytes
 
+    read = []
+    plain = SparkEngine.read_parquet
+    monkeypatch.setattr(
+        SparkEngine, "read_parquet", lambda self, path, columns=None: read.append(path) or plain(self, path, columns)
+    )
+
     households, units = _data(seed=9)
     (tmp_path / "in").mkdir()
-    households.to_csv(tmp_path / "in" / "households.csv", index=False)
-    units.to_csv(tmp_path / "in" / "units.csv", index=False)
+    # Parquet, so both tables are held by the engine (a CSV source is read by pandas on either)
+    households.to_parquet(tmp_path / "in" / "households.parquet", index=False)
+    units.to_parquet(tmp_path / "in" / "units.parquet", index=False)
     text = SPEC.replace(
         "unit households : hamming",
-        'data households from "households.csv"\n'
-        'data units from "units.csv"\n\ninvariants {\n  count households by state\n'
+        'data households from "households.parquet"\n'
+        'data units from "units.parquet"\n\ninvariants {\n  count households by state\n'
         "  count units by block\n}\n\nunit households : hamming",
     )
     text = text.replace(
@@ -173,6 +184,7 @@ def test_a_joint_spec_with_zeros_releases_the_same_bytes_on_spark(tmp_path, spar
     on_spark = release_bytes(compile_on(str(spec), SparkEngine(session=spark_session)), tmp_path / "spark")
     assert set(local) == {"households.csv", "units.csv"}
     assert on_spark == local
+    assert sorted(os.path.basename(p) for p in read) == ["households.parquet", "units.parquet"]
     released = pd.read_csv(tmp_path / "local" / "units.csv", dtype=str)
     assert set(released["vacs"]) <= {"0", "1"}
 
