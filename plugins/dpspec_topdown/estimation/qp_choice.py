@@ -127,11 +127,16 @@ def rule(form: Conic | Stated) -> str:
 
 # (variables as stated below, solver): the first entry that matches. From the node benchmark
 # (docs/performance/bench_topdown_nodes.md; 10k persons, P.L. 94 and DHC persons, each node's
-# largest and median fit): PIQP was the fastest configuration that met the accuracy, or within
-# 1.2x of it, on every fit below 8,000 variables (P.L. 94's, the DHC's county to block-group fits,
-# 2-10x faster than Clarabel) and on the DHC root (177k variables, 2.5-3.8x). On the DHC block
-# fits of 8k-21k variables it was 3-11x slower than Clarabel (PIQP factors its KKT system with a
-# simplicial LDL', and these systems fill in: Clarabel switches to its supernodal faer there),
+# largest and median fit): PIQP was the fastest configuration that met the accuracy on every fit
+# below 8,000 variables (P.L. 94's, the DHC's county to block-group fits, 1.2-2.3x faster than
+# Clarabel) and on the DHC root (177k variables, 3.4x), except the DHC's median block fit (3,543
+# variables: 1.77x Clarabel's time). Over all 16 captured DHC block fits, PIQP took 0.4-0.5x
+# Clarabel's time below 1,300 variables and 1.7-6.4x from 3,300 on; no measure of size or density
+# tried (variables, rows, nonzeros per row or column, the normal equations' nonzeros) separates
+# those block fits from the block-group fits of 6,600-7,000 variables that PIQP solves in half
+# Clarabel's time. On the DHC block fits of 8k-21k variables it was 3-6x slower than Clarabel
+# (PIQP factors its KKT system with a simplicial LDL', and these systems fill in: Clarabel
+# switches to its supernodal faer there),
 # as it is on the 1M-person county node of 728k variables (no answer in 600 s, issue 46's
 # measurement), so sizes from 300k on stay on Clarabel. What decides is the fill of the KKT
 # factor, which only a symbolic analysis knows; the size bands are its stand-in measured here.
