@@ -246,27 +246,24 @@ def _assert_reproduces_pl94(result, run):
     assert not ((micro["relgq"].astype(int) == 27) & (micro["age"].astype(int) < 20)).any()
 
 
-@pytest.mark.slow  # the 1,227,744-cell histogram: about 3 min per run on a loaded two-core machine
+@pytest.mark.slow  # the 1,227,744-cell histogram: a minute on a loaded two-core machine
 @pytest.mark.timeout(1200)
-def test_the_release_reproduces_the_pl94_release_on_local_and_spark(tmp_path, spark_session):
+def test_the_release_reproduces_the_pl94_release(tmp_path):
     """Puerto Rico (the smaller bundled file): the release equals the P.L. 94 release it is held to
     at every block, keeps every structural zero and the facility bounds (repaired in
-    post-processing), runs on the AIAN spine with bypassed geounits,
-    and the local and Spark engines publish the same bytes. (The US spec compiles the same way,
-    in about 4 minutes here; it is not repeated in the suite.)"""
+    post-processing) and runs on the AIAN spine with bypassed geounits. (The US spec compiles the
+    same way, in about 4 minutes here; it is not repeated in the suite. That Spark gives the local
+    engine's bytes is checked on small specs read from Parquet, each in seconds: a product the
+    release is held to, tests/test_topdown_equality.py; the repaired facility bounds,
+    tests/test_topdown_postprocess_only.py; the AIAN spine, bypass and GQ block groups,
+    tests/test_topdown_spine.py.)"""
     import dpspec
-    from dpspec.engine.spark import SparkEngine
     from dpspec.publish.output import write_result
 
-    def release(engine, out):
-        result = dpspec.compile(SPECS["pr"], seed=7, engine=engine)
-        write_result(result, str(out))
-        return result, {p.name: p.read_bytes() for p in sorted(out.iterdir()) if p.suffix == ".csv"}
-
-    result, local = release("local", tmp_path / "local")
+    result = dpspec.compile(SPECS["pr"], seed=7, engine="local")
+    write_result(result, str(tmp_path / "local"))
     _assert_reproduces_pl94(result, "pr")
     _assert_facility_bounds(result, "pr")
     facts = json.dumps(result.release.facts, default=str)
     assert "split_spine" in facts and "bypassed" in facts
-    assert local
-    assert release(SparkEngine(session=spark_session), tmp_path / "spark")[1] == local
+    assert any(p.suffix == ".csv" for p in (tmp_path / "local").iterdir())

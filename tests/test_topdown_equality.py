@@ -9,7 +9,7 @@ import pytest
 
 from dpspec.check.checker import check
 from dpspec.errors import DataError, SpecError
-from tests.topdown_geography import parse
+from tests.topdown_geography import parse, write_declared
 from dpspec_topdown.run.topdown import run_topdown
 from dpspec_topdown.design import Design
 from dpspec_topdown.run.context import Records, RunContext
@@ -139,11 +139,9 @@ def test_equal_to_misuse_is_a_located_spec_error():
         check(parse(good.replace('query: "hhgq"', 'query: "hhgq * sex"'), "s.dps"))
 
 
-def test_the_spec_path_reproduces_the_product(tmp_path):
-    """End to end through a spec: the released table is read as data, declared public, and the
-    release's block x hhgq counts are its."""
-    from dpspec.run.compiler import compile_spec
-
+def _equality_spec(tmp_path):
+    """A spec whose persons and released product are Parquet files beside it: (its text, its
+    path, the product)."""
     rng = np.random.default_rng(5)
     n = 600
     block = rng.integers(0, 12, n)
@@ -173,7 +171,16 @@ def test_the_spec_path_reproduces_the_product(tmp_path):
     )
     text += "release {\n  microdata persons\n}\n"
     path = tmp_path / "in" / "s.dps"
-    path.write_text(text)
+    text = write_declared(path, text)  # the geography declared from the data beside it
+    return text, path, pl94
+
+
+def test_the_spec_path_reproduces_the_product(tmp_path):
+    """End to end through a spec: the released table is read as data, declared public, and the
+    release's block x hhgq counts are its."""
+    from dpspec.run.compiler import compile_spec
+
+    text, path, pl94 = _equality_spec(tmp_path)
     result = compile_spec(parse(text, str(path)), seed=2, audit=False)
     micro = result.published["persons"].to_pandas()
     got = micro.groupby([micro["block"].astype(str), micro["hhgq"].astype(int)]).size()
@@ -181,6 +188,18 @@ def test_the_spec_path_reproduces_the_product(tmp_path):
     assert got.reindex(want.index.union(got.index), fill_value=0).equals(
         want.reindex(want.index.union(got.index), fill_value=0)
     )
+
+
+@pytest.mark.slow  # a Spark compile: a few seconds on an idle machine (CI runs every test)
+def test_the_spec_path_releases_the_same_bytes_on_spark(tmp_path, spark_session):
+    """The product a release is held to, read from Parquet: on Spark the engine holds it and counts
+    it by block, and the release is the local engine's, byte for byte."""
+    from dpspec.engine.spark import SparkEngine
+    from tests.test_engine_mechanisms import compile_on, release_bytes
+
+    _, path, _ = _equality_spec(tmp_path)
+    local = release_bytes(compile_on(str(path), "local"), tmp_path / "local")
+    assert release_bytes(compile_on(str(path), SparkEngine(session=spark_session)), tmp_path / "spark") == local
 
 
 def test_a_product_breaking_a_facility_bound_is_a_data_error():

@@ -299,11 +299,9 @@ def test_the_settings_check_and_misuse_is_a_located_spec_error():
         check(parse(text, "s.dps"))
 
 
-def test_a_compiled_spec_reports_the_heuristic_in_its_facts_and_notes():
-    """Through the plugin: the bounds are left out of the solves and repaired; the run's facts
-    count the moves per level and list what the release still breaks (nothing here)."""
-    import dpspec
-
+def _facility_data() -> dict:
+    """12 blocks of 40 persons; persons of group-quarters type 1 or 2 in the first six blocks,
+    where a facility of that type lies (10 housing units in every block)."""
     rng = np.random.default_rng(0)
     rows, facilities = [], []
     for b in range(12):
@@ -314,10 +312,18 @@ def test_a_compiled_spec_reports_the_heuristic_in_its_facts_and_notes():
             pd.DataFrame({"state": "s", "county": county, "block": block, "hhgq": hhgq, "sex": rng.integers(0, 2, 40)})
         )
         facilities += [("s", county, block, 0)] * 10 + ([("s", county, block, gq)] if gq else [])
-    data = {
+    return {
         "persons": pd.concat(rows, ignore_index=True),
         "facilities": pd.DataFrame(facilities, columns=["state", "county", "block", "gqtype"]),
     }
+
+
+def test_a_compiled_spec_reports_the_heuristic_in_its_facts_and_notes():
+    """Through the plugin: the bounds are left out of the solves and repaired; the run's facts
+    count the moves per level and list what the release still breaks (nothing here)."""
+    import dpspec
+
+    data = _facility_data()
     text = SPEC.replace("EXTRA", GOOD).replace("rho: 1\n", "rho: 1/200\n")
     result = dpspec.compile(parse(text, "s.dps", data=data), data=data, seed=2)
     report = result.release.facts["postprocess_only"]
@@ -328,3 +334,29 @@ def test_a_compiled_spec_reports_the_heuristic_in_its_facts_and_notes():
     got = micro.groupby([micro["block"].astype(str), micro["hhgq"].astype(int)]).size().unstack(fill_value=0)
     assert (got.loc[[f"c{b // 4}b{b % 4}" for b in range(4)], 2] == 0).all()  # no type-2 persons where none live
     assert (got.loc[[f"c{b // 4}b{b % 4}" for b in range(6, 12)], [1, 2]].to_numpy() == 0).all()
+
+
+@pytest.mark.slow  # a Spark compile: a few seconds on an idle machine (CI runs every test)
+def test_the_repair_releases_the_same_bytes_on_spark(tmp_path, spark_session):
+    """Persons and facilities read from Parquet, so Spark holds both and counts the facilities
+    for the bounds: the records the heuristic moves, and so the release, are the local engine's."""
+    from dpspec.engine.spark import SparkEngine
+    from tests.test_engine_mechanisms import compile_on, release_bytes
+    from tests.topdown_geography import write_declared
+
+    folder = tmp_path / "in"
+    folder.mkdir()
+    for name, frame in _facility_data().items():
+        frame.to_parquet(folder / f"{name}.parquet", index=False)
+    text = SPEC.replace("EXTRA", GOOD).replace("rho: 1\n", "rho: 1/200\n")
+    text = text.replace(
+        "invariants {",
+        'data persons from "persons.parquet"\ndata facilities from "facilities.parquet"\n\ninvariants {',
+    )
+    text += "release {\n  microdata persons\n}\n"
+    spec = folder / "s.dps"
+    write_declared(spec, text)
+    result = compile_on(str(spec), "local")
+    assert sum(result.release.facts["postprocess_only"]["moves"].values()) > 0  # the repair ran
+    local = release_bytes(result, tmp_path / "local")
+    assert release_bytes(compile_on(str(spec), SparkEngine(session=spark_session)), tmp_path / "spark") == local
