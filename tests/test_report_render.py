@@ -67,7 +67,9 @@ def test_public_forms_always_and_internal_forms_only_with_utility():
 
 def test_the_public_report_never_contains_confidential_only_figures():
     spec = load("clean")
-    result = compile_spec(spec, runs=3, audit=False)
+    # seeded: unseeded, the public estimate (e.g. 0.5645) now and then began with the digits of the
+    # true proportion to three places (0.564), which the test cannot tell from a leak
+    result = compile_spec(spec, runs=3, audit=False, seed=1)
     secret = result.utility["true_proportion"]
     out = render_all(result)
     needles = ["true_proportion", "mean_absolute_error", repr(secret), f"{secret:.3g}"]
