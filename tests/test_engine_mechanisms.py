@@ -29,6 +29,19 @@ def release_bytes(result, out: Path) -> dict[str, bytes]:
     return files
 
 
+def spark_parquet_reads(monkeypatch) -> list[str]:
+    """The paths SparkEngine.read_parquet is asked for from now on: a Parquet source reaching it
+    is a table Spark holds (a CSV source is read by pandas on either engine)."""
+    from dpspec.engine.spark import SparkEngine
+
+    read: list[str] = []
+    plain = SparkEngine.read_parquet
+    monkeypatch.setattr(
+        SparkEngine, "read_parquet", lambda self, path, columns=None: read.append(path) or plain(self, path, columns)
+    )
+    return read
+
+
 def compile_on(spec: str, engine, seed: int = 2026):
     import dpspec
 

@@ -1,6 +1,7 @@
 """Equality to a product already released (equality.py): a marginal of the release reproduces it
 at every block, as the DHC persons file reproduces the P.L. 94 block histogram."""
 
+import os
 from fractions import Fraction
 
 import numpy as np
@@ -191,15 +192,17 @@ def test_the_spec_path_reproduces_the_product(tmp_path):
 
 
 @pytest.mark.slow  # a Spark compile: a few seconds on an idle machine (CI runs every test)
-def test_the_spec_path_releases_the_same_bytes_on_spark(tmp_path, spark_session):
+def test_the_spec_path_releases_the_same_bytes_on_spark(tmp_path, spark_session, monkeypatch):
     """The product a release is held to, read from Parquet: on Spark the engine holds it and counts
     it by block, and the release is the local engine's, byte for byte."""
     from dpspec.engine.spark import SparkEngine
-    from tests.test_engine_mechanisms import compile_on, release_bytes
+    from tests.test_engine_mechanisms import compile_on, release_bytes, spark_parquet_reads
 
     _, path, _ = _equality_spec(tmp_path)
     local = release_bytes(compile_on(str(path), "local"), tmp_path / "local")
+    read = spark_parquet_reads(monkeypatch)
     assert release_bytes(compile_on(str(path), SparkEngine(session=spark_session)), tmp_path / "spark") == local
+    assert sorted(os.path.basename(p) for p in read) == ["persons.parquet", "pl94.parquet"]
 
 
 def test_a_product_breaking_a_facility_bound_is_a_data_error():

@@ -2,9 +2,8 @@
 stated in the joint block, checked at the spec line, held by the solver at every level, and data
 in a zero cell are a DataError naming the table, the zero, the block and the cell."""
 
-from fractions import Fraction
-
 import os
+from fractions import Fraction
 
 import numpy as np
 import pandas as pd
@@ -153,13 +152,9 @@ def test_a_joint_spec_with_zeros_releases_the_same_bytes_on_spark(tmp_path, spar
     """Households and units read from Parquet, so Spark holds both tables (the engine path the
     bundled DHC households specs take): the bytes of the local engine."""
     from dpspec.engine.spark import SparkEngine
-    from tests.test_engine_mechanisms import compile_on, release_bytes
+    from tests.test_engine_mechanisms import compile_on, release_bytes, spark_parquet_reads
 
-    read = []
-    plain = SparkEngine.read_parquet
-    monkeypatch.setattr(
-        SparkEngine, "read_parquet", lambda self, path, columns=None: read.append(path) or plain(self, path, columns)
-    )
+    read = spark_parquet_reads(monkeypatch)
 
     households, units = _data(seed=9)
     (tmp_path / "in").mkdir()

@@ -4,6 +4,7 @@ groups of every exact marginal (the P.L. 94 equality), never into a structural z
 cannot repair is reported (a warning and the run's facts), or stops the run at a level listed in
 postprocess_require_feasible, as production's constraint check does there."""
 
+import os
 from fractions import Fraction
 
 import numpy as np
@@ -265,6 +266,7 @@ mechanism topdown {
 }
 """
 GOOD = "postprocess_only: [hhgq_total_ub, hhgq_total_lb]\n  postprocess_heuristics: true"
+REPAIRED = SPEC.replace("EXTRA", GOOD).replace("rho: 1\n", "rho: 1/200\n")  # noise low enough to see the moves
 
 
 def _line(text, start):
@@ -324,7 +326,7 @@ def test_a_compiled_spec_reports_the_heuristic_in_its_facts_and_notes():
     import dpspec
 
     data = _facility_data()
-    text = SPEC.replace("EXTRA", GOOD).replace("rho: 1\n", "rho: 1/200\n")
+    text = REPAIRED
     result = dpspec.compile(parse(text, "s.dps", data=data), data=data, seed=2)
     report = result.release.facts["postprocess_only"]
     assert sum(report["moves"].values()) > 0 and report["violations"] == []
@@ -337,18 +339,18 @@ def test_a_compiled_spec_reports_the_heuristic_in_its_facts_and_notes():
 
 
 @pytest.mark.slow  # a Spark compile: a few seconds on an idle machine (CI runs every test)
-def test_the_repair_releases_the_same_bytes_on_spark(tmp_path, spark_session):
+def test_the_repair_releases_the_same_bytes_on_spark(tmp_path, spark_session, monkeypatch):
     """Persons and facilities read from Parquet, so Spark holds both and counts the facilities
     for the bounds: the records the heuristic moves, and so the release, are the local engine's."""
     from dpspec.engine.spark import SparkEngine
-    from tests.test_engine_mechanisms import compile_on, release_bytes
+    from tests.test_engine_mechanisms import compile_on, release_bytes, spark_parquet_reads
     from tests.topdown_geography import write_declared
 
     folder = tmp_path / "in"
     folder.mkdir()
     for name, frame in _facility_data().items():
         frame.to_parquet(folder / f"{name}.parquet", index=False)
-    text = SPEC.replace("EXTRA", GOOD).replace("rho: 1\n", "rho: 1/200\n")
+    text = REPAIRED
     text = text.replace(
         "invariants {",
         'data persons from "persons.parquet"\ndata facilities from "facilities.parquet"\n\ninvariants {',
@@ -359,4 +361,6 @@ def test_the_repair_releases_the_same_bytes_on_spark(tmp_path, spark_session):
     result = compile_on(str(spec), "local")
     assert sum(result.release.facts["postprocess_only"]["moves"].values()) > 0  # the repair ran
     local = release_bytes(result, tmp_path / "local")
+    read = spark_parquet_reads(monkeypatch)
     assert release_bytes(compile_on(str(spec), SparkEngine(session=spark_session)), tmp_path / "spark") == local
+    assert sorted(os.path.basename(p) for p in read) == ["facilities.parquet", "persons.parquet"]

@@ -138,7 +138,7 @@ def rule(form: Conic | Stated) -> str:
 # condensed forms took 0.30 s (inequalities condensed) and 5.7 s (equalities or both), its
 # multistage one 3.0 s, against 0.30 s for its default LDL' and 0.20 s for Clarabel; on a block-group
 # fit of 6,986 variables 0.10 s, 53 s and 26 s against the default's 0.10 s (2026-12-07).
-# Clarabel's time. On the DHC block fits of 8k-21k variables it was 3-6x slower than Clarabel
+# On the DHC block fits of 8k-21k variables it was 3-6x slower than Clarabel
 # (PIQP factors its KKT system with a simplicial LDL', and these systems fill in: Clarabel
 # switches to its supernodal faer there),
 # as it is on the 1M-person county node of 728k variables (no answer in 600 s, issue 46's
