@@ -270,7 +270,7 @@ def measure(nodes, configs) -> tuple[list, list]:
                 "stated_rows": int(form.a.shape[0]),
                 "stated_nnz": int(form.a.nnz + form.p.nnz),
                 "file": str(path),
-                "rule": qp_choice.rule(form),
+                "rule": qp_choice.rule(form, problem),
                 "times": {c: (r["seconds"] if r["good"] else None) for c, r in results.items()},
                 "seconds": {c: r["seconds"] for c, r in results.items()},
                 "violation": {c: r["viol"] for c, r in results.items()},

@@ -24,7 +24,7 @@ def test_capture_writes_the_problem_only_when_asked(tmp_path, monkeypatch):
     monkeypatch.setenv(qp_choice.CAPTURE_ENV, str(tmp_path / "nodes"))
     x, optimal, _, used, _ = postprocess.solve_qp(problem)
     files = list((tmp_path / "nodes").glob("node-*.npz"))
-    assert optimal and used == qp_choice.rule(conic_form(problem)) and len(files) == 1
+    assert optimal and used == qp_choice.rule(conic_form(problem), problem) and len(files) == 1
     back = qp_choice.load(str(files[0]))
     assert back.n_var == problem.n_var and back.n_x == problem.n_x
     assert (back.a != problem.a).nnz == 0 and np.array_equal(back.hi, problem.hi)
@@ -39,7 +39,7 @@ def test_by_default_the_rule_chooses(monkeypatch):
     monkeypatch.delenv(qp_choice.CHOICE_ENV, raising=False)
     problem = _problem()
     ok, x, _, status, used = qp_choice.solve(problem)
-    assert ok and used == qp_choice.rule(conic_form(problem)) == "piqp"
+    assert ok and used == qp_choice.rule(conic_form(problem), problem) == "piqp"
     monkeypatch.setenv(qp_choice.CHOICE_ENV, "auto")
     assert qp_choice.solve(problem)[4] == "piqp"
 
@@ -106,6 +106,63 @@ class _Shape:
 )
 def test_the_rule_picks_what_the_node_benchmark_measured(variables, solver):
     assert qp_choice.rule(_Shape(variables)) == solver
+
+
+def _grid(children, cells, within, seed=3):
+    """A fit over children x cells: each cell in a row across the children (the parent's cell),
+    in a row of ``within`` cells of its child (none when 0), and each child's total a sum column."""
+    import scipy.sparse as sp
+
+    from dpspec_topdown.estimation.qp import NodeQP
+
+    rng = np.random.default_rng(seed)
+    n_x = children * cells
+    truth = rng.integers(0, 4, n_x).astype(float)
+    cell = np.arange(n_x)
+    kid, kind = cell // cells, cell % cells
+    rows = [sp.csr_matrix((np.ones(n_x), (kind, cell)), shape=(cells, n_x + children))]
+    if within:
+        group = kid * (cells // within) + kind // within
+        rows.append(sp.csr_matrix((np.ones(n_x), (group, cell)), shape=(group.max() + 1, n_x + children)))
+    totals = sp.hstack([sp.csr_matrix((np.ones(n_x), (kid, cell)), shape=(children, n_x)), -sp.eye(children)])
+    a = sp.vstack(rows + [totals]).tocsc()
+    rhs = a @ np.concatenate([truth, np.zeros(children)])
+    rhs[-children:] = 0.0
+    noisy = np.concatenate([truth, truth.reshape(children, cells).sum(axis=1)]) + rng.normal(0, 2, n_x + children)
+    return NodeQP(
+        hess=np.full(n_x + children, 2.0),
+        cost=-2.0 * noisy,
+        lower=np.zeros(n_x + children),
+        upper=np.full(n_x + children, np.inf),
+        a=a,
+        lo=rhs,
+        hi=rhs,
+        n_x=n_x,
+    )
+
+
+@pytest.mark.parametrize(
+    "children, cells, within, wide",
+    [
+        (30, 60, 20, True),  # the DHC's block fits held to P.L. 94: tied both ways, both long
+        (4, 600, 100, False),  # its block-group fits: tied both ways, across only four children
+        (40, 60, 0, False),  # P.L. 94's block fits: each cell tied across the children only
+        (30, 60, 1, False),  # a row per cell within its child is a bound, not a second tie
+    ],
+)
+def test_grid_tells_the_fits_whose_factor_fills_in(children, cells, within, wide):
+    problem = _grid(children, cells, within)
+    assert qp_choice.grid(problem) is wide
+    assert qp_choice.rule(conic_form(problem), problem) == ("clarabel" if wide else "piqp")
+    assert qp_choice.rule(conic_form(problem)) == "piqp"  # without the problem: by size alone
+
+
+def test_a_wide_grid_is_solved_by_clarabel_by_default(monkeypatch):
+    monkeypatch.delenv(qp_choice.CHOICE_ENV, raising=False)
+    problem = _grid(30, 60, 20)
+    ok, x, _, _, used = qp_choice.solve(problem)
+    assert ok and used == "clarabel" and np.array_equal(x, solve_clarabel(problem)[1])
+    assert not qp_choice.grid(_problem())  # the small test node stays on PIQP (above)
 
 
 def test_the_rule_is_read_in_order(monkeypatch):

@@ -116,34 +116,67 @@ def load(path: str) -> NodeQP:
     )
 
 
-def rule(form: Conic | Stated) -> str:
-    """The solver RULE names for a node of this shape (see the module doc and RULE)."""
+def rule(form: Conic | Stated, problem: NodeQP | None = None) -> str:
+    """The solver RULE names for a node of this shape (see the module doc and RULE); with the
+    problem as stated, a fit in RULE's first band whose cells form a tied grid (``grid``) goes to
+    Clarabel instead."""
     n = form.cols.size
     for upto, name in RULE:
         if n < upto:
+            if upto == RULE[0][0] and problem is not None and grid(problem):
+                return "clarabel"
             return name
     return "clarabel"
+
+
+def grid(problem: NodeQP) -> bool:
+    """Whether the cells form a wide grid: each cell tied by two rows over cells alone (a sum
+    across the children, the parent's cell; and a row within its child, as where a fit is held
+    to an earlier release), the shorter of the two longer than GRID_SIDE terms for the median
+    cell. Such a grid's KKT factor fills in (see RULE), which a supernodal factor (Clarabel's
+    faer) handles better than PIQP's simplicial one. One pass over the rows' entries."""
+    a = problem.a.tocsr()
+    n_x = problem.n_x
+    if n_x == 0 or a.nnz == 0:
+        return False
+    length = np.diff(a.indptr)
+    row = np.repeat(np.arange(a.shape[0]), length)
+    on_sums = np.bincount(row[a.indices >= n_x], minlength=a.shape[0])
+    entry = (on_sums == 0)[row]  # the entries of rows over cells alone
+    col, span = a.indices[entry], length[row[entry]]
+    shorter = np.full(n_x, np.iinfo(np.int64).max)
+    np.minimum.at(shorter, col, span)
+    side = np.where(np.bincount(col, minlength=n_x) >= 2, shorter, 0)  # 0: tied one way or none
+    return bool(np.median(side) > GRID_SIDE)
 
 
 # (variables as stated below, solver): the first entry that matches. From the node benchmark
 # (docs/performance/bench_topdown_nodes.md; 10k persons, P.L. 94 and DHC persons, each node's
 # largest and median fit): PIQP was the fastest configuration that met the accuracy on every fit
 # below 8,000 variables (P.L. 94's, the DHC's county to block-group fits, 1.2-2.3x faster than
-# Clarabel) and on the DHC root (177k variables, 3.4x), except the DHC's median block fit (3,543
-# variables: 1.77x Clarabel's time). Over all 16 captured DHC block fits, PIQP took 0.4-0.5x
-# Clarabel's time below 1,300 variables and 1.7-6.4x from 3,300 on; no measure of size or density
-# tried (variables, rows, nonzeros per row or column, the normal equations' nonzeros) separates
-# those block fits from the block-group fits of 6,600-7,000 variables that PIQP solves in half
-# Clarabel's time. PIQP's other KKT solvers do not close the gap: on the median block fit its
+# Clarabel) and on the DHC root (177k variables, 3.4x), except the DHC's block fits from 3,300
+# variables on (the median one, 3,543 variables: 1.77x Clarabel's time; all 16 captured: PIQP
+# 0.4-0.5x Clarabel's time below 1,300 variables, 1.7-6.4x from 3,300 on). Size and density do
+# not separate those from the block-group fits of 6,600-7,000 variables that PIQP solves in half
+# Clarabel's time (variables, rows, nonzeros per row or column, the normal equations' nonzeros
+# were tried); the fill of the KKT factor does: CHOLMOD's AMD analysis of the captured KKT
+# patterns gives a factor of 5.6-9.2x the matrix's nonzeros for those block fits, 0.7-2.4x for
+# every other captured fit of 1,000-30,000 variables (P.L. 94's block fits 1.3-1.8x). Their
+# cells are a grid: each in a sum across the children (the parent's cell) and in a row within
+# its child (the P.L. 94 release the DHC is held to), over some tens of children. ``grid``
+# tells that shape from the rows alone, cheaply and with no solver's analysis: the median cell's
+# shorter cells-only row held 12-27 terms in those block fits, 4 in the DHC's block-group fits
+# (four children), at most 5 in every other fit of the first band (P.L. 94's block fits tie each
+# cell one way only: 0). PIQP's other KKT solvers do not close the gap: on the median block fit its
 # condensed forms took 0.30 s (inequalities condensed) and 5.7 s (equalities or both), its
-# multistage one 3.0 s, against 0.30 s for its default LDL' and 0.20 s for Clarabel; on a block-group
-# fit of 6,986 variables 0.10 s, 53 s and 26 s against the default's 0.10 s (2026-12-07).
-# On the DHC block fits of 8k-21k variables it was 3-6x slower than Clarabel
-# (PIQP factors its KKT system with a simplicial LDL', and these systems fill in: Clarabel
-# switches to its supernodal faer there),
-# as it is on the 1M-person county node of 728k variables (no answer in 600 s, issue 46's
-# measurement), so sizes from 300k on stay on Clarabel. What decides is the fill of the KKT
-# factor, which only a symbolic analysis knows; the size bands are its stand-in measured here.
+# multistage one 3.0 s, against 0.30 s for its default LDL' and 0.20 s for Clarabel; on a
+# block-group fit of 6,986 variables 0.10 s, 53 s and 26 s against the default's 0.10 s
+# (2026-12-07). On the DHC block fits of 8k-21k variables PIQP was 3-6x slower than Clarabel
+# (its simplicial LDL' against Clarabel's supernodal faer on a factor that fills in), as it is
+# on the 1M-person county node of 728k variables (no answer in 600 s, issue 46's measurement), so
+# sizes from 300k on stay on Clarabel. The DHC root at 10k persons is also a grid by ``grid``'s
+# measure yet PIQP's 3.4x faster: the grid test applies to the first band only.
+GRID_SIDE = 8  # terms in the median cell's shorter cells-only row (see grid)
 RULE: tuple = ((8_000, "piqp"), (150_000, "clarabel"), (300_000, "piqp"), (float("inf"), "clarabel"))
 
 
@@ -155,7 +188,7 @@ def solve(problem: NodeQP):
     if form is not None:
         capture(problem, form)
     choice = os.environ.get(CHOICE_ENV) or "auto"
-    name = rule(st) if choice == "auto" else choice
+    name = rule(st, problem) if choice == "auto" else choice
     seconds = 0.0
     if name != "clarabel":
         solver = SOLVERS.get(name)
