@@ -25,7 +25,8 @@ that violation. For a byte-identical release the cells must moreover agree with 
 closely enough that no margin crosses the 1e-6 floor/ceiling tolerance (_INT_TOL): where the
 optimum is not unique (cells the fit does not pin down) another solver may pick another optimal
 point, so the column against Clarabel is not an accuracy. The notes give per node the fastest
-configuration and the ratio of the one the rule (qp_choice.RULE, TopDown's default) chooses.
+configuration and the ratio of the one the rule (qp_choice.rule, TopDown's default: RULE's size
+bands, and grid's test of the first band) chooses.
 """
 
 from __future__ import annotations
