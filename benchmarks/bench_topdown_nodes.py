@@ -11,7 +11,7 @@ the one of median size are then solved, each in a forked process of its own (its
 memory it added at its peak, a time limit of 20 s), by every solver configuration installed
 here: Clarabel as TopDown configures it (direct solve method "auto", which gave qdldl's answers
 bit for bit on the small nodes checked and faer's on an 18k-variable DHC block node) and with
-each of its direct solve methods named, PIQP, proxsuite,
+each of its direct solve methods named, PIQP, PDLP (OR-Tools' first-order method), proxsuite,
 OSQP (alone at its looser tolerance and as proxsuite's warm start), HiGHS's QP, and an interior
 point whose Newton step is a CHOLMOD Cholesky of the normal equations (scikit-sparse). Each row
 gives the time, the throughput (variables per second), the ratio to the fastest configuration
@@ -26,7 +26,7 @@ closely enough that no margin crosses the 1e-6 floor/ceiling tolerance (_INT_TOL
 optimum is not unique (cells the fit does not pin down) another solver may pick another optimal
 point, so the column against Clarabel is not an accuracy. The notes give per node the fastest
 configuration and the ratio of the one the rule (qp_choice.rule, TopDown's default: RULE's size
-bands, and grid's test of the first band) chooses.
+bands, and grid's test below GRID_UP_TO variables) chooses.
 """
 
 from __future__ import annotations
@@ -55,7 +55,13 @@ TIME_LIMIT = 20.0
 # (1e-8): every interior point here meets it; OSQP's 1e-5 answers often do not.
 GAP_LIMIT = 1e-6
 # the configuration that times each solver the rule (qp_choice.RULE) may name
-RULE_CONFIG = {"clarabel": "clarabel (auto)", "piqp": "piqp", "proxsuite": "proxsuite", "cholmod": "cholmod ipm"}
+RULE_CONFIG = {
+    "clarabel": "clarabel (auto)",
+    "piqp": "piqp",
+    "pdlp": "pdlp",
+    "proxsuite": "proxsuite",
+    "cholmod": "cholmod ipm",
+}
 
 
 # --- capture -----------------------------------------------------------------------------
@@ -158,6 +164,7 @@ CONFIGS = {
     "clarabel qdldl": lambda p, f: qp_choice.solve_clarabel_method(p, f, "qdldl"),
     "clarabel faer": lambda p, f: qp_choice.solve_clarabel_method(p, f, "faer"),
     "piqp": lambda p, f: qp_choice.solve_piqp(p, f),
+    "pdlp": lambda p, f: qp_choice.solve_pdlp(p, f),
     "proxsuite": lambda p, f: qp_choice.solve_proxsuite(p, f),
     "osqp (1e-5)": lambda p, f: qp_choice.solve_osqp(p, f),
     "osqp -> proxsuite": lambda p, f: qp_choice.solve_osqp_proxsuite(p, f),
@@ -171,6 +178,31 @@ def _vm(key: str) -> float:
         if line.startswith(key):
             return float(line.split()[1]) / 1024
     return 0.0
+
+
+# every solver's modules, imported once before the children are forked so that no solve's time
+# includes an import (with --reuse nothing else imports them in this process)
+SOLVER_MODULES = (
+    "clarabel",
+    "piqp",
+    "ortools.pdlp.python.pdlp",
+    "ortools.pdlp.solvers_pb2",
+    "ortools.pdlp.solve_log_pb2",
+    "proxsuite",
+    "osqp",
+    "highspy",
+    "sksparse.cholmod",
+)
+
+
+def import_solvers() -> None:
+    import importlib
+
+    for name in SOLVER_MODULES:
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            pass  # reported per row as "not installed"
 
 
 def _one(path: str, config: str, out: str) -> None:
@@ -308,6 +340,7 @@ def main(argv=None) -> None:
             capture(args.persons, where)
         nodes = select(where, args.per_level)
         print(f"{len(nodes)} nodes selected from {where}", flush=True)
+        import_solvers()
         rows, summary = measure(nodes, args.solvers)
     wall = time.perf_counter() - t0
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024

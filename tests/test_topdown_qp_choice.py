@@ -53,13 +53,12 @@ def test_clarabel_named_solves_every_fit_as_before(monkeypatch):
     assert np.array_equal(x, x_c)  # the very same numbers as Clarabel alone
 
 
-@pytest.mark.parametrize("name", ["piqp", "proxsuite", "cholmod"])
+@pytest.mark.parametrize("name", ["piqp", "pdlp", "proxsuite", "cholmod"])
 def test_an_alternative_solves_the_same_least_squares(monkeypatch, name):
-    module = {"piqp": "piqp", "proxsuite": "proxsuite", "cholmod": "sksparse"}[name]
+    module = {"piqp": "piqp", "pdlp": "ortools", "proxsuite": "proxsuite", "cholmod": "sksparse"}[name]
     pytest.importorskip(module)
     monkeypatch.setenv(qp_choice.CHOICE_ENV, name)
-    for seed in (12, 13):
-        problem = _problem(seed)
+    for problem in (_problem(12), _problem(13)):
         ok, x, _, status, used = qp_choice.solve(problem)
         _, x_c, _, _ = solve_clarabel(problem)
         assert ok and used == name, status
@@ -153,16 +152,39 @@ def _grid(children, cells, within, seed=3):
 def test_grid_tells_the_fits_whose_factor_fills_in(children, cells, within, wide):
     problem = _grid(children, cells, within)
     assert qp_choice.grid(problem) is wide
-    assert qp_choice.rule(conic_form(problem), problem) == ("clarabel" if wide else "piqp")
+    assert qp_choice.rule(conic_form(problem), problem) == ("pdlp" if wide else "piqp")
     assert qp_choice.rule(conic_form(problem)) == "piqp"  # without the problem: by size alone
 
 
-def test_a_wide_grid_is_solved_by_clarabel_by_default(monkeypatch):
+def test_a_wide_grid_is_solved_by_pdlp_by_default_to_the_roundings_accuracy(monkeypatch):
     monkeypatch.delenv(qp_choice.CHOICE_ENV, raising=False)
     problem = _grid(30, 60, 20)
-    ok, x, _, _, used = qp_choice.solve(problem)
-    assert ok and used == "clarabel" and np.array_equal(x, solve_clarabel(problem)[1])
+    ok, x, _, status, used = qp_choice.solve(problem)
+    assert ok and used == "pdlp", status
+    assert problem.violation(x) <= violation_limit(problem) and x.min() >= 0.0  # cells never negative
+    best = problem.objective(solve_clarabel(problem)[1])
+    assert abs(problem.objective(x) - best) / (1 + abs(best)) < 1e-6
+    assert np.array_equal(qp_choice.solve(problem)[1], x)  # the same answer every time
     assert not qp_choice.grid(_problem())  # the small test node stays on PIQP (above)
+
+
+def test_a_grid_pdlp_does_not_finish_goes_to_clarabel(monkeypatch):
+    import functools
+
+    from dpspec_topdown.estimation import pdlp
+
+    monkeypatch.delenv(qp_choice.CHOICE_ENV, raising=False)
+    monkeypatch.setitem(qp_choice.SOLVERS, "pdlp", functools.partial(pdlp.solve_pdlp, iterations=10))
+    problem = _grid(30, 60, 20)
+    ok, x, _, status, used = qp_choice.solve(problem)
+    assert ok and used == "clarabel" and np.array_equal(x, solve_clarabel(problem)[1])
+    assert "ITERATION_LIMIT" in pdlp.solve_pdlp(problem, iterations=10)[3]
+
+
+def test_a_grid_past_pdlps_band_keeps_the_size_rule():
+    problem = _grid(30, 60, 20)  # a grid, handed with the size of the DHC root's band
+    assert qp_choice.rule(_Shape(qp_choice.GRID_UP_TO - 1), problem) == "pdlp"
+    assert qp_choice.rule(_Shape(qp_choice.GRID_UP_TO), problem) == "piqp"  # as the 10k root
 
 
 def test_the_rule_is_read_in_order(monkeypatch):

@@ -6,8 +6,9 @@ docs/performance/bench_topdown_nodes.md). By default (``DPSPEC_TOPDOWN_QP`` unse
 ``RULE`` names the solver for a node of its size; "clarabel", or any name in ``SOLVERS``, puts
 every node on that one. Clarabel stays the fallback: it is used whenever the chosen solver is not
 installed, does not report an optimum, or its answer violates a row or bound by more than the
-rounding absorbs (qp.violation_limit). PIQP, the one alternative the rule names, is therefore
-a required dependency (pyproject.toml): a release must not depend on what happens to be installed.
+rounding absorbs (qp.violation_limit). PIQP and PDLP (OR-Tools), the alternatives the rule
+names, are therefore required dependencies (pyproject.toml): a release must not depend on what
+happens to be installed.
 
 Work done once: the problem is stated once (qp.stated) and each solver's layout is made from
 that statement (Clarabel's cones only when Clarabel runs). A PIQP solver set up for one sparsity
@@ -18,7 +19,8 @@ used: it keeps the first problem's equilibration, so a fit's answer would depend
 the same worker solved before it, and a release on how nodes were spread over workers. Neither
 solver takes a warm start (both interior point; Clarabel has no such option, PIQP none in its
 Python interface), and a node's outer passes differ in their rows and variables, so there is no
-pattern to share between them.
+pattern to share between them. PDLP could start from a given point, but only another fit's
+answer could give it one, and that would make a fit's answer depend on the order of solving.
 
 Capture: with ``DPSPEC_TOPDOWN_CAPTURE`` naming a directory, every fit this process (or a worker
 it starts) solves is also written there as ``node-PID-N.npz``: the problem as stated (NodeQP)
@@ -39,6 +41,7 @@ import scipy.sparse as sp
 
 from dpspec.api import LazyModule
 
+from .pdlp import solve_pdlp
 from .qp import Conic, NodeQP, Stated, conic_form, solve_clarabel, stated, violation_limit
 
 # heavy libraries, imported on first use
@@ -118,13 +121,13 @@ def load(path: str) -> NodeQP:
 
 def rule(form: Conic | Stated, problem: NodeQP | None = None) -> str:
     """The solver RULE names for a node of this shape (see the module doc and RULE); with the
-    problem as stated, a fit in RULE's first band whose cells form a tied grid (``grid``) goes to
-    Clarabel instead."""
+    problem as stated, a fit under GRID_UP_TO variables whose cells form a tied grid (``grid``)
+    goes to PDLP instead."""
     n = form.cols.size
+    if problem is not None and n < GRID_UP_TO and grid(problem):
+        return "pdlp"
     for upto, name in RULE:
         if n < upto:
-            if upto == RULE[0][0] and problem is not None and grid(problem):
-                return "clarabel"
             return name
     return "clarabel"
 
@@ -133,8 +136,8 @@ def grid(problem: NodeQP) -> bool:
     """Whether the cells form a wide grid: each cell tied by two rows over cells alone (a sum
     across the children, the parent's cell; and a row within its child, as where a fit is held
     to an earlier release), the shorter of the two longer than GRID_SIDE terms for the median
-    cell. Such a grid's KKT factor fills in (see RULE), which a supernodal factor (Clarabel's
-    faer) handles better than PIQP's simplicial one. One pass over the rows' entries."""
+    cell. Such a grid's KKT factor fills in (see RULE), which makes every interior-point step
+    dear; PDLP factors nothing (pdlp.py). One pass over the rows' entries."""
     a = problem.a.tocsr()
     n_x = problem.n_x
     if n_x == 0 or a.nnz == 0:
@@ -174,9 +177,17 @@ def grid(problem: NodeQP) -> bool:
 # (2026-12-07). On the DHC block fits of 8k-21k variables PIQP was 3-6x slower than Clarabel
 # (its simplicial LDL' against Clarabel's supernodal faer on a factor that fills in), as it is
 # on the 1M-person county node of 728k variables (no answer in 600 s, issue 46's measurement), so
-# sizes from 300k on stay on Clarabel. The DHC root at 10k persons is also a grid by ``grid``'s
-# measure yet PIQP's 3.4x faster: the grid test applies to the first band only.
+# sizes from 300k on stay on Clarabel (PIQP also crashed, a segmentation fault in its set-up
+# after 190 CPU-s, on the 1M-person DHC root of 722,829 variables: 2026-12-07).
+# Grids go to PDLP (pdlp.py) below GRID_UP_TO variables: on the DHC block fits held to P.L. 94
+# of 3,500-63,000 variables (the 10k run's eight and 13 of the 1M run's) it took 0.31-1.20x
+# Clarabel's time at its tolerance (0.5x on the 10k run's, 0.76x summed over the 1M run's), with
+# every violation under 1% of what the rounding absorbs and the objective within 1e-8 of
+# Clarabel's; on the fits that are not grids (block-group to county fits) 2-29x. The DHC root at
+# 10k persons (176,711 variables) is also a grid by ``grid``'s measure but stays on PIQP (3.4x
+# faster than Clarabel; PDLP took over 2.5 min on the 1M root, against Clarabel's 21 s).
 GRID_SIDE = 8  # terms in the median cell's shorter cells-only row (see grid)
+GRID_UP_TO = 150_000  # variables as stated: grids below go to PDLP
 RULE: tuple = ((8_000, "piqp"), (150_000, "clarabel"), (300_000, "piqp"), (float("inf"), "clarabel"))
 
 
@@ -483,4 +494,4 @@ def sp_diag(values):
     return sp.diags(values, format="csc")
 
 
-SOLVERS = {"piqp": solve_piqp, "proxsuite": solve_proxsuite, "cholmod": solve_cholmod_ipm}
+SOLVERS = {"piqp": solve_piqp, "pdlp": solve_pdlp, "proxsuite": solve_proxsuite, "cholmod": solve_cholmod_ipm}
