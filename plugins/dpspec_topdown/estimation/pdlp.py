@@ -5,8 +5,9 @@ children and within its child, so an interior point's factor fills in whatever t
 (qp_choice.RULE) and each of its Newton steps costs close to a dense one. PDLP (OR-Tools'
 primal-dual hybrid gradient, Applegate et al. 2021) factors nothing: its steps are products with
 the constraint matrix, whose cost a grid does not raise. On the captured DHC block fits it took
-0.25-0.99x Clarabel's time at the tolerance below (docs/performance/bench_topdown_nodes.md); on
-fits that are not grids it took up to 29x, so the rule names it for grids only.
+0.31-1.20x Clarabel's time at the tolerance below (about 0.5x on the 10k run's, 0.76x summed
+over 13 of the 1M run's; docs/guides/dhc-topdown.md); on fits that are not grids it took up to
+29x, so the rule names it for grids only.
 
 Exactness: PDLP stops when its relative primal residual, dual residual and duality gap are all
 under ``TOL``; the caller then takes its answer only if no row or bound is violated by more
@@ -35,7 +36,7 @@ _solve_log_pb2 = LazyModule("ortools.pdlp.solve_log_pb2", "_solve_log_pb2", glob
 # Relative tolerance on PDLP's primal and dual residuals and its duality gap. At 1e-7 every
 # captured grid fit came out with a violation under 1% of what the rounding absorbs and an
 # objective within 1e-8 (relative) of Clarabel's; at 1e-6 10-20% faster, with violations up to
-# 12% of that limit and objective gaps up to 1e-7 (2026-12-07, tests of the node benchmark).
+# 12% of that limit and objective gaps up to 1e-7 (2026-12-07, the captured block fits).
 TOL = 1e-7
 ITERATIONS = 100_000  # at most; the captured grid fits took 128-7,296 (a fit past it goes to Clarabel)
 _OPTIMAL = "TERMINATION_REASON_OPTIMAL"
