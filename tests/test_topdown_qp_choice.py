@@ -58,7 +58,8 @@ def test_an_alternative_solves_the_same_least_squares(monkeypatch, name):
     module = {"piqp": "piqp", "pdlp": "ortools", "proxsuite": "proxsuite", "cholmod": "sksparse"}[name]
     pytest.importorskip(module)
     monkeypatch.setenv(qp_choice.CHOICE_ENV, name)
-    for problem in (_problem(12), _problem(13)):
+    for seed in (12, 13):
+        problem = _problem(seed)
         ok, x, _, status, used = qp_choice.solve(problem)
         _, x_c, _, _ = solve_clarabel(problem)
         assert ok and used == name, status
