@@ -267,3 +267,38 @@ def test_piqp_reused_for_a_pattern_gives_a_fresh_set_ups_answer(monkeypatch):
     other = _problem(13, n_children=5)  # another pattern: a solver of its own
     qp_choice.solve_piqp(other)
     assert len(qp_choice._piqp_kept) == 2
+
+
+def test_a_large_piqp_fit_runs_in_a_child_with_the_same_bits(monkeypatch):
+    pytest.importorskip("piqp")
+    monkeypatch.delenv(qp_choice.CHOICE_ENV, raising=False)  # the rule names piqp here
+    problem = _problem()
+    in_process = qp_choice.solve(problem)
+    children = []
+    real = qp_choice.run_isolated
+    monkeypatch.setattr(qp_choice, "run_isolated", lambda *a: children.append(1) or real(*a))
+    monkeypatch.setitem(qp_choice.ISOLATE_FROM, "piqp", 1)
+    isolated = qp_choice.solve(problem)
+    assert children == [1] and isolated[4] == "piqp"
+    assert np.array_equal(isolated[1], in_process[1]) and isolated[3] == in_process[3]
+
+
+def test_a_solver_that_crashes_its_process_falls_back_to_clarabel(monkeypatch):
+    import os
+    import signal
+
+    monkeypatch.delenv(qp_choice.CHOICE_ENV, raising=False)
+    problem = _problem()
+
+    def segfault(p, f):
+        os.kill(os.getpid(), signal.SIGSEGV)
+
+    monkeypatch.setitem(qp_choice.SOLVERS, "piqp", segfault)
+    monkeypatch.setitem(qp_choice.ISOLATE_FROM, "piqp", 1)
+    ok, x, _, _, used = qp_choice.solve(problem)  # this process lives on
+    assert ok and used == "clarabel" and np.array_equal(x, solve_clarabel(problem)[1])
+    from dpspec_topdown.estimation.isolated import run_isolated
+
+    assert run_isolated(segfault, problem, None) == (False, None, 0.0, "crashed (SIGSEGV)")
+    assert run_isolated(lambda: (True, None, 0.5, "no answer")) == (True, None, 0.5, "no answer")
+    assert run_isolated(lambda: 1 / 0)[3] == "child exited with status 1"

@@ -41,6 +41,7 @@ import scipy.sparse as sp
 
 from dpspec.api import LazyModule
 
+from .isolated import run_isolated
 from .pdlp import solve_pdlp
 from .qp import Conic, NodeQP, Stated, conic_form, solve_clarabel, stated, violation_limit
 
@@ -189,6 +190,11 @@ def grid(problem: NodeQP) -> bool:
 GRID_SIDE = 8  # terms in the median cell's shorter cells-only row (see grid)
 GRID_UP_TO = 150_000  # variables as stated: grids below go to PDLP
 RULE: tuple = ((8_000, "piqp"), (150_000, "clarabel"), (300_000, "piqp"), (float("inf"), "clarabel"))
+# variables as stated from which a solver's fit runs in a forked child (isolated.py), so that a
+# crash in its native code falls back to Clarabel instead of killing the process: PIQP crashed on
+# a fit of 722,829 variables, and the rule gives it fits from 150,000 (the fork costs milliseconds
+# against those fits' seconds; the smaller fits it takes were all solved in the node benchmark).
+ISOLATE_FROM = {"piqp": 150_000}
 
 
 def solve(problem: NodeQP):
@@ -205,7 +211,10 @@ def solve(problem: NodeQP):
         solver = SOLVERS.get(name)
         if solver is not None:
             try:
-                ok, x, sec, status = solver(problem, st)
+                if st.cols.size >= ISOLATE_FROM.get(name, float("inf")):
+                    ok, x, sec, status = run_isolated(solver, problem, st)
+                else:
+                    ok, x, sec, status = solver(problem, st)
             except ImportError:
                 ok, x, sec, status = False, None, 0.0, "absent"
             seconds += sec
