@@ -47,6 +47,7 @@ import argparse
 import hashlib
 import json
 import os
+import re
 import resource
 import subprocess
 import sys
@@ -379,6 +380,17 @@ def per_level(levels: dict) -> str:
     )
 
 
+def failure(stderr: str, data: Path, mech: str, eng: str) -> str:
+    """A failed run's cause for the console (the lines that name an error: a Java stack trace
+    ends with no cause in it), its whole stderr kept beside the data, since a cluster's own logs
+    go with it."""
+    log = data.with_name(f"{data.name}.{mech}-{eng}.stderr.log")
+    log.write_text(stderr, encoding="utf-8")
+    lines = [line.strip() for line in stderr.splitlines() if line.strip()]
+    named = [line for line in lines if re.search(r"(Error|Exception|Failed)\b", line)][:3]
+    return " | ".join(named or lines[-1:]) + f" (stderr: {log})"
+
+
 def run_all(args, master: str) -> None:
     """Every (size, mechanism, engine) in its own process, its line printed, the doc table written."""
     rows = []
@@ -401,7 +413,7 @@ def run_all(args, master: str) -> None:
                     cmd, capture_output=True, text=True, env={**os.environ, "PYTHONWARNINGS": "ignore"}
                 )
                 if done.returncode != 0:
-                    print(f"{mech:8s} {eng:6s} {n:>11,}  FAILED: {done.stderr.strip().splitlines()[-1:]}", flush=True)
+                    print(f"{mech:8s} {eng:6s} {n:>11,}  FAILED: {failure(done.stderr, path, mech, eng)}", flush=True)
                     continue
                 row = json.loads(done.stdout.strip().splitlines()[-1])
                 rows.append(row)
