@@ -363,6 +363,37 @@ def test_spark_ships_driver_built_units_in_bounded_batches(spark_session, monkey
     assert on_spark == EngineRun(LocalEngine(), 4).map_items(items, unit, stage="nodes")
 
 
+def test_spark_keeps_each_task_under_its_message_limit(spark_session, monkeypatch):
+    """A task carries its units in one message, which Spark refuses over
+    spark.rpc.message.maxSize (the 10M DHC cluster run failed on a 155 MB task): a job's units
+    go in tasks of at most half of it, and a unit larger than that alone as a broadcast
+    variable, with every unit's result as on the local engine."""
+    from dpspec.engine import EngineRun, LocalEngine
+    from dpspec.engine import spark as spark_engine
+    from dpspec.engine.spark import SparkEngine, payload_bytes, task_chunks, task_payload_limit
+
+    assert task_payload_limit(spark_session.sparkContext) == 64 << 20  # the default 128 MiB, halved
+    items = [(("node", i), np.full(500 * (i % 3 + 1), i)) for i in range(9)]
+    batch = list(enumerate(items))
+    tasks = task_chunks(batch, 9_000, 2)
+    assert [u for t in tasks for u in t] == batch  # every unit once, in order
+    sizes = [sum(payload_bytes(item[1]) for _, item in t) for t in tasks]
+    assert all(size <= 9_000 or len(t) == 1 for size, t in zip(sizes, tasks)) and len(tasks) >= 4
+    assert len(task_chunks(batch[:3], 1 << 30, 2)) == 2  # small jobs still use both executors
+    assert len(task_chunks(batch[:1], 1 << 30, 2)) == 1
+
+    def unit(key, payload, rng):
+        return int(payload.sum()) + int(rng.integers(0, 1 << 30))
+
+    broadcasts = []
+    real = spark_session.sparkContext.broadcast
+    monkeypatch.setattr(spark_session.sparkContext, "broadcast", lambda v: broadcasts.append(v) or real(v))
+    monkeypatch.setattr(spark_engine, "task_payload_limit", lambda context: 9_000)  # the largest units exceed it
+    on_spark = EngineRun(SparkEngine(session=spark_session), 4).map_items(items, unit, stage="nodes")
+    assert on_spark == EngineRun(LocalEngine(), 4).map_items(items, unit, stage="nodes")
+    assert len(broadcasts) == 3 and all(b.size == 1500 for b in broadcasts)  # the three 12 KB units
+
+
 def test_a_directory_source_loads_into_pandas_for_other_mechanisms(tmp_path):
     """Mechanisms that take pandas frames (swapping, SafeTab) read a directory source too: the
     same validated frame as from a CSV file, rows aside (a directory is stored by partition)."""

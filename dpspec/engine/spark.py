@@ -19,6 +19,7 @@ import warnings
 from contextlib import contextmanager
 from urllib.parse import urlsplit
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 
@@ -553,26 +554,36 @@ class SparkEngine(Engine):
 
         Units are shipped in batches of at most `MAX_JOB_BYTES` of payload, one job each, so
         the driver never serializes a whole level at once (TopDown's block level holds
-        gigabytes of noisy measurements at 10M persons) and the driver JVM holds one batch."""
+        gigabytes of noisy measurements at 10M persons) and the driver JVM holds one batch.
+        A task carries its units in its own message, which Spark refuses over
+        `spark.rpc.message.maxSize` (128 MiB by default): a job's units are split into tasks
+        of at most half that (`task_chunks`), and a unit larger than that alone travels as a
+        broadcast variable."""
         with _quiet():
             if not items:
                 return []
             context = self.session.sparkContext
-
-            def work(indexed):
-                i, (key, payload) = indexed
-                return i, run_item(func, run_key, stage, key, payload)
-
+            limit = task_payload_limit(context)
+            parallel = self.partitions or context.defaultParallelism
             results = []
             try:
                 with job_progress(context, stage):
                     for batch in payload_batches(items, MAX_JOB_BYTES):
-                        slices = (
-                            len(batch)
-                            if per_item
-                            else max(1, min(len(batch), self.partitions or context.defaultParallelism))
-                        )
-                        results.extend(context.parallelize(batch, slices).map(work).collect())
+                        tasks = [[unit] for unit in batch] if per_item else task_chunks(batch, limit, parallel)
+                        big = {i: context.broadcast(payload) for i, (_, payload) in _oversize(tasks, limit)}
+                        tasks = [[(i, (key, None if i in big else payload)) for i, (key, payload) in t] for t in tasks]
+
+                        def work(task, big=big):
+                            return [
+                                (i, run_item(func, run_key, stage, key, big[i].value if i in big else payload))
+                                for i, (key, payload) in task
+                            ]
+
+                        try:
+                            results.extend(context.parallelize(tasks, len(tasks)).flatMap(work).collect())
+                        finally:
+                            for value in big.values():
+                                value.destroy()
             except Exception as exc:
                 raise _unit_error(exc) from None
             return [r for _, r in sorted(results, key=lambda pair: pair[0])]
@@ -595,6 +606,40 @@ def _unpack(blob: bytes) -> pd.DataFrame:
 
 
 MAX_JOB_BYTES = 256 << 20  # payload bytes shipped to Spark in one map_items job
+
+
+def task_payload_limit(context) -> int:
+    """Payload bytes one task may carry: half of `spark.rpc.message.maxSize` (MiB), leaving
+    room for the task's own description."""
+    return int(context.getConf().get("spark.rpc.message.maxSize", "128")) << 19
+
+
+def task_chunks(batch, limit: int, parallel: int) -> list[list]:
+    """A job's (index, item) pairs as consecutive tasks of about equal payload: at least
+    `parallel` of them (or one per unit) so every executor has work, and none over `limit`
+    bytes unless one unit alone is larger."""
+    sizes = np.array([payload_bytes(item[1]) for _, item in batch], dtype=np.float64)
+    total = float(sizes.sum())
+    n_tasks = max(min(len(batch), parallel), int(-(-total // max(limit, 1))))
+    middle = np.cumsum(sizes) - sizes / 2  # a unit goes where the middle of its bytes falls
+    group = np.minimum((middle * n_tasks // total).astype(np.int64), n_tasks - 1) if total else np.zeros(len(batch))
+    out = []
+    for g in np.unique(group):
+        members = np.flatnonzero(group == g)
+        task, size = [], 0.0
+        for j in members:  # a task over the limit is cut where it would pass it
+            if task and size + sizes[j] > limit:
+                out.append(task)
+                task, size = [], 0.0
+            task.append(batch[j])
+            size += sizes[j]
+        out.append(task)
+    return out
+
+
+def _oversize(tasks, limit: int):
+    """The (index, item) pairs that alone carry more than `limit` payload bytes."""
+    return [unit for task in tasks for unit in task if len(task) == 1 and payload_bytes(unit[1][1]) > limit]
 
 
 def payload_bytes(payload) -> int:
