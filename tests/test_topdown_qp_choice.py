@@ -185,7 +185,8 @@ def test_a_grid_pdlp_does_not_finish_goes_to_clarabel(monkeypatch):
 def test_a_grid_past_pdlps_band_keeps_the_size_rule():
     problem = _grid(30, 60, 20)  # a grid, handed with the size of the DHC root's band
     assert qp_choice.rule(_Shape(qp_choice.GRID_UP_TO - 1), problem) == "pdlp"
-    assert qp_choice.rule(_Shape(qp_choice.GRID_UP_TO), problem) == "piqp"  # as the 10k root
+    assert qp_choice.rule(_Shape(qp_choice.GRID_UP_TO), problem) == "clarabel"  # as the 1M cluster's place fits
+    assert qp_choice.rule(_Shape(176_711), problem) == "piqp"  # as the 10k root
 
 
 def test_the_rule_is_read_in_order(monkeypatch):

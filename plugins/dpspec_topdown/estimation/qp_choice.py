@@ -188,7 +188,11 @@ def grid(problem: NodeQP) -> bool:
 # 10k persons (176,711 variables) is also a grid by ``grid``'s measure but stays on PIQP (3.4x
 # faster than Clarabel; PDLP took over 2.5 min on the 1M root, against Clarabel's 21 s).
 GRID_SIDE = 8  # terms in the median cell's shorter cells-only row (see grid)
-GRID_UP_TO = 150_000  # variables as stated: grids below go to PDLP
+# Below 100,000 only: on the local cluster's 1M-person DHC run (10 states of one county each) the
+# place/MCD fits, grids by this measure, of up to 114,157 variables, took the level 301.7 s with
+# PDLP against 60.8 s with Clarabel, as PDLP took 4.3-4.8x Clarabel's time on the captured fits
+# of that level of 107,214-109,450 variables; the largest block fit PDLP sped up there held 84,973.
+GRID_UP_TO = 100_000  # variables as stated: grids below go to PDLP
 RULE: tuple = ((8_000, "piqp"), (150_000, "clarabel"), (300_000, "piqp"), (float("inf"), "clarabel"))
 # variables as stated from which a solver's fit runs in a forked child (isolated.py), so that a
 # crash in its native code falls back to Clarabel instead of killing the process: PIQP crashed on
