@@ -389,9 +389,12 @@ def test_spark_keeps_each_task_under_its_message_limit(spark_session, monkeypatc
     real = spark_session.sparkContext.broadcast
     monkeypatch.setattr(spark_session.sparkContext, "broadcast", lambda v: broadcasts.append(v) or real(v))
     monkeypatch.setattr(spark_engine, "task_payload_limit", lambda context: 9_000)  # the largest units exceed it
+    sized = []
+    monkeypatch.setattr(spark_engine, "payload_bytes", lambda payload: sized.append(1) or payload_bytes(payload))
     on_spark = EngineRun(SparkEngine(session=spark_session), 4).map_items(items, unit, stage="nodes")
     assert on_spark == EngineRun(LocalEngine(), 4).map_items(items, unit, stage="nodes")
     assert len(broadcasts) == 3 and all(b.size == 1500 for b in broadcasts)  # the three 12 KB units
+    assert len(sized) == len(items)  # each unit pickled once to size it (a bytes payload is copied each time)
 
 
 def test_a_directory_source_loads_into_pandas_for_other_mechanisms(tmp_path):

@@ -565,12 +565,13 @@ class SparkEngine(Engine):
             context = self.session.sparkContext
             limit = task_payload_limit(context)
             parallel = self.partitions or context.defaultParallelism
+            sizes = [payload_bytes(payload) for _, payload in items]  # each unit pickled once to size it
             results = []
             try:
                 with job_progress(context, stage):
-                    for batch in payload_batches(items, MAX_JOB_BYTES):
-                        tasks = [[unit] for unit in batch] if per_item else task_chunks(batch, limit, parallel)
-                        big = {i: context.broadcast(payload) for i, (_, payload) in _oversize(tasks, limit)}
+                    for batch in payload_batches(items, MAX_JOB_BYTES, sizes):
+                        tasks = [[unit] for unit in batch] if per_item else task_chunks(batch, limit, parallel, sizes)
+                        big = {i: context.broadcast(payload) for i, (_, payload) in _oversize(tasks, limit, sizes)}
                         tasks = [[(i, (key, None if i in big else payload)) for i, (key, payload) in t] for t in tasks]
 
                         def work(task, big=big):
@@ -614,11 +615,12 @@ def task_payload_limit(context) -> int:
     return int(context.getConf().get("spark.rpc.message.maxSize", "128")) << 19
 
 
-def task_chunks(batch, limit: int, parallel: int) -> list[list]:
+def task_chunks(batch, limit: int, parallel: int, sizes=None) -> list[list]:
     """A job's (index, item) pairs as consecutive tasks of about equal payload: at least
     `parallel` of them (or one per unit) so every executor has work, and none over `limit`
-    bytes unless one unit alone is larger."""
-    sizes = np.array([payload_bytes(item[1]) for _, item in batch], dtype=np.float64)
+    bytes unless one unit alone is larger. `sizes[index]`, when given, is each item's
+    payload size, so a caller that has measured them does not pickle the units again."""
+    sizes = np.array([payload_bytes(item[1]) if sizes is None else sizes[i] for i, item in batch], dtype=np.float64)
     total = float(sizes.sum())
     n_tasks = max(min(len(batch), parallel), int(-(-total // max(limit, 1))))
     middle = np.cumsum(sizes) - sizes / 2  # a unit goes where the middle of its bytes falls
@@ -637,9 +639,9 @@ def task_chunks(batch, limit: int, parallel: int) -> list[list]:
     return out
 
 
-def _oversize(tasks, limit: int):
-    """The (index, item) pairs that alone carry more than `limit` payload bytes."""
-    return [unit for task in tasks for unit in task if len(task) == 1 and payload_bytes(unit[1][1]) > limit]
+def _oversize(tasks, limit: int, sizes):
+    """The (index, item) pairs that alone carry more than `limit` payload bytes (`sizes[index]`)."""
+    return [unit for task in tasks for unit in task if len(task) == 1 and sizes[unit[0]] > limit]
 
 
 def payload_bytes(payload) -> int:
@@ -649,11 +651,12 @@ def payload_bytes(payload) -> int:
     return len(head) + sum(b.raw().nbytes for b in buffers)
 
 
-def payload_batches(items, limit: int) -> list[list]:
-    """(index, item) pairs in consecutive batches of at most `limit` payload bytes (at least one item)."""
+def payload_batches(items, limit: int, sizes=None) -> list[list]:
+    """(index, item) pairs in consecutive batches of at most `limit` payload bytes (at least
+    one item); `sizes`, when given, holds each item's payload size."""
     out, batch, size = [], [], 0
     for i, item in enumerate(items):
-        n = payload_bytes(item[1])
+        n = payload_bytes(item[1]) if sizes is None else sizes[i]
         if batch and size + n > limit:
             out.append(batch)
             batch, size = [], 0
