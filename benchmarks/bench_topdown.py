@@ -461,6 +461,12 @@ def bench_dhc(n_persons: int, n_blocks: int, workers: int | None) -> None:
         f"the root's node alone {levels[root].get('node_seconds', 0.0):.1f} s "
         f"({levels[root].get('max_variables', 0):,} variables); per level after the root "
         f"{(wall - levels[root].get('solve_seconds', 0.0)) / blocks * 1e3:.0f} ms per block",
+        f"{n_persons:,} persons, DHC, per level (wall s, share of the run; nodes; the largest fit's variables): "
+        + "; ".join(
+            f"{name} {row.get('solve_seconds', 0.0):.1f} s, {row.get('solve_seconds', 0.0) / wall:.0%}; "
+            f"{row.get('nodes', 0):,}; {row.get('max_variables', 0):,}"
+            for name, row in levels.items()
+        ),
         f"{n_persons:,} persons: I/O, writing the protected microdata as CSV: DHC {dhc_io:.1f} s, "
         f"P.L. 94 {pl_io:.1f} s (not in the run times above)",
         f"{n_persons:,} persons: peak memory {own:,.0f} MB main, {kids:,.0f} MB largest solver worker "
