@@ -184,7 +184,7 @@ def _vm(key: str) -> float:
 # includes an import (with --reuse nothing else imports them in this process)
 SOLVER_MODULES = (
     "clarabel",
-    "piqp",
+    "dpspec_topdown.estimation.piqp_baseline",  # PIQP as TopDown loads it: its baseline build
     "ortools.pdlp.python.pdlp",
     "ortools.pdlp.solvers_pb2",
     "ortools.pdlp.solve_log_pb2",

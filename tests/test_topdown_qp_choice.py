@@ -303,3 +303,26 @@ def test_a_solver_that_crashes_its_process_falls_back_to_clarabel(monkeypatch):
     assert run_isolated(segfault, problem, None) == (False, None, 0.0, "crashed (SIGSEGV)")
     assert run_isolated(lambda: (True, None, 0.5, "no answer")) == (True, None, 0.5, "no answer")
     assert run_isolated(lambda: 1 / 0)[3] == "child exited with status 1"
+
+
+def test_piqp_solves_with_its_baseline_build_on_every_cpu():
+    """PIQP's package would load the build for the widest instruction set the CPU has, whose fits
+    end in other bits (piqp_baseline.py); a fresh process, as a compile is, solves with the
+    baseline build, and gives the bits of the fits solved here."""
+    import subprocess
+    import sys
+
+    problem = _problem()
+    code = (
+        "import sys, numpy as np\n"
+        "from tests.test_topdown_qp_choice import _problem\n"
+        "from dpspec_topdown.estimation import qp_choice\n"
+        "x = qp_choice.solve_piqp(_problem(), reuse=False)[1]\n"
+        "print(qp_choice.piqp.build()); sys.stdout.buffer.write(x.tobytes())\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, check=True).stdout
+    name, _, bits = out.partition(b"\n")
+    from dpspec_topdown.estimation import piqp_baseline
+
+    assert name.decode() == piqp_baseline.BASELINE
+    assert bits == qp_choice.solve_piqp(problem, reuse=False)[1].tobytes()

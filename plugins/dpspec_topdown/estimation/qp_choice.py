@@ -46,7 +46,7 @@ from .pdlp import solve_pdlp
 from .qp import Conic, NodeQP, Stated, conic_form, solve_clarabel, stated, violation_limit
 
 # heavy libraries, imported on first use
-piqp = LazyModule("piqp", "piqp", globals())
+piqp = LazyModule("dpspec_topdown.estimation.piqp_baseline", "piqp", globals())  # one build on every CPU
 proxsuite = LazyModule("proxsuite", "proxsuite", globals())
 osqp = LazyModule("osqp", "osqp", globals())
 _cholmod = LazyModule("sksparse.cholmod", "_cholmod", globals())
