@@ -6,7 +6,10 @@
 The same 10,000 synthetic persons as `bench_topdown.py --strategy dhc` run the bundled P.L. 94
 strategy and then the DHC persons strategy held to that release, one node at a time in one
 process, with DPSPEC_TOPDOWN_CAPTURE set, so every fit of every node is written to .npz
-(dpspec_topdown/estimation/qp_choice.py; never part of a release). Per run and level the largest fit and
+(dpspec_topdown/estimation/qp_choice.py; never part of a release); so does P.L. 94 alone on
+1,000,000 persons (run pl94-1000000, `--pl94-persons`), whose later passes hold each county or
+tract to its first-pass total in fits of 3,000-15,000 variables that the 10k run does not reach.
+Per run and level the largest fit and
 the one of median size are then solved, each in a forked process of its own (its time, the
 memory it added at its peak, a time limit of 20 s), by every solver configuration installed
 here: Clarabel as TopDown configures it (direct solve method "auto", which gave qdldl's answers
@@ -80,53 +83,68 @@ def _tagging_progress(where: Path, prefix: str = "node-"):
     return progress
 
 
-def capture(n_persons: int, where: Path, env: str = qp_choice.CAPTURE_ENV, prefix: str = "node-") -> None:
-    """The P.L. 94 and DHC persons runs of bench_topdown.bench_dhc, every fit captured (or, with
-    ``env`` and ``prefix`` another capture's, every problem that one writes)."""
-    from dpspec.engine import local_engine_run
-    from dpspec.run.compiler import make_rng
-    from dpspec_topdown.run.topdown import run_topdown
-    from dpspec_topdown.run.context import Records, RunContext
+def _persons(n_persons: int):
+    """The benchmark's synthetic persons: P.L. 94 blocks with DHC variables and the DHC spine."""
     from dpspec_topdown.synthetic import generate_population
     from make_dhc_synthetic import dhc_from_pl94, spine_columns
 
+    n_blocks = max(10, int(n_persons * 0.025))
+    return spine_columns(dhc_from_pl94(generate_population(n_persons, n_blocks, seed=1), seed=2))
+
+
+def _run_captured(records, design, where: Path, env: str, prefix: str):
+    """run_topdown with every fit captured into ``where``, one node at a time in one process."""
+    from dpspec.engine import local_engine_run
+    from dpspec.run.compiler import make_rng
+    from dpspec_topdown.run.context import RunContext
+    from dpspec_topdown.run.topdown import run_topdown
+
+    where.mkdir(parents=True, exist_ok=True)
+    os.environ[env] = str(where)
+    try:
+        progress = _tagging_progress(where, prefix)
+        return run_topdown(
+            records, design, RunContext(make_rng(1), engine=local_engine_run(1), progress=progress, workers=1)
+        )
+    finally:
+        os.environ.pop(env)
+
+
+def capture(
+    n_persons: int, where: Path, env: str = qp_choice.CAPTURE_ENV, prefix: str = "node-", pl94_persons=()
+) -> None:
+    """The P.L. 94 and DHC persons runs of bench_topdown.bench_dhc, every fit captured (or, with
+    ``env`` and ``prefix`` another capture's, every problem that one writes); with
+    ``pl94_persons``, P.L. 94 alone at each of those sizes too (run "pl94-N"), whose later passes
+    are held to the first in fits larger than any at 10k persons."""
+    from dpspec_topdown.run.context import Records
+
     import bench_topdown as bt
 
-    n_blocks = max(10, int(n_persons * 0.025))
-    persons = spine_columns(dhc_from_pl94(generate_population(n_persons, n_blocks, seed=1), seed=2))
+    persons = _persons(n_persons)
     zeros, bounds = bt.production_constraints(persons)
-    for name in ("pl94", "dhc"):
-        (where / name).mkdir(parents=True, exist_ok=True)
-    os.environ[env] = str(where / "pl94")
     t0 = time.perf_counter()
-    pl = run_topdown(
-        Records(persons, bounds=bounds),
-        bt.pl94_design(zeros),
-        RunContext(
-            make_rng(1), engine=local_engine_run(1), progress=_tagging_progress(where / "pl94", prefix), workers=1
-        ),
-    )
+    pl = _run_captured(Records(persons, bounds=bounds), bt.pl94_design(zeros), where / "pl94", env, prefix)
     print(f"captured P.L. 94 ({n_persons:,} persons) in {time.perf_counter() - t0:.1f} s", flush=True)
     variables = bt.dhc_strategy()[0]
     product = bt._pl94_product(pl.microdata)
-    persons = bt.in_categories(persons, variables)
-    os.environ[env] = str(where / "dhc")
+    held = Records(bt.in_categories(persons, variables), equalities=[("pl94", bt.PL94_FACTORS, product)])
     t0 = time.perf_counter()
-    run_topdown(
-        Records(persons, equalities=[("pl94", bt.PL94_FACTORS, product)]),
-        bt.dhc_design(),
-        RunContext(
-            make_rng(1), engine=local_engine_run(1), progress=_tagging_progress(where / "dhc", prefix), workers=1
-        ),
-    )
+    _run_captured(held, bt.dhc_design(), where / "dhc", env, prefix)
     print(f"captured DHC persons ({n_persons:,} persons) in {time.perf_counter() - t0:.1f} s", flush=True)
-    os.environ.pop(env)
+    for n in pl94_persons:
+        larger = _persons(n)
+        zeros, bounds = bt.production_constraints(larger)
+        t0 = time.perf_counter()
+        _run_captured(Records(larger, bounds=bounds), bt.pl94_design(zeros), where / f"pl94-{n}", env, prefix)
+        print(f"captured P.L. 94 ({n:,} persons) in {time.perf_counter() - t0:.1f} s", flush=True)
 
 
 def select(where: Path, per_level: int) -> list[tuple[str, str, Path]]:
     """(run, level, file): per run and level the largest fit and the one of median size."""
     chosen = []
-    for run in ("pl94", "dhc"):
+    runs = sorted((d.name for d in where.iterdir() if d.is_dir()), key=lambda r: (r != "pl94", r != "dhc", len(r), r))
+    for run in runs:
         by_level: dict[str, list] = {}
         for f in sorted((where / run).glob("*--node-*.npz")):
             level = f.name.split("--")[0]
@@ -324,6 +342,13 @@ def measure(nodes, configs) -> tuple[list, list]:
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--persons", type=int, default=10_000)
+    ap.add_argument(
+        "--pl94-persons",
+        type=int,
+        nargs="*",
+        default=[1_000_000],
+        help="also capture P.L. 94 alone at these sizes (default 1M: its later passes' grids, about 40 s)",
+    )
     ap.add_argument("--reuse", type=Path, default=None, help="time the nodes captured in DIR before")
     ap.add_argument("--keep", type=Path, default=None, help="capture into DIR (kept), not a temporary one")
     ap.add_argument("--per-level", type=int, default=2, help="fits per run and level: the largest, the median")
@@ -337,7 +362,7 @@ def main(argv=None) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         where = args.reuse or args.keep or Path(tmp)
         if args.reuse is None:
-            capture(args.persons, where)
+            capture(args.persons, where, pl94_persons=args.pl94_persons)
         nodes = select(where, args.per_level)
         print(f"{len(nodes)} nodes selected from {where}", flush=True)
         import_solvers()

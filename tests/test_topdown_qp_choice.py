@@ -97,8 +97,8 @@ class _Shape:
         (2_604, "piqp"),  # P.L. 94 block fits
         (4_761, "piqp"),  # DHC tract subset
         (6_959, "piqp"),  # DHC block group
-        (8_072, "clarabel"),  # DHC block fits of 8k-21k variables: their KKT factor fills in
-        (20_482, "clarabel"),
+        (8_072, "piqp"),  # fits of 8k-110k variables that are not grids (grids: below)
+        (109_982, "piqp"),  # the 1M DHC run's place/MCD fits
         (176_711, "piqp"),  # the DHC root at 10k persons
         (524_982, "clarabel"),  # the DHC root at 1M persons
         (728_000, "clarabel"),  # the 1M county node: PIQP had no answer in 600 s
@@ -148,6 +148,8 @@ def _grid(children, cells, within, seed=3):
         (4, 600, 100, False),  # its block-group fits: tied both ways, across only four children
         (40, 60, 0, False),  # P.L. 94's block fits: each cell tied across the children only
         (30, 60, 1, False),  # a row per cell within its child is a bound, not a second tie
+        (30, 60, 60, False),  # P.L. 94's later passes: each child held by one row, its total
+        (30, 60, 30, True),  # two rows within each child already split it
     ],
 )
 def test_grid_tells_the_fits_whose_factor_fills_in(children, cells, within, wide):
@@ -182,11 +184,12 @@ def test_a_grid_pdlp_does_not_finish_goes_to_clarabel(monkeypatch):
     assert "ITERATION_LIMIT" in pdlp.solve_pdlp(problem, iterations=10)[3]
 
 
-def test_a_grid_past_pdlps_band_keeps_the_size_rule():
-    problem = _grid(30, 60, 20)  # a grid, handed with the size of the DHC root's band
+def test_a_grid_past_pdlps_band_goes_to_clarabel():
+    problem = _grid(30, 60, 20)  # a grid, handed with the sizes of the bands around it
     assert qp_choice.rule(_Shape(qp_choice.GRID_UP_TO - 1), problem) == "pdlp"
     assert qp_choice.rule(_Shape(qp_choice.GRID_UP_TO), problem) == "clarabel"  # as the 1M cluster's place fits
-    assert qp_choice.rule(_Shape(176_711), problem) == "piqp"  # as the 10k root
+    assert qp_choice.rule(_Shape(176_711), problem) == "clarabel"
+    assert qp_choice.rule(_Shape(176_711), _grid(30, 60, 60)) == "piqp"  # one row within each child: no grid
 
 
 def test_the_rule_is_read_in_order(monkeypatch):

@@ -121,24 +121,25 @@ def load(path: str) -> NodeQP:
 
 
 def rule(form: Conic | Stated, problem: NodeQP | None = None) -> str:
-    """The solver RULE names for a node of this shape (see the module doc and RULE); with the
-    problem as stated, a fit under GRID_UP_TO variables whose cells form a tied grid (``grid``)
-    goes to PDLP instead."""
+    """The solver RULE names for a node of this size (see the module doc and RULE); with the
+    problem as stated, a fit RULE gives PIQP whose cells form a tied grid (``grid``) goes to
+    PDLP instead below GRID_UP_TO variables, and to Clarabel from there."""
     n = form.cols.size
-    if problem is not None and n < GRID_UP_TO and grid(problem):
-        return "pdlp"
-    for upto, name in RULE:
-        if n < upto:
-            return name
-    return "clarabel"
+    by_size = next((name for upto, name in RULE if n < upto), "clarabel")
+    if by_size != "piqp" or problem is None or not grid(problem):
+        return by_size
+    return "pdlp" if n < GRID_UP_TO else "clarabel"
 
 
 def grid(problem: NodeQP) -> bool:
     """Whether the cells form a wide grid: each cell tied by two rows over cells alone (a sum
     across the children, the parent's cell; and a row within its child, as where a fit is held
     to an earlier release), the shorter of the two longer than GRID_SIDE terms for the median
-    cell. Such a grid's KKT factor fills in (see RULE), which makes every interior-point step
-    dear; PDLP factors nothing (pdlp.py). One pass over the rows' entries."""
+    cell, and each child split by GRID_ROWS or more rows within it (the longer rows, counted,
+    over the median shorter row's terms, which is the number of children). Such a grid's KKT
+    factor fills in (see RULE), which makes every interior-point step dear; PDLP factors nothing
+    (pdlp.py). A fit whose children are each held by one row (their total, as P.L. 94's later
+    passes are held to the first) is not one. One sort of the rows' entries."""
     a = problem.a.tocsr()
     n_x = problem.n_x
     if n_x == 0 or a.nnz == 0:
@@ -147,53 +148,67 @@ def grid(problem: NodeQP) -> bool:
     row = np.repeat(np.arange(a.shape[0]), length)
     on_sums = np.bincount(row[a.indices >= n_x], minlength=a.shape[0])
     entry = (on_sums == 0)[row]  # the entries of rows over cells alone
-    col, span = a.indices[entry], length[row[entry]]
-    shorter = np.full(n_x, np.iinfo(np.int64).max)
-    np.minimum.at(shorter, col, span)
-    side = np.where(np.bincount(col, minlength=n_x) >= 2, shorter, 0)  # 0: tied one way or none
-    return bool(np.median(side) > GRID_SIDE)
+    col, span, within = a.indices[entry], length[row[entry]], row[entry]
+    order = np.lexsort((within, span, col))  # each cell's rows, shortest first
+    col, span, within = col[order], span[order], within[order]
+    starts = np.flatnonzero(np.r_[True, col[1:] != col[:-1]])
+    ends = np.r_[starts[1:], col.size] - 1
+    tied = ends > starts  # cells in two rows or more; 0 for the median cell tied one way or none
+    side = np.zeros(n_x, dtype=np.int64)
+    side[col[starts[tied]]] = span[starts[tied]]
+    children = float(np.median(side))
+    if children <= GRID_SIDE:
+        return False
+    return bool(np.unique(within[ends[tied]]).size >= GRID_ROWS * children)
 
 
-# (variables as stated below, solver): the first entry that matches. From the node benchmark
-# (docs/performance/bench_topdown_nodes.md; 10k persons, P.L. 94 and DHC persons, each node's
-# largest and median fit): PIQP was the fastest configuration that met the accuracy on every fit
-# below 8,000 variables (P.L. 94's, the DHC's county to block-group fits, 1.2-2.3x faster than
-# Clarabel) and on the DHC root (177k variables, 3.4x), except the DHC's block fits from 3,300
-# variables on (the median one, 3,543 variables: 1.77x Clarabel's time; all 16 captured: PIQP
-# 0.4-0.5x Clarabel's time below 1,300 variables, 1.7-6.4x from 3,300 on). Size and density do
-# not separate those from the block-group fits of 6,600-7,000 variables that PIQP solves in half
-# Clarabel's time (variables, rows, nonzeros per row or column, the normal equations' nonzeros
-# were tried); the fill of the KKT factor does: CHOLMOD's AMD analysis of the captured KKT
-# patterns gives a factor of 5.6-9.2x the matrix's nonzeros for those block fits, 0.7-2.4x for
-# every other captured fit of 1,000-30,000 variables (P.L. 94's block fits 1.3-1.8x). Their
-# cells are a grid: each in a sum across the children (the parent's cell) and in a row within
-# its child (the P.L. 94 release the DHC is held to), over some tens of children. ``grid``
-# tells that shape from the rows alone, cheaply and with no solver's analysis: the median cell's
-# shorter cells-only row held 12-27 terms in those block fits, 4 in the DHC's block-group fits
-# (four children), at most 5 in every other fit of the first band (P.L. 94's block fits tie each
-# cell one way only: 0). PIQP's other KKT solvers do not close the gap: on the median block fit its
+# (variables as stated below, solver): the first entry that matches, for a fit that is not a
+# grid (``grid``; grids are below). From the node benchmark (docs/performance/bench_topdown_nodes.md;
+# 10k persons, P.L. 94 and DHC persons, and P.L. 94 at 1M, each node's largest and median fit):
+# PIQP was the fastest configuration that met the accuracy, or within 1.06x of it, on every
+# captured fit that is not a grid below 300,000 variables: P.L. 94's, the DHC's county to
+# block-group fits, the DHC root at 10k (177k variables, 3.4x faster than Clarabel). On 42 of the 153 fits of 8,000-110,000 variables
+# that are not grids in the 1M-person DHC run (place/MCD, tract subset, block-group and block
+# fits), drawn evenly by size, PIQP took 0.28-0.77x Clarabel's time, 0.49x summed, every
+# violation under 1e-7 of what the rounding absorbs and the objective within 1e-9 of Clarabel's;
+# on the 12 P.L. 94 fits of 10,000-15,000 variables in two 1M runs (the bench_scale population's
+# state node and tract fits, bench_topdown's county node), 0.23-0.50x (2026-12-07).
+# PIQP is slower where its simplicial LDL' meets a factor that fills in: on the 1M-person county
+# node of 728k variables it gave no answer in 600 s (issue 46's measurement) and it crashed, a
+# segmentation fault in its set-up after 190 CPU-s, on the 1M DHC root of 722,829 variables
+# (2026-12-07), so sizes from 300k on stay on Clarabel.
+# Grids: the DHC's block fits held to P.L. 94 (each cell in a sum across the children, the
+# parent's cell, and in a row within its child, over some tens of children, each child split by
+# 9-14 such rows) fill in: CHOLMOD's AMD analysis of the captured KKT patterns gives a factor of
+# 5.6-9.2x the matrix's nonzeros there, 0.7-2.4x for every other captured fit of 1,000-30,000
+# variables, and PIQP took 1.7-6.4x Clarabel's time on them from 3,300 variables on. Size and
+# density do not separate them (variables, rows, nonzeros per row or column, the normal
+# equations' nonzeros were tried); ``grid`` does, from the rows alone, cheaply and with no
+# solver's analysis: the median cell's shorter cells-only row held 12-27 terms in those block
+# fits, 4 in the DHC's block-group fits (four children), 0 in P.L. 94's block fits (each cell
+# tied one way only). PIQP's other KKT solvers do not close the gap: on the median block fit its
 # condensed forms took 0.30 s (inequalities condensed) and 5.7 s (equalities or both), its
 # multistage one 3.0 s, against 0.30 s for its default LDL' and 0.20 s for Clarabel; on a
 # block-group fit of 6,986 variables 0.10 s, 53 s and 26 s against the default's 0.10 s
-# (2026-12-07). On the DHC block fits of 8k-21k variables PIQP was 3-6x slower than Clarabel
-# (its simplicial LDL' against Clarabel's supernodal faer on a factor that fills in), as it is
-# on the 1M-person county node of 728k variables (no answer in 600 s, issue 46's measurement), so
-# sizes from 300k on stay on Clarabel (PIQP also crashed, a segmentation fault in its set-up
-# after 190 CPU-s, on the 1M-person DHC root of 722,829 variables: 2026-12-07).
-# Grids go to PDLP (pdlp.py) below GRID_UP_TO variables: on the DHC block fits held to P.L. 94
-# of 3,500-63,000 variables (the 10k run's eight and 13 of the 1M run's) it took 0.31-1.20x
-# Clarabel's time at its tolerance (0.5x on the 10k run's, 0.76x summed over the 1M run's), with
-# every violation under 1% of what the rounding absorbs and the objective within 1e-8 of
-# Clarabel's; on the fits that are not grids (block-group to county fits) 2-29x. The DHC root at
-# 10k persons (176,711 variables) is also a grid by ``grid``'s measure but stays on PIQP (3.4x
-# faster than Clarabel; PDLP took over 2.5 min on the 1M root, against Clarabel's 21 s).
+# (2026-12-07). Grids go to PDLP (pdlp.py) below GRID_UP_TO variables: on the DHC block fits held
+# to P.L. 94 of 3,500-63,000 variables (the 10k run's eight and 13 of the 1M run's) it took
+# 0.31-1.20x Clarabel's time at its tolerance (0.5x on the 10k run's, 0.76x summed over the 1M
+# run's), with every violation under 1% of what the rounding absorbs and the objective within
+# 1e-8 of Clarabel's; on the fits that are not grids (block-group to county fits) 2-29x.
 GRID_SIDE = 8  # terms in the median cell's shorter cells-only row (see grid)
-# Below 100,000 only: on the local cluster's 1M-person DHC run (10 states of one county each) the
-# place/MCD fits, grids by this measure, of up to 114,157 variables, took the level 301.7 s with
-# PDLP against 60.8 s with Clarabel, as PDLP took 4.3-4.8x Clarabel's time on the captured fits
-# of that level of 107,214-109,450 variables; the largest block fit PDLP sped up there held 84,973.
-GRID_UP_TO = 100_000  # variables as stated: grids below go to PDLP
-RULE: tuple = ((8_000, "piqp"), (150_000, "clarabel"), (300_000, "piqp"), (float("inf"), "clarabel"))
+# rows within a child, at least: P.L. 94's fits held to their first pass (each child by its
+# total, one row) are grids by GRID_SIDE alone at 1M persons (a state node's 10 or 17 children,
+# the tract fits' 14-27): PIQP took 0.10-0.35x PDLP's time on all 29 of two 1M runs, violations
+# under 1e-6 of the limit (2026-12-07); the DHC block fits held to P.L. 94, where PDLP is the
+# fastest, have 9-14 rows within each child.
+GRID_ROWS = 2
+# Below 100,000 only, and Clarabel from there: on the local cluster's 1M-person DHC run (10 states
+# of one county each) the place/MCD fits, grids by GRID_SIDE alone, of up to 114,157 variables,
+# took the level 301.7 s with PDLP against 60.8 s with Clarabel, as PDLP took 4.3-4.8x Clarabel's
+# time on the captured fits of that level of 107,214-109,450 variables; the largest block fit
+# PDLP sped up there held 84,973. (PIQP was not measured on those fits.)
+GRID_UP_TO = 100_000  # variables as stated: grids below go to PDLP, grids from here to Clarabel
+RULE: tuple = ((300_000, "piqp"), (float("inf"), "clarabel"))
 # variables as stated from which a solver's fit runs in a forked child (isolated.py), so that a
 # crash in its native code falls back to Clarabel instead of killing the process: PIQP crashed on
 # a fit of 722,829 variables, and the rule gives it fits from 150,000 (the fork costs milliseconds
