@@ -165,9 +165,9 @@ def grid(problem: NodeQP) -> bool:
 # (variables as stated below, solver): the first entry that matches, for a fit that is not a
 # grid (``grid``; grids are below). From the node benchmark (docs/performance/bench_topdown_nodes.md;
 # 10k persons, P.L. 94 and DHC persons, and P.L. 94 at 1M, each node's largest and median fit):
-# PIQP was the fastest configuration that met the accuracy, or within 1.06x of it, on every
-# captured fit that is not a grid below 300,000 variables: P.L. 94's, the DHC's county to
-# block-group fits, the DHC root at 10k (177k variables, 3.4x faster than Clarabel). On 42 of the 153 fits of 8,000-110,000 variables
+# PIQP was the fastest configuration that met the accuracy on all 25 captured fits that are
+# not grids (every one below 300,000 variables): P.L. 94's at 10k and 1M, the DHC's county to
+# block-group fits, the DHC root at 10k (177k variables; 2026-12-08). On 42 of the 153 fits of 8,000-110,000 variables
 # that are not grids in the 1M-person DHC run (place/MCD, tract subset, block-group and block
 # fits), drawn evenly by size, PIQP took 0.28-0.77x Clarabel's time, 0.49x summed, every
 # violation under 1e-7 of what the rounding absorbs and the objective within 1e-9 of Clarabel's;
