@@ -317,7 +317,7 @@ def test_piqp_solves_with_its_baseline_build_on_every_cpu():
 
     problem = _problem()
     code = (
-        "import sys, numpy as np\n"
+        "import sys\n"
         "from tests.test_topdown_qp_choice import _problem\n"
         "from dpspec_topdown.estimation import qp_choice\n"
         "x = qp_choice.solve_piqp(_problem(), reuse=False)[1]\n"

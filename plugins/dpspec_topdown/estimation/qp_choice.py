@@ -167,9 +167,9 @@ def grid(problem: NodeQP) -> bool:
 # 10k persons, P.L. 94 and DHC persons, and P.L. 94 at 1M, each node's largest and median fit):
 # PIQP was the fastest configuration that met the accuracy on all 25 captured fits that are
 # not grids (every one below 300,000 variables): P.L. 94's at 10k and 1M, the DHC's county to
-# block-group fits, the DHC root at 10k (177k variables; 2026-12-08). On 42 of the 153 fits of 8,000-110,000 variables
-# that are not grids in the 1M-person DHC run (place/MCD, tract subset, block-group and block
-# fits), drawn evenly by size, PIQP took 0.28-0.77x Clarabel's time, 0.49x summed, every
+# block-group fits, the DHC root at 10k (177k variables; 2026-12-08). On 42 of the 153 fits of
+# 8,000-110,000 variables that are not grids in the 1M-person DHC run (place/MCD, tract subset,
+# block-group and block fits), drawn evenly by size, PIQP took 0.28-0.77x Clarabel's time, 0.49x summed, every
 # violation under 1e-7 of what the rounding absorbs and the objective within 1e-9 of Clarabel's;
 # on the 12 P.L. 94 fits of 10,000-15,000 variables in two 1M runs (the bench_scale population's
 # state node and tract fits, bench_topdown's county node), 0.23-0.50x (2026-12-07).
